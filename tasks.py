@@ -1,0 +1,3 @@
+"""Invoke entry point: ``inv --list``. All tasks live in ``dapo_ops/tasks/``."""
+
+from dapo_ops.cli import ns  # noqa: F401
