@@ -1,0 +1,225 @@
+"""Multi-host topology, Ray head/worker commands and per-node collective environment (pure, stdlib only).
+
+A multi-host run is one Ray cluster across the hosts' containers (verl's own engine, no other
+scheduler): the Ray head runs in the first host's container, a Ray worker in each other one,
+and the supervisor starts verl on the head with ``trainer.nnodes`` / ``trainer.n_gpus_per_node``
+(and, for one-step-off, the rollout pool's ``rollout.nnodes`` / ``rollout.n_gpus_per_node``)
+computed here from the inventory.
+
+Every Ray process is started as ``ray start ... --block`` in its own session, so the run owns
+exactly that session: stopping it (SIGTERM to the session) stops only the Ray processes this
+run started, never another user's. Workers get a short GCS reconnect timeout, so when the head
+goes away (final failure, ``inv stop``) their raylets exit by themselves within seconds.
+
+Facts: verl.md §6 (pools add up; trainer pool = ``trainer.nnodes`` x ``trainer.n_gpus_per_node``,
+rollout pool = ``rollout.nnodes`` x ``rollout.n_gpus_per_node``), §7 (HCCL env in verl's Ascend
+scripts: ``HCCL_CONNECT_TIMEOUT=7200``, ``HCCL_EXEC_TIMEOUT=60000``), §11 (verl counts ``GPU`` or,
+when no GPU exists, ``NPU`` Ray resources).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+RAY_PORT = 6379
+RAY_DASHBOARD_PORT = 8265
+#: seconds a worker raylet keeps retrying a vanished GCS before it exits (Ray default: 60)
+WORKER_GCS_RECONNECT_S = 5
+
+#: HCCL timeouts used by verl's Ascend scripts (seconds for CONNECT, seconds for EXEC);
+#: main (2026-01) ``verl/experimental/one_step_off_policy/shell/grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh``.
+HCCL_TIMEOUTS = {"HCCL_CONNECT_TIMEOUT": "7200", "HCCL_EXEC_TIMEOUT": "60000"}
+
+
+class TopologyError(ValueError):
+    """A device split that cannot be placed on the given hosts. ``str()`` is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One host of the cluster: inventory name, address (the Ray node IP) and device count."""
+
+    name: str
+    address: str
+    devices: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where the trainer and rollout pools sit.
+
+    ``trainer_nodes`` x ``trainer_per_node`` devices form the trainer pool; for one-step-off,
+    ``rollout_nodes`` x ``rollout_per_node`` form the rollout pool (0 for DAPO, whose rollout is
+    colocated with the trainer). ``overrides()`` gives the values for the run spec's settings.
+    """
+
+    mode: str
+    nodes: tuple[Node, ...]
+    trainer_nodes: int
+    trainer_per_node: int
+    rollout_nodes: int = 0
+    rollout_per_node: int = 0
+    placement: dict = field(default_factory=dict)
+
+    @property
+    def head(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def total_devices(self) -> int:
+        return sum(n.devices for n in self.nodes)
+
+    def settings(self) -> dict:
+        """Settings for the run spec (keys of docs/design.md "Run spec" ``settings``)."""
+        out = {"nnodes": self.trainer_nodes, "n_gpus_per_node": self.trainer_per_node}
+        if self.mode == "one-step-off":
+            out.update(trainer_gpus=self.trainer_per_node, rollout_gpus=self.rollout_per_node,
+                       rollout_nnodes=self.rollout_nodes)
+        return out
+
+
+def plan_topology(mode: str, nodes: list[Node], trainer_gpus: int = 0, rollout_gpus: int = 0) -> Topology:
+    """Compute the pools for ``mode`` ("dapo" | "one-step-off") on ``nodes`` (head first).
+
+    DAPO: every node joins the trainer pool with ``min(devices)`` devices per node
+    (``trainer.nnodes = len(nodes)``). One-step-off: the pools are additive (verl.md §6); with
+    several hosts the trainer pool takes whole hosts first (``trainer_gpus`` per host on the first
+    hosts) and the rollout pool the remaining hosts, so ``-H h1,h2`` puts trainer on h1 and rollout
+    on h2. ``trainer_gpus`` / ``rollout_gpus`` are per-node counts (the runbook's
+    TRAINER_GPUS / ROLLOUT_GPUS).
+
+    Raises :class:`TopologyError` (one line, with the fix) when the split does not fit.
+    """
+    if not nodes:
+        raise TopologyError("no hosts selected: pass -H name1,name2 with names from hosts.toml")
+    per_node = min(n.devices for n in nodes)
+    if per_node <= 0:
+        bad = min(nodes, key=lambda n: n.devices)
+        raise TopologyError(f"host '{bad.name}' has {bad.devices} devices: fix `devices` in hosts.toml")
+    if mode == "dapo":
+        return Topology(mode, tuple(nodes), trainer_nodes=len(nodes), trainer_per_node=per_node,
+                        placement={n.name: "trainer+rollout" for n in nodes})
+    if mode != "one-step-off":
+        raise TopologyError(f"unknown mode '{mode}': use dapo or one-step-off")
+    if trainer_gpus <= 0 or rollout_gpus <= 0:
+        raise TopologyError("one-step-off needs --trainer-gpus and --rollout-gpus > 0 (TRAINER_GPUS / ROLLOUT_GPUS)")
+    if len(nodes) == 1:
+        node = nodes[0]
+        if trainer_gpus + rollout_gpus > node.devices:
+            raise TopologyError(
+                f"trainer {trainer_gpus} + rollout {rollout_gpus} devices > {node.devices} on '{node.name}': "
+                f"pools add up; e.g. --trainer-gpus {max(node.devices - max(node.devices // 4, 1), 1)} "
+                f"--rollout-gpus {max(node.devices // 4, 1)}")
+        return Topology(mode, tuple(nodes), 1, trainer_gpus, 1, rollout_gpus,
+                        placement={node.name: f"trainer {trainer_gpus} + rollout {rollout_gpus}"})
+    # several hosts: whole hosts per pool, trainer first
+    n_trainer = max(1, len(nodes) // 2) if len(nodes) > 1 else 1
+    trainer_hosts, rollout_hosts = nodes[:n_trainer], nodes[n_trainer:]
+    if trainer_gpus > per_node or rollout_gpus > per_node:
+        raise TopologyError(
+            f"--trainer-gpus {trainer_gpus} / --rollout-gpus {rollout_gpus} are per host and exceed the "
+            f"{per_node} devices of the smallest host: lower them to <= {per_node}")
+    placement = {n.name: f"trainer {trainer_gpus}" for n in trainer_hosts}
+    placement.update({n.name: f"rollout {rollout_gpus}" for n in rollout_hosts})
+    return Topology(mode, tuple(nodes), len(trainer_hosts), trainer_gpus, len(rollout_hosts), rollout_gpus,
+                    placement=placement)
+
+
+def ray_resources_arg(accelerator: str, devices: int) -> list[str]:
+    """``ray start`` arguments advertising the node's accelerators.
+
+    GPU: ``--num-gpus N`` (Ray's own resource). NPU: ``--resources {"NPU": N}`` (the resource
+    name verl counts when no GPU exists; verl.md §11).
+    """
+    if accelerator == "gpu":
+        return ["--num-gpus", str(devices)]
+    return ["--resources", json.dumps({"NPU": devices}, separators=(",", ":"))]
+
+
+def ray_head_argv(ray: str, node: Node, accelerator: str, port: int = RAY_PORT) -> list[str]:
+    """argv of the blocking Ray head start (node IP = the host's address, dashboard bound to it)."""
+    return [ray, "start", "--head", "--block", "--disable-usage-stats",
+            f"--node-ip-address={node.address}", f"--port={port}",
+            f"--dashboard-host={node.address}", f"--dashboard-port={RAY_DASHBOARD_PORT}",
+            *ray_resources_arg(accelerator, node.devices)]
+
+
+def ray_worker_argv(ray: str, node: Node, head: Node, accelerator: str, port: int = RAY_PORT) -> list[str]:
+    """argv of a blocking Ray worker start pointing at the head's GCS."""
+    return [ray, "start", "--block", "--disable-usage-stats", f"--address={head.address}:{port}",
+            f"--node-ip-address={node.address}", *ray_resources_arg(accelerator, node.devices)]
+
+
+def ray_process_env(accelerator: str, node: Node, cluster: list[Node], iface: str | None,
+                    base_no_proxy: str = "") -> dict[str, str]:
+    """Environment for ``ray start`` on ``node`` (inherited by every Ray worker process there).
+
+    - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + verl's HCCL timeouts,
+      or NCCL ``NCCL_SOCKET_IFNAME`` (NVIDIA); ``GLOO_SOCKET_IFNAME`` on both — derived from the
+      host's address and the interface that carries it (``iface``; omitted when unknown);
+    - ``no_proxy``/``NO_PROXY`` with loopback and every cluster address, so Ray's gRPC and the
+      collectives never go through an HTTP proxy (ray-project/ray#6662);
+    - ``RAY_gcs_rpc_server_reconnect_timeout_s`` so a worker exits soon after the head is gone.
+    """
+    env: dict[str, str] = {}
+    if accelerator == "npu":
+        env["HCCL_IF_IP"] = node.address
+        env.update(HCCL_TIMEOUTS)
+        if iface:
+            env["HCCL_SOCKET_IFNAME"] = iface
+    elif iface:
+        env["NCCL_SOCKET_IFNAME"] = iface
+    if iface:
+        env["GLOO_SOCKET_IFNAME"] = iface
+    no_proxy = merge_no_proxy(base_no_proxy, [n.address for n in cluster])
+    env["no_proxy"] = env["NO_PROXY"] = no_proxy
+    env["RAY_gcs_rpc_server_reconnect_timeout_s"] = str(WORKER_GCS_RECONNECT_S)
+    return env
+
+
+def merge_no_proxy(base: str, addresses: list[str]) -> str:
+    """``no_proxy`` value: ``base`` entries + localhost, 127.0.0.1, ::1 + ``addresses``, deduplicated, order kept."""
+    items: list[str] = []
+    for part in [*base.split(","), "localhost", "127.0.0.1", "::1", *addresses]:
+        part = part.strip()
+        if part and part not in items:
+            items.append(part)
+    return ",".join(items)
+
+
+#: stdlib script run in a container: prints the interface that carries ADDRESS (argv[1]) or "".
+IFACE_PROBE = r"""
+import fcntl, socket, struct, sys
+want = sys.argv[1]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _, name in socket.if_nameindex():
+    try:
+        raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', name[:15].encode()))
+    except OSError:
+        continue
+    if socket.inet_ntoa(raw[20:24]) == want:
+        print(name); break
+"""
+
+#: stdlib + ray script run on the head: waits up to argv[1] seconds for argv[2] alive nodes and
+#: prints JSON {"nodes": [{"address", "resources"}...]} (exit 0) or the partial view (exit 3).
+CLUSTER_WAIT = r"""
+import json, sys, time
+import ray
+deadline = time.time() + float(sys.argv[1]); want = int(sys.argv[2])
+ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+while True:
+    nodes = [{"address": n["NodeManagerAddress"], "resources": n["Resources"]} for n in ray.nodes() if n["Alive"]]
+    if len(nodes) >= want or time.time() > deadline:
+        break
+    time.sleep(0.5)
+print(json.dumps({"nodes": nodes}))
+sys.exit(0 if len(nodes) >= want else 3)
+"""
+
+
+def quoted(argv: list[str]) -> str:
+    """Shell-quoted command line for ``argv``."""
+    return " ".join(shlex.quote(a) for a in argv)
