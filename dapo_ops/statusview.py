@@ -230,7 +230,7 @@ def one_line(text: str | None, limit: int = 120) -> str | None:
     if not text:
         return None
     first = str(text).strip().splitlines()[0].strip()
-    m = re.match(r"(.+?[.;])(\s|$)", first)
+    m = re.match(r"(.+?\.)(\s|$)", first)
     if m:
         first = m.group(1)
     return first if len(first) <= limit else first[: limit - 1] + "\u2026"

@@ -1,0 +1,171 @@
+"""The in-container probe (dapo_ops.remote_probe) run as the shipped ``python3 -c`` script against a local runs
+dir, with real processes standing in for the supervisor and the verl process group. No hosts needed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dapo_ops import remote_probe, runstate, statusview
+
+# A stand-in supervisor: its argv names dapo_ops.supervisor and the run dir (what runstate.is_supervisor_pid
+# checks); on SIGTERM it stops its verl process group and marks run.json stopped, as the real one does.
+FAKE_SUPERVISOR = r"""
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[3])
+from dapo_ops import runstate
+run_dir = sys.argv[2]
+def term(*a):
+    rec = runstate.read_run(run_dir)
+    try:
+        os.killpg(rec["pids"]["verl_pgid"], signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    rec["status"] = "stopped"; rec["ended_at"] = time.time()
+    runstate.write_run(run_dir, rec)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+open(os.path.join(run_dir, "sup.ready"), "w").close()
+while True:
+    time.sleep(0.1)
+"""
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def probe(req):
+    out = subprocess.run([sys.executable, "-I", "-c", remote_probe.build_script(), json.dumps(req)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):
+    rid = runstate.new_run_id()
+    rd = runstate.run_dir_for(runs_dir, rid)
+    os.makedirs(rd)
+    spec = {"run_id": rid, "run_dir": rd, "host": "h1", "container": "verl", "settings": {"steps": 10},
+            "features": [{"name": "flash_attn", "source": "default"}]}
+    rec = runstate.new_record(spec, sup_pid or 0)
+    rec.update(status=status, attempt=attempt)
+    rec["started_at"] -= 5  # processes started just before are the run's own
+    rec["pids"]["verl_pgid"] = verl_pgid
+    runstate.write_run(rd, rec)
+    with open(os.path.join(rd, "train.log"), "w") as fh:
+        fh.write(log)
+    return rid, rd
+
+
+def gone_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_status_reads_only_a_bounded_tail(tmp_path):
+    big = "x" * 100 + "\n"
+    log = big * 20000 + "step:7 - critic/score/mean:0.5 - perf/throughput:10\n"
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), log=log)
+    p = probe({"op": "status", "runs_dir": str(tmp_path), "tail_bytes": 4096})
+    assert len(p["tail"].encode()) <= 4096
+    assert p["log_bytes"] == len(log)
+    row = statusview.build_row("h1", p)
+    assert row.run_id == rid and row.step == 7 and row.state == "supervisor-dead"
+
+
+def test_current_run_is_lock_holder_then_newest(tmp_path):
+    a, _ = make_run(str(tmp_path), status="succeeded")
+    time.sleep(1.1)
+    b, _ = make_run(str(tmp_path), status="failed")
+    assert probe({"op": "status", "runs_dir": str(tmp_path)})["run"]["run_id"] == b
+    runstate.write_json_atomic(tmp_path / ".lock", {"run_id": a, "pid": gone_pid()})
+    assert probe({"op": "status", "runs_dir": str(tmp_path)})["run"]["run_id"] == a
+    lst = probe({"op": "list", "runs_dir": str(tmp_path)})
+    assert [r["run"]["run_id"] for r in lst["runs"]] == [b, a]
+    assert "error" in probe({"op": "status", "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
+    assert probe({"op": "status", "runs_dir": str(tmp_path / "none")})["run"] is None
+
+
+def test_stop_with_dead_supervisor_kills_own_group_and_is_idempotent(tmp_path):
+    verl = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), verl_pgid=verl.pid)
+        p = probe({"op": "status", "runs_dir": str(tmp_path)})
+        assert p["supervisor_alive"] is False and p["verl_alive"] is True
+        res = probe({"op": "stop", "runs_dir": str(tmp_path), "kill_grace_s": 5})
+        assert res["before"] == "running" and res["after"] == "stopped"
+        assert any("SIGTERM verl process group %d" % verl.pid in a for a in res["actions"])
+        assert verl.wait(timeout=10) == -signal.SIGTERM
+        rec = runstate.read_run(rd)
+        assert rec["status"] == "stopped" and rec["stop"]["supervisor"] == "dead"
+        assert os.path.exists(os.path.join(rd, "train.log"))
+        again = probe({"op": "stop", "runs_dir": str(tmp_path)})
+        assert again["already"] is True and again["after"] == "stopped"
+    finally:
+        if verl.poll() is None:
+            verl.kill()
+
+
+def test_stop_terminates_live_supervisor(tmp_path):
+    verl = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    rid, rd = make_run(str(tmp_path), verl_pgid=verl.pid)
+    sup = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "dapo_ops.supervisor", rd, REPO])
+    try:
+        rec = runstate.read_run(rd)
+        rec["pids"]["supervisor"] = sup.pid
+        runstate.write_run(rd, rec)
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(rd, "sup.ready")) and time.time() < deadline:
+            time.sleep(0.05)
+        assert probe({"op": "status", "runs_dir": str(tmp_path)})["supervisor_alive"] is True
+        res = probe({"op": "stop", "runs_dir": str(tmp_path), "run_id": rid})
+        assert res["actions"][0] == "SIGTERM supervisor pid %d" % sup.pid
+        assert sup.wait(timeout=10) == 0 and verl.wait(timeout=10) == -signal.SIGTERM
+        assert runstate.read_run(rd)["status"] == "stopped"
+    finally:
+        for p in (sup, verl):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_stop_never_touches_a_foreign_group(tmp_path):
+    # a process group that existed before the run started (a recycled pgid) is not the run's
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), verl_pgid=other.pid)
+        rec = runstate.read_run(rd)
+        rec["started_at"] = time.time() + 3600
+        runstate.write_run(rd, rec)
+        res = probe({"op": "stop", "runs_dir": str(tmp_path)})
+        assert res["actions"] == ["marked run.json stopped"]
+        assert other.poll() is None
+    finally:
+        other.kill()
+
+
+def test_errors_and_resolve(tmp_path):
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), log="a\n")
+    for k, text in ((1, "step:1 - x:1\nRuntimeError: NPU out of memory. Tried to allocate 4.64 GiB\n"),
+                    (2, "step:2 - x:1\n")):
+        with open(os.path.join(rd, "attempt-%d.log" % k), "w") as fh:
+            fh.write(text)
+    r = probe({"op": "resolve", "runs_dir": str(tmp_path), "attempt": 2})
+    assert r["log"].endswith("attempt-2.log") and r["attempts"] == [1, 2]
+    assert "no attempt 5" in probe({"op": "resolve", "runs_dir": str(tmp_path), "attempt": 5})["error"]
+    e = probe({"op": "errors", "runs_dir": str(tmp_path)})
+    assert [x["attempt"] for x in e["logs"]] == [1, 2]
+    assert "NPU out of memory" in remote_probe.decode_tail(e["logs"][0])
+
+
+@pytest.mark.parametrize("size", [0, 10, 5000])
+def test_read_tail_drops_cut_line(tmp_path, size):
+    p = tmp_path / "f.log"
+    p.write_text("y" * size + "\nlast line\n")
+    text, n, _ = remote_probe.read_tail(str(p), 64)
+    assert n == size + 11
+    assert text.endswith("last line\n") and ("y" not in text or size < 64)

@@ -1,0 +1,126 @@
+"""Pure tests of dapo_ops.statusview: log-tail parsing (verl.md §8 formats) and status rows. No hosts."""
+
+import json
+
+from dapo_ops import statusview as sv
+
+NP_LINE = ("(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
+           " - response_length/mean:812.0 - perf/throughput:np.float64(1234.5) - training/global_step:3"
+           " - timing_s/step:123.456 - actor/entropy:nan")
+
+
+def test_metrics_line_numpy2_and_ray_prefix():
+    step, m = sv.parse_metrics_line(sv.normalise_line("\x1b[36m" + NP_LINE + "\x1b[0m"))
+    assert step == 3
+    assert m["critic/score/mean"] == 0.25
+    assert m["actor/pg_loss"] == -0.0123
+    assert m["perf/throughput"] == 1234.5
+    assert m["training/global_step"] == 3.0
+    assert m["actor/entropy"] != m["actor/entropy"]  # nan kept as nan
+
+
+def test_global_step_metric_is_not_a_step_line():
+    assert sv.parse_metrics_line("foo training/global_step:5 - x:1") is None
+
+
+def test_step_after_tqdm_redraw_on_same_line():
+    text = "Training Progress:  30%|###   | 3/10 [00:03<00:07,  1.00s/it]step:3 - critic/score/mean:0.5\n"
+    info = sv.parse_tail(text)
+    assert info.step == 3 and info.metrics["critic/score/mean"] == 0.5
+    assert (info.bar_step, info.bar_total, info.bar_remaining_s, info.bar_s_per_step) == (3, 10, 7.0, 1.0)
+
+
+def test_tqdm_with_carriage_returns_and_hours():
+    text = ("Training Progress:  35%|###5      | 211/600 [5:40:00<10:25:00, 96.00s/it]\r"
+            "Training Progress:  35%|###5      | 212/600 [5:41:22<10:24:51, 96.63s/it]\r")
+    info = sv.parse_tail(text)
+    assert info.bar_step == 212 and info.bar_total == 600
+    assert info.bar_remaining_s == 10 * 3600 + 24 * 60 + 51
+    assert abs(info.bar_s_per_step - 96.63) < 1e-9
+
+
+def test_attempt_delimiter_resets_progress():
+    text = ("===== dapo-ops attempt 1 start 2026-11-29T15:00:00 features=flash_attn =====\n"
+            "step:4 - critic/score/mean:0.1\n"
+            "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
+            "===== dapo-ops attempt 2 start 2026-11-29T15:01:00 features=flash_attn,offload =====\n")
+    info = sv.parse_tail(text)
+    assert info.step is None and info.metrics == {}
+    assert [(k, w) for k, w, _ in info.attempt_events] == [(1, "start"), (1, "end"), (2, "start")]
+
+
+def test_swanlab_link_from_banner():
+    info = sv.parse_tail("swanlab: \U0001F680 View run dapo-x at https://swanlab.cn/@me/p/runs/abc123\n")
+    assert info.swanlab_url == "https://swanlab.cn/@me/p/runs/abc123"
+
+
+def _run(**kw):
+    rec = {"run_id": "20261129-150000-abcd", "status": "running", "attempt": 2, "step": 4, "total_steps": 10,
+           "step_times": [10.0, 12.0, 11.0], "last_progress_at": 1000.0, "started_at": 900.0,
+           "metrics": {"critic/score/mean": 0.2}, "features": [
+               {"name": "flash_attn", "source": "default"}, {"name": "offload", "source": "oom-retry-1"}],
+           "verdict": {"cls": "oom-device", "action": "retry with offload; resume from global_step_2.",
+                       "hint": "long paragraph"},
+           "pids": {"supervisor": 10, "verl_pgid": 11}, "swanlab_url": None}
+    rec.update(kw)
+    return rec
+
+
+def test_row_second_attempt_with_oom_added_feature():
+    tail = "step:5 - critic/score/mean:0.3 - response_length/mean:700 - perf/throughput:99.5\n"
+    row = sv.build_row("h1", {"run": _run(), "tail": tail, "now": 1010.0, "log_mtime": 1005.0,
+                              "supervisor_alive": True, "verl_alive": True})
+    assert row.state == "running" and row.attempt == 2
+    assert (row.step, row.total, row.percent) == (5, 10, 50.0)
+    assert row.eta_s == 5 * 11.0  # median of recent step times x remaining steps
+    assert row.metrics == {"critic/score/mean": 0.3, "response_length/mean": 700.0, "perf/throughput": 99.5}
+    assert [f["name"] for f in row.features if f["oom_added"]] == ["offload"]
+    assert row.verdict == "oom-device" and row.hint == "retry with offload; resume from global_step_2."
+    assert row.progress_age_s == 5.0 and not row.stale
+    c = sv.cells(row)
+    assert c["features"] == "flash_attn,+offload(oom-retry-1)"
+    assert c["step"] == "5/10 (50%)"
+    json.dumps(row.to_json())
+
+
+def test_dead_supervisor_is_not_shown_running():
+    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False,
+                              "verl_alive": True})
+    assert row.state == "supervisor-dead"
+    assert "still runs (pgid 11)" in row.hint
+    assert sv.is_finished(row)
+
+
+def test_stale_flag_uses_step_time():
+    probe = {"run": _run(step_times=[600.0]), "tail": "", "supervisor_alive": True}
+    assert not sv.build_row("h1", dict(probe, now=1000.0 + 1700)).stale   # < 3 x 600 s
+    assert sv.build_row("h1", dict(probe, now=1000.0 + 1900)).stale
+    stopped = sv.build_row("h1", dict(probe, run=_run(status="stopped"), now=99999.0))
+    assert not stopped.stale and stopped.eta_s is None
+
+
+def test_no_run_and_error_rows():
+    assert sv.build_row("h2", {"run": None, "now": 1.0}).state == "no-run"
+    r = sv.build_row("h3", {"error": "h3: unreachable"})
+    assert r.state == "error" and sv.cells(r)["verdict"] == "h3: unreachable"
+
+
+def test_events_attempt_escalation_and_finish():
+    a = sv.build_row("h1", {"run": _run(attempt=1, features=[{"name": "flash_attn", "source": "default"}],
+                                        verdict=None), "tail": "", "now": 1001.0, "supervisor_alive": True})
+    b = sv.build_row("h1", {"run": _run(status="retrying", attempt=2), "tail": "", "now": 1002.0,
+                            "supervisor_alive": True})
+    ev = sv.events(a, b)
+    assert any("attempt 2 started" in e and "OOM escalation: +offload" in e for e in ev)
+    c = sv.build_row("h1", {"run": _run(status="succeeded", step=10), "tail": "", "now": 1003.0,
+                            "supervisor_alive": False})
+    ev = sv.events(b, c)
+    assert ev == ["h1: finished: succeeded at step 10/10"]
+    assert sv.events(c, c) == []
+
+
+def test_sort_newest_first():
+    rows = [sv.past_run_row("h1", _run(run_id="a", started_at=1.0)),
+            sv.past_run_row("h1", _run(run_id="b", started_at=3.0)),
+            sv.past_run_row("h2", _run(run_id="c", started_at=2.0))]
+    assert [r.run_id for r in sv.sort_newest_first(rows)] == ["b", "a", "c"]
