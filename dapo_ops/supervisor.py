@@ -1,0 +1,922 @@
+"""The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes.
+
+STDLIB ONLY (shipped into the training container, see ``dapo_ops/remote_bundle.py``)::
+
+    cd <workdir> && PYTHONPATH=<bundle> python3 -m dapo_ops.supervisor <run_dir>
+
+Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
+
+1. read ``spec.json`` and ``secret.env`` (then delete it; secrets stay in memory only), take the
+   one-run-per-container lock (``runstate.acquire_lock``), write ``run.json``;
+2. per attempt ``k``: argv = ``overrides.build_command(spec, features, setting_changes)``; start verl in
+   its **own session / process group** with stdout+stderr into ``attempt-<k>.log``; follow that file
+   incrementally (kept offset, never re-read), copy it into ``train.log`` between delimiter lines, parse
+   ``step:N - k:v`` metrics, ``Total training steps: N``, resume lines and SwanLab's ``View run … at <url>``;
+3. as soon as ``classify.is_device_oom_line`` fires (not at exit: the other ranks hang in a collective),
+   or the process exits, or no progress for ``hang_timeout_s``: stop the attempt's process group (SIGTERM,
+   then SIGKILL; own processes only, never by name), classify the attempt log's tail, ask
+   ``ladder.decide`` and either retry (next FeatureSet / setting changes, ``trainer.resume_mode=auto`` on the
+   same checkpoint dir, same experiment, same SwanLab run id) or stop with the suggestions;
+4. SIGTERM/SIGINT to the supervisor (``inv stop``) stops the verl group and marks the run ``stopped``.
+
+Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
+output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM → SIGKILL),
+``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —, 3 on GPU: device memory release),
+``write_interval_s`` (1.0: run.json progress throttle). ``hang_timeout_s`` is top-level in the spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import runstate
+
+# Sibling decision modules (stdlib-only as well). Imported lazily so that ``runstate``-only
+# helpers of this module stay usable while a sibling is missing.
+
+
+def _mod(name: str):
+    return importlib.import_module("." + name, __package__ or "dapo_ops")
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STEP_START_RE = re.compile(r"(?<![A-Za-z0-9_/.\-])step:(\d+)(?= - |\s*$)")
+NP_WRAP_RE = re.compile(r"^np\.[A-Za-z0-9_]+\((.*)\)$")
+TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)")
+RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))")
+SCRATCH_MARK = "Training from scratch"
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
+
+# metrics kept in run.json (the full set stays in the log); plus every val-core/* key
+KEY_METRICS = (
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/max_memory_allocated_gb",
+    "actor/pg_loss",
+    "actor/entropy",
+    "actor/grad_norm",
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/update_actor",
+)
+MAX_STEP_TIMES = 50
+TAIL_BYTES = 4 << 20
+
+DEFAULT_TUNABLES = {
+    "poll_interval_s": 0.25,
+    "oom_grace_s": 1.0,
+    "kill_grace_s": 15.0,
+    "write_interval_s": 1.0,
+}
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _iso(t: Optional[float] = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_now() if t is None else t))
+
+
+def log(msg: str) -> None:
+    """One line to the supervisor's own log (its stderr is ``<run_dir>/supervisor.log``)."""
+    sys.stderr.write("%s supervisor[%d]: %s\n" % (_iso(), os.getpid(), msg))
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------- log parsing (pure)
+
+
+def _num(text: str) -> Optional[float]:
+    t = text.strip()
+    m = NP_WRAP_RE.match(t)
+    if m:
+        t = m.group(1).strip()
+    if t in ("True", "False", "None") or not t:
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def parse_metrics_line(line: str) -> Optional[Tuple[int, Dict[str, float]]]:
+    """Parse verl's console metrics line; returns ``(step, {key: value})`` or None.
+
+    Format (verl.md §8.2, ``verl/utils/logger/aggregate_logger.py:26-32``): ``step:<N> - <k>:<v> - …``;
+    values may be numpy-2 reprs ``np.float64(0.12)``; ``nan``/``inf`` are kept as floats. ``step:`` may
+    appear mid-line after a tqdm redraw (``…3.00it/s]step:3 - …``); ``timing_s/step:`` or
+    ``training/global_step:`` are not line starts. ANSI codes are stripped.
+    """
+    if "step:" not in line:
+        return None
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    m = STEP_START_RE.search(line)
+    if not m:
+        return None
+    step = int(m.group(1))
+    metrics: Dict[str, float] = {}
+    rest = line[m.end():]
+    for item in rest.split(" - "):
+        if ":" not in item:
+            continue
+        k, v = item.split(":", 1)
+        k = k.strip()
+        val = _num(v)
+        if k and val is not None:
+            metrics[k] = val
+    return step, metrics
+
+
+def parse_swanlab_url(line: str) -> Optional[str]:
+    """The run URL from SwanLab's ``swanlab: 🚀 View run [<name>] at <url>`` line (swanlab.md §7), else None."""
+    if "View run" not in line:
+        return None
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    for tok in reversed(line.split()):
+        if tok.startswith(("http://", "https://")):
+            return tok
+    return None
+
+
+def swanlab_run_id(url: Optional[str]) -> Optional[str]:
+    """The SwanLab run id: the path segment after ``/runs/`` in the run URL (swanlab.md §7), else None."""
+    if not url or "/runs/" not in url:
+        return None
+    rid = url.split("/runs/", 1)[1].split("/")[0].split("?")[0]
+    return rid or None
+
+
+def parse_env_file(text: str) -> Dict[str, str]:
+    """``KEY=VALUE`` lines (``export`` prefix, ``#`` comments, one level of matching quotes allowed)."""
+    out: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        if "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        k = k.strip()
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------- processes (own only)
+
+
+def _proc_stat(pid: int) -> Optional[Tuple[int, int, int]]:
+    """(ppid, pgrp, session) of ``pid`` from /proc/<pid>/stat, or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    try:
+        fields = data[data.rindex(b")") + 2 :].split()
+        if fields[0] == b"Z":
+            return None
+        return int(fields[1]), int(fields[2]), int(fields[3])
+    except (ValueError, IndexError):
+        return None
+
+
+def own_processes(pgid: Optional[int], marker: Optional[bytes]) -> List[int]:
+    """PIDs that belong to one attempt: members of process group / session ``pgid`` (verl was started
+    with ``start_new_session``, so pgid == sid == its pid) and every process whose environment holds
+    ``marker`` (``DAPO_OPS_RUN_ID=<run_id>``, inherited by Ray workers that called setsid or were
+    re-parented). The supervisor itself is excluded. Zombies are skipped."""
+    me = os.getpid()
+    out: List[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for n in names:
+        if not n.isdigit():
+            continue
+        pid = int(n)
+        if pid == me:
+            continue
+        st = _proc_stat(pid)
+        if st is None:
+            continue
+        if pgid and (st[1] == pgid or st[2] == pgid):
+            out.append(pid)
+            continue
+        if marker:
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as fh:
+                    env = fh.read()
+            except OSError:
+                continue
+            if marker + b"\0" in env or env.endswith(marker):
+                out.append(pid)
+    return out
+
+
+def _signal_all(pgid: Optional[int], pids: List[int], sig: int) -> None:
+    if pgid:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_process_group(
+    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float
+) -> List[int]:
+    """SIGTERM the attempt's own processes, wait up to ``grace_s`` s, SIGKILL what is left, reap ``proc``.
+
+    Returns the PIDs that needed SIGKILL. Never signals anything outside :func:`own_processes`.
+    """
+    pids = own_processes(pgid, marker)
+    if not pids and (proc is None or proc.poll() is not None):
+        return []
+    _signal_all(pgid, pids, signal.SIGTERM)
+    deadline = _now() + grace_s
+    left = pids
+    while _now() < deadline:
+        if proc is not None:
+            proc.poll()
+        left = own_processes(pgid, marker)
+        if not left and (proc is None or proc.returncode is not None):
+            break
+        time.sleep(0.1)
+    killed: List[int] = []
+    if left:
+        killed = list(left)
+        _signal_all(pgid, left, signal.SIGKILL)
+        deadline = _now() + 10.0
+        while _now() < deadline and own_processes(pgid, marker):
+            if proc is not None:
+                proc.poll()
+            time.sleep(0.1)
+    if proc is not None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
+            pass
+    return killed
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[int]:
+    """The step the next attempt resumes from (verl ``resume_mode=auto`` reads
+    ``<ckpt_dir>/latest_checkpointed_iteration.txt``; verl.md §10), or None (fresh start).
+
+    When the tracker names a ``global_step_N`` that is missing or empty (a kill during save), the
+    newest non-empty older ``global_step_M`` is used and, with ``repair``, the tracker is rewritten to M
+    (failure-classes.md §4: "verify that the checkpoint the tracker file names is complete").
+    """
+    if not ckpt_dir:
+        return None
+    root = Path(ckpt_dir)
+    try:
+        n = int((root / TRACKER_NAME).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+    def ok(step: int) -> bool:
+        d = root / ("global_step_%d" % step)
+        try:
+            return d.is_dir() and any(d.iterdir())
+        except OSError:
+            return False
+
+    if ok(n):
+        return n
+    older = []
+    for p in root.glob("global_step_*"):
+        try:
+            s = int(p.name.split("_")[-1])
+        except ValueError:
+            continue
+        if s < n and ok(s):
+            older.append(s)
+    m = max(older) if older else None
+    if repair:
+        try:
+            tmp = root / (TRACKER_NAME + ".tmp")
+            if m is None:
+                os.replace(str(root / TRACKER_NAME), str(root / (TRACKER_NAME + ".torn")))
+            else:
+                tmp.write_text(str(m))
+                os.replace(str(tmp), str(root / TRACKER_NAME))
+            log("checkpoint global_step_%d is incomplete; resuming from %s" % (n, m if m is not None else "scratch"))
+        except OSError as e:
+            log("could not repair checkpoint tracker: %s" % e)
+    return m
+
+
+# ---------------------------------------------------------------------------- the supervisor
+
+
+class _Stop(Exception):
+    """Raised inside the attempt loop when the supervisor was asked to stop."""
+
+
+class Supervisor:
+    """One run's supervisor. ``run()`` returns the process exit code (0 succeeded/stopped, 1 failed).
+
+    ``command_factory(spec, features, setting_changes) -> list[str]`` defaults to
+    ``overrides.build_command``; tests and ``bench/reaction.py`` pass a fake verl instead.
+    """
+
+    def __init__(self, run_dir: str, command_factory: Optional[Callable[..., List[str]]] = None):
+        self.run_dir = str(run_dir)
+        self.paths = runstate.RunPaths(run_dir)
+        self.command_factory = command_factory
+        self.stop_requested = False
+        self.spec: Dict[str, Any] = {}
+        self.secret_env: Dict[str, str] = {}
+        self.rec: Dict[str, Any] = {}
+        self.tun = dict(DEFAULT_TUNABLES)
+        self.train_log = None  # binary append handle
+        self.proc: Optional[subprocess.Popen] = None
+        self.pgid: Optional[int] = None
+        self.marker: Optional[bytes] = None
+        self._last_write = 0.0
+        self._dirty = False
+        self._notify_threads: List[threading.Thread] = []
+        self.lock_taken = False
+        self.swanlab_id: Optional[str] = None
+        self._tl_nl = True
+
+    # -- setup -------------------------------------------------------------
+
+    def _load(self) -> None:
+        self.spec = runstate.read_spec(self.run_dir)
+        try:
+            text = self.paths.secret_env.read_text()
+        except FileNotFoundError:
+            text = ""
+        if text:
+            self.secret_env = parse_env_file(text)
+        try:
+            os.unlink(str(self.paths.secret_env))
+        except FileNotFoundError:
+            pass
+        sup = self.spec.get("supervisor") or {}
+        self.tun.update({k: float(v) for k, v in sup.items() if k in DEFAULT_TUNABLES or k == "retry_delay_s"})
+        if "retry_delay_s" not in self.tun:
+            self.tun["retry_delay_s"] = 10.0 if self.spec.get("accelerator", "npu") == "npu" else 3.0
+        self.hang_timeout_s = float(self.spec.get("hang_timeout_s") or 1800)
+        self.max_oom_retries = int(self.spec.get("max_oom_retries", 2))
+        self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
+
+    def _runs_dir(self) -> str:
+        return str(Path(self.run_dir).resolve().parent)
+
+    def _settings(self) -> Dict[str, Any]:
+        s = dict(self.spec.get("settings") or {})
+        s.update(self.rec.get("setting_changes") or {})
+        return s
+
+    # -- run.json ----------------------------------------------------------
+
+    def _write(self, force: bool = True) -> None:
+        now = _now()
+        if not force and now - self._last_write < self.tun["write_interval_s"]:
+            self._dirty = True
+            return
+        try:
+            runstate.write_run(self.run_dir, self.rec)
+            self._last_write = now
+            self._dirty = False
+        except OSError as e:  # disk full etc.: keep running, say so in our own log
+            log("could not write run.json: %s" % e)
+
+    def _set_status(self, status: str) -> None:
+        self.rec["status"] = status
+        self._write()
+
+    # -- notifications (never fatal) ----------------------------------------
+
+    def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "") -> None:
+        cfg = self.spec.get("notify") or {}
+        if not cfg or not cfg.get("webhooks"):
+            return
+        if event == "escalation" and not cfg.get("on_escalation"):
+            return
+        if event == "success" and not cfg.get("on_success"):
+            return
+        verdict = verdict or {}
+        payload = {
+            "event": event,
+            "host": self.spec.get("host"),
+            "container": self.spec.get("container"),
+            "run_id": self.spec.get("run_id"),
+            "status": self.rec.get("status"),
+            "attempt": self.rec.get("attempt"),
+            "step": self.rec.get("step"),
+            "total_steps": self.rec.get("total_steps"),
+            "verdict": verdict.get("cls"),
+            "action": verdict.get("action"),
+            "hint": verdict.get("hint"),
+            "reason": reason,
+            "features": [f.get("name") for f in self.rec.get("features") or []],
+            "log": self.rec.get("log"),
+            "swanlab_url": self.rec.get("swanlab_url"),
+        }
+
+        def send() -> None:
+            try:
+                _mod("notify").send_event(cfg, self.secret_env, payload)
+            except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
+                log("notification %s failed: %s" % (event, str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+        t = threading.Thread(target=send, name="notify-" + event, daemon=True)
+        t.start()
+        self._notify_threads.append(t)
+
+    # -- train.log symlink ---------------------------------------------------
+
+    def _link_workdir_log(self) -> None:
+        workdir = self.spec.get("workdir")
+        if not workdir:
+            return
+        link = Path(workdir) / "train.log"
+        target = str(self.paths.train_log.resolve())
+        try:
+            if link.exists() and not link.is_symlink():
+                log("%s is a regular file; not replacing it with a link to %s" % (link, target))
+                return
+            tmp = Path(workdir) / (".train.log.%d" % os.getpid())
+            try:
+                os.unlink(str(tmp))
+            except FileNotFoundError:
+                pass
+            os.symlink(target, str(tmp))
+            os.replace(str(tmp), str(link))
+        except OSError as e:
+            log("could not link %s -> %s: %s" % (link, target, e))
+
+    # -- one attempt ---------------------------------------------------------
+
+    def _child_env(self, k: int) -> Dict[str, str]:
+        env = dict(os.environ)
+        bundle = str(Path(__file__).resolve().parent.parent)
+        pp = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != bundle]
+        if pp:
+            env["PYTHONPATH"] = os.pathsep.join(pp)
+        else:
+            env.pop("PYTHONPATH", None)
+        for key, val in (self.spec.get("env") or {}).items():
+            env[str(key)] = str(val)
+        env.update(self.secret_env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["DAPO_OPS_RUN_ID"] = str(self.spec.get("run_id"))
+        env["DAPO_OPS_ATTEMPT"] = str(k)
+        if self.swanlab_id and "SWANLAB_RUN_ID" not in env:
+            env["SWANLAB_RUN_ID"] = self.swanlab_id  # same SwanLab run across attempts (swanlab.md §9)
+            env.setdefault("SWANLAB_RESUME", "allow")
+        return env
+
+    def _build_argv(self, fs, changes: Dict[str, Any]) -> List[str]:
+        if self.command_factory is not None:
+            return list(self.command_factory(self.spec, fs, dict(changes)))
+        return list(_mod("overrides").build_command(self.spec, fs, dict(changes)))
+
+    def _train_log_write(self, data: bytes) -> None:
+        if self.train_log is not None and data:
+            self.train_log.write(data)
+            self.train_log.flush()
+            self._tl_nl = data.endswith(b"\n")
+
+    def _scan(self, lines: List[str], att: Dict[str, Any], is_oom: Callable[[str], bool], state: Dict[str, Any]) -> None:
+        """Inspect complete lines: OOM, metrics, totals, resume, SwanLab link."""
+        for line in lines:
+            if not line:
+                continue
+            if "step:" in line:
+                parsed = parse_metrics_line(line)
+                if parsed is not None:
+                    self._on_step(parsed[0], parsed[1], att)
+            if "Total training steps" in line:
+                m = TOTAL_RE.search(line)
+                if m:
+                    self.rec["total_steps"] = int(m.group(1))
+                    self._dirty = True
+            if "global_step" in line or "global step" in line:
+                m = RESUME_RE.search(line)
+                if m:
+                    att["resumed_from"] = int(m.group(1) or m.group(2))
+                    self._dirty = True
+            if "View run" in line and not self.rec.get("swanlab_url"):
+                url = parse_swanlab_url(line)
+                if url:
+                    self.rec["swanlab_url"] = url
+                    self.swanlab_id = swanlab_run_id(url)
+                    self._write()
+            if state.get("oom_line") is None and is_oom(line):
+                state["oom_line"] = ANSI_RE.sub("", line).strip()[:500]
+                state["oom_at"] = _now()
+                log("device OOM line in attempt %d: %s" % (att["n"], state["oom_line"][:200]))
+
+    def _on_step(self, step: int, metrics: Dict[str, float], att: Dict[str, Any]) -> None:
+        now = _now()
+        prev_t = self.rec.get("last_progress_at")
+        prev_step = self.rec.get("step")
+        self.rec["step"] = step
+        att["step_reached"] = step
+        if step > 0:
+            st = metrics.get("timing_s/step")
+            if st is None and prev_t and prev_step is not None and step > prev_step and att.get("_had_step"):
+                st = (now - prev_t) / (step - prev_step)
+            if st is not None:
+                self.rec["step_times"] = (list(self.rec.get("step_times") or []) + [round(st, 3)])[-MAX_STEP_TIMES:]
+            att["_had_step"] = True
+        self.rec["last_progress_at"] = now
+        keep = {k: v for k, v in metrics.items() if k in KEY_METRICS or k.startswith("val-core/")}
+        if keep:
+            merged = dict(self.rec.get("metrics") or {})
+            merged.update(keep)
+            self.rec["metrics"] = merged
+        self._dirty = True
+
+    def _run_attempt(self, k: int, fs, changes: Dict[str, Any]) -> Dict[str, Any]:
+        """Start attempt ``k`` and follow it to its end. Returns the outcome dict:
+        ``exit_code`` (shell convention, 128+signal), ``killed_by`` (None|"oom"|"hang"|"stop"), ``oom_line``."""
+        classify = _mod("classify")
+        is_oom = classify.is_device_oom_line
+        names = sorted(fs.names())
+        resumed_from = latest_checkpoint(self._settings().get("ckpt_dir"))
+        att: Dict[str, Any] = {
+            "n": k,
+            "features": fs.to_json(),
+            "setting_changes": dict(changes),
+            "started_at": _now(),
+            "ended_at": None,
+            "exit_code": None,
+            "verdict": None,
+            "step_reached": None,
+            "resumed_from": resumed_from,
+            "log": self.paths.attempt_log(k).name,
+            "pid": None,
+            "killed_by": None,
+        }
+        argv = self._build_argv(fs, changes)
+        self.rec["attempts"].append(att)
+        self.rec["attempt"] = k
+        self.rec["features"] = fs.to_json()
+        self._train_log_write(
+            ("===== dapo-ops attempt %d start %s features=%s =====\n" % (k, _iso(), ",".join(names))).encode()
+        )
+        alog = self.paths.attempt_log(k)
+        wfd = os.open(str(alog), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        reader = open(str(alog), "rb")
+        try:
+            if self.stop_requested:
+                raise _Stop()
+            log("attempt %d: %s" % (k, " ".join(argv)))
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=wfd,
+                stderr=subprocess.STDOUT,
+                cwd=self.spec.get("workdir") or None,
+                env=self._child_env(k),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except _Stop:
+            os.close(wfd)
+            reader.close()
+            raise
+        except OSError as e:
+            os.close(wfd)
+            reader.close()
+            msg = "cannot start verl (%s): %s" % (argv[0] if argv else "?", e)
+            with open(str(alog), "ab") as fh:
+                fh.write((msg + "\n").encode())
+            self._train_log_write((msg + "\n").encode())
+            return {"exit_code": 127, "killed_by": None, "oom_line": None, "att": att}
+        os.close(wfd)
+        self.pgid = self.proc.pid
+        att["pid"] = self.proc.pid
+        self.rec["pids"]["verl_pgid"] = self.pgid
+        self.rec["last_progress_at"] = att["started_at"]
+        self._set_status("running")
+
+        state: Dict[str, Any] = {"oom_line": None, "oom_at": None}
+        partial = ""
+        killed_by: Optional[str] = None
+        poll = self.tun["poll_interval_s"]
+
+        def pump() -> bool:
+            nonlocal partial
+            data = reader.read(8 << 20)
+            if not data:
+                return False
+            self._train_log_write(data)
+            text = partial + data.decode("utf-8", "replace")
+            parts = re.split(r"[\r\n]", text)
+            partial = parts.pop()
+            if len(partial) > 1 << 20:  # a line without end: scan it anyway, keep the tail
+                parts.append(partial)
+                partial = ""
+            self._scan(parts, att, is_oom, state)
+            return True
+
+        while True:
+            got = pump()
+            rc = self.proc.poll()
+            if rc is not None:
+                while pump():
+                    pass
+                break
+            now = _now()
+            if self.stop_requested:
+                killed_by = "stop"
+                break
+            if state["oom_at"] is not None and now - state["oom_at"] >= self.tun["oom_grace_s"]:
+                killed_by = "oom"
+                break
+            last = self.rec.get("last_progress_at") or att["started_at"]
+            if now - last > self.hang_timeout_s:
+                killed_by = "hang"
+                log("no progress for %.0f s: hang" % (now - last))
+                break
+            if self._dirty:
+                self._write(force=False)
+            if not got:
+                time.sleep(poll)
+
+        if killed_by is not None:
+            log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
+        killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+        if killed:
+            log("SIGKILLed leftover own processes: %s" % killed)
+        while pump():
+            pass
+        if partial:
+            self._scan([partial], att, is_oom, state)
+        reader.close()
+        rc = self.proc.returncode
+        exit_code = (128 - rc) if rc is not None and rc < 0 else rc
+        if killed_by is None and state["oom_line"] is not None:
+            killed_by = None  # it exited by itself after the OOM line: keep its own exit code
+        return {"exit_code": exit_code, "killed_by": killed_by, "oom_line": state["oom_line"], "att": att}
+
+    # -- verdicts and decisions ------------------------------------------------
+
+    def _classify(self, k: int, outcome: Dict[str, Any]) -> Dict[str, Any]:
+        classify = _mod("classify")
+        # our own kill's exit code (143/137) would read as a host OOM: pass None then
+        code = None if outcome["killed_by"] else outcome["exit_code"]
+        planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
+        v = classify.classify_file(str(self.paths.attempt_log(k)), tail_bytes=TAIL_BYTES, exit_code=code, planned_total=planned)
+        return v.to_json()
+
+    def _hang_verdict(self) -> Dict[str, Any]:
+        mins = self.hang_timeout_s / 60.0
+        return {
+            "cls": "hang",
+            "action_kind": "stop",
+            "action": "no training progress for %.0f min: process group stopped" % mins,
+            "hint": "No new `step:` line for %.0f minutes. Look at the end of the log (`inv logs --errors`) for a rank "
+            "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
+            "`hang_timeout_s` if steps are legitimately slower." % mins,
+            "evidence": [],
+            "detail": {"step": self.rec.get("step"), "total": self.rec.get("total_steps")},
+        }
+
+    def _decision_json(self, d) -> Dict[str, Any]:
+        if hasattr(d, "to_json"):
+            return dict(d.to_json())
+        return {
+            "action": d.action,
+            "features": d.features.to_json(),
+            "setting_changes": dict(d.setting_changes or {}),
+            "reason": d.reason,
+            "skipped": list(d.skipped or []),
+            "suggestions": list(d.suggestions or []),
+        }
+
+    def _tried(self) -> List[Dict[str, Any]]:
+        return [
+            {
+                "attempt": a["n"],
+                "features": [f["name"] for f in a["features"]],
+                "setting_changes": a.get("setting_changes") or {},
+                "step_reached": a.get("step_reached"),
+                "class": (a.get("verdict") or {}).get("cls"),
+            }
+            for a in self.rec["attempts"]
+        ]
+
+    def _final(self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any], notify: bool = True) -> int:
+        tried = self._tried()
+        decision["tried"] = tried
+        decision["summary"] = "%d attempt(s); step reached %s/%s; last features: %s; %s" % (
+            len(tried),
+            self.rec.get("step"),
+            self.rec.get("total_steps"),
+            ",".join(tried[-1]["features"]) if tried else "-",
+            decision.get("reason") or status,
+        )
+        self.rec["decision"] = decision
+        if verdict is not None:
+            self.rec["verdict"] = verdict
+        self.rec["ended_at"] = _now()
+        self.rec["pids"]["verl_pgid"] = None
+        self._set_status(status)
+        log("run %s: %s" % (status, decision["summary"]))
+        if not notify:
+            pass
+        elif status == "succeeded":
+            self._notify("success", verdict, decision["summary"])
+        elif status == "failed":
+            self._notify("failure", verdict, decision["summary"])
+        return 0 if status in ("succeeded", "stopped") else 1
+
+    # -- main ------------------------------------------------------------------
+
+    def _on_signal(self, signum, _frame) -> None:
+        log("signal %d: stopping" % signum)
+        self.stop_requested = True
+
+    def _sleep(self, seconds: float) -> None:
+        end = _now() + seconds
+        while _now() < end and not self.stop_requested:
+            time.sleep(min(0.1, max(0.0, end - _now())))
+
+    def run(self) -> int:
+        """Supervise the run to its end. Returns 0 (succeeded / stopped) or 1 (failed)."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            self._load()
+        except Exception as e:  # noqa: BLE001
+            log("cannot read the run spec: %s" % e)
+            return 2
+        self.rec = runstate.new_record(self.spec, os.getpid())
+        try:
+            runstate.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
+            self.lock_taken = True
+        except runstate.LockHeld as e:
+            self.rec["ended_at"] = _now()
+            self.rec["verdict"] = {
+                "cls": "config-error",
+                "action_kind": "stop",
+                "action": str(e),
+                "hint": "One run per container: stop the active run first or wait for it to finish.",
+                "evidence": [],
+                "detail": {"active_run": e.run_id},
+            }
+            self.rec["status"] = "failed"
+            self._write()
+            log(str(e))
+            return 1
+        self._write()
+        try:
+            return self._supervise()
+        except Exception as e:  # noqa: BLE001 - record, clean up, never leave verl orphaned silently
+            log("supervisor error: %s\n%s" % (e, traceback.format_exc()))
+            try:
+                stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+            except Exception:  # noqa: BLE001
+                pass
+            verdict = {
+                "cls": "crash-other",
+                "action_kind": "stop",
+                "action": "supervisor error: %s" % (str(e).splitlines()[0] if str(e) else type(e).__name__),
+                "hint": "See %s for the traceback." % self.paths.supervisor_log,
+                "evidence": [],
+                "detail": {},
+            }
+            return self._final("failed", verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []})
+        finally:
+            if self.train_log is not None:
+                self.train_log.close()
+            if self.lock_taken:
+                runstate.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
+            for t in self._notify_threads:
+                t.join(timeout=20)
+
+    def _supervise(self) -> int:
+        features = _mod("features")
+        ladder = _mod("ladder")
+        fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
+        changes: Dict[str, Any] = {}
+        oom_used = 0
+        other_used: Dict[str, int] = {}
+        self.train_log = open(str(self.paths.train_log), "ab")
+        self._link_workdir_log()
+        k = 0
+        while True:
+            k += 1
+            try:
+                out = self._run_attempt(k, fs, changes)
+            except _Stop:
+                return self._final("stopped", None, {"action": "stop", "reason": "stopped by the operator"})
+            att = out["att"]
+            att["exit_code"] = out["exit_code"]
+            att["killed_by"] = out["killed_by"]
+            att["ended_at"] = _now()
+            att.pop("_had_step", None)
+            if out["killed_by"] == "stop":
+                self._end_delimiter(k, out["exit_code"], "stopped")
+                return self._final("stopped", None, {"action": "stop", "reason": "stopped by the operator"})
+            if out["killed_by"] == "hang":
+                verdict = self._hang_verdict()
+            else:
+                verdict = self._classify(k, out)
+            att["verdict"] = verdict
+            self.rec["verdict"] = verdict
+            cls = verdict.get("cls")
+            self._end_delimiter(k, out["exit_code"], cls)
+            if cls == "hang":
+                self._notify("hang", verdict, verdict["action"])
+            settings = self._settings()
+            d = ladder.decide(fs, cls, verdict.get("detail") or {}, k, oom_used, self.max_oom_retries, dict(other_used), settings)
+            dj = self._decision_json(d)
+            self.rec["decision"] = dj
+            log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))
+            if d.action == "retry":
+                counter = getattr(d, "counter", None)
+                if counter == "oom":
+                    oom_used += 1
+                elif counter:
+                    other_used[counter] = other_used.get(counter, 0) + 1
+                fs = d.features
+                changes.update(d.setting_changes or {})
+                self.rec["setting_changes"] = dict(changes)
+                self.rec["features"] = fs.to_json()
+                self._set_status("retrying")
+                self._notify("escalation", verdict, d.reason)
+                self._sleep(self.tun["retry_delay_s"])
+                left = own_processes(self.pgid, self.marker)
+                if left:
+                    stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
+                if self.stop_requested:
+                    return self._final("stopped", verdict, {"action": "stop", "reason": "stopped by the operator"})
+                continue
+            if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
+                return self._final("succeeded", verdict, dj)
+            if cls == "hang":  # already notified as a hang
+                self.rec["decision"] = dj
+                return self._final("failed", verdict, dj, notify=False)
+            return self._final("failed", verdict, dj)
+
+    def _end_delimiter(self, k: int, exit_code: Optional[int], cls: Optional[str]) -> None:
+        self._train_log_write(
+            (b"" if self._tl_nl else b"\n")
+            + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode()
+        )
+
+
+def _load_factory(spec: str) -> Callable[..., List[str]]:
+    mod, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(mod), attr or "build_command")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m dapo_ops.supervisor RUN_DIR [--command-factory module:function]``.
+
+    ``--command-factory`` replaces ``overrides.build_command`` (same signature); for tests and benches
+    with a fake verl only.
+    """
+    p = argparse.ArgumentParser(prog="python3 -m dapo_ops.supervisor", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir")
+    p.add_argument("--command-factory", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    factory = _load_factory(a.command_factory) if a.command_factory else None
+    return Supervisor(a.run_dir, factory).run()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""A tiny fake verl for the supervisor's unit tests and ``bench/reaction.py`` (no hosts, no torch).
+
+``factory(spec, features, setting_changes)`` has ``overrides.build_command``'s signature and returns
+``[python, this file, <json args>]``. Behaviour comes from ``<run_dir>/fake.json``:
+
+``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
+   "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
+   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
+
+Like verl (verl.md §8, §10): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
+``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
+saves ``global_step_N`` every ``save_freq`` steps. A device OOM prints the torch message and then
+*hangs* (the other ranks block in a collective), so only the supervisor's kill ends it. With
+``spawn_child`` it starts a grandchild that calls ``setsid`` (a Ray worker escaping the group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = os.path.abspath(__file__)
+
+CUDA_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.2 GiB memory in use."
+)
+
+
+def factory(spec, features, setting_changes=None):
+    """Fake ``overrides.build_command``: argv running this script with the attempt's parameters."""
+    args = {
+        "run_dir": spec["run_dir"],
+        "features": sorted(features.names()),
+        "changes": dict(setting_changes or {}),
+        "steps": spec["settings"]["steps"],
+        "ckpt_dir": spec["settings"]["ckpt_dir"],
+    }
+    return [sys.executable, HERE, json.dumps(args)]
+
+
+def out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    a = json.loads(sys.argv[1])
+    cfg = json.loads(Path(a["run_dir"], "fake.json").read_text())
+    feats = set(a["features"])
+    ckpt = Path(a["ckpt_dir"])
+    steps = int(a["steps"])
+    st = float(cfg.get("step_time", 0.05))
+    save_freq = int(cfg.get("save_freq", 2))
+    attempt = int(os.environ.get("DAPO_OPS_ATTEMPT", "0"))
+    out("argv features=%s changes=%s attempt=%d" % (",".join(sorted(feats)), json.dumps(a["changes"]), attempt))
+    if os.environ.get("FAKE_SECRET_PROBE"):
+        out("secret-probe-present")
+    if cfg.get("config_error"):
+        out("Could not override '%s'." % cfg["config_error"])
+        out("Key '%s' is not in struct" % cfg["config_error"].split(".")[-1])
+        out("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
+        return 1
+    if cfg.get("spawn_child"):
+        subprocess.Popen([sys.executable, "-c", "import os,time; os.setsid(); time.sleep(600)"], start_new_session=True)
+    if cfg.get("kv_text") and not a["changes"].get("gpu_memory_utilization"):
+        out(cfg["kv_text"])
+        return 1
+    out("Total training steps: %d" % steps)
+    start = 0
+    try:
+        start = int((ckpt / "latest_checkpointed_iteration.txt").read_text().strip())
+        out("INFO:now:Resuming from %s/global_step_%d, setting global step to %d" % (ckpt, start, start))
+    except (OSError, ValueError):
+        out("Checkpoint tracker file does not exist: %s/latest_checkpointed_iteration.txt" % ckpt)
+        out("Training from scratch")
+    if cfg.get("swanlab_url"):
+        out("(TaskRunner pid=1) swanlab: \U0001f680 View run demo at %s" % cfg["swanlab_url"])
+        out("swanlab-env SWANLAB_RUN_ID=%s" % os.environ.get("SWANLAB_RUN_ID", ""))
+    noise = "x" * 200
+    for step in range(start + 1, steps + 1):
+        time.sleep(st)
+        for _ in range(int(cfg.get("noise_lines", 0))):
+            out("(WorkerDict pid=7) " + noise)
+        oom = cfg.get("oom_at") == step and (
+            cfg.get("oom_always") or not all(f in feats for f in cfg.get("oom_unless", ["offload"]))
+        )
+        if oom:
+            out("Traceback (most recent call last):")
+            out('  File "dp_actor.py", line 1, in update_policy')
+            out(CUDA_OOM)
+            time.sleep(600)  # peers block in a collective
+            return 1
+        if cfg.get("hang_at") == step:
+            time.sleep(600)
+        if cfg.get("exit_at") == step:
+            out(cfg.get("final_text", "RuntimeError: boom"))
+            if cfg.get("exit_code") == 137:
+                os.kill(os.getpid(), 9)
+            return int(cfg.get("exit_code", 1))
+        sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))
+        out(
+            "step:%d - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.%d) - "
+            "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:%s - training/global_step:%d"
+            % (step, step, st, step)
+        )
+        if save_freq and (step % save_freq == 0 or step == steps):
+            d = ckpt / ("global_step_%d" % step)
+            (d / "actor").mkdir(parents=True, exist_ok=True)
+            (d / "actor" / "model.pt").write_text("x")
+            (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+            out("local_global_step_folder: %s" % d)
+    out("Final validation metrics: {'val-core/acc': 0.5}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
