@@ -1,0 +1,339 @@
+"""Webhook notifier run by the supervisor (STDLIB ONLY: shipped into the training image).
+
+"Notify only on errors" (runbook 训练监控策略: 仅在错误时通知用户): the supervisor calls
+:func:`send_event` on a terminal failure, a hang, optionally on each OOM escalation
+(``on_escalation``) and optionally on success (``on_success``). SwanLab's own notification
+plugins run inside the training process and die with a SIGKILLed run
+(failure-classes.md), hence this one.
+
+Payload shapes (one text message each):
+
+* ``generic``: ``{"source": "dapo-ops", "event": kind, "host", "run_id", "verdict", "step",
+  "total_steps", "hint", "log", "swanlab_url", "text"}``
+* ``feishu`` / ``lark``: ``{"msg_type": "text", "content": {"text": ...}}`` (+ ``timestamp``,
+  ``sign`` when a signing secret is configured)
+* ``dingtalk``: ``{"msgtype": "text", "text": {"content": ...}}`` (+ ``timestamp``/``sign``
+  query parameters when signed)
+* ``slack``: ``{"text": ...}``
+
+Webhook URLs carry tokens, so they are secrets: the spec names an env var (``url_env``,
+e.g. ``DAPO_NOTIFY_URL_0``) whose value the supervisor read from ``secret.env``. Errors
+returned never contain a URL or a secret.
+
+This module also holds :class:`LinkScanner`, the parser for SwanLab's run-link banner,
+because the supervisor records that link and the notifier reports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+EVENT_KINDS = ("escalation", "failure", "hang", "success")
+KINDS = ("generic", "feishu", "lark", "dingtalk", "slack")
+DEFAULT_TIMEOUT_S = 5.0
+MAX_TEXT = 3500  # characters; DingTalk/Feishu text messages are limited to a few KB
+
+_TITLES = {
+    "escalation": "OOM escalation (run continues)",
+    "failure": "run FAILED",
+    "hang": "run HUNG (no progress)",
+    "success": "run succeeded",
+}
+
+
+def should_notify(event_kind: str, notify_cfg: dict | None) -> bool:
+    """Whether ``event_kind`` is sent under ``notify_cfg`` (spec.json ``notify``).
+
+    ``failure`` and ``hang``: always (if webhooks are configured). ``escalation``: only with
+    ``on_escalation: true``. ``success``: only with ``on_success: true``. Anything else: never.
+    """
+    cfg = notify_cfg or {}
+    if not cfg.get("webhooks"):
+        return False
+    if event_kind in ("failure", "hang"):
+        return True
+    if event_kind == "escalation":
+        return bool(cfg.get("on_escalation", False))
+    if event_kind == "success":
+        return bool(cfg.get("on_success", False))
+    return False
+
+
+def _verdict_parts(event: dict) -> tuple[str, str, str]:
+    v = event.get("verdict")
+    hint = event.get("hint") or ""
+    action = event.get("action") or ""
+    if isinstance(v, dict):
+        hint = hint or v.get("hint") or ""
+        action = action or v.get("action") or ""
+        v = v.get("cls") or v.get("class") or ""
+    return str(v or ""), str(hint), str(action)
+
+
+def format_message(event: dict) -> str:
+    """The human text: title, host, run id, verdict, step reached, action, hint, log path.
+
+    ``event``: ``{"kind", "host", "run_id", "verdict" (class name or Verdict.to_json()),
+    "step", "total_steps", "attempt", "hint", "action", "log", "swanlab_url"}``; missing
+    keys are left out.
+    """
+    kind = event.get("kind", "failure")
+    verdict, hint, action = _verdict_parts(event)
+    lines = [f"[dapo-ops] {_TITLES.get(kind, kind)}: run {event.get('run_id', '?')} on {event.get('host', '?')}"]
+    if verdict:
+        att = f" (attempt {event['attempt']})" if event.get("attempt") is not None else ""
+        lines.append(f"verdict: {verdict}{att}")
+    if event.get("step") is not None:
+        total = event.get("total_steps")
+        lines.append(f"step reached: {event['step']}" + (f"/{total}" if total else ""))
+    if action:
+        lines.append(f"action: {action}")
+    if hint:
+        lines.append(f"hint: {hint}")
+    if event.get("log"):
+        lines.append(f"log: {event['log']}")
+    if event.get("swanlab_url"):
+        lines.append(f"swanlab: {event['swanlab_url']}")
+    text = "\n".join(lines)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def build_payload(kind: str, text: str, event: dict) -> dict:
+    """JSON body for a webhook ``kind`` (see module docstring for the shapes)."""
+    if kind in ("feishu", "lark"):
+        return {"msg_type": "text", "content": {"text": text}}
+    if kind == "dingtalk":
+        return {"msgtype": "text", "text": {"content": text}}
+    if kind == "slack":
+        return {"text": text}
+    verdict, hint, _ = _verdict_parts(event)
+    return {
+        "source": "dapo-ops", "event": event.get("kind"), "host": event.get("host"),
+        "run_id": event.get("run_id"), "verdict": verdict or None, "step": event.get("step"),
+        "total_steps": event.get("total_steps"), "hint": hint or None, "log": event.get("log"),
+        "swanlab_url": event.get("swanlab_url"), "text": text,
+    }
+
+
+def _sign(kind: str, secret: str, url: str, payload: dict) -> str:
+    """Add Feishu/Lark or DingTalk signature (their "signature verification" bot setting)."""
+    if kind in ("feishu", "lark"):
+        ts = str(int(time.time()))
+        digest = hmac.new(f"{ts}\n{secret}".encode(), b"", hashlib.sha256).digest()
+        payload["timestamp"] = ts
+        payload["sign"] = base64.b64encode(digest).decode()
+        return url
+    if kind == "dingtalk":
+        ts = str(int(time.time() * 1000))
+        digest = hmac.new(secret.encode(), f"{ts}\n{secret}".encode(), hashlib.sha256).digest()
+        sign = urllib.parse.quote_plus(base64.b64encode(digest).decode())
+        return f"{url}{'&' if '?' in url else '?'}timestamp={ts}&sign={sign}"
+    return url
+
+
+def _check_body(kind: str, body: bytes) -> str | None:
+    """Feishu and DingTalk answer HTTP 200 with an error code in the JSON body."""
+    if kind not in ("feishu", "lark", "dingtalk"):
+        return None
+    try:
+        data = json.loads(body.decode("utf-8", "replace") or "{}")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for code_key, msg_key in (("code", "msg"), ("StatusCode", "StatusMessage"), ("errcode", "errmsg")):
+        if code_key in data and data[code_key] not in (0, "0", None):
+            return f"{code_key}={data[code_key]} {data.get(msg_key, '')}".strip()
+    return None
+
+
+def _scrub(text: str, secrets) -> str:
+    for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(s, "***")
+    return text
+
+
+def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) -> list[str]:
+    """Post ``event`` to every configured webhook; return error lines, never raise.
+
+    ``notify_cfg`` (spec.json ``notify``): ``{"on_escalation": bool, "on_success": bool,
+    "timeout_s": float (seconds, default 5), "webhooks": [{"kind": "generic|feishu|lark|dingtalk|slack",
+    "url_env": "DAPO_NOTIFY_URL_0", "sign_env": optional name of a signing secret}]}``.
+    ``secret_env``: the supervisor's in-memory copy of ``secret.env``. ``event``: see
+    :func:`format_message` (``kind`` one of :data:`EVENT_KINDS`).
+
+    Returns ``[]`` when nothing is due (:func:`should_notify` is false) or all posts
+    succeeded; otherwise one line per failed webhook, naming its index, kind and
+    ``url_env`` (never the URL). The caller logs them to ``supervisor.log``.
+    """
+    errors: list[str] = []
+    try:
+        cfg = notify_cfg or {}
+        secrets = dict(secret_env or {})
+        if not should_notify(str(event.get("kind")), cfg):
+            return []
+        timeout = float(cfg.get("timeout_s", DEFAULT_TIMEOUT_S))
+        text = _scrub(format_message(event), secrets.values())
+        for i, hook in enumerate(cfg.get("webhooks") or []):
+            kind = str((hook or {}).get("kind", "generic")).lower()
+            url_env = (hook or {}).get("url_env", "")
+            label = f"webhook {i} ({kind}, {url_env or 'no url_env'})"
+            url = secrets.get(url_env) if url_env else None
+            if kind not in KINDS:
+                errors.append(f"{label}: unknown kind; use one of {', '.join(KINDS)}")
+                continue
+            if not url:
+                errors.append(f"{label}: {url_env or 'url_env'} is not set in secret.env; nothing sent")
+                continue
+            err = _post(kind, url, hook, secrets, text, event, timeout)
+            if err:
+                errors.append(_scrub(f"{label}: {err}", [url, *secrets.values()]))
+    except Exception as exc:  # the notifier must never take the supervisor down
+        errors.append(f"notifier error: {type(exc).__name__}: {_scrub(str(exc), (secret_env or {}).values())}")
+    return errors
+
+
+def _post(kind, url, hook, secrets, text, event, timeout) -> str | None:
+    payload = build_payload(kind, text, event)
+    sign_env = hook.get("sign_env")
+    if sign_env:
+        if not secrets.get(sign_env):
+            return f"{sign_env} (signing secret) is not set in secret.env; nothing sent"
+        url = _sign(kind, secrets[sign_env], url, payload)
+    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"Content-Type": "application/json; charset=utf-8",
+                                          "User-Agent": "dapo-ops-notify"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = resp.read(65536)
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code} {exc.reason}"
+    except urllib.error.URLError as exc:
+        return f"unreachable: {exc.reason}"
+    except (OSError, ValueError) as exc:  # timeouts, bad URL
+        return f"{type(exc).__name__}: {exc}"
+    if not 200 <= status < 300:
+        return f"HTTP {status}"
+    bad = _check_body(kind, body)
+    return f"rejected by the webhook: {bad}" if bad else None
+
+
+# ---------------------------------------------------------------- SwanLab run link
+
+_PREFIX = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)*\((?:[^()]*?pid=\d+[^()]*)\)\s*")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_URL = re.compile(r"https?://\S+")
+
+
+def _strip(line: str) -> str:
+    line = _ANSI.sub("", line.rstrip("\r\n"))
+    return _PREFIX.sub("", line)
+
+
+class LinkScanner:
+    """Find SwanLab's run link in training output, fed one line at a time.
+
+    Recognises (swanlab.md §7; SwanLab 0.10 ``sdk/internal/run/greeting.py``, 0.7
+    ``data/callbacker/utils.py``), with or without a Ray ``(TaskRunner pid=…)`` prefix:
+
+    * cloud: ``swanlab: 🚀 View run <name> at <url>`` (0.10) / ``… View run at <url>`` (0.7)
+      → the URL;
+    * local: ``swanlab: 🌟 Run `swanlab watch <dir>` to view …`` → ``swanlab watch <dir>``;
+    * offline: ``swanlab: ⚡️ Run `swanlab sync <dir>` to sync this run`` → ``swanlab sync <dir>``.
+
+    SwanLab prints through rich, which wraps at 80 columns when stdout is not a terminal:
+    the URL then starts on the next line, and a URL longer than 80 characters is folded
+    over several lines. ``run_id`` (the ``SWANLAB_RUN_ID`` dapo-ops set) lets the scanner
+    join folded pieces until the URL ends with ``/runs/<run_id>``; without it, pieces are
+    joined while each is exactly as long as the first. ``log_dir`` (``SWANLAB_LOG_DIR``)
+    is used for the local-mode command when the banner is wrapped.
+
+    ``feed(line) -> str | None`` returns the link once, when complete.
+    """
+
+    def __init__(self, run_id: str | None = None, log_dir: str | None = None):
+        self.run_id = run_id
+        self.log_dir = log_dir
+        self.link: str | None = None
+        self._pending: list[str] | None = None   # URL pieces
+        self._cmd: list[str] | None = None        # backtick command pieces
+
+    def _url_done(self, url: str) -> bool:
+        return bool(self.run_id) and url.rstrip("/").endswith(f"/runs/{self.run_id}")
+
+    def feed(self, line: str) -> str | None:
+        if self.link is not None:
+            return None
+        s = _strip(line)
+        if self._pending is not None:
+            return self._continue_url(s)
+        if self._cmd is not None:
+            return self._continue_cmd(s)
+        if "View run" in s:
+            m = _URL.search(s.split("View run", 1)[1])
+            if m:
+                url = m.group(0)
+                if self.run_id and not self._url_done(url) and len(s) >= 79:
+                    self._pending = [url]   # folded at the line end
+                    return None
+                return self._finish(url)
+            if s.rstrip().endswith(" at") or s.rstrip().endswith("View run"):
+                self._pending = []
+            return None
+        for word in ("swanlab watch", "swanlab sync"):
+            if "Run" in s and "`" in s and (word in s or s.rstrip().endswith("`swanlab")):
+                self._cmd = []
+                return self._continue_cmd(s[s.index("`") + 1:])
+        return None
+
+    def _finish(self, link: str) -> str:
+        self.link = link.rstrip("`'\".,")
+        self._pending = self._cmd = None
+        return self.link
+
+    def _continue_url(self, s: str) -> str | None:
+        piece = s.strip()
+        pieces = self._pending or []
+        if not piece or " " in piece or (not pieces and not piece.startswith("http")):
+            # the banner ended; keep what we have
+            if pieces:
+                return self._finish("".join(pieces))
+            self._pending = None
+            return None
+        pieces.append(piece)
+        self._pending = pieces
+        url = "".join(pieces)
+        if self._url_done(url):
+            return self._finish(url)
+        if self.run_id is None and len(pieces) >= 2 and len(piece) != len(pieces[0]):
+            return self._finish(url)
+        if self.run_id is None and len(pieces) == 1 and len(piece) < 79:
+            return self._finish(url)
+        if len(pieces) >= 8:
+            return self._finish(url)
+        return None
+
+    def _continue_cmd(self, s: str) -> str | None:
+        pieces = self._cmd or []
+        if "`" in s:
+            pieces.append(s[: s.index("`")])
+            cmd = " ".join(p.strip() for p in pieces if p.strip())
+            if cmd.startswith("swanlab watch") and self.log_dir and cmd.replace(" ", "") == (
+                    "swanlabwatch" + self.log_dir.replace(" ", "")):
+                cmd = f"swanlab watch {self.log_dir}"
+            return self._finish(cmd)
+        pieces.append(s)
+        self._cmd = pieces
+        if len(pieces) >= 6:
+            self._cmd = None
+        return None
