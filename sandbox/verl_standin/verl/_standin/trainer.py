@@ -1,0 +1,506 @@
+"""The verl STAND-IN trainer (sandbox / test equipment only; never shipped, never imported by dapo_ops).
+
+It receives the config composed by the REAL ``@hydra.main`` over verl 0.9.1's real yaml (so override errors
+are Hydra's own), runs the cross-checks the real trainer enforces where they matter to dapo-ops, and prints
+verl's stdout formats while "training" with a configurable step time. Failures come from the scenario file
+(see ``cues.py`` and ``sandbox/README.md``). Log format choice: the classic verl lines that 0.9.1's one-step-off
+trainer prints (``Load from checkpoint folder: ...``, ``local_global_step_folder: ...``) are used for every
+entry point, so one parser covers the bench.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pprint
+import random
+import signal
+import socket
+import sys
+import time
+
+from omegaconf import DictConfig, OmegaConf
+
+from . import cues, texts
+from .progress import Progress
+
+KNOWN_LOGGERS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
+                 "file", "rl_insight", "tracking")
+DATALOADER_LEN = 10   # stand-in "Size of train dataloader" when trainer.total_training_steps is null
+
+
+def _sel(cfg, key, default=None):
+    return OmegaConf.select(cfg, key, default=default)
+
+
+class Out:
+    """Writes lines the way they reach a verl driver log: Ray prefixes ``(<Actor> pid=<pid>) `` optional."""
+
+    def __init__(self, runner: str, use_prefix: bool):
+        self.runner = runner
+        self.use_prefix = use_prefix
+        self.pid = os.getpid()
+        self.worker_pid = self.pid + 409
+
+    def pre(self, actor: str | None) -> str:
+        if not self.use_prefix or actor is None:
+            return ""
+        pid = self.pid if actor == self.runner else self.worker_pid
+        return f"({actor} pid={pid}) "
+
+    def line(self, text: str, actor: str | None = "runner", err: bool = False) -> None:
+        actor = self.runner if actor == "runner" else actor
+        p = self.pre(actor)
+        stream = sys.stderr if err else sys.stdout
+        for ln in str(text).split("\n"):
+            stream.write(p + ln + "\n")
+        stream.flush()
+
+    def pformat(self, obj, actor: str | None = "runner") -> None:
+        self.line(pprint.pformat(obj), actor)
+
+
+def _features(cfg) -> dict:
+    """Which memory features the composed config turns on (keys per verl.md §4 / failure-classes.md)."""
+    offload = any(bool(_sel(cfg, k, False)) for k in (
+        "actor_rollout_ref.actor.fsdp_config.param_offload",
+        "actor_rollout_ref.actor.megatron.param_offload",
+    ))
+    recompute = (bool(_sel(cfg, "actor_rollout_ref.actor.entropy_checkpointing", False))
+                 or bool(_sel(cfg, "actor_rollout_ref.model.enable_activation_offload", False))
+                 or _sel(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity")
+                 is not None)
+    return {"offload": offload, "recompute": recompute}
+
+
+def _avoided(fail: dict, feats: dict) -> bool:
+    need = fail.get("avoid_with", ["offload"])
+    if isinstance(need, str):
+        need = [] if need in ("", "never", "none") else [x for x in need.replace(",", "+").split("+") if x]
+    if not need:
+        return False
+    return all(feats.get(n, False) for n in need)
+
+
+def _metrics(step: int, rng: random.Random, step_time: float, world: int, one_step_off: bool, np) -> dict:
+    score = min(0.95, 0.12 + 0.035 * step + rng.uniform(-0.02, 0.02))
+    resp = 812.0 + 9.5 * step + rng.uniform(-20, 20)
+    tokens = int((resp + 412.0) * 256)
+    f = np.float64
+    m = {
+        "training/global_step": step,
+        "training/epoch": 0,
+        "actor/entropy": f(round(0.61 - 0.01 * step + rng.uniform(-0.01, 0.01), 6)),
+        "actor/pg_loss": f(round(rng.uniform(-0.02, 0.02), 6)),
+        "actor/pg_clipfrac": f(round(0.002 + rng.uniform(0, 0.002), 6)),
+        "actor/ppo_kl": f(round(rng.uniform(-1e-4, 1e-4), 8)),
+        "actor/pg_clipfrac_lower": f(0.0),
+        "actor/grad_norm": f(round(0.35 + rng.uniform(-0.05, 0.05), 6)),
+        "actor/lr": 1e-06,
+        "perf/mfu/actor": f(round(0.21 + rng.uniform(-0.01, 0.01), 6)),
+        "perf/max_memory_allocated_gb": 41.87,
+        "perf/max_memory_reserved_gb": 52.34,
+        "perf/cpu_memory_used_gb": 118.4,
+        "critic/score/mean": round(score, 6),
+        "critic/score/max": 1.0,
+        "critic/score/min": 0.0,
+        "critic/rewards/mean": round(score, 6),
+        "critic/rewards/max": 1.0,
+        "critic/rewards/min": 0.0,
+        "critic/advantages/mean": round(rng.uniform(-0.01, 0.01), 6),
+        "critic/advantages/max": 1.7888,
+        "critic/advantages/min": -1.7888,
+        "response_length/mean": round(resp, 3),
+        "response_length/max": 4096.0,
+        "response_length/min": 97.0,
+        "response_length/clip_ratio": round(0.01 + rng.uniform(0, 0.01), 6),
+        "prompt_length/mean": 412.0,
+        "prompt_length/max": 1024.0,
+        "prompt_length/min": 133.0,
+        "prompt_length/clip_ratio": 0.0,
+        "timing_s/gen": round(step_time * 0.55, 4),
+        "timing_s/reward": round(step_time * 0.02, 4),
+        "timing_s/old_log_prob": round(step_time * 0.1, 4),
+        "timing_s/adv": round(step_time * 0.01, 4),
+        "timing_s/update_actor": round(step_time * 0.3, 4),
+        "timing_s/step": round(step_time, 4),
+        "timing_per_token_ms/gen": round(step_time * 550 / max(tokens, 1), 6),
+        "perf/total_num_tokens": tokens,
+        "perf/time_per_step": round(step_time, 4),
+        "perf/throughput": round(tokens / max(step_time, 1e-6) / max(world, 1), 3),
+    }
+    if one_step_off:
+        m["timing_s/sync_rollout_weights"] = round(step_time * 0.02, 4)
+    return m
+
+
+def concat_dict_to_str(dict_: dict, step: int) -> str:
+    """verl's console format (verl/utils/logger/aggregate_logger.py): ``step:N - k:pformat(v) - ...``."""
+    import numbers
+
+    output = [f"step:{step}"]
+    for k, v in dict_.items():
+        if isinstance(v, numbers.Number):
+            output.append(f"{k}:{pprint.pformat(v)}")
+    return " - ".join(output)
+
+
+class StandinTrainer:
+    """One run of the stand-in. ``entry`` is "main_ppo" or "one_step_off"."""
+
+    def __init__(self, config: DictConfig, entry: str):
+        self.cfg = config
+        self.entry = entry
+        self.one_step_off = entry == "one_step_off"
+        self.scn = cues.scenario()
+        self.dev = cues.devices()
+        self.fail = self.scn.get("failure") or None
+        self.accel = self.scn.get("accelerator") or self.dev.get("accelerator", "npu")
+        runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunner"
+        self.out = Out(runner, bool(self.scn.get("ray_prefix", True)))
+        self.rng = random.Random(int(self.scn.get("seed", 0)))
+        self.step_time = float(self.scn.get("step_time", 0.2))
+        self.hostname = socket.gethostname()
+        try:
+            self.ip = socket.gethostbyname(self.hostname)
+        except OSError:
+            self.ip = "127.0.0.1"
+        if self.ip.startswith("127."):
+            self.ip = self._primary_ip()
+        self.pids = {"runner": self.out.pid, "worker": self.out.worker_pid}
+        self.ray = None
+        self.tracker = None
+        self.t0 = time.time()
+
+    @staticmethod
+    def _primary_ip() -> str:
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.connect(("198.51.100.1", 9))
+            ip = s.getsockname()[0]
+            s.close()
+            return ip
+        except OSError:
+            return "127.0.0.1"
+
+    # ------------------------------------------------------------------ helpers
+    def fires(self, kind: str) -> bool:
+        return bool(self.fail and self.fail.get("kind") == kind)
+
+    def fail_step(self) -> int:
+        return int(self.fail.get("step", 1)) if self.fail else 0
+
+    def raise_later(self, exc: BaseException, hang_key: str = "hang_s", default: float = 0.0):
+        hang = float(self.fail.get(hang_key, default)) if self.fail else default
+        if hang > 0:
+            time.sleep(hang)
+        raise exc
+
+    # ------------------------------------------------------------------ phases
+    def run(self):
+        cfg = self.cfg
+        o = self.out
+        OmegaConf.resolve(cfg)
+        print("[validate_config] All configuration checks passed successfully!", flush=True)
+        nnodes = int(_sel(cfg, "trainer.nnodes", 1))
+        if nnodes > 1:
+            self._ray_connect()
+        else:
+            print(f"ray init kwargs: {{'num_cpus': None, 'runtime_env': {{'env_vars': {{'TOKENIZERS_PARALLELISM': "
+                  f"'true', 'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}}}}", flush=True)
+        if self.fires("network"):
+            for ln in texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11")):
+                print(ln, flush=True)
+            while True:           # the real GCS loop never ends on its own
+                time.sleep(5)
+                print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
+        o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
+        o.pformat(OmegaConf.to_container(cfg, resolve=True))
+        if self.one_step_off:
+            # one-step-off ray_trainer.py:88 (0.9.1): bare assert
+            assert not bool(_sel(cfg, "actor_rollout_ref.hybrid_engine", True))
+        startup = float(self.scn.get("startup_time", 0.0))
+        total = _sel(cfg, "trainer.total_training_steps")
+        if total is None:
+            total = DATALOADER_LEN * int(_sel(cfg, "trainer.total_epochs", 30))
+            o.line(f"Size of train dataloader: {DATALOADER_LEN}, Size of val dataloader: 1")
+        total = int(total)
+        o.line(f"Total training steps: {total}")
+        self._check_resources(nnodes)
+        if startup > 0:
+            time.sleep(startup)
+        self._check_kv_cache()
+        self._init_tracking()
+        start = self._load_checkpoint()
+        self._fit(start, total)
+
+    def _ray_connect(self):
+        import ray
+
+        self.ray = ray
+        ray_init = {"address": "auto", "logging_level": "ERROR", "log_to_driver": False}
+        print(f"ray init kwargs: {ray_init}", flush=True)
+        ray.init(**ray_init)
+
+    def _check_resources(self, nnodes: int):
+        cfg = self.cfg
+        desired = int(_sel(cfg, "trainer.nnodes", 1)) * int(_sel(cfg, "trainer.n_gpus_per_node", 8))
+        if self.one_step_off:
+            desired += int(_sel(cfg, "rollout.nnodes", 1)) * int(_sel(cfg, "rollout.n_gpus_per_node", 8))
+        if self.ray is not None:
+            res = self.ray.cluster_resources()
+            key = "GPU" if res.get("GPU") else "NPU"
+            available = float(res.get(key, 0.0))
+            nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+            self.out.line(f"Ray cluster: {len(nodes)} node(s), resources {key}={available}")
+        else:
+            available = float(int(self.dev.get("count", 8)) * nnodes)
+        if available < desired:
+            # verl/single_controller/ray/base.py:241 (0.9.1), raised in init_workers via RayTaskError(ValueError)
+            msg = "\n".join([
+                texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
+                f'  File "{texts.VERL_SITE}/trainer/ppo/ray_trainer.py", line 681, in init_workers',
+                "    self.resource_pool_manager.create_resource_pool()",
+                f'  File "{texts.VERL_SITE}/single_controller/ray/base.py", line 241, in _check_resource_available',
+                "    raise ValueError(",
+                f"ValueError: Total available GPUs {available} is less than total desired GPUs {desired}",
+            ])
+            raise texts.fake_exc("RayTaskError", "ValueError", msg)
+
+    def _check_kv_cache(self):
+        if not self.fires("oom-kv-cache"):
+            return
+        f = self.fail
+        util = float(_sel(self.cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
+        variant = f.get("variant", "free-memory")
+        if variant in ("no-cache-blocks", "max-seq-len"):
+            ok = util >= float(f.get("min_gpu_memory_utilization", 0.8))
+        else:
+            ok = util <= float(f.get("max_gpu_memory_utilization", 0.6))
+        if ok or not cues.fire_allowed(self.scn):
+            return
+        worker, exc = texts.kv_cache(variant, util, self.accel, self.out.runner, self.pids, self.ip, self.rng)
+        for actor, lines in worker:
+            for ln in lines:
+                self.out.line(ln, actor)
+        raise exc
+
+    def _loggers(self) -> list[str]:
+        lg = _sel(self.cfg, "trainer.logger", ["console"])
+        if isinstance(lg, str):
+            lg = [lg]
+        return [str(x) for x in lg]
+
+    def _init_tracking(self):
+        loggers = self._loggers()
+        for name in loggers:
+            # verl/utils/tracking.py:49-71 (0.9.1): checked only when Tracking() is built inside fit()
+            assert name in KNOWN_LOGGERS, f"{name} is not supported"
+        if ("wandb" in loggers or "tracking" in loggers) and not os.environ.get("WANDB_API_KEY"):
+            self.out.line("wandb: ERROR " + texts.WANDB_NO_KEY.split(": ", 1)[1])
+            msg = "\n".join([texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
+                             f'  File "{texts.VERL_SITE}/utils/tracking.py", line 92, in __init__',
+                             "    wandb.init(project=project_name, name=experiment_name, config=config)",
+                             texts.WANDB_NO_KEY])
+            raise texts.fake_exc("RayTaskError", "UsageError", msg)
+        if "file" in loggers:
+            path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(
+                os.environ.get("VERL_FILE_LOGGER_ROOT", "."), str(_sel(self.cfg, "trainer.project_name")),
+                f"{_sel(self.cfg, 'trainer.experiment_name')}.jsonl")
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self.out.line(f"Creating file logger at {path}")
+            self.file_logger = open(path, "a")
+        else:
+            self.file_logger = None
+        if "swanlab" in loggers:
+            self._init_swanlab()
+
+    def _init_swanlab(self):
+        o = self.out
+        mode = os.environ.get("SWANLAB_MODE", "cloud")
+        if self.fires("swanlab-auth") and self.fail.get("variant", "fatal") != "401" and cues.fire_allowed(self.scn):
+            pre, exc = texts.swanlab_auth(self.fail.get("variant", "fatal"), o.runner, self.pids, self.ip, self.rng)
+            for ln in pre:
+                o.line(ln)
+            raise exc
+        if mode == "cloud" and not os.environ.get("SWANLAB_API_KEY"):
+            # swanlab 0.10 without a key and without a TTY (docker exec without -t); not attempted for real
+            pre, exc = texts.swanlab_auth("fatal", o.runner, self.pids, self.ip, self.rng)
+            raise exc
+        import swanlab
+
+        if os.environ.get("SWANLAB_API_KEY"):
+            swanlab.login(os.environ["SWANLAB_API_KEY"])
+        project = str(_sel(self.cfg, "trainer.project_name"))
+        name = str(_sel(self.cfg, "trainer.experiment_name"))
+        run = swanlab.init(project=project, experiment_name=name,
+                           config={"FRAMEWORK": "verl", **OmegaConf.to_container(self.cfg, resolve=True)},
+                           logdir=os.environ.get("SWANLAB_LOG_DIR", "swanlog"), mode=mode)
+        self.tracker = swanlab
+        if mode in ("local", "offline", "disabled"):
+            # stand-in addition: swanlab prints the run link only in cloud mode; the bench prints the same
+            # line in the other modes so link capture is testable (sandbox/README.md)
+            web = os.environ.get("SWANLAB_WEB_HOST", "https://swanlab.cn").rstrip("/")
+            ws = os.environ.get("SWANLAB_WORKSPACE", "sandbox")
+            rid = getattr(run, "id", None) or os.environ.get("SWANLAB_RUN_ID") or "local"
+            o.line(f"swanlab: 📁 View project at {web}/@{ws}/{project}")
+            o.line(f"swanlab: 🚀 View run {name} at {web}/@{ws}/{project}/runs/{rid}")
+
+    def _ckpt_dir(self) -> str:
+        d = str(_sel(self.cfg, "trainer.default_local_dir"))
+        if not os.path.isabs(d):
+            d = os.path.join(os.getcwd(), d)
+        return d
+
+    def _world(self) -> int:
+        return int(_sel(self.cfg, "trainer.nnodes", 1)) * int(_sel(self.cfg, "trainer.n_gpus_per_node", 8))
+
+    def _load_checkpoint(self) -> int:
+        """verl ray_trainer._load_checkpoint: returns the global step to continue from (0 = scratch)."""
+        o = self.out
+        mode = str(_sel(self.cfg, "trainer.resume_mode", "auto"))
+        if mode == "disable":
+            return 0
+        d = self._ckpt_dir()
+        if mode == "auto":
+            tracker = os.path.join(d, "latest_checkpointed_iteration.txt")
+            if not os.path.exists(tracker):
+                o.line(f"Checkpoint tracker file does not exist: {tracker}")
+                o.line("Training from scratch")
+                return 0
+            step = int(open(tracker).read().strip())
+            folder = os.path.join(d, f"global_step_{step}")
+        elif mode == "resume_path":
+            folder = str(_sel(self.cfg, "trainer.resume_from_path"))
+            assert isinstance(folder, str) and "global_step_" in folder, "resume ckpt must specify the global_steps"
+            if not os.path.isabs(folder):
+                folder = os.path.join(os.getcwd(), folder)
+            step = int(folder.rstrip("/").split("global_step_")[-1])
+        else:
+            raise NotImplementedError(f"resume_mode {mode} is not supported")
+        o.line(f"Load from checkpoint folder: {folder}")
+        o.line(f"Setting global step to {step}")
+        o.line(f"Resuming from {folder}")
+        shard = os.path.join(folder, "actor", f"model_world_size_{self._world()}_rank_0.pt")
+        if not os.path.exists(shard):
+            raise FileNotFoundError(f"[Errno 2] No such file or directory: '{shard}'")
+        return step
+
+    def _save_checkpoint(self, step: int, kill_during: bool = False):
+        o = self.out
+        d = self._ckpt_dir()
+        folder = os.path.join(d, f"global_step_{step}")
+        o.line(f"local_global_step_folder: {folder}")
+        actor = os.path.join(folder, "actor")
+        os.makedirs(actor, exist_ok=True)
+        w = self._world()
+        payload = json.dumps({"global_step": step, "world_size": w, "standin": True}).encode()
+        for kind in ("model", "optim", "extra_state"):
+            for r in range(w):
+                with open(os.path.join(actor, f"{kind}_world_size_{w}_rank_{r}.pt"), "wb") as f:
+                    f.write(payload)
+            o.line(f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}", "WorkerDict")
+            if kill_during:
+                os.kill(os.getpid(), signal.SIGKILL)
+        with open(os.path.join(folder, "data.pt"), "wb") as f:
+            f.write(payload)
+        tmp = os.path.join(d, ".latest_checkpointed_iteration.txt.tmp")
+        with open(tmp, "w") as f:
+            f.write(str(step))
+        os.replace(tmp, os.path.join(d, "latest_checkpointed_iteration.txt"))
+
+    def _val_metrics(self, step: int) -> dict:
+        return {"val-core/openai/gsm8k/acc/mean@1": round(min(0.9, 0.2 + 0.03 * step), 4)}
+
+    def _log(self, metrics: dict, step: int):
+        if "console" in self._loggers():
+            self.out.line(concat_dict_to_str(metrics, step))
+        if self.tracker is not None:
+            self.tracker.log({k: float(v) for k, v in metrics.items()}, step=step)
+        if self.file_logger is not None:
+            self.file_logger.write(json.dumps({"step": step, "data": {k: float(v) for k, v in metrics.items()}}) + "\n")
+            self.file_logger.flush()
+
+    def _fit(self, start: int, total: int):
+        import numpy as np
+
+        o = self.out
+        cfg = self.cfg
+        feats = _features(cfg)
+        save_freq = int(_sel(cfg, "trainer.save_freq", -1))
+        test_freq = int(_sel(cfg, "trainer.test_freq", -1))
+        if bool(_sel(cfg, "trainer.val_before_train", True)):
+            val = self._val_metrics(start)
+            o.pformat(f"Initial validation metrics: {val}")
+            self._log(val, start)
+        bar = Progress(total=total, initial=start, desc="Training Progress", prefix=o.pre(o.runner))
+        fail = self.fail
+        kind = fail.get("kind") if fail else None
+        fstep = self.fail_step()
+        last_val = {}
+        for step in range(start + 1, total + 1):
+            t = time.time()
+            at_fail = fail is not None and step == fstep
+            if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
+                time.sleep(float(fail.get("hang_s", 10 ** 9)))
+            time.sleep(self.step_time)
+            if at_fail and kind == "oom-device" and not _avoided(fail, feats) and cues.fire_allowed(self.scn):
+                wl, exc = texts.device_oom(self.accel, fail.get("phase", "update_actor"), o.runner, self.pids,
+                                           self.ip, self.rng)
+                for ln in wl:
+                    o.line(ln, "WorkerDict")
+                self.raise_later(exc, "hang_s", 3.0)
+            if at_fail and kind == "oom-host" and not fail.get("during_save") and cues.fire_allowed(self.scn):
+                os.kill(os.getpid(), signal.SIGKILL)
+            if at_fail and kind == "oom-ray" and cues.fire_allowed(self.scn):
+                raylet, exc = texts.ray_oom(o.runner, self.pids, self.ip, self.rng)
+                for ln in raylet:
+                    o.line(ln, "raylet")
+                raise exc
+            if at_fail and kind == "hccl-timeout" and cues.fire_allowed(self.scn):
+                time.sleep(float(fail.get("hang_s", 2.0)))
+                wl, exc = texts.collective_timeout(self.accel, o.runner, self.pids, self.ip, self.rng)
+                for ln in wl:
+                    o.line(ln, "WorkerDict")
+                raise exc
+            if at_fail and kind == "crash" and cues.fire_allowed(self.scn):
+                raise texts.crash(o.runner, self.pids, self.ip, self.rng)
+            if at_fail and kind == "data-error" and cues.fire_allowed(self.scn):
+                raise texts.data_error(o.runner, self.pids, self.ip, self.rng,
+                                       int(_sel(cfg, "data.max_prompt_length", 1024)))
+            is_last = step == total
+            metrics = {}
+            if test_freq > 0 and (is_last or step % test_freq == 0):
+                last_val = self._val_metrics(step)
+                metrics.update(last_val)
+            if save_freq > 0 and (is_last or step % save_freq == 0):
+                ts = time.time()
+                kill = at_fail and kind == "oom-host" and fail.get("during_save") and cues.fire_allowed(self.scn)
+                self._save_checkpoint(step, kill_during=bool(kill))
+                metrics["timing_s/save_checkpoint"] = round(time.time() - ts, 4)
+            step_s = time.time() - t
+            m = _metrics(step, self.rng, step_s, self._world(), self.one_step_off, np)
+            metrics = {**m, **metrics}
+            if kind == "noisy-success" or (kind == "swanlab-auth" and fail.get("variant") == "401"):
+                if kind == "swanlab-auth":
+                    o.line(texts.swanlab_401(self.rng))
+                else:
+                    o.line(texts.NOISY[step % len(texts.NOISY)])
+                    o.line(texts.swanlab_401(self.rng))
+            self._log(metrics, step)
+            bar.update(1)
+        if not last_val and test_freq != 0:
+            last_val = self._val_metrics(total)
+        o.pformat(f"Final validation metrics: {last_val}")
+        bar.close()
+        if self.tracker is not None:
+            self.tracker.finish()
+        if self.one_step_off:
+            o.line(f"total time: {time.time() - self.t0:.2f} seconds", None)
+        if self.ray is not None:
+            self.ray.shutdown()
+
+
+def run(config: DictConfig, entry: str) -> None:
+    """Entry called by the stand-in ``main_ppo`` modules after Hydra composed ``config``."""
+    StandinTrainer(config, entry).run()
