@@ -1,0 +1,159 @@
+"""Shared helpers for the invoke tasks: the ``fanout_task`` decorator, inventory loading, host selection,
+one-line failures and exit codes.
+
+A fan-out task looks like::
+
+    from invoke.exceptions import Exit
+    from dapo_ops.tasks._common import fanout_task, select_hosts, run_fanout
+
+    @fanout_task(help={"timeout": "seconds per host"})
+    def preflight(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60):
+        \"\"\"Check every host before a launch.\"\"\"
+        _, chosen = select_hosts(c, hosts, inventory)
+        run_fanout(c, chosen, check_one, columns=["npu", "disk"], title="preflight", timeout=timeout,
+                   accept_new_host_keys=accept_new_host_keys)
+
+``hosts`` gets the flags ``-H/--hosts`` (so ``inv preflight -H h1,h2`` works; under the ``dapo-ops`` program the
+core ``-H`` value is passed into it), ``inventory`` gets ``--inventory``, ``accept_new_host_keys`` gets
+``--accept-new-host-keys``; default help texts are filled in for those three. The decorator never hands out
+``-h`` (it would shadow ``--help``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from typing import Callable
+
+from invoke import Task, task
+from invoke.exceptions import Exit
+
+from .. import fanout, inventory
+from ..fanout import HostResult, Row
+from ..inventory import Host, Inventory, InventoryError
+
+# Exit codes of dapo-ops tasks (others may add theirs here).
+EXIT_OK = 0
+EXIT_FAILED = 1        # the work failed on at least one host (each host's row says why)
+EXIT_USAGE = 2         # bad input: inventory file, -H selection, flag values; nothing was contacted
+
+COMMON_HELP = {
+    "hosts": "comma-separated inventory host names or user@host:port (default: every host in the inventory)",
+    "inventory": "hosts.toml to use (default: $DAPO_OPS_INVENTORY, then ./hosts.toml)",
+    "accept_new_host_keys": "accept and record SSH host keys not yet in known_hosts (a changed key is always refused)",
+}
+
+
+class FanoutTask(Task):
+    """An invoke Task whose ``hosts`` parameter is the flag ``-H/--hosts`` and which never takes ``-h``."""
+
+    def arg_opts(self, name, default, taken_names):
+        taken = set(taken_names) | {"h", "H"}
+        opts = super().arg_opts(name, default, taken)
+        if name == "hosts":
+            opts["names"] = ["hosts", "H"]
+        elif name in ("inventory", "accept_new_host_keys"):
+            opts["names"] = opts["names"][:1]  # long flag only: -i/-a mean other things under dapo-ops/fab
+        if "help" not in opts and name in COMMON_HELP:
+            opts["help"] = COMMON_HELP[name]
+        return opts
+
+
+def fanout_task(*args, **kwargs):
+    """``@task`` for tasks that run on hosts (use bare or with invoke's ``@task`` keyword arguments).
+
+    The task must take ``hosts=""`` (and usually ``inventory=""``); see the module docstring.
+    """
+    kwargs.setdefault("klass", FanoutTask)
+    if len(args) == 1 and callable(args[0]) and not isinstance(args[0], Task):
+        return task(args[0], **kwargs)
+    return task(*args, **kwargs)
+
+
+def takes_hosts(t: Task) -> bool:
+    """True when the task's body has a ``hosts`` parameter (the ``dapo-ops -H`` value goes there)."""
+    try:
+        return "hosts" in inspect.signature(t.body).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def fail(message: str, code: int = EXIT_FAILED):
+    """Stop the task with ONE line on stderr and exit ``code`` (raises :class:`invoke.exceptions.Exit`)."""
+    raise Exit(" ".join(str(message).split()), code=code)
+
+
+def _config_inventory(c) -> str:
+    try:
+        cfg = c.config.get("dapo_ops", {}) or {}
+        return cfg.get("inventory", "") or ""
+    except Exception:  # noqa: BLE001 - plain invoke Context without our config
+        return ""
+
+
+def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) -> Inventory:
+    """Load the inventory: ``--inventory`` > config ``dapo_ops.inventory`` > ``$DAPO_OPS_INVENTORY`` >
+    ``./hosts.toml``.
+
+    :param allow_missing: return an empty inventory when no file was named and ./hosts.toml is absent
+        (for ad hoc ``-H user@host:port``).
+    :raises Exit: code :data:`EXIT_USAGE` with the one-line :class:`InventoryError`.
+    """
+    path = inventory_path or _config_inventory(c) or None
+    if allow_missing and not path and not os.environ.get(inventory.ENV_VAR) \
+            and not os.path.exists(inventory.DEFAULT_FILE):
+        return inventory.empty()
+    try:
+        return inventory.load(path)
+    except InventoryError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts named by ``-H`` (all hosts when empty).
+
+    Ad hoc ``user@host:port`` items work without an inventory file (they take ``[defaults]`` when there is one).
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line (bad inventory, unknown host name).
+    """
+    items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
+    adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
+    inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
+    try:
+        return inv, inventory.select(inv, hosts or None)
+    except InventoryError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def connect_timeout_override(c) -> float | None:
+    """``dapo-ops -t N`` (Fabric's core connect-timeout flag), else None."""
+    try:
+        ck = c.config.get("connect_kwargs", {}) or {}
+        t = ck.get("timeout")
+        return float(t) if t else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title: str, timeout: float,
+               accept_new_host_keys: bool = False, out=None) -> list[HostResult]:
+    """Run ``fn(target) -> Row | dict`` on every host in parallel, print the table and a summary line, and
+    stop with exit code :data:`EXIT_FAILED` if any host failed (after every host was reported).
+
+    :param timeout: overall deadline in seconds (see :func:`dapo_ops.fanout.run`).
+    :returns: the results when every host succeeded.
+    :raises Exit: code 1 with ``<n> of <m> hosts failed: h2 (refused)``.
+    """
+    results = fanout.run(chosen, fn, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
+                         connect_timeout=connect_timeout_override(c))
+    fanout.render(results, columns, title=title, file=out or sys.stdout)
+    if fanout.exit_code(results):
+        fail(fanout.summary(results), EXIT_FAILED)
+    return results
+
+
+__all__ = [
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
+    "load_inventory", "select_hosts", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+]

@@ -1,0 +1,67 @@
+"""``hosts``: the first fan-out task. Per host: SSH reachable? container state? Python and verl versions inside?"""
+
+from __future__ import annotations
+
+from ..fanout import Row
+from ..remote import RemoteError, Target
+from ._common import fanout_task, run_fanout, select_hosts
+
+COLUMNS = ["address", "ssh", "container", "python", "verl"]
+
+# one docker exec for both versions; verl is imported from the inventory's workdir (e.g. /verl), like verl's
+# own entry points (`python3 -m verl.trainer.main_ppo` run from the repo checkout)
+_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3]); import verl; print(verl.__version__)"
+
+
+def check_host(target: Target, *, timeout: float = 60) -> Row:
+    """Probe one host: ``docker inspect`` the container, then ``<python> -c 'import verl'`` in the workdir.
+
+    :returns: a :class:`~dapo_ops.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
+        container is missing/stopped, python is missing, or verl does not import.
+    :raises RemoteError: SSH-level failures (unreachable, refused, auth, hostkey, timeout, docker-missing).
+    """
+    h = target.host
+    cells = {"address": h.ssh_target, "ssh": "ok"}
+    try:
+        state = target.container_state(timeout=timeout)
+    except RemoteError as e:
+        if e.kind in ("container-missing", "docker-missing"):
+            cells["container"] = "missing" if e.kind == "container-missing" else "no docker"
+            return Row(cells=cells, ok=False, kind=e.kind, message=e.message)
+        raise
+    cells["container"] = state.describe()
+    if not state.running:
+        fix = f"start it (docker start {target.container}) or recreate it"
+        return Row(cells=cells, ok=False, kind="container-stopped",
+                   message=f"container '{target.container}' is {state.describe()}; {fix}", data=state.to_json())
+    try:
+        res = target.run([h.python, "-c", _PROBE], check=False, timeout=timeout)
+    except RemoteError as e:
+        if e.kind == "container-stopped":  # stopped between inspect and exec
+            cells["container"] = (e.state or {}).get("status", "stopped")
+            return Row(cells=cells, ok=False, kind=e.kind, message=e.message)
+        raise
+    out = res.stdout.split()
+    err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+    last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
+    if res.exited in (126, 127) and not out:
+        return Row(cells=cells, ok=False, kind="python-missing",
+                   message=f"'{h.python}' not runnable in container '{target.container}' ({last_err}); "
+                           f"fix python in the inventory")
+    cells["python"] = out[0] if out else "?"
+    if res.exited != 0 or len(out) < 2:
+        cells["verl"] = "import failed"
+        return Row(cells=cells, ok=False, kind="verl-missing",
+                   message=f"`import verl` failed in {h.workdir} ({last_err}); install verl in the image or fix "
+                           f"workdir", data={"python": cells["python"]})
+    cells["verl"] = out[1]
+    return Row(cells=cells, data={"python": out[0], "verl": out[1], "container": state.to_json()})
+
+
+@fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit"})
+def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60):
+    """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
+    _, chosen = select_hosts(c, hosts, inventory)
+    run_fanout(c, chosen, lambda t: check_host(t, timeout=timeout), columns=COLUMNS, title="hosts",
+               timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+               accept_new_host_keys=accept_new_host_keys)
