@@ -373,6 +373,7 @@ class Supervisor:
         self.lock_taken = False
         self.swanlab_id: Optional[str] = None
         self._tl_nl = True
+        self._scanner: Any = None
 
     # -- setup -------------------------------------------------------------
 
@@ -425,16 +426,14 @@ class Supervisor:
     # -- notifications (never fatal) ----------------------------------------
 
     def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "") -> None:
+        """Post ``event`` (escalation|failure|hang|success) via ``notify.send_event`` in a daemon thread;
+        whether it is due is ``notify.should_notify``'s call (spec ``notify``). Errors go to supervisor.log."""
         cfg = self.spec.get("notify") or {}
-        if not cfg or not cfg.get("webhooks"):
-            return
-        if event == "escalation" and not cfg.get("on_escalation"):
-            return
-        if event == "success" and not cfg.get("on_success"):
+        if not cfg.get("webhooks"):
             return
         verdict = verdict or {}
         payload = {
-            "event": event,
+            "kind": event,
             "host": self.spec.get("host"),
             "container": self.spec.get("container"),
             "run_id": self.spec.get("run_id"),
@@ -443,9 +442,8 @@ class Supervisor:
             "step": self.rec.get("step"),
             "total_steps": self.rec.get("total_steps"),
             "verdict": verdict.get("cls"),
-            "action": verdict.get("action"),
+            "action": reason or verdict.get("action"),
             "hint": verdict.get("hint"),
-            "reason": reason,
             "features": [f.get("name") for f in self.rec.get("features") or []],
             "log": self.rec.get("log"),
             "swanlab_url": self.rec.get("swanlab_url"),
@@ -453,9 +451,11 @@ class Supervisor:
 
         def send() -> None:
             try:
-                _mod("notify").send_event(cfg, self.secret_env, payload)
+                errors = _mod("notify").send_event(cfg, self.secret_env, payload) or []
             except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
-                log("notification %s failed: %s" % (event, str(e).splitlines()[0] if str(e) else type(e).__name__))
+                errors = ["notifier error: %s" % (str(e).splitlines()[0] if str(e) else type(e).__name__)]
+            for err in errors:
+                log("notification %s: %s" % (event, err))
 
         t = threading.Thread(target=send, name="notify-" + event, daemon=True)
         t.start()
@@ -534,8 +534,10 @@ class Supervisor:
                 if m:
                     att["resumed_from"] = int(m.group(1) or m.group(2))
                     self._dirty = True
-            if "View run" in line and not self.rec.get("swanlab_url"):
-                url = parse_swanlab_url(line)
+            if not self.rec.get("swanlab_url") and (
+                "View run" in line or "swanlab" in line or self._link_pending()
+            ):
+                url = self._feed_link(line)
                 if url:
                     self.rec["swanlab_url"] = url
                     self.swanlab_id = swanlab_run_id(url)
@@ -544,6 +546,29 @@ class Supervisor:
                 state["oom_line"] = ANSI_RE.sub("", line).strip()[:500]
                 state["oom_at"] = _now()
                 log("device OOM line in attempt %d: %s" % (att["n"], state["oom_line"][:200]))
+
+    def _link_scanner(self):
+        if self._scanner is None:
+            try:
+                env = dict(self.spec.get("env") or {})
+                self._scanner = _mod("notify").LinkScanner(env.get("SWANLAB_RUN_ID"), env.get("SWANLAB_LOG_DIR"))
+            except (ImportError, AttributeError):
+                self._scanner = False
+        return self._scanner
+
+    def _link_pending(self) -> bool:
+        sc = self._scanner
+        return bool(sc) and (getattr(sc, "_pending", None) is not None or getattr(sc, "_cmd", None) is not None)
+
+    def _feed_link(self, line: str) -> Optional[str]:
+        """SwanLab's run link (or local/offline ``swanlab watch|sync`` command) from the output, once."""
+        sc = self._link_scanner()
+        if sc:
+            try:
+                return sc.feed(line)
+            except Exception:  # noqa: BLE001 - a parser problem never stops supervision
+                self._scanner = False
+        return parse_swanlab_url(line)
 
     def _on_step(self, step: int, metrics: Dict[str, float], att: Dict[str, Any]) -> None:
         now = _now()
@@ -581,7 +606,7 @@ class Supervisor:
             "ended_at": None,
             "exit_code": None,
             "verdict": None,
-            "step_reached": None,
+            "step_reached": resumed_from,  # a resumed attempt starts at its checkpoint's step
             "resumed_from": resumed_from,
             "log": self.paths.attempt_log(k).name,
             "pid": None,

@@ -1,0 +1,305 @@
+"""The supervisor's state machine with a fake verl (tests/fake_verl.py). Pure: no hosts.
+
+Each test runs the real ``python3 -m dapo_ops.supervisor <run_dir>`` as a subprocess (own signals,
+own process groups) with ``--command-factory fake_verl:factory`` in place of overrides.build_command.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import features, runstate, supervisor
+
+pytest.importorskip("dapo_ops.classify", reason="classifier (issue 5) not landed yet")
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+FAST = {"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2, "write_interval_s": 0.2}
+
+
+def make_run(tmp_path, fake, *, steps=6, user_features=None, max_oom_retries=2, hang_timeout_s=1800,
+             secret=None, extra=None, run_id=None):
+    runs = tmp_path / "runs"
+    rid = run_id or runstate.new_run_id()
+    run_dir = runs / rid
+    run_dir.mkdir(parents=True)
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    fs = features.resolve(user_features)
+    spec = {
+        "version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
+        "profile": "0.9", "accelerator": "gpu", "workdir": str(workdir), "python": sys.executable,
+        "run_dir": str(run_dir),
+        "settings": {"steps": steps, "ckpt_dir": str(run_dir / "checkpoints"), "gpu_memory_utilization": 0.6,
+                     "max_prompt_length": 2048, "max_response_length": 8192, "experiment": rid},
+        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
+        "max_oom_retries": max_oom_retries, "hang_timeout_s": hang_timeout_s,
+        "env": {"FAKE_ENV": "1"}, "notify": {}, "supervisor": dict(FAST),
+    }
+    spec.update(extra or {})
+    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    (run_dir / "fake.json").write_text(json.dumps(fake))
+    if secret:
+        fd = os.open(str(run_dir / "secret.env"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, "".join("%s=%s\n" % kv for kv in secret.items()).encode())
+        os.close(fd)
+    return run_dir
+
+
+def start(run_dir):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS)])
+    log = open(run_dir / "supervisor.log", "ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory", "fake_verl:factory"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+    )
+
+
+def run_to_end(run_dir, timeout=90):
+    p = start(run_dir)
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError((run_dir / "supervisor.log").read_text())
+    rec = runstate.read_run(run_dir)
+    assert rec is not None, (run_dir / "supervisor.log").read_text()
+    return rec
+
+
+def wait_for(pred, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError("condition not met in %ss" % timeout)
+
+
+def steps_per_attempt(train_log: str):
+    """{attempt: [step numbers]} from train.log, using the delimiter lines."""
+    out, cur = {}, None
+    for line in re.split(r"[\r\n]", train_log):
+        m = re.match(r"===== dapo-ops attempt (\d+) start ", line)
+        if m:
+            cur = int(m.group(1))
+            out[cur] = []
+            continue
+        parsed = supervisor.parse_metrics_line(line)
+        if parsed and cur is not None:
+            out[cur].append(parsed[0])
+    return out
+
+
+def no_marker_processes(run_id):
+    return not supervisor.own_processes(None, ("DAPO_OPS_RUN_ID=%s" % run_id).encode())
+
+
+# ---------------------------------------------------------------------------- pure parsing
+
+
+def test_parse_metrics_line_numpy2_tqdm_and_ansi():
+    line = ("Training Progress:  50%|#####     | 3/6 [00:01<00:01,  3.00it/s]step:3 - actor/pg_loss:np.float64(-0.0123)"
+            " - critic/score/mean:0.25 - timing_s/step:123.456 - perf/throughput:np.int64(12) - x:nan - "
+            "flag:np.True_ - training/global_step:3")
+    step, m = supervisor.parse_metrics_line(line)
+    assert step == 3
+    assert m["actor/pg_loss"] == pytest.approx(-0.0123) and m["critic/score/mean"] == 0.25
+    assert m["timing_s/step"] == pytest.approx(123.456) and m["perf/throughput"] == 12.0
+    assert m["x"] != m["x"]  # nan kept
+    assert "flag" not in m
+    assert supervisor.parse_metrics_line("\x1b[36m(TaskRunner pid=1)\x1b[0m step:7 - a:1")[0] == 7
+    assert supervisor.parse_metrics_line("timing_s/step:12.0 - a:1") is None
+    assert supervisor.parse_metrics_line("training/global_step:3") is None
+    assert supervisor.parse_metrics_line("the step:3 of the plan") is None
+
+
+def test_swanlab_url_and_env_file():
+    url = "https://swanlab.cn/@me/dapo/runs/abcdefghijklmnopqrstu"
+    assert supervisor.parse_swanlab_url("(TaskRunner pid=9) swanlab: \U0001f680 View run x at " + url) == url
+    assert supervisor.swanlab_run_id(url) == "abcdefghijklmnopqrstu"
+    env = supervisor.parse_env_file("# c\nexport A=1\nB='two words'\nbad line\nC=\"x=y\"\n")
+    assert env == {"A": "1", "B": "two words", "C": "x=y"}
+
+
+def test_latest_checkpoint_falls_back_from_torn_save(tmp_path):
+    ck = tmp_path / "ck"
+    (ck / "global_step_2" / "actor").mkdir(parents=True)
+    (ck / "global_step_4").mkdir()  # torn: empty
+    (ck / supervisor.TRACKER_NAME).write_text("4")
+    assert supervisor.latest_checkpoint(str(ck)) == 2
+    assert (ck / supervisor.TRACKER_NAME).read_text() == "2"
+    assert supervisor.latest_checkpoint(str(tmp_path / "none")) is None
+
+
+# ---------------------------------------------------------------------------- state machine
+
+
+def test_success_records_progress_and_releases_lock(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.05, "oom_at": None}, secret={"FAKE_SECRET_PROBE": "s3cr3t-value"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded", rec
+    assert rec["step"] == 6 and rec["total_steps"] == 6 and rec["attempt"] == 1
+    assert [f["source"] for f in rec["features"]] == ["default"] * 4
+    assert rec["metrics"]["critic/score/mean"] == pytest.approx(0.6)
+    assert rec["metrics"]["response_length/mean"] == 812.0 and rec["metrics"]["perf/throughput"] == 1234.5
+    assert len(rec["step_times"]) == 6 and rec["last_progress_at"] and rec["ended_at"]
+    assert rec["verdict"]["cls"] == "success" and rec["decision"]["action"] == "done"
+    a = rec["attempts"][0]
+    assert a["exit_code"] == 0 and a["step_reached"] == 6 and a["resumed_from"] is None and a["log"] == "attempt-1.log"
+    log = (run_dir / "train.log").read_text()
+    assert re.search(r"^===== dapo-ops attempt 1 start \S+ features=dynamic_batch,flash_attn,gradient_checkpointing,"
+                     r"remove_padding =====$", log, re.M)
+    assert re.search(r"^===== dapo-ops attempt 1 end exit=0 class=success =====$", log, re.M)
+    # secrets reached verl's environment, then vanished from disk and never reached run.json
+    assert "secret-probe-present" in log
+    assert not (run_dir / "secret.env").exists()
+    assert "s3cr3t-value" not in (run_dir / "run.json").read_text()
+    assert runstate.read_lock(run_dir.parent) is None
+    link = tmp_path / "work" / "train.log"
+    assert link.is_symlink() and link.resolve() == (run_dir / "train.log").resolve()
+
+
+def test_device_oom_escalates_offload_and_resumes_from_checkpoint(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 2,
+                                  "spawn_child": True})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded", rec
+    assert [a["n"] for a in rec["attempts"]] == [1, 2]
+    a1, a2 = rec["attempts"]
+    assert a1["verdict"]["cls"] == "oom-device" and a1["killed_by"] == "oom" and a1["step_reached"] == 3
+    assert a2["resumed_from"] == 2
+    src = {f["name"]: f["source"] for f in a2["features"]}
+    assert src["offload"] == "oom-retry-1"
+    steps = steps_per_attempt((run_dir / "train.log").read_text())
+    assert steps[1] == [1, 2, 3]
+    assert steps[2] == [3, 4, 5, 6]  # nothing before the checkpoint (2) is redone
+    assert (run_dir / "attempt-1.log").exists() and (run_dir / "attempt-2.log").exists()
+    # the setsid'ed grandchild (a Ray worker stand-in) of each attempt is gone too
+    assert no_marker_processes(rec["run_id"])
+
+
+def test_oom_with_offload_escalates_to_recompute(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "oom_unless": ["offload", "recompute"]})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded", rec
+    names = [sorted(f["name"] for f in a["features"]) for a in rec["attempts"]]
+    assert len(names) == 3
+    assert "offload" in names[1] and "recompute" not in names[1]
+    assert "recompute" in names[2]
+    src = {f["name"]: f["source"] for f in rec["features"]}
+    assert src["offload"] == "oom-retry-1" and src["recompute"] == "oom-retry-2"
+
+
+def test_oom_always_stops_after_max_retries_with_suggestions(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "oom_always": True}, max_oom_retries=2)
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed"
+    assert len(rec["attempts"]) == 3
+    d = rec["decision"]
+    assert d["action"] == "stop" and d["suggestions"]
+    assert [t["class"] for t in d["tried"]] == ["oom-device"] * 3
+    assert d["tried"][-1]["step_reached"] == 2 and "offload" in d["tried"][-1]["features"]
+    for k in (1, 2, 3):
+        assert (run_dir / ("attempt-%d.log" % k)).stat().st_size > 0
+    assert (run_dir / "checkpoints" / "global_step_2").is_dir()
+
+
+def test_host_oom_137_never_adds_offload(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "exit_at": 2, "exit_code": 137, "final_text": "Killed"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed"
+    assert rec["attempts"][0]["exit_code"] == 137
+    assert rec["verdict"]["cls"] == "oom-host"
+    assert all("offload" not in [f["name"] for f in a["features"]] for a in rec["attempts"])
+
+
+def test_kv_cache_shortage_changes_rollout_memory_not_offload(tmp_path):
+    text = ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.")
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "kv_text": text})
+    rec = run_to_end(run_dir)
+    assert rec["attempts"][0]["verdict"]["cls"] == "oom-kv-cache"
+    assert rec["status"] == "succeeded", rec
+    a2 = rec["attempts"][1]
+    assert a2["setting_changes"]["gpu_memory_utilization"] != 0.6
+    assert "offload" not in [f["name"] for f in a2["features"]]
+
+
+def test_config_error_is_not_retried(tmp_path):
+    run_dir = make_run(tmp_path, {"config_error": "actor_rollout_ref.actor.no_such_key"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1
+    assert rec["verdict"]["cls"] == "config-error"
+    assert "\n" not in rec["verdict"]["action"]
+
+
+def test_hang_is_detected_and_group_stopped(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "hang_at": 2, "spawn_child": True}, hang_timeout_s=1.5)
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed"
+    assert rec["verdict"]["cls"] == "hang"
+    assert all(a["killed_by"] == "hang" for a in rec["attempts"])
+    assert no_marker_processes(rec["run_id"])
+
+
+def test_sigterm_stops_run_and_its_group(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.5, "spawn_child": True}, steps=100)
+    p = start(run_dir)
+    try:
+        wait_for(lambda: (runstate.read_run(run_dir) or {}).get("step"))
+        rec = runstate.read_run(run_dir)
+        assert rec["status"] == "running" and rec["pids"]["verl_pgid"]
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    rec = runstate.read_run(run_dir)
+    assert rec["status"] == "stopped"
+    assert no_marker_processes(rec["run_id"])
+    assert runstate.read_lock(run_dir.parent) is None
+
+
+def test_second_run_on_same_runs_dir_is_refused(tmp_path):
+    first = make_run(tmp_path, {"step_time": 0.5}, steps=100)
+    p = start(first)
+    try:
+        wait_for(lambda: (runstate.read_run(first) or {}).get("status") == "running")
+        second = make_run(tmp_path, {"step_time": 0.01}, steps=2)
+        rec = run_to_end(second)
+        assert rec["status"] == "failed"
+        assert rec["verdict"]["detail"]["active_run"] == first.name
+        assert first.name in rec["verdict"]["action"]
+        assert rec["attempts"] == []
+    finally:
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=30)
+
+
+def test_swanlab_link_recorded_and_reused_on_retry(tmp_path):
+    url = "https://swanlab.example/@u/p/runs/abcdefghijklmnopqrstu"
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "swanlab_url": url})
+    rec = run_to_end(run_dir)
+    assert rec["swanlab_url"] == url
+    a2 = (run_dir / "attempt-2.log").read_text()
+    assert "SWANLAB_RUN_ID=abcdefghijklmnopqrstu" in a2
+
+
+def test_notifier_failure_never_crashes_the_run(tmp_path):
+    notify = {"on_escalation": True, "on_success": True,
+              "webhooks": [{"kind": "generic", "url_env": "DAPO_NOTIFY_URL_0"}], "timeout_s": 1}
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3}, extra={"notify": notify},
+                       secret={"DAPO_NOTIFY_URL_0": "http://127.0.0.1:9/hook"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded"
+    assert "notification" in (run_dir / "supervisor.log").read_text()
