@@ -219,6 +219,16 @@ class _Lines:
     def _norm(table: str) -> str:
         return ".".join(p.strip().strip('"').strip("'") for p in table.split("."))
 
+    def find_prefix(self, top: str) -> int | None:
+        """1-based line of the first header ``[top]`` or ``[top.<anything>]``."""
+        for i, line in enumerate(self.lines, 1):
+            m = self._header.match(line)
+            if m:
+                name = self._norm(m.group(1))
+                if name == top or name.startswith(top + "."):
+                    return i
+        return None
+
     def find(self, table: str, key: str | None = None) -> int | None:
         """1-based line of ``key`` inside ``[table]`` (or of the header when key is None)."""
         current = None
@@ -319,7 +329,7 @@ def _build(data: dict, lines: _Lines, p: Path | None) -> Inventory:
     for key in data:
         if key not in TOP_LEVEL:
             raise InventoryError(f"unknown table or key '{key}' (valid: [defaults], [proxy], [hosts.<name>])",
-                                 path=p, line=lines.find(key) or _key_line(lines, key))
+                                 path=p, line=lines.find_prefix(key) or _key_line(lines, key))
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise InventoryError("'defaults' must be a table: [defaults]", path=p, line=_key_line(lines, "defaults"))

@@ -48,6 +48,15 @@ COMMON_HELP = {
 class FanoutTask(Task):
     """An invoke Task whose ``hosts`` parameter is the flag ``-H/--hosts`` and which never takes ``-h``."""
 
+    def get_arguments(self, ignore_unknown_help=None):
+        # invoke's arg_opts pops entries from self.help, so a second parse in the same process (tests, or
+        # `inv` and `dapo-ops` programs built side by side) would lose every flag's help text: keep a copy.
+        saved = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = saved
+
     def arg_opts(self, name, default, taken_names):
         taken = set(taken_names) | {"h", "H"}
         opts = super().arg_opts(name, default, taken)

@@ -1,0 +1,136 @@
+"""The CLI surface: `inv` and `dapo-ops` list the same tasks, -H reaches the task's `hosts` argument in one call
+(not one serial clone per host), flags are typed and documented. Pure: no host is contacted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from invoke import Collection, Program, task
+
+from dapo_ops import cli, program
+from dapo_ops.tasks._common import EXIT_USAGE, FanoutTask, fanout_task
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def make_recording_ns(calls):
+    @fanout_task(help={"steps": "training steps"})
+    def rec(c, hosts="", inventory="", steps=0, ratio=0.5, dry=False):
+        """Record the arguments it was called with."""
+        calls.append({"hosts": hosts, "steps": steps, "ratio": ratio, "dry": dry, "ctx": type(c).__name__})
+
+    @task
+    def local(c):
+        """A task that does not run on hosts."""
+        calls.append({"local": True})
+
+    return Collection(rec, local)
+
+
+class TestHostsFlag:
+    def test_dapo_ops_core_H_is_passed_into_the_task_once(self):
+        calls = []
+        program.make_program(make_recording_ns(calls)).run("dapo-ops -H h1,h2 rec", exit=False)
+        assert len(calls) == 1, "Fabric's executor would clone the call once per host and run them serially"
+        assert calls[0]["hosts"] == "h1,h2"
+        assert calls[0]["ctx"] != "Connection"
+
+    def test_inv_task_level_H_works_the_same(self):
+        calls = []
+        Program(namespace=make_recording_ns(calls), name="inv").run("inv rec -H h1,h2", exit=False)
+        assert calls == [{"hosts": "h1,h2", "steps": 0, "ratio": 0.5, "dry": False, "ctx": "Context"}]
+
+    def test_long_flag_and_task_level_H_under_dapo_ops(self):
+        calls = []
+        program.make_program(make_recording_ns(calls)).run("dapo-ops rec --hosts h3", exit=False)
+        assert calls[0]["hosts"] == "h3"
+
+    def test_task_level_H_wins_over_core_H(self):
+        calls = []
+        program.make_program(make_recording_ns(calls)).run("dapo-ops -H h1 rec -H h2", exit=False)
+        assert [c["hosts"] for c in calls] == ["h2"]
+
+    def test_no_H_means_empty_hosts_which_the_task_reads_as_all(self):
+        calls = []
+        program.make_program(make_recording_ns(calls)).run("dapo-ops rec", exit=False)
+        assert calls[0]["hosts"] == ""
+
+    def test_H_on_a_task_without_hosts_is_a_one_line_usage_error(self, capsys):
+        calls = []
+        with pytest.raises(SystemExit) as ei:
+            program.make_program(make_recording_ns(calls)).run("dapo-ops -H h1 local")
+        assert ei.value.code == EXIT_USAGE
+        assert calls == []
+        err = capsys.readouterr().err.strip()
+        assert err == "task 'local' does not run on hosts; drop -H (tasks that do: see dapo-ops --list)"
+
+    def test_H_short_flag_never_takes_h_for_help(self):
+        @fanout_task
+        def t(c, hosts="", hang_timeout=0):
+            """doc"""
+
+        names = {a.name: a.names for a in t.get_arguments()}
+        assert names["hosts"] == ("hosts", "H")
+        assert "h" not in names["hang_timeout"]
+
+
+class TestTypedFlags:
+    def test_int_float_bool_defaults_type_the_flags(self):
+        calls = []
+        program.make_program(make_recording_ns(calls)).run("dapo-ops rec --steps 100 --ratio 0.25 --dry",
+                                                           exit=False)
+        assert calls[0]["steps"] == 100 and isinstance(calls[0]["steps"], int)
+        assert calls[0]["ratio"] == 0.25 and calls[0]["dry"] is True
+
+    def test_help_survives_a_second_parse_in_the_same_process(self):
+        ns = make_recording_ns([])
+        first = {a.name: a.help for a in ns["rec"].get_arguments()}
+        second = {a.name: a.help for a in ns["rec"].get_arguments()}
+        assert first == second and first["steps"] == "training steps"
+
+
+def every_task(coll: Collection, prefix=""):
+    for name in coll.task_names:
+        yield prefix + name, coll[name]
+
+
+class TestRealCollection:
+    def test_every_task_has_a_one_line_doc_and_every_flag_has_help(self):
+        ns = cli.build_namespace()
+        assert "hosts" in ns.task_names
+        for name, t in every_task(ns):
+            doc = (t.__doc__ or t.body.__doc__ or "").strip()
+            assert doc, f"task {name} has no docstring"
+            for arg in t.get_arguments():
+                assert arg.help, f"task {name}: flag --{arg.name} has no help"
+
+    def test_fanout_tasks_take_hosts_and_inventory(self):
+        ns = cli.build_namespace()
+        for name, t in every_task(ns):
+            if isinstance(t, FanoutTask):
+                args = {a.name: a for a in t.get_arguments()}
+                assert args["hosts"].names == ("hosts", "H"), name
+                assert "inventory" in args, name
+
+
+@pytest.mark.parametrize("argv", [[str(BIN / "inv"), "-r", str(REPO), "--list"], [str(BIN / "dapo-ops"), "--list"]],
+                         ids=["inv", "dapo-ops"])
+def test_list_shows_hosts_with_one_line_help(argv, tmp_path):
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("hosts "))
+    assert "SSH reachable" in line
+
+
+def test_bad_inventory_exits_2_with_one_line_and_contacts_nothing(tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\ndevices = -2\n')
+    out = subprocess.run([str(BIN / "dapo-ops"), "hosts", "--inventory", str(inv)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == EXIT_USAGE
+    assert out.stderr.strip() == f"{inv}:3: host 'h1': field 'devices': must be >= 0 (accelerators on the host), got -2"
+    assert out.stdout == ""
