@@ -161,6 +161,16 @@ def _scrub(text: str, secrets) -> str:
     return text
 
 
+def _scrub_obj(obj, secrets):
+    if isinstance(obj, str):
+        return _scrub(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: _scrub_obj(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrub_obj(v, secrets) for v in obj]
+    return obj
+
+
 def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) -> list[str]:
     """Post ``event`` to every configured webhook; return error lines, never raise.
 
@@ -181,7 +191,8 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
         if not should_notify(str(event.get("kind")), cfg):
             return []
         timeout = float(cfg.get("timeout_s", DEFAULT_TIMEOUT_S))
-        text = _scrub(format_message(event), secrets.values())
+        event = _scrub_obj(dict(event), list(secrets.values()))
+        text = format_message(event)
         for i, hook in enumerate(cfg.get("webhooks") or []):
             kind = str((hook or {}).get("kind", "generic")).lower()
             url_env = (hook or {}).get("url_env", "")
@@ -267,6 +278,11 @@ class LinkScanner:
         self.link: str | None = None
         self._pending: list[str] | None = None   # URL pieces
         self._cmd: list[str] | None = None        # backtick command pieces
+
+    @property
+    def pending(self) -> bool:
+        """True while a wrapped banner is being assembled: feed the next line even if it has no 'swanlab'."""
+        return self._pending is not None or self._cmd is not None
 
     def _url_done(self, url: str) -> bool:
         return bool(self.run_id) and url.rstrip("/").endswith(f"/runs/{self.run_id}")
