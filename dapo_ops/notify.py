@@ -67,6 +67,36 @@ def should_notify(event_kind: str, notify_cfg: dict | None) -> bool:
     return False
 
 
+def spec_from_user_config(user_notify: dict | None) -> tuple[dict, dict]:
+    """Split the user config's ``[notify]`` table into (spec.json ``notify``, secret env).
+
+    ``user_notify``: ``{"on_escalation": bool, "on_success": bool, "timeout_s": float,
+    "webhooks": [{"kind": "feishu", "url": "https://...", "sign_secret": optional}]}``.
+    Each URL (and signing secret) becomes ``DAPO_NOTIFY_URL_<i>`` (``DAPO_NOTIFY_SIGN_<i>``) in
+    the secret env, and the spec only names the variables. Raises ``ValueError`` (one line)
+    for an unknown kind or a webhook without ``url``.
+    """
+    cfg = dict(user_notify or {})
+    spec: dict = {"on_escalation": bool(cfg.get("on_escalation", False)),
+                  "on_success": bool(cfg.get("on_success", False)), "webhooks": []}
+    if cfg.get("timeout_s") is not None:
+        spec["timeout_s"] = float(cfg["timeout_s"])
+    secrets: dict = {}
+    for i, hook in enumerate(cfg.get("webhooks") or []):
+        kind = str(hook.get("kind", "generic")).lower()
+        if kind not in KINDS:
+            raise ValueError(f"[notify] webhook {i}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        if not hook.get("url"):
+            raise ValueError(f"[notify] webhook {i} ({kind}) has no url")
+        entry = {"kind": kind, "url_env": f"DAPO_NOTIFY_URL_{i}"}
+        secrets[entry["url_env"]] = str(hook["url"])
+        if hook.get("sign_secret"):
+            entry["sign_env"] = f"DAPO_NOTIFY_SIGN_{i}"
+            secrets[entry["sign_env"]] = str(hook["sign_secret"])
+        spec["webhooks"].append(entry)
+    return spec, secrets
+
+
 def _verdict_parts(event: dict) -> tuple[str, str, str]:
     v = event.get("verdict")
     hint = event.get("hint") or ""

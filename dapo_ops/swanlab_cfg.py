@@ -248,6 +248,27 @@ def redact(text: str, secrets) -> str:
     return text
 
 
+def env_file_text(secret_env: Mapping[str, str]) -> str:
+    """``KEY=VALUE`` lines for ``<run_dir>/secret.env`` (write it 0600 via stdin, e.g. ``Target.put_text``).
+
+    Matches ``supervisor.parse_env_file``: a value that itself starts and ends with the same
+    quote, or has leading/trailing blanks, is wrapped in one more pair of quotes so it
+    survives that parser's whitespace and one-level quote stripping.
+    Raises :class:`SwanlabConfigError` for an invalid name or a value with a newline, CR or NUL.
+    """
+    lines = []
+    for k, v in secret_env.items():
+        if not (k and (k[0].isalpha() or k[0] == "_") and all(c.isalnum() or c == "_" for c in k)):
+            raise SwanlabConfigError(f"secret env name {k!r} is not a valid variable name")
+        v = str(v)
+        if any(c in v for c in "\n\r\0"):
+            raise SwanlabConfigError(f"secret {k} contains a newline, CR or NUL: remove it")
+        if (len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"") or v != v.strip():
+            v = f"'{v}'"
+        lines.append(f"{k}={v}\n")
+    return "".join(lines)
+
+
 def default_prompt(question: str, *, secret: bool = False) -> str:
     """Ask on the terminal; ``secret=True`` reads without echo (``getpass``)."""
     if secret:

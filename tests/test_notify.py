@@ -245,3 +245,18 @@ def test_offline_banner_and_pending_flag():
     assert sc.feed("swanlab: 🚀 View run x at ") is None and sc.pending
     assert sc.feed(f"https://swanlab.cn/@u/p/runs/{RUN}") == f"https://swanlab.cn/@u/p/runs/{RUN}"
     assert not sc.pending and sc.feed("swanlab: 🚀 View run y at https://other") is None
+
+
+def test_user_config_notify_table_splits_into_spec_and_secrets():
+    spec, secrets = notify.spec_from_user_config({
+        "on_escalation": True, "timeout_s": 3,
+        "webhooks": [{"kind": "feishu", "url": "https://open.feishu.cn/x/TOKEN1", "sign_secret": "S1"},
+                     {"kind": "slack", "url": "https://hooks.slack.com/TOKEN2"}]})
+    assert spec == {"on_escalation": True, "on_success": False, "timeout_s": 3.0,
+                    "webhooks": [{"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "DAPO_NOTIFY_SIGN_0"},
+                                 {"kind": "slack", "url_env": "DAPO_NOTIFY_URL_1"}]}
+    assert "TOKEN" not in json.dumps(spec)
+    assert secrets == {"DAPO_NOTIFY_URL_0": "https://open.feishu.cn/x/TOKEN1", "DAPO_NOTIFY_SIGN_0": "S1",
+                       "DAPO_NOTIFY_URL_1": "https://hooks.slack.com/TOKEN2"}
+    with pytest.raises(ValueError, match="teams"):
+        notify.spec_from_user_config({"webhooks": [{"kind": "teams", "url": "x"}]})

@@ -186,3 +186,16 @@ def test_installed_swanlab_reads_our_public_env(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["online", "http://192.0.2.10:8000", "http://192.0.2.10:8000",
                                   swanlab_cfg.swanlab_run_id("r1"), "allow"]
+
+
+def test_env_file_text_round_trips_through_the_supervisors_parser():
+    from dapo_ops.supervisor import parse_env_file
+
+    secrets = {"SWANLAB_API_KEY": KEY, "DAPO_NOTIFY_URL_0": "https://open.feishu.cn/hook/a?b=1&c='x'",
+               "QUOTED": "'already quoted'", "DQ": '"x"', "EQ": "a=b=c", "SPACE": " lead"}
+    parsed = parse_env_file(swanlab_cfg.env_file_text(secrets))
+    assert parsed == secrets
+    with pytest.raises(SwanlabConfigError, match="newline"):
+        swanlab_cfg.env_file_text({"K": "a\nb"})
+    with pytest.raises(SwanlabConfigError, match="variable name"):
+        swanlab_cfg.env_file_text({"1K": "a"})
