@@ -228,12 +228,19 @@ def _resolve_logs(c, chosen, run, attempt):
     return out, errs
 
 
+# In the container: tail follows the log by name; ``cat`` holds the exec's stdin and returns at EOF, which comes
+# when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed, client killed), and then
+# the tail is killed too. ``docker exec -t`` + ``\x03`` alone leaves the tail running when the client vanishes.
+FOLLOW_SCRIPT = 'tail -n "$1" -F "$0" & t=$!; cat >/dev/null; kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0'
+
+
 def follow(pairs, lines: int, out=None) -> int:
     """``tail -n <lines> -F <log>`` on every (Target, path) with a pty, lines prefixed by host when several.
 
     ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same
-    file) keep streaming. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each pty, which stops the remote
-    ``tail`` (fabric-invoke.md §7); a host that does not stop within 5 s has its connection closed.
+    file) keep streaming. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each SSH pty (fabric-invoke.md §7):
+    the docker CLI on the host gets SIGINT, the exec's stdin closes and :data:`FOLLOW_SCRIPT` kills its tail. A
+    host that does not stop within 5 s has its connection closed (same effect).
 
     :returns: 0 after Ctrl-C or when every tail ended.
     """
@@ -242,7 +249,7 @@ def follow(pairs, lines: int, out=None) -> int:
     promises = []
     for t, path in pairs:
         writer = LineWriter("%s | " % t.name if multi else "", lock, out)
-        cmd = t.exec_command(["tail", "-n", str(int(lines)), "-F", path], tty=True, workdir="")
+        cmd = t.exec_command(["sh", "-c", FOLLOW_SCRIPT, path, str(int(lines))], interactive=True, workdir="")
         t.connect()
         p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,
                                out_stream=writer, err_stream=writer)
