@@ -558,7 +558,7 @@ class Supervisor:
 
     def _link_pending(self) -> bool:
         sc = self._scanner
-        return bool(sc) and (getattr(sc, "_pending", None) is not None or getattr(sc, "_cmd", None) is not None)
+        return bool(sc) and bool(getattr(sc, "pending", False))
 
     def _feed_link(self, line: str) -> Optional[str]:
         """SwanLab's run link (or local/offline ``swanlab watch|sync`` command) from the output, once."""
@@ -939,6 +939,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--command-factory", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    try:  # own session: survives the docker exec / SSH session that started it (fabric-invoke.md §8)
+        os.setsid()
+    except OSError:
+        pass  # already a session leader
     factory = _load_factory(a.command_factory) if a.command_factory else None
     return Supervisor(a.run_dir, factory).run()
 

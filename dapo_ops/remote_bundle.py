@@ -1,0 +1,168 @@
+"""The stdlib-only copy of dapo_ops that runs inside the training container, and how it is started.
+
+The supervisor (``dapo_ops/supervisor.py``) and the decision modules it imports are copied into
+``<runs_dir>/.dapo_ops/<version>-<content hash>/dapo_ops/`` (docs/design.md "Stdlib-only rule"): the
+training image needs nothing but a ``python3``. The directory name carries a hash of the shipped
+files, so an edited module never reuses a stale copy, and an unchanged bundle is not copied again.
+
+The supervisor is started **detached** (fabric-invoke.md §8): ``docker exec -d`` (returns at once,
+the process is a child of the container runtime, not of the SSH session), all three streams
+redirected, and the supervisor calls ``setsid`` itself, so nothing dies when SSH drops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import shlex
+import tarfile
+import time
+from pathlib import Path
+
+from . import __version__
+
+PKG_DIR = Path(__file__).resolve().parent
+# What the supervisor imports (directly or through its siblings); only existing files are shipped.
+BUNDLE_MODULES = ("__init__", "classify", "features", "ladder", "profiles", "overrides", "runstate", "notify", "supervisor")
+_REL_IMPORT = re.compile(r"^\s*from\s+\.(?:\s+import\s+([\w, ()]+)|(\w+)\s+import)", re.M)
+COMPLETE_MARK = ".complete"
+
+
+def _closure(names, pkg_dir: Path) -> list[str]:
+    """``names`` plus every sibling module they import relatively (``from . import x``, ``from .x import``)."""
+    todo = [n for n in names if (pkg_dir / f"{n}.py").is_file()]
+    seen: list[str] = []
+    while todo:
+        n = todo.pop(0)
+        if n in seen:
+            continue
+        seen.append(n)
+        for m in _REL_IMPORT.finditer((pkg_dir / f"{n}.py").read_text()):
+            mods = [m.group(2)] if m.group(2) else re.split(r"[\s,()]+", m.group(1))
+            for mod in mods:
+                if mod and (pkg_dir / f"{mod}.py").is_file() and mod not in seen:
+                    todo.append(mod)
+    return sorted(seen)
+
+
+def bundle_files(pkg_dir: Path | None = None) -> dict[str, bytes]:
+    """``{"<module>.py": content}`` of the modules shipped into the container.
+
+    :data:`BUNDLE_MODULES` that exist, plus their relative-import closure (so a colleague's new
+    stdlib sibling is shipped once the supervisor's modules import it).
+    """
+    d = Path(pkg_dir) if pkg_dir else PKG_DIR
+    return {f"{n}.py": (d / f"{n}.py").read_bytes() for n in _closure(BUNDLE_MODULES, d)}
+
+
+def bundle_hash(files: dict[str, bytes]) -> str:
+    """12 hex digits of SHA-256 over the sorted file names and contents."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name] + b"\0")
+    return h.hexdigest()[:12]
+
+
+def bundle_dir(runs_dir: str, files: dict[str, bytes] | None = None) -> str:
+    """``<runs_dir>/.dapo_ops/<version>-<hash>``: the directory that goes on ``PYTHONPATH`` (container path)."""
+    files = bundle_files() if files is None else files
+    return f"{runs_dir.rstrip('/')}/.dapo_ops/{__version__}-{bundle_hash(files)}"
+
+
+def bundle_tar(files: dict[str, bytes]) -> bytes:
+    """A gzip tar with ``dapo_ops/<module>.py`` entries (mode 0644, fixed mtime)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(f"dapo_ops/{name}")
+            info.size = len(files[name])
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(files[name]))
+    return buf.getvalue()
+
+
+def install_command(bdir: str, python: str = "python3") -> str:
+    """Shell command (run inside the container) that unpacks ``<bdir>.tar.gz`` into ``bdir`` atomically.
+
+    Unpacks into ``<bdir>.tmp-<pid>`` and renames, so a concurrent or interrupted copy never leaves a
+    half bundle; a bundle already present (``.complete`` marker) is kept.
+    """
+    q = shlex.quote
+    py = (
+        "import os,sys,tarfile,shutil\n"
+        "d,t=sys.argv[1],sys.argv[2]\n"
+        "if os.path.exists(os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')): os.remove(t); sys.exit(0)\n"
+        "tmp=d+'.tmp-%d'%os.getpid()\n"
+        "tarfile.open(t).extractall(tmp)\n"
+        "open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
+        "shutil.rmtree(d,ignore_errors=True)\n"
+        "os.rename(tmp,d)\n"
+        "os.remove(t)\n"
+    )
+    return f"{q(python)} -c {q(py)} {q(bdir)} {q(bdir + '.tar.gz')}"
+
+
+def present_command(bdir: str) -> str:
+    """Shell test that succeeds when the bundle is already installed."""
+    return f"test -f {shlex.quote(bdir + '/dapo_ops/' + COMPLETE_MARK)}"
+
+
+def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:
+    """Copy the bundle into ``target``'s container unless present; return its directory (for PYTHONPATH).
+
+    :param target: a :class:`dapo_ops.remote.Target`.
+    :raises dapo_ops.remote.RemoteError: on any remote failure.
+    """
+    files = bundle_files()
+    bdir = bundle_dir(runs_dir, files)
+    res = target.run(present_command(bdir), check=False, timeout=timeout, workdir="")
+    if res.exited == 0:
+        return bdir
+    target.put_text(bundle_tar(files), bdir + ".tar.gz", mode=0o644, timeout=timeout)
+    target.run(install_command(bdir, python), timeout=timeout, workdir="")
+    return bdir
+
+
+def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str) -> str:
+    """The in-container shell line that execs the supervisor with all three streams redirected."""
+    q = shlex.quote
+    return (
+        f"cd {q(workdir)} && PYTHONPATH={q(bdir)} exec {q(python)} -m dapo_ops.supervisor {q(run_dir)}"
+        f" > {q(run_dir + '/supervisor.log')} 2>&1 < /dev/null"
+    )
+
+
+def start_command(container: str, workdir: str, python: str, bdir: str, run_dir: str) -> str:
+    """The exact host command that starts the supervisor detached::
+
+        docker exec -d -w <workdir> <container> sh -c 'cd <workdir> && PYTHONPATH=<bundle>
+            exec <python> -m dapo_ops.supervisor <run_dir> > <run_dir>/supervisor.log 2>&1 < /dev/null'
+
+    ``docker exec -d`` returns at once; the supervisor then calls ``setsid`` (own session), so it
+    survives the SSH session and ``docker exec`` ending. Every value is ``shlex.quote``-d.
+    """
+    q = shlex.quote
+    return f"docker exec -d -w {q(workdir)} {q(container)} sh -c {q(supervisor_shell(workdir, python, bdir, run_dir))}"
+
+
+def start_supervisor(target, workdir: str, python: str, bdir: str, run_dir: str, *, timeout: float = 30) -> None:
+    """Start the detached supervisor for ``run_dir`` on ``target``'s host. Returns when ``docker exec -d`` did.
+
+    :raises dapo_ops.remote.RemoteError: ssh / docker kinds, or ``command`` when docker refused.
+    """
+    target.host_run(start_command(target.container, workdir, python, bdir, run_dir), timeout=timeout)
+
+
+def local_install(dest_root: str | Path) -> str:
+    """Install the bundle under a local directory (tests, benches); returns the bundle dir."""
+    files = bundle_files()
+    bdir = Path(bundle_dir(str(dest_root), files))
+    pkg = bdir / "dapo_ops"
+    if not (pkg / COMPLETE_MARK).exists():
+        pkg.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (pkg / name).write_bytes(data)
+        (pkg / COMPLETE_MARK).write_text(str(time.time()))
+    return str(bdir)

@@ -1,0 +1,320 @@
+"""``inv launch`` (DAPO) and ``inv one-step-off``: start verl detached under the retry supervisor.
+
+What the runbook's ``run_dapo.sh`` / ``run_one_step_off_policy.sh`` and its OOM auto-recovery flow do,
+done on the host itself: per host, resolve the settings (flag > env > config file > default,
+:mod:`dapo_ops.settings`), make the plan (:mod:`dapo_ops.planning`), run the quick checks that would make
+the launch fail at once (container running, no run already active, the plan fits the host's devices,
+``dapo_ops.preflight_checks.quick`` when present), copy the stdlib bundle (:mod:`dapo_ops.remote_bundle`),
+write ``spec.json`` and ``secret.env`` (0600), start ``python3 -m dapo_ops.supervisor <run_dir>`` detached,
+wait a few seconds for ``run.json`` to say ``running`` and print the run id, host, container, log path,
+how to follow it and the SwanLab link. Afterwards it is silent: errors reach the operator through
+``status`` / ``watch`` and the notifier.
+
+``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
+With several ``-H`` hosts each host gets its own independent single-host run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import time
+
+from .. import planning, remote_bundle, runstate, settings as settings_mod, userconfig
+from ..fanout import Row
+from ..remote import RemoteError
+from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
+
+#: seconds to wait for run.json to leave ``starting`` after the detached start
+START_WAIT_S = 30.0
+#: seconds a run that reached ``running`` is still watched for an immediate failure (config errors)
+SETTLE_S = 4.0
+
+HELP = {
+    "steps": "training steps, trainer.total_training_steps (env TRAIN_STEPS; default 100)",
+    "framework": "megatron | fsdp (env FRAMEWORK; default megatron)",
+    "model": "model dir in the container (env MODEL_PATH)",
+    "train_file": "training parquet (env TRAIN_FILE)",
+    "val_file": "validation parquet (env VAL_FILE)",
+    "trainer_gpus": "trainer pool devices (env TRAINER_GPUS; default 4)",
+    "rollout_gpus": "rollout pool devices (env ROLLOUT_GPUS; default 4)",
+    "max_response_length": "data.max_response_length in tokens (env MAX_RESPONSE_LENGTH; default 8192)",
+    "features": "explicit features, comma list; -name turns a default off (env USER_FEATURES)",
+    "offload": "start with offload on, an explicit feature (env ENABLE_OFFLOAD)",
+    "max_oom_retries": "device-OOM retries of the escalation ladder (env MAX_OOM_RETRIES; default 2)",
+    "container": "container name (env CONTAINER; default: the inventory's)",
+    "save_freq": "checkpoint every N steps (env SAVE_FREQ; default 10)",
+    "hang_timeout": "seconds without a new step before the run counts as hung (env HANG_TIMEOUT; default 1800)",
+    "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
+    "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here)",
+    "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
+    "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
+    "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
+}
+
+# flag name -> "not given" sentinel (invoke types a flag from its default value)
+_UNSET = {"steps": 0, "trainer_gpus": 0, "rollout_gpus": 0, "max_response_length": 0, "max_oom_retries": -1,
+          "save_freq": 0, "hang_timeout": 0, "offload": False}
+
+
+def _flags(**kw) -> dict:
+    """The settings flags actually given (sentinels and empty strings dropped)."""
+    out = {}
+    for k, v in kw.items():
+        if v is None or v == "" or (k in _UNSET and v == _UNSET[k]):
+            continue
+        out[k] = v
+    return out
+
+
+def _load_file_cfg() -> dict:
+    try:
+        return userconfig.load()
+    except userconfig.UserConfigError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def notify_spec(file_cfg: dict) -> tuple[dict, dict]:
+    """``[notify]`` of the user config -> (spec ``notify`` block, secret env).
+
+    Webhook URLs carry tokens: the spec names ``DAPO_NOTIFY_URL_<i>`` (and ``DAPO_NOTIFY_SIGN_<i>``) whose
+    values travel only in ``secret.env`` (:mod:`dapo_ops.notify`).
+    """
+    cfg = dict((file_cfg or {}).get("notify") or {})
+    spec = {"on_escalation": bool(cfg.get("on_escalation", False)), "on_success": bool(cfg.get("on_success", False)),
+            "webhooks": []}
+    if cfg.get("timeout_s"):
+        spec["timeout_s"] = float(cfg["timeout_s"])
+    secrets: dict[str, str] = {}
+    for i, hook in enumerate(cfg.get("webhooks") or []):
+        hook = dict(hook or {})
+        url = hook.get("url") or (os.environ.get(hook["url_env"]) if hook.get("url_env") else None)
+        if not url:
+            continue
+        entry = {"kind": str(hook.get("kind", "generic")), "url_env": f"DAPO_NOTIFY_URL_{i}"}
+        secrets[entry["url_env"]] = str(url)
+        if hook.get("secret"):
+            entry["sign_env"] = f"DAPO_NOTIFY_SIGN_{i}"
+            secrets[entry["sign_env"]] = str(hook["secret"])
+        spec["webhooks"].append(entry)
+    return spec, secrets
+
+
+def _swanlab(swanlab_mode: str):
+    from .. import swanlab_cfg
+
+    try:
+        return swanlab_cfg.resolve_for_launch(mode_flag=swanlab_mode or None)
+    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def env_file_text(env: dict) -> str:
+    """``KEY=VALUE`` lines for ``secret.env`` (read by the supervisor's ``parse_env_file``)."""
+    for k, v in env.items():
+        if "\n" in str(v) or "\r" in str(v) or "\0" in str(v):
+            raise ValueError(f"secret {k} contains a line break; it cannot travel in secret.env")
+    return "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
+    """The checks that would make the launch fail at once. Raises RemoteError (kind ``refused-active`` /
+    ``preflight`` / docker kinds) with one line."""
+    host = target.host
+    state = target.container_state()
+    if not state.running:
+        raise RemoteError("container-stopped", host.name, f"container '{target.container}' on {host.name} is "
+                          f"{state.status}: start it (docker start {target.container}) and launch again")
+    py = plan.spec["python"]
+    res = target.run([py, "-m", "dapo_ops.runstate", "active", host.runs_path], env={"PYTHONPATH": bdir},
+                     workdir="", timeout=30)
+    active = json.loads((res.stdout or "null").strip().splitlines()[-1] or "null")
+    if active:
+        raise RemoteError("refused", host.name, f"run {active['run_id']} is already active on {host.name} "
+                          f"(container {target.container}); follow it with `inv status -H {host.name}` or stop it "
+                          f"with `inv stop -H {host.name} --run {active['run_id']}`")
+    if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
+        return
+    quick = getattr(importlib.import_module("dapo_ops.preflight_checks"), "quick", None)
+    if quick is None:
+        return
+    problems = quick(target, plan)
+    if problems:
+        first = problems[0] if isinstance(problems, (list, tuple)) else problems
+        raise RemoteError("preflight", host.name, str(first))
+
+
+def _read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
+    res = target.run([py, "-m", "dapo_ops.runstate", "show", run_dir], env={"PYTHONPATH": bdir}, workdir="",
+                     timeout=30, check=False)
+    if res.exited != 0:
+        return None
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def _verdict_line(rec: dict) -> str:
+    v = rec.get("verdict") or {}
+    d = rec.get("decision") or {}
+    cls = v.get("cls") or "failed"
+    what = v.get("action") or d.get("reason") or "see the log"
+    ev = (v.get("evidence") or [""])[0]
+    line = f"run {rec.get('run_id')} failed at once: {cls}: {what}"
+    if ev and ev not in what:
+        line += f" ({ev})"
+    return line
+
+
+def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, notify_secrets: dict, proxy: dict,
+               extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+    """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
+    PlanError with one line; nothing is left behind when the start itself fails.
+    """
+    host = target.host
+    run_id = runstate.new_run_id()
+    plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled, proxy=proxy,
+                              extra_overrides=extra_overrides)
+    spec = plan.spec
+    target.container = spec["container"]
+    spec["env"] = {**spec.get("env", {}), **sw.public_env(run_dir=plan.run_dir, run_id=run_id)}
+    spec["notify"] = notify_cfg
+    secret_env = {**sw.secret_env(), **notify_secrets}
+    py = spec["python"]
+    bdir = remote_bundle.ensure_bundle(target, host.runs_path, py)
+    _quick_checks(target, plan, bdir, skip_preflight)
+    target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
+    try:
+        if secret_env:
+            target.put_text(env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+        remote_bundle.start_supervisor(target, spec["workdir"], py, bdir, plan.run_dir)
+    except Exception:
+        target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+        raise
+    rec = None
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        rec = _read_run(target, py, bdir, plan.run_dir)
+        if rec and rec.get("status") not in (None, "starting"):
+            break
+        time.sleep(0.5)
+    if not rec or rec.get("status") in (None, "starting"):
+        raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; "
+                          f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})")
+    # watch a little longer: an immediate failure (bad override) and the SwanLab link
+    settle_end = time.monotonic() + SETTLE_S
+    link_end = time.monotonic() + (link_wait if sw.logger_enabled else 0)
+    while rec.get("status") not in runstate.TERMINAL_STATUSES:
+        now = time.monotonic()
+        if now >= settle_end and (rec.get("swanlab_url") or now >= link_end):
+            break
+        time.sleep(0.5)
+        rec = _read_run(target, py, bdir, plan.run_dir) or rec
+    if rec.get("status") == "failed":
+        return Row(ok=False, kind="failed", message=_verdict_line(rec), data={"run_id": run_id, "record": rec})
+    return Row(cells={"run": run_id, "status": rec.get("status", "")},
+               data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
+                     "swanlab_url": rec.get("swanlab_url"), "container": spec["container"]})
+
+
+def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
+            link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool) -> None:
+    from .. import fanout
+
+    extra = [o for o in (override or []) if o]
+    file_cfg = _load_file_cfg()
+    if dry_run:
+        from .. import plan as plan_mod
+        from ..inventory import InventoryError
+
+        if swanlab_mode:
+            flags = {**flags, "swanlab_mode": swanlab_mode}
+        try:
+            p = plan_mod.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ, file_cfg=file_cfg)
+        except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
+            fail(str(e), EXIT_USAGE)
+        if extra:
+            print("extra overrides: " + " ".join(planning.redact_argv(extra)))
+        return p
+    try:
+        st = settings_mod.resolve(flags, os.environ, file_cfg)
+    except settings_mod.SettingsError as e:
+        fail(str(e), EXIT_USAGE)
+    inv, chosen = select_hosts(c, hosts, inventory)
+    if not chosen:
+        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
+    sw = _swanlab(swanlab_mode)
+    notify_cfg, notify_secrets = notify_spec(file_cfg)
+    # a plan error is the same on every host kind: check once before contacting anyone
+    try:
+        planning.make_plan(st, chosen[0], mode=mode, run_id=runstate.new_run_id(), swanlab_logger=sw.logger_enabled,
+                           proxy=inv.proxy, extra_overrides=extra)
+    except planning.PlanError as e:
+        fail(str(e), EXIT_USAGE)
+
+    def one(target):
+        try:
+            return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, notify_secrets=notify_secrets,
+                              proxy=inv.proxy, extra_overrides=extra, skip_preflight=skip_preflight,
+                              link_wait=float(link_wait))
+        except planning.PlanError as e:
+            return Row(ok=False, kind="plan", message=str(e))
+
+    results = fanout.run(chosen, one, timeout=START_WAIT_S + SETTLE_S + max(0, link_wait) + 180,
+                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        h = r.host
+        if not r.ok:
+            if len(results) > 1:
+                msg = r.row.message or r.row.kind
+                print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
+            continue
+        d = r.row.data
+        print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
+        print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
+        print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
+        if d.get("swanlab_url"):
+            print(f"  swanlab: {d['swanlab_url']}")
+    if failed:
+        if len(results) == 1:
+            msg = failed[0].row.message or failed[0].row.kind
+            h = failed[0].host.name
+            fail(msg if msg.startswith(h) or msg.startswith("run ") else f"{h}: {msg}", EXIT_FAILED)
+        fail(fanout.summary(results), EXIT_FAILED)
+
+
+@fanout_task(help=HELP, iterable=["override"])
+def launch(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
+           max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
+           hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
+           skip_preflight=False, link_wait=20, accept_new_host_keys=False):
+    """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
+    flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
+                   trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
+                   features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
+                   save_freq=save_freq, hang_timeout=hang_timeout)
+    _launch(c, "dapo", flags, hosts=hosts, inventory=inventory, dry_run=dry_run, skip_preflight=skip_preflight,
+            link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
+            accept_new_host_keys=accept_new_host_keys)
+
+
+@fanout_task(name="one-step-off", help=HELP, iterable=["override"])
+def one_step_off(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
+                 max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
+                 hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
+                 skip_preflight=False, link_wait=20, accept_new_host_keys=False):
+    """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
+    flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
+                   trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
+                   features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
+                   save_freq=save_freq, hang_timeout=hang_timeout)
+    _launch(c, "one-step-off", flags, hosts=hosts, inventory=inventory, dry_run=dry_run,
+            skip_preflight=skip_preflight, link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
+            accept_new_host_keys=accept_new_host_keys)
