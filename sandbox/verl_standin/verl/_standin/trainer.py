@@ -485,7 +485,7 @@ class StandinTrainer:
                 if kind == "swanlab-auth":
                     o.line(texts.swanlab_401(self.rng))
                 else:
-                    o.line(texts.NOISY[step % len(texts.NOISY)])
+                    o.line(texts.NOISY[(step - 1) % len(texts.NOISY)])
                     o.line(texts.swanlab_401(self.rng))
             self._log(metrics, step)
             bar.update(1)

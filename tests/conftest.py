@@ -1,0 +1,193 @@
+"""Shared pytest fixtures. The ``sandbox`` fixture (session scope) is the bench of real SSH hosts.
+
+Tests that need hosts are marked ``@pytest.mark.bench`` and request ``sandbox``; tests that do not request
+it never wait for it. The bench is brought up once per session by ``sandbox/bench.sh up 3`` for
+``DAPO_BENCH_ID`` (default 0; reused when already up) and torn down at session end, even on failure,
+unless ``DAPO_BENCH_KEEP=1`` (or ``--bench-keep``) asks to keep it for the next session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_SH = REPO / "sandbox" / "bench.sh"
+N_HOSTS = 3
+
+DEFAULT_SCENARIO: dict = {}
+DEFAULT_DEVICES: dict = {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--bench-keep", action="store_true", default=False,
+                     help="keep the sandbox bench up after the session (same as DAPO_BENCH_KEEP=1)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "bench: needs the sandbox hosts (root, sshd, dockerd in network namespaces)")
+
+
+def bench_id() -> str:
+    """The bench id of this session: ``DAPO_BENCH_ID`` (default "0")."""
+    return os.environ.get("DAPO_BENCH_ID", "0")
+
+
+def run_bench(*args: str, bench: str | None = None, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``sandbox/bench.sh <args>`` for bench id ``bench`` (default: this session's); text output."""
+    env = dict(os.environ, DAPO_BENCH_ID=bench if bench is not None else bench_id())
+    proc = subprocess.run(["bash", str(BENCH_SH), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"bench.sh {' '.join(args)} failed (rc {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return proc
+
+
+@dataclass
+class Sandbox:
+    """Handle on the running bench (docs/design.md "Sandbox").
+
+    Attributes: ``id`` (bench id str), ``state`` (Path of /var/tmp/dapo-bench-<id>), ``inventory`` (Path of the
+    generated hosts.toml), ``ssh_config`` (Path), ``known_hosts`` (Path), ``identity_file`` (Path),
+    ``hosts`` (["h1", "h2", "h3"]), ``addresses`` ({"h1": "198.51.<100+id>.11", ...}), ``container`` ("verl").
+    """
+
+    id: str
+    state: Path
+    hosts: list[str] = field(default_factory=lambda: [f"h{i}" for i in range(1, N_HOSTS + 1)])
+    container: str = "verl"
+
+    @property
+    def inventory(self) -> Path:
+        return self.state / "hosts.toml"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.state / "ssh" / "ssh_config"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.state / "ssh" / "known_hosts"
+
+    @property
+    def identity_file(self) -> Path:
+        return self.state / "ssh" / "clientkey"
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {h: f"198.51.{100 + int(self.id)}.{10 + int(h[1:])}" for h in self.hosts}
+
+    def host_dir(self, host: str) -> Path:
+        """Host-side dir of ``host``: ``sandbox/`` (mounted at /sandbox, ro) and ``runs/`` (/verl/dapo_runs)."""
+        self._check(host)
+        return self.state / "hosts" / host
+
+    def runs_dir(self, host: str) -> Path:
+        """Host-side path of the container's /verl/dapo_runs (read-write bind mount)."""
+        return self.host_dir(host) / "runs"
+
+    def _check(self, host: str):
+        if host not in self.hosts:
+            raise ValueError(f"unknown sandbox host {host!r}; have {self.hosts}")
+
+    # --------------------------------------------------------------- commands
+    def ssh(self, host: str, cmd: str, timeout: float = 120, check: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Run shell text ``cmd`` on ``host`` (not in the container) with the OpenSSH client and the generated
+        ssh_config. Returns the CompletedProcess (text; ``returncode`` 255 = SSH failure)."""
+        self._check(host)
+        proc = subprocess.run(["ssh", "-F", str(self.ssh_config), host, cmd], capture_output=True, text=True,
+                              timeout=timeout, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ssh {host} {cmd!r} -> rc {proc.returncode}: {proc.stderr.strip()[-800:]}")
+        return proc
+
+    def exec(self, host: str, cmd: str, timeout: float = 120, check: bool = False,
+             env: dict | None = None, workdir: str | None = None) -> subprocess.CompletedProcess:
+        """Run shell text ``cmd`` inside ``host``'s container (``docker exec verl sh -c cmd`` over SSH)."""
+        env_args = " ".join(f"-e {shlex.quote(f'{k}={v}')}" for k, v in (env or {}).items())
+        wd = f"-w {shlex.quote(workdir)}" if workdir else ""
+        return self.ssh(host, f"docker exec {env_args} {wd} {self.container} sh -c {shlex.quote(cmd)}",
+                        timeout=timeout, check=check)
+
+    # --------------------------------------------------------------- cues
+    def set_scenario(self, host: str, scenario: dict) -> None:
+        """Write ``host``'s /sandbox/scenario.json (stand-in failure cues; schema in sandbox/README.md)."""
+        _write_json(self.host_dir(host) / "sandbox" / "scenario.json", scenario)
+
+    def set_devices(self, host: str, devices: dict) -> None:
+        """Write ``host``'s /sandbox/devices.json (npu-smi / nvidia-smi output and the device count enforced)."""
+        _write_json(self.host_dir(host) / "sandbox" / "devices.json", devices)
+
+    def reset(self, host: str) -> None:
+        """Restore ``host``: sshd up, link up, container ``verl`` running (recreated if gone or stopped),
+        processes started in it by tests ended (container restarted only when needed), empty
+        /verl/dapo_runs, default scenario/devices."""
+        self._check(host)
+        self.link(host, True)
+        self.start_sshd(host)
+        self.set_scenario(host, DEFAULT_SCENARIO)
+        self.set_devices(host, DEFAULT_DEVICES)
+        run_bench("container", host, bench=self.id)
+        # end stray processes inside the container (PID 1 is the keeper loop, keep it and its sleep)
+        self.exec(host, "for p in /proc/[0-9]*; do n=${p#/proc/}; [ \"$n\" = 1 ] && continue; "
+                        "[ \"$n\" = $$ ] && continue; ppid=$(awk '/^PPid:/{print $2}' $p/status 2>/dev/null); "
+                        "[ \"$ppid\" = 1 ] && [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && continue; "
+                        "kill -9 $n 2>/dev/null; done; "
+                        "rm -rf /tmp/dapo-standin; true", timeout=60)
+        runs = self.runs_dir(host)
+        runs.mkdir(parents=True, exist_ok=True)
+        for child in runs.iterdir():
+            subprocess.run(["rm", "-rf", "--", str(child)], check=True)
+
+    def kill_sshd(self, host: str) -> None:
+        """Stop ``host``'s sshd (by its pidfile): new SSH connections get ``Connection refused``."""
+        run_bench("sshd", host, "stop", bench=self.id)
+
+    def start_sshd(self, host: str) -> None:
+        """Start ``host``'s sshd again (no-op when running)."""
+        run_bench("sshd", host, "start", bench=self.id)
+
+    def link(self, host: str, up: bool) -> None:
+        """Bring ``host``'s network link up/down (down: SSH times out, ``Connection timed out``)."""
+        run_bench("link", host, "up" if up else "down", bench=self.id)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _keep(config) -> bool:
+    return bool(config.getoption("--bench-keep")) or os.environ.get("DAPO_BENCH_KEEP", "") not in ("", "0")
+
+
+@pytest.fixture(scope="session")
+def sandbox(request):
+    """The session's bench (docs/design.md "Sandbox"): 3 hosts for ``DAPO_BENCH_ID``, reused when up."""
+    if os.geteuid() != 0:
+        pytest.skip("sandbox bench needs root")
+    bid = bench_id()
+    try:
+        out = run_bench("up", str(N_HOSTS), timeout=600)
+    except RuntimeError as e:
+        run_bench("down", check=False)
+        pytest.fail(str(e), pytrace=False)
+    sb = Sandbox(id=bid, state=Path(out.stdout.strip().splitlines()[-1]).parent)
+    for h in sb.hosts:
+        sb.reset(h)
+    try:
+        yield sb
+    finally:
+        if not _keep(request.config):
+            proc = run_bench("down", check=False)
+            if proc.returncode != 0:
+                sys.stderr.write(f"sandbox teardown failed: {proc.stderr}\n")

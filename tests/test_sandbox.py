@@ -1,0 +1,285 @@
+"""The sandbox bench and the verl stand-in, exercised over real SSH + docker exec (issue 2 "Must show")."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_bench
+
+pytestmark = pytest.mark.bench
+
+MAIN_PPO = "verl.trainer.main_ppo"
+ONE_STEP = "verl.experimental.one_step_off_policy.main_ppo"
+BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt"]
+
+
+def verl(sandbox, host, overrides, module=MAIN_PPO, env=None, log="train.log", timeout=120, wrap=""):
+    """Run the stand-in in ``host``'s container from /verl; stdout+stderr go to /verl/dapo_runs/<log>.
+
+    Returns (exit code, host-side log path). ``wrap`` prefixes the python command (e.g. ``timeout 5``).
+    """
+    argv = " ".join(shlex.quote(a) for a in overrides)
+    cmd = f"cd /verl && {wrap} python3 -m {module} {argv} > /verl/dapo_runs/{log} 2>&1"
+    proc = sandbox.exec(host, cmd, env=env, timeout=timeout)
+    assert proc.returncode != 255, proc.stderr
+    return proc.returncode, sandbox.runs_dir(host) / log
+
+
+def grep(pattern: str, path: Path, fixed: bool = True) -> bool:
+    """Nothing but grep decides whether the real error line is in the log."""
+    return subprocess.run(["grep", "-qF" if fixed else "-qE", "--", pattern, str(path)]).returncode == 0
+
+
+def steps(path: Path) -> list[int]:
+    return [int(m) for m in re.findall(r"step:(\d+) - training/global_step", path.read_text(errors="replace"))]
+
+
+@pytest.fixture
+def h1(sandbox):
+    sandbox.reset("h1")
+    yield "h1"
+
+
+# --------------------------------------------------------------------------- hosts
+def test_hosts_have_own_hostname_engine_and_container(sandbox):
+    for h in sandbox.hosts:
+        p = sandbox.ssh(h, "hostname; docker ps --format '{{.Names}}'", check=True)
+        assert p.stdout.split() == [h, "verl"]
+    p = sandbox.exec("h2", "hostname; pwd; python3 -c 'import verl, hydra, swanlab, ray, pyarrow; print(verl.__version__)'")
+    assert p.stdout.split() == ["h2", "/verl", "0.9.1"], p.stderr
+    inv = sandbox.inventory.read_text()
+    assert 'device_mounts = false' in inv and f'address = "{sandbox.addresses["h3"]}"' in inv
+
+
+def test_ssh_is_key_only_and_host_keys_are_verified(sandbox, tmp_path):
+    cfg = str(sandbox.ssh_config)
+    nokey = subprocess.run(["ssh", "-F", cfg, "-o", "PubkeyAuthentication=no", "h1", "true"],
+                           capture_output=True, text=True, timeout=30)
+    assert nokey.returncode == 255 and "Permission denied" in nokey.stderr
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    unknown = subprocess.run(["ssh", "-F", cfg, "-o", f"UserKnownHostsFile={empty}", "h1", "true"],
+                             capture_output=True, text=True, timeout=30)
+    assert unknown.returncode == 255 and "Host key verification failed" in unknown.stderr
+
+
+def test_device_tools_follow_devices_json(sandbox, h1):
+    sandbox.set_devices(h1, {"accelerator": "npu", "count": 2, "hbm_total_mb": 65536, "used_mb": [1000, 2000],
+                             "processes": [{"device": 1, "pid": 4242, "name": "python3", "mem_mb": 30000}]})
+    out = sandbox.exec(h1, "npu-smi info", check=True).stdout
+    assert "HBM-Usage(MB)" in out and "32000 / 65536" in out and "4242" in out
+    q = sandbox.exec(h1, "nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits",
+                     check=True).stdout
+    assert q.split("\n")[:2] == ["0, 1000, 65536", "1, 32000, 65536"]
+    apps = sandbox.exec(h1, "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits",
+                        check=True).stdout
+    assert apps.strip() == "4242, 30000"
+
+
+# --------------------------------------------------------------------------- stand-in basics
+def test_main_ppo_three_steps_over_ssh(sandbox, h1):
+    """The issue's command: ssh -F <config> h1 docker exec verl python3 -m verl.trainer.main_ppo ..."""
+    p = subprocess.run(["ssh", "-F", str(sandbox.ssh_config), h1, "docker", "exec", "verl", "python3", "-m", MAIN_PPO,
+                        "trainer.total_training_steps=3", "'trainer.logger=[console]'",
+                        "trainer.default_local_dir=/verl/dapo_runs/ckpt"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Total training steps: 3" in p.stdout
+    assert re.findall(r"step:(\d+) - training/global_step", p.stdout) == ["1", "2", "3"]
+    assert re.search(r"actor/pg_loss:np\.float64\(-?[0-9.e-]+\)", p.stdout)
+    for key in ("critic/score/mean:", "response_length/mean:", "perf/throughput:", "timing_s/step:"):
+        assert key in p.stdout
+    assert "Final validation metrics:" in p.stdout
+    assert "Training Progress: 100%|██████████| 3/3" in p.stderr
+
+
+def test_wrong_key_is_hydras_error(sandbox, h1):
+    rc, log = verl(sandbox, h1, ["trainer.total_training_steps=3", "trainer.no_such_key=1"])
+    assert rc == 1
+    assert grep("Could not override 'trainer.no_such_key'.", log)
+    assert grep("Key 'no_such_key' is not in struct", log)
+
+
+def test_megatron_group_and_one_step_off_configs_compose(sandbox, h1):
+    rc, log = verl(sandbox, h1, [*BASE, "model_engine=megatron", "trainer.total_training_steps=1",
+                                 "actor_rollout_ref.actor.megatron.param_offload=True"])
+    assert rc == 0, log.read_text()[-2000:]
+    rc, log = verl(sandbox, h1, ["--config-name=one_step_off_ppo_megatron_trainer", *BASE,
+                                 "actor_rollout_ref.hybrid_engine=False", "trainer.n_gpus_per_node=6",
+                                 "rollout.n_gpus_per_node=2", "trainer.total_training_steps=2"], module=ONE_STEP)
+    assert rc == 0, log.read_text()[-2000:]
+    assert grep("total time: ", log) and steps(log) == [1, 2]
+
+
+def test_one_step_off_needs_hybrid_engine_false(sandbox, h1):
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2", "trainer.n_gpus_per_node=4",
+                                 "rollout.n_gpus_per_node=4"], module=ONE_STEP)
+    assert rc == 1 and grep("AssertionError", log)
+
+
+@pytest.mark.parametrize("module,overrides,devices,line", [
+    (ONE_STEP, ["actor_rollout_ref.hybrid_engine=False"], 8, "Total available GPUs 8.0 is less than total desired GPUs 16"),
+    (MAIN_PPO, [], 4, "Total available GPUs 4.0 is less than total desired GPUs 8"),
+])
+def test_devices_must_fit(sandbox, h1, module, overrides, devices, line):
+    sandbox.set_devices(h1, {"accelerator": "npu", "count": devices})
+    rc, log = verl(sandbox, h1, [*BASE, *overrides, "trainer.total_training_steps=2"], module=module)
+    assert rc == 1 and grep(f"ValueError: {line}", log)
+
+
+def test_resume_continues_from_last_checkpoint(sandbox, h1):
+    """6 steps, save_freq 2, killed during step 5; the rerun loads global_step_4 and runs 5..6."""
+    args = [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2", "trainer.resume_mode=auto"]
+    sandbox.set_scenario(h1, {"step_time": 0.1, "failure": {"kind": "oom-host", "step": 5, "times": 1}})
+    rc, log1 = verl(sandbox, h1, args, log="attempt-1.log")
+    assert rc == 137
+    assert steps(log1) == [1, 2, 3, 4]
+    assert grep("Training from scratch", log1)
+    ckpt = sandbox.runs_dir(h1) / "ckpt"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
+    assert (ckpt / "global_step_4" / "actor" / "model_world_size_8_rank_0.pt").exists()
+    assert (ckpt / "global_step_4" / "data.pt").exists()
+    rc, log2 = verl(sandbox, h1, args, log="attempt-2.log")
+    assert rc == 0, log2.read_text()[-2000:]
+    assert grep("Load from checkpoint folder: /verl/dapo_runs/ckpt/global_step_4", log2)
+    assert grep("Setting global step to 4", log2)
+    assert steps(log2) == [5, 6]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "6"
+    assert grep("Training Progress: 100%|██████████| 6/6", log2)
+
+
+# --------------------------------------------------------------------------- failure cues (grep only)
+SCENARIOS = [
+    # id, scenario, extra overrides, expected rc, line grep must find
+    ("oom-device-npu", {"failure": {"kind": "oom-device", "step": 2, "hang_s": 0.5}}, [], 1,
+     "RuntimeError: NPU out of memory. Tried to allocate"),
+    ("oom-device-cuda", {"accelerator": "gpu", "failure": {"kind": "oom-device", "step": 1, "hang_s": 0}}, [], 1,
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+    ("oom-device-needs-recompute", {"failure": {"kind": "oom-device", "step": 1, "avoid_with": "recompute", "hang_s": 0}},
+     ["actor_rollout_ref.actor.fsdp_config.param_offload=True"], 1, "NPU out of memory."),
+    ("oom-device-always", {"failure": {"kind": "oom-device", "step": 1, "avoid_with": [], "hang_s": 0}},
+     ["actor_rollout_ref.actor.fsdp_config.param_offload=True", "actor_rollout_ref.actor.entropy_checkpointing=True"],
+     1, "NPU out of memory."),
+    ("oom-kv-cache", {"failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}},
+     ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"], 1,
+     "on startup is less than desired GPU memory utilization (0.9,"),
+    ("oom-kv-cache-alloc", {"failure": {"kind": "oom-kv-cache", "variant": "alloc-oom"}},
+     ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"], 1, "Engine core initialization failed. See root cause above."),
+    ("oom-ray", {"failure": {"kind": "oom-ray", "step": 2}}, [], 1,
+     "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."),
+    ("hccl-timeout", {"failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0.2}}, [], 1,
+     "Some HCCL operations have failed or timed out."),
+    ("nccl-timeout", {"accelerator": "gpu", "failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0}}, [], 1,
+     "Watchdog caught collective operation timeout: WorkNCCL("),
+    ("swanlab-auth", {"failure": {"kind": "swanlab-auth"}}, ["trainer.logger=[console,swanlab]"], 1,
+     "Failed to initialize SwanLab in online mode: no TTY is available for interactive login."),
+    ("crash", {"failure": {"kind": "crash", "step": 1}}, [], 1,
+     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+    ("data-error", {"failure": {"kind": "data-error", "step": 1}}, [], 1, "is larger than max_length="),
+    ("noisy-success", {"failure": {"kind": "noisy-success"}}, [], 0,
+     "swanlab: network error, swanlab will resume uploads when the network improves"),
+    ("swanlab-401", {"failure": {"kind": "swanlab-auth", "variant": "401"}}, [], 0, "401 Authorization Required"),
+]
+
+
+@pytest.mark.parametrize("name,scenario,extra,want_rc,line", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_failure_scenario_prints_the_real_line(sandbox, h1, name, scenario, extra, want_rc, line):
+    sandbox.set_scenario(h1, {"step_time": 0.05, **scenario})
+    env = {"SWANLAB_MODE": "cloud"} if name == "swanlab-auth" else None
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3", *extra], env=env)
+    assert rc == want_rc, log.read_text()[-3000:]
+    assert grep(line, log)
+    if want_rc == 0:
+        assert grep("Final validation metrics:", log) and steps(log) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("extra", [
+    ["actor_rollout_ref.actor.fsdp_config.param_offload=True"],
+    ["model_engine=megatron", "actor_rollout_ref.actor.megatron.param_offload=True"],
+], ids=["fsdp", "megatron"])
+def test_device_oom_is_avoided_by_offload(sandbox, h1, extra):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-device", "step": 2}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3", *extra])
+    assert rc == 0 and not grep("out of memory", log) and steps(log) == [1, 2, 3]
+
+
+def test_recompute_avoids_the_recompute_oom(sandbox, h1):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-device", "step": 1, "avoid_with": "offload+recompute"}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2", "model_engine=megatron",
+                                 "actor_rollout_ref.actor.megatron.param_offload=True",
+                                 "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full"])
+    assert rc == 0, log.read_text()[-2000:]
+
+
+def test_kv_cache_fits_at_lower_utilization(sandbox, h1):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2",
+                                 "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
+    assert rc == 0
+
+
+def test_host_oom_is_sigkill_137(sandbox, h1):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 2}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"])
+    assert rc == 137 and steps(log) == [1]
+
+
+def test_hang_prints_nothing_more(sandbox, h1):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"], wrap="timeout 8")
+    assert rc == 124 and steps(log) == [1]
+
+
+def test_swanlab_local_run_and_link_line(sandbox, h1):
+    env = {"SWANLAB_MODE": "local", "SWANLAB_LOG_DIR": "/verl/dapo_runs/swanlog",
+           "SWANLAB_WEB_HOST": "http://swanlab.example:5092"}
+    rc, log = verl(sandbox, h1, ["trainer.logger=[console,swanlab]", "trainer.default_local_dir=/verl/dapo_runs/ckpt",
+                                 "trainer.project_name=bench", "trainer.experiment_name=exp1",
+                                 "trainer.total_training_steps=2"], env=env)
+    assert rc == 0, log.read_text()[-2000:]
+    assert grep(r"swanlab: 🚀 View run exp1 at http://swanlab\.example:5092/@sandbox/bench/runs/[a-z0-9]+$", log, fixed=False)
+    runs = list((sandbox.runs_dir(h1) / "swanlog").glob("run-*"))
+    assert len(runs) == 1
+
+
+# --------------------------------------------------------------------------- teardown
+def _leftovers(bid: str) -> list[str]:
+    state, rundir = f"/var/tmp/dapo-bench-{bid}", f"/run/dapo-bench-{bid}"
+    left = []
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"netns {x}" for x in re.findall(rf"^(dapo{bid}-h\d+)", ns, re.M)]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    left += [f"link {x}" for x in re.findall(rf"\d+: (dapobr{bid}|vd{bid}-h\d+)[@:]", links)]
+    mounts = Path("/proc/mounts").read_text()
+    left += [f"mount {m}" for m in mounts.splitlines() if state in m or rundir in m or f"dapo{bid}-h" in m]
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if state in cmd or rundir in cmd:
+                left.append(f"process {p.name}: {cmd[:120]}")
+    left += [f"dir {d}" for d in (state, rundir) if os.path.exists(d)]
+    return left
+
+
+def test_down_leaves_nothing_behind(sandbox):
+    bid = str(int(sandbox.id) + 100 if int(sandbox.id) + 100 <= 155 else int(sandbox.id) - 100)
+    assert _leftovers(bid) == [], f"bench {bid} is in use"
+    try:
+        run_bench("up", "2", bench=bid)
+        run_bench("up", "2", bench=bid)           # idempotent
+        st = run_bench("status", bench=bid)
+        assert st.stdout.count("container=running") == 2
+        assert _leftovers(bid)                    # sanity: the probe sees a live bench
+    finally:
+        run_bench("down", bench=bid)
+    assert _leftovers(bid) == []
+    # the session bench is untouched
+    assert sandbox.ssh("h1", "hostname", check=True).stdout.strip() == "h1"
