@@ -277,21 +277,22 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int) -> list[str]:
     KV-cache, host/Ray OOM and network failures.
     """
     lines = []
+    for rung in RUNGS:
+        why = _rung_status(features, rung)
+        if why:
+            lines.append(why)
     fs = features
     used = 0
-    seen_skips: list[str] = []
     while True:
         d = decide(fs, "oom-device", {}, used + 1, used, max_oom_retries, {}, {})
-        for s in d.skipped:
-            if s not in seen_skips:
-                seen_skips.append(s)
-                lines.append(f"  {s}")
         if d.action != "retry":
-            lines.append(f"device OOM after retry {used}: stop with suggestions (smaller micro-batch or token budget, "
-                         f"shorter responses, more devices, the step reached)" if used else
-                         "device OOM: stop with suggestions (no rung left or MAX_OOM_RETRIES=0)")
+            if used:
+                lines.append(f"device OOM after retry {used}: stop with suggestions (smaller micro-batch or token "
+                             "budget, shorter responses, more devices, the step reached)")
+            else:
+                lines.append("device OOM: stop with suggestions (no memory rung left, or MAX_OOM_RETRIES=0)")
             break
-        added = sorted(fs.names() ^ d.features.names())
+        added = sorted(d.features.names() - fs.names())
         used += 1
         lines.append(f"device OOM -> retry {used}/{max_oom_retries}: + {', '.join(added)}, resume from the last checkpoint")
         fs = d.features

@@ -246,3 +246,69 @@ def parse_remote_result(stdout: str) -> list[str]:
             data = json.loads(line)
             return [x for block in data.get("errors") or [] for x in block]
     raise ValueError("the config check printed no result; is python3 with hydra-core available in the container?")
+
+
+class BatchComposer:
+    """Compose many override lists against one entry config quickly (tests, bulk checks).
+
+    Composes the entry's defaults once with Hydra (group overrides such as ``model_engine=megatron``
+    included), then for every override list applies the remaining overrides with Hydra's own
+    override machinery (``ConfigLoaderImpl._apply_overrides_to_config``, the step ``compose`` runs
+    after building the defaults tree, so the messages are Hydra's) to a fresh copy and resolves
+    interpolations. ``hydra.*`` overrides are skipped here (they configure Hydra, not the job);
+    :func:`compose_check` covers them. About 10x faster than :func:`compose_check` per list.
+    Uses a private Hydra 1.3 API: if it moves, :meth:`errors` falls back to :func:`compose_check`.
+    """
+
+    def __init__(self, config_root: str, config_dir: str, config_name: str, group_overrides: list[str] = ()):
+        import pickle
+
+        self.config_root = os.path.abspath(config_root)
+        self.config_dir = config_dir if os.path.isabs(config_dir) else os.path.join(self.config_root, config_dir)
+        self.config_name = config_name
+        self.groups = list(group_overrides)
+        self._parsed: dict = {}
+        try:
+            from hydra._internal.config_loader_impl import ConfigLoaderImpl
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            self._apply = ConfigLoaderImpl._apply_overrides_to_config  # noqa: SLF001
+            self._parser = OverridesParser.create()
+        except Exception:  # pragma: no cover - other Hydra versions
+            self._apply = None
+        base_over = self.groups + [f"hydra.searchpath=[file://{self.config_root}/verl/trainer/config]"]
+        from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+
+        old = os.getcwd()
+        try:
+            os.chdir(self.config_root)
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(config_dir=self.config_dir, version_base=None):
+                base = compose(config_name=config_name, overrides=base_over)
+        finally:
+            os.chdir(old)
+            GlobalHydra.instance().clear()
+        self._pickled = pickle.dumps(base)
+
+    def errors(self, overrides: list[str]) -> list[str]:
+        """Error lines for one override list (``[]`` = composes); group overrides given at init are skipped."""
+        import pickle
+
+        from omegaconf import OmegaConf
+
+        job = [o for o in overrides if o not in self.groups and not o.lstrip("+").startswith("hydra.")]
+        if self._apply is None:  # pragma: no cover
+            return compose_check(self.groups + job, self.config_root, self.config_name, config_dir=self.config_dir)
+        cfg = pickle.loads(self._pickled)
+        try:
+            parsed = []
+            for o in job:
+                if o not in self._parsed:
+                    self._parsed[o] = self._parser.parse_overrides([o])[0]
+                parsed.append(self._parsed[o])
+            self._apply(parsed, cfg)
+            OmegaConf.resolve(cfg)
+        except Exception as exc:
+            return _checker()["_lines"](exc)
+        return []

@@ -1,0 +1,109 @@
+"""Render a launch :class:`~dapo_ops.planning.Plan` (``inv launch --dry-run``), secrets redacted.
+
+Shows the resolved features with their sources (and the user's ``-name`` choices), the escalation
+ladder that would follow, the exact command line, the checkpoint dir and the log path, plus the
+settings that did not come from defaults. :func:`dry_run` is the whole ``--dry-run`` path for a
+task: resolve settings, read the inventory if there is one (nothing is contacted), plan, render.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Mapping
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from . import features as features_mod
+from .planning import Plan, make_plan, redact_env
+
+
+def _features_table(plan: Plan) -> Table:
+    t = Table(title="features", show_edge=False, title_justify="left")
+    t.add_column("feature")
+    t.add_column("kind")
+    t.add_column("state")
+    t.add_column("source")
+    for name, (kind, help_) in features_mod.CATALOG.items():
+        src = plan.features.source_of(name)
+        if src is not None:
+            state = "on"
+        elif name in plan.features.disabled:
+            state, src = "off", "explicit (-%s)" % name
+        else:
+            state, src = "off", "default" if kind != "memory" else "ladder may add"
+        t.add_row(name, kind, state, src)
+    return t
+
+
+def render(plan: Plan, console: Console | None = None) -> None:
+    """Print the plan to ``console`` (a new stdout :class:`rich.console.Console` by default)."""
+    con = console or Console()
+    spec = plan.spec
+    s = spec["settings"]
+    con.print(Text(f"dry run: {spec['mode']} on {spec['host']} (container {spec['container']}), "
+                   f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
+    con.print(f"run id:        {spec['run_id']}")
+    con.print(f"steps:         {s['steps']}   max response {s['max_response_length']}   "
+              + (f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
+                 if spec["mode"] == "one-step-off" else f"{s['n_gpus_per_node']} devices (colocated)"))
+    con.print(_features_table(plan))
+    con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
+    for line in plan.ladder:
+        con.print(Text("  " + line))
+    con.print(Text("command (run in the container):", style="bold"))
+    con.print(Text(plan.command), soft_wrap=True)
+    env = redact_env(spec.get("env") or {})
+    if env:
+        con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
+    con.print(f"checkpoints:   {plan.ckpt_dir}")
+    con.print(f"log:           {plan.log_path}")
+    given = [(k, v) for k, v in plan.sources.items() if v != "default"]
+    if given:
+        con.print("settings from: " + ", ".join(f"{k}={v}" for k, v in given))
+    for n in plan.notes:
+        con.print(Text("note: " + n))
+
+
+def render_text(plan: Plan, width: int = 160) -> str:
+    """The rendered plan as plain text (no colours), e.g. for tests and logs."""
+    buf = io.StringIO()
+    render(plan, Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False))
+    return buf.getvalue()
+
+
+def swanlab_wanted(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> bool:
+    """Whether ``trainer.logger`` gets ``swanlab``: not ``disabled`` and a host, key or ``[swanlab]`` table is known."""
+    if (settings.get("swanlab_mode") or "") == "disabled":
+        return False
+    return bool(settings.get("swanlab_host") or env.get("SWANLAB_API_KEY") or (file_cfg or {}).get("swanlab"))
+
+
+def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
+            file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None) -> Plan:
+    """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
+    exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
+
+    Raises :class:`dapo_ops.settings.SettingsError`, :class:`dapo_ops.planning.PlanError` or
+    :class:`dapo_ops.inventory.InventoryError` (all one line) for a task to turn into ``Exit``.
+    """
+    from . import inventory as inv_mod
+    from . import runstate
+    from . import settings as settings_mod
+
+    env = os.environ if env is None else env
+    st = settings_mod.resolve(flags, env, file_cfg or {})
+    host = None
+    proxy = None
+    path = inv_mod.resolve_path(inventory or None)
+    if inventory or path.exists():
+        inv = inv_mod.load(inventory or None)
+        proxy = inv.proxy
+        chosen = inv_mod.select(inv, hosts or None)
+        host = chosen[0] if chosen else None
+    plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
+                     swanlab_logger=swanlab_wanted(st, env, file_cfg), proxy=proxy)
+    render(plan, console)
+    return plan

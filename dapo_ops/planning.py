@@ -1,0 +1,213 @@
+"""Settings + host -> a launch plan: the run spec, features, verl argv, ladder, paths.
+
+Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.plan`),
+by ``launch`` (which writes ``plan.spec`` as ``<run_dir>/spec.json``) and by preflight (which
+composes ``plan.argv`` against the container's verl). Pure: no SSH, no file reads; works with
+``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir ``/verl``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import features as features_mod
+from . import ladder, overrides, profiles
+from .features import FeatureError, FeatureSet
+from .profiles import OverrideError
+
+SPEC_VERSION = 1
+#: Inventory defaults used when no host is known (docs/design.md "Inventory").
+HOST_DEFAULTS = {"name": "local", "container": "verl", "workdir": "/verl", "python": "python3",
+                 "accelerator": "npu", "devices": 8, "runs_dir": None, "model_dir": None, "data_dir": None}
+SECRET_MARKERS = ("key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials")
+#: a marker followed by one of these is a size, not a secret (``ppo_max_token_len_per_gpu``)
+_NOT_SECRET_NEXT = ("len", "length", "lengths", "budget", "count", "num", "limit")
+REDACTED = "***"
+
+
+class PlanError(ValueError):
+    """A plan cannot be made; one line naming the value and the fix (wraps feature/override/setting errors)."""
+
+
+@dataclass
+class Plan:
+    """Everything a launch would do, computed without touching a host.
+
+    ``spec``: the run spec (docs/design.md "Run spec"; no secrets). ``features``: first attempt's
+    :class:`~dapo_ops.features.FeatureSet`. ``argv``: the verl argv of attempt 1 (run from
+    ``spec["workdir"]``). ``ladder``: human lines of the escalation that would follow.
+    ``ckpt_dir``, ``log_path``, ``run_dir``: absolute paths in the container. ``sources``: setting
+    name -> flag | env | file | default. ``notes``: one-line remarks (e.g. relative paths resolved).
+    """
+
+    spec: dict
+    features: FeatureSet
+    argv: list
+    ladder: list
+    ckpt_dir: str
+    log_path: str
+    run_dir: str
+    sources: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        """Shell form (``cd <workdir> && python3 -m ...``), secrets redacted."""
+        return overrides.command_string(redact_argv(self.argv), self.spec.get("workdir"))
+
+
+def _host_attr(host, name: str):
+    if host is None:
+        return HOST_DEFAULTS[name]
+    v = getattr(host, name, None)
+    return HOST_DEFAULTS[name] if v is None else v
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a variable/override name looks secret: a ``KEY``/``TOKEN``/``SECRET``/``PASSWORD`` word.
+
+    Words are split on ``.``, ``_``, ``-`` and ``+``; a marker followed by a size word (``len``,
+    ``budget``, ...) is not a secret (``actor_rollout_ref.actor.ppo_max_token_len_per_gpu``), and
+    neither is ``max_num_batched_tokens``. ``SWANLAB_API_KEY``, ``HF_TOKEN``, ``aws_secret`` are.
+    """
+    words = [w for w in re.split(r"[._+\-]+", str(name).lower()) if w]
+    for i, w in enumerate(words):
+        if w in SECRET_MARKERS or w.endswith("apikey") or w.endswith("secret"):
+            nxt = words[i + 1] if i + 1 < len(words) else ""
+            if nxt not in _NOT_SECRET_NEXT:
+                return True
+    return False
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Replace the value of every ``name=value`` item whose name looks secret with ``***``."""
+    out = []
+    for a in argv:
+        if "=" in a and is_secret_name(a.split("=", 1)[0]):
+            out.append(a.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(a)
+    return out
+
+
+def redact_env(env: Mapping[str, Any]) -> dict:
+    """Copy of ``env`` with secret-looking names' values replaced by ``***``."""
+    return {k: (REDACTED if is_secret_name(k) and v else v) for k, v in (env or {}).items()}
+
+
+def _resolve_path(value: str, base: str | None, workdir: str) -> str:
+    v = str(value or "")
+    if not v or v.startswith("/"):
+        return v
+    return posixpath.normpath(posixpath.join(base or workdir, v))
+
+
+def _get(settings, name, default=None):
+    if hasattr(settings, "get"):
+        v = settings.get(name, default)
+    else:
+        v = getattr(settings, name, default)
+    return default if v is None else v
+
+
+def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bool, profile: str = "0.9",
+              model_max_len: int | None = None, proxy: Mapping[str, str] | None = None,
+              extra_overrides: list[str] | None = None) -> Plan:
+    """Build the :class:`Plan` for one launch.
+
+    ``settings``: :class:`dapo_ops.settings.Settings` (or a plain dict with the same names).
+    ``host``: inventory ``Host`` or None (defaults). ``mode``: ``dapo`` | ``one-step-off``.
+    ``run_id``: e.g. ``runstate.new_run_id()``. ``swanlab_logger``: add ``swanlab`` to
+    ``trainer.logger``. ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set).
+    ``model_max_len``: the model's ``max_position_embeddings`` if known (checked). ``proxy``: the
+    inventory's ``[proxy]`` (settings' ``http_proxy``/``https_proxy`` win).
+    Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values.
+    """
+    try:
+        return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides)
+    except (FeatureError, OverrideError) as e:
+        raise PlanError(str(e)) from None
+
+
+def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides) -> Plan:
+    profile = _get(settings, "profile", "") or profile
+    framework = _get(settings, "framework", "megatron")
+    profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
+    profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
+    fs = features_mod.resolve(_get(settings, "features", ""), bool(_get(settings, "offload", False)))
+
+    workdir = _host_attr(host, "workdir")
+    runs_dir = (host.runs_path if host is not None and hasattr(host, "runs_path")
+                else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs")
+    run_dir = f"{runs_dir.rstrip('/')}/{run_id}"
+    ckpt_dir = f"{run_dir}/checkpoints"
+    devices = int(_host_attr(host, "devices"))
+    notes: list[str] = []
+
+    model = _resolve_path(_get(settings, "model", ""), _host_attr(host, "model_dir"), workdir)
+    train = _resolve_path(_get(settings, "train_file", ""), _host_attr(host, "data_dir"), workdir)
+    val = _resolve_path(_get(settings, "val_file", ""), _host_attr(host, "data_dir"), workdir)
+    for name, raw, res in (("model", _get(settings, "model", ""), model), ("train_file", _get(settings, "train_file", ""), train),
+                           ("val_file", _get(settings, "val_file", ""), val)):
+        if raw and raw != res:
+            notes.append(f"{name} {raw!r} is relative: using {res}")
+
+    trainer_gpus = int(_get(settings, "trainer_gpus", 4))
+    rollout_gpus = int(_get(settings, "rollout_gpus", 4))
+    mpe = int(_get(settings, "max_position_embeddings", 0) or 0) or None
+    s = {
+        "model_path": model, "train_file": train, "val_file": val,
+        "steps": _get(settings, "steps", 100),
+        "trainer_gpus": trainer_gpus, "rollout_gpus": rollout_gpus,
+        "nnodes": 1, "n_gpus_per_node": devices if host is not None else trainer_gpus + rollout_gpus,
+        "max_prompt_length": int(_get(settings, "max_prompt_length", 2048)),
+        "max_response_length": int(_get(settings, "max_response_length", 8192)),
+        "save_freq": int(_get(settings, "save_freq", 10)),
+        "rollout_tp": int(_get(settings, "rollout_tp", 2)),
+        "gpu_memory_utilization": float(_get(settings, "gpu_memory_utilization", 0.6)),
+        "train_batch_size": int(_get(settings, "train_batch_size", 64)),
+        "ppo_mini_batch_size": int(_get(settings, "ppo_mini_batch_size", 16)),
+        "rollout_n": int(_get(settings, "rollout_n", 8)),
+        "micro_batch_size": int(_get(settings, "micro_batch_size", 1)),
+        "max_position_embeddings": mpe,
+        "project": _get(settings, "project", "dapo-ops") or "dapo-ops",
+        "experiment": _get(settings, "experiment", "") or run_id,
+        "ckpt_dir": ckpt_dir,
+        "extra_overrides": list(extra_overrides or []),
+    }
+    env: dict[str, str] = {}
+    for k in ("http_proxy", "https_proxy", "no_proxy"):
+        v = _get(settings, k, "") or (proxy or {}).get(k, "")
+        if v:
+            env[k] = v
+    if _get(settings, "swanlab_mode", ""):
+        env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")
+    spec = {
+        "version": SPEC_VERSION, "run_id": run_id, "host": _host_attr(host, "name"),
+        "container": _get(settings, "container", "") or _host_attr(host, "container"),
+        "mode": mode, "framework": framework, "profile": profile,
+        "accelerator": _host_attr(host, "accelerator"), "workdir": workdir, "python": _host_attr(host, "python"),
+        "run_dir": run_dir, "settings": s,
+        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
+        "max_oom_retries": int(_get(settings, "max_oom_retries", ladder.DEFAULT_MAX_OOM_RETRIES)),
+        "hang_timeout_s": int(_get(settings, "hang_timeout", 1800)),
+        "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
+        "env": env,
+        "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
+        "ray": None,
+    }
+    overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
+    argv = overrides.build_command(spec, fs)
+    lad = ladder.plan_ladder(fs, spec["max_oom_retries"])
+    sources = dict(getattr(settings, "sources", {}) or {})
+    return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
+                log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes)
+
+
+def shell_command(plan: Plan) -> str:
+    """``cd <workdir> && <argv>`` with every item ``shlex.quote``d (unredacted; never log it if secrets could be in it)."""
+    return f"cd {shlex.quote(plan.spec['workdir'])} && {shlex.join(plan.argv)}"

@@ -1,0 +1,168 @@
+"""Escalation ladder: every failure class, the runbook's precedence rules, bounds and invariants."""
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from dapo_ops import ladder
+from dapo_ops.features import resolve
+
+S = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.85,
+     "rollout_tp": 2, "trainer_gpus": 4, "steps": 100}
+
+
+def dec(fs, cls, detail=None, oom_used=0, max_oom=2, other=None, settings=None):
+    return ladder.decide(fs, cls, detail or {}, 1, oom_used, max_oom, other or {}, settings or S)
+
+
+def test_device_oom_adds_offload_then_recompute_then_stops():
+    fs = resolve("")
+    d1 = dec(fs, "oom-device")
+    assert d1.action == "retry" and d1.counter == "oom"
+    assert d1.features.source_of("offload") == "oom-retry-1"
+    assert d1.setting_changes == {}
+    d2 = dec(d1.features, "oom-device", oom_used=1)
+    assert d2.action == "retry" and d2.features.source_of("recompute") == "oom-retry-2"
+    assert d2.features.source_of("offload") == "oom-retry-1"
+    d3 = dec(d2.features, "oom-device", {"step": 4, "total": 100, "phase": "update_actor"}, oom_used=2, max_oom=5)
+    assert d3.action == "stop"
+    text = " ".join(d3.suggestions)
+    assert "step 4/100" in text and "update_actor" in text
+    assert "--max-response-length" in text and "more devices" in text
+    assert any("token budget" in s or "micro" in s for s in d3.suggestions)
+
+
+def test_oom_rungs_appended_even_when_user_chose_other_features():
+    fs = resolve("prefix_cache,-flash_attn")
+    d = dec(fs, "oom-device")
+    assert d.action == "retry" and d.features.has("offload")
+    assert d.features.source_of("prefix_cache") == "explicit"
+    assert "flash_attn" in d.features.disabled and not d.features.has("flash_attn")
+
+
+def test_explicit_minus_offload_is_never_overridden_and_the_skip_is_said():
+    fs = resolve("-offload")
+    d = dec(fs, "oom-device")
+    assert d.action == "retry"
+    assert not d.features.has("offload")
+    assert d.features.source_of("recompute") == "oom-retry-1"
+    assert any("offload" in s and "turned off by the user" in s for s in d.skipped)
+    d2 = dec(d.features, "oom-device", oom_used=1)
+    assert d2.action == "stop" and not d2.features.has("offload")
+    assert any("turned off by the user" in s for s in d2.skipped)
+    plan = ladder.plan_ladder(fs, 2)
+    assert any("offload" in line and "never overridden" in line for line in plan)
+    assert not any("+ offload" in line for line in plan)
+
+
+def test_rungs_already_on_are_skipped():
+    fs = resolve("offload")
+    d = dec(fs, "oom-device")
+    assert d.features.source_of("offload") == "explicit"
+    assert d.features.source_of("recompute") == "oom-retry-1"
+    assert any("already on (explicit)" in s for s in d.skipped)
+
+
+def test_explicit_features_are_never_removed_by_any_decision():
+    fs = resolve("offload,recompute,prefix_cache")
+    for cls in ("oom-device", "oom-host", "oom-ray", "oom-kv-cache", "network", "config-error", "success"):
+        d = dec(fs, cls)
+        assert {"offload", "recompute", "prefix_cache"} <= d.features.names(), cls
+
+
+def test_max_oom_retries_bounds_the_ladder():
+    fs = resolve("")
+    assert dec(fs, "oom-device", max_oom=0).action == "stop"
+    d1 = dec(fs, "oom-device", max_oom=1)
+    assert dec(d1.features, "oom-device", oom_used=1, max_oom=1).action == "stop"
+
+
+def test_kv_cache_lower_steps_down_to_a_floor_and_never_offloads():
+    fs = resolve("")
+    s = dict(S)
+    seen = []
+    other = {}
+    for _ in range(10):
+        d = dec(fs, "oom-kv-cache", {"kv_direction": "lower"}, other=other, settings=s, max_oom=10)
+        assert not d.features.has("offload")
+        if d.action != "retry":
+            break
+        seen.append(d.setting_changes["gpu_memory_utilization"])
+        s.update(d.setting_changes)
+        other[d.counter] = other.get(d.counter, 0) + 1
+    assert seen[:3] == [0.75, 0.65, 0.55]
+    assert min(seen) >= ladder.KV_FLOOR
+    assert d.action == "stop" and d.suggestions
+
+
+def test_kv_cache_raise_caps_at_ceiling():
+    s = dict(S, gpu_memory_utilization=0.85)
+    d = dec(resolve(""), "oom-kv-cache", {"kv_direction": "raise"}, settings=s)
+    assert d.setting_changes == {"gpu_memory_utilization": 0.9}
+    s["gpu_memory_utilization"] = 0.9
+    assert dec(resolve(""), "oom-kv-cache", {"kv_direction": "raise"}, settings=s).action == "stop"
+
+
+def test_kv_cache_cleanup_retries_once_unchanged():
+    d = dec(resolve(""), "oom-kv-cache", {"kv_direction": "cleanup"})
+    assert d.action == "retry" and d.setting_changes == {} and d.counter
+    d2 = dec(resolve(""), "oom-kv-cache", {"kv_direction": "cleanup"}, other={d.counter: 1})
+    assert d2.action == "stop"
+
+
+@pytest.mark.parametrize("cls", ["oom-host", "oom-ray"])
+def test_host_and_ray_oom_roll_back_ladder_offload_once(cls):
+    fs = resolve("").add("offload", "oom-retry-1")
+    d = dec(fs, cls)
+    assert d.action == "retry" and not d.features.has("offload")
+    d2 = dec(fs, cls, other={d.counter: 1})
+    assert d2.action == "stop"
+    assert any("do not add offload" in s for s in d2.suggestions)
+
+
+@pytest.mark.parametrize("cls", ["oom-host", "oom-ray"])
+def test_host_and_ray_oom_never_add_offload(cls):
+    d = dec(resolve(""), cls)
+    assert d.action == "stop" and not d.features.has("offload")
+    d = dec(resolve("offload"), cls)  # explicit offload stays: a user choice
+    assert d.action == "stop" and d.features.source_of("offload") == "explicit"
+
+
+@pytest.mark.parametrize("cls", ["network", "hccl-timeout", "hang"])
+def test_retry_once_classes(cls):
+    d = dec(resolve(""), cls)
+    assert d.action == "retry" and d.counter == cls and d.features == resolve("")
+    assert dec(resolve(""), cls, other={cls: 1}).action == "stop"
+
+
+@pytest.mark.parametrize("cls", ["config-error", "data-error", "auth-error", "container-missing", "crash-other", "weird"])
+def test_stop_classes(cls):
+    d = dec(resolve(""), cls)
+    assert d.action == "stop" and d.reason and "\n" not in d.reason
+
+
+def test_success_and_non_fatal_auth():
+    assert dec(resolve(""), "success").action == "done"
+    assert dec(resolve(""), "auth-error", {"fatal": False}).action == "keep-running"
+    assert dec(resolve(""), "auth-error", {"action_kind": "keep-running"}).action == "keep-running"
+
+
+def test_decision_json_round_trips_features():
+    from dapo_ops.features import FeatureSet
+
+    d = dec(resolve("-offload"), "oom-device")
+    j = d.to_json()
+    assert FeatureSet.from_json(j) == d.features
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.integers(1, 32768), st.integers(1, 65536), st.dictionaries(
+    st.sampled_from(["actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu", "other"]),
+    st.integers(0, 100000)))
+def test_property_token_budget_invariant(prompt, resp, changes):
+    s = {"max_prompt_length": prompt, "max_response_length": resp}
+    out = ladder.keep_token_budgets(s, changes)
+    for k, v in out.items():
+        if "max_token_len" in k:
+            assert v >= prompt + resp
+        else:
+            assert v == changes[k]
