@@ -76,6 +76,10 @@ class Check:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def __str__(self) -> str:
+        """One line: ``<name> <status>: <message>; fix: <fix>``."""
+        return f"{self.name} {self.status}: {self.message}" + (f"; fix: {self.fix}" if self.fix else "")
+
 
 # ------------------------------------------------------------------------------------------ plan access
 
@@ -394,7 +398,7 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             want = pv.spec.get("profile") if pv is not None else None
             if want and want != prof:
                 out.append(Check("verl", FAIL, f"container has verl {ver} (profile {prof}); the plan uses profile {want}",
-                                 f"pass --profile {prof} (or use a verl {want} image)"))
+                                 f"set VERL_PROFILE={prof} (or use a verl {want} image)"))
             else:
                 out.append(Check("verl", OK, f"verl {ver} at {v.get('path')}, profile {prof}"))
     if v.get("entry"):
@@ -573,7 +577,7 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
 # ------------------------------------------------------------------------------------------ operator side
 
 def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None = None,
-                      isatty: bool | None = None) -> Check | None:
+                      isatty: bool | None = None, mode_flag: str = "") -> Check | None:
     """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
     models loaded (swanlab.md §8): catch it here. Uses :func:`dapo_ops.swanlab_cfg.resolve` with the operator's
     env and user config. ``None`` when the plan does not log to SwanLab."""
@@ -594,7 +598,7 @@ def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None 
             file_cfg = {}
     tty = sys.stdin.isatty() if isatty is None else isatty
     try:
-        s = swanlab_cfg.resolve(env, file_cfg, stdin_isatty=False)
+        s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
     except swanlab_cfg.SwanlabConfigError as e:
         if tty:
             return Check("swanlab-key", WARN, "SwanLab cloud mode has no API key yet; launch will ask for it",
@@ -630,27 +634,37 @@ def _ray_for(host, pv: PlanView | None, ray: dict | None) -> dict | None:
     return r
 
 
-def quick(target: Target, plan: Any, *, timeout: float = 90) -> list[Check]:
-    """The cheap subset ``inv launch`` runs automatically: container state, devices (count, leftovers, free
-    memory), python/verl/entry module, model and data files, disk. One SSH round trip, no compose, no network
-    probes. ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None.
-
-    Returns the checks (names in :data:`QUICK_CHECKS`); never raises for remote failures."""
+def quick_all(target: Target, plan: Any, *, timeout: float = 90) -> list[Check]:
+    """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
+    leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
+    compose, no network probes. ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or
+    None. Returns checks named in :data:`QUICK_CHECKS`; never raises for remote failures."""
     pv = plan_view(plan)
     req = probe_request(target.host, pv, full=False)
     facts = collect(target, req, env=pv.env if pv is not None else {}, timeout=timeout)
     return evaluate(target.host, pv, facts, full=False)
 
 
+def quick(target: Target, plan: Any, *, timeout: float = 90) -> list[Check]:
+    """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
+
+    ``str(check)`` is one line with the fix, fit for launch's error message."""
+    return [c for c in quick_all(target, plan, timeout=timeout) if c.status == FAIL]
+
+
 def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: dict | None = None,
-            compose: bool = True, timeout: float = 180) -> list[Check]:
+            compose: bool = True, extra_env: dict | None = None, timeout: float = 180) -> list[Check]:
     """Every check for one host in one SSH round trip (the compose check runs inside the same ``docker exec``).
 
     ``inv_proxy``: the inventory ``[proxy]`` table (to warn when the container lacks it). ``ray``:
     ``{"head": address, "port": 6379, "is_head": bool}`` for multi-host runs (default: the plan's ``ray``).
-    The ``swanlab-key`` check is operator-side: call :func:`swanlab_key_check` once, not per host.
+    ``extra_env``: non-secret env the run will get besides the spec's (e.g. ``SwanlabSettings.public_env()``:
+    ``SWANLAB_MODE``, ``SWANLAB_API_HOST``); the probe runs with it. The ``swanlab-key`` check is operator-side:
+    call :func:`swanlab_key_check` once, not per host.
     """
     pv = plan_view(plan)
+    if pv is not None and extra_env:
+        pv = PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
     r = _ray_for(target.host, pv, ray)
     creq = _compose_request(target.host, pv) if compose else None
     req = probe_request(target.host, pv, full=True, ray=r, compose_request=creq)

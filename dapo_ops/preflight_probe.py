@@ -37,6 +37,18 @@ except ImportError:  # pragma: no cover - shipped form
     pass
 
 
+def _version_from_init(path: str):
+    """``__version__ = "x"`` read as text from a package ``__init__.py`` (no import)."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
 def _verl_info(entry_module: str | None) -> dict:
     """verl location + version without importing verl (``import verl`` pulls torch: seconds, and may crash)."""
     import importlib.util
@@ -54,12 +66,14 @@ def _verl_info(entry_module: str | None) -> dict:
             with open(vf, encoding="utf-8") as fh:
                 out["version"] = fh.read().strip()
         except OSError:
-            try:
-                from importlib import metadata
+            out["version"] = _version_from_init(os.path.join(root, "__init__.py"))
+            if out["version"] is None:
+                try:
+                    from importlib import metadata
 
-                out["version"] = metadata.version("verl")
-            except Exception:
-                out["version"] = None
+                    out["version"] = metadata.version("verl")
+                except Exception:
+                    out["version"] = None
     if entry_module:
         parts = entry_module.split(".")
         try:
