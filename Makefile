@@ -1,0 +1,52 @@
+# dapo-ops: `make test` is the README's test command (what .ci/run runs); `make deps` installs what is missing.
+# Bench targets honour DAPO_BENCH_ID (default 0). Needs root for apt and for the sandbox bench.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+APT_PKGS := openssh-server openssh-client iproute2 docker.io busybox-static tmux util-linux
+PYTEST_ARGS ?=
+
+.PHONY: deps apt venv verl-config test test-pure bench-up bench-down bench-status demo
+
+deps: apt venv verl-config
+
+apt:
+	@missing=""; \
+	for b in /usr/sbin/sshd:openssh-server /usr/bin/ssh:openssh-client /usr/sbin/ip:iproute2 \
+	         /usr/sbin/dockerd:docker.io /bin/busybox:busybox-static /usr/bin/tmux:tmux /usr/bin/nsenter:util-linux; do \
+	  [ -x "$${b%%:*}" ] || missing="$$missing $${b##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+
+venv: $(VENV)/bin/python
+	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, hypothesis' 2>/dev/null; then \
+	  $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -e '.[sandbox,test]'; \
+	fi
+
+verl-config: venv
+	@$(VENV)/bin/python sandbox/fetch_verl_config.py >/dev/null
+
+test: deps
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-pure: venv
+	$(VENV)/bin/pytest -m 'not bench' $(PYTEST_ARGS)
+
+bench-up: deps
+	bash sandbox/bench.sh up $${HOSTS:-3}
+
+bench-down:
+	bash sandbox/bench.sh down
+
+bench-status:
+	bash sandbox/bench.sh status
+
+# the README's end-to-end demo on a local sandbox host (the quickstart task brings the sandbox up itself)
+demo: deps
+	$(VENV)/bin/inv quickstart
