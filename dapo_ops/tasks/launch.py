@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from .. import planning, remote_bundle, runstate, settings as settings_mod, userconfig
+from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
 from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
@@ -77,47 +77,11 @@ def _load_file_cfg() -> dict:
         fail(str(e), EXIT_USAGE)
 
 
-def notify_spec(file_cfg: dict) -> tuple[dict, dict]:
-    """``[notify]`` of the user config -> (spec ``notify`` block, secret env).
-
-    Webhook URLs carry tokens: the spec names ``DAPO_NOTIFY_URL_<i>`` (and ``DAPO_NOTIFY_SIGN_<i>``) whose
-    values travel only in ``secret.env`` (:mod:`dapo_ops.notify`).
-    """
-    cfg = dict((file_cfg or {}).get("notify") or {})
-    spec = {"on_escalation": bool(cfg.get("on_escalation", False)), "on_success": bool(cfg.get("on_success", False)),
-            "webhooks": []}
-    if cfg.get("timeout_s"):
-        spec["timeout_s"] = float(cfg["timeout_s"])
-    secrets: dict[str, str] = {}
-    for i, hook in enumerate(cfg.get("webhooks") or []):
-        hook = dict(hook or {})
-        url = hook.get("url") or (os.environ.get(hook["url_env"]) if hook.get("url_env") else None)
-        if not url:
-            continue
-        entry = {"kind": str(hook.get("kind", "generic")), "url_env": f"DAPO_NOTIFY_URL_{i}"}
-        secrets[entry["url_env"]] = str(url)
-        if hook.get("secret"):
-            entry["sign_env"] = f"DAPO_NOTIFY_SIGN_{i}"
-            secrets[entry["sign_env"]] = str(hook["secret"])
-        spec["webhooks"].append(entry)
-    return spec, secrets
-
-
-def _swanlab(swanlab_mode: str):
-    from .. import swanlab_cfg
-
+def _swanlab(swanlab_mode: str, notes: list):
     try:
-        return swanlab_cfg.resolve_for_launch(mode_flag=swanlab_mode or None)
+        return swanlab_cfg.resolve_for_launch(mode_flag=swanlab_mode or None, notes=notes)
     except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
         fail(str(e), EXIT_USAGE)
-
-
-def env_file_text(env: dict) -> str:
-    """``KEY=VALUE`` lines for ``secret.env`` (read by the supervisor's ``parse_env_file``)."""
-    for k, v in env.items():
-        if "\n" in str(v) or "\r" in str(v) or "\0" in str(v):
-            raise ValueError(f"secret {k} contains a line break; it cannot travel in secret.env")
-    return "".join(f"{k}={v}\n" for k, v in env.items())
 
 
 def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
@@ -170,8 +134,8 @@ def _verdict_line(rec: dict) -> str:
     return line
 
 
-def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, notify_secrets: dict, proxy: dict,
-               extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
+               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
     """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
@@ -179,20 +143,23 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, notify_secrets: d
     """
     host = target.host
     run_id = runstate.new_run_id()
-    plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled, proxy=proxy,
-                              extra_overrides=extra_overrides)
+    plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
+                              proxy=inv_proxy, extra_overrides=extra_overrides)
     spec = plan.spec
     target.container = spec["container"]
-    spec["env"] = {**spec.get("env", {}), **sw.public_env(run_dir=plan.run_dir, run_id=run_id)}
+    # docs/design.md "SwanLab and secrets": public env in the spec, secrets only in secret.env (0600)
+    public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
+    spec["env"] = {**public, **extra_public, **sw.public_env(run_dir=plan.run_dir, run_id=run_id)}
+    spec["logger"] = sw.loggers()
     spec["notify"] = notify_cfg
-    secret_env = {**sw.secret_env(), **notify_secrets}
+    secret_env = {**sw.secret_env(), **extra_secret}
     py = spec["python"]
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, py)
     _quick_checks(target, plan, bdir, skip_preflight)
     target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
     try:
         if secret_env:
-            target.put_text(env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
         remote_bundle.start_supervisor(target, spec["workdir"], py, bdir, plan.run_dir)
     except Exception:
         target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
@@ -249,8 +216,21 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     inv, chosen = select_hosts(c, hosts, inventory)
     if not chosen:
         fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
-    sw = _swanlab(swanlab_mode)
-    notify_cfg, notify_secrets = notify_spec(file_cfg)
+    notes: list[str] = []
+    sw = _swanlab(swanlab_mode, notes)
+    try:
+        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"))
+    except ValueError as e:
+        fail(str(e), EXIT_USAGE)
+    user_proxy = {**(file_cfg.get("proxy") or {}), **{k: v for k, v in (inv.proxy or {}).items() if v}}
+    for k in ("http_proxy", "https_proxy"):  # --http-proxy style settings (flag/env/file) win
+        if st.get(k):
+            user_proxy[k] = st.get(k)
+    penv = proxy.container_proxy_env(user_proxy, os.environ, [h.address for h in chosen])
+    proxy_public, proxy_secret = proxy.split_secret(penv)
+    secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
+    for n in notes:
+        print(swanlab_cfg.redact(n, secrets_all), file=sys.stderr)
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
         planning.make_plan(st, chosen[0], mode=mode, run_id=runstate.new_run_id(), swanlab_logger=sw.logger_enabled,
@@ -260,9 +240,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
 
     def one(target):
         try:
-            return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, notify_secrets=notify_secrets,
-                              proxy=inv.proxy, extra_overrides=extra, skip_preflight=skip_preflight,
-                              link_wait=float(link_wait))
+            return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
+                              extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy,
+                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait))
         except planning.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
 
@@ -274,17 +254,18 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         if not r.ok:
             if len(results) > 1:
                 msg = r.row.message or r.row.kind
-                print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
+                msg = swanlab_cfg.redact(msg, secrets_all)
+            print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         d = r.row.data
         print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
         print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
         print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
         if d.get("swanlab_url"):
-            print(f"  swanlab: {d['swanlab_url']}")
+            print(f"  swanlab: {swanlab_cfg.redact(d['swanlab_url'], secrets_all)}")
     if failed:
         if len(results) == 1:
-            msg = failed[0].row.message or failed[0].row.kind
+            msg = swanlab_cfg.redact(failed[0].row.message or failed[0].row.kind, secrets_all)
             h = failed[0].host.name
             fail(msg if msg.startswith(h) or msg.startswith("run ") else f"{h}: {msg}", EXIT_FAILED)
         fail(fanout.summary(results), EXIT_FAILED)

@@ -1,0 +1,135 @@
+"""launch / one-step-off without hosts: dry run on a fresh clone, flag precedence, the detached start command,
+and the stdlib bundle running the supervisor with nothing but the standard library."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import features, remote_bundle, runstate
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+def inv(args, tmp_path, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "TRAIN_STEPS"))}
+    env["DAPO_OPS_CONFIG"] = str(tmp_path / "no-config.toml")
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=120)
+
+
+def test_dry_run_on_fresh_clone_without_hosts(tmp_path):
+    res = inv(["launch", "--dry-run", "--steps", "100"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "trainer.total_training_steps=100" in out
+    assert "trainer.resume_mode=auto" in out
+    assert "offload" in out and "recompute" in out  # the ladder that would follow
+    assert "/dapo_runs/" in out and "train.log" in out
+
+
+def test_one_step_off_dry_run(tmp_path):
+    res = inv(["one-step-off", "--dry-run", "--steps", "4", "--trainer-gpus", "4", "--rollout-gpus", "4",
+               "--framework", "fsdp"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "actor_rollout_ref.hybrid_engine=False" in res.stdout
+    assert "trainer.total_training_steps=4" in res.stdout
+
+
+def test_flag_beats_env_beats_default(tmp_path):
+    res = inv(["launch", "--dry-run"], tmp_path, {"TRAIN_STEPS": "7"})
+    assert res.returncode == 0, res.stderr
+    assert "trainer.total_training_steps=7" in res.stdout
+    res = inv(["launch", "--dry-run", "--steps", "9"], tmp_path, {"TRAIN_STEPS": "7"})
+    assert "trainer.total_training_steps=9" in res.stdout
+
+
+def test_bad_value_is_one_line_and_nonzero(tmp_path):
+    res = inv(["launch", "--dry-run", "--framework", "tensorflow"], tmp_path)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "framework" in lines[0]
+    res = inv(["launch", "--dry-run", "--features", "warp_drive"], tmp_path)
+    assert res.returncode != 0 and "warp_drive" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_launch_without_inventory_refuses_in_one_line(tmp_path):
+    res = inv(["launch", "--steps", "3"], tmp_path, {"SWANLAB_MODE": "disabled"})
+    assert res.returncode != 0
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_start_command_is_detached_and_quoted():
+    wd, ctr, py = "/work dir/it's", "my verl", "/opt/py 3/bin/python3"
+    bdir, run_dir = "/runs x/.dapo_ops/0.1.0-abc", "/runs x/20261129-151200-a1b2"
+    cmd = remote_bundle.start_command(ctr, wd, py, bdir, run_dir)
+    argv = shlex.split(cmd)
+    assert argv[:6] == ["docker", "exec", "-d", "-w", wd, ctr] and argv[6:8] == ["sh", "-c"]
+    inner = shlex.split(argv[8])
+    assert inner[:3] == ["cd", wd, "&&"]
+    assert inner[3] == "PYTHONPATH=" + bdir and inner[4] == "exec" and inner[5] == py
+    assert inner[6:9] == ["-m", "dapo_ops.supervisor", run_dir]
+    assert inner[9:] == [">", run_dir + "/supervisor.log", "2>&1", "<", "/dev/null"]
+
+
+def test_bundle_contents_hash_and_closure():
+    files = remote_bundle.bundle_files()
+    for name in ("supervisor.py", "runstate.py", "features.py", "ladder.py", "overrides.py", "profiles.py",
+                 "classify.py", "notify.py", "__init__.py"):
+        assert name in files
+    assert "settings.py" not in files and "remote.py" not in files  # operator side stays home
+    d = remote_bundle.bundle_dir("/verl/dapo_runs/", files)
+    assert d.startswith("/verl/dapo_runs/.dapo_ops/") and d.endswith(remote_bundle.bundle_hash(files))
+    changed = dict(files, **{"supervisor.py": files["supervisor.py"] + b"\n"})
+    assert remote_bundle.bundle_hash(changed) != remote_bundle.bundle_hash(files)
+
+
+def test_bundle_install_script_unpacks_atomically(tmp_path):
+    files = remote_bundle.bundle_files()
+    bdir = remote_bundle.bundle_dir(str(tmp_path / "runs"), files)
+    Path(bdir).parent.mkdir(parents=True)
+    Path(bdir + ".tar.gz").write_bytes(remote_bundle.bundle_tar(files))
+    subprocess.run(["sh", "-c", remote_bundle.install_command(bdir, sys.executable)], check=True)
+    assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
+    assert sorted(p.name for p in Path(bdir, "dapo_ops").glob("*.py")) == sorted(files)
+    assert not Path(bdir + ".tar.gz").exists()
+
+
+def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
+    """The shipped copy alone (python -S: no site-packages) builds the real verl argv and supervises a run."""
+    bdir = remote_bundle.local_install(tmp_path / "runs")
+    rid = runstate.new_run_id()
+    run_dir = tmp_path / "runs" / rid
+    run_dir.mkdir()
+    fs = features.resolve(None)
+    spec = {"version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
+            "profile": "0.9", "accelerator": "gpu", "workdir": str(tmp_path), "python": "python3",
+            "run_dir": str(run_dir),
+            "settings": {"steps": 3, "ckpt_dir": str(run_dir / "checkpoints"), "model_path": "/m", "train_file": "/t",
+                         "val_file": "/v", "trainer_gpus": 4, "rollout_gpus": 4, "nnodes": 1, "n_gpus_per_node": 8,
+                         "max_prompt_length": 2048, "max_response_length": 8192, "save_freq": 1, "rollout_tp": 2,
+                         "gpu_memory_utilization": 0.6, "project": "p", "experiment": rid, "extra_overrides": []},
+            "features": fs.to_json(), "disabled_features": [], "max_oom_retries": 2, "hang_timeout_s": 600,
+            "logger": ["console"], "env": {}, "notify": {}, "ray": None,
+            "supervisor": {"poll_interval_s": 0.1, "retry_delay_s": 0.1}}
+    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    (run_dir / "fake.json").write_text(json.dumps({"step_time": 0.02}))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([bdir, str(TESTS)])}
+    probe = ("import json,sys; from dapo_ops import overrides, features; s=json.load(open(sys.argv[1])); "
+             "print(json.dumps(overrides.build_command(s, features.FeatureSet.from_json(s['features']))))")
+    res = subprocess.run([sys.executable, "-S", "-c", probe, str(run_dir / "spec.json")], env=env,
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    argv = json.loads(res.stdout)
+    assert "trainer.resume_mode=auto" in argv and "trainer.total_training_steps=3" in argv
+    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory",
+                          "fake_verl:factory"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    rec = runstate.read_run(run_dir)
+    assert rec["status"] == "succeeded", res.stderr
+    assert rec["step"] == 3
