@@ -67,32 +67,38 @@ def should_notify(event_kind: str, notify_cfg: dict | None) -> bool:
     return False
 
 
-def spec_from_user_config(user_notify: dict | None) -> tuple[dict, dict]:
+def spec_from_user_config(user_notify: dict | None, env: dict | None = None) -> tuple[dict, dict]:
     """Split the user config's ``[notify]`` table into (spec.json ``notify``, secret env).
 
     ``user_notify``: ``{"on_escalation": bool, "on_success": bool, "timeout_s": float,
-    "webhooks": [{"kind": "feishu", "url": "https://...", "sign_secret": optional}]}``.
-    Each URL (and signing secret) becomes ``DAPO_NOTIFY_URL_<i>`` (``DAPO_NOTIFY_SIGN_<i>``) in
-    the secret env, and the spec only names the variables. Raises ``ValueError`` (one line)
-    for an unknown kind or a webhook without ``url``.
+    "webhooks": [{"kind": "feishu", "url": "https://..." | "url_env": "MY_HOOK_VAR",
+    "sign_secret" | "secret": optional signing secret}]}``; ``url_env`` is looked up in ``env``
+    (the operator's environment). Each URL (and signing secret) becomes ``DAPO_NOTIFY_URL_<i>``
+    (``DAPO_NOTIFY_SIGN_<i>``) in the secret env, and the spec only names the variables.
+    Raises ``ValueError`` (one line) for an unknown kind or a webhook without a URL.
     """
     cfg = dict(user_notify or {})
+    env = env or {}
     spec: dict = {"on_escalation": bool(cfg.get("on_escalation", False)),
                   "on_success": bool(cfg.get("on_success", False)), "webhooks": []}
     if cfg.get("timeout_s") is not None:
         spec["timeout_s"] = float(cfg["timeout_s"])
     secrets: dict = {}
     for i, hook in enumerate(cfg.get("webhooks") or []):
+        hook = dict(hook or {})
         kind = str(hook.get("kind", "generic")).lower()
         if kind not in KINDS:
             raise ValueError(f"[notify] webhook {i}: kind {kind!r} is not one of {', '.join(KINDS)}")
-        if not hook.get("url"):
-            raise ValueError(f"[notify] webhook {i} ({kind}) has no url")
+        url = hook.get("url") or (env.get(hook["url_env"]) if hook.get("url_env") else None)
+        if not url:
+            where = f"${hook['url_env']} is empty" if hook.get("url_env") else "no url"
+            raise ValueError(f"[notify] webhook {i} ({kind}): {where}; set url = \"https://...\" or url_env")
         entry = {"kind": kind, "url_env": f"DAPO_NOTIFY_URL_{i}"}
-        secrets[entry["url_env"]] = str(hook["url"])
-        if hook.get("sign_secret"):
+        secrets[entry["url_env"]] = str(url)
+        sign = hook.get("sign_secret") or hook.get("secret")
+        if sign:
             entry["sign_env"] = f"DAPO_NOTIFY_SIGN_{i}"
-            secrets[entry["sign_env"]] = str(hook["sign_secret"])
+            secrets[entry["sign_env"]] = str(sign)
         spec["webhooks"].append(entry)
     return spec, secrets
 

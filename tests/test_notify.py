@@ -258,5 +258,11 @@ def test_user_config_notify_table_splits_into_spec_and_secrets():
     assert "TOKEN" not in json.dumps(spec)
     assert secrets == {"DAPO_NOTIFY_URL_0": "https://open.feishu.cn/x/TOKEN1", "DAPO_NOTIFY_SIGN_0": "S1",
                        "DAPO_NOTIFY_URL_1": "https://hooks.slack.com/TOKEN2"}
+    spec2, secrets2 = notify.spec_from_user_config(
+        {"webhooks": [{"kind": "dingtalk", "url_env": "MY_HOOK", "secret": "S2"}]}, {"MY_HOOK": "https://d/TOKEN3"})
+    assert spec2["webhooks"] == [{"kind": "dingtalk", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "DAPO_NOTIFY_SIGN_0"}]
+    assert secrets2 == {"DAPO_NOTIFY_URL_0": "https://d/TOKEN3", "DAPO_NOTIFY_SIGN_0": "S2"}
+    with pytest.raises(ValueError, match="MY_HOOK is empty"):
+        notify.spec_from_user_config({"webhooks": [{"kind": "slack", "url_env": "MY_HOOK"}]}, {})
     with pytest.raises(ValueError, match="teams"):
         notify.spec_from_user_config({"webhooks": [{"kind": "teams", "url": "x"}]})
