@@ -18,7 +18,6 @@ Usage (what a fan-out task does, see ``dapo_ops/tasks/hosts.py``)::
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -139,17 +138,16 @@ def _console(file=None) -> Console:
     is_tty = hasattr(f, "isatty") and f.isatty()
     if is_tty:
         return Console(file=f, highlight=False)
-    # not a terminal (pipe, CI log, test capture): wide enough that a row stays one physical line
-    width = int(os.environ.get("COLUMNS", "0") or 0) or 250
-    return Console(file=f, width=max(width, 160), highlight=False, color_system=None, soft_wrap=False)
+    # not a terminal (pipe, CI log, test capture): never wrap, a row stays one physical line whatever its length
+    return Console(file=f, width=100_000, highlight=False, color_system=None, soft_wrap=False)
 
 
 def render(results: list[HostResult], columns: list[str], *, title: str = "", file=None,
            show_time: bool = True) -> None:
     """Print one rich table row per host: host, result (``ok`` or ``FAIL <kind>``), ``columns``, time, detail.
 
-    Cells are single-line (newlines collapsed); on a terminal long details are folded by rich, in pipes the
-    table is 160+ columns wide so each host stays on one line.
+    Cells are single-line (newlines collapsed); on a terminal long details are folded by rich, in pipes and
+    files nothing wraps, so each host is exactly one line (greppable).
     """
     table = Table(title=title or None, title_justify="left", show_lines=False)
     table.add_column("host", no_wrap=True)
@@ -158,7 +156,8 @@ def render(results: list[HostResult], columns: list[str], *, title: str = "", fi
         table.add_column(c, no_wrap=True)
     if show_time:
         table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("detail", overflow="fold")
+    console = _console(file)
+    table.add_column("detail", overflow="fold", no_wrap=not console.is_terminal)
     for r in results:
         status = Text("ok", style="green") if r.ok else Text(f"FAIL {r.row.kind or 'error'}", style="bold red")
         cells = [Text(r.host.name), status]
@@ -167,7 +166,7 @@ def render(results: list[HostResult], columns: list[str], *, title: str = "", fi
             cells.append(Text(f"{r.seconds:.1f}s"))
         cells.append(Text(r.row.message))
         table.add_row(*cells)
-    _console(file).print(table)
+    console.print(table)
 
 
 def exit_code(results: list[HostResult]) -> int:

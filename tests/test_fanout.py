@@ -1,0 +1,78 @@
+"""fanout.py without hosts: parallelism, per-host error capture, deadline, one table row per host, exit code."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from dapo_ops import fanout
+from dapo_ops.fanout import Row
+from dapo_ops.inventory import Host
+from dapo_ops.remote import RemoteError
+
+HOSTS = [Host(name=f"h{i}", address=f"192.0.2.{10 + i}") for i in range(1, 4)]
+
+
+def test_hosts_run_concurrently():
+    barrier = threading.Barrier(3, timeout=30)  # only passes if all three functions are running at once
+
+    def fn(t):
+        barrier.wait()
+        return {"x": t.host.name}
+
+    results = fanout.run(HOSTS, fn, timeout=60)
+    assert [r.row.cells["x"] for r in results] == ["h1", "h2", "h3"]
+    assert fanout.exit_code(results) == 0
+
+
+def test_failures_are_captured_per_host_and_others_still_report():
+    def fn(t):
+        if t.host.name == "h2":
+            raise RemoteError("refused", "h2", "connection to root@192.0.2.12:22 refused")
+        if t.host.name == "h3":
+            raise KeyError("bug")
+        return Row({"x": "fine"})
+
+    results = fanout.run(HOSTS, fn, timeout=60)
+    assert [(r.host.name, r.ok, r.row.kind) for r in results] == [
+        ("h1", True, ""), ("h2", False, "refused"), ("h3", False, "error")]
+    assert fanout.exit_code(results) == 1
+    assert fanout.summary(results) == "2 of 3 hosts failed: h2 (refused), h3 (error)"
+
+
+def test_overall_deadline_reports_the_slow_host_and_does_not_wait_for_it():
+    release = threading.Event()
+
+    def fn(t):
+        if t.host.name == "h3":
+            release.wait(60)
+        return {}
+
+    try:
+        results = fanout.run(HOSTS, fn, timeout=0.5)
+    finally:
+        release.set()
+    assert [r.ok for r in results] == [True, True, False]
+    assert results[2].row.kind == "timeout" and "0.5 s" in results[2].row.message
+
+
+def test_table_has_exactly_one_line_per_host_even_with_multiline_messages():
+    def fn(t):
+        if t.host.name == "h2":
+            return Row({"python": "3.11.7\n"}, ok=False, kind="verl-missing",
+                       message="Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module " + "x" * 150)
+        return {"python": "3.11.7"}
+
+    results = fanout.run(HOSTS, fn, timeout=60)
+    buf = io.StringIO()
+    fanout.render(results, ["python"], title="hosts", file=buf)
+    lines = buf.getvalue().splitlines()
+    for h in ("h1", "h2", "h3"):
+        rows = [ln for ln in lines if f" {h} " in ln]
+        assert len(rows) == 1, buf.getvalue()
+    (h2,) = [ln for ln in lines if " h2 " in ln]
+    assert "FAIL verl-missing" in h2 and "ModuleNotFoundError" in h2
+
+
+def test_empty_host_list():
+    assert fanout.run([], lambda t: {}, timeout=1) == []

@@ -1,0 +1,165 @@
+"""remote.py without hosts: the host command line Target builds survives a real shell byte for byte, Docker's
+own error texts map to the right RemoteError kinds, bad env input is refused before anything runs."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from invoke.runners import Result
+
+from dapo_ops.inventory import Host
+from dapo_ops.remote import KINDS, RemoteError, Target
+
+HOST = Host(name="h1", address="192.0.2.11", user="root", port=22)
+
+# A stand-in `docker` for the *local* shell: parses `exec [-i] [-t] [-w DIR] [-e K=V]... [--env-file F] CTR argv...`
+# like the Docker CLI and prints what the container process would receive, as hex. It stands in for the CLI's
+# argument parsing only; the real engine is exercised by tests/test_remote_bench.py.
+DOCKER_SHIM = textwrap.dedent(f"""\
+    #!{sys.executable}
+    import os, sys
+    a = sys.argv[1:]
+    assert a.pop(0) == "exec"
+    env, wd = {{}}, None
+    while a[0].startswith("-"):
+        o = a.pop(0)
+        if o in ("-i", "-t"):
+            continue
+        if o == "-w":
+            wd = a.pop(0)
+        elif o == "-e":
+            k, v = a.pop(0).split("=", 1); env[k] = v
+        elif o == "--env-file":
+            for line in open(a.pop(0), encoding="utf-8").read().splitlines():
+                k, v = line.split("=", 1); env[k] = v
+        else:
+            sys.exit("unknown option " + o)
+    ctr = a.pop(0)
+    print("CTR", ctr.encode().hex())
+    print("WD", (wd or "").encode().hex())
+    for k in sorted(env):
+        print("ENV", k, env[k].encode("utf-8", "surrogateescape").hex())
+    for x in a:
+        print("ARG", os.fsencode(x).hex())
+""")
+
+
+@pytest.fixture(scope="module")
+def shim_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shim")
+    p = d / "docker"
+    p.write_text(DOCKER_SHIM)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return str(d)
+
+
+def through_local_shell(line: str, shim_path: str) -> list[tuple[str, ...]]:
+    env = dict(os.environ, PATH=f"{shim_path}:{os.environ['PATH']}")
+    out = subprocess.run(["sh", "-c", line], capture_output=True, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return [tuple(ln.split(" ")) for ln in out.stdout.decode().splitlines()]
+
+
+NASTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=80)
+
+
+@settings(max_examples=150, deadline=None)
+@given(arg=NASTY, val=NASTY, wd=NASTY.filter(lambda s: s != ""))
+@example(arg="; rm -rf / $(id) `id` 'x' \"y\" \\ \n\t*", val="$HOME ${PATH} $(echo x)\r\n", wd="/v erl;id")
+@example(arg="-rm", val="--env-file=/etc/passwd", wd="-w")
+def test_host_command_line_survives_the_shell_byte_for_byte(shim_path, arg, val, wd):
+    t = Target(HOST)
+    line = t.exec_command(["python3", arg, ""], env={"V": val}, workdir=wd)
+    rows = through_local_shell(line, shim_path)
+    assert ("CTR", b"verl".hex()) in rows
+    assert ("WD", wd.encode().hex()) in rows
+    assert ("ENV", "V", val.encode().hex()) in rows
+    args = [r[1] for r in rows if r[0] == "ARG"]
+    assert args == [b"python3".hex(), arg.encode().hex(), ""]
+
+
+def test_string_command_goes_through_sh_c_as_one_argument(shim_path):
+    line = Target(HOST).exec_command("echo $HOME; id", workdir="")
+    rows = through_local_shell(line, shim_path)
+    assert [bytes.fromhex(r[1]) for r in rows if r[0] == "ARG"] == [b"sh", b"-c", b"echo $HOME; id"]
+
+
+class TestEnvValidation:
+    @pytest.mark.parametrize("name", ["1X", "A-B", "A B", "", "X=Y", "$(id)"])
+    def test_invalid_names_are_refused_before_anything_runs(self, name):
+        with pytest.raises(ValueError, match="not a valid environment variable name"):
+            Target(HOST).exec_command("true", env={name: "v"})
+
+    def test_nul_is_refused(self):
+        with pytest.raises(ValueError, match="NUL"):
+            Target(HOST).exec_command("true", env={"A": "x\x00y"})
+
+    @pytest.mark.parametrize("value", ["a\nb", "a\rb"])
+    def test_secret_with_newline_is_refused_before_connecting(self, value):
+        # the host address is unroutable: a connect attempt would fail differently (RemoteError)
+        with pytest.raises(ValueError, match="newline/CR"):
+            Target(HOST).run("true", secret_env={"TOKEN": value})
+
+
+def res(exited, stderr="", stdout=""):
+    return Result(stdout=stdout, stderr=stderr, exited=exited, command="docker exec verl true")
+
+
+# Docker 20.10 texts as observed on the bench (test-bench.md section 6) and current CLI variants
+DOCKER_TEXTS = [
+    ("no-such-container", res(1, "Error response from daemon: No such container: verl\n"), "container-missing"),
+    ("inspect-no-such-object", res(1, "Error: No such object: verl\n"), "container-missing"),
+    ("docker-not-installed-dash", res(127, "sh: 1: docker: not found\n"), "docker-missing"),
+    ("docker-not-installed-bash", res(127, "bash: line 1: docker: command not found\n"), "docker-missing"),
+    ("daemon-down", res(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+                           "Is the docker daemon running?\n"), "docker-missing"),
+    ("socket-permission", res(1, "permission denied while trying to connect to the Docker daemon socket at "
+                                 "unix:///var/run/docker.sock: Get ...: dial unix /var/run/docker.sock: "
+                                 "connect: permission denied\n"), "docker-missing"),
+]
+
+
+@pytest.mark.parametrize("result,kind", [d[1:] for d in DOCKER_TEXTS], ids=[d[0] for d in DOCKER_TEXTS])
+def test_docker_messages_map_to_kinds(result, kind):
+    err = Target(HOST)._docker_error(result, inspect=False)
+    assert err is not None and err.kind == kind
+    assert "\n" not in str(err) and str(err).startswith("h1: ")
+
+
+@pytest.mark.parametrize("stderr", [
+    "Error response from daemon: Container 3f2a is not running\n",
+    "Error response from daemon: Container 3f2a is restarting, wait until the container is running\n",
+    "Error response from daemon: Container 3f2a is paused, unpause the container before exec\n",
+])
+def test_not_running_texts_are_container_stopped(stderr):
+    err = Target(HOST)._docker_error(res(1, stderr), inspect=False)
+    assert err.kind == "container-stopped"
+
+
+def test_the_commands_own_failure_is_not_mistaken_for_docker():
+    # the command printed something first and then a docker-looking line: that is the command's business
+    r = res(1, "Traceback (most recent call last):\nError response from daemon: No such container: x\n")
+    assert Target(HOST)._docker_error(r, inspect=False) is None
+    assert Target(HOST)._docker_error(res(0, "Error: No such object: verl"), inspect=False) is None
+
+
+def test_remote_error_is_one_line_and_kinds_are_closed():
+    e = RemoteError("command", "h2", "a\nb   c")
+    assert str(e) == "h2: a b c" and e.message == "a b c"
+    with pytest.raises(AssertionError):
+        RemoteError("weird", "h2", "x")
+    assert "container-stopped" in KINDS and "hostkey" in KINDS
+
+
+def test_missing_identity_file_is_auth_without_connecting(tmp_path):
+    h = Host(name="h1", address="192.0.2.11", identity_file=str(tmp_path / "nokey"))
+    with pytest.raises(RemoteError) as ei:
+        Target(h).connect()
+    assert ei.value.kind == "auth" and "does not exist" in ei.value.message
