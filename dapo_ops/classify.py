@@ -430,7 +430,7 @@ _SIGS: tuple[_Sig, ...] = (
          r"|wait execution of the notify register times out|failed to initialize the hccp process"),
     # ---- weak network: exception lines only
     _sig("net-exc", "network", WEAK, "",
-         r"^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
+         r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
          r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror)\b.*"
          r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
          r"|name or service not known|temporary failure in name resolution|max retries exceeded with url)"),
@@ -967,7 +967,7 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
                     f.step_line if (f.step is not None and total and f.step >= total) else -1)
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
         d = dict(base)
-        if any(h.line > done_line for h in fatal if h.sig.tier <= COLLECTIVE) and done_line >= 0:
+        if done_line >= 0 and any(h.line > done_line for h in fatal):
             d["teardown_error"] = True
         ev = _ev(log, *(x for x in (f.step_line, f.final_val, f.progress_done, f.total_time) if x >= 0))
         return _mk("success", d, ev)

@@ -1,0 +1,89 @@
+"""The classifier against the case corpus: the handed cases (tests/cases/handed, copied from the
+sanitized public bug reports) and our own variants of every class (tests/cases/variants).
+
+Each ``<name>.log`` has a ``<name>.expect``::
+
+    class: <class>                 # asserted
+    action: <free text>            # the human action (handed cases: the reference answer)
+    kind: <action kind>            # asserted: the free-text action mapped to docs/design.md "Action kinds"
+    detail.<key>: <value>          # asserted: Verdict.detail[key] (compared as text)
+    input.<name>: <json>           # passed to classify_file: exit_code, container_state, planned_total
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import classify as C
+
+CASES = Path(__file__).parent / "cases"
+
+
+def _load(expect: Path) -> dict:
+    spec = {"detail": {}, "input": {}}
+    for line in expect.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        key, _, val = line.partition(":")
+        val = val.strip()
+        if key.startswith("detail."):
+            spec["detail"][key[len("detail."):]] = val
+        elif key.startswith("input."):
+            spec["input"][key[len("input."):]] = json.loads(val)
+        else:
+            spec[key] = val
+    return spec
+
+
+def _corpus() -> list[tuple[str, Path, dict]]:
+    out = []
+    for sub in ("handed", "variants"):
+        for log in sorted((CASES / sub).glob("*.log")):
+            out.append((f"{sub}/{log.stem}", log, _load(log.with_suffix(".expect"))))
+    return out
+
+
+CORPUS = _corpus()
+
+
+@pytest.mark.parametrize("name,log,spec", CORPUS, ids=[c[0] for c in CORPUS])
+def test_case(name, log, spec):
+    v = C.classify_file(log, **spec["input"])
+    got = (v.cls, v.action_kind)
+    assert got == (spec["class"], spec["kind"]), f"{name}: {got}\nevidence: {v.evidence}\ndetail: {v.detail}"
+    for key, want in spec["detail"].items():
+        assert str(v.detail.get(key)) == want, f"{name}: detail[{key!r}] = {v.detail.get(key)!r}, want {want}"
+    assert v.action and "\n" not in v.action
+    assert v.hint and "\n" not in v.hint
+    for line in v.evidence:
+        assert "\x1b" not in line and not line.startswith("(WorkerDict") and not line.startswith("(raylet")
+    json.dumps(v.to_json())
+
+
+def test_every_handed_case_is_copied_with_its_verdict():
+    handed = sorted(p.stem for p in (CASES / "handed").glob("*.log"))
+    assert len(handed) == 27
+    for stem in handed:
+        spec = _load(CASES / "handed" / f"{stem}.expect")
+        assert spec["class"] in C.CLASSES and spec["kind"] in C.ACTION_KINDS and spec["action"]
+
+
+def test_corpus_covers_every_class_with_variants(capsys):
+    handed = collections.Counter(s["class"] for n, _, s in CORPUS if n.startswith("handed/"))
+    ours = collections.Counter(s["class"] for n, _, s in CORPUS if n.startswith("variants/"))
+    rows = [f"{'class':18} {'handed':>6} {'variants':>8} {'total':>5}"]
+    for cls in C.CLASSES:
+        rows.append(f"{cls:18} {handed[cls]:6d} {ours[cls]:8d} {handed[cls] + ours[cls]:5d}")
+    rows.append(f"{'all':18} {sum(handed.values()):6d} {sum(ours.values()):8d} {len(CORPUS):5d}")
+    with capsys.disabled():
+        print("\nclassifier corpus per class:\n" + "\n".join(rows))
+    missing = [cls for cls in C.CLASSES if ours[cls] < 2]
+    assert not missing, f"classes with fewer than two own variants: {missing}"
+    kinds = collections.Counter(s["kind"] for _, _, s in CORPUS)
+    assert set(kinds) == set(C.ACTION_KINDS), f"action kinds not covered: {set(C.ACTION_KINDS) - set(kinds)}"
+    dirs = collections.Counter(s["detail"].get("kv_direction") for _, _, s in CORPUS if s["class"] == "oom-kv-cache")
+    assert {"lower", "raise", "cleanup"} <= set(dirs)
