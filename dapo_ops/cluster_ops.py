@@ -1,0 +1,205 @@
+"""Bring a Ray cluster up across the hosts' containers, wait for it, and tear it down (operator side).
+
+The pure parts (topology, ``ray start`` argv, per-node collective env) are in
+:mod:`dapo_ops.cluster`; this module does the remote calls through :class:`dapo_ops.remote.Target`.
+
+Each ``ray start --block`` runs detached in its own session inside the container (``setsid``),
+its session id written to ``<run_dir>/ray/<host>.pid``. Tearing down signals exactly those
+sessions (SIGTERM to the leader, which stops every Ray process it started; then SIGKILL to any
+process still in the session) — never ``ray stop`` and never another user's Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from . import cluster
+from .cluster import Node, Topology
+from .remote import RemoteError, Target
+
+#: seconds to wait for every node to join before giving up
+JOIN_TIMEOUT_S = 90.0
+
+# stdlib script: stop the session whose leader pid is in argv[1]; prints how many processes it signalled
+_STOP_SESSION = r"""
+import os, signal, sys, time
+try:
+    sid = int(open(sys.argv[1]).read().split()[0])
+except (OSError, ValueError, IndexError):
+    print(0); sys.exit(0)
+def members():
+    out = []
+    for d in os.listdir('/proc'):
+        if d.isdigit():
+            try:
+                with open('/proc/%s/stat' % d) as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+                if int(fields[3]) == sid:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+found = members()
+if found:
+    try:
+        os.kill(sid, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.time() + float(sys.argv[2])
+    while members() and time.time() < deadline:
+        time.sleep(0.2)
+    for pid in members():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+print(len(found))
+"""
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up. ``str()`` is one line naming the host and the fix."""
+
+
+@dataclass
+class ClusterHandle:
+    """What a multi-host run records about its cluster (goes into the run spec's ``ray`` field)."""
+
+    head: str
+    port: int
+    nodes: list[dict]          # [{"name", "address", "devices", "pid_file"}]
+    resources: dict            # cluster totals as Ray reports them, e.g. {"NPU": 16.0, "CPU": 4.0}
+
+    def to_json(self) -> dict:
+        return {"head": self.head, "port": self.port, "nodes": self.nodes, "resources": self.resources}
+
+
+def _ray_cmd(python: str) -> str:
+    """Shell snippet whose output is the Ray CLI: ``ray`` when on PATH, else ``<python> -m ray.scripts.scripts``.
+
+    Used unquoted (``exec $RAY ...``) so the fallback splits into words; the python path comes from
+    the inventory and must not contain spaces.
+    """
+    return f"$(command -v ray || echo {shlex.quote(python)} -m ray.scripts.scripts)"
+
+
+def _pid_file(run_dir: str, name: str) -> str:
+    return f"{run_dir}/ray/{name}.pid"
+
+
+def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str) -> None:
+    """Start one blocking ``ray start`` detached in its own session; returns once it is spawned."""
+    pid_file, log = _pid_file(run_dir, name), f"{run_dir}/ray/{name}.log"
+    ray_args = " ".join(shlex.quote(a) for a in argv[1:])
+    inner = f"echo $$ > {shlex.quote(pid_file)}; exec $RAY {ray_args}"
+    script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && RAY={_ray_cmd(python)} && export RAY && "
+              f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
+    target.run(script, env=env, timeout=60)
+
+
+def _iface(target: Target, python: str, address: str) -> str | None:
+    res = target.run([python, "-c", cluster.IFACE_PROBE, address], timeout=30, check=False)
+    name = (res.stdout or "").strip()
+    return name or None
+
+
+def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, python: str, run_dir: str,
+          base_no_proxy: str = "", join_timeout: float = JOIN_TIMEOUT_S) -> ClusterHandle:
+    """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
+
+    ``targets`` maps host names to connected :class:`Target` s (their containers); ``run_dir`` is the
+    run's directory inside every container (the same path on each host). Bounded by ``join_timeout``
+    seconds. On any failure everything started is torn down and :class:`ClusterError` names the host
+    (a node that never joined, an unreachable container, a head that did not start).
+    """
+    head = topo.head
+    nodes = list(topo.nodes)
+    started: list[Node] = []
+    try:
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            ifaces = dict(zip([n.name for n in nodes],
+                              pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
+        env = cluster.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
+        _start_node(targets[head.name], cluster.ray_head_argv("ray", head, accelerator), env, run_dir,
+                    head.name, python)
+        started.append(head)
+        workers = nodes[1:]
+
+        def start_worker(n: Node) -> None:
+            wenv = cluster.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
+            _start_node(targets[n.name], cluster.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
+                        n.name, python)
+
+        with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
+            for n, fut in [(n, pool.submit(start_worker, n)) for n in workers]:
+                fut.result()
+                started.append(n)
+        view = _wait(targets[head.name], python, len(nodes), join_timeout)
+        joined = {n["address"] for n in view["nodes"]}
+        missing = [n for n in nodes if n.address not in joined]
+        if missing:
+            m = missing[0]
+            raise ClusterError(
+                f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{cluster.RAY_PORT} "
+                f"within {join_timeout:.0f} s: check that it can reach the head on TCP {cluster.RAY_PORT} "
+                f"(firewall, link, no_proxy) and see {run_dir}/ray/{m.name}.log in its container")
+        totals: dict = {}
+        for n in view["nodes"]:
+            for k, v in n["resources"].items():
+                if not k.startswith("node:"):
+                    totals[k] = totals.get(k, 0) + v
+        return ClusterHandle(head.address, cluster.RAY_PORT,
+                             [{"name": n.name, "address": n.address, "devices": n.devices,
+                               "pid_file": _pid_file(run_dir, n.name)} for n in nodes], totals)
+    except RemoteError as e:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise ClusterError(f"host '{e.host}': {e.message} (Ray cluster not started; nothing left running)") from e
+    except ClusterError:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise
+    except BaseException:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise
+
+
+def _wait(head: Target, python: str, want: int, timeout: float) -> dict:
+    """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last = {"nodes": []}
+    while True:
+        left = max(deadline - time.monotonic(), 1.0)
+        res = head.run([python, "-c", cluster.CLUSTER_WAIT, f"{left:.1f}", str(want)],
+                       env={"RAY_ADDRESS": "auto"}, timeout=left + 60, check=False)
+        try:
+            last = json.loads((res.stdout or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            last = {"nodes": []}  # GCS not up yet: ray.init failed; retry until the deadline
+        if res.exited == 0 or time.monotonic() >= deadline:
+            return last
+        time.sleep(1.0)
+
+
+def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_s: float = 15.0) -> dict[str, str]:
+    """Stop the Ray sessions this run started on ``nodes`` (Node objects or {"name": ...} dicts).
+
+    Returns {host: "stopped N processes" | "<one-line error>"}; never raises for one host's failure,
+    so the others are still cleaned up.
+    """
+    names = [n["name"] if isinstance(n, dict) else n.name for n in nodes]
+
+    def one(name: str) -> str:
+        try:
+            res = targets[name].run([python, "-c", _STOP_SESSION, _pid_file(run_dir, name), str(grace_s)],
+                                    timeout=grace_s + 60, check=False)
+            return f"stopped {(res.stdout or '0').strip() or '0'} processes"
+        except RemoteError as e:
+            return str(e)
+
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        return dict(zip(names, pool.map(one, names)))
