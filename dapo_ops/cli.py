@@ -21,6 +21,7 @@ TASK_MODULES: tuple[str, ...] = (
     "dapo_ops.tasks.launch",
     "dapo_ops.tasks.status",
     "dapo_ops.tasks.preflight",
+    "dapo_ops.tasks.prepare",
     "dapo_ops.tasks.classify",
     "dapo_ops.tasks.quickstart",
 )
