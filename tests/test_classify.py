@@ -1,0 +1,289 @@
+"""Unit tests of dapo_ops.classify: contract, per-line OOM check, traps, tail reading, robustness, CLIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dapo_ops import classify as C
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = Path(__file__).parent / "cases"
+VENV_BIN = Path(sys.executable).parent
+
+CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 8.85 GiB is free.")
+NPU_OOM = ("RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; 52.18 GiB "
+           "already allocated; 3.02 GiB free; 56.84 GiB reserved in total by PyTorch)")
+
+
+# ------------------------------------------------------------------ contract
+
+def test_classes_kinds_and_table_agree():
+    assert len(C.CLASSES) == 12 and len(set(C.CLASSES)) == 12
+    assert set(C.CLASS_TABLE) == set(C.CLASSES)
+    for cls in C.CLASSES:
+        assert C.DEFAULT_ACTION_KIND[cls] in C.ACTION_KINDS
+        row = C.CLASS_TABLE[cls]
+        assert row["symptoms"] and row["cause"] and row["tool"] and row["you"]
+    assert C.DEFAULT_ACTION_KIND["oom-device"] == "escalate-memory"
+    assert [c for c, k in C.DEFAULT_ACTION_KIND.items() if k == "escalate-memory"] == ["oom-device"]
+
+
+def test_verdict_to_json_roundtrip():
+    v = C.classify(CUDA_OOM, exit_code=1)
+    data = json.loads(json.dumps(v.to_json()))
+    assert set(data) == {"cls", "action_kind", "action", "hint", "evidence", "detail"}
+    assert C.Verdict(**data) == v
+
+
+# ------------------------------------------------------------------ is_device_oom_line
+
+@pytest.mark.parametrize("line", [
+    CUDA_OOM,
+    NPU_OOM,
+    "\x1b[36m(WorkerDict pid=4630, ip=192.0.2.21)\x1b[0m " + NPU_OOM,
+    "[rank3]: torch.OutOfMemoryError: NPU out of memory. NPUWorkspaceAllocator tried to allocate 1.00 GiB",
+    "RuntimeError: cuda out of memory. tried to allocate 20.00 mib (gpu 0; 15.78 gib total capacity)",
+    "(WorkerDict pid=1) [ERROR] 2025-11-02-07:41:19 (PID:1502, Device:2, RankID:2) ERR01006 OPS memory error",
+    "EL0004: [PID: 1502] 2025-11-02-07:41:19.331.204 Failed to allocate memory.",
+    "RuntimeError: CUDA error: out of memory",
+])
+def test_is_device_oom_line_fires(line):
+    assert C.is_device_oom_line(line)
+
+
+@pytest.mark.parametrize("line", [
+    "Error executing job with overrides: ['actor_rollout_ref.actor.fsdp_config.param_offload=False', "
+    "'trainer.experiment_name=cuda out of memory repro']",
+    "+ python3 -m verl.trainer.main_ppo trainer.experiment_name='NPU out of memory test' param_offload=True",
+    "(TaskRunner pid=1)                        'experiment_name': 'CUDA out of memory sweep',",
+    "(TaskRunner pid=1) {'oom_retries': 2, 'offload': True, 'gpu_memory_utilization': 0.6}",
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    "Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/...",
+    "The actor is dead ... There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer "
+    "due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV "
+    "or other unexpected errors.",
+    "RuntimeError: NPU out of memory. Tried to allocate 8388608.00 GiB (NPU 0; 60.96 GiB total capacity)",
+    "(TaskRunner pid=1) step:3 - perf/max_memory_allocated_gb:61.2 - perf/max_memory_reserved_gb:70.1",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "Malloc pin memory failed, host out of memory",
+    "",
+])
+def test_is_device_oom_line_ignores_echo_and_boilerplate(line):
+    assert not C.is_device_oom_line(line)
+
+
+def test_is_device_oom_line_agrees_with_corpus():
+    """Every device/KV OOM case has at least one line that fires; success/config cases have none."""
+    for expect in sorted(CASES.glob("*/*.expect")):
+        cls = expect.read_text().splitlines()[0].split(":", 1)[1].strip()
+        text = expect.with_suffix(".log").read_text(encoding="utf-8")
+        if "===== dapo-ops attempt" in text:  # earlier attempts may hold another class's lines
+            text = text[text.rfind("===== dapo-ops attempt 2 start"):]
+        lines = text.splitlines()
+        fired = [ln for ln in lines if C.is_device_oom_line(ln)]
+        if cls == "oom-device":
+            assert fired, expect.name
+        if cls in ("success", "config-error", "data-error", "auth-error", "oom-ray", "network"):
+            assert not fired, (expect.name, fired)
+
+
+# ------------------------------------------------------------------ precedence and traps
+
+def test_success_beats_error_words_and_exit_code():
+    log = "(TaskRunner pid=1) Total training steps: 3\n(TaskRunner pid=1) step:3 - x:1\n"
+    assert C.classify(log).cls == "success"
+    assert C.classify(log + "RuntimeError: boom during teardown\n", exit_code=1).detail["teardown_error"] is True
+    assert C.classify("step:5 - a:1\n", planned_total=5).cls == "success"
+    assert C.classify("step:4 - a:1\n", planned_total=5).cls == "crash-other"
+
+
+def test_exit_zero_is_success_unless_a_root_cause_is_printed():
+    assert C.classify("step:4 - a:1\nsome warning: error words\n", exit_code=0).cls == "success"
+    # `| tee` pipelines report 0 even when python died: the printed root cause decides
+    assert C.classify("step:4 - a:1\n" + CUDA_OOM + "\n", exit_code=0).cls == "oom-device"
+
+
+def test_container_oomkilled_beats_text():
+    v = C.classify("step:4 - a:1\nray.exceptions.ActorDiedError: The actor died unexpectedly\n",
+                   exit_code=137, container_state={"OOMKilled": True})
+    assert (v.cls, v.action_kind) == ("oom-host", "rollback-offload")
+    v = C.classify("step:4\n", container_state={"State": None, "oom_killed": "true"})
+    assert v.cls == "oom-host"
+
+
+def test_bare_137_is_sigkill_not_host_oom():
+    for state in (None, {"OOMKilled": False}):
+        v = C.classify("step:4 - a:1\n", exit_code=137, container_state=state)
+        assert (v.cls, v.detail["cause"]) == ("crash-other", "sigkill")
+    assert C.classify("step:4 - a:1\n", exit_code=-9).detail["exit_code"] == 137
+    assert C.classify("step:4 - a:1\nKilled\n", exit_code=137).cls == "oom-host"
+
+
+def test_earliest_root_cause_wins_and_collectives_are_symptoms():
+    timeout = ("[rank1]:[E1 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+               "WorkNCCL(SeqNum=77, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600009 milliseconds")
+    v = C.classify(timeout + "\n[rank0]: " + CUDA_OOM + "\n", exit_code=1)
+    assert v.cls == "oom-device"
+    v = C.classify(timeout + "\n", exit_code=1)
+    assert (v.cls, v.detail["init"]) == ("hccl-timeout", False)
+    both = "[rank2]: ValueError: Total available GPUs 4.0 is less than total desired GPUs 8\n[rank0]: " + CUDA_OOM
+    assert C.classify(both, exit_code=1).cls == "config-error"
+
+
+def test_error_followed_by_progress_is_not_fatal():
+    log = f"step:1 - a:1\n(WorkerDict pid=3) {CUDA_OOM}\nstep:2 - a:1\n"
+    v = C.classify(log)
+    assert v.cls == "crash-other" and v.detail.get("inconclusive")
+
+
+def test_kv_direction_and_phase():
+    kv = ("(Worker_TP0 pid=9) ERROR 02-07 18:18:59 [multiproc_executor.py:824] " + NPU_OOM + "\n"
+          "(EngineCore_DP0 pid=8) ERROR 02-07 18:18:59 [core.py:866] EngineCore failed to start.\n")
+    v = C.classify(kv, exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["kv_direction"]) == ("oom-kv-cache", "adjust-rollout-memory", "lower")
+    assert "offload" not in v.action.replace("never offload", "")
+
+
+def test_config_keys_with_ladder_words_are_not_oom():
+    log = ("Could not override 'actor_rollout_ref.actor.oom_offload_gb'.\n"
+           "To append to your config use +actor_rollout_ref.actor.oom_offload_gb=4\n"
+           "Key 'oom_offload_gb' is not in struct\n    full_key: actor_rollout_ref.actor.oom_offload_gb\n")
+    v = C.classify(log, exit_code=1)
+    assert (v.cls, v.detail["key"]) == ("config-error", "actor_rollout_ref.actor.oom_offload_gb")
+
+
+def test_repeated_and_carriage_return_lines():
+    log = ("(TaskRunner pid=1) Training Progress:  50%|█   | 1/2 [00:01<00:01]\r"
+           "(TaskRunner pid=1) Training Progress: 100%|██| 2/2 [00:02<00:00]\rstep:2 - a:1\n"
+           "(WorkerDict pid=2) thread: Resource temporarily unavailable [system:11] [repeated 4x across cluster] "
+           "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication.)\n")
+    assert C.classify(log).cls == "success"
+    v = C.classify(log.replace("100%|██| 2/2", "50%|█ | 1/2").replace("step:2", "step:1"), exit_code=1)
+    assert (v.cls, v.detail["cause"]) == ("crash-other", "thread-limit")
+    assert v.evidence == ["thread: Resource temporarily unavailable [system:11]"]
+
+
+def test_nonfatal_tracker_401_while_running():
+    log = "step:4 - a:1\n(TaskRunner pid=1) swanlab: swanlab api error ('Trace id: 1', 'POST https://api.swanlab.cn/api/house/metrics', '401 Authorization Required')\n"
+    v = C.classify(log)
+    assert (v.cls, v.action_kind, v.detail["fatal"]) == ("auth-error", "keep-running", False)
+
+
+# ------------------------------------------------------------------ robustness
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_never_raises_on_text(text):
+    v = C.classify(text)
+    assert v.cls in C.CLASSES and v.action_kind in C.ACTION_KINDS
+    C.is_device_oom_line(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(), st.one_of(st.none(), st.integers(-300, 300)),
+       st.one_of(st.none(), st.dictionaries(st.sampled_from(["OOMKilled", "ExitCode", "Status", "exists"]),
+                                            st.one_of(st.booleans(), st.integers(), st.text(max_size=5)))))
+def test_never_raises_on_bytes_and_odd_inputs(data, code, state):
+    v = C.classify(data, exit_code=code, container_state=state)
+    assert v.cls in C.CLASSES and v.action_kind in C.ACTION_KINDS
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([
+    CUDA_OOM, NPU_OOM, "step:3 - a:1", "Total training steps: 3", "\x1b[31m", "(WorkerDict pid=1) ", "\r",
+    "Killed", "ray.exceptions.ActorDiedError: x", "Error executing job with overrides: ['a=b']",
+    "Could not override 'x.y'.", "[repeated 2x across cluster]", "===== dapo-ops attempt 2 start x =====",
+]), max_size=30))
+def test_never_raises_on_shuffled_fragments(parts):
+    C.classify("\n".join(parts), exit_code=1)
+
+
+# ------------------------------------------------------------------ classify_file tail
+
+def test_classify_file_reads_only_the_tail(tmp_path):
+    p = tmp_path / "train.log"
+    head = "(WorkerDict pid=1) " + CUDA_OOM + "\n"
+    filler = "(TaskRunner pid=1) step:1 - a:1\n" * 2000
+    tail = "(TaskRunner pid=1) Total training steps: 9\n(TaskRunner pid=1) step:9 - a:1\n"
+    p.write_text(head + filler + tail)
+    assert C.classify_file(p, tail_bytes=4096).cls == "success"
+    assert C.classify_file(p, tail_bytes=10 << 20, exit_code=1).cls == "success"
+    p.write_text(tail + filler + head)
+    assert C.classify_file(p, tail_bytes=4096, exit_code=1).cls == "oom-device"
+
+
+def test_classify_file_drops_partial_first_line(tmp_path):
+    p = tmp_path / "t.log"
+    p.write_text("x" * 100 + "ValueError: Total available GPUs 4.0 is less than total desired GPUs 8\nstep:2 - a:1\n")
+    # the tail starts inside the error line: it must not be half-read
+    v = C.classify_file(p, tail_bytes=40, exit_code=1)
+    assert v.cls == "crash-other"
+
+
+def test_classify_file_errors(tmp_path):
+    with pytest.raises(OSError):
+        C.classify_file(tmp_path / "missing.log")
+    with pytest.raises(OSError):
+        C.classify_file(tmp_path)
+
+
+# ------------------------------------------------------------------ stdlib only / module CLI
+
+def test_module_is_stdlib_only_and_runs_standalone(tmp_path):
+    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.classify as c; "
+            "print(c.classify(open(%r).read(), exit_code=1).cls)") % (
+        str(ROOT), str(CASES / "handed" / "case-04-npu-oom-update-actor-raywrapped.log"))
+    out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "oom-device"
+
+
+def test_python_m_json_output():
+    out = subprocess.run([sys.executable, "-m", "dapo_ops.classify",
+                          str(CASES / "handed" / "case-06-vllm-maxlen-exceeds-kvcache.log"), "--exit-code", "1"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["cls"], data["detail"]["kv_direction"]) == ("oom-kv-cache", "raise")
+
+
+# ------------------------------------------------------------------ operator CLIs
+
+def _cli(*argv, prog="dapo-ops"):
+    exe = VENV_BIN / prog
+    return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=dict(os.environ, NO_COLOR="1"))
+
+
+@pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
+def test_cli_first_two_lines(prog):
+    out = _cli("classify", str(CASES / "handed" / "case-12-host-oom-killed-137.log"), "--exit-code", "137", prog=prog)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "class: oom-host"
+    assert lines[1].startswith("action: ") and len(lines[1]) > 20
+    assert "evidence:" in out.stdout and "hint:" in out.stdout
+
+
+def test_cli_flags_and_errors(tmp_path):
+    log = tmp_path / "t.log"
+    log.write_text("(TaskRunner pid=1) step:4 - a:1\n")
+    out = _cli("classify", str(log), "--exit-code", "137", "--oom-killed", "true")
+    assert out.stdout.splitlines()[0] == "class: oom-host"
+    out = _cli("classify", "--logfile", str(log), "--exit-code", "137", "--oom-killed", "false", "--json")
+    assert out.stdout.splitlines()[0] == "class: crash-other"
+    assert json.loads("\n".join(out.stdout.splitlines()[2:]))["detail"]["cause"] == "sigkill"
+    out = _cli("classify", str(tmp_path / "nope.log"))
+    assert out.returncode != 0 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and "cannot read" in out.stderr
+    out = _cli("classify", str(log), "--exit-code", "boom")
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1
