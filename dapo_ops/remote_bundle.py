@@ -12,6 +12,7 @@ redirected, and the supervisor calls ``setsid`` itself, so nothing dies when SSH
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import re
@@ -84,24 +85,25 @@ def bundle_tar(files: dict[str, bytes]) -> bytes:
 
 
 def install_command(bdir: str, python: str = "python3") -> str:
-    """Shell command (run inside the container) that unpacks ``<bdir>.tar.gz`` into ``bdir`` atomically.
+    """Shell command (run inside the container) that unpacks ``<bdir>.tar.gz.b64`` (base64 of
+    :func:`bundle_tar`: text survives every stdin path) into ``bdir`` atomically.
 
     Unpacks into ``<bdir>.tmp-<pid>`` and renames, so a concurrent or interrupted copy never leaves a
     half bundle; a bundle already present (``.complete`` marker) is kept.
     """
     q = shlex.quote
     py = (
-        "import os,sys,tarfile,shutil\n"
+        "import os,sys,tarfile,shutil,base64,io\n"
         "d,t=sys.argv[1],sys.argv[2]\n"
         "if os.path.exists(os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')): os.remove(t); sys.exit(0)\n"
         "tmp=d+'.tmp-%d'%os.getpid()\n"
-        "tarfile.open(t).extractall(tmp)\n"
+        "tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
         "open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
         "shutil.rmtree(d,ignore_errors=True)\n"
         "os.rename(tmp,d)\n"
         "os.remove(t)\n"
     )
-    return f"{q(python)} -c {q(py)} {q(bdir)} {q(bdir + '.tar.gz')}"
+    return f"{q(python)} -c {q(py)} {q(bdir)} {q(bdir + '.tar.gz.b64')}"
 
 
 def present_command(bdir: str) -> str:
@@ -120,7 +122,8 @@ def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: fl
     res = target.run(present_command(bdir), check=False, timeout=timeout, workdir="")
     if res.exited == 0:
         return bdir
-    target.put_text(bundle_tar(files), bdir + ".tar.gz", mode=0o644, timeout=timeout)
+    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), bdir + ".tar.gz.b64", mode=0o644,
+                    timeout=timeout)
     target.run(install_command(bdir, python), timeout=timeout, workdir="")
     return bdir
 

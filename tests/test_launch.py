@@ -1,6 +1,7 @@
 """launch / one-step-off without hosts: dry run on a fresh clone, flag precedence, the detached start command,
 and the stdlib bundle running the supervisor with nothing but the standard library."""
 
+import base64
 import json
 import os
 import shlex
@@ -94,11 +95,11 @@ def test_bundle_install_script_unpacks_atomically(tmp_path):
     files = remote_bundle.bundle_files()
     bdir = remote_bundle.bundle_dir(str(tmp_path / "runs"), files)
     Path(bdir).parent.mkdir(parents=True)
-    Path(bdir + ".tar.gz").write_bytes(remote_bundle.bundle_tar(files))
+    Path(bdir + ".tar.gz.b64").write_bytes(base64.b64encode(remote_bundle.bundle_tar(files)))
     subprocess.run(["sh", "-c", remote_bundle.install_command(bdir, sys.executable)], check=True)
     assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
     assert sorted(p.name for p in Path(bdir, "dapo_ops").glob("*.py")) == sorted(files)
-    assert not Path(bdir + ".tar.gz").exists()
+    assert not Path(bdir + ".tar.gz.b64").exists()
 
 
 def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):

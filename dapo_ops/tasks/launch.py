@@ -84,31 +84,43 @@ def _swanlab(swanlab_mode: str, notes: list):
         fail(str(e), EXIT_USAGE)
 
 
+class LaunchRefused(Exception):
+    """A quick check failed on one host; ``kind`` (``active-run`` | ``preflight`` | ``container-stopped``) and a
+    one-line ``str()`` saying what is wrong and how to fix it."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
 def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
-    """The checks that would make the launch fail at once. Raises RemoteError (kind ``refused-active`` /
-    ``preflight`` / docker kinds) with one line."""
+    """The checks that would make the launch fail at once: container running, no active run on the container
+    (its lock), and ``preflight_checks.quick`` (devices, leftovers, python/verl, model/data, disk) unless
+    ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line."""
     host = target.host
     state = target.container_state()
     if not state.running:
-        raise RemoteError("container-stopped", host.name, f"container '{target.container}' on {host.name} is "
-                          f"{state.status}: start it (docker start {target.container}) and launch again")
+        raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
+                            f"{state.status}: start it (docker start {target.container}) and launch again")
     py = plan.spec["python"]
     res = target.run([py, "-m", "dapo_ops.runstate", "active", host.runs_path], env={"PYTHONPATH": bdir},
                      workdir="", timeout=30)
     active = json.loads((res.stdout or "null").strip().splitlines()[-1] or "null")
     if active:
-        raise RemoteError("refused", host.name, f"run {active['run_id']} is already active on {host.name} "
-                          f"(container {target.container}); follow it with `inv status -H {host.name}` or stop it "
-                          f"with `inv stop -H {host.name} --run {active['run_id']}`")
+        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
+                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
+                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
     if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
         return
     quick = getattr(importlib.import_module("dapo_ops.preflight_checks"), "quick", None)
     if quick is None:
         return
-    problems = quick(target, plan)
-    if problems:
-        first = problems[0] if isinstance(problems, (list, tuple)) else problems
-        raise RemoteError("preflight", host.name, str(first))
+    failed = [ck for ck in quick(target, plan) if getattr(ck, "status", "") == "fail"]
+    if failed:
+        ck = failed[0]
+        more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
+        raise LaunchRefused("preflight", f"preflight {ck.name} failed on {host.name}: {ck.message}"
+                            + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
 
 
 def _read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
@@ -245,6 +257,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
                               extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait))
         except planning.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
+        except LaunchRefused as e:
+            return Row(ok=False, kind=e.kind, message=str(e))
 
     results = fanout.run(chosen, one, timeout=START_WAIT_S + SETTLE_S + max(0, link_wait) + 180,
                          accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
@@ -255,7 +269,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
             if len(results) > 1:
                 msg = r.row.message or r.row.kind
                 msg = swanlab_cfg.redact(msg, secrets_all)
-            print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
+                print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         d = r.row.data
         print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")

@@ -1,0 +1,276 @@
+"""``inv launch`` on the sandbox: real SSH + docker exec + the verl stand-in under the detached supervisor.
+
+Each test launches through the real CLI (``python -m invoke launch ...``), then reads the run's ``run.json`` and
+logs from the host-side bind mount of ``/verl/dapo_runs`` (what ``status`` reads over SSH). Failure cues go into
+``/sandbox/scenario.json`` (sandbox/README.md: ``step_time``, ``failure.kind/step/avoid_with/hang_s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import supervisor
+
+pytestmark = pytest.mark.bench
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inputs_helpers import make_model, make_parquet  # noqa: E402
+
+IN = "/verl/dapo_runs/inputs"
+INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
+
+
+@pytest.fixture
+def host_ready(sandbox, tmp_path):
+    """Return ``prepare(host)``: inputs present (tiny model + parquet on the host-side runs mount), no run active,
+    default scenario. Also yields the env for the CLI."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
+    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+               SWANLAB_MODE="disabled")
+
+    def prepare(host: str, scenario: dict) -> None:
+        inputs = sandbox.runs_dir(host) / "inputs"
+        if not (inputs / "model" / "config.json").exists():
+            make_model(inputs / "model", max_pos=32768)
+            make_parquet(inputs / "train.parquet")
+            make_parquet(inputs / "val.parquet")
+        wait_idle(sandbox, host)
+        sandbox.set_scenario(host, scenario)
+
+    prepare.env = env
+    prepare.cwd = tmp_path
+    return prepare
+
+
+def inv(prep, *args, timeout=240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
+                          cwd=prep.cwd, env=prep.env, timeout=timeout)
+
+
+def launch(prep, host, *args) -> tuple[subprocess.CompletedProcess, str | None]:
+    res = inv(prep, "launch", "-H", host, *INPUT_FLAGS, *args)
+    m = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout + res.stderr)
+    return res, m.group(1) if m else None
+
+
+def read_run(sandbox, host, run_id) -> dict:
+    try:
+        return json.loads((sandbox.runs_dir(host) / run_id / "run.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def wait_end(sandbox, host, run_id, timeout=240) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        rec = read_run(sandbox, host, run_id)
+        if rec.get("status") in ("succeeded", "failed", "stopped"):
+            return rec
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} on {host} did not end in {timeout}s: {read_run(sandbox, host, run_id)}")
+
+
+def wait_idle(sandbox, host, timeout=120) -> None:
+    """No live run on the host (an earlier test's run ended)."""
+    end = time.time() + timeout
+    runs = sandbox.runs_dir(host)
+    while time.time() < end:
+        busy = [p for p in runs.glob("*/run.json")
+                if json.loads(p.read_text() or "{}").get("status") in ("starting", "running", "retrying")]
+        if not busy:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{host} still busy: {busy}")
+
+
+def training_steps(sandbox, host, run_id) -> dict[int, list[int]]:
+    """{attempt: [training step numbers]} from train.log (validation-only step lines are not training steps)."""
+    out: dict[int, list[int]] = {}
+    cur = None
+    text = (sandbox.runs_dir(host) / run_id / "train.log").read_text(errors="replace")
+    for line in re.split(r"[\r\n]", text):
+        m = re.match(r"===== dapo-ops attempt (\d+) start ", line)
+        if m:
+            cur = int(m.group(1))
+            out[cur] = []
+            continue
+        p = supervisor.parse_metrics_line(line)
+        if p and cur is not None and "training/global_step" in p[1]:
+            out[cur].append(p[0])
+    return out
+
+
+def feature_sources(features: list[dict]) -> dict[str, str]:
+    return {f["name"]: f["source"] for f in features}
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+def test_launch_success_defaults(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2})
+    res, rid = launch(host_ready, "h1", "--steps", "6")
+    assert res.returncode == 0, res.stderr
+    assert rid and f"on h1 (container verl)" in res.stdout
+    assert f"/verl/dapo_runs/{rid}/train.log" in res.stdout and "inv status" in res.stdout and "inv logs -f" in res.stdout
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert rec["step"] == 6 and rec["total_steps"] == 6 and len(rec["attempts"]) == 1
+    assert set(feature_sources(rec["features"]).values()) == {"default"}
+    assert sorted(feature_sources(rec["features"])) == sorted(
+        ["flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing"])
+    assert rec["metrics"]["critic/score/mean"] > 0 and rec["step_times"]
+    assert training_steps(sandbox, "h1", rid) == {1: [1, 2, 3, 4, 5, 6]}
+    # the runbook's /verl/train.log keeps working
+    out = sandbox.exec("h1", "readlink /verl/train.log").stdout.strip()
+    assert out == f"/verl/dapo_runs/{rid}/train.log"
+
+
+def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.3,
+                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120}})
+    res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "succeeded", rec.get("decision")
+    a1, a2 = rec["attempts"]
+    assert a1["verdict"]["cls"] == "oom-device"
+    assert a1["killed_by"] == "oom"  # reacted to the OOM line; the stand-in's peers would have hung 120 s
+    assert feature_sources(a2["features"])["offload"] == "oom-retry-1"
+    assert "offload" not in feature_sources(a1["features"])
+    assert a2["resumed_from"] == 2
+    steps = training_steps(sandbox, "h1", rid)
+    assert steps[1] == [1, 2, 3]
+    assert steps[2] == [3, 4, 5, 6]  # no step at or before the checkpoint (2) is redone
+    runs = sandbox.runs_dir("h1") / rid
+    assert (runs / "attempt-1.log").stat().st_size > 0 and (runs / "attempt-2.log").stat().st_size > 0
+
+
+def test_oom_with_offload_escalates_to_recompute(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3,
+                                                    "avoid_with": ["offload", "recompute"], "hang_s": 120}})
+    res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "1", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "succeeded", rec.get("decision")
+    assert len(rec["attempts"]) == 3
+    src = feature_sources(rec["features"])
+    assert src["offload"] == "oom-retry-1" and src["recompute"] == "oom-retry-2"
+    assert [a["verdict"]["cls"] for a in rec["attempts"]] == ["oom-device", "oom-device", "success"]
+
+
+def test_oom_always_stops_after_max_retries_with_suggestions(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3, "avoid_with": "never",
+                                                    "hang_s": 120}})
+    res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp",
+                      "--max-oom-retries", "2")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "failed"
+    assert len(rec["attempts"]) == 3
+    d = rec["decision"]
+    assert d["action"] == "stop" and d["suggestions"], d
+    assert [t["class"] for t in d["tried"]] == ["oom-device"] * 3
+    assert all(t["step_reached"] == 2 for t in d["tried"])
+    runs = sandbox.runs_dir("h1") / rid
+    for k in (1, 2, 3):
+        assert (runs / f"attempt-{k}.log").stat().st_size > 0
+    assert (runs / "checkpoints" / "global_step_2").is_dir()
+
+
+@pytest.mark.parametrize("kind", ["oom-host", "oom-ray"])
+def test_host_and_ray_oom_never_add_offload(sandbox, host_ready, kind):
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": kind, "step": 3}})
+    res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "failed"
+    assert rec["attempts"][0]["verdict"]["cls"] == kind
+    if kind == "oom-host":
+        assert rec["attempts"][0]["exit_code"] == 137
+    for a in rec["attempts"]:
+        assert "offload" not in feature_sources(a["features"])
+
+
+def test_kv_cache_shortage_changes_rollout_memory_not_offload(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-kv-cache", "variant": "free-memory",
+                                                    "max_gpu_memory_utilization": 0.5}})
+    res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp")
+    rec = wait_end(sandbox, "h1", rid)
+    a1 = rec["attempts"][0]
+    assert a1["verdict"]["cls"] == "oom-kv-cache"
+    assert rec["status"] == "succeeded", rec.get("decision")
+    a2 = rec["attempts"][1]
+    assert a2["setting_changes"]["gpu_memory_utilization"] <= 0.5
+    assert "offload" not in feature_sources(a2["features"])
+    assert "gpu_memory_utilization=0.5" in (sandbox.runs_dir("h1") / rid / "supervisor.log").read_text()
+
+
+def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2})
+    res, rid = launch(host_ready, "h1", "--steps", "3", "--override", "actor_rollout_ref.actor.no_such_knob=1")
+    assert rid
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1
+    assert rec["verdict"]["cls"] == "config-error"
+    assert "\n" not in rec["verdict"]["action"]
+    if res.returncode != 0:  # caught within launch's settle window: one line naming the cause
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "config-error" in lines[0], res.stderr
+
+
+def test_training_survives_ssh_link_cut(sandbox, host_ready):
+    host_ready("h2", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h2", "--steps", "20", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    sandbox.link("h2", False)
+    try:
+        time.sleep(4)
+        # the host is unreachable for the operator ...
+        assert sandbox.ssh("h2", "true", timeout=30).returncode != 0
+    finally:
+        sandbox.link("h2", True)
+    # ... and after reconnecting, the status read (run.json over SSH) shows progress and the run finishes
+    out = sandbox.exec("h2", f"cat /verl/dapo_runs/{rid}/run.json", timeout=60)
+    assert out.returncode == 0, out.stderr
+    mid = json.loads(out.stdout)
+    assert mid["status"] in ("running", "succeeded") and mid["step"] and mid["step"] >= 5
+    rec = wait_end(sandbox, "h2", rid)
+    assert rec["status"] == "succeeded" and len(rec["attempts"]) == 1 and rec["step"] == 20
+
+
+def test_second_launch_on_same_container_is_refused(sandbox, host_ready):
+    host_ready("h3", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h3", "--steps", "40", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    try:
+        res2, _ = launch(host_ready, "h3", "--steps", "2", "--framework", "fsdp")
+        assert res2.returncode != 0
+        lines = [ln for ln in res2.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and rid in lines[0] and "already active" in lines[0], res2.stderr
+        assert len([p for p in sandbox.runs_dir("h3").iterdir() if re.match(r"\d{8}-", p.name)]) == 1
+    finally:
+        sup = read_run(sandbox, "h3", rid)["pids"]["supervisor"]
+        sandbox.exec("h3", f"kill -TERM {sup}")
+    rec = wait_end(sandbox, "h3", rid, timeout=60)
+    assert rec["status"] == "stopped"
+
+
+def test_one_step_off_success(sandbox, host_ready):
+    host_ready("h3", {"step_time": 0.2})
+    res = inv(host_ready, "one-step-off", "-H", "h3", *INPUT_FLAGS, "--steps", "3", "--framework", "fsdp",
+              "--trainer-gpus", "4", "--rollout-gpus", "4")
+    assert res.returncode == 0, res.stderr
+    rid = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout).group(1)
+    rec = wait_end(sandbox, "h3", rid)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert rec["mode"] == "one-step-off" and rec["step"] == 3
