@@ -284,7 +284,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     metrics = dict(run.get("metrics") or {})
     last_progress = run.get("last_progress_at")
     tail_step = tail.step if tail.step is not None else tail.bar_step
-    if tail_step is not None:  # parse_tail keeps only the segment after the last attempt-start delimiter
+    starts = [ev[0] for ev in tail.attempt_events if ev[1] == "start"]
+    new_segment = bool(starts) and isinstance(row.attempt, int) and starts[-1] > row.attempt
+    # parse_tail keeps only the segment after the last attempt-start delimiter; an attempt run.json does not know
+    # yet (new_segment: it may resume below run.json's step) wins, otherwise the larger step is the fresher one
+    if tail_step is not None and (step is None or tail_step >= step or new_segment):
         if step is None or tail_step > step:
             # newer than run.json: the supervisor did not record it (dead or lagging); the log's mtime bounds it
             last_progress = max(last_progress or 0.0, probe.get("log_mtime") or 0.0) or last_progress

@@ -124,3 +124,14 @@ def test_sort_newest_first():
             sv.past_run_row("h1", _run(run_id="b", started_at=3.0)),
             sv.past_run_row("h2", _run(run_id="c", started_at=2.0))]
     assert [r.run_id for r in sv.sort_newest_first(rows)] == ["b", "a", "c"]
+
+
+def test_step_precedence_between_run_json_and_tail():
+    base = {"now": 1010.0, "supervisor_alive": True}
+    # same attempt: the larger step is the fresher one
+    row = sv.build_row("h1", dict(base, run=_run(attempt=1, step=10), tail="step:1 - x:1\n"))
+    assert row.step == 10
+    # the tail shows an attempt run.json does not know yet, resumed from a checkpoint below run.json's step
+    tail = "===== dapo-ops attempt 2 start t features=a =====\nstep:3 - critic/score/mean:0.7\n"
+    row = sv.build_row("h1", dict(base, run=_run(attempt=1, step=4), tail=tail))
+    assert row.step == 3 and row.metrics["critic/score/mean"] == 0.7
