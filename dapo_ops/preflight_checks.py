@@ -199,7 +199,7 @@ def _host_command(target: Target, req: dict, env: dict) -> str:
     exec_line = target.exec_command(preflight_probe.build_command(target.host.python, req), env=env,
                                     workdir=target.host.workdir)
     return (f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
-            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | head -n 1)\"; "
+            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; "
             f"if [ \"$rc\" = 0 ]; then case \"$s\" in running*) {exec_line} ;; esac; fi; exit 0")
 
 
