@@ -1,0 +1,198 @@
+"""Override generator: argv content per profile/mode/framework, `+` placement, check_spec one-liners."""
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from dapo_ops import overrides, profiles
+from dapo_ops.features import resolve
+from dapo_ops.overrides import OverrideError, build_command, check_spec, hydra_value
+
+
+def spec(mode="dapo", framework="fsdp", profile="0.9", accelerator="gpu", **settings):
+    s = {"steps": 100, "model_path": "/models/Qwen3-8B", "train_file": "/data/dapo-math-17k.parquet",
+         "val_file": "/data/aime-2024.parquet"}
+    s.update(settings)
+    return {"version": 1, "run_id": "20261129-151200-a1b2", "mode": mode, "framework": framework, "profile": profile,
+            "accelerator": accelerator, "workdir": "/verl", "python": "python3",
+            "run_dir": "/verl/dapo_runs/20261129-151200-a1b2", "settings": s, "logger": ["console"]}
+
+
+def kv(argv):
+    out = {}
+    for a in argv[3:]:
+        if "=" in a and not a.startswith("--"):
+            k, v = a.split("=", 1)
+            out[k] = v
+    return out
+
+
+def test_entry_modules_and_config_names():
+    a = build_command(spec(), resolve(""))
+    assert a[:3] == ["python3", "-m", "verl.trainer.main_ppo"] and not a[3].startswith("--config-name")
+    a = build_command(spec(framework="megatron"), resolve(""))
+    assert "model_engine=megatron" in a
+    a = build_command(spec("one-step-off", "megatron"), resolve(""))
+    assert a[2] == "verl.experimental.one_step_off_policy.main_ppo"
+    assert "--config-name=one_step_off_ppo_megatron_trainer" in a
+    a = build_command(spec("one-step-off", "fsdp"), resolve(""))
+    assert not any(x.startswith("--config-name") for x in a)
+    a = build_command(spec(profile="0.8"), resolve(""))
+    assert a[2] == "recipe.dapo.main_dapo"
+    a = build_command(spec(profile="0.8", framework="megatron"), resolve(""))
+    assert "--config-name=dapo_megatron_trainer" in a
+
+
+def test_always_present_trainer_keys():
+    for mode in profiles.MODES:
+        for fw in profiles.FRAMEWORKS:
+            d = kv(build_command(spec(mode, fw), resolve("")))
+            assert d["trainer.logger"].startswith("[console")
+            assert d["trainer.default_local_dir"] == "/verl/dapo_runs/20261129-151200-a1b2/checkpoints"
+            assert d["trainer.resume_mode"] == "auto"
+            assert d["trainer.total_training_steps"] == "100"
+            assert d["trainer.save_freq"] == "10"
+            assert d["hydra.run.dir"] == "/verl/dapo_runs/20261129-151200-a1b2/hydra"
+            assert d["trainer.experiment_name"] == "20261129-151200-a1b2"
+
+
+def test_logger_console_plus_swanlab_when_configured():
+    sp = spec()
+    sp["logger"] = ["swanlab"]
+    assert kv(build_command(sp, resolve("")))["trainer.logger"] == "[console,swanlab]"
+    sp["logger"] = []
+    assert kv(build_command(sp, resolve("")))["trainer.logger"] == "[console]"
+
+
+def test_dapo_algorithm_settings():
+    d = kv(build_command(spec(), resolve("")))
+    assert d["actor_rollout_ref.actor.clip_ratio_low"] == "0.2"
+    assert d["actor_rollout_ref.actor.clip_ratio_high"] == "0.28"
+    assert d["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
+    assert d["algorithm.adv_estimator"] == "grpo"
+    assert d["algorithm.use_kl_in_reward"] == "False" and d["actor_rollout_ref.actor.use_kl_loss"] == "False"
+    assert d["reward.reward_manager.name"] == "dapo"
+    assert d["+reward.reward_kwargs.max_resp_len"] == "8192"
+    assert d["+reward.reward_kwargs.overlong_buffer_cfg.enable"] == "True"
+    assert int(d["+reward.reward_kwargs.overlong_buffer_cfg.len"]) <= 8192
+    assert d["algorithm.filter_groups.enable"] == "True"
+    # one-step-off does no dynamic sampling
+    d = kv(build_command(spec("one-step-off"), resolve("")))
+    assert "algorithm.filter_groups.enable" not in d
+
+
+def test_08_profile_keys():
+    d = kv(build_command(spec(profile="0.8", framework="megatron"), resolve("offload")))
+    assert d["reward_model.reward_manager"] == "dapo"
+    assert d["actor_rollout_ref.actor.megatron.grad_offload"] == "True"
+    assert "+reward_model.reward_kwargs.max_resp_len" in d
+    d = kv(build_command(spec(profile="0.8"), resolve("offload")))
+    assert d["critic.model.fsdp_config.param_offload"] == "True"
+    d9 = kv(build_command(spec(profile="0.9", framework="megatron"), resolve("offload")))
+    assert not any("grad_offload" in k for k in d9)
+    assert d9["actor_rollout_ref.actor.megatron.param_offload"] == "True"
+
+
+def test_profile_for_version():
+    assert profiles.profile_for_version("0.9.1") == "0.9"
+    assert profiles.profile_for_version("0.9.0") == "0.9"
+    assert profiles.profile_for_version("0.10.0.dev") == "0.9"
+    assert profiles.profile_for_version("0.8.0.dev") == "0.8"
+    with pytest.raises(OverrideError):
+        profiles.profile_for_version("0.7.1")
+    with pytest.raises(OverrideError):
+        profiles.profile_for_version("garbage")
+
+
+def test_one_step_off_pools_and_hybrid_engine():
+    d = kv(build_command(spec("one-step-off", trainer_gpus=6, rollout_gpus=2), resolve("")))
+    assert d["actor_rollout_ref.hybrid_engine"] == "False"
+    assert d["trainer.n_gpus_per_node"] == "6" and d["rollout.n_gpus_per_node"] == "2"
+    assert d["trainer.nnodes"] == "1" and d["rollout.nnodes"] == "1"
+    assert d["hydra.searchpath"] == "[file:///verl/verl/trainer/config]"
+
+
+def test_plus_only_where_the_yaml_lacks_the_key():
+    plus = {k for k in kv(build_command(spec(framework="fsdp", accelerator="npu"), resolve("")))
+            if k.startswith("+")}
+    assert plus == {profiles.PLUS_ATTN_FSDP} | {k for k in plus if k.startswith("+reward.reward_kwargs.")}
+    assert not any(k.startswith("++") for k in kv(build_command(spec(framework="megatron", accelerator="npu"),
+                                                                  resolve("recompute,offload"))))
+
+
+def test_feature_keys_follow_the_feature_set():
+    d = kv(build_command(spec(), resolve("-dynamic_batch,-flash_attn,chunked_prefill,prefix_cache")))
+    assert d["actor_rollout_ref.actor.use_dynamic_bsz"] == "False"
+    assert d["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "1"
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu" not in d
+    assert d[profiles.PLUS_ATTN_FSDP] == "sdpa"
+    assert d["actor_rollout_ref.rollout.enable_chunked_prefill"] == "True"
+    assert d["actor_rollout_ref.rollout.enable_prefix_caching"] == "True"
+    d = kv(build_command(spec(framework="megatron"), resolve("").add("recompute", "oom-retry-1")))
+    assert d["actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity"] == "full"
+    d = kv(build_command(spec(framework="fsdp"), resolve("-gradient_checkpointing")))
+    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"
+
+
+def test_chunked_prefill_off_keeps_batched_tokens_at_least_model_len():
+    d = kv(build_command(spec(max_response_length=30000), resolve("")))
+    assert int(d["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= int(d["actor_rollout_ref.rollout.max_model_len"])
+
+
+def test_setting_changes_apply():
+    d = kv(build_command(spec(), resolve(""), {"gpu_memory_utilization": 0.75}))
+    assert d["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.75"
+
+
+def test_npu_device():
+    assert kv(build_command(spec(accelerator="npu"), resolve("")))["trainer.device"] == "npu"
+    assert "trainer.device" not in kv(build_command(spec(accelerator="gpu"), resolve("")))
+
+
+def test_hydra_value_rendering():
+    assert hydra_value(True) == "True" and hydra_value(None) == "null"
+    assert hydra_value(["console", "swanlab"]) == "[console,swanlab]"
+    assert hydra_value("/a b/c") == "'/a b/c'"
+    assert hydra_value("it's") == "'it\\'s'"
+    assert hydra_value("true") == "'true'" and hydra_value("1e3") == "'1e3'"
+
+
+@pytest.mark.parametrize("sp,kw,needle", [
+    (spec("one-step-off", trainer_gpus=6, rollout_gpus=4), {"host_devices": 8}, "TRAINER_GPUS=6 + ROLLOUT_GPUS=4"),
+    (spec("one-step-off", rollout_gpus=3, trainer_gpus=4), {"host_devices": 8}, "not divisible"),
+    (spec(max_response_length=40000), {"model_max_len": 32768}, "exceeds the model's context"),
+    (spec(steps=0), {}, "TRAIN_STEPS=0"),
+    (spec(steps=-3), {}, "TRAIN_STEPS=-3"),
+    (spec(framework="jax"), {}, "unknown framework 'jax'"),
+    (spec(mode="async"), {}, "unknown mode 'async'"),
+    (spec(n_gpus_per_node=16), {"host_devices": 8}, "host has 8"),
+    (spec(gpu_memory_utilization=1.5), {}, "gpu_memory_utilization"),
+])
+def test_check_spec_rejects_with_one_line(sp, kw, needle):
+    with pytest.raises(OverrideError) as ei:
+        check_spec(sp, **kw)
+    assert needle in str(ei.value)
+    assert "\n" not in str(ei.value)
+
+
+def test_check_spec_accepts_context_override_and_runbook_split():
+    check_spec(spec("one-step-off"), host_devices=8, model_max_len=40960)
+    check_spec(spec(max_response_length=40000, max_position_embeddings=65536), model_max_len=32768)
+    d = kv(build_command(spec(max_position_embeddings=65536), resolve("")))
+    assert d[profiles.PLUS_MAX_POS] == "65536"
+
+
+def test_token_budget_override_below_sequence_is_refused():
+    with pytest.raises(OverrideError, match="below max_prompt_length"):
+        build_command(spec(token_budgets={"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 100}), resolve(""))
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.integers(1, 16384), st.integers(1, 65536), st.sampled_from(profiles.MODES),
+       st.sampled_from(profiles.FRAMEWORKS), st.booleans())
+def test_property_token_budgets_cover_prompt_plus_response(prompt, resp, mode, fw, dyn):
+    fs = resolve("" if dyn else "-dynamic_batch")
+    d = kv(build_command(spec(mode, fw, max_prompt_length=prompt, max_response_length=resp), fs))
+    budgets = {k: int(v) for k, v in d.items() if "max_token_len" in k}
+    assert bool(budgets) == dyn
+    assert all(v >= prompt + resp for v in budgets.values())
+    assert int(d["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= prompt + resp
