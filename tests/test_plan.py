@@ -1,0 +1,104 @@
+"""Planning and the dry-run plan: spec, features with sources, ladder, command, paths; no host needed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import plan as plan_mod
+from dapo_ops import planning, settings
+from dapo_ops.inventory import Host
+
+RUN_ID = "20261129-151200-a1b2"
+
+
+def st(**flags):
+    return settings.resolve(flags, {}, {})
+
+
+def test_plan_without_host_uses_defaults_and_is_complete():
+    p = planning.make_plan(st(steps=100, framework="fsdp"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert p.spec["host"] == "local" and p.spec["container"] == "verl" and p.spec["accelerator"] == "npu"
+    assert p.run_dir == f"/verl/dapo_runs/{RUN_ID}"
+    assert p.ckpt_dir == f"/verl/dapo_runs/{RUN_ID}/checkpoints" and p.log_path == f"/verl/dapo_runs/{RUN_ID}/train.log"
+    assert p.spec["settings"]["steps"] == 100 and p.spec["max_oom_retries"] == 2
+    assert p.spec["features"] == p.features.to_json() and p.spec["disabled_features"] == []
+    assert p.argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert f"trainer.default_local_dir={p.ckpt_dir}" in p.argv
+    assert "trainer.logger=[console]" in p.argv
+    assert p.command.startswith("cd /verl && python3 -m verl.trainer.main_ppo ")
+
+
+def test_plan_with_inventory_host():
+    h = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=8, workdir="/work",
+             runs_dir="/runs", model_dir="/models", data_dir="/data", container="c1")
+    p = planning.make_plan(st(), h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
+    assert p.spec["host"] == "h1" and p.spec["container"] == "c1" and p.spec["workdir"] == "/work"
+    assert p.run_dir == f"/runs/{RUN_ID}"
+    s = p.spec["settings"]
+    assert s["model_path"] == "/models/Qwen3-8B" and s["train_file"] == "/data/dapo-math-17k.parquet"
+    assert "trainer.logger=[console,swanlab]" in p.argv
+    assert "hydra.searchpath=[file:///work/verl/trainer/config]" in p.argv
+    assert "trainer.device=npu" not in p.argv
+
+
+def test_plan_errors_are_one_line():
+    h = Host(name="h1", address="x", devices=8)
+    with pytest.raises(planning.PlanError, match="TRAINER_GPUS=6 \\+ ROLLOUT_GPUS=4"):
+        planning.make_plan(st(trainer_gpus=6), h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=False)
+    with pytest.raises(planning.PlanError, match="unknown feature"):
+        planning.make_plan({"features": "warp"}, None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    with pytest.raises(planning.PlanError, match="unknown mode"):
+        planning.make_plan(st(), None, mode="async", run_id=RUN_ID, swanlab_logger=False)
+
+
+def test_rendered_plan_shows_sources_ladder_command_and_paths():
+    p = planning.make_plan(settings.resolve({"steps": 100}, {"USER_FEATURES": "-offload,prefix_cache"}, {}), None,
+                           mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    text = plan_mod.render_text(p, width=400)
+    assert "prefix_cache" in text and "explicit" in text
+    assert "explicit (-offload)" in text
+    assert "offload: skipped, turned off by the user (-offload); a user choice is never overridden" in text
+    assert "+ recompute" in text and "+ offload" not in text
+    assert p.command in text
+    assert p.ckpt_dir in text and p.log_path in text
+    assert "steps=flag" in text and "features=env" in text
+
+
+def test_secrets_are_redacted_defensively():
+    argv = ["python3", "-m", "x", "+ray_kwargs.ray_init.runtime_env.env_vars.SWANLAB_API_KEY=abc",
+            "HF_TOKEN=t", "aws_secret=s", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+            "actor_rollout_ref.rollout.max_num_batched_tokens=10240"]
+    red = planning.redact_argv(argv)
+    assert red[3].endswith("=***") and red[4] == "HF_TOKEN=***" and red[5] == "aws_secret=***"
+    assert red[6:] == argv[6:]
+    assert planning.redact_env({"SWANLAB_API_KEY": "k", "http_proxy": "p"}) == {"SWANLAB_API_KEY": "***",
+                                                                                "http_proxy": "p"}
+    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False,
+                           extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"])
+    assert "zzz" not in plan_mod.render_text(p, width=400)
+
+
+def test_dapo_fsdp_runbook_defaults_argv(capsys):
+    """The argv the 0.9 dapo/fsdp plan produces for the runbook defaults (printed for the record)."""
+    p = planning.make_plan(st(framework="fsdp"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    with capsys.disabled():
+        print("\n[plan] " + p.command)
+    for item in ("data.train_files=/verl/dapo-math-17k.parquet", "actor_rollout_ref.model.path=/verl/Qwen3-8B",
+                 "trainer.total_training_steps=100", "data.max_response_length=8192", "trainer.resume_mode=auto",
+                 "actor_rollout_ref.actor.clip_ratio_high=0.28", "reward.reward_manager.name=dapo"):
+        assert item in p.argv
+
+
+def test_dry_run_task_works_with_no_inventory_and_no_hosts(tmp_path):
+    """`dapo-ops launch --dry-run --steps 100` on a fresh checkout: no hosts.toml, no config, nothing reachable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_", "SWANLAB_", "TRAIN_", "USER_FEATURES"))}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    exe = Path(sys.executable).with_name("dapo-ops")
+    proc = subprocess.run([str(exe), "launch", "--dry-run", "--steps", "100"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "trainer.total_training_steps=100" in proc.stdout
+    assert "escalation ladder" in proc.stdout and "/train.log" in proc.stdout
