@@ -19,6 +19,7 @@ URL layout (the hub's): model file ``<endpoint>/<repo>/resolve/<rev>/<file>``, d
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import struct
@@ -351,8 +352,8 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
                         fh.write(buf)
                         res["downloaded"] += len(buf)
                 res["status"] = "resumed" if mode == "ab" else "downloaded"
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", None) or e
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+        reason = getattr(e, "reason", None) or e.__class__.__name__
         got = os.path.getsize(part) if os.path.isfile(part) else 0
         res.update(status="error", error=f"download of {url} interrupted after {got} B: {reason}; "
                                          f"{os.path.basename(part)} kept for resume (run `inv prepare` again)")
