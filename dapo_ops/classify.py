@@ -159,17 +159,30 @@ _RAY_PREFIX_RX = re.compile(
 )
 _RANK_PREFIX_RX = re.compile(r"^\[rank-?(?P<rank>\d+)\]:\s?")
 # Boilerplate removed from inside lines before any matching (ray/_private/..., ray/exceptions.py).
-_BOILERPLATE_RX = re.compile(
-    r"\s*\[repeated \d+x across cluster\]"
-    r"|\s*\(Ray deduplicates logs by default\.[^\n]*"
-    r"|There are some potential root causes\.[^\n]*?(?:unexpected errors\.|$)"
-    r"|\(1\) The process is killed by SIGKILL by OOM killer due to high memory usage\.[^\n]*"
-    r"|Refer to the documentation on how to address the out of memory issue[^\n]*"
-    r"|To adjust the kill threshold, set the environment variable[^\n]*",
-    re.MULTILINE,
+# (needle, regex): the regex runs only when the needle occurs (each starts with a literal: fast scan).
+_BOILERPLATE = (
+    (" across cluster]", re.compile(r" ?\[repeated \d+x across cluster\]")),
+    ("(Ray deduplicates logs", re.compile(r" ?\(Ray deduplicates logs by default\.[^\n]*")),
+    ("potential root causes", re.compile(r"There are some potential root causes\.[^\n]*?(?:unexpected errors\.|$)",
+                                         re.MULTILINE)),
+    ("by OOM killer due to high memory", re.compile(r"\(1\) The process is killed by SIGKILL by OOM killer due to "
+                                                    r"high memory usage\.[^\n]*")),
+    ("how to address the out of memory", re.compile(r"Refer to the documentation on how to address the out of "
+                                                    r"memory issue[^\n]*")),
+    ("To adjust the kill threshold", re.compile(r"To adjust the kill threshold, set the environment variable[^\n]*")),
 )
+
+
+def _strip_boilerplate(text: str) -> str:
+    if "\x1b" in text:
+        text = _ANSI_RX.sub("", text)
+    for needle, rx in _BOILERPLATE:
+        if needle in text:
+            text = rx.sub("", text)
+    return text
+
+
 _ATTEMPT_START_RX = re.compile(r"^===== dapo-ops attempt \d+ start .*$", re.MULTILINE)
-_LINE_SPLIT_RX = re.compile(r"\r\n|\r|\n")
 
 
 class _Log:
@@ -183,9 +196,8 @@ class _Log:
             pass
         if m is not None:  # one train.log spans attempts: judge only the last one
             text = text[m.start():]
-        text = _ANSI_RX.sub("", text)
-        text = _BOILERPLATE_RX.sub("", text)
-        raw = _LINE_SPLIT_RX.split(text)
+        text = _strip_boilerplate(text)
+        raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         lines: list[str] = []
         names: dict[int, str] = {}
         ips: dict[int, str] = {}
@@ -264,8 +276,7 @@ def _is_echo_text(line: str) -> bool:
 
 
 def _normalise_line(line: str) -> str:
-    line = _ANSI_RX.sub("", line)
-    line = _BOILERPLATE_RX.sub("", line)
+    line = _strip_boilerplate(line)
     for _ in range(2):
         pm = _RAY_PREFIX_RX.match(line)
         if not pm:
@@ -287,13 +298,16 @@ class _Sig:
     name: str
     cls: str
     tier: int
-    needle: str  # lower-case literal that must occur (cheap prefilter with str.find)
-    rx: re.Pattern
+    needles: tuple  # lower-case literals; every match contains at least one (found with str.find)
+    rx: re.Pattern  # applied to one lower-cased line
     fatal: bool = True
 
 
-def _sig(name, cls, tier, needle, pattern, fatal=True):
-    return _Sig(name, cls, tier, needle, re.compile(pattern), fatal)
+def _sig(name, cls, tier, needles, pattern, fatal=True):
+    if isinstance(needles, str):
+        needles = (needles,)
+    assert needles and all(needles), name
+    return _Sig(name, cls, tier, tuple(needles), re.compile(pattern), fatal)
 
 
 _DEVICE_OOM_PAT = (
@@ -305,11 +319,12 @@ _DEVICE_OOM_PAT = (
     r"|cublas_status_alloc_failed|cudnn_status_alloc_failed"
 )
 _DEVICE_OOM_RX = re.compile(_DEVICE_OOM_PAT)
+_DEVICE_OOM_NEEDLES = ("out of memory", "err0", "el0004", "alloc_failed")
 
 # Order does not matter (earliest line wins inside a tier); names are for tests and evidence.
 _SIGS: tuple[_Sig, ...] = (
     # ---- device OOM (training vs rollout decided from frames)
-    _sig("device-oom", "oom-device", ROOT, "", _DEVICE_OOM_PAT),
+    _sig("device-oom", "oom-device", ROOT, _DEVICE_OOM_NEEDLES, _DEVICE_OOM_PAT),
     # ---- rollout engine (vLLM / vllm-ascend) KV cache at start-up
     _sig("kv-no-blocks", "oom-kv-cache", ROOT, "cache blocks", r"no available memory for the cache blocks"),
     _sig("kv-maxlen", "oom-kv-cache", ROOT, "max seq len",
@@ -326,7 +341,7 @@ _SIGS: tuple[_Sig, ...] = (
     # ---- kernel / cgroup OOM killer
     _sig("kernel-oom", "oom-host", ROOT, "out of memory",
          r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
-    _sig("oom-kill-event", "oom-host", ROOT, "oom-kill", r"\boom-kill:|\boom_reaper\b"),
+    _sig("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     _sig("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
     # ---- config (Hydra / verl asserts / resources / resume layout)
     _sig("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
@@ -338,7 +353,7 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("hydra-defaults", "config-error", ROOT, "no match in the defaults list", r"no match in the defaults list"),
     _sig("omegaconf-missing", "config-error", ROOT, "missing mandatory value",
          r"missing mandatory value: ?([\w.]+)"),
-    _sig("omegaconf-type", "config-error", ROOT, "could not be converted to",
+    _sig("omegaconf-type", "config-error", ROOT, ("could not be converted to", "is not a valid"),
          r"value '[^']*' (?:could not be converted to|is not a valid) "),
     _sig("gpus-less", "config-error", ROOT, "total available",
          r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
@@ -360,7 +375,7 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("hybrid-engine", "config-error", ROOT, "hybrid_engine", r"assert not self\.hybrid_engine"),
     _sig("resume-world-size", "config-error", ROOT, "world_size_",
          r"(?:filenotfounderror|no such file or directory).{0,300}model_world_size_\d+_rank_\d+\.pt"),
-    _sig("resume-megatron", "config-error", ROOT, "no such file",
+    _sig("resume-megatron", "config-error", ROOT, ("no such file", "filenotfounderror"),
          r"(?:filenotfounderror|no such file or directory).{0,300}(?:common\.pt|\.metadata|metadata\.json)"),
     # ---- data
     _sig("seq-too-long", "data-error", ROOT, "is larger than max_length",
@@ -369,15 +384,15 @@ _SIGS: tuple[_Sig, ...] = (
          r"prompt length \((\d+)\) exceeds the model's maximum context length"),
     _sig("dapo-give-up", "data-error", ROOT, "generated too many",
          r"generated too many\. please check if your data are too difficult"),
-    _sig("parquet", "data-error", ROOT, "",
+    _sig("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
          r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
     # ---- network (strong)
     _sig("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     _sig("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
     _sig("ray-no-instance", "network", ROOT, "running ray instance", r"could not find any running ray instance"),
-    _sig("proxy", "network", ROOT, "proxy",
+    _sig("proxy", "network", ROOT, ("proxy", "tunnel connection failed"),
          r"proxyerror|cannot connect to proxy|tunnel connection failed"),
-    _sig("hub", "network", ROOT, "",
+    _sig("hub", "network", ROOT, ("localentrynotfounderror", "we couldn't connect"),
          r"localentrynotfounderror|we couldn't connect to 'https?://([^'/]+)"),
     _sig("ssh", "network", ROOT, "ssh:",
          r"ssh: connect to host (\S+) port \d+: (?:connection timed out|connection refused|no route to host)"
@@ -389,16 +404,16 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("swanlab-no-tty", "auth-error", ROOT, "no tty",
          r"failed to initialize swanlab in online mode: no tty"),
     _sig("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
-    _sig("bad-key", "auth-error", ROOT, "",
+    _sig("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length", "api key must be"),
          r"login failed: error api key|apikeyformaterror|invalid character in api key"
          r"|api key length must be \d+ characters|api key must be \d+ characters long"),
     _sig("stored-key", "auth-error", ROOT, "authenticationerror",
          r"authenticationerror: (?:stored api key is for|no api key provided)"),
-    _sig("hf-gated", "auth-error", ROOT, "", r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface"),
+    _sig("hf-gated", "auth-error", ROOT, ("gatedrepoerror", "401 client error"), r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface"),
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     _sig("tracker-401", "auth-error", ROOT, "401",
          r"(?:swanlab|wandb|api/house).{0,300}\b401\b", fatal=False),
-    _sig("tracker-net", "network", ROOT, "",
+    _sig("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads"),
          r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads",
          fatal=False),
     # ---- container
@@ -406,12 +421,12 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("container-not-running", "container-missing", ROOT, "is not running",
          r"error response from daemon: container ([0-9a-f]+) is not running"),
     # ---- specific crash causes (crash-other, but root causes: beat collective symptoms)
-    _sig("thread-limit", "crash-other", ROOT, "",
+    _sig("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
          r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
          r"|resource temporarily unavailable \[system:11\]"),
     _sig("illegal-memory", "crash-other", ROOT, "illegal memory access", r"illegal memory access"),
     _sig("device-assert", "crash-other", ROOT, "device-side assert", r"device-side assert"),
-    _sig("segfault", "crash-other", ROOT, "", r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
+    _sig("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     _sig("disk-full", "crash-other", ROOT, "no space left on device", r"no space left on device"),
     # ---- collectives (usually a symptom of another rank's failure)
     _sig("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
@@ -425,22 +440,22 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("dist-store", "hccl-timeout", COLLECTIVE, "diststoreerror", r"diststoreerror"),
     _sig("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"),
     _sig("hccl-dist-code", "hccl-timeout", COLLECTIVE, "err02", r"\berr02(?:200|011)\b"),
-    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, "",
+    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("ei0006", "ei0002", "ej0001", "getting socket times out", "notify register times out", "hccp process"),
          r"\bei0006\b|\bei0002\b|\bej0001\b|getting socket times out"
          r"|wait execution of the notify register times out|failed to initialize the hccp process"),
     # ---- weak network: exception lines only
-    _sig("net-exc", "network", WEAK, "",
+    _sig("net-exc", "network", WEAK, ("error", "exception"),
          r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
          r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror)\b.*"
          r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
          r"|name or service not known|temporary failure in name resolution|max retries exceeded with url)"),
     # ---- generic crash evidence
-    _sig("actor-died", "crash-other", GENERIC, "died",
+    _sig("actor-died", "crash-other", GENERIC, ("died", "system_error"),
          r"actordiederror|the actor died unexpectedly|the worker died unexpectedly"
          r"|a worker died or was killed|worker exit type: system_error"),
     _sig("engine-start", "crash-other", GENERIC, "engine",
          r"enginecore failed to start|engine core initialization failed"),
-    _sig("exception", "crash-other", GENERIC, "",
+    _sig("exception", "crash-other", GENERIC, ("error", "exception", "interrupt"),
          r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ \[[^\]\n]*\] )?"
          r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*"),
 )
@@ -449,12 +464,15 @@ for _s in _SIGS:  # compile-time sanity: every signature targets a known class
     assert _s.cls in CLASSES, _s
 
 _STEP_RX = re.compile(r"(?<![\w/])step:(\d+)")
+_STEP_NUM_RX = re.compile(r"\d+")
 _TOTAL_RX = re.compile(r"total training steps: ?(\d+)")
 _PROGRESS_RX = re.compile(r"training progress:\s*(\d+)%\|[^|\n]*\|\s*(\d+)/(\d+)")
 _FINAL_VAL_RX = re.compile(r"final validation metrics")
 _TOTAL_TIME_RX = re.compile(r"(?m)^total time: [\d.]+ seconds\s*$")
-_EXIT_RX = re.compile(
-    r"(?m)^exit=(-?\d+)\s*$|exited with code (-?\d+)|^===== dapo-ops attempt \d+ end exit=(-?\d+)"
+_EXIT_RXS = (  # (needle, regex): an EXIT=<n> trailer, "... exited with code <n>", the attempt end delimiter
+    ("exit=", re.compile(r"(?m)^exit=(-?\d+)\s*$")),
+    ("exited with code", re.compile(r"exited with code (-?\d+)")),
+    ("end exit=", re.compile(r"(?m)^===== dapo-ops attempt \d+ end exit=(-?\d+)")),
 )
 _GLOBAL_STEP_RX = re.compile(r"global_step_(\d+)")
 _ALLOC_RX = re.compile(r"tried to allocate (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b")
@@ -497,18 +515,29 @@ class _Hit:
 
 
 def _scan(log: _Log) -> list[_Hit]:
-    """All signature hits on non-echo lines, in line order."""
+    """All signature hits on non-echo lines, in line order.
+
+    Candidate lines are found with ``str.find`` on the needles (C speed over the whole tail); the
+    signature's regex then runs on those lines only, so cost grows with matching lines, not bytes.
+    """
     low = log.low
+    starts = log.starts
+    nlines = len(starts)
     hits: list[_Hit] = []
     for sig in _SIGS:
-        if sig.needle and sig.needle not in low:
-            continue
-        seen: set[int] = set()
-        for m in sig.rx.finditer(low):
-            i = log.line_of(m.start())
-            if i in seen or log.is_echo(i):
+        cand: set[int] = set()
+        for needle in sig.needles:
+            pos = low.find(needle)
+            while pos >= 0:
+                i = log.line_of(pos)
+                cand.add(i)
+                if i + 1 >= nlines:
+                    break
+                pos = low.find(needle, starts[i + 1])
+        for i in sorted(cand):
+            m = sig.rx.search(log.low_line(i))
+            if m is None or log.is_echo(i):
                 continue
-            seen.add(i)
             hits.append(_Hit(sig, i, m))
     hits.sort(key=lambda h: h.line)
     return hits
@@ -529,37 +558,63 @@ class _Facts:
     ckpt_step: int | None = None
 
 
+def _last_step(low: str) -> tuple[int | None, int]:
+    """(N, offset) of the last ``step:N`` not preceded by a word char or ``/`` (``global_step:``,
+    ``timing_s/step:`` are metric names, not progress), found backwards with ``rfind``."""
+    end = len(low)
+    while True:
+        pos = low.rfind("step:", 0, end)
+        if pos < 0:
+            return None, -1
+        prev = low[pos - 1] if pos else " "
+        m = _STEP_NUM_RX.match(low, pos + 5)
+        if m and not (prev.isalnum() or prev in "_/"):
+            return int(m.group(0)), pos
+        end = pos
+
+
+def _last(rx: re.Pattern, low: str, needle: str):
+    if needle not in low:
+        return None
+    m = None
+    for m in rx.finditer(low, max(0, low.rfind(needle) - 200)):
+        pass
+    if m is None:  # the last occurrence of the needle was not a match: look at all of them
+        for m in rx.finditer(low):
+            pass
+    return m
+
+
 def _facts(log: _Log) -> _Facts:
     low = log.low
     f = _Facts()
-    last = None
-    for last in _STEP_RX.finditer(low):
-        pass
-    if last is not None:
-        f.step = int(last.group(1))
-        f.step_line = log.line_of(last.start())
-    for m in _TOTAL_RX.finditer(low):
+    step, pos = _last_step(low)
+    if step is not None:
+        f.step = step
+        f.step_line = log.line_of(pos)
+    m = _last(_TOTAL_RX, low, "total training steps:")
+    if m:
         f.total = int(m.group(1))
-    logged_total = f.total is not None
-    for m in _PROGRESS_RX.finditer(low):
+    m = _last(_PROGRESS_RX, low, "training progress:")
+    if m:
         done, tot = int(m.group(2)), int(m.group(3))
-        if not logged_total:
+        if f.total is None:
             f.total = tot
         if done >= tot > 0:
             f.progress_done = log.line_of(m.start())
-    m = None
-    for m in _FINAL_VAL_RX.finditer(low):
-        pass
+    m = _last(_FINAL_VAL_RX, low, "final validation metrics")
     if m is not None and not log.is_echo(log.line_of(m.start())):
         f.final_val = log.line_of(m.start())
-    m = None
-    for m in _TOTAL_TIME_RX.finditer(low):
-        pass
+    m = _last(_TOTAL_TIME_RX, low, "total time: ")
     if m is not None:
         f.total_time = log.line_of(m.start())
-    for m in _EXIT_RX.finditer(low):
-        f.exit_code = int(next(g for g in m.groups() if g is not None))
-    for m in _GLOBAL_STEP_RX.finditer(low):
+    best = -1
+    for needle, rx in _EXIT_RXS:
+        m = _last(rx, low, needle)
+        if m is not None and m.start() > best:
+            best, f.exit_code = m.start(), int(m.group(1))
+    m = _last(_GLOBAL_STEP_RX, low, "global_step_")
+    if m:
         f.ckpt_step = int(m.group(1))
     return f
 
@@ -999,6 +1054,10 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
         return _verdict_for(log, f, base, weak[0], weak, fatal)
     # 6. exit code and generic crashes
     generic = [h for h in fatal if h.sig.tier == GENERIC]
+    late_401 = [h for h in hits if h.sig.name == "tracker-401" and h.line > f.step_line]
+    if late_401 and generic and exit_code not in (None, 0, 137, 9):
+        # a tracker 401 with no step after it, then a traceback and a failed exit: the login itself failed
+        return _mk("auth-error", dict(base, fatal=True), _ev(log, late_401[0].line) + _generic_ev(log, generic))
     if exit_code in (137, 9):
         return _mk("crash-other", dict(base, cause="sigkill"),
                    _generic_ev(log, generic) + _exit_ev(exit_code))
@@ -1191,7 +1250,7 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
     name = h.sig.name
     if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
         orig = log.lines[i]
-        m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start() - log.starts[i]:])
+        m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start():])
         if m:
             return m.group(1) or m.group(2)
     return {
@@ -1390,6 +1449,17 @@ def troubleshooting_md() -> str:
         "Precedence: success facts (last `step:N` = planned total, `Final validation metrics`, exit 0) -> container",
         "state (`OOMKilled`) -> the earliest specific root cause on any rank -> collective timeouts -> crash-other.",
         "Echoed overrides, `+ cmd` shell traces, the printed config and Ray's OOM-killer boilerplate are never evidence.",
+        "An error followed by later `step:` lines did not stop the run (non-fatal). Exit 137 counts as `oom-host` only",
+        "with evidence (`OOMKilled=true`, a shell `Killed` line, kernel OOM text); a bare 137 is `crash-other`",
+        "(SIGKILL from `docker kill` / `docker stop` / `kill -9`). A log with no evidence at all (silence) gives",
+        "`crash-other` with `detail.inconclusive=true`: the supervisor's no-progress timer decides `hang`.",
+        "",
+        "Verdict detail keys (when known): `step` (last `step:N`), `total` (planned steps), `phase` (`update_actor`,",
+        "`update_critic`, `compute_log_prob`, `compute_ref_log_prob`, `generate_sequences`, `save_checkpoint`,",
+        "`init_model`, `kv-cache-init`), `kv_direction` (`lower` / `raise` / `cleanup`), `node` (IP of the failing",
+        "Ray node), `address` (remote endpoint), `key` (failing Hydra key), `fatal` (auth-error / network), `init`",
+        "(collective failed at communicator init), `cause`, `alloc_gib`, `exit_code`, `ckpt_step` (newest",
+        "`global_step_N` seen; may be partial), `inconclusive`, `teardown_error`.",
         "",
         "| class | action kind | what dapo-ops does |",
         "|---|---|---|",
