@@ -153,6 +153,20 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
         if n % tp:
             raise OverrideError(f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
                                 f"choose --rollout-tp that divides {n}")
+    world = (_int(s, "trainer_gpus", "--trainer-gpus") if mode == "one-step-off"
+             else _int(s, "n_gpus_per_node", "--trainer-gpus")) * max(1, _int(s, "nnodes", "--nnodes"))
+    tbs = _int(s, "train_batch_size", "--train-batch-size")
+    mini = _int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
+    n = _int(s, "rollout_n", "--rollout-n")
+    if min(tbs, mini, n) <= 0:
+        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
+    if mini > tbs:
+        raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
+                            f"set --ppo-mini-batch-size <= {tbs}")
+    for label, val in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)):
+        if (val * n) % world:
+            raise OverrideError(f"{label}={val} x rollout_n={n} = {val * n} responses do not split evenly over "
+                                f"{world} trainer devices; choose --{label.replace('_', '-')} so that it is divisible")
     seq = prompt + resp
     mpe = s.get("max_position_embeddings")
     if mpe not in (None, "", 0):
@@ -241,7 +255,8 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(profile, framework, features.names(), max_prompt_length=prompt,
                                       max_response_length=resp, accelerator=accel,
-                                      micro_batch_size=int(s["micro_batch_size"]), token_budget_overrides=budgets)
+                                      micro_batch_size=int(s["micro_batch_size"]), token_budget_overrides=budgets,
+                                      disabled=features.disabled)
 
     # resources
     nnodes = int(s["nnodes"])

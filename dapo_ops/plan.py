@@ -82,7 +82,8 @@ def swanlab_wanted(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
 
 
 def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
-            file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None) -> Plan:
+            file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None,
+            extra_overrides: list[str] | None = None) -> Plan:
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
 
@@ -104,6 +105,6 @@ def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", 
         chosen = inv_mod.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
-                     swanlab_logger=swanlab_wanted(st, env, file_cfg), proxy=proxy)
+                     swanlab_logger=swanlab_wanted(st, env, file_cfg), proxy=proxy, extra_overrides=extra_overrides)
     render(plan, console)
     return plan

@@ -140,10 +140,13 @@ def token_budgets(max_prompt_length: int, max_response_length: int) -> dict[str,
 
 def feature_overrides(profile: str, framework: str, names: frozenset, *, max_prompt_length: int,
                       max_response_length: int, accelerator: str = "gpu", micro_batch_size: int = 1,
-                      token_budget_overrides: dict | None = None) -> list[tuple[str, object]]:
+                      token_budget_overrides: dict | None = None, disabled: frozenset = frozenset()
+                      ) -> list[tuple[str, object]]:
     """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
 
-    ``names``: enabled feature names. Keys carry their ``+`` where the yaml lacks them. Values are
+    ``names``: enabled feature names; ``disabled``: names the user turned off (``-name``): on FSDP the
+    ``recompute`` rung turns gradient checkpointing on, unless the user disabled it explicitly (then
+    only entropy checkpointing is added: activation offload needs gradient checkpointing). Keys carry their ``+`` where the yaml lacks them. Values are
     Python values (formatted by :func:`dapo_ops.overrides.hydra_value`). ``token_budget_overrides``
     may replace individual budgets (never below prompt + response: raises :class:`OverrideError`).
     """
@@ -205,11 +208,11 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
         out += [(f"{_MTC}.recompute_granularity", gran), (f"{_MTC}.recompute_method", method),
                 (f"{_MTC}.recompute_num_layers", layers)]
     else:
-        gc = on("gradient_checkpointing") or on("recompute")
+        gc = on("gradient_checkpointing") or (on("recompute") and "gradient_checkpointing" not in disabled)
         out += [("actor_rollout_ref.model.enable_gradient_checkpointing", gc),
                 ("critic.model.enable_gradient_checkpointing", gc),
                 ("actor_rollout_ref.actor.entropy_checkpointing", on("recompute")),
-                ("actor_rollout_ref.model.enable_activation_offload", on("recompute"))]
+                ("actor_rollout_ref.model.enable_activation_offload", on("recompute") and gc)]
 
     # offload (per version: 0.9.1 removed grad_offload and moved critic FSDP keys)
     off = on("offload")

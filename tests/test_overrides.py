@@ -104,7 +104,8 @@ def test_profile_for_version():
 
 
 def test_one_step_off_pools_and_hybrid_engine():
-    d = kv(build_command(spec("one-step-off", trainer_gpus=6, rollout_gpus=2), resolve("")))
+    d = kv(build_command(spec("one-step-off", trainer_gpus=6, rollout_gpus=2, train_batch_size=48,
+                              ppo_mini_batch_size=12), resolve("")))
     assert d["actor_rollout_ref.hybrid_engine"] == "False"
     assert d["trainer.n_gpus_per_node"] == "6" and d["rollout.n_gpus_per_node"] == "2"
     assert d["trainer.nnodes"] == "1" and d["rollout.nnodes"] == "1"
@@ -196,3 +197,22 @@ def test_property_token_budgets_cover_prompt_plus_response(prompt, resp, mode, f
     assert bool(budgets) == dyn
     assert all(v >= prompt + resp for v in budgets.values())
     assert int(d["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= prompt + resp
+
+
+def test_recompute_respects_an_explicit_minus_gradient_checkpointing_on_fsdp():
+    fs = resolve("-gradient_checkpointing").add("recompute", "oom-retry-1")
+    d = kv(build_command(spec(), fs))
+    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"
+    assert d["actor_rollout_ref.actor.entropy_checkpointing"] == "True"
+    assert d["actor_rollout_ref.model.enable_activation_offload"] == "False"
+    d = kv(build_command(spec(), resolve("").add("recompute", "oom-retry-1")))
+    assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"ppo_mini_batch_size": 128, "train_batch_size": 64}, "larger than train_batch_size"),
+    ({"train_batch_size": 3, "rollout_n": 3, "ppo_mini_batch_size": 1}, "do not split evenly"),
+])
+def test_batch_sizes_checked(kw, needle):
+    with pytest.raises(OverrideError, match=needle):
+        check_spec(spec("one-step-off", **kw))
