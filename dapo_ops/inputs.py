@@ -353,7 +353,7 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
                         res["downloaded"] += len(buf)
                 res["status"] = "resumed" if mode == "ab" else "downloaded"
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-        reason = getattr(e, "reason", None) or e.__class__.__name__
+        reason = getattr(e, "reason", None) or str(e) or e.__class__.__name__
         got = os.path.getsize(part) if os.path.isfile(part) else 0
         res.update(status="error", error=f"download of {url} interrupted after {got} B: {reason}; "
                                          f"{os.path.basename(part)} kept for resume (run `inv prepare` again)")

@@ -1,0 +1,129 @@
+"""Preflight evaluation without hosts: the real probe runs in this process (stand-in npu-smi on PATH, files in
+tmp_path), then :func:`preflight_checks.evaluate` judges the facts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dapo_ops import preflight_checks as pc, preflight_probe
+from inputs_helpers import make_model, make_parquet
+
+REPO = Path(__file__).resolve().parent.parent
+GIB = 1 << 30
+
+
+def _host(**kw):
+    base = dict(name="h1", container="verl", workdir="/verl", python="python3", accelerator="npu", devices=8,
+                device_mounts=False, runs_dir="/verl/dapo_runs", address="192.0.2.11")
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def _spec(tmp_path, **settings):
+    s = {"model_path": str(tmp_path / "m"), "train_file": str(tmp_path / "t.parquet"), "n_gpus_per_node": 8,
+         "steps": 100, "save_freq": 10, "max_prompt_length": 1024, "max_response_length": 2048,
+         "gpu_memory_utilization": 0.6, "ckpt_dir": str(tmp_path / "runs" / "r1" / "checkpoints")}
+    s.update(settings)
+    return {"mode": "dapo", "profile": "0.9", "workdir": "/verl", "settings": s, "logger": ["console"], "env": {}}
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{REPO / 'sandbox' / 'bin'}:{os.environ['PATH']}")
+    dj = tmp_path / "devices.json"
+    monkeypatch.setenv("DAPO_STANDIN_DEVICES", str(dj))
+    dj.write_text('{"count": 8}')
+    return dj
+
+
+def _facts(req, inspect="running 0 false false false"):
+    return {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": inspect}, "probe": preflight_probe.probe(req),
+            "probe_error": ""}
+
+
+def _by(checks):
+    return {c.name: c for c in checks}
+
+
+def test_container_states_from_inspect():
+    h = _host()
+    for text, want in (("exited 137 true false false", "exited (exit code 137, OOMKilled"),
+                       ("restarting 1 false true false", "is restarting (last exit code 1)"),
+                       ("paused 0 false false true", "is paused")):
+        checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": text}, "probe": None})
+        c = _by(checks)["container"]
+        assert c.status == "fail" and want in c.message, c
+        assert [x.name for x in checks] == ["ssh", "docker", "container"]
+    checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 127, "text": "sh: 1: docker: not found"}})
+    assert _by(checks)["docker"].status == "fail"
+    checks = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "refused",
+                                           "message": "connection to root@192.0.2.11:22 refused: sshd is not running "
+                                                      "or listens on another port; start sshd or fix port"}})
+    assert [(c.name, c.status, c.fix) for c in checks] == [("ssh", "fail", "start sshd or fix port")]
+
+
+def test_full_probe_in_process_ok_and_profile_mismatch(tmp_path, standin):
+    make_model(tmp_path / "m", max_pos=4096)
+    make_parquet(tmp_path / "t.parquet", 10)
+    spec = _spec(tmp_path)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    for n in ("devices", "leftover", "device-mem", "model", "data:t.parquet", "disk"):
+        assert checks[n].status == "ok", checks[n]
+    assert checks["verl"].status == "fail"  # no verl in this test interpreter's path
+    spec8 = dict(spec, profile="0.8")
+    v = {"found": True, "version": "0.9.1", "path": "/verl/verl", "entry": "recipe.dapo.main_dapo", "entry_found": False}
+    facts = _facts(req)
+    facts["probe"]["verl"] = v
+    checks = _by(pc.evaluate(_host(), spec8, facts, full=False))
+    assert checks["verl"].status == "fail" and "VERL_PROFILE=0.9" in checks["verl"].fix
+    assert checks["entry"].status == "fail" and "git submodule update --init recipe" in checks["entry"].fix
+
+
+def test_disk_estimate_from_model_size(tmp_path, standin):
+    make_model(tmp_path / "m", max_pos=4096)
+    make_parquet(tmp_path / "t.parquet", 10)
+    spec = _spec(tmp_path)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    facts = _facts(req)
+    wb = facts["probe"]["model"]["weights_bytes"]
+    one = wb * pc.CKPT_FACTOR
+    for free, want in ((one * 100, "ok"), (one * 5, "warn"), (one / 2, "fail")):
+        facts["probe"]["disk"]["free"] = int(free)
+        d = _by(pc.evaluate(_host(), spec, facts, full=False))["disk"]
+        assert d.status == want, (free, d)
+    assert "10 save(s)" in d.message
+
+
+def test_one_step_off_needs_both_pools(tmp_path, standin):
+    standin.write_text('{"count": 6}')
+    spec = _spec(tmp_path, trainer_gpus=4, rollout_gpus=4)
+    spec["mode"] = "one-step-off"
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["devices"]
+    assert d.status == "fail" and "the plan needs 8 (trainer + rollout pools)" in d.message
+
+
+def test_swanlab_key_check_tty_and_modes(tmp_path):
+    spec = {"logger": ["console", "swanlab"], "env": {}}
+    env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
+    c = pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=False)
+    assert c.status == "fail" and "stdin is not a terminal" in c.message and "SWANLAB_API_KEY" in c.fix
+    assert pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=True).status == "warn"
+    ok = pc.swanlab_key_check(spec, env={**env, "SWANLAB_API_KEY": "abc123"}, file_cfg={}, isatty=False)
+    assert ok.status == "ok" and "abc123" not in str(ok)
+    assert pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=False, mode_flag="local").status == "ok"
+    assert pc.swanlab_key_check({"logger": ["console"], "env": {}}, env=env, file_cfg={}) is None
+
+
+def test_check_str_and_json():
+    c = pc.Check("devices", "fail", "2 NPU(s)\nusable", "give more")
+    assert str(c) == "devices fail: 2 NPU(s) usable; fix: give more"
+    assert pc.worst([c, pc.Check("x", "warn", "w")]) == "fail"
+    assert '"status": "fail"' in pc.to_json({"h1": [c]})
+    with pytest.raises(AssertionError):
+        pc.Check("x", "bad", "m")
