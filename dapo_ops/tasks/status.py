@@ -171,9 +171,10 @@ class LineWriter(io.TextIOBase):
     from a pty becomes ``\\n``. ``flush_rest()`` prints a last line without newline.
     """
 
-    def __init__(self, prefix: str, lock: threading.Lock, out=None):
+    def __init__(self, prefix: str, lock: threading.Lock, out=None, drop_ctrl_c: bool = False):
         super().__init__()
         self.prefix, self.lock, self.out = prefix, lock, out or sys.stdout
+        self.drop_ctrl_c = drop_ctrl_c
         self.buf = ""
 
     def writable(self) -> bool:
@@ -190,6 +191,8 @@ class LineWriter(io.TextIOBase):
         shown = []
         for ln in lines:
             segs = [x for x in ln.split("\r") if x.strip()]
+            if segs and self.drop_ctrl_c and segs[-1].strip() == "^C":  # the SSH pty's echo of our \x03
+                continue
             if segs:
                 shown.append(self.prefix + segs[-1])
         if shown:
@@ -248,7 +251,7 @@ def follow(pairs, lines: int, out=None) -> int:
     multi = len(pairs) > 1
     promises = []
     for t, path in pairs:
-        writer = LineWriter("%s | " % t.name if multi else "", lock, out)
+        writer = LineWriter("%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True)
         cmd = t.exec_command(["sh", "-c", FOLLOW_SCRIPT, path, str(int(lines))], interactive=True, workdir="")
         t.connect()
         p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,

@@ -1,0 +1,161 @@
+"""``logs`` on the sandbox hosts: --lines, --attempt, --errors, several hosts prefixed, and --follow across an
+attempt boundary and a rotation, stopped with Ctrl-C (SIGINT) without leaving a tail in the container."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from test_status_bench import DAPO_OPS, cli, container_pids, make_run, steps_log
+
+pytestmark = pytest.mark.bench
+
+OOM_TRACE = """\
+(TaskRunner pid=417) step:3 - actor/pg_loss:0.0042 - critic/score/mean:0.3
+(TaskRunner pid=417) Training Progress:  30%|###       | 3/10 [06:12<51:34, 372.07s/it]
+(WorkerDict pid=4926) some unrelated worker chatter
+Traceback (most recent call last):
+  File "/verl/verl/trainer/ppo/ray_trainer.py", line 1196, in _update_actor
+    actor_output = self.actor_rollout_wg.update_actor(batch)
+ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_update_actor() (pid=4926, ip=192.0.2.41)
+  File "/verl/verl/workers/actor/dp_actor.py", line 523, in update_policy
+    loss.backward()
+RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; 52.18 GiB already allocated; 3.02 GiB free; 56.84 GiB reserved in total by PyTorch)
+
+Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
+"""
+
+
+def test_lines_attempt_and_hosts_prefixed(sandbox):
+    for h in ("h1", "h2"):
+        sandbox.reset(h)
+    a1 = steps_log(1, 1, 4) + "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
+    a2 = steps_log(2, 3, 6)
+    _, rd1, _ = make_run(sandbox, "h1", attempt=2, log=a1 + a2, attempts_logs={1: a1, 2: a2})
+    _, rd2, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
+    want = (a1 + a2).splitlines()[-3:]
+    assert cli(sandbox, "-H", "h1", "logs", "--lines", "3", check=0).stdout.splitlines() == want
+    assert cli(sandbox, "-H", "h1", "logs", "--attempt", "1", "-l", "1000", check=0).stdout.splitlines() == \
+        a1.splitlines()
+    bad = cli(sandbox, "-H", "h1", "logs", "--attempt", "5")
+    assert bad.returncode == 1 and "has no attempt 5 (attempts: 1,2)" in bad.stderr
+    both = cli(sandbox, "-H", "h1,h2", "logs", "-l", "2", check=0).stdout.splitlines()
+    assert both == ["h1 | " + ln for ln in want[-2:]] + ["h2 | " + ln for ln in steps_log(1, 1, 2).splitlines()[-2:]]
+
+
+def test_errors_shows_evidence_with_context_across_attempts(sandbox):
+    sandbox.reset("h1")
+    noise = "".join("(WorkerDict pid=9) chatter %d\n" % i for i in range(200))
+    a1 = steps_log(1, 1, 2) + noise + OOM_TRACE + "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
+    a2 = steps_log(2, 3, 10) + "===== dapo-ops attempt 2 end exit=0 class=success =====\n"
+    rid, _, _ = make_run(sandbox, "h1", attempt=2, log=a1 + a2, attempts_logs={1: a1, 2: a2})
+    proc = cli(sandbox, "-H", "h1", "logs", "--errors", check=0)
+    out = proc.stdout
+    assert "===== %s attempt 1: oom-device =====" % rid in out
+    assert ">> RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB" in out
+    assert "    loss.backward()" in out                # context before the evidence line
+    assert "chatter 100" not in out                    # far from any evidence
+    assert "attempt 2" not in out                      # the successful attempt has no evidence
+    one = cli(sandbox, "-H", "h1", "logs", "--errors", "--attempt", "2")
+    assert one.returncode == 0 and one.stdout == "" and "no failure evidence" in one.stderr
+
+
+class Follower:
+    """``dapo-ops logs -f`` in a subprocess; lines collected by a reader thread."""
+
+    def __init__(self, sandbox, *args):
+        env = dict(os.environ, DAPO_OPS_INVENTORY=str(sandbox.inventory))
+        self.proc = subprocess.Popen([DAPO_OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.lines: list[str] = []
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for ln in self.proc.stdout:
+            self.q.put(ln.rstrip("\n"))
+
+    def wait_for(self, pred, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                ln = self.q.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self.lines.append(ln)
+            if pred(ln):
+                return ln
+        raise AssertionError("not seen within %ss; got %r" % (timeout, self.lines[-10:]))
+
+    def interrupt(self):
+        self.proc.send_signal(signal.SIGINT)
+        rc = self.proc.wait(timeout=30)
+        while not self.q.empty():
+            self.lines.append(self.q.get())
+        return rc
+
+
+def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
+    sandbox.reset("h1")
+    rid, rd, _ = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2))
+    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-l", "2")
+    try:
+        f.wait_for(lambda ln: "step:2 -" in ln)
+        with open(rd / "train.log", "a") as fh:   # the supervisor ends attempt 1 and starts attempt 2
+            fh.write("===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n")
+            fh.write(steps_log(2, 2, 3, features="flash_attn,dynamic_batch,offload"))
+            fh.write("Training Progress:  35%|## | 3/10 [00:04<01:25, 12.40s/it]\r"
+                     "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]\n")
+        f.wait_for(lambda ln: ln.startswith("===== dapo-ops attempt 2 start"))
+        f.wait_for(lambda ln: "step:3 -" in ln)
+        os.rename(rd / "train.log", rd / "train.log.1")  # rotation: a new file under the same name
+        (rd / "train.log").write_text("after rotation: step:4 - x:1\n")
+        f.wait_for(lambda ln: ln.startswith("after rotation"))
+    finally:
+        rc = f.interrupt()
+    assert rc == 0
+    # a tqdm redraw (\r) shows as its last state, one whole line
+    assert "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]" in f.lines
+    assert not any("35%" in ln for ln in f.lines)
+    deadline = time.time() + 15
+    while "tail" in container_pids(sandbox, "h1").values():
+        assert time.time() < deadline, "the remote tail survived Ctrl-C"
+        time.sleep(0.5)
+
+
+def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
+    for h in ("h1", "h2"):
+        sandbox.reset(h)
+    rds = {h: make_run(sandbox, h, log="start %s\n" % h)[1] for h in ("h1", "h2")}
+    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-l", "1")
+    try:
+        started = set()
+        f.wait_for(lambda ln: (started.add(ln) if ln in ("h1 | start h1", "h2 | start h2") else None)
+                   or len(started) == 2)
+
+        def burst(h):
+            with open(rds[h] / "train.log", "a") as fh:
+                for i in range(300):
+                    fh.write("%s line-%d %s\n" % (h, i, "x" * 300))
+                    if i % 50 == 0:
+                        fh.flush()
+        ts = [threading.Thread(target=burst, args=(h,)) for h in ("h1", "h2")]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        seen = set()
+        f.wait_for(lambda ln: (seen.add(ln[:2]) if "line-299 " in ln else None) or len(seen) == 2, timeout=60)
+    finally:
+        assert f.interrupt() == 0
+    pat = re.compile(r"^(h[12]) \| (h[12]) line-\d+ x{300}$|^(h[12]) \| start (h[12])$")
+    body = [ln for ln in f.lines if ln]
+    for ln in body:
+        m = pat.match(ln)
+        assert m and len({g for g in m.groups() if g}) == 1, ln
+    assert sum(1 for ln in body if "line-" in ln) == 600
