@@ -335,7 +335,8 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("kv-profiling-dirty", "oom-kv-cache", ROOT, "not properly cleaned up",
          r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
-    _sig("ray-oom", "oom-ray", ROOT, "running low on memory", r"running low on memory"),
+    _sig("ray-oom", "oom-ray", ROOT, ("running low on memory", "killed due to memory pressure"),
+         r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"),
     _sig("ray-oom-node", "oom-ray", ROOT, "memory on the node (ip:",
          r"memory on the node \(ip: [^)]{0,80}\) .{0,400}exceeds the memory usage threshold"),
     # ---- kernel / cgroup OOM killer
