@@ -31,7 +31,7 @@ def verl_version(sandbox):
 
 
 def test_all_hosts_ok(sandbox, verl_version):
-    out = cli(BIN / "dapo-ops", "hosts", "--inventory", sandbox.inventory)
+    out = cli(BIN / "dapo-ops", "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
     assert out.returncode == 0, out.stderr
     for h in sandbox.hosts:
         r = row(out.stdout, h)
@@ -48,7 +48,7 @@ def test_core_H_selects_hosts(sandbox):
 def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox):
     sandbox.kill_sshd("h2")
     try:
-        out = cli(BIN / "inv", "-r", REPO, "hosts", "--inventory", sandbox.inventory)
+        out = cli(BIN / "inv", "-r", REPO, "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
     finally:
         sandbox.start_sshd("h2")
     assert out.returncode == 1
@@ -62,7 +62,7 @@ def test_stopped_and_missing_containers_get_their_own_messages(sandbox):
     sandbox.ssh("h2", "docker kill verl", check=True)
     sandbox.ssh("h3", "docker rename verl verl-away", check=True)
     try:
-        out = cli(BIN / "dapo-ops", "hosts", "--inventory", sandbox.inventory)
+        out = cli(BIN / "dapo-ops", "-H", ",".join(sandbox.hosts), "hosts", "--inventory", sandbox.inventory)
     finally:
         sandbox.ssh("h3", "docker rename verl-away verl")
         sandbox.reset("h2")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..fanout import Row
-from ..remote import RemoteError, Target
+from ..remote import ContainerState, RemoteError, Target
 from ._common import fanout_task, run_fanout, select_hosts
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
@@ -14,7 +14,8 @@ _PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3]); import verl; pri
 
 
 def check_host(target: Target, *, timeout: float = 60) -> Row:
-    """Probe one host: ``docker inspect`` the container, then ``<python> -c 'import verl'`` in the workdir.
+    """Probe one host: ``docker exec <container> <python> -c 'import verl'`` in the workdir (one SSH round trip;
+    ``docker inspect`` only when Docker says the container is not running).
 
     :returns: a :class:`~dapo_ops.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
         container is missing/stopped, python is missing, or verl does not import.
@@ -22,25 +23,21 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     """
     h = target.host
     cells = {"address": h.ssh_target, "ssh": "ok"}
-    try:
-        state = target.container_state(timeout=timeout)
-    except RemoteError as e:
-        if e.kind in ("container-missing", "docker-missing"):
-            cells["container"] = "missing" if e.kind == "container-missing" else "no docker"
-            return Row(cells=cells, ok=False, kind=e.kind, message=e.message)
-        raise
-    cells["container"] = state.describe()
-    if not state.running:
-        fix = f"start it (docker start {target.container}) or recreate it"
-        return Row(cells=cells, ok=False, kind="container-stopped",
-                   message=f"container '{target.container}' is {state.describe()}; {fix}", data=state.to_json())
+    # one round trip when all is well: docker exec straight away; Docker's own error says missing/stopped, and
+    # only then Target.run asks `docker inspect` for the state (status, exit code, OOMKilled)
     try:
         res = target.run([h.python, "-c", _PROBE], check=False, timeout=timeout)
     except RemoteError as e:
-        if e.kind == "container-stopped":  # stopped between inspect and exec
-            cells["container"] = (e.state or {}).get("status", "stopped")
-            return Row(cells=cells, ok=False, kind=e.kind, message=e.message)
-        raise
+        if e.kind == "container-missing":
+            cells["container"] = "missing"
+        elif e.kind == "docker-missing":
+            cells["container"] = "no docker"
+        elif e.kind == "container-stopped":
+            cells["container"] = ContainerState(**e.state).describe() if e.state else "not running"
+        else:
+            raise
+        return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
+    cells["container"] = "running"
     out = res.stdout.split()
     err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
@@ -55,7 +52,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
                    message=f"`import verl` failed in {h.workdir} ({last_err}); install verl in the image or fix "
                            f"workdir", data={"python": cells["python"]})
     cells["verl"] = out[1]
-    return Row(cells=cells, data={"python": out[0], "verl": out[1], "container": state.to_json()})
+    return Row(cells=cells, data={"python": out[0], "verl": out[1]})
 
 
 @fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit"})
