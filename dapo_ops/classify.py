@@ -359,7 +359,15 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("gpus-less", "config-error", ROOT, "total available",
          r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
     _sig("tp-divisible", "config-error", ROOT, "infer_tp", r"world_size: ?(\d+) is not divisible by infer_tp: ?(\d+)"),
-    _sig("n-gpus-zero", "config-error", ROOT, "must be greater than 0", r"n_gpus_per_node must be greater than 0"),
+    _sig("n-gpus-zero", "config-error", ROOT, "must be greater than 0",
+         r"([\w.]*(?:n_gpus_per_node|nnodes)) must be greater than 0"),
+    _sig("separate-async", "config-error", ROOT, "separate async training",
+         r"(?:must equal parameter_sync_step \* ppo_mini_batch_size|(?:nnodes|n_gpus_per_node) must be > 0"
+         r"|please use nccl/nixl/mooncake, etc\. backend) in separate async training|"
+         r"backend for separate async training"),
+    _sig("rollout-mode", "config-error", ROOT, "rollout.mode", r"assert .{0,40}rollout\.mode == ['\"]async['\"]"),
+    _sig("micro-batch", "config-error", ROOT, ("please set at least one of", "you have set both"),
+         r"please set at least one of '([\w.]+)'|you have set both '([\w.]+)'"),
     _sig("token-budget", "config-error", ROOT, "max_token_len must be",
          r"max_token_len must be greater than the sequence length"),
     _sig("model-len-pos", "config-error", ROOT, "max_position_embeddings",
@@ -1249,6 +1257,19 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
         if m:
             return m.group(1)
     name = h.sig.name
+    if name == "n-gpus-zero":
+        k = h.m.group(1).replace("config.", "", 1)
+        return k if "." in k else "trainer." + k
+    if name == "micro-batch":
+        k = h.m.group(1) or h.m.group(2)
+        return k if k.startswith(("actor_rollout_ref.", "critic.")) else "actor_rollout_ref." + k
+    if name == "separate-async":
+        ll = log.low_line(i)
+        if "parameter_sync_step" in ll:
+            return "trainer.v1.separate_async.parameter_sync_step"
+        if "backend" in ll:
+            return "actor_rollout_ref.rollout.checkpoint_engine.backend"
+        return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
     if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
         orig = log.lines[i]
         m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start():])
@@ -1259,6 +1280,7 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
         "gpus-less": "trainer.n_gpus_per_node",
         "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
         "n-gpus-zero": "trainer.n_gpus_per_node",
+        "rollout-mode": "actor_rollout_ref.rollout.mode",
         "token-budget": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
         "model-len-pos": "actor_rollout_ref.rollout.max_model_len",
         "batched-tokens": "actor_rollout_ref.rollout.max_num_batched_tokens",
