@@ -17,8 +17,8 @@ Usage (what a fan-out task does, see ``dapo_ops/tasks/hosts.py``)::
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -106,7 +106,7 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
     :param hosts: the hosts (order kept in the result).
     :param fn: per-host function; exceptions become failed rows (RemoteError keeps its kind).
     :param timeout: overall deadline in seconds; a host without an answer by then gets a ``timeout`` row
-        (its thread is abandoned, the process does not wait for it). Per-command timeouts in ``fn`` should be
+        (its daemon thread is abandoned: neither this call nor interpreter exit waits for it). Per-command timeouts in ``fn`` should be
         shorter so the real reason is reported.
     :param max_workers: thread count; default ``min(32, len(hosts))``.
     :param accept_new_host_keys: passed to each :class:`~dapo_ops.remote.Target`.
@@ -115,21 +115,30 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
     hosts = list(hosts)
     if not hosts:
         return []
-    pool = cf.ThreadPoolExecutor(max_workers=max_workers or min(32, len(hosts)), thread_name_prefix="dapo-fanout")
+    # daemon threads, not a ThreadPoolExecutor: its workers are joined at interpreter exit, so one hung host
+    # would keep the CLI alive past the deadline
+    slots = threading.Semaphore(max_workers or min(32, len(hosts)))
+    done: list[HostResult | None] = [None] * len(hosts)
     t0 = time.monotonic()
-    futures = [pool.submit(call_on_host, h, fn, accept_new_host_keys=accept_new_host_keys,
-                           connect_timeout=connect_timeout) for h in hosts]
-    cf.wait(futures, timeout=timeout)
+
+    def work(i: int, h: Host) -> None:
+        with slots:
+            done[i] = call_on_host(h, fn, accept_new_host_keys=accept_new_host_keys,
+                                   connect_timeout=connect_timeout)
+
+    threads = [threading.Thread(target=work, args=(i, h), name=f"dapo-fanout-{h.name}", daemon=True)
+               for i, h in enumerate(hosts)]
+    for th in threads:
+        th.start()
+    deadline = t0 + timeout
+    for th in threads:
+        th.join(max(0.0, deadline - time.monotonic()))
     results = []
-    for h, fut in zip(hosts, futures):
-        if fut.done():
-            results.append(fut.result())
-        else:
-            fut.cancel()
-            results.append(HostResult(h, Row(ok=False, kind="timeout",
-                                             message=f"no answer within {timeout:g} s (overall deadline)"),
-                                      time.monotonic() - t0))
-    pool.shutdown(wait=False, cancel_futures=True)
+    for h, r in zip(hosts, done):
+        if r is None:
+            r = HostResult(h, Row(ok=False, kind="timeout", message=f"no answer within {timeout:g} s (overall deadline)"),
+                           time.monotonic() - t0)
+        results.append(r)
     return results
 
 
@@ -167,6 +176,9 @@ def render(results: list[HostResult], columns: list[str], *, title: str = "", fi
         cells.append(Text(r.row.message))
         table.add_row(*cells)
     console.print(table)
+
+
+console = _console  # public name: a Console that never wraps rows when stdout is not a terminal
 
 
 def exit_code(results: list[HostResult]) -> int:

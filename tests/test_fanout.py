@@ -76,3 +76,14 @@ def test_table_has_exactly_one_line_per_host_even_with_multiline_messages():
 
 def test_empty_host_list():
     assert fanout.run([], lambda t: {}, timeout=1) == []
+
+
+def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
+    import subprocess
+    import sys
+
+    code = ("import time; from dapo_ops import fanout; from dapo_ops.inventory import Host; "
+            "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
+            "print(r[0].row.kind)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "timeout", out.stderr
