@@ -250,23 +250,25 @@ class _Log:
 _PPRINT_RX = re.compile(r"^[\[{(\s]*'[^'\n]{1,160}'\s*:\s")
 _MEM_TABLE_ROW_RX = re.compile(r"^\d+\s+\d+(?:\.\d+)?\s+\S")
 _KILLED_RX = re.compile(r"^(?:\S+: line \d+:\s+)?(?:\d+\s+)?Killed(?:\s{2,}|\s*$)")
-_ECHO_STARTS = (
-    "Error executing job with overrides",
+_ECHO_STARTS = (  # lower case
+    "error executing job with overrides",
     "+ ",
     "++ ",
     "+++ ",
-    "Set the environment variable HYDRA_FULL_ERROR",
+    "set the environment variable hydra_full_error",
     "ray init kwargs:",
     "kwargs: {",
-    "To append to your config use",
-    "Model config after override",
+    "to append to your config use",
+    "model config after override",
 )
 
 
 def _is_echo_text(line: str) -> bool:
-    """True for lines that only echo configuration or commands (never evidence)."""
+    """True for lines that only echo configuration or commands (never evidence): Hydra's override
+    list, ``+ cmd`` shell traces (``set -x``), the pprinted config, Ray's memory-users table rows,
+    the shell's ``Killed  <command line>`` report (matched separately for oom-host)."""
     t = line.lstrip()
-    if t.startswith(_ECHO_STARTS):
+    if t[:40].lower().startswith(_ECHO_STARTS):
         return True
     if _PPRINT_RX.match(t) or _MEM_TABLE_ROW_RX.match(t):
         return True

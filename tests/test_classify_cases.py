@@ -87,3 +87,69 @@ def test_corpus_covers_every_class_with_variants(capsys):
     assert set(kinds) == set(C.ACTION_KINDS), f"action kinds not covered: {set(C.ACTION_KINDS) - set(kinds)}"
     dirs = collections.Counter(s["detail"].get("kv_direction") for _, _, s in CORPUS if s["class"] == "oom-kv-cache")
     assert {"lower", "raise", "cleanup"} <= set(dirs)
+
+
+# ------------------------------------------------------------------ metamorphic variants of the whole corpus
+# The same log with presentation noise must get the same class and action kind: Ray-wrapped vs bare lines,
+# colour codes, CRLF / tqdm carriage returns, Ray's dedup suffix, other capitalisation of the error text.
+
+import re  # noqa: E402
+
+_PREFIX = re.compile(r"^\((?:[^()\s]+ pid=\d+|raylet)(?:, ip=[0-9.]+)?\) ?")
+
+
+def _strip_prefixes(text):
+    return "\n".join(_PREFIX.sub("", ln) for ln in text.split("\n"))
+
+
+def _add_prefixes(text):
+    out = []
+    for ln in text.split("\n"):
+        if ln and not _PREFIX.match(ln) and not ln.startswith("====="):
+            ln = "(TaskRunner pid=4242) " + ln
+        out.append(ln)
+    return "\n".join(out)
+
+
+def _colour(text):
+    return "\n".join(_PREFIX.sub(lambda m: "\x1b[36m" + m.group(0).rstrip() + "\x1b[0m ", ln)
+                     + ("\x1b[0m" if ln else "") for ln in text.split("\n"))
+
+
+def _crlf_and_bars(text):
+    bar = "(TaskRunner pid=1) Training Progress:   1%|          | 1/900 [00:01<15:00, 1.00s/it]\r"
+    return bar + text.replace("\n", "\r\n")
+
+
+def _dedup_suffix(text):
+    return "\n".join(ln + " [repeated 2x across cluster]" if _PREFIX.match(ln) and i % 3 == 0 else ln
+                     for i, ln in enumerate(text.split("\n")))
+
+
+def _recase(text):
+    def fix(ln):
+        low = ln.lower()
+        if "out of memory" in low or "error:" in low:
+            m = _PREFIX.match(ln)
+            head = m.group(0) if m else ""
+            return head + ln[len(head):].lower()
+        return ln
+    return "\n".join(fix(ln) for ln in text.split("\n"))
+
+
+TRANSFORMS = {"strip-prefixes": _strip_prefixes, "add-prefixes": _add_prefixes, "colour": _colour,
+              "crlf-bars": _crlf_and_bars, "dedup-suffix": _dedup_suffix, "recase": _recase}
+
+
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+def test_corpus_is_stable_under_presentation_noise(transform):
+    fn = TRANSFORMS[transform]
+    wrong = []
+    for name, log, spec in CORPUS:
+        text = fn(log.read_text(encoding="utf-8"))
+        v = C.classify(text, **spec["input"])
+        if (v.cls, v.action_kind) != (spec["class"], spec["kind"]):
+            wrong.append(f"{name}: {v.cls}/{v.action_kind}, want {spec['class']}/{spec['kind']}")
+        if spec["class"] == "oom-kv-cache" and v.detail.get("kv_direction") != spec["detail"].get("kv_direction"):
+            wrong.append(f"{name}: kv_direction {v.detail.get('kv_direction')}")
+    assert not wrong, "\n".join(wrong)
