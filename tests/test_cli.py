@@ -134,3 +134,26 @@ def test_bad_inventory_exits_2_with_one_line_and_contacts_nothing(tmp_path):
     assert out.returncode == EXIT_USAGE
     assert out.stderr.strip() == f"{inv}:3: host 'h1': field 'devices': must be >= 0 (accelerators on the host), got -2"
     assert out.stdout == ""
+
+
+def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[defaults]\nconnect_timeout = 10\nidentity_file = "/k/default"\n[hosts.h1]\naddress = "192.0.2.1"\n')
+    sshcfg = tmp_path / "ssh_config"
+    sshcfg.write_text("Host h1\n  User root\n")
+    seen = []
+
+    @fanout_task
+    def show(c, hosts="", inventory=""):
+        """Record the selected hosts."""
+        from dapo_ops.tasks._common import select_hosts
+
+        seen.extend(select_hosts(c, hosts, inventory)[1])
+
+    program.make_program(Collection(show)).run(
+        f"dapo-ops -t 3 -i /k/other -S {sshcfg} -H h1 show --inventory {inv}", exit=False)
+    (h,) = seen
+    assert (h.connect_timeout, h.identity_file, h.ssh_config) == (3.0, "/k/other", str(sshcfg))
+    seen.clear()
+    Program(namespace=Collection(show), name="inv").run(f"inv show -H h1 --inventory {inv}", exit=False)
+    assert (seen[0].connect_timeout, seen[0].identity_file, seen[0].ssh_config) == (10, "/k/default", None)

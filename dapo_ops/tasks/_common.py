@@ -130,9 +130,32 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
     inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
     try:
-        return inv, inventory.select(inv, hosts or None)
+        chosen = inventory.select(inv, hosts or None)
     except InventoryError as e:
         fail(str(e), EXIT_USAGE)
+    return inv, apply_core_overrides(c, chosen)
+
+
+def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:
+    """Apply Fabric's core flags of the ``dapo-ops`` program to the selected hosts: ``-t/--connect-timeout``
+    (connect_timeout), ``-i/--identity`` (identity_file, the first one), ``-S/--ssh-config`` (ssh_config).
+    Under plain ``inv`` these flags do not exist and the hosts are returned unchanged."""
+    import dataclasses
+
+    changes: dict = {}
+    t = connect_timeout_override(c)
+    if t:
+        changes["connect_timeout"] = t
+    try:
+        keys = (c.config.get("connect_kwargs", {}) or {}).get("key_filename")
+    except Exception:  # noqa: BLE001
+        keys = None
+    if keys:
+        changes["identity_file"] = str(keys[0] if isinstance(keys, (list, tuple)) else keys)
+    ssh_path = getattr(c.config, "_runtime_ssh_path", None) if hasattr(c, "config") else None
+    if ssh_path:
+        changes["ssh_config"] = str(ssh_path)
+    return [dataclasses.replace(h, **changes) for h in chosen] if changes else chosen
 
 
 def connect_timeout_override(c) -> float | None:
@@ -164,5 +187,5 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
-    "load_inventory", "select_hosts", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+    "load_inventory", "select_hosts", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
 ]
