@@ -57,10 +57,22 @@ class Executor(fabric.Executor):
         return ret
 
 
+class DapoOps(Fab):
+    """Fab with the ``-H`` help text saying what it means here."""
+
+    def core_args(self):
+        args = super().core_args()
+        for a in args:
+            if "H" in a.names:
+                a.help = ("Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
+                          "(the task runs them in parallel; default: every host in the inventory).")
+        return args
+
+
 def make_program(namespace=None) -> Fab:
     """A fresh ``dapo-ops`` program (tests build their own: ``make_program().run("dapo-ops -H h1 hosts",
     exit=False)``)."""
-    return Fab(
+    return DapoOps(
         name="dapo-ops",
         namespace=namespace if namespace is not None else cli.build_namespace(),
         executor_class=Executor,
