@@ -22,7 +22,8 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
 output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM → SIGKILL),
 ``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —, 3 on GPU: device memory release),
-``write_interval_s`` (1.0: run.json progress throttle). ``hang_timeout_s`` is top-level in the spec.
+``write_interval_s`` (1.0: run.json progress throttle), ``oom_counter_files`` (list of paths, default
+:data:`OOM_COUNTER_FILES`). ``hang_timeout_s`` is top-level in the spec.
 """
 
 from __future__ import annotations
@@ -287,6 +288,32 @@ def stop_process_group(
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             pass
     return killed
+
+
+# ---------------------------------------------------------------------------- kernel OOM kills
+
+# Where the OOM-kill counter of this container is visible from inside it: cgroup v2, cgroup v1, then the
+# kernel's global counter (``/proc/vmstat`` ``oom_kill``, Linux >= 4.13; not namespaced).
+OOM_COUNTER_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", "/proc/vmstat")
+
+
+def oom_kill_count(files=OOM_COUNTER_FILES) -> Optional[Tuple[str, int]]:
+    """``(file, count)`` of the first readable ``oom_kill <N>`` counter in ``files``, or None.
+
+    The supervisor compares it before and after an attempt: a SIGKILLed verl (exit 137) plus a grown
+    counter is the kernel / cgroup OOM killer (``oom-host``), which ``docker inspect`` cannot tell from
+    inside the container; a bare 137 is not (failure-classes.md ``oom-host``).
+    """
+    for path in files:
+        try:
+            with open(path, "r") as fh:
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == "oom_kill":
+                        return path, int(parts[1])
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -613,6 +640,7 @@ class Supervisor:
             "killed_by": None,
         }
         argv = self._build_argv(fs, changes)
+        oom0 = oom_kill_count(tuple(self.spec.get("supervisor", {}).get("oom_counter_files") or OOM_COUNTER_FILES))
         self.rec["attempts"].append(att)
         self.rec["attempt"] = k
         self.rec["features"] = fs.to_json()
@@ -647,7 +675,7 @@ class Supervisor:
             with open(str(alog), "ab") as fh:
                 fh.write((msg + "\n").encode())
             self._train_log_write((msg + "\n").encode())
-            return {"exit_code": 127, "killed_by": None, "oom_line": None, "att": att}
+            return {"exit_code": 127, "killed_by": None, "oom_line": None, "att": att, "container_state": None}
         os.close(wfd)
         self.pgid = self.proc.pid
         att["pid"] = self.proc.pid
@@ -711,9 +739,15 @@ class Supervisor:
         reader.close()
         rc = self.proc.returncode
         exit_code = (128 - rc) if rc is not None and rc < 0 else rc
-        if killed_by is None and state["oom_line"] is not None:
-            killed_by = None  # it exited by itself after the OOM line: keep its own exit code
-        return {"exit_code": exit_code, "killed_by": killed_by, "oom_line": state["oom_line"], "att": att}
+        container_state = None
+        if killed_by is None and exit_code in (137, 9) and oom0 is not None:
+            oom1 = oom_kill_count((oom0[0],))
+            if oom1 is not None and oom1[1] > oom0[1]:
+                att["oom_kills"] = oom1[1] - oom0[1]
+                container_state = {"OOMKilled": True, "source": oom0[0]}
+                log("kernel OOM killer fired during attempt %d (%s oom_kill +%d)" % (k, oom0[0], oom1[1] - oom0[1]))
+        return {"exit_code": exit_code, "killed_by": killed_by, "oom_line": state["oom_line"], "att": att,
+                "container_state": container_state}
 
     # -- verdicts and decisions ------------------------------------------------
 
@@ -722,7 +756,8 @@ class Supervisor:
         # our own kill's exit code (143/137) would read as a host OOM: pass None then
         code = None if outcome["killed_by"] else outcome["exit_code"]
         planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
-        v = classify.classify_file(str(self.paths.attempt_log(k)), tail_bytes=TAIL_BYTES, exit_code=code, planned_total=planned)
+        v = classify.classify_file(str(self.paths.attempt_log(k)), tail_bytes=TAIL_BYTES, exit_code=code,
+                                   planned_total=planned, container_state=outcome.get("container_state"))
         return v.to_json()
 
     def _hang_verdict(self) -> Dict[str, Any]:

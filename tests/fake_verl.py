@@ -100,6 +100,10 @@ def main() -> int:
         if cfg.get("exit_at") == step:
             out(cfg.get("final_text", "RuntimeError: boom"))
             if cfg.get("exit_code") == 137:
+                if cfg.get("oom_counter"):  # play the kernel: count an OOM kill, then SIGKILL
+                    c = Path(cfg["oom_counter"])
+                    n = int(c.read_text().split()[1])
+                    c.write_text("oom 0\noom_kill %d\n" % (n + 1))
                 os.kill(os.getpid(), 9)
             return int(cfg.get("exit_code", 1))
         sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))

@@ -191,28 +191,37 @@ def test_oom_always_stops_after_max_retries_with_suggestions(sandbox, host_ready
 def test_host_and_ray_oom_never_add_offload(sandbox, host_ready, kind):
     host_ready("h1", {"step_time": 0.2, "failure": {"kind": kind, "step": 3}})
     res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp")
-    assert res.returncode == 0, res.stderr
+    assert rid, res.stderr  # launch itself may already report the failure (it comes within seconds)
     rec = wait_end(sandbox, "h1", rid)
     assert rec["status"] == "failed"
-    assert rec["attempts"][0]["verdict"]["cls"] == kind
     if kind == "oom-host":
+        # the stand-in SIGKILLs itself (exit 137) without the kernel's oom_kill counter moving: the classifier
+        # calls a bare 137 crash-other (docker kill / stop); with the counter it is oom-host (unit-tested with
+        # tests/test_supervisor.py::test_sigkill_with_cgroup_oom_kill_counter...). Either way: no offload.
         assert rec["attempts"][0]["exit_code"] == 137
+        assert rec["attempts"][0]["verdict"]["cls"] in ("oom-host", "crash-other")
+    else:
+        assert rec["attempts"][0]["verdict"]["cls"] == "oom-ray"
+    if res.returncode != 0:
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and rid in lines[0]
     for a in rec["attempts"]:
         assert "offload" not in feature_sources(a["features"])
 
 
 def test_kv_cache_shortage_changes_rollout_memory_not_offload(sandbox, host_ready):
-    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-kv-cache", "variant": "free-memory",
-                                                    "max_gpu_memory_utilization": 0.5}})
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-kv-cache", "variant": "no-cache-blocks",
+                                                    "min_gpu_memory_utilization": 0.65}})
     res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp")
     rec = wait_end(sandbox, "h1", rid)
     a1 = rec["attempts"][0]
     assert a1["verdict"]["cls"] == "oom-kv-cache"
     assert rec["status"] == "succeeded", rec.get("decision")
     a2 = rec["attempts"][1]
-    assert a2["setting_changes"]["gpu_memory_utilization"] <= 0.5
+    util = a2["setting_changes"]["gpu_memory_utilization"]
+    assert util >= 0.65  # "Try increasing gpu_memory_utilization": raised, from the default 0.6
     assert "offload" not in feature_sources(a2["features"])
-    assert "gpu_memory_utilization=0.5" in (sandbox.runs_dir("h1") / rid / "supervisor.log").read_text()
+    assert f"gpu_memory_utilization={util}" in (sandbox.runs_dir("h1") / rid / "supervisor.log").read_text()
 
 
 def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_ready):

@@ -223,6 +223,22 @@ def test_host_oom_137_never_adds_offload(tmp_path):
     assert all("offload" not in [f["name"] for f in a["features"]] for a in rec["attempts"])
 
 
+def test_sigkill_with_cgroup_oom_kill_counter_is_host_oom_and_rolls_back_offload(tmp_path):
+    """A bare 137 is not an OOM; 137 plus a grown cgroup ``oom_kill`` counter is (what docker's OOMKilled
+    would say, read from inside the container). Ladder-added offload is rolled back, never added."""
+    counter = tmp_path / "memory.events"
+    counter.write_text("oom 0\noom_kill 0\n")
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "exit_at": 2, "exit_code": 137, "final_text": "",
+                                  "oom_counter": str(counter)},
+                       extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])})
+    rec = run_to_end(run_dir)
+    a1 = rec["attempts"][0]
+    assert a1["exit_code"] == 137 and a1["oom_kills"] == 1
+    assert a1["verdict"]["cls"] == "oom-host"
+    assert rec["status"] == "failed"
+    assert all("offload" not in [f["name"] for f in a["features"]] for a in rec["attempts"])
+
+
 def test_kv_cache_shortage_changes_rollout_memory_not_offload(tmp_path):
     text = ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
             "when initializing the engine.")
