@@ -133,6 +133,8 @@ class Verdict:
             ``sigkill``, ``impossible-allocation``, ``disk-full``, ``segfault``,
             ``hccp-busy``, ...), ``alloc_gib`` (float), ``exit_code`` (int),
             ``ckpt_step`` (int, newest ``global_step_N`` seen: may be partial),
+            numbers from the message: ``available``/``desired`` (devices), ``world_size``/``tp``,
+            ``value``/``need`` (token budget), ``length``/``limit`` (data),
             ``inconclusive`` (True when the text holds no evidence at all: the
             supervisor's no-progress timer decides ``hang``), ``teardown_error`` (True:
             success, but an error followed the last step).
@@ -839,16 +841,19 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                     "key (param_offload / optimizer_offload); never prepend '+' blindly (it creates a key nothing "
                     "reads). Validate overrides with `dapo-ops` preflight before launch.")
         if cause == "gpus":
-            return ("Ray has fewer devices than the run asks for: set trainer.nnodes x trainer.n_gpus_per_node "
+            have = f" ({d['available']:g} available, {d['desired']:g} requested)" if "desired" in d else ""
+            return (f"Ray has fewer devices than the run asks for{have}: set trainer.nnodes x trainer.n_gpus_per_node "
                     "(one-step-off: plus rollout.nnodes x rollout.n_gpus_per_node, the pools add up) to the real "
                     "cluster, or join the missing nodes. If the shortfall is fractional (7.0 < 8) stale Ray actors "
                     "of a previous attempt still hold devices: `ray stop --force` first.")
         if cause == "tp":
-            return ("Rollout tensor parallel size must divide the rollout device count: set "
+            ws = f" ({d['world_size']} devices, TP {d['tp']})" if "tp" in d else ""
+            return (f"Rollout tensor parallel size must divide the rollout device count{ws}: set "
                     "actor_rollout_ref.rollout.tensor_model_parallel_size to a divisor of it (e.g. 1 on a single "
                     "device; one-step-off: of rollout.n_gpus_per_node x rollout.nnodes).")
         if cause == "token-budget":
-            return ("A dynamic-batch token budget is below one padded sequence: set "
+            need = f" ({d['value']} < {d['need']})" if "need" in d else ""
+            return (f"A dynamic-batch token budget is below one padded sequence{need}: set "
                     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu and *.log_prob_max_token_len_per_gpu >= "
                     "data.max_prompt_length + data.max_response_length (verl scripts use 2x / 3x that), or shorten "
                     "the lengths. The ladder never shrinks budgets below this bound.")
@@ -866,7 +871,8 @@ def _hint(cls: str, kind: str, d: dict) -> str:
             return ("DAPO dynamic sampling gave up: too few prompt groups had a score spread within "
                     "max_num_gen_batches. Use easier data or a stronger model, or raise "
                     "algorithm.filter_groups.max_num_gen_batches (0 = unlimited).")
-        return ("A sample exceeds a length limit (data.truncation=error) or the dataset is unreadable. Set "
+        size = f" ({d['length']} > {d['limit']} tokens)" if "limit" in d else ""
+        return (f"A sample exceeds a length limit{size} (data.truncation=error) or the dataset is unreadable. Set "
                 "data.filter_overlong_prompts=True, or data.truncation=left (or right/middle), or raise "
                 "data.max_prompt_length, or clean the parquet. Memory settings are irrelevant; no retry unchanged.")
     if cls == "network":
@@ -1155,8 +1161,20 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
         d["cause"] = {"hydra-override": "stale-key", "hydra-struct": "stale-key", "gpus-less": "gpus",
                       "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
                       "resume-megatron": "resume-layout"}.get(name)
+        if name == "gpus-less":
+            d["available"], d["desired"] = float(h.m.group(1)), float(h.m.group(2))
+        elif name == "tp-divisible":
+            d["world_size"], d["tp"] = int(h.m.group(1)), int(h.m.group(2))
+        elif name == "token-budget":
+            m = re.search(r"max_token_len=(\d+) and max_seq_len=(\d+)", log.low_line(i))
+            if m:
+                d["value"], d["need"] = int(m.group(1)), int(m.group(2))
         return _mk(cls, d, _ev(log, i, *_full_key_line(log, i)))
     if cls == "data-error":
+        if name in ("seq-too-long", "prompt-too-long"):
+            nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
+            if len(nums) >= 2:
+                d["length"], d["limit"] = nums[0], nums[1]
         d["key"] = {"seq-too-long": "data.max_prompt_length", "prompt-too-long": "data.max_prompt_length",
                     "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches"}.get(name, "data.train_files")
         if name == "dapo-give-up":
@@ -1484,7 +1502,8 @@ def troubleshooting_md() -> str:
         "`init_model`, `kv-cache-init`), `kv_direction` (`lower` / `raise` / `cleanup`), `node` (IP of the failing",
         "Ray node), `address` (remote endpoint), `key` (failing Hydra key), `fatal` (auth-error / network), `init`",
         "(collective failed at communicator init), `cause`, `alloc_gib`, `exit_code`, `ckpt_step` (newest",
-        "`global_step_N` seen; may be partial), `inconclusive`, `teardown_error`.",
+        "`global_step_N` seen; may be partial), `inconclusive`, `teardown_error`, and numbers from the message",
+        "(`available` / `desired`, `world_size` / `tp`, `value` / `need`, `length` / `limit`).",
         "",
         "| class | action kind | what dapo-ops does |",
         "|---|---|---|",
