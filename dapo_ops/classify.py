@@ -336,6 +336,8 @@ _SIGS: tuple[_Sig, ...] = (
          r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in kv cache"),
     _sig("kv-free-below-util", "oom-kv-cache", ROOT, "on startup",
          r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization"),
+    _sig("sglang-mem", "oom-kv-cache", ROOT, "mem-fraction-static",
+         r"not enough memory\. please try to increase --mem-fraction-static"),
     _sig("kv-profiling-dirty", "oom-kv-cache", ROOT, "not properly cleaned up",
          r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
@@ -348,6 +350,9 @@ _SIGS: tuple[_Sig, ...] = (
          r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
     _sig("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     _sig("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
+    _sig("loader-killed", "oom-host", ROOT, "is killed by signal",
+         r"dataloader worker \(pid \d+\) is killed by signal: (?:killed|bus error)"),
+    _sig("shm", "oom-host", ROOT, "out of shared memory", r"out of shared memory"),
     # ---- config (Hydra / verl asserts / resources / resume layout)
     _sig("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
     _sig("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
@@ -356,6 +361,11 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("hydra-parse", "config-error", ROOT, "error parsing override", r"error parsing override '([^']*)'"),
     _sig("hydra-load", "config-error", ROOT, "could not load", r"in '[^']+': could not load '([^']+)'"),
     _sig("hydra-defaults", "config-error", ROOT, "no match in the defaults list", r"no match in the defaults list"),
+    _sig("hydra-primary", "config-error", ROOT, "cannot find primary config", r"cannot find primary config '([^']+)'"),
+    _sig("interpolation", "config-error", ROOT, "interpolation key",
+         r"interpolation key '([^']+)' not found"),
+    _sig("dataclass-kwarg", "config-error", ROOT, "unexpected keyword argument",
+         r"\w*config\.__init__\(\) got an unexpected keyword argument '(\w+)'"),
     _sig("omegaconf-missing", "config-error", ROOT, "missing mandatory value",
          r"missing mandatory value: ?([\w.]+)"),
     _sig("omegaconf-type", "config-error", ROOT, ("could not be converted to", "is not a valid"),
@@ -398,7 +408,10 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("dapo-give-up", "data-error", ROOT, "generated too many",
          r"generated too many\. please check if your data are too difficult"),
     _sig("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
-         r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
+         r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"
+         r"|(?:unable to find|no such file or directory:) '[^']*\.parquet'"),
+    _sig("data-schema", "data-error", ROOT, "keyerror",
+         r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"),
     # ---- network (strong)
     _sig("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     _sig("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
@@ -432,7 +445,9 @@ _SIGS: tuple[_Sig, ...] = (
     # ---- container
     _sig("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
     _sig("container-not-running", "container-missing", ROOT, "is not running",
-         r"error response from daemon: container ([0-9a-f]+) is not running"),
+         r"error response from daemon: container (\S+) is not running"),
+    _sig("docker-daemon", "container-missing", ROOT, "docker daemon",
+         r"cannot connect to the docker daemon at \S+\. is the docker daemon running"),
     # ---- specific crash causes (crash-other, but root causes: beat collective symptoms)
     _sig("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
          r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
@@ -824,6 +839,10 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                 "data.max_response_length, fewer rollout workers; use jemalloc "
                 "(LD_PRELOAD=/usr/local/lib/libjemalloc.so.2) or add host RAM. Raising RAY_memory_usage_threshold "
                 "or RAY_memory_monitor_refresh_ms=0 only hides it.")
+    if cls == "oom-host" and d.get("cause") == "shm":
+        return ("Shared memory (/dev/shm) ran out: DataLoader workers and Ray's object store use it, and Docker's "
+                "default is 64 MiB. Recreate the container with a larger --shm-size (e.g. 32g) or --ipc=host, or "
+                "lower data.dataloader_num_workers; then resume.")
     if cls == "oom-host":
         ck = (f" The last lines were a checkpoint save: global_step_{d['ckpt_step']} may be partial; resume from "
               "the previous complete one." if phase == "save_checkpoint" and d.get("ckpt_step") is not None else "")
@@ -867,6 +886,10 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                 "actor_rollout_ref.rollout.tensor_model_parallel_size; budgets must stay >= max_prompt_length + "
                 "max_response_length.")
     if cls == "data-error":
+        if d.get("cause") == "schema":
+            return ("A dataset row lacks a field verl's RL dataset reads (prompt, data_source, reward_model, "
+                    "ability, extra_info): convert the parquet to verl's schema (data.prompt_key names the prompt "
+                    "column). No retry unchanged.")
         if d.get("cause") == "too-difficult":
             return ("DAPO dynamic sampling gave up: too few prompt groups had a score spread within "
                     "max_num_gen_batches. Use easier data or a stronger model, or raise "
@@ -1143,6 +1166,7 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
         return _mk("oom-device", d, _ev(log, *_ray_call_line(log, i), i))
     if cls == "oom-kv-cache":
         d["kv_direction"] = "cleanup" if name in ("kv-free-below-util", "kv-profiling-dirty") else "raise"
+        # (sglang-mem: "Not enough memory. Please try to increase --mem-fraction-static": the KV pool is too small)
         d["phase"] = "kv-cache-init"
         return _mk(cls, d, _ev(log, i))
     if cls == "oom-ray":
@@ -1154,11 +1178,15 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
     if cls == "oom-host":
         d["phase"] = _phase(log, i, back=12, frames_only=False)
         d["ckpt_step"] = f.ckpt_step
-        d["cause"] = "pinned-memory" if name == "pinned-host-oom" else "kernel-oom"
+        d["cause"] = {"pinned-host-oom": "pinned-memory", "shm": "shm", "loader-killed": "dataloader-killed"}.get(
+            name, "kernel-oom")
+        if name == "loader-killed" and "bus error" in log.low_line(i):
+            d["cause"] = "shm"
         return _mk(cls, d, _ev(log, i))
     if cls == "config-error":
         d["key"] = _config_key(log, h)
-        d["cause"] = {"hydra-override": "stale-key", "hydra-struct": "stale-key", "gpus-less": "gpus",
+        d["cause"] = {"hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
+                      "gpus-less": "gpus",
                       "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
                       "resume-megatron": "resume-layout"}.get(name)
         if name == "gpus-less":
@@ -1177,6 +1205,8 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
                 d["length"], d["limit"] = nums[0], nums[1]
         d["key"] = {"seq-too-long": "data.max_prompt_length", "prompt-too-long": "data.max_prompt_length",
                     "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches"}.get(name, "data.train_files")
+        if name == "data-schema":
+            d["cause"] = "schema"
         if name == "dapo-give-up":
             d["cause"] = "too-difficult"
         return _mk(cls, d, _ev(log, i))
@@ -1290,6 +1320,8 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
         if "backend" in ll:
             return "actor_rollout_ref.rollout.checkpoint_engine.backend"
         return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
+    if name in ("interpolation", "dataclass-kwarg"):
+        return h.m.group(1)
     if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
         orig = log.lines[i]
         m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start():])
@@ -1297,6 +1329,7 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
             return m.group(1) or m.group(2)
     return {
         "hydra-load": "--config-name",
+        "hydra-primary": "--config-name",
         "gpus-less": "trainer.n_gpus_per_node",
         "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
         "n-gpus-zero": "trainer.n_gpus_per_node",
@@ -1393,10 +1426,11 @@ CLASS_TABLE: dict[str, dict] = {
         "symptoms": ["./run.sh: line 41:  1120 Killed   python3 -m verl.trainer.main_ppo ...",
                      "exit 137 with docker inspect State.OOMKilled=true",
                      "Out of memory: Killed process 1120 (python3) (kernel log)",
-                     "Malloc pin memory failed, host out of memory"],
-        "cause": "The kernel / cgroup OOM killer SIGKILLed the process: host RAM, not device memory. A bare 137 with OOMKilled=false is `crash-other` (docker kill / stop).",
+                     "Malloc pin memory failed, host out of memory",
+                     "DataLoader worker (pid 912) is killed by signal: Bus error. ... out of shared memory."],
+        "cause": "The kernel / cgroup OOM killer SIGKILLed the process (host RAM, not device memory), or host pinned / shared memory (/dev/shm) ran out. A bare 137 with OOMKilled=false is `crash-other` (docker kill / stop).",
         "tool": "Removes ladder-added offload and retries once from the last complete checkpoint; otherwise stops with suggestions.",
-        "you": "Raise the container `--memory` / `--shm-size`, lower host-side batch / checkpoint memory; verify the newest global_step_N is complete.",
+        "you": "Raise the container `--memory` (or `--shm-size` / `--ipc=host` for /dev/shm), lower host-side batch / checkpoint memory; verify the newest global_step_N is complete.",
     },
     "oom-ray": {
         "symptoms": ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
