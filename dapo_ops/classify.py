@@ -969,6 +969,10 @@ def _hint(cls: str, kind: str, d: dict) -> str:
         return ("The process was killed by SIGKILL (exit 137) without an OOM record: docker kill / docker stop / "
                 "kill -9, not the OOM killer (OOMKilled=false or unknown). If `docker inspect` shows "
                 "OOMKilled=true or dmesg has 'Out of memory: Killed process', it is oom-host instead.")
+    if cause == "earlier-error":
+        return ("One rank died with the error in the evidence before the others timed out in a collective: the "
+                "timeouts are its symptom, so no retry of the collective helps. Fix that error (the worker logs "
+                "under /tmp/ray/session_latest/logs have its full traceback); no memory escalation is done.")
     if cause == "disk-full":
         return ("A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a "
                 "bigger volume; set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume.")
@@ -1084,9 +1088,14 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     if killed is not None:
         d = dict(base, cause="killed", phase=_phase(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)
         return _mk("oom-host", d, _ev(log, killed) + _exit_ev(exit_code))
-    # 4. collective
+    # 4. collective, unless a real traceback on another rank came first (failure-classes: "first look for
+    #    an earlier error on any rank (OOM, crash); if one exists, classify that")
     coll = [h for h in fatal if h.sig.tier == COLLECTIVE]
     if coll:
+        first = _earlier_crash(log, coll, fatal)
+        if first is not None:
+            return _mk("crash-other", dict(base, cause="earlier-error"),
+                       _ev(log, first.line) + [f"(then collective errors: {log.lines[coll[0].line].strip()[:160]})"])
         return _verdict_for(log, f, base, coll[0], coll, fatal)
     # 5. weak network exception lines
     weak = [h for h in fatal if h.sig.tier == WEAK]
@@ -1118,6 +1127,30 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     if nf_net:
         return _mk("network", dict(base, fatal=False, cause="tracker"), _ev(log, nf_net[-1].line), kind="keep-running")
     return _mk("crash-other", dict(base, inconclusive=True), _ev(log, f.step_line) if f.step_line >= 0 else [])
+
+
+_SYMPTOM_EXC_RX = re.compile(
+    r"connection (?:closed|reset|refused|aborted)|broken pipe|timed? ?out|distbackenderror|nccl|hccl|gloo"
+    r"|raytaskerror|actordiederror|worker died|process group|watchdog|socket|store|rendezvous|sigterm|keyboardinterrupt"
+)
+
+
+def _earlier_crash(log: _Log, coll: list[_Hit], fatal: list[_Hit]) -> _Hit | None:
+    """A real Python exception (inside a traceback, not itself a communication symptom) printed before
+    the first collective error: the root cause the other ranks' timeouts are waiting on."""
+    coll_lines = {h.line for h in coll}
+    for h in fatal:
+        if h.line >= coll[0].line:
+            break
+        if h.sig.name != "exception" or h.line in coll_lines:
+            continue
+        ll = log.low_line(h.line)
+        if _SYMPTOM_EXC_RX.search(ll):
+            continue
+        if any('file "' in log.low_line(j) or _TRACEBACK_START in log.low_line(j)
+               for j in range(max(0, h.line - 4), h.line)):
+            return h
+    return None
 
 
 def _exit_ev(exit_code: int | None) -> list[str]:
