@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from . import features as features_mod
 from . import ladder, overrides, profiles
+from . import proxy as proxy_mod
 from .features import FeatureError, FeatureSet
 from .profiles import OverrideError
 
@@ -95,8 +96,17 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def redact_env(env: Mapping[str, Any]) -> dict:
-    """Copy of ``env`` with secret-looking names' values replaced by ``***``."""
-    return {k: (REDACTED if is_secret_name(k) and v else v) for k, v in (env or {}).items()}
+    """Copy of ``env`` with secret-looking names' values replaced by ``***`` and URL passwords
+    (``http://user:pw@proxy``) shown as ``user:***@``."""
+    out = {}
+    for k, v in (env or {}).items():
+        if is_secret_name(k) and v:
+            out[k] = REDACTED
+        elif isinstance(v, str) and "@" in v and "://" in v:
+            out[k] = proxy_mod.display(v)
+        else:
+            out[k] = v
+    return out
 
 
 def _resolve_path(value: str, base: str | None, workdir: str) -> str:
@@ -182,7 +192,10 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
         v = _get(settings, k, "") or (proxy or {}).get(k, "")
-        if v:
+        if v and k != "no_proxy" and proxy_mod.has_credentials(v):
+            # credentials never enter the spec or the plan: launch sends them in secret.env (proxy.split_secret)
+            notes.append(f"{k} carries credentials ({proxy_mod.display(v)}): sent in secret.env, not in the spec")
+        elif v:
             env[k] = v
     if _get(settings, "swanlab_mode", ""):
         env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")

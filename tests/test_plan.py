@@ -102,3 +102,15 @@ def test_dry_run_task_works_with_no_inventory_and_no_hosts(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "trainer.total_training_steps=100" in proc.stdout
     assert "escalation ladder" in proc.stdout and "/train.log" in proc.stdout
+
+
+def test_proxy_credentials_never_in_spec_or_plan():
+    pw = "s3cr3t-pw"
+    p = planning.make_plan(settings.resolve({}, {"http_proxy": f"http://bob:{pw}@proxy:3128",
+                                                 "https_proxy": "http://proxy:3128"}, {}),
+                           None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert "http_proxy" not in p.spec["env"] and p.spec["env"]["https_proxy"] == "http://proxy:3128"
+    text = plan_mod.render_text(p, width=400)
+    assert pw not in text and pw not in str(p.spec)
+    assert "bob:***@proxy" in text
+    assert planning.redact_env({"x": f"http://bob:{pw}@h:1"}) == {"x": "http://bob:***@h:1"}
