@@ -168,6 +168,61 @@ def _port_free(port: int) -> dict:
         s.close()
 
 
+COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
+
+
+def _compose_key(comp: dict) -> str | None:
+    """Content key of a compose check: the request, the checker source, this Python, and (path, size, mtime) of
+    every yaml under the config root's ``verl/`` and the entry's config dir. ``None`` when the tree is unreadable."""
+    import hashlib
+
+    rq = comp["request"]
+    h = hashlib.sha256()
+    h.update(json.dumps(rq, sort_keys=True).encode())
+    h.update(comp["source"].encode())
+    h.update(sys.executable.encode())
+    roots = {os.path.join(rq.get("config_root", ""), "verl"), rq.get("config_dir", "")}
+    try:
+        for root in sorted(r for r in roots if r):
+            for d, dirs, files in os.walk(root):
+                dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+                for f in sorted(files):
+                    if f.endswith((".yaml", ".yml")):
+                        st = os.stat(os.path.join(d, f))
+                        h.update(f"{d}/{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _compose(comp: dict) -> dict:
+    """Run the Hydra compose checker (:mod:`dapo_ops.validate` source) in a child Python; results are cached
+    in the container by content key (:func:`_compose_key`), so a repeated preflight with the same overrides
+    against the same config files costs no compose."""
+    key = _compose_key(comp) if comp.get("cache", True) else None
+    path = os.path.join(COMPOSE_CACHE, key + ".json") if key else None
+    if path and os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                r = json.load(fh)
+            r["cached"] = True
+            return r
+        except (OSError, ValueError):
+            pass
+    r = _run([sys.executable, "-c", comp["source"]], timeout=float(comp.get("timeout", 120)),
+             cwd=comp["request"].get("config_root"), stdin=json.dumps(comp["request"]))
+    if path and r.get("rc") == 0 and r.get("stdout", "").strip().startswith("{"):
+        try:
+            os.makedirs(COMPOSE_CACHE, exist_ok=True)
+            tmp = path + ".tmp%d" % os.getpid()
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(r, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return r
+
+
 def probe(req: dict) -> dict:
     """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
     t0 = time.time()
@@ -190,9 +245,7 @@ def probe(req: dict) -> dict:
         out["listen"] = _port_free(req["listen_port"])
     comp = req.get("compose")
     if comp:
-        r = _run([sys.executable, "-c", comp["source"]], timeout=float(comp.get("timeout", 120)),
-                 cwd=comp["request"].get("config_root"), stdin=json.dumps(comp["request"]))
-        out["compose"] = r
+        out["compose"] = _compose(comp)
     out["elapsed_s"] = round(time.time() - t0, 3)
     return out
 

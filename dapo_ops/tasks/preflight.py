@@ -14,7 +14,7 @@ import os
 from rich.table import Table
 from rich.text import Text
 
-from .. import fanout, planning, preflight_checks as pc, runstate, settings as settings_mod, userconfig
+from .. import fanout, planning, preflight_checks as pc, settings as settings_mod, userconfig
 from ..fanout import Row
 from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
 
@@ -38,6 +38,9 @@ HELP = {
     "ray_port": "Ray head port for --cluster (default 6379)",
     "timeout": "seconds to wait for all hosts",
 }
+
+#: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
+PREFLIGHT_RUN_ID = "00000000-000000-pref"
 
 _UNSET = {"steps": 0, "trainer_gpus": 0, "rollout_gpus": 0, "max_response_length": 0, "save_freq": 0}
 
@@ -121,7 +124,7 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
     sw, sw_err = swanlab_for_preflight(swanlab_mode, file_cfg=(file_cfg or {}).get("swanlab", {}))
     logger_on = bool(sw and sw.mode != "disabled")
     extra = [o for o in (override or []) if o]
-    run_id = runstate.new_run_id()
+    run_id = PREFLIGHT_RUN_ID  # fixed: the compose result is cached in the container by content
     plans = {}
     for h in chosen:
         try:
@@ -173,3 +176,21 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
                       for h, cs in per_host.items() if pc.worst(cs) == pc.FAIL]
         fail(raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
              EXIT_FAILED)
+
+
+#: container dir holding ``model/``, ``train.parquet``, ``val.parquet`` for :func:`bench_fn`
+BENCH_INPUTS_ENV = "DAPO_PREFLIGHT_BENCH_INPUTS"
+
+
+def bench_fn(target) -> Row:
+    """Per-host function for ``bench/fanout.py --task preflight``: every check (compose included) for a DAPO plan
+    whose inputs live in ``$DAPO_PREFLIGHT_BENCH_INPUTS`` (default ``/verl/dapo_runs/pf-inputs``; made by
+    ``bench/preflight_fanout.py``). SwanLab off (no network wait in a timing)."""
+    base = os.environ.get(BENCH_INPUTS_ENV, "/verl/dapo_runs/pf-inputs").rstrip("/")
+    s = {"model": f"{base}/model", "train_file": f"{base}/train.parquet", "val_file": f"{base}/val.parquet",
+         "framework": "fsdp", "steps": 4, "save_freq": 2, "max_prompt_length": 512, "max_response_length": 1024}
+    plan = planning.make_plan(s, target.host, mode="dapo", run_id="20261129-000000-bnch", swanlab_logger=False)
+    checks = pc.run_all(target, plan)
+    bad = [c for c in checks if c.status == pc.FAIL]
+    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "",
+               data={"checks": checks})
