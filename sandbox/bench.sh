@@ -88,6 +88,7 @@ container_run_args() {   # container_run_args hN -> docker run argv (one per lin
   for d in bin sbin lib lib32 lib64 libexec share include; do
     [ -d "/usr/$d" ] && [ ! -L "/usr/$d" ] && printf '%s\n' -v "/usr/$d:/usr/$d:ro"
   done
+  for d in /etc/alternatives /etc/ssl; do [ -d "$d" ] && printf '%s\n' -v "$d:$d:ro"; done
   case "$pyprefix" in /usr|/usr/*) ;; *) printf '%s\n' -v "$pyprefix:$pyprefix:ro" ;; esac
   printf '%s\n' -v "$venv_real:$venv_real:ro" \
     -v "$STATE/hosts/$h/sandbox:/sandbox:ro" -v "$STATE/hosts/$h/runs:/verl/dapo_runs" \
@@ -102,11 +103,12 @@ ensure_image_and_container() {   # ensure_image_and_container hN SHA
     tar -C "$STATE/image/rootfs" -c . | docker import -c "LABEL dapo.sha=$sha" -c "WORKDIR /verl" - "$IMAGE" >/dev/null
     docker rm -f "$CONTAINER" >/dev/null 2>&1 || true       # recreate on the new image
   fi
-  state=$(docker inspect -f '{{.State.Status}}' "$CONTAINER" 2>/dev/null || true)
-  if [ "$state" != running ]; then
+  local -a args; mapfile -t args < <(container_run_args "$h")
+  local cfg; cfg=$(printf '%s\n' "${args[@]}" | sha256sum | cut -c1-16)
+  state=$(docker inspect -f '{{.State.Status}} {{index .Config.Labels "dapo.cfg"}}' "$CONTAINER" 2>/dev/null || true)
+  if [ "$state" != "running $cfg" ]; then       # missing, stopped, or made with other run arguments
     [ -z "$state" ] || docker rm -f "$CONTAINER" >/dev/null
-    local -a args; mapfile -t args < <(container_run_args "$h")
-    docker "${args[@]}" >/dev/null
+    docker "${args[0]}" --label "dapo.cfg=$cfg" "${args[@]:1}" >/dev/null
   fi
   unset DOCKER_HOST
 }
@@ -157,6 +159,9 @@ up_host() {   # up_host hN: namespace, veth, sshd, dockerd (idempotent)
   ip link set "$veth" master "$BR" up
   ip -n "$ns" addr replace "$a/24" dev eth0
   ip -n "$ns" link set eth0 up; ip -n "$ns" link set lo up
+  # on-link default route without a gateway: programs that pick "the primary address" (Ray, torch) find
+  # 198.51.x.y like on a real host, while off-subnet traffic still goes nowhere (no router on the bridge)
+  ip -n "$ns" route replace default dev eth0
   [ -f "$STATE/ssh/hostkey_$h" ] || ssh-keygen -q -t ed25519 -N '' -C "$h" -f "$STATE/ssh/hostkey_$h"
   cat > "$STATE/ssh/sshd_$h.conf" <<EOC
 Port 22

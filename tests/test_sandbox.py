@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -230,9 +231,22 @@ def test_host_oom_is_sigkill_137(sandbox, h1):
 
 
 def test_hang_prints_nothing_more(sandbox, h1):
+    """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed."""
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2}})
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"], wrap="timeout 8")
-    assert rc == 124 and steps(log) == [1]
+    sandbox.exec(h1, "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
+                     "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
+                     "> /verl/dapo_runs/hang.log 2>&1; echo EXIT=$? >> /verl/dapo_runs/hang.log; } &", check=True)
+    log = sandbox.runs_dir(h1) / "hang.log"
+    for _ in range(600):                       # wait (up to ~2 min on a loaded machine) for step 1
+        if log.exists() and steps(log) == [1]:
+            break
+        time.sleep(0.2)
+    time.sleep(1)                             # let the progress bar redraw after step 1 land
+    size = log.stat().st_size
+    time.sleep(2)                             # 40 step times: a running trainer would have finished
+    text = log.read_text()
+    assert steps(log) == [1] and "EXIT=" not in text and len(text.encode()) == size
+    sandbox.reset(h1)                          # kills the hung process
 
 
 def test_swanlab_local_run_and_link_line(sandbox, h1):
@@ -283,3 +297,30 @@ def test_down_leaves_nothing_behind(sandbox):
     assert _leftovers(bid) == []
     # the session bench is untouched
     assert sandbox.ssh("h1", "hostname", check=True).stdout.strip() == "h1"
+
+
+def test_fault_injection_sshd_and_link(sandbox):
+    h = "h3"
+    try:
+        sandbox.kill_sshd(h)
+        p = sandbox.ssh(h, "true", timeout=30)
+        assert p.returncode == 255 and "Connection refused" in p.stderr
+        sandbox.start_sshd(h)
+        assert sandbox.ssh(h, "hostname", timeout=30).stdout.strip() == h
+        sandbox.link(h, False)
+        p = subprocess.run(["ssh", "-F", str(sandbox.ssh_config), "-o", "ConnectTimeout=2", h, "true"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 255 and re.search(r"timed out|No route to host", p.stderr), p.stderr
+    finally:
+        sandbox.reset(h)
+    assert sandbox.ssh(h, "hostname", timeout=30).stdout.strip() == h
+
+
+def test_host_oom_during_save_leaves_a_torn_checkpoint(sandbox, h1):
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 4, "during_save": True}})
+    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2"])
+    ckpt = sandbox.runs_dir(h1) / "ckpt"
+    assert rc == 137 and steps(log) == [1, 2, 3]
+    assert grep("local_global_step_folder: /verl/dapo_runs/ckpt/global_step_4", log)
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert not (ckpt / "global_step_4" / "data.pt").exists()
