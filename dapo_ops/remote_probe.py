@@ -179,7 +179,20 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES):
     tail, size, mtime = read_tail(_log_path(run, run_dir), tail_bytes)
     sup_alive, verl_alive = _liveness(run, run_dir)
     return {"run": run, "run_dir": run_dir, "tail": tail, "log_bytes": size, "log_mtime": mtime, "now": now,
-            "supervisor_alive": sup_alive, "verl_alive": verl_alive}
+            "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes()}
+
+
+def read_bytes():
+    """Bytes this probe process has read so far (``rchar`` of ``/proc/self/io``: files, pipes, /proc), or None.
+    Shows that a look's cost does not grow with the log (bench/status.py prints it)."""
+    try:
+        with open("/proc/self/io") as fh:
+            for line in fh:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def probe_list(runs_dir):
