@@ -55,7 +55,11 @@ def render(v: "classifier.Verdict", width: int = 100) -> str:
 
 @task(help=_HELP)
 def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=False):
-    """Classify a training log: prints `class:` and `action:` first, then evidence and a hint."""
+    """Classify a training log (LOGFILE): print `class:` and `action:`, then evidence and a hint.
+
+    Example: `dapo-ops classify /verl/train.log --exit-code 137 --oom-killed false`. Exit 0 when the
+    file was read (whatever the verdict), 2 with a one-line error otherwise.
+    """
     if not logfile:
         raise Exit("classify: give the log file, e.g. `dapo-ops classify /verl/train.log --exit-code 137`",
                    code=EXIT_USAGE)
