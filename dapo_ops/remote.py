@@ -34,6 +34,7 @@ import re
 import shlex
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -384,8 +385,9 @@ class Target:
         cxn = self._cxn
         kw = dict(hide=hide, warn=True, pty=pty, timeout=timeout)
         kw["in_stream"] = _ChunkReader(stdin) if stdin is not None else False
+        t0 = time.monotonic()
         try:
-            return cxn.run(command, **kw)
+            res = cxn.run(command, **kw)
         except CommandTimedOut as e:
             raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
                                                     f"{_short_cmd(command)}", result=e.result) from None
@@ -398,6 +400,18 @@ class Target:
         except Exception as e:  # noqa: BLE001 - transport dropped mid-command etc.
             self.close()
             raise self._ssh_error(e, cxn) from None
+        if res.exited == -1:  # the channel closed without an exit status
+            if timeout is not None and time.monotonic() - t0 >= timeout * 0.99:
+                # invoke's timer killed the channel but lost the race to report CommandTimedOut (seen with pty)
+                raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
+                                                        f"{_short_cmd(command)}", result=res)
+            if cxn.transport is None or not cxn.transport.is_active():
+                self.close()
+                raise RemoteError("unreachable", self.name, f"connection to {self._where(cxn)} lost during "
+                                                            f"`{_short_cmd(command)}`; check the host and retry")
+            # else: sshd reported an exit *signal* instead of a status (the host-side process was killed);
+            # callers see exited == -1 and handle it like any failed command
+        return res
 
     def host_run(self, cmd: str | list[str], *, timeout: float = 60, check: bool = True, env: dict | None = None,
                  pty: bool = False, stdin: bytes | str | None = None) -> Result:

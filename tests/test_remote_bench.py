@@ -205,3 +205,18 @@ def test_proxy_jump_through_another_host(sandbox, inv):
     h = host_with(inv, "h2", proxy_jump=f"root@{h1.address}:22")
     with Target(h) as t:
         assert t.run("hostname", workdir="").stdout.strip() == "h2"
+
+
+def test_timeout_with_pty_is_still_a_timeout(target):
+    for _ in range(2):  # invoke's timer races with the channel close under pty; both outcomes must say timeout
+        with pytest.raises(RemoteError) as ei:
+            target.run("sleep 5", timeout=1, pty=True)
+        assert ei.value.kind == "timeout"
+    assert target.run("echo usable").stdout.strip() == "usable"
+
+
+def test_host_process_killed_by_signal_is_a_command_failure_not_a_lost_connection(target):
+    with pytest.raises(RemoteError) as ei:
+        target.host_run("kill -9 $$")
+    assert ei.value.kind == "command" and ei.value.exit_code == -1
+    assert target.host_run("echo usable").stdout.strip() == "usable"
