@@ -1073,7 +1073,8 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
 
     # 2. container state
     if _truthy(_state_get(container_state, "OOMKilled")):
-        d = dict(base, cause="oom-killed", phase=_phase(log, len(log.lines) - 1, back=12, frames_only=False), ckpt_step=f.ckpt_step)
+        d = dict(base, cause="oom-killed", phase=_phase(log, len(log.lines) - 1, back=12, frames_only=False),
+                 ckpt_step=f.ckpt_step)
         return _mk("oom-host", d, ["docker inspect: State.OOMKilled=true"] + _ev(log, len(log.lines) - 1))
     exists = _state_get(container_state, "exists")
     status = str(_state_get(container_state, "Status") or "").lower()
@@ -1083,6 +1084,8 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     # 3. specific root cause: earliest across ranks
     root = [h for h in fatal if h.sig.tier == ROOT]
     killed = _killed_line(log)
+    if killed is not None and killed < f.step_line:  # something was killed, but training went on
+        killed = None
     if root:
         return _verdict_for(log, f, base, root[0], root, fatal)
     if killed is not None:
@@ -1104,13 +1107,13 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     # 6. exit code and generic crashes
     generic = [h for h in fatal if h.sig.tier == GENERIC]
     late_401 = [h for h in hits if h.sig.name == "tracker-401" and h.line > f.step_line]
-    if late_401 and generic and exit_code not in (None, 0, 137, 9):
+    if late_401 and generic and exit_code not in (None, 0, 137):
         # a tracker 401 with no step after it, then a traceback and a failed exit: the login itself failed
         return _mk("auth-error", dict(base, fatal=True), _ev(log, late_401[0].line) + _generic_ev(log, generic))
-    if exit_code in (137, 9):
+    if exit_code == 137:
         return _mk("crash-other", dict(base, cause="sigkill"),
                    _generic_ev(log, generic) + _exit_ev(exit_code))
-    if exit_code in (139, 11):
+    if exit_code == 139:
         return _mk("crash-other", dict(base, cause="segfault"), _generic_ev(log, generic) + _exit_ev(exit_code))
     if generic or (exit_code not in (None, 0)):
         d = dict(base)
