@@ -252,6 +252,7 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
         out.append(("actor_rollout_ref.rollout.enforce_eager", True))
 
     # features
+    out += profiles.strategy_overrides(framework)
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(profile, framework, features.names(), max_prompt_length=prompt,
                                       max_response_length=resp, accelerator=accel,

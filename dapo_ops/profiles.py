@@ -276,6 +276,17 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
     return out
 
 
+def strategy_overrides(framework: str) -> list[tuple[str, object]]:
+    """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
+    ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
+    strategy keys themselves are set (verl.md §4.1). Megatron is selected by the entry/config, nothing here.
+    """
+    if framework != "fsdp":
+        return []
+    return [("actor_rollout_ref.actor.strategy", "fsdp2"), ("actor_rollout_ref.ref.strategy", "fsdp2"),
+            ("critic.strategy", "fsdp2")]
+
+
 #: DAPO algorithm settings common to every profile/entry (verl.md §5).
 DAPO_ALGORITHM: tuple[tuple[str, object], ...] = (
     ("algorithm.adv_estimator", "grpo"),

@@ -144,6 +144,12 @@ def test_setting_changes_apply():
     assert d["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.75"
 
 
+def test_fsdp_means_fsdp2_strategy():
+    d = kv(build_command(spec(framework="fsdp"), resolve("")))
+    assert d["actor_rollout_ref.actor.strategy"] == d["critic.strategy"] == "fsdp2"
+    assert "actor_rollout_ref.actor.strategy" not in kv(build_command(spec(framework="megatron"), resolve("")))
+
+
 def test_npu_device():
     assert kv(build_command(spec(accelerator="npu"), resolve("")))["trainer.device"] == "npu"
     assert "trainer.device" not in kv(build_command(spec(accelerator="gpu"), resolve("")))
