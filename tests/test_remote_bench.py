@@ -60,28 +60,29 @@ def test_secret_env_arrives_and_is_never_left_on_the_host(target, secret):
 
 
 def test_secret_env_file_is_0600_and_not_on_any_command_line(target):
-    # the env-file exists while docker exec runs: look at it from inside the running command
-    cmd = "python3 - <<'EOF'\nimport os\nprint(os.environ['S'])\nEOF\nsleep 1"
-
+    # the env-file exists while docker exec runs: the container command waits until a spy on the host has
+    # looked at the file and at every process's argv, then the spy releases it
+    cmd = ("rm -f /tmp/spy-done; python3 -c 'import os; print(os.environ[\"S\"])'; "
+           "i=0; while [ ! -e /tmp/spy-done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
     seen = {}
 
     def spy():
-        s = Target(target.host)
-        try:
-            out = s.host_run("sleep 0.4; for f in ${TMPDIR:-/tmp}/dapo-ops-env.*; do stat -c '%a %n' \"$f\"; done; "
-                             "ps -eo args | grep -c '[s]up3r-s3cret' || true", timeout=30)
+        with Target(target.host) as s:
+            out = s.host_run(
+                "i=0; while ! ls ${TMPDIR:-/tmp}/dapo-ops-env.* >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.1; "
+                "i=$((i+1)); done; for f in ${TMPDIR:-/tmp}/dapo-ops-env.*; do stat -c '%a %n' \"$f\"; done; "
+                "ps -eo args | grep -c '[s]up3r-s3cret' || true; docker exec verl touch /tmp/spy-done", timeout=90)
             seen["out"] = out.stdout
-        finally:
-            s.close()
 
     th = threading.Thread(target=spy)
     th.start()
-    res = target.run(cmd, secret_env={"S": "sup3r-s3cret"})
-    th.join(30)
+    res = target.run(cmd, secret_env={"S": "sup3r-s3cret"}, timeout=90)
+    th.join(90)
     assert res.stdout.splitlines()[0] == "sup3r-s3cret"
     lines = seen["out"].splitlines()
     assert lines[0].startswith("600 "), seen["out"]
     assert lines[-1].strip() == "0", "no process on the machine has the secret in its argv"
+    assert target.host_run("ls ${TMPDIR:-/tmp} | grep -c dapo-ops-env || true").stdout.strip() == "0"
 
 
 def test_put_text_writes_exact_bytes_with_mode(target):
