@@ -122,3 +122,18 @@ def test_property_no_duplicates_and_explicit_never_removed(items, offload, adds)
         assert len(names) == len(set(names))
         assert explicit <= fs.names()
         assert not (fs.names() & fs.disabled)
+
+
+def test_pure_modules_import_with_the_stdlib_only():
+    """features, ladder, profiles, overrides are shipped into training images: no site-packages allowed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.features, dapo_ops.ladder, dapo_ops.profiles, "
+            "dapo_ops.overrides; fs = dapo_ops.features.resolve('-offload'); "
+            "print(dapo_ops.ladder.decide(fs, 'oom-device', {}, 1, 0, 2, {}, {}).action)") % str(root)
+    proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "retry"
