@@ -184,3 +184,42 @@ def test_proxy_password_stays_secret_and_no_proxy_covers_the_cluster(h1, tmp_pat
     no_proxy = spec_env["no_proxy"].split(",")
     for addr in ("localhost", "127.0.0.1", "::1", h1.addresses["h1"]):
         assert addr in no_proxy
+
+
+def test_cloud_mode_key_reaches_verl_only_through_its_environment(h1, tmp_path):
+    """Cloud mode against a closed port: verl's swanlab.login(key) runs (it only does when SWANLAB_API_KEY is in its
+    environment, verl tracking.py) and fails; the key is nowhere on disk, in ps, or in the output."""
+    env = _operator_env(tmp_path, mode="cloud")
+    env["SWANLAB_HOST"] = "http://127.0.0.1:9"
+    samples: list[str] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                samples.append(_host_ps(h1))
+            except Exception as exc:  # noqa: BLE001
+                samples.append(f"ps failed: {exc}")
+            stop.wait(0.5)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        out = _dapo_ops(h1, env, "launch", "--steps", "2", "--link-wait", "1")
+        run_dir = _wait_run(h1, timeout=300)
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    _assert_clean("host ps output during the run", "\n".join(samples))
+    _assert_clean("the tool's output", out.stdout + out.stderr)
+    for name in ("train.log", "run.json", "spec.json", "supervisor.log"):
+        p = run_dir / name
+        if p.exists():
+            _assert_clean(name, p.read_text(errors="replace"))
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert spec["env"]["SWANLAB_API_HOST"] == "http://127.0.0.1:9/api"
+    assert spec["env"]["SWANLAB_MODE"] == "cloud" and "SWANLAB_API_KEY" not in spec["env"]
+    log = (run_dir / "train.log").read_text(errors="replace")
+    assert "/api/login/api_key" in log, "verl never tried to log in: the key did not reach its environment"
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert rec["status"] == "failed"
