@@ -1087,7 +1087,10 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     if killed is not None and killed < f.step_line:  # something was killed, but training went on
         killed = None
     if root:
-        return _verdict_for(log, f, base, root[0], root, fatal)
+        # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
+        # the local cache): any other specific root cause wins over it, whatever the order.
+        main = [h for h in root if h.sig.cls != "network"] or root
+        return _verdict_for(log, f, base, main[0], main, fatal)
     if killed is not None:
         d = dict(base, cause="killed", phase=_phase(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)
         return _mk("oom-host", d, _ev(log, killed) + _exit_ev(exit_code))
@@ -1185,7 +1188,6 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
     cls = h.sig.cls
     i = h.line
     d = dict(base)
-    ev_idx = [i]
     name = h.sig.name
     if name == "device-oom":
         gib = _alloc_gib(log.low_line(i))
