@@ -1586,7 +1586,7 @@ def troubleshooting_md() -> str:
     for cls in CLASSES:
         row = CLASS_TABLE[cls]
         out += ["", f"## {cls}", "", "**Symptoms**", ""]
-        out += [f"- `{s}`" if "`" not in s else f"- {s}" for s in row["symptoms"]]
+        out += [f"- `{s}`" if "`" not in s else f"- `` {s} ``" for s in row["symptoms"]]
         out += ["", f"**Cause.** {row['cause']}", "",
                 f"**What dapo-ops does** (`{DEFAULT_ACTION_KIND[cls]}`). {row['tool']}", "",
                 f"**What you do.** {row['you']}"]
