@@ -7,8 +7,8 @@ run record: ``[swanlab]`` (``host``, ``web_host``, ``api_key``, ``mode``, ``log_
 ``https_proxy``, ``no_proxy``) and ``[run]`` (defaults for launch settings).
 
 Path: ``$DAPO_OPS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/dapo-ops/config.toml``, else
-``~/.config/dapo-ops/config.toml``. Writing refuses a path inside a git work tree
-(secrets would be one ``git add`` away from a commit).
+``~/.config/dapo-ops/config.toml``. Writing refuses a path inside the git work tree of this
+project or of the current directory (secrets would be one ``git add`` away from a commit).
 
 The writer is a minimal TOML emitter (stdlib has none): top-level tables of scalars
 (str, int, float, bool), lists, and inline tables. Comments in an existing file are not
@@ -89,10 +89,23 @@ def mode_warning(path: str | Path | None = None) -> str | None:
     return None
 
 
-def _inside_git_worktree(p: Path) -> Path | None:
-    for parent in p.resolve().parents:
+def _worktree_of(path: Path) -> Path | None:
+    for parent in (path, *path.parents):
         if (parent / ".git").exists():
             return parent
+    return None
+
+
+def _inside_git_worktree(p: Path) -> Path | None:
+    """The git work tree of this project or of the current directory that would contain ``p``, else None.
+
+    Only those two trees count: a home directory kept in git (dotfiles) must not block the default path.
+    """
+    target = p.expanduser().resolve()
+    for anchor in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        tree = _worktree_of(anchor)
+        if tree is not None and (target == tree or tree in target.parents):
+            return tree
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -65,12 +66,25 @@ def test_looser_existing_mode_is_fixed_and_reported(tmp_path):
     assert userconfig.mode_warning(p) is None
 
 
-def test_refuses_to_write_inside_a_git_work_tree(tmp_path):
-    (tmp_path / "repo" / ".git").mkdir(parents=True)
-    p = tmp_path / "repo" / "conf" / "config.toml"
+def test_refuses_to_write_inside_the_projects_or_cwds_git_work_tree(tmp_path, monkeypatch):
+    repo_file = Path(userconfig.__file__).resolve().parents[1] / "conf" / "config.toml"
+    with pytest.raises(UserConfigError, match="git work tree"):
+        userconfig.save_section("swanlab", {"api_key": "x" * 21}, repo_file)
+    assert not repo_file.exists()
+    (tmp_path / "proj" / ".git").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "proj")
+    p = tmp_path / "proj" / "sub" / "config.toml"
     with pytest.raises(UserConfigError, match="git work tree"):
         userconfig.save_section("swanlab", {"api_key": "x" * 21}, p)
     assert not p.exists()
+
+
+def test_a_home_kept_in_git_does_not_block_the_default_path(tmp_path, monkeypatch):
+    (tmp_path / "home" / ".git").mkdir(parents=True)  # dotfiles repo
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "home" / ".config" / "dapo-ops" / "config.toml"
+    assert userconfig.save_section("swanlab", {"mode": "local"}, p) == []
+    assert userconfig.load(p)["swanlab"] == {"mode": "local"}
 
 
 def test_unknown_section_and_bad_toml_are_one_line_errors(tmp_path):
