@@ -198,6 +198,7 @@ class StatusRow:
     eta_s: float | None = None
     attempt: int | None = None
     features: list = field(default_factory=list)   # [{"name", "source", "oom_added": bool}]
+    attempts: list = field(default_factory=list)   # [{"n", "features": [...as above], "cls", "step_reached"}]
     metrics: dict = field(default_factory=dict)     # KEY_METRICS present in the last metrics
     verdict: str | None = None
     hint: str | None = None
@@ -242,6 +243,11 @@ def _recent_step_time(run: dict, tail: TailInfo) -> float | None:
         if vals:
             return float(statistics.median(vals))
     return tail.bar_s_per_step
+
+
+def _features(feats) -> list:
+    return [{"name": f.get("name"), "source": f.get("source"), "oom_added": is_oom_added(f.get("source"))}
+            for f in (feats or []) if isinstance(f, dict)]
 
 
 def stale_threshold(step_time_s: float | None, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> float:
@@ -308,9 +314,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         elif tail.bar_remaining_s is not None:
             row.eta_s = tail.bar_remaining_s
 
-    feats = run.get("features") or []
-    row.features = [{"name": f.get("name"), "source": f.get("source"), "oom_added": is_oom_added(f.get("source"))}
-                    for f in feats if isinstance(f, dict)]
+    row.features = _features(run.get("features"))
+    for a in run.get("attempts") or []:
+        if isinstance(a, dict):
+            row.attempts.append({"n": a.get("n"), "features": _features(a.get("features")),
+                                 "cls": (a.get("verdict") or {}).get("cls"), "step_reached": a.get("step_reached")})
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")
@@ -425,40 +433,66 @@ def cells(row: StatusRow) -> dict[str, str]:
     }
 
 
+def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None) -> str:
+    prev_names = {f["name"] for f in (prev_features or [])}
+    added = [f for f in features if f["name"] not in prev_names and f.get("oom_added")]
+    line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
+    if prev_features is not None and added:
+        line += "; OOM escalation: +" + ",+".join(f["name"] for f in added)
+    if after:
+        line += "; after %s" % after
+    return line
+
+
+def _finished_line(cur: StatusRow) -> str | None:
+    if cur.state == "succeeded":
+        return "%s: finished: succeeded at step %s/%s" % (cur.host, cur.step, cur.total)
+    if cur.state in ("failed", "stopped"):
+        return "%s: finished: %s at step %s/%s (%s: %s)" % (
+            cur.host, cur.state, cur.step, cur.total, cur.verdict or "-", cur.hint or "-")
+    if cur.state == "supervisor-dead":
+        return "%s: %s" % (cur.host, cur.hint)
+    return None
+
+
+def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
+    """``attempt N started`` lines for the attempts after ``since`` that run.json records (``cur.attempts``)."""
+    out = []
+    by_n = {a["n"]: a for a in cur.attempts if isinstance(a.get("n"), int)}
+    for n in sorted(k for k in by_n if k > since and k >= 2):
+        prev = by_n.get(n - 1)
+        out.append(_attempt_line(cur.host, n, by_n[n]["features"], prev["features"] if prev else None,
+                                 prev.get("cls") if prev else None))
+    return out
+
+
 def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
     """State changes between two rows of the same run, one line each (what ``watch`` prints).
 
-    Reports: a new run, status changes, a new attempt (with OOM-added features called out as an escalation),
-    a new verdict, the supervisor dying, and the end of the run.
+    Reports: a new run (with the attempts it already went through, so attaching late still shows each OOM
+    escalation), status changes, a new attempt (OOM-added features called out as an escalation), a new verdict,
+    the supervisor dying, a stale run, and the end of the run.
     """
     out: list[str] = []
     if prev is None or prev.run_id != cur.run_id:
         if cur.run_id:
             out.append("%s: run %s %s, attempt %s, step %s/%s" % (
-                cur.host, cur.run_id, cur.state, cur.attempt, cur.step if cur.step is not None else 0,
+                cur.host, cur.run_id, cur.status, cur.attempt, cur.step if cur.step is not None else 0,
                 cur.total if cur.total is not None else "?"))
+            out += _attempt_lines(cur, 1)
+            fin = _finished_line(cur)
+            if fin:
+                out.append(fin)
         return out
     if cur.attempt != prev.attempt and cur.attempt is not None:
-        prev_names = {f["name"] for f in prev.features}
-        added = [f for f in cur.features if f["name"] not in prev_names]
-        line = "%s: attempt %s started (features %s)" % (cur.host, cur.attempt, fmt_features(cur.features))
-        if any(f["oom_added"] for f in added):
-            line += "; OOM escalation: +" + ",+".join(f["name"] for f in added if f["oom_added"])
-        if prev.verdict or cur.verdict:
-            line += "; after %s" % (cur.verdict or prev.verdict)
-        out.append(line)
+        lines = _attempt_lines(cur, prev.attempt or 0)
+        if not lines:  # run.json without per-attempt records: compare the current features
+            lines = [_attempt_line(cur.host, cur.attempt, cur.features, prev.features, cur.verdict or prev.verdict)]
+        out += lines
     elif cur.verdict and cur.verdict != prev.verdict:
         out.append("%s: verdict %s: %s" % (cur.host, cur.verdict, cur.hint or ""))
     if cur.state != prev.state:
-        if cur.state == "succeeded":
-            out.append("%s: finished: succeeded at step %s/%s" % (cur.host, cur.step, cur.total))
-        elif cur.state in ("failed", "stopped"):
-            out.append("%s: finished: %s at step %s/%s (%s: %s)" % (
-                cur.host, cur.state, cur.step, cur.total, cur.verdict or "-", cur.hint or "-"))
-        elif cur.state == "supervisor-dead":
-            out.append("%s: %s" % (cur.host, cur.hint))
-        else:
-            out.append("%s: %s -> %s" % (cur.host, prev.state, cur.state))
+        out.append(_finished_line(cur) or "%s: %s -> %s" % (cur.host, prev.state, cur.state))
     if cur.stale and not prev.stale:
         out.append("%s: no progress line for %s (stale)" % (cur.host, fmt_duration(cur.progress_age_s)))
     return out

@@ -135,3 +135,19 @@ def test_step_precedence_between_run_json_and_tail():
     tail = "===== dapo-ops attempt 2 start t features=a =====\nstep:3 - critic/score/mean:0.7\n"
     row = sv.build_row("h1", dict(base, run=_run(attempt=1, step=4), tail=tail))
     assert row.step == 3 and row.metrics["critic/score/mean"] == 0.7
+
+
+def test_events_when_attaching_late_replay_attempts_and_end():
+    f1 = [{"name": "flash_attn", "source": "default"}]
+    f2 = f1 + [{"name": "offload", "source": "oom-retry-1"}]
+    f3 = f2 + [{"name": "recompute", "source": "oom-retry-2"}]
+    run = _run(status="succeeded", attempt=3, step=10, features=f3, attempts=[
+        {"n": 1, "features": f1, "verdict": {"cls": "oom-device"}, "step_reached": 4},
+        {"n": 2, "features": f2, "verdict": {"cls": "oom-device"}, "step_reached": 6},
+        {"n": 3, "features": f3, "verdict": {"cls": "success"}, "step_reached": 10}])
+    row = sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": False})
+    ev = sv.events(None, row)
+    assert ev[1] == ("h1: attempt 2 started (features flash_attn,+offload(oom-retry-1)); "
+                     "OOM escalation: +offload; after oom-device")
+    assert ev[2].startswith("h1: attempt 3 started") and "OOM escalation: +recompute;" in ev[2]
+    assert ev[-1] == "h1: finished: succeeded at step 10/10"

@@ -321,7 +321,7 @@ def _evidence_for(text: str, recorded: dict | None) -> tuple[str | None, list[st
         v = _classify.classify(text)
         if v.cls != "success":
             cls, ev = v.cls, list(v.evidence)
-    if recorded:
+    if recorded and recorded.get("cls") != "success":
         cls = recorded.get("cls") or cls
         ev += [e for e in (recorded.get("evidence") or []) if e not in ev]
     return cls, ev
