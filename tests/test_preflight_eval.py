@@ -127,3 +127,33 @@ def test_check_str_and_json():
     assert '"status": "fail"' in pc.to_json({"h1": [c]})
     with pytest.raises(AssertionError):
         pc.Check("x", "bad", "m")
+
+
+def test_proxy_and_python_checks(tmp_path, standin, monkeypatch):
+    spec = _spec(tmp_path)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.delenv("HTTP_PROXY", raising=False)
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    facts = _facts(req)
+    inv_proxy = {"http_proxy": "http://10.0.0.1:3128", "https_proxy": "", "no_proxy": ""}
+    p = _by(pc.evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
+    assert p.status == "warn" and "sees no proxy" in p.message
+    monkeypatch.setenv("http_proxy", "http://u:pw@10.0.0.1:3128")
+    facts = _facts(req)
+    p = _by(pc.evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
+    assert p.status == "ok" and "u:***@10.0.0.1" in p.message and "pw" not in p.message
+    facts["probe"]["python"] = "3.8.10"
+    assert _by(pc.evaluate(_host(), spec, facts))["python"].status == "warn"
+
+
+def test_plan_view_forms():
+    spec = {"mode": "one-step-off", "settings": {"trainer_gpus": 2, "rollout_gpus": 6, "n_gpus_per_node": 8,
+                                                 "train_file": "/a.parquet", "val_file": "/a.parquet"}}
+    for plan in (spec, {"spec": spec, "argv": ["python3", "-m", "x.y"]},
+                 SimpleNamespace(spec=spec, argv=["python3", "-m", "x.y"])):
+        pv = pc.plan_view(plan)
+        assert pv.devices_needed == 8 and pv.data_files == ["/a.parquet"]
+    assert pc.plan_view({"spec": spec, "argv": ["python3", "-m", "x.y"]}).entry_module == "x.y"
+    assert pc.plan_view(None) is None
