@@ -370,6 +370,12 @@ def _build(data: dict, lines: _Lines, p: Path | None) -> Inventory:
         hosts[hname] = Host(name=hname, **merged)
     if not hosts:
         raise InventoryError("no hosts: add at least one [hosts.<name>] table with an address", path=p)
+    for hname, h in list(hosts.items()):  # proxy_jump may name another inventory host
+        if h.proxy_jump in hosts:
+            if h.proxy_jump == hname:
+                raise InventoryError("proxy_jump names the host itself", path=p,
+                                     line=lines.find(f"hosts.{hname}", "proxy_jump"), host=hname, field="proxy_jump")
+            hosts[hname] = dataclasses.replace(h, proxy_jump=hosts[h.proxy_jump].ssh_target)
     return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=dict(defaults))
 
 

@@ -167,3 +167,9 @@ def test_host_fields_match_the_design_contract():
                   "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
                   "data_dir, ckpt_dir").split(", ")
     assert list(Host.__dataclass_fields__) == documented
+
+
+def test_proxy_jump_may_name_another_inventory_host(tmp_path):
+    inv = inventory.load(write(tmp_path, '[defaults]\nuser = "root"\n[hosts.bastion]\naddress = "192.0.2.1"\n'
+                                         'port = 2200\n[hosts.h1]\naddress = "10.0.0.5"\nproxy_jump = "bastion"\n'))
+    assert inv.hosts["h1"].proxy_jump == "root@192.0.2.1:2200"
