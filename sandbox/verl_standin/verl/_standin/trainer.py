@@ -66,10 +66,13 @@ def _features(cfg) -> dict:
         "actor_rollout_ref.actor.fsdp_config.param_offload",
         "actor_rollout_ref.actor.megatron.param_offload",
     ))
+    # Megatron: "selective" recompute is the default-on gradient-checkpointing performance feature (what the
+    # dapo-ops override generator emits); the recompute rung is full recompute (granularity "full" or a method).
+    otc = "actor_rollout_ref.actor.megatron.override_transformer_config."
     recompute = (bool(_sel(cfg, "actor_rollout_ref.actor.entropy_checkpointing", False))
                  or bool(_sel(cfg, "actor_rollout_ref.model.enable_activation_offload", False))
-                 or _sel(cfg, "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity")
-                 is not None)
+                 or _sel(cfg, otc + "recompute_granularity") == "full"
+                 or _sel(cfg, otc + "recompute_method") is not None)
     return {"offload": offload, "recompute": recompute}
 
 
