@@ -239,8 +239,12 @@ def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_read
 
 def test_training_survives_ssh_link_cut(sandbox, host_ready):
     host_ready("h2", {"step_time": 0.5})
-    res, rid = launch(host_ready, "h2", "--steps", "20", "--framework", "fsdp")
+    res, rid = launch(host_ready, "h2", "--steps", "40", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
+    end = time.time() + 120
+    while time.time() < end and not read_run(sandbox, "h2", rid).get("step"):
+        time.sleep(0.2)
+    before = read_run(sandbox, "h2", rid)["step"]
     sandbox.link("h2", False)
     try:
         time.sleep(4)
@@ -248,13 +252,13 @@ def test_training_survives_ssh_link_cut(sandbox, host_ready):
         assert sandbox.ssh("h2", "true", timeout=30).returncode != 0
     finally:
         sandbox.link("h2", True)
-    # ... and after reconnecting, the status read (run.json over SSH) shows progress and the run finishes
+    # ... and after reconnecting, the status read (run.json over SSH) shows the progress made meanwhile
     out = sandbox.exec("h2", f"cat /verl/dapo_runs/{rid}/run.json", timeout=60)
     assert out.returncode == 0, out.stderr
     mid = json.loads(out.stdout)
-    assert mid["status"] in ("running", "succeeded") and mid["step"] and mid["step"] >= 5
+    assert mid["status"] in ("running", "succeeded") and mid["step"] > before
     rec = wait_end(sandbox, "h2", rid)
-    assert rec["status"] == "succeeded" and len(rec["attempts"]) == 1 and rec["step"] == 20
+    assert rec["status"] == "succeeded" and len(rec["attempts"]) == 1 and rec["step"] == 40
 
 
 def test_second_launch_on_same_container_is_refused(sandbox, host_ready):
