@@ -6,8 +6,8 @@ imports only the stdlib at module level; ``pyarrow`` and ``huggingface_hub`` are
 - :func:`check_model_dir`: ``config.json``, weights (every shard named by ``*.index.json``; safetensors headers
   and sizes checked), tokenizer files, leftover ``.part`` files, ``max_position_embeddings``.
 - :func:`check_parquet`: magic bytes, row count and verl's RL schema (verl.md section 15: ``prompt`` = list of
-  ``{"role", "content"}`` chat messages, ``data_source`` str, ``reward_model.ground_truth``); without pyarrow the
-  column names are looked up in the parquet footer.
+  ``{"role", "content"}`` chat messages, ``data_source`` str, ``reward_model.ground_truth``), read from the parquet
+  footer by a small stdlib thrift reader (no pyarrow import: fast, and works in any image).
 - :func:`fetch_file` / :func:`fetch_model` / :func:`fetch_dataset_file`: download from a Hugging Face compatible
   hub (``HF_ENDPOINT`` mirrors too) into ``<dest>.part``, resume with ``Range``, verify, then rename. A file under
   its final name is therefore complete; nothing complete is downloaded again (no network call at all).
@@ -187,13 +187,156 @@ def check_model_dir(path: str) -> dict:
 
 # ------------------------------------------------------------------------------------------ parquet
 
-def _footer_names(path: str) -> bytes:
+def _footer(path: str) -> bytes:
+    """The thrift-encoded ``FileMetaData`` of a parquet file (the bytes before ``<len:4><PAR1>``)."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         fh.seek(size - 8)
         (flen,) = struct.unpack("<I", fh.read(4))
         fh.seek(size - 8 - flen)
         return fh.read(flen)
+
+
+class _Compact:
+    """Minimal Thrift compact-protocol reader: enough to walk parquet's ``FileMetaData`` (parquet.thrift)."""
+
+    def __init__(self, data: bytes):
+        self.b = data
+        self.i = 0
+
+    def byte(self) -> int:
+        v = self.b[self.i]
+        self.i += 1
+        return v
+
+    def varint(self) -> int:
+        shift = out = 0
+        while True:
+            x = self.byte()
+            out |= (x & 0x7F) << shift
+            if not x & 0x80:
+                return out
+            shift += 7
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def binary(self) -> bytes:
+        n = self.varint()
+        v = self.b[self.i:self.i + n]
+        self.i += n
+        return v
+
+    def value(self, t: int, want=None):
+        """Read (or skip) one value of compact type ``t``; ``want`` maps struct field ids to readers."""
+        if t in (1, 2):
+            return t == 1
+        if t == 3:
+            return self.byte()
+        if t in (4, 5, 6):
+            return self.zigzag()
+        if t == 7:
+            self.i += 8
+            return None
+        if t == 8:
+            return self.binary()
+        if t in (9, 10):
+            h = self.byte()
+            n, et = h >> 4, h & 0x0F
+            if n == 15:
+                n = self.varint()
+            return [self.byte() == 1 if et in (1, 2) else self.value(et, want) for _ in range(n)]
+        if t == 11:
+            n = self.varint()
+            if n:
+                kv = self.byte()
+                for _ in range(n):
+                    self.value(kv >> 4)
+                    self.value(kv & 0x0F)
+            return None
+        if t == 12:
+            return self.struct(want if want is not None else {})
+        raise ValueError(f"unknown thrift compact type {t}")
+
+    def struct(self, want) -> dict:
+        """Fields of a struct: ``{field id: value}`` for ids in ``want`` (others skipped); ``want`` is a dict of
+        field id -> nested ``want`` (None for scalars), or :data:`_ALL` to keep every field recursively."""
+        out: dict = {}
+        fid = 0
+        while True:
+            h = self.byte()
+            if h == 0:
+                return out
+            t = h & 0x0F
+            delta = h >> 4
+            fid = fid + delta if delta else self.zigzag()
+            keep = want is _ALL or fid in want
+            v = self.value(t, _ALL if want is _ALL else (want.get(fid) if keep else None))
+            if keep:
+                out[fid] = v
+
+
+_ALL = object()
+
+
+def parquet_schema(path: str) -> tuple[int, list[dict]]:
+    """``(num_rows, top-level columns)`` from the parquet footer, stdlib only.
+
+    Each column: ``{"name", "group": bool, "list": bool (LIST-annotated), "children": [...]}`` (the schema tree of
+    parquet.thrift ``SchemaElement``: 3 repetition, 4 name, 5 num_children, 6 converted_type (3 = LIST),
+    10 logicalType (field 3 = LIST)). Raises ``ValueError`` / ``IndexError`` on a corrupt footer.
+    """
+    meta = _Compact(_footer(path)).struct({2: _ALL, 3: None})
+    elems = meta.get(2) or []
+    rows = int(meta.get(3) or 0)
+    pos = 0
+
+    def build() -> dict:
+        nonlocal pos
+        e = elems[pos]
+        pos += 1
+        node = {"name": (e.get(4) or b"").decode("utf-8", "replace"), "group": bool(e.get(5)),
+                "list": e.get(6) == 3 or 3 in (e.get(10) or {}), "children": []}
+        for _ in range(int(e.get(5) or 0)):
+            node["children"].append(build())
+        return node
+
+    root = build()
+    return rows, root["children"]
+
+
+def _leaf_names(node: dict) -> set:
+    out = set()
+    for ch in node["children"]:
+        out.add(ch["name"])
+        out |= _leaf_names(ch)
+    return out
+
+
+def _footer_schema_problems(cols: list[dict], prompt_key: str) -> tuple[list[str], list[str]]:
+    """(missing column paths, other problems) for the footer schema tree against verl's RL schema."""
+    by = {c["name"]: c for c in cols}
+    missing: list[str] = []
+    probs: list[str] = []
+    p = by.get(prompt_key)
+    if p is None:
+        missing.append(prompt_key)
+    elif not (p["group"] and {"role", "content"} <= _leaf_names(p)):
+        probs.append(f"column '{prompt_key}' is not a list of chat messages; verl expects "
+                     "[{'role': ..., 'content': ...}]")
+    if "data_source" not in by:
+        missing.append("data_source")
+    rm = by.get("reward_model")
+    if rm is None:
+        missing.append("reward_model.ground_truth")
+    elif not rm["group"]:
+        probs.append("column 'reward_model' is not a struct; verl expects {'ground_truth': ...}")
+    elif any(c["name"] == "key_value" for c in rm["children"]):
+        pass  # map<str, str>: the key is per row; verl reads row["reward_model"]["ground_truth"]
+    elif "ground_truth" not in {c["name"] for c in rm["children"]}:
+        missing.append("reward_model.ground_truth")
+    return missing, probs
 
 
 def _arrow_schema_problems(schema, prompt_key: str) -> tuple[list[str], list[str]]:
@@ -237,7 +380,7 @@ def check_parquet(path: str, prompt_key: str = "prompt") -> dict:
 
     Returns a JSON-able dict: ``path``, ``exists``, ``bytes``, ``ok``, ``rows`` (int or None), ``columns``,
     ``missing`` (column paths, e.g. ``reward_model.ground_truth``), ``problems`` (one-line strings naming the
-    file and the column), ``schema_checked`` (``"pyarrow"`` | ``"footer"`` | ``""``).
+    file and the column), ``schema_checked`` (``"footer"``: the stdlib thrift reader, ``"pyarrow"`` when the footer needed it, ``""``).
     """
     out: dict = {"path": path, "exists": os.path.isfile(path), "bytes": 0, "ok": False, "rows": None,
                  "columns": [], "missing": [], "problems": [], "schema_checked": ""}
@@ -253,28 +396,26 @@ def check_parquet(path: str, prompt_key: str = "prompt") -> dict:
         probs.append(f"data file {path} {why}")
         return out
     try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        pq = None
-    if pq is not None:
-        try:
+        rows, cols = parquet_schema(path)
+        out["rows"] = rows
+        out["columns"] = [c["name"] for c in cols]
+        missing, more = _footer_schema_problems(cols, prompt_key)
+        out["schema_checked"] = "footer"
+    except (ValueError, IndexError, struct.error, UnicodeDecodeError):
+        try:  # a footer this reader does not follow: let pyarrow judge it
+            import pyarrow.parquet as pq
+
             pf = pq.ParquetFile(path)
-            schema = pf.schema_arrow
             out["rows"] = pf.metadata.num_rows
-            out["columns"] = list(schema.names)
-            missing, more = _arrow_schema_problems(schema, prompt_key)
+            out["columns"] = list(pf.schema_arrow.names)
+            missing, more = _arrow_schema_problems(pf.schema_arrow, prompt_key)
             out["schema_checked"] = "pyarrow"
+        except ImportError:
+            probs.append(f"data file {path} has a parquet footer this check cannot read (and pyarrow is absent)")
+            return out
         except Exception as e:  # pyarrow raises several types for corrupt files
             probs.append(f"data file {path} is not readable parquet: {str(e).splitlines()[0] if str(e) else e}")
             return out
-    else:
-        footer = _footer_names(path)
-        more = []
-        missing = [c for c in (prompt_key, "data_source", "reward_model", "ground_truth")
-                   if c.encode() not in footer]
-        missing = ["reward_model.ground_truth" if c in ("reward_model", "ground_truth") else c for c in missing]
-        missing = list(dict.fromkeys(missing))
-        out["schema_checked"] = "footer"
     out["missing"] = missing
     for col in missing:
         probs.append(f"data file {path} has no column '{col}' (verl's RL schema needs {', '.join(RL_COLUMNS)})")

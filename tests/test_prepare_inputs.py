@@ -35,7 +35,8 @@ def test_sharded_model_missing_shard(tmp_path):
 
 def test_parquet_schema_names_the_missing_column(tmp_path):
     good = inputs.check_parquet(str(make_parquet(tmp_path / "good.parquet", 5)))
-    assert good["ok"] and good["rows"] == 5 and good["schema_checked"] == "pyarrow"
+    assert good["ok"] and good["rows"] == 5 and good["schema_checked"] == "footer"
+    assert good["columns"] == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     bad = inputs.check_parquet(str(make_parquet(tmp_path / "bad.parquet", 5, drop_ground_truth=True)))
     assert not bad["ok"] and bad["missing"] == ["reward_model.ground_truth"]
     assert "has no column 'reward_model.ground_truth'" in bad["problems"][0]
@@ -43,7 +44,33 @@ def test_parquet_schema_names_the_missing_column(tmp_path):
     assert nods["missing"] == ["data_source"]
 
 
-def test_parquet_footer_fallback_without_pyarrow(tmp_path, monkeypatch):
+def test_parquet_footer_reader_against_pyarrow_layouts(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from inputs_helpers import rl_table
+
+    for i, kw in enumerate(({"row_group_size": 100, "compression": "zstd"}, {"version": "1.0", "use_dictionary": False},
+                            {"compression": "gzip", "data_page_size": 256})):
+        p = tmp_path / f"v{i}.parquet"
+        pq.write_table(rl_table(1000), str(p), **kw)
+        r = inputs.check_parquet(str(p))
+        assert r["ok"] and r["rows"] == 1000 and r["schema_checked"] == "footer", (kw, r)
+    p = tmp_path / "text_prompt.parquet"
+    pq.write_table(pa.Table.from_pylist([{"prompt": "plain", "data_source": "x", "reward_model": {"ground_truth": "1"}}]), str(p))
+    assert "is not a list of chat messages" in inputs.check_parquet(str(p))["problems"][0]
+    p = tmp_path / "str_rm.parquet"
+    pq.write_table(pa.Table.from_pylist([{"prompt": [{"role": "user", "content": "a"}], "data_source": "x",
+                                          "reward_model": "1"}]), str(p))
+    assert "'reward_model' is not a struct" in inputs.check_parquet(str(p))["problems"][0]
+    p = tmp_path / "map_rm.parquet"
+    t = pa.table({"prompt": pa.array([[{"role": "user", "content": "a"}]]), "data_source": ["x"],
+                  "reward_model": pa.array([[("ground_truth", "1")]], type=pa.map_(pa.string(), pa.string()))})
+    pq.write_table(t, str(p))
+    assert inputs.check_parquet(str(p))["ok"]
+
+
+def test_parquet_check_needs_no_pyarrow(tmp_path, monkeypatch):
     bad = make_parquet(tmp_path / "bad.parquet", 5, drop_ground_truth=True)
     good = make_parquet(tmp_path / "good.parquet", 5)
     import builtins
@@ -59,7 +86,7 @@ def test_parquet_footer_fallback_without_pyarrow(tmp_path, monkeypatch):
     rb = inputs.check_parquet(str(bad))
     rg = inputs.check_parquet(str(good))
     assert rb["schema_checked"] == "footer" and rb["missing"] == ["reward_model.ground_truth"]
-    assert rg["ok"]
+    assert rg["ok"] and rg["rows"] == 5
 
 
 def test_truncated_parquet_is_not_complete(tmp_path):
