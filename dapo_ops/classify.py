@@ -1401,7 +1401,7 @@ def is_device_oom_line(line: str) -> bool:
     if not line:
         return False
     low = line.lower()
-    if "memory" not in low and "err0" not in low and "el0004" not in low and "alloc_failed" not in low:
+    if not any(n in low for n in _DEVICE_OOM_NEEDLES):
         return False
     s = _normalise_line(line)
     if _is_echo_text(s):
