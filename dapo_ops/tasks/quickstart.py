@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from invoke import task
 from invoke.exceptions import Exit
 
 from .. import features as features_mod, proxy as proxy_mod, swanlab_cfg, userconfig
@@ -214,7 +215,7 @@ def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subp
     return proc
 
 
-@fanout_task(help={"steps": "training steps of the demo run (default 20)",
+@task(help={"steps": "training steps of the demo run (default 20)",
                    "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
                    "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
                    "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)"})
