@@ -162,9 +162,6 @@ def test_local_mode_metrics_land_in_swanlog_and_link_is_captured(h1, tmp_path):
     assert log_dir_in_container in rec["swanlab_url"] or spec["env"]["SWANLAB_RUN_ID"] in rec["swanlab_url"]
 
 
-@pytest.mark.xfail(strict=False, reason="the dry-run plan (dapo_ops/plan.py, issue 6) takes http_proxy from the "
-                   "settings/env as is; it does not yet go through proxy.container_proxy_env + proxy.split_secret, "
-                   "so a proxy password is printed")
 def test_proxy_password_not_in_dry_run_plan(h1, tmp_path):
     plan = _dapo_ops(h1, _operator_env(tmp_path, proxy_pw=True), "launch", "--steps", "2", "--dry-run")
     assert plan.returncode == 0, plan.stderr[-2000:]
