@@ -190,7 +190,7 @@ _ATTEMPT_START_RX = re.compile(r"^===== dapo-ops attempt \d+ start .*$", re.MULT
 class _Log:
     """The normalised tail: lines, their Ray prefix facts and a lower-cased copy."""
 
-    __slots__ = ("lines", "starts", "low", "names", "ips", "_echo")
+    __slots__ = ("lines", "starts", "low", "names", "ips", "_echo", "scan_low", "scan_starts", "scan_idx")
 
     def __init__(self, text: str):
         m = None
@@ -233,6 +233,20 @@ class _Log:
             pos += len(line) + 1
         self.starts = starts
         self._echo: dict[int, bool] = {}
+        # Signature scans skip metrics lines and progress bars (the bulk of a long run's tail; they never
+        # carry an error): scan_low holds the other lines, scan_idx maps them back.
+        keep = [i for i, ln in enumerate(lines) if not ln.startswith(_PROGRESS_STARTS)]
+        if len(keep) == len(lines):
+            self.scan_low, self.scan_starts, self.scan_idx = low, starts, None
+        else:
+            parts = [self.low_line(i) for i in keep]
+            self.scan_low = "\n".join(parts)
+            ss = [0] * len(parts)
+            pos = 0
+            for k, part in enumerate(parts):
+                ss[k] = pos
+                pos += len(part) + 1
+            self.scan_starts, self.scan_idx = ss, keep
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.starts, offset) - 1
@@ -249,6 +263,7 @@ class _Log:
         return v
 
 
+_PROGRESS_STARTS = ("step:", "Training Progress:")
 _PPRINT_RX = re.compile(r"^[\[{(\s]*'[^'\n]{1,160}'\s*:\s")
 _MEM_TABLE_ROW_RX = re.compile(r"^\d+\s+\d+(?:\.\d+)?\s+\S")
 _KILLED_RX = re.compile(r"^(?:\S+: line \d+:\s+)?(?:\d+\s+)?Killed(?:\s{2,}|\s*$)")
@@ -548,8 +563,9 @@ def _scan(log: _Log) -> list[_Hit]:
     Candidate lines are found with ``str.find`` on the needles (C speed over the whole tail); the
     signature's regex then runs on those lines only, so cost grows with matching lines, not bytes.
     """
-    low = log.low
-    starts = log.starts
+    low = log.scan_low
+    starts = log.scan_starts
+    idx = log.scan_idx
     nlines = len(starts)
     hits: list[_Hit] = []
     for sig in _SIGS:
@@ -557,11 +573,11 @@ def _scan(log: _Log) -> list[_Hit]:
         for needle in sig.needles:
             pos = low.find(needle)
             while pos >= 0:
-                i = log.line_of(pos)
-                cand.add(i)
-                if i + 1 >= nlines:
+                k = bisect.bisect_right(starts, pos) - 1
+                cand.add(idx[k] if idx is not None else k)
+                if k + 1 >= nlines:
                     break
-                pos = low.find(needle, starts[i + 1])
+                pos = low.find(needle, starts[k + 1])
         for i in sorted(cand):
             m = sig.rx.search(log.low_line(i))
             if m is None or log.is_echo(i):
