@@ -2,7 +2,7 @@
 not (host ``ps`` during the run, train.log, run.json, spec.json, the dry-run plan, the tool's output), and a
 SwanLab local-mode run of the stand-in lands its metrics in the run's swanlog dir with the link in run.json.
 
-Needs ``dapo_ops/tasks/launch.py`` (issue 6) wired as in docs/design.md "SwanLab and secrets".
+Exercises ``dapo_ops/tasks/launch.py`` (issue 6) wired as in docs/design.md "SwanLab and secrets".
 """
 
 from __future__ import annotations
@@ -29,12 +29,7 @@ HOOK_TOKEN = "HOOKTOKEN-SECRET-987654321"
 PROXY_PW = "PROXYPW-SECRET-5551234"
 SECRETS = (KEY, HOOK_TOKEN)
 
-_LAUNCH_MISSING = not (REPO / "dapo_ops" / "tasks" / "launch.py").exists()
-pytestmark = [
-    pytest.mark.bench,
-    pytest.mark.xfail(_LAUNCH_MISSING, strict=False,
-                      reason="dapo_ops/tasks/launch.py (issue 6) has not landed: secrets integration untested"),
-]
+pytestmark = pytest.mark.bench
 
 
 def _operator_env(tmp_path: Path, mode: str = "local", proxy_pw: bool = False) -> dict:
