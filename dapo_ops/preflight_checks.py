@@ -247,8 +247,16 @@ def _container_checks(target_name: str, container: str, facts: dict) -> list[Che
     ssh = facts["ssh"]
     if not ssh.get("ok"):
         msg, fix = _split_fix(ssh.get("message", ""))
-        name = "ssh"
-        out.append(Check(name, FAIL, f"{ssh.get('kind')}: {msg}", fix or "check the inventory entry and the network"))
+        kind = ssh.get("kind")
+        if kind == "timeout":
+            out.append(Check("ssh", OK, "connected"))
+            out.append(Check("probe", FAIL, msg, "the host or its Docker is overloaded or hung: check `docker ps` "
+                                                  "on it, or raise --timeout"))
+        elif kind == "docker-missing":
+            out.append(Check("ssh", OK, "connected"))
+            out.append(Check("docker", FAIL, msg, fix or "install Docker or fix PATH for the SSH user"))
+        else:
+            out.append(Check("ssh", FAIL, f"{kind}: {msg}", fix or "check the inventory entry and the network"))
         return out
     out.append(Check("ssh", OK, "connected; host key known"))
     ins = facts.get("inspect") or {}

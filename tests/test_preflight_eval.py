@@ -157,3 +157,14 @@ def test_plan_view_forms():
         assert pv.devices_needed == 8 and pv.data_files == ["/a.parquet"]
     assert pc.plan_view({"spec": spec, "argv": ["python3", "-m", "x.y"]}).entry_module == "x.y"
     assert pc.plan_view(None) is None
+
+
+def test_remote_error_kinds_map_to_checks():
+    h = _host()
+    t = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "timeout",
+                                      "message": "command did not finish within 60 s: s=$(docker inspect ..."}})
+    assert [(c.name, c.status) for c in t] == [("ssh", "ok"), ("probe", "fail")]
+    k = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "hostkey",
+                                      "message": "host key of root@192.0.2.11:22 is not in /k; verify it and add it "
+                                                 "(ssh-keyscan 192.0.2.11 >> /k) or pass --accept-new-host-keys"}})
+    assert k[0].name == "ssh" and k[0].status == "fail" and "--accept-new-host-keys" in k[0].fix
