@@ -462,8 +462,7 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     for d in p.get("data") or []:
         name = "data:" + d["path"].rsplit("/", 1)[-1]
         if d.get("ok"):
-            out.append(Check(name, OK, f"{d['path']}: {d.get('rows')} rows, verl RL schema"
-                             + (" (columns from the parquet footer; pyarrow absent)" if d.get("schema_checked") == "footer" else "")))
+            out.append(Check(name, OK, f"{d['path']}: {d.get('rows')} rows, verl RL schema"))
         else:
             probs = d.get("problems") or ["unusable"]
             if d.get("missing"):
