@@ -84,7 +84,7 @@ def bind_mounts(host) -> list[tuple[str, str, str]]:
         p = getattr(host, attr, None)
         if p:
             out.append((str(p), str(p), "rw"))
-    runs = getattr(host, "runs_dir", None)
+    runs = getattr(host, "runs_dir", None) or getattr(host, "runs_path", None)
     if runs:
         src = getattr(host, "ckpt_dir", None) or runs
         out.append((str(src), str(runs), "rw"))
