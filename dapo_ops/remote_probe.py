@@ -78,46 +78,71 @@ def _boot_time():
     return None
 
 
-def group_members(pgid):
-    """Live processes of process group ``pgid``: list of ``(pid, start_time_s)`` (Unix seconds, or None).
+def _scan(pgid, env_marker):
+    """One pass over ``/proc``: live processes in process group ``pgid`` or whose environment holds
+    ``env_marker`` (bytes ``DAPO_OPS_RUN_ID=<run_id>``). Returns ``[(pid, start_time_s | None, how)]`` with
+    ``how`` = ``"pgid"`` or ``"env"``. Zombies and this process are skipped.
 
-    Scans ``/proc/<pid>/stat`` (field 5 = pgrp, field 22 = start time in clock ticks since boot); zombies
-    are not members. Cost grows with the number of processes in the container, not with any log.
+    ``/proc/<pid>/stat``: field 5 = pgrp, field 22 = start time in clock ticks since boot. Cost grows with the
+    number of processes in the container, not with any log.
     """
-    if not pgid:
+    if not pgid and not env_marker:
         return []
     try:
         hz = os.sysconf("SC_CLK_TCK")
     except (ValueError, OSError):  # pragma: no cover
         hz = 100
     btime = _boot_time()
+    me = os.getpid()
     out = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == me:
             continue
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
                 stat = fh.read()
-        except OSError:
+            rest = stat[stat.rindex(b")") + 2:].split()
+        except (OSError, ValueError):
             continue
-        rest = stat[stat.rindex(b")") + 2:].split()
-        # rest[0] = state (field 3), rest[2] = pgrp (field 5), rest[19] = starttime (field 22)
-        if rest[0] == b"Z" or int(rest[2]) != int(pgid):
+        if rest[0] == b"Z":
             continue
-        start = btime + int(rest[19]) / float(hz) if btime is not None else None
-        out.append((int(name), start))
+        how = "pgid" if pgid and int(rest[2]) == int(pgid) else None
+        if how is None and env_marker:
+            try:
+                with open("/proc/%s/environ" % name, "rb") as fh:
+                    if env_marker in fh.read().split(b"\0"):
+                        how = "env"
+            except OSError:
+                pass
+        if how:
+            out.append((int(name), btime + int(rest[19]) / float(hz) if btime is not None else None, how))
     return out
 
 
+def group_members(pgid):
+    """Live processes of process group ``pgid``: ``[(pid, start_time_s | None)]``."""
+    return [(p, t) for p, t, _ in _scan(pgid, None)]
+
+
+def own_processes(run, slack_s=120.0):
+    """The run's own live processes: members of its recorded verl process group, and processes whose environment
+    carries ``DAPO_OPS_RUN_ID=<run_id>`` (Ray workers that left the group; the supervisor sets it for verl,
+    docs/design.md run.json), that started after the run did (``started_at`` minus ``slack_s``), so a recycled
+    process-group id never makes ``stop`` touch a foreign process.
+
+    :returns: ``[(pid, how)]``, ``how`` = ``"pgid"`` | ``"env"``.
+    """
+    run = run or {}
+    pgid = (run.get("pids") or {}).get("verl_pgid")
+    marker = ("DAPO_OPS_RUN_ID=%s" % run["run_id"]).encode() if run.get("run_id") else None
+    started = run.get("started_at")
+    return [(p, how) for p, t, how in _scan(pgid, marker)
+            if started is None or t is None or t >= float(started) - slack_s]
+
+
 def own_members(run, slack_s=120.0):
-    """Members of the run's recorded verl process group that started after the run did (``started_at`` minus
-    ``slack_s``): a recycled process-group id never makes ``stop`` touch a foreign process."""
-    pgid = ((run or {}).get("pids") or {}).get("verl_pgid")
-    started = (run or {}).get("started_at")
-    members = group_members(pgid)
-    if started is None:
-        return members
-    return [(p, t) for p, t in members if t is None or t >= float(started) - slack_s]
+    """Members of the run's recorded verl process group among :func:`own_processes`: ``[(pid, "pgid")]``."""
+    return [x for x in own_processes(run, slack_s) if x[1] == "pgid"]
 
 
 def resolve_run_dir(runs_dir, run_id=None):
@@ -157,7 +182,7 @@ def _liveness(run, run_dir):
     pids = (run or {}).get("pids") or {}
     sup = pids.get("supervisor")
     sup_alive = _rs.is_supervisor_pid(sup, run_dir) if sup else False
-    verl_alive = bool(own_members(run)) if pids.get("verl_pgid") else False
+    verl_alive = bool(own_processes(run))
     return sup_alive, verl_alive
 
 
@@ -221,8 +246,9 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
     1. supervisor alive (``/proc/<pid>/cmdline`` names ``dapo_ops.supervisor`` and this run dir): SIGTERM it and
        wait up to ``grace_s`` seconds; it stops its verl process group (and the Ray processes in it) and marks
        run.json ``stopped``. Still alive after that: SIGKILL, then step 2.
-    2. supervisor dead: SIGTERM the recorded verl process group (only members started after the run), wait up
-       to ``kill_grace_s`` seconds, SIGKILL what is left.
+    2. then (supervisor dead, or it left something): SIGTERM the run's own processes (:func:`own_processes`:
+       the recorded verl process group and processes carrying ``DAPO_OPS_RUN_ID=<run_id>``, started after the
+       run), wait up to ``kill_grace_s`` seconds, SIGKILL what is left.
     3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added).
 
     :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}``.
@@ -243,21 +269,37 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
             actions.append("supervisor did not exit within %gs: SIGKILL pid %d" % (grace_s, sup))
             _wait(lambda: not _rs.pid_alive(sup), 5.0)
     run = _rs.read_run(run_dir) or run
-    members = own_members(run)
     pgid = (run.get("pids") or {}).get("verl_pgid")
-    if members:
-        try:
-            os.killpg(int(pgid), signal.SIGTERM)
-            actions.append("SIGTERM verl process group %d (%d processes)" % (pgid, len(members)))
-        except ProcessLookupError:
-            pass
-        if not _wait(lambda: not own_members(run), kill_grace_s):
+
+    def signal_own(sig):
+        procs = own_processes(run)
+        in_group = [p for p, how in procs if how == "pgid"]
+        by_env = [p for p, how in procs if how == "env"]
+        if in_group:
             try:
-                os.killpg(int(pgid), signal.SIGKILL)
-                actions.append("verl process group %d still alive after %gs: SIGKILL" % (pgid, kill_grace_s))
+                os.killpg(int(pgid), sig)
+            except ProcessLookupError:
+                in_group = []
+        for p in by_env:
+            try:
+                os.kill(p, sig)
             except ProcessLookupError:
                 pass
-            _wait(lambda: not own_members(run), 5.0)
+        return in_group, by_env
+
+    in_group, by_env = signal_own(signal.SIGTERM)
+    if in_group or by_env:
+        what = []
+        if in_group:
+            what.append("verl process group %d (%d processes)" % (pgid, len(in_group)))
+        if by_env:
+            what.append("%d processes with DAPO_OPS_RUN_ID=%s" % (len(by_env), run.get("run_id")))
+        actions.append("SIGTERM " + " and ".join(what))
+        if not _wait(lambda: not own_processes(run), kill_grace_s):
+            left = signal_own(signal.SIGKILL)
+            actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]),
+                                                                            kill_grace_s))
+            _wait(lambda: not own_processes(run), 5.0)
     if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
         now = time.time()
         run["status"] = "stopped"

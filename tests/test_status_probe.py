@@ -169,3 +169,21 @@ def test_read_tail_drops_cut_line(tmp_path, size):
     text, n, _ = remote_probe.read_tail(str(p), 64)
     assert n == size + 11
     assert text.endswith("last line\n") and ("y" not in text or size < 64)
+
+
+def test_stop_also_ends_processes_carrying_the_run_id(tmp_path):
+    # a Ray worker that left the verl process group (setsid) but carries DAPO_OPS_RUN_ID (set by the supervisor)
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
+    stray = subprocess.Popen(["sleep", "300"], start_new_session=True, env=dict(os.environ, DAPO_OPS_RUN_ID=rid))
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                             env=dict(os.environ, DAPO_OPS_RUN_ID=rid + "0"))
+    try:
+        assert probe({"op": "status", "runs_dir": str(tmp_path)})["verl_alive"] is True
+        res = probe({"op": "stop", "runs_dir": str(tmp_path), "kill_grace_s": 5})
+        assert res["actions"][0] == "SIGTERM 1 processes with DAPO_OPS_RUN_ID=%s" % rid
+        assert stray.wait(timeout=10) == -signal.SIGTERM
+        assert other.poll() is None
+    finally:
+        for p in (stray, other):
+            if p.poll() is None:
+                p.kill()
