@@ -146,35 +146,38 @@ def _verdict_line(rec: dict) -> str:
     return line
 
 
-def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
-               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
-    """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
-
-    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
-    PlanError with one line; nothing is left behind when the start itself fails.
-    """
-    host = target.host
-    run_id = runstate.new_run_id()
-    plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
-                              proxy=inv_proxy, extra_overrides=extra_overrides)
+def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
+    """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
+    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``."""
     spec = plan.spec
-    target.container = spec["container"]
-    # docs/design.md "SwanLab and secrets": public env in the spec, secrets only in secret.env (0600)
     public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    spec["env"] = {**public, **extra_public, **sw.public_env(run_dir=plan.run_dir, run_id=run_id)}
+    spec["env"] = {**public, **extra_public, **sw.public_env(run_dir=plan.run_dir, run_id=spec["run_id"])}
     spec["logger"] = sw.loggers()
     spec["notify"] = notify_cfg
-    secret_env = {**sw.secret_env(), **extra_secret}
-    py = spec["python"]
-    bdir = remote_bundle.ensure_bundle(target, host.runs_path, py)
-    _quick_checks(target, plan, bdir, skip_preflight)
+    return {**sw.secret_env(), **extra_secret}
+
+
+def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float, cleanup=None) -> Row:
+    """Write ``spec.json`` (+ ``secret.env``, 0600) into ``plan.run_dir``, start the supervisor detached, wait up to
+    :data:`START_WAIT_S` for ``running`` and :data:`SETTLE_S` (and ``link_wait`` for the SwanLab link) more.
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container; ``ok=False`` kind
+    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when the start itself
+    fails; raises RemoteError with one line.
+    """
+    host = target.host
+    spec = plan.spec
+    run_id, py = spec["run_id"], spec["python"]
     target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
     try:
         if secret_env:
             target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
         remote_bundle.start_supervisor(target, spec["workdir"], py, bdir, plan.run_dir)
     except Exception:
-        target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+        if cleanup is not None:
+            cleanup()
+        else:
+            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
         raise
     rec = None
     deadline = time.monotonic() + START_WAIT_S
@@ -200,6 +203,25 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     return Row(cells={"run": run_id, "status": rec.get("status", "")},
                data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
                      "swanlab_url": rec.get("swanlab_url"), "container": spec["container"]})
+
+
+def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
+               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+    """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
+    PlanError with one line; nothing is left behind when the start itself fails.
+    """
+    host = target.host
+    run_id = runstate.new_run_id()
+    plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
+                              proxy=inv_proxy, extra_overrides=extra_overrides)
+    target.container = plan.spec["container"]
+    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
+                                  extra_secret=extra_secret)
+    bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
+    _quick_checks(target, plan, bdir, skip_preflight)
+    return start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
 
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
