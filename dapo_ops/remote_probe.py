@@ -371,6 +371,10 @@ def handle(req):
         raise ProbeError("unknown probe op %r" % op)
     except ProbeError as e:
         return {"error": str(e)}
+    except ValueError as e:  # a run.json / .lock that is not JSON (hand-edited, disk full)
+        return {"error": "unreadable run record under %s: %s; inspect it with `inv logs`" % (runs_dir, e)}
+    except OSError as e:
+        return {"error": "cannot read %s: %s" % (getattr(e, "filename", None) or runs_dir, e.strerror or e)}
 
 
 def main(argv=None):

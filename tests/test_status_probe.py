@@ -187,3 +187,11 @@ def test_stop_also_ends_processes_carrying_the_run_id(tmp_path):
         for p in (stray, other):
             if p.poll() is None:
                 p.kill()
+
+
+def test_unreadable_run_json_is_one_line_error(tmp_path):
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
+    with open(os.path.join(rd, "run.json"), "w") as fh:
+        fh.write("{not json")
+    ans = probe({"op": "status", "runs_dir": str(tmp_path)})
+    assert ans["error"].startswith("unreadable run record under %s" % tmp_path) and "\n" not in ans["error"]

@@ -72,6 +72,14 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
                           % (target.host.python, target.container, err[-1] if err else "no output")) from None
 
 
+def _stale_after(c) -> float:
+    """``status.stale_after_s`` from the invoke/dapo_ops config, else statusview.DEFAULT_STALE_AFTER_S."""
+    try:
+        return float((c.config.get("status", {}) or {}).get("stale_after_s") or statusview.DEFAULT_STALE_AFTER_S)
+    except (AttributeError, TypeError, ValueError):
+        return statusview.DEFAULT_STALE_AFTER_S
+
+
 def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
                  stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S) -> list[statusview.StatusRow]:
     """Status rows for every target (one probe each, in parallel).
@@ -148,9 +156,12 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
     "run": "a run id instead of the host's current run",
 })
 def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
-    """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age."""
+    """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
+
+    Config (``dapo_ops.yaml``): ``status.stale_after_s`` (default 900): minimum silence before a run is flagged.
+    """
     _, chosen = select_hosts(c, hosts, inventory)
-    rows = collect_rows(c, chosen, run=run, all_runs=all_)
+    rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
         rows = statusview.sort_newest_first(rows)
     if json_:
@@ -464,7 +475,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     try:
         while True:
             live = [h for h in chosen if h.name not in done]
-            for row in collect_rows(c, live, run=run):
+            for row in collect_rows(c, live, run=run, stale_after_s=_stale_after(c)):
                 if row.state == "error" and row.host in prev:  # transient: keep watching
                     if row.host not in unreachable:
                         print("%s (still watching)" % row.error, flush=True)
