@@ -223,3 +223,115 @@ sys.exit(0 if len(nodes) >= want else 3)
 def quoted(argv: list[str]) -> str:
     """Shell-quoted command line for ``argv``."""
     return " ".join(shlex.quote(a) for a in argv)
+
+
+# ---------------------------------------------------------------------------- supervisor side (stdlib)
+# The supervisor runs in the head's container from the stdlib bundle; these helpers let it check the
+# cluster before a retry and end the head's Ray session when the run ends.
+
+#: seconds the supervisor waits for every node to answer before a retry
+RETRY_CHECK_S = 10.0
+
+
+def session_members(sid: int) -> list[int]:
+    """PIDs whose session id is ``sid`` (from ``/proc/<pid>/stat``); zombies included."""
+    import os
+
+    out: list[int] = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(d))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
+    """End the ``ray start --block`` session whose leader pid is in ``pid_file`` (written by
+    ``cluster_ops.start``): SIGTERM the leader (``ray start`` stops every Ray process it started),
+    wait up to ``grace_s`` seconds, SIGKILL any process still in that session.
+
+    Only that session is touched (never ``ray stop``, never another run's Ray). Returns how many
+    processes the session had (0 when the pid file is missing or the session is already gone).
+    """
+    import os
+    import signal
+    import time
+
+    try:
+        with open(pid_file) as f:
+            sid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    found = session_members(sid)
+    if not found:
+        return 0
+    try:
+        os.kill(sid, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.time() + grace_s
+    while session_members(sid) and time.time() < deadline:
+        time.sleep(0.2)
+    for pid in session_members(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(found)
+
+
+def cluster_view(python: str, ray_spec: dict, timeout_s: float = RETRY_CHECK_S) -> dict | None:
+    """Ask the Ray head which nodes are alive (runs :data:`CLUSTER_WAIT` with ``python``, which must have
+    ``ray``; the run's verl needs it anyway). Waits up to ``timeout_s`` seconds for every node of
+    ``ray_spec`` (the run spec's ``ray``). Returns ``{"nodes": [{"address", "resources"}]}`` or None
+    when the head does not answer (its GCS is gone)."""
+    import os
+    import subprocess
+
+    want = len(ray_spec.get("nodes") or [])
+    env = dict(os.environ, RAY_ADDRESS=f"{ray_spec['head']}:{ray_spec.get('port', RAY_PORT)}")
+    try:
+        res = subprocess.run([python, "-c", CLUSTER_WAIT, f"{timeout_s:.1f}", str(want)], env=env,
+                             capture_output=True, text=True, timeout=timeout_s + 60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    try:
+        return json.loads((res.stdout or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
+    """A stop verdict (docs/design.md "Verdict" JSON) when a node of ``ray_spec`` is not alive in
+    ``view`` (:func:`cluster_view`), else None.
+
+    The run is never shrunk: a checkpoint is tied to its world size (``model_world_size_<W>_rank_*``),
+    so the fix is to bring the node back and relaunch on the same hosts (the run resumes from it).
+    """
+    nodes = ray_spec.get("nodes") or []
+    hosts = ",".join(n["name"] for n in nodes)
+    if view is None:
+        head = nodes[0] if nodes else {"name": "?", "address": ray_spec.get("head")}
+        lost = list(nodes)
+        what = (f"the Ray head on {head['name']} ({head['address']}:{ray_spec.get('port', RAY_PORT)}) does not "
+                f"answer")
+    else:
+        alive = {n["address"] for n in view.get("nodes") or []}
+        lost = [n for n in nodes if n["address"] not in alive]
+        if not lost:
+            return None
+        what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
+    action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
+              f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
+              f"-H {hosts}: the run resumes from its last checkpoint")
+    return {"cls": "network", "action_kind": "stop", "action": action,
+            "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
+                     "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),
+            "evidence": [what], "detail": {"lost_nodes": lost, "node": lost[0]["address"] if lost else None,
+                                            "host": lost[0]["name"] if lost else None}}

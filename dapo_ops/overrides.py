@@ -266,7 +266,7 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
             ("actor_rollout_ref.hybrid_engine", False),
             ("trainer.nnodes", nnodes),
             ("trainer.n_gpus_per_node", int(s["trainer_gpus"])),
-            ("rollout.nnodes", nnodes),
+            ("rollout.nnodes", int(s.get("rollout_nnodes") or nnodes)),  # multi-host: cluster.Topology
             ("rollout.n_gpus_per_node", int(s["rollout_gpus"])),
         ]
     else:

@@ -531,6 +531,19 @@ class Supervisor:
             env.setdefault("SWANLAB_RESUME", "allow")
         return env
 
+    def _redact_argv(self, argv: List[str]) -> List[str]:
+        """argv for supervisor.log: ``name=value`` items whose name looks secret (KEY/TOKEN/SECRET/PASSWORD) and
+        any value from secret.env are replaced by ``***`` (secrets never belong in argv; this is a safety net)."""
+        out = []
+        for a in argv:
+            if "=" in a and re.search(r"KEY|TOKEN|SECRET|PASSW", a.split("=", 1)[0], re.I):
+                a = a.split("=", 1)[0] + "=***"
+            for v in self.secret_env.values():
+                if v and len(v) >= 4:
+                    a = a.replace(v, "***")
+            out.append(a)
+        return out
+
     def _build_argv(self, fs, changes: Dict[str, Any]) -> List[str]:
         if self.command_factory is not None:
             return list(self.command_factory(self.spec, fs, dict(changes)))
@@ -653,7 +666,7 @@ class Supervisor:
         try:
             if self.stop_requested:
                 raise _Stop()
-            log("attempt %d: %s" % (k, " ".join(argv)))
+            log("attempt %d: %s" % (k, " ".join(self._redact_argv(argv))))
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -812,6 +825,7 @@ class Supervisor:
             self.rec["verdict"] = verdict
         self.rec["ended_at"] = _now()
         self.rec["pids"]["verl_pgid"] = None
+        self._teardown_cluster()
         self._set_status(status)
         log("run %s: %s" % (status, decision["summary"]))
         if not notify:
@@ -821,6 +835,37 @@ class Supervisor:
         elif status == "failed":
             self._notify("failure", verdict, decision["summary"])
         return 0 if status in ("succeeded", "stopped") else 1
+
+    # -- multi-host (spec "ray") ------------------------------------------------
+
+    def _cluster_lost(self) -> Optional[Dict[str, Any]]:
+        """Before a retry of a multi-host run: a stop verdict naming the lost node(s), or None when every
+        node of ``spec["ray"]`` is still alive (or the run is single-host)."""
+        ray_spec = self.spec.get("ray") or None
+        if not ray_spec or len(ray_spec.get("nodes") or []) < 2:
+            return None
+        from . import cluster
+
+        view = cluster.cluster_view(self.spec.get("python") or sys.executable, ray_spec)
+        verdict = cluster.lost_nodes_verdict(ray_spec, view)
+        if verdict is not None:
+            log("cluster check: %s" % verdict["evidence"][0])
+        return verdict
+
+    def _teardown_cluster(self) -> None:
+        """End the head's ``ray start`` session of a multi-host run (its pid file is
+        ``spec["ray"]["nodes"][0]["pid_file"]``); the workers' raylets lose the head and exit by themselves
+        within seconds (``cluster.WORKER_GCS_RECONNECT_S``). Never raises."""
+        nodes = (self.spec.get("ray") or {}).get("nodes") or []
+        if not nodes or not nodes[0].get("pid_file"):
+            return
+        try:
+            from . import cluster
+
+            n = cluster.stop_session(nodes[0]["pid_file"], self.tun["kill_grace_s"])
+            log("Ray head session on %s stopped (%d processes)" % (nodes[0].get("name"), n))
+        except Exception as e:  # noqa: BLE001
+            log("could not stop the Ray head session: %s" % e)
 
     # -- main ------------------------------------------------------------------
 
@@ -844,6 +889,15 @@ class Supervisor:
             log("cannot read the run spec: %s" % e)
             return 2
         self.rec = runstate.new_record(self.spec, os.getpid())
+        ray_spec = self.spec.get("ray") or None
+        if ray_spec:  # multi-host run: what `inv status` shows (docs/design.md run.json "cluster")
+            self.rec["cluster"] = {
+                "head": ray_spec.get("head"), "port": ray_spec.get("port"),
+                "nodes": len(ray_spec.get("nodes") or []),
+                "hosts": [n.get("name") for n in ray_spec.get("nodes") or []],
+                "devices": sum(int(n.get("devices") or 0) for n in ray_spec.get("nodes") or []),
+                "resources": ray_spec.get("resources") or {},
+            }
         try:
             runstate.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
             self.lock_taken = True
@@ -944,6 +998,10 @@ class Supervisor:
                     stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
                 if self.stop_requested:
                     return self._final("stopped", verdict, {"action": "stop", "reason": "stopped by the operator"})
+                lost = self._cluster_lost()
+                if lost is not None:  # never retry on fewer nodes: the checkpoint is tied to the world size
+                    self.rec["verdict"] = lost
+                    return self._final("failed", lost, {"action": "stop", "reason": lost["action"], "suggestions": []})
                 continue
             if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
                 return self._final("succeeded", verdict, dj)
