@@ -287,3 +287,14 @@ def test_one_step_off_success(sandbox, host_ready):
     rec = wait_end(sandbox, "h3", rid)
     assert rec["status"] == "succeeded", rec.get("verdict")
     assert rec["mode"] == "one-step-off" and rec["step"] == 3
+
+
+def test_swanlab_local_link_is_printed_and_recorded(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.2})
+    host_ready.env.pop("SWANLAB_MODE", None)
+    res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "local",
+                      "--link-wait", "30")
+    assert res.returncode == 0, res.stderr
+    link = f"swanlab watch /verl/dapo_runs/{rid}/swanlog"
+    assert f"swanlab: {link}" in res.stdout
+    assert wait_end(sandbox, "h1", rid)["swanlab_url"] == link
