@@ -43,6 +43,12 @@ sock_of() { echo "unix://$RUN/$1/docker.sock"; }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 pidfile_pid() { [ -f "$1" ] && cat "$1" 2>/dev/null || true; }
 
+take_lock() {   # serialise up / down / container of one bench id (the lock file stays, like any /run/lock file)
+  mkdir -p /run/lock
+  exec 9>"/run/lock/dapo-bench-$ID.lock"
+  flock -w 300 9 || fail 1 "another bench.sh of bench $ID holds /run/lock/dapo-bench-$ID.lock for 300 s"
+}
+
 check_packages() {
   local need="" b
   for b in /usr/sbin/sshd:openssh-server /usr/bin/ssh-keygen:openssh-client /usr/sbin/ip:iproute2 \
@@ -239,7 +245,7 @@ cmd_up() {
   local old; old=$(cat "$STATE/nhosts" 2>/dev/null || echo 0)
   [ "$old" -gt "$n" ] && n=$old          # up never shrinks a running bench
   mkdir -p "$STATE/ssh" "$STATE/image" "$RUN"
-  exec 9>"$STATE/.lock"; flock 9
+  take_lock
   cd "$STATE/ssh"
   [ -f clientkey ] || ssh-keygen -q -t ed25519 -N '' -C "dapo-bench-$ID" -f clientkey
   cp clientkey.pub authorized_keys; chmod 600 authorized_keys clientkey
@@ -268,6 +274,7 @@ down_host_docker() {   # stop one engine: containers first (their shims outlive 
 }
 
 cmd_down() {
+  take_lock
   [ -d "$STATE" ] || ip link show "$BR" >/dev/null 2>&1 || ls /run/netns/"$NSP"* >/dev/null 2>&1 || { echo "$PROG: bench $ID is not up"; return 0; }
   local h ns p
   for f in "$STATE"/ssh/sshd_h*.pid; do [ -f "$f" ] || continue; h=${f##*/sshd_}; stop_sshd "${h%.pid}"; done
@@ -311,7 +318,7 @@ case "${1:-}" in
   up) cmd_up "${2:-3}" ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  container) need_host "${2:-}"; check_packages; exec 9>"$STATE/.lock"; flock 9
+  container) need_host "${2:-}"; check_packages; take_lock
              wait_docker "$2"; ensure_image_and_container "$2" "$(build_rootfs)" ;;
   sshd) need_host "${2:-}"
         case "${3:-}" in start) start_sshd "$2" ;; stop) stop_sshd "$2" ;; *) fail 2 "usage: $PROG sshd hN start|stop" ;; esac ;;
