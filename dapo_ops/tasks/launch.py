@@ -11,7 +11,8 @@ how to follow it and the SwanLab link. Afterwards it is silent: errors reach the
 ``status`` / ``watch`` and the notifier.
 
 ``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
-With several ``-H`` hosts each host gets its own independent single-host run.
+With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.tasks.multihost`);
+``--independent`` gives each host its own single-host run instead.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ HELP = {
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
     "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
+    "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
+                   "on a Ray cluster",
 }
 
 # flag name -> "not given" sentinel (invoke types a flag from its default value)
@@ -225,7 +228,8 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
 
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
-            link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool) -> None:
+            link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
+            independent: bool = False) -> None:
     from .. import fanout
 
     extra = [o for o in (override or []) if o]
@@ -265,6 +269,14 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
     for n in notes:
         print(swanlab_cfg.redact(n, secrets_all), file=sys.stderr)
+    if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts (tasks/multihost.py)
+        from . import multihost
+
+        return multihost.launch_cluster(
+            c, mode, st, inv, chosen, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
+            extra_secret={**proxy_secret, **notify_secret}, extra_overrides=extra, skip_preflight=skip_preflight,
+            link_wait=float(link_wait), accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all)
+
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
         planning.make_plan(st, chosen[0], mode=mode, run_id=runstate.new_run_id(), swanlab_logger=sw.logger_enabled,
@@ -311,7 +323,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
 def launch(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
            max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
            hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
-           skip_preflight=False, link_wait=20, accept_new_host_keys=False):
+           skip_preflight=False, link_wait=20, accept_new_host_keys=False,
+           independent=False):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
                    trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
@@ -319,14 +332,15 @@ def launch(c, steps=0, framework="", model="", train_file="", val_file="", train
                    save_freq=save_freq, hang_timeout=hang_timeout)
     _launch(c, "dapo", flags, hosts=hosts, inventory=inventory, dry_run=dry_run, skip_preflight=skip_preflight,
             link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
-            accept_new_host_keys=accept_new_host_keys)
+            accept_new_host_keys=accept_new_host_keys, independent=independent)
 
 
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"])
 def one_step_off(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
                  max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
                  hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
-                 skip_preflight=False, link_wait=20, accept_new_host_keys=False):
+                 skip_preflight=False, link_wait=20, accept_new_host_keys=False,
+                 independent=False):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
                    trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
@@ -334,4 +348,4 @@ def one_step_off(c, steps=0, framework="", model="", train_file="", val_file="",
                    save_freq=save_freq, hang_timeout=hang_timeout)
     _launch(c, "one-step-off", flags, hosts=hosts, inventory=inventory, dry_run=dry_run,
             skip_preflight=skip_preflight, link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
-            accept_new_host_keys=accept_new_host_keys)
+            accept_new_host_keys=accept_new_host_keys, independent=independent)
