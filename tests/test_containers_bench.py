@@ -106,3 +106,23 @@ def test_create_names_the_missing_image(sandbox):
              "--name", "x1")
     assert r.returncode == 1
     assert r.stderr.strip().startswith("image 'nosuch/verl:0.0' not found on h3: docker pull nosuch/verl:0.0")
+
+
+def test_create_passes_proxy_without_putting_credentials_on_a_command_line(sandbox, tmp_path):
+    h = "h3"
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(sandbox.inventory.read_text().replace('http_proxy = ""', 'http_proxy = "http://u:s3cret@10.9.9.9:3128"'))
+    name = "verl-proxy"
+    sandbox.ssh(h, f"docker rm -f {name} >/dev/null 2>&1; true")
+    try:
+        dry = _inv("container.create", "--inventory", str(inv), "-H", h, "--image", IMAGE, "--name", name, "--dry-run")
+        assert dry.returncode == 0 and "s3cret" not in dry.stdout
+        assert "-e http_proxy -e HTTP_PROXY" in dry.stdout and sandbox.addresses["h1"] in dry.stdout  # no_proxy
+        r = _inv("container.create", "--inventory", str(inv), "-H", h, "--image", IMAGE, "--name", name, *_usr_volumes())
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "s3cret" not in r.stdout + r.stderr
+        env = sandbox.ssh(h, f"docker exec {name} env", check=True).stdout.splitlines()
+        assert "http_proxy=http://u:s3cret@10.9.9.9:3128" in env and "HTTP_PROXY=http://u:s3cret@10.9.9.9:3128" in env
+        assert any(ln.startswith("no_proxy=") and sandbox.addresses["h2"] in ln for ln in env)
+    finally:
+        sandbox.ssh(h, f"docker rm -f {name} >/dev/null 2>&1; true")

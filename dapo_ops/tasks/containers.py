@@ -19,7 +19,7 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
-from .. import container_spec, fanout
+from .. import container_spec, fanout, proxy as proxy_mod
 from ..fanout import Row
 from ..remote import RemoteError, q
 from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
@@ -200,10 +200,17 @@ def create(c, image="", name="", replace=False, dry_run=False, shm_size="64g", v
     inv, chosen = select_hosts(c, hosts, inventory)
     if not chosen:
         fail("no hosts selected: pass -H h1 or add hosts to the inventory", EXIT_USAGE)
+    proxy = dict(inv.proxy or {})
+    if any(proxy.get(k) for k in ("http_proxy", "https_proxy")):
+        # no_proxy also gets loopback and every inventory host: Ray / HCCL traffic between the hosts stays direct
+        try:
+            proxy = proxy_mod.container_proxy_env(inv.proxy, {}, [h.address for h in inv.hosts.values()])
+        except proxy_mod.ProxyError as e:
+            fail(str(e), EXIT_USAGE)
     plans = {}
     for h in chosen:
         try:
-            plans[h.name] = container_spec.docker_run_argv(h, image, name or h.container, proxy=inv.proxy,
+            plans[h.name] = container_spec.docker_run_argv(h, image, name or h.container, proxy=proxy,
                                                           shm_size=shm_size, volumes=list(volume or []))
         except container_spec.ContainerSpecError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)

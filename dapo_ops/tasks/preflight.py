@@ -37,6 +37,7 @@ HELP = {
     "cluster": "the selected hosts form ONE multi-host run: check the Ray port (first host = Ray head)",
     "ray_port": "Ray head port for --cluster (default 6379)",
     "timeout": "seconds to wait for all hosts",
+    "container": "container name (env CONTAINER; default: the inventory's)",
 }
 
 #: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
@@ -102,14 +103,15 @@ def summary_line(results: dict) -> str:
 @fanout_task(help=HELP, iterable=["override"])
 def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
               max_response_length=0, steps=0, save_freq=0, framework="", swanlab_mode="", override=None,
-              json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, hosts="", inventory="",
+              json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, container="", hosts="",
+              inventory="",
               accept_new_host_keys=False, timeout=180):
     """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
     if mode not in ("dapo", "one-step-off"):
         fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
     flags = _flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
                    rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
-                   save_freq=save_freq, framework=framework)
+                   save_freq=save_freq, framework=framework, container=container)
     try:
         file_cfg = userconfig.load()
     except userconfig.UserConfigError as e:
@@ -140,6 +142,7 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
         if cluster and len(chosen) > 1:
             ray = {"head": head.address, "port": int(ray_port), "is_head": target.host.name == head.name}
         plan = plans[target.host.name]
+        target.container = plan.spec.get("container") or target.container  # CONTAINER setting wins
         if quick:
             checks = pc.quick_all(target, plan, timeout=max(30.0, timeout - 10))
         else:

@@ -131,17 +131,23 @@ def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="
     if hf_token:
         secret["HF_TOKEN"] = hf_token
     reqs = {}
+    containers: dict = {}
     run_id = runstate.new_run_id()
     for h in chosen:
         try:
             plan = planning.make_plan(st, h, mode="dapo", run_id=run_id, swanlab_logger=False, proxy=inv.proxy)
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
+        containers[h.name] = plan.spec.get("container")
         reqs[h.name] = build_request(plan, model_repo=model_repo, train_repo=train_repo,
                                      train_repo_file=train_repo_file, val_repo=val_repo, val_repo_file=val_repo_file,
                                      endpoint=endpoint)
 
-    results = fanout.run(chosen, lambda t: prepare_one(t, reqs[t.host.name], public, secret, float(timeout)),
+    def one(t):
+        t.container = containers.get(t.host.name) or t.container  # CONTAINER setting wins
+        return prepare_one(t, reqs[t.host.name], public, secret, float(timeout))
+
+    results = fanout.run(chosen, one,
                          timeout=float(timeout) + 60, accept_new_host_keys=accept_new_host_keys,
                          connect_timeout=connect_timeout_override(c))
     if json:
