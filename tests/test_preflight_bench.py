@@ -245,3 +245,15 @@ def test_ray_port_between_hosts(sandbox, h1):
         assert gone["ray-port"].status == "fail" and "not reachable" in gone["ray-port"].message
     finally:
         sandbox.link("h3", True)
+
+
+def test_sshd_down_is_one_failing_check(sandbox, h1):
+    sandbox.kill_sshd(h1)
+    try:
+        checks = _run_all(sandbox, h1, None)
+        assert list(checks) == ["ssh"]
+        assert checks["ssh"].status == "fail" and "refused" in checks["ssh"].message
+        assert checks["ssh"].fix == "start sshd or fix port"
+    finally:
+        sandbox.start_sshd(h1)
+    assert _run_all(sandbox, h1, None)["ssh"].status == "ok"
