@@ -215,6 +215,7 @@ class StatusRow:
     started_at: float | None = None
     ended_at: float | None = None
     error: str | None = None
+    cluster: dict | None = None   # multi-host run: run.json "cluster" (nodes, hosts, devices, head)
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -276,6 +277,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.run_id = run.get("run_id")
     row.status = run.get("status")
     row.container = run.get("container")
+    row.cluster = run.get("cluster") or None
     row.log = run.get("log")
     row.log_bytes = probe.get("log_bytes")
     row.attempt = run.get("attempt")

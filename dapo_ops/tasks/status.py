@@ -139,6 +139,11 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
         elif r.state == "succeeded":
             style = "green"
         table.add_row(*[Text(cells[c], style=style if c == "state" else "") for c in statusview.COLUMNS])
+        if r.cluster:  # multi-host run (tasks/multihost.py)
+            cl = r.cluster
+            notes.append("%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s" % (
+                r.host, r.run_id, cl.get("nodes"), ",".join(cl.get("hosts") or []), cl.get("devices"),
+                cl.get("head"), cl.get("port")))
         note = r.error or r.hint
         if note:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
@@ -426,7 +431,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0):
     """Stop the run: SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a
     dead supervisor, kill the recorded verl process group and mark it stopped. Own PIDs only; keeps checkpoints
     and logs; idempotent."""
-    _, chosen = select_hosts(c, hosts, inventory)
+    inv, chosen = select_hosts(c, hosts, inventory)
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace), "kill_grace_s": 20.0}
     failures, stopped_any = [], False
     for name, res in fan(c, chosen, lambda t: probe(t, req, timeout=float(grace) + 60), float(grace) + 90):
@@ -446,6 +451,9 @@ def stop(c, hosts="", inventory="", run="", grace=60.0):
             stopped_any = True
             print("%s: run %s %s -> %s (%s); checkpoints and logs kept"
                   % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])))
+        if isinstance(res, dict) and res.get("run_dir"):  # multi-host run: its Ray sessions on every host
+            from . import multihost
+            multihost.stop_cluster(c, inv, name, res["run_dir"])
     if failures:
         fail(failures[0], EXIT_FAILED)
     if run and not stopped_any:
