@@ -298,3 +298,16 @@ def test_swanlab_local_link_is_printed_and_recorded(sandbox, host_ready):
     link = f"swanlab watch /verl/dapo_runs/{rid}/swanlog"
     assert f"swanlab: {link}" in res.stdout
     assert wait_end(sandbox, "h1", rid)["swanlab_url"] == link
+
+
+def test_dead_supervisor_does_not_hold_the_container(sandbox, host_ready):
+    host_ready("h2", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h2", "--steps", "40", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = read_run(sandbox, "h2", rid)
+    sup, pgid = rec["pids"]["supervisor"], rec["pids"]["verl_pgid"]
+    sandbox.exec("h2", f"kill -9 {sup} -{pgid}", check=True)  # the supervisor dies with its run
+    res2, rid2 = launch(host_ready, "h2", "--steps", "2", "--framework", "fsdp")
+    assert res2.returncode == 0, res2.stderr
+    assert rid2 != rid
+    assert wait_end(sandbox, "h2", rid2)["status"] == "succeeded"
