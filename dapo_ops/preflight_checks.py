@@ -114,9 +114,11 @@ class PlanView:
         """Devices this host must offer: trainer + rollout pools on one node for one-step-off, else
         ``n_gpus_per_node`` (verl.md §6: the pools add up)."""
         nnodes = int(self.s("nnodes", 1) or 1)
-        if self.spec.get("mode") == "one-step-off" and nnodes <= 1:
+        if self.spec.get("mode") == "one-step-off":
             t, r = self.s("trainer_gpus"), self.s("rollout_gpus")
-            if t is not None and r is not None:
+            if t is not None and r is not None and self.s("rollout_nnodes"):
+                return max(int(t), int(r))  # multi-host (cluster.Topology): each host carries one pool
+            if t is not None and r is not None and nnodes <= 1:
                 return int(t) + int(r)
         n = self.s("n_gpus_per_node")
         return int(n) if n is not None else None
