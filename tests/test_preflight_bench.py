@@ -257,3 +257,22 @@ def test_sshd_down_is_one_failing_check(sandbox, h1):
     finally:
         sandbox.start_sshd(h1)
     assert _run_all(sandbox, h1, None)["ssh"].status == "ok"
+
+
+def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path):
+    for h in sandbox.hosts:
+        sandbox.reset(h)
+        _inputs(sandbox, h)
+    sandbox.set_devices("h2", {"accelerator": "npu", "count": 4, "hbm_total_mb": 65536})
+    try:
+        r = _inv_cli("preflight", "--inventory", str(sandbox.inventory), "--quick", "--model", f"{IN}/model",
+                     "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
+                     "--max-response-length", "1024",
+                     env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"})
+        assert r.returncode == 1
+        assert "h1: ok" in r.stdout and "h2: fail" in r.stdout and "h3: ok" in r.stdout
+        assert "preflight: 3 hosts: h1 ok, h2 FAIL (devices), h3 ok" in r.stdout
+        assert r.stderr.strip().startswith("h2: devices fail: 4 NPU(s) usable inside the container, the plan needs 8")
+        assert "\n" not in r.stderr.strip()
+    finally:
+        sandbox.reset("h2")
