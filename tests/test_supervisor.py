@@ -319,3 +319,20 @@ def test_notifier_failure_never_crashes_the_run(tmp_path):
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded"
     assert "notification" in (run_dir / "supervisor.log").read_text()
+
+
+def test_sigterm_while_waiting_to_retry_marks_stopped(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2},
+                       extra={"supervisor": dict(FAST, retry_delay_s=30)})
+    p = start(run_dir)
+    try:
+        wait_for(lambda: (runstate.read_run(run_dir) or {}).get("status") == "retrying")
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    rec = runstate.read_run(run_dir)
+    assert rec["status"] == "stopped" and len(rec["attempts"]) == 1
+    assert rec["attempts"][0]["verdict"]["cls"] == "oom-device"
+    assert runstate.read_lock(run_dir.parent) is None
