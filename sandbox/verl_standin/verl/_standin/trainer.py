@@ -206,7 +206,7 @@ class StandinTrainer:
         OmegaConf.resolve(cfg)
         print("[validate_config] All configuration checks passed successfully!", flush=True)
         nnodes = int(_sel(cfg, "trainer.nnodes", 1))
-        if nnodes > 1:
+        if nnodes > 1 or os.environ.get("RAY_ADDRESS"):  # verl's ray.init() joins $RAY_ADDRESS's cluster
             self._ray_connect()
         else:
             print(f"ray init kwargs: {{'num_cpus': None, 'runtime_env': {{'env_vars': {{'TOKENIZERS_PARALLELISM': "

@@ -1,0 +1,200 @@
+"""Multi-host runs on the sandbox: ``inv launch -H h1,h2`` = ONE run on a real Ray cluster across two hosts'
+containers; one-step-off with the trainer pool on h1 and the rollout pool on h2; a worker that cannot be
+reached; ``inv stop``; a Ray node lost before a retry. Every test ends with no Ray process on either host.
+
+Each cluster bring-up costs ~20 s on the 2-core machine, so the tests keep runs short (few steps, short steps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import cluster_ops, inventory
+from dapo_ops.remote import Target
+
+pytestmark = pytest.mark.bench
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inputs_helpers import make_model, make_parquet  # noqa: E402
+
+IN = "/verl/dapo_runs/inputs"
+INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
+HOSTS = ["h1", "h2"]
+RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
+
+
+@pytest.fixture
+def cli(sandbox, tmp_path):
+    """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "RAY_"))}
+    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+               SWANLAB_MODE="disabled")
+    for h in HOSTS:
+        sandbox.reset(h)
+        inputs = sandbox.runs_dir(h) / "inputs"
+        make_model(inputs / "model", max_pos=32768)
+        make_parquet(inputs / "train.parquet")
+        make_parquet(inputs / "val.parquet")
+
+    def run(*args, timeout=300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=timeout)
+
+    yield run
+    # whatever happened: no Ray left behind for the next test
+    for h in HOSTS:
+        sandbox.exec(h, "for f in /verl/dapo_runs/.cluster/*/ray/*.pid; do [ -f \"$f\" ] && "
+                        "kill -9 -$(cat \"$f\") 2>/dev/null; done; true")
+
+
+def ray_processes(sandbox, host: str) -> list[str]:
+    out = sandbox.exec(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server|[r]ay start|[r]ay::' || true").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def wait_no_ray(sandbox, hosts=HOSTS, timeout=90) -> dict[str, list[str]]:
+    """Wait (bounded) until no Ray process is left on ``hosts``; returns what is left per host."""
+    end = time.time() + timeout
+    while True:
+        left = {h: ray_processes(sandbox, h) for h in hosts}
+        if not any(left.values()) or time.time() > end:
+            return {h: v for h, v in left.items() if v}
+        time.sleep(1.0)
+
+
+def read_run(sandbox, host, run_id) -> dict:
+    try:
+        return json.loads((sandbox.runs_dir(host) / run_id / "run.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def wait_for(sandbox, host, run_id, pred, timeout=240) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        rec = read_run(sandbox, host, run_id)
+        if pred(rec):
+            return rec
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} on {host}: condition not met in {timeout}s: {read_run(sandbox, host, run_id)}")
+
+
+def ended(rec) -> bool:
+    return rec.get("status") in ("succeeded", "failed", "stopped")
+
+
+def train_log(sandbox, host, run_id) -> str:
+    return (sandbox.runs_dir(host) / run_id / "train.log").read_text(errors="replace")
+
+
+def verl_overrides(sandbox, host, run_id) -> list[str]:
+    """The overrides verl (the stand-in's real @hydra.main) received: ``<run_dir>/hydra/.hydra/overrides.yaml``."""
+    text = (sandbox.runs_dir(host) / run_id / "hydra" / ".hydra" / "overrides.yaml").read_text()
+    return [line[2:].strip() for line in text.splitlines() if line.startswith("- ")]
+
+
+def run_id_of(res) -> str:
+    m = RUN_ID_RE.search(res.stdout + res.stderr)
+    assert m, res.stdout + res.stderr
+    return m.group(1)
+
+
+def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 0.2})
+    res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    out = res.stdout
+    assert "2 joined" in out and sandbox.addresses["h2"] in out and "NPU=16" in out, out
+    # one run, on the head only: h2 runs a Ray worker, not a second run
+    assert not (sandbox.runs_dir("h2") / run_id / "run.json").exists()
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert rec["cluster"]["nodes"] == 2 and rec["cluster"]["hosts"] == HOSTS and rec["cluster"]["devices"] == 16
+    ovr = verl_overrides(sandbox, "h1", run_id)
+    assert "trainer.nnodes=2" in ovr and "trainer.n_gpus_per_node=8" in ovr
+    log = train_log(sandbox, "h1", run_id)
+    assert "Ray cluster: 2 node(s), resources NPU=16.0" in log
+    assert "Total available GPUs" not in log
+    assert wait_no_ray(sandbox) == {}
+
+
+def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 0.2})
+    res = cli("one-step-off", "-H", "h1,h2", "--steps", "3", "--trainer-gpus", "8", "--rollout-gpus", "8",
+              *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    assert "h1 " in res.stdout and "(trainer 8)" in res.stdout and "(rollout 8)" in res.stdout, res.stdout
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    ovr = verl_overrides(sandbox, "h1", run_id)
+    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "rollout.nnodes=1", "rollout.n_gpus_per_node=8",
+              "actor_rollout_ref.hybrid_engine=False"):
+        assert o in ovr, o
+    log = train_log(sandbox, "h1", run_id)
+    # 8 + 8 devices fit only because the stand-in counts the 2-node cluster (one host has 8)
+    assert "Ray cluster: 2 node(s), resources NPU=16.0" in log and "Total available GPUs" not in log
+    assert wait_no_ray(sandbox) == {}
+
+
+def test_a_worker_that_cannot_be_reached_is_named_and_nothing_runs(sandbox, cli):
+    sandbox.link("h2", False)
+    try:
+        res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS)
+    finally:
+        sandbox.link("h2", True)
+    assert res.returncode != 0
+    msg = res.stderr.strip()
+    assert len(msg.splitlines()) == 1 and msg.startswith("h2"), msg
+    assert ray_processes(sandbox, "h1") == []
+    assert not list(sandbox.runs_dir("h1").glob("*/run.json"))
+
+
+def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 1.0})
+    res = cli("launch", "-H", "h1,h2", "--steps", "200", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+    st = cli("status", "-H", "h1", "--json")
+    assert st.returncode == 0, st.stderr
+    row = json.loads(st.stdout)[0]
+    assert row.get("cluster", {}).get("nodes") == 2, row
+    stop = cli("stop", "-H", "h1,h2")
+    assert stop.returncode == 0, stop.stderr
+    assert read_run(sandbox, "h1", run_id)["status"] == "stopped"
+    assert "Ray session" in stop.stdout
+    assert ray_processes(sandbox, "h1") == [] and ray_processes(sandbox, "h2") == []
+
+
+def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli):
+    # attempt 1 fails with an HCCL timeout at step 3 (retried once); h2's Ray is gone before the retry
+    sandbox.set_scenario("h1", {"step_time": 1.0, "failure": {"kind": "hccl-timeout", "step": 3, "hang_s": 1}})
+    res = cli("launch", "-H", "h1,h2", "--steps", "6", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+    inv = inventory.load(sandbox.inventory)
+    h2 = inv.hosts["h2"]
+    t = Target(h2, h2.container)
+    try:
+        cluster_ops.stop([{"name": "h2"}], {"h2": t}, run_dir=f"/verl/dapo_runs/.cluster/{run_id}", python="python3")
+    finally:
+        t.close()
+    rec = wait_for(sandbox, "h1", run_id, ended, timeout=180)
+    assert rec["status"] == "failed"
+    v = rec["verdict"]
+    assert "h2" in v["action"] and sandbox.addresses["h2"] in v["action"] and "relaunch" in v["action"], v
+    assert v["detail"]["host"] == "h2"
+    assert len(rec["attempts"]) == 1   # never retried on fewer nodes
+    assert wait_no_ray(sandbox) == {}
