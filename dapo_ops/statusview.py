@@ -325,6 +325,10 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if verdict:
         row.verdict = verdict.get("cls")
         row.hint = one_line(verdict.get("action") or verdict.get("hint"))
+    if row.status == "stopped":
+        decision = run.get("decision") or {}
+        row.hint = one_line(decision.get("reason") if decision.get("action") == "stop" and decision.get("reason")
+                            else "stopped by `inv stop`" if run.get("stop") else row.hint) or "stopped"
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
 
     ref = last_progress or run.get("started_at")

@@ -45,10 +45,10 @@ def test_stop_real_supervisor(sandbox, host_ready):  # noqa: F811
     res, rid = launch(host_ready, "h1", "--steps", "50", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rd = sandbox.runs_dir("h1") / rid
-    deadline = time.time() + 120
-    while True:  # running with a verl process group
+    deadline = time.time() + 180
+    while True:  # running with a verl process group, past the checkpoint at step 2
         rec = json.loads((rd / "run.json").read_text())
-        if rec.get("status") == "running" and (rec.get("pids") or {}).get("verl_pgid") and rec.get("step"):
+        if rec.get("status") == "running" and (rec.get("pids") or {}).get("verl_pgid") and (rec.get("step") or 0) >= 3:
             break
         assert time.time() < deadline, rec
         time.sleep(0.5)
@@ -58,7 +58,7 @@ def test_stop_real_supervisor(sandbox, host_ready):  # noqa: F811
     rec = wait_end(sandbox, "h1", rid, timeout=60)
     assert rec["status"] == "stopped"
     assert sup not in container_pids(sandbox, "h1") and pgid not in container_pids(sandbox, "h1")
-    assert (rd / "train.log").stat().st_size > 0 and (rd / "checkpoints").is_dir()
+    assert (rd / "train.log").stat().st_size > 0 and (rd / "checkpoints" / "global_step_2").is_dir()
     assert "already stopped" in cli(sandbox, "-H", "h1", "stop", check=0).stdout
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
     assert w.returncode == 2 and "stopped at step" in w.stderr

@@ -266,13 +266,21 @@ def follow(pairs, lines: int, out=None) -> int:
     lock = threading.Lock()
     multi = len(pairs) > 1
     promises = []
+    failed = []
     for t, path in pairs:
         writer = LineWriter("%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True)
         cmd = t.exec_command(["sh", "-c", FOLLOW_SCRIPT, path, str(int(lines))], interactive=True, workdir="")
-        t.connect()
-        p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,
-                               out_stream=writer, err_stream=writer)
+        try:
+            t.connect()
+            p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,
+                                   out_stream=writer, err_stream=writer)
+        except RemoteError as e:  # e.g. the host went away between resolve and follow
+            failed.append(str(e) if str(e).startswith(t.name) else "%s: %s" % (t.name, e))
+            print(failed[-1], file=sys.stderr)
+            continue
         promises.append((t, p, writer))
+    if not promises:
+        fail(failed[0] if failed else "nothing to follow", EXIT_FAILED)
     try:
         while not all(p.runner.process_is_finished for _, p, _ in promises):
             time.sleep(0.1)
