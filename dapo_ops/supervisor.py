@@ -29,6 +29,7 @@ output still collected after the OOM line before the kill), ``kill_grace_s`` (15
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import json
 import os
@@ -374,6 +375,10 @@ class _Stop(Exception):
     """Raised inside the attempt loop when the supervisor was asked to stop."""
 
 
+class _BuildError(Exception):
+    """The verl command for the next attempt cannot be built (one-line reason)."""
+
+
 class Supervisor:
     """One run's supervisor. ``run()`` returns the process exit code (0 succeeded/stopped, 1 failed).
 
@@ -652,7 +657,10 @@ class Supervisor:
             "pid": None,
             "killed_by": None,
         }
-        argv = self._build_argv(fs, changes)
+        try:
+            argv = self._build_argv(fs, changes)
+        except Exception as e:  # noqa: BLE001 - e.g. overrides.OverrideError for a ladder setting change
+            raise _BuildError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
         oom0 = oom_kill_count(tuple(self.spec.get("supervisor", {}).get("oom_counter_files") or OOM_COUNTER_FILES))
         self.rec["attempts"].append(att)
         self.rec["attempt"] = k
@@ -698,6 +706,7 @@ class Supervisor:
 
         state: Dict[str, Any] = {"oom_line": None, "oom_at": None}
         partial = ""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # chunk ends may split a character
         killed_by: Optional[str] = None
         poll = self.tun["poll_interval_s"]
 
@@ -707,7 +716,7 @@ class Supervisor:
             if not data:
                 return False
             self._train_log_write(data)
-            text = partial + data.decode("utf-8", "replace")
+            text = partial + decoder.decode(data)
             parts = re.split(r"[\r\n]", text)
             partial = parts.pop()
             if len(partial) > 1 << 20:  # a line without end: scan it anyway, keep the tail
@@ -957,6 +966,13 @@ class Supervisor:
                 out = self._run_attempt(k, fs, changes)
             except _Stop:
                 return self._final("stopped", None, {"action": "stop", "reason": "stopped by the operator"})
+            except _BuildError as e:
+                verdict = {"cls": "config-error", "action_kind": "stop",
+                           "action": "cannot build the verl command for attempt %d: %s" % (k, e),
+                           "hint": "The run spec (or a ladder setting change) is invalid for the override generator; "
+                                   "fix the named value and launch again.",
+                           "evidence": [str(e)], "detail": {"attempt": k, "setting_changes": dict(changes)}}
+                return self._final("failed", verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []})
             att = out["att"]
             att["exit_code"] = out["exit_code"]
             att["killed_by"] = out["killed_by"]

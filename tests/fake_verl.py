@@ -95,6 +95,15 @@ def main() -> int:
             out(CUDA_OOM)
             time.sleep(600)  # peers block in a collective
             return 1
+        if cfg.get("split_utf8") and step == 1:  # one metrics line written in two parts, split inside a character
+            raw = ("step:1 - val-core/数学/acc/mean@1:0.5 - timing_s/step:%s\n" % st).encode()
+            cut = raw.index("数".encode()) + 1
+            sys.stdout.flush()
+            sys.stdout.buffer.write(raw[:cut])
+            sys.stdout.buffer.flush()
+            time.sleep(0.6)
+            sys.stdout.buffer.write(raw[cut:])
+            sys.stdout.buffer.flush()
         if cfg.get("hang_at") == step:
             time.sleep(600)
         if cfg.get("exit_at") == step:

@@ -336,3 +336,23 @@ def test_sigterm_while_waiting_to_retry_marks_stopped(tmp_path):
     assert rec["status"] == "stopped" and len(rec["attempts"]) == 1
     assert rec["attempts"][0]["verdict"]["cls"] == "oom-device"
     assert runstate.read_lock(run_dir.parent) is None
+
+
+def test_unbuildable_command_fails_with_one_line_config_error(tmp_path):
+    run_dir = make_run(tmp_path, {"step_time": 0.03})
+    spec = json.loads((run_dir / "spec.json").read_text())
+    del spec["settings"]["steps"]  # the fake factory (like build_command) cannot build argv without it
+    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed" and rec["attempts"] == []
+    assert rec["verdict"]["cls"] == "config-error" and "\n" not in rec["verdict"]["action"]
+    assert runstate.read_lock(run_dir.parent) is None
+
+
+def test_character_split_across_reads_is_decoded_whole(tmp_path):
+    """A metrics line whose UTF-8 bytes arrive in two reads (split inside a character) parses intact."""
+    run_dir = make_run(tmp_path, {"step_time": 0.01, "noise_lines": 3, "split_utf8": True})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded" and rec["step"] == 6
+    assert rec["metrics"]["val-core/数学/acc/mean@1"] == 0.5
+    assert "\ufffd" not in (run_dir / "train.log").read_text(encoding="utf-8")
