@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import io
 import json as _json
-import re
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from invoke.exceptions import Exit
 
