@@ -170,7 +170,7 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 def _key(k: Any) -> str:
     if not isinstance(k, str):
         raise UserConfigError(f"config key {k!r} is not a string")
-    return k if _BARE_KEY.match(k) else _string(k)
+    return k if _BARE_KEY.fullmatch(k) else _string(k)
 
 
 def _string(s: str) -> str:
