@@ -156,7 +156,7 @@ def _accelerator(v):
 
 
 def _container(v):
-    return None if _CONTAINER_RE.match(v) else f"'{v}' is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)"
+    return None if _CONTAINER_RE.fullmatch(v) else f"'{v}' is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)"
 
 
 def _nonempty(v):
@@ -353,7 +353,7 @@ def _build(data: dict, lines: _Lines, p: Path | None) -> Inventory:
     hosts: dict[str, Host] = {}
     for hname, entry in hosts_tbl.items():
         table = f"hosts.{hname}"
-        if not _NAME_RE.match(hname):
+        if not _NAME_RE.fullmatch(hname):
             raise InventoryError("invalid host name: use letters, digits, '_', '.', '-' (no '@', ':' or ',')",
                                  path=p, line=lines.find(table), host=hname)
         if not isinstance(entry, dict):
@@ -404,7 +404,7 @@ def parse_adhoc(spec: str, inv: Inventory | None = None) -> Host:
 
     :raises InventoryError: the string is not of that form, or the port is out of range.
     """
-    m = _ADHOC.match(spec)
+    m = _ADHOC.fullmatch(spec)
     if not m:
         raise InventoryError(f"'{spec}' is neither an inventory host name nor user@host:port", path=inv and inv.path)
     fields = dict(inv.defaults) if inv else {}

@@ -157,7 +157,7 @@ def q(s) -> str:
 def _check_env(env: dict | None, what: str) -> dict[str, str]:
     out = {}
     for k, v in (env or {}).items():
-        if not isinstance(k, str) or not _ENV_KEY.match(k):
+        if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
             raise ValueError(f"{what} name {k!r} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
         v = "" if v is None else str(v)
         if "\x00" in v:
