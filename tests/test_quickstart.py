@@ -1,0 +1,138 @@
+"""``inv quickstart``: the runbook's interactive flow through a real pseudo-terminal, and the no-TTY path."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from inputs_helpers import make_model, make_parquet
+
+REPO = Path(__file__).resolve().parent.parent
+INV = [str(REPO / ".venv" / "bin" / "inv"), "-r", str(REPO)]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Pty:
+    """A child process on a real pty: ``expect(regex)`` reads until it matches, ``send(line)`` types a line."""
+
+    def __init__(self, argv, env, cwd):
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+                                     start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.buf = ""
+
+    def _read(self, timeout):
+        r, _, _ = select.select([self.master], [], [], timeout)
+        if not r:
+            return False
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: the child closed the pty
+            return None
+        if not data:
+            return None
+        self.buf += ANSI.sub("", data.decode("utf-8", "replace"))
+        return True
+
+    def expect(self, pattern, timeout=120.0):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while not rx.search(self.buf):
+            left = deadline - time.monotonic()
+            if left <= 0 or self._read(min(left, 1.0)) is None:
+                raise AssertionError(f"did not see {pattern!r}; output so far:\n{self.buf[-3000:]}")
+        m = rx.search(self.buf)
+        seen, self.buf = self.buf[: m.end()], self.buf[m.end():]
+        return seen
+
+    def send(self, line):
+        os.write(self.master, (line + "\n").encode())
+
+    def finish(self, timeout=240.0):
+        out = self.buf
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if self._read(1.0) is None:
+                break
+        out += self.buf
+        rc = self.proc.wait(timeout=max(deadline - time.monotonic(), 5))
+        os.close(self.master)
+        return rc, out
+
+
+def _base_env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWANLAB_", "CONTAINER", "USER_FEATURES"))
+           and k.lower() not in ("http_proxy", "https_proxy")}
+    env.update(DAPO_OPS_CONFIG=str(tmp_path / "config.toml"), TERM="dumb", COLUMNS="200", **extra)
+    return env
+
+
+def test_no_tty_and_no_swanlab_key_is_one_line_naming_both_ways(tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
+    proc = subprocess.run(INV + ["quickstart", "--inventory", str(inv)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=_base_env(tmp_path), timeout=60)
+    assert proc.returncode != 0
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1, proc.stderr
+    assert "SWANLAB_API_KEY" in err[0] and "config.toml" in err[0] and "--swanlab-mode" in err[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_unknown_feature_without_tty_is_one_line(tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
+    proc = subprocess.run(INV + ["quickstart", "--inventory", str(inv), "--features", "flash_attn,warp_drive"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=_base_env(tmp_path, SWANLAB_MODE="disabled"), timeout=60)
+    assert proc.returncode == 2
+    assert "warp_drive" in proc.stderr and "offload" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.bench
+def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
+    host = "h1"
+    sandbox.reset(host)
+    sandbox.set_scenario(host, {"step_time": 0.2})
+    runs = sandbox.runs_dir(host)
+    make_model(runs / "inputs" / "tiny-model", max_pos=16384)
+    make_parquet(runs / "inputs" / "train.parquet")
+    make_parquet(runs / "inputs" / "val.parquet")
+    env = _base_env(tmp_path, SWANLAB_MODE="local", MODEL_PATH="/verl/dapo_runs/inputs/tiny-model",
+                    TRAIN_FILE="/verl/dapo_runs/inputs/train.parquet", VAL_FILE="/verl/dapo_runs/inputs/val.parquet",
+                    TRAIN_STEPS="4", FRAMEWORK="fsdp", MAX_RESPONSE_LENGTH="1024")
+    p = Pty(INV + ["quickstart", "-H", host, "--inventory", str(sandbox.inventory)], env=env, cwd=tmp_path)
+    try:
+        listing = p.expect(r"choose a number or name \[verl\]")
+        assert re.search(r"1\) verl\s+running", listing), listing
+        p.send("1")
+        p.expect(r"http_proxy .*: ")
+        p.send("none")
+        p.expect(r"https_proxy .*: ")
+        p.send("none")
+        p.expect(r"custom features\?.*: ")
+        p.send("default")
+        rc, out = p.finish()
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+    assert rc == 0, out[-3000:]
+    m = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4}) (running|succeeded) on h1", out)
+    assert m, out[-3000:]
+    assert "inv status -H h1" in out and "inv logs -f -H h1" in out and "inv logs --errors -H h1" in out
+    assert "repeat non-interactively:" in out and "CONTAINER=verl" in out
+    # the launched run is real: its run.json is on the host, with the default features
+    record = json.loads((runs / m.group(1) / "run.json").read_text())
+    assert {f["name"] for f in record["features"]} >= {"flash_attn", "dynamic_batch", "remove_padding",
+                                                          "gradient_checkpointing"}
+    assert all(f["source"] == "default" for f in record["features"])
