@@ -356,3 +356,23 @@ def test_character_split_across_reads_is_decoded_whole(tmp_path):
     assert rec["status"] == "succeeded" and rec["step"] == 6
     assert rec["metrics"]["val-core/数学/acc/mean@1"] == 0.5
     assert "\ufffd" not in (run_dir / "train.log").read_text(encoding="utf-8")
+
+
+def test_host_oom_after_ladder_offload_rolls_offload_back(tmp_path):
+    """Device OOM adds offload; offload then exhausts host RAM (137 + oom_kill): the ladder removes the offload it
+    added and retries once (failure-classes.md section 4), and the run finishes without it."""
+    counter = tmp_path / "memory.events"
+    counter.write_text("oom 0\noom_kill 0\n")
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2, "oom_unless": ["offload"], "save_freq": 2,
+                                  "exit_at": 3, "exit_code": 137, "exit_if_feature": "offload", "final_text": "",
+                                  "oom_counter": str(counter)},
+                       extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])})
+    rec = run_to_end(run_dir)
+    assert [a["verdict"]["cls"] for a in rec["attempts"]] == ["oom-device", "oom-host", "success"], rec["decision"]
+    assert feature_names(rec["attempts"][1]) >= {"offload"}
+    assert "offload" not in feature_names(rec["attempts"][2])
+    assert rec["status"] == "succeeded"
+
+
+def feature_names(attempt):
+    return {f["name"] for f in attempt["features"]}
