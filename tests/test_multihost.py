@@ -130,3 +130,22 @@ def test_cluster_module_ships_in_the_stdlib_bundle_and_imports_without_site(tmp_
     res = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True,
                          env={"PATH": os.environ.get("PATH", "")})
     assert res.returncode == 0, res.stderr
+
+
+def test_dry_run_on_two_hosts_prints_the_multi_host_plan_without_contacting_them(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from dapo_ops.tasks import multihost
+
+    _hosts(tmp_path, 2)
+    buf = io.StringIO()
+    con = Console(file=buf, width=4000, color_system=None, highlight=False)
+    plan = multihost.dry_run({"steps": 4}, mode="dapo", hosts="h1,h2", inventory=str(tmp_path / "hosts.toml"),
+                             env={}, file_cfg={}, console=con)
+    text = buf.getvalue()
+    assert "trainer.nnodes=2" in plan.argv and "trainer.nnodes=2" in text
+    assert "Ray cluster:   head h1 (198.51.100.11:6379), workers h2 (198.51.100.12)" in text
+    assert multihost.dry_run({}, mode="dapo", hosts="h1", inventory=str(tmp_path / "hosts.toml"), env={},
+                             file_cfg={}, console=con) is None

@@ -241,7 +241,14 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         if swanlab_mode:
             flags = {**flags, "swanlab_mode": swanlab_mode}
         try:
-            p = plan_mod.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ, file_cfg=file_cfg)
+            p = None
+            if not independent:  # several hosts: the multi-host plan (tasks/multihost.py)
+                from . import multihost
+                p = multihost.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
+                                      file_cfg=file_cfg)
+            if p is None:
+                p = plan_mod.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
+                                     file_cfg=file_cfg)
         except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
             fail(str(e), EXIT_USAGE)
         if extra:
@@ -319,7 +326,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         fail(fanout.summary(results), EXIT_FAILED)
 
 
-@fanout_task(help=HELP, iterable=["override"])
+@fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
 def launch(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
            max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
            hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
@@ -335,7 +342,7 @@ def launch(c, steps=0, framework="", model="", train_file="", val_file="", train
             accept_new_host_keys=accept_new_host_keys, independent=independent)
 
 
-@fanout_task(name="one-step-off", help=HELP, iterable=["override"])
+@fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
 def one_step_off(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
                  max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
                  hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,

@@ -225,3 +225,37 @@ def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0,
     for name, what in result.items():
         print(f"{name}: Ray session of run {spec.get('run_id')}: {what}", file=out or sys.stdout)
     return result
+
+
+def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict,
+            extra_overrides: list | None = None, console=None):
+    """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns the Plan, or None when
+    fewer than two hosts are selected (or there is no inventory), so the caller prints the single-host plan.
+
+    Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
+    """
+    from .. import inventory as inv_mod
+    from .. import plan as plan_mod
+    from .. import settings as settings_mod
+
+    path = inv_mod.resolve_path(inventory or None)
+    if not (inventory or path.exists()):
+        return None
+    inv = inv_mod.load(inventory or None)
+    chosen = inv_mod.select(inv, hosts or None)
+    if len(chosen) < 2:
+        return None
+    st = settings_mod.resolve(flags, env, file_cfg or {})
+    try:
+        plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
+                                  swanlab_logger=plan_mod.swanlab_wanted(st, env, file_cfg),
+                                  inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
+    except TopologyError as e:
+        raise planning.PlanError(str(e)) from None
+    plan_mod.render(plan, console)
+    head = topo.head
+    out = console.print if console is not None else print
+    out(f"Ray cluster:   head {head.name} ({head.address}:{cluster.RAY_PORT}), workers "
+        + ", ".join(f"{n.name} ({n.address})" for n in topo.nodes[1:])
+        + "; pools: " + ", ".join(f"{k}: {v}" for k, v in topo.placement.items()))
+    return plan
