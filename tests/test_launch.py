@@ -134,3 +134,14 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
     rec = runstate.read_run(run_dir)
     assert rec["status"] == "succeeded", res.stderr
     assert rec["step"] == 3
+
+
+@pytest.mark.parametrize("task", ["launch", "one-step-off"])
+def test_help_lists_the_runbook_flags_long_only(tmp_path, task):
+    res = inv([task, "--help"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    for flag in ("--steps", "--framework", "--model", "--train-file", "--val-file", "--trainer-gpus", "--rollout-gpus",
+                 "--max-response-length", "--features", "--offload", "--max-oom-retries", "--container", "--dry-run",
+                 "--skip-preflight", "--hosts", "--link-wait", "--override"):
+        assert flag in res.stdout, flag
+    assert "--=" not in res.stdout  # invoke ran out of short letters once: short flags are off
