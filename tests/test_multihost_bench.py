@@ -45,9 +45,9 @@ def cli(sandbox, tmp_path):
         make_parquet(inputs / "train.parquet")
         make_parquet(inputs / "val.parquet")
 
-    def run(*args, timeout=300) -> subprocess.CompletedProcess:
+    def run(*args, timeout=300, extra_env=None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
-                              text=True, cwd=tmp_path, env=env, timeout=timeout)
+                              text=True, cwd=tmp_path, env={**env, **(extra_env or {})}, timeout=timeout)
 
     yield run
     # whatever happened: no Ray left behind for the next test
@@ -160,12 +160,33 @@ def test_a_worker_that_cannot_be_reached_is_named_and_nothing_runs(sandbox, cli)
     assert not list(sandbox.runs_dir("h1").glob("*/run.json"))
 
 
+def test_a_worker_that_cannot_reach_the_head_never_joins_and_everything_is_torn_down(sandbox, cli):
+    # SSH to h2 works, but h2 cannot reach h1 (blackhole route in h2's namespace): its raylet never joins
+    head = sandbox.addresses["h1"]
+    sandbox.ssh("h2", f"ip route add blackhole {head}/32", check=True)
+    try:
+        res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS,
+                  extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "15"})
+    finally:
+        sandbox.ssh("h2", f"ip route del blackhole {head}/32")
+    assert res.returncode != 0
+    msg = res.stderr.strip()
+    assert len(msg.splitlines()) == 1 and "host 'h2'" in msg and "did not join the Ray cluster" in msg, msg
+    assert ray_processes(sandbox, "h1") == [] and ray_processes(sandbox, "h2") == []
+    assert not list(sandbox.runs_dir("h1").glob("*/run.json"))
+
+
 def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     sandbox.set_scenario("h1", {"step_time": 1.0})
     res = cli("launch", "-H", "h1,h2", "--steps", "200", *INPUT_FLAGS)
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
     wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+    # h2 is busy as a Ray node of this run: a second multi-host launch using it is refused, nothing started
+    busy = cli("launch", "-H", "h2,h3", "--steps", "4", "--skip-preflight", *INPUT_FLAGS)
+    assert busy.returncode != 0 and busy.stderr.strip().startswith(f"h2 is already a Ray node of multi-host run {run_id}"), \
+        busy.stderr
+    assert ray_processes(sandbox, "h3") == []
     st = cli("status", "-H", "h1", "--json")
     assert st.returncode == 0, st.stderr
     row = json.loads(st.stdout)[0]

@@ -34,8 +34,32 @@ from ..profiles import OverrideError
 from ..remote import RemoteError, Target
 from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
 
-#: seconds to wait for every Ray node to join (cluster_ops.start)
+#: seconds to wait for every Ray node to join (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT`` overrides
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
+
+# stdlib script run in each container: run ids (argv[1] = <runs_dir>/.cluster) whose Ray session on this host
+# (pid file argv[2]) is still alive -> one per line
+_LIVE_SESSIONS = r"""
+import glob, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], '*', 'ray', sys.argv[2] + '.pid'))):
+    try:
+        sid = int(open(f).read().split()[0])
+        os.kill(sid, 0)
+    except (OSError, ValueError, IndexError):
+        continue
+    print(f.split(os.sep)[-3])
+"""
+
+
+def join_timeout(env=None) -> float:
+    """Seconds to wait for every node to join: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
+    import os
+
+    raw = (env if env is not None else os.environ).get("DAPO_OPS_RAY_JOIN_TIMEOUT", "")
+    try:
+        return float(raw) if raw and float(raw) > 0 else JOIN_TIMEOUT_S
+    except ValueError:
+        return JOIN_TIMEOUT_S
 
 
 def cluster_dir(runs_dir: str, run_id: str) -> str:
@@ -83,6 +107,12 @@ def _check_hosts(targets: dict[str, Target], plan, skip_preflight: bool) -> dict
         try:
             bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
             _quick_checks(t, plan, bdir, skip_preflight)
+            res = t.run([plan.spec["python"], "-c", _LIVE_SESSIONS, f"{t.host.runs_path.rstrip('/')}/.cluster",
+                         t.host.name], workdir="", timeout=30, check=False)
+            busy = (res.stdout or "").split()
+            if busy:
+                raise LaunchRefused("active-run", f"{t.name} is already a Ray node of multi-host run {busy[0]}: "
+                                    f"stop that run first (inv stop -H <its head> --run {busy[0]})")
             return bdir
         except (RemoteError, LaunchRefused) as e:
             msg = str(e)
@@ -136,7 +166,7 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
         no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
         try:
             handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
-                                       base_no_proxy=no_proxy, join_timeout=JOIN_TIMEOUT_S)
+                                       base_no_proxy=no_proxy, join_timeout=join_timeout())
         except cluster_ops.ClusterError as e:   # start() already tore down what it started
             fail(str(e), EXIT_FAILED)
         state["up"] = True
