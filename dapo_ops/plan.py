@@ -75,10 +75,20 @@ def render_text(plan: Plan, width: int = 160) -> str:
 
 
 def swanlab_wanted(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> bool:
-    """Whether ``trainer.logger`` gets ``swanlab``: not ``disabled`` and a host, key or ``[swanlab]`` table is known."""
-    if (settings.get("swanlab_mode") or "") == "disabled":
+    """Whether ``trainer.logger`` gets ``swanlab``: the same rule a real launch applies
+    (:meth:`dapo_ops.swanlab_cfg.SwanlabSettings.logger_enabled`), resolved without prompting.
+
+    A SwanLab setting that a launch would refuse (e.g. cloud mode without a key) counts as "no
+    swanlab" here; the launch itself reports it in one line.
+    """
+    from . import swanlab_cfg
+
+    try:
+        sw = swanlab_cfg.resolve(env, (file_cfg or {}).get("swanlab") or {},
+                                 mode_flag=settings.get("swanlab_mode") or None, stdin_isatty=False)
+    except swanlab_cfg.SwanlabConfigError:
         return False
-    return bool(settings.get("swanlab_host") or env.get("SWANLAB_API_KEY") or (file_cfg or {}).get("swanlab"))
+    return sw.logger_enabled
 
 
 def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,

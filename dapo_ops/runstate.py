@@ -84,7 +84,7 @@ def new_run_id(now: Optional[float] = None) -> str:
 
 def is_run_id(text: str) -> bool:
     """True when ``text`` has the run id shape ``YYYYMMDD-HHMMSS-xxxx``."""
-    return bool(RUN_ID_RE.match(text or ""))
+    return bool(RUN_ID_RE.fullmatch(text or ""))
 
 
 class RunPaths:

@@ -55,6 +55,8 @@ def _mod(name: str):
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STEP_START_RE = re.compile(r"(?<![A-Za-z0-9_/.\-])step:(\d+)(?= - |\s*$)")
+#: secret.env names the notifier owns (notify.spec_from_user_config: DAPO_NOTIFY_URL_<i>, DAPO_NOTIFY_SIGN_<i>)
+NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
 NP_WRAP_RE = re.compile(r"^np\.[A-Za-z0-9_]+\((.*)\)$")
 TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)")
 RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))")
@@ -79,6 +81,9 @@ KEY_METRICS = (
 )
 MAX_STEP_TIMES = 50
 TAIL_BYTES = 4 << 20
+
+#: final-failure classes after which a multi-host run checks whether a Ray node was lost (the likelier cause)
+LOST_NODE_CLASSES = ("network", "hccl-timeout", "crash-other", "hang")
 
 DEFAULT_TUNABLES = {
     "poll_interval_s": 0.25,
@@ -527,7 +532,8 @@ class Supervisor:
             env.pop("PYTHONPATH", None)
         for key, val in (self.spec.get("env") or {}).items():
             env[str(key)] = str(val)
-        env.update(self.secret_env)
+        # the webhook URLs / signing secrets are the notifier's, not verl's: keep them out of its environment
+        env.update({k: v for k, v in self.secret_env.items() if not k.startswith(NOTIFY_SECRET_PREFIX)})
         env["PYTHONUNBUFFERED"] = "1"
         env["DAPO_OPS_RUN_ID"] = str(self.spec.get("run_id"))
         env["DAPO_OPS_ATTEMPT"] = str(k)
@@ -1021,6 +1027,12 @@ class Supervisor:
                 continue
             if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
                 return self._final("succeeded", verdict, dj)
+            if cls in LOST_NODE_CLASSES:  # multi-host: a lost node is the likelier cause; say which one
+                lost = self._cluster_lost()
+                if lost is not None:
+                    lost["detail"]["attempt_verdict"] = {k: verdict.get(k) for k in ("cls", "action", "evidence")}
+                    att["verdict"] = self.rec["verdict"] = lost
+                    return self._final("failed", lost, {"action": "stop", "reason": lost["action"], "suggestions": []})
             if cls == "hang":  # already notified as a hang
                 self.rec["decision"] = dj
                 return self._final("failed", verdict, dj, notify=False)

@@ -376,3 +376,16 @@ def test_host_oom_after_ladder_offload_rolls_offload_back(tmp_path):
 
 def feature_names(attempt):
     return {f["name"] for f in attempt["features"]}
+
+
+def test_verl_gets_the_tracker_secret_but_not_the_notifier_webhooks(tmp_path):
+    run_dir = make_run(tmp_path, {"steps": 1}, secret={"SWANLAB_API_KEY": "sk-xyz",
+                                                      "DAPO_NOTIFY_URL_0": "https://hooks.example/T0K3N",
+                                                      "DAPO_NOTIFY_SIGN_0": "s1gn"})
+    sup = supervisor.Supervisor(str(run_dir))
+    sup._load()
+    env = sup._child_env(1)
+    assert env["SWANLAB_API_KEY"] == "sk-xyz" and env["FAKE_ENV"] == "1"
+    assert not any(k.startswith("DAPO_NOTIFY_") for k in env)
+    assert sup.secret_env["DAPO_NOTIFY_URL_0"] == "https://hooks.example/T0K3N"  # the notifier still has it
+    assert not (run_dir / "secret.env").exists()  # read once, then deleted

@@ -264,7 +264,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)
     try:
-        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"))
+        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), dict(os.environ))
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
     user_proxy = {**(file_cfg.get("proxy") or {}), **{k: v for k, v in (inv.proxy or {}).items() if v}}
