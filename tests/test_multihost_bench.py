@@ -198,9 +198,13 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     assert ray_processes(sandbox, "h1") == [] and ray_processes(sandbox, "h2") == []
 
 
-def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli):
-    # attempt 1 fails with an HCCL timeout at step 3 (retried once); h2's Ray is gone before the retry
-    sandbox.set_scenario("h1", {"step_time": 1.0, "failure": {"kind": "hccl-timeout", "step": 3, "hang_s": 1}})
+@pytest.mark.parametrize("failure", [
+    {"kind": "hccl-timeout", "step": 3, "hang_s": 1},   # retried once: the check before the retry finds h2 gone
+    {"kind": "crash", "step": 3},                        # final failure: the verdict names the lost node instead
+], ids=["before-retry", "final-failure"])
+def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli, failure):
+    # h2's Ray session is gone after step 1; attempt 1 then fails at step 3
+    sandbox.set_scenario("h1", {"step_time": 1.0, "failure": failure})
     res = cli("launch", "-H", "h1,h2", "--steps", "6", *INPUT_FLAGS)
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
