@@ -65,7 +65,7 @@ build_rootfs() {
   # Prints the content hash of the image rootfs; (re)builds $STATE/image/rootfs when it changed.
   local cfgroot R sha
   cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
-  sha=$( (cd "$HERE" && find verl_standin bin -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum;
+  sha=$( (cd "$HERE" && find verl_standin bin sample_inputs.py -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum;
           cd "$cfgroot" && find verl -type f -name '*.yaml' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
   R=$STATE/image/rootfs
   if [ "$(cat "$STATE/image/sha" 2>/dev/null || true)" != "$sha" ]; then
@@ -78,6 +78,8 @@ build_rootfs() {
     (cd "$cfgroot" && find verl -name '*.yaml' -print0 | tar --null -T - -c) | tar -C "$R/verl" -x
     install -m 0755 "$HERE/bin/npu-smi" "$HERE/bin/nvidia-smi" "$R/usr/local/bin/"
     mkdir -p "$R/verl/dapo_runs"
+    # the runbook's default inputs (tiny), where the runbook finds them: relative to the verl checkout
+    "$VENV/bin/python" "$HERE/sample_inputs.py" "$R/verl" || fail 2 "could not write the sample inputs (sandbox/sample_inputs.py)"
     echo "$sha" > "$STATE/image/sha"
   fi
   echo "$sha"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,40 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def safetensors_bytes(n_floats: int = 256) -> bytes:
-    header = {"__metadata__": {"format": "pt"},
-              "model.embed.weight": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]}}
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + struct.pack(f"<{n_floats}f", *([0.5] * n_floats))
-
-
-def make_model(d: Path, max_pos: int = 512, n_floats: int = 256) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "max_position_embeddings": max_pos,
-                                               "hidden_size": 16, "torch_dtype": "bfloat16"}))
-    (d / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}}}))
-    (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
-    (d / "model.safetensors").write_bytes(safetensors_bytes(n_floats))
-    return d
-
-
-def rl_table(n: int = 8, *, drop_ground_truth: bool = False, drop: tuple = ()) -> pa.Table:
-    rows = []
-    for i in range(n):
-        rm = {"style": "rule"} if drop_ground_truth else {"style": "rule", "ground_truth": str(i + 2)}
-        row = {"data_source": "math_dapo", "prompt": [{"role": "user", "content": f"What is {i} plus 2?"}],
-               "ability": "MATH", "reward_model": rm, "extra_info": {"index": i}}
-        for k in drop:
-            row.pop(k, None)
-        rows.append(row)
-    return pa.Table.from_pylist(rows)
-
-
-def make_parquet(path: Path, n: int = 8, **kw) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rl_table(n, **kw), str(path))
-    return path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sandbox"))
+from sample_inputs import make_model, make_parquet, rl_table, safetensors_bytes  # noqa: E402,F401  (sandbox equipment)
 
 
 class Hub:
