@@ -49,4 +49,4 @@ bench-status:
 
 # the README's end-to-end demo on a local sandbox host (the quickstart task brings the sandbox up itself)
 demo: deps
-	$(VENV)/bin/inv quickstart
+	$(VENV)/bin/inv demo
