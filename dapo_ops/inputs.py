@@ -89,13 +89,18 @@ def parquet_complete(path: str) -> str | None:
     return None
 
 
-def file_complete(path: str) -> str | None:
-    """Content check by type: safetensors, parquet, json; other files pass when non-empty."""
-    if path.endswith(".safetensors"):
+def file_complete(path: str, kind_from: str | None = None) -> str | None:
+    """Content check by type: safetensors, parquet, json; other files pass when non-empty.
+
+    ``kind_from``: the name whose ending picks the rules (a ``.part`` download is judged by its
+    final name); default ``path``. Returns None when complete, else a short reason.
+    """
+    name = kind_from or path
+    if name.endswith(".safetensors"):
         return safetensors_complete(path)
-    if path.endswith(".parquet"):
+    if name.endswith(".parquet"):
         return parquet_complete(path)
-    if path.endswith(".json"):
+    if name.endswith(".json"):
         try:
             with open(path, "rb") as fh:
                 json.loads(fh.read().decode("utf-8"))
@@ -504,7 +509,7 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
         res.update(status="error", error=f"download of {url} is {got} B, expected {expected} B; "
                                          f"{os.path.basename(part)} kept for resume (run `inv prepare` again)")
         return res
-    why = _complete_as(part, dest)  # the .part judged by the final name's rules
+    why = file_complete(part, kind_from=dest)  # the .part judged by the final name's rules
     if why:
         os.remove(part)
         res.update(status="error", error=f"downloaded {os.path.basename(dest)} failed verification ({why}); "
@@ -513,20 +518,6 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
     os.replace(part, dest)
     res["bytes"] = os.path.getsize(dest)
     return res
-
-
-def _complete_as(path: str, final_name: str) -> str | None:
-    if final_name.endswith(".safetensors"):
-        return safetensors_complete(path)
-    if final_name.endswith(".parquet"):
-        return parquet_complete(path)
-    if final_name.endswith(".json"):
-        try:
-            with open(path, "rb") as fh:
-                json.loads(fh.read().decode("utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            return f"not valid JSON ({e.__class__.__name__})"
-    return None
 
 
 def list_model_files(endpoint: str, repo: str, timeout: float = 30) -> list[str]:
