@@ -5,6 +5,8 @@ PY ?= python3
 VENV := .venv
 APT_PKGS := openssh-server openssh-client iproute2 docker.io busybox-static tmux util-linux
 PYTEST_ARGS ?=
+# test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
+PYTEST_WORKERS ?= 3
 
 .PHONY: deps apt venv verl-config test test-pure bench-up bench-down bench-status demo
 
@@ -25,7 +27,7 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 
 venv: $(VENV)/bin/python
-	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, hypothesis' 2>/dev/null; then \
+	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, xdist, hypothesis' 2>/dev/null; then \
 	  $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -e '.[sandbox,test]'; \
 	fi
 
@@ -33,7 +35,7 @@ verl-config: venv
 	@$(VENV)/bin/python sandbox/fetch_verl_config.py >/dev/null
 
 test: deps
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-pure: venv
 	$(VENV)/bin/pytest -m 'not bench' $(PYTEST_ARGS)

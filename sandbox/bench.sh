@@ -148,8 +148,12 @@ start_sshd() {   # start_sshd hN
 }
 
 stop_sshd() {
-  local f=$STATE/ssh/sshd_$1.pid p; p=$(pidfile_pid "$f")
-  if alive "$p"; then kill "$p"; fi
+  local f=$STATE/ssh/sshd_$1.pid p t; p=$(pidfile_pid "$f")
+  if alive "$p"; then
+    kill "$p"
+    # wait until the listener is really gone (a fault-injection caller connects right after)
+    for t in $(seq 1 100); do alive "$p" || break; sleep 0.05; done
+  fi
   rm -f "$f"
 }
 

@@ -36,8 +36,16 @@ def pytest_configure(config):
 
 
 def bench_id() -> str:
-    """The bench id of this session: ``DAPO_BENCH_ID`` (default "0")."""
-    return os.environ.get("DAPO_BENCH_ID", "0")
+    """The bench id of this session: ``DAPO_BENCH_ID`` (default "0").
+
+    Under pytest-xdist each worker ``gwK`` gets its own bench, id ``DAPO_BENCH_ID + K``, so workers never
+    share hosts (``make test`` runs the files on several workers).
+    """
+    base = int(os.environ.get("DAPO_BENCH_ID", "0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        return str(base + int(worker[2:]))
+    return str(base)
 
 
 def run_bench(*args: str, bench: str | None = None, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -191,3 +199,42 @@ def sandbox(request):
             proc = run_bench("down", check=False)
             if proc.returncode != 0:
                 sys.stderr.write(f"sandbox teardown failed: {proc.stderr}\n")
+
+
+# ------------------------------------------------------------------------------------------ test report
+# Tests that must print a figure in the test output (the classifier corpus per class, the compose combination
+# count, the runbook-default argv) call the ``test_report`` fixture. The lines are collected in one file shared
+# by all pytest-xdist workers and printed once, by the controller, in the terminal summary.
+
+_REPORT_ENV = "DAPO_TEST_REPORT"
+
+
+def pytest_sessionstart(session):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="dapo-test-report-", suffix=".txt")
+        os.close(fd)
+        os.environ[_REPORT_ENV] = path  # inherited by xdist workers, which start after this
+
+
+@pytest.fixture
+def test_report():
+    """``test_report(text)``: print ``text`` in the terminal summary of this run (xdist-safe)."""
+    def add(text: str) -> None:
+        path = os.environ.get(_REPORT_ENV)
+        if path:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(text.rstrip("\n") + "\n\n")
+    return add
+
+
+def pytest_terminal_summary(terminalreporter):
+    path = os.environ.get(_REPORT_ENV)
+    if os.environ.get("PYTEST_XDIST_WORKER") or not path or not os.path.exists(path):
+        return
+    text = Path(path).read_text(encoding="utf-8").strip()
+    os.unlink(path)
+    if text:
+        terminalreporter.section("dapo-ops test report")
+        terminalreporter.write_line(text)

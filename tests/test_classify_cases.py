@@ -72,15 +72,14 @@ def test_every_handed_case_is_copied_with_its_verdict():
         assert spec["class"] in C.CLASSES and spec["kind"] in C.ACTION_KINDS and spec["action"]
 
 
-def test_corpus_covers_every_class_with_variants(capsys):
+def test_corpus_covers_every_class_with_variants(test_report):
     handed = collections.Counter(s["class"] for n, _, s in CORPUS if n.startswith("handed/"))
     ours = collections.Counter(s["class"] for n, _, s in CORPUS if n.startswith("variants/"))
     rows = [f"{'class':18} {'handed':>6} {'variants':>8} {'total':>5}"]
     for cls in C.CLASSES:
         rows.append(f"{cls:18} {handed[cls]:6d} {ours[cls]:8d} {handed[cls] + ours[cls]:5d}")
     rows.append(f"{'all':18} {sum(handed.values()):6d} {sum(ours.values()):8d} {len(CORPUS):5d}")
-    with capsys.disabled():
-        print("\nclassifier corpus per class:\n" + "\n".join(rows))
+    test_report("classifier corpus per class:\n" + "\n".join(rows))
     missing = [cls for cls in C.CLASSES if ours[cls] < 2]
     assert not missing, f"classes with fewer than two own variants: {missing}"
     kinds = collections.Counter(s["kind"] for _, _, s in CORPUS)

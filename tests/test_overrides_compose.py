@@ -69,7 +69,7 @@ def _combinations():
                     yield mode, fw, label, rung, overrides.build_command(sp, rfs)
 
 
-def test_every_combination_composes_against_verl_091(root, capsys):
+def test_every_combination_composes_against_verl_091(root, test_report):
     """Generate all combinations; compose them with Hydra against the pinned 0.9.1 yaml.
 
     Default: every distinct argv is reduced to its *key signature* (the ordered override keys with
@@ -120,9 +120,8 @@ def test_every_combination_composes_against_verl_091(root, capsys):
                 failures.append(f"{mode}/{fw} features={label} rung={rung}: {errs[:2]}")
         how = (f"{len(distinct)} distinct argvs, {len(sigs)} key signatures composed (full Hydra compose), "
                f"{len(items)} distinct override items parsed")
-    with capsys.disabled():
-        print(f"\n[compose] {combos} combinations (2 modes x 2 frameworks x 2^8 feature on/off x 3 OOM rungs): "
-              f"{how}; {len(failures)} failures against verl 0.9.1")
+    test_report(f"[compose] {combos} combinations (2 modes x 2 frameworks x 2^8 feature on/off x 3 OOM rungs): "
+                f"{how}; {len(failures)} failures against verl 0.9.1")
     assert combos == 2 * 2 * 256 * 3
     assert not failures, failures[:5]
 

@@ -81,11 +81,10 @@ def test_secrets_are_redacted_defensively():
     assert "zzz" not in plan_mod.render_text(p, width=400)
 
 
-def test_dapo_fsdp_runbook_defaults_argv(capsys):
+def test_dapo_fsdp_runbook_defaults_argv(test_report):
     """The argv the 0.9 dapo/fsdp plan produces for the runbook defaults (printed for the record)."""
     p = planning.make_plan(st(framework="fsdp"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-    with capsys.disabled():
-        print("\n[plan] " + p.command)
+    test_report("[plan] runbook defaults, dapo/fsdp: " + p.command)
     for item in ("data.train_files=/verl/dapo-math-17k.parquet", "actor_rollout_ref.model.path=/verl/Qwen3-8B",
                  "trainer.total_training_steps=100", "data.max_response_length=8192", "trainer.resume_mode=auto",
                  "actor_rollout_ref.actor.clip_ratio_high=0.28", "reward.reward_manager.name=dapo"):
