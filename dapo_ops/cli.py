@@ -12,6 +12,8 @@ import importlib
 import importlib.util
 
 from invoke import Collection
+from invoke.exceptions import ParseError
+from invoke.parser import Argument
 
 # One module per concern. Modules whose file does not exist yet are skipped (the
 # collection is assembled as the project grows); an import error inside an
@@ -30,6 +32,35 @@ SUB_COLLECTIONS: dict[str, str] = {
     "sandbox": "dapo_ops.tasks.sandbox",
     "container": "dapo_ops.tasks.containers",
 }
+
+
+def _one_line_flag_errors() -> None:
+    """Make a bad value for a typed flag (``--steps abc``) a one-line parse error instead of a traceback.
+
+    invoke casts a flag's value with the type of its default (``int("abc")``) inside
+    ``Argument.set_value`` and lets the ``ValueError`` escape; re-raised as invoke's own
+    :class:`~invoke.exceptions.ParseError`, both ``inv`` and ``dapo-ops`` print one line and exit 1.
+    """
+    orig = Argument.set_value
+    if getattr(orig, "_dapo_ops", False):
+        return
+
+    def set_value(self, value, cast=True):
+        try:
+            return orig(self, value, cast)
+        except (TypeError, ValueError):
+            if self.kind not in (int, float):
+                raise
+            what = "a whole number" if self.kind is int else "a number"
+            flag = "--" + str(self.name).replace("_", "-")
+            example = f" (e.g. {flag} {self.default!r})" if isinstance(self.default, (int, float)) and self.default > 0 else ""
+            raise ParseError(f"{flag}: {value!r} is not {what}{example}") from None
+
+    set_value._dapo_ops = True
+    Argument.set_value = set_value
+
+
+_one_line_flag_errors()
 
 
 def _import_if_present(name: str):

@@ -159,3 +159,23 @@ def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
     seen.clear()
     Program(namespace=Collection(show), name="inv").run(f"inv show -H h1 --inventory {inv}", exit=False)
     assert (seen[0].connect_timeout, seen[0].identity_file, seen[0].ssh_config) == (10, "/k/default", None)
+
+
+@pytest.mark.parametrize("argv,flag", [(["launch", "--dry-run", "--steps", "abc"], "--steps"),
+                                       (["launch", "--dry-run", "--steps", "1.5"], "--steps"),
+                                       (["logs", "--lines", "many"], "--lines"),
+                                       (["watch", "--interval", "soon"], "--interval")])
+@pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
+def test_a_bad_typed_flag_value_is_one_line_not_a_traceback(prog, argv, flag, tmp_path):
+    cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
+    out = subprocess.run(cmd + argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(flag + ":"), out.stderr
+
+
+def test_classify_help_is_help_not_a_missing_file(tmp_path):
+    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "classify", "--help"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0 and "LOGFILE" in out.stdout and "--exit-code" in out.stdout

@@ -60,6 +60,11 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
     Example: `dapo-ops classify /verl/train.log --exit-code 137 --oom-killed false`. Exit 0 when the
     file was read (whatever the verdict), 2 with a one-line error otherwise.
     """
+    if logfile in ("-h", "--help"):  # `inv classify --help`: the positional swallowed the flag
+        print("Usage: inv classify [--options] LOGFILE\n\n" + textwrap.dedent(classify.__doc__ or "").strip())
+        for name, text in _HELP.items():
+            print(f"  --{name.replace('_', '-'):<12} {text}")
+        return
     if not logfile:
         raise Exit("classify: give the log file, e.g. `dapo-ops classify /verl/train.log --exit-code 137`",
                    code=EXIT_USAGE)
