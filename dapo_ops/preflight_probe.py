@@ -158,8 +158,11 @@ def _tcp(host: str, port: int, timeout: float) -> dict:
 
 
 def _port_free(port: int) -> dict:
+    """Whether a Ray head could listen on ``port``: a listener there fails; connections of an earlier
+    cluster lingering in TIME_WAIT do not (SO_REUSEADDR, as Ray's GCS server binds)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", int(port)))
         return {"port": port, "free": True}
     except OSError as e:
