@@ -38,12 +38,13 @@ def host_ready(sandbox, tmp_path):
                SWANLAB_MODE="disabled")
 
     def prepare(host: str, scenario: dict) -> None:
+        # a clean host: an earlier test on this worker's bench may have left a run (or a fabricated run.json whose
+        # supervisor is long gone) behind; each xdist worker has its own bench, so nobody else's run is killed
+        sandbox.reset(host)
         inputs = sandbox.runs_dir(host) / "inputs"
-        if not (inputs / "model" / "config.json").exists():
-            make_model(inputs / "model", max_pos=32768)
-            make_parquet(inputs / "train.parquet")
-            make_parquet(inputs / "val.parquet")
-        wait_idle(sandbox, host)
+        make_model(inputs / "model", max_pos=32768)
+        make_parquet(inputs / "train.parquet")
+        make_parquet(inputs / "val.parquet")
         sandbox.set_scenario(host, scenario)
 
     prepare.env = env
@@ -77,19 +78,6 @@ def wait_end(sandbox, host, run_id, timeout=240) -> dict:
             return rec
         time.sleep(0.5)
     raise AssertionError(f"run {run_id} on {host} did not end in {timeout}s: {read_run(sandbox, host, run_id)}")
-
-
-def wait_idle(sandbox, host, timeout=120) -> None:
-    """No live run on the host (an earlier test's run ended)."""
-    end = time.time() + timeout
-    runs = sandbox.runs_dir(host)
-    while time.time() < end:
-        busy = [p for p in runs.glob("*/run.json")
-                if json.loads(p.read_text() or "{}").get("status") in ("starting", "running", "retrying")]
-        if not busy:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{host} still busy: {busy}")
 
 
 def training_steps(sandbox, host, run_id) -> dict[int, list[int]]:

@@ -173,7 +173,9 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
         render_table(rows)
     errors = [r for r in rows if r.state == "error"]
     if errors:
-        fail("; ".join(r.error for r in errors), EXIT_FAILED)
+        if json_:
+            fail("; ".join(r.error for r in errors), EXIT_FAILED)
+        raise Exit(code=EXIT_FAILED)  # the table's notes already name each failing host and why
 
 
 # ------------------------------------------------------------------------------------------ logs
@@ -395,7 +397,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
                 sys.stdout.write(res["text"])
                 found += res["blocks"]
         if failures:
-            fail(failures[0], EXIT_FAILED)
+            raise Exit(code=EXIT_FAILED)  # each failed host was reported above
         if not found:
             print("no failure evidence in the logs", file=sys.stderr)
         return
@@ -461,7 +463,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0):
             from . import multihost
             multihost.stop_cluster(c, inv, name, res["run_dir"])
     if failures:
-        fail(failures[0], EXIT_FAILED)
+        raise Exit(code=EXIT_FAILED)  # each failed host was reported above
     if run and not stopped_any:
         fail("no host has run %s; list runs with `inv status --all`" % run, EXIT_FAILED)
 
@@ -501,7 +503,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
                 prev[row.host] = row
                 if statusview.is_finished(row):
                     done[row.host] = row
-                    if row.state in ("no-run", "error"):
+                    if row.state in ("no-run", "error") and len(chosen) > 1:
                         print(row.error or "%s: no run to watch" % row.host, flush=True)
             if len(done) == len(chosen):
                 break
@@ -511,6 +513,8 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     worst = max(done.values(), key=lambda r: WATCH_CODES.get(r.state, 4))
     code = WATCH_CODES.get(worst.state, 4)
     if code:
+        if worst.state in ("no-run", "error"):
+            fail(worst.error or "%s: no run to watch" % worst.host, code)
         detail = "%s: %s" % (worst.verdict, worst.hint) if worst.verdict else (worst.hint or worst.error or "-")
-        fail("%s: run %s %s at step %s/%s: %s" % (worst.host, worst.run_id or "-", worst.state, worst.step,
-                                                 worst.total, detail), code)
+        step = "%s/%s" % (worst.step if worst.step is not None else "-", worst.total if worst.total is not None else "-")
+        fail("%s: run %s %s at step %s: %s" % (worst.host, worst.run_id or "-", worst.state, step, detail), code)
