@@ -283,6 +283,9 @@ def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+    deadline = time.time() + 5.0  # SIGKILL is asynchronous: let the kernel finish the exits
+    while session_members(sid) and time.time() < deadline:
+        time.sleep(0.05)
     return len(found)
 
 

@@ -11,6 +11,7 @@ process still in the session) — never ``ray stop`` and never another user's Ra
 
 from __future__ import annotations
 
+import inspect
 import json
 import shlex
 import time
@@ -24,41 +25,10 @@ from .remote import RemoteError, Target
 #: seconds to wait for every node to join before giving up
 JOIN_TIMEOUT_S = 90.0
 
-# stdlib script: stop the session whose leader pid is in argv[1]; prints how many processes it signalled
-_STOP_SESSION = r"""
-import os, signal, sys, time
-try:
-    sid = int(open(sys.argv[1]).read().split()[0])
-except (OSError, ValueError, IndexError):
-    print(0); sys.exit(0)
-def members():
-    out = []
-    for d in os.listdir('/proc'):
-        if d.isdigit():
-            try:
-                with open('/proc/%s/stat' % d) as f:
-                    fields = f.read().rsplit(')', 1)[1].split()
-                if int(fields[3]) == sid:
-                    out.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-found = members()
-if found:
-    try:
-        os.kill(sid, signal.SIGTERM)
-    except OSError:
-        pass
-    deadline = time.time() + float(sys.argv[2])
-    while members() and time.time() < deadline:
-        time.sleep(0.2)
-    for pid in members():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-print(len(found))
-"""
+# stdlib script run in a container: cluster.stop_session itself (one source), for the pid file in argv[1] with
+# the grace in argv[2] seconds; prints how many processes the session had
+_STOP_SESSION = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.stop_session),
+                           "import sys", "print(stop_session(sys.argv[1], float(sys.argv[2])))"])
 
 
 class ClusterError(RuntimeError):

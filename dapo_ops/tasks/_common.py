@@ -33,6 +33,17 @@ from .. import fanout, inventory
 from ..fanout import HostResult, Row
 from ..inventory import Host, Inventory, InventoryError
 
+#: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
+#: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
+#: (``--steps 0`` is an error, not "use the default").
+UNSET = -(2**31)
+
+
+def given_flags(**kw) -> dict:
+    """The settings flags actually given: drops ``None``, ``""``, ``False`` (a bool flag left off) and :data:`UNSET`."""
+    return {k: v for k, v in kw.items() if not (v is None or v is False or v == "" or v == UNSET)}
+
+
 # Exit codes of dapo-ops tasks (others may add theirs here).
 EXIT_OK = 0
 EXIT_FAILED = 1        # the work failed on at least one host (each host's row says why)

@@ -27,7 +27,7 @@ import time
 from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
-from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
+from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
 
 #: seconds to wait for run.json to leave ``starting`` after the detached start
 START_WAIT_S = 30.0
@@ -57,21 +57,6 @@ HELP = {
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
                    "on a Ray cluster",
 }
-
-# flag name -> "not given" sentinel (invoke types a flag from its default value)
-_UNSET = {"steps": 0, "trainer_gpus": 0, "rollout_gpus": 0, "max_response_length": 0, "max_oom_retries": -1,
-          "save_freq": 0, "hang_timeout": 0, "offload": False}
-
-
-def _flags(**kw) -> dict:
-    """The settings flags actually given (sentinels and empty strings dropped)."""
-    out = {}
-    for k, v in kw.items():
-        if v is None or v == "" or (k in _UNSET and v == _UNSET[k]):
-            continue
-        out[k] = v
-    return out
-
 
 def _load_file_cfg() -> dict:
     try:
@@ -327,13 +312,13 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
 
 
 @fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
-def launch(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
-           max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
-           hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
+def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
+           max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+           hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
            independent=False):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
-    flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
+    flags = given_flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
                    trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
                    features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
                    save_freq=save_freq, hang_timeout=hang_timeout)
@@ -343,13 +328,13 @@ def launch(c, steps=0, framework="", model="", train_file="", val_file="", train
 
 
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
-def one_step_off(c, steps=0, framework="", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
-                 max_response_length=0, features="", offload=False, max_oom_retries=-1, container="", save_freq=0,
-                 hang_timeout=0, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
+def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
+                 max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+                 hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
                  independent=False):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
-    flags = _flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
+    flags = given_flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
                    trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
                    features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
                    save_freq=save_freq, hang_timeout=hang_timeout)

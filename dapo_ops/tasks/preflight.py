@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .. import fanout, planning, preflight_checks as pc, settings as settings_mod, userconfig
 from ..fanout import Row
-from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
+from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
 
 HELP = {
     "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",
@@ -42,13 +42,6 @@ HELP = {
 
 #: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
 PREFLIGHT_RUN_ID = "00000000-000000-pref"
-
-_UNSET = {"steps": 0, "trainer_gpus": 0, "rollout_gpus": 0, "max_response_length": 0, "save_freq": 0}
-
-
-def _flags(**kw) -> dict:
-    return {k: v for k, v in kw.items() if not (v is None or v == "" or (k in _UNSET and v == _UNSET[k]))}
-
 
 def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
     """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
@@ -101,15 +94,15 @@ def summary_line(results: dict) -> str:
 
 
 @fanout_task(help=HELP, iterable=["override"])
-def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus=0, rollout_gpus=0,
-              max_response_length=0, steps=0, save_freq=0, framework="", swanlab_mode="", override=None,
+def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
+              max_response_length=UNSET, steps=UNSET, save_freq=UNSET, framework="", swanlab_mode="", override=None,
               json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, container="", hosts="",
               inventory="",
               accept_new_host_keys=False, timeout=180):
     """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
     if mode not in ("dapo", "one-step-off"):
         fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
-    flags = _flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
+    flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
                    rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
                    save_freq=save_freq, framework=framework, container=container)
     try:

@@ -23,7 +23,7 @@ from invoke.exceptions import Exit
 
 from .. import features as features_mod, proxy as proxy_mod, swanlab_cfg, userconfig
 from ..remote import RemoteError, Target
-from ._common import EXIT_USAGE, fail, fanout_task, select_hosts
+from ._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: 
     env = []
     if container:
         env.append(f"CONTAINER={shlex.quote(container)}")
-    env.append(f"TRAIN_STEPS={steps or 100}")
+    env.append(f"TRAIN_STEPS={steps if steps != UNSET else os.environ.get('TRAIN_STEPS', 100)}")
     for k in ("http_proxy", "https_proxy"):
         if proxies.get(k):
             env.append(f"{k}={shlex.quote(proxy_mod.display(proxies[k]))}")
@@ -100,7 +100,7 @@ def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: 
 
 
 @fanout_task(help=QS_HELP)
-def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=0, mode="dapo",
+def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=UNSET, mode="dapo",
                swanlab_host="", swanlab_mode="", skip_preflight=False, hosts="", inventory=""):
     """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
     from .launch import launch as launch_task, one_step_off as osp_task
