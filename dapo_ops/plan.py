@@ -74,21 +74,21 @@ def render_text(plan: Plan, width: int = 160) -> str:
     return buf.getvalue()
 
 
-def swanlab_wanted(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> bool:
-    """Whether ``trainer.logger`` gets ``swanlab``: the same rule a real launch applies
-    (:meth:`dapo_ops.swanlab_cfg.SwanlabSettings.logger_enabled`), resolved without prompting.
-
-    A SwanLab setting that a launch would refuse (e.g. cloud mode without a key) counts as "no
-    swanlab" here; the launch itself reports it in one line.
-    """
+def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
+    """``(logger_enabled, note)`` by the rule a real launch applies
+    (:meth:`dapo_ops.swanlab_cfg.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
+    line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
+    not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
     from . import swanlab_cfg
 
     try:
         sw = swanlab_cfg.resolve(env, (file_cfg or {}).get("swanlab") or {},
                                  mode_flag=settings.get("swanlab_mode") or None, stdin_isatty=False)
-    except swanlab_cfg.SwanlabConfigError:
-        return False
-    return sw.logger_enabled
+    except swanlab_cfg.SwanlabConfigError as e:
+        return False, f"SwanLab: a launch would stop here: {e}"
+    if sw.logger_enabled:
+        return True, f"SwanLab: mode {sw.mode}" + (f", server {sw.host}" if sw.host else "")
+    return False, f"SwanLab: off (mode {sw.mode})"
 
 
 def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
@@ -114,7 +114,9 @@ def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", 
         proxy = inv.proxy
         chosen = inv_mod.select(inv, hosts or None)
         host = chosen[0] if chosen else None
+    sw_on, sw_note = swanlab_status(st, env, file_cfg)
     plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
-                     swanlab_logger=swanlab_wanted(st, env, file_cfg), proxy=proxy, extra_overrides=extra_overrides)
+                     swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides)
+    plan.notes.append(sw_note)
     render(plan, console)
     return plan

@@ -113,3 +113,20 @@ def test_proxy_credentials_never_in_spec_or_plan():
     assert pw not in text and pw not in str(p.spec)
     assert "bob:***@proxy" in text
     assert planning.redact_env({"x": f"http://bob:{pw}@h:1"}) == {"x": "http://bob:***@h:1"}
+
+
+def test_dry_run_says_when_a_launch_would_stop_on_swanlab(tmp_path):
+    """Cloud mode is SwanLab's default: without a key the plan must say the launch would refuse, not look fine."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
+    plan_mod.dry_run({"steps": 3}, mode="dapo", inventory="", env=env, file_cfg={},
+                     console=Console(file=buf, width=400, color_system=None))
+    assert "SwanLab: a launch would stop here" in buf.getvalue() and "SWANLAB_API_KEY" in buf.getvalue()
+    buf = io.StringIO()
+    plan_mod.dry_run({"steps": 3}, mode="dapo", inventory="", env={**env, "SWANLAB_MODE": "local"}, file_cfg={},
+                     console=Console(file=buf, width=400, color_system=None))
+    assert "SwanLab: mode local" in buf.getvalue() and "trainer.logger=[console,swanlab]" in buf.getvalue()

@@ -276,12 +276,13 @@ def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg
     if len(chosen) < 2:
         return None
     st = settings_mod.resolve(flags, env, file_cfg or {})
+    sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
     try:
         plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
-                                  swanlab_logger=plan_mod.swanlab_wanted(st, env, file_cfg),
-                                  inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
+                                  swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
     except TopologyError as e:
         raise planning.PlanError(str(e)) from None
+    plan.notes.append(sw_note)
     plan_mod.render(plan, console)
     head = topo.head
     out = console.print if console is not None else print

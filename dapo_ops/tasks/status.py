@@ -23,7 +23,7 @@ from invoke.exceptions import Exit
 from .. import fanout, remote_probe, statusview
 from ..fanout import Row
 from ..remote import RemoteError, Target
-from ._common import EXIT_FAILED, connect_timeout_override, fanout_task, fail, select_hosts
+from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts
 
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
@@ -385,6 +385,8 @@ def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -
 })
 def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run=""):
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
+    if int(lines) < 0 or int(attempt) < 0:
+        fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     multi = len(chosen) > 1
     if errors:
@@ -484,6 +486,8 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
     with the verdict as the message. A host that is briefly unreachable does not end the watch.
     """
+    if float(interval) <= 0:
+        fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     prev: dict[str, statusview.StatusRow] = {}
     done: dict[str, statusview.StatusRow] = {}
