@@ -311,6 +311,20 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         fail(fanout.summary(results), EXIT_FAILED)
 
 
+#: the task parameters that are run settings (dapo_ops.settings), as opposed to how to launch
+SETTINGS_FLAGS = ("steps", "framework", "model", "train_file", "val_file", "trainer_gpus", "rollout_gpus",
+                  "max_response_length", "features", "offload", "max_oom_retries", "container", "save_freq",
+                  "hang_timeout")
+
+
+def _from_task_args(c, mode: str, args: dict) -> None:
+    """Body shared by ``launch`` and ``one-step-off``: split the task's arguments into settings flags (only those
+    given) and launch options, then :func:`_launch`."""
+    args.pop("c", None)
+    flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS})
+    _launch(c, mode, flags, **args)
+
+
 @fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
 def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
            max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
@@ -318,13 +332,7 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
            independent=False):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
-    flags = given_flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
-                   trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
-                   features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
-                   save_freq=save_freq, hang_timeout=hang_timeout)
-    _launch(c, "dapo", flags, hosts=hosts, inventory=inventory, dry_run=dry_run, skip_preflight=skip_preflight,
-            link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
-            accept_new_host_keys=accept_new_host_keys, independent=independent)
+    _from_task_args(c, "dapo", dict(locals()))
 
 
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
@@ -334,10 +342,4 @@ def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
                  independent=False):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
-    flags = given_flags(steps=steps, framework=framework, model=model, train_file=train_file, val_file=val_file,
-                   trainer_gpus=trainer_gpus, rollout_gpus=rollout_gpus, max_response_length=max_response_length,
-                   features=features, offload=offload, max_oom_retries=max_oom_retries, container=container,
-                   save_freq=save_freq, hang_timeout=hang_timeout)
-    _launch(c, "one-step-off", flags, hosts=hosts, inventory=inventory, dry_run=dry_run,
-            skip_preflight=skip_preflight, link_wait=link_wait, swanlab_mode=swanlab_mode, override=override,
-            accept_new_host_keys=accept_new_host_keys, independent=independent)
+    _from_task_args(c, "one-step-off", dict(locals()))
