@@ -179,3 +179,15 @@ def test_classify_help_is_help_not_a_missing_file(tmp_path):
     out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "classify", "--help"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60)
     assert out.returncode == 0 and "LOGFILE" in out.stdout and "--exit-code" in out.stdout
+
+
+@pytest.mark.parametrize("task_name", ["launch", "one-step-off"])
+def test_every_run_setting_in_the_table_is_a_flag_of_the_launch_tasks(task_name):
+    """docs/params.md (generated from dapo_ops.settings) lists a flag per setting: the launch tasks take them all."""
+    from dapo_ops import settings
+
+    ns = cli.build_namespace()
+    t = ns[task_name]
+    flags = {"--" + a.name.replace("_", "-") for a in t.get_arguments()}
+    missing = [p.flag for p in settings.PARAMS if p.flag and p.flag not in flags]
+    assert not missing, f"{task_name} lacks {missing}"

@@ -37,6 +37,8 @@ from ..inventory import Host, Inventory, InventoryError
 #: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
 #: (``--steps 0`` is an error, not "use the default").
 UNSET = -(2**31)
+#: the same for a float flag (invoke types it float from this default)
+UNSET_FLOAT = float(UNSET)
 
 
 def given_flags(**kw) -> dict:

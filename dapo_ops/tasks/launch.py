@@ -27,7 +27,7 @@ import time
 from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
-from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
+from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
 
 #: seconds to wait for run.json to leave ``starting`` after the detached start
 START_WAIT_S = 30.0
@@ -49,6 +49,20 @@ HELP = {
     "container": "container name (env CONTAINER; default: the inventory's)",
     "save_freq": "checkpoint every N steps (env SAVE_FREQ; default 10)",
     "hang_timeout": "seconds without a new step before the run counts as hung (env HANG_TIMEOUT; default 1800)",
+    "max_prompt_length": "data.max_prompt_length in tokens (env MAX_PROMPT_LENGTH; default 2048)",
+    "rollout_tp": "rollout tensor parallel size; must divide the rollout devices (env ROLLOUT_TP; default 2)",
+    "gpu_memory_utilization": "rollout (vLLM) share of device memory (env GPU_MEMORY_UTILIZATION; default 0.6)",
+    "train_batch_size": "prompts per step, data.train_batch_size (env TRAIN_BATCH_SIZE; default 64)",
+    "ppo_mini_batch_size": "prompts per actor update (env PPO_MINI_BATCH_SIZE; default 16)",
+    "rollout_n": "responses per prompt, actor_rollout_ref.rollout.n (env ROLLOUT_N; default 8)",
+    "micro_batch_size": "*_micro_batch_size_per_gpu when dynamic_batch is off (env MICRO_BATCH_SIZE; default 1)",
+    "max_position_embeddings": "override the model's context length in tokens (env MAX_POSITION_EMBEDDINGS)",
+    "project": "trainer.project_name, the SwanLab project (env PROJECT_NAME; default dapo-ops)",
+    "experiment": "trainer.experiment_name (env EXPERIMENT_NAME; default: the run id)",
+    "profile": "verl profile 0.9 | 0.8 (env VERL_PROFILE; default: from the host's verl version)",
+    "swanlab_host": "self-hosted SwanLab server URL with scheme (env SWANLAB_HOST); the key only via env/config/prompt",
+    "http_proxy": "proxy for the container (env http_proxy; default: hosts.toml [proxy])",
+    "https_proxy": "HTTPS proxy for the container (env https_proxy; default: hosts.toml [proxy])",
     "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here)",
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
@@ -313,8 +327,10 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
 
 #: the task parameters that are run settings (dapo_ops.settings), as opposed to how to launch
 SETTINGS_FLAGS = ("steps", "framework", "model", "train_file", "val_file", "trainer_gpus", "rollout_gpus",
-                  "max_response_length", "features", "offload", "max_oom_retries", "container", "save_freq",
-                  "hang_timeout")
+                  "max_response_length", "max_prompt_length", "features", "offload", "max_oom_retries", "container",
+                  "save_freq", "rollout_tp", "gpu_memory_utilization", "train_batch_size", "ppo_mini_batch_size",
+                  "rollout_n", "micro_batch_size", "max_position_embeddings", "hang_timeout", "project", "experiment",
+                  "profile", "swanlab_host", "http_proxy", "https_proxy")
 
 
 def _from_task_args(c, mode: str, args: dict) -> None:
@@ -322,12 +338,17 @@ def _from_task_args(c, mode: str, args: dict) -> None:
     given) and launch options, then :func:`_launch`."""
     args.pop("c", None)
     flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS})
+    if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
+        os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
     _launch(c, mode, flags, **args)
 
 
 @fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
 def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
            max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+           max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT, train_batch_size=UNSET,
+           ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET, max_position_embeddings=UNSET,
+           project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
            independent=False):
@@ -338,6 +359,10 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
 def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
                  max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+                 max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT,
+                 train_batch_size=UNSET, ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET,
+                 max_position_embeddings=UNSET, project="", experiment="", profile="", swanlab_host="", http_proxy="",
+                 https_proxy="",
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
                  independent=False):
