@@ -19,15 +19,12 @@ from . import ladder, overrides, profiles
 from . import proxy as proxy_mod
 from .features import FeatureError, FeatureSet
 from .profiles import OverrideError
+from .redact import REDACTED, is_secret_name  # noqa: F401  (re-exported: the plan's redaction rule)
 
 SPEC_VERSION = 1
 #: Inventory defaults used when no host is known (docs/design.md "Inventory").
 HOST_DEFAULTS = {"name": "local", "container": "verl", "workdir": "/verl", "python": "python3",
                  "accelerator": "npu", "devices": 8, "runs_dir": None, "model_dir": None, "data_dir": None}
-SECRET_MARKERS = ("key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials")
-#: a marker followed by one of these is a size, not a secret (``ppo_max_token_len_per_gpu``)
-_NOT_SECRET_NEXT = ("len", "length", "lengths", "budget", "count", "num", "limit")
-REDACTED = "***"
 
 
 class PlanError(ValueError):
@@ -66,22 +63,6 @@ def _host_attr(host, name: str):
         return HOST_DEFAULTS[name]
     v = getattr(host, name, None)
     return HOST_DEFAULTS[name] if v is None else v
-
-
-def is_secret_name(name: str) -> bool:
-    """True when a variable/override name looks secret: a ``KEY``/``TOKEN``/``SECRET``/``PASSWORD`` word.
-
-    Words are split on ``.``, ``_``, ``-`` and ``+``; a marker followed by a size word (``len``,
-    ``budget``, ...) is not a secret (``actor_rollout_ref.actor.ppo_max_token_len_per_gpu``), and
-    neither is ``max_num_batched_tokens``. ``SWANLAB_API_KEY``, ``HF_TOKEN``, ``aws_secret`` are.
-    """
-    words = [w for w in re.split(r"[._+\-]+", str(name).lower()) if w]
-    for i, w in enumerate(words):
-        if w in SECRET_MARKERS or w.endswith("apikey") or w.endswith("secret"):
-            nxt = words[i + 1] if i + 1 < len(words) else ""
-            if nxt not in _NOT_SECRET_NEXT:
-                return True
-    return False
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -543,11 +543,12 @@ class Supervisor:
         return env
 
     def _redact_argv(self, argv: List[str]) -> List[str]:
-        """argv for supervisor.log: ``name=value`` items whose name looks secret (KEY/TOKEN/SECRET/PASSWORD) and
+        """argv for supervisor.log: ``name=value`` items whose name looks secret (:func:`dapo_ops.redact.is_secret_name`:
+        KEY/TOKEN/SECRET/PASSWORD words, but not sizes such as ``ppo_max_token_len_per_gpu``) and
         any value from secret.env are replaced by ``***`` (secrets never belong in argv; this is a safety net)."""
         out = []
         for a in argv:
-            if "=" in a and re.search(r"KEY|TOKEN|SECRET|PASSW", a.split("=", 1)[0], re.I):
+            if "=" in a and _mod("redact").is_secret_name(a.split("=", 1)[0]):
                 a = a.split("=", 1)[0] + "=***"
             for v in self.secret_env.values():
                 if v and len(v) >= 4:

@@ -41,6 +41,7 @@ addr_of() { echo "$NET.$((10 + ${1#h}))"; }
 veth_of() { echo "vd$ID-${1}"; }         # root-side veth name (<= 15 chars)
 sock_of() { echo "unix://$RUN/$1/docker.sock"; }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+DAEMON_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin   # the only env sshd/dockerd get
 pidfile_pid() { [ -f "$1" ] && cat "$1" 2>/dev/null || true; }
 
 take_lock() {   # serialise up / down / container of one bench id (the lock file stays, like any /run/lock file)
@@ -142,7 +143,8 @@ start_sshd() {   # start_sshd hN
   local h=$1 ns; ns=$(ns_of "$h")
   alive "$(pidfile_pid "$STATE/ssh/sshd_$h.pid")" && return 0
   mkdir -p /run/sshd
-  ip netns exec "$ns" unshare --uts sh -c "hostname $h && exec /usr/sbin/sshd -f '$STATE/ssh/sshd_$h.conf' -E '$STATE/ssh/sshd_$h.log'" 9>&-
+  # a clean environment: the operator's (SWANLAB_API_KEY, tokens ...) must not live on in long-running daemons
+  env -i PATH="$DAEMON_PATH" ip netns exec "$ns" unshare --uts sh -c "hostname $h && exec /usr/sbin/sshd -f '$STATE/ssh/sshd_$h.conf' -E '$STATE/ssh/sshd_$h.log'" 9>&-
   local t; for t in $(seq 1 50); do alive "$(pidfile_pid "$STATE/ssh/sshd_$h.pid")" && return 0; sleep 0.05; done
   fail 1 "sshd of $h did not start; see $STATE/ssh/sshd_$h.log"
 }
@@ -198,7 +200,7 @@ EOC
   if ! alive "$(pidfile_pid "$B/dockerd.pid")"; then
     rm -f "$B/dockerd.pid"
     # nsenter, not 'ip netns exec': the latter remounts /sys and hides the cgroup v1 mounts dockerd needs
-    nsenter --net="/run/netns/$ns" unshare --uts sh -c "hostname $h && exec /usr/sbin/dockerd \
+    env -i PATH="$DAEMON_PATH" nsenter --net="/run/netns/$ns" unshare --uts sh -c "hostname $h && exec /usr/sbin/dockerd \
         --data-root '$B/root' --exec-root '$B/exec' --pidfile '$B/dockerd.pid' -H '$(sock_of "$h")' \
         --bridge=none --iptables=false --ip6tables=false --ip-masq=false" > "$B/dockerd.log" 2>&1 < /dev/null 9>&- &
     disown || true

@@ -324,3 +324,14 @@ def test_host_oom_during_save_leaves_a_torn_checkpoint(sandbox, h1):
     assert grep("local_global_step_folder: /verl/dapo_runs/ckpt/global_step_4", log)
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "2"
     assert not (ckpt / "global_step_4" / "data.pt").exists()
+
+
+def test_sandbox_daemons_do_not_inherit_the_operators_environment(sandbox):
+    """sshd and dockerd run for the bench's lifetime: the operator's env (API keys, tokens) must not live on in
+    them (bench.sh starts them with `env -i PATH=...`)."""
+    pid_files = [sandbox.state / "hosts" / "h1" / "docker" / "dockerd.pid", sandbox.state / "ssh" / "sshd_h1.pid"]
+    for pf in pid_files:
+        pid = int(pf.read_text().split()[0])
+        names = {item.split(b"=", 1)[0].decode() for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                 if item}
+        assert names <= {"PATH", "PWD", "SHLVL", "_"}, (pf.name, sorted(names))  # what `sh -c` itself sets

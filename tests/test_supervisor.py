@@ -389,3 +389,15 @@ def test_verl_gets_the_tracker_secret_but_not_the_notifier_webhooks(tmp_path):
     assert not any(k.startswith("DAPO_NOTIFY_") for k in env)
     assert sup.secret_env["DAPO_NOTIFY_URL_0"] == "https://hooks.example/T0K3N"  # the notifier still has it
     assert not (run_dir / "secret.env").exists()  # read once, then deleted
+
+
+def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
+    run_dir = make_run(tmp_path, {"steps": 1}, secret={"SWANLAB_API_KEY": "sk-abcdef"})
+    sup = supervisor.Supervisor(str(run_dir))
+    sup._load()
+    shown = sup._redact_argv(["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+                              "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+                              "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=hf_xyz", "x=sk-abcdef"])
+    assert shown == ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+                     "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+                     "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=***", "x=***"]
