@@ -130,3 +130,17 @@ def test_dry_run_says_when_a_launch_would_stop_on_swanlab(tmp_path):
     plan_mod.dry_run({"steps": 3}, mode="dapo", inventory="", env={**env, "SWANLAB_MODE": "local"}, file_cfg={},
                      console=Console(file=buf, width=400, color_system=None))
     assert "SwanLab: mode local" in buf.getvalue() and "trainer.logger=[console,swanlab]" in buf.getvalue()
+
+
+def test_dry_run_rejects_an_extra_override_the_launch_would_reject(tmp_path):
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "local"}
+    inv = [sys.executable, "-m", "invoke", "-r", str(Path(__file__).resolve().parent.parent)]
+    bad = subprocess.run(inv + ["launch", "--dry-run", "--override", "x"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=60)
+    assert bad.returncode == 2 and "is not key=value" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    ok = subprocess.run(inv + ["launch", "--dry-run", "--override", "trainer.val_before_train=False"],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert ok.returncode == 0 and "trainer.val_before_train=False" in ok.stdout

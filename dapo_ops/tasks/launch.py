@@ -244,14 +244,12 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
             if not independent:  # several hosts: the multi-host plan (tasks/multihost.py)
                 from . import multihost
                 p = multihost.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
-                                      file_cfg=file_cfg)
+                                      file_cfg=file_cfg, extra_overrides=extra)
             if p is None:
                 p = plan_mod.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
-                                     file_cfg=file_cfg)
+                                     file_cfg=file_cfg, extra_overrides=extra)
         except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
             fail(str(e), EXIT_USAGE)
-        if extra:
-            print("extra overrides: " + " ".join(planning.redact_argv(extra)))
         return p
     try:
         st = settings_mod.resolve(flags, os.environ, file_cfg)
