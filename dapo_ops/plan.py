@@ -43,12 +43,16 @@ def render(plan: Plan, console: Console | None = None) -> None:
     con = console or Console()
     spec = plan.spec
     s = spec["settings"]
-    con.print(Text(f"dry run: {spec['mode']} on {spec['host']} (container {spec['container']}), "
+    nodes = int(s.get("nnodes") or 1)
+    where = f"{spec['host']} (container {spec['container']})" if nodes == 1 else \
+        f"a {nodes}-node Ray cluster, head {spec['host']} (container {spec['container']})"
+    con.print(Text(f"dry run: {spec['mode']} on {where}, "
                    f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
     con.print(f"run id:        {spec['run_id']}")
+    per_node = "" if nodes == 1 else f" per node x {nodes} nodes"
     con.print(f"steps:         {s['steps']}   max response {s['max_response_length']}   "
               + (f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
-                 if spec["mode"] == "one-step-off" else f"{s['n_gpus_per_node']} devices (colocated)"))
+                 if spec["mode"] == "one-step-off" else f"{s['n_gpus_per_node']} devices{per_node} (colocated)"))
     con.print(_features_table(plan))
     con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
     for line in plan.ladder:
