@@ -16,7 +16,7 @@ Facts:
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 __all__ = ["AcceleratorSpec", "ACCELERATORS", "KEEPALIVE", "PROXY_VARS", "ContainerSpecError",

@@ -9,7 +9,6 @@ composes ``plan.argv`` against the container's verl). Pure: no SSH, no file read
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping

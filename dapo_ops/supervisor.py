@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import importlib
-import json
 import os
 import re
 import signal

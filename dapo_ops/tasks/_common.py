@@ -146,7 +146,35 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
         chosen = inventory.select(inv, hosts or None)
     except InventoryError as e:
         fail(str(e), EXIT_USAGE)
+    if not chosen:  # the inventory loader already refuses a file without hosts; kept as the one guarantee
+        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
     return inv, apply_core_overrides(c, chosen)
+
+
+def user_config() -> dict:
+    """The user config file (``~/.config/dapo-ops/config.toml`` or ``$DAPO_OPS_CONFIG``) as a dict.
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line naming the file and the problem.
+    """
+    from .. import userconfig
+
+    try:
+        return userconfig.load()
+    except userconfig.UserConfigError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def run_settings(flags: dict, file_cfg: dict):
+    """Resolve the run settings: ``flags`` > environment > ``file_cfg`` > defaults (:func:`dapo_ops.settings.resolve`).
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line naming the variable/flag/key and the fix.
+    """
+    from .. import settings
+
+    try:
+        return settings.resolve(flags, os.environ, file_cfg)
+    except settings.SettingsError as e:
+        fail(str(e), EXIT_USAGE)
 
 
 def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:

@@ -198,8 +198,6 @@ def create(c, image="", name="", replace=False, dry_run=False, shm_size="64g", v
     if not image:
         fail("no image given: pass --image IMAGE (the verl image for this accelerator)", EXIT_USAGE)
     inv, chosen = select_hosts(c, hosts, inventory)
-    if not chosen:
-        fail("no hosts selected: pass -H h1 or add hosts to the inventory", EXIT_USAGE)
     proxy = dict(inv.proxy or {})
     if any(proxy.get(k) for k in ("http_proxy", "https_proxy")):
         # no_proxy also gets loopback and every inventory host: Ray / HCCL traffic between the hosts stays direct

@@ -27,7 +27,8 @@ import time
 from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
-from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
+from ._common import (EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task,
+                      given_flags, run_settings, select_hosts, user_config)
 
 #: seconds to wait for run.json to leave ``starting`` after the detached start
 START_WAIT_S = 30.0
@@ -71,13 +72,6 @@ HELP = {
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
                    "on a Ray cluster",
 }
-
-def _load_file_cfg() -> dict:
-    try:
-        return userconfig.load()
-    except userconfig.UserConfigError as e:
-        fail(str(e), EXIT_USAGE)
-
 
 def _swanlab(swanlab_mode: str, notes: list):
     try:
@@ -232,7 +226,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     from .. import fanout
 
     extra = [o for o in (override or []) if o]
-    file_cfg = _load_file_cfg()
+    file_cfg = user_config()
     if dry_run:
         from .. import plan as plan_mod
         from ..inventory import InventoryError
@@ -251,13 +245,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
             fail(str(e), EXIT_USAGE)
         return p
-    try:
-        st = settings_mod.resolve(flags, os.environ, file_cfg)
-    except settings_mod.SettingsError as e:
-        fail(str(e), EXIT_USAGE)
+    st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
-    if not chosen:
-        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)
     try:

@@ -14,9 +14,10 @@ import os
 from rich.table import Table
 from rich.text import Text
 
-from .. import fanout, planning, preflight_checks as pc, settings as settings_mod, userconfig
+from .. import fanout, planning, preflight_checks as pc, userconfig
 from ..fanout import Row
-from ._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, select_hosts
+from ._common import (EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags,
+                      run_settings, select_hosts, user_config)
 
 HELP = {
     "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",
@@ -105,17 +106,9 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
     flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
                    rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
                    save_freq=save_freq, framework=framework, container=container)
-    try:
-        file_cfg = userconfig.load()
-    except userconfig.UserConfigError as e:
-        fail(str(e), EXIT_USAGE)
-    try:
-        st = settings_mod.resolve(flags, os.environ, file_cfg)
-    except settings_mod.SettingsError as e:
-        fail(str(e), EXIT_USAGE)
+    file_cfg = user_config()
+    st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
-    if not chosen:
-        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
     sw, sw_err = swanlab_for_preflight(swanlab_mode, file_cfg=(file_cfg or {}).get("swanlab", {}))
     logger_on = bool(sw and sw.mode != "disabled")
     extra = [o for o in (override or []) if o]

@@ -20,9 +20,10 @@ import posixpath
 from rich.table import Table
 from rich.text import Text
 
-from .. import fanout, planning, preflight_probe, proxy as proxy_mod, runstate, settings as settings_mod, userconfig
+from .. import fanout, planning, preflight_probe, proxy as proxy_mod, runstate
 from ..fanout import Row
-from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
+from ._common import (EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_settings,
+                      select_hosts, user_config)
 
 #: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl.md §15, recipe
 #: ``dapo/prepare_dapo_data.sh``), already in verl's RL format.
@@ -113,14 +114,8 @@ def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="
             timeout=7200):
     """Make sure model and data exist in each container; fetch what is missing (resumable, verified)."""
     flags = {k: v for k, v in dict(model=model, train_file=train_file, val_file=val_file).items() if v}
-    try:
-        file_cfg = userconfig.load()
-        st = settings_mod.resolve(flags, os.environ, file_cfg)
-    except (userconfig.UserConfigError, settings_mod.SettingsError) as e:
-        fail(str(e), EXIT_USAGE)
+    st = run_settings(flags, user_config())
     inv, chosen = select_hosts(c, hosts, inventory)
-    if not chosen:
-        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
     endpoint = hf_endpoint or os.environ.get("HF_ENDPOINT", "")
     try:
         penv = proxy_mod.container_proxy_env(inv.proxy, os.environ, [h.address for h in chosen])

@@ -15,7 +15,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from invoke import task
@@ -23,7 +22,7 @@ from invoke.exceptions import Exit
 
 from .. import features as features_mod, proxy as proxy_mod, swanlab_cfg, userconfig
 from ..remote import RemoteError, Target
-from ._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts
+from ._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts, user_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,13 +109,8 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
-    if not chosen:
-        fail("no hosts selected: add hosts to hosts.toml or pass -H user@host", EXIT_USAGE)
     env = os.environ
-    try:
-        file_cfg = userconfig.load()
-    except userconfig.UserConfigError as e:
-        fail(str(e), EXIT_USAGE)
+    file_cfg = user_config()
 
     # 1. container
     container = container or env.get("CONTAINER", "")
