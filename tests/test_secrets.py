@@ -7,6 +7,7 @@ Exercises ``dapo_ops/tasks/launch.py`` (issue 6) wired as in docs/design.md "Swa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -87,6 +88,29 @@ def h1(sandbox):
     sandbox.reset("h1")
 
 
+@contextlib.contextmanager
+def _ps_samples(sandbox):
+    """Sample the host's full ``ps`` output every 0.5 s while the block runs; yields the list of samples."""
+    samples: list[str] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                samples.append(_host_ps(sandbox))
+            except Exception as exc:  # noqa: BLE001 - a failed sample is reported, not fatal
+                samples.append(f"ps failed: {exc}")
+            stop.wait(0.5)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        t.join(timeout=30)
+
+
 def test_dry_run_plan_has_no_secret(h1, tmp_path):
     out = _dapo_ops(h1, _operator_env(tmp_path), "launch", "--steps", "4", "--dry-run")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -99,26 +123,10 @@ def test_dry_run_plan_has_no_secret(h1, tmp_path):
 def test_launch_keeps_secrets_out_of_ps_logs_records_and_output(h1, tmp_path):
     env = _operator_env(tmp_path)
     h1.set_scenario("h1", {"step_time": 1.0})
-    samples: list[str] = []
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                samples.append(_host_ps(h1))
-            except Exception as exc:  # noqa: BLE001 - a failed sample is reported, not fatal
-                samples.append(f"ps failed: {exc}")
-            stop.wait(0.5)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    try:
+    with _ps_samples(h1) as samples:
         out = _dapo_ops(h1, env, "launch", "--steps", "6")
         assert out.returncode == 0, out.stderr[-2000:]
         run_dir = _wait_run(h1)
-    finally:
-        stop.set()
-        t.join(timeout=30)
     assert any("dapo_ops.supervisor" in s for s in samples), "ps never saw the run (sampling too late?)"
     _assert_clean("host ps output during the run", "\n".join(samples))
     _assert_clean("the tool's stdout", out.stdout)
@@ -183,25 +191,9 @@ def test_cloud_mode_key_reaches_verl_only_through_its_environment(h1, tmp_path):
     environment, verl tracking.py) and fails; the key is nowhere on disk, in ps, or in the output."""
     env = _operator_env(tmp_path, mode="cloud")
     env["SWANLAB_HOST"] = "http://127.0.0.1:9"
-    samples: list[str] = []
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                samples.append(_host_ps(h1))
-            except Exception as exc:  # noqa: BLE001
-                samples.append(f"ps failed: {exc}")
-            stop.wait(0.5)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    try:
+    with _ps_samples(h1) as samples:
         out = _dapo_ops(h1, env, "launch", "--steps", "2", "--link-wait", "1")
         run_dir = _wait_run(h1, timeout=300)
-    finally:
-        stop.set()
-        t.join(timeout=30)
     _assert_clean("host ps output during the run", "\n".join(samples))
     _assert_clean("the tool's output", out.stdout + out.stderr)
     for name in ("train.log", "run.json", "spec.json", "supervisor.log"):
