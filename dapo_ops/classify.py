@@ -48,11 +48,14 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 
+from . import device_codes as _codes
+
 __all__ = [
     "ACTION_KINDS",
     "CLASSES",
     "CLASS_TABLE",
     "DEFAULT_ACTION_KIND",
+    "PHASES",
     "Verdict",
     "classify",
     "classify_file",
@@ -320,25 +323,46 @@ class _Sig:
     needles: tuple  # lower-case literals; every match contains at least one (found with str.find)
     rx: re.Pattern  # applied to one lower-cased line
     fatal: bool = True
+    finder: re.Pattern | None = None  # also candidates: lines where this literal-prefixed regex matches
 
 
-def _sig(name, cls, tier, needles, pattern, fatal=True):
+# Candidate finder for error CODES (EZ9999, EI0009, ERR02200 ...): literal-prefixed, so re scans fast
+_CODE_FINDER = re.compile(r"e[ehijlz1-9ab]\d{4}\b|err0[0-4]\d{3}")
+
+
+def _sig(name, cls, tier, needles, pattern, fatal=True, finder=None):
     if isinstance(needles, str):
         needles = (needles,)
     assert needles and all(needles), name
-    return _Sig(name, cls, tier, tuple(needles), re.compile(pattern), fatal)
+    return _Sig(name, cls, tier, tuple(needles), re.compile(pattern), fatal, finder)
 
 
+def _code_pat(category: str) -> str:
+    return "|".join(rx for _fam, rx, cat, _m, _src in _codes.FAMILIES if cat == category)
+
+
+# A device OOM needs a device allocator's own words or a memory error CODE (dapo_ops/device_codes.py: EL0004,
+# EI0011, torch_npu ERRss006, ACL 207001/207002/207018, CUresult 2): "memory" words alone never count, nor Ray's
+# host-memory ray.exceptions.OutOfMemoryError (the lookbehind), nor torch_npu's informational
+# "[ERROR] Get a block from the existing pool failed ... can be ignored".
 _DEVICE_OOM_PAT = (
     r"\b(?:cuda|npu|gpu|hip|xpu|mps) out of memory"
     r"|cuda error: out of memory"
-    r"|\berr0[0-4]006\b"  # torch_npu ERR<submodule>006 = MEMORY ("PTA memory error")
-    r"|\bel0004\b"  # CANN "EL0004: Failed to allocate memory."
+    r"|(?<![\w.])outofmemoryerror: (?:cuda|npu|gpu|tried to allocate|allocation on device)"
+    r"|\btorch\.(?:cuda\.|npu\.)?outofmemoryerror\b"
     r"|driver error:\s*out of memory"
     r"|cublas_status_alloc_failed|cudnn_status_alloc_failed"
+    r"|" + _code_pat("memory")
 )
 _DEVICE_OOM_RX = re.compile(_DEVICE_OOM_PAT)
-_DEVICE_OOM_NEEDLES = ("out of memory", "err0", "el0004", "alloc_failed")
+_DEVICE_OOM_NEEDLES = ("out of memory", "outofmemoryerror", "err0", "el0004", "ei0011", "alloc_failed", "20700",
+                       "207018", "curesult", "cuda_error_out", "cudaerrormemoryallocation")
+# The allocator's own words (vs a bare result code: "CUresult error: 2", "error code is 207001")
+_OOM_WORDS_RX = re.compile(r"(?:cuda|npu|gpu|hip|xpu) out of memory|cuda error: out of memory|outofmemoryerror"
+                           r"|driver error:\s*out of memory")
+_COMM_CODE_PAT = _code_pat("communication")
+_UNAVAIL_CODE_PAT = _code_pat("device-unavailable")
+_KERNEL_CODE_PAT = _code_pat("kernel-fault")
 
 # Order does not matter (earliest line wins inside a tier); names are for tests and evidence.
 _SIGS: tuple[_Sig, ...] = (
@@ -365,9 +389,7 @@ _SIGS: tuple[_Sig, ...] = (
          r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
     _sig("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     _sig("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
-    _sig("loader-killed", "oom-host", ROOT, "is killed by signal",
-         r"dataloader worker \(pid \d+\) is killed by signal: (?:killed|bus error)"),
-    _sig("shm", "oom-host", ROOT, "out of shared memory", r"out of shared memory"),
+    _sig("loader-killed", "oom-host", ROOT, "is killed by signal", r"dataloader worker \(pid \d+\) is killed by signal: killed"),
     # ---- config (Hydra / verl asserts / resources / resume layout)
     _sig("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
     _sig("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
@@ -413,6 +435,23 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("hybrid-engine", "config-error", ROOT, "hybrid_engine", r"assert not self\.hybrid_engine"),
     _sig("resume-world-size", "config-error", ROOT, "world_size_",
          r"(?:filenotfounderror|no such file or directory).{0,300}model_world_size_\d+_rank_\d+\.pt"),
+    # a data file that does not exist (in the container, on this node) is configuration, not data content, even
+    # after verl's config checks passed (they do not open files): verl/utils/dataset/rl_dataset.py
+    # _read_files_and_tokenize -> datasets.load_dataset / pyarrow
+    _sig("data-missing", "config-error", ROOT, (".parquet", ".json", ".csv", ".arrow", "data files"),
+         r"(?:filenotfounderror|no such file or directory|unable to find|failed to open local file|does not exist)"
+         r"[^\n]{0,200}\.(?:parquet|jsonl?|csv|arrow)\b|datafilesnotfounderror|no \(supported\) data files"),
+    # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
+    # (huggingface_hub validate_repo_id, transformers cached_file)
+    _sig("model-path", "config-error", ROOT, ("hfvalidationerror", "repo id must", "repo_id must",
+                                                "path_or_model_id", "not a valid model identifier"),
+         r"hfvalidationerror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
+         r"|is not a local folder and is not a valid model identifier"),
+    # a Ray worker that cannot register with its own raylet right after start-up: the worker pool is sized to
+    # the host's CPUs, more than the cgroup / Slurm allocation gives (ray core_worker.cc / worker_pool.cc)
+    _sig("raylet-register", "config-error", ROOT, ("raylet", "have not registered"),
+         r"failed to register worker.{0,60}to raylet|unable to register worker with raylet"
+         r"|have not registered within the timeout"),
     _sig("resume-megatron", "config-error", ROOT, ("no such file", "filenotfounderror"),
          r"(?:filenotfounderror|no such file or directory).{0,300}(?:common\.pt|\.metadata|metadata\.json)"),
     # ---- data
@@ -423,8 +462,7 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("dapo-give-up", "data-error", ROOT, "generated too many",
          r"generated too many\. please check if your data are too difficult"),
     _sig("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
-         r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"
-         r"|(?:unable to find|no such file or directory:) '[^']*\.parquet'"),
+         r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
     _sig("data-schema", "data-error", ROOT, "keyerror",
          r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"),
     # ---- network (strong)
@@ -470,7 +508,20 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("illegal-memory", "crash-other", ROOT, "illegal memory access", r"illegal memory access"),
     _sig("device-assert", "crash-other", ROOT, "device-side assert", r"device-side assert"),
     _sig("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
+    # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
+    # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
+    _sig("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm", "(shm)"),
+         r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
+         r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
     _sig("disk-full", "crash-other", ROOT, "no space left on device", r"no space left on device"),
+    # device absent / not mounted / not visible (codes: dapo_ops/device_codes.py)
+    _sig("device-unavailable", "crash-other", ROOT, ("error code", "ret =", "ret=", "ret:", "aclerror", "curesult",
+                                                     "cuda_error", "no cuda", "aclrtsetdevice"),
+         _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)",
+         finder=_CODE_FINDER),
+    # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
+    _sig("kernel-fault", "crash-other", ROOT, ("error code", "ret =", "ret=", "ret:", "aclerror"), _KERNEL_CODE_PAT,
+         finder=_CODE_FINDER),
     # ---- collectives (usually a symptom of another rank's failure)
     _sig("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
          r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)"),
@@ -482,10 +533,12 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("dist-backend", "hccl-timeout", COLLECTIVE, "distbackenderror", r"distbackenderror"),
     _sig("dist-store", "hccl-timeout", COLLECTIVE, "diststoreerror", r"diststoreerror"),
     _sig("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"),
-    _sig("hccl-dist-code", "hccl-timeout", COLLECTIVE, "err02", r"\berr02(?:200|011)\b"),
-    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("ei0006", "ei0002", "ej0001", "getting socket times out", "notify register times out", "hccp process"),
-         r"\bei0006\b|\bei0002\b|\bej0001\b|getting socket times out"
-         r"|wait execution of the notify register times out|failed to initialize the hccp process"),
+    # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list
+    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("error code", "ret =", "ret=", "ret:", "aclerror",
+                                                   "getting socket times out", "notify register times out",
+                                                   "hccp process", "hccl error:"),
+         _COMM_CODE_PAT + r"|getting socket times out|wait execution of the notify register times out"
+         r"|failed to initialize the hccp process|hccl error: ", finder=_CODE_FINDER),
     # ---- weak network: exception lines only
     _sig("net-exc", "network", WEAK, ("error", "exception"),
          r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
@@ -536,19 +589,56 @@ _TRAIN_FRAME_RX = re.compile(
     r"|entropy_from_logits|dp_actor\.py|dp_critic\.py|megatron_actor|_forward_micro_batch|torch/optim/"
     r"|torch/autograd/|fsdp_workers\.py|megatron_workers\.py"
 )
-_ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM)", re.I)
-_PHASES: tuple[tuple[str, re.Pattern], ...] = (
-    ("save_checkpoint", re.compile(r"save_checkpoint|saving (?:model|optim|checkpoint)|saved model to"
-                                   r"|local_global_step_folder")),
-    ("kv-cache-init", re.compile(r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory")),
-    ("update_actor", re.compile(r"update_actor|update_policy")),
-    ("update_critic", re.compile(r"update_critic")),
-    ("compute_ref_log_prob", re.compile(r"compute_ref_log_prob|ref_log_prob")),
-    ("compute_log_prob", re.compile(r"compute_log_prob")),
-    ("generate_sequences", re.compile(r"generate_sequences")),
-    ("init_model", re.compile(r"init_model")),
-)
+_ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
+                                r"|AsyncSglang|RolloutServer)", re.I)
+# rollout engines' own allocators (SGLang torch_memory_saver, vLLM sleep-mode cumem / vllm-ascend camem)
+_ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/")
+PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync",
+                           "generation", "log-prob", "update", "unknown")
+"""OOM phases (``Verdict.detail["phase"]``, the names agreed in COMMON.md; the memory ladder is per phase)."""
 
+# Phase words in traceback frames (``File "...", line N, in <func>``) and ``ray::Worker.<method>()`` lines, in
+# PRIORITY order: when one call chain names several, the first phase here wins (a wake-up inside
+# generate_sequences is weight-sync; KV-cache allocation inside init_model is rollout-init; load_state_dict
+# inside load_checkpoint is checkpoint-load). Function names are verl 0.9.1's: verl/trainer/ppo/v1/
+# trainer_base.py (_update_actor, _load_checkpoint), verl/workers/engine_workers.py (update_actor :714,
+# compute_log_prob, update_weights :823), verl/workers/rollout/vllm_rollout/vllm_rollout.py (resume :202),
+# verl/checkpoint_engine/base.py (update_weights :519), verl/utils/checkpoint/fsdp_checkpoint_manager.py
+# (load_checkpoint / save_checkpoint); legacy verl/workers/fsdp_workers.py (init_model, _build_rollout,
+# generate_sequences, sharding_manager); vLLM (determine_available_memory, initialize_kv_cache,
+# gpu_worker.wake_up), SGLang (resume_memory_occupation, init_memory_pool).
+_PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern], ...] = (
+    ("rollout-init", re.compile(
+        r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
+        r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
+        r"|init_cache_engine|_init_rollout")),
+    ("weight-sync", re.compile(
+        r"update_weights|wake_up|resume_memory_occupation|release_memory_occupation|sync_weights|sharding_manager"
+        r"|checkpoint_engine|_sync_model|, in resume\b|rollout_mode|load_weights_from")),
+    ("checkpoint-load", re.compile(r"load_checkpoint|restore_checkpoint|load_from_checkpoint|_load_ckpt")),
+    ("checkpoint-save", re.compile(r"save_checkpoint|_save_ckpt|save_model|saving (?:model|optim|checkpoint)"
+                                   r"|saved model to|local_global_step_folder")),
+    ("model-load", re.compile(r"init_model|_build_model|from_pretrained|load_state_dict|build_model_optimizer"
+                              r"|_init_engine_model|model_init|load_hf_model")),
+    ("log-prob", re.compile(r"compute_log_prob|compute_ref_log_prob|ref_log_prob|old_log_prob|compute_values")),
+    ("update", re.compile(r"update_actor|update_policy|update_critic|train_mini_batch|train_batch|forward_backward"
+                          r"|optimizer\.step|, in backward\b|torch/autograd/|dp_actor\.py.*update|megatron_actor.*update")),
+    ("generation", re.compile(r"generate_sequences|, in generate\b|execute_model|sample_tokens|_run_engine"
+                              r"|agent_loop|async_generate")),
+)
+_PHASE_ORDER = {name: k for k, (name, _rx) in enumerate(_PHASE_FRAME_RULES)}
+# Phase words in ordinary log lines near the error (the run's own progress lines), used when no frame names one.
+_PHASE_CONTEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
+    ("checkpoint-load", re.compile(r"resuming from|load from checkpoint|loading (?:from|checkpoint).{0,200}global_step_"
+                                   r"|setting global step to")),
+    ("checkpoint-save", re.compile(r"saving (?:checkpoint|model|optim|extra_state|hf_model)|saved (?:model|checkpoint)"
+                                   r"|local_global_step_folder")),
+    ("weight-sync", re.compile(r"resume_memory_occupation|release_memory_occupation|wake[ _]up|update_weights"
+                               r"|sleep mode|weight sync")),
+    ("rollout-init", re.compile(r"init engine|kv cache|memory profiling|cache blocks|capturing cuda ?graph")),
+    ("model-load", re.compile(r"loading (?:checkpoint shards|weights)|model config after")),
+)
+_TRAIN_PHASES = ("update", "log-prob", "checkpoint-load", "checkpoint-save", "model-load")
 
 @dataclass
 class _Hit:
@@ -568,8 +658,14 @@ def _scan(log: _Log) -> list[_Hit]:
     idx = log.scan_idx
     nlines = len(starts)
     hits: list[_Hit] = []
+    found: dict = {}
     for sig in _SIGS:
         cand: set[int] = set()
+        if sig.finder is not None:
+            got = found.get(sig.finder)
+            if got is None:
+                got = found[sig.finder] = {bisect.bisect_right(starts, m.start()) - 1 for m in sig.finder.finditer(low)}
+            cand |= {idx[k] for k in got} if idx is not None else got
         for needle in sig.needles:
             pos = low.find(needle)
             while pos >= 0:
@@ -678,29 +774,97 @@ def _is_frame(ll: str) -> bool:
     return 'file "' in ll or "ray::" in ll
 
 
-def _phase(log: _Log, i: int, back: int = 60, frames_only: bool = True) -> str | None:
-    """Innermost phase keyword at or above line ``i`` (nearest first).
+def _frame_phase(ll: str) -> str | None:
+    """The highest-priority phase named by one lower-cased frame / call line (``None``: none)."""
+    for name, rx in _PHASE_FRAME_RULES:
+        if rx.search(ll):
+            return name
+    return None
 
-    ``frames_only``: look only at traceback frames (``File "..."``) and ``ray::`` call lines, so
-    that unrelated INFO lines printed earlier do not decide; stop at a ``step:`` line.
+
+def _context_phase(ll: str) -> str | None:
+    for name, rx in _PHASE_CONTEXT_RULES:
+        if rx.search(ll):
+            return name
+    return None
+
+
+def _best(phases: set) -> str | None:
+    return min(phases, key=_PHASE_ORDER.__getitem__) if phases else None
+
+
+def _phase(log: _Log, i: int, back: int = 150, fwd: int = 200, frames_only: bool = True) -> str | None:
+    """The phase (one of :data:`PHASES` but ``unknown``) of the error at line ``i``, or ``None``.
+
+    ``frames_only`` (tracebacks): every frame / ``ray::`` call line of the call chain around ``i`` counts: the
+    frames above it (its own traceback; stop at a ``step:`` line) and the re-raised tracebacks after it (the
+    driver's ``RayTaskError`` chain names verl's method: ``update_weights``, ``load_checkpoint``); the
+    highest-priority phase of :data:`_PHASE_FRAME_RULES` wins. Without a frame, the nearest progress line
+    before ``i`` (``Resuming from``, ``Saving checkpoint``, ``resume_memory_occupation``), then just after it.
+    ``frames_only=False`` (no traceback: a shell ``Killed`` line): the nearest line within ``back`` that names a
+    phase in any way.
     """
+    n = len(log.lines)
+    if not frames_only:
+        for j in range(i, max(-1, i - back), -1):
+            ll = log.low_line(j)
+            if j != i and _STEP_RX.search(ll):
+                break
+            if log.is_echo(j) and not _KILLED_RX.match(log.lines[j].lstrip()):
+                continue
+            ph = _frame_phase(ll) or _context_phase(ll)
+            if ph:
+                return ph
+        return None
+    found: set = set()
     for j in range(i, max(-1, i - back), -1):
         ll = log.low_line(j)
         if j != i and _STEP_RX.search(ll):
             break
-        if frames_only and j != i and not _is_frame(ll):
-            continue
-        if not frames_only and log.is_echo(j) and not _KILLED_RX.match(log.lines[j].lstrip()):
-            continue
-        for name, rx in _PHASES:
-            if rx.search(ll):
-                return name
+        if j == i or _is_frame(ll):
+            ph = _frame_phase(ll)
+            if ph:
+                found.add(ph)
+    for j in range(i + 1, min(n, i + fwd)):
+        ll = log.low_line(j)
+        if _STEP_RX.search(ll) or ll.startswith("===== dapo-ops attempt"):
+            break
+        if _is_frame(ll):
+            ph = _frame_phase(ll)
+            if ph:
+                found.add(ph)
+    if found:
+        return _best(found)
+    for rng in (range(i, max(-1, i - 30), -1), range(i + 1, min(n, i + 8))):
+        for j in rng:
+            ll = log.low_line(j)
+            if j != i and _STEP_RX.search(ll):
+                break
+            if log.is_echo(j):
+                continue
+            ph = _context_phase(ll)
+            if ph:
+                return ph
+    return None
+
+
+def _role(log: _Log, i: int) -> str | None:
+    """``critic`` / ``ref`` when the frames above line ``i`` name that worker (changes the hint)."""
+    for j in range(i, max(-1, i - 150), -1):
+        ll = log.low_line(j)
+        if j != i and _STEP_RX.search(ll):
+            break
+        if _is_frame(ll) or j == i:
+            if "update_critic" in ll or "dp_critic" in ll or "compute_values" in ll:
+                return "critic"
+            if "compute_ref_log_prob" in ll or "ref_log_prob" in ll:
+                return "ref"
     return None
 
 
 def _oom_context(log: _Log, i: int) -> str:
     """``"rollout"`` or ``"training"`` for a device-OOM line, from its innermost frames."""
-    if _ROLLOUT_PREFIX_RX.match(log.names.get(i, "")):
+    if _ROLLOUT_PREFIX_RX.match(log.names.get(i, "")) or _ROLLOUT_ALLOC_RX.search(log.low_line(i)):
         return "rollout"
     for j in range(i + 1, min(len(log.lines), i + 10)):
         ll = log.low_line(j)
@@ -759,8 +923,11 @@ def _mk(cls: str, detail: dict, evidence: list[str], kind: str | None = None) ->
 
 def _action_text(cls: str, kind: str, d: dict) -> str:
     if cls == "oom-device":
-        return ("retry from the last checkpoint with the next memory rung (offload, then recompute); "
-                "stop with suggestions when both are on")
+        if kind == "stop":
+            return (f"stop: device OOM in {d.get('phase')}, which no memory rung shrinks; relaunch with the fix in "
+                    "the hint (load checkpoint shards to CPU), never retried unchanged")
+        return (f"retry from the last checkpoint with the next memory rung for phase {d.get('phase', 'unknown')} "
+                "(the ladder per phase); stop with suggestions when none is left")
     if cls == "oom-kv-cache":
         return {
             "lower": "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
@@ -805,12 +972,25 @@ def _hint(cls: str, kind: str, d: dict) -> str:
     at = f" at step {step}" if step is not None else ""
     phase = d.get("phase")
     inph = f" in {phase}" if phase else ""
+    if cls == "oom-device" and phase == "checkpoint-load":
+        return (f"Accelerator memory ran out while loading a checkpoint on resume{at}: the saved shards are "
+                "torch.load()ed straight onto the device (no map_location) while the colocated rollout already holds "
+                "its share, so offload/recompute do not shrink it and dapo-ops does not loop the ladder. Relaunch with "
+                "a verl that loads shards to CPU (map_location='cpu'), or with a lower "
+                "actor_rollout_ref.rollout.gpu_memory_utilization for the resume; keep trainer.resume_mode=auto and "
+                "the same world size, and check that the newest global_step_N is complete.")
+    if cls == "oom-device" and phase == "weight-sync":
+        return (f"Accelerator memory ran out in the actor->rollout weight sync{at} (the rollout's sleep-mode wake-up "
+                "re-allocates its weights and KV cache while the actor's state is still on the device). dapo-ops "
+                "follows the weight-sync ladder: lower actor_rollout_ref.rollout.gpu_memory_utilization, then actor "
+                "offload (actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the "
+                "actor's state leaves before the rollout wakes. Recompute does not change this peak.")
     if cls == "oom-device":
         extra = ""
-        if phase == "compute_log_prob" or phase == "compute_ref_log_prob":
+        if phase == "log-prob":
             extra = (" For a log-prob OOM also lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu "
                      "(and .ref.) to 1 or log_prob_max_token_len_per_gpu.")
-        elif phase == "update_critic":
+        elif d.get("role") == "critic":
             extra = (" With a critic also offload it: critic.model.fsdp_config.param_offload=True / "
                      "optimizer_offload=True (0.9.1: critic.fsdp.*) and critic.ppo_micro_batch_size_per_gpu=1.")
         return (f"Accelerator memory ran out{inph}{at}. dapo-ops retries with the next rung of the memory ladder: "
@@ -843,7 +1023,7 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                 "not change this allocation.")
     if cls == "oom-ray":
         node = f" on node {d['node']}" if d.get("node") else ""
-        if phase == "save_checkpoint":
+        if phase == "checkpoint-save":
             ck = f" global_step_{d['ckpt_step']}" if d.get("ckpt_step") is not None else " the newest checkpoint"
             return (f"Ray's memory monitor killed a worker while saving a checkpoint{node}: host RAM ran out and"
                     f"{ck} may be incomplete, so resume from the previous complete global_step_N. Save less "
@@ -855,13 +1035,9 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                 "data.max_response_length, fewer rollout workers; use jemalloc "
                 "(LD_PRELOAD=/usr/local/lib/libjemalloc.so.2) or add host RAM. Raising RAY_memory_usage_threshold "
                 "or RAY_memory_monitor_refresh_ms=0 only hides it.")
-    if cls == "oom-host" and d.get("cause") == "shm":
-        return ("Shared memory (/dev/shm) ran out: DataLoader workers and Ray's object store use it, and Docker's "
-                "default is 64 MiB. Recreate the container with a larger --shm-size (e.g. 32g) or --ipc=host, or "
-                "lower data.dataloader_num_workers; then resume.")
     if cls == "oom-host":
         ck = (f" The last lines were a checkpoint save: global_step_{d['ckpt_step']} may be partial; resume from "
-              "the previous complete one." if phase == "save_checkpoint" and d.get("ckpt_step") is not None else "")
+              "the previous complete one." if phase == "checkpoint-save" and d.get("ckpt_step") is not None else "")
         return (f"The kernel / cgroup OOM killer SIGKILLed the training process{at} (exit 137, no traceback). "
                 "Confirm with `docker inspect -f '{{.State.OOMKilled}}' <container>` or `dmesg | grep -i 'killed "
                 "process'`. Remove ladder-added offload (it uses host RAM), lower host-side memory "
@@ -870,6 +1046,23 @@ def _hint(cls: str, kind: str, d: dict) -> str:
     if cls == "config-error":
         key = d.get("key")
         cause = d.get("cause")
+        if cause == "data-missing":
+            path = f" ({d['path']})" if d.get("path") else ""
+            return (f"A dataset file does not exist where the run reads it{path}: verl's config checks passed, but "
+                    "they never open files. Run the data preparation (e.g. examples/data_preprocess/gsm8k.py "
+                    "--local_dir ...) or point data.train_files / data.val_files to files that exist inside the "
+                    "container on every node (`dapo-ops prepare`, preflight checks them); then relaunch.")
+        if cause == "model-path":
+            return ("The model path is not a directory inside the container, so transformers / huggingface_hub took "
+                    "it for a Hub repo id and rejected it: the host path is not mounted (docker -v) or is misspelt. "
+                    "Set actor_rollout_ref.model.path to the path as seen INSIDE the container (check with `ls` via "
+                    "docker exec); preflight checks it. Not a network problem.")
+        if cause == "ray-cpus":
+            return ("A Ray worker could not register with its own raylet right after start-up: ray.init() sized the "
+                    "worker pool to all host CPUs while the cgroup / Slurm allocation grants fewer (or the pids "
+                    "limit is hit). Set ray_kwargs.ray_init.num_cpus (older verl: ray_init.num_cpus) to the CPUs "
+                    "really available (SLURM_CPUS_PER_TASK / nproc), `ray stop --force`, then relaunch. Not the "
+                    "network, not memory.")
         if cause == "stale-key":
             return (f"Hydra rejected the override {key!r}: the key does not exist in the installed verl's schema "
                     "(renamed or removed, e.g. megatron.grad_offload is gone in 0.9.1). Drop it or use the current "
@@ -977,7 +1170,8 @@ def _hint(cls: str, kind: str, d: dict) -> str:
                 "limit (docker run --pids-limit, or -1) / `ulimit -u`, or cap OMP_NUM_THREADS and Ray's thread "
                 "counts; then relaunch.")
     if cause == "impossible-allocation":
-        return (f"An allocation of {d.get('alloc_gib', 0):.0f} GiB is impossible on any device: a corrupted or "
+        return (f"An allocation of {d.get('alloc_gib', 0):.0f} GiB is impossible on this device"
+                f"{' (' + format(d['total_gib'], '.2f') + ' GiB total)' if d.get('total_gib') else ''}: a corrupted or "
                 "overflowed tensor size (bad shape, negative length), not memory pressure. Memory escalation "
                 "cannot fix it; check the lengths in the config (data.max_prompt_length, max_response_length) "
                 "and the torch / torch_npu / CANN versions.")
@@ -992,6 +1186,24 @@ def _hint(cls: str, kind: str, d: dict) -> str:
     if cause == "disk-full":
         return ("A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a "
                 "bigger volume; set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume.")
+    if cause == "shm":
+        return ("Shared memory (/dev/shm) is too small: a DataLoader worker (or Ray's object store) died of SIGBUS. "
+                "Not a host OOM and not device memory: Docker's default is 64 MiB. Recreate the container with a "
+                "larger --shm-size (e.g. 32g) or --ipc=host, or lower data.dataloader_num_workers; then resume from "
+                "the last complete global_step_N. Memory rungs do not help.")
+    if cause == "device-unavailable":
+        code = f" ({d['code']})" if d.get("code") else ""
+        return (f"The accelerator is absent, busy or not visible in the container{code}: not memory pressure. Check "
+                "`npu-smi info` / `nvidia-smi` inside the container, the device mounts (/dev/davinci*, "
+                "/dev/davinci_manager, /dev/hisi_hdc, /dev/devmm_svm; --gpus), ASCEND_RT_VISIBLE_DEVICES / "
+                "CUDA_VISIBLE_DEVICES and leftover processes holding the devices; then relaunch. No retry helps "
+                "until then.")
+    if cause == "kernel-fault":
+        code = f" ({d['code']})" if d.get("code") else ""
+        return (f"An operator / AI Core / runtime execution fault{code}: a kernel bug or a CANN / torch_npu / driver "
+                "version mismatch, not OOM. Re-run with ASCEND_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING=1) to find the "
+                "op, read the plog under ~/ascend/log, check the CANN / torch_npu / vllm-ascend versions match. "
+                "Memory escalation does not help.")
     if cause == "illegal-memory":
         return ("An illegal device memory access (a kernel bug or a version mismatch), not OOM. Re-run with "
                 "CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the op; check torch / vLLM / CANN "
@@ -1206,43 +1418,40 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
     d = dict(base)
     name = h.sig.name
     if name == "device-oom":
-        gib = _alloc_gib(log.low_line(i))
-        if gib is not None and (gib >= IMPOSSIBLE_ALLOC_GIB or gib < 0):
-            d.update(cause="impossible-allocation", alloc_gib=round(gib, 2))
-            return _mk("crash-other", d, _ev(log, i))
-        if _oom_context(log, i) == "rollout":
-            d.update(kv_direction="lower", phase="kv-cache-init" if _phase(log, i) in (None, "kv-cache-init",
-                                                                                       "init_model") else _phase(log, i))
-            return _mk("oom-kv-cache", d, _ev(log, i))
-        d["phase"] = _phase(log, i)
-        if gib is not None:
-            d["alloc_gib"] = round(gib, 2)
-        return _mk("oom-device", d, _ev(log, *_ray_call_line(log, i), i))
+        return _device_oom_verdict(log, d, i)
     if cls == "oom-kv-cache":
+        if name == "kv-free-below-util" and _zero_total(log.low_line(i)):
+            d["cause"] = "device-unavailable"
+            return _mk("crash-other", d, _ev(log, i))
         d["kv_direction"] = "cleanup" if name in ("kv-free-below-util", "kv-profiling-dirty") else "raise"
         # (sglang-mem: "Not enough memory. Please try to increase --mem-fraction-static": the KV pool is too small)
-        d["phase"] = "kv-cache-init"
+        d["phase"] = "rollout-init"
         return _mk(cls, d, _ev(log, i))
     if cls == "oom-ray":
         d["phase"] = _ray_oom_phase(log, i) or _phase(log, i)
         d["node"] = _ray_oom_node(log, i) or _node(log, i)
-        d["ckpt_step"] = f.ckpt_step if d["phase"] == "save_checkpoint" else None
+        d["ckpt_step"] = f.ckpt_step if d["phase"] == "checkpoint-save" else None
         nxt = [j for j in range(i + 1, min(len(log.lines), i + 3)) if "memory on the node" in log.low_line(j)]
         return _mk(cls, d, _ev(log, i, *nxt))
     if cls == "oom-host":
         d["phase"] = _phase(log, i, back=12, frames_only=False)
         d["ckpt_step"] = f.ckpt_step
-        d["cause"] = {"pinned-host-oom": "pinned-memory", "shm": "shm", "loader-killed": "dataloader-killed"}.get(
-            name, "kernel-oom")
-        if name == "loader-killed" and "bus error" in log.low_line(i):
-            d["cause"] = "shm"
+        d["cause"] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed"}.get(name, "kernel-oom")
         return _mk(cls, d, _ev(log, i))
     if cls == "config-error":
         d["key"] = _config_key(log, h)
         d["cause"] = {"hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
                       "gpus-less": "gpus",
                       "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
-                      "resume-megatron": "resume-layout"}.get(name)
+                      "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
+                      "raylet-register": "ray-cpus"}.get(name)
+        if name == "data-missing":
+            m = re.search(r"'([^'\n]+\.(?:parquet|jsonl?|csv|arrow))'", log.lines[i], re.I) or \
+                re.search(r"(/[^\s'\"]+\.(?:parquet|jsonl?|csv|arrow))\b", log.lines[i], re.I)
+            if m:
+                d["path"] = m.group(1)
+                if re.search(r"val_files=[^\s']*" + re.escape(m.group(1).lower()), log.low):
+                    d["key"] = "data.val_files"
         if name == "gpus-less":
             d["available"], d["desired"] = float(h.m.group(1)), float(h.m.group(2))
         elif name == "tp-divisible":
@@ -1296,8 +1505,8 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
         for x in same_tier:
             ll = log.low_line(x.line)
             m = re.search(r"seqnum=(\d+)", ll)
-            if (m and int(m.group(1)) <= 1) or "hcclcomminit" in ll or "last completed nccl work: -1" in ll \
-                    or x.sig.name == "dist-store":
+            if (m and int(m.group(1)) <= 1) or "last completed nccl work: -1" in ll or x.sig.name == "dist-store" \
+                    or _COMM_INIT_RX.search(ll):
                 init = True
         if any(x.sig.name == "cann-hccl" and ("ej0001" in log.low_line(x.line)
                                              or "hccp process" in log.low_line(x.line)) for x in same_tier):
@@ -1312,9 +1521,17 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
         return _mk(cls, d, _ev(log, i))
     # crash-other specific causes
     d["cause"] = {"thread-limit": "thread-limit", "illegal-memory": "illegal-memory", "segfault": "segfault",
-                  "disk-full": "disk-full", "device-assert": "device-assert"}.get(name, name)
+                  "disk-full": "disk-full", "device-assert": "device-assert", "shm": "shm",
+                  "device-unavailable": "device-unavailable", "kernel-fault": "kernel-fault"}.get(name, name)
+    if name in ("device-unavailable", "kernel-fault"):
+        d["code"] = next((t for _f, _c, t in _codes.find_codes(log.low_line(i))), None)
     generic = [x for x in fatal if x.sig.tier == GENERIC]
     return _mk("crash-other", d, _ev(log, i) + _generic_ev(log, generic))
+
+
+# communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
+_COMM_INIT_RX = re.compile(r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
+                           r"|init_communicator|ncclcomminit")
 
 
 def _ray_call_line(log: _Log, i: int) -> list[int]:
@@ -1329,10 +1546,93 @@ def _ray_oom_phase(log: _Log, i: int) -> str | None:
     for j in range(i, min(len(log.lines), i + 20)):
         ll = log.low_line(j)
         if "ray::" in ll and _MEM_TABLE_ROW_RX.match(log.lines[j].lstrip()):
-            for name, rx in _PHASES:
-                if rx.search(ll):
-                    return name
+            ph = _frame_phase(ll)
+            if ph:
+                return ph
     return None
+
+
+_TOTAL_RXS = (re.compile(r"total capacity of (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b"),
+              re.compile(r"(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes) total capacity"))
+_FREE_TOTAL_RX = re.compile(r"\((-?[\d.]+)/(-?[\d.]+) gib\)")
+
+
+def _size_gib(num: str, unit: str) -> float | None:
+    try:
+        return float(num.replace(",", "")) * _UNIT.get(unit, 1) / 2 ** 30
+    except ValueError:
+        return None
+
+
+def _total_gib(text: str) -> float | None:
+    for rx in _TOTAL_RXS:
+        m = rx.search(text)
+        if m:
+            return _size_gib(m.group(1), m.group(2))
+    return None
+
+
+def _zero_total(low_line: str) -> bool:
+    """``Free memory on device (0.0/0.0 GiB)``: the device reports no memory at all (not visible / not mounted)."""
+    m = _FREE_TOTAL_RX.search(low_line)
+    return bool(m) and float(m.group(2)) <= 0
+
+
+def _nonsense(text: str) -> str | None:
+    """Why an OOM message makes no physical sense, or ``None``: ``impossible-allocation`` (a size >= 1 TiB, negative,
+    or larger than the device's own total capacity: a corrupted shape, not memory pressure) or
+    ``device-unavailable`` (the device reports 0 bytes total: it is not visible or not mounted)."""
+    gib = _alloc_gib(text)
+    if gib is not None and (gib >= IMPOSSIBLE_ALLOC_GIB or gib < 0):
+        return "impossible-allocation"
+    total = _total_gib(text)
+    if total is not None:
+        if total <= 0:
+            return "device-unavailable"
+        if gib is not None and gib > total:
+            return "impossible-allocation"
+    return None
+
+
+def _device_oom_verdict(log: _Log, d: dict, i: int) -> Verdict:
+    """A device-OOM line: corrupted / impossible -> crash-other; the rollout engine's own start-up or generation
+    memory, or a bare driver result code from its allocator -> oom-kv-cache; else oom-device with its phase
+    (checkpoint-load stops: no rung shrinks ``torch.load`` of the saved shards onto the device)."""
+    ll = log.low_line(i)
+    near = ll + " " + (log.low_line(i + 1) if i + 1 < len(log.lines) else "")
+    gib = _alloc_gib(ll)
+    bad = _nonsense(near)
+    if bad:
+        d["cause"] = bad
+        if gib is not None:
+            d["alloc_gib"] = round(gib, 2)
+        total = _total_gib(near)
+        if total is not None:
+            d["total_gib"] = round(total, 2)
+        return _mk("crash-other", d, _ev(log, i, i + 1 if bad == "device-unavailable" or total is not None else i))
+    phase = _phase(log, i)
+    driver_only = not _OOM_WORDS_RX.search(ll)
+    if _oom_context(log, i) == "rollout" and (
+            phase in (None, "rollout-init", "model-load", "generation")
+            or (phase == "weight-sync" and driver_only)):
+        # the rollout engine's own memory (KV cache, weights at start-up, a re-map reported only as a result
+        # code by its allocator): lower its share, never offload/recompute
+        d.update(kv_direction="lower", phase=phase if phase in ("weight-sync", "generation") else "rollout-init")
+        return _mk("oom-kv-cache", d, _ev(log, i, *_symptom_lines(log, i)))
+    d["phase"] = phase or "unknown"
+    d["role"] = _role(log, i)
+    if gib is not None:
+        d["alloc_gib"] = round(gib, 2)
+    kind = "stop" if d["phase"] == "checkpoint-load" else None
+    return _mk("oom-device", d, _ev(log, *_ray_call_line(log, i), i), kind=kind)
+
+
+def _symptom_lines(log: _Log, i: int) -> list[int]:
+    """The first request-timeout line after a rollout memory error (the only thing the trainer sees)."""
+    for j in range(i + 1, min(len(log.lines), i + 20)):
+        if "timed out" in log.low_line(j) or "timeout" in log.low_line(j):
+            return [j]
+    return []
 
 
 def _ray_oom_node(log: _Log, i: int) -> str | None:
@@ -1399,6 +1699,9 @@ def _config_key(log: _Log, h: _Hit) -> str | None:
         "hybrid-engine": "actor_rollout_ref.hybrid_engine",
         "resume-world-size": "trainer.resume_mode",
         "resume-megatron": "trainer.resume_mode",
+        "data-missing": "data.train_files",
+        "model-path": "actor_rollout_ref.model.path",
+        "raylet-register": "ray_kwargs.ray_init.num_cpus",
     }.get(name)
 
 
@@ -1425,10 +1728,7 @@ def is_device_oom_line(line: str) -> bool:
     sl = s.lower()
     if not _DEVICE_OOM_RX.search(sl):
         return False
-    gib = _alloc_gib(sl)
-    if gib is not None and (gib >= IMPOSSIBLE_ALLOC_GIB or gib < 0):
-        return False
-    return True
+    return _nonsense(sl) is None
 
 
 def classify_file(path, tail_bytes: int = 4 << 20, **kw) -> Verdict:
