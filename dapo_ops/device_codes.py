@@ -47,6 +47,9 @@ _DRV_DOC = ("https://www.hiascend.com/document/detail/zh/canncommercial/80RC22/d
 _ACL_DOC = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/910/API/runtimeapi/aclcppdevg_03_6666.html"
 _PTA_SRC = "https://github.com/Ascend/pytorch (torch_npu/utils/_error_code.py)"
 
+# ACL numbers count only where a line names them as a result ("error code is 207001", "ret = 507899")
+_ACL = r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)"
+
 # (family, code regex on a lower-cased line, category, meaning, source). First matching row wins, so the
 # specific rows come before their family's catch-all.
 FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -73,14 +76,13 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("pta", r"\berr0[0-4](?:005|011|300)\b", "kernel-fault", "ERRss005 internal / 011 timeout / 300 GE call failed",
      _PTA_SRC),
     # ---- ACL aclError numbers, only where a line names them as an error code
-    ("acl", r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)20700[12]\b"
-            r"|(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)207018\b",
+    ("acl", _ACL + r"(?:20700[12]|207018)\b",
      "memory", "207001/207002/207018: ACL_ERROR_RT_MEMORY_ALLOCATION and related", _ACL_DOC),
-    ("acl", r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)10700[12]\b",
+    ("acl", _ACL + r"10700[12]\b",
      "device-unavailable", "107001 invalid device id / 107002 context null (device not set or not visible)", _ACL_DOC),
-    ("acl", r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)507057\b", "communication",
+    ("acl", _ACL + r"507057\b", "communication",
      "507057 SUSPECT REMOTE ERROR (a peer's fault)", _ACL_DOC),
-    ("acl", r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)5\d{5}\b", "kernel-fault",
+    ("acl", _ACL + r"5\d{5}\b", "kernel-fault",
      "5xxxxx internal hardware / software fault (507xxx execution, 561xxx aclnn inner)", _ACL_DOC),
     # ---- CUDA driver results
     ("cuda-driver", r"curesult error: ?2\b|cuda_error_out_of_memory|cudaerrormemoryallocation", "memory",
