@@ -351,6 +351,7 @@ _DEVICE_OOM_PAT = (
     r"|(?<![\w.])outofmemoryerror: (?:cuda|npu|gpu|tried to allocate|allocation on device)"
     r"|\btorch\.(?:cuda\.|npu\.)?outofmemoryerror\b"
     r"|driver error:\s*out of memory"
+    r"|cuda failure '?out of memory"  # NCCL's ncclUnhandledCudaError: its own buffers did not fit
     r"|cublas_status_alloc_failed|cudnn_status_alloc_failed"
     r"|" + _code_pat("memory")
 )
@@ -359,7 +360,7 @@ _DEVICE_OOM_NEEDLES = ("out of memory", "outofmemoryerror", "err0", "el0004", "e
                        "207018", "curesult", "cuda_error_out", "cudaerrormemoryallocation")
 # The allocator's own words (vs a bare result code: "CUresult error: 2", "error code is 207001")
 _OOM_WORDS_RX = re.compile(r"(?:cuda|npu|gpu|hip|xpu) out of memory|cuda error: out of memory|outofmemoryerror"
-                           r"|driver error:\s*out of memory")
+                           r"|driver error:\s*out of memory|cuda failure '?out of memory")
 # a log record at warning level or below (vLLM / Python logging / glog): an OOM word in it is advice
 _WARNING_LINE_RX = re.compile(r"\s*(?:warning|warn|info|debug)\b|\s*\[?[wi]\d{4} |.{0,80}\b(?:user|future|deprecation)warning\b")
 _COMM_CODE_PAT = _code_pat("communication")
@@ -534,7 +535,8 @@ _SIGS: tuple[_Sig, ...] = (
          r"|nccl communicator was aborted"),
     _sig("dist-backend", "hccl-timeout", COLLECTIVE, "distbackenderror", r"distbackenderror"),
     _sig("dist-store", "hccl-timeout", COLLECTIVE, "diststoreerror", r"diststoreerror"),
-    _sig("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"),
+    _sig("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
+         r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list
     _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("error code", "ret =", "ret=", "ret:", "aclerror",
                                                    "getting socket times out", "notify register times out",
@@ -1288,7 +1290,7 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     if exit_code is not None:
         base["exit_code"] = exit_code
 
-    hits = _scan(log)
+    hits = [h for h in _scan(log) if not (h.sig.name == "kernel-fault" and _comm_echo(log, h.line))]
     # An error followed by later progress did not stop the run: it is a non-fatal signal.
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
@@ -1389,6 +1391,16 @@ def _earlier_crash(log: _Log, coll: list[_Hit], fatal: list[_Hit]) -> _Hit | Non
                for j in range(max(0, h.line - 4), h.line)):
             return h
     return None
+
+
+_KERNEL_WORDS_RX = re.compile(r"aicore|ai core|aivec|aic error|vector core|exception of|illegal|trap")
+
+
+def _comm_echo(log: _Log, i: int) -> bool:
+    """A runtime / operator code (EE9999, EZ9999, 5xxxxx) that only repeats a collective failure next to it
+    (HCCL task / notify timeout, a remote rank's error), without an AI Core / vector fault of its own."""
+    near = " ".join(log.low_line(j) for j in range(max(0, i - 3), min(len(log.lines), i + 4)))
+    return bool(re.search(r"hccl|notify|remote rank|\bei\d{4}\b", near)) and not _KERNEL_WORDS_RX.search(near)
 
 
 def _exit_ev(exit_code: int | None) -> list[str]:

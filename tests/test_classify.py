@@ -265,6 +265,15 @@ def _cli(*argv, prog="dapo-ops"):
 
 
 @pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
+def test_cli_prints_the_oom_phase(prog):
+    log = ROOT / "tests" / "fixtures" / "real-verl" / "verl-run-3-oom.log"
+    out = _cli("classify", str(log), prog=prog)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "class: oom-device" and "phase: weight-sync" in lines[:5], out.stdout
+
+
+@pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
 def test_cli_first_two_lines(prog):
     out = _cli("classify", str(CASES / "handed" / "case-12-host-oom-killed-137.log"), "--exit-code", "137", prog=prog)
     assert out.returncode == 0, out.stderr
