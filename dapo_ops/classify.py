@@ -356,8 +356,8 @@ _DEVICE_OOM_PAT = (
     r"|" + _code_pat("memory")
 )
 _DEVICE_OOM_RX = re.compile(_DEVICE_OOM_PAT)
-_DEVICE_OOM_NEEDLES = ("out of memory", "outofmemoryerror", "err0", "el0004", "ei0011", "alloc_failed", "20700",
-                       "207018", "curesult", "cuda_error_out", "cudaerrormemoryallocation")
+_DEVICE_OOM_NEEDLES = ("out of memory", "outofmemoryerror", "err0", "el0004", "ei0011", "alloc_failed", "2070",
+                       "curesult", "cuda_error_out", "cudaerrormemoryallocation")
 # The allocator's own words (vs a bare result code: "CUresult error: 2", "error code is 207001")
 _OOM_WORDS_RX = re.compile(r"(?:cuda|npu|gpu|hip|xpu) out of memory|cuda error: out of memory|outofmemoryerror"
                            r"|driver error:\s*out of memory|cuda failure '?out of memory")
@@ -446,8 +446,8 @@ _SIGS: tuple[_Sig, ...] = (
          r"[^\n]{0,200}\.(?:parquet|jsonl?|csv|arrow)\b|datafilesnotfounderror|no \(supported\) data files"),
     # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
     # (huggingface_hub validate_repo_id, transformers cached_file)
-    _sig("model-path", "config-error", ROOT, ("hfvalidationerror", "repo id must", "repo_id must",
-                                                "path_or_model_id", "not a valid model identifier"),
+    _sig("model-path", "config-error", ROOT, ("hfvalidationerror", "id must", "path_or_model_id",
+                                                "valid model identifier"),
          r"hfvalidationerror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
          r"|is not a local folder and is not a valid model identifier"),
     # a Ray worker that cannot register with its own raylet right after start-up: the worker pool is sized to
@@ -513,17 +513,17 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
-    _sig("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm", "(shm)"),
+    _sig("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm"),
          r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
          r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
     _sig("disk-full", "crash-other", ROOT, "no space left on device", r"no space left on device"),
     # device absent / not mounted / not visible (codes: dapo_ops/device_codes.py)
-    _sig("device-unavailable", "crash-other", ROOT, ("error code", "ret =", "ret=", "ret:", "aclerror", "curesult",
-                                                     "cuda_error", "no cuda", "aclrtsetdevice"),
+    _sig("device-unavailable", "crash-other", ROOT, ("error code", "ret", "aclerror", "curesult", "cuda_error",
+                                                     "no cuda", "aclrtsetdevice"),
          _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)",
          finder=_CODE_FINDER),
     # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
-    _sig("kernel-fault", "crash-other", ROOT, ("error code", "ret =", "ret=", "ret:", "aclerror"), _KERNEL_CODE_PAT,
+    _sig("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT,
          finder=_CODE_FINDER),
     # ---- collectives (usually a symptom of another rank's failure)
     _sig("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
@@ -538,9 +538,8 @@ _SIGS: tuple[_Sig, ...] = (
     _sig("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
          r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list
-    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("error code", "ret =", "ret=", "ret:", "aclerror",
-                                                   "getting socket times out", "notify register times out",
-                                                   "hccp process", "hccl error:"),
+    _sig("cann-hccl", "hccl-timeout", COLLECTIVE, ("error code", "ret", "aclerror", "getting socket", "notify register",
+                                                   "hccp", "hccl"),
          _COMM_CODE_PAT + r"|getting socket times out|wait execution of the notify register times out"
          r"|failed to initialize the hccp process|hccl error: ", finder=_CODE_FINDER),
     # ---- weak network: exception lines only
@@ -671,13 +670,17 @@ def _scan(log: _Log) -> list[_Hit]:
                 got = found[sig.finder] = {bisect.bisect_right(starts, m.start()) - 1 for m in sig.finder.finditer(low)}
             cand |= {idx[k] for k in got} if idx is not None else got
         for needle in sig.needles:
-            pos = low.find(needle)
-            while pos >= 0:
-                k = bisect.bisect_right(starts, pos) - 1
-                cand.add(idx[k] if idx is not None else k)
-                if k + 1 >= nlines:
-                    break
-                pos = low.find(needle, starts[k + 1])
+            lines = found.get(needle)
+            if lines is None:  # each needle is searched once per tail, however many signatures share it
+                lines = found[needle] = set()
+                pos = low.find(needle)
+                while pos >= 0:
+                    k = bisect.bisect_right(starts, pos) - 1
+                    lines.add(idx[k] if idx is not None else k)
+                    if k + 1 >= nlines:
+                        break
+                    pos = low.find(needle, starts[k + 1])
+            cand |= lines
         for i in sorted(cand):
             m = sig.rx.search(log.low_line(i))
             if m is None or log.is_echo(i):
