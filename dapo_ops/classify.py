@@ -392,6 +392,9 @@ _SIGS: tuple[_Sig, ...] = (
          r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
     _sig("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     _sig("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
+    # host RAM allocation failures (c10 DefaultCPUAllocator, Python / numpy MemoryError): host memory, not device
+    _sig("host-alloc", "oom-host", ROOT, ("defaultcpuallocator", "memoryerror"),
+         r"defaultcpuallocator: can't allocate memory|(?<![\w.])memoryerror(?::|\s*$)"),
     _sig("loader-killed", "oom-host", ROOT, "is killed by signal", r"dataloader worker \(pid \d+\) is killed by signal: killed"),
     # ---- config (Hydra / verl asserts / resources / resume layout)
     _sig("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
@@ -447,9 +450,12 @@ _SIGS: tuple[_Sig, ...] = (
     # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
     # (huggingface_hub validate_repo_id, transformers cached_file)
     _sig("model-path", "config-error", ROOT, ("hfvalidationerror", "id must", "path_or_model_id",
-                                                "valid model identifier"),
+                                                "valid model identifier", "is not the path to a directory"),
          r"hfvalidationerror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
-         r"|is not a local folder and is not a valid model identifier"),
+         r"|is not a local folder and is not a valid model identifier"
+         # (a missing optional file, "... generation_config.json. Using default generation config.", is a warning)
+         r"|it looks like /\S+ is not the path to a directory containing a file named (?:config|tokenizer_config)\.json"
+         r"(?!.*using default)"),
     # a Ray worker that cannot register with its own raylet right after start-up: the worker pool is sized to
     # the host's CPUs, more than the cgroup / Slurm allocation gives (ray core_worker.cc / worker_pool.cc)
     _sig("raylet-register", "config-error", ROOT, ("raylet", "have not registered"),
@@ -515,6 +521,7 @@ _SIGS: tuple[_Sig, ...] = (
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
     _sig("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm"),
          r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
+         r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
          r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
     _sig("disk-full", "crash-other", ROOT, "no space left on device", r"no space left on device"),
     # device absent / not mounted / not visible (codes: dapo_ops/device_codes.py)
@@ -1293,7 +1300,11 @@ def _classify(text, exit_code, container_state, planned_total) -> Verdict:
     if exit_code is not None:
         base["exit_code"] = exit_code
 
-    hits = [h for h in _scan(log) if not (h.sig.name == "kernel-fault" and _comm_echo(log, h.line))]
+    hits = _scan(log)
+    # a runtime / operator code printed next to an OOM or a collective failure is its echo, not a kernel fault
+    oom_lines = [h.line for h in hits if h.sig.name == "device-oom"]
+    hits = [h for h in hits if not (h.sig.name == "kernel-fault" and (
+        _comm_echo(log, h.line) or any(abs(h.line - o) <= 10 for o in oom_lines)))]
     # An error followed by later progress did not stop the run: it is a non-fatal signal.
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
@@ -1455,7 +1466,8 @@ def _verdict_for(log: _Log, f: _Facts, base: dict, h: _Hit, same_tier: list[_Hit
     if cls == "oom-host":
         d["phase"] = _phase(log, i, back=12, frames_only=False)
         d["ckpt_step"] = f.ckpt_step
-        d["cause"] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed"}.get(name, "kernel-oom")
+        d["cause"] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed",
+                      "host-alloc": "host-alloc"}.get(name, "kernel-oom")
         return _mk(cls, d, _ev(log, i))
     if cls == "config-error":
         d["key"] = _config_key(log, h)
