@@ -879,9 +879,16 @@ _COMM_INIT_RX = re.compile(r"hcclcomminit|comminitrootinfo|\bei0009\b|transport 
 
 
 def _ray_call_line(log: _Log, i: int) -> list[int]:
-    """The nearest ``ray::WorkerDict.<method>()`` line above ``i`` (names the phase for humans)."""
+    """The nearest ``ray::WorkerDict.<method>()`` line above ``i``, else the first worker-method one of the
+    driver's re-raised traceback after it (names the phase for humans)."""
     for j in range(i - 1, max(-1, i - 80), -1):
         if "ray::" in log.low_line(j) and "()" in log.lines[j]:
+            return [j]
+    for j in range(i + 1, min(len(log.lines), i + 200)):
+        ll = log.low_line(j)
+        if _STEP_RX.search(ll):
+            break
+        if "ray::workerdict." in ll and "()" in ll:
             return [j]
     return []
 

@@ -71,6 +71,10 @@ class _Log:
                     if pm.group("ip"):
                         ips[i] = pm.group("ip")
                     line = line[pm.end():]
+                    if line.startswith("("):  # nested: (vLLMHttpServer pid=1) (Worker pid=2) ...; keep the outer name
+                        pm2 = _RAY_PREFIX_RX.match(line)
+                        if pm2:
+                            line = line[pm2.end():]
                 rm = _RANK_PREFIX_RX.match(line)
                 if rm:
                     line = line[rm.end():]
