@@ -265,6 +265,15 @@ def _cli(*argv, prog="dapo-ops"):
 
 
 @pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
+def test_cli_prints_the_oom_phase(prog):
+    log = ROOT / "tests" / "fixtures" / "real-verl" / "verl-run-3-oom.log"
+    out = _cli("classify", str(log), prog=prog)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "class: oom-device" and "phase: weight-sync" in lines[:5], out.stdout
+
+
+@pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
 def test_cli_first_two_lines(prog):
     out = _cli("classify", str(CASES / "handed" / "case-12-host-oom-killed-137.log"), "--exit-code", "137", prog=prog)
     assert out.returncode == 0, out.stderr
@@ -287,3 +296,105 @@ def test_cli_flags_and_errors(tmp_path):
     assert len(out.stderr.strip().splitlines()) == 1 and "cannot read" in out.stderr
     out = _cli("classify", str(log), "--exit-code", "boom")
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ OOM phase, device codes, physical sense
+
+def _oom_in(frames, accel="cuda"):
+    line = (C_OOM_CUDA if accel == "cuda" else C_OOM_NPU)
+    body = ["(TaskRunner pid=1) step:2 - a:1", "(WorkerDict pid=5) Traceback (most recent call last):"]
+    body += [f'(WorkerDict pid=5)   File "/verl/{f}.py", line 10, in {fn}' for f, fn in frames]
+    return "\n".join(body + [f"(WorkerDict pid=5) {line}"]) + "\n"
+
+
+C_OOM_CUDA = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+              "of 79.19 GiB of which 1.02 GiB is free.")
+C_OOM_NPU = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
+             "57.00 GiB already allocated; 1.00 GiB free)")
+
+
+@pytest.mark.parametrize("accel", ["cuda", "npu"])
+@pytest.mark.parametrize("frames,phase", [
+    ([("trainer", "fit"), ("fsdp_workers", "update_actor"), ("dp_actor", "update_policy")], "update"),
+    ([("fsdp_workers", "compute_ref_log_prob"), ("dp_actor", "_forward_micro_batch")], "log-prob"),
+    # priority, not nesting order: a wake-up inside generate_sequences is the weight sync
+    ([("fsdp_workers", "generate_sequences"), ("sharding_manager", "__enter__"), ("vllm_rollout", "wake_up")],
+     "weight-sync"),
+    ([("main_ppo", "run"), ("ray_trainer", "_load_checkpoint"), ("fsdp_checkpoint_manager", "load_checkpoint"),
+      ("module", "load_state_dict")], "checkpoint-load"),
+    ([("fsdp_workers", "init_model"), ("fsdp_workers", "_build_model_optimizer"), ("modeling_utils", "from_pretrained")],
+     "model-load"),
+    ([("fsdp_workers", "save_checkpoint"), ("fsdp_checkpoint_manager", "save_checkpoint")], "checkpoint-save"),
+    ([("trainer", "fit"), ("torch/nn/modules/module", "_call_impl")], "unknown"),
+])
+def test_oom_phase_from_frames_cuda_and_npu(frames, phase, accel):
+    v = C.classify(_oom_in(frames, accel), exit_code=1)
+    assert (v.cls, v.detail["phase"]) == ("oom-device", phase), v.detail
+    assert phase in C.PHASES
+
+
+def test_oom_phase_from_the_driver_traceback_after_the_worker_error():
+    log = (_oom_in([("vllm/v1/worker/gpu_worker", "worker_busy_loop")])
+           + 'Traceback (most recent call last):\n  File "/verl/verl/checkpoint_engine/base.py", line 519, in update_weights\n'
+           + "ray.exceptions.RayTaskError: ray::WorkerDict.actor_rollout_update_weights()\n")
+    assert C.classify(log, exit_code=1).detail["phase"] == "weight-sync"
+
+
+def test_oom_phase_from_progress_lines_without_frames():
+    log = ("(TaskRunner pid=1) Resuming from /ckpt/global_step_40\n(WorkerDict pid=2) " + C_OOM_NPU + "\n")
+    v = C.classify(log, exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["phase"]) == ("oom-device", "stop", "checkpoint-load")
+
+
+@pytest.mark.parametrize("line,cat", [
+    ("EL0004: Failed to allocate memory.", "memory"),
+    ("OPS function error: aclnnMatmul, error code is 207001", "memory"),
+    ("[ERROR] ERR02006 DIST memory error", "memory"),
+    ("EI0011: insufficient device memory for HCCL buffer", "memory"),
+    ("EI0015: ranktable detect failed", "communication"),   # an EI code never seen before: the family decides
+    ("EJ0004: RoCE link down", "communication"),
+    ("ERR02017 DIST unknown error", "communication"),
+    ("NPU function error: SUSPECT REMOTE ERROR, error code is 507057", "communication"),
+    ("EL0001: device 3 is absent", "device-unavailable"),
+    ("aclrtSetDevice(device_id_), error code is 107001", "device-unavailable"),
+    ("ERR00009 PTA resource unavailable", "device-unavailable"),
+    ("EZ9999: Inner Error!", "kernel-fault"),
+    ("EE1002: Stream synchronize timeout.", "kernel-fault"),
+    ("error code is 507035", "kernel-fault"),
+    ("E40021: Failed to compile Op [Add]", "kernel-fault"),
+    ("[torch_memory_saver.cpp] CUresult error: 2 (out of memory)", "memory"),
+    ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
+])
+def test_device_code_families(line, cat):
+    from dapo_ops import device_codes
+    assert device_codes.category_of(line.lower()) == cat
+
+
+@pytest.mark.parametrize("line,cause", [
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+     "of which 70.00 GiB is free.", "impossible-allocation"),
+    ("RuntimeError: NPU out of memory. Tried to allocate 2.00 MiB (NPU 0; 0 bytes total capacity; 0 bytes already "
+     "allocated; 0 bytes free)", "device-unavailable"),
+])
+def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
+    assert not C.is_device_oom_line(line)
+    v = C.classify("(WorkerDict pid=1) " + line + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["cause"]) == ("crash-other", "stop", cause)
+
+
+def test_memory_words_and_advice_are_not_an_oom():
+    for line in ("torch_npu.memory: [ERROR] [7] Get a block from the existing pool failed. This error log can be ignored.",
+                 "WARNING 11-02 02:02:02 [gpu_worker.py:120] this may cause CUDA out of memory errors",
+                 "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."):
+        assert not C.is_device_oom_line(line), line
+    assert C.is_device_oom_line("torch.OutOfMemoryError: Tried to allocate 4.64 GiB.")
+
+
+def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
+    import types
+    mod = types.ModuleType("dapo_ops._doc_probe")
+    mod.troubleshooting_section = lambda: "## Probe section\n\n| a | b |"
+    monkeypatch.setitem(sys.modules, "dapo_ops._doc_probe", mod)
+    monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("_doc_probe",))
+    md = C.troubleshooting_md()
+    assert "\n## Probe section\n" in md and md.index("## Device error codes") < md.index("## Probe section")

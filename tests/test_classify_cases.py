@@ -5,6 +5,7 @@ Each ``<name>.log`` has a ``<name>.expect``::
 
     class: <class>                 # asserted
     action: <free text>            # the human action (handed cases: the reference answer)
+    phase: <phase>                 # asserted: Verdict.detail["phase"] (OOM phase, classify.PHASES), where one can tell
     kind: <action kind>            # asserted: the free-text action mapped to docs/design.md "Action kinds"
     detail.<key>: <value>          # asserted: Verdict.detail[key] (compared as text)
     input.<name>: <json>           # passed to classify_file: exit_code, container_state, planned_total
@@ -30,7 +31,9 @@ def _load(expect: Path) -> dict:
             continue
         key, _, val = line.partition(":")
         val = val.strip()
-        if key.startswith("detail."):
+        if key == "phase":
+            spec["detail"]["phase"] = val
+        elif key.startswith("detail."):
             spec["detail"][key[len("detail."):]] = val
         elif key.startswith("input."):
             spec["input"][key[len("input."):]] = json.loads(val)
@@ -66,10 +69,54 @@ def test_case(name, log, spec):
 
 def test_every_handed_case_is_copied_with_its_verdict():
     handed = sorted(p.stem for p in (CASES / "handed").glob("*.log"))
-    assert len(handed) == 27
+    assert len(handed) == 35
     for stem in handed:
         spec = _load(CASES / "handed" / f"{stem}.expect")
         assert spec["class"] in C.CLASSES and spec["kind"] in C.ACTION_KINDS and spec["action"]
+        assert spec["detail"].get("phase", "unknown") in C.PHASES, stem
+
+
+def test_no_memory_escalation_outside_oom_device_and_no_device_oom_missed():
+    """Over the whole corpus (handed, variants, the real verl logs): ``escalate-memory`` only for ``oom-device``;
+    every expected device OOM is classified ``oom-device`` with a phase, and the supervisor's per-line trigger
+    (:func:`is_device_oom_line`) fires on at least one of its lines."""
+    wrong = []
+    for name, log, spec in CORPUS + REAL:
+        v = C.classify_file(log, **spec["input"])
+        if v.action_kind == "escalate-memory" and v.cls != "oom-device":
+            wrong.append(f"{name}: escalates memory for {v.cls}")
+        if spec["class"] != "oom-device" and v.action_kind == "escalate-memory":
+            wrong.append(f"{name}: escalates memory, expected {spec['class']}")
+        if spec["class"] == "oom-device":
+            if v.cls != "oom-device" or v.detail.get("phase") not in C.PHASES:
+                wrong.append(f"{name}: device OOM missed ({v.cls}, phase {v.detail.get('phase')})")
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+            if not any(C.is_device_oom_line(ln) for ln in lines):
+                wrong.append(f"{name}: no line triggers is_device_oom_line")
+    assert not wrong, "\n".join(wrong)
+
+
+# ------------------------------------------------------------------ the real verl 0.9.1 logs (H200, see SOURCE.md)
+REAL_DIR = Path(__file__).parent / "fixtures" / "real-verl"
+REAL_EXPECT = {  # file -> (class, action kind, phase or None)
+    "verl-run-1-grpo-3steps.log": ("success", "done", None),
+    "verl-run-2-resume.log": ("success", "done", None),
+    "verl-run-3-oom.log": ("oom-device", "escalate-memory", "weight-sync"),
+    "verl-run-4-offload.log": ("success", "done", None),
+    "verl-run-5-dapo-async-3steps.log": ("success", "done", None),
+    "verl-run-6-dapo-async-resume.log": ("success", "done", None),
+    "verl-run-7-big-update-oom-offload.log": ("oom-device", "escalate-memory", "update"),
+    "verl-run-8-big-fix-micro4-offload.log": ("success", "done", None),
+}
+REAL = [(f"real/{n}", REAL_DIR / n, {"class": c, "kind": k, "detail": {"phase": p} if p else {}, "input": {}})
+        for n, (c, k, p) in REAL_EXPECT.items()]
+
+
+@pytest.mark.parametrize("name", sorted(REAL_EXPECT))
+def test_real_verl_logs(name):
+    cls, kind, phase = REAL_EXPECT[name]
+    v = C.classify_file(REAL_DIR / name)
+    assert (v.cls, v.action_kind, v.detail.get("phase")) == (cls, kind, phase), (v.evidence, v.detail)
 
 
 def test_corpus_covers_every_class_with_variants(test_report):

@@ -16,7 +16,8 @@ FILES = remote_bundle.bundle_files()
 
 
 def test_the_bundle_contains_the_supervisor_and_its_decision_modules():
-    for name in ("supervisor.py", "classify.py", "features.py", "ladder.py", "overrides.py", "runstate.py"):
+    for name in ("supervisor.py", "classify.py", "classify_text.py", "classify_signatures.py", "classify_hints.py",
+                 "classify_docs.py", "device_codes.py", "features.py", "ladder.py", "overrides.py", "runstate.py"):
         assert name in FILES
 
 

@@ -43,6 +43,8 @@ def _parse_bool(name: str, value: str) -> bool | None:
 def render(v: "classifier.Verdict", width: int = 100) -> str:
     """Human text for a verdict: ``class:`` and ``action:`` lines first (stable), then the rest."""
     lines = [f"class: {v.cls}", f"action: {v.action}", f"kind: {v.action_kind}"]
+    if v.detail.get("phase"):  # the OOM phase (dapo_ops.classify.PHASES): which memory ladder applies
+        lines.append(f"phase: {v.detail['phase']}")
     if v.detail:
         lines.append("detail: " + " ".join(f"{k}={v.detail[k]}" for k in sorted(v.detail)))
     if v.evidence:
@@ -86,6 +88,8 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
     if json:
         print(f"class: {v.cls}")
         print(f"action: {v.action}")
+        if v.detail.get("phase"):
+            print(f"phase: {v.detail['phase']}")
         print(_json_dumps(v.to_json()))
     else:
         print(render(v))
