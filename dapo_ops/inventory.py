@@ -43,9 +43,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 ENV_VAR = "DAPO_OPS_INVENTORY"
 DEFAULT_FILE = "hosts.toml"
-ACCELERATORS = ("npu", "gpu")
-RUNTIMES = ("docker", "host")
-TRANSPORTS = ("ssh", "local")
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy")
 
 # host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
@@ -133,23 +130,17 @@ class Host:
 
 
 _HINTS = typing.get_type_hints(Host, include_extras=True)
-FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Host) if f.name != "name")
-_DOCS = {  # what each field means, for editors (docs/hosts.schema.json); the example hosts.toml says the same
-    "address": "IP or DNS name of the host (optional with transport = 'local')",
-    "port": "SSH port (default: ssh_config, then 22)", "user": "SSH user (it must be allowed to run docker)",
-    "identity_file": "private key file on the operator's machine", "known_hosts": "host keys are verified against it",
-    "connect_timeout": "seconds for the SSH connect", "workdir": "inside the container: where `import verl` works",
-    "python": "python inside the container", "devices": "accelerators on the host (>= 1)",
-    "runs_dir": "inside the container: run dirs, logs, checkpoints (default <workdir>/dapo_runs)",
-    "device_mounts": "container.create adds the accelerator devices (/dev/davinci*, ...)",
-    "ssh_config": "OpenSSH config file whose Host entries apply", "model_dir": "host path bind-mounted (same path)",
-    "data_dir": "host path bind-mounted (same path)", "ckpt_dir": "host path bind-mounted (same path)",
-    "container": "container name (the docker exec target); empty only with runtime = 'host'",
-    "accelerator": "npu (Ascend, npu-smi) | gpu (NVIDIA, nvidia-smi)",
-    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name",
-    "runtime": "docker: commands run in the container | host: in the host's own shell (no container)",
-    "transport": "ssh | local: a local subprocess on the operator's machine (address optional)",
-    "env": "non-secret environment variables for runtime = 'host' (NAME = \"value\")"}
+_DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says the same in its comments
+    "address": "IP or DNS name (optional with transport = 'local')", "port": "SSH port (default: ssh_config, 22)",
+    "user": "SSH user (allowed to run docker)", "identity_file": "private key on the operator's machine",
+    "known_hosts": "host keys are verified against it", "connect_timeout": "seconds for the SSH connect",
+    "container": "the docker exec target; empty only with runtime = 'host'", "python": "python in the container",
+    "workdir": "in the container: where `import verl` works", "accelerator": "npu (Ascend) | gpu (NVIDIA)",
+    "devices": "accelerators on the host", "runs_dir": "in the container: run dirs (default <workdir>/dapo_runs)",
+    "device_mounts": "container.create adds the accelerator devices", "ssh_config": "OpenSSH config file to apply",
+    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name", "model_dir": "host path, bind-mounted",
+    "data_dir": "host path, bind-mounted", "ckpt_dir": "host path, bind-mounted", "transport": "ssh | local subprocess",
+    "runtime": "docker: in the container | host: in the host's own shell", "env": "non-secret env for runtime = 'host'"}
 
 
 def _field_type(f: dataclasses.Field):
@@ -387,23 +378,31 @@ def loads(text: str, path: str | os.PathLike | None = None) -> Inventory:
     return _build(data, TomlLines(text), p)
 
 
-def _table(value, typ, *, p, lines: TomlLines, table: str, host: str | None = None, section: str | None = None):
-    """``msgspec.convert(value, typ)`` with its error as an :class:`InventoryError` naming line, host, field."""
+def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
+    """Validate one TOML table against the Struct ``typ`` (then the rules between a host table's fields); return
+    the fields it gives. ``where``: ``path``, ``host``, ``section`` of the :class:`InventoryError` raised."""
+    def err(key, reason):
+        return InventoryError(reason, line=lines.find(f"{table}.{key}") or lines.find(table, key), field=key, **where)
+
+    if not isinstance(value, dict):
+        raise InventoryError(f"'{table}' must be a table [{table}], got {_type_name(value)} {_short(value)}",
+                             line=lines.key_line(table.split(".")[-1]), **where)
     try:
-        return msgspec.convert(value, typ)
+        t = {k: v for k, v in msgspec.structs.asdict(msgspec.convert(value, typ)).items() if v is not UNSET}
     except msgspec.ValidationError as e:
-        if not isinstance(value, dict):
-            raise InventoryError(f"'{table}' must be a table [{table}], got {_type_name(value)} {_short(value)}",
-                                 path=p, host=host, line=lines.key_line(table.split(".")[-1])) from None
         key, reason = explain(e, value, typ)
         if typ is ProxyTable and reason.startswith("unknown field"):
             reason = f"unknown proxy setting (valid: {', '.join(PROXY_KEYS)})"
-        raise InventoryError(reason, path=p, line=lines.find(f"{table}.{key}") or lines.find(table, key),
-                             host=host, section=section, field=key) from None
-
-
-def _given(t) -> dict:
-    return {k: v for k, v in msgspec.structs.asdict(t).items() if v is not UNSET}
+        raise err(key, reason) from None
+    if t.get("runtime") == "host" and t.get("container"):
+        raise err("container", "runtime = \"host\" runs without a container: remove container (or set it to \"\")")
+    port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
+    if port and not 1 <= int(port.group(1)) <= 65535:
+        raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")
+    secret = next((k for k in t.get("env", {}) if _SECRET_WORDS & set(k.upper().split("_"))), None)
+    if secret:
+        raise err("env", f"{secret} looks like a secret and hosts.toml is kept in git: keep secrets out of it")
+    return t
 
 
 def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
@@ -411,10 +410,8 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
         if key not in HostsFile.__struct_fields__:
             raise InventoryError(f"unknown table or key '{key}' (valid: [defaults], [proxy], [hosts.<name>])",
                                  path=p, line=lines.find_prefix(key) or lines.key_line(key))
-    defaults = _given(_table(data.get("defaults", {}), HostTable, p=p, lines=lines, table="defaults",
-                             section="[defaults]"))
-    _cross_check(defaults, p=p, lines=lines, table="defaults", host=None)
-    proxy = _table(data.get("proxy", {}), ProxyTable, p=p, lines=lines, table="proxy", section="[proxy]")
+    defaults = _table(data.get("defaults", {}), HostTable, lines, "defaults", path=p, section="[defaults]")
+    proxy = _table(data.get("proxy", {}), ProxyTable, lines, "proxy", path=p, section="[proxy]")
     hosts_tbl = data.get("hosts", {})
     if not isinstance(hosts_tbl, dict):
         raise InventoryError("'hosts' must be tables: [hosts.<name>]", path=p, line=lines.key_line("hosts"))
@@ -424,8 +421,7 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
         if not re.fullmatch(NAME_PATTERN, hname):
             raise InventoryError("invalid host name: use letters, digits, '_', '.', '-' (no '@', ':' or ',')",
                                  path=p, line=lines.find(table), host=hname)
-        own = _given(_table(entry, HostTable, p=p, lines=lines, table=table, host=hname))
-        _cross_check(own, p=p, lines=lines, table=table, host=hname)
+        own = _table(entry, HostTable, lines, table, path=p, host=hname)
         merged = {**defaults, **own, "env": {**defaults.get("env", {}), **own.get("env", {})}}
         if merged.get("runtime") == "host" and "container" not in own:
             merged["container"] = ""  # a default container does not apply to a bare-metal host
@@ -446,25 +442,7 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
                 raise InventoryError("proxy_jump names the host itself", path=p,
                                      line=lines.find(f"hosts.{hname}", "proxy_jump"), host=hname, field="proxy_jump")
             hosts[hname] = dataclasses.replace(h, proxy_jump=hosts[h.proxy_jump].ssh_target)
-    return Inventory(path=p, hosts=hosts, proxy=msgspec.structs.asdict(proxy), defaults=defaults)
-
-
-def _cross_check(t: dict, *, p, lines: TomlLines, table: str, host: str | None) -> None:
-    """Rules between the fields of one table (the model checks each field alone)."""
-    section = "[defaults]" if host is None else None
-
-    def err(key, reason):
-        return InventoryError(reason, path=p, line=lines.find(table, key), host=host, section=section, field=key)
-
-    if t.get("runtime") == "host" and t.get("container"):
-        raise err("container", "runtime = \"host\" runs without a container: remove container (or set it to \"\")")
-    port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
-    if port and not 1 <= int(port.group(1)) <= 65535:
-        raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")
-    secret = next((k for k in t.get("env", {}) if _SECRET_WORDS & set(k.upper().split("_"))), None)
-    if secret:
-        raise err("env", f"{secret} looks like a secret and hosts.toml is kept in git: keep secrets out of the "
-                         f"inventory")
+    return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=defaults)
 
 
 _ADHOC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:@\[\]\s]+))(?::(?P<port>\d+))?$")

@@ -47,26 +47,12 @@ class UserConfigError(ValueError):
     """One-line problem with the user config file (path, what is wrong, how to fix)."""
 
 
-class SwanlabTable(msgspec.Struct, forbid_unknown_fields=True):
-    """``[swanlab]``: strings; :func:`dapo_ops.swanlab_cfg.resolve` checks the mode and the hosts."""
-
-    host: str = ""
-    web_host: str = ""
-    api_key: str = ""
-    mode: str = ""
-    log_dir: str = ""
-    project: str = ""
-    workspace: str = ""
-
-
-class Webhook(msgspec.Struct, forbid_unknown_fields=True):
-    """One ``[notify] webhooks`` entry; :func:`dapo_ops.notify.spec_from_user_config` checks kind and URL."""
-
-    kind: str = "generic"
-    url: str = ""
-    url_env: str = ""
-    sign_secret: str = ""
-    secret: str = ""
+#: ``[swanlab]`` (strings; :func:`dapo_ops.swanlab_cfg.resolve` checks the mode and the hosts) and one
+#: ``[notify] webhooks`` entry (:func:`dapo_ops.notify.spec_from_user_config` checks its kind and URL)
+SwanlabTable = msgspec.defstruct("SwanlabTable", [(k, str, "") for k in (
+    "host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")], forbid_unknown_fields=True)
+Webhook = msgspec.defstruct("Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")],
+                            forbid_unknown_fields=True)
 
 
 class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):
