@@ -21,8 +21,6 @@ the line (TOML's, or the key found in the text), the host and the field, e.g.
 ``hosts.toml:12: host 'h1': field 'port': expected an integer, got string '22'``. Loading never contacts a host.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import ipaddress
 import os
@@ -129,7 +127,7 @@ class Host:
         return s
 
 
-_HINTS = typing.get_type_hints(Host, include_extras=True)
+_HINTS = Host.__annotations__  # objects, not strings: no `from __future__ import annotations` here (import time)
 _DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says the same in its comments
     "address": "IP or DNS name (optional with transport = 'local')", "port": "SSH port (default: ssh_config, 22)",
     "user": "SSH user (allowed to run docker)", "identity_file": "private key on the operator's machine",
@@ -297,7 +295,7 @@ def explain(err: msgspec.ValidationError, table: dict, model: type) -> tuple[str
     typed = re.fullmatch(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what)
     if typed and at == f"$.{key}":
         return key, f"expected {_EXPECTED.get(typed.group(1), typed.group(1))}, got {_type_name(value)} {_short(value)}"
-    problem = _problem(typing.get_type_hints(model, include_extras=True).get(key))
+    problem = _problem(next((f.type for f in msgspec.structs.fields(model) if f.name == key), None))
     return key, problem.format(v=value) if problem else what[:1].lower() + what[1:]
 
 
