@@ -472,6 +472,8 @@ def parse_adhoc(spec: str, inv: Inventory | None = None) -> Host:
         if not 1 <= port <= 65535:
             raise InventoryError(f"port {port} in '{spec}' must be 1..65535", path=inv and inv.path)
         fields["port"] = port
+    if fields.get("runtime") == "host":
+        fields["container"] = ""  # as for inventory hosts: no container on a bare-metal host
     return Host(name=spec, **fields)
 
 

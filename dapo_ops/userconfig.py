@@ -39,7 +39,6 @@ except ModuleNotFoundError:  # pragma: no cover - py3.10
 ENV_VAR = "DAPO_OPS_CONFIG"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-SECTIONS: tuple[str, ...] = ("run", "swanlab", "notify", "proxy")  # = tuple(TABLES)
 HEADER = "# dapo-ops user config (mode 0600; holds secrets; written by dapo-ops)"
 
 
@@ -73,6 +72,7 @@ RunTable = msgspec.defstruct("RunTable", [(p.key, _RUN_TYPES[p.type] | msgspec.U
 
 #: the model of the file: table name -> its msgspec Struct (every table and key optional)
 TABLES: dict[str, type] = {"run": RunTable, "swanlab": SwanlabTable, "notify": NotifyTable, "proxy": ProxyTable}
+SECTIONS: tuple[str, ...] = tuple(TABLES)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -93,7 +93,7 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 
     A missing file gives empty tables; the dicts hold the file's own values (no defaults filled in).
     Raises :class:`UserConfigError` (one line with the path and the TOML line) on a parse error,
-    an unknown table or key, or a value of the wrong type (validated against :class:`ConfigFile`).
+    an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`).
     """
     p = Path(path) if path is not None else config_path()
     try:

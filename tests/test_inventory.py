@@ -206,6 +206,13 @@ def test_bare_metal_and_local_hosts(tmp_path):
     assert (bm.runtime, bm.container, bm.transport) == ("host", "", "ssh")  # the default container does not apply
     assert bm.env == {"HF_HOME": "/data/hf", "A": "2", "TOKENIZERS_PARALLELISM": "false"}  # merged with [defaults]
     assert (me.runtime, me.container, me.transport, me.address) == ("docker", "verl", "local", "localhost")
+    assert len({bm, me, bm}) == 2  # hashable although env is a dict
+
+
+def test_adhoc_host_takes_a_host_runtime_from_defaults_without_a_container(tmp_path):
+    inv = inventory.load(write(tmp_path, '[defaults]\nruntime = "host"\n[hosts.h1]\naddress = "a"\n'))
+    (h,) = inventory.select(inv, "root@198.51.100.7")
+    assert (h.runtime, h.container, inv.hosts["h1"].container) == ("host", "", "")
 
 
 def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it(tmp_path):
