@@ -13,20 +13,26 @@ The file has a ``[defaults]`` table (every host field may be set there), an opti
 
 Which file is read: ``--inventory PATH`` > ``$DAPO_OPS_INVENTORY`` > ``./hosts.toml`` (:func:`resolve_path`).
 
-Every problem with the file is an :class:`InventoryError` whose ``str()`` is ONE line naming the file, the
-line (when TOML reports it or the key can be found in the text), the host and the field, e.g.
-``hosts.toml:12: host 'h1': field 'port': expected an integer 1..65535, got string '22'``.
-Loading never contacts a host.
+The model is :class:`Host` (types, ranges, enums and patterns as msgspec ``Annotated`` metadata); each table of the
+file is validated by msgspec against :data:`HostTable` (every field optional) / :class:`ProxyTable`, and
+:class:`HostsFile` is the whole file (``docs/hosts.schema.json`` is ``msgspec.json.schema(HostsFile)``, see
+:func:`json_schema`). Every problem is an :class:`InventoryError` whose ``str()`` is ONE line naming the file,
+the line (TOML's, or the key found in the text), the host and the field, e.g.
+``hosts.toml:12: host 'h1': field 'port': expected an integer, got string '22'``. Loading never contacts a host.
 """
-
-from __future__ import annotations
 
 import dataclasses
 import ipaddress
 import os
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 try:  # Python 3.11+
     import tomllib
@@ -35,13 +41,145 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 ENV_VAR = "DAPO_OPS_INVENTORY"
 DEFAULT_FILE = "hosts.toml"
-ACCELERATORS = ("npu", "gpu")
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy")
-TOP_LEVEL = ("defaults", "proxy", "hosts")
 
-# host / container names: safe in -H comma lists, file names and `docker exec <name>`
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_CONTAINER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # Docker's own container-name rule
+# host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# proxy_jump: an inventory host name or [user@]host[:port] (IPv6 in brackets); no spaces, no leading '-' (an
+# ssh option such as -oProxyCommand=... is refused here instead of failing in fabric.Connection)
+JUMP_PATTERN = r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9_.-]*)(?::[0-9]{1,5})?$"
+_SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"}  # a word of an env name (not TOKENIZERS_...)
+
+
+def rule(problem: str, **constraints) -> Meta:
+    """msgspec metadata: constraints and ``problem``, the one-line message template (``{v}`` = the value) used
+    when a constraint fails."""
+    return Meta(extra={"problem": problem}, **constraints)
+
+
+_NONEMPTY = dict(pattern=r"\S")  # msgspec matches with re.search
+Text = Annotated[str, rule("must not be empty", **_NONEMPTY)]
+ContainerPath = Annotated[str, rule("must be an absolute path inside the container (e.g. '/verl')", pattern="^/")]
+Port = Annotated[int, rule("must be 1..65535, got {v}", ge=1, le=65535)]
+Seconds = Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)]
+Devices = Annotated[int, rule("must be >= 1 (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}", ge=1)]
+Container = Annotated[str, rule("{v!r} is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
+                              pattern=NAME_PATTERN.replace("^", "^(?:").replace("$", ")?$"))]
+Accelerator = Annotated[Literal["npu", "gpu"], rule("unknown accelerator {v!r}: use one of npu, gpu")]
+Runtime = Annotated[Literal["docker", "host"], rule("unknown runtime {v!r}: use one of docker, host")]
+Transport = Annotated[Literal["ssh", "local"], rule("unknown transport {v!r}: use one of ssh, local")]
+Jump = Annotated[str, rule("{v!r} is not [user@]host[:port] or an inventory host name (no spaces, no ssh options)",
+                         pattern=JUMP_PATTERN)]
+Env = Annotated[dict[Annotated[str, Meta(pattern=ENV_NAME_PATTERN)], str],
+                rule("keys must be environment variable names ([A-Za-z_][A-Za-z0-9_]*), values strings")]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory entry: an SSH target and its container (the model of a ``[hosts.<name>]`` table).
+
+    ``user``/``port``/``identity_file``/``known_hosts`` left as None fall back to the ``ssh_config`` file
+    (if any), then to OpenSSH defaults (local user, port 22, ``~/.ssh/known_hosts``).
+    Units: ``connect_timeout`` in seconds; ``devices`` = accelerator count on the host (>= 1).
+    ``runtime = "host"``: no container (``container`` is ""); ``transport = "local"``: commands run by a local
+    subprocess (``address`` may be omitted: "localhost"). ``env``: non-secret variables for host mode.
+    """
+
+    name: str
+    address: Text
+    port: Port | None = None
+    user: Text | None = None
+    identity_file: Text | None = None
+    known_hosts: Text | None = None
+    connect_timeout: Seconds = 10
+    container: Container = "verl"
+    workdir: ContainerPath = "/verl"
+    python: Text = "python3"
+    accelerator: Accelerator = "npu"
+    devices: Devices = 8
+    runs_dir: ContainerPath | None = None
+    device_mounts: bool = True
+    ssh_config: Text | None = None
+    proxy_jump: Jump | None = None
+    model_dir: Text | None = None
+    data_dir: Text | None = None
+    ckpt_dir: Text | None = None
+    runtime: Runtime = "docker"
+    transport: Transport = "ssh"
+    env: Env = field(default_factory=dict, hash=False)
+
+    @property
+    def runs_path(self) -> str:
+        """``runs_dir`` or ``<workdir>/dapo_runs`` (inside the container)."""
+        return self.runs_dir or f"{self.workdir.rstrip('/')}/dapo_runs"
+
+    @property
+    def ssh_target(self) -> str:
+        """``user@address:port`` as far as known, for messages."""
+        s = self.address
+        if ":" in s:
+            s = f"[{s}]"
+        if self.user:
+            s = f"{self.user}@{s}"
+        if self.port:
+            s = f"{s}:{self.port}"
+        return s
+
+
+_HINTS = Host.__annotations__  # objects, not strings: no `from __future__ import annotations` here (import time)
+_DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says the same in its comments
+    "address": "IP or DNS name (optional with transport = 'local')", "port": "SSH port (default: ssh_config, 22)",
+    "user": "SSH user (allowed to run docker)", "identity_file": "private key on the operator's machine",
+    "known_hosts": "host keys are verified against it", "connect_timeout": "seconds for the SSH connect",
+    "container": "the docker exec target; empty only with runtime = 'host'", "python": "python in the container",
+    "workdir": "in the container: where `import verl` works", "accelerator": "npu (Ascend) | gpu (NVIDIA)",
+    "devices": "accelerators on the host", "runs_dir": "in the container: run dirs (default <workdir>/dapo_runs)",
+    "device_mounts": "container.create adds the accelerator devices", "ssh_config": "OpenSSH config file to apply",
+    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name", "model_dir": "host path, bind-mounted",
+    "data_dir": "host path, bind-mounted", "ckpt_dir": "host path, bind-mounted", "transport": "ssh | local subprocess",
+    "runtime": "docker: in the container | host: in the host's own shell", "env": "non-secret env for runtime = 'host'"}
+
+
+def _field_type(f: dataclasses.Field):
+    """``f``'s type for one TOML table: optional (UNSET = not given), None dropped (TOML has no null), with a
+    description and the default for the JSON Schema."""
+    tp = _HINTS[f.name]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    extra = {} if default in (None, dataclasses.MISSING) else {"default": default}
+    return Annotated[tp, Meta(description=_DOCS.get(f.name), extra_json_schema=extra)] | UnsetType
+
+
+#: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
+HostTable = msgspec.defstruct("HostTable", [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host)
+                                            if f.name != "name"], forbid_unknown_fields=True)
+
+
+class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
+    """``[proxy]``: exported into the container for downloads (pip, HF hub, SwanLab cloud)."""
+
+    http_proxy: str = ""
+    https_proxy: str = ""
+    no_proxy: str = ""
+
+
+class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The whole ``hosts.toml``: ``[defaults]`` (any host field), ``[proxy]``, ``[hosts.<name>]`` tables.
+
+    The JSON Schema's root; :func:`loads` validates table by table (:data:`HostTable`, :class:`ProxyTable`) so that
+    a message can name the host (msgspec's error path hides dict keys)."""
+
+    hosts: Annotated[dict[Annotated[str, Meta(pattern=NAME_PATTERN)], HostTable], Meta(min_length=1)]
+    defaults: HostTable = msgspec.field(default_factory=HostTable)
+    proxy: ProxyTable = msgspec.field(default_factory=ProxyTable)
+
+
+def json_schema() -> dict:
+    """JSON Schema (2020-12) of ``hosts.toml``, generated from :class:`HostsFile` (``docs/hosts.schema.json``)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "dapo-ops hosts.toml",
+            **msgspec.json.schema(HostsFile)}
 
 
 class InventoryError(ValueError):
@@ -72,121 +210,6 @@ class InventoryError(ValueError):
 
 
 @dataclass(frozen=True)
-class Host:
-    """One inventory entry: an SSH target and its container.
-
-    ``user``/``port``/``identity_file``/``known_hosts`` left as None fall back to the ``ssh_config`` file
-    (if any), then to OpenSSH defaults (local user, port 22, ``~/.ssh/known_hosts``).
-    Units: ``connect_timeout`` in seconds; ``devices`` = accelerator count on the host.
-    """
-
-    name: str
-    address: str
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    known_hosts: str | None = None
-    connect_timeout: float = 10
-    container: str = "verl"
-    workdir: str = "/verl"
-    python: str = "python3"
-    accelerator: str = "npu"
-    devices: int = 8
-    runs_dir: str | None = None
-    device_mounts: bool = True
-    ssh_config: str | None = None
-    proxy_jump: str | None = None
-    model_dir: str | None = None
-    data_dir: str | None = None
-    ckpt_dir: str | None = None
-
-    @property
-    def runs_path(self) -> str:
-        """``runs_dir`` or ``<workdir>/dapo_runs`` (inside the container)."""
-        return self.runs_dir or f"{self.workdir.rstrip('/')}/dapo_runs"
-
-    @property
-    def ssh_target(self) -> str:
-        """``user@address:port`` as far as known, for messages."""
-        s = self.address
-        if ":" in s:
-            s = f"[{s}]"
-        if self.user:
-            s = f"{self.user}@{s}"
-        if self.port:
-            s = f"{s}:{self.port}"
-        return s
-
-
-# field name -> (type check, description of the expected type, extra validator or None)
-def _is_str(v):
-    return isinstance(v, str)
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v):
-    return (isinstance(v, (int, float))) and not isinstance(v, bool)
-
-
-def _is_bool(v):
-    return isinstance(v, bool)
-
-
-def _abs_path(v):
-    return None if v.startswith("/") else "must be an absolute path inside the container (e.g. '/verl')"
-
-
-def _port(v):
-    return None if 1 <= v <= 65535 else f"must be 1..65535, got {v}"
-
-
-def _positive(v):
-    return None if v > 0 else f"must be > 0 seconds, got {v}"
-
-
-def _non_negative(v):
-    return None if v >= 0 else f"must be >= 0 (accelerators on the host), got {v}"
-
-
-def _accelerator(v):
-    return None if v in ACCELERATORS else f"unknown accelerator '{v}': use one of {', '.join(ACCELERATORS)}"
-
-
-def _container(v):
-    return None if _CONTAINER_RE.fullmatch(v) else f"'{v}' is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)"
-
-
-def _nonempty(v):
-    return None if v.strip() else "must not be empty"
-
-
-FIELDS: dict[str, tuple] = {
-    "address": (_is_str, "a string", _nonempty),
-    "port": (_is_int, "an integer", _port),
-    "user": (_is_str, "a string", _nonempty),
-    "identity_file": (_is_str, "a string (path)", _nonempty),
-    "known_hosts": (_is_str, "a string (path)", _nonempty),
-    "connect_timeout": (_is_num, "a number (seconds)", _positive),
-    "container": (_is_str, "a string", _container),
-    "workdir": (_is_str, "a string (path)", _abs_path),
-    "python": (_is_str, "a string", _nonempty),
-    "accelerator": (_is_str, "a string", _accelerator),
-    "devices": (_is_int, "an integer", _non_negative),
-    "runs_dir": (_is_str, "a string (path)", _abs_path),
-    "device_mounts": (_is_bool, "true or false", None),
-    "ssh_config": (_is_str, "a string (path)", _nonempty),
-    "proxy_jump": (_is_str, "a string ([user@]host[:port])", _nonempty),
-    "model_dir": (_is_str, "a string (host path)", _nonempty),
-    "data_dir": (_is_str, "a string (host path)", _nonempty),
-    "ckpt_dir": (_is_str, "a string (host path)", _nonempty),
-}
-assert set(FIELDS) == {f.name for f in dataclasses.fields(Host)} - {"name"}
-
-
-@dataclass(frozen=True)
 class Inventory:
     """A parsed inventory: ``hosts`` in file order, ``proxy`` settings, ``defaults`` (for ad hoc hosts)."""
 
@@ -207,7 +230,7 @@ def _short(v) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
-class _Lines:
+class TomlLines:
     """Find the line of a key in the raw TOML text (best effort; TOML gives lines only for syntax errors)."""
 
     _header = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
@@ -247,6 +270,42 @@ class _Lines:
                 return i
         return header_line
 
+    def key_line(self, key: str) -> int | None:
+        """1-based line of the first ``key =`` or ``key.`` anywhere (a top-level key)."""
+        rx = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*[=.]")
+        return next((i for i, line in enumerate(self.lines, 1) if rx.match(line)), None)
+
+
+_EXPECTED = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+             "object": "a table", "array": "an array"}
+_MSGSPEC_ERR = re.compile(r"^(?P<what>.*?)(?: - at `(?P<at>[^`]*)`(?: in `(?P<in>[^`]*)`)?)?$")
+
+
+def explain(err: msgspec.ValidationError, table: dict, model: type) -> tuple[str, str]:
+    """Turn msgspec's error for one TOML ``table`` (a dict) converted to the Struct ``model`` into
+    ``(field, one-line reason)``: an unknown field lists the valid ones; a failed constraint gives the field's
+    :func:`rule` ``problem`` (else msgspec's own text)."""
+    m = _MSGSPEC_ERR.match(str(err))
+    what, at = m.group("what"), m.group("in") or m.group("at") or "$"
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", what)
+    if unknown and at == "$":
+        return unknown.group(1), f"unknown field (valid fields: {', '.join(model.__struct_fields__)})"
+    key = re.match(r"^\$\.(\w+)", at).group(1)
+    value = table.get(key)
+    typed = re.fullmatch(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what)
+    if typed and at == f"$.{key}":
+        return key, f"expected {_EXPECTED.get(typed.group(1), typed.group(1))}, got {_type_name(value)} {_short(value)}"
+    problem = _problem(next((f.type for f in msgspec.structs.fields(model) if f.name == key), None))
+    return key, problem.format(v=value) if problem else what[:1].lower() + what[1:]
+
+
+def _problem(tp) -> str | None:
+    """The ``problem`` template in a (possibly nested / optional) Annotated type's msgspec metadata."""
+    for meta in getattr(tp, "__metadata__", ()):
+        if isinstance(meta, Meta) and meta.extra and "problem" in meta.extra:
+            return meta.extra["problem"]
+    return next((p for a in typing.get_args(tp) if (p := _problem(a))), None)
+
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
     """Which inventory file to read: ``path`` > ``$DAPO_OPS_INVENTORY`` > ``./hosts.toml``."""
@@ -264,7 +323,7 @@ def load(path: str | os.PathLike | None = None) -> Inventory:
     :param path: the ``--inventory`` value; None/"" falls back to ``$DAPO_OPS_INVENTORY``, then ``./hosts.toml``.
     :returns: :class:`Inventory` with hosts in file order.
     :raises InventoryError: unreadable file, TOML syntax error, duplicate host, unknown table or field, wrong
-        type, missing address, unknown accelerator, negative devices, bad port/path (one line each).
+        type, missing address, a value out of its range/enum/pattern (one line each; see :func:`loads`).
     """
     p = resolve_path(path)
     try:
@@ -283,16 +342,25 @@ _TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TWICE = re.compile(r"Cannot declare \(([^)]*)\) twice")
 
 
+def toml_error(e: tomllib.TOMLDecodeError) -> tuple[str, int | None]:
+    """``(message without the position, 1-based line or None)`` of a tomllib error."""
+    m = _TOML_LINE.search(str(e))
+    return _TOML_LINE.sub("", str(e)).strip(), int(m.group(1)) if m else None
+
+
 def loads(text: str, path: str | os.PathLike | None = None) -> Inventory:
-    """Parse inventory TOML ``text``; ``path`` is only used in messages. See :func:`load`."""
+    """Parse inventory TOML ``text``; ``path`` is only used in messages. See :func:`load`.
+
+    Besides the model's per-field rules: an address is required (in the host or [defaults]) unless
+    ``transport = "local"``; ``runtime = "host"`` refuses a container set in the same table; ``env`` names that
+    look like secrets (KEY, TOKEN, SECRET, PASSWORD) are refused (hosts.toml is kept in git); ``proxy_jump`` may
+    name another inventory host (it becomes that host's ``user@address:port``).
+    """
     p = Path(path) if path is not None else None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        msg = str(e)
-        m = _TOML_LINE.search(msg)
-        line = int(m.group(1)) if m else None
-        base = _TOML_LINE.sub("", msg).strip()
+        base, line = toml_error(e)
         t = _TWICE.search(base)
         if t:
             keys = [k.strip().strip("'\"") for k in t.group(1).split(",") if k.strip()]
@@ -305,68 +373,64 @@ def loads(text: str, path: str | os.PathLike | None = None) -> Inventory:
         if "Cannot overwrite a value" in base:
             raise InventoryError("a key is set twice in the same table; keep one", path=p, line=line) from None
         raise InventoryError(f"TOML syntax error: {base}", path=p, line=line) from None
-    return _build(data, _Lines(text), p)
+    return _build(data, TomlLines(text), p)
 
 
-def _check_field(name: str, value, *, p, lines: _Lines, table: str, host: str | None):
-    def err(msg):
-        return InventoryError(msg, path=p, line=lines.find(table, name), host=host, field=name)
+def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
+    """Validate one TOML table against the Struct ``typ`` (then the rules between a host table's fields); return
+    the fields it gives. ``where``: ``path``, ``host``, ``section`` of the :class:`InventoryError` raised."""
+    def err(key, reason):
+        return InventoryError(reason, line=lines.find(f"{table}.{key}") or lines.find(table, key), field=key, **where)
 
-    if name not in FIELDS:
-        valid = ", ".join(FIELDS)
-        return err(f"unknown field (valid fields: {valid})")
-    check, expected, extra = FIELDS[name]
-    if not check(value):
-        return err(f"expected {expected}, got {_type_name(value)} {_short(value)}")
-    if extra is not None:
-        problem = extra(value)
-        if problem:
-            return err(problem)
-    return None
+    if not isinstance(value, dict):
+        raise InventoryError(f"'{table}' must be a table [{table}], got {_type_name(value)} {_short(value)}",
+                             line=lines.key_line(table.split(".")[-1]), **where)
+    try:
+        t = {k: v for k, v in msgspec.structs.asdict(msgspec.convert(value, typ)).items() if v is not UNSET}
+    except msgspec.ValidationError as e:
+        key, reason = explain(e, value, typ)
+        if typ is ProxyTable and reason.startswith("unknown field"):
+            reason = f"unknown proxy setting (valid: {', '.join(PROXY_KEYS)})"
+        raise err(key, reason) from None
+    if t.get("runtime") == "host" and t.get("container"):
+        raise err("container", "runtime = \"host\" runs without a container: remove container (or set it to \"\")")
+    port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
+    if port and not 1 <= int(port.group(1)) <= 65535:
+        raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")
+    secret = next((k for k in t.get("env", {}) if _SECRET_WORDS & set(k.upper().split("_"))), None)
+    if secret:
+        raise err("env", f"{secret} looks like a secret and hosts.toml is kept in git: keep secrets out of it")
+    return t
 
 
-def _build(data: dict, lines: _Lines, p: Path | None) -> Inventory:
+def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
     for key in data:
-        if key not in TOP_LEVEL:
+        if key not in HostsFile.__struct_fields__:
             raise InventoryError(f"unknown table or key '{key}' (valid: [defaults], [proxy], [hosts.<name>])",
-                                 path=p, line=lines.find_prefix(key) or _key_line(lines, key))
-    defaults = data.get("defaults", {})
-    if not isinstance(defaults, dict):
-        raise InventoryError("'defaults' must be a table: [defaults]", path=p, line=_key_line(lines, "defaults"))
-    for name, value in defaults.items():
-        e = _check_field(name, value, p=p, lines=lines, table="defaults", host=None)
-        if e:
-            raise InventoryError(e.reason, path=p, line=e.line, section="[defaults]", field=name)
-    proxy = data.get("proxy", {})
-    if not isinstance(proxy, dict):
-        raise InventoryError("'proxy' must be a table: [proxy]", path=p, line=_key_line(lines, "proxy"))
-    for k, v in proxy.items():
-        if k not in PROXY_KEYS:
-            raise InventoryError(f"unknown proxy setting (valid: {', '.join(PROXY_KEYS)})", path=p,
-                                 line=lines.find("proxy", k), section="[proxy]", field=k)
-        if not isinstance(v, str):
-            raise InventoryError(f"expected a string, got {_type_name(v)} {_short(v)}", path=p,
-                                 line=lines.find("proxy", k), section="[proxy]", field=k)
+                                 path=p, line=lines.find_prefix(key) or lines.key_line(key))
+    defaults = _table(data.get("defaults", {}), HostTable, lines, "defaults", path=p, section="[defaults]")
+    proxy = _table(data.get("proxy", {}), ProxyTable, lines, "proxy", path=p, section="[proxy]")
     hosts_tbl = data.get("hosts", {})
     if not isinstance(hosts_tbl, dict):
-        raise InventoryError("'hosts' must be tables: [hosts.<name>]", path=p, line=_key_line(lines, "hosts"))
+        raise InventoryError("'hosts' must be tables: [hosts.<name>]", path=p, line=lines.key_line("hosts"))
     hosts: dict[str, Host] = {}
     for hname, entry in hosts_tbl.items():
         table = f"hosts.{hname}"
-        if not _NAME_RE.fullmatch(hname):
+        if not re.fullmatch(NAME_PATTERN, hname):
             raise InventoryError("invalid host name: use letters, digits, '_', '.', '-' (no '@', ':' or ',')",
                                  path=p, line=lines.find(table), host=hname)
-        if not isinstance(entry, dict):
-            raise InventoryError(f"expected a table [hosts.{hname}], got {_type_name(entry)}", path=p,
-                                 line=_key_line(lines, hname), host=hname)
-        for name, value in entry.items():
-            e = _check_field(name, value, p=p, lines=lines, table=table, host=hname)
-            if e:
-                raise e
-        merged = {**defaults, **entry}
+        own = _table(entry, HostTable, lines, table, path=p, host=hname)
+        merged = {**defaults, **own, "env": {**defaults.get("env", {}), **own.get("env", {})}}
+        if merged.get("runtime") == "host" and "container" not in own:
+            merged["container"] = ""  # a default container does not apply to a bare-metal host
+        if merged.get("transport") == "local":
+            merged.setdefault("address", "localhost")
         if "address" not in merged:
             raise InventoryError("missing address: add address = \"<IP or DNS name>\" to the table", path=p,
                                  line=lines.find(table), host=hname, field="address")
+        if merged.get("runtime", "docker") == "docker" and merged.get("container") == "":
+            raise InventoryError("container is empty: name the container, or set runtime = \"host\" (no container)",
+                                 path=p, line=lines.find(table, "container"), host=hname, field="container")
         hosts[hname] = Host(name=hname, **merged)
     if not hosts:
         raise InventoryError("no hosts: add at least one [hosts.<name>] table with an address", path=p)
@@ -376,15 +440,7 @@ def _build(data: dict, lines: _Lines, p: Path | None) -> Inventory:
                 raise InventoryError("proxy_jump names the host itself", path=p,
                                      line=lines.find(f"hosts.{hname}", "proxy_jump"), host=hname, field="proxy_jump")
             hosts[hname] = dataclasses.replace(h, proxy_jump=hosts[h.proxy_jump].ssh_target)
-    return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=dict(defaults))
-
-
-def _key_line(lines: _Lines, key: str) -> int | None:
-    rx = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*[=.]")
-    for i, line in enumerate(lines.lines, 1):
-        if rx.match(line):
-            return i
-    return None
+    return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=defaults)
 
 
 _ADHOC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:@\[\]\s]+))(?::(?P<port>\d+))?$")
@@ -416,6 +472,8 @@ def parse_adhoc(spec: str, inv: Inventory | None = None) -> Host:
         if not 1 <= port <= 65535:
             raise InventoryError(f"port {port} in '{spec}' must be 1..65535", path=inv and inv.path)
         fields["port"] = port
+    if fields.get("runtime") == "host":
+        fields["container"] = ""  # as for inventory hosts: no container on a bare-metal host
     return Host(name=spec, **fields)
 
 
@@ -456,3 +514,9 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
 def empty(defaults: dict | None = None) -> Inventory:
     """An inventory with no hosts (for ad hoc ``-H user@host:port`` when no file exists)."""
     return Inventory(path=None, hosts={}, proxy={k: "" for k in PROXY_KEYS}, defaults=dict(defaults or {}))
+
+
+if __name__ == "__main__":  # python -m dapo_ops.inventory > docs/hosts.schema.json
+    import json
+
+    print(json.dumps(json_schema(), indent=2))

@@ -2,42 +2,77 @@
 
 It holds per-user defaults and secrets that must never live in the repository or in a
 run record: ``[swanlab]`` (``host``, ``web_host``, ``api_key``, ``mode``, ``log_dir``,
-``project``, ``workspace``), ``[notify]`` (``on_escalation``, ``on_success``,
+``project``, ``workspace``), ``[notify]`` (``on_escalation``, ``on_success``, ``timeout_s``,
 ``webhooks = [{kind = "feishu", url = "https://..."}]``), ``[proxy]`` (``http_proxy``,
-``https_proxy``, ``no_proxy``) and ``[run]`` (defaults for launch settings).
+``https_proxy``, ``no_proxy``) and ``[run]`` (defaults for launch settings: the ``key`` of
+each :data:`dapo_ops.settings.PARAMS` entry). :data:`TABLES` is the model (msgspec);
+an unknown table or key, or a value of the wrong type, is a :class:`UserConfigError` naming
+the file, the line, the table and the key. The values themselves are checked where they are
+used (:mod:`dapo_ops.settings`, :mod:`dapo_ops.swanlab_cfg`, :mod:`dapo_ops.notify`).
 
 Path: ``$DAPO_OPS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/dapo-ops/config.toml``, else
 ``~/.config/dapo-ops/config.toml``. Writing refuses a path inside the git work tree of this
 project or of the current directory (secrets would be one ``git add`` away from a commit).
-
-The writer is a minimal TOML emitter (stdlib has none): top-level tables of scalars
-(str, int, float, bool), lists, and inline tables. Comments in an existing file are not
-preserved when a section is saved.
+A save edits the file with tomlkit: only the saved table's changed lines change, the user's
+comments and order stay.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
+
+import msgspec
+
+from . import settings
+from .notify import DEFAULT_TIMEOUT_S
+from .inventory import ProxyTable, TomlLines, explain, rule, toml_error
 
 try:  # Python >= 3.11
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - py3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-SECTIONS: tuple[str, ...] = ("run", "swanlab", "notify", "proxy")
 ENV_VAR = "DAPO_OPS_CONFIG"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+HEADER = "# dapo-ops user config (mode 0600; holds secrets; written by dapo-ops)"
 
 
 class UserConfigError(ValueError):
     """One-line problem with the user config file (path, what is wrong, how to fix)."""
+
+
+#: ``[swanlab]`` (strings; :func:`dapo_ops.swanlab_cfg.resolve` checks the mode and the hosts) and one
+#: ``[notify] webhooks`` entry (:func:`dapo_ops.notify.spec_from_user_config` checks its kind and URL)
+SwanlabTable = msgspec.defstruct("SwanlabTable", [(k, str, "") for k in (
+    "host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")], forbid_unknown_fields=True)
+Webhook = msgspec.defstruct("Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")],
+                            forbid_unknown_fields=True)
+
+
+class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):
+    """``[notify]``: when to notify and where (``timeout_s`` in seconds per webhook call)."""
+
+    on_escalation: bool = False
+    on_success: bool = False
+    timeout_s: Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)] = DEFAULT_TIMEOUT_S
+    webhooks: list[Webhook] = []
+
+
+_RUN_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "features": str | list[str]}
+#: ``[run]``: one key per run setting stored in that table (types from the settings table; ranges there)
+RunTable = msgspec.defstruct("RunTable", [(p.key, _RUN_TYPES[p.type] | msgspec.UnsetType, msgspec.UNSET)
+                                          for p in settings.PARAMS if p.key and "." not in p.key],
+                             forbid_unknown_fields=True)
+
+
+#: the model of the file: table name -> its msgspec Struct (every table and key optional)
+TABLES: dict[str, type] = {"run": RunTable, "swanlab": SwanlabTable, "notify": NotifyTable, "proxy": ProxyTable}
+SECTIONS: tuple[str, ...] = tuple(TABLES)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -56,25 +91,41 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """Read the config file into ``{"run": {...}, "swanlab": {...}, "notify": {...}, "proxy": {...}}``.
 
-    A missing file gives empty tables. Unknown top-level tables are kept as they are.
-    Raises :class:`UserConfigError` (one line with path and TOML line) on a parse error
-    or when a known section is not a table.
+    A missing file gives empty tables; the dicts hold the file's own values (no defaults filled in).
+    Raises :class:`UserConfigError` (one line with the path and the TOML line) on a parse error,
+    an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`).
     """
     p = Path(path) if path is not None else config_path()
-    data: dict[str, Any] = {}
-    if p.exists():
+    try:
+        text = p.read_text(encoding="utf-8") if p.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserConfigError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return _validate(text, p)
+
+
+def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:
+    def at(line: int | None) -> str:
+        return f"{p}:{line}" if line else str(p)
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserConfigError(f"{at(toml_error(exc)[1])}: invalid TOML: {exc}; fix or delete the file") from None
+    lines = TomlLines(text)
+    for name, value in data.items():
+        if name not in TABLES:
+            raise UserConfigError(f"{at(lines.find_prefix(name) or lines.key_line(name))}: unknown table [{name}]: "
+                                  f"use {', '.join(f'[{s}]' for s in SECTIONS)}")
+        if not isinstance(value, dict):
+            raise UserConfigError(f"{at(lines.key_line(name))}: '{name}' must be a table ([{name}]), "
+                                  f"got {type(value).__name__}")
         try:
-            with open(p, "rb") as f:
-                data = tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise UserConfigError(f"{p}: invalid TOML: {exc}; fix or delete the file") from None
-        except OSError as exc:
-            raise UserConfigError(f"{p}: cannot read: {exc.strerror}") from None
-    for name in SECTIONS:
-        val = data.setdefault(name, {})
-        if not isinstance(val, dict):
-            raise UserConfigError(f"{p}: '{name}' must be a table ([{name}]), got {type(val).__name__}")
-    return data
+            msgspec.convert(value, TABLES[name])
+        except msgspec.ValidationError as exc:
+            key, reason = explain(exc, value, TABLES[name])
+            raise UserConfigError(f"{at(lines.find(f'{name}.{key}') or lines.find(name, key))}: [{name}]: "
+                                  f"field '{key}': {reason}") from None
+    return {**{name: {} for name in SECTIONS}, **data}
 
 
 def mode_warning(path: str | Path | None = None) -> str | None:
@@ -110,16 +161,20 @@ def _inside_git_worktree(p: Path) -> Path | None:
 
 
 def save_section(name: str, values: Mapping[str, Any], path: str | Path | None = None) -> list[str]:
-    """Replace table ``[name]`` in the config file with ``values`` and write it atomically.
+    """Replace table ``[name]`` in the config file with ``values`` (None values dropped) and write it atomically.
 
-    The file is written to a temporary file created with mode 0600 (``os.open`` with
-    0600 and a 077 umask, so it is never readable by others, not even briefly), fsynced,
-    then renamed over the old file; the directory is created 0700. Other tables are kept.
+    The file is edited with tomlkit: keys of ``[name]`` not in ``values`` are removed, changed ones
+    rewritten, others (and every other table, comment and blank line) kept as they were. The result
+    is validated like :func:`load` before anything is written, then written to a temporary file
+    created with mode 0600 (``mkstemp`` under a 077 umask, so it is never readable by others, not
+    even briefly), fsynced and renamed over the old file; the directory is created 0700.
 
     Returns notes for the operator (e.g. that a looser mode was tightened).
     Raises :class:`UserConfigError` for an unknown section, a path inside a git work tree,
-    a value the writer cannot express, or an OS error.
+    a value the model refuses or TOML cannot express, or an OS error.
     """
+    import tomlkit  # only a save needs it (import time: every task reads the file, few write it)
+
     if name not in SECTIONS:
         raise UserConfigError(f"unknown config section '{name}': use one of {', '.join(SECTIONS)}")
     p = Path(path) if path is not None else config_path()
@@ -129,13 +184,33 @@ def save_section(name: str, values: Mapping[str, Any], path: str | Path | None =
             f"refusing to write secrets to {p}: it is inside the git work tree {repo}; "
             f"unset {ENV_VAR} or point it outside the repository"
         )
-    notes: list[str] = []
-    old_mode = None
-    if p.exists():
-        old_mode = stat.S_IMODE(p.stat().st_mode)
-    data = load(p)
-    data[name] = dict(values)
-    text = dumps(data)
+    old_mode = stat.S_IMODE(p.stat().st_mode) if p.exists() else None
+    load(p)  # a broken file is reported, not overwritten
+    doc = tomlkit.parse(p.read_text(encoding="utf-8")) if p.exists() else tomlkit.document()
+    if not doc.body:
+        doc.add(tomlkit.comment(HEADER[2:]))
+    if not isinstance(doc.get(name), dict):
+        doc[name] = tomlkit.table()
+    table = doc[name]
+    new = {k: v for k, v in values.items() if v is not None}
+    try:
+        for k in [k for k in table if k not in new]:
+            del table[k]
+        for k, v in new.items():
+            if k not in table or table[k].unwrap() != v:
+                table[k] = v
+        text = tomlkit.dumps(doc)
+    except (TypeError, ValueError) as exc:  # tomlkit.exceptions.ConvertError is a TypeError
+        raise UserConfigError(f"cannot write [{name}] to {p}: {exc}") from None
+    _validate(text, p)
+    _write_private(p, text)
+    if old_mode is not None and old_mode != FILE_MODE:
+        return [f"{p} had mode {old_mode:04o}; it is now 0600 (it holds secrets)"]
+    return []
+
+
+def _write_private(p: Path, text: str) -> None:
+    """Write ``text`` to ``p`` atomically with mode 0600 (directory 0700). Raises :class:`UserConfigError`."""
     old_umask = os.umask(0o077)
     try:
         p.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
@@ -157,81 +232,3 @@ def save_section(name: str, values: Mapping[str, Any], path: str | Path | None =
         raise UserConfigError(f"cannot write {p}: {exc.strerror or exc}") from None
     finally:
         os.umask(old_umask)
-    if old_mode is not None and old_mode != FILE_MODE:
-        notes.append(f"{p} had mode {old_mode:04o}; it is now 0600 (it holds secrets)")
-    return notes
-
-
-# ---------------------------------------------------------------- minimal TOML writer
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _key(k: Any) -> str:
-    if not isinstance(k, str):
-        raise UserConfigError(f"config key {k!r} is not a string")
-    return k if _BARE_KEY.fullmatch(k) else _string(k)
-
-
-def _string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return _string(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
-    if v is None:
-        raise UserConfigError("TOML has no null: drop the key instead of setting it to None")
-    raise UserConfigError(f"cannot write a {type(v).__name__} to the config file")
-
-
-def dumps(data: Mapping[str, Any]) -> str:
-    """Serialise ``{table: {key: value}}`` (plus top-level scalars) to TOML text.
-
-    Keys whose value is None are skipped (TOML has no null). Nested mappings are written
-    as inline tables. ``tomllib.loads(dumps(d)) == d`` for the supported types.
-    """
-    lines = ["# dapo-ops user config (mode 0600; holds secrets; written by dapo-ops)"]
-    tables = [(k, v) for k, v in data.items() if isinstance(v, Mapping)]
-    for k, v in data.items():
-        if not isinstance(v, Mapping) and v is not None:
-            lines.append(f"{_key(k)} = {_value(v)}")
-    for tname, table in tables:
-        lines.append("")
-        lines.append(f"[{_key(tname)}]")
-        for k, v in table.items():
-            if v is None:
-                continue
-            lines.append(f"{_key(k)} = {_value(v)}")
-    return "\n".join(lines) + "\n"

@@ -86,7 +86,7 @@ BAD = [
     ("unknown-accelerator", '[hosts.h1]\naddress = "a"\naccelerator = "tpu"\n',
      r"host 'h1': field 'accelerator': unknown accelerator 'tpu': use one of npu, gpu", 3),
     ("negative-devices", '[hosts.h1]\naddress = "a"\ndevices = -1\n',
-     r"host 'h1': field 'devices': must be >= 0", 3),
+     r"host 'h1': field 'devices': must be >= 1", 3),
     ("port-out-of-range", '[hosts.h1]\naddress = "a"\nport = 70000\n', r"field 'port': must be 1..65535", 3),
     ("relative-workdir", '[hosts.h1]\naddress = "a"\nworkdir = "verl"\n', r"field 'workdir': must be an absolute", 3),
     ("bad-container-name", '[hosts.h1]\naddress = "a"\ncontainer = "-rm"\n',
@@ -98,6 +98,28 @@ BAD = [
     ("no-hosts", '[defaults]\nuser = "root"\n', r"no hosts: add at least one \[hosts.<name>\]", None),
     ("toml-syntax-error", '[hosts.h1]\naddress = "a\nport = 22\n', r"TOML syntax error", 2),
     ("not-utf8", None, r"not UTF-8 text", None),
+    # issue 17: refused at load, file:line like every other field
+    ("zero-devices", '[hosts.h1]\naddress = "a"\ndevices = 0\n', r"host 'h1': field 'devices': must be >= 1", 3),
+    ("proxy-jump-ssh-option", '[hosts.h1]\naddress = "a"\nproxy_jump = "root@h:22 -oProxyCommand=touch /tmp/x"\n',
+     r"host 'h1': field 'proxy_jump': 'root@h:22 -oProxyCommand=touch /tmp/x' is not \[user@\]host\[:port\]", 3),
+    ("proxy-jump-leading-dash", '[defaults]\nproxy_jump = "-oProxyCommand=x"\n[hosts.h1]\naddress = "a"\n',
+     r"\[defaults\]: field 'proxy_jump': '-oProxyCommand=x' is not", 2),
+    ("proxy-jump-port-range", '[hosts.h1]\naddress = "a"\nproxy_jump = "ops@bastion:99999"\n',
+     r"field 'proxy_jump': port 99999 must be 1..65535", 3),
+    ("defaults-not-a-table", 'defaults = 3\n[hosts.h1]\naddress = "a"\n', r"'defaults' must be a table", 1),
+    ("unknown-runtime", '[hosts.h1]\naddress = "a"\nruntime = "podman"\n',
+     r"field 'runtime': unknown runtime 'podman': use one of docker, host", 3),
+    ("unknown-transport", '[hosts.h1]\naddress = "a"\ntransport = "mosh"\n',
+     r"field 'transport': unknown transport 'mosh'", 3),
+    ("host-runtime-with-container", '[hosts.h1]\naddress = "a"\nruntime = "host"\ncontainer = "verl"\n',
+     r"host 'h1': field 'container': runtime = \"host\" runs without a container", 4),
+    ("docker-runtime-empty-container", '[hosts.h1]\naddress = "a"\ncontainer = ""\n',
+     r"host 'h1': field 'container': container is empty", 3),
+    ("env-bad-name", '[hosts.h1]\naddress = "a"\nenv = {"A-B" = "x"}\n',
+     r"host 'h1': field 'env': keys must be environment variable names", 3),
+    ("env-not-string", '[hosts.h1]\naddress = "a"\n[hosts.h1.env]\nN = 1\n', r"host 'h1': field 'env': ", 3),
+    ("env-secret", '[hosts.h1]\naddress = "a"\nenv = {HF_TOKEN = "hf_x"}\n',
+     r"field 'env': HF_TOKEN looks like a secret", 3),
 ]
 
 
@@ -165,7 +187,7 @@ class TestSelect:
 def test_host_fields_match_the_design_contract():
     documented = ("name, address, port, user, identity_file, known_hosts, connect_timeout, container, workdir, "
                   "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
-                  "data_dir, ckpt_dir").split(", ")
+                  "data_dir, ckpt_dir, runtime, transport, env").split(", ")
     assert list(Host.__dataclass_fields__) == documented
 
 
@@ -173,3 +195,37 @@ def test_proxy_jump_may_name_another_inventory_host(tmp_path):
     inv = inventory.load(write(tmp_path, '[defaults]\nuser = "root"\n[hosts.bastion]\naddress = "192.0.2.1"\n'
                                          'port = 2200\n[hosts.h1]\naddress = "10.0.0.5"\nproxy_jump = "bastion"\n'))
     assert inv.hosts["h1"].proxy_jump == "root@192.0.2.1:2200"
+
+
+def test_bare_metal_and_local_hosts(tmp_path):
+    inv = inventory.load(write(tmp_path, '[defaults]\ncontainer = "verl"\nenv = {HF_HOME = "/data/hf", A = "1"}\n'
+                                         '[hosts.bm]\naddress = "192.0.2.5"\nruntime = "host"\n'
+                                         'env = {A = "2", TOKENIZERS_PARALLELISM = "false"}\n'
+                                         '[hosts.me]\ntransport = "local"\n'))
+    bm, me = inv.hosts["bm"], inv.hosts["me"]
+    assert (bm.runtime, bm.container, bm.transport) == ("host", "", "ssh")  # the default container does not apply
+    assert bm.env == {"HF_HOME": "/data/hf", "A": "2", "TOKENIZERS_PARALLELISM": "false"}  # merged with [defaults]
+    assert (me.runtime, me.container, me.transport, me.address) == ("docker", "verl", "local", "localhost")
+    assert len({bm, me, bm}) == 2  # hashable although env is a dict
+
+
+def test_adhoc_host_takes_a_host_runtime_from_defaults_without_a_container(tmp_path):
+    inv = inventory.load(write(tmp_path, '[defaults]\nruntime = "host"\n[hosts.h1]\naddress = "a"\n'))
+    (h,) = inventory.select(inv, "root@198.51.100.7")
+    assert (h.runtime, h.container, inv.hosts["h1"].container) == ("host", "", "")
+
+
+def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it(tmp_path):
+    import json
+    import tomllib
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = inventory.json_schema()
+    assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, \
+        "regenerate it: python -m dapo_ops.inventory > docs/hosts.schema.json"
+    validator = jsonschema.Draft202012Validator(schema)
+    assert not list(validator.iter_errors(tomllib.loads((REPO / "hosts.toml").read_text())))
+    for text, *_ in [b[1:] for b in BAD if b[0] in (
+            "unknown-field", "wrong-type-port", "zero-devices", "proxy-jump-ssh-option", "unknown-accelerator",
+            "relative-workdir", "bad-container-name", "bad-host-name", "unknown-table", "env-bad-name")]:
+        assert list(validator.iter_errors(tomllib.loads(text))), text

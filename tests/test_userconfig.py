@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -109,17 +110,72 @@ def test_none_values_are_dropped_and_webhook_lists_of_tables_round_trip(tmp_path
     assert userconfig.load(p)["notify"] == notify
 
 
-_scalars = st.one_of(
-    st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False), st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
-)
-_values = st.recursive(_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=4)),
-    max_leaves=10)
+def test_a_save_keeps_comments_order_and_other_tables_byte_for_byte(tmp_path):
+    p = tmp_path / "config.toml"
+    before_proxy = '# my proxies (office)\n[proxy]\nhttp_proxy = "http://p:3128"   # the office one\n\n'
+    p.write_text('# written by hand\n' + before_proxy +
+                 '[swanlab]\n# self-hosted\nhost = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'
+                 'log_dir = "/tmp/old"\n')
+    os.chmod(p, 0o600)
+    assert userconfig.save_section("swanlab", {"host": "http://192.0.2.10:8000", "mode": "cloud",
+                                               "api_key": "k" * 21}, p) == []
+    text = p.read_text()
+    assert text.startswith('# written by hand\n' + before_proxy + '[swanlab]\n# self-hosted\n'
+                           'host = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'), text
+    assert "log_dir" not in text and text.count("api_key") == 1
+    assert userconfig.load(p)["swanlab"] == {"host": "http://192.0.2.10:8000", "mode": "cloud", "api_key": "k" * 21}
+    assert _mode(p) == 0o600
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.dictionaries(st.sampled_from(userconfig.SECTIONS),
-                       st.dictionaries(st.text(min_size=1, max_size=12), _values, max_size=5)))
-def test_dumps_round_trips_through_tomllib(data):
-    assert tomllib.loads(userconfig.dumps(data)) == data
+BAD_CONFIG = [
+    ('[swanlab]\nmode = "local"\napikey = "x"\n', r":3: \[swanlab\]: field 'apikey': unknown field \(valid fields: host,"),
+    ('[notify]\non_success = "yes"\n', r":2: \[notify\]: field 'on_success': expected true or false, got string"),
+    ('[notify]\ntimeout_s = 0\n', r":2: \[notify\]: field 'timeout_s': must be > 0 seconds, got 0"),
+    ('[notify]\n[[notify.webhooks]]\nkind = "feishu"\nuri = "https://x"\n', r"\[notify\]: field 'webhooks': "),
+    ('[run]\nstep = 5\n', r":2: \[run\]: field 'step': unknown field \(valid fields: steps, framework,"),
+    ('[run]\nsteps = true\n', r":2: \[run\]: field 'steps': expected an integer, got boolean True"),
+    ('\n[swanlb]\nmode = "local"\n', r":2: unknown table \[swanlb\]: use \[run\], \[swanlab\], \[notify\], \[proxy\]"),
+    ('[proxy]\nhttp_proxy = 3128\n', r":2: \[proxy\]: field 'http_proxy': expected a string, got integer 3128"),
+]
+
+
+@pytest.mark.parametrize("text,pattern", BAD_CONFIG)
+def test_bad_config_is_one_line_naming_file_line_table_and_key_and_a_save_leaves_it_alone(tmp_path, text, pattern):
+    p = tmp_path / "config.toml"
+    p.write_text(text)
+    with pytest.raises(UserConfigError) as ei:
+        userconfig.load(p)
+    msg = str(ei.value)
+    assert "\n" not in msg and msg.startswith(str(p)) and re.search(pattern, msg), msg
+    with pytest.raises(UserConfigError):
+        userconfig.save_section("proxy", {"http_proxy": "http://p:1"}, p)
+    assert p.read_text() == text
+
+
+def test_a_value_the_model_refuses_is_not_written(tmp_path):
+    p = tmp_path / "config.toml"
+    userconfig.save_section("swanlab", {"mode": "local"}, p)
+    before = p.read_text()
+    with pytest.raises(UserConfigError, match=r"\[swanlab\]: field 'api_key': expected a string, got integer"):
+        userconfig.save_section("swanlab", {"mode": "local", "api_key": 12}, p)
+    with pytest.raises(UserConfigError, match=r"\[swanlab\]: field 'nope': unknown field"):
+        userconfig.save_section("swanlab", {"nope": "x"}, p)
+    assert p.read_text() == before
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.fixed_dictionaries({}, optional={k: _text for k in ("host", "api_key", "log_dir", "project")}),
+       st.lists(st.fixed_dictionaries({"kind": st.sampled_from(["feishu", "slack"]), "url": _text}), max_size=3),
+       st.booleans())
+def test_saved_strings_round_trip_through_tomllib(tmp_path_factory, swanlab, webhooks, on_success):
+    p = tmp_path_factory.mktemp("cfg") / "config.toml"
+    userconfig.save_section("swanlab", swanlab, p)
+    userconfig.save_section("notify", {"on_success": on_success, "webhooks": webhooks}, p)
+    data = userconfig.load(p)
+    assert data["swanlab"] == swanlab
+    assert data["notify"] == {"on_success": on_success, "webhooks": webhooks}
+    assert tomllib.loads(p.read_text()) == {"swanlab": swanlab,
+                                            "notify": {"on_success": on_success, "webhooks": webhooks}}

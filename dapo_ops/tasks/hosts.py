@@ -1,8 +1,12 @@
-"""``hosts``: the first fan-out task. Per host: SSH reachable? container state? Python and verl versions inside?"""
+"""``hosts``: the first fan-out task. Per host: SSH reachable? container state? Python and verl versions inside?
+
+``hosts --check`` only validates the inventory (and the ``-H`` selection) and prints one line per host; it
+contacts nobody."""
 
 from __future__ import annotations
 
 from ..fanout import Row
+from ..inventory import Host
 from ..remote import ContainerState, RemoteError, Target
 from ._common import fanout_task, run_fanout, select_hosts
 
@@ -55,10 +59,23 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     return Row(cells=cells, data={"python": out[0], "verl": out[1]})
 
 
-@fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit"})
-def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60):
+def describe(h: Host) -> str:
+    """One line for ``hosts --check``: name, how it is reached, where commands run, its accelerators."""
+    reach = "local subprocess" if h.transport == "local" else f"ssh {h.ssh_target}" + (
+        f" via {h.proxy_jump}" if h.proxy_jump else "")
+    where = "host shell (no container)" if h.runtime == "host" else f"container {h.container}"
+    return f"{h.name}: {reach}, {where}, {h.devices} x {h.accelerator}, workdir {h.workdir}"
+
+
+@fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit",
+                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody"})
+def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False):
     """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
-    _, chosen = select_hosts(c, hosts, inventory)
+    inv, chosen = select_hosts(c, hosts, inventory)
+    if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
+        print(f"{inv.path or 'no inventory file'}: valid, {len(chosen)} host(s) selected (nothing contacted)")
+        print("\n".join(describe(h) for h in chosen))
+        return
     run_fanout(c, chosen, lambda t: check_host(t, timeout=timeout), columns=COLUMNS, title="hosts",
                timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
                accept_new_host_keys=accept_new_host_keys)

@@ -1,0 +1,73 @@
+"""`hosts --check`: validates hosts.toml (and -H) through the model and contacts nobody (pure: no sandbox)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapo_ops.tasks._common import EXIT_USAGE
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def listener():
+    """A TCP listener the inventory points at: a connection attempt would be queued on it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.setblocking(False)
+    yield s.getsockname()[1]
+    try:
+        conn, _ = s.accept()
+    except BlockingIOError:
+        conn = None
+    s.close()
+    assert conn is None, "hosts --check connected to a host"
+
+
+def run(inv, *extra):
+    return subprocess.run([str(BIN / "dapo-ops"), "hosts", "--check", "--inventory", str(inv), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(f'[defaults]\nuser = "root"\nport = {listener}\n[hosts.h1]\naddress = "127.0.0.1"\n'
+                   f'[hosts.bm]\naddress = "127.0.0.1"\nruntime = "host"\naccelerator = "gpu"\n'
+                   f'[hosts.me]\ntransport = "local"\n')
+    out = run(inv)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{inv}: valid, 3 host(s) selected (nothing contacted)"
+    assert lines[1] == f"h1: ssh root@127.0.0.1:{listener}, container verl, 8 x npu, workdir /verl"
+    assert lines[2] == f"bm: ssh root@127.0.0.1:{listener}, host shell (no container), 8 x gpu, workdir /verl"
+    assert lines[3] == "me: local subprocess, container verl, 8 x npu, workdir /verl"
+    assert run(inv, "-H", "bm").stdout.splitlines()[1].startswith("bm: ")
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nproxy_jump = "root@h:22 -oProxyCommand=touch /tmp/pwn"\n',
+     ":4: host 'h1': field 'proxy_jump': 'root@h:22 -oProxyCommand=touch /tmp/pwn' is not [user@]host[:port]"),
+    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 0\n', ":4: host 'h1': field 'devices': must be >= 1"),
+    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nruntime = "host"\ncontainer = "verl"\n',
+     ":5: host 'h1': field 'container': runtime = \"host\" runs without a container"),
+])
+def test_a_bad_file_is_one_line_exit_2_and_nothing_contacted(tmp_path, listener, body, needle):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(body.replace("PORT", str(listener)))
+    out = run(inv)
+    assert out.returncode == EXIT_USAGE
+    assert out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"{inv}{needle}"), out.stderr
+
+
+def test_an_unknown_H_name_is_refused(tmp_path, listener):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(f'[hosts.h1]\naddress = "127.0.0.1"\nport = {listener}\n')
+    out = run(inv, "-H", "h9")
+    assert out.returncode == EXIT_USAGE and "unknown host 'h9'" in out.stderr and out.stdout == ""
