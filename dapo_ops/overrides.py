@@ -372,10 +372,18 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
         if k not in vals:
             order.append(k)
         vals[k] = v
-    argv = [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
+    argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
     argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])]
     return argv
+
+
+#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
+CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
+#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
+CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
+                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
 
 
 def command_string(argv: list[str], workdir: str | None = None) -> str:

@@ -201,6 +201,10 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
         "ray": None,
     }
+    if v09 and spec["accelerator"] == "npu":
+        spec["launcher"] = list(overrides.CANN_LAUNCHER)
+        notes.append("CANN: verl starts through bash, which sources " + " and ".join(overrides.CANN_SET_ENV)
+                     + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
     overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     argv = overrides.build_command(spec, fs)
     notes += features_mod.implied_notes(fs, user_features)

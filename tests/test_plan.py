@@ -25,10 +25,11 @@ def test_plan_without_host_uses_defaults_and_is_complete():
     assert p.ckpt_dir == f"/verl/dapo_runs/{RUN_ID}/checkpoints" and p.log_path == f"/verl/dapo_runs/{RUN_ID}/train.log"
     assert p.spec["settings"]["steps"] == 100 and p.spec["max_oom_retries"] == 2
     assert p.spec["features"] == p.features.to_json() and p.spec["disabled_features"] == []
-    assert p.argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    n = len(p.spec["launcher"])  # NPU: the CANN launcher first (test_npu_plan_sources_cann_...)
+    assert p.argv[n:n + 3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert f"trainer.default_local_dir={p.ckpt_dir}" in p.argv
     assert "trainer.logger=[console]" in p.argv
-    assert p.command.startswith("cd /verl && python3 -m verl.trainer.main_ppo ")
+    assert p.command.startswith("cd /verl && bash -c ") and " dapo-ops-cann python3 -m verl.trainer.main_ppo " in p.command
 
 
 def test_plan_with_inventory_host():
@@ -72,6 +73,23 @@ def test_plan_env_pins_verl_logging_info_and_shows_overridable_hccl_defaults():
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
     assert not any(k.startswith("HCCL_") for k in
                    planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec["env"])
+
+
+def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path):
+    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert p.argv[:2] == ["bash", "-c"] and p.argv[3] == "dapo-ops-cann"
+    ascend = tmp_path / "set_env.sh"
+    ascend.write_text("export ASCEND_TOOLKIT_HOME=/x; export FROM_CANN=yes\n")
+    script = p.argv[2].replace("/usr/local/Ascend/ascend-toolkit/set_env.sh", str(ascend))
+    probe = ["bash", "-c", script, "dapo-ops-cann", sys.executable, "-c", "import os; print(os.environ.get('FROM_CANN'))"]
+    env = {k: v for k, v in os.environ.items() if k != "ASCEND_TOOLKIT_HOME"}
+    assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "yes"
+    env["ASCEND_TOOLKIT_HOME"] = "/already"  # the image's ENV has it: nothing sourced
+    assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "None"
+    gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
+    assert planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).argv[0] == "python3"
+    assert "launcher" not in planning.make_plan(st(profile="0.8"), None, mode="dapo", run_id=RUN_ID,
+                                                swanlab_logger=False).spec
 
 
 def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
