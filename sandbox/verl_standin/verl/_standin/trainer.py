@@ -223,6 +223,8 @@ class StandinTrainer:
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
         if self.v1_mode is not None:
+            import transfer_queue  # noqa: F401  (the real V1 TaskRunner does: verl/trainer/main_ppo.py:137)
+
             self._check_v1_mode()
         elif self.one_step_off:
             # one-step-off ray_trainer.py:88 (0.9.1): bare assert
