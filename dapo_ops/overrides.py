@@ -112,7 +112,9 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     for: unknown framework/mode/profile; steps <= 0; trainer + rollout devices > host devices
     (one-step-off) or ``n_gpus_per_node`` > host devices (dapo); rollout devices not divisible by the
     rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
-    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1].
+    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
+    on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
+    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
     """
     mode = spec.get("mode")
     framework = spec.get("framework")

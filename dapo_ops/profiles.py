@@ -214,8 +214,7 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
         out += [("actor_rollout_ref.actor.megatron.use_remove_padding", on("remove_padding")),
                 ("critic.megatron.use_remove_padding", on("remove_padding"))]
     elif meg:
-        out += [("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
-                ("critic.megatron.use_remove_padding", on("remove_padding"))]
+        out.append(("actor_rollout_ref.model.use_remove_padding", on("remove_padding")))
     else:
         out += [("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
                 ("critic.model.use_remove_padding", on("remove_padding"))]
