@@ -380,14 +380,6 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
     return argv
 
 
-#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
-CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
-#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
-#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
-CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
-                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
-
-
 def command_string(argv: list[str], workdir: str | None = None) -> str:
     """Shell form of ``argv`` (``shlex.join``), prefixed with ``cd <workdir> &&`` when given."""
     cmd = shlex.join(argv)

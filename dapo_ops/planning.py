@@ -202,8 +202,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "ray": None,
     }
     if v09 and spec["accelerator"] == "npu":
-        spec["launcher"] = list(overrides.CANN_LAUNCHER)
-        notes.append("CANN: verl starts through bash, which sources " + " and ".join(overrides.CANN_SET_ENV)
+        spec["launcher"] = list(CANN_LAUNCHER)
+        notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
                      + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
     overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     argv = overrides.build_command(spec, fs)
@@ -212,6 +212,14 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
                 log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes)
+
+
+#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
+CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
+#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
+CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
+                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
 
 
 #: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO

@@ -169,7 +169,7 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
     """The probe request (:mod:`dapo_ops.preflight_probe`) for ``host`` and the plan. Pure."""
     req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
     if req["accelerator"] == "npu":
-        from .overrides import CANN_SET_ENV
+        from .planning import CANN_SET_ENV
 
         req["cann_files"] = list(CANN_SET_ENV)
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
@@ -232,7 +232,7 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
 
 
 def _cann_checks(p: dict) -> list[Check]:
-    """Which CANN environment verl gets (the NPU launcher, ``overrides.CANN_LAUNCHER``)."""
+    """Which CANN environment verl gets (the NPU launcher, ``planning.CANN_LAUNCHER``)."""
     c = p.get("cann")
     if c is None:
         return []
