@@ -189,16 +189,35 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
     return on, off
 
 
-def resolve(user_features: str | None, enable_offload: bool = False) -> FeatureSet:
+#: ``-flash_attn`` turns ``remove_padding`` off too (verl 0.9): packed sequences need the flash varlen kernel.
+#: verl patches only the flash path for packed input (``verl/models/transformers/monkey_patch.py:544-552``), so
+#: FSDP with sdpa/eager over packed sequences attends across samples; Megatron's unfused backend has no packed
+#: (THD) support.
+IMPLIED_OFF = {"flash_attn": ("remove_padding",)}
+
+
+def resolve(user_features: str | None, enable_offload: bool = False, *, implied_off: bool = False) -> FeatureSet:
     """Resolve the first attempt's features from ``USER_FEATURES`` and ``ENABLE_OFFLOAD``.
 
     Explicit names come first (catalog order, source ``explicit``), then the performance
     defaults not turned off (source ``default``). ``enable_offload=True`` is an explicit
     ``offload``; combined with ``-offload`` it raises :class:`FeatureError` (contradiction).
     ``-name`` of a non-default feature is recorded in ``disabled`` too (the ladder then
-    never adds it). Raises :class:`FeatureError` (one line, valid names listed).
+    never adds it). ``implied_off`` (the 0.9 profile): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
+    off too (recorded in ``disabled``); asking for a dependent explicitly then raises :class:`FeatureError`.
+    Raises :class:`FeatureError` (one line, valid names listed).
     """
     on, off = parse_user_features(user_features)
+    if implied_off:
+        for name, deps in IMPLIED_OFF.items():
+            if name not in off:
+                continue
+            for dep in deps:
+                if dep in on:
+                    raise FeatureError(f"{dep} needs {name} (packed sequences need flash attention's varlen kernel); "
+                                       f"drop -{name} or {dep} from USER_FEATURES")
+                if dep not in off:
+                    off.append(dep)
     if enable_offload:
         if "offload" in off:
             raise FeatureError("ENABLE_OFFLOAD=True contradicts '-offload' in USER_FEATURES; drop one of them")
@@ -211,6 +230,14 @@ def resolve(user_features: str | None, enable_offload: bool = False) -> FeatureS
     for name in PERFORMANCE:
         fs = fs.add(name, "default")
     return fs
+
+
+def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
+    """One line per dependent that :func:`resolve` turned off because of :data:`IMPLIED_OFF` (for the plan)."""
+    _, off = parse_user_features(user_features)
+    return [f"-{name} implies -{dep}: packed sequences (remove_padding) need flash attention's varlen kernel"
+            for name, deps in IMPLIED_OFF.items() if name in off
+            for dep in deps if dep in fs.disabled and dep not in off]
 
 
 def catalog_lines() -> list[str]:

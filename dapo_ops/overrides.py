@@ -40,6 +40,10 @@ DEFAULTS: dict = {
     "micro_batch_size": 1,
     "project": "dapo-ops",
     "max_position_embeddings": None,
+    "trainer_mode": "async",
+    "max_staleness": 2,
+    "parameter_sync_step": 0,
+    "max_actor_ckpt_to_keep": None,
     "extra_overrides": [],
 }
 
@@ -108,7 +112,9 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     for: unknown framework/mode/profile; steps <= 0; trainer + rollout devices > host devices
     (one-step-off) or ``n_gpus_per_node`` > host devices (dapo); rollout devices not divisible by the
     rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
-    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1].
+    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
+    on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
+    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
     """
     mode = spec.get("mode")
     framework = spec.get("framework")
@@ -163,6 +169,16 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     if mini > tbs:
         raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
                             f"set --ppo-mini-batch-size <= {tbs}")
+    ent = profiles.entry(profile, mode, framework)
+    profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
+    if profiles.v1_mode(ent) == "separate_async":
+        pss = parameter_sync_step(s)
+        if tbs != pss * mini:
+            raise OverrideError(
+                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
+                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
+                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
+                f"(0: train_batch_size / ppo_mini_batch_size)")
     for label, val in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)):
         if (val * n) % world:
             raise OverrideError(f"{label}={val} x rollout_n={n} = {val * n} responses do not split evenly over "
@@ -192,6 +208,32 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     for x in s.get("extra_overrides") or []:
         if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
             raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
+
+
+def parameter_sync_step(s: dict) -> int:
+    """``trainer.v1.separate_async.parameter_sync_step`` for effective settings ``s``: the setting, or (0 / unset)
+    ``train_batch_size // ppo_mini_batch_size`` (at least 1), the value verl's assert
+    (``trainer_separate_async.py:59-63``) accepts."""
+    v = s.get("parameter_sync_step")
+    if v not in (None, "", 0):
+        return _int(s, "parameter_sync_step", "PARAMETER_SYNC_STEP")
+    return max(1, int(s["train_batch_size"]) // max(1, int(s["ppo_mini_batch_size"])))
+
+
+def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
+    """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
+    algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
+    ``critic.enable=True`` the critic)."""
+    extra = {}
+    for x in (spec.get("settings") or {}).get("extra_overrides") or []:
+        if isinstance(x, str) and "=" in x:
+            k, v = x.split("=", 1)
+            extra[k.lstrip("+")] = v.strip().lower()
+    use_ref = (extra.get("actor_rollout_ref.actor.use_kl_loss") == "true"
+               or extra.get("algorithm.use_kl_in_reward") == "true")
+    critic = extra.get("critic.enable")
+    use_critic = critic == "true" if critic in ("true", "false") else extra.get("algorithm.adv_estimator") == "gae"
+    return use_ref, use_critic
 
 
 def _default_ckpt(spec: dict) -> str:
@@ -233,6 +275,12 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
     ]
     if s.get("max_position_embeddings") not in (None, "", 0):
         out.append((profiles.PLUS_MAX_POS, int(s["max_position_embeddings"])))
+        if profile == "0.9":  # vLLM checks max_model_len against its own HF config: the same override for it
+            out.append((profiles.PLUS_MAX_POS_ROLLOUT, int(s["max_position_embeddings"])))
+
+    # V1 trainer mode (colocate_async / sync / separate_async) + staleness bound
+    out += profiles.v1_overrides(ent, s.get("trainer_mode") or "async", accelerator=accel,
+                                 max_staleness=s.get("max_staleness"), parameter_sync_step=parameter_sync_step(s))
 
     # DAPO algorithm
     out += list(profiles.DAPO_ALGORITHM)
@@ -261,7 +309,15 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
 
     # resources
     nnodes = int(s["nnodes"])
-    if mode == "one-step-off":
+    if mode == "one-step-off" and ent.v1:  # V1 separate_async reads the pool from the rollout config
+        out += [
+            ("actor_rollout_ref.hybrid_engine", False),
+            ("trainer.nnodes", nnodes),
+            ("trainer.n_gpus_per_node", int(s["trainer_gpus"])),
+            ("actor_rollout_ref.rollout.nnodes", int(s.get("rollout_nnodes") or nnodes)),  # multi-host: cluster.Topology
+            ("actor_rollout_ref.rollout.n_gpus_per_node", int(s["rollout_gpus"])),
+        ]
+    elif mode == "one-step-off":
         out += [
             ("actor_rollout_ref.hybrid_engine", False),
             ("trainer.nnodes", nnodes),
@@ -286,8 +342,13 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
         ("trainer.default_local_dir", ckpt),
         ("trainer.resume_mode", "auto"),
     ]
+    if s.get("max_actor_ckpt_to_keep") not in (None, "", 0):  # verl keeps every save when null (trainer_base.py:964)
+        out.append(("trainer.max_actor_ckpt_to_keep", int(s["max_actor_ckpt_to_keep"])))
     if accel == "npu":
         out.append(("trainer.device", "npu"))
+    if ent.v1:  # keys no code reads without a reference policy / a critic (profiles.drop_inert)
+        use_ref, use_critic = needs_ref_critic(spec)
+        out = profiles.drop_inert(out, use_ref=use_ref, use_critic=use_critic)
     if ent.group_overrides:
         out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out
     return out
@@ -313,7 +374,7 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
         if k not in vals:
             order.append(k)
         vals[k] = v
-    argv = [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
+    argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
     argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])]
     return argv

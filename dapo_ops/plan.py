@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import features as features_mod
-from .planning import Plan, make_plan, redact_env
+from .planning import Plan, make_plan, redact_env, trainer_note
 
 
 def _features_table(plan: Plan) -> Table:
@@ -31,7 +31,8 @@ def _features_table(plan: Plan) -> Table:
         if src is not None:
             state = "on"
         elif name in plan.features.disabled:
-            state, src = "off", "explicit (-%s)" % name
+            by = [n for n, deps in features_mod.IMPLIED_OFF.items() if name in deps and n in plan.features.disabled]
+            state, src = "off", (f"-{by[0]} implies it" if by else "explicit (-%s)" % name)
         else:
             state, src = "off", "default" if kind != "memory" else "ladder may add"
         t.add_row(name, kind, state, src)
@@ -49,6 +50,7 @@ def render(plan: Plan, console: Console | None = None) -> None:
     con.print(Text(f"dry run: {spec['mode']} on {where}, "
                    f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
     con.print(f"run id:        {spec['run_id']}")
+    con.print(Text(trainer_note(spec)))
     per_node = "" if nodes == 1 else f" per node x {nodes} nodes"
     con.print(f"steps:         {s['steps']}   max response {s['max_response_length']}   "
               + (f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"

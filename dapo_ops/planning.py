@@ -128,7 +128,9 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     framework = _get(settings, "framework", "megatron")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
-    fs = features_mod.resolve(_get(settings, "features", ""), bool(_get(settings, "offload", False)))
+    v09 = profile == "0.9"
+    user_features = _get(settings, "features", "")
+    fs = features_mod.resolve(user_features, bool(_get(settings, "offload", False)), implied_off=v09)
 
     workdir = _host_attr(host, "workdir")
     runs_dir = (host.runs_path if host is not None and hasattr(host, "runs_path")
@@ -164,6 +166,11 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "rollout_n": int(_get(settings, "rollout_n", 8)),
         "micro_batch_size": int(_get(settings, "micro_batch_size", 1)),
         "max_position_embeddings": mpe,
+        "trainer_mode": _get(settings, "trainer_mode", "async") or "async",
+        "max_staleness": int(_get(settings, "max_staleness", 2)),
+        "parameter_sync_step": int(_get(settings, "parameter_sync_step", 0)),
+        # 0.8: not emitted (the 0.8-era behaviour: every save kept), so preflight's disk check must not count it
+        "max_actor_ckpt_to_keep": (int(_get(settings, "max_actor_ckpt_to_keep", 3)) or None) if v09 else None,
         "project": _get(settings, "project", "dapo-ops") or "dapo-ops",
         "experiment": _get(settings, "experiment", "") or run_id,
         "ckpt_dir": ckpt_dir,
@@ -179,6 +186,7 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
             env[k] = v
     if _get(settings, "swanlab_mode", ""):
         env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")
+    env.update(run_env(settings, profile, _host_attr(host, "accelerator")))
     spec = {
         "version": SPEC_VERSION, "run_id": run_id, "host": _host_attr(host, "name"),
         "container": _get(settings, "container", "") or _host_attr(host, "container"),
@@ -193,12 +201,68 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
         "ray": None,
     }
+    if v09 and spec["accelerator"] == "npu":
+        spec["launcher"] = list(CANN_LAUNCHER)
+        notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
+                     + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
     overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     argv = overrides.build_command(spec, fs)
+    notes += features_mod.implied_notes(fs, user_features)
     lad = ladder.plan_ladder(fs, spec["max_oom_retries"])
     sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
                 log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes)
+
+
+#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
+CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
+#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
+CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
+                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
+
+
+#: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO
+#: (``verl/trainer/ppo/v1/trainer_base.py:102``: ``logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))``):
+#: a container-wide WARN would hide them, so the run's environment pins INFO.
+VERL_LOGGING_LEVEL = "INFO"
+#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl.md §7; verl itself only
+#: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``).
+HCCL_SETTINGS = (("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"), ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
+                 ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
+                 ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"))
+
+
+def run_env(settings, profile: str, accelerator: str) -> dict:
+    """Public environment the run's verl gets (``spec["env"]``; shown in the plan): ``VERL_LOGGING_LEVEL=INFO``
+    on the 0.9 profile, and on NPU the HCCL timeouts (seconds) and socket port ranges from the settings
+    (empty value: not set, verl's own default applies)."""
+    env: dict[str, str] = {}
+    if profile == "0.9":
+        env["VERL_LOGGING_LEVEL"] = VERL_LOGGING_LEVEL
+    if accelerator == "npu":
+        from . import settings as settings_mod
+
+        for name, var in HCCL_SETTINGS:
+            v = _get(settings, name, settings_mod.BY_NAME[name].default)
+            if v not in (None, ""):
+                env[var] = str(v)
+    return env
+
+
+def trainer_note(spec: dict) -> str:
+    """One line naming the verl trainer and mode the spec runs, and why (for the plan)."""
+    ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
+    s = spec["settings"]
+    mode = profiles.v1_mode(ent, s.get("trainer_mode") or "async")
+    if mode is None:
+        return f"trainer: {ent.module} (verl {spec['profile']} profile; the 0.8-era entry, no V1 trainer mode)"
+    why = {"colocate_async": f"single-async DAPO (colocated rollout, 1 warm-up batch, partial rollout, staleness "
+                             f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
+           "sync": "synchronous DAPO (--mode sync)",
+           "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
+                             f"weights synced every {overrides.parameter_sync_step(s)} mini-batches"}[mode]
+    return f"trainer: {ent.module} V1 trainer_mode={mode}: {why}"
 
 
 def shell_command(plan: Plan) -> str:

@@ -47,7 +47,7 @@ STATUSES = (OK, WARN, FAIL)
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "model", "data", "disk")
+                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk")
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
 #: HF copy (1x). verl saves ``model_world_size_*`` / ``optim_world_size_*`` / ``huggingface/`` per step (verl.md §10).
@@ -168,6 +168,10 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
                   compose_request: dict | None = None) -> dict:
     """The probe request (:mod:`dapo_ops.preflight_probe`) for ``host`` and the plan. Pure."""
     req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
+    if req["accelerator"] == "npu":
+        from .planning import CANN_SET_ENV
+
+        req["cann_files"] = list(CANN_SET_ENV)
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
     if pv is not None:
         req["model"] = pv.s("model_path")
@@ -175,6 +179,7 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
         req["entry_module"] = pv.entry_module
         req["disk_path"] = pv.s("ckpt_dir") or pv.spec.get("run_dir") or runs
         req["prompt_key"] = pv.s("prompt_key", "prompt")
+        req["modules"] = [m for m, _ in needed_modules(pv)]
     else:
         req["disk_path"] = runs
     if full:
@@ -192,6 +197,53 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
 
             req["compose"] = {"source": validate.remote_check_script(), "request": compose_request}
     return req
+
+
+def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
+    """``(module, why)`` the plan's verl needs besides verl itself: the V1 trainer (0.9 profile) imports
+    ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
+    it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
+    (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False)."""
+    out: list[tuple[str, str]] = []
+    if pv.spec.get("profile", "0.9") == "0.9":
+        out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
+        if pv.spec.get("framework") == "megatron":
+            out.append(("megatron.bridge", "verl 0.9's Megatron engine builds the model with Megatron-Bridge "
+                                           "(verl/models/mcore/bridge.py:17)"))
+    return out
+
+
+_MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
+               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)"}
+
+
+def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
+    found = p.get("modules")
+    if pv is None or found is None:
+        return []
+    out = []
+    for mod, why in needed_modules(pv):
+        if found.get(mod):
+            out.append(Check(mod, OK, f"{mod} at {found[mod]}"))
+        else:
+            out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", _MODULE_FIX[mod]))
+    return out
+
+
+def _cann_checks(p: dict) -> list[Check]:
+    """Which CANN environment verl gets (the NPU launcher, ``planning.CANN_LAUNCHER``)."""
+    c = p.get("cann")
+    if c is None:
+        return []
+    if c.get("toolkit_home"):
+        return [Check("cann", OK, f"ASCEND_TOOLKIT_HOME={c['toolkit_home']} in docker exec (the image sets CANN's env)")]
+    if c.get("found"):
+        return [Check("cann", OK, "ASCEND_TOOLKIT_HOME unset in docker exec; verl's launcher sources "
+                      + ", ".join(c["found"]))]
+    return [Check("cann", WARN, "ASCEND_TOOLKIT_HOME unset in docker exec and no CANN set_env.sh found "
+                  "(/usr/local/Ascend/ascend-toolkit/set_env.sh)", "install CANN in the image or set ASCEND_TOOLKIT_HOME "
+                  "and its library paths in the image's ENV")]
 
 
 def _host_command(target: Target, req: dict, env: dict) -> str:
@@ -577,6 +629,8 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
         return out
     out += _device_checks(host, pv, p)
     out += _verl_checks(host, pv, p)
+    out += _module_checks(pv, p)
+    out += _cann_checks(p)
     out += _input_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)

@@ -8,7 +8,9 @@ Stdlib only (it runs in arbitrary training images; Python 3.8+). :func:`build_co
 Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
 host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
-free here, e.g. the Ray head port), ``compose`` ({"source": checker source, "request": {...}}).
+free here, e.g. the Ray head port), ``compose`` ({"source": checker source, "request": {...}}), ``modules``
+(module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
+paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,26 @@ def _verl_info(entry_module: str | None) -> dict:
                     break
         out["entry_found"] = found
     return out
+
+
+def _modules(names) -> dict:
+    """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
+    name imports its parent packages only, e.g. ``megatron`` for ``megatron.bridge``)."""
+    import importlib.util
+
+    out = {}
+    for name in names or []:
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception:  # a parent package that fails to import counts as missing
+            spec = None
+        out[name] = None if spec is None else (spec.origin or ",".join(spec.submodule_search_locations or []) or name)
+    return out
+
+
+def _cann(files) -> dict:
+    """``ASCEND_TOOLKIT_HOME`` of this ``docker exec`` and which CANN ``set_env.sh`` files exist."""
+    return {"toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"), "found": [f for f in files or [] if os.path.isfile(f)]}
 
 
 def _run(argv, timeout=30, cwd=None, stdin=None):
@@ -246,6 +268,10 @@ def probe(req: dict) -> dict:
     out["tcp"] = [dict(_tcp(t["host"], t["port"], timeout), name=t.get("name", "")) for t in req.get("tcp") or []]
     if req.get("listen_port"):
         out["listen"] = _port_free(req["listen_port"])
+    if req.get("modules"):
+        out["modules"] = _modules(req["modules"])
+    if req.get("cann_files"):
+        out["cann"] = _cann(req["cann_files"])
     comp = req.get("compose")
     if comp:
         out["compose"] = _compose(comp)

@@ -3,10 +3,17 @@
 Two profiles:
 
 - ``"0.9"``: the verl 0.9.x release (primary; checked by composing against the 0.9.1 wheel's
-  yaml). DAPO runs through the V1 trainer ``verl.trainer.main_ppo`` (config ``ppo_trainer``;
+  yaml). Both tasks run the V1 trainer ``verl.trainer.main_ppo`` (config ``ppo_trainer``;
   Megatron via the config-group override ``model_engine=megatron``, as verl's own
   ``tests/special_e2e/run_v1_separate_async.sh`` does; ``ppo_megatron_trainer.yaml`` is marked
-  deprecated in 0.9.1). ``algorithm.filter_groups`` is in the 0.9.1 base config. Reward keys:
+  deprecated in 0.9.1), in the V1 mode ``trainer.v1.trainer_mode`` (``ppo_trainer.yaml:238``, default
+  ``sync``; the class is picked by ``register_trainer`` in ``verl/trainer/ppo/v1/trainer_*.py``):
+  ``launch`` = ``colocate_async`` (the runbook's single-async DAPO: rollout colocated with training, one
+  warm-up batch of prefetch, partial rollout; ``trainer_colocate_async.py``), or ``sync`` with
+  ``--mode sync``; ``one-step-off`` = ``separate_async`` (trainer and rollout pools on separate devices,
+  ``trainer_separate_async.py``; verl's CI replaced the legacy one-step-off entry with it, and the legacy
+  trainer never reads ``algorithm.filter_groups``). V1 honours ``algorithm.filter_groups`` in every
+  mode (``trainer_base.py:187-212``; it ignores ``max_num_gen_batches``). Reward keys:
   ``reward.reward_manager.name`` and ``+reward.reward_kwargs.*``. Megatron has no ``grad_offload``.
 - ``"0.8"``: the 0.8-era ``main`` branch (volcengine/verl b178a3c, 2026-01). DAPO runs through the
   recipe submodule ``recipe.dapo.main_dapo`` (``recipe/dapo/config/dapo_trainer.yaml``, CWD = repo
@@ -14,7 +21,7 @@ Two profiles:
   ``+reward_model.reward_kwargs.*``; Megatron ``grad_offload``; critic FSDP offload under
   ``critic.model.fsdp_config``.
 
-One-step-off in both: ``verl.experimental.one_step_off_policy.main_ppo`` with
+One-step-off on ``"0.8"``: ``verl.experimental.one_step_off_policy.main_ppo`` with
 ``one_step_off_ppo_trainer`` / ``one_step_off_ppo_megatron_trainer``; those yaml files set
 ``hydra.searchpath: [file://verl/trainer/config]`` (relative to the CWD), so the generator adds an
 absolute ``hydra.searchpath``. Facts: verl.md §1, §2, §4, §5, §12, §16.
@@ -27,6 +34,10 @@ from dataclasses import dataclass
 
 PROFILES = ("0.9", "0.8")
 MODES = ("dapo", "one-step-off")
+#: ``launch``'s DAPO trainer modes (setting ``trainer_mode``, flag ``--mode``): ``async`` = V1 ``colocate_async``
+#: (the runbook's single-async DAPO), ``sync`` = V1 ``sync`` (plain synchronous DAPO).
+DAPO_TRAINER_MODES = ("async", "sync")
+_V1_MODE = {"async": "colocate_async", "sync": "sync"}
 FRAMEWORKS = ("fsdp", "megatron")
 
 
@@ -43,6 +54,8 @@ class Entry:
     ``@hydra.main`` default (``default_config_name``). ``group_overrides``: config-group overrides
     (``model_engine=megatron``). ``searchpath``: the yaml's ``hydra.searchpath`` is CWD-relative, so
     the generator emits an absolute one. ``filter_groups``: the entry does DAPO dynamic sampling.
+    ``v1``: the entry is the V1 trainer (``trainer.v1.trainer_mode`` applies). ``separate``: the trainer and
+    rollout pools are separate (``hybrid_engine=False``; ``separate_async`` on V1).
     """
 
     module: str
@@ -52,6 +65,8 @@ class Entry:
     group_overrides: tuple[str, ...] = ()
     searchpath: bool = False
     filter_groups: bool = False
+    v1: bool = False
+    separate: bool = False
 
     def config_args(self) -> list[str]:
         """``--config-name=...`` when needed (an empty list otherwise)."""
@@ -63,23 +78,23 @@ class Entry:
 _OSO_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
 _OSO_DIR = "verl/experimental/one_step_off_policy/config"
 
+_V1_MODULE, _V1_DIR, _V1_CONFIG = "verl.trainer.main_ppo", "verl/trainer/config", "ppo_trainer"
+_MEG = ("model_engine=megatron",)
+
 _ENTRIES: dict[tuple[str, str, str], Entry] = {
-    ("0.9", "dapo", "fsdp"): Entry("verl.trainer.main_ppo", "verl/trainer/config", "ppo_trainer", "ppo_trainer",
-                                   (), False, True),
-    ("0.9", "dapo", "megatron"): Entry("verl.trainer.main_ppo", "verl/trainer/config", "ppo_trainer", "ppo_trainer",
-                                       ("model_engine=megatron",), False, True),
-    ("0.9", "one-step-off", "fsdp"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_trainer", "one_step_off_ppo_trainer",
-                                           (), True, False),
-    ("0.9", "one-step-off", "megatron"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_megatron_trainer",
-                                               "one_step_off_ppo_trainer", (), True, False),
+    ("0.9", "dapo", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True),
+    ("0.9", "dapo", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True),
+    ("0.9", "one-step-off", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True, True),
+    ("0.9", "one-step-off", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True,
+                                               True),
     ("0.8", "dapo", "fsdp"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_trainer", "dapo_trainer",
                                    (), True, True),
     ("0.8", "dapo", "megatron"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_megatron_trainer",
                                        "dapo_trainer", (), True, True),
     ("0.8", "one-step-off", "fsdp"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_trainer", "one_step_off_ppo_trainer",
-                                           (), True, False),
+                                           (), True, False, False, True),
     ("0.8", "one-step-off", "megatron"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_megatron_trainer",
-                                               "one_step_off_ppo_trainer", (), True, False),
+                                               "one_step_off_ppo_trainer", (), True, False, False, True),
 }
 
 
@@ -118,6 +133,10 @@ def entry(profile: str, mode: str, framework: str) -> Entry:
 PLUS_ATTN_FSDP = "+actor_rollout_ref.model.override_config.attn_implementation"
 PLUS_FLASH_NPU_MEGATRON = "+actor_rollout_ref.actor.megatron.override_transformer_config.use_flash_attn"
 PLUS_MAX_POS = "+actor_rollout_ref.model.override_config.max_position_embeddings"
+#: the same context override for the rollout: vLLM checks ``max_model_len`` against its own HF config, and
+#: ``engine_kwargs.vllm`` is spread last into the vLLM engine args (``workers/rollout/vllm_rollout/
+#: vllm_async_server.py:346-350``, ``rollout.yaml:142`` ``vllm: {}``).
+PLUS_MAX_POS_ROLLOUT = "+actor_rollout_ref.rollout.engine_kwargs.vllm.hf_overrides.max_position_embeddings"
 _MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
 
 
@@ -189,10 +208,13 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
             ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", mb),
         ]
 
-    # remove_padding
-    if meg:
+    # remove_padding. 0.9 (V1 workers) copy actor_rollout_ref.model.use_remove_padding over the engine's value
+    # for every engine (verl/workers/engine_workers.py:114, :585, :630): the Megatron engine key is overwritten.
+    if meg and profile == "0.8":
         out += [("actor_rollout_ref.actor.megatron.use_remove_padding", on("remove_padding")),
                 ("critic.megatron.use_remove_padding", on("remove_padding"))]
+    elif meg:
+        out.append(("actor_rollout_ref.model.use_remove_padding", on("remove_padding")))
     else:
         out += [("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
                 ("critic.model.use_remove_padding", on("remove_padding"))]
@@ -231,6 +253,10 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
                 ("actor_rollout_ref.ref.fsdp_config.param_offload", off)]
         critic = "critic.fsdp" if profile == "0.9" else "critic.model.fsdp_config"
         out += [(f"{critic}.param_offload", off), (f"{critic}.optimizer_offload", off)]
+    if npu and not meg and profile == "0.9":
+        # the FSDP engine compiles entropy_from_logits unless its own key is off (engine/fsdp.yaml:54,
+        # workers/engine/fsdp/transformer_impl.py:183-187); actor.use_torch_compile is not what it reads
+        out.append(("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False))
 
     # rollout engine features
     out.append(("actor_rollout_ref.rollout.enable_prefix_caching", on("prefix_cache")))
@@ -261,6 +287,70 @@ def reward_overrides(profile: str, ent: Entry, max_response_length: int) -> list
             (f"{base}.overlong_buffer_cfg.penalty_factor", 1.0), (f"{base}.overlong_buffer_cfg.log", False),
             (f"{base}.max_resp_len", resp)]
     return out
+
+
+def v1_mode(ent: Entry, trainer_mode: str = "async") -> str | None:
+    """The V1 ``trainer.v1.trainer_mode`` this entry runs (``ppo_trainer.yaml:238``), or None for a non-V1 entry.
+
+    ``trainer_mode``: ``launch``'s setting (:data:`DAPO_TRAINER_MODES`), ignored for a separate-pool entry
+    (always ``separate_async``). Raises :class:`OverrideError` for an unknown mode.
+    """
+    if not ent.v1:
+        return None
+    if ent.separate:
+        if trainer_mode not in (None, "", "async"):
+            raise OverrideError(f"--mode {trainer_mode} does not apply to one-step-off (it always runs verl's V1 "
+                                "separate_async trainer); drop --mode, or use `inv launch --mode sync`")
+        return "separate_async"
+    check_choice(trainer_mode or "async", DAPO_TRAINER_MODES, "DAPO trainer mode", "--mode / DAPO_MODE")
+    return _V1_MODE[trainer_mode or "async"]
+
+
+def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max_staleness: int | None = 2,
+                 parameter_sync_step: int = 4) -> list[tuple[str, object]]:
+    """The V1 trainer-mode keys (none for a non-V1 entry).
+
+    - ``colocate_async``: one warm-up batch of prefetch (``trainer.v1.colocate_async.num_warmup_batches``,
+      ``trainer_colocate_async.py`` ``on_train_begin``).
+    - ``separate_async``: ``parameter_sync_step`` (mini-batches between weight syncs; verl asserts
+      ``train_batch_size == parameter_sync_step x ppo_mini_batch_size``, ``trainer_separate_async.py:59-63``,
+      checked by :func:`dapo_ops.overrides.check_spec`), one warm-up batch, and a checkpoint-engine backend
+      other than ``naive`` (asserted at ``:68``; ``rollout.yaml:282`` defaults to ``naive``): ``nccl`` on GPU,
+      ``hccl`` on NPU.
+    - async modes: the staleness bound ``trainer.v1.sampler.max_off_policy_threshold`` = ``max_staleness``
+      model versions, strategy ``drop`` (``replay_buffer.py:528``: a prompt submitted at step s is dropped at
+      step g when ``g - s + 1 > threshold``; 2 = at most one step off-policy). ``None`` emits ``null`` (no
+      bound). The sync replay buffer ignores both (``replay_buffer.py:95-97``), so they are not emitted there.
+    """
+    mode = v1_mode(ent, trainer_mode)
+    if mode is None:
+        return []
+    out: list[tuple[str, object]] = [("trainer.v1.trainer_mode", mode)]
+    if mode == "colocate_async":
+        out.append(("trainer.v1.colocate_async.num_warmup_batches", 1))
+    elif mode == "separate_async":
+        out += [("trainer.v1.separate_async.num_warmup_batches", 1),
+                ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
+                ("actor_rollout_ref.rollout.checkpoint_engine.backend", "hccl" if accelerator == "npu" else "nccl")]
+    if mode != "sync":
+        out += [("trainer.v1.sampler.max_off_policy_threshold", None if not max_staleness else int(max_staleness)),
+                ("trainer.v1.sampler.max_off_policy_strategy", "drop")]
+    return out
+
+
+#: key prefixes no code reads when there is no reference policy (0.9: ``need_reference_policy``,
+#: ``verl/trainer/ppo/utils.py:75-79``: ``algorithm.use_kl_in_reward or actor.use_kl_loss``) or no critic
+#: (``need_critic``, ``:96-107``: ``critic.enable``, else only for ``adv_estimator=gae``).
+REF_PREFIX, CRITIC_PREFIX = "actor_rollout_ref.ref.", "critic."
+
+
+def drop_inert(pairs: list[tuple[str, object]], *, use_ref: bool, use_critic: bool) -> list[tuple[str, object]]:
+    """``pairs`` without the ``ref.*`` keys when ``use_ref`` is False and ``critic.*`` keys when ``use_critic``
+    is False (keys with a leading ``+`` included)."""
+    def dead(k: str) -> bool:
+        k = k.lstrip("+")
+        return (not use_ref and k.startswith(REF_PREFIX)) or (not use_critic and k.startswith(CRITIC_PREFIX))
+    return [(k, v) for k, v in pairs if not dead(k)]
 
 
 def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]]:

@@ -86,6 +86,30 @@ PARAMS: tuple[Param, ...] = (
        "*_micro_batch_size_per_gpu when dynamic_batch is off", minimum=1),
     _p("max_position_embeddings", "MAX_POSITION_EMBEDDINGS", 0, "int",
        "override the model context (0: the model's own)", unit="tokens", minimum=0),
+    _p("trainer_mode", "DAPO_MODE", "async", "str",
+       "launch's verl V1 trainer mode: async = trainer.v1.trainer_mode=colocate_async (the runbook's single-async "
+       "DAPO), sync = synchronous DAPO; one-step-off always runs separate_async", flag="--mode",
+       choices=("async", "sync")),
+    _p("max_staleness", "MAX_STALENESS", 2, "int",
+       "async modes: trainer.v1.sampler.max_off_policy_threshold, strategy drop (2 = at most one step off-policy; "
+       "0 = no bound)", flag=None, unit="model versions", minimum=0),
+    _p("parameter_sync_step", "PARAMETER_SYNC_STEP", 0, "int",
+       "one-step-off: mini-batches between weight syncs, trainer.v1.separate_async.parameter_sync_step; verl needs "
+       "train_batch_size = parameter_sync_step x ppo_mini_batch_size (0: train_batch_size / ppo_mini_batch_size)",
+       flag=None, unit="mini-batches", minimum=0),
+    _p("max_actor_ckpt_to_keep", "MAX_CKPT_TO_KEEP", 3, "int",
+       "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save); preflight's disk check "
+       "counts this many", flag=None, unit="checkpoints", minimum=0),
+    _p("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT", 7200, "int",
+       "NPU: HCCL_CONNECT_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
+       minimum=1),
+    _p("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT", 60000, "int",
+       "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
+       minimum=1),
+    _p("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", "str",
+       "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+    _p("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", "str",
+       "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
     _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
     _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)"),
     _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)"),
@@ -267,6 +291,29 @@ def render_markdown() -> str:
         "`DAPO_OPS_CONFIG` overrides the path; keys in `[run]` unless shown with their table) > default.",
         "Secrets (SwanLab API key, webhook URLs) are not settings: see the SwanLab setup and notifier docs.",
         "",
+        "## Which verl trainer each task runs (verl 0.9 profile)",
+        "",
+        "Both tasks run verl's V1 trainer, `python3 -m verl.trainer.main_ppo` (Megatron: `model_engine=megatron`), in",
+        "the V1 mode `trainer.v1.trainer_mode` (`verl/trainer/config/ppo_trainer.yaml:238`); the dry-run plan says which.",
+        "",
+        "| task | `trainer.v1.trainer_mode` | why |",
+        "|---|---|---|",
+        "| `inv launch` (default, `--mode async`) | `colocate_async` | the runbook's run_dapo.sh is single-async DAPO: rollout "
+        "colocated with training, one warm-up batch prefetched, partial rollout (`verl/trainer/ppo/v1/"
+        "trainer_colocate_async.py`); staleness bounded by `max_staleness` (strategy `drop`) |",
+        "| `inv launch --mode sync` | `sync` | plain synchronous DAPO (`trainer_sync.py`) |",
+        "| `inv one-step-off` | `separate_async` | trainer and rollout pools on separate devices "
+        "(`actor_rollout_ref.hybrid_engine=False`, `actor_rollout_ref.rollout.nnodes/n_gpus_per_node`; "
+        "`trainer_separate_async.py`); verl's CI replaced the legacy `verl.experimental.one_step_off_policy` entry "
+        "with it, and that entry's trainer never reads `algorithm.filter_groups` (no DAPO dynamic sampling) |",
+        "",
+        "Every mode does DAPO dynamic sampling (`algorithm.filter_groups.*`, `verl/trainer/ppo/v1/trainer_base.py:187-212`;",
+        "V1 ignores `max_num_gen_batches`). The 0.8 profile keeps its 0.8-era entries (`recipe.dapo.main_dapo`, the",
+        "legacy one-step-off entry) and ignores `trainer_mode`, `max_staleness`, `parameter_sync_step` and",
+        "`max_actor_ckpt_to_keep`.",
+        "",
+        "## Settings",
+        "",
         "| setting | flag | env var | config key | default | type | help |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -282,7 +329,8 @@ def render_markdown() -> str:
         if p.choices:
             typ += ": " + "/".join(c for c in p.choices if c)
         env = ", ".join(f"`{e}`" for e in p.env)
-        lines.append(f"| `{p.name}` | `{p.flag}` | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
+        flag = f"`{p.flag}`" if p.flag else "(env / file only)"
+        lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -41,6 +41,26 @@ def test_one_step_off_dry_run(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "actor_rollout_ref.hybrid_engine=False" in res.stdout
     assert "trainer.total_training_steps=4" in res.stdout
+    assert "trainer.v1.trainer_mode=separate_async" in res.stdout and "algorithm.filter_groups.enable=True" in res.stdout
+    assert "actor_rollout_ref.rollout.n_gpus_per_node=4" in res.stdout
+    assert "trainer.v1.separate_async.parameter_sync_step=4" in res.stdout
+
+
+def test_mode_flag_picks_the_dapo_trainer_mode_and_the_plan_says_it(tmp_path):
+    res = inv(["launch", "--dry-run", "--steps", "4"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "trainer.v1.trainer_mode=colocate_async" in res.stdout and "trainer_mode=colocate_async: single-async" in res.stdout
+    res = inv(["launch", "--dry-run", "--steps", "4", "--mode", "sync"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "trainer.v1.trainer_mode=sync" in res.stdout and "max_off_policy_threshold" not in res.stdout
+    res = inv(["launch", "--dry-run", "--steps", "4"], tmp_path, {"DAPO_MODE": "sync"})
+    assert "trainer.v1.trainer_mode=sync" in res.stdout
+    res = inv(["one-step-off", "--dry-run", "--mode", "sync"], tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "--mode sync does not apply to one-step-off" in res.stderr
+    res = inv(["one-step-off", "--dry-run", "--train-batch-size", "32"], tmp_path, {"PARAMETER_SYNC_STEP": "4"})
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "train_batch_size=32 must equal parameter_sync_step=4 x ppo_mini_batch_size=16" in res.stderr
 
 
 def test_flag_beats_env_beats_default(tmp_path):

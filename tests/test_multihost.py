@@ -51,7 +51,7 @@ def test_dapo_on_two_hosts_asks_verl_for_two_nodes_of_eight(tmp_path):
 def test_one_step_off_on_three_hosts_gives_the_rollout_pool_two_nodes(tmp_path):
     hosts = _hosts(tmp_path, 3)
     plan, topo = _plan(hosts, "one-step-off", trainer_gpus=8, rollout_gpus=8)
-    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "rollout.nnodes=2", "rollout.n_gpus_per_node=8",
+    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.nnodes=2", "actor_rollout_ref.rollout.n_gpus_per_node=8",
               "actor_rollout_ref.hybrid_engine=False"):
         assert o in plan.argv, o
     assert topo.placement == {"h1": "trainer 8", "h2": "rollout 8", "h3": "rollout 8"}
@@ -60,7 +60,7 @@ def test_one_step_off_on_three_hosts_gives_the_rollout_pool_two_nodes(tmp_path):
 def test_one_step_off_8_plus_8_fits_two_hosts_but_not_one(tmp_path):
     hosts = _hosts(tmp_path, 2)
     plan, _ = _plan(hosts, "one-step-off", trainer_gpus=8, rollout_gpus=8)
-    assert "rollout.n_gpus_per_node=8" in plan.argv
+    assert "actor_rollout_ref.rollout.n_gpus_per_node=8" in plan.argv
     with pytest.raises(TopologyError, match="per host"):
         _plan(hosts, "one-step-off", trainer_gpus=16, rollout_gpus=8)
 

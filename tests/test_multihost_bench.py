@@ -138,7 +138,8 @@ def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox,
     rec = wait_for(sandbox, "h1", run_id, ended)
     assert rec["status"] == "succeeded", rec.get("verdict")
     ovr = verl_overrides(sandbox, "h1", run_id)
-    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "rollout.nnodes=1", "rollout.n_gpus_per_node=8",
+    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.nnodes=1",
+              "actor_rollout_ref.rollout.n_gpus_per_node=8", "trainer.v1.trainer_mode=separate_async",
               "actor_rollout_ref.hybrid_engine=False"):
         assert o in ovr, o
     log = train_log(sandbox, "h1", run_id)

@@ -32,10 +32,11 @@ def test_entry_modules_and_config_names():
     a = build_command(spec(framework="megatron"), resolve(""))
     assert "model_engine=megatron" in a
     a = build_command(spec("one-step-off", "megatron"), resolve(""))
-    assert a[2] == "verl.experimental.one_step_off_policy.main_ppo"
+    assert a[2] == "verl.trainer.main_ppo" and "model_engine=megatron" in a  # V1 separate_async, not the legacy entry
+    assert not any(x.startswith("--config-name") or x.startswith("hydra.searchpath") for x in a)
+    a = build_command(spec("one-step-off", "megatron", profile="0.8"), resolve(""))
+    assert a[2] == "verl.experimental.one_step_off_policy.main_ppo"  # the 0.8 profile keeps its entry
     assert "--config-name=one_step_off_ppo_megatron_trainer" in a
-    a = build_command(spec("one-step-off", "fsdp"), resolve(""))
-    assert not any(x.startswith("--config-name") for x in a)
     a = build_command(spec(profile="0.8"), resolve(""))
     assert a[2] == "recipe.dapo.main_dapo"
     a = build_command(spec(profile="0.8", framework="megatron"), resolve(""))
@@ -75,8 +76,9 @@ def test_dapo_algorithm_settings():
     assert d["+reward.reward_kwargs.overlong_buffer_cfg.enable"] == "True"
     assert int(d["+reward.reward_kwargs.overlong_buffer_cfg.len"]) <= 8192
     assert d["algorithm.filter_groups.enable"] == "True"
-    # one-step-off does no dynamic sampling
-    d = kv(build_command(spec("one-step-off"), resolve("")))
+    # one-step-off on 0.9 (V1 separate_async) does DAPO dynamic sampling; the 0.8 legacy entry does not
+    assert kv(build_command(spec("one-step-off"), resolve("")))["algorithm.filter_groups.enable"] == "True"
+    d = kv(build_command(spec("one-step-off", profile="0.8"), resolve("")))
     assert "algorithm.filter_groups.enable" not in d
 
 
@@ -107,9 +109,91 @@ def test_one_step_off_pools_and_hybrid_engine():
     d = kv(build_command(spec("one-step-off", trainer_gpus=6, rollout_gpus=2, train_batch_size=48,
                               ppo_mini_batch_size=12), resolve("")))
     assert d["actor_rollout_ref.hybrid_engine"] == "False"
-    assert d["trainer.n_gpus_per_node"] == "6" and d["rollout.n_gpus_per_node"] == "2"
-    assert d["trainer.nnodes"] == "1" and d["rollout.nnodes"] == "1"
-    assert d["hydra.searchpath"] == "[file:///verl/verl/trainer/config]"
+    assert d["trainer.n_gpus_per_node"] == "6" and d["actor_rollout_ref.rollout.n_gpus_per_node"] == "2"
+    assert d["trainer.nnodes"] == "1" and d["actor_rollout_ref.rollout.nnodes"] == "1"
+    # the legacy entry's keys are gone on the V1 path (trainer_separate_async.py:64-66 reads the rollout pool)
+    assert not any(k.startswith("rollout.") or k.startswith("hydra.searchpath") for k in d)
+    d = kv(build_command(spec("one-step-off", profile="0.8", trainer_gpus=6, rollout_gpus=2, train_batch_size=48,
+                              ppo_mini_batch_size=12), resolve("")))
+    assert d["rollout.n_gpus_per_node"] == "2" and d["hydra.searchpath"] == "[file:///verl/verl/trainer/config]"
+
+
+# ---- verl 0.9.1 fidelity (issue 15): each finding, checked against what verl's code reads
+
+def test_launch_runs_v1_colocate_async_dapo_with_a_staleness_bound():
+    """trainer_base.py:129 reads trainer.v1.trainer_mode (ppo_trainer.yaml:238 defaults to sync)."""
+    d = kv(build_command(spec(), resolve("")))
+    assert d["trainer.v1.trainer_mode"] == "colocate_async"
+    assert d["trainer.v1.colocate_async.num_warmup_batches"] == "1"
+    assert d["trainer.v1.sampler.max_off_policy_threshold"] == "2"
+    assert d["trainer.v1.sampler.max_off_policy_strategy"] == "drop"
+    assert d["algorithm.filter_groups.enable"] == "True" and d["algorithm.filter_groups.metric"] == "acc"
+    assert "algorithm.filter_groups.max_num_gen_batches" not in d  # V1 ignores it (trainer_base.py:203-209)
+    d = kv(build_command(spec(trainer_mode="sync"), resolve("")))
+    assert d["trainer.v1.trainer_mode"] == "sync" and not any(k.startswith("trainer.v1.sampler") for k in d)
+    assert "trainer.v1.trainer_mode" not in kv(build_command(spec(profile="0.8"), resolve("")))
+
+
+def test_one_step_off_is_v1_separate_async_dapo():
+    d = kv(build_command(spec("one-step-off", accelerator="npu"), resolve("")))
+    assert d["trainer.v1.trainer_mode"] == "separate_async"
+    assert d["trainer.v1.separate_async.parameter_sync_step"] == "4"  # 64 = 4 x 16 (trainer_separate_async.py:59)
+    assert d["algorithm.filter_groups.enable"] == "True"
+    assert d["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "hccl"  # naive is refused (:68)
+    g = kv(build_command(spec("one-step-off", accelerator="gpu", parameter_sync_step=4), resolve("")))
+    assert g["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nccl"
+
+
+def test_parameter_sync_step_mismatch_is_one_line_naming_both_settings():
+    with pytest.raises(OverrideError) as e:
+        check_spec(spec("one-step-off", train_batch_size=32, parameter_sync_step=4))
+    msg = str(e.value)
+    assert "\n" not in msg and "train_batch_size=32" in msg and "parameter_sync_step=4" in msg
+    assert "ppo_mini_batch_size=16" in msg
+    check_spec(spec("one-step-off", train_batch_size=32))  # 0 (default): 32 / 16 = 2
+    assert kv(build_command(spec("one-step-off", train_batch_size=32), resolve("")))[
+        "trainer.v1.separate_async.parameter_sync_step"] == "2"
+    with pytest.raises(OverrideError, match="--mode sync does not apply to one-step-off"):
+        check_spec(spec("one-step-off", trainer_mode="sync"))
+
+
+def test_megatron_remove_padding_uses_the_model_key_v1_copies_into_the_engine():
+    """engine_workers.py:114/:585/:630 overwrite the engine's use_remove_padding with the model's."""
+    d = kv(build_command(spec(framework="megatron"), resolve("-remove_padding")))
+    assert d["actor_rollout_ref.model.use_remove_padding"] == "False"
+    assert "actor_rollout_ref.actor.megatron.use_remove_padding" not in d
+    d8 = kv(build_command(spec(framework="megatron", profile="0.8"), resolve("-remove_padding")))
+    assert d8["actor_rollout_ref.actor.megatron.use_remove_padding"] == "False"
+
+
+def test_npu_fsdp_turns_the_engine_torch_compile_off():
+    """engine/fsdp.yaml:54 + fsdp/transformer_impl.py:183-187 read fsdp_config.use_torch_compile."""
+    assert kv(build_command(spec(accelerator="npu"), resolve("")))[
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile"] == "False"
+    assert "actor_rollout_ref.actor.fsdp_config.use_torch_compile" not in kv(build_command(spec(), resolve("")))
+
+
+def test_max_position_embeddings_reaches_the_rollout():
+    d = kv(build_command(spec(max_position_embeddings=40960), resolve("")))
+    assert d[profiles.PLUS_MAX_POS] == "40960" and d[profiles.PLUS_MAX_POS_ROLLOUT] == "40960"
+
+
+def test_bounded_checkpoints_when_set():
+    assert kv(build_command(spec(max_actor_ckpt_to_keep=3), resolve("")))["trainer.max_actor_ckpt_to_keep"] == "3"
+    assert "trainer.max_actor_ckpt_to_keep" not in kv(build_command(spec(max_actor_ckpt_to_keep=0), resolve("")))
+
+
+@pytest.mark.parametrize("mode", profiles.MODES)
+@pytest.mark.parametrize("fw", profiles.FRAMEWORKS)
+def test_no_ref_or_critic_keys_without_a_reference_or_critic(mode, fw):
+    """need_reference_policy / need_critic (verl/trainer/ppo/utils.py:75-107): KL off and GRPO need neither."""
+    keys = [k.lstrip("+") for k in kv(build_command(spec(mode, fw), resolve("offload,recompute")))]
+    assert not [k for k in keys if k.startswith("actor_rollout_ref.ref.") or k.startswith("critic.")]
+    assert "actor_rollout_ref.nccl_timeout" not in keys
+    sp = spec(mode, fw, extra_overrides=["actor_rollout_ref.actor.use_kl_loss=True"])
+    keys = kv(build_command(sp, resolve("offload")))
+    assert any(k.startswith("actor_rollout_ref.ref.") for k in keys)  # a KL loss brings the reference back
+    assert any(k.startswith("critic.") for k in kv(build_command(spec(mode, fw, profile="0.8"), resolve(""))))
 
 
 def test_plus_only_where_the_yaml_lacks_the_key():
@@ -146,7 +230,8 @@ def test_setting_changes_apply():
 
 def test_fsdp_means_fsdp2_strategy():
     d = kv(build_command(spec(framework="fsdp"), resolve("")))
-    assert d["actor_rollout_ref.actor.strategy"] == d["critic.strategy"] == "fsdp2"
+    assert d["actor_rollout_ref.actor.strategy"] == "fsdp2" and "critic.strategy" not in d  # no critic for GRPO
+    assert kv(build_command(spec(framework="fsdp", profile="0.8"), resolve("")))["critic.strategy"] == "fsdp2"
     assert "actor_rollout_ref.actor.strategy" not in kv(build_command(spec(framework="megatron"), resolve("")))
 
 

@@ -25,10 +25,11 @@ def test_plan_without_host_uses_defaults_and_is_complete():
     assert p.ckpt_dir == f"/verl/dapo_runs/{RUN_ID}/checkpoints" and p.log_path == f"/verl/dapo_runs/{RUN_ID}/train.log"
     assert p.spec["settings"]["steps"] == 100 and p.spec["max_oom_retries"] == 2
     assert p.spec["features"] == p.features.to_json() and p.spec["disabled_features"] == []
-    assert p.argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    n = len(p.spec["launcher"])  # NPU: the CANN launcher first (test_npu_plan_sources_cann_...)
+    assert p.argv[n:n + 3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert f"trainer.default_local_dir={p.ckpt_dir}" in p.argv
     assert "trainer.logger=[console]" in p.argv
-    assert p.command.startswith("cd /verl && python3 -m verl.trainer.main_ppo ")
+    assert p.command.startswith("cd /verl && bash -c ") and " dapo-ops-cann python3 -m verl.trainer.main_ppo " in p.command
 
 
 def test_plan_with_inventory_host():
@@ -40,8 +41,78 @@ def test_plan_with_inventory_host():
     s = p.spec["settings"]
     assert s["model_path"] == "/models/Qwen3-8B" and s["train_file"] == "/data/dapo-math-17k.parquet"
     assert "trainer.logger=[console,swanlab]" in p.argv
-    assert "hydra.searchpath=[file:///work/verl/trainer/config]" in p.argv
+    assert "trainer.v1.trainer_mode=separate_async" in p.argv and not any("hydra.searchpath" in a for a in p.argv)
     assert "trainer.device=npu" not in p.argv
+    p8 = planning.make_plan(st(profile="0.8"), h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
+    assert "hydra.searchpath=[file:///work/verl/trainer/config]" in p8.argv
+
+
+@pytest.mark.parametrize("mode,flags,want", [
+    ("dapo", {}, "trainer_mode=colocate_async"), ("dapo", {"trainer_mode": "sync"}, "trainer_mode=sync"),
+    ("one-step-off", {}, "trainer_mode=separate_async")])
+def test_plan_says_which_verl_trainer_and_mode_runs(mode, flags, want):
+    p = planning.make_plan(st(**flags), None, mode=mode, run_id=RUN_ID, swanlab_logger=False)
+    text = plan_mod.render_text(p, width=400)
+    line = [ln for ln in text.splitlines() if ln.startswith("trainer: ")]
+    assert line and "verl.trainer.main_ppo V1 " + want in line[0], text
+    assert f"trainer.v1.{want}" in p.argv
+
+
+def test_plan_env_pins_verl_logging_info_and_shows_overridable_hccl_defaults():
+    """trainer_base.py:102: the lines the supervisor reads are INFO logging; HCCL defaults of verl's NPU scripts."""
+    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    env = p.spec["env"]
+    assert env["VERL_LOGGING_LEVEL"] == "INFO"
+    assert env["HCCL_CONNECT_TIMEOUT"] == "7200" and env["HCCL_EXEC_TIMEOUT"] == "60000"
+    assert env["HCCL_HOST_SOCKET_PORT_RANGE"] == "60000-60050" and env["HCCL_NPU_SOCKET_PORT_RANGE"] == "61000-61050"
+    text = plan_mod.render_text(p, width=400)
+    assert "HCCL_CONNECT_TIMEOUT=7200" in text and "VERL_LOGGING_LEVEL=INFO" in text
+    p = planning.make_plan(settings.resolve({}, {"HCCL_CONNECT_TIMEOUT": "1800", "HCCL_NPU_SOCKET_PORT_RANGE": ""}, {}),
+                           None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert p.spec["env"]["HCCL_CONNECT_TIMEOUT"] == "1800"
+    gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
+    assert not any(k.startswith("HCCL_") for k in
+                   planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec["env"])
+
+
+def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path):
+    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert p.argv[:2] == ["bash", "-c"] and p.argv[3] == "dapo-ops-cann"
+    ascend = tmp_path / "set_env.sh"
+    ascend.write_text("export ASCEND_TOOLKIT_HOME=/x; export FROM_CANN=yes\n")
+    script = p.argv[2].replace("/usr/local/Ascend/ascend-toolkit/set_env.sh", str(ascend))
+    probe = ["bash", "-c", script, "dapo-ops-cann", sys.executable, "-c", "import os; print(os.environ.get('FROM_CANN'))"]
+    env = {k: v for k, v in os.environ.items() if k != "ASCEND_TOOLKIT_HOME"}
+    assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "yes"
+    env["ASCEND_TOOLKIT_HOME"] = "/already"  # the image's ENV has it: nothing sourced
+    assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "None"
+    gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
+    assert planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).argv[0] == "python3"
+    assert "launcher" not in planning.make_plan(st(profile="0.8"), None, mode="dapo", run_id=RUN_ID,
+                                                swanlab_logger=False).spec
+
+
+def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
+    p = planning.make_plan(st(features="-flash_attn"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert not p.features.has("remove_padding") and "remove_padding" in p.features.disabled
+    assert "actor_rollout_ref.model.use_remove_padding=False" in p.argv
+    text = plan_mod.render_text(p, width=400)
+    assert "-flash_attn implies -remove_padding" in text
+    with pytest.raises(planning.PlanError, match="remove_padding needs flash_attn"):
+        planning.make_plan(st(features="-flash_attn,remove_padding"), None, mode="dapo", run_id=RUN_ID,
+                           swanlab_logger=False)
+    p8 = planning.make_plan(st(features="-flash_attn", profile="0.8"), None, mode="dapo", run_id=RUN_ID,
+                            swanlab_logger=False)
+    assert p8.features.has("remove_padding")  # the 0.8 profile keeps its behaviour
+
+
+def test_checkpoints_are_bounded_by_default_on_09():
+    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert p.spec["settings"]["max_actor_ckpt_to_keep"] == 3 and "trainer.max_actor_ckpt_to_keep=3" in p.argv
+    p = planning.make_plan(settings.resolve({}, {"MAX_CKPT_TO_KEEP": "0"}, {}), None, mode="dapo", run_id=RUN_ID,
+                           swanlab_logger=False)
+    assert p.spec["settings"]["max_actor_ckpt_to_keep"] is None
+    assert not any("max_actor_ckpt_to_keep" in a for a in p.argv)
 
 
 def test_plan_errors_are_one_line():

@@ -168,3 +168,53 @@ def test_remote_error_kinds_map_to_checks():
                                       "message": "host key of root@192.0.2.11:22 is not in /k; verify it and add it "
                                                  "(ssh-keyscan 192.0.2.11 >> /k) or pass --accept-new-host-keys"}})
     assert k[0].name == "ssh" and k[0].status == "fail" and "--accept-new-host-keys" in k[0].fix
+
+
+def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkeypatch):
+    """The real probe looks the modules up in this interpreter: missing -> fail with a fix; present -> ok."""
+    spec = _spec(tmp_path)
+    spec["framework"] = "megatron"
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    assert req["modules"] == ["transfer_queue", "megatron.bridge"]
+    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    assert checks["transfer_queue"].status == "fail" and "verl-core" in checks["transfer_queue"].fix
+    assert checks["megatron.bridge"].status == "fail" and "megatron-bridge" in checks["megatron.bridge"].fix
+    assert {"transfer_queue", "megatron.bridge"} <= set(pc.QUICK_CHECKS)  # a launch stops on them
+    site = tmp_path / "site"
+    (site / "transfer_queue").mkdir(parents=True)
+    (site / "transfer_queue" / "__init__.py").write_text("")
+    (site / "megatron" / "bridge").mkdir(parents=True)
+    (site / "megatron" / "bridge" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(site))
+    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    assert checks["transfer_queue"].status == "ok" and checks["megatron.bridge"].status == "ok"
+    spec["framework"], spec["profile"] = "fsdp", "0.8"
+    assert pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"] == []
+
+
+def test_cann_check_says_which_set_env_it_found(tmp_path, standin, monkeypatch):
+    spec = _spec(tmp_path)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    assert req["cann_files"][0] == "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+    f = tmp_path / "set_env.sh"
+    f.write_text("")
+    req["cann_files"] = [str(f), str(tmp_path / "atb_set_env.sh")]
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    c = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"]
+    assert c.status == "ok" and str(f) in c.message and "atb_set_env" not in c.message
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
+    c = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"]
+    assert c.status == "ok" and "ASCEND_TOOLKIT_HOME=/usr/local/Ascend" in c.message
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME")
+    req["cann_files"] = [str(tmp_path / "none.sh")]
+    assert _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"].status == "warn"
+    assert "cann_files" not in pc.probe_request(_host(accelerator="gpu"), pc.plan_view(spec), full=False)
+
+
+def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
+    make_model(tmp_path / "m", max_pos=4096)
+    make_parquet(tmp_path / "t.parquet", 10)
+    spec = _spec(tmp_path, max_actor_ckpt_to_keep=3)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["disk"]
+    assert "3 save(s)" in d.message

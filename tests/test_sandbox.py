@@ -123,6 +123,26 @@ def test_one_step_off_needs_hybrid_engine_false(sandbox, h1):
     assert rc == 1 and grep("AssertionError", log)
 
 
+SEPARATE = ["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.hybrid_engine=False",
+            "trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=hccl"]
+
+
+def test_v1_separate_async_checks_like_verl(sandbox, h1):
+    """0.9.1 one-step-off = main_ppo separate_async: the stand-in runs it and asserts what
+    trainer_separate_async.py:59-68 asserts."""
+    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE, "trainer.total_training_steps=2",
+                                 "trainer.v1.separate_async.parameter_sync_step=4"])
+    assert rc == 0, log.read_text()[-2000:]
+    assert steps(log) == [1, 2]
+    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE, "trainer.total_training_steps=2",
+                                 "trainer.v1.separate_async.parameter_sync_step=2"])
+    assert rc == 1 and grep("train_batch_size must equal parameter_sync_step * ppo_mini_batch_size", log)
+    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE[:-1], "trainer.total_training_steps=2",
+                                 "trainer.v1.separate_async.parameter_sync_step=4"])
+    assert rc == 1 and grep("backend for separate async training", log)
+
+
 @pytest.mark.parametrize("module,overrides,devices,line", [
     (ONE_STEP, ["actor_rollout_ref.hybrid_engine=False"], 8, "Total available GPUs 8.0 is less than total desired GPUs 16"),
     (MAIN_PPO, [], 4, "Total available GPUs 4.0 is less than total desired GPUs 8"),

@@ -89,7 +89,9 @@ def test_remote_script_runs_standalone_with_json_on_stdin(root, tmp_path):
 
 
 def test_request_for_container_root_keeps_container_paths():
-    argv = overrides.build_command(_spec("one-step-off", "megatron"), features.resolve(""))
+    sp = _spec("one-step-off", "megatron")
+    sp["profile"] = "0.8"  # the legacy one-step-off entry (0.9 runs main_ppo separate_async)
+    argv = overrides.build_command(sp, features.resolve(""))
     req = validate.request_for(argv, "/verl")
     assert req["config_dir"] == "/verl/verl/experimental/one_step_off_policy/config"
     assert req["config_name"] == "one_step_off_ppo_megatron_trainer"

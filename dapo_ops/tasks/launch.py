@@ -65,6 +65,8 @@ HELP = {
     "http_proxy": "proxy for the container (env http_proxy; default: hosts.toml [proxy])",
     "https_proxy": "HTTPS proxy for the container (env https_proxy; default: hosts.toml [proxy])",
     "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
+    "mode": "launch: async (default; verl V1 colocate_async, single-async DAPO) | sync (synchronous DAPO) "
+            "(env DAPO_MODE); one-step-off always runs separate_async",
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here)",
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
     "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
@@ -324,7 +326,7 @@ def _from_task_args(c, mode: str, args: dict) -> None:
     """Body shared by ``launch`` and ``one-step-off``: split the task's arguments into settings flags (only those
     given) and launch options, then :func:`_launch`."""
     args.pop("c", None)
-    flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS})
+    flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS}, trainer_mode=args.pop("mode"))
     if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
         os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
     _launch(c, mode, flags, **args)
@@ -338,7 +340,7 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False):
+           independent=False, mode=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     _from_task_args(c, "dapo", dict(locals()))
 
@@ -352,6 +354,6 @@ def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file
                  https_proxy="",
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False):
+                 independent=False, mode=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     _from_task_args(c, "one-step-off", dict(locals()))

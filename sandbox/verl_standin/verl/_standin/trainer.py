@@ -154,7 +154,10 @@ class StandinTrainer:
     def __init__(self, config: DictConfig, entry: str):
         self.cfg = config
         self.entry = entry
-        self.one_step_off = entry == "one_step_off"
+        # V1 (main_ppo) separate_async is 0.9.1's one-step-off: trainer and rollout pools apart
+        self.v1_mode = str(_sel(config, "trainer.v1.trainer_mode", "sync")) if entry == "main_ppo" else None
+        self.separate_async = self.v1_mode == "separate_async"
+        self.one_step_off = entry == "one_step_off" or self.separate_async
         self.scn = cues.scenario()
         self.dev = cues.devices()
         self.fail = self.scn.get("failure") or None
@@ -219,7 +222,11 @@ class StandinTrainer:
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
-        if self.one_step_off:
+        if self.v1_mode is not None:
+            import transfer_queue  # noqa: F401  (the real V1 TaskRunner does: verl/trainer/main_ppo.py:137)
+
+            self._check_v1_mode()
+        elif self.one_step_off:
             # one-step-off ray_trainer.py:88 (0.9.1): bare assert
             assert not bool(_sel(cfg, "actor_rollout_ref.hybrid_engine", True))
         startup = float(self.scn.get("startup_time", 0.0))
@@ -237,6 +244,38 @@ class StandinTrainer:
         start = self._load_checkpoint()
         self._fit(start, total)
 
+    def _check_v1_mode(self):
+        """What verl 0.9.1's V1 trainer checks before it builds workers (same messages)."""
+        cfg = self.cfg
+        mode = self.v1_mode
+        # verl/trainer/ppo/v1/__init__.py get_trainer_cls: registered modes only
+        if mode not in ("sync", "colocate_async", "separate_async"):
+            raise ValueError(f"Unknown trainer mode: {mode}")
+        sampler = "trainer.v1.sampler."
+        thr = _sel(cfg, sampler + "max_off_policy_threshold")
+        if thr is not None:  # replay_buffer.py:165-177
+            assert isinstance(thr, int) and thr > 0, (
+                f"Invalid max off policy threshold: {thr}, must be an integer greater than 0, or null to disable "
+                "off-policy version control")
+        strat = _sel(cfg, sampler + "max_off_policy_strategy", "drop")
+        assert strat in ["drop", "wait"], f"Invalid max off policy strategy: {strat}, must be one of ['drop', 'wait']"
+        if bool(_sel(cfg, "algorithm.filter_groups.enable", False)) and not _sel(cfg, "algorithm.filter_groups.metric"):
+            raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
+        if not self.separate_async:
+            return
+        # trainer_separate_async.py:56-70
+        tbs = int(_sel(cfg, "data.train_batch_size"))
+        mini = int(_sel(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size"))
+        pss = int(_sel(cfg, "trainer.v1.separate_async.parameter_sync_step"))
+        assert tbs == pss * mini, (
+            f"train_batch_size must equal parameter_sync_step * ppo_mini_batch_size in separate async "
+            f"training, but got train_batch_size={tbs}, parameter_sync_step={pss}, ppo_mini_batch_size={mini}")
+        assert int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0)) > 0, "nnodes must be > 0 in separate async training"
+        assert int(_sel(cfg, "actor_rollout_ref.rollout.n_gpus_per_node", 0)) > 0, (
+            "n_gpus_per_node must be > 0 in separate async training")
+        assert _sel(cfg, "actor_rollout_ref.rollout.checkpoint_engine.backend", "naive") != "naive", (
+            "please use nccl/nixl/mooncake, etc. backend for separate async training")
+
     def _ray_connect(self):
         import ray
 
@@ -248,7 +287,10 @@ class StandinTrainer:
     def _check_resources(self, nnodes: int):
         cfg = self.cfg
         desired = int(_sel(cfg, "trainer.nnodes", 1)) * int(_sel(cfg, "trainer.n_gpus_per_node", 8))
-        if self.one_step_off:
+        if self.separate_async:  # the standalone rollout pool (trainer_separate_async.py:399)
+            desired += (int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0))
+                        * int(_sel(cfg, "actor_rollout_ref.rollout.n_gpus_per_node", 8)))
+        elif self.one_step_off and not self.separate_async:
             desired += int(_sel(cfg, "rollout.nnodes", 1)) * int(_sel(cfg, "rollout.n_gpus_per_node", 8))
         if self.ray is not None:
             res = self.ray.cluster_resources()

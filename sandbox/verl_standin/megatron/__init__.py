@@ -1,0 +1,1 @@
+"""STAND-IN for the Megatron namespace (sandbox only); see ``megatron/bridge``."""
