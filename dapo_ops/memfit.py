@@ -277,8 +277,9 @@ def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) 
     from . import memladder
 
     m = Model.from_config(cfg)
-    planned = estimate(m, setup_from_spec(spec, features, device_gib))
-    fs, changes, rungs, est = features, {}, [], planned
+    changes = dict(spec.get("setting_changes") or {})  # a plan that already starts on estimate rungs
+    planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
+    fs, rungs, est = features, [], planned
     settings = dict(spec.get("settings") or {}, framework=spec.get("framework"), mode=spec.get("mode"))
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest

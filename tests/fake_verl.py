@@ -4,6 +4,7 @@
 ``[python, this file, <json args>]``. Behaviour comes from ``<run_dir>/fake.json``:
 
 ``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
+   "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
 
@@ -88,10 +89,11 @@ def main() -> int:
             out("(WorkerDict pid=7) " + noise)
         oom = cfg.get("oom_at") == step and (
             cfg.get("oom_always") or not all(f in feats for f in cfg.get("oom_unless", ["offload"]))
+            or not all(k in a["changes"] for k in cfg.get("oom_unless_changes", []))
         )
         if oom:
             out("Traceback (most recent call last):")
-            out('  File "dp_actor.py", line 1, in update_policy')
+            out(cfg.get("oom_frame", '  File "model.py", line 1, in forward'))  # no phase: the unknown-phase ladder
             out(CUDA_OOM)
             time.sleep(600)  # peers block in a collective
             return 1
