@@ -50,6 +50,9 @@ from .features import FeatureSet
 from .memladder import (PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status,  # noqa: F401
                         keep_token_budgets, phase_of, phase_rungs, token_budget_floor, troubleshooting_md)
 
+#: docs/troubleshooting.md section hook (dapo_ops.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
+troubleshooting_section = troubleshooting_md
+
 KV_CEILING = 0.9
 DEFAULT_MAX_OOM_RETRIES = 2
 _STOP_CLASSES = {

@@ -51,6 +51,10 @@ class FitError(ValueError):
     """The plan cannot fit the devices on any rung; the message is one line with the numbers."""
 
 
+class EstimateUnavailable(ValueError):
+    """``config.json`` lacks a shape key the estimate needs (one line naming it); nothing is refused for it."""
+
+
 def model_facts(cfg: dict) -> dict:
     """The ``config.json`` keys the estimate uses (JSON-able; multimodal ``text_config`` merged in)."""
     src = dict(cfg or {})
@@ -80,7 +84,7 @@ class Model:
 
     @classmethod
     def from_config(cls, cfg: dict) -> "Model":
-        """Raises :class:`FitError` (one line) when a required key is missing."""
+        """Raises :class:`EstimateUnavailable` (one line) when a required key is missing."""
         c = model_facts(cfg)
         try:
             h, a = int(c["hidden_size"]), int(c["num_attention_heads"])
@@ -93,7 +97,7 @@ class Model:
                        experts=e, moe_intermediate=int(c.get("moe_intermediate_size") or 0),
                        top_k=int(c.get("num_experts_per_tok") or 1))
         except (KeyError, TypeError, ValueError) as ex:
-            raise FitError(f"config.json lacks {ex} for the memory-fit estimate; check the model's config.json") from None
+            raise EstimateUnavailable(f"memory-fit estimate unavailable: config.json lacks {ex}") from None
 
 
 def param_count(m: Model) -> int:
@@ -272,7 +276,7 @@ class Fit:
 def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) -> Fit:
     """Estimate the first attempt; if its tightest phase does not fit, apply that phase's ladder rungs
     (:func:`dapo_ops.memladder.apply_rung`, source ``estimate``) until it fits. Raises :class:`FitError`
-    (one line with the numbers) when no rung makes it fit.
+    (one line with the numbers) when no rung makes it fit, :class:`EstimateUnavailable` when ``cfg`` lacks a key.
     """
     from . import memladder
 

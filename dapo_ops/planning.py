@@ -218,6 +218,10 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         return fs, ["memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
                     "in the container)"]
     gib = (memory or {}).get("device_gib")
+    try:
+        memfit.Model.from_config(cfg)
+    except memfit.EstimateUnavailable as e:
+        return fs, [str(e)]
     if not gib:
         est = memfit.estimate(memfit.Model.from_config(cfg), memfit.setup_from_spec(spec, fs, 0.0))
         per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(est.phases.items(), key=lambda kv: -kv[1]))

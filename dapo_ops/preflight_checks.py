@@ -537,6 +537,8 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     fs = features.FeatureSet.from_json(pv.spec.get("features") or [], pv.spec.get("disabled_features") or ())
     try:
         f = memfit.fit(mem["model_config"], pv.spec, fs, mem["device_gib"])
+    except memfit.EstimateUnavailable as e:
+        return [Check("memory-fit", WARN, str(e), "the device-OOM ladder still applies; complete config.json to get the estimate")]
     except memfit.FitError as e:
         msg, fix = _split_fix(str(e))
         return [Check("memory-fit", FAIL, msg, fix)]

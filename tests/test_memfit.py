@@ -110,9 +110,13 @@ def test_without_device_memory_the_plan_shows_peaks_only():
     assert len(p.memory) == 1 and "device memory unknown here" in p.memory[0] and "update 52.4" in p.memory[0]
 
 
-def test_missing_config_keys_say_which():
-    with pytest.raises(memfit.FitError, match="hidden_size"):
+def test_missing_config_keys_say_which_and_refuse_nothing():
+    with pytest.raises(memfit.EstimateUnavailable, match="hidden_size"):
         memfit.Model.from_config({"model_type": "qwen3"})
+    st = settings.resolve({"framework": "fsdp"}, {}, {})
+    p = planning.make_plan(st, None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
+                           memory={"model_config": {"model_type": "qwen2", "hidden_size": 16}, "device_gib": 8.0})
+    assert p.memory == ["memory-fit estimate unavailable: config.json lacks 'num_attention_heads'"]
 
 
 def test_calibration_csv_estimates_are_current_and_adding_a_row_is_one_line():
