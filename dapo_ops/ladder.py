@@ -182,6 +182,18 @@ def _kv_decide(features, detail, other_used, settings, max_oom_retries) -> Decis
                     f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}", [], [], key)
 
 
+def _short(changes: dict, before: dict) -> str:
+    """``ppo_max_token_len_per_gpu=10240, gpu_memory_utilization=0.5``: what a rung changed, verl key tails."""
+    out = []
+    for k, v in changes.items():
+        if k == "token_budgets":
+            old = before.get("token_budgets") or {}
+            out += [f"{bk.rsplit('.', 1)[-1]}={bv}" for bk, bv in v.items() if old.get(bk) != bv]
+        elif k != "memory_rungs":
+            out.append(f"{k}={v}")
+    return ", ".join(dict.fromkeys(out))
+
+
 def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
     phase = phase_of(detail)
     if phase in STOP_PHASES:
@@ -196,8 +208,8 @@ def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
                         f"({', '.join(phase_rungs(phase, settings.get('framework'), settings.get('mode')))})",
                         skipped, _oom_suggestions(features, detail, settings))
     n = oom_used + 1
-    shown = {k: v for k, v in ch.items() if k != "memory_rungs"}
-    what = f"adding {rung}" if not shown else f"{rung} {shown}"
+    shown = _short(ch, settings)
+    what = f"adding {rung}" if not shown else f"{rung} ({shown})"
     return Decision("retry", fs, ch, f"device OOM in phase {phase}: {what} (OOM retry {n}/{max_oom}), "
                     "resuming from the last checkpoint", skipped, [], "oom")
 
@@ -288,9 +300,8 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | Non
                 break
             used += 1
             added = sorted(d.features.names() - fs.names())
-            shown = {k: v for k, v in d.setting_changes.items() if k != "memory_rungs"}
             rung = d.setting_changes["memory_rungs"][-1]["rung"]
-            steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} {shown}"))
+            steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})"))
             fs = d.features
             s.update(d.setting_changes)
         tail = "stop with the fix" if phase in STOP_PHASES else "stop with suggestions"
