@@ -10,8 +10,11 @@ real OOM (the measured figure is a lower bound): they count as right when the es
 ``--write`` stores the recomputed estimates in the ``estimate_gib`` column. To add a measured run, append ONE
 line to the CSV (columns: ``config,device,device_gib,model,framework,mode,world,rollout_tp,util,prompt,
 response,ppo_micro,logprob_micro,dynamic,gc,offload,steps,phase,measure,measured_gib,estimate_gib,source``;
-``measure``: ``nvidia-smi`` (device peak of ``phase``, MiB/1024), ``torch-max-allocated`` (verl's
-``actor/perf/max_memory_allocated_gb``: the actor process), ``oom``), and run ``--write``.
+``measure``: ``nvidia-smi`` (device peak of ``phase``, MiB/1024; phase ``peak``: the whole run's peak vs the
+tightest estimated phase), ``torch-max-allocated`` (verl's
+``actor/perf/max_memory_allocated_gb``: the actor process), ``oom``; ``dynamic=1``: verl's dynamic batch with the
+budgets dapo-ops sets, 2x / 3x (prompt + response) for update / log-prob), and run ``--write``.
+``bench/memory_fit_device.sh`` runs two more configurations on the GPU and prints their lines.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def evaluate(rows: list[dict], models: dict) -> list[dict]:
     out = []
     for r in rows:
         est = memfit.estimate(memfit.Model.from_config(models[r["model"]]), row_setup(r))
-        val = est.actor_alloc_gib if r["measure"] == "torch-max-allocated" else est.phases[r["phase"]]
+        val = (est.actor_alloc_gib if r["measure"] == "torch-max-allocated"
+               else est.peak_gib if r["phase"] == "peak" else est.phases[r["phase"]])
         meas = float(r["measured_gib"])
         if r["measure"] == "oom":
             err, ok = None, val > est.device_gib
