@@ -157,3 +157,29 @@ def test_plan_shows_the_ladder_per_phase():
     assert "offload-policy" in by["device OOM in update"] and "+ offload" not in by["device OOM in update"]
     assert "rollout-util" in by["device OOM in weight-sync"] and "+ offload" in by["device OOM in weight-sync"]
     assert by["device OOM in checkpoint-load"].endswith("stop with the fix")
+
+
+@pytest.mark.parametrize("log,settings,first", [
+    # run 3: 1.46 B, colocated, gpu_memory_utilization 0.9, no offload: OOM in vLLM's wake-up (update_weights);
+    # run 4 finished with offload; the ladder first lowers the share, then offloads
+    ("verl-run-3-oom.log", {"gpu_memory_utilization": 0.9}, ("rollout-util", {"gpu_memory_utilization": 0.8})),
+    # run 7: OOM in update_actor with offload already on and micro-batch 64; run 8 finished with micro-batch 4
+    ("verl-run-7-big-update-oom-offload.log",
+     {"gpu_memory_utilization": 0.5, "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]},
+     ("update-batch", {"ppo_micro_batch_size_per_gpu": 16})),
+])
+def test_real_verl_oom_logs_get_their_phases_rung(log, settings, first):
+    from pathlib import Path
+
+    from dapo_ops import classify
+
+    v = classify.classify_file(str(Path(__file__).parent / "fixtures" / "real-verl" / log), exit_code=1)
+    assert v.cls == "oom-device"
+    fs = resolve("offload,-dynamic_batch") if "run-7" in log else resolve("-dynamic_batch")
+    ds, s = run_ladder(fs, v.detail["phase"], settings)
+    rung, changes = first
+    assert rungs(ds)[0] == rung and {k: ds[0].setting_changes[k] for k in changes} == changes
+    if "run-7" in log:  # 64 -> 16 -> 4: the micro-batch that made run 8 finish, on the second retry
+        assert s["ppo_micro_batch_size_per_gpu"] == 4 and rungs(ds)[:2] == ["update-batch", "update-batch"]
+    else:
+        assert rungs(ds) == ["rollout-util", "offload"]

@@ -13,7 +13,7 @@ def test_update_oom_is_fixed_by_the_token_budget_rung_recorded_with_its_source(t
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded", rec
     a1, a2 = rec["attempts"]
-    assert a1["verdict"]["cls"] == "oom-device"
+    assert a1["verdict"]["cls"] == "oom-device" and a1["verdict"]["detail"]["phase"] == "update"
     ch = a2["setting_changes"]
     assert ch["token_budgets"] == {ACTOR: 2048 + 8192}  # 2 x (prompt + response) -> prompt + response
     assert ch["memory_rungs"] == [{"rung": "update-batch", "phase": "update", "source": "oom-retry-1",
