@@ -12,7 +12,8 @@ version live in :mod:`dapo_ops.profiles`). The runbook's rules:
   default off and the ladder never turns it back on.
 
 Every enabled feature carries its *source* for display and for ``run.json``:
-``explicit``, ``default`` or ``oom-retry-<N>`` (N = the OOM retry that added it).
+``explicit``, ``default``, ``oom-retry-<N>`` (N = the OOM retry that added it) or ``estimate``
+(the pre-launch memory-fit estimate, :mod:`dapo_ops.memfit`, started on that rung).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "chunked_prefill": ("optional", "vLLM chunked prefill in the rollout (enable_chunked_prefill)"),
 }
 
-SOURCES = ("explicit", "default")
+SOURCES = ("explicit", "default", "estimate")  # estimate: memfit started on this rung (never rolled back)
 _OOM_SOURCE = re.compile(r"^oom-retry-([1-9][0-9]*)$")
 
 
@@ -58,7 +59,7 @@ def _check_name(name: str, what: str = "feature") -> None:
 
 def _check_source(source: str) -> None:
     if source not in SOURCES and not _OOM_SOURCE.match(source):
-        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default or oom-retry-<N>")
+        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default, estimate or oom-retry-<N>")
 
 
 def is_ladder_source(source: str) -> bool:

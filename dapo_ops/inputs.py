@@ -129,7 +129,8 @@ def check_model_dir(path: str) -> dict:
 
     Returns a JSON-able dict: ``path``, ``exists``, ``ok`` (bool), ``problems`` (one-line strings naming the
     file), ``weights`` (file names), ``weights_bytes`` (int, bytes), ``total_bytes``, ``tokenizer`` (names found),
-    ``max_position_embeddings`` (int or None), ``model_type``, ``partial`` (``*.part`` files left).
+    ``max_position_embeddings`` (int or None), ``model_type``, ``partial`` (``*.part`` files left), ``config``
+    (``config.json``'s scalar keys and ``text_config``, when it parsed; for :mod:`dapo_ops.memfit`).
     """
     out: dict = {"path": path, "exists": os.path.isdir(path), "ok": False, "problems": [], "weights": [],
                  "weights_bytes": 0, "total_bytes": 0, "tokenizer": [], "max_position_embeddings": None,
@@ -157,6 +158,8 @@ def check_model_dir(path: str) -> dict:
                 cfg = json.load(fh)
             out["max_position_embeddings"] = _max_positions(cfg)
             out["model_type"] = cfg.get("model_type")
+            # scalars (+ the text sub-config): dapo_ops.memfit.model_facts picks what the memory-fit estimate needs
+            out["config"] = {k: v for k, v in cfg.items() if not isinstance(v, (list, dict)) or k in ("text_config", "llm_config")}
         except (OSError, ValueError) as e:
             probs.append(f"{cfg_path} is not valid JSON ({e.__class__.__name__})")
     weights = [nm for nm in names if nm.endswith(WEIGHT_SUFFIXES) and not nm.startswith("training_args")]

@@ -3,15 +3,36 @@
 ``decide`` maps (current features, the classifier's verdict class + detail, retry counters,
 run settings) to a :class:`Decision`. Rules (runbook + ``failure-classes.md`` §4):
 
-- ``oom-device``: the only class that escalates memory features: + ``offload``, then
-  + ``recompute``, then stop with suggestions. Rungs already on are skipped; a rung the user
-  turned off explicitly (``-offload``) is a user choice, never overridden: skipped and said so.
-  Bounded by ``max_oom_retries`` (runbook ``MAX_OOM_RETRIES``, default 2).
+- ``oom-device``: a **ladder per OOM phase** (``detail["phase"]``, names in :data:`PHASES`;
+  :func:`phase_rungs`). Each rung lowers the peak of that phase on verl 0.9.1:
+
+  * ``rollout-init`` / ``weight-sync`` / ``generation``: ``rollout-util`` (rollout
+    ``gpu_memory_utilization`` -0.1, floor :data:`KV_FLOOR`: vLLM reserves that share of the device
+    while awake), then ``offload`` (colocated only: ``update_weights`` moves the actor's parameters to
+    the CPU before it resumes the KV cache, ``verl/workers/engine_workers.py:810-823``).
+  * ``update``: ``update-batch`` (``dynamic_batch``: ``actor.ppo_max_token_len_per_gpu`` / 2 down to
+    prompt+response; else ``actor.ppo_micro_batch_size_per_gpu`` / 4 down to 1; twice), FSDP:
+    ``offload-policy`` (FSDP2 ``CPUOffloadPolicy``, ``verl/workers/engine/fsdp/transformer_impl.py:451-460``),
+    then ``recompute`` (FSDP activation offload, Megatron full recompute). ``offload`` is NOT a rung:
+    ``EngineTrainModeCtx`` loads parameters, gradients and optimizer state back for the update
+    (``verl/workers/engine/base.py:314-328``); real run 7 OOMed in ``update_actor`` with offload on.
+  * ``log-prob``: ``logprob-batch`` (``rollout.log_prob_max_token_len_per_gpu`` / 2, or
+    ``log_prob_micro_batch_size_per_gpu`` / 4; read at ``verl/workers/engine_workers.py:619-624``), twice.
+  * ``model-load`` / ``checkpoint-load`` / ``checkpoint-save``: no rung shrinks them: stop with the fix.
+  * ``unknown`` (no phase): ``offload``, then ``recompute`` (the runbook's ladder).
+
+  Rungs already on are skipped; a rung the user turned off explicitly (``-offload``) is a user
+  choice, never overridden: skipped and said so. Features are only appended and settings only
+  lowered (the ladder never undoes an earlier rung), bounded by ``max_oom_retries``
+  (runbook ``MAX_OOM_RETRIES``, default 2). Every rung applied is recorded in the setting change
+  ``memory_rungs`` (list of ``{"rung", "phase", "source", "changes"}``, source ``oom-retry-<N>``
+  or ``estimate``) that travels with the other setting changes into ``run.json``.
 - ``oom-kv-cache``: change rollout ``gpu_memory_utilization`` by ``detail["kv_direction"]``
   (``lower``: -0.1 down to a floor of :data:`KV_FLOOR`; ``raise``: +0.1 up to :data:`KV_CEILING`;
   ``cleanup``: unchanged, one retry after cleaning up). Never offload.
-- ``oom-host`` / ``oom-ray``: never add offload (it moves memory to the host); if the ladder
-  added offload, roll it back and retry once, else stop with host-memory suggestions.
+- ``oom-host`` / ``oom-ray``: never add offload (it moves memory to the host); roll back what the
+  ladder moved to host RAM (ladder-added ``offload``, FSDP ``recompute`` = activation offload,
+  ``offload-policy``) and retry once, else stop with host-memory suggestions.
 - ``network`` / ``hccl-timeout`` / ``hang``: one retry (after cleanup).
 - ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``: stop.
 - ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
@@ -26,14 +47,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .features import FeatureSet
+from .memladder import (PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status,  # noqa: F401
+                        keep_token_budgets, phase_of, phase_rungs, token_budget_floor, troubleshooting_md)
 
-#: Memory rungs in order (failure-classes.md §3 oom-device).
-RUNGS = ("offload", "recompute")
-KV_STEP = 0.1
-KV_FLOOR = 0.4
+#: docs/troubleshooting.md section hook (dapo_ops.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
+troubleshooting_section = troubleshooting_md
+
 KV_CEILING = 0.9
 DEFAULT_MAX_OOM_RETRIES = 2
-
 _STOP_CLASSES = {
     "config-error": "configuration error: not retried unchanged; fix the setting named in the evidence",
     "data-error": "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
@@ -55,10 +76,10 @@ class Decision:
     ``action``: ``retry`` | ``stop`` | ``done`` | ``keep-running``. ``features``: the feature set of
     the next attempt (unchanged when not retrying). ``setting_changes``: run-setting overrides for
     the next attempt, e.g. ``{"gpu_memory_utilization": 0.75}`` (keys of the run spec's
-    ``settings``). ``reason``: one line. ``skipped``: rungs skipped with why. ``suggestions``: on
-    stop, next parameters to change. ``counter``: which retry budget the supervisor charges when
-    it acts on a ``retry``: ``"oom"`` (``oom_retries_used``) or a key of ``other_retries_used``
-    (``None`` when nothing is charged).
+    ``settings``; memory rungs also carry ``memory_rungs``, the record with sources). ``reason``: one
+    line. ``skipped``: rungs skipped with why. ``suggestions``: on stop, next parameters to change.
+    ``counter``: which retry budget the supervisor charges when it acts on a ``retry``: ``"oom"``
+    (``oom_retries_used``) or a key of ``other_retries_used`` (``None`` when nothing is charged).
     """
 
     action: str
@@ -80,41 +101,6 @@ class Decision:
             "suggestions": list(self.suggestions),
             "counter": self.counter,
         }
-
-
-def _seq_len(settings: dict) -> int:
-    return int(settings.get("max_prompt_length", 2048)) + int(settings.get("max_response_length", 8192))
-
-
-def token_budget_floor(settings: dict) -> int:
-    """Smallest legal ``*_max_token_len_per_gpu`` (tokens): ``max_prompt_length + max_response_length``."""
-    return _seq_len(settings)
-
-
-def keep_token_budgets(settings: dict, changes: dict) -> dict:
-    """Return ``changes`` with every ``*max_token_len*`` value raised to at least prompt+response.
-
-    The sequence length is taken from ``changes`` first (a change may shorten the response),
-    then from ``settings``.
-    """
-    merged = dict(settings)
-    merged.update(changes)
-    floor = _seq_len(merged)
-    out = dict(changes)
-    for k, v in changes.items():
-        if "max_token_len" in k and v is not None and int(v) < floor:
-            out[k] = floor
-    return out
-
-
-def _rung_status(features: FeatureSet, rung: str) -> str | None:
-    """Why ``rung`` cannot be the next rung, or None if it can."""
-    if rung in features.disabled:
-        return f"{rung}: skipped, turned off by the user (-{rung}); a user choice is never overridden"
-    src = features.source_of(rung)
-    if src is not None:
-        return f"{rung}: skipped, already on ({src})"
-    return None
 
 
 def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list[str]:
@@ -196,16 +182,60 @@ def _kv_decide(features, detail, other_used, settings, max_oom_retries) -> Decis
                     f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}", [], [], key)
 
 
+def _short(changes: dict, before: dict) -> str:
+    """``ppo_max_token_len_per_gpu=10240, gpu_memory_utilization=0.5``: what a rung changed, verl key tails."""
+    out = []
+    for k, v in changes.items():
+        if k == "token_budgets":
+            old = before.get("token_budgets") or {}
+            out += [f"{bk.rsplit('.', 1)[-1]}={bv}" for bk, bv in v.items() if old.get(bk) != bv]
+        elif k != "memory_rungs":
+            out.append(f"{k}={v}")
+    return ", ".join(dict.fromkeys(out))
+
+
+def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
+    phase = phase_of(detail)
+    if phase in STOP_PHASES:
+        reason, sugg = STOP_PHASES[phase]
+        return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
+    rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}")
+    if oom_used >= max_oom:
+        return Decision("stop", features, {}, f"device OOM in phase {phase} after {oom_used} OOM retries "
+                        f"(MAX_OOM_RETRIES={max_oom})", skipped, _oom_suggestions(features, detail, settings))
+    if rung is None:
+        return Decision("stop", features, {}, f"device OOM in phase {phase}: no rung of its ladder left "
+                        f"({', '.join(phase_rungs(phase, settings.get('framework'), settings.get('mode')))})",
+                        skipped, _oom_suggestions(features, detail, settings))
+    n = oom_used + 1
+    shown = _short(ch, settings)
+    what = f"adding {rung}" if not shown else f"{rung} ({shown})"
+    return Decision("retry", fs, ch, f"device OOM in phase {phase}: {what} (OOM retry {n}/{max_oom}), "
+                    "resuming from the last checkpoint", skipped, [], "oom")
+
+
+def _host_rollback(features: FeatureSet, settings: dict):
+    """Features and setting changes that undo what the ladder moved into host RAM, or None if nothing."""
+    fs = features.remove_ladder("offload")
+    if settings.get("framework") != "megatron":  # FSDP recompute = activation offload into host RAM
+        fs = fs.remove_ladder("recompute")
+    ch = {}
+    if any(r.get("rung") == "offload-policy" for r in settings.get("memory_rungs") or []) and settings.get("fsdp_offload_policy"):
+        ch["fsdp_offload_policy"] = False
+    return (fs, ch) if (fs != features or ch) else None
+
+
 def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt: int,
            oom_retries_used: int, max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
     """Decide the next step after attempt ``attempt`` (1-based) ended with ``verdict_cls``.
 
-    ``verdict_detail``: the classifier's ``Verdict.detail`` (``kv_direction``, ``step``, ``total``,
-    ``phase``, ``fatal``, ``action_kind``). ``oom_retries_used``: device-OOM retries so far (the
+    ``verdict_detail``: the classifier's ``Verdict.detail`` (``phase``, ``kv_direction``, ``step``,
+    ``total``, ``fatal``, ``action_kind``). ``oom_retries_used``: device-OOM retries so far (the
     ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key (see
     :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier
     ``setting_changes`` applied (``max_prompt_length``, ``max_response_length``,
-    ``gpu_memory_utilization``, ``rollout_tp``, ``trainer_gpus``, ``steps``).
+    ``gpu_memory_utilization``, ``token_budgets``, ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``,
+    ``steps``) plus ``framework`` and ``mode`` of the spec.
     Returns a :class:`Decision`; never raises for an unknown class (it stops).
     """
     detail = dict(verdict_detail or {})
@@ -217,25 +247,7 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
         return Decision("done", features, {}, "training reached its final step")
 
     if cls == "oom-device":
-        skipped = []
-        nxt = None
-        for rung in RUNGS:
-            why = _rung_status(features, rung)
-            if why:
-                skipped.append(why)
-            elif nxt is None:
-                nxt = rung
-        if oom_retries_used >= max_oom_retries:
-            return Decision("stop", features, {},
-                            f"device OOM after {oom_retries_used} OOM retries (MAX_OOM_RETRIES={max_oom_retries})",
-                            skipped, _oom_suggestions(features, detail, settings))
-        if nxt is None:
-            return Decision("stop", features, {}, "device OOM with offload and recompute already on (or turned off by the user)",
-                            skipped, _oom_suggestions(features, detail, settings))
-        n = oom_retries_used + 1
-        new = features.add(nxt, f"oom-retry-{n}")
-        return Decision("retry", new, {}, f"device OOM: adding {nxt} (OOM retry {n}/{max_oom_retries}), resuming from the last checkpoint",
-                        skipped, [], "oom")
+        return _oom_decide(features, detail, oom_retries_used, max_oom_retries, settings)
 
     if cls == "oom-kv-cache":
         dec = _kv_decide(features, detail, other, settings, max_oom_retries)
@@ -244,13 +256,14 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
 
     if cls in ("oom-host", "oom-ray"):
         what = "host (kernel/cgroup) OOM" if cls == "oom-host" else "Ray host-memory monitor killed a worker"
-        src = features.source_of("offload")
         key = "rollback-offload"
-        if src is not None and src.startswith("oom-retry-") and other.get(key, 0) < 1:
-            return Decision("retry", features.remove_ladder("offload"), {},
-                            f"{what}: rolling back ladder-added offload and retrying once", [], [], key)
+        back = _host_rollback(features, settings)
+        if back is not None and other.get(key, 0) < 1:
+            return Decision("retry", back[0], back[1],
+                            f"{what}: rolling back what the ladder moved to host RAM (offload, activation offload, "
+                            "offload_policy) and retrying once", [], [], key)
         reason = f"{what}: stopped (offload is never added for host memory)"
-        if src is not None and src.startswith("oom-retry-"):
+        if other.get(key, 0) >= 1:
             reason = f"{what} again after rolling back offload: stopped"
         return Decision("stop", features, {}, reason, [], _host_suggestions(cls, settings))
 
@@ -270,34 +283,32 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
     return Decision("stop", features, {}, f"unknown failure class {cls!r}: stopped", [], [])
 
 
-def plan_ladder(features: FeatureSet, max_oom_retries: int) -> list[str]:
+def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | None = None) -> list[str]:
     """Human lines describing what the supervisor would do on failures, for the dry-run plan.
 
-    Simulates device-OOM decisions from ``features`` until a stop, then adds one line each for
-    KV-cache, host/Ray OOM and network failures.
+    One line per OOM phase: the rungs it would apply (simulated with :func:`decide` until a stop,
+    so skips, floors and ``MAX_OOM_RETRIES`` show), then one line each for KV-cache, host/Ray OOM
+    and network failures. ``settings``: as for :func:`decide` (framework, mode, budgets).
     """
-    lines = []
-    for rung in RUNGS:
-        why = _rung_status(features, rung)
-        if why:
-            lines.append(why)
-    fs = features
-    used = 0
-    while True:
-        d = decide(fs, "oom-device", {}, used + 1, used, max_oom_retries, {}, {})
-        if d.action != "retry":
-            if used:
-                lines.append(f"device OOM after retry {used}: stop with suggestions (smaller micro-batch or token "
-                             "budget, shorter responses, more devices, the step reached)")
-            else:
-                lines.append("device OOM: stop with suggestions (no memory rung left, or MAX_OOM_RETRIES=0)")
-            break
-        added = sorted(d.features.names() - fs.names())
-        used += 1
-        lines.append(f"device OOM -> retry {used}/{max_oom_retries}: + {', '.join(added)}, resume from the last checkpoint")
-        fs = d.features
+    settings = dict(settings or {})
+    lines = [why for why in (rung_status(features, r) for r in RUNGS) if why]
+    for phase in PHASES:
+        fs, s, used, steps = features, dict(settings), 0, []
+        while True:
+            d = decide(fs, "oom-device", {"phase": phase}, used + 1, used, max_oom_retries, {}, s)
+            if d.action != "retry":
+                break
+            used += 1
+            added = sorted(d.features.names() - fs.names())
+            rung = d.setting_changes["memory_rungs"][-1]["rung"]
+            steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})"))
+            fs = d.features
+            s.update(d.setting_changes)
+        tail = "stop with the fix" if phase in STOP_PHASES else "stop with suggestions"
+        lines.append(f"device OOM in {phase}: " + " -> ".join(steps + [tail]))
     lines.append("rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "
                  f"(lower by {KV_STEP} to >= {KV_FLOOR}, or raise to <= {KV_CEILING}, per the message), never offload")
-    lines.append("host / Ray OOM: never add offload; roll back ladder-added offload once, else stop")
+    lines.append("host / Ray OOM: never add offload; roll back ladder-added offload (and activation offload, "
+                 "offload_policy) once, else stop")
     lines.append("network / HCCL timeout / hang: one retry after cleanup; config, data, auth errors: stop")
     return lines

@@ -47,6 +47,16 @@ DEFAULTS: dict = {
     "extra_overrides": [],
 }
 
+#: Memory-ladder settings -> the verl keys they set (dapo_ops/memladder.py rungs), appended after the feature
+#: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
+#: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
+SETTING_KEYS: dict = {
+    "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
+    "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                                          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+    "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
+}
+
 _PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")
 
 
@@ -307,6 +317,9 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
                                       micro_batch_size=int(s["micro_batch_size"]), token_budget_overrides=budgets,
                                       disabled=features.disabled)
 
+    out += [(k, s[name]) for name, keys in SETTING_KEYS.items() if s.get(name) is not None for k in keys
+            if framework == "fsdp" or name != "fsdp_offload_policy"]
+
     # resources
     nnodes = int(s["nnodes"])
     if mode == "one-step-off" and ent.v1:  # V1 separate_async reads the pool from the rollout config
@@ -359,7 +372,7 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
 
     ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
     ``setting_changes``: the ladder's changes to ``spec["settings"]`` (e.g.
-    ``{"gpu_memory_utilization": 0.75}``). Runs :func:`check_spec` first (without host facts) and
+    ``{"gpu_memory_utilization": 0.75}``; :data:`SETTING_KEYS` names map to verl keys, and replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
     raises :class:`OverrideError` on a bad spec. The argv carries no secrets (none are in the spec).
     """
     merged = dict(spec)
@@ -376,7 +389,10 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
         vals[k] = v
     argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
-    argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])]
+    laddered = {k for name in (setting_changes or {}) for k in SETTING_KEYS.get(name, ())}
+    laddered |= set((setting_changes or {}).get("token_budgets") or {})
+    argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])
+             if str(x).split("=", 1)[0].lstrip("+~") not in laddered]  # the ladder's change wins over a raw override
     return argv
 
 

@@ -59,6 +59,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
     con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
     for line in plan.ladder:
         con.print(Text("  " + line))
+    for line in plan.memory:
+        con.print(Text(line))
     con.print(Text("command (run in the container):", style="bold"))
     con.print(Text(plan.command), soft_wrap=True)
     env = redact_env(spec.get("env") or {})
@@ -97,6 +99,21 @@ def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
     return False, f"SwanLab: off (mode {sw.mode})"
 
 
+def _local_memory_facts(st, host) -> dict | None:
+    """``{"model_config": ...}`` when the model dir is readable on this machine (an absolute ``--model`` path or
+    the host's ``model_dir``); the device memory is only known in preflight (``nvidia-smi`` / ``npu-smi``)."""
+    import json
+
+    model = str(st.get("model", "") if hasattr(st, "get") else getattr(st, "model", "") or "")
+    base = getattr(host, "model_dir", "") or ""
+    path = model if model.startswith("/") else os.path.join(base, model) if base else model
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+            return {"model_config": json.load(fh), "device_gib": None}
+    except (OSError, ValueError):
+        return None
+
+
 def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
             file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None,
             extra_overrides: list[str] | None = None) -> Plan:
@@ -122,7 +139,8 @@ def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", 
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
     plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
-                     swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides)
+                     swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides,
+                     memory=_local_memory_facts(st, host))
     plan.notes.append(sw_note)
     render(plan, console)
     return plan

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import features as features_mod
-from . import ladder, overrides, profiles
+from . import ladder, memfit, overrides, profiles
 from . import proxy as proxy_mod
 from .features import FeatureError, FeatureSet
 from .profiles import OverrideError
@@ -50,6 +50,7 @@ class Plan:
     run_dir: str
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    memory: list = field(default_factory=list)  # memory-fit estimate lines (dapo_ops.memfit), empty if unknown
 
     @property
     def command(self) -> str:
@@ -106,7 +107,7 @@ def _get(settings, name, default=None):
 
 def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bool, profile: str = "0.9",
               model_max_len: int | None = None, proxy: Mapping[str, str] | None = None,
-              extra_overrides: list[str] | None = None) -> Plan:
+              extra_overrides: list[str] | None = None, memory: Mapping | None = None) -> Plan:
     """Build the :class:`Plan` for one launch.
 
     ``settings``: :class:`dapo_ops.settings.Settings` (or a plain dict with the same names).
@@ -114,16 +115,22 @@ def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bo
     ``run_id``: e.g. ``runstate.new_run_id()``. ``swanlab_logger``: add ``swanlab`` to
     ``trainer.logger``. ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set).
     ``model_max_len``: the model's ``max_position_embeddings`` if known (checked). ``proxy``: the
-    inventory's ``[proxy]`` (settings' ``http_proxy``/``https_proxy`` win).
+    inventory's ``[proxy]`` (settings' ``http_proxy``/``https_proxy`` win). ``memory``:
+    ``{"model_config": config.json dict, "device_gib": float | None}`` for the memory-fit estimate
+    (:func:`dapo_ops.memfit.fit`): when the first attempt cannot fit, the plan starts on the first rung that
+    fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib`` only
+    the per-phase peaks are shown.
     Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values.
     """
     try:
-        return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides)
-    except (FeatureError, OverrideError) as e:
+        return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
+                          memory)
+    except (FeatureError, OverrideError, memfit.FitError) as e:
         raise PlanError(str(e)) from None
 
 
-def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides) -> Plan:
+def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
+               memory=None) -> Plan:
     profile = _get(settings, "profile", "") or profile
     framework = _get(settings, "framework", "megatron")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
@@ -206,12 +213,38 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
                      + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
     overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
-    argv = overrides.build_command(spec, fs)
+    fs, mem_lines = _memory_fit(spec, fs, memory)
+    argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
-    lad = ladder.plan_ladder(fs, spec["max_oom_retries"])
+    lad = ladder.plan_ladder(fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}),
+                                                            framework=framework, mode=mode))
     sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
-                log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes)
+                log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes, memory=mem_lines)
+
+
+def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
+    """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
+    Raises :class:`dapo_ops.memfit.FitError` when nothing fits."""
+    cfg = (memory or {}).get("model_config")
+    if not cfg:
+        return fs, ["memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
+                    "in the container)"]
+    gib = (memory or {}).get("device_gib")
+    try:
+        memfit.Model.from_config(cfg)
+    except memfit.EstimateUnavailable as e:
+        return fs, [str(e)]
+    if not gib:
+        est = memfit.estimate(memfit.Model.from_config(cfg), memfit.setup_from_spec(spec, fs, 0.0))
+        per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(est.phases.items(), key=lambda kv: -kv[1]))
+        return fs, [f"memory-fit estimate (GiB per device; device memory unknown here, inv preflight checks the fit, "
+                    f"the rollout share counts as 0): {per}"]
+    f = memfit.fit(cfg, spec, fs, float(gib))
+    if f.rungs:
+        spec["features"] = f.features.to_json()
+        spec["setting_changes"] = dict(f.setting_changes)
+    return f.features, f.lines()
 
 
 #: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.

@@ -47,7 +47,7 @@ STATUSES = (OK, WARN, FAIL)
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk")
+                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit")
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
 #: HF copy (1x). verl saves ``model_world_size_*`` / ``optim_world_size_*`` / ``huggingface/`` per step (verl.md §10).
@@ -564,6 +564,42 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     return out
 
 
+def memory_facts(host, p: dict | None) -> dict | None:
+    """``{"model_config", "device_gib"}`` from the probe's facts (the container's ``config.json`` and the smallest
+    device's total memory), for :func:`dapo_ops.planning.make_plan`; None when either is unknown."""
+    cfg = ((p or {}).get("model") or {}).get("config")
+    d = (p or {}).get("devices") or {}
+    if not cfg or d.get("rc") != 0:
+        return None
+    try:
+        rep = devmod.parse(getattr(host, "accelerator", "npu"), d.get("stdout", ""))
+    except devmod.DeviceParseError:
+        return None
+    totals = [x.mem_total_mb for x in rep.devices if x.mem_total_mb]
+    return {"model_config": cfg, "device_gib": min(totals) / 1024} if totals else None
+
+
+def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
+    """The memory-fit estimate (:mod:`dapo_ops.memfit`): per-phase peak, tightest phase, start rung or refusal."""
+    from . import features, memfit
+
+    mem = memory_facts(host, p)
+    if pv is None or mem is None:
+        return []
+    fs = features.FeatureSet.from_json(pv.spec.get("features") or [], pv.spec.get("disabled_features") or ())
+    try:
+        f = memfit.fit(mem["model_config"], pv.spec, fs, mem["device_gib"])
+    except memfit.EstimateUnavailable as e:
+        return [Check("memory-fit", WARN, str(e), "the device-OOM ladder still applies; complete config.json to get the estimate")]
+    except memfit.FitError as e:
+        msg, fix = _split_fix(str(e))
+        return [Check("memory-fit", FAIL, msg, fix)]
+    if f.rungs:
+        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
+                      f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}")]
+    return [Check("memory-fit", OK, f"estimate: {f.planned.line()}")]
+
+
 def _display_url(url: str) -> str:
     from . import proxy
 
@@ -632,6 +668,7 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     out += _module_checks(pv, p)
     out += _cann_checks(p)
     out += _input_checks(host, pv, p)
+    out += _memfit_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)
     return out
@@ -697,22 +734,25 @@ def _ray_for(host, pv: PlanView | None, ray: dict | None) -> dict | None:
     return r
 
 
-def quick_all(target: Target, plan: Any, *, timeout: float = 90) -> list[Check]:
+def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
     """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
     leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
     compose, no network probes. ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or
-    None. Returns checks named in :data:`QUICK_CHECKS`; never raises for remote failures."""
+    None. Returns checks named in :data:`QUICK_CHECKS`; never raises for remote failures. ``facts_out``: a dict
+    that receives the facts (e.g. for :func:`memory_facts`)."""
     pv = plan_view(plan)
     req = probe_request(target.host, pv, full=False)
     facts = collect(target, req, env=pv.env if pv is not None else {}, timeout=timeout)
+    if facts_out is not None:
+        facts_out.update(facts)
     return evaluate(target.host, pv, facts, full=False)
 
 
-def quick(target: Target, plan: Any, *, timeout: float = 90) -> list[Check]:
+def quick(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
     """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
 
     ``str(check)`` is one line with the fix, fit for launch's error message."""
-    return [c for c in quick_all(target, plan, timeout=timeout) if c.status == FAIL]
+    return [c for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out) if c.status == FAIL]
 
 
 def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: dict | None = None,

@@ -388,6 +388,8 @@ class Supervisor:
 
     ``command_factory(spec, features, setting_changes) -> list[str]`` defaults to
     ``overrides.build_command``; tests and ``bench/reaction.py`` pass a fake verl instead.
+    The first attempt starts from the spec's ``setting_changes`` (the memory-fit estimate's rungs,
+    recorded in ``memory_rungs`` with source ``estimate``); the ladder's changes are merged on top.
     """
 
     def __init__(self, run_dir: str, command_factory: Optional[Callable[..., List[str]]] = None):
@@ -439,6 +441,8 @@ class Supervisor:
     def _settings(self) -> Dict[str, Any]:
         s = dict(self.spec.get("settings") or {})
         s.update(self.rec.get("setting_changes") or {})
+        s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
+        s.setdefault("mode", self.spec.get("mode"))
         return s
 
     # -- run.json ----------------------------------------------------------
@@ -960,7 +964,8 @@ class Supervisor:
         features = _mod("features")
         ladder = _mod("ladder")
         fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
-        changes: Dict[str, Any] = {}
+        changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
+        self.rec["setting_changes"] = dict(changes)
         oom_used = 0
         other_used: Dict[str, int] = {}
         self.train_log = open(str(self.paths.train_log), "ab")

@@ -4,6 +4,7 @@
 ``[python, this file, <json args>]``. Behaviour comes from ``<run_dir>/fake.json``:
 
 ``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
+   "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
 
@@ -75,6 +76,10 @@ def main() -> int:
     try:
         start = int((ckpt / "latest_checkpointed_iteration.txt").read_text().strip())
         out("INFO:now:Resuming from %s/global_step_%d, setting global step to %d" % (ckpt, start, start))
+        # real verl logs the checkpoint load, the dataloader state and the rollout's wake-up after that line
+        # (dozens of worker lines), so a later phase-less OOM is not the load's (classify: context lines <= 30 back)
+        for k in range(32):
+            out("(WorkerDict pid=7) INFO: resume: loaded shard %d / wake-up done" % k)
     except (OSError, ValueError):
         out("Checkpoint tracker file does not exist: %s/latest_checkpointed_iteration.txt" % ckpt)
         out("Training from scratch")
@@ -88,10 +93,11 @@ def main() -> int:
             out("(WorkerDict pid=7) " + noise)
         oom = cfg.get("oom_at") == step and (
             cfg.get("oom_always") or not all(f in feats for f in cfg.get("oom_unless", ["offload"]))
+            or not all(k in a["changes"] for k in cfg.get("oom_unless_changes", []))
         )
         if oom:
             out("Traceback (most recent call last):")
-            out('  File "dp_actor.py", line 1, in update_policy')
+            out(cfg.get("oom_frame", '  File "model.py", line 1, in forward'))  # no phase: the unknown-phase ladder
             out(CUDA_OOM)
             time.sleep(600)  # peers block in a collective
             return 1
@@ -115,18 +121,19 @@ def main() -> int:
                     c.write_text("oom 0\noom_kill %d\n" % (n + 1))
                 os.kill(os.getpid(), 9)
             return int(cfg.get("exit_code", 1))
-        sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))
-        out(
-            "step:%d - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.%d) - "
-            "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:%s - training/global_step:%d"
-            % (step, step, st, step)
-        )
+        # like verl 0.9.1 (real-verl README): the step's checkpoint is saved before its step:N line
         if save_freq and (step % save_freq == 0 or step == steps):
             d = ckpt / ("global_step_%d" % step)
             (d / "actor").mkdir(parents=True, exist_ok=True)
             (d / "actor" / "model.pt").write_text("x")
             (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
             out("local_global_step_folder: %s" % d)
+        sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))
+        out(
+            "step:%d - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.%d) - "
+            "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:%s - training/global_step:%d"
+            % (step, step, st, step)
+        )
     out("Final validation metrics: {'val-core/acc': 0.5}")
     return 0
 

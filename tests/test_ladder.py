@@ -19,14 +19,15 @@ def test_device_oom_adds_offload_then_recompute_then_stops():
     d1 = dec(fs, "oom-device")
     assert d1.action == "retry" and d1.counter == "oom"
     assert d1.features.source_of("offload") == "oom-retry-1"
-    assert d1.setting_changes == {}
+    assert [r["rung"] for r in d1.setting_changes["memory_rungs"]] == ["offload"]  # the record, nothing else
+    assert set(d1.setting_changes) == {"memory_rungs"}
     d2 = dec(d1.features, "oom-device", oom_used=1)
     assert d2.action == "retry" and d2.features.source_of("recompute") == "oom-retry-2"
     assert d2.features.source_of("offload") == "oom-retry-1"
-    d3 = dec(d2.features, "oom-device", {"step": 4, "total": 100, "phase": "update_actor"}, oom_used=2, max_oom=5)
+    d3 = dec(d2.features, "oom-device", {"step": 4, "total": 100, "phase": "unknown"}, oom_used=2, max_oom=5)
     assert d3.action == "stop"
     text = " ".join(d3.suggestions)
-    assert "step 4/100" in text and "update_actor" in text
+    assert "step 4/100" in text and "phase unknown" in text
     assert "--max-response-length" in text and "more devices" in text
     assert any("token budget" in s or "micro" in s for s in d3.suggestions)
 

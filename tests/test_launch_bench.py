@@ -125,7 +125,8 @@ def test_launch_success_defaults(sandbox, host_ready):
 
 def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.3,
-                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120}})
+                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120,
+                                  "phase": "none"}})
     res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
@@ -145,7 +146,8 @@ def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready
 
 def test_oom_with_offload_escalates_to_recompute(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3,
-                                                    "avoid_with": ["offload", "recompute"], "hang_s": 120}})
+                                                    "avoid_with": ["offload", "recompute"], "hang_s": 120,
+                                                    "phase": "none"}})
     res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "1", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
@@ -299,3 +301,24 @@ def test_dead_supervisor_does_not_hold_the_container(sandbox, host_ready):
     assert res2.returncode == 0, res2.stderr
     assert rid2 != rid
     assert wait_end(sandbox, "h2", rid2)["status"] == "succeeded"
+
+
+def test_update_phase_oom_is_fixed_by_the_token_budget_rung_not_offload(sandbox, host_ready):
+    """Real verl 0.9.1 run 7/8: offload does not lower update_actor's peak; a smaller update batch does. The
+    stand-in OOMs in update_actor unless the composed ppo_max_token_len_per_gpu is at most prompt + response."""
+    key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3, "phase": "update_actor",
+                                                    "avoid_with": f"{key}<=10240", "hang_s": 120}})
+    res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "succeeded", rec.get("decision")
+    a1, a2 = rec["attempts"]
+    assert a1["verdict"]["cls"] == "oom-device"
+    assert a2["setting_changes"]["token_budgets"] == {key: 10240}
+    assert a2["setting_changes"]["memory_rungs"][0] == {"rung": "update-batch", "phase": "update",
+                                                        "source": "oom-retry-1", "changes": {"token_budgets": {key: 10240}}}
+    assert "offload" not in feature_sources(a2["features"])
+    assert a2["resumed_from"] == 2 and training_steps(sandbox, "h1", rid)[2] == [3, 4, 5]
+    log2 = (sandbox.runs_dir("h1") / rid / "attempt-2.log").read_text(errors="replace")
+    assert f"{key}=10240" in log2 or f"'ppo_max_token_len_per_gpu': 10240" in log2

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.bench
 
 def test_watch_oom_escalation_to_success_then_status_and_errors(sandbox, host_ready):  # noqa: F811
     host_ready("h1", {"step_time": 1.0,
-                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120}})
+                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120,
+                                  "phase": "none"}})
     res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.5", timeout=300)

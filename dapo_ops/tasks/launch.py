@@ -91,10 +91,11 @@ class LaunchRefused(Exception):
         super().__init__(message)
 
 
-def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
+def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (its lock), and ``preflight_checks.quick`` (devices, leftovers, python/verl, model/data, disk) unless
-    ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line."""
+    ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line. Returns the probe's
+    facts (empty when skipped), for the memory-fit estimate."""
     host = target.host
     state = target.container_state()
     if not state.running:
@@ -108,17 +109,19 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
         raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
                             f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
                             f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+    facts: dict = {}
     if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
-        return
+        return facts
     quick = getattr(importlib.import_module("dapo_ops.preflight_checks"), "quick", None)
     if quick is None:
-        return
-    failed = [ck for ck in quick(target, plan) if getattr(ck, "status", "") == "fail"]
+        return facts
+    failed = [ck for ck in quick(target, plan, facts_out=facts) if getattr(ck, "status", "") == "fail"]
     if failed:
         ck = failed[0]
         more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
         raise LaunchRefused("preflight", f"preflight {ck.name} failed on {host.name}: {ck.message}"
                             + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
+    return facts
 
 
 def _read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
@@ -218,7 +221,15 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
                                   extra_secret=extra_secret)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
-    _quick_checks(target, plan, bdir, skip_preflight)
+    facts = _quick_checks(target, plan, bdir, skip_preflight)
+    from ..preflight_checks import memory_facts
+    mem = memory_facts(host, facts.get("probe"))
+    if mem is not None:  # memory fit: start on the first rung that fits (source: estimate); a misfit was refused above
+        fitted = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
+                                    proxy=inv_proxy, extra_overrides=extra_overrides, memory=mem)
+        if fitted.spec.get("setting_changes"):
+            plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
+            plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
     return start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
 
 

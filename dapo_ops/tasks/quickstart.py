@@ -197,7 +197,7 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
 # --------------------------------------------------------------------------------------------- demo
 
 DEMO_SCENARIO = {"step_time": 0.4, "failure": {"kind": "oom-device", "step": 8, "avoid_with": "offload",
-                                               "hang_s": 2}}
+                                               "hang_s": 2, "phase": "none"}}  # phase-less: the offload rung
 
 
 def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:

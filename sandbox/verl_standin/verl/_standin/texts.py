@@ -48,6 +48,10 @@ OOM_PHASES = {
     "update_critic": ("critic_output = self.critic_wg.update_critic(batch)", "critic_update_critic",
                       [(f"{VERL_SITE}/workers/critic/dp_critic.py", 222, "update_critic",
                         "self.critic_optimizer.step()")]),
+    # no verl phase in the frames (a traceback cut short): the memory ladder's unknown-phase rungs
+    "none": ("output = ray.get(futures)", "actor_rollout_execute_all",
+             [("/usr/local/lib/python3.11/site-packages/transformers/models/qwen2/modeling_qwen2.py", 302, "forward",
+               "hidden_states = residual + hidden_states")]),
 }
 
 

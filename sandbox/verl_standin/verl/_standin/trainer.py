@@ -76,13 +76,26 @@ def _features(cfg) -> dict:
     return {"offload": offload, "recompute": recompute}
 
 
-def _avoided(fail: dict, feats: dict) -> bool:
+def _avoided(fail: dict, feats: dict, cfg=None) -> bool:
+    """All ``avoid_with`` items hold: a feature name, or ``<config key><=N`` / ``<config key>>=N`` on the composed
+    config (a setting change of the memory ladder, e.g. ``actor_rollout_ref.actor.ppo_max_token_len_per_gpu<=10240``)."""
     need = fail.get("avoid_with", ["offload"])
     if isinstance(need, str):
         need = [] if need in ("", "never", "none") else [x for x in need.replace(",", "+").split("+") if x]
     if not need:
         return False
-    return all(feats.get(n, False) for n in need)
+    for item in need:
+        for op in ("<=", ">="):
+            if op in item:
+                key, _, lim = item.partition(op)
+                v = _sel(cfg, key.strip()) if cfg is not None else None
+                if v is None or not (float(v) <= float(lim) if op == "<=" else float(v) >= float(lim)):
+                    return False
+                break
+        else:
+            if not feats.get(item, False):
+                return False
+    return True
 
 
 def _metrics(step: int, rng: random.Random, step_time: float, world: int, one_step_off: bool, np) -> dict:
@@ -489,7 +502,7 @@ class StandinTrainer:
             if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
                 time.sleep(float(fail.get("hang_s", 10 ** 9)))
             time.sleep(self.step_time)
-            if at_fail and kind == "oom-device" and not _avoided(fail, feats) and cues.fire_allowed(self.scn):
+            if at_fail and kind == "oom-device" and not _avoided(fail, feats, cfg) and cues.fire_allowed(self.scn):
                 wl, exc = texts.device_oom(self.accel, fail.get("phase", "update_actor"), o.runner, self.pids,
                                            self.ip, self.rng)
                 for ln in wl:

@@ -1,0 +1,185 @@
+"""The device-OOM ladder per phase (dapo_ops/memladder.py via ladder.decide): one test per phase's rungs, the
+runbook contract (explicit features kept, append only, MAX_OOM_RETRIES, sources recorded), the host-OOM
+rollback of what the ladder moved to host RAM, and the setting changes reaching verl's argv."""
+
+import pytest
+
+from dapo_ops import ladder, memladder, overrides
+from dapo_ops.features import resolve
+
+BASE = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.6, "rollout_tp": 2,
+        "trainer_gpus": 4, "steps": 100, "framework": "fsdp", "mode": "dapo"}
+SEQ = 2048 + 8192
+ACTOR = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+ROLLOUT_LP = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
+
+
+def run_ladder(fs, phase, settings=None, max_oom=10, steps=10):
+    """Feed the same-phase OOM back until the ladder stops, as the supervisor does. Returns (decisions, settings)."""
+    s = dict(BASE, **(settings or {}))
+    out = []
+    for used in range(steps):
+        d = ladder.decide(fs, "oom-device", {"phase": phase}, used + 1, used, max_oom, {}, s)
+        out.append(d)
+        if d.action != "retry":
+            break
+        assert d.counter == "oom"
+        fs = d.features
+        s.update(d.setting_changes)
+    return out, s
+
+
+def rungs(decisions):
+    return [d.setting_changes["memory_rungs"][-1]["rung"] for d in decisions if d.action == "retry"]
+
+
+@pytest.mark.parametrize("phase", ["rollout-init", "weight-sync", "generation"])
+def test_rollout_phases_lower_the_rollout_share_then_offload_the_actor(phase):
+    ds, s = run_ladder(resolve(""), phase)
+    assert rungs(ds) == ["rollout-util", "offload"]
+    assert ds[0].setting_changes["gpu_memory_utilization"] == 0.5
+    assert ds[1].features.source_of("offload") == "oom-retry-2"
+    assert ds[-1].action == "stop"
+    assert [r["source"] for r in s["memory_rungs"]] == ["oom-retry-1", "oom-retry-2"]
+    assert all(r["phase"] == phase for r in s["memory_rungs"])
+
+
+def test_rollout_share_at_its_floor_goes_straight_to_offload():
+    ds, _ = run_ladder(resolve(""), "weight-sync", {"gpu_memory_utilization": 0.4})
+    assert rungs(ds) == ["offload"]
+    assert any("at the floor 0.4" in s for s in ds[0].skipped)
+
+
+def test_one_step_off_never_offloads_for_a_rollout_oom():
+    ds, s = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8})
+    assert rungs(ds) == ["rollout-util", "rollout-util"]
+    assert s["gpu_memory_utilization"] == 0.6 and not ds[-1].features.has("offload")
+
+
+def test_weight_sync_with_offload_turned_off_by_the_user_says_so():
+    ds, _ = run_ladder(resolve("-offload"), "weight-sync")
+    assert rungs(ds) == ["rollout-util"]
+    assert ds[-1].action == "stop" and any("turned off by the user" in x for x in ds[-1].skipped)
+
+
+def test_update_fsdp_dynamic_batch_halves_the_token_budget_then_offload_policy_then_recompute_never_offload():
+    ds, s = run_ladder(resolve(""), "update")
+    assert rungs(ds) == ["update-batch", "offload-policy", "recompute"]
+    assert ds[0].setting_changes["token_budgets"] == {ACTOR: SEQ}  # 2 x seq -> seq, the floor verl asserts
+    assert any("update-batch: skipped, token budget at the floor" in x for x in ds[1].skipped)
+    assert ds[1].setting_changes["fsdp_offload_policy"] is True
+    assert not ds[-1].features.has("offload")  # offload does not lower the update's peak (engine/base.py:314-328)
+    assert ds[2].features.source_of("recompute") == "oom-retry-3"
+
+
+def test_update_without_dynamic_batch_divides_the_micro_batch_from_the_users_override():
+    s0 = {"extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]}
+    ds, s = run_ladder(resolve("-dynamic_batch"), "update", s0)
+    assert rungs(ds)[:2] == ["update-batch", "update-batch"]
+    assert ds[0].setting_changes["ppo_micro_batch_size_per_gpu"] == 16
+    assert ds[1].setting_changes["ppo_micro_batch_size_per_gpu"] == 4
+
+
+def test_update_megatron_has_no_offload_policy_rung():
+    ds, _ = run_ladder(resolve(""), "update", {"framework": "megatron"})
+    assert rungs(ds) == ["update-batch", "recompute"]
+
+
+def test_log_prob_halves_the_log_prob_budgets_down_to_the_floor_then_stops():
+    ds, s = run_ladder(resolve(""), "log-prob")
+    assert rungs(ds) == ["logprob-batch", "logprob-batch"]
+    assert ds[0].setting_changes["token_budgets"][ROLLOUT_LP] == 3 * SEQ // 2
+    assert s["token_budgets"][ROLLOUT_LP] == SEQ
+    assert ds[-1].action == "stop" and not ds[-1].features.has("offload")
+
+
+@pytest.mark.parametrize("phase,words", [("model-load", "loading the model"), ("checkpoint-load", "on resume"),
+                                         ("checkpoint-save", "saving a checkpoint")])
+def test_load_and_save_phases_stop_with_the_fix(phase, words):
+    d = ladder.decide(resolve(""), "oom-device", {"phase": phase}, 1, 0, 2, {}, BASE)
+    assert d.action == "stop" and words in d.reason and d.suggestions
+    assert d.features == resolve("")
+
+
+def test_unknown_phase_keeps_the_runbook_ladder():
+    ds, _ = run_ladder(resolve(""), "unknown")
+    assert rungs(ds) == ["offload", "recompute"]
+
+
+def test_todays_classifier_names_map_to_phases():
+    assert memladder.phase_of({"phase": "update_actor"}) == "update"
+    assert memladder.phase_of({"phase": "compute_log_prob"}) == "log-prob"
+    assert memladder.phase_of({"phase": "kv-cache-init"}) == "rollout-init"
+    assert memladder.phase_of({}) == "unknown" and memladder.phase_of({"phase": "bogus"}) == "unknown"
+
+
+def test_max_oom_retries_bounds_every_phase_and_explicit_features_stay():
+    fs = resolve("recompute,prefix_cache")
+    for phase in memladder.PHASES:
+        ds, _ = run_ladder(fs, phase, max_oom=1)
+        assert len([d for d in ds if d.action == "retry"]) <= 1, phase
+        assert {"recompute", "prefix_cache"} <= ds[-1].features.names(), phase
+
+
+def test_host_oom_rolls_back_activation_offload_and_offload_policy_the_ladder_added():
+    ds, s = run_ladder(resolve(""), "update", steps=3)
+    fs = ds[-1].features
+    assert fs.source_of("recompute") == "oom-retry-3" and s["fsdp_offload_policy"] is True
+    d = ladder.decide(fs, "oom-host", {}, 4, 3, 5, {}, s)
+    assert d.action == "retry" and d.counter == "rollback-offload"
+    assert not d.features.has("recompute") and d.setting_changes == {"fsdp_offload_policy": False}
+    # an explicit recompute (the user's) is not rolled back; Megatron's full recompute uses no host RAM
+    assert ladder.decide(resolve("recompute"), "oom-host", {}, 1, 0, 2, {}, BASE).action == "stop"
+    meg = resolve("").add("recompute", "oom-retry-1")
+    assert ladder.decide(meg, "oom-host", {}, 2, 1, 2, {}, dict(BASE, framework="megatron")).action == "stop"
+
+
+def test_setting_rungs_reach_verls_argv_and_replace_a_raw_override():
+    spec = {"mode": "dapo", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": "gpu",
+            "settings": {"steps": 10, "n_gpus_per_node": 8, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet",
+                         "model_path": "/m", "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]}}
+    fs = resolve("-dynamic_batch")
+    argv = overrides.build_command(spec, fs, {"ppo_micro_batch_size_per_gpu": 4, "fsdp_offload_policy": True,
+                                              "memory_rungs": [{"rung": "update-batch"}]})
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in argv
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64" not in argv
+    assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in argv
+    before = overrides.build_command(spec, fs)
+    assert before[-1] == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"  # untouched without a ladder change
+    dyn = overrides.build_command(spec, resolve(""), {"token_budgets": {ACTOR: SEQ}})
+    assert f"{ACTOR}={SEQ}" in dyn
+
+
+def test_plan_shows_the_ladder_per_phase():
+    lines = ladder.plan_ladder(resolve(""), 2, dict(BASE))
+    by = {ln.split(":")[0]: ln for ln in lines if ln.startswith("device OOM in ")}
+    assert set(by) == {f"device OOM in {p}" for p in memladder.PHASES}
+    assert "offload-policy" in by["device OOM in update"] and "+ offload" not in by["device OOM in update"]
+    assert "rollout-util" in by["device OOM in weight-sync"] and "+ offload" in by["device OOM in weight-sync"]
+    assert by["device OOM in checkpoint-load"].endswith("stop with the fix")
+
+
+@pytest.mark.parametrize("log,settings,first", [
+    # run 3: 1.46 B, colocated, gpu_memory_utilization 0.9, no offload: OOM in vLLM's wake-up (update_weights);
+    # run 4 finished with offload; the ladder first lowers the share, then offloads
+    ("verl-run-3-oom.log", {"gpu_memory_utilization": 0.9}, ("rollout-util", {"gpu_memory_utilization": 0.8})),
+    # run 7: OOM in update_actor with offload already on and micro-batch 64; run 8 finished with micro-batch 4
+    ("verl-run-7-big-update-oom-offload.log",
+     {"gpu_memory_utilization": 0.5, "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]},
+     ("update-batch", {"ppo_micro_batch_size_per_gpu": 16})),
+])
+def test_real_verl_oom_logs_get_their_phases_rung(log, settings, first):
+    from pathlib import Path
+
+    from dapo_ops import classify
+
+    v = classify.classify_file(str(Path(__file__).parent / "fixtures" / "real-verl" / log), exit_code=1)
+    assert v.cls == "oom-device"
+    fs = resolve("offload,-dynamic_batch") if "run-7" in log else resolve("-dynamic_batch")
+    ds, s = run_ladder(fs, v.detail["phase"], settings)
+    rung, changes = first
+    assert rungs(ds)[0] == rung and {k: ds[0].setting_changes[k] for k in changes} == changes
+    if "run-7" in log:  # 64 -> 16 -> 4: the micro-batch that made run 8 finish, on the second retry
+        assert s["ppo_micro_batch_size_per_gpu"] == 4 and rungs(ds)[:2] == ["update-batch", "update-batch"]
+    else:
+        assert rungs(ds) == ["rollout-util", "offload"]
