@@ -233,9 +233,24 @@ class Master:
         self.lock = threading.Lock()
         self.last = time.monotonic()
         self.done = threading.Event()
+        self.workers: list[threading.Thread] = []
+        self.unlinked = False
+        self.shell = None  # the persistent host shell session (Master.in_shell)
+
+    def stop_listening(self) -> None:
+        """Remove the socket name (once: a new master may own that name afterwards): from now on a caller
+        starts a new master instead of queueing here."""
+        if self.unlinked:
+            return
+        self.unlinked = True
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
     def serve(self, listener: socket.socket) -> None:
-        listener.settimeout(1.0)
+        """Accept until idle for ``persist`` seconds or told to stop; then serve what is queued and in flight."""
+        listener.settimeout(0.5)
         while not self.done.is_set():
             with self.lock:
                 idle = time.monotonic() - self.last
@@ -245,8 +260,20 @@ class Master:
                 conn, _ = listener.accept()
             except socket.timeout:
                 continue
-            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+            th = threading.Thread(target=self.handle, args=(conn,), daemon=True)
+            th.start()
+            self.workers = [w for w in self.workers if w.is_alive()] + [th]
         self.done.set()
+        self.stop_listening()
+        listener.settimeout(0.2)
+        while True:  # connections already queued on the listener are answered, so no caller gets a reset
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                break
+            self.handle(conn)
+        for w in self.workers:  # requests in flight finish (each bounded by its own timeout)
+            w.join()
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
@@ -261,6 +288,7 @@ class Master:
             req = json.loads(line)
             if req.get("op") == "exit":
                 self.done.set()
+                self.stop_listening()
                 conn.sendall(b'{"ok": true}\n')
                 return
             with self.lock:
@@ -281,7 +309,10 @@ class Master:
             if not (t._cxn is not None and t._cxn.is_connected):
                 t.connect()
                 t._cxn.transport.channel_timeout = max(1.0, float(t.connect_timeout))
-            res = t._raw(req["command"], timeout=req.get("timeout"), stdin=stdin, direct=True)
+            if stdin is None:
+                res = self.in_shell(req["command"], req.get("timeout"))
+            else:  # the command reads stdin (a secret env-file, put_text): a channel of its own
+                res = t._raw(req["command"], timeout=req.get("timeout"), stdin=stdin, direct=True)
             ans = {"ok": True, "stdout": res.stdout, "stderr": res.stderr, "exited": res.exited}
         except RemoteError as e:
             r = e.result
@@ -289,13 +320,86 @@ class Master:
                    "result": {"stdout": r.stdout, "stderr": r.stderr, "exited": r.exited} if r is not None else None}
             if t._cxn is None or not t._cxn.is_connected:
                 self.done.set()  # the connection failed or was lost: the next call connects afresh
+                self.stop_listening()
         except Exception as e:  # noqa: BLE001 - a master must answer, not die silently
             ans = {"ok": False, "kind": "unreachable", "message": "control master failed: %s: %s"
                    % (type(e).__name__, e), "exit_code": None, "state": None, "result": None}
             self.done.set()
+            self.stop_listening()
         if t.added_host_key and t.added_host_key != before:
             ans["added_host_key"] = t.added_host_key
         return ans
+
+
+    def in_shell(self, command: str, timeout: float | None):
+        """Run ``command`` in the master's long-lived shell session on the host (started on first use).
+
+        A new SSH session per command costs the host an sshd session and a login shell that reads its rc files
+        (``~/.bashrc``: sshd-started bash sources it, e.g. ``pyenv init`` there); here each command is one
+        ``( eval <command> ) </dev/null`` in the same login shell, its end and exit status framed by a random
+        token on stdout and stderr. A subshell per command: ``cd``/``export``/``exit`` do not leak. On a
+        timeout the session is closed (the next command starts a new one), and the same RemoteError as a direct
+        run is raised; a lost connection gives ``unreachable`` as in :meth:`Target._raw`.
+
+        :returns: :class:`invoke.runners.Result`.
+        """
+        import secrets
+        import select
+
+        from invoke.runners import Result
+
+        from .remote import RemoteError, _short_cmd, q
+
+        t = self.target
+        if self.shell is None or self.shell.closed or self.shell.exit_status_ready():
+            try:
+                self.shell = t._cxn.transport.open_session()
+                self.shell.exec_command('exec "${SHELL:-/bin/sh}"')  # the login shell, reading stdin
+            except Exception as e:  # noqa: BLE001 - translated like any SSH failure
+                cxn = t._cxn
+                t.close()
+                raise t._ssh_error(e, cxn) from None
+        ch = self.shell
+        tok = secrets.token_hex(12)
+        ch.sendall(("( eval %s ) </dev/null; printf '\\n%s %%d\\n' $?; printf '\\n%s\\n' >&2\n"
+                    % (q(command), tok, tok)).encode())
+        out, err = b"", b""
+        end_out, end_err = ("\n%s " % tok).encode(), ("\n%s\n" % tok).encode()
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        def finished() -> bool:
+            i = out.rfind(end_out)
+            return i >= 0 and b"\n" in out[i + len(end_out):] and err.endswith(end_err)
+
+        while not finished():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                self.shell = None
+                ch.close()
+                raise RemoteError("timeout", t.name, f"command did not finish within {timeout:g} s: "
+                                                     f"{_short_cmd(command)}",
+                                  result=Result(stdout=out.decode("utf-8", "replace"),
+                                                stderr=err.decode("utf-8", "replace"), exited=-1, command=command))
+            select.select([ch], [], [], min(left, 1.0) if left is not None else 1.0)
+            got = False
+            while ch.recv_ready():
+                out += ch.recv(1 << 20)
+                got = True
+            while ch.recv_stderr_ready():
+                err += ch.recv_stderr(1 << 20)
+                got = True
+            if not got and (ch.closed or ch.eof_received) and not ch.recv_ready() and not ch.recv_stderr_ready():
+                self.shell = None  # the shell itself ended (the command killed it, or the connection went)
+                if t._cxn.transport is None or not t._cxn.transport.is_active():
+                    where = t._where()
+                    t.close()
+                    raise RemoteError("unreachable", t.name, f"connection to {where} lost during "
+                                                             f"`{_short_cmd(command)}`; check the host and retry")
+                return Result(stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
+                              exited=-1, command=command)
+        i = out.rindex(end_out)
+        exited = int(out[i + len(end_out):].split(b"\n", 1)[0])
+        return Result(stdout=out[:i].decode("utf-8", "replace"), stderr=err[:-len(end_err)].decode("utf-8", "replace"),
+                      exited=exited, command=command)
 
 
 def master_main() -> int:
@@ -322,17 +426,7 @@ def master_main() -> int:
     try:
         master.serve(listener)
     finally:
-        try:
-            os.unlink(path)  # first: a caller from now on starts a new master instead of queueing here
-        except OSError:
-            pass
-        listener.settimeout(0.2)
-        while True:  # serve what was already queued on the listener, so no caller gets a reset
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                break
-            master.handle(conn)
+        master.stop_listening()
         listener.close()
         master.target.close()
     return 0

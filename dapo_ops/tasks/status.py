@@ -62,7 +62,8 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     """
     req = dict(req)
     req.setdefault("runs_dir", target.host.runs_path)
-    res = target.run([target.host.python, "-c", remote_probe.build_script(), _json.dumps(req)],
+    # -S: the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
+    res = target.run([target.host.python, "-S", "-c", remote_probe.build_script(), _json.dumps(req)],
                      timeout=timeout, workdir="", state_on_failure=True)
     try:
         return _json.loads(res.stdout.strip().splitlines()[-1])
