@@ -334,7 +334,8 @@ class Master:
     def in_shell(self, command: str, timeout: float | None):
         """Run ``command`` in the master's long-lived shell session on the host (started on first use).
 
-        A new SSH session per command costs the host an sshd session and a login shell that reads its rc files
+        Before a command on an existing session, one channel open checks the link (answered in one round trip,
+        or ``unreachable`` after ``connect_timeout``). A new SSH session per command costs the host an sshd session and a login shell that reads its rc files
         (``~/.bashrc``: sshd-started bash sources it, e.g. ``pyenv init`` there); here each command is one
         ``( eval <command> ) </dev/null`` in the same login shell, its end and exit status framed by a random
         token on stdout and stderr. A subshell per command: ``cd``/``export``/``exit`` do not leak. On a
@@ -351,14 +352,17 @@ class Master:
         from .remote import RemoteError, _short_cmd, q
 
         t = self.target
-        if self.shell is None or self.shell.closed or self.shell.exit_status_ready():
-            try:
+        try:
+            if self.shell is None or self.shell.closed or self.shell.exit_status_ready():
                 self.shell = t._cxn.transport.open_session()
                 self.shell.exec_command('exec "${SHELL:-/bin/sh}"')  # the login shell, reading stdin
-            except Exception as e:  # noqa: BLE001 - translated like any SSH failure
-                cxn = t._cxn
-                t.close()
-                raise t._ssh_error(e, cxn) from None
+            else:  # the link may have died since the last command: one channel open answers within the timeout
+                t._cxn.transport.open_session().close()
+        except Exception as e:  # noqa: BLE001 - translated like any SSH failure
+            self.shell = None
+            cxn = t._cxn
+            t.close()
+            raise t._ssh_error(e, cxn) from None
         ch = self.shell
         tok = secrets.token_hex(12)
         ch.sendall(("( eval %s ) </dev/null; printf '\\n%s %%d\\n' $?; printf '\\n%s\\n' >&2\n"
