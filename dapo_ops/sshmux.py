@@ -10,7 +10,8 @@ caller never imports paramiko or fabric. A master ends after :data:`DEFAULT_PERS
 (``DAPO_OPS_CONTROL_PERSIST``; ``0`` turns reuse off), at once when its SSH connection fails or is lost (the next
 call connects afresh and reports that failure as a direct connect would), and on :func:`close_all`.
 
-Security: the socket lives in a directory owned by this user with mode 0700 (``$DAPO_OPS_CONTROL_DIR``, else
+Security: a master starts with an allow-listed environment (:data:`MASTER_ENV`: no API keys or tokens of the
+caller live on in it); the socket lives in a directory owned by this user with mode 0700 (``$DAPO_OPS_CONTROL_DIR``, else
 ``$XDG_RUNTIME_DIR/dapo-ops``, else ``/tmp/dapo-ops-<uid>``; anything else disables reuse), the socket is 0600 and
 the master answers only peers of the same uid (``SO_PEERCRED``). Secrets a request feeds to stdin travel over
 that socket, never on a command line. Like an OpenSSH master, a live master keeps serving after the host's sshd
@@ -43,6 +44,8 @@ import threading
 import time
 from pathlib import Path
 
+#: bumped when requests/answers change, so a master of an older version is never asked (another socket name)
+PROTOCOL = 1
 PERSIST_ENV = "DAPO_OPS_CONTROL_PERSIST"
 DIR_ENV = "DAPO_OPS_CONTROL_DIR"
 #: seconds a master stays up after its last request (OpenSSH ``ControlPersist``); above ``watch``'s 10 s interval.
@@ -92,7 +95,8 @@ def socket_path(target, directory: Path) -> Path:
     """``<dir>/<sha256 of the connection fields>.sock`` (hosts with equal connection settings share a master)."""
     spec = spec_of(target)
     ident = {k: spec["host"].get(k) for k in CONNECTION_FIELDS}
-    ident.update(accept_new_host_keys=spec["accept_new_host_keys"], connect_timeout=spec["connect_timeout"])
+    ident.update(accept_new_host_keys=spec["accept_new_host_keys"], connect_timeout=spec["connect_timeout"],
+                 protocol=PROTOCOL)
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
     return directory / ("%s.sock" % digest)
 
@@ -135,8 +139,14 @@ def _start_master(target, path: Path) -> socket.socket | None:
         return _connect(path, 5.0)
 
 
+#: the caller's environment variables a master keeps (a long-lived process holds no API keys or tokens):
+#: what paramiko/ssh_config need (agent socket, home, user) and where this package and its sockets are.
+MASTER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "TMPDIR",
+              "VIRTUAL_ENV", "PYTHONPATH", PERSIST_ENV, DIR_ENV)
+
+
 def _master_env() -> dict:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k in MASTER_ENV}
     here = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

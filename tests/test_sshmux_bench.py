@@ -177,3 +177,19 @@ def test_close_all_ends_the_masters(inv):
     assert sshmux.close_all() == 0
     d = sshmux.control_dir()
     assert d is not None and oct(os.stat(d).st_mode & 0o777) == "0o700"
+
+
+def test_a_master_keeps_no_secret_of_the_callers_environment(inv, monkeypatch):
+    monkeypatch.setenv("SWANLAB_API_KEY", "sk-should-not-live-on")
+    reusing(inv).host_run("true")
+    masters = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"dapo_ops.sshmux" in cmd:
+            masters.append(env)
+    assert masters
+    assert not [e for env in masters for e in env if e.startswith(b"SWANLAB_API_KEY=")]
