@@ -412,7 +412,7 @@ class Target:
         With ``reuse`` (and no pty, output hidden, not ``direct``) through the host's control master
         (:func:`dapo_ops.sshmux.run`); when no master can serve, over this Target's own connection.
         """
-        if self.reuse and not direct and not pty and hide is True:
+        if self.reuse and not direct and not pty and hide is True and getattr(self.host, "transport", "ssh") == "ssh":
             from . import sshmux
 
             if sshmux.persist_s() > 0:
