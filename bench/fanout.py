@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Fan-out scaling: wall time of a fan-out task on 1 host vs N hosts of the sandbox bench, in one run.
 
-    DAPO_BENCH_ID=2 bash sandbox/bench.sh up 8          # 3 is the default bench; 8 if the machine allows
     DAPO_BENCH_ID=2 .venv/bin/python bench/fanout.py --counts 1,3,8 --repeat 3
+
+Brings the bench up to the largest host count first (``sandbox/bench.sh up N``; ``--no-up`` skips counts the
+bench lacks instead). Each row shows the median 1-minute load average while it was measured (shared machine).
 
 Two measurements per host count (median of ``--repeat`` runs, after one warm-up):
 
@@ -75,7 +77,14 @@ def main() -> int:
     ap.add_argument("--task", default="hosts", help="fan-out task to time (default: hosts)")
     ap.add_argument("--task-args", default="", help="extra task flags for the cli form")
     ap.add_argument("--no-cli", action="store_true", help="skip the whole-process measurement")
+    ap.add_argument("--no-up", action="store_true", help="do not bring the bench up to the largest count")
     a = ap.parse_args()
+
+    want = max(int(x) for x in a.counts.split(","))
+    have = len(inventory.load(a.inventory).hosts) if os.path.exists(a.inventory) else 0
+    if not a.no_up and have < want:
+        subprocess.run(["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)], check=True,
+                       env=dict(os.environ, DAPO_BENCH_ID=bid), stdout=subprocess.DEVNULL)
 
     inv = inventory.load(a.inventory)
     all_hosts = list(inv.hosts.values())
@@ -92,11 +101,13 @@ def main() -> int:
     cpu_s: dict[int, list[float]] = {n: [] for n in counts}
     serial_s: dict[int, list[float]] = {n: [] for n in counts}
     notes: dict[tuple[int, str], str] = {}
+    loads: dict[tuple[int, str], list[float]] = {}
     load0 = os.getloadavg()[0]
     for _ in range(a.repeat):
         for n in counts:
             hosts = all_hosts[:n]
             if fn is not None:
+                loads.setdefault((n, "inproc"), []).append(os.getloadavg()[0])
                 t, cpu, failed, serial = time_inproc(hosts, fn)
                 inproc[n].append(t)
                 cpu_s[n].append(cpu)
@@ -104,6 +115,7 @@ def main() -> int:
                 if failed:
                     notes[(n, "inproc")] = f"{failed} failed"
             if not a.no_cli:
+                loads.setdefault((n, "cli"), []).append(os.getloadavg()[0])
                 t, rc = time_cli([h.name for h in hosts], a.task, a.task_args, a.inventory, 1)
                 cli[n].append(t)
                 if rc:
@@ -118,16 +130,17 @@ def main() -> int:
             t = statistics.median(data[n])
             cpu = f"{statistics.median(cpu_s[n]):.2f}" if mode == "inproc" else ""
             serial = f"{statistics.median(serial_s[n]):.2f}" if mode == "inproc" else ""
-            rows.append((a.task, n, mode, t, t / one, serial, cpu, notes.get((n, mode), "")))
+            ld = f"{statistics.median(loads[(n, mode)]):.1f}"
+            rows.append((a.task, n, mode, t, t / one, serial, cpu, ld, notes.get((n, mode), "")))
 
     table = Table(title=f"fan-out scaling, median of {a.repeat} (target: N hosts <= {TARGET_RATIO}x one host)",
                   title_justify="left")
     for col in ("task", "hosts", "mode", "wall s", "ratio vs 1 host", "verdict", "sum of per-host s",
-                "controller cpu s", "note"):
+                "controller cpu s", "load", "note"):
         table.add_column(col, justify="left" if col in ("task", "mode", "verdict", "note") else "right")
-    for task, n, mode, t, ratio, serial, cpu, note in rows:
+    for task, n, mode, t, ratio, serial, cpu, ld, note in rows:
         verdict = "" if n == 1 else ("ok" if ratio <= TARGET_RATIO else "SLOW")
-        table.add_row(task, str(n), mode, f"{t:.2f}", f"{ratio:.2f}", verdict, serial, cpu, note)
+        table.add_row(task, str(n), mode, f"{t:.2f}", f"{ratio:.2f}", verdict, serial, cpu, ld, note)
     Console(width=140).print(table)
     print(f"machine: {os.cpu_count()} CPUs shared by the controller and every sandbox host (sshd, dockerd, the "
           f"container's python); load average {load0:.1f} -> {load1:.1f} during the run")

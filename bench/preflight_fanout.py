@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Preflight scaling: every preflight check on 1 vs 3 (or 8) sandbox hosts, ratio target <= 1.5.
 
-    DAPO_BENCH_ID=6 bash sandbox/bench.sh up 3
-    DAPO_BENCH_ID=6 .venv/bin/python bench/preflight_fanout.py --counts 1,3 --repeat 3
+    DAPO_BENCH_ID=6 .venv/bin/python bench/preflight_fanout.py --counts 1,8 --repeat 3
+
+Brings the bench up to the largest count itself (``sandbox/bench.sh up N``).
 
 Puts a tiny model and two RL parquet files into each host's runs dir (host side of /verl/dapo_runs, so the
 checks pass), then runs ``bench/fanout.py --task preflight`` (the remote engineer's scaling harness) with
@@ -35,6 +36,10 @@ def main() -> int:
     ap.add_argument("--no-cli", action="store_true")
     a = ap.parse_args()
     state = Path(f"/var/tmp/dapo-bench-{bid}")
+    want = max(int(x) for x in a.counts.split(","))
+    if not (state / "hosts.toml").exists() or len(inventory.load(state / "hosts.toml").hosts) < want:
+        subprocess.run(["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)], check=True,
+                       env=dict(os.environ, DAPO_BENCH_ID=bid), stdout=subprocess.DEVNULL)
     inv = inventory.load(state / "hosts.toml")
     for name in inv.hosts:
         base = state / "hosts" / name / "runs" / "pf-inputs"

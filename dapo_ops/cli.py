@@ -4,12 +4,20 @@
 ``dapo-ops --list`` show the same tasks. Each concern lives in its own module under
 ``dapo_ops/tasks/`` and exposes a module-level ``ns`` (a :class:`invoke.Collection`)
 or plain ``@task`` functions; this module only assembles them.
+
+Import budget: a program run imports only the task modules named on its command line
+(:func:`namespace_for`, through :data:`TASK_INDEX`), and task modules import their heavy
+dependencies (fabric/paramiko, rich, hydra) inside the functions that use them, so
+``inv status`` loads neither the launch planner nor paramiko (bench/status.py prints the
+``-X importtime`` figure). ``--list``, ``--help`` without a task, completion, or a name that
+is not in the index load every module, as before.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 
 from invoke import Collection
 from invoke.exceptions import ParseError
@@ -32,6 +40,21 @@ SUB_COLLECTIONS: dict[str, str] = {
     "sandbox": "dapo_ops.tasks.sandbox",
     "container": "dapo_ops.tasks.containers",
 }
+#: task name as typed (invoke's dashed form) -> the module that defines it; sub-collection tasks are found by
+#: their prefix (``sandbox.up`` -> SUB_COLLECTIONS["sandbox"]). tests/test_cli.py keeps it equal to what the
+#: modules define; a name missing here only costs the full import (every module is loaded).
+TASK_INDEX: dict[str, str] = {
+    "hosts": "dapo_ops.tasks.hosts",
+    "launch": "dapo_ops.tasks.launch", "one-step-off": "dapo_ops.tasks.launch",
+    "status": "dapo_ops.tasks.status", "logs": "dapo_ops.tasks.status", "stop": "dapo_ops.tasks.status",
+    "watch": "dapo_ops.tasks.status",
+    "preflight": "dapo_ops.tasks.preflight",
+    "prepare": "dapo_ops.tasks.prepare",
+    "classify": "dapo_ops.tasks.classify",
+    "quickstart": "dapo_ops.tasks.quickstart", "demo": "dapo_ops.tasks.quickstart",
+}
+#: core flags after which the program needs every task (listing, help, completion, printing the collection)
+_ALL_TASKS_FLAGS = frozenset({"-l", "--list", "--complete", "--print-completion-script", "-h", "--help"})
 
 
 def _one_line_flag_errors() -> None:
@@ -69,13 +92,16 @@ def _import_if_present(name: str):
     return importlib.import_module(name)
 
 
-def build_namespace() -> Collection:
+def build_namespace(only: frozenset[str] | set[str] | None = None) -> Collection:
     """Assemble the root :class:`invoke.Collection` from the task modules.
 
+    :param only: module names to load (:func:`modules_for`); None = every module.
     Returns a new Collection every call (tests build their own programs).
     """
     ns = Collection()
     for modname in TASK_MODULES:
+        if only is not None and modname not in only:
+            continue
         mod = _import_if_present(modname)
         if mod is None:
             continue
@@ -83,21 +109,56 @@ def build_namespace() -> Collection:
         for task_name in sub.task_names:
             ns.add_task(sub[task_name])
     for coll_name, modname in SUB_COLLECTIONS.items():
+        if only is not None and modname not in only:
+            continue
         mod = _import_if_present(modname)
         if mod is not None:
             ns.add_collection(Collection.from_module(mod), coll_name)
     return ns
 
 
-ns = build_namespace()
+def modules_for(argv: list[str]) -> frozenset[str] | None:
+    """The task modules a program run with ``argv`` (without the program name) needs, or None for all.
+
+    Every token that names a task counts (a flag value that happens to be a task name only loads one module
+    more); no task name, a listing/help/completion flag, or ``--`` (an ad hoc command) means all.
+    """
+    mods = set()
+    for tok in argv:
+        if tok in _ALL_TASKS_FLAGS or tok == "--":
+            if tok in ("-h", "--help") and mods:
+                continue  # `inv status --help`: that task's help
+            return None
+        name = tok.replace("_", "-")
+        if name in TASK_INDEX:
+            mods.add(TASK_INDEX[name])
+        elif "." in name and name.split(".", 1)[0] in SUB_COLLECTIONS:
+            mods.add(SUB_COLLECTIONS[name.split(".", 1)[0]])
+    return frozenset(mods) or None
+
+
+def namespace_for(argv: list[str] | None = None) -> Collection:
+    """The collection for one program run: only the modules of the tasks in ``argv`` (default ``sys.argv``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return build_namespace(modules_for(argv))
+
+
+_FULL: Collection | None = None
+
+
+def __getattr__(name: str):
+    """``cli.ns``: every task (built on first use, so importing this module alone loads no task module)."""
+    global _FULL
+    if name == "ns":
+        if _FULL is None:
+            _FULL = build_namespace()
+        return _FULL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    """Entry point of the ``dapo-ops`` console script (see ``dapo_ops/program.py``)."""
-    prog = _import_if_present("dapo_ops.program")
-    if prog is None:  # pragma: no cover - only while the program module is missing
-        from invoke import Program
+    """Entry point of the ``dapo-ops`` console script (see ``dapo_ops/program.py``): loads only the task
+    modules named on the command line."""
+    from . import program
 
-        Program(namespace=ns, name="dapo-ops", version=__import__("dapo_ops").__version__).run()
-        return
-    prog.program.run()
+    program.make_program(namespace_for(sys.argv[1:])).run()

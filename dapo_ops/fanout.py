@@ -23,12 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from .inventory import Host
 from .remote import RemoteError, Target
+
+# rich is imported by the functions that render (a task that prints no table never loads it)
 
 
 @dataclass
@@ -68,13 +66,15 @@ def _one_line(s: str, limit: int = 300) -> str:
 
 
 def call_on_host(host: Host, fn: Callable[[Target], "Row | dict | None"], *,
-                 accept_new_host_keys: bool = False, connect_timeout: float | None = None) -> HostResult:
+                 accept_new_host_keys: bool = False, connect_timeout: float | None = None,
+                 reuse: bool = False) -> HostResult:
     """Run ``fn(target)`` for one host, turning every exception into a failed :class:`Row`.
 
-    The Target's connection is closed afterwards. ``fn`` may return a Row, a dict of cells (ok) or None.
+    The Target's connection is closed afterwards (with ``reuse``, the host's control master stays:
+    :mod:`dapo_ops.sshmux`). ``fn`` may return a Row, a dict of cells (ok) or None.
     """
     t0 = time.monotonic()
-    target = Target(host, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout)
+    target = Target(host, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout, reuse=reuse)
     try:
         out = fn(target)
         if out is None:
@@ -100,7 +100,7 @@ def call_on_host(host: Host, fn: Callable[[Target], "Row | dict | None"], *,
 
 def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, timeout: float,
         max_workers: int | None = None, accept_new_host_keys: bool = False,
-        connect_timeout: float | None = None) -> list[HostResult]:
+        connect_timeout: float | None = None, reuse: bool = False) -> list[HostResult]:
     """Run ``fn(Target(host))`` for every host in parallel threads.
 
     :param hosts: the hosts (order kept in the result).
@@ -110,6 +110,7 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
         shorter so the real reason is reported.
     :param max_workers: thread count; default ``min(32, len(hosts))``.
     :param accept_new_host_keys: passed to each :class:`~dapo_ops.remote.Target`.
+    :param reuse: each Target runs its plain commands through the host's control master (``Target.reuse``).
     :returns: one :class:`HostResult` per host, in input order.
     """
     hosts = list(hosts)
@@ -124,7 +125,7 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
     def work(i: int, h: Host) -> None:
         with slots:
             done[i] = call_on_host(h, fn, accept_new_host_keys=accept_new_host_keys,
-                                   connect_timeout=connect_timeout)
+                                   connect_timeout=connect_timeout, reuse=reuse)
 
     threads = [threading.Thread(target=work, args=(i, h), name=f"dapo-fanout-{h.name}", daemon=True)
                for i, h in enumerate(hosts)]
@@ -142,7 +143,9 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
     return results
 
 
-def _console(file=None) -> Console:
+def _console(file=None):
+    from rich.console import Console
+
     f = file or sys.stdout
     is_tty = hasattr(f, "isatty") and f.isatty()
     if is_tty:
@@ -158,6 +161,9 @@ def render(results: list[HostResult], columns: list[str], *, title: str = "", fi
     Cells are single-line (newlines collapsed); on a terminal long details are folded by rich, in pipes and
     files nothing wraps, so each host is exactly one line (greppable).
     """
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title or None, title_justify="left", show_lines=False)
     table.add_column("host", no_wrap=True)
     table.add_column("result", no_wrap=True)

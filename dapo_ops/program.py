@@ -1,33 +1,50 @@
-"""The ``dapo-ops`` console program: Fabric's ``Fab`` over the same task collection as ``inv``.
+"""The ``dapo-ops`` console program: invoke's ``Program`` with Fabric's core SSH flags, over the same task
+collection as ``inv``.
 
 ``dapo-ops -H h1,h2 <task>`` behaves like ``inv <task> -H h1,h2``: the core ``-H`` value is handed to the task's
 ``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.fanout`). Fabric's own executor
 would instead clone the task once per host and run the clones one after another (``fabric/executor.py:
 expand_calls``), with ``c`` a Connection; :class:`Executor` here does not.
 
+The core flags are Fabric's (``fabric/main.py: Fab.core_args``) with the same names and config keys, so the
+tasks read them the same way (``tasks/_common.py: apply_core_overrides``): ``-H/--hosts``, ``-i/--identity``
+(``connect_kwargs.key_filename``), ``-S/--ssh-config`` (``config._runtime_ssh_path``), ``-t/--connect-timeout``
+(``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
+``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused
+connection, :mod:`dapo_ops.sshmux`) never needs; the SSH config file itself is read per host by
+:class:`dapo_ops.remote.Target`.
+
 Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env
-``DAPO_OPS_*`` for declared keys). Fabric's other core flags keep their meaning where it makes sense:
-``-t/--connect-timeout`` overrides the inventory's connect_timeout (see ``tasks/_common.py``).
+``DAPO_OPS_*`` for declared keys).
 """
 
 from __future__ import annotations
 
-import fabric
-from fabric.main import Fab
-from invoke import Call, Task
+from invoke import Argument, Call, Executor as _InvokeExecutor, Program, Task
+from invoke import Config as _InvokeConfig
 from invoke.exceptions import Exit
 
-from . import __version__, cli
+from . import __version__
 from .tasks._common import EXIT_USAGE, takes_hosts
 
 
-class Config(fabric.Config):
-    """Fabric config with the ``dapo_ops`` prefix (``dapo_ops.yaml``, ``DAPO_OPS_*``)."""
+class Config(_InvokeConfig):
+    """invoke config with the ``dapo_ops`` prefix (``dapo_ops.yaml``, ``DAPO_OPS_*``) and Fabric's
+    ``connect_kwargs`` / runtime ssh_config path as set by the core flags."""
 
     prefix = "dapo_ops"
 
+    @staticmethod
+    def global_defaults():
+        defaults = _InvokeConfig.global_defaults()
+        defaults["connect_kwargs"] = {}
+        return defaults
 
-class Executor(fabric.Executor):
+    def set_runtime_ssh_path(self, path) -> None:
+        self._set(_runtime_ssh_path=path)
+
+
+class Executor(_InvokeExecutor):
     """Passes the core ``-H`` value into each top-level task's ``hosts`` argument instead of cloning the task
     per host (which would run hosts serially). Pre/post tasks run once, without hosts (as under Fabric).
     A task-level ``-H`` wins over the core one.
@@ -56,22 +73,48 @@ class Executor(fabric.Executor):
             ret.extend(self.expand_calls(call.post, apply_hosts=False))
         return ret
 
+    def dedupe(self, calls):
+        return calls  # as fabric.Executor: two calls of one task (e.g. for different hosts) both run
 
-class DapoOps(Fab):
-    """Fab with the ``-H`` help text saying what it means here."""
+
+class DapoOps(Program):
+    """invoke's Program with Fabric's SSH core flags (``-H``, ``-i``, ``-S``, ``-t``)."""
 
     def core_args(self):
-        args = super().core_args()
-        for a in args:
-            if "H" in a.names:
-                a.help = ("Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
-                          "(the task runs them in parallel; default: every host in the inventory).")
-        return args
+        return super().core_args() + [
+            Argument(names=("H", "hosts"),
+                     help="Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
+                          "(the task runs them in parallel; default: every host in the inventory)."),
+            Argument(names=("i", "identity"), kind=list,
+                     help="Path to runtime SSH identity (key) file (overrides the inventory's identity_file)."),
+            Argument(names=("S", "ssh-config"), help="Path to runtime SSH config file."),
+            Argument(names=("t", "connect-timeout"), kind=int,
+                     help="Connection timeout in seconds (overrides the inventory's connect_timeout)."),
+        ]
+
+    def no_tasks_given(self):
+        if self.core is not None and self.core.remainder:
+            raise Exit("dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts",
+                       code=EXIT_USAGE)
+        super().no_tasks_given()
+
+    def update_config(self):
+        super().update_config(merge=False)
+        self.config.set_runtime_ssh_path(self.args["ssh-config"].value)
+        connect_kwargs = {}
+        if self.args["identity"].value:
+            connect_kwargs["key_filename"] = self.args["identity"].value
+        if self.args["connect-timeout"].value:
+            connect_kwargs["timeout"] = self.args["connect-timeout"].value
+        self.config._overrides["connect_kwargs"] = connect_kwargs
+        self.config.merge()
 
 
-def make_program(namespace=None) -> Fab:
+def make_program(namespace=None) -> Program:
     """A fresh ``dapo-ops`` program (tests build their own: ``make_program().run("dapo-ops -H h1 hosts",
-    exit=False)``)."""
+    exit=False)``). Without ``namespace``: every task (:func:`dapo_ops.cli.build_namespace`)."""
+    from . import cli
+
     return DapoOps(
         name="dapo-ops",
         namespace=namespace if namespace is not None else cli.build_namespace(),
@@ -81,4 +124,10 @@ def make_program(namespace=None) -> Fab:
     )
 
 
-program = make_program(cli.ns)
+def __getattr__(name: str):
+    """``program.program``: the program over every task (built on first use)."""
+    if name == "program":
+        from . import cli
+
+        return make_program(cli.ns)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

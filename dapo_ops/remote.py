@@ -23,6 +23,11 @@ what to do. Docker's own messages decide the docker kinds (Docker 20.10 engine, 
 ``docker inspect -f '{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}'``.
 
 A Target is not thread-safe: use one per thread (:mod:`dapo_ops.fanout` does).
+
+Connection reuse: ``Target(..., reuse=True)`` runs plain (no pty) commands through a per-user control master
+that keeps the host's SSH connection open between calls and processes (:mod:`dapo_ops.sshmux`, like OpenSSH's
+``ControlMaster``/``ControlPersist``); the master connects with this same code, so host-key verification and the
+error kinds are the same. fabric and paramiko are imported only when a direct connection is made.
 """
 
 from __future__ import annotations
@@ -37,13 +42,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import fabric
-import paramiko
 from invoke.exceptions import CommandTimedOut, Failure, ThreadException, UnexpectedExit
 from invoke.runners import Result
 
 from .inventory import Host
+
+if TYPE_CHECKING:
+    import fabric
 
 KINDS = (
     "unreachable",        # no route / connect timed out / name does not resolve / not an SSH server
@@ -112,22 +119,23 @@ class ContainerState:
         return {"status": self.status, "exit_code": self.exit_code, "oom_killed": self.oom_killed}
 
 
-class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+def _accept_new_policy(path: Path, target: "Target"):
     """OpenSSH ``accept-new``: remember an unknown host's key and append it to known_hosts (a changed key is
-    still rejected: paramiko raises BadHostKeyException before consulting the policy)."""
+    still rejected: paramiko raises BadHostKeyException before consulting the policy). A paramiko
+    ``MissingHostKeyPolicy``, defined on first use (paramiko is imported only for a direct connection)."""
+    import paramiko
 
-    def __init__(self, path: Path, target: "Target"):
-        self.path = path
-        self.target = target
+    class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client, hostname, key):
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+            with _known_hosts_lock:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                with open(path, "a", encoding="ascii") as fh:
+                    fh.write(line)
+            target.added_host_key = f"{key.get_name()} {_fingerprint(key)}"
 
-    def missing_host_key(self, client, hostname, key):
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        with _known_hosts_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with open(self.path, "a", encoding="ascii") as fh:
-                fh.write(line)
-        self.target.added_host_key = f"{key.get_name()} {_fingerprint(key)}"
+    return _AcceptNewPolicy()
 
 
 def _fingerprint(key) -> str:
@@ -174,12 +182,16 @@ class Target:
     :param container: container name; defaults to ``host.container``.
     :param accept_new_host_keys: accept and record host keys missing from known_hosts (explicit opt-in).
     :param connect_timeout: seconds; defaults to ``host.connect_timeout``.
+    :param reuse: run plain commands through the host's control master (:mod:`dapo_ops.sshmux`), which keeps
+        the SSH connection for later calls and processes; off by default (``connect()``, pty and streaming
+        commands always use this Target's own connection).
     """
 
     host: Host
     container: str | None = None
     accept_new_host_keys: bool = False
     connect_timeout: float | None = None
+    reuse: bool = False
     added_host_key: str | None = field(default=None, init=False)
     _cxn: fabric.Connection | None = field(default=None, init=False, repr=False)
 
@@ -195,13 +207,15 @@ class Target:
     def name(self) -> str:
         return self.host.name
 
-    def _config(self) -> fabric.Config:
+    def _config(self):
+        import fabric
+
         overrides = {"run": {"in_stream": False, "encoding": "utf-8"}}
         if self.host.ssh_config:
             return fabric.Config(runtime_ssh_path=os.path.expanduser(self.host.ssh_config), overrides=overrides)
         return fabric.Config(overrides=overrides)
 
-    def _known_hosts(self, cxn: fabric.Connection) -> Path:
+    def _known_hosts(self, cxn) -> Path:
         if self.host.known_hosts:
             return Path(os.path.expanduser(self.host.known_hosts))
         from_cfg = cxn.ssh_config.get("userknownhostsfile")
@@ -210,15 +224,18 @@ class Target:
             return Path(os.path.expanduser(first))
         return Path(os.path.expanduser("~/.ssh/known_hosts"))
 
-    def _harden(self, cxn: fabric.Connection) -> None:
+    def _harden(self, cxn) -> None:
         """Replace Fabric's AutoAddPolicy by known_hosts verification (recursively for gateways)."""
+        import fabric
+        import paramiko
+
         path = self._known_hosts(cxn)
         client = cxn.client
         if path.exists():
             client.load_host_keys(str(path))
         client._host_keys_filename = None  # never let paramiko rewrite the file; _AcceptNewPolicy appends
         if self.accept_new_host_keys:
-            client.set_missing_host_key_policy(_AcceptNewPolicy(path, self))
+            client.set_missing_host_key_policy(_accept_new_policy(path, self))
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         cxn._dapo_known_hosts = path
@@ -232,9 +249,11 @@ class Target:
             kw["look_for_keys"] = False
         return kw
 
-    def connection(self) -> fabric.Connection:
+    def connection(self):
         """The (lazily created, not yet opened) :class:`fabric.Connection` to the host."""
         if self._cxn is None:
+            import fabric
+
             h = self.host
             config = self._config()
             gateway = None
@@ -294,6 +313,8 @@ class Target:
         return self.host.ssh_target
 
     def _ssh_error(self, e: BaseException, cxn) -> RemoteError:
+        import paramiko
+
         where = self._where(cxn)
         kh = getattr(cxn, "_dapo_known_hosts", None)
         if isinstance(e, paramiko.BadHostKeyException):
@@ -326,7 +347,10 @@ class Target:
         if isinstance(e, socket.gaierror):
             return RemoteError("unreachable", self.name, f"cannot resolve {cxn.host} ({e.strerror}); "
                                                          f"fix address in the inventory")
-        if isinstance(e, (socket.timeout, TimeoutError)):
+        if isinstance(e, (socket.timeout, TimeoutError)) or (
+                isinstance(e, paramiko.SSHException) and str(e) == "Timeout opening channel."):
+            # the second: a reused connection whose link died (Transport.channel_timeout = connect_timeout,
+            # set by dapo_ops.sshmux; paramiko/transport.py open_channel)
             return RemoteError("unreachable", self.name, f"connection to {where} timed out after "
                                                          f"{self.connect_timeout:g} s: host down or network "
                                                          f"partitioned; check the link / firewall")
@@ -341,10 +365,13 @@ class Target:
             return RemoteError("unreachable", self.name, f"SSH to {where} failed: {text}")
         return RemoteError("unreachable", self.name, f"SSH to {where} failed: {type(e).__name__}: {e}")
 
-    def _docker_error(self, res: Result, *, inspect: bool = True) -> RemoteError | None:
+    def _docker_error(self, res: Result, *, inspect: bool = True,
+                      known_state: ContainerState | None = None) -> RemoteError | None:
         """Docker CLI / daemon failure of a ``docker ...`` host command (None if the command itself failed).
 
-        Only the first stderr line is considered: Docker prints its own error first and alone.
+        Only the first stderr line is considered: Docker prints its own error first and alone. A stopped
+        container is described from ``known_state`` (read in the same round trip, :meth:`run`'s
+        ``state_on_failure``), else from one more ``docker inspect`` when ``inspect``.
         """
         if res.exited == 0:
             return None
@@ -368,7 +395,7 @@ class Target:
                                                                "or fix container in the inventory", result=res)
         m = re.search(r"Container \S+ is (not running|restarting|paused)", first)
         if m:
-            state = self.container_state() if inspect else None
+            state = known_state or (self.container_state() if inspect else None)
             desc = state.describe() if state else m.group(1)
             fix = "unpause it" if m.group(1) == "paused" else f"start it (docker start {c}) or recreate it"
             return RemoteError("container-stopped", self.name,
@@ -379,8 +406,19 @@ class Target:
     # ---- running ----------------------------------------------------------------------------------------
 
     def _raw(self, command: str, *, timeout: float | None, stdin: bytes | None = None, pty: bool = False,
-             hide=True) -> Result:
-        """Run ``command`` on the host (already quoted); never raises on exit code."""
+             hide=True, direct: bool = False) -> Result:
+        """Run ``command`` on the host (already quoted); never raises on exit code.
+
+        With ``reuse`` (and no pty, output hidden, not ``direct``) through the host's control master
+        (:func:`dapo_ops.sshmux.run`); when no master can serve, over this Target's own connection.
+        """
+        if self.reuse and not direct and not pty and hide is True and getattr(self.host, "transport", "ssh") == "ssh":
+            from . import sshmux
+
+            if sshmux.persist_s() > 0:
+                res = sshmux.run(self, command, timeout=timeout, stdin=stdin)
+                if res is not None:
+                    return res
         self.connect()
         cxn = self._cxn
         kw = dict(hide=hide, warn=True, pty=pty, timeout=timeout)
@@ -479,7 +517,8 @@ class Target:
         return line
 
     def run(self, cmd: str | list[str], *, env: dict | None = None, secret_env: dict | None = None,
-            timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False) -> Result:
+            timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False,
+            state_on_failure: bool = False) -> Result:
         """Run a command inside the container with ``docker exec``.
 
         :param cmd: a shell command (``sh -c <cmd>``) or an argv list (each element arrives verbatim).
@@ -491,6 +530,8 @@ class Target:
         :param workdir: ``docker exec -w``; None = the inventory's ``workdir``; "" = the image's default.
         :param check: raise RemoteError(kind="command") on a non-zero exit of the command.
         :param pty: allocate a pty (``docker exec -t``): stderr merges into stdout; Ctrl-C reaches the process.
+        :param state_on_failure: when ``docker exec`` fails, read the container's state in the same host command
+            (one round trip for a stopped container too; not with ``pty`` or ``secret_env``).
         :returns: :class:`invoke.runners.Result` (``.stdout``, ``.stderr``, ``.exited``, ``.ok``).
         :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values.
         """
@@ -511,8 +552,12 @@ class Target:
             res = self._raw(command, timeout=timeout, stdin=body, pty=False)
         else:
             command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
+            if state_on_failure and not pty:
+                command = (f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
+                           f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
+                           f"printf '\\n{_STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc")
             res = self._raw(command, timeout=timeout, pty=pty)
-        err = self._docker_error(res)
+        err = self._docker_error(res, known_state=_take_state(res) if state_on_failure else None)
         if err:
             raise err
         if res.exited != 0 and check:
@@ -539,6 +584,25 @@ class Target:
             raise err
         if res.exited != 0:
             raise _command_error(self.name, f"write {path_in_container}", res, where=f"in container '{self.container}'")
+
+
+_STATE_MARK = "dapo-ops-container-state:"
+
+
+def _take_state(res: Result) -> ContainerState | None:
+    """Remove the ``state_on_failure`` line from ``res.stderr``; the state it carries, if Docker gave one."""
+    if _STATE_MARK not in (res.stderr or ""):
+        return None
+    keep, state = [], None
+    for ln in res.stderr.split("\n"):
+        if ln.startswith(_STATE_MARK):
+            parts = ln[len(_STATE_MARK):].split()
+            if len(parts) == 3 and parts[1].lstrip("-").isdigit():
+                state = ContainerState(status=parts[0], exit_code=int(parts[1]), oom_killed=parts[2] == "true")
+        else:
+            keep.append(ln)
+    res.stderr = "\n".join(keep).rstrip("\n") + ("\n" if keep and any(keep) else "")
+    return state
 
 
 def _oserror_text(e) -> str:

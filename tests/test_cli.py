@@ -191,3 +191,54 @@ def test_every_run_setting_in_the_table_is_a_flag_of_the_launch_tasks(task_name)
     flags = {"--" + a.name.replace("_", "-") for a in t.get_arguments()}
     missing = [p.flag for p in settings.PARAMS if p.flag and p.flag not in flags]
     assert not missing, f"{task_name} lacks {missing}"
+
+
+class TestImportBudget:
+    """A run loads only the task modules on its command line, and the status path loads no heavy library
+    (bench/status.py measures the seconds; these check which modules, which is what the budget is made of)."""
+
+    def test_task_index_names_every_task_and_its_module(self):
+        import importlib
+
+        found = {}
+        for modname in cli.TASK_MODULES:
+            for name in Collection.from_module(importlib.import_module(modname)).task_names:
+                found[name] = modname
+        assert cli.TASK_INDEX == found
+
+    @pytest.mark.parametrize("argv,mods", [
+        (["status", "--json"], {"dapo_ops.tasks.status"}),
+        (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.tasks.status"}),
+        (["status", "--help"], {"dapo_ops.tasks.status"}),
+        (["one_step_off", "--dry-run"], {"dapo_ops.tasks.launch"}),
+        (["sandbox.up"], {"dapo_ops.tasks.sandbox"}),
+        (["hosts", "preflight"], {"dapo_ops.tasks.hosts", "dapo_ops.tasks.preflight"}),
+        (["--list"], None), (["--help"], None), ([], None), (["stauts"], None), (["status", "--list"], None),
+        (["-H", "h1", "--", "uname"], None),
+    ])
+    def test_modules_for_the_command_line(self, argv, mods):
+        assert cli.modules_for(argv) == (frozenset(mods) if mods is not None else None)
+
+    def test_the_status_path_loads_no_ssh_table_or_config_library(self):
+        code = ("import sys; from dapo_ops import cli, program; "
+                "program.make_program(cli.namespace_for(['status', '--json'])); "
+                "from dapo_ops.tasks import status; status.probe; "
+                "print(' '.join(sorted(m for m in sys.modules)))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert out.returncode == 0, out.stderr
+        loaded = set(out.stdout.split())
+        heavy = {m for m in loaded if m.split(".")[0] in ("paramiko", "fabric", "rich", "hydra", "omegaconf",
+                                                          "cryptography", "nacl")}
+        assert not heavy, sorted(heavy)
+        other_tasks = {m for m in loaded if m.startswith("dapo_ops.tasks.") and m not in
+                       ("dapo_ops.tasks.status", "dapo_ops.tasks._common")}
+        assert not other_tasks and "dapo_ops.planning" not in loaded and "dapo_ops.classify" not in loaded
+
+    def test_inv_runs_a_task_with_only_its_module_loaded(self, tmp_path):
+        out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "status", "--help"], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=60)
+        assert out.returncode == 0 and "--json" in out.stdout, out.stderr
+        out = subprocess.run([str(BIN / "dapo-ops"), "-H", "h1", "--", "uname"], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert out.returncode == EXIT_USAGE
+        assert out.stderr.strip() == "dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import runstate
+from dapo_ops import runstate, sshmux
 
 pytestmark = pytest.mark.bench
 
@@ -164,6 +164,7 @@ def test_status_dead_supervisor_and_unreachable_host(sandbox):
     sandbox.reset("h1")
     sandbox.reset("h3")
     rid, _, _ = make_run(sandbox, "h1", step=3, log=steps_log(1, 1, 3), last_progress_at=time.time() - 4000)
+    sshmux.close_all()  # a kept connection (control master) outlives sshd's listener, as OpenSSH's does
     sandbox.kill_sshd("h3")
     try:
         proc, rows = status_json(sandbox, "h1,h3")

@@ -2,9 +2,11 @@
 
 Each host costs one SSH command per look: ``docker exec <c> python3 -c <probe> <request>`` (dapo_ops.remote_probe),
 which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and ``/proc`` (never the whole log), and
-answers in JSON; :mod:`dapo_ops.statusview` turns that into a row. Hosts are probed in parallel (one thread and
-one SSH connection per host); output is printed by the main thread only, whole lines, prefixed by host name
-when several hosts answer.
+answers in JSON; when ``docker exec`` fails, the same host command reads the container's state (a stopped
+container costs no second command). :mod:`dapo_ops.statusview` turns that into a row. Hosts are probed in
+parallel (one thread per host) over each host's reused SSH connection (a control master that outlives the
+process, :mod:`dapo_ops.sshmux`: repeated looks skip the SSH handshake); output is printed by the main thread
+only, whole lines, prefixed by host name when several hosts answer.
 
 Replaces the runbook's ``docker exec c grep "Training Progress" /verl/train.log | tail -1`` (reads the whole log
 every look), ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
@@ -34,14 +36,14 @@ ERRORS_CONTEXT = 3
 # ------------------------------------------------------------------------------------------ plumbing
 
 def fan(c, chosen: list, fn, timeout: float) -> list[tuple[str, object]]:
-    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.fanout.run`, one SSH connection per
-    host, overall deadline ``timeout`` seconds).
+    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.fanout.run` over each host's reused
+    SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
 
     :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
     """
     out = []
     for r in fanout.run(chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout,
-                        connect_timeout=connect_timeout_override(c)):
+                        connect_timeout=connect_timeout_override(c), reuse=True):
         if r.ok:
             out.append((r.host.name, r.row.data["answer"]))
         else:
@@ -60,8 +62,9 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     """
     req = dict(req)
     req.setdefault("runs_dir", target.host.runs_path)
-    res = target.run([target.host.python, "-c", remote_probe.build_script(), _json.dumps(req)],
-                     timeout=timeout, workdir="")
+    # -S: the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
+    res = target.run([target.host.python, "-S", "-c", remote_probe.build_script(), _json.dumps(req)],
+                     timeout=timeout, workdir="", state_on_failure=True)
     try:
         return _json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
