@@ -175,6 +175,7 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "max_position_embeddings": mpe,
         "trainer_mode": _get(settings, "trainer_mode", "async") or "async",
         "max_staleness": int(_get(settings, "max_staleness", 2)),
+        "memory_fit": _get(settings, "memory_fit", "start") or "start",
         "parameter_sync_step": int(_get(settings, "parameter_sync_step", 0)),
         # 0.8: not emitted (the 0.8-era behaviour: every save kept), so preflight's disk check must not count it
         "max_actor_ckpt_to_keep": (int(_get(settings, "max_actor_ckpt_to_keep", 3)) or None) if v09 else None,
@@ -225,7 +226,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
 
 def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
     """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
-    Raises :class:`dapo_ops.memfit.FitError` when nothing fits."""
+    Raises :class:`dapo_ops.memfit.FitError` when nothing fits, unless the ``memory_fit`` setting is ``warn``
+    (then the lines only report what the estimate says)."""
     cfg = (memory or {}).get("model_config")
     if not cfg:
         return fs, ["memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
@@ -240,6 +242,13 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(est.phases.items(), key=lambda kv: -kv[1]))
         return fs, [f"memory-fit estimate (GiB per device; device memory unknown here, inv preflight checks the fit, "
                     f"the rollout share counts as 0): {per}"]
+    if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
+        try:
+            f = memfit.fit(cfg, spec, fs, float(gib))
+        except memfit.FitError as e:
+            return fs, [f"{e} (MEMORY_FIT=warn: launching as planned; the device-OOM ladder decides)"]
+        return fs, [ln.replace("starts on rung(s)", "MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start "
+                               "would start on rung(s)") for ln in f.lines()]
     f = memfit.fit(cfg, spec, fs, float(gib))
     if f.rungs:
         spec["features"] = f.features.to_json()

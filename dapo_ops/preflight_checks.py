@@ -593,11 +593,22 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         return [Check("memory-fit", WARN, str(e), "the device-OOM ladder still applies; complete config.json to get the estimate")]
     except memfit.FitError as e:
         msg, fix = _split_fix(str(e))
+        if _memory_fit_mode(pv) == "warn":
+            return [Check("memory-fit", WARN, msg, "MEMORY_FIT=warn: the first attempt runs as planned; " + fix)]
         return [Check("memory-fit", FAIL, msg, fix)]
+    if f.rungs and _memory_fit_mode(pv) == "warn":
+        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
+                      f"MEMORY_FIT=warn: launch starts as planned; MEMORY_FIT=start would begin on "
+                      f"{', '.join(f.rungs)}: {f.started.line()}")]
     if f.rungs:
         return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
                       f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}")]
     return [Check("memory-fit", OK, f"estimate: {f.planned.line()}")]
+
+
+def _memory_fit_mode(pv: PlanView) -> str:
+    """The plan's ``memory_fit`` setting (``start`` | ``warn``; dapo_ops/settings.py)."""
+    return str((pv.spec.get("settings") or {}).get("memory_fit") or "start")
 
 
 def _display_url(url: str) -> str:

@@ -110,6 +110,11 @@ PARAMS: tuple[Param, ...] = (
        "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
     _p("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", "str",
        "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+    _p("memory_fit", "MEMORY_FIT", "start", "str",
+       "what the memory-fit estimate (dapo_ops/memfit.py) does before launch: start = begin on the first OOM-ladder "
+       "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
+       "warns, the first attempt runs as planned and the ladder learns from a real OOM)", flag=None,
+       choices=("start", "warn")),
     _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
     _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)"),
     _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)"),

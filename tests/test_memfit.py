@@ -128,3 +128,37 @@ def test_calibration_csv_estimates_are_current_and_adding_a_row_is_one_line():
     for r in bench.evaluate(rows, models):
         assert f"{r['estimate']:.2f}" == r["estimate_gib"], (r["config"], "run bench/memory_fit.py --write")
     assert set(json.loads((ROOT / "bench" / "memory_fit_models.json").read_text())) >= {r["model"] for r in rows}
+
+
+def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
+    """MEMORY_FIT=warn (dapo_ops/settings.py): the estimate is shown, no rung is applied, nothing is refused,
+    and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
+    from dapo_ops import preflight_checks
+
+    flags = {"framework": "fsdp", "gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64,
+             "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8, "rollout_tp": 1,
+             "train_batch_size": 8, "ppo_mini_batch_size": 8, "rollout_n": 1, "steps": 3}
+    st = settings.resolve(flags, {"MEMORY_FIT": "warn"}, {})
+    p = planning.make_plan(st, ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
+                           memory={"model_config": TINY_146B, "device_gib": 139.8})
+    assert "setting_changes" not in p.spec
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.9" in p.argv
+    assert any("MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start would start on rung(s) "
+               "rollout-util(weight-sync)" in ln for ln in p.memory)
+    # nothing fits (Qwen3-8B, 32k responses on 24 GiB): start refuses, warn reports and plans
+    big = dict(flags, max_response_length=32768, features="", micro_batch_size=1)
+    with pytest.raises(planning.PlanError):
+        planning.make_plan(settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2",
+                           swanlab_logger=False, memory={"model_config": QWEN3_8B, "device_gib": 24.0})
+    p2 = planning.make_plan(settings.resolve(big, {"MEMORY_FIT": "warn"}, {}), ONE_GPU, mode="dapo",
+                            run_id="20261129-151200-a1b2", swanlab_logger=False,
+                            memory={"model_config": QWEN3_8B, "device_gib": 24.0})
+    assert any("cannot fit" in ln and "MEMORY_FIT=warn" in ln for ln in p2.memory)
+    facts = {"model_config": QWEN3_8B, "device_gib": 24.0}
+    monkeypatch.setattr(preflight_checks, "memory_facts", lambda host, p: facts)
+    [warn] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(p2), {})
+    assert warn.status == preflight_checks.WARN and "cannot fit" in warn.message and "MEMORY_FIT=warn" in warn.fix
+    started = planning.make_plan(settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2",
+                                 swanlab_logger=False)  # no memory facts at plan time: preflight judges
+    [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(started), {})
+    assert fail.status == preflight_checks.FAIL
