@@ -91,6 +91,38 @@ class LaunchRefused(Exception):
         super().__init__(message)
 
 
+def refuse_if_busy(target, py: str, bdir: str) -> dict:
+    """The one rule for every launch path (:mod:`dapo_ops.occupancy`, run in the container): refuse while a run
+    is active, while verl of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a Ray
+    node of a multi-host run that is still up; Ray left over from a finished cluster run is ended first
+    (``--sweep``). Raises :class:`LaunchRefused` (kind ``active-run``) with one line; returns the answer."""
+    host = target.host
+    res = target.run([py, "-m", "dapo_ops.occupancy", host.runs_path, host.name, "--sweep"],
+                     env={"PYTHONPATH": bdir}, workdir="", timeout=60)
+    try:
+        occ = json.loads((res.stdout or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RemoteError("command", host.name, "the occupancy check gave no answer: "
+                          + ((res.stderr or "").strip().splitlines() or ["no output"])[-1]) from None
+    active = occ.get("active")
+    if active:
+        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
+                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
+                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+    for v in occ.get("verl") or []:
+        pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
+        raise LaunchRefused("active-run", f"verl of run {v['run_id']} still runs on {host.name} ({v['pids']} "
+                            f"processes{pg}) although its supervisor is gone: end it with `inv stop -H {host.name} "
+                            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
+                            f"continues from its checkpoints")
+    for r in occ.get("ray") or []:
+        head = r.get("head") or "<its head>"
+        raise LaunchRefused("active-run", f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
+                            f"(head {head} {r.get('head_address') or ''}): stop that run first "
+                            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts")
+    return occ
+
+
 def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (its lock), and ``preflight_checks.quick`` (devices, leftovers, python/verl, model/data, disk) unless
@@ -101,14 +133,7 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     if not state.running:
         raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
                             f"{state.status}: start it (docker start {target.container}) and launch again")
-    py = plan.spec["python"]
-    res = target.run([py, "-m", "dapo_ops.runstate", "active", host.runs_path], env={"PYTHONPATH": bdir},
-                     workdir="", timeout=30)
-    active = json.loads((res.stdout or "null").strip().splitlines()[-1] or "null")
-    if active:
-        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
-                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
-                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+    refuse_if_busy(target, plan.spec["python"], bdir)
     facts: dict = {}
     if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
         return facts

@@ -37,20 +37,6 @@ from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
 #: seconds to wait for every Ray node to join (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT`` overrides
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
 
-# stdlib script run in each container: run ids (argv[1] = <runs_dir>/.cluster) whose Ray session on this host
-# (pid file argv[2]) is still alive -> one per line
-_LIVE_SESSIONS = r"""
-import glob, os, sys
-for f in sorted(glob.glob(os.path.join(sys.argv[1], '*', 'ray', sys.argv[2] + '.pid'))):
-    try:
-        sid = int(open(f).read().split()[0])
-        os.kill(sid, 0)
-    except (OSError, ValueError, IndexError):
-        continue
-    print(f.split(os.sep)[-3])
-"""
-
-
 def join_timeout(env=None) -> float:
     """Seconds to wait for every node to join: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
     import os
@@ -106,13 +92,7 @@ def _check_hosts(targets: dict[str, Target], plan, skip_preflight: bool) -> dict
     def one(t: Target):
         try:
             bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
-            _quick_checks(t, plan, bdir, skip_preflight)
-            res = t.run([plan.spec["python"], "-c", _LIVE_SESSIONS, f"{t.host.runs_path.rstrip('/')}/.cluster",
-                         t.host.name], workdir="", timeout=30, check=False)
-            busy = (res.stdout or "").split()
-            if busy:
-                raise LaunchRefused("active-run", f"{t.name} is already a Ray node of multi-host run {busy[0]}: "
-                                    f"stop that run first (inv stop -H <its head> --run {busy[0]})")
+            _quick_checks(t, plan, bdir, skip_preflight)  # launch.refuse_if_busy: the same rule as one host
             return bdir
         except (RemoteError, LaunchRefused) as e:
             msg = str(e)

@@ -94,7 +94,7 @@ def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
     else:
         req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
     rows: list[statusview.StatusRow] = []
-    for name, res in fan(c, chosen, lambda t: probe(t, req), PROBE_TIMEOUT_S + 15):
+    for name, res in fan(c, chosen, lambda t: probe(t, dict(req, host=t.host.name)), PROBE_TIMEOUT_S + 15):
         if isinstance(res, str):
             rows.append(statusview.build_row(name, {"error": res}))
         elif res.get("error"):
@@ -149,6 +149,7 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
         if note:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
+        notes += statusview.suggestion_lines(r)
     console.print(table)
     for n in notes:
         console.print(Text(n))
@@ -376,6 +377,11 @@ def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -
             lines += [prefix + ">> " + e for e in ev]
         out.write("\n".join(lines) + "\n")
         n += len(blocks) or 1
+    run_rec = res.get("run") or {}
+    if n and run_rec.get("status") in statusview.TERMINAL_STATUSES:  # what ended the run, and what to change
+        row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
+        out.write("\n".join(["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
+                            + [prefix + ln for ln in statusview.suggestion_lines(row, "")]) + "\n")
     return n
 
 
@@ -476,7 +482,8 @@ def stop(c, hosts="", inventory="", run="", grace=60.0):
 # ------------------------------------------------------------------------------------------ watch
 
 #: watch exit codes by final state.
-WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, "no-run": 4, "error": 4}
+WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, "no-run": 4, "error": 4,
+               "incomplete": 4, "ray-worker": 4}
 
 
 @fanout_task(help={
@@ -522,6 +529,10 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     if code:
         if worst.state in ("no-run", "error"):
             fail(worst.error or "%s: no run to watch" % worst.host, code)
-        detail = "%s: %s" % (worst.verdict, worst.hint) if worst.verdict else (worst.hint or worst.error or "-")
-        step = "%s/%s" % (worst.step if worst.step is not None else "-", worst.total if worst.total is not None else "-")
-        fail("%s: run %s %s at step %s: %s" % (worst.host, worst.run_id or "-", worst.state, step, detail), code)
+        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
+            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == "failed" else "")
+            if worst.suggestions:
+                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
+        else:
+            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
+        fail("%s: run %s %s" % (worst.host, worst.run_id or "-", detail), code)
