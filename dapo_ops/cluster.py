@@ -392,9 +392,11 @@ def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
         if not lost:
             return None
         what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
+    pid_file = (nodes[0].get("pid_file") if nodes else "") or ""
+    run_id = pid_file.rstrip("/").split("/")[-3] if pid_file.count("/") >= 3 else "<run id>"  # .cluster/<id>/ray/
     action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
-              f"-H {hosts}: the run resumes from its last checkpoint")
+              f"`inv launch -H {hosts} --resume {run_id}`: it continues from the last checkpoint")
     return {"cls": "network", "action_kind": "stop", "action": action,
             "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
                      "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),

@@ -87,7 +87,7 @@ def test_lost_worker_verdict_names_host_and_address_and_never_shrinks():
     assert cluster.lost_nodes_verdict(RAY, alive) is None
     v = cluster.lost_nodes_verdict(RAY, {"nodes": alive["nodes"][:1]})
     assert v["action_kind"] == "stop" and v["detail"]["host"] == "h2" and v["detail"]["node"] == "198.51.100.12"
-    assert "h2 (198.51.100.12)" in v["action"] and "relaunch with -H h1,h2" in v["action"]
+    assert "h2 (198.51.100.12)" in v["action"] and "relaunch with `inv launch -H h1,h2 --resume x`" in v["action"]
     assert "\n" not in v["action"]
 
 

@@ -73,6 +73,8 @@ HELP = {
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
                    "on a Ray cluster",
+    "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
+              "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
 }
 
 def _swanlab(swanlab_mode: str, notes: list):
@@ -172,12 +174,84 @@ def _verdict_line(rec: dict) -> str:
     return line
 
 
+def _cat_json(target, path: str) -> dict | None:
+    res = target.run(["cat", path], workdir="", timeout=30, check=False)
+    try:
+        data = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+#: settings that fix a checkpoint's layout (world size, parallelism): a resumed run must keep them
+RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
+
+
+def apply_resume(target, plan, run_id: str) -> str:
+    """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
+
+    The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the earlier run's
+    ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``: ``trainer.resume_mode=auto``,
+    verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
+    (spec ``resume_of``: ``SWANLAB_RUN_ID`` of the earlier run), and keeps the memory features its ladder added
+    (unless turned off now). Refuses (:class:`LaunchRefused` kind ``resume``) a missing run, another mode or
+    framework, or other devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`).
+
+    :returns: one line for the launch output: which checkpoint it resumes from.
+    """
+    from .. import features as features_mod, overrides
+
+    host = target.host
+    old_dir = runstate.run_dir_for(host.runs_path, run_id)
+    old = _cat_json(target, f"{old_dir}/spec.json")
+    if old is None:
+        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
+                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
+    spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
+    if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
+        cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
+        raise LaunchRefused("resume", f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
+                            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`")
+    changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
+               if k in old_s and old_s.get(k) != new_s.get(k)
+               and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
+    if changed:
+        raise LaunchRefused("resume", f"run {run_id}'s checkpoints need the same layout: " + ", ".join(changed)
+                            + f" (launch on the same host(s) with the same settings, or start a new run)")
+    for k in ("ckpt_dir", "experiment", "project"):
+        if old_s.get(k):
+            new_s[k] = old_s[k]
+    rec = _cat_json(target, f"{old_dir}/run.json") or {}
+    if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
+        from .status import probe
+
+        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
+    fs = plan.features
+    for f in rec.get("features") or []:
+        if str(f.get("source", "")).startswith("oom-retry") and f.get("name") not in fs.disabled:
+            fs = fs.add(f["name"], f["source"])
+    plan.features = fs
+    spec["features"] = fs.to_json()
+    spec["resume_of"] = run_id
+    plan.ckpt_dir = new_s["ckpt_dir"]
+    plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
+    it = target.run(["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30,
+                    check=False)
+    step = (it.stdout or "").strip() if it.exited == 0 else ""
+    added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
+    return (f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
+            + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
+            + (f"; keeps {','.join(added)} (its OOM ladder)" if added else ""))
+
+
 def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
     """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
-    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``."""
+    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``. A resumed
+    run (spec ``resume_of``) continues the earlier run's SwanLab run."""
     spec = plan.spec
     public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    spec["env"] = {**public, **extra_public, **sw.public_env(run_dir=plan.run_dir, run_id=spec["run_id"])}
+    spec["env"] = {**public, **extra_public,
+                   **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
     spec["logger"] = sw.loggers()
     spec["notify"] = notify_cfg
     return {**sw.secret_env(), **extra_secret}
@@ -225,6 +299,9 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
         time.sleep(0.5)
         rec = _read_run(target, py, bdir, plan.run_dir) or rec
     if rec.get("status") == "failed":
+        if ((rec.get("verdict") or {}).get("detail") or {}).get("active_run"):
+            # lost a launch race to another run (the supervisor's lock): leave no record of the loser
+            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
         return Row(ok=False, kind="failed", message=_verdict_line(rec), data={"run_id": run_id, "record": rec})
     return Row(cells={"run": run_id, "status": rec.get("status", "")},
                data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
@@ -232,7 +309,7 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
 
 
 def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
-               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float, resume: str = "") -> Row:
     """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
@@ -243,8 +320,6 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
                               proxy=inv_proxy, extra_overrides=extra_overrides)
     target.container = plan.spec["container"]
-    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
-                                  extra_secret=extra_secret)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = _quick_checks(target, plan, bdir, skip_preflight)
     from ..preflight_checks import memory_facts
@@ -255,13 +330,24 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
         if fitted.spec.get("setting_changes"):
             plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
             plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
-    return start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
+    resumed = apply_resume(target, plan, resume) if resume else None
+    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
+                                  extra_secret=extra_secret)
+    row = start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
+    if row.ok and resumed:
+        row.data["resume"] = resumed
+    return row
 
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False) -> None:
+            independent: bool = False, resume: str = "") -> None:
     from .. import fanout
+
+    resume = (resume or "").strip()
+    if resume and not runstate.is_run_id(resume):
+        fail(f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",
+             EXIT_USAGE)
 
     extra = [o for o in (override or []) if o]
     file_cfg = user_config()
@@ -306,7 +392,11 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         return multihost.launch_cluster(
             c, mode, st, inv, chosen, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
             extra_secret={**proxy_secret, **notify_secret}, extra_overrides=extra, skip_preflight=skip_preflight,
-            link_wait=float(link_wait), accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all)
+            link_wait=float(link_wait), accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
+            resume=resume)
+    if resume and len(chosen) > 1:
+        fail(f"--resume continues one run: pick the host of run {resume} with -H (without --independent)",
+             EXIT_USAGE)
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
@@ -319,7 +409,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         try:
             return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
                               extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy,
-                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait))
+                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait),
+                              resume=resume)
         except planning.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
         except LaunchRefused as e:
@@ -340,6 +431,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
         print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
         print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
+        if d.get("resume"):
+            print(f"  resume:  {d['resume']}")
         if d.get("swanlab_url"):
             print(f"  swanlab: {swanlab_cfg.redact(d['swanlab_url'], secrets_all)}")
     if failed:
@@ -376,7 +469,7 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode=""):
+           independent=False, mode="", resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     _from_task_args(c, "dapo", dict(locals()))
 
@@ -390,6 +483,6 @@ def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file
                  https_proxy="",
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode=""):
+                 independent=False, mode="", resume=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     _from_task_args(c, "one-step-off", dict(locals()))

@@ -113,11 +113,13 @@ def _teardown(topo, targets, cdir: str, python: str) -> dict[str, str]:
 
 def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict, extra_public: dict,
                    extra_secret: dict, extra_overrides: list, skip_preflight: bool, link_wait: float,
-                   accept_new_host_keys: bool, secrets_all: list) -> dict:
+                   accept_new_host_keys: bool, secrets_all: list, resume: str = "") -> dict:
     """Launch one multi-host run on ``chosen`` (head first). Prints the run id, head, nodes joined and devices.
 
     Returns the started run's summary ``{"run_id", "head", "run_dir", "ray"}``. Every failure is one line via
-    :func:`fail` (exit 2 for plan/topology errors, 1 otherwise) with the cluster torn down.
+    :func:`fail` (exit 2 for plan/topology errors, 1 otherwise) with the cluster torn down. ``resume``: an earlier
+    multi-host run on the same hosts (its run dir is on the head) to continue from its checkpoints
+    (:func:`dapo_ops.tasks.launch.apply_resume`).
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
@@ -126,12 +128,10 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
                                   inv_proxy=inv.proxy, extra_overrides=extra_overrides)
     except (TopologyError, planning.PlanError) as e:
         fail(str(e), EXIT_USAGE)
-    from .launch import prepare_spec_env, start_run
+    from .launch import LaunchRefused, apply_resume, prepare_spec_env, start_run
 
     spec = plan.spec
     py = spec["python"]
-    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
-                                  extra_secret=extra_secret)
     targets = _targets(chosen, spec["container"], accept_new_host_keys, connect_timeout_override(c))
     cdir = cluster_dir(head.runs_path, run_id)
     state = {"up": False, "done": False}   # cluster started / launch finished (nothing to tear down)
@@ -143,6 +143,14 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
 
     try:
         bdirs = _check_hosts(targets, plan, skip_preflight)
+        resumed = None
+        if resume:
+            try:
+                resumed = apply_resume(targets[head.name], plan, resume)
+            except LaunchRefused as e:
+                fail(f"{head.name}: {e}; nothing was started", EXIT_FAILED)
+        secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
+                                      extra_secret=extra_secret)
         no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
         try:
             handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
@@ -190,6 +198,8 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
     if mode == "one-step-off":
         pools += f" rollout.nnodes={s.get('rollout_nnodes', s['nnodes'])} rollout.n_gpus_per_node={s['rollout_gpus']}"
     print(f"  pools:   {pools}")
+    if resumed:
+        print(f"  resume:  {resumed}")
     print(f"  log:     {d['log']}  (on {head.name}; also {head.workdir.rstrip('/')}/train.log)")
     print(f"  follow:  inv status -H {head.name}   |   inv logs -f -H {head.name}   |   stop: inv stop -H {head.name}")
     if d.get("swanlab_url"):
