@@ -113,8 +113,9 @@ def refuse_if_busy(target, py: str, bdir: str) -> dict:
                             f"it with `inv stop -H {host.name} --run {active['run_id']}`")
     for v in occ.get("verl") or []:
         pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
-        raise LaunchRefused("active-run", f"verl of run {v['run_id']} still runs on {host.name} ({v['pids']} "
-                            f"processes{pg}) although its supervisor is gone: end it with `inv stop -H {host.name} "
+        n = f"{v['pids']} process" + ("es" if v["pids"] != 1 else "")
+        raise LaunchRefused("active-run", f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
+                            f"its supervisor is gone: end it with `inv stop -H {host.name} "
                             f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
                             f"continues from its checkpoints")
     for r in occ.get("ray") or []:
@@ -339,6 +340,29 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     return row
 
 
+def _known_secrets(file_cfg: dict, env=None) -> list[str]:
+    """Secret values dapo-ops knows without prompting: the SwanLab key (env / config file), webhook URLs and
+    signing secrets ([notify]), proxy credentials (env / [proxy] / hosts.toml are checked at launch)."""
+    env = os.environ if env is None else env
+    out = [env.get("SWANLAB_API_KEY", ""), str((file_cfg.get("swanlab") or {}).get("api_key") or "")]
+    try:
+        out += list(notify.spec_from_user_config(file_cfg.get("notify"), dict(env))[1].values())
+    except ValueError:
+        pass
+    return [v for v in out if v and len(v) >= 6]
+
+
+def refuse_secret_overrides(extra: list, secrets: list) -> None:
+    """One line, exit 2, when an ``--override`` carries a secret dapo-ops knows: it would be printed by
+    ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing is shown of the value."""
+    for o in extra:
+        if any(sec in o for sec in secrets if sec):
+            key = o.split("=", 1)[0]
+            fail(f"--override {key}=...: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
+                 f"signing secret, proxy password); secrets never go on verl's command line: set them by env var "
+                 f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override", EXIT_USAGE)
+
+
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
             independent: bool = False, resume: str = "") -> None:
@@ -351,6 +375,13 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
 
     extra = [o for o in (override or []) if o]
     file_cfg = user_config()
+    refuse_secret_overrides(extra, _known_secrets(file_cfg))
+    if mode == "dapo":
+        given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
+        if given:
+            fail(f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
+                 f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
+                 f"or drop them", EXIT_USAGE)
     if dry_run:
         from .. import plan as plan_mod
         from ..inventory import InventoryError
@@ -384,6 +415,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     penv = proxy.container_proxy_env(user_proxy, os.environ, [h.address for h in chosen])
     proxy_public, proxy_secret = proxy.split_secret(penv)
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
+    refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now
     for n in notes:
         print(swanlab_cfg.redact(n, secrets_all), file=sys.stderr)
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts (tasks/multihost.py)

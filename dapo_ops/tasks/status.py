@@ -165,7 +165,8 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
 def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
-    Config (``dapo_ops.yaml``): ``status.stale_after_s`` (default 900): minimum silence before a run is flagged.
+    A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
+    ``status.stale_after_s`` in the program's config file (docs/params.md "Config files").
     """
     _, chosen = select_hosts(c, hosts, inventory)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
@@ -447,9 +448,11 @@ def _capture_errors(t, run, attempt, multi):
     "grace": "seconds to wait for the supervisor to stop verl before SIGKILL (default 60)",
 })
 def stop(c, hosts="", inventory="", run="", grace=60.0):
-    """Stop the run: SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a
-    dead supervisor, kill the recorded verl process group and mark it stopped. Own PIDs only; keeps checkpoints
-    and logs; idempotent."""
+    """Stop the run (supervisor, verl, Ray sessions); keeps checkpoints and logs; idempotent.
+
+    SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a dead supervisor,
+    kill the run's own verl processes and mark it stopped. Own PIDs only. A multi-host run's Ray sessions end on
+    every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace), "kill_grace_s": 20.0}
     failures, stopped_any = [], False
