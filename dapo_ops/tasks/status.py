@@ -166,7 +166,7 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
     A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
-    ``status.stale_after_s`` in the program's config file (docs/params.md "Config files").
+    ``status.stale_after_s`` in the program's config file (docs/workflow.md "Monitoring").
     """
     _, chosen = select_hosts(c, hosts, inventory)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
