@@ -218,3 +218,19 @@ def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
     d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["disk"]
     assert "3 save(s)" in d.message
+
+
+def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(monkeypatch):
+    import socket
+    import time
+
+    from dapo_ops import preflight_probe
+
+    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))  # a DNS server that never answers
+    monkeypatch.setattr(preflight_probe, "DNS_TIMEOUT_S", 0.5)
+    t0 = time.monotonic()
+    res = preflight_probe._http("https://api.swanlab.cn", 5.0)
+    assert time.monotonic() - t0 < 3
+    assert not res["reachable"] and "cannot resolve api.swanlab.cn within 0.5 s" in res["error"]

@@ -245,4 +245,5 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         raise Exit("demo: the run did not succeed (see the status above)", code=rc)
     print("demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
           "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
-          f"`DAPO_BENCH_ID={bid} inv sandbox.down`.")
+          f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
+          "`. .venv/bin/activate` puts it on PATH).")
