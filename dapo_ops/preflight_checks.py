@@ -665,7 +665,8 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
              ray: dict | None = None) -> list[Check]:
     """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks."""
     pv = plan_view(plan)
-    container = getattr(host, "container", "verl")
+    # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
+    container = (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", "verl")
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):
         return out

@@ -234,3 +234,11 @@ def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(
     res = preflight_probe._http("https://api.swanlab.cn", 5.0)
     assert time.monotonic() - t0 < 3
     assert not res["reachable"] and "cannot resolve api.swanlab.cn within 0.5 s" in res["error"]
+
+
+def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_does(tmp_path):
+    spec = dict(_spec(tmp_path), container="nosuch")
+    checks = pc.evaluate(_host(), {"spec": spec, "argv": []},
+                         {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}})
+    c = _by(checks)["container"]
+    assert c.status == "fail" and "container 'nosuch' does not exist on h1" in c.message, c

@@ -199,3 +199,17 @@ def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
 def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
     row = sv.build_row("h1", {"run": {"run_id": "x", "status": "unknown", "run_dir": "/r/x"}, "tail": "", "now": 1.0})
     assert row.state == "incomplete" and "no run.json" in row.hint and sv.is_finished(row)
+
+
+
+def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
+    import dataclasses
+
+    from dapo_ops import inventory
+    from dapo_ops.tasks._common import with_container
+
+    h = inventory.Host(**{f.name: None for f in dataclasses.fields(inventory.Host)})
+    h = dataclasses.replace(h, name="h1", container="verl")
+    assert [x.container for x in with_container([h], "", env={})] == ["verl"]
+    assert [x.container for x in with_container([h], "", env={"CONTAINER": "other"})] == ["other"]
+    assert [x.container for x in with_container([h], "mine", env={"CONTAINER": "other"})] == ["mine"]

@@ -199,6 +199,19 @@ def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:
     return [dataclasses.replace(h, **changes) for h in chosen] if changes else chosen
 
 
+def with_container(chosen: list[Host], container: str = "", env=None) -> list[Host]:
+    """The hosts with the container the run was launched in: ``--container`` > ``$CONTAINER`` > the inventory's
+    (what launch itself resolves, settings.py ``container``), so a run started with ``--container X`` can be
+    followed, stopped and listed the same way."""
+    import dataclasses
+
+    name = (container or (os.environ if env is None else env).get("CONTAINER", "")).strip()
+    if not name:
+        return chosen
+    # a bare-metal host (runtime = "host") has no container to name
+    return [h if getattr(h, "runtime", "docker") == "host" else dataclasses.replace(h, container=name) for h in chosen]
+
+
 def connect_timeout_override(c) -> float | None:
     """``dapo-ops -t N`` (Fabric's core connect-timeout flag), else None."""
     try:
@@ -228,5 +241,5 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
-    "load_inventory", "select_hosts", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+    "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..fanout import Row
 from ..inventory import Host
 from ..remote import ContainerState, RemoteError, Target
-from ._common import fanout_task, run_fanout, select_hosts
+from ._common import fanout_task, run_fanout, select_hosts, with_container
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
 
@@ -68,10 +68,12 @@ def describe(h: Host) -> str:
 
 
 @fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit",
-                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody"})
-def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False):
+                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody",
+                   "container": "container to look into (env CONTAINER; default: the inventory's)"})
+def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False, container=""):
     """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
     inv, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
         print(f"{inv.path or 'no inventory file'}: valid, {len(chosen)} host(s) selected (nothing contacted)")
         print("\n".join(describe(h) for h in chosen))

@@ -25,7 +25,10 @@ from invoke.exceptions import Exit
 from .. import fanout, remote_probe, statusview
 from ..fanout import Row
 from ..remote import RemoteError, Target
-from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts
+from ._common import (EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts,
+                      with_container)
+
+CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the inventory's)"
 
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
@@ -161,14 +164,16 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
     "json": "print the rows as a JSON list instead of a table",
     "all": "every run recorded on each host (from run.json), newest first",
     "run": "a run id instead of the host's current run",
+    "container": CONTAINER_HELP,
 })
-def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
+def status(c, hosts="", inventory="", json_=False, all_=False, run="", container=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
     A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
     ``status.stale_after_s`` in the program's config file (docs/workflow.md "Monitoring").
     """
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
         rows = statusview.sort_newest_first(rows)
@@ -392,12 +397,14 @@ def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -
     "errors": "only the classifier's evidence lines with context, across attempts",
     "attempt": "attempt-K.log instead of train.log",
     "run": "a run id instead of the host's current run",
+    "container": CONTAINER_HELP,
 })
-def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run=""):
+def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run="", container=""):
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
     if int(lines) < 0 or int(attempt) < 0:
         fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     multi = len(chosen) > 1
     if errors:
         found, failures = 0, []
@@ -446,14 +453,16 @@ def _capture_errors(t, run, attempt, multi):
 @fanout_task(help={
     "run": "the run id to stop (default: the host's current run)",
     "grace": "seconds to wait for the supervisor to stop verl before SIGKILL (default 60)",
+    "container": CONTAINER_HELP,
 })
-def stop(c, hosts="", inventory="", run="", grace=60.0):
+def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     """Stop the run (supervisor, verl, Ray sessions); keeps checkpoints and logs; idempotent.
 
     SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a dead supervisor,
     kill the run's own verl processes and mark it stopped. Own PIDs only. A multi-host run's Ray sessions end on
     every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace), "kill_grace_s": 20.0}
     failures, stopped_any = [], False
     for name, res in fan(c, chosen, lambda t: probe(t, req, timeout=float(grace) + 60), float(grace) + 90):
@@ -492,8 +501,9 @@ WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, 
 @fanout_task(help={
     "run": "a run id instead of the host's current run",
     "interval": "seconds between looks (default 10)",
+    "container": CONTAINER_HELP,
 })
-def watch(c, hosts="", inventory="", run="", interval=10.0):
+def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
     """Block until the run ends, printing only state changes (attempt started, OOM escalation, finished).
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
@@ -502,6 +512,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     prev: dict[str, statusview.StatusRow] = {}
     done: dict[str, statusview.StatusRow] = {}
     unreachable: set[str] = set()
