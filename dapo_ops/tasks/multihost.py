@@ -267,11 +267,15 @@ def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg
         return None
     st = settings_mod.resolve(flags, env, file_cfg or {})
     sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
+    what = (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
+            + ("" if hosts else " (no -H: every host of the inventory; -H h1 plans one host, --independent one run "
+                                "per host)"))
     try:
         plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
                                   swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
-    except TopologyError as e:
-        raise planning.PlanError(str(e)) from None
+    except (TopologyError, planning.PlanError) as e:
+        raise planning.PlanError(f"planning a {what}: {e}") from None
+    plan.notes.append(f"planning a {what}")
     plan.notes.append(sw_note)
     plan_mod.render(plan, console)
     head = topo.head
