@@ -111,10 +111,19 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                               pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
         env = cluster.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
         info = {"head": head.name, "head_address": head.address, "port": cluster.RAY_PORT}
+        address = f"{head.address}:{cluster.RAY_PORT}"
+        deadline = time.monotonic() + join_timeout
         _start_node(targets[head.name], cluster.ray_head_argv("ray", head, accelerator), env, run_dir,
                     head.name, python, {**info, "role": "head"})
         started.append(head)
         workers = nodes[1:]
+        # workers only once the head node is registered in its GCS: a worker that starts earlier gives up by itself
+        # ("No node info found for head node in GCS") when the head is slow to come up (a loaded host)
+        if workers and not _wait(targets[head.name], python, 1, max(deadline - time.monotonic(), 1.0),
+                                 address)["nodes"]:
+            raise ClusterError(
+                f"the Ray head on '{head.name}' ({address}) did not come up within {join_timeout:.0f} s: see "
+                f"{run_dir}/ray/{head.name}.log in its container (port {cluster.RAY_PORT} taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
             wenv = cluster.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
@@ -125,7 +134,7 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             for n, fut in [(n, pool.submit(start_worker, n)) for n in workers]:
                 fut.result()
                 started.append(n)
-        view = _wait(targets[head.name], python, len(nodes), join_timeout, f"{head.address}:{cluster.RAY_PORT}")
+        view = _wait(targets[head.name], python, len(nodes), max(deadline - time.monotonic(), 1.0), address)
         joined = {n["address"] for n in view["nodes"]}
         missing = [n for n in nodes if n.address not in joined]
         if missing:

@@ -288,6 +288,14 @@ def collect(target: Target, req: dict, *, env: dict | None = None, timeout: floa
 
 # ------------------------------------------------------------------------------------------ evaluation
 
+def workdir_missing(text: str) -> bool:
+    """True when ``text`` (docker exec's stderr) says the exec's working directory does not exist in the container:
+    runc's ``OCI runtime exec failed: ... chdir to cwd ("/x") set in config.json failed: no such file or
+    directory`` (docker exec -w)."""
+    low = (text or "").lower()
+    return "chdir to cwd" in low and "no such file or directory" in low
+
+
 def _split_fix(message: str) -> tuple[str, str]:
     """RemoteError messages are ``<what>; <fix>``: split at the last ``; ``."""
     if "; " in message:
@@ -671,6 +679,11 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     if any(c.status == FAIL for c in out):
         return out
     p = facts.get("probe")
+    if p is None and workdir_missing(facts.get("probe_error", "")):
+        wd = getattr(host, "workdir", "?")
+        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
+                         "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
+        return out
     if p is None:
         out.append(Check("python", FAIL, facts.get("probe_error") or "the probe gave no answer",
                          f"check that {getattr(host, 'python', 'python3')} runs in the container"))

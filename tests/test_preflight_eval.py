@@ -242,3 +242,13 @@ def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_do
                          {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}})
     c = _by(checks)["container"]
     assert c.status == "fail" and "container 'nosuch' does not exist on h1" in c.message, c
+
+
+def test_a_missing_workdir_is_named_not_blamed_on_python():
+    err = ('the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: '
+           'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)')
+    checks = pc.evaluate(_host(workdir="/nosuch"), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text":
+                         "running 0 false false false"}, "probe": None, "probe_error": err})
+    c = _by(checks)["workdir"]
+    assert c.status == "fail" and c.message == "workdir /nosuch does not exist in container 'verl'", c
+    assert "python" not in _by(checks)

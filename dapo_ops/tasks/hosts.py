@@ -42,6 +42,13 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
     cells["container"] = "running"
+    from ..preflight_checks import workdir_missing
+
+    if res.exited != 0 and workdir_missing(res.stderr):
+        cells["python"] = cells["verl"] = "-"
+        return Row(cells=cells, ok=False, kind="workdir-missing",
+                   message=f"workdir {h.workdir} does not exist in container '{target.container}'; fix workdir in "
+                           f"hosts.toml (the verl checkout, e.g. /verl)")
     out = res.stdout.split()
     err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
