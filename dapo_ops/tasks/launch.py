@@ -363,6 +363,26 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
                  f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override", EXIT_USAGE)
 
 
+def refuse_bad_overrides(extra: list) -> None:
+    """One line, exit 2, for an ``--override`` Hydra's override grammar rejects (``a;b``, ``$(x)``, backticks,
+    ``&``, ``>``): verl would die at once in its ``@hydra.main`` (verl/trainer/main_ppo.py) with a lexer error that
+    reads like a crash. Parsed with hydra-core's own ``OverridesParser`` (the grammar verl's Hydra uses)."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.errors import OverrideParseException
+    except ImportError:  # pragma: no cover - hydra-core is a dependency
+        return
+    parser = OverridesParser.create()
+    for o in extra:
+        try:
+            parser.parse_overrides([o])
+        except OverrideParseException as e:
+            key, _, val = o.partition("=")
+            why = (str(e).strip().splitlines() or ["not parsable"])[0]
+            fail(f"--override {o!r} is not a valid Hydra override ({why}); quote a value with special characters "
+                 f"for Hydra, e.g. --override \"{key}='{val}'\"", EXIT_USAGE)
+
+
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
             independent: bool = False, resume: str = "") -> None:
@@ -376,6 +396,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     extra = [o for o in (override or []) if o]
     file_cfg = user_config()
     refuse_secret_overrides(extra, _known_secrets(file_cfg))
+    refuse_bad_overrides(extra)
     if mode == "dapo":
         given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
         if given:
