@@ -192,3 +192,10 @@ def test_pool_sizes_are_refused_outside_one_step_off(tmp_path):
     line = _one_line(inv(["launch", "--dry-run", "--trainer-gpus", "2", "--rollout-gpus", "2"], tmp_path))
     assert line.startswith("--trainer-gpus and --rollout-gpus size the pools of one-step-off")
     assert "inv one-step-off --trainer-gpus N --rollout-gpus N" in line
+
+
+def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp_path):
+    line = _one_line(inv(["launch", "--dry-run", "--swanlab-host", "192.0.2.1:8000"], tmp_path))
+    assert "(from --swanlab-host)" in line and "from env" not in line
+    line = _one_line(inv(["launch", "--dry-run", "--steps", "100000000000"], tmp_path))
+    assert "TRAIN_STEPS=100000000000 is beyond any real run" in line

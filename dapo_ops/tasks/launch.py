@@ -510,6 +510,10 @@ def _from_task_args(c, mode: str, args: dict) -> None:
     args.pop("c", None)
     flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS}, trainer_mode=args.pop("mode"))
     if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
+        try:  # a bad value is reported as the flag's, not as "(from env)"
+            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
+        except swanlab_cfg.SwanlabConfigError as e:
+            fail(str(e), EXIT_USAGE)
         os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
     _launch(c, mode, flags, **args)
 
