@@ -374,6 +374,8 @@ def refuse_bad_overrides(extra: list) -> None:
         return
     parser = OverridesParser.create()
     for o in extra:
+        if "=" not in o:  # not key=value at all: overrides.check_spec says so in its own words
+            continue
         try:
             parser.parse_overrides([o])
         except OverrideParseException as e:
