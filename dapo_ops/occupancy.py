@@ -4,16 +4,17 @@ on the single-host and the multi-host path alike (STDLIB ONLY: shipped with the 
 A container is busy when
 
 1. a live supervisor holds ``<runs_dir>/.lock`` (:func:`dapo_ops.runstate.active_run`);
-2. verl processes of an earlier run are alive although its supervisor is gone (SIGKILLed supervisor): every verl
-   process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the supervisor sets it, docs/design.md
-   run.json), so one ``/proc`` pass finds them whatever their process group;
+2. verl processes of an earlier run (a run dir of this runs_dir) are alive although its supervisor is gone
+   (SIGKILLed supervisor): every verl process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the
+   supervisor sets it, docs/design.md run.json), so one ``/proc`` pass finds them whatever their process group;
 3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.runstate.ray_sessions`, and processes
    carrying ``DAPO_OPS_RAY_RUN=<run_id>``, cluster.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
    connections, or the head of a run whose supervisor is alive.
 
-Ray processes of a cluster run that is over (its head's GCS gone: the run ended, or a finished run's agents
-linger) are not a reason to refuse: with ``sweep`` they are ended here (:func:`dapo_ops.cluster.stop_session`,
-this run's processes only) and reported as ``cleaned``.
+Processes of a run that is over are not a reason to refuse: Ray of a cluster run whose head's GCS is gone, and
+processes of a finished run (terminal run.json status) that outlived it (Ray agents). With ``sweep`` they are
+ended here (:func:`dapo_ops.cluster.stop_session`, :func:`end_pids`: that run's processes only) and reported as
+``cleaned``.
 
 CLI in the container (what ``tasks/launch.py`` calls)::
 
@@ -80,16 +81,25 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
     lock = runstate.active_run(runs_dir)
     active_id = (lock or {}).get("run_id")
     procs = scan()
-    verl = []
+    verl, cleaned = [], []
     for rid, pids in sorted(procs["verl"].items(), reverse=True):
         if rid == active_id:
             continue
-        rec = runstate.read_run(runstate.run_dir_for(runs_dir, rid)) if runstate.is_run_id(rid) else None
+        rdir = runstate.run_dir_for(runs_dir, rid) if runstate.is_run_id(rid) else None
+        if not rdir or not os.path.isdir(rdir):  # not a run of this runs_dir
+            continue
+        rec = runstate.read_run(rdir)
+        status = (rec or {}).get("status")
+        if status in runstate.TERMINAL_STATUSES:  # the run is over: what is left of it (Ray agents) goes
+            if sweep:
+                cleaned.append({"run_id": rid, "processes": end_pids(pids)})
+            continue
         verl.append({"run_id": rid, "pids": len(pids), "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
-                     "status": (rec or {}).get("status")})
+                     "status": status})
     sessions = {s["run_id"]: s for s in runstate.ray_sessions(runs_dir, name)}
-    ray, cleaned = [], []
-    for rid in sorted(set(sessions) | set(procs["ray"]), reverse=True):
+    ray = []
+    ray_ids = {r for r in procs["ray"] if os.path.isdir(os.path.join(runs_dir, ".cluster", r))}
+    for rid in sorted(set(sessions) | ray_ids, reverse=True):
         info = sessions.get(rid) or _node_info(runs_dir, rid, name)
         pids = procs["ray"].get(rid, [])
         if info.get("role") == "head":
@@ -104,6 +114,24 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
             n = cluster.stop_session(pid_file, SWEEP_GRACE_S)
             cleaned.append({"run_id": rid, "processes": n})
     return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}
+
+
+def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
+    """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left; returns how many there were."""
+    import signal
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        live = [p for p in pids if runstate.pid_alive(p)]
+        for p in live:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+        deadline = time.time() + wait_s
+        while live and any(runstate.pid_alive(p) for p in live) and time.time() < deadline:
+            time.sleep(0.1)
+    return len(pids)
 
 
 def _node_info(runs_dir: str, run_id: str, name: Optional[str]) -> Dict[str, Any]:

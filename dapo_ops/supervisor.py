@@ -863,6 +863,10 @@ class Supervisor:
         if verdict is not None:
             self.rec["verdict"] = verdict
         self.rec["ended_at"] = _now()
+        left = own_processes(self.pgid, self.marker)
+        if left:  # leave nothing of the run behind (Ray agents outlive verl's driver): pgid + DAPO_OPS_RUN_ID only
+            log("ending %d leftover process(es) of the run" % len(left))
+            stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
         self.rec["pids"]["verl_pgid"] = None
         self._teardown_cluster()
         self._set_status(status)

@@ -123,3 +123,19 @@ def test_cli_answers_json(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"active": None, "verl": [], "ray": [], "cleaned": []}
+
+
+def test_what_outlived_a_finished_run_is_swept_not_a_reason_to_refuse(tmp_path):
+    runs = tmp_path / "runs"
+    rd = runs / RID
+    rd.mkdir(parents=True)
+    (rd / "run.json").write_text(json.dumps({"run_id": RID, "status": "succeeded", "pids": {"verl_pgid": None}}))
+    agent = subprocess.Popen(["sleep", "300"], env=dict(os.environ, DAPO_OPS_RUN_ID=RID))  # e.g. a Ray agent
+    try:
+        assert occupancy.occupancy(str(runs), "h1")["verl"] == []                  # without sweep: only reported
+        assert agent.poll() is None
+        occ = occupancy.occupancy(str(runs), "h1", sweep=True)
+        assert occ["verl"] == [] and occ["cleaned"] == [{"run_id": RID, "processes": 1}]
+        assert agent.wait(timeout=10) is not None
+    finally:
+        agent.kill()
