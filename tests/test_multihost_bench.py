@@ -264,7 +264,8 @@ def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sa
                        "> /verl/dapo_runs/.cluster/20261201-000000-dead/ray/h2.json", check=True)
     sandbox.exec("h2", "DAPO_OPS_RAY_RUN=20261201-000000-dead nohup setsid sleep 600 >/dev/null 2>&1 &", check=True)
     sandbox.set_scenario("h1", {"step_time": 0.2})
-    res = cli("launch", "-H", "h1,h2", "--steps", "2", *INPUT_FLAGS)
+    # this test is about the sweep, not the join limit (back_to_back holds that): room for a loaded machine
+    res = cli("launch", "-H", "h1,h2", "--steps", "2", *INPUT_FLAGS, extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "240"})
     assert res.returncode == 0, res.stderr
     left = sandbox.exec("h2", "grep -l DAPO_OPS_RAY_RUN=20261201-000000-dead /proc/[0-9]*/environ 2>/dev/null | "
                               "grep -v self || true").stdout.split()
