@@ -265,3 +265,12 @@ def test_list_shows_whole_first_sentences():
     lines = out.stdout[out.stdout.index("  stop "):].splitlines()
     entry = [lines[0]] + [ln for ln in itertools.takewhile(lambda ln: ln.startswith(" " * 8), lines[1:])]
     assert " ".join(entry).rstrip().endswith("idempotent."), entry
+
+
+@pytest.mark.parametrize("argv", [["status", "-H", ""], ["status", "-H", ","], ["status", "--hosts="]])
+def test_an_empty_host_list_is_refused_not_every_host(argv, tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
+    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), *argv, "--inventory", str(inv)], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == EXIT_USAGE and out.stderr.strip().startswith("-H names no host"), out.stderr
