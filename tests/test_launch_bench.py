@@ -375,7 +375,11 @@ def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_read
     res, rid = launch(host_ready, "h3", "--steps", "40", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     _wait_step(sandbox, "h3", rid, 3)
-    sandbox.ssh("h3", "docker stop -t 2 verl && docker start verl", check=True)
+    sandbox.ssh("h3", "docker stop -t 2 verl", check=True)
+    down = json.loads(inv(host_ready, "status", "-H", "h3", "--json").stdout)[0]   # the run it held, its step
+    assert down["state"] == "error" and down["run_id"] == rid and down["step"] >= 3, down
+    assert f"--resume {rid}" in down["error"] and "docker start verl" in down["error"]
+    sandbox.ssh("h3", "docker start verl", check=True)
     st = inv(host_ready, "status", "-H", "h3", "--json")
     row = json.loads(st.stdout)[0]
     assert row["state"] == "supervisor-dead" and f"--resume {rid}" in row["hint"] and row["eta_s"] is None, row

@@ -76,6 +76,33 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
                           % (target.host.python, target.container, err[-1] if err else "no output")) from None
 
 
+# host shell: the container's current run.json read out of a STOPPED container (docker cp works on it): the
+# lock's run id, else the newest run dir; prints nothing when there is none. $1 = container, $2 = runs_dir.
+_STOPPED_RUN = ('c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
+                'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
+                '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true')
+
+
+def stopped_container_run(target: Target) -> dict | None:
+    """run.json of the run a stopped container holds (what ``status`` shows after ``docker stop``), or None."""
+    try:
+        res = target.host_run(["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
+                              timeout=PROBE_TIMEOUT_S, check=False)
+        run = _json.loads(res.stdout) if res.stdout.strip() else None
+    except (RemoteError, ValueError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def _status_probe(t: Target, req: dict) -> dict:
+    try:
+        return probe(t, dict(req, host=t.host.name))
+    except RemoteError as e:
+        if e.kind != "container-stopped" or req.get("op") != "status":
+            raise
+        return {"error": str(e), "stopped_run": stopped_container_run(t)}
+
+
 def _stale_after(c) -> float:
     """``status.stale_after_s`` from the invoke/dapo_ops config, else statusview.DEFAULT_STALE_AFTER_S."""
     try:
@@ -97,9 +124,20 @@ def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
     else:
         req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
     rows: list[statusview.StatusRow] = []
-    for name, res in fan(c, chosen, lambda t: probe(t, dict(req, host=t.host.name)), PROBE_TIMEOUT_S + 15):
+    for name, res in fan(c, chosen, lambda t: _status_probe(t, req), PROBE_TIMEOUT_S + 15):
         if isinstance(res, str):
             rows.append(statusview.build_row(name, {"error": res}))
+        elif res.get("stopped_run"):  # docker stop: the run it held, its last step, and how to go on
+            run = res["stopped_run"]
+            row = statusview.build_row(name, {"run": run, "tail": "", "now": time.time(),
+                                              "supervisor_alive": False, "verl_alive": False})
+            row.state, row.eta_s = "error", None
+            row.error = "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s " \
+                        "--resume %s` continues from its last checkpoint" % (
+                            name, res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
+                            row.run_id, row.step if row.step is not None else "-", row.total or "?",
+                            run.get("container") or "<container>", name, row.run_id)
+            rows.append(row)
         elif res.get("error"):
             rows.append(statusview.build_row(name, {"error": "%s: %s" % (name, res["error"])}))
         elif all_runs:
