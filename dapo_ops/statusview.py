@@ -380,8 +380,11 @@ def ending_line(run: dict, step: int | None = None, total: int | None = None) ->
         return "succeeded %s" % where
     if status == "stopped":
         return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
+    verdict = run.get("verdict") or {}
+    v_action = str(verdict.get("action") or "")
     reason = (decision.get("reason") if decision.get("action") == "stop" else None) or \
-        (run.get("verdict") or {}).get("cls") or status
+        (v_action if verdict.get("action_kind") == "stop" or v_action.startswith("stop") else None) or \
+        verdict.get("cls") or status
     return "%s: %s %s" % (status, str(reason).rstrip(". "), where)
 
 
