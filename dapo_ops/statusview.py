@@ -355,14 +355,14 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
         row.state = "supervisor-dead"
         row.eta_s = None
+        gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
         if row.verl_alive:
-            row.hint = ("supervisor process %s is gone but verl still runs (pgid %s) on the devices: end it with "
-                        "`inv stop -H %s --run %s`, then `inv launch -H %s --resume %s` continues from its last "
-                        "checkpoint" % (row.supervisor_pid, row.verl_pgid, host, row.run_id, host, row.run_id))
+            row.hint = ("%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
+                        "`inv launch -H %s --resume %s` continues from its last checkpoint"
+                        % (gone, row.verl_pgid, host, row.run_id, host, row.run_id))
         else:
-            row.hint = ("supervisor process %s is gone and verl is not running (run.json still says %s): "
-                        "`inv launch -H %s --resume %s` continues from its last checkpoint; `inv stop -H %s --run %s` "
-                        "marks it stopped" % (row.supervisor_pid, row.status, host, row.run_id, host, row.run_id))
+            row.hint = ("%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
+                        "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
     if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
     return row
