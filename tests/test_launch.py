@@ -198,4 +198,4 @@ def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp
     line = _one_line(inv(["launch", "--dry-run", "--swanlab-host", "192.0.2.1:8000"], tmp_path))
     assert "(from --swanlab-host)" in line and "from env" not in line
     line = _one_line(inv(["launch", "--dry-run", "--steps", "100000000000"], tmp_path))
-    assert "TRAIN_STEPS=100000000000 is beyond any real run" in line
+    assert "TRAIN_STEPS=100000000000 must be a number of training steps in 1..1000000" in line
