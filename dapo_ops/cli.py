@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 from invoke import Collection
-from invoke.exceptions import ParseError
-from invoke.parser import Argument
+from invoke.exceptions import Exit, ParseError
+from invoke.parser import Argument, Parser
+
+#: exit code of every usage error (bad flag, bad value, unknown task flag): tasks/_common.EXIT_USAGE
+USAGE_EXIT = 2
 
 # One module per concern. Modules whose file does not exist yet are skipped (the
 # collection is assembled as the project grows); an import error inside an
@@ -62,7 +66,8 @@ def _one_line_flag_errors() -> None:
 
     invoke casts a flag's value with the type of its default (``int("abc")``) inside
     ``Argument.set_value`` and lets the ``ValueError`` escape; re-raised as invoke's own
-    :class:`~invoke.exceptions.ParseError`, both ``inv`` and ``dapo-ops`` print one line and exit 1.
+    :class:`~invoke.exceptions.ParseError`, both ``inv`` and ``dapo-ops`` print one line and exit
+    :data:`USAGE_EXIT` (see :func:`_usage_exit_code`).
     """
     orig = Argument.set_value
     if getattr(orig, "_dapo_ops", False):
@@ -83,7 +88,49 @@ def _one_line_flag_errors() -> None:
     Argument.set_value = set_value
 
 
+def _usage_exit_code() -> None:
+    """Task-flag parse errors (bad typed value, unknown flag, missing value) exit :data:`USAGE_EXIT` like every
+    other usage error of dapo-ops, not invoke's 1: ``Parser.parse_argv`` re-raises them as ``Exit(msg, 2)``, which
+    both programs print as one line (invoke/program.py ``Program.run``). Core-flag errors of ``inv`` itself are
+    parsed before this module is imported and keep invoke's code."""
+    orig = Parser.parse_argv
+    if getattr(orig, "_dapo_ops", False):
+        return
+
+    def parse_argv(self, argv):
+        try:
+            return orig(self, argv)
+        except ParseError as e:
+            raise Exit(str(e), code=USAGE_EXIT) from None
+
+    parse_argv._dapo_ops = True
+    Parser.parse_argv = parse_argv
+
+
+def _quiet_broken_pipe() -> None:
+    """``inv launch ... | head -2``: a reader that closed the pipe ends the program quietly (exit 141, as a shell
+    tool killed by SIGPIPE) instead of a BrokenPipeError traceback. SIGPIPE itself stays ignored (Python's
+    default), so a dropped SSH socket is still an error, not a silent death."""
+    prev = sys.excepthook
+    if getattr(prev, "_dapo_ops", False):
+        return
+
+    def hook(kind, value, tb):
+        if issubclass(kind, BrokenPipeError):
+            try:  # later flushes at exit must not raise again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            os._exit(141)
+        prev(kind, value, tb)
+
+    hook._dapo_ops = True
+    sys.excepthook = hook
+
+
 _one_line_flag_errors()
+_usage_exit_code()
+_quiet_broken_pipe()
 
 
 def _import_if_present(name: str):

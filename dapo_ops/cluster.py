@@ -206,7 +206,8 @@ for _, name in socket.if_nameindex():
 #: stdlib + ray script run on the head: waits up to argv[1] seconds for argv[2] alive nodes and
 #: prints JSON {"nodes": [{"address", "resources"}...]} (exit 0) or the partial view (exit 3).
 CLUSTER_WAIT = r"""
-import json, sys, time
+import json, signal, sys, time
+signal.alarm(int(float(sys.argv[1])) + 20)  # ray.init can block on a dead GCS: the kernel ends this probe then
 import ray
 deadline = time.time() + float(sys.argv[1]); want = int(sys.argv[2])
 ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
@@ -233,22 +234,72 @@ def quoted(argv: list[str]) -> str:
 RETRY_CHECK_S = 10.0
 
 
-def session_members(sid: int) -> list[int]:
-    """PIDs whose session id is ``sid`` (from ``/proc/<pid>/stat``); zombies included."""
+#: environment variable every Ray process of a multi-host run carries (``cluster_ops.start`` sets it for
+#: ``ray start``; raylet, GCS, DashboardAgent, RuntimeEnvAgent and workers inherit it): ``<run_id>``
+RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
+
+
+def session_members(sid: int, marker: bytes | None = None) -> list[int]:
+    """Live PIDs (zombies skipped) whose session id is ``sid`` (``/proc/<pid>/stat`` field 6), plus, when
+    ``marker`` is given (``b"DAPO_OPS_RAY_RUN=<run_id>"``), every process whose environment holds it: Ray's
+    agents may leave the session, never the environment. The calling process is never listed."""
     import os
 
     out: list[int] = []
+    me = os.getpid()
     for d in os.listdir("/proc"):
-        if not d.isdigit():
+        if not d.isdigit() or int(d) == me:
             continue
         try:
             with open(f"/proc/{d}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
+            if fields[0] == "Z":
+                continue
+            if int(fields[3]) == sid:
                 out.append(int(d))
+            elif marker:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        out.append(int(d))
         except (OSError, IndexError, ValueError):
             pass
     return out
+
+
+def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> int:
+    """Leader of a ``ray start --block`` session (what ``cluster_ops`` starts under ``setsid``): run ``argv``,
+    forward SIGTERM/SIGINT/SIGHUP to it, and once it has ended — stopped, or by itself when a worker's raylet
+    lost the head (``WORKER_GCS_RECONNECT_S``) — end every process left in this session or carrying ``marker``
+    (Ray's DashboardAgent / RuntimeEnvAgent outlive the raylet for minutes otherwise): SIGTERM, up to
+    ``grace_s`` seconds, SIGKILL. Returns ``argv``'s exit code."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    child = subprocess.Popen(argv)
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    rc = child.wait()
+    sid = os.getsid(0)
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        left = session_members(sid, marker)
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.time() + wait_s
+        while left and session_members(sid, marker) and time.time() < deadline:
+            time.sleep(0.1)
+    return rc
 
 
 def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
@@ -256,35 +307,46 @@ def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
     ``cluster_ops.start``): SIGTERM the leader (``ray start`` stops every Ray process it started),
     wait up to ``grace_s`` seconds, SIGKILL any process still in that session.
 
-    Only that session is touched (never ``ray stop``, never another run's Ray). Returns how many
-    processes the session had (0 when the pid file is missing or the session is already gone).
+    Only that session is touched (never ``ray stop``, never another run's Ray), plus the processes that carry
+    this run's ``DAPO_OPS_RAY_RUN=<run_id>`` (the run id is the pid file's ``<runs_dir>/.cluster/<run_id>/ray/``
+    directory), so Ray agents that left the session go too. Returns how many processes it had (0 when the pid
+    file is missing or nothing is left). Waits until they are gone (at most ``grace_s`` + 5 seconds).
     """
     import os
     import signal
     import time
 
+    run_id = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(pid_file))))
+    marker = ("DAPO_OPS_RAY_RUN=%s" % run_id).encode() if run_id and run_id[:1].isdigit() else None
     try:
         with open(pid_file) as f:
             sid = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
-        return 0
-    found = session_members(sid)
+        sid = -1
+    found = session_members(sid, marker)
     if not found:
         return 0
-    try:
-        os.kill(sid, signal.SIGTERM)
-    except OSError:
-        pass
+    if sid > 1:  # never kill(-1) / kill(0, ...): only a real session leader
+        try:
+            os.kill(sid, signal.SIGTERM)
+        except OSError:
+            pass
+    for pid in found:  # processes outside the session get no signal from its leader
+        try:
+            if os.getsid(pid) != sid:
+                os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
     deadline = time.time() + grace_s
-    while session_members(sid) and time.time() < deadline:
+    while session_members(sid, marker) and time.time() < deadline:
         time.sleep(0.2)
-    for pid in session_members(sid):
+    for pid in session_members(sid, marker):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
     deadline = time.time() + 5.0  # SIGKILL is asynchronous: let the kernel finish the exits
-    while session_members(sid) and time.time() < deadline:
+    while session_members(sid, marker) and time.time() < deadline:
         time.sleep(0.05)
     return len(found)
 
@@ -330,9 +392,11 @@ def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
         if not lost:
             return None
         what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
+    pid_file = (nodes[0].get("pid_file") if nodes else "") or ""
+    run_id = pid_file.rstrip("/").split("/")[-3] if pid_file.count("/") >= 3 else "<run id>"  # .cluster/<id>/ray/
     action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
-              f"-H {hosts}: the run resumes from its last checkpoint")
+              f"`inv launch -H {hosts} --resume {run_id}`: it continues from the last checkpoint")
     return {"cls": "network", "action_kind": "stop", "action": action,
             "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
                      "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),

@@ -3,16 +3,21 @@
 The pure parts (topology, ``ray start`` argv, per-node collective env) are in
 :mod:`dapo_ops.cluster`; this module does the remote calls through :class:`dapo_ops.remote.Target`.
 
-Each ``ray start --block`` runs detached in its own session inside the container (``setsid``),
-its session id written to ``<run_dir>/ray/<host>.pid``. Tearing down signals exactly those
-sessions (SIGTERM to the leader, which stops every Ray process it started; then SIGKILL to any
-process still in the session) — never ``ray stop`` and never another user's Ray.
+Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
+stdlib leader (:func:`dapo_ops.cluster.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
+and what the node is (``{"run_id", "name", "role", "head", "head_address", "port"}``) to
+``<run_dir>/ray/<host>.json``. Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
+ends — stopped, or by itself once a worker's raylet lost the head at the run's end — the leader ends whatever
+Ray left in the session or with that marker (DashboardAgent / RuntimeEnvAgent outlive the raylet otherwise).
+Tearing down signals exactly those processes (SIGTERM to the leader, then SIGKILL to any left) — never
+``ray stop`` and never another user's Ray.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import posixpath
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +34,9 @@ JOIN_TIMEOUT_S = 90.0
 # the grace in argv[2] seconds; prints how many processes the session had
 _STOP_SESSION = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.stop_session),
                            "import sys", "print(stop_session(sys.argv[1], float(sys.argv[2])))"])
+# stdlib script: the leader of a Ray session (cluster.run_session): argv[1] = the env marker, argv[2:] = ray start
+_SESSION_LEADER = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.run_session),
+                             "import sys", "sys.exit(run_session(sys.argv[2:], sys.argv[1].encode() or None))"])
 
 
 class ClusterError(RuntimeError):
@@ -61,14 +69,22 @@ def _pid_file(run_dir: str, name: str) -> str:
     return f"{run_dir}/ray/{name}.pid"
 
 
-def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str) -> None:
-    """Start one blocking ``ray start`` detached in its own session; returns once it is spawned."""
+def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str,
+                info: dict | None = None) -> None:
+    """Start one blocking ``ray start`` detached in its own session under :data:`_SESSION_LEADER`, with
+    ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of ``run_dir``) in its env and ``info`` in
+    ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
+    run_id = posixpath.basename(run_dir.rstrip("/"))
     pid_file, log = _pid_file(run_dir, name), f"{run_dir}/ray/{name}.log"
     ray_args = " ".join(shlex.quote(a) for a in argv[1:])
-    inner = f"echo $$ > {shlex.quote(pid_file)}; exec $RAY {ray_args}"
-    script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && RAY={_ray_cmd(python)} && export RAY && "
+    marker = f"{cluster.RAY_RUN_ENV}={run_id}"
+    inner = (f"echo $$ > {shlex.quote(pid_file)}; exec {shlex.quote(python)} -c {shlex.quote(_SESSION_LEADER)} "
+             f"{shlex.quote(marker)} $RAY {ray_args}")
+    node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
+    script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && printf '%s\\n' {shlex.quote(node_info)} > "
+              f"{shlex.quote(run_dir + '/ray/' + name + '.json')} && RAY={_ray_cmd(python)} && export RAY && "
               f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
-    target.run(script, env=env, timeout=60)
+    target.run(script, env={**env, cluster.RAY_RUN_ENV: run_id}, timeout=60)
 
 
 def _iface(target: Target, python: str, address: str) -> str | None:
@@ -94,21 +110,31 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             ifaces = dict(zip([n.name for n in nodes],
                               pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
         env = cluster.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
+        info = {"head": head.name, "head_address": head.address, "port": cluster.RAY_PORT}
+        address = f"{head.address}:{cluster.RAY_PORT}"
+        deadline = time.monotonic() + join_timeout
         _start_node(targets[head.name], cluster.ray_head_argv("ray", head, accelerator), env, run_dir,
-                    head.name, python)
+                    head.name, python, {**info, "role": "head"})
         started.append(head)
         workers = nodes[1:]
+        # workers only once the head node is registered in its GCS: a worker that starts earlier gives up by itself
+        # ("No node info found for head node in GCS") when the head is slow to come up (a loaded host)
+        if workers and not _wait(targets[head.name], python, 1, max(deadline - time.monotonic(), 1.0),
+                                 address)["nodes"]:
+            raise ClusterError(
+                f"the Ray head on '{head.name}' ({address}) did not come up within {join_timeout:.0f} s: see "
+                f"{run_dir}/ray/{head.name}.log in its container (port {cluster.RAY_PORT} taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
             wenv = cluster.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
             _start_node(targets[n.name], cluster.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
-                        n.name, python)
+                        n.name, python, {**info, "role": "worker"})
 
         with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
             for n, fut in [(n, pool.submit(start_worker, n)) for n in workers]:
                 fut.result()
                 started.append(n)
-        view = _wait(targets[head.name], python, len(nodes), join_timeout)
+        view = _wait(targets[head.name], python, len(nodes), max(deadline - time.monotonic(), 1.0), address)
         joined = {n["address"] for n in view["nodes"]}
         missing = [n for n in nodes if n.address not in joined]
         if missing:
@@ -136,14 +162,17 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         raise
 
 
-def _wait(head: Target, python: str, want: int, timeout: float) -> dict:
-    """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass."""
+def _wait(head: Target, python: str, want: int, timeout: float, address: str) -> dict:
+    """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass. Each probe joins this
+    run's GCS at ``address`` (``<head>:6379``, never ``auto``: an earlier session's ``/tmp/ray`` files must not
+    pick the cluster) and ends itself within its budget + 20 s (``CLUSTER_WAIT``'s alarm), so no probe is left
+    running in the container when the SSH command times out."""
     deadline = time.monotonic() + timeout
     last = {"nodes": []}
     while True:
         left = max(deadline - time.monotonic(), 1.0)
         res = head.run([python, "-c", cluster.CLUSTER_WAIT, f"{left:.1f}", str(want)],
-                       env={"RAY_ADDRESS": "auto"}, timeout=left + 60, check=False)
+                       env={"RAY_ADDRESS": address}, timeout=left + 30, check=False)
         try:
             last = json.loads((res.stdout or "").strip().splitlines()[-1])
         except (ValueError, IndexError):

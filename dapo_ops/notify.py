@@ -9,7 +9,7 @@ plugins run inside the training process and die with a SIGKILLed run
 Payload shapes (one text message each):
 
 * ``generic``: ``{"source": "dapo-ops", "event": kind, "host", "run_id", "verdict", "step",
-  "total_steps", "hint", "log", "swanlab_url", "text"}``
+  "total_steps", "hint", "action", "suggestions", "log", "swanlab_url", "text"}``
 * ``feishu`` / ``lark``: ``{"msg_type": "text", "content": {"text": ...}}`` (+ ``timestamp``,
   ``sign`` when a signing secret is configured)
 * ``dingtalk``: ``{"msgtype": "text", "text": {"content": ...}}`` (+ ``timestamp``/``sign``
@@ -118,8 +118,9 @@ def format_message(event: dict) -> str:
     """The human text: title, host, run id, verdict, step reached, action, hint, log path.
 
     ``event``: ``{"kind", "host", "run_id", "verdict" (class name or Verdict.to_json()),
-    "step", "total_steps", "attempt", "hint", "action", "log", "swanlab_url"}``; missing
-    keys are left out.
+    "step", "total_steps", "attempt", "hint", "action", "suggestions", "log", "swanlab_url"}``; missing
+    keys are left out. For a final failure ``action`` is the run's ending line (run.json ``decision.ended``) and
+    ``suggestions`` the ladder's next parameters to change, one ``- `` line each.
     """
     kind = event.get("kind", "failure")
     verdict, hint, action = _verdict_parts(event)
@@ -134,6 +135,10 @@ def format_message(event: dict) -> str:
         lines.append(f"action: {action}")
     if hint:
         lines.append(f"hint: {hint}")
+    sugg = [str(x) for x in event.get("suggestions") or []]
+    if sugg:
+        lines.append("suggestions:")
+        lines += [f"- {x}" for x in sugg]
     if event.get("log"):
         lines.append(f"log: {event['log']}")
     if event.get("swanlab_url"):
@@ -154,7 +159,8 @@ def build_payload(kind: str, text: str, event: dict) -> dict:
     return {
         "source": "dapo-ops", "event": event.get("kind"), "host": event.get("host"),
         "run_id": event.get("run_id"), "verdict": verdict or None, "step": event.get("step"),
-        "total_steps": event.get("total_steps"), "hint": hint or None, "log": event.get("log"),
+        "total_steps": event.get("total_steps"), "hint": hint or None, "action": event.get("action") or None,
+        "suggestions": list(event.get("suggestions") or []), "log": event.get("log"),
         "swanlab_url": event.get("swanlab_url"), "text": text,
     }
 

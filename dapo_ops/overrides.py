@@ -13,6 +13,8 @@ in docs/design.md "Run spec".
 
 from __future__ import annotations
 
+import math
+
 import re
 import shlex
 
@@ -113,6 +115,9 @@ def _int(s: dict, key: str, flag: str) -> int:
         raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
 
 
+MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
+
+
 def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
     """Reject a run spec that cannot work, before anything is launched.
 
@@ -134,8 +139,9 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
     s = effective_settings(spec)
     steps = _int(s, "steps", "TRAIN_STEPS / --steps")
-    if steps <= 0:
-        raise OverrideError(f"TRAIN_STEPS={steps} must be a positive number of training steps; set --steps / TRAIN_STEPS >= 1")
+    if not 0 < steps <= MAX_STEPS:  # MAX_STEPS: a typo guard (10^6 steps of even a 1 s step is 11 days)
+        raise OverrideError(f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
+                            f"TRAIN_STEPS to the steps you mean")
     prompt = _int(s, "max_prompt_length", "--max-prompt-length")
     resp = _int(s, "max_response_length", "MAX_RESPONSE_LENGTH / --max-response-length")
     if prompt <= 0 or resp <= 0:
@@ -189,10 +195,14 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
                 f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
                 f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
                 f"(0: train_batch_size / ppo_mini_batch_size)")
-    for label, val in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)):
-        if (val * n) % world:
-            raise OverrideError(f"{label}={val} x rollout_n={n} = {val * n} responses do not split evenly over "
-                                f"{world} trainer devices; choose --{label.replace('_', '-')} so that it is divisible")
+    bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
+    if bad:  # every batch problem at once, each with the nearest values that split evenly
+        step, nodes = world // math.gcd(world, n), max(1, _int(s, "nnodes", "--nnodes"))
+        parts = [f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
+                 + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1) + ")" for k, v in bad]
+        where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
+        raise OverrideError(f"responses per step do not split evenly over {where}: " + "; ".join(parts)
+                            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)")
     seq = prompt + resp
     mpe = s.get("max_position_embeddings")
     if mpe not in (None, "", 0):

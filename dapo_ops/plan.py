@@ -45,6 +45,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
     spec = plan.spec
     s = spec["settings"]
     nodes = int(s.get("nnodes") or 1)
+    if spec["mode"] == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
+        nodes += int(s["rollout_nnodes"])
     where = f"{spec['host']} (container {spec['container']})" if nodes == 1 else \
         f"a {nodes}-node Ray cluster, head {spec['host']} (container {spec['container']})"
     con.print(Text(f"dry run: {spec['mode']} on {where}, "

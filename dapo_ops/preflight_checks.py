@@ -288,6 +288,14 @@ def collect(target: Target, req: dict, *, env: dict | None = None, timeout: floa
 
 # ------------------------------------------------------------------------------------------ evaluation
 
+def workdir_missing(text: str) -> bool:
+    """True when ``text`` (docker exec's stderr) says the exec's working directory does not exist in the container:
+    runc's ``OCI runtime exec failed: ... chdir to cwd ("/x") set in config.json failed: no such file or
+    directory`` (docker exec -w)."""
+    low = (text or "").lower()
+    return "chdir to cwd" in low and "no such file or directory" in low
+
+
 def _split_fix(message: str) -> tuple[str, str]:
     """RemoteError messages are ``<what>; <fix>``: split at the last ``; ``."""
     if "; " in message:
@@ -665,11 +673,17 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
              ray: dict | None = None) -> list[Check]:
     """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks."""
     pv = plan_view(plan)
-    container = getattr(host, "container", "verl")
+    # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
+    container = (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", "verl")
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):
         return out
     p = facts.get("probe")
+    if p is None and workdir_missing(facts.get("probe_error", "")):
+        wd = getattr(host, "workdir", "?")
+        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
+                         "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
+        return out
     if p is None:
         out.append(Check("python", FAIL, facts.get("probe_error") or "the probe gave no answer",
                          f"check that {getattr(host, 'python', 'python3')} runs in the container"))

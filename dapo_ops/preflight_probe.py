@@ -151,11 +151,44 @@ def _disk(path: str | None) -> dict | None:
     return {"path": path, "checked": p, "free": du.free, "total": du.total, "writable": writable}
 
 
+#: seconds a host name may take to resolve before a reachability check gives up (a container without a working DNS
+#: server otherwise waits resolv.conf's 5 s x attempts per name; urlopen's timeout does not cover getaddrinfo)
+DNS_TIMEOUT_S = 2.0
+
+
+def _resolve_error(host: str, timeout=None):
+    """None when ``host`` resolves within ``timeout`` seconds (default :data:`DNS_TIMEOUT_S`), else a one-line
+    reason."""
+    import threading
+
+    timeout = DNS_TIMEOUT_S if timeout is None else timeout
+    box = {}
+
+    def go():
+        try:
+            socket.getaddrinfo(host, None)
+        except OSError as e:
+            box["err"] = "cannot resolve %s: %s" % (host, e.strerror or e)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        return "cannot resolve %s within %g s (no DNS server answers in the container?)" % (host, timeout)
+    return box.get("err")
+
+
 def _http(url: str, timeout: float) -> dict:
     import urllib.error
+    import urllib.parse
     import urllib.request
 
     t0 = time.time()
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname and not urllib.request.getproxies().get(parts.scheme):  # a proxy resolves names itself
+        err = _resolve_error(parts.hostname)
+        if err:
+            return {"url": url, "reachable": False, "error": err, "seconds": round(time.time() - t0, 3)}
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "dapo-ops-preflight"})
         with urllib.request.urlopen(req, timeout=timeout) as r:

@@ -26,7 +26,7 @@ from . import __version__
 PKG_DIR = Path(__file__).resolve().parent
 # What the supervisor imports (directly or through its siblings); only existing files are shipped.
 BUNDLE_MODULES = ("__init__", "classify", "features", "ladder", "profiles", "overrides", "runstate", "notify", "redact",
-                  "supervisor")
+                  "supervisor", "occupancy")
 _REL_IMPORT = re.compile(r"^\s*from\s+\.(?:\s+import\s+([\w, ()]+)|(\w+)\s+import)", re.M)
 COMPLETE_MARK = ".complete"
 

@@ -188,23 +188,35 @@ def _liveness(run, run_dir):
 
 # ------------------------------------------------------------------------------------------ ops
 
-def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES):
+def _serves(runs_dir, host, own_run_id):
+    """The multi-host run whose Ray worker this container runs (a live session of another run), or None."""
+    for s in _rs.ray_sessions(runs_dir, host):
+        if s.get("role") == "worker" and s.get("run_id") != own_run_id:
+            return {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
+    return None
+
+
+def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None):
     """Facts for one status row (statusview.build_row's ``probe`` argument).
 
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
-        "supervisor_alive": bool, "verl_alive": bool}``; ``run`` is None when the host has no run.
+        "supervisor_alive": bool, "verl_alive": bool, "serves": {"run_id", "head", "head_address", "port"} |
+        None}``; ``run`` is None when the host has no run; ``serves`` names the multi-host run this host is a
+        live Ray worker of (runstate.ray_sessions; only when no run id was asked for).
     """
     now = time.time()
     run_dir = resolve_run_dir(runs_dir, run_id)
+    serves = None if run_id else _serves(runs_dir, host, os.path.basename(run_dir or ""))
     if run_dir is None:
-        return {"run": None, "now": now}
+        return {"run": None, "now": now, "serves": serves}
     run = _rs.read_run(run_dir)
     if run is None:  # launched but the supervisor never wrote run.json
         run = {"run_id": os.path.basename(run_dir), "status": "unknown", "run_dir": run_dir}
     tail, size, mtime = read_tail(_log_path(run, run_dir), tail_bytes)
     sup_alive, verl_alive = _liveness(run, run_dir)
     return {"run": run, "run_dir": run_dir, "tail": tail, "log_bytes": size, "log_mtime": mtime, "now": now,
-            "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes()}
+            "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes(),
+            "serves": serves}
 
 
 def read_bytes():
@@ -357,7 +369,8 @@ def handle(req):
     runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
     try:
         if op == "status":
-            return probe_status(runs_dir, req.get("run_id"), int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES))
+            return probe_status(runs_dir, req.get("run_id"), int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES),
+                                req.get("host"))
         if op == "list":
             return probe_list(runs_dir)
         if op == "stop":

@@ -216,6 +216,9 @@ class StatusRow:
     ended_at: float | None = None
     error: str | None = None
     cluster: dict | None = None   # multi-host run: run.json "cluster" (nodes, hosts, devices, head)
+    ended: str | None = None      # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
+    suggestions: list = field(default_factory=list)   # failed runs: the ladder's next parameters to change
+    serves: dict | None = None    # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -270,6 +273,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         row.state, row.error = "error", str(probe["error"])
         return row
     run = probe.get("run")
+    serves = probe.get("serves")
+    if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
+        # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
+        row.state, row.run_id, row.serves = "ray-worker", serves.get("run_id"), dict(serves)
+        row.hint = ("Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`"
+                    % (row.run_id, serves.get("head"), serves.get("head_address") or "", serves.get("head")))
+        return row
     if not run:
         return row
     tail = parse_tail(probe.get("tail") or "")
@@ -325,10 +335,12 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if verdict:
         row.verdict = verdict.get("cls")
         row.hint = one_line(verdict.get("action") or verdict.get("hint"))
-    if row.status == "stopped":
+    if row.status in TERMINAL_STATUSES:  # a finished run says what ended it, never the verdict's "retry ..." text
         decision = run.get("decision") or {}
-        row.hint = one_line(decision.get("reason") if decision.get("action") == "stop" and decision.get("reason")
-                            else "stopped by `inv stop`" if run.get("stop") else row.hint) or "stopped"
+        row.ended = decision.get("ended") or ending_line(run, step, total)
+        row.hint = row.ended
+        if row.status == "failed":
+            row.suggestions = [str(x) for x in decision.get("suggestions") or []]
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
 
     ref = last_progress or run.get("started_at")
@@ -336,15 +348,44 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         row.progress_age_s = round(max(0.0, now - float(ref)), 1)
 
     row.state = row.status or "unknown"
+    if row.state == "unknown" and not run.get("started_at"):
+        row.state = "incomplete"   # a launch that died before its supervisor wrote run.json (spec.json only)
+        row.hint = ("launch did not finish (no run.json): nothing runs; remove %s or ignore it"
+                    % (run.get("run_dir") or "the run dir"))
     if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
         row.state = "supervisor-dead"
-        row.hint = ("supervisor process %s is gone but run.json says %s; verl %s. `inv stop` cleans up, "
-                    "`inv launch` resumes from the last checkpoint"
-                    % (row.supervisor_pid, row.status,
-                       "still runs (pgid %s)" % row.verl_pgid if row.verl_alive else "is not running"))
+        row.eta_s = None
+        gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
+        if row.verl_alive:
+            row.hint = ("%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
+                        "`inv launch -H %s --resume %s` continues from its last checkpoint"
+                        % (gone, row.verl_pgid, host, row.run_id, host, row.run_id))
+        else:
+            row.hint = ("%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
+                        "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
     if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
     return row
+
+
+def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
+    """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
+    a dead supervisor, or by an older supervisor); same form as ``supervisor.ending_line``."""
+    status = run.get("status") or "unknown"
+    decision = run.get("decision") or {}
+    step = run.get("step") if step is None else step
+    total = run.get("total_steps") if total is None else total
+    where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
+    if status == "succeeded":
+        return "succeeded %s" % where
+    if status == "stopped":
+        return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
+    verdict = run.get("verdict") or {}
+    v_action = str(verdict.get("action") or "")
+    reason = (decision.get("reason") if decision.get("action") == "stop" else None) or \
+        (v_action if verdict.get("action_kind") == "stop" or v_action.startswith("stop") else None) or \
+        verdict.get("cls") or status
+    return "%s: %s %s" % (status, str(reason).rstrip(". "), where)
 
 
 def past_run_row(host: str, run: dict, now: float | None = None) -> StatusRow:
@@ -450,12 +491,17 @@ def _attempt_line(host: str, n, features: list, prev_features: list | None, afte
     return line
 
 
+def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
+    """``<indent>try: <suggestion>`` lines of a failed run (``decision.suggestions``), one each."""
+    return ["%stry: %s" % (indent, s) for s in row.suggestions]
+
+
 def _finished_line(cur: StatusRow) -> str | None:
-    if cur.state == "succeeded":
-        return "%s: finished: succeeded at step %s/%s" % (cur.host, cur.step, cur.total)
-    if cur.state in ("failed", "stopped"):
-        return "%s: finished: %s at step %s/%s (%s: %s)" % (
-            cur.host, cur.state, cur.step, cur.total, cur.verdict or "-", cur.hint or "-")
+    if cur.state in TERMINAL_STATUSES:
+        line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
+        if cur.state == "failed" and cur.verdict:
+            line += " (%s)" % cur.verdict
+        return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
     if cur.state == "supervisor-dead":
         return "%s: %s" % (cur.host, cur.hint)
     return None
@@ -506,4 +552,5 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
 
 def is_finished(row: StatusRow) -> bool:
     """True when ``watch`` should stop: a terminal status, a dead supervisor, or no run / probe error."""
-    return row.state in TERMINAL_STATUSES or row.state in ("supervisor-dead", "no-run", "error")
+    return row.state in TERMINAL_STATUSES or row.state in ("supervisor-dead", "no-run", "error", "incomplete",
+                                                          "ray-worker")

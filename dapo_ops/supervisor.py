@@ -379,6 +379,20 @@ class _Stop(Exception):
     """Raised inside the attempt loop when the supervisor was asked to stop."""
 
 
+def ending_line(status: str, reason: Optional[str], step: Optional[int], total: Optional[int]) -> str:
+    """What ended a run, one line, as ``status`` / ``watch`` / the notifier show it (run.json ``decision.ended``):
+    ``failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20``, ``succeeded at step 6/6``,
+    ``stopped: stopped by the operator before the first step``. ``reason`` is the terminal decision's reason
+    (ladder.Decision.reason) or the verdict's action; ``step``/``total`` in steps (None: no step reached)."""
+    where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
+    if status == "succeeded":
+        return "succeeded %s" % where
+    reason = (reason or "").rstrip(". ")
+    if not reason or reason.startswith(status):  # "stopped by the operator"
+        return "%s %s" % (reason or status, where)
+    return "%s: %s %s" % (status, reason, where)
+
+
 class _BuildError(Exception):
     """The verl command for the next attempt cannot be built (one-line reason)."""
 
@@ -465,9 +479,12 @@ class Supervisor:
 
     # -- notifications (never fatal) ----------------------------------------
 
-    def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "") -> None:
+    def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "",
+                suggestions: Optional[List[str]] = None) -> None:
         """Post ``event`` (escalation|failure|hang|success) via ``notify.send_event`` in a daemon thread;
-        whether it is due is ``notify.should_notify``'s call (spec ``notify``). Errors go to supervisor.log."""
+        whether it is due is ``notify.should_notify``'s call (spec ``notify``). Errors go to supervisor.log.
+        ``reason``: the action line (for a final failure the run's ending line, never the verdict's "retry ...");
+        ``suggestions``: the ladder's next parameters to change (final failures)."""
         cfg = self.spec.get("notify") or {}
         if not cfg.get("webhooks"):
             return
@@ -483,7 +500,8 @@ class Supervisor:
             "total_steps": self.rec.get("total_steps"),
             "verdict": verdict.get("cls"),
             "action": reason or verdict.get("action"),
-            "hint": verdict.get("hint"),
+            "hint": None if suggestions else verdict.get("hint"),
+            "suggestions": list(suggestions or []),
             "features": [f.get("name") for f in self.rec.get("features") or []],
             "log": self.rec.get("log"),
             "swanlab_url": self.rec.get("swanlab_url"),
@@ -839,10 +857,16 @@ class Supervisor:
             ",".join(tried[-1]["features"]) if tried else "-",
             decision.get("reason") or status,
         )
+        decision["ended"] = ending_line(status, decision.get("reason") or (verdict or {}).get("action"),
+                                        self.rec.get("step"), self.rec.get("total_steps"))
         self.rec["decision"] = decision
         if verdict is not None:
             self.rec["verdict"] = verdict
         self.rec["ended_at"] = _now()
+        left = own_processes(self.pgid, self.marker)
+        if left:  # leave nothing of the run behind (Ray agents outlive verl's driver): pgid + DAPO_OPS_RUN_ID only
+            log("ending %d leftover process(es) of the run" % len(left))
+            stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
         self.rec["pids"]["verl_pgid"] = None
         self._teardown_cluster()
         self._set_status(status)
@@ -852,7 +876,7 @@ class Supervisor:
         elif status == "succeeded":
             self._notify("success", verdict, decision["summary"])
         elif status == "failed":
-            self._notify("failure", verdict, decision["summary"])
+            self._notify("failure", verdict, decision["ended"], suggestions=decision.get("suggestions"))
         return 0 if status in ("succeeded", "stopped") else 1
 
     # -- multi-host (spec "ray") ------------------------------------------------

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -169,7 +171,7 @@ def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
 def test_a_bad_typed_flag_value_is_one_line_not_a_traceback(prog, argv, flag, tmp_path):
     cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
     out = subprocess.run(cmd + argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert out.returncode != 0
+    assert out.returncode == EXIT_USAGE  # one code for every usage error
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(flag + ":"), out.stderr
@@ -242,3 +244,33 @@ class TestImportBudget:
                              cwd=tmp_path, timeout=60)
         assert out.returncode == EXIT_USAGE
         assert out.stderr.strip() == "dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts"
+
+
+@pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
+def test_an_unknown_task_flag_exits_like_every_usage_error(prog, tmp_path):
+    cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
+    out = subprocess.run(cmd + ["status", "--nosuch"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == EXIT_USAGE and out.stderr.strip() == "No idea what '--nosuch' is!", out.stderr
+
+
+def test_a_closed_pipe_ends_quietly_not_with_a_traceback():
+    code = "import dapo_ops.cli\nfor _ in range(200000): print('x' * 80)"
+    out = subprocess.run(f"{sys.executable} -c {shlex.quote(code)} | head -1", shell=True, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout == "x" * 80 + "\n" and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+
+
+def test_list_shows_whole_first_sentences():
+    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "--list"], capture_output=True, text=True, timeout=60)
+    lines = out.stdout[out.stdout.index("  stop "):].splitlines()
+    entry = [lines[0]] + [ln for ln in itertools.takewhile(lambda ln: ln.startswith(" " * 8), lines[1:])]
+    assert " ".join(entry).rstrip().endswith("idempotent."), entry
+
+
+@pytest.mark.parametrize("argv", [["status", "-H", ""], ["status", "-H", ","], ["status", "--hosts="]])
+def test_an_empty_host_list_is_refused_not_every_host(argv, tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
+    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), *argv, "--inventory", str(inv)], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == EXIT_USAGE and out.stderr.strip().startswith("-H names no host"), out.stderr

@@ -165,3 +165,37 @@ def test_help_lists_the_runbook_flags_long_only(tmp_path, task):
                  "--skip-preflight", "--hosts", "--link-wait", "--override"):
         assert flag in res.stdout, flag
     assert "--=" not in res.stdout  # invoke ran out of short letters once: short flags are off
+
+
+def _one_line(res):
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1, (res.returncode, res.stderr)
+    return lines[0]
+
+
+def test_a_known_secret_in_an_override_is_refused_and_never_printed(tmp_path):
+    key = "sk-live-0123456789abcdef"
+    res = inv(["launch", "--dry-run", "--override", f"+trainer.tok={key}"], tmp_path, {"SWANLAB_API_KEY": key})
+    line = _one_line(res)
+    assert line.startswith("--override +trainer.tok=...: the value holds a secret") and key not in res.stdout + line
+
+
+def test_an_override_hydra_cannot_parse_is_refused_naming_it(tmp_path):
+    line = _one_line(inv(["launch", "--dry-run", "--override", "trainer.experiment_name=a;b"], tmp_path))
+    assert "'trainer.experiment_name=a;b' is not a valid Hydra override" in line
+    assert "trainer.experiment_name='a;b'" in line
+    res = inv(["launch", "--dry-run", "--override", "trainer.experiment_name='a;b'"], tmp_path)
+    assert res.returncode == 0, res.stderr
+
+
+def test_pool_sizes_are_refused_outside_one_step_off(tmp_path):
+    line = _one_line(inv(["launch", "--dry-run", "--trainer-gpus", "2", "--rollout-gpus", "2"], tmp_path))
+    assert line.startswith("--trainer-gpus and --rollout-gpus size the pools of one-step-off")
+    assert "inv one-step-off --trainer-gpus N --rollout-gpus N" in line
+
+
+def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp_path):
+    line = _one_line(inv(["launch", "--dry-run", "--swanlab-host", "192.0.2.1:8000"], tmp_path))
+    assert "(from --swanlab-host)" in line and "from env" not in line
+    line = _one_line(inv(["launch", "--dry-run", "--steps", "100000000000"], tmp_path))
+    assert "TRAIN_STEPS=100000000000 must be a number of training steps in 1..1000000" in line

@@ -322,3 +322,65 @@ def test_update_phase_oom_is_fixed_by_the_token_budget_rung_not_offload(sandbox,
     assert a2["resumed_from"] == 2 and training_steps(sandbox, "h1", rid)[2] == [3, 4, 5]
     log2 = (sandbox.runs_dir("h1") / rid / "attempt-2.log").read_text(errors="replace")
     assert f"{key}=10240" in log2 or f"'ppo_max_token_len_per_gpu': 10240" in log2
+
+
+def _wait_step(sandbox, host, rid, step, timeout=180) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        rec = read_run(sandbox, host, rid)
+        if (rec.get("step") or 0) >= step and (rec.get("pids") or {}).get("verl_pgid"):
+            return rec
+        time.sleep(0.5)
+    raise AssertionError(f"run {rid} on {host} did not reach step {step}: {read_run(sandbox, host, rid)}")
+
+
+def _resume_and_check(sandbox, host_ready, host, rid):
+    """``launch --resume rid`` on ``host``: a new run on rid's checkpoints that goes on after its last one."""
+    old = sandbox.runs_dir(host) / rid
+    last = int((old / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
+    steps = last + 3
+    res, rid2 = launch(host_ready, host, "--steps", str(steps), "--save-freq", "2", "--framework", "fsdp",
+                       "--resume", rid)
+    assert res.returncode == 0, res.stderr
+    assert rid2 != rid and f"resume:  run {rid}'s checkpoints in /verl/dapo_runs/{rid}/checkpoints, " \
+        f"from global_step_{last}" in res.stdout, res.stdout
+    rec = wait_end(sandbox, host, rid2)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    spec = json.loads((sandbox.runs_dir(host) / rid2 / "spec.json").read_text())
+    assert spec["settings"]["ckpt_dir"] == f"/verl/dapo_runs/{rid}/checkpoints" and spec["resume_of"] == rid
+    assert spec["settings"]["experiment"] == json.loads((old / "spec.json").read_text())["settings"]["experiment"]
+    assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))   # continues, not anew
+    assert read_run(sandbox, host, rid)["status"] == "stopped"
+
+
+def test_sigkilled_supervisor_refuses_a_launch_until_stopped_then_resume_continues(sandbox, host_ready):
+    host_ready("h2", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h2", "--steps", "40", "--save-freq", "2", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = _wait_step(sandbox, "h2", rid, 3)
+    sandbox.exec("h2", f"kill -9 {rec['pids']['supervisor']}", check=True)   # verl lives on
+    res2, _ = launch(host_ready, "h2", "--steps", "2", "--framework", "fsdp")
+    lines = [ln for ln in res2.stderr.splitlines() if ln.strip()]
+    assert res2.returncode != 0 and len(lines) == 1, res2.stderr
+    assert lines[0].startswith(f"h2: verl of run {rid} still runs (") and f"inv stop -H h2 --run {rid}" in lines[0] \
+        and f"--resume {rid}" in lines[0], lines
+    assert [p.name for p in sandbox.runs_dir("h2").iterdir() if re.match(r"\d{8}-", p.name)] == [rid]
+    stop = inv(host_ready, "stop", "-H", "h2", "--run", rid)
+    assert stop.returncode == 0, stop.stderr
+    _resume_and_check(sandbox, host_ready, "h2", rid)
+
+
+def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_ready):
+    host_ready("h3", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h3", "--steps", "40", "--save-freq", "2", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    _wait_step(sandbox, "h3", rid, 3)
+    sandbox.ssh("h3", "docker stop -t 2 verl", check=True)
+    down = json.loads(inv(host_ready, "status", "-H", "h3", "--json").stdout)[0]   # the run it held, its step
+    assert down["state"] == "error" and down["run_id"] == rid and down["step"] >= 3, down
+    assert f"--resume {rid}" in down["error"] and "docker start verl" in down["error"]
+    sandbox.ssh("h3", "docker start verl", check=True)
+    st = inv(host_ready, "status", "-H", "h3", "--json")
+    row = json.loads(st.stdout)[0]
+    assert row["state"] == "supervisor-dead" and f"--resume {rid}" in row["hint"] and row["eta_s"] is None, row
+    _resume_and_check(sandbox, host_ready, "h3", rid)

@@ -87,7 +87,7 @@ def test_lost_worker_verdict_names_host_and_address_and_never_shrinks():
     assert cluster.lost_nodes_verdict(RAY, alive) is None
     v = cluster.lost_nodes_verdict(RAY, {"nodes": alive["nodes"][:1]})
     assert v["action_kind"] == "stop" and v["detail"]["host"] == "h2" and v["detail"]["node"] == "198.51.100.12"
-    assert "h2 (198.51.100.12)" in v["action"] and "relaunch with -H h1,h2" in v["action"]
+    assert "h2 (198.51.100.12)" in v["action"] and "relaunch with `inv launch -H h1,h2 --resume x`" in v["action"]
     assert "\n" not in v["action"]
 
 
@@ -149,3 +149,16 @@ def test_dry_run_on_two_hosts_prints_the_multi_host_plan_without_contacting_them
     assert "Ray cluster:   head h1 (198.51.100.11:6379), workers h2 (198.51.100.12)" in text
     assert multihost.dry_run({}, mode="dapo", hosts="h1", inventory=str(tmp_path / "hosts.toml"), env={},
                              file_cfg={}, console=con) is None
+
+
+def test_one_step_off_across_hosts_is_rendered_as_a_cluster_not_one_host(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from dapo_ops import plan as plan_mod
+
+    p, _ = _plan(_hosts(tmp_path, 2), "one-step-off", trainer_gpus=8, rollout_gpus=8, framework="fsdp")
+    buf = io.StringIO()
+    plan_mod.render(p, Console(file=buf, width=300))
+    assert buf.getvalue().splitlines()[0].startswith("dry run: one-step-off on a 2-node Ray cluster, head h1")

@@ -57,7 +57,10 @@ def cli(sandbox, tmp_path):
 
 
 def ray_processes(sandbox, host: str) -> list[str]:
-    out = sandbox.exec(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server|[r]ay start|[r]ay::' || true").stdout
+    """Every Ray process in the host's container, Ray's agents (DashboardAgent, RuntimeEnvAgent, log monitor,
+    dashboard) and any ``ray.init`` probe included."""
+    out = sandbox.exec(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server|[r]ay start|[r]ay::|[d]ashboard|"
+                             "[r]untime_env|[l]og_monitor|[m]onitor.py|[r]ay[.]init|[D]APO_OPS_RAY' || true").stdout
     return [line for line in out.splitlines() if line.strip()]
 
 
@@ -188,10 +191,19 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     assert busy.returncode != 0 and busy.stderr.strip().startswith(f"h2 is already a Ray node of multi-host run {run_id}"), \
         busy.stderr
     assert ray_processes(sandbox, "h3") == []
+    # the same rule on the single-host path: h2 alone is refused too, nothing started on it
+    single = cli("launch", "-H", "h2", "--steps", "4", *INPUT_FLAGS)
+    assert single.returncode != 0 and single.stderr.strip().startswith(
+        f"h2 is already a Ray node of multi-host run {run_id} (head h1"), single.stderr
+    assert [p.name for p in sandbox.runs_dir("h2").iterdir() if RUN_ID_RE.match(p.name)] == []
     st = cli("status", "-H", "h1", "--json")
     assert st.returncode == 0, st.stderr
     row = json.loads(st.stdout)[0]
     assert row.get("cluster", {}).get("nodes") == 2, row
+    # the worker's status names the cluster run it serves, not an old run or no-run
+    w = json.loads(cli("status", "-H", "h2", "--json").stdout)[0]
+    assert (w["state"], w["run_id"], w["serves"]["head"]) == ("ray-worker", run_id, "h1"), w
+    assert "inv status -H h1" in w["hint"]
     stop = cli("stop", "-H", "h1,h2")
     assert stop.returncode == 0, stop.stderr
     assert read_run(sandbox, "h1", run_id)["status"] == "stopped"
@@ -224,3 +236,39 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     assert v["detail"]["host"] == "h2"
     assert len(rec["attempts"]) == 1   # never retried on fewer nodes
     assert wait_no_ray(sandbox) == {}
+
+
+def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_starts(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 0.2})
+    first = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+    assert first.returncode == 0, first.stderr
+    rid1 = run_id_of(first)
+    assert wait_for(sandbox, "h1", rid1, ended)["status"] == "succeeded"
+    # the run's end tears Ray down on every node, the worker's agents included (no later launch needed)
+    assert wait_no_ray(sandbox, timeout=30) == {}
+    # right away again on the same hosts: starts (within the join limit, else it fails) and ends cleanly
+    second = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+    assert second.returncode == 0, second.stderr
+    rid2 = run_id_of(second)
+    assert "2 joined" in second.stdout
+    assert wait_for(sandbox, "h1", rid2, ended)["status"] == "succeeded"
+    assert wait_no_ray(sandbox, timeout=30) == {}
+
+
+def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sandbox, cli):
+    """Ray processes of an earlier cluster run whose head is gone (e.g. agents left by an older dapo-ops) never
+    block the next launch: the occupancy check ends them (that run's marker only) and the launch goes on."""
+    sandbox.exec("h2", "mkdir -p /verl/dapo_runs/.cluster/20261201-000000-dead/ray && "
+                       "printf '%s' '{\"role\": \"worker\", \"head\": \"h1\", \"head_address\": "
+                       f"\"{sandbox.addresses['h1']}\", \"port\": 6379}}' "
+                       "> /verl/dapo_runs/.cluster/20261201-000000-dead/ray/h2.json", check=True)
+    sandbox.exec("h2", "DAPO_OPS_RAY_RUN=20261201-000000-dead nohup setsid sleep 600 >/dev/null 2>&1 &", check=True)
+    sandbox.set_scenario("h1", {"step_time": 0.2})
+    # this test is about the sweep, not the join limit (back_to_back holds that): room for a loaded machine
+    res = cli("launch", "-H", "h1,h2", "--steps", "2", *INPUT_FLAGS, extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "240"})
+    assert res.returncode == 0, res.stderr
+    left = sandbox.exec("h2", "grep -l DAPO_OPS_RAY_RUN=20261201-000000-dead /proc/[0-9]*/environ 2>/dev/null | "
+                              "grep -v self || true").stdout.split()
+    assert left == [], left
+    assert wait_for(sandbox, "h1", run_id_of(res), ended)["status"] == "succeeded"
+    assert wait_no_ray(sandbox, timeout=30) == {}

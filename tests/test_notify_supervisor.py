@@ -53,3 +53,18 @@ def test_escalations_silent_by_default_and_success_silent_unless_enabled(tmp_pat
     assert rec2["status"] == "succeeded"
     assert _events(hooks) == ["success"]
     assert "run succeeded" in hooks.posts[0]["body"]["text"]
+
+
+def test_final_failure_message_says_what_ended_the_run_and_carries_the_suggestions(tmp_path, hooks):
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "oom_always": True}, max_oom_retries=2,
+                       extra={"notify": _notify()}, secret={URL_ENV: hooks.base + "/hook"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed"
+    ended = rec["decision"]["ended"]
+    assert ended.startswith("failed: device OOM") and "after 2 OOM retries" in ended and ended.endswith(
+        "at step %s/%s" % (rec["step"], rec["total_steps"]))
+    body = hooks.posts[-1]["body"]
+    assert body["event"] == "failure" and body["action"] == ended
+    assert body["suggestions"] == rec["decision"]["suggestions"] and body["suggestions"]
+    assert "action: " + ended in body["text"] and "suggestions:\n- " in body["text"]
+    assert "retry" not in body["text"].split("suggestions:")[0].lower(), body["text"]

@@ -307,3 +307,14 @@ def test_recompute_respects_an_explicit_minus_gradient_checkpointing_on_fsdp():
 def test_batch_sizes_checked(kw, needle):
     with pytest.raises(OverrideError, match=needle):
         check_spec(spec("one-step-off", **kw))
+
+
+def test_every_batch_problem_at_once_with_values_that_work():
+    s = spec(train_batch_size=64, ppo_mini_batch_size=16, rollout_n=8, n_gpus_per_node=8, nnodes=3)
+    with pytest.raises(OverrideError) as e:
+        check_spec(s)
+    msg = str(e.value)
+    assert "24 trainer devices (3 nodes x 8)" in msg and "\n" not in msg
+    assert "train_batch_size=64" in msg and "ppo_mini_batch_size=16" in msg
+    assert "--train-batch-size 66 or 63" in msg and "--ppo-mini-batch-size 18 or 15" in msg
+    check_spec(spec(train_batch_size=66, ppo_mini_batch_size=18, rollout_n=8, n_gpus_per_node=8, nnodes=3))

@@ -218,3 +218,37 @@ def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
     d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["disk"]
     assert "3 save(s)" in d.message
+
+
+def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(monkeypatch):
+    import socket
+    import time
+
+    from dapo_ops import preflight_probe
+
+    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))  # a DNS server that never answers
+    monkeypatch.setattr(preflight_probe, "DNS_TIMEOUT_S", 0.5)
+    t0 = time.monotonic()
+    res = preflight_probe._http("https://api.swanlab.cn", 5.0)
+    assert time.monotonic() - t0 < 3
+    assert not res["reachable"] and "cannot resolve api.swanlab.cn within 0.5 s" in res["error"]
+
+
+def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_does(tmp_path):
+    spec = dict(_spec(tmp_path), container="nosuch")
+    checks = pc.evaluate(_host(), {"spec": spec, "argv": []},
+                         {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}})
+    c = _by(checks)["container"]
+    assert c.status == "fail" and "container 'nosuch' does not exist on h1" in c.message, c
+
+
+def test_a_missing_workdir_is_named_not_blamed_on_python():
+    err = ('the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: '
+           'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)')
+    checks = pc.evaluate(_host(workdir="/nosuch"), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text":
+                         "running 0 false false false"}, "probe": None, "probe_error": err})
+    c = _by(checks)["workdir"]
+    assert c.status == "fail" and c.message == "workdir /nosuch does not exist in container 'verl'", c
+    assert "python" not in _by(checks)

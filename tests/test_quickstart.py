@@ -108,7 +108,7 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     make_model(runs / "inputs" / "tiny-model", max_pos=16384)
     make_parquet(runs / "inputs" / "train.parquet")
     make_parquet(runs / "inputs" / "val.parquet")
-    env = _base_env(tmp_path, SWANLAB_MODE="local", MODEL_PATH="/verl/dapo_runs/inputs/tiny-model",
+    env = _base_env(tmp_path, MODEL_PATH="/verl/dapo_runs/inputs/tiny-model",
                     TRAIN_FILE="/verl/dapo_runs/inputs/train.parquet", VAL_FILE="/verl/dapo_runs/inputs/val.parquet",
                     TRAIN_STEPS="4", FRAMEWORK="fsdp", MAX_RESPONSE_LENGTH="1024")
     p = Pty(INV + ["quickstart", "-H", host, "--inventory", str(sandbox.inventory)], env=env, cwd=tmp_path)
@@ -122,6 +122,8 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
         p.send("none")
         p.expect(r"custom features\?.*: ")
         p.send("default")
+        p.expect(r"4\. SwanLab monitoring:\s+mode: cloud \(needs an API key\) \| local \| offline \| disabled \[cloud\]: ")
+        p.send("local")
         rc, out = p.finish()
     finally:
         if p.proc.poll() is None:
@@ -136,3 +138,25 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     assert {f["name"] for f in record["features"]} >= {"flash_attn", "dynamic_batch", "remove_padding",
                                                           "gradient_checkpointing"}
     assert all(f["source"] == "default" for f in record["features"])
+    spec = json.loads((runs / m.group(1) / "spec.json").read_text())
+    assert spec["env"]["SWANLAB_MODE"] == "local"
+    for _ in range(240):  # the first run ends before the repeat (one run per container)
+        if json.loads((runs / m.group(1) / "run.json").read_text())["status"] in ("succeeded", "failed", "stopped"):
+            break
+        time.sleep(0.5)
+
+    # the printed line repeats it on a TTY without a single question and with every answer kept
+    line = out.split("repeat non-interactively:")[1].strip().splitlines()[0]
+    assert "--swanlab-mode local" in line and "--features default" in line and "--http-proxy none" in line, line
+    line = line.replace("inv quickstart", " ".join(INV + ["quickstart"]))
+    p2 = Pty(["sh", "-c", line], env=env, cwd=tmp_path)
+    try:
+        rc2, out2 = p2.finish()
+    finally:
+        if p2.proc.poll() is None:
+            p2.proc.kill()
+    assert rc2 == 0, out2[-3000:]
+    assert not re.search(r"choose a number|http_proxy .*: |custom features\?|mode: cloud", out2), out2[-3000:]
+    m2 = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4}) (running|succeeded) on h1", out2)
+    assert m2 and m2.group(1) != m.group(1), out2[-3000:]
+    assert json.loads((runs / m2.group(1) / "spec.json").read_text())["env"]["SWANLAB_MODE"] == "local"

@@ -151,3 +151,65 @@ def test_events_when_attaching_late_replay_attempts_and_end():
                      "OOM escalation: +offload; after oom-device")
     assert ev[2].startswith("h1: attempt 3 started") and "OOM escalation: +recompute;" in ev[2]
     assert ev[-1] == "h1: finished: succeeded at step 10/10"
+
+
+OOM_ACTION = "retry from the last checkpoint with the next memory rung (offload, then recompute)"
+ENDED = "failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20"
+
+
+def _failed_oom_run(**kw):
+    return _run(status="failed", attempt=3, step=4, total_steps=20,
+                verdict={"cls": "oom-device", "action": OOM_ACTION, "hint": "dapo-ops retries with the next rung"},
+                decision={"action": "stop", "reason": "device OOM after 2 OOM retries (MAX_OOM_RETRIES=2)",
+                          "suggestions": ["lower the token budget", "shorter responses: --max-response-length 4096"],
+                          "ended": ENDED}, **kw)
+
+
+def test_a_finally_failed_run_says_what_ended_it_and_shows_the_suggestions_never_retry():
+    row = sv.build_row("h1", {"run": _failed_oom_run(), "tail": "", "now": 2000.0, "supervisor_alive": False})
+    assert row.state == "failed" and row.ended == ENDED and row.hint == ENDED
+    assert row.suggestions == ["lower the token budget", "shorter responses: --max-response-length 4096"]
+    assert "retry" not in sv.cells(row)["verdict"] and ENDED in sv.cells(row)["verdict"]
+    assert row.to_json()["suggestions"] == row.suggestions and row.to_json()["ended"] == ENDED
+    ev = sv.events(None, row)[-1].splitlines()
+    assert ev[0] == "h1: finished: %s (oom-device)" % ENDED
+    assert ev[1:] == ["h1:   try: lower the token budget", "h1:   try: shorter responses: --max-response-length 4096"]
+    assert "retry from" not in "\n".join(sv.events(None, row))
+
+
+def test_ending_without_a_recorded_line_and_before_the_first_step():
+    # a record written before decision.ended existed, or by `inv stop` for a dead supervisor
+    rec = _failed_oom_run()
+    del rec["decision"]["ended"]
+    row = sv.build_row("h1", {"run": rec, "tail": "", "now": 2000.0})
+    assert row.ended == "failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20"
+    row = sv.build_row("h1", {"run": _run(status="stopped", step=None, stop={"by": "dapo-ops stop"}, decision=None),
+                              "tail": "", "now": 2000.0})
+    assert row.ended == "stopped by `inv stop` before the first step"
+    assert "None" not in sv.events(None, row)[-1]
+
+
+def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
+    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False,
+                              "verl_alive": True})
+    assert "inv stop -H h1 --run %s" % row.run_id in row.hint and "--resume %s" % row.run_id in row.hint
+    assert row.eta_s is None
+
+
+def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
+    row = sv.build_row("h1", {"run": {"run_id": "x", "status": "unknown", "run_dir": "/r/x"}, "tail": "", "now": 1.0})
+    assert row.state == "incomplete" and "no run.json" in row.hint and sv.is_finished(row)
+
+
+
+def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
+    import dataclasses
+
+    from dapo_ops import inventory
+    from dapo_ops.tasks._common import with_container
+
+    h = inventory.Host(**{f.name: None for f in dataclasses.fields(inventory.Host)})
+    h = dataclasses.replace(h, name="h1", container="verl")
+    assert [x.container for x in with_container([h], "", env={})] == ["verl"]
+    assert [x.container for x in with_container([h], "", env={"CONTAINER": "other"})] == ["other"]
+    assert [x.container for x in with_container([h], "mine", env={"CONTAINER": "other"})] == ["mine"]

@@ -62,4 +62,33 @@ def test_stop_real_supervisor(sandbox, host_ready):  # noqa: F811
     assert (rd / "train.log").stat().st_size > 0 and (rd / "checkpoints" / "global_step_2").is_dir()
     assert "already stopped" in cli(sandbox, "-H", "h1", "stop", check=0).stdout
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
-    assert w.returncode == 2 and "stopped at step" in w.stderr
+    assert w.returncode == 2 and "stopped by the operator at step" in w.stderr
+
+
+def test_oom_forever_watch_status_and_errors_say_failed_with_the_suggestions(sandbox, host_ready):  # noqa: F811
+    host_ready("h1", {"step_time": 0.3, "failure": {"kind": "oom-device", "step": 2, "avoid_with": [], "hang_s": 1}})
+    res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "1", "--framework", "fsdp",
+                      "--max-oom-retries", "2")
+    assert res.returncode == 0, res.stderr
+    w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.5", timeout=300)
+    assert w.returncode == 1, (w.stdout, w.stderr)
+    rec = json.loads((sandbox.runs_dir("h1") / rid / "run.json").read_text())
+    ended = rec["decision"]["ended"]
+    assert ended.startswith("failed: device OOM") and "after 2 OOM retries" in ended and ended.endswith("at step %s/6" % rec["step"]), ended
+    sugg = rec["decision"]["suggestions"]
+    assert sugg
+    fin = w.stdout[w.stdout.index("h1: finished:"):].splitlines()
+    assert fin[0] == "h1: finished: %s (oom-device)" % ended
+    assert fin[1:1 + len(sugg)] == ["h1:   try: %s" % s for s in sugg]
+    assert w.stderr.strip().startswith("h1: run %s %s" % (rid, ended))
+    assert "retry from the last checkpoint" not in w.stdout + w.stderr
+
+    row = json.loads(cli(sandbox, "-H", "h1", "status", "--json", check=0).stdout)[0]
+    assert (row["state"], row["ended"], row["suggestions"]) == ("failed", ended, sugg)
+    assert "retry" not in row["hint"]
+    table = cli(sandbox, "-H", "h1", "status", check=0).stdout
+    assert "h1 %s: %s" % (rid, ended) in table and ("  try: " + sugg[0])[:60] in table
+    assert "retry from the last checkpoint" not in table
+
+    errs = cli(sandbox, "-H", "h1", "logs", "--errors", check=0).stdout
+    assert "===== %s %s =====" % (rid, ended) in errs and "try: " + sugg[0] in errs

@@ -132,6 +132,17 @@ def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) 
         fail(str(e), EXIT_USAGE)
 
 
+def _empty_hosts_flag(argv: list[str]) -> bool:
+    """True when the command line gave ``-H ''`` / ``--hosts=`` explicitly: invoke hands the task the same ``""``
+    as for no ``-H`` at all, which would mean every host."""
+    for i, a in enumerate(argv):
+        if a in ("-H", "--hosts") and i + 1 < len(argv) and not argv[i + 1].strip(" ,"):
+            return True
+        if a in ("--hosts=", "-H="):
+            return True
+    return False
+
+
 def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts named by ``-H`` (all hosts when empty).
 
@@ -140,6 +151,9 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     :raises Exit: code :data:`EXIT_USAGE`, one line (bad inventory, unknown host name).
     """
     items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
+    if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
+        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host",
+             EXIT_USAGE)
     adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
     inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
     try:
@@ -199,6 +213,19 @@ def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:
     return [dataclasses.replace(h, **changes) for h in chosen] if changes else chosen
 
 
+def with_container(chosen: list[Host], container: str = "", env=None) -> list[Host]:
+    """The hosts with the container the run was launched in: ``--container`` > ``$CONTAINER`` > the inventory's
+    (what launch itself resolves, settings.py ``container``), so a run started with ``--container X`` can be
+    followed, stopped and listed the same way."""
+    import dataclasses
+
+    name = (container or (os.environ if env is None else env).get("CONTAINER", "")).strip()
+    if not name:
+        return chosen
+    # a bare-metal host (runtime = "host") has no container to name
+    return [h if getattr(h, "runtime", "docker") == "host" else dataclasses.replace(h, container=name) for h in chosen]
+
+
 def connect_timeout_override(c) -> float | None:
     """``dapo-ops -t N`` (Fabric's core connect-timeout flag), else None."""
     try:
@@ -228,5 +255,5 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 __all__ = [
     "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
-    "load_inventory", "select_hosts", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+    "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
 ]

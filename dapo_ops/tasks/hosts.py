@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..fanout import Row
 from ..inventory import Host
 from ..remote import ContainerState, RemoteError, Target
-from ._common import fanout_task, run_fanout, select_hosts
+from ._common import fanout_task, run_fanout, select_hosts, with_container
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
 
@@ -42,6 +42,13 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
     cells["container"] = "running"
+    from ..preflight_checks import workdir_missing
+
+    if res.exited != 0 and workdir_missing(res.stderr):
+        cells["python"] = cells["verl"] = "-"
+        return Row(cells=cells, ok=False, kind="workdir-missing",
+                   message=f"workdir {h.workdir} does not exist in container '{target.container}'; fix workdir in "
+                           f"hosts.toml (the verl checkout, e.g. /verl)")
     out = res.stdout.split()
     err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
@@ -68,10 +75,12 @@ def describe(h: Host) -> str:
 
 
 @fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit",
-                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody"})
-def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False):
+                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody",
+                   "container": "container to look into (env CONTAINER; default: the inventory's)"})
+def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False, container=""):
     """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
     inv, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
         print(f"{inv.path or 'no inventory file'}: valid, {len(chosen)} host(s) selected (nothing contacted)")
         print("\n".join(describe(h) for h in chosen))

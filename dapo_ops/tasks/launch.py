@@ -29,6 +29,8 @@ from ..fanout import Row
 from ..remote import RemoteError
 from ._common import (EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task,
                       given_flags, run_settings, select_hosts, user_config)
+from .launch_checks import (LaunchRefused, _known_secrets, apply_resume, refuse_bad_overrides,  # noqa: F401
+                            refuse_if_busy, refuse_secret_overrides)
 
 #: seconds to wait for run.json to leave ``starting`` after the detached start
 START_WAIT_S = 30.0
@@ -73,6 +75,8 @@ HELP = {
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
                    "on a Ray cluster",
+    "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
+              "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
 }
 
 def _swanlab(swanlab_mode: str, notes: list):
@@ -82,16 +86,7 @@ def _swanlab(swanlab_mode: str, notes: list):
         fail(str(e), EXIT_USAGE)
 
 
-class LaunchRefused(Exception):
-    """A quick check failed on one host; ``kind`` (``active-run`` | ``preflight`` | ``container-stopped``) and a
-    one-line ``str()`` saying what is wrong and how to fix it."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        super().__init__(message)
-
-
-def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
+def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (its lock), and ``preflight_checks.quick`` (devices, leftovers, python/verl, model/data, disk) unless
     ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line. Returns the probe's
@@ -101,14 +96,7 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     if not state.running:
         raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
                             f"{state.status}: start it (docker start {target.container}) and launch again")
-    py = plan.spec["python"]
-    res = target.run([py, "-m", "dapo_ops.runstate", "active", host.runs_path], env={"PYTHONPATH": bdir},
-                     workdir="", timeout=30)
-    active = json.loads((res.stdout or "null").strip().splitlines()[-1] or "null")
-    if active:
-        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
-                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
-                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+    refuse_if_busy(target, plan.spec["python"], bdir)
     facts: dict = {}
     if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
         return facts
@@ -149,10 +137,12 @@ def _verdict_line(rec: dict) -> str:
 
 def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
     """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
-    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``."""
+    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``. A resumed
+    run (spec ``resume_of``) continues the earlier run's SwanLab run."""
     spec = plan.spec
     public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    spec["env"] = {**public, **extra_public, **sw.public_env(run_dir=plan.run_dir, run_id=spec["run_id"])}
+    spec["env"] = {**public, **extra_public,
+                   **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
     spec["logger"] = sw.loggers()
     spec["notify"] = notify_cfg
     return {**sw.secret_env(), **extra_secret}
@@ -200,6 +190,9 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
         time.sleep(0.5)
         rec = _read_run(target, py, bdir, plan.run_dir) or rec
     if rec.get("status") == "failed":
+        if ((rec.get("verdict") or {}).get("detail") or {}).get("active_run"):
+            # lost a launch race to another run (the supervisor's lock): leave no record of the loser
+            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
         return Row(ok=False, kind="failed", message=_verdict_line(rec), data={"run_id": run_id, "record": rec})
     return Row(cells={"run": run_id, "status": rec.get("status", "")},
                data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
@@ -207,7 +200,7 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
 
 
 def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
-               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float, resume: str = "") -> Row:
     """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
@@ -218,8 +211,6 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     plan = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,
                               proxy=inv_proxy, extra_overrides=extra_overrides)
     target.container = plan.spec["container"]
-    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
-                                  extra_secret=extra_secret)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = _quick_checks(target, plan, bdir, skip_preflight)
     from ..preflight_checks import memory_facts
@@ -230,16 +221,35 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
         if fitted.spec.get("setting_changes"):
             plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
             plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
-    return start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
+    resumed = apply_resume(target, plan, resume) if resume else None
+    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
+                                  extra_secret=extra_secret)
+    row = start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
+    if row.ok and resumed:
+        row.data["resume"] = resumed
+    return row
 
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False) -> None:
+            independent: bool = False, resume: str = "") -> None:
     from .. import fanout
+
+    resume = (resume or "").strip()
+    if resume and not runstate.is_run_id(resume):
+        fail(f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",
+             EXIT_USAGE)
 
     extra = [o for o in (override or []) if o]
     file_cfg = user_config()
+    refuse_secret_overrides(extra, _known_secrets(file_cfg))
+    refuse_bad_overrides(extra)
+    if mode == "dapo":
+        given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
+        if given:
+            fail(f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
+                 f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
+                 f"or drop them", EXIT_USAGE)
     if dry_run:
         from .. import plan as plan_mod
         from ..inventory import InventoryError
@@ -273,6 +283,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     penv = proxy.container_proxy_env(user_proxy, os.environ, [h.address for h in chosen])
     proxy_public, proxy_secret = proxy.split_secret(penv)
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
+    refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now
     for n in notes:
         print(swanlab_cfg.redact(n, secrets_all), file=sys.stderr)
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts (tasks/multihost.py)
@@ -281,7 +292,11 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         return multihost.launch_cluster(
             c, mode, st, inv, chosen, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
             extra_secret={**proxy_secret, **notify_secret}, extra_overrides=extra, skip_preflight=skip_preflight,
-            link_wait=float(link_wait), accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all)
+            link_wait=float(link_wait), accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
+            resume=resume)
+    if resume and len(chosen) > 1:
+        fail(f"--resume continues one run: pick the host of run {resume} with -H (without --independent)",
+             EXIT_USAGE)
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
@@ -294,7 +309,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         try:
             return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
                               extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy,
-                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait))
+                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait),
+                              resume=resume)
         except planning.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
         except LaunchRefused as e:
@@ -315,6 +331,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
         print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
         print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
+        if d.get("resume"):
+            print(f"  resume:  {d['resume']}")
         if d.get("swanlab_url"):
             print(f"  swanlab: {swanlab_cfg.redact(d['swanlab_url'], secrets_all)}")
     if failed:
@@ -339,6 +357,10 @@ def _from_task_args(c, mode: str, args: dict) -> None:
     args.pop("c", None)
     flags = given_flags(**{k: args.pop(k) for k in SETTINGS_FLAGS}, trainer_mode=args.pop("mode"))
     if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
+        try:  # a bad value is reported as the flag's, not as "(from env)"
+            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
+        except swanlab_cfg.SwanlabConfigError as e:
+            fail(str(e), EXIT_USAGE)
         os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
     _launch(c, mode, flags, **args)
 
@@ -351,7 +373,7 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode=""):
+           independent=False, mode="", resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     _from_task_args(c, "dapo", dict(locals()))
 
@@ -365,6 +387,6 @@ def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file
                  https_proxy="",
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode=""):
+                 independent=False, mode="", resume=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     _from_task_args(c, "one-step-off", dict(locals()))

@@ -37,20 +37,6 @@ from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
 #: seconds to wait for every Ray node to join (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT`` overrides
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
 
-# stdlib script run in each container: run ids (argv[1] = <runs_dir>/.cluster) whose Ray session on this host
-# (pid file argv[2]) is still alive -> one per line
-_LIVE_SESSIONS = r"""
-import glob, os, sys
-for f in sorted(glob.glob(os.path.join(sys.argv[1], '*', 'ray', sys.argv[2] + '.pid'))):
-    try:
-        sid = int(open(f).read().split()[0])
-        os.kill(sid, 0)
-    except (OSError, ValueError, IndexError):
-        continue
-    print(f.split(os.sep)[-3])
-"""
-
-
 def join_timeout(env=None) -> float:
     """Seconds to wait for every node to join: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
     import os
@@ -106,13 +92,7 @@ def _check_hosts(targets: dict[str, Target], plan, skip_preflight: bool) -> dict
     def one(t: Target):
         try:
             bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
-            _quick_checks(t, plan, bdir, skip_preflight)
-            res = t.run([plan.spec["python"], "-c", _LIVE_SESSIONS, f"{t.host.runs_path.rstrip('/')}/.cluster",
-                         t.host.name], workdir="", timeout=30, check=False)
-            busy = (res.stdout or "").split()
-            if busy:
-                raise LaunchRefused("active-run", f"{t.name} is already a Ray node of multi-host run {busy[0]}: "
-                                    f"stop that run first (inv stop -H <its head> --run {busy[0]})")
+            _quick_checks(t, plan, bdir, skip_preflight)  # launch.refuse_if_busy: the same rule as one host
             return bdir
         except (RemoteError, LaunchRefused) as e:
             msg = str(e)
@@ -133,11 +113,13 @@ def _teardown(topo, targets, cdir: str, python: str) -> dict[str, str]:
 
 def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict, extra_public: dict,
                    extra_secret: dict, extra_overrides: list, skip_preflight: bool, link_wait: float,
-                   accept_new_host_keys: bool, secrets_all: list) -> dict:
+                   accept_new_host_keys: bool, secrets_all: list, resume: str = "") -> dict:
     """Launch one multi-host run on ``chosen`` (head first). Prints the run id, head, nodes joined and devices.
 
     Returns the started run's summary ``{"run_id", "head", "run_dir", "ray"}``. Every failure is one line via
-    :func:`fail` (exit 2 for plan/topology errors, 1 otherwise) with the cluster torn down.
+    :func:`fail` (exit 2 for plan/topology errors, 1 otherwise) with the cluster torn down. ``resume``: an earlier
+    multi-host run on the same hosts (its run dir is on the head) to continue from its checkpoints
+    (:func:`dapo_ops.tasks.launch.apply_resume`).
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
@@ -146,12 +128,10 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
                                   inv_proxy=inv.proxy, extra_overrides=extra_overrides)
     except (TopologyError, planning.PlanError) as e:
         fail(str(e), EXIT_USAGE)
-    from .launch import prepare_spec_env, start_run
+    from .launch import LaunchRefused, apply_resume, prepare_spec_env, start_run
 
     spec = plan.spec
     py = spec["python"]
-    secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
-                                  extra_secret=extra_secret)
     targets = _targets(chosen, spec["container"], accept_new_host_keys, connect_timeout_override(c))
     cdir = cluster_dir(head.runs_path, run_id)
     state = {"up": False, "done": False}   # cluster started / launch finished (nothing to tear down)
@@ -163,6 +143,14 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
 
     try:
         bdirs = _check_hosts(targets, plan, skip_preflight)
+        resumed = None
+        if resume:
+            try:
+                resumed = apply_resume(targets[head.name], plan, resume)
+            except LaunchRefused as e:
+                fail(f"{head.name}: {e}; nothing was started", EXIT_FAILED)
+        secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
+                                      extra_secret=extra_secret)
         no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
         try:
             handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
@@ -210,6 +198,8 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
     if mode == "one-step-off":
         pools += f" rollout.nnodes={s.get('rollout_nnodes', s['nnodes'])} rollout.n_gpus_per_node={s['rollout_gpus']}"
     print(f"  pools:   {pools}")
+    if resumed:
+        print(f"  resume:  {resumed}")
     print(f"  log:     {d['log']}  (on {head.name}; also {head.workdir.rstrip('/')}/train.log)")
     print(f"  follow:  inv status -H {head.name}   |   inv logs -f -H {head.name}   |   stop: inv stop -H {head.name}")
     if d.get("swanlab_url"):
@@ -277,11 +267,15 @@ def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg
         return None
     st = settings_mod.resolve(flags, env, file_cfg or {})
     sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
+    what = (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
+            + ("" if hosts else " (no -H: every host of the inventory; -H h1 plans one host, --independent one run "
+                                "per host)"))
     try:
         plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
                                   swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
-    except TopologyError as e:
-        raise planning.PlanError(str(e)) from None
+    except (TopologyError, planning.PlanError) as e:
+        raise planning.PlanError(f"planning a {what}: {e}") from None
+    plan.notes.append(f"planning a {what}")
     plan.notes.append(sw_note)
     plan_mod.render(plan, console)
     head = topo.head

@@ -1,7 +1,8 @@
 """``inv quickstart`` (the runbook's quick start and interactive flow) and ``inv demo`` (the sandbox main job).
 
 quickstart asks the runbook's four questions in order — 1. container, 2. proxy ("none" to skip),
-3. features ("default" keeps the defaults), 4. SwanLab host and key if not configured — but only for
+3. features ("default" keeps the defaults), 4. SwanLab mode (cloud | local | offline | disabled) and, for cloud,
+host and key if not configured (a blank key asks the mode again, nothing answered is lost) — but only for
 what flags, env vars (the runbook's CONTAINER, USER_FEATURES, http(s)_proxy, SWANLAB_HOST,
 SWANLAB_API_KEY, ...) and the config file leave open, and only on a TTY. Then it runs preflight,
 launches, and prints the run id, the SwanLab link, the three monitoring commands and the equivalent
@@ -74,20 +75,17 @@ def _choose_container(c, host, inventory: str) -> str:
 
 def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: dict, features: str, steps: int,
                 swanlab_host: str, swanlab_mode: str) -> str:
+    """The command line that repeats this quickstart without a single prompt, every answer in it: container,
+    steps, proxy (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a
+    placeholder: it is never printed)."""
     env = []
     if container:
         env.append(f"CONTAINER={shlex.quote(container)}")
     env.append(f"TRAIN_STEPS={steps if steps != UNSET else os.environ.get('TRAIN_STEPS', 100)}")
-    for k in ("http_proxy", "https_proxy"):
-        if proxies.get(k):
-            env.append(f"{k}={shlex.quote(proxy_mod.display(proxies[k]))}")
-    if features:
-        env.append(f"USER_FEATURES={shlex.quote(features)}")
     if swanlab_host:
         env.append(f"SWANLAB_HOST={shlex.quote(swanlab_host)}")
+    if swanlab_mode == "cloud":
         env.append("SWANLAB_API_KEY=<your-key>")
-    if swanlab_mode:
-        env.append(f"SWANLAB_MODE={shlex.quote(swanlab_mode)}")
     cmd = ["inv", "quickstart"]
     if mode != "dapo":
         cmd += ["--mode", mode]
@@ -95,7 +93,24 @@ def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: 
         cmd += ["-H", hosts]
     if inventory:
         cmd += ["--inventory", inventory]
+    for k in ("http_proxy", "https_proxy"):
+        cmd += [f"--{k.replace('_', '-')}", proxy_mod.display(proxies[k]) if proxies.get(k) else "none"]
+    cmd += ["--features", features or "default"]
+    if swanlab_mode:
+        cmd += ["--swanlab-mode", swanlab_mode]
     return " ".join(env + [shlex.quote(x) for x in cmd])
+
+
+SWANLAB_MODES = ("cloud", "local", "offline", "disabled")
+
+
+def _ask_swanlab_mode(default: str = "cloud") -> str:
+    """Question 4: the SwanLab mode (cloud needs a key; local/offline/disabled need none)."""
+    while True:
+        ans = _ask(f"   mode: cloud (needs an API key) | local | offline | disabled [{default}]: ").lower() or default
+        if ans in SWANLAB_MODES:
+            return ans
+        print(f"   {ans!r} is not a mode: answer one of {', '.join(SWANLAB_MODES)}")
 
 
 @fanout_task(help=QS_HELP)
@@ -157,14 +172,26 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
     except features_mod.FeatureError as e:
         fail(str(e), EXIT_USAGE)
 
-    # 4. SwanLab (env > config file > prompt on a TTY; without a TTY a missing key is one line)
+    # 4. SwanLab (flag > env > config file > the question on a TTY; without a TTY a missing key is one line)
     if swanlab_host:
         os.environ["SWANLAB_HOST"] = swanlab_host
     notes: list[str] = []
-    try:
-        sw = swanlab_cfg.resolve_for_launch(mode_flag=swanlab_mode or None, notes=notes, stdin_isatty=tty)
-    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
-        fail(str(e), EXIT_USAGE)
+    sw_file = file_cfg.get("swanlab") or {}
+    mode_choice = swanlab_mode or env.get("SWANLAB_MODE", "") or sw_file.get("mode", "")
+    if not mode_choice and tty and not (env.get("SWANLAB_API_KEY") or sw_file.get("api_key")):
+        print("4. SwanLab monitoring:")
+        mode_choice = _ask_swanlab_mode()
+    while True:
+        try:
+            sw = swanlab_cfg.resolve_for_launch(mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty)
+            break
+        except swanlab_cfg.SwanlabConfigError as e:
+            if not tty:
+                fail(str(e), EXIT_USAGE)
+            print(f"   {e}")   # e.g. a blank key: choose again, the other answers are kept
+            mode_choice = _ask_swanlab_mode("local")
+        except (userconfig.UserConfigError, EOFError) as e:
+            fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
     for n in notes:
         print(swanlab_cfg.redact(n, list(sw.secrets())), file=sys.stderr)
     # hand the answers to preflight/launch in this process only (never on a command line)
@@ -190,8 +217,8 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
     for cmd in ("status", "logs -f", "logs --errors"):
         print(f"  inv {cmd}{sel}{inv_opt}")
     print("repeat non-interactively:")
-    print("  " + _equivalent(mode, names, inventory, container, proxies, features, steps,
-                             sw.host or "", swanlab_mode))
+    print("  " + _equivalent(mode, names, inventory, container or chosen[0].container, proxies, features, steps,
+                             sw.host or "", sw.mode))
 
 
 # --------------------------------------------------------------------------------------------- demo
@@ -245,4 +272,5 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         raise Exit("demo: the run did not succeed (see the status above)", code=rc)
     print("demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
           "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
-          f"`DAPO_BENCH_ID={bid} inv sandbox.down`.")
+          f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
+          "`. .venv/bin/activate` puts it on PATH).")

@@ -25,7 +25,10 @@ from invoke.exceptions import Exit
 from .. import fanout, remote_probe, statusview
 from ..fanout import Row
 from ..remote import RemoteError, Target
-from ._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts
+from ._common import (EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts,
+                      with_container)
+
+CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the inventory's)"
 
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
@@ -73,6 +76,33 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
                           % (target.host.python, target.container, err[-1] if err else "no output")) from None
 
 
+# host shell: the container's current run.json read out of a STOPPED container (docker cp works on it): the
+# lock's run id, else the newest run dir; prints nothing when there is none. $1 = container, $2 = runs_dir.
+_STOPPED_RUN = ('c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
+                'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
+                '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true')
+
+
+def stopped_container_run(target: Target) -> dict | None:
+    """run.json of the run a stopped container holds (what ``status`` shows after ``docker stop``), or None."""
+    try:
+        res = target.host_run(["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
+                              timeout=PROBE_TIMEOUT_S, check=False)
+        run = _json.loads(res.stdout) if res.stdout.strip() else None
+    except (RemoteError, ValueError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def _status_probe(t: Target, req: dict) -> dict:
+    try:
+        return probe(t, dict(req, host=t.host.name))
+    except RemoteError as e:
+        if e.kind != "container-stopped" or req.get("op") != "status":
+            raise
+        return {"error": str(e), "stopped_run": stopped_container_run(t)}
+
+
 def _stale_after(c) -> float:
     """``status.stale_after_s`` from the invoke/dapo_ops config, else statusview.DEFAULT_STALE_AFTER_S."""
     try:
@@ -94,9 +124,20 @@ def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
     else:
         req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
     rows: list[statusview.StatusRow] = []
-    for name, res in fan(c, chosen, lambda t: probe(t, req), PROBE_TIMEOUT_S + 15):
+    for name, res in fan(c, chosen, lambda t: _status_probe(t, req), PROBE_TIMEOUT_S + 15):
         if isinstance(res, str):
             rows.append(statusview.build_row(name, {"error": res}))
+        elif res.get("stopped_run"):  # docker stop: the run it held, its last step, and how to go on
+            run = res["stopped_run"]
+            row = statusview.build_row(name, {"run": run, "tail": "", "now": time.time(),
+                                              "supervisor_alive": False, "verl_alive": False})
+            row.state, row.eta_s = "error", None
+            row.error = "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s " \
+                        "--resume %s` continues from its last checkpoint" % (
+                            name, res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
+                            row.run_id, row.step if row.step is not None else "-", row.total or "?",
+                            run.get("container") or "<container>", name, row.run_id)
+            rows.append(row)
         elif res.get("error"):
             rows.append(statusview.build_row(name, {"error": "%s: %s" % (name, res["error"])}))
         elif all_runs:
@@ -149,6 +190,7 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
         if note:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
+        notes += statusview.suggestion_lines(r)
     console.print(table)
     for n in notes:
         console.print(Text(n))
@@ -160,13 +202,16 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
     "json": "print the rows as a JSON list instead of a table",
     "all": "every run recorded on each host (from run.json), newest first",
     "run": "a run id instead of the host's current run",
+    "container": CONTAINER_HELP,
 })
-def status(c, hosts="", inventory="", json_=False, all_=False, run=""):
+def status(c, hosts="", inventory="", json_=False, all_=False, run="", container=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
-    Config (``dapo_ops.yaml``): ``status.stale_after_s`` (default 900): minimum silence before a run is flagged.
+    A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
+    ``status.stale_after_s`` in the program's config file (docs/workflow.md "Monitoring").
     """
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
         rows = statusview.sort_newest_first(rows)
@@ -376,6 +421,11 @@ def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -
             lines += [prefix + ">> " + e for e in ev]
         out.write("\n".join(lines) + "\n")
         n += len(blocks) or 1
+    run_rec = res.get("run") or {}
+    if n and run_rec.get("status") in statusview.TERMINAL_STATUSES:  # what ended the run, and what to change
+        row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
+        out.write("\n".join(["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
+                            + [prefix + ln for ln in statusview.suggestion_lines(row, "")]) + "\n")
     return n
 
 
@@ -385,12 +435,14 @@ def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -
     "errors": "only the classifier's evidence lines with context, across attempts",
     "attempt": "attempt-K.log instead of train.log",
     "run": "a run id instead of the host's current run",
+    "container": CONTAINER_HELP,
 })
-def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run=""):
+def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run="", container=""):
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
     if int(lines) < 0 or int(attempt) < 0:
         fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     multi = len(chosen) > 1
     if errors:
         found, failures = 0, []
@@ -439,12 +491,16 @@ def _capture_errors(t, run, attempt, multi):
 @fanout_task(help={
     "run": "the run id to stop (default: the host's current run)",
     "grace": "seconds to wait for the supervisor to stop verl before SIGKILL (default 60)",
+    "container": CONTAINER_HELP,
 })
-def stop(c, hosts="", inventory="", run="", grace=60.0):
-    """Stop the run: SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a
-    dead supervisor, kill the recorded verl process group and mark it stopped. Own PIDs only; keeps checkpoints
-    and logs; idempotent."""
+def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
+    """Stop the run (supervisor, verl, Ray sessions); keeps checkpoints and logs; idempotent.
+
+    SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a dead supervisor,
+    kill the run's own verl processes and mark it stopped. Own PIDs only. A multi-host run's Ray sessions end on
+    every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace), "kill_grace_s": 20.0}
     failures, stopped_any = [], False
     for name, res in fan(c, chosen, lambda t: probe(t, req, timeout=float(grace) + 60), float(grace) + 90):
@@ -476,14 +532,16 @@ def stop(c, hosts="", inventory="", run="", grace=60.0):
 # ------------------------------------------------------------------------------------------ watch
 
 #: watch exit codes by final state.
-WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, "no-run": 4, "error": 4}
+WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, "no-run": 4, "error": 4,
+               "incomplete": 4, "ray-worker": 4}
 
 
 @fanout_task(help={
     "run": "a run id instead of the host's current run",
     "interval": "seconds between looks (default 10)",
+    "container": CONTAINER_HELP,
 })
-def watch(c, hosts="", inventory="", run="", interval=10.0):
+def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
     """Block until the run ends, printing only state changes (attempt started, OOM escalation, finished).
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
@@ -492,6 +550,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
     prev: dict[str, statusview.StatusRow] = {}
     done: dict[str, statusview.StatusRow] = {}
     unreachable: set[str] = set()
@@ -522,6 +581,10 @@ def watch(c, hosts="", inventory="", run="", interval=10.0):
     if code:
         if worst.state in ("no-run", "error"):
             fail(worst.error or "%s: no run to watch" % worst.host, code)
-        detail = "%s: %s" % (worst.verdict, worst.hint) if worst.verdict else (worst.hint or worst.error or "-")
-        step = "%s/%s" % (worst.step if worst.step is not None else "-", worst.total if worst.total is not None else "-")
-        fail("%s: run %s %s at step %s: %s" % (worst.host, worst.run_id or "-", worst.state, step, detail), code)
+        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
+            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == "failed" else "")
+            if worst.suggestions:
+                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
+        else:
+            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
+        fail("%s: run %s %s" % (worst.host, worst.run_id or "-", detail), code)
