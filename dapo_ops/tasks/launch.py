@@ -97,7 +97,7 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line. Returns the probe's
     facts (empty when skipped), for the memory-fit estimate."""
     host = target.host
-    state = target.container_state()
+    state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
     if not state.running:
         raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
                             f"{state.status}: start it (docker start {target.container}) and launch again")
@@ -107,7 +107,7 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
     active = json.loads((res.stdout or "null").strip().splitlines()[-1] or "null")
     if active:
         raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
-                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
+                            f"({target.container and 'container ' + target.container or 'bare host'}); follow it with `inv status -H {host.name}` or stop "
                             f"it with `inv stop -H {host.name} --run {active['run_id']}`")
     facts: dict = {}
     if skip_preflight or importlib.util.find_spec("dapo_ops.preflight_checks") is None:
@@ -312,7 +312,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
                 print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         d = r.row.data
-        print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
+        print(f"run {d['run_id']} {d['status']} on {h.name} (" + (f"container {d['container']}" if d['container'] else "bare host") + ")")
         print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
         print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
         if d.get("swanlab_url"):
