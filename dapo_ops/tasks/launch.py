@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
+from .. import notify, overrides, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
 from ._common import (EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task,
@@ -71,6 +71,7 @@ HELP = {
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
     "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
+    "resume": "RUN_ID: continue that (ended) run's training: its checkpoint dir and experiment (one -H host)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
                    "on a Ray cluster",
 }
@@ -206,8 +207,34 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
                      "swanlab_url": rec.get("swanlab_url"), "container": spec["container"]})
 
 
+def _apply_resume(target, plan, bdir: str, resume: str) -> None:
+    """``--resume RUN_ID``: the new run continues that run's training: its checkpoint dir and experiment name
+    (verl's ``trainer.resume_mode=auto`` then loads the newest ``global_step_K`` there; the supervisor reports
+    ``resumed_from`` K). The old run's record is read on the host (``runstate show``); it must have ended.
+    Raises :class:`LaunchRefused` (kind ``resume``) with one line."""
+    host = target.host
+    old = _read_run(target, plan.spec["python"], bdir, runstate.run_dir_for(host.runs_path, resume))
+    if not old:
+        raise LaunchRefused("resume", f"run {resume} has no run.json under {host.runs_path} on {host.name}; "
+                            f"pick a run id from `inv status -H {host.name} --list`")
+    if old.get("status") not in runstate.TERMINAL_STATUSES:
+        raise LaunchRefused("resume", f"run {resume} on {host.name} is still {old.get('status')}; stop it first "
+                            f"(inv stop -H {host.name} --run {resume}) or follow it (inv watch -H {host.name})")
+    old_settings = (old.get("spec") or {}).get("settings") or {}
+    ckpt = old.get("ckpt_dir") or old_settings.get("ckpt_dir")
+    if not ckpt:
+        raise LaunchRefused("resume", f"run {resume} on {host.name} records no checkpoint dir; it cannot be resumed")
+    settings = plan.spec["settings"]
+    settings["ckpt_dir"] = ckpt
+    settings["experiment"] = old_settings.get("experiment") or resume
+    plan.spec["resume_of"] = resume
+    plan.ckpt_dir = ckpt
+    plan.argv = overrides.build_command(plan.spec, plan.features)
+
+
 def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict,
-               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float) -> Row:
+               inv_proxy: dict, extra_overrides: list, skip_preflight: bool, link_wait: float,
+               resume: str = "") -> Row:
     """Launch one run on ``target``: plan, checks, bundle, spec + secrets, detached start, short wait.
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status). Raises RemoteError /
@@ -221,6 +248,8 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     secret_env = prepare_spec_env(plan, sw=sw, notify_cfg=notify_cfg, extra_public=extra_public,
                                   extra_secret=extra_secret)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
+    if resume:
+        _apply_resume(target, plan, bdir, resume)
     facts = _quick_checks(target, plan, bdir, skip_preflight)
     from ..preflight_checks import memory_facts
     mem = memory_facts(host, facts.get("probe"))
@@ -230,12 +259,14 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
         if fitted.spec.get("setting_changes"):
             plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
             plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
+    if resume and plan.spec.get("setting_changes"):  # the fitted argv was built before the resume's settings
+        plan.argv = overrides.build_command(plan.spec, plan.features, plan.spec["setting_changes"])
     return start_run(target, plan, bdir, secret_env, sw=sw, link_wait=link_wait)
 
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False) -> None:
+            independent: bool = False, resume: str = "") -> None:
     from .. import fanout
 
     extra = [o for o in (override or []) if o]
@@ -260,6 +291,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         return p
     st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
+    if resume and (not runstate.is_run_id(resume) or len(chosen) > 1):
+        fail(f"--resume {resume!r}: give one run id (YYYYMMDD-HHMMSS-xxxx, from inv status --list) and one -H host",
+             EXIT_USAGE)
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)
     try:
@@ -294,7 +328,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         try:
             return launch_one(target, st=st, mode=mode, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
                               extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy,
-                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait))
+                              extra_overrides=extra, skip_preflight=skip_preflight, link_wait=float(link_wait),
+                              resume=resume)
         except planning.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
         except LaunchRefused as e:
@@ -351,7 +386,7 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode=""):
+           independent=False, mode="", resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     _from_task_args(c, "dapo", dict(locals()))
 
@@ -365,6 +400,6 @@ def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file
                  https_proxy="",
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode=""):
+                 independent=False, mode="", resume=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     _from_task_args(c, "one-step-off", dict(locals()))
