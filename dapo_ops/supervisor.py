@@ -59,6 +59,14 @@ NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
 NP_WRAP_RE = re.compile(r"^np\.[A-Za-z0-9_]+\((.*)\)$")
 TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)")
 RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))")
+#: a checkpoint save starting: V1 trainer ``INFO:<date>:Saving checkpoint to <dir>/global_step_N``
+#: (verl/trainer/ppo/v1/trainer_base.py; real log tests/fixtures/real-verl/verl-run-1-grpo-3steps.log), classic /
+#: one-step-off ``local_global_step_folder: <dir>/global_step_N`` (verl/trainer/ppo/ray_trainer.py)
+SAVE_RE = re.compile(r"(?:Saving checkpoint to|local_global_step_folder:)\s+\S*global_step_(\d+)")
+#: root of the per-attempt Ray temp dirs (RAY_TMPDIR, read by ray/_common/utils.py get_default_system_temp_dir).
+#: Short on purpose: Ray's socket paths <RAY_TMPDIR>/ray/session_<date>_<pid>/sockets/plasma_store must stay
+#: under the 107-byte AF_UNIX limit.
+RAY_TMP_ROOT = "/tmp/dray"
 SCRATCH_MARK = "Training from scratch"
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
@@ -211,11 +219,14 @@ def _proc_stat(pid: int) -> Optional[Tuple[int, int, int]]:
         return None
 
 
-def own_processes(pgid: Optional[int], marker: Optional[bytes]) -> List[int]:
+def own_processes(pgid: Optional[int], marker: Optional[bytes], cmd_marker: Optional[bytes] = None) -> List[int]:
     """PIDs that belong to one attempt: members of process group / session ``pgid`` (verl was started
-    with ``start_new_session``, so pgid == sid == its pid) and every process whose environment holds
+    with ``start_new_session``, so pgid == sid == its pid), every process whose environment holds
     ``marker`` (``DAPO_OPS_RUN_ID=<run_id>``, inherited by Ray workers that called setsid or were
-    re-parented). The supervisor itself is excluded. Zombies are skipped."""
+    re-parented) and every process whose command line holds ``cmd_marker`` (the attempt's own Ray temp dir:
+    raylet, gcs_server, dashboard, log monitor and workers of THIS attempt's Ray session name it in their
+    argv, ``--session_dir=<RAY_TMPDIR>/ray/session_...``; another run's cluster never does). The supervisor
+    itself is excluded. Zombies are skipped."""
     me = os.getpid()
     out: List[int] = []
     try:
@@ -234,6 +245,14 @@ def own_processes(pgid: Optional[int], marker: Optional[bytes]) -> List[int]:
         if pgid and (st[1] == pgid or st[2] == pgid):
             out.append(pid)
             continue
+        if cmd_marker:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                    if cmd_marker in fh.read():
+                        out.append(pid)
+                        continue
+            except OSError:
+                pass
         if marker:
             try:
                 with open("/proc/%d/environ" % pid, "rb") as fh:
@@ -259,13 +278,15 @@ def _signal_all(pgid: Optional[int], pids: List[int], sig: int) -> None:
 
 
 def stop_process_group(
-    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float
+    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float,
+    cmd_marker: Optional[bytes] = None,
 ) -> List[int]:
     """SIGTERM the attempt's own processes, wait up to ``grace_s`` s, SIGKILL what is left, reap ``proc``.
 
-    Returns the PIDs that needed SIGKILL. Never signals anything outside :func:`own_processes`.
+    Returns the PIDs that needed SIGKILL. Never signals anything outside :func:`own_processes` (with the
+    same ``cmd_marker``: the attempt's Ray temp dir, so its Ray daemons and actors go too).
     """
-    pids = own_processes(pgid, marker)
+    pids = own_processes(pgid, marker, cmd_marker)
     if not pids and (proc is None or proc.poll() is not None):
         return []
     _signal_all(pgid, pids, signal.SIGTERM)
@@ -274,7 +295,7 @@ def stop_process_group(
     while _now() < deadline:
         if proc is not None:
             proc.poll()
-        left = own_processes(pgid, marker)
+        left = own_processes(pgid, marker, cmd_marker)
         if not left and (proc is None or proc.returncode is not None):
             break
         time.sleep(0.1)
@@ -283,7 +304,7 @@ def stop_process_group(
         killed = list(left)
         _signal_all(pgid, left, signal.SIGKILL)
         deadline = _now() + 10.0
-        while _now() < deadline and own_processes(pgid, marker):
+        while _now() < deadline and own_processes(pgid, marker, cmd_marker):
             if proc is not None:
                 proc.poll()
             time.sleep(0.1)
@@ -293,6 +314,23 @@ def stop_process_group(
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             pass
     return killed
+
+
+def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
+    """Per-GPU used memory (MiB) from ``nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits``, or
+    None when nvidia-smi is missing or fails (recorded after an attempt's teardown: what the next one finds)."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    try:
+        return [int(float(x)) for x in r.stdout.decode().split() if x.strip()]
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------- kernel OOM kills
@@ -405,6 +443,7 @@ class Supervisor:
         self.proc: Optional[subprocess.Popen] = None
         self.pgid: Optional[int] = None
         self.marker: Optional[bytes] = None
+        self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
         self._last_write = 0.0
         self._dirty = False
         self._notify_threads: List[threading.Thread] = []
@@ -538,12 +577,25 @@ class Supervisor:
         # the webhook URLs / signing secrets are the notifier's, not verl's: keep them out of its environment
         env.update({k: v for k, v in self.secret_env.items() if not k.startswith(NOTIFY_SECRET_PREFIX)})
         env["PYTHONUNBUFFERED"] = "1"
+        rtd = self.ray_tmpdir(k, env)
+        if rtd:
+            env["RAY_TMPDIR"] = rtd
         env["DAPO_OPS_RUN_ID"] = str(self.spec.get("run_id"))
         env["DAPO_OPS_ATTEMPT"] = str(k)
         if self.swanlab_id and "SWANLAB_RUN_ID" not in env:
             env["SWANLAB_RUN_ID"] = self.swanlab_id  # same SwanLab run across attempts (swanlab.md §9)
             env.setdefault("SWANLAB_RESUME", "allow")
         return env
+
+    def ray_tmpdir(self, k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
+        """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
+        cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never
+        another run's. None for a multi-host run (spec ``ray`` / ``RAY_ADDRESS``: the cluster is
+        ``cluster_ops``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
+        env = dict(os.environ) if env is None else env
+        if self.spec.get("ray") or env.get("RAY_ADDRESS") or (self.spec.get("env") or {}).get("RAY_TMPDIR"):
+            return None
+        return "%s/%s.%d" % (RAY_TMP_ROOT, self.spec.get("run_id"), k)
 
     def _redact_argv(self, argv: List[str]) -> List[str]:
         """argv for supervisor.log: ``name=value`` items whose name looks secret (:func:`dapo_ops.redact.is_secret_name`:
@@ -589,6 +641,10 @@ class Supervisor:
                 if m:
                     att["resumed_from"] = int(m.group(1) or m.group(2))
                     self._dirty = True
+                m = SAVE_RE.search(line)
+                if m:
+                    att["saved_step"] = int(m.group(1))  # a save started (complete = on disk: latest_checkpoint)
+                    self._dirty = True
             if not self.rec.get("swanlab_url") and (
                 "View run" in line or "swanlab" in line or self._link_pending()
             ):
@@ -600,6 +656,7 @@ class Supervisor:
             if state.get("oom_line") is None and is_oom(line):
                 state["oom_line"] = ANSI_RE.sub("", line).strip()[:500]
                 state["oom_at"] = _now()
+                att["oom_line_at"] = state["oom_at"]
                 log("device OOM line in attempt %d: %s" % (att["n"], state["oom_line"][:200]))
 
     def _link_scanner(self):
@@ -685,13 +742,17 @@ class Supervisor:
             if self.stop_requested:
                 raise _Stop()
             log("attempt %d: %s" % (k, " ".join(self._redact_argv(argv))))
+            child_env = self._child_env(k)
+            rtd = child_env.get("RAY_TMPDIR") if self.ray_tmpdir(k, child_env) else None
+            self.cmd_marker = (rtd + "/").encode() if rtd else None  # a path component: never <rtd>0 / <rtd>-x
+            att["ray_tmpdir"] = rtd
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=wfd,
                 stderr=subprocess.STDOUT,
                 cwd=self.spec.get("workdir") or None,
-                env=self._child_env(k),
+                env=child_env,
                 start_new_session=True,
                 close_fds=True,
             )
@@ -761,9 +822,15 @@ class Supervisor:
 
         if killed_by is not None:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
-        killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+        t_stop = _now()
+        killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
+        att["teardown_s"] = round(_now() - t_stop, 3)
         if killed:
             log("SIGKILLed leftover own processes: %s" % killed)
+        mem = device_memory_used_mib() if self.spec.get("accelerator") == "gpu" else None
+        if mem is not None:
+            att["device_mem_after_mib"] = mem
+            log("attempt %d torn down in %.1f s; device memory used now (MiB): %s" % (k, att["teardown_s"], mem))
         while pump():
             pass
         if partial:
@@ -940,7 +1007,7 @@ class Supervisor:
         except Exception as e:  # noqa: BLE001 - record, clean up, never leave verl orphaned silently
             log("supervisor error: %s\n%s" % (e, traceback.format_exc()))
             try:
-                stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+                stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
             except Exception:  # noqa: BLE001
                 pass
             verdict = {
@@ -1020,9 +1087,9 @@ class Supervisor:
                 self._set_status("retrying")
                 self._notify("escalation", verdict, d.reason)
                 self._sleep(self.tun["retry_delay_s"])
-                left = own_processes(self.pgid, self.marker)
+                left = own_processes(self.pgid, self.marker, self.cmd_marker)
                 if left:
-                    stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
+                    stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
                 if self.stop_requested:
                     return self._final("stopped", verdict, {"action": "stop", "reason": "stopped by the operator"})
                 lost = self._cluster_lost()
