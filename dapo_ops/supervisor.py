@@ -21,7 +21,8 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
 output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM → SIGKILL),
-``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —, 3 on GPU: device memory release),
+``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —; on GPU at most 3: the wait ends as soon as
+``nvidia-smi --query-compute-apps`` lists none of the stopped attempt's PIDs, :func:`wait_gpu_release`),
 ``write_interval_s`` (1.0: run.json progress throttle), ``oom_counter_files`` (list of paths, default
 :data:`OOM_COUNTER_FILES`). ``hang_timeout_s`` is top-level in the spec.
 """
@@ -316,6 +317,37 @@ def stop_process_group(
     return killed
 
 
+def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
+    """PIDs holding GPU memory (``nvidia-smi --query-compute-apps=pid --format=csv,noheader``), or None when
+    nvidia-smi is missing or fails."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    return [int(x) for x in r.stdout.decode().split() if x.strip().isdigit()]
+
+
+def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2) -> float:
+    """Wait until no PID of ``pids`` (a stopped attempt's processes) holds GPU memory, at most ``max_s`` s; without
+    nvidia-smi the full ``max_s`` (the old fixed delay). Returns the seconds waited. The driver frees a process's
+    device memory as its files close, so after the teardown this normally returns at the first look."""
+    t0 = _now()
+    own = set(pids)
+    while True:
+        apps = gpu_compute_pids()
+        if apps is None:
+            time.sleep(max(0.0, max_s - (_now() - t0)))
+            break
+        if not own.intersection(apps) or _now() - t0 >= max_s:
+            break
+        time.sleep(every_s)
+    return _now() - t0
+
+
 def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
     """Per-GPU used memory (MiB) from ``nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits``, or
     None when nvidia-smi is missing or fails (recorded after an attempt's teardown: what the next one finds)."""
@@ -444,6 +476,7 @@ class Supervisor:
         self.pgid: Optional[int] = None
         self.marker: Optional[bytes] = None
         self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
+        self.att_pids: List[int] = []  # the current attempt's processes when its teardown began
         self._last_write = 0.0
         self._dirty = False
         self._notify_threads: List[threading.Thread] = []
@@ -823,6 +856,7 @@ class Supervisor:
         if killed_by is not None:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
         t_stop = _now()
+        self.att_pids = own_processes(self.pgid, self.marker, self.cmd_marker)
         killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
         att["teardown_s"] = round(_now() - t_stop, 3)
         if killed:
@@ -1086,7 +1120,11 @@ class Supervisor:
                 self.rec["features"] = fs.to_json()
                 self._set_status("retrying")
                 self._notify("escalation", verdict, d.reason)
-                self._sleep(self.tun["retry_delay_s"])
+                if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
+                    # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
+                    att["release_wait_s"] = round(wait_gpu_release(self.att_pids, self.tun["retry_delay_s"]), 3)
+                else:
+                    self._sleep(self.tun["retry_delay_s"])
                 left = own_processes(self.pgid, self.marker, self.cmd_marker)
                 if left:
                     stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)

@@ -534,10 +534,11 @@ class StandinTrainer:
                 time.sleep(float(fail.get("hang_s", 10 ** 9)))
             time.sleep(self.step_time)
             if at_fail and kind == "oom-device" and not _avoided(fail, feats, cfg) and cues.fire_allowed(self.scn):
-                wl, exc = texts.device_oom(self.accel, fail.get("phase", "update_actor"), o.runner, self.pids,
-                                           self.ip, self.rng)
+                phase = fail.get("phase", "update_actor")
+                wl, exc = texts.device_oom(self.accel, phase, o.runner, self.pids, self.ip, self.rng)
+                actor = "vLLMHttpServer" if phase == "update_weights" else "WorkerDict"
                 for ln in wl:
-                    o.line(ln, "WorkerDict")
+                    o.line(ln, actor)
                 self.raise_later(exc, "hang_s", 3.0)
             if at_fail and kind == "oom-host" and not fail.get("during_save") and cues.fire_allowed(self.scn):
                 os.kill(os.getpid(), signal.SIGKILL)
