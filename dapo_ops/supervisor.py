@@ -331,20 +331,23 @@ def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
     return [int(x) for x in r.stdout.decode().split() if x.strip().isdigit()]
 
 
-def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2) -> float:
+def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
+                     stop: Callable[[], bool] = lambda: False) -> float:
     """Wait until no PID of ``pids`` (a stopped attempt's processes) holds GPU memory, at most ``max_s`` s; without
-    nvidia-smi the full ``max_s`` (the old fixed delay). Returns the seconds waited. The driver frees a process's
-    device memory as its files close, so after the teardown this normally returns at the first look."""
+    nvidia-smi the full ``max_s`` (the old fixed delay). Ends early when ``stop()`` is true (a SIGTERM to the
+    supervisor). Returns the seconds waited. The driver frees a process's device memory as its files close, so
+    after the teardown this normally returns at the first look."""
     t0 = _now()
     own = set(pids)
-    while True:
-        apps = gpu_compute_pids()
-        if apps is None:
-            time.sleep(max(0.0, max_s - (_now() - t0)))
-            break
-        if not own.intersection(apps) or _now() - t0 >= max_s:
-            break
-        time.sleep(every_s)
+    smi = True
+    while not stop() and _now() - t0 < max_s:
+        if smi:
+            apps = gpu_compute_pids()
+            if apps is None:
+                smi = False  # no nvidia-smi: the fixed delay
+            elif not own.intersection(apps):
+                break
+        time.sleep(min(every_s, max(0.0, max_s - (_now() - t0))))
     return _now() - t0
 
 
@@ -1122,7 +1125,8 @@ class Supervisor:
                 self._notify("escalation", verdict, d.reason)
                 if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
                     # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
-                    att["release_wait_s"] = round(wait_gpu_release(self.att_pids, self.tun["retry_delay_s"]), 3)
+                    att["release_wait_s"] = round(wait_gpu_release(self.att_pids, self.tun["retry_delay_s"],
+                                                                   stop=lambda: self.stop_requested), 3)
                 else:
                     self._sleep(self.tun["retry_delay_s"])
                 left = own_processes(self.pgid, self.marker, self.cmd_marker)

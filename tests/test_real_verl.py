@@ -123,20 +123,18 @@ def test_classifier_real_update_oom_is_device_oom():
 
 def test_classifier_real_weight_sync_oom_is_an_oom():
     v = classify.classify(text("verl-run-3-oom.log"), exit_code=1)
-    assert v.cls in ("oom-device", "oom-kv-cache")
+    assert v.cls == "oom-device" and v.action_kind == "escalate-memory"
     assert any("cumem_allocator.cpp:163" in e for e in v.evidence)
 
 
-@pytest.mark.xfail(strict=True, reason="classify helper: the real run-3 OOM is vLLM's sleep-mode wake-up inside "
-                   "update_weights (weight-sync), read today as kv-cache init; flips when classify.py learns it")
 def test_classifier_real_weight_sync_oom_phase():
+    """vLLM's sleep-mode wake-up inside update_weights: a weight-sync OOM, not a KV-cache shortage."""
     v = classify.classify(text("verl-run-3-oom.log"), exit_code=1)
     assert v.cls == "oom-device" and v.detail.get("phase") == "weight-sync"
 
 
-@pytest.mark.xfail(strict=True, reason="classify helper: run-7's frames name update_actor / train_batch "
-                   "(engine_workers.py:714); phase 'update' not set today")
 def test_classifier_real_update_oom_phase():
+    """run-7's frames name update_actor / train_batch (verl/workers/engine_workers.py:714)."""
     v = classify.classify(text("verl-run-7-big-update-oom-offload.log"), exit_code=1)
     assert v.detail.get("phase") == "update"
 
