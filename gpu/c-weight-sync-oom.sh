@@ -8,9 +8,10 @@ start_sampler; trap stop_sampler EXIT
 standin_cue '{"accelerator": "gpu", "step_time": 0.5, "failure": {"kind": "oom-device", "phase": "update_weights", "step": 1, "times": 1}}'
 ensure_big
 mapfile -t OV < <(ovr)
-# the memory-fit estimate (preflight) is recorded, but the launch skips it: it would start on a rung that fits and
-# the real OOM this scenario exists to show would not happen (scenario a ran the full preflight)
+# MEMORY_FIT=warn: the memory-fit estimate is reported (preflight.txt, launch's quick checks) but does not start
+# the run on a rung that fits, so the real OOM this scenario exists to show happens
+export MEMORY_FIT=warn
 GPU_MEMORY_UTILIZATION=0.9 inv preflight -H gpu $(model_flags "$BIG") --steps 2 --save-freq 1 "${OV[@]}" 2>&1 | tee "$OUT/preflight.txt"
-launch c --skip-preflight "${TINY_FLAGS[@]}" $(model_flags "$BIG") --steps 2 --save-freq 1 --gpu-memory-utilization 0.9 "${OV[@]}" || exit 1
+launch c "${TINY_FLAGS[@]}" $(model_flags "$BIG") --steps 2 --save-freq 1 --gpu-memory-utilization 0.9 "${OV[@]}" || exit 1
 follow c; rc=$?
 echo "scenario c: watch rc=$rc (0 succeeded, 124 still running: call gpu/watch.sh c)"

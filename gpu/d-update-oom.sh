@@ -7,10 +7,11 @@ standin_cue '{"accelerator": "gpu", "step_time": 0.5, "failure": {"kind": "oom-d
 ensure_big
 mapfile -t OV < <(ovr actor_rollout_ref.rollout.ignore_eos=True actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
                       actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8)
-# the memory-fit estimate (preflight) is recorded, but the launch skips it: it would start on a rung that fits and
-# the real OOM this scenario exists to show would not happen (scenario a ran the full preflight)
+# MEMORY_FIT=warn: the memory-fit estimate is reported (preflight.txt, launch's quick checks) but does not start
+# the run on a rung that fits, so the real OOM this scenario exists to show happens
+export MEMORY_FIT=warn
 ROLLOUT_N=8 GPU_MEMORY_UTILIZATION=0.5 MICRO_BATCH_SIZE=64 ENABLE_OFFLOAD=true inv preflight -H gpu $(model_flags "$BIG") --steps 1 --save-freq -1 --max-response-length 1920 "${OV[@]}" 2>&1 | tee "$OUT/preflight.txt"
-launch d --skip-preflight "${TINY_FLAGS[@]}" $(model_flags "$BIG") --steps 1 --save-freq -1 --max-response-length 1920 --rollout-n 8 \
+launch d "${TINY_FLAGS[@]}" $(model_flags "$BIG") --steps 1 --save-freq -1 --max-response-length 1920 --rollout-n 8 \
   --gpu-memory-utilization 0.5 --micro-batch-size 64 --offload "${OV[@]}" || exit 1
 follow d; rc=$?
 echo "scenario d: watch rc=$rc (0 succeeded, 124 still running: call gpu/watch.sh d)"
