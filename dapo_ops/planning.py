@@ -131,6 +131,10 @@ def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bo
 
 def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
                memory=None) -> Plan:
+    if getattr(host, "runtime", "docker") == "host" and _get(settings, "container", ""):
+        raise PlanError(f"container '{_get(settings, 'container', '')}' was given (--container / CONTAINER) but host "
+                        f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
+                        "use a runtime = \"docker\" host")
     profile = _get(settings, "profile", "") or profile
     framework = _get(settings, "framework", "megatron")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")

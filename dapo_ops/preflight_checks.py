@@ -11,6 +11,8 @@ Checks (names are stable; ``--json`` uses them):
 ``ssh``        SSH reachable, key accepted, host key known (RemoteError kinds unreachable/refused/auth/hostkey)
 ``docker``     Docker CLI + daemon usable by the SSH user
 ``container``  exists and running; stopped shows exit code and OOMKilled; restarting / paused
+``host``       bare host (inventory ``runtime = "host"``): replaces ``docker`` + ``container``; the rest run in
+               the host's own shell with the inventory ``env`` (devices via ``nvidia-smi``/``npu-smi`` on PATH)
 ``devices``    accelerators visible inside the container (``npu-smi info`` / ``nvidia-smi``) >= the plan's need
 ``visible``    ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` vs the devices mounted
 ``leftover``   processes already holding device memory (a leftover run), with their PIDs
@@ -46,7 +48,7 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 STATUSES = (OK, WARN, FAIL)
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
-QUICK_CHECKS = ("ssh", "docker", "container", "devices", "visible", "leftover", "device-mem", "python", "verl",
+QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
                 "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit")
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
@@ -247,7 +249,12 @@ def _cann_checks(p: dict) -> list[Check]:
 
 
 def _host_command(target: Target, req: dict, env: dict) -> str:
-    """One host shell line: inspect the container, and when it runs exec the probe in it."""
+    """One host shell line: inspect the container, and when it runs exec the probe in it (a bare host,
+    ``runtime = "host"``: no inspect; the mark says ``0 running host`` and the probe runs in the host's shell)."""
+    if target.bare:
+        exec_line = target.exec_command(preflight_probe.build_command(target.host.python, req), env=env,
+                                        workdir=target.host.workdir)
+        return f"printf '{INSPECT_MARK}0 running host\\n'; {exec_line}; exit 0"
     c = q(target.container)
     fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
     exec_line = target.exec_command(preflight_probe.build_command(target.host.python, req), env=env,
@@ -261,7 +268,8 @@ def collect(target: Target, req: dict, *, env: dict | None = None, timeout: floa
     """Run the inspect + probe on ``target`` in ONE SSH round trip. Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str}``.
     Never raises for remote failures (they become facts)."""
-    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": ""}
+    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "",
+                   "bare": target.bare, "local": target.local}
     try:
         res = target.host_run(_host_command(target, req, env or {}), timeout=timeout, check=False)
     except RemoteError as e:
@@ -320,9 +328,16 @@ def _container_checks(target_name: str, container: str, facts: dict) -> list[Che
         else:
             out.append(Check("ssh", FAIL, f"{kind}: {msg}", fix or "check the inventory entry and the network"))
         return out
-    out.append(Check("ssh", OK, "connected; host key known"))
     ins = facts.get("inspect") or {}
     rc, text = ins.get("rc"), ins.get("text", "")
+    if facts.get("local"):
+        out.append(Check("ssh", OK, "local transport (no SSH)"))
+    else:
+        out.append(Check("ssh", OK, "connected; host key known"))
+    if facts.get("bare") or (rc == 0 and text == "running host"):
+        # runtime = "host": no Docker, no container; the probe below checks python/verl/devices on the host
+        out.append(Check("host", OK, "runtime host: no container, commands run in the host's own shell"))
+        return out
     low = text.lower()
     if rc == 127 or "docker: not found" in low or "command not found" in low:
         out.append(Check("docker", FAIL, f"docker CLI not found on the host ({text})",
@@ -696,7 +711,22 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     out += _memfit_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)
+    if getattr(host, "runtime", "docker") == "host":
+        out = [_on_host(c) for c in out]
     return out
+
+
+def _on_host(c: Check) -> Check:
+    """A check of a bare host (``runtime = "host"``) names the host, not a container, in its message."""
+    def sub(t: str) -> str:
+        for a, b in (("inside the container", "on the host"), ("in the container's Python", "in the host's Python"),
+                     ("FROM THE CONTAINER", "FROM THE HOST"), ("in the container", "on the host"), ("the container's", "the host's"),
+                     ("run the container with --gpus all (NVIDIA container toolkit)",
+                      "install the NVIDIA driver / nvidia-smi on the host and put it on PATH (inventory env)")):
+            t = t.replace(a, b)
+        return t
+
+    return Check(c.name, c.status, sub(c.message), sub(c.fix))
 
 
 # ------------------------------------------------------------------------------------------ operator side

@@ -22,6 +22,17 @@ what to do. Docker's own messages decide the docker kinds (Docker 20.10 engine, 
 ``Cannot connect to the Docker daemon``; a stopped container is then described from
 ``docker inspect -f '{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}'``.
 
+Bare-metal hosts (inventory ``runtime = "host"``): no container. ``Target.run(cmd)`` runs
+``( cd <workdir> && export <host env> <env> && [set -a && . "$f" && set +a &&] sh -c <cmd> )`` in the host's
+own shell instead of ``docker exec``; the inventory's per-host ``env`` table (non-secret; e.g. ``PYTHONPATH``,
+``PATH``) is exported first, a call's ``env`` after it (``PYTHONPATH`` of both is joined, the call's first).
+Secrets go through the same 0600 file fed by stdin, written as shell-quoted ``K='v'`` lines and sourced with
+``set -a`` (so no value is ever evaluated), and removed after. Docker's error kinds never apply there.
+
+Local transport (inventory ``transport = "local"``): the host is this machine; the same code path runs each
+host command with :class:`invoke.Context` (``/bin/bash`` subprocess, same Result, timeout and stdin
+handling as Fabric's SSH runner) instead of SSH; connect/close are no-ops.
+
 A Target is not thread-safe: use one per thread (:mod:`dapo_ops.fanout` does).
 
 Connection reuse: ``Target(..., reuse=True)`` runs plain (no pty) commands through a per-user control master
@@ -249,8 +260,29 @@ class Target:
             kw["look_for_keys"] = False
         return kw
 
+    @property
+    def bare(self) -> bool:
+        """``runtime = "host"``: commands run in the host's own shell, no container."""
+        return getattr(self.host, "runtime", "docker") == "host"
+
+    @property
+    def local(self) -> bool:
+        """``transport = "local"``: the host is this machine, commands run by a local subprocess."""
+        return getattr(self.host, "transport", "ssh") == "local"
+
+    @property
+    def where(self) -> str:
+        """``in container '<c>'`` or ``on the host`` (for messages)."""
+        return "on the host" if self.bare else f"in container '{self.container}'"
+
     def connection(self):
-        """The (lazily created, not yet opened) :class:`fabric.Connection` to the host."""
+        """The (lazily created, not yet opened) :class:`fabric.Connection` to the host (an
+        :class:`invoke.Context` for ``transport = "local"``)."""
+        if self._cxn is None and self.local:
+            import invoke
+
+            self._cxn = invoke.Context(config=invoke.Config(overrides={"run": {"in_stream": False,
+                                                                              "encoding": "utf-8"}}))
         if self._cxn is None:
             import fabric
 
@@ -279,7 +311,7 @@ class Target:
         :raises RemoteError: unreachable / refused / auth / hostkey.
         """
         cxn = self.connection()
-        if cxn.is_connected:
+        if self.local or cxn.is_connected:
             return
         if self.host.identity_file and not os.path.exists(os.path.expanduser(self.host.identity_file)):
             raise RemoteError("auth", self.name, f"identity file {self.host.identity_file} does not exist; "
@@ -294,7 +326,8 @@ class Target:
         """Close the SSH connection (and its gateway)."""
         if self._cxn is not None:
             try:
-                self._cxn.close()
+                if not self.local:
+                    self._cxn.close()
             finally:
                 self._cxn = None
 
@@ -307,6 +340,8 @@ class Target:
     # ---- error translation ------------------------------------------------------------------------------
 
     def _where(self, cxn=None) -> str:
+        if self.local:
+            return "localhost (local transport)"
         cxn = cxn or self._cxn
         if cxn is not None:
             return f"{cxn.user}@{cxn.host}:{cxn.port}"
@@ -373,7 +408,7 @@ class Target:
         container is described from ``known_state`` (read in the same round trip, :meth:`run`'s
         ``state_on_failure``), else from one more ``docker inspect`` when ``inspect``.
         """
-        if res.exited == 0:
+        if res.exited == 0 or self.bare:
             return None
         lines = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
         first = lines[0] if lines else ""
@@ -443,7 +478,7 @@ class Target:
                 # invoke's timer killed the channel but lost the race to report CommandTimedOut (seen with pty)
                 raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
                                                         f"{_short_cmd(command)}", result=res)
-            if cxn.transport is None or not cxn.transport.is_active():
+            if not self.local and (cxn.transport is None or not cxn.transport.is_active()):
                 self.close()
                 raise RemoteError("unreachable", self.name, f"connection to {self._where(cxn)} lost during "
                                                             f"`{_short_cmd(command)}`; check the host and retry")
@@ -476,8 +511,13 @@ class Target:
     def container_state(self, *, timeout: float = 30) -> ContainerState:
         """``docker inspect`` the container.
 
+        For ``runtime = "host"`` there is no container: the state is ``running`` (the host answered nothing
+        yet; its own reachability shows in the first command).
+
         :raises RemoteError: container-missing, docker-missing, ssh kinds.
         """
+        if self.bare:
+            return ContainerState(status="running", exit_code=0, oom_killed=False)
         cmd = f"docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)}"
         res = self._raw(cmd, timeout=timeout)
         err = self._docker_error(res, inspect=False)
@@ -494,7 +534,11 @@ class Target:
 
     def exec_command(self, cmd: str | list[str], *, env: dict | None = None, workdir: str | None = None,
                      interactive: bool = False, tty: bool = False, env_file: str | None = None) -> str:
-        """The quoted host command line for ``docker exec`` (no secrets: ``env`` values appear in it)."""
+        """The quoted host command line for ``docker exec`` (no secrets: ``env`` values appear in it); for
+        ``runtime = "host"`` the host shell line of :meth:`_bare_command` (``interactive``/``tty`` are the
+        transport's business there)."""
+        if self.bare:
+            return self._bare_command(cmd, env=env, workdir=workdir, env_file=env_file)
         parts = ["docker", "exec"]
         if interactive:
             parts.append("-i")
@@ -515,6 +559,35 @@ class Target:
                 raise ValueError("empty argv")
             line += " " + " ".join(q(a) for a in cmd)
         return line
+
+    def host_env(self, env: dict | None = None) -> dict[str, str]:
+        """The inventory ``env`` table merged with a call's ``env`` (the call wins; ``PYTHONPATH`` is joined,
+        the call's entries first). Only bare hosts have one (docker hosts: the call's ``env``)."""
+        base = dict(getattr(self.host, "env", None) or {}) if self.bare else {}
+        call = _check_env(env, "env")
+        out = {**_check_env(base, "inventory env"), **call}
+        if "PYTHONPATH" in base and "PYTHONPATH" in call and base["PYTHONPATH"] and call["PYTHONPATH"]:
+            out["PYTHONPATH"] = call["PYTHONPATH"] + ":" + base["PYTHONPATH"]
+        return out
+
+    def _bare_command(self, cmd: str | list[str], *, env: dict | None, workdir: str | None,
+                      env_file: str | None) -> str:
+        """``( cd <wd> && export K=V... && [set -a && . <env_file> && set +a &&] sh -c <cmd> )`` (all quoted)."""
+        steps = []
+        if workdir:
+            steps.append(f"cd {q(workdir)}")
+        merged = self.host_env(env)
+        if merged:
+            steps.append("export " + " ".join(f"{k}={q(v)}" for k, v in merged.items()))
+        if env_file:
+            steps.append(f"set -a && . {env_file} && set +a")  # "$f": a shell expansion, deliberately unquoted
+        if isinstance(cmd, str):
+            steps.append("sh -c " + q(cmd))
+        else:
+            if not cmd:
+                raise ValueError("empty argv")
+            steps.append(" ".join(q(a) for a in cmd))
+        return "( " + " && ".join(steps) + " )"
 
     def run(self, cmd: str | list[str], *, env: dict | None = None, secret_env: dict | None = None,
             timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False,
@@ -541,7 +614,9 @@ class Target:
             if "\n" in v or "\r" in v:
                 raise ValueError(f"secret {k} contains a newline/CR, which a Docker env-file cannot carry")
         if secrets:
-            body = "".join(f"{k}={v}\n" for k, v in secrets.items()).encode("utf-8")
+            # docker: an --env-file (K=V, taken literally); bare host: shell-quoted lines sourced under set -a
+            fmt = (lambda k, v: f"{k}={q(v)}\n") if self.bare else (lambda k, v: f"{k}={v}\n")
+            body = "".join(fmt(k, v) for k, v in secrets.items()).encode("utf-8")
             inner = self.exec_command(cmd, env=env, workdir=wd, tty=pty, env_file='"$f"')
             command = (
                 'f=$(umask 077 && mktemp "${TMPDIR:-/tmp}/dapo-ops-env.XXXXXX") || exit 125; '
@@ -562,7 +637,7 @@ class Target:
             raise err
         if res.exited != 0 and check:
             shown = cmd if isinstance(cmd, str) else " ".join(q(a) for a in cmd)
-            raise _command_error(self.name, shown, res, where=f"in container '{self.container}'")
+            raise _command_error(self.name, shown, res, where=self.where)
         return res
 
     def put_text(self, text: str | bytes, path_in_container: str, mode: int = 0o644, *, timeout: float = 60) -> None:
@@ -583,7 +658,7 @@ class Target:
         if err:
             raise err
         if res.exited != 0:
-            raise _command_error(self.name, f"write {path_in_container}", res, where=f"in container '{self.container}'")
+            raise _command_error(self.name, f"write {path_in_container}", res, where=self.where)
 
 
 _STATE_MARK = "dapo-ops-container-state:"

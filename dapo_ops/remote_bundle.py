@@ -129,11 +129,15 @@ def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: fl
     return bdir
 
 
-def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str) -> str:
-    """The in-container shell line that execs the supervisor with all three streams redirected."""
+def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str, pythonpath: str = "") -> str:
+    """The in-container shell line that execs the supervisor with all three streams redirected.
+
+    ``pythonpath``: kept after the bundle (a bare host's own environment, e.g. ``/tmp/site``); the supervisor
+    drops the bundle again for verl (``supervisor._child_env``)."""
     q = shlex.quote
+    pp = bdir + (":" + pythonpath if pythonpath else "")
     return (
-        f"cd {q(workdir)} && PYTHONPATH={q(bdir)} exec {q(python)} -m dapo_ops.supervisor {q(run_dir)}"
+        f"cd {q(workdir)} && PYTHONPATH={q(pp)} exec {q(python)} -m dapo_ops.supervisor {q(run_dir)}"
         f" > {q(run_dir + '/supervisor.log')} 2>&1 < /dev/null"
     )
 
@@ -151,11 +155,32 @@ def start_command(container: str, workdir: str, python: str, bdir: str, run_dir:
     return f"docker exec -d -w {q(workdir)} {q(container)} sh -c {q(supervisor_shell(workdir, python, bdir, run_dir))}"
 
 
+def bare_start_command(env: dict, workdir: str, python: str, bdir: str, run_dir: str) -> str:
+    """The host command that starts the supervisor detached on a bare host (``runtime = "host"``)::
+
+        export <host env> && ( setsid sh -c '<supervisor_shell>' > /dev/null 2>&1 < /dev/null & )
+
+    Same as :func:`start_command` without ``docker exec -d``: the background subshell returns at once, every
+    stream is redirected (the SSH channel / local pipe closes), ``setsid`` puts it in its own session (the
+    supervisor calls ``os.setsid`` too), so it survives the SSH session. ``env`` values are quoted literals.
+    """
+    q = shlex.quote
+    env = dict(env)
+    pp = env.pop("PYTHONPATH", "")
+    inner = supervisor_shell(workdir, python, bdir, run_dir, pythonpath=pp)
+    exports = ("export " + " ".join(f"{k}={q(v)}" for k, v in env.items()) + " && ") if env else ""
+    return f"{exports}( setsid sh -c {q(inner)} > /dev/null 2>&1 < /dev/null & )"
+
+
 def start_supervisor(target, workdir: str, python: str, bdir: str, run_dir: str, *, timeout: float = 30) -> None:
-    """Start the detached supervisor for ``run_dir`` on ``target``'s host. Returns when ``docker exec -d`` did.
+    """Start the detached supervisor for ``run_dir`` on ``target``'s host. Returns when ``docker exec -d`` did
+    (bare hosts: :func:`bare_start_command`, returns when the background start did).
 
     :raises dapo_ops.remote.RemoteError: ssh / docker kinds, or ``command`` when docker refused.
     """
+    if getattr(target, "bare", False):
+        target.host_run(bare_start_command(target.host_env(), workdir, python, bdir, run_dir), timeout=timeout)
+        return
     target.host_run(start_command(target.container, workdir, python, bdir, run_dir), timeout=timeout)
 
 

@@ -21,7 +21,8 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
 output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM → SIGKILL),
-``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —, 3 on GPU: device memory release),
+``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —; on GPU at most 3: the wait ends as soon as
+``nvidia-smi --query-compute-apps`` lists none of the stopped attempt's PIDs, :func:`wait_gpu_release`),
 ``write_interval_s`` (1.0: run.json progress throttle), ``oom_counter_files`` (list of paths, default
 :data:`OOM_COUNTER_FILES`). ``hang_timeout_s`` is top-level in the spec.
 """
@@ -59,6 +60,14 @@ NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
 NP_WRAP_RE = re.compile(r"^np\.[A-Za-z0-9_]+\((.*)\)$")
 TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)")
 RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))")
+#: a checkpoint save starting: V1 trainer ``INFO:<date>:Saving checkpoint to <dir>/global_step_N``
+#: (verl/trainer/ppo/v1/trainer_base.py; real log tests/fixtures/real-verl/verl-run-1-grpo-3steps.log), classic /
+#: one-step-off ``local_global_step_folder: <dir>/global_step_N`` (verl/trainer/ppo/ray_trainer.py)
+SAVE_RE = re.compile(r"(?:Saving checkpoint to|local_global_step_folder:)\s+\S*global_step_(\d+)")
+#: root of the per-attempt Ray temp dirs (RAY_TMPDIR, read by ray/_common/utils.py get_default_system_temp_dir).
+#: Short on purpose: Ray's socket paths <RAY_TMPDIR>/ray/session_<date>_<pid>/sockets/plasma_store must stay
+#: under the 107-byte AF_UNIX limit.
+RAY_TMP_ROOT = "/tmp/dray"
 SCRATCH_MARK = "Training from scratch"
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
@@ -211,11 +220,14 @@ def _proc_stat(pid: int) -> Optional[Tuple[int, int, int]]:
         return None
 
 
-def own_processes(pgid: Optional[int], marker: Optional[bytes]) -> List[int]:
+def own_processes(pgid: Optional[int], marker: Optional[bytes], cmd_marker: Optional[bytes] = None) -> List[int]:
     """PIDs that belong to one attempt: members of process group / session ``pgid`` (verl was started
-    with ``start_new_session``, so pgid == sid == its pid) and every process whose environment holds
+    with ``start_new_session``, so pgid == sid == its pid), every process whose environment holds
     ``marker`` (``DAPO_OPS_RUN_ID=<run_id>``, inherited by Ray workers that called setsid or were
-    re-parented). The supervisor itself is excluded. Zombies are skipped."""
+    re-parented) and every process whose command line holds ``cmd_marker`` (the attempt's own Ray temp dir:
+    raylet, gcs_server, dashboard, log monitor and workers of THIS attempt's Ray session name it in their
+    argv, ``--session_dir=<RAY_TMPDIR>/ray/session_...``; another run's cluster never does). The supervisor
+    itself is excluded. Zombies are skipped."""
     me = os.getpid()
     out: List[int] = []
     try:
@@ -234,6 +246,14 @@ def own_processes(pgid: Optional[int], marker: Optional[bytes]) -> List[int]:
         if pgid and (st[1] == pgid or st[2] == pgid):
             out.append(pid)
             continue
+        if cmd_marker:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                    if cmd_marker in fh.read():
+                        out.append(pid)
+                        continue
+            except OSError:
+                pass
         if marker:
             try:
                 with open("/proc/%d/environ" % pid, "rb") as fh:
@@ -259,13 +279,15 @@ def _signal_all(pgid: Optional[int], pids: List[int], sig: int) -> None:
 
 
 def stop_process_group(
-    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float
+    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float,
+    cmd_marker: Optional[bytes] = None,
 ) -> List[int]:
     """SIGTERM the attempt's own processes, wait up to ``grace_s`` s, SIGKILL what is left, reap ``proc``.
 
-    Returns the PIDs that needed SIGKILL. Never signals anything outside :func:`own_processes`.
+    Returns the PIDs that needed SIGKILL. Never signals anything outside :func:`own_processes` (with the
+    same ``cmd_marker``: the attempt's Ray temp dir, so its Ray daemons and actors go too).
     """
-    pids = own_processes(pgid, marker)
+    pids = own_processes(pgid, marker, cmd_marker)
     if not pids and (proc is None or proc.poll() is not None):
         return []
     _signal_all(pgid, pids, signal.SIGTERM)
@@ -274,7 +296,7 @@ def stop_process_group(
     while _now() < deadline:
         if proc is not None:
             proc.poll()
-        left = own_processes(pgid, marker)
+        left = own_processes(pgid, marker, cmd_marker)
         if not left and (proc is None or proc.returncode is not None):
             break
         time.sleep(0.1)
@@ -283,7 +305,7 @@ def stop_process_group(
         killed = list(left)
         _signal_all(pgid, left, signal.SIGKILL)
         deadline = _now() + 10.0
-        while _now() < deadline and own_processes(pgid, marker):
+        while _now() < deadline and own_processes(pgid, marker, cmd_marker):
             if proc is not None:
                 proc.poll()
             time.sleep(0.1)
@@ -293,6 +315,57 @@ def stop_process_group(
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             pass
     return killed
+
+
+def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
+    """PIDs holding GPU memory (``nvidia-smi --query-compute-apps=pid --format=csv,noheader``), or None when
+    nvidia-smi is missing or fails."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    return [int(x) for x in r.stdout.decode().split() if x.strip().isdigit()]
+
+
+def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
+                     stop: Callable[[], bool] = lambda: False) -> float:
+    """Wait until no PID of ``pids`` (a stopped attempt's processes) holds GPU memory, at most ``max_s`` s; without
+    nvidia-smi the full ``max_s`` (the old fixed delay). Ends early when ``stop()`` is true (a SIGTERM to the
+    supervisor). Returns the seconds waited. The driver frees a process's device memory as its files close, so
+    after the teardown this normally returns at the first look."""
+    t0 = _now()
+    own = set(pids)
+    smi = True
+    while not stop() and _now() - t0 < max_s:
+        if smi:
+            apps = gpu_compute_pids()
+            if apps is None:
+                smi = False  # no nvidia-smi: the fixed delay
+            elif not own.intersection(apps):
+                break
+        time.sleep(min(every_s, max(0.0, max_s - (_now() - t0))))
+    return _now() - t0
+
+
+def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
+    """Per-GPU used memory (MiB) from ``nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits``, or
+    None when nvidia-smi is missing or fails (recorded after an attempt's teardown: what the next one finds)."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    try:
+        return [int(float(x)) for x in r.stdout.decode().split() if x.strip()]
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------- kernel OOM kills
@@ -419,6 +492,8 @@ class Supervisor:
         self.proc: Optional[subprocess.Popen] = None
         self.pgid: Optional[int] = None
         self.marker: Optional[bytes] = None
+        self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
+        self.att_pids: List[int] = []  # the current attempt's processes when its teardown began
         self._last_write = 0.0
         self._dirty = False
         self._notify_threads: List[threading.Thread] = []
@@ -556,12 +631,25 @@ class Supervisor:
         # the webhook URLs / signing secrets are the notifier's, not verl's: keep them out of its environment
         env.update({k: v for k, v in self.secret_env.items() if not k.startswith(NOTIFY_SECRET_PREFIX)})
         env["PYTHONUNBUFFERED"] = "1"
+        rtd = self.ray_tmpdir(k, env)
+        if rtd:
+            env["RAY_TMPDIR"] = rtd
         env["DAPO_OPS_RUN_ID"] = str(self.spec.get("run_id"))
         env["DAPO_OPS_ATTEMPT"] = str(k)
         if self.swanlab_id and "SWANLAB_RUN_ID" not in env:
             env["SWANLAB_RUN_ID"] = self.swanlab_id  # same SwanLab run across attempts (swanlab.md §9)
             env.setdefault("SWANLAB_RESUME", "allow")
         return env
+
+    def ray_tmpdir(self, k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
+        """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
+        cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never
+        another run's. None for a multi-host run (spec ``ray`` / ``RAY_ADDRESS``: the cluster is
+        ``cluster_ops``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
+        env = dict(os.environ) if env is None else env
+        if self.spec.get("ray") or env.get("RAY_ADDRESS") or (self.spec.get("env") or {}).get("RAY_TMPDIR"):
+            return None
+        return "%s/%s.%d" % (RAY_TMP_ROOT, self.spec.get("run_id"), k)
 
     def _redact_argv(self, argv: List[str]) -> List[str]:
         """argv for supervisor.log: ``name=value`` items whose name looks secret (:func:`dapo_ops.redact.is_secret_name`:
@@ -607,6 +695,10 @@ class Supervisor:
                 if m:
                     att["resumed_from"] = int(m.group(1) or m.group(2))
                     self._dirty = True
+                m = SAVE_RE.search(line)
+                if m:
+                    att["saved_step"] = int(m.group(1))  # a save started (complete = on disk: latest_checkpoint)
+                    self._dirty = True
             if not self.rec.get("swanlab_url") and (
                 "View run" in line or "swanlab" in line or self._link_pending()
             ):
@@ -618,6 +710,7 @@ class Supervisor:
             if state.get("oom_line") is None and is_oom(line):
                 state["oom_line"] = ANSI_RE.sub("", line).strip()[:500]
                 state["oom_at"] = _now()
+                att["oom_line_at"] = state["oom_at"]
                 log("device OOM line in attempt %d: %s" % (att["n"], state["oom_line"][:200]))
 
     def _link_scanner(self):
@@ -703,13 +796,17 @@ class Supervisor:
             if self.stop_requested:
                 raise _Stop()
             log("attempt %d: %s" % (k, " ".join(self._redact_argv(argv))))
+            child_env = self._child_env(k)
+            rtd = child_env.get("RAY_TMPDIR") if self.ray_tmpdir(k, child_env) else None
+            self.cmd_marker = (rtd + "/").encode() if rtd else None  # a path component: never <rtd>0 / <rtd>-x
+            att["ray_tmpdir"] = rtd
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=wfd,
                 stderr=subprocess.STDOUT,
                 cwd=self.spec.get("workdir") or None,
-                env=self._child_env(k),
+                env=child_env,
                 start_new_session=True,
                 close_fds=True,
             )
@@ -779,9 +876,16 @@ class Supervisor:
 
         if killed_by is not None:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
-        killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+        t_stop = _now()
+        self.att_pids = own_processes(self.pgid, self.marker, self.cmd_marker)
+        killed = stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
+        att["teardown_s"] = round(_now() - t_stop, 3)
         if killed:
             log("SIGKILLed leftover own processes: %s" % killed)
+        mem = device_memory_used_mib() if self.spec.get("accelerator") == "gpu" else None
+        if mem is not None:
+            att["device_mem_after_mib"] = mem
+            log("attempt %d torn down in %.1f s; device memory used now (MiB): %s" % (k, att["teardown_s"], mem))
         while pump():
             pass
         if partial:
@@ -964,7 +1068,7 @@ class Supervisor:
         except Exception as e:  # noqa: BLE001 - record, clean up, never leave verl orphaned silently
             log("supervisor error: %s\n%s" % (e, traceback.format_exc()))
             try:
-                stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"])
+                stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
             except Exception:  # noqa: BLE001
                 pass
             verdict = {
@@ -1043,10 +1147,15 @@ class Supervisor:
                 self.rec["features"] = fs.to_json()
                 self._set_status("retrying")
                 self._notify("escalation", verdict, d.reason)
-                self._sleep(self.tun["retry_delay_s"])
-                left = own_processes(self.pgid, self.marker)
+                if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
+                    # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
+                    att["release_wait_s"] = round(wait_gpu_release(self.att_pids, self.tun["retry_delay_s"],
+                                                                   stop=lambda: self.stop_requested), 3)
+                else:
+                    self._sleep(self.tun["retry_delay_s"])
+                left = own_processes(self.pgid, self.marker, self.cmd_marker)
                 if left:
-                    stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
+                    stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
                 if self.stop_requested:
                     return self._final("stopped", verdict, {"action": "stop", "reason": "stopped by the operator"})
                 lost = self._cluster_lost()

@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from .. import notify, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
+from .. import notify, overrides, planning, proxy, remote_bundle, runstate, settings as settings_mod, swanlab_cfg, userconfig
 from ..fanout import Row
 from ..remote import RemoteError
 from ._common import (EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task,
@@ -92,7 +92,7 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
     ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line. Returns the probe's
     facts (empty when skipped), for the memory-fit estimate."""
     host = target.host
-    state = target.container_state()
+    state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
     if not state.running:
         raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
                             f"{state.status}: start it (docker start {target.container}) and launch again")
@@ -270,6 +270,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         return p
     st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
+    if resume and (not runstate.is_run_id(resume) or len(chosen) > 1):
+        fail(f"--resume {resume!r}: give one run id (YYYYMMDD-HHMMSS-xxxx, from inv status --list) and one -H host",
+             EXIT_USAGE)
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)
     try:
@@ -328,7 +331,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
                 print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         d = r.row.data
-        print(f"run {d['run_id']} {d['status']} on {h.name} (container {d['container']})")
+        print(f"run {d['run_id']} {d['status']} on {h.name} (" + (f"container {d['container']}" if d['container'] else "bare host") + ")")
         print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
         print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
         if d.get("resume"):

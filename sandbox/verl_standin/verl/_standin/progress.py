@@ -21,9 +21,13 @@ def _fmt_time(s: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, initial: int = 0, desc: str = "", prefix: str = "", stream=None):
+    def __init__(self, total: int, initial: int = 0, desc: str = "", prefix: str = "", stream=None,
+                 ray_lines: bool = False):
+        """``ray_lines``: each redraw reaches the driver log as its own Ray-prefixed line ``<prefix>\\r<bar>\\n``
+        and close adds a second redraw on the last line, as in the real verl 0.9.1 logs."""
         self.total, self.n, self.initial, self.desc = total, initial, initial, desc
         self.prefix = prefix
+        self.ray_lines = ray_lines
         self.stream = stream or sys.stderr
         self.t0 = time.time()
         self.closed = False
@@ -53,7 +57,10 @@ class Progress:
                 f"[{_fmt_time(elapsed)}<{remaining}, {rate_s}]")
 
     def _draw(self):
-        self.stream.write("\r" + self.prefix + self._line())
+        if self.ray_lines:
+            self.stream.write(self.prefix + ("\r" if self.n > self.initial else "") + self._line() + "\n")
+        else:
+            self.stream.write("\r" + self.prefix + self._line())
         self.stream.flush()
 
     def update(self, k: int = 1):
@@ -62,7 +69,10 @@ class Progress:
 
     def close(self):
         if not self.closed:
-            self._draw()
-            self.stream.write("\n")
+            if self.ray_lines:
+                self.stream.write(self.prefix + "\r" + self._line() + "\r" + self._line() + "\n")
+            else:
+                self._draw()
+                self.stream.write("\n")
             self.stream.flush()
             self.closed = True

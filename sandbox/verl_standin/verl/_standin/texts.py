@@ -70,8 +70,38 @@ def device_oom_line(accelerator: str, rng: random.Random, device: int = 0) -> st
             f"PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.")
 
 
+#: the real vLLM 0.24 sleep-mode wake-up OOM inside verl's update_weights (weight sync), as the vLLM worker prints
+#: it through the vLLMHttpServer actor (tests/fixtures/real-verl/verl-run-3-oom.log, lines 1069-1080)
+WAKE_UP_SITE = "/tmp/site/vllm"
+CUMEM_OOM = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163"
+
+
+def wake_up_oom(pids: dict, rng: random.Random) -> list[str]:
+    """The vLLM worker's lines for a weight-sync (wake-up) OOM: to print with the ``vLLMHttpServer`` prefix."""
+    w = pids["worker"] + 370
+    pre = f"(Worker pid={w}) ERROR 12-01 07:45:52 [multiproc_executor.py:1000] "
+    frames = [(f"{WAKE_UP_SITE}/v1/executor/multiproc_executor.py", 992, "worker_busy_loop",
+               "output = func(*args, **kwargs)"),
+              (f"{WAKE_UP_SITE}/v1/worker/gpu_worker.py", 189, "wake_up", "allocator.wake_up(tags)"),
+              (f"{WAKE_UP_SITE}/device_allocator/cumem.py", 232, "wake_up", "create_and_map(handle)"),
+              (f"{WAKE_UP_SITE}/device_allocator/cumem.py", 49, "create_and_map",
+               "python_create_and_map(*allocation_handle)")]
+    out = [pre + "WorkerProc hit an exception.", pre + "Traceback (most recent call last):"]
+    for f, ln, fn, code in frames:
+        out += [pre + f'  File "{f}", line {ln}, in {fn}', pre + f"    {code}"]
+    out.append(pre + "RuntimeError: " + CUMEM_OOM)
+    ec = f"(EngineCore pid={w - 48}) ERROR 12-01 07:45:52 [core.py:1449] "
+    out += [ec + "Invocation of wake_up method failed",
+            ec + f"RuntimeError: Worker failed with error '{CUMEM_OOM}', please check the stack trace above for the "
+                 "root cause", CUMEM_OOM]
+    return out
+
+
 def device_oom(accelerator: str, phase: str, runner: str, pids: dict, ip: str, rng: random.Random):
-    """(worker lines printed at once with the WorkerDict prefix, exception the driver raises later)."""
+    """(worker lines printed at once with the WorkerDict prefix, exception the driver raises later).
+    ``phase`` ``update_weights`` (GPU): vLLM's wake-up OOM (:func:`wake_up_oom`) and the driver's RuntimeError."""
+    if phase == "update_weights" and accelerator == "gpu":
+        return wake_up_oom(pids, rng), RuntimeError(CUMEM_OOM)
     drv_frame, method, wframes = OOM_PHASES.get(phase, OOM_PHASES["update_actor"])
     oom = device_oom_line(accelerator, rng, device=rng.randrange(8))
     inner = "OutOfMemoryError" if accelerator == "gpu" else "RuntimeError"

@@ -3,9 +3,14 @@
 It receives the config composed by the REAL ``@hydra.main`` over verl 0.9.1's real yaml (so override errors
 are Hydra's own), runs the cross-checks the real trainer enforces where they matter to dapo-ops, and prints
 verl's stdout formats while "training" with a configurable step time. Failures come from the scenario file
-(see ``cues.py`` and ``sandbox/README.md``). Log format choice: the classic verl lines that 0.9.1's one-step-off
-trainer prints (``Load from checkpoint folder: ...``, ``local_global_step_folder: ...``) are used for every
-entry point, so one parser covers the bench.
+(see ``cues.py`` and ``sandbox/README.md``). Log formats follow REAL verl 0.9.1 runs
+(``tests/fixtures/real-verl/verl-run-*.log``, from the H200): ``main_ppo`` is the V1 trainer (``TaskRunnerV1``;
+``verl/trainer/ppo/v1/trainer_base.py``): Ray's ANSI actor prefix ``\x1b[36m(TaskRunnerV1 pid=N)\x1b[0m ``,
+``Total training steps``, ``Training from scratch``, ``Resuming from <dir>, setting global step to K`` and
+``Saving checkpoint to <dir>`` through Python logging as ``INFO:<date> <time>,<ms>:...``, the save line before
+its step's ``step:N`` line, no "finished" line (``'Final validation metrics: None'``, the 100 % bar, exit 0), a
+resumed bar starting at ``K/N``, one tqdm redraw per prefixed line. The one-step-off entry keeps the classic
+lines its 0.9.1 trainer prints (``Load from checkpoint folder: ...``, ``local_global_step_folder: ...``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,13 @@ def _sel(cfg, key, default=None):
 
 
 class Out:
-    """Writes lines the way they reach a verl driver log: Ray prefixes ``(<Actor> pid=<pid>) `` optional."""
+    """Writes lines the way they reach a verl driver log: Ray prefixes ``(<Actor> pid=<pid>) `` optional, in
+    Ray's cyan (``\x1b[36m(<Actor> pid=<pid>)\x1b[0m ``, as the real logs show) when ``ansi``."""
 
-    def __init__(self, runner: str, use_prefix: bool):
+    def __init__(self, runner: str, use_prefix: bool, ansi: bool = False):
         self.runner = runner
         self.use_prefix = use_prefix
+        self.ansi = ansi
         self.pid = os.getpid()
         self.worker_pid = self.pid + 409
 
@@ -46,7 +53,15 @@ class Out:
         if not self.use_prefix or actor is None:
             return ""
         pid = self.pid if actor == self.runner else self.worker_pid
+        if self.ansi:
+            return f"\x1b[36m({actor} pid={pid})\x1b[0m "
         return f"({actor} pid={pid}) "
+
+    def info(self, text: str, actor: str | None = "runner") -> None:
+        """A Python-logging line as verl's logger prints it: ``INFO:2026-12-01 07:35:56,297:<text>``."""
+        t = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + ",%03d" % int((t % 1) * 1000)
+        self.line(f"INFO:{stamp}:{text}", actor)
 
     def line(self, text: str, actor: str | None = "runner", err: bool = False) -> None:
         actor = self.runner if actor == "runner" else actor
@@ -175,8 +190,9 @@ class StandinTrainer:
         self.dev = cues.devices()
         self.fail = self.scn.get("failure") or None
         self.accel = self.scn.get("accelerator") or self.dev.get("accelerator", "npu")
-        runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunner"
-        self.out = Out(runner, bool(self.scn.get("ray_prefix", True)))
+        runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunnerV1"
+        self.v1 = not self.one_step_off  # main_ppo = the V1 trainer: its log lines (module docstring)
+        self.out = Out(runner, bool(self.scn.get("ray_prefix", True)), ansi=self.v1)
         self.rng = random.Random(int(self.scn.get("seed", 0)))
         self.step_time = float(self.scn.get("step_time", 0.2))
         self.hostname = socket.gethostname()
@@ -248,7 +264,10 @@ class StandinTrainer:
             total = DATALOADER_LEN * int(_sel(cfg, "trainer.total_epochs", 30))
             o.line(f"Size of train dataloader: {DATALOADER_LEN}, Size of val dataloader: 1")
         total = int(total)
-        o.line(f"Total training steps: {total}")
+        if self.v1:
+            o.info(f"Total training steps: {total}")
+        else:
+            o.line(f"Total training steps: {total}")
         self._check_resources(nnodes)
         if startup > 0:
             time.sleep(startup)
@@ -424,7 +443,10 @@ class StandinTrainer:
             tracker = os.path.join(d, "latest_checkpointed_iteration.txt")
             if not os.path.exists(tracker):
                 o.line(f"Checkpoint tracker file does not exist: {tracker}")
-                o.line("Training from scratch")
+                if self.v1:
+                    o.info("Training from scratch")
+                else:
+                    o.line("Training from scratch")
                 return 0
             step = int(open(tracker).read().strip())
             folder = os.path.join(d, f"global_step_{step}")
@@ -436,9 +458,12 @@ class StandinTrainer:
             step = int(folder.rstrip("/").split("global_step_")[-1])
         else:
             raise NotImplementedError(f"resume_mode {mode} is not supported")
-        o.line(f"Load from checkpoint folder: {folder}")
-        o.line(f"Setting global step to {step}")
-        o.line(f"Resuming from {folder}")
+        if self.v1:
+            o.info(f"Resuming from {folder}, setting global step to {step}")
+        else:
+            o.line(f"Load from checkpoint folder: {folder}")
+            o.line(f"Setting global step to {step}")
+            o.line(f"Resuming from {folder}")
         shard = os.path.join(folder, "actor", f"model_world_size_{self._world()}_rank_0.pt")
         if not os.path.exists(shard):
             raise FileNotFoundError(f"[Errno 2] No such file or directory: '{shard}'")
@@ -448,7 +473,10 @@ class StandinTrainer:
         o = self.out
         d = self._ckpt_dir()
         folder = os.path.join(d, f"global_step_{step}")
-        o.line(f"local_global_step_folder: {folder}")
+        if self.v1:
+            o.info(f"Saving checkpoint to {folder}")
+        else:
+            o.line(f"local_global_step_folder: {folder}")
         actor = os.path.join(folder, "actor")
         os.makedirs(actor, exist_ok=True)
         w = self._world()
@@ -457,7 +485,9 @@ class StandinTrainer:
             for r in range(w):
                 with open(os.path.join(actor, f"{kind}_world_size_{w}_rank_{r}.pt"), "wb") as f:
                     f.write(payload)
-            o.line(f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}", "WorkerDict")
+            if not self.v1:  # the V1 trainer's workers print no save line at INFO
+                o.line(f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}",
+                       "WorkerDict")
             if kill_during:
                 os.kill(os.getpid(), signal.SIGKILL)
         with open(os.path.join(folder, "data.pt"), "wb") as f:
@@ -491,7 +521,8 @@ class StandinTrainer:
             val = self._val_metrics(start)
             o.pformat(f"Initial validation metrics: {val}")
             self._log(val, start)
-        bar = Progress(total=total, initial=start, desc="Training Progress", prefix=o.pre(o.runner))
+        bar = Progress(total=total, initial=start, desc="Training Progress", prefix=o.pre(o.runner),
+                       ray_lines=self.v1)
         fail = self.fail
         kind = fail.get("kind") if fail else None
         fstep = self.fail_step()
@@ -503,10 +534,11 @@ class StandinTrainer:
                 time.sleep(float(fail.get("hang_s", 10 ** 9)))
             time.sleep(self.step_time)
             if at_fail and kind == "oom-device" and not _avoided(fail, feats, cfg) and cues.fire_allowed(self.scn):
-                wl, exc = texts.device_oom(self.accel, fail.get("phase", "update_actor"), o.runner, self.pids,
-                                           self.ip, self.rng)
+                phase = fail.get("phase", "update_actor")
+                wl, exc = texts.device_oom(self.accel, phase, o.runner, self.pids, self.ip, self.rng)
+                actor = "vLLMHttpServer" if phase == "update_weights" else "WorkerDict"
                 for ln in wl:
-                    o.line(ln, "WorkerDict")
+                    o.line(ln, actor)
                 self.raise_later(exc, "hang_s", 3.0)
             if at_fail and kind == "oom-host" and not fail.get("during_save") and cues.fire_allowed(self.scn):
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -547,9 +579,10 @@ class StandinTrainer:
                     o.line(texts.swanlab_401(self.rng))
             self._log(metrics, step)
             bar.update(1)
-        if not last_val and test_freq != 0:
+        if not last_val and test_freq != 0 and not self.v1:
             last_val = self._val_metrics(total)
-        o.pformat(f"Final validation metrics: {last_val}")
+        # V1 trainer: None unless a test_freq validation ran (real runs: 'Final validation metrics: None')
+        o.pformat(f"Final validation metrics: {last_val or None}" if self.v1 else f"Final validation metrics: {last_val}")
         bar.close()
         if self.tracker is not None:
             self.tracker.finish()

@@ -1,0 +1,49 @@
+"""The GPU retry delay waits only for device-memory release (supervisor.wait_gpu_release), read from
+``nvidia-smi --query-compute-apps=pid`` (a stand-in script on PATH here)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from dapo_ops import supervisor
+
+
+def _fake_smi(tmp_path, lines_per_call: list[str]):
+    """nvidia-smi that prints lines_per_call[i] on its i-th call (the last one forever)."""
+    state = tmp_path / "n"
+    state.write_text("0")
+    script = tmp_path / "nvidia-smi"
+    body = "\n".join(f"  {i}) printf '{t}' ;;" for i, t in enumerate(lines_per_call))
+    script.write_text(f"""#!/bin/sh
+n=$(cat {state}); echo $((n+1)) > {state}
+case $n in
+{body}
+  *) printf '{lines_per_call[-1]}' ;;
+esac
+""")
+    script.chmod(0o755)
+    return state
+
+
+def test_returns_once_the_attempts_pids_are_gone(tmp_path, monkeypatch):
+    state = _fake_smi(tmp_path, ["4242\\n777\\n", "4242\\n777\\n", "777\\n"])
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    waited = supervisor.wait_gpu_release([4242, 4243], max_s=5.0, every_s=0.05)
+    assert int(state.read_text()) == 3  # looked until 4242 was gone; 777 (another run's) is not ours
+    assert waited < 2.0
+
+
+def test_caps_at_max_s(tmp_path, monkeypatch):
+    _fake_smi(tmp_path, ["4242\\n"])
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    t0 = time.monotonic()
+    supervisor.wait_gpu_release([4242], max_s=0.5, every_s=0.05)
+    assert 0.45 <= time.monotonic() - t0 < 3.0
+
+
+def test_without_nvidia_smi_waits_the_full_delay(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # empty dir: no nvidia-smi
+    t0 = time.monotonic()
+    supervisor.wait_gpu_release([1], max_s=0.4)
+    assert time.monotonic() - t0 >= 0.38

@@ -1,0 +1,131 @@
+"""A bare host on THIS machine (``runtime = "host"``, ``transport = "local"``) driven through the real CLI against
+the verl stand-in (sandbox/host_tree.sh builds its root; no docker, no SSH): preflight, launch, watch, status,
+logs --errors, stop, a device-OOM cue -> retry -> success, and ``launch --resume``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bare")
+    tree = root / "host"
+    subprocess.run(["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")], check=True,
+                   capture_output=True)
+    (tree / "sandbox").mkdir()
+    (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
+    inv_path = root / "hosts.toml"
+    py = Path(sys.executable)
+    inv_path.write_text(f"""
+[hosts.dev]
+runtime = "host"
+transport = "local"
+workdir = "{tree}"
+runs_dir = "{tree}/dapo_runs"
+python = "{py}"
+accelerator = "gpu"
+devices = 1
+device_mounts = false
+[hosts.dev.env]
+PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
+DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
+DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
+    env.update(DAPO_OPS_INVENTORY=str(inv_path), DAPO_OPS_CONFIG=str(root / "none.toml"), SWANLAB_MODE="disabled",
+               ROLLOUT_TP="1", FRAMEWORK="fsdp")
+
+    class B:
+        runs = tree / "dapo_runs"
+
+        def cue(self, scenario: dict):
+            scenario = {"accelerator": "gpu", "nonce": time.time(), **scenario}
+            (tree / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
+
+        def inv(self, *args, timeout=120):
+            return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
+                                  text=True, env=env, cwd=root, timeout=timeout)
+
+        def launch(self, *args):
+            r = self.inv("launch", "-H", "dev", "--link-wait", "0", *args)
+            assert r.returncode == 0, r.stdout + r.stderr
+            rid = r.stdout.split()[1]
+            return r, rid
+
+        def record(self, rid):
+            return json.loads((self.runs / rid / "run.json").read_text())
+
+    return B()
+
+
+def test_preflight_passes_on_the_bare_host(bare):
+    r = bare.inv("preflight", "-H", "dev", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["hosts"]["dev"]["checks"]}
+    assert checks["host"]["status"] == "ok" and "docker" not in checks and "container" not in checks
+    assert checks["devices"]["status"] == "ok" and checks["verl"]["status"] == "ok"
+    # the stand-in's sample model has no attention-head counts: the memory-fit estimate warns, nothing fails
+    assert all(c["status"] == "ok" or c["name"] == "memory-fit" for c in checks.values()), checks
+
+
+def test_launch_watch_status_logs_on_the_bare_host(bare):
+    bare.cue({"step_time": 0.2})
+    r, rid = bare.launch("--steps", "3", "--save-freq", "1")
+    assert "(bare host)" in r.stdout and "docker" not in r.stdout
+    w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1")
+    assert w.returncode == 0, w.stdout + w.stderr
+    rows = json.loads(bare.inv("status", "-H", "dev", "--json").stdout)
+    assert (rows[0]["run_id"], rows[0]["state"], rows[0]["step"], rows[0]["total"]) == (rid, "succeeded", 3, 3)
+    assert rows[0]["container"] == ""
+    e = bare.inv("logs", "-H", "dev", "--run", rid, "--errors")
+    assert e.returncode == 0 and "no failure evidence" in e.stdout + e.stderr
+    rec = bare.record(rid)
+    assert rec["attempts"][0]["ray_tmpdir"] == f"/tmp/dray/{rid}.1"
+
+
+def test_device_oom_cue_retries_and_succeeds_on_the_bare_host(bare):
+    bare.cue({"step_time": 0.2, "failure": {"kind": "oom-device", "step": 2, "times": 1}})
+    _, rid = bare.launch("--steps", "3", "--save-freq", "1")
+    w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1")
+    assert w.returncode == 0, w.stdout + w.stderr
+    rec = bare.record(rid)
+    a1, a2 = rec["attempts"]
+    assert a1["killed_by"] == "oom" and a1["verdict"]["cls"] == "oom-device"
+    assert a2["resumed_from"] == 1 and a2["verdict"]["cls"] == "success"
+    # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/ladder.py)
+    rungs = (a2.get("setting_changes") or {}).get("memory_rungs") or []
+    assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(r.get("source") == "oom-retry-1" for r in rungs)
+    assert a2["started_at"] - a1["oom_line_at"] < 3.0 + a1["teardown_s"] + 2.0  # generous on a shared 2-core box
+
+
+def test_stop_and_resume_on_the_bare_host(bare):
+    bare.cue({"step_time": 0.5})
+    _, rid = bare.launch("--steps", "40", "--save-freq", "1")
+    deadline = time.time() + 60
+    while time.time() < deadline and bare.record(rid).get("step", 0) in (None, 0, 1):
+        time.sleep(0.5)
+    s = bare.inv("stop", "-H", "dev", "--run", rid)
+    assert s.returncode == 0, s.stdout + s.stderr
+    assert bare.record(rid)["status"] == "stopped"
+    saved = int((bare.runs / rid / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
+    bare.cue({"step_time": 0.1})
+    _, rid2 = bare.launch("--steps", str(saved + 2), "--save-freq", "1", "--resume", rid)
+    w = bare.inv("watch", "-H", "dev", "--run", rid2, "--interval", "1")
+    assert w.returncode == 0, w.stdout + w.stderr
+    rec = bare.record(rid2)
+    assert rec["ckpt_dir"] == str(bare.runs / rid / "checkpoints")
+    assert rec["attempts"][0]["resumed_from"] == saved and rec["step"] == saved + 2
+    log = (bare.runs / rid2 / "train.log").read_text(errors="replace")
+    assert f"global_step_{saved}, setting global step to {saved}" in log
+    bad = bare.inv("launch", "-H", "dev", "--resume", "20200101-000000-abcd")
+    assert bad.returncode != 0 and "has no run.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
