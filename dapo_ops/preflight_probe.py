@@ -253,10 +253,38 @@ def _compose_key(comp: dict) -> str | None:
     return h.hexdigest()[:32]
 
 
+def installed_config_root(rq: dict) -> dict:
+    """The compose request pointed at the verl that this Python imports, when the request's own
+    ``config_dir`` (``<workdir>/verl/trainer/config``: a verl source checkout in the workdir, the usual
+    container layout) does not exist, e.g. verl installed as a wheel under ``PYTHONPATH=/tmp/site`` on a bare
+    host (gpu/README.md). ``config_root``, ``config_dir`` and any ``hydra.searchpath=`` override move to the
+    parent of the ``verl`` package found by ``importlib.util.find_spec`` (nothing is imported). Unchanged when
+    the dir exists or no verl is found."""
+    import importlib.util
+
+    old_root, cdir = rq.get("config_root", ""), rq.get("config_dir", "")
+    if not cdir or os.path.isdir(cdir):
+        return rq
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        return rq
+    locs = list(getattr(spec, "submodule_search_locations", None) or []) if spec else []
+    if not locs:
+        return rq
+    root = os.path.dirname(os.path.abspath(locs[0]))
+    rel = os.path.relpath(cdir, old_root) if old_root and cdir.startswith(old_root.rstrip("/") + "/") \
+        else "verl/trainer/config"
+    ovs = [o.replace(old_root.rstrip("/") + "/verl/", root + "/verl/") if old_root and o.startswith("hydra.searchpath=")
+           else o for o in rq.get("overrides") or []]
+    return dict(rq, config_root=root, config_dir=os.path.join(root, rel), overrides=ovs)
+
+
 def _compose(comp: dict) -> dict:
     """Run the Hydra compose checker (:mod:`dapo_ops.validate` source) in a child Python; results are cached
     in the container by content key (:func:`_compose_key`), so a repeated preflight with the same overrides
     against the same config files costs no compose."""
+    comp = dict(comp, request=installed_config_root(comp["request"]))
     key = _compose_key(comp) if comp.get("cache", True) else None
     path = os.path.join(COMPOSE_CACHE, key + ".json") if key else None
     if path and os.path.isfile(path):

@@ -22,7 +22,8 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
 output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM → SIGKILL),
 ``retry_delay_s`` (10 on NPU — HCCL ``EJ0001`` if restarted too soon —; on GPU at most 3: the wait ends as soon as
-``nvidia-smi --query-compute-apps`` lists none of the stopped attempt's PIDs, :func:`wait_gpu_release`),
+``nvidia-smi --query-compute-apps`` lists none of the stopped attempt's PIDs and the GPUs' used memory is back
+near what it was before attempt 1, :func:`wait_gpu_release`), ``release_wait_max_s`` (60: the bound on the latter),
 ``write_interval_s`` (1.0: run.json progress throttle), ``oom_counter_files`` (list of paths, default
 :data:`OOM_COUNTER_FILES`). ``hang_timeout_s`` is top-level in the spec.
 """
@@ -98,6 +99,7 @@ DEFAULT_TUNABLES = {
     "oom_grace_s": 1.0,
     "kill_grace_s": 15.0,
     "write_interval_s": 1.0,
+    "release_wait_max_s": 60.0,
 }
 
 
@@ -332,22 +334,42 @@ def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
 
 
 def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
-                     stop: Callable[[], bool] = lambda: False) -> float:
-    """Wait until no PID of ``pids`` (a stopped attempt's processes) holds GPU memory, at most ``max_s`` s; without
-    nvidia-smi the full ``max_s`` (the old fixed delay). Ends early when ``stop()`` is true (a SIGTERM to the
-    supervisor). Returns the seconds waited. The driver frees a process's device memory as its files close, so
-    after the teardown this normally returns at the first look."""
+                     stop: Callable[[], bool] = lambda: False, baseline_mib: Optional[List[int]] = None,
+                     slack_mib: int = 1024, mem_max_s: float = 60.0) -> float:
+    """Wait until the stopped attempt's device memory is free again. Returns the seconds waited.
+
+    Two conditions, both read from nvidia-smi: no PID of ``pids`` (the attempt's processes) is listed by
+    ``--query-compute-apps`` (at most ``max_s`` s), and, when ``baseline_mib`` (per-GPU MiB used before the run's
+    first attempt) is given, every GPU's ``memory.used`` is back within ``slack_mib`` MiB of it (at most
+    ``mem_max_s`` s in all). The second condition exists because of a real run (tests/fixtures/real-verl/tool-runs,
+    scenario d): the PID wait ended after 0.97 s while 136201 MiB were still in use; the driver frees a dead
+    process's memory a while after the process leaves the list. Without nvidia-smi the full ``max_s`` (the old
+    fixed delay). Ends early when ``stop()`` is true (a SIGTERM to the supervisor)."""
     t0 = _now()
     own = set(pids)
     smi = True
-    while not stop() and _now() - t0 < max_s:
-        if smi:
+    pids_gone = False
+    while not stop():
+        waited = _now() - t0
+        if smi and not pids_gone:
             apps = gpu_compute_pids()
             if apps is None:
                 smi = False  # no nvidia-smi: the fixed delay
-            elif not own.intersection(apps):
+            elif not own.intersection(apps) or waited >= max_s:
+                pids_gone = True  # (still listed after max_s: judge by the memory alone)
+        if not smi:
+            if waited >= max_s:
                 break
-        time.sleep(min(every_s, max(0.0, max_s - (_now() - t0))))
+        elif pids_gone:
+            if not baseline_mib:
+                break
+            used = device_memory_used_mib()
+            if used is None or (len(used) == len(baseline_mib)
+                                and all(u <= b + slack_mib for u, b in zip(used, baseline_mib))):
+                break
+            if waited >= mem_max_s:
+                break
+        time.sleep(every_s)
     return _now() - t0
 
 
@@ -783,6 +805,8 @@ class Supervisor:
         except Exception as e:  # noqa: BLE001 - e.g. overrides.OverrideError for a ladder setting change
             raise _BuildError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
         oom0 = oom_kill_count(tuple(self.spec.get("supervisor", {}).get("oom_counter_files") or OOM_COUNTER_FILES))
+        if self.spec.get("accelerator") == "gpu" and k == 1:
+            att["device_mem_before_mib"] = device_memory_used_mib()  # the baseline the retry waits return to
         self.rec["attempts"].append(att)
         self.rec["attempt"] = k
         self.rec["features"] = fs.to_json()
@@ -1149,8 +1173,15 @@ class Supervisor:
                 self._notify("escalation", verdict, d.reason)
                 if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
                     # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
-                    att["release_wait_s"] = round(wait_gpu_release(self.att_pids, self.tun["retry_delay_s"],
-                                                                   stop=lambda: self.stop_requested), 3)
+                    base = (self.rec["attempts"][0] or {}).get("device_mem_before_mib")
+                    att["release_wait_s"] = round(wait_gpu_release(
+                        self.att_pids, self.tun["retry_delay_s"], stop=lambda: self.stop_requested,
+                        baseline_mib=base, mem_max_s=self.tun["release_wait_max_s"]), 3)
+                    after = device_memory_used_mib()
+                    if after is not None:
+                        att["device_mem_at_retry_mib"] = after
+                        log("device memory used before attempt %d (MiB): %s (before attempt 1: %s)"
+                            % (k + 1, after, base))
                 else:
                     self._sleep(self.tun["retry_delay_s"])
                 left = own_processes(self.pgid, self.marker, self.cmd_marker)

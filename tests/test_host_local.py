@@ -128,4 +128,4 @@ def test_stop_and_resume_on_the_bare_host(bare):
     log = (bare.runs / rid2 / "train.log").read_text(errors="replace")
     assert f"global_step_{saved}, setting global step to {saved}" in log
     bad = bare.inv("launch", "-H", "dev", "--resume", "20200101-000000-abcd")
-    assert bad.returncode != 0 and "has no run.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.returncode != 0 and "no run 20200101-000000-abcd on dev" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

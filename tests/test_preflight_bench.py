@@ -270,8 +270,10 @@ def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path):
                      "--max-response-length", "1024",
                      env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"})
         assert r.returncode == 1
-        assert "h1: ok" in r.stdout and "h2: fail" in r.stdout and "h3: ok" in r.stdout
-        assert "preflight: 3 hosts: h1 ok, h2 FAIL (devices), h3 ok" in r.stdout
+        # h1/h3 only warn: the sandbox image sources no CANN set_env.sh (cann) and its tiny model's config.json
+        # lacks the shape keys the memory-fit estimate needs (memory-fit); neither stops a launch
+        assert "h1: warn" in r.stdout and "h2: fail" in r.stdout and "h3: warn" in r.stdout
+        assert "preflight: 3 hosts: h1 warn (cann, memory-fit), h2 FAIL (devices), h3 warn (cann, memory-fit)" in r.stdout
         assert r.stderr.strip().startswith("h2: devices fail: 4 NPU(s) usable inside the container, the plan needs 8")
         assert "\n" not in r.stderr.strip()
     finally:

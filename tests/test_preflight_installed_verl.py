@@ -1,0 +1,44 @@
+"""Preflight's compose check finds the config of a verl installed as a package (no verl checkout in the
+workdir), as on the bare GPU host of gpu/README.md, where the first real run's preflight failed with
+"Primary config directory not found: /tmp/dapo/work/verl/trainer/config"."""
+
+from __future__ import annotations
+
+import sys
+
+from dapo_ops import preflight_probe
+
+
+def _fake_verl(tmp_path):
+    site = tmp_path / "site"
+    cfg = site / "verl" / "trainer" / "config"
+    cfg.mkdir(parents=True)
+    (site / "verl" / "__init__.py").write_text("raise RuntimeError('find_spec must not import verl')\n")
+    (site / "verl" / "trainer" / "__init__.py").write_text("")
+    (cfg / "ppo_trainer.yaml").write_text("trainer:\n  total_training_steps: 1\n")
+    return site
+
+
+def test_request_moves_to_the_installed_verl_when_the_workdir_has_none(tmp_path, monkeypatch):
+    site = _fake_verl(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(site)] + sys.path)
+    work = tmp_path / "work"
+    work.mkdir()
+    rq = {"config_root": str(work), "config_dir": f"{work}/verl/trainer/config", "config_name": "ppo_trainer",
+          "overrides": ["trainer.total_training_steps=3", f"hydra.searchpath=[file://{work}/verl/trainer/config]"]}
+    got = preflight_probe.installed_config_root(rq)
+    assert got["config_root"] == str(site) and got["config_dir"] == f"{site}/verl/trainer/config"
+    assert got["overrides"] == ["trainer.total_training_steps=3", f"hydra.searchpath=[file://{site}/verl/trainer/config]"]
+    assert "verl" not in sys.modules or not str(getattr(sys.modules["verl"], "__file__", "")).startswith(str(site))
+
+
+def test_request_is_kept_when_the_workdir_holds_verl(tmp_path, monkeypatch):
+    site = _fake_verl(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(site)] + sys.path)
+    rq = {"config_root": str(site), "config_dir": f"{site}/verl/trainer/config", "overrides": []}
+    assert preflight_probe.installed_config_root(rq) is rq
+    gone = {"config_root": str(tmp_path / "nowhere"), "config_dir": str(tmp_path / "nowhere/verl/trainer/config")}
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no verl importable at all
+    assert preflight_probe.installed_config_root(gone) is gone
