@@ -1,0 +1,219 @@
+"""The tool's own tasks against REAL verl 0.9.1 + vLLM on an H200 (gpu/README.md, scenarios a..d, 2026-12-01):
+the records they left (tests/fixtures/real-verl/tool-runs/<scenario>/: run.json, spec.json, train.log,
+supervisor.log, status.txt, gpu-mem.csv; see its README.md) replayed through the project's own readers: the
+supervisor's log parsing, ``runstate``, ``classify``, ``ladder.decide`` and ``statusview``.
+
+The ladder tests replay the decision the supervisor made after the real OOM (``supervisor._supervise`` calls
+``ladder.decide(fs, cls, detail, k, oom_used, max_oom_retries, other_used, settings)``) and require exactly the
+rung that was applied and that then made the real run succeed: a ladder change that would not have fixed the
+real run fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dapo_ops import classify, features, ladder, runstate, statusview, supervisor
+
+RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
+
+# scenario -> (run id, final step == total, resumed_from of the last attempt, steps printed in train.log, attempts)
+WANT = {
+    "a-success": ("20261201-103327-4649", 3, None, [1, 2, 3], 1),
+    "b-resume": ("20261201-103751-2688", 4, 3, [4], 1),
+    "c-weight-sync-oom": ("20261201-104328-0ea0", 2, 1, [2], 2),  # attempt 1 saved step 1, OOM'd before its step line
+    "d-update-oom": ("20261201-105114-ff3e", 1, None, [1], 2),    # save_freq -1: attempt 2 starts from scratch
+}
+# scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
+# setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/settings.py)
+OOMS = {
+    "c-weight-sync-oom": (134, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
+                          "gpu_memory_utilization"),
+    "d-update-oom": (143, "update", "update-batch", "ppo_micro_batch_size_per_gpu", 16, 64, "micro_batch_size"),
+}
+# the verl key each rung's setting reaches (verl/trainer/config/actor/actor.yaml, rollout/rollout.yaml)
+VERL_KEY = {"gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+            "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"}
+
+
+def run_of(name: str) -> dict:
+    rec = runstate.read_run(RUNS / name)
+    assert rec is not None, name
+    return rec
+
+
+def log_text(name: str) -> str:
+    return (RUNS / name / "train.log").read_text(encoding="utf-8", errors="replace")
+
+
+def attempt_text(name: str, k: int) -> str:
+    """Attempt ``k``'s part of train.log, between the supervisor's ``===== dapo-ops attempt k start`` and
+    ``... end`` delimiters (the supervisor writes them; ``classify`` judges the last attempt of a text)."""
+    body = log_text(name)
+    start = body.index("===== dapo-ops attempt %d start" % k)
+    end = body.index("\n", body.index("===== dapo-ops attempt %d end" % k, start))
+    return body[start:end + 1]
+
+
+def parsed(text: str):
+    steps, totals, resumes = [], [], []
+    for ln in re.split(r"[\r\n]", text):
+        pm = supervisor.parse_metrics_line(ln)
+        if pm:
+            steps.append(pm[0])
+        m = supervisor.TOTAL_RE.search(ln)
+        if m:
+            totals.append(int(m.group(1)))
+        m = supervisor.RESUME_RE.search(ln)
+        if m:
+            resumes.append(int(m.group(1) or m.group(2)))
+    return steps, totals, resumes
+
+
+def test_fixtures_are_real_and_small():
+    for name in WANT:
+        for f in ("run.json", "spec.json", "train.log", "supervisor.log", "status.txt"):
+            p = RUNS / name / f
+            assert p.stat().st_size < 1 << 20, p
+        assert "\x1b[36m(TaskRunnerV1 pid=" in log_text(name)  # Ray's cyan actor prefix: real verl output
+
+
+def test_no_secret_in_fixtures():
+    pat = re.compile(r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|AKIA[A-Z0-9]{16}|"
+                     r"(?i:(api[_-]?key|password|secret)\s*[=:]\s*\S{6,})")
+    for p in RUNS.rglob("*"):
+        if p.is_file():
+            hit = pat.search(p.read_text(encoding="utf-8", errors="replace"))
+            assert hit is None, (p, hit and hit.group(0))
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_run_record_final_state(name):
+    run_id, total, resumed, _, n_att = WANT[name]
+    rec = run_of(name)
+    assert rec["run_id"] == run_id and runstate.read_spec(RUNS / name)["run_id"] == run_id
+    assert rec["status"] == "succeeded"
+    assert (rec["step"], rec["total_steps"]) == (total, total)
+    assert len(rec["attempts"]) == n_att
+    last = rec["attempts"][-1]
+    assert last["exit_code"] == 0 and last["verdict"]["cls"] == "success" and last["step_reached"] == total
+    assert last["resumed_from"] == resumed
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_supervisor_parsing_of_the_whole_train_log(name):
+    _, total, resumed, want_steps, n_att = WANT[name]
+    steps, totals, resumes = parsed(log_text(name))
+    assert steps == want_steps
+    assert totals == [total] * n_att  # verl prints "Total training steps" once per attempt
+    assert resumes == ([resumed] if resumed is not None else [])
+
+
+def test_resume_redoes_no_earlier_step():
+    """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
+    body = log_text("b-resume")
+    assert "Resuming from /tmp/dapo/runs/20261201-103327-4649/checkpoints/global_step_3, setting global step to 3" in body
+    steps, _, _ = parsed(body)
+    assert steps and all(s > 3 for s in steps)
+    bars = [ln for ln in re.split(r"[\r\n]", body) if "Training Progress:" in ln]
+    assert bars and "3/4 [" in bars[0]
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_classifier_reads_the_final_attempt_as_success(name):
+    total = WANT[name][1]
+    n = WANT[name][4]
+    v = classify.classify(attempt_text(name, n), exit_code=0, planned_total=total)
+    assert v.cls == "success" and v.action_kind == "done"
+
+
+@pytest.mark.parametrize("name", sorted(OOMS))
+def test_classifier_real_oom_phase(name):
+    exit_code, phase = OOMS[name][:2]
+    rec = run_of(name)
+    att1 = rec["attempts"][0]
+    assert att1["exit_code"] == exit_code and att1["killed_by"] == "oom"
+    v = classify.classify(attempt_text(name, 1), exit_code=exit_code)
+    assert v.cls == "oom-device" and v.action_kind == "escalate-memory"
+    assert v.detail.get("phase") == phase
+    assert att1["verdict"]["cls"] == "oom-device" and att1["verdict"]["detail"]["phase"] == phase
+    assert any(classify.is_device_oom_line(ln) for ln in re.split(r"[\r\n]", attempt_text(name, 1)))
+    assert not any(classify.is_device_oom_line(ln) for ln in re.split(r"[\r\n]", attempt_text(name, 2)))
+
+
+def test_weight_sync_oom_is_vllm_wake_up():
+    v = classify.classify(attempt_text("c-weight-sync-oom", 1), exit_code=134)
+    assert any("cumem_allocator.cpp:163" in e for e in v.evidence)
+    assert any("actor_rollout_update_weights" in e for e in v.evidence)
+
+
+@pytest.mark.parametrize("name", sorted(OOMS))
+def test_recorded_rung(name):
+    _, phase, rung, key, new, old, spec_key = OOMS[name]
+    rec = run_of(name)
+    spec = runstate.read_spec(RUNS / name)
+    assert spec["settings"][spec_key] == old
+    att2 = rec["attempts"][1]
+    assert att2["setting_changes"][key] == new
+    assert att2["setting_changes"]["memory_rungs"] == [
+        {"rung": rung, "phase": phase, "source": "oom-retry-1", "changes": {key: new}}]
+    assert att2["features"] == rec["attempts"][0]["features"]  # a setting rung, no feature added
+    assert rec["setting_changes"] == att2["setting_changes"]
+
+
+@pytest.mark.parametrize("name", sorted(OOMS))
+def test_ladder_chooses_the_rung_that_fixed_the_real_run(name):
+    """The supervisor's own call (supervisor._supervise), fed the recorded spec and the verdict classified from
+    the real attempt-1 log, must pick exactly the rung applied in attempt 2, the attempt that succeeded."""
+    exit_code = OOMS[name][0]
+    rec = run_of(name)
+    spec = runstate.read_spec(RUNS / name)
+    fs = features.FeatureSet.from_json(spec.get("features") or [], spec.get("disabled_features") or ())
+    settings = dict(spec["settings"])
+    settings.update(spec.get("setting_changes") or {})
+    settings.setdefault("framework", spec.get("framework"))
+    settings.setdefault("mode", spec.get("mode"))
+    v = classify.classify(attempt_text(name, 1), exit_code=exit_code)
+    d = ladder.decide(fs, v.cls, v.detail, 1, 0, spec["max_oom_retries"], {}, settings)
+    assert d.action == "retry" and d.counter == "oom"
+    assert d.setting_changes == rec["attempts"][1]["setting_changes"]
+    assert d.features.to_json() == rec["attempts"][1]["features"]
+    assert rec["attempts"][1]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(OOMS))
+def test_the_rung_reached_verl(name):
+    """supervisor.log holds each attempt's verl command: attempt 1 the spec's value, attempt 2 the rung's."""
+    _, _, _, key, new, old, _ = OOMS[name]
+    cmds = re.findall(r"attempt (\d): python3 -m verl\.trainer\.main_ppo (.*)", (RUNS / name / "supervisor.log").read_text())
+    got = {int(k): re.findall(re.escape(VERL_KEY[key]) + r"=(\S+)", argv) for k, argv in cmds}
+    assert got == {1: [str(old)], 2: [str(new)]}
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_status_view_renders_the_record(name):
+    _, total, _, _, n_att = WANT[name]
+    rec = run_of(name)
+    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    assert row.state == "succeeded" and row.status == "succeeded"
+    assert (row.step, row.total) == (total, total)
+    assert row.attempt == n_att and len(row.attempts) == n_att
+    assert row.verdict == "success"
+    assert [a["cls"] for a in row.attempts] == ["oom-device"] * (n_att - 1) + ["success"]
+    assert statusview.ending_line(rec) == "succeeded at step %d/%d" % (total, total)
+
+
+@pytest.mark.parametrize("name", sorted(WANT))
+def test_status_view_with_the_real_tail(name):
+    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/remote_probe.py)."""
+    _, total, _, _, _ = WANT[name]
+    rec = run_of(name)
+    tail = log_text(name)[-(64 << 10):]
+    t = statusview.parse_tail(tail)
+    assert t.step == total and (t.bar_step, t.bar_total) == (total, total)
+    row = statusview.build_row("gpu", {"run": rec, "tail": tail, "now": rec["ended_at"] + 6,
+                                       "supervisor_alive": False, "verl_alive": False})
+    assert row.state == "succeeded" and (row.step, row.total) == (total, total)
