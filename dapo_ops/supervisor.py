@@ -319,18 +319,22 @@ def stop_process_group(
     return killed
 
 
+def _smi(*query: str, timeout_s: float = 10.0) -> Optional[List[str]]:
+    """The whitespace-separated fields ``nvidia-smi <query...>`` prints, or None when nvidia-smi is missing,
+    fails or hangs past ``timeout_s`` s."""
+    try:
+        r = subprocess.run(["nvidia-smi", *query], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.decode().split() if r.returncode == 0 else None
+
+
 def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
     """PIDs holding GPU memory (``nvidia-smi --query-compute-apps=pid --format=csv,noheader``), or None when
     nvidia-smi is missing or fails."""
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
-        return None
-    return [int(x) for x in r.stdout.decode().split() if x.strip().isdigit()]
+    out = _smi("--query-compute-apps=pid", "--format=csv,noheader", timeout_s=timeout_s)
+    return None if out is None else [int(x) for x in out if x.strip().isdigit()]
 
 
 def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
@@ -376,16 +380,9 @@ def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
 def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
     """Per-GPU used memory (MiB) from ``nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits``, or
     None when nvidia-smi is missing or fails (recorded after an attempt's teardown: what the next one finds)."""
+    out = _smi("--query-gpu=memory.used", "--format=csv,noheader,nounits", timeout_s=timeout_s)
     try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
-        return None
-    try:
-        return [int(float(x)) for x in r.stdout.decode().split() if x.strip()]
+        return None if out is None else [int(float(x)) for x in out if x.strip()]
     except ValueError:
         return None
 
