@@ -110,7 +110,7 @@ def test_device_oom_cue_retries_and_succeeds_on_the_bare_host(bare):
 
 def test_stop_and_resume_on_the_bare_host(bare):
     bare.cue({"step_time": 0.5})
-    _, rid = bare.launch("--steps", "40", "--save-freq", "1")
+    _, rid = bare.launch("--steps", "40", "--save-freq", "1", "--offload")
     deadline = time.time() + 60
     while time.time() < deadline and bare.record(rid).get("step", 0) in (None, 0, 1):
         time.sleep(0.5)
@@ -119,7 +119,13 @@ def test_stop_and_resume_on_the_bare_host(bare):
     assert bare.record(rid)["status"] == "stopped"
     saved = int((bare.runs / rid / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
     bare.cue({"step_time": 0.1})
+    few = bare.inv("launch", "-H", "dev", "--steps", str(saved), "--resume", rid)  # total, not steps to add
+    assert few.returncode != 0 and f"checkpoint is at step {saved}, so --steps {saved} would train nothing" in few.stderr
+    other = bare.inv("launch", "-H", "dev", "--mode", "sync", "--resume", rid)  # checkpoints of colocate_async
+    assert other.returncode != 0 and "resume it with `--mode async`" in other.stderr
+    assert len(few.stderr.strip().splitlines()) == 1 and len(other.stderr.strip().splitlines()) == 1
     _, rid2 = bare.launch("--steps", str(saved + 2), "--save-freq", "1", "--resume", rid)
+    assert {"name": "offload", "source": "explicit"} in bare.record(rid2)["features"]  # asked for: never removed
     w = bare.inv("watch", "-H", "dev", "--run", rid2, "--interval", "1")
     assert w.returncode == 0, w.stdout + w.stderr
     rec = bare.record(rid2)

@@ -77,8 +77,10 @@ def apply_resume(target, plan, run_id: str) -> str:
     ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``: ``trainer.resume_mode=auto``,
     verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
     (spec ``resume_of``: ``SWANLAB_RUN_ID`` of the earlier run), and keeps the memory features its ladder added
-    (unless turned off now). Refuses (:class:`LaunchRefused` kind ``resume``) a missing run, another mode or
-    framework, or other devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`).
+    and its explicit features (unless turned off now), and its total ``steps`` when none is given now. Refuses
+    (:class:`LaunchRefused` kind ``resume``) a missing run, another mode, framework or V1 trainer mode, other
+    devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
+    beyond the checkpoint's step.
 
     :returns: one line for the launch output: which checkpoint it resumes from.
     """
@@ -95,6 +97,11 @@ def apply_resume(target, plan, run_id: str) -> str:
         cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
         raise LaunchRefused("resume", f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
                             f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`")
+    if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
+        raise LaunchRefused("resume", f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
+                            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run")
+    if (getattr(plan, "sources", {}) or {}).get("steps", "default") == "default" and old_s.get("steps"):
+        new_s["steps"] = old_s["steps"]  # no --steps / TRAIN_STEPS now: the earlier run's total
     changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
                if k in old_s and old_s.get(k) != new_s.get(k)
                and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
@@ -110,9 +117,12 @@ def apply_resume(target, plan, run_id: str) -> str:
 
         probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
     fs = plan.features
-    for f in rec.get("features") or []:
-        if str(f.get("source", "")).startswith("oom-retry") and f.get("name") not in fs.disabled:
-            fs = fs.add(f["name"], f["source"])
+    for f in rec.get("features") or old.get("features") or []:
+        src = str(f.get("source", ""))
+        # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
+        # and what its OOM ladder added stays, unless turned off now
+        if (src.startswith("oom-retry") or src == "explicit") and f.get("name") not in fs.disabled:
+            fs = fs.add(f["name"], src)
     plan.features = fs
     spec["features"] = fs.to_json()
     spec["resume_of"] = run_id
@@ -121,6 +131,9 @@ def apply_resume(target, plan, run_id: str) -> str:
     it = target.run(["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30,
                     check=False)
     step = (it.stdout or "").strip() if it.exited == 0 else ""
+    if step.isdigit() and int(new_s["steps"]) <= int(step):
+        raise LaunchRefused("resume", f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
+                            f"would train nothing: --steps is the total, ask for more than {step}")
     added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
     return (f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
             + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
