@@ -60,6 +60,9 @@ def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox):
 
 def test_stopped_and_missing_containers_get_their_own_messages(sandbox):
     sandbox.ssh("h2", "docker kill verl", check=True)
+    # `docker kill` returns once the signal is sent; the precondition is a container that IS stopped
+    sandbox.ssh("h2", "for i in $(seq 50); do [ \"$(docker inspect -f '{{.State.Status}}' verl)\" = exited ] && exit 0; "
+                      "sleep 0.1; done; exit 1", check=True)
     sandbox.ssh("h3", "docker rename verl verl-away", check=True)
     try:
         out = cli(BIN / "dapo-ops", "-H", ",".join(sandbox.hosts), "hosts", "--inventory", sandbox.inventory)
