@@ -428,7 +428,8 @@ class Target:
             return RemoteError("container-missing", self.name, f"container '{c}' does not exist (Docker: "
                                                                f"{first.strip()}); create it (inv container.create) "
                                                                "or fix container in the inventory", result=res)
-        m = re.search(r"Container \S+ is (not running|restarting|paused)", first)
+        # Docker 20.10 writes "Container <id> is not running", newer engines "container <id> is not running"
+        m = re.search(r"[Cc]ontainer \S+ is (not running|restarting|paused)", first)
         if m:
             state = known_state or (self.container_state() if inspect else None)
             desc = state.describe() if state else m.group(1)
