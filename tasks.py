@@ -1,4 +1,4 @@
-"""Invoke entry point: ``inv --list``. All tasks live in ``dapo_ops/tasks/``.
+"""Invoke entry point: ``inv --list``. All tasks live in ``dapo_ops/cli/``.
 
 ``inv <task>`` imports only the module of the tasks on its command line (``dapo_ops.cli.namespace_for``).
 """

@@ -27,7 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dapo_ops import features, inventory, overrides  # noqa: E402
+from dapo_ops.core import features
+from dapo_ops.control import inventory
+from dapo_ops.core import overrides  # noqa: E402
 
 
 def by_hand_argv(spec: dict, ckpt_dir: str, hydra_dir: str) -> list[str]:

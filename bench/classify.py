@@ -2,7 +2,7 @@
 
 Builds a 1 MiB and a 1 GiB ``train.log`` under /var/tmp (realistic verl lines: step/metrics lines,
 progress bars, Ray-prefixed worker INFO, a pprinted config) ending in a real NPU OOM tail
-(tests/cases/handed/case-04), times :func:`dapo_ops.classify.classify_file` on each (median of N runs)
+(tests/cases/handed/case-04), times :func:`dapo_ops.core.classify.classify_file` on each (median of N runs)
 and prints a table with milliseconds and the ratio to the 1 MiB log. The files are removed afterwards.
 
     .venv/bin/python bench/classify.py [--runs 5] [--sparse] [--dir /var/tmp]
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dapo_ops import classify as C  # noqa: E402
+from dapo_ops.core import classify as C  # noqa: E402
 
 MiB = 1 << 20
 OOM_TAIL = (ROOT / "tests" / "cases" / "handed" / "case-04-npu-oom-update-actor-raywrapped.log").read_bytes()

@@ -8,14 +8,14 @@ bench lacks instead). Each row shows the median 1-minute load average while it w
 
 Two measurements per host count (median of ``--repeat`` runs, after one warm-up):
 
-- ``inproc``: :func:`dapo_ops.fanout.run` of the task's per-host function (what the task does after parsing);
+- ``inproc``: :func:`dapo_ops.control.fanout.run` of the task's per-host function (what the task does after parsing);
 - ``cli``: the whole ``dapo-ops -H h1,..,hN <task>`` process (Python start-up + imports included).
 
 Target: time(N hosts) <= 1.5 x time(1 host). Exit 0 always (a benchmark reports, it does not judge CI).
 
 Hook for other fan-out tasks (e.g. preflight): ``--task preflight --task-args "--model /m ..."`` times the CLI
-form; the in-process form is timed when ``dapo_ops.tasks.<task>`` exposes ``bench_fn(target) -> Row`` (or a
-``check_host(target)`` like ``dapo_ops/tasks/hosts.py``), otherwise only ``cli`` is reported.
+form; the in-process form is timed when ``dapo_ops.cli.<task>`` exposes ``bench_fn(target) -> Row`` (or a
+``check_host(target)`` like ``dapo_ops/cli/hosts.py``), otherwise only ``cli`` is reported.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from dapo_ops import fanout, inventory  # noqa: E402
+from dapo_ops.control import fanout
+from dapo_ops.control import inventory  # noqa: E402
 
 TARGET_RATIO = 1.5
 
 
 def per_host_fn(task: str):
-    mod = importlib.import_module(f"dapo_ops.tasks.{task}")
+    mod = importlib.import_module(f"dapo_ops.cli.{task}")
     return getattr(mod, "bench_fn", None) or getattr(mod, "check_host", None)
 
 

@@ -1,4 +1,4 @@
-"""Benchmark: the memory-fit estimate (dapo_ops/memfit.py) against peaks measured on real verl 0.9.1.
+"""Benchmark: the memory-fit estimate (dapo_ops/core/memfit.py) against peaks measured on real verl 0.9.1.
 
 Reads ``bench/memory_fit.csv`` (one row per measured peak; the model shapes are in
 ``bench/memory_fit_models.json``), recomputes each row's estimate and prints a table with the relative
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dapo_ops import memfit  # noqa: E402
+from dapo_ops.core import memfit  # noqa: E402
 
 CSV = ROOT / "bench" / "memory_fit.csv"
 MODELS = ROOT / "bench" / "memory_fit_models.json"

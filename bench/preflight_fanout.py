@@ -7,7 +7,7 @@ Brings the bench up to the largest count itself (``sandbox/bench.sh up N``).
 
 Puts a tiny model and two RL parquet files into each host's runs dir (host side of /verl/dapo_runs, so the
 checks pass), then runs ``bench/fanout.py --task preflight`` (the remote engineer's scaling harness) with
-``dapo_ops.tasks.preflight.bench_fn`` as the per-host function and ``inv preflight`` as the CLI form.
+``dapo_ops.cli.preflight.bench_fn`` as the per-host function and ``inv preflight`` as the CLI form.
 Per host preflight is ONE SSH round trip (inspect + one docker exec running the probe and the Hydra compose).
 """
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
-from dapo_ops import inventory  # noqa: E402
+from dapo_ops.control import inventory  # noqa: E402
 
 
 def main() -> int:

@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dapo_ops import features, runstate  # noqa: E402
+from dapo_ops.core import features
+from dapo_ops.core import runstate  # noqa: E402
 
 FAKE = r'''
 import json, os, sys, time
@@ -85,7 +86,7 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
 
 def start(root: Path, run_dir: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root)]))
-    return subprocess.Popen([sys.executable, "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory",
+    return subprocess.Popen([sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
                              "bench_factory:factory"], env=env, stdin=subprocess.DEVNULL,
                             stdout=open(run_dir / "supervisor.log", "ab"), stderr=subprocess.STDOUT)
 

@@ -5,11 +5,11 @@ and a fleet row (the grep looped over N hosts vs one ``inv status`` over the sam
 
 Brings the sandbox bench up to the hosts it needs (``sandbox/bench.sh up <max(1, fleet)>``), compiles the
 package's bytecode (as an install has it; this machine sets PYTHONDONTWRITEBYTECODE), writes two runs into the
-host's ``/verl/dapo_runs`` (run.json via dapo_ops.runstate + a verl-like train.log of metrics lines, tqdm redraws
+host's ``/verl/dapo_runs`` (run.json via dapo_ops.core.runstate + a verl-like train.log of metrics lines, tqdm redraws
 with ``\\r`` and Ray worker chatter: 1 MiB and 1 GiB), then times, in one run, alternating:
 
 - ``status``: ``inv status --json --run <id> -H <host>`` (the whole CLI: Python start, imports, one probe over the
-  host's reused SSH connection, :mod:`dapo_ops.sshmux`; the warm-up round starts the control master);
+  host's reused SSH connection, :mod:`dapo_ops.control.sshmux`; the warm-up round starts the control master);
 - ``status new-conn``: the same after closing the control masters (a first look: the master starts and connects);
 - ``dapo-ops``: ``dapo-ops -H <host> status --json --run <id>`` (same, through the console script);
 - ``look``: one status look in-process over a new direct SSH connection (SSH handshake + one probe exec);
@@ -43,7 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dapo_ops import runstate  # noqa: E402
+from dapo_ops.core import runstate  # noqa: E402
 
 BENCH_ID = os.environ.get("DAPO_BENCH_ID", "0")
 STATE = Path("/var/tmp/dapo-bench-%s" % BENCH_ID)
@@ -115,9 +115,10 @@ def timed(cmd: list[str], env: dict | None = None) -> float:
 
 def timed_look(host_name: str, rid: str, reuse: bool) -> float:
     """One status look in-process: a new Target (direct SSH connection, or the control master) + one probe."""
-    from dapo_ops import inventory, statusview
-    from dapo_ops.remote import Target
-    from dapo_ops.tasks import status as st
+    from dapo_ops.control import inventory
+    from dapo_ops.control import statusview
+    from dapo_ops.control.remote import Target
+    from dapo_ops.cli import status as st
 
     inv = inventory.load(str(STATE / "hosts.toml"))
     target = Target(inv.hosts[host_name], reuse=reuse)
@@ -160,7 +161,7 @@ def import_seconds(argv: list[str], env: dict) -> tuple[float, float]:
 
 
 def hosts_in_bench() -> int:
-    from dapo_ops import inventory
+    from dapo_ops.control import inventory
 
     try:
         return len(inventory.load(str(STATE / "hosts.toml")).hosts)
@@ -175,7 +176,7 @@ def ensure_bench(n: int) -> None:
 
 
 def close_masters() -> None:
-    from dapo_ops import sshmux
+    from dapo_ops.control import sshmux
 
     sshmux.close_all()
     time.sleep(0.3)

@@ -91,7 +91,7 @@ start_sampler() {
 }
 stop_sampler() { [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; return 0; }
 
-# ---- the recipe's tiny GRPO/DAPO settings, as the tool's settings in the environment (dapo_ops/settings.py names;
+# ---- the recipe's tiny GRPO/DAPO settings, as the tool's settings in the environment (dapo_ops/control/settings.py names;
 # flags > env, so a scenario's own flags win); everything else the recipe sets goes as --override (ovr)
 export FRAMEWORK=fsdp ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \
   MAX_PROMPT_LENGTH=128 MAX_RESPONSE_LENGTH=64 GPU_MEMORY_UTILIZATION=0.3 MAX_OOM_RETRIES=3 HANG_TIMEOUT=900 \

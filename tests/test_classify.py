@@ -1,4 +1,4 @@
-"""Unit tests of dapo_ops.classify: contract, per-line OOM check, traps, tail reading, robustness, CLIs."""
+"""Unit tests of dapo_ops.core.classify: contract, per-line OOM check, traps, tail reading, robustness, CLIs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dapo_ops import classify as C
+from dapo_ops.core import classify as C
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = Path(__file__).parent / "cases"
@@ -239,7 +239,7 @@ def test_classify_file_errors(tmp_path):
 # ------------------------------------------------------------------ stdlib only / module CLI
 
 def test_module_is_stdlib_only_and_runs_standalone(tmp_path):
-    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.classify as c; "
+    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.core.classify as c; "
             "print(c.classify(open(%r).read(), exit_code=1).cls)") % (
         str(ROOT), str(CASES / "handed" / "case-04-npu-oom-update-actor-raywrapped.log"))
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
@@ -248,7 +248,7 @@ def test_module_is_stdlib_only_and_runs_standalone(tmp_path):
 
 
 def test_python_m_json_output():
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.classify",
+    out = subprocess.run([sys.executable, "-m", "dapo_ops.core.classify",
                           str(CASES / "handed" / "case-06-vllm-maxlen-exceeds-kvcache.log"), "--exit-code", "1"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -366,7 +366,7 @@ def test_oom_phase_from_progress_lines_without_frames():
     ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
 ])
 def test_device_code_families(line, cat):
-    from dapo_ops import device_codes
+    from dapo_ops.core import device_codes
     assert device_codes.category_of(line.lower()) == cat
 
 
@@ -392,9 +392,9 @@ def test_memory_words_and_advice_are_not_an_oom():
 
 def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
     import types
-    mod = types.ModuleType("dapo_ops._doc_probe")
+    mod = types.ModuleType("dapo_ops.core._doc_probe")
     mod.troubleshooting_section = lambda: "## Probe section\n\n| a | b |"
-    monkeypatch.setitem(sys.modules, "dapo_ops._doc_probe", mod)
+    monkeypatch.setitem(sys.modules, "dapo_ops.core._doc_probe", mod)
     monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("_doc_probe",))
     md = C.troubleshooting_md()
     assert "\n## Probe section\n" in md and md.index("## Device error codes") < md.index("## Probe section")

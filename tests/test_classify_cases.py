@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import classify as C
+from dapo_ops.core import classify as C
 
 CASES = Path(__file__).parent / "cases"
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from invoke import Collection, Program, task
 
-from dapo_ops import cli, program
-from dapo_ops.tasks._common import EXIT_USAGE, FanoutTask, fanout_task
+from dapo_ops import cli
+from dapo_ops.cli import program
+from dapo_ops.cli._common import EXIT_USAGE, FanoutTask, fanout_task
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -150,7 +151,7 @@ def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
     @fanout_task
     def show(c, hosts="", inventory=""):
         """Record the selected hosts."""
-        from dapo_ops.tasks._common import select_hosts
+        from dapo_ops.cli._common import select_hosts
 
         seen.extend(select_hosts(c, hosts, inventory)[1])
 
@@ -185,8 +186,8 @@ def test_classify_help_is_help_not_a_missing_file(tmp_path):
 
 @pytest.mark.parametrize("task_name", ["launch", "one-step-off"])
 def test_every_run_setting_in_the_table_is_a_flag_of_the_launch_tasks(task_name):
-    """docs/params.md (generated from dapo_ops.settings) lists a flag per setting: the launch tasks take them all."""
-    from dapo_ops import settings
+    """docs/params.md (generated from dapo_ops.control.settings) lists a flag per setting: the launch tasks take them all."""
+    from dapo_ops.control import settings
 
     ns = cli.build_namespace()
     t = ns[task_name]
@@ -209,12 +210,12 @@ class TestImportBudget:
         assert cli.TASK_INDEX == found
 
     @pytest.mark.parametrize("argv,mods", [
-        (["status", "--json"], {"dapo_ops.tasks.status"}),
-        (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.tasks.status"}),
-        (["status", "--help"], {"dapo_ops.tasks.status"}),
-        (["one_step_off", "--dry-run"], {"dapo_ops.tasks.launch"}),
-        (["sandbox.up"], {"dapo_ops.tasks.sandbox"}),
-        (["hosts", "preflight"], {"dapo_ops.tasks.hosts", "dapo_ops.tasks.preflight"}),
+        (["status", "--json"], {"dapo_ops.cli.status"}),
+        (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.cli.status"}),
+        (["status", "--help"], {"dapo_ops.cli.status"}),
+        (["one_step_off", "--dry-run"], {"dapo_ops.cli.launch"}),
+        (["sandbox.up"], {"dapo_ops.cli.sandbox"}),
+        (["hosts", "preflight"], {"dapo_ops.cli.hosts", "dapo_ops.cli.preflight"}),
         (["--list"], None), (["--help"], None), ([], None), (["stauts"], None), (["status", "--list"], None),
         (["-H", "h1", "--", "uname"], None),
     ])
@@ -222,9 +223,9 @@ class TestImportBudget:
         assert cli.modules_for(argv) == (frozenset(mods) if mods is not None else None)
 
     def test_the_status_path_loads_no_ssh_table_or_config_library(self):
-        code = ("import sys; from dapo_ops import cli, program; "
+        code = ("import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
                 "program.make_program(cli.namespace_for(['status', '--json'])); "
-                "from dapo_ops.tasks import status; status.probe; "
+                "from dapo_ops.cli import status; status.probe; "
                 "print(' '.join(sorted(m for m in sys.modules)))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
         assert out.returncode == 0, out.stderr
@@ -232,9 +233,9 @@ class TestImportBudget:
         heavy = {m for m in loaded if m.split(".")[0] in ("paramiko", "fabric", "rich", "hydra", "omegaconf",
                                                           "cryptography", "nacl")}
         assert not heavy, sorted(heavy)
-        other_tasks = {m for m in loaded if m.startswith("dapo_ops.tasks.") and m not in
-                       ("dapo_ops.tasks.status", "dapo_ops.tasks._common")}
-        assert not other_tasks and "dapo_ops.planning" not in loaded and "dapo_ops.classify" not in loaded
+        other_tasks = {m for m in loaded if m.startswith("dapo_ops.cli.") and m not in
+                       ("dapo_ops.cli.status", "dapo_ops.cli._common", "dapo_ops.cli.program")}
+        assert not other_tasks and "dapo_ops.control.planning" not in loaded and "dapo_ops.core.classify" not in loaded
 
     def test_inv_runs_a_task_with_only_its_module_loaded(self, tmp_path):
         out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "status", "--help"], capture_output=True,

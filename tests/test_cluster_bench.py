@@ -1,9 +1,11 @@
-"""A real Ray cluster across sandbox hosts' containers (dapo_ops.cluster_ops), torn down to nothing."""
+"""A real Ray cluster across sandbox hosts' containers (dapo_ops.control.cluster_ops), torn down to nothing."""
 
 import pytest
 
-from dapo_ops import cluster, cluster_ops, inventory
-from dapo_ops.remote import Target
+from dapo_ops.core import cluster
+from dapo_ops.control import cluster_ops
+from dapo_ops.control import inventory
+from dapo_ops.control.remote import Target
 
 pytestmark = pytest.mark.bench
 

@@ -2,7 +2,8 @@
 
 from types import SimpleNamespace
 
-from dapo_ops.tasks import containers, prepare
+from dapo_ops.cli import containers
+from dapo_ops.cli import prepare
 
 
 def test_parse_list_output():

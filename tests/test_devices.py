@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import devices
+from dapo_ops.core import devices
 
 FIX = Path(__file__).parent / "fixtures" / "devices"
 

@@ -1,6 +1,6 @@
-"""docs/troubleshooting.md is generated from dapo_ops.classify.CLASS_TABLE: fail when they drift.
+"""docs/troubleshooting.md is generated from dapo_ops.core.classify.CLASS_TABLE: fail when they drift.
 
-Regenerate with ``.venv/bin/python -m dapo_ops.classify --troubleshooting-md > docs/troubleshooting.md``.
+Regenerate with ``.venv/bin/python -m dapo_ops.core.classify --troubleshooting-md > docs/troubleshooting.md``.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dapo_ops import classify as C
+from dapo_ops.core import classify as C
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "troubleshooting.md"
-REGEN = ".venv/bin/python -m dapo_ops.classify --troubleshooting-md > docs/troubleshooting.md"
+REGEN = ".venv/bin/python -m dapo_ops.core.classify --troubleshooting-md > docs/troubleshooting.md"
 
 
 def test_doc_matches_class_table():
@@ -30,7 +30,7 @@ def test_doc_has_a_section_per_class_with_the_four_parts():
 
 
 def test_cli_prints_the_same_doc():
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.classify", "--troubleshooting-md"],
+    out = subprocess.run([sys.executable, "-m", "dapo_ops.core.classify", "--troubleshooting-md"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and out.stdout == C.troubleshooting_md()
 

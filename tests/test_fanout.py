@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 import threading
 
-from dapo_ops import fanout
-from dapo_ops.fanout import Row
-from dapo_ops.inventory import Host
-from dapo_ops.remote import RemoteError
+from dapo_ops.control import fanout
+from dapo_ops.control.fanout import Row
+from dapo_ops.control.inventory import Host
+from dapo_ops.control.remote import RemoteError
 
 HOSTS = [Host(name=f"h{i}", address=f"192.0.2.{10 + i}") for i in range(1, 4)]
 
@@ -82,7 +82,7 @@ def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
     import subprocess
     import sys
 
-    code = ("import time; from dapo_ops import fanout; from dapo_ops.inventory import Host; "
+    code = ("import time; from dapo_ops.control import fanout; from dapo_ops.control.inventory import Host; "
             "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
             "print(r[0].row.kind)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

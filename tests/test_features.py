@@ -3,8 +3,8 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops import features
-from dapo_ops.features import FeatureError, FeatureSet, resolve
+from dapo_ops.core import features
+from dapo_ops.core.features import FeatureError, FeatureSet, resolve
 
 
 def test_defaults_are_the_performance_features():
@@ -131,9 +131,9 @@ def test_pure_modules_import_with_the_stdlib_only():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.features, dapo_ops.ladder, dapo_ops.profiles, "
-            "dapo_ops.overrides; fs = dapo_ops.features.resolve('-offload'); "
-            "print(dapo_ops.ladder.decide(fs, 'oom-device', {}, 1, 0, 2, {}, {}).action)") % str(root)
+    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.core.features, dapo_ops.core.ladder, dapo_ops.core.profiles, "
+            "dapo_ops.core.overrides; fs = dapo_ops.core.features.resolve('-offload'); "
+            "print(dapo_ops.core.ladder.decide(fs, 'oom-device', {}, 1, 0, 2, {}, {}).action)") % str(root)
     proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "retry"

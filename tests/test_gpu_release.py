@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from dapo_ops import supervisor
+from dapo_ops.agent import supervisor
 
 
 def _fake_smi(tmp_path, lines_per_call: list[str]):

@@ -102,7 +102,7 @@ def test_device_oom_cue_retries_and_succeeds_on_the_bare_host(bare):
     a1, a2 = rec["attempts"]
     assert a1["killed_by"] == "oom" and a1["verdict"]["cls"] == "oom-device"
     assert a2["resumed_from"] == 1 and a2["verdict"]["cls"] == "success"
-    # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/ladder.py)
+    # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/core/ladder.py)
     rungs = (a2.get("setting_changes") or {}).get("memory_rungs") or []
     assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(r.get("source") == "oom-retry-1" for r in rungs)
     assert a2["started_at"] - a1["oom_line_at"] < 3.0 + a1["teardown_s"] + 2.0  # generous on a shared 2-core box

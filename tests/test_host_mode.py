@@ -12,8 +12,10 @@ import stat
 
 import pytest
 
-from dapo_ops import inventory, planning, remote_bundle
-from dapo_ops.remote import RemoteError, Target
+from dapo_ops.control import inventory
+from dapo_ops.control import planning
+from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import RemoteError, Target
 
 BARE = """
 [hosts.dev]
@@ -132,4 +134,4 @@ def test_bare_start_command_detaches_and_keeps_host_pythonpath():
                                             "/r/.dapo_ops/b", "/r/run1")
     assert "docker" not in line and "setsid sh -c" in line and line.endswith("< /dev/null & )")
     assert line.startswith("export PATH='/a b' && ")
-    assert "PYTHONPATH=/r/.dapo_ops/b:/tmp/site exec python3 -m dapo_ops.supervisor /r/run1" in line
+    assert "PYTHONPATH=/r/.dapo_ops/b:/tmp/site exec python3 -m dapo_ops.agent.supervisor /r/run1" in line

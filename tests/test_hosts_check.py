@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.tasks._common import EXIT_USAGE
+from dapo_ops.cli._common import EXIT_USAGE
 
 BIN = Path(sys.executable).parent
 

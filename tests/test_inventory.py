@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import inventory
-from dapo_ops.inventory import Host, InventoryError
+from dapo_ops.control import inventory
+from dapo_ops.control.inventory import Host, InventoryError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -222,7 +222,7 @@ def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it(tmp_
     jsonschema = pytest.importorskip("jsonschema")
     schema = inventory.json_schema()
     assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, \
-        "regenerate it: python -m dapo_ops.inventory > docs/hosts.schema.json"
+        "regenerate it: python -m dapo_ops.control.inventory > docs/hosts.schema.json"
     validator = jsonschema.Draft202012Validator(schema)
     assert not list(validator.iter_errors(tomllib.loads((REPO / "hosts.toml").read_text())))
     for text, *_ in [b[1:] for b in BAD if b[0] in (

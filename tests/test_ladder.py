@@ -3,8 +3,8 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops import ladder
-from dapo_ops.features import resolve
+from dapo_ops.core import ladder
+from dapo_ops.core.features import resolve
 
 S = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.85,
      "rollout_tp": 2, "trainer_gpus": 4, "steps": 100}
@@ -148,7 +148,7 @@ def test_success_and_non_fatal_auth():
 
 
 def test_decision_json_round_trips_features():
-    from dapo_ops.features import FeatureSet
+    from dapo_ops.core.features import FeatureSet
 
     d = dec(resolve("-offload"), "oom-device")
     j = d.to_json()

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import features, remote_bundle, runstate
+from dapo_ops.core import features
+from dapo_ops.control import remote_bundle
+from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -95,19 +97,19 @@ def test_start_command_is_detached_and_quoted():
     inner = shlex.split(argv[8])
     assert inner[:3] == ["cd", wd, "&&"]
     assert inner[3] == "PYTHONPATH=" + bdir and inner[4] == "exec" and inner[5] == py
-    assert inner[6:9] == ["-m", "dapo_ops.supervisor", run_dir]
+    assert inner[6:9] == ["-m", "dapo_ops.agent.supervisor", run_dir]
     assert inner[9:] == [">", run_dir + "/supervisor.log", "2>&1", "<", "/dev/null"]
 
 
 def test_bundle_contents_hash_and_closure():
     files = remote_bundle.bundle_files()
-    for name in ("supervisor.py", "runstate.py", "features.py", "ladder.py", "overrides.py", "profiles.py",
-                 "classify.py", "notify.py", "__init__.py"):
+    for name in ("agent/supervisor.py", "core/runstate.py", "core/features.py", "core/ladder.py", "core/overrides.py",
+                 "core/profiles.py", "core/classify.py", "agent/notify.py", "__init__.py"):
         assert name in files
-    assert "settings.py" not in files and "remote.py" not in files  # operator side stays home
+    assert not any(n.startswith(("control/", "cli/")) for n in files)  # operator side stays home
     d = remote_bundle.bundle_dir("/verl/dapo_runs/", files)
     assert d.startswith("/verl/dapo_runs/.dapo_ops/") and d.endswith(remote_bundle.bundle_hash(files))
-    changed = dict(files, **{"supervisor.py": files["supervisor.py"] + b"\n"})
+    changed = dict(files, **{"agent/supervisor.py": files["agent/supervisor.py"] + b"\n"})
     assert remote_bundle.bundle_hash(changed) != remote_bundle.bundle_hash(files)
 
 
@@ -118,7 +120,8 @@ def test_bundle_install_script_unpacks_atomically(tmp_path):
     Path(bdir + ".tar.gz.b64").write_bytes(base64.b64encode(remote_bundle.bundle_tar(files)))
     subprocess.run(["sh", "-c", remote_bundle.install_command(bdir, sys.executable)], check=True)
     assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
-    assert sorted(p.name for p in Path(bdir, "dapo_ops").glob("*.py")) == sorted(files)
+    assert sorted(p.relative_to(Path(bdir, "dapo_ops")).as_posix() for p in Path(bdir, "dapo_ops").rglob("*.py")) \
+        == sorted(files)
     assert not Path(bdir + ".tar.gz.b64").exists()
 
 
@@ -142,14 +145,14 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
     runstate.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "fake.json").write_text(json.dumps({"step_time": 0.02}))
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([bdir, str(TESTS)])}
-    probe = ("import json,sys; from dapo_ops import overrides, features; s=json.load(open(sys.argv[1])); "
+    probe = ("import json,sys; from dapo_ops.core import overrides; from dapo_ops.core import features; s=json.load(open(sys.argv[1])); "
              "print(json.dumps(overrides.build_command(s, features.FeatureSet.from_json(s['features']))))")
     res = subprocess.run([sys.executable, "-S", "-c", probe, str(run_dir / "spec.json")], env=env,
                          capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     argv = json.loads(res.stdout)
     assert "trainer.resume_mode=auto" in argv and "trainer.total_training_steps=3" in argv
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory",
+    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
                           "fake_verl:factory"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     rec = runstate.read_run(run_dir)
     assert rec["status"] == "succeeded", res.stderr

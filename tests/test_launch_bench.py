@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import supervisor
+from dapo_ops.agent import supervisor
 
 pytestmark = pytest.mark.bench
 

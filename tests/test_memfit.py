@@ -1,4 +1,4 @@
-"""The memory-fit estimate (dapo_ops/memfit.py): arithmetic against hand-computed figures, the start rung
+"""The memory-fit estimate (dapo_ops/core/memfit.py): arithmetic against hand-computed figures, the start rung
 (source estimate) in the plan and its argv, the one-line refusal, and the calibration CSV kept in sync."""
 
 import importlib.util
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import memfit, planning, settings
-from dapo_ops.features import resolve
-from dapo_ops.inventory import Host
+from dapo_ops.core import memfit
+from dapo_ops.control import planning
+from dapo_ops.control import settings
+from dapo_ops.core.features import resolve
+from dapo_ops.control.inventory import Host
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -131,9 +133,9 @@ def test_calibration_csv_estimates_are_current_and_adding_a_row_is_one_line():
 
 
 def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
-    """MEMORY_FIT=warn (dapo_ops/settings.py): the estimate is shown, no rung is applied, nothing is refused,
+    """MEMORY_FIT=warn (dapo_ops/control/settings.py): the estimate is shown, no rung is applied, nothing is refused,
     and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
-    from dapo_ops import preflight_checks
+    from dapo_ops.control import preflight_checks
 
     flags = {"framework": "fsdp", "gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64,
              "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8, "rollout_tp": 1,

@@ -1,11 +1,13 @@
-"""The device-OOM ladder per phase (dapo_ops/memladder.py via ladder.decide): one test per phase's rungs, the
+"""The device-OOM ladder per phase (dapo_ops/core/memladder.py via ladder.decide): one test per phase's rungs, the
 runbook contract (explicit features kept, append only, MAX_OOM_RETRIES, sources recorded), the host-OOM
 rollback of what the ladder moved to host RAM, and the setting changes reaching verl's argv."""
 
 import pytest
 
-from dapo_ops import ladder, memladder, overrides
-from dapo_ops.features import resolve
+from dapo_ops.core import ladder
+from dapo_ops.core import memladder
+from dapo_ops.core import overrides
+from dapo_ops.core.features import resolve
 
 BASE = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.6, "rollout_tp": 2,
         "trainer_gpus": 4, "steps": 100, "framework": "fsdp", "mode": "dapo"}
@@ -171,7 +173,7 @@ def test_plan_shows_the_ladder_per_phase():
 def test_real_verl_oom_logs_get_their_phases_rung(log, settings, first):
     from pathlib import Path
 
-    from dapo_ops import classify
+    from dapo_ops.core import classify
 
     v = classify.classify_file(str(Path(__file__).parent / "fixtures" / "real-verl" / log), exit_code=1)
     assert v.cls == "oom-device"

@@ -10,10 +10,13 @@ import time
 
 import pytest
 
-from dapo_ops import cluster, inventory, remote_bundle, settings as settings_mod
-from dapo_ops.cluster import TopologyError
-from dapo_ops.planning import PlanError
-from dapo_ops.tasks.multihost import cluster_dir, cluster_plan
+from dapo_ops.core import cluster
+from dapo_ops.control import inventory
+from dapo_ops.control import remote_bundle
+from dapo_ops.control import settings as settings_mod
+from dapo_ops.core.cluster import TopologyError
+from dapo_ops.control.planning import PlanError
+from dapo_ops.cli.multihost import cluster_dir, cluster_plan
 
 RAY = {"head": "198.51.100.11", "port": 6379,
        "nodes": [{"name": "h1", "address": "198.51.100.11", "devices": 8, "pid_file": "/r/.cluster/x/ray/h1.pid"},
@@ -121,12 +124,13 @@ def test_stop_session_ends_exactly_that_session(tmp_path):
 
 def test_cluster_module_ships_in_the_stdlib_bundle_and_imports_without_site(tmp_path):
     files = remote_bundle.bundle_files()
-    assert "cluster.py" in files     # the supervisor imports it for the retry check and the teardown
+    assert "core/cluster.py" in files     # the supervisor imports it for the retry check and the teardown
     pkg = tmp_path / "dapo_ops"
     pkg.mkdir()
     for name, data in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.cluster, dapo_ops.supervisor"
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.cluster, dapo_ops.agent.supervisor"
     res = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True,
                          env={"PATH": os.environ.get("PATH", "")})
     assert res.returncode == 0, res.stderr
@@ -137,7 +141,7 @@ def test_dry_run_on_two_hosts_prints_the_multi_host_plan_without_contacting_them
 
     from rich.console import Console
 
-    from dapo_ops.tasks import multihost
+    from dapo_ops.cli import multihost
 
     _hosts(tmp_path, 2)
     buf = io.StringIO()
@@ -156,7 +160,7 @@ def test_one_step_off_across_hosts_is_rendered_as_a_cluster_not_one_host(tmp_pat
 
     from rich.console import Console
 
-    from dapo_ops import plan as plan_mod
+    from dapo_ops.control import plan as plan_mod
 
     p, _ = _plan(_hosts(tmp_path, 2), "one-step-off", trainer_gpus=8, rollout_gpus=8, framework="fsdp")
     buf = io.StringIO()

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import cluster_ops, inventory
-from dapo_ops.remote import Target
+from dapo_ops.control import cluster_ops
+from dapo_ops.control import inventory
+from dapo_ops.control.remote import Target
 
 pytestmark = pytest.mark.bench
 

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dapo_ops import notify
+from dapo_ops.agent import notify
 
 KEY = "sk-dapo-SECRET-123456789"
 

@@ -1,4 +1,4 @@
-"""Pure tests (local processes, no hosts) of the one launch rule (dapo_ops.occupancy) and of the Ray session leader
+"""Pure tests (local processes, no hosts) of the one launch rule (dapo_ops.agent.occupancy) and of the Ray session leader
 (cluster.run_session) that ends what Ray leaves behind when ``ray start`` ends."""
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ import subprocess
 import sys
 import time
 
-from dapo_ops import cluster, cluster_ops, occupancy, runstate
+from dapo_ops.core import cluster
+from dapo_ops.control import cluster_ops
+from dapo_ops.agent import occupancy
+from dapo_ops.core import runstate
 
 RID_OLD = "20261201-080000-aaaa"
 RID = "20261201-090000-bbbb"
@@ -119,7 +122,7 @@ def test_verl_of_an_earlier_run_whose_supervisor_is_gone_makes_the_container_bus
 
 
 def test_cli_answers_json(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.occupancy", str(tmp_path), "h1", "--sweep"],
+    out = subprocess.run([sys.executable, "-m", "dapo_ops.agent.occupancy", str(tmp_path), "h1", "--sweep"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"active": None, "verl": [], "ray": [], "cleaned": []}

@@ -3,9 +3,10 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops import overrides, profiles
-from dapo_ops.features import resolve
-from dapo_ops.overrides import OverrideError, build_command, check_spec, hydra_value
+from dapo_ops.core import overrides
+from dapo_ops.core import profiles
+from dapo_ops.core.features import resolve
+from dapo_ops.core.overrides import OverrideError, build_command, check_spec, hydra_value
 
 
 def spec(mode="dapo", framework="fsdp", profile="0.9", accelerator="gpu", **settings):

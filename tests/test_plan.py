@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import plan as plan_mod
-from dapo_ops import planning, settings
-from dapo_ops.inventory import Host
+from dapo_ops.control import plan as plan_mod
+from dapo_ops.control import planning
+from dapo_ops.control import settings
+from dapo_ops.control.inventory import Host
 
 RUN_ID = "20261129-151200-a1b2"
 

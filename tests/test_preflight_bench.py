@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import inventory, planning, preflight_checks as pc
-from dapo_ops.remote import Target
+from dapo_ops.control import inventory
+from dapo_ops.control import planning
+from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control.remote import Target
 from inputs_helpers import make_model, make_parquet
 
 pytestmark = pytest.mark.bench

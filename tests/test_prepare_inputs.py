@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dapo_ops import inputs
+from dapo_ops.agent import inputs
 from inputs_helpers import Hub, make_model, make_parquet, safetensors_bytes
 
 

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import classify, features, ladder, runstate, statusview, supervisor
+from dapo_ops.core import classify
+from dapo_ops.core import features
+from dapo_ops.core import ladder
+from dapo_ops.core import runstate
+from dapo_ops.control import statusview
+from dapo_ops.agent import supervisor
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
 
@@ -28,7 +33,7 @@ WANT = {
     "d-update-oom": ("20261201-105114-ff3e", 1, None, [1], 2),    # save_freq -1: attempt 2 starts from scratch
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
-# setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/settings.py)
+# setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
 OOMS = {
     "c-weight-sync-oom": (134, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
                           "gpu_memory_utilization"),
@@ -208,7 +213,7 @@ def test_status_view_renders_the_record(name):
 
 @pytest.mark.parametrize("name", sorted(WANT))
 def test_status_view_with_the_real_tail(name):
-    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/remote_probe.py)."""
+    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/remote_probe.py)."""
     _, total, _, _, _ = WANT[name]
     rec = run_of(name)
     tail = log_text(name)[-(64 << 10):]

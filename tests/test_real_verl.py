@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import classify, features, remote_probe, runstate, statusview, supervisor
+from dapo_ops.core import classify
+from dapo_ops.core import features
+from dapo_ops.agent import remote_probe
+from dapo_ops.core import runstate
+from dapo_ops.control import statusview
+from dapo_ops.agent import supervisor
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "real-verl"
 REPO = Path(__file__).resolve().parents[1]
@@ -174,7 +179,7 @@ def run_to_end(run_dir, timeout=90):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
     env["PATH"] = "/usr/bin:/bin"  # no nvidia-smi here: device memory is not recorded
     with open(run_dir / "supervisor.log", "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory",
+        p = subprocess.Popen([sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
                               "replay_verl:factory"], stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
@@ -214,7 +219,7 @@ def test_supervisor_real_oom_then_real_success(tmp_path):
         assert _alive(leak["other"]), "another run's Ray daemon was killed"
         assert a2["verdict"]["cls"] == "success" and a2["step_reached"] == 1
         assert rec["total_steps"] == 1 and rec["step"] == 1
-        # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/ladder.py)
+        # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/core/ladder.py)
         rungs = (a2.get("setting_changes") or {}).get("memory_rungs") or []
         assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(r.get("source") == "oom-retry-1" for r in rungs)
         assert rec["metrics"].get("timing_s/step", 0) > 0

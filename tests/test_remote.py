@@ -14,8 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from invoke.runners import Result
 
-from dapo_ops.inventory import Host
-from dapo_ops.remote import KINDS, RemoteError, Target
+from dapo_ops.control.inventory import Host
+from dapo_ops.control.remote import KINDS, RemoteError, Target
 
 HOST = Host(name="h1", address="192.0.2.11", user="root", port=22)
 

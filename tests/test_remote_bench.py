@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dapo_ops import inventory
-from dapo_ops.remote import RemoteError, Target
+from dapo_ops.control import inventory
+from dapo_ops.control.remote import RemoteError, Target
 
 pytestmark = pytest.mark.bench
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import runstate
+from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def test_new_record_has_schema_fields_and_no_env_values():
 def _fake_supervisor(run_dir):
     """A process whose argv looks like a supervisor for run_dir (what the lock checks)."""
     code = "import time,sys; time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", code, "dapo_ops.supervisor", str(run_dir)])
+    return subprocess.Popen([sys.executable, "-c", code, "dapo_ops.agent.supervisor", str(run_dir)])
 
 
 def test_lock_held_by_live_supervisor_refuses_with_run_id(tmp_path):
@@ -104,11 +104,11 @@ def test_list_runs_newest_first_and_cli(tmp_path):
     got = runstate.list_runs(runs)
     assert [r["run_id"] for r in got] == ["20261129-120000-cccc", "20261129-110000-bbbb", "20261129-100000-aaaa"]
     assert got[0]["status"] == "unknown"
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.runstate", "list", str(runs)], capture_output=True,
+    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.core.runstate", "list", str(runs)], capture_output=True,
                          text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
     assert res.returncode == 0, res.stderr
     assert [r["run_id"] for r in json.loads(res.stdout)][1] == "20261129-110000-bbbb"
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.runstate", "active", str(runs)], capture_output=True,
+    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.core.runstate", "active", str(runs)], capture_output=True,
                          text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
     assert res.returncode == 0 and json.loads(res.stdout) is None
 

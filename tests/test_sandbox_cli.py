@@ -63,7 +63,7 @@ def test_sandbox_tasks_have_long_flags_only():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="bench.sh checks root first")
 def test_status_task_exit_code_when_not_up():
-    from dapo_ops.tasks import sandbox as sb
+    from dapo_ops.cli import sandbox as sb
 
     with pytest.raises(Exit) as ei:
         sb.status(Context(), bench_id=152)

@@ -2,7 +2,7 @@
 not (host ``ps`` during the run, train.log, run.json, spec.json, the dry-run plan, the tool's output), and a
 SwanLab local-mode run of the stand-in lands its metrics in the run's swanlog dir with the link in run.json.
 
-Exercises ``dapo_ops/tasks/launch.py`` (issue 6) wired as in docs/design.md "SwanLab and secrets".
+Exercises ``dapo_ops/cli/launch.py`` (issue 6) wired as in docs/design.md "SwanLab and secrets".
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import userconfig
+from dapo_ops.control import userconfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402  (tiny model + parquet, as test_launch_bench)
@@ -127,7 +127,7 @@ def test_launch_keeps_secrets_out_of_ps_logs_records_and_output(h1, tmp_path):
         out = _dapo_ops(h1, env, "launch", "--steps", "6")
         assert out.returncode == 0, out.stderr[-2000:]
         run_dir = _wait_run(h1)
-    assert any("dapo_ops.supervisor" in s for s in samples), "ps never saw the run (sampling too late?)"
+    assert any("dapo_ops.agent.supervisor" in s for s in samples), "ps never saw the run (sampling too late?)"
     _assert_clean("host ps output during the run", "\n".join(samples))
     _assert_clean("the tool's stdout", out.stdout)
     _assert_clean("the tool's stderr", out.stderr)

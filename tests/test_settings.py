@@ -2,8 +2,8 @@
 
 import pytest
 
-from dapo_ops import settings as S
-from dapo_ops.settings import SettingsError, resolve
+from dapo_ops.control import settings as S
+from dapo_ops.control.settings import SettingsError, resolve
 
 
 def test_runbook_defaults():

@@ -1,4 +1,4 @@
-"""Connection reuse against real sandbox hosts (dapo_ops/sshmux.py): later calls and later processes reuse one
+"""Connection reuse against real sandbox hosts (dapo_ops/control/sshmux.py): later calls and later processes reuse one
 SSH connection (one sshd login for many commands), and through the control master the host key is still
 verified and every failure keeps its RemoteError kind and message."""
 
@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from dapo_ops import inventory, sshmux
-from dapo_ops.remote import RemoteError, Target
+from dapo_ops.control import inventory
+from dapo_ops.control import sshmux
+from dapo_ops.control.remote import RemoteError, Target
 
 pytestmark = pytest.mark.bench
 
@@ -44,7 +45,7 @@ def test_calls_and_processes_share_one_ssh_login(sandbox, inv):
     for _ in range(3):
         with reusing(inv) as t:
             assert t.run("hostname", workdir="").stdout.strip() == "h1"
-    code = ("import sys; from dapo_ops import inventory; from dapo_ops.remote import Target; "
+    code = ("import sys; from dapo_ops.control import inventory; from dapo_ops.control.remote import Target; "
             "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)")
     out = subprocess.run([sys.executable, "-c", code, str(sandbox.inventory)], capture_output=True, text=True,
                          timeout=120)
@@ -189,7 +190,7 @@ def test_a_master_keeps_no_secret_of_the_callers_environment(inv, monkeypatch):
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"dapo_ops.sshmux" in cmd:
+        if b"dapo_ops.control.sshmux" in cmd:
             masters.append(env)
     assert masters
     assert not [e for env in masters for e in env if e.startswith(b"SWANLAB_API_KEY=")]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import runstate, sshmux
+from dapo_ops.core import runstate
+from dapo_ops.control import sshmux
 
 pytestmark = pytest.mark.bench
 
@@ -25,9 +26,9 @@ DAPO_OPS = str(REPO / ".venv" / "bin" / "dapo-ops")
 RUNS_IN_CONTAINER = "/verl/dapo_runs"
 
 # A stand-in supervisor inside the container (python3 of the image, no dapo_ops): argv names
-# dapo_ops.supervisor and the run dir (what the probe checks before signalling), it starts a verl stand-in
+# dapo_ops.agent.supervisor and the run dir (what the probe checks before signalling), it starts a verl stand-in
 # (`sleep`) in its own process group, records both PIDs in run.json, and on SIGTERM stops that group and marks
-# the run stopped, as dapo_ops/supervisor.py does.
+# the run stopped, as dapo_ops/agent/supervisor.py does.
 FAKE_SUPERVISOR = r"""
 import json, os, signal, subprocess, sys, time
 rd = sys.argv[2]
@@ -96,7 +97,7 @@ def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10,
 def start_fake_supervisor(sandbox, host, crd, host_rd):
     """Start FAKE_SUPERVISOR detached in the container for run dir ``crd``; waits until it recorded its PIDs."""
     import shlex
-    sandbox.exec(host, "nohup python3 -c %s dapo_ops.supervisor %s >/dev/null 2>&1 </dev/null &"
+    sandbox.exec(host, "nohup python3 -c %s dapo_ops.agent.supervisor %s >/dev/null 2>&1 </dev/null &"
                  % (shlex.quote(FAKE_SUPERVISOR), shlex.quote(crd)), check=True)
     deadline = time.time() + 30
     while not (host_rd / "sup.ready").exists():

@@ -1,4 +1,4 @@
-"""The in-container probe (dapo_ops.remote_probe) run as the shipped ``python3 -c`` script against a local runs
+"""The in-container probe (dapo_ops.agent.remote_probe) run as the shipped ``python3 -c`` script against a local runs
 dir, with real processes standing in for the supervisor and the verl process group. No hosts needed."""
 
 import json
@@ -10,14 +10,16 @@ import time
 
 import pytest
 
-from dapo_ops import remote_probe, runstate, statusview
+from dapo_ops.agent import remote_probe
+from dapo_ops.core import runstate
+from dapo_ops.control import statusview
 
-# A stand-in supervisor: its argv names dapo_ops.supervisor and the run dir (what runstate.is_supervisor_pid
+# A stand-in supervisor: its argv names dapo_ops.agent.supervisor and the run dir (what runstate.is_supervisor_pid
 # checks); on SIGTERM it stops its verl process group and marks run.json stopped, as the real one does.
 FAKE_SUPERVISOR = r"""
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[3])
-from dapo_ops import runstate
+from dapo_ops.core import runstate
 run_dir = sys.argv[2]
 def term(*a):
     rec = runstate.read_run(run_dir)
@@ -113,7 +115,7 @@ def test_stop_with_dead_supervisor_kills_own_group_and_is_idempotent(tmp_path):
 def test_stop_terminates_live_supervisor(tmp_path):
     verl = subprocess.Popen(["sleep", "300"], start_new_session=True)
     rid, rd = make_run(str(tmp_path), verl_pgid=verl.pid)
-    sup = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "dapo_ops.supervisor", rd, REPO])
+    sup = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "dapo_ops.agent.supervisor", rd, REPO])
     try:
         rec = runstate.read_run(rd)
         rec["pids"]["supervisor"] = sup.pid

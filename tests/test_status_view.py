@@ -1,8 +1,8 @@
-"""Pure tests of dapo_ops.statusview: log-tail parsing (verl.md §8 formats) and status rows. No hosts."""
+"""Pure tests of dapo_ops.control.statusview: log-tail parsing (verl.md §8 formats) and status rows. No hosts."""
 
 import json
 
-from dapo_ops import statusview as sv
+from dapo_ops.control import statusview as sv
 
 NP_LINE = ("(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
            " - response_length/mean:812.0 - perf/throughput:np.float64(1234.5) - training/global_step:3"
@@ -205,8 +205,8 @@ def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
 def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
     import dataclasses
 
-    from dapo_ops import inventory
-    from dapo_ops.tasks._common import with_container
+    from dapo_ops.control import inventory
+    from dapo_ops.cli._common import with_container
 
     h = inventory.Host(**{f.name: None for f in dataclasses.fields(inventory.Host)})
     h = dataclasses.replace(h, name="h1", container="verl")

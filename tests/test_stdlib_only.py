@@ -10,22 +10,25 @@ import sys
 
 import pytest
 
-from dapo_ops import remote_bundle
+from dapo_ops.control import remote_bundle
 
 FILES = remote_bundle.bundle_files()
 
 
 def test_the_bundle_contains_the_supervisor_and_its_decision_modules():
-    for name in ("supervisor.py", "classify.py", "classify_text.py", "classify_signatures.py", "classify_hints.py",
-                 "classify_docs.py", "device_codes.py", "features.py", "ladder.py", "overrides.py", "runstate.py"):
+    for name in ("agent/supervisor.py", "core/classify.py", "core/features.py", "core/ladder.py", "core/overrides.py",
+                 "core/runstate.py", "agent/notify.py", "core/redact.py"):
         assert name in FILES
+    assert {n.split("/")[0] for n in FILES} == {"__init__.py", "core", "agent"}
 
 
-@pytest.mark.parametrize("module", sorted(f[:-3] for f in FILES if f != "__init__.py"))
+@pytest.mark.parametrize("module", sorted(f[:-3].replace("/", ".").removesuffix(".__init__") for f in FILES
+                                           if f != "__init__.py"))
 def test_module_imports_without_site_packages(tmp_path, module):
     pkg = tmp_path / "dapo_ops"
     pkg.mkdir()
     for name, data in FILES.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
     code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.{module}; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dapo_ops import runstate
+from dapo_ops.core import runstate
 from test_status_bench import cli, container_pids, make_run, start_fake_supervisor, status_json, steps_log
 
 pytestmark = pytest.mark.bench

@@ -1,6 +1,6 @@
 """The supervisor's state machine with a fake verl (tests/fake_verl.py). Pure: no hosts.
 
-Each test runs the real ``python3 -m dapo_ops.supervisor <run_dir>`` as a subprocess (own signals,
+Each test runs the real ``python3 -m dapo_ops.agent.supervisor <run_dir>`` as a subprocess (own signals,
 own process groups) with ``--command-factory fake_verl:factory`` in place of overrides.build_command.
 """
 
@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import features, runstate, supervisor
+from dapo_ops.core import features
+from dapo_ops.core import runstate
+from dapo_ops.agent import supervisor
 
-pytest.importorskip("dapo_ops.classify", reason="classifier (issue 5) not landed yet")
+pytest.importorskip("dapo_ops.core.classify", reason="classifier (issue 5) not landed yet")
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -58,7 +60,7 @@ def start(run_dir):
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS)])
     log = open(run_dir / "supervisor.log", "ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "dapo_ops.supervisor", str(run_dir), "--command-factory", "fake_verl:factory"],
+        [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", "fake_verl:factory"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
     )
 

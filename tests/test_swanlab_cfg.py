@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from dapo_ops import swanlab_cfg
-from dapo_ops.swanlab_cfg import SwanlabConfigError, SwanlabSettings, resolve
+from dapo_ops.control import swanlab_cfg
+from dapo_ops.control.swanlab_cfg import SwanlabConfigError, SwanlabSettings, resolve
 
 KEY = "sk-dapo-SECRET-123456789"
 
@@ -189,7 +189,7 @@ def test_installed_swanlab_reads_our_public_env(tmp_path):
 
 
 def test_env_file_text_round_trips_through_the_supervisors_parser():
-    from dapo_ops.supervisor import parse_env_file
+    from dapo_ops.agent.supervisor import parse_env_file
 
     secrets = {"SWANLAB_API_KEY": KEY, "DAPO_NOTIFY_URL_0": "https://open.feishu.cn/hook/a?b=1&c='x'",
                "QUOTED": "'already quoted'", "DQ": '"x"', "EQ": "a=b=c", "SPACE": " lead"}

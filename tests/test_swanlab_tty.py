@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from dapo_ops import userconfig
+from dapo_ops.control import userconfig
 
 KEY = "sk-dapo-SECRET-123456789"
 CHILD = (
     "import sys\n"
-    "from dapo_ops import swanlab_cfg\n"
+    "from dapo_ops.control import swanlab_cfg\n"
     "notes = []\n"
     "try:\n"
     "    s = swanlab_cfg.resolve_for_launch(notes=notes)\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dapo_ops import userconfig
-from dapo_ops.userconfig import UserConfigError
+from dapo_ops.control import userconfig
+from dapo_ops.control.userconfig import UserConfigError
 
 
 def _mode(p):

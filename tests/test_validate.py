@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops import features, overrides, validate
+from dapo_ops.core import features
+from dapo_ops.core import overrides
+from dapo_ops.control import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from fetch_verl_config import verl_config_root  # noqa: E402

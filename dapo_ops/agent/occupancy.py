@@ -1,0 +1,163 @@
+"""Who holds a container's devices: the one rule ``launch`` applies on every host before it starts anything,
+on the single-host and the multi-host path alike (STDLIB ONLY: shipped with the supervisor bundle).
+
+A container is busy when
+
+1. a live supervisor holds ``<runs_dir>/.lock`` (:func:`dapo_ops.core.runstate.active_run`);
+2. verl processes of an earlier run (a run dir of this runs_dir) are alive although its supervisor is gone
+   (SIGKILLed supervisor): every verl process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the
+   supervisor sets it, docs/design.md run.json), so one ``/proc`` pass finds them whatever their process group;
+3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.core.runstate.ray_sessions`, and processes
+   carrying ``DAPO_OPS_RAY_RUN=<run_id>``, cluster.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
+   connections, or the head of a run whose supervisor is alive.
+
+Processes of a run that is over are not a reason to refuse: Ray of a cluster run whose head's GCS is gone, and
+processes of a finished run (terminal run.json status) that outlived it (Ray agents). With ``sweep`` they are
+ended here (:func:`dapo_ops.core.cluster.stop_session`, :func:`end_pids`: that run's processes only) and reported as
+``cleaned``.
+
+CLI in the container (what ``tasks/launch.py`` calls)::
+
+    python3 -m dapo_ops.agent.occupancy <runs_dir> [<host name>] [--sweep]    # one JSON object on stdout
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any, Dict, List, Optional
+
+from dapo_ops.core import cluster
+from dapo_ops.core import runstate
+
+#: seconds one TCP connect to a head's GCS may take before the head counts as gone
+GCS_CONNECT_TIMEOUT_S = 2.0
+#: seconds a lingering Ray session gets to exit after SIGTERM before SIGKILL
+SWEEP_GRACE_S = 5.0
+_MARKERS = (b"DAPO_OPS_RUN_ID=", ("%s=" % cluster.RAY_RUN_ENV).encode())
+
+
+def scan() -> Dict[str, Dict[str, List[int]]]:
+    """One pass over ``/proc``: ``{"verl": {run_id: [pid]}, "ray": {run_id: [pid]}}`` from the environment
+    markers ``DAPO_OPS_RUN_ID`` (verl, set by the supervisor) and ``DAPO_OPS_RAY_RUN`` (Ray of a cluster run).
+    Zombies and this process are skipped; unreadable processes (other users) are skipped."""
+    out: Dict[str, Dict[str, List[int]]] = {"verl": {}, "ray": {}}
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me or not runstate.pid_alive(int(d)):
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            for key, marker in zip(("verl", "ray"), _MARKERS):
+                if item.startswith(marker):
+                    rid = item[len(marker):].decode("utf-8", "replace")
+                    out[key].setdefault(rid, []).append(int(d))
+    return out
+
+
+def gcs_up(address: Optional[str], port: Optional[int], timeout_s: float = GCS_CONNECT_TIMEOUT_S) -> bool:
+    """True when ``address:port`` (a Ray head's GCS) accepts a TCP connection within ``timeout_s`` seconds."""
+    if not address:
+        return False
+    try:
+        with socket.create_connection((address, int(port or cluster.RAY_PORT)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) -> Dict[str, Any]:
+    """What holds this container (module docstring). ``name``: the inventory host name (Ray node files).
+
+    :returns: ``{"active": lock | None, "verl": [{"run_id", "pids", "pgid", "status"}],
+        "ray": [{"run_id", "role", "head", "head_address", "port", "pids"}] (serving runs only),
+        "cleaned": [{"run_id", "processes"}]}``.
+    """
+    lock = runstate.active_run(runs_dir)
+    active_id = (lock or {}).get("run_id")
+    procs = scan()
+    verl, cleaned = [], []
+    for rid, pids in sorted(procs["verl"].items(), reverse=True):
+        if rid == active_id:
+            continue
+        rdir = runstate.run_dir_for(runs_dir, rid) if runstate.is_run_id(rid) else None
+        if not rdir or not os.path.isdir(rdir):  # not a run of this runs_dir
+            continue
+        rec = runstate.read_run(rdir)
+        status = (rec or {}).get("status")
+        if status in runstate.TERMINAL_STATUSES:  # the run is over: what is left of it (Ray agents) goes
+            if sweep:
+                cleaned.append({"run_id": rid, "processes": end_pids(pids)})
+            continue
+        verl.append({"run_id": rid, "pids": len(pids), "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
+                     "status": status})
+    sessions = {s["run_id"]: s for s in runstate.ray_sessions(runs_dir, name)}
+    ray = []
+    ray_ids = {r for r in procs["ray"] if os.path.isdir(os.path.join(runs_dir, ".cluster", r))}
+    for rid in sorted(set(sessions) | ray_ids, reverse=True):
+        info = sessions.get(rid) or _node_info(runs_dir, rid, name)
+        pids = procs["ray"].get(rid, [])
+        if info.get("role") == "head":
+            serving = rid == active_id or rid in procs["verl"]
+        else:
+            serving = gcs_up(info.get("head_address"), info.get("port"))
+        if serving:
+            ray.append({"run_id": rid, "role": info.get("role"), "head": info.get("head"),
+                        "head_address": info.get("head_address"), "port": info.get("port"), "pids": len(pids)})
+        elif sweep:
+            pid_file = info.get("pid_file") or os.path.join(runs_dir, ".cluster", rid, "ray", "%s.pid" % (name or "-"))
+            n = cluster.stop_session(pid_file, SWEEP_GRACE_S)
+            cleaned.append({"run_id": rid, "processes": n})
+    return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}
+
+
+def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
+    """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left; returns how many there were."""
+    import signal
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        live = [p for p in pids if runstate.pid_alive(p)]
+        for p in live:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+        deadline = time.time() + wait_s
+        while live and any(runstate.pid_alive(p) for p in live) and time.time() < deadline:
+            time.sleep(0.1)
+    return len(pids)
+
+
+def _node_info(runs_dir: str, run_id: str, name: Optional[str]) -> Dict[str, Any]:
+    """The node record of ``run_id`` on this host even when its session leader is gone (agents left over)."""
+    if name:
+        try:
+            info = runstate.read_json(os.path.join(runs_dir, ".cluster", run_id, "ray", name + ".json"))
+        except ValueError:
+            info = None
+        if isinstance(info, dict):
+            return dict(info, pid_file=os.path.join(runs_dir, ".cluster", run_id, "ray", name + ".pid"))
+    return {}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m dapo_ops.agent.occupancy <runs_dir> [<host name>] [--sweep]``: print the answer as JSON."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    sweep = "--sweep" in args
+    args = [a for a in args if a != "--sweep"]
+    if not args:
+        sys.stderr.write("usage: python3 -m dapo_ops.agent.occupancy <runs_dir> [<host name>] [--sweep]\n")
+        return 2
+    sys.stdout.write(json.dumps(occupancy(args[0], args[1] if len(args) > 1 else None, sweep)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through subprocess in tests
+    sys.exit(main())

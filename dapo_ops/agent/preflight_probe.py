@@ -1,0 +1,394 @@
+"""The preflight probe: ONE ``docker exec`` that gathers every fact preflight needs from inside the container.
+
+Stdlib only (it runs in arbitrary training images; Python 3.8+). :func:`build_command` ships this file plus
+:mod:`dapo_ops.agent.inputs` (and, when asked, the Hydra compose checker of :mod:`dapo_ops.control.validate`) as a
+``python3 -c`` bootstrap; the request travels as a JSON argument and the answer is one JSON line prefixed by
+:data:`MARK`. Facts, not verdicts: :mod:`dapo_ops.control.preflight_checks` turns them into ok/warn/fail.
+
+Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
+``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
+host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
+free here, e.g. the Ray head port), ``compose`` ({"source": checker source, "request": {...}}), ``modules``
+(module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
+paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zlib
+
+MARK = "@@DAPO-PREFLIGHT "
+ENV_NAMES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+             "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "HF_ENDPOINT",
+             "SWANLAB_MODE", "SWANLAB_API_HOST", "SWANLAB_WEB_HOST", "SWANLAB_LOG_DIR")
+SECRET_NAMES = ("SWANLAB_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
+
+try:  # in the package; in the container the inputs source is prepended to this file's
+    from dapo_ops.agent.inputs import check_model_dir, check_parquet  # noqa: F401
+except ImportError:  # pragma: no cover - shipped form
+    pass
+
+
+def _version_from_init(path: str):
+    """``__version__ = "x"`` read as text from a package ``__init__.py`` (no import)."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def _verl_info(entry_module: str | None) -> dict:
+    """verl location + version without importing verl (``import verl`` pulls torch: seconds, and may crash)."""
+    import importlib.util
+
+    out = {"found": False, "version": None, "path": None, "entry": entry_module, "entry_found": None}
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        root = list(spec.submodule_search_locations)[0]
+        out.update(found=True, path=root)
+        vf = os.path.join(root, "version", "version")
+        try:
+            with open(vf, encoding="utf-8") as fh:
+                out["version"] = fh.read().strip()
+        except OSError:
+            out["version"] = _version_from_init(os.path.join(root, "__init__.py"))
+            if out["version"] is None:
+                try:
+                    from importlib import metadata
+
+                    out["version"] = metadata.version("verl")
+                except Exception:
+                    out["version"] = None
+    if entry_module:
+        parts = entry_module.split(".")
+        try:
+            top = importlib.util.find_spec(parts[0])
+        except (ImportError, ValueError):
+            top = None
+        found = False
+        if top is not None and top.submodule_search_locations:
+            for base in top.submodule_search_locations:
+                p = os.path.join(base, *parts[1:])
+                if os.path.isfile(p + ".py") or os.path.isfile(os.path.join(p, "__init__.py")):
+                    found = True
+                    break
+        out["entry_found"] = found
+    return out
+
+
+def _modules(names) -> dict:
+    """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
+    name imports its parent packages only, e.g. ``megatron`` for ``megatron.bridge``)."""
+    import importlib.util
+
+    out = {}
+    for name in names or []:
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception:  # a parent package that fails to import counts as missing
+            spec = None
+        out[name] = None if spec is None else (spec.origin or ",".join(spec.submodule_search_locations or []) or name)
+    return out
+
+
+def _cann(files) -> dict:
+    """``ASCEND_TOOLKIT_HOME`` of this ``docker exec`` and which CANN ``set_env.sh`` files exist."""
+    return {"toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"), "found": [f for f in files or [] if os.path.isfile(f)]}
+
+
+def _run(argv, timeout=30, cwd=None, stdin=None):
+    try:
+        p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           cwd=cwd, universal_newlines=True)
+        return {"rc": p.returncode, "stdout": p.stdout[-200000:], "stderr": p.stderr[-4000:]}
+    except FileNotFoundError:
+        return {"rc": 127, "stdout": "", "stderr": f"{argv[0]}: command not found"}
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "stdout": "", "stderr": f"{argv[0]} did not answer within {timeout} s"}
+    except OSError as e:
+        return {"rc": 126, "stdout": "", "stderr": f"{argv[0]}: {e.strerror}"}
+
+
+def _devices(accelerator: str) -> dict:
+    tool = ["npu-smi", "info"] if accelerator == "npu" else ["nvidia-smi"]
+    nodes = (glob.glob("/dev/davinci[0-9]*") if accelerator == "npu" else glob.glob("/dev/nvidia[0-9]*"))
+    out = _run(tool, timeout=30)
+    out["tool"] = " ".join(tool)
+    out["nodes"] = sorted(nodes, key=lambda s: int("".join(c for c in s if c.isdigit()) or 0))
+    return out
+
+
+def _disk(path: str | None) -> dict | None:
+    if not path:
+        return None
+    p = path
+    while p and not os.path.exists(p):
+        p = os.path.dirname(p.rstrip("/")) or "/"
+        if p == "/":
+            break
+    try:
+        du = shutil.disk_usage(p or "/")
+    except OSError as e:
+        return {"path": path, "checked": p, "error": e.strerror}
+    writable = os.access(p, os.W_OK)
+    return {"path": path, "checked": p, "free": du.free, "total": du.total, "writable": writable}
+
+
+#: seconds a host name may take to resolve before a reachability check gives up (a container without a working DNS
+#: server otherwise waits resolv.conf's 5 s x attempts per name; urlopen's timeout does not cover getaddrinfo)
+DNS_TIMEOUT_S = 2.0
+
+
+def _resolve_error(host: str, timeout=None):
+    """None when ``host`` resolves within ``timeout`` seconds (default :data:`DNS_TIMEOUT_S`), else a one-line
+    reason."""
+    import threading
+
+    timeout = DNS_TIMEOUT_S if timeout is None else timeout
+    box = {}
+
+    def go():
+        try:
+            socket.getaddrinfo(host, None)
+        except OSError as e:
+            box["err"] = "cannot resolve %s: %s" % (host, e.strerror or e)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        return "cannot resolve %s within %g s (no DNS server answers in the container?)" % (host, timeout)
+    return box.get("err")
+
+
+def _http(url: str, timeout: float) -> dict:
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    t0 = time.time()
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname and not urllib.request.getproxies().get(parts.scheme):  # a proxy resolves names itself
+        err = _resolve_error(parts.hostname)
+        if err:
+            return {"url": url, "reachable": False, "error": err, "seconds": round(time.time() - t0, 3)}
+    try:
+        req = urllib.request.Request(url, headers={"User-Agent": "dapo-ops-preflight"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return {"url": url, "reachable": True, "status": r.status, "seconds": round(time.time() - t0, 3)}
+    except urllib.error.HTTPError as e:  # any HTTP answer means the server is reachable
+        return {"url": url, "reachable": True, "status": e.code, "seconds": round(time.time() - t0, 3)}
+    except Exception as e:
+        reason = getattr(e, "reason", None) or e
+        return {"url": url, "reachable": False, "error": str(reason), "seconds": round(time.time() - t0, 3)}
+
+
+def _tcp(host: str, port: int, timeout: float) -> dict:
+    t0 = time.time()
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return {"host": host, "port": port, "reachable": True, "open": True}
+    except ConnectionRefusedError:  # the RST came back: the route works, nothing listens yet
+        return {"host": host, "port": port, "reachable": True, "open": False}
+    except OSError as e:
+        return {"host": host, "port": port, "reachable": False, "error": e.strerror or str(e),
+                "seconds": round(time.time() - t0, 3)}
+
+
+def _port_free(port: int) -> dict:
+    """Whether a Ray head could listen on ``port``: a listener there fails; connections of an earlier
+    cluster lingering in TIME_WAIT do not (SO_REUSEADDR, as Ray's GCS server binds)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", int(port)))
+        return {"port": port, "free": True}
+    except OSError as e:
+        return {"port": port, "free": False, "error": e.strerror or str(e)}
+    finally:
+        s.close()
+
+
+COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
+
+
+def _compose_key(comp: dict) -> str | None:
+    """Content key of a compose check: the request, the checker source, this Python, and (path, size, mtime) of
+    every yaml under the config root's ``verl/`` and the entry's config dir. ``None`` when the tree is unreadable."""
+    import hashlib
+
+    rq = comp["request"]
+    h = hashlib.sha256()
+    h.update(json.dumps(rq, sort_keys=True).encode())
+    h.update(comp["source"].encode())
+    h.update(sys.executable.encode())
+    roots = {os.path.join(rq.get("config_root", ""), "verl"), rq.get("config_dir", "")}
+    try:
+        for root in sorted(r for r in roots if r):
+            for d, dirs, files in os.walk(root):
+                dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+                for f in sorted(files):
+                    if f.endswith((".yaml", ".yml")):
+                        st = os.stat(os.path.join(d, f))
+                        h.update(f"{d}/{f}:{st.st_size}:{st.st_mtime_ns}".encode())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def installed_config_root(rq: dict) -> dict:
+    """The compose request pointed at the verl that this Python imports, when the request's own
+    ``config_dir`` (``<workdir>/verl/trainer/config``: a verl source checkout in the workdir, the usual
+    container layout) does not exist, e.g. verl installed as a wheel under ``PYTHONPATH=/tmp/site`` on a bare
+    host (gpu/README.md). ``config_root``, ``config_dir`` and any ``hydra.searchpath=`` override move to the
+    parent of the ``verl`` package found by ``importlib.util.find_spec`` (nothing is imported). Unchanged when
+    the dir exists or no verl is found."""
+    import importlib.util
+
+    old_root, cdir = rq.get("config_root", ""), rq.get("config_dir", "")
+    if not cdir or os.path.isdir(cdir):
+        return rq
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        return rq
+    locs = list(getattr(spec, "submodule_search_locations", None) or []) if spec else []
+    if not locs:
+        return rq
+    root = os.path.dirname(os.path.abspath(locs[0]))
+    rel = os.path.relpath(cdir, old_root) if old_root and cdir.startswith(old_root.rstrip("/") + "/") \
+        else "verl/trainer/config"
+    ovs = [o.replace(old_root.rstrip("/") + "/verl/", root + "/verl/") if old_root and o.startswith("hydra.searchpath=")
+           else o for o in rq.get("overrides") or []]
+    return dict(rq, config_root=root, config_dir=os.path.join(root, rel), overrides=ovs)
+
+
+def _compose(comp: dict) -> dict:
+    """Run the Hydra compose checker (:mod:`dapo_ops.control.validate` source) in a child Python; results are cached
+    in the container by content key (:func:`_compose_key`), so a repeated preflight with the same overrides
+    against the same config files costs no compose."""
+    comp = dict(comp, request=installed_config_root(comp["request"]))
+    key = _compose_key(comp) if comp.get("cache", True) else None
+    path = os.path.join(COMPOSE_CACHE, key + ".json") if key else None
+    if path and os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                r = json.load(fh)
+            r["cached"] = True
+            return r
+        except (OSError, ValueError):
+            pass
+    r = _run([sys.executable, "-c", comp["source"]], timeout=float(comp.get("timeout", 120)),
+             cwd=comp["request"].get("config_root"), stdin=json.dumps(comp["request"]))
+    if path and r.get("rc") == 0 and r.get("stdout", "").strip().startswith("{"):
+        try:
+            os.makedirs(COMPOSE_CACHE, exist_ok=True)
+            tmp = path + ".tmp%d" % os.getpid()
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(r, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return r
+
+
+def probe(req: dict) -> dict:
+    """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
+    t0 = time.time()
+    out: dict = {"python": platform.python_version(), "executable": sys.executable, "cwd": os.getcwd(),
+                 "hostname": socket.gethostname(), "tty": sys.stdin.isatty() if sys.stdin else False}
+    out["env"] = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
+    out["secrets_present"] = sorted(k for k in SECRET_NAMES if os.environ.get(k))
+    out["verl"] = _verl_info(req.get("entry_module"))
+    acc = req.get("accelerator")
+    if acc:
+        out["devices"] = _devices(acc)
+    if req.get("model"):
+        out["model"] = check_model_dir(req["model"])
+    out["data"] = [check_parquet(p, req.get("prompt_key") or "prompt") for p in req.get("data") or []]
+    out["disk"] = _disk(req.get("disk_path"))
+    timeout = float(req.get("net_timeout", 5))
+    out["http"] = {name: _http(url, timeout) for name, url in (req.get("http_urls") or {}).items()}
+    out["tcp"] = [dict(_tcp(t["host"], t["port"], timeout), name=t.get("name", "")) for t in req.get("tcp") or []]
+    if req.get("listen_port"):
+        out["listen"] = _port_free(req["listen_port"])
+    if req.get("modules"):
+        out["modules"] = _modules(req["modules"])
+    if req.get("cann_files"):
+        out["cann"] = _cann(req["cann_files"])
+    comp = req.get("compose")
+    if comp:
+        out["compose"] = _compose(comp)
+    out["elapsed_s"] = round(time.time() - t0, 3)
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    req = json.loads(argv[0]) if argv else {}
+    sys.stdout.write(MARK + json.dumps(probe(req), default=str) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def emit(obj) -> int:
+    """Print ``obj`` as the one marked JSON line (used by the shipped ``prepare`` call too)."""
+    sys.stdout.write(MARK + json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def prepare_command(python: str, req: dict) -> list[str]:
+    """argv for ``docker exec`` running :func:`dapo_ops.agent.inputs.prepare` on ``req`` (answer via :func:`parse_output`)."""
+    return [python, "-c", bootstrap("sys.exit(emit(prepare(json.loads(sys.argv[1]))))"), json.dumps(req)]
+
+
+def _source(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    return "\n".join(ln for ln in lines if not ln.startswith("from __future__"))
+
+
+def bootstrap(main_call: str) -> str:
+    """``python3 -c`` text: inputs.py + this file (zlib+base64), then ``main_call`` (e.g. ``main()``)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    full = ("from __future__ import annotations\n" + _source(os.path.join(here, "inputs.py")) + "\n"
+            + _source(os.path.abspath(__file__)).replace("if __name__ == \"__main__\":", "if False:") + "\n"
+            + main_call + "\n")
+    blob = base64.b64encode(zlib.compress(full.encode("utf-8"), 9)).decode("ascii")
+    return ("import zlib,base64,sys;exec(compile(zlib.decompress(base64.b64decode('%s')),"
+            "'dapo_ops_preflight_probe','exec'))" % blob)
+
+
+def build_command(python: str, req: dict) -> list[str]:
+    """argv for ``docker exec``: ``[python, "-c", <bootstrap>, <request json>]``."""
+    return [python, "-c", bootstrap("sys.exit(main())"), json.dumps(req)]
+
+
+def parse_output(stdout: str) -> dict:
+    """The probe's JSON answer from stdout; ``ValueError`` (one line) when missing."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise ValueError("the preflight probe printed no result (is python3 available in the container?)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The task collection and the ``dapo-ops`` console program.
+
+``tasks.py`` at the repository root re-exports :data:`ns`, so ``inv --list`` and
+``dapo-ops --list`` show the same tasks. Each concern lives in its own module under
+``dapo_ops/cli/`` and exposes a module-level ``ns`` (a :class:`invoke.Collection`)
+or plain ``@task`` functions; this module only assembles them.
+
+Import budget: a program run imports only the task modules named on its command line
+(:func:`namespace_for`, through :data:`TASK_INDEX`), and task modules import their heavy
+dependencies (fabric/paramiko, rich, hydra) inside the functions that use them, so
+``inv status`` loads neither the launch planner nor paramiko (bench/status.py prints the
+``-X importtime`` figure). ``--list``, ``--help`` without a task, completion, or a name that
+is not in the index load every module, as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+from invoke import Collection
+from invoke.exceptions import Exit, ParseError
+from invoke.parser import Argument, Parser
+
+#: exit code of every usage error (bad flag, bad value, unknown task flag): tasks/_common.EXIT_USAGE
+USAGE_EXIT = 2
+
+# One module per concern. Modules whose file does not exist yet are skipped (the
+# collection is assembled as the project grows); an import error inside an
+# existing module is a real error and propagates.
+TASK_MODULES: tuple[str, ...] = (
+    "dapo_ops.cli.hosts",
+    "dapo_ops.cli.launch",
+    "dapo_ops.cli.status",
+    "dapo_ops.cli.preflight",
+    "dapo_ops.cli.prepare",
+    "dapo_ops.cli.classify",
+    "dapo_ops.cli.quickstart",
+)
+# Modules mounted as sub-namespaces: ``inv sandbox.up``, ``inv container.list``.
+SUB_COLLECTIONS: dict[str, str] = {
+    "sandbox": "dapo_ops.cli.sandbox",
+    "container": "dapo_ops.cli.containers",
+}
+#: task name as typed (invoke's dashed form) -> the module that defines it; sub-collection tasks are found by
+#: their prefix (``sandbox.up`` -> SUB_COLLECTIONS["sandbox"]). tests/test_cli.py keeps it equal to what the
+#: modules define; a name missing here only costs the full import (every module is loaded).
+TASK_INDEX: dict[str, str] = {
+    "hosts": "dapo_ops.cli.hosts",
+    "launch": "dapo_ops.cli.launch", "one-step-off": "dapo_ops.cli.launch",
+    "status": "dapo_ops.cli.status", "logs": "dapo_ops.cli.status", "stop": "dapo_ops.cli.status",
+    "watch": "dapo_ops.cli.status",
+    "preflight": "dapo_ops.cli.preflight",
+    "prepare": "dapo_ops.cli.prepare",
+    "classify": "dapo_ops.cli.classify",
+    "quickstart": "dapo_ops.cli.quickstart", "demo": "dapo_ops.cli.quickstart",
+}
+#: core flags after which the program needs every task (listing, help, completion, printing the collection)
+_ALL_TASKS_FLAGS = frozenset({"-l", "--list", "--complete", "--print-completion-script", "-h", "--help"})
+
+
+def _one_line_flag_errors() -> None:
+    """Make a bad value for a typed flag (``--steps abc``) a one-line parse error instead of a traceback.
+
+    invoke casts a flag's value with the type of its default (``int("abc")``) inside
+    ``Argument.set_value`` and lets the ``ValueError`` escape; re-raised as invoke's own
+    :class:`~invoke.exceptions.ParseError`, both ``inv`` and ``dapo-ops`` print one line and exit
+    :data:`USAGE_EXIT` (see :func:`_usage_exit_code`).
+    """
+    orig = Argument.set_value
+    if getattr(orig, "_dapo_ops", False):
+        return
+
+    def set_value(self, value, cast=True):
+        try:
+            return orig(self, value, cast)
+        except (TypeError, ValueError):
+            if self.kind not in (int, float):
+                raise
+            what = "a whole number" if self.kind is int else "a number"
+            flag = "--" + str(self.name).replace("_", "-")
+            example = f" (e.g. {flag} {self.default!r})" if isinstance(self.default, (int, float)) and self.default > 0 else ""
+            raise ParseError(f"{flag}: {value!r} is not {what}{example}") from None
+
+    set_value._dapo_ops = True
+    Argument.set_value = set_value
+
+
+def _usage_exit_code() -> None:
+    """Task-flag parse errors (bad typed value, unknown flag, missing value) exit :data:`USAGE_EXIT` like every
+    other usage error of dapo-ops, not invoke's 1: ``Parser.parse_argv`` re-raises them as ``Exit(msg, 2)``, which
+    both programs print as one line (invoke/program.py ``Program.run``). Core-flag errors of ``inv`` itself are
+    parsed before this module is imported and keep invoke's code."""
+    orig = Parser.parse_argv
+    if getattr(orig, "_dapo_ops", False):
+        return
+
+    def parse_argv(self, argv):
+        try:
+            return orig(self, argv)
+        except ParseError as e:
+            raise Exit(str(e), code=USAGE_EXIT) from None
+
+    parse_argv._dapo_ops = True
+    Parser.parse_argv = parse_argv
+
+
+def _quiet_broken_pipe() -> None:
+    """``inv launch ... | head -2``: a reader that closed the pipe ends the program quietly (exit 141, as a shell
+    tool killed by SIGPIPE) instead of a BrokenPipeError traceback. SIGPIPE itself stays ignored (Python's
+    default), so a dropped SSH socket is still an error, not a silent death."""
+    prev = sys.excepthook
+    if getattr(prev, "_dapo_ops", False):
+        return
+
+    def hook(kind, value, tb):
+        if issubclass(kind, BrokenPipeError):
+            try:  # later flushes at exit must not raise again
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            os._exit(141)
+        prev(kind, value, tb)
+
+    hook._dapo_ops = True
+    sys.excepthook = hook
+
+
+_one_line_flag_errors()
+_usage_exit_code()
+_quiet_broken_pipe()
+
+
+def _import_if_present(name: str):
+    if importlib.util.find_spec(name) is None:
+        return None
+    return importlib.import_module(name)
+
+
+def build_namespace(only: frozenset[str] | set[str] | None = None) -> Collection:
+    """Assemble the root :class:`invoke.Collection` from the task modules.
+
+    :param only: module names to load (:func:`modules_for`); None = every module.
+    Returns a new Collection every call (tests build their own programs).
+    """
+    ns = Collection()
+    for modname in TASK_MODULES:
+        if only is not None and modname not in only:
+            continue
+        mod = _import_if_present(modname)
+        if mod is None:
+            continue
+        sub = Collection.from_module(mod)
+        for task_name in sub.task_names:
+            ns.add_task(sub[task_name])
+    for coll_name, modname in SUB_COLLECTIONS.items():
+        if only is not None and modname not in only:
+            continue
+        mod = _import_if_present(modname)
+        if mod is not None:
+            ns.add_collection(Collection.from_module(mod), coll_name)
+    return ns
+
+
+def modules_for(argv: list[str]) -> frozenset[str] | None:
+    """The task modules a program run with ``argv`` (without the program name) needs, or None for all.
+
+    Every token that names a task counts (a flag value that happens to be a task name only loads one module
+    more); no task name, a listing/help/completion flag, or ``--`` (an ad hoc command) means all.
+    """
+    mods = set()
+    for tok in argv:
+        if tok in _ALL_TASKS_FLAGS or tok == "--":
+            if tok in ("-h", "--help") and mods:
+                continue  # `inv status --help`: that task's help
+            return None
+        name = tok.replace("_", "-")
+        if name in TASK_INDEX:
+            mods.add(TASK_INDEX[name])
+        elif "." in name and name.split(".", 1)[0] in SUB_COLLECTIONS:
+            mods.add(SUB_COLLECTIONS[name.split(".", 1)[0]])
+    return frozenset(mods) or None
+
+
+def namespace_for(argv: list[str] | None = None) -> Collection:
+    """The collection for one program run: only the modules of the tasks in ``argv`` (default ``sys.argv``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return build_namespace(modules_for(argv))
+
+
+_FULL: Collection | None = None
+
+
+def __getattr__(name: str):
+    """``cli.ns``: every task (built on first use, so importing this module alone loads no task module)."""
+    global _FULL
+    if name == "ns":
+        if _FULL is None:
+            _FULL = build_namespace()
+        return _FULL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main() -> None:
+    """Entry point of the ``dapo-ops`` console script (see ``dapo_ops/cli/program.py``): loads only the task
+    modules named on the command line."""
+    from dapo_ops.cli import program
+
+    program.make_program(namespace_for(sys.argv[1:])).run()

@@ -1,0 +1,260 @@
+"""Shared helpers for the invoke tasks: the ``fanout_task`` decorator, inventory loading, host selection,
+one-line failures and exit codes.
+
+A fan-out task looks like::
+
+    from invoke.exceptions import Exit
+    from dapo_ops.cli._common import fanout_task, select_hosts, run_fanout
+
+    @fanout_task(help={"timeout": "seconds per host"})
+    def preflight(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60):
+        \"\"\"Check every host before a launch.\"\"\"
+        _, chosen = select_hosts(c, hosts, inventory)
+        run_fanout(c, chosen, check_one, columns=["npu", "disk"], title="preflight", timeout=timeout,
+                   accept_new_host_keys=accept_new_host_keys)
+
+``hosts`` gets the flags ``-H/--hosts`` (so ``inv preflight -H h1,h2`` works; under the ``dapo-ops`` program the
+core ``-H`` value is passed into it), ``inventory`` gets ``--inventory``, ``accept_new_host_keys`` gets
+``--accept-new-host-keys``; default help texts are filled in for those three. The decorator never hands out
+``-h`` (it would shadow ``--help``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from typing import Callable
+
+from invoke import Task, task
+from invoke.exceptions import Exit
+
+from dapo_ops.control import fanout
+from dapo_ops.control import inventory
+from dapo_ops.control.fanout import HostResult, Row
+from dapo_ops.control.inventory import Host, Inventory, InventoryError
+
+#: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
+#: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
+#: (``--steps 0`` is an error, not "use the default").
+UNSET = -(2**31)
+#: the same for a float flag (invoke types it float from this default)
+UNSET_FLOAT = float(UNSET)
+
+
+def given_flags(**kw) -> dict:
+    """The settings flags actually given: drops ``None``, ``""``, ``False`` (a bool flag left off) and :data:`UNSET`."""
+    return {k: v for k, v in kw.items() if not (v is None or v is False or v == "" or v == UNSET)}
+
+
+# Exit codes of dapo-ops tasks (others may add theirs here).
+EXIT_OK = 0
+EXIT_FAILED = 1        # the work failed on at least one host (each host's row says why)
+EXIT_USAGE = 2         # bad input: inventory file, -H selection, flag values; nothing was contacted
+
+COMMON_HELP = {
+    "hosts": "comma-separated inventory host names or user@host:port (default: every host in the inventory)",
+    "inventory": "hosts.toml to use (default: $DAPO_OPS_INVENTORY, then ./hosts.toml)",
+    "accept_new_host_keys": "accept and record SSH host keys not yet in known_hosts (a changed key is always refused)",
+}
+
+
+class FanoutTask(Task):
+    """An invoke Task whose ``hosts`` parameter is the flag ``-H/--hosts`` and which never takes ``-h``."""
+
+    def get_arguments(self, ignore_unknown_help=None):
+        # invoke's arg_opts pops entries from self.help, so a second parse in the same process (tests, or
+        # `inv` and `dapo-ops` programs built side by side) would lose every flag's help text: keep a copy.
+        saved = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = saved
+
+    def arg_opts(self, name, default, taken_names):
+        taken = set(taken_names) | {"h", "H"}
+        opts = super().arg_opts(name, default, taken)
+        if name == "hosts":
+            opts["names"] = ["hosts", "H"]
+        elif name in ("inventory", "accept_new_host_keys"):
+            opts["names"] = opts["names"][:1]  # long flag only: -i/-a mean other things under dapo-ops/fab
+        if "help" not in opts and name in COMMON_HELP:
+            opts["help"] = COMMON_HELP[name]
+        return opts
+
+
+def fanout_task(*args, **kwargs):
+    """``@task`` for tasks that run on hosts (use bare or with invoke's ``@task`` keyword arguments).
+
+    The task must take ``hosts=""`` (and usually ``inventory=""``); see the module docstring.
+    """
+    kwargs.setdefault("klass", FanoutTask)
+    if len(args) == 1 and callable(args[0]) and not isinstance(args[0], Task):
+        return task(args[0], **kwargs)
+    return task(*args, **kwargs)
+
+
+def takes_hosts(t: Task) -> bool:
+    """True when the task's body has a ``hosts`` parameter (the ``dapo-ops -H`` value goes there)."""
+    try:
+        return "hosts" in inspect.signature(t.body).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def fail(message: str, code: int = EXIT_FAILED):
+    """Stop the task with ONE line on stderr and exit ``code`` (raises :class:`invoke.exceptions.Exit`)."""
+    raise Exit(" ".join(str(message).split()), code=code)
+
+
+def _config_inventory(c) -> str:
+    try:
+        cfg = c.config.get("dapo_ops", {}) or {}
+        return cfg.get("inventory", "") or ""
+    except Exception:  # noqa: BLE001 - plain invoke Context without our config
+        return ""
+
+
+def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) -> Inventory:
+    """Load the inventory: ``--inventory`` > config ``dapo_ops.control.inventory`` > ``$DAPO_OPS_INVENTORY`` >
+    ``./hosts.toml``.
+
+    :param allow_missing: return an empty inventory when no file was named and ./hosts.toml is absent
+        (for ad hoc ``-H user@host:port``).
+    :raises Exit: code :data:`EXIT_USAGE` with the one-line :class:`InventoryError`.
+    """
+    path = inventory_path or _config_inventory(c) or None
+    if allow_missing and not path and not os.environ.get(inventory.ENV_VAR) \
+            and not os.path.exists(inventory.DEFAULT_FILE):
+        return inventory.empty()
+    try:
+        return inventory.load(path)
+    except InventoryError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def _empty_hosts_flag(argv: list[str]) -> bool:
+    """True when the command line gave ``-H ''`` / ``--hosts=`` explicitly: invoke hands the task the same ``""``
+    as for no ``-H`` at all, which would mean every host."""
+    for i, a in enumerate(argv):
+        if a in ("-H", "--hosts") and i + 1 < len(argv) and not argv[i + 1].strip(" ,"):
+            return True
+        if a in ("--hosts=", "-H="):
+            return True
+    return False
+
+
+def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts named by ``-H`` (all hosts when empty).
+
+    Ad hoc ``user@host:port`` items work without an inventory file (they take ``[defaults]`` when there is one).
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line (bad inventory, unknown host name).
+    """
+    items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
+    if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
+        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host",
+             EXIT_USAGE)
+    adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
+    inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
+    try:
+        chosen = inventory.select(inv, hosts or None)
+    except InventoryError as e:
+        fail(str(e), EXIT_USAGE)
+    if not chosen:  # the inventory loader already refuses a file without hosts; kept as the one guarantee
+        fail("no hosts selected: add hosts to the inventory or pass -H user@host", EXIT_USAGE)
+    return inv, apply_core_overrides(c, chosen)
+
+
+def user_config() -> dict:
+    """The user config file (``~/.config/dapo-ops/config.toml`` or ``$DAPO_OPS_CONFIG``) as a dict.
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line naming the file and the problem.
+    """
+    from dapo_ops.control import userconfig
+
+    try:
+        return userconfig.load()
+    except userconfig.UserConfigError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def run_settings(flags: dict, file_cfg: dict):
+    """Resolve the run settings: ``flags`` > environment > ``file_cfg`` > defaults (:func:`dapo_ops.control.settings.resolve`).
+
+    :raises Exit: code :data:`EXIT_USAGE`, one line naming the variable/flag/key and the fix.
+    """
+    from dapo_ops.control import settings
+
+    try:
+        return settings.resolve(flags, os.environ, file_cfg)
+    except settings.SettingsError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:
+    """Apply Fabric's core flags of the ``dapo-ops`` program to the selected hosts: ``-t/--connect-timeout``
+    (connect_timeout), ``-i/--identity`` (identity_file, the first one), ``-S/--ssh-config`` (ssh_config).
+    Under plain ``inv`` these flags do not exist and the hosts are returned unchanged."""
+    import dataclasses
+
+    changes: dict = {}
+    t = connect_timeout_override(c)
+    if t:
+        changes["connect_timeout"] = t
+    try:
+        keys = (c.config.get("connect_kwargs", {}) or {}).get("key_filename")
+    except Exception:  # noqa: BLE001
+        keys = None
+    if keys:
+        changes["identity_file"] = str(keys[0] if isinstance(keys, (list, tuple)) else keys)
+    ssh_path = getattr(c.config, "_runtime_ssh_path", None) if hasattr(c, "config") else None
+    if ssh_path:
+        changes["ssh_config"] = str(ssh_path)
+    return [dataclasses.replace(h, **changes) for h in chosen] if changes else chosen
+
+
+def with_container(chosen: list[Host], container: str = "", env=None) -> list[Host]:
+    """The hosts with the container the run was launched in: ``--container`` > ``$CONTAINER`` > the inventory's
+    (what launch itself resolves, settings.py ``container``), so a run started with ``--container X`` can be
+    followed, stopped and listed the same way."""
+    import dataclasses
+
+    name = (container or (os.environ if env is None else env).get("CONTAINER", "")).strip()
+    if not name:
+        return chosen
+    # a bare-metal host (runtime = "host") has no container to name
+    return [h if getattr(h, "runtime", "docker") == "host" else dataclasses.replace(h, container=name) for h in chosen]
+
+
+def connect_timeout_override(c) -> float | None:
+    """``dapo-ops -t N`` (Fabric's core connect-timeout flag), else None."""
+    try:
+        ck = c.config.get("connect_kwargs", {}) or {}
+        t = ck.get("timeout")
+        return float(t) if t else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title: str, timeout: float,
+               accept_new_host_keys: bool = False, out=None) -> list[HostResult]:
+    """Run ``fn(target) -> Row | dict`` on every host in parallel, print the table and a summary line, and
+    stop with exit code :data:`EXIT_FAILED` if any host failed (after every host was reported).
+
+    :param timeout: overall deadline in seconds (see :func:`dapo_ops.control.fanout.run`).
+    :returns: the results when every host succeeded.
+    :raises Exit: code 1 with ``<n> of <m> hosts failed: h2 (refused)``.
+    """
+    results = fanout.run(chosen, fn, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
+                         connect_timeout=connect_timeout_override(c))
+    fanout.render(results, columns, title=title, file=out or sys.stdout)
+    if fanout.exit_code(results):
+        fail(fanout.summary(results), EXIT_FAILED)
+    return results
+
+
+__all__ = [
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
+    "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+]

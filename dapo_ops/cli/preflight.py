@@ -1,0 +1,187 @@
+"""``inv preflight``: catch what would kill the run before it starts, on every host in parallel.
+
+Per host ONE SSH round trip (:mod:`dapo_ops.control.preflight_checks`): container state, devices inside the container,
+python/verl/entry module, the generated overrides composed against the container's own verl config, model and
+data files, disk, proxy, SwanLab reachability from the container, and for ``--cluster`` the Ray port between
+hosts. The operator-side SwanLab key check runs once. A rich table per host, a summary line, ``--json``;
+exit 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.table import Table
+from rich.text import Text
+
+from dapo_ops.control import fanout
+from dapo_ops.control import planning
+from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control import userconfig
+from dapo_ops.control.fanout import Row
+from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, run_settings, select_hosts, user_config
+
+HELP = {
+    "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",
+    "model": "model dir in the container (env MODEL_PATH)",
+    "train_file": "training parquet (env TRAIN_FILE)",
+    "val_file": "validation parquet (env VAL_FILE)",
+    "trainer_gpus": "trainer pool devices (one-step-off; env TRAINER_GPUS)",
+    "rollout_gpus": "rollout pool devices (one-step-off; env ROLLOUT_GPUS)",
+    "max_response_length": "data.max_response_length in tokens (env MAX_RESPONSE_LENGTH)",
+    "steps": "training steps (env TRAIN_STEPS), for the disk estimate",
+    "save_freq": "checkpoint every N steps (env SAVE_FREQ), for the disk estimate",
+    "framework": "megatron | fsdp (env FRAMEWORK)",
+    "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
+    "override": "extra verl override KEY=VALUE, repeatable (composed with the rest)",
+    "json": "print JSON ({status, hosts: {name: {status, checks: [{name, status, message, fix}]}}}) instead of tables",
+    "quick": "only the cheap subset that inv launch runs (no compose, no network probes)",
+    "no_compose": "skip the Hydra compose check of the overrides",
+    "cluster": "the selected hosts form ONE multi-host run: check the Ray port (first host = Ray head)",
+    "ray_port": "Ray head port for --cluster (default 6379)",
+    "timeout": "seconds to wait for all hosts",
+    "container": "container name (env CONTAINER; default: the inventory's)",
+}
+
+#: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
+PREFLIGHT_RUN_ID = "00000000-000000-pref"
+
+def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
+    """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
+    check's job): returns ``(SwanlabSettings or None, error line or "")``. With a missing cloud key the host and
+    mode are still resolved (a placeholder key is used only inside this function, never returned or shown)."""
+    from dapo_ops.control import swanlab_cfg
+
+    env = dict(os.environ if env is None else env)
+    if file_cfg is None:
+        try:
+            file_cfg = (userconfig.load() or {}).get("swanlab", {})
+        except userconfig.UserConfigError as e:
+            return None, str(e)
+    try:
+        return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
+    except swanlab_cfg.SwanlabConfigError as e:
+        try:
+            s = swanlab_cfg.resolve({**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg,
+                                    mode_flag=mode_flag or None, stdin_isatty=False)
+            return swanlab_cfg.SwanlabSettings(mode=s.mode, host=s.host, web_host=s.web_host, api_key=None,
+                                               log_dir=s.log_dir, project=s.project, workspace=s.workspace,
+                                               sources=s.sources), str(e)
+        except swanlab_cfg.SwanlabConfigError as e2:
+            return None, str(e2)
+
+
+def render_host(name: str, checks: list, file=None) -> None:
+    """One rich table for one host: check | status | message | fix."""
+    st = pc.worst(checks)
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+    t = Table(title=f"{name}: {st}", title_justify="left", pad_edge=False)
+    t.add_column("check", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("found", overflow="fold")
+    t.add_column("fix", overflow="fold")
+    for c in checks:
+        t.add_row(Text(c.name), Text(c.status, style=style[c.status]), Text(c.message), Text(c.fix))
+    fanout._console(file).print(t)
+
+
+def summary_line(results: dict) -> str:
+    """``preflight: 3 hosts: h1 ok, h2 FAIL (devices, leftover), h3 warn (disk)``."""
+    parts = []
+    for h, cs in results.items():
+        st = pc.worst(cs)
+        names = [c.name for c in cs if c.status == st] if st != "ok" else []
+        parts.append(f"{h} {'FAIL' if st == 'fail' else st}" + (f" ({', '.join(names)})" if names else ""))
+    n = len(results)
+    return f"preflight: {n} host{'s' if n != 1 else ''}: " + ", ".join(parts)
+
+
+@fanout_task(help=HELP, iterable=["override"])
+def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
+              max_response_length=UNSET, steps=UNSET, save_freq=UNSET, framework="", swanlab_mode="", override=None,
+              json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, container="", hosts="",
+              inventory="",
+              accept_new_host_keys=False, timeout=180):
+    """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
+    if mode not in ("dapo", "one-step-off"):
+        fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
+    flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
+                   rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
+                   save_freq=save_freq, framework=framework, container=container)
+    file_cfg = user_config()
+    st = run_settings(flags, file_cfg)
+    inv, chosen = select_hosts(c, hosts, inventory)
+    sw, sw_err = swanlab_for_preflight(swanlab_mode, file_cfg=(file_cfg or {}).get("swanlab", {}))
+    logger_on = bool(sw and sw.mode != "disabled")
+    extra = [o for o in (override or []) if o]
+    run_id = PREFLIGHT_RUN_ID  # fixed: the compose result is cached in the container by content
+    plans = {}
+    for h in chosen:
+        try:
+            plans[h.name] = planning.make_plan(st, h, mode=mode, run_id=run_id, swanlab_logger=logger_on,
+                                               proxy=inv.proxy, extra_overrides=extra)
+        except planning.PlanError as e:
+            fail(f"{h.name}: {e}", EXIT_USAGE)
+    extra_env = sw.public_env() if sw is not None else {}
+    head = chosen[0]
+
+    def one(target):
+        ray = None
+        if cluster and len(chosen) > 1:
+            ray = {"head": head.address, "port": int(ray_port), "is_head": target.host.name == head.name}
+        plan = plans[target.host.name]
+        target.container = plan.spec.get("container") or target.container  # CONTAINER setting wins
+        if quick:
+            checks = pc.quick_all(target, plan, timeout=max(30.0, timeout - 10))
+        else:
+            checks = pc.run_all(target, plan, inv_proxy=inv.proxy, ray=ray, compose=not no_compose,
+                                extra_env=extra_env, timeout=max(30.0, timeout - 10))
+        return Row(ok=pc.worst(checks) != pc.FAIL, data={"checks": checks})
+
+    results = fanout.run(chosen, one, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+    per_host: dict = {}
+    for r in results:
+        checks = r.row.data.get("checks")
+        if checks is None:  # the host's function itself failed (bug or deadline): one failing check
+            checks = [pc.Check("preflight", pc.FAIL, r.row.message or r.row.kind, "see the message")]
+        per_host[r.host.name] = checks
+    if not quick and logger_on:
+        kc = pc.swanlab_key_check(plans[chosen[0].name], env=dict(os.environ),
+                                  file_cfg=(file_cfg or {}).get("swanlab", {}), mode_flag=swanlab_mode)
+        if kc is not None:
+            for h in per_host:
+                per_host[h] = per_host[h] + [kc]
+    elif sw is None and sw_err:
+        for h in per_host:
+            per_host[h] = per_host[h] + [pc.Check("swanlab-key", pc.FAIL, sw_err, "fix the SwanLab settings")]
+    status = pc.worst([ck for cs in per_host.values() for ck in cs])
+    if json:
+        print(pc.to_json(per_host))
+    else:
+        for h, cs in per_host.items():
+            render_host(h, cs)
+        print(summary_line(per_host))
+    if status == pc.FAIL:
+        raise_exit = [f"{h}: {next(str(ck) for ck in cs if ck.status == pc.FAIL)}"
+                      for h, cs in per_host.items() if pc.worst(cs) == pc.FAIL]
+        fail(raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
+             EXIT_FAILED)
+
+
+#: container dir holding ``model/``, ``train.parquet``, ``val.parquet`` for :func:`bench_fn`
+BENCH_INPUTS_ENV = "DAPO_PREFLIGHT_BENCH_INPUTS"
+
+
+def bench_fn(target) -> Row:
+    """Per-host function for ``bench/fanout.py --task preflight``: every check (compose included) for a DAPO plan
+    whose inputs live in ``$DAPO_PREFLIGHT_BENCH_INPUTS`` (default ``/verl/dapo_runs/pf-inputs``; made by
+    ``bench/preflight_fanout.py``). SwanLab off (no network wait in a timing)."""
+    base = os.environ.get(BENCH_INPUTS_ENV, "/verl/dapo_runs/pf-inputs").rstrip("/")
+    s = {"model": f"{base}/model", "train_file": f"{base}/train.parquet", "val_file": f"{base}/val.parquet",
+         "framework": "fsdp", "steps": 4, "save_freq": 2, "max_prompt_length": 512, "max_response_length": 1024}
+    plan = planning.make_plan(s, target.host, mode="dapo", run_id="20261129-000000-bnch", swanlab_logger=False)
+    checks = pc.run_all(target, plan)
+    bad = [c for c in checks if c.status == pc.FAIL]
+    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "",
+               data={"checks": checks})

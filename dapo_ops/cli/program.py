@@ -1,0 +1,133 @@
+"""The ``dapo-ops`` console program: invoke's ``Program`` with Fabric's core SSH flags, over the same task
+collection as ``inv``.
+
+``dapo-ops -H h1,h2 <task>`` behaves like ``inv <task> -H h1,h2``: the core ``-H`` value is handed to the task's
+``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.control.fanout`). Fabric's own executor
+would instead clone the task once per host and run the clones one after another (``fabric/executor.py:
+expand_calls``), with ``c`` a Connection; :class:`Executor` here does not.
+
+The core flags are Fabric's (``fabric/main.py: Fab.core_args``) with the same names and config keys, so the
+tasks read them the same way (``tasks/_common.py: apply_core_overrides``): ``-H/--hosts``, ``-i/--identity``
+(``connect_kwargs.key_filename``), ``-S/--ssh-config`` (``config._runtime_ssh_path``), ``-t/--connect-timeout``
+(``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
+``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused
+connection, :mod:`dapo_ops.control.sshmux`) never needs; the SSH config file itself is read per host by
+:class:`dapo_ops.control.remote.Target`.
+
+Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env
+``DAPO_OPS_*`` for declared keys).
+"""
+
+from __future__ import annotations
+
+from invoke import Argument, Call, Executor as _InvokeExecutor, Program, Task
+from invoke import Config as _InvokeConfig
+from invoke.exceptions import Exit
+
+from dapo_ops import __version__
+from dapo_ops.cli._common import EXIT_USAGE, takes_hosts
+
+
+class Config(_InvokeConfig):
+    """invoke config with the ``dapo_ops`` prefix (``dapo_ops.yaml``, ``DAPO_OPS_*``) and Fabric's
+    ``connect_kwargs`` / runtime ssh_config path as set by the core flags."""
+
+    prefix = "dapo_ops"
+
+    @staticmethod
+    def global_defaults():
+        defaults = _InvokeConfig.global_defaults()
+        defaults["connect_kwargs"] = {}
+        return defaults
+
+    def set_runtime_ssh_path(self, path) -> None:
+        self._set(_runtime_ssh_path=path)
+
+
+class Executor(_InvokeExecutor):
+    """Passes the core ``-H`` value into each top-level task's ``hosts`` argument instead of cloning the task
+    per host (which would run hosts serially). Pre/post tasks run once, without hosts (as under Fabric).
+    A task-level ``-H`` wins over the core one.
+    """
+
+    def expand_calls(self, calls, apply_hosts=True):
+        host_str = ""
+        if apply_hosts and self.core is not None:
+            host_str = self.core[0].args.hosts.value or ""
+            if self.core.remainder:
+                raise Exit("dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts",
+                           code=EXIT_USAGE)
+        ret = []
+        for call in calls:
+            if isinstance(call, Task):
+                call = Call(task=call)
+            ret.extend(self.expand_calls(call.pre, apply_hosts=False))
+            if host_str:
+                if not takes_hosts(call.task):
+                    name = call.called_as or call.task.name
+                    raise Exit(f"task '{name}' does not run on hosts; drop -H (tasks that do: see dapo-ops --list)",
+                               code=EXIT_USAGE)
+                if not call.kwargs.get("hosts"):
+                    call.kwargs["hosts"] = host_str
+            ret.append(call)
+            ret.extend(self.expand_calls(call.post, apply_hosts=False))
+        return ret
+
+    def dedupe(self, calls):
+        return calls  # as fabric.Executor: two calls of one task (e.g. for different hosts) both run
+
+
+class DapoOps(Program):
+    """invoke's Program with Fabric's SSH core flags (``-H``, ``-i``, ``-S``, ``-t``)."""
+
+    def core_args(self):
+        return super().core_args() + [
+            Argument(names=("H", "hosts"),
+                     help="Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
+                          "(the task runs them in parallel; default: every host in the inventory)."),
+            Argument(names=("i", "identity"), kind=list,
+                     help="Path to runtime SSH identity (key) file (overrides the inventory's identity_file)."),
+            Argument(names=("S", "ssh-config"), help="Path to runtime SSH config file."),
+            Argument(names=("t", "connect-timeout"), kind=int,
+                     help="Connection timeout in seconds (overrides the inventory's connect_timeout)."),
+        ]
+
+    def no_tasks_given(self):
+        if self.core is not None and self.core.remainder:
+            raise Exit("dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts",
+                       code=EXIT_USAGE)
+        super().no_tasks_given()
+
+    def update_config(self):
+        super().update_config(merge=False)
+        self.config.set_runtime_ssh_path(self.args["ssh-config"].value)
+        connect_kwargs = {}
+        if self.args["identity"].value:
+            connect_kwargs["key_filename"] = self.args["identity"].value
+        if self.args["connect-timeout"].value:
+            connect_kwargs["timeout"] = self.args["connect-timeout"].value
+        self.config._overrides["connect_kwargs"] = connect_kwargs
+        self.config.merge()
+
+
+def make_program(namespace=None) -> Program:
+    """A fresh ``dapo-ops`` program (tests build their own: ``make_program().run("dapo-ops -H h1 hosts",
+    exit=False)``). Without ``namespace``: every task (:func:`dapo_ops.cli.build_namespace`)."""
+    from dapo_ops import cli
+
+    return DapoOps(
+        name="dapo-ops",
+        namespace=namespace if namespace is not None else cli.build_namespace(),
+        executor_class=Executor,
+        config_class=Config,
+        version=__version__,
+    )
+
+
+def __getattr__(name: str):
+    """``program.program``: the program over every task (built on first use)."""
+    if name == "program":
+        from dapo_ops import cli
+
+        return make_program(cli.ns)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,279 @@
+"""``inv quickstart`` (the runbook's quick start and interactive flow) and ``inv demo`` (the sandbox main job).
+
+quickstart asks the runbook's four questions in order — 1. container, 2. proxy ("none" to skip),
+3. features ("default" keeps the defaults), 4. SwanLab mode (cloud | local | offline | disabled) and, for cloud,
+host and key if not configured (a blank key asks the mode again, nothing answered is lost) — but only for
+what flags, env vars (the runbook's CONTAINER, USER_FEATURES, http(s)_proxy, SWANLAB_HOST,
+SWANLAB_API_KEY, ...) and the config file leave open, and only on a TTY. Then it runs preflight,
+launches, and prints the run id, the SwanLab link, the three monitoring commands and the equivalent
+non-interactive command line for a runbook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from invoke import task
+from invoke.exceptions import Exit
+
+from dapo_ops.core import features as features_mod
+from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.control import swanlab_cfg
+from dapo_ops.control import userconfig
+from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.cli._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts, user_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+QS_HELP = {
+    "container": "training container on the host (env CONTAINER; asked on a TTY, listing what is there)",
+    "http_proxy": "proxy for the container, or 'none' (env http_proxy; asked on a TTY)",
+    "https_proxy": "HTTPS proxy for the container, or 'none' (env https_proxy; default: the http one)",
+    "features": "comma list, -name turns a default off, 'default' keeps the defaults (env USER_FEATURES)",
+    "steps": "training steps (env TRAIN_STEPS; default 100)",
+    "mode": "dapo | one-step-off",
+    "swanlab_host": "SwanLab server, e.g. http://192.0.2.10:8000 (env SWANLAB_HOST); the key only via "
+                    "SWANLAB_API_KEY, the config file or the TTY prompt, never a flag",
+    "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
+    "skip_preflight": "launch without the full preflight",
+}
+
+
+def _ask(question: str) -> str:
+    print(question, end="", flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise Exit("quickstart: input ended before all questions were answered", code=EXIT_USAGE)
+    return line.strip()
+
+
+def _choose_container(c, host, inventory: str) -> str:
+    """Question 1: list the containers present on the host and let the user pick one (number or name)."""
+    from dapo_ops.cli.containers import list_one
+
+    t = Target(host, host.container)
+    try:
+        containers = list_one(t).data.get("containers") or []
+    except RemoteError as e:
+        fail(f"quickstart: cannot list containers on {host.name}: {e}", EXIT_USAGE)
+    finally:
+        t.close()
+    print(f"1. container on {host.name}:")
+    for i, ct in enumerate(containers, 1):
+        verl = f"verl {ct['verl']}" if ct.get("verl") else "no verl found"
+        print(f"   {i}) {ct['name']:<20} {ct['state']:<10} {ct['image']}  ({verl})")
+    default = host.container
+    ans = _ask(f"   choose a number or name [{default}] (a new one: inv container.create): ")
+    if not ans:
+        return default
+    if ans.isdigit() and 1 <= int(ans) <= len(containers):
+        return containers[int(ans) - 1]["name"]
+    return ans
+
+
+def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: dict, features: str, steps: int,
+                swanlab_host: str, swanlab_mode: str) -> str:
+    """The command line that repeats this quickstart without a single prompt, every answer in it: container,
+    steps, proxy (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a
+    placeholder: it is never printed)."""
+    env = []
+    if container:
+        env.append(f"CONTAINER={shlex.quote(container)}")
+    env.append(f"TRAIN_STEPS={steps if steps != UNSET else os.environ.get('TRAIN_STEPS', 100)}")
+    if swanlab_host:
+        env.append(f"SWANLAB_HOST={shlex.quote(swanlab_host)}")
+    if swanlab_mode == "cloud":
+        env.append("SWANLAB_API_KEY=<your-key>")
+    cmd = ["inv", "quickstart"]
+    if mode != "dapo":
+        cmd += ["--mode", mode]
+    if hosts:
+        cmd += ["-H", hosts]
+    if inventory:
+        cmd += ["--inventory", inventory]
+    for k in ("http_proxy", "https_proxy"):
+        cmd += [f"--{k.replace('_', '-')}", proxy_mod.display(proxies[k]) if proxies.get(k) else "none"]
+    cmd += ["--features", features or "default"]
+    if swanlab_mode:
+        cmd += ["--swanlab-mode", swanlab_mode]
+    return " ".join(env + [shlex.quote(x) for x in cmd])
+
+
+SWANLAB_MODES = ("cloud", "local", "offline", "disabled")
+
+
+def _ask_swanlab_mode(default: str = "cloud") -> str:
+    """Question 4: the SwanLab mode (cloud needs a key; local/offline/disabled need none)."""
+    while True:
+        ans = _ask(f"   mode: cloud (needs an API key) | local | offline | disabled [{default}]: ").lower() or default
+        if ans in SWANLAB_MODES:
+            return ans
+        print(f"   {ans!r} is not a mode: answer one of {', '.join(SWANLAB_MODES)}")
+
+
+@fanout_task(help=QS_HELP)
+def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=UNSET, mode="dapo",
+               swanlab_host="", swanlab_mode="", skip_preflight=False, hosts="", inventory=""):
+    """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
+    from dapo_ops.cli.launch import launch as launch_task, one_step_off as osp_task
+    from dapo_ops.cli.preflight import preflight as preflight_task
+
+    if mode not in ("dapo", "one-step-off"):
+        fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
+    tty = sys.stdin is not None and sys.stdin.isatty()
+    inv, chosen = select_hosts(c, hosts, inventory)
+    env = os.environ
+    file_cfg = user_config()
+
+    # 1. container
+    container = container or env.get("CONTAINER", "")
+    if not container and tty:
+        container = _choose_container(c, chosen[0], inventory)
+    # (without a TTY the inventory's container is the answer: nothing is missing)
+
+    # 2. proxy ("none" to skip)
+    proxies = {"http_proxy": http_proxy or env.get("http_proxy", ""), "https_proxy": https_proxy or env.get("https_proxy", "")}
+    configured = any(proxies.values()) or any((inv.proxy or {}).get(k) for k in ("http_proxy", "https_proxy")) \
+        or any((file_cfg.get("proxy") or {}).get(k) for k in ("http_proxy", "https_proxy"))
+    if http_proxy or https_proxy:
+        try:
+            proxies = {k: proxy_mod.parse_answer(v, k) for k, v in proxies.items()}
+        except proxy_mod.ProxyError as e:
+            fail(str(e), EXIT_USAGE)
+        if not proxies["https_proxy"]:
+            proxies["https_proxy"] = proxies["http_proxy"]
+    elif not configured and tty:
+        print("2. proxy for the container (answer none if not needed):")
+        try:
+            proxies = proxy_mod.ask(lambda q: _ask("   " + q))
+        except proxy_mod.ProxyError as e:
+            fail(str(e), EXIT_USAGE)
+
+    # 3. features ("default" keeps the defaults)
+    features = features or env.get("USER_FEATURES", "")
+    if not features and tty:
+        print("3. features — performance (default on): flash_attn, dynamic_batch, remove_padding, "
+              "gradient_checkpointing;\n   memory (off, added on OOM): offload, recompute; optional: prefix_cache, "
+              "chunked_prefill")
+        while True:
+            ans = _ask("   custom features? comma list, -name turns a default off, or 'default': ")
+            features = "" if ans.lower() in ("", "default", "默认") else ans
+            try:
+                features_mod.resolve(features or None)
+                break
+            except features_mod.FeatureError as e:
+                print(f"   {e}")
+    elif features.lower() in ("default", "默认"):
+        features = ""
+    try:
+        features_mod.resolve(features or None)
+    except features_mod.FeatureError as e:
+        fail(str(e), EXIT_USAGE)
+
+    # 4. SwanLab (flag > env > config file > the question on a TTY; without a TTY a missing key is one line)
+    if swanlab_host:
+        os.environ["SWANLAB_HOST"] = swanlab_host
+    notes: list[str] = []
+    sw_file = file_cfg.get("swanlab") or {}
+    mode_choice = swanlab_mode or env.get("SWANLAB_MODE", "") or sw_file.get("mode", "")
+    if not mode_choice and tty and not (env.get("SWANLAB_API_KEY") or sw_file.get("api_key")):
+        print("4. SwanLab monitoring:")
+        mode_choice = _ask_swanlab_mode()
+    while True:
+        try:
+            sw = swanlab_cfg.resolve_for_launch(mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty)
+            break
+        except swanlab_cfg.SwanlabConfigError as e:
+            if not tty:
+                fail(str(e), EXIT_USAGE)
+            print(f"   {e}")   # e.g. a blank key: choose again, the other answers are kept
+            mode_choice = _ask_swanlab_mode("local")
+        except (userconfig.UserConfigError, EOFError) as e:
+            fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
+    for n in notes:
+        print(swanlab_cfg.redact(n, list(sw.secrets())), file=sys.stderr)
+    # hand the answers to preflight/launch in this process only (never on a command line)
+    if sw.api_key:
+        os.environ["SWANLAB_API_KEY"] = sw.api_key
+    if sw.host:
+        os.environ["SWANLAB_HOST"] = sw.host
+    os.environ["SWANLAB_MODE"] = sw.mode
+    for k, v in proxies.items():
+        if v:
+            os.environ[k] = v
+    names = ",".join(h.name for h in chosen) if hosts else ""
+
+    if not skip_preflight:
+        print("preflight:")
+        preflight_task(c, mode=mode, hosts=hosts, inventory=inventory, quick=False)
+    task = launch_task if mode == "dapo" else osp_task
+    task(c, steps=steps, features=features, container=container, hosts=hosts, inventory=inventory,
+         skip_preflight=True, swanlab_mode=sw.mode)
+    print("monitor:")
+    sel = f" -H {names}" if names else ""
+    inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""
+    for cmd in ("status", "logs -f", "logs --errors"):
+        print(f"  inv {cmd}{sel}{inv_opt}")
+    print("repeat non-interactively:")
+    print("  " + _equivalent(mode, names, inventory, container or chosen[0].container, proxies, features, steps,
+                             sw.host or "", sw.mode))
+
+
+# --------------------------------------------------------------------------------------------- demo
+
+DEMO_SCENARIO = {"step_time": 0.4, "failure": {"kind": "oom-device", "step": 8, "avoid_with": "offload",
+                                               "hang_s": 2, "phase": "none"}}  # phase-less: the offload rung
+
+
+def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    print("$ " + " ".join(shlex.quote(a) for a in argv), flush=True)
+    proc = subprocess.run(argv, env={**os.environ, **(env or {})}, text=True)
+    if check and proc.returncode != 0:
+        raise Exit(f"demo: `{' '.join(argv[:3])} …` failed with exit code {proc.returncode} (see above)",
+                   code=proc.returncode or 1)
+    return proc
+
+
+@task(help={"steps": "training steps of the demo run (default 20)",
+                   "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
+                   "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
+                   "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)"})
+def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
+    """The main job on a local sandbox host: sandbox up, preflight, launch with an OOM, escalation, resume, status."""
+    if os.geteuid() != 0:
+        fail("demo: the sandbox needs root (network namespaces, sshd, dockerd): run it as root", EXIT_USAGE)
+    bid = bench_id or os.environ.get("DAPO_BENCH_ID", "0")
+    env = {"DAPO_BENCH_ID": bid}
+    print("dapo-ops demo: the host is a local network namespace with its own sshd and Docker engine, and the "
+          "trainer inside its container is the verl STAND-IN (sandbox/verl_standin): real verl 0.9.1 config, "
+          "log formats and checkpoints, simulated accelerator. SSH, Docker, the supervisor and the retries are real.")
+    _sh(["bash", str(REPO / "sandbox" / "bench.sh"), "up", "1"], env=env)
+    state = Path(f"/var/tmp/dapo-bench-{bid}")
+    inventory = str(state / "hosts.toml")
+    scenario = dict(DEMO_SCENARIO) if oom_step > 0 else {"step_time": DEMO_SCENARIO["step_time"]}
+    if oom_step > 0:
+        scenario["failure"] = {**DEMO_SCENARIO["failure"], "step": int(oom_step)}
+        print(f"sandbox cue: a device OOM at step {oom_step} unless offload is on "
+              f"({state}/hosts/h1/sandbox/scenario.json)")
+    (state / "hosts" / "h1" / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
+    inv = [sys.executable, "-m", "invoke", "-r", str(REPO)]
+    base = ["-H", "h1", "--inventory", inventory]
+    demo_env = {**env, "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"), "DAPO_OPS_CONFIG":
+                os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml"))}
+    _sh(inv + ["preflight", *base], env=demo_env)
+    _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)
+    rc = _sh(inv + ["watch", *base, "--interval", "1"], check=False, env=demo_env).returncode
+    _sh(inv + ["status", *base], check=False, env=demo_env)
+    if not keep:
+        _sh(["bash", str(REPO / "sandbox" / "bench.sh"), "down"], env=env)
+    if rc != 0:
+        raise Exit("demo: the run did not succeed (see the status above)", code=rc)
+    print("demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
+          "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
+          f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
+          "`. .venv/bin/activate` puts it on PATH).")

@@ -1,0 +1,204 @@
+"""Bring a Ray cluster up across the hosts' containers, wait for it, and tear it down (operator side).
+
+The pure parts (topology, ``ray start`` argv, per-node collective env) are in
+:mod:`dapo_ops.core.cluster`; this module does the remote calls through :class:`dapo_ops.control.remote.Target`.
+
+Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
+stdlib leader (:func:`dapo_ops.core.cluster.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
+and what the node is (``{"run_id", "name", "role", "head", "head_address", "port"}``) to
+``<run_dir>/ray/<host>.json``. Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
+ends — stopped, or by itself once a worker's raylet lost the head at the run's end — the leader ends whatever
+Ray left in the session or with that marker (DashboardAgent / RuntimeEnvAgent outlive the raylet otherwise).
+Tearing down signals exactly those processes (SIGTERM to the leader, then SIGKILL to any left) — never
+``ray stop`` and never another user's Ray.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import posixpath
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from dapo_ops.core import cluster
+from dapo_ops.core.cluster import Node, Topology
+from dapo_ops.control.remote import RemoteError, Target
+
+#: seconds to wait for every node to join before giving up
+JOIN_TIMEOUT_S = 90.0
+
+# stdlib script run in a container: cluster.stop_session itself (one source), for the pid file in argv[1] with
+# the grace in argv[2] seconds; prints how many processes the session had
+_STOP_SESSION = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.stop_session),
+                           "import sys", "print(stop_session(sys.argv[1], float(sys.argv[2])))"])
+# stdlib script: the leader of a Ray session (cluster.run_session): argv[1] = the env marker, argv[2:] = ray start
+_SESSION_LEADER = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.run_session),
+                             "import sys", "sys.exit(run_session(sys.argv[2:], sys.argv[1].encode() or None))"])
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up. ``str()`` is one line naming the host and the fix."""
+
+
+@dataclass
+class ClusterHandle:
+    """What a multi-host run records about its cluster (goes into the run spec's ``ray`` field)."""
+
+    head: str
+    port: int
+    nodes: list[dict]          # [{"name", "address", "devices", "pid_file"}]
+    resources: dict            # cluster totals as Ray reports them, e.g. {"NPU": 16.0, "CPU": 4.0}
+
+    def to_json(self) -> dict:
+        return {"head": self.head, "port": self.port, "nodes": self.nodes, "resources": self.resources}
+
+
+def _ray_cmd(python: str) -> str:
+    """Shell snippet whose output is the Ray CLI: ``ray`` when on PATH, else ``<python> -m ray.scripts.scripts``.
+
+    Used unquoted (``exec $RAY ...``) so the fallback splits into words; the python path comes from
+    the inventory and must not contain spaces.
+    """
+    return f"$(command -v ray || echo {shlex.quote(python)} -m ray.scripts.scripts)"
+
+
+def _pid_file(run_dir: str, name: str) -> str:
+    return f"{run_dir}/ray/{name}.pid"
+
+
+def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str,
+                info: dict | None = None) -> None:
+    """Start one blocking ``ray start`` detached in its own session under :data:`_SESSION_LEADER`, with
+    ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of ``run_dir``) in its env and ``info`` in
+    ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
+    run_id = posixpath.basename(run_dir.rstrip("/"))
+    pid_file, log = _pid_file(run_dir, name), f"{run_dir}/ray/{name}.log"
+    ray_args = " ".join(shlex.quote(a) for a in argv[1:])
+    marker = f"{cluster.RAY_RUN_ENV}={run_id}"
+    inner = (f"echo $$ > {shlex.quote(pid_file)}; exec {shlex.quote(python)} -c {shlex.quote(_SESSION_LEADER)} "
+             f"{shlex.quote(marker)} $RAY {ray_args}")
+    node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
+    script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && printf '%s\\n' {shlex.quote(node_info)} > "
+              f"{shlex.quote(run_dir + '/ray/' + name + '.json')} && RAY={_ray_cmd(python)} && export RAY && "
+              f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
+    target.run(script, env={**env, cluster.RAY_RUN_ENV: run_id}, timeout=60)
+
+
+def _iface(target: Target, python: str, address: str) -> str | None:
+    res = target.run([python, "-c", cluster.IFACE_PROBE, address], timeout=30, check=False)
+    name = (res.stdout or "").strip()
+    return name or None
+
+
+def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, python: str, run_dir: str,
+          base_no_proxy: str = "", join_timeout: float = JOIN_TIMEOUT_S) -> ClusterHandle:
+    """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
+
+    ``targets`` maps host names to connected :class:`Target` s (their containers); ``run_dir`` is the
+    run's directory inside every container (the same path on each host). Bounded by ``join_timeout``
+    seconds. On any failure everything started is torn down and :class:`ClusterError` names the host
+    (a node that never joined, an unreachable container, a head that did not start).
+    """
+    head = topo.head
+    nodes = list(topo.nodes)
+    started: list[Node] = []
+    try:
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            ifaces = dict(zip([n.name for n in nodes],
+                              pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
+        env = cluster.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
+        info = {"head": head.name, "head_address": head.address, "port": cluster.RAY_PORT}
+        address = f"{head.address}:{cluster.RAY_PORT}"
+        deadline = time.monotonic() + join_timeout
+        _start_node(targets[head.name], cluster.ray_head_argv("ray", head, accelerator), env, run_dir,
+                    head.name, python, {**info, "role": "head"})
+        started.append(head)
+        workers = nodes[1:]
+        # workers only once the head node is registered in its GCS: a worker that starts earlier gives up by itself
+        # ("No node info found for head node in GCS") when the head is slow to come up (a loaded host)
+        if workers and not _wait(targets[head.name], python, 1, max(deadline - time.monotonic(), 1.0),
+                                 address)["nodes"]:
+            raise ClusterError(
+                f"the Ray head on '{head.name}' ({address}) did not come up within {join_timeout:.0f} s: see "
+                f"{run_dir}/ray/{head.name}.log in its container (port {cluster.RAY_PORT} taken? ray installed?)")
+
+        def start_worker(n: Node) -> None:
+            wenv = cluster.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
+            _start_node(targets[n.name], cluster.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
+                        n.name, python, {**info, "role": "worker"})
+
+        with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
+            for n, fut in [(n, pool.submit(start_worker, n)) for n in workers]:
+                fut.result()
+                started.append(n)
+        view = _wait(targets[head.name], python, len(nodes), max(deadline - time.monotonic(), 1.0), address)
+        joined = {n["address"] for n in view["nodes"]}
+        missing = [n for n in nodes if n.address not in joined]
+        if missing:
+            m = missing[0]
+            raise ClusterError(
+                f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{cluster.RAY_PORT} "
+                f"within {join_timeout:.0f} s: check that it can reach the head on TCP {cluster.RAY_PORT} "
+                f"(firewall, link, no_proxy) and see {run_dir}/ray/{m.name}.log in its container")
+        totals: dict = {}
+        for n in view["nodes"]:
+            for k, v in n["resources"].items():
+                if not k.startswith("node:"):
+                    totals[k] = totals.get(k, 0) + v
+        return ClusterHandle(head.address, cluster.RAY_PORT,
+                             [{"name": n.name, "address": n.address, "devices": n.devices,
+                               "pid_file": _pid_file(run_dir, n.name)} for n in nodes], totals)
+    except RemoteError as e:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise ClusterError(f"host '{e.host}': {e.message} (Ray cluster not started; nothing left running)") from e
+    except ClusterError:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise
+    except BaseException:
+        stop(started, targets, run_dir=run_dir, python=python)
+        raise
+
+
+def _wait(head: Target, python: str, want: int, timeout: float, address: str) -> dict:
+    """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass. Each probe joins this
+    run's GCS at ``address`` (``<head>:6379``, never ``auto``: an earlier session's ``/tmp/ray`` files must not
+    pick the cluster) and ends itself within its budget + 20 s (``CLUSTER_WAIT``'s alarm), so no probe is left
+    running in the container when the SSH command times out."""
+    deadline = time.monotonic() + timeout
+    last = {"nodes": []}
+    while True:
+        left = max(deadline - time.monotonic(), 1.0)
+        res = head.run([python, "-c", cluster.CLUSTER_WAIT, f"{left:.1f}", str(want)],
+                       env={"RAY_ADDRESS": address}, timeout=left + 30, check=False)
+        try:
+            last = json.loads((res.stdout or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            last = {"nodes": []}  # GCS not up yet: ray.init failed; retry until the deadline
+        if res.exited == 0 or time.monotonic() >= deadline:
+            return last
+        time.sleep(1.0)
+
+
+def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_s: float = 15.0) -> dict[str, str]:
+    """Stop the Ray sessions this run started on ``nodes`` (Node objects or {"name": ...} dicts).
+
+    Returns {host: "stopped N processes" | "<one-line error>"}; never raises for one host's failure,
+    so the others are still cleaned up.
+    """
+    names = [n["name"] if isinstance(n, dict) else n.name for n in nodes]
+
+    def one(name: str) -> str:
+        try:
+            res = targets[name].run([python, "-c", _STOP_SESSION, _pid_file(run_dir, name), str(grace_s)],
+                                    timeout=grace_s + 60, check=False)
+            return f"stopped {(res.stdout or '0').strip() or '0'} processes"
+        except RemoteError as e:
+            return str(e)
+
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        return dict(zip(names, pool.map(one, names)))

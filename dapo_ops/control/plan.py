@@ -1,0 +1,148 @@
+"""Render a launch :class:`~dapo_ops.control.planning.Plan` (``inv launch --dry-run``), secrets redacted.
+
+Shows the resolved features with their sources (and the user's ``-name`` choices), the escalation
+ladder that would follow, the exact command line, the checkpoint dir and the log path, plus the
+settings that did not come from defaults. :func:`dry_run` is the whole ``--dry-run`` path for a
+task: resolve settings, read the inventory if there is one (nothing is contacted), plan, render.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Mapping
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dapo_ops.core import features as features_mod
+from dapo_ops.control.planning import Plan, make_plan, redact_env, trainer_note
+
+
+def _features_table(plan: Plan) -> Table:
+    t = Table(title="features", show_edge=False, title_justify="left")
+    t.add_column("feature")
+    t.add_column("kind")
+    t.add_column("state")
+    t.add_column("source")
+    for name, (kind, help_) in features_mod.CATALOG.items():
+        src = plan.features.source_of(name)
+        if src is not None:
+            state = "on"
+        elif name in plan.features.disabled:
+            by = [n for n, deps in features_mod.IMPLIED_OFF.items() if name in deps and n in plan.features.disabled]
+            state, src = "off", (f"-{by[0]} implies it" if by else "explicit (-%s)" % name)
+        else:
+            state, src = "off", "default" if kind != "memory" else "ladder may add"
+        t.add_row(name, kind, state, src)
+    return t
+
+
+def render(plan: Plan, console: Console | None = None) -> None:
+    """Print the plan to ``console`` (a new stdout :class:`rich.console.Console` by default)."""
+    con = console or Console()
+    spec = plan.spec
+    s = spec["settings"]
+    nodes = int(s.get("nnodes") or 1)
+    if spec["mode"] == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
+        nodes += int(s["rollout_nnodes"])
+    where = f"{spec['host']} (container {spec['container']})" if nodes == 1 else \
+        f"a {nodes}-node Ray cluster, head {spec['host']} (container {spec['container']})"
+    con.print(Text(f"dry run: {spec['mode']} on {where}, "
+                   f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
+    con.print(f"run id:        {spec['run_id']}")
+    con.print(Text(trainer_note(spec)))
+    per_node = "" if nodes == 1 else f" per node x {nodes} nodes"
+    con.print(f"steps:         {s['steps']}   max response {s['max_response_length']}   "
+              + (f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
+                 if spec["mode"] == "one-step-off" else f"{s['n_gpus_per_node']} devices{per_node} (colocated)"))
+    con.print(_features_table(plan))
+    con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
+    for line in plan.ladder:
+        con.print(Text("  " + line))
+    for line in plan.memory:
+        con.print(Text(line))
+    con.print(Text("command (run in the container):", style="bold"))
+    con.print(Text(plan.command), soft_wrap=True)
+    env = redact_env(spec.get("env") or {})
+    if env:
+        con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
+    con.print(f"checkpoints:   {plan.ckpt_dir}")
+    con.print(f"log:           {plan.log_path}")
+    given = [(k, v) for k, v in plan.sources.items() if v != "default"]
+    if given:
+        con.print("settings from: " + ", ".join(f"{k}={v}" for k, v in given))
+    for n in plan.notes:
+        con.print(Text("note: " + n))
+
+
+def render_text(plan: Plan, width: int = 160) -> str:
+    """The rendered plan as plain text (no colours), e.g. for tests and logs."""
+    buf = io.StringIO()
+    render(plan, Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False))
+    return buf.getvalue()
+
+
+def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
+    """``(logger_enabled, note)`` by the rule a real launch applies
+    (:meth:`dapo_ops.control.swanlab_cfg.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
+    line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
+    not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
+    from dapo_ops.control import swanlab_cfg
+
+    try:
+        sw = swanlab_cfg.resolve(env, (file_cfg or {}).get("swanlab") or {},
+                                 mode_flag=settings.get("swanlab_mode") or None, stdin_isatty=False)
+    except swanlab_cfg.SwanlabConfigError as e:
+        return False, f"SwanLab: a launch would stop here: {e}"
+    if sw.logger_enabled:
+        return True, f"SwanLab: mode {sw.mode}" + (f", server {sw.host}" if sw.host else "")
+    return False, f"SwanLab: off (mode {sw.mode})"
+
+
+def _local_memory_facts(st, host) -> dict | None:
+    """``{"model_config": ...}`` when the model dir is readable on this machine (an absolute ``--model`` path or
+    the host's ``model_dir``); the device memory is only known in preflight (``nvidia-smi`` / ``npu-smi``)."""
+    import json
+
+    model = str(st.get("model", "") if hasattr(st, "get") else getattr(st, "model", "") or "")
+    base = getattr(host, "model_dir", "") or ""
+    path = model if model.startswith("/") else os.path.join(base, model) if base else model
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+            return {"model_config": json.load(fh), "device_gib": None}
+    except (OSError, ValueError):
+        return None
+
+
+def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
+            file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None,
+            extra_overrides: list[str] | None = None) -> Plan:
+    """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
+    exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
+
+    Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.planning.PlanError` or
+    :class:`dapo_ops.control.inventory.InventoryError` (all one line) for a task to turn into ``Exit``.
+    """
+    from dapo_ops.control import inventory as inv_mod
+    from dapo_ops.core import runstate
+    from dapo_ops.control import settings as settings_mod
+
+    env = os.environ if env is None else env
+    st = settings_mod.resolve(flags, env, file_cfg or {})
+    host = None
+    proxy = None
+    path = inv_mod.resolve_path(inventory or None)
+    if inventory or path.exists():
+        inv = inv_mod.load(inventory or None)
+        proxy = inv.proxy
+        chosen = inv_mod.select(inv, hosts or None)
+        host = chosen[0] if chosen else None
+    sw_on, sw_note = swanlab_status(st, env, file_cfg)
+    plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
+                     swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides,
+                     memory=_local_memory_facts(st, host))
+    plan.notes.append(sw_note)
+    render(plan, console)
+    return plan

@@ -1,0 +1,319 @@
+"""Settings + host -> a launch plan: the run spec, features, verl argv, ladder, paths.
+
+Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.plan`),
+by ``launch`` (which writes ``plan.spec`` as ``<run_dir>/spec.json``) and by preflight (which
+composes ``plan.argv`` against the container's verl). Pure: no SSH, no file reads; works with
+``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir ``/verl``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from dapo_ops.core import features as features_mod
+from dapo_ops.core import ladder
+from dapo_ops.core import memfit
+from dapo_ops.core import overrides
+from dapo_ops.core import profiles
+from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.core.features import FeatureError, FeatureSet
+from dapo_ops.core.profiles import OverrideError
+from dapo_ops.core.redact import REDACTED, is_secret_name  # noqa: F401  (re-exported: the plan's redaction rule)
+
+SPEC_VERSION = 1
+#: Inventory defaults used when no host is known (docs/design.md "Inventory").
+HOST_DEFAULTS = {"name": "local", "container": "verl", "workdir": "/verl", "python": "python3",
+                 "accelerator": "npu", "devices": 8, "runs_dir": None, "model_dir": None, "data_dir": None}
+
+
+class PlanError(ValueError):
+    """A plan cannot be made; one line naming the value and the fix (wraps feature/override/setting errors)."""
+
+
+@dataclass
+class Plan:
+    """Everything a launch would do, computed without touching a host.
+
+    ``spec``: the run spec (docs/design.md "Run spec"; no secrets). ``features``: first attempt's
+    :class:`~dapo_ops.core.features.FeatureSet`. ``argv``: the verl argv of attempt 1 (run from
+    ``spec["workdir"]``). ``ladder``: human lines of the escalation that would follow.
+    ``ckpt_dir``, ``log_path``, ``run_dir``: absolute paths in the container. ``sources``: setting
+    name -> flag | env | file | default. ``notes``: one-line remarks (e.g. relative paths resolved).
+    """
+
+    spec: dict
+    features: FeatureSet
+    argv: list
+    ladder: list
+    ckpt_dir: str
+    log_path: str
+    run_dir: str
+    sources: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    memory: list = field(default_factory=list)  # memory-fit estimate lines (dapo_ops.core.memfit), empty if unknown
+
+    @property
+    def command(self) -> str:
+        """Shell form (``cd <workdir> && python3 -m ...``), secrets redacted."""
+        return overrides.command_string(redact_argv(self.argv), self.spec.get("workdir"))
+
+
+def _host_attr(host, name: str):
+    if host is None:
+        return HOST_DEFAULTS[name]
+    v = getattr(host, name, None)
+    return HOST_DEFAULTS[name] if v is None else v
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Replace the value of every ``name=value`` item whose name looks secret with ``***``."""
+    out = []
+    for a in argv:
+        if "=" in a and is_secret_name(a.split("=", 1)[0]):
+            out.append(a.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(a)
+    return out
+
+
+def redact_env(env: Mapping[str, Any]) -> dict:
+    """Copy of ``env`` with secret-looking names' values replaced by ``***`` and URL passwords
+    (``http://user:pw@proxy``) shown as ``user:***@``."""
+    out = {}
+    for k, v in (env or {}).items():
+        if is_secret_name(k) and v:
+            out[k] = REDACTED
+        elif isinstance(v, str) and "@" in v and "://" in v:
+            out[k] = proxy_mod.display(v)
+        else:
+            out[k] = v
+    return out
+
+
+def _resolve_path(value: str, base: str | None, workdir: str) -> str:
+    v = str(value or "")
+    if not v or v.startswith("/"):
+        return v
+    return posixpath.normpath(posixpath.join(base or workdir, v))
+
+
+def _get(settings, name, default=None):
+    if hasattr(settings, "get"):
+        v = settings.get(name, default)
+    else:
+        v = getattr(settings, name, default)
+    return default if v is None else v
+
+
+def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bool, profile: str = "0.9",
+              model_max_len: int | None = None, proxy: Mapping[str, str] | None = None,
+              extra_overrides: list[str] | None = None, memory: Mapping | None = None) -> Plan:
+    """Build the :class:`Plan` for one launch.
+
+    ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names).
+    ``host``: inventory ``Host`` or None (defaults). ``mode``: ``dapo`` | ``one-step-off``.
+    ``run_id``: e.g. ``runstate.new_run_id()``. ``swanlab_logger``: add ``swanlab`` to
+    ``trainer.logger``. ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set).
+    ``model_max_len``: the model's ``max_position_embeddings`` if known (checked). ``proxy``: the
+    inventory's ``[proxy]`` (settings' ``http_proxy``/``https_proxy`` win). ``memory``:
+    ``{"model_config": config.json dict, "device_gib": float | None}`` for the memory-fit estimate
+    (:func:`dapo_ops.core.memfit.fit`): when the first attempt cannot fit, the plan starts on the first rung that
+    fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib`` only
+    the per-phase peaks are shown.
+    Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values.
+    """
+    try:
+        return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
+                          memory)
+    except (FeatureError, OverrideError, memfit.FitError) as e:
+        raise PlanError(str(e)) from None
+
+
+def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
+               memory=None) -> Plan:
+    if getattr(host, "runtime", "docker") == "host" and _get(settings, "container", ""):
+        raise PlanError(f"container '{_get(settings, 'container', '')}' was given (--container / CONTAINER) but host "
+                        f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
+                        "use a runtime = \"docker\" host")
+    profile = _get(settings, "profile", "") or profile
+    framework = _get(settings, "framework", "megatron")
+    profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
+    profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
+    v09 = profile == "0.9"
+    user_features = _get(settings, "features", "")
+    fs = features_mod.resolve(user_features, bool(_get(settings, "offload", False)), implied_off=v09)
+
+    workdir = _host_attr(host, "workdir")
+    runs_dir = (host.runs_path if host is not None and hasattr(host, "runs_path")
+                else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs")
+    run_dir = f"{runs_dir.rstrip('/')}/{run_id}"
+    ckpt_dir = f"{run_dir}/checkpoints"
+    devices = int(_host_attr(host, "devices"))
+    notes: list[str] = []
+
+    model = _resolve_path(_get(settings, "model", ""), _host_attr(host, "model_dir"), workdir)
+    train = _resolve_path(_get(settings, "train_file", ""), _host_attr(host, "data_dir"), workdir)
+    val = _resolve_path(_get(settings, "val_file", ""), _host_attr(host, "data_dir"), workdir)
+    for name, raw, res in (("model", _get(settings, "model", ""), model), ("train_file", _get(settings, "train_file", ""), train),
+                           ("val_file", _get(settings, "val_file", ""), val)):
+        if raw and raw != res:
+            notes.append(f"{name} {raw!r} is relative: using {res}")
+
+    trainer_gpus = int(_get(settings, "trainer_gpus", 4))
+    rollout_gpus = int(_get(settings, "rollout_gpus", 4))
+    mpe = int(_get(settings, "max_position_embeddings", 0) or 0) or None
+    s = {
+        "model_path": model, "train_file": train, "val_file": val,
+        "steps": _get(settings, "steps", 100),
+        "trainer_gpus": trainer_gpus, "rollout_gpus": rollout_gpus,
+        "nnodes": 1, "n_gpus_per_node": devices if host is not None else trainer_gpus + rollout_gpus,
+        "max_prompt_length": int(_get(settings, "max_prompt_length", 2048)),
+        "max_response_length": int(_get(settings, "max_response_length", 8192)),
+        "save_freq": int(_get(settings, "save_freq", 10)),
+        "rollout_tp": int(_get(settings, "rollout_tp", 2)),
+        "gpu_memory_utilization": float(_get(settings, "gpu_memory_utilization", 0.6)),
+        "train_batch_size": int(_get(settings, "train_batch_size", 64)),
+        "ppo_mini_batch_size": int(_get(settings, "ppo_mini_batch_size", 16)),
+        "rollout_n": int(_get(settings, "rollout_n", 8)),
+        "micro_batch_size": int(_get(settings, "micro_batch_size", 1)),
+        "max_position_embeddings": mpe,
+        "trainer_mode": _get(settings, "trainer_mode", "async") or "async",
+        "max_staleness": int(_get(settings, "max_staleness", 2)),
+        "memory_fit": _get(settings, "memory_fit", "start") or "start",
+        "parameter_sync_step": int(_get(settings, "parameter_sync_step", 0)),
+        # 0.8: not emitted (the 0.8-era behaviour: every save kept), so preflight's disk check must not count it
+        "max_actor_ckpt_to_keep": (int(_get(settings, "max_actor_ckpt_to_keep", 3)) or None) if v09 else None,
+        "project": _get(settings, "project", "dapo-ops") or "dapo-ops",
+        "experiment": _get(settings, "experiment", "") or run_id,
+        "ckpt_dir": ckpt_dir,
+        "extra_overrides": list(extra_overrides or []),
+    }
+    env: dict[str, str] = {}
+    for k in ("http_proxy", "https_proxy", "no_proxy"):
+        v = _get(settings, k, "") or (proxy or {}).get(k, "")
+        if v and k != "no_proxy" and proxy_mod.has_credentials(v):
+            # credentials never enter the spec or the plan: launch sends them in secret.env (proxy.split_secret)
+            notes.append(f"{k} carries credentials ({proxy_mod.display(v)}): sent in secret.env, not in the spec")
+        elif v:
+            env[k] = v
+    if _get(settings, "swanlab_mode", ""):
+        env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")
+    env.update(run_env(settings, profile, _host_attr(host, "accelerator")))
+    spec = {
+        "version": SPEC_VERSION, "run_id": run_id, "host": _host_attr(host, "name"),
+        "container": _get(settings, "container", "") or _host_attr(host, "container"),
+        "mode": mode, "framework": framework, "profile": profile,
+        "accelerator": _host_attr(host, "accelerator"), "workdir": workdir, "python": _host_attr(host, "python"),
+        "run_dir": run_dir, "settings": s,
+        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
+        "max_oom_retries": int(_get(settings, "max_oom_retries", ladder.DEFAULT_MAX_OOM_RETRIES)),
+        "hang_timeout_s": int(_get(settings, "hang_timeout", 1800)),
+        "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
+        "env": env,
+        "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
+        "ray": None,
+    }
+    if v09 and spec["accelerator"] == "npu":
+        spec["launcher"] = list(CANN_LAUNCHER)
+        notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
+                     + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
+    overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
+    fs, mem_lines = _memory_fit(spec, fs, memory)
+    argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
+    notes += features_mod.implied_notes(fs, user_features)
+    lad = ladder.plan_ladder(fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}),
+                                                            framework=framework, mode=mode))
+    sources = dict(getattr(settings, "sources", {}) or {})
+    return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
+                log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes, memory=mem_lines)
+
+
+def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
+    """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
+    Raises :class:`dapo_ops.core.memfit.FitError` when nothing fits, unless the ``memory_fit`` setting is ``warn``
+    (then the lines only report what the estimate says)."""
+    cfg = (memory or {}).get("model_config")
+    if not cfg:
+        return fs, ["memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
+                    "in the container)"]
+    gib = (memory or {}).get("device_gib")
+    try:
+        memfit.Model.from_config(cfg)
+    except memfit.EstimateUnavailable as e:
+        return fs, [str(e)]
+    if not gib:
+        est = memfit.estimate(memfit.Model.from_config(cfg), memfit.setup_from_spec(spec, fs, 0.0))
+        per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(est.phases.items(), key=lambda kv: -kv[1]))
+        return fs, [f"memory-fit estimate (GiB per device; device memory unknown here, inv preflight checks the fit, "
+                    f"the rollout share counts as 0): {per}"]
+    if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
+        try:
+            f = memfit.fit(cfg, spec, fs, float(gib))
+        except memfit.FitError as e:
+            return fs, [f"{e} (MEMORY_FIT=warn: launching as planned; the device-OOM ladder decides)"]
+        return fs, [ln.replace("starts on rung(s)", "MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start "
+                               "would start on rung(s)") for ln in f.lines()]
+    f = memfit.fit(cfg, spec, fs, float(gib))
+    if f.rungs:
+        spec["features"] = f.features.to_json()
+        spec["setting_changes"] = dict(f.setting_changes)
+    return f.features, f.lines()
+
+
+#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
+CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
+#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
+CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
+                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
+
+
+#: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO
+#: (``verl/trainer/ppo/v1/trainer_base.py:102``: ``logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))``):
+#: a container-wide WARN would hide them, so the run's environment pins INFO.
+VERL_LOGGING_LEVEL = "INFO"
+#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl.md §7; verl itself only
+#: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``).
+HCCL_SETTINGS = (("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"), ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
+                 ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
+                 ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"))
+
+
+def run_env(settings, profile: str, accelerator: str) -> dict:
+    """Public environment the run's verl gets (``spec["env"]``; shown in the plan): ``VERL_LOGGING_LEVEL=INFO``
+    on the 0.9 profile, and on NPU the HCCL timeouts (seconds) and socket port ranges from the settings
+    (empty value: not set, verl's own default applies)."""
+    env: dict[str, str] = {}
+    if profile == "0.9":
+        env["VERL_LOGGING_LEVEL"] = VERL_LOGGING_LEVEL
+    if accelerator == "npu":
+        from dapo_ops.control import settings as settings_mod
+
+        for name, var in HCCL_SETTINGS:
+            v = _get(settings, name, settings_mod.BY_NAME[name].default)
+            if v not in (None, ""):
+                env[var] = str(v)
+    return env
+
+
+def trainer_note(spec: dict) -> str:
+    """One line naming the verl trainer and mode the spec runs, and why (for the plan)."""
+    ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
+    s = spec["settings"]
+    mode = profiles.v1_mode(ent, s.get("trainer_mode") or "async")
+    if mode is None:
+        return f"trainer: {ent.module} (verl {spec['profile']} profile; the 0.8-era entry, no V1 trainer mode)"
+    why = {"colocate_async": f"single-async DAPO (colocated rollout, 1 warm-up batch, partial rollout, staleness "
+                             f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
+           "sync": "synchronous DAPO (--mode sync)",
+           "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
+                             f"weights synced every {overrides.parameter_sync_step(s)} mini-batches"}[mode]
+    return f"trainer: {ent.module} V1 trainer_mode={mode}: {why}"
+
+
+def shell_command(plan: Plan) -> str:
+    """``cd <workdir> && <argv>`` with every item ``shlex.quote``d (unredacted; never log it if secrets could be in it)."""
+    return f"cd {shlex.quote(plan.spec['workdir'])} && {shlex.join(plan.argv)}"

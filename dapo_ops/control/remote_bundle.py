@@ -1,0 +1,182 @@
+"""The stdlib-only copy of dapo_ops that runs inside the training container, and how it is started.
+
+The supervisor (``dapo_ops/agent/supervisor.py``) and the decision modules it imports are copied into
+``<runs_dir>/.dapo_ops/<version>-<content hash>/dapo_ops/`` (docs/design.md "Stdlib-only rule"): the
+training image needs nothing but a ``python3``. The directory name carries a hash of the shipped
+files, so an edited module never reuses a stale copy, and an unchanged bundle is not copied again.
+
+The supervisor is started **detached** (fabric-invoke.md §8): ``docker exec -d`` (returns at once,
+the process is a child of the container runtime, not of the SSH session), all three streams
+redirected, and the supervisor calls ``setsid`` itself, so nothing dies when SSH drops.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import shlex
+import tarfile
+import time
+from pathlib import Path
+
+from dapo_ops import __version__
+
+PKG_DIR = Path(__file__).resolve().parent.parent
+#: the shipped tiers: everything under them (and the package's own ``__init__``) runs inside the training image
+SHIPPED = ("core", "agent")
+COMPLETE_MARK = ".complete"
+
+
+def bundle_files(pkg_dir: Path | None = None) -> dict[str, bytes]:
+    """``{"<path relative to dapo_ops/>": content}``: ``__init__.py`` and every ``.py`` under :data:`SHIPPED`.
+
+    The bundle is the folders, not an import closure: whatever lands in ``core/`` or ``agent/`` ships
+    (``tests/test_stdlib_only.py`` keeps them stdlib-only).
+    """
+    d = Path(pkg_dir) if pkg_dir else PKG_DIR
+    files = {"__init__.py": (d / "__init__.py").read_bytes()}
+    for tier in SHIPPED:
+        for f in sorted((d / tier).rglob("*.py")):
+            files[f.relative_to(d).as_posix()] = f.read_bytes()
+    return files
+
+
+def bundle_hash(files: dict[str, bytes]) -> str:
+    """12 hex digits of SHA-256 over the sorted file names and contents."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name] + b"\0")
+    return h.hexdigest()[:12]
+
+
+def bundle_dir(runs_dir: str, files: dict[str, bytes] | None = None) -> str:
+    """``<runs_dir>/.dapo_ops/<version>-<hash>``: the directory that goes on ``PYTHONPATH`` (container path)."""
+    files = bundle_files() if files is None else files
+    return f"{runs_dir.rstrip('/')}/.dapo_ops/{__version__}-{bundle_hash(files)}"
+
+
+def bundle_tar(files: dict[str, bytes]) -> bytes:
+    """A gzip tar with ``dapo_ops/<module>.py`` entries (mode 0644, fixed mtime)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(f"dapo_ops/{name}")
+            info.size = len(files[name])
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(files[name]))
+    return buf.getvalue()
+
+
+def install_command(bdir: str, python: str = "python3") -> str:
+    """Shell command (run inside the container) that unpacks ``<bdir>.tar.gz.b64`` (base64 of
+    :func:`bundle_tar`: text survives every stdin path) into ``bdir`` atomically.
+
+    Unpacks into ``<bdir>.tmp-<pid>`` and renames, so a concurrent or interrupted copy never leaves a
+    half bundle; a bundle already present (``.complete`` marker) is kept.
+    """
+    q = shlex.quote
+    py = (
+        "import os,sys,tarfile,shutil,base64,io\n"
+        "d,t=sys.argv[1],sys.argv[2]\n"
+        "if os.path.exists(os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')): os.remove(t); sys.exit(0)\n"
+        "tmp=d+'.tmp-%d'%os.getpid()\n"
+        "tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
+        "open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
+        "shutil.rmtree(d,ignore_errors=True)\n"
+        "os.rename(tmp,d)\n"
+        "os.remove(t)\n"
+    )
+    return f"{q(python)} -c {q(py)} {q(bdir)} {q(bdir + '.tar.gz.b64')}"
+
+
+def present_command(bdir: str) -> str:
+    """Shell test that succeeds when the bundle is already installed."""
+    return f"test -f {shlex.quote(bdir + '/dapo_ops/' + COMPLETE_MARK)}"
+
+
+def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:
+    """Copy the bundle into ``target``'s container unless present; return its directory (for PYTHONPATH).
+
+    :param target: a :class:`dapo_ops.control.remote.Target`.
+    :raises dapo_ops.control.remote.RemoteError: on any remote failure.
+    """
+    files = bundle_files()
+    bdir = bundle_dir(runs_dir, files)
+    res = target.run(present_command(bdir), check=False, timeout=timeout, workdir="")
+    if res.exited == 0:
+        return bdir
+    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), bdir + ".tar.gz.b64", mode=0o644,
+                    timeout=timeout)
+    target.run(install_command(bdir, python), timeout=timeout, workdir="")
+    return bdir
+
+
+def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str, pythonpath: str = "") -> str:
+    """The in-container shell line that execs the supervisor with all three streams redirected.
+
+    ``pythonpath``: kept after the bundle (a bare host's own environment, e.g. ``/tmp/site``); the supervisor
+    drops the bundle again for verl (``supervisor._child_env``)."""
+    q = shlex.quote
+    pp = bdir + (":" + pythonpath if pythonpath else "")
+    return (
+        f"cd {q(workdir)} && PYTHONPATH={q(pp)} exec {q(python)} -m dapo_ops.agent.supervisor {q(run_dir)}"
+        f" > {q(run_dir + '/supervisor.log')} 2>&1 < /dev/null"
+    )
+
+
+def start_command(container: str, workdir: str, python: str, bdir: str, run_dir: str) -> str:
+    """The exact host command that starts the supervisor detached::
+
+        docker exec -d -w <workdir> <container> sh -c 'cd <workdir> && PYTHONPATH=<bundle>
+            exec <python> -m dapo_ops.agent.supervisor <run_dir> > <run_dir>/supervisor.log 2>&1 < /dev/null'
+
+    ``docker exec -d`` returns at once; the supervisor then calls ``setsid`` (own session), so it
+    survives the SSH session and ``docker exec`` ending. Every value is ``shlex.quote``-d.
+    """
+    q = shlex.quote
+    return f"docker exec -d -w {q(workdir)} {q(container)} sh -c {q(supervisor_shell(workdir, python, bdir, run_dir))}"
+
+
+def bare_start_command(env: dict, workdir: str, python: str, bdir: str, run_dir: str) -> str:
+    """The host command that starts the supervisor detached on a bare host (``runtime = "host"``)::
+
+        export <host env> && ( setsid sh -c '<supervisor_shell>' > /dev/null 2>&1 < /dev/null & )
+
+    Same as :func:`start_command` without ``docker exec -d``: the background subshell returns at once, every
+    stream is redirected (the SSH channel / local pipe closes), ``setsid`` puts it in its own session (the
+    supervisor calls ``os.setsid`` too), so it survives the SSH session. ``env`` values are quoted literals.
+    """
+    q = shlex.quote
+    env = dict(env)
+    pp = env.pop("PYTHONPATH", "")
+    inner = supervisor_shell(workdir, python, bdir, run_dir, pythonpath=pp)
+    exports = ("export " + " ".join(f"{k}={q(v)}" for k, v in env.items()) + " && ") if env else ""
+    return f"{exports}( setsid sh -c {q(inner)} > /dev/null 2>&1 < /dev/null & )"
+
+
+def start_supervisor(target, workdir: str, python: str, bdir: str, run_dir: str, *, timeout: float = 30) -> None:
+    """Start the detached supervisor for ``run_dir`` on ``target``'s host. Returns when ``docker exec -d`` did
+    (bare hosts: :func:`bare_start_command`, returns when the background start did).
+
+    :raises dapo_ops.control.remote.RemoteError: ssh / docker kinds, or ``command`` when docker refused.
+    """
+    if getattr(target, "bare", False):
+        target.host_run(bare_start_command(target.host_env(), workdir, python, bdir, run_dir), timeout=timeout)
+        return
+    target.host_run(start_command(target.container, workdir, python, bdir, run_dir), timeout=timeout)
+
+
+def local_install(dest_root: str | Path) -> str:
+    """Install the bundle under a local directory (tests, benches); returns the bundle dir."""
+    files = bundle_files()
+    bdir = Path(bundle_dir(str(dest_root), files))
+    pkg = bdir / "dapo_ops"
+    if not (pkg / COMPLETE_MARK).exists():
+        pkg.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+            (pkg / name).write_bytes(data)
+        (pkg / COMPLETE_MARK).write_text(str(time.time()))
+    return str(bdir)

@@ -1,0 +1,344 @@
+"""The run-settings table and its resolution: flag > env > config file > default.
+
+One :class:`Param` per setting of ``inv launch`` / ``inv one-step-off`` / ``inv preflight``: its
+flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``,
+``USER_FEATURES``, ``ENABLE_OFFLOAD``, ...), key in the user config file
+(``~/.config/dapo-ops/config.toml``, table ``[run]`` unless the key names another table, e.g.
+``proxy.http_proxy``), default, type and help. ``docs/params.md`` is generated from this table
+(``python -m dapo_ops.control.settings > docs/params.md``; a test keeps them in sync).
+
+Secrets are not settings: the SwanLab API key and webhook URLs are handled by
+:mod:`dapo_ops.control.swanlab_cfg` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
+
+
+class SettingsError(ValueError):
+    """One-line problem with a setting: which variable/flag/file key, the bad value, the fix."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One run setting.
+
+    ``name``: key in :class:`Settings` and the run spec's ``settings``. ``flag``: CLI flag.
+    ``env``: environment variables, first set one wins. ``key``: config-file key (``steps`` =
+    ``[run] steps``; ``proxy.http_proxy`` = ``[proxy] http_proxy``), None when not in the file.
+    ``type``: ``int`` | ``float`` | ``bool`` | ``str`` | ``features``. ``choices``: allowed values.
+    ``unit`` for the docs (steps, tokens, seconds, devices, fraction).
+    """
+
+    name: str
+    flag: str | None
+    env: tuple[str, ...]
+    key: str | None
+    default: Any
+    type: str
+    help: str
+    choices: tuple = ()
+    unit: str = ""
+    minimum: float | None = None
+
+
+def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="", minimum=None) -> Param:
+    if flag is ...:
+        flag = "--" + name.replace("_", "-")
+    if key is ...:
+        key = name
+    if isinstance(env, str):
+        env = (env,)
+    return Param(name, flag, tuple(env or ()), key, default, typ, help, tuple(choices), unit, minimum)
+
+
+#: Every run setting (runbook defaults: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
+PARAMS: tuple[Param, ...] = (
+    _p("steps", "TRAIN_STEPS", 100, "int", "training steps (trainer.total_training_steps)", unit="steps", minimum=1),
+    _p("framework", "FRAMEWORK", "megatron", "str", "training backend", choices=("megatron", "fsdp")),
+    _p("model", "MODEL_PATH", "Qwen3-8B", "str",
+       "model directory in the container (relative: under the host's model_dir, else the workdir)"),
+    _p("train_file", "TRAIN_FILE", "dapo-math-17k.parquet", "str",
+       "training parquet (relative: under the host's data_dir, else the workdir)"),
+    _p("val_file", "VAL_FILE", "aime-2024.parquet", "str", "validation parquet (relative like train_file)"),
+    _p("trainer_gpus", "TRAINER_GPUS", 4, "int", "trainer pool devices per node (one-step-off)", unit="devices", minimum=1),
+    _p("rollout_gpus", "ROLLOUT_GPUS", 4, "int", "rollout pool devices per node (one-step-off)", unit="devices", minimum=1),
+    _p("max_response_length", "MAX_RESPONSE_LENGTH", 8192, "int", "data.max_response_length", unit="tokens", minimum=1),
+    _p("max_prompt_length", "MAX_PROMPT_LENGTH", 2048, "int", "data.max_prompt_length", unit="tokens", minimum=1),
+    _p("features", "USER_FEATURES", "", "features",
+       "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")"),
+    _p("offload", "ENABLE_OFFLOAD", False, "bool", "start with offload on (an explicit feature)"),
+    _p("max_oom_retries", "MAX_OOM_RETRIES", 2, "int", "device-OOM retries of the escalation ladder", minimum=0),
+    _p("container", "CONTAINER", "", "str", "container name (empty: the inventory's)"),
+    _p("save_freq", "SAVE_FREQ", 10, "int", "checkpoint every N steps (trainer.save_freq; -1 = never)", unit="steps"),
+    _p("rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
+    _p("gpu_memory_utilization", "GPU_MEMORY_UTILIZATION", 0.6, "float",
+       "rollout (vLLM) share of device memory", unit="fraction", minimum=0.05),
+    _p("train_batch_size", "TRAIN_BATCH_SIZE", 64, "int", "prompts per step (data.train_batch_size)", minimum=1),
+    _p("ppo_mini_batch_size", "PPO_MINI_BATCH_SIZE", 16, "int", "prompts per actor update (ppo_mini_batch_size)", minimum=1),
+    _p("rollout_n", "ROLLOUT_N", 8, "int", "responses per prompt (actor_rollout_ref.rollout.n)", minimum=1),
+    _p("micro_batch_size", "MICRO_BATCH_SIZE", 1, "int",
+       "*_micro_batch_size_per_gpu when dynamic_batch is off", minimum=1),
+    _p("max_position_embeddings", "MAX_POSITION_EMBEDDINGS", 0, "int",
+       "override the model context (0: the model's own)", unit="tokens", minimum=0),
+    _p("trainer_mode", "DAPO_MODE", "async", "str",
+       "launch's verl V1 trainer mode: async = trainer.v1.trainer_mode=colocate_async (the runbook's single-async "
+       "DAPO), sync = synchronous DAPO; one-step-off always runs separate_async", flag="--mode",
+       choices=("async", "sync")),
+    _p("max_staleness", "MAX_STALENESS", 2, "int",
+       "async modes: trainer.v1.sampler.max_off_policy_threshold, strategy drop (2 = at most one step off-policy; "
+       "0 = no bound)", flag=None, unit="model versions", minimum=0),
+    _p("parameter_sync_step", "PARAMETER_SYNC_STEP", 0, "int",
+       "one-step-off: mini-batches between weight syncs, trainer.v1.separate_async.parameter_sync_step; verl needs "
+       "train_batch_size = parameter_sync_step x ppo_mini_batch_size (0: train_batch_size / ppo_mini_batch_size)",
+       flag=None, unit="mini-batches", minimum=0),
+    _p("max_actor_ckpt_to_keep", "MAX_CKPT_TO_KEEP", 3, "int",
+       "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save); preflight's disk check "
+       "counts this many", flag=None, unit="checkpoints", minimum=0),
+    _p("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT", 7200, "int",
+       "NPU: HCCL_CONNECT_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
+       minimum=1),
+    _p("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT", 60000, "int",
+       "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
+       minimum=1),
+    _p("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", "str",
+       "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+    _p("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", "str",
+       "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+    _p("memory_fit", "MEMORY_FIT", "start", "str",
+       "what the memory-fit estimate (dapo_ops/core/memfit.py) does before launch: start = begin on the first OOM-ladder "
+       "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
+       "warns, the first attempt runs as planned and the ladder learns from a real OOM)", flag=None,
+       choices=("start", "warn")),
+    _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
+    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)"),
+    _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)"),
+    _p("profile", "VERL_PROFILE", "", "str", "verl profile (empty: from the host's verl version)",
+       choices=("", "0.9", "0.8")),
+    _p("swanlab_mode", "SWANLAB_MODE", "", "str", "SwanLab mode (cloud/local/offline/disabled; empty: SwanLab setup decides)",
+       key="swanlab.mode", choices=("", "cloud", "local", "offline", "disabled")),
+    _p("swanlab_host", "SWANLAB_HOST", "", "str", "self-hosted SwanLab server URL (the API key is never a setting)",
+       key="swanlab.host"),
+    _p("http_proxy", ("http_proxy", "HTTP_PROXY"), "", "str", "proxy for the container (model/data downloads, tracker)",
+       key="proxy.http_proxy"),
+    _p("https_proxy", ("https_proxy", "HTTPS_PROXY"), "", "str", "HTTPS proxy for the container", key="proxy.https_proxy"),
+)
+
+BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
+SOURCES = ("flag", "env", "file", "default")
+
+
+@dataclass
+class Settings:
+    """Resolved settings: ``values[name]`` and ``sources[name]`` (flag | env | file | default).
+
+    ``settings["steps"]`` / ``settings.steps`` give the value; :meth:`source` the source.
+    """
+
+    values: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def __getattr__(self, name: str):
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get(self, name: str, default=None):
+        return self.values.get(name, default)
+
+    def source(self, name: str) -> str:
+        return self.sources[name]
+
+    def as_dict(self) -> dict:
+        return dict(self.values)
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(name, value, source)`` in table order, for display."""
+        return [(p.name, self.values[p.name], self.sources[p.name]) for p in PARAMS]
+
+
+def _where(p: Param, source: str, origin: str) -> str:
+    if source == "flag":
+        return p.flag or p.name
+    if source == "env":
+        return origin
+    if source == "file":
+        tbl, _, k = (p.key or "").rpartition(".")
+        return f"[{tbl or 'run'}] {k} in the config file"
+    return p.name
+
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n", ""}
+
+
+def convert(p: Param, raw, where: str):
+    """Convert ``raw`` (str from env/flags, or a TOML value) to ``p.type``; :class:`SettingsError` if impossible."""
+    def bad(expect: str, example) -> SettingsError:
+        return SettingsError(f"{where}={raw!r} is not {expect}; set it to e.g. {example}")
+
+    t = p.type
+    if t == "bool":
+        if isinstance(raw, bool):
+            val = raw
+        elif isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            val = raw.strip().lower() in _TRUE
+        else:
+            raise bad("a boolean", "True or False")
+    elif t == "int":
+        if isinstance(raw, bool):
+            raise bad("an integer", p.default)
+        if isinstance(raw, int):
+            val = raw
+        else:
+            try:
+                val = int(str(raw).strip())
+            except ValueError:
+                raise bad("an integer", p.default) from None
+    elif t == "float":
+        if isinstance(raw, bool):
+            raise bad("a number", p.default)
+        try:
+            val = float(raw) if not isinstance(raw, str) else float(raw.strip())
+        except ValueError:
+            raise bad("a number", p.default) from None
+    elif t == "features":
+        val = ",".join(raw) if isinstance(raw, (list, tuple)) else str(raw)
+        try:
+            parse_user_features(val)
+        except FeatureError as e:
+            raise SettingsError(f"{where}: {e}") from None
+    else:
+        if isinstance(raw, (dict, list)):
+            raise bad("a string", repr(p.default))
+        val = str(raw)
+    if p.choices and val not in p.choices:
+        raise SettingsError(f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '') }; "
+                            f"use one of them")
+    if p.minimum is not None and isinstance(val, (int, float)) and val < p.minimum:
+        raise SettingsError(f"{where}={raw!r} is below the minimum {p.minimum:g}; use a value >= {p.minimum:g}")
+    if p.name == "gpu_memory_utilization" and not 0 < val <= 1:
+        raise SettingsError(f"{where}={raw!r} must be a fraction in (0, 1], e.g. 0.6")
+    return val
+
+
+def _file_value(file_cfg: Mapping, p: Param):
+    """Look ``p.key`` up in a config dict: the whole file (with a ``run`` table) or just the ``[run]`` table."""
+    if not p.key or not file_cfg:
+        return None
+    tbl, _, k = p.key.rpartition(".")
+    tbl = tbl or "run"
+    if isinstance(file_cfg.get(tbl), Mapping):
+        return file_cfg[tbl].get(k)
+    if tbl == "run" and not any(isinstance(v, Mapping) for v in file_cfg.values()):
+        return file_cfg.get(k)  # a bare [run] table was passed
+    return None
+
+
+def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None) -> Settings:
+    """Resolve every :data:`PARAMS` entry: flag > env > config file > default.
+
+    ``flags``: ``{name: value}`` of flags actually given (None and ``""`` count as not given,
+    so tasks can pass their raw arguments). ``env``: usually ``os.environ``; empty strings count
+    as unset. ``file_cfg``: the parsed config file (``userconfig.load()``: ``{"run": {...},
+    "proxy": {...}}``) or just its ``[run]`` table. Unknown flag names raise :class:`SettingsError`.
+    Raises :class:`SettingsError` (one line naming the variable, flag or file key) for values of
+    the wrong type or out of range.
+    """
+    flags = dict(flags or {})
+    env = env or {}
+    file_cfg = file_cfg or {}
+    unknown = sorted(set(flags) - set(BY_NAME))
+    if unknown:
+        raise SettingsError(f"unknown setting {unknown[0]!r}; known: {', '.join(BY_NAME)}")
+    out = Settings()
+    for p in PARAMS:
+        raw, source, origin = None, "default", p.name
+        fv = flags.get(p.name)
+        if fv is not None and fv != "":
+            raw, source = fv, "flag"
+        else:
+            for var in p.env:
+                ev = env.get(var)
+                if ev is not None and ev != "":
+                    raw, source, origin = ev, "env", var
+                    break
+            if source == "default":
+                fv = _file_value(file_cfg, p)
+                if fv is not None and fv != "":
+                    raw, source = fv, "file"
+        if source == "default":
+            val = p.default
+        else:
+            val = convert(p, raw, _where(p, source, origin))
+        out.values[p.name] = val
+        out.sources[p.name] = source
+    return out
+
+
+def render_markdown() -> str:
+    """``docs/params.md``: the settings table as Markdown (generated; do not edit the file by hand)."""
+    lines = [
+        "# Run settings",
+        "",
+        "<!-- generated by `python -m dapo_ops.control.settings > docs/params.md`; edit dapo_ops/control/settings.py -->",
+        "",
+        "Precedence: flag > environment variable > config file (`~/.config/dapo-ops/config.toml`,",
+        "`DAPO_OPS_CONFIG` overrides the path; keys in `[run]` unless shown with their table) > default.",
+        "Secrets (SwanLab API key, webhook URLs) are not settings: see the SwanLab setup and notifier docs.",
+        "",
+        "## Which verl trainer each task runs (verl 0.9 profile)",
+        "",
+        "Both tasks run verl's V1 trainer, `python3 -m verl.trainer.main_ppo` (Megatron: `model_engine=megatron`), in",
+        "the V1 mode `trainer.v1.trainer_mode` (`verl/trainer/config/ppo_trainer.yaml:238`); the dry-run plan says which.",
+        "",
+        "| task | `trainer.v1.trainer_mode` | why |",
+        "|---|---|---|",
+        "| `inv launch` (default, `--mode async`) | `colocate_async` | the runbook's run_dapo.sh is single-async DAPO: rollout "
+        "colocated with training, one warm-up batch prefetched, partial rollout (`verl/trainer/ppo/v1/"
+        "trainer_colocate_async.py`); staleness bounded by `max_staleness` (strategy `drop`) |",
+        "| `inv launch --mode sync` | `sync` | plain synchronous DAPO (`trainer_sync.py`) |",
+        "| `inv one-step-off` | `separate_async` | trainer and rollout pools on separate devices "
+        "(`actor_rollout_ref.hybrid_engine=False`, `actor_rollout_ref.rollout.nnodes/n_gpus_per_node`; "
+        "`trainer_separate_async.py`); verl's CI replaced the legacy `verl.experimental.one_step_off_policy` entry "
+        "with it, and that entry's trainer never reads `algorithm.filter_groups` (no DAPO dynamic sampling) |",
+        "",
+        "Every mode does DAPO dynamic sampling (`algorithm.filter_groups.*`, `verl/trainer/ppo/v1/trainer_base.py:187-212`;",
+        "V1 ignores `max_num_gen_batches`). The 0.8 profile keeps its 0.8-era entries (`recipe.dapo.main_dapo`, the",
+        "legacy one-step-off entry) and ignores `trainer_mode`, `max_staleness`, `parameter_sync_step` and",
+        "`max_actor_ckpt_to_keep`.",
+        "",
+        "## Settings",
+        "",
+        "| setting | flag | env var | config key | default | type | help |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    for p in PARAMS:
+        tbl, _, k = (p.key or "").rpartition(".")
+        key = f"`[{tbl}] {k}`" if tbl else (f"`{k}`" if k else "")
+        default = "(empty)" if p.default == "" else p.default
+        typ = p.type + (f" ({p.unit})" if p.unit else "")
+        if p.choices:
+            typ += ": " + "/".join(c for c in p.choices if c)
+        env = ", ".join(f"`{e}`" for e in p.env)
+        flag = f"`{p.flag}`" if p.flag else "(env / file only)"
+        lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - doc generator
+    sys.stdout.write(render_markdown())

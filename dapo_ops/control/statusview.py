@@ -1,0 +1,556 @@
+"""Status rows: ``run.json`` + a bounded log tail -> one row per host/run (pure, stdlib only).
+
+Inputs come from :mod:`dapo_ops.agent.remote_probe` (one ``docker exec`` per host): the run's ``run.json`` as a dict
+(schema: docs/design.md "Run directory and run.json"), at most ``tail_bytes`` (default 64 KiB) from the end of its
+``train.log``, liveness of the recorded supervisor PID and verl process group, and the container's clock.
+Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size.
+
+Log formats parsed (verl.md §8): the console metrics line ``step:<N> - <key>:<value> - ...`` (anywhere in a line,
+numpy-2 values such as ``np.float64(0.25)`` unwrapped), the tqdm bar ``Training Progress:  35%|...| 212/600
+[5:41:22<10:24:51, 96.63s/it]`` (split on ``\\r`` too), Ray prefixes ``(<Name> pid=<pid>[, ip=<ip>])`` and ANSI
+codes (stripped), the supervisor's attempt delimiters (design.md) and SwanLab's ``View run ... at <url>`` banner
+(swanlab.md §7).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+
+#: run.json statuses in which a supervisor is expected to be alive (design.md run.json ``status``).
+ACTIVE_STATUSES = ("starting", "running", "retrying")
+#: terminal run.json statuses.
+TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
+#: the three key metrics shown in a row (verl.md §8.4); ``perf/throughput`` is tokens/s/device.
+KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput")
+#: default bound of the log tail a status probe reads (bytes).
+DEFAULT_TAIL_BYTES = 64 << 10
+#: a running run with no progress line for at least this long is flagged stale (seconds), unless recent step
+#: times say steps are slower (then 3 x the recent step time).
+DEFAULT_STALE_AFTER_S = 900.0
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RAY_PREFIX = re.compile(r"^\s*\((?:[A-Za-z_][\w.:-]*(?: pid=\d+)?(?:, ip=[\w.:-]+)?|raylet(?:, ip=[\w.:-]+)?)\)\s?")
+# ``step:N`` not preceded by a word char or '/' (``training/global_step:5`` is a metric, not the line start).
+_STEP = re.compile(r"(?<![\w/])step:(\d+)(?= - |\s*$)")
+_NP = re.compile(r"^np\.\w+\((.*)\)$")
+_TQDM = re.compile(
+    r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^<\]]*)<([^,\]]*),\s*([^\]]*)\]"
+)
+_ATTEMPT = re.compile(r"===== dapo-ops attempt (\d+) (start|end)\b(.*?)=====")
+_SWANLAB = re.compile(r"View run\b.*?\s(https?://\S+)\s*$")
+
+
+def normalise_line(line: str) -> str:
+    """Strip ANSI colour codes and a leading Ray prefix ``(<Name> pid=<pid>[, ip=<ip>])`` (verl.md §8.3).
+
+    :param line: one physical log line (no ``\\n`` / ``\\r``).
+    :returns: the line as verl printed it.
+    """
+    line = _ANSI.sub("", line)
+    return _RAY_PREFIX.sub("", line, count=1)
+
+
+def split_lines(text: str) -> list[str]:
+    """Split log text on ``\\n`` and ``\\r`` (tqdm redraws with carriage returns, verl.md §8.3); drops empties."""
+    return [ln for ln in re.split(r"[\r\n]", text) if ln.strip()]
+
+
+def parse_value(raw: str) -> float | None:
+    """Parse one metric value as verl prints it (``pprint.pformat``): ``0.25``, ``np.float64(0.25)``,
+    ``np.int64(3)``, ``nan``, ``inf``, ``1e-06``. Returns ``None`` when it is not a number."""
+    raw = raw.strip()
+    m = _NP.match(raw)
+    if m:
+        raw = m.group(1)
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """Parse a verl console metrics line (``concat_dict_to_str``, verl/utils/logger/aggregate_logger.py:26-32).
+
+    :param line: a normalised line; ``step:`` may appear after a tqdm redraw on the same physical line.
+    :returns: ``(step, {key: value})`` or ``None`` when the line holds no metrics line.
+    """
+    m = _STEP.search(line)
+    if not m:
+        return None
+    step = int(m.group(1))
+    metrics: dict[str, float] = {}
+    for item in line[m.end():].split(" - "):
+        key, sep, raw = item.partition(":")
+        key = key.strip()
+        if not sep or not key:
+            continue
+        val = parse_value(raw)
+        if val is not None:
+            metrics[key] = val
+    return step, metrics
+
+
+def _parse_clock(s: str) -> float | None:
+    """tqdm ``[H:]MM:SS`` -> seconds; ``?`` -> None."""
+    parts = s.strip().split(":")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        return None
+    total = 0
+    for n in nums:
+        total = total * 60 + n
+    return float(total)
+
+
+def _parse_rate(s: str) -> float | None:
+    """tqdm rate ``96.63s/it`` or ``3.00it/s`` -> seconds per step."""
+    s = s.strip()
+    try:
+        if s.endswith("s/it"):
+            return float(s[:-4])
+        if s.endswith("it/s"):
+            v = float(s[:-4])
+            return 1.0 / v if v > 0 else None
+    except ValueError:
+        return None
+    return None
+
+
+@dataclass
+class TailInfo:
+    """What a bounded log tail says about the current attempt.
+
+    ``step``/``metrics`` come from the last metrics line after the last attempt-start delimiter in the tail (the
+    whole tail when it holds no delimiter); ``step_times`` are the ``timing_s/step`` values (seconds) of those
+    lines, oldest first; ``bar_*`` come from the last tqdm bar; ``attempt_events`` lists
+    ``(attempt, "start"|"end", rest)`` for each delimiter in the tail.
+    """
+
+    step: int | None = None
+    metrics: dict = field(default_factory=dict)
+    step_times: list = field(default_factory=list)
+    bar_step: int | None = None
+    bar_total: int | None = None
+    bar_remaining_s: float | None = None
+    bar_s_per_step: float | None = None
+    attempt_events: list = field(default_factory=list)
+    swanlab_url: str | None = None
+    last_line: str | None = None
+
+
+def parse_tail(text: str) -> TailInfo:
+    """Parse a log tail (the end of ``train.log``) into :class:`TailInfo`.
+
+    :param text: decoded tail; a partial first line (the tail started mid-line) is tolerated.
+    """
+    info = TailInfo()
+    for raw in split_lines(text):
+        line = normalise_line(raw)
+        a = _ATTEMPT.search(line)
+        if a:
+            info.attempt_events.append((int(a.group(1)), a.group(2), a.group(3).strip()))
+            if a.group(2) == "start":  # a new attempt: progress from earlier attempts is not current
+                info.step, info.metrics, info.step_times = None, {}, []
+                info.bar_step = info.bar_total = info.bar_remaining_s = info.bar_s_per_step = None
+            continue
+        if "View run" in line:
+            s = _SWANLAB.search(line)
+            if s:
+                info.swanlab_url = s.group(1)
+        if "Training Progress" in line:
+            b = None
+            for b in _TQDM.finditer(line):
+                pass
+            if b:
+                info.bar_step, info.bar_total = int(b.group(2)), int(b.group(3))
+                info.bar_remaining_s = _parse_clock(b.group(5))
+                info.bar_s_per_step = _parse_rate(b.group(6))
+        pm = parse_metrics_line(line)
+        if pm:
+            info.step, info.metrics = pm[0], pm[1]
+            st = pm[1].get("timing_s/step")
+            if st is not None and math.isfinite(st) and pm[0] > 0:
+                info.step_times.append(st)
+        info.last_line = line
+    return info
+
+
+@dataclass
+class StatusRow:
+    """One status row (host x run). Every field is JSON-serialisable; ``to_json`` is the ``--json`` record.
+
+    Times are seconds; ``progress_age_s`` is measured on the container's clock (no laptop/host skew).
+    ``state`` is the run.json ``status`` except ``supervisor-dead`` (status active but the supervisor PID is gone),
+    ``no-run`` (no run on the host) and ``error`` (probe failed; ``error`` holds the one-line message).
+    """
+
+    host: str
+    run_id: str | None = None
+    state: str = "no-run"
+    status: str | None = None
+    step: int | None = None
+    total: int | None = None
+    percent: float | None = None
+    eta_s: float | None = None
+    attempt: int | None = None
+    features: list = field(default_factory=list)   # [{"name", "source", "oom_added": bool}]
+    attempts: list = field(default_factory=list)   # [{"n", "features": [...as above], "cls", "step_reached"}]
+    metrics: dict = field(default_factory=dict)     # KEY_METRICS present in the last metrics
+    verdict: str | None = None
+    hint: str | None = None
+    swanlab_url: str | None = None
+    progress_age_s: float | None = None
+    stale: bool = False
+    supervisor_pid: int | None = None
+    supervisor_alive: bool | None = None
+    verl_pgid: int | None = None
+    verl_alive: bool | None = None
+    container: str | None = None
+    log: str | None = None
+    log_bytes: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    error: str | None = None
+    cluster: dict | None = None   # multi-host run: run.json "cluster" (nodes, hosts, devices, head)
+    ended: str | None = None      # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
+    suggestions: list = field(default_factory=list)   # failed runs: the ladder's next parameters to change
+    serves: dict | None = None    # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
+
+    def to_json(self) -> dict:
+        """The ``status --json`` record of this row (a plain dict)."""
+        return asdict(self)
+
+
+def is_oom_added(source: str | None) -> bool:
+    """True when a feature's source marks it as added by an OOM retry (``oom-retry-<N>``, features.py)."""
+    return bool(source) and str(source).startswith("oom-retry")
+
+
+def one_line(text: str | None, limit: int = 120) -> str | None:
+    """First sentence / line of ``text``, at most ``limit`` characters (for the verdict hint column)."""
+    if not text:
+        return None
+    first = str(text).strip().splitlines()[0].strip()
+    m = re.match(r"(.+?\.)(\s|$)", first)
+    if m:
+        first = m.group(1)
+    return first if len(first) <= limit else first[: limit - 1] + "\u2026"
+
+
+def _recent_step_time(run: dict, tail: TailInfo) -> float | None:
+    for src in (run.get("step_times") or [], tail.step_times):
+        vals = [float(v) for v in src[-5:] if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+        if vals:
+            return float(statistics.median(vals))
+    return tail.bar_s_per_step
+
+
+def _features(feats) -> list:
+    return [{"name": f.get("name"), "source": f.get("source"), "oom_added": is_oom_added(f.get("source"))}
+            for f in (feats or []) if isinstance(f, dict)]
+
+
+def stale_threshold(step_time_s: float | None, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> float:
+    """Seconds without a progress line after which a running run is flagged stale:
+    ``max(stale_after_s, 3 * recent step time)``."""
+    return max(stale_after_s, 3.0 * step_time_s) if step_time_s else stale_after_s
+
+
+def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> StatusRow:
+    """Turn one probe result (see :func:`dapo_ops.agent.remote_probe.probe_status`) into a :class:`StatusRow`.
+
+    :param host: inventory host name.
+    :param probe: ``{"run": run.json dict | None, "tail": str, "now": float, "supervisor_alive": bool | None,
+        "verl_alive": bool | None, "log_bytes": int | None, "log_mtime": float | None, "error": str | None}``.
+    :param stale_after_s: minimum silence (seconds) before a running run is flagged stale.
+    """
+    row = StatusRow(host=host)
+    if probe.get("error"):
+        row.state, row.error = "error", str(probe["error"])
+        return row
+    run = probe.get("run")
+    serves = probe.get("serves")
+    if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
+        # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
+        row.state, row.run_id, row.serves = "ray-worker", serves.get("run_id"), dict(serves)
+        row.hint = ("Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`"
+                    % (row.run_id, serves.get("head"), serves.get("head_address") or "", serves.get("head")))
+        return row
+    if not run:
+        return row
+    tail = parse_tail(probe.get("tail") or "")
+    now = float(probe.get("now") or 0.0)
+    row.run_id = run.get("run_id")
+    row.status = run.get("status")
+    row.container = run.get("container")
+    row.cluster = run.get("cluster") or None
+    row.log = run.get("log")
+    row.log_bytes = probe.get("log_bytes")
+    row.attempt = run.get("attempt")
+    row.started_at, row.ended_at = run.get("started_at"), run.get("ended_at")
+    pids = run.get("pids") or {}
+    row.supervisor_pid, row.verl_pgid = pids.get("supervisor"), pids.get("verl_pgid")
+    row.supervisor_alive, row.verl_alive = probe.get("supervisor_alive"), probe.get("verl_alive")
+
+    # progress: the log tail (current attempt) is at least as fresh as run.json, which the supervisor writes
+    # after each progress line; with a dead supervisor only the log moves on.
+    step, total = run.get("step"), run.get("total_steps")
+    metrics = dict(run.get("metrics") or {})
+    last_progress = run.get("last_progress_at")
+    tail_step = tail.step if tail.step is not None else tail.bar_step
+    starts = [ev[0] for ev in tail.attempt_events if ev[1] == "start"]
+    new_segment = bool(starts) and isinstance(row.attempt, int) and starts[-1] > row.attempt
+    # parse_tail keeps only the segment after the last attempt-start delimiter; an attempt run.json does not know
+    # yet (new_segment: it may resume below run.json's step) wins, otherwise the larger step is the fresher one
+    if tail_step is not None and (step is None or tail_step >= step or new_segment):
+        if step is None or tail_step > step:
+            # newer than run.json: the supervisor did not record it (dead or lagging); the log's mtime bounds it
+            last_progress = max(last_progress or 0.0, probe.get("log_mtime") or 0.0) or last_progress
+        step = tail_step
+        metrics.update({k: v for k, v in tail.metrics.items()})
+    if total is None:
+        total = tail.bar_total
+    row.step, row.total = step, total
+    if step is not None and total:
+        row.percent = round(100.0 * step / total, 1)
+    row.metrics = {k: metrics[k] for k in KEY_METRICS if k in metrics}
+
+    step_time = _recent_step_time(run, tail)
+    if row.status in ACTIVE_STATUSES and step is not None and total:
+        if step_time:
+            row.eta_s = round(max(0, total - step) * step_time, 1)
+        elif tail.bar_remaining_s is not None:
+            row.eta_s = tail.bar_remaining_s
+
+    row.features = _features(run.get("features"))
+    for a in run.get("attempts") or []:
+        if isinstance(a, dict):
+            row.attempts.append({"n": a.get("n"), "features": _features(a.get("features")),
+                                 "cls": (a.get("verdict") or {}).get("cls"), "step_reached": a.get("step_reached")})
+    verdict = run.get("verdict") or {}
+    if verdict:
+        row.verdict = verdict.get("cls")
+        row.hint = one_line(verdict.get("action") or verdict.get("hint"))
+    if row.status in TERMINAL_STATUSES:  # a finished run says what ended it, never the verdict's "retry ..." text
+        decision = run.get("decision") or {}
+        row.ended = decision.get("ended") or ending_line(run, step, total)
+        row.hint = row.ended
+        if row.status == "failed":
+            row.suggestions = [str(x) for x in decision.get("suggestions") or []]
+    row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
+
+    ref = last_progress or run.get("started_at")
+    if ref and now:
+        row.progress_age_s = round(max(0.0, now - float(ref)), 1)
+
+    row.state = row.status or "unknown"
+    if row.state == "unknown" and not run.get("started_at"):
+        row.state = "incomplete"   # a launch that died before its supervisor wrote run.json (spec.json only)
+        row.hint = ("launch did not finish (no run.json): nothing runs; remove %s or ignore it"
+                    % (run.get("run_dir") or "the run dir"))
+    if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
+        row.state = "supervisor-dead"
+        row.eta_s = None
+        gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
+        if row.verl_alive:
+            row.hint = ("%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
+                        "`inv launch -H %s --resume %s` continues from its last checkpoint"
+                        % (gone, row.verl_pgid, host, row.run_id, host, row.run_id))
+        else:
+            row.hint = ("%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
+                        "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
+    if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
+        row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
+    return row
+
+
+def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
+    """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
+    a dead supervisor, or by an older supervisor); same form as ``supervisor.ending_line``."""
+    status = run.get("status") or "unknown"
+    decision = run.get("decision") or {}
+    step = run.get("step") if step is None else step
+    total = run.get("total_steps") if total is None else total
+    where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
+    if status == "succeeded":
+        return "succeeded %s" % where
+    if status == "stopped":
+        return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
+    verdict = run.get("verdict") or {}
+    v_action = str(verdict.get("action") or "")
+    reason = (decision.get("reason") if decision.get("action") == "stop" else None) or \
+        (v_action if verdict.get("action_kind") == "stop" or v_action.startswith("stop") else None) or \
+        verdict.get("cls") or status
+    return "%s: %s %s" % (status, str(reason).rstrip(". "), where)
+
+
+def past_run_row(host: str, run: dict, now: float | None = None) -> StatusRow:
+    """A row for ``status --all`` from ``run.json`` alone (no log tail, no liveness probe)."""
+    row = build_row(host, {"run": run, "tail": "", "now": now or 0.0,
+                           "supervisor_alive": None, "verl_alive": None})
+    return row
+
+
+def sort_newest_first(rows: list[StatusRow]) -> list[StatusRow]:
+    """Order rows by host, then by ``started_at`` (or run id) newest first."""
+    def key(r: StatusRow):
+        return (r.started_at or 0.0, r.run_id or "")
+    by_host: dict[str, list[StatusRow]] = {}
+    for r in rows:
+        by_host.setdefault(r.host, []).append(r)
+    out: list[StatusRow] = []
+    for h in by_host:
+        out.extend(sorted(by_host[h], key=key, reverse=True))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+
+def fmt_duration(seconds: float | None) -> str:
+    """``3725`` -> ``1h02m``; ``95`` -> ``1m35s``; ``None`` -> ``-``."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s >= 86400:
+        return "%dd%02dh" % (s // 86400, (s % 86400) // 3600)
+    if s >= 3600:
+        return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
+    if s >= 60:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%ds" % s
+
+
+def _fmt_num(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1000:
+        return "%.0f" % v
+    return "%.3g" % v
+
+
+def fmt_features(features: list) -> str:
+    """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source."""
+    parts = []
+    for f in features:
+        if f.get("oom_added"):
+            parts.append("+%s(%s)" % (f["name"], f["source"]))
+        else:
+            parts.append(str(f.get("name")))
+    return ",".join(parts) or "-"
+
+
+COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score", "resp_len", "tput",
+           "verdict", "age", "swanlab")
+
+
+def cells(row: StatusRow) -> dict[str, str]:
+    """Display strings for the status table (keys: :data:`COLUMNS`)."""
+    step = "-"
+    if row.step is not None:
+        step = "%s/%s" % (row.step, row.total if row.total is not None else "?")
+        if row.percent is not None:
+            step += " (%d%%)" % int(row.percent)
+    state = row.state
+    if row.stale:
+        state += " STALE"
+    m = row.metrics
+    verdict = row.verdict or "-"
+    if row.hint:
+        verdict = "%s: %s" % (verdict, row.hint) if row.verdict else row.hint
+    if row.error:
+        verdict = row.error
+    return {
+        "host": row.host,
+        "run": row.run_id or "-",
+        "state": state,
+        "step": step,
+        "eta": fmt_duration(row.eta_s),
+        "attempt": "-" if row.attempt is None else str(row.attempt),
+        "features": fmt_features(row.features),
+        "score": _fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
+        "resp_len": _fmt_num(m["response_length/mean"]) if "response_length/mean" in m else "-",
+        "tput": _fmt_num(m["perf/throughput"]) if "perf/throughput" in m else "-",
+        "verdict": verdict,
+        "age": fmt_duration(row.progress_age_s) + ("!" if row.stale else ""),
+        "swanlab": row.swanlab_url or "-",
+    }
+
+
+def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None) -> str:
+    prev_names = {f["name"] for f in (prev_features or [])}
+    added = [f for f in features if f["name"] not in prev_names and f.get("oom_added")]
+    line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
+    if prev_features is not None and added:
+        line += "; OOM escalation: +" + ",+".join(f["name"] for f in added)
+    if after:
+        line += "; after %s" % after
+    return line
+
+
+def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
+    """``<indent>try: <suggestion>`` lines of a failed run (``decision.suggestions``), one each."""
+    return ["%stry: %s" % (indent, s) for s in row.suggestions]
+
+
+def _finished_line(cur: StatusRow) -> str | None:
+    if cur.state in TERMINAL_STATUSES:
+        line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
+        if cur.state == "failed" and cur.verdict:
+            line += " (%s)" % cur.verdict
+        return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
+    if cur.state == "supervisor-dead":
+        return "%s: %s" % (cur.host, cur.hint)
+    return None
+
+
+def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
+    """``attempt N started`` lines for the attempts after ``since`` that run.json records (``cur.attempts``)."""
+    out = []
+    by_n = {a["n"]: a for a in cur.attempts if isinstance(a.get("n"), int)}
+    for n in sorted(k for k in by_n if k > since and k >= 2):
+        prev = by_n.get(n - 1)
+        out.append(_attempt_line(cur.host, n, by_n[n]["features"], prev["features"] if prev else None,
+                                 prev.get("cls") if prev else None))
+    return out
+
+
+def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
+    """State changes between two rows of the same run, one line each (what ``watch`` prints).
+
+    Reports: a new run (with the attempts it already went through, so attaching late still shows each OOM
+    escalation), status changes, a new attempt (OOM-added features called out as an escalation), a new verdict,
+    the supervisor dying, a stale run, and the end of the run.
+    """
+    out: list[str] = []
+    if prev is None or prev.run_id != cur.run_id:
+        if cur.run_id:
+            out.append("%s: run %s %s, attempt %s, step %s/%s" % (
+                cur.host, cur.run_id, cur.status, cur.attempt, cur.step if cur.step is not None else 0,
+                cur.total if cur.total is not None else "?"))
+            out += _attempt_lines(cur, 1)
+            fin = _finished_line(cur)
+            if fin:
+                out.append(fin)
+        return out
+    if cur.attempt != prev.attempt and cur.attempt is not None:
+        lines = _attempt_lines(cur, prev.attempt or 0)
+        if not lines:  # run.json without per-attempt records: compare the current features
+            lines = [_attempt_line(cur.host, cur.attempt, cur.features, prev.features, cur.verdict or prev.verdict)]
+        out += lines
+    elif cur.verdict and cur.verdict != prev.verdict:
+        out.append("%s: verdict %s: %s" % (cur.host, cur.verdict, cur.hint or ""))
+    if cur.state != prev.state:
+        out.append(_finished_line(cur) or "%s: %s -> %s" % (cur.host, prev.state, cur.state))
+    if cur.stale and not prev.stale:
+        out.append("%s: no progress line for %s (stale)" % (cur.host, fmt_duration(cur.progress_age_s)))
+    return out
+
+
+def is_finished(row: StatusRow) -> bool:
+    """True when ``watch`` should stop: a terminal status, a dead supervisor, or no run / probe error."""
+    return row.state in TERMINAL_STATUSES or row.state in ("supervisor-dead", "no-run", "error", "incomplete",
+                                                          "ray-worker")

@@ -1,0 +1,234 @@
+"""The operator's own config file: ``~/.config/dapo-ops/config.toml`` (mode 0600).
+
+It holds per-user defaults and secrets that must never live in the repository or in a
+run record: ``[swanlab]`` (``host``, ``web_host``, ``api_key``, ``mode``, ``log_dir``,
+``project``, ``workspace``), ``[notify]`` (``on_escalation``, ``on_success``, ``timeout_s``,
+``webhooks = [{kind = "feishu", url = "https://..."}]``), ``[proxy]`` (``http_proxy``,
+``https_proxy``, ``no_proxy``) and ``[run]`` (defaults for launch settings: the ``key`` of
+each :data:`dapo_ops.control.settings.PARAMS` entry). :data:`TABLES` is the model (msgspec);
+an unknown table or key, or a value of the wrong type, is a :class:`UserConfigError` naming
+the file, the line, the table and the key. The values themselves are checked where they are
+used (:mod:`dapo_ops.control.settings`, :mod:`dapo_ops.control.swanlab_cfg`, :mod:`dapo_ops.agent.notify`).
+
+Path: ``$DAPO_OPS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/dapo-ops/config.toml``, else
+``~/.config/dapo-ops/config.toml``. Writing refuses a path inside the git work tree of this
+project or of the current directory (secrets would be one ``git add`` away from a commit).
+A save edits the file with tomlkit: only the saved table's changed lines change, the user's
+comments and order stay.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Mapping
+
+import msgspec
+
+from dapo_ops.control import settings
+from dapo_ops.agent.notify import DEFAULT_TIMEOUT_S
+from dapo_ops.control.inventory import ProxyTable, TomlLines, explain, rule, toml_error
+
+try:  # Python >= 3.11
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - py3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ENV_VAR = "DAPO_OPS_CONFIG"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+HEADER = "# dapo-ops user config (mode 0600; holds secrets; written by dapo-ops)"
+
+
+class UserConfigError(ValueError):
+    """One-line problem with the user config file (path, what is wrong, how to fix)."""
+
+
+#: ``[swanlab]`` (strings; :func:`dapo_ops.control.swanlab_cfg.resolve` checks the mode and the hosts) and one
+#: ``[notify] webhooks`` entry (:func:`dapo_ops.agent.notify.spec_from_user_config` checks its kind and URL)
+SwanlabTable = msgspec.defstruct("SwanlabTable", [(k, str, "") for k in (
+    "host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")], forbid_unknown_fields=True)
+Webhook = msgspec.defstruct("Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")],
+                            forbid_unknown_fields=True)
+
+
+class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):
+    """``[notify]``: when to notify and where (``timeout_s`` in seconds per webhook call)."""
+
+    on_escalation: bool = False
+    on_success: bool = False
+    timeout_s: Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)] = DEFAULT_TIMEOUT_S
+    webhooks: list[Webhook] = []
+
+
+_RUN_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "features": str | list[str]}
+#: ``[run]``: one key per run setting stored in that table (types from the settings table; ranges there)
+RunTable = msgspec.defstruct("RunTable", [(p.key, _RUN_TYPES[p.type] | msgspec.UnsetType, msgspec.UNSET)
+                                          for p in settings.PARAMS if p.key and "." not in p.key],
+                             forbid_unknown_fields=True)
+
+
+#: the model of the file: table name -> its msgspec Struct (every table and key optional)
+TABLES: dict[str, type] = {"run": RunTable, "swanlab": SwanlabTable, "notify": NotifyTable, "proxy": ProxyTable}
+SECTIONS: tuple[str, ...] = tuple(TABLES)
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Return the user config file path (it may not exist).
+
+    ``env`` defaults to ``os.environ``. Order: ``DAPO_OPS_CONFIG`` >
+    ``$XDG_CONFIG_HOME/dapo-ops/config.toml`` > ``~/.config/dapo-ops/config.toml``.
+    """
+    env = os.environ if env is None else env
+    if env.get(ENV_VAR):
+        return Path(env[ENV_VAR]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "dapo-ops" / "config.toml"
+
+
+def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """Read the config file into ``{"run": {...}, "swanlab": {...}, "notify": {...}, "proxy": {...}}``.
+
+    A missing file gives empty tables; the dicts hold the file's own values (no defaults filled in).
+    Raises :class:`UserConfigError` (one line with the path and the TOML line) on a parse error,
+    an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`).
+    """
+    p = Path(path) if path is not None else config_path()
+    try:
+        text = p.read_text(encoding="utf-8") if p.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserConfigError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return _validate(text, p)
+
+
+def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:
+    def at(line: int | None) -> str:
+        return f"{p}:{line}" if line else str(p)
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserConfigError(f"{at(toml_error(exc)[1])}: invalid TOML: {exc}; fix or delete the file") from None
+    lines = TomlLines(text)
+    for name, value in data.items():
+        if name not in TABLES:
+            raise UserConfigError(f"{at(lines.find_prefix(name) or lines.key_line(name))}: unknown table [{name}]: "
+                                  f"use {', '.join(f'[{s}]' for s in SECTIONS)}")
+        if not isinstance(value, dict):
+            raise UserConfigError(f"{at(lines.key_line(name))}: '{name}' must be a table ([{name}]), "
+                                  f"got {type(value).__name__}")
+        try:
+            msgspec.convert(value, TABLES[name])
+        except msgspec.ValidationError as exc:
+            key, reason = explain(exc, value, TABLES[name])
+            raise UserConfigError(f"{at(lines.find(f'{name}.{key}') or lines.find(name, key))}: [{name}]: "
+                                  f"field '{key}': {reason}") from None
+    return {**{name: {} for name in SECTIONS}, **data}
+
+
+def mode_warning(path: str | Path | None = None) -> str | None:
+    """Return a one-line warning if the config file is readable by group/others, else None."""
+    p = Path(path) if path is not None else config_path()
+    try:
+        m = stat.S_IMODE(p.stat().st_mode)
+    except FileNotFoundError:
+        return None
+    if m & 0o077:
+        return f"{p} has mode {m:04o} (holds secrets): run `chmod 600 {p}` or re-save it with dapo-ops"
+    return None
+
+
+def _worktree_of(path: Path) -> Path | None:
+    for parent in (path, *path.parents):
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def _inside_git_worktree(p: Path) -> Path | None:
+    """The git work tree of this project or of the current directory that would contain ``p``, else None.
+
+    Only those two trees count: a home directory kept in git (dotfiles) must not block the default path.
+    """
+    target = p.expanduser().resolve()
+    for anchor in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        tree = _worktree_of(anchor)
+        if tree is not None and (target == tree or tree in target.parents):
+            return tree
+    return None
+
+
+def save_section(name: str, values: Mapping[str, Any], path: str | Path | None = None) -> list[str]:
+    """Replace table ``[name]`` in the config file with ``values`` (None values dropped) and write it atomically.
+
+    The file is edited with tomlkit: keys of ``[name]`` not in ``values`` are removed, changed ones
+    rewritten, others (and every other table, comment and blank line) kept as they were. The result
+    is validated like :func:`load` before anything is written, then written to a temporary file
+    created with mode 0600 (``mkstemp`` under a 077 umask, so it is never readable by others, not
+    even briefly), fsynced and renamed over the old file; the directory is created 0700.
+
+    Returns notes for the operator (e.g. that a looser mode was tightened).
+    Raises :class:`UserConfigError` for an unknown section, a path inside a git work tree,
+    a value the model refuses or TOML cannot express, or an OS error.
+    """
+    import tomlkit  # only a save needs it (import time: every task reads the file, few write it)
+
+    if name not in SECTIONS:
+        raise UserConfigError(f"unknown config section '{name}': use one of {', '.join(SECTIONS)}")
+    p = Path(path) if path is not None else config_path()
+    repo = _inside_git_worktree(p)
+    if repo is not None:
+        raise UserConfigError(
+            f"refusing to write secrets to {p}: it is inside the git work tree {repo}; "
+            f"unset {ENV_VAR} or point it outside the repository"
+        )
+    old_mode = stat.S_IMODE(p.stat().st_mode) if p.exists() else None
+    load(p)  # a broken file is reported, not overwritten
+    doc = tomlkit.parse(p.read_text(encoding="utf-8")) if p.exists() else tomlkit.document()
+    if not doc.body:
+        doc.add(tomlkit.comment(HEADER[2:]))
+    if not isinstance(doc.get(name), dict):
+        doc[name] = tomlkit.table()
+    table = doc[name]
+    new = {k: v for k, v in values.items() if v is not None}
+    try:
+        for k in [k for k in table if k not in new]:
+            del table[k]
+        for k, v in new.items():
+            if k not in table or table[k].unwrap() != v:
+                table[k] = v
+        text = tomlkit.dumps(doc)
+    except (TypeError, ValueError) as exc:  # tomlkit.exceptions.ConvertError is a TypeError
+        raise UserConfigError(f"cannot write [{name}] to {p}: {exc}") from None
+    _validate(text, p)
+    _write_private(p, text)
+    if old_mode is not None and old_mode != FILE_MODE:
+        return [f"{p} had mode {old_mode:04o}; it is now 0600 (it holds secrets)"]
+    return []
+
+
+def _write_private(p: Path, text: str) -> None:
+    """Write ``text`` to ``p`` atomically with mode 0600 (directory 0700). Raises :class:`UserConfigError`."""
+    old_umask = os.umask(0o077)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=p.parent)  # mkstemp: 0600
+        try:
+            os.fchmod(fd, FILE_MODE)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+    except OSError as exc:
+        raise UserConfigError(f"cannot write {p}: {exc.strerror or exc}") from None
+    finally:
+        os.umask(old_umask)

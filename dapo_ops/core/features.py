@@ -1,0 +1,247 @@
+"""Feature catalog, ``USER_FEATURES`` parsing and precedence (stdlib only).
+
+A *feature* is a named bundle of verl overrides (the keys per framework and verl
+version live in :mod:`dapo_ops.core.profiles`). The runbook's rules:
+
+- performance features (``flash_attn``, ``dynamic_batch``, ``remove_padding``,
+  ``gradient_checkpointing``) are on by default;
+- memory features (``offload``, ``recompute``) are off and appended by the OOM ladder;
+- optional features (``prefix_cache``, ``chunked_prefill``) are off;
+- precedence: explicit (``USER_FEATURES`` / ``--features``, ``ENABLE_OFFLOAD=True``)
+  > defaults > OOM-appended. An explicit feature is never removed; ``-name`` turns a
+  default off and the ladder never turns it back on.
+
+Every enabled feature carries its *source* for display and for ``run.json``:
+``explicit``, ``default``, ``oom-retry-<N>`` (N = the OOM retry that added it) or ``estimate``
+(the pre-launch memory-fit estimate, :mod:`dapo_ops.core.memfit`, started on that rung).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+PERFORMANCE = ("flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing")
+MEMORY = ("offload", "recompute")
+OPTIONAL = ("prefix_cache", "chunked_prefill")
+ALL = PERFORMANCE + MEMORY + OPTIONAL
+
+#: name -> (kind, one-line help). Kinds: performance (default on), memory (off, OOM-appended), optional (off).
+CATALOG: dict[str, tuple[str, str]] = {
+    "flash_attn": ("performance", "Flash attention in the trainer (FSDP attn_implementation, Megatron attention_backend)"),
+    "dynamic_batch": ("performance", "Dynamic batch size by token budget (use_dynamic_bsz + *_max_token_len_per_gpu)"),
+    "remove_padding": ("performance", "Remove padding / packed sequences (use_remove_padding)"),
+    "gradient_checkpointing": ("performance", "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)"),
+    "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
+    "recompute": ("memory", "Stronger recompute (Megatron full recompute, FSDP entropy checkpointing + activation offload)"),
+    "prefix_cache": ("optional", "vLLM prefix caching in the rollout (enable_prefix_caching)"),
+    "chunked_prefill": ("optional", "vLLM chunked prefill in the rollout (enable_chunked_prefill)"),
+}
+
+SOURCES = ("explicit", "default", "estimate")  # estimate: memfit started on this rung (never rolled back)
+_OOM_SOURCE = re.compile(r"^oom-retry-([1-9][0-9]*)$")
+
+
+class FeatureError(ValueError):
+    """A feature name or spec the catalog does not know; the message is one line listing the valid names."""
+
+
+def _valid_names() -> str:
+    return ", ".join(ALL)
+
+
+def _check_name(name: str, what: str = "feature") -> None:
+    if name not in CATALOG:
+        raise FeatureError(
+            f"unknown {what} {name!r}; valid features: {_valid_names()} (prefix a default with '-' to turn it off)"
+        )
+
+
+def _check_source(source: str) -> None:
+    if source not in SOURCES and not _OOM_SOURCE.match(source):
+        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default, estimate or oom-retry-<N>")
+
+
+def is_ladder_source(source: str) -> bool:
+    """True for ``oom-retry-<N>`` sources (features the OOM ladder appended)."""
+    return bool(_OOM_SOURCE.match(source))
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One enabled feature: ``name`` from :data:`CATALOG`, ``source`` explicit | default | oom-retry-<N>."""
+
+    name: str
+    source: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "source": self.source}
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """The features of one attempt.
+
+    ``enabled``: ordered tuple of :class:`Feature` (catalog order for explicit/default,
+    appended in ladder order after them). ``disabled``: names the user turned off
+    explicitly with ``-name``; no rule ever re-enables them.
+    """
+
+    enabled: tuple[Feature, ...] = ()
+    disabled: frozenset[str] = field(default_factory=frozenset)
+
+    def names(self) -> frozenset[str]:
+        """Names of the enabled features."""
+        return frozenset(f.name for f in self.enabled)
+
+    def has(self, name: str) -> bool:
+        """True if ``name`` is enabled."""
+        return any(f.name == name for f in self.enabled)
+
+    def source_of(self, name: str) -> str | None:
+        """Source of an enabled feature, or None if it is off."""
+        for f in self.enabled:
+            if f.name == name:
+                return f.source
+        return None
+
+    def add(self, name: str, source: str) -> "FeatureSet":
+        """Return a set with ``name`` enabled from ``source``.
+
+        Never duplicates (an already-enabled feature keeps its original, higher-precedence
+        source) and never re-enables a feature the user disabled with ``-name`` (returns
+        ``self`` unchanged). Raises :class:`FeatureError` for unknown names or sources.
+        """
+        _check_name(name)
+        _check_source(source)
+        if self.has(name) or name in self.disabled:
+            return self
+        return FeatureSet(self.enabled + (Feature(name, source),), self.disabled)
+
+    def remove_ladder(self, name: str) -> "FeatureSet":
+        """Return a set without ``name`` if (and only if) the OOM ladder added it (``oom-retry-*``).
+
+        Explicit and default features are never removed by this.
+        """
+        keep = tuple(f for f in self.enabled if not (f.name == name and is_ladder_source(f.source)))
+        if len(keep) == len(self.enabled):
+            return self
+        return FeatureSet(keep, self.disabled)
+
+    def to_json(self) -> list[dict]:
+        """``[{"name": ..., "source": ...}, ...]`` as stored in the run spec and ``run.json``."""
+        return [f.to_json() for f in self.enabled]
+
+    @classmethod
+    def from_json(cls, data, disabled=()) -> "FeatureSet":
+        """Build from :meth:`to_json` output.
+
+        ``data`` is either the list form, or a dict ``{"features": [...], "disabled_features": [...]}``
+        (the run spec's two fields). ``disabled`` adds names turned off by the user. Raises
+        :class:`FeatureError` on unknown names/sources; duplicates keep the first entry.
+        """
+        if isinstance(data, dict):
+            disabled = tuple(disabled) + tuple(data.get("disabled_features") or data.get("disabled") or ())
+            data = data.get("features") or data.get("enabled") or []
+        off = frozenset(disabled)
+        for n in off:
+            _check_name(n)
+        fs = cls((), off)
+        for item in data or []:
+            if isinstance(item, str):
+                name, source = item, "explicit"
+            else:
+                name, source = item["name"], item.get("source", "explicit")
+            _check_name(name)
+            _check_source(source)
+            if not fs.has(name):
+                fs = FeatureSet(fs.enabled + (Feature(name, source),), off)
+        return fs
+
+    def describe(self) -> str:
+        """Compact display form: ``flash_attn(default),offload(oom-retry-1)``; disabled as ``-name``."""
+        parts = [f"{f.name}({f.source})" for f in self.enabled]
+        parts += [f"-{n}" for n in sorted(self.disabled)]
+        return ",".join(parts) or "(none)"
+
+
+def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]]:
+    """Parse a ``USER_FEATURES`` comma list into ``(on, off)`` name lists.
+
+    Whitespace and empty items are ignored; ``-name`` means off, ``+name`` or ``name`` on.
+    The special words ``default``/``defaults`` (the runbook's answer "默认") mean "nothing
+    explicit". Raises :class:`FeatureError` on unknown names or on a name both on and off.
+    """
+    on: list[str] = []
+    off: list[str] = []
+    for raw in (user_features or "").replace(";", ",").split(","):
+        item = raw.strip()
+        if not item or item.lower() in ("default", "defaults", "默认"):
+            continue
+        neg = item.startswith("-")
+        name = item.lstrip("+-").strip().lower().replace("-", "_")
+        _check_name(name)
+        target = off if neg else on
+        if name not in target:
+            target.append(name)
+    both = sorted(set(on) & set(off))
+    if both:
+        raise FeatureError(f"feature {both[0]!r} is both on and off in USER_FEATURES; keep one of {both[0]} / -{both[0]}")
+    return on, off
+
+
+#: ``-flash_attn`` turns ``remove_padding`` off too (verl 0.9): packed sequences need the flash varlen kernel.
+#: verl patches only the flash path for packed input (``verl/models/transformers/monkey_patch.py:544-552``), so
+#: FSDP with sdpa/eager over packed sequences attends across samples; Megatron's unfused backend has no packed
+#: (THD) support.
+IMPLIED_OFF = {"flash_attn": ("remove_padding",)}
+
+
+def resolve(user_features: str | None, enable_offload: bool = False, *, implied_off: bool = False) -> FeatureSet:
+    """Resolve the first attempt's features from ``USER_FEATURES`` and ``ENABLE_OFFLOAD``.
+
+    Explicit names come first (catalog order, source ``explicit``), then the performance
+    defaults not turned off (source ``default``). ``enable_offload=True`` is an explicit
+    ``offload``; combined with ``-offload`` it raises :class:`FeatureError` (contradiction).
+    ``-name`` of a non-default feature is recorded in ``disabled`` too (the ladder then
+    never adds it). ``implied_off`` (the 0.9 profile): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
+    off too (recorded in ``disabled``); asking for a dependent explicitly then raises :class:`FeatureError`.
+    Raises :class:`FeatureError` (one line, valid names listed).
+    """
+    on, off = parse_user_features(user_features)
+    if implied_off:
+        for name, deps in IMPLIED_OFF.items():
+            if name not in off:
+                continue
+            for dep in deps:
+                if dep in on:
+                    raise FeatureError(f"{dep} needs {name} (packed sequences need flash attention's varlen kernel); "
+                                       f"drop -{name} or {dep} from USER_FEATURES")
+                if dep not in off:
+                    off.append(dep)
+    if enable_offload:
+        if "offload" in off:
+            raise FeatureError("ENABLE_OFFLOAD=True contradicts '-offload' in USER_FEATURES; drop one of them")
+        if "offload" not in on:
+            on.append("offload")
+    fs = FeatureSet((), frozenset(off))
+    for name in ALL:
+        if name in on:
+            fs = fs.add(name, "explicit")
+    for name in PERFORMANCE:
+        fs = fs.add(name, "default")
+    return fs
+
+
+def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
+    """One line per dependent that :func:`resolve` turned off because of :data:`IMPLIED_OFF` (for the plan)."""
+    _, off = parse_user_features(user_features)
+    return [f"-{name} implies -{dep}: packed sequences (remove_padding) need flash attention's varlen kernel"
+            for name, deps in IMPLIED_OFF.items() if name in off
+            for dep in deps if dep in fs.disabled and dep not in off]
+
+
+def catalog_lines() -> list[str]:
+    """Human lines ``name  kind  help`` for ``--help`` texts and the plan."""
+    width = max(len(n) for n in CATALOG)
+    return [f"{n.ljust(width)}  {k:<11}  {h}" for n, (k, h) in CATALOG.items()]

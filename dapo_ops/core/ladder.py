@@ -1,0 +1,313 @@
+"""Escalation ladder: what the next attempt changes after a failure (stdlib only).
+
+``decide`` maps (current features, the classifier's verdict class + detail, retry counters,
+run settings) to a :class:`Decision`. Rules (runbook + ``failure-classes.md`` §4):
+
+- ``oom-device``: a **ladder per OOM phase** (``detail["phase"]``, names in :data:`PHASES`;
+  :func:`phase_rungs`). Each rung lowers the peak of that phase on verl 0.9.1:
+
+  * ``rollout-init`` / ``weight-sync`` / ``generation``: ``rollout-util`` (rollout
+    ``gpu_memory_utilization`` -0.1, floor :data:`KV_FLOOR`: vLLM reserves that share of the device
+    while awake), then ``offload`` (colocated only: ``update_weights`` moves the actor's parameters to
+    the CPU before it resumes the KV cache, ``verl/workers/engine_workers.py:810-823``).
+  * ``update``: ``update-batch`` (``dynamic_batch``: ``actor.ppo_max_token_len_per_gpu`` / 2 down to
+    prompt+response; else ``actor.ppo_micro_batch_size_per_gpu`` / 4 down to 1; twice), FSDP:
+    ``offload-policy`` (FSDP2 ``CPUOffloadPolicy``, ``verl/workers/engine/fsdp/transformer_impl.py:451-460``),
+    then ``recompute`` (FSDP activation offload, Megatron full recompute). ``offload`` is NOT a rung:
+    ``EngineTrainModeCtx`` loads parameters, gradients and optimizer state back for the update
+    (``verl/workers/engine/base.py:314-328``); real run 7 OOMed in ``update_actor`` with offload on.
+  * ``log-prob``: ``logprob-batch`` (``rollout.log_prob_max_token_len_per_gpu`` / 2, or
+    ``log_prob_micro_batch_size_per_gpu`` / 4; read at ``verl/workers/engine_workers.py:619-624``), twice.
+  * ``model-load`` / ``checkpoint-load`` / ``checkpoint-save``: no rung shrinks them: stop with the fix.
+  * ``unknown`` (no phase): ``offload``, then ``recompute`` (the runbook's ladder).
+
+  Rungs already on are skipped; a rung the user turned off explicitly (``-offload``) is a user
+  choice, never overridden: skipped and said so. Features are only appended and settings only
+  lowered (the ladder never undoes an earlier rung), bounded by ``max_oom_retries``
+  (runbook ``MAX_OOM_RETRIES``, default 2). Every rung applied is recorded in the setting change
+  ``memory_rungs`` (list of ``{"rung", "phase", "source", "changes"}``, source ``oom-retry-<N>``
+  or ``estimate``) that travels with the other setting changes into ``run.json``.
+- ``oom-kv-cache``: change rollout ``gpu_memory_utilization`` by ``detail["kv_direction"]``
+  (``lower``: -0.1 down to a floor of :data:`KV_FLOOR`; ``raise``: +0.1 up to :data:`KV_CEILING`;
+  ``cleanup``: unchanged, one retry after cleaning up). Never offload.
+- ``oom-host`` / ``oom-ray``: never add offload (it moves memory to the host); roll back what the
+  ladder moved to host RAM (ladder-added ``offload``, FSDP ``recompute`` = activation offload,
+  ``offload-policy``) and retry once, else stop with host-memory suggestions.
+- ``network`` / ``hccl-timeout`` / ``hang``: one retry (after cleanup).
+- ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``: stop.
+- ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
+  ``detail["action_kind"] == "keep-running"``): keep running, never restart.
+
+Invariant kept: no setting change lowers a token budget below ``max_prompt_length +
+max_response_length`` (verl asserts ``max_token_len must be greater than the sequence length``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.memladder import PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status, keep_token_budgets, phase_of, phase_rungs, token_budget_floor, troubleshooting_md
+
+#: docs/troubleshooting.md section hook (dapo_ops.core.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
+troubleshooting_section = troubleshooting_md
+
+KV_CEILING = 0.9
+DEFAULT_MAX_OOM_RETRIES = 2
+_STOP_CLASSES = {
+    "config-error": "configuration error: not retried unchanged; fix the setting named in the evidence",
+    "data-error": "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
+    "auth-error": "tracker credentials rejected: not retried; fix SWANLAB_API_KEY / SWANLAB_HOST",
+    "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
+    "crash-other": "unclassified crash: not retried; read the evidence in the log",
+}
+_RETRY_ONCE = {
+    "network": "network failure: retrying once after cleanup",
+    "hccl-timeout": "collective (HCCL/NCCL) timeout: retrying once after cleanup",
+    "hang": "no progress within the hang timeout: retrying once after cleanup",
+}
+
+
+@dataclass
+class Decision:
+    """What to do after an attempt ended (or was stopped).
+
+    ``action``: ``retry`` | ``stop`` | ``done`` | ``keep-running``. ``features``: the feature set of
+    the next attempt (unchanged when not retrying). ``setting_changes``: run-setting overrides for
+    the next attempt, e.g. ``{"gpu_memory_utilization": 0.75}`` (keys of the run spec's
+    ``settings``; memory rungs also carry ``memory_rungs``, the record with sources). ``reason``: one
+    line. ``skipped``: rungs skipped with why. ``suggestions``: on stop, next parameters to change.
+    ``counter``: which retry budget the supervisor charges when it acts on a ``retry``: ``"oom"``
+    (``oom_retries_used``) or a key of ``other_retries_used`` (``None`` when nothing is charged).
+    """
+
+    action: str
+    features: FeatureSet
+    setting_changes: dict = field(default_factory=dict)
+    reason: str = ""
+    skipped: list = field(default_factory=list)
+    suggestions: list = field(default_factory=list)
+    counter: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "action": self.action,
+            "features": self.features.to_json(),
+            "disabled_features": sorted(self.features.disabled),
+            "setting_changes": dict(self.setting_changes),
+            "reason": self.reason,
+            "skipped": list(self.skipped),
+            "suggestions": list(self.suggestions),
+            "counter": self.counter,
+        }
+
+
+def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list[str]:
+    prompt = int(settings.get("max_prompt_length", 2048))
+    resp = int(settings.get("max_response_length", 8192))
+    floor = prompt + resp
+    out = []
+    where = []
+    if detail.get("step") is not None:
+        total = detail.get("total") or settings.get("steps")
+        where.append(f"step {detail['step']}" + (f"/{total}" if total else ""))
+    if detail.get("phase"):
+        where.append(f"phase {detail['phase']}")
+    if where:
+        out.append("device OOM reached at " + ", ".join(where)
+                   + " (a late OOM after healthy steps hints at a leak or version regression; report the step)")
+    on = ", ".join(sorted(features.names() & set(RUNGS))) or "none"
+    out.append(f"memory rungs on: {on}; the model/setup does not fit the devices as configured")
+    if features.has("dynamic_batch"):
+        out.append(
+            "lower the token budget: actor_rollout_ref.actor.ppo_max_token_len_per_gpu / *log_prob_max_token_len_per_gpu"
+            f" toward {floor} (never below max_prompt_length + max_response_length = {floor})"
+        )
+    else:
+        out.append("smaller micro-batch: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
+                   "(and ref/rollout log_prob_micro_batch_size_per_gpu=1)")
+    out.append(f"shorter responses: --max-response-length {max(512, resp // 2)} (MAX_RESPONSE_LENGTH, now {resp})")
+    tg = settings.get("trainer_gpus")
+    out.append("more devices for the trainer pool" + (f" (TRAINER_GPUS now {tg})" if tg else "")
+               + ", or a larger ulysses_sequence_parallel_size / tensor parallel size")
+    return out
+
+
+def _host_suggestions(cls: str, settings: dict) -> list[str]:
+    out = [
+        "reduce host memory: smaller rollout n / data.train_batch_size, fewer dataloader workers, "
+        "LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 against allocator growth",
+        "give the container more host RAM (docker --memory / cgroup limit) or use more hosts",
+    ]
+    if cls == "oom-ray":
+        out.append("Ray memory monitor: RAY_memory_usage_threshold (default 0.95) only if the node truly has headroom")
+    out.append("do not add offload: it moves parameters and optimizer state into the host RAM that ran out")
+    return out
+
+
+def _kv_decide(features, detail, other_used, settings, max_oom_retries) -> Decision:
+    direction = str(detail.get("kv_direction") or "lower").lower()
+    cur = float(settings.get("gpu_memory_utilization", 0.6))
+    resp = int(settings.get("max_response_length", 8192))
+    tp = settings.get("rollout_tp")
+    stop_sugg = [
+        f"lower the rollout max_model_len via --max-response-length {max(512, resp // 2)} (now {resp})",
+        f"raise the rollout tensor parallel size (--rollout-tp, now {tp})" if tp else "raise the rollout tensor parallel size (--rollout-tp)",
+        "free the devices: leftover processes from an earlier attempt (npu-smi info / nvidia-smi)",
+    ]
+    if direction == "cleanup":
+        key = "oom-kv-cache:cleanup"
+        if other_used.get(key, 0) >= 1:
+            return Decision("stop", features, {}, "rollout memory still short after a cleanup retry", [],
+                            [f"lower gpu_memory_utilization (now {cur}) if something else holds device memory"] + stop_sugg)
+        return Decision("retry", features, {}, "rollout found less free memory than requested: cleaning up and retrying unchanged",
+                        [], [], key)
+    key = "oom-kv-cache"
+    if other_used.get(key, 0) >= max_oom_retries:
+        return Decision("stop", features, {}, f"rollout KV cache still short after {other_used.get(key, 0)} adjustments",
+                        [], stop_sugg)
+    if direction == "raise":
+        new = round(min(KV_CEILING, cur + KV_STEP), 2)
+        if new <= cur:
+            return Decision("stop", features, {}, f"rollout KV cache too small at gpu_memory_utilization={cur} (ceiling {KV_CEILING})",
+                            [], stop_sugg)
+        return Decision("retry", features, {"gpu_memory_utilization": new},
+                        f"rollout KV cache too small: gpu_memory_utilization {cur} -> {new}", [], [], key)
+    new = round(cur - KV_STEP, 2)
+    if new < KV_FLOOR - 1e-9:
+        return Decision("stop", features, {}, f"rollout memory short at gpu_memory_utilization={cur} (floor {KV_FLOOR})",
+                        [], stop_sugg)
+    return Decision("retry", features, {"gpu_memory_utilization": new},
+                    f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}", [], [], key)
+
+
+def _short(changes: dict, before: dict) -> str:
+    """``ppo_max_token_len_per_gpu=10240, gpu_memory_utilization=0.5``: what a rung changed, verl key tails."""
+    out = []
+    for k, v in changes.items():
+        if k == "token_budgets":
+            old = before.get("token_budgets") or {}
+            out += [f"{bk.rsplit('.', 1)[-1]}={bv}" for bk, bv in v.items() if old.get(bk) != bv]
+        elif k != "memory_rungs":
+            out.append(f"{k}={v}")
+    return ", ".join(dict.fromkeys(out))
+
+
+def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
+    phase = phase_of(detail)
+    if phase in STOP_PHASES:
+        reason, sugg = STOP_PHASES[phase]
+        return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
+    rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}")
+    if oom_used >= max_oom:
+        return Decision("stop", features, {}, f"device OOM in phase {phase} after {oom_used} OOM retries "
+                        f"(MAX_OOM_RETRIES={max_oom})", skipped, _oom_suggestions(features, detail, settings))
+    if rung is None:
+        return Decision("stop", features, {}, f"device OOM in phase {phase}: no rung of its ladder left "
+                        f"({', '.join(phase_rungs(phase, settings.get('framework'), settings.get('mode')))})",
+                        skipped, _oom_suggestions(features, detail, settings))
+    n = oom_used + 1
+    shown = _short(ch, settings)
+    what = f"adding {rung}" if not shown else f"{rung} ({shown})"
+    return Decision("retry", fs, ch, f"device OOM in phase {phase}: {what} (OOM retry {n}/{max_oom}), "
+                    "resuming from the last checkpoint", skipped, [], "oom")
+
+
+def _host_rollback(features: FeatureSet, settings: dict):
+    """Features and setting changes that undo what the ladder moved into host RAM, or None if nothing."""
+    fs = features.remove_ladder("offload")
+    if settings.get("framework") != "megatron":  # FSDP recompute = activation offload into host RAM
+        fs = fs.remove_ladder("recompute")
+    ch = {}
+    if any(r.get("rung") == "offload-policy" for r in settings.get("memory_rungs") or []) and settings.get("fsdp_offload_policy"):
+        ch["fsdp_offload_policy"] = False
+    return (fs, ch) if (fs != features or ch) else None
+
+
+def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt: int,
+           oom_retries_used: int, max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
+    """Decide the next step after attempt ``attempt`` (1-based) ended with ``verdict_cls``.
+
+    ``verdict_detail``: the classifier's ``Verdict.detail`` (``phase``, ``kv_direction``, ``step``,
+    ``total``, ``fatal``, ``action_kind``). ``oom_retries_used``: device-OOM retries so far (the
+    ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key (see
+    :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier
+    ``setting_changes`` applied (``max_prompt_length``, ``max_response_length``,
+    ``gpu_memory_utilization``, ``token_budgets``, ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``,
+    ``steps``) plus ``framework`` and ``mode`` of the spec.
+    Returns a :class:`Decision`; never raises for an unknown class (it stops).
+    """
+    detail = dict(verdict_detail or {})
+    other = dict(other_retries_used or {})
+    settings = dict(settings or {})
+    cls = verdict_cls
+
+    if cls == "success":
+        return Decision("done", features, {}, "training reached its final step")
+
+    if cls == "oom-device":
+        return _oom_decide(features, detail, oom_retries_used, max_oom_retries, settings)
+
+    if cls == "oom-kv-cache":
+        dec = _kv_decide(features, detail, other, settings, max_oom_retries)
+        dec.setting_changes = keep_token_budgets(settings, dec.setting_changes)
+        return dec
+
+    if cls in ("oom-host", "oom-ray"):
+        what = "host (kernel/cgroup) OOM" if cls == "oom-host" else "Ray host-memory monitor killed a worker"
+        key = "rollback-offload"
+        back = _host_rollback(features, settings)
+        if back is not None and other.get(key, 0) < 1:
+            return Decision("retry", back[0], back[1],
+                            f"{what}: rolling back what the ladder moved to host RAM (offload, activation offload, "
+                            "offload_policy) and retrying once", [], [], key)
+        reason = f"{what}: stopped (offload is never added for host memory)"
+        if other.get(key, 0) >= 1:
+            reason = f"{what} again after rolling back offload: stopped"
+        return Decision("stop", features, {}, reason, [], _host_suggestions(cls, settings))
+
+    if cls in _RETRY_ONCE:
+        if other.get(cls, 0) >= 1:
+            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [],
+                            ["check the network, the Ray head and the HCCL/NCCL environment "
+                             "(HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) before launching again"])
+        return Decision("retry", features, {}, _RETRY_ONCE[cls], [], [], cls)
+
+    if cls == "auth-error" and (detail.get("fatal") is False or detail.get("action_kind") == "keep-running"):
+        return Decision("keep-running", features, {}, "tracker credentials rejected while training continues: alert, never restart")
+
+    if cls in _STOP_CLASSES:
+        return Decision("stop", features, {}, _STOP_CLASSES[cls], [], [])
+
+    return Decision("stop", features, {}, f"unknown failure class {cls!r}: stopped", [], [])
+
+
+def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | None = None) -> list[str]:
+    """Human lines describing what the supervisor would do on failures, for the dry-run plan.
+
+    One line per OOM phase: the rungs it would apply (simulated with :func:`decide` until a stop,
+    so skips, floors and ``MAX_OOM_RETRIES`` show), then one line each for KV-cache, host/Ray OOM
+    and network failures. ``settings``: as for :func:`decide` (framework, mode, budgets).
+    """
+    settings = dict(settings or {})
+    lines = [why for why in (rung_status(features, r) for r in RUNGS) if why]
+    for phase in PHASES:
+        fs, s, used, steps = features, dict(settings), 0, []
+        while True:
+            d = decide(fs, "oom-device", {"phase": phase}, used + 1, used, max_oom_retries, {}, s)
+            if d.action != "retry":
+                break
+            used += 1
+            added = sorted(d.features.names() - fs.names())
+            rung = d.setting_changes["memory_rungs"][-1]["rung"]
+            steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})"))
+            fs = d.features
+            s.update(d.setting_changes)
+        tail = "stop with the fix" if phase in STOP_PHASES else "stop with suggestions"
+        lines.append(f"device OOM in {phase}: " + " -> ".join(steps + [tail]))
+    lines.append("rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "
+                 f"(lower by {KV_STEP} to >= {KV_FLOOR}, or raise to <= {KV_CEILING}, per the message), never offload")
+    lines.append("host / Ray OOM: never add offload; roll back ladder-added offload (and activation offload, "
+                 "offload_policy) once, else stop")
+    lines.append("network / HCCL timeout / hang: one retry after cleanup; config, data, auth errors: stop")
+    return lines

@@ -1,0 +1,302 @@
+"""Memory-fit estimate before launch: per-device peak (GiB) of each OOM phase, the tightest phase, and the
+first memory rung that fits (stdlib only; core tier).
+
+Inputs: the model's ``config.json`` (:func:`model_facts` keeps the keys used), the run spec (framework, mode,
+devices, token budgets / micro-batches, rollout ``gpu_memory_utilization``, prompt/response lengths), the
+first attempt's features and the device memory (GiB, ``torch.cuda.mem_get_info`` total: 139.80 on an H200).
+Calibrated on the real verl 0.9.1 runs on the H200 (``bench/memory_fit.csv``, ``bench/memory_fit.py``).
+
+Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, ``u`` rollout share):
+
+- ``P`` (:func:`param_count`): embeddings ``V*h`` (+ ``V*h`` lm_head unless tied) + per layer: q ``h*a*d``,
+  k/v ``h*kv*d`` each, o ``a*d*h`` (+ q/k/v biases for qwen2 or ``attention_bias``, + q/k norms ``2d`` for
+  qwen3), MLP ``3*h*i`` (MoE: ``E*3*h*i_moe`` + router ``h*E``), 2 norms ``2h``; + final norm ``h``.
+- FSDP actor state per device: params fp32 ``4P/W`` (``fsdp_config.model_dtype: fp32``,
+  ``verl/trainer/config/_generated_ppo_trainer.yaml``), grads ``4P/W``, Adam ``8P/W``; the optimizer step adds
+  ``4P/W`` of foreach temporaries (``torch/optim/adam.py`` ``_multi_tensor_adam``: ``_foreach_sqrt``), so the
+  step peaks at ``20P/W`` (run 4: 27.19 GiB estimated, 27.28 measured). Adam state exists from the first
+  ``step()`` on (lazy init), so a 1-step run has none during its forward/backward.
+  Megatron: bf16 params + fp32 grads ``6P/(tp*pp)`` + distributed optimizer (master + Adam) ``12P/(tp*pp*dp)``.
+- Activations, per token and layer: ``30h + 6*kv*d + 8i`` bytes (bf16 tensors HF Qwen2/3 layers save:
+  two fp32 RMSNorm inputs, q/k/v and rotary q/k, repeat_kv for sdpa, attention out, 4 SwiGLU tensors of
+  ``i``); run 8: 23.8 GiB for 8192 tokens x 24 layers. Gradient checkpointing keeps ``2h`` per layer plus one
+  layer; ``recompute`` = FSDP activation offload (one layer + 2 inputs) / Megatron full recompute (like
+  checkpointing). Logits: ``10V`` bytes per token (bf16 logits, fp32 upcast, fp32 log-softmax).
+  Tokens per micro-batch: ``ppo_max_token_len_per_gpu`` (dynamic batch) else micro x (prompt + response).
+- vLLM reserves ``u*T`` while awake (its KV cache fills the share, ``verl/workers/rollout``); asleep it
+  keeps :data:`ROLLOUT_ASLEEP_GIB`. The actor process keeps :data:`ACTOR_CTX_GIB` (CUDA context, NCCL).
+  Colocated phases add both; ``weight-sync`` resumes the KV cache after the actor offloaded its params
+  (``verl/workers/engine_workers.py:810-823``) only when offload is on; the sync bucket is
+  :data:`SYNC_BUCKET_GIB` (``update_weights_bucket_megabytes: 2048``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1024 ** 3
+ACTOR_CTX_GIB = 1.16       # 1187 MiB: actor process with everything offloaded (real-verl gpu-mem-4/5/7/8.csv)
+ROLLOUT_ASLEEP_GIB = 0.83  # 848 MiB: the sleeping vLLM worker ("Process 8919 has 848.00 MiB", run 7)
+SYNC_BUCKET_GIB = 2.0      # update_weights_bucket_megabytes: 2048 (_generated_ppo_trainer.yaml:371); run 1: 2.08
+ACT_BYTES = (30, 6, 8)     # activation bytes per token-layer: 30h + 6*kv*d + 8i
+LOGIT_BYTES = 10
+PHASES = ("model-load", "checkpoint-load", "rollout-init", "weight-sync", "generation", "log-prob", "update")
+_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+         "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings", "attention_bias", "num_experts",
+         "num_local_experts", "moe_intermediate_size", "num_experts_per_tok", "shared_expert_intermediate_size",
+         "torch_dtype")
+
+
+class FitError(ValueError):
+    """The plan cannot fit the devices on any rung; the message is one line with the numbers."""
+
+
+class EstimateUnavailable(ValueError):
+    """``config.json`` lacks a shape key the estimate needs (one line naming it); nothing is refused for it."""
+
+
+def model_facts(cfg: dict) -> dict:
+    """The ``config.json`` keys the estimate uses (JSON-able; multimodal ``text_config`` merged in)."""
+    src = dict(cfg or {})
+    for sub in ("text_config", "llm_config"):
+        if isinstance(src.get(sub), dict):
+            src = {**src[sub], **{k: v for k, v in src.items() if k == "model_type"}}
+    return {k: src[k] for k in _KEYS if k in src}
+
+
+@dataclass(frozen=True)
+class Model:
+    """Shape of a decoder-only transformer (from :func:`model_facts`)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+    bias: bool
+    qk_norm: bool
+    experts: int = 0
+    moe_intermediate: int = 0
+    top_k: int = 1
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "Model":
+        """Raises :class:`EstimateUnavailable` (one line) when a required key is missing."""
+        c = model_facts(cfg)
+        try:
+            h, a = int(c["hidden_size"]), int(c["num_attention_heads"])
+            mt = str(c.get("model_type") or "")
+            e = int(c.get("num_experts") or c.get("num_local_experts") or 0)
+            return cls(layers=int(c["num_hidden_layers"]), hidden=h, intermediate=int(c.get("intermediate_size") or 0),
+                       heads=a, kv_heads=int(c.get("num_key_value_heads") or a), head_dim=int(c.get("head_dim") or h // a),
+                       vocab=int(c["vocab_size"]), tied=bool(c.get("tie_word_embeddings", False)),
+                       bias=bool(c.get("attention_bias", mt.startswith("qwen2"))), qk_norm=mt.startswith("qwen3"),
+                       experts=e, moe_intermediate=int(c.get("moe_intermediate_size") or 0),
+                       top_k=int(c.get("num_experts_per_tok") or 1))
+        except (KeyError, TypeError, ValueError) as ex:
+            raise EstimateUnavailable(f"memory-fit estimate unavailable: config.json lacks {ex}") from None
+
+
+def param_count(m: Model) -> int:
+    """Parameters of ``m`` (formula in the module docstring)."""
+    h, d = m.hidden, m.head_dim
+    attn = h * m.heads * d + 2 * h * m.kv_heads * d + m.heads * d * h
+    if m.bias:
+        attn += m.heads * d + 2 * m.kv_heads * d
+    if m.qk_norm:
+        attn += 2 * d
+    mlp = m.experts * 3 * h * m.moe_intermediate + h * m.experts if m.experts else 3 * h * m.intermediate
+    return m.vocab * h * (1 if m.tied else 2) + m.layers * (attn + mlp + 2 * h) + h
+
+
+def act_bytes_per_token_layer(m: Model) -> int:
+    """Activation bytes one token leaves per layer for the backward (``30h + 6*kv*d + 8i``)."""
+    i = m.moe_intermediate * m.top_k if m.experts else m.intermediate
+    a, b, c = ACT_BYTES
+    return a * m.hidden + b * m.kv_heads * m.head_dim + c * i
+
+
+@dataclass
+class Setup:
+    """What the estimate needs of the run (GiB, tokens, counts). Built by :func:`setup_from_spec`."""
+
+    device_gib: float
+    framework: str = "fsdp"
+    colocated: bool = True
+    world: int = 8             # trainer devices (data-parallel shards of the actor)
+    rollout_tp: int = 1
+    util: float = 0.6
+    seq: int = 10240           # prompt + response tokens
+    update_tokens: int = 20480  # tokens of one update micro-batch per device
+    logprob_tokens: int = 30720
+    gc: bool = True
+    offload: bool = False
+    recompute: bool = False
+    offload_policy: bool = False
+    adam_in_forward: bool = True  # False for a 1-step run (Adam state is created by the first step())
+    tp: int = 1
+    pp: int = 1
+
+
+@dataclass
+class Estimate:
+    """Per-device peak per phase (GiB), the tightest phase, whether it fits, and the terms of the update."""
+
+    phases: dict
+    device_gib: float
+    actor_alloc_gib: float   # peak torch-allocated in the actor process (verl's perf/max_memory_allocated_gb)
+    params: int
+    terms: dict = field(default_factory=dict)
+
+    @property
+    def tightest(self) -> str:
+        return max(self.phases, key=lambda p: self.phases[p])
+
+    @property
+    def peak_gib(self) -> float:
+        return self.phases[self.tightest]
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_gib <= self.device_gib
+
+    def line(self) -> str:
+        """``tightest update 52.3 of 139.8 GiB (update 52.3, weight-sync 44.1, ...)``."""
+        per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(self.phases.items(), key=lambda kv: -kv[1]))
+        return f"tightest {self.tightest} {self.peak_gib:.1f} of {self.device_gib:.1f} GiB per device ({per})"
+
+
+def estimate(m: Model, s: Setup) -> Estimate:
+    """Per-device peak of every phase in :data:`PHASES` (GiB) for model ``m`` and run ``s``."""
+    P = param_count(m)
+    g = lambda b: b / GIB  # noqa: E731
+    act_tl = act_bytes_per_token_layer(m)
+    if s.framework == "megatron":
+        shard = s.tp * s.pp
+        dp = max(1, s.world // shard)
+        params_b, opt_b, grads_b, step_extra = 2 * P / shard, 12 * P / (shard * dp), 4 * P / shard, 4 * P / (shard * dp)
+    else:
+        params_b, opt_b, grads_b, step_extra = 4 * P / s.world, 8 * P / s.world, 4 * P / s.world, 4 * P / s.world
+    layer_full = act_tl
+    layer_in = 2 * m.hidden
+    if s.recompute and s.framework != "megatron" and s.gc:
+        per_token = layer_full + 2 * layer_in                      # activation offload: inputs go to the CPU
+    elif s.gc or (s.recompute and s.framework == "megatron"):
+        per_token = m.layers * layer_in + layer_full               # checkpointing: inputs kept, one layer recomputed
+    else:
+        per_token = m.layers * layer_full
+    act = s.update_tokens * (per_token + LOGIT_BYTES * m.vocab) / max(1, s.tp)
+    pol = s.offload_policy and s.framework != "megatron"  # FSDP2 CPUOffloadPolicy: sharded state lives on the CPU
+    layer_bf16 = 2 * 2 * P / max(1, m.layers)                  # current + prefetched layer, unsharded bf16
+    if pol:
+        params_b = opt_b = 0.0
+        update = act + layer_bf16
+    else:
+        fwd = params_b + (opt_b if s.adam_in_forward else 0) + act
+        update = max(fwd, params_b + grads_b + opt_b + step_extra)
+    inter = m.moe_intermediate * m.top_k if m.experts else m.intermediate
+    logprob = (layer_bf16 if pol else params_b) + s.logprob_tokens * (
+        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab) / max(1, s.tp)   # no-grad forward: one layer's transients
+    resident = 0.0 if s.offload else params_b + opt_b  # between phases (grads freed by zero_grad)
+    rollout_w = 2 * P / max(1, s.rollout_tp)
+    sync_actor = params_b + (0 if s.offload else opt_b) + SYNC_BUCKET_GIB * GIB
+    ctx = ACTOR_CTX_GIB
+    awake = s.util * s.device_gib if s.colocated else 0.0
+    asleep = ROLLOUT_ASLEEP_GIB if s.colocated else 0.0
+    if not s.colocated:
+        wsync = ctx + g(sync_actor)
+    elif s.offload or pol:
+        wsync = ctx + max(g(sync_actor + rollout_w), awake)
+    else:
+        wsync = ctx + g(sync_actor) + awake
+    phases = {
+        "model-load": ctx + g(params_b),
+        "checkpoint-load": ctx + asleep + g(params_b + opt_b),
+        "rollout-init": ctx + g(0 if s.offload else params_b) + awake,
+        "weight-sync": wsync,
+        "generation": ctx + g(resident) + awake,
+        "log-prob": ctx + asleep + g(logprob + (0 if s.offload else opt_b)),
+        "update": ctx + asleep + g(update),
+    }
+    alloc = g(max(update, logprob, sync_actor))
+    terms = {"params": P, "state_gib": g(params_b + (0 if pol else grads_b) + opt_b), "activations_gib": g(act),
+             "rollout_gib": awake}
+    return Estimate({k: round(v, 2) for k, v in phases.items()}, s.device_gib, round(alloc, 2), P, terms)
+
+
+def setup_from_spec(spec: dict, features, device_gib: float, setting_changes: dict | None = None) -> Setup:
+    """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes."""
+    s = dict((spec or {}).get("settings") or {})
+    s.update(setting_changes or {})
+    names = features.names()
+    seq = int(s.get("max_prompt_length", 2048)) + int(s.get("max_response_length", 8192))
+    budgets = dict(s.get("token_budgets") or {})
+    for x in s.get("extra_overrides") or []:
+        k, _, v = str(x).partition("=")
+        if k.lstrip("+").endswith("max_token_len_per_gpu") and v.isdigit():
+            budgets.setdefault(k.lstrip("+"), int(v))
+    micro = int(s.get("micro_batch_size") or 1)
+    one_step_off = spec.get("mode") == "one-step-off"
+    world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
+    if "dynamic_batch" in names:
+        upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
+        lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
+    else:
+        upd = int(s.get("ppo_micro_batch_size_per_gpu") or micro) * seq
+        lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro) * seq
+    return Setup(device_gib=float(device_gib), framework=spec.get("framework", "fsdp"), colocated=not one_step_off,
+                 world=world, rollout_tp=int(s.get("rollout_tp") or 1), util=float(s.get("gpu_memory_utilization", 0.6)),
+                 seq=seq, update_tokens=upd, logprob_tokens=lp, gc="gradient_checkpointing" in names,
+                 offload="offload" in names, recompute="recompute" in names,
+                 offload_policy=bool(s.get("fsdp_offload_policy")), adam_in_forward=int(s.get("steps") or 2) > 1)
+
+
+@dataclass
+class Fit:
+    """Outcome of :func:`fit`: the features and setting changes the first attempt starts with (rungs
+    applied with source ``estimate``), the estimate of the first attempt as planned and as started, and
+    the rungs applied."""
+
+    features: object
+    setting_changes: dict
+    planned: Estimate
+    started: Estimate
+    rungs: list
+
+    def lines(self) -> list[str]:
+        out = [f"memory-fit estimate: {self.planned.line()}"]
+        if self.rungs:
+            out.append(f"memory-fit: starts on rung(s) {', '.join(self.rungs)} (source: estimate): {self.started.line()}")
+        return out
+
+
+def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) -> Fit:
+    """Estimate the first attempt; if its tightest phase does not fit, apply that phase's ladder rungs
+    (:func:`dapo_ops.core.memladder.apply_rung`, source ``estimate``) until it fits. Raises :class:`FitError`
+    (one line with the numbers) when no rung makes it fit, :class:`EstimateUnavailable` when ``cfg`` lacks a key.
+    """
+    from dapo_ops.core import memladder
+
+    m = Model.from_config(cfg)
+    changes = dict(spec.get("setting_changes") or {})  # a plan that already starts on estimate rungs
+    planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
+    fs, rungs, est = features, [], planned
+    settings = dict(spec.get("settings") or {}, framework=spec.get("framework"), mode=spec.get("mode"))
+    while not est.fits and len(rungs) < max_rungs:
+        phase = est.tightest
+        rung, fs2, ch, _ = memladder.apply_rung(fs, phase, dict(settings, **changes), "estimate")
+        if rung is None:
+            break
+        fs, rungs = fs2, rungs + [f"{rung}({phase})"]
+        changes.update(ch)
+        est = estimate(m, setup_from_spec(spec, fs, device_gib, changes))
+    if not est.fits:
+        t = est.terms
+        raise FitError(f"memory-fit: the run cannot fit: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
+                       f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
+                       + (f" after {', '.join(rungs)}" if rungs else "")
+                       + "; use more devices, shorter responses (--max-response-length) or a smaller model")
+    return Fit(fs, changes, planned, est, rungs)

@@ -1,0 +1,243 @@
+"""The device-OOM ladder per phase: which rungs lower which phase's peak on verl 0.9.1 (stdlib only).
+
+Used by :mod:`dapo_ops.core.ladder` (the supervisor's decisions) and :mod:`dapo_ops.core.memfit` (the estimate's
+start rung). Why each rung lowers its phase's peak is in :mod:`dapo_ops.core.ladder`'s docstring, with the
+verl files it was read in. Rung names: ``rollout-util``, ``offload``, ``update-batch``,
+``offload-policy``, ``recompute``, ``logprob-batch``. Setting rungs change run settings that
+:mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``token_budgets``,
+``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``).
+"""
+
+from __future__ import annotations
+
+from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.profiles import token_budgets as _default_budgets
+
+#: Memory rungs of the phase-less (``unknown``) ladder, in order (failure-classes.md §3 oom-device).
+RUNGS = ("offload", "recompute")
+#: OOM phases (COMMON interface: ``Verdict.detail["phase"]``).
+PHASES = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync", "generation",
+          "log-prob", "update", "unknown")
+KV_STEP = 0.1
+KV_FLOOR = 0.4
+MICRO_DIVISOR = 4
+ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+LOGPROB_BUDGETS = ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                   "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu")
+
+# Private lookup, until the classify helper's COMMON names land: classify.py today reports verl
+# function names (``update_actor``, ``compute_log_prob``, ``kv-cache-init``, ...) in ``phase``.
+_LEGACY_PHASE = {
+    "update_actor": "update", "update_critic": "update", "update_policy": "update",
+    "compute_log_prob": "log-prob", "compute_ref_log_prob": "log-prob",
+    "generate_sequences": "generation", "kv-cache-init": "rollout-init",
+    "save_checkpoint": "checkpoint-save", "load_checkpoint": "checkpoint-load",
+    "init_model": "model-load", "update_weights": "weight-sync", "wake_up": "weight-sync",
+}
+
+RUNG_HELP = {
+    "rollout-util": "rollout gpu_memory_utilization -0.1 (>= %.1f)" % KV_FLOOR,
+    "offload": "+ offload (actor params/optimizer leave the device between phases)",
+    "update-batch": "update batch: ppo_max_token_len_per_gpu / 2 (>= prompt+response), or ppo_micro_batch_size_per_gpu / 4",
+    "offload-policy": "FSDP2 offload_policy=True (params, grads, optimizer on the CPU during the update)",
+    "recompute": "+ recompute (FSDP activation offload / Megatron full recompute)",
+    "logprob-batch": "log-prob batch: log_prob_max_token_len_per_gpu / 2, or log_prob_micro_batch_size_per_gpu / 4",
+}
+
+STOP_PHASES = {
+    "model-load": ("device OOM while loading the model: no rung lowers it (the weights must fit the trainer's shards)",
+                   ["more devices for the trainer pool, or a larger tensor/pipeline parallel size (Megatron)",
+                    "a smaller model or a lower-precision checkpoint; free devices held by leftover processes"]),
+    "checkpoint-load": ("device OOM while loading the checkpoint on resume: no rung shrinks the restored state",
+                        ["resume on the same or more devices with offload on (ENABLE_OFFLOAD=True) so optimizer "
+                         "state loads onto the CPU, or start from an earlier global_step_N",
+                         "free devices held by leftover processes (nvidia-smi / npu-smi info)"]),
+    "checkpoint-save": ("device OOM while saving a checkpoint: no rung lowers the state gathered for the save",
+                        ["save fewer contents: actor_rollout_ref.actor.checkpoint.save_contents without 'hf_model'",
+                         "more devices for the trainer pool (smaller shards per device)"]),
+}
+
+
+def _seq_len(settings: dict) -> int:
+    return int(settings.get("max_prompt_length", 2048)) + int(settings.get("max_response_length", 8192))
+
+
+def token_budget_floor(settings: dict) -> int:
+    """Smallest legal ``*_max_token_len_per_gpu`` (tokens): ``max_prompt_length + max_response_length``."""
+    return _seq_len(settings)
+
+
+def keep_token_budgets(settings: dict, changes: dict) -> dict:
+    """Return ``changes`` with every ``*max_token_len*`` value raised to at least prompt+response.
+
+    The sequence length is taken from ``changes`` first (a change may shorten the response),
+    then from ``settings``.
+    """
+    merged = dict(settings)
+    merged.update(changes)
+    floor = _seq_len(merged)
+    out = dict(changes)
+    for k, v in changes.items():
+        if "max_token_len" in k and v is not None and int(v) < floor:
+            out[k] = floor
+    return out
+
+
+def phase_of(detail: dict) -> str:
+    """The OOM phase of a verdict detail: a :data:`PHASES` name (``unknown`` when absent or unknown)."""
+    ph = str((detail or {}).get("phase") or "unknown")
+    ph = _LEGACY_PHASE.get(ph, ph)
+    return ph if ph in PHASES else "unknown"
+
+
+def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "dapo") -> tuple[str, ...]:
+    """The ordered rungs of one phase's ladder (see the module docstring for why each lowers the peak).
+
+    ``framework``: ``fsdp`` | ``megatron``; ``mode``: ``dapo`` (colocated) | ``one-step-off`` (actor offload
+    does not free the rollout's devices there). A rung may appear twice (applied twice).
+    """
+    colocated = mode != "one-step-off"
+    if phase in ("rollout-init", "weight-sync", "generation"):
+        return ("rollout-util", "offload") if colocated else ("rollout-util", "rollout-util")
+    if phase == "update":
+        return ("update-batch", "update-batch") + (("offload-policy",) if framework == "fsdp" else ()) + ("recompute",)
+    if phase == "log-prob":
+        return ("logprob-batch", "logprob-batch")
+    if phase in STOP_PHASES:
+        return ()
+    return RUNGS
+
+
+def rung_status(features: FeatureSet, rung: str) -> str | None:
+    """Why feature ``rung`` cannot be the next rung, or None if it can."""
+    if rung in features.disabled:
+        return f"{rung}: skipped, turned off by the user (-{rung}); a user choice is never overridden"
+    src = features.source_of(rung)
+    if src is not None:
+        return f"{rung}: skipped, already on ({src})"
+    return None
+
+
+def _extra_value(settings: dict, key: str):
+    """Value of ``key`` in ``settings["extra_overrides"]`` (the user's raw ``key=value``), or None."""
+    for x in settings.get("extra_overrides") or []:
+        k, _, v = str(x).partition("=")
+        if k.lstrip("+") == key:
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
+
+
+def _shrink_budget(settings: dict, keys: tuple) -> dict | None:
+    budgets = dict(settings.get("token_budgets") or {})
+    seq = _seq_len(settings)
+    defaults = _default_budgets(int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192)))
+    new = dict(budgets)
+    for k in keys:
+        cur = int(budgets.get(k) or _extra_value(settings, k) or defaults[k])
+        if max(seq, cur // 2) < cur:
+            new[k] = max(seq, cur // 2)
+    return {"token_budgets": new} if new != budgets else None
+
+
+def _shrink_micro(settings: dict, name: str, key: str) -> dict | None:
+    cur = int(settings.get(name) or _extra_value(settings, key) or settings.get("micro_batch_size") or 1)
+    new = max(1, cur // MICRO_DIVISOR)
+    return {name: new} if new < cur else None
+
+
+def _setting_rung(rung: str, features: FeatureSet, settings: dict):
+    """``(changes, why_not)`` for a setting rung: the changes it makes now, or None and why it cannot."""
+    dyn = features.has("dynamic_batch")
+    if rung == "rollout-util":
+        cur = float(settings.get("gpu_memory_utilization", 0.6))
+        new = round(cur - KV_STEP, 2)
+        if new < KV_FLOOR - 1e-9:
+            return None, f"rollout-util: skipped, gpu_memory_utilization={cur} is at the floor {KV_FLOOR}"
+        return {"gpu_memory_utilization": new}, None
+    if rung in ("update-batch", "logprob-batch"):
+        upd = rung == "update-batch"
+        if dyn:
+            ch = _shrink_budget(settings, (ACTOR_BUDGET,) if upd else LOGPROB_BUDGETS)
+            what = "token budget at the floor prompt+response = %d" % _seq_len(settings)
+        else:
+            ch = (_shrink_micro(settings, "ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+                  if upd else _shrink_micro(settings, "log_prob_micro_batch_size_per_gpu",
+                                            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"))
+            what = "micro-batch already 1"
+        return (ch, None) if ch else (None, f"{rung}: skipped, {what}")
+    if rung == "offload-policy":
+        if settings.get("fsdp_offload_policy"):
+            return None, "offload-policy: skipped, already on"
+        return {"fsdp_offload_policy": True}, None
+    raise ValueError(f"unknown rung {rung!r}")
+
+
+def next_rung(features: FeatureSet, phase: str, settings: dict):
+    """The next rung of ``phase``'s ladder given what the ladder already applied.
+
+    Returns ``(rung, new_features_or_None, changes, skipped)``: ``rung`` None when the ladder is
+    exhausted. Feature rungs give ``new_features`` (source not yet set: the caller adds it);
+    setting rungs give ``changes``. Rungs already applied (``settings["memory_rungs"]``) are consumed
+    in order, so a rung listed twice is applied twice.
+    """
+    used: dict = {}
+    for r in settings.get("memory_rungs") or []:
+        used[r["rung"]] = used.get(r["rung"], 0) + 1
+    skipped = []
+    for rung in phase_rungs(phase, settings.get("framework"), settings.get("mode")):
+        if used.get(rung, 0) > 0:
+            used[rung] -= 1
+            continue
+        if rung in ("offload", "recompute"):
+            why = rung_status(features, rung)
+            if why:
+                skipped.append(why)
+                continue
+            return rung, None, {}, skipped
+        ch, why = _setting_rung(rung, features, settings)
+        if ch is None:
+            skipped.append(why)
+            continue
+        return rung, None, ch, skipped
+    return None, None, {}, skipped
+
+
+def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str):
+    """Apply :func:`next_rung` with ``source`` (``oom-retry-<N>`` | ``estimate``).
+
+    Returns ``(rung, features, setting_changes, skipped)``; ``setting_changes`` include the updated
+    ``memory_rungs`` record (the full list). ``rung`` None: nothing left for this phase.
+    """
+    rung, _, ch, skipped = next_rung(features, phase, settings)
+    if rung is None:
+        return None, features, {}, skipped
+    fs = features.add(rung, source) if rung in ("offload", "recompute") else features
+    ch = keep_token_budgets(settings, ch)
+    rec = list(settings.get("memory_rungs") or []) + [{"rung": rung, "phase": phase, "source": source, "changes": dict(ch)}]
+    return rung, fs, dict(ch, memory_rungs=rec), skipped
+
+
+def troubleshooting_md() -> str:
+    """The memory section of docs/troubleshooting.md: phase -> what runs out -> what dapo-ops does -> what you change."""
+    rows = [
+        ("model-load", "the actor's (sharded) weights at init", "stops with the fix", "more devices / larger TP or PP, a smaller model, free leftover processes"),
+        ("checkpoint-load", "the restored model + optimizer state on resume", "stops with the fix", "resume with offload on (ENABLE_OFFLOAD=True), or from an earlier `global_step_N`"),
+        ("checkpoint-save", "state gathered for the save", "stops with the fix", "`actor.checkpoint.save_contents` without `hf_model`; more devices"),
+        ("rollout-init", "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, ENABLE_OFFLOAD=True, a larger rollout TP"),
+        ("weight-sync", "vLLM wake-up (weights, then KV cache) while the actor's state is still resident", "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes", "same as rollout-init"),
+        ("generation", "vLLM's share plus whatever the actor keeps resident", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, shorter responses"),
+        ("log-prob", "forward activations + logits of one log-prob micro-batch", "log-prob token budget / 2 (or micro-batch / 4), twice", "`*log_prob_max_token_len_per_gpu` toward prompt+response, `log_prob_micro_batch_size_per_gpu=1`"),
+        ("update", "activations of one update micro-batch + params, grads, Adam state (offload does not help: they are loaded back for the update)", "update token budget / 2 (or micro-batch / 4), twice; FSDP2 offload_policy; recompute", "`ppo_max_token_len_per_gpu` / `ppo_micro_batch_size_per_gpu`, shorter responses, more devices, ulysses SP"),
+        ("unknown", "unknown", "+ offload, then + recompute", "read the traceback: the phase decides the lever"),
+    ]
+    out = ["## Device OOM by phase", "",
+           "`detail.phase` of an `oom-device` verdict picks the ladder (`dapo_ops/core/ladder.py`); `MAX_OOM_RETRIES` bounds it;"
+           " every rung is recorded in `setting_changes.memory_rungs` with its source (`oom-retry-N`, or `estimate` when the"
+           " pre-launch memory-fit estimate (`dapo_ops/core/memfit.py`) started on it). `inv launch --dry-run` shows the ladder"
+           " per phase and the per-phase estimate.", "",
+           "| phase | what runs out | what dapo-ops does | what you can change |", "|---|---|---|---|"]
+    out += [f"| `{p}` | {a} | {b} | {c} |" for p, a, b, c in rows]
+    return "\n".join(out) + "\n"

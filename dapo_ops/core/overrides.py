@@ -1,0 +1,421 @@
+"""Run spec + FeatureSet -> the verl command line (stdlib only).
+
+:func:`build_command` is called by the supervisor for every attempt (with the ladder's
+``setting_changes``) and by the planner for the dry-run plan. :func:`check_spec` rejects a spec
+that cannot work before anything is launched, with one line naming the value and the fix.
+
+The argv is a list (no shell): ``[python, "-m", <entry>, (--config-name=...), overrides...]``.
+Values are rendered in Hydra's override grammar (``True``/``False``, ``null``, ``['a','b']``,
+quoted strings when they contain characters outside the plain-value set). ``+`` is used exactly
+for keys the verl yaml lacks (see :mod:`dapo_ops.core.profiles`); ``++`` never. The run spec schema is
+in docs/design.md "Run spec".
+"""
+
+from __future__ import annotations
+
+import math
+
+import re
+import shlex
+
+from dapo_ops.core import profiles
+from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
+
+__all__ = ["OverrideError", "build_command", "check_spec", "hydra_value", "overrides_for", "command_string",
+           "effective_settings", "DEFAULTS"]
+
+#: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
+DEFAULTS: dict = {
+    "max_prompt_length": 2048,
+    "max_response_length": 8192,
+    "save_freq": 10,
+    "rollout_tp": 2,
+    "gpu_memory_utilization": 0.6,
+    "nnodes": 1,
+    "n_gpus_per_node": 8,
+    "trainer_gpus": 4,
+    "rollout_gpus": 4,
+    "train_batch_size": 64,
+    "ppo_mini_batch_size": 16,
+    "rollout_n": 8,
+    "micro_batch_size": 1,
+    "project": "dapo-ops",
+    "max_position_embeddings": None,
+    "trainer_mode": "async",
+    "max_staleness": 2,
+    "parameter_sync_step": 0,
+    "max_actor_ckpt_to_keep": None,
+    "extra_overrides": [],
+}
+
+#: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
+#: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
+#: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
+SETTING_KEYS: dict = {
+    "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
+    "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                                          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+    "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
+}
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")
+
+
+def hydra_value(v) -> str:
+    """Render a Python value in Hydra's override grammar.
+
+    ``True``/``False``; ``None`` -> ``null``; ints/floats via ``repr``; lists -> ``['a','b']``;
+    strings unquoted when they match the plain-value character set, else single-quoted with
+    ``\\`` and ``'`` escaped.
+    """
+    if v is True:
+        return "True"
+    if v is False:
+        return "False"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(hydra_value(x) for x in v) + "]"
+    s = str(v)
+    if _PLAIN.match(s) and s.lower() not in ("true", "false", "null", "none") and not _looks_numeric(s):
+        return s
+    return _quoted(s)
+
+
+def _looks_numeric(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _quoted(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def effective_settings(spec: dict, setting_changes: dict | None = None) -> dict:
+    """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
+    s = dict(DEFAULTS)
+    s.update({k: v for k, v in (spec.get("settings") or {}).items() if v is not None or k not in s})
+    s.update(setting_changes or {})
+    return s
+
+
+def _int(s: dict, key: str, flag: str) -> int:
+    v = s.get(key)
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        return int(v)
+    except (TypeError, ValueError):
+        raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
+
+
+MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
+
+
+def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
+    """Reject a run spec that cannot work, before anything is launched.
+
+    ``host_devices``: accelerators per host (inventory ``devices`` / what npu-smi reports); ``None``
+    skips the device-count check. ``model_max_len``: the model's ``max_position_embeddings``
+    (``config.json``); ``None`` skips the context check. Raises :class:`OverrideError` with one line
+    for: unknown framework/mode/profile; steps <= 0; trainer + rollout devices > host devices
+    (one-step-off) or ``n_gpus_per_node`` > host devices (dapo); rollout devices not divisible by the
+    rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
+    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
+    on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
+    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
+    """
+    mode = spec.get("mode")
+    framework = spec.get("framework")
+    profile = spec.get("profile", "0.9")
+    profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
+    profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
+    profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
+    s = effective_settings(spec)
+    steps = _int(s, "steps", "TRAIN_STEPS / --steps")
+    if not 0 < steps <= MAX_STEPS:  # MAX_STEPS: a typo guard (10^6 steps of even a 1 s step is 11 days)
+        raise OverrideError(f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
+                            f"TRAIN_STEPS to the steps you mean")
+    prompt = _int(s, "max_prompt_length", "--max-prompt-length")
+    resp = _int(s, "max_response_length", "MAX_RESPONSE_LENGTH / --max-response-length")
+    if prompt <= 0 or resp <= 0:
+        raise OverrideError(f"max_prompt_length={prompt} and MAX_RESPONSE_LENGTH={resp} must be positive")
+    tp = _int(s, "rollout_tp", "--rollout-tp")
+    if tp <= 0:
+        raise OverrideError(f"rollout_tp={tp} must be >= 1; set --rollout-tp")
+    save_freq = _int(s, "save_freq", "--save-freq")
+    if save_freq == 0:
+        raise OverrideError("save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints")
+    if mode == "one-step-off":
+        tg = _int(s, "trainer_gpus", "TRAINER_GPUS / --trainer-gpus")
+        rg = _int(s, "rollout_gpus", "ROLLOUT_GPUS / --rollout-gpus")
+        if tg <= 0 or rg <= 0:
+            raise OverrideError(f"TRAINER_GPUS={tg} and ROLLOUT_GPUS={rg} must both be >= 1 for one-step-off")
+        if host_devices is not None and tg + rg > int(host_devices):
+            raise OverrideError(
+                f"TRAINER_GPUS={tg} + ROLLOUT_GPUS={rg} = {tg + rg} devices, but the host has {host_devices}; "
+                f"lower --trainer-gpus/--rollout-gpus so they add up to <= {host_devices}")
+        if rg % tp:
+            raise OverrideError(
+                f"ROLLOUT_GPUS={rg} is not divisible by the rollout tensor parallel size {tp}; "
+                f"use --rollout-gpus as a multiple of {tp} or change --rollout-tp")
+    else:
+        n = _int(s, "n_gpus_per_node", "--trainer-gpus")
+        if n <= 0:
+            raise OverrideError(f"n_gpus_per_node={n} must be >= 1")
+        if host_devices is not None and n > int(host_devices):
+            raise OverrideError(f"the run asks for {n} devices per node, but the host has {host_devices}; "
+                                f"lower the device count to <= {host_devices}")
+        if n % tp:
+            raise OverrideError(f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
+                                f"choose --rollout-tp that divides {n}")
+    world = (_int(s, "trainer_gpus", "--trainer-gpus") if mode == "one-step-off"
+             else _int(s, "n_gpus_per_node", "--trainer-gpus")) * max(1, _int(s, "nnodes", "--nnodes"))
+    tbs = _int(s, "train_batch_size", "--train-batch-size")
+    mini = _int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
+    n = _int(s, "rollout_n", "--rollout-n")
+    if min(tbs, mini, n) <= 0:
+        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
+    if mini > tbs:
+        raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
+                            f"set --ppo-mini-batch-size <= {tbs}")
+    ent = profiles.entry(profile, mode, framework)
+    profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
+    if profiles.v1_mode(ent) == "separate_async":
+        pss = parameter_sync_step(s)
+        if tbs != pss * mini:
+            raise OverrideError(
+                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
+                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
+                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
+                f"(0: train_batch_size / ppo_mini_batch_size)")
+    bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
+    if bad:  # every batch problem at once, each with the nearest values that split evenly
+        step, nodes = world // math.gcd(world, n), max(1, _int(s, "nnodes", "--nnodes"))
+        parts = [f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
+                 + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1) + ")" for k, v in bad]
+        where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
+        raise OverrideError(f"responses per step do not split evenly over {where}: " + "; ".join(parts)
+                            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)")
+    seq = prompt + resp
+    mpe = s.get("max_position_embeddings")
+    if mpe not in (None, "", 0):
+        mpe = _int(s, "max_position_embeddings", "--max-position-embeddings")
+        if seq > mpe:
+            raise OverrideError(f"max_prompt_length + MAX_RESPONSE_LENGTH = {seq} exceeds max_position_embeddings={mpe}; "
+                                f"raise --max-position-embeddings or lower --max-response-length")
+    elif model_max_len is not None and seq > int(model_max_len):
+        raise OverrideError(
+            f"max_prompt_length {prompt} + MAX_RESPONSE_LENGTH {resp} = {seq} exceeds the model's context "
+            f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
+            f"or set --max-position-embeddings {seq} if the model supports it")
+    g = s.get("gpu_memory_utilization")
+    try:
+        g = float(g)
+    except (TypeError, ValueError):
+        raise OverrideError(f"gpu_memory_utilization={g!r} is not a number; use a fraction like 0.6") from None
+    if not 0 < g <= 1:
+        raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
+    ckpt = s.get("ckpt_dir") or _default_ckpt(spec)
+    if not str(ckpt).startswith("/"):
+        raise OverrideError(f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path")
+    for x in s.get("extra_overrides") or []:
+        if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
+            raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
+
+
+def parameter_sync_step(s: dict) -> int:
+    """``trainer.v1.separate_async.parameter_sync_step`` for effective settings ``s``: the setting, or (0 / unset)
+    ``train_batch_size // ppo_mini_batch_size`` (at least 1), the value verl's assert
+    (``trainer_separate_async.py:59-63``) accepts."""
+    v = s.get("parameter_sync_step")
+    if v not in (None, "", 0):
+        return _int(s, "parameter_sync_step", "PARAMETER_SYNC_STEP")
+    return max(1, int(s["train_batch_size"]) // max(1, int(s["ppo_mini_batch_size"])))
+
+
+def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
+    """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
+    algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
+    ``critic.enable=True`` the critic)."""
+    extra = {}
+    for x in (spec.get("settings") or {}).get("extra_overrides") or []:
+        if isinstance(x, str) and "=" in x:
+            k, v = x.split("=", 1)
+            extra[k.lstrip("+")] = v.strip().lower()
+    use_ref = (extra.get("actor_rollout_ref.actor.use_kl_loss") == "true"
+               or extra.get("algorithm.use_kl_in_reward") == "true")
+    critic = extra.get("critic.enable")
+    use_critic = critic == "true" if critic in ("true", "false") else extra.get("algorithm.adv_estimator") == "gae"
+    return use_ref, use_critic
+
+
+def _default_ckpt(spec: dict) -> str:
+    run_dir = spec.get("run_dir") or ""
+    return f"{run_dir.rstrip('/')}/checkpoints" if run_dir else ""
+
+
+def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[tuple[str, object]]:
+    """The ordered ``(key, value)`` overrides (keys carry ``+`` where needed), before rendering.
+
+    Later entries win when a key repeats (``extra_overrides`` are appended verbatim by
+    :func:`build_command`, after everything else).
+    """
+    mode, framework = spec.get("mode"), spec.get("framework")
+    profile = spec.get("profile", "0.9")
+    ent = profiles.entry(profile, mode, framework)
+    s = effective_settings(spec, setting_changes)
+    prompt, resp = int(s["max_prompt_length"]), int(s["max_response_length"])
+    seq = prompt + resp
+    accel = spec.get("accelerator", "gpu")
+    run_dir = str(spec.get("run_dir") or "").rstrip("/")
+    ckpt = s.get("ckpt_dir") or _default_ckpt(spec)
+    out: list[tuple[str, object]] = []
+
+    if ent.searchpath:
+        verl_root = str(spec.get("verl_root") or spec.get("workdir") or "/verl").rstrip("/")
+        out.append(("hydra.searchpath", [f"file://{verl_root}/verl/trainer/config"]))
+    if run_dir:
+        out.append(("hydra.run.dir", f"{run_dir}/hydra"))
+
+    # data + model
+    out += [
+        ("data.train_files", s.get("train_file")),
+        ("data.val_files", s.get("val_file")),
+        ("data.max_prompt_length", prompt),
+        ("data.max_response_length", resp),
+        ("data.train_batch_size", int(s["train_batch_size"])),
+        ("actor_rollout_ref.model.path", s.get("model_path")),
+    ]
+    if s.get("max_position_embeddings") not in (None, "", 0):
+        out.append((profiles.PLUS_MAX_POS, int(s["max_position_embeddings"])))
+        if profile == "0.9":  # vLLM checks max_model_len against its own HF config: the same override for it
+            out.append((profiles.PLUS_MAX_POS_ROLLOUT, int(s["max_position_embeddings"])))
+
+    # V1 trainer mode (colocate_async / sync / separate_async) + staleness bound
+    out += profiles.v1_overrides(ent, s.get("trainer_mode") or "async", accelerator=accel,
+                                 max_staleness=s.get("max_staleness"), parameter_sync_step=parameter_sync_step(s))
+
+    # DAPO algorithm
+    out += list(profiles.DAPO_ALGORITHM)
+    out += profiles.filter_groups_overrides(profile, ent)
+    out += profiles.reward_overrides(profile, ent, resp)
+    out.append(("actor_rollout_ref.actor.ppo_mini_batch_size", int(s["ppo_mini_batch_size"])))
+
+    # rollout engine
+    out += [
+        ("actor_rollout_ref.rollout.name", "vllm"),
+        ("actor_rollout_ref.rollout.n", int(s["rollout_n"])),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", int(s["rollout_tp"])),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", float(s["gpu_memory_utilization"])),
+        ("actor_rollout_ref.rollout.max_model_len", seq),
+    ]
+    if accel == "npu":
+        out.append(("actor_rollout_ref.rollout.enforce_eager", True))
+
+    # features
+    out += profiles.strategy_overrides(framework)
+    budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
+    out += profiles.feature_overrides(profile, framework, features.names(), max_prompt_length=prompt,
+                                      max_response_length=resp, accelerator=accel,
+                                      micro_batch_size=int(s["micro_batch_size"]), token_budget_overrides=budgets,
+                                      disabled=features.disabled)
+
+    out += [(k, s[name]) for name, keys in SETTING_KEYS.items() if s.get(name) is not None for k in keys
+            if framework == "fsdp" or name != "fsdp_offload_policy"]
+
+    # resources
+    nnodes = int(s["nnodes"])
+    if mode == "one-step-off" and ent.v1:  # V1 separate_async reads the pool from the rollout config
+        out += [
+            ("actor_rollout_ref.hybrid_engine", False),
+            ("trainer.nnodes", nnodes),
+            ("trainer.n_gpus_per_node", int(s["trainer_gpus"])),
+            ("actor_rollout_ref.rollout.nnodes", int(s.get("rollout_nnodes") or nnodes)),  # multi-host: cluster.Topology
+            ("actor_rollout_ref.rollout.n_gpus_per_node", int(s["rollout_gpus"])),
+        ]
+    elif mode == "one-step-off":
+        out += [
+            ("actor_rollout_ref.hybrid_engine", False),
+            ("trainer.nnodes", nnodes),
+            ("trainer.n_gpus_per_node", int(s["trainer_gpus"])),
+            ("rollout.nnodes", int(s.get("rollout_nnodes") or nnodes)),  # multi-host: cluster.Topology
+            ("rollout.n_gpus_per_node", int(s["rollout_gpus"])),
+        ]
+    else:
+        out += [("trainer.nnodes", nnodes), ("trainer.n_gpus_per_node", int(s["n_gpus_per_node"]))]
+
+    # trainer bookkeeping (supervisor depends on console, resume and the checkpoint dir)
+    logger = ["console"]
+    for name in spec.get("logger") or []:
+        if name not in logger:
+            logger.append(name)
+    out += [
+        ("trainer.logger", logger),
+        ("trainer.project_name", s.get("project") or "dapo-ops"),
+        ("trainer.experiment_name", s.get("experiment") or spec.get("run_id") or "dapo"),
+        ("trainer.total_training_steps", int(s["steps"])),
+        ("trainer.save_freq", int(s["save_freq"])),
+        ("trainer.default_local_dir", ckpt),
+        ("trainer.resume_mode", "auto"),
+    ]
+    if s.get("max_actor_ckpt_to_keep") not in (None, "", 0):  # verl keeps every save when null (trainer_base.py:964)
+        out.append(("trainer.max_actor_ckpt_to_keep", int(s["max_actor_ckpt_to_keep"])))
+    if accel == "npu":
+        out.append(("trainer.device", "npu"))
+    if ent.v1:  # keys no code reads without a reference policy / a critic (profiles.drop_inert)
+        use_ref, use_critic = needs_ref_critic(spec)
+        out = profiles.drop_inert(out, use_ref=use_ref, use_critic=use_critic)
+    if ent.group_overrides:
+        out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out
+    return out
+
+
+def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[str]:
+    """The verl argv for one attempt, e.g. ``["python3", "-m", "verl.trainer.main_ppo", "k=v", ...]``.
+
+    ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
+    ``setting_changes``: the ladder's changes to ``spec["settings"]`` (e.g.
+    ``{"gpu_memory_utilization": 0.75}``; :data:`SETTING_KEYS` names map to verl keys, and replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
+    raises :class:`OverrideError` on a bad spec. The argv carries no secrets (none are in the spec).
+    """
+    merged = dict(spec)
+    merged["settings"] = effective_settings(spec, setting_changes)
+    check_spec(merged)
+    ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])
+    pairs = overrides_for(spec, features, setting_changes)
+    # de-duplicate: last value per key wins, first position kept (Hydra would reject some duplicates)
+    order: list[str] = []
+    vals: dict[str, object] = {}
+    for k, v in pairs:
+        if k not in vals:
+            order.append(k)
+        vals[k] = v
+    argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
+    argv += [f"{k}={hydra_value(vals[k])}" for k in order]
+    laddered = {k for name in (setting_changes or {}) for k in SETTING_KEYS.get(name, ())}
+    laddered |= set((setting_changes or {}).get("token_budgets") or {})
+    argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])
+             if str(x).split("=", 1)[0].lstrip("+~") not in laddered]  # the ladder's change wins over a raw override
+    return argv
+
+
+def command_string(argv: list[str], workdir: str | None = None) -> str:
+    """Shell form of ``argv`` (``shlex.join``), prefixed with ``cd <workdir> &&`` when given."""
+    cmd = shlex.join(argv)
+    return f"cd {shlex.quote(workdir)} && {cmd}" if workdir else cmd
+
+
+def config_location(spec: dict) -> tuple[str, str, list[str]]:
+    """``(config_dir relative to the verl root, config_name, group_overrides)`` of the spec's entry,
+    for the compose check (:mod:`dapo_ops.control.validate`)."""
+    ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])
+    return ent.config_dir, ent.config_name, list(ent.group_overrides)
+
+

@@ -1,0 +1,391 @@
+"""verl profiles: entry modules, config names and override keys per verl version (stdlib only).
+
+Two profiles:
+
+- ``"0.9"``: the verl 0.9.x release (primary; checked by composing against the 0.9.1 wheel's
+  yaml). Both tasks run the V1 trainer ``verl.trainer.main_ppo`` (config ``ppo_trainer``;
+  Megatron via the config-group override ``model_engine=megatron``, as verl's own
+  ``tests/special_e2e/run_v1_separate_async.sh`` does; ``ppo_megatron_trainer.yaml`` is marked
+  deprecated in 0.9.1), in the V1 mode ``trainer.v1.trainer_mode`` (``ppo_trainer.yaml:238``, default
+  ``sync``; the class is picked by ``register_trainer`` in ``verl/trainer/ppo/v1/trainer_*.py``):
+  ``launch`` = ``colocate_async`` (the runbook's single-async DAPO: rollout colocated with training, one
+  warm-up batch of prefetch, partial rollout; ``trainer_colocate_async.py``), or ``sync`` with
+  ``--mode sync``; ``one-step-off`` = ``separate_async`` (trainer and rollout pools on separate devices,
+  ``trainer_separate_async.py``; verl's CI replaced the legacy one-step-off entry with it, and the legacy
+  trainer never reads ``algorithm.filter_groups``). V1 honours ``algorithm.filter_groups`` in every
+  mode (``trainer_base.py:187-212``; it ignores ``max_num_gen_batches``). Reward keys:
+  ``reward.reward_manager.name`` and ``+reward.reward_kwargs.*``. Megatron has no ``grad_offload``.
+- ``"0.8"``: the 0.8-era ``main`` branch (volcengine/verl b178a3c, 2026-01). DAPO runs through the
+  recipe submodule ``recipe.dapo.main_dapo`` (``recipe/dapo/config/dapo_trainer.yaml``, CWD = repo
+  root). Reward keys ``reward_model.reward_manager=dapo``, ``reward_model.overlong_buffer.*`` and
+  ``+reward_model.reward_kwargs.*``; Megatron ``grad_offload``; critic FSDP offload under
+  ``critic.model.fsdp_config``.
+
+One-step-off on ``"0.8"``: ``verl.experimental.one_step_off_policy.main_ppo`` with
+``one_step_off_ppo_trainer`` / ``one_step_off_ppo_megatron_trainer``; those yaml files set
+``hydra.searchpath: [file://verl/trainer/config]`` (relative to the CWD), so the generator adds an
+absolute ``hydra.searchpath``. Facts: verl.md §1, §2, §4, §5, §12, §16.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PROFILES = ("0.9", "0.8")
+MODES = ("dapo", "one-step-off")
+#: ``launch``'s DAPO trainer modes (setting ``trainer_mode``, flag ``--mode``): ``async`` = V1 ``colocate_async``
+#: (the runbook's single-async DAPO), ``sync`` = V1 ``sync`` (plain synchronous DAPO).
+DAPO_TRAINER_MODES = ("async", "sync")
+_V1_MODE = {"async": "colocate_async", "sync": "sync"}
+FRAMEWORKS = ("fsdp", "megatron")
+
+
+class OverrideError(ValueError):
+    """A run spec the generator cannot turn into a verl command; the message is one line: which value and the fix."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How one (profile, mode, framework) is launched.
+
+    ``module``: ``python3 -m`` target. ``config_dir``: the entry's Hydra config dir relative to the
+    verl source root. ``config_name``: passed as ``--config-name`` when it differs from the entry's
+    ``@hydra.main`` default (``default_config_name``). ``group_overrides``: config-group overrides
+    (``model_engine=megatron``). ``searchpath``: the yaml's ``hydra.searchpath`` is CWD-relative, so
+    the generator emits an absolute one. ``filter_groups``: the entry does DAPO dynamic sampling.
+    ``v1``: the entry is the V1 trainer (``trainer.v1.trainer_mode`` applies). ``separate``: the trainer and
+    rollout pools are separate (``hybrid_engine=False``; ``separate_async`` on V1).
+    """
+
+    module: str
+    config_dir: str
+    config_name: str
+    default_config_name: str
+    group_overrides: tuple[str, ...] = ()
+    searchpath: bool = False
+    filter_groups: bool = False
+    v1: bool = False
+    separate: bool = False
+
+    def config_args(self) -> list[str]:
+        """``--config-name=...`` when needed (an empty list otherwise)."""
+        if self.config_name != self.default_config_name:
+            return [f"--config-name={self.config_name}"]
+        return []
+
+
+_OSO_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
+_OSO_DIR = "verl/experimental/one_step_off_policy/config"
+
+_V1_MODULE, _V1_DIR, _V1_CONFIG = "verl.trainer.main_ppo", "verl/trainer/config", "ppo_trainer"
+_MEG = ("model_engine=megatron",)
+
+_ENTRIES: dict[tuple[str, str, str], Entry] = {
+    ("0.9", "dapo", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True),
+    ("0.9", "dapo", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True),
+    ("0.9", "one-step-off", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True, True),
+    ("0.9", "one-step-off", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True,
+                                               True),
+    ("0.8", "dapo", "fsdp"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_trainer", "dapo_trainer",
+                                   (), True, True),
+    ("0.8", "dapo", "megatron"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_megatron_trainer",
+                                       "dapo_trainer", (), True, True),
+    ("0.8", "one-step-off", "fsdp"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_trainer", "one_step_off_ppo_trainer",
+                                           (), True, False, False, True),
+    ("0.8", "one-step-off", "megatron"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_megatron_trainer",
+                                               "one_step_off_ppo_trainer", (), True, False, False, True),
+}
+
+
+def profile_for_version(version: str) -> str:
+    """Map the verl version the host reports (``verl.__version__``) to a profile name.
+
+    ``"0.9.1" -> "0.9"``, ``"0.10.0.dev" -> "0.9"`` (newest known), ``"0.8.0.dev" -> "0.8"``.
+    Raises :class:`OverrideError` for versions before 0.8 or unparsable strings.
+    """
+    m = re.match(r"^\s*v?(\d+)\.(\d+)", str(version or ""))
+    if not m:
+        raise OverrideError(f"cannot read verl version {version!r}; expected e.g. 0.9.1 (pass --profile 0.9 or 0.8)")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if (major, minor) >= (0, 9):
+        return "0.9"
+    if (major, minor) == (0, 8):
+        return "0.8"
+    raise OverrideError(f"verl {version} is older than 0.8, which dapo-ops does not support; use verl 0.9.x")
+
+
+def check_choice(value, choices, what: str, flag: str) -> str:
+    if value not in choices:
+        raise OverrideError(f"unknown {what} {value!r}; use one of {', '.join(choices)} ({flag})")
+    return value
+
+
+def entry(profile: str, mode: str, framework: str) -> Entry:
+    """The :class:`Entry` for a profile, mode and framework; :class:`OverrideError` on unknown values."""
+    check_choice(profile, PROFILES, "verl profile", "--profile")
+    check_choice(mode, MODES, "mode", "inv launch / inv one-step-off")
+    check_choice(framework, FRAMEWORKS, "framework", "FRAMEWORK / --framework")
+    return _ENTRIES[(profile, mode, framework)]
+
+
+# Keys that never exist in the yaml and therefore need "+" (verl.md §12).
+PLUS_ATTN_FSDP = "+actor_rollout_ref.model.override_config.attn_implementation"
+PLUS_FLASH_NPU_MEGATRON = "+actor_rollout_ref.actor.megatron.override_transformer_config.use_flash_attn"
+PLUS_MAX_POS = "+actor_rollout_ref.model.override_config.max_position_embeddings"
+#: the same context override for the rollout: vLLM checks ``max_model_len`` against its own HF config, and
+#: ``engine_kwargs.vllm`` is spread last into the vLLM engine args (``workers/rollout/vllm_rollout/
+#: vllm_async_server.py:346-350``, ``rollout.yaml:142`` ``vllm: {}``).
+PLUS_MAX_POS_ROLLOUT = "+actor_rollout_ref.rollout.engine_kwargs.vllm.hf_overrides.max_position_embeddings"
+_MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
+
+
+def token_budgets(max_prompt_length: int, max_response_length: int) -> dict[str, int]:
+    """Dynamic-batch token budgets (tokens per device), after verl's DAPO scripts.
+
+    Actor/critic update: 2 x (prompt + response); log-prob passes: 3 x (prompt + response).
+    Every value is >= prompt + response (verl asserts ``max_token_len must be greater than the
+    sequence length``).
+    """
+    seq = int(max_prompt_length) + int(max_response_length)
+    return {
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 2 * seq,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": 3 * seq,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": 3 * seq,
+        "critic.ppo_max_token_len_per_gpu": 2 * seq,
+        "critic.forward_max_token_len_per_gpu": 3 * seq,
+    }
+
+
+def feature_overrides(profile: str, framework: str, names: frozenset, *, max_prompt_length: int,
+                      max_response_length: int, accelerator: str = "gpu", micro_batch_size: int = 1,
+                      token_budget_overrides: dict | None = None, disabled: frozenset = frozenset()
+                      ) -> list[tuple[str, object]]:
+    """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
+
+    ``names``: enabled feature names; ``disabled``: names the user turned off (``-name``): on FSDP the
+    ``recompute`` rung turns gradient checkpointing on, unless the user disabled it explicitly (then
+    only entropy checkpointing is added: activation offload needs gradient checkpointing). Keys carry their ``+`` where the yaml lacks them. Values are
+    Python values (formatted by :func:`dapo_ops.core.overrides.hydra_value`). ``token_budget_overrides``
+    may replace individual budgets (never below prompt + response: raises :class:`OverrideError`).
+    """
+    on = names.__contains__
+    seq = int(max_prompt_length) + int(max_response_length)
+    out: list[tuple[str, object]] = []
+    npu = accelerator == "npu"
+    meg = framework == "megatron"
+
+    # flash_attn (verl.md §4.1 "attention impl")
+    if meg:
+        out.append((f"{_MTC}.attention_backend", "flash" if on("flash_attn") else "unfused"))
+        if npu:
+            out.append((PLUS_FLASH_NPU_MEGATRON, on("flash_attn")))
+    else:
+        out.append((PLUS_ATTN_FSDP, "flash_attention_2" if on("flash_attn") else "sdpa"))
+
+    # dynamic_batch (+ micro-batches when off)
+    dyn = on("dynamic_batch")
+    out += [
+        ("actor_rollout_ref.actor.use_dynamic_bsz", dyn),
+        ("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", dyn),
+        ("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", dyn),
+    ]
+    if dyn:
+        budgets = token_budgets(max_prompt_length, max_response_length)
+        for k, v in (token_budget_overrides or {}).items():
+            if k not in budgets:
+                raise OverrideError(f"unknown token budget {k!r}; one of {', '.join(budgets)}")
+            if int(v) < seq:
+                raise OverrideError(
+                    f"{k}={v} is below max_prompt_length + max_response_length = {seq}; raise it to >= {seq}")
+            budgets[k] = int(v)
+        out += list(budgets.items())
+    else:
+        mb = int(micro_batch_size)
+        out += [
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mb),
+            ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", mb),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", mb),
+        ]
+
+    # remove_padding. 0.9 (V1 workers) copy actor_rollout_ref.model.use_remove_padding over the engine's value
+    # for every engine (verl/workers/engine_workers.py:114, :585, :630): the Megatron engine key is overwritten.
+    if meg and profile == "0.8":
+        out += [("actor_rollout_ref.actor.megatron.use_remove_padding", on("remove_padding")),
+                ("critic.megatron.use_remove_padding", on("remove_padding"))]
+    elif meg:
+        out.append(("actor_rollout_ref.model.use_remove_padding", on("remove_padding")))
+    else:
+        out += [("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
+                ("critic.model.use_remove_padding", on("remove_padding"))]
+
+    # gradient_checkpointing + recompute
+    if meg:
+        if on("recompute"):
+            gran, method, layers = "full", "uniform", 1
+        elif on("gradient_checkpointing"):
+            gran, method, layers = "selective", None, None
+        else:
+            gran, method, layers = None, None, None
+        out += [(f"{_MTC}.recompute_granularity", gran), (f"{_MTC}.recompute_method", method),
+                (f"{_MTC}.recompute_num_layers", layers)]
+    else:
+        gc = on("gradient_checkpointing") or (on("recompute") and "gradient_checkpointing" not in disabled)
+        out += [("actor_rollout_ref.model.enable_gradient_checkpointing", gc),
+                ("critic.model.enable_gradient_checkpointing", gc),
+                ("actor_rollout_ref.actor.entropy_checkpointing", on("recompute")),
+                ("actor_rollout_ref.model.enable_activation_offload", on("recompute") and gc)]
+
+    # offload (per version: 0.9.1 removed grad_offload and moved critic FSDP keys)
+    off = on("offload")
+    if meg:
+        out += [("actor_rollout_ref.actor.megatron.param_offload", off),
+                ("actor_rollout_ref.actor.megatron.optimizer_offload", off)]
+        if profile == "0.8":
+            out.append(("actor_rollout_ref.actor.megatron.grad_offload", off))
+        out.append(("actor_rollout_ref.ref.megatron.param_offload", off))
+        out += [("critic.megatron.param_offload", off), ("critic.megatron.optimizer_offload", off)]
+        if profile == "0.8":
+            out.append(("critic.megatron.grad_offload", off))
+    else:
+        out += [("actor_rollout_ref.actor.fsdp_config.param_offload", off),
+                ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", off),
+                ("actor_rollout_ref.ref.fsdp_config.param_offload", off)]
+        critic = "critic.fsdp" if profile == "0.9" else "critic.model.fsdp_config"
+        out += [(f"{critic}.param_offload", off), (f"{critic}.optimizer_offload", off)]
+    if npu and not meg and profile == "0.9":
+        # the FSDP engine compiles entropy_from_logits unless its own key is off (engine/fsdp.yaml:54,
+        # workers/engine/fsdp/transformer_impl.py:183-187); actor.use_torch_compile is not what it reads
+        out.append(("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False))
+
+    # rollout engine features
+    out.append(("actor_rollout_ref.rollout.enable_prefix_caching", on("prefix_cache")))
+    out.append(("actor_rollout_ref.rollout.enable_chunked_prefill", on("chunked_prefill")))
+    # chunked prefill off -> max_num_batched_tokens >= max_model_len (verl.md §13); on -> vLLM default 8192
+    out.append(("actor_rollout_ref.rollout.max_num_batched_tokens", 8192 if on("chunked_prefill") else max(8192, seq)))
+    return out
+
+
+def reward_overrides(profile: str, ent: Entry, max_response_length: int) -> list[tuple[str, object]]:
+    """DAPO reward manager + overlong buffer keys for the profile and entry (verl.md §5, §16.2-3).
+
+    Overlong buffer length: ``min(4096, max_response_length // 2)`` tokens (the DAPO 7B scripts use 4096
+    with 8192-token responses); penalty factor 1.0; ``max_resp_len = max_response_length``.
+    """
+    resp = int(max_response_length)
+    blen = max(1, min(4096, resp // 2))
+    if profile == "0.9":
+        base = "+reward.reward_kwargs"
+        out: list[tuple[str, object]] = [("reward.reward_manager.name", "dapo")]
+    else:
+        base = "+reward_model.reward_kwargs"
+        out = [("reward_model.reward_manager", "dapo")]
+        if ent.module == "recipe.dapo.main_dapo":
+            out += [("reward_model.overlong_buffer.enable", True), ("reward_model.overlong_buffer.len", blen),
+                    ("reward_model.overlong_buffer.penalty_factor", 1.0), ("reward_model.overlong_buffer.log", False)]
+    out += [(f"{base}.overlong_buffer_cfg.enable", True), (f"{base}.overlong_buffer_cfg.len", blen),
+            (f"{base}.overlong_buffer_cfg.penalty_factor", 1.0), (f"{base}.overlong_buffer_cfg.log", False),
+            (f"{base}.max_resp_len", resp)]
+    return out
+
+
+def v1_mode(ent: Entry, trainer_mode: str = "async") -> str | None:
+    """The V1 ``trainer.v1.trainer_mode`` this entry runs (``ppo_trainer.yaml:238``), or None for a non-V1 entry.
+
+    ``trainer_mode``: ``launch``'s setting (:data:`DAPO_TRAINER_MODES`), ignored for a separate-pool entry
+    (always ``separate_async``). Raises :class:`OverrideError` for an unknown mode.
+    """
+    if not ent.v1:
+        return None
+    if ent.separate:
+        if trainer_mode not in (None, "", "async"):
+            raise OverrideError(f"--mode {trainer_mode} does not apply to one-step-off (it always runs verl's V1 "
+                                "separate_async trainer); drop --mode, or use `inv launch --mode sync`")
+        return "separate_async"
+    check_choice(trainer_mode or "async", DAPO_TRAINER_MODES, "DAPO trainer mode", "--mode / DAPO_MODE")
+    return _V1_MODE[trainer_mode or "async"]
+
+
+def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max_staleness: int | None = 2,
+                 parameter_sync_step: int = 4) -> list[tuple[str, object]]:
+    """The V1 trainer-mode keys (none for a non-V1 entry).
+
+    - ``colocate_async``: one warm-up batch of prefetch (``trainer.v1.colocate_async.num_warmup_batches``,
+      ``trainer_colocate_async.py`` ``on_train_begin``).
+    - ``separate_async``: ``parameter_sync_step`` (mini-batches between weight syncs; verl asserts
+      ``train_batch_size == parameter_sync_step x ppo_mini_batch_size``, ``trainer_separate_async.py:59-63``,
+      checked by :func:`dapo_ops.core.overrides.check_spec`), one warm-up batch, and a checkpoint-engine backend
+      other than ``naive`` (asserted at ``:68``; ``rollout.yaml:282`` defaults to ``naive``): ``nccl`` on GPU,
+      ``hccl`` on NPU.
+    - async modes: the staleness bound ``trainer.v1.sampler.max_off_policy_threshold`` = ``max_staleness``
+      model versions, strategy ``drop`` (``replay_buffer.py:528``: a prompt submitted at step s is dropped at
+      step g when ``g - s + 1 > threshold``; 2 = at most one step off-policy). ``None`` emits ``null`` (no
+      bound). The sync replay buffer ignores both (``replay_buffer.py:95-97``), so they are not emitted there.
+    """
+    mode = v1_mode(ent, trainer_mode)
+    if mode is None:
+        return []
+    out: list[tuple[str, object]] = [("trainer.v1.trainer_mode", mode)]
+    if mode == "colocate_async":
+        out.append(("trainer.v1.colocate_async.num_warmup_batches", 1))
+    elif mode == "separate_async":
+        out += [("trainer.v1.separate_async.num_warmup_batches", 1),
+                ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
+                ("actor_rollout_ref.rollout.checkpoint_engine.backend", "hccl" if accelerator == "npu" else "nccl")]
+    if mode != "sync":
+        out += [("trainer.v1.sampler.max_off_policy_threshold", None if not max_staleness else int(max_staleness)),
+                ("trainer.v1.sampler.max_off_policy_strategy", "drop")]
+    return out
+
+
+#: key prefixes no code reads when there is no reference policy (0.9: ``need_reference_policy``,
+#: ``verl/trainer/ppo/utils.py:75-79``: ``algorithm.use_kl_in_reward or actor.use_kl_loss``) or no critic
+#: (``need_critic``, ``:96-107``: ``critic.enable``, else only for ``adv_estimator=gae``).
+REF_PREFIX, CRITIC_PREFIX = "actor_rollout_ref.ref.", "critic."
+
+
+def drop_inert(pairs: list[tuple[str, object]], *, use_ref: bool, use_critic: bool) -> list[tuple[str, object]]:
+    """``pairs`` without the ``ref.*`` keys when ``use_ref`` is False and ``critic.*`` keys when ``use_critic``
+    is False (keys with a leading ``+`` included)."""
+    def dead(k: str) -> bool:
+        k = k.lstrip("+")
+        return (not use_ref and k.startswith(REF_PREFIX)) or (not use_critic and k.startswith(CRITIC_PREFIX))
+    return [(k, v) for k, v in pairs if not dead(k)]
+
+
+def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]]:
+    """DAPO dynamic sampling where the entry supports it (none for one-step-off).
+
+    0.9 V1 trainer ignores ``max_num_gen_batches`` (it warns), so it is set only for the 0.8 recipe.
+    """
+    if not ent.filter_groups:
+        return []
+    out: list[tuple[str, object]] = [("algorithm.filter_groups.enable", True), ("algorithm.filter_groups.metric", "acc")]
+    if profile == "0.8":
+        out.append(("algorithm.filter_groups.max_num_gen_batches", 10))
+    return out
+
+
+def strategy_overrides(framework: str) -> list[tuple[str, object]]:
+    """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
+    ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
+    strategy keys themselves are set (verl.md §4.1). Megatron is selected by the entry/config, nothing here.
+    """
+    if framework != "fsdp":
+        return []
+    return [("actor_rollout_ref.actor.strategy", "fsdp2"), ("actor_rollout_ref.ref.strategy", "fsdp2"),
+            ("critic.strategy", "fsdp2")]
+
+
+#: DAPO algorithm settings common to every profile/entry (verl.md §5).
+DAPO_ALGORITHM: tuple[tuple[str, object], ...] = (
+    ("algorithm.adv_estimator", "grpo"),
+    ("algorithm.use_kl_in_reward", False),
+    ("algorithm.kl_ctrl.kl_coef", 0.0),
+    ("actor_rollout_ref.actor.use_kl_loss", False),
+    ("actor_rollout_ref.actor.kl_loss_coef", 0.0),
+    ("actor_rollout_ref.actor.clip_ratio_low", 0.2),
+    ("actor_rollout_ref.actor.clip_ratio_high", 0.28),
+    ("actor_rollout_ref.actor.clip_ratio_c", 10.0),
+    ("actor_rollout_ref.actor.loss_agg_mode", "token-mean"),
+)
