@@ -46,24 +46,14 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dapo_ops.agent import notify
 from dapo_ops.core import classify, features, ladder, overrides, redact, runstate
-
-
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-STEP_START_RE = re.compile(r"(?<![A-Za-z0-9_/.\-])step:(\d+)(?= - |\s*$)")
+from dapo_ops.core.logformat import (ANSI_RE, RESUME_RE, SAVE_RE, SCRATCH_MARK, TOTAL_RE,  # noqa: F401
+                                     parse_metrics_line, parse_swanlab_url, swanlab_run_id)
 #: secret.env names the notifier owns (notify.spec_from_user_config: DAPO_NOTIFY_URL_<i>, DAPO_NOTIFY_SIGN_<i>)
 NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
-NP_WRAP_RE = re.compile(r"^np\.[A-Za-z0-9_]+\((.*)\)$")
-TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)")
-RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))")
-#: a checkpoint save starting: V1 trainer ``INFO:<date>:Saving checkpoint to <dir>/global_step_N``
-#: (verl/trainer/ppo/v1/trainer_base.py; real log tests/fixtures/real-verl/verl-run-1-grpo-3steps.log), classic /
-#: one-step-off ``local_global_step_folder: <dir>/global_step_N`` (verl/trainer/ppo/ray_trainer.py)
-SAVE_RE = re.compile(r"(?:Saving checkpoint to|local_global_step_folder:)\s+\S*global_step_(\d+)")
 #: root of the per-attempt Ray temp dirs (RAY_TMPDIR, read by ray/_common/utils.py get_default_system_temp_dir).
 #: Short on purpose: Ray's socket paths <RAY_TMPDIR>/ray/session_<date>_<pid>/sockets/plasma_store must stay
 #: under the 107-byte AF_UNIX limit.
 RAY_TMP_ROOT = "/tmp/dray"
-SCRATCH_MARK = "Training from scratch"
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 # metrics kept in run.json (the full set stays in the log); plus every val-core/* key
@@ -111,69 +101,7 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
-# ---------------------------------------------------------------------------- log parsing (pure)
-
-
-def _num(text: str) -> Optional[float]:
-    t = text.strip()
-    m = NP_WRAP_RE.match(t)
-    if m:
-        t = m.group(1).strip()
-    if t in ("True", "False", "None") or not t:
-        return None
-    try:
-        return float(t)
-    except ValueError:
-        return None
-
-
-def parse_metrics_line(line: str) -> Optional[Tuple[int, Dict[str, float]]]:
-    """Parse verl's console metrics line; returns ``(step, {key: value})`` or None.
-
-    Format (verl.md §8.2, ``verl/utils/logger/aggregate_logger.py:26-32``): ``step:<N> - <k>:<v> - …``;
-    values may be numpy-2 reprs ``np.float64(0.12)``; ``nan``/``inf`` are kept as floats. ``step:`` may
-    appear mid-line after a tqdm redraw (``…3.00it/s]step:3 - …``); ``timing_s/step:`` or
-    ``training/global_step:`` are not line starts. ANSI codes are stripped.
-    """
-    if "step:" not in line:
-        return None
-    if "\x1b" in line:
-        line = ANSI_RE.sub("", line)
-    m = STEP_START_RE.search(line)
-    if not m:
-        return None
-    step = int(m.group(1))
-    metrics: Dict[str, float] = {}
-    rest = line[m.end():]
-    for item in rest.split(" - "):
-        if ":" not in item:
-            continue
-        k, v = item.split(":", 1)
-        k = k.strip()
-        val = _num(v)
-        if k and val is not None:
-            metrics[k] = val
-    return step, metrics
-
-
-def parse_swanlab_url(line: str) -> Optional[str]:
-    """The run URL from SwanLab's ``swanlab: 🚀 View run [<name>] at <url>`` line (swanlab.md §7), else None."""
-    if "View run" not in line:
-        return None
-    if "\x1b" in line:
-        line = ANSI_RE.sub("", line)
-    for tok in reversed(line.split()):
-        if tok.startswith(("http://", "https://")):
-            return tok
-    return None
-
-
-def swanlab_run_id(url: Optional[str]) -> Optional[str]:
-    """The SwanLab run id: the path segment after ``/runs/`` in the run URL (swanlab.md §7), else None."""
-    if not url or "/runs/" not in url:
-        return None
-    rid = url.split("/runs/", 1)[1].split("/")[0].split("?")[0]
-    return rid or None
+# ---------------------------------------------------------------------------- secret.env (pure)
 
 
 def parse_env_file(text: str) -> Dict[str, str]:
