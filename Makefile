@@ -8,7 +8,12 @@ PYTEST_ARGS ?=
 # test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
 PYTEST_WORKERS ?= 3
 
-.PHONY: deps apt venv verl-config test test-pure bench-up bench-down bench-status demo
+# the checks .ci/run runs before the tests
+lint: venv
+	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
+	$(VENV)/bin/lint-imports
+
+.PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo
 
 deps: apt venv verl-config
 
@@ -27,7 +32,7 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 
 venv: $(VENV)/bin/python
-	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, xdist, hypothesis' 2>/dev/null; then \
+	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, xdist, hypothesis, ruff, importlinter' 2>/dev/null; then \
 	  $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -e '.[sandbox,test]'; \
 	fi
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from dapo_ops.control import fanout
+from dapo_ops.control import fanout  # noqa: E402
 from dapo_ops.control import inventory  # noqa: E402
 
 TARGET_RATIO = 1.5

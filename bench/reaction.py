@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dapo_ops.core import features
+from dapo_ops.core import features  # noqa: E402
 from dapo_ops.core import runstate  # noqa: E402
 
 FAKE = r'''

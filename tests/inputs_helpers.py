@@ -5,15 +5,11 @@ and a threaded HTTP server with the hub's URL layout (``/api/models/<repo>``, ``
 from __future__ import annotations
 
 import json
-import os
 import sys
-import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sandbox"))

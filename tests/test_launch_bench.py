@@ -108,7 +108,7 @@ def test_launch_success_defaults(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.2})
     res, rid = launch(host_ready, "h1", "--steps", "6")
     assert res.returncode == 0, res.stderr
-    assert rid and f"on h1 (container verl)" in res.stdout
+    assert rid and "on h1 (container verl)" in res.stdout
     assert f"/verl/dapo_runs/{rid}/train.log" in res.stdout and "inv status" in res.stdout and "inv logs -f" in res.stdout
     rec = wait_end(sandbox, "h1", rid)
     assert rec["status"] == "succeeded", rec.get("verdict")
@@ -321,7 +321,7 @@ def test_update_phase_oom_is_fixed_by_the_token_budget_rung_not_offload(sandbox,
     assert "offload" not in feature_sources(a2["features"])
     assert a2["resumed_from"] == 2 and training_steps(sandbox, "h1", rid)[2] == [3, 4, 5]
     log2 = (sandbox.runs_dir("h1") / rid / "attempt-2.log").read_text(errors="replace")
-    assert f"{key}=10240" in log2 or f"'ppo_max_token_len_per_gpu': 10240" in log2
+    assert f"{key}=10240" in log2 or "'ppo_max_token_len_per_gpu': 10240" in log2
 
 
 def _wait_step(sandbox, host, rid, step, timeout=180) -> dict:

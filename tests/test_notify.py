@@ -185,7 +185,7 @@ def test_dingtalk_and_feishu_signatures_verify(hooks):
 # ---------------------------------------------------------------- link scanner
 
 def _feed(scanner, text):
-    found = [x for x in (scanner.feed(l) for l in text.splitlines()) if x]
+    found = [x for x in (scanner.feed(ln) for ln in text.splitlines()) if x]
     return found
 
 
@@ -216,10 +216,10 @@ def _rich_banner(url, name="20261129-151200-a1b2", env=None):
 def test_link_survives_rich_wrapping_and_folding_of_the_real_banner(project):
     url = f"http://192.0.2.10:8000/@team/{project}/runs/{RUN}"
     text = _rich_banner(url)
-    assert not [l for l in text.splitlines() if "View run" in l and url in l], \
+    assert not [ln for ln in text.splitlines() if "View run" in ln and url in ln], \
         "precondition: swanlab's console wraps the URL onto its own line(s)"
     assert _feed(notify.LinkScanner(run_id=RUN), text) == [url]
-    ray = "\n".join(f"(TaskRunner pid=77) {l}" for l in text.splitlines())
+    ray = "\n".join(f"(TaskRunner pid=77) {ln}" for ln in text.splitlines())
     assert _feed(notify.LinkScanner(run_id=RUN), ray) == [url]
     # without the expected id, folded pieces are joined by their equal width
     assert _feed(notify.LinkScanner(), text) == [url]

@@ -3,7 +3,6 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops.core import overrides
 from dapo_ops.core import profiles
 from dapo_ops.core.features import resolve
 from dapo_ops.core.overrides import OverrideError, build_command, check_spec, hydra_value

@@ -2,7 +2,6 @@
 
 import os
 
-import pytest
 
 from dapo_ops.agent import inputs
 from inputs_helpers import Hub, make_model, make_parquet, safetensors_bytes

@@ -8,7 +8,6 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -9,7 +9,6 @@ import stat
 import sys
 import time
 
-import pytest
 
 from dapo_ops.control import userconfig
 

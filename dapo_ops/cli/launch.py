@@ -25,7 +25,6 @@ import sys
 import time
 
 from dapo_ops.agent import notify
-from dapo_ops.core import overrides
 from dapo_ops.control import planning
 from dapo_ops.control import proxy
 from dapo_ops.control import remote_bundle
@@ -35,8 +34,13 @@ from dapo_ops.control import swanlab_cfg
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError
-from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags, run_settings, select_hosts, user_config
-from dapo_ops.cli.launch_checks import LaunchRefused, _known_secrets, apply_resume, refuse_bad_overrides, refuse_if_busy, refuse_secret_overrides
+from dapo_ops.cli._common import (
+    EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags,
+    run_settings, select_hosts, user_config
+)
+from dapo_ops.cli.launch_checks import (
+    LaunchRefused, _known_secrets, apply_resume, refuse_bad_overrides, refuse_if_busy, refuse_secret_overrides
+)
 
 #: seconds to wait for run.json to leave ``starting`` after the detached start
 START_WAIT_S = 30.0

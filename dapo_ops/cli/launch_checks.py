@@ -108,7 +108,7 @@ def apply_resume(target, plan, run_id: str) -> str:
                and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
     if changed:
         raise LaunchRefused("resume", f"run {run_id}'s checkpoints need the same layout: " + ", ".join(changed)
-                            + f" (launch on the same host(s) with the same settings, or start a new run)")
+                            + " (launch on the same host(s) with the same settings, or start a new run)")
     for k in ("ckpt_dir", "experiment", "project"):
         if old_s.get(k):
             new_s[k] = old_s[k]

@@ -19,7 +19,10 @@ from dapo_ops.control import planning
 from dapo_ops.control import preflight_checks as pc
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
-from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, run_settings, select_hosts, user_config
+from dapo_ops.cli._common import (
+    EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, run_settings,
+    select_hosts, user_config
+)
 
 HELP = {
     "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",

@@ -26,7 +26,9 @@ from dapo_ops.agent import preflight_probe
 from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.core import runstate
 from dapo_ops.control.fanout import Row
-from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_settings, select_hosts, user_config
+from dapo_ops.cli._common import (
+    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_settings, select_hosts, user_config
+)
 
 #: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl.md §15, recipe
 #: ``dapo/prepare_dapo_data.sh``), already in verl's RL format.

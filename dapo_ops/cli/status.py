@@ -27,7 +27,9 @@ from dapo_ops.agent import remote_probe
 from dapo_ops.control import statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
+from dapo_ops.cli._common import (
+    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
+)
 
 CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the inventory's)"
 

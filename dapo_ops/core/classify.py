@@ -55,7 +55,10 @@ from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import device_codes as _codes
 from dapo_ops.core.classify_text import _KILLED_RX, _MEM_TABLE_ROW_RX, _Log, _is_echo_text, _normalise_line
-from dapo_ops.core.classify_signatures import COLLECTIVE, GENERIC, ROOT, WEAK, _DEVICE_OOM_NEEDLES, _DEVICE_OOM_RX, _OOM_WORDS_RX, _SIGS, _WARNING_LINE_RX, _Sig
+from dapo_ops.core.classify_signatures import (
+    COLLECTIVE, GENERIC, ROOT, WEAK, _DEVICE_OOM_NEEDLES, _DEVICE_OOM_RX, _OOM_WORDS_RX, _SIGS, _WARNING_LINE_RX,
+    _Sig
+)
 from dapo_ops.core.classify_hints import _action_text, _hint
 from dapo_ops.core.classify_docs import CLASS_TABLE, PHASE_SIGNS  # noqa: F401 (CLASS_TABLE: public)
 

@@ -47,7 +47,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.memladder import PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status, keep_token_budgets, phase_of, phase_rungs, token_budget_floor, troubleshooting_md
+from dapo_ops.core.memladder import (
+    PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status, keep_token_budgets, phase_of,
+    phase_rungs, troubleshooting_md
+)
 
 #: docs/troubleshooting.md section hook (dapo_ops.core.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
 troubleshooting_section = troubleshooting_md

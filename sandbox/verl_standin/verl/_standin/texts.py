@@ -231,8 +231,8 @@ def collective_timeout(accelerator: str, runner: str, pids: dict, ip: str, rng: 
             "[rank0]:[E1129 12:00:00.000000000 ProcessGroupHCCL.cpp:1290] Some HCCL operations have failed or timed "
             "out. Due to the asynchronous nature of ASCEND kernels, subsequent NPU operations might run on "
             "corrupted/incomplete data.",
-            f"RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: "
-            f"HcclAllreduce, error code is 6",
+            "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: "
+            "HcclAllreduce, error code is 6",
             f"[ERROR] 2026-11-29-12:00:00 (PID:{pids['worker']}, Device:0, RankID:0) ERR01100 OPS call acl api failed.",
             f"EI0006: [PID: {pids['worker']}] 2026-11-29-12:00:00.444.436 Getting socket times out. Reason: Remote "
             f"Rank did not send the data in time. Please check the reason for the rank being stuck",
@@ -244,7 +244,7 @@ def collective_timeout(accelerator: str, runner: str, pids: dict, ip: str, rng: 
         f'  File "{VERL_SITE}/single_controller/ray/base.py", line 55, in __call__',
         "    output = ray.get(output)",
         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-        f"\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
         f"\tactor_id: {_actor_id(rng)}",
         f"\tpid: {pids['worker']}",
         f"\tip: {ip}",
@@ -325,7 +325,7 @@ def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length:
         "NotImplementedError: Caught NotImplementedError in DataLoader worker process 0.",
         "Original Traceback (most recent call last):",
         f'  File "{VERL_SITE}/utils/torch_functional.py", line 553, in postprocess_data',
-        f'    raise NotImplementedError(f"{{sequence_length=}} is larger than {{max_length=}}")',
+        '    raise NotImplementedError(f"{sequence_length=} is larger than {max_length=}")',
         f"NotImplementedError: sequence_length={max_length + 1337} is larger than max_length={max_length}",
     ])
     return fake_exc("RayTaskError", "NotImplementedError", msg)

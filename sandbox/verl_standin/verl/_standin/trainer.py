@@ -241,8 +241,8 @@ class StandinTrainer:
         if nnodes > 1 or os.environ.get("RAY_ADDRESS"):  # verl's ray.init() joins $RAY_ADDRESS's cluster
             self._ray_connect()
         else:
-            print(f"ray init kwargs: {{'num_cpus': None, 'runtime_env': {{'env_vars': {{'TOKENIZERS_PARALLELISM': "
-                  f"'true', 'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}}}}", flush=True)
+            print("ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'TOKENIZERS_PARALLELISM': "
+                  "'true', 'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}", flush=True)
         if self.fires("network"):
             for ln in texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11")):
                 print(ln, flush=True)
