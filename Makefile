@@ -8,11 +8,6 @@ PYTEST_ARGS ?=
 # test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
 PYTEST_WORKERS ?= 3
 
-# the checks .ci/run runs before the tests
-lint: venv
-	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
-	$(VENV)/bin/lint-imports
-
 .PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo
 
 deps: apt venv verl-config
@@ -42,6 +37,11 @@ verl-config: venv
 # the suite's benches are ids DAPO_BENCH_ID+k, default base 1: the demo's bench (id 0) stays up as the README says
 test: deps
 	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-1} $(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# the checks .ci/run runs before the tests
+lint: venv
+	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
+	$(VENV)/bin/lint-imports
 
 test-pure: venv
 	$(VENV)/bin/pytest -m 'not bench' $(PYTEST_ARGS)
