@@ -366,7 +366,7 @@ def test_oom_phase_from_progress_lines_without_frames():
     ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
 ])
 def test_device_code_families(line, cat):
-    from dapo_ops.core import device_codes
+    from dapo_ops.core.classify import device_codes
     assert device_codes.category_of(line.lower()) == cat
 
 
@@ -395,6 +395,6 @@ def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
     mod = types.ModuleType("dapo_ops.core._doc_probe")
     mod.troubleshooting_section = lambda: "## Probe section\n\n| a | b |"
     monkeypatch.setitem(sys.modules, "dapo_ops.core._doc_probe", mod)
-    monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("_doc_probe",))
+    monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("dapo_ops.core._doc_probe",))
     md = C.troubleshooting_md()
     assert "\n## Probe section\n" in md and md.index("## Device error codes") < md.index("## Probe section")
