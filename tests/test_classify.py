@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -366,7 +367,7 @@ def test_oom_phase_from_progress_lines_without_frames():
     ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
 ])
 def test_device_code_families(line, cat):
-    from dapo_ops.core import device_codes
+    from dapo_ops.core.classify import device_codes
     assert device_codes.category_of(line.lower()) == cat
 
 
@@ -395,6 +396,69 @@ def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
     mod = types.ModuleType("dapo_ops.core._doc_probe")
     mod.troubleshooting_section = lambda: "## Probe section\n\n| a | b |"
     monkeypatch.setitem(sys.modules, "dapo_ops.core._doc_probe", mod)
-    monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("_doc_probe",))
+    monkeypatch.setattr(C, "DOC_SECTION_MODULES", ("dapo_ops.core._doc_probe",))
     md = C.troubleshooting_md()
     assert "\n## Probe section\n" in md and md.index("## Device error codes") < md.index("## Probe section")
+
+
+# ------------------------------------------------------------------ data tables are checked (no assert: python -O)
+
+def test_signature_rows_are_checked():
+    from dapo_ops.core.classify import signatures as S
+    good = ("x", "network", S.ROOT, "abc", r"abc")
+    assert [s.name for s in S.build_signatures([good])] == ["x"]
+    bad_rows = [
+        ("x", "no-such-class", S.ROOT, "abc", r"abc"),           # unknown class
+        ("x", "network", 9, "abc", r"abc"),                      # unknown tier
+        ("x", "network", S.ROOT, "ABC", r"abc"),                 # upper-case needle: never found in lower-cased text
+        ("x", "network", S.ROOT, (), r"abc"),                    # no needle
+        ("x", "network", S.ROOT, "abc", r"(abc"),                # bad regex
+        ("x", "network", S.ROOT, "abc", r"abc", {"fatl": False}),  # unknown option
+        ("x", "network", S.ROOT, "abc"),                         # short row
+    ]
+    for row in bad_rows:
+        with pytest.raises(C.ClassifierTableError):
+            S.build_signatures([row])
+    with pytest.raises(C.ClassifierTableError, match="duplicate"):
+        S.build_signatures([good, good])
+    assert {s.cls for s in S.SIGNATURES} <= set(C.CLASSES)
+
+
+def test_device_code_rows_are_checked():
+    from dapo_ops.core.classify import device_codes
+    with pytest.raises(C.ClassifierTableError, match="category"):
+        device_codes._compile([("fam", r"\bez\d{4}\b", "no-such-category", "m", "src")])
+    assert len(device_codes._compile(device_codes.FAMILIES)) == len(device_codes.FAMILIES)
+
+
+def test_hint_tables_are_checked():
+    from dapo_ops.core.classify import hints, wording
+    wording.check_texts(hints.HINT_RULES, hints.HINTS)
+    texts = dict(hints.HINTS, **{"network": "A connection to ${no_such_field} failed."})
+    with pytest.raises(C.ClassifierTableError, match="unknown field"):
+        wording.check_texts(hints.HINT_RULES, texts)
+    with pytest.raises(C.ClassifierTableError, match="no rules or no default"):
+        wording.check_texts(hints.HINT_RULES, {k: v for k, v in hints.HINTS.items() if k != "success"})
+    rules = dict(hints.HINT_RULES, network=(("cause", "ssh", "network/no-such-text"),))
+    with pytest.raises(C.ClassifierTableError, match="names no text"):
+        wording.check_texts(rules, hints.HINTS)
+
+
+def test_phase_and_doc_tables_are_checked(monkeypatch):
+    from dapo_ops.core.classify import docs, phase
+    monkeypatch.setattr(phase, "PHASE_CONTEXT_RULES", phase.PHASE_CONTEXT_RULES + (("warmup", re.compile("x")),))
+    with pytest.raises(C.ClassifierTableError, match="warmup"):
+        phase._check_rules()
+    monkeypatch.setattr(docs, "PHASE_SIGNS", {p: "x" for p in reversed(C.PHASES)})
+    with pytest.raises(C.ClassifierTableError, match="PHASE_SIGNS"):
+        docs.check_tables()
+    monkeypatch.setattr(docs, "CLASS_TABLE", {k: v for k, v in docs.CLASS_TABLE.items() if k != "success"})
+    with pytest.raises(C.ClassifierTableError, match="CLASS_TABLE"):
+        docs.check_tables()
+
+
+def test_table_checks_survive_python_O():
+    code = ("import sys; sys.path.insert(0, %r); from dapo_ops.core.classify import signatures as S; "
+            "S.build_signatures([('x', 'no-such-class', S.ROOT, 'abc', 'abc')])") % str(ROOT)
+    out = subprocess.run([sys.executable, "-O", "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "ClassifierTableError" in out.stderr, out.stderr

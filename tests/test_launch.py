@@ -104,7 +104,7 @@ def test_start_command_is_detached_and_quoted():
 def test_bundle_contents_hash_and_closure():
     files = remote_bundle.bundle_files()
     for name in ("agent/supervisor.py", "core/runstate.py", "core/features.py", "core/ladder.py", "core/overrides.py",
-                 "core/profiles.py", "core/classify.py", "agent/notify.py", "__init__.py"):
+                 "core/profiles.py", "core/classify/__init__.py", "agent/notify.py", "__init__.py"):
         assert name in files
     assert not any(n.startswith(("control/", "cli/")) for n in files)  # operator side stays home
     d = remote_bundle.bundle_dir("/verl/dapo_runs/", files)

@@ -1,6 +1,7 @@
 """Ascend CANN / torch_npu / CUDA driver error-code families -> what the supervisor should do.
 
-STDLIB ONLY: imported by :mod:`dapo_ops.core.classify`, which runs inside the training container.
+STDLIB ONLY: part of :mod:`dapo_ops.core.classify`, which runs inside the training container. A bad row of
+:data:`FAMILIES` raises :class:`~dapo_ops.core.classify.verdict.ClassifierTableError` at import.
 
 An NPU failure often reaches the log only as a code. The classifier reads the code's FAMILY (its
 structure), not a list of codes it has seen, and maps it to one of four supervisor categories:
@@ -34,6 +35,8 @@ The families (each row of :data:`FAMILIES` names its public source):
 from __future__ import annotations
 
 import re
+
+from dapo_ops.core.classify.verdict import ClassifierTableError
 
 __all__ = ["CATEGORIES", "FAMILIES", "category_of", "find_codes"]
 
@@ -91,8 +94,30 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
      "device-unavailable", "CUresult 100/101: no (visible) CUDA device", "CUDA driver API cuda.h (CUresult)"),
 )
 
-_COMPILED = tuple((fam, re.compile(rx), cat, meaning) for fam, rx, cat, meaning, _src in FAMILIES)
-assert all(row[2] in CATEGORIES for row in FAMILIES)
+
+
+def _compile(families) -> tuple:
+    """``(family, compiled regex, category, meaning)`` per row.
+
+    Raises:
+        ClassifierTableError: a row of the wrong shape, an unknown category or a bad regex.
+    """
+    out = []
+    for row in families:
+        if len(row) != 5:
+            raise ClassifierTableError(f"device code row must be (family, regex, category, meaning, source): {row!r}")
+        fam, rx, cat, meaning, _src = row
+        if cat not in CATEGORIES:
+            raise ClassifierTableError(f"device code family {fam!r}: unknown category {cat!r} "
+                                       f"(one of {', '.join(CATEGORIES)})")
+        try:
+            out.append((fam, re.compile(rx), cat, meaning))
+        except re.error as exc:
+            raise ClassifierTableError(f"device code family {fam!r}: bad regex {rx!r}: {exc}") from exc
+    return tuple(out)
+
+
+_COMPILED = _compile(FAMILIES)
 
 # Needles (lower case) every code match contains one of: lets the classifier scan with str.find first.
 NEEDLES = ("el0", "ei", "ej", "ee", "eh", "ez", "err0", "error code", "ret", "aclerror", "curesult",

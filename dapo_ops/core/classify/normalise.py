@@ -1,7 +1,10 @@
 """Log normalisation for the failure classifier (:mod:`dapo_ops.core.classify`): ANSI codes, Ray / rank prefixes,
-boilerplate, echo lines, and :class:`_Log` (the normalised tail with a lower-cased copy).
+boilerplate, echo lines, and :class:`Log` (the normalised tail with a lower-cased copy).
 
 STDLIB ONLY (shipped into the training container with the classifier).
+The ANSI regex here is wider than ``dapo_ops.core.logformat.ANSI_RE`` (CSI with a letter final only): it also
+removes OSC sequences (terminal hyperlinks ``ESC ] 8;; url BEL``) and two-character escapes, so that error
+text wrapped in them still matches a signature.
 Facts: Ray prefixes and dedup suffixes (``ray/_private/log_monitor.py``), Ray's OOM advice text
 (``ray/exceptions.py``), Hydra's override echo (``hydra/_internal/utils.py``).
 """
@@ -44,10 +47,20 @@ def _strip_boilerplate(text: str) -> str:
 _ATTEMPT_START_RX = re.compile(r"^===== dapo-ops attempt \d+ start .*$", re.MULTILINE)
 
 
-class _Log:
-    """The normalised tail: lines, their Ray prefix facts and a lower-cased copy."""
+class Log:
+    """The normalised tail of the last attempt: lines, their Ray prefix facts and a lower-cased copy.
 
-    __slots__ = ("lines", "starts", "low", "names", "ips", "_echo", "scan_low", "scan_starts", "scan_idx")
+    Attributes:
+        lines: the lines with Ray ``(Name pid=N, ip=...)`` and ``[rankN]:`` prefixes, ANSI codes and
+            boilerplate removed (``\r`` splits lines: tqdm redraws).
+        text: ``"\n".join(lines)`` (original case); ``low``: its lower-cased copy, same offsets.
+        starts: offset in ``text`` / ``low`` of each line's first character.
+        names / ips: line index -> the Ray actor name / node IP of its prefix.
+        scan_low / scan_starts / scan_idx: ``low`` without the metrics and progress lines (what the signature
+            scan reads), its line offsets and the map back to line indices (``None``: nothing removed).
+    """
+
+    __slots__ = ("lines", "text", "starts", "low", "names", "ips", "_echo", "scan_low", "scan_starts", "scan_idx")
 
     def __init__(self, text: str):
         m = None
@@ -83,6 +96,7 @@ class _Log:
         self.names = names
         self.ips = ips
         joined = "\n".join(lines)
+        self.text = joined
         low = joined.replace("\u0130", "I").lower()
         if len(low) != len(joined):  # pragma: no cover - exotic case folding
             low = "".join(c.lower() if len(c.lower()) == 1 else c for c in joined)
@@ -119,15 +133,15 @@ class _Log:
     def is_echo(self, i: int) -> bool:
         v = self._echo.get(i)
         if v is None:
-            v = _is_echo_text(self.lines[i])
+            v = is_echo_text(self.lines[i])
             self._echo[i] = v
         return v
 
 
 _PROGRESS_STARTS = ("step:", "Training Progress:")
 _PPRINT_RX = re.compile(r"^[\[{(\s]*'[^'\n]{1,160}'\s*:\s")
-_MEM_TABLE_ROW_RX = re.compile(r"^\d+\s+\d+(?:\.\d+)?\s+\S")
-_KILLED_RX = re.compile(r"^(?:\S+: line \d+:\s+)?(?:\d+\s+)?Killed(?:\s{2,}|\s*$)")
+MEM_TABLE_ROW_RX = re.compile(r"^\d+\s+\d+(?:\.\d+)?\s+\S")
+KILLED_RX = re.compile(r"^(?:\S+: line \d+:\s+)?(?:\d+\s+)?Killed(?:\s{2,}|\s*$)")
 _ECHO_STARTS = (  # lower case
     "error executing job with overrides",
     "+ ",
@@ -141,21 +155,21 @@ _ECHO_STARTS = (  # lower case
 )
 
 
-def _is_echo_text(line: str) -> bool:
+def is_echo_text(line: str) -> bool:
     """True for lines that only echo configuration or commands (never evidence): Hydra's override
     list, ``+ cmd`` shell traces (``set -x``), the pprinted config, Ray's memory-users table rows,
     the shell's ``Killed  <command line>`` report (matched separately for oom-host)."""
     t = line.lstrip()
     if t[:40].lower().startswith(_ECHO_STARTS):
         return True
-    if _PPRINT_RX.match(t) or _MEM_TABLE_ROW_RX.match(t):
+    if _PPRINT_RX.match(t) or MEM_TABLE_ROW_RX.match(t):
         return True
-    if _KILLED_RX.match(t):  # the shell's "Killed  python3 -m verl ... <overrides>"
+    if KILLED_RX.match(t):  # the shell's "Killed  python3 -m verl ... <overrides>"
         return True
     return False
 
 
-def _normalise_line(line: str) -> str:
+def normalise_line(line: str) -> str:
     line = _strip_boilerplate(line)
     for _ in range(2):
         pm = _RAY_PREFIX_RX.match(line)

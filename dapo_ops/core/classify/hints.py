@@ -1,0 +1,321 @@
+"""The failure classifier's words for people (:mod:`dapo_ops.core.classify`), as data: the one-line actions, the
+hint paragraphs and the rules that choose one from a verdict's class, action kind and detail
+(``dapo_ops/core/classify/wording.py`` applies them).
+
+STDLIB ONLY. Keys and values named here are verl 0.9.1's (``verl/trainer/config/ppo_trainer.yaml`` and the
+generated ``_generated_ppo_trainer.yaml``).
+
+How a text is chosen: :data:`ACTION_RULES` / :data:`HINT_RULES` list, per class, ``(field, value, text key)``
+rules; the first rule that holds names the text, else the text keyed by the class itself. ``field`` is ``kind``
+(the action kind) or a detail key; ``value`` is a literal, :data:`SET` (the detail value is truthy) or
+:data:`ABSENT` (the detail key is missing). A class without rules uses the ``crash-other`` rules and texts.
+
+Texts are :class:`string.Template` strings: ``$name`` / ``${name}`` is a fragment of
+:data:`dapo_ops.core.classify.wording.FIELDS` (computed from the detail only when the text uses it; ``""`` when the
+fact is unknown); ``$$`` is a literal dollar sign. ``wording.py`` checks at import that every class has a default
+text, every rule names a text and every field exists (:class:`~dapo_ops.core.classify.verdict.ClassifierTableError`).
+"""
+
+from __future__ import annotations
+
+SET = object()  # rule value: the detail value is truthy
+ABSENT = object()  # rule value: the detail key is missing
+
+# --------------------------------------------------------------------------- actions (one line)
+
+ACTION_RULES: dict[str, tuple] = {
+    "oom-device": (("kind", "stop", "oom-device/stop"),),
+    "oom-kv-cache": (("kv_direction", ABSENT, "oom-kv-cache/lower"), ("kv_direction", "lower", "oom-kv-cache/lower"),
+                     ("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
+    "oom-ray": (), "oom-host": (), "config-error": (), "data-error": (),
+    "network": (("kind", "keep-running", "network/keep-running"),),
+    "hccl-timeout": (), "container-missing": (),
+    "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
+    "success": (),
+    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"),),
+}
+
+ACTIONS: dict[str, str] = {
+    "oom-device/stop": "stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint "
+                       "(load checkpoint shards to CPU), never retried unchanged",
+    "oom-device": "retry from the last checkpoint with the next memory rung for phase ${phase_or_unknown} (the ladder "
+                  "per phase); stop with suggestions when none is left",
+    "oom-kv-cache/lower": "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
+    "oom-kv-cache/raise": "KV cache smaller than one max-length sequence: raise rollout gpu_memory_utilization if the "
+                          "device has headroom, else lower max_model_len / max_response_length; never offload",
+    "oom-kv-cache/cleanup": "clean up leftover processes on the devices (ray stop --force, stale workers), then relaunch "
+                            "unchanged; lower gpu_memory_utilization only if others really use the memory",
+    "oom-kv-cache": "adjust rollout memory",
+    "oom-ray": "host RAM exhausted (Ray memory monitor): remove ladder-added offload and retry once, else stop and "
+               "reduce host memory use",
+    "oom-host": "kernel/cgroup OOM killer: remove ladder-added offload and retry once from the last complete "
+                "checkpoint, else stop and raise the container --memory limit",
+    "config-error": "stop: fix the configuration${key_paren}; never retried unchanged",
+    "data-error": "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never retried "
+                  "unchanged",
+    "network/keep-running": "keep running: tracker network trouble is non-fatal; alert only",
+    "network": "clean up and retry once after checking connectivity (Ray head, proxy, hub, tracker)",
+    "hccl-timeout": "clean up (ray stop --force) and retry once; check the collective network / HCCL env if it recurs",
+    "container-missing": "stop polling: the container is gone or stopped; recreate and resume only on explicit request",
+    "auth-error/keep-running": "keep running: tracker upload rejected (401) while training continues; alert, rotate "
+                               "the key",
+    "auth-error": "stop: tracker credentials missing or invalid; pass the key as an env var (or use local mode), then "
+                  "relaunch",
+    "success": "done: the run reached its final step",
+    "crash-other/inconclusive": "no failure in the log text; if the process is alive the no-progress timer decides "
+                                "(hang)",
+    "crash-other": "stop and report the innermost error; no memory escalation",
+}
+
+# --------------------------------------------------------------------------- hints (one paragraph)
+
+
+def _causes(cls: str, *causes: str) -> tuple:
+    return tuple(("cause", c, f"{cls}/{c}") for c in causes)
+
+
+HINT_RULES: dict[str, tuple] = {
+    "oom-device": (("phase", "checkpoint-load", "oom-device/checkpoint-load"),
+                   ("phase", "weight-sync", "oom-device/weight-sync")),
+    "oom-kv-cache": (("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
+    "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
+    "oom-host": (),
+    "config-error": _causes("config-error", "data-missing", "model-path", "ray-cpus", "stale-key", "gpus", "tp",
+                            "token-budget", "resume-layout"),
+    "data-error": _causes("data-error", "schema", "too-difficult"),
+    "network": (("kind", "keep-running", "network/keep-running"),) + _causes("network", "ray-head", "hub", "tracker",
+                                                                              "ssh"),
+    "hccl-timeout": (("cause", "hccp-busy", "hccl-timeout/hccp-busy"), ("init", SET, "hccl-timeout/init")),
+    "container-missing": (),
+    "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
+    "success": (),
+    "crash-other": _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
+                           "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory")
+    + (("inconclusive", SET, "crash-other/inconclusive"),),
+}
+
+_LADDER = (
+    "offload (FSDP actor_rollout_ref.actor.fsdp_config.param_offload=True and optimizer_offload=True, "
+    "actor_rollout_ref.ref.fsdp_config.param_offload=True; Megatron actor_rollout_ref.actor.megatron."
+    "param_offload=True / optimizer_offload=True), then recompute (actor_rollout_ref.model."
+    "enable_gradient_checkpointing=True, actor_rollout_ref.actor.entropy_checkpointing=True; Megatron "
+    "override_transformer_config.recompute_granularity=full)"
+)
+
+HINTS: dict[str, str] = {
+    "oom-device/checkpoint-load": (
+        "Accelerator memory ran out while loading a checkpoint on resume${at}: the saved shards are torch.load()ed "
+        "straight onto the device (no map_location) while the colocated rollout already holds its share, so "
+        "offload/recompute do not shrink it and dapo-ops does not loop the ladder. Relaunch with a verl that loads "
+        "shards to CPU (map_location='cpu'), or with a lower actor_rollout_ref.rollout.gpu_memory_utilization for the "
+        "resume; keep trainer.resume_mode=auto and the same world size, and check that the newest global_step_N is "
+        "complete."),
+    "oom-device/weight-sync": (
+        "Accelerator memory ran out in the actor->rollout weight sync${at} (the rollout's sleep-mode wake-up "
+        "re-allocates its weights and KV cache while the actor's state is still on the device). dapo-ops follows the "
+        "weight-sync ladder: lower actor_rollout_ref.rollout.gpu_memory_utilization, then actor offload "
+        "(actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the actor's state "
+        "leaves before the rollout wakes. Recompute does not change this peak."),
+    "oom-device": (
+        "Accelerator memory ran out${inph}${at}. dapo-ops retries with the next rung of the memory ladder: " + _LADDER
+        + ". If both are on, shrink: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 or a lower "
+        "ppo_max_token_len_per_gpu (never below max_prompt_length + max_response_length), raise "
+        "ulysses_sequence_parallel_size, or use bigger devices; PYTORCH_CUDA_ALLOC_CONF / "
+        "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True helps fragmentation. Rollout gpu_memory_utilization does not "
+        "change a training OOM.${oom_extra}"),
+    "oom-kv-cache/raise": (
+        "The rollout engine's KV cache cannot hold one sequence of max_model_len (prompt + response). If the device "
+        "has headroom raise actor_rollout_ref.rollout.gpu_memory_utilization (e.g. 0.5 -> 0.7); otherwise lower "
+        "actor_rollout_ref.rollout.max_model_len / data.max_response_length, or raise "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size. Training offload/recompute do not change this "
+        "allocation."),
+    "oom-kv-cache/cleanup": (
+        "Free device memory at rollout start-up is below the requested gpu_memory_utilization: usually leftovers of "
+        "the previous attempt. Run `ray stop --force` in the container, kill the recorded PIDs, check `npu-smi info` "
+        "/ `nvidia-smi` (on NPU wait ~10 s), then relaunch unchanged. Lower "
+        "actor_rollout_ref.rollout.gpu_memory_utilization only if another job really uses that memory. Training "
+        "offload/recompute are irrelevant."),
+    "oom-kv-cache": (
+        "The rollout engine (vLLM / vllm-ascend) ran out of device memory while allocating its weights or KV cache. "
+        "Lower actor_rollout_ref.rollout.gpu_memory_utilization (e.g. 0.85 -> 0.75 -> 0.65; 0.6-0.8 on Ascend) "
+        "and/or actor_rollout_ref.rollout.max_model_len. Training offload/recompute do not change this allocation."),
+    "oom-ray/checkpoint-save": (
+        "Ray's memory monitor killed a worker while saving a checkpoint${on_node}: host RAM ran out and${ray_ckpt} "
+        "may be incomplete, so resume from the previous complete global_step_N. Save less "
+        "(actor_rollout_ref.actor.checkpoint.save_contents=['model']) or add host RAM. Do not add offload (it moves "
+        "parameters and optimizer state into host RAM); raising RAY_memory_usage_threshold is not a fix."),
+    "oom-ray": (
+        "Ray's memory monitor killed a task${inph}${on_node}: host RAM, not device memory, ran out. Remove "
+        "ladder-added offload, then reduce host memory: data.gen_batch_size, actor_rollout_ref.rollout.n, "
+        "data.max_response_length, fewer rollout workers; use jemalloc (LD_PRELOAD=/usr/local/lib/libjemalloc.so.2) "
+        "or add host RAM. Raising RAY_memory_usage_threshold or RAY_memory_monitor_refresh_ms=0 only hides it."),
+    "oom-host": (
+        "The kernel / cgroup OOM killer SIGKILLed the training process${at} (exit 137, no traceback). Confirm with "
+        "`docker inspect -f '{{.State.OOMKilled}}' <container>` or `dmesg | grep -i 'killed process'`. Remove "
+        "ladder-added offload (it uses host RAM), lower host-side memory (data.gen_batch_size, dataloader workers, "
+        "actor_rollout_ref.actor.checkpoint.save_contents), and raise the container limit (docker run --memory / "
+        "--shm-size).${host_ckpt}"),
+    "config-error/data-missing": (
+        "A dataset file does not exist where the run reads it${path}: verl's config checks passed, but they never "
+        "open files. Run the data preparation (e.g. examples/data_preprocess/gsm8k.py --local_dir ...) or point "
+        "data.train_files / data.val_files to files that exist inside the container on every node (`dapo-ops "
+        "prepare`, preflight checks them); then relaunch."),
+    "config-error/model-path": (
+        "The model path is not a directory inside the container, so transformers / huggingface_hub took it for a Hub "
+        "repo id and rejected it: the host path is not mounted (docker -v) or is misspelt. Set "
+        "actor_rollout_ref.model.path to the path as seen INSIDE the container (check with `ls` via docker exec); "
+        "preflight checks it. Not a network problem."),
+    "config-error/ray-cpus": (
+        "A Ray worker could not register with its own raylet right after start-up: ray.init() sized the worker pool "
+        "to all host CPUs while the cgroup / Slurm allocation grants fewer (or the pids limit is hit). Set "
+        "ray_kwargs.ray_init.num_cpus (older verl: ray_init.num_cpus) to the CPUs really available "
+        "(SLURM_CPUS_PER_TASK / nproc), `ray stop --force`, then relaunch. Not the network, not memory."),
+    "config-error/stale-key": (
+        "Hydra rejected the override ${key_repr}: the key does not exist in the installed verl's schema (renamed or "
+        "removed, e.g. megatron.grad_offload is gone in 0.9.1). Drop it or use the current key (param_offload / "
+        "optimizer_offload); never prepend '+' blindly (it creates a key nothing reads). Validate overrides with "
+        "`dapo-ops` preflight before launch."),
+    "config-error/gpus": (
+        "Ray has fewer devices than the run asks for${have}: set trainer.nnodes x trainer.n_gpus_per_node "
+        "(one-step-off: plus rollout.nnodes x rollout.n_gpus_per_node, the pools add up) to the real cluster, or join "
+        "the missing nodes. If the shortfall is fractional (7.0 < 8) stale Ray actors of a previous attempt still "
+        "hold devices: `ray stop --force` first."),
+    "config-error/tp": (
+        "Rollout tensor parallel size must divide the rollout device count${ws}: set "
+        "actor_rollout_ref.rollout.tensor_model_parallel_size to a divisor of it (e.g. 1 on a single device; "
+        "one-step-off: of rollout.n_gpus_per_node x rollout.nnodes)."),
+    "config-error/token-budget": (
+        "A dynamic-batch token budget is below one padded sequence${need}: set "
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu and *.log_prob_max_token_len_per_gpu >= "
+        "data.max_prompt_length + data.max_response_length (verl scripts use 2x / 3x that), or shorten the lengths. "
+        "The ladder never shrinks budgets below this bound."),
+    "config-error/resume-layout": (
+        "Resume found a checkpoint saved with another world size / layout (shard names embed it). Resume with the "
+        "original trainer.nnodes x n_gpus_per_node (and one-step-off split), or set trainer.resume_mode=disable / a "
+        "fresh trainer.default_local_dir."),
+    "config-error": (
+        "The configuration is rejected${key_colon}. Fix that value (see the evidence line) and relaunch; dapo-ops "
+        "never retries a config error unchanged. Keys: Hydra names the failing override; topology keys are "
+        "trainer.nnodes / trainer.n_gpus_per_node / actor_rollout_ref.rollout.tensor_model_parallel_size; budgets "
+        "must stay >= max_prompt_length + max_response_length."),
+    "data-error/schema": (
+        "A dataset row lacks a field verl's RL dataset reads (prompt, data_source, reward_model, ability, "
+        "extra_info): convert the parquet to verl's schema (data.prompt_key names the prompt column). No retry "
+        "unchanged."),
+    "data-error/too-difficult": (
+        "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches. Use "
+        "easier data or a stronger model, or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."),
+    "data-error": (
+        "A sample exceeds a length limit${size} (data.truncation=error) or the dataset is unreadable. Set "
+        "data.filter_overlong_prompts=True, or data.truncation=left (or right/middle), or raise "
+        "data.max_prompt_length, or clean the parquet. Memory settings are irrelevant; no retry unchanged."),
+    "network/keep-running": (
+        "The tracker cannot upload right now but training continues. Nothing to restart; if it persists fix "
+        "DNS/proxy in the container or set SWANLAB_MODE=local and `swanlab sync` later."),
+    "network/ray-head": (
+        "The Ray head GCS${at_addr} is unreachable. `ray stop --force` on all nodes, check the head address and TCP "
+        "6379 (firewall, no_proxy for cluster addresses), start the head, then the workers. dapo-ops retries once "
+        "after cleanup."),
+    "network/hub": (
+        "The model/tokenizer download failed (proxy or hub unreachable). Use a local model path with "
+        "HF_HUB_OFFLINE=1, or fix https_proxy / no_proxy in the container env (no_proxy must include localhost, "
+        "127.0.0.1 and the cluster addresses, or Ray's gRPC breaks too)."),
+    "network/tracker": (
+        "The tracker server is unreachable at init (swanlab reports it as an API-key problem after its [HTTP] retry "
+        "lines). Fix DNS/proxy (SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server) or set SWANLAB_MODE=local "
+        "and `swanlab sync` later."),
+    "network/ssh": (
+        "SSH to ${addr_or_host} failed: check the inventory address/port, the network path (proxy_jump) and that "
+        "sshd runs."),
+    "network": (
+        "A connection failed. Check the endpoint in the evidence line, proxies (https_proxy / no_proxy) and DNS in "
+        "the container; dapo-ops retries once."),
+    "hccl-timeout/hccp-busy": (
+        "EJ0001: the previous training process still holds the NPUs. `ray stop --force`, kill leftover python "
+        "processes, wait ~10 s, relaunch."),
+    "hccl-timeout/init": (
+        "The collective communicator never came up${paren_node}: ranks cannot reach each other. Check HCCL_IF_IP / "
+        "HCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (NPU) or NCCL_SOCKET_IFNAME / IB (GPU), firewall, docker --network "
+        "host, `hccn_tool -i <dev> -tls -g`, the same CANN/driver on every node, and that every rank started. "
+        "dapo-ops retries once after cleanup."),
+    "hccl-timeout": (
+        "A collective timed out or failed${paren_node}${at} with no more specific error on any rank. dapo-ops retries "
+        "once; if it recurs raise HCCL_CONNECT_TIMEOUT (e.g. 7200) / HCCL_EXEC_TIMEOUT (e.g. 60000) or "
+        "actor_rollout_ref.nccl_timeout, and look for a stalled rank."),
+    "container-missing": (
+        "The container is gone or stopped (removed, engine/host restart, or wrong name/host in the inventory). Check "
+        "`docker ps -a` on that host and the inventory's container name; inspect `docker inspect -f "
+        "'{{.State.OOMKilled}} {{.State.ExitCode}}'` if it still exists. Recreate it and resume from the last "
+        "complete checkpoint only on request${last_step_seen}"),
+    "auth-error/keep-running": (
+        "Metric upload is rejected (401) but training is healthy: do not restart. Re-issue the SwanLab key and pass it "
+        "as SWANLAB_API_KEY in the container env for the next run; the local swanlog can be synced later (`swanlab "
+        "sync`)."),
+    "auth-error": (
+        "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec). Pass "
+        "SWANLAB_API_KEY (or WANDB_API_KEY; HF_TOKEN for gated models) as an environment variable into the "
+        "container, never as a Hydra override; for a private SwanLab server also SWANLAB_API_HOST and "
+        "SWANLAB_WEB_HOST; or run with SWANLAB_MODE=local. Not retried until fixed."),
+    "success": (
+        "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
+        "metrics (sync the local swanlog).${teardown}"),
+    "crash-other/thread-limit": (
+        "A worker could not create threads (pids / ulimit -u limit), not OOM. Raise the container pids limit (docker "
+        "run --pids-limit, or -1) / `ulimit -u`, or cap OMP_NUM_THREADS and Ray's thread counts; then relaunch."),
+    "crash-other/impossible-allocation": (
+        "An allocation of ${alloc_gib} GiB is impossible on this device${of_total_gib}: a corrupted or overflowed "
+        "tensor size (bad shape, negative length), not memory pressure. Memory escalation cannot fix it; check the "
+        "lengths in the config (data.max_prompt_length, max_response_length) and the torch / torch_npu / CANN "
+        "versions."),
+    "crash-other/sigkill": (
+        "The process was killed by SIGKILL (exit 137) without an OOM record: docker kill / docker stop / kill -9, not "
+        "the OOM killer (OOMKilled=false or unknown). If `docker inspect` shows OOMKilled=true or dmesg has 'Out of "
+        "memory: Killed process', it is oom-host instead."),
+    "crash-other/earlier-error": (
+        "One rank died with the error in the evidence before the others timed out in a collective: the timeouts are "
+        "its symptom, so no retry of the collective helps. Fix that error (the worker logs under "
+        "/tmp/ray/session_latest/logs have its full traceback); no memory escalation is done."),
+    "crash-other/disk-full": (
+        "A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a bigger volume; "
+        "set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume."),
+    "crash-other/shm": (
+        "Shared memory (/dev/shm) is too small: a DataLoader worker (or Ray's object store) died of SIGBUS. Not a "
+        "host OOM and not device memory: Docker's default is 64 MiB. Recreate the container with a larger --shm-size "
+        "(e.g. 32g) or --ipc=host, or lower data.dataloader_num_workers; then resume from the last complete "
+        "global_step_N. Memory rungs do not help."),
+    "crash-other/device-unavailable": (
+        "The accelerator is absent, busy or not visible in the container${code}: not memory pressure. Check `npu-smi "
+        "info` / `nvidia-smi` inside the container, the device mounts (/dev/davinci*, /dev/davinci_manager, "
+        "/dev/hisi_hdc, /dev/devmm_svm; --gpus), ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and leftover "
+        "processes holding the devices; then relaunch. No retry helps until then."),
+    "crash-other/kernel-fault": (
+        "An operator / AI Core / runtime execution fault${code}: a kernel bug or a CANN / torch_npu / driver version "
+        "mismatch, not OOM. Re-run with ASCEND_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING=1) to find the op, read the "
+        "plog under ~/ascend/log, check the CANN / torch_npu / vllm-ascend versions match. Memory escalation does not "
+        "help."),
+    "crash-other/illegal-memory": (
+        "An illegal device memory access (a kernel bug or a version mismatch), not OOM. Re-run with "
+        "CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the op; check torch / vLLM / CANN versions. Memory "
+        "escalation does not help."),
+    "crash-other/inconclusive": (
+        "The log holds no error and no completion. If the process is still running, only the supervisor's "
+        "no-progress alarm (hang_timeout_s) can end a silent collective wait or a Ray head loop; otherwise look at "
+        "the worker logs (/tmp/ray/session_latest/logs) for the cause."),
+    "crash-other": (
+        "The run died with an error that matches no known class. Read the innermost error in the evidence (the "
+        "worker logs under /tmp/ray/session_latest/logs have more); no memory escalation is done."),
+}
+
+#: fragments some fields add (texts too, so they live here)
+FRAGMENTS: dict[str, str] = {
+    "oom-device/log-prob": (
+        " For a log-prob OOM also lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (and .ref.) to 1 "
+        "or log_prob_max_token_len_per_gpu."),
+    "oom-device/critic": (
+        " With a critic also offload it: critic.model.fsdp_config.param_offload=True / optimizer_offload=True "
+        "(0.9.1: critic.fsdp.*) and critic.ppo_micro_batch_size_per_gpu=1."),
+    "oom-host/checkpoint-save": (
+        " The last lines were a checkpoint save: global_step_${ckpt_step} may be partial; resume from the previous "
+        "complete one."),
+    "success/teardown": " An error followed the final step (teardown); the result is complete.",
+}

@@ -1,0 +1,120 @@
+"""The action line and hint paragraph of a verdict (:mod:`dapo_ops.core.classify`): the rules and texts of
+``dapo_ops/core/classify/hints.py`` applied to a class, an action kind and a detail dict.
+
+STDLIB ONLY. The tables are checked at import (:func:`check_texts`, raising
+:class:`~dapo_ops.core.classify.verdict.ClassifierTableError`).
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from dapo_ops.core.classify.hints import (
+    ABSENT, ACTION_RULES, ACTIONS, FRAGMENTS, HINT_RULES, HINTS, SET
+)
+from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
+
+
+def _oom_extra(d: dict) -> str:
+    if d.get("phase") == "log-prob":
+        return FRAGMENTS["oom-device/log-prob"]
+    return FRAGMENTS["oom-device/critic"] if d.get("role") == "critic" else ""
+
+
+def _host_ckpt(d: dict) -> str:
+    if d.get("phase") == "checkpoint-save" and d.get("ckpt_step") is not None:
+        return Template(FRAGMENTS["oom-host/checkpoint-save"]).substitute(ckpt_step=f"{d['ckpt_step']}")
+    return ""
+
+
+#: text fragments from the detail (``""`` when the fact is unknown); each is computed only when a text uses it
+FIELDS = {
+    "at": lambda d: f" at step {d['step']}" if d.get("step") is not None else "",
+    "inph": lambda d: f" in {d['phase']}" if d.get("phase") else "",
+    "phase": lambda d: f"{d.get('phase')}",
+    "phase_or_unknown": lambda d: f"{d.get('phase', 'unknown')}",
+    "oom_extra": _oom_extra,
+    "on_node": lambda d: f" on node {d['node']}" if d.get("node") else "",
+    "paren_node": lambda d: f" (node {d['node']})" if d.get("node") else "",
+    "ray_ckpt": lambda d: f" global_step_{d['ckpt_step']}" if d.get("ckpt_step") is not None else " the newest checkpoint",
+    "host_ckpt": _host_ckpt,
+    "key_paren": lambda d: " (" + d["key"] + ")" if d.get("key") else "",
+    "key_colon": lambda d: ": " + d["key"] if d.get("key") else "",
+    "key_repr": lambda d: f"{d.get('key')!r}",
+    "path": lambda d: f" ({d['path']})" if d.get("path") else "",
+    "have": lambda d: f" ({d['available']:g} available, {d['desired']:g} requested)" if "desired" in d else "",
+    "ws": lambda d: f" ({d['world_size']} devices, TP {d['tp']})" if "tp" in d else "",
+    "need": lambda d: f" ({d['value']} < {d['need']})" if "need" in d else "",
+    "size": lambda d: f" ({d['length']} > {d['limit']} tokens)" if "limit" in d else "",
+    "at_addr": lambda d: " at " + d["address"] if d.get("address") else "",
+    "addr_or_host": lambda d: f"{d.get('address') or 'the host'}",
+    "last_step_seen": lambda d: f" (last step seen: {d['step']})." if d.get("step") is not None else ".",
+    "step_sp": lambda d: " " + str(d["step"]) if d.get("step") is not None else "",
+    "of_total": lambda d: " of " + str(d["total"]) if d.get("total") else "",
+    "teardown": lambda d: FRAGMENTS["success/teardown"] if d.get("teardown_error") else "",
+    "alloc_gib": lambda d: f"{d.get('alloc_gib', 0):.0f}",
+    "of_total_gib": lambda d: " (" + format(d["total_gib"], ".2f") + " GiB total)" if d.get("total_gib") else "",
+    "code": lambda d: f" ({d['code']})" if d.get("code") else "",
+}
+
+
+class _Fields(dict):
+    """The template mapping: a field is computed from the detail on first use."""
+
+    def __init__(self, detail: dict):
+        super().__init__()
+        self.detail = detail
+
+    def __missing__(self, name: str) -> str:
+        value = self[name] = FIELDS[name](self.detail)
+        return value
+
+
+def _select(rules: dict, cls: str, kind: str, d: dict) -> str:
+    if cls not in rules:
+        cls = "crash-other"
+    for field, value, key in rules[cls]:
+        have = kind if field == "kind" else d.get(field)
+        if value is SET:
+            if have:
+                return key
+        elif value is ABSENT:
+            if field not in d:
+                return key
+        elif have == value:
+            return key
+    return cls
+
+
+def action_text(cls: str, kind: str, d: dict) -> str:
+    """The one-line action for a verdict of class ``cls`` with action kind ``kind`` and detail ``d``."""
+    return Template(ACTIONS[_select(ACTION_RULES, cls, kind, d)]).substitute(_Fields(d))
+
+
+def hint_text(cls: str, kind: str, d: dict) -> str:
+    """The hint paragraph for a verdict of class ``cls`` with action kind ``kind`` and detail ``d``."""
+    return Template(HINTS[_select(HINT_RULES, cls, kind, d)]).substitute(_Fields(d))
+
+
+def check_texts(rules: dict, texts: dict, fields: dict = FIELDS) -> None:
+    """Every class has rules and a default text, every rule names a text, every ``$field`` is in :data:`FIELDS`.
+
+    Raises:
+        ClassifierTableError: naming the first class, text key or field that does not fit.
+    """
+    for cls in CLASSES:
+        if cls not in rules or cls not in texts:
+            raise ClassifierTableError(f"hints: class {cls!r} has no rules or no default text")
+    for cls, rows in rules.items():
+        for row in rows:
+            if len(row) != 3 or row[2] not in texts:
+                raise ClassifierTableError(f"hints: rule {row!r} of {cls!r} names no text")
+    for key, text in texts.items():
+        for m in Template.pattern.finditer(text):
+            name = m.group("named") or m.group("braced")
+            if m.group("invalid") is not None or (name is not None and name not in fields):
+                raise ClassifierTableError(f"hints: text {key!r} uses an unknown field at {text[m.start():][:20]!r}")
+
+
+check_texts(ACTION_RULES, ACTIONS)
+check_texts(HINT_RULES, HINTS)
