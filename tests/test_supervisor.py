@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -345,3 +346,18 @@ def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
     assert shown == ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
                      "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
                      "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=***", "x=***"]
+
+
+def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
+    """The supervisor's own import path (the directory holding dapo_ops/, what remote_bundle puts on PYTHONPATH)
+    is dropped from verl's PYTHONPATH; the rest of it stays."""
+    run_dir = make_run(tmp_path, {"steps": 1})
+    bundle = str(Path(supervisor.__file__).resolve().parents[3])
+    assert (Path(bundle) / "dapo_ops" / "agent" / "supervisor" / "__init__.py").is_file()
+    sup = supervisor.Supervisor(str(run_dir))
+    sup._load()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([bundle, "/opt/site"]))
+    assert sup._child_env(1)["PYTHONPATH"] == "/opt/site"
+    monkeypatch.setenv("PYTHONPATH", bundle + "/")
+    assert "PYTHONPATH" not in sup._child_env(1)
+
