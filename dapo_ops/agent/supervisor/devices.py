@@ -4,7 +4,7 @@
   (MiB per GPU); :func:`wait_gpu_release` is the GPU retry delay (it ends once the stopped attempt's memory is
   free again). Every query answers None when nvidia-smi is missing, fails or hangs (callers fall back).
 * The kernel / cgroup OOM-kill counter (:func:`oom_kill_count`): a SIGKILLed verl plus a grown counter is a
-  host OOM (failure-classes.md ``oom-host``), which ``docker inspect`` cannot tell from inside the container.
+  host OOM (class ``oom-host``, docs/design.md "Failure classes"), which ``docker inspect`` cannot tell from inside the container.
 
 Units: MiB for device memory, seconds for waits.
 """
@@ -109,7 +109,7 @@ def oom_kill_count(files=OOM_COUNTER_FILES) -> Optional[Tuple[str, int]]:
 
     The supervisor compares it before and after an attempt: a SIGKILLed verl (exit 137) plus a grown
     counter is the kernel / cgroup OOM killer (``oom-host``), which ``docker inspect`` cannot tell from
-    inside the container; a bare 137 is not (failure-classes.md ``oom-host``).
+    inside the container; a bare 137 is not (docs/design.md "Failure classes").
     """
     for path in files:
         try:

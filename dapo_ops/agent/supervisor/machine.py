@@ -1,6 +1,6 @@
 """The supervisor's state machine: one run from its spec to its end, attempt after attempt (STDLIB ONLY, shipped).
 
-States (run.json ``status``, :data:`dapo_ops.core.runstate`): ``starting`` -> ``running`` (an attempt is up) ->
+States (run.json ``status``, :data:`dapo_ops.core.runstate.STATUSES`): ``starting`` -> ``running`` (an attempt is up) ->
 ``retrying`` (the ladder chose a retry; the delay / GPU release wait) -> ``running`` ... -> ``succeeded`` |
 ``failed`` | ``stopped``. The pieces: :mod:`.config` (spec, secret.env, tunables), :mod:`.attempt` (command,
 environment, start, teardown), :mod:`.follow` (the attempt log as it grows), :mod:`.escalate` (verdict ->
