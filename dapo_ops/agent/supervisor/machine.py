@@ -202,10 +202,10 @@ class Supervisor:
 
     def _final(self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any],
                announce: bool = True) -> int:
-        """End the run: record the end (:func:`record.close`), end every process of the run still alive (Ray agents
+        """End the run: record the end (:func:`record.end_run`), end every process of the run still alive (Ray agents
         outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
         notify (``announce``). Returns the exit code."""
-        record.close(self.rec, status, verdict, decision)
+        record.end_run(self.rec, status, verdict, decision)
         left = procs.own_processes(self.pgid, self.marker)
         if left:
             log("ending %d leftover process(es) of the run" % len(left))

@@ -139,7 +139,7 @@ def ending_line(status: str, reason: Optional[str], step: Optional[int], total: 
     return "%s: %s %s" % (status, reason, where)
 
 
-def close(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]) -> None:
+def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]) -> None:
     """Fill the run's end into ``rec``: ``decision`` with ``tried``, ``summary`` and ``ended``, the verdict
     (when given) and ``ended_at``. The status itself is set by the caller once the run's processes are gone."""
     t = tried(rec)
