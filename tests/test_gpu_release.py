@@ -7,36 +7,20 @@ import os
 import time
 
 from dapo_ops.agent import supervisor
-
-
-def _fake_smi(tmp_path, lines_per_call: list[str]):
-    """nvidia-smi that prints lines_per_call[i] on its i-th call (the last one forever)."""
-    state = tmp_path / "n"
-    state.write_text("0")
-    script = tmp_path / "nvidia-smi"
-    body = "\n".join(f"  {i}) printf '{t}' ;;" for i, t in enumerate(lines_per_call))
-    script.write_text(f"""#!/bin/sh
-n=$(cat {state}); echo $((n+1)) > {state}
-case $n in
-{body}
-  *) printf '{lines_per_call[-1]}' ;;
-esac
-""")
-    script.chmod(0o755)
-    return state
+from supervisor_helpers import fake_smi
 
 
 def test_returns_once_the_attempts_pids_are_gone(tmp_path, monkeypatch):
-    state = _fake_smi(tmp_path, ["4242\\n777\\n", "4242\\n777\\n", "777\\n"])
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = fake_smi(tmp_path, apps=["4242\\n777\\n", "4242\\n777\\n", "777\\n"])
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
     waited = supervisor.wait_gpu_release([4242, 4243], max_s=5.0, every_s=0.05)
-    assert int(state.read_text()) == 3  # looked until 4242 was gone; 777 (another run's) is not ours
+    assert int((tmp_path / "n").read_text()) == 3  # looked until 4242 was gone; 777 (another run's) is not ours
     assert waited < 2.0
 
 
 def test_caps_at_max_s(tmp_path, monkeypatch):
-    _fake_smi(tmp_path, ["4242\\n"])
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = fake_smi(tmp_path, apps=["4242\\n"])
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
     t0 = time.monotonic()
     supervisor.wait_gpu_release([4242], max_s=0.5, every_s=0.05)
     assert 0.45 <= time.monotonic() - t0 < 3.0
@@ -49,46 +33,25 @@ def test_without_nvidia_smi_waits_the_full_delay(tmp_path, monkeypatch):
     assert time.monotonic() - t0 >= 0.38
 
 
-def _fake_smi_mem(tmp_path, used_per_call: list[int]):
-    """nvidia-smi whose compute-apps list is empty (as inside a container or VM) and whose memory.used is
-    used_per_call[i] MiB on its i-th memory query (the last one forever)."""
-    state = tmp_path / "m"
-    state.write_text("0")
-    body = "\n".join(f"    {i}) echo {u} ;;" for i, u in enumerate(used_per_call))
-    script = tmp_path / "nvidia-smi"
-    script.write_text(f"""#!/bin/sh
-case "$*" in
-  *compute-apps*) exit 0 ;;
-esac
-n=$(cat {state}); echo $((n+1)) > {state}
-case $n in
-{body}
-    *) echo {used_per_call[-1]} ;;
-esac
-""")
-    script.chmod(0o755)
-    return state
-
-
 def test_waits_for_the_memory_to_come_back_not_only_the_pids(tmp_path, monkeypatch):
     # the real run d (tests/fixtures/real-verl/tool-runs): PIDs gone, 136201 MiB still used for a while
-    state = _fake_smi_mem(tmp_path, [136201, 136201, 90000, 300])
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = fake_smi(tmp_path, used_mib=[136201, 136201, 90000, 300])
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
     waited = supervisor.wait_gpu_release([4242], max_s=3.0, every_s=0.05, baseline_mib=[0], mem_max_s=10.0)
-    assert int(state.read_text()) == 4  # looked until 300 MiB <= 0 + 1024 slack
+    assert int((tmp_path / "m").read_text()) == 4  # looked until 300 MiB <= 0 + 1024 slack
     assert waited < 5.0
 
 
 def test_memory_wait_is_bounded_by_mem_max_s(tmp_path, monkeypatch):
-    _fake_smi_mem(tmp_path, [136201])  # something else keeps the memory: go on after mem_max_s
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = fake_smi(tmp_path, used_mib=[136201])  # something else keeps the memory: go on after mem_max_s
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
     t0 = time.monotonic()
     supervisor.wait_gpu_release([4242], max_s=0.2, every_s=0.05, baseline_mib=[500], mem_max_s=0.6)
     assert 0.55 <= time.monotonic() - t0 < 3.0
 
 
 def test_without_a_baseline_the_pid_list_alone_decides(tmp_path, monkeypatch):
-    state = _fake_smi_mem(tmp_path, [136201])
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    smi = fake_smi(tmp_path, used_mib=[136201])
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
     assert supervisor.wait_gpu_release([4242], max_s=3.0, every_s=0.05) < 1.0
-    assert int(state.read_text()) == 0  # memory never asked
+    assert int((tmp_path / "m").read_text()) == 0  # memory never asked

@@ -103,13 +103,13 @@ def test_start_command_is_detached_and_quoted():
 
 def test_bundle_contents_hash_and_closure():
     files = remote_bundle.bundle_files()
-    for name in ("agent/supervisor.py", "core/runstate.py", "core/features.py", "core/ladder.py", "core/overrides.py",
-                 "core/profiles.py", "core/classify/__init__.py", "agent/notify.py", "__init__.py"):
+    for name in ("agent/supervisor/__init__.py", "core/runstate.py", "core/features.py", "core/ladder.py",
+                 "core/overrides.py", "core/profiles.py", "core/classify/__init__.py", "agent/notify.py", "__init__.py"):
         assert name in files
     assert not any(n.startswith(("control/", "cli/")) for n in files)  # operator side stays home
     d = remote_bundle.bundle_dir("/verl/dapo_runs/", files)
     assert d.startswith("/verl/dapo_runs/.dapo_ops/") and d.endswith(remote_bundle.bundle_hash(files))
-    changed = dict(files, **{"agent/supervisor.py": files["agent/supervisor.py"] + b"\n"})
+    changed = dict(files, **{"agent/supervisor/__init__.py": files["agent/supervisor/__init__.py"] + b"\n"})
     assert remote_bundle.bundle_hash(changed) != remote_bundle.bundle_hash(files)
 
 

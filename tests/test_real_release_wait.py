@@ -1,7 +1,7 @@
 """The GPU retry wait on real verl (tests/fixtures/real-verl/tool-runs/d-update-oom-release/, 2026-12-01 12:28 UTC).
 
 Scenario d (gpu/d-update-oom.sh: 1.46 B model, a real CUDA OOM in ``update_actor``) ran again on the H200 after
-the retry wait was changed to wait for the device memory too (dapo_ops/agent/supervisor.py ``wait_gpu_release``;
+the retry wait was changed to wait for the device memory too (dapo_ops/agent/supervisor/devices.py ``wait_gpu_release``;
 the earlier run, tool-runs/d-update-oom/, started attempt 2 while 136 201 MiB were still held). This record is
 what the supervisor wrote for that run; the rule it must show: attempt 2 starts only once every GPU's used memory
 is back within 1 GiB of what attempt 1 started with.

@@ -8,23 +8,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dapo_ops.core import classify
-from dapo_ops.core import features
 from dapo_ops.agent import remote_probe
-from dapo_ops.core import runstate
 from dapo_ops.control import statusview
 from dapo_ops.agent import supervisor
+import supervisor_helpers
+from supervisor_helpers import new_run
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "real-verl"
-REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
-FAST = {"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2, "write_interval_s": 0.2}
 
 # run -> (steps printed, Total training steps, resumed from, saves started, exit code of the real run)
 RUNS = {
@@ -154,41 +149,15 @@ def test_every_real_oom_line_is_seen_by_the_per_line_check():
 
 
 def make_run(tmp_path, attempts: list[dict], *, steps: int, extra: dict | None = None):
-    runs = tmp_path / "runs"
-    rid = runstate.new_run_id()
-    run_dir = runs / rid
-    run_dir.mkdir(parents=True)
-    fs = features.resolve(None)
-    spec = {
-        "version": 1, "run_id": rid, "host": "local", "container": "", "mode": "dapo", "framework": "fsdp",
-        "profile": "0.9", "accelerator": "gpu", "workdir": str(tmp_path), "python": sys.executable,
-        "run_dir": str(run_dir),
-        "settings": {"steps": steps, "ckpt_dir": str(run_dir / "checkpoints"), "gpu_memory_utilization": 0.9,
-                     "max_prompt_length": 128, "max_response_length": 64, "experiment": rid},
-        "features": fs.to_json(), "disabled_features": [], "max_oom_retries": 2, "hang_timeout_s": 1800,
-        "env": {}, "notify": {}, "supervisor": dict(FAST),
-    }
-    spec.update(extra or {})
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
-    (run_dir / "replay.json").write_text(json.dumps({"attempts": attempts}))
-    return run_dir
+    """A run of replay_verl (tests/replay_verl.py): attempt k replays ``attempts[k-1]`` (-> replay.json)."""
+    return new_run(tmp_path, steps=steps, workdir=tmp_path, container="", disabled_features=[],
+                   settings={"gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64},
+                   files={"replay.json": {"attempts": attempts}}, **(extra or {}))
 
 
 def run_to_end(run_dir, timeout=90):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
-    env["PATH"] = "/usr/bin:/bin"  # no nvidia-smi here: device memory is not recorded
-    with open(run_dir / "supervisor.log", "ab") as log:
-        p = subprocess.Popen([sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
-                              "replay_verl:factory"], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError((run_dir / "supervisor.log").read_text())
-    rec = runstate.read_run(run_dir)
-    assert rec is not None, (run_dir / "supervisor.log").read_text()
-    return rec
+    # no nvidia-smi on PATH: device memory is not recorded
+    return supervisor_helpers.run_to_end(run_dir, timeout, factory="replay_verl:factory", path="/usr/bin:/bin")
 
 
 def _alive(pid: int) -> bool:

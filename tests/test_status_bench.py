@@ -28,7 +28,7 @@ RUNS_IN_CONTAINER = "/verl/dapo_runs"
 # A stand-in supervisor inside the container (python3 of the image, no dapo_ops): argv names
 # dapo_ops.agent.supervisor and the run dir (what the probe checks before signalling), it starts a verl stand-in
 # (`sleep`) in its own process group, records both PIDs in run.json, and on SIGTERM stops that group and marks
-# the run stopped, as dapo_ops/agent/supervisor.py does.
+# the run stopped, as dapo_ops/agent/supervisor/ does.
 FAKE_SUPERVISOR = r"""
 import json, os, signal, subprocess, sys, time
 rd = sys.argv[2]

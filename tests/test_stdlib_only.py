@@ -16,7 +16,8 @@ FILES = remote_bundle.bundle_files()
 
 
 def test_the_bundle_contains_the_supervisor_and_its_decision_modules():
-    for name in ("agent/supervisor.py", "core/classify/__init__.py", "core/features.py", "core/ladder.py", "core/overrides.py",
+    for name in ("agent/supervisor/__init__.py", "core/classify/__init__.py", "core/features.py", "core/ladder.py",
+                 "core/overrides.py",
                  "core/runstate.py", "agent/notify.py", "core/redact.py"):
         assert name in FILES
     assert {n.split("/")[0] for n in FILES} == {"__init__.py", "core", "agent"}

@@ -8,83 +8,24 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from dapo_ops.core import features
 from dapo_ops.core import runstate
 from dapo_ops.agent import supervisor
-
-pytest.importorskip("dapo_ops.core.classify", reason="classifier (issue 5) not landed yet")
-
-REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
-FAST = {"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2, "write_interval_s": 0.2}
+from supervisor_helpers import FAST, new_run, run_to_end, start, wait_for  # noqa: F401 (run_to_end: other tests)
 
 
 def make_run(tmp_path, fake, *, steps=6, user_features=None, max_oom_retries=2, hang_timeout_s=1800,
              secret=None, extra=None, run_id=None):
-    runs = tmp_path / "runs"
-    rid = run_id or runstate.new_run_id()
-    run_dir = runs / rid
-    run_dir.mkdir(parents=True)
+    """A run of fake verl (tests/fake_verl.py, behaviour ``fake`` -> fake.json) in ``<tmp_path>/work``."""
     workdir = tmp_path / "work"
-    workdir.mkdir(exist_ok=True)
-    fs = features.resolve(user_features)
-    spec = {
-        "version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
-        "profile": "0.9", "accelerator": "gpu", "workdir": str(workdir), "python": sys.executable,
-        "run_dir": str(run_dir),
-        "settings": {"steps": steps, "ckpt_dir": str(run_dir / "checkpoints"), "gpu_memory_utilization": 0.6,
-                     "max_prompt_length": 2048, "max_response_length": 8192, "experiment": rid},
-        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
-        "max_oom_retries": max_oom_retries, "hang_timeout_s": hang_timeout_s,
-        "env": {"FAKE_ENV": "1"}, "notify": {}, "supervisor": dict(FAST),
-    }
-    spec.update(extra or {})
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
-    (run_dir / "fake.json").write_text(json.dumps(fake))
-    if secret:
-        fd = os.open(str(run_dir / "secret.env"), os.O_WRONLY | os.O_CREAT, 0o600)
-        os.write(fd, "".join("%s=%s\n" % kv for kv in secret.items()).encode())
-        os.close(fd)
-    return run_dir
-
-
-def start(run_dir):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS)])
-    log = open(run_dir / "supervisor.log", "ab")
-    return subprocess.Popen(
-        [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", "fake_verl:factory"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-    )
-
-
-def run_to_end(run_dir, timeout=90):
-    p = start(run_dir)
-    try:
-        p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError((run_dir / "supervisor.log").read_text())
-    rec = runstate.read_run(run_dir)
-    assert rec is not None, (run_dir / "supervisor.log").read_text()
-    return rec
-
-
-def wait_for(pred, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError("condition not met in %ss" % timeout)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return new_run(tmp_path, steps=steps, workdir=workdir, user_features=user_features, secret=secret, run_id=run_id,
+                   settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192},
+                   files={"fake.json": fake}, max_oom_retries=max_oom_retries, hang_timeout_s=hang_timeout_s,
+                   env={"FAKE_ENV": "1"}, **(extra or {}))
 
 
 def steps_per_attempt(train_log: str):
@@ -405,3 +346,18 @@ def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
     assert shown == ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
                      "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
                      "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=***", "x=***"]
+
+
+def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
+    """The supervisor's own import path (the directory holding dapo_ops/, what remote_bundle puts on PYTHONPATH)
+    is dropped from verl's PYTHONPATH; the rest of it stays."""
+    run_dir = make_run(tmp_path, {"steps": 1})
+    bundle = str(Path(supervisor.__file__).resolve().parents[3])
+    assert (Path(bundle) / "dapo_ops" / "agent" / "supervisor" / "__init__.py").is_file()
+    sup = supervisor.Supervisor(str(run_dir))
+    sup._load()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([bundle, "/opt/site"]))
+    assert sup._child_env(1)["PYTHONPATH"] == "/opt/site"
+    monkeypatch.setenv("PYTHONPATH", bundle + "/")
+    assert "PYTHONPATH" not in sup._child_env(1)
+

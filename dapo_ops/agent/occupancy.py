@@ -16,7 +16,7 @@ processes of a finished run (terminal run.json status) that outlived it (Ray age
 ended here (:func:`dapo_ops.core.cluster.stop_session`, :func:`end_pids`: that run's processes only) and reported as
 ``cleaned``.
 
-CLI in the container (what ``tasks/launch.py`` calls)::
+CLI in the container (what ``dapo_ops/cli/launch_checks.py`` refuse_if_busy calls)::
 
     python3 -m dapo_ops.agent.occupancy <runs_dir> [<host name>] [--sweep]    # one JSON object on stdout
 """
@@ -29,6 +29,7 @@ import socket
 import sys
 from typing import Any, Dict, List, Optional
 
+from dapo_ops.agent import procs
 from dapo_ops.core import cluster
 from dapo_ops.core import runstate
 
@@ -81,9 +82,9 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
     """
     lock = runstate.active_run(runs_dir)
     active_id = (lock or {}).get("run_id")
-    procs = scan()
+    found = scan()
     verl, cleaned = [], []
-    for rid, pids in sorted(procs["verl"].items(), reverse=True):
+    for rid, pids in sorted(found["verl"].items(), reverse=True):
         if rid == active_id:
             continue
         rdir = runstate.run_dir_for(runs_dir, rid) if runstate.is_run_id(rid) else None
@@ -99,12 +100,12 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
                      "status": status})
     sessions = {s["run_id"]: s for s in runstate.ray_sessions(runs_dir, name)}
     ray = []
-    ray_ids = {r for r in procs["ray"] if os.path.isdir(os.path.join(runs_dir, ".cluster", r))}
+    ray_ids = {r for r in found["ray"] if os.path.isdir(os.path.join(runs_dir, ".cluster", r))}
     for rid in sorted(set(sessions) | ray_ids, reverse=True):
         info = sessions.get(rid) or _node_info(runs_dir, rid, name)
-        pids = procs["ray"].get(rid, [])
+        pids = found["ray"].get(rid, [])
         if info.get("role") == "head":
-            serving = rid == active_id or rid in procs["verl"]
+            serving = rid == active_id or rid in found["verl"]
         else:
             serving = gcs_up(info.get("head_address"), info.get("port"))
         if serving:
@@ -118,20 +119,9 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
 
 
 def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
-    """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left; returns how many there were."""
-    import signal
-    import time
-
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        live = [p for p in pids if runstate.pid_alive(p)]
-        for p in live:
-            try:
-                os.kill(p, sig)
-            except OSError:
-                pass
-        deadline = time.time() + wait_s
-        while live and any(runstate.pid_alive(p) for p in live) and time.time() < deadline:
-            time.sleep(0.1)
+    """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left (:func:`dapo_ops.agent.procs.terminate`);
+    returns how many there were."""
+    procs.terminate(lambda: [p for p in pids if runstate.pid_alive(p)], grace_s)
     return len(pids)
 
 

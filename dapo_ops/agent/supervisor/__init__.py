@@ -1,0 +1,47 @@
+"""The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes.
+
+STDLIB ONLY (shipped into the training container, see ``dapo_ops/control/remote_bundle.py``)::
+
+    cd <workdir> && PYTHONPATH=<bundle> python3 -m dapo_ops.agent.supervisor <run_dir>
+
+Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
+
+1. read ``spec.json`` and ``secret.env`` (then delete it; secrets stay in memory only), take the
+   one-run-per-container lock (``runstate.acquire_lock``), write ``run.json`` (:mod:`.config`, :mod:`.record`);
+2. per attempt ``k``: argv = ``overrides.build_command(spec, features, setting_changes)``; start verl in
+   its **own session / process group** with stdout+stderr into ``attempt-<k>.log`` (:mod:`.attempt`); follow that
+   file incrementally (kept offset, never re-read), copy it into ``train.log`` between delimiter lines, parse
+   ``step:N - k:v`` metrics, ``Total training steps: N``, resume lines and SwanLab's ``View run … at <url>``
+   (:mod:`.follow`, the grammar of :mod:`dapo_ops.core.logformat`);
+3. as soon as ``classify.is_device_oom_line`` fires (not at exit: the other ranks hang in a collective),
+   or the process exits, or no progress for ``hang_timeout_s``: stop the attempt's process group (SIGTERM,
+   then SIGKILL; own processes only, never by name: :mod:`dapo_ops.agent.procs`), classify the attempt log's
+   tail, ask ``ladder.decide`` (:mod:`.escalate`) and either retry (next FeatureSet / setting changes,
+   ``trainer.resume_mode=auto`` on the same checkpoint dir (:mod:`.checkpoints`), same experiment, same SwanLab
+   run id; on GPU after the device memory is free again, :mod:`.devices`) or stop with the suggestions;
+4. SIGTERM/SIGINT to the supervisor (``inv stop``) stops the verl group and marks the run ``stopped``.
+
+The state machine is :class:`Supervisor` (:mod:`.machine`); tunables are listed in :mod:`.config`. The names
+below are this package's public interface (tests, bench/, gpu/ use them from here).
+"""
+
+from dapo_ops.agent.procs import own_processes, stop_process_group
+from dapo_ops.agent.supervisor.attempt import RAY_TMP_ROOT, child_env, ray_tmpdir, redact_argv
+from dapo_ops.agent.supervisor.checkpoints import TRACKER_NAME, latest_checkpoint
+from dapo_ops.agent.supervisor.config import DEFAULT_TUNABLES, NOTIFY_SECRET_PREFIX, parse_env_file
+from dapo_ops.agent.supervisor.devices import (OOM_COUNTER_FILES, device_memory_used_mib, gpu_compute_pids,
+                                               oom_kill_count, wait_gpu_release)
+from dapo_ops.agent.supervisor.escalate import LOST_NODE_CLASSES
+from dapo_ops.agent.supervisor.journal import log
+from dapo_ops.agent.supervisor.machine import Supervisor, main
+from dapo_ops.agent.supervisor.record import KEY_METRICS, ending_line
+from dapo_ops.core.logformat import (ANSI_RE, RESUME_RE, SAVE_RE, SCRATCH_MARK, TOTAL_RE, parse_metrics_line,
+                                     parse_swanlab_url, swanlab_run_id)
+
+__all__ = [
+    "ANSI_RE", "DEFAULT_TUNABLES", "KEY_METRICS", "LOST_NODE_CLASSES", "NOTIFY_SECRET_PREFIX", "OOM_COUNTER_FILES",
+    "RAY_TMP_ROOT", "RESUME_RE", "SAVE_RE", "SCRATCH_MARK", "TOTAL_RE", "TRACKER_NAME", "Supervisor", "child_env",
+    "device_memory_used_mib", "ending_line", "gpu_compute_pids", "latest_checkpoint", "log", "main",
+    "oom_kill_count", "own_processes", "parse_env_file", "parse_metrics_line", "parse_swanlab_url", "ray_tmpdir",
+    "redact_argv", "stop_process_group", "swanlab_run_id", "wait_gpu_release",
+]

@@ -1,0 +1,84 @@
+"""What one run tells its supervisor: ``spec.json``, ``secret.env`` and the tunables (STDLIB ONLY, shipped).
+
+``spec.json`` is written by the launch (docs/design.md "Run spec"; read by :func:`dapo_ops.core.runstate.read_spec`).
+``secret.env`` (0600, ``KEY=VALUE`` lines) is read once and deleted: secrets stay in the supervisor's memory and
+in verl's environment only, never on disk, in argv or in run.json.
+
+Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
+output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM -> SIGKILL),
+``retry_delay_s`` (10 on NPU -- HCCL ``EJ0001`` if restarted too soon --; on GPU at most 3: the wait ends as soon
+as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.devices.wait_gpu_release`),
+``release_wait_max_s`` (60: the bound on the latter), ``write_interval_s`` (1.0: run.json progress throttle),
+``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`).
+``hang_timeout_s`` (1800) and ``max_oom_retries`` (2) are top-level in the spec.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict
+
+#: secret.env names the notifier owns (notify.spec_from_user_config: DAPO_NOTIFY_URL_<i>, DAPO_NOTIFY_SIGN_<i>)
+NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
+
+DEFAULT_TUNABLES = {
+    "poll_interval_s": 0.25,
+    "oom_grace_s": 1.0,
+    "kill_grace_s": 15.0,
+    "write_interval_s": 1.0,
+    "release_wait_max_s": 60.0,
+}
+
+
+def parse_env_file(text: str) -> Dict[str, str]:
+    """``KEY=VALUE`` lines (``export`` prefix, ``#`` comments, one level of matching quotes allowed)."""
+    out: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        if "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        k = k.strip()
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+            out[k] = v
+    return out
+
+
+def take_secret_env(path: Path) -> Dict[str, str]:
+    """The variables of ``secret.env`` at ``path`` (empty when it is missing), after which the file is deleted.
+
+    :raises OSError: the file exists but cannot be read or deleted.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        text = ""
+    out = parse_env_file(text) if text else {}
+    try:
+        os.unlink(str(path))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def tunables(spec: Dict[str, Any]) -> Dict[str, float]:
+    """:data:`DEFAULT_TUNABLES` updated from ``spec["supervisor"]``, plus ``retry_delay_s`` (seconds; 10 on NPU,
+    3 on GPU unless the spec sets it). ``oom_counter_files`` is read from the spec where it is used.
+
+    :raises ValueError: a tunable in the spec is not a number.
+    """
+    tun = dict(DEFAULT_TUNABLES)
+    sup = spec.get("supervisor") or {}
+    tun.update({k: float(v) for k, v in sup.items() if k in DEFAULT_TUNABLES or k == "retry_delay_s"})
+    if "retry_delay_s" not in tun:
+        tun["retry_delay_s"] = 10.0 if spec.get("accelerator", "npu") == "npu" else 3.0
+    return tun

@@ -1,0 +1,136 @@
+"""From an ended attempt to the next step: its verdict, the ladder's decision, the cluster check (STDLIB ONLY).
+
+The verdict is the classifier's (:func:`dapo_ops.core.classify.classify_file` over the attempt log's last
+:data:`TAIL_BYTES` bytes) or, when the supervisor stopped a silent attempt, a ``hang``; the decision is
+:func:`dapo_ops.core.ladder.decide`'s (retry with the next FeatureSet / setting changes, done, or stop with
+suggestions), counted per retry counter. A multi-host run (spec ``ray``) checks before a retry, and after a
+final failure of a :data:`LOST_NODE_CLASSES` class, whether a Ray node was lost (:mod:`dapo_ops.core.cluster`):
+a run never retries on fewer nodes (its checkpoint is tied to the world size). Verdicts are run.json dicts
+(``cls``, ``action_kind``, ``action``, ``hint``, ``evidence``, ``detail``; docs/design.md "run.json").
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional
+
+from dapo_ops.agent.supervisor.journal import log
+from dapo_ops.core import classify, cluster, ladder
+
+TAIL_BYTES = 4 << 20
+#: final-failure classes after which a multi-host run checks whether a Ray node was lost (the likelier cause)
+LOST_NODE_CLASSES = ("network", "hccl-timeout", "crash-other", "hang")
+
+
+def verdict(cls: str, action: str, hint: str, evidence: Optional[List[str]] = None,
+            detail: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """A stop verdict of the supervisor's own (``action_kind`` stop)."""
+    return {"cls": cls, "action_kind": "stop", "action": action, "hint": hint, "evidence": list(evidence or []),
+            "detail": dict(detail or {})}
+
+
+def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optional[int]) -> Dict[str, Any]:
+    """The classifier's verdict on the attempt log at ``log_path``. Our own kill's exit code (143/137) would read as
+    a host OOM: the exit code is passed only when verl ended by itself (``outcome["killed_by"]`` None)."""
+    code = None if outcome["killed_by"] else outcome["exit_code"]
+    v = classify.classify_file(log_path, tail_bytes=TAIL_BYTES, exit_code=code, planned_total=planned_total,
+                               container_state=outcome.get("container_state"))
+    return v.to_json()
+
+
+def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
+    """No ``step:`` line for ``hang_timeout_s`` seconds: the attempt was stopped (``step``/``total``: progress)."""
+    mins = hang_timeout_s / 60.0
+    return verdict(
+        "hang", "no training progress for %.0f min: process group stopped" % mins,
+        "No new `step:` line for %.0f minutes. Look at the end of the log (`inv logs --errors`) for a rank "
+        "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
+        "`hang_timeout_s` if steps are legitimately slower." % mins,
+        detail={"step": step, "total": total})
+
+
+def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:
+    """Attempt ``k``'s verl command could not be built (``err``: the one-line BuildError)."""
+    return verdict("config-error", "cannot build the verl command for attempt %d: %s" % (k, err),
+                   "The run spec (or a ladder setting change) is invalid for the override generator; "
+                   "fix the named value and launch again.",
+                   [str(err)], {"attempt": k, "setting_changes": dict(changes)})
+
+
+def lock_held_verdict(err) -> Dict[str, Any]:
+    """Another run holds this container (``err``: runstate.LockHeld)."""
+    return verdict("config-error", str(err),
+                   "One run per container: stop the active run first or wait for it to finish.",
+                   detail={"active_run": err.run_id})
+
+
+def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
+    """The supervisor itself failed (its traceback is in ``supervisor_log``)."""
+    return verdict("crash-other",
+                   "supervisor error: %s" % (str(err).splitlines()[0] if str(err) else type(err).__name__),
+                   "See %s for the traceback." % supervisor_log)
+
+
+def decision_json(d) -> Dict[str, Any]:
+    """run.json ``decision`` of a ladder.Decision."""
+    if hasattr(d, "to_json"):
+        return dict(d.to_json())
+    return {
+        "action": d.action,
+        "features": d.features.to_json(),
+        "setting_changes": dict(d.setting_changes or {}),
+        "reason": d.reason,
+        "skipped": list(d.skipped or []),
+        "suggestions": list(d.suggestions or []),
+    }
+
+
+class Ladder:
+    """The retry counters of one run around :func:`dapo_ops.core.ladder.decide` (``max_oom_retries``: the
+    device-OOM budget; other counters are the ladder's own, e.g. the host-OOM rollback)."""
+
+    def __init__(self, max_oom_retries: int):
+        self.max_oom_retries = max_oom_retries
+        self.oom_used = 0
+        self.other_used: Dict[str, int] = {}
+
+    def decide(self, fs, v: Dict[str, Any], k: int, settings: Dict[str, Any]):
+        """The ladder's decision after attempt ``k`` (features ``fs``, verdict ``v``) under the run's settings."""
+        return ladder.decide(fs, v.get("cls"), v.get("detail") or {}, k, self.oom_used, self.max_oom_retries,
+                             dict(self.other_used), settings)
+
+    def count(self, d) -> None:
+        """A retry of decision ``d`` is taken: spend its counter."""
+        counter = getattr(d, "counter", None)
+        if counter == "oom":
+            self.oom_used += 1
+        elif counter:
+            self.other_used[counter] = self.other_used.get(counter, 0) + 1
+
+
+def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """A stop verdict naming the lost node(s) of a multi-host run, or None when every node of ``spec["ray"]`` is
+    still alive (or the run is single-host). Asks the head's Ray (``cluster.cluster_view``, at most
+    ``cluster.RETRY_CHECK_S`` seconds) with the spec's ``python``."""
+    ray_spec = spec.get("ray") or None
+    if not ray_spec or len(ray_spec.get("nodes") or []) < 2:
+        return None
+    view = cluster.cluster_view(spec.get("python") or sys.executable, ray_spec)
+    v = cluster.lost_nodes_verdict(ray_spec, view)
+    if v is not None:
+        log("cluster check: %s" % v["evidence"][0])
+    return v
+
+
+def teardown_cluster(spec: Dict[str, Any], grace_s: float) -> None:
+    """End the head's ``ray start`` session of a multi-host run (its pid file is
+    ``spec["ray"]["nodes"][0]["pid_file"]``); the workers' raylets lose the head and exit by themselves
+    within seconds (``cluster.WORKER_GCS_RECONNECT_S``). Never raises."""
+    nodes = (spec.get("ray") or {}).get("nodes") or []
+    if not nodes or not nodes[0].get("pid_file"):
+        return
+    try:
+        n = cluster.stop_session(nodes[0]["pid_file"], grace_s)
+        log("Ray head session on %s stopped (%d processes)" % (nodes[0].get("name"), n))
+    except Exception as e:  # noqa: BLE001
+        log("could not stop the Ray head session: %s" % e)

@@ -1,0 +1,222 @@
+"""Follow one attempt's log as it grows: copy it into train.log, read what verl says (STDLIB ONLY, shipped).
+
+verl's stdout+stderr go to ``<run_dir>/attempt-<k>.log``; the supervisor reads that file incrementally (a kept
+offset, never re-read), copies the bytes into ``train.log`` between ``===== dapo-ops attempt k start/end``
+delimiter lines and splits them into lines at ``\\r`` or ``\\n`` (tqdm redraws with ``\\r``). Each line goes
+through the one verl-log grammar (:mod:`dapo_ops.core.logformat`: ``step:N - k:v`` metrics, ``Total training
+steps``, resume and save lines, SwanLab's link) and the per-line device-OOM check
+(:func:`dapo_ops.core.classify.is_device_oom_line`). :func:`follow` is the loop that decides when an attempt
+is stopped: it exited, the operator stopped the run, ``oom_grace_s`` seconds after an OOM line (the other ranks
+hang in a collective), or no progress for ``hang_timeout_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from dapo_ops.agent import notify
+from dapo_ops.agent.supervisor import record
+from dapo_ops.agent.supervisor.journal import iso, log, now
+from dapo_ops.core.logformat import (ANSI_RE, RESUME_RE, SAVE_RE, TOTAL_RE, parse_metrics_line,
+                                     parse_swanlab_url)
+
+#: bytes read from the attempt log per call
+READ_BYTES = 8 << 20
+#: a line without an end longer than this (characters) is scanned anyway; the rest continues the next one
+MAX_PARTIAL = 1 << 20
+
+
+class TrainLog:
+    """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines."""
+
+    def __init__(self, path: str):
+        self.fh = open(path, "ab")
+        self._nl = True  # the last byte written ends a line
+
+    def write(self, data: bytes) -> None:
+        if self.fh is not None and data:
+            self.fh.write(data)
+            self.fh.flush()
+            self._nl = data.endswith(b"\n")
+
+    def start(self, k: int, names: List[str]) -> None:
+        self.write(("===== dapo-ops attempt %d start %s features=%s =====\n" % (k, iso(), ",".join(names))).encode())
+
+    def end(self, k: int, exit_code: Optional[int], cls: Optional[str]) -> None:
+        self.write((b"" if self._nl else b"\n")
+                   + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode())
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class LinkFinder:
+    """SwanLab's run link (or local/offline ``swanlab watch|sync`` command) from the output, once:
+    ``notify.LinkScanner`` (it knows the run's ``SWANLAB_RUN_ID`` / ``SWANLAB_LOG_DIR``), else
+    :func:`dapo_ops.core.logformat.parse_swanlab_url`."""
+
+    def __init__(self, env: Dict[str, Any]):
+        self.env = dict(env or {})
+        self._scanner: Any = None
+
+    def _get(self):
+        if self._scanner is None:
+            try:
+                self._scanner = notify.LinkScanner(self.env.get("SWANLAB_RUN_ID"), self.env.get("SWANLAB_LOG_DIR"))
+            except (ImportError, AttributeError):
+                self._scanner = False
+        return self._scanner
+
+    def pending(self) -> bool:
+        """The scanner saw the start of a link that continues on the next lines."""
+        sc = self._scanner
+        return bool(sc) and bool(getattr(sc, "pending", False))
+
+    def feed(self, line: str) -> Optional[str]:
+        sc = self._get()
+        if sc:
+            try:
+                return sc.feed(line)
+            except Exception:  # noqa: BLE001 - a parser problem never stops supervision
+                self._scanner = False
+        return parse_swanlab_url(line)
+
+
+class Scanner:
+    """Reads complete lines of attempt ``att`` into the run record ``rec``: OOM, metrics, totals, resume, save,
+    SwanLab link. ``oom_line`` / ``oom_at`` (seconds since the epoch): the first device-OOM line and when it was
+    seen. ``on_link(url)`` is called once with the link."""
+
+    def __init__(self, rec: Dict[str, Any], att: Dict[str, Any], writer: record.RecordWriter, links: LinkFinder,
+                 on_link: Callable[[str], None], is_oom: Callable[[str], bool]):
+        self.rec, self.att, self.writer, self.links = rec, att, writer, links
+        self.on_link, self.is_oom = on_link, is_oom
+        self.oom_line: Optional[str] = None
+        self.oom_at: Optional[float] = None
+
+    def scan(self, lines: List[str]) -> None:
+        rec, att = self.rec, self.att
+        for line in lines:
+            if not line:
+                continue
+            if "step:" in line:
+                parsed = parse_metrics_line(line)
+                if parsed is not None:
+                    record.on_step(rec, att, parsed[0], parsed[1])
+                    self.writer.dirty = True
+            if "Total training steps" in line:
+                m = TOTAL_RE.search(line)
+                if m:
+                    rec["total_steps"] = int(m.group(1))
+                    self.writer.dirty = True
+            if "global_step" in line or "global step" in line:
+                m = RESUME_RE.search(line)
+                if m:
+                    att["resumed_from"] = int(m.group(1) or m.group(2))
+                    self.writer.dirty = True
+                m = SAVE_RE.search(line)
+                if m:
+                    att["saved_step"] = int(m.group(1))  # a save started (complete = on disk: latest_checkpoint)
+                    self.writer.dirty = True
+            if not rec.get("swanlab_url") and ("View run" in line or "swanlab" in line or self.links.pending()):
+                url = self.links.feed(line)
+                if url:
+                    self.on_link(url)
+            if self.oom_line is None and self.is_oom(line):
+                self.oom_line = ANSI_RE.sub("", line).strip()[:500]
+                self.oom_at = now()
+                att["oom_line_at"] = self.oom_at
+                log("device OOM line in attempt %d: %s" % (att["n"], self.oom_line[:200]))
+
+
+class Follower:
+    """The attempt log at ``path`` read from its start as it grows; each chunk is copied with ``tee`` and its
+    complete lines handed to ``on_lines``. Chunk ends may split a UTF-8 character: decoded incrementally."""
+
+    def __init__(self, path: str, tee: Callable[[bytes], None], on_lines: Callable[[List[str]], None]):
+        self.reader = open(path, "rb")
+        self.tee, self.on_lines = tee, on_lines
+        self.partial = ""
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def pump(self) -> bool:
+        """Read what is new; False when nothing was."""
+        data = self.reader.read(READ_BYTES)
+        if not data:
+            return False
+        self.tee(data)
+        text = self.partial + self.decoder.decode(data)
+        parts = re.split(r"[\r\n]", text)
+        self.partial = parts.pop()
+        if len(self.partial) > MAX_PARTIAL:  # a line without end: scan it anyway, keep the tail
+            parts.append(self.partial)
+            self.partial = ""
+        self.on_lines(parts)
+        return True
+
+    def drain(self) -> None:
+        """Read everything that is there now."""
+        while self.pump():
+            pass
+
+    def finish(self) -> None:
+        """Read the rest, hand over an unterminated last line, close the file."""
+        self.drain()
+        if self.partial:
+            self.on_lines([self.partial])
+        self.reader.close()
+
+
+def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Dict[str, Any], att: Dict[str, Any], *,
+           stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
+           writer: record.RecordWriter) -> Optional[str]:
+    """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
+    supervisor must stop it: ``"stop"`` (``stop()`` true), ``"oom"`` (``oom_grace_s`` s after the OOM line) or
+    ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s). Progress is
+    written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s when nothing is new."""
+    while True:
+        got = follower.pump()
+        if proc.poll() is not None:
+            follower.drain()
+            return None
+        t = now()
+        if stop():
+            return "stop"
+        if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
+            return "oom"
+        last = rec.get("last_progress_at") or att["started_at"]
+        if t - last > hang_timeout_s:
+            log("no progress for %.0f s: hang" % (t - last))
+            return "hang"
+        if writer.dirty:
+            writer.write(rec, force=False)
+        if not got:
+            time.sleep(poll_s)
+
+
+def link_workdir_log(workdir: Optional[str], train_log: Path) -> None:
+    """``<workdir>/train.log`` -> the run's train.log (a symlink, replaced atomically). A regular file there is
+    left alone. Never raises: problems go to supervisor.log."""
+    if not workdir:
+        return
+    link = Path(workdir) / "train.log"
+    target = str(train_log.resolve())
+    try:
+        if link.exists() and not link.is_symlink():
+            log("%s is a regular file; not replacing it with a link to %s" % (link, target))
+            return
+        tmp = Path(workdir) / (".train.log.%d" % os.getpid())
+        try:
+            os.unlink(str(tmp))
+        except FileNotFoundError:
+            pass
+        os.symlink(target, str(tmp))
+        os.replace(str(tmp), str(link))
+    except OSError as e:
+        log("could not link %s -> %s: %s" % (link, target, e))

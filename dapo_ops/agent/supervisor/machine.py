@@ -1,0 +1,369 @@
+"""The supervisor's state machine: one run from its spec to its end, attempt after attempt (STDLIB ONLY, shipped).
+
+States (run.json ``status``, :data:`dapo_ops.core.runstate.STATUSES`): ``starting`` -> ``running`` (an attempt is up) ->
+``retrying`` (the ladder chose a retry; the delay / GPU release wait) -> ``running`` ... -> ``succeeded`` |
+``failed`` | ``stopped``. The pieces: :mod:`.config` (spec, secret.env, tunables), :mod:`.attempt` (command,
+environment, start, teardown), :mod:`.follow` (the attempt log as it grows), :mod:`.escalate` (verdict ->
+decision), :mod:`.record` (run.json), :mod:`.devices` (nvidia-smi, OOM-kill counter), :mod:`.checkpoints`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from dapo_ops.agent import notify, procs
+from dapo_ops.agent.supervisor import attempt, config, devices, escalate, follow, record
+from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint
+from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.core import classify, features, runstate
+from dapo_ops.core.logformat import swanlab_run_id
+
+DESCRIPTION = "The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes."
+OPERATOR = "stopped by the operator"
+
+
+class _Stop(Exception):
+    """Raised inside the attempt loop when the supervisor was asked to stop."""
+
+
+class Supervisor:
+    """One run's supervisor. ``run()`` returns the process exit code (0 succeeded/stopped, 1 failed, 2 no spec).
+
+    ``command_factory(spec, features, setting_changes) -> list[str]`` defaults to
+    ``overrides.build_command``; tests and ``bench/reaction.py`` pass a fake verl instead.
+    The first attempt starts from the spec's ``setting_changes`` (the memory-fit estimate's rungs,
+    recorded in ``memory_rungs`` with source ``estimate``); the ladder's changes are merged on top.
+    """
+
+    def __init__(self, run_dir: str, command_factory: Optional[Callable[..., List[str]]] = None):
+        self.run_dir = str(run_dir)
+        self.paths = runstate.RunPaths(run_dir)
+        self.command_factory = command_factory
+        self.stop_requested = False
+        self.spec: Dict[str, Any] = {}
+        self.secret_env: Dict[str, str] = {}
+        self.rec: Dict[str, Any] = {}
+        self.tun = dict(config.DEFAULT_TUNABLES)
+        self.hang_timeout_s = 1800.0
+        self.ladder = escalate.Ladder(2)
+        self.writer = record.RecordWriter(self.run_dir)
+        self.links = follow.LinkFinder({})
+        self.train_log: Optional[follow.TrainLog] = None
+        self.proc: Optional[subprocess.Popen] = None
+        self.pgid: Optional[int] = None
+        self.marker: Optional[bytes] = None
+        self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
+        self.att_pids: List[int] = []  # the current attempt's processes when its teardown began
+        self._notify_threads: List[threading.Thread] = []
+        self.lock_taken = False
+        self.swanlab_id: Optional[str] = None
+
+    # -- setup -------------------------------------------------------------
+
+    def _load(self) -> None:
+        self.spec = runstate.read_spec(self.run_dir)
+        self.secret_env = config.take_secret_env(self.paths.secret_env)
+        self.tun = config.tunables(self.spec)
+        self.writer.interval_s = self.tun["write_interval_s"]
+        self.hang_timeout_s = float(self.spec.get("hang_timeout_s") or 1800)
+        self.ladder = escalate.Ladder(int(self.spec.get("max_oom_retries", 2)))
+        self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
+        self.links = follow.LinkFinder(self.spec.get("env") or {})
+
+    def _runs_dir(self) -> str:
+        return str(Path(self.run_dir).resolve().parent)
+
+    def _settings(self) -> Dict[str, Any]:
+        s = dict(self.spec.get("settings") or {})
+        s.update(self.rec.get("setting_changes") or {})
+        s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
+        s.setdefault("mode", self.spec.get("mode"))
+        return s
+
+    def _child_env(self, k: int) -> Dict[str, str]:
+        return attempt.child_env(self.spec, self.secret_env, k, self.swanlab_id)
+
+    def _redact_argv(self, argv: List[str]) -> List[str]:
+        return attempt.redact_argv(argv, self.secret_env)
+
+    # -- run.json, train.log, notifications ----------------------------------
+
+    def _write(self, force: bool = True) -> None:
+        self.writer.write(self.rec, force)
+
+    def _set_status(self, status: str) -> None:
+        self.rec["status"] = status
+        self._write()
+
+    def _tee(self, data: bytes) -> None:
+        if self.train_log is not None:
+            self.train_log.write(data)
+
+    def _on_link(self, url: str) -> None:
+        self.rec["swanlab_url"] = url
+        self.swanlab_id = swanlab_run_id(url)
+        self._write()
+
+    def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "",
+                suggestions: Optional[List[str]] = None) -> None:
+        """Post ``event`` (escalation|failure|hang|success) via ``notify.send_event`` in a daemon thread
+        (payload: :func:`record.notify_payload`); whether it is due is ``notify.should_notify``'s call (spec
+        ``notify``). Never fatal: errors go to supervisor.log."""
+        cfg = self.spec.get("notify") or {}
+        if not cfg.get("webhooks"):
+            return
+        payload = record.notify_payload(self.spec, self.rec, event, verdict, reason, suggestions)
+
+        def send() -> None:
+            try:
+                errors = notify.send_event(cfg, self.secret_env, payload) or []
+            except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
+                errors = ["notifier error: %s" % (str(e).splitlines()[0] if str(e) else type(e).__name__)]
+            for err in errors:
+                log("notification %s: %s" % (event, err))
+
+        t = threading.Thread(target=send, name="notify-" + event, daemon=True)
+        t.start()
+        self._notify_threads.append(t)
+
+    # -- one attempt ---------------------------------------------------------
+
+    def _run_attempt(self, k: int, fs, changes: Dict[str, Any]) -> Dict[str, Any]:
+        """Start attempt ``k`` and follow it to its end. Returns the outcome dict: ``exit_code`` (shell
+        convention, 128+signal), ``killed_by`` (None|"oom"|"hang"|"stop"), ``oom_line``, ``att`` (its run.json
+        entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
+        alog = self.paths.attempt_log(k)
+        att = record.new_attempt(k, fs, changes, latest_checkpoint(self._settings().get("ckpt_dir")), alog.name)
+        argv = attempt.build_argv(self.command_factory, self.spec, fs, changes)
+        counters = (self.spec.get("supervisor") or {}).get("oom_counter_files") or devices.OOM_COUNTER_FILES
+        oom0 = devices.oom_kill_count(tuple(counters))
+        gpu = self.spec.get("accelerator") == "gpu"
+        if gpu and k == 1:
+            att["device_mem_before_mib"] = devices.device_memory_used_mib()  # the baseline the retry waits return to
+        self.rec["attempts"].append(att)
+        self.rec["attempt"] = k
+        self.rec["features"] = fs.to_json()
+        self.train_log.start(k, sorted(fs.names()))
+        alog.touch(mode=0o644)  # the log run.json names exists from here on
+        if self.stop_requested:
+            raise _Stop()
+        log("attempt %d: %s" % (k, " ".join(self._redact_argv(argv))))
+        env = self._child_env(k)
+        rtd = env.get("RAY_TMPDIR") if attempt.ray_tmpdir(self.spec, k, env) else None
+        self.cmd_marker = (rtd + "/").encode() if rtd else None  # a path component: never <rtd>0 / <rtd>-x
+        att["ray_tmpdir"] = rtd
+        try:
+            self.proc = attempt.spawn(argv, alog, env, self.spec.get("workdir"))
+        except OSError as e:
+            self._tee((attempt.start_error(argv, e) + "\n").encode())
+            return {"exit_code": 127, "killed_by": None, "oom_line": None, "att": att, "container_state": None}
+        self.pgid = self.proc.pid
+        att["pid"] = self.proc.pid
+        self.rec["pids"]["verl_pgid"] = self.pgid
+        self.rec["last_progress_at"] = att["started_at"]
+        self._set_status("running")
+
+        scanner = follow.Scanner(self.rec, att, self.writer, self.links, self._on_link, classify.is_device_oom_line)
+        follower = follow.Follower(str(alog), self._tee, scanner.scan)
+        killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=lambda: self.stop_requested,
+                                  oom_grace_s=self.tun["oom_grace_s"], hang_timeout_s=self.hang_timeout_s,
+                                  poll_s=self.tun["poll_interval_s"], writer=self.writer)
+        if killed_by is not None:
+            log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
+        self.att_pids = attempt.teardown(self.proc, self.marker, self.cmd_marker, self.tun["kill_grace_s"], att, gpu)
+        follower.finish()
+        code = attempt.exit_code(self.proc.returncode)
+        container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
+        return {"exit_code": code, "killed_by": killed_by, "oom_line": scanner.oom_line, "att": att,
+                "container_state": container_state}
+
+    def _wait_to_retry(self, k: int, att: Dict[str, Any]) -> None:
+        """The delay before attempt ``k + 1``, then whatever of attempt ``k`` is still alive goes."""
+        if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
+            # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
+            base = (self.rec["attempts"][0] or {}).get("device_mem_before_mib")
+            devices.wait_before_retry(att, k, self.att_pids, base, self.tun["retry_delay_s"],
+                                      self.tun["release_wait_max_s"], lambda: self.stop_requested)
+        else:
+            self._sleep(self.tun["retry_delay_s"])
+        if procs.own_processes(self.pgid, self.marker, self.cmd_marker):
+            procs.stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
+
+    # -- the end ---------------------------------------------------------------
+
+    def _final(self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any],
+               announce: bool = True) -> int:
+        """End the run: record the end (:func:`record.end_run`), end every process of the run still alive (Ray agents
+        outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
+        notify (``announce``). Returns the exit code."""
+        record.end_run(self.rec, status, verdict, decision)
+        left = procs.own_processes(self.pgid, self.marker)
+        if left:
+            log("ending %d leftover process(es) of the run" % len(left))
+            procs.stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
+        self.rec["pids"]["verl_pgid"] = None
+        escalate.teardown_cluster(self.spec, self.tun["kill_grace_s"])
+        self._set_status(status)
+        log("run %s: %s" % (status, decision["summary"]))
+        if announce and status == "succeeded":
+            self._notify("success", verdict, decision["summary"])
+        elif announce and status == "failed":
+            self._notify("failure", verdict, decision["ended"], suggestions=decision.get("suggestions"))
+        return 0 if status in ("succeeded", "stopped") else 1
+
+    def _stopped(self, verdict: Optional[Dict[str, Any]] = None) -> int:
+        return self._final("stopped", verdict, {"action": "stop", "reason": OPERATOR})
+
+    def _failed(self, verdict: Dict[str, Any]) -> int:
+        """A final failure the ladder was not asked about (its action is the reason; no suggestions)."""
+        return self._final("failed", verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []})
+
+    # -- main ------------------------------------------------------------------
+
+    def _on_signal(self, signum, _frame) -> None:
+        log("signal %d: stopping" % signum)
+        self.stop_requested = True
+
+    def _sleep(self, seconds: float) -> None:
+        end = now() + seconds
+        while now() < end and not self.stop_requested:
+            time.sleep(min(0.1, max(0.0, end - now())))
+
+    def run(self) -> int:
+        """Supervise the run to its end. Returns 0 (succeeded / stopped), 1 (failed) or 2 (unreadable spec)."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            self._load()
+        except Exception as e:  # noqa: BLE001
+            log("cannot read the run spec: %s" % e)
+            return 2
+        self.rec = runstate.new_record(self.spec, os.getpid())
+        if self.spec.get("ray"):  # multi-host run: what `inv status` shows
+            self.rec["cluster"] = record.cluster_summary(self.spec["ray"])
+        try:
+            runstate.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
+            self.lock_taken = True
+        except runstate.LockHeld as e:
+            self.rec["ended_at"] = now()
+            self.rec["verdict"] = escalate.lock_held_verdict(e)
+            self.rec["status"] = "failed"
+            self._write()
+            log(str(e))
+            return 1
+        self._write()
+        try:
+            return self._supervise()
+        except Exception as e:  # noqa: BLE001 - record, clean up, never leave verl orphaned silently
+            log("supervisor error: %s\n%s" % (e, traceback.format_exc()))
+            try:
+                procs.stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
+            except Exception:  # noqa: BLE001
+                pass
+            return self._failed(escalate.crash_verdict(e, self.paths.supervisor_log))
+        finally:
+            if self.train_log is not None:
+                self.train_log.close()
+            if self.lock_taken:
+                runstate.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
+            for t in self._notify_threads:
+                t.join(timeout=20)
+
+    def _supervise(self) -> int:
+        fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
+        changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
+        self.rec["setting_changes"] = dict(changes)
+        self.train_log = follow.TrainLog(str(self.paths.train_log))
+        follow.link_workdir_log(self.spec.get("workdir"), self.paths.train_log)
+        k = 0
+        while True:
+            k += 1
+            try:
+                out = self._run_attempt(k, fs, changes)
+            except _Stop:
+                return self._stopped()
+            except attempt.BuildError as e:
+                return self._failed(escalate.build_error_verdict(k, e, changes))
+            att = out["att"]
+            att["exit_code"] = out["exit_code"]
+            att["killed_by"] = out["killed_by"]
+            att["ended_at"] = now()
+            att.pop("_had_step", None)
+            if out["killed_by"] == "stop":
+                self.train_log.end(k, out["exit_code"], "stopped")
+                return self._stopped()
+            if out["killed_by"] == "hang":
+                verdict = escalate.hang_verdict(self.hang_timeout_s, self.rec.get("step"), self.rec.get("total_steps"))
+            else:
+                planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
+                verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
+            att["verdict"] = verdict
+            self.rec["verdict"] = verdict
+            cls = verdict.get("cls")
+            self.train_log.end(k, out["exit_code"], cls)
+            if cls == "hang":
+                self._notify("hang", verdict, verdict["action"])
+            d = self.ladder.decide(fs, verdict, k, self._settings())
+            dj = escalate.decision_json(d)
+            self.rec["decision"] = dj
+            log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))
+            if d.action == "retry":
+                self.ladder.count(d)
+                fs = d.features
+                changes.update(d.setting_changes or {})
+                self.rec["setting_changes"] = dict(changes)
+                self.rec["features"] = fs.to_json()
+                self._set_status("retrying")
+                self._notify("escalation", verdict, d.reason)
+                self._wait_to_retry(k, att)
+                if self.stop_requested:
+                    return self._stopped(verdict)
+                lost = escalate.cluster_lost(self.spec)
+                if lost is not None:  # never retry on fewer nodes: the checkpoint is tied to the world size
+                    self.rec["verdict"] = lost
+                    return self._failed(lost)
+                continue
+            if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
+                return self._final("succeeded", verdict, dj)
+            if cls in escalate.LOST_NODE_CLASSES:  # multi-host: a lost node is the likelier cause; say which one
+                lost = escalate.cluster_lost(self.spec)
+                if lost is not None:
+                    lost["detail"]["attempt_verdict"] = {key: verdict.get(key) for key in ("cls", "action", "evidence")}
+                    att["verdict"] = self.rec["verdict"] = lost
+                    return self._failed(lost)
+            if cls == "hang":  # already notified as a hang
+                return self._final("failed", verdict, dj, announce=False)
+            return self._final("failed", verdict, dj)
+
+
+def _load_factory(spec: str) -> Callable[..., List[str]]:
+    mod, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(mod), attr or "build_command")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m dapo_ops.agent.supervisor RUN_DIR [--command-factory module:function]``.
+
+    ``--command-factory`` replaces ``overrides.build_command`` (same signature); for tests and benches
+    with a fake verl only.
+    """
+    p = argparse.ArgumentParser(prog="python3 -m dapo_ops.agent.supervisor", description=DESCRIPTION)
+    p.add_argument("run_dir")
+    p.add_argument("--command-factory", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    try:  # own session: survives the docker exec / SSH session that started it
+        os.setsid()
+    except OSError:
+        pass  # already a session leader
+    factory = _load_factory(a.command_factory) if a.command_factory else None
+    return Supervisor(a.run_dir, factory).run()

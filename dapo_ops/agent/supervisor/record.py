@@ -1,0 +1,184 @@
+"""run.json as the supervisor keeps it: attempts, progress, the ending line (STDLIB ONLY, shipped).
+
+The record is a plain dict (:func:`dapo_ops.core.runstate.new_record` makes it, ``runstate.write_run`` writes it
+atomically; the fields are docs/design.md "run.json"). This module holds what the supervisor writes into it:
+one attempt's entry, the progress of a ``step:N`` line, the ``tried`` list and summary of the end, the one-line
+``decision.ended`` and the notifier's payload. Times are seconds since the epoch, steps are verl's global steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.core import runstate
+
+# metrics kept in run.json (the full set stays in the log); plus every val-core/* key
+KEY_METRICS = (
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/max_memory_allocated_gb",
+    "actor/pg_loss",
+    "actor/entropy",
+    "actor/grad_norm",
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/update_actor",
+)
+MAX_STEP_TIMES = 50
+
+
+class RecordWriter:
+    """Writes run.json, at most once per ``interval_s`` seconds for progress (``write(rec, force=False)``).
+
+    ``dirty``: the record changed since the last write (set by the readers of the log, flushed by the
+    follow loop). A failed write (disk full) is logged and never raises: supervision goes on."""
+
+    def __init__(self, run_dir: str, interval_s: float = 1.0):
+        self.run_dir = run_dir
+        self.interval_s = interval_s
+        self.dirty = False
+        self._last = 0.0
+
+    def write(self, rec: Dict[str, Any], force: bool = True) -> None:
+        t = now()
+        if not force and t - self._last < self.interval_s:
+            self.dirty = True
+            return
+        try:
+            runstate.write_run(self.run_dir, rec)
+            self._last = t
+            self.dirty = False
+        except OSError as e:  # disk full etc.: keep running, say so in our own log
+            log("could not write run.json: %s" % e)
+
+
+def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:
+    """run.json ``cluster`` of a multi-host run (what ``inv status`` shows; docs/design.md run.json "cluster")."""
+    nodes = ray_spec.get("nodes") or []
+    return {
+        "head": ray_spec.get("head"), "port": ray_spec.get("port"),
+        "nodes": len(nodes),
+        "hosts": [n.get("name") for n in nodes],
+        "devices": sum(int(n.get("devices") or 0) for n in nodes),
+        "resources": ray_spec.get("resources") or {},
+    }
+
+
+def new_attempt(k: int, fs, changes: Dict[str, Any], resumed_from: Optional[int], log_name: str) -> Dict[str, Any]:
+    """Attempt ``k``'s run.json entry before it starts (``fs``: its features.FeatureSet; ``resumed_from``: the
+    checkpoint step it resumes from, None from scratch)."""
+    return {
+        "n": k,
+        "features": fs.to_json(),
+        "setting_changes": dict(changes),
+        "started_at": now(),
+        "ended_at": None,
+        "exit_code": None,
+        "verdict": None,
+        "step_reached": resumed_from,  # a resumed attempt starts at its checkpoint's step
+        "resumed_from": resumed_from,
+        "log": log_name,
+        "pid": None,
+        "killed_by": None,
+    }
+
+
+def on_step(rec: Dict[str, Any], att: Dict[str, Any], step: int, metrics: Dict[str, float]) -> None:
+    """A ``step:N - k:v`` line: step, step time (``timing_s/step``, else the time since the previous step line of
+    this attempt, seconds), last progress, the kept metrics (:data:`KEY_METRICS` and ``val-core/*``)."""
+    t = now()
+    prev_t = rec.get("last_progress_at")
+    prev_step = rec.get("step")
+    rec["step"] = step
+    att["step_reached"] = step
+    if step > 0:
+        st = metrics.get("timing_s/step")
+        if st is None and prev_t and prev_step is not None and step > prev_step and att.get("_had_step"):
+            st = (t - prev_t) / (step - prev_step)
+        if st is not None:
+            rec["step_times"] = (list(rec.get("step_times") or []) + [round(st, 3)])[-MAX_STEP_TIMES:]
+        att["_had_step"] = True
+    rec["last_progress_at"] = t
+    keep = {k: v for k, v in metrics.items() if k in KEY_METRICS or k.startswith("val-core/")}
+    if keep:
+        merged = dict(rec.get("metrics") or {})
+        merged.update(keep)
+        rec["metrics"] = merged
+
+
+def tried(rec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """run.json ``decision.tried``: per attempt its features, setting changes, step reached and class."""
+    return [
+        {
+            "attempt": a["n"],
+            "features": [f["name"] for f in a["features"]],
+            "setting_changes": a.get("setting_changes") or {},
+            "step_reached": a.get("step_reached"),
+            "class": (a.get("verdict") or {}).get("cls"),
+        }
+        for a in rec["attempts"]
+    ]
+
+
+def ending_line(status: str, reason: Optional[str], step: Optional[int], total: Optional[int]) -> str:
+    """What ended a run, one line, as ``status`` / ``watch`` / the notifier show it (run.json ``decision.ended``):
+    ``failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20``, ``succeeded at step 6/6``,
+    ``stopped: stopped by the operator before the first step``. ``reason`` is the terminal decision's reason
+    (ladder.Decision.reason) or the verdict's action; ``step``/``total`` in steps (None: no step reached)."""
+    where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
+    if status == "succeeded":
+        return "succeeded %s" % where
+    reason = (reason or "").rstrip(". ")
+    if not reason or reason.startswith(status):  # "stopped by the operator"
+        return "%s %s" % (reason or status, where)
+    return "%s: %s %s" % (status, reason, where)
+
+
+def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]) -> None:
+    """Fill the run's end into ``rec``: ``decision`` with ``tried``, ``summary`` and ``ended``, the verdict
+    (when given) and ``ended_at``. The status itself is set by the caller once the run's processes are gone."""
+    t = tried(rec)
+    decision["tried"] = t
+    decision["summary"] = "%d attempt(s); step reached %s/%s; last features: %s; %s" % (
+        len(t),
+        rec.get("step"),
+        rec.get("total_steps"),
+        ",".join(t[-1]["features"]) if t else "-",
+        decision.get("reason") or status,
+    )
+    decision["ended"] = ending_line(status, decision.get("reason") or (verdict or {}).get("action"),
+                                    rec.get("step"), rec.get("total_steps"))
+    rec["decision"] = decision
+    if verdict is not None:
+        rec["verdict"] = verdict
+    rec["ended_at"] = now()
+
+
+def notify_payload(spec: Dict[str, Any], rec: Dict[str, Any], event: str, verdict: Optional[Dict[str, Any]],
+                   reason: str = "", suggestions: Optional[List[str]] = None) -> Dict[str, Any]:
+    """What ``notify.send_event`` posts for ``event`` (escalation|failure|hang|success). ``reason``: the action line
+    (for a final failure the run's ending line, never the verdict's "retry ..."); ``suggestions``: the ladder's next
+    parameters to change (final failures; the verdict's hint is left out then)."""
+    verdict = verdict or {}
+    return {
+        "kind": event,
+        "host": spec.get("host"),
+        "container": spec.get("container"),
+        "run_id": spec.get("run_id"),
+        "status": rec.get("status"),
+        "attempt": rec.get("attempt"),
+        "step": rec.get("step"),
+        "total_steps": rec.get("total_steps"),
+        "verdict": verdict.get("cls"),
+        "action": reason or verdict.get("action"),
+        "hint": None if suggestions else verdict.get("hint"),
+        "suggestions": list(suggestions or []),
+        "features": [f.get("name") for f in rec.get("features") or []],
+        "log": rec.get("log"),
+        "swanlab_url": rec.get("swanlab_url"),
+    }
