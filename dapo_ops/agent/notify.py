@@ -37,6 +37,7 @@ import urllib.request
 
 # the banner parser is part of the log grammar; the supervisor reaches it as notify.LinkScanner
 from dapo_ops.core.logformat import LinkScanner  # noqa: F401
+from dapo_ops.core.redact import scrub
 
 EVENT_KINDS = ("escalation", "failure", "hang", "success")
 KINDS = ("generic", "feishu", "lark", "dingtalk", "slack")
@@ -199,15 +200,9 @@ def _check_body(kind: str, body: bytes) -> str | None:
     return None
 
 
-def _scrub(text: str, secrets) -> str:
-    for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(s, "***")
-    return text
-
-
 def _scrub_obj(obj, secrets):
     if isinstance(obj, str):
-        return _scrub(obj, secrets)
+        return scrub(obj, secrets)
     if isinstance(obj, dict):
         return {k: _scrub_obj(v, secrets) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -250,9 +245,9 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
                 continue
             err = _post(kind, url, hook, secrets, text, event, timeout)
             if err:
-                errors.append(_scrub(f"{label}: {err}", [url, *secrets.values()]))
+                errors.append(scrub(f"{label}: {err}", [url, *secrets.values()]))
     except Exception as exc:  # the notifier must never take the supervisor down
-        errors.append(f"notifier error: {type(exc).__name__}: {_scrub(str(exc), (secret_env or {}).values())}")
+        errors.append(f"notifier error: {type(exc).__name__}: {scrub(str(exc), (secret_env or {}).values())}")
     return errors
 
 
