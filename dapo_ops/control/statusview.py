@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import logformat
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, parse_value, split_lines  # noqa: F401
-from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
+from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
 #: the three key metrics shown in a row (verl.md §8.4); ``perf/throughput`` is tokens/s/device.
 KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput")
@@ -106,7 +106,7 @@ class StatusRow:
 
     host: str
     run_id: str | None = None
-    state: str = "no-run"
+    state: str = NO_RUN
     status: str | None = None
     step: int | None = None
     total: int | None = None
@@ -186,13 +186,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     """
     row = StatusRow(host=host)
     if probe.get("error"):
-        row.state, row.error = "error", str(probe["error"])
+        row.state, row.error = ERROR, str(probe["error"])
         return row
     run = probe.get("run")
     serves = probe.get("serves")
     if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
         # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
-        row.state, row.run_id, row.serves = "ray-worker", serves.get("run_id"), dict(serves)
+        row.state, row.run_id, row.serves = RAY_WORKER, serves.get("run_id"), dict(serves)
         row.hint = ("Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`"
                     % (row.run_id, serves.get("head"), serves.get("head_address") or "", serves.get("head")))
         return row
@@ -255,7 +255,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         decision = run.get("decision") or {}
         row.ended = decision.get("ended") or ending_line(run, step, total)
         row.hint = row.ended
-        if row.status == "failed":
+        if row.status == FAILED:
             row.suggestions = [str(x) for x in decision.get("suggestions") or []]
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
 
@@ -265,11 +265,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
 
     row.state = row.status or "unknown"
     if row.state == "unknown" and not run.get("started_at"):
-        row.state = "incomplete"   # a launch that died before its supervisor wrote run.json (spec.json only)
+        row.state = INCOMPLETE   # a launch that died before its supervisor wrote run.json (spec.json only)
         row.hint = ("launch did not finish (no run.json): nothing runs; remove %s or ignore it"
                     % (run.get("run_dir") or "the run dir"))
     if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
-        row.state = "supervisor-dead"
+        row.state = SUPERVISOR_DEAD
         row.eta_s = None
         gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
         if row.verl_alive:
@@ -292,9 +292,9 @@ def ending_line(run: dict, step: int | None = None, total: int | None = None) ->
     step = run.get("step") if step is None else step
     total = run.get("total_steps") if total is None else total
     where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
-    if status == "succeeded":
+    if status == SUCCEEDED:
         return "succeeded %s" % where
-    if status == "stopped":
+    if status == STOPPED:
         return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
     verdict = run.get("verdict") or {}
     v_action = str(verdict.get("action") or "")
@@ -415,10 +415,10 @@ def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
 def _finished_line(cur: StatusRow) -> str | None:
     if cur.state in TERMINAL_STATUSES:
         line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
-        if cur.state == "failed" and cur.verdict:
+        if cur.state == FAILED and cur.verdict:
             line += " (%s)" % cur.verdict
         return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
-    if cur.state == "supervisor-dead":
+    if cur.state == SUPERVISOR_DEAD:
         return "%s: %s" % (cur.host, cur.hint)
     return None
 
