@@ -58,6 +58,8 @@ class TailInfo:
     attempt_events: list = field(default_factory=list)
     swanlab_url: str | None = None
     last_line: str | None = None
+    total: int | None = None          # ``Total training steps: N`` of the current attempt
+    resumed_from: int | None = None   # ``Resuming from .../global_step_N`` of the current attempt
 
 
 def parse_tail(text: str) -> TailInfo:
@@ -75,12 +77,19 @@ def parse_tail(text: str) -> TailInfo:
             if a.group(2) == "start":  # a new attempt: progress from earlier attempts is not current
                 info.step, info.metrics, info.step_times = None, {}, []
                 info.bar_step = info.bar_total = info.bar_remaining_s = info.bar_s_per_step = None
+                info.total = info.resumed_from = None
             continue
         if links.pending or "swanlab" in line or "View run" in line:
             url = links.feed(line)
             if url:
                 info.swanlab_url = url
                 links = logformat.LinkScanner()  # a later attempt's banner is the current one
+        n = logformat.parse_total(line)
+        if n is not None:
+            info.total = n
+        n = logformat.parse_resume(line)
+        if n is not None:
+            info.resumed_from = n
         bar = logformat.parse_progress_bar(line)
         if bar:
             info.bar_step, info.bar_total = bar.step, bar.total
@@ -229,7 +238,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         step = tail_step
         metrics.update({k: v for k, v in tail.metrics.items()})
     if total is None:
-        total = tail.bar_total
+        total = tail.total if tail.total is not None else tail.bar_total
     row.step, row.total = step, total
     if step is not None and total:
         row.percent = round(100.0 * step / total, 1)
