@@ -69,7 +69,10 @@ def parse_tail(text: str) -> TailInfo:
     """
     info = TailInfo()
     links = logformat.LinkScanner()
-    for raw in split_lines(text):
+    lines = split_lines(text)
+    for raw in lines:
+        if not links.pending and not logformat.has_marker(raw):
+            continue   # worker chatter: no fact of the grammar (parsing it costs most of a status look's CPU)
         line = normalise_line(raw)
         a = logformat.ATTEMPT_RE.search(line) if "===== dapo-ops attempt" in line else None
         if a:
@@ -100,7 +103,8 @@ def parse_tail(text: str) -> TailInfo:
             st = pm[1].get("timing_s/step")
             if st is not None and math.isfinite(st) and pm[0] > 0:
                 info.step_times.append(st)
-        info.last_line = line
+    if lines and not logformat.ATTEMPT_RE.search(lines[-1]):
+        info.last_line = normalise_line(lines[-1])
     return info
 
 
