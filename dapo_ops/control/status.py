@@ -310,7 +310,7 @@ def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
         if err:
             line = "%s: %s" % (name, err)
             if run and len(chosen) > 1 and err.startswith("no run "):
-                out.append(StopResult(name, "skipped", line, rd))
+                out.append(StopResult(name, "skipped", line))
             else:
                 out.append(StopResult(name, "no-runs" if err.startswith("no runs") else "failed", line, rd))
         elif res.get("already"):
