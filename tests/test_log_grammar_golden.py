@@ -3,9 +3,9 @@
 Every handed case and variant (tests/cases/), every real verl 0.9.1 log (tests/fixtures/real-verl/*.log and its
 tool runs' train.log) and a real log carrying SwanLab's folded banner (tests/fixtures/log-grammar/) goes through
 
-- the supervisor: :meth:`dapo_ops.agent.supervisor.Supervisor._scan`, the method that turns the attempt's output
-  lines into run.json progress (``step``, ``total_steps``, the attempt's ``resumed_from``, ``swanlab_url``), fed
-  the lines of the last attempt as the supervisor's pump splits them (on ``\\r`` and ``\\n``);
+- the supervisor: :class:`dapo_ops.agent.supervisor.follow.Scanner` (what ``Supervisor`` runs on each attempt's
+  output: lines into run.json progress ``step``, ``total_steps``, the attempt's ``resumed_from``, ``swanlab_url``),
+  fed the lines of the last attempt as ``follow.Follower`` splits them (on ``\\r`` and ``\\n``);
 - the status view: :func:`dapo_ops.control.statusview.parse_tail` and :func:`~dapo_ops.control.statusview.build_row`
   on the log as the probe's tail (a run.json without progress, so the row's facts come from the log);
 - the classifier: :func:`dapo_ops.core.classify.classify`'s ``detail`` (``step``, ``total``);
@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.agent import supervisor
+from dapo_ops.agent.supervisor import follow, record
 from dapo_ops.control import statusview
 from dapo_ops.core import classify, logformat
 
@@ -55,12 +56,14 @@ def last_attempt(text: str) -> str:
 
 
 def supervisor_facts(text: str) -> dict:
+    rec: dict = {}
+    att: dict = {"n": 1}
     with tempfile.TemporaryDirectory() as tmp:
-        sup = supervisor.Supervisor(tmp)
-        att: dict = {"n": 1}
-        sup._scan(re.split(r"[\r\n]", last_attempt(text)), att, lambda _line: False, {})
-    return {"step": sup.rec.get("step"), "total": sup.rec.get("total_steps"), "resume": att.get("resumed_from"),
-            "link": sup.rec.get("swanlab_url")}
+        scanner = follow.Scanner(rec, att, record.RecordWriter(tmp), follow.LinkFinder({}),
+                                 lambda url: rec.__setitem__("swanlab_url", url), lambda _line: False)
+        scanner.scan(re.split(r"[\r\n]", last_attempt(text)))  # as follow.Follower hands the attempt's lines
+    return {"step": rec.get("step"), "total": rec.get("total_steps"), "resume": att.get("resumed_from"),
+            "link": rec.get("swanlab_url")}
 
 
 def status_view_facts(text: str) -> dict:
@@ -127,7 +130,8 @@ def test_the_shared_grammar_is_what_each_reader_uses():
     assert statusview.parse_metrics_line is logformat.parse_metrics_line
     assert statusview.normalise_line is logformat.normalise_line
     assert supervisor.parse_metrics_line is logformat.parse_metrics_line
-    assert supervisor.TOTAL_RE is logformat.TOTAL_RE and supervisor.RESUME_RE is logformat.RESUME_RE
+    assert follow.parse_metrics_line is logformat.parse_metrics_line
+    assert follow.TOTAL_RE is logformat.TOTAL_RE and follow.RESUME_RE is logformat.RESUME_RE
     from dapo_ops.agent import notify
     assert notify.LinkScanner is logformat.LinkScanner
 
