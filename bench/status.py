@@ -1,7 +1,7 @@
 """Cost of a status look vs the runbook's grep: 1 host with a 1 MiB and a 1 GiB ``train.log``, the import budget,
 and a fleet row (the grep looped over N hosts vs one ``inv status`` over the same hosts, 1 GiB logs each).
 
-    DAPO_BENCH_ID=<n> .venv/bin/python bench/status.py [--host h1] [--repeat 7] [--fleet 8] [--keep]
+    DAPO_BENCH_ID=<n> .venv/bin/python bench/status.py [--host h1] [--repeat 7] [--fleet 8] [--keep] [--only-fleet]
 
 Brings the sandbox bench up to the hosts it needs (``sandbox/bench.sh up <max(1, fleet)>``), compiles the
 package's bytecode (as an install has it; this machine sets PYTHONDONTWRITEBYTECODE), writes two runs into the
@@ -297,6 +297,7 @@ def main() -> int:
     ap.add_argument("--fleet", type=int, default=8, help="hosts of the fleet row (0: skip it)")
     ap.add_argument("--fleet-repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the runs on the hosts")
+    ap.add_argument("--only-fleet", action="store_true", help="the fleet row alone (no 1-host rows, no imports)")
     args = ap.parse_args()
     ensure_bench(max(1, args.fleet))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "dapo_ops"), str(REPO / "tasks.py")],
@@ -305,15 +306,14 @@ def main() -> int:
     ssh = ["ssh", "-F", str(STATE / "ssh" / "ssh_config"), args.host]
     now = time.time()
     load0 = load()
-    results, loads, pair_ratios, runs = one_host(args, env, ssh, now)
+    results, loads, pair_ratios, runs = ({}, {}, {}, {}) if args.only_fleet else one_host(args, env, ssh, now)
     made = [rd for _, rd in runs.values()]
     try:
         imports, imp_loads = [], []
-        rid_s = runs["1 MiB"][0]
-        for _ in range(5):
+        for _ in range(0 if args.only_fleet else 5):
             imp_loads.append(load())
-            imports.append(import_seconds([INV[0], *INV[1:], "status", "--json", "--run", rid_s, "-H", args.host],
-                                          env))
+            imports.append(import_seconds([INV[0], *INV[1:], "status", "--json", "--run", runs["1 MiB"][0],
+                                           "-H", args.host], env))
         fleet_res = None
         if args.fleet:
             fleet_res, more = fleet(args, env, now + 10)
@@ -330,13 +330,14 @@ def main() -> int:
             target = TARGETS.get(name)
             return ("-", "-") if target is None else (target[2], "yes" if target[1](r, target[0]) else "NO")
 
-        for name, num, den in RATIOS:
+        for name, num, den in RATIOS if pair_ratios else ():
             r = statistics.median(pair_ratios[name])
             print("%-42s %14.2f %12.2f %8s %s" % (name, r, med[num] / med[den], *verdict(name, r)))
-        imp = statistics.median(t for t, _ in imports)
-        print("%-42s %14.3f %12s %8s %s   (invoke's own: %.3f s; load %.1f)"
-              % ("imports of inv status (s)", imp, "-", *verdict("imports of inv status (s)", imp),
-                 statistics.median(i for _, i in imports), statistics.median(imp_loads)))
+        imp = statistics.median(t for t, _ in imports) if imports else None
+        if imp is not None:
+            print("%-42s %14.3f %12s %8s %s   (invoke's own: %.3f s; load %.1f)"
+                  % ("imports of inv status (s)", imp, "-", *verdict("imports of inv status (s)", imp),
+                     statistics.median(i for _, i in imports), statistics.median(imp_loads)))
         if fleet_res:
             r = statistics.median(fleet_res["ratio"])
             print("%-42s %14.2f %12.2f %8s %s   (grep loop %.2f s, inv status %.2f s; load %.1f)"

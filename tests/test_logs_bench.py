@@ -4,16 +4,13 @@ attempt boundary and a rotation, stopped with Ctrl-C (SIGINT) without leaving a 
 from __future__ import annotations
 
 import os
-import queue
 import re
-import signal
-import subprocess
 import threading
 import time
 
 import pytest
 
-from test_status_bench import DAPO_OPS, cli, container_pids, make_run, steps_log
+from test_status_bench import Follower, cli, container_pids, make_run, steps_log
 
 pytestmark = pytest.mark.bench
 
@@ -65,41 +62,6 @@ def test_errors_shows_evidence_with_context_across_attempts(sandbox):
     assert "attempt 2" not in out                      # the successful attempt has no evidence
     one = cli(sandbox, "-H", "h1", "logs", "--errors", "--attempt", "2")
     assert one.returncode == 0 and one.stdout == "" and "no failure evidence" in one.stderr
-
-
-class Follower:
-    """``dapo-ops logs -f`` in a subprocess; lines collected by a reader thread."""
-
-    def __init__(self, sandbox, *args):
-        env = dict(os.environ, DAPO_OPS_INVENTORY=str(sandbox.inventory))
-        self.proc = subprocess.Popen([DAPO_OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
-        self.lines: list[str] = []
-        self.q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for ln in self.proc.stdout:
-            self.q.put(ln.rstrip("\n"))
-
-    def wait_for(self, pred, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                ln = self.q.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            self.lines.append(ln)
-            if pred(ln):
-                return ln
-        raise AssertionError("not seen within %ss; got %r" % (timeout, self.lines[-10:]))
-
-    def interrupt(self):
-        self.proc.send_signal(signal.SIGINT)
-        rc = self.proc.wait(timeout=30)
-        while not self.q.empty():
-            self.lines.append(self.q.get())
-        return rc
 
 
 def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):

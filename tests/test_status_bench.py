@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import threading
 import time
@@ -61,6 +63,42 @@ def cli(sandbox, *args, timeout=180, check=None):
     if check is not None:
         assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
     return proc
+
+
+class Follower:
+    """``dapo-ops <args>`` in a subprocess (``logs -f``, ``watch``); stdout lines collected by a reader thread,
+    waited on with :meth:`wait_for` (an event with a deadline, never a fixed sleep)."""
+
+    def __init__(self, sandbox, *args):
+        env = dict(os.environ, DAPO_OPS_INVENTORY=str(sandbox.inventory))
+        self.proc = subprocess.Popen([DAPO_OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.lines: list[str] = []
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for ln in self.proc.stdout:
+            self.q.put(ln.rstrip("\n"))
+
+    def wait_for(self, pred, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                ln = self.q.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self.lines.append(ln)
+            if pred(ln):
+                return ln
+        raise AssertionError("not seen within %ss; got %r" % (timeout, self.lines[-10:]))
+
+    def interrupt(self):
+        self.proc.send_signal(signal.SIGINT)
+        rc = self.proc.wait(timeout=30)
+        while not self.q.empty():
+            self.lines.append(self.q.get())
+        return rc
 
 
 def gone_pid(sandbox, host) -> int:
@@ -215,33 +253,33 @@ def test_watch_prints_state_changes_and_exits_0_on_success(sandbox):
     sandbox.reset("h1")
     rid, host_rd, crd = make_run(sandbox, "h1", step=1, log=steps_log(1, 1, 1))
     pids = start_fake_supervisor(sandbox, "h1", crd, host_rd)
-    result = {}
-
-    def run_watch():
-        result["proc"] = cli(sandbox, "-H", "h1", "watch", "--interval", "0.3", timeout=120)
-
-    th = threading.Thread(target=run_watch)
-    th.start()
+    w = Follower(sandbox, "-H", "h1", "watch", "--interval", "0.3")
 
     def update(**kw):
         rec = runstate.read_run(host_rd)
         rec.update(kw)
         runstate.write_run(host_rd, rec)
 
-    time.sleep(2)
-    update(step=2)                                                # no event: steps are not state changes
-    time.sleep(1)
-    update(status="retrying", verdict={"cls": "oom-device", "action": "retry with offload", "hint": "h"})
-    time.sleep(1)
-    update(status="running", attempt=2, features=[{"name": "flash_attn", "source": "default"},
-                                                  {"name": "dynamic_batch", "source": "default"},
-                                                  {"name": "offload", "source": "oom-retry-1"}])
-    time.sleep(1)
-    update(status="succeeded", step=10, ended_at=time.time())
-    th.join(timeout=90)
-    proc = result["proc"]
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    out = proc.stdout.splitlines()
+    try:
+        w.wait_for(lambda ln: ln.startswith("h1: run %s running, attempt 1" % rid))  # it has looked once
+        # no event for a step: it is not a state change (step 2 and the retry are seen in one look or two; either
+        # way a step line would be printed if steps were events)
+        update(step=2)
+        update(status="retrying", verdict={"cls": "oom-device", "action": "retry with offload", "hint": "h"})
+        w.wait_for(lambda ln: "running -> retrying" in ln)
+        update(status="running", attempt=2, features=[{"name": "flash_attn", "source": "default"},
+                                                      {"name": "dynamic_batch", "source": "default"},
+                                                      {"name": "offload", "source": "oom-retry-1"}])
+        w.wait_for(lambda ln: "attempt 2 started" in ln)
+        update(status="succeeded", step=10, ended_at=time.time())
+        w.wait_for(lambda ln: ln.startswith("h1: finished:"), timeout=60)
+        rc = w.proc.wait(timeout=60)
+    finally:
+        if w.proc.poll() is None:
+            w.proc.kill()
+    err = w.proc.stderr.read()
+    assert rc == 0, (w.lines, err)
+    out = w.lines
     assert out[0].startswith("h1: run %s running, attempt 1" % rid)
     assert any("attempt 2 started" in ln and "OOM escalation: +offload" in ln for ln in out)
     assert out[-1] == "h1: finished: succeeded at step 10/10"

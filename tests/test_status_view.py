@@ -213,3 +213,39 @@ def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
     assert [x.container for x in with_container([h], "", env={})] == ["verl"]
     assert [x.container for x in with_container([h], "", env={"CONTAINER": "other"})] == ["other"]
     assert [x.container for x in with_container([h], "mine", env={"CONTAINER": "other"})] == ["mine"]
+
+
+# ------------------------------------------------------------------------------------------ the watch loop
+
+def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runstate():
+    from dapo_ops.control import status as svc
+    from dapo_ops.core import runstate
+
+    assert set(svc.WATCH_CODES) == set(sv.FINISHED_STATES)
+    assert sv.TERMINAL_STATUSES is runstate.TERMINAL_STATUSES and sv.ACTIVE_STATUSES is runstate.ACTIVE_STATUSES
+    assert set(runstate.STATUSES) == set(runstate.ACTIVE_STATUSES) | runstate.TERMINAL_STATUSES
+
+
+def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_end():
+    from types import SimpleNamespace
+
+    from dapo_ops.control import status as svc
+
+    hosts = [SimpleNamespace(name="h1"), SimpleNamespace(name="h2")]
+    w = svc.Watch(hosts)
+    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4,
+           "pids": {"supervisor": 5}}
+    first = w.see([sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": True}),
+                   sv.build_row("h2", {"run": dict(run, run_id="r2"), "tail": "", "now": 1.0,
+                                       "supervisor_alive": True})])
+    assert first == ["h1: run r1 running, attempt 1, step 2/4", "h2: run r2 running, attempt 1, step 2/4"]
+    lost = sv.build_row("h1", {"error": "h1: unreachable: timed out"})
+    assert w.see([lost]) == ["h1: unreachable: timed out (still watching)"]
+    assert w.see([lost]) == [] and not w.finished and [h.name for h in w.live()] == ["h1", "h2"]
+    w.see([sv.build_row("h1", {"run": dict(run, status="succeeded", step=4), "tail": "", "now": 2.0})])
+    assert [h.name for h in w.live()] == ["h2"]
+    w.see([sv.build_row("h2", {"run": dict(run, run_id="r2", status="stopped", stop={"by": "inv stop"}),
+                               "tail": "", "now": 2.0})])
+    assert w.finished
+    code, msg = w.outcome()
+    assert code == 2 and msg == "h2: run r2 stopped by `inv stop` at step 2/4"

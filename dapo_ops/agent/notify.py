@@ -20,8 +20,8 @@ Webhook URLs carry tokens, so they are secrets: the spec names an env var (``url
 e.g. ``DAPO_NOTIFY_URL_0``) whose value the supervisor read from ``secret.env``. Errors
 returned never contain a URL or a secret.
 
-This module also holds :class:`LinkScanner`, the parser for SwanLab's run-link banner,
-because the supervisor records that link and the notifier reports it.
+:class:`LinkScanner` (SwanLab's run-link banner, recorded by the supervisor and reported here) is
+:class:`dapo_ops.core.logformat.LinkScanner`, re-exported.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ import base64
 import hashlib
 import hmac
 import json
-import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+# the banner parser is part of the log grammar; the supervisor reaches it as notify.LinkScanner
+from dapo_ops.core.logformat import LinkScanner  # noqa: F401
+from dapo_ops.core.redact import scrub
 
 EVENT_KINDS = ("escalation", "failure", "hang", "success")
 KINDS = ("generic", "feishu", "lark", "dingtalk", "slack")
@@ -197,15 +200,9 @@ def _check_body(kind: str, body: bytes) -> str | None:
     return None
 
 
-def _scrub(text: str, secrets) -> str:
-    for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(s, "***")
-    return text
-
-
 def _scrub_obj(obj, secrets):
     if isinstance(obj, str):
-        return _scrub(obj, secrets)
+        return scrub(obj, secrets)
     if isinstance(obj, dict):
         return {k: _scrub_obj(v, secrets) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -248,9 +245,9 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
                 continue
             err = _post(kind, url, hook, secrets, text, event, timeout)
             if err:
-                errors.append(_scrub(f"{label}: {err}", [url, *secrets.values()]))
+                errors.append(scrub(f"{label}: {err}", [url, *secrets.values()]))
     except Exception as exc:  # the notifier must never take the supervisor down
-        errors.append(f"notifier error: {type(exc).__name__}: {_scrub(str(exc), (secret_env or {}).values())}")
+        errors.append(f"notifier error: {type(exc).__name__}: {scrub(str(exc), (secret_env or {}).values())}")
     return errors
 
 
@@ -279,119 +276,3 @@ def _post(kind, url, hook, secrets, text, event, timeout) -> str | None:
         return f"HTTP {status}"
     bad = _check_body(kind, body)
     return f"rejected by the webhook: {bad}" if bad else None
-
-
-# ---------------------------------------------------------------- SwanLab run link
-
-_PREFIX = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)*\((?:[^()]*?pid=\d+[^()]*)\)\s*")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-_URL = re.compile(r"https?://\S+")
-
-
-def _strip(line: str) -> str:
-    line = _ANSI.sub("", line.rstrip("\r\n"))
-    return _PREFIX.sub("", line)
-
-
-class LinkScanner:
-    """Find SwanLab's run link in training output, fed one line at a time.
-
-    Recognises (swanlab.md §7; SwanLab 0.10 ``sdk/internal/run/greeting.py``, 0.7
-    ``data/callbacker/utils.py``), with or without a Ray ``(TaskRunner pid=…)`` prefix:
-
-    * cloud: ``swanlab: 🚀 View run <name> at <url>`` (0.10) / ``… View run at <url>`` (0.7)
-      → the URL;
-    * local: ``swanlab: 🌟 Run `swanlab watch <dir>` to view …`` → ``swanlab watch <dir>``;
-    * offline: ``swanlab: ⚡️ Run `swanlab sync <dir>` to sync this run`` → ``swanlab sync <dir>``.
-
-    SwanLab prints through rich, which wraps at 80 columns when stdout is not a terminal:
-    the URL then starts on the next line, and a URL longer than 80 characters is folded
-    over several lines. ``run_id`` (the ``SWANLAB_RUN_ID`` dapo-ops set) lets the scanner
-    join folded pieces until the URL ends with ``/runs/<run_id>``; without it, pieces are
-    joined while each is exactly as long as the first. ``log_dir`` (``SWANLAB_LOG_DIR``)
-    is used for the local-mode command when the banner is wrapped.
-
-    ``feed(line) -> str | None`` returns the link once, when complete.
-    """
-
-    def __init__(self, run_id: str | None = None, log_dir: str | None = None):
-        self.run_id = run_id
-        self.log_dir = log_dir
-        self.link: str | None = None
-        self._pending: list[str] | None = None   # URL pieces
-        self._cmd: list[str] | None = None        # backtick command pieces
-
-    @property
-    def pending(self) -> bool:
-        """True while a wrapped banner is being assembled: feed the next line even if it has no 'swanlab'."""
-        return self._pending is not None or self._cmd is not None
-
-    def _url_done(self, url: str) -> bool:
-        return bool(self.run_id) and url.rstrip("/").endswith(f"/runs/{self.run_id}")
-
-    def feed(self, line: str) -> str | None:
-        if self.link is not None:
-            return None
-        s = _strip(line)
-        if self._pending is not None:
-            return self._continue_url(s)
-        if self._cmd is not None:
-            return self._continue_cmd(s)
-        if "View run" in s:
-            m = _URL.search(s.split("View run", 1)[1])
-            if m:
-                url = m.group(0)
-                if self.run_id and not self._url_done(url) and len(s) >= 79:
-                    self._pending = [url]   # folded at the line end
-                    return None
-                return self._finish(url)
-            if s.rstrip().endswith(" at") or s.rstrip().endswith("View run"):
-                self._pending = []
-            return None
-        for word in ("swanlab watch", "swanlab sync"):
-            if "Run" in s and "`" in s and (word in s or s.rstrip().endswith("`swanlab")):
-                self._cmd = []
-                return self._continue_cmd(s[s.index("`") + 1:])
-        return None
-
-    def _finish(self, link: str) -> str:
-        self.link = link.rstrip("`'\".,")
-        self._pending = self._cmd = None
-        return self.link
-
-    def _continue_url(self, s: str) -> str | None:
-        piece = s.strip()
-        pieces = self._pending or []
-        if not piece or " " in piece or (not pieces and not piece.startswith("http")):
-            # the banner ended; keep what we have
-            if pieces:
-                return self._finish("".join(pieces))
-            self._pending = None
-            return None
-        pieces.append(piece)
-        self._pending = pieces
-        url = "".join(pieces)
-        if self._url_done(url):
-            return self._finish(url)
-        if self.run_id is None and len(pieces) >= 2 and len(piece) != len(pieces[0]):
-            return self._finish(url)
-        if self.run_id is None and len(pieces) == 1 and len(piece) < 79:
-            return self._finish(url)
-        if len(pieces) >= 8:
-            return self._finish(url)
-        return None
-
-    def _continue_cmd(self, s: str) -> str | None:
-        pieces = self._cmd or []
-        if "`" in s:
-            pieces.append(s[: s.index("`")])
-            cmd = " ".join(p.strip() for p in pieces if p.strip())
-            if cmd.startswith("swanlab watch") and self.log_dir and cmd.replace(" ", "") == (
-                    "swanlabwatch" + self.log_dir.replace(" ", "")):
-                cmd = f"swanlab watch {self.log_dir}"
-            return self._finish(cmd)
-        pieces.append(s)
-        self._cmd = pieces
-        if len(pieces) >= 6:
-            self._cmd = None
-        return None

@@ -38,7 +38,7 @@ except ImportError:  # run as ``python3 -c``: build_script() injected runstate's
 DEFAULT_TAIL_BYTES = 64 << 10
 #: ``logs --errors`` reads at most this many bytes from the end of each attempt log (classify_file's bound).
 DEFAULT_ERRORS_TAIL_BYTES = 4 << 20
-ACTIVE = ("starting", "running", "retrying")
+ACTIVE = _rs.ACTIVE_STATUSES
 
 
 class ProbeError(Exception):

@@ -31,6 +31,7 @@ from dapo_ops.control import remote_bundle
 from dapo_ops.core import runstate
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control import swanlab_cfg
+from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError
@@ -298,7 +299,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
     refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now
     for n in notes:
-        print(swanlab_cfg.redact(n, secrets_all), file=sys.stderr)
+        print(redact.scrub(n, secrets_all), file=sys.stderr)
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts (tasks/multihost.py)
         from dapo_ops.cli import multihost
 
@@ -337,7 +338,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         if not r.ok:
             if len(results) > 1:
                 msg = r.row.message or r.row.kind
-                msg = swanlab_cfg.redact(msg, secrets_all)
+                msg = redact.scrub(msg, secrets_all)
                 print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         d = r.row.data
@@ -347,10 +348,10 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         if d.get("resume"):
             print(f"  resume:  {d['resume']}")
         if d.get("swanlab_url"):
-            print(f"  swanlab: {swanlab_cfg.redact(d['swanlab_url'], secrets_all)}")
+            print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
     if failed:
         if len(results) == 1:
-            msg = swanlab_cfg.redact(failed[0].row.message or failed[0].row.kind, secrets_all)
+            msg = redact.scrub(failed[0].row.message or failed[0].row.kind, secrets_all)
             h = failed[0].host.name
             fail(msg if msg.startswith(h) or msg.startswith("run ") else f"{h}: {msg}", EXIT_FAILED)
         fail(fanout.summary(results), EXIT_FAILED)

@@ -34,7 +34,7 @@ from dapo_ops.core import overrides
 from dapo_ops.control import planning
 from dapo_ops.control import remote_bundle
 from dapo_ops.core import runstate
-from dapo_ops.control import swanlab_cfg
+from dapo_ops.core import redact
 from dapo_ops.core.cluster import Node, TopologyError
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.control.remote import RemoteError, Target
@@ -176,12 +176,12 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
 
         row = start_run(ht, plan, bdirs[head.name], secret_env, sw=sw, link_wait=float(link_wait), cleanup=cleanup)
         if not row.ok:
-            fail(swanlab_cfg.redact(f"{head.name}: {row.message}; Ray cluster torn down", secrets_all), EXIT_FAILED)
+            fail(redact.scrub(f"{head.name}: {row.message}; Ray cluster torn down", secrets_all), EXIT_FAILED)
         state["done"] = True
     except RemoteError as e:
         msg = str(e)
         tail = "; Ray cluster torn down" if state["up"] else ""
-        fail(swanlab_cfg.redact(msg if msg.startswith(e.host) else f"{e.host}: {msg}", secrets_all) + tail,
+        fail(redact.scrub(msg if msg.startswith(e.host) else f"{e.host}: {msg}", secrets_all) + tail,
              EXIT_FAILED)
     finally:
         if not state["done"]:
@@ -209,7 +209,7 @@ def launch_cluster(c, mode: str, st, inv, chosen: list, *, sw, notify_cfg: dict,
     print(f"  log:     {d['log']}  (on {head.name}; also {head.workdir.rstrip('/')}/train.log)")
     print(f"  follow:  inv status -H {head.name}   |   inv logs -f -H {head.name}   |   stop: inv stop -H {head.name}")
     if d.get("swanlab_url"):
-        print(f"  swanlab: {swanlab_cfg.redact(d['swanlab_url'], secrets_all)}")
+        print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
     return {"run_id": run_id, "head": head.name, "run_dir": plan.run_dir, "ray": spec["ray"]}
 
 

@@ -24,6 +24,7 @@ from invoke.exceptions import Exit
 from dapo_ops.core import features as features_mod
 from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.control import swanlab_cfg
+from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.cli._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts, user_config
@@ -196,7 +197,7 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         except (userconfig.UserConfigError, EOFError) as e:
             fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
     for n in notes:
-        print(swanlab_cfg.redact(n, list(sw.secrets())), file=sys.stderr)
+        print(redact.scrub(n, list(sw.secrets())), file=sys.stderr)
     # hand the answers to preflight/launch in this process only (never on a command line)
     if sw.api_key:
         os.environ["SWANLAB_API_KEY"] = sw.api_key

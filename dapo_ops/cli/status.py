@@ -1,12 +1,8 @@
 """``status``, ``logs``, ``stop``, ``watch``: every run on every host in one glance, cheaply.
 
-Each host costs one SSH command per look: ``docker exec <c> python3 -c <probe> <request>`` (dapo_ops.agent.remote_probe),
-which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and ``/proc`` (never the whole log), and
-answers in JSON; when ``docker exec`` fails, the same host command reads the container's state (a stopped
-container costs no second command). :mod:`dapo_ops.control.statusview` turns that into a row. Hosts are probed in
-parallel (one thread per host) over each host's reused SSH connection (a control master that outlives the
-process, :mod:`dapo_ops.control.sshmux`: repeated looks skip the SSH handshake); output is printed by the main thread
-only, whole lines, prefixed by host name when several hosts answer.
+These tasks parse flags, call :mod:`dapo_ops.control.status` (one probe per host per look, in parallel, over each
+host's reused SSH connection), print and exit; output is printed by the main thread only, whole lines, prefixed by
+host name when several hosts answer.
 
 Replaces the runbook's ``docker exec c grep "Training Progress" /verl/train.log | tail -1`` (reads the whole log
 every look), ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
@@ -22,139 +18,28 @@ import time
 
 from invoke.exceptions import Exit
 
-from dapo_ops.control import fanout
-from dapo_ops.agent import remote_probe
+from dapo_ops.control import status as svc
 from dapo_ops.control import statusview
-from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.status import WATCH_CODES, probe  # noqa: F401  (re-exported: callers and tests use them)
+from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD
+from dapo_ops.core.runstate import FAILED, SUCCEEDED
 from dapo_ops.cli._common import (
     EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
 )
 
 CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the inventory's)"
 
-#: seconds for one probe command (status/list/resolve); stop adds its grace periods.
-PROBE_TIMEOUT_S = 60.0
-#: lines of context around each evidence line in ``logs --errors``.
-ERRORS_CONTEXT = 3
-
-
-# ------------------------------------------------------------------------------------------ plumbing
-
-def fan(c, chosen: list, fn, timeout: float) -> list[tuple[str, object]]:
-    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.fanout.run` over each host's reused
-    SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
-
-    :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
-    """
-    out = []
-    for r in fanout.run(chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout,
-                        connect_timeout=connect_timeout_override(c), reuse=True):
-        if r.ok:
-            out.append((r.host.name, r.row.data["answer"]))
-        else:
-            msg = r.row.message or r.row.kind
-            out.append((r.host.name, msg if msg.startswith(r.host.name) else "%s: %s" % (r.host.name, msg)))
-    return out
-
-
-def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.remote_probe` request in the target's container; returns its JSON answer.
-
-    ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
-    (no such run / attempt).
-
-    :raises RemoteError: SSH / docker failures, and kind ``command`` when the probe does not answer JSON.
-    """
-    req = dict(req)
-    req.setdefault("runs_dir", target.host.runs_path)
-    # -S: the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
-    res = target.run([target.host.python, "-S", "-c", remote_probe.build_script(), _json.dumps(req)],
-                     timeout=timeout, workdir="", state_on_failure=True)
-    try:
-        return _json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        err = (res.stderr or res.stdout or "no output").strip().splitlines()
-        raise RemoteError("command", target.name, "status probe gave no JSON (is %s a Python 3 in container %s?): %s"
-                          % (target.host.python, target.container, err[-1] if err else "no output")) from None
-
-
-# host shell: the container's current run.json read out of a STOPPED container (docker cp works on it): the
-# lock's run id, else the newest run dir; prints nothing when there is none. $1 = container, $2 = runs_dir.
-_STOPPED_RUN = ('c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
-                'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
-                '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true')
-
-
-def stopped_container_run(target: Target) -> dict | None:
-    """run.json of the run a stopped container holds (what ``status`` shows after ``docker stop``), or None."""
-    try:
-        res = target.host_run(["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
-                              timeout=PROBE_TIMEOUT_S, check=False)
-        run = _json.loads(res.stdout) if res.stdout.strip() else None
-    except (RemoteError, ValueError):
-        return None
-    return run if isinstance(run, dict) else None
-
-
-def _status_probe(t: Target, req: dict) -> dict:
-    try:
-        return probe(t, dict(req, host=t.host.name))
-    except RemoteError as e:
-        if e.kind != "container-stopped" or req.get("op") != "status":
-            raise
-        return {"error": str(e), "stopped_run": stopped_container_run(t)}
-
-
-def _stale_after(c) -> float:
-    """``status.stale_after_s`` from the invoke/dapo_ops config, else statusview.DEFAULT_STALE_AFTER_S."""
-    try:
-        return float((c.config.get("status", {}) or {}).get("stale_after_s") or statusview.DEFAULT_STALE_AFTER_S)
-    except (AttributeError, TypeError, ValueError):
-        return statusview.DEFAULT_STALE_AFTER_S
-
 
 def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
                  stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S) -> list[statusview.StatusRow]:
-    """Status rows for every target (one probe each, in parallel).
+    """:func:`dapo_ops.control.status.collect_rows` with the ``-t`` connect timeout of context ``c``."""
+    return svc.collect_rows(chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s,
+                            connect_timeout=connect_timeout_override(c))
 
-    :param run: a run id (else the host's current run).
-    :param all_runs: every recorded run per host, newest first (run.json only, no log tail).
-    :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
-    """
-    if all_runs:
-        req = {"op": "list"}
-    else:
-        req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
-    rows: list[statusview.StatusRow] = []
-    for name, res in fan(c, chosen, lambda t: _status_probe(t, req), PROBE_TIMEOUT_S + 15):
-        if isinstance(res, str):
-            rows.append(statusview.build_row(name, {"error": res}))
-        elif res.get("stopped_run"):  # docker stop: the run it held, its last step, and how to go on
-            run = res["stopped_run"]
-            row = statusview.build_row(name, {"run": run, "tail": "", "now": time.time(),
-                                              "supervisor_alive": False, "verl_alive": False})
-            row.state, row.eta_s = "error", None
-            row.error = "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s " \
-                        "--resume %s` continues from its last checkpoint" % (
-                            name, res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
-                            row.run_id, row.step if row.step is not None else "-", row.total or "?",
-                            run.get("container") or "<container>", name, row.run_id)
-            rows.append(row)
-        elif res.get("error"):
-            rows.append(statusview.build_row(name, {"error": "%s: %s" % (name, res["error"])}))
-        elif all_runs:
-            runs = res.get("runs") or []
-            if not runs:
-                rows.append(statusview.StatusRow(host=name))
-            for item in runs:
-                rows.append(statusview.build_row(name, {
-                    "run": item["run"], "tail": "", "now": res.get("now"),
-                    "supervisor_alive": item.get("supervisor_alive"), "verl_alive": item.get("verl_alive")},
-                    stale_after_s))
-        else:
-            rows.append(statusview.build_row(name, res, stale_after_s))
-    return rows
+
+def _stale_after(c) -> float:
+    return svc.stale_after(getattr(c, "config", None))
 
 
 def render_table(rows: list[statusview.StatusRow], out=None) -> None:
@@ -177,11 +62,11 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
     notes = []
     for r in rows:
         cells = statusview.cells(r)
-        cells["verdict"] = r.verdict or ("-" if r.state != "error" else "error")
+        cells["verdict"] = r.verdict or ("-" if r.state != ERROR else "error")
         style = None
-        if r.state in ("failed", "supervisor-dead", "error") or r.stale:
+        if r.state in (FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
             style = "bold red"
-        elif r.state == "succeeded":
+        elif r.state == SUCCEEDED:
             style = "green"
         table.add_row(*[Text(cells[c], style=style if c == "state" else "") for c in statusview.COLUMNS])
         if r.cluster:  # multi-host run (tasks/multihost.py)
@@ -222,7 +107,7 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
         print(_json.dumps([r.to_json() for r in rows], indent=1, default=str))
     else:
         render_table(rows)
-    errors = [r for r in rows if r.state == "error"]
+    errors = [r for r in rows if r.state == ERROR]
     if errors:
         if json_:
             fail("; ".join(r.error for r in errors), EXIT_FAILED)
@@ -274,28 +159,6 @@ class LineWriter(io.TextIOBase):
         if self.buf.strip():
             self._emit([self.buf])
         self.buf = ""
-
-
-def _resolve_logs(c, chosen, run, attempt):
-    """resolve probe on every host -> ([(host, info)], [error lines]); Exit when no host has a log."""
-    req = {"op": "resolve", "run_id": run or None, "attempt": attempt or None}
-    out, errs = [], []
-    by_name = {h.name: h for h in chosen}
-    notes = []
-    for name, res in fan(c, chosen, lambda t: probe(t, req), PROBE_TIMEOUT_S + 15):
-        if isinstance(res, str):
-            errs.append(res)
-        elif res.get("error"):
-            # a host without runs is not a failure when others have logs
-            (notes if res["error"].startswith("no runs") else errs).append("%s: %s" % (name, res["error"]))
-        else:
-            out.append((by_name[name], res))
-    if not out:
-        both = errs + notes
-        fail(both[0] if len(both) == 1 else "no host has a log to show: " + "; ".join(both), EXIT_FAILED)
-    for e in notes + errs:
-        print(e, file=sys.stderr)
-    return out, errs
 
 
 # In the container: tail follows the log by name; ``cat`` holds the exec's stdin and returns at EOF, which comes
@@ -355,83 +218,6 @@ def follow(pairs, lines: int, out=None) -> int:
     return 0
 
 
-def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
-    """Blocks of log lines around each evidence line (merged when they overlap).
-
-    :param text: log text (an attempt log tail); split on ``\\n`` and ``\\r``.
-    :param evidence: normalised evidence lines (``Verdict.evidence``: ANSI and Ray prefixes stripped).
-    :returns: list of blocks, each a list of lines; evidence lines are marked with ``>> ``, context with ``   ``.
-    """
-    lines = statusview.split_lines(text)
-    norm = [statusview.normalise_line(ln).strip() for ln in lines]
-    wanted = [e.strip() for e in evidence if e and e.strip()]
-    hits = sorted({i for i, n in enumerate(norm) for e in wanted if n and (n == e or e in n)})
-    blocks: list[list[str]] = []
-    cur_lo = cur_hi = None
-    spans = []
-    for i in hits:
-        lo, hi = max(0, i - context), min(len(lines), i + context + 1)
-        if cur_hi is not None and lo <= cur_hi:
-            cur_hi = max(cur_hi, hi)
-        else:
-            if cur_hi is not None:
-                spans.append((cur_lo, cur_hi))
-            cur_lo, cur_hi = lo, hi
-    if cur_hi is not None:
-        spans.append((cur_lo, cur_hi))
-    hitset = set(hits)
-    for lo, hi in spans:
-        blocks.append([(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)])
-    return blocks
-
-
-def _evidence_for(text: str, recorded: dict | None) -> tuple[str | None, list[str]]:
-    """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded."""
-    cls, ev = None, []
-    try:
-        from dapo_ops.core import classify as _classify
-    except ImportError:  # pragma: no cover - classify lands separately; recorded verdicts still work
-        _classify = None
-    if _classify is not None and text:
-        v = _classify.classify(text)
-        if v.cls != "success":
-            cls, ev = v.cls, list(v.evidence)
-    if recorded and recorded.get("cls") != "success":
-        cls = recorded.get("cls") or cls
-        ev += [e for e in (recorded.get("evidence") or []) if e not in ev]
-    return cls, ev
-
-
-def show_errors(target: Target, run: str, attempt: int, prefix: str, out=None) -> int:
-    """Print the classifier's evidence lines of every attempt (or one) with context. Returns blocks printed."""
-    out = out or sys.stdout
-    res = probe(target, {"op": "errors", "run_id": run or None, "attempt": attempt or None}, timeout=120)
-    if res.get("error"):
-        raise RemoteError("command", target.name, res["error"])
-    recorded = {a.get("n"): a.get("verdict") for a in ((res.get("run") or {}).get("attempts") or [])}
-    n = 0
-    for entry in res["logs"]:
-        text = remote_probe.decode_tail(entry)
-        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]))
-        blocks = error_excerpts(text, ev)
-        if not blocks and not ev:
-            continue
-        head = "%s===== %s attempt %s: %s =====" % (prefix, res["run_id"], entry["attempt"] or "-", cls or "-")
-        lines = [head]
-        for b in blocks:
-            lines += [prefix + ln for ln in b] + [prefix + "--"]
-        if not blocks:  # evidence recorded but outside the bounded tail
-            lines += [prefix + ">> " + e for e in ev]
-        out.write("\n".join(lines) + "\n")
-        n += len(blocks) or 1
-    run_rec = res.get("run") or {}
-    if n and run_rec.get("status") in statusview.TERMINAL_STATUSES:  # what ended the run, and what to change
-        row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
-        out.write("\n".join(["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
-                            + [prefix + ln for ln in statusview.suggestion_lines(row, "")]) + "\n")
-    return n
-
-
 @fanout_task(help={
     "lines": "number of lines to show (default 100)",
     "follow": "keep following (tail -F with a pty; Ctrl-C stops the remote tail)",
@@ -447,9 +233,10 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     multi = len(chosen) > 1
+    ct = connect_timeout_override(c)
     if errors:
         found, failures = 0, []
-        for name, res in fan(c, chosen, lambda t: _capture_errors(t, run, attempt, multi), 180):
+        for name, res in svc.fan(chosen, lambda t: _capture_errors(t, run, attempt, multi), 180, ct):
             if isinstance(res, str):
                 failures.append(res)
                 print(res, file=sys.stderr)
@@ -461,17 +248,18 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
         if not found:
             print("no failure evidence in the logs", file=sys.stderr)
         return
-    pairs, errs = _resolve_logs(c, chosen, run, attempt)
+    try:
+        logs_found = svc.resolve_logs(chosen, run, attempt, ct)
+    except svc.StatusError as e:
+        fail(str(e), e.code)
+    errs = list(logs_found.errors)
+    for e in logs_found.notes + logs_found.errors:
+        print(e, file=sys.stderr)
     if follow_:
-        targets = [(Target(h, connect_timeout=connect_timeout_override(c)), info["log"]) for h, info in pairs]
-        follow(targets, lines)
+        follow([(Target(h, connect_timeout=ct), info["log"]) for h, info in logs_found.found], lines)
         return
-    logs_by_host = {h.name: info["log"] for h, info in pairs}
-    texts = fan(c, [h for h, _ in pairs],
-                lambda t: {"text": t.run(["tail", "-n", str(int(lines)), logs_by_host[t.name]],
-                                         timeout=PROBE_TIMEOUT_S, workdir="").stdout}, PROBE_TIMEOUT_S + 15)
     lock = threading.Lock()
-    for name, res in texts:
+    for name, res in svc.tail_texts(logs_found.found, lines, ct):
         if isinstance(res, str):
             errs.append(res)
             print(res, file=sys.stderr)
@@ -484,9 +272,8 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
 
 
 def _capture_errors(t, run, attempt, multi):
-    buf = io.StringIO()
-    n = show_errors(t, run, attempt, "%s | " % t.name if multi else "", buf)
-    return {"blocks": n, "text": buf.getvalue()}
+    text, n = svc.errors_text(t, run, attempt, "%s | " % t.name if multi else "")
+    return {"blocks": n, "text": text}
 
 
 # ------------------------------------------------------------------------------------------ stop
@@ -504,40 +291,22 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    req = {"op": "stop", "run_id": run or None, "grace_s": float(grace), "kill_grace_s": 20.0}
-    failures, stopped_any = [], False
-    for name, res in fan(c, chosen, lambda t: probe(t, req, timeout=float(grace) + 60), float(grace) + 90):
-        if isinstance(res, str):
-            failures.append(res)
-            print(res, file=sys.stderr)
-        elif res.get("error"):
-            if run and len(chosen) > 1 and res["error"].startswith("no run "):
-                continue  # --run names a run on another host
-            print("%s: %s" % (name, res["error"]), file=sys.stderr)
-            if not res["error"].startswith("no runs"):
-                failures.append("%s: %s" % (name, res["error"]))
-        elif res.get("already"):
-            stopped_any = True
-            print("%s: run %s already %s; nothing to stop" % (name, res["run_id"], res["after"]))
-        else:
-            stopped_any = True
-            print("%s: run %s %s -> %s (%s); checkpoints and logs kept"
-                  % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])))
-        if isinstance(res, dict) and res.get("run_dir"):  # multi-host run: its Ray sessions on every host
+    results = svc.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
+    for r in results:
+        if r.kind in ("stopped", "already"):
+            print(r.message)
+        elif r.kind != "skipped":
+            print(r.message, file=sys.stderr)
+        if r.run_dir:  # multi-host run: its Ray sessions on every host
             from dapo_ops.cli import multihost
-            multihost.stop_cluster(c, inv, name, res["run_dir"])
-    if failures:
+            multihost.stop_cluster(c, inv, r.host, r.run_dir)
+    if any(r.kind == "failed" for r in results):
         raise Exit(code=EXIT_FAILED)  # each failed host was reported above
-    if run and not stopped_any:
+    if run and not any(r.kind in ("stopped", "already") for r in results):
         fail("no host has run %s; list runs with `inv status --all`" % run, EXIT_FAILED)
 
 
 # ------------------------------------------------------------------------------------------ watch
-
-#: watch exit codes by final state.
-WATCH_CODES = {"succeeded": 0, "failed": 1, "stopped": 2, "supervisor-dead": 3, "no-run": 4, "error": 4,
-               "incomplete": 4, "ray-worker": 4}
-
 
 @fanout_task(help={
     "run": "a run id instead of the host's current run",
@@ -554,40 +323,17 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    prev: dict[str, statusview.StatusRow] = {}
-    done: dict[str, statusview.StatusRow] = {}
-    unreachable: set[str] = set()
+    w = svc.Watch(chosen)
+    stale_s = _stale_after(c)
     try:
         while True:
-            live = [h for h in chosen if h.name not in done]
-            for row in collect_rows(c, live, run=run, stale_after_s=_stale_after(c)):
-                if row.state == "error" and row.host in prev:  # transient: keep watching
-                    if row.host not in unreachable:
-                        print("%s (still watching)" % row.error, flush=True)
-                        unreachable.add(row.host)
-                    continue
-                unreachable.discard(row.host)
-                for line in statusview.events(prev.get(row.host), row):
-                    print(line, flush=True)
-                prev[row.host] = row
-                if statusview.is_finished(row):
-                    done[row.host] = row
-                    if row.state in ("no-run", "error") and len(chosen) > 1:
-                        print(row.error or "%s: no run to watch" % row.host, flush=True)
-            if len(done) == len(chosen):
+            for line in w.see(collect_rows(c, w.live(), run=run, stale_after_s=stale_s)):
+                print(line, flush=True)
+            if w.finished:
                 break
             time.sleep(max(0.2, float(interval)))
     except KeyboardInterrupt:
         raise Exit("watch interrupted; the runs continue", code=130) from None
-    worst = max(done.values(), key=lambda r: WATCH_CODES.get(r.state, 4))
-    code = WATCH_CODES.get(worst.state, 4)
+    code, message = w.outcome()
     if code:
-        if worst.state in ("no-run", "error"):
-            fail(worst.error or "%s: no run to watch" % worst.host, code)
-        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
-            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == "failed" else "")
-            if worst.suggestions:
-                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
-        else:
-            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
-        fail("%s: run %s %s" % (worst.host, worst.run_id or "-", detail), code)
+        fail(message, code)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+
+from dapo_ops.core.redact import has_credentials
 
 __all__ = ["AcceleratorSpec", "ACCELERATORS", "KEEPALIVE", "PROXY_VARS", "ContainerSpecError",
            "docker_run_argv", "bind_mounts", "render"]
@@ -62,13 +63,6 @@ PROXY_VARS: tuple[str, ...] = ("http_proxy", "https_proxy", "no_proxy")
 
 class ContainerSpecError(ValueError):
     """A setting cannot become a valid ``docker run`` (one line: which setting, and the fix)."""
-
-
-def _has_credentials(url: str) -> bool:
-    try:
-        return "@" in (urlsplit(url).netloc or "")
-    except ValueError:
-        return False
 
 
 def bind_mounts(host) -> list[tuple[str, str, str]]:
@@ -138,7 +132,7 @@ def docker_run_argv(host, image: str, name: str, *, proxy: dict | None = None, s
         if not val:
             continue
         for var in (key, key.upper()):
-            if _has_credentials(val):
+            if has_credentials(val):
                 argv += ["-e", var]
                 env[var] = val
             else:

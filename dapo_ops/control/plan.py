@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control.planning import Plan, make_plan, redact_env, trainer_note
+from dapo_ops.control.planning import Plan, make_plan, trainer_note
+from dapo_ops.core.redact import redact_env
 
 
 def _features_table(plan: Plan) -> Table:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import posixpath
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from dapo_ops.core import features as features_mod
 from dapo_ops.core import ladder
 from dapo_ops.core import memfit
 from dapo_ops.core import overrides
 from dapo_ops.core import profiles
-from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
-from dapo_ops.core.redact import REDACTED, is_secret_name  # noqa: F401  (re-exported: the plan's redaction rule)
+from dapo_ops.core.redact import (REDACTED, display_url, has_credentials, is_secret_name,  # noqa: F401  (re-exported)
+                                   redact_argv, redact_env)
 
 SPEC_VERSION = 1
 #: Inventory defaults used when no host is known (docs/design.md "Inventory").
@@ -66,31 +66,6 @@ def _host_attr(host, name: str):
         return HOST_DEFAULTS[name]
     v = getattr(host, name, None)
     return HOST_DEFAULTS[name] if v is None else v
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """Replace the value of every ``name=value`` item whose name looks secret with ``***``."""
-    out = []
-    for a in argv:
-        if "=" in a and is_secret_name(a.split("=", 1)[0]):
-            out.append(a.split("=", 1)[0] + "=" + REDACTED)
-        else:
-            out.append(a)
-    return out
-
-
-def redact_env(env: Mapping[str, Any]) -> dict:
-    """Copy of ``env`` with secret-looking names' values replaced by ``***`` and URL passwords
-    (``http://user:pw@proxy``) shown as ``user:***@``."""
-    out = {}
-    for k, v in (env or {}).items():
-        if is_secret_name(k) and v:
-            out[k] = REDACTED
-        elif isinstance(v, str) and "@" in v and "://" in v:
-            out[k] = proxy_mod.display(v)
-        else:
-            out[k] = v
-    return out
 
 
 def _resolve_path(value: str, base: str | None, workdir: str) -> str:
@@ -194,9 +169,9 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
         v = _get(settings, k, "") or (proxy or {}).get(k, "")
-        if v and k != "no_proxy" and proxy_mod.has_credentials(v):
+        if v and k != "no_proxy" and has_credentials(v):
             # credentials never enter the spec or the plan: launch sends them in secret.env (proxy.split_secret)
-            notes.append(f"{k} carries credentials ({proxy_mod.display(v)}): sent in secret.env, not in the spec")
+            notes.append(f"{k} carries credentials ({display_url(v)}): sent in secret.env, not in the spec")
         elif v:
             env[k] = v
     if _get(settings, "swanlab_mode", ""):

@@ -17,6 +17,9 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
+# the one credential rule and how a URL with credentials is shown (core/redact.py)
+from dapo_ops.core.redact import display_url as display, has_credentials  # noqa: F401
+
 PROXY_VARS: tuple[str, ...] = ("http_proxy", "https_proxy")
 LOOPBACK: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
 NONE_ANSWERS = frozenset({"", "none", "no", "n", "-", "无", "不需要", "skip"})
@@ -87,14 +90,6 @@ def container_proxy_env(
     return out
 
 
-def has_credentials(url: str) -> bool:
-    """True if a proxy URL carries ``user[:password]@``."""
-    try:
-        return bool(urlsplit(url).username)
-    except ValueError:
-        return False
-
-
 def split_secret(proxy_env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Split into (public, secret): proxy URLs with credentials go to the secret side.
 
@@ -105,15 +100,6 @@ def split_secret(proxy_env: Mapping[str, str]) -> tuple[dict[str, str], dict[str
     for k, v in proxy_env.items():
         (secret if k.lower() in PROXY_VARS and has_credentials(v) else public)[k] = v
     return public, secret
-
-
-def display(url: str) -> str:
-    """A proxy URL safe to print: the password replaced by ``***``."""
-    p = urlsplit(url)
-    if p.password is None:
-        return url
-    netloc = f"{p.username}:***@{p.hostname}" + (f":{p.port}" if p.port else "")
-    return p._replace(netloc=netloc).geturl()
 
 
 def ask(prompt: Callable[[str], str], current: Mapping[str, str] | None = None) -> dict[str, str]:

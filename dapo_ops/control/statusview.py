@@ -19,10 +19,10 @@ import re
 import statistics
 from dataclasses import asdict, dataclass, field
 
-#: run.json statuses in which a supervisor is expected to be alive (design.md run.json ``status``).
-ACTIVE_STATUSES = ("starting", "running", "retrying")
-#: terminal run.json statuses.
-TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
+from dapo_ops.core import logformat
+from dapo_ops.core.logformat import normalise_line, parse_metrics_line, parse_value, split_lines  # noqa: F401
+from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
+
 #: the three key metrics shown in a row (verl.md §8.4); ``perf/throughput`` is tokens/s/device.
 KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput")
 #: default bound of the log tail a status probe reads (bytes).
@@ -30,94 +30,12 @@ DEFAULT_TAIL_BYTES = 64 << 10
 #: a running run with no progress line for at least this long is flagged stale (seconds), unless recent step
 #: times say steps are slower (then 3 x the recent step time).
 DEFAULT_STALE_AFTER_S = 900.0
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_RAY_PREFIX = re.compile(r"^\s*\((?:[A-Za-z_][\w.:-]*(?: pid=\d+)?(?:, ip=[\w.:-]+)?|raylet(?:, ip=[\w.:-]+)?)\)\s?")
-# ``step:N`` not preceded by a word char or '/' (``training/global_step:5`` is a metric, not the line start).
-_STEP = re.compile(r"(?<![\w/])step:(\d+)(?= - |\s*$)")
-_NP = re.compile(r"^np\.\w+\((.*)\)$")
-_TQDM = re.compile(
-    r"Training Progress:\s*(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[([^<\]]*)<([^,\]]*),\s*([^\]]*)\]"
-)
-_ATTEMPT = re.compile(r"===== dapo-ops attempt (\d+) (start|end)\b(.*?)=====")
-_SWANLAB = re.compile(r"View run\b.*?\s(https?://\S+)\s*$")
-
-
-def normalise_line(line: str) -> str:
-    """Strip ANSI colour codes and a leading Ray prefix ``(<Name> pid=<pid>[, ip=<ip>])`` (verl.md §8.3).
-
-    :param line: one physical log line (no ``\\n`` / ``\\r``).
-    :returns: the line as verl printed it.
-    """
-    line = _ANSI.sub("", line)
-    return _RAY_PREFIX.sub("", line, count=1)
-
-
-def split_lines(text: str) -> list[str]:
-    """Split log text on ``\\n`` and ``\\r`` (tqdm redraws with carriage returns, verl.md §8.3); drops empties."""
-    return [ln for ln in re.split(r"[\r\n]", text) if ln.strip()]
-
-
-def parse_value(raw: str) -> float | None:
-    """Parse one metric value as verl prints it (``pprint.pformat``): ``0.25``, ``np.float64(0.25)``,
-    ``np.int64(3)``, ``nan``, ``inf``, ``1e-06``. Returns ``None`` when it is not a number."""
-    raw = raw.strip()
-    m = _NP.match(raw)
-    if m:
-        raw = m.group(1)
-    try:
-        return float(raw)
-    except ValueError:
-        return None
-
-
-def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """Parse a verl console metrics line (``concat_dict_to_str``, verl/utils/logger/aggregate_logger.py:26-32).
-
-    :param line: a normalised line; ``step:`` may appear after a tqdm redraw on the same physical line.
-    :returns: ``(step, {key: value})`` or ``None`` when the line holds no metrics line.
-    """
-    m = _STEP.search(line)
-    if not m:
-        return None
-    step = int(m.group(1))
-    metrics: dict[str, float] = {}
-    for item in line[m.end():].split(" - "):
-        key, sep, raw = item.partition(":")
-        key = key.strip()
-        if not sep or not key:
-            continue
-        val = parse_value(raw)
-        if val is not None:
-            metrics[key] = val
-    return step, metrics
-
-
-def _parse_clock(s: str) -> float | None:
-    """tqdm ``[H:]MM:SS`` -> seconds; ``?`` -> None."""
-    parts = s.strip().split(":")
-    try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        return None
-    total = 0
-    for n in nums:
-        total = total * 60 + n
-    return float(total)
-
-
-def _parse_rate(s: str) -> float | None:
-    """tqdm rate ``96.63s/it`` or ``3.00it/s`` -> seconds per step."""
-    s = s.strip()
-    try:
-        if s.endswith("s/it"):
-            return float(s[:-4])
-        if s.endswith("it/s"):
-            v = float(s[:-4])
-            return 1.0 / v if v > 0 else None
-    except ValueError:
-        return None
-    return None
+#: row states that are not run.json statuses: no run on the host, the probe failed, a launch that left no
+#: run.json, a Ray worker host of another host's run, an active status whose supervisor is gone.
+NO_RUN, ERROR, INCOMPLETE, RAY_WORKER, SUPERVISOR_DEAD = "no-run", "error", "incomplete", "ray-worker", \
+    "supervisor-dead"
+#: row states in which ``watch`` stops following a host.
+FINISHED_STATES = frozenset(TERMINAL_STATUSES | {SUPERVISOR_DEAD, NO_RUN, ERROR, INCOMPLETE, RAY_WORKER})
 
 
 @dataclass
@@ -140,6 +58,8 @@ class TailInfo:
     attempt_events: list = field(default_factory=list)
     swanlab_url: str | None = None
     last_line: str | None = None
+    total: int | None = None          # ``Total training steps: N`` of the current attempt
+    resumed_from: int | None = None   # ``Resuming from .../global_step_N`` of the current attempt
 
 
 def parse_tail(text: str) -> TailInfo:
@@ -148,34 +68,43 @@ def parse_tail(text: str) -> TailInfo:
     :param text: decoded tail; a partial first line (the tail started mid-line) is tolerated.
     """
     info = TailInfo()
-    for raw in split_lines(text):
+    links = logformat.LinkScanner()
+    lines = split_lines(text)
+    for raw in lines:
+        if not links.pending and not logformat.has_marker(raw):
+            continue   # worker chatter: no fact of the grammar (parsing it costs most of a status look's CPU)
         line = normalise_line(raw)
-        a = _ATTEMPT.search(line)
+        a = logformat.ATTEMPT_RE.search(line) if "===== dapo-ops attempt" in line else None
         if a:
             info.attempt_events.append((int(a.group(1)), a.group(2), a.group(3).strip()))
             if a.group(2) == "start":  # a new attempt: progress from earlier attempts is not current
                 info.step, info.metrics, info.step_times = None, {}, []
                 info.bar_step = info.bar_total = info.bar_remaining_s = info.bar_s_per_step = None
+                info.total = info.resumed_from = None
             continue
-        if "View run" in line:
-            s = _SWANLAB.search(line)
-            if s:
-                info.swanlab_url = s.group(1)
-        if "Training Progress" in line:
-            b = None
-            for b in _TQDM.finditer(line):
-                pass
-            if b:
-                info.bar_step, info.bar_total = int(b.group(2)), int(b.group(3))
-                info.bar_remaining_s = _parse_clock(b.group(5))
-                info.bar_s_per_step = _parse_rate(b.group(6))
+        if links.pending or "swanlab" in line or "View run" in line:
+            url = links.feed(line)
+            if url:
+                info.swanlab_url = url
+                links = logformat.LinkScanner()  # a later attempt's banner is the current one
+        n = logformat.parse_total(line)
+        if n is not None:
+            info.total = n
+        n = logformat.parse_resume(line)
+        if n is not None:
+            info.resumed_from = n
+        bar = logformat.parse_progress_bar(line)
+        if bar:
+            info.bar_step, info.bar_total = bar.step, bar.total
+            info.bar_remaining_s, info.bar_s_per_step = bar.remaining_s, bar.s_per_step
         pm = parse_metrics_line(line)
         if pm:
             info.step, info.metrics = pm[0], pm[1]
             st = pm[1].get("timing_s/step")
             if st is not None and math.isfinite(st) and pm[0] > 0:
                 info.step_times.append(st)
-        info.last_line = line
+    if lines and not logformat.ATTEMPT_RE.search(lines[-1]):
+        info.last_line = normalise_line(lines[-1])
     return info
 
 
@@ -190,7 +119,7 @@ class StatusRow:
 
     host: str
     run_id: str | None = None
-    state: str = "no-run"
+    state: str = NO_RUN
     status: str | None = None
     step: int | None = None
     total: int | None = None
@@ -270,13 +199,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     """
     row = StatusRow(host=host)
     if probe.get("error"):
-        row.state, row.error = "error", str(probe["error"])
+        row.state, row.error = ERROR, str(probe["error"])
         return row
     run = probe.get("run")
     serves = probe.get("serves")
     if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
         # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
-        row.state, row.run_id, row.serves = "ray-worker", serves.get("run_id"), dict(serves)
+        row.state, row.run_id, row.serves = RAY_WORKER, serves.get("run_id"), dict(serves)
         row.hint = ("Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`"
                     % (row.run_id, serves.get("head"), serves.get("head_address") or "", serves.get("head")))
         return row
@@ -313,7 +242,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         step = tail_step
         metrics.update({k: v for k, v in tail.metrics.items()})
     if total is None:
-        total = tail.bar_total
+        total = tail.total if tail.total is not None else tail.bar_total
     row.step, row.total = step, total
     if step is not None and total:
         row.percent = round(100.0 * step / total, 1)
@@ -339,7 +268,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         decision = run.get("decision") or {}
         row.ended = decision.get("ended") or ending_line(run, step, total)
         row.hint = row.ended
-        if row.status == "failed":
+        if row.status == FAILED:
             row.suggestions = [str(x) for x in decision.get("suggestions") or []]
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
 
@@ -349,11 +278,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
 
     row.state = row.status or "unknown"
     if row.state == "unknown" and not run.get("started_at"):
-        row.state = "incomplete"   # a launch that died before its supervisor wrote run.json (spec.json only)
+        row.state = INCOMPLETE   # a launch that died before its supervisor wrote run.json (spec.json only)
         row.hint = ("launch did not finish (no run.json): nothing runs; remove %s or ignore it"
                     % (run.get("run_dir") or "the run dir"))
     if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
-        row.state = "supervisor-dead"
+        row.state = SUPERVISOR_DEAD
         row.eta_s = None
         gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
         if row.verl_alive:
@@ -376,9 +305,9 @@ def ending_line(run: dict, step: int | None = None, total: int | None = None) ->
     step = run.get("step") if step is None else step
     total = run.get("total_steps") if total is None else total
     where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
-    if status == "succeeded":
+    if status == SUCCEEDED:
         return "succeeded %s" % where
-    if status == "stopped":
+    if status == STOPPED:
         return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
     verdict = run.get("verdict") or {}
     v_action = str(verdict.get("action") or "")
@@ -499,10 +428,10 @@ def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
 def _finished_line(cur: StatusRow) -> str | None:
     if cur.state in TERMINAL_STATUSES:
         line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
-        if cur.state == "failed" and cur.verdict:
+        if cur.state == FAILED and cur.verdict:
             line += " (%s)" % cur.verdict
         return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
-    if cur.state == "supervisor-dead":
+    if cur.state == SUPERVISOR_DEAD:
         return "%s: %s" % (cur.host, cur.hint)
     return None
 
@@ -552,5 +481,4 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
 
 def is_finished(row: StatusRow) -> bool:
     """True when ``watch`` should stop: a terminal status, a dead supervisor, or no run / probe error."""
-    return row.state in TERMINAL_STATUSES or row.state in ("supervisor-dead", "no-run", "error", "incomplete",
-                                                          "ray-worker")
+    return row.state in FINISHED_STATES

@@ -35,13 +35,16 @@ import string
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from dapo_ops.control import userconfig
+from dapo_ops.core.redact import REDACTED, scrub
+
+#: ``redact(text, secrets)``: the one scrubber (core/redact.py) under the name in-flight callers know
+redact = scrub
 
 MODES: tuple[str, ...] = ("cloud", "local", "offline", "disabled")
 _MODE_ALIASES = {"online": "cloud"}
-REDACTED = "***"
 
 # input names, most specific first
 ENV_HOST = "SWANLAB_HOST"          # dapo-ops/runbook name for the server root
@@ -230,22 +233,6 @@ def normalize_host(value: str, source: str) -> str:
             "(SwanLab 0.10 drops any path and appends /api itself)"
         )
     return f"{parts.scheme}://{parts.netloc}"
-
-
-def redact(text: str, secrets) -> str:
-    """Replace every occurrence of each secret (and its URL-quoted form) with ``***``.
-
-    ``secrets``: iterable of strings; empty/None entries and strings shorter than 4
-    characters are ignored (too short to redact without destroying the text).
-    """
-    uniq = {s for s in (secrets or ()) if s and len(s) >= 4}
-    forms: set[str] = set()
-    for s in uniq:
-        forms.add(s)
-        forms.add(quote(s, safe=""))
-    for s in sorted(forms, key=len, reverse=True):
-        text = text.replace(s, REDACTED)
-    return text
 
 
 def env_file_text(secret_env: Mapping[str, str]) -> str:

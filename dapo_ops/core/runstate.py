@@ -38,8 +38,16 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
-STATUSES = ("starting", "running", "retrying", "succeeded", "failed", "stopped")
-TERMINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
+#: the one set of run statuses: ``run.json`` ``status`` is one of these strings (docs/design.md "Run directory and
+#: run.json"). The supervisor writes starting -> running (-> retrying -> running ...) -> succeeded | failed |
+#: stopped; ``inv stop`` writes stopped for a dead supervisor. Every reader compares against these names.
+STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED = "starting", "running", "retrying", "succeeded", "failed", \
+    "stopped"
+STATUSES = (STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED)
+#: a supervisor is expected to be alive (its PID is in run.json ``pids.supervisor``)
+ACTIVE_STATUSES = (STARTING, RUNNING, RETRYING)
+#: the run is over; run.json is not written again (except ``inv launch --resume``, which starts a new record)
+TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, STOPPED})
 LOCK_NAME = ".lock"
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 # argv marker of a live supervisor process (python3 -m dapo_ops.agent.supervisor <run_dir>)
@@ -202,7 +210,7 @@ def new_record(spec: Dict[str, Any], supervisor_pid: int, now: Optional[float] =
     rec: Dict[str, Any] = {
         "version": SCHEMA_VERSION,
         "run_id": spec.get("run_id"),
-        "status": "starting",
+        "status": STARTING,
         "attempt": 0,
         "step": None,
         "total_steps": settings.get("steps"),

@@ -87,15 +87,7 @@ def redact_argv(argv: List[str], secret_env: Dict[str, str]) -> List[str]:
     """argv for supervisor.log: ``name=value`` items whose name looks secret (:func:`dapo_ops.core.redact.is_secret_name`:
     KEY/TOKEN/SECRET/PASSWORD words, but not sizes such as ``ppo_max_token_len_per_gpu``) and
     any value from secret.env are replaced by ``***`` (secrets never belong in argv; this is a safety net)."""
-    out = []
-    for a in argv:
-        if "=" in a and redact.is_secret_name(a.split("=", 1)[0]):
-            a = a.split("=", 1)[0] + "=***"
-        for v in secret_env.values():
-            if v and len(v) >= 4:
-                a = a.replace(v, "***")
-        out.append(a)
-    return out
+    return redact.redact_argv(argv, secret_env.values())
 
 
 def spawn(argv: List[str], alog: Path, env: Dict[str, str], cwd: Optional[str]) -> subprocess.Popen:

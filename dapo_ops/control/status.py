@@ -1,0 +1,380 @@
+"""Looking at runs on hosts: the status probe, status rows, ``logs --errors`` excerpts, ``stop`` and the ``watch``
+loop's decisions (operator side; returns values or raises typed errors, never prints or exits).
+
+Each host costs one SSH command per look: ``docker exec <c> python3 -S -c <probe> <request>``
+(:mod:`dapo_ops.agent.remote_probe`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
+``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
+the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.statusview` turns that
+into a row. Hosts are probed in parallel (:func:`dapo_ops.control.fanout.run`, one thread per host) over each host's
+reused SSH connection (a control master that outlives the process, :mod:`dapo_ops.control.sshmux`).
+The CLI tasks (``dapo_ops/cli/status.py``) parse flags, call these, print and exit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from dapo_ops.agent import remote_probe
+from dapo_ops.control import fanout, statusview
+from dapo_ops.control.fanout import Row
+from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
+
+#: seconds for one probe command (status/list/resolve); stop adds its grace periods.
+PROBE_TIMEOUT_S = 60.0
+#: lines of context around each evidence line in ``logs --errors``.
+ERRORS_CONTEXT = 3
+#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
+WATCH_CODES = {SUCCEEDED: 0, FAILED: 1, STOPPED: 2, SUPERVISOR_DEAD: 3, NO_RUN: 4, ERROR: 4,
+               statusview.INCOMPLETE: 4, statusview.RAY_WORKER: 4}
+
+
+class StatusError(Exception):
+    """A one-line problem of a status task (``str()`` is the message for the operator; no host has a log to show,
+    a run id no host has). ``code`` is the exit code the CLI uses (1)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------------------------------ plumbing
+
+def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) -> list[tuple[str, object]]:
+    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.fanout.run` over each host's
+    reused SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
+
+    :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
+    """
+    out = []
+    for r in fanout.run(chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout,
+                        connect_timeout=connect_timeout, reuse=True):
+        if r.ok:
+            out.append((r.host.name, r.row.data["answer"]))
+        else:
+            msg = r.row.message or r.row.kind
+            out.append((r.host.name, msg if msg.startswith(r.host.name) else "%s: %s" % (r.host.name, msg)))
+    return out
+
+
+def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
+    """Run one :mod:`dapo_ops.agent.remote_probe` request in the target's container; returns its JSON answer.
+
+    ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
+    (no such run / attempt).
+
+    :raises RemoteError: SSH / docker failures, and kind ``command`` when the probe does not answer JSON.
+    """
+    req = dict(req)
+    req.setdefault("runs_dir", target.host.runs_path)
+    # -S: the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
+    res = target.run([target.host.python, "-S", "-c", remote_probe.build_script(), json.dumps(req)],
+                     timeout=timeout, workdir="", state_on_failure=True)
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        err = (res.stderr or res.stdout or "no output").strip().splitlines()
+        raise RemoteError("command", target.name, "status probe gave no JSON (is %s a Python 3 in container %s?): %s"
+                          % (target.host.python, target.container, err[-1] if err else "no output")) from None
+
+
+# host shell: the container's current run.json read out of a STOPPED container (docker cp works on it): the
+# lock's run id, else the newest run dir; prints nothing when there is none. $1 = container, $2 = runs_dir.
+_STOPPED_RUN = ('c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
+                'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
+                '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true')
+
+
+def stopped_container_run(target: Target) -> dict | None:
+    """run.json of the run a stopped container holds (what ``status`` shows after ``docker stop``), or None."""
+    try:
+        res = target.host_run(["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
+                              timeout=PROBE_TIMEOUT_S, check=False)
+        run = json.loads(res.stdout) if res.stdout.strip() else None
+    except (RemoteError, ValueError):
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def _status_probe(t: Target, req: dict) -> dict:
+    try:
+        return probe(t, dict(req, host=t.host.name))
+    except RemoteError as e:
+        if e.kind != "container-stopped" or req.get("op") != "status":
+            raise
+        return {"error": str(e), "stopped_run": stopped_container_run(t)}
+
+
+def stale_after(config) -> float:
+    """``status.stale_after_s`` from the invoke/dapo_ops config (a mapping or invoke ``Config``), else
+    :data:`statusview.DEFAULT_STALE_AFTER_S` (seconds)."""
+    try:
+        return float((config.get("status", {}) or {}).get("stale_after_s") or statusview.DEFAULT_STALE_AFTER_S)
+    except (AttributeError, TypeError, ValueError):
+        return statusview.DEFAULT_STALE_AFTER_S
+
+
+# ------------------------------------------------------------------------------------------ status rows
+
+def _stopped_row(name: str, res: dict) -> StatusRow:
+    """docker stop: the run the container held, its last step, and how to go on."""
+    run = res["stopped_run"]
+    row = statusview.build_row(name, {"run": run, "tail": "", "now": time.time(),
+                                      "supervisor_alive": False, "verl_alive": False})
+    row.state, row.eta_s = ERROR, None
+    row.error = "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s " \
+                "--resume %s` continues from its last checkpoint" % (
+                    name, res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
+                    row.run_id, row.step if row.step is not None else "-", row.total or "?",
+                    run.get("container") or "<container>", name, row.run_id)
+    return row
+
+
+def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
+                 stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S,
+                 connect_timeout: float | None = None) -> list[StatusRow]:
+    """Status rows for every host (one probe each, in parallel).
+
+    :param run: a run id (else the host's current run).
+    :param all_runs: every recorded run per host, newest first (run.json only, no log tail).
+    :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
+    """
+    if all_runs:
+        req = {"op": "list"}
+    else:
+        req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
+    rows: list[StatusRow] = []
+    for name, res in fan(chosen, lambda t: _status_probe(t, req), PROBE_TIMEOUT_S + 15, connect_timeout):
+        if isinstance(res, str):
+            rows.append(statusview.build_row(name, {"error": res}))
+        elif res.get("stopped_run"):
+            rows.append(_stopped_row(name, res))
+        elif res.get("error"):
+            rows.append(statusview.build_row(name, {"error": "%s: %s" % (name, res["error"])}))
+        elif all_runs:
+            runs = res.get("runs") or []
+            if not runs:
+                rows.append(StatusRow(host=name))
+            for item in runs:
+                rows.append(statusview.build_row(name, {
+                    "run": item["run"], "tail": "", "now": res.get("now"),
+                    "supervisor_alive": item.get("supervisor_alive"), "verl_alive": item.get("verl_alive")},
+                    stale_after_s))
+        else:
+            rows.append(statusview.build_row(name, res, stale_after_s))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ logs
+
+@dataclass
+class LogsFound:
+    """``resolve`` answers: ``found`` [(Host, {"log": path, ...})], ``errors`` (one line per failed host) and
+    ``notes`` (hosts without runs: not a failure while another host has a log)."""
+
+    found: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout: float | None = None) -> LogsFound:
+    """The log path of the run (or of one attempt) on every host.
+
+    :raises StatusError: no host has a log to show (the message names each host's reason).
+    """
+    req = {"op": "resolve", "run_id": run or None, "attempt": attempt or None}
+    by_name = {h.name: h for h in chosen}
+    out = LogsFound()
+    for name, res in fan(chosen, lambda t: probe(t, req), PROBE_TIMEOUT_S + 15, connect_timeout):
+        if isinstance(res, str):
+            out.errors.append(res)
+        elif res.get("error"):
+            (out.notes if res["error"].startswith("no runs") else out.errors).append("%s: %s" % (name, res["error"]))
+        else:
+            out.found.append((by_name[name], res))
+    if not out.found:
+        both = out.errors + out.notes
+        raise StatusError(both[0] if len(both) == 1 else "no host has a log to show: " + "; ".join(both))
+    return out
+
+
+def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, object]]:
+    """``tail -n <lines>`` of each found log: ``[(host, {"text": str} | error line)]`` in host order."""
+    logs_by_host = {h.name: info["log"] for h, info in pairs}
+    return fan([h for h, _ in pairs],
+               lambda t: {"text": t.run(["tail", "-n", str(int(lines)), logs_by_host[t.name]],
+                                        timeout=PROBE_TIMEOUT_S, workdir="").stdout},
+               PROBE_TIMEOUT_S + 15, connect_timeout)
+
+
+def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
+    """Blocks of log lines around each evidence line (merged when they overlap).
+
+    :param text: log text (an attempt log tail); split on ``\\n`` and ``\\r``.
+    :param evidence: normalised evidence lines (``Verdict.evidence``: ANSI and Ray prefixes stripped).
+    :returns: list of blocks, each a list of lines; evidence lines are marked with ``>> ``, context with ``   ``.
+    """
+    lines = statusview.split_lines(text)
+    norm = [statusview.normalise_line(ln).strip() for ln in lines]
+    wanted = [e.strip() for e in evidence if e and e.strip()]
+    hits = sorted({i for i, n in enumerate(norm) for e in wanted if n and (n == e or e in n)})
+    spans: list[tuple[int, int]] = []
+    for i in hits:
+        lo, hi = max(0, i - context), min(len(lines), i + context + 1)
+        if spans and lo <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
+        else:
+            spans.append((lo, hi))
+    hitset = set(hits)
+    return [[(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)]
+            for lo, hi in spans]
+
+
+def _evidence_for(text: str, recorded: dict | None) -> tuple[str | None, list[str]]:
+    """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded."""
+    from dapo_ops.core import classify  # heavy-ish: only ``logs --errors`` needs it
+
+    cls, ev = None, []
+    if text:
+        v = classify.classify(text)
+        if v.cls != "success":
+            cls, ev = v.cls, list(v.evidence)
+    if recorded and recorded.get("cls") != "success":
+        cls = recorded.get("cls") or cls
+        ev += [e for e in (recorded.get("evidence") or []) if e not in ev]
+    return cls, ev
+
+
+def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[str, int]:
+    """The classifier's evidence lines of every attempt (or one) with context, as text lines prefixed by
+    ``prefix``; a terminal run ends with what ended it and the suggestions. Returns ``(text, blocks)``.
+
+    :raises RemoteError: the probe failed, or kind ``command`` for the probe's own error (no such run/attempt).
+    """
+    res = probe(target, {"op": "errors", "run_id": run or None, "attempt": attempt or None}, timeout=120)
+    if res.get("error"):
+        raise RemoteError("command", target.name, res["error"])
+    recorded = {a.get("n"): a.get("verdict") for a in ((res.get("run") or {}).get("attempts") or [])}
+    out: list[str] = []
+    n = 0
+    for entry in res["logs"]:
+        text = remote_probe.decode_tail(entry)
+        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]))
+        blocks = error_excerpts(text, ev)
+        if not blocks and not ev:
+            continue
+        out.append("%s===== %s attempt %s: %s =====" % (prefix, res["run_id"], entry["attempt"] or "-", cls or "-"))
+        for b in blocks:
+            out += [prefix + ln for ln in b] + [prefix + "--"]
+        if not blocks:  # evidence recorded but outside the bounded tail
+            out += [prefix + ">> " + e for e in ev]
+        n += len(blocks) or 1
+    run_rec = res.get("run") or {}
+    if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change
+        row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
+        out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
+        out += [prefix + ln for ln in statusview.suggestion_lines(row, "")]
+    return "".join(ln + "\n" for ln in out), n
+
+
+# ------------------------------------------------------------------------------------------ stop
+
+@dataclass
+class StopResult:
+    """One host's ``stop`` answer. ``kind``: ``stopped``, ``already`` (nothing to stop), ``skipped`` (``--run``
+    names a run on another host), ``no-runs`` (nothing recorded: reported, not a failure) or ``failed``;
+    ``message`` is the line to show; ``run_dir`` is set for a multi-host run (its Ray sessions end on every host)."""
+
+    host: str
+    kind: str
+    message: str = ""
+    run_dir: str | None = None
+
+
+def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
+              connect_timeout: float | None = None) -> list[StopResult]:
+    """SIGTERM each host's run supervisor (or, with a dead supervisor, kill the run's own verl processes and mark
+    run.json stopped): the probe's ``stop`` op, waiting ``grace_s`` seconds before SIGKILL. Own PIDs only."""
+    req = {"op": "stop", "run_id": run or None, "grace_s": float(grace_s), "kill_grace_s": 20.0}
+    out = []
+    for name, res in fan(chosen, lambda t: probe(t, req, timeout=float(grace_s) + 60), float(grace_s) + 90,
+                         connect_timeout):
+        if isinstance(res, str):
+            out.append(StopResult(name, "failed", res))
+            continue
+        rd = res.get("run_dir")
+        err = res.get("error")
+        if err:
+            line = "%s: %s" % (name, err)
+            if run and len(chosen) > 1 and err.startswith("no run "):
+                out.append(StopResult(name, "skipped", line))
+            else:
+                out.append(StopResult(name, "no-runs" if err.startswith("no runs") else "failed", line, rd))
+        elif res.get("already"):
+            out.append(StopResult(name, "already", "%s: run %s already %s; nothing to stop"
+                                  % (name, res["run_id"], res["after"]), rd))
+        else:
+            out.append(StopResult(name, "stopped", "%s: run %s %s -> %s (%s); checkpoints and logs kept"
+                                  % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])),
+                                  rd))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ watch
+
+class Watch:
+    """The ``watch`` loop's state across looks: the last row per host, the hosts whose run ended, the hosts
+    briefly unreachable. :meth:`see` takes one look's rows and returns the lines to print; :attr:`finished` says
+    when every host is done; :meth:`outcome` is the exit code and message."""
+
+    def __init__(self, hosts: list):
+        self.hosts = list(hosts)
+        self.prev: dict[str, StatusRow] = {}
+        self.done: dict[str, StatusRow] = {}
+        self.unreachable: set[str] = set()
+
+    def live(self) -> list:
+        """The hosts still to look at."""
+        return [h for h in self.hosts if h.name not in self.done]
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) == len(self.hosts)
+
+    def see(self, rows: list[StatusRow]) -> list[str]:
+        """Lines for one look: state changes (:func:`statusview.events`), an unreachable host once (it does not
+        end the watch once it was seen), and why a host without a run stops being watched."""
+        out: list[str] = []
+        for row in rows:
+            if row.state == ERROR and row.host in self.prev:  # transient: keep watching
+                if row.host not in self.unreachable:
+                    out.append("%s (still watching)" % row.error)
+                    self.unreachable.add(row.host)
+                continue
+            self.unreachable.discard(row.host)
+            out += statusview.events(self.prev.get(row.host), row)
+            self.prev[row.host] = row
+            if statusview.is_finished(row):
+                self.done[row.host] = row
+                if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
+                    out.append(row.error or "%s: no run to watch" % row.host)
+        return out
+
+    def outcome(self) -> tuple[int, str]:
+        """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""
+        worst = max(self.done.values(), key=lambda r: WATCH_CODES.get(r.state, 4))
+        code = WATCH_CODES.get(worst.state, 4)
+        if not code:
+            return 0, ""
+        if worst.state in (NO_RUN, ERROR):
+            return code, worst.error or "%s: no run to watch" % worst.host
+        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
+            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == FAILED else "")
+            if worst.suggestions:
+                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
+        else:
+            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
+        return code, "%s: run %s %s" % (worst.host, worst.run_id or "-", detail)
