@@ -18,7 +18,7 @@ import pytest
 
 from dapo_ops.control import inventory
 from dapo_ops.control import planning
-from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control import preflight as pc
 from dapo_ops.control.remote import Target
 from inputs_helpers import make_model, make_parquet
 

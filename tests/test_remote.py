@@ -1,4 +1,4 @@
-"""remote.py without hosts: the host command line Target builds survives a real shell byte for byte, Docker's
+"""dapo_ops/control/remote/ without hosts: the host command line Target builds survives a real shell byte for byte, Docker's
 own error texts map to the right RemoteError kinds, bad env input is refused before anything runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Connection reuse against real sandbox hosts (dapo_ops/control/sshmux.py): later calls and later processes reuse one
+"""Connection reuse against real sandbox hosts (dapo_ops/control/remote/sshmux.py, master.py): later calls and later processes reuse one
 SSH connection (one sshd login for many commands), and through the control master the host key is still
 verified and every failure keeps its RemoteError kind and message."""
 
