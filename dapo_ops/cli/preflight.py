@@ -142,7 +142,8 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
         return Row(ok=pc.worst(checks) != pc.FAIL, data={"checks": checks})
 
     results = fanout.run(chosen, one, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
+                         reuse=True)  # each host's control master (dapo_ops/control/remote/sshmux.py), as status
     per_host: dict = {}
     for r in results:
         checks = r.row.data.get("checks")

@@ -1,6 +1,6 @@
 """Collecting a host's preflight facts in ONE SSH round trip: the probe request (:func:`probe_request`), the host
-shell line that ``docker inspect``s the container and, when it runs, executes the probe in it
-(:func:`probe_command`, the one place that knows how the probe is invoked), and :func:`collect`, which turns the
+shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
+probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
 answer into facts. The probe itself is :mod:`dapo_ops.agent.preflight_probe` (stdlib, runs in the container).
 """
 
@@ -60,20 +60,24 @@ def probe_command(target: Target, req: dict, env: dict) -> str:
 
 
 def _host_command(target: Target, req: dict, env: dict) -> str:
-    """One host shell line: inspect the container, and when it runs exec the probe in it (a bare host,
-    ``runtime = "host"``: no inspect; the mark says ``0 running host`` and the probe runs in the host's shell)."""
+    """One host shell line: exec the probe in the container and, only when that fails, ``docker inspect`` it (a
+    healthy host costs one docker CLI call; a missing / stopped / paused container, a missing Docker or a failed
+    probe get the inspect answer in the same round trip). The mark line says ``<inspect rc> <inspect text>``;
+    after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
+    container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
+    runs in the host's shell."""
     exec_line = probe_command(target, req, env)
     if target.bare:
         return f"printf '{INSPECT_MARK}0 running host\\n'; {exec_line}; exit 0"
     c = q(target.container)
     fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
-    return (f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
-            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; "
-            f"if [ \"$rc\" = 0 ]; then case \"$s\" in running*) {exec_line} ;; esac; fi; exit 0")
+    return (f"{exec_line}; if [ $? = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
+            f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
+            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0")
 
 
 def collect(target: Target, req: dict, *, env: dict | None = None, timeout: float = 120) -> dict:
-    """Run the inspect + probe on ``target`` in ONE SSH round trip. Returns facts:
+    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip. Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str}``.
     Never raises for remote failures (they become facts)."""
     facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "",
