@@ -47,11 +47,12 @@ def per_host_fn(task: str):
     return getattr(mod, "bench_fn", None) or getattr(mod, "check_host", None)
 
 
-def time_inproc(hosts, fn) -> tuple[float, float, int, float]:
+def time_inproc(hosts, fn, reuse: bool = False) -> tuple[float, float, int, float]:
     """(wall s, controller CPU s of this process, failed hosts, sum of the per-host times s) for one fan-out.
-    A serial fan-out would have wall ~= the sum of per-host times."""
+    A serial fan-out would have wall ~= the sum of per-host times. ``reuse``: over each host's control master
+    (``Target.reuse``, what ``status`` and ``preflight`` do)."""
     c0, t0 = time.process_time(), time.perf_counter()
-    res = fanout.run(hosts, fn, timeout=120)
+    res = fanout.run(hosts, fn, timeout=120, reuse=reuse)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return wall, cpu, sum(not r.ok for r in res), sum(r.seconds for r in res)
 
@@ -79,6 +80,8 @@ def main() -> int:
     ap.add_argument("--task-args", default="", help="extra task flags for the cli form")
     ap.add_argument("--no-cli", action="store_true", help="skip the whole-process measurement")
     ap.add_argument("--no-up", action="store_true", help="do not bring the bench up to the largest count")
+    ap.add_argument("--reuse", action="store_true",
+                    help="inproc: run over each host's reused SSH connection (control master), as the task does")
     a = ap.parse_args()
 
     want = max(int(x) for x in a.counts.split(","))
@@ -94,7 +97,7 @@ def main() -> int:
     fn = per_host_fn(a.task)
 
     if fn is not None:  # warm-up: imports, first connections, page cache on the hosts
-        fanout.run(all_hosts[: max(counts)], fn, timeout=120)
+        fanout.run(all_hosts[: max(counts)], fn, timeout=120, reuse=a.reuse)
 
     # interleave host counts within each repeat so load drift on the shared machine hits all counts alike
     inproc: dict[int, list[float]] = {n: [] for n in counts}
@@ -109,7 +112,7 @@ def main() -> int:
             hosts = all_hosts[:n]
             if fn is not None:
                 loads.setdefault((n, "inproc"), []).append(os.getloadavg()[0])
-                t, cpu, failed, serial = time_inproc(hosts, fn)
+                t, cpu, failed, serial = time_inproc(hosts, fn, reuse=a.reuse)
                 inproc[n].append(t)
                 cpu_s[n].append(cpu)
                 serial_s[n].append(serial)
@@ -134,7 +137,8 @@ def main() -> int:
             ld = f"{statistics.median(loads[(n, mode)]):.1f}"
             rows.append((a.task, n, mode, t, t / one, serial, cpu, ld, notes.get((n, mode), "")))
 
-    table = Table(title=f"fan-out scaling, median of {a.repeat} (target: N hosts <= {TARGET_RATIO}x one host)",
+    how = ", inproc over reused connections" if a.reuse else ""
+    table = Table(title=f"fan-out scaling, median of {a.repeat}{how} (target: N hosts <= {TARGET_RATIO}x one host)",
                   title_justify="left")
     for col in ("task", "hosts", "mode", "wall s", "ratio vs 1 host", "verdict", "sum of per-host s",
                 "controller cpu s", "load", "note"):

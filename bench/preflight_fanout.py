@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Preflight scaling: every preflight check on 1 vs 3 (or 8) sandbox hosts, ratio target <= 1.5.
 
-    DAPO_BENCH_ID=6 .venv/bin/python bench/preflight_fanout.py --counts 1,8 --repeat 3
+    DAPO_BENCH_ID=26 .venv/bin/python bench/preflight_fanout.py --counts 1,8 --repeat 3
 
 Brings the bench up to the largest count itself (``sandbox/bench.sh up N``).
 
 Puts a tiny model and two RL parquet files into each host's runs dir (host side of /verl/dapo_runs, so the
 checks pass), then runs ``bench/fanout.py --task preflight`` (the remote engineer's scaling harness) with
 ``dapo_ops.cli.preflight.bench_fn`` as the per-host function and ``inv preflight`` as the CLI form.
-Per host preflight is ONE SSH round trip (inspect + one docker exec running the probe and the Hydra compose).
+Per host preflight is ONE round trip (one docker exec running the probe and the Hydra compose; a docker inspect
+only when it fails) over the host's reused SSH connection (its control master, dapo_ops/control/remote/sshmux.py,
+as ``inv preflight`` does; ``--no-reuse`` times the in-process form over fresh connections instead).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def main() -> int:
     ap.add_argument("--counts", default="1,3,8")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-cli", action="store_true")
+    ap.add_argument("--no-reuse", action="store_true", help="inproc without the control masters (inv preflight reuses)")
     a = ap.parse_args()
     state = Path(f"/var/tmp/dapo-bench-{bid}")
     want = max(int(x) for x in a.counts.split(","))
@@ -50,7 +53,8 @@ def main() -> int:
     task_args = (f"--model {cin}/model --train-file {cin}/train.parquet --val-file {cin}/val.parquet --framework fsdp "
                  "--max-response-length 1024 --swanlab-mode disabled")
     argv = [sys.executable, str(REPO / "bench" / "fanout.py"), "--task", "preflight", "--task-args", task_args,
-            "--counts", a.counts, "--repeat", str(a.repeat)] + (["--no-cli"] if a.no_cli else [])
+            "--counts", a.counts, "--repeat", str(a.repeat)] + (["--no-cli"] if a.no_cli else []) \
+        + ([] if a.no_reuse else ["--reuse"])
     return subprocess.call(argv, env=dict(os.environ, DAPO_PREFLIGHT_BENCH_INPUTS=cin))
 
 

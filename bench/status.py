@@ -9,7 +9,7 @@ host's ``/verl/dapo_runs`` (run.json via dapo_ops.core.runstate + a verl-like tr
 with ``\\r`` and Ray worker chatter: 1 MiB and 1 GiB), then times, in one run, alternating:
 
 - ``status``: ``inv status --json --run <id> -H <host>`` (the whole CLI: Python start, imports, one probe over the
-  host's reused SSH connection, :mod:`dapo_ops.control.sshmux`; the warm-up round starts the control master);
+  host's reused SSH connection, :mod:`dapo_ops.control.remote.sshmux`; the warm-up round starts the control master);
 - ``status new-conn``: the same after closing the control masters (a first look: the master starts and connects);
 - ``dapo-ops``: ``dapo-ops -H <host> status --json --run <id>`` (same, through the console script);
 - ``look``: one status look in-process over a new direct SSH connection (SSH handshake + one probe exec);
@@ -176,7 +176,7 @@ def ensure_bench(n: int) -> None:
 
 
 def close_masters() -> None:
-    from dapo_ops.control import sshmux
+    from dapo_ops.control.remote import sshmux
 
     sshmux.close_all()
     time.sleep(0.3)

@@ -31,10 +31,6 @@ def pytest_addoption(parser):
                      help="keep the sandbox bench up after the session (same as DAPO_BENCH_KEEP=1)")
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "bench: needs the sandbox hosts (root, sshd, dockerd in network namespaces)")
-
-
 def bench_id() -> str:
     """The bench id of this session: ``DAPO_BENCH_ID`` (default "0").
 
@@ -199,6 +195,55 @@ def sandbox(request):
             proc = run_bench("down", check=False)
             if proc.returncode != 0:
                 sys.stderr.write(f"sandbox teardown failed: {proc.stderr}\n")
+
+
+# ------------------------------------------------------------------------------------------ the real CLI
+# Tests drive the CLI as an operator does: a subprocess of ``inv -r <repo> <task> ...`` or ``dapo-ops <task> ...``.
+
+BIN = Path(sys.executable).parent
+CLI_PROGS = {"inv": [sys.executable, "-m", "invoke", "-r", str(REPO)], "dapo-ops": [str(BIN / "dapo-ops")]}
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """One CLI run: ``rc`` (exit status), ``stdout``, ``stderr`` (text), ``argv`` (what ran)."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    argv: tuple
+
+    @property
+    def returncode(self) -> int:
+        """``rc`` under :class:`subprocess.CompletedProcess`'s name."""
+        return self.rc
+
+
+def run_cli(prog: str, *args, cwd: str | os.PathLike | None = None, env: dict | None = None,
+            drop_env: tuple[str, ...] = (), stdin: str | None = None, timeout: float = 180) -> CliResult:
+    """Run ``prog`` (``"inv"``: ``python -m invoke -r <repo>``; ``"dapo-ops"``: the installed Fab program) with
+    ``args`` (each ``str()``-ed) as a subprocess and wait for it.
+
+    :param cwd: working directory (default: the repo root).
+    :param env: variables set on top of this process's environment, after removing every variable whose name
+        starts with one of ``drop_env`` (e.g. ``("SWANLAB_",)`` so the operator's own settings do not leak in).
+    :param stdin: text fed to stdin; None = ``/dev/null`` (never a TTY, so nothing prompts).
+    :param timeout: seconds (``subprocess.TimeoutExpired`` after it).
+    """
+    if prog not in CLI_PROGS:
+        raise ValueError(f"unknown CLI {prog!r}: use one of {', '.join(CLI_PROGS)}")
+    argv = [*CLI_PROGS[prog], *(str(a) for a in args)]
+    full_env = {k: v for k, v in os.environ.items() if not (drop_env and k.startswith(drop_env))}
+    full_env.update(env or {})
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd or REPO), env=full_env, timeout=timeout,
+                          input=stdin, stdin=subprocess.DEVNULL if stdin is None else None)
+    return CliResult(rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, argv=tuple(argv))
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """:func:`run_cli`: ``cli("inv", "status", "-H", "h1", env={...}, cwd=tmp_path)`` -> :class:`CliResult`."""
+    return run_cli
 
 
 # ------------------------------------------------------------------------------------------ test report

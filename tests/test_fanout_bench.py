@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.bench
-
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-
-
-def cli(*argv, timeout=180):
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def row(out: str, host: str) -> str:
@@ -30,25 +19,25 @@ def verl_version(sandbox):
                         check=True).stdout.strip()
 
 
-def test_all_hosts_ok(sandbox, verl_version):
-    out = cli(BIN / "dapo-ops", "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
+def test_all_hosts_ok(sandbox, verl_version, cli):
+    out = cli("dapo-ops", "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
     assert out.returncode == 0, out.stderr
     for h in sandbox.hosts:
         r = row(out.stdout, h)
         assert " ok " in r and "running" in r and verl_version in r and sandbox.addresses[h] in r
 
 
-def test_core_H_selects_hosts(sandbox):
-    out = cli(BIN / "dapo-ops", "-H", "h1,h3", "hosts", "--inventory", sandbox.inventory)
+def test_core_H_selects_hosts(sandbox, cli):
+    out = cli("dapo-ops", "-H", "h1,h3", "hosts", "--inventory", sandbox.inventory)
     assert out.returncode == 0, out.stderr
     assert " h2 " not in out.stdout
     row(out.stdout, "h1"), row(out.stdout, "h3")
 
 
-def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox):
+def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox, cli):
     sandbox.kill_sshd("h2")
     try:
-        out = cli(BIN / "inv", "-r", REPO, "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
+        out = cli("inv", "hosts", "-H", ",".join(sandbox.hosts), "--inventory", sandbox.inventory)
     finally:
         sandbox.start_sshd("h2")
     assert out.returncode == 1
@@ -58,14 +47,14 @@ def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox):
     assert out.stderr.strip() == "1 of 3 hosts failed: h2 (refused)"
 
 
-def test_stopped_and_missing_containers_get_their_own_messages(sandbox):
+def test_stopped_and_missing_containers_get_their_own_messages(sandbox, cli):
     sandbox.ssh("h2", "docker kill verl", check=True)
     # `docker kill` returns once the signal is sent; the precondition is a container that IS stopped
     sandbox.ssh("h2", "for i in $(seq 50); do [ \"$(docker inspect -f '{{.State.Status}}' verl)\" = exited ] && exit 0; "
                       "sleep 0.1; done; exit 1", check=True)
     sandbox.ssh("h3", "docker rename verl verl-away", check=True)
     try:
-        out = cli(BIN / "dapo-ops", "-H", ",".join(sandbox.hosts), "hosts", "--inventory", sandbox.inventory)
+        out = cli("dapo-ops", "-H", ",".join(sandbox.hosts), "hosts", "--inventory", sandbox.inventory)
     finally:
         sandbox.ssh("h3", "docker rename verl-away verl")
         sandbox.reset("h2")
@@ -78,10 +67,10 @@ def test_stopped_and_missing_containers_get_their_own_messages(sandbox):
     assert out.stderr.strip() == "2 of 3 hosts failed: h2 (container-stopped), h3 (container-missing)"
 
 
-def test_link_down_is_unreachable_within_the_connect_timeout(sandbox):
+def test_link_down_is_unreachable_within_the_connect_timeout(sandbox, cli):
     sandbox.link("h3", False)
     try:
-        out = cli(BIN / "dapo-ops", "-t", "2", "-H", "h1,h3", "hosts", "--inventory", sandbox.inventory)
+        out = cli("dapo-ops", "-t", "2", "-H", "h1,h3", "hosts", "--inventory", sandbox.inventory)
     finally:
         sandbox.link("h3", True)
     assert out.returncode == 1

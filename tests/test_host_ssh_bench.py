@@ -19,7 +19,7 @@ pytestmark = pytest.mark.bench
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_bare_host_over_ssh(sandbox, tmp_path):
+def test_bare_host_over_ssh(sandbox, tmp_path, cli):
     tree = tmp_path / "host"
     subprocess.run(["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")], check=True,
                    capture_output=True)
@@ -49,13 +49,11 @@ PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
 DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
 DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
 """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(DAPO_OPS_INVENTORY=str(inv_path), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+    env = dict(DAPO_OPS_INVENTORY=str(inv_path), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
                SWANLAB_MODE="disabled", ROLLOUT_TP="1", FRAMEWORK="fsdp")
 
     def inv(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
-                              text=True, env=env, cwd=tmp_path, timeout=180)
+        return cli("inv", *args, env=env, drop_env=("DAPO_OPS_", "SWANLAB_"), cwd=tmp_path, timeout=180)
 
     pf = inv("preflight", "-H", "h3", "--quick", "--json")
     checks = {c["name"]: c["status"] for c in json.loads(pf.stdout)["hosts"]["h3"]["checks"]}

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from dapo_ops.cli._common import EXIT_USAGE
-
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
@@ -30,24 +25,24 @@ def listener():
     assert conn is None, "hosts --check connected to a host"
 
 
-def run(inv, *extra):
-    return subprocess.run([str(BIN / "dapo-ops"), "hosts", "--check", "--inventory", str(inv), *extra],
-                          capture_output=True, text=True, timeout=60)
+def run(cli, inv, *extra):
+    """``dapo-ops hosts --check --inventory <inv> <extra>`` through the shared runner (tests/conftest.py)."""
+    return cli("dapo-ops", "hosts", "--check", "--inventory", inv, *extra, timeout=60)
 
 
-def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener):
+def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener, cli):
     inv = tmp_path / "hosts.toml"
     inv.write_text(f'[defaults]\nuser = "root"\nport = {listener}\n[hosts.h1]\naddress = "127.0.0.1"\n'
                    f'[hosts.bm]\naddress = "127.0.0.1"\nruntime = "host"\naccelerator = "gpu"\n'
                    f'[hosts.me]\ntransport = "local"\n')
-    out = run(inv)
+    out = run(cli, inv)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"{inv}: valid, 3 host(s) selected (nothing contacted)"
     assert lines[1] == f"h1: ssh root@127.0.0.1:{listener}, container verl, 8 x npu, workdir /verl"
     assert lines[2] == f"bm: ssh root@127.0.0.1:{listener}, host shell (no container), 8 x gpu, workdir /verl"
     assert lines[3] == "me: local subprocess, container verl, 8 x npu, workdir /verl"
-    assert run(inv, "-H", "bm").stdout.splitlines()[1].startswith("bm: ")
+    assert run(cli, inv, "-H", "bm").stdout.splitlines()[1].startswith("bm: ")
 
 
 @pytest.mark.parametrize("body,needle", [
@@ -57,17 +52,17 @@ def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener):
     ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nruntime = "host"\ncontainer = "verl"\n',
      ":5: host 'h1': field 'container': runtime = \"host\" runs without a container"),
 ])
-def test_a_bad_file_is_one_line_exit_2_and_nothing_contacted(tmp_path, listener, body, needle):
+def test_a_bad_file_is_one_line_exit_2_and_nothing_contacted(tmp_path, listener, cli, body, needle):
     inv = tmp_path / "hosts.toml"
     inv.write_text(body.replace("PORT", str(listener)))
-    out = run(inv)
+    out = run(cli, inv)
     assert out.returncode == EXIT_USAGE
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"{inv}{needle}"), out.stderr
 
 
-def test_an_unknown_H_name_is_refused(tmp_path, listener):
+def test_an_unknown_H_name_is_refused(tmp_path, listener, cli):
     inv = tmp_path / "hosts.toml"
     inv.write_text(f'[hosts.h1]\naddress = "127.0.0.1"\nport = {listener}\n')
-    out = run(inv, "-H", "h9")
+    out = run(cli, inv, "-H", "h9")
     assert out.returncode == EXIT_USAGE and "unknown host 'h9'" in out.stderr and out.stdout == ""

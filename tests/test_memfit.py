@@ -135,7 +135,7 @@ def test_calibration_csv_estimates_are_current_and_adding_a_row_is_one_line():
 def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     """MEMORY_FIT=warn (dapo_ops/control/settings.py): the estimate is shown, no rung is applied, nothing is refused,
     and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
-    from dapo_ops.control import preflight_checks
+    from dapo_ops.control.preflight import memory as preflight_checks
 
     flags = {"framework": "fsdp", "gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64,
              "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8, "rollout_tp": 1,

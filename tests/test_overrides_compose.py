@@ -73,6 +73,7 @@ def _combinations():
                     yield mode, fw, label, rung, overrides.build_command(sp, rfs)
 
 
+@pytest.mark.slow
 def test_every_combination_composes_against_verl_091(root, test_report):
     """Generate all combinations; compose them with Hydra against the pinned 0.9.1 yaml.
 

@@ -6,10 +6,8 @@ address (198.51.<100+id>.1) is the one address both sides share."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 
 from dapo_ops.control import inventory
 from dapo_ops.control import planning
-from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control import preflight as pc
 from dapo_ops.control.remote import Target
 from inputs_helpers import make_model, make_parquet
 
@@ -188,20 +186,18 @@ def test_swanlab_host_reachable_from_the_container(sandbox, h1):
         srv.server_close()
 
 
-def _inv_cli(*args, env=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("SWANLAB")}
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
-                          env=e, stdin=subprocess.DEVNULL, timeout=300)
+def _inv_cli(cli, *args, env=None):
+    """``inv <args>`` without the operator's SWANLAB* variables (tests/conftest.py's runner)."""
+    return cli("inv", *args, env=env, drop_env=("SWANLAB",), timeout=300)
 
 
-def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1):
+def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1, cli):
     _inputs(sandbox, h1)
     common = ["preflight", "--inventory", str(sandbox.inventory), "-H", h1, "--model", f"{IN}/model",
               "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
               "--max-response-length", "1024", "--json", "--no-compose"]
     home = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml")}
-    r = _inv_cli(*common, env={**home, "SWANLAB_MODE": "cloud", "SWANLAB_HOST": f"http://{_bridge(sandbox)}:9"})
+    r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "cloud", "SWANLAB_HOST": f"http://{_bridge(sandbox)}:9"})
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
     checks = {c["name"]: c for c in data["hosts"][h1]["checks"]}
@@ -210,7 +206,7 @@ def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1):
     assert "SWANLAB_API_KEY" in checks["swanlab-key"]["fix"]
     assert checks["swanlab"]["status"] == "fail"  # port 9 on the bridge: refused
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith(f"{h1}: ")
-    r = _inv_cli(*common, env={**home, "SWANLAB_MODE": "local"})
+    r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "local"})
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(r.stdout)
     assert data["status"] in ("ok", "warn")
@@ -260,13 +256,13 @@ def test_sshd_down_is_one_failing_check(sandbox, h1):
     assert _run_all(sandbox, h1, None)["ssh"].status == "ok"
 
 
-def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path):
+def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path, cli):
     for h in sandbox.hosts:
         sandbox.reset(h)
         _inputs(sandbox, h)
     sandbox.set_devices("h2", {"accelerator": "npu", "count": 4, "hbm_total_mb": 65536})
     try:
-        r = _inv_cli("preflight", "--inventory", str(sandbox.inventory), "--quick", "--model", f"{IN}/model",
+        r = _inv_cli(cli, "preflight", "--inventory", str(sandbox.inventory), "--quick", "--model", f"{IN}/model",
                      "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
                      "--max-response-length", "1024",
                      env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"})

@@ -1,5 +1,5 @@
 """Preflight evaluation without hosts: the real probe runs in this process (stand-in npu-smi on PATH, files in
-tmp_path), then :func:`preflight_checks.evaluate` judges the facts."""
+tmp_path), then :func:`dapo_ops.control.preflight.evaluate` judges the facts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control import preflight as pc
 from dapo_ops.agent import preflight_probe
 from inputs_helpers import make_model, make_parquet
 
@@ -126,7 +126,7 @@ def test_check_str_and_json():
     assert str(c) == "devices fail: 2 NPU(s) usable; fix: give more"
     assert pc.worst([c, pc.Check("x", "warn", "w")]) == "fail"
     assert '"status": "fail"' in pc.to_json({"h1": [c]})
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="status 'bad' is not one of ok, warn, fail"):  # also under python -O
         pc.Check("x", "bad", "m")
 
 

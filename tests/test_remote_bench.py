@@ -1,4 +1,4 @@
-"""remote.py against the sandbox hosts: quoting byte for byte through SSH + docker exec, secrets via a 0600
+"""dapo_ops/control/remote/ against the sandbox hosts: quoting byte for byte through SSH + docker exec, secrets via a 0600
 env-file that is removed, put_text, and each failure kind with its own one-line message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Connection reuse against real sandbox hosts (dapo_ops/control/sshmux.py): later calls and later processes reuse one
+"""Connection reuse against real sandbox hosts (dapo_ops/control/remote/sshmux.py, master.py): later calls and later processes reuse one
 SSH connection (one sshd login for many commands), and through the control master the host key is still
 verified and every failure keeps its RemoteError kind and message."""
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from dapo_ops.control import inventory
-from dapo_ops.control import sshmux
+from dapo_ops.control.remote import sshmux
 from dapo_ops.control.remote import RemoteError, Target
 
 pytestmark = pytest.mark.bench
@@ -190,7 +190,7 @@ def test_a_master_keeps_no_secret_of_the_callers_environment(inv, monkeypatch):
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"dapo_ops.control.sshmux" in cmd:
+        if b"dapo_ops.control.remote.master" in cmd:
             masters.append(env)
     assert masters
     assert not [e for env in masters for e in env if e.startswith(b"SWANLAB_API_KEY=")]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import runstate
-from dapo_ops.control import sshmux
+from dapo_ops.control.remote import sshmux
 
 pytestmark = pytest.mark.bench
 

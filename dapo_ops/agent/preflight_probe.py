@@ -3,7 +3,7 @@
 Stdlib only (it runs in arbitrary training images; Python 3.8+). :func:`build_command` ships this file plus
 :mod:`dapo_ops.agent.inputs` (and, when asked, the Hydra compose checker of :mod:`dapo_ops.control.validate`) as a
 ``python3 -c`` bootstrap; the request travels as a JSON argument and the answer is one JSON line prefixed by
-:data:`MARK`. Facts, not verdicts: :mod:`dapo_ops.control.preflight_checks` turns them into ok/warn/fail.
+:data:`MARK`. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok/warn/fail.
 
 Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab

@@ -42,7 +42,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
     cells["container"] = "running"
-    from dapo_ops.control.preflight_checks import workdir_missing
+    from dapo_ops.control.preflight import workdir_missing
 
     if res.exited != 0 and workdir_missing(res.stderr):
         cells["python"] = cells["verl"] = "-"

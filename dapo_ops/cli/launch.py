@@ -4,7 +4,7 @@ What the runbook's ``run_dapo.sh`` / ``run_one_step_off_policy.sh`` and its OOM 
 done on the host itself: per host, resolve the settings (flag > env > config file > default,
 :mod:`dapo_ops.control.settings`), make the plan (:mod:`dapo_ops.control.planning`), run the quick checks that would make
 the launch fail at once (container running, no run already active, the plan fits the host's devices,
-``dapo_ops.control.preflight_checks.quick`` when present), copy the stdlib bundle (:mod:`dapo_ops.control.remote_bundle`),
+``dapo_ops.control.preflight.quick`` when present), copy the stdlib bundle (:mod:`dapo_ops.control.remote_bundle`),
 write ``spec.json`` and ``secret.env`` (0600), start ``python3 -m dapo_ops.agent.supervisor <run_dir>`` detached,
 wait a few seconds for ``run.json`` to say ``running`` and print the run id, host, container, log path,
 how to follow it and the SwanLab link. Afterwards it is silent: errors reach the operator through
@@ -99,7 +99,7 @@ def _swanlab(swanlab_mode: str, notes: list):
 
 def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
     """The checks that would make the launch fail at once: container running, no active run on the container
-    (its lock), and ``preflight_checks.quick`` (devices, leftovers, python/verl, model/data, disk) unless
+    (its lock), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl, model/data, disk) unless
     ``skip_preflight``. Raises :class:`LaunchRefused` or ``RemoteError`` with one line. Returns the probe's
     facts (empty when skipped), for the memory-fit estimate."""
     host = target.host
@@ -109,9 +109,9 @@ def _quick_checks(target, plan, bdir: str, skip_preflight: bool) -> None:
                             f"{state.status}: start it (docker start {target.container}) and launch again")
     refuse_if_busy(target, plan.spec["python"], bdir)
     facts: dict = {}
-    if skip_preflight or importlib.util.find_spec("dapo_ops.control.preflight_checks") is None:
+    if skip_preflight or importlib.util.find_spec("dapo_ops.control.preflight") is None:
         return facts
-    quick = getattr(importlib.import_module("dapo_ops.control.preflight_checks"), "quick", None)
+    quick = getattr(importlib.import_module("dapo_ops.control.preflight"), "quick", None)
     if quick is None:
         return facts
     failed = [ck for ck in quick(target, plan, facts_out=facts) if getattr(ck, "status", "") == "fail"]
@@ -224,7 +224,7 @@ def launch_one(target, *, st, mode: str, sw, notify_cfg: dict, extra_public: dic
     target.container = plan.spec["container"]
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = _quick_checks(target, plan, bdir, skip_preflight)
-    from dapo_ops.control.preflight_checks import memory_facts
+    from dapo_ops.control.preflight import memory_facts
     mem = memory_facts(host, facts.get("probe"))
     if mem is not None:  # memory fit: start on the first rung that fits (source: estimate); a misfit was refused above
         fitted = planning.make_plan(st, host, mode=mode, run_id=run_id, swanlab_logger=sw.logger_enabled,

@@ -1,6 +1,6 @@
 """``inv preflight``: catch what would kill the run before it starts, on every host in parallel.
 
-Per host ONE SSH round trip (:mod:`dapo_ops.control.preflight_checks`): container state, devices inside the container,
+Per host ONE SSH round trip (:mod:`dapo_ops.control.preflight`): container state, devices inside the container,
 python/verl/entry module, the generated overrides composed against the container's own verl config, model and
 data files, disk, proxy, SwanLab reachability from the container, and for ``--cluster`` the Ray port between
 hosts. The operator-side SwanLab key check runs once. A rich table per host, a summary line, ``--json``;
@@ -16,7 +16,7 @@ from rich.text import Text
 
 from dapo_ops.control import fanout
 from dapo_ops.control import planning
-from dapo_ops.control import preflight_checks as pc
+from dapo_ops.control import preflight as pc
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.cli._common import (
@@ -142,7 +142,8 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
         return Row(ok=pc.worst(checks) != pc.FAIL, data={"checks": checks})
 
     results = fanout.run(chosen, one, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
+                         reuse=True)  # each host's control master (dapo_ops/control/remote/sshmux.py), as status
     per_host: dict = {}
     for r in results:
         checks = r.row.data.get("checks")

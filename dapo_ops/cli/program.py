@@ -11,7 +11,7 @@ tasks read them the same way (``tasks/_common.py: apply_core_overrides``): ``-H/
 (``connect_kwargs.key_filename``), ``-S/--ssh-config`` (``config._runtime_ssh_path``), ``-t/--connect-timeout``
 (``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
 ``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused
-connection, :mod:`dapo_ops.control.sshmux`) never needs; the SSH config file itself is read per host by
+connection, :mod:`dapo_ops.control.remote.sshmux`) never needs; the SSH config file itself is read per host by
 :class:`dapo_ops.control.remote.Target`.
 
 Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env

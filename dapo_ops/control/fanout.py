@@ -71,7 +71,7 @@ def call_on_host(host: Host, fn: Callable[[Target], "Row | dict | None"], *,
     """Run ``fn(target)`` for one host, turning every exception into a failed :class:`Row`.
 
     The Target's connection is closed afterwards (with ``reuse``, the host's control master stays:
-    :mod:`dapo_ops.control.sshmux`). ``fn`` may return a Row, a dict of cells (ok) or None.
+    :mod:`dapo_ops.control.remote.sshmux`). ``fn`` may return a Row, a dict of cells (ok) or None.
     """
     t0 = time.monotonic()
     target = Target(host, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout, reuse=reuse)

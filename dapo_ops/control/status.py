@@ -6,7 +6,7 @@ Each host costs one SSH command per look: ``docker exec <c> python3 -S -c <probe
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.statusview` turns that
 into a row. Hosts are probed in parallel (:func:`dapo_ops.control.fanout.run`, one thread per host) over each host's
-reused SSH connection (a control master that outlives the process, :mod:`dapo_ops.control.sshmux`).
+reused SSH connection (a control master that outlives the process, :mod:`dapo_ops.control.remote.sshmux`).
 The CLI tasks (``dapo_ops/cli/status.py``) parse flags, call these, print and exit.
 """
 

@@ -1,0 +1,160 @@
+"""The ``hosts.toml`` model: :class:`Host` (types, ranges, enums and patterns as msgspec ``Annotated`` metadata,
+each with its one-line ``problem`` text: :func:`rule`), the per-table msgspec types (:data:`HostTable`,
+:class:`ProxyTable`), the whole file (:class:`HostsFile`) and its JSON Schema (:func:`json_schema`, written to
+``docs/hosts.schema.json`` by ``python -m dapo_ops.control.inventory``). Loading and the error messages are
+:mod:`dapo_ops.control.inventory`.
+"""
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+# host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# proxy_jump: an inventory host name or [user@]host[:port] (IPv6 in brackets); no spaces, no leading '-' (an
+# ssh option such as -oProxyCommand=... is refused here instead of failing in fabric.Connection)
+JUMP_PATTERN = r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9_.-]*)(?::[0-9]{1,5})?$"
+
+
+def rule(problem: str, **constraints) -> Meta:
+    """msgspec metadata: constraints and ``problem``, the one-line message template (``{v}`` = the value) used
+    when a constraint fails."""
+    return Meta(extra={"problem": problem}, **constraints)
+
+
+def problem_of(tp) -> str | None:
+    """The ``problem`` template in a (possibly nested / optional) Annotated type's msgspec metadata."""
+    for meta in getattr(tp, "__metadata__", ()):
+        if isinstance(meta, Meta) and meta.extra and "problem" in meta.extra:
+            return meta.extra["problem"]
+    return next((p for a in typing.get_args(tp) if (p := problem_of(a))), None)
+
+
+_NONEMPTY = dict(pattern=r"\S")  # msgspec matches with re.search
+Text = Annotated[str, rule("must not be empty", **_NONEMPTY)]
+ContainerPath = Annotated[str, rule("must be an absolute path inside the container (e.g. '/verl')", pattern="^/")]
+Port = Annotated[int, rule("must be 1..65535, got {v}", ge=1, le=65535)]
+Seconds = Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)]
+Devices = Annotated[int, rule("must be >= 1 (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}", ge=1)]
+Container = Annotated[str, rule("{v!r} is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
+                              pattern=NAME_PATTERN.replace("^", "^(?:").replace("$", ")?$"))]
+Accelerator = Annotated[Literal["npu", "gpu"], rule("unknown accelerator {v!r}: use one of npu, gpu")]
+Runtime = Annotated[Literal["docker", "host"], rule("unknown runtime {v!r}: use one of docker, host")]
+Transport = Annotated[Literal["ssh", "local"], rule("unknown transport {v!r}: use one of ssh, local")]
+Jump = Annotated[str, rule("{v!r} is not [user@]host[:port] or an inventory host name (no spaces, no ssh options)",
+                         pattern=JUMP_PATTERN)]
+Env = Annotated[dict[Annotated[str, Meta(pattern=ENV_NAME_PATTERN)], str],
+                rule("keys must be environment variable names ([A-Za-z_][A-Za-z0-9_]*), values strings")]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory entry: an SSH target and its container (the model of a ``[hosts.<name>]`` table).
+
+    ``user``/``port``/``identity_file``/``known_hosts`` left as None fall back to the ``ssh_config`` file
+    (if any), then to OpenSSH defaults (local user, port 22, ``~/.ssh/known_hosts``).
+    Units: ``connect_timeout`` in seconds; ``devices`` = accelerator count on the host (>= 1).
+    ``runtime = "host"``: no container (``container`` is ""); ``transport = "local"``: commands run by a local
+    subprocess (``address`` may be omitted: "localhost"). ``env``: non-secret variables for host mode.
+    """
+
+    name: str
+    address: Text
+    port: Port | None = None
+    user: Text | None = None
+    identity_file: Text | None = None
+    known_hosts: Text | None = None
+    connect_timeout: Seconds = 10
+    container: Container = "verl"
+    workdir: ContainerPath = "/verl"
+    python: Text = "python3"
+    accelerator: Accelerator = "npu"
+    devices: Devices = 8
+    runs_dir: ContainerPath | None = None
+    device_mounts: bool = True
+    ssh_config: Text | None = None
+    proxy_jump: Jump | None = None
+    model_dir: Text | None = None
+    data_dir: Text | None = None
+    ckpt_dir: Text | None = None
+    runtime: Runtime = "docker"
+    transport: Transport = "ssh"
+    env: Env = field(default_factory=dict, hash=False)
+
+    @property
+    def runs_path(self) -> str:
+        """``runs_dir`` or ``<workdir>/dapo_runs`` (inside the container)."""
+        return self.runs_dir or f"{self.workdir.rstrip('/')}/dapo_runs"
+
+    @property
+    def ssh_target(self) -> str:
+        """``user@address:port`` as far as known, for messages."""
+        s = self.address
+        if ":" in s:
+            s = f"[{s}]"
+        if self.user:
+            s = f"{self.user}@{s}"
+        if self.port:
+            s = f"{s}:{self.port}"
+        return s
+
+
+_HINTS = Host.__annotations__  # objects, not strings: no `from __future__ import annotations` here (import time)
+_DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says the same in its comments
+    "address": "IP or DNS name (optional with transport = 'local')", "port": "SSH port (default: ssh_config, 22)",
+    "user": "SSH user (allowed to run docker)", "identity_file": "private key on the operator's machine",
+    "known_hosts": "host keys are verified against it", "connect_timeout": "seconds for the SSH connect",
+    "container": "the docker exec target; empty only with runtime = 'host'", "python": "python in the container",
+    "workdir": "in the container: where `import verl` works", "accelerator": "npu (Ascend) | gpu (NVIDIA)",
+    "devices": "accelerators on the host", "runs_dir": "in the container: run dirs (default <workdir>/dapo_runs)",
+    "device_mounts": "container.create adds the accelerator devices", "ssh_config": "OpenSSH config file to apply",
+    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name", "model_dir": "host path, bind-mounted",
+    "data_dir": "host path, bind-mounted", "ckpt_dir": "host path, bind-mounted", "transport": "ssh | local subprocess",
+    "runtime": "docker: in the container | host: in the host's own shell", "env": "non-secret env for runtime = 'host'"}
+
+
+def _field_type(f: dataclasses.Field):
+    """``f``'s type for one TOML table: optional (UNSET = not given), None dropped (TOML has no null), with a
+    description and the default for the JSON Schema."""
+    tp = _HINTS[f.name]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        tp = typing.Union[tuple(a for a in typing.get_args(tp) if a is not type(None))]
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    extra = {} if default in (None, dataclasses.MISSING) else {"default": default}
+    return Annotated[tp, Meta(description=_DOCS.get(f.name), extra_json_schema=extra)] | UnsetType
+
+
+#: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
+HostTable = msgspec.defstruct("HostTable", [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host)
+                                            if f.name != "name"], forbid_unknown_fields=True)
+
+
+class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
+    """``[proxy]``: exported into the container for downloads (pip, HF hub, SwanLab cloud)."""
+
+    http_proxy: str = ""
+    https_proxy: str = ""
+    no_proxy: str = ""
+
+
+class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The whole ``hosts.toml``: ``[defaults]`` (any host field), ``[proxy]``, ``[hosts.<name>]`` tables.
+
+    The JSON Schema's root; :func:`loads` validates table by table (:data:`HostTable`, :class:`ProxyTable`) so that
+    a message can name the host (msgspec's error path hides dict keys)."""
+
+    hosts: Annotated[dict[Annotated[str, Meta(pattern=NAME_PATTERN)], HostTable], Meta(min_length=1)]
+    defaults: HostTable = msgspec.field(default_factory=HostTable)
+    proxy: ProxyTable = msgspec.field(default_factory=ProxyTable)
+
+
+def json_schema() -> dict:
+    """JSON Schema (2020-12) of ``hosts.toml``, generated from :class:`HostsFile` (``docs/hosts.schema.json``)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "dapo-ops hosts.toml",
+            **msgspec.json.schema(HostsFile)}

@@ -1,0 +1,53 @@
+"""Preflight checks: what would kill a run before its first step, per host, as ``ok | warn | fail`` + one fix.
+
+Cost model: ONE SSH round trip per host. :func:`~dapo_ops.control.preflight.probe.collect` sends a host shell
+command that ``docker exec``s the :mod:`dapo_ops.agent.preflight_probe` (devices, verl, model, data, disk, network and
+optionally the Hydra compose check, all in one process) and, only when that fails, ``docker inspect``s the
+container. :func:`~dapo_ops.control.preflight.checks.evaluate` is pure: facts in,
+:class:`~dapo_ops.control.preflight.result.Check` list out; the tests feed it both sandbox facts and hand-made ones.
+
+Checks (names are stable; ``--json`` uses them):
+
+============== =====================================================================================
+``ssh``        SSH reachable, key accepted, host key known (RemoteError kinds unreachable/refused/auth/hostkey)
+``docker``     Docker CLI + daemon usable by the SSH user
+``container``  exists and running; stopped shows exit code and OOMKilled; restarting / paused
+``host``       bare host (inventory ``runtime = "host"``): replaces ``docker`` + ``container``; the rest run in
+               the host's own shell with the inventory ``env`` (devices via ``nvidia-smi``/``npu-smi`` on PATH)
+``devices``    accelerators visible inside the container (``npu-smi info`` / ``nvidia-smi``) >= the plan's need
+``visible``    ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` vs the devices mounted
+``leftover``   processes already holding device memory (a leftover run), with their PIDs
+``device-mem`` free memory per needed device vs rollout ``gpu_memory_utilization``
+``python``     Python version in the container
+``verl``       verl found (from the workdir), version -> profile, matches the plan's profile
+``entry``      the plan's entry module exists (the DAPO recipe needs the ``recipe`` submodule)
+``overrides``  the generated overrides compose against the container's own verl config (Hydra, no torch)
+``model``      model dir: config.json, weights (shards complete), tokenizer; prompt+response fit the context
+``data:<f>``   each parquet: readable, verl RL schema (``prompt``, ``data_source``, ``reward_model.ground_truth``)
+``disk``       free space where checkpoints go vs an estimate from the model size
+``proxy``      proxy variables the run will see inside the container
+``swanlab``    SwanLab host reachable FROM THE CONTAINER (when the plan logs to SwanLab in cloud mode)
+``swanlab-key`` cloud mode has an API key when there is no TTY to ask for one (operator side)
+``ray-port``   multi-host: the head's Ray port is free; workers reach the head on it
+============== =====================================================================================
+
+:func:`quick` is the cheap subset ``inv launch`` runs automatically (no compose, no network probes).
+
+Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
+round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
+``inputs`` (model/data/disk), ``memory`` (memory-fit), ``network`` (proxy/swanlab/ray-port/swanlab-key),
+``checks`` (evaluate, quick, run_all).
+"""
+
+from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate, quick, quick_all, run_all
+from dapo_ops.control.preflight.host import workdir_missing
+from dapo_ops.control.preflight.inputs import CKPT_FACTOR, GIB
+from dapo_ops.control.preflight.memory import memory_facts
+from dapo_ops.control.preflight.network import swanlab_key_check
+from dapo_ops.control.preflight.plan import PlanView, needed_modules, plan_view
+from dapo_ops.control.preflight.probe import collect, probe_request
+from dapo_ops.control.preflight.result import FAIL, OK, STATUSES, WARN, Check, to_json, worst
+
+__all__ = ["CKPT_FACTOR", "FAIL", "GIB", "OK", "QUICK_CHECKS", "STATUSES", "WARN", "Check", "PlanView", "collect",
+           "evaluate", "memory_facts", "needed_modules", "plan_view", "probe_request", "quick", "quick_all",
+           "run_all", "swanlab_key_check", "to_json", "workdir_missing", "worst"]

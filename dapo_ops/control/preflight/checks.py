@@ -1,0 +1,95 @@
+"""The preflight entry points: :func:`quick_all` / :func:`quick` (the cheap subset ``inv launch`` runs),
+:func:`run_all` (every check of one host) and :func:`evaluate` (facts -> checks, pure).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dapo_ops.control.preflight.host import _container_checks, _device_checks, workdir_missing
+from dapo_ops.control.preflight.inputs import _input_checks
+from dapo_ops.control.preflight.memory import _memfit_checks
+from dapo_ops.control.preflight.network import _network_checks
+from dapo_ops.control.preflight.plan import PlanView, plan_view, ray_for
+from dapo_ops.control.preflight.probe import collect, probe_request
+from dapo_ops.control.preflight.result import FAIL, Check, on_host
+from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
+from dapo_ops.control.remote import Target
+
+
+#: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
+QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
+                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit")
+
+
+def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None,
+             ray: dict | None = None) -> list[Check]:
+    """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks."""
+    pv = plan_view(plan)
+    # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
+    container = (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", "verl")
+    out = _container_checks(getattr(host, "name", "?"), container, facts)
+    if any(c.status == FAIL for c in out):
+        return out
+    p = facts.get("probe")
+    if p is None and workdir_missing(facts.get("probe_error", "")):
+        wd = getattr(host, "workdir", "?")
+        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
+                         "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
+        return out
+    if p is None:
+        out.append(Check("python", FAIL, facts.get("probe_error") or "the probe gave no answer",
+                         f"check that {getattr(host, 'python', 'python3')} runs in the container"))
+        return out
+    out += _device_checks(host, pv, p)
+    out += _verl_checks(host, pv, p)
+    out += _module_checks(pv, p)
+    out += _cann_checks(p)
+    out += _input_checks(host, pv, p)
+    out += _memfit_checks(host, pv, p)
+    if full:
+        out += _network_checks(host, pv, p, inv_proxy, ray)
+    if getattr(host, "runtime", "docker") == "host":
+        out = [on_host(c) for c in out]
+    return out
+
+
+def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
+    """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
+    leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
+    compose, no network probes. ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or
+    None. Returns checks named in :data:`QUICK_CHECKS`; never raises for remote failures. ``facts_out``: a dict
+    that receives the facts (e.g. for :func:`memory_facts`)."""
+    pv = plan_view(plan)
+    req = probe_request(target.host, pv, full=False)
+    facts = collect(target, req, env=pv.env if pv is not None else {}, timeout=timeout)
+    if facts_out is not None:
+        facts_out.update(facts)
+    return evaluate(target.host, pv, facts, full=False)
+
+
+def quick(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
+    """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
+
+    ``str(check)`` is one line with the fix, fit for launch's error message."""
+    return [c for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out) if c.status == FAIL]
+
+
+def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: dict | None = None,
+            compose: bool = True, extra_env: dict | None = None, timeout: float = 180) -> list[Check]:
+    """Every check for one host in one SSH round trip (the compose check runs inside the same ``docker exec``).
+
+    ``inv_proxy``: the inventory ``[proxy]`` table (to warn when the container lacks it). ``ray``:
+    ``{"head": address, "port": 6379, "is_head": bool}`` for multi-host runs (default: the plan's ``ray``).
+    ``extra_env``: non-secret env the run will get besides the spec's (e.g. ``SwanlabSettings.public_env()``:
+    ``SWANLAB_MODE``, ``SWANLAB_API_HOST``); the probe runs with it. The ``swanlab-key`` check is operator-side:
+    call :func:`swanlab_key_check` once, not per host.
+    """
+    pv = plan_view(plan)
+    if pv is not None and extra_env:
+        pv = PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
+    r = ray_for(target.host, pv, ray)
+    creq = _compose_request(target.host, pv) if compose else None
+    req = probe_request(target.host, pv, full=True, ray=r, compose_request=creq)
+    facts = collect(target, req, env=pv.env if pv is not None else {}, timeout=timeout)
+    return evaluate(target.host, pv, facts, full=True, inv_proxy=inv_proxy, ray=r)

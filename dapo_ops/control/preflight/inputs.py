@@ -1,0 +1,89 @@
+"""Input checks from the probe's facts: the ``model`` dir (weights, tokenizer, context length vs prompt +
+response), each ``data:<file>`` parquet (verl RL schema) and the ``disk`` space for checkpoints. Pure.
+"""
+
+from __future__ import annotations
+
+from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+
+
+#: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
+#: HF copy (1x). verl saves ``model_world_size_*`` / ``optim_world_size_*`` / ``huggingface/`` per step (verl.md §10).
+CKPT_FACTOR = 7.0
+
+
+GIB = 1 << 30
+
+
+def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
+    out: list[Check] = []
+    m = p.get("model")
+    if m is not None:
+        if m.get("ok"):
+            gb = m.get("weights_bytes", 0) / GIB
+            msg = f"{m['path']}: {len(m.get('weights', []))} weight file(s), {gb:.2f} GiB, tokenizer {','.join(m['tokenizer'])}"
+            ctx = m.get("max_position_embeddings")
+            need = (int(pv.s("max_prompt_length", 0)) + int(pv.s("max_response_length", 0))) if pv is not None else 0
+            if ctx and need and need > ctx:
+                out.append(Check("model", FAIL, f"max_prompt_length + max_response_length = {need} exceeds the model's "
+                                 f"max_position_embeddings {ctx} ({m['path']}/config.json)",
+                                 f"lower max_response_length to <= {ctx - int(pv.s('max_prompt_length', 0))}, or add "
+                                 f"+actor_rollout_ref.model.override_config.max_position_embeddings={need} if the model "
+                                 "supports it"))
+            else:
+                out.append(Check("model", OK, msg + (f", context {ctx}" if ctx else "")))
+        else:
+            probs = m.get("problems") or ["model dir unusable"]
+            more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
+            out.append(Check("model", FAIL, probs[0] + more,
+                             "run `inv prepare` to fetch the model, or fix model_path"))
+    for d in p.get("data") or []:
+        name = "data:" + d["path"].rsplit("/", 1)[-1]
+        if d.get("ok"):
+            out.append(Check(name, OK, f"{d['path']}: {d.get('rows')} rows, verl RL schema"))
+        else:
+            probs = d.get("problems") or ["unusable"]
+            if d.get("missing"):
+                fix = (f"add column(s) {', '.join(d['missing'])} (verl.md §15: prompt = chat messages, data_source, "
+                       "reward_model = {'ground_truth': ...}) or use verl's data preprocessing scripts")
+            elif not d.get("exists"):
+                fix = "run `inv prepare` to fetch it, or fix train_file / val_file"
+            else:
+                fix = "re-create the file (verl's examples/data_preprocess) or `inv prepare` to fetch it again"
+            more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
+            out.append(Check(name, FAIL, probs[0] + more, fix))
+    disk = p.get("disk")
+    if disk:
+        if disk.get("error"):
+            out.append(Check("disk", WARN, f"cannot stat {disk['checked']}: {disk['error']}", "check the checkpoint dir"))
+        else:
+            free = disk["free"]
+            wb = (m or {}).get("weights_bytes") or 0
+            if not wb:
+                out.append(Check("disk", OK if free > 50 * GIB else WARN,
+                                 f"{free / GIB:.1f} GiB free at {disk['checked']} (no model size to estimate from)",
+                                 "" if free > 50 * GIB else "free space where checkpoints go"))
+            else:
+                one = wb * CKPT_FACTOR
+                saves = 1
+                if pv is not None:
+                    steps, freq = int(pv.s("steps", 0) or 0), int(pv.s("save_freq", 0) or 0)
+                    if steps and freq > 0:
+                        saves = steps // freq + (1 if steps % freq else 0)
+                    keep = pv.s("max_actor_ckpt_to_keep")
+                    if keep:
+                        saves = min(saves, int(keep))
+                total = one * saves
+                msg = (f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
+                       f"{saves} save(s) ~{total / GIB:.1f} GiB")
+                if free < one:
+                    out.append(Check("disk", FAIL, msg, "free space, or point runs_dir/ckpt_dir at a bigger disk"))
+                elif free < total:
+                    out.append(Check("disk", WARN, msg, "raise save_freq, set trainer.max_actor_ckpt_to_keep, or free space"))
+                else:
+                    out.append(Check("disk", OK, msg))
+            if disk.get("writable") is False:
+                out.append(Check("disk", FAIL, f"{disk['checked']} is not writable in the container",
+                                 "bind-mount a writable runs_dir (inv container.create does)"))
+    return out

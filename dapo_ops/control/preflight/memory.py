@@ -1,0 +1,52 @@
+"""The ``memory-fit`` check: the per-phase memory estimate of :mod:`dapo_ops.core.memfit` from the container's
+``config.json`` and the smallest device's memory (:func:`memory_facts`, also used by ``inv launch``). Pure.
+"""
+
+from __future__ import annotations
+
+from dapo_ops.core import devices as devmod
+from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode, plan_view  # noqa: F401 - plan_view: tests
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
+
+
+def memory_facts(host, p: dict | None) -> dict | None:
+    """``{"model_config", "device_gib"}`` from the probe's facts (the container's ``config.json`` and the smallest
+    device's total memory), for :func:`dapo_ops.control.planning.make_plan`; None when either is unknown."""
+    cfg = ((p or {}).get("model") or {}).get("config")
+    d = (p or {}).get("devices") or {}
+    if not cfg or d.get("rc") != 0:
+        return None
+    try:
+        rep = devmod.parse(getattr(host, "accelerator", "npu"), d.get("stdout", ""))
+    except devmod.DeviceParseError:
+        return None
+    totals = [x.mem_total_mb for x in rep.devices if x.mem_total_mb]
+    return {"model_config": cfg, "device_gib": min(totals) / 1024} if totals else None
+
+
+def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
+    """The memory-fit estimate (:mod:`dapo_ops.core.memfit`): per-phase peak, tightest phase, start rung or refusal."""
+    from dapo_ops.core import features
+    from dapo_ops.core import memfit
+
+    mem = memory_facts(host, p)
+    if pv is None or mem is None:
+        return []
+    fs = features.FeatureSet.from_json(pv.spec.get("features") or [], pv.spec.get("disabled_features") or ())
+    try:
+        f = memfit.fit(mem["model_config"], pv.spec, fs, mem["device_gib"])
+    except memfit.EstimateUnavailable as e:
+        return [Check("memory-fit", WARN, str(e), "the device-OOM ladder still applies; complete config.json to get the estimate")]
+    except memfit.FitError as e:
+        msg, fix = split_fix(str(e))
+        if memory_fit_mode(pv) == "warn":
+            return [Check("memory-fit", WARN, msg, "MEMORY_FIT=warn: the first attempt runs as planned; " + fix)]
+        return [Check("memory-fit", FAIL, msg, fix)]
+    if f.rungs and memory_fit_mode(pv) == "warn":
+        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
+                      f"MEMORY_FIT=warn: launch starts as planned; MEMORY_FIT=start would begin on "
+                      f"{', '.join(f.rungs)}: {f.started.line()}")]
+    if f.rungs:
+        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
+                      f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}")]
+    return [Check("memory-fit", OK, f"estimate: {f.planned.line()}")]

@@ -1,0 +1,97 @@
+"""Network checks: ``proxy`` variables the container sees, ``swanlab`` reachable from the container, the
+multi-host ``ray-port``; and the operator-side ``swanlab-key`` check (once per preflight, not per host:
+:mod:`dapo_ops.control.swanlab_cfg`). Pure except :func:`swanlab_key_check` reading the user config.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from dapo_ops.control.preflight.plan import PlanView, plan_view
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+
+
+def _display_url(url: str) -> str:
+    from dapo_ops.control import proxy
+
+    return proxy.display(url)
+
+
+def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, ray: dict | None) -> list[Check]:
+    out: list[Check] = []
+    env = p.get("env") or {}
+    set_vars = [k for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY") if env.get(k)]
+    if set_vars:
+        shown = ", ".join(f"{k}={_display_url(env[k])}" for k in set_vars if k.islower()) or \
+            ", ".join(f"{k}={_display_url(env[k])}" for k in set_vars)
+        out.append(Check("proxy", OK, f"in the container: {shown}" + (f"; no_proxy={env.get('no_proxy') or env.get('NO_PROXY')}"
+                                                                      if env.get("no_proxy") or env.get("NO_PROXY") else "")))
+    elif inv_proxy and any(inv_proxy.get(k) for k in ("http_proxy", "https_proxy")):
+        out.append(Check("proxy", WARN, "hosts.toml [proxy] is set but the container sees no proxy variables",
+                         "recreate the container (inv container.create) or pass the proxy in the run env"))
+    else:
+        out.append(Check("proxy", OK, "no proxy configured (direct connections)"))
+    sw = (p.get("http") or {}).get("swanlab")
+    if sw is not None:
+        if sw.get("reachable"):
+            out.append(Check("swanlab", OK, f"{sw['url']} reachable from the container (HTTP {sw.get('status')}, "
+                             f"{sw.get('seconds')} s)"))
+        else:
+            out.append(Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {sw.get('error')}",
+                             "set the proxy ([proxy] in hosts.toml) or SWANLAB_HOST to a reachable server, or use "
+                             "--swanlab-mode local/offline"))
+    if ray:
+        port = ray["port"]
+        if ray.get("is_head"):
+            ls = p.get("listen") or {}
+            if ls.get("free"):
+                out.append(Check("ray-port", OK, f"Ray head port {port} free on this head"))
+            else:
+                out.append(Check("ray-port", FAIL, f"Ray head port {port} is in use on the head ({ls.get('error')})",
+                                 "a Ray head from an earlier run? `ray stop --force` in the container, or pick another port"))
+        else:
+            for t in p.get("tcp") or []:
+                if t.get("reachable"):
+                    state = "a Ray head listens" if t.get("open") else "route ok, nothing listens yet"
+                    out.append(Check("ray-port", OK, f"head {t['host']}:{t['port']} reachable ({state})"))
+                else:
+                    out.append(Check("ray-port", FAIL, f"head {t['host']}:{t['port']} not reachable from this host: "
+                                     f"{t.get('error')}", "open the Ray port between the hosts (firewall) or fix the "
+                                                          "head address"))
+    return out
+
+
+def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None = None,
+                      isatty: bool | None = None, mode_flag: str = "") -> Check | None:
+    """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
+    models loaded (swanlab.md §8): catch it here. Uses :func:`dapo_ops.control.swanlab_cfg.resolve` with the operator's
+    env and user config. ``None`` when the plan does not log to SwanLab."""
+    import os
+
+    from dapo_ops.control import swanlab_cfg
+    from dapo_ops.control import userconfig
+
+    pv = plan_view(plan)
+    if pv is not None and "swanlab" not in pv.logger and pv.logger:
+        return None
+    env = dict(os.environ if env is None else env)
+    if pv is not None and pv.env.get("SWANLAB_MODE") and "SWANLAB_MODE" not in env:
+        env["SWANLAB_MODE"] = pv.env["SWANLAB_MODE"]
+    if file_cfg is None:
+        try:
+            file_cfg = (userconfig.load() or {}).get("swanlab", {})
+        except Exception:  # noqa: BLE001 - an unreadable user config is reported by launch itself
+            file_cfg = {}
+    tty = sys.stdin.isatty() if isatty is None else isatty
+    try:
+        s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
+    except swanlab_cfg.SwanlabConfigError as e:
+        if tty:
+            return Check("swanlab-key", WARN, "SwanLab cloud mode has no API key yet; launch will ask for it",
+                         "set SWANLAB_API_KEY or [swanlab] api_key in the user config")
+        msg, _, fix = str(e).partition(": ")
+        return Check("swanlab-key", FAIL, msg, fix)
+    if s.mode == "cloud":
+        return Check("swanlab-key", OK, f"cloud mode, API key from {s.sources.get('api_key', '?')}")
+    return Check("swanlab-key", OK, f"SwanLab mode {s.mode}: no key needed")

@@ -1,0 +1,119 @@
+"""What preflight reads from a launch plan: :class:`PlanView` over ``planning.make_plan``'s ``spec`` and verl
+``argv`` (docs/design.md "Run spec"), the extra modules the plan's verl imports, the memory-fit mode and the
+multi-host Ray facts. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class PlanView:
+    """What preflight reads from a plan (``planning.make_plan`` result, a spec dict, or None).
+
+    ``spec``: the run spec (docs/design.md "Run spec"); ``argv``: the verl argv (``[python, -m, module, ...]``).
+    """
+
+    spec: dict
+    argv: list
+
+    @property
+    def settings(self) -> dict:
+        return self.spec.get("settings") or {}
+
+    def s(self, key: str, default=None):
+        v = self.settings.get(key)
+        return default if v is None else v
+
+    @property
+    def entry_module(self) -> str | None:
+        if "-m" in self.argv:
+            i = self.argv.index("-m")
+            if i + 1 < len(self.argv):
+                return self.argv[i + 1]
+        return None
+
+    @property
+    def devices_needed(self) -> int | None:
+        """Devices this host must offer: trainer + rollout pools on one node for one-step-off, else
+        ``n_gpus_per_node`` (verl.md §6: the pools add up)."""
+        nnodes = int(self.s("nnodes", 1) or 1)
+        if self.spec.get("mode") == "one-step-off":
+            t, r = self.s("trainer_gpus"), self.s("rollout_gpus")
+            if t is not None and r is not None and self.s("rollout_nnodes"):
+                return max(int(t), int(r))  # multi-host (cluster.Topology): each host carries one pool
+            if t is not None and r is not None and nnodes <= 1:
+                return int(t) + int(r)
+        n = self.s("n_gpus_per_node")
+        return int(n) if n is not None else None
+
+    @property
+    def logger(self) -> list:
+        lg = self.spec.get("logger") or []
+        return list(lg) if isinstance(lg, (list, tuple)) else [lg]
+
+    @property
+    def env(self) -> dict:
+        return dict(self.spec.get("env") or {})
+
+    @property
+    def data_files(self) -> list[str]:
+        out = []
+        for k in ("train_file", "val_file"):
+            v = self.s(k)
+            if isinstance(v, (list, tuple)):
+                out += [str(x) for x in v]
+            elif v:
+                out.append(str(v))
+        return list(dict.fromkeys(out))
+
+
+def plan_view(plan: Any) -> PlanView | None:
+    """Accept a plan object (attributes ``spec`` and ``argv``), a dict ``{"spec", "argv"}``, a bare spec dict, or
+    None."""
+    if plan is None:
+        return None
+    if isinstance(plan, PlanView):
+        return plan
+    if isinstance(plan, dict):
+        if "spec" in plan:
+            return PlanView(dict(plan["spec"]), list(plan.get("argv") or []))
+        return PlanView(dict(plan), [])
+    spec = getattr(plan, "spec", None)
+    argv = getattr(plan, "argv", None) or []
+    if spec is None:
+        raise TypeError(f"preflight cannot read a plan of type {type(plan).__name__}: it needs .spec and .argv")
+    return PlanView(dict(spec), list(argv))
+
+
+def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
+    """``(module, why)`` the plan's verl needs besides verl itself: the V1 trainer (0.9 profile) imports
+    ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
+    it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
+    (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False)."""
+    out: list[tuple[str, str]] = []
+    if pv.spec.get("profile", "0.9") == "0.9":
+        out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
+        if pv.spec.get("framework") == "megatron":
+            out.append(("megatron.bridge", "verl 0.9's Megatron engine builds the model with Megatron-Bridge "
+                                           "(verl/models/mcore/bridge.py:17)"))
+    return out
+
+
+def memory_fit_mode(pv: PlanView) -> str:
+    """The plan's ``memory_fit`` setting (``start`` | ``warn``; dapo_ops/control/settings.py)."""
+    return str((pv.spec.get("settings") or {}).get("memory_fit") or "start")
+
+
+def ray_for(host, pv: PlanView | None, ray: dict | None) -> dict | None:
+    r = ray if ray is not None else (pv.spec.get("ray") if pv is not None else None)
+    if not r:
+        return None
+    r = dict(r)
+    r.setdefault("port", 6379)
+    if "is_head" not in r:
+        r["is_head"] = r.get("head") in (getattr(host, "address", None), getattr(host, "name", None))
+    return r

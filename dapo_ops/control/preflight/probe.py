@@ -1,0 +1,106 @@
+"""Collecting a host's preflight facts in ONE SSH round trip: the probe request (:func:`probe_request`), the host
+shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
+probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
+answer into facts. The probe itself is :mod:`dapo_ops.agent.preflight_probe` (stdlib, runs in the container).
+"""
+
+from __future__ import annotations
+
+from dapo_ops.agent import preflight_probe
+from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
+
+
+INSPECT_MARK = "@@DAPO-INSPECT "
+
+
+SWANLAB_CLOUD_API = "https://api.swanlab.cn"
+
+
+def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = None,
+                  compose_request: dict | None = None) -> dict:
+    """The probe request (:mod:`dapo_ops.agent.preflight_probe`) for ``host`` and the plan. Pure."""
+    req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
+    if req["accelerator"] == "npu":
+        from dapo_ops.control.planning import CANN_SET_ENV
+
+        req["cann_files"] = list(CANN_SET_ENV)
+    runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
+    if pv is not None:
+        req["model"] = pv.s("model_path")
+        req["data"] = pv.data_files
+        req["entry_module"] = pv.entry_module
+        req["disk_path"] = pv.s("ckpt_dir") or pv.spec.get("run_dir") or runs
+        req["prompt_key"] = pv.s("prompt_key", "prompt")
+        req["modules"] = [m for m, _ in needed_modules(pv)]
+    else:
+        req["disk_path"] = runs
+    if full:
+        if pv is not None and "swanlab" in pv.logger:
+            mode = pv.env.get("SWANLAB_MODE", "cloud")
+            if mode in ("cloud", "online"):
+                req["http_urls"] = {"swanlab": pv.env.get("SWANLAB_API_HOST") or SWANLAB_CLOUD_API}
+        if ray:
+            if ray.get("is_head"):
+                req["listen_port"] = int(ray["port"])
+            else:
+                req["tcp"] = [{"name": "ray-head", "host": ray["head"], "port": int(ray["port"])}]
+        if compose_request is not None:
+            from dapo_ops.control import validate
+
+            req["compose"] = {"source": validate.remote_check_script(), "request": compose_request}
+    return req
+
+
+def probe_command(target: Target, req: dict, env: dict) -> str:
+    """The host command line that runs the probe with ``req`` in the container (``docker exec``; a bare host: its
+    own shell), with ``env`` and the inventory's workdir. The only place that knows how the probe is invoked."""
+    return target.exec_command(preflight_probe.build_command(target.host.python, req), env=env,
+                               workdir=target.host.workdir)
+
+
+def _host_command(target: Target, req: dict, env: dict) -> str:
+    """One host shell line: exec the probe in the container and, only when that fails, ``docker inspect`` it (a
+    healthy host costs one docker CLI call; a missing / stopped / paused container, a missing Docker or a failed
+    probe get the inspect answer in the same round trip). The mark line says ``<inspect rc> <inspect text>``;
+    after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
+    container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
+    runs in the host's shell."""
+    exec_line = probe_command(target, req, env)
+    if target.bare:
+        return f"printf '{INSPECT_MARK}0 running host\\n'; {exec_line}; exit 0"
+    c = q(target.container)
+    fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
+    return (f"{exec_line}; if [ $? = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
+            f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
+            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0")
+
+
+def collect(target: Target, req: dict, *, env: dict | None = None, timeout: float = 120) -> dict:
+    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip. Returns facts:
+    ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str}``.
+    Never raises for remote failures (they become facts)."""
+    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "",
+                   "bare": target.bare, "local": target.local}
+    try:
+        res = target.host_run(_host_command(target, req, env or {}), timeout=timeout, check=False)
+    except RemoteError as e:
+        facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
+        return facts
+    out = res.stdout or ""
+    for line in out.splitlines():
+        if line.startswith(INSPECT_MARK):
+            rest = line[len(INSPECT_MARK):]
+            rc, _, text = rest.partition(" ")
+            facts["inspect"] = {"rc": int(rc) if rc.lstrip("-").isdigit() else -1, "text": text.strip()}
+            break
+    if facts["inspect"] is None:
+        lines = (res.stderr or out).strip().splitlines()
+        facts["inspect"] = {"rc": res.exited, "text": lines[-1] if lines else ""}
+    if facts["inspect"]["rc"] == 0 and facts["inspect"]["text"].startswith("running"):
+        try:
+            facts["probe"] = preflight_probe.parse_output(out)
+        except ValueError as e:
+            err = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
+            facts["probe_error"] = f"{e}" + (f" ({err[-1].strip()})" if err else "")
+    return facts

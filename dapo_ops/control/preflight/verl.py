@@ -1,0 +1,117 @@
+"""verl checks from the probe's facts: ``python``, ``verl`` (version -> profile, :mod:`dapo_ops.core.profiles`),
+``entry``, the Hydra ``overrides`` compose result, the modules verl 0.9 imports besides itself
+(``transfer_queue``, ``megatron.bridge``) and the ``cann`` environment; and the compose request sent to the
+container (:mod:`dapo_ops.control.validate`). Pure.
+"""
+
+from __future__ import annotations
+
+from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+
+
+MIN_PYTHON = (3, 10)
+
+
+def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
+    from dapo_ops.core import profiles
+
+    out: list[Check] = []
+    pyv = p.get("python", "?")
+    try:
+        t = tuple(int(x) for x in pyv.split(".")[:2])
+    except ValueError:
+        t = (0, 0)
+    if t < MIN_PYTHON:
+        out.append(Check("python", WARN, f"Python {pyv} in the container; verl 0.9 expects >= 3.10",
+                         "use a verl image with Python 3.10-3.11"))
+    else:
+        out.append(Check("python", OK, f"Python {pyv} ({p.get('executable')})"))
+    v = p.get("verl") or {}
+    wd = getattr(host, "workdir", "")
+    if not v.get("found"):
+        out.append(Check("verl", FAIL, f"verl not found by {getattr(host, 'python', 'python3')} in {wd}",
+                         "install verl in the image, or set workdir in hosts.toml to the verl checkout"))
+    else:
+        ver = v.get("version") or "?"
+        try:
+            prof = profiles.profile_for_version(ver)
+        except profiles.OverrideError as e:
+            out.append(Check("verl", FAIL, f"verl {ver} at {v.get('path')}: {e}", "use a verl 0.9.x image"))
+            prof = None
+        if prof is not None:
+            want = pv.spec.get("profile") if pv is not None else None
+            if want and want != prof:
+                out.append(Check("verl", FAIL, f"container has verl {ver} (profile {prof}); the plan uses profile {want}",
+                                 f"set VERL_PROFILE={prof} (or use a verl {want} image)"))
+            else:
+                out.append(Check("verl", OK, f"verl {ver} at {v.get('path')}, profile {prof}"))
+    if v.get("entry"):
+        if v.get("entry_found"):
+            out.append(Check("entry", OK, f"{v['entry']} present"))
+        else:
+            fix = ("the DAPO recipe is not in the verl wheel: use a verl source checkout and run "
+                   f"`git submodule update --init recipe` in {wd}" if v["entry"].startswith("recipe.")
+                   else f"use a verl version that ships {v['entry']}, or another mode")
+            out.append(Check("entry", FAIL, f"entry module {v['entry']} not found from {wd}", fix))
+    comp = p.get("compose")
+    if comp is not None:
+        from dapo_ops.control import validate
+
+        try:
+            errs = validate.parse_remote_result(comp.get("stdout", ""))
+        except ValueError as e:
+            err = (comp.get("stderr") or "").strip().splitlines()
+            out.append(Check("overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""),
+                             "install hydra-core in the container's Python"))
+        else:
+            if errs:
+                first = " / ".join(errs[:3])
+                out.append(Check("overrides", FAIL, f"overrides do not compose against the container's verl: {first}",
+                                 "fix or remove that override (--profile must match the container's verl)"))
+            else:
+                out.append(Check("overrides", OK, "generated overrides compose against the container's verl config"))
+    return out
+
+
+_MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
+               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)"}
+
+
+def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
+    found = p.get("modules")
+    if pv is None or found is None:
+        return []
+    out = []
+    for mod, why in needed_modules(pv):
+        if found.get(mod):
+            out.append(Check(mod, OK, f"{mod} at {found[mod]}"))
+        else:
+            out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", _MODULE_FIX[mod]))
+    return out
+
+
+def _cann_checks(p: dict) -> list[Check]:
+    """Which CANN environment verl gets (the NPU launcher, ``planning.CANN_LAUNCHER``)."""
+    c = p.get("cann")
+    if c is None:
+        return []
+    if c.get("toolkit_home"):
+        return [Check("cann", OK, f"ASCEND_TOOLKIT_HOME={c['toolkit_home']} in docker exec (the image sets CANN's env)")]
+    if c.get("found"):
+        return [Check("cann", OK, "ASCEND_TOOLKIT_HOME unset in docker exec; verl's launcher sources "
+                      + ", ".join(c["found"]))]
+    return [Check("cann", WARN, "ASCEND_TOOLKIT_HOME unset in docker exec and no CANN set_env.sh found "
+                  "(/usr/local/Ascend/ascend-toolkit/set_env.sh)", "install CANN in the image or set ASCEND_TOOLKIT_HOME "
+                  "and its library paths in the image's ENV")]
+
+
+def _compose_request(host, pv: PlanView | None) -> dict | None:
+    if pv is None or not pv.argv:
+        return None
+    from dapo_ops.control import validate
+
+    try:
+        return validate.request_for(pv.argv, pv.spec.get("workdir") or getattr(host, "workdir", "/verl"))
+    except ValueError:
+        return None

@@ -1,0 +1,96 @@
+"""The host command lines of :class:`dapo_ops.control.remote.Target`, quoted for the host's shell.
+
+``docker exec [-i] [-t] [-w DIR] [-e K=V ...] [--env-file F] <container> sh -c <cmd>`` (or ``<container> argv...``
+when ``cmd`` is a list: each element arrives as one argv element, byte for byte), or for a bare host
+(``runtime = "host"``) ``( cd <workdir> && export <host env> <env> && [set -a && . "$f" && set +a &&] sh -c <cmd> )``.
+Everything that reaches a shell is ``shlex.quote``-d (:func:`q`); environment names are checked
+(:func:`check_env`, ``ValueError`` for a bad name or a NUL byte).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def q(s) -> str:
+    """``shlex.quote`` of ``str(s)``."""
+    return shlex.quote(str(s))
+
+
+def check_env(env: dict | None, what: str) -> dict[str, str]:
+    """``env`` with str values (None -> ""). :raises ValueError: a name is not ``[A-Za-z_][A-Za-z0-9_]*`` or a value
+    holds a NUL byte (``what`` names the table in the message)."""
+    out = {}
+    for k, v in (env or {}).items():
+        if not isinstance(k, str) or not _ENV_KEY.fullmatch(k):
+            raise ValueError(f"{what} name {k!r} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        v = "" if v is None else str(v)
+        if "\x00" in v:
+            raise ValueError(f"{what} {k} contains a NUL byte, which no environment can carry")
+        out[k] = v
+    return out
+
+
+class CommandLines:
+    """Mixed into :class:`~dapo_ops.control.remote.target.Target`: builds (never runs) its host command lines
+    from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.Host`), ``self.container`` and ``self.bare``."""
+
+    def exec_command(self, cmd: str | list[str], *, env: dict | None = None, workdir: str | None = None,
+                     interactive: bool = False, tty: bool = False, env_file: str | None = None) -> str:
+        """The quoted host command line for ``docker exec`` (no secrets: ``env`` values appear in it); for
+        ``runtime = "host"`` the host shell line of :meth:`_bare_command` (``interactive``/``tty`` are the
+        transport's business there)."""
+        if self.bare:
+            return self._bare_command(cmd, env=env, workdir=workdir, env_file=env_file)
+        parts = ["docker", "exec"]
+        if interactive:
+            parts.append("-i")
+        if tty:
+            parts.append("-t")
+        if workdir:
+            parts += ["-w", workdir]
+        for k, v in check_env(env, "env").items():
+            parts += ["-e", f"{k}={v}"]
+        line = " ".join(q(p) for p in parts)
+        if env_file:
+            line += f" --env-file {env_file}"  # a shell expansion such as "$f", deliberately not quoted
+        line += " " + q(self.container)
+        if isinstance(cmd, str):
+            line += " sh -c " + q(cmd)
+        else:
+            if not cmd:
+                raise ValueError("empty argv")
+            line += " " + " ".join(q(a) for a in cmd)
+        return line
+
+    def host_env(self, env: dict | None = None) -> dict[str, str]:
+        """The inventory ``env`` table merged with a call's ``env`` (the call wins; ``PYTHONPATH`` is joined,
+        the call's entries first). Only bare hosts have one (docker hosts: the call's ``env``)."""
+        base = dict(getattr(self.host, "env", None) or {}) if self.bare else {}
+        call = check_env(env, "env")
+        out = {**check_env(base, "inventory env"), **call}
+        if "PYTHONPATH" in base and "PYTHONPATH" in call and base["PYTHONPATH"] and call["PYTHONPATH"]:
+            out["PYTHONPATH"] = call["PYTHONPATH"] + ":" + base["PYTHONPATH"]
+        return out
+
+    def _bare_command(self, cmd: str | list[str], *, env: dict | None, workdir: str | None,
+                      env_file: str | None) -> str:
+        """``( cd <wd> && export K=V... && [set -a && . <env_file> && set +a &&] sh -c <cmd> )`` (all quoted)."""
+        steps = []
+        if workdir:
+            steps.append(f"cd {q(workdir)}")
+        merged = self.host_env(env)
+        if merged:
+            steps.append("export " + " ".join(f"{k}={q(v)}" for k, v in merged.items()))
+        if env_file:
+            steps.append(f"set -a && . {env_file} && set +a")  # "$f": a shell expansion, deliberately unquoted
+        if isinstance(cmd, str):
+            steps.append("sh -c " + q(cmd))
+        else:
+            if not cmd:
+                raise ValueError("empty argv")
+            steps.append(" ".join(q(a) for a in cmd))
+        return "( " + " && ".join(steps) + " )"

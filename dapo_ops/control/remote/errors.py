@@ -1,0 +1,235 @@
+"""The failure kinds of remote execution and how SSH / Docker failures map onto them.
+
+Every failure of :class:`dapo_ops.control.remote.Target` is a :class:`RemoteError` with a ``kind`` (one of
+:data:`KINDS`) and a one-line message that says what to do. SSH kinds come from paramiko's exceptions
+(``paramiko/ssh_exception.py``: ``BadHostKeyException``, ``AuthenticationException``,
+``NoValidConnectionsError``...) and socket errors (:func:`ssh_error`). Docker's own messages decide the docker
+kinds (Docker 20.10 engine, test-bench.md section 6; :func:`docker_error`): ``No such container: <name>``,
+``Container <id> is not running`` / ``is restarting`` / ``is paused``, ``Cannot connect to the Docker daemon``;
+a stopped container is then described from ``docker inspect -f`` :data:`INSPECT_FORMAT`.
+
+paramiko is imported only when an SSH exception is translated.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import socket
+from dataclasses import dataclass
+
+from invoke.runners import Result
+
+KINDS = (
+    "unreachable",        # no route / connect timed out / name does not resolve / not an SSH server
+    "refused",            # TCP connection refused (sshd down or wrong port)
+    "auth",               # SSH authentication failed (key not accepted, identity file missing)
+    "hostkey",            # host key unknown (not in known_hosts) or changed
+    "timeout",            # the command did not finish within its timeout
+    "docker-missing",     # no docker CLI on the host, daemon not running, or no permission on its socket
+    "container-missing",  # no container of that name
+    "container-stopped",  # container exists but is exited / restarting / paused / created
+    "command",            # the command ran and failed (non-zero exit, check=True)
+)
+
+INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
+
+
+class RemoteError(Exception):
+    """A per-host failure. ``str()`` is one line: ``<host>: <message>``.
+
+    :ivar kind: one of :data:`KINDS` (anything else raises ``ValueError``: a programming error).
+    :ivar host: inventory host name.
+    :ivar message: one line without the host name (for a table cell).
+    :ivar exit_code: the command's exit code (kind ``command``), else None.
+    :ivar state: for ``container-stopped``: ``{"status": "exited", "exit_code": 137, "oom_killed": False}``.
+    :ivar result: the :class:`invoke.runners.Result` when a command ran, else None.
+    """
+
+    def __init__(self, kind: str, host: str, message: str, *, exit_code: int | None = None,
+                 state: dict | None = None, result: Result | None = None):
+        if kind not in KINDS:
+            raise ValueError(f"RemoteError kind {kind!r} is not one of {', '.join(KINDS)}")
+        self.kind = kind
+        self.host = host
+        self.message = " ".join(message.split())  # one line, always
+        self.exit_code = exit_code
+        self.state = state
+        self.result = result
+        super().__init__(f"{host}: {self.message}")
+
+
+@dataclass
+class ContainerState:
+    """``docker inspect`` state of a container: ``status`` (running/exited/restarting/paused/created/dead),
+    ``exit_code`` (last exit code of PID 1), ``oom_killed`` (Docker's .State.OOMKilled)."""
+
+    status: str
+    exit_code: int
+    oom_killed: bool
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    def describe(self) -> str:
+        """e.g. ``exited (exit code 137, OOMKilled)``."""
+        if self.running:
+            return "running"
+        extra = f"exit code {self.exit_code}"
+        if self.oom_killed:
+            extra += ", OOMKilled"
+        return f"{self.status} ({extra})"
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "exit_code": self.exit_code, "oom_killed": self.oom_killed}
+
+
+#: the stderr line :meth:`Target.run` (``state_on_failure``) appends with the container's inspect state
+STATE_MARK = "dapo-ops-container-state:"
+
+
+def take_state(res: Result) -> ContainerState | None:
+    """Remove the ``state_on_failure`` line from ``res.stderr``; the state it carries, if Docker gave one."""
+    if STATE_MARK not in (res.stderr or ""):
+        return None
+    keep, state = [], None
+    for ln in res.stderr.split("\n"):
+        if ln.startswith(STATE_MARK):
+            parts = ln[len(STATE_MARK):].split()
+            if len(parts) == 3 and parts[1].lstrip("-").isdigit():
+                state = ContainerState(status=parts[0], exit_code=int(parts[1]), oom_killed=parts[2] == "true")
+        else:
+            keep.append(ln)
+    res.stderr = "\n".join(keep).rstrip("\n") + ("\n" if keep and any(keep) else "")
+    return state
+
+
+def oserror_text(e) -> str:
+    """The OS error text of ``e`` (the first of a ``NoValidConnectionsError``'s errors)."""
+    errs = getattr(e, "errors", None)
+    if errs:
+        first = next(iter(errs.values()))
+        return getattr(first, "strerror", None) or str(first)
+    return getattr(e, "strerror", None) or str(e)
+
+
+def short_cmd(cmd: str, limit: int = 80) -> str:
+    """``cmd`` on one line, cut to ``limit`` characters (for messages)."""
+    one = " ".join(str(cmd).split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
+def command_error(host: str, cmd: str, res: Result, *, where: str) -> RemoteError:
+    """Kind ``command``: ``cmd`` ran ``where`` and exited non-zero; the message ends with its last output line."""
+    lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
+    last = lines[-1] if lines else "no output"
+    if len(last) > 200:
+        last = last[:197] + "..."
+    return RemoteError("command", host, f"`{short_cmd(cmd)}` exited {res.exited} {where}: {last}",
+                       exit_code=res.exited, result=res)
+
+
+def fingerprint(key) -> str:
+    """OpenSSH-style ``SHA256:<base64>`` fingerprint of a paramiko ``PKey``."""
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def ssh_error(target, e: BaseException, cxn) -> RemoteError:
+    """The :class:`RemoteError` for an SSH-level exception ``e`` of ``target`` on connection ``cxn`` (paramiko's
+    exception types, ``paramiko/ssh_exception.py``; socket errors). Never raises."""
+    import paramiko
+
+    where = target._where(cxn)
+    kh = getattr(cxn, "_dapo_known_hosts", None)
+    if isinstance(e, paramiko.BadHostKeyException):
+        return RemoteError(
+            "hostkey", target.name,
+            f"host key of {where} CHANGED: server offers {e.key.get_name()} {fingerprint(e.key)}, {kh} "
+            f"has {fingerprint(e.expected_key)}; if the host was reinstalled, verify and remove the old key "
+            f"(ssh-keygen -R {cxn.host} -f {kh}), otherwise do not connect")
+    if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
+        port = f"-p {cxn.port} " if cxn.port != 22 else ""
+        return RemoteError(
+            "hostkey", target.name,
+            f"host key of {where} is not in {kh}; verify it and add it (ssh-keyscan {port}{cxn.host} >> {kh}) "
+            f"or pass --accept-new-host-keys")
+    if isinstance(e, paramiko.PasswordRequiredException):
+        return RemoteError("auth", target.name, f"identity file for {where} is passphrase-protected; "
+                                              "load it into ssh-agent (ssh-add) or use an unencrypted key")
+    if isinstance(e, paramiko.AuthenticationException):
+        ident = target.host.identity_file or "the default keys / ssh-agent"
+        return RemoteError("auth", target.name, f"SSH authentication to {where} failed with {ident}; "
+                                              f"check user and identity_file, and that the key is in "
+                                              f"~{cxn.user}/.ssh/authorized_keys on the host")
+    if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
+        codes = {getattr(x, "errno", None) for x in e.errors.values()}
+        if codes <= {errno.ECONNREFUSED}:
+            return RemoteError("refused", target.name, f"connection to {where} refused: sshd is not running "
+                                                     f"or listens on another port; start sshd or fix port")
+        return RemoteError("unreachable", target.name, f"cannot connect to {where}: {oserror_text(e)}; "
+                                                     f"check the address and the network")
+    if isinstance(e, socket.gaierror):
+        return RemoteError("unreachable", target.name, f"cannot resolve {cxn.host} ({e.strerror}); "
+                                                     f"fix address in the inventory")
+    if isinstance(e, (socket.timeout, TimeoutError)) or (
+            isinstance(e, paramiko.SSHException) and str(e) == "Timeout opening channel."):
+        # the second: a reused connection whose link died (Transport.channel_timeout = connect_timeout,
+        # set by dapo_ops.control.remote.sshmux; paramiko/transport.py open_channel)
+        return RemoteError("unreachable", target.name, f"connection to {where} timed out after "
+                                                     f"{target.connect_timeout:g} s: host down or network "
+                                                     f"partitioned; check the link / firewall")
+    if isinstance(e, ConnectionRefusedError):
+        return RemoteError("refused", target.name, f"connection to {where} refused: sshd is not running "
+                                                 f"or listens on another port; start sshd or fix port")
+    if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
+        return RemoteError("unreachable", target.name, f"cannot connect to {where}: {e.strerror}; "
+                                                     f"check the address and the network")
+    if isinstance(e, (paramiko.SSHException, EOFError, OSError)):
+        text = str(e) or type(e).__name__
+        return RemoteError("unreachable", target.name, f"SSH to {where} failed: {text}")
+    return RemoteError("unreachable", target.name, f"SSH to {where} failed: {type(e).__name__}: {e}")
+
+
+def docker_error(target, res: Result, *, inspect: bool = True,
+                 known_state: ContainerState | None = None) -> RemoteError | None:
+    """Docker CLI / daemon failure of a ``docker ...`` host command (None if the command itself failed).
+
+    Only the first stderr line is considered: Docker prints its own error first and alone. A stopped
+    container is described from ``known_state`` (read in the same round trip, :meth:`Target.run`'s
+    ``state_on_failure``), else from one more ``docker inspect`` when ``inspect``.
+    """
+    if res.exited == 0 or target.bare:
+        return None
+    lines = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    c = target.container
+    if res.exited == 127 and "docker" in first and ("not found" in first or "No such file" in first):
+        return RemoteError("docker-missing", target.name, f"docker CLI not found on the host ({first.strip()}); "
+                                                        "install Docker or fix PATH for the SSH user",
+                           result=res)
+    if "Cannot connect to the Docker daemon" in first or "Is the docker daemon running" in first:
+        return RemoteError("docker-missing", target.name, f"Docker daemon not running on the host ({first.strip()}); "
+                                                        "start it (systemctl start docker)", result=res)
+    if "permission denied" in first.lower() and "docker" in first.lower() and "sock" in first.lower():
+        return RemoteError("docker-missing", target.name, f"no permission to use Docker ({first.strip()}); add "
+                                                        "the SSH user to the docker group or use root",
+                           result=res)
+    if re.search(r"No such (container|object): ?\S*", first) and (first.startswith("Error") or res.exited in (1, 125)):
+        return RemoteError("container-missing", target.name, f"container '{c}' does not exist (Docker: "
+                                                           f"{first.strip()}); create it (inv container.create) "
+                                                           "or fix container in the inventory", result=res)
+    # Docker 20.10 writes "Container <id> is not running", newer engines "container <id> is not running"
+    m = re.search(r"[Cc]ontainer \S+ is (not running|restarting|paused)", first)
+    if m:
+        state = known_state or (target.container_state() if inspect else None)
+        desc = state.describe() if state else m.group(1)
+        fix = "unpause it" if m.group(1) == "paused" else f"start it (docker start {c}) or recreate it"
+        return RemoteError("container-stopped", target.name,
+                           f"container '{c}' is {desc}; {fix}", state=state.to_json() if state else None,
+                           result=res)
+    return None

@@ -1,0 +1,380 @@
+"""A :class:`Target`: an inventory host and its container over one Fabric connection (``run``, ``host_run``,
+``put_text``, ``container_state``). The overview (quoting, secrets, bare hosts, local transport, reuse) is the
+package docstring, :mod:`dapo_ops.control.remote`. Host keys are verified against ``known_hosts`` (inventory field,
+else the ssh_config's UserKnownHostsFile, else ``~/.ssh/known_hosts``) with paramiko's ``RejectPolicy``, or
+accept-new (:mod:`dapo_ops.control.remote.hostkeys`); failures are :class:`~dapo_ops.control.remote.errors.RemoteError`.
+A Target is not thread-safe: use one per thread (:mod:`dapo_ops.control.fanout` does).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from invoke.exceptions import CommandTimedOut, Failure, ThreadException, UnexpectedExit
+from invoke.runners import Result
+
+from dapo_ops.control.inventory import Host
+from dapo_ops.control.remote.commands import CommandLines, check_env, q
+from dapo_ops.control.remote.errors import (
+    INSPECT_FORMAT, STATE_MARK, ContainerState, RemoteError, command_error, docker_error, short_cmd, ssh_error,
+    take_state
+)
+from dapo_ops.control.remote.hostkeys import accept_new_policy
+
+if TYPE_CHECKING:
+    import fabric
+
+
+class _ChunkReader:
+    """File-like stdin for invoke's runner: no fileno, so invoke reads it without select; returns 64 KiB per
+    read (invoke asks for 1 byte at a time from non-tty streams and sleeps 10 ms between reads)."""
+
+    def __init__(self, data: bytes):
+        self._buf = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._buf.read(65536)
+
+
+@dataclass
+class Target(CommandLines):
+    """An inventory host and the container remote commands run in.
+
+    :param host: the :class:`~dapo_ops.control.inventory.Host`.
+    :param container: container name; defaults to ``host.container``.
+    :param accept_new_host_keys: accept and record host keys missing from known_hosts (explicit opt-in).
+    :param connect_timeout: seconds; defaults to ``host.connect_timeout``.
+    :param reuse: run plain commands through the host's control master (:mod:`dapo_ops.control.remote.sshmux`), which keeps
+        the SSH connection for later calls and processes; off by default (``connect()``, pty and streaming
+        commands always use this Target's own connection).
+    """
+
+    host: Host
+    container: str | None = None
+    accept_new_host_keys: bool = False
+    connect_timeout: float | None = None
+    reuse: bool = False
+    added_host_key: str | None = field(default=None, init=False)
+    _cxn: fabric.Connection | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        if self.container is None:
+            self.container = self.host.container
+        if self.connect_timeout is None:
+            self.connect_timeout = self.host.connect_timeout
+
+    # ---- connection -------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def _config(self):
+        import fabric
+
+        overrides = {"run": {"in_stream": False, "encoding": "utf-8"}}
+        if self.host.ssh_config:
+            return fabric.Config(runtime_ssh_path=os.path.expanduser(self.host.ssh_config), overrides=overrides)
+        return fabric.Config(overrides=overrides)
+
+    def _known_hosts(self, cxn) -> Path:
+        if self.host.known_hosts:
+            return Path(os.path.expanduser(self.host.known_hosts))
+        from_cfg = cxn.ssh_config.get("userknownhostsfile")
+        if from_cfg:
+            first = from_cfg.split()[0] if isinstance(from_cfg, str) else list(from_cfg)[0]
+            return Path(os.path.expanduser(first))
+        return Path(os.path.expanduser("~/.ssh/known_hosts"))
+
+    def _harden(self, cxn) -> None:
+        """Replace Fabric's AutoAddPolicy by known_hosts verification (recursively for gateways)."""
+        import fabric
+        import paramiko
+
+        path = self._known_hosts(cxn)
+        client = cxn.client
+        if path.exists():
+            client.load_host_keys(str(path))
+        client._host_keys_filename = None  # never let paramiko rewrite the file; _AcceptNewPolicy appends
+        if self.accept_new_host_keys:
+            client.set_missing_host_key_policy(accept_new_policy(path, self))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        cxn._dapo_known_hosts = path
+        if isinstance(cxn.gateway, fabric.Connection):
+            self._harden(cxn.gateway)
+
+    def _connect_kwargs(self) -> dict:
+        kw: dict = {"banner_timeout": max(self.connect_timeout, 10), "auth_timeout": max(self.connect_timeout, 10)}
+        if self.host.identity_file:
+            kw["key_filename"] = [os.path.expanduser(self.host.identity_file)]
+            kw["look_for_keys"] = False
+        return kw
+
+    @property
+    def bare(self) -> bool:
+        """``runtime = "host"``: commands run in the host's own shell, no container."""
+        return getattr(self.host, "runtime", "docker") == "host"
+
+    @property
+    def local(self) -> bool:
+        """``transport = "local"``: the host is this machine, commands run by a local subprocess."""
+        return getattr(self.host, "transport", "ssh") == "local"
+
+    @property
+    def where(self) -> str:
+        """``in container '<c>'`` or ``on the host`` (for messages)."""
+        return "on the host" if self.bare else f"in container '{self.container}'"
+
+    def connection(self):
+        """The (lazily created, not yet opened) :class:`fabric.Connection` to the host (an
+        :class:`invoke.Context` for ``transport = "local"``)."""
+        if self._cxn is None and self.local:
+            import invoke
+
+            self._cxn = invoke.Context(config=invoke.Config(overrides={"run": {"in_stream": False,
+                                                                              "encoding": "utf-8"}}))
+        if self._cxn is None:
+            import fabric
+
+            h = self.host
+            config = self._config()
+            gateway = None
+            if h.proxy_jump:
+                gateway = fabric.Connection(h.proxy_jump, config=config, connect_timeout=int(self.connect_timeout),
+                                            connect_kwargs=self._connect_kwargs())
+            kwargs = dict(config=config, connect_timeout=max(1, int(round(self.connect_timeout))),
+                          connect_kwargs=self._connect_kwargs())
+            if h.user:
+                kwargs["user"] = h.user
+            if h.port:
+                kwargs["port"] = h.port
+            if gateway is not None:
+                kwargs["gateway"] = gateway
+            cxn = fabric.Connection(h.address, **kwargs)
+            self._harden(cxn)
+            self._cxn = cxn
+        return self._cxn
+
+    def connect(self) -> None:
+        """Open the SSH connection now (normally done by the first command).
+
+        :raises RemoteError: unreachable / refused / auth / hostkey.
+        """
+        cxn = self.connection()
+        if self.local or cxn.is_connected:
+            return
+        if self.host.identity_file and not os.path.exists(os.path.expanduser(self.host.identity_file)):
+            raise RemoteError("auth", self.name, f"identity file {self.host.identity_file} does not exist; "
+                                                 "fix identity_file in the inventory")
+        try:
+            cxn.open()
+        except Exception as e:  # noqa: BLE001 - translated into one line
+            self.close()
+            raise self._ssh_error(e, cxn) from None
+
+    def close(self) -> None:
+        """Close the SSH connection (and its gateway)."""
+        if self._cxn is not None:
+            try:
+                if not self.local:
+                    self._cxn.close()
+            finally:
+                self._cxn = None
+
+    def __enter__(self) -> "Target":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+    # ---- error translation (dapo_ops/control/remote/errors.py) -------------------------------------------
+
+    def _where(self, cxn=None) -> str:
+        if self.local:
+            return "localhost (local transport)"
+        cxn = cxn or self._cxn
+        if cxn is not None:
+            return f"{cxn.user}@{cxn.host}:{cxn.port}"
+        return self.host.ssh_target
+
+    def _ssh_error(self, e: BaseException, cxn) -> RemoteError:
+        """:func:`dapo_ops.control.remote.errors.ssh_error` for this Target."""
+        return ssh_error(self, e, cxn)
+
+    def _docker_error(self, res: Result, *, inspect: bool = True,
+                      known_state: ContainerState | None = None) -> RemoteError | None:
+        """:func:`dapo_ops.control.remote.errors.docker_error` for this Target."""
+        return docker_error(self, res, inspect=inspect, known_state=known_state)
+
+    # ---- running ----------------------------------------------------------------------------------------
+
+    def _raw(self, command: str, *, timeout: float | None, stdin: bytes | None = None, pty: bool = False,
+             hide=True, direct: bool = False) -> Result:
+        """Run ``command`` on the host (already quoted); never raises on exit code.
+
+        With ``reuse`` (and no pty, output hidden, not ``direct``) through the host's control master
+        (:func:`dapo_ops.control.remote.sshmux.run`); when no master can serve, over this Target's own connection.
+        """
+        if self.reuse and not direct and not pty and hide is True and getattr(self.host, "transport", "ssh") == "ssh":
+            from dapo_ops.control.remote import sshmux
+
+            if sshmux.persist_s() > 0:
+                res = sshmux.run(self, command, timeout=timeout, stdin=stdin)
+                if res is not None:
+                    return res
+        self.connect()
+        cxn = self._cxn
+        kw = dict(hide=hide, warn=True, pty=pty, timeout=timeout)
+        kw["in_stream"] = _ChunkReader(stdin) if stdin is not None else False
+        t0 = time.monotonic()
+        try:
+            res = cxn.run(command, **kw)
+        except CommandTimedOut as e:
+            raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
+                                                    f"{short_cmd(command)}", result=e.result) from None
+        except (UnexpectedExit, Failure) as e:  # pragma: no cover - warn=True makes these rare
+            return e.result
+        except ThreadException as e:
+            inner = e.exceptions[0].value if e.exceptions else e
+            self.close()
+            raise self._ssh_error(inner, cxn) from None
+        except Exception as e:  # noqa: BLE001 - transport dropped mid-command etc.
+            self.close()
+            raise self._ssh_error(e, cxn) from None
+        if res.exited == -1:  # the channel closed without an exit status
+            if timeout is not None and time.monotonic() - t0 >= timeout * 0.99:
+                # invoke's timer killed the channel but lost the race to report CommandTimedOut (seen with pty)
+                raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
+                                                        f"{short_cmd(command)}", result=res)
+            if not self.local and (cxn.transport is None or not cxn.transport.is_active()):
+                self.close()
+                raise RemoteError("unreachable", self.name, f"connection to {self._where(cxn)} lost during "
+                                                            f"`{short_cmd(command)}`; check the host and retry")
+            # else: sshd reported an exit *signal* instead of a status (the host-side process was killed);
+            # callers see exited == -1 and handle it like any failed command
+        return res
+
+    def host_run(self, cmd: str | list[str], *, timeout: float = 60, check: bool = True, env: dict | None = None,
+                 pty: bool = False, stdin: bytes | str | None = None) -> Result:
+        """Run a command on the host (not in the container).
+
+        :param cmd: shell command string (run by the login shell) or argv list (each element quoted).
+        :param env: exported (quoted) in the same host shell; visible in ``ps``: not for secrets.
+        :param timeout: seconds before RemoteError(kind="timeout").
+        :param check: raise RemoteError(kind="command") on non-zero exit.
+        :param stdin: bytes/str fed to the command's stdin (then EOF).
+        :raises RemoteError: ssh kinds, timeout, docker-missing (exit 127 ``docker: not found``), command.
+        """
+        command = cmd if isinstance(cmd, str) else " ".join(q(a) for a in cmd)
+        env = check_env(env, "env")
+        if env:
+            command = "export " + " ".join(f"{k}={q(v)}" for k, v in env.items()) + " && " + command
+        if isinstance(stdin, str):
+            stdin = stdin.encode("utf-8")
+        res = self._raw(command, timeout=timeout, stdin=stdin, pty=pty)
+        if res.exited != 0 and check:
+            raise command_error(self.name, command, res, where="on the host")
+        return res
+
+    def container_state(self, *, timeout: float = 30) -> ContainerState:
+        """``docker inspect`` the container.
+
+        For ``runtime = "host"`` there is no container: the state is ``running`` (the host answered nothing
+        yet; its own reachability shows in the first command).
+
+        :raises RemoteError: container-missing, docker-missing, ssh kinds.
+        """
+        if self.bare:
+            return ContainerState(status="running", exit_code=0, oom_killed=False)
+        cmd = f"docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)}"
+        res = self._raw(cmd, timeout=timeout)
+        err = self._docker_error(res, inspect=False)
+        if err:
+            raise err
+        if res.exited != 0:
+            raise command_error(self.name, cmd, res, where="on the host")
+        parts = res.stdout.split()
+        if len(parts) != 3:
+            raise RemoteError("command", self.name, f"unexpected docker inspect output {res.stdout.strip()!r}",
+                              result=res)
+        status, code, oom = parts
+        return ContainerState(status=status, exit_code=int(code), oom_killed=(oom == "true"))
+
+    def run(self, cmd: str | list[str], *, env: dict | None = None, secret_env: dict | None = None,
+            timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False,
+            state_on_failure: bool = False) -> Result:
+        """Run a command inside the container with ``docker exec``.
+
+        :param cmd: a shell command (``sh -c <cmd>``) or an argv list (each element arrives verbatim).
+        :param env: non-secret variables, ``-e K=<value>`` (any value but NUL).
+        :param secret_env: secret variables via a 0600 ``--env-file`` fed through stdin and removed after;
+            values may not contain newline, CR or NUL (Docker env-files are line based).
+        :param timeout: seconds for the whole command (RemoteError kind ``timeout``; the process inside the
+            container is not killed unless ``pty=True``).
+        :param workdir: ``docker exec -w``; None = the inventory's ``workdir``; "" = the image's default.
+        :param check: raise RemoteError(kind="command") on a non-zero exit of the command.
+        :param pty: allocate a pty (``docker exec -t``): stderr merges into stdout; Ctrl-C reaches the process.
+        :param state_on_failure: when ``docker exec`` fails, read the container's state in the same host command
+            (one round trip for a stopped container too; not with ``pty`` or ``secret_env``).
+        :returns: :class:`invoke.runners.Result` (``.stdout``, ``.stderr``, ``.exited``, ``.ok``).
+        :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values.
+        """
+        wd = self.host.workdir if workdir is None else workdir
+        secrets = check_env(secret_env, "secret")
+        for k, v in secrets.items():
+            if "\n" in v or "\r" in v:
+                raise ValueError(f"secret {k} contains a newline/CR, which a Docker env-file cannot carry")
+        if secrets:
+            # docker: an --env-file (K=V, taken literally); bare host: shell-quoted lines sourced under set -a
+            fmt = (lambda k, v: f"{k}={q(v)}\n") if self.bare else (lambda k, v: f"{k}={v}\n")
+            body = "".join(fmt(k, v) for k, v in secrets.items()).encode("utf-8")
+            inner = self.exec_command(cmd, env=env, workdir=wd, tty=pty, env_file='"$f"')
+            command = (
+                'f=$(umask 077 && mktemp "${TMPDIR:-/tmp}/dapo-ops-env.XXXXXX") || exit 125; '
+                "trap 'rm -f \"$f\"' HUP INT TERM; "
+                'if ! cat > "$f"; then rm -f "$f"; exit 125; fi; '
+                f'{inner}; rc=$?; rm -f "$f"; exit $rc'
+            )
+            res = self._raw(command, timeout=timeout, stdin=body, pty=False)
+        else:
+            command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
+            if state_on_failure and not pty:
+                command = (f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
+                           f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
+                           f"printf '\\n{STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc")
+            res = self._raw(command, timeout=timeout, pty=pty)
+        err = self._docker_error(res, known_state=take_state(res) if state_on_failure else None)
+        if err:
+            raise err
+        if res.exited != 0 and check:
+            shown = cmd if isinstance(cmd, str) else " ".join(q(a) for a in cmd)
+            raise command_error(self.name, shown, res, where=self.where)
+        return res
+
+    def put_text(self, text: str | bytes, path_in_container: str, mode: int = 0o644, *, timeout: float = 60) -> None:
+        """Write ``text`` to ``path_in_container`` (parent directories created) via stdin.
+
+        The file is created with ``umask 077`` and then ``chmod``-ed to ``mode``, so it is never readable by
+        others before it has its final mode.
+
+        :raises RemoteError: any kind in :data:`KINDS`.
+        """
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        p = q(path_in_container)
+        script = (f"umask 077 && mkdir -p \"$(dirname {p})\" && cat > {p}.dapo-tmp && "
+                  f"chmod {mode:o} {p}.dapo-tmp && mv -f {p}.dapo-tmp {p}")
+        command = self.exec_command(script, workdir="", interactive=True)
+        res = self._raw(command, timeout=timeout, stdin=data)
+        err = self._docker_error(res)
+        if err:
+            raise err
+        if res.exited != 0:
+            raise command_error(self.name, f"write {path_in_container}", res, where=self.where)
+
