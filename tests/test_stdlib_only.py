@@ -54,12 +54,18 @@ def _sources(*tiers):
             yield f, f.read_text()
 
 
+def _op_file(op):
+    """The bundle file ``python -m dapo_ops.agent.<op>`` runs: ``agent/<op>.py`` or ``agent/<op>/__main__.py``."""
+    return next((n for n in (f"agent/{op}.py", f"agent/{op}/__main__.py") if n in FILES), None)
+
+
 def test_every_op_is_a_module_of_the_bundle_with_a_main():
     for op in remote_bundle.OPS:
-        name = f"agent/{op}.py"
-        assert name in FILES, f"op {op} has no module {name} in the bundle"
+        name = _op_file(op)
+        assert name, f"op {op} has no module agent/{op}.py (or agent/{op}/__main__.py) in the bundle"
         src = FILES[name].decode()
-        assert "\ndef main(" in src and '\nif __name__ == "__main__":' in src, name
+        assert '\nif __name__ == "__main__":' in src or name.endswith("__main__.py"), name
+        assert "main(" in src, name
 
 
 def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
@@ -75,7 +81,7 @@ def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
     assert {"probe", "preflight", "prepare", "verlinfo", "raysession", "occupancy", "supervisor"} <= ops, emitted
     assert ops <= set(remote_bundle.OPS), sorted(e for e in emitted if e[1] not in remote_bundle.OPS)
     for op in ops:
-        assert f"agent/{op}.py" in FILES
+        assert _op_file(op), op
     with pytest.raises(ValueError):
         remote_bundle.op_line("/b", "python3", "nosuch")
 
