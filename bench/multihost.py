@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from dapo_ops.core import cluster  # noqa: E402
+from dapo_ops.core import topology as cluster  # noqa: E402
 from dapo_ops.control import cluster_ops  # noqa: E402
 from dapo_ops.control import inventory  # noqa: E402
 from dapo_ops.control.remote import Target  # noqa: E402

@@ -1,11 +1,11 @@
-"""Pure tests of the multi-host topology and Ray/collective environment (dapo_ops.core.cluster)."""
+"""Pure tests of the multi-host topology and Ray/collective environment (dapo_ops.core.topology)."""
 
 import json
 
 import pytest
 
-from dapo_ops.core import cluster
-from dapo_ops.core.cluster import Node, TopologyError, plan_topology
+from dapo_ops.core import topology as cluster
+from dapo_ops.core.topology import Node, TopologyError, plan_topology
 
 H1 = Node("h1", "198.51.100.11", 8)
 H2 = Node("h2", "198.51.100.12", 8)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dapo_ops.core import cluster
+from dapo_ops.core import topology as cluster
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import inventory
 from dapo_ops.control.remote import Target

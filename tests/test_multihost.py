@@ -1,5 +1,5 @@
 """Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (tasks/multihost.cluster_plan), the
-supervisor-side cluster helpers (cluster.lost_nodes_verdict, cluster.stop_session) and the stdlib bundle."""
+supervisor-side cluster helpers (topology.lost_nodes_verdict, raysession.stop_session) and the stdlib bundle."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from dapo_ops.core import cluster
+from dapo_ops.agent import raysession
+from dapo_ops.core import topology as cluster
 from dapo_ops.control import inventory
 from dapo_ops.control import remote_bundle
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.core.cluster import TopologyError
+from dapo_ops.core.topology import TopologyError
 from dapo_ops.control.planning import PlanError
 from dapo_ops.cli.multihost import cluster_dir, cluster_plan
 
@@ -109,14 +110,14 @@ def test_stop_session_ends_exactly_that_session(tmp_path):
         while not (pid_file.exists() and pid_file.read_text().strip()) and time.time() < end:
             time.sleep(0.05)
         sid = int(pid_file.read_text())
-        while len(cluster.session_members(sid)) < 3 and time.time() < end:
+        while len(raysession.session_members(sid)) < 3 and time.time() < end:
             time.sleep(0.05)
-        assert cluster.stop_session(str(pid_file), grace_s=5) == 3
+        assert raysession.stop_session(str(pid_file), grace_s=5) == 3
         proc.wait(timeout=10)
-        assert cluster.session_members(sid) == []
+        assert raysession.session_members(sid) == []
         assert other.poll() is None
-        assert cluster.stop_session(str(pid_file)) == 0          # idempotent
-        assert cluster.stop_session(str(tmp_path / "missing.pid")) == 0
+        assert raysession.stop_session(str(pid_file)) == 0          # idempotent
+        assert raysession.stop_session(str(tmp_path / "missing.pid")) == 0
     finally:
         other.kill()
         proc.kill()
@@ -124,13 +125,14 @@ def test_stop_session_ends_exactly_that_session(tmp_path):
 
 def test_cluster_module_ships_in_the_stdlib_bundle_and_imports_without_site(tmp_path):
     files = remote_bundle.bundle_files()
-    assert "core/cluster.py" in files     # the supervisor imports it for the retry check and the teardown
+    # the supervisor imports them for the retry check and the teardown
+    assert "core/topology.py" in files and "agent/raysession.py" in files
     pkg = tmp_path / "dapo_ops"
     pkg.mkdir()
     for name, data in files.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.cluster, dapo_ops.agent.supervisor"
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.topology, dapo_ops.agent.raysession, dapo_ops.agent.supervisor"
     res = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True,
                          env={"PATH": os.environ.get("PATH", "")})
     assert res.returncode == 0, res.stderr

@@ -1,5 +1,5 @@
 """Pure tests (local processes, no hosts) of the one launch rule (dapo_ops.agent.occupancy) and of the Ray session leader
-(cluster.run_session) that ends what Ray leaves behind when ``ray start`` ends."""
+(raysession.run_session, the ``raysession lead`` op) that ends what Ray leaves behind when ``ray start`` ends."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from dapo_ops.core import cluster
-from dapo_ops.control import cluster_ops
+from dapo_ops.agent import raysession
+from dapo_ops.core import topology as cluster
 from dapo_ops.agent import occupancy
 from dapo_ops.core import runstate
 
@@ -33,7 +33,7 @@ def _gone(pid):
 
 
 def _pids_with(marker: bytes):
-    return cluster.session_members(-1, marker)
+    return raysession.session_members(-1, marker)
 
 
 def test_session_leader_ends_what_ray_left_in_its_session_and_outside_it_with_the_marker(tmp_path):
@@ -44,7 +44,7 @@ def test_session_leader_ends_what_ray_left_in_its_session_and_outside_it_with_th
     child = f"sleep 300 & echo $! >> {pids}; setsid sleep 301 & echo $! >> {pids}; exit 0"
     env = dict(os.environ, **{cluster.RAY_RUN_ENV: RID})
     other = subprocess.Popen(["sleep", "302"])  # no marker, other session: must survive
-    lead = subprocess.Popen(["setsid", sys.executable, "-c", cluster_ops._SESSION_LEADER, marker, "sh", "-c", child],
+    lead = subprocess.Popen(["setsid", sys.executable, "-m", "dapo_ops.agent.raysession", "lead", marker, "sh", "-c", child],
                             env=env)
     try:
         assert lead.wait(timeout=30) == 0

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from dapo_ops.control import preflight as pc
-from dapo_ops.agent import preflight_probe
+from dapo_ops.agent import preflight as preflight_probe
 from inputs_helpers import make_model, make_parquet
 
 REPO = Path(__file__).resolve().parent.parent
@@ -225,7 +225,7 @@ def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(
     import socket
     import time
 
-    from dapo_ops.agent import preflight_probe
+    from dapo_ops.agent import preflight as preflight_probe
 
     for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(k, raising=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from dapo_ops.agent import preflight_probe
+from dapo_ops.agent import preflight as preflight_probe
 
 
 def _fake_verl(tmp_path):
@@ -42,3 +42,26 @@ def test_request_is_kept_when_the_workdir_holds_verl(tmp_path, monkeypatch):
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no verl importable at all
     assert preflight_probe.installed_config_root(gone) is gone
+
+
+def test_one_reader_of_the_verl_version_without_importing_it(tmp_path, monkeypatch):
+    """agent/verlinfo.py: verl's own version/version file first (real verl 0.9.1, verl/__init__.py:37-40), else the
+    literal __version__ in __init__.py (the sandbox stand-in); an __init__ that would fail to import is never run."""
+    import sys
+
+    from dapo_ops.agent import verlinfo
+
+    real = tmp_path / "a" / "verl"
+    (real / "version").mkdir(parents=True)
+    (real / "__init__.py").write_text("raise SystemExit('imported!')\n")
+    (real / "version" / "version").write_text("0.9.1\n")
+    assert verlinfo.verl_version(str(real)) == "0.9.1"
+    standin = tmp_path / "b" / "verl"
+    standin.mkdir(parents=True)
+    (standin / "__init__.py").write_text('import torch\n__version__ = "0.9.1.dev0"\n')
+    assert verlinfo.verl_version(str(standin)) == "0.9.1.dev0"
+    monkeypatch.syspath_prepend(str(real.parent))
+    info = verlinfo.verl_info("verl.trainer.main_ppo")
+    assert info["found"] and info["version"] == "0.9.1" and info["path"] == str(real)
+    assert info["entry_found"] is False
+    assert getattr(sys.modules.get("verl"), "__file__", None) != str(real / "__init__.py")  # never imported

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import classify
-from dapo_ops.agent import remote_probe
+from dapo_ops.agent import probe as remote_probe
 from dapo_ops.control import statusview
 from dapo_ops.agent import supervisor
 import supervisor_helpers

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import runstate
+from dapo_ops.control import remote_bundle
 from dapo_ops.control.remote import sshmux
 
 pytestmark = pytest.mark.bench
@@ -108,7 +109,8 @@ def gone_pid(sandbox, host) -> int:
 
 def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10, sup_pid=None, verl_pgid=None,
              log="", attempts_logs=None, features=None, started_at=None, **fields):
-    """Create a run dir as the supervisor would (runstate.new_record + write_run) on ``host``.
+    """Create a run dir as the supervisor would (runstate.new_record + write_run) on ``host``, with the bundle the
+    launch installed for it (remote_bundle.local_install into the runs dir's bind mount).
 
     :returns: ``(run_id, host_side_run_dir: Path, container_run_dir: str)``.
     """
@@ -116,6 +118,7 @@ def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10,
     rid = runstate.new_run_id(now)
     host_rd = sandbox.runs_dir(host) / rid
     host_rd.mkdir(parents=True)
+    remote_bundle.local_install(sandbox.runs_dir(host))
     (host_rd / "checkpoints" / "global_step_2").mkdir(parents=True)
     crd = runstate.run_dir_for(RUNS_IN_CONTAINER, rid)
     spec = {"run_id": rid, "run_dir": crd, "host": host, "container": "verl", "mode": "dapo",
@@ -305,3 +308,32 @@ def test_watch_failed_stopped_and_dead_supervisor_exit_nonzero(sandbox):
     make_run(sandbox, "h1", status="running", step=3)
     proc = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
     assert proc.returncode == 3 and "supervisor-dead" in proc.stderr
+
+
+def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_command_per_look(sandbox):
+    """The bundle op's gate (remote_bundle.run_op): a container whose bundle is gone answers MISSING_RC, the bundle
+    is installed and the look retried once; the next look is ONE command (the control master's own count)."""
+    from dapo_ops.control import inventory
+    from dapo_ops.control.remote import Target
+
+    sandbox.reset("h1")
+    rid, _, _ = make_run(sandbox, "h1", step=3, log=steps_log(1, 3, 3))
+    bdir = remote_bundle.bundle_dir(RUNS_IN_CONTAINER)
+    sandbox.exec("h1", "rm -rf %s" % bdir, check=True)
+    h = inventory.load(sandbox.inventory).hosts["h1"]
+    t = Target(h, h.container)
+    calls = []
+    real_run = t.run
+    t.run = lambda *a, **kw: calls.append(a[0]) or real_run(*a, **kw)
+    try:
+        first = remote_bundle.run_op(t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})],
+                                     site=False, workdir="")
+        assert json.loads(first.stdout)["run"]["run_id"] == rid
+        assert len(calls) == 3 and remote_bundle.install_command(bdir, h.python) == calls[1]  # look, install, look
+        assert sandbox.exec("h1", "test -f %s/dapo_ops/.complete && echo yes" % bdir).stdout.strip() == "yes"
+        calls.clear()
+        again = remote_bundle.run_op(t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})],
+                                     site=False, workdir="")
+        assert json.loads(again.stdout)["run"]["run_id"] == rid and len(calls) == 1
+    finally:
+        t.close()

@@ -1,5 +1,7 @@
-"""The in-container probe (dapo_ops.agent.remote_probe) run as the shipped ``python3 -c`` script against a local runs
-dir, with real processes standing in for the supervisor and the verl process group. No hosts needed."""
+"""The in-container probe (dapo_ops.agent.probe) run in its shipped form, the bundle op line
+(``remote_bundle.op_line``: ``python3 -S -m dapo_ops.agent.probe`` from an installed bundle, no site-packages, no
+PYTHONPATH of ours) against a local runs dir, with real processes standing in for the supervisor and the verl process
+group. No hosts needed."""
 
 import json
 import os
@@ -10,9 +12,10 @@ import time
 
 import pytest
 
-from dapo_ops.agent import remote_probe
-from dapo_ops.core import runstate
+from dapo_ops.agent import probe as remote_probe
+from dapo_ops.control import remote_bundle
 from dapo_ops.control import statusview
+from dapo_ops.core import runstate
 
 # A stand-in supervisor: its argv names dapo_ops.agent.supervisor and the run dir (what runstate.is_supervisor_pid
 # checks); on SIGTERM it stops its verl process group and marks run.json stopped, as the real one does.
@@ -39,11 +42,38 @@ while True:
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def bundle(tmp_path_factory):
+    global BUNDLE
+    BUNDLE = remote_bundle.local_install(tmp_path_factory.mktemp("bundle"))
+    return BUNDLE
+
+
+BUNDLE = None
+
+
 def probe(req):
-    out = subprocess.run([sys.executable, "-I", "-c", remote_probe.build_script(), json.dumps(req)],
-                         capture_output=True, text=True, timeout=120)
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps(req)], site=False)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=120, env=env, cwd="/")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def test_the_probe_runs_from_the_bundle_alone(tmp_path):
+    # the shipped form imports the bundle's copy: -S (no site-packages, so not this checkout's install), cwd /
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", ["{}"], site=False)
+    line = line.replace("-m dapo_ops.agent.probe", "-c 'import dapo_ops.agent.probe as p; print(p.__file__)'")
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.stdout.strip() == os.path.join(BUNDLE, "dapo_ops", "agent", "probe.py"), out.stderr
+
+
+def test_a_missing_bundle_is_its_own_exit_code_and_mark(tmp_path):
+    line = remote_bundle.op_line(str(tmp_path / "nope"), sys.executable, "probe", ["{}"], site=False)
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
+    assert out.returncode == remote_bundle.MISSING_RC and remote_bundle.MISSING_MARK in out.stderr
+    assert out.stdout == ""
 
 
 def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):

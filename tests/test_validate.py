@@ -1,5 +1,6 @@
-"""Compose check against the pinned verl 0.9.1 yaml: Hydra's own messages, CWD restored, in-container script."""
+"""Compose check against the pinned verl 0.9.1 yaml: Hydra's own messages, CWD restored, the in-container op."""
 
+import ast
 import json
 import os
 import subprocess
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from dapo_ops.agent import compose
+from dapo_ops.control import remote_bundle
+from dapo_ops.control import validate
 from dapo_ops.core import features
 from dapo_ops.core import overrides
-from dapo_ops.control import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from fetch_verl_config import verl_config_root  # noqa: E402
@@ -68,25 +71,31 @@ def test_wrong_searchpath_reproduces_the_cwd_failure(root, tmp_path):
                                   config_dir="verl/experimental/one_step_off_policy/config")
     assert errs == []  # rewritten to the local root: the generator's absolute searchpath is what matters
     # without any searchpath from a foreign CWD, Hydra reports what verl users see
-    blocks = validate._checker()["compose_errors"](str(tmp_path), f"{root}/verl/experimental/one_step_off_policy/config",
-                                                   "one_step_off_ppo_trainer", [])
+    blocks = compose.compose_errors(str(tmp_path), f"{root}/verl/experimental/one_step_off_policy/config",
+                                    "one_step_off_ppo_trainer", [])
     assert any("Could not load 'ppo_trainer'" in line for b in blocks for line in b)
 
 
-def test_remote_script_runs_standalone_with_json_on_stdin(root, tmp_path):
-    """The preflight form: stdlib + hydra only, no dapo_ops import, JSON in, JSON out."""
-    script = validate.remote_check_script()
-    assert "dapo_ops" not in script and "torch" not in script
+def test_remote_op_runs_from_the_bundle_with_json_on_stdin(root, tmp_path):
+    """The preflight form: the bundle op ``python3 -m dapo_ops.agent.compose`` (stdlib + hydra only, no other
+    dapo_ops module, no torch), JSON in, JSON out."""
+    tree = ast.parse(Path(compose.__file__).read_text())
+    imported = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+                for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    assert imported <= {"__future__", "json", "os", "re", "sys", "warnings", "hydra", "omegaconf"}, imported
+    bdir = remote_bundle.local_install(tmp_path / "runs")
+    line = remote_bundle.op_line(bdir, sys.executable, "compose")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     argv = overrides.build_command(_spec("one-step-off", "megatron", profile="0.8"), features.resolve("offload"))
     req = validate.request_for(argv, root)
-    proc = subprocess.run([sys.executable, "-I", "-c", script], input=json.dumps(req), capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(["sh", "-c", line], input=json.dumps(req), capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     errs = validate.parse_remote_result(proc.stdout)
     assert "Could not override 'actor_rollout_ref.actor.megatron.grad_offload'." in errs
     good = validate.request_for(overrides.build_command(_spec(), features.resolve("")), root)
-    proc = subprocess.run([sys.executable, "-I", "-c", script], input=json.dumps(good), capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(["sh", "-c", line], input=json.dumps(good), capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
     assert json.loads(proc.stdout) == {"ok": True, "errors": []}
 
 

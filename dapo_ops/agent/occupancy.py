@@ -8,12 +8,12 @@ A container is busy when
    (SIGKILLed supervisor): every verl process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the
    supervisor sets it, docs/design.md run.json), so one ``/proc`` pass finds them whatever their process group;
 3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.core.runstate.ray_sessions`, and processes
-   carrying ``DAPO_OPS_RAY_RUN=<run_id>``, cluster.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
+   carrying ``DAPO_OPS_RAY_RUN=<run_id>``, topology.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
    connections, or the head of a run whose supervisor is alive.
 
 Processes of a run that is over are not a reason to refuse: Ray of a cluster run whose head's GCS is gone, and
 processes of a finished run (terminal run.json status) that outlived it (Ray agents). With ``sweep`` they are
-ended here (:func:`dapo_ops.core.cluster.stop_session`, :func:`end_pids`: that run's processes only) and reported as
+ended here (:func:`dapo_ops.agent.raysession.stop_session`, :func:`end_pids`: that run's processes only) and reported as
 ``cleaned``.
 
 CLI in the container (what ``dapo_ops/cli/launch_checks.py`` refuse_if_busy calls)::
@@ -30,14 +30,15 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from dapo_ops.agent import procs
-from dapo_ops.core import cluster
+from dapo_ops.agent import raysession
 from dapo_ops.core import runstate
+from dapo_ops.core import topology
 
 #: seconds one TCP connect to a head's GCS may take before the head counts as gone
 GCS_CONNECT_TIMEOUT_S = 2.0
 #: seconds a lingering Ray session gets to exit after SIGTERM before SIGKILL
 SWEEP_GRACE_S = 5.0
-_MARKERS = (b"DAPO_OPS_RUN_ID=", ("%s=" % cluster.RAY_RUN_ENV).encode())
+_MARKERS = (b"DAPO_OPS_RUN_ID=", ("%s=" % topology.RAY_RUN_ENV).encode())
 
 
 def scan() -> Dict[str, Dict[str, List[int]]]:
@@ -67,7 +68,7 @@ def gcs_up(address: Optional[str], port: Optional[int], timeout_s: float = GCS_C
     if not address:
         return False
     try:
-        with socket.create_connection((address, int(port or cluster.RAY_PORT)), timeout=timeout_s):
+        with socket.create_connection((address, int(port or topology.RAY_PORT)), timeout=timeout_s):
             return True
     except (OSError, ValueError):
         return False
@@ -113,7 +114,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
                         "head_address": info.get("head_address"), "port": info.get("port"), "pids": len(pids)})
         elif sweep:
             pid_file = info.get("pid_file") or os.path.join(runs_dir, ".cluster", rid, "ray", "%s.pid" % (name or "-"))
-            n = cluster.stop_session(pid_file, SWEEP_GRACE_S)
+            n = raysession.stop_session(pid_file, SWEEP_GRACE_S)
             cleaned.append({"run_id": rid, "processes": n})
     return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}
 

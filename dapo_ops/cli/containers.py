@@ -1,8 +1,11 @@
 """``inv container.list`` and ``inv container.create``: choose or create the training container on each host.
 
 ``list``: every container on each host (one SSH round trip per host, hosts in parallel) with image, state,
-uptime, and for running ones whether verl is found inside and its version (located with ``find_spec`` and its
-``version/version`` file, without importing it: ``import verl`` pulls torch and takes seconds).
+uptime, and for running ones whether verl is found inside and its version (the bundle op
+``dapo_ops.agent.verlinfo``: located with ``find_spec``, version read from its files, without importing it:
+``import verl`` pulls torch and takes seconds). The bundle travels on the command's stdin and is installed in a
+container that lacks it under ``/tmp/.dapo_ops/<version>-<hash>`` (:data:`LIST_ROOT`: these containers need not
+be the inventory's, so their runs dir is not assumed).
 
 ``create``: ``docker run -d`` with what a training container needs on that accelerator
 (:mod:`dapo_ops.control.container_spec`: device nodes, driver mounts or ``--gpus all``, host network and IPC, a large
@@ -21,43 +24,44 @@ from rich.text import Text
 
 from dapo_ops.control import container_spec
 from dapo_ops.control import fanout
+from dapo_ops.control import remote_bundle
 from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, q
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
 
-# verl located without importing it; prints the version, "?" when unknown, "-" when not found
-_VERL_SNIPPET = r"""
-import importlib.util as u, os, re, sys
-wd = sys.argv[1] if len(sys.argv) > 1 else ''
-if wd and os.path.isdir(wd):
-    sys.path.insert(0, wd)
-s = u.find_spec('verl')
-if s is None or not s.submodule_search_locations:
-    print('-'); sys.exit(0)
-r = list(s.submodule_search_locations)[0]
-v = None
-try:
-    v = open(os.path.join(r, 'version', 'version')).read().strip()
-except OSError:
-    try:
-        m = re.search(r'^__version__\s*=\s*[\'"]([^\'"]+)', open(os.path.join(r, '__init__.py')).read(), re.M)
-        v = m.group(1) if m else None
-    except OSError:
-        pass
-print(v or '?')
-"""
-
+#: where ``list`` installs the bundle in each running container (any container: no runs dir is assumed)
+LIST_ROOT = "/tmp"
 _FMT = "{{.Names}}\t{{.Image}}\t{{.State}}\t{{.Status}}\t{{.ID}}"
 _LIST_COLUMNS = ["container", "image", "state", "status", "verl"]
 
 
 def list_command(python: str, workdir: str) -> str:
-    """Host shell text: ``docker ps -a`` rows, then ``@@V <name> <verl version>`` per running container."""
+    """Host shell text: ``docker ps -a`` rows, then ``@@V <name> <verlinfo JSON>`` per running container.
+
+    Its stdin is the bundle (:func:`dapo_ops.control.remote_bundle.bundle_b64`), kept in a host temp file and fed
+    to each container that lacks the bundle (:func:`~dapo_ops.control.remote_bundle.stdin_install_line`)."""
+    bdir = remote_bundle.bundle_dir(LIST_ROOT)
+    inner = (f"{{ {remote_bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; "
+             + remote_bundle.op_line(bdir, python, "verlinfo", [workdir]))
     return (f"docker ps -a --format {q(_FMT)} || exit $?; "
+            f"t=$(mktemp) && cat > \"$t\" || exit $?; "
             f"for c in $(docker ps --format '{{{{.Names}}}}'); do "
-            f"v=$(timeout 30 docker exec \"$c\" {q(python)} -c {q(_VERL_SNIPPET)} {q(workdir)} 2>/dev/null | tail -n 1); "
-            f"printf '@@V %s %s\\n' \"$c\" \"${{v:--}}\"; done")
+            f"v=$(timeout 30 docker exec -i \"$c\" sh -c {q(inner)} < \"$t\" 2>/dev/null | tail -n 1); "
+            f"printf '@@V %s %s\\n' \"$c\" \"${{v:--}}\"; done; rm -f \"$t\"")
+
+
+def _verl_cell(raw: str) -> str:
+    """The ``verl`` cell from a ``@@V`` value: the version, ``"?"`` when verl has no readable version, ``"-"`` when
+    not found (or the container gave no answer)."""
+    raw = raw.strip()
+    try:
+        info = jsonlib.loads(raw)
+    except ValueError:
+        return "-"
+    if not isinstance(info, dict) or not info.get("found"):
+        return "-"
+    return info.get("version") or "?"
 
 
 def parse_list(stdout: str) -> list[dict]:
@@ -68,7 +72,7 @@ def parse_list(stdout: str) -> list[dict]:
         if line.startswith("@@V "):
             _, name, ver = (line.split(" ", 2) + [""])[:3]
             if name in rows:
-                rows[name]["verl"] = ver.strip() or "-"
+                rows[name]["verl"] = _verl_cell(ver)
             continue
         parts = line.split("\t")
         if len(parts) >= 5:
@@ -80,7 +84,7 @@ def parse_list(stdout: str) -> list[dict]:
 def list_one(target) -> Row:
     """Containers on one host (one round trip). Raises RemoteError for SSH/docker failures."""
     h = target.host
-    res = target.host_run(list_command(h.python, h.workdir), timeout=120, check=False)
+    res = target.host_run(list_command(h.python, h.workdir), timeout=120, check=False, stdin=remote_bundle.bundle_b64())
     err = target._docker_error(res, inspect=False) if res.exited != 0 else None  # noqa: SLF001 - same package
     if err:
         raise err

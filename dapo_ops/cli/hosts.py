@@ -1,10 +1,14 @@
-"""``hosts``: the first fan-out task. Per host: SSH reachable? container state? Python and verl versions inside?
+"""``hosts``: per host, SSH reachable? container state? Python and verl versions inside (the bundle op
+``dapo_ops.agent.verlinfo``: verl located and its version read without importing it)?
 
 ``hosts --check`` only validates the inventory (and the ``-H`` selection) and prints one line per host; it
 contacts nobody."""
 
 from __future__ import annotations
 
+import json
+
+from dapo_ops.control import remote_bundle
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
@@ -12,17 +16,15 @@ from dapo_ops.cli._common import fanout_task, run_fanout, select_hosts, with_con
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
 
-# one docker exec for both versions; verl is imported from the inventory's workdir (e.g. /verl), like verl's
-# own entry points (`python3 -m verl.trainer.main_ppo` run from the repo checkout)
-_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3]); import verl; print(verl.__version__)"
-
 
 def check_host(target: Target, *, timeout: float = 60) -> Row:
-    """Probe one host: ``docker exec <container> <python> -c 'import verl'`` in the workdir (one SSH round trip;
-    ``docker inspect`` only when Docker says the container is not running).
+    """Probe one host: ``docker exec -w <workdir> <container> ... python3 -m dapo_ops.agent.verlinfo`` (one SSH round
+    trip once the bundle is installed; ``docker inspect`` only when Docker says the container is not running).
+    verl is looked for from the inventory's workdir (e.g. /verl), like verl's own entry points
+    (``python3 -m verl.trainer.main_ppo`` run from the repo checkout), without importing it.
 
     :returns: a :class:`~dapo_ops.control.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
-        container is missing/stopped, python is missing, or verl does not import.
+        container is missing/stopped, python is missing, or verl is not found.
     :raises RemoteError: SSH-level failures (unreachable, refused, auth, hostkey, timeout, docker-missing).
     """
     h = target.host
@@ -30,7 +32,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     # one round trip when all is well: docker exec straight away; Docker's own error says missing/stopped, and
     # only then Target.run asks `docker inspect` for the state (status, exit code, OOMKilled)
     try:
-        res = target.run([h.python, "-c", _PROBE], check=False, timeout=timeout)
+        res = remote_bundle.run_op(target, "verlinfo", check=False, timeout=timeout)
     except RemoteError as e:
         if e.kind == "container-missing":
             cells["container"] = "missing"
@@ -38,6 +40,11 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             cells["container"] = "no docker"
         elif e.kind == "container-stopped":
             cells["container"] = ContainerState(**e.state).describe() if e.state else "not running"
+        elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
+            cells["container"] = "running"
+            return Row(cells=cells, ok=False, kind="python-missing",
+                       message=f"'{h.python}' not runnable in container '{target.container}' ({e.message}); "
+                               f"fix python in the inventory")
         else:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
@@ -49,21 +56,28 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
         return Row(cells=cells, ok=False, kind="workdir-missing",
                    message=f"workdir {h.workdir} does not exist in container '{target.container}'; fix workdir in "
                            f"hosts.toml (the verl checkout, e.g. /verl)")
-    out = res.stdout.split()
+    try:
+        info = json.loads(res.stdout.strip().splitlines()[-1]) if res.exited == 0 else None
+    except (ValueError, IndexError):
+        info = None
     err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
-    if res.exited in (126, 127) and not out:
+    if res.exited in (126, 127) and info is None:
         return Row(cells=cells, ok=False, kind="python-missing",
                    message=f"'{h.python}' not runnable in container '{target.container}' ({last_err}); "
                            f"fix python in the inventory")
-    cells["python"] = out[0] if out else "?"
-    if res.exited != 0 or len(out) < 2:
-        cells["verl"] = "import failed"
+    if not isinstance(info, dict):
+        cells["python"] = cells["verl"] = "?"
+        return Row(cells=cells, ok=False, kind="command",
+                   message=f"the verl probe gave no answer in container '{target.container}' ({last_err})")
+    cells["python"] = info.get("python") or "?"
+    if not info.get("found"):
+        cells["verl"] = "not found"
         return Row(cells=cells, ok=False, kind="verl-missing",
-                   message=f"`import verl` failed in {h.workdir} ({last_err}); install verl in the image or fix "
-                           f"workdir", data={"python": cells["python"]})
-    cells["verl"] = out[1]
-    return Row(cells=cells, data={"python": out[0], "verl": out[1]})
+                   message=f"verl is not importable from {h.workdir} with '{h.python}'; install verl in the image "
+                           f"or fix workdir", data={"python": cells["python"]})
+    cells["verl"] = info.get("version") or "?"
+    return Row(cells=cells, data={"python": cells["python"], "verl": cells["verl"], "verl_path": info.get("path")})
 
 
 def describe(h: Host) -> str:

@@ -3,7 +3,7 @@
 ``inv launch -H h1,h2`` / ``inv one-step-off -H h1,h2`` come here from :func:`dapo_ops.cli.launch._launch`
 (``--independent`` keeps one separate single-host run per host). The flow:
 
-1. the pools from the inventory (:func:`dapo_ops.core.cluster.plan_topology`: DAPO = every host in the trainer pool;
+1. the pools from the inventory (:func:`dapo_ops.core.topology.plan_topology`: DAPO = every host in the trainer pool;
    one-step-off = trainer pool on the first half of the hosts, rollout pool on the rest) and the plan made for
    the head with the topology's ``trainer.nnodes`` / ``n_gpus_per_node`` (and ``rollout.nnodes`` /
    ``rollout.n_gpus_per_node``);
@@ -28,14 +28,14 @@ import posixpath
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from dapo_ops.core import cluster
+from dapo_ops.core import topology as cluster
 from dapo_ops.control import cluster_ops
 from dapo_ops.core import overrides
 from dapo_ops.control import planning
 from dapo_ops.control import remote_bundle
 from dapo_ops.core import runstate
 from dapo_ops.core import redact
-from dapo_ops.core.cluster import Node, TopologyError
+from dapo_ops.core.topology import Node, TopologyError
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail

@@ -1,6 +1,7 @@
 """``inv prepare``: make sure the model and data files of the run settings exist where the container sees them.
 
-Per host (in parallel), ONE ``docker exec`` running :func:`dapo_ops.agent.inputs.prepare` inside the container: what
+Per host (in parallel), ONE ``docker exec`` running the bundle op ``python3 -m dapo_ops.agent.prepare``
+(:func:`dapo_ops.agent.prepare.prepare`) inside the container: what
 is complete is kept without any request; what is missing is fetched **inside the container** through the
 inventory's proxy from the hub the host can reach (``--hf-endpoint`` > ``HF_ENDPOINT`` of the operator >
 the container's own ``HF_ENDPOINT`` > huggingface.co; ``huggingface_hub`` when the container has it, else
@@ -22,7 +23,8 @@ from rich.text import Text
 
 from dapo_ops.control import fanout
 from dapo_ops.control import planning
-from dapo_ops.agent import preflight_probe
+from dapo_ops.agent import preflight as preflight_probe
+from dapo_ops.control import remote_bundle
 from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.core import runstate
 from dapo_ops.control.fanout import Row
@@ -48,7 +50,7 @@ def model_repo_for(path: str) -> str:
 
 def build_request(plan, *, model_repo: str = "", train_repo: str = "", train_repo_file: str = "",
                   val_repo: str = "", val_repo_file: str = "", endpoint: str = "") -> dict:
-    """The in-container request for :func:`dapo_ops.agent.inputs.prepare` from a plan and the repo flags. Pure."""
+    """The in-container request for :func:`dapo_ops.agent.prepare.prepare` from a plan and the repo flags. Pure."""
     s = plan.spec["settings"]
     req: dict = {"model": {"path": s["model_path"], "repo": model_repo or model_repo_for(s["model_path"])},
                  "data": [], "prompt_key": "prompt"}
@@ -88,8 +90,8 @@ def item_problem(it: dict) -> str:
 
 def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) -> Row:
     h = target.host
-    res = target.run(preflight_probe.prepare_command(h.python, req), env=env, secret_env=secret_env or None,
-                     timeout=timeout, check=False)
+    res = remote_bundle.run_op(target, "prepare", [jsonlib.dumps(req)], python=h.python, env=env,
+                               secret_env=secret_env or None, timeout=timeout, check=False)
     try:
         out = preflight_probe.parse_output(res.stdout)
     except ValueError as e:

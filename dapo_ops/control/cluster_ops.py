@@ -1,10 +1,12 @@
 """Bring a Ray cluster up across the hosts' containers, wait for it, and tear it down (operator side).
 
 The pure parts (topology, ``ray start`` argv, per-node collective env) are in
-:mod:`dapo_ops.core.cluster`; this module does the remote calls through :class:`dapo_ops.control.remote.Target`.
+:mod:`dapo_ops.core.topology`; this module does the remote calls through :class:`dapo_ops.control.remote.Target`,
+each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|wait|lead|stop> ...``
+(:func:`dapo_ops.control.remote_bundle.run_op`: the bundle is installed first where it is missing).
 
 Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
-stdlib leader (:func:`dapo_ops.core.cluster.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
+stdlib leader (``raysession lead``: :func:`dapo_ops.agent.raysession.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
 and what the node is (``{"run_id", "name", "role", "head", "head_address", "port"}``) to
 ``<run_dir>/ray/<host>.json``. Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
 ends — stopped, or by itself once a worker's raylet lost the head at the run's end — the leader ends whatever
@@ -15,7 +17,6 @@ Tearing down signals exactly those processes (SIGTERM to the leader, then SIGKIL
 
 from __future__ import annotations
 
-import inspect
 import json
 import posixpath
 import shlex
@@ -23,21 +24,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from dapo_ops.core import cluster
-from dapo_ops.core.cluster import Node, Topology
+from dapo_ops.control import remote_bundle
 from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.core import topology
+from dapo_ops.core.topology import Node, Topology
 
 #: seconds to wait for every node to join before giving up
 JOIN_TIMEOUT_S = 90.0
-
-# stdlib script run in a container: cluster.stop_session itself (one source), for the pid file in argv[1] with
-# the grace in argv[2] seconds; prints how many processes the session had
-_STOP_SESSION = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.stop_session),
-                           "import sys", "print(stop_session(sys.argv[1], float(sys.argv[2])))"])
-# stdlib script: the leader of a Ray session (cluster.run_session): argv[1] = the env marker, argv[2:] = ray start
-_SESSION_LEADER = "\n".join([inspect.getsource(cluster.session_members), inspect.getsource(cluster.run_session),
-                             "import sys", "sys.exit(run_session(sys.argv[2:], sys.argv[1].encode() or None))"])
-
 
 class ClusterError(RuntimeError):
     """The cluster could not be brought up. ``str()`` is one line naming the host and the fix."""
@@ -71,24 +64,26 @@ def _pid_file(run_dir: str, name: str) -> str:
 
 def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str,
                 info: dict | None = None) -> None:
-    """Start one blocking ``ray start`` detached in its own session under :data:`_SESSION_LEADER`, with
-    ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of ``run_dir``) in its env and ``info`` in
-    ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
+    """Start one blocking ``ray start`` detached in its own session under the ``raysession lead`` op of the bundle
+    (installed by :func:`_iface`, the first op on every host), with ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of
+    ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
     run_id = posixpath.basename(run_dir.rstrip("/"))
     pid_file, log = _pid_file(run_dir, name), f"{run_dir}/ray/{name}.log"
     ray_args = " ".join(shlex.quote(a) for a in argv[1:])
-    marker = f"{cluster.RAY_RUN_ENV}={run_id}"
-    inner = (f"echo $$ > {shlex.quote(pid_file)}; exec {shlex.quote(python)} -c {shlex.quote(_SESSION_LEADER)} "
-             f"{shlex.quote(marker)} $RAY {ray_args}")
+    marker = f"{topology.RAY_RUN_ENV}={run_id}"
+    bdir = remote_bundle.bundle_dir(target.host.runs_path)
+    inner = (f"echo $$ > {shlex.quote(pid_file)}; "
+             f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}")
     node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
     script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && printf '%s\\n' {shlex.quote(node_info)} > "
               f"{shlex.quote(run_dir + '/ray/' + name + '.json')} && RAY={_ray_cmd(python)} && export RAY && "
               f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
-    target.run(script, env={**env, cluster.RAY_RUN_ENV: run_id}, timeout=60)
+    target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
 
 def _iface(target: Target, python: str, address: str) -> str | None:
-    res = target.run([python, "-c", cluster.IFACE_PROBE, address], timeout=30, check=False)
+    res = remote_bundle.run_op(target, "raysession", ["iface", address], python=python, site=False, timeout=30,
+                               check=False)
     name = (res.stdout or "").strip()
     return name or None
 
@@ -109,11 +104,11 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             ifaces = dict(zip([n.name for n in nodes],
                               pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
-        env = cluster.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
-        info = {"head": head.name, "head_address": head.address, "port": cluster.RAY_PORT}
-        address = f"{head.address}:{cluster.RAY_PORT}"
+        env = topology.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
+        info = {"head": head.name, "head_address": head.address, "port": topology.RAY_PORT}
+        address = f"{head.address}:{topology.RAY_PORT}"
         deadline = time.monotonic() + join_timeout
-        _start_node(targets[head.name], cluster.ray_head_argv("ray", head, accelerator), env, run_dir,
+        _start_node(targets[head.name], topology.ray_head_argv("ray", head, accelerator), env, run_dir,
                     head.name, python, {**info, "role": "head"})
         started.append(head)
         workers = nodes[1:]
@@ -123,11 +118,11 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                                  address)["nodes"]:
             raise ClusterError(
                 f"the Ray head on '{head.name}' ({address}) did not come up within {join_timeout:.0f} s: see "
-                f"{run_dir}/ray/{head.name}.log in its container (port {cluster.RAY_PORT} taken? ray installed?)")
+                f"{run_dir}/ray/{head.name}.log in its container (port {topology.RAY_PORT} taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
-            wenv = cluster.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
-            _start_node(targets[n.name], cluster.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
+            wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
+            _start_node(targets[n.name], topology.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
                         n.name, python, {**info, "role": "worker"})
 
         with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
@@ -140,15 +135,15 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         if missing:
             m = missing[0]
             raise ClusterError(
-                f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{cluster.RAY_PORT} "
-                f"within {join_timeout:.0f} s: check that it can reach the head on TCP {cluster.RAY_PORT} "
+                f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{topology.RAY_PORT} "
+                f"within {join_timeout:.0f} s: check that it can reach the head on TCP {topology.RAY_PORT} "
                 f"(firewall, link, no_proxy) and see {run_dir}/ray/{m.name}.log in its container")
         totals: dict = {}
         for n in view["nodes"]:
             for k, v in n["resources"].items():
                 if not k.startswith("node:"):
                     totals[k] = totals.get(k, 0) + v
-        return ClusterHandle(head.address, cluster.RAY_PORT,
+        return ClusterHandle(head.address, topology.RAY_PORT,
                              [{"name": n.name, "address": n.address, "devices": n.devices,
                                "pid_file": _pid_file(run_dir, n.name)} for n in nodes], totals)
     except RemoteError as e:
@@ -165,14 +160,14 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
 def _wait(head: Target, python: str, want: int, timeout: float, address: str) -> dict:
     """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass. Each probe joins this
     run's GCS at ``address`` (``<head>:6379``, never ``auto``: an earlier session's ``/tmp/ray`` files must not
-    pick the cluster) and ends itself within its budget + 20 s (``CLUSTER_WAIT``'s alarm), so no probe is left
+    pick the cluster) and ends itself within its budget + 20 s (``raysession wait``'s alarm), so no probe is left
     running in the container when the SSH command times out."""
     deadline = time.monotonic() + timeout
     last = {"nodes": []}
     while True:
         left = max(deadline - time.monotonic(), 1.0)
-        res = head.run([python, "-c", cluster.CLUSTER_WAIT, f"{left:.1f}", str(want)],
-                       env={"RAY_ADDRESS": address}, timeout=left + 30, check=False)
+        res = remote_bundle.run_op(head, "raysession", ["wait", f"{left:.1f}", str(want)], python=python,
+                                   env={"RAY_ADDRESS": address}, timeout=left + 30, check=False)
         try:
             last = json.loads((res.stdout or "").strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -192,8 +187,8 @@ def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_
 
     def one(name: str) -> str:
         try:
-            res = targets[name].run([python, "-c", _STOP_SESSION, _pid_file(run_dir, name), str(grace_s)],
-                                    timeout=grace_s + 60, check=False)
+            res = remote_bundle.run_op(targets[name], "raysession", ["stop", _pid_file(run_dir, name), str(grace_s)],
+                                       python=python, site=False, timeout=grace_s + 60, check=False)
             return f"stopped {(res.stdout or '0').strip() or '0'} processes"
         except RemoteError as e:
             return str(e)

@@ -1,9 +1,18 @@
-"""The stdlib-only copy of dapo_ops that runs inside the training container, and how it is started.
+"""The ONE way code reaches a training container: the bundle, and the one-line calls into it.
 
-The supervisor (``dapo_ops/agent/supervisor.py``) and the decision modules it imports are copied into
-``<runs_dir>/.dapo_ops/<version>-<content hash>/dapo_ops/`` (docs/design.md "Stdlib-only rule"): the
-training image needs nothing but a ``python3``. The directory name carries a hash of the shipped
-files, so an edited module never reuses a stale copy, and an unchanged bundle is not copied again.
+The bundle is every ``.py`` under ``dapo_ops/core`` and ``dapo_ops/agent`` (stdlib only: the training image
+needs nothing but a ``python3``), installed once per content hash under
+``<runs_dir>/.dapo_ops/<version>-<content hash>/dapo_ops/`` (docs/design.md "Stdlib-only rule"): an edited
+module never reuses a stale copy, an unchanged bundle is not copied again. Everything remote is then one shell
+line (model: SkyPilot's ``sky/skylet``: one installed runtime, gated by its version)::
+
+    test -f <bundle>/dapo_ops/.complete || { echo dapo-ops-bundle-missing >&2; exit 97; };
+    PYTHONPATH=<bundle>${PYTHONPATH:+:$PYTHONPATH} exec python3 -m dapo_ops.agent.<op> <args>
+
+(:func:`op_line`, ops in :data:`OPS`). :func:`run_op` runs it and, only when the bundle is missing (exit
+:data:`MISSING_RC` with :data:`MISSING_MARK`), installs it (:func:`install`) and runs it once more: a look at a host
+stays one round trip once the bundle is there. The container's own ``PYTHONPATH`` stays after the bundle (verl
+found through it, e.g. a bare host's ``/opt/verl-site``).
 
 The supervisor is started **detached** (fabric-invoke.md §8): ``docker exec -d`` (returns at once,
 the process is a child of the container runtime, not of the SSH session), all three streams
@@ -15,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import posixpath
 import shlex
 import tarfile
 import time
@@ -22,10 +32,17 @@ from pathlib import Path
 
 from dapo_ops import __version__
 
+from dapo_ops.control.remote import RemoteError
+
 PKG_DIR = Path(__file__).resolve().parent.parent
 #: the shipped tiers: everything under them (and the package's own ``__init__``) runs inside the training image
 SHIPPED = ("core", "agent")
 COMPLETE_MARK = ".complete"
+#: the ops of the bundle: ``python3 -m dapo_ops.agent.<op>`` (each a module of ``dapo_ops/agent`` with a ``main``)
+OPS = ("supervisor", "probe", "preflight", "compose", "prepare", "verlinfo", "occupancy", "raysession")
+#: exit status and stderr word of an op line whose bundle is not installed (no op exits 97 itself)
+MISSING_RC = 97
+MISSING_MARK = "dapo-ops-bundle-missing"
 
 
 def bundle_files(pkg_dir: Path | None = None) -> dict[str, bytes]:
@@ -96,6 +113,19 @@ def present_command(bdir: str) -> str:
     return f"test -f {shlex.quote(bdir + '/dapo_ops/' + COMPLETE_MARK)}"
 
 
+def install(target, bdir: str, python: str = "python3", *, files: dict[str, bytes] | None = None,
+            timeout: float = 60) -> None:
+    """Copy the bundle ``bdir`` into ``target``'s container (two commands: the base64 tar through stdin, then
+    :func:`install_command`). A bundle already there is kept.
+
+    :raises dapo_ops.control.remote.RemoteError: on any remote failure.
+    """
+    files = bundle_files() if files is None else files
+    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), bdir + ".tar.gz.b64", mode=0o644,
+                    timeout=timeout)
+    target.run(install_command(bdir, python), timeout=timeout, workdir="")
+
+
 def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:
     """Copy the bundle into ``target``'s container unless present; return its directory (for PYTHONPATH).
 
@@ -105,12 +135,79 @@ def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: fl
     files = bundle_files()
     bdir = bundle_dir(runs_dir, files)
     res = target.run(present_command(bdir), check=False, timeout=timeout, workdir="")
-    if res.exited == 0:
-        return bdir
-    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), bdir + ".tar.gz.b64", mode=0o644,
-                    timeout=timeout)
-    target.run(install_command(bdir, python), timeout=timeout, workdir="")
+    if res.exited != 0:
+        install(target, bdir, python, files=files, timeout=timeout)
     return bdir
+
+
+def op_argv(python: str, op: str, args=(), *, site: bool = True) -> list[str]:
+    """``[python, (-S,) -m, dapo_ops.agent.<op>, *args]``; ``site=False`` skips site-packages (a stdlib-only op).
+
+    :raises ValueError: ``op`` is not one of :data:`OPS`.
+    """
+    if op not in OPS:
+        raise ValueError(f"unknown bundle op {op!r} (one of {', '.join(OPS)})")
+    return [python, *([] if site else ["-S"]), "-m", f"dapo_ops.agent.{op}", *[str(a) for a in args]]
+
+
+def op_line(bdir: str, python: str, op: str, args=(), *, site: bool = True) -> str:
+    """The shell line (run in the container, or a bare host's shell) that runs op ``op`` from bundle ``bdir``:
+    exit :data:`MISSING_RC` with :data:`MISSING_MARK` on stderr when the bundle is not installed, else ``exec``
+    the op with the bundle first on ``PYTHONPATH`` (the environment's own entries kept after it). Every value is
+    ``shlex.quote``-d."""
+    q = shlex.quote
+    mark = q(bdir + "/dapo_ops/" + COMPLETE_MARK)
+    return (f"test -f {mark} || {{ echo {MISSING_MARK} {q(bdir)} >&2; exit {MISSING_RC}; }}; "
+            f"PYTHONPATH={q(bdir)}${{PYTHONPATH:+:$PYTHONPATH}} exec "
+            + " ".join(q(a) for a in op_argv(python, op, args, site=site)))
+
+
+def bundle_missing(res) -> bool:
+    """True when ``res`` (an op line's result) says the bundle is not installed."""
+    return res.exited == MISSING_RC and MISSING_MARK in (res.stderr or "")
+
+
+def run_op(target, op: str, args=(), *, runs_dir: str | None = None, python: str | None = None,
+           site: bool = True, check: bool = True, timeout: float = 60, **run_kw):
+    """Run bundle op ``op`` with ``args`` in ``target``'s container (bare host: its shell) through
+    ``target.run``: ONE command when the bundle is installed; when it is missing, :func:`install` and once more.
+
+    ``runs_dir`` (default the host's ``runs_path``) picks the bundle dir, ``python`` (default the host's) runs it;
+    ``run_kw`` goes to :meth:`dapo_ops.control.remote.Target.run` (``env``, ``secret_env``, ``workdir``,
+    ``state_on_failure``). Returns its result (``.stdout``, ``.stderr``, ``.exited``).
+
+    :raises dapo_ops.control.remote.RemoteError: remote failures; kind ``command`` when ``check`` and the op
+        exits non-zero.
+    """
+    h = target.host
+    python = python or h.python
+    files = bundle_files()
+    bdir = bundle_dir(runs_dir or h.runs_path, files)
+    line = op_line(bdir, python, op, args, site=site)
+    res = target.run(line, check=False, timeout=timeout, **run_kw)
+    if bundle_missing(res):
+        install(target, bdir, python, files=files, timeout=max(timeout, 60))
+        res = target.run(line, check=False, timeout=timeout, **run_kw)
+    if check and res.exited != 0:
+        lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
+        raise RemoteError("command", target.name, f"`python3 -m dapo_ops.agent.{op}` exited {res.exited} "
+                          f"{target.where}: {lines[-1][:200] if lines else 'no output'}", exit_code=res.exited,
+                          result=res)
+    return res
+
+
+def stdin_install_line(bdir: str, python: str = "python3") -> str:
+    """Shell line (in a container) that installs bundle ``bdir`` from the base64 tar on its stdin unless present:
+    the same :func:`install_command`, for a host command that serves several containers in one round trip
+    (``inv container.list``)."""
+    q = shlex.quote
+    return (f"{present_command(bdir)} || {{ mkdir -p {q(posixpath.dirname(bdir))} && cat > {q(bdir + '.tar.gz.b64')} "
+            f"&& {install_command(bdir, python)}; }}")
+
+
+def bundle_b64(files: dict[str, bytes] | None = None) -> bytes:
+    """The base64 text of :func:`bundle_tar` (what :func:`install_command` reads)."""
+    return base64.b64encode(bundle_tar(bundle_files() if files is None else files))
 
 
 def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str, pythonpath: str = "") -> str:

@@ -1,8 +1,8 @@
 """Looking at runs on hosts: the status probe, status rows, ``logs --errors`` excerpts, ``stop`` and the ``watch``
 loop's decisions (operator side; returns values or raises typed errors, never prints or exits).
 
-Each host costs one SSH command per look: ``docker exec <c> python3 -S -c <probe> <request>``
-(:mod:`dapo_ops.agent.remote_probe`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
+Each host costs one SSH command per look: ``docker exec <c> python3 -S -m dapo_ops.agent.probe <request>`` (the
+bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote_bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.statusview` turns that
 into a row. Hosts are probed in parallel (:func:`dapo_ops.control.fanout.run`, one thread per host) over each host's
@@ -16,8 +16,8 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from dapo_ops.agent import remote_probe
-from dapo_ops.control import fanout, statusview
+from dapo_ops.agent import probe as remote_probe
+from dapo_ops.control import fanout, remote_bundle, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
@@ -61,7 +61,7 @@ def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) 
 
 
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.remote_probe` request in the target's container; returns its JSON answer.
+    """Run one :mod:`dapo_ops.agent.probe` request in the target's container; returns its JSON answer.
 
     ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
     (no such run / attempt).
@@ -70,9 +70,9 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     """
     req = dict(req)
     req.setdefault("runs_dir", target.host.runs_path)
-    # -S: the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
-    res = target.run([target.host.python, "-S", "-c", remote_probe.build_script(), json.dumps(req)],
-                     timeout=timeout, workdir="", state_on_failure=True)
+    # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
+    res = remote_bundle.run_op(target, "probe", [json.dumps(req)], site=False, timeout=timeout, workdir="",
+                               state_on_failure=True)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -6,11 +6,12 @@ overrides with Hydra's compose API reproduces those messages without torch, Ray 
 (verl.md §14): ``initialize_config_dir`` + ``compose`` + ``OmegaConf.resolve``, with the CWD set to
 the root that holds ``verl/trainer/config`` (the yaml's ``hydra.searchpath`` is CWD-relative).
 
-Two forms, sharing one implementation (:data:`CHECK_SOURCE`):
+Two forms, sharing one implementation (:func:`dapo_ops.agent.compose.compose_errors`):
 
 - :func:`compose_check` in this process (tests, ``inv launch --dry-run`` against a local config);
-- :func:`remote_check_script` for preflight: a stdlib + hydra script run *inside* the container
-  against the container's own verl (``python3 - < script`` with a JSON request on stdin).
+- preflight: the bundle op ``python3 -m dapo_ops.agent.compose`` run *inside* the container against the
+  container's own verl and hydra (a JSON request from :func:`request_for` on stdin; answer read by
+  :func:`parse_remote_result`).
 
 Compose does not catch value types, ``trainer.logger`` values or verl's dataclass checks (§14).
 """
@@ -20,107 +21,8 @@ from __future__ import annotations
 import json
 import os
 
+from dapo_ops.agent import compose
 from dapo_ops.core import profiles
-
-#: Self-contained checker (stdlib + hydra-core + omegaconf). ``compose_errors`` returns every
-#: override error it can find: after an error that names one override it drops that override and
-#: composes again (at most ``max_rounds`` times), so one run lists all unknown keys.
-CHECK_SOURCE = r'''
-import json, os, re, sys, warnings
-
-def _lines(exc):
-    out = []
-    seen = set()
-    e = exc
-    visited = set()
-    while e is not None and id(e) not in visited:
-        visited.add(id(e))
-        for line in str(e).splitlines():
-            line = line.rstrip()
-            if line.strip() and line not in seen:
-                seen.add(line)
-                out.append(line)
-        e = e.__cause__ or e.__context__
-    return out
-
-_KEY_RES = (
-    re.compile(r"Could not override '([^']+)'"),
-    re.compile(r"Could not append to config\. An item is already at '([^']+)'"),
-    re.compile(r"Could not delete from config\. '([^']+)'"),
-    re.compile(r"Error parsing override '([^']+)'"),
-)
-
-def _culprit(lines, overrides):
-    for line in lines:
-        for rx in _KEY_RES:
-            m = rx.search(line)
-            if not m:
-                continue
-            key = m.group(1)
-            for i, ov in enumerate(overrides):
-                k = ov.split("=", 1)[0].lstrip("+~")
-                if ov == key or k == key:
-                    return i
-    return None
-
-def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30):
-    """Return a list of error blocks (each a list of lines, Hydra's words); [] when it composes."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-    overrides = list(overrides)
-    errors = []
-    old = os.getcwd()
-    try:
-        os.chdir(config_root)
-        for _ in range(max_rounds):
-            if GlobalHydra.instance().is_initialized():
-                GlobalHydra.instance().clear()
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    with initialize_config_dir(config_dir=config_dir, version_base=None):
-                        cfg = compose(config_name=config_name, overrides=overrides)
-                        OmegaConf.resolve(cfg)
-                return errors
-            except Exception as exc:  # Hydra raises several exception types; the text is what matters
-                lines = _lines(exc)
-                errors.append(lines)
-                i = _culprit(lines, overrides)
-                if i is None:
-                    return errors
-                del overrides[i]
-        return errors
-    finally:
-        os.chdir(old)
-        try:
-            if GlobalHydra.instance().is_initialized():
-                GlobalHydra.instance().clear()
-        except Exception:
-            pass
-
-def main():
-    req = json.load(sys.stdin)
-    try:
-        errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [])
-        out = {"ok": not errs, "errors": errs}
-    except ImportError as exc:
-        out = {"ok": False, "errors": [["hydra-core is not importable in this Python: %s" % exc]]}
-    json.dump(out, sys.stdout)
-    sys.stdout.write("\n")
-
-if __name__ == "__main__":
-    main()
-'''
-
-_NS: dict = {}
-
-
-def _checker() -> dict:
-    if not _NS:
-        exec(compile(CHECK_SOURCE, "<dapo_ops.control.validate.CHECK_SOURCE>", "exec"), _NS)  # noqa: S102 - our own source
-    return _NS
-
 
 def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
     """Split a verl argv into ``(module, --config-name value or None, overrides)``.
@@ -213,7 +115,7 @@ def compose_check(argv_or_overrides: list[str], config_root: str, config_name: s
     Needs hydra-core + omegaconf only (no torch / verl import).
     """
     req = request_for(argv_or_overrides, config_root, config_name, config_dir)
-    blocks = _checker()["compose_errors"](req["config_root"], req["config_dir"], req["config_name"], req["overrides"])
+    blocks = compose.compose_errors(req["config_root"], req["config_dir"], req["config_name"], req["overrides"])
     return [line for block in blocks for line in block]
 
 
@@ -221,18 +123,7 @@ def compose_check_blocks(argv_or_overrides: list[str], config_root: str, config_
                          config_dir: str | None = None) -> list[list[str]]:
     """Like :func:`compose_check` but one list of lines per failing override."""
     req = request_for(argv_or_overrides, config_root, config_name, config_dir)
-    return _checker()["compose_errors"](req["config_root"], req["config_dir"], req["config_name"], req["overrides"])
-
-
-def remote_check_script() -> str:
-    """Python source of the in-container checker (stdlib + hydra-core + omegaconf; no torch).
-
-    Run it as ``python3 -c "$SCRIPT"`` or ``python3 - <<< script`` with a JSON request on stdin
-    (:func:`request_for` with ``config_root`` = the container's verl root, e.g. ``/verl``); it prints
-    one JSON line ``{"ok": bool, "errors": [[line, ...], ...]}``. If hydra is missing it reports
-    that as the single error.
-    """
-    return CHECK_SOURCE
+    return compose.compose_errors(req["config_root"], req["config_dir"], req["config_name"], req["overrides"])
 
 
 def parse_remote_result(stdout: str) -> list[str]:
@@ -310,5 +201,5 @@ class BatchComposer:
             self._apply(parsed, cfg)
             OmegaConf.resolve(cfg)
         except Exception as exc:
-            return _checker()["_lines"](exc)
+            return compose.error_lines(exc)
         return []

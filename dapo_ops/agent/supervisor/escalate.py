@@ -4,7 +4,7 @@ The verdict is the classifier's (:func:`dapo_ops.core.classify.classify_file` ov
 :data:`TAIL_BYTES` bytes) or, when the supervisor stopped a silent attempt, a ``hang``; the decision is
 :func:`dapo_ops.core.ladder.decide`'s (retry with the next FeatureSet / setting changes, done, or stop with
 suggestions), counted per retry counter. A multi-host run (spec ``ray``) checks before a retry, and after a
-final failure of a :data:`LOST_NODE_CLASSES` class, whether a Ray node was lost (:mod:`dapo_ops.core.cluster`):
+final failure of a :data:`LOST_NODE_CLASSES` class, whether a Ray node was lost (:mod:`dapo_ops.core.topology`):
 a run never retries on fewer nodes (its checkpoint is tied to the world size). Verdicts are run.json dicts
 (``cls``, ``action_kind``, ``action``, ``hint``, ``evidence``, ``detail``; docs/design.md "run.json").
 """
@@ -15,7 +15,8 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from dapo_ops.agent.supervisor.journal import log
-from dapo_ops.core import classify, cluster, ladder
+from dapo_ops.agent import raysession
+from dapo_ops.core import classify, ladder, topology
 
 TAIL_BYTES = 4 << 20
 #: final-failure classes after which a multi-host run checks whether a Ray node was lost (the likelier cause)
@@ -110,13 +111,13 @@ class Ladder:
 
 def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A stop verdict naming the lost node(s) of a multi-host run, or None when every node of ``spec["ray"]`` is
-    still alive (or the run is single-host). Asks the head's Ray (``cluster.cluster_view``, at most
-    ``cluster.RETRY_CHECK_S`` seconds) with the spec's ``python``."""
+    still alive (or the run is single-host). Asks the head's Ray (``raysession.cluster_view``, at most
+    ``topology.RETRY_CHECK_S`` seconds) with the spec's ``python``."""
     ray_spec = spec.get("ray") or None
     if not ray_spec or len(ray_spec.get("nodes") or []) < 2:
         return None
-    view = cluster.cluster_view(spec.get("python") or sys.executable, ray_spec)
-    v = cluster.lost_nodes_verdict(ray_spec, view)
+    view = raysession.cluster_view(spec.get("python") or sys.executable, ray_spec)
+    v = topology.lost_nodes_verdict(ray_spec, view)
     if v is not None:
         log("cluster check: %s" % v["evidence"][0])
     return v
@@ -125,12 +126,12 @@ def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def teardown_cluster(spec: Dict[str, Any], grace_s: float) -> None:
     """End the head's ``ray start`` session of a multi-host run (its pid file is
     ``spec["ray"]["nodes"][0]["pid_file"]``); the workers' raylets lose the head and exit by themselves
-    within seconds (``cluster.WORKER_GCS_RECONNECT_S``). Never raises."""
+    within seconds (``topology.WORKER_GCS_RECONNECT_S``). Never raises."""
     nodes = (spec.get("ray") or {}).get("nodes") or []
     if not nodes or not nodes[0].get("pid_file"):
         return
     try:
-        n = cluster.stop_session(nodes[0]["pid_file"], grace_s)
+        n = raysession.stop_session(nodes[0]["pid_file"], grace_s)
         log("Ray head session on %s stopped (%d processes)" % (nodes[0].get("name"), n))
     except Exception as e:  # noqa: BLE001
         log("could not stop the Ray head session: %s" % e)

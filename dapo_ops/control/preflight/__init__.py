@@ -1,7 +1,7 @@
 """Preflight checks: what would kill a run before its first step, per host, as ``ok | warn | fail`` + one fix.
 
 Cost model: ONE SSH round trip per host. :func:`~dapo_ops.control.preflight.probe.collect` sends a host shell
-command that ``docker exec``s the :mod:`dapo_ops.agent.preflight_probe` (devices, verl, model, data, disk, network and
+command that ``docker exec``s the bundle op :mod:`dapo_ops.agent.preflight` (devices, verl, model, data, disk, network and
 optionally the Hydra compose check, all in one process) and, only when that fails, ``docker inspect``s the
 container. :func:`~dapo_ops.control.preflight.checks.evaluate` is pure: facts in,
 :class:`~dapo_ops.control.preflight.result.Check` list out; the tests feed it both sandbox facts and hand-made ones.

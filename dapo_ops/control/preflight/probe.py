@@ -1,12 +1,17 @@
 """Collecting a host's preflight facts in ONE SSH round trip: the probe request (:func:`probe_request`), the host
 shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
 probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
-answer into facts. The probe itself is :mod:`dapo_ops.agent.preflight_probe` (stdlib, runs in the container).
+answer into facts. The probe itself is the bundle op :mod:`dapo_ops.agent.preflight` (stdlib, runs in the
+container; :func:`dapo_ops.control.remote_bundle.op_line`); a container without the bundle gets it installed and
+the round trip once more (:func:`collect`).
 """
 
 from __future__ import annotations
 
-from dapo_ops.agent import preflight_probe
+import json
+
+from dapo_ops.agent import preflight as preflight_probe
+from dapo_ops.control import remote_bundle
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
 
@@ -19,7 +24,7 @@ SWANLAB_CLOUD_API = "https://api.swanlab.cn"
 
 def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = None,
                   compose_request: dict | None = None) -> dict:
-    """The probe request (:mod:`dapo_ops.agent.preflight_probe`) for ``host`` and the plan. Pure."""
+    """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure."""
     req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
     if req["accelerator"] == "npu":
         from dapo_ops.control.planning import CANN_SET_ENV
@@ -45,18 +50,18 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
                 req["listen_port"] = int(ray["port"])
             else:
                 req["tcp"] = [{"name": "ray-head", "host": ray["head"], "port": int(ray["port"])}]
-        if compose_request is not None:
-            from dapo_ops.control import validate
-
-            req["compose"] = {"source": validate.remote_check_script(), "request": compose_request}
+        if compose_request is not None:  # run in the container by the bundle op dapo_ops.agent.compose
+            req["compose"] = {"request": compose_request}
     return req
 
 
 def probe_command(target: Target, req: dict, env: dict) -> str:
     """The host command line that runs the probe with ``req`` in the container (``docker exec``; a bare host: its
-    own shell), with ``env`` and the inventory's workdir. The only place that knows how the probe is invoked."""
-    return target.exec_command(preflight_probe.build_command(target.host.python, req), env=env,
-                               workdir=target.host.workdir)
+    own shell), with ``env`` and the inventory's workdir. The only place that knows how the probe is invoked: the
+    bundle op line (exit :data:`~dapo_ops.control.remote_bundle.MISSING_RC` + mark when the bundle is missing)."""
+    line = remote_bundle.op_line(remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight",
+                                 [json.dumps(req)])
+    return target.exec_command(line, env=env, workdir=target.host.workdir)
 
 
 def _host_command(target: Target, req: dict, env: dict) -> str:
@@ -77,16 +82,25 @@ def _host_command(target: Target, req: dict, env: dict) -> str:
 
 
 def collect(target: Target, req: dict, *, env: dict | None = None, timeout: float = 120) -> dict:
-    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip. Returns facts:
-    ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str}``.
-    Never raises for remote failures (they become facts)."""
-    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "",
+    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip; when the container lacks the
+    bundle, install it (:func:`dapo_ops.control.remote_bundle.install`) and run once more. Returns facts:
+    ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str,
+    "bundle_error": str}``. Never raises for remote failures (they become facts)."""
+    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "", "bundle_error": "",
                    "bare": target.bare, "local": target.local}
-    try:
-        res = target.host_run(_host_command(target, req, env or {}), timeout=timeout, check=False)
-    except RemoteError as e:
-        facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
-        return facts
+    for first in (True, False):
+        try:
+            res = target.host_run(_host_command(target, req, env or {}), timeout=timeout, check=False)
+            if not (first and remote_bundle.MISSING_MARK in (res.stderr or "")):
+                break
+            remote_bundle.install(target, remote_bundle.bundle_dir(target.host.runs_path), target.host.python)
+        except RemoteError as e:
+            if not first or e.kind != "command":
+                facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
+                return facts
+            facts["bundle_error"] = (f"cannot install the dapo-ops bundle {target.where} under "
+                                     f"{target.host.runs_path}/.dapo_ops: {e.message}")
+            break
     out = res.stdout or ""
     for line in out.splitlines():
         if line.startswith(INSPECT_MARK):

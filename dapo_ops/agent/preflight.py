@@ -1,21 +1,21 @@
 """The preflight probe: ONE ``docker exec`` that gathers every fact preflight needs from inside the container.
 
-Stdlib only (it runs in arbitrary training images; Python 3.8+). :func:`build_command` ships this file plus
-:mod:`dapo_ops.agent.inputs` (and, when asked, the Hydra compose checker of :mod:`dapo_ops.control.validate`) as a
-``python3 -c`` bootstrap; the request travels as a JSON argument and the answer is one JSON line prefixed by
-:data:`MARK`. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok/warn/fail.
+Stdlib only (it runs in arbitrary training images; Python 3.8+). A bundle op:
+``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.preflight '<request json>'``
+(:func:`dapo_ops.control.remote_bundle.op_line`); the answer is one JSON line prefixed by :data:`MARK`. The
+compose check runs as a child ``python3 -m dapo_ops.agent.compose`` of the same bundle, with the container's own
+hydra. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok/warn/fail.
 
 Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
 host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
-free here, e.g. the Ray head port), ``compose`` ({"source": checker source, "request": {...}}), ``modules``
+free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?}), ``modules``
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
 paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
 """
 
 from __future__ import annotations
 
-import base64
 import glob
 import json
 import os
@@ -25,73 +25,16 @@ import socket
 import subprocess
 import sys
 import time
-import zlib
+
+from dapo_ops.agent.inputs import check_model_dir
+from dapo_ops.agent.parquet import check_parquet
+from dapo_ops.agent.verlinfo import verl_info
 
 MARK = "@@DAPO-PREFLIGHT "
 ENV_NAMES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
              "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "HF_ENDPOINT",
              "SWANLAB_MODE", "SWANLAB_API_HOST", "SWANLAB_WEB_HOST", "SWANLAB_LOG_DIR")
 SECRET_NAMES = ("SWANLAB_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
-
-try:  # in the package; in the container the inputs source is prepended to this file's
-    from dapo_ops.agent.inputs import check_model_dir, check_parquet  # noqa: F401
-except ImportError:  # pragma: no cover - shipped form
-    pass
-
-
-def _version_from_init(path: str):
-    """``__version__ = "x"`` read as text from a package ``__init__.py`` (no import)."""
-    import re
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
-    except OSError:
-        return None
-    return m.group(1) if m else None
-
-
-def _verl_info(entry_module: str | None) -> dict:
-    """verl location + version without importing verl (``import verl`` pulls torch: seconds, and may crash)."""
-    import importlib.util
-
-    out = {"found": False, "version": None, "path": None, "entry": entry_module, "entry_found": None}
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        root = list(spec.submodule_search_locations)[0]
-        out.update(found=True, path=root)
-        vf = os.path.join(root, "version", "version")
-        try:
-            with open(vf, encoding="utf-8") as fh:
-                out["version"] = fh.read().strip()
-        except OSError:
-            out["version"] = _version_from_init(os.path.join(root, "__init__.py"))
-            if out["version"] is None:
-                try:
-                    from importlib import metadata
-
-                    out["version"] = metadata.version("verl")
-                except Exception:
-                    out["version"] = None
-    if entry_module:
-        parts = entry_module.split(".")
-        try:
-            top = importlib.util.find_spec(parts[0])
-        except (ImportError, ValueError):
-            top = None
-        found = False
-        if top is not None and top.submodule_search_locations:
-            for base in top.submodule_search_locations:
-                p = os.path.join(base, *parts[1:])
-                if os.path.isfile(p + ".py") or os.path.isfile(os.path.join(p, "__init__.py")):
-                    found = True
-                    break
-        out["entry_found"] = found
-    return out
-
 
 def _modules(names) -> dict:
     """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
@@ -230,14 +173,15 @@ COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
 
 
 def _compose_key(comp: dict) -> str | None:
-    """Content key of a compose check: the request, the checker source, this Python, and (path, size, mtime) of
+    """Content key of a compose check: the request, the checker (agent/compose.py), this Python, and (path, size, mtime) of
     every yaml under the config root's ``verl/`` and the entry's config dir. ``None`` when the tree is unreadable."""
     import hashlib
 
     rq = comp["request"]
     h = hashlib.sha256()
     h.update(json.dumps(rq, sort_keys=True).encode())
-    h.update(comp["source"].encode())
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose.py"), "rb") as fh:
+        h.update(fh.read())
     h.update(sys.executable.encode())
     roots = {os.path.join(rq.get("config_root", ""), "verl"), rq.get("config_dir", "")}
     try:
@@ -281,7 +225,7 @@ def installed_config_root(rq: dict) -> dict:
 
 
 def _compose(comp: dict) -> dict:
-    """Run the Hydra compose checker (:mod:`dapo_ops.control.validate` source) in a child Python; results are cached
+    """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) in a child Python; results are cached
     in the container by content key (:func:`_compose_key`), so a repeated preflight with the same overrides
     against the same config files costs no compose."""
     comp = dict(comp, request=installed_config_root(comp["request"]))
@@ -295,7 +239,7 @@ def _compose(comp: dict) -> dict:
             return r
         except (OSError, ValueError):
             pass
-    r = _run([sys.executable, "-c", comp["source"]], timeout=float(comp.get("timeout", 120)),
+    r = _run([sys.executable, "-m", "dapo_ops.agent.compose"], timeout=float(comp.get("timeout", 120)),
              cwd=comp["request"].get("config_root"), stdin=json.dumps(comp["request"]))
     if path and r.get("rc") == 0 and r.get("stdout", "").strip().startswith("{"):
         try:
@@ -316,7 +260,7 @@ def probe(req: dict) -> dict:
                  "hostname": socket.gethostname(), "tty": sys.stdin.isatty() if sys.stdin else False}
     out["env"] = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     out["secrets_present"] = sorted(k for k in SECRET_NAMES if os.environ.get(k))
-    out["verl"] = _verl_info(req.get("entry_module"))
+    out["verl"] = verl_info(req.get("entry_module"))
     acc = req.get("accelerator")
     if acc:
         out["devices"] = _devices(acc)
@@ -341,6 +285,7 @@ def probe(req: dict) -> dict:
 
 
 def main(argv=None) -> int:
+    """The op: ``'<request json>'`` -> the facts as the one marked JSON line; exit 0 (errors are data)."""
     argv = sys.argv[1:] if argv is None else argv
     req = json.loads(argv[0]) if argv else {}
     sys.stdout.write(MARK + json.dumps(probe(req), default=str) + "\n")
@@ -349,37 +294,10 @@ def main(argv=None) -> int:
 
 
 def emit(obj) -> int:
-    """Print ``obj`` as the one marked JSON line (used by the shipped ``prepare`` call too)."""
+    """Print ``obj`` as the one marked JSON line (the ``prepare`` op answers this way too)."""
     sys.stdout.write(MARK + json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
     return 0
-
-
-def prepare_command(python: str, req: dict) -> list[str]:
-    """argv for ``docker exec`` running :func:`dapo_ops.agent.inputs.prepare` on ``req`` (answer via :func:`parse_output`)."""
-    return [python, "-c", bootstrap("sys.exit(emit(prepare(json.loads(sys.argv[1]))))"), json.dumps(req)]
-
-
-def _source(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    return "\n".join(ln for ln in lines if not ln.startswith("from __future__"))
-
-
-def bootstrap(main_call: str) -> str:
-    """``python3 -c`` text: inputs.py + this file (zlib+base64), then ``main_call`` (e.g. ``main()``)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    full = ("from __future__ import annotations\n" + _source(os.path.join(here, "inputs.py")) + "\n"
-            + _source(os.path.abspath(__file__)).replace("if __name__ == \"__main__\":", "if False:") + "\n"
-            + main_call + "\n")
-    blob = base64.b64encode(zlib.compress(full.encode("utf-8"), 9)).decode("ascii")
-    return ("import zlib,base64,sys;exec(compile(zlib.decompress(base64.b64decode('%s')),"
-            "'dapo_ops_preflight_probe','exec'))" % blob)
-
-
-def build_command(python: str, req: dict) -> list[str]:
-    """argv for ``docker exec``: ``[python, "-c", <bootstrap>, <request json>]``."""
-    return [python, "-c", bootstrap("sys.exit(main())"), json.dumps(req)]
 
 
 def parse_output(stdout: str) -> dict:

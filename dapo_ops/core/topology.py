@@ -1,5 +1,7 @@
 """Multi-host topology, Ray head/worker commands and per-node collective environment (pure, stdlib only).
 
+The Ray session processes on the hosts (leader, teardown, cluster view) are :mod:`dapo_ops.agent.raysession`.
+
 A multi-host run is one Ray cluster across the hosts' containers (verl's own engine, no other
 scheduler): the Ray head runs in the first host's container, a Ray worker in each other one,
 and the supervisor starts verl on the head with ``trainer.nnodes`` / ``trainer.n_gpus_per_node``
@@ -189,192 +191,26 @@ def merge_no_proxy(base: str, addresses: list[str]) -> str:
     return ",".join(items)
 
 
-#: stdlib script run in a container: prints the interface that carries ADDRESS (argv[1]) or "".
-IFACE_PROBE = r"""
-import fcntl, socket, struct, sys
-want = sys.argv[1]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for _, name in socket.if_nameindex():
-    try:
-        raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', name[:15].encode()))
-    except OSError:
-        continue
-    if socket.inet_ntoa(raw[20:24]) == want:
-        print(name); break
-"""
-
-#: stdlib + ray script run on the head: waits up to argv[1] seconds for argv[2] alive nodes and
-#: prints JSON {"nodes": [{"address", "resources"}...]} (exit 0) or the partial view (exit 3).
-CLUSTER_WAIT = r"""
-import json, signal, sys, time
-signal.alarm(int(float(sys.argv[1])) + 20)  # ray.init can block on a dead GCS: the kernel ends this probe then
-import ray
-deadline = time.time() + float(sys.argv[1]); want = int(sys.argv[2])
-ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-while True:
-    nodes = [{"address": n["NodeManagerAddress"], "resources": n["Resources"]} for n in ray.nodes() if n["Alive"]]
-    if len(nodes) >= want or time.time() > deadline:
-        break
-    time.sleep(0.5)
-print(json.dumps({"nodes": nodes}))
-sys.exit(0 if len(nodes) >= want else 3)
-"""
-
-
 def quoted(argv: list[str]) -> str:
     """Shell-quoted command line for ``argv``."""
     return " ".join(shlex.quote(a) for a in argv)
 
 
-# ---------------------------------------------------------------------------- supervisor side (stdlib)
-# The supervisor runs in the head's container from the stdlib bundle; these helpers let it check the
-# cluster before a retry and end the head's Ray session when the run ends.
+# ---------------------------------------------------------------------------- the run's Ray sessions
+# The processes themselves (session leader, teardown, cluster view) run on the hosts: dapo_ops/agent/raysession.py.
 
 #: seconds the supervisor waits for every node to answer before a retry
 RETRY_CHECK_S = 10.0
 
 
-#: environment variable every Ray process of a multi-host run carries (``cluster_ops.start`` sets it for
+#: environment variable every Ray process of a multi-host run carries (``control/cluster_ops.py`` sets it for
 #: ``ray start``; raylet, GCS, DashboardAgent, RuntimeEnvAgent and workers inherit it): ``<run_id>``
 RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
 
 
-def session_members(sid: int, marker: bytes | None = None) -> list[int]:
-    """Live PIDs (zombies skipped) whose session id is ``sid`` (``/proc/<pid>/stat`` field 6), plus, when
-    ``marker`` is given (``b"DAPO_OPS_RAY_RUN=<run_id>"``), every process whose environment holds it: Ray's
-    agents may leave the session, never the environment. The calling process is never listed."""
-    import os
-
-    out: list[int] = []
-    me = os.getpid()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me:
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if fields[0] == "Z":
-                continue
-            if int(fields[3]) == sid:
-                out.append(int(d))
-            elif marker:
-                with open(f"/proc/{d}/environ", "rb") as f:
-                    if marker in f.read().split(b"\0"):
-                        out.append(int(d))
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
-def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> int:
-    """Leader of a ``ray start --block`` session (what ``cluster_ops`` starts under ``setsid``): run ``argv``,
-    forward SIGTERM/SIGINT/SIGHUP to it, and once it has ended — stopped, or by itself when a worker's raylet
-    lost the head (``WORKER_GCS_RECONNECT_S``) — end every process left in this session or carrying ``marker``
-    (Ray's DashboardAgent / RuntimeEnvAgent outlive the raylet for minutes otherwise): SIGTERM, up to
-    ``grace_s`` seconds, SIGKILL. Returns ``argv``'s exit code."""
-    import os
-    import signal
-    import subprocess
-    import time
-
-    child = subprocess.Popen(argv)
-
-    def forward(signum, _frame):
-        try:
-            child.send_signal(signum)
-        except OSError:
-            pass
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, forward)
-    rc = child.wait()
-    sid = os.getsid(0)
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        left = session_members(sid, marker)
-        for pid in left:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.time() + wait_s
-        while left and session_members(sid, marker) and time.time() < deadline:
-            time.sleep(0.1)
-    return rc
-
-
-def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
-    """End the ``ray start --block`` session whose leader pid is in ``pid_file`` (written by
-    ``cluster_ops.start``): SIGTERM the leader (``ray start`` stops every Ray process it started),
-    wait up to ``grace_s`` seconds, SIGKILL any process still in that session.
-
-    Only that session is touched (never ``ray stop``, never another run's Ray), plus the processes that carry
-    this run's ``DAPO_OPS_RAY_RUN=<run_id>`` (the run id is the pid file's ``<runs_dir>/.cluster/<run_id>/ray/``
-    directory), so Ray agents that left the session go too. Returns how many processes it had (0 when the pid
-    file is missing or nothing is left). Waits until they are gone (at most ``grace_s`` + 5 seconds).
-    """
-    import os
-    import signal
-    import time
-
-    run_id = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(pid_file))))
-    marker = ("DAPO_OPS_RAY_RUN=%s" % run_id).encode() if run_id and run_id[:1].isdigit() else None
-    try:
-        with open(pid_file) as f:
-            sid = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        sid = -1
-    found = session_members(sid, marker)
-    if not found:
-        return 0
-    if sid > 1:  # never kill(-1) / kill(0, ...): only a real session leader
-        try:
-            os.kill(sid, signal.SIGTERM)
-        except OSError:
-            pass
-    for pid in found:  # processes outside the session get no signal from its leader
-        try:
-            if os.getsid(pid) != sid:
-                os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
-    deadline = time.time() + grace_s
-    while session_members(sid, marker) and time.time() < deadline:
-        time.sleep(0.2)
-    for pid in session_members(sid, marker):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    deadline = time.time() + 5.0  # SIGKILL is asynchronous: let the kernel finish the exits
-    while session_members(sid, marker) and time.time() < deadline:
-        time.sleep(0.05)
-    return len(found)
-
-
-def cluster_view(python: str, ray_spec: dict, timeout_s: float = RETRY_CHECK_S) -> dict | None:
-    """Ask the Ray head which nodes are alive (runs :data:`CLUSTER_WAIT` with ``python``, which must have
-    ``ray``; the run's verl needs it anyway). Waits up to ``timeout_s`` seconds for every node of
-    ``ray_spec`` (the run spec's ``ray``). Returns ``{"nodes": [{"address", "resources"}]}`` or None
-    when the head does not answer (its GCS is gone)."""
-    import os
-    import subprocess
-
-    want = len(ray_spec.get("nodes") or [])
-    env = dict(os.environ, RAY_ADDRESS=f"{ray_spec['head']}:{ray_spec.get('port', RAY_PORT)}")
-    try:
-        res = subprocess.run([python, "-c", CLUSTER_WAIT, f"{timeout_s:.1f}", str(want)], env=env,
-                             capture_output=True, text=True, timeout=timeout_s + 60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    try:
-        return json.loads((res.stdout or "").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None
-
-
 def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
     """A stop verdict (docs/design.md "Verdict" JSON) when a node of ``ray_spec`` is not alive in
-    ``view`` (:func:`cluster_view`), else None.
+    ``view`` (:func:`dapo_ops.agent.raysession.cluster_view`), else None.
 
     The run is never shrunk: a checkpoint is tied to its world size (``model_world_size_<W>_rank_*``),
     so the fix is to bring the node back and relaunch on the same hosts (the run resumes from it).

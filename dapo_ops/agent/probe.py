@@ -1,10 +1,10 @@
 """The in-container probe behind ``status``, ``stop``, ``watch`` and ``logs --errors`` (STDLIB ONLY).
 
-One ``docker exec <container> python3 -c <script> <request-json>`` per host and call: the script reads
-``run.json`` (via :mod:`dapo_ops.core.runstate`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``:
-the cost does not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process
-group, and prints one JSON object on stdout. :func:`build_script` makes the ``-c`` script: this file plus
-runstate.py, zlib-compressed and base64-encoded (~10 KB of argv, no secrets in it).
+One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.probe
+'<request json>'`` (:func:`dapo_ops.control.remote_bundle.run_op`). It reads ``run.json`` (via
+:mod:`dapo_ops.core.runstate`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
+not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process group, and
+prints one JSON object on stdout.
 
 Requests (``{"op": ..., ...}``), each answered by the function of the same name:
 
@@ -26,13 +26,7 @@ import sys
 import time
 import zlib
 
-try:
-    from dapo_ops.core import runstate as _rs
-except ImportError:  # run as ``python3 -c``: build_script() injected runstate's source as _RUNSTATE_SRC
-    import types as _types
-
-    _rs = _types.ModuleType("dapo_ops_runstate")
-    exec(compile(_RUNSTATE_SRC, "dapo_ops/core/runstate.py", "exec"), _rs.__dict__)  # noqa: F821
+from dapo_ops.core import runstate as _rs
 
 #: one status probe reads at most this many bytes of the log (statusview.DEFAULT_TAIL_BYTES).
 DEFAULT_TAIL_BYTES = 64 << 10
@@ -391,7 +385,8 @@ def handle(req):
 
 
 def main(argv=None):
-    """``python3 -c <script> '<request json>'``: print the answer as one JSON line; exit 0 (errors are data)."""
+    """``python3 -m dapo_ops.agent.probe '<request json>'``: print the answer as one JSON line; exit 0 (errors are
+    data)."""
     argv = sys.argv[1:] if argv is None else argv
     req = json.loads(argv[0]) if argv else {"op": "status"}
     sys.stdout.write(json.dumps(handle(req), allow_nan=False, default=str) + "\n")
@@ -401,33 +396,10 @@ def main(argv=None):
 
 # ------------------------------------------------------------------------------------------ operator side
 
-def build_script():
-    """The ``python3 -c`` argument that runs this probe in a container with only the stdlib.
-
-    :returns: a short bootstrap ``import zlib,base64;exec(...)`` around this file's source with runstate.py's
-        source injected (both read from the installed package). Cached per process.
-    """
-    global _SCRIPT
-    if _SCRIPT is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        with open(os.path.join(here, "..", "core", "runstate.py"), encoding="utf-8") as fh:
-            rs_src = fh.read()
-        with open(os.path.abspath(__file__), encoding="utf-8") as fh:
-            src = fh.read()
-        full = "_RUNSTATE_SRC = %r\n%s" % (rs_src, src)
-        blob = base64.b64encode(zlib.compress(full.encode("utf-8"), 9)).decode("ascii")
-        _SCRIPT = ("import zlib,base64,sys;__name__='__main__';"
-                   "exec(compile(zlib.decompress(base64.b64decode('%s')),'dapo_ops/agent/remote_probe.py','exec'))"
-                   % blob)
-    return _SCRIPT
-
-
 def decode_tail(entry):
     """Text of one ``probe_logs_tails`` log entry."""
     return zlib.decompress(base64.b64decode(entry["z"])).decode("utf-8", "replace")
 
-
-_SCRIPT = None
 
 if __name__ == "__main__":
     sys.exit(main())

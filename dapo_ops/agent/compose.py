@@ -1,0 +1,119 @@
+"""The Hydra compose check of generated overrides, run with the container's OWN hydra-core against its own verl
+config (stdlib at import; ``hydra`` / ``omegaconf`` are imported inside :func:`compose_errors` only, from the
+Python that runs verl: verl's entry points are ``@hydra.main`` apps, so that Python has them).
+
+``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.compose < request.json`` (preflight runs it as a child of
+:mod:`dapo_ops.agent.preflight`; :mod:`dapo_ops.control.validate` calls :func:`compose_errors` in-process) reads
+``{"config_root", "config_dir", "config_name", "overrides"}`` on stdin and prints one JSON line
+``{"ok": bool, "errors": [[line, ...], ...]}``; a missing hydra is the single error.
+
+``compose_errors`` returns every override error it can find: after an error that names one override it drops that
+override and composes again (at most ``max_rounds`` times), so one run lists all unknown keys. The messages are
+Hydra's own (``Could not override '...'``: ``hydra/_internal/config_loader_impl.py``); the CWD is the root holding
+``verl/trainer/config`` while composing (the yaml's ``hydra.searchpath`` is CWD-relative).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import warnings
+
+
+def error_lines(exc) -> list[str]:
+    """The distinct non-empty lines of ``exc`` and its causes / contexts, outermost first."""
+    out = []
+    seen = set()
+    e = exc
+    visited = set()
+    while e is not None and id(e) not in visited:
+        visited.add(id(e))
+        for line in str(e).splitlines():
+            line = line.rstrip()
+            if line.strip() and line not in seen:
+                seen.add(line)
+                out.append(line)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+_KEY_RES = (
+    re.compile(r"Could not override '([^']+)'"),
+    re.compile(r"Could not append to config\. An item is already at '([^']+)'"),
+    re.compile(r"Could not delete from config\. '([^']+)'"),
+    re.compile(r"Error parsing override '([^']+)'"),
+)
+
+
+def _culprit(lines, overrides):
+    for line in lines:
+        for rx in _KEY_RES:
+            m = rx.search(line)
+            if not m:
+                continue
+            key = m.group(1)
+            for i, ov in enumerate(overrides):
+                k = ov.split("=", 1)[0].lstrip("+~")
+                if ov == key or k == key:
+                    return i
+    return None
+
+
+def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30) -> list[list[str]]:
+    """Error blocks (each a list of lines, Hydra's words) of composing ``overrides``; [] when it composes.
+
+    :raises ImportError: hydra-core / omegaconf not importable in this Python.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    overrides = list(overrides)
+    errors = []
+    old = os.getcwd()
+    try:
+        os.chdir(config_root)
+        for _ in range(max_rounds):
+            if GlobalHydra.instance().is_initialized():
+                GlobalHydra.instance().clear()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with initialize_config_dir(config_dir=config_dir, version_base=None):
+                        cfg = compose(config_name=config_name, overrides=overrides)
+                        OmegaConf.resolve(cfg)
+                return errors
+            except Exception as exc:  # Hydra raises several exception types; the text is what matters
+                lines = error_lines(exc)
+                errors.append(lines)
+                i = _culprit(lines, overrides)
+                if i is None:
+                    return errors
+                del overrides[i]
+        return errors
+    finally:
+        os.chdir(old)
+        try:
+            if GlobalHydra.instance().is_initialized():
+                GlobalHydra.instance().clear()
+        except Exception:
+            pass
+
+
+def main() -> int:
+    """The op: request JSON on stdin, answer JSON on stdout (module docstring); exit 0."""
+    req = json.load(sys.stdin)
+    try:
+        errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [])
+        out = {"ok": not errs, "errors": errs}
+    except ImportError as exc:
+        out = {"ok": False, "errors": [["hydra-core is not importable in this Python: %s" % exc]]}
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
