@@ -133,6 +133,37 @@ BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
 SOURCES = ("flag", "env", "file", "default")
 
 
+def flag_arg(p: Param) -> str | None:
+    """The task parameter a setting's flag maps to (``--max-oom-retries`` -> ``max_oom_retries``; ``--mode`` ->
+    ``mode`` for ``trainer_mode``), None for an env/file-only setting."""
+    return p.flag[2:].replace("-", "_") if p.flag else None
+
+
+#: task parameter name -> the setting its flag sets, for every setting with a flag (table order)
+BY_ARG: dict[str, Param] = {flag_arg(p): p for p in PARAMS if p.flag}
+
+
+def flag_help(p: Param) -> str:
+    """A setting's ``--help`` text, made from the table only: its help, the choices, the environment variable(s)
+    and the default with its unit, e.g. ``training backend: megatron | fsdp (env FRAMEWORK; default megatron)``."""
+    text = p.help
+    choices = [c for c in p.choices if c]
+    if choices and not all(c in text for c in choices):
+        text += ": " + " | ".join(choices)
+    where = ["env " + ", ".join(p.env)] if p.env else []
+    if p.default not in ("", None) and p.type != "bool":
+        where.append(f"default {p.default}" + (f" {p.unit}" if p.unit and p.unit != "fraction" else ""))
+    return text + (f" ({'; '.join(where)})" if where else "")
+
+
+def task_help(*args: str, **overrides: str) -> dict[str, str]:
+    """invoke ``help=`` entries for the settings flags a task takes: ``{param: flag_help}`` for ``args`` (task
+    parameter names, see :data:`BY_ARG`; none = every setting with a flag), plus ``overrides`` for a task that
+    gives a flag another meaning (preflight: ``steps`` only sizes the disk estimate)."""
+    names = args or tuple(BY_ARG)
+    return {**{a: flag_help(BY_ARG[a]) for a in names}, **overrides}
+
+
 @dataclass
 class Settings:
     """Resolved settings: ``values[name]`` and ``sources[name]`` (flag | env | file | default).
