@@ -4,8 +4,9 @@ One :class:`Param` per setting of ``inv launch`` / ``inv one-step-off`` / ``inv 
 flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``,
 ``USER_FEATURES``, ``ENABLE_OFFLOAD``, ...), key in the user config file
 (``~/.config/dapo-ops/config.toml``, table ``[run]`` unless the key names another table, e.g.
-``proxy.http_proxy``), default, type and help. ``docs/params.md`` is generated from this table
-(``python -m dapo_ops.control.settings > docs/params.md``; a test keeps them in sync).
+``proxy.http_proxy``), default, type and help. This table is the one place a setting's help is written:
+``docs/params.md`` is generated from it (``python -m dapo_ops.control.settings > docs/params.md``; a test keeps
+them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
 Secrets are not settings: the SwanLab API key and webhook URLs are handled by
 :mod:`dapo_ops.control.swanlab_cfg` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
@@ -326,6 +327,8 @@ def render_markdown() -> str:
         "Precedence: flag > environment variable > config file (`~/.config/dapo-ops/config.toml`,",
         "`DAPO_OPS_CONFIG` overrides the path; keys in `[run]` unless shown with their table) > default.",
         "Secrets (SwanLab API key, webhook URLs) are not settings: see the SwanLab setup and notifier docs.",
+        "A flag's `--help` (`inv launch --help`, `inv one-step-off --help`, `inv preflight --help`) is made from the",
+        "same row: help, choices, env var, default (`flag_help` in dapo_ops/control/settings.py).",
         "",
         "## Which verl trainer each task runs (verl 0.9 profile)",
         "",
