@@ -56,13 +56,6 @@ def _swanlab(swanlab_mode: str, notes: list):
         fail(str(e), EXIT_USAGE)
 
 
-def stop_earlier_run(target, run_id: str) -> None:
-    """Mark an earlier run whose supervisor died stopped (the status probe's ``stop`` op), for ``--resume``."""
-    from dapo_ops.cli.status import probe
-
-    probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})
-
-
 def _dry_run(flags: dict, mode: str, *, hosts: str, inventory: str, swanlab_mode: str, file_cfg: dict,
              extra: list, independent: bool):
     from dapo_ops.control import plan as plan_mod
@@ -146,8 +139,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         print(redact.scrub(n, secrets_all), file=sys.stderr)
     req = LaunchRequest(mode=mode, settings=st, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
                         extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy, extra_overrides=extra,
-                        skip_preflight=skip_preflight, link_wait=float(link_wait), resume=resume,
-                        stop_run=stop_earlier_run)
+                        skip_preflight=skip_preflight, link_wait=float(link_wait), resume=resume)
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
         from dapo_ops.cli import multihost
 

@@ -18,7 +18,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dapo_ops.agent import notify
 from dapo_ops.control import planning
@@ -56,8 +56,7 @@ class LaunchRequest:
     ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_cfg.SwanlabSettings`.
     ``extra_public`` / ``extra_secret``: env for verl (proxy variables; secret ones go to ``secret.env`` only).
     ``inv_proxy``: hosts.toml ``[proxy]``. ``link_wait``: seconds to wait for the SwanLab link.
-    ``resume``: a run id to continue. ``stop_run(target, run_id)``: marks an earlier run whose supervisor died
-    stopped (the status probe's ``stop`` op; the CLI passes it, so this tier needs no status code).
+    ``resume``: a run id to continue.
     """
 
     mode: str
@@ -71,7 +70,6 @@ class LaunchRequest:
     skip_preflight: bool = False
     link_wait: float = 20.0
     resume: str = ""
-    stop_run: Callable | None = None
 
     def make_plan(self, host, run_id: str, **kw) -> planning.Plan:
         """:func:`planning.make_plan` for ``host`` with this request's settings. Raises PlanError (one line)."""
@@ -213,7 +211,7 @@ def _cat_json(target, path: str) -> dict | None:
 RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
 
 
-def apply_resume(target, plan, run_id: str, *, stop_run: Callable | None = None) -> str:
+def apply_resume(target, plan, run_id: str) -> str:
     """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
 
     The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the earlier run's
@@ -221,7 +219,7 @@ def apply_resume(target, plan, run_id: str, *, stop_run: Callable | None = None)
     verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
     (spec ``resume_of``), keeps the memory features its ladder added and its explicit features (unless turned off
     now), and its total ``steps`` when none is given now. An earlier run still recorded as active (its supervisor
-    died; :func:`refuse_if_busy` ran) is marked stopped with ``stop_run(target, run_id)``. Raises
+    died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
     :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
     devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
     beyond the checkpoint's step.
@@ -256,8 +254,10 @@ def apply_resume(target, plan, run_id: str, *, stop_run: Callable | None = None)
         if old_s.get(k):
             new_s[k] = old_s[k]
     rec = _cat_json(target, f"{old_dir}/run.json") or {}
-    if rec.get("status") in ("starting", "running", "retrying") and stop_run is not None:
-        stop_run(target, run_id)  # its supervisor died (refuse_if_busy ran): mark it stopped
+    if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
+        from dapo_ops.control.status import probe
+
+        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
     fs = plan.features
     for f in rec.get("features") or old.get("features") or []:
         src = str(f.get("source", ""))
@@ -384,7 +384,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = quick_checks(target, plan, bdir, req.skip_preflight)
     fit_memory(req, host, plan, facts)
-    resumed = apply_resume(target, plan, req.resume, stop_run=req.stop_run) if req.resume else None
+    resumed = apply_resume(target, plan, req.resume) if req.resume else None
     secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
                                   extra_secret=req.extra_secret)
     row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait)

@@ -169,7 +169,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     resumed = None
     if req.resume:
         try:
-            resumed = launch_svc.apply_resume(ht, plan, req.resume, stop_run=req.stop_run)
+            resumed = launch_svc.apply_resume(ht, plan, req.resume)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     secret_env = launch_svc.prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg,
