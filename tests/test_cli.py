@@ -20,6 +20,16 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+def repo_tasks():
+    """The repository's tasks.py as a module (the dev tasks live there, outside the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("repo_tasks", REPO / "tasks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def make_recording_ns(calls):
     @fanout_task(help={"steps": "training steps"})
     def rec(c, hosts="", inventory="", steps=0, ratio=0.5, dry=False):
@@ -102,9 +112,14 @@ def every_task(coll: Collection, prefix=""):
 
 
 class TestRealCollection:
-    def test_every_task_has_a_one_line_doc_and_every_flag_has_help(self):
-        ns = cli.build_namespace()
-        assert "hosts" in ns.task_names
+    @pytest.mark.parametrize("which", ["package", "repo"])
+    def test_every_task_has_a_one_line_doc_and_every_flag_has_help(self, which):
+        if which == "package":
+            ns = cli.build_namespace()
+            assert "hosts" in ns.task_names
+        else:   # the dev tasks of tasks.py (only those: a command line naming them loads no package module)
+            ns = repo_tasks().namespace(["demo", "sandbox.up"])
+            assert set(ns.task_names) == {"demo", "sandbox.up", "sandbox.down", "sandbox.status"}
         for name, t in every_task(ns):
             doc = (t.__doc__ or t.body.__doc__ or "").strip()
             assert doc, f"task {name} has no docstring"
@@ -214,13 +229,20 @@ class TestImportBudget:
         (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.cli.status"}),
         (["status", "--help"], {"dapo_ops.cli.status"}),
         (["one_step_off", "--dry-run"], {"dapo_ops.cli.launch"}),
-        (["sandbox.up"], {"dapo_ops.cli.sandbox"}),
+        (["container.list"], {"dapo_ops.cli.containers"}),
         (["hosts", "preflight"], {"dapo_ops.cli.hosts", "dapo_ops.cli.preflight"}),
         (["--list"], None), (["--help"], None), ([], None), (["stauts"], None), (["status", "--list"], None),
         (["-H", "h1", "--", "uname"], None),
     ])
     def test_modules_for_the_command_line(self, argv, mods):
         assert cli.modules_for(argv) == (frozenset(mods) if mods is not None else None)
+
+    def test_a_dev_task_of_the_repo_needs_no_task_module(self):
+        dev = repo_tasks().DEV_TASKS
+        assert cli.modules_for(["sandbox.up", "--hosts", "3"], local=dev) == frozenset()
+        assert cli.modules_for(["demo", "--help"], local=dev) == frozenset()
+        assert cli.modules_for(["demo", "status"], local=dev) == {"dapo_ops.cli.status"}
+        assert cli.modules_for(["sandbox.up"]) is None   # the package alone does not know it: everything
 
     def test_the_status_path_loads_no_ssh_table_or_config_library(self):
         code = ("import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
@@ -275,3 +297,29 @@ def test_an_empty_host_list_is_refused_not_every_host(argv, tmp_path):
     out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), *argv, "--inventory", str(inv)], capture_output=True,
                          text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == EXIT_USAGE and out.stderr.strip().startswith("-H names no host"), out.stderr
+
+
+def test_dev_tasks_are_in_the_repo_list_not_in_the_installed_program(tmp_path):
+    repo = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "--list"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    prog = subprocess.run([str(BIN / "dapo-ops"), "--list"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert repo.returncode == 0 and prog.returncode == 0, repo.stderr + prog.stderr
+    names = {which: {ln.split()[0] for ln in out.stdout.splitlines() if ln.startswith("  ") and ln.split()}
+             for which, out in (("repo", repo), ("prog", prog))}
+    dev = {"demo", "sandbox.up", "sandbox.down", "sandbox.status"}
+    assert dev <= names["repo"] and not dev & names["prog"]
+    assert names["prog"] <= names["repo"] and "launch" in names["prog"]
+    assert not any(m.startswith("sandbox") for m in cli.SUB_COLLECTIONS) and "demo" not in cli.TASK_INDEX
+
+
+def test_launch_and_multihost_do_not_import_each_other():
+    import ast
+
+    def imports(mod):
+        tree = ast.parse((REPO / "dapo_ops" / "cli" / f"{mod}.py").read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+               {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
+               {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+    assert not {m for m in imports("multihost") if m.startswith("dapo_ops.cli.launch")}
+    assert "dapo_ops.cli.multihost" in imports("launch")   # one direction only

@@ -202,3 +202,50 @@ def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp
     assert "(from --swanlab-host)" in line and "from env" not in line
     line = _one_line(inv(["launch", "--dry-run", "--steps", "100000000000"], tmp_path))
     assert "TRAIN_STEPS=100000000000 must be a number of training steps in 1..1000000" in line
+
+
+# ------------------------------------------------------------------ the launch service (control/launch.py), no SSH
+
+class _Occupancy:
+    """A Target whose container answers the occupancy check with ``answer`` (and records the command)."""
+
+    def __init__(self, answer):
+        from types import SimpleNamespace
+
+        self.host = SimpleNamespace(name="h1", runs_path="/verl/dapo_runs")
+        self.container, self.answer, self.calls = "verl", answer, []
+
+    def run(self, argv, **kw):
+        from types import SimpleNamespace
+
+        self.calls.append(argv)
+        return SimpleNamespace(exited=0, stdout=json.dumps(self.answer) + "\n", stderr="")
+
+
+@pytest.mark.parametrize("answer,starts", [
+    ({"active": {"run_id": "20261129-151200-a1b2"}}, "run 20261129-151200-a1b2 is already active on h1"),
+    ({"verl": [{"run_id": "20261129-151200-a1b2", "pids": 3, "pgid": 77}]}, "h1: verl of run 20261129-151200-a1b2"),
+    ({"ray": [{"run_id": "20261129-151200-a1b2", "head": "h0"}]}, "h1 is already a Ray node of multi-host run"),
+])
+def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys):
+    from dapo_ops.control import launch as svc
+
+    t = _Occupancy(answer)
+    with pytest.raises(svc.LaunchRefused) as e:
+        svc.refuse_if_busy(t, "python3", "/b")
+    assert e.value.kind == "active-run" and str(e.value).startswith(starts) and "\n" not in str(e.value)
+    assert t.calls[0][:3] == ["python3", "-m", "dapo_ops.agent.occupancy"] and "--sweep" in t.calls[0]
+    assert capsys.readouterr() == ("", "")
+    assert svc.refuse_if_busy(_Occupancy({"active": None}), "python3", "/b") == {"active": None}
+
+
+def test_override_refusals_raise_one_line_usage_errors():
+    from dapo_ops.control import launch as svc
+
+    with pytest.raises(svc.LaunchUsageError) as e:
+        svc.refuse_secret_overrides(["trainer.x=abc-SECRET-123"], ["SECRET-123"])
+    assert "SECRET" not in str(e.value) and str(e.value).startswith("--override trainer.x=...")
+    with pytest.raises(svc.LaunchUsageError, match="not a valid Hydra override"):
+        svc.refuse_bad_overrides(["trainer.x=a;b"])
+    svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])   # fine / left to check_spec
+    assert svc.known_secrets({"swanlab": {"api_key": "k" * 8}}, env={}) == ["k" * 8]

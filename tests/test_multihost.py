@@ -1,5 +1,6 @@
-"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (tasks/multihost.cluster_plan), the
-supervisor-side cluster helpers (topology.lost_nodes_verdict, raysession.stop_session) and the stdlib bundle."""
+"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (control/multihost.cluster_plan), the
+launch service's steps and teardown driven through a fake Target (no SSH), the supervisor-side cluster helpers
+(topology.lost_nodes_verdict, raysession.stop_session) and the stdlib bundle."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dapo_ops.control import remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.core.topology import TopologyError
 from dapo_ops.control.planning import PlanError
-from dapo_ops.cli.multihost import cluster_dir, cluster_plan
+from dapo_ops.control.multihost import cluster_dir, cluster_plan
 
 RAY = {"head": "198.51.100.11", "port": 6379,
        "nodes": [{"name": "h1", "address": "198.51.100.11", "devices": 8, "pid_file": "/r/.cluster/x/ray/h1.pid"},
@@ -168,3 +169,200 @@ def test_one_step_off_across_hosts_is_rendered_as_a_cluster_not_one_host(tmp_pat
     buf = io.StringIO()
     plan_mod.render(p, Console(file=buf, width=300))
     assert buf.getvalue().splitlines()[0].startswith("dry run: one-step-off on a 2-node Ray cluster, head h1")
+
+
+# ------------------------------------------------------------------ the launch service through a fake Target
+
+import json as _json  # noqa: E402
+import threading  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from dapo_ops.control import launch as launch_svc  # noqa: E402
+from dapo_ops.control import multihost as mh  # noqa: E402
+from dapo_ops.control.remote import RemoteError  # noqa: E402
+from dapo_ops.control.swanlab_cfg import SwanlabSettings  # noqa: E402
+
+
+class FakeCluster:
+    """What the fake hosts share: the commands in the order they ran, the Ray nodes up, a step that fails."""
+
+    def __init__(self, fail_host: str = "", fail_step: str = "", run_status: str = "running"):
+        self.log: list[tuple[str, str, str]] = []    # (host, step, command text)
+        self.up: dict[str, str] = {}                 # host -> address of a Ray session that was started
+        self.fail_host, self.fail_step, self.run_status = fail_host, fail_step, run_status
+        self.lock = threading.Lock()
+
+
+def _step(cmd) -> str:
+    """Which launch step a command is (what the fake answers, and where it fails): the bundle ops' argv words."""
+    text = cmd if isinstance(cmd, str) else " ".join(cmd)
+    words = text.split()
+    if "dapo_ops.agent.occupancy" in text:
+        return "occupancy"
+    if "--block" in words:
+        return "head" if "--head" in words else "worker"
+    if "dapo_ops.agent.raysession" in words:
+        for op in ("stop", "wait", "iface"):
+            if op in words[words.index("dapo_ops.agent.raysession"):]:
+                return op
+    if "dapo_ops.core.runstate" in text:
+        return "read-run"
+    if text.startswith("rm -rf"):
+        return "rm"
+    return "bundle-check"
+
+
+class FakeTarget:
+    """The Target methods the launch service uses (run, put_text, host_run, container_state, close), in memory:
+    every command is recorded in the shared :class:`FakeCluster`; the step it names fails with a RemoteError."""
+
+    bare = False
+
+    def __init__(self, host, fc: FakeCluster):
+        self.host, self.name, self.container, self.fc = host, host.name, host.container, fc
+        self.closed = False
+
+    def _do(self, step: str, text: str):
+        with self.fc.lock:
+            self.fc.log.append((self.name, step, text))
+        if (self.fc.fail_step, self.fc.fail_host or self.name) == (step, self.name):
+            raise RemoteError("unreachable", self.name, f"{step} failed (injected)")
+
+    def run(self, cmd, env=None, timeout=None, check=True, workdir=None, **kw):
+        step = _step(cmd)
+        self._do(step, cmd if isinstance(cmd, str) else " ".join(cmd))
+        out = ""
+        if step == "occupancy":
+            out = _json.dumps({"active": None, "verl": [], "ray": []})
+        elif step in ("head", "worker"):
+            with self.fc.lock:
+                self.fc.up[self.name] = self.host.address
+        elif step == "wait":
+            want = int(cmd.split()[-1] if isinstance(cmd, str) else cmd[-1])
+            nodes = [{"address": a, "resources": {"NPU": 8.0, "CPU": 4.0}} for a in self.fc.up.values()]
+            return SimpleNamespace(exited=0 if len(nodes) >= want else 1, stdout=_json.dumps({"nodes": nodes}),
+                                   stderr="")
+        elif step == "iface":
+            out = "eth0"
+        elif step == "stop":
+            with self.fc.lock:
+                self.fc.up.pop(self.name, None)
+            out = "3"
+        elif step == "read-run":
+            rec = {"status": self.fc.run_status, "run_id": "x"}
+            if self.fc.run_status == "failed":
+                rec["verdict"] = {"cls": "config-error", "action": "fix the override", "evidence": ["bad key"]}
+            out = _json.dumps(rec)
+        return SimpleNamespace(exited=0, stdout=out + "\n", stderr="")
+
+    def put_text(self, text, path, mode=0o644, timeout=None):
+        self._do("spec" if path.endswith("spec.json") else "put", path)
+
+    def host_run(self, cmd, timeout=None, **kw):
+        self._do("supervisor", cmd)
+        return SimpleNamespace(exited=0, stdout="", stderr="")
+
+    def container_state(self):
+        return SimpleNamespace(running=True, status="running")
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake_launch(tmp_path, monkeypatch):
+    """``run(fail_host, fail_step, n, run_status)`` -> (ClusterRun or ClusterLaunchError, FakeCluster)."""
+    monkeypatch.setattr(launch_svc, "SETTLE_S", 0.0)
+    monkeypatch.setenv("DAPO_OPS_RAY_JOIN_TIMEOUT", "1")
+
+    def run(fail_host="", fail_step="", n=2, run_status="running", mode="dapo"):
+        hosts = _hosts(tmp_path, n)
+        flags = {"trainer_gpus": 8, "rollout_gpus": 8} if mode == "one-step-off" else {}
+        req = launch_svc.LaunchRequest(mode=mode, settings=_st(**flags), sw=SwanlabSettings(mode="disabled"),
+                                       skip_preflight=True, link_wait=0.0)
+        fc = FakeCluster(fail_host, fail_step, run_status)
+        targets = {h.name: FakeTarget(h, fc) for h in hosts}
+        try:
+            return mh.launch_cluster(req, hosts, targets), fc
+        except mh.ClusterLaunchError as e:
+            return e, fc
+    return run
+
+
+def _steps(fc, step):
+    return [h for h, s, _ in fc.log if s == step]
+
+
+def test_a_cluster_launch_starts_head_then_workers_then_the_run_and_tears_nothing_down(fake_launch):
+    run, fc = fake_launch()
+    assert isinstance(run, mh.ClusterRun), run
+    steps = [s for _, s, _ in fc.log]
+    assert steps.index("head") < steps.index("worker") < steps.index("spec") < steps.index("supervisor")
+    assert _steps(fc, "stop") == [] and _steps(fc, "rm") == [] and set(fc.up) == {"h1", "h2"}
+    spec = run.plan.spec
+    assert spec["env"]["RAY_ADDRESS"] == "198.51.100.11:6379" and [n["name"] for n in spec["ray"]["nodes"]] == ["h1", "h2"]
+    assert run.row.ok and run.handle.resources["NPU"] == 16.0
+
+
+def test_a_refusing_host_starts_nothing(fake_launch):
+    err, fc = fake_launch("h2", "occupancy")
+    assert isinstance(err, mh.ClusterLaunchError) and not err.usage and not err.torn_down
+    assert str(err).startswith("h2: ") and str(err).endswith("nothing was started")
+    assert {s for _, s, _ in fc.log} <= {"bundle-check", "occupancy"} and fc.up == {}
+
+
+def test_a_head_that_does_not_start_leaves_nothing_and_starts_no_worker(fake_launch):
+    err, fc = fake_launch("h1", "head")
+    assert isinstance(err, mh.ClusterLaunchError) and "host 'h1'" in str(err)
+    assert _steps(fc, "worker") == [] and _steps(fc, "supervisor") == [] and fc.up == {}
+
+
+def test_a_failing_worker_tears_down_exactly_the_nodes_that_were_started(fake_launch):
+    err, fc = fake_launch("h2", "worker", n=3, mode="one-step-off")
+    assert isinstance(err, mh.ClusterLaunchError) and "host 'h2'" in str(err)
+    # h1 (head) and h3 (the other worker, started in parallel) were up: both stopped; h2 never came up
+    assert sorted(_steps(fc, "stop")) == ["h1", "h3"] and fc.up == {}
+    assert _steps(fc, "supervisor") == []
+
+
+def test_a_head_that_never_registers_is_stopped_before_any_worker_starts(fake_launch):
+    err, fc = fake_launch("h1", "wait")
+    assert isinstance(err, mh.ClusterLaunchError)
+    assert _steps(fc, "worker") == [] and _steps(fc, "stop") == ["h1"] and fc.up == {}
+
+
+def test_a_worker_that_never_joins_is_named_and_every_node_is_stopped(fake_launch, monkeypatch):
+    orig = FakeTarget.run
+
+    def no_join(self, cmd, *a, **kw):   # h2's raylet starts but never reaches the head
+        res = orig(self, cmd, *a, **kw)
+        if self.name == "h2" and _step(cmd) == "worker":
+            self.fc.up.pop("h2")
+        return res
+
+    monkeypatch.setattr(FakeTarget, "run", no_join)
+    err, fc = fake_launch()
+    assert isinstance(err, mh.ClusterLaunchError) and "host 'h2'" in str(err) and "did not join" in str(err)
+    assert sorted(_steps(fc, "stop")) == ["h1", "h2"] and _steps(fc, "supervisor") == []
+
+
+@pytest.mark.parametrize("step", ["spec", "supervisor"])
+def test_a_run_that_cannot_start_removes_its_run_dir_then_the_cluster(fake_launch, step):
+    err, fc = fake_launch("h1", step)
+    assert isinstance(err, mh.ClusterLaunchError) and err.torn_down
+    assert str(err).startswith("h1: ") and str(err).endswith("Ray cluster torn down")
+    assert _steps(fc, "rm") == ["h1"] and sorted(_steps(fc, "stop")) == ["h1", "h2"] and fc.up == {}
+    order = [s for _, s, _ in fc.log]
+    assert order.index("rm") < order.index("stop")   # in reverse: the run dir, then the cluster
+
+
+def test_a_run_that_fails_at_once_keeps_its_record_and_the_cluster_goes(fake_launch):
+    err, fc = fake_launch(run_status="failed")
+    assert isinstance(err, mh.ClusterLaunchError) and err.torn_down
+    assert "failed at once: config-error: fix the override (bad key)" in str(err)
+    assert _steps(fc, "rm") == [] and sorted(_steps(fc, "stop")) == ["h1", "h2"] and fc.up == {}
+
+
+def test_a_plan_error_is_a_usage_error_before_any_host(fake_launch):
+    err, fc = fake_launch(n=3)   # 3 x 8 devices: the batch does not split (see above)
+    assert isinstance(err, mh.ClusterLaunchError) and err.usage and fc.log == []

@@ -1,7 +1,8 @@
 """The task collection and the ``dapo-ops`` console program.
 
-``tasks.py`` at the repository root re-exports :data:`ns`, so ``inv --list`` and
-``dapo-ops --list`` show the same tasks. Each concern lives in its own module under
+``tasks.py`` at the repository root builds its collection from this one (:func:`build_namespace`) and adds the
+repository's dev tasks (``sandbox.*``, ``demo``: they need a source checkout), so ``inv --list`` shows the
+package's tasks and those, ``dapo-ops --list`` the package's. Each concern lives in its own module under
 ``dapo_ops/cli/`` and exposes a module-level ``ns`` (a :class:`invoke.Collection`)
 or plain ``@task`` functions; this module only assembles them.
 
@@ -39,13 +40,12 @@ TASK_MODULES: tuple[str, ...] = (
     "dapo_ops.cli.classify",
     "dapo_ops.cli.quickstart",
 )
-# Modules mounted as sub-namespaces: ``inv sandbox.up``, ``inv container.list``.
+# Modules mounted as sub-namespaces: ``inv container.list``.
 SUB_COLLECTIONS: dict[str, str] = {
-    "sandbox": "dapo_ops.cli.sandbox",
     "container": "dapo_ops.cli.containers",
 }
 #: task name as typed (invoke's dashed form) -> the module that defines it; sub-collection tasks are found by
-#: their prefix (``sandbox.up`` -> SUB_COLLECTIONS["sandbox"]). tests/test_cli.py keeps it equal to what the
+#: their prefix (``container.list`` -> SUB_COLLECTIONS["container"]). tests/test_cli.py keeps it equal to what the
 #: modules define; a name missing here only costs the full import (every module is loaded).
 TASK_INDEX: dict[str, str] = {
     "hosts": "dapo_ops.cli.hosts",
@@ -55,7 +55,7 @@ TASK_INDEX: dict[str, str] = {
     "preflight": "dapo_ops.cli.preflight",
     "prepare": "dapo_ops.cli.prepare",
     "classify": "dapo_ops.cli.classify",
-    "quickstart": "dapo_ops.cli.quickstart", "demo": "dapo_ops.cli.quickstart",
+    "quickstart": "dapo_ops.cli.quickstart",
 }
 #: core flags after which the program needs every task (listing, help, completion, printing the collection)
 _ALL_TASKS_FLAGS = frozenset({"-l", "--list", "--complete", "--print-completion-script", "-h", "--help"})
@@ -164,24 +164,30 @@ def build_namespace(only: frozenset[str] | set[str] | None = None) -> Collection
     return ns
 
 
-def modules_for(argv: list[str]) -> frozenset[str] | None:
+def modules_for(argv: list[str], local: frozenset[str] = frozenset()) -> frozenset[str] | None:
     """The task modules a program run with ``argv`` (without the program name) needs, or None for all.
 
     Every token that names a task counts (a flag value that happens to be a task name only loads one module
-    more); no task name, a listing/help/completion flag, or ``--`` (an ad hoc command) means all.
+    more); no task name, a listing/help/completion flag, or ``--`` (an ad hoc command) means all. ``local``: task
+    or collection names the caller defines itself (tasks.py's dev tasks): they need no module, so a command line
+    naming only those gives the empty set.
     """
     mods = set()
+    named_local = False
     for tok in argv:
         if tok in _ALL_TASKS_FLAGS or tok == "--":
-            if tok in ("-h", "--help") and mods:
+            if tok in ("-h", "--help") and (mods or named_local):
                 continue  # `inv status --help`: that task's help
             return None
         name = tok.replace("_", "-")
+        prefix = name.split(".", 1)[0]
         if name in TASK_INDEX:
             mods.add(TASK_INDEX[name])
-        elif "." in name and name.split(".", 1)[0] in SUB_COLLECTIONS:
-            mods.add(SUB_COLLECTIONS[name.split(".", 1)[0]])
-    return frozenset(mods) or None
+        elif "." in name and prefix in SUB_COLLECTIONS:
+            mods.add(SUB_COLLECTIONS[prefix])
+        elif name in local or ("." in name and prefix in local):
+            named_local = True
+    return frozenset(mods) if mods or named_local else None
 
 
 def namespace_for(argv: list[str] | None = None) -> Collection:

@@ -17,6 +17,7 @@ from rich.text import Text
 from dapo_ops.control import fanout
 from dapo_ops.control import planning
 from dapo_ops.control import preflight as pc
+from dapo_ops.control import settings
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.cli._common import (
@@ -24,18 +25,13 @@ from dapo_ops.cli._common import (
     select_hosts, user_config
 )
 
+#: settings flags: help from the settings table (steps / save_freq only size the disk estimate here)
 HELP = {
+    **settings.task_help("model", "train_file", "val_file", "trainer_gpus", "rollout_gpus", "max_response_length",
+                         "framework", "swanlab_mode", "container",
+                         steps=settings.flag_help(settings.BY_NAME["steps"]) + ", for the disk estimate",
+                         save_freq=settings.flag_help(settings.BY_NAME["save_freq"]) + ", for the disk estimate"),
     "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",
-    "model": "model dir in the container (env MODEL_PATH)",
-    "train_file": "training parquet (env TRAIN_FILE)",
-    "val_file": "validation parquet (env VAL_FILE)",
-    "trainer_gpus": "trainer pool devices (one-step-off; env TRAINER_GPUS)",
-    "rollout_gpus": "rollout pool devices (one-step-off; env ROLLOUT_GPUS)",
-    "max_response_length": "data.max_response_length in tokens (env MAX_RESPONSE_LENGTH)",
-    "steps": "training steps (env TRAIN_STEPS), for the disk estimate",
-    "save_freq": "checkpoint every N steps (env SAVE_FREQ), for the disk estimate",
-    "framework": "megatron | fsdp (env FRAMEWORK)",
-    "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
     "override": "extra verl override KEY=VALUE, repeatable (composed with the rest)",
     "json": "print JSON ({status, hosts: {name: {status, checks: [{name, status, message, fix}]}}}) instead of tables",
     "quick": "only the cheap subset that inv launch runs (no compose, no network probes)",
@@ -43,7 +39,6 @@ HELP = {
     "cluster": "the selected hosts form ONE multi-host run: check the Ray port (first host = Ray head)",
     "ray_port": "Ray head port for --cluster (default 6379)",
     "timeout": "seconds to wait for all hosts",
-    "container": "container name (env CONTAINER; default: the inventory's)",
 }
 
 #: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits

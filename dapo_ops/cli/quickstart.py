@@ -1,4 +1,5 @@
-"""``inv quickstart`` (the runbook's quick start and interactive flow) and ``inv demo`` (the sandbox main job).
+"""``inv quickstart``: the runbook's quick start and interactive flow (``inv demo``, the sandbox main job, is a
+dev task of the repository: tasks.py).
 
 quickstart asks the runbook's four questions in order — 1. container, 2. proxy ("none" to skip),
 3. features ("default" keeps the defaults), 4. SwanLab mode (cloud | local | offline | disabled) and, for cloud,
@@ -11,32 +12,27 @@ non-interactive command line for a runbook.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import subprocess
 import sys
-from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 
 from dapo_ops.core import features as features_mod
 from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.control import settings
 from dapo_ops.control import swanlab_cfg
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.cli._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts, user_config
 
-REPO = Path(__file__).resolve().parents[2]
-
 QS_HELP = {
     "container": "training container on the host (env CONTAINER; asked on a TTY, listing what is there)",
     "http_proxy": "proxy for the container, or 'none' (env http_proxy; asked on a TTY)",
     "https_proxy": "HTTPS proxy for the container, or 'none' (env https_proxy; default: the http one)",
     "features": "comma list, -name turns a default off, 'default' keeps the defaults (env USER_FEATURES)",
-    "steps": "training steps (env TRAIN_STEPS; default 100)",
+    "steps": settings.flag_help(settings.BY_NAME["steps"]),
     "mode": "dapo | one-step-off",
     "swanlab_host": "SwanLab server, e.g. http://192.0.2.10:8000 (env SWANLAB_HOST); the key only via "
                     "SWANLAB_API_KEY, the config file or the TTY prompt, never a flag",
@@ -224,57 +220,3 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
     print("  " + _equivalent(mode, names, inventory, container or chosen[0].container, proxies, features, steps,
                              sw.host or "", sw.mode))
 
-
-# --------------------------------------------------------------------------------------------- demo
-
-DEMO_SCENARIO = {"step_time": 0.4, "failure": {"kind": "oom-device", "step": 8, "avoid_with": "offload",
-                                               "hang_s": 2, "phase": "none"}}  # phase-less: the offload rung
-
-
-def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    print("$ " + " ".join(shlex.quote(a) for a in argv), flush=True)
-    proc = subprocess.run(argv, env={**os.environ, **(env or {})}, text=True)
-    if check and proc.returncode != 0:
-        raise Exit(f"demo: `{' '.join(argv[:3])} …` failed with exit code {proc.returncode} (see above)",
-                   code=proc.returncode or 1)
-    return proc
-
-
-@task(help={"steps": "training steps of the demo run (default 20)",
-                   "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
-                   "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
-                   "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)"})
-def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
-    """The main job on a local sandbox host: sandbox up, preflight, launch with an OOM, escalation, resume, status."""
-    if os.geteuid() != 0:
-        fail("demo: the sandbox needs root (network namespaces, sshd, dockerd): run it as root", EXIT_USAGE)
-    bid = bench_id or os.environ.get("DAPO_BENCH_ID", "0")
-    env = {"DAPO_BENCH_ID": bid}
-    print("dapo-ops demo: the host is a local network namespace with its own sshd and Docker engine, and the "
-          "trainer inside its container is the verl STAND-IN (sandbox/verl_standin): real verl 0.9.1 config, "
-          "log formats and checkpoints, simulated accelerator. SSH, Docker, the supervisor and the retries are real.")
-    _sh(["bash", str(REPO / "sandbox" / "bench.sh"), "up", "1"], env=env)
-    state = Path(f"/var/tmp/dapo-bench-{bid}")
-    inventory = str(state / "hosts.toml")
-    scenario = dict(DEMO_SCENARIO) if oom_step > 0 else {"step_time": DEMO_SCENARIO["step_time"]}
-    if oom_step > 0:
-        scenario["failure"] = {**DEMO_SCENARIO["failure"], "step": int(oom_step)}
-        print(f"sandbox cue: a device OOM at step {oom_step} unless offload is on "
-              f"({state}/hosts/h1/sandbox/scenario.json)")
-    (state / "hosts" / "h1" / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
-    inv = [sys.executable, "-m", "invoke", "-r", str(REPO)]
-    base = ["-H", "h1", "--inventory", inventory]
-    demo_env = {**env, "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"), "DAPO_OPS_CONFIG":
-                os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml"))}
-    _sh(inv + ["preflight", *base], env=demo_env)
-    _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)
-    rc = _sh(inv + ["watch", *base, "--interval", "1"], check=False, env=demo_env).returncode
-    _sh(inv + ["status", *base], check=False, env=demo_env)
-    if not keep:
-        _sh(["bash", str(REPO / "sandbox" / "bench.sh"), "down"], env=env)
-    if rc != 0:
-        raise Exit("demo: the run did not succeed (see the status above)", code=rc)
-    print("demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
-          "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
-          f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
-          "`. .venv/bin/activate` puts it on PATH).")

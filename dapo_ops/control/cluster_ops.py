@@ -124,11 +124,11 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
             _start_node(targets[n.name], topology.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
                         n.name, python, {**info, "role": "worker"})
+            started.append(n)  # as soon as it runs: a failing sibling must not leave this one up
 
         with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
-            for n, fut in [(n, pool.submit(start_worker, n)) for n in workers]:
+            for fut in [pool.submit(start_worker, n) for n in workers]:
                 fut.result()
-                started.append(n)
         view = _wait(targets[head.name], python, len(nodes), max(deadline - time.monotonic(), 1.0), address)
         joined = {n["address"] for n in view["nodes"]}
         missing = [n for n in nodes if n.address not in joined]

@@ -4,8 +4,9 @@ One :class:`Param` per setting of ``inv launch`` / ``inv one-step-off`` / ``inv 
 flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``,
 ``USER_FEATURES``, ``ENABLE_OFFLOAD``, ...), key in the user config file
 (``~/.config/dapo-ops/config.toml``, table ``[run]`` unless the key names another table, e.g.
-``proxy.http_proxy``), default, type and help. ``docs/params.md`` is generated from this table
-(``python -m dapo_ops.control.settings > docs/params.md``; a test keeps them in sync).
+``proxy.http_proxy``), default, type and help. This table is the one place a setting's help is written:
+``docs/params.md`` is generated from it (``python -m dapo_ops.control.settings > docs/params.md``; a test keeps
+them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
 Secrets are not settings: the SwanLab API key and webhook URLs are handled by
 :mod:`dapo_ops.control.swanlab_cfg` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
@@ -131,6 +132,37 @@ PARAMS: tuple[Param, ...] = (
 
 BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
 SOURCES = ("flag", "env", "file", "default")
+
+
+def flag_arg(p: Param) -> str | None:
+    """The task parameter a setting's flag maps to (``--max-oom-retries`` -> ``max_oom_retries``; ``--mode`` ->
+    ``mode`` for ``trainer_mode``), None for an env/file-only setting."""
+    return p.flag[2:].replace("-", "_") if p.flag else None
+
+
+#: task parameter name -> the setting its flag sets, for every setting with a flag (table order)
+BY_ARG: dict[str, Param] = {flag_arg(p): p for p in PARAMS if p.flag}
+
+
+def flag_help(p: Param) -> str:
+    """A setting's ``--help`` text, made from the table only: its help, the choices, the environment variable(s)
+    and the default with its unit, e.g. ``training backend: megatron | fsdp (env FRAMEWORK; default megatron)``."""
+    text = p.help
+    choices = [c for c in p.choices if c]
+    if choices and not all(c in text for c in choices):
+        text += ": " + " | ".join(choices)
+    where = ["env " + ", ".join(p.env)] if p.env else []
+    if p.default not in ("", None) and p.type != "bool":
+        where.append(f"default {p.default}" + (f" {p.unit}" if p.unit and p.unit != "fraction" else ""))
+    return text + (f" ({'; '.join(where)})" if where else "")
+
+
+def task_help(*args: str, **overrides: str) -> dict[str, str]:
+    """invoke ``help=`` entries for the settings flags a task takes: ``{param: flag_help}`` for ``args`` (task
+    parameter names, see :data:`BY_ARG`; none = every setting with a flag), plus ``overrides`` for a task that
+    gives a flag another meaning (preflight: ``steps`` only sizes the disk estimate)."""
+    names = args or tuple(BY_ARG)
+    return {**{a: flag_help(BY_ARG[a]) for a in names}, **overrides}
 
 
 @dataclass
@@ -295,6 +327,8 @@ def render_markdown() -> str:
         "Precedence: flag > environment variable > config file (`~/.config/dapo-ops/config.toml`,",
         "`DAPO_OPS_CONFIG` overrides the path; keys in `[run]` unless shown with their table) > default.",
         "Secrets (SwanLab API key, webhook URLs) are not settings: see the SwanLab setup and notifier docs.",
+        "A flag's `--help` (`inv launch --help`, `inv one-step-off --help`, `inv preflight --help`) is made from the",
+        "same row: help, choices, env var, default (`flag_help` in dapo_ops/control/settings.py).",
         "",
         "## Which verl trainer each task runs (verl 0.9 profile)",
         "",

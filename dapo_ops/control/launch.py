@@ -1,0 +1,393 @@
+"""Launch one run on one host as a service: checks, plan fitting, ``--resume``, spec + secrets, detached start.
+
+What ``inv launch`` / ``inv one-step-off`` do per host (:mod:`dapo_ops.cli.launch` parses the flags and prints):
+make the plan (:mod:`dapo_ops.control.planning`), refuse what would fail at once (container stopped, a run
+already active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.quick``), install the stdlib bundle
+(:mod:`dapo_ops.control.remote_bundle`), write ``spec.json`` and ``secret.env`` (0600), start
+``python3 -m dapo_ops.agent.supervisor <run_dir>`` detached and wait a few seconds for ``run.json`` to say
+``running``. The multi-host path (:mod:`dapo_ops.control.multihost`) uses the same checks and start.
+
+Never prints or exits: returns values (:class:`~dapo_ops.control.fanout.Row`) or raises one-line typed errors
+(:class:`LaunchRefused` on a host, :class:`LaunchUsageError` before any host,
+:class:`~dapo_ops.control.remote.RemoteError`, :class:`~dapo_ops.control.planning.PlanError`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dapo_ops.agent import notify
+from dapo_ops.control import planning
+from dapo_ops.control import proxy
+from dapo_ops.control import remote_bundle
+from dapo_ops.control import swanlab_cfg
+from dapo_ops.control.fanout import Row
+from dapo_ops.control.remote import RemoteError
+from dapo_ops.core import runstate
+
+#: seconds to wait for run.json to leave ``starting`` after the detached start
+START_WAIT_S = 30.0
+#: seconds a run that reached ``running`` is still watched for an immediate failure (config errors)
+SETTLE_S = 4.0
+
+
+class LaunchRefused(Exception):
+    """A quick check failed on one host; ``kind`` (``active-run`` | ``preflight`` | ``container-stopped`` |
+    ``resume``) and a one-line ``str()`` saying what is wrong and how to fix it. Nothing was started."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)
+
+
+class LaunchUsageError(ValueError):
+    """Bad launch input found before any host is contacted (an ``--override`` holding a secret or not parsable
+    by Hydra). ``str()`` is one line with the fix; the CLI exits 2."""
+
+
+@dataclass
+class LaunchRequest:
+    """Everything a launch needs besides the host: resolved settings and the operator-side secrets.
+
+    ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_cfg.SwanlabSettings`.
+    ``extra_public`` / ``extra_secret``: env for verl (proxy variables; secret ones go to ``secret.env`` only).
+    ``inv_proxy``: hosts.toml ``[proxy]``. ``link_wait``: seconds to wait for the SwanLab link.
+    ``resume``: a run id to continue.
+    """
+
+    mode: str
+    settings: Any
+    sw: Any
+    notify_cfg: dict = field(default_factory=dict)
+    extra_public: dict = field(default_factory=dict)
+    extra_secret: dict = field(default_factory=dict)
+    inv_proxy: dict = field(default_factory=dict)
+    extra_overrides: list = field(default_factory=list)
+    skip_preflight: bool = False
+    link_wait: float = 20.0
+    resume: str = ""
+
+    def make_plan(self, host, run_id: str, **kw) -> planning.Plan:
+        """:func:`planning.make_plan` for ``host`` with this request's settings. Raises PlanError (one line)."""
+        return planning.make_plan(self.settings, host, mode=self.mode, run_id=run_id,
+                                  swanlab_logger=self.sw.logger_enabled, proxy=self.inv_proxy,
+                                  extra_overrides=self.extra_overrides, **kw)
+
+
+# ------------------------------------------------------------------------------- before any host
+
+def known_secrets(file_cfg: dict, env=None) -> list[str]:
+    """Secret values dapo-ops knows without prompting: the SwanLab key (env / config file), webhook URLs and
+    signing secrets ([notify]); proxy credentials are added at launch (env / [proxy] / hosts.toml)."""
+    env = os.environ if env is None else env
+    out = [env.get("SWANLAB_API_KEY", ""), str((file_cfg.get("swanlab") or {}).get("api_key") or "")]
+    try:
+        out += list(notify.spec_from_user_config(file_cfg.get("notify"), dict(env))[1].values())
+    except ValueError:
+        pass
+    return [v for v in out if v and len(v) >= 6]
+
+
+def refuse_secret_overrides(extra: list, secrets: list) -> None:
+    """Raise :class:`LaunchUsageError` when an ``--override`` carries a secret dapo-ops knows: it would be printed
+    by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of the value is shown."""
+    for o in extra:
+        if any(sec in o for sec in secrets if sec):
+            key = o.split("=", 1)[0]
+            raise LaunchUsageError(
+                f"--override {key}=...: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
+                f"signing secret, proxy password); secrets never go on verl's command line: set them by env var "
+                f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override")
+
+
+def refuse_bad_overrides(extra: list) -> None:
+    """Raise :class:`LaunchUsageError` for an ``--override`` Hydra's override grammar rejects (``a;b``, ``$(x)``,
+    backticks, ``&``, ``>``): verl would die at once in its ``@hydra.main`` (verl/trainer/main_ppo.py) with a lexer
+    error that reads like a crash. Parsed with hydra-core's own ``OverridesParser`` (the grammar verl uses)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for o in extra:
+        if "=" not in o:  # not key=value at all: overrides.check_spec says so in its own words
+            continue
+        try:
+            parser.parse_overrides([o])
+        except OverrideParseException as e:
+            key, _, val = o.partition("=")
+            why = (str(e).strip().splitlines() or ["not parsable"])[0]
+            raise LaunchUsageError(f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
+                                   f"special characters for Hydra, e.g. --override \"{key}='{val}'\"") from None
+
+
+# ------------------------------------------------------------------------------- on the host
+
+def refuse_if_busy(target, py: str, bdir: str) -> dict:
+    """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, run in the container): refuse while a
+    run is active, while verl of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a
+    Ray node of a multi-host run that is still up; Ray left over from a finished cluster run is ended first
+    (``--sweep``). Raises :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
+    host = target.host
+    res = target.run([py, "-m", "dapo_ops.agent.occupancy", host.runs_path, host.name, "--sweep"],
+                     env={"PYTHONPATH": bdir}, workdir="", timeout=60)
+    try:
+        occ = json.loads((res.stdout or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RemoteError("command", host.name, "the occupancy check gave no answer: "
+                          + ((res.stderr or "").strip().splitlines() or ["no output"])[-1]) from None
+    active = occ.get("active")
+    if active:
+        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
+                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
+                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+    for v in occ.get("verl") or []:
+        pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
+        n = f"{v['pids']} process" + ("es" if v["pids"] != 1 else "")
+        raise LaunchRefused("active-run", f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
+                            f"its supervisor is gone: end it with `inv stop -H {host.name} "
+                            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
+                            f"continues from its checkpoints")
+    for r in occ.get("ray") or []:
+        head = r.get("head") or "<its head>"
+        raise LaunchRefused("active-run", f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
+                            f"(head {head} {r.get('head_address') or ''}): stop that run first "
+                            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts")
+    return occ
+
+
+def quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
+    """The checks that would make the launch fail at once: container running, no active run on the container
+    (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
+    model/data, disk) unless ``skip_preflight``. Raises :class:`LaunchRefused` or RemoteError with one line. Returns the probe's
+    facts (empty when skipped), for the memory-fit estimate."""
+    host = target.host
+    state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
+    if not state.running:
+        raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
+                            f"{state.status}: start it (docker start {target.container}) and launch again")
+    refuse_if_busy(target, plan.spec["python"], bdir)
+    facts: dict = {}
+    if skip_preflight:
+        return facts
+    from dapo_ops.control import preflight
+
+    failed = [ck for ck in preflight.quick(target, plan, facts_out=facts) if ck.status == "fail"]
+    if failed:
+        ck = failed[0]
+        more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
+        raise LaunchRefused("preflight", f"preflight {ck.name} failed on {host.name}: {ck.message}"
+                            + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
+    return facts
+
+
+def fit_memory(req: LaunchRequest, host, plan, facts: dict) -> None:
+    """Memory fit (``memory_fit = start``): start on the first OOM-ladder rung that fits the host's devices
+    (source ``estimate``); updates ``plan`` in place. A plan that fits on no rung was refused by the checks."""
+    from dapo_ops.control.preflight import memory_facts
+
+    mem = memory_facts(host, facts.get("probe"))
+    if mem is None:
+        return
+    fitted = req.make_plan(host, plan.spec["run_id"], memory=mem)
+    if fitted.spec.get("setting_changes"):
+        plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
+        plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
+
+
+def _cat_json(target, path: str) -> dict | None:
+    res = target.run(["cat", path], workdir="", timeout=30, check=False)
+    try:
+        data = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+#: settings that fix a checkpoint's layout (world size, parallelism): a resumed run must keep them
+RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
+
+
+def apply_resume(target, plan, run_id: str) -> str:
+    """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
+
+    The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the earlier run's
+    ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``: ``trainer.resume_mode=auto``,
+    verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
+    (spec ``resume_of``), keeps the memory features its ladder added and its explicit features (unless turned off
+    now), and its total ``steps`` when none is given now. An earlier run still recorded as active (its supervisor
+    died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
+    :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
+    devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
+    beyond the checkpoint's step.
+
+    :returns: one line for the launch output: which checkpoint it resumes from.
+    """
+    from dapo_ops.core import overrides
+
+    host = target.host
+    old_dir = runstate.run_dir_for(host.runs_path, run_id)
+    old = _cat_json(target, f"{old_dir}/spec.json")
+    if old is None:
+        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
+                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
+    spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
+    if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
+        cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
+        raise LaunchRefused("resume", f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
+                            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`")
+    if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
+        raise LaunchRefused("resume", f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
+                            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run")
+    if (getattr(plan, "sources", {}) or {}).get("steps", "default") == "default" and old_s.get("steps"):
+        new_s["steps"] = old_s["steps"]  # no --steps / TRAIN_STEPS now: the earlier run's total
+    changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
+               if k in old_s and old_s.get(k) != new_s.get(k)
+               and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
+    if changed:
+        raise LaunchRefused("resume", f"run {run_id}'s checkpoints need the same layout: " + ", ".join(changed)
+                            + " (launch on the same host(s) with the same settings, or start a new run)")
+    for k in ("ckpt_dir", "experiment", "project"):
+        if old_s.get(k):
+            new_s[k] = old_s[k]
+    rec = _cat_json(target, f"{old_dir}/run.json") or {}
+    if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
+        from dapo_ops.control.status import probe
+
+        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
+    fs = plan.features
+    for f in rec.get("features") or old.get("features") or []:
+        src = str(f.get("source", ""))
+        # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
+        # and what its OOM ladder added stays, unless turned off now
+        if (src.startswith("oom-retry") or src == "explicit") and f.get("name") not in fs.disabled:
+            fs = fs.add(f["name"], src)
+    plan.features = fs
+    spec["features"] = fs.to_json()
+    spec["resume_of"] = run_id
+    plan.ckpt_dir = new_s["ckpt_dir"]
+    plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
+    it = target.run(["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30,
+                    check=False)
+    step = (it.stdout or "").strip() if it.exited == 0 else ""
+    if step.isdigit() and int(new_s["steps"]) <= int(step):
+        raise LaunchRefused("resume", f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
+                            f"would train nothing: --steps is the total, ask for more than {step}")
+    added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
+    return (f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
+            + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
+            + (f"; keeps {','.join(added)} (its OOM ladder)" if added else ""))
+
+
+def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
+    """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
+    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``. A resumed
+    run (spec ``resume_of``) continues the earlier run's SwanLab run."""
+    spec = plan.spec
+    public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
+    spec["env"] = {**public, **extra_public,
+                   **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
+    spec["logger"] = sw.loggers()
+    spec["notify"] = notify_cfg
+    return {**sw.secret_env(), **extra_secret}
+
+
+def read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
+    """``run.json`` of ``run_dir`` through ``python -m dapo_ops.core.runstate show`` (None when unreadable)."""
+    res = target.run([py, "-m", "dapo_ops.core.runstate", "show", run_dir], env={"PYTHONPATH": bdir}, workdir="",
+                     timeout=30, check=False)
+    if res.exited != 0:
+        return None
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def verdict_line(rec: dict) -> str:
+    """One line for a run that failed at once: its verdict class, the action and the first evidence line."""
+    v = rec.get("verdict") or {}
+    d = rec.get("decision") or {}
+    cls = v.get("cls") or "failed"
+    what = v.get("action") or d.get("reason") or "see the log"
+    ev = (v.get("evidence") or [""])[0]
+    line = f"run {rec.get('run_id')} failed at once: {cls}: {what}"
+    if ev and ev not in what:
+        line += f" ({ev})"
+    return line
+
+
+def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float, cleanup=None) -> Row:
+    """Write ``spec.json`` (+ ``secret.env``, 0600) into ``plan.run_dir``, start the supervisor detached, wait up to
+    :data:`START_WAIT_S` for ``running`` and :data:`SETTLE_S` (and ``link_wait`` seconds for the SwanLab link) more.
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container; ``ok=False`` kind
+    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when the start itself
+    fails; raises RemoteError with one line.
+    """
+    host = target.host
+    spec = plan.spec
+    run_id, py = spec["run_id"], spec["python"]
+    try:
+        target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
+        if secret_env:
+            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+        remote_bundle.start_supervisor(target, spec["workdir"], py, bdir, plan.run_dir)
+    except Exception:
+        if cleanup is not None:
+            cleanup()
+        else:
+            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+        raise
+    rec = None
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        rec = read_run(target, py, bdir, plan.run_dir)
+        if rec and rec.get("status") not in (None, "starting"):
+            break
+        time.sleep(0.5)
+    if not rec or rec.get("status") in (None, "starting"):
+        raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; "
+                          f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})")
+    # watch a little longer: an immediate failure (bad override) and the SwanLab link
+    settle_end = time.monotonic() + SETTLE_S
+    link_end = time.monotonic() + (link_wait if sw.logger_enabled else 0)
+    while rec.get("status") not in runstate.TERMINAL_STATUSES:
+        now = time.monotonic()
+        if now >= settle_end and (rec.get("swanlab_url") or now >= link_end):
+            break
+        time.sleep(0.5)
+        rec = read_run(target, py, bdir, plan.run_dir) or rec
+    if rec.get("status") == "failed":
+        if ((rec.get("verdict") or {}).get("detail") or {}).get("active_run"):
+            # lost a launch race to another run (the supervisor's lock): leave no record of the loser
+            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+        return Row(ok=False, kind="failed", message=verdict_line(rec), data={"run_id": run_id, "record": rec})
+    return Row(cells={"run": run_id, "status": rec.get("status", "")},
+               data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
+                     "swanlab_url": rec.get("swanlab_url"), "container": spec["container"]})
+
+
+def launch_one(target, req: LaunchRequest) -> Row:
+    """Launch one run on ``target``: plan, checks, bundle, memory fit, resume, spec + secrets, detached start.
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, and ``resume``: one
+    line naming the checkpoint when resuming). Raises RemoteError / PlanError / LaunchRefused with one line;
+    nothing is left behind when the start itself fails.
+    """
+    host = target.host
+    plan = req.make_plan(host, runstate.new_run_id())
+    target.container = plan.spec["container"]
+    bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
+    facts = quick_checks(target, plan, bdir, req.skip_preflight)
+    fit_memory(req, host, plan, facts)
+    resumed = apply_resume(target, plan, req.resume) if req.resume else None
+    secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
+                                  extra_secret=req.extra_secret)
+    row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait)
+    if row.ok and resumed:
+        row.data["resume"] = resumed
+    return row

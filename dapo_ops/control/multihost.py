@@ -1,0 +1,272 @@
+"""Multi-host launch as a service: ONE run on a Ray cluster across the hosts' containers, and its teardown.
+
+``inv launch -H h1,h2`` / ``inv one-step-off -H h1,h2`` (:mod:`dapo_ops.cli.launch` parses and prints) come here.
+:func:`launch_cluster` walks these steps, recording each thing it started:
+
+1. ``plan``: the pools from the inventory (:func:`dapo_ops.core.topology.plan_topology`: DAPO = every host in the
+   trainer pool; one-step-off = trainer pool on the first half of the hosts, rollout pool on the rest) and the
+   plan made for the head with the topology's ``trainer.nnodes`` / ``n_gpus_per_node`` (and ``rollout.*``);
+2. ``checks``: bundle + quick checks on every host (container running, no active run, devices), ``--resume``;
+3. ``ray``: the Ray cluster (:func:`dapo_ops.control.cluster_ops.start`: head in the first host's container, a
+   worker in each other one, bounded wait for every node; it ends what it started itself when it fails);
+4. ``run``: ``spec.json`` on the head with ``ray`` (the :class:`~dapo_ops.control.cluster_ops.ClusterHandle`)
+   and ``RAY_ADDRESS=<head>:6379`` in verl's env (verl's ``ray.init`` joins this cluster instead of starting
+   its own), then the supervisor on the head (:func:`dapo_ops.control.launch.start_run`).
+
+On any failure after step 2 what was started is torn down in reverse (the run dir, then this run's Ray
+sessions) and :class:`ClusterLaunchError` says what went wrong in one line. The Ray sessions' pid files and logs
+live in ``<runs_dir>/.cluster/<run_id>/ray/<host>.{pid,log}`` on each host (outside the run dir, so a worker host
+shows no half-run in ``inv status``). Never prints; tests drive it with a fake Target (tests/test_multihost.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from dapo_ops.control import cluster_ops
+from dapo_ops.control import launch as launch_svc
+from dapo_ops.control import planning
+from dapo_ops.control import remote_bundle
+from dapo_ops.control.launch import LaunchRefused, LaunchRequest
+from dapo_ops.control.remote import RemoteError
+from dapo_ops.core import topology as cluster
+from dapo_ops.core import overrides
+from dapo_ops.core import runstate
+from dapo_ops.core.topology import Node, TopologyError
+from dapo_ops.core.profiles import OverrideError
+
+#: seconds to wait for every Ray node to join (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT`` overrides
+JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
+
+
+class ClusterLaunchError(Exception):
+    """A multi-host launch failed; ``str()`` is one line naming the host and the fix. ``usage``: bad input (plan /
+    topology; nothing was contacted), else a host refused or failed. ``torn_down``: a Ray cluster had been
+    started and was torn down."""
+
+    def __init__(self, message: str, *, usage: bool = False, torn_down: bool = False):
+        self.usage = usage
+        self.torn_down = torn_down
+        super().__init__(message)
+
+
+@dataclasses.dataclass
+class ClusterRun:
+    """A started multi-host run: ``row`` is :func:`launch.start_run`'s (``data``: run_id, run_dir, log, status,
+    swanlab_url, container); ``resumed`` the ``--resume`` line or None."""
+
+    run_id: str
+    head: str
+    plan: planning.Plan
+    topo: cluster.Topology
+    handle: cluster_ops.ClusterHandle
+    row: object
+    resumed: str | None = None
+
+
+def join_timeout(env=None) -> float:
+    """Seconds to wait for every node to join: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
+    raw = (env if env is not None else os.environ).get("DAPO_OPS_RAY_JOIN_TIMEOUT", "")
+    try:
+        return float(raw) if raw and float(raw) > 0 else JOIN_TIMEOUT_S
+    except ValueError:
+        return JOIN_TIMEOUT_S
+
+
+def cluster_dir(runs_dir: str, run_id: str) -> str:
+    """Where a run's Ray sessions keep pid files and logs on every host: ``<runs_dir>/.cluster/<run_id>``."""
+    return f"{runs_dir.rstrip('/')}/.cluster/{run_id}"
+
+
+def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab_logger: bool, inv_proxy: dict,
+                 extra_overrides: list):
+    """The plan of a multi-host run: :func:`planning.make_plan` for the head, its ``settings`` replaced by the
+    topology's (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``, ``rollout_gpus``,
+    ``rollout_nnodes``), checked again (:func:`dapo_ops.core.overrides.check_spec`) and the verl argv rebuilt.
+
+    Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
+    """
+    accels = {h.accelerator for h in nodes_hosts}
+    if len(accels) > 1:
+        raise TopologyError("hosts mix accelerators (" + ", ".join(f"{h.name}={h.accelerator}" for h in nodes_hosts)
+                            + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts")
+    nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
+    topo = cluster.plan_topology(mode, nodes, int(st.get("trainer_gpus") or 0), int(st.get("rollout_gpus") or 0))
+    # plan against the whole cluster's devices: the per-node split was checked by plan_topology
+    plan = planning.make_plan(st, dataclasses.replace(head, devices=topo.total_devices), mode=mode, run_id=run_id,
+                              swanlab_logger=swanlab_logger, proxy=inv_proxy, extra_overrides=extra_overrides)
+    plan.spec["settings"].update(topo.settings())
+    try:
+        overrides.check_spec(plan.spec, host_devices=None)
+        plan.argv = overrides.build_command(plan.spec, plan.features)
+    except OverrideError as e:
+        raise planning.PlanError(str(e)) from None
+    return plan, topo
+
+
+def _prefixed(name: str, msg: str) -> str:
+    return msg if msg.startswith(name) else f"{name}: {msg}"
+
+
+def check_hosts(targets: dict, plan, skip_preflight: bool) -> dict[str, str]:
+    """Bundle + quick checks (:func:`launch.quick_checks`, the same rule as one host) on every host in parallel;
+    returns ``{host: bundle dir}``. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
+    (and how many others refused); nothing is started by the checks."""
+    def one(t):
+        try:
+            bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
+            launch_svc.quick_checks(t, plan, bdir, skip_preflight)
+            return bdir
+        except (RemoteError, LaunchRefused) as e:
+            return RuntimeError(_prefixed(t.name, str(e)))
+
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        out = dict(zip(targets, pool.map(one, targets.values())))
+    bad = [str(v) for v in out.values() if isinstance(v, Exception)]
+    if bad:
+        more = f" (+{len(bad) - 1} more host(s) refused)" if len(bad) > 1 else ""
+        raise ClusterLaunchError(bad[0] + more + "; nothing was started")
+    return out
+
+
+def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRun:
+    """Launch one multi-host run on ``chosen`` (head first) through ``targets`` (``{host name: Target}``, connected
+    lazily; the caller closes them). The steps and the teardown: module docstring.
+
+    Returns the :class:`ClusterRun`. Raises :class:`ClusterLaunchError` (one line; ``usage`` for plan/topology
+    errors) with everything this call started torn down.
+    """
+    head = chosen[0]
+    run_id = runstate.new_run_id()
+    try:
+        plan, topo = cluster_plan(req.settings, head, chosen, req.mode, run_id=run_id,
+                                  swanlab_logger=req.sw.logger_enabled, inv_proxy=req.inv_proxy,
+                                  extra_overrides=req.extra_overrides)
+    except (TopologyError, planning.PlanError) as e:
+        raise ClusterLaunchError(str(e), usage=True) from None
+    spec = plan.spec
+    py = spec["python"]
+    for t in targets.values():   # the run's container on every host (what launch_one does for one host)
+        t.container = spec["container"]
+    ht = targets[head.name]
+    cdir = cluster_dir(head.runs_path, run_id)
+    started: list[tuple[str, Callable[[], object]]] = []   # (what, how to undo it), oldest first
+
+    def teardown() -> None:
+        while started:
+            _, undo = started.pop()
+            try:
+                undo()
+            except Exception:  # noqa: BLE001 - every step is undone even when one undo fails
+                pass
+
+    bdirs = check_hosts(targets, plan, req.skip_preflight)
+    resumed = None
+    if req.resume:
+        try:
+            resumed = launch_svc.apply_resume(ht, plan, req.resume)
+        except (LaunchRefused, RemoteError) as e:
+            raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
+    secret_env = launch_svc.prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg,
+                                             extra_public=req.extra_public, extra_secret=req.extra_secret)
+    no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
+    try:
+        try:
+            handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
+                                       base_no_proxy=no_proxy, join_timeout=join_timeout())
+        except cluster_ops.ClusterError as e:   # start() already tore down what it started
+            raise ClusterLaunchError(str(e)) from None
+        started.append(("ray", lambda: cluster_ops.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
+        spec["ray"] = handle.to_json()
+        spec["env"]["RAY_ADDRESS"] = f"{handle.head}:{handle.port}"
+        spec["env"]["no_proxy"] = spec["env"]["NO_PROXY"] = cluster.merge_no_proxy(
+            no_proxy, [n.address for n in topo.nodes])
+        started.append(("run dir", lambda: ht.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)))
+        row = launch_svc.start_run(ht, plan, bdirs[head.name], secret_env, sw=req.sw, link_wait=req.link_wait,
+                                   cleanup=teardown)
+        if not row.ok:
+            started.pop()   # the run failed at once: its record stays for `inv status`; the cluster goes
+            teardown()
+            raise ClusterLaunchError(f"{head.name}: {row.message}; Ray cluster torn down", torn_down=True)
+    except RemoteError as e:
+        teardown()
+        raise ClusterLaunchError(_prefixed(e.host, str(e)) + "; Ray cluster torn down", torn_down=True) from None
+    except BaseException:
+        teardown()
+        raise
+    return ClusterRun(run_id=run_id, head=head.name, plan=plan, topo=topo, handle=handle, row=row, resumed=resumed)
+
+
+def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Callable, grace_s: float = 15.0):
+    """After ``inv stop`` stopped a run on ``host_name``: if the run is multi-host (its ``spec.json`` has ``ray``),
+    stop this run's Ray sessions on every node (:func:`cluster_ops.stop`, pid files only; idempotent).
+
+    ``hosts``: the inventory's ``{name: Host}``; ``make_target(host, container)`` builds a Target. Returns
+    ``(run_id, {host: "stopped N processes" | error line})`` (``(None, {})`` for a single-host run). Never raises
+    for a host.
+    """
+    if host_name not in hosts:
+        return None, {}
+    h = hosts[host_name]
+    t = make_target(h, h.container)
+    try:
+        res = t.run(["cat", posixpath.join(run_dir, "spec.json")], workdir="", check=False, timeout=30)
+        spec = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else {}
+    except (RemoteError, ValueError):
+        spec = {}
+    finally:
+        t.close()
+    nodes = (spec.get("ray") or {}).get("nodes") or []
+    if not nodes:
+        return None, {}
+    cdir = posixpath.dirname(posixpath.dirname(nodes[0]["pid_file"]))
+    missing = [n["name"] for n in nodes if n["name"] not in hosts]
+    targets = {n["name"]: make_target(hosts[n["name"]], spec.get("container") or hosts[n["name"]].container)
+               for n in nodes if n["name"] in hosts}
+    try:
+        result = cluster_ops.stop([n for n in nodes if n["name"] in targets], targets, run_dir=cdir,
+                                  python=spec.get("python") or h.python, grace_s=grace_s)
+    finally:
+        for tt in targets.values():
+            tt.close()
+    for name in missing:
+        result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({cdir}/ray/{name}.pid)"
+    return spec.get("run_id"), result
+
+
+def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict,
+                 extra_overrides: list | None = None):
+    """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
+    None when fewer than two hosts are selected (or there is no inventory): the single-host plan applies.
+
+    Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
+    """
+    from dapo_ops.control import inventory as inv_mod
+    from dapo_ops.control import plan as plan_mod
+    from dapo_ops.control import settings as settings_mod
+
+    path = inv_mod.resolve_path(inventory or None)
+    if not (inventory or path.exists()):
+        return None
+    inv = inv_mod.load(inventory or None)
+    chosen = inv_mod.select(inv, hosts or None)
+    if len(chosen) < 2:
+        return None
+    st = settings_mod.resolve(flags, env, file_cfg or {})
+    sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
+    what = (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
+            + ("" if hosts else " (no -H: every host of the inventory; -H h1 plans one host, --independent one run "
+                                "per host)"))
+    try:
+        plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
+                                  swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
+    except (TopologyError, planning.PlanError) as e:
+        raise planning.PlanError(f"planning a {what}: {e}") from None
+    plan.notes.append(f"planning a {what}")
+    plan.notes.append(sw_note)
+    return plan, topo
