@@ -2,7 +2,7 @@
 
 Builds a 1 MiB and a 1 GiB ``train.log`` under /var/tmp (realistic verl lines: step/metrics lines,
 progress bars, Ray-prefixed worker INFO, a pprinted config) ending in a real NPU OOM tail
-(tests/cases/handed/case-04), times :func:`dapo_ops.core.classify.classify_file` on each (median of N runs)
+(tests/cases/handed/case-04-*.log), times :func:`dapo_ops.core.classify.classify_file` on each (median of N runs)
 and prints a table with milliseconds and the ratio to the 1 MiB log. The files are removed afterwards.
 
     .venv/bin/python bench/classify.py [--runs 5] [--sparse] [--dir /var/tmp]

@@ -213,7 +213,7 @@ def test_status_view_renders_the_record(name):
 
 @pytest.mark.parametrize("name", sorted(WANT))
 def test_status_view_with_the_real_tail(name):
-    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/remote_probe.py)."""
+    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/probe.py)."""
     _, total, _, _, _ = WANT[name]
     rec = run_of(name)
     tail = log_text(name)[-(64 << 10):]

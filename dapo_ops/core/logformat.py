@@ -2,8 +2,8 @@
 checkpoint-save lines, tqdm progress bars, the SwanLab run link, the supervisor's attempt delimiters, and what Ray's
 log forwarding adds (ANSI colour codes, ``(<Actor> pid=<pid>[, ip=<ip>])`` prefixes, ``[rank<N>]:`` prefixes).
 
-Every reader of a training log uses these: the supervisor (progress into run.json, ``dapo_ops/agent/supervisor.py``),
-the status view (``dapo_ops/control/statusview.py``), the classifier (``dapo_ops/core/classify.py``) and the
+Every reader of a training log uses these: the supervisor (progress into run.json, ``dapo_ops/agent/supervisor/``),
+the status view (``dapo_ops/control/statusview.py``), the classifier (``dapo_ops/core/classify/``) and the
 notifier (``dapo_ops/agent/notify.py``); ``tests/test_log_grammar_golden.py`` checks they agree on the handed cases
 and the real logs.
 
@@ -50,7 +50,7 @@ SCRATCH_MARK = "Training from scratch"
 PROGRESS_BAR_RE = re.compile(
     r"Training Progress:\s*(\d+)%\|[^|\n]*\|\s*(\d+)/(\d+)(?:\s*\[([^<\]\n]*)<([^,\]\n]*),\s*([^\]\n]*)\])?",
     re.IGNORECASE)
-#: the supervisor's delimiters in train.log (``dapo_ops/agent/supervisor.py``):
+#: the supervisor's delimiters in train.log (``dapo_ops/agent/supervisor/``):
 #: ``===== dapo-ops attempt <k> start <iso> features=<a,b> =====`` / ``... end exit=<n> class=<cls> =====``
 ATTEMPT_RE = re.compile(r"===== dapo-ops attempt (\d+) (start|end)\b(.*?)=====")
 #: every line a fact above is read from holds one of these (a cheap pre-filter: most lines of a verl log are worker

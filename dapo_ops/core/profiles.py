@@ -5,7 +5,7 @@ Two profiles:
 - ``"0.9"``: the verl 0.9.x release (primary; checked by composing against the 0.9.1 wheel's
   yaml). Both tasks run the V1 trainer ``verl.trainer.main_ppo`` (config ``ppo_trainer``;
   Megatron via the config-group override ``model_engine=megatron``, as verl's own
-  ``tests/special_e2e/run_v1_separate_async.sh`` does; ``ppo_megatron_trainer.yaml`` is marked
+  verl's ``tests/special_e2e/run_v1_separate_async.sh`` does; ``ppo_megatron_trainer.yaml`` is marked
   deprecated in 0.9.1), in the V1 mode ``trainer.v1.trainer_mode`` (``ppo_trainer.yaml:238``, default
   ``sync``; the class is picked by ``register_trainer`` in ``verl/trainer/ppo/v1/trainer_*.py``):
   ``launch`` = ``colocate_async`` (the runbook's single-async DAPO: rollout colocated with training, one

@@ -7,7 +7,7 @@ a secret is shown (:data:`REDACTED`, :func:`display_url`), and how text, argv an
 ``dapo_ops/control/plan.py``), proxy settings (``dapo_ops/control/proxy.py``), ``docker run`` (``-e VAR`` without a
 value for a proxy with credentials, ``dapo_ops/control/container_spec.py``), SwanLab settings and launch output
 (``dapo_ops/control/swanlab_cfg.py``, ``dapo_ops/cli/launch.py``, ``dapo_ops/cli/multihost.py``), the supervisor's
-own log of the verl command (``dapo_ops/agent/supervisor.py``) and the webhook notifier's errors
+own log of the verl command (``dapo_ops/agent/supervisor/``) and the webhook notifier's errors
 (``dapo_ops/agent/notify.py``).
 """
 

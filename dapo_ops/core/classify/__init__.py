@@ -1,7 +1,7 @@
 """Failure classifier: a training log (its tail) -> one :class:`Verdict`.
 
 STDLIB ONLY: this package is shipped into the training container and imported by the
-detached supervisor (``dapo_ops/agent/supervisor.py``) inside arbitrary images.
+detached supervisor (``dapo_ops/agent/supervisor/``) inside arbitrary images.
 
 What it reads
     The tail of a verl driver log (``train.log``: driver stdout/stderr with the Ray

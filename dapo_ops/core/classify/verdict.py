@@ -1,7 +1,7 @@
 """The classifier's contract (docs/design.md "Verdict"): the failure classes, the action kinds, the OOM phases and
 :class:`Verdict`. Every other module of :mod:`dapo_ops.core.classify` builds on these names; nothing here decides.
 
-STDLIB ONLY (shipped into the training container with the supervisor, ``dapo_ops/agent/supervisor.py``).
+STDLIB ONLY (shipped into the training container with the supervisor, ``dapo_ops/agent/supervisor/``).
 """
 
 from __future__ import annotations
