@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run HERE (CPU machine, no device time): the payload the device calls carry, as 60 MiB pieces under the
+# Run HERE (CPU machine, no device time): the payload the device calls carry, as 52 MiB pieces under the
 # ignored .carry/pNN/ of this checkout (one piece per device call: gpu/stash-piece.sh NN).
 #   bash gpu/prepare.sh            (from the checkout the device tool sends, e.g. /work/main)
 # 1. verl 0.9.1 + vLLM 0.24.0 wheels (gpu/wheels-verl.txt, 119 files): REUSED when .carry/p00.. already hold a
@@ -36,6 +36,16 @@ verl_ok() {  # the pieces in .carry reassemble to the payload.sha256 they carry
   [ -n "$sums" ] || return 1
   [ "$(cat .carry/p[0-9][0-9]/part[0-9][0-9] | sha256sum | cut -d' ' -f1)" = "$(cut -d' ' -f1 "$sums")" ]
 }
+# a device call carries the working tree + one piece, 64 MiB in all: a piece leaves PIECE_ROOM for the tree
+PIECE=54525952      # 52 MiB
+if verl_ok && [ -n "$(find .carry/p[0-9][0-9] -name 'part[0-9][0-9]' -size +${PIECE}c)" ]; then
+  echo "verl payload: re-splitting the pieces to $((PIECE >> 20)) MiB (the tree grew)"
+  S=$(mktemp -d); cat .carry/p[0-9][0-9]/part[0-9][0-9] > "$S/payload.tar"; sums=$(ls .carry/p*/payload.sha256 | tail -1)
+  cp "$sums" "$S/payload.sha256"; rm -rf .carry/p[0-9][0-9]; mkdir -p .carry
+  (cd "$S" && split -b $PIECE -d -a 2 payload.tar part && rm payload.tar)
+  for f in "$S"/part*; do k=${f##*/part}; mkdir -p ".carry/p$k"; mv "$f" ".carry/p$k/"; done
+  last=$(ls -d .carry/p[0-9][0-9] | tail -1); cp "$S/payload.sha256" "$last/"; rm -rf "$S"
+fi
 if verl_ok; then
   echo "verl payload: reusing the $(ls .carry/p[0-9][0-9]/part[0-9][0-9] | wc -l) pieces in .carry (sha256 ok)"
 else
@@ -47,7 +57,7 @@ else
   S=$(mktemp -d); mkdir "$S/whl"; cp "$W"/*.whl "$S/whl/"; (cd "$S/whl" && sha256sum *.whl > ../SHA256SUMS-whl)
   (cd "$S" && tar -cf payload.tar whl SHA256SUMS-whl)
   rm -rf .carry/p[0-9][0-9]; mkdir -p .carry
-  (cd "$S" && split -b 62914560 -d -a 2 payload.tar part && sha256sum payload.tar > payload.sha256)
+  (cd "$S" && split -b $PIECE -d -a 2 payload.tar part && sha256sum payload.tar > payload.sha256)
   for f in "$S"/part*; do k=${f##*/part}; mkdir -p ".carry/p$k"; mv "$f" ".carry/p$k/"; done
   last=$(ls -d .carry/p[0-9][0-9] | tail -1); cp "$S/payload.sha256" "$last/"; rm -rf "$S"
 fi
@@ -62,13 +72,13 @@ done
 S=$(mktemp -d); mkdir "$S/ops"; cp "$O"/*.whl "$S/ops/"; (cd "$S/ops" && sha256sum *.whl > ../SHA256SUMS-ops)
 (cd "$S" && tar -cf ops.tar ops SHA256SUMS-ops)
 last=$(dirname "$(ls .carry/p[0-9][0-9]/payload.sha256 | tail -1)")
-if [ $(( $(du -cb "$last"/* | tail -1 | cut -f1) + $(stat -c %s "$S/ops.tar") )) -gt 62914560 ]; then
+if [ $(( $(du -cb "$last"/* | tail -1 | cut -f1) + $(stat -c %s "$S/ops.tar") )) -gt $PIECE ]; then
   last=.carry/p$(printf '%02d' "$nv"); mkdir -p "$last"
 fi
 mv "$S/ops.tar" "$last/"; (cd "$last" && sha256sum ops.tar > ops.sha256); rm -rf "$S"
 k=$(basename "$(ls -d .carry/p[0-9][0-9] | tail -1)" | cut -c2-)
 for d in .carry/p[0-9][0-9]; do
-  sz=$(du -cb "$d"/* | tail -1 | cut -f1); [ "$sz" -le 62914560 ] || { echo "piece $d is $sz bytes > 60 MiB" >&2; exit 1; }
+  sz=$(du -cb "$d"/* | tail -1 | cut -f1); [ "$sz" -le $PIECE ] || { echo "piece $d is $sz bytes > $((PIECE >> 20)) MiB" >&2; exit 1; }
 done
 ls -l .carry/p*/ | grep -v '^total'
 echo "pieces: $(ls -d .carry/p[0-9][0-9] | wc -l) (p00..p$k)  -> one run call each: bash gpu/stash-piece.sh NN, carry [\".carry/pNN\"]"
