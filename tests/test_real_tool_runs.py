@@ -31,6 +31,10 @@ WANT = {
     "b-resume": ("20261201-103751-2688", 4, 3, [4], 1),
     "c-weight-sync-oom": ("20261201-104328-0ea0", 2, 1, [2], 2),  # attempt 1 saved step 1, OOM'd before its step line
     "d-update-oom": ("20261201-105114-ff3e", 1, None, [1], 2),    # save_freq -1: attempt 2 starts from scratch
+    # a and b again after the redesign (core/agent/control/cli, every remote step a bundle op), 2026-12-01 14:02 UTC
+    "a2-success": ("20261201-140200-91ad", 3, None, [1, 2, 3], 1),
+    "b2-resume": ("20261201-140643-9a7a", 4, 3, [4], 1),
+    "d-update-oom-release": ("20261201-122813-4def", 1, None, [1], 2),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -117,10 +121,12 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
     assert resumes == ([resumed] if resumed is not None else [])
 
 
-def test_resume_redoes_no_earlier_step():
+@pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success")])
+def test_resume_redoes_no_earlier_step(name, earlier):
     """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
-    body = log_text("b-resume")
-    assert "Resuming from /tmp/dapo/runs/20261201-103327-4649/checkpoints/global_step_3, setting global step to 3" in body
+    body = log_text(name)
+    assert ("Resuming from /tmp/dapo/runs/%s/checkpoints/global_step_3, setting global step to 3" % WANT[earlier][0]) \
+        in body
     steps, _, _ = parsed(body)
     assert steps and all(s > 3 for s in steps)
     bars = [ln for ln in re.split(r"[\r\n]", body) if "Training Progress:" in ln]
@@ -222,3 +228,16 @@ def test_status_view_with_the_real_tail(name):
     row = statusview.build_row("gpu", {"run": rec, "tail": tail, "now": rec["ended_at"] + 6,
                                        "supervisor_alive": False, "verl_alive": False})
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
+
+
+def test_preflight_through_the_bundle_ops_on_the_real_host():
+    """a2's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every check ok,
+    the overrides composed by the host's own hydra against its installed verl, the verl version read by verlinfo."""
+    text = (RUNS / "a2-success" / "preflight.txt").read_text()
+    rows = [ln for ln in text.splitlines() if ln.startswith("\u2502")]
+    checks = {r.split("\u2502")[1].strip(): r.split("\u2502")[2].strip() for r in rows}
+    assert {"ssh", "devices", "verl", "overrides", "model", "memory-fit"} <= set(checks)
+    assert set(checks.values()) == {"ok"}, checks
+    assert "generated overrides compose against the host's verl config" in text
+    assert "verl 0.9.1 at /tmp/site/verl, profile 0.9" in text
+    assert text.rstrip().endswith("preflight: 1 host: gpu ok")
