@@ -3,7 +3,7 @@
 
 * a HF-style model dir: ``config.json`` (``max_position_embeddings`` big enough for the runbook's
   8192-token responses), tokenizer files and a hand-written ``model.safetensors``;
-* RL parquet files in verl's schema (verl.md §15): ``data_source``, ``prompt`` (chat messages),
+* RL parquet files in verl's schema (verl/utils/dataset/rl_dataset.py): ``data_source``, ``prompt`` (chat messages),
   ``ability``, ``reward_model.ground_truth``, ``extra_info.index``.
 
 ``python sandbox/sample_inputs.py DIR`` writes the runbook's default names into DIR

@@ -8,7 +8,7 @@
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
 
-Like verl (verl.md §8, §10): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
+Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
 saves ``global_step_N`` every ``save_freq`` steps. A device OOM prints the torch message and then
 *hangs* (the other ranks block in a collective), so only the supervisor's kill ends it. With

@@ -1,4 +1,4 @@
-"""Pure tests of dapo_ops.control.statusview: log-tail parsing (verl.md §8 formats) and status rows. No hosts."""
+"""Pure tests of dapo_ops.control.statusview: log-tail parsing (verl/utils/logger/aggregate_logger.py formats) and status rows. No hosts."""
 
 import json
 

@@ -32,7 +32,7 @@ from dapo_ops.cli._common import (
     EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_settings, select_hosts, user_config
 )
 
-#: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl.md §15, recipe
+#: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl/utils/dataset/rl_dataset.py, recipe
 #: ``dapo/prepare_dapo_data.sh``), already in verl's RL format.
 KNOWN_DATA = {
     "dapo-math-17k.parquet": ("BytedTsinghua-SIA/DAPO-Math-17k", "data/dapo-math-17k.parquet"),

@@ -171,7 +171,7 @@ def follow(pairs, lines: int, out=None) -> int:
     """``tail -n <lines> -F <log>`` on every (Target, path) with a pty, lines prefixed by host when several.
 
     ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same
-    file) keep streaming. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each SSH pty (fabric-invoke.md §7):
+    file) keep streaming. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each SSH pty (fabric/connection.py):
     the docker CLI on the host gets SIGINT, the exec's stdin closes and :data:`FOLLOW_SCRIPT` kills its tail. A
     host that does not stop within 5 s has its connection closed (same effect).
 

@@ -250,7 +250,7 @@ CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f
 #: (``verl/trainer/ppo/v1/trainer_base.py:102``: ``logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))``):
 #: a container-wide WARN would hide them, so the run's environment pins INFO.
 VERL_LOGGING_LEVEL = "INFO"
-#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl.md §7; verl itself only
+#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl/utils/device.py; verl itself only
 #: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``).
 HCCL_SETTINGS = (("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"), ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
                  ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),

@@ -14,7 +14,7 @@ line (model: SkyPilot's ``sky/skylet``: one installed runtime, gated by its vers
 stays one round trip once the bundle is there. The container's own ``PYTHONPATH`` stays after the bundle (verl
 found through it, e.g. a bare host's ``/opt/verl-site``).
 
-The supervisor is started **detached** (fabric-invoke.md §8): ``docker exec -d`` (returns at once,
+The supervisor is started **detached** (docker exec --detach, Docker CLI reference): ``docker exec -d`` (returns at once,
 the process is a child of the container runtime, not of the SSH session), all three streams
 redirected, and the supervisor calls ``setsid`` itself, so nothing dies when SSH drops.
 """

@@ -5,11 +5,11 @@ Inputs come from :mod:`dapo_ops.agent.probe` (one ``docker exec`` per host): the
 ``train.log``, liveness of the recorded supervisor PID and verl process group, and the container's clock.
 Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size.
 
-Log formats parsed (verl.md §8): the console metrics line ``step:<N> - <key>:<value> - ...`` (anywhere in a line,
+Log formats parsed (verl/utils/logger/aggregate_logger.py): the console metrics line ``step:<N> - <key>:<value> - ...`` (anywhere in a line,
 numpy-2 values such as ``np.float64(0.25)`` unwrapped), the tqdm bar ``Training Progress:  35%|...| 212/600
 [5:41:22<10:24:51, 96.63s/it]`` (split on ``\\r`` too), Ray prefixes ``(<Name> pid=<pid>[, ip=<ip>])`` and ANSI
 codes (stripped), the supervisor's attempt delimiters (design.md) and SwanLab's ``View run ... at <url>`` banner
-(swanlab.md §7).
+(swanlab 0.10 sdk/internal/run/greeting.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dapo_ops.core import logformat
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, parse_value, split_lines  # noqa: F401
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
-#: the three key metrics shown in a row (verl.md §8.4); ``perf/throughput`` is tokens/s/device.
+#: the three key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device.
 KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput")
 #: default bound of the log tail a status probe reads (bytes).
 DEFAULT_TAIL_BYTES = 64 << 10

@@ -10,15 +10,15 @@ Facts used here (swanlab.md = the project's SwanLab reference; verl 0.9.1
   without ``id``/``resume``.
 * SwanLab itself has **no** ``SWANLAB_HOST``: a private server needs ``SWANLAB_API_HOST``
   and ``SWANLAB_WEB_HOST``. SwanLab 0.7 expects the API host **with** ``/api``; 0.10 strips
-  any path and appends ``/api`` itself, so ``<root>/api`` works on both (swanlab.md §6).
-* A host without a scheme is read as ``https://`` by 0.10 (swanlab.md §3). dapo-ops does not
+  any path and appends ``/api`` itself, so ``<root>/api`` works on both (swanlab 0.10 sdk/internal/settings/compat/env.py).
+* A host without a scheme is read as ``https://`` by 0.10 (swanlab 0.10 sdk/cmd/login.py). dapo-ops does not
   guess: a scheme-less host is a one-line error asking for ``http://`` (the usual
   self-hosted server) or ``https://``. A plain-HTTP server reached as https fails after
-  five retries with a misleading ``AuthenticationError`` (swanlab.md §8).
+  five retries with a misleading ``AuthenticationError`` (swanlab 0.10.3, observed: tests/test_swanlab_tty.py).
 * Modes: 0.7 ``cloud|local|offline|disabled``; 0.10 ``online|...`` with ``cloud`` as an
   alias. dapo-ops writes ``cloud`` (works on both); ``online`` is accepted as input.
 * ``SWANLAB_RUN_ID`` + ``SWANLAB_RESUME=allow`` keep one chart across retries (both lines
-  read them; swanlab.md §9). The id is 21 lowercase alphanumerics (SwanLab's documented
+  read them; swanlab 0.10 sdk/cmd/init.py). The id is 21 lowercase alphanumerics (SwanLab's documented
   run-id shape), derived from the dapo-ops run id.
 * The runbook's ``SWANLAB_HOST`` is dapo-ops' own input variable (the server root); it is
   mapped, never passed on.
@@ -108,10 +108,10 @@ class SwanlabSettings:
           (in the container) is given: verl's default ``swanlog`` is relative to a CWD that
           may be read-only.
         * ``SWANLAB_API_HOST`` = ``<root>/api`` and ``SWANLAB_WEB_HOST`` = web root, only for
-          a private server (works on 0.7 and 0.10, swanlab.md §6).
+          a private server (works on 0.7 and 0.10, swanlab 0.10 sdk/internal/settings/compat/env.py).
         * ``SWANLAB_WORKSPACE`` when set (verl passes no workspace to ``init``).
         * ``SWANLAB_RUN_ID`` (21 chars, from ``run_id``) + ``SWANLAB_RESUME=allow`` so the
-          retries of one run continue the same SwanLab run (swanlab.md §9).
+          retries of one run continue the same SwanLab run (swanlab 0.10 sdk/cmd/init.py).
         * ``SWANLAB_INTERACTIVE=false``: never prompt inside the container (0.10).
         """
         env: dict[str, str] = {"SWANLAB_MODE": self.mode}

@@ -1,9 +1,9 @@
 """Compose generated overrides with hydra-core against a verl config directory.
 
 verl's entry points are ``@hydra.main`` apps; an unknown key, a missing ``+`` or a ``+`` on an
-existing key fails at once with Hydra's message and exit 1 (verl.md §11, §12). Composing the same
+existing key fails at once with Hydra's message and exit 1 (tests/cases/, hydra-core 1.3's override grammar). Composing the same
 overrides with Hydra's compose API reproduces those messages without torch, Ray or verl imported
-(verl.md §14): ``initialize_config_dir`` + ``compose`` + ``OmegaConf.resolve``, with the CWD set to
+(hydra-core 1.3 compose API): ``initialize_config_dir`` + ``compose`` + ``OmegaConf.resolve``, with the CWD set to
 the root that holds ``verl/trainer/config`` (the yaml's ``hydra.searchpath`` is CWD-relative).
 
 Two forms, sharing one implementation (:func:`dapo_ops.agent.compose.compose_errors`):
@@ -13,7 +13,7 @@ Two forms, sharing one implementation (:func:`dapo_ops.agent.compose.compose_err
   container's own verl and hydra (a JSON request from :func:`request_for` on stdin; answer read by
   :func:`parse_remote_result`).
 
-Compose does not catch value types, ``trainer.logger`` values or verl's dataclass checks (§14).
+Compose does not catch value types, ``trainer.logger`` values or verl's dataclass checks (verl/workers/config/actor.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Escalation ladder: what the next attempt changes after a failure (stdlib only).
 
 ``decide`` maps (current features, the classifier's verdict class + detail, retry counters,
-run settings) to a :class:`Decision`. Rules (runbook + ``failure-classes.md`` §4):
+run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
 
 - ``oom-device``: a **ladder per OOM phase** (``detail["phase"]``, names in :data:`PHASES`;
   :func:`phase_rungs`). Each rung lowers the peak of that phase on verl 0.9.1:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import token_budgets as _default_budgets
 
-#: Memory rungs of the phase-less (``unknown``) ladder, in order (failure-classes.md §3 oom-device).
+#: Memory rungs of the phase-less (``unknown``) ladder, in order (docs/troubleshooting.md oom-device).
 RUNGS = ("offload", "recompute")
 #: OOM phases (COMMON interface: ``Verdict.detail["phase"]``).
 PHASES = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync", "generation",

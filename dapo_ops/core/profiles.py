@@ -24,7 +24,7 @@ Two profiles:
 One-step-off on ``"0.8"``: ``verl.experimental.one_step_off_policy.main_ppo`` with
 ``one_step_off_ppo_trainer`` / ``one_step_off_ppo_megatron_trainer``; those yaml files set
 ``hydra.searchpath: [file://verl/trainer/config]`` (relative to the CWD), so the generator adds an
-absolute ``hydra.searchpath``. Facts: verl.md §1, §2, §4, §5, §12, §16.
+absolute ``hydra.searchpath``. Facts: verl/trainer/main_ppo.py, verl/trainer/config/ppo_trainer.yaml, verl/trainer/config/actor/actor.yaml, verl/trainer/config/algorithm.py, hydra-core 1.3's override grammar, verl/trainer/config/
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def entry(profile: str, mode: str, framework: str) -> Entry:
     return _ENTRIES[(profile, mode, framework)]
 
 
-# Keys that never exist in the yaml and therefore need "+" (verl.md §12).
+# Keys that never exist in the yaml and therefore need "+" (hydra-core 1.3's override grammar).
 PLUS_ATTN_FSDP = "+actor_rollout_ref.model.override_config.attn_implementation"
 PLUS_FLASH_NPU_MEGATRON = "+actor_rollout_ref.actor.megatron.override_transformer_config.use_flash_attn"
 PLUS_MAX_POS = "+actor_rollout_ref.model.override_config.max_position_embeddings"
@@ -175,7 +175,7 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
     npu = accelerator == "npu"
     meg = framework == "megatron"
 
-    # flash_attn (verl.md §4.1 "attention impl")
+    # flash_attn (verl/trainer/config/actor/actor.yaml "attention impl")
     if meg:
         out.append((f"{_MTC}.attention_backend", "flash" if on("flash_attn") else "unfused"))
         if npu:
@@ -261,13 +261,13 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
     # rollout engine features
     out.append(("actor_rollout_ref.rollout.enable_prefix_caching", on("prefix_cache")))
     out.append(("actor_rollout_ref.rollout.enable_chunked_prefill", on("chunked_prefill")))
-    # chunked prefill off -> max_num_batched_tokens >= max_model_len (verl.md §13); on -> vLLM default 8192
+    # chunked prefill off -> max_num_batched_tokens >= max_model_len (verl/workers/config/actor.py); on -> vLLM default 8192
     out.append(("actor_rollout_ref.rollout.max_num_batched_tokens", 8192 if on("chunked_prefill") else max(8192, seq)))
     return out
 
 
 def reward_overrides(profile: str, ent: Entry, max_response_length: int) -> list[tuple[str, object]]:
-    """DAPO reward manager + overlong buffer keys for the profile and entry (verl.md §5, §16.2-3).
+    """DAPO reward manager + overlong buffer keys for the profile and entry (verl/trainer/config/algorithm.py, verl/trainer/config/).
 
     Overlong buffer length: ``min(4096, max_response_length // 2)`` tokens (the DAPO 7B scripts use 4096
     with 8192-token responses); penalty factor 1.0; ``max_resp_len = max_response_length``.
@@ -369,7 +369,7 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
 def strategy_overrides(framework: str) -> list[tuple[str, object]]:
     """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
     ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
-    strategy keys themselves are set (verl.md §4.1). Megatron is selected by the entry/config, nothing here.
+    strategy keys themselves are set (verl/trainer/config/actor/actor.yaml). Megatron is selected by the entry/config, nothing here.
     """
     if framework != "fsdp":
         return []
@@ -377,7 +377,7 @@ def strategy_overrides(framework: str) -> list[tuple[str, object]]:
             ("critic.strategy", "fsdp2")]
 
 
-#: DAPO algorithm settings common to every profile/entry (verl.md §5).
+#: DAPO algorithm settings common to every profile/entry (verl/trainer/config/algorithm.py).
 DAPO_ALGORITHM: tuple[tuple[str, object], ...] = (
     ("algorithm.adv_estimator", "grpo"),
     ("algorithm.use_kl_in_reward", False),

@@ -13,9 +13,9 @@ exactly that session: stopping it (SIGTERM to the session) stops only the Ray pr
 run started, never another user's. Workers get a short GCS reconnect timeout, so when the head
 goes away (final failure, ``inv stop``) their raylets exit by themselves within seconds.
 
-Facts: verl.md §6 (pools add up; trainer pool = ``trainer.nnodes`` x ``trainer.n_gpus_per_node``,
-rollout pool = ``rollout.nnodes`` x ``rollout.n_gpus_per_node``), §7 (HCCL env in verl's Ascend
-scripts: ``HCCL_CONNECT_TIMEOUT=7200``, ``HCCL_EXEC_TIMEOUT=60000``), §11 (verl counts ``GPU`` or,
+Facts: verl/trainer/ppo/v1/trainer_separate_async.py (pools add up; trainer pool = ``trainer.nnodes`` x ``trainer.n_gpus_per_node``,
+rollout pool = ``rollout.nnodes`` x ``rollout.n_gpus_per_node``), verl/utils/device.py and verl's Ascend
+scripts (HCCL env: ``HCCL_CONNECT_TIMEOUT=7200``, ``HCCL_EXEC_TIMEOUT=60000``), verl/single_controller/ray/base.py (verl counts ``GPU`` or,
 when no GPU exists, ``NPU`` Ray resources).
 """
 
@@ -86,7 +86,7 @@ def plan_topology(mode: str, nodes: list[Node], trainer_gpus: int = 0, rollout_g
     """Compute the pools for ``mode`` ("dapo" | "one-step-off") on ``nodes`` (head first).
 
     DAPO: every node joins the trainer pool with ``min(devices)`` devices per node
-    (``trainer.nnodes = len(nodes)``). One-step-off: the pools are additive (verl.md §6); with
+    (``trainer.nnodes = len(nodes)``). One-step-off: the pools are additive (verl/trainer/ppo/v1/trainer_separate_async.py); with
     several hosts the trainer pool takes whole hosts first (``trainer_gpus`` per host on the first
     hosts) and the rollout pool the remaining hosts, so ``-H h1,h2`` puts trainer on h1 and rollout
     on h2. ``trainer_gpus`` / ``rollout_gpus`` are per-node counts (the runbook's
@@ -133,7 +133,7 @@ def ray_resources_arg(accelerator: str, devices: int) -> list[str]:
     """``ray start`` arguments advertising the node's accelerators.
 
     GPU: ``--num-gpus N`` (Ray's own resource). NPU: ``--resources {"NPU": N}`` (the resource
-    name verl counts when no GPU exists; verl.md §11).
+    name verl counts when no GPU exists; tests/cases/).
     """
     if accelerator == "gpu":
         return ["--num-gpus", str(devices)]

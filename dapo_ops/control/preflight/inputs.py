@@ -9,7 +9,7 @@ from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
-#: HF copy (1x). verl saves ``model_world_size_*`` / ``optim_world_size_*`` / ``huggingface/`` per step (verl.md §10).
+#: HF copy (1x). verl saves ``model_world_size_*`` / ``optim_world_size_*`` / ``huggingface/`` per step (verl/trainer/ppo/v1/trainer_base.py).
 CKPT_FACTOR = 7.0
 
 
@@ -45,7 +45,7 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         else:
             probs = d.get("problems") or ["unusable"]
             if d.get("missing"):
-                fix = (f"add column(s) {', '.join(d['missing'])} (verl.md §15: prompt = chat messages, data_source, "
+                fix = (f"add column(s) {', '.join(d['missing'])} (verl/utils/dataset/rl_dataset.py: prompt = chat messages, data_source, "
                        "reward_model = {'ground_truth': ...}) or use verl's data preprocessing scripts")
             elif not d.get("exists"):
                 fix = "run `inv prepare` to fetch it, or fix train_file / val_file"

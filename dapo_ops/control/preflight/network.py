@@ -65,7 +65,7 @@ def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, 
 def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None = None,
                       isatty: bool | None = None, mode_flag: str = "") -> Check | None:
     """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
-    models loaded (swanlab.md §8): catch it here. Uses :func:`dapo_ops.control.swanlab_cfg.resolve` with the operator's
+    models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.swanlab_cfg.resolve` with the operator's
     env and user config. ``None`` when the plan does not log to SwanLab."""
     import os
 

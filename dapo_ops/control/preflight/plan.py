@@ -38,7 +38,7 @@ class PlanView:
     @property
     def devices_needed(self) -> int | None:
         """Devices this host must offer: trainer + rollout pools on one node for one-step-off, else
-        ``n_gpus_per_node`` (verl.md §6: the pools add up)."""
+        ``n_gpus_per_node`` (verl/trainer/ppo/v1/trainer_separate_async.py: the pools add up)."""
         nnodes = int(self.s("nnodes", 1) or 1)
         if self.spec.get("mode") == "one-step-off":
             t, r = self.s("trainer_gpus"), self.s("rollout_gpus")

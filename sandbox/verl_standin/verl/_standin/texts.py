@@ -56,7 +56,7 @@ OOM_PHASES = {
 
 
 def device_oom_line(accelerator: str, rng: random.Random, device: int = 0) -> str:
-    """The innermost OOM line: torch_npu ``NPU out of memory`` or torch ``CUDA out of memory`` (verl.md §11)."""
+    """The innermost OOM line: torch_npu ``NPU out of memory`` or torch ``CUDA out of memory`` (tests/cases/)."""
     want = rng.choice([2.57, 4.64, 1.95, 3.12])
     if accelerator == "gpu":
         return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {want:.2f} GiB. GPU {device} has a "

@@ -76,7 +76,7 @@ class Out:
 
 
 def _features(cfg) -> dict:
-    """Which memory features the composed config turns on (keys per verl.md §4 / failure-classes.md)."""
+    """Which memory features the composed config turns on (keys per verl/trainer/config/actor/actor.yaml / failure-classes.md)."""
     offload = any(bool(_sel(cfg, k, False)) for k in (
         "actor_rollout_ref.actor.fsdp_config.param_offload",
         "actor_rollout_ref.actor.megatron.param_offload",
