@@ -6,6 +6,7 @@
 - every remote operation the control side starts names a module of the shipped bundle (``python -m dapo_ops.agent.<op>``);
 - docs/design.md's layout names every module of the package, and only modules that exist;
 - every repository path cited in code, docs and scripts exists (``verl/...`` paths are verl's and not checked here).
+- no import cycle.
 The import tiers themselves are import-linter contracts (pyproject.toml ``[tool.importlinter]``, run by ``.ci/run``).
 """
 
@@ -85,3 +86,17 @@ def test_every_cited_repository_path_exists():
                 if not (REPO / p).exists():
                     bad.append(f"{f}:{i}: {p}")
     assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    """No two modules of the package import each other, directly or through others, at any level (function-level
+    imports included: grimp, the graph import-linter checks its contracts on)."""
+    import grimp
+
+    graph = grimp.build_graph("dapo_ops")
+    cycles = []
+    for mod in sorted(graph.modules):
+        for dep in graph.find_modules_directly_imported_by(mod):
+            if graph.chain_exists(importer=dep, imported=mod):
+                cycles.append((mod, dep))
+    assert not cycles, cycles

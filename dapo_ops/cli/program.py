@@ -110,24 +110,14 @@ class DapoOps(Program):
         self.config.merge()
 
 
-def make_program(namespace=None) -> Program:
-    """A fresh ``dapo-ops`` program (tests build their own: ``make_program().run("dapo-ops -H h1 hosts",
-    exit=False)``). Without ``namespace``: every task (:func:`dapo_ops.cli.build_namespace`)."""
-    from dapo_ops import cli
-
+def make_program(namespace) -> Program:
+    """A fresh ``dapo-ops`` program over ``namespace`` (an invoke Collection: :func:`dapo_ops.cli.namespace_for`
+    builds the one of a command line; tests build their own: ``make_program(ns).run("dapo-ops -H h1 hosts",
+    exit=False)``)."""
     return DapoOps(
         name="dapo-ops",
-        namespace=namespace if namespace is not None else cli.build_namespace(),
+        namespace=namespace,
         executor_class=Executor,
         config_class=Config,
         version=__version__,
     )
-
-
-def __getattr__(name: str):
-    """``program.program``: the program over every task (built on first use)."""
-    if name == "program":
-        from dapo_ops import cli
-
-        return make_program(cli.ns)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
