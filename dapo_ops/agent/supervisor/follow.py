@@ -23,8 +23,8 @@ from typing import Any, Callable, Dict, List, Optional
 from dapo_ops.agent import notify
 from dapo_ops.agent.supervisor import record
 from dapo_ops.agent.supervisor.journal import iso, log, now
-from dapo_ops.core.logformat import (ANSI_RE, RESUME_RE, SAVE_RE, TOTAL_RE, parse_metrics_line,
-                                     parse_swanlab_url)
+from dapo_ops.core.logformat import (ANSI_RE, parse_metrics_line, parse_resume, parse_save, parse_swanlab_url,
+                                     parse_total)
 
 #: bytes read from the attempt log per call
 READ_BYTES = 8 << 20
@@ -110,20 +110,18 @@ class Scanner:
                 if parsed is not None:
                     record.on_step(rec, att, parsed[0], parsed[1])
                     self.writer.dirty = True
-            if "Total training steps" in line:
-                m = TOTAL_RE.search(line)
-                if m:
-                    rec["total_steps"] = int(m.group(1))
-                    self.writer.dirty = True
-            if "global_step" in line or "global step" in line:
-                m = RESUME_RE.search(line)
-                if m:
-                    att["resumed_from"] = int(m.group(1) or m.group(2))
-                    self.writer.dirty = True
-                m = SAVE_RE.search(line)
-                if m:
-                    att["saved_step"] = int(m.group(1))  # a save started (complete = on disk: latest_checkpoint)
-                    self.writer.dirty = True
+            total = parse_total(line)
+            if total is not None:
+                rec["total_steps"] = total
+                self.writer.dirty = True
+            resumed = parse_resume(line)
+            if resumed is not None:
+                att["resumed_from"] = resumed
+                self.writer.dirty = True
+            saved = parse_save(line)
+            if saved is not None:
+                att["saved_step"] = saved  # a save started (complete = on disk: latest_checkpoint)
+                self.writer.dirty = True
             if not rec.get("swanlab_url") and ("View run" in line or "swanlab" in line or self.links.pending()):
                 url = self.links.feed(line)
                 if url:
