@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from dapo_ops.core import features
+from dapo_ops.core import logformat
 from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,3 +118,19 @@ esac
 """)
     script.chmod(0o755)
     return tmp_path
+
+
+def log_facts(lines) -> tuple[list[int], list[int], list[int], list[int]]:
+    """``(steps, totals, resumes, saves)`` as the supervisor reads them from ``lines`` (one per line that says so,
+    in order), through the grammar it uses (dapo_ops/core/logformat.py; dapo_ops/agent/supervisor/follow.py)."""
+    steps, totals, resumes, saves = [], [], [], []
+    for ln in lines:
+        pm = logformat.parse_metrics_line(ln)
+        if pm:
+            steps.append(pm[0])
+        for out, fn in ((totals, logformat.parse_total), (resumes, logformat.parse_resume),
+                        (saves, logformat.parse_save)):
+            n = fn(ln)
+            if n is not None:
+                out.append(n)
+    return steps, totals, resumes, saves

@@ -21,7 +21,7 @@ from dapo_ops.core import features
 from dapo_ops.core import ladder
 from dapo_ops.core import runstate
 from dapo_ops.control import statusview
-from dapo_ops.agent import supervisor
+from supervisor_helpers import log_facts
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
 
@@ -68,17 +68,7 @@ def attempt_text(name: str, k: int) -> str:
 
 
 def parsed(text: str):
-    steps, totals, resumes = [], [], []
-    for ln in re.split(r"[\r\n]", text):
-        pm = supervisor.parse_metrics_line(ln)
-        if pm:
-            steps.append(pm[0])
-        m = supervisor.TOTAL_RE.search(ln)
-        if m:
-            totals.append(int(m.group(1)))
-        m = supervisor.RESUME_RE.search(ln)
-        if m:
-            resumes.append(int(m.group(1) or m.group(2)))
+    steps, totals, resumes, _ = log_facts(re.split(r"[\r\n]", text))
     return steps, totals, resumes
 
 

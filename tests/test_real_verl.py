@@ -52,20 +52,7 @@ def test_fixtures_are_real_and_small():
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_supervisor_parsing_reads_real_logs(name):
     want_steps, want_total, want_resume, want_saves, _ = RUNS[name]
-    steps, totals, resumes, saves = [], [], [], []
-    for ln in lines(name):
-        pm = supervisor.parse_metrics_line(ln)
-        if pm:
-            steps.append(pm[0])
-        m = supervisor.TOTAL_RE.search(ln)
-        if m:
-            totals.append(int(m.group(1)))
-        m = supervisor.RESUME_RE.search(ln)
-        if m:
-            resumes.append(int(m.group(1) or m.group(2)))
-        m = supervisor.SAVE_RE.search(ln)
-        if m:
-            saves.append(int(m.group(1)))
+    steps, totals, resumes, saves = supervisor_helpers.log_facts(lines(name))
     assert steps == want_steps
     assert totals == [want_total]
     assert resumes == ([want_resume] if want_resume is not None else [])
