@@ -1,7 +1,8 @@
 """Looking at runs on hosts: the status probe, status rows, ``logs --errors`` excerpts, ``stop`` and the ``watch``
 loop's decisions (operator side; returns values or raises typed errors, never prints or exits).
 
-Each host costs one SSH command per look: ``docker exec <c> python3 -S -m dapo_ops.agent.probe <request>`` (the
+Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
+with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.Target.look_command`; the
 bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote_bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.statusview` turns that
@@ -71,8 +72,9 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req = dict(req)
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
+    # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
     res = remote_bundle.run_op(target, "probe", [json.dumps(req)], site=False, timeout=timeout, workdir="",
-                               state_on_failure=True)
+                               state_on_failure=True, look=req.get("op") != "stop")
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

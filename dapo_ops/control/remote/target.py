@@ -61,6 +61,8 @@ class Target(CommandLines):
     reuse: bool = False
     added_host_key: str | None = field(default=None, init=False)
     _cxn: fabric.Connection | None = field(default=None, init=False, repr=False)
+    #: False once this host refused ``nsenter`` (``run(look=True)`` then uses ``docker exec``)
+    _nsenter_ok: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self):
         if self.container is None:
@@ -309,7 +311,7 @@ class Target(CommandLines):
 
     def run(self, cmd: str | list[str], *, env: dict | None = None, secret_env: dict | None = None,
             timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False,
-            state_on_failure: bool = False) -> Result:
+            state_on_failure: bool = False, look: bool = False) -> Result:
         """Run a command inside the container with ``docker exec``.
 
         :param cmd: a shell command (``sh -c <cmd>``) or an argv list (each element arrives verbatim).
@@ -323,10 +325,20 @@ class Target(CommandLines):
         :param pty: allocate a pty (``docker exec -t``): stderr merges into stdout; Ctrl-C reaches the process.
         :param state_on_failure: when ``docker exec`` fails, read the container's state in the same host command
             (one round trip for a stopped container too; not with ``pty`` or ``secret_env``).
+        :param look: a short read-only look (a string ``cmd``, no env, ``workdir=""``): entered with ``nsenter``
+            where the host allows it (:meth:`look_command`), else ``docker exec``; not with ``pty`` or secrets.
         :returns: :class:`invoke.runners.Result` (``.stdout``, ``.stderr``, ``.exited``, ``.ok``).
         :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values.
         """
         wd = self.host.workdir if workdir is None else workdir
+        if look and self._nsenter_ok and not self.bare and isinstance(cmd, str) and not (env or secret_env or pty or wd):
+            command = self.look_command(cmd)
+            if state_on_failure:
+                command = self._with_state(command)
+            res = self._raw(command, timeout=timeout)
+            if res.exited == 0 or "nsenter: " not in (res.stderr or ""):
+                return self._checked(cmd, res, check, take_state(res) if state_on_failure else None)
+            self._nsenter_ok = False  # refused on this host (user namespace, seccomp): docker exec from now on
         secrets = check_env(secret_env, "secret")
         for k, v in secrets.items():
             if "\n" in v or "\r" in v:
@@ -346,11 +358,19 @@ class Target(CommandLines):
         else:
             command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
             if state_on_failure and not pty:
-                command = (f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
-                           f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
-                           f"printf '\\n{STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc")
+                command = self._with_state(command)
             res = self._raw(command, timeout=timeout, pty=pty)
-        err = self._docker_error(res, known_state=take_state(res) if state_on_failure else None)
+        return self._checked(cmd, res, check, take_state(res) if state_on_failure else None)
+
+    def _with_state(self, command: str) -> str:
+        """``command``, then (when it failed) the container's state on stderr (``run(state_on_failure=True)``)."""
+        return (f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
+                f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
+                f"printf '\\n{STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc")
+
+    def _checked(self, cmd, res: Result, check: bool, known_state: ContainerState | None) -> Result:
+        """``res``, or the RemoteError it means (docker kinds first; kind ``command`` for a failed ``check``)."""
+        err = self._docker_error(res, known_state=known_state)
         if err:
             raise err
         if res.exited != 0 and check:
