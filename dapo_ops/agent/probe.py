@@ -18,13 +18,11 @@ The current run of a container is the one named by ``<runs_dir>/.lock`` (live or
 by every launch), else the newest run directory (run ids sort by start time, runstate.new_run_id).
 """
 
-import base64
 import json
 import os
 import signal
 import sys
 import time
-import zlib
 
 from dapo_ops.core import runstate as _rs
 
@@ -353,8 +351,16 @@ def probe_logs_tails(runs_dir, run_id=None, tail_bytes=DEFAULT_ERRORS_TAIL_BYTES
         text, size, _ = read_tail(p, tail_bytes)
         logs.append({"attempt": k, "path": p, "size": size,
                      "offset": max(0, (size or 0) - int(tail_bytes)),
-                     "z": base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")})
+                     "z": _b64z(text)})
     return {"run_id": info["run_id"], "run": _rs.read_run(run_dir), "logs": logs}
+
+
+def _b64z(text):
+    """base64 of zlib level 6 of ``text`` (UTF-8): how ``errors`` ships log tails (:func:`decode_tail` reverses)."""
+    import base64  # here: only ``logs --errors`` needs them, not every status look
+    import zlib
+
+    return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
 
 def handle(req):
@@ -397,7 +403,10 @@ def main(argv=None):
 # ------------------------------------------------------------------------------------------ operator side
 
 def decode_tail(entry):
-    """Text of one ``probe_logs_tails`` log entry."""
+    """Text of one ``probe_logs_tails`` log entry (:func:`_b64z` reversed)."""
+    import base64
+    import zlib
+
     return zlib.decompress(base64.b64decode(entry["z"])).decode("utf-8", "replace")
 
 

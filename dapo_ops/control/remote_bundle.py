@@ -26,7 +26,6 @@ import hashlib
 import io
 import posixpath
 import shlex
-import tarfile
 import time
 from pathlib import Path
 
@@ -75,6 +74,8 @@ def bundle_dir(runs_dir: str, files: dict[str, bytes] | None = None) -> str:
 
 def bundle_tar(files: dict[str, bytes]) -> bytes:
     """A gzip tar with ``dapo_ops/<module>.py`` entries (mode 0644, fixed mtime)."""
+    import tarfile  # here: only an install builds the tar, a look never does
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for name in sorted(files):

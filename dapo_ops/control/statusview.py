@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import logformat
@@ -174,7 +173,7 @@ def _recent_step_time(run: dict, tail: TailInfo) -> float | None:
     for src in (run.get("step_times") or [], tail.step_times):
         vals = [float(v) for v in src[-5:] if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
         if vals:
-            return float(statistics.median(vals))
+            return _median(vals)
     return tail.bar_s_per_step
 
 
@@ -187,6 +186,13 @@ def stale_threshold(step_time_s: float | None, stale_after_s: float = DEFAULT_ST
     """Seconds without a progress line after which a running run is flagged stale:
     ``max(stale_after_s, 3 * recent step time)``."""
     return max(stale_after_s, 3.0 * step_time_s) if step_time_s else stale_after_s
+
+
+def _median(vals: list) -> float:
+    """Median of a non-empty list of numbers (statistics.median, without importing statistics at start-up)."""
+    v = sorted(float(x) for x in vals)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
 def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> StatusRow:

@@ -26,11 +26,12 @@ import datetime as _dt
 import json
 import os
 import re
-import secrets
 import sys
 import time
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
+    from pathlib import Path  # probe imports this module on every look (bench/status.py "look" rows)
+    from typing import Any, Dict, List, Optional
 
 try:  # POSIX only; the container always has it
     import fcntl
@@ -80,6 +81,13 @@ class LockHeld(RuntimeError):
 # ---------------------------------------------------------------------------- ids and paths
 
 
+def _path(p) -> "Path":
+    """``pathlib.Path(p)``, importing pathlib on first use."""
+    from pathlib import Path
+
+    return Path(p)
+
+
 def new_run_id(now: Optional[float] = None) -> str:
     """Return a new run id ``YYYYMMDD-HHMMSS-xxxx`` (UTC time + 4 random hex digits).
 
@@ -87,6 +95,8 @@ def new_run_id(now: Optional[float] = None) -> str:
     """
     t = time.time() if now is None else now
     stamp = _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    import secrets  # here, not at import: the status probe never makes a run id
+
     return "%s-%s" % (stamp, secrets.token_hex(2))
 
 
@@ -103,7 +113,7 @@ class RunPaths:
     """
 
     def __init__(self, run_dir: "os.PathLike[str] | str"):
-        self.run_dir = Path(run_dir)
+        self.run_dir = _path(run_dir)
         self.spec = self.run_dir / SPEC_NAME
         self.run_json = self.run_dir / RUN_NAME
         self.train_log = self.run_dir / TRAIN_LOG_NAME
@@ -142,7 +152,7 @@ def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o6
     A concurrent reader sees the old or the new content, never a torn file. Non-finite
     floats become ``null``. Raises ``OSError`` when the directory is not writable.
     """
-    p = Path(path)
+    p = _path(path)
     tmp = p.with_name(p.name + ".tmp")
     text = json.dumps(_json_safe(data), indent=1, sort_keys=False, allow_nan=False)
     fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -183,7 +193,7 @@ def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
 
 def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
     """The run record ``<run_dir>/run.json``, or None when the supervisor has not written it yet."""
-    return read_json(RunPaths(run_dir).run_json)
+    return read_json(os.path.join(str(run_dir), RUN_NAME))
 
 
 def write_run(run_dir: "os.PathLike[str] | str", record: Dict[str, Any]) -> None:
@@ -244,7 +254,7 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
     Run dirs without a run.json (a launch that never started) appear as
     ``{"run_id": id, "status": "unknown", "run_dir": path}``. Unreadable JSON is skipped.
     """
-    root = Path(runs_dir)
+    root = _path(runs_dir)
     out: List[Dict[str, Any]] = []
     try:
         names = sorted((n for n in os.listdir(str(root)) if is_run_id(n)), reverse=True)
@@ -307,14 +317,14 @@ def is_supervisor_pid(pid: Optional[int], run_dir: Optional[str] = None) -> bool
         return False
     if run_dir:
         args = [a.decode("utf-8", "replace").rstrip("/") for a in cmd.split(b"\0") if a]
-        return any(a == str(run_dir).rstrip("/") or a.endswith("/" + Path(run_dir).name) for a in args)
+        return any(a == str(run_dir).rstrip("/") or a.endswith("/" + os.path.basename(str(run_dir).rstrip("/"))) for a in args)
     return True
 
 
 def read_lock(runs_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
     """The content of ``<runs_dir>/.lock`` (dict with run_id, pid, run_dir, since) or None."""
     try:
-        data = read_json(Path(runs_dir) / LOCK_NAME)
+        data = read_json(os.path.join(str(runs_dir), LOCK_NAME))
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -343,12 +353,34 @@ def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None)
     ``role`` head|worker, ``head``, ``head_address``, ``port``) plus ``pid_file``; ``name`` limits them to one
     inventory host (a shared runs_dir holds every node's files). A leader counts when its PID lives and its argv
     names ray (a PID recycled after a container restart does not). Newest run first."""
-    root = Path(runs_dir) / ".cluster"
+    root = os.path.join(str(runs_dir), ".cluster")
     out: List[Dict[str, Any]] = []
     try:
-        runs = sorted((n for n in os.listdir(str(root)) if is_run_id(n)), reverse=True)
+        runs = sorted((n for n in os.listdir(root) if is_run_id(n)), reverse=True)
     except OSError:
         return out
+    for rid in runs:
+        ray_dir = os.path.join(root, rid, "ray")
+        try:
+            files = sorted(f for f in os.listdir(ray_dir) if f.endswith(".pid"))
+        except OSError:
+            continue
+        for f in files:
+            node = f[:-4]
+            if name and node != name:
+                continue
+            try:
+                with open(os.path.join(ray_dir, f)) as fh:
+                    sid = int(fh.read().split()[0])
+                info = read_json(os.path.join(ray_dir, node + ".json")) or {}
+            except (OSError, ValueError, IndexError):
+                continue
+            cmd = pid_cmdline(sid) if pid_alive(sid) else None
+            if cmd is None or b"ray" not in cmd:
+                continue
+            out.append(dict(info if isinstance(info, dict) else {}, run_id=rid, name=node, pid=sid,
+                            pid_file=os.path.join(ray_dir, f)))
+    return out
     for rid in runs:
         ray_dir = root / rid / "ray"
         try:
@@ -400,7 +432,7 @@ def acquire_lock(runs_dir: "os.PathLike[str] | str", run_id: str, pid: int, run_
     Raises :class:`LockHeld` when another live supervisor holds it; ``OSError`` when
     ``runs_dir`` cannot be created or written.
     """
-    root = Path(runs_dir)
+    root = _path(runs_dir)
     root.mkdir(parents=True, exist_ok=True)
     with _Guard(root):
         cur = read_lock(root)
@@ -415,7 +447,7 @@ def acquire_lock(runs_dir: "os.PathLike[str] | str", run_id: str, pid: int, run_
 
 def release_lock(runs_dir: "os.PathLike[str] | str", run_id: str) -> bool:
     """Remove ``<runs_dir>/.lock`` if ``run_id`` holds it. Returns True when removed."""
-    root = Path(runs_dir)
+    root = _path(runs_dir)
     try:
         with _Guard(root):
             cur = read_lock(root)
