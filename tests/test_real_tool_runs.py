@@ -35,6 +35,9 @@ WANT = {
     "a2-success": ("20261201-140200-91ad", 3, None, [1, 2, 3], 1),
     "b2-resume": ("20261201-140643-9a7a", 4, 3, [4], 1),
     "d-update-oom-release": ("20261201-122813-4def", 1, None, [1], 2),
+    # a and b again after status looks entered with nsenter and runstate's import trims, 2026-12-01 15:51 UTC
+    "a3-success": ("20261201-155147-ce59", 3, None, [1, 2, 3], 1),
+    "b3-resume": ("20261201-155641-7c25", 4, 3, [4], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -111,7 +114,8 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
     assert resumes == ([resumed] if resumed is not None else [])
 
 
-@pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success")])
+@pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success"),
+                                                 ("b3-resume", "a3-success")])
 def test_resume_redoes_no_earlier_step(name, earlier):
     """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
     body = log_text(name)
@@ -220,10 +224,12 @@ def test_status_view_with_the_real_tail(name):
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
 
 
-def test_preflight_through_the_bundle_ops_on_the_real_host():
-    """a2's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every check ok,
-    the overrides composed by the host's own hydra against its installed verl, the verl version read by verlinfo."""
-    text = (RUNS / "a2-success" / "preflight.txt").read_text()
+@pytest.mark.parametrize("name", ["a2-success", "a3-success"])
+def test_preflight_through_the_bundle_ops_on_the_real_host(name):
+    """a2's and a3's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every
+    check ok, the overrides composed by the host's own hydra against its installed verl, the verl version read by
+    verlinfo."""
+    text = (RUNS / name / "preflight.txt").read_text()
     rows = [ln for ln in text.splitlines() if ln.startswith("\u2502")]
     checks = {r.split("\u2502")[1].strip(): r.split("\u2502")[2].strip() for r in rows}
     assert {"ssh", "devices", "verl", "overrides", "model", "memory-fit"} <= set(checks)
