@@ -141,7 +141,7 @@ def test_corpus_covers_every_class_with_variants(test_report):
 
 import re  # noqa: E402
 
-_PREFIX = re.compile(r"^\((?:[^()\s]+ pid=\d+|raylet)(?:, ip=[0-9.]+)?\) ?")
+_PREFIX = re.compile(r"^\((?:(?:[^()\s=]+ )?pid=\d+|raylet)(?:, ip=[0-9.]+)?\) ?")
 
 
 def _strip_prefixes(text):
@@ -183,7 +183,21 @@ def _recase(text):
     return "\n".join(fix(ln) for ln in text.split("\n"))
 
 
-TRANSFORMS = {"strip-prefixes": _strip_prefixes, "add-prefixes": _add_prefixes, "colour": _colour,
+def _nameless_pids(text):
+    """Ray's prefix without an actor name, ``(pid=N)`` (a plain task's output; dapo_ops/core/logformat.py
+    RAY_PREFIX_RE), on every line that had a worker prefix or none; raylet lines keep theirs."""
+    out = []
+    for ln in text.split("\n"):
+        m = _PREFIX.match(ln)
+        if m and not m.group(0).startswith("(raylet"):
+            ln = "(pid=%d) " % (4000 + len(out)) + ln[m.end():]
+        elif ln and not m and not ln.startswith("====="):
+            ln = "(pid=77, ip=192.0.2.9) " + ln
+        out.append(ln)
+    return "\n".join(out)
+
+
+TRANSFORMS = {"nameless-pids": _nameless_pids, "strip-prefixes": _strip_prefixes, "add-prefixes": _add_prefixes, "colour": _colour,
               "crlf-bars": _crlf_and_bars, "dedup-suffix": _dedup_suffix, "recase": _recase}
 
 

@@ -5,7 +5,8 @@ STDLIB ONLY (shipped into the training container with the classifier).
 The ANSI regex here is wider than ``dapo_ops.core.logformat.ANSI_RE`` (CSI with a letter final only): it also
 removes OSC sequences (terminal hyperlinks ``ESC ] 8;; url BEL``) and two-character escapes, so that error
 text wrapped in them still matches a signature.
-Facts: Ray prefixes and dedup suffixes (``ray/_private/log_monitor.py``), Ray's OOM advice text
+Facts: Ray prefixes (the grammar's, ``dapo_ops.core.logformat.RAY_PREFIX_RE``) and dedup suffixes
+(``ray/_private/log_monitor.py``), Ray's OOM advice text
 (``ray/exceptions.py``), Hydra's override echo (``hydra/_internal/utils.py``).
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 import bisect
 import re
 
+from dapo_ops.core import logformat
+
 _ANSI_RX = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-# (WorkerDict pid=123) / (WorkerDict pid=123, ip=192.0.2.1) / (raylet) / (raylet, ip=...)
-_RAY_PREFIX_RX = re.compile(
-    r"^\s*\((?:(?P<name>[^()\s]+) pid=(?P<pid>\d+)|raylet)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)\s?"
-)
-_RANK_PREFIX_RX = re.compile(r"^\[rank-?(?P<rank>\d+)\]:\s?")
+# Ray / rank prefixes: THE log grammar's (dapo_ops/core/logformat.py): (WorkerDict pid=123[, ip=...]), the
+# nameless (pid=123) of tasks and (raylet[, ip=...]); [rank0]: / [rank-1]:
+_RAY_PREFIX_RX = logformat.RAY_PREFIX_RE
+_RANK_PREFIX_RX = logformat.RANK_PREFIX_RE
 # Boilerplate removed from inside lines before any matching (ray/_private/..., ray/exceptions.py).
 # (needle, regex): the regex runs only when the needle occurs (each starts with a literal: fast scan).
 _BOILERPLATE = (
@@ -79,8 +81,8 @@ class Log:
                 if pm:
                     if pm.group("name"):
                         names[i] = pm.group("name")
-                    else:
-                        names[i] = "raylet"
+                    elif pm.group("pid") is None:
+                        names[i] = "raylet"  # (raylet): the node's log monitor; a nameless (pid=N) has no actor
                     if pm.group("ip"):
                         ips[i] = pm.group("ip")
                     line = line[pm.end():]
