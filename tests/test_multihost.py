@@ -96,6 +96,12 @@ def test_lost_worker_verdict_names_host_and_address_and_never_shrinks():
     assert "\n" not in v["action"]
 
 
+def test_lost_worker_verdict_of_a_one_step_off_run_names_its_own_task():
+    alive = {"nodes": [{"address": RAY["nodes"][0]["address"]}]}
+    v = cluster.lost_nodes_verdict(RAY, alive, "one-step-off")
+    assert "relaunch with `inv one-step-off -H h1,h2 --resume " in v["action"], v["action"]
+
+
 def test_head_that_does_not_answer_is_named():
     v = cluster.lost_nodes_verdict(RAY, None)
     assert "Ray head on h1 (198.51.100.11:6379)" in v["action"] and v["detail"]["host"] == "h1"

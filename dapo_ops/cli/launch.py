@@ -115,8 +115,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
                         extra=extra, independent=independent)
     st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
-    if resume and len(chosen) > 1:  # (control.multihost can resume a cluster run; the CLI does not offer it yet)
-        fail(f"--resume {resume!r}: give one run id (YYYYMMDD-HHMMSS-xxxx, from inv status --list) and one -H host",
+    if resume and len(chosen) > 1 and independent:  # one run id names one run: a cluster run, or one host's
+        fail(f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
+             f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>",
              EXIT_USAGE)
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)

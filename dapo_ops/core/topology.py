@@ -208,12 +208,13 @@ RETRY_CHECK_S = 10.0
 RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
 
 
-def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
+def lost_nodes_verdict(ray_spec: dict, view: dict | None, mode: str = "dapo") -> dict | None:
     """A stop verdict (docs/design.md "Verdict" JSON) when a node of ``ray_spec`` is not alive in
     ``view`` (:func:`dapo_ops.agent.raysession.cluster_view`), else None.
 
     The run is never shrunk: a checkpoint is tied to its world size (``model_world_size_<W>_rank_*``),
     so the fix is to bring the node back and relaunch on the same hosts (the run resumes from it).
+    ``mode`` (the run's: ``dapo`` | ``one-step-off``) picks the task the relaunch line names.
     """
     nodes = ray_spec.get("nodes") or []
     hosts = ",".join(n["name"] for n in nodes)
@@ -232,7 +233,8 @@ def lost_nodes_verdict(ray_spec: dict, view: dict | None) -> dict | None:
     run_id = pid_file.rstrip("/").split("/")[-3] if pid_file.count("/") >= 3 else "<run id>"  # .cluster/<id>/ray/
     action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
-              f"`inv launch -H {hosts} --resume {run_id}`: it continues from the last checkpoint")
+              f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
+              f"continues from the last checkpoint")
     return {"cls": "network", "action_kind": "stop", "action": action,
             "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
                      "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),

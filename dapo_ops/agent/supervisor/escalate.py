@@ -117,7 +117,7 @@ def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if not ray_spec or len(ray_spec.get("nodes") or []) < 2:
         return None
     view = raysession.cluster_view(spec.get("python") or sys.executable, ray_spec)
-    v = topology.lost_nodes_verdict(ray_spec, view)
+    v = topology.lost_nodes_verdict(ray_spec, view, spec.get("mode") or "dapo")
     if v is not None:
         log("cluster check: %s" % v["evidence"][0])
     return v
