@@ -113,6 +113,22 @@ def test_bundle_contents_hash_and_closure():
     assert remote_bundle.bundle_hash(changed) != remote_bundle.bundle_hash(files)
 
 
+def test_the_own_bundle_is_read_once_but_an_edit_is_seen_in_the_same_process(tmp_path, monkeypatch):
+    import shutil
+
+    pkg = tmp_path / "dapo_ops"
+    shutil.copytree(remote_bundle.PKG_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(remote_bundle, "PKG_DIR", pkg)
+    monkeypatch.setattr(remote_bundle, "_OWN", [])
+    first = remote_bundle.bundle_files()
+    first["core/runstate.py"] = b"mutated by a caller"  # a caller's dict is its own
+    assert remote_bundle.bundle_files()["core/runstate.py"] == (pkg / "core" / "runstate.py").read_bytes()
+    before = remote_bundle.bundle_dir("/r")
+    (pkg / "core" / "runstate.py").write_bytes((pkg / "core" / "runstate.py").read_bytes() + b"\n# edited\n")
+    after = remote_bundle.bundle_dir("/r")
+    assert after != before and after == remote_bundle.bundle_dir("/r", remote_bundle.bundle_files(pkg))
+
+
 def test_bundle_install_script_unpacks_atomically(tmp_path):
     files = remote_bundle.bundle_files()
     bdir = remote_bundle.bundle_dir(str(tmp_path / "runs"), files)

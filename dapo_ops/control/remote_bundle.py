@@ -44,22 +44,37 @@ MISSING_RC = 97
 MISSING_MARK = "dapo-ops-bundle-missing"
 
 
+#: this process's read of its own package's bundle: (stat signature, files, hash) (:func:`bundle_files`)
+_OWN: list = []
+
+
 def bundle_files(pkg_dir: Path | None = None) -> dict[str, bytes]:
     """``{"<path relative to dapo_ops/>": content}``: ``__init__.py`` and every ``.py`` under :data:`SHIPPED`.
 
     The bundle is the folders, not an import closure: whatever lands in ``core/`` or ``agent/`` ships
-    (``tests/test_stdlib_only.py`` keeps them stdlib-only).
+    (``tests/test_stdlib_only.py`` keeps them stdlib-only). The package's own bundle is read once per process
+    and again only when a file's size or mtime changes (a fleet look calls this once per host: ~8 ms of reading
+    and hashing each time otherwise); callers get their own dict.
     """
     d = Path(pkg_dir) if pkg_dir else PKG_DIR
-    files = {"__init__.py": (d / "__init__.py").read_bytes()}
-    for tier in SHIPPED:
-        for f in sorted((d / tier).rglob("*.py")):
-            files[f.relative_to(d).as_posix()] = f.read_bytes()
-    return files
+    paths = [d / "__init__.py"] + [f for tier in SHIPPED for f in sorted((d / tier).rglob("*.py"))]
+    if d != PKG_DIR:
+        return {f.relative_to(d).as_posix(): f.read_bytes() for f in paths}
+    sig = tuple((str(f), st.st_size, st.st_mtime_ns) for f in paths for st in (f.stat(),))
+    if not _OWN or _OWN[0] != sig:
+        files = {f.relative_to(d).as_posix(): f.read_bytes() for f in paths}
+        _OWN[:] = [sig, files, _hash(files)]
+    return dict(_OWN[1])
 
 
 def bundle_hash(files: dict[str, bytes]) -> str:
     """12 hex digits of SHA-256 over the sorted file names and contents."""
+    if _OWN and files == _OWN[1]:
+        return _OWN[2]
+    return _hash(files)
+
+
+def _hash(files: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name] + b"\0")
