@@ -125,6 +125,8 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("hydra-append", "config-error", ROOT, "could not append",
      r"could not append to config\. an item is already at '([^']+)'"),
     ("hydra-parse", "config-error", ROOT, "error parsing override", r"error parsing override '([^']*)'"),
+    # Hydra's wrapper line for any +/~ override that cannot merge (the OmegaConf reason follows on the next line)
+    ("hydra-merge", "config-error", ROOT, "error merging override", r"error merging override [+~]*([\w.\[\]/@-]+)"),
     ("hydra-load", "config-error", ROOT, "could not load", r"in '[^']+': could not load '([^']+)'"),
     ("hydra-defaults", "config-error", ROOT, "no match in the defaults list", r"no match in the defaults list"),
     ("hydra-primary", "config-error", ROOT, "cannot find primary config", r"cannot find primary config '([^']+)'"),
@@ -228,8 +230,14 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     ("tracker-401", "auth-error", ROOT, "401",
      r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
-    ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads"),
-     r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads",
+    # (swanlab <= 0.7 "swanlab: swanlab api error, status code: 499"; 0.9 SDK "Upload failed due to network or
+    # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
+    ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads",
+                                      "swanlab api error", "upload failed due to network", "upload recovered",
+                                      "[http] retry #"),
+     r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
+     r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
+     r"|swanlab\.\S*session\S* - \[http\] retry #\d+",
      NONFATAL),
     # ---- container
     ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
