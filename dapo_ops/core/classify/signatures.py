@@ -259,9 +259,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
      r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
     # ENOSPC / EDQUOT, and torch.save's own words for a failed write (c10 inline_container.cc)
+    # ("unexpected pos <a> vs <b>": torch.save's zip writer after a short write on a full shared filesystem)
     ("disk-full", "crash-other", ROOT, ("no space left on device", "disk quota exceeded", "storagefull",
-                                        "pytorchstreamwriter failed writing"),
-     r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"),
+                                        "pytorchstreamwriter failed writing", "unexpected pos"),
+     r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"
+     r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"),
     # device absent / not mounted / not visible (codes: dapo_ops/core/classify/device_codes.py)
     ("device-unavailable", "crash-other", ROOT, ("error code", "ret", "aclerror", "curesult", "cuda_error",
                                                  "no cuda", "aclrtsetdevice"),
@@ -291,7 +293,7 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("net-exc", "network", WEAK, ("error", "exception"),
      r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
      r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror|readtimeout|connecttimeout"
-     r"|readtimeouterror|connecttimeouterror)\b.*"
+     r"|readtimeouterror|connecttimeouterror|connecterror)\b.*"
      r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
      r"|name or service not known|temporary failure in name resolution|max retries exceeded with url"
      r"|read timed out)"),
