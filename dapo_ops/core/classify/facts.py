@@ -35,7 +35,8 @@ _EXIT_RXS = (  # (needle, regex): an EXIT=<n> trailer, "... exited with code <n>
 )
 #: any ``global_step_N`` (save, resume or a path): the newest checkpoint seen, which may be partial
 _GLOBAL_STEP_RX = re.compile(r"global_step_(\d+)")
-_ALLOC_RX = re.compile(r"tried to allocate (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b")
+# (torch_npu for an absurd size: "Tried to allocate more than 1EB memory")
+_ALLOC_RX = re.compile(r"tried to allocate (?:more than )?(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b")
 _IP_RX = re.compile(r"(?:\bip=|ip: ?|worker ip address: ?)(\d{1,3}(?:\.\d{1,3}){3})")
 _TOTAL_RXS = (re.compile(r"total capacity of (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b"),
               re.compile(r"(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes) total capacity"))

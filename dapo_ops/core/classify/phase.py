@@ -28,8 +28,9 @@ _TRAIN_FRAME_RX = re.compile(
     r"|entropy_from_logits|dp_actor\.py|dp_critic\.py|megatron_actor|_forward_micro_batch|torch/optim/"
     r"|torch/autograd/|fsdp_workers\.py|megatron_workers\.py"
 )
+# (vLLM's Ray executor workers: RayWorkerWrapper, vllm-ascend's NPURayWorkerWrapper)
 _ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
-                                r"|AsyncSglang|RolloutServer)", re.I)
+                                r"|AsyncSglang|RolloutServer|(?:NPU)?RayWorkerWrapper)", re.I)
 # rollout engines' own allocators (SGLang torch_memory_saver, vLLM sleep-mode cumem / vllm-ascend camem)
 _ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/")
 # Phase words in traceback frames (``File "...", line N, in <func>``) and ``ray::Worker.<method>()`` lines, in
@@ -187,6 +188,10 @@ def oom_context(log: Log, i: int) -> str:
     for j in range(i + 1, min(len(log.lines), i + 10)):
         ll = log.low_line(j)
         if "enginecore failed to start" in ll or "engine core initialization failed" in ll:
+            return "rollout"
+        # vLLM's worker_base.execute_method logs the error first, then "Error executing method '<m>'" and the
+        # traceback (vllm/worker/worker_base.py): the frames of this error come after it
+        if j <= i + 3 and "error executing method '" in ll:
             return "rollout"
     for j in range(i - 1, max(-1, i - 80), -1):
         ll = log.low_line(j)

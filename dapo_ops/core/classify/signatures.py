@@ -88,7 +88,7 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- rollout engine (vLLM / vllm-ascend) KV cache at start-up
     ("kv-no-blocks", "oom-kv-cache", ROOT, "cache blocks", r"no available memory for the cache blocks"),
     ("kv-maxlen", "oom-kv-cache", ROOT, "max seq len",
-     r"to serve at least one request with the model's max seq len"
+     r"to serve at least one request with the models?'s max seq len"
      r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in kv cache"),
     ("kv-free-below-util", "oom-kv-cache", ROOT, "on startup",
      r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization"),
@@ -97,8 +97,13 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("kv-profiling-dirty", "oom-kv-cache", ROOT, "not properly cleaned up",
      r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
-    ("ray-oom", "oom-ray", ROOT, ("running low on memory", "killed due to memory pressure"),
-     r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"),
+    # (Ray 2.0 raylet: "System memory low at node with IP <ip>. Used memory ... exceeds threshold <t>, killing
+    # latest task ..."; Ray 1.x: "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node
+    # <n> is used" -- both the host RAM monitor, never the device)
+    ("ray-oom", "oom-ray", ROOT, ("running low on memory", "killed due to memory pressure", "system memory low",
+                                   "rayoutofmemoryerror"),
+     r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"
+     r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"),
     ("ray-oom-node", "oom-ray", ROOT, "memory on the node (ip:",
      r"memory on the node \(ip: [^)]{0,80}\) .{0,400}exceeds the memory usage threshold"),
     # ---- kernel / cgroup OOM killer
@@ -113,9 +118,15 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- config (Hydra / verl asserts / resources / resume layout)
     ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
     ("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
+    # OmegaConf on a structured (dataclass) config: "Key 'x' not in 'SomeConfig'"; a read of an absent key:
+    # "ConfigAttributeError: Missing key x" (omegaconf/dictconfig.py _get_node; both followed by full_key:)
+    ("omegaconf-key", "config-error", ROOT, ("not in '", "missing key"),
+     r"key '([^']+)' not in '\w+'|config(?:attribute|key)error: missing key ([\w.\[\]-]+)"),
     ("hydra-append", "config-error", ROOT, "could not append",
      r"could not append to config\. an item is already at '([^']+)'"),
     ("hydra-parse", "config-error", ROOT, "error parsing override", r"error parsing override '([^']*)'"),
+    # Hydra's wrapper line for any +/~ override that cannot merge (the OmegaConf reason follows on the next line)
+    ("hydra-merge", "config-error", ROOT, "error merging override", r"error merging override [+~]*([\w.\[\]/@-]+)"),
     ("hydra-load", "config-error", ROOT, "could not load", r"in '[^']+': could not load '([^']+)'"),
     ("hydra-defaults", "config-error", ROOT, "no match in the defaults list", r"no match in the defaults list"),
     ("hydra-primary", "config-error", ROOT, "cannot find primary config", r"cannot find primary config '([^']+)'"),
@@ -186,8 +197,10 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"generated too many\. please check if your data are too difficult"),
     ("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
      r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
-    ("data-schema", "data-error", ROOT, "keyerror",
-     r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"),
+    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset"),
+     r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"
+     r"|keyerror: \"none of \[index\(\[.{0,200}\] are in the \[columns\]"
+     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset"),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
@@ -196,6 +209,8 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"proxyerror|cannot connect to proxy|tunnel connection failed"),
     ("hub", "network", ROOT, ("localentrynotfounderror", "we couldn't connect"),
      r"localentrynotfounderror|we couldn't connect to 'https?://([^'/]+)"),
+    ("http-transient", "network", ROOT, ("client error", "server error"),
+     r"\b429 client error: too many requests|\b5\d\d server error: [^\n]{0,80}?for url: https?://"),
     ("ssh", "network", ROOT, "ssh:",
      r"ssh: connect to host (\S+) port \d+: (?:connection timed out|connection refused|no route to host)"
      r"|ssh: could not resolve hostname (\S+?):"),
@@ -215,8 +230,14 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     ("tracker-401", "auth-error", ROOT, "401",
      r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
-    ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads"),
-     r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads",
+    # (swanlab <= 0.7 "swanlab: swanlab api error, status code: 499"; 0.9 SDK "Upload failed due to network or
+    # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
+    ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads",
+                                      "swanlab api error", "upload failed due to network", "upload recovered",
+                                      "[http] retry #"),
+     r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
+     r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
+     r"|swanlab\.\S*session\S* - \[http\] retry #\d+",
      NONFATAL),
     # ---- container
     ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
@@ -237,7 +258,12 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
      r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
      r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
-    ("disk-full", "crash-other", ROOT, "no space left on device", r"no space left on device"),
+    # ENOSPC / EDQUOT, and torch.save's own words for a failed write (c10 inline_container.cc)
+    # ("unexpected pos <a> vs <b>": torch.save's zip writer after a short write on a full shared filesystem)
+    ("disk-full", "crash-other", ROOT, ("no space left on device", "disk quota exceeded", "storagefull",
+                                        "pytorchstreamwriter failed writing", "unexpected pos"),
+     r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"
+     r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"),
     # device absent / not mounted / not visible (codes: dapo_ops/core/classify/device_codes.py)
     ("device-unavailable", "crash-other", ROOT, ("error code", "ret", "aclerror", "curesult", "cuda_error",
                                                  "no cuda", "aclrtsetdevice"),
@@ -266,9 +292,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- weak network: exception lines only
     ("net-exc", "network", WEAK, ("error", "exception"),
      r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
-     r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror)\b.*"
+     r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror|readtimeout|connecttimeout"
+     r"|readtimeouterror|connecttimeouterror|connecterror)\b.*"
      r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
-     r"|name or service not known|temporary failure in name resolution|max retries exceeded with url)"),
+     r"|name or service not known|temporary failure in name resolution|max retries exceeded with url"
+     r"|read timed out)"),
     # ---- generic crash evidence
     ("actor-died", "crash-other", GENERIC, ("died", "system_error"),
      r"actordiederror|the actor died unexpectedly|the worker died unexpectedly"

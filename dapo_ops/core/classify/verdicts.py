@@ -49,7 +49,8 @@ CONFIG_KEYS: dict[str, str] = {
 }
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
-    "hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key", "gpus-less": "gpus",
+    "hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
+    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus",
     "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
     "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
     "raylet-register": "ray-cpus",
@@ -204,6 +205,11 @@ def _network(log, f, d, h, same_tier, fatal) -> Verdict:
             if m:
                 d["address"] = m.group(1) or m.group(2)
                 break
+    elif name == "http-transient":
+        # 429 / 5xx from an HTTP endpoint: the Hub (or a mirror) when the URL names one, else some other service
+        m = re.search(r"for url: https?://([^/\s]+)", log.low_line(i))
+        d["address"] = m.group(1) if m else None
+        d["cause"] = "hub" if m and re.search(r"huggingface|hf\.co|hf-mirror|modelscope", m.group(1)) else "http"
     elif name == "ssh":
         d["cause"] = "ssh"
         d["address"] = next((g for g in h.m.groups() if g), None)
@@ -336,6 +342,8 @@ def _config_key(log: Log, h: Hit) -> str | None:
         if "backend" in ll:
             return "actor_rollout_ref.rollout.checkpoint_engine.backend"
         return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
+    if name == "hydra-merge":
+        return log.lines[i][h.m.start(1):h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):
         return h.m.group(1)
     if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
