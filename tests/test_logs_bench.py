@@ -86,6 +86,8 @@ def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
     # a tqdm redraw (\r) shows as its last state, one whole line
     assert "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]" in f.lines
     assert not any("35%" in ln for ln in f.lines)
+    # tail's rotation notes never split a log line (tail's stderr joins its stdout in the container)
+    assert not any(ln.startswith("tail: ") and "step:" in ln for ln in f.lines), f.lines
     deadline = time.time() + 15
     while "tail" in container_pids(sandbox, "h1").values():
         assert time.time() < deadline, "the remote tail survived Ctrl-C"

@@ -13,7 +13,7 @@ import pytest
 
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
-from dapo_ops.control import inventory
+from dapo_ops.control import cluster_ops, inventory
 from dapo_ops.control import remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.core.topology import TopologyError
@@ -280,6 +280,7 @@ def fake_launch(tmp_path, monkeypatch):
     """``run(fail_host, fail_step, n, run_status)`` -> (ClusterRun or ClusterLaunchError, FakeCluster)."""
     monkeypatch.setattr(launch_svc, "SETTLE_S", 0.0)
     monkeypatch.setenv("DAPO_OPS_RAY_JOIN_TIMEOUT", "1")
+    monkeypatch.setattr(cluster_ops, "HEAD_UP_TIMEOUT_S", 1.0)
 
     def run(fail_host="", fail_step="", n=2, run_status="running", mode="dapo"):
         hosts = _hosts(tmp_path, n)

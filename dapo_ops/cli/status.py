@@ -164,7 +164,11 @@ class LineWriter(io.TextIOBase):
 # In the container: tail follows the log by name; ``cat`` holds the exec's stdin and returns at EOF, which comes
 # when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed, client killed), and then
 # the tail is killed too. ``docker exec -t`` + ``\x03`` alone leaves the tail running when the client vanishes.
-FOLLOW_SCRIPT = 'tail -n "$1" -F "$0" & t=$!; cat >/dev/null; kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0'
+# tail's notes (rotation: "has become inaccessible" / "has appeared") go to its stdout (2>&1): docker exec carries
+# stdout and stderr as two streams, and GNU tail writes "tail: " and the note in two writes, so a log line could
+# land between them on the operator's terminal ("tail: after rotation ..."); one stream keeps tail's order.
+FOLLOW_SCRIPT = ('tail -n "$1" -F "$0" 2>&1 & t=$!; cat >/dev/null; kill $t 2>/dev/null; wait $t 2>/dev/null; '
+                 'exit 0')
 
 
 def follow(pairs, lines: int, out=None) -> int:

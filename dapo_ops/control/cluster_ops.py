@@ -29,8 +29,10 @@ from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.core import topology
 from dapo_ops.core.topology import Node, Topology
 
-#: seconds to wait for every node to join before giving up
+#: seconds the workers get to join once the head is up, before giving up
 JOIN_TIMEOUT_S = 90.0
+#: seconds the head gets to come up (registered in its own GCS), at least; a longer join timeout raises it
+HEAD_UP_TIMEOUT_S = 90.0
 
 class ClusterError(RuntimeError):
     """The cluster could not be brought up. ``str()`` is one line naming the host and the fix."""
@@ -93,9 +95,11 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
     """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
 
     ``targets`` maps host names to connected :class:`Target` s (their containers); ``run_dir`` is the
-    run's directory inside every container (the same path on each host). Bounded by ``join_timeout``
-    seconds. On any failure everything started is torn down and :class:`ClusterError` names the host
-    (a node that never joined, an unreachable container, a head that did not start).
+    run's directory inside every container (the same path on each host). The head gets
+    ``max(join_timeout, HEAD_UP_TIMEOUT_S)`` seconds to come up, then the workers ``join_timeout`` seconds to
+    join (two bounds: a head slow to start on a loaded host is not a worker that cannot reach it, and each error
+    names the one that ran out). On any failure everything started is torn down and :class:`ClusterError` names
+    the host (a node that never joined, an unreachable container, a head that did not start).
     """
     head = topo.head
     nodes = list(topo.nodes)
@@ -107,17 +111,16 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         env = topology.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
         info = {"head": head.name, "head_address": head.address, "port": topology.RAY_PORT}
         address = f"{head.address}:{topology.RAY_PORT}"
-        deadline = time.monotonic() + join_timeout
+        head_up_s = max(join_timeout, HEAD_UP_TIMEOUT_S)
         _start_node(targets[head.name], topology.ray_head_argv("ray", head, accelerator), env, run_dir,
                     head.name, python, {**info, "role": "head"})
         started.append(head)
         workers = nodes[1:]
         # workers only once the head node is registered in its GCS: a worker that starts earlier gives up by itself
         # ("No node info found for head node in GCS") when the head is slow to come up (a loaded host)
-        if workers and not _wait(targets[head.name], python, 1, max(deadline - time.monotonic(), 1.0),
-                                 address)["nodes"]:
+        if workers and not _wait(targets[head.name], python, 1, head_up_s, address)["nodes"]:
             raise ClusterError(
-                f"the Ray head on '{head.name}' ({address}) did not come up within {join_timeout:.0f} s: see "
+                f"the Ray head on '{head.name}' ({address}) did not come up within {head_up_s:.0f} s: see "
                 f"{run_dir}/ray/{head.name}.log in its container (port {topology.RAY_PORT} taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
@@ -126,6 +129,7 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                         n.name, python, {**info, "role": "worker"})
             started.append(n)  # as soon as it runs: a failing sibling must not leave this one up
 
+        deadline = time.monotonic() + join_timeout  # the workers' bound starts when they do
         with ThreadPoolExecutor(max_workers=max(len(workers), 1)) as pool:
             for fut in [pool.submit(start_worker, n) for n in workers]:
                 fut.result()

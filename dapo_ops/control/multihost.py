@@ -40,7 +40,7 @@ from dapo_ops.core import runstate
 from dapo_ops.core.topology import Node, TopologyError
 from dapo_ops.core.profiles import OverrideError
 
-#: seconds to wait for every Ray node to join (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT`` overrides
+#: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
 
 
@@ -70,7 +70,7 @@ class ClusterRun:
 
 
 def join_timeout(env=None) -> float:
-    """Seconds to wait for every node to join: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
+    """Seconds the workers get to join once the head is up: ``DAPO_OPS_RAY_JOIN_TIMEOUT`` or :data:`JOIN_TIMEOUT_S`."""
     raw = (env if env is not None else os.environ).get("DAPO_OPS_RAY_JOIN_TIMEOUT", "")
     try:
         return float(raw) if raw and float(raw) > 0 else JOIN_TIMEOUT_S
