@@ -239,19 +239,28 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     assert wait_no_ray(sandbox) == {}
 
 
-def test_a_cluster_run_resumes_on_the_same_hosts_from_its_last_checkpoint(sandbox, cli):
-    """What the lost-node verdict tells the operator to run (`inv launch -H h1,h2 --resume <id>`) works: a new
-    cluster run on the same two hosts continues the earlier one's checkpoints and trains only the steps left."""
+def test_independent_runs_cannot_share_one_resume_id(sandbox, cli):
+    res = cli("launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd",
+              *INPUT_FLAGS)
+    assert res.returncode == 2 and "drop --independent" in res.stderr and "\n" not in res.stderr.strip(), res.stderr
+
+
+def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_resumes_the_first(sandbox, cli):
+    """Two cluster runs right after each other on the same hosts; the second is what the lost-node verdict tells
+    the operator to run (`inv launch -H h1,h2 --resume <id>`): it continues the first one's checkpoints and
+    trains only the steps left."""
     sandbox.set_scenario("h1", {"step_time": 0.2})
     first = cli("launch", "-H", "h1,h2", "--steps", "2", "--save-freq", "1", *INPUT_FLAGS)
     assert first.returncode == 0, first.stderr
     rid1 = run_id_of(first)
     assert wait_for(sandbox, "h1", rid1, ended)["status"] == "succeeded"
+    # the run's end tears Ray down on every node, the worker's agents included (no later launch needed)
     assert wait_no_ray(sandbox, timeout=30) == {}
-    again = cli("launch", "-H", "h1,h2", "--steps", "4", "--resume", rid1, *INPUT_FLAGS)
-    assert again.returncode == 0, again.stderr
-    rid2 = next(r for r in RUN_ID_RE.findall(again.stdout) if r != rid1)
-    assert rid2 != rid1 and "2 joined" in again.stdout and f"run {rid1}'s checkpoints" in again.stdout, again.stdout
+    # right away again on the same hosts: starts (within the join limit, else it fails) and ends cleanly
+    second = cli("launch", "-H", "h1,h2", "--steps", "4", "--resume", rid1, *INPUT_FLAGS)
+    assert second.returncode == 0, second.stderr
+    rid2 = next(r for r in RUN_ID_RE.findall(second.stdout) if r != rid1)
+    assert "2 joined" in second.stdout and f"run {rid1}'s checkpoints" in second.stdout, second.stdout
     rec = wait_for(sandbox, "h1", rid2, ended)
     assert rec["status"] == "succeeded" and rec["cluster"]["hosts"] == HOSTS, rec.get("verdict")
     log = train_log(sandbox, "h1", rid2)
@@ -260,29 +269,6 @@ def test_a_cluster_run_resumes_on_the_same_hosts_from_its_last_checkpoint(sandbo
     # as verl's validation before training does)
     steps = [int(m) for m in re.findall(r"\bstep:(\d+) - .*timing_s/step:", log)]
     assert steps == [3, 4], steps
-    assert wait_no_ray(sandbox, timeout=30) == {}
-
-
-def test_independent_runs_cannot_share_one_resume_id(sandbox, cli):
-    res = cli("launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd",
-              *INPUT_FLAGS)
-    assert res.returncode == 2 and "drop --independent" in res.stderr and "\n" not in res.stderr.strip(), res.stderr
-
-
-def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_starts(sandbox, cli):
-    sandbox.set_scenario("h1", {"step_time": 0.2})
-    first = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
-    assert first.returncode == 0, first.stderr
-    rid1 = run_id_of(first)
-    assert wait_for(sandbox, "h1", rid1, ended)["status"] == "succeeded"
-    # the run's end tears Ray down on every node, the worker's agents included (no later launch needed)
-    assert wait_no_ray(sandbox, timeout=30) == {}
-    # right away again on the same hosts: starts (within the join limit, else it fails) and ends cleanly
-    second = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
-    assert second.returncode == 0, second.stderr
-    rid2 = run_id_of(second)
-    assert "2 joined" in second.stdout
-    assert wait_for(sandbox, "h1", rid2, ended)["status"] == "succeeded"
     assert wait_no_ray(sandbox, timeout=30) == {}
 
 
