@@ -9,7 +9,9 @@ hydra. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok
 Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
 host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
-free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?}), ``modules``
+free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?, "run"?}: the answer
+has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.compose.fingerprint`), and unless
+``"run": false`` the compose result ``compose``), ``modules``
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
 paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
 """
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 
+from dapo_ops.agent.compose import fingerprint
 from dapo_ops.agent.inputs import check_model_dir
 from dapo_ops.agent.parquet import check_parquet
 from dapo_ops.agent.verlinfo import verl_info
@@ -172,29 +175,15 @@ def _port_free(port: int) -> dict:
 COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
 
 
-def _compose_key(comp: dict) -> str | None:
-    """Content key of a compose check: the request, the checker (agent/compose.py), this Python, and (path, size, mtime) of
-    every yaml under the config root's ``verl/`` and the entry's config dir. ``None`` when the tree is unreadable."""
+def _compose_key(fp: str | None) -> str | None:
+    """Cache key of a compose check: its fingerprint (:func:`dapo_ops.agent.compose.fingerprint`: the request,
+    the checker, hydra/omegaconf versions, the bytes of every yaml it can load) and this Python's path. ``None``
+    (no cache) when there is no fingerprint."""
     import hashlib
 
-    rq = comp["request"]
-    h = hashlib.sha256()
-    h.update(json.dumps(rq, sort_keys=True).encode())
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose.py"), "rb") as fh:
-        h.update(fh.read())
-    h.update(sys.executable.encode())
-    roots = {os.path.join(rq.get("config_root", ""), "verl"), rq.get("config_dir", "")}
-    try:
-        for root in sorted(r for r in roots if r):
-            for d, dirs, files in os.walk(root):
-                dirs[:] = sorted(x for x in dirs if x != "__pycache__")
-                for f in sorted(files):
-                    if f.endswith((".yaml", ".yml")):
-                        st = os.stat(os.path.join(d, f))
-                        h.update(f"{d}/{f}:{st.st_size}:{st.st_mtime_ns}".encode())
-    except OSError:
+    if fp is None:
         return None
-    return h.hexdigest()[:32]
+    return hashlib.sha256((fp + "\0" + sys.executable).encode()).hexdigest()[:32]
 
 
 def installed_config_root(rq: dict) -> dict:
@@ -224,12 +213,12 @@ def installed_config_root(rq: dict) -> dict:
     return dict(rq, config_root=root, config_dir=os.path.join(root, rel), overrides=ovs)
 
 
-def _compose(comp: dict) -> dict:
-    """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) in a child Python; results are cached
-    in the container by content key (:func:`_compose_key`), so a repeated preflight with the same overrides
-    against the same config files costs no compose."""
-    comp = dict(comp, request=installed_config_root(comp["request"]))
-    key = _compose_key(comp) if comp.get("cache", True) else None
+def _compose(comp: dict, fp: str | None) -> dict:
+    """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) of ``comp["request"]``
+    (already through :func:`installed_config_root`) in a child Python; results are cached in the container by
+    content key (:func:`_compose_key` of the fingerprint ``fp``), so a repeated preflight with the same
+    overrides against the same config files costs no compose."""
+    key = _compose_key(fp) if comp.get("cache", True) else None
     path = os.path.join(COMPOSE_CACHE, key + ".json") if key else None
     if path and os.path.isfile(path):
         try:
@@ -279,7 +268,10 @@ def probe(req: dict) -> dict:
         out["cann"] = _cann(req["cann_files"])
     comp = req.get("compose")
     if comp:
-        out["compose"] = _compose(comp)
+        comp = dict(comp, request=installed_config_root(comp["request"]))
+        out["compose_fp"] = fingerprint(comp["request"])
+        if comp.get("run", True):
+            out["compose"] = _compose(comp, out["compose_fp"])
     out["elapsed_s"] = round(time.time() - t0, 3)
     return out
 
