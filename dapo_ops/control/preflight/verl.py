@@ -70,7 +70,7 @@ def _overrides_check(comp: dict) -> Check:
         return Check("overrides", FAIL, f"the compose check did not run: {comp['error']}",
                      "rerun inv preflight (or raise --timeout); check that the host answers")
     src = comp.get("from")
-    via = f" (composed on {src}: same verl config and hydra)" if src else ""
+    via = f", composed on {src} (same verl config and hydra)" if src else ""
     try:
         errs = validate.parse_remote_result(comp.get("stdout", ""))
     except ValueError as e:
