@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.agent import compose
+from dapo_ops.agent import composefp as compose
 from dapo_ops.control.preflight import group
 from dapo_ops.control.preflight.verl import _overrides_check
 

@@ -10,7 +10,7 @@ Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
 host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
 free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?, "run"?}: the answer
-has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.compose.fingerprint`), and unless
+has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`), and unless
 ``"run": false`` the compose result ``compose``), ``modules``
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
 paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from dapo_ops.agent.compose import fingerprint
+from dapo_ops.agent.composefp import fingerprint
 from dapo_ops.agent.inputs import check_model_dir
 from dapo_ops.agent.parquet import check_parquet
 from dapo_ops.agent.verlinfo import verl_info
@@ -190,7 +190,7 @@ COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
 
 
 def _compose_key(fp: str | None) -> str | None:
-    """Cache key of a compose check: its fingerprint (:func:`dapo_ops.agent.compose.fingerprint`: the request,
+    """Cache key of a compose check: its fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`: the request,
     the checker, hydra/omegaconf versions, the bytes of every yaml it can load) and this Python's path. ``None``
     (no cache) when there is no fingerprint."""
     import hashlib

@@ -2,7 +2,7 @@
 
 A compose result (:mod:`dapo_ops.agent.compose`) is a deterministic function of the request (config root and
 dir, config name, overrides), the yaml files it can load, and the hydra-core / omegaconf that compose them. Every
-host's probe reports that as a fingerprint (:func:`dapo_ops.agent.compose.fingerprint`, stdlib, no hydra
+host's probe reports that as a fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`, stdlib, no hydra
 import); so in round 1 the first host of each distinct compose request composes (in its one round trip, beside
 every other check) and the others only report their fingerprint. A host whose fingerprint equals that of a host
 whose compose gave a definite answer takes that answer (its ``overrides`` check says ``composed on <host>``);
