@@ -11,6 +11,8 @@ Python that runs verl: verl's entry points are ``@hydra.main`` apps, so that Pyt
 override and composes again (at most ``max_rounds`` times), so one run lists all unknown keys. The messages are
 Hydra's own (``Could not override '...'``: ``hydra/_internal/config_loader_impl.py``); the CWD is the root holding
 ``verl/trainer/config`` while composing (the yaml's ``hydra.searchpath`` is CWD-relative).
+
+What a compose result depends on, read without importing hydra, is :func:`dapo_ops.agent.composefp.fingerprint`.
 """
 
 from __future__ import annotations

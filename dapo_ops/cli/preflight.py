@@ -1,7 +1,9 @@
 """``inv preflight``: catch what would kill the run before it starts, on every host in parallel.
 
-Per host ONE SSH round trip (:mod:`dapo_ops.control.preflight`): container state, devices inside the container,
-python/verl/entry module, the generated overrides composed against the container's own verl config, model and
+Per host ONE SSH round trip (:mod:`dapo_ops.control.preflight`, :func:`~dapo_ops.control.preflight.group.run_fleet`):
+container state, devices inside the container,
+python/verl/entry module, the generated overrides composed against the container's own verl config (once per group
+of hosts with the same verl config, hydra and overrides; a host that differs composes in a second round), model and
 data files, disk, proxy, SwanLab reachability from the container, and for ``--cluster`` the Ray port between
 hosts. The operator-side SwanLab key check runs once. A rich table per host, a summary line, ``--json``;
 exit 1 if any check fails.
@@ -122,29 +124,19 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
             fail(f"{h.name}: {e}", EXIT_USAGE)
     extra_env = sw.public_env() if sw is not None else {}
     head = chosen[0]
-
-    def one(target):
+    jobs = {}
+    for h in chosen:
         ray = None
         if cluster and len(chosen) > 1:
-            ray = {"head": head.address, "port": int(ray_port), "is_head": target.host.name == head.name}
-        plan = plans[target.host.name]
-        target.container = plan.spec.get("container") or target.container  # CONTAINER setting wins
-        if quick:
-            checks = pc.quick_all(target, plan, timeout=max(30.0, timeout - 10))
-        else:
-            checks = pc.run_all(target, plan, inv_proxy=inv.proxy, ray=ray, compose=not no_compose,
-                                extra_env=extra_env, timeout=max(30.0, timeout - 10))
-        return Row(ok=pc.worst(checks) != pc.FAIL, data={"checks": checks})
-
-    results = fanout.run(chosen, one, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
-                         reuse=True)  # each host's control master (dapo_ops/control/remote/sshmux.py), as status
-    per_host: dict = {}
-    for r in results:
-        checks = r.row.data.get("checks")
-        if checks is None:  # the host's function itself failed (bug or deadline): one failing check
-            checks = [pc.Check("preflight", pc.FAIL, r.row.message or r.row.kind, "see the message")]
-        per_host[r.host.name] = checks
+            ray = {"head": head.address, "port": int(ray_port), "is_head": h.name == head.name}
+        plan = plans[h.name]
+        jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec.get("container") or "")  # CONTAINER wins
+    # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
+    per_host = pc.run_fleet(chosen, jobs, quick=quick, compose=not no_compose, inv_proxy=inv.proxy,
+                            extra_env=extra_env, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+                            cmd_timeout=max(30.0, timeout - 10),
+                            accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
+                            reuse=True)
     if not quick and logger_on:
         kc = pc.swanlab_key_check(plans[chosen[0].name], env=dict(os.environ),
                                   file_cfg=(file_cfg or {}).get("swanlab", {}), mode_flag=swanlab_mode)

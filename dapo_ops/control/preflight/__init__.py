@@ -1,6 +1,8 @@
 """Preflight checks: what would kill a run before its first step, per host, as ``ok | warn | fail`` + one fix.
 
-Cost model: ONE SSH round trip per host. :func:`~dapo_ops.control.preflight.probe.collect` sends a host shell
+Cost model: ONE SSH round trip per host, and one Hydra compose per group of hosts that would compose identically
+(:mod:`~dapo_ops.control.preflight.group`: same overrides, verl config files, hydra and omegaconf; a host that
+differs composes in a second round trip of its own). :func:`~dapo_ops.control.preflight.probe.collect` sends a host shell
 command that ``docker exec``s the bundle op :mod:`dapo_ops.agent.preflight` (devices, verl, model, data, disk, network and
 optionally the Hydra compose check, all in one process) and, only when that fails, ``docker inspect``s the
 container. :func:`~dapo_ops.control.preflight.checks.evaluate` is pure: facts in,
@@ -36,10 +38,11 @@ Checks (names are stable; ``--json`` uses them):
 Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
 round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
 ``inputs`` (model/data/disk), ``memory`` (memory-fit), ``network`` (proxy/swanlab/ray-port/swanlab-key),
-``checks`` (evaluate, quick, run_all).
+``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group).
 """
 
 from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate, quick, quick_all, run_all
+from dapo_ops.control.preflight.group import HostJob, run_fleet
 from dapo_ops.control.preflight.host import workdir_missing
 from dapo_ops.control.preflight.inputs import CKPT_FACTOR, GIB
 from dapo_ops.control.preflight.memory import memory_facts
@@ -48,6 +51,6 @@ from dapo_ops.control.preflight.plan import PlanView, needed_modules, plan_view
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, OK, STATUSES, WARN, Check, to_json, worst
 
-__all__ = ["CKPT_FACTOR", "FAIL", "GIB", "OK", "QUICK_CHECKS", "STATUSES", "WARN", "Check", "PlanView", "collect",
-           "evaluate", "memory_facts", "needed_modules", "plan_view", "probe_request", "quick", "quick_all",
-           "run_all", "swanlab_key_check", "to_json", "workdir_missing", "worst"]
+__all__ = ["CKPT_FACTOR", "FAIL", "GIB", "OK", "QUICK_CHECKS", "STATUSES", "WARN", "Check", "HostJob", "PlanView",
+           "collect", "evaluate", "memory_facts", "needed_modules", "plan_view", "probe_request", "quick", "quick_all",
+           "run_all", "run_fleet", "swanlab_key_check", "to_json", "workdir_missing", "worst"]

@@ -56,22 +56,32 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             out.append(Check("entry", FAIL, f"entry module {v['entry']} not found from {wd}", fix))
     comp = p.get("compose")
     if comp is not None:
-        from dapo_ops.control import validate
-
-        try:
-            errs = validate.parse_remote_result(comp.get("stdout", ""))
-        except ValueError as e:
-            err = (comp.get("stderr") or "").strip().splitlines()
-            out.append(Check("overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""),
-                             "install hydra-core in the container's Python"))
-        else:
-            if errs:
-                first = " / ".join(errs[:3])
-                out.append(Check("overrides", FAIL, f"overrides do not compose against the container's verl: {first}",
-                                 "fix or remove that override (--profile must match the container's verl)"))
-            else:
-                out.append(Check("overrides", OK, "generated overrides compose against the container's verl config"))
+        out.append(_overrides_check(comp))
     return out
+
+
+def _overrides_check(comp: dict) -> Check:
+    """The ``overrides`` check from a compose answer (:mod:`dapo_ops.agent.compose` run by the probe). An answer
+    shared from another host of the fleet (:mod:`dapo_ops.control.preflight.group`) carries ``from`` and says so;
+    ``error``: round 2 of the fleet could not run this host's compose."""
+    from dapo_ops.control import validate
+
+    if comp.get("error"):
+        return Check("overrides", FAIL, f"the compose check did not run: {comp['error']}",
+                     "rerun inv preflight (or raise --timeout); check that the host answers")
+    src = comp.get("from")
+    via = f", composed on {src} (same verl config and hydra)" if src else ""
+    try:
+        errs = validate.parse_remote_result(comp.get("stdout", ""))
+    except ValueError as e:
+        err = (comp.get("stderr") or "").strip().splitlines()
+        return Check("overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""),
+                     "install hydra-core in the container's Python")
+    if errs:
+        first = " / ".join(errs[:3])
+        return Check("overrides", FAIL, f"overrides do not compose against the container's verl: {first}{via}",
+                     "fix or remove that override (--profile must match the container's verl)")
+    return Check("overrides", OK, f"generated overrides compose against the container's verl config{via}")
 
 
 _MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
