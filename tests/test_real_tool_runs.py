@@ -38,6 +38,8 @@ WANT = {
     # a and b again after status looks entered with nsenter and runstate's import trims, 2026-12-01 15:51 UTC
     "a3-success": ("20261201-155147-ce59", 3, None, [1, 2, 3], 1),
     "b3-resume": ("20261201-155641-7c25", 4, 3, [4], 1),
+    # a again after preflight's one-compose-per-group (the fingerprint read on the real host), 16:43 UTC
+    "a4-success": ("20261201-164320-2cf4", 3, None, [1, 2, 3], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -224,7 +226,7 @@ def test_status_view_with_the_real_tail(name):
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
 
 
-@pytest.mark.parametrize("name", ["a2-success", "a3-success"])
+@pytest.mark.parametrize("name", ["a2-success", "a3-success", "a4-success"])
 def test_preflight_through_the_bundle_ops_on_the_real_host(name):
     """a2's and a3's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every
     check ok, the overrides composed by the host's own hydra against its installed verl, the verl version read by
