@@ -265,3 +265,28 @@ def test_override_refusals_raise_one_line_usage_errors():
         svc.refuse_bad_overrides(["trainer.x=a;b"])
     svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])   # fine / left to check_spec
     assert svc.known_secrets({"swanlab": {"api_key": "k" * 8}}, env={}) == ["k" * 8]
+
+
+def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
+    from dapo_ops.control import launch as svc
+    from dapo_ops.control import settings as settings_mod
+
+    now = settings_mod.resolve({"steps": 60, "max_response_length": 2048}, {}, {})
+    old = {"framework": "fsdp", "settings": {"model_path": "/m/mine", "framework": "fsdp", "steps": 40,
+                                             "max_response_length": 4096, "train_file": "/d/t.parquet",
+                                             "n_gpus_per_node": 4}}
+    st = svc.resumed_settings(now, old)
+    assert (st["model"], st.source("model")) == ("/m/mine", "resume")
+    assert (st["framework"], st["train_file"]) == ("fsdp", "/d/t.parquet")
+    # given now wins; layout keys the plan derives from the hosts are compared by apply_resume, never taken
+    assert (st["steps"], st.source("steps"), st["max_response_length"]) == (60, "flag", 2048)
+    assert st.get("n_gpus_per_node") == now.get("n_gpus_per_node")
+    assert now["model"] != "/m/mine"  # the request's own settings are not changed
+
+
+def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
+    key = "sk-secret-0123456789abcdef"
+    res = cli("dapo-ops", "launch", "--dry-run", "--experiment", f"exp-{key}",
+              env={"SWANLAB_API_KEY": key, "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")})
+    assert res.returncode == 2 and "--experiment" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert key not in res.stdout + res.stderr

@@ -335,12 +335,13 @@ def _wait_step(sandbox, host, rid, step, timeout=180) -> dict:
 
 
 def _resume_and_check(sandbox, host_ready, host, rid):
-    """``launch --resume rid`` on ``host``: a new run on rid's checkpoints that goes on after its last one."""
+    """``launch -H host --steps N --resume rid`` as the tool's own hints write it (no model, data or framework
+    flags): a new run on rid's checkpoints with rid's settings that goes on after its last checkpoint."""
     old = sandbox.runs_dir(host) / rid
     last = int((old / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
     steps = last + 3
-    res, rid2 = launch(host_ready, host, "--steps", str(steps), "--save-freq", "2", "--framework", "fsdp",
-                       "--resume", rid)
+    res = inv(host_ready, "launch", "-H", host, "--steps", str(steps), "--resume", rid)
+    rid2 = next((r for r in re.findall(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout) if r != rid), None)
     assert res.returncode == 0, res.stderr
     assert rid2 != rid and f"resume:  run {rid}'s checkpoints in /verl/dapo_runs/{rid}/checkpoints, " \
         f"from global_step_{last}" in res.stdout, res.stdout
@@ -348,14 +349,20 @@ def _resume_and_check(sandbox, host_ready, host, rid):
     assert rec["status"] == "succeeded", rec.get("verdict")
     spec = json.loads((sandbox.runs_dir(host) / rid2 / "spec.json").read_text())
     assert spec["settings"]["ckpt_dir"] == f"/verl/dapo_runs/{rid}/checkpoints" and spec["resume_of"] == rid
-    assert spec["settings"]["experiment"] == json.loads((old / "spec.json").read_text())["settings"]["experiment"]
+    old_spec = json.loads((old / "spec.json").read_text())
+    assert spec["settings"]["experiment"] == old_spec["settings"]["experiment"]
+    # what the earlier run was given and this launch was not comes from it, not from the defaults
+    for k in ("model_path", "train_file", "val_file", "save_freq", "max_response_length"):
+        assert spec["settings"][k] == old_spec["settings"][k], k
+    assert spec["framework"] == old_spec["framework"] == "fsdp" and spec["settings"]["model_path"] == f"{IN}/model"
     assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))   # continues, not anew
     assert read_run(sandbox, host, rid)["status"] == "stopped"
 
 
 def test_sigkilled_supervisor_refuses_a_launch_until_stopped_then_resume_continues(sandbox, host_ready):
     host_ready("h2", {"step_time": 0.5})
-    res, rid = launch(host_ready, "h2", "--steps", "40", "--save-freq", "2", "--framework", "fsdp")
+    res, rid = launch(host_ready, "h2", "--steps", "40", "--save-freq", "2", "--framework", "fsdp",
+                      "--max-response-length", "4096")
     assert res.returncode == 0, res.stderr
     rec = _wait_step(sandbox, "h2", rid, 3)
     sandbox.exec("h2", f"kill -9 {rec['pids']['supervisor']}", check=True)   # verl lives on

@@ -212,3 +212,13 @@ def test_resolve_for_launch_reads_the_user_file_and_warns_about_a_loose_mode(tmp
     cfg.write_text("[swanlab\n")
     with pytest.raises(SwanlabConfigError, match="invalid TOML"):
         swanlab_cfg.resolve_for_launch(env={"DAPO_OPS_CONFIG": str(cfg)}, stdin_isatty=False)
+
+
+def test_a_swanlab_host_with_credentials_is_refused_without_echoing_them():
+    from dapo_ops.control.swanlab_values import SwanlabConfigError, normalize_host
+
+    with pytest.raises(SwanlabConfigError) as e:
+        normalize_host("http://bob:Pa55w0rd-x@10.1.1.1:8000", "--swanlab-host")
+    msg = str(e.value)
+    assert "Pa55w0rd-x" not in msg and "bob" not in msg and "credentials" in msg and "--swanlab-host" in msg
+    assert normalize_host("http://10.1.1.1:8000/api/", "SWANLAB_HOST") == "http://10.1.1.1:8000"

@@ -110,10 +110,20 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
             fail(f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
                  f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
                  f"or drop them", EXIT_USAGE)
-    if dry_run:
-        return _dry_run(flags, mode, hosts=hosts, inventory=inventory, swanlab_mode=swanlab_mode, file_cfg=file_cfg,
-                        extra=extra, independent=independent)
     st = run_settings(flags, file_cfg)
+    try:
+        svc.refuse_secret_settings(st, svc.known_secrets(file_cfg))
+    except LaunchUsageError as e:
+        fail(str(e), EXIT_USAGE)
+    if dry_run:
+        p = _dry_run(flags, mode, hosts=hosts, inventory=inventory, swanlab_mode=swanlab_mode, file_cfg=file_cfg,
+                     extra=extra, independent=independent)
+        if resume:
+            print(f"resume:  continues run {resume}: at launch the settings not given now (model, data, lengths, "
+                  f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
+                  f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
+                  f"contacts no host)")
+        return p
     inv, chosen = select_hosts(c, hosts, inventory)
     if resume and len(chosen) > 1 and independent:  # one run id names one run: a cluster run, or one host's
         fail(f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
@@ -134,6 +144,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
     try:
         svc.refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now
+        svc.refuse_secret_settings(st, secrets_all)
     except LaunchUsageError as e:
         fail(str(e), EXIT_USAGE)
     for n in notes:

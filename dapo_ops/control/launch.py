@@ -14,6 +14,7 @@ Never prints or exits: returns values (:class:`~dapo_ops.control.fanout.Row`) or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -102,6 +103,23 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
                 f"--override {key}=...: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
                 f"signing secret, proxy password); secrets never go on verl's command line: set them by env var "
                 f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override")
+
+
+def refuse_secret_settings(settings, secrets: list) -> None:
+    """Raise :class:`LaunchUsageError` when a run setting (``--experiment``, ``--project``, paths, ...: every
+    string value of :class:`~dapo_ops.control.settings.Settings`) holds a secret dapo-ops knows: settings go into
+    spec.json, run.json, verl's argv and train.log like an override. Nothing of the value is shown."""
+    from dapo_ops.control.settings import PARAMS
+
+    flags = {p.name: p.flag or (p.env[0] if p.env else p.name) for p in PARAMS}
+    for name, value in (getattr(settings, "values", None) or dict(settings)).items():
+        if name.lower() in proxy.PROXY_VARS:  # proxy URLs carry their password by design: split_secret keeps it
+            continue                          # out of the spec (secret.env only)
+        if isinstance(value, str) and any(sec in value for sec in secrets if sec):
+            raise LaunchUsageError(
+                f"{flags.get(name, name)}: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
+                f"signing secret, proxy password); run settings are stored in spec.json and reach verl's command "
+                f"line: give a value without it")
 
 
 def refuse_bad_overrides(extra: list) -> None:
@@ -211,6 +229,41 @@ def _cat_json(target, path: str) -> dict | None:
 RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
 
 
+def resumed_spec(target, run_id: str) -> dict:
+    """The spec.json of run ``run_id`` in ``target``'s container (what ``--resume`` continues).
+
+    :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
+    """
+    host = target.host
+    old = _cat_json(target, f"{runstate.run_dir_for(host.runs_path, run_id)}/spec.json")
+    if old is None:
+        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
+                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
+    return old
+
+
+#: setting name -> its key in a spec's ``settings`` where they differ (planning resolves ``model`` to ``model_path``)
+_SPEC_KEY = {"model": "model_path"}
+
+
+def resumed_settings(settings, old_spec: dict):
+    """``settings`` for a run that continues ``old_spec``'s: every setting still at its default (not given by flag,
+    env var or config file now) takes the earlier run's value, source ``resume`` — its model, data, lengths,
+    framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
+    run > defaults). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
+    :func:`apply_resume` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
+    from dapo_ops.control.settings import Settings
+
+    old_s = dict(old_spec.get("settings") or {})
+    old_s.setdefault("framework", old_spec.get("framework"))  # the spec keeps it at its top level
+    values, sources = dict(settings.values), dict(settings.sources)
+    for name in values:
+        key = _SPEC_KEY.get(name, name)
+        if sources.get(name) == "default" and old_s.get(key) is not None and key not in ("nnodes", "n_gpus_per_node"):
+            values[name], sources[name] = old_s[key], "resume"
+    return Settings(values=values, sources=sources)
+
+
 def apply_resume(target, plan, run_id: str) -> str:
     """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
 
@@ -230,10 +283,7 @@ def apply_resume(target, plan, run_id: str) -> str:
 
     host = target.host
     old_dir = runstate.run_dir_for(host.runs_path, run_id)
-    old = _cat_json(target, f"{old_dir}/spec.json")
-    if old is None:
-        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
-                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
+    old = resumed_spec(target, run_id)
     spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
     if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
         cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
@@ -379,6 +429,8 @@ def launch_one(target, req: LaunchRequest) -> Row:
     nothing is left behind when the start itself fails.
     """
     host = target.host
+    if req.resume:  # settings not given now come from the run it continues (resumed_settings)
+        req = dataclasses.replace(req, settings=resumed_settings(req.settings, resumed_spec(target, req.resume)))
     plan = req.make_plan(host, runstate.new_run_id())
     target.container = plan.spec["container"]
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])

@@ -143,6 +143,12 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
+    if req.resume:  # settings not given now come from the run it continues (launch.resumed_settings)
+        try:
+            old = launch_svc.resumed_spec(targets[head.name], req.resume)
+        except (LaunchRefused, RemoteError) as e:
+            raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
+        req = dataclasses.replace(req, settings=launch_svc.resumed_settings(req.settings, old))
     try:
         plan, topo = cluster_plan(req.settings, head, chosen, req.mode, run_id=run_id,
                                   swanlab_logger=req.sw.logger_enabled, inv_proxy=req.inv_proxy,

@@ -14,6 +14,8 @@ import string
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from dapo_ops.core import redact
+
 MODES: tuple[str, ...] = ("cloud", "local", "offline", "disabled")
 _MODE_ALIASES = {"online": "cloud"}
 
@@ -67,6 +69,12 @@ def normalize_host(value: str, source: str) -> str:
     assume https) or another path is present (0.10 strips paths, so it cannot work).
     """
     v = clean_value(value).rstrip("/")
+    if redact.has_credentials(v):  # never echo it: the message names the source only
+        raise SwanlabConfigError(
+            f"the SwanLab host from {source} carries credentials (user:password@ in the URL), which would be stored "
+            f"in spec.json and reach verl's environment: give the server root without them (SwanLab logs in with "
+            f"SWANLAB_API_KEY)"
+        )
     if "://" not in v:
         raise SwanlabConfigError(
             f"SwanLab host {v!r} (from {source}) has no scheme: write http://{v} for a plain-HTTP "
