@@ -51,6 +51,10 @@ def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener, c
     ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 0\n', ":4: host 'h1': field 'devices': must be >= 1"),
     ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nruntime = "host"\ncontainer = "verl"\n',
      ":5: host 'h1': field 'container': runtime = \"host\" runs without a container"),
+    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nssh_config = "/nope"\n',
+     ":4: host 'h1': field 'ssh_config': ssh_config file /nope does not exist: fix the path"),
+    ('[defaults]\nssh_config = "/"\n[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\n',
+     ":2: [defaults]: field 'ssh_config': ssh_config file / is not a file: fix the path"),
 ])
 def test_a_bad_file_is_one_line_exit_2_and_nothing_contacted(tmp_path, listener, cli, body, needle):
     inv = tmp_path / "hosts.toml"
@@ -66,3 +70,11 @@ def test_an_unknown_H_name_is_refused(tmp_path, listener, cli):
     inv.write_text(f'[hosts.h1]\naddress = "127.0.0.1"\nport = {listener}\n')
     out = run(cli, inv, "-H", "h9")
     assert out.returncode == EXIT_USAGE and "unknown host 'h9'" in out.stderr and out.stdout == ""
+
+
+def test_a_missing_ssh_config_of_the_S_flag_is_one_line_and_nothing_contacted(tmp_path, listener, cli):
+    # -S bypasses the inventory: the connect (remote/target.py) says it, instead of a FileNotFoundError
+    out = cli("dapo-ops", "-S", str(tmp_path / "nope"), "-H", f"root@127.0.0.1:{listener}", "hosts", timeout=60)
+    assert out.returncode == 1
+    assert "FAIL config" in out.stdout and f"ssh_config file {tmp_path / 'nope'} does not exist" in out.stdout
+    assert "FileNotFoundError" not in out.stdout + out.stderr

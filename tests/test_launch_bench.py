@@ -391,3 +391,37 @@ def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_read
     row = json.loads(st.stdout)[0]
     assert row["state"] == "supervisor-dead" and f"--resume {rid}" in row["hint"] and row["eta_s"] is None, row
     _resume_and_check(sandbox, host_ready, "h3", rid)
+
+
+def test_ctrl_c_while_launch_waits_names_the_run_that_goes_on(sandbox, host_ready):
+    # a terminal's Ctrl-C: SIGINT to the whole foreground group (inv and its ssh children) while launch waits for
+    # the started run to settle (control/launch.py start_run); the line names the run, status and stop find it
+    host_ready("h1", {"step_time": 0.5})
+    before = {p.name for p in sandbox.runs_dir("h1").iterdir()}
+    proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "-H", "h1", *INPUT_FLAGS,
+                             "--steps", "40", "--framework", "fsdp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=host_ready.cwd, env=host_ready.env, start_new_session=True)
+    rid, end = None, time.time() + 120
+    while rid is None and time.time() < end and proc.poll() is None:
+        for p in sandbox.runs_dir("h1").iterdir():
+            if p.name not in before and re.match(r"\d{8}-\d{6}-[0-9a-f]{4}$", p.name) \
+                    and read_run(sandbox, "h1", p.name).get("status") == "running":
+                rid = p.name
+        time.sleep(0.1)
+    assert rid, proc.communicate(timeout=60)
+    os.killpg(proc.pid, 2)  # SIGINT
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines() == [f"interrupted: run {rid} may have started on h1 (its supervisor is "
+                                        f"detached): `inv status -H h1`, `inv stop -H h1`"], err
+    try:
+        st = inv(host_ready, "status", "-H", "h1")
+        assert st.returncode == 0 and rid in st.stdout, st.stdout + st.stderr
+        assert read_run(sandbox, "h1", rid)["status"] == "running"  # the detached supervisor went on
+        sp = inv(host_ready, "stop", "-H", "h1")
+        assert sp.returncode == 0, sp.stderr
+    finally:
+        rec = read_run(sandbox, "h1", rid)
+        if rec.get("status") not in ("succeeded", "failed", "stopped"):
+            sandbox.exec("h1", f"kill -TERM {rec['pids']['supervisor']}")
+    assert wait_end(sandbox, "h1", rid, timeout=60)["status"] == "stopped"

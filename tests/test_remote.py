@@ -165,3 +165,22 @@ def test_missing_identity_file_is_auth_without_connecting(tmp_path):
     with pytest.raises(RemoteError) as ei:
         Target(h).connect()
     assert ei.value.kind == "auth" and "does not exist" in ei.value.message
+
+
+def test_missing_ssh_config_is_one_line_without_connecting(tmp_path):
+    h = Host(name="h1", address="192.0.2.11", ssh_config=str(tmp_path / "nope"))
+    with pytest.raises(RemoteError) as ei:
+        Target(h).connect()
+    assert ei.value.kind == "config"
+    assert ei.value.message == (f"ssh_config file {tmp_path / 'nope'} does not exist or is not a file: fix ssh_config "
+                                f"in the inventory (or -S)")
+
+
+def test_refused_proxy_jump_names_the_bastion_not_the_target():
+    # nothing listens on 127.0.0.1:1: the bastion refuses; the target (TEST-NET) is never tried
+    h = Host(name="h1", address="192.0.2.11", user="root", proxy_jump="ops@127.0.0.1:1", connect_timeout=5)
+    with pytest.raises(RemoteError) as ei:
+        Target(h).connect()
+    assert ei.value.kind == "refused"
+    assert ei.value.message.startswith("proxy_jump bastion: connection to ops@127.0.0.1:1 refused"), ei.value.message
+    assert "192.0.2.11" not in ei.value.message

@@ -208,6 +208,17 @@ def test_proxy_jump_through_another_host(sandbox, inv):
         assert t.run("hostname", workdir="").stdout.strip() == "h2"
 
 
+def test_unreachable_proxy_jump_names_the_bastion(sandbox, inv):
+    # an address on the bench's bridge that no host has: the bastion is unreachable, not h2 (reachable directly)
+    gone = f"198.51.{100 + int(sandbox.id)}.99"
+    h = host_with(inv, "h2", proxy_jump=f"root@{gone}:22", connect_timeout=5)
+    with pytest.raises(RemoteError) as ei:
+        Target(h).connect()
+    assert ei.value.kind == "unreachable"
+    assert ei.value.message.startswith("proxy_jump bastion: ") and f"root@{gone}:22" in ei.value.message
+    assert h.address not in ei.value.message, ei.value.message
+
+
 def test_timeout_with_pty_is_still_a_timeout(target):
     for _ in range(2):  # invoke's timer races with the channel close under pty; both outcomes must say timeout
         with pytest.raises(RemoteError) as ei:

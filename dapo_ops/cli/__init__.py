@@ -21,12 +21,14 @@ import importlib.util
 import os
 import sys
 
-from invoke import Collection
+from invoke import Collection, Task
 from invoke.exceptions import Exit, ParseError
 from invoke.parser import Argument, Parser
 
 #: exit code of every usage error (bad flag, bad value, unknown task flag): tasks/_common.EXIT_USAGE
 USAGE_EXIT = 2
+#: exit code of a Ctrl-C (KeyboardInterrupt): tasks/_common.EXIT_INTERRUPTED
+INTERRUPT_EXIT = 130
 
 # One module per concern. Modules whose file does not exist yet are skipped (the
 # collection is assembled as the project grows); an import error inside an
@@ -128,9 +130,37 @@ def _quiet_broken_pipe() -> None:
     sys.excepthook = hook
 
 
+def _one_line_interrupts() -> None:
+    """Ctrl-C in any task (every ``Task`` called by ``inv`` or ``dapo-ops``, tasks.py's dev tasks too) ends it
+    with ONE stderr line and exit 130 (:func:`dapo_ops.cli._common.interrupted`) instead of invoke's silent exit 1
+    (invoke/program.py ``Program.run``). A task that knows more says it itself (``_common.on_interrupt``: launch
+    names the run that may have started; watch says the runs continue): its :class:`Exit` passes through here.
+
+    Not covered: a Ctrl-C while Python is still importing invoke, before any dapo-ops code is loaded (the
+    interpreter's own traceback and SIGINT exit)."""
+    orig = Task.__call__
+    if getattr(orig, "_dapo_ops", False):
+        return
+
+    def call(self, *args, **kwargs):
+        try:
+            return orig(self, *args, **kwargs)
+        except KeyboardInterrupt:
+            from dapo_ops.cli._common import interrupted
+
+            raise interrupted(self.name) from None
+
+    call._dapo_ops = True
+    Task.__call__ = call
+
+
 _one_line_flag_errors()
 _usage_exit_code()
 _quiet_broken_pipe()
+_one_line_interrupts()
+
+#: the line of a Ctrl-C while the task modules are imported (tasks.py or main(): before any task ran)
+_LOADING_INTERRUPTED = "interrupted while loading the tasks (Ctrl-C); nothing was run"
 
 
 def _import_if_present(name: str):
@@ -145,6 +175,13 @@ def build_namespace(only: frozenset[str] | set[str] | None = None) -> Collection
     :param only: module names to load (:func:`modules_for`); None = every module.
     Returns a new Collection every call (tests build their own programs).
     """
+    try:
+        return _build(only)
+    except KeyboardInterrupt:  # inside invoke's Program.run (tasks.py import): its Exit handling prints this
+        raise Exit(_LOADING_INTERRUPTED, code=INTERRUPT_EXIT) from None
+
+
+def _build(only) -> Collection:
     ns = Collection()
     for modname in TASK_MODULES:
         if only is not None and modname not in only:
@@ -212,6 +249,11 @@ def __getattr__(name: str):
 def main() -> None:
     """Entry point of the ``dapo-ops`` console script (see ``dapo_ops/cli/program.py``): loads only the task
     modules named on the command line."""
-    from dapo_ops.cli import program
+    try:
+        from dapo_ops.cli import program
 
-    program.make_program(namespace_for(sys.argv[1:])).run()
+        ns = namespace_for(sys.argv[1:])
+    except (KeyboardInterrupt, Exit):  # Ctrl-C while loading (build_namespace's Exit): no Program.run around yet
+        print(_LOADING_INTERRUPTED, file=sys.stderr)
+        sys.exit(INTERRUPT_EXIT)
+    program.make_program(ns).run()

@@ -21,10 +21,11 @@ core ``-H`` value is passed into it), ``inventory`` gets ``--inventory``, ``acce
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
-from typing import Callable
+from typing import Callable, Iterator
 
 from invoke import Task, task
 from invoke.exceptions import Exit
@@ -51,6 +52,7 @@ def given_flags(**kw) -> dict:
 EXIT_OK = 0
 EXIT_FAILED = 1        # the work failed on at least one host (each host's row says why)
 EXIT_USAGE = 2         # bad input: inventory file, -H selection, flag values; nothing was contacted
+EXIT_INTERRUPTED = 130  # Ctrl-C (KeyboardInterrupt): 128 + SIGINT, what a shell reports for a tool killed by it
 
 COMMON_HELP = {
     "hosts": "comma-separated inventory host names or user@host:port (default: every host in the inventory)",
@@ -105,6 +107,26 @@ def takes_hosts(t: Task) -> bool:
 def fail(message: str, code: int = EXIT_FAILED):
     """Stop the task with ONE line on stderr and exit ``code`` (raises :class:`invoke.exceptions.Exit`)."""
     raise Exit(" ".join(str(message).split()), code=code)
+
+
+def interrupted(task_name: str) -> Exit:
+    """The :class:`Exit` (code :data:`EXIT_INTERRUPTED`, one line) a KeyboardInterrupt of task ``task_name``
+    becomes when the task gave no line of its own (:func:`on_interrupt`); ``dapo_ops/cli/__init__.py``
+    ``_one_line_interrupts`` applies it to every task, so invoke's silent exit 1 (invoke/program.py ``Program.run``:
+    ``except KeyboardInterrupt: sys.exit(1)``) is never reached."""
+    return Exit(f"interrupted: {task_name} stopped before it finished (Ctrl-C)", code=EXIT_INTERRUPTED)
+
+
+@contextlib.contextmanager
+def on_interrupt(line: Callable[[], str]) -> Iterator[None]:
+    """Within the block, a KeyboardInterrupt ends the task with ``line()`` (called at that moment, so it can say
+    how far the task got and how to check or undo it) as ONE stderr line and exit :data:`EXIT_INTERRUPTED`.
+
+    :raises Exit: on KeyboardInterrupt (``line()`` joined onto one line)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Exit(" ".join(str(line()).split()), code=EXIT_INTERRUPTED) from None
 
 
 def _config_inventory(c) -> str:
@@ -255,6 +277,6 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 
 __all__ = [
-    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "FanoutTask", "fanout_task", "takes_hosts", "fail",
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted", "on_interrupt", "FanoutTask", "fanout_task", "takes_hosts", "fail",
     "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
 ]

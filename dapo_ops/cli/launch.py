@@ -22,7 +22,7 @@ import sys
 from dapo_ops.agent import notify
 from dapo_ops.cli._common import (
     EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags,
-    run_settings, select_hosts, user_config
+    on_interrupt, run_settings, select_hosts, user_config
 )
 from dapo_ops.control import launch as svc
 from dapo_ops.control import planning
@@ -31,7 +31,7 @@ from dapo_ops.control import settings as settings_mod
 from dapo_ops.control import swanlab_cfg
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
-from dapo_ops.control.launch import LaunchRefused, LaunchRequest, LaunchUsageError
+from dapo_ops.control.launch import LaunchProgress, LaunchRefused, LaunchRequest, LaunchUsageError
 from dapo_ops.core import redact
 from dapo_ops.core import runstate
 
@@ -88,9 +88,22 @@ def _print_run(h, d: dict, secrets_all: list) -> None:
         print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
 
 
+def interrupted_line(progress: LaunchProgress) -> str:
+    """The Ctrl-C line of a launch: which run may have started where and how to check / stop it, or that nothing
+    was started. Cancels ``progress`` first, so no host begins a start after the line was decided."""
+    runs = progress.cancel()
+    if not runs:
+        where = f" on {','.join(progress.hosts)}" if progress.hosts else ""
+        return f"interrupted: nothing was started{where} (Ctrl-C before any run's supervisor was started)"
+    names = ",".join(runs)
+    what = "; ".join(f"run {rid} may have started on {h}" for h, rid in runs.items())
+    their = "its supervisor is" if len(runs) == 1 else "their supervisors are"
+    return f"interrupted: {what} ({their} detached): `inv status -H {names}`, `inv stop -H {names}`"
+
+
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False, resume: str = ""):
+            independent: bool = False, resume: str = "", progress: LaunchProgress | None = None):
     from dapo_ops.control import fanout
 
     resume = (resume or "").strip()
@@ -125,6 +138,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
                   f"contacts no host)")
         return p
     inv, chosen = select_hosts(c, hosts, inventory)
+    progress = progress if progress is not None else LaunchProgress()
+    progress.hosts = [h.name for h in chosen]
     if resume and len(chosen) > 1 and independent:  # one run id names one run: a cluster run, or one host's
         fail(f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
              f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>",
@@ -151,7 +166,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         print(redact.scrub(n, secrets_all), file=sys.stderr)
     req = LaunchRequest(mode=mode, settings=st, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
                         extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy, extra_overrides=extra,
-                        skip_preflight=skip_preflight, link_wait=float(link_wait), resume=resume)
+                        skip_preflight=skip_preflight, link_wait=float(link_wait), resume=resume, progress=progress)
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
         from dapo_ops.cli import multihost
 
@@ -203,7 +218,9 @@ def _from_task_args(c, mode: str, args: dict) -> None:
         except swanlab_cfg.SwanlabConfigError as e:
             fail(str(e), EXIT_USAGE)
         os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
-    _launch(c, mode, flags, **args)
+    progress = LaunchProgress()
+    with on_interrupt(lambda: interrupted_line(progress)):
+        _launch(c, mode, flags, progress=progress, **args)
 
 
 @fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)

@@ -253,6 +253,11 @@ def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
         raise err(key, reason) from None
     if t.get("runtime") == "host" and t.get("container"):
         raise err("container", "runtime = \"host\" runs without a container: remove container (or set it to \"\")")
+    cfg = t.get("ssh_config")
+    if cfg and not os.path.isfile(os.path.expanduser(cfg)):  # remote/target.py reads it at connect (fabric.Config)
+        what = "is not a file" if os.path.exists(os.path.expanduser(cfg)) else "does not exist"
+        raise err("ssh_config", f"ssh_config file {cfg} {what}: fix the path (an OpenSSH client config file, "
+                                f"e.g. ~/.ssh/config) or remove ssh_config")
     port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
     if port and not 1 <= int(port.group(1)) <= 65535:
         raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")

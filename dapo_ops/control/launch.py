@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,37 @@ class LaunchUsageError(ValueError):
     by Hydra). ``str()`` is one line with the fix; the CLI exits 2."""
 
 
+class LaunchProgress:
+    """How far a launch got, for the CLI's Ctrl-C line (thread-safe: the per-host starts run in fan-out threads).
+
+    :meth:`begin` is called by :func:`start_run` before it writes anything of a run on a host; :meth:`cancel`
+    (the CLI, on Ctrl-C) returns ``{host name: run id}`` of every run begun and makes every later :meth:`begin`
+    refuse, so a host whose start had not begun yet starts nothing afterwards. Until :func:`start_run`
+    returns, a begun run *may* have started: its supervisor is detached (``remote_bundle.start_supervisor``).
+    """
+
+    def __init__(self) -> None:
+        #: names of the hosts the launch is for, once the caller has chosen them (for the "nothing started" line)
+        self.hosts: list[str] = []
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._runs: dict[str, str] = {}
+
+    def begin(self, host: str, run_id: str) -> bool:
+        """Record that ``run_id`` is being started on ``host``; False (record nothing) once cancelled."""
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._runs[host] = run_id
+            return True
+
+    def cancel(self) -> dict[str, str]:
+        """Refuse every later :meth:`begin`; returns ``{host: run id}`` of the runs begun so far (oldest first)."""
+        with self._lock:
+            self._cancelled = True
+            return dict(self._runs)
+
+
 @dataclass
 class LaunchRequest:
     """Everything a launch needs besides the host: resolved settings and the operator-side secrets.
@@ -57,7 +89,7 @@ class LaunchRequest:
     ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_cfg.SwanlabSettings`.
     ``extra_public`` / ``extra_secret``: env for verl (proxy variables; secret ones go to ``secret.env`` only).
     ``inv_proxy``: hosts.toml ``[proxy]``. ``link_wait``: seconds to wait for the SwanLab link.
-    ``resume``: a run id to continue.
+    ``resume``: a run id to continue. ``progress``: what was begun where (:class:`LaunchProgress`).
     """
 
     mode: str
@@ -71,6 +103,7 @@ class LaunchRequest:
     skip_preflight: bool = False
     link_wait: float = 20.0
     resume: str = ""
+    progress: LaunchProgress = field(default_factory=LaunchProgress)
 
     def make_plan(self, host, run_id: str, **kw) -> planning.Plan:
         """:func:`planning.make_plan` for ``host`` with this request's settings. Raises PlanError (one line)."""
@@ -370,17 +403,22 @@ def verdict_line(rec: dict) -> str:
     return line
 
 
-def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float, cleanup=None) -> Row:
+def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float, cleanup=None,
+              progress: LaunchProgress | None = None) -> Row:
     """Write ``spec.json`` (+ ``secret.env``, 0600) into ``plan.run_dir``, start the supervisor detached, wait up to
     :data:`START_WAIT_S` for ``running`` and :data:`SETTLE_S` (and ``link_wait`` seconds for the SwanLab link) more.
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container; ``ok=False`` kind
     ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when the start itself
-    fails; raises RemoteError with one line.
+    fails; raises RemoteError with one line, :class:`LaunchRefused` (kind ``interrupted``) when ``progress`` was
+    cancelled before anything of the run was written.
     """
     host = target.host
     spec = plan.spec
     run_id, py = spec["run_id"], spec["python"]
+    if progress is not None and not progress.begin(host.name, run_id):
+        raise LaunchRefused("interrupted", f"{host.name}: launch interrupted before run {run_id} was started; "
+                                           f"nothing was started")
     try:
         target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
         if secret_env:
@@ -439,7 +477,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     resumed = apply_resume(target, plan, req.resume) if req.resume else None
     secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
                                   extra_secret=req.extra_secret)
-    row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait)
+    row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)
     if row.ok and resumed:
         row.data["resume"] = resumed
     return row

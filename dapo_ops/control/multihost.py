@@ -194,7 +194,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
             no_proxy, [n.address for n in topo.nodes])
         started.append(("run dir", lambda: ht.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)))
         row = launch_svc.start_run(ht, plan, bdirs[head.name], secret_env, sw=req.sw, link_wait=req.link_wait,
-                                   cleanup=teardown)
+                                   cleanup=teardown, progress=req.progress)
         if not row.ok:
             started.pop()   # the run failed at once: its record stays for `inv status`; the cluster goes
             teardown()

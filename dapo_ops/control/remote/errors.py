@@ -30,6 +30,7 @@ KINDS = (
     "container-missing",  # no container of that name
     "container-stopped",  # container exists but is exited / restarting / paused / created
     "command",            # the command ran and failed (non-zero exit, check=True)
+    "config",             # the operator side's SSH setup is wrong (the ssh_config file is missing); nothing contacted
 )
 
 INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"

@@ -81,6 +81,10 @@ class Target(CommandLines):
 
         overrides = {"run": {"in_stream": False, "encoding": "utf-8"}}
         if self.host.ssh_config:
+            path = os.path.expanduser(self.host.ssh_config)
+            if not os.path.isfile(path):  # fabric would raise FileNotFoundError (fabric/config.py load_ssh_config)
+                raise RemoteError("config", self.name, f"ssh_config file {self.host.ssh_config} does not exist or "
+                                                       f"is not a file: fix ssh_config in the inventory (or -S)")
             return fabric.Config(runtime_ssh_path=os.path.expanduser(self.host.ssh_config), overrides=overrides)
         return fabric.Config(overrides=overrides)
 
@@ -174,6 +178,16 @@ class Target(CommandLines):
         if self.host.identity_file and not os.path.exists(os.path.expanduser(self.host.identity_file)):
             raise RemoteError("auth", self.name, f"identity file {self.host.identity_file} does not exist; "
                                                  "fix identity_file in the inventory")
+        gw = cxn.gateway
+        if gw is not None and not isinstance(gw, str) and not gw.is_connected:
+            # the bastion first, so its failure names the bastion (fabric's open() would open it inside the
+            # target's connect: fabric/connection.py open_gateway, and the error would name the target)
+            try:
+                gw.open()
+            except Exception as e:  # noqa: BLE001 - translated into one line
+                self.close()
+                err = self._ssh_error(e, gw)
+                raise RemoteError(err.kind, self.name, f"proxy_jump bastion: {err.message}") from None
         try:
             cxn.open()
         except Exception as e:  # noqa: BLE001 - translated into one line
