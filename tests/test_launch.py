@@ -268,14 +268,14 @@ def test_override_refusals_raise_one_line_usage_errors():
 
 
 def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
-    from dapo_ops.control import launch as svc
+    from dapo_ops.control import resume
     from dapo_ops.control import settings as settings_mod
 
     now = settings_mod.resolve({"steps": 60, "max_response_length": 2048}, {}, {})
     old = {"framework": "fsdp", "settings": {"model_path": "/m/mine", "framework": "fsdp", "steps": 40,
                                              "max_response_length": 4096, "train_file": "/d/t.parquet",
                                              "n_gpus_per_node": 4}}
-    st = svc.resumed_settings(now, old)
+    st = resume.resumed_settings(now, old)
     assert (st["model"], st.source("model")) == ("/m/mine", "resume")
     assert (st["framework"], st["train_file"]) == ("fsdp", "/d/t.parquet")
     # given now wins; layout keys the plan derives from the hosts are compared by apply_resume, never taken

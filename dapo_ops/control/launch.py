@@ -25,6 +25,8 @@ from typing import Any
 from dapo_ops.agent import notify
 from dapo_ops.control import planning
 from dapo_ops.control import proxy
+from dapo_ops.control import resume as resume_mod
+from dapo_ops.control.launch_errors import LaunchRefused, LaunchUsageError  # noqa: F401  (callers import them here)
 from dapo_ops.control import remote_bundle
 from dapo_ops.control import swanlab_cfg
 from dapo_ops.control.fanout import Row
@@ -35,20 +37,6 @@ from dapo_ops.core import runstate
 START_WAIT_S = 30.0
 #: seconds a run that reached ``running`` is still watched for an immediate failure (config errors)
 SETTLE_S = 4.0
-
-
-class LaunchRefused(Exception):
-    """A quick check failed on one host; ``kind`` (``active-run`` | ``preflight`` | ``container-stopped`` |
-    ``resume``) and a one-line ``str()`` saying what is wrong and how to fix it. Nothing was started."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        super().__init__(message)
-
-
-class LaunchUsageError(ValueError):
-    """Bad launch input found before any host is contacted (an ``--override`` holding a secret or not parsable
-    by Hydra). ``str()`` is one line with the fix; the CLI exits 2."""
 
 
 class LaunchProgress:
@@ -249,122 +237,6 @@ def fit_memory(req: LaunchRequest, host, plan, facts: dict) -> None:
         plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
 
 
-def _cat_json(target, path: str) -> dict | None:
-    res = target.run(["cat", path], workdir="", timeout=30, check=False)
-    try:
-        data = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else None
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-#: settings that fix a checkpoint's layout (world size, parallelism): a resumed run must keep them
-RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
-
-
-def resumed_spec(target, run_id: str) -> dict:
-    """The spec.json of run ``run_id`` in ``target``'s container (what ``--resume`` continues).
-
-    :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
-    """
-    host = target.host
-    old = _cat_json(target, f"{runstate.run_dir_for(host.runs_path, run_id)}/spec.json")
-    if old is None:
-        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
-                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
-    return old
-
-
-#: setting name -> its key in a spec's ``settings`` where they differ (planning resolves ``model`` to ``model_path``)
-_SPEC_KEY = {"model": "model_path"}
-
-
-def resumed_settings(settings, old_spec: dict):
-    """``settings`` for a run that continues ``old_spec``'s: every setting still at its default (not given by flag,
-    env var or config file now) takes the earlier run's value, source ``resume`` — its model, data, lengths,
-    framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
-    run > defaults). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
-    :func:`apply_resume` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
-    from dapo_ops.control.settings import Settings
-
-    old_s = dict(old_spec.get("settings") or {})
-    old_s.setdefault("framework", old_spec.get("framework"))  # the spec keeps it at its top level
-    values, sources = dict(settings.values), dict(settings.sources)
-    for name in values:
-        key = _SPEC_KEY.get(name, name)
-        if sources.get(name) == "default" and old_s.get(key) is not None and key not in ("nnodes", "n_gpus_per_node"):
-            values[name], sources[name] = old_s[key], "resume"
-    return Settings(values=values, sources=sources)
-
-
-def apply_resume(target, plan, run_id: str) -> str:
-    """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
-
-    The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the earlier run's
-    ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``: ``trainer.resume_mode=auto``,
-    verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
-    (spec ``resume_of``), keeps the memory features its ladder added and its explicit features (unless turned off
-    now), and its total ``steps`` when none is given now. An earlier run still recorded as active (its supervisor
-    died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
-    :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
-    devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
-    beyond the checkpoint's step.
-
-    :returns: one line for the launch output: which checkpoint it resumes from.
-    """
-    from dapo_ops.core import overrides
-
-    host = target.host
-    old_dir = runstate.run_dir_for(host.runs_path, run_id)
-    old = resumed_spec(target, run_id)
-    spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
-    if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
-        cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
-        raise LaunchRefused("resume", f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
-                            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`")
-    if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
-        raise LaunchRefused("resume", f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
-                            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run")
-    if (getattr(plan, "sources", {}) or {}).get("steps", "default") == "default" and old_s.get("steps"):
-        new_s["steps"] = old_s["steps"]  # no --steps / TRAIN_STEPS now: the earlier run's total
-    changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
-               if k in old_s and old_s.get(k) != new_s.get(k)
-               and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
-    if changed:
-        raise LaunchRefused("resume", f"run {run_id}'s checkpoints need the same layout: " + ", ".join(changed)
-                            + " (launch on the same host(s) with the same settings, or start a new run)")
-    for k in ("ckpt_dir", "experiment", "project"):
-        if old_s.get(k):
-            new_s[k] = old_s[k]
-    rec = _cat_json(target, f"{old_dir}/run.json") or {}
-    if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
-        from dapo_ops.control.status import probe
-
-        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
-    fs = plan.features
-    for f in rec.get("features") or old.get("features") or []:
-        src = str(f.get("source", ""))
-        # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
-        # and what its OOM ladder added stays, unless turned off now
-        if (src.startswith("oom-retry") or src == "explicit") and f.get("name") not in fs.disabled:
-            fs = fs.add(f["name"], src)
-    plan.features = fs
-    spec["features"] = fs.to_json()
-    spec["resume_of"] = run_id
-    plan.ckpt_dir = new_s["ckpt_dir"]
-    plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
-    it = target.run(["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30,
-                    check=False)
-    step = (it.stdout or "").strip() if it.exited == 0 else ""
-    if step.isdigit() and int(new_s["steps"]) <= int(step):
-        raise LaunchRefused("resume", f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
-                            f"would train nothing: --steps is the total, ask for more than {step}")
-    added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
-    return (f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
-            + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
-            + (f"; keeps {','.join(added)} (its OOM ladder)" if added else ""))
-
-
 def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
     """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
     the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``. A resumed
@@ -468,13 +340,14 @@ def launch_one(target, req: LaunchRequest) -> Row:
     """
     host = target.host
     if req.resume:  # settings not given now come from the run it continues (resumed_settings)
-        req = dataclasses.replace(req, settings=resumed_settings(req.settings, resumed_spec(target, req.resume)))
+        old = resume_mod.resumed_spec(target, req.resume)
+        req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
     plan = req.make_plan(host, runstate.new_run_id())
     target.container = plan.spec["container"]
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = quick_checks(target, plan, bdir, req.skip_preflight)
     fit_memory(req, host, plan, facts)
-    resumed = apply_resume(target, plan, req.resume) if req.resume else None
+    resumed = resume_mod.apply_resume(target, plan, req.resume) if req.resume else None
     secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
                                   extra_secret=req.extra_secret)
     row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)

@@ -30,6 +30,7 @@ from typing import Callable
 
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import launch as launch_svc
+from dapo_ops.control import resume as resume_mod
 from dapo_ops.control import planning
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.launch import LaunchRefused, LaunchRequest
@@ -145,10 +146,10 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     run_id = runstate.new_run_id()
     if req.resume:  # settings not given now come from the run it continues (launch.resumed_settings)
         try:
-            old = launch_svc.resumed_spec(targets[head.name], req.resume)
+            old = resume_mod.resumed_spec(targets[head.name], req.resume)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-        req = dataclasses.replace(req, settings=launch_svc.resumed_settings(req.settings, old))
+        req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
     try:
         plan, topo = cluster_plan(req.settings, head, chosen, req.mode, run_id=run_id,
                                   swanlab_logger=req.sw.logger_enabled, inv_proxy=req.inv_proxy,
@@ -175,7 +176,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     resumed = None
     if req.resume:
         try:
-            resumed = launch_svc.apply_resume(ht, plan, req.resume)
+            resumed = resume_mod.apply_resume(ht, plan, req.resume)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     secret_env = launch_svc.prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg,
