@@ -32,6 +32,16 @@ def test_device_oom_adds_offload_then_recompute_then_stops():
     assert any("token budget" in s or "micro" in s for s in d3.suggestions)
 
 
+def test_a_ladder_run_dry_because_the_user_turned_rungs_off_says_so_and_fits_the_mode():
+    fs = resolve("-offload,-recompute")
+    d = dec(fs, "oom-device", {"phase": "unknown"}, settings={**S, "mode": "dapo"})
+    assert d.action == "stop" and "turned off by --features / USER_FEATURES: offload, recompute" in d.reason, d.reason
+    text = " ".join(d.suggestions)
+    assert "TRAINER_GPUS" not in text and "more hosts in one run (-H a,b)" in text   # DAPO has no trainer pool
+    d2 = dec(fs, "oom-device", {"phase": "unknown"}, settings={**S, "mode": "one-step-off"})
+    assert "TRAINER_GPUS now 4" in " ".join(d2.suggestions)
+
+
 def test_oom_rungs_appended_even_when_user_chose_other_features():
     fs = resolve("prefix_cache,-flash_attn")
     d = dec(fs, "oom-device")

@@ -131,8 +131,12 @@ def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list
                    "(and ref/rollout log_prob_micro_batch_size_per_gpu=1)")
     out.append(f"shorter responses: --max-response-length {max(512, resp // 2)} (MAX_RESPONSE_LENGTH, now {resp})")
     tg = settings.get("trainer_gpus")
-    out.append("more devices for the trainer pool" + (f" (TRAINER_GPUS now {tg})" if tg else "")
-               + ", or a larger ulysses_sequence_parallel_size / tensor parallel size")
+    if settings.get("mode") == "one-step-off":
+        out.append("more devices for the trainer pool" + (f" (TRAINER_GPUS now {tg})" if tg else "")
+                   + ", or a larger ulysses_sequence_parallel_size / tensor parallel size")
+    else:  # DAPO colocates: training shares every device of each host (TRAINER_GPUS sizes one-step-off only)
+        out.append("more devices: more hosts in one run (-H a,b) or hosts with more devices, or a larger "
+                   "ulysses_sequence_parallel_size / tensor parallel size")
     return out
 
 
@@ -206,9 +210,13 @@ def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
         return Decision("stop", features, {}, f"device OOM in phase {phase} after {oom_used} OOM retries "
                         f"(MAX_OOM_RETRIES={max_oom})", skipped, _oom_suggestions(features, detail, settings))
     if rung is None:
+        rungs = phase_rungs(phase, settings.get("framework"), settings.get("mode"))
+        off = [r for r in rungs if r in features.disabled]
+        state = "; ".join(x for x in (
+            ("used: " + ", ".join(r for r in rungs if r not in off)) if len(off) < len(rungs) else "",
+            ("turned off by --features / USER_FEATURES: " + ", ".join(off)) if off else "") if x)
         return Decision("stop", features, {}, f"device OOM in phase {phase}: no rung of its ladder left "
-                        f"({', '.join(phase_rungs(phase, settings.get('framework'), settings.get('mode')))})",
-                        skipped, _oom_suggestions(features, detail, settings))
+                        f"({state or ', '.join(rungs)})", skipped, _oom_suggestions(features, detail, settings))
     n = oom_used + 1
     shown = _short(ch, settings)
     what = f"adding {rung}" if not shown else f"{rung} ({shown})"
