@@ -186,7 +186,7 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
             target.append(name)
     both = sorted(set(on) & set(off))
     if both:
-        raise FeatureError(f"feature {both[0]!r} is both on and off in USER_FEATURES; keep one of {both[0]} / -{both[0]}")
+        raise FeatureError(f"feature {both[0]!r} is both on and off in the features (--features / USER_FEATURES); keep one of {both[0]} / -{both[0]}")
     return on, off
 
 
@@ -221,7 +221,7 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
                     off.append(dep)
     if enable_offload:
         if "offload" in off:
-            raise FeatureError("ENABLE_OFFLOAD=True contradicts '-offload' in USER_FEATURES; drop one of them")
+            raise FeatureError("ENABLE_OFFLOAD=True contradicts '-offload' in the features (--features / USER_FEATURES); drop one of them")
         if "offload" not in on:
             on.append("offload")
     fs = FeatureSet((), frozenset(off))
