@@ -177,3 +177,12 @@ def test_property_token_budget_invariant(prompt, resp, changes):
             assert v >= prompt + resp
         else:
             assert v == changes[k]
+
+
+@pytest.mark.parametrize("cause,word", [("tracker", "SWANLAB_API_HOST"), ("hub", "HF_ENDPOINT"),
+                                        ("ray-head", "Ray head"), (None, "HCCL")])
+def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(cause, word):
+    d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1})
+    assert d.action == "stop" and len(d.suggestions) == 1 and word in d.suggestions[0], d.suggestions
+    if cause == "tracker":
+        assert "HCCL" not in d.suggestions[0] and "--swanlab-mode local" in d.suggestions[0]

@@ -224,6 +224,23 @@ def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
                     "resuming from the last checkpoint", skipped, [], "oom")
 
 
+#: what to check after a retried network failure came back, by the verdict's ``detail["cause"]``
+#: (core/classify/verdicts.py ``_network``); None: the collective / unknown case
+_RETRY_STOP_SUGGESTIONS = {
+    ("network", "tracker"): "the tracker server is unreachable from the container: check SWANLAB_API_HOST and the "
+                            "proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "
+                            "launch with --swanlab-mode local and sync later",
+    ("network", "hub"): "the model hub (or the proxy to it) is unreachable from the container: check http(s)_proxy "
+                        "and the HF_ENDPOINT mirror, or put the model and data on the host's disk (--model /path)",
+    ("network", "http"): "an HTTP endpoint the run needs keeps failing (429/5xx): wait and launch again, or point "
+                         "the run at a local copy",
+    ("network", "ray-head"): "the Ray head cannot be reached: check the head's container, its address and port "
+                             "(firewall, no_proxy) before launching again",
+    None: "check the network, the Ray head and the HCCL/NCCL environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) "
+          "before launching again",
+}
+
+
 def _host_rollback(features: FeatureSet, settings: dict):
     """Features and setting changes that undo what the ladder moved into host RAM, or None if nothing."""
     fs = features.remove_ladder("offload")
@@ -279,9 +296,8 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
 
     if cls in _RETRY_ONCE:
         if other.get(cls, 0) >= 1:
-            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [],
-                            ["check the network, the Ray head and the HCCL/NCCL environment "
-                             "(HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) before launching again"])
+            sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
+            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
         return Decision("retry", features, {}, _RETRY_ONCE[cls], [], [], cls)
 
     if cls == "auth-error" and (detail.get("fatal") is False or detail.get("action_kind") == "keep-running"):
