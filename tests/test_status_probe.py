@@ -142,6 +142,17 @@ def test_stop_with_dead_supervisor_kills_own_group_and_is_idempotent(tmp_path):
             verl.kill()
 
 
+def test_stop_after_the_supervisor_died_records_the_step_verl_reached(tmp_path):
+    """The supervisor was killed at step 3 (its run.json says so), verl trained on to step 6: stop records 6."""
+    log = "".join("(TaskRunner pid=4) step:%d - actor/pg_loss:0.1 - timing_s/step:1.0\n" % k for k in range(1, 7))
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), log=log)
+    rec = runstate.read_run(rd)
+    rec["step"] = 3
+    runstate.write_run(rd, rec)
+    res = probe({"op": "stop", "runs_dir": str(tmp_path)})
+    assert res["after"] == "stopped" and runstate.read_run(rd)["step"] == 6
+
+
 def test_stop_terminates_live_supervisor(tmp_path):
     verl = subprocess.Popen(["sleep", "300"], start_new_session=True)
     rid, rd = make_run(str(tmp_path), verl_pgid=verl.pid)

@@ -306,6 +306,9 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
             _wait(lambda: not own_processes(run), 5.0)
     if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
         now = time.time()
+        logged = last_logged_step(_log_path(run, run_dir))
+        if logged is not None and logged > int(run.get("step") or 0):  # verl outlived its supervisor and went on
+            run["step"] = logged
         run["status"] = "stopped"
         run["ended_at"] = now
         run["stop"] = {"at": now, "by": "dapo-ops stop",
@@ -314,6 +317,20 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
         actions.append("marked run.json stopped")
     return {"run_id": run.get("run_id"), "run_dir": run_dir, "before": before, "after": run.get("status"),
             "actions": actions, "already": not actions}
+
+
+def last_logged_step(log, tail_bytes=DEFAULT_TAIL_BYTES):
+    """The step of the last metrics line (``step:N - ...``, :func:`dapo_ops.core.logformat.parse_metrics_line`)
+    in the last ``tail_bytes`` of ``log``, or None. What ``stop`` records when verl went on training after its
+    supervisor died (run.json then lags behind the log)."""
+    from dapo_ops.core import logformat
+
+    text, _, _ = read_tail(log, tail_bytes)
+    for line in reversed(logformat.split_lines(text)):
+        parsed = logformat.parse_metrics_line(line)
+        if parsed is not None:
+            return parsed[0]
+    return None
 
 
 def probe_resolve(runs_dir, run_id=None, attempt=None):
