@@ -216,3 +216,14 @@ def test_dry_run_rejects_an_extra_override_the_launch_would_reject(tmp_path):
     ok = subprocess.run(inv + ["launch", "--dry-run", "--override", "trainer.val_before_train=False"],
                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert ok.returncode == 0 and "trainer.val_before_train=False" in ok.stdout
+
+
+def test_independent_dry_run_on_several_hosts_says_whose_plan_it_shows(cli, tmp_path):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[defaults]\naccelerator = "npu"\ndevices = 8\n[hosts.a]\naddress = "192.0.2.1"\n'
+                   '[hosts.b]\naddress = "192.0.2.2"\n[hosts.c]\naddress = "192.0.2.3"\ndevices = 4\n')
+    res = cli("inv", "launch", "--dry-run", "--independent", "-H", "a,b,c", "--inventory", inv,
+              env={"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "disabled"})
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 0, res.stderr
+    assert "independent runs on a, b, c" in out and "this plan is a's; c differ" in out, out

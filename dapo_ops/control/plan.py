@@ -145,5 +145,12 @@ def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", 
                      swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides,
                      memory=_local_memory_facts(st, host))
     plan.notes.append(sw_note)
+    if host is not None and len(chosen) > 1:  # --independent: one run per host
+        shape = lambda h: (h.accelerator, int(h.devices), h.container, h.workdir, h.runs_path)  # noqa: E731
+        other = [h.name for h in chosen[1:] if shape(h) != shape(host)]
+        plan.notes.append(f"independent runs on {', '.join(h.name for h in chosen)} (one run per host, own run id): "
+                          f"this plan is {host.name}'s" + (f"; {', '.join(other)} differ in accelerator, devices, "
+                                                            f"container or paths: see `inv launch --dry-run -H <host>`"
+                                                            if other else ", the others are the same"))
     render(plan, console)
     return plan
