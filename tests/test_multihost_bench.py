@@ -129,6 +129,17 @@ def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandb
     log = train_log(sandbox, "h1", run_id)
     assert "Ray cluster: 2 node(s), resources NPU=16.0" in log
     assert "Total available GPUs" not in log
+    # h2 is the run's Ray worker, not a run of its own: watch follows the head's run (exit 0: it succeeded)
+    w = cli("watch", "-H", "h1,h2", "--interval", "1")
+    assert w.returncode == 0, w.stdout + w.stderr
+    assert f"h2: Ray worker of run {run_id} (head h1)" in w.stdout and "no run" not in w.stdout + w.stderr, w.stdout
+    assert "None" not in w.stdout, w.stdout
+    # logs: the head's log; h2 one note, not a failure
+    lg = cli("logs", "-H", "h1,h2", "--lines", "5")
+    assert lg.returncode == 0 and "h1 | " in lg.stdout and "h2 | " not in lg.stdout, lg.stdout + lg.stderr
+    assert lg.stderr.strip() == (f"h2: Ray worker of run {run_id} (head h1); its log is the head's (`inv logs -H h1`), "
+                                 f"its Ray log is /verl/dapo_runs/.cluster/{run_id}/ray/h2.log in its container"), \
+        lg.stderr
     assert wait_no_ray(sandbox) == {}
 
 
@@ -205,8 +216,21 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     w = json.loads(cli("status", "-H", "h2", "--json").stdout)[0]
     assert (w["state"], w["run_id"], w["serves"]["head"]) == ("ray-worker", run_id, "h1"), w
     assert "inv status -H h1" in w["hint"]
+    # stop on the worker alone stops nothing: one line naming the run, its head and the command that stops it
+    alone = cli("stop", "-H", "h2")
+    assert alone.returncode != 0 and alone.stderr.strip() == (
+        f"h2: Ray worker of run {run_id} (head h1); nothing stopped: stop the run with `inv stop -H h1,h2` "
+        "(or `inv stop -H h1`)"), alone.stdout + alone.stderr
+    assert read_run(sandbox, "h1", run_id)["status"] == "running" and ray_processes(sandbox, "h2") != []
+    # logs mid-run: the head's log, and the worker's Ray log named (the file exists in h2's container)
+    lg = cli("logs", "-H", "h1,h2", "--lines", "3")
+    assert lg.returncode == 0 and "h1 | " in lg.stdout, lg.stdout + lg.stderr
+    ray_log = f"/verl/dapo_runs/.cluster/{run_id}/ray/h2.log"
+    assert f"h2: Ray worker of run {run_id} (head h1)" in lg.stderr and ray_log in lg.stderr, lg.stderr
+    assert sandbox.exec("h2", f"test -f {ray_log}").returncode == 0
     stop = cli("stop", "-H", "h1,h2")
     assert stop.returncode == 0, stop.stderr
+    assert "nothing to stop" not in stop.stdout + stop.stderr, stop.stdout + stop.stderr
     assert read_run(sandbox, "h1", run_id)["status"] == "stopped"
     assert "Ray session" in stop.stdout
     assert ray_processes(sandbox, "h1") == [] and ray_processes(sandbox, "h2") == []

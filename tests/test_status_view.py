@@ -249,3 +249,65 @@ def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_e
     assert w.finished
     code, msg = w.outcome()
     assert code == 2 and msg == "h2: run r2 stopped by `inv stop` at step 2/4"
+
+
+RID = "20261201-170121-93c1"
+SERVES = {"run_id": RID, "head": "h1", "head_address": "10.0.0.1", "port": 6379}
+
+
+def _cluster_head_run(**kw):
+    return dict({"run_id": RID, "status": "running", "attempt": 1, "step": 2, "total_steps": 6,
+                 "pids": {"supervisor": 5}, "cluster": {"nodes": 2, "hosts": ["h1", "h2"], "head": "h1"}}, **kw)
+
+
+def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line():
+    from types import SimpleNamespace
+
+    from dapo_ops.control import status as svc
+
+    # mid-run: h2 is a live Ray worker (the probe's serves), h1 the head; the head's run decides the exit code
+    w = svc.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
+    first = w.see([sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True}),
+                   sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
+    assert first == ["h1: run %s running, attempt 1, step 2/6" % RID, "h2: Ray worker of run %s (head h1)" % RID]
+    assert [h.name for h in w.live()] == ["h1"] and not w.finished
+    w.see([sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "", "now": 2.0})])
+    assert w.finished and w.outcome() == (0, "")
+    # after the run: h2's Ray session is gone (no serves, no run of its own, or only an older one)
+    for h2 in (sv.build_row("h2", {"run": None, "now": 1.0}),
+               sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "failed"}, "now": 1.0})):
+        w = svc.Watch([SimpleNamespace(name="h2"), SimpleNamespace(name="h1")])
+        lines = w.see([h2, sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "",
+                                                "now": 2.0})])
+        assert "h2: Ray worker of run %s (head h1)" % RID in lines and not any("no run" in x for x in lines), lines
+        assert w.finished and w.outcome() == (0, "")
+    # the worker alone: not a run of its own, and the command that watches the run
+    w = svc.Watch([SimpleNamespace(name="h2")])
+    w.see([sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
+    code, msg = w.outcome()
+    assert code == 4 and msg.startswith("h2: Ray worker of run %s (head h1)" % RID) and "`inv watch -H h1`" in msg
+
+
+def test_a_ray_worker_row_never_reads_as_a_run_with_none_fields():
+    row = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
+    assert sv.events(None, row) == ["h2: Ray worker of run %s (head h1)" % RID]
+    assert sv.events(row, row) == []
+
+
+def test_an_error_row_names_its_host_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from dapo_ops.control import status as svc
+
+    # what _status_probe answers for a stopped container whose run.json cannot be read (str(RemoteError) names it)
+    msg = "h2: container 'verl' is stopped (exited (exit code 137))"
+    monkeypatch.setattr(svc, "fan", lambda chosen, fn, timeout, ct=None: [("h2", {"error": msg, "stopped_run": None})])
+    assert svc.collect_rows([SimpleNamespace(name="h2")])[0].error == msg
+
+
+def test_a_long_hint_is_cut_at_a_word_boundary():
+    text = "stop with suggestions: " + " ".join(["lower max_response_length"] * 8)
+    cut = sv.one_line(text, 60)
+    assert cut.endswith("\u2026") and len(cut) <= 60
+    assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " ", cut
+    assert sv.one_line("x" * 80, 60) == "x" * 59 + "\u2026"

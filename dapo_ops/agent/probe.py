@@ -8,14 +8,16 @@ prints one JSON object on stdout.
 
 Requests (``{"op": ..., ...}``), each answered by the function of the same name:
 
-- ``status``  ``{"runs_dir", "run_id"?, "tail_bytes"?}`` -> :func:`probe_status`
+- ``status``  ``{"runs_dir", "run_id"?, "tail_bytes"?, "host"?}`` -> :func:`probe_status`
 - ``list``    ``{"runs_dir"}`` -> :func:`probe_list` (``status --all``)
-- ``stop``    ``{"runs_dir", "run_id"?, "grace_s"?, "kill_grace_s"?}`` -> :func:`probe_stop`
+- ``stop``    ``{"runs_dir", "run_id"?, "grace_s"?, "kill_grace_s"?, "host"?}`` -> :func:`probe_stop`
 - ``errors``  ``{"runs_dir", "run_id"?, "tail_bytes"?, "attempt"?}`` -> :func:`probe_logs_tails`
-- ``resolve`` ``{"runs_dir", "run_id"?, "attempt"?}`` -> run dir / log paths for ``logs``
+- ``resolve`` ``{"runs_dir", "run_id"?, "attempt"?, "host"?}`` -> run dir / log paths for ``logs``
 
 The current run of a container is the one named by ``<runs_dir>/.lock`` (live or stale: the lock is rewritten
-by every launch), else the newest run directory (run ids sort by start time, runstate.new_run_id).
+by every launch), else the newest run directory (run ids sort by start time, runstate.new_run_id). ``host`` (the
+inventory name) lets ``status``/``stop``/``resolve`` see that the container is a live Ray worker of another
+host's multi-host run (:func:`_serves`).
 """
 
 import json
@@ -181,11 +183,32 @@ def _liveness(run, run_dir):
 # ------------------------------------------------------------------------------------------ ops
 
 def _serves(runs_dir, host, own_run_id):
-    """The multi-host run whose Ray worker this container runs (a live session of another run), or None."""
+    """The multi-host run whose Ray worker this container runs (a live session of another run), or None:
+    ``{"run_id", "head", "head_address", "port", "ray_log"}``; ``ray_log`` is the worker's ``ray start`` output,
+    ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (written by ``dapo_ops.control.cluster_ops._start_node``)."""
     for s in _rs.ray_sessions(runs_dir, host):
         if s.get("role") == "worker" and s.get("run_id") != own_run_id:
-            return {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
+            out = {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
+            pid_file = str(s.get("pid_file") or "")
+            out["ray_log"] = pid_file[:-4] + ".log" if pid_file.endswith(".pid") else None
+            return out
     return None
+
+
+def _serves_instead(runs_dir, host, run_id):
+    """``serves`` of this host when it is a live Ray worker of another host's run and holds no active run of its
+    own (an older run of its own does not count); ``run_id`` given: only when it names the served run."""
+    if not host:
+        return None
+    try:
+        run_dir = None if run_id else resolve_run_dir(runs_dir)
+    except ProbeError:
+        run_dir = None
+    own = (_rs.read_run(run_dir) or {}) if run_dir else {}
+    if own.get("status") in _rs.ACTIVE_STATUSES:
+        return None
+    serves = _serves(runs_dir, host, os.path.basename(run_dir or ""))
+    return serves if serves and (not run_id or serves.get("run_id") == run_id) else None
 
 
 def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None):
@@ -244,7 +267,7 @@ def _wait(pred, timeout_s, every_s=0.2):
     return pred()
 
 
-def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
+def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None):
     """Stop a run, touching only its own recorded PIDs; keeps checkpoints and logs; idempotent.
 
     1. supervisor alive (``/proc/<pid>/cmdline`` names ``dapo_ops.agent.supervisor`` and this run dir): SIGTERM it and
@@ -255,8 +278,14 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0):
        run), wait up to ``kill_grace_s`` seconds, SIGKILL what is left.
     3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added).
 
-    :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}``.
+    A live Ray worker of another host's run (``host`` given, no active run of its own) stops nothing: its Ray
+    session ends with the head's stop, so the answer is ``{"serves": {...}}`` (:func:`_serves`).
+
+    :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}`` or ``{"serves": {...}}``.
     """
+    serves = _serves_instead(runs_dir, host, run_id)
+    if serves:
+        return {"serves": serves}
     run_dir = resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise ProbeError("no runs in %s: nothing to stop" % runs_dir)
@@ -333,9 +362,14 @@ def last_logged_step(log, tail_bytes=DEFAULT_TAIL_BYTES):
     return None
 
 
-def probe_resolve(runs_dir, run_id=None, attempt=None):
-    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status"}``; ``log`` is
-    ``attempt-<attempt>.log`` when ``attempt`` is given (ProbeError when missing), else train.log."""
+def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
+    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster"}``; ``log`` is
+    ``attempt-<attempt>.log`` when ``attempt`` is given (ProbeError when missing), else train.log; ``cluster`` is
+    run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
+    asked for) answers ``{"serves": {...}}`` instead (:func:`_serves`: the run's log is on its head)."""
+    serves = None if attempt else _serves_instead(runs_dir, host, run_id)
+    if serves:
+        return {"serves": serves}
     run_dir = resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise ProbeError("no runs in %s: launch one with `inv launch`" % runs_dir)
@@ -350,7 +384,7 @@ def probe_resolve(runs_dir, run_id=None, attempt=None):
     else:
         log = _log_path(run, run_dir)
     return {"run_id": os.path.basename(run_dir), "run_dir": run_dir, "log": log, "attempts": attempts,
-            "status": run.get("status")}
+            "status": run.get("status"), "cluster": run.get("cluster")}
 
 
 def probe_logs_tails(runs_dir, run_id=None, tail_bytes=DEFAULT_ERRORS_TAIL_BYTES, attempt=None):
@@ -392,9 +426,9 @@ def handle(req):
             return probe_list(runs_dir)
         if op == "stop":
             return probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
-                              float(req.get("kill_grace_s", 20.0)))
+                              float(req.get("kill_grace_s", 20.0)), req.get("host"))
         if op == "resolve":
-            return probe_resolve(runs_dir, req.get("run_id"), req.get("attempt"))
+            return probe_resolve(runs_dir, req.get("run_id"), req.get("attempt"), req.get("host"))
         if op == "errors":
             return probe_logs_tails(runs_dir, req.get("run_id"),
                                     int(req.get("tail_bytes") or DEFAULT_ERRORS_TAIL_BYTES), req.get("attempt"))

@@ -297,14 +297,14 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     chosen = with_container(chosen, container)
     results = svc.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
     for r in results:
-        if r.kind in ("stopped", "already"):
+        if r.kind in ("stopped", "already", "with-head"):
             print(r.message)
         elif r.kind != "skipped":
             print(r.message, file=sys.stderr)
         if r.run_dir:  # multi-host run: its Ray sessions on every host
             from dapo_ops.cli import multihost
             multihost.stop_cluster(c, inv, r.host, r.run_dir)
-    if any(r.kind == "failed" for r in results):
+    if any(r.kind in ("failed", "worker") for r in results):  # a worker: nothing stopped, the line says how
         raise Exit(code=EXIT_FAILED)  # each failed host was reported above
     if run and not any(r.kind in ("stopped", "already") for r in results):
         fail("no host has run %s; list runs with `inv status --all`" % run, EXIT_FAILED)

@@ -22,7 +22,7 @@ from dapo_ops.control import fanout, remote_bundle, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
-from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
+from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
@@ -56,8 +56,22 @@ def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) 
         if r.ok:
             out.append((r.host.name, r.row.data["answer"]))
         else:
-            msg = r.row.message or r.row.kind
-            out.append((r.host.name, msg if msg.startswith(r.host.name) else "%s: %s" % (r.host.name, msg)))
+            out.append((r.host.name, named(r.host.name, r.row.message or r.row.kind)))
+    return out
+
+
+def named(host: str, message: str) -> str:
+    """``message`` as one line naming ``host`` once (``h2: ...``; a message that already starts so is kept)."""
+    return message if message.startswith(host + ":") else "%s: %s" % (host, message)
+
+
+def cluster_heads(rows) -> dict[str, StatusRow]:
+    """``{worker host: head row}`` from the rows of multi-host runs' heads (run.json ``cluster.hosts``)."""
+    out: dict[str, StatusRow] = {}
+    for r in rows:
+        for h in ((r.cluster or {}).get("hosts") or []) if r.run_id else []:
+            if h != r.host and (h not in out or (out[h].run_id or "") < r.run_id):
+                out[h] = r
     return out
 
 
@@ -155,7 +169,7 @@ def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
         elif res.get("stopped_run"):
             rows.append(_stopped_row(name, res))
         elif res.get("error"):
-            rows.append(statusview.build_row(name, {"error": "%s: %s" % (name, res["error"])}))
+            rows.append(statusview.build_row(name, {"error": named(name, res["error"])}))
         elif all_runs:
             runs = res.get("runs") or []
             if not runs:
@@ -175,7 +189,7 @@ def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
 @dataclass
 class LogsFound:
     """``resolve`` answers: ``found`` [(Host, {"log": path, ...})], ``errors`` (one line per failed host) and
-    ``notes`` (hosts without runs: not a failure while another host has a log)."""
+    ``notes`` (hosts without runs, Ray workers of a multi-host run: not a failure while another host has a log)."""
 
     found: list = field(default_factory=list)
     errors: list = field(default_factory=list)
@@ -185,16 +199,32 @@ class LogsFound:
 def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout: float | None = None) -> LogsFound:
     """The log path of the run (or of one attempt) on every host.
 
+    A Ray worker host of a multi-host run (a live session: the probe's ``serves``; or named in the ``cluster.hosts``
+    of a chosen head's run while it has no run, or only an older one, of its own) gets one note: its run's log is
+    the head's, its own Ray log is ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (cluster_ops._start_node).
+
     :raises StatusError: no host has a log to show (the message names each host's reason).
     """
     req = {"op": "resolve", "run_id": run or None, "attempt": attempt or None}
     by_name = {h.name: h for h in chosen}
     out = LogsFound()
-    for name, res in fan(chosen, lambda t: probe(t, req), PROBE_TIMEOUT_S + 15, connect_timeout):
+    answers = fan(chosen, lambda t: probe(t, dict(req, host=t.name)), PROBE_TIMEOUT_S + 15, connect_timeout)
+    heads = {h: (head, info) for head, info in ((n, a) for n, a in answers if isinstance(a, dict) and a.get("log"))
+             for h in ((info.get("cluster") or {}).get("hosts") or []) if h != head}
+    for name, res in answers:
+        head, info = heads.get(name, (None, {}))
+        if isinstance(res, dict) and head and not res.get("serves") and (
+                (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < info["run_id"]):
+            res = {"serves": {"run_id": info["run_id"], "head": head,
+                              "ray_log": "%s/.cluster/%s/ray/%s.log" % (by_name[name].runs_path, info["run_id"], name)}}
         if isinstance(res, str):
             out.errors.append(res)
+        elif res.get("serves"):
+            sv = res["serves"]
+            out.notes.append("%s; its log is the head's (`inv logs -H %s`), its Ray log is %s in its container" % (
+                statusview.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log")))
         elif res.get("error"):
-            (out.notes if res["error"].startswith("no runs") else out.errors).append("%s: %s" % (name, res["error"]))
+            (out.notes if res["error"].startswith("no runs") else out.errors).append(named(name, res["error"]))
         else:
             out.found.append((by_name[name], res))
     if not out.found:
@@ -287,7 +317,9 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
 @dataclass
 class StopResult:
     """One host's ``stop`` answer. ``kind``: ``stopped``, ``already`` (nothing to stop), ``skipped`` (``--run``
-    names a run on another host), ``no-runs`` (nothing recorded: reported, not a failure) or ``failed``;
+    names a run on another host), ``with-head`` (a Ray worker whose head is stopped with it), ``no-runs`` (nothing recorded:
+    reported, not a failure), ``worker`` (a Ray worker of a run whose head was not chosen: nothing stopped) or
+    ``failed``;
     ``message`` is the line to show; ``run_dir`` is set for a multi-host run (its Ray sessions end on every host)."""
 
     host: str
@@ -299,18 +331,30 @@ class StopResult:
 def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
               connect_timeout: float | None = None) -> list[StopResult]:
     """SIGTERM each host's run supervisor (or, with a dead supervisor, kill the run's own verl processes and mark
-    run.json stopped): the probe's ``stop`` op, waiting ``grace_s`` seconds before SIGKILL. Own PIDs only."""
+    run.json stopped): the probe's ``stop`` op, waiting ``grace_s`` seconds before SIGKILL. Own PIDs only.
+    A host that is a live Ray worker of another host's run stops nothing itself (the head's stop ends the Ray
+    sessions on every node): ``with-head`` when its head is chosen too, else ``worker`` naming the command."""
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace_s), "kill_grace_s": 20.0}
+    names = {h.name for h in chosen}
     out = []
-    for name, res in fan(chosen, lambda t: probe(t, req, timeout=float(grace_s) + 60), float(grace_s) + 90,
-                         connect_timeout):
+    for name, res in fan(chosen, lambda t: probe(t, dict(req, host=t.name), timeout=float(grace_s) + 60),
+                         float(grace_s) + 90, connect_timeout):
         if isinstance(res, str):
             out.append(StopResult(name, "failed", res))
+            continue
+        if res.get("serves"):
+            sv = res["serves"]
+            line = statusview.worker_line(name, sv.get("run_id"), sv.get("head"))
+            if sv.get("head") in names:
+                out.append(StopResult(name, "with-head", line + "; its Ray session ends with the head's stop"))
+            else:
+                out.append(StopResult(name, "worker", "%s; nothing stopped: stop the run with `inv stop -H %s,%s` "
+                                      "(or `inv stop -H %s`)" % (line, sv.get("head"), name, sv.get("head"))))
             continue
         rd = res.get("run_dir")
         err = res.get("error")
         if err:
-            line = "%s: %s" % (name, err)
+            line = named(name, err)
             if run and len(chosen) > 1 and err.startswith("no run "):
                 out.append(StopResult(name, "skipped", line))
             else:
@@ -337,6 +381,7 @@ class Watch:
         self.prev: dict[str, StatusRow] = {}
         self.done: dict[str, StatusRow] = {}
         self.unreachable: set[str] = set()
+        self.workers: dict[str, StatusRow] = {}  # Ray worker hosts of a watched head's run: not runs of their own
 
     def live(self) -> list:
         """The hosts still to look at."""
@@ -350,7 +395,18 @@ class Watch:
         """Lines for one look: state changes (:func:`statusview.events`), an unreachable host once (it does not
         end the watch once it was seen), and why a host without a run stops being watched."""
         out: list[str] = []
+        heads = cluster_heads(list(rows) + list(self.prev.values()))
+        watched = {h.name for h in self.hosts}
         for row in rows:
+            head = heads.get(row.host)
+            hn, rid = (head.host, head.run_id) if head else ((row.serves or {}).get("head"), row.run_id)
+            if hn in watched and row.state != ERROR and (row.state == statusview.RAY_WORKER or (
+                    head is not None and row.status not in ACTIVE_STATUSES and
+                    (row.state == NO_RUN or (row.run_id or "") < (rid or "")))):
+                # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
+                self.workers[row.host] = self.done[row.host] = row
+                out.append(statusview.worker_line(row.host, rid, hn))
+                continue
             if row.state == ERROR and row.host in self.prev:  # transient: keep watching
                 if row.host not in self.unreachable:
                     out.append("%s (still watching)" % row.error)
@@ -367,10 +423,15 @@ class Watch:
 
     def outcome(self) -> tuple[int, str]:
         """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""
-        worst = max(self.done.values(), key=lambda r: WATCH_CODES.get(r.state, 4))
+        own = [r for h, r in self.done.items() if h not in self.workers] or list(self.done.values())
+        worst = max(own, key=lambda r: WATCH_CODES.get(r.state, 4))
         code = WATCH_CODES.get(worst.state, 4)
         if not code:
             return 0, ""
+        if worst.state == statusview.RAY_WORKER:  # its head is not watched
+            head = (worst.serves or {}).get("head")
+            return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
+                statusview.worker_line(worst.host, worst.run_id, head), head)
         if worst.state in (NO_RUN, ERROR):
             return code, worst.error or "%s: no run to watch" % worst.host
         if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"

@@ -166,7 +166,8 @@ def one_line(text: str | None, limit: int = 120) -> str | None:
     m = re.match(r"(.+?\.)(\s|$)", first)
     if m:
         first = m.group(1)
-    return first if len(first) <= limit else first[: limit - 1] + "\u2026"
+    cut = first[: limit - 1]
+    return first if len(first) <= limit else (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "\u2026"
 
 
 def _recent_step_time(run: dict, tail: TailInfo) -> float | None:
@@ -461,6 +462,9 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
     the supervisor dying, a stale run, and the end of the run.
     """
     out: list[str] = []
+    if cur.state == RAY_WORKER:  # not a run of its own: one line naming the run it serves
+        same = prev is not None and prev.state == RAY_WORKER and prev.run_id == cur.run_id
+        return [] if same else [worker_line(cur.host, cur.run_id, (cur.serves or {}).get("head"))]
     if prev is None or prev.run_id != cur.run_id:
         if cur.run_id:
             out.append("%s: run %s %s, attempt %s, step %s/%s" % (
@@ -483,6 +487,11 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
     if cur.stale and not prev.stale:
         out.append("%s: no progress line for %s (stale)" % (cur.host, fmt_duration(cur.progress_age_s)))
     return out
+
+
+def worker_line(host: str, run_id, head) -> str:
+    """``h2: Ray worker of run <id> (head h1)``: a Ray worker host of a multi-host run (its record is on the head)."""
+    return "%s: Ray worker of run %s (head %s)" % (host, run_id, head)
 
 
 def is_finished(row: StatusRow) -> bool:
