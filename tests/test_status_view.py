@@ -2,6 +2,7 @@
 
 import json
 
+from dapo_ops.control import statusevents as se
 from dapo_ops.control import statusview as sv
 
 NP_LINE = ("(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
@@ -88,7 +89,7 @@ def test_dead_supervisor_is_not_shown_running():
                               "verl_alive": True})
     assert row.state == "supervisor-dead"
     assert "still runs (pgid 11)" in row.hint
-    assert sv.is_finished(row)
+    assert se.is_finished(row)
 
 
 def test_stale_flag_uses_step_time():
@@ -110,13 +111,13 @@ def test_events_attempt_escalation_and_finish():
                                         verdict=None), "tail": "", "now": 1001.0, "supervisor_alive": True})
     b = sv.build_row("h1", {"run": _run(status="retrying", attempt=2), "tail": "", "now": 1002.0,
                             "supervisor_alive": True})
-    ev = sv.events(a, b)
+    ev = se.events(a, b)
     assert any("attempt 2 started" in e and "OOM escalation: +offload" in e for e in ev)
     c = sv.build_row("h1", {"run": _run(status="succeeded", step=10), "tail": "", "now": 1003.0,
                             "supervisor_alive": False})
-    ev = sv.events(b, c)
+    ev = se.events(b, c)
     assert ev == ["h1: finished: succeeded at step 10/10"]
-    assert sv.events(c, c) == []
+    assert se.events(c, c) == []
 
 
 def test_sort_newest_first():
@@ -146,7 +147,7 @@ def test_events_when_attaching_late_replay_attempts_and_end():
         {"n": 2, "features": f2, "verdict": {"cls": "oom-device"}, "step_reached": 6},
         {"n": 3, "features": f3, "verdict": {"cls": "success"}, "step_reached": 10}])
     row = sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": False})
-    ev = sv.events(None, row)
+    ev = se.events(None, row)
     assert ev[1] == ("h1: attempt 2 started (features flash_attn,+offload(oom-retry-1)); "
                      "OOM escalation: +offload; after oom-device")
     assert ev[2].startswith("h1: attempt 3 started") and "OOM escalation: +recompute;" in ev[2]
@@ -171,10 +172,10 @@ def test_a_finally_failed_run_says_what_ended_it_and_shows_the_suggestions_never
     assert row.suggestions == ["lower the token budget", "shorter responses: --max-response-length 4096"]
     assert "retry" not in sv.cells(row)["verdict"] and ENDED in sv.cells(row)["verdict"]
     assert row.to_json()["suggestions"] == row.suggestions and row.to_json()["ended"] == ENDED
-    ev = sv.events(None, row)[-1].splitlines()
+    ev = se.events(None, row)[-1].splitlines()
     assert ev[0] == "h1: finished: %s (oom-device)" % ENDED
     assert ev[1:] == ["h1:   try: lower the token budget", "h1:   try: shorter responses: --max-response-length 4096"]
-    assert "retry from" not in "\n".join(sv.events(None, row))
+    assert "retry from" not in "\n".join(se.events(None, row))
 
 
 def test_ending_without_a_recorded_line_and_before_the_first_step():
@@ -186,7 +187,7 @@ def test_ending_without_a_recorded_line_and_before_the_first_step():
     row = sv.build_row("h1", {"run": _run(status="stopped", step=None, stop={"by": "dapo-ops stop"}, decision=None),
                               "tail": "", "now": 2000.0})
     assert row.ended == "stopped by `inv stop` before the first step"
-    assert "None" not in sv.events(None, row)[-1]
+    assert "None" not in se.events(None, row)[-1]
 
 
 def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
@@ -198,7 +199,7 @@ def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
 
 def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
     row = sv.build_row("h1", {"run": {"run_id": "x", "status": "unknown", "run_dir": "/r/x"}, "tail": "", "now": 1.0})
-    assert row.state == "incomplete" and "no run.json" in row.hint and sv.is_finished(row)
+    assert row.state == "incomplete" and "no run.json" in row.hint and se.is_finished(row)
 
 
 
@@ -290,8 +291,8 @@ def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line()
 
 def test_a_ray_worker_row_never_reads_as_a_run_with_none_fields():
     row = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
-    assert sv.events(None, row) == ["h2: Ray worker of run %s (head h1)" % RID]
-    assert sv.events(row, row) == []
+    assert se.events(None, row) == ["h2: Ray worker of run %s (head h1)" % RID]
+    assert se.events(row, row) == []
 
 
 def test_an_error_row_names_its_host_once(monkeypatch):

@@ -19,7 +19,7 @@ import time
 from invoke.exceptions import Exit
 
 from dapo_ops.control import status as svc
-from dapo_ops.control import statusview
+from dapo_ops.control import statusevents, statusview
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.status import WATCH_CODES, probe  # noqa: F401  (re-exported: callers and tests use them)
 from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD
@@ -78,7 +78,7 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
         if note:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
-        notes += statusview.suggestion_lines(r)
+        notes += statusevents.suggestion_lines(r)
     console.print(table)
     for n in notes:
         console.print(Text(n))

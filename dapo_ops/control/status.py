@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from dapo_ops.agent import probe as remote_probe
-from dapo_ops.control import fanout, remote_bundle, statusview
+from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
@@ -222,7 +222,7 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
         elif res.get("serves"):
             sv = res["serves"]
             out.notes.append("%s; its log is the head's (`inv logs -H %s`), its Ray log is %s in its container" % (
-                statusview.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log")))
+                statusevents.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log")))
         elif res.get("error"):
             (out.notes if res["error"].startswith("no runs") else out.errors).append(named(name, res["error"]))
         else:
@@ -308,7 +308,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
     if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change
         row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
         out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
-        out += [prefix + ln for ln in statusview.suggestion_lines(row, "")]
+        out += [prefix + ln for ln in statusevents.suggestion_lines(row, "")]
     return "".join(ln + "\n" for ln in out), n
 
 
@@ -344,7 +344,7 @@ def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
             continue
         if res.get("serves"):
             sv = res["serves"]
-            line = statusview.worker_line(name, sv.get("run_id"), sv.get("head"))
+            line = statusevents.worker_line(name, sv.get("run_id"), sv.get("head"))
             if sv.get("head") in names:
                 out.append(StopResult(name, "with-head", line + "; its Ray session ends with the head's stop"))
             else:
@@ -392,7 +392,7 @@ class Watch:
         return len(self.done) == len(self.hosts)
 
     def see(self, rows: list[StatusRow]) -> list[str]:
-        """Lines for one look: state changes (:func:`statusview.events`), an unreachable host once (it does not
+        """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
         end the watch once it was seen), and why a host without a run stops being watched."""
         out: list[str] = []
         heads = cluster_heads(list(rows) + list(self.prev.values()))
@@ -405,7 +405,7 @@ class Watch:
                     (row.state == NO_RUN or (row.run_id or "") < (rid or "")))):
                 # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
                 self.workers[row.host] = self.done[row.host] = row
-                out.append(statusview.worker_line(row.host, rid, hn))
+                out.append(statusevents.worker_line(row.host, rid, hn))
                 continue
             if row.state == ERROR and row.host in self.prev:  # transient: keep watching
                 if row.host not in self.unreachable:
@@ -413,9 +413,9 @@ class Watch:
                     self.unreachable.add(row.host)
                 continue
             self.unreachable.discard(row.host)
-            out += statusview.events(self.prev.get(row.host), row)
+            out += statusevents.events(self.prev.get(row.host), row)
             self.prev[row.host] = row
-            if statusview.is_finished(row):
+            if statusevents.is_finished(row):
                 self.done[row.host] = row
                 if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
                     out.append(row.error or "%s: no run to watch" % row.host)
@@ -431,7 +431,7 @@ class Watch:
         if worst.state == statusview.RAY_WORKER:  # its head is not watched
             head = (worst.serves or {}).get("head")
             return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
-                statusview.worker_line(worst.host, worst.run_id, head), head)
+                statusevents.worker_line(worst.host, worst.run_id, head), head)
         if worst.state in (NO_RUN, ERROR):
             return code, worst.error or "%s: no run to watch" % worst.host
         if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"

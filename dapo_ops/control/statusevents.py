@@ -1,0 +1,93 @@
+"""What ``watch`` prints between two looks at a host (operator side, pure): state changes, a new attempt and the
+features it added, the finished line, suggestions, a Ray worker's one line (:func:`events`, :func:`worker_line`,
+:func:`is_finished`); the rows themselves are :mod:`dapo_ops.control.statusview`'s."""
+
+from __future__ import annotations
+
+from dapo_ops.control.statusview import (
+    FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line, fmt_duration, fmt_features
+)
+from dapo_ops.core.runstate import FAILED, TERMINAL_STATUSES
+
+
+def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None) -> str:
+    prev_names = {f["name"] for f in (prev_features or [])}
+    added = [f for f in features if f["name"] not in prev_names and f.get("oom_added")]
+    line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
+    if prev_features is not None and added:
+        line += "; OOM escalation: +" + ",+".join(f["name"] for f in added)
+    if after:
+        line += "; after %s" % after
+    return line
+
+
+def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
+    """``<indent>try: <suggestion>`` lines of a failed run (``decision.suggestions``), one each."""
+    return ["%stry: %s" % (indent, s) for s in row.suggestions]
+
+
+def _finished_line(cur: StatusRow) -> str | None:
+    if cur.state in TERMINAL_STATUSES:
+        line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
+        if cur.state == FAILED and cur.verdict:
+            line += " (%s)" % cur.verdict
+        return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
+    if cur.state == SUPERVISOR_DEAD:
+        return "%s: %s" % (cur.host, cur.hint)
+    return None
+
+
+def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
+    """``attempt N started`` lines for the attempts after ``since`` that run.json records (``cur.attempts``)."""
+    out = []
+    by_n = {a["n"]: a for a in cur.attempts if isinstance(a.get("n"), int)}
+    for n in sorted(k for k in by_n if k > since and k >= 2):
+        prev = by_n.get(n - 1)
+        out.append(_attempt_line(cur.host, n, by_n[n]["features"], prev["features"] if prev else None,
+                                 prev.get("cls") if prev else None))
+    return out
+
+
+def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
+    """State changes between two rows of the same run, one line each (what ``watch`` prints).
+
+    Reports: a new run (with the attempts it already went through, so attaching late still shows each OOM
+    escalation), status changes, a new attempt (OOM-added features called out as an escalation), a new verdict,
+    the supervisor dying, a stale run, and the end of the run.
+    """
+    out: list[str] = []
+    if cur.state == RAY_WORKER:  # not a run of its own: one line naming the run it serves
+        same = prev is not None and prev.state == RAY_WORKER and prev.run_id == cur.run_id
+        return [] if same else [worker_line(cur.host, cur.run_id, (cur.serves or {}).get("head"))]
+    if prev is None or prev.run_id != cur.run_id:
+        if cur.run_id:
+            out.append("%s: run %s %s, attempt %s, step %s/%s" % (
+                cur.host, cur.run_id, cur.status, cur.attempt, cur.step if cur.step is not None else 0,
+                cur.total if cur.total is not None else "?"))
+            out += _attempt_lines(cur, 1)
+            fin = _finished_line(cur)
+            if fin:
+                out.append(fin)
+        return out
+    if cur.attempt != prev.attempt and cur.attempt is not None:
+        lines = _attempt_lines(cur, prev.attempt or 0)
+        if not lines:  # run.json without per-attempt records: compare the current features
+            lines = [_attempt_line(cur.host, cur.attempt, cur.features, prev.features, cur.verdict or prev.verdict)]
+        out += lines
+    elif cur.verdict and cur.verdict != prev.verdict:
+        out.append("%s: verdict %s: %s" % (cur.host, cur.verdict, cur.hint or ""))
+    if cur.state != prev.state:
+        out.append(_finished_line(cur) or "%s: %s -> %s" % (cur.host, prev.state, cur.state))
+    if cur.stale and not prev.stale:
+        out.append("%s: no progress line for %s (stale)" % (cur.host, fmt_duration(cur.progress_age_s)))
+    return out
+
+
+def worker_line(host: str, run_id, head) -> str:
+    """``h2: Ray worker of run <id> (head h1)``: a Ray worker host of a multi-host run (its record is on the head)."""
+    return "%s: Ray worker of run %s (head %s)" % (host, run_id, head)
+
+
+def is_finished(row: StatusRow) -> bool:
+    """True when ``watch`` should stop: a terminal status, a dead supervisor, or no run / probe error."""
+    return row.state in FINISHED_STATES
