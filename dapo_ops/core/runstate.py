@@ -381,27 +381,6 @@ def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None)
             out.append(dict(info if isinstance(info, dict) else {}, run_id=rid, name=node, pid=sid,
                             pid_file=os.path.join(ray_dir, f)))
     return out
-    for rid in runs:
-        ray_dir = root / rid / "ray"
-        try:
-            files = sorted(f for f in os.listdir(str(ray_dir)) if f.endswith(".pid"))
-        except OSError:
-            continue
-        for f in files:
-            node = f[:-4]
-            if name and node != name:
-                continue
-            try:
-                sid = int((ray_dir / f).read_text().split()[0])
-                info = read_json(ray_dir / (node + ".json")) or {}
-            except (OSError, ValueError, IndexError):
-                continue
-            cmd = pid_cmdline(sid) if pid_alive(sid) else None
-            if cmd is None or b"ray" not in cmd:
-                continue
-            out.append(dict(info if isinstance(info, dict) else {}, run_id=rid, name=node, pid=sid,
-                            pid_file=str(ray_dir / f)))
-    return out
 
 
 class _Guard:
