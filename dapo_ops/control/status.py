@@ -65,13 +65,14 @@ def named(host: str, message: str) -> str:
     return message if message.startswith(host + ":") else "%s: %s" % (host, message)
 
 
-def cluster_heads(rows) -> dict[str, StatusRow]:
-    """``{worker host: head row}`` from the rows of multi-host runs' heads (run.json ``cluster.hosts``)."""
-    out: dict[str, StatusRow] = {}
-    for r in rows:
-        for h in ((r.cluster or {}).get("hosts") or []) if r.run_id else []:
-            if h != r.host and (h not in out or (out[h].run_id or "") < r.run_id):
-                out[h] = r
+def cluster_heads(runs) -> dict[str, tuple[str, str]]:
+    """``{worker host: (head host, run id)}`` from ``(host, run id, run.json cluster)`` of multi-host runs' heads
+    (``cluster.hosts`` names every node, the head first); the newest run wins where several name a host."""
+    out: dict[str, tuple[str, str]] = {}
+    for host, run_id, cluster in runs:
+        for h in ((cluster or {}).get("hosts") or []) if run_id else []:
+            if h != host and (h not in out or out[h][1] < run_id):
+                out[h] = (host, run_id)
     return out
 
 
@@ -209,14 +210,14 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
     by_name = {h.name: h for h in chosen}
     out = LogsFound()
     answers = fan(chosen, lambda t: probe(t, dict(req, host=t.name)), PROBE_TIMEOUT_S + 15, connect_timeout)
-    heads = {h: (head, info) for head, info in ((n, a) for n, a in answers if isinstance(a, dict) and a.get("log"))
-             for h in ((info.get("cluster") or {}).get("hosts") or []) if h != head}
+    heads = cluster_heads((n, a.get("run_id"), a.get("cluster")) for n, a in answers
+                          if isinstance(a, dict) and a.get("log"))
     for name, res in answers:
-        head, info = heads.get(name, (None, {}))
+        head, rid = heads.get(name, (None, ""))
         if isinstance(res, dict) and head and not res.get("serves") and (
-                (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < info["run_id"]):
-            res = {"serves": {"run_id": info["run_id"], "head": head,
-                              "ray_log": "%s/.cluster/%s/ray/%s.log" % (by_name[name].runs_path, info["run_id"], name)}}
+                (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < rid):
+            res = {"serves": {"run_id": rid, "head": head,
+                              "ray_log": "%s/.cluster/%s/ray/%s.log" % (by_name[name].runs_path, rid, name)}}
         if isinstance(res, str):
             out.errors.append(res)
         elif res.get("serves"):
@@ -395,11 +396,11 @@ class Watch:
         """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
         end the watch once it was seen), and why a host without a run stops being watched."""
         out: list[str] = []
-        heads = cluster_heads(list(rows) + list(self.prev.values()))
+        heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
         watched = {h.name for h in self.hosts}
         for row in rows:
             head = heads.get(row.host)
-            hn, rid = (head.host, head.run_id) if head else ((row.serves or {}).get("head"), row.run_id)
+            hn, rid = head if head else ((row.serves or {}).get("head"), row.run_id)
             if hn in watched and row.state != ERROR and (row.state == statusview.RAY_WORKER or (
                     head is not None and row.status not in ACTIVE_STATUSES and
                     (row.state == NO_RUN or (row.run_id or "") < (rid or "")))):
