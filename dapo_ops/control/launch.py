@@ -339,15 +339,18 @@ def launch_one(target, req: LaunchRequest) -> Row:
     nothing is left behind when the start itself fails.
     """
     host = target.host
-    if req.resume:  # settings not given now come from the run it continues (resumed_settings)
+    run_id = runstate.new_run_id()
+    plan = req.make_plan(host, run_id)
+    target.container = plan.spec["container"]  # (--container / CONTAINER may name another than the inventory's)
+    old = None
+    if req.resume:  # settings not given now come from the run it continues: plan again with them
         old = resume_mod.resumed_spec(target, req.resume)
         req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
-    plan = req.make_plan(host, runstate.new_run_id())
-    target.container = plan.spec["container"]
+        plan = req.make_plan(host, run_id)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
     facts = quick_checks(target, plan, bdir, req.skip_preflight)
     fit_memory(req, host, plan, facts)
-    resumed = resume_mod.apply_resume(target, plan, req.resume) if req.resume else None
+    resumed = resume_mod.apply_resume(target, plan, req.resume, old) if req.resume else None
     secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
                                   extra_secret=req.extra_secret)
     row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)

@@ -144,23 +144,28 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
-    if req.resume:  # settings not given now come from the run it continues (launch.resumed_settings)
+
+    def make_plan(settings):
         try:
-            old = resume_mod.resumed_spec(targets[head.name], req.resume)
+            return cluster_plan(settings, head, chosen, req.mode, run_id=run_id, swanlab_logger=req.sw.logger_enabled,
+                                inv_proxy=req.inv_proxy, extra_overrides=req.extra_overrides)
+        except (TopologyError, planning.PlanError) as e:
+            raise ClusterLaunchError(str(e), usage=True) from None
+
+    plan, topo = make_plan(req.settings)
+    for t in targets.values():   # the run's container on every host (what launch_one does for one host)
+        t.container = plan.spec["container"]
+    ht = targets[head.name]
+    old = None
+    if req.resume:  # settings not given now come from the run it continues: plan again with them
+        try:
+            old = resume_mod.resumed_spec(ht, req.resume)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
         req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
-    try:
-        plan, topo = cluster_plan(req.settings, head, chosen, req.mode, run_id=run_id,
-                                  swanlab_logger=req.sw.logger_enabled, inv_proxy=req.inv_proxy,
-                                  extra_overrides=req.extra_overrides)
-    except (TopologyError, planning.PlanError) as e:
-        raise ClusterLaunchError(str(e), usage=True) from None
+        plan, topo = make_plan(req.settings)
     spec = plan.spec
     py = spec["python"]
-    for t in targets.values():   # the run's container on every host (what launch_one does for one host)
-        t.container = spec["container"]
-    ht = targets[head.name]
     cdir = cluster_dir(head.runs_path, run_id)
     started: list[tuple[str, Callable[[], object]]] = []   # (what, how to undo it), oldest first
 
@@ -176,7 +181,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     resumed = None
     if req.resume:
         try:
-            resumed = resume_mod.apply_resume(ht, plan, req.resume)
+            resumed = resume_mod.apply_resume(ht, plan, req.resume, old)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     secret_env = launch_svc.prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg,

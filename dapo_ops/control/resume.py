@@ -65,14 +65,16 @@ def resumed_settings(settings, old_spec: dict):
     return Settings(values=values, sources=sources)
 
 
-def apply_resume(target, plan, run_id: str) -> str:
+def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
 
-    The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the earlier run's
-    ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``: ``trainer.resume_mode=auto``,
-    verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and ``project``, continues its SwanLab run
-    (spec ``resume_of``), keeps the memory features its ladder added and its explicit features (unless turned off
-    now), and its total ``steps`` when none is given now. An earlier run still recorded as active (its supervisor
+    ``plan`` is made from :func:`resumed_settings` (the settings not given now, its total ``steps`` among them,
+    are the earlier run's); ``old`` is that run's spec when the caller has read it (:func:`resumed_spec`), else it
+    is read here. The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the
+    earlier run's ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``:
+    ``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and
+    ``project``, continues its SwanLab run (spec ``resume_of``), keeps the memory features its ladder added and its
+    explicit features (unless turned off now). An earlier run still recorded as active (its supervisor
     died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
     :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
     devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
@@ -84,7 +86,7 @@ def apply_resume(target, plan, run_id: str) -> str:
 
     host = target.host
     old_dir = runstate.run_dir_for(host.runs_path, run_id)
-    old = resumed_spec(target, run_id)
+    old = old if old is not None else resumed_spec(target, run_id)
     spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
     if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
         cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
@@ -93,8 +95,6 @@ def apply_resume(target, plan, run_id: str) -> str:
     if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
         raise LaunchRefused("resume", f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
                             f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run")
-    if (getattr(plan, "sources", {}) or {}).get("steps", "default") == "default" and old_s.get("steps"):
-        new_s["steps"] = old_s["steps"]  # no --steps / TRAIN_STEPS now: the earlier run's total
     changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
                if k in old_s and old_s.get(k) != new_s.get(k)
                and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
