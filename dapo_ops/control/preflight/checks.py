@@ -10,7 +10,7 @@ from dapo_ops.control.preflight.host import _container_checks, _device_checks, w
 from dapo_ops.control.preflight.inputs import _input_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks
-from dapo_ops.control.preflight.plan import PlanView, plan_view, ray_for
+from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
@@ -89,9 +89,7 @@ def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: di
     ``SWANLAB_MODE``, ``SWANLAB_API_HOST``); the probe runs with it. The ``swanlab-key`` check is operator-side:
     call :func:`swanlab_key_check` once, not per host.
     """
-    pv = plan_view(plan)
-    if pv is not None and extra_env:
-        pv = PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
+    pv = with_env(plan_view(plan), extra_env)
     r = ray_for(target.host, pv, ray)
     creq = _compose_request(target.host, pv) if compose else None
     req = probe_request(target.host, pv, full=True, ray=r, compose_request=creq)

@@ -26,7 +26,7 @@ from typing import Any
 from dapo_ops.control import fanout
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.preflight.checks import evaluate, quick_all
-from dapo_ops.control.preflight.plan import PlanView, plan_view, ray_for
+from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check
 from dapo_ops.control.preflight.verl import _compose_request
@@ -98,13 +98,6 @@ def assign(fps: dict[str, str | None], composed: dict[str, dict]) -> tuple[dict[
     return reuse, own
 
 
-def _view(job: HostJob, extra_env: dict | None) -> PlanView | None:
-    pv = plan_view(job.plan)
-    if pv is not None and extra_env:
-        pv = PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
-    return pv
-
-
 def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, compose: bool = True,
               inv_proxy: dict | None = None, extra_env: dict | None = None, timeout: float = 180,
               cmd_timeout: float | None = None, facts_out: dict | None = None, **fanout_kw) -> dict[str, list[Check]]:
@@ -120,7 +113,7 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
     order; never raises for remote failures."""
     t_end = time.monotonic() + timeout
     per_cmd = cmd_timeout if cmd_timeout is not None else max(30.0, timeout - 10)
-    pvs = {h.name: _view(jobs[h.name], extra_env) for h in hosts}
+    pvs = {h.name: with_env(plan_view(jobs[h.name].plan), extra_env) for h in hosts}
     rays = {h.name: ray_for(h, pvs[h.name], jobs[h.name].ray) for h in hosts}
     creqs = {h.name: (_compose_request(h, pvs[h.name]) if compose and not quick else None) for h in hosts}
     first = composers(creqs)

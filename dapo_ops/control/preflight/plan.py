@@ -88,6 +88,14 @@ def plan_view(plan: Any) -> PlanView | None:
     return PlanView(dict(spec), list(argv))
 
 
+def with_env(pv: PlanView | None, extra_env: dict | None) -> PlanView | None:
+    """``pv`` with ``extra_env`` (non-secret env the run will get besides the spec's, e.g. SwanLab's public env)
+    over its spec's ``env``: the environment the probe runs with. ``pv`` itself when there is nothing to add."""
+    if pv is None or not extra_env:
+        return pv
+    return PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
+
+
 def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     """``(module, why)`` the plan's verl needs besides verl itself: the V1 trainer (0.9 profile) imports
     ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
