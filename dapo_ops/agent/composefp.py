@@ -17,9 +17,10 @@ import os
 import re
 import sys
 
+from dapo_ops.agent import verlinfo
+
 #: the compose checker whose source is part of every fingerprint
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compose.py")
-_VERSION_RE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
 #: ``hydra.searchpath`` entries in yaml text or overrides (``file://verl/trainer/config``: CWD-relative)
 _FILE_SP_RE = re.compile(r"file://([^\s,\[\]'\"]+)")
 #: interpolations whose value comes from the environment (OmegaConf's ``oc.env``; the pre-2.1 ``env`` resolver)
@@ -42,13 +43,9 @@ def module_version(name: str) -> str | None:
     locs = list(spec.submodule_search_locations or [])
     files = [os.path.join(locs[0], f) for f in ("__init__.py", "version.py")] if locs else [spec.origin or ""]
     for f in files:
-        try:
-            with open(f, encoding="utf-8", errors="replace") as fh:
-                m = _VERSION_RE.search(fh.read())
-        except OSError:
-            continue
-        if m:
-            return m.group(1)
+        v = verlinfo.version_in_file(f)
+        if v is not None:
+            return v
     return "?" + (locs[0] if locs else spec.origin or name)
 
 

@@ -19,11 +19,17 @@ import re
 import sys
 
 
-def _version_from_init(path: str):
-    """``__version__ = "x"`` read as text from a package ``__init__.py`` (no import); None when absent."""
+#: a literal ``__version__ = "x"`` (or ``__version__: str = "x"``) at the start of a line
+_VERSION_RE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def version_in_file(path: str):
+    """A literal ``__version__`` read as text from a package's ``__init__.py`` / ``version.py`` (no import);
+    None when the file or the line is absent. The one ``__version__`` reader (verl here, hydra and omegaconf in
+    :func:`dapo_ops.agent.composefp.module_version`)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            m = _VERSION_RE.search(fh.read())
     except OSError:
         return None
     return m.group(1) if m else None
@@ -36,7 +42,7 @@ def verl_version(root: str):
             return fh.read().strip() or None
     except OSError:
         pass
-    v = _version_from_init(os.path.join(root, "__init__.py"))
+    v = version_in_file(os.path.join(root, "__init__.py"))
     if v is not None:
         return v
     try:
