@@ -40,6 +40,9 @@ WANT = {
     "b3-resume": ("20261201-155641-7c25", 4, 3, [4], 1),
     # a again after preflight's one-compose-per-group (the fingerprint read on the real host), 16:43 UTC
     "a4-success": ("20261201-164320-2cf4", 3, None, [1, 2, 3], 1),
+    # a and b again at the start of the next session, main at d29b8fc (2026-12-01 18:30 UTC)
+    "a5-success": ("20261201-183047-eb6b", 3, None, [1, 2, 3], 1),
+    "b5-resume": ("20261201-183434-f411", 4, 3, [4], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -117,7 +120,7 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
 
 
 @pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success"),
-                                                 ("b3-resume", "a3-success")])
+                                                 ("b3-resume", "a3-success"), ("b5-resume", "a5-success")])
 def test_resume_redoes_no_earlier_step(name, earlier):
     """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
     body = log_text(name)
@@ -226,7 +229,7 @@ def test_status_view_with_the_real_tail(name):
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
 
 
-@pytest.mark.parametrize("name", ["a2-success", "a3-success", "a4-success"])
+@pytest.mark.parametrize("name", ["a2-success", "a3-success", "a4-success", "a5-success"])
 def test_preflight_through_the_bundle_ops_on_the_real_host(name):
     """a2's and a3's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every
     check ok, the overrides composed by the host's own hydra against its installed verl, the verl version read by
