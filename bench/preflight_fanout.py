@@ -46,6 +46,7 @@ def main() -> int:
     ap.add_argument("--counts", default="1,3,8")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-cli", action="store_true")
+    ap.add_argument("--floor-only", action="store_true", help="the exec floor table alone")
     ap.add_argument("--no-reuse", action="store_true", help="inproc without the control masters (inv preflight reuses)")
     a = ap.parse_args()
     state = Path(f"/var/tmp/dapo-bench-{bid}")
@@ -65,9 +66,10 @@ def main() -> int:
     argv = [sys.executable, str(REPO / "bench" / "fanout.py"), "--task", "preflight", "--task-args", task_args,
             "--counts", a.counts, "--repeat", str(a.repeat)] + (["--no-cli"] if a.no_cli else []) \
         + ([] if a.no_reuse else ["--reuse"])
-    rc = subprocess.call(argv, env=dict(os.environ, DAPO_PREFLIGHT_BENCH_INPUTS=cin))
-    if not a.no_cli:
+    rc = 0 if a.floor_only else subprocess.call(argv, env=dict(os.environ, DAPO_PREFLIGHT_BENCH_INPUTS=cin))
+    if not (a.no_cli or a.floor_only):
         cold(list(inv.hosts), [int(x) for x in a.counts.split(",")], a.repeat, task_args, str(state / "hosts.toml"))
+    floor(inv, [int(x) for x in a.counts.split(",")], a.repeat, task_args, str(state / "hosts.toml"))
     return rc
 
 
@@ -84,7 +86,7 @@ def cold(names: list[str], counts: list[int], repeat: int, task_args: str, inv_p
     from rich.console import Console
     from rich.table import Table
 
-    exe = str(Path(sys.executable).parent / "dapo-ops")
+    exe = exe_dapo_ops()
     wall: dict[int, list[float]] = {n: [] for n in counts}
     cpu: dict[int, list[float]] = {n: [] for n in counts}
     rcs: dict[int, int] = {n: 0 for n in counts}
@@ -111,6 +113,63 @@ def cold(names: list[str], counts: list[int], repeat: int, task_args: str, inv_p
         t.add_row(str(n), f"{w:.2f}", f"{w / one:.2f}", verdict, f"{statistics.median(cpu[n]):.2f}",
                   f"exit {rcs[n]}" if rcs[n] else "")
     Console(width=140).print(t)
+
+
+def floor(inv, counts: list[int], repeat: int, task_args: str, inv_path: str) -> None:
+    """The exec floor: ``docker exec <container> true`` alone on the first N hosts at once, over each host's
+    reused connection (``fanout.run(..., reuse=True)``, the path ``inv preflight`` takes), median wall s and machine
+    CPU s of ``repeat`` runs. Every preflight pays exactly one such exec per host (the probe runs in it); what the
+    execs alone cost on N hosts minus on 1 host is added to any N-host preflight on this machine, so the lowest
+    CLI ratio the warm preflight can reach here is ``(cli_1 + exec_N - exec_1) / cli_1`` (cli_1: the warm
+    1-host CLI wall, measured again here in the same rounds) even with a probe that costs nothing."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dapo_ops.control import fanout
+
+    def noop_exec(target):
+        target.run("true", check=True, timeout=60)
+        return None
+
+    hosts = list(inv.hosts.values())
+    tick = os.sysconf("SC_CLK_TCK")
+    wall: dict[int, list[float]] = {n: [] for n in counts}
+    cpu: dict[int, list[float]] = {n: [] for n in counts}
+    fanout.run(hosts[: max(counts)], noop_exec, timeout=120, reuse=True)  # warm the control masters
+    cli1 = [exe_dapo_ops(), "-H", hosts[0].name, "preflight", "--inventory", inv_path, *task_args.split()]
+    subprocess.run(cli1, capture_output=True, timeout=600)  # its compose answered from the cache from now on
+    cli: list[float] = []
+    for _ in range(max(repeat, 3)):
+        t0 = time.perf_counter()
+        subprocess.run(cli1, capture_output=True, timeout=600)
+        cli.append(time.perf_counter() - t0)
+        for n in counts:
+            c0, t0 = _busy_ticks(), time.perf_counter()
+            res = fanout.run(hosts[:n], noop_exec, timeout=120, reuse=True)
+            wall[n].append(time.perf_counter() - t0)
+            cpu[n].append((_busy_ticks() - c0) / tick)
+            bad = [r for r in res if not r.ok]
+            if bad:
+                raise SystemExit(f"exec floor: {bad[0].host}: {bad[0].message}")
+    one = statistics.median(wall[counts[0]])
+    t = Table(title=f"exec floor: `docker exec <c> true` alone on N hosts at once, reused connections, median of "
+                    f"{max(repeat, 3)} (what every N-host preflight pays on this machine before its probe runs)",
+              title_justify="left")
+    for col in ("hosts", "wall s", "ratio vs 1 host", "machine cpu s", "cpu s per host", "adds to an N-host run s"):
+        t.add_column(col, justify="right")
+    for n in counts:
+        w = statistics.median(wall[n])
+        c = statistics.median(cpu[n])
+        t.add_row(str(n), f"{w:.2f}", f"{w / one:.2f}", f"{c:.2f}", f"{c / n:.3f}", f"{w - one:.2f}")
+    Console(width=140).print(t)
+    c1, add = statistics.median(cli), statistics.median(wall[counts[-1]]) - one
+    print(f"machine: {os.cpu_count()} CPUs shared by every sandbox host; warm 1-host CLI {c1:.2f} s (same rounds): the "
+          f"lowest warm {counts[-1]}-host CLI ratio one docker exec per host allows here is ({c1:.2f} + {add:.2f}) / "
+          f"{c1:.2f} = {(c1 + add) / c1:.2f} (target 1.5), before the probe's own CPU")
+
+
+def exe_dapo_ops() -> str:
+    return str(Path(sys.executable).parent / "dapo-ops")
 
 
 if __name__ == "__main__":

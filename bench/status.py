@@ -22,7 +22,8 @@ grep); ``1 GiB cold`` rows evict that one file first (``posix_fadvise(DONTNEED)`
 
 Import row: ``python -X importtime`` of a real ``inv status --json`` run (every module it loads, lazy ones
 included), minus the interpreter's own start-up (``site``, ``encodings``); target < 0.15 s; shown with the
-parts of invoke (its own import, before any task loads) and of dapo_ops (with the libraries it imports first).
+parts of invoke (its own import, before any task loads) and of dapo_ops (with the libraries it imports first),
+and a row for ``python -c "import invoke"`` alone in a fresh interpreter: the floor of any ``inv`` task.
 
 Fleet row (``--fleet N``, default 8; 0 skips): the same 1 GiB log hard-linked into run dirs on h1..hN (one page
 cache for all: grep's best case), then ``for h in h1..hN; do ssh $h docker exec verl grep ... | tail -1; done``
@@ -313,11 +314,12 @@ def main() -> int:
     results, loads, pair_ratios, runs = ({}, {}, {}, {}) if args.only_fleet else one_host(args, env, ssh, now)
     made = [rd for _, rd in runs.values()]
     try:
-        imports, imp_loads = [], []
+        imports, imp_loads, bare = [], [], []
         for _ in range(0 if args.only_fleet else 5):
             imp_loads.append(load())
             imports.append(import_seconds([INV[0], *INV[1:], "status", "--json", "--run", runs["1 MiB"][0],
                                            "-H", args.host], env))
+            bare.append(import_seconds(["-c", "import invoke"], env)[0])
         fleet_res = None
         if args.fleet:
             fleet_res, more = fleet(args, env, now + 10)
@@ -343,6 +345,9 @@ def main() -> int:
                   % ("imports of inv status (s)", imp, "-", *verdict("imports of inv status (s)", imp),
                      statistics.median(i for _, i, _ in imports), statistics.median(o for _, _, o in imports),
                      statistics.median(imp_loads)))
+            print("%-42s %14.3f %12s %8s %s   (the floor of every inv task: invoke imports all of itself, unittest.mock"
+                  " and asyncio included, before it parses argv)" % ("imports of `import invoke` alone (s)",
+                                                                      statistics.median(bare), "-", "-", "-"))
         if fleet_res:
             r = statistics.median(fleet_res["ratio"])
             print("%-42s %14.2f %12.2f %8s %s   (grep loop %.2f s, inv status %.2f s; load %.1f)"
