@@ -323,3 +323,39 @@ def test_launch_and_multihost_do_not_import_each_other():
 
     assert not {m for m in imports("multihost") if m.startswith("dapo_ops.cli.launch")}
     assert "dapo_ops.cli.multihost" in imports("launch")   # one direction only
+
+
+class TestModeFlags:
+    """``--mode`` names the job for preflight (dapo | one-step-off) and verl's V1 trainer mode for launch
+    (async | sync): each task takes the other's spelling where it means one thing, and says where to go where it
+    does not (dapo_ops/cli/preflight.py, dapo_ops/cli/launch.py)."""
+
+    @pytest.mark.parametrize("mode,trainer_mode", [("sync", "sync"), ("async", "colocate_async"),
+                                                   ("dapo", "colocate_async")])
+    def test_preflight_checks_what_launch_mode_runs(self, monkeypatch, mode, trainer_mode):
+        from invoke import Context
+
+        from dapo_ops.cli import preflight as cp
+
+        seen = {}
+
+        class Stop(Exception):
+            pass
+
+        def fake_run_fleet(chosen, jobs, **kw):
+            seen.update({h: j.plan for h, j in jobs.items()})
+            raise Stop
+
+        monkeypatch.setattr(cp.pc, "run_fleet", fake_run_fleet)
+        monkeypatch.delenv("DAPO_MODE", raising=False)
+        with pytest.raises(Stop):
+            cp.preflight(Context(), mode=mode, hosts="npu1", inventory=str(REPO / "hosts.toml"),
+                         swanlab_mode="disabled")
+        assert f"trainer.v1.trainer_mode={trainer_mode}" in seen["npu1"].argv  # what the compose check composes
+
+    @pytest.mark.parametrize("mode,hint", [("one-step-off", "`inv one-step-off ...`"), ("dapo", "drop --mode")])
+    def test_launch_mode_names_the_task_for_a_job_name(self, mode, hint):
+        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "launch", "--mode", mode, "--dry-run"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == EXIT_USAGE and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and "async | sync" in r.stderr and hint in r.stderr

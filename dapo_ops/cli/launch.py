@@ -233,6 +233,10 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
            independent=False, mode="", resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
+    if mode in ("dapo", "one-step-off"):  # preflight's / quickstart's --mode names the job; launch's is async|sync
+        fail(f"launch's --mode is verl's V1 trainer mode (async | sync); {mode} is "
+             + ("what `inv launch` runs: drop --mode" if mode == "dapo" else "its own task: `inv one-step-off ...`"),
+             EXIT_USAGE)
     _from_task_args(c, "dapo", dict(locals()))
 
 

@@ -33,7 +33,7 @@ HELP = {
                          "framework", "swanlab_mode", "container",
                          steps=settings.flag_help(settings.BY_NAME["steps"]) + ", for the disk estimate",
                          save_freq=settings.flag_help(settings.BY_NAME["save_freq"]) + ", for the disk estimate"),
-    "mode": "dapo | one-step-off: which launch to check for (device split, entry module)",
+    "mode": "dapo | one-step-off: which launch to check for (device split, entry module); async | sync: `inv launch --mode` (its V1 trainer mode, job dapo)",
     "override": "extra verl override KEY=VALUE, repeatable (composed with the rest)",
     "json": "print JSON ({status, hosts: {name: {status, checks: [{name, status, message, fix}]}}}) instead of tables",
     "quick": "only the cheap subset that inv launch runs (no compose, no network probes)",
@@ -103,11 +103,15 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
               inventory="",
               accept_new_host_keys=False, timeout=180):
     """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
+    trainer_mode = UNSET
+    if mode in ("async", "sync"):  # launch's --mode (its V1 trainer mode): check what `inv launch --mode X` runs
+        mode, trainer_mode = "dapo", mode
     if mode not in ("dapo", "one-step-off"):
-        fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
+        fail(f"unknown mode {mode!r}: use dapo or one-step-off (the job), or async / sync (launch's --mode)",
+             EXIT_USAGE)
     flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
                    rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
-                   save_freq=save_freq, framework=framework, container=container)
+                   save_freq=save_freq, framework=framework, container=container, trainer_mode=trainer_mode)
     file_cfg = user_config()
     st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
