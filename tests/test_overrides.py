@@ -5,7 +5,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from dapo_ops.core import profiles
 from dapo_ops.core.features import resolve
-from dapo_ops.core.overrides import OverrideError, build_command, check_spec, hydra_value
+from dapo_ops.core.overrides import OverrideError, build_command, hydra_value
+from dapo_ops.core.runspec import check_spec
 
 
 def spec(mode="dapo", framework="fsdp", profile="0.9", accelerator="gpu", **settings):

@@ -38,6 +38,7 @@ from dapo_ops.control.remote import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import overrides
 from dapo_ops.core import runstate
+from dapo_ops.core import runspec
 from dapo_ops.core.topology import Node, TopologyError
 from dapo_ops.core.profiles import OverrideError
 
@@ -88,7 +89,7 @@ def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab
                  extra_overrides: list):
     """The plan of a multi-host run: :func:`planning.make_plan` for the head, its ``settings`` replaced by the
     topology's (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``, ``rollout_gpus``,
-    ``rollout_nnodes``), checked again (:func:`dapo_ops.core.overrides.check_spec`) and the verl argv rebuilt.
+    ``rollout_nnodes``), checked again (:func:`dapo_ops.core.runspec.check_spec`) and the verl argv rebuilt.
 
     Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
     """
@@ -103,7 +104,7 @@ def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab
                               swanlab_logger=swanlab_logger, proxy=inv_proxy, extra_overrides=extra_overrides)
     plan.spec["settings"].update(topo.settings())
     try:
-        overrides.check_spec(plan.spec, host_devices=None)
+        runspec.check_spec(plan.spec, host_devices=None)
         plan.argv = overrides.build_command(plan.spec, plan.features)
     except OverrideError as e:
         raise planning.PlanError(str(e)) from None

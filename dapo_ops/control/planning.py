@@ -18,6 +18,7 @@ from dapo_ops.core import ladder
 from dapo_ops.core import memfit
 from dapo_ops.core import overrides
 from dapo_ops.core import profiles
+from dapo_ops.core import runspec
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import (REDACTED, display_url, has_credentials, is_secret_name,  # noqa: F401  (re-exported)
@@ -195,7 +196,7 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         spec["launcher"] = list(CANN_LAUNCHER)
         notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
                      + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
-    overrides.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
+    runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
@@ -285,7 +286,7 @@ def trainer_note(spec: dict) -> str:
                              f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
            "sync": "synchronous DAPO (--mode sync)",
            "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
-                             f"weights synced every {overrides.parameter_sync_step(s)} mini-batches"}[mode]
+                             f"weights synced every {runspec.parameter_sync_step(s)} mini-batches"}[mode]
     return f"trainer: {ent.module} V1 trainer_mode={mode}: {why}"
 
 

@@ -1,8 +1,8 @@
 """Run spec + FeatureSet -> the verl command line (stdlib only).
 
 :func:`build_command` is called by the supervisor for every attempt (with the ladder's
-``setting_changes``) and by the planner for the dry-run plan. :func:`check_spec` rejects a spec
-that cannot work before anything is launched, with one line naming the value and the fix.
+``setting_changes``) and by the planner for the dry-run plan. :func:`dapo_ops.core.runspec.check_spec` rejects a
+spec that cannot work before anything is launched, with one line naming the value and the fix.
 
 The argv is a list (no shell): ``[python, "-m", <entry>, (--config-name=...), overrides...]``.
 Values are rendered in Hydra's override grammar (``True``/``False``, ``null``, ``['a','b']``,
@@ -13,41 +13,15 @@ in docs/design.md "Run spec".
 
 from __future__ import annotations
 
-import math
-
 import re
 import shlex
 
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
+from dapo_ops.core.runspec import check_spec, default_ckpt, effective_settings, parameter_sync_step
 
-__all__ = ["OverrideError", "build_command", "check_spec", "hydra_value", "overrides_for", "command_string",
-           "effective_settings", "DEFAULTS"]
-
-#: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
-DEFAULTS: dict = {
-    "max_prompt_length": 2048,
-    "max_response_length": 8192,
-    "save_freq": 10,
-    "rollout_tp": 2,
-    "gpu_memory_utilization": 0.6,
-    "nnodes": 1,
-    "n_gpus_per_node": 8,
-    "trainer_gpus": 4,
-    "rollout_gpus": 4,
-    "train_batch_size": 64,
-    "ppo_mini_batch_size": 16,
-    "rollout_n": 8,
-    "micro_batch_size": 1,
-    "project": "dapo-ops",
-    "max_position_embeddings": None,
-    "trainer_mode": "async",
-    "max_staleness": 2,
-    "parameter_sync_step": 0,
-    "max_actor_ckpt_to_keep": None,
-    "extra_overrides": [],
-}
+__all__ = ["OverrideError", "build_command", "hydra_value", "overrides_for", "command_string"]
 
 #: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
 #: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
@@ -97,149 +71,6 @@ def _quoted(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def effective_settings(spec: dict, setting_changes: dict | None = None) -> dict:
-    """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
-    s = dict(DEFAULTS)
-    s.update({k: v for k, v in (spec.get("settings") or {}).items() if v is not None or k not in s})
-    s.update(setting_changes or {})
-    return s
-
-
-def _int(s: dict, key: str, flag: str) -> int:
-    v = s.get(key)
-    try:
-        if isinstance(v, bool):
-            raise ValueError
-        return int(v)
-    except (TypeError, ValueError):
-        raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
-
-
-MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
-
-
-def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
-    """Reject a run spec that cannot work, before anything is launched.
-
-    ``host_devices``: accelerators per host (inventory ``devices`` / what npu-smi reports); ``None``
-    skips the device-count check. ``model_max_len``: the model's ``max_position_embeddings``
-    (``config.json``); ``None`` skips the context check. Raises :class:`OverrideError` with one line
-    for: unknown framework/mode/profile; steps <= 0; trainer + rollout devices > host devices
-    (one-step-off) or ``n_gpus_per_node`` > host devices (dapo); rollout devices not divisible by the
-    rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
-    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
-    on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
-    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
-    """
-    mode = spec.get("mode")
-    framework = spec.get("framework")
-    profile = spec.get("profile", "0.9")
-    profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
-    profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
-    profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
-    s = effective_settings(spec)
-    steps = _int(s, "steps", "TRAIN_STEPS / --steps")
-    if not 0 < steps <= MAX_STEPS:  # MAX_STEPS: a typo guard (10^6 steps of even a 1 s step is 11 days)
-        raise OverrideError(f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
-                            f"TRAIN_STEPS to the steps you mean")
-    prompt = _int(s, "max_prompt_length", "--max-prompt-length")
-    resp = _int(s, "max_response_length", "MAX_RESPONSE_LENGTH / --max-response-length")
-    if prompt <= 0 or resp <= 0:
-        raise OverrideError(f"max_prompt_length={prompt} and MAX_RESPONSE_LENGTH={resp} must be positive")
-    tp = _int(s, "rollout_tp", "--rollout-tp")
-    if tp <= 0:
-        raise OverrideError(f"rollout_tp={tp} must be >= 1; set --rollout-tp")
-    save_freq = _int(s, "save_freq", "--save-freq")
-    if save_freq == 0:
-        raise OverrideError("save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints")
-    if mode == "one-step-off":
-        tg = _int(s, "trainer_gpus", "TRAINER_GPUS / --trainer-gpus")
-        rg = _int(s, "rollout_gpus", "ROLLOUT_GPUS / --rollout-gpus")
-        if tg <= 0 or rg <= 0:
-            raise OverrideError(f"TRAINER_GPUS={tg} and ROLLOUT_GPUS={rg} must both be >= 1 for one-step-off")
-        if host_devices is not None and tg + rg > int(host_devices):
-            raise OverrideError(
-                f"TRAINER_GPUS={tg} + ROLLOUT_GPUS={rg} = {tg + rg} devices, but the host has {host_devices}; "
-                f"lower --trainer-gpus/--rollout-gpus so they add up to <= {host_devices}")
-        if rg % tp:
-            raise OverrideError(
-                f"ROLLOUT_GPUS={rg} is not divisible by the rollout tensor parallel size {tp}; "
-                f"use --rollout-gpus as a multiple of {tp} or change --rollout-tp")
-    else:
-        n = _int(s, "n_gpus_per_node", "--trainer-gpus")
-        if n <= 0:
-            raise OverrideError(f"n_gpus_per_node={n} must be >= 1")
-        if host_devices is not None and n > int(host_devices):
-            raise OverrideError(f"the run asks for {n} devices per node, but the host has {host_devices}; "
-                                f"lower the device count to <= {host_devices}")
-        if n % tp:
-            raise OverrideError(f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
-                                f"choose --rollout-tp that divides {n}")
-    world = (_int(s, "trainer_gpus", "--trainer-gpus") if mode == "one-step-off"
-             else _int(s, "n_gpus_per_node", "--trainer-gpus")) * max(1, _int(s, "nnodes", "--nnodes"))
-    tbs = _int(s, "train_batch_size", "--train-batch-size")
-    mini = _int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
-    n = _int(s, "rollout_n", "--rollout-n")
-    if min(tbs, mini, n) <= 0:
-        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
-    if mini > tbs:
-        raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
-                            f"set --ppo-mini-batch-size <= {tbs}")
-    ent = profiles.entry(profile, mode, framework)
-    profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
-    if profiles.v1_mode(ent) == "separate_async":
-        pss = parameter_sync_step(s)
-        if tbs != pss * mini:
-            raise OverrideError(
-                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
-                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
-                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
-                f"(0: train_batch_size / ppo_mini_batch_size)")
-    bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
-    if bad:  # every batch problem at once, each with the nearest values that split evenly
-        step, nodes = world // math.gcd(world, n), max(1, _int(s, "nnodes", "--nnodes"))
-        parts = [f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
-                 + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1) + ")" for k, v in bad]
-        where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
-        raise OverrideError(f"responses per step do not split evenly over {where}: " + "; ".join(parts)
-                            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)")
-    seq = prompt + resp
-    mpe = s.get("max_position_embeddings")
-    if mpe not in (None, "", 0):
-        mpe = _int(s, "max_position_embeddings", "--max-position-embeddings")
-        if seq > mpe:
-            raise OverrideError(f"max_prompt_length + MAX_RESPONSE_LENGTH = {seq} exceeds max_position_embeddings={mpe}; "
-                                f"raise --max-position-embeddings or lower --max-response-length")
-    elif model_max_len is not None and seq > int(model_max_len):
-        raise OverrideError(
-            f"max_prompt_length {prompt} + MAX_RESPONSE_LENGTH {resp} = {seq} exceeds the model's context "
-            f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
-            f"or set --max-position-embeddings {seq} if the model supports it")
-    g = s.get("gpu_memory_utilization")
-    try:
-        g = float(g)
-    except (TypeError, ValueError):
-        raise OverrideError(f"gpu_memory_utilization={g!r} is not a number; use a fraction like 0.6") from None
-    if not 0 < g <= 1:
-        raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
-    ckpt = s.get("ckpt_dir") or _default_ckpt(spec)
-    if not str(ckpt).startswith("/"):
-        raise OverrideError(f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path")
-    for x in s.get("extra_overrides") or []:
-        if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
-            raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
-
-
-def parameter_sync_step(s: dict) -> int:
-    """``trainer.v1.separate_async.parameter_sync_step`` for effective settings ``s``: the setting, or (0 / unset)
-    ``train_batch_size // ppo_mini_batch_size`` (at least 1), the value verl's assert
-    (``trainer_separate_async.py:59-63``) accepts."""
-    v = s.get("parameter_sync_step")
-    if v not in (None, "", 0):
-        return _int(s, "parameter_sync_step", "PARAMETER_SYNC_STEP")
-    return max(1, int(s["train_batch_size"]) // max(1, int(s["ppo_mini_batch_size"])))
-
-
 def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
     """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
     algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
@@ -256,11 +87,6 @@ def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
     return use_ref, use_critic
 
 
-def _default_ckpt(spec: dict) -> str:
-    run_dir = spec.get("run_dir") or ""
-    return f"{run_dir.rstrip('/')}/checkpoints" if run_dir else ""
-
-
 def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[tuple[str, object]]:
     """The ordered ``(key, value)`` overrides (keys carry ``+`` where needed), before rendering.
 
@@ -275,7 +101,7 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
     seq = prompt + resp
     accel = spec.get("accelerator", "gpu")
     run_dir = str(spec.get("run_dir") or "").rstrip("/")
-    ckpt = s.get("ckpt_dir") or _default_ckpt(spec)
+    ckpt = s.get("ckpt_dir") or default_ckpt(spec)
     out: list[tuple[str, object]] = []
 
     if ent.searchpath:

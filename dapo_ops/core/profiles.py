@@ -314,7 +314,7 @@ def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max
       ``trainer_colocate_async.py`` ``on_train_begin``).
     - ``separate_async``: ``parameter_sync_step`` (mini-batches between weight syncs; verl asserts
       ``train_batch_size == parameter_sync_step x ppo_mini_batch_size``, ``trainer_separate_async.py:59-63``,
-      checked by :func:`dapo_ops.core.overrides.check_spec`), one warm-up batch, and a checkpoint-engine backend
+      checked by :func:`dapo_ops.core.runspec.check_spec`), one warm-up batch, and a checkpoint-engine backend
       other than ``naive`` (asserted at ``:68``; ``rollout.yaml:282`` defaults to ``naive``): ``nccl`` on GPU,
       ``hccl`` on NPU.
     - async modes: the staleness bound ``trainer.v1.sampler.max_off_policy_threshold`` = ``max_staleness``

@@ -1,0 +1,190 @@
+"""The run spec's settings (stdlib only): their defaults (:data:`DEFAULTS`), the effective values an attempt runs
+with (:func:`effective_settings`: defaults <- spec <- the ladder's changes), values derived from them
+(:func:`parameter_sync_step`, :func:`default_ckpt`) and :func:`check_spec`, which rejects a spec that cannot work
+before anything is launched, with one line naming the value and the fix. check_spec is called by the planner
+(dapo_ops/control/planning.py, with the host's device count and the model's context), again after a multi-host plan
+is re-sized (dapo_ops/control/multihost.py) and by :func:`dapo_ops.core.overrides.build_command` for every argv.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dapo_ops.core import profiles
+from dapo_ops.core.profiles import OverrideError
+
+__all__ = ["DEFAULTS", "MAX_STEPS", "as_int", "check_spec", "default_ckpt", "effective_settings",
+           "parameter_sync_step"]
+
+#: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
+DEFAULTS: dict = {
+    "max_prompt_length": 2048,
+    "max_response_length": 8192,
+    "save_freq": 10,
+    "rollout_tp": 2,
+    "gpu_memory_utilization": 0.6,
+    "nnodes": 1,
+    "n_gpus_per_node": 8,
+    "trainer_gpus": 4,
+    "rollout_gpus": 4,
+    "train_batch_size": 64,
+    "ppo_mini_batch_size": 16,
+    "rollout_n": 8,
+    "micro_batch_size": 1,
+    "project": "dapo-ops",
+    "max_position_embeddings": None,
+    "trainer_mode": "async",
+    "max_staleness": 2,
+    "parameter_sync_step": 0,
+    "max_actor_ckpt_to_keep": None,
+    "extra_overrides": [],
+}
+
+def effective_settings(spec: dict, setting_changes: dict | None = None) -> dict:
+    """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
+    s = dict(DEFAULTS)
+    s.update({k: v for k, v in (spec.get("settings") or {}).items() if v is not None or k not in s})
+    s.update(setting_changes or {})
+    return s
+
+
+def as_int(s: dict, key: str, flag: str) -> int:
+    """``s[key]`` as an int; :class:`OverrideError` naming ``flag`` when it is not a whole number."""
+    v = s.get(key)
+    try:
+        if isinstance(v, bool):
+            raise ValueError
+        return int(v)
+    except (TypeError, ValueError):
+        raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
+
+
+def default_ckpt(spec: dict) -> str:
+    """The checkpoint dir a spec without ``ckpt_dir`` gets: ``<run_dir>/checkpoints`` ("" without a run dir)."""
+    run_dir = spec.get("run_dir") or ""
+    return f"{run_dir.rstrip('/')}/checkpoints" if run_dir else ""
+
+
+MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
+
+
+def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
+    """Reject a run spec that cannot work, before anything is launched.
+
+    ``host_devices``: accelerators per host (inventory ``devices`` / what npu-smi reports); ``None``
+    skips the device-count check. ``model_max_len``: the model's ``max_position_embeddings``
+    (``config.json``); ``None`` skips the context check. Raises :class:`OverrideError` with one line
+    for: unknown framework/mode/profile; steps <= 0; trainer + rollout devices > host devices
+    (one-step-off) or ``n_gpus_per_node`` > host devices (dapo); rollout devices not divisible by the
+    rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
+    a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
+    on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
+    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
+    """
+    mode = spec.get("mode")
+    framework = spec.get("framework")
+    profile = spec.get("profile", "0.9")
+    profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
+    profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
+    profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
+    s = effective_settings(spec)
+    steps = as_int(s, "steps", "TRAIN_STEPS / --steps")
+    if not 0 < steps <= MAX_STEPS:  # MAX_STEPS: a typo guard (10^6 steps of even a 1 s step is 11 days)
+        raise OverrideError(f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
+                            f"TRAIN_STEPS to the steps you mean")
+    prompt = as_int(s, "max_prompt_length", "--max-prompt-length")
+    resp = as_int(s, "max_response_length", "MAX_RESPONSE_LENGTH / --max-response-length")
+    if prompt <= 0 or resp <= 0:
+        raise OverrideError(f"max_prompt_length={prompt} and MAX_RESPONSE_LENGTH={resp} must be positive")
+    tp = as_int(s, "rollout_tp", "--rollout-tp")
+    if tp <= 0:
+        raise OverrideError(f"rollout_tp={tp} must be >= 1; set --rollout-tp")
+    save_freq = as_int(s, "save_freq", "--save-freq")
+    if save_freq == 0:
+        raise OverrideError("save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints")
+    if mode == "one-step-off":
+        tg = as_int(s, "trainer_gpus", "TRAINER_GPUS / --trainer-gpus")
+        rg = as_int(s, "rollout_gpus", "ROLLOUT_GPUS / --rollout-gpus")
+        if tg <= 0 or rg <= 0:
+            raise OverrideError(f"TRAINER_GPUS={tg} and ROLLOUT_GPUS={rg} must both be >= 1 for one-step-off")
+        if host_devices is not None and tg + rg > int(host_devices):
+            raise OverrideError(
+                f"TRAINER_GPUS={tg} + ROLLOUT_GPUS={rg} = {tg + rg} devices, but the host has {host_devices}; "
+                f"lower --trainer-gpus/--rollout-gpus so they add up to <= {host_devices}")
+        if rg % tp:
+            raise OverrideError(
+                f"ROLLOUT_GPUS={rg} is not divisible by the rollout tensor parallel size {tp}; "
+                f"use --rollout-gpus as a multiple of {tp} or change --rollout-tp")
+    else:
+        n = as_int(s, "n_gpus_per_node", "--trainer-gpus")
+        if n <= 0:
+            raise OverrideError(f"n_gpus_per_node={n} must be >= 1")
+        if host_devices is not None and n > int(host_devices):
+            raise OverrideError(f"the run asks for {n} devices per node, but the host has {host_devices}; "
+                                f"lower the device count to <= {host_devices}")
+        if n % tp:
+            raise OverrideError(f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
+                                f"choose --rollout-tp that divides {n}")
+    world = (as_int(s, "trainer_gpus", "--trainer-gpus") if mode == "one-step-off"
+             else as_int(s, "n_gpus_per_node", "--trainer-gpus")) * max(1, as_int(s, "nnodes", "--nnodes"))
+    tbs = as_int(s, "train_batch_size", "--train-batch-size")
+    mini = as_int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
+    n = as_int(s, "rollout_n", "--rollout-n")
+    if min(tbs, mini, n) <= 0:
+        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
+    if mini > tbs:
+        raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
+                            f"set --ppo-mini-batch-size <= {tbs}")
+    ent = profiles.entry(profile, mode, framework)
+    profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
+    if profiles.v1_mode(ent) == "separate_async":
+        pss = parameter_sync_step(s)
+        if tbs != pss * mini:
+            raise OverrideError(
+                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
+                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
+                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
+                f"(0: train_batch_size / ppo_mini_batch_size)")
+    bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
+    if bad:  # every batch problem at once, each with the nearest values that split evenly
+        step, nodes = world // math.gcd(world, n), max(1, as_int(s, "nnodes", "--nnodes"))
+        parts = [f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
+                 + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1) + ")" for k, v in bad]
+        where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
+        raise OverrideError(f"responses per step do not split evenly over {where}: " + "; ".join(parts)
+                            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)")
+    seq = prompt + resp
+    mpe = s.get("max_position_embeddings")
+    if mpe not in (None, "", 0):
+        mpe = as_int(s, "max_position_embeddings", "--max-position-embeddings")
+        if seq > mpe:
+            raise OverrideError(f"max_prompt_length + MAX_RESPONSE_LENGTH = {seq} exceeds max_position_embeddings={mpe}; "
+                                f"raise --max-position-embeddings or lower --max-response-length")
+    elif model_max_len is not None and seq > int(model_max_len):
+        raise OverrideError(
+            f"max_prompt_length {prompt} + MAX_RESPONSE_LENGTH {resp} = {seq} exceeds the model's context "
+            f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
+            f"or set --max-position-embeddings {seq} if the model supports it")
+    g = s.get("gpu_memory_utilization")
+    try:
+        g = float(g)
+    except (TypeError, ValueError):
+        raise OverrideError(f"gpu_memory_utilization={g!r} is not a number; use a fraction like 0.6") from None
+    if not 0 < g <= 1:
+        raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
+    ckpt = s.get("ckpt_dir") or default_ckpt(spec)
+    if not str(ckpt).startswith("/"):
+        raise OverrideError(f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path")
+    for x in s.get("extra_overrides") or []:
+        if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
+            raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
+
+
+def parameter_sync_step(s: dict) -> int:
+    """``trainer.v1.separate_async.parameter_sync_step`` for effective settings ``s``: the setting, or (0 / unset)
+    ``train_batch_size // ppo_mini_batch_size`` (at least 1), the value verl's assert
+    (``trainer_separate_async.py:59-63``) accepts."""
+    v = s.get("parameter_sync_step")
+    if v not in (None, "", 0):
+        return as_int(s, "parameter_sync_step", "PARAMETER_SYNC_STEP")
+    return max(1, int(s["train_batch_size"]) // max(1, int(s["ppo_mini_batch_size"])))
