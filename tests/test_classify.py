@@ -434,6 +434,13 @@ def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
      ("crash-other", "stop", "runtime-env")),
     ("ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
      ("crash-other", "stop", "runtime-env")),
+    ("ImportError: libatb.so: cannot open shared object file: No such file or directory",  # vllm-ascend#152
+     ("crash-other", "stop", "runtime-env")),
+    # another library's harmless probe for CUDA libraries is no root cause: the device OOM after it still escalates
+    ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+     "'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
+     ("oom-device", "escalate-memory", None)),
     # a Hub lookup of a path that is no repo: the model path, not the network
     ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-abc)\n\nRepository Not "
      "Found for url: https://huggingface.co/api/models/models/Qwen2.5-7B/revision/main.",

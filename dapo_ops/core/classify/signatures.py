@@ -270,16 +270,15 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("node-died", "crash-other", ROOT, ("marked dead", "node has died", "nodediederror", "raylet died"),
      r"has been marked dead because the detector has missed too many heartbeats|because its node has died"
      r"|nodediederror|localrayletdiederror|the task's local raylet died"),
-    # the accelerator runtime cannot be loaded in the container: the driver's libraries (libascend_hal.so from
-    # /usr/local/Ascend/driver, libcuda / libnvidia-ml from the NVIDIA container runtime) -> device unavailable;
-    # the toolkit's (CANN set_env.sh not sourced: libhccl.so, libascendcl.so ..., CUDA runtime libs) -> runtime env
+    # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
+    # mounted) -> device unavailable; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
+    # Only libraries torch_npu cannot start without: CUDA libraries are probed (and missed harmlessly) by others.
     ("driver-lib", "crash-other", ROOT, "cannot open shared object file",
-     r"(?:libascend_hal|libdrvdsmi_host|libcuda|libnvidia-ml)\.so[.\d]*: cannot open shared object file"),
+     r"lib(?:ascend_hal|drvdsmi_host)\.so[.\d]*: cannot open shared object file"),
     ("runtime-env", "crash-other", ROOT, ("cannot open shared object file", "driver on your system is too old",
                                           "driver version is insufficient"),
-     r"lib(?:hccl|ascendcl|acl_\w+|ge_runner|graph|runtime|atb|opapi|nnopbase|msprofiler|ascend_dump|torch_npu|nccl"
-     r"|cudart|cublas\w*|cudnn\w*)\.so[.\d]*: cannot open shared object file"
-     r"|nvidia driver on your system is too old|cuda driver version is insufficient for cuda runtime version"),
+     r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|graph|runtime|opapi|nnopbase|torch_npu|atb)\.so[.\d]*: cannot open "
+     r"shared object file|nvidia driver on your system is too old|cuda driver version is insufficient for cuda runtime"),
     ("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
