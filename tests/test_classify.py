@@ -454,6 +454,22 @@ def test_memory_safety_and_runtime_families(text, want):
         assert not any(C.is_device_oom_line(ln) for ln in text.split("\n")), text
 
 
+@pytest.mark.parametrize("text,want", [
+    # datasets arrow_dataset.py _check_if_features_can_be_aligned (concatenate_datasets, verl rl_dataset.py:180)
+    ("ValueError: The features can't be aligned because the key prompt of features {'prompt': Value(dtype='string')} "
+     "has unexpected type - List(...) (expected either Value(dtype='string') or Value(\"null\").",
+     ("data-error", "stop", "schema")),
+    # HCCL's own plog record on stdout: a communicator that never came up
+    ("[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.325 [hccl_comm.cc:115] [60570][HcclComm][Init]errNo"
+     "[0x0000000005000007] hccl initialize failed", ("hccl-timeout", "retry-once", None)),
+])
+def test_data_and_collective_families(text, want):
+    v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[0] == "hccl-timeout":
+        assert v.detail["init"] is True
+
+
 def test_memory_words_and_advice_are_not_an_oom():
     for line in ("torch_npu.memory: [ERROR] [7] Get a block from the existing pool failed. This error log can be ignored.",
                  "WARNING 11-02 02:02:02 [gpu_worker.py:120] this may cause CUDA out of memory errors",

@@ -192,10 +192,15 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|cannot split an empty dataset"),
     ("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
      r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
-    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset"),
+    # (files of one split with different columns / types: datasets table.py cast_table_to_schema "Couldn't cast ...
+    # because column names don't match", arrow_dataset.py "The features can't be aligned" in concatenate_datasets,
+    # which verl/utils/dataset/rl_dataset.py:180 calls on the train files)
+    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset", "casterror", "column names don't match",
+                                         "can't be aligned"),
      r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"
      r"|keyerror: \"none of \[index\(\[.{0,200}\] are in the \[columns\]"
-     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset"),
+     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset|casterror'?>?: couldn't cast"
+     r"|because column names don't match|the features can't be aligned because the key"),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
@@ -316,6 +321,10 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("dist-store", "hccl-timeout", COLLECTIVE, ("diststoreerror", "client socket has timed out", "tcp client failed"),
      r"diststoreerror|\[c10d\] the client socket has timed out after \d+ms while trying to connect to"
      r"|tcp client failed to connect/validate to host"),
+    # HCCL / HCCP's own error records on stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1): "[ERROR] HCCL(<pid>,...):<ts>
+    # [<file>.cc:<n>] ... hccl initialize failed / call trace: hcclRet -> <n>"
+    ("hccl-plog", "hccl-timeout", COLLECTIVE, ("[error] hccl(", "[error] hccp("),
+     r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)"),
     # Gloo (CPU collectives): a peer went away (third_party/gloo/gloo/transport/tcp/pair.cc)
     ("gloo", "hccl-timeout", COLLECTIVE, "gloo",
      r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"),

@@ -76,7 +76,8 @@ HUB_SIGS = ("proxy", "hub")
 # worker init_device builds its communicator; the store's own connect timeout)
 _COMM_INIT_RX = re.compile(r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
                            r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
-                           r"|method init_device|client socket has timed out|tcp client failed to connect")
+                           r"|method init_device|client socket has timed out|tcp client failed to connect"
+                           r"|initcommrootinfo|hccl initialize failed|hcclcomm init")
 
 
 # --------------------------------------------------------------------------- building a verdict
