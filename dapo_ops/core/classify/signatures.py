@@ -225,9 +225,14 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("swanlab-no-tty", "auth-error", ROOT, "no tty",
      r"failed to initialize swanlab in online mode: no tty"),
     ("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
-    ("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length", "api key must be"),
+    # (wandb's own wordings at init: "API key must be 40 characters long", "API key verification failed" (wandb/wandb
+    # PR 9230), AuthenticationError "... either invalid or missing", older CommError "Invalid or missing api_key")
+    ("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length",
+                                     "api key must be", "api key verification failed", "missing api_key",
+                                     "either invalid or missing"),
      r"login failed: error api key|apikeyformaterror|invalid character in api key"
-     r"|api key length must be \d+ characters|api key must be \d+ characters long"),
+     r"|api key length must be \d+ characters|api key must be \d+ characters long|api key verification failed"
+     r"|invalid or missing api_key|the api key you provided is either invalid or missing"),
     ("stored-key", "auth-error", ROOT, "authenticationerror",
      r"authenticationerror: (?:stored api key is for|no api key provided)"),
     # the Hub refuses a gated repo: huggingface_hub utils/_http.py hf_raise_for_status ("Cannot access gated repo for
