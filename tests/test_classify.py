@@ -360,7 +360,12 @@ def test_oom_phase_from_progress_lines_without_frames():
     ("aclrtSetDevice(device_id_), error code is 107001", "device-unavailable"),
     ("ERR00009 PTA resource unavailable", "device-unavailable"),
     ("EZ9999: Inner Error!", "kernel-fault"),
-    ("EE1002: Stream synchronize timeout.", "kernel-fault"),
+    # EE1002 / 507046 / 107020 are timeouts of a wait (the stream's tasks, a collective, never finished), not faulty
+    # kernels: Ascend/pytorch#48, #43 (tests/cases/variants/v-hccl-ee1002-*, v-hccl-eh9999-task-timeout-*)
+    ("EE1002: Stream synchronize timeout.", "communication"),
+    ("NPU warning, error code is 507046", "communication"),
+    ("NPU warning, error code is 107020", "communication"),
+    ("EE1001: The argument is invalid.", "kernel-fault"),
     ("error code is 507035", "kernel-fault"),
     ("E40021: Failed to compile Op [Add]", "kernel-fault"),
     ("[torch_memory_saver.cpp] CUresult error: 2 (out of memory)", "memory"),
@@ -381,6 +386,88 @@ def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
     assert not C.is_device_oom_line(line)
     v = C.classify("(WorkerDict pid=1) " + line + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail["cause"]) == ("crash-other", "stop", cause)
+
+
+# Memory safety by family (tests/cases/variants/SOURCES.md names the reports): host RAM never escalates device
+# memory; a hardware / kernel fault, a lost node or a missing runtime is never an OOM; a device OOM stays one
+# whatever CUDA boilerplate follows it.
+@pytest.mark.parametrize("text,want", [
+    # host RAM: c10 alloc_cpu.cpp's two wordings, numpy's MemoryError (old and new class name), the kernel's ENOMEM
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
+     "allocate 31850496000 bytes.", ("oom-host", "rollback-offload", "host-alloc")),
+    ("MemoryError: Unable to allocate 2.05 GiB for an array with shape (501, 550174) and data type float64",
+     ("oom-host", "rollback-offload", "host-alloc")),
+    ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 32.0 GiB for an array with shape "
+     "(2048, 2048, 2048, 4) and data type uint8", ("oom-host", "rollback-offload", "host-alloc")),
+    ("OSError: [Errno 12] Cannot allocate memory", ("oom-host", "rollback-offload", "host-alloc")),
+    # Ray's memory monitor named only by the worker exit type (ray common.proto WorkerExitType)
+    ("The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY",
+     ("oom-ray", "rollback-offload", None)),
+    # hardware / kernel faults: not memory pressure
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+     "device-side assertions.", ("crash-other", "stop", "device-fault")),
+    ("RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at "
+     "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265", ("crash-other", "stop", "device-fault")),
+    ("RuntimeError: CUDA error: unspecified launch failure", ("crash-other", "stop", "illegal-memory")),
+    ("RuntimeError: CUDA error: misaligned address", ("crash-other", "stop", "illegal-memory")),
+    ("ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'an illegal memory access was "
+     "encountered'", ("crash-other", "stop", "illegal-memory")),
+    ("RuntimeError: CUDA error: device-side assert triggered", ("crash-other", "stop", "device-assert")),
+    # the TORCH_USE_CUDA_DSA advice after a CUDA OOM is not a device-side assert
+    ("RuntimeError: CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+     ("oom-device", "escalate-memory", None)),
+    # NCCL's own buffers did not fit (older 'NCCL Error 1' wording): a device OOM, not a collective symptom
+    ("RuntimeError: NCCL Error 1: unhandled cuda error\nLast error:\nCuda failure 'out of memory'",
+     ("oom-device", "escalate-memory", None)),
+    ("RuntimeError: NCCL Error 1: unhandled cuda error", ("hccl-timeout", "retry-once", None)),
+    # a lost node: Ray's "(OOM, preempted node, etc.)" is a list of possibilities, not a host OOM
+    ("The node with node id: 75b2 and address: 192.0.2.7 and node name: 192.0.2.7 has been marked dead because the "
+     "detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly "
+     "(OOM, preempted node, etc.) \n(2) raylet has lagging heartbeats due to slow network or busy workload.",
+     ("crash-other", "stop", "node-died")),
+    ("ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
+     ("crash-other", "stop", "node-died")),
+    # the runtime is missing, not the memory
+    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+     "driver from http://www.nvidia.com/Download/index.aspx", ("crash-other", "stop", "device-unavailable")),
+    ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+     ("crash-other", "stop", "runtime-env")),
+    ("ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
+     ("crash-other", "stop", "runtime-env")),
+    ("ImportError: libatb.so: cannot open shared object file: No such file or directory",  # vllm-ascend#152
+     ("crash-other", "stop", "runtime-env")),
+    # another library's harmless probe for CUDA libraries is no root cause: the device OOM after it still escalates
+    ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+     "'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
+     ("oom-device", "escalate-memory", None)),
+    # a Hub lookup of a path that is no repo: the model path, not the network
+    ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-abc)\n\nRepository Not "
+     "Found for url: https://huggingface.co/api/models/models/Qwen2.5-7B/revision/main.",
+     ("config-error", "stop", "model-path")),
+])
+def test_memory_safety_and_runtime_families(text, want):
+    v = C.classify("(WorkerDict pid=1, ip=192.0.2.5) " + text.replace("\n", "\n(WorkerDict pid=1, ip=192.0.2.5) ")
+                   + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[0] != "oom-device":
+        assert not any(C.is_device_oom_line(ln) for ln in text.split("\n")), text
+
+
+@pytest.mark.parametrize("text,want", [
+    # datasets arrow_dataset.py _check_if_features_can_be_aligned (concatenate_datasets, verl rl_dataset.py:180)
+    ("ValueError: The features can't be aligned because the key prompt of features {'prompt': Value(dtype='string')} "
+     "has unexpected type - List(...) (expected either Value(dtype='string') or Value(\"null\").",
+     ("data-error", "stop", "schema")),
+    # HCCL's own plog record on stdout: a communicator that never came up
+    ("[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.325 [hccl_comm.cc:115] [60570][HcclComm][Init]errNo"
+     "[0x0000000005000007] hccl initialize failed", ("hccl-timeout", "retry-once", None)),
+])
+def test_data_and_collective_families(text, want):
+    v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[0] == "hccl-timeout":
+        assert v.detail["init"] is True
 
 
 def test_memory_words_and_advice_are_not_an_oom():

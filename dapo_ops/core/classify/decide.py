@@ -184,9 +184,12 @@ _KERNEL_WORDS_RX = re.compile(r"aicore|ai core|aivec|aic error|vector core|excep
 
 
 def _comm_echo(log: Log, i: int) -> bool:
-    """A runtime / operator code (EE9999, EZ9999, 5xxxxx) that only repeats a collective failure next to it
-    (HCCL task / notify timeout, a remote rank's error), without an AI Core / vector fault of its own."""
+    """A runtime / operator code (EE9999, EZ9999, EH9999, 5xxxxx) that only repeats a collective failure next to it
+    (HCCL task / notify timeout, a remote rank's error, a device task timeout), without an AI Core / vector fault
+    of its own."""
     # (torch_npu prints the ACL code, then ERRss100, the "[Error]" advice and the CANN EIxxxx record: up to ~6
     # lines after the code line)
     near = " ".join(log.low_line(j) for j in range(max(0, i - 3), min(len(log.lines), i + 8)))
-    return bool(re.search(r"hccl|notify|remote rank|\bei\d{4}\b", near)) and not _KERNEL_WORDS_RX.search(near)
+    # (a device task / stream-sync TIMEOUT, ACL 107020 / 507046 behind EH9999 / EE1002, is a wait, not a fault)
+    return bool(re.search(r"hccl|notify|remote rank|\bei\d{4}\b|task timeout|stream sync(?:hronize)? timeout"
+                          r"|\b(?:507046|107020)\b", near)) and not _KERNEL_WORDS_RX.search(near)

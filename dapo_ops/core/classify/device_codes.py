@@ -67,7 +67,11 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("cann-hccl", r"\bei\d{4}\b", "communication", "EIxxxx HCCL: config, socket, transport, timeout", _HCCL_DOC),
     ("cann-hccp", r"\bej\d{4}\b", "communication", "EJxxxx HCCP (RoCE / process) failure", _HCCL_DOC),
     # ---- Runtime (EE), ACL API (EH), operators (EZ), compile modules (E1-EB): execution / kernel faults
-    ("cann-runtime", r"\bee\d{4}\b", "kernel-fault", "EExxxx runtime: stream / task / kernel execution", _CANN_DOC),
+    # EE1002 "Stream synchronize timeout": the stream's tasks (in training: a collective) never finished in time
+    ("cann-runtime", r"\bee1002\b", "communication", "EE1002 stream synchronize timeout (a collective or a peer "
+     "never finished within HCCL_EXEC_TIMEOUT)", _CANN_DOC),
+    ("cann-runtime", r"\bee(?!1002\b)\d{4}\b", "kernel-fault", "EExxxx runtime: stream / task / kernel execution",
+     _CANN_DOC),
     ("cann-acl", r"\beh\d{4}\b", "kernel-fault", "EHxxxx ACL API layer (environment / init)", _CANN_DOC),
     ("cann-op", r"\bez\d{4}\b", "kernel-fault", "EZxxxx operator / aclnn execution (EZ9999: inner error)", _CANN_DOC),
     ("cann-compile", r"\be[1-9ab]\d{4}\b", "kernel-fault", "E1xxxx-EBxxxx graph / operator compilation", _CANN_DOC),
@@ -85,7 +89,11 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
      "device-unavailable", "107001 invalid device id / 107002 context null (device not set or not visible)", _ACL_DOC),
     ("acl", _ACL + r"507057\b", "communication",
      "507057 SUSPECT REMOTE ERROR (a peer's fault)", _ACL_DOC),
-    ("acl", _ACL + r"5\d{5}\b", "kernel-fault",
+    # 507046 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT ("all tasks in the specified stream are not completed"), 107020
+    # ACL_ERROR_RT_TASK_TIMEOUT ("reason=[task timeout]"): a wait that timed out, not a faulty kernel
+    ("acl", _ACL + r"(?:507046|107020)\b", "communication",
+     "507046 stream sync timeout / 107020 task timeout (the device waited out a collective)", _ACL_DOC),
+    ("acl", _ACL + r"(?!507046\b)5\d{5}\b", "kernel-fault",
      "5xxxxx internal hardware / software fault (507xxx execution, 561xxx aclnn inner)", _ACL_DOC),
     # ---- CUDA driver results
     ("cuda-driver", r"curesult error: ?2\b|cuda_error_out_of_memory|cudaerrormemoryallocation", "memory",

@@ -81,8 +81,8 @@ HINT_RULES: dict[str, tuple] = {
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
     "oom-host": (),
     "config-error": _causes("config-error", "data-missing", "model-path", "ray-cpus", "stale-key", "gpus", "tp",
-                            "token-budget", "resume-layout"),
-    "data-error": _causes("data-error", "schema", "too-difficult"),
+                            "token-budget", "resume-layout", "chat-template"),
+    "data-error": _causes("data-error", "schema", "too-difficult", "empty"),
     "network": (("kind", "keep-running", "network/keep-running"),) + _causes("network", "ray-head", "hub", "tracker",
                                                                               "ssh"),
     "hccl-timeout": (("cause", "hccp-busy", "hccl-timeout/hccp-busy"), ("init", SET, "hccl-timeout/init")),
@@ -90,7 +90,8 @@ HINT_RULES: dict[str, tuple] = {
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
     "crash-other": _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
-                           "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory")
+                           "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory",
+                           "device-fault", "node-died", "runtime-env")
     + (("inconclusive", SET, "crash-other/inconclusive"),),
 }
 
@@ -202,6 +203,14 @@ HINTS: dict[str, str] = {
         "A dataset row lacks a field verl's RL dataset reads (prompt, data_source, reward_model, ability, "
         "extra_info): convert the parquet to verl's schema (data.prompt_key names the prompt column). No retry "
         "unchanged."),
+    "data-error/empty": (
+        "The dataset is empty after loading / filtering (or holds fewer rows than one train batch): check that "
+        "data.train_files / data.val_files hold rows, that data.filter_overlong_prompts with data.max_prompt_length "
+        "did not drop them all, and that data.train_batch_size <= the row count. No retry unchanged."),
+    "config-error/chat-template": (
+        "The tokenizer has no chat template (a base model) while verl's RL dataset applies one to each prompt. Set "
+        "actor_rollout_ref.model.custom_chat_template (and data.apply_chat_template_kwargs.chat_template for the "
+        "dataset's own tokenizer) to a Jinja template, or train an instruct model; then relaunch."),
     "data-error/too-difficult": (
         "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches. Use "
         "easier data or a stronger model, or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."),
@@ -297,6 +306,20 @@ HINTS: dict[str, str] = {
         "An illegal device memory access (a kernel bug or a version mismatch), not OOM. Re-run with "
         "CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the op; check torch / vLLM / CANN versions. Memory "
         "escalation does not help."),
+    "crash-other/device-fault": (
+        "A GPU hardware fault (uncorrectable ECC error / the GPU fell off the bus), not memory pressure and not a "
+        "collective timeout. Check `nvidia-smi -q -d ECC` and the kernel log for Xid errors, drain or reset that GPU "
+        "(or node), then resume from the last complete checkpoint. Memory escalation does not help."),
+    "crash-other/node-died": (
+        "A node of the Ray cluster was lost${paren_node} (missed heartbeats: the raylet crashed, the host was "
+        "preempted or rebooted, or its network dropped; Ray's mention of OOM is a possibility, not evidence). Check "
+        "the node is up (dmesg for the OOM killer, uptime), `ray start --address=<head>` it again, then resume from "
+        "the last complete checkpoint. No memory rung."),
+    "crash-other/runtime-env": (
+        "The accelerator runtime cannot be loaded in the container: CANN's environment is not set (source "
+        "/usr/local/Ascend/ascend-toolkit/set_env.sh in the shell that starts Ray; the ascend-toolkit is missing or "
+        "of another version than torch_npu wants), or the CUDA runtime / driver pair does not match. Fix the image or "
+        "the environment, then relaunch; no retry helps until then."),
     "crash-other/inconclusive": (
         "The log holds no error and no completion. If the process is still running, only the supervisor's "
         "no-progress alarm (hang_timeout_s) can end a silent collective wait or a Ray head loop; otherwise look at "

@@ -14,40 +14,21 @@ A row is ``(name, class, tier, needles, pattern)`` or ``(name, class, tier, need
              candidates: lines where the literal-prefixed error-code finder matches)
 
 STDLIB ONLY. The needles (or the finder) find the candidate lines first, so the cost grows with matching lines,
-not with the bytes of the tail. A bad row raises :class:`~dapo_ops.core.classify.verdict.ClassifierTableError`
-when the package is imported.
+not with the bytes of the tail. The row format's machinery (tiers, :class:`Sig`, :func:`build_signatures`) is
+``dapo_ops/core/classify/sigtable.py``; a bad row raises
+:class:`~dapo_ops.core.classify.verdict.ClassifierTableError` when the package is imported.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from dapo_ops.core.classify import device_codes as _codes
-from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
 
-ROOT, COLLECTIVE, WEAK, GENERIC = 1, 2, 3, 4
-TIERS = (ROOT, COLLECTIVE, WEAK, GENERIC)
-
-
-@dataclass(frozen=True)
-class Sig:
-    """One compiled signature (a row of :data:`SIGNATURE_ROWS`)."""
-
-    name: str
-    cls: str
-    tier: int
-    needles: tuple  # lower-case literals; every match contains at least one (found with str.find)
-    rx: re.Pattern  # applied to one lower-cased line
-    fatal: bool = True
-    finder: re.Pattern | None = None  # also candidates: lines where this literal-prefixed regex matches
-
-
-# Candidate finder for error CODES (EZ9999, EI0009, ERR02200 ...): literal-prefixed, so re scans fast
-CODE_FINDER = re.compile(r"e[ehijlz1-9ab]\d{4}\b|err0[0-4]\d{3}")
-#: row options
-NONFATAL = {"fatal": False}
-CODES = {"finder": CODE_FINDER}
+# the row format and its compiler (dapo_ops/core/classify/sigtable.py), re-exported for the other modules
+from dapo_ops.core.classify.sigtable import (  # noqa: F401
+    CODE_FINDER, CODES, COLLECTIVE, GENERIC, NONFATAL, ROOT, TIERS, WEAK, Sig, build_signatures
+)
 
 
 def _code_pat(category: str) -> str:
@@ -101,9 +82,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # latest task ..."; Ray 1.x: "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node
     # <n> is used" -- both the host RAM monitor, never the device)
     ("ray-oom", "oom-ray", ROOT, ("running low on memory", "killed due to memory pressure", "system memory low",
-                                   "rayoutofmemoryerror"),
+                                   "rayoutofmemoryerror", "node_out_of_memory"),
      r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"
-     r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"),
+     r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"
+     # (the memory monitor's own worker exit type, WorkerExitType NODE_OUT_OF_MEMORY in ray common.proto)
+     r"|worker exit type: node_out_of_memory"),
     ("ray-oom-node", "oom-ray", ROOT, "memory on the node (ip:",
      r"memory on the node \(ip: [^)]{0,80}\) .{0,400}exceeds the memory usage threshold"),
     # ---- kernel / cgroup OOM killer
@@ -111,9 +94,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
     ("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     ("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
-    # host RAM allocation failures (c10 DefaultCPUAllocator, Python / numpy MemoryError): host memory, not device
-    ("host-alloc", "oom-host", ROOT, ("defaultcpuallocator", "memoryerror"),
-     r"defaultcpuallocator: can't allocate memory|(?<![\w.])memoryerror(?::|\s*$)"),
+    # host RAM, never device: c10/core/impl/alloc_cpu.cpp ("can't allocate memory" / "not enough memory"), Python
+    # MemoryError and numpy's _ArrayMemoryError (numpy/core/_exceptions.py), the kernel's ENOMEM "[Errno 12]"
+    ("host-alloc", "oom-host", ROOT, ("defaultcpuallocator", "memoryerror", "unable to allocate", "[errno 12]"),
+     r"defaultcpuallocator: (?:can't allocate memory|not enough memory)|(?<![\w.])memoryerror(?::|\s*$)"
+     r"|memoryerror: unable to allocate [\d.]+ ?[kmgtpe]?i?b for an array|\[errno 12\] cannot allocate memory"),
     ("loader-killed", "oom-host", ROOT, "is killed by signal", r"dataloader worker \(pid \d+\) is killed by signal: killed"),
     # ---- config (Hydra / verl asserts / resources / resume layout)
     ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
@@ -175,8 +160,9 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
     # (huggingface_hub validate_repo_id, transformers cached_file)
     ("model-path", "config-error", ROOT, ("hfvalidationerror", "id must", "path_or_model_id",
-                                            "valid model identifier", "is not the path to a directory"),
-     r"hfvalidationerror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
+                                            "valid model identifier", "is not the path to a directory",
+                                            "repositorynotfounderror"),
+     r"hfvalidationerror|repositorynotfounderror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
      r"|is not a local folder and is not a valid model identifier"
      # (a missing optional file, "... generation_config.json. Using default generation config.", is a warning)
      r"|it looks like /\S+ is not the path to a directory containing a file named (?:config|tokenizer_config)\.json"
@@ -188,6 +174,10 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|have not registered within the timeout"),
     ("resume-megatron", "config-error", ROOT, ("no such file", "filenotfounderror"),
      r"(?:filenotfounderror|no such file or directory).{0,300}(?:common\.pt|\.metadata|metadata\.json)"),
+    # a base model's tokenizer without chat template (transformers get_chat_template) under verl's RLHFDataset:
+    # actor_rollout_ref.model.custom_chat_template (verl/workers/config/model.py:111) fixes it, not the data
+    ("chat-template", "config-error", ROOT, "chat_template is not set",
+     r"tokenizer\.chat_template is not set and no template argument was passed"),
     # ---- data
     ("seq-too-long", "data-error", ROOT, "is larger than max_length",
      r"sequence_length=(\d+) is larger than max_length=(\d+)"),
@@ -195,15 +185,29 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"prompt length \((\d+)\) exceeds the model's maximum context length"),
     ("dapo-give-up", "data-error", ROOT, "generated too many",
      r"generated too many\. please check if your data are too difficult"),
+    # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,
+    # verl/utils/dataset/rl_dataset.py:538
+    ("empty-data", "data-error", ROOT, ("num_samples should be", "dataloader is empty", "empty dataset"),
+     r"num_samples should be a positive integer value, but got num_samples=0|(?:train|validation) dataloader is empty"
+     r"|cannot split an empty dataset"),
     ("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
      r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
-    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset"),
+    # (files of one split with different columns / types: datasets table.py cast_table_to_schema "Couldn't cast ...
+    # because column names don't match", arrow_dataset.py "The features can't be aligned" in concatenate_datasets,
+    # which verl/utils/dataset/rl_dataset.py:180 calls on the train files)
+    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset", "casterror", "column names don't match",
+                                         "can't be aligned"),
      r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"
      r"|keyerror: \"none of \[index\(\[.{0,200}\] are in the \[columns\]"
-     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset"),
+     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset|casterror'?>?: couldn't cast"
+     r"|because column names don't match|the features can't be aligned because the key"),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
+    # the GCS (Ray head) lost: ray gcs_rpc_client.h "Failed to connect to GCS within 60 seconds", ray/_private/
+    # utils.py / worker.py "Unable to connect to GCS [(ray head)] at <addr>"
+    ("gcs-lost", "network", ROOT, ("gcs within", "connect to gcs"),
+     r"failed to connect to gcs within \d+ seconds|unable to connect to gcs (?:\(ray head\) )?at ([0-9a-z.\-]+:\d+)"),
     ("ray-no-instance", "network", ROOT, "running ray instance", r"could not find any running ray instance"),
     ("proxy", "network", ROOT, ("proxy", "tunnel connection failed"),
      r"proxyerror|cannot connect to proxy|tunnel connection failed"),
@@ -221,12 +225,22 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("swanlab-no-tty", "auth-error", ROOT, "no tty",
      r"failed to initialize swanlab in online mode: no tty"),
     ("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
-    ("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length", "api key must be"),
+    # (wandb's own wordings at init: "API key must be 40 characters long", "API key verification failed" (wandb/wandb
+    # PR 9230), AuthenticationError "... either invalid or missing", older CommError "Invalid or missing api_key")
+    ("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length",
+                                     "api key must be", "api key verification failed", "missing api_key",
+                                     "either invalid or missing"),
      r"login failed: error api key|apikeyformaterror|invalid character in api key"
-     r"|api key length must be \d+ characters|api key must be \d+ characters long"),
+     r"|api key length must be \d+ characters|api key must be \d+ characters long|api key verification failed"
+     r"|invalid or missing api_key|the api key you provided is either invalid or missing"),
     ("stored-key", "auth-error", ROOT, "authenticationerror",
      r"authenticationerror: (?:stored api key is for|no api key provided)"),
-    ("hf-gated", "auth-error", ROOT, ("gatedrepoerror", "401 client error"), r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface"),
+    # the Hub refuses a gated repo: huggingface_hub utils/_http.py hf_raise_for_status ("Cannot access gated repo for
+    # url ...", "Access to model <m> is restricted"), transformers utils/hub.py cached_file ("You are trying to
+    # access a gated repo."), a bare 401 on a huggingface URL
+    ("hf-gated", "auth-error", ROOT, ("gatedrepoerror", "401 client error", "gated repo", "is restricted"),
+     r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface|cannot access gated repo for url"
+     r"|you are trying to access a gated repo|access to model \S+ is restricted"),
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     ("tracker-401", "auth-error", ROOT, "401",
      r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
@@ -249,8 +263,32 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
      r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
      r"|resource temporarily unavailable \[system:11\]"),
-    ("illegal-memory", "crash-other", ROOT, "illegal memory access", r"illegal memory access"),
-    ("device-assert", "crash-other", ROOT, "device-side assert", r"device-side assert"),
+    # kernel execution faults (cudaErrorIllegalAddress / LaunchFailure / MisalignedAddress / IllegalInstruction)
+    ("illegal-memory", "crash-other", ROOT, ("illegal memory access", "launch failure", "misaligned address",
+                                             "illegal instruction"),
+     r"illegal memory access|unspecified launch failure|misaligned address|an illegal instruction was encountered"),
+    # ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions." is advice after EVERY CUDA error:
+    # c10/cuda/CUDAException.cpp; only "device-side assert triggered" is the assert)
+    ("device-assert", "crash-other", ROOT, "device-side assert", r"device-side assert(?:ion)? triggered"),
+    # a GPU hardware fault (cudaErrorECCUncorrectable, CUDA_ERROR_ECC_UNCORRECTABLE = 214; Xid "fallen off the
+    # bus"): never memory pressure, whatever collective re-reports it
+    ("device-fault", "crash-other", ROOT, ("ecc error", "ecc_uncorrectable", "eccuncorrectable", "fallen off the bus"),
+     r"uncorrectable ecc error|ecc_uncorrectable|eccuncorrectable|fallen off the bus"),
+    # a Ray node lost (GCS health check: "has been marked dead because the detector has missed too many heartbeats";
+    # ray/exceptions.py ActorDiedError "The actor is dead because its node has died", NodeDiedError,
+    # LocalRayletDiedError). Ray's own text lists "OOM" among possible reasons: advice, not evidence.
+    ("node-died", "crash-other", ROOT, ("marked dead", "node has died", "nodediederror", "raylet died"),
+     r"has been marked dead because the detector has missed too many heartbeats|because its node has died"
+     r"|nodediederror|localrayletdiederror|the task's local raylet died"),
+    # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
+    # mounted) -> device unavailable; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
+    # Only libraries torch_npu cannot start without: CUDA libraries are probed (and missed harmlessly) by others.
+    ("driver-lib", "crash-other", ROOT, "cannot open shared object file",
+     r"lib(?:ascend_hal|drvdsmi_host)\.so[.\d]*: cannot open shared object file"),
+    ("runtime-env", "crash-other", ROOT, ("cannot open shared object file", "driver on your system is too old",
+                                          "driver version is insufficient"),
+     r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|graph|runtime|opapi|nnopbase|torch_npu|atb)\.so[.\d]*: cannot open "
+     r"shared object file|nvidia driver on your system is too old|cuda driver version is insufficient for cuda runtime"),
     ("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
@@ -266,8 +304,9 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"),
     # device absent / not mounted / not visible (codes: dapo_ops/core/classify/device_codes.py)
     ("device-unavailable", "crash-other", ROOT, ("error code", "ret", "aclerror", "curesult", "cuda_error",
-                                                 "no cuda", "aclrtsetdevice"),
-     _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)",
+                                                 "no cuda", "aclrtsetdevice", "no nvidia driver"),
+     _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)"
+     r"|found no nvidia driver on your system",
      CODES),
     # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
     ("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT,
@@ -277,11 +316,23 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)"),
     ("coll-failed", "hccl-timeout", COLLECTIVE, "operations have failed or timed out",
      r"some (?:nccl|hccl) operations have failed or timed out"),
+    # torch: "NCCL error in: <file>:<line>, <reason>" (c10d NCCLUtils), older torch "NCCL Error <n>: <reason>",
+    # vLLM pynccl "NCCL error: <reason>" (vllm/distributed/device_communicators/pynccl_wrapper.py)
     ("nccl-error", "hccl-timeout", COLLECTIVE, "nccl",
-     r"nccl error in:|ncclsystemerror|ncclinternalerror|ncclremoteerror|ncclunhandledcudaerror"
+     r"\bnccl error(?: \d+| in)?:|ncclsystemerror|ncclinternalerror|ncclremoteerror|ncclunhandledcudaerror"
      r"|nccl communicator was aborted"),
     ("dist-backend", "hccl-timeout", COLLECTIVE, "distbackenderror", r"distbackenderror"),
-    ("dist-store", "hccl-timeout", COLLECTIVE, "diststoreerror", r"diststoreerror"),
+    # the c10d rendezvous store (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the group never formed
+    ("dist-store", "hccl-timeout", COLLECTIVE, ("diststoreerror", "client socket has timed out", "tcp client failed"),
+     r"diststoreerror|\[c10d\] the client socket has timed out after \d+ms while trying to connect to"
+     r"|tcp client failed to connect/validate to host"),
+    # HCCL / HCCP's own error records on stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1): "[ERROR] HCCL(<pid>,...):<ts>
+    # [<file>.cc:<n>] ... hccl initialize failed / call trace: hcclRet -> <n>"
+    ("hccl-plog", "hccl-timeout", COLLECTIVE, ("[error] hccl(", "[error] hccp("),
+     r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)"),
+    # Gloo (CPU collectives): a peer went away (third_party/gloo/gloo/transport/tcp/pair.cc)
+    ("gloo", "hccl-timeout", COLLECTIVE, "gloo",
+     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"),
     ("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
      r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list
@@ -307,41 +358,6 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ \[[^\]\n]*\] )?"
      r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*"),
 )
-
-
-def build_signatures(rows, classes=CLASSES) -> tuple[Sig, ...]:
-    """Compile and check signature rows (see the module docstring for the row format).
-
-    Raises:
-        ClassifierTableError: a row of the wrong shape, a duplicate name, an unknown class or tier, an empty or
-            upper-case needle (never found: the scan reads lower-cased text), an unknown option, a bad regex.
-    """
-    out: list[Sig] = []
-    seen: set = set()
-    for row in rows:
-        if not isinstance(row, tuple) or len(row) not in (5, 6):
-            raise ClassifierTableError(f"signature row must be (name, class, tier, needles, pattern[, options]): {row!r}")
-        name, cls, tier, needles, pattern = row[:5]
-        opts = row[5] if len(row) == 6 else {}
-        if name in seen:
-            raise ClassifierTableError(f"signature {name!r}: duplicate name")
-        seen.add(name)
-        if cls not in classes:
-            raise ClassifierTableError(f"signature {name!r}: unknown class {cls!r} (one of {', '.join(classes)})")
-        if tier not in TIERS:
-            raise ClassifierTableError(f"signature {name!r}: unknown tier {tier!r}")
-        if isinstance(needles, str):
-            needles = (needles,)
-        if not needles or not all(isinstance(n, str) and n and n == n.lower() for n in needles):
-            raise ClassifierTableError(f"signature {name!r}: needles must be non-empty lower-case strings: {needles!r}")
-        if set(opts) - {"fatal", "finder"}:
-            raise ClassifierTableError(f"signature {name!r}: unknown options {sorted(set(opts) - {'fatal', 'finder'})}")
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise ClassifierTableError(f"signature {name!r}: bad pattern: {exc}") from exc
-        out.append(Sig(name, cls, tier, tuple(needles), rx, opts.get("fatal", True), opts.get("finder")))
-    return tuple(out)
 
 
 SIGNATURES: tuple[Sig, ...] = build_signatures(SIGNATURE_ROWS)

@@ -46,6 +46,7 @@ CONFIG_KEYS: dict[str, str] = {
     "data-missing": "data.train_files",
     "model-path": "actor_rollout_ref.model.path",
     "raylet-register": "ray_kwargs.ray_init.num_cpus",
+    "chat-template": "actor_rollout_ref.model.custom_chat_template",
 }
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
@@ -53,7 +54,7 @@ CONFIG_CAUSES: dict[str, str] = {
     "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus",
     "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
     "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
-    "raylet-register": "ray-cpus",
+    "raylet-register": "ray-cpus", "chat-template": "chat-template",
 }
 #: oom-host signature -> cause (default ``kernel-oom``)
 HOST_CAUSES: dict[str, str] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed",
@@ -61,16 +62,22 @@ HOST_CAUSES: dict[str, str] = {"pinned-host-oom": "pinned-memory", "loader-kille
 #: data-error signature -> the key to change (default ``data.train_files``) and the cause (default none)
 DATA_KEYS: dict[str, str] = {"seq-too-long": "data.max_prompt_length", "prompt-too-long": "data.max_prompt_length",
                              "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches"}
-DATA_CAUSES: dict[str, str] = {"data-schema": "schema", "dapo-give-up": "too-difficult"}
+DATA_CAUSES: dict[str, str] = {"data-schema": "schema", "dapo-give-up": "too-difficult", "empty-data": "empty"}
 #: oom-kv-cache signatures that mean "free the devices first" (the rest: raise the share / shorten max_model_len)
 KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
 #: network signatures -> cause (the Ray head, the hub / a proxy)
-RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance")
+RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance", "gcs-lost")
+#: crash-other signature -> ``detail["cause"]`` where it is not the signature's name
+CRASH_CAUSES: dict[str, str] = {"driver-lib": "device-unavailable"}
 HUB_SIGS = ("proxy", "hub")
 
 # communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
+# (torch c10d: "is setting up NCCL communicator and retrieving ncclUniqueId ... via c10d key-value store"; vLLM's
+# worker init_device builds its communicator; the store's own connect timeout)
 _COMM_INIT_RX = re.compile(r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
-                           r"|init_communicator|ncclcomminit|failed to bind the ip port")
+                           r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
+                           r"|method init_device|client socket has timed out|tcp client failed to connect"
+                           r"|initcommrootinfo|hccl initialize failed|hcclcomm init")
 
 
 # --------------------------------------------------------------------------- building a verdict
@@ -195,6 +202,8 @@ def _network(log, f, d, h, same_tier, fatal) -> Verdict:
     if name in RAY_HEAD_SIGS:
         d["cause"] = "ray-head"
         m = re.search(r"address ([0-9a-z.\-:]+?)(?::(\d+))?(?: within|\s|$)", log.low_line(i))
+        if name == "gcs-lost":  # "Unable to connect to GCS at <host:port>" (the 60 s line names no address)
+            m = re.search(r"gcs (?:\(ray head\) )?at ([0-9a-z.\-]+)(?::(\d+))", log.low_line(i))
         if m:
             d["address"] = m.group(1) + (":" + m.group(2) if m.group(2) else "")
             d["node"] = log.ips.get(i) or d.get("node")
@@ -255,7 +264,10 @@ def _container(log, f, d, h, same_tier, fatal) -> Verdict:
 def _crash(log, f, d, h, same_tier, fatal) -> Verdict:
     """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
     i, name = h.line, h.sig.name
-    d["cause"] = name
+    d["cause"] = CRASH_CAUSES.get(name, name)
+    if name == "node-died":
+        m = re.search(r"(?:address|ip):? (\d{1,3}(?:\.\d{1,3}){3})", log.low_line(i))
+        d["node"] = m.group(1) if m else None
     if name in ("device-unavailable", "kernel-fault"):
         d["code"] = next((t for _f, _c, t in _codes.find_codes(log.low_line(i))), None)
     generic = [x for x in fatal if x.sig.tier == GENERIC]
