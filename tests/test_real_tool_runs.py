@@ -43,6 +43,8 @@ WANT = {
     # a and b again at the start of the next session, main at d29b8fc (2026-12-01 18:30 UTC)
     "a5-success": ("20261201-183047-eb6b", 3, None, [1, 2, 3], 1),
     "b5-resume": ("20261201-183434-f411", 4, 3, [4], 1),
+    # c again on main with the round-2 classifier (19:07 UTC): attempt 1 died by signal (exit 139) at the weight sync
+    "c2-weight-sync-oom": ("20261201-190748-8464", 2, 1, [2], 2),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -50,6 +52,8 @@ OOMS = {
     "c-weight-sync-oom": (134, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
                           "gpu_memory_utilization"),
     "d-update-oom": (143, "update", "update-batch", "ppo_micro_batch_size_per_gpu", 16, 64, "micro_batch_size"),
+    "c2-weight-sync-oom": (139, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
+                           "gpu_memory_utilization"),
 }
 # the verl key each rung's setting reaches (verl/trainer/config/actor/actor.yaml, rollout/rollout.yaml)
 VERL_KEY = {"gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
@@ -154,8 +158,9 @@ def test_classifier_real_oom_phase(name):
     assert not any(classify.is_device_oom_line(ln) for ln in re.split(r"[\r\n]", attempt_text(name, 2)))
 
 
-def test_weight_sync_oom_is_vllm_wake_up():
-    v = classify.classify(attempt_text("c-weight-sync-oom", 1), exit_code=134)
+@pytest.mark.parametrize("name", ["c-weight-sync-oom", "c2-weight-sync-oom"])
+def test_weight_sync_oom_is_vllm_wake_up(name):
+    v = classify.classify(attempt_text(name, 1), exit_code=OOMS[name][0])
     assert any("cumem_allocator.cpp:163" in e for e in v.evidence)
     assert any("actor_rollout_update_weights" in e for e in v.evidence)
 
