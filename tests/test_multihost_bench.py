@@ -20,6 +20,7 @@ import pytest
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import inventory
 from dapo_ops.control.remote import Target
+from dapo_ops.core import raynodes
 
 pytestmark = pytest.mark.bench
 
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
-IN = "/verl/dapo_runs/inputs"
+RUNS = "/verl/dapo_runs"
+IN = f"{RUNS}/inputs"
 INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
 HOSTS = ["h1", "h2"]
 RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
@@ -53,7 +55,7 @@ def cli(sandbox, tmp_path):
     yield run
     # whatever happened: no Ray left behind for the next test
     for h in HOSTS:
-        sandbox.exec(h, "for f in /verl/dapo_runs/.cluster/*/ray/*.pid; do [ -f \"$f\" ] && "
+        sandbox.exec(h, f"for f in {raynodes.ray_dir(raynodes.cluster_dir(RUNS, '*'))}/*.pid; do [ -f \"$f\" ] && "
                         "kill -9 -$(cat \"$f\") 2>/dev/null; done; true")
 
 
@@ -251,7 +253,7 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     h2 = inv.hosts["h2"]
     t = Target(h2, h2.container)
     try:
-        cluster_ops.stop([{"name": "h2"}], {"h2": t}, run_dir=f"/verl/dapo_runs/.cluster/{run_id}", python="python3")
+        cluster_ops.stop([{"name": "h2"}], {"h2": t}, run_dir=raynodes.cluster_dir(RUNS, run_id), python="python3")
     finally:
         t.close()
     rec = wait_for(sandbox, "h1", run_id, ended, timeout=180)
@@ -299,10 +301,11 @@ def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_resum
 def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sandbox, cli):
     """Ray processes of an earlier cluster run whose head is gone (e.g. agents left by an older dapo-ops) never
     block the next launch: the occupancy check ends them (that run's marker only) and the launch goes on."""
-    sandbox.exec("h2", "mkdir -p /verl/dapo_runs/.cluster/20261201-000000-dead/ray && "
+    dead = raynodes.cluster_dir(RUNS, "20261201-000000-dead")
+    sandbox.exec("h2", f"mkdir -p {raynodes.ray_dir(dead)} && "
                        "printf '%s' '{\"role\": \"worker\", \"head\": \"h1\", \"head_address\": "
                        f"\"{sandbox.addresses['h1']}\", \"port\": 6379}}' "
-                       "> /verl/dapo_runs/.cluster/20261201-000000-dead/ray/h2.json", check=True)
+                       f"> {raynodes.node_file(dead, 'h2', raynodes.INFO)}", check=True)
     sandbox.exec("h2", "DAPO_OPS_RAY_RUN=20261201-000000-dead nohup setsid sleep 600 >/dev/null 2>&1 &", check=True)
     sandbox.set_scenario("h1", {"step_time": 0.2})
     # this test is about the sweep, not the join limit (back_to_back holds that): room for a loaded machine

@@ -185,12 +185,14 @@ def _liveness(run, run_dir):
 def _serves(runs_dir, host, own_run_id):
     """The multi-host run whose Ray worker this container runs (a live session of another run), or None:
     ``{"run_id", "head", "head_address", "port", "ray_log"}``; ``ray_log`` is the worker's ``ray start`` output,
-    ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (written by ``dapo_ops.control.cluster_ops._start_node``)."""
-    for s in _rs.ray_sessions(runs_dir, host):
+    ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`, written by
+    ``dapo_ops.control.cluster_ops._start_node``)."""
+    from dapo_ops.core import raynodes  # here: a look with a run id (bench/status.py) never needs it
+
+    for s in raynodes.ray_sessions(runs_dir, host):
         if s.get("role") == "worker" and s.get("run_id") != own_run_id:
             out = {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
-            pid_file = str(s.get("pid_file") or "")
-            out["ray_log"] = pid_file[:-4] + ".log" if pid_file.endswith(".pid") else None
+            out["ray_log"] = raynodes.node_file(raynodes.cluster_dir(runs_dir, s["run_id"]), s["name"], raynodes.LOG)
             return out
     return None
 
@@ -217,7 +219,7 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
         "supervisor_alive": bool, "verl_alive": bool, "serves": {"run_id", "head", "head_address", "port"} |
         None}``; ``run`` is None when the host has no run; ``serves`` names the multi-host run this host is a
-        live Ray worker of (runstate.ray_sessions; only when no run id was asked for).
+        live Ray worker of (raynodes.ray_sessions; only when no run id was asked for).
     """
     now = time.time()
     run_dir = resolve_run_dir(runs_dir, run_id)

@@ -22,6 +22,7 @@ from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
@@ -202,7 +203,7 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
 
     A Ray worker host of a multi-host run (a live session: the probe's ``serves``; or named in the ``cluster.hosts``
     of a chosen head's run while it has no run, or only an older one, of its own) gets one note: its run's log is
-    the head's, its own Ray log is ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (cluster_ops._start_node).
+    the head's, its own Ray log is ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`).
 
     :raises StatusError: no host has a log to show (the message names each host's reason).
     """
@@ -216,8 +217,8 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
         head, rid = heads.get(name, (None, ""))
         if isinstance(res, dict) and head and not res.get("serves") and (
                 (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < rid):
-            res = {"serves": {"run_id": rid, "head": head,
-                              "ray_log": "%s/.cluster/%s/ray/%s.log" % (by_name[name].runs_path, rid, name)}}
+            ray_log = raynodes.node_file(raynodes.cluster_dir(by_name[name].runs_path, rid), name, raynodes.LOG)
+            res = {"serves": {"run_id": rid, "head": head, "ray_log": ray_log}}
         if isinstance(res, str):
             out.errors.append(res)
         elif res.get("serves"):
