@@ -145,6 +145,36 @@ def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandb
     assert wait_no_ray(sandbox) == {}
 
 
+def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it_ended(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 1.0})
+    res = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    rec = wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+    if not ended(rec):  # live: the worker's row is the head's run, running
+        st = cli("status", "-H", "h1,h2", "--json")
+        assert st.returncode == 0, st.stderr
+        h1, h2 = json.loads(st.stdout)
+        assert (h2["host"], h2["run_id"], h2["serves"]["head"]) == ("h2", run_id, "h1"), h2
+        assert h2["state"] == h1["state"] and h2["state"] in ("running", "succeeded"), (h1, h2)
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert wait_no_ray(sandbox, timeout=30) == {}  # h2's Ray session ended with the run: the probe sees no worker
+    st = cli("status", "-H", "h1,h2", "--json")
+    assert st.returncode == 0, st.stderr
+    h1, h2 = json.loads(st.stdout)
+    assert (h1["host"], h1["run_id"], h1["state"]) == ("h1", run_id, "succeeded"), h1
+    assert (h2["host"], h2["run_id"], h2["state"], h2["step"]) == ("h2", run_id, "succeeded", 3), h2
+    assert h2["serves"]["head"] == "h1" and h2["hint"].startswith(f"Ray worker of run {run_id} (head h1)"), h2
+    # the table: h2's row is the run's, with one note naming its head; nothing says no-run
+    table = cli("status", "-H", "h1,h2")
+    assert table.returncode == 0, table.stderr
+    assert "no-run" not in table.stdout, table.stdout
+    h2_line = next(ln for ln in table.stdout.splitlines() if ln.lstrip("│| ").startswith("h2 "))
+    assert run_id in h2_line and "succeeded" in h2_line, table.stdout
+    assert f"h2 {run_id}: Ray worker of run {run_id} (head h1)" in table.stdout, table.stdout
+
+
 def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):
     sandbox.set_scenario("h1", {"step_time": 0.2})
     res = cli("one-step-off", "-H", "h1,h2", "--steps", "3", "--trainer-gpus", "8", "--rollout-gpus", "8",

@@ -312,3 +312,35 @@ def test_a_long_hint_is_cut_at_a_word_boundary():
     assert cut.endswith("\u2026") and len(cut) <= 60
     assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " ", cut
     assert sv.one_line("x" * 80, 60) == "x" * 59 + "\u2026"
+
+
+def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and_after_it_ended():
+    from dapo_ops.control import status as svc
+
+    head_live = sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True})
+    live = svc.with_cluster_workers([head_live, sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
+    assert live[0] is head_live
+    w = live[1]
+    assert (w.host, w.run_id, w.state, w.step, w.total) == ("h2", RID, "running", 2, 6)
+    assert w.serves == SERVES and w.hint.startswith("Ray worker of run %s (head h1)" % RID)
+    assert "`inv status -H h1`" in w.hint and w.cluster is None and not w.suggestions
+    ended = _cluster_head_run(status="failed", step=4, verdict={"cls": "device_oom"},
+                              decision={"ended": "failed: device OOM at step 4/6", "suggestions": ["lower x"]})
+    head_end = sv.build_row("h1", {"run": ended, "tail": "", "now": 2.0})
+    # the session ended with the run: h2 has no run, or only an older one of its own
+    for h2 in (sv.build_row("h2", {"run": None, "now": 2.0}),
+               sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "succeeded"}, "now": 2.0})):
+        w = svc.with_cluster_workers([h2, head_end])[0]
+        assert (w.run_id, w.state, w.ended, w.serves["head"]) == (RID, "failed", "failed: device OOM at step 4/6",
+                                                                   "h1"), w
+        assert w.verdict is None and w.suggestions == [] and "Ray worker of run %s (head h1)" % RID in w.hint
+        assert sv.cells(w)["state"] == "failed" and sv.cells(w)["run"] == RID
+    # not a worker of it: a newer or active run of its own, a probe error, a head that was not chosen
+    own = sv.build_row("h2", {"run": {"run_id": "20261202-000000-abcd", "status": "succeeded"}, "now": 2.0})
+    active = sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "running",
+                                         "pids": {"supervisor": 7}}, "now": 2.0, "supervisor_alive": True})
+    err = sv.build_row("h2", {"error": "h2: unreachable: timed out"})
+    for r in (own, active, err):
+        assert svc.with_cluster_workers([head_end, r])[1] is r
+    alone = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
+    assert svc.with_cluster_workers([alone])[0] is alone and alone.state == "ray-worker"

@@ -103,6 +103,8 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
         rows = statusview.sort_newest_first(rows)
+    else:  # a Ray worker host of a chosen head's multi-host run: that run's row, live or ended
+        rows = svc.with_cluster_workers(rows)
     if json_:
         print(_json.dumps([r.to_json() for r in rows], indent=1, default=str))
     else:

@@ -77,6 +77,27 @@ def cluster_heads(runs) -> dict[str, tuple[str, str]]:
     return out
 
 
+def worker_of(row: StatusRow, head: tuple[str, str]) -> bool:
+    """True when ``row`` (one look at a host) is that of a Ray worker of ``head`` = ``(head host, run id)``
+    (:func:`cluster_heads`): a live session (the probe's ``serves``: state ``ray-worker``), or no run / only an older,
+    inactive run of its own (the session ended with the head's run). A probe error is never one."""
+    if row.state == ERROR:
+        return False
+    if row.state == statusview.RAY_WORKER:
+        return True
+    return row.status not in ACTIVE_STATUSES and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
+
+
+def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
+    """``rows`` with each Ray worker host of a chosen head's multi-host run shown as part of that run
+    (:func:`statusview.worker_row`: the head's state, live or ended), not as ``no-run`` or an old run of its own.
+    Rows of hosts whose head was not chosen are kept (a live worker alone stays ``ray-worker``)."""
+    heads = cluster_heads((r.host, r.run_id, r.cluster) for r in rows)
+    by_run = {(r.host, r.run_id): r for r in rows if r.run_id}
+    return [statusview.worker_row(r, by_run[heads[r.host]]) if r.host in heads and worker_of(r, heads[r.host])
+            else r for r in rows]
+
+
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     """Run one :mod:`dapo_ops.agent.probe` request in the target's container; returns its JSON answer.
 
@@ -400,11 +421,10 @@ class Watch:
         heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
         watched = {h.name for h in self.hosts}
         for row in rows:
-            head = heads.get(row.host)
-            hn, rid = head if head else ((row.serves or {}).get("head"), row.run_id)
-            if hn in watched and row.state != ERROR and (row.state == statusview.RAY_WORKER or (
-                    head is not None and row.status not in ACTIVE_STATUSES and
-                    (row.state == NO_RUN or (row.run_id or "") < (rid or "")))):
+            head = heads.get(row.host) or (((row.serves or {}).get("head"), row.run_id)
+                                           if row.state == statusview.RAY_WORKER else None)
+            if head and head[0] in watched and worker_of(row, head):
+                hn, rid = head
                 # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
                 self.workers[row.host] = self.done[row.host] = row
                 out.append(statusevents.worker_line(row.host, rid, hn))

@@ -304,6 +304,21 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     return row
 
 
+def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
+    """The row of a Ray worker host of ``head``'s multi-host run: that run (run.json lives on the head only) with its
+    state, step, ETA and times from the head's record (``head``: the head's row of that run), a hint naming the head;
+    ``serves`` keeps what the worker's probe said of the live session (``head_address``, ``port``), if anything.
+    The head's verdict, features, metrics and suggestions stay on the head's row (shown once)."""
+    out = StatusRow(host=row.host, run_id=head.run_id, state=head.state, status=head.status, step=head.step,
+                    total=head.total, percent=head.percent, eta_s=head.eta_s, attempt=head.attempt,
+                    progress_age_s=head.progress_age_s, stale=head.stale, started_at=head.started_at,
+                    ended_at=head.ended_at, ended=head.ended)
+    out.serves = dict(row.serves or {}, run_id=head.run_id, head=head.host)
+    out.hint = "Ray worker of run %s (head %s); its record, log and verdict are the head's (`inv status -H %s`)" % (
+        head.run_id, head.host, head.host)
+    return out
+
+
 def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
     """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
     a dead supervisor, or by an older supervisor); same form as ``supervisor.ending_line``."""
