@@ -13,6 +13,7 @@ import time
 import pytest
 
 from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runlogs
 from dapo_ops.control import remote_bundle
 from dapo_ops.control import statusview
 from dapo_ops.core import runstate
@@ -74,6 +75,30 @@ def test_a_missing_bundle_is_its_own_exit_code_and_mark(tmp_path):
     out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
     assert out.returncode == remote_bundle.MISSING_RC and remote_bundle.MISSING_MARK in out.stderr
     assert out.stdout == ""
+
+
+def _imported(req):
+    """(answer, dapo_ops modules the probe process imported) of one op run as shipped, ``-X importtime``."""
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps(req)], site=False)
+    line = line.replace("-m dapo_ops.agent.probe", "-X importtime -m dapo_ops.agent.probe")
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr
+    mods = [ln.rsplit("|", 1)[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")]
+    return json.loads(out.stdout), [m for m in mods if m.startswith("dapo_ops")]
+
+
+def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_module(tmp_path):
+    rid, _ = make_run(str(tmp_path), status="succeeded")
+    ans, mods = _imported({"op": "status", "runs_dir": str(tmp_path), "run_id": rid})
+    assert ans["run"]["run_id"] == rid
+    assert sorted(mods) == ["dapo_ops", "dapo_ops.agent", "dapo_ops.core", "dapo_ops.core.runstate"], mods
+    # stop / resolve load their module once; its errors are the probe's one-line answers (the op module shares
+    # the running probe, ``__main__``, rather than a second copy of it)
+    for op, mod in (("stop", "dapo_ops.agent.runstop"), ("resolve", "dapo_ops.agent.runlogs")):
+        ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
+        assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path}
+        assert mods.count(mod) == 1 and "dapo_ops.agent.probe" not in mods, mods
 
 
 def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):
@@ -202,7 +227,7 @@ def test_errors_and_resolve(tmp_path):
     assert "no attempt 5" in probe({"op": "resolve", "runs_dir": str(tmp_path), "attempt": 5})["error"]
     e = probe({"op": "errors", "runs_dir": str(tmp_path)})
     assert [x["attempt"] for x in e["logs"]] == [1, 2]
-    assert "NPU out of memory" in remote_probe.decode_tail(e["logs"][0])
+    assert "NPU out of memory" in runlogs.decode_tail(e["logs"][0])
 
 
 @pytest.mark.parametrize("size", [0, 10, 5000])

@@ -17,7 +17,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runlogs
 from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
@@ -316,7 +316,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
     out: list[str] = []
     n = 0
     for entry in res["logs"]:
-        text = remote_probe.decode_tail(entry)
+        text = runlogs.decode_tail(entry)
         cls, ev = _evidence_for(text, recorded.get(entry["attempt"]))
         blocks = error_excerpts(text, ev)
         if not blocks and not ev:
