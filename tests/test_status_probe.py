@@ -15,6 +15,7 @@ import pytest
 from dapo_ops.agent import probe as remote_probe
 from dapo_ops.agent import runlogs
 from dapo_ops.control import remote_bundle
+from dapo_ops.control.status import PROBE_OPS
 from dapo_ops.control import statusview
 from dapo_ops.core import runstate
 
@@ -54,11 +55,19 @@ BUNDLE = None
 
 
 def probe(req):
-    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps(req)], site=False)
+    """One request run as shipped: the bundle op that answers its op (control/status.PROBE_OPS), ``-S``, cwd /."""
+    return _run_op(req)[0]
+
+
+def _run_op(req, python_flags=""):
+    op = PROBE_OPS[req.get("op", "status")]
+    line = remote_bundle.op_line(BUNDLE, sys.executable, op, [json.dumps(req)], site=False)
+    if python_flags:
+        line = line.replace("-m dapo_ops.agent.", python_flags + " -m dapo_ops.agent.")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=120, env=env, cwd="/")
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return json.loads(out.stdout), out.stderr
 
 
 def test_the_probe_runs_from_the_bundle_alone(tmp_path):
@@ -78,14 +87,10 @@ def test_a_missing_bundle_is_its_own_exit_code_and_mark(tmp_path):
 
 
 def _imported(req):
-    """(answer, dapo_ops modules the probe process imported) of one op run as shipped, ``-X importtime``."""
-    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps(req)], site=False)
-    line = line.replace("-m dapo_ops.agent.probe", "-X importtime -m dapo_ops.agent.probe")
-    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
-                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    assert out.returncode == 0, out.stderr
-    mods = [ln.rsplit("|", 1)[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")]
-    return json.loads(out.stdout), [m for m in mods if m.startswith("dapo_ops")]
+    """(answer, dapo_ops modules the op process imported) of one request run as shipped, ``-X importtime``."""
+    ans, err = _run_op(req, "-X importtime")
+    mods = [ln.rsplit("|", 1)[-1].strip() for ln in err.splitlines() if ln.startswith("import time:")]
+    return ans, [m for m in mods if m.startswith("dapo_ops")]
 
 
 def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_module(tmp_path):
@@ -93,12 +98,16 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
     ans, mods = _imported({"op": "status", "runs_dir": str(tmp_path), "run_id": rid})
     assert ans["run"]["run_id"] == rid
     assert sorted(mods) == ["dapo_ops", "dapo_ops.agent", "dapo_ops.core", "dapo_ops.core.runstate"], mods
-    # stop / resolve load their module once; its errors are the probe's one-line answers (the op module shares
-    # the running probe, ``__main__``, rather than a second copy of it)
-    for op, mod in (("stop", "dapo_ops.agent.runstop"), ("resolve", "dapo_ops.agent.runlogs")):
+    # stop / resolve: their own op module (run as __main__) on the probe's helpers; errors are one-line answers
+    for op, other in (("stop", "dapo_ops.agent.runlogs"), ("resolve", "dapo_ops.agent.runstop")):
         ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
         assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path}
-        assert mods.count(mod) == 1 and "dapo_ops.agent.probe" not in mods, mods
+        assert "dapo_ops.agent.probe" in mods and other not in mods, mods
+    # an op sent to a module that does not answer it is a one-line answer, not a traceback
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps({"op": "stop"})], site=False)
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert json.loads(out.stdout) == {"error": "unknown probe op 'stop' (this module answers status, list)"}
 
 
 def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):

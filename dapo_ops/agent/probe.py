@@ -11,14 +11,16 @@ Requests (``{"op": ..., ...}``), each answered by the function of the same name:
 - ``status``  ``{"runs_dir", "run_id"?, "tail_bytes"?, "host"?}`` -> :func:`probe_status`
 - ``list``    ``{"runs_dir"}`` -> :func:`probe_list` (``status --all``)
 - ``stop``    ``{"runs_dir", "run_id"?, "grace_s"?, "kill_grace_s"?, "host"?}`` ->
-  :func:`dapo_ops.agent.runstop.probe_stop`
+  :func:`dapo_ops.agent.runstop.probe_stop` (op module ``runstop``)
 - ``errors``  ``{"runs_dir", "run_id"?, "tail_bytes"?, "attempt"?}`` -> :func:`dapo_ops.agent.runlogs.probe_logs_tails`
+  (op module ``runlogs``)
 - ``resolve`` ``{"runs_dir", "run_id"?, "attempt"?, "host"?}`` -> :func:`dapo_ops.agent.runlogs.probe_resolve` (run
-  dir / log paths for ``logs``)
+  dir / log paths for ``logs``; op module ``runlogs``)
 
-``stop``, ``resolve`` and ``errors`` live in :mod:`dapo_ops.agent.runstop` and :mod:`dapo_ops.agent.runlogs`,
-imported only for their op: a status look loads this module, :mod:`dapo_ops.core.runstate` and (without a run id)
-:mod:`dapo_ops.core.raynodes`, nothing else of the package.
+``stop``, ``resolve`` and ``errors`` are bundle ops of their own (``python3 -S -m dapo_ops.agent.runstop|runlogs
+'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.PROBE_OPS` picks the module), so
+a status look loads this module, :mod:`dapo_ops.core.runstate` and (without a run id) :mod:`dapo_ops.core.raynodes`,
+nothing else of the package; they import this module's helpers.
 
 The current run of a container is the one named by ``<runs_dir>/.lock`` (live or stale: the lock is rewritten
 by every launch), else the newest run directory (run ids sort by start time, runstate.new_run_id). ``host`` (the
@@ -265,40 +267,37 @@ def probe_list(runs_dir):
     return {"runs": out, "now": time.time()}
 
 
-def handle(req):
-    """Dispatch one request dict to its op; returns the JSON-able answer (``{"error": msg}`` on ProbeError)."""
-    op = req.get("op")
-    runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
-    try:
-        if op == "status":
-            return probe_status(runs_dir, req.get("run_id"), int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES),
-                                req.get("host"))
-        if op == "list":
-            return probe_list(runs_dir)
-        if op == "stop":
-            from dapo_ops.agent import runstop
-
-            return runstop.probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
-                                      float(req.get("kill_grace_s", 20.0)), req.get("host"))
-        if op in ("resolve", "errors"):
-            from dapo_ops.agent import runlogs
-
-            if op == "resolve":
-                return runlogs.probe_resolve(runs_dir, req.get("run_id"), req.get("attempt"), req.get("host"))
-            return runlogs.probe_logs_tails(runs_dir, req.get("run_id"),
-                                            int(req.get("tail_bytes") or DEFAULT_ERRORS_TAIL_BYTES), req.get("attempt"))
-        raise ProbeError("unknown probe op %r" % op)
-    except ProbeError as e:
-        return {"error": str(e)}
-    except ValueError as e:  # a run.json / .lock that is not JSON (hand-edited, disk full)
-        return {"error": "unreadable run record under %s: %s; inspect it with `inv logs`" % (runs_dir, e)}
-    except OSError as e:
-        return {"error": "cannot read %s: %s" % (getattr(e, "filename", None) or runs_dir, e.strerror or e)}
+def handler(ops):
+    """A request handler over ``ops`` (``{op name: fn(runs_dir, req) -> answer}``): the JSON-able answer of the op
+    ``req["op"]`` names, ``{"error": "<one line>"}`` for a :class:`ProbeError`, an unreadable record or file, or an
+    op that module does not answer. Each op module (this one, :mod:`dapo_ops.agent.runstop`,
+    :mod:`dapo_ops.agent.runlogs`) answers its own ops with it."""
+    def handle(req):
+        runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
+        try:
+            fn = ops.get(req.get("op"))
+            if fn is None:
+                raise ProbeError("unknown probe op %r (this module answers %s)" % (req.get("op"), ", ".join(ops)))
+            return fn(runs_dir, req)
+        except ProbeError as e:
+            return {"error": str(e)}
+        except ValueError as e:  # a run.json / .lock that is not JSON (hand-edited, disk full)
+            return {"error": "unreadable run record under %s: %s; inspect it with `inv logs`" % (runs_dir, e)}
+        except OSError as e:
+            return {"error": "cannot read %s: %s" % (getattr(e, "filename", None) or runs_dir, e.strerror or e)}
+    return handle
 
 
-def main(argv=None):
-    """``python3 -m dapo_ops.agent.probe '<request json>'``: print the answer as one JSON line; exit 0 (errors are
-    data)."""
+handle = handler({
+    "status": lambda runs_dir, req: probe_status(runs_dir, req.get("run_id"),
+                                                 int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES), req.get("host")),
+    "list": lambda runs_dir, req: probe_list(runs_dir),
+})
+
+
+def main(argv=None, handle=handle):
+    """``python3 -m dapo_ops.agent.<op module> '<request json>'``: print ``handle``'s answer as one JSON line; exit 0
+    (errors are data)."""
     argv = sys.argv[1:] if argv is None else argv
     req = json.loads(argv[0]) if argv else {"op": "status"}
     sys.stdout.write(json.dumps(handle(req), allow_nan=False, default=str) + "\n")
@@ -307,7 +306,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # ``-m dapo_ops.agent.probe`` runs this file as ``__main__``: registered under its own name as well, the op modules
-    # imported above (``from dapo_ops.agent import probe``) share it, ProbeError included, instead of loading a copy
-    sys.modules.setdefault("dapo_ops.agent.probe", sys.modules[__name__])
     sys.exit(main())

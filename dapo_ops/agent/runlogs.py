@@ -1,14 +1,15 @@
 """``inv logs`` inside the container: where a run's logs are, and bounded tails of its attempt logs for
 ``logs --errors`` (STDLIB ONLY, shipped; :func:`decode_tail` is the operator side's reader of what it ships).
 
-The probe's ``resolve`` and ``errors`` ops (:func:`dapo_ops.agent.probe.handle` imports this module for them only, so
-a status look never loads it). Tails are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes``
+The bundle op ``python3 -S -m dapo_ops.agent.runlogs '{"op": "resolve" | "errors", ...}'`` (the probe's request and
+answer forms, :func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it). Tails are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes``
 bytes from the end of each file, default 4 MiB) and shipped zlib level 6 + base64. Raises
 :class:`dapo_ops.agent.probe.ProbeError` (no such run or attempt).
 """
 
 import base64
 import os
+import sys
 import zlib
 
 from dapo_ops.agent import probe
@@ -64,6 +65,20 @@ def _b64z(text):
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
 
+handle = probe.handler({
+    "resolve": lambda runs_dir, req: probe_resolve(runs_dir, req.get("run_id"), req.get("attempt"), req.get("host")),
+    "errors": lambda runs_dir, req: probe_logs_tails(runs_dir, req.get("run_id"),
+                                                     int(req.get("tail_bytes") or probe.DEFAULT_ERRORS_TAIL_BYTES),
+                                                     req.get("attempt")),
+})
+
+
+# ------------------------------------------------------------------------------------------ operator side
+
 def decode_tail(entry):
     """Text of one ``probe_logs_tails`` log entry (:func:`_b64z` reversed)."""
     return zlib.decompress(base64.b64decode(entry["z"])).decode("utf-8", "replace")
+
+
+if __name__ == "__main__":
+    sys.exit(probe.main(handle=handle))

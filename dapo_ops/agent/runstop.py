@@ -1,7 +1,7 @@
 """``inv stop`` inside the container: stop one run, touching only its own processes (STDLIB ONLY, shipped).
 
-The probe's ``stop`` op (:func:`dapo_ops.agent.probe.handle` imports this module for that op only, so a status look
-never loads it): SIGTERM the run's supervisor (``run.json`` ``pids.supervisor``, checked against
+The bundle op ``python3 -S -m dapo_ops.agent.runstop '{"op": "stop", ...}'`` (the probe's request and answer forms,
+:func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it): SIGTERM the run's supervisor (``run.json`` ``pids.supervisor``, checked against
 ``/proc/<pid>/cmdline``), then the run's own processes (:func:`dapo_ops.agent.probe.own_processes`), SIGKILL after the
 grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
 are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a bad run id).
@@ -9,6 +9,7 @@ are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a ba
 
 import os
 import signal
+import sys
 import time
 
 from dapo_ops.agent import probe
@@ -117,3 +118,13 @@ def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
         if parsed is not None:
             return parsed[0]
     return None
+
+
+handle = probe.handler({
+    "stop": lambda runs_dir, req: probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
+                                             float(req.get("kill_grace_s", 20.0)), req.get("host")),
+})
+
+
+if __name__ == "__main__":
+    sys.exit(probe.main(handle=handle))

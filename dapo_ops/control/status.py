@@ -27,6 +27,8 @@ from dapo_ops.control.statusview import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
 
+#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
+PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
 #: lines of context around each evidence line in ``logs --errors``.
@@ -99,7 +101,8 @@ def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
 
 
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.probe` request in the target's container; returns its JSON answer.
+    """Run one :mod:`dapo_ops.agent.probe` request in the target's container (through the op module
+    :data:`PROBE_OPS` names for ``req["op"]``); returns its JSON answer.
 
     ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
     (no such run / attempt).
@@ -110,8 +113,9 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
-    res = remote_bundle.run_op(target, "probe", [json.dumps(req)], site=False, timeout=timeout, workdir="",
-                               state_on_failure=True, look=req.get("op") != "stop")
+    op, look = PROBE_OPS.get(req.get("op"), "probe"), req.get("op") != "stop"
+    res = remote_bundle.run_op(target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="",
+                               state_on_failure=True, look=look)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
