@@ -2,8 +2,9 @@
 ``logs --errors`` (STDLIB ONLY, shipped; :func:`decode_tail` is the operator side's reader of what it ships).
 
 The bundle op ``python3 -S -m dapo_ops.agent.runlogs '{"op": "resolve" | "errors", ...}'`` (the probe's request and
-answer forms, :func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it). Tails are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes``
-bytes from the end of each file, default 4 MiB) and shipped zlib level 6 + base64. Raises
+answer forms, :func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it). Tails
+are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes`` bytes from the end of each file,
+default 4 MiB) and shipped zlib level 6 + base64. Raises
 :class:`dapo_ops.agent.probe.ProbeError` (no such run or attempt).
 """
 
@@ -20,7 +21,8 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster"}``; ``log`` is
     ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log; ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
-    asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is on its head)."""
+    asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is
+    on its head)."""
     serves = None if attempt else probe.serves_instead(runs_dir, host, run_id)
     if serves:
         return {"serves": serves}

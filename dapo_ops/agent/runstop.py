@@ -1,9 +1,9 @@
 """``inv stop`` inside the container: stop one run, touching only its own processes (STDLIB ONLY, shipped).
 
 The bundle op ``python3 -S -m dapo_ops.agent.runstop '{"op": "stop", ...}'`` (the probe's request and answer forms,
-:func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it): SIGTERM the run's supervisor (``run.json`` ``pids.supervisor``, checked against
-``/proc/<pid>/cmdline``), then the run's own processes (:func:`dapo_ops.agent.probe.own_processes`), SIGKILL after the
-grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
+:func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it): SIGTERM the run's
+supervisor (``run.json`` ``pids.supervisor``, checked against ``/proc/<pid>/cmdline``), then the run's own processes
+(:func:`dapo_ops.agent.probe.own_processes`), SIGKILL after the grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
 are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a bad run id).
 """
 
@@ -37,7 +37,8 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added).
 
     A live Ray worker of another host's run (``host`` given, no active run of its own) stops nothing: its Ray
-    session ends with the head's stop, so the answer is ``{"serves": {...}}`` (:func:`dapo_ops.agent.probe.serves_instead`).
+    session ends with the head's stop, so the answer is ``{"serves": {...}}``
+    (:func:`dapo_ops.agent.probe.serves_instead`).
 
     :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}`` or ``{"serves": {...}}``.
     """

@@ -8,7 +8,8 @@ each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|wait|lead|stop>
 Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
 stdlib leader (``raysession lead``: :func:`dapo_ops.agent.raysession.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
 and what the node is (``{"run_id", "name", "role", "head", "head_address", "port"}``) to
-``<run_dir>/ray/<host>.json`` (``run_dir`` is the run's cluster dir; the layout is :mod:`dapo_ops.core.raynodes`'). Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
+``<run_dir>/ray/<host>.json`` (``run_dir`` is the run's cluster dir; the one spelling of these paths is
+:mod:`dapo_ops.core.raynodes`). Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
 ends — stopped, or by itself once a worker's raylet lost the head at the run's end — the leader ends whatever
 Ray left in the session or with that marker (DashboardAgent / RuntimeEnvAgent outlive the raylet otherwise).
 Tearing down signals exactly those processes (SIGTERM to the leader, then SIGKILL to any left) — never
@@ -73,8 +74,9 @@ def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: 
     inner = (f"echo $$ > {shlex.quote(pid_file)}; "
              f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}")
     node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
+    info_file = raynodes.node_file(run_dir, name, raynodes.INFO)
     script = (f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
-              f"{shlex.quote(raynodes.node_file(run_dir, name, raynodes.INFO))} && RAY={_ray_cmd(python)} && export RAY && "
+              f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
               f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
     target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
@@ -117,7 +119,8 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         if workers and not _wait(targets[head.name], python, 1, head_up_s, address)["nodes"]:
             raise ClusterError(
                 f"the Ray head on '{head.name}' ({address}) did not come up within {head_up_s:.0f} s: see "
-                f"{raynodes.node_file(run_dir, head.name, raynodes.LOG)} in its container (port {topology.RAY_PORT} taken? ray installed?)")
+                f"{raynodes.node_file(run_dir, head.name, raynodes.LOG)} in its container (port {topology.RAY_PORT} "
+                "taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
             wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
@@ -137,7 +140,8 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             raise ClusterError(
                 f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{topology.RAY_PORT} "
                 f"within {join_timeout:.0f} s: check that it can reach the head on TCP {topology.RAY_PORT} "
-                f"(firewall, link, no_proxy) and see {raynodes.node_file(run_dir, m.name, raynodes.LOG)} in its container")
+                f"(firewall, link, no_proxy) and see {raynodes.node_file(run_dir, m.name, raynodes.LOG)} in its "
+                "container")
         totals: dict = {}
         for n in view["nodes"]:
             for k, v in n["resources"].items():
@@ -187,8 +191,8 @@ def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_
 
     def one(name: str) -> str:
         try:
-            res = remote_bundle.run_op(targets[name], "raysession", ["stop", raynodes.node_file(run_dir, name, raynodes.PID),
-                                                                  str(grace_s)],
+            pid_file = raynodes.node_file(run_dir, name, raynodes.PID)
+            res = remote_bundle.run_op(targets[name], "raysession", ["stop", pid_file, str(grace_s)],
                                        python=python, site=False, timeout=grace_s + 60, check=False)
             return f"stopped {(res.stdout or '0').strip() or '0'} processes"
         except RemoteError as e:

@@ -245,7 +245,8 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
         for tt in targets.values():
             tt.close()
     for name in missing:
-        result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({raynodes.node_file(cdir, name, raynodes.PID)})"
+        pid_file = raynodes.node_file(cdir, name, raynodes.PID)
+        result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({pid_file})"
     return spec.get("run_id"), result
 
 
