@@ -25,12 +25,13 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from dapo_ops.core import raynodes  # noqa: E402
 from dapo_ops.core import topology as cluster  # noqa: E402
 from dapo_ops.control import cluster_ops  # noqa: E402
 from dapo_ops.control import inventory  # noqa: E402
 from dapo_ops.control.remote import Target  # noqa: E402
 
-RUN_DIR = "/verl/dapo_runs/.cluster/bench-multihost"
+RUN_DIR = raynodes.cluster_dir("/verl/dapo_runs", "bench-multihost")
 _STOP_HEAD = ("import sys; sys.path.insert(0, sys.argv[1]); from cluster import stop_session; "
               "print(stop_session(sys.argv[2], 15.0))")
 

@@ -20,6 +20,7 @@ import pytest
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import inventory
 from dapo_ops.control.remote import Target
+from dapo_ops.core import raynodes
 
 pytestmark = pytest.mark.bench
 
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
-IN = "/verl/dapo_runs/inputs"
+RUNS = "/verl/dapo_runs"
+IN = f"{RUNS}/inputs"
 INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
 HOSTS = ["h1", "h2"]
 RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
@@ -53,7 +55,7 @@ def cli(sandbox, tmp_path):
     yield run
     # whatever happened: no Ray left behind for the next test
     for h in HOSTS:
-        sandbox.exec(h, "for f in /verl/dapo_runs/.cluster/*/ray/*.pid; do [ -f \"$f\" ] && "
+        sandbox.exec(h, f"for f in {raynodes.ray_dir(raynodes.cluster_dir(RUNS, '*'))}/*.pid; do [ -f \"$f\" ] && "
                         "kill -9 -$(cat \"$f\") 2>/dev/null; done; true")
 
 
@@ -141,6 +143,36 @@ def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandb
                                  f"its Ray log is /verl/dapo_runs/.cluster/{run_id}/ray/h2.log in its container"), \
         lg.stderr
     assert wait_no_ray(sandbox) == {}
+
+
+def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it_ended(sandbox, cli):
+    sandbox.set_scenario("h1", {"step_time": 1.0})
+    res = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    rec = wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+    if not ended(rec):  # live: the worker's row is the head's run, running
+        st = cli("status", "-H", "h1,h2", "--json")
+        assert st.returncode == 0, st.stderr
+        h1, h2 = json.loads(st.stdout)
+        assert (h2["host"], h2["run_id"], h2["serves"]["head"]) == ("h2", run_id, "h1"), h2
+        assert h2["state"] == h1["state"] and h2["state"] in ("running", "succeeded"), (h1, h2)
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert wait_no_ray(sandbox, timeout=30) == {}  # h2's Ray session ended with the run: the probe sees no worker
+    st = cli("status", "-H", "h1,h2", "--json")
+    assert st.returncode == 0, st.stderr
+    h1, h2 = json.loads(st.stdout)
+    assert (h1["host"], h1["run_id"], h1["state"]) == ("h1", run_id, "succeeded"), h1
+    assert (h2["host"], h2["run_id"], h2["state"], h2["step"]) == ("h2", run_id, "succeeded", 3), h2
+    assert h2["serves"]["head"] == "h1" and h2["hint"].startswith(f"Ray worker of run {run_id} (head h1)"), h2
+    # the table: h2's row is the run's, with one note naming its head; nothing says no-run
+    table = cli("status", "-H", "h1,h2")
+    assert table.returncode == 0, table.stderr
+    assert "no-run" not in table.stdout, table.stdout
+    h2_line = next(ln for ln in table.stdout.splitlines() if ln.lstrip("│| ").startswith("h2 "))
+    assert run_id in h2_line and "succeeded" in h2_line, table.stdout
+    assert f"h2 {run_id}: Ray worker of run {run_id} (head h1)" in table.stdout, table.stdout
 
 
 def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):
@@ -251,7 +283,7 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     h2 = inv.hosts["h2"]
     t = Target(h2, h2.container)
     try:
-        cluster_ops.stop([{"name": "h2"}], {"h2": t}, run_dir=f"/verl/dapo_runs/.cluster/{run_id}", python="python3")
+        cluster_ops.stop([{"name": "h2"}], {"h2": t}, run_dir=raynodes.cluster_dir(RUNS, run_id), python="python3")
     finally:
         t.close()
     rec = wait_for(sandbox, "h1", run_id, ended, timeout=180)
@@ -299,10 +331,11 @@ def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_resum
 def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sandbox, cli):
     """Ray processes of an earlier cluster run whose head is gone (e.g. agents left by an older dapo-ops) never
     block the next launch: the occupancy check ends them (that run's marker only) and the launch goes on."""
-    sandbox.exec("h2", "mkdir -p /verl/dapo_runs/.cluster/20261201-000000-dead/ray && "
+    dead = raynodes.cluster_dir(RUNS, "20261201-000000-dead")
+    sandbox.exec("h2", f"mkdir -p {raynodes.ray_dir(dead)} && "
                        "printf '%s' '{\"role\": \"worker\", \"head\": \"h1\", \"head_address\": "
                        f"\"{sandbox.addresses['h1']}\", \"port\": 6379}}' "
-                       "> /verl/dapo_runs/.cluster/20261201-000000-dead/ray/h2.json", check=True)
+                       f"> {raynodes.node_file(dead, 'h2', raynodes.INFO)}", check=True)
     sandbox.exec("h2", "DAPO_OPS_RAY_RUN=20261201-000000-dead nohup setsid sleep 600 >/dev/null 2>&1 &", check=True)
     sandbox.set_scenario("h1", {"step_time": 0.2})
     # this test is about the sweep, not the join limit (back_to_back holds that): room for a loaded machine

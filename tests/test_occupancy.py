@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
 from dapo_ops.agent import occupancy
-from dapo_ops.core import runstate
+from dapo_ops.core import raynodes, runstate
 
 RID_OLD = "20261201-080000-aaaa"
 RID = "20261201-090000-bbbb"
@@ -56,7 +57,7 @@ def test_session_leader_ends_what_ray_left_in_its_session_and_outside_it_with_th
 
 
 def _ray_dir(runs, rid):
-    d = runs / ".cluster" / rid / "ray"
+    d = Path(raynodes.ray_dir(raynodes.cluster_dir(runs, rid)))
     d.mkdir(parents=True)
     return d
 
@@ -91,8 +92,8 @@ def test_a_worker_of_a_live_cluster_is_busy_and_one_whose_head_is_gone_is_swept(
                                                                  "head_address": "127.0.0.1", "port": dead_port},
                                   tmp_path)
     try:
-        assert {s["run_id"] for s in runstate.ray_sessions(runs, "h2")} == {RID, RID_OLD}
-        assert runstate.ray_sessions(runs, "h3") == []
+        assert {s["run_id"] for s in raynodes.ray_sessions(runs, "h2")} == {RID, RID_OLD}
+        assert raynodes.ray_sessions(runs, "h3") == []
         occ = occupancy.occupancy(str(runs), "h2", sweep=True)
         assert [r["run_id"] for r in occ["ray"]] == [RID] and occ["ray"][0]["head"] == "h1"
         assert [c["run_id"] for c in occ["cleaned"]] == [RID_OLD]

@@ -13,7 +13,9 @@ import time
 import pytest
 
 from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runlogs
 from dapo_ops.control import remote_bundle
+from dapo_ops.control.status import PROBE_OPS
 from dapo_ops.control import statusview
 from dapo_ops.core import runstate
 
@@ -53,11 +55,19 @@ BUNDLE = None
 
 
 def probe(req):
-    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps(req)], site=False)
+    """One request run as shipped: the bundle op that answers its op (control/status.PROBE_OPS), ``-S``, cwd /."""
+    return _run_op(req)[0]
+
+
+def _run_op(req, python_flags=""):
+    op = PROBE_OPS[req.get("op", "status")]
+    line = remote_bundle.op_line(BUNDLE, sys.executable, op, [json.dumps(req)], site=False)
+    if python_flags:
+        line = line.replace("-m dapo_ops.agent.", python_flags + " -m dapo_ops.agent.")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=120, env=env, cwd="/")
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return json.loads(out.stdout), out.stderr
 
 
 def test_the_probe_runs_from_the_bundle_alone(tmp_path):
@@ -74,6 +84,30 @@ def test_a_missing_bundle_is_its_own_exit_code_and_mark(tmp_path):
     out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
     assert out.returncode == remote_bundle.MISSING_RC and remote_bundle.MISSING_MARK in out.stderr
     assert out.stdout == ""
+
+
+def _imported(req):
+    """(answer, dapo_ops modules the op process imported) of one request run as shipped, ``-X importtime``."""
+    ans, err = _run_op(req, "-X importtime")
+    mods = [ln.rsplit("|", 1)[-1].strip() for ln in err.splitlines() if ln.startswith("import time:")]
+    return ans, [m for m in mods if m.startswith("dapo_ops")]
+
+
+def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_module(tmp_path):
+    rid, _ = make_run(str(tmp_path), status="succeeded")
+    ans, mods = _imported({"op": "status", "runs_dir": str(tmp_path), "run_id": rid})
+    assert ans["run"]["run_id"] == rid
+    assert sorted(mods) == ["dapo_ops", "dapo_ops.agent", "dapo_ops.core", "dapo_ops.core.runstate"], mods
+    # stop / resolve: their own op module (run as __main__) on the probe's helpers; errors are one-line answers
+    for op, other in (("stop", "dapo_ops.agent.runlogs"), ("resolve", "dapo_ops.agent.runstop")):
+        ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
+        assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path}
+        assert "dapo_ops.agent.probe" in mods and other not in mods, mods
+    # an op sent to a module that does not answer it is a one-line answer, not a traceback
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps({"op": "stop"})], site=False)
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert json.loads(out.stdout) == {"error": "unknown probe op 'stop' (this module answers status, list)"}
 
 
 def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):
@@ -202,7 +236,7 @@ def test_errors_and_resolve(tmp_path):
     assert "no attempt 5" in probe({"op": "resolve", "runs_dir": str(tmp_path), "attempt": 5})["error"]
     e = probe({"op": "errors", "runs_dir": str(tmp_path)})
     assert [x["attempt"] for x in e["logs"]] == [1, 2]
-    assert "NPU out of memory" in remote_probe.decode_tail(e["logs"][0])
+    assert "NPU out of memory" in runlogs.decode_tail(e["logs"][0])
 
 
 @pytest.mark.parametrize("size", [0, 10, 5000])

@@ -3,6 +3,7 @@
 import json
 
 from dapo_ops.control import statusevents as se
+from dapo_ops.control import statustable as st
 from dapo_ops.control import statusview as sv
 
 NP_LINE = ("(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
@@ -78,7 +79,7 @@ def test_row_second_attempt_with_oom_added_feature():
     assert [f["name"] for f in row.features if f["oom_added"]] == ["offload"]
     assert row.verdict == "oom-device" and row.hint == "retry with offload; resume from global_step_2."
     assert row.progress_age_s == 5.0 and not row.stale
-    c = sv.cells(row)
+    c = st.cells(row)
     assert c["features"] == "flash_attn,+offload(oom-retry-1)"
     assert c["step"] == "5/10 (50%)"
     json.dumps(row.to_json())
@@ -103,7 +104,7 @@ def test_stale_flag_uses_step_time():
 def test_no_run_and_error_rows():
     assert sv.build_row("h2", {"run": None, "now": 1.0}).state == "no-run"
     r = sv.build_row("h3", {"error": "h3: unreachable"})
-    assert r.state == "error" and sv.cells(r)["verdict"] == "h3: unreachable"
+    assert r.state == "error" and st.cells(r)["verdict"] == "h3: unreachable"
 
 
 def test_events_attempt_escalation_and_finish():
@@ -170,7 +171,7 @@ def test_a_finally_failed_run_says_what_ended_it_and_shows_the_suggestions_never
     row = sv.build_row("h1", {"run": _failed_oom_run(), "tail": "", "now": 2000.0, "supervisor_alive": False})
     assert row.state == "failed" and row.ended == ENDED and row.hint == ENDED
     assert row.suggestions == ["lower the token budget", "shorter responses: --max-response-length 4096"]
-    assert "retry" not in sv.cells(row)["verdict"] and ENDED in sv.cells(row)["verdict"]
+    assert "retry" not in st.cells(row)["verdict"] and ENDED in st.cells(row)["verdict"]
     assert row.to_json()["suggestions"] == row.suggestions and row.to_json()["ended"] == ENDED
     ev = se.events(None, row)[-1].splitlines()
     assert ev[0] == "h1: finished: %s (oom-device)" % ENDED
@@ -219,10 +220,10 @@ def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
 # ------------------------------------------------------------------------------------------ the watch loop
 
 def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runstate():
-    from dapo_ops.control import status as svc
+    from dapo_ops.control import watchloop
     from dapo_ops.core import runstate
 
-    assert set(svc.WATCH_CODES) == set(sv.FINISHED_STATES)
+    assert set(watchloop.WATCH_CODES) == set(sv.FINISHED_STATES)
     assert sv.TERMINAL_STATUSES is runstate.TERMINAL_STATUSES and sv.ACTIVE_STATUSES is runstate.ACTIVE_STATUSES
     assert set(runstate.STATUSES) == set(runstate.ACTIVE_STATUSES) | runstate.TERMINAL_STATUSES
 
@@ -230,10 +231,10 @@ def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runs
 def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_end():
     from types import SimpleNamespace
 
-    from dapo_ops.control import status as svc
+    from dapo_ops.control import watchloop
 
     hosts = [SimpleNamespace(name="h1"), SimpleNamespace(name="h2")]
-    w = svc.Watch(hosts)
+    w = watchloop.Watch(hosts)
     run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4,
            "pids": {"supervisor": 5}}
     first = w.see([sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": True}),
@@ -264,10 +265,10 @@ def _cluster_head_run(**kw):
 def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line():
     from types import SimpleNamespace
 
-    from dapo_ops.control import status as svc
+    from dapo_ops.control import watchloop
 
     # mid-run: h2 is a live Ray worker (the probe's serves), h1 the head; the head's run decides the exit code
-    w = svc.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
+    w = watchloop.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
     first = w.see([sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True}),
                    sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
     assert first == ["h1: run %s running, attempt 1, step 2/6" % RID, "h2: Ray worker of run %s (head h1)" % RID]
@@ -277,13 +278,13 @@ def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line()
     # after the run: h2's Ray session is gone (no serves, no run of its own, or only an older one)
     for h2 in (sv.build_row("h2", {"run": None, "now": 1.0}),
                sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "failed"}, "now": 1.0})):
-        w = svc.Watch([SimpleNamespace(name="h2"), SimpleNamespace(name="h1")])
+        w = watchloop.Watch([SimpleNamespace(name="h2"), SimpleNamespace(name="h1")])
         lines = w.see([h2, sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "",
                                                 "now": 2.0})])
         assert "h2: Ray worker of run %s (head h1)" % RID in lines and not any("no run" in x for x in lines), lines
         assert w.finished and w.outcome() == (0, "")
     # the worker alone: not a run of its own, and the command that watches the run
-    w = svc.Watch([SimpleNamespace(name="h2")])
+    w = watchloop.Watch([SimpleNamespace(name="h2")])
     w.see([sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
     code, msg = w.outcome()
     assert code == 4 and msg.startswith("h2: Ray worker of run %s (head h1)" % RID) and "`inv watch -H h1`" in msg
@@ -312,3 +313,35 @@ def test_a_long_hint_is_cut_at_a_word_boundary():
     assert cut.endswith("\u2026") and len(cut) <= 60
     assert text.startswith(cut[:-1]) and text[len(cut) - 1] == " ", cut
     assert sv.one_line("x" * 80, 60) == "x" * 59 + "\u2026"
+
+
+def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and_after_it_ended():
+    from dapo_ops.control import status as svc
+
+    head_live = sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True})
+    live = svc.with_cluster_workers([head_live, sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
+    assert live[0] is head_live
+    w = live[1]
+    assert (w.host, w.run_id, w.state, w.step, w.total) == ("h2", RID, "running", 2, 6)
+    assert w.serves == SERVES and w.hint.startswith("Ray worker of run %s (head h1)" % RID)
+    assert "`inv status -H h1`" in w.hint and w.cluster is None and not w.suggestions
+    ended = _cluster_head_run(status="failed", step=4, verdict={"cls": "device_oom"},
+                              decision={"ended": "failed: device OOM at step 4/6", "suggestions": ["lower x"]})
+    head_end = sv.build_row("h1", {"run": ended, "tail": "", "now": 2.0})
+    # the session ended with the run: h2 has no run, or only an older one of its own
+    for h2 in (sv.build_row("h2", {"run": None, "now": 2.0}),
+               sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "succeeded"}, "now": 2.0})):
+        w = svc.with_cluster_workers([h2, head_end])[0]
+        assert (w.run_id, w.state, w.ended, w.serves["head"]) == (RID, "failed", "failed: device OOM at step 4/6",
+                                                                   "h1"), w
+        assert w.verdict is None and w.suggestions == [] and "Ray worker of run %s (head h1)" % RID in w.hint
+        assert st.cells(w)["state"] == "failed" and st.cells(w)["run"] == RID
+    # not a worker of it: a newer or active run of its own, a probe error, a head that was not chosen
+    own = sv.build_row("h2", {"run": {"run_id": "20261202-000000-abcd", "status": "succeeded"}, "now": 2.0})
+    active = sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "running",
+                                         "pids": {"supervisor": 7}}, "now": 2.0, "supervisor_alive": True})
+    err = sv.build_row("h2", {"error": "h2: unreachable: timed out"})
+    for r in (own, active, err):
+        assert svc.with_cluster_workers([head_end, r])[1] is r
+    alone = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
+    assert svc.with_cluster_workers([alone])[0] is alone and alone.state == "ray-worker"

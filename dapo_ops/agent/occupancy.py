@@ -7,7 +7,7 @@ A container is busy when
 2. verl processes of an earlier run (a run dir of this runs_dir) are alive although its supervisor is gone
    (SIGKILLed supervisor): every verl process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the
    supervisor sets it, docs/design.md run.json), so one ``/proc`` pass finds them whatever their process group;
-3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.core.runstate.ray_sessions`, and processes
+3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.core.raynodes.ray_sessions`, and processes
    carrying ``DAPO_OPS_RAY_RUN=<run_id>``, topology.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
    connections, or the head of a run whose supervisor is alive.
 
@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional
 
 from dapo_ops.agent import procs
 from dapo_ops.agent import raysession
+from dapo_ops.core import raynodes
 from dapo_ops.core import runstate
 from dapo_ops.core import topology
 
@@ -99,9 +100,9 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
             continue
         verl.append({"run_id": rid, "pids": len(pids), "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
                      "status": status})
-    sessions = {s["run_id"]: s for s in runstate.ray_sessions(runs_dir, name)}
+    sessions = {s["run_id"]: s for s in raynodes.ray_sessions(runs_dir, name)}
     ray = []
-    ray_ids = {r for r in found["ray"] if os.path.isdir(os.path.join(runs_dir, ".cluster", r))}
+    ray_ids = {r for r in found["ray"] if os.path.isdir(raynodes.cluster_dir(runs_dir, r))}
     for rid in sorted(set(sessions) | ray_ids, reverse=True):
         info = sessions.get(rid) or _node_info(runs_dir, rid, name)
         pids = found["ray"].get(rid, [])
@@ -113,7 +114,8 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
             ray.append({"run_id": rid, "role": info.get("role"), "head": info.get("head"),
                         "head_address": info.get("head_address"), "port": info.get("port"), "pids": len(pids)})
         elif sweep:
-            pid_file = info.get("pid_file") or os.path.join(runs_dir, ".cluster", rid, "ray", "%s.pid" % (name or "-"))
+            pid_file = info.get("pid_file") or raynodes.node_file(raynodes.cluster_dir(runs_dir, rid), name or "-",
+                                                                  raynodes.PID)
             n = raysession.stop_session(pid_file, SWEEP_GRACE_S)
             cleaned.append({"run_id": rid, "processes": n})
     return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}
@@ -129,12 +131,13 @@ def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
 def _node_info(runs_dir: str, run_id: str, name: Optional[str]) -> Dict[str, Any]:
     """The node record of ``run_id`` on this host even when its session leader is gone (agents left over)."""
     if name:
+        cdir = raynodes.cluster_dir(runs_dir, run_id)
         try:
-            info = runstate.read_json(os.path.join(runs_dir, ".cluster", run_id, "ray", name + ".json"))
+            info = runstate.read_json(raynodes.node_file(cdir, name, raynodes.INFO))
         except ValueError:
             info = None
         if isinstance(info, dict):
-            return dict(info, pid_file=os.path.join(runs_dir, ".cluster", run_id, "ray", name + ".pid"))
+            return dict(info, pid_file=raynodes.node_file(cdir, name, raynodes.PID))
     return {}
 
 

@@ -19,9 +19,9 @@ import time
 from invoke.exceptions import Exit
 
 from dapo_ops.control import status as svc
-from dapo_ops.control import statusevents, statusview
+from dapo_ops.control import statusevents, statustable, statusview
 from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.control.status import WATCH_CODES, probe  # noqa: F401  (re-exported: callers and tests use them)
+from dapo_ops.control.status import probe  # noqa: F401  (re-exported: callers and tests use it)
 from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD
 from dapo_ops.core.runstate import FAILED, SUCCEEDED
 from dapo_ops.cli._common import (
@@ -57,18 +57,18 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
         width = int(os.environ.get("COLUMNS", "0") or 0) or 250
         console = Console(file=f, width=max(width, 160), highlight=False, color_system=None, soft_wrap=False)
     table = Table(show_lines=False)
-    for col in statusview.COLUMNS:
+    for col in statustable.COLUMNS:
         table.add_column(col, no_wrap=col not in ("features", "swanlab"), overflow="fold")
     notes = []
     for r in rows:
-        cells = statusview.cells(r)
+        cells = statustable.cells(r)
         cells["verdict"] = r.verdict or ("-" if r.state != ERROR else "error")
         style = None
         if r.state in (FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
             style = "bold red"
         elif r.state == SUCCEEDED:
             style = "green"
-        table.add_row(*[Text(cells[c], style=style if c == "state" else "") for c in statusview.COLUMNS])
+        table.add_row(*[Text(cells[c], style=style if c == "state" else "") for c in statustable.COLUMNS])
         if r.cluster:  # multi-host run (tasks/multihost.py)
             cl = r.cluster
             notes.append("%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s" % (
@@ -103,6 +103,8 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
         rows = statusview.sort_newest_first(rows)
+    else:  # a Ray worker host of a chosen head's multi-host run: that run's row, live or ended
+        rows = svc.with_cluster_workers(rows)
     if json_:
         print(_json.dumps([r.to_json() for r in rows], indent=1, default=str))
     else:
@@ -295,7 +297,9 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    results = svc.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
+    from dapo_ops.control import stopruns  # here: `inv status` does not load it
+
+    results = stopruns.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
     for r in results:
         if r.kind in ("stopped", "already", "with-head"):
             print(r.message)
@@ -327,7 +331,9 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    w = svc.Watch(chosen)
+    from dapo_ops.control import watchloop  # here: `inv status` does not load it
+
+    w = watchloop.Watch(chosen)
     stale_s = _stale_after(c)
     try:
         while True:

@@ -8,7 +8,8 @@ each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|wait|lead|stop>
 Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
 stdlib leader (``raysession lead``: :func:`dapo_ops.agent.raysession.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
 and what the node is (``{"run_id", "name", "role", "head", "head_address", "port"}``) to
-``<run_dir>/ray/<host>.json``. Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
+``<run_dir>/ray/<host>.json`` (``run_dir`` is the run's cluster dir; the one spelling of these paths is
+:mod:`dapo_ops.core.raynodes`). Every Ray process carries ``DAPO_OPS_RAY_RUN=<run_id>``. When ``ray start``
 ends — stopped, or by itself once a worker's raylet lost the head at the run's end — the leader ends whatever
 Ray left in the session or with that marker (DashboardAgent / RuntimeEnvAgent outlive the raylet otherwise).
 Tearing down signals exactly those processes (SIGTERM to the leader, then SIGKILL to any left) — never
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.core import topology
+from dapo_ops.core import raynodes, topology
 from dapo_ops.core.topology import Node, Topology
 
 #: seconds the workers get to join once the head is up, before giving up
@@ -60,25 +61,22 @@ def _ray_cmd(python: str) -> str:
     return f"$(command -v ray || echo {shlex.quote(python)} -m ray.scripts.scripts)"
 
 
-def _pid_file(run_dir: str, name: str) -> str:
-    return f"{run_dir}/ray/{name}.pid"
-
-
 def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str,
                 info: dict | None = None) -> None:
     """Start one blocking ``ray start`` detached in its own session under the ``raysession lead`` op of the bundle
     (installed by :func:`_iface`, the first op on every host), with ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of
     ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
     run_id = posixpath.basename(run_dir.rstrip("/"))
-    pid_file, log = _pid_file(run_dir, name), f"{run_dir}/ray/{name}.log"
+    pid_file, log = raynodes.node_file(run_dir, name, raynodes.PID), raynodes.node_file(run_dir, name, raynodes.LOG)
     ray_args = " ".join(shlex.quote(a) for a in argv[1:])
     marker = f"{topology.RAY_RUN_ENV}={run_id}"
     bdir = remote_bundle.bundle_dir(target.host.runs_path)
     inner = (f"echo $$ > {shlex.quote(pid_file)}; "
              f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}")
     node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
-    script = (f"mkdir -p {shlex.quote(run_dir + '/ray')} && printf '%s\\n' {shlex.quote(node_info)} > "
-              f"{shlex.quote(run_dir + '/ray/' + name + '.json')} && RAY={_ray_cmd(python)} && export RAY && "
+    info_file = raynodes.node_file(run_dir, name, raynodes.INFO)
+    script = (f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
+              f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
               f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
     target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
@@ -121,7 +119,8 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         if workers and not _wait(targets[head.name], python, 1, head_up_s, address)["nodes"]:
             raise ClusterError(
                 f"the Ray head on '{head.name}' ({address}) did not come up within {head_up_s:.0f} s: see "
-                f"{run_dir}/ray/{head.name}.log in its container (port {topology.RAY_PORT} taken? ray installed?)")
+                f"{raynodes.node_file(run_dir, head.name, raynodes.LOG)} in its container (port {topology.RAY_PORT} "
+                "taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
             wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
@@ -141,7 +140,8 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             raise ClusterError(
                 f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{topology.RAY_PORT} "
                 f"within {join_timeout:.0f} s: check that it can reach the head on TCP {topology.RAY_PORT} "
-                f"(firewall, link, no_proxy) and see {run_dir}/ray/{m.name}.log in its container")
+                f"(firewall, link, no_proxy) and see {raynodes.node_file(run_dir, m.name, raynodes.LOG)} in its "
+                "container")
         totals: dict = {}
         for n in view["nodes"]:
             for k, v in n["resources"].items():
@@ -149,7 +149,7 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                     totals[k] = totals.get(k, 0) + v
         return ClusterHandle(head.address, topology.RAY_PORT,
                              [{"name": n.name, "address": n.address, "devices": n.devices,
-                               "pid_file": _pid_file(run_dir, n.name)} for n in nodes], totals)
+                               "pid_file": raynodes.node_file(run_dir, n.name, raynodes.PID)} for n in nodes], totals)
     except RemoteError as e:
         stop(started, targets, run_dir=run_dir, python=python)
         raise ClusterError(f"host '{e.host}': {e.message} (Ray cluster not started; nothing left running)") from e
@@ -191,7 +191,8 @@ def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_
 
     def one(name: str) -> str:
         try:
-            res = remote_bundle.run_op(targets[name], "raysession", ["stop", _pid_file(run_dir, name), str(grace_s)],
+            pid_file = raynodes.node_file(run_dir, name, raynodes.PID)
+            res = remote_bundle.run_op(targets[name], "raysession", ["stop", pid_file, str(grace_s)],
                                        python=python, site=False, timeout=grace_s + 60, check=False)
             return f"stopped {(res.stdout or '0').strip() or '0'} processes"
         except RemoteError as e:

@@ -37,6 +37,8 @@ from dapo_ops.control.launch import LaunchRefused, LaunchRequest
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import overrides
+from dapo_ops.core import raynodes
+from dapo_ops.core.raynodes import cluster_dir  # noqa: F401  (cli/multihost.py and tests use it here)
 from dapo_ops.core import runstate
 from dapo_ops.core import runspec
 from dapo_ops.core.topology import Node, TopologyError
@@ -78,11 +80,6 @@ def join_timeout(env=None) -> float:
         return float(raw) if raw and float(raw) > 0 else JOIN_TIMEOUT_S
     except ValueError:
         return JOIN_TIMEOUT_S
-
-
-def cluster_dir(runs_dir: str, run_id: str) -> str:
-    """Where a run's Ray sessions keep pid files and logs on every host: ``<runs_dir>/.cluster/<run_id>``."""
-    return f"{runs_dir.rstrip('/')}/.cluster/{run_id}"
 
 
 def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab_logger: bool, inv_proxy: dict,
@@ -248,7 +245,8 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
         for tt in targets.values():
             tt.close()
     for name in missing:
-        result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({cdir}/ray/{name}.pid)"
+        pid_file = raynodes.node_file(cdir, name, raynodes.PID)
+        result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({pid_file})"
     return spec.get("run_id"), result
 
 

@@ -38,7 +38,8 @@ PKG_DIR = Path(__file__).resolve().parent.parent
 SHIPPED = ("core", "agent")
 COMPLETE_MARK = ".complete"
 #: the ops of the bundle: ``python3 -m dapo_ops.agent.<op>`` (each a module of ``dapo_ops/agent`` with a ``main``)
-OPS = ("supervisor", "probe", "preflight", "compose", "prepare", "verlinfo", "occupancy", "raysession")
+OPS = ("supervisor", "probe", "runstop", "runlogs", "preflight", "compose", "prepare", "verlinfo", "occupancy",
+       "raysession")
 #: exit status and stderr word of an op line whose bundle is not installed (no op exits 97 itself)
 MISSING_RC = 97
 MISSING_MARK = "dapo-ops-bundle-missing"

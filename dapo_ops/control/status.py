@@ -1,5 +1,7 @@
-"""Looking at runs on hosts: the status probe, status rows, ``logs --errors`` excerpts, ``stop`` and the ``watch``
-loop's decisions (operator side; returns values or raises typed errors, never prints or exits).
+"""Looking at runs on hosts: the status probe, status rows (a Ray worker host of a multi-host run as part of its
+head's run), log paths and ``logs --errors`` excerpts (operator side; returns values or raises typed errors, never
+prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.stopruns`, the ``watch`` loop
+:mod:`dapo_ops.control.watchloop`; both look through this module's :func:`probe` / :func:`fan`.
 
 Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
 with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.Target.look_command`; the
@@ -17,20 +19,21 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runlogs
 from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
-from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
+from dapo_ops.control.statusview import ERROR, NO_RUN, StatusRow
+from dapo_ops.core import raynodes
+from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
 
+#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
+PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
 #: lines of context around each evidence line in ``logs --errors``.
 ERRORS_CONTEXT = 3
-#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
-WATCH_CODES = {SUCCEEDED: 0, FAILED: 1, STOPPED: 2, SUPERVISOR_DEAD: 3, NO_RUN: 4, ERROR: 4,
-               statusview.INCOMPLETE: 4, statusview.RAY_WORKER: 4}
+
 
 
 class StatusError(Exception):
@@ -76,8 +79,30 @@ def cluster_heads(runs) -> dict[str, tuple[str, str]]:
     return out
 
 
+def worker_of(row: StatusRow, head: tuple[str, str]) -> bool:
+    """True when ``row`` (one look at a host) is that of a Ray worker of ``head`` = ``(head host, run id)``
+    (:func:`cluster_heads`): a live session (the probe's ``serves``: state ``ray-worker``), or no run / only an older,
+    inactive run of its own (the session ended with the head's run). A probe error is never one."""
+    if row.state == ERROR:
+        return False
+    if row.state == statusview.RAY_WORKER:
+        return True
+    return row.status not in ACTIVE_STATUSES and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
+
+
+def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
+    """``rows`` with each Ray worker host of a chosen head's multi-host run shown as part of that run
+    (:func:`statusview.worker_row`: the head's state, live or ended), not as ``no-run`` or an old run of its own.
+    Rows of hosts whose head was not chosen are kept (a live worker alone stays ``ray-worker``)."""
+    heads = cluster_heads((r.host, r.run_id, r.cluster) for r in rows)
+    by_run = {(r.host, r.run_id): r for r in rows if r.run_id}
+    return [statusview.worker_row(r, by_run[heads[r.host]]) if r.host in heads and worker_of(r, heads[r.host])
+            else r for r in rows]
+
+
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.probe` request in the target's container; returns its JSON answer.
+    """Run one :mod:`dapo_ops.agent.probe` request in the target's container (through the op module
+    :data:`PROBE_OPS` names for ``req["op"]``); returns its JSON answer.
 
     ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
     (no such run / attempt).
@@ -88,8 +113,9 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
-    res = remote_bundle.run_op(target, "probe", [json.dumps(req)], site=False, timeout=timeout, workdir="",
-                               state_on_failure=True, look=req.get("op") != "stop")
+    op, look = PROBE_OPS.get(req.get("op"), "probe"), req.get("op") != "stop"
+    res = remote_bundle.run_op(target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="",
+                               state_on_failure=True, look=look)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -202,7 +228,7 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
 
     A Ray worker host of a multi-host run (a live session: the probe's ``serves``; or named in the ``cluster.hosts``
     of a chosen head's run while it has no run, or only an older one, of its own) gets one note: its run's log is
-    the head's, its own Ray log is ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (cluster_ops._start_node).
+    the head's, its own Ray log is ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`).
 
     :raises StatusError: no host has a log to show (the message names each host's reason).
     """
@@ -216,8 +242,8 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
         head, rid = heads.get(name, (None, ""))
         if isinstance(res, dict) and head and not res.get("serves") and (
                 (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < rid):
-            res = {"serves": {"run_id": rid, "head": head,
-                              "ray_log": "%s/.cluster/%s/ray/%s.log" % (by_name[name].runs_path, rid, name)}}
+            ray_log = raynodes.node_file(raynodes.cluster_dir(by_name[name].runs_path, rid), name, raynodes.LOG)
+            res = {"serves": {"run_id": rid, "head": head, "ray_log": ray_log}}
         if isinstance(res, str):
             out.errors.append(res)
         elif res.get("serves"):
@@ -294,7 +320,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
     out: list[str] = []
     n = 0
     for entry in res["logs"]:
-        text = remote_probe.decode_tail(entry)
+        text = runlogs.decode_tail(entry)
         cls, ev = _evidence_for(text, recorded.get(entry["attempt"]))
         blocks = error_excerpts(text, ev)
         if not blocks and not ev:
@@ -311,134 +337,3 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
         out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
         out += [prefix + ln for ln in statusevents.suggestion_lines(row, "")]
     return "".join(ln + "\n" for ln in out), n
-
-
-# ------------------------------------------------------------------------------------------ stop
-
-@dataclass
-class StopResult:
-    """One host's ``stop`` answer. ``kind``: ``stopped``, ``already`` (nothing to stop), ``skipped`` (``--run``
-    names a run on another host), ``with-head`` (a Ray worker whose head is stopped with it), ``no-runs`` (nothing recorded:
-    reported, not a failure), ``worker`` (a Ray worker of a run whose head was not chosen: nothing stopped) or
-    ``failed``;
-    ``message`` is the line to show; ``run_dir`` is set for a multi-host run (its Ray sessions end on every host)."""
-
-    host: str
-    kind: str
-    message: str = ""
-    run_dir: str | None = None
-
-
-def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
-              connect_timeout: float | None = None) -> list[StopResult]:
-    """SIGTERM each host's run supervisor (or, with a dead supervisor, kill the run's own verl processes and mark
-    run.json stopped): the probe's ``stop`` op, waiting ``grace_s`` seconds before SIGKILL. Own PIDs only.
-    A host that is a live Ray worker of another host's run stops nothing itself (the head's stop ends the Ray
-    sessions on every node): ``with-head`` when its head is chosen too, else ``worker`` naming the command."""
-    req = {"op": "stop", "run_id": run or None, "grace_s": float(grace_s), "kill_grace_s": 20.0}
-    names = {h.name for h in chosen}
-    out = []
-    for name, res in fan(chosen, lambda t: probe(t, dict(req, host=t.name), timeout=float(grace_s) + 60),
-                         float(grace_s) + 90, connect_timeout):
-        if isinstance(res, str):
-            out.append(StopResult(name, "failed", res))
-            continue
-        if res.get("serves"):
-            sv = res["serves"]
-            line = statusevents.worker_line(name, sv.get("run_id"), sv.get("head"))
-            if sv.get("head") in names:
-                out.append(StopResult(name, "with-head", line + "; its Ray session ends with the head's stop"))
-            else:
-                out.append(StopResult(name, "worker", "%s; nothing stopped: stop the run with `inv stop -H %s,%s` "
-                                      "(or `inv stop -H %s`)" % (line, sv.get("head"), name, sv.get("head"))))
-            continue
-        rd = res.get("run_dir")
-        err = res.get("error")
-        if err:
-            line = named(name, err)
-            if run and len(chosen) > 1 and err.startswith("no run "):
-                out.append(StopResult(name, "skipped", line))
-            else:
-                out.append(StopResult(name, "no-runs" if err.startswith("no runs") else "failed", line, rd))
-        elif res.get("already"):
-            out.append(StopResult(name, "already", "%s: run %s already %s; nothing to stop"
-                                  % (name, res["run_id"], res["after"]), rd))
-        else:
-            out.append(StopResult(name, "stopped", "%s: run %s %s -> %s (%s); checkpoints and logs kept"
-                                  % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])),
-                                  rd))
-    return out
-
-
-# ------------------------------------------------------------------------------------------ watch
-
-class Watch:
-    """The ``watch`` loop's state across looks: the last row per host, the hosts whose run ended, the hosts
-    briefly unreachable. :meth:`see` takes one look's rows and returns the lines to print; :attr:`finished` says
-    when every host is done; :meth:`outcome` is the exit code and message."""
-
-    def __init__(self, hosts: list):
-        self.hosts = list(hosts)
-        self.prev: dict[str, StatusRow] = {}
-        self.done: dict[str, StatusRow] = {}
-        self.unreachable: set[str] = set()
-        self.workers: dict[str, StatusRow] = {}  # Ray worker hosts of a watched head's run: not runs of their own
-
-    def live(self) -> list:
-        """The hosts still to look at."""
-        return [h for h in self.hosts if h.name not in self.done]
-
-    @property
-    def finished(self) -> bool:
-        return len(self.done) == len(self.hosts)
-
-    def see(self, rows: list[StatusRow]) -> list[str]:
-        """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
-        end the watch once it was seen), and why a host without a run stops being watched."""
-        out: list[str] = []
-        heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
-        watched = {h.name for h in self.hosts}
-        for row in rows:
-            head = heads.get(row.host)
-            hn, rid = head if head else ((row.serves or {}).get("head"), row.run_id)
-            if hn in watched and row.state != ERROR and (row.state == statusview.RAY_WORKER or (
-                    head is not None and row.status not in ACTIVE_STATUSES and
-                    (row.state == NO_RUN or (row.run_id or "") < (rid or "")))):
-                # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
-                self.workers[row.host] = self.done[row.host] = row
-                out.append(statusevents.worker_line(row.host, rid, hn))
-                continue
-            if row.state == ERROR and row.host in self.prev:  # transient: keep watching
-                if row.host not in self.unreachable:
-                    out.append("%s (still watching)" % row.error)
-                    self.unreachable.add(row.host)
-                continue
-            self.unreachable.discard(row.host)
-            out += statusevents.events(self.prev.get(row.host), row)
-            self.prev[row.host] = row
-            if statusevents.is_finished(row):
-                self.done[row.host] = row
-                if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
-                    out.append(row.error or "%s: no run to watch" % row.host)
-        return out
-
-    def outcome(self) -> tuple[int, str]:
-        """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""
-        own = [r for h, r in self.done.items() if h not in self.workers] or list(self.done.values())
-        worst = max(own, key=lambda r: WATCH_CODES.get(r.state, 4))
-        code = WATCH_CODES.get(worst.state, 4)
-        if not code:
-            return 0, ""
-        if worst.state == statusview.RAY_WORKER:  # its head is not watched
-            head = (worst.serves or {}).get("head")
-            return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
-                statusevents.worker_line(worst.host, worst.run_id, head), head)
-        if worst.state in (NO_RUN, ERROR):
-            return code, worst.error or "%s: no run to watch" % worst.host
-        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
-            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == FAILED else "")
-            if worst.suggestions:
-                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
-        else:
-            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
-        return code, "%s: run %s %s" % (worst.host, worst.run_id or "-", detail)

@@ -4,9 +4,8 @@ features it added, the finished line, suggestions, a Ray worker's one line (:fun
 
 from __future__ import annotations
 
-from dapo_ops.control.statusview import (
-    FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line, fmt_duration, fmt_features
-)
+from dapo_ops.control.statustable import fmt_duration, fmt_features
+from dapo_ops.control.statusview import FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line
 from dapo_ops.core.runstate import FAILED, TERMINAL_STATUSES
 
 

@@ -3,7 +3,8 @@
 Inputs come from :mod:`dapo_ops.agent.probe` (one ``docker exec`` per host): the run's ``run.json`` as a dict
 (schema: docs/design.md "Run directory and run.json"), at most ``tail_bytes`` (default 64 KiB) from the end of its
 ``train.log``, liveness of the recorded supervisor PID and verl process group, and the container's clock.
-Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size.
+Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size. The table's display
+strings of a row are :mod:`dapo_ops.control.statustable`'s.
 
 Log formats parsed (verl/utils/logger/aggregate_logger.py): the console metrics line ``step:<N> - <key>:<value> - ...`` (anywhere in a line,
 numpy-2 values such as ``np.float64(0.25)`` unwrapped), the tqdm bar ``Training Progress:  35%|...| 212/600
@@ -304,6 +305,21 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     return row
 
 
+def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
+    """The row of a Ray worker host of ``head``'s multi-host run: that run (run.json lives on the head only) with its
+    state, step, ETA and times from the head's record (``head``: the head's row of that run), a hint naming the head;
+    ``serves`` keeps what the worker's probe said of the live session (``head_address``, ``port``), if anything.
+    The head's verdict, features, metrics and suggestions stay on the head's row (shown once)."""
+    out = StatusRow(host=row.host, run_id=head.run_id, state=head.state, status=head.status, step=head.step,
+                    total=head.total, percent=head.percent, eta_s=head.eta_s, attempt=head.attempt,
+                    progress_age_s=head.progress_age_s, stale=head.stale, started_at=head.started_at,
+                    ended_at=head.ended_at, ended=head.ended)
+    out.serves = dict(row.serves or {}, run_id=head.run_id, head=head.host)
+    out.hint = "Ray worker of run %s (head %s); its record, log and verdict are the head's (`inv status -H %s`)" % (
+        head.run_id, head.host, head.host)
+    return out
+
+
 def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
     """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
     a dead supervisor, or by an older supervisor); same form as ``supervisor.ending_line``."""
@@ -342,75 +358,3 @@ def sort_newest_first(rows: list[StatusRow]) -> list[StatusRow]:
     for h in by_host:
         out.extend(sorted(by_host[h], key=key, reverse=True))
     return out
-
-
-# ----------------------------------------------------------------------------------------------- rendering
-
-def fmt_duration(seconds: float | None) -> str:
-    """``3725`` -> ``1h02m``; ``95`` -> ``1m35s``; ``None`` -> ``-``."""
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    if s >= 86400:
-        return "%dd%02dh" % (s // 86400, (s % 86400) // 3600)
-    if s >= 3600:
-        return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
-    if s >= 60:
-        return "%dm%02ds" % (s // 60, s % 60)
-    return "%ds" % s
-
-
-def _fmt_num(v: float) -> str:
-    if not math.isfinite(v):
-        return str(v)
-    if abs(v) >= 1000:
-        return "%.0f" % v
-    return "%.3g" % v
-
-
-def fmt_features(features: list) -> str:
-    """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source."""
-    parts = []
-    for f in features:
-        if f.get("oom_added"):
-            parts.append("+%s(%s)" % (f["name"], f["source"]))
-        else:
-            parts.append(str(f.get("name")))
-    return ",".join(parts) or "-"
-
-
-COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score", "resp_len", "tput",
-           "verdict", "age", "swanlab")
-
-
-def cells(row: StatusRow) -> dict[str, str]:
-    """Display strings for the status table (keys: :data:`COLUMNS`)."""
-    step = "-"
-    if row.step is not None:
-        step = "%s/%s" % (row.step, row.total if row.total is not None else "?")
-        if row.percent is not None:
-            step += " (%d%%)" % int(row.percent)
-    state = row.state
-    if row.stale:
-        state += " STALE"
-    m = row.metrics
-    verdict = row.verdict or "-"
-    if row.hint:
-        verdict = "%s: %s" % (verdict, row.hint) if row.verdict else row.hint
-    if row.error:
-        verdict = row.error
-    return {
-        "host": row.host,
-        "run": row.run_id or "-",
-        "state": state,
-        "step": step,
-        "eta": fmt_duration(row.eta_s),
-        "attempt": "-" if row.attempt is None else str(row.attempt),
-        "features": fmt_features(row.features),
-        "score": _fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
-        "resp_len": _fmt_num(m["response_length/mean"]) if "response_length/mean" in m else "-",
-        "tput": _fmt_num(m["perf/throughput"]) if "perf/throughput" in m else "-",
-        "verdict": verdict,
-        "age": fmt_duration(row.progress_age_s) + ("!" if row.stale else ""),
-        "swanlab": row.swanlab_url or "-",
-    }

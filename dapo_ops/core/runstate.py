@@ -347,42 +347,6 @@ def active_run(runs_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
     return lock if lock_is_live(lock) else None
 
 
-def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None) -> List[Dict[str, Any]]:
-    """This container's Ray sessions of multi-host runs whose leader is still alive: the node records
-    ``<runs_dir>/.cluster/<run_id>/ray/<name>.json`` (written by ``cluster_ops.start``: ``run_id``, ``name``,
-    ``role`` head|worker, ``head``, ``head_address``, ``port``) plus ``pid_file``; ``name`` limits them to one
-    inventory host (a shared runs_dir holds every node's files). A leader counts when its PID lives and its argv
-    names ray (a PID recycled after a container restart does not). Newest run first."""
-    root = os.path.join(str(runs_dir), ".cluster")
-    out: List[Dict[str, Any]] = []
-    try:
-        runs = sorted((n for n in os.listdir(root) if is_run_id(n)), reverse=True)
-    except OSError:
-        return out
-    for rid in runs:
-        ray_dir = os.path.join(root, rid, "ray")
-        try:
-            files = sorted(f for f in os.listdir(ray_dir) if f.endswith(".pid"))
-        except OSError:
-            continue
-        for f in files:
-            node = f[:-4]
-            if name and node != name:
-                continue
-            try:
-                with open(os.path.join(ray_dir, f)) as fh:
-                    sid = int(fh.read().split()[0])
-                info = read_json(os.path.join(ray_dir, node + ".json")) or {}
-            except (OSError, ValueError, IndexError):
-                continue
-            cmd = pid_cmdline(sid) if pid_alive(sid) else None
-            if cmd is None or b"ray" not in cmd:
-                continue
-            out.append(dict(info if isinstance(info, dict) else {}, run_id=rid, name=node, pid=sid,
-                            pid_file=os.path.join(ray_dir, f)))
-    return out
-
-
 class _Guard:
     """Short critical section over ``<runs_dir>/.lock.guard`` (flock) so two launches cannot both
     judge a stale lock and both take it."""

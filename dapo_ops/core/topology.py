@@ -25,6 +25,8 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
+from dapo_ops.core import raynodes
+
 RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
 #: seconds a worker raylet keeps retrying a vanished GCS before it exits (Ray default: 60)
@@ -230,7 +232,7 @@ def lost_nodes_verdict(ray_spec: dict, view: dict | None, mode: str = "dapo") ->
             return None
         what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
     pid_file = (nodes[0].get("pid_file") if nodes else "") or ""
-    run_id = pid_file.rstrip("/").split("/")[-3] if pid_file.count("/") >= 3 else "<run id>"  # .cluster/<id>/ray/
+    run_id = raynodes.run_id_of(pid_file) or "<run id>"
     action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
               f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "

@@ -1,0 +1,131 @@
+"""``inv stop`` inside the container: stop one run, touching only its own processes (STDLIB ONLY, shipped).
+
+The bundle op ``python3 -S -m dapo_ops.agent.runstop '{"op": "stop", ...}'`` (the probe's request and answer forms,
+:func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it): SIGTERM the run's
+supervisor (``run.json`` ``pids.supervisor``, checked against ``/proc/<pid>/cmdline``), then the run's own processes
+(:func:`dapo_ops.agent.probe.own_processes`), SIGKILL after the grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
+are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a bad run id).
+"""
+
+import os
+import signal
+import sys
+import time
+
+from dapo_ops.agent import probe
+from dapo_ops.core import runstate as _rs
+
+
+def _wait(pred, timeout_s, every_s=0.2):
+    end = time.time() + timeout_s
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(every_s)
+    return pred()
+
+
+def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None):
+    """Stop a run, touching only its own recorded PIDs; keeps checkpoints and logs; idempotent.
+
+    1. supervisor alive (``/proc/<pid>/cmdline`` names ``dapo_ops.agent.supervisor`` and this run dir): SIGTERM it and
+       wait up to ``grace_s`` seconds; it stops its verl process group (and the Ray processes in it) and marks
+       run.json ``stopped``. Still alive after that: SIGKILL, then step 2.
+    2. then (supervisor dead, or it left something): SIGTERM the run's own processes (:func:`own_processes`:
+       the recorded verl process group and processes carrying ``DAPO_OPS_RUN_ID=<run_id>``, started after the
+       run), wait up to ``kill_grace_s`` seconds, SIGKILL what is left.
+    3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added).
+
+    A live Ray worker of another host's run (``host`` given, no active run of its own) stops nothing: its Ray
+    session ends with the head's stop, so the answer is ``{"serves": {...}}``
+    (:func:`dapo_ops.agent.probe.serves_instead`).
+
+    :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}`` or ``{"serves": {...}}``.
+    """
+    serves = probe.serves_instead(runs_dir, host, run_id)
+    if serves:
+        return {"serves": serves}
+    run_dir = probe.resolve_run_dir(runs_dir, run_id)
+    if run_dir is None:
+        raise probe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
+    run = _rs.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": "unknown"}
+    before = run.get("status")
+    actions = []
+    pids = run.get("pids") or {}
+    sup = pids.get("supervisor")
+    if sup and _rs.is_supervisor_pid(sup, run_dir):
+        os.kill(int(sup), signal.SIGTERM)
+        actions.append("SIGTERM supervisor pid %d" % sup)
+        if not _wait(lambda: not _rs.is_supervisor_pid(sup, run_dir), grace_s):
+            os.kill(int(sup), signal.SIGKILL)
+            actions.append("supervisor did not exit within %gs: SIGKILL pid %d" % (grace_s, sup))
+            _wait(lambda: not _rs.pid_alive(sup), 5.0)
+    run = _rs.read_run(run_dir) or run
+    pgid = (run.get("pids") or {}).get("verl_pgid")
+
+    def signal_own(sig):
+        procs = probe.own_processes(run)
+        in_group = [p for p, how in procs if how == "pgid"]
+        by_env = [p for p, how in procs if how == "env"]
+        if in_group:
+            try:
+                os.killpg(int(pgid), sig)
+            except ProcessLookupError:
+                in_group = []
+        for p in by_env:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        return in_group, by_env
+
+    in_group, by_env = signal_own(signal.SIGTERM)
+    if in_group or by_env:
+        what = []
+        if in_group:
+            what.append("verl process group %d (%d processes)" % (pgid, len(in_group)))
+        if by_env:
+            what.append("%d processes with DAPO_OPS_RUN_ID=%s" % (len(by_env), run.get("run_id")))
+        actions.append("SIGTERM " + " and ".join(what))
+        if not _wait(lambda: not probe.own_processes(run), kill_grace_s):
+            left = signal_own(signal.SIGKILL)
+            actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]),
+                                                                            kill_grace_s))
+            _wait(lambda: not probe.own_processes(run), 5.0)
+    if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
+        now = time.time()
+        logged = last_logged_step(probe.log_path(run, run_dir))
+        if logged is not None and logged > int(run.get("step") or 0):  # verl outlived its supervisor and went on
+            run["step"] = logged
+        run["status"] = "stopped"
+        run["ended_at"] = now
+        run["stop"] = {"at": now, "by": "dapo-ops stop",
+                       "supervisor": "terminated" if actions and "supervisor" in actions[0] else "dead"}
+        _rs.write_run(run_dir, run)
+        actions.append("marked run.json stopped")
+    return {"run_id": run.get("run_id"), "run_dir": run_dir, "before": before, "after": run.get("status"),
+            "actions": actions, "already": not actions}
+
+
+def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
+    """The step of the last metrics line (``step:N - ...``, :func:`dapo_ops.core.logformat.parse_metrics_line`)
+    in the last ``tail_bytes`` of ``log``, or None. What ``stop`` records when verl went on training after its
+    supervisor died (run.json then lags behind the log)."""
+    from dapo_ops.core import logformat
+
+    text, _, _ = probe.read_tail(log, tail_bytes)
+    for line in reversed(logformat.split_lines(text)):
+        parsed = logformat.parse_metrics_line(line)
+        if parsed is not None:
+            return parsed[0]
+    return None
+
+
+handle = probe.handler({
+    "stop": lambda runs_dir, req: probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
+                                             float(req.get("kill_grace_s", 20.0)), req.get("host")),
+})
+
+
+if __name__ == "__main__":
+    sys.exit(probe.main(handle=handle))

@@ -1,0 +1,80 @@
+"""The status table's cells: a :class:`~dapo_ops.control.statusview.StatusRow` as display strings (operator side,
+pure): the columns, durations (``1h02m``), feature lists (OOM-added ones marked ``+name(source)``), metric numbers.
+``inv status`` prints them (``dapo_ops/cli/status.py`` render_table), ``watch``'s lines use the same durations and
+feature lists (:mod:`dapo_ops.control.statusevents`)."""
+
+from __future__ import annotations
+
+import math
+
+from dapo_ops.control.statusview import StatusRow
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``3725`` -> ``1h02m``; ``95`` -> ``1m35s``; ``None`` -> ``-``."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s >= 86400:
+        return "%dd%02dh" % (s // 86400, (s % 86400) // 3600)
+    if s >= 3600:
+        return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
+    if s >= 60:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%ds" % s
+
+
+def _fmt_num(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1000:
+        return "%.0f" % v
+    return "%.3g" % v
+
+
+def fmt_features(features: list) -> str:
+    """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source."""
+    parts = []
+    for f in features:
+        if f.get("oom_added"):
+            parts.append("+%s(%s)" % (f["name"], f["source"]))
+        else:
+            parts.append(str(f.get("name")))
+    return ",".join(parts) or "-"
+
+
+COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score", "resp_len", "tput",
+           "verdict", "age", "swanlab")
+
+
+def cells(row: StatusRow) -> dict[str, str]:
+    """Display strings for the status table (keys: :data:`COLUMNS`)."""
+    step = "-"
+    if row.step is not None:
+        step = "%s/%s" % (row.step, row.total if row.total is not None else "?")
+        if row.percent is not None:
+            step += " (%d%%)" % int(row.percent)
+    state = row.state
+    if row.stale:
+        state += " STALE"
+    m = row.metrics
+    verdict = row.verdict or "-"
+    if row.hint:
+        verdict = "%s: %s" % (verdict, row.hint) if row.verdict else row.hint
+    if row.error:
+        verdict = row.error
+    return {
+        "host": row.host,
+        "run": row.run_id or "-",
+        "state": state,
+        "step": step,
+        "eta": fmt_duration(row.eta_s),
+        "attempt": "-" if row.attempt is None else str(row.attempt),
+        "features": fmt_features(row.features),
+        "score": _fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
+        "resp_len": _fmt_num(m["response_length/mean"]) if "response_length/mean" in m else "-",
+        "tput": _fmt_num(m["perf/throughput"]) if "perf/throughput" in m else "-",
+        "verdict": verdict,
+        "age": fmt_duration(row.progress_age_s) + ("!" if row.stale else ""),
+        "swanlab": row.swanlab_url or "-",
+    }

@@ -1,0 +1,86 @@
+"""The ``watch`` loop's state across looks (operator side, pure: rows in, lines and an exit code out): the last row
+per host, the hosts whose run ended, the hosts briefly unreachable, the Ray worker hosts of a watched head's run
+(:func:`dapo_ops.control.status.worker_of`). What a change prints is :mod:`dapo_ops.control.statusevents`'s; the
+looks themselves are :func:`dapo_ops.control.status.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
+
+from __future__ import annotations
+
+from dapo_ops.control import statusevents, statusview
+from dapo_ops.control.status import cluster_heads, worker_of
+from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
+
+#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
+WATCH_CODES = {SUCCEEDED: 0, FAILED: 1, STOPPED: 2, SUPERVISOR_DEAD: 3, NO_RUN: 4, ERROR: 4,
+               statusview.INCOMPLETE: 4, statusview.RAY_WORKER: 4}
+
+
+class Watch:
+    """The ``watch`` loop's state across looks: the last row per host, the hosts whose run ended, the hosts
+    briefly unreachable. :meth:`see` takes one look's rows and returns the lines to print; :attr:`finished` says
+    when every host is done; :meth:`outcome` is the exit code and message."""
+
+    def __init__(self, hosts: list):
+        self.hosts = list(hosts)
+        self.prev: dict[str, StatusRow] = {}
+        self.done: dict[str, StatusRow] = {}
+        self.unreachable: set[str] = set()
+        self.workers: dict[str, StatusRow] = {}  # Ray worker hosts of a watched head's run: not runs of their own
+
+    def live(self) -> list:
+        """The hosts still to look at."""
+        return [h for h in self.hosts if h.name not in self.done]
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) == len(self.hosts)
+
+    def see(self, rows: list[StatusRow]) -> list[str]:
+        """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
+        end the watch once it was seen), and why a host without a run stops being watched."""
+        out: list[str] = []
+        heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
+        watched = {h.name for h in self.hosts}
+        for row in rows:
+            head = heads.get(row.host) or (((row.serves or {}).get("head"), row.run_id)
+                                           if row.state == statusview.RAY_WORKER else None)
+            if head and head[0] in watched and worker_of(row, head):
+                hn, rid = head
+                # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
+                self.workers[row.host] = self.done[row.host] = row
+                out.append(statusevents.worker_line(row.host, rid, hn))
+                continue
+            if row.state == ERROR and row.host in self.prev:  # transient: keep watching
+                if row.host not in self.unreachable:
+                    out.append("%s (still watching)" % row.error)
+                    self.unreachable.add(row.host)
+                continue
+            self.unreachable.discard(row.host)
+            out += statusevents.events(self.prev.get(row.host), row)
+            self.prev[row.host] = row
+            if statusevents.is_finished(row):
+                self.done[row.host] = row
+                if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
+                    out.append(row.error or "%s: no run to watch" % row.host)
+        return out
+
+    def outcome(self) -> tuple[int, str]:
+        """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""
+        own = [r for h, r in self.done.items() if h not in self.workers] or list(self.done.values())
+        worst = max(own, key=lambda r: WATCH_CODES.get(r.state, 4))
+        code = WATCH_CODES.get(worst.state, 4)
+        if not code:
+            return 0, ""
+        if worst.state == statusview.RAY_WORKER:  # its head is not watched
+            head = (worst.serves or {}).get("head")
+            return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
+                statusevents.worker_line(worst.host, worst.run_id, head), head)
+        if worst.state in (NO_RUN, ERROR):
+            return code, worst.error or "%s: no run to watch" % worst.host
+        if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
+            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == FAILED else "")
+            if worst.suggestions:
+                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
+        else:
+            detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
+        return code, "%s: run %s %s" % (worst.host, worst.run_id or "-", detail)
