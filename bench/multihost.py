@@ -29,11 +29,10 @@ from dapo_ops.core import raynodes  # noqa: E402
 from dapo_ops.core import topology as cluster  # noqa: E402
 from dapo_ops.control import cluster_ops  # noqa: E402
 from dapo_ops.control import inventory  # noqa: E402
+from dapo_ops.control import remote_bundle  # noqa: E402
 from dapo_ops.control.remote import Target  # noqa: E402
 
 RUN_DIR = raynodes.cluster_dir("/verl/dapo_runs", "bench-multihost")
-_STOP_HEAD = ("import sys; sys.path.insert(0, sys.argv[1]); from cluster import stop_session; "
-              "print(stop_session(sys.argv[2], 15.0))")
 
 
 def ray_left(t: Target) -> int:
@@ -56,8 +55,6 @@ def main() -> int:
     nodes = [cluster.Node(h.name, h.address, h.devices) for h in hosts]
     topo = cluster.plan_topology("dapo", nodes)
     head_t = targets[hosts[0].name]
-    # the stdlib cluster module, as the supervisor has it in its bundle
-    head_t.put_text((REPO / "dapo_ops" / "cluster.py").read_text(), f"{RUN_DIR}/lib/cluster.py")
     rows = []
     for _ in range(a.repeat):
         t0 = time.monotonic()
@@ -65,7 +62,9 @@ def main() -> int:
                                    run_dir=RUN_DIR)
         up = time.monotonic() - t0
         t1 = time.monotonic()
-        head_t.run([hosts[0].python, "-c", _STOP_HEAD, f"{RUN_DIR}/lib", handle.nodes[0]["pid_file"]], timeout=90)
+        # the way the supervisor ends it: the bundle op dapo_ops.agent.raysession stop <pid file> <grace s>
+        remote_bundle.run_op(head_t, "raysession", ["stop", handle.nodes[0]["pid_file"], "15"], python=hosts[0].python,
+                             site=False, timeout=90)
         head_stop = time.monotonic() - t1
         t2 = time.monotonic()
         gone = None
