@@ -173,6 +173,11 @@ def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it
     h2_line = next(ln for ln in table.stdout.splitlines() if ln.lstrip("│| ").startswith("h2 "))
     assert run_id in h2_line and "succeeded" in h2_line, table.stdout
     assert f"h2 {run_id}: Ray worker of run {run_id} (head h1)" in table.stdout, table.stdout
+    # asked for the run by id: h2 has no dir of it (run.json lives on the head), which is no error either
+    st = cli("status", "-H", "h1,h2", "--run", run_id, "--json")
+    assert st.returncode == 0, st.stdout + st.stderr
+    h2 = json.loads(st.stdout)[1]
+    assert (h2["run_id"], h2["state"], h2["error"], h2["serves"]["head"]) == (run_id, "succeeded", None, "h1"), h2
 
 
 def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):

@@ -101,7 +101,8 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
     # stop / resolve: their own op module (run as __main__) on the probe's helpers; errors are one-line answers
     for op, other in (("stop", "dapo_ops.agent.runlogs"), ("resolve", "dapo_ops.agent.runstop")):
         ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
-        assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path}
+        assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path,
+                       "run_id": "20200101-000000-ffff"}  # the run asked for (a Ray worker host has no dir of it)
         assert "dapo_ops.agent.probe" in mods and other not in mods, mods
     # an op sent to a module that does not answer it is a one-line answer, not a traceback
     line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps({"op": "stop"})], site=False)

@@ -345,3 +345,14 @@ def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and
         assert svc.with_cluster_workers([head_end, r])[1] is r
     alone = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
     assert svc.with_cluster_workers([alone])[0] is alone and alone.state == "ray-worker"
+    # `status --run <id> -H h1,h2`: the worker has no dir of that run (the probe says so, naming the run id)
+    missing = sv.build_row("h2", {"error": "h2: no run %s in /verl/dapo_runs; list runs with `inv status --all`" % RID,
+                                  "run_id": RID})
+    w = svc.with_cluster_workers([head_end, missing])[1]
+    assert (w.run_id, w.state, w.error) == (RID, "failed", None) and "Ray worker of run %s (head h1)" % RID in w.hint
+    # ... but another run's missing dir, or a stopped container holding this run, stays the error it is
+    other = sv.build_row("h2", {"error": "h2: no run 20261130-000000-abcd in /verl/dapo_runs", "run_id": "20261130-000000-abcd"})
+    stopped = sv.build_row("h2", {"run": _cluster_head_run(), "tail": "", "now": 2.0})
+    stopped.state, stopped.error = "error", "h2: container 'verl' is stopped; run stopped with it"
+    for r in (other, stopped):
+        assert svc.with_cluster_workers([head_end, r])[1] is r

@@ -43,7 +43,13 @@ ACTIVE = _rs.ACTIVE_STATUSES
 
 
 class ProbeError(Exception):
-    """A one-line problem the operator can fix (no such run, no runs dir); printed as ``{"error": msg}``."""
+    """A one-line problem the operator can fix (no such run, no runs dir); printed as ``{"error": msg}``, with
+    ``"run_id"`` when the run asked for has no dir here (a Ray worker host of a multi-host run has none: run.json
+    lives on its head, dapo_ops/control/status.py ``worker_of``)."""
+
+    def __init__(self, msg, run_id=None):
+        super().__init__(msg)
+        self.run_id = run_id
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -158,7 +164,7 @@ def resolve_run_dir(runs_dir, run_id=None):
                              % run_id)
         d = _rs.run_dir_for(runs_dir, run_id)
         if not os.path.isdir(d):
-            raise ProbeError("no run %s in %s; list runs with `inv status --all`" % (run_id, runs_dir))
+            raise ProbeError("no run %s in %s; list runs with `inv status --all`" % (run_id, runs_dir), run_id)
         return d
     if not os.path.isdir(runs_dir):
         return None
@@ -280,7 +286,7 @@ def handler(ops):
                 raise ProbeError("unknown probe op %r (this module answers %s)" % (req.get("op"), ", ".join(ops)))
             return fn(runs_dir, req)
         except ProbeError as e:
-            return {"error": str(e)}
+            return {"error": str(e), "run_id": e.run_id} if e.run_id else {"error": str(e)}
         except ValueError as e:  # a run.json / .lock that is not JSON (hand-edited, disk full)
             return {"error": "unreadable run record under %s: %s; inspect it with `inv logs`" % (runs_dir, e)}
         except OSError as e:

@@ -82,9 +82,10 @@ def cluster_heads(runs) -> dict[str, tuple[str, str]]:
 def worker_of(row: StatusRow, head: tuple[str, str]) -> bool:
     """True when ``row`` (one look at a host) is that of a Ray worker of ``head`` = ``(head host, run id)``
     (:func:`cluster_heads`): a live session (the probe's ``serves``: state ``ray-worker``), or no run / only an older,
-    inactive run of its own (the session ended with the head's run). A probe error is never one."""
-    if row.state == ERROR:
-        return False
+    inactive run of its own (the session ended with the head's run), or, asked for that run by id (``--run``), no
+    dir of it (the probe's error names the run: run.json lives on the head). Any other probe error is never one."""
+    if row.state == ERROR:  # only the probe's "no run <id>" (no status: a stopped container's row has its run's)
+        return row.status is None and bool(row.run_id) and row.run_id == head[1]
     if row.state == statusview.RAY_WORKER:
         return True
     return row.status not in ACTIVE_STATUSES and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
@@ -196,7 +197,7 @@ def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
         elif res.get("stopped_run"):
             rows.append(_stopped_row(name, res))
         elif res.get("error"):
-            rows.append(statusview.build_row(name, {"error": named(name, res["error"])}))
+            rows.append(statusview.build_row(name, {"error": named(name, res["error"]), "run_id": res.get("run_id")}))
         elif all_runs:
             runs = res.get("runs") or []
             if not runs:

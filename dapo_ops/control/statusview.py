@@ -206,8 +206,8 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     :param stale_after_s: minimum silence (seconds) before a running run is flagged stale.
     """
     row = StatusRow(host=host)
-    if probe.get("error"):
-        row.state, row.error = ERROR, str(probe["error"])
+    if probe.get("error"):  # with the run id asked for when that run has no dir on this host
+        row.state, row.error, row.run_id = ERROR, str(probe["error"]), probe.get("run_id")
         return row
     run = probe.get("run")
     serves = probe.get("serves")
