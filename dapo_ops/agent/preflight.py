@@ -171,7 +171,8 @@ def _http(url: str, timeout: float) -> dict:
             return {"url": url, "reachable": False, "error": err, "kind": "dns", "seconds": round(time.time() - t0, 3)}
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "dapo-ops-preflight"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        # an opener of its own: ProxyHandler reads the proxy env when built (urlopen's global opener keeps the first)
+        with urllib.request.build_opener().open(req, timeout=timeout) as r:
             return {"url": url, "reachable": True, "status": r.status, "seconds": round(time.time() - t0, 3)}
     except urllib.error.HTTPError as e:  # any HTTP answer means the server is reachable
         if e.code == 407:

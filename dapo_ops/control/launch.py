@@ -233,7 +233,7 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
     if failed:
         ck = failed[0]
         more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
-        raise LaunchRefused("preflight", f"preflight {ck.name} failed on {host.name}: {ck.message}"
+        raise LaunchRefused("preflight", f"{host.name}: preflight {ck.name} failed: {ck.message}"
                             + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
     return facts
 

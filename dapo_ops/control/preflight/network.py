@@ -25,9 +25,8 @@ def _display_url(url: str) -> str:
 #: sdk/internal/settings: ``api_host`` default; docs/params.md ``SWANLAB_HOST``)
 SWANLAB_CLOUD_API = "https://api.swanlab.cn"
 
-#: what failed (the probe's ``kind``, dapo_ops/agent/preflight.py ``_http_kind``) -> the words of the one line
-_KIND_WORDS = {"dns": "DNS lookup failed", "connect": "connect failed", "timeout": "timed out",
-               "proxy": "through the proxy", "tls": "TLS handshake failed"}
+#: what failed (the probe's ``kind``, dapo_ops/agent/preflight.py ``_http_kind``) -> the word of the one line
+_KIND_WORDS = {"dns": "DNS", "connect": "connect", "timeout": "timeout", "proxy": "proxy", "tls": "TLS"}
 
 
 def tracker_urls(pv: PlanView | None) -> dict:
@@ -57,16 +56,14 @@ def tracker_check(p: dict) -> Check | None:
     via = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY") or ""
     what = _KIND_WORDS.get(kind, kind) + (f" {_display_url(via)}" if kind == "proxy" and via else "")
     if kind == "proxy":
-        fix = ("check the proxy ([proxy] http_proxy / https_proxy in hosts.toml, or --http-proxy / --https-proxy): "
-               "host, port and credentials, or use --swanlab-mode local/offline")
+        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode local/offline"
     elif kind == "tls":
         fix = ("check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
                "or use --swanlab-mode local/offline")
     else:
-        fix = ("set the proxy ([proxy] in hosts.toml) or SWANLAB_HOST (--swanlab-host) to a reachable server, or "
-               "use --swanlab-mode local/offline")
-    return Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what} "
-                                  f"({sw.get('error')})", fix)
+        fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode local/offline"
+    return Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: "
+                                  f"{sw.get('error')}", fix)
 
 
 def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, ray: dict | None) -> list[Check]:
