@@ -363,7 +363,9 @@ def last_logged_step(log, tail_bytes=DEFAULT_TAIL_BYTES):
 
 
 def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
-    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster"}``; ``log`` is
+    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
+    "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.core.runstate.is_supervisor_pid`,
+    else None: what ``logs -f`` follows until it exits); ``log`` is
     ``attempt-<attempt>.log`` when ``attempt`` is given (ProbeError when missing), else train.log; ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
     asked for) answers ``{"serves": {...}}`` instead (:func:`_serves`: the run's log is on its head)."""
@@ -383,8 +385,10 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
                 os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none"))
     else:
         log = _log_path(run, run_dir)
+    sup = ((run.get("pids") or {}).get("supervisor"))
     return {"run_id": os.path.basename(run_dir), "run_dir": run_dir, "log": log, "attempts": attempts,
-            "status": run.get("status"), "cluster": run.get("cluster")}
+            "status": run.get("status"), "cluster": run.get("cluster"),
+            "supervisor_pid": sup if sup and _rs.is_supervisor_pid(sup, run_dir) else None}
 
 
 def probe_logs_tails(runs_dir, run_id=None, tail_bytes=DEFAULT_ERRORS_TAIL_BYTES, attempt=None):
