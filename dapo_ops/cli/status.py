@@ -216,6 +216,8 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
         return code, row.error or "%s: no run" % host
     if row.ended:
         detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == FAILED else "")
+        if row.suggestions:
+            detail += "; what to change: `inv status -H %s`" % host
     else:
         detail = "%s: %s" % (row.state, row.hint or "-")
     return code, "%s: run %s %s" % (host, row.run_id, detail)
