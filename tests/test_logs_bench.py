@@ -1,5 +1,7 @@
 """``logs`` on the sandbox hosts: --lines, --attempt, --errors, several hosts prefixed, and --follow across an
-attempt boundary and a rotation, stopped with Ctrl-C (SIGINT) without leaving a tail in the container."""
+attempt boundary and a rotation, stopped with Ctrl-C (SIGINT) without leaving a tail in the container; --follow
+ending by itself when the run ends (succeeded / failed / stopped, a dead supervisor), with ``inv watch``'s ending
+line and exit code, at once for a run that already ended, and through the head of a multi-host run."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import time
 
 import pytest
 
-from test_status_bench import Follower, cli, container_pids, make_run, steps_log
+from dapo_ops.core import runstate
+from test_status_bench import Follower, cli, container_pids, make_run, start_fake_supervisor, steps_log
 
 pytestmark = pytest.mark.bench
 
@@ -66,7 +69,8 @@ def test_errors_shows_evidence_with_context_across_attempts(sandbox):
 
 def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
     sandbox.reset("h1")
-    rid, rd, _ = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2))
+    rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2))
+    start_fake_supervisor(sandbox, "h1", crd, rd)  # a live run: followed until Ctrl-C
     f = Follower(sandbox, "-H", "h1", "logs", "-f", "-l", "2")
     try:
         f.wait_for(lambda ln: "step:2 -" in ln)
@@ -83,6 +87,8 @@ def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
     finally:
         rc = f.interrupt()
     assert rc == 0
+    err = [ln for ln in f.proc.stderr.read().splitlines() if ln.strip()]
+    assert len(err) == 1 and "interrupted; the run goes on" in err[0] and "inv logs -f -H h1" in err[0], err
     # a tqdm redraw (\r) shows as its last state, one whole line
     assert "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]" in f.lines
     assert not any("35%" in ln for ln in f.lines)
@@ -97,7 +103,10 @@ def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
 def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
     for h in ("h1", "h2"):
         sandbox.reset(h)
-    rds = {h: make_run(sandbox, h, log="start %s\n" % h)[1] for h in ("h1", "h2")}
+    rds = {}
+    for h in ("h1", "h2"):
+        _, rds[h], crd = make_run(sandbox, h, log="start %s\n" % h)
+        start_fake_supervisor(sandbox, h, crd, rds[h])
     f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-l", "1")
     try:
         started = set()
@@ -123,3 +132,80 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
         m = pat.match(ln)
         assert m and len({g for g in m.groups() if g}) == 1, ln
     assert sum(1 for ln in body if "line-" in ln) == 600
+
+
+def _finish(sandbox, host, rd, pids, *, status, ended, verdict=None):
+    """The supervisor's last steps: run.json says how the run ended, then the supervisor (and its verl) exit."""
+    rec = runstate.read_run(rd)
+    rec.update(status=status, ended_at=time.time(), step=4, total_steps=10,
+               decision={"action": "done" if status == "succeeded" else "stop", "ended": ended,
+                         "reason": ended, "suggestions": []}, verdict=verdict)
+    runstate.write_run(rd, rec)
+    sandbox.exec(host, "kill -9 %d -%d" % (pids["supervisor"], pids["verl_pgid"]), check=True)
+
+
+@pytest.mark.parametrize("status,code", [("succeeded", 0), ("failed", 1)])
+def test_follow_ends_when_the_run_ends_with_watchs_line_and_code(sandbox, status, code):
+    sandbox.reset("h1")
+    rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 3))
+    pids = start_fake_supervisor(sandbox, "h1", crd, rd)
+    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-l", "2")
+    try:
+        f.wait_for(lambda ln: "step:3 -" in ln)
+        with open(rd / "train.log", "a") as fh:
+            fh.write(steps_log(1, 4, 4, start=False) + "the last line before the end\n")
+        f.wait_for(lambda ln: ln == "the last line before the end")
+        ended = "succeeded at step 4/10" if status == "succeeded" else "failed: device OOM after 2 OOM retries at step 4/10"
+        verdict = None if status == "succeeded" else {"cls": "oom-device", "action": "stop", "evidence": []}
+        _finish(sandbox, "h1", rd, pids, status=status, ended=ended, verdict=verdict)
+        last = f.wait_for(lambda ln: ln.startswith("h1: run "), timeout=30)
+        rc = f.proc.wait(timeout=30)
+    finally:
+        if f.proc.poll() is None:
+            f.interrupt()
+    want = "h1: run %s %s" % (rid, ended) + (" (oom-device)" if status == "failed" else "")
+    assert last == want, f.lines
+    assert rc == code
+    assert f.lines[-2] == "the last line before the end"   # every line of the log, then the one ending line
+    assert "tail" not in container_pids(sandbox, "h1").values()
+
+
+def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
+    sandbox.reset("h2")
+    rid, rd, crd = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 3))
+    _finish(sandbox, "h2", rd, start_fake_supervisor(sandbox, "h2", crd, rd), status="stopped",
+            ended="stopped by `inv stop` at step 4/10")
+    t0 = time.monotonic()
+    out = cli(sandbox, "-H", "h2", "logs", "-f", "-l", "2", timeout=60)
+    assert time.monotonic() - t0 < 20  # a look, not a follow
+    assert out.returncode == 2, (out.stdout, out.stderr)   # inv watch: 2 = stopped
+    assert out.stdout.splitlines() == steps_log(1, 1, 3).splitlines()[-2:] + [
+        "h2: run %s stopped by `inv stop` at step 4/10" % rid]
+    # a supervisor that died without saying how the run ended: its last lines and watch's dead-supervisor line
+    sandbox.reset("h2")
+    rid, rd, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
+    out = cli(sandbox, "-H", "h2", "logs", "-f", "-l", "1", timeout=60)
+    assert out.returncode == 3, (out.stdout, out.stderr)
+    lines = out.stdout.splitlines()
+    assert lines[0] == steps_log(1, 1, 2).splitlines()[-1] and len(lines) == 2, lines
+    assert lines[1].startswith("h2: run %s " % rid) and "inv launch -H h2 --resume %s" % rid in lines[1], lines
+
+
+def test_follow_through_the_head_of_a_multi_host_run_ends_with_it(sandbox):
+    for h in ("h1", "h2"):
+        sandbox.reset(h)
+    rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2),
+                            cluster={"hosts": ["h1", "h2"], "nodes": 2, "head": "h1", "port": 6379})
+    pids = start_fake_supervisor(sandbox, "h1", crd, rd)
+    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-l", "1")
+    try:
+        f.wait_for(lambda ln: "Training Progress:  20%|##  | 2/10" in ln)  # one log (the head's): no host prefix
+        _finish(sandbox, "h1", rd, pids, status="succeeded", ended="succeeded at step 4/10")
+        last = f.wait_for(lambda ln: ln.startswith("h1: run "), timeout=30)
+        rc = f.proc.wait(timeout=30)
+    finally:
+        if f.proc.poll() is None:
+            f.interrupt()
+    assert last == "h1: run %s succeeded at step 4/10" % rid and rc == 0, f.lines
+    assert not any(ln.startswith("h2 | ") for ln in f.lines)  # the worker has no log of its own: the head's is it
+    assert "Ray worker of run %s (head h1)" % rid in f.proc.stderr.read()

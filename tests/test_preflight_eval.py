@@ -253,3 +253,91 @@ def test_a_missing_workdir_is_named_not_blamed_on_python():
     c = _by(checks)["workdir"]
     assert c.status == "fail" and c.message == "workdir /nosuch does not exist in container 'verl'", c
     assert "python" not in _by(checks)
+
+
+def test_tracker_url_only_in_cloud_mode_and_for_launch_without_the_rest_of_the_network_probes():
+    spec = {"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": "cloud",
+                                                      "SWANLAB_API_HOST": "http://10.0.0.5:8000/api"}}
+    pv = pc.plan_view(spec)
+    assert "http_urls" not in pc.probe_request(_host(), pv, full=False)  # preflight --quick: unchanged
+    req = pc.probe_request(_host(), pv, full=False, tracker=True)
+    assert req["http_urls"] == {"swanlab": "http://10.0.0.5:8000/api"} and "tcp" not in req and "compose" not in req
+    cloud = pc.plan_view({"logger": ["console", "swanlab"], "env": {}})
+    assert pc.probe_request(_host(), cloud, full=False, tracker=True)["http_urls"] == {"swanlab": "https://api.swanlab.cn"}
+    for mode in ("local", "offline", "disabled"):
+        off = pc.plan_view({"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": mode}})
+        assert "http_urls" not in pc.probe_request(_host(), off, full=True, tracker=True), mode
+    console = pc.plan_view({"logger": ["console"], "env": {"SWANLAB_MODE": "cloud"}})
+    assert "http_urls" not in pc.probe_request(_host(), console, full=False, tracker=True)
+
+
+def _tracker(kind, error, env=None):
+    from dapo_ops.control.preflight.network import tracker_check
+
+    return tracker_check({"env": env or {}, "http": {"swanlab": {"url": "https://api.swanlab.cn", "reachable": False,
+                                                                 "kind": kind, "error": error}}})
+
+
+def test_tracker_check_names_what_failed_and_the_fix_for_it():
+    from dapo_ops.control.preflight.network import tracker_check
+
+    assert tracker_check({"http": {}}) is None
+    ok = tracker_check({"http": {"swanlab": {"url": "http://s:8000/api", "reachable": True, "status": 404,
+                                             "seconds": 0.01}}})
+    assert ok.status == "ok" and "HTTP 404" in ok.message
+    c = _tracker("dns", "cannot resolve api.swanlab.cn within 2 s")
+    assert c.status == "fail" and c.message == ("SwanLab host https://api.swanlab.cn not reachable from the container: "
+                                                "DNS: cannot resolve api.swanlab.cn within 2 s")
+    assert "SWANLAB_HOST" in c.fix and "--swanlab-mode local/offline" in c.fix
+    assert "container: timeout: timed out" in _tracker("timeout", "timed out").message
+    assert "container: connect: " in _tracker("connect", "[Errno 111] Connection refused").message
+    p = _tracker("proxy", "Tunnel connection failed: 407", {"https_proxy": "http://u:secretpw@10.0.0.1:3128"})
+    assert "container: proxy http://u:***@10.0.0.1:3128: Tunnel" in p.message and "secretpw" not in p.message
+    assert "hosts.toml [proxy]" in p.fix
+    t = _tracker("tls", "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    assert "container: TLS: " in t.message and "http:// for a plain-HTTP server" in t.fix
+
+
+def test_the_probe_get_says_which_step_failed(monkeypatch):
+    """dapo_ops/agent/preflight.py ``_http`` in-process against this machine: connect, proxy, TLS, 407."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import socket
+
+    from dapo_ops.agent import preflight as preflight_probe
+
+    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy",
+              "NO_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(407 if "proxy-auth" in self.path else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = s.getsockname()[1]
+    s.close()
+    try:
+        assert preflight_probe._http(f"http://127.0.0.1:{port}/api", 3)["reachable"]
+        r = preflight_probe._http(f"http://127.0.0.1:{closed}/api", 3)
+        assert not r["reachable"] and r["kind"] == "connect" and "refused" in r["error"].lower(), r
+        r = preflight_probe._http(f"https://127.0.0.1:{port}/api", 3)   # TLS to a plain-HTTP server
+        assert not r["reachable"] and r["kind"] == "tls", r
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed}")  # a proxy that is not there
+        r = preflight_probe._http("http://swanlab.example.internal:8000/api", 3)
+        assert not r["reachable"] and r["kind"] == "proxy", r
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")    # a proxy that wants credentials
+        r = preflight_probe._http("http://swanlab.example.internal:8000/proxy-auth", 3)
+        assert not r["reachable"] and r["kind"] == "proxy" and r.get("status") == 407, r
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -134,26 +134,55 @@ def _resolve_error(host: str, timeout=None):
     return box.get("err")
 
 
+def _http_kind(exc, via_proxy: bool) -> str:
+    """What failed in one GET, from the exception urllib raised: ``dns`` | ``connect`` | ``timeout`` | ``tls`` |
+    ``proxy`` (any failure on the way to a proxy the request went through: ``urllib.request.getproxies``)."""
+    import socket
+    import ssl
+
+    reason = getattr(exc, "reason", None) or exc
+    if isinstance(reason, (ssl.SSLError, ssl.CertificateError)):
+        return "tls"
+    if via_proxy or "Tunnel connection failed" in str(reason):  # http.client's CONNECT answer (407, 502, ...)
+        return "proxy"
+    if isinstance(reason, socket.gaierror):
+        return "dns"
+    if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
+        return "timeout"
+    return "connect"
+
+
 def _http(url: str, timeout: float) -> dict:
+    """One GET of ``url`` within ``timeout`` seconds (+ :data:`DNS_TIMEOUT_S` for the name), through the proxy
+    of this environment (``http_proxy`` / ``https_proxy``, as urllib and swanlab's requests read them).
+    ``{"url", "reachable", "status"?, "error"?, "kind"?, "seconds"}``; ``kind`` (:func:`_http_kind`) says what
+    failed. Any HTTP answer counts as reachable, except a proxy's 407 (Proxy Authentication Required)."""
     import urllib.error
     import urllib.parse
     import urllib.request
 
     t0 = time.time()
     parts = urllib.parse.urlsplit(url)
-    if parts.hostname and not urllib.request.getproxies().get(parts.scheme):  # a proxy resolves names itself
+    via_proxy = bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
+        parts.hostname or "")
+    if parts.hostname and not via_proxy:  # a proxy resolves names itself
         err = _resolve_error(parts.hostname)
         if err:
-            return {"url": url, "reachable": False, "error": err, "seconds": round(time.time() - t0, 3)}
+            return {"url": url, "reachable": False, "error": err, "kind": "dns", "seconds": round(time.time() - t0, 3)}
     try:
         req = urllib.request.Request(url, headers={"User-Agent": "dapo-ops-preflight"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        # an opener of its own: ProxyHandler reads the proxy env when built (urlopen's global opener keeps the first)
+        with urllib.request.build_opener().open(req, timeout=timeout) as r:
             return {"url": url, "reachable": True, "status": r.status, "seconds": round(time.time() - t0, 3)}
     except urllib.error.HTTPError as e:  # any HTTP answer means the server is reachable
+        if e.code == 407:
+            return {"url": url, "reachable": False, "status": 407, "kind": "proxy", "seconds": round(time.time() - t0, 3),
+                    "error": "HTTP 407 Proxy Authentication Required"}
         return {"url": url, "reachable": True, "status": e.code, "seconds": round(time.time() - t0, 3)}
     except Exception as e:
         reason = getattr(e, "reason", None) or e
-        return {"url": url, "reachable": False, "error": str(reason), "seconds": round(time.time() - t0, 3)}
+        return {"url": url, "reachable": False, "error": str(reason), "kind": _http_kind(e, via_proxy),
+                "seconds": round(time.time() - t0, 3)}
 
 
 def _tcp(host: str, port: int, timeout: float) -> dict:

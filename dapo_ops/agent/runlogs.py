@@ -18,8 +18,9 @@ from dapo_ops.core import runstate as _rs
 
 
 def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
-    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster"}``; ``log`` is
-    ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log; ``cluster`` is
+    """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
+    "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.core.runstate.is_supervisor_pid`,
+    else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log; ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
     asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is
     on its head)."""
@@ -39,8 +40,10 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
                 os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none"))
     else:
         log = probe.log_path(run, run_dir)
+    sup = (run.get("pids") or {}).get("supervisor")
     return {"run_id": os.path.basename(run_dir), "run_dir": run_dir, "log": log, "attempts": attempts,
-            "status": run.get("status"), "cluster": run.get("cluster")}
+            "status": run.get("status"), "cluster": run.get("cluster"),
+            "supervisor_pid": sup if sup and _rs.is_supervisor_pid(sup, run_dir) else None}
 
 
 def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL_BYTES, attempt=None):

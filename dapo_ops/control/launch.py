@@ -198,10 +198,23 @@ def refuse_if_busy(target, py: str, bdir: str) -> dict:
     return occ
 
 
-def quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
+def tracker_view(plan, req: "LaunchRequest") -> tuple[dict, dict]:
+    """``(plan view, secret env)`` the quick checks probe with: ``plan``'s spec with the env and loggers
+    :func:`prepare_spec_env` will give the run (its proxy variables, ``SWANLAB_MODE`` / ``SWANLAB_API_HOST``),
+    and the proxy variables that carry credentials (``req.extra_secret``; they reach the probe through a 0600
+    file, never argv). The SwanLab API key is not among them: the reachability GET needs none."""
+    spec = dict(plan.spec, env=run_public_env(plan, sw=req.sw, extra_public=req.extra_public),
+                logger=req.sw.loggers())
+    secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
+    return {"spec": spec, "argv": plan.argv}, secret
+
+
+def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequest | None" = None) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
-    model/data, disk) unless ``skip_preflight``. Raises :class:`LaunchRefused` or RemoteError with one line. Returns the probe's
+    model/data, disk) unless ``skip_preflight``; with ``req``, in the same probe round trip, the tracker's
+    reachability from the container (``swanlab``: cloud mode only, with the run's proxy env and SwanLab host,
+    :func:`tracker_view`). Raises :class:`LaunchRefused` or RemoteError with one line. Returns the probe's
     facts (empty when skipped), for the memory-fit estimate."""
     host = target.host
     state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
@@ -214,11 +227,13 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool) -> dict:
         return facts
     from dapo_ops.control import preflight
 
-    failed = [ck for ck in preflight.quick(target, plan, facts_out=facts) if ck.status == "fail"]
+    view, secret = tracker_view(plan, req) if req is not None else (plan, {})
+    failed = [ck for ck in preflight.quick(target, view, facts_out=facts, tracker=req is not None,
+                                           secret_env=secret) if ck.status == "fail"]
     if failed:
         ck = failed[0]
         more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
-        raise LaunchRefused("preflight", f"preflight {ck.name} failed on {host.name}: {ck.message}"
+        raise LaunchRefused("preflight", f"{host.name}: preflight {ck.name} failed: {ck.message}"
                             + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
     return facts
 
@@ -237,14 +252,21 @@ def fit_memory(req: LaunchRequest, host, plan, facts: dict) -> None:
         plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
 
 
-def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
-    """Fill ``plan.spec``'s ``env`` / ``logger`` / ``notify`` (docs/design.md "SwanLab and secrets": public env in
-    the spec, proxy variables from ``extra_public`` only) and return the secret env for ``secret.env``. A resumed
-    run (spec ``resume_of``) continues the earlier run's SwanLab run."""
+def run_public_env(plan, *, sw, extra_public: dict) -> dict:
+    """The public env the run gets (docs/design.md "SwanLab and secrets"): the spec's without its proxy variables,
+    those of ``extra_public``, SwanLab's public env. A resumed run (spec ``resume_of``) continues the earlier run's
+    SwanLab run."""
     spec = plan.spec
     public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    spec["env"] = {**public, **extra_public,
-                   **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
+    return {**public, **extra_public,
+            **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
+
+
+def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
+    """Fill ``plan.spec``'s ``env`` (:func:`run_public_env`) / ``logger`` / ``notify`` and return the secret env
+    for ``secret.env``."""
+    spec = plan.spec
+    spec["env"] = run_public_env(plan, sw=sw, extra_public=extra_public)
     spec["logger"] = sw.loggers()
     spec["notify"] = notify_cfg
     return {**sw.secret_env(), **extra_secret}
@@ -348,7 +370,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
         req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
         plan = req.make_plan(host, run_id)
     bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
-    facts = quick_checks(target, plan, bdir, req.skip_preflight)
+    facts = quick_checks(target, plan, bdir, req.skip_preflight, req)
     fit_memory(req, host, plan, facts)
     resumed = resume_mod.apply_resume(target, plan, req.resume, old) if req.resume else None
     secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,

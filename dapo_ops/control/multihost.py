@@ -112,14 +112,16 @@ def _prefixed(name: str, msg: str) -> str:
     return msg if msg.startswith(name) else f"{name}: {msg}"
 
 
-def check_hosts(targets: dict, plan, skip_preflight: bool) -> dict[str, str]:
+def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | None = None) -> dict[str, str]:
     """Bundle + quick checks (:func:`launch.quick_checks`, the same rule as one host) on every host in parallel;
     returns ``{host: bundle dir}``. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
-    (and how many others refused); nothing is started by the checks."""
+    (and how many others refused); nothing is started by the checks. ``req``: every host also checks the tracker
+    (verl's ``Tracking``, ``verl/trainer/ppo/v1/trainer_base.py:423``, runs in the ``TaskRunnerV1`` Ray actor,
+    ``verl/trainer/main_ppo.py:92``, which Ray may place on any node)."""
     def one(t):
         try:
             bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
-            launch_svc.quick_checks(t, plan, bdir, skip_preflight)
+            launch_svc.quick_checks(t, plan, bdir, skip_preflight, req)
             return bdir
         except (RemoteError, LaunchRefused) as e:
             return RuntimeError(_prefixed(t.name, str(e)))
@@ -175,7 +177,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
             except Exception:  # noqa: BLE001 - every step is undone even when one undo fails
                 pass
 
-    bdirs = check_hosts(targets, plan, req.skip_preflight)
+    bdirs = check_hosts(targets, plan, req.skip_preflight, req)
     resumed = None
     if req.resume:
         try:

@@ -33,7 +33,8 @@ Checks (names are stable; ``--json`` uses them):
 ``ray-port``   multi-host: the head's Ray port is free; workers reach the head on it
 ============== =====================================================================================
 
-:func:`quick` is the cheap subset ``inv launch`` runs automatically (no compose, no network probes).
+:func:`quick` is the cheap subset ``inv launch`` runs automatically (no compose; of the network probes only the
+``swanlab`` GET, which launch asks for with ``tracker=True``, in the same round trip).
 
 Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
 round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),

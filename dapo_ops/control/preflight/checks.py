@@ -9,7 +9,7 @@ from typing import Any
 from dapo_ops.control.preflight.host import _container_checks, _device_checks, workdir_missing
 from dapo_ops.control.preflight.inputs import _input_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
-from dapo_ops.control.preflight.network import _network_checks
+from dapo_ops.control.preflight.network import _network_checks, tracker_check
 from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check, on_host
@@ -19,12 +19,14 @@ from dapo_ops.control.remote import Target
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit")
+                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit",
+                "swanlab")
 
 
 def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None,
              ray: dict | None = None) -> list[Check]:
-    """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks."""
+    """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks; without it the
+    ``swanlab`` check is there only when the probe was asked for the tracker (``probe_request(tracker=True)``)."""
     pv = plan_view(plan)
     # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
     container = (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", "verl")
@@ -53,30 +55,38 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     out += _memfit_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)
+    elif tracker_check(p) is not None:
+        out.append(tracker_check(p))
     if getattr(host, "runtime", "docker") == "host":
         out = [on_host(c) for c in out]
     return out
 
 
-def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
+def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None,
+              tracker: bool = False, secret_env: dict | None = None) -> list[Check]:
     """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
     leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
-    compose, no network probes. ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or
-    None. Returns checks named in :data:`QUICK_CHECKS`; never raises for remote failures. ``facts_out``: a dict
-    that receives the facts (e.g. for :func:`memory_facts`)."""
+    compose, no network probes but, with ``tracker``, the tracker's reachability (``swanlab``: one GET from the
+    container when the plan logs to SwanLab in cloud mode, with the plan's env: its proxy and SwanLab host).
+    ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None. ``secret_env``: env the
+    probe gets through a 0600 file (a proxy URL with credentials). Returns checks named in :data:`QUICK_CHECKS`;
+    never raises for remote failures. ``facts_out``: a dict that receives the facts (e.g. for
+    :func:`memory_facts`)."""
     pv = plan_view(plan)
-    req = probe_request(target.host, pv, full=False)
-    facts = collect(target, req, env=pv.env if pv is not None else {}, timeout=timeout)
+    req = probe_request(target.host, pv, full=False, tracker=tracker)
+    facts = collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env, timeout=timeout)
     if facts_out is not None:
         facts_out.update(facts)
     return evaluate(target.host, pv, facts, full=False)
 
 
-def quick(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None) -> list[Check]:
+def quick(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None,
+          tracker: bool = False, secret_env: dict | None = None) -> list[Check]:
     """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
 
     ``str(check)`` is one line with the fix, fit for launch's error message."""
-    return [c for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out) if c.status == FAIL]
+    return [c for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out, tracker=tracker,
+                                 secret_env=secret_env) if c.status == FAIL]
 
 
 def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: dict | None = None,

@@ -1,6 +1,9 @@
 """Network checks: ``proxy`` variables the container sees, ``swanlab`` reachable from the container, the
 multi-host ``ray-port``; and the operator-side ``swanlab-key`` check (once per preflight, not per host:
 :mod:`dapo_ops.control.swanlab_cfg`). Pure except :func:`swanlab_key_check` reading the user config.
+
+The ``swanlab`` check is shared with ``inv launch`` (:func:`tracker_urls` asks the probe for one GET of the
+tracker's API root, :func:`tracker_check` reads the answer): both run it in the probe's one round trip.
 """
 
 from __future__ import annotations
@@ -18,6 +21,51 @@ def _display_url(url: str) -> str:
     return proxy.display(url)
 
 
+#: the API root SwanLab's cloud mode talks to when no private server is set (swanlab 0.10
+#: sdk/internal/settings: ``api_host`` default; docs/params.md ``SWANLAB_HOST``)
+SWANLAB_CLOUD_API = "https://api.swanlab.cn"
+
+#: what failed (the probe's ``kind``, dapo_ops/agent/preflight.py ``_http_kind``) -> the word of the one line
+_KIND_WORDS = {"dns": "DNS", "connect": "connect", "timeout": "timeout", "proxy": "proxy", "tls": "TLS"}
+
+
+def tracker_urls(pv: PlanView | None) -> dict:
+    """``{"swanlab": url}`` the probe GETs from the container when the run logs to SwanLab in cloud mode (the API
+    host the run's env names, ``SWANLAB_API_HOST`` from :meth:`dapo_ops.control.swanlab_cfg.SwanlabSettings.public_env`,
+    else :data:`SWANLAB_CLOUD_API`); ``{}`` for ``local`` / ``offline`` / ``disabled`` or no SwanLab logger. Pure."""
+    if pv is None or "swanlab" not in pv.logger:
+        return {}
+    if pv.env.get("SWANLAB_MODE", "cloud") not in ("cloud", "online"):
+        return {}
+    return {"swanlab": pv.env.get("SWANLAB_API_HOST") or SWANLAB_CLOUD_API}
+
+
+def tracker_check(p: dict) -> Check | None:
+    """The ``swanlab`` check from the probe's answer ``p`` (its ``http["swanlab"]``; None when not asked): ok, or
+    fail with one line naming the URL, what failed (``dns`` / ``connect`` / ``timeout`` / ``proxy`` / ``tls``) and
+    the fix for that kind."""
+    sw = (p.get("http") or {}).get("swanlab")
+    if sw is None:
+        return None
+    if sw.get("reachable"):
+        return Check("swanlab", OK, f"{sw['url']} reachable from the container (HTTP {sw.get('status')}, "
+                                    f"{sw.get('seconds')} s)")
+    kind = sw.get("kind") or "connect"
+    env = p.get("env") or {}
+    scheme = str(sw["url"]).split(":", 1)[0].lower()
+    via = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY") or ""
+    what = _KIND_WORDS.get(kind, kind) + (f" {_display_url(via)}" if kind == "proxy" and via else "")
+    if kind == "proxy":
+        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode local/offline"
+    elif kind == "tls":
+        fix = ("check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
+               "or use --swanlab-mode local/offline")
+    else:
+        fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode local/offline"
+    return Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: "
+                                  f"{sw.get('error')}", fix)
+
+
 def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, ray: dict | None) -> list[Check]:
     out: list[Check] = []
     env = p.get("env") or {}
@@ -32,15 +80,9 @@ def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, 
                          "recreate the container (inv container.create) or pass the proxy in the run env"))
     else:
         out.append(Check("proxy", OK, "no proxy configured (direct connections)"))
-    sw = (p.get("http") or {}).get("swanlab")
-    if sw is not None:
-        if sw.get("reachable"):
-            out.append(Check("swanlab", OK, f"{sw['url']} reachable from the container (HTTP {sw.get('status')}, "
-                             f"{sw.get('seconds')} s)"))
-        else:
-            out.append(Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {sw.get('error')}",
-                             "set the proxy ([proxy] in hosts.toml) or SWANLAB_HOST to a reachable server, or use "
-                             "--swanlab-mode local/offline"))
+    tc = tracker_check(p)
+    if tc is not None:
+        out.append(tc)
     if ray:
         port = ray["port"]
         if ray.get("is_head"):

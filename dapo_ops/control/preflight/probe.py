@@ -12,6 +12,7 @@ import json
 
 from dapo_ops.agent import preflight as preflight_probe
 from dapo_ops.control import remote_bundle
+from dapo_ops.control.preflight.network import SWANLAB_CLOUD_API, tracker_urls  # noqa: F401  (callers use it here)
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
 
@@ -19,12 +20,11 @@ from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
 INSPECT_MARK = "@@DAPO-INSPECT "
 
 
-SWANLAB_CLOUD_API = "https://api.swanlab.cn"
-
-
 def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = None,
-                  compose_request: dict | None = None) -> dict:
-    """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure."""
+                  compose_request: dict | None = None, tracker: bool = False) -> dict:
+    """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure. ``full``: the network
+    probes too (tracker, Ray port) and the compose; ``tracker``: the tracker GET alone (``inv launch``'s quick
+    checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
     req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
     if req["accelerator"] == "npu":
         from dapo_ops.control.planning import CANN_SET_ENV
@@ -40,11 +40,9 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
         req["modules"] = [m for m, _ in needed_modules(pv)]
     else:
         req["disk_path"] = runs
+    if (full or tracker) and tracker_urls(pv):
+        req["http_urls"] = tracker_urls(pv)
     if full:
-        if pv is not None and "swanlab" in pv.logger:
-            mode = pv.env.get("SWANLAB_MODE", "cloud")
-            if mode in ("cloud", "online"):
-                req["http_urls"] = {"swanlab": pv.env.get("SWANLAB_API_HOST") or SWANLAB_CLOUD_API}
         if ray:
             if ray.get("is_head"):
                 req["listen_port"] = int(ray["port"])
@@ -55,42 +53,55 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
     return req
 
 
-def probe_command(target: Target, req: dict, env: dict) -> str:
+def probe_command(target: Target, req: dict, env: dict, env_file: str | None = None) -> str:
     """The host command line that runs the probe with ``req`` in the container (``docker exec``; a bare host: its
-    own shell), with ``env`` and the inventory's workdir. The only place that knows how the probe is invoked: the
-    bundle op line (exit :data:`~dapo_ops.control.remote_bundle.MISSING_RC` + mark when the bundle is missing)."""
+    own shell), with ``env`` (``env_file``: a shell expansion naming a 0600 env file, for secrets) and the
+    inventory's workdir. The only place that knows how the probe is invoked: the bundle op line (exit
+    :data:`~dapo_ops.control.remote_bundle.MISSING_RC` + mark when the bundle is missing)."""
     line = remote_bundle.op_line(remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight",
                                  [json.dumps(req)])
-    return target.exec_command(line, env=env, workdir=target.host.workdir)
+    return target.exec_command(line, env=env, workdir=target.host.workdir, env_file=env_file)
 
 
-def _host_command(target: Target, req: dict, env: dict) -> str:
-    """One host shell line: exec the probe in the container and, only when that fails, ``docker inspect`` it (a
-    healthy host costs one docker CLI call; a missing / stopped / paused container, a missing Docker or a failed
-    probe get the inspect answer in the same round trip). The mark line says ``<inspect rc> <inspect text>``;
-    after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
+def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None = None) -> tuple[str, bytes | None]:
+    """One host shell line (and its stdin): exec the probe in the container and, only when that fails, ``docker
+    inspect`` it (a healthy host costs one docker CLI call; a missing / stopped / paused container, a missing Docker
+    or a failed probe get the inspect answer in the same round trip). The mark line says ``<inspect rc> <inspect
+    text>``; after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
     container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
-    runs in the host's shell."""
-    exec_line = probe_command(target, req, env)
+    runs in the host's shell. ``secret_env`` (e.g. a proxy URL with credentials) reaches the probe through a 0600
+    env file fed on stdin (:meth:`~dapo_ops.control.remote.Target.with_secret_file`), never the command line."""
+    exec_line = probe_command(target, req, env, env_file='"$f"' if secret_env else None)
     if target.bare:
-        return f"printf '{INSPECT_MARK}0 running host\\n'; {exec_line}; exit 0"
-    c = q(target.container)
-    fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
-    return (f"{exec_line}; if [ $? = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
-            f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
-            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0")
+        after = "exit 0"
+        head = f"printf '{INSPECT_MARK}0 running host\\n'; "
+    else:
+        c = q(target.container)
+        fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
+        after = (f"if [ $rc = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
+                 f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
+                 f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0")
+        head = ""
+    if secret_env:
+        command, body = target.with_secret_file(secret_env, exec_line, after=after)
+        return head + command, body
+    return f"{head}{exec_line}; rc=$?; {after}", None
 
 
-def collect(target: Target, req: dict, *, env: dict | None = None, timeout: float = 120) -> dict:
+def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: dict | None = None,
+            timeout: float = 120) -> dict:
     """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip; when the container lacks the
-    bundle, install it (:func:`dapo_ops.control.remote_bundle.install`) and run once more. Returns facts:
+    bundle, install it (:func:`dapo_ops.control.remote_bundle.install`) and run once more. ``env``: public env of
+    the probe (``docker exec -e``); ``secret_env``: env it gets through a 0600 file (:func:`_host_command`).
+    Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str,
     "bundle_error": str}``. Never raises for remote failures (they become facts)."""
     facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "", "bundle_error": "",
                    "bare": target.bare, "local": target.local}
     for first in (True, False):
         try:
-            res = target.host_run(_host_command(target, req, env or {}), timeout=timeout, check=False)
+            cmd, stdin = _host_command(target, req, env or {}, secret_env)
+            res = target.host_run(cmd, timeout=timeout, check=False, stdin=stdin)
             if not (first and remote_bundle.MISSING_MARK in (res.stderr or "")):
                 break
             remote_bundle.install(target, remote_bundle.bundle_dir(target.host.runs_path), target.host.python)

@@ -358,16 +358,8 @@ class Target(CommandLines):
             if "\n" in v or "\r" in v:
                 raise ValueError(f"secret {k} contains a newline/CR, which a Docker env-file cannot carry")
         if secrets:
-            # docker: an --env-file (K=V, taken literally); bare host: shell-quoted lines sourced under set -a
-            fmt = (lambda k, v: f"{k}={q(v)}\n") if self.bare else (lambda k, v: f"{k}={v}\n")
-            body = "".join(fmt(k, v) for k, v in secrets.items()).encode("utf-8")
-            inner = self.exec_command(cmd, env=env, workdir=wd, tty=pty, env_file='"$f"')
-            command = (
-                'f=$(umask 077 && mktemp "${TMPDIR:-/tmp}/dapo-ops-env.XXXXXX") || exit 125; '
-                "trap 'rm -f \"$f\"' HUP INT TERM; "
-                'if ! cat > "$f"; then rm -f "$f"; exit 125; fi; '
-                f'{inner}; rc=$?; rm -f "$f"; exit $rc'
-            )
+            command, body = self.with_secret_file(secrets, self.exec_command(cmd, env=env, workdir=wd, tty=pty,
+                                                                             env_file='"$f"'))
             res = self._raw(command, timeout=timeout, stdin=body, pty=False)
         else:
             command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
@@ -375,6 +367,21 @@ class Target(CommandLines):
                 command = self._with_state(command)
             res = self._raw(command, timeout=timeout, pty=pty)
         return self._checked(cmd, res, check, take_state(res) if state_on_failure else None)
+
+    def with_secret_file(self, secrets: dict, inner: str, after: str = "exit $rc") -> tuple[str, bytes]:
+        """The host command (and its stdin) that writes ``secrets`` to a 0600 temp file ``$f`` fed through stdin,
+        runs ``inner`` (an :meth:`exec_command` line with ``env_file='"$f"'``), removes the file, then runs
+        ``after`` (``$rc``: the exit status of ``inner``). Docker: an ``--env-file`` (K=V, taken literally); bare
+        host: shell-quoted lines sourced under ``set -a``. Values were checked by the caller (no newline/CR)."""
+        fmt = (lambda k, v: f"{k}={q(v)}\n") if self.bare else (lambda k, v: f"{k}={v}\n")
+        body = "".join(fmt(k, v) for k, v in secrets.items()).encode("utf-8")
+        command = (
+            'f=$(umask 077 && mktemp "${TMPDIR:-/tmp}/dapo-ops-env.XXXXXX") || exit 125; '
+            "trap 'rm -f \"$f\"' HUP INT TERM; "
+            'if ! cat > "$f"; then rm -f "$f"; exit 125; fi; '
+            f'{inner}; rc=$?; rm -f "$f"; {after}'
+        )
+        return command, body
 
     def _with_state(self, command: str) -> str:
         """``command``, then (when it failed) the container's state on stderr (``run(state_on_failure=True)``)."""
