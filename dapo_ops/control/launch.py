@@ -152,7 +152,7 @@ def refuse_bad_overrides(extra: list) -> None:
 
     parser = OverridesParser.create()
     for o in extra:
-        if "=" not in o:  # not key=value at all: overrides.check_spec says so in its own words
+        if "=" not in o:  # not key=value at all: runspec.check_spec says so in its own words
             continue
         try:
             parser.parse_overrides([o])
