@@ -255,14 +255,19 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      NONFATAL),
     # ---- container
     ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
-    ("container-not-running", "container-missing", ROOT, "is not running",
-     r"error response from daemon: container (\S+) is not running"),
+    # moby daemon/errors.go + daemon/exec.go: exec into a stopped, restarting or paused container is refused
+    # ("Container %s is not running" / "is restarting, wait until the container is running" / "is paused, unpause
+    # the container before exec"); every exec'd process (the training) is dead or frozen either way
+    ("container-not-running", "container-missing", ROOT, ("is not running", "is restarting", "is paused"),
+     r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)"),
     ("docker-daemon", "container-missing", ROOT, "docker daemon",
      r"cannot connect to the docker daemon at \S+\. is the docker daemon running"),
     # ---- specific crash causes (crash-other, but root causes: beat collective symptoms)
     ("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
      r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
-     r"|resource temporarily unavailable \[system:11\]"),
+     r"|resource temporarily unavailable \[system:11\]"
+     # GCC libgomp team.c gomp_team_start: gomp_fatal("Thread creation failed: %s", strerror(err)) (ray#8546)
+     r"|libgomp: thread creation failed: resource temporarily unavailable"),
     # kernel execution faults (cudaErrorIllegalAddress / LaunchFailure / MisalignedAddress / IllegalInstruction)
     ("illegal-memory", "crash-other", ROOT, ("illegal memory access", "launch failure", "misaligned address",
                                              "illegal instruction"),
