@@ -126,6 +126,20 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("gpus-less", "config-error", ROOT, "total available",
      r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
     ("tp-divisible", "config-error", ROOT, "infer_tp", r"world_size: ?(\d+) is not divisible by infer_tp: ?(\d+)"),
+    # sizes that must divide each other, the family of verl / vLLM / SGLang start-up checks (verl 0.9.1:
+    # workers/engine_workers.py:660 "rollout world_size: %d is not divisible by infer_world_size: %d",
+    # models/transformers/monkey_patch.py:344 "num_attention_heads %d must be divisible by ulysses_sp_size %d",
+    # utils/ulysses.py:340, workers/config/actor.py:235 "ppo_mini_batch_size (%d) must be divisible by ...",
+    # trainer/ppo/v1/trainer_base.py:536, utils/config.py:112 "n_gpus (%d) must be divisible by model_parallel_size",
+    # workers/rollout/replica.py:115, engine/veomni/transformer_impl.py:161; legacy fsdp_workers.py "normalized
+    # ppo_mini_batch_size %d should be divisible by ..." / "... should be larger than 0 after normalization";
+    # vLLM config.py verify_with_parallel_config "Total number of attention heads (%d) must be divisible by tensor
+    # parallel size (%d)."): a topology / batch setting, fixed before launch, never by retrying
+    ("size-divisible", "config-error", ROOT, ("divisible by", "after normalization"),
+     r"(?:world_size|world size|batch_size|n_gpus|heads|parallel size|sp_size|fsdp_size|gpus_per_node|dp_size)"
+     r"\W{0,3}[\w(): ]{0,12}(?:must|should) be divisible by"
+     r"|(?:world_size|batch_size)\W{0,3}\d+ is not divisible by (?:infer_world_size|infer_tp)"
+     r"|ppo_mini_batch_size \d+ should be larger than 0 after normalization"),
     ("n-gpus-zero", "config-error", ROOT, "must be greater than 0",
      r"([\w.]*(?:n_gpus_per_node|nnodes)) must be greater than 0"),
     ("separate-async", "config-error", ROOT, "separate async training",
