@@ -333,6 +333,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- collectives (usually a symptom of another rank's failure)
     ("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
      r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)"),
+    # torch c10d ProcessGroupNCCL.cpp heartbeatMonitor: the watchdog itself is stuck in a hung NCCL / CUDA call
+    # ("Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's
+    # watchdog got stuck for <n> seconds without making progress in monitoring enqueued collectives")
+    ("heartbeat", "hccl-timeout", COLLECTIVE, ("heartbeat monitor timed out", "watchdog got stuck"),
+     r"heartbeat monitor timed out! process will be terminated|processgroupnccl's watchdog got stuck for \d+ seconds"),
     ("coll-failed", "hccl-timeout", COLLECTIVE, "operations have failed or timed out",
      r"some (?:nccl|hccl) operations have failed or timed out"),
     # torch: "NCCL error in: <file>:<line>, <reason>" (c10d NCCLUtils), older torch "NCCL Error <n>: <reason>",
