@@ -195,8 +195,16 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- data
     ("seq-too-long", "data-error", ROOT, "is larger than max_length",
      r"sequence_length=(\d+) is larger than max_length=(\d+)"),
-    ("prompt-too-long", "data-error", ROOT, "maximum context length",
-     r"prompt length \((\d+)\) exceeds the model's maximum context length"),
+    # a prompt longer than the rollout engine's context: verl async_sglang_server.py:592 "Prompt length (%d) exceeds
+    # the model's maximum context length", vLLM processor _validate_model_input "The decoder prompt (length %d) is
+    # longer than the maximum model length of %d", SGLang tokenizer_manager "The input (%d tokens) is longer than
+    # the model's context length (%d tokens)." and scheduler "Input length (%d tokens) exceeds the maximum allowed
+    # length (%d tokens)"
+    ("prompt-too-long", "data-error", ROOT, ("maximum context length", "is longer than the m", "maximum allowed length"),
+     r"prompt length \((\d+)\) exceeds the model's maximum context length"
+     r"|the decoder prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"
+     r"|the input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
+     r"|input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
     ("dapo-give-up", "data-error", ROOT, "generated too many",
      r"generated too many\. please check if your data are too difficult"),
     # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,

@@ -186,7 +186,9 @@ def _config(log, f, d, h, same_tier, fatal) -> Verdict:
 def _data(log, f, d, h, same_tier, fatal) -> Verdict:
     i, name = h.line, h.sig.name
     if name in ("seq-too-long", "prompt-too-long"):
-        nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
+        nums = [int(x) for x in h.m.groups() if x] if h.m else []
+        if len(nums) < 2:
+            nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
         if len(nums) >= 2:
             d["length"], d["limit"] = nums[0], nums[1]
     d["key"] = DATA_KEYS.get(name, "data.train_files")
