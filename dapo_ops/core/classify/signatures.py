@@ -136,7 +136,10 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|because column names don't match|the features can't be aligned because the key"),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
-    ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
+    # (ray gcs_client.cc: the GCS client's own wait for the head, "Timed out while waiting for GCS to become
+    # available." as a log line or as ray.exceptions.RpcError, kuberay#2540, TinyZero#75)
+    ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"
+     r"|timed out while waiting for gcs to become available"),
     # the GCS (Ray head) lost: ray gcs_rpc_client.h "Failed to connect to GCS within 60 seconds", ray/_private/
     # utils.py / worker.py "Unable to connect to GCS [(ray head)] at <addr>"
     ("gcs-lost", "network", ROOT, ("gcs within", "connect to gcs"),
