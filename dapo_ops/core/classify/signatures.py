@@ -233,10 +233,13 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
-    ("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm"),
+    ("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm", "posix_fallocate"),
      r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
      r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
-     r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
+     r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"
+     # NCCL's SHM transport (include/shm.h <= 2.7, misc/shmutils.cc later): /dev/shm too small or not shared
+     r"|nccl warn (?:call to posix_fallocate failed|error: failed to extend /dev/shm/nccl-"
+     r"|error while (?:creating|attaching to) shared memory segment)"),
     # ENOSPC / EDQUOT, and torch.save's own words for a failed write (c10 inline_container.cc)
     # ("unexpected pos <a> vs <b>": torch.save's zip writer after a short write on a full shared filesystem)
     ("disk-full", "crash-other", ROOT, ("no space left on device", "disk quota exceeded", "storagefull",
