@@ -549,3 +549,20 @@ def test_table_checks_survive_python_O():
             "S.build_signatures([('x', 'no-such-class', S.ROOT, 'abc', 'abc')])") % str(ROOT)
     out = subprocess.run([sys.executable, "-O", "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "ClassifierTableError" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("text,want", [
+    # swanlab 0.10 with SWANLAB_INTERACTIVE=false and no key (reference swanlab.md): fatal credentials, not a crash
+    ("RuntimeError: Failed to initialize SwanLab in online mode: no API key was provided, and interactive prompts "
+     "are disabled.", ("auth-error", "stop", None)),
+    # vLLM's sampler warm-up OOM names the engine's own knobs: the rollout engine's memory, never the training ladder
+    ("RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering "
+     "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+     ("oom-kv-cache", "adjust-rollout-memory", None)),
+])
+def test_engine_and_tracker_wordings_without_frames(text, want):
+    v = C.classify("(TaskRunner pid=1) Using dataset class: RLHFDataset\n(WorkerDict pid=2) " + text + "\n",
+                   exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[0] == "oom-kv-cache":
+        assert (v.detail["kv_direction"], v.detail["phase"]) == ("lower", "rollout-init")

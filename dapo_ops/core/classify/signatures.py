@@ -158,8 +158,17 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"authenticationerror: failed to initialize the swanlab client"),
     # ---- auth (fatal)
     ("no-tty-key", "auth-error", ROOT, "not configured", r"api[ _]key not configured \(no-tty\)"),
-    ("swanlab-no-tty", "auth-error", ROOT, "no tty",
-     r"failed to initialize swanlab in online mode: no tty"),
+    # (swanlab 0.10 sdk: "... online mode: no TTY is available for interactive login." / with SWANLAB_INTERACTIVE=
+    # false "... online mode: no API key was provided, and interactive prompts are disabled." (reference swanlab.md))
+    ("swanlab-no-tty", "auth-error", ROOT, ("no tty", "no api key was provided"),
+     r"failed to initialize swanlab in online mode: (?:no tty|no api key was provided)"),
+    # wandb refuses the entity / project for this key at init (wandb/apis/normalize.py CommError, wandb#7959):
+    # "It appears that you do not have permission to access the requested resource. ... (Error 403: Forbidden)",
+    # "wandb: ERROR Error while calling W&B API: permission denied (<Response [403]>)"
+    ("tracker-denied", "auth-error", ROOT, ("do not have permission to access the requested resource",
+                                            "permission denied (<response [403]>)"),
+     r"you do not have permission to access the requested resource\. please reach out to the project owner"
+     r"|error while calling w&b api: permission denied \(<response \[403\]>\)"),
     ("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
     # (wandb's own wordings at init: "API key must be 40 characters long", "API key verification failed" (wandb/wandb
     # PR 9230), AuthenticationError "... either invalid or missing", older CommError "Invalid or missing api_key")
