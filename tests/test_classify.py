@@ -566,3 +566,15 @@ def test_engine_and_tracker_wordings_without_frames(text, want):
     assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
     if want[0] == "oom-kv-cache":
         assert (v.detail["kv_direction"], v.detail["phase"]) == ("lower", "rollout-init")
+
+
+@pytest.mark.parametrize("text", [
+    # verl 0.3-0.4 ray_trainer.py _check_resource_available (the f-string lacks the space before "cannot")
+    "ValueError: Resource pool global_pool: 8*2cannot be satisfied in this ray cluster",
+    # verl 0.9.1 single_controller/ray/base.py:261 extract_pg_from_exist
+    "AssertionError: no enough nodes for request: searching 1 th node",
+])
+def test_resource_pool_shortfalls_are_topology_config(text):
+    v = C.classify("(TaskRunner pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause"), v.detail.get("key")) == (
+        "config-error", "stop", "gpus", "trainer.n_gpus_per_node"), (v.evidence, v.detail)

@@ -36,6 +36,11 @@ CONFIG_ROWS: tuple[tuple, ...] = (
      r"value '[^']*' (?:could not be converted to|is not a valid) "),
     ("gpus-less", "config-error", ROOT, "total available",
      r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
+    # per-pool placement checks (verl 0.3-0.4 trainer/ppo/ray_trainer.py _check_resource_available, PR#505:
+    # "Resource pool <name>: <gpus>*<nodes>cannot be satisfied in this ray cluster"; verl 0.9.1
+    # single_controller/ray/base.py:261 "no enough nodes for request: searching <i> th node")
+    ("pool-unsatisfied", "config-error", ROOT, ("cannot be satisfied in this ray cluster", "no enough nodes for request"),
+     r"resource pool \S+: \d+\*\d+ ?cannot be satisfied in this ray cluster|no enough nodes for request"),
     ("tp-divisible", "config-error", ROOT, "infer_tp", r"world_size: ?(\d+) is not divisible by infer_tp: ?(\d+)"),
     # sizes that must divide each other, the family of verl / vLLM / SGLang start-up checks (verl 0.9.1:
     # workers/engine_workers.py:660 "rollout world_size: %d is not divisible by infer_world_size: %d",

@@ -29,6 +29,7 @@ CONFIG_KEYS: dict[str, str] = {
     "hydra-load": "--config-name",
     "hydra-primary": "--config-name",
     "gpus-less": "trainer.n_gpus_per_node",
+    "pool-unsatisfied": "trainer.n_gpus_per_node",
     "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "n-gpus-zero": "trainer.n_gpus_per_node",
     "rollout-mode": "actor_rollout_ref.rollout.mode",
@@ -51,7 +52,7 @@ CONFIG_KEYS: dict[str, str] = {
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
     "hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
-    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus",
+    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus", "pool-unsatisfied": "gpus",
     "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
     "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
     "raylet-register": "ray-cpus", "chat-template": "chat-template",
