@@ -578,3 +578,16 @@ def test_resource_pool_shortfalls_are_topology_config(text):
     v = C.classify("(TaskRunner pid=1) " + text + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail.get("cause"), v.detail.get("key")) == (
         "config-error", "stop", "gpus", "trainer.n_gpus_per_node"), (v.evidence, v.detail)
+
+
+def test_bare_device_oom_while_the_engine_captures_cuda_graphs_is_the_engines_memory():
+    """vLLM prints "Capturing CUDA graph shapes" (vllm/v1/worker/gpu_model_runner.py capture_model) just before a
+    frameless OOM: the rollout engine's start-up (phase rollout-init), never the training memory ladder."""
+    log = ("(TaskRunner pid=1) Using dataset class: RLHFDataset\n"
+           "(WorkerDict pid=2) INFO 06-01 10:00:00 [gpu_model_runner.py:2000] Capturing CUDA graph shapes:  40%|"
+           "####      | 27/67 [00:03<00:05,  7.81it/s]\n"
+           "(WorkerDict pid=2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a "
+           "total capacity of 79.10 GiB of which 100.00 MiB is free.\n")
+    v = C.classify(log, exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["phase"], v.detail["kv_direction"]) == (
+        "oom-kv-cache", "adjust-rollout-memory", "rollout-init", "lower"), (v.evidence, v.detail)

@@ -32,11 +32,13 @@ _TRAIN_FRAME_RX = re.compile(
 _ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
                                 r"|AsyncSglang|RolloutServer|(?:NPU)?RayWorkerWrapper)", re.I)
 # rollout engines' own allocators (SGLang torch_memory_saver, vLLM sleep-mode cumem / vllm-ascend camem)
-# (and vLLM's own start-up OOM wording, vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: "CUDA out of memory
+# (and the engines' own start-up OOM wordings: vLLM vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: "CUDA out of memory
 # occurred when warming up sampler with <n> dummy requests. Please try lowering `max_num_seqs` or
 # `gpu_memory_utilization` when initializing the engine.")
 _ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/"
-                               r"|out of memory occurred when warming up sampler")
+                               r"|out of memory occurred when warming up sampler"
+                               # SGLang cuda_graph_runner.py: raise Exception("Capture cuda graph failed: " + ...)
+                               r"|capture cuda graph failed")
 # Phase words in traceback frames (``File "...", line N, in <func>``) and ``ray::Worker.<method>()`` lines, in
 # PRIORITY order: when one call chain names several, the first phase here wins (a wake-up inside
 # generate_sequences is weight-sync; KV-cache allocation inside init_model is rollout-init; load_state_dict

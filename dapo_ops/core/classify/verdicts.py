@@ -300,7 +300,9 @@ def device_oom_verdict(log: Log, d: dict, i: int) -> Verdict:
         return mk("crash-other", d, ev(log, i, i + 1 if bad == "device-unavailable" or total is not None else i))
     phase = phase_of(log, i)
     driver_only = not OOM_WORDS_RX.search(ll)
-    if oom_context(log, i) == "rollout" and (
+    # (a phase of rollout-init, from the frames or the engine's own start-up lines just before, is the engine's
+    # start-up whatever the innermost frame: vLLM "Capturing CUDA graph shapes", SGLang "Capture cuda graph begin")
+    if phase == "rollout-init" or oom_context(log, i) == "rollout" and (
             phase in (None, "rollout-init", "model-load", "generation")
             or (phase == "weight-sync" and driver_only)):
         # the rollout engine's own memory (KV cache, weights at start-up, a re-map reported only as a result
