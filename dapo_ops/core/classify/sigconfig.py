@@ -1,6 +1,6 @@
 """The classifier's configuration-error signatures (:mod:`dapo_ops.core.classify`), as data: Hydra / OmegaConf
 rejections, verl's and the rollout engines' start-up asserts, resources, resume layout, missing files / model
-paths. Rows in the format of ``dapo_ops/core/classify/signatures.py`` (``(name, class, tier, needles, pattern)``,
+paths, and the key a divisibility message is about. Rows in the format of ``dapo_ops/core/classify/signatures.py`` (``(name, class, tier, needles, pattern)``,
 see :mod:`dapo_ops.core.classify.sigtable`); :data:`CONFIG_ROWS` is spliced into
 :data:`dapo_ops.core.classify.signatures.SIGNATURE_ROWS`. Where each text comes from is noted at its row.
 
@@ -109,3 +109,22 @@ CONFIG_ROWS: tuple[tuple, ...] = (
     ("chat-template", "config-error", ROOT, "chat_template is not set",
      r"tokenizer\.chat_template is not set and no template argument was passed"),
 )
+
+
+#: (words of a divisibility message, the verl key to change), first match wins (the "size-divisible" row above)
+DIVISIBLE_KEYS: tuple[tuple[str, str], ...] = (
+    ("ulysses", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+    ("infer_", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    ("tensor parallel size", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    ("ppo_micro_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    ("ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    ("train_batch_size", "data.train_batch_size"),
+    ("fsdp_size", "actor_rollout_ref.actor.fsdp_config.fsdp_size"),
+    ("model_parallel_size", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"),
+    ("gpus_per_node", "trainer.n_gpus_per_node"),
+)
+
+
+def divisible_key(ll: str) -> str | None:
+    """The key a lower-cased divisibility message is about (:data:`DIVISIBLE_KEYS`), ``None`` when it names none."""
+    return next((key for word, key in DIVISIBLE_KEYS if word in ll), None)

@@ -18,6 +18,7 @@ from dapo_ops.core.classify.wording import action_text, hint_text
 from dapo_ops.core.classify.normalise import Log
 from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of
 from dapo_ops.core.classify.scan import Hit
+from dapo_ops.core.classify.sigconfig import divisible_key
 from dapo_ops.core.classify.signatures import GENERIC, OOM_WORDS_RX
 from dapo_ops.core.classify.verdict import DEFAULT_ACTION_KIND, Verdict
 
@@ -333,25 +334,6 @@ def _full_key_line(log: Log, i: int) -> list[int]:
     return []
 
 
-#: (words of a divisibility message, the verl key to change), first match wins (signatures.py "size-divisible")
-DIVISIBLE_KEYS: tuple[tuple[str, str], ...] = (
-    ("ulysses", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
-    ("infer_", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
-    ("tensor parallel size", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
-    ("ppo_micro_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
-    ("ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"),
-    ("train_batch_size", "data.train_batch_size"),
-    ("fsdp_size", "actor_rollout_ref.actor.fsdp_config.fsdp_size"),
-    ("model_parallel_size", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size"),
-    ("gpus_per_node", "trainer.n_gpus_per_node"),
-)
-
-
-def _divisible_key(ll: str) -> str | None:
-    """The key a lower-cased divisibility message is about (:data:`DIVISIBLE_KEYS`), ``None`` when it names none."""
-    return next((key for word, key in DIVISIBLE_KEYS if word in ll), None)
-
-
 def _config_key(log: Log, h: Hit) -> str | None:
     """The failing key of a config-error hit: OmegaConf's ``full_key:``, Hydra's ``Could not override '<key>'``,
     a key in the message itself, else :data:`CONFIG_KEYS`."""
@@ -379,7 +361,7 @@ def _config_key(log: Log, h: Hit) -> str | None:
             return "actor_rollout_ref.rollout.checkpoint_engine.backend"
         return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
     if name == "size-divisible":
-        return _divisible_key(log.low_line(i))
+        return divisible_key(log.low_line(i))
     if name == "hydra-merge":
         return log.lines[i][h.m.start(1):h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):
