@@ -289,8 +289,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("hccl-plog", "hccl-timeout", COLLECTIVE, ("[error] hccl(", "[error] hccp("),
      r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)"),
     # Gloo (CPU collectives): a peer went away (third_party/gloo/gloo/transport/tcp/pair.cc)
+    # (and torch ProcessGroupGloo.cpp: the CPU group never formed, "Gloo connectFullMesh failed with [...pair.cc:144]
+    # no error": verl#967, vLLM's gloo cpu_group across nodes; GLOO_SOCKET_IFNAME / reachability)
     ("gloo", "hccl-timeout", COLLECTIVE, "gloo",
-     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"),
+     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"
+     r"|gloo connectfullmesh failed"),
     ("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
      r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list

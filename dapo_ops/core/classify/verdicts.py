@@ -243,7 +243,7 @@ def _collective(log, f, d, h, same_tier, fatal) -> Verdict:
         ll = log.low_line(x.line)
         m = re.search(r"seqnum=(\d+)", ll)
         if (m and int(m.group(1)) <= 1) or "last completed nccl work: -1" in ll or x.sig.name == "dist-store" \
-                or _COMM_INIT_RX.search(ll):
+                or "connectfullmesh" in ll or _COMM_INIT_RX.search(ll):
             init = True
     if not init and any(_COMM_INIT_RX.search(log.low_line(j)) for x in same_tier[:4]
                         for j in range(max(0, x.line - 3), min(len(log.lines), x.line + 4))):
