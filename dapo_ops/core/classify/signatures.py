@@ -76,8 +76,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization"),
     ("sglang-mem", "oom-kv-cache", ROOT, "mem-fraction-static",
      r"not enough memory\. please try to increase --mem-fraction-static"),
-    ("kv-profiling-dirty", "oom-kv-cache", ROOT, "not properly cleaned up",
-     r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"),
+    # (vLLM V1 gpu_worker.py determine_available_memory words the same assert "... This happens when other processes
+    # sharing the same container release GPU memory while vLLM is profiling during initialization." (vllm#56830))
+    ("kv-profiling-dirty", "oom-kv-cache", ROOT, ("not properly cleaned up", "error in memory profiling"),
+     r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"
+     r"|error in memory profiling\. initial free memory"),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
     # (Ray 2.0 raylet: "System memory low at node with IP <ip>. Used memory ... exceeds threshold <t>, killing
     # latest task ..."; Ray 1.x: "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node
