@@ -591,3 +591,19 @@ def test_bare_device_oom_while_the_engine_captures_cuda_graphs_is_the_engines_me
     v = C.classify(log, exit_code=1)
     assert (v.cls, v.action_kind, v.detail["phase"], v.detail["kv_direction"]) == (
         "oom-kv-cache", "adjust-rollout-memory", "rollout-init", "lower"), (v.evidence, v.detail)
+
+
+@pytest.mark.parametrize("text,key", [
+    # verl 0.9.1 workers/config/actor.py: the micro batch times the SP size must cover the data-parallel ranks
+    ("ValueError: ppo_micro_batch_size (4) * ulysses_sequence_parallel_size (1) must be >= n_gpus (8)",
+     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    # verl 0.9.1 models/transformers/monkey_patch.py:344 (Ulysses shards attention heads)
+    ("AssertionError: num_attention_heads 28 must be divisible by ulysses_sp_size 8",
+     "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+    # verl 0.9.1 workers/engine_workers.py:660
+    ("AssertionError: rollout world_size: 4 is not divisible by infer_world_size: 8",
+     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+])
+def test_size_relations_at_start_up_are_config_errors_naming_the_key(text, key):
+    v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("key")) == ("config-error", "stop", key), (v.evidence, v.detail)

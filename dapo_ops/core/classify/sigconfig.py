@@ -51,11 +51,14 @@ CONFIG_ROWS: tuple[tuple, ...] = (
     # ppo_mini_batch_size %d should be divisible by ..." / "... should be larger than 0 after normalization";
     # vLLM config.py verify_with_parallel_config "Total number of attention heads (%d) must be divisible by tensor
     # parallel size (%d)."): a topology / batch setting, fixed before launch, never by retrying
-    ("size-divisible", "config-error", ROOT, ("divisible by", "after normalization"),
+    ("size-divisible", "config-error", ROOT, ("divisible by", "after normalization", "must be >= n_gpus"),
      r"(?:world_size|world size|batch_size|n_gpus|heads|parallel size|sp_size|fsdp_size|gpus_per_node|dp_size)"
      r"\W{0,3}[\w(): ]{0,12}(?:must|should) be divisible by"
      r"|(?:world_size|batch_size)\W{0,3}\d+ is not divisible by (?:infer_world_size|infer_tp)"
-     r"|ppo_mini_batch_size \d+ should be larger than 0 after normalization"),
+     r"|ppo_mini_batch_size \d+ should be larger than 0 after normalization"
+     # (verl 0.9.1 workers/config/actor.py / critic.py: "ppo_micro_batch_size (%d) * ulysses_sequence_parallel_size
+     # (%d) must be >= n_gpus (%d)")
+     r"|ppo_micro_batch_size \(\d+\) \* \S*(?:ulysses|parallel)\S* \(\d+\) must be >= n_gpus"),
     ("n-gpus-zero", "config-error", ROOT, "must be greater than 0",
      r"([\w.]*(?:n_gpus_per_node|nnodes)) must be greater than 0"),
     ("separate-async", "config-error", ROOT, "separate async training",
