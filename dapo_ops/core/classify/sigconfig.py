@@ -116,10 +116,10 @@ CONFIG_ROWS: tuple[tuple, ...] = (
 
 #: (words of a divisibility message, the verl key to change), first match wins (the "size-divisible" row above)
 DIVISIBLE_KEYS: tuple[tuple[str, str], ...] = (
+    ("ppo_micro_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
     ("ulysses", "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
     ("infer_", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
     ("tensor parallel size", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
-    ("ppo_micro_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
     ("ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"),
     ("train_batch_size", "data.train_batch_size"),
     ("fsdp_size", "actor_rollout_ref.actor.fsdp_config.fsdp_size"),
