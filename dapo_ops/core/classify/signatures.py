@@ -196,11 +196,17 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
     ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads",
                                       "swanlab api error", "upload failed due to network", "upload recovered",
-                                      "[http] retry #"),
+                                      "[http] retry #", "entering retry loop"),
      r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
      r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
-     r"|swanlab\.\S*session\S* - \[http\] retry #\d+",
+     r"|swanlab\.\S*session\S* - \[http\] retry #\d+"
+     # wandb sdk/lib/retry.py: "wandb: Network error (<Exception>), entering retry loop." (it reconnects itself)
+     r"|wandb: network error \(\w+\), entering retry loop",
      NONFATAL),
+    # wandb.init gave up on an unreachable server (wandb sdk wandb_init.py, wandb#10044): "Run initialization has
+    # timed out after 90.0 sec. Please try increasing the timeout with the `init_timeout` setting"
+    ("tracker-init-timeout", "network", ROOT, "run initialization has timed out",
+     r"run initialization has timed out after [\d.]+ sec"),
     # ---- container
     ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
     # moby daemon/errors.go + daemon/exec.go: exec into a stopped, restarting or paused container is refused

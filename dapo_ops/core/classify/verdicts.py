@@ -223,6 +223,8 @@ def _network(log, f, d, h, same_tier, fatal) -> Verdict:
         m = re.search(r"for url: https?://([^/\s]+)", log.low_line(i))
         d["address"] = m.group(1) if m else None
         d["cause"] = "hub" if m and re.search(r"huggingface|hf\.co|hf-mirror|modelscope", m.group(1)) else "http"
+    elif name == "tracker-init-timeout":
+        d["cause"] = "tracker"
     elif name == "ssh":
         d["cause"] = "ssh"
         d["address"] = next((g for g in h.m.groups() if g), None)
