@@ -549,3 +549,61 @@ def test_table_checks_survive_python_O():
             "S.build_signatures([('x', 'no-such-class', S.ROOT, 'abc', 'abc')])") % str(ROOT)
     out = subprocess.run([sys.executable, "-O", "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "ClassifierTableError" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("text,want", [
+    # swanlab 0.10 with SWANLAB_INTERACTIVE=false and no key (reference swanlab.md): fatal credentials, not a crash
+    ("RuntimeError: Failed to initialize SwanLab in online mode: no API key was provided, and interactive prompts "
+     "are disabled.", ("auth-error", "stop", None)),
+    # vLLM's sampler warm-up OOM names the engine's own knobs: the rollout engine's memory, never the training ladder
+    ("RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering "
+     "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+     ("oom-kv-cache", "adjust-rollout-memory", None)),
+])
+def test_engine_and_tracker_wordings_without_frames(text, want):
+    v = C.classify("(TaskRunner pid=1) Using dataset class: RLHFDataset\n(WorkerDict pid=2) " + text + "\n",
+                   exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[0] == "oom-kv-cache":
+        assert (v.detail["kv_direction"], v.detail["phase"]) == ("lower", "rollout-init")
+
+
+@pytest.mark.parametrize("text", [
+    # verl 0.3-0.4 ray_trainer.py _check_resource_available (the f-string lacks the space before "cannot")
+    "ValueError: Resource pool global_pool: 8*2cannot be satisfied in this ray cluster",
+    # verl 0.9.1 single_controller/ray/base.py:261 extract_pg_from_exist
+    "AssertionError: no enough nodes for request: searching 1 th node",
+])
+def test_resource_pool_shortfalls_are_topology_config(text):
+    v = C.classify("(TaskRunner pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("cause"), v.detail.get("key")) == (
+        "config-error", "stop", "gpus", "trainer.n_gpus_per_node"), (v.evidence, v.detail)
+
+
+def test_bare_device_oom_while_the_engine_captures_cuda_graphs_is_the_engines_memory():
+    """vLLM prints "Capturing CUDA graph shapes" (vllm/v1/worker/gpu_model_runner.py capture_model) just before a
+    frameless OOM: the rollout engine's start-up (phase rollout-init), never the training memory ladder."""
+    log = ("(TaskRunner pid=1) Using dataset class: RLHFDataset\n"
+           "(WorkerDict pid=2) INFO 06-01 10:00:00 [gpu_model_runner.py:2000] Capturing CUDA graph shapes:  40%|"
+           "####      | 27/67 [00:03<00:05,  7.81it/s]\n"
+           "(WorkerDict pid=2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a "
+           "total capacity of 79.10 GiB of which 100.00 MiB is free.\n")
+    v = C.classify(log, exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["phase"], v.detail["kv_direction"]) == (
+        "oom-kv-cache", "adjust-rollout-memory", "rollout-init", "lower"), (v.evidence, v.detail)
+
+
+@pytest.mark.parametrize("text,key", [
+    # verl 0.9.1 workers/config/actor.py: the micro batch times the SP size must cover the data-parallel ranks
+    ("ValueError: ppo_micro_batch_size (4) * ulysses_sequence_parallel_size (1) must be >= n_gpus (8)",
+     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    # verl 0.9.1 models/transformers/monkey_patch.py:344 (Ulysses shards attention heads)
+    ("AssertionError: num_attention_heads 28 must be divisible by ulysses_sp_size 8",
+     "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
+    # verl 0.9.1 workers/engine_workers.py:660
+    ("AssertionError: rollout world_size: 4 is not divisible by infer_world_size: 8",
+     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+])
+def test_size_relations_at_start_up_are_config_errors_naming_the_key(text, key):
+    v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
+    assert (v.cls, v.action_kind, v.detail.get("key")) == ("config-error", "stop", key), (v.evidence, v.detail)

@@ -29,6 +29,7 @@ Where the parts live (all stdlib, all in the container bundle)
     ``verdict.py``       the contract: classes, action kinds, phases, :class:`Verdict`, the table error
     ``normalise.py``     the tail normalised: ANSI, Ray / rank prefixes, boilerplate, echo lines
     ``signatures.py``    the error texts (data rows) and their classes / tiers
+    ``sigconfig.py``     the configuration-error rows (spliced into signatures.py)
     ``sigtable.py``      the signature row format: tiers, :class:`Sig`, the compiler and its checks
     ``device_codes.py``  the CANN / ACL / torch_npu / CUDA code families (data rows)
     ``scan.py``          signature hits in a tail; the per-line device-OOM check

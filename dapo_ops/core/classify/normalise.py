@@ -29,6 +29,11 @@ _BOILERPLATE = (
     ("(Ray deduplicates logs", re.compile(r" ?\(Ray deduplicates logs by default\.[^\n]*")),
     ("potential root causes", re.compile(r"There are some potential root causes\.[^\n]*?(?:unexpected errors\.|$)",
                                          re.MULTILINE)),
+    # (newer Ray's wording of the same list, verl-project/verl#4921: "Some common causes include: (1) the process
+    # was killed by the OOM killer due to high memory usage, (2) ray stop --force was called, or (3) the worker
+    # crashed unexpectedly due to SIGSEGV or another unexpected error.")
+    ("Some common causes include", re.compile(r"Some common causes include: \(1\) the process was killed by the OOM "
+                                              r"killer[^\n]*?(?:another unexpected error\.|$)", re.MULTILINE)),
     ("by OOM killer due to high memory", re.compile(r"\(1\) The process is killed by SIGKILL by OOM killer due to "
                                                     r"high memory usage\.[^\n]*")),
     ("how to address the out of memory", re.compile(r"Refer to the documentation on how to address the out of "

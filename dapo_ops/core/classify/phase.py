@@ -32,7 +32,13 @@ _TRAIN_FRAME_RX = re.compile(
 _ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
                                 r"|AsyncSglang|RolloutServer|(?:NPU)?RayWorkerWrapper)", re.I)
 # rollout engines' own allocators (SGLang torch_memory_saver, vLLM sleep-mode cumem / vllm-ascend camem)
-_ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/")
+# (and the engines' own start-up OOM wordings: vLLM vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: "CUDA out of memory
+# occurred when warming up sampler with <n> dummy requests. Please try lowering `max_num_seqs` or
+# `gpu_memory_utilization` when initializing the engine.")
+_ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/"
+                               r"|out of memory occurred when warming up sampler"
+                               # SGLang cuda_graph_runner.py: raise Exception("Capture cuda graph failed: " + ...)
+                               r"|capture cuda graph failed")
 # Phase words in traceback frames (``File "...", line N, in <func>``) and ``ray::Worker.<method>()`` lines, in
 # PRIORITY order: when one call chain names several, the first phase here wins (a wake-up inside
 # generate_sequences is weight-sync; KV-cache allocation inside init_model is rollout-init; load_state_dict
@@ -47,7 +53,7 @@ PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern], ...] = (
     ("rollout-init", re.compile(
         r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
         r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
-        r"|init_cache_engine|_init_rollout")),
+        r"|init_cache_engine|_init_rollout|_dummy_sampler_run|when warming up sampler")),
     ("weight-sync", re.compile(
         r"update_weights|wake_up|resume_memory_occupation|release_memory_occupation|sync_weights|sharding_manager"
         r"|checkpoint_engine|_sync_model|, in resume\b|rollout_mode|load_weights_from")),

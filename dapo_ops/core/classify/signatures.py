@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from dapo_ops.core.classify import device_codes as _codes
+from dapo_ops.core.classify.sigconfig import CONFIG_ROWS
 
 # the row format and its compiler (dapo_ops/core/classify/sigtable.py), re-exported for the other modules
 from dapo_ops.core.classify.sigtable import (  # noqa: F401
@@ -75,8 +76,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization"),
     ("sglang-mem", "oom-kv-cache", ROOT, "mem-fraction-static",
      r"not enough memory\. please try to increase --mem-fraction-static"),
-    ("kv-profiling-dirty", "oom-kv-cache", ROOT, "not properly cleaned up",
-     r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"),
+    # (vLLM V1 gpu_worker.py determine_available_memory words the same assert "... This happens when other processes
+    # sharing the same container release GPU memory while vLLM is profiling during initialization." (vllm#56830))
+    ("kv-profiling-dirty", "oom-kv-cache", ROOT, ("not properly cleaned up", "error in memory profiling"),
+     r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"
+     r"|error in memory profiling\. initial free memory"),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
     # (Ray 2.0 raylet: "System memory low at node with IP <ip>. Used memory ... exceeds threshold <t>, killing
     # latest task ..."; Ray 1.x: "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node
@@ -100,89 +104,21 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"defaultcpuallocator: (?:can't allocate memory|not enough memory)|(?<![\w.])memoryerror(?::|\s*$)"
      r"|memoryerror: unable to allocate [\d.]+ ?[kmgtpe]?i?b for an array|\[errno 12\] cannot allocate memory"),
     ("loader-killed", "oom-host", ROOT, "is killed by signal", r"dataloader worker \(pid \d+\) is killed by signal: killed"),
-    # ---- config (Hydra / verl asserts / resources / resume layout)
-    ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
-    ("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
-    # OmegaConf on a structured (dataclass) config: "Key 'x' not in 'SomeConfig'"; a read of an absent key:
-    # "ConfigAttributeError: Missing key x" (omegaconf/dictconfig.py _get_node; both followed by full_key:)
-    ("omegaconf-key", "config-error", ROOT, ("not in '", "missing key"),
-     r"key '([^']+)' not in '\w+'|config(?:attribute|key)error: missing key ([\w.\[\]-]+)"),
-    ("hydra-append", "config-error", ROOT, "could not append",
-     r"could not append to config\. an item is already at '([^']+)'"),
-    ("hydra-parse", "config-error", ROOT, "error parsing override", r"error parsing override '([^']*)'"),
-    # Hydra's wrapper line for any +/~ override that cannot merge (the OmegaConf reason follows on the next line)
-    ("hydra-merge", "config-error", ROOT, "error merging override", r"error merging override [+~]*([\w.\[\]/@-]+)"),
-    ("hydra-load", "config-error", ROOT, "could not load", r"in '[^']+': could not load '([^']+)'"),
-    ("hydra-defaults", "config-error", ROOT, "no match in the defaults list", r"no match in the defaults list"),
-    ("hydra-primary", "config-error", ROOT, "cannot find primary config", r"cannot find primary config '([^']+)'"),
-    ("interpolation", "config-error", ROOT, "interpolation key",
-     r"interpolation key '([^']+)' not found"),
-    ("dataclass-kwarg", "config-error", ROOT, "unexpected keyword argument",
-     r"\w*config\.__init__\(\) got an unexpected keyword argument '(\w+)'"),
-    ("omegaconf-missing", "config-error", ROOT, "missing mandatory value",
-     r"missing mandatory value: ?([\w.]+)"),
-    ("omegaconf-type", "config-error", ROOT, ("could not be converted to", "is not a valid"),
-     r"value '[^']*' (?:could not be converted to|is not a valid) "),
-    ("gpus-less", "config-error", ROOT, "total available",
-     r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
-    ("tp-divisible", "config-error", ROOT, "infer_tp", r"world_size: ?(\d+) is not divisible by infer_tp: ?(\d+)"),
-    ("n-gpus-zero", "config-error", ROOT, "must be greater than 0",
-     r"([\w.]*(?:n_gpus_per_node|nnodes)) must be greater than 0"),
-    ("separate-async", "config-error", ROOT, "separate async training",
-     r"(?:must equal parameter_sync_step \* ppo_mini_batch_size|(?:nnodes|n_gpus_per_node) must be > 0"
-     r"|please use nccl/nixl/mooncake, etc\. backend) in separate async training|"
-     r"backend for separate async training"),
-    ("rollout-mode", "config-error", ROOT, "rollout.mode", r"assert .{0,40}rollout\.mode == ['\"]async['\"]"),
-    ("micro-batch", "config-error", ROOT, ("please set at least one of", "you have set both"),
-     r"please set at least one of '([\w.]+)'|you have set both '([\w.]+)'"),
-    ("token-budget", "config-error", ROOT, "max_token_len must be",
-     r"max_token_len must be greater than the sequence length"),
-    ("model-len-pos", "config-error", ROOT, "max_position_embeddings",
-     r"max_model_len \(\d+\) should be less than or equal to max_position_embeddings"),
-    ("batched-tokens", "config-error", ROOT, "max_num_batched_tokens",
-     r"max_num_batched_tokens \(\d+\) is smaller than max_model_len"),
-    ("batch-divisible", "config-error", ROOT, "must be divisible by minimal possible batch size",
-     r"real_train_batch_size .{0,60}must be divisible by minimal possible batch size"),
-    ("batch-ge-mini", "config-error", ROOT, "ppo_mini_batch_size",
-     r"train_batch_size .{0,60}must be >= .{0,40}ppo_mini_batch_size"),
-    ("remove-padding", "config-error", ROOT, "use_remove_padding", r"you must enable `?use_remove_padding"),
-    ("bucket", "config-error", ROOT, "too large to fit in the bucket", r"is too large to fit in the bucket"),
-    ("not-supported", "config-error", ROOT, "is not supported", r"assertionerror: (\S+) is not supported"),
-    ("hybrid-engine", "config-error", ROOT, "hybrid_engine", r"assert not self\.hybrid_engine"),
-    ("resume-world-size", "config-error", ROOT, "world_size_",
-     r"(?:filenotfounderror|no such file or directory).{0,300}model_world_size_\d+_rank_\d+\.pt"),
-    # a data file that does not exist (in the container, on this node) is configuration, not data content, even
-    # after verl's config checks passed (they do not open files): verl/utils/dataset/rl_dataset.py
-    # _read_files_and_tokenize -> datasets.load_dataset / pyarrow
-    ("data-missing", "config-error", ROOT, (".parquet", ".json", ".csv", ".arrow", "data files"),
-     r"(?:filenotfounderror|no such file or directory|unable to find|failed to open local file|does not exist)"
-     r"[^\n]{0,200}\.(?:parquet|jsonl?|csv|arrow)\b|datafilesnotfounderror|no \(supported\) data files"),
-    # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
-    # (huggingface_hub validate_repo_id, transformers cached_file)
-    ("model-path", "config-error", ROOT, ("hfvalidationerror", "id must", "path_or_model_id",
-                                            "valid model identifier", "is not the path to a directory",
-                                            "repositorynotfounderror"),
-     r"hfvalidationerror|repositorynotfounderror|repo[ _]id must (?:be in the form|use alphanumeric)|incorrect path_or_model_id"
-     r"|is not a local folder and is not a valid model identifier"
-     # (a missing optional file, "... generation_config.json. Using default generation config.", is a warning)
-     r"|it looks like /\S+ is not the path to a directory containing a file named (?:config|tokenizer_config)\.json"
-     r"(?!.*using default)"),
-    # a Ray worker that cannot register with its own raylet right after start-up: the worker pool is sized to
-    # the host's CPUs, more than the cgroup / Slurm allocation gives (ray core_worker.cc / worker_pool.cc)
-    ("raylet-register", "config-error", ROOT, ("raylet", "have not registered"),
-     r"failed to register worker.{0,60}to raylet|unable to register worker with raylet"
-     r"|have not registered within the timeout"),
-    ("resume-megatron", "config-error", ROOT, ("no such file", "filenotfounderror"),
-     r"(?:filenotfounderror|no such file or directory).{0,300}(?:common\.pt|\.metadata|metadata\.json)"),
-    # a base model's tokenizer without chat template (transformers get_chat_template) under verl's RLHFDataset:
-    # actor_rollout_ref.model.custom_chat_template (verl/workers/config/model.py:111) fixes it, not the data
-    ("chat-template", "config-error", ROOT, "chat_template is not set",
-     r"tokenizer\.chat_template is not set and no template argument was passed"),
+    # ---- config (Hydra / verl asserts / resources / resume layout): dapo_ops/core/classify/sigconfig.py
+    *CONFIG_ROWS,
     # ---- data
     ("seq-too-long", "data-error", ROOT, "is larger than max_length",
      r"sequence_length=(\d+) is larger than max_length=(\d+)"),
-    ("prompt-too-long", "data-error", ROOT, "maximum context length",
-     r"prompt length \((\d+)\) exceeds the model's maximum context length"),
+    # a prompt longer than the rollout engine's context: verl async_sglang_server.py:592 "Prompt length (%d) exceeds
+    # the model's maximum context length", vLLM processor _validate_model_input "The decoder prompt (length %d) is
+    # longer than the maximum model length of %d", SGLang tokenizer_manager "The input (%d tokens) is longer than
+    # the model's context length (%d tokens)." and scheduler "Input length (%d tokens) exceeds the maximum allowed
+    # length (%d tokens)"
+    ("prompt-too-long", "data-error", ROOT, ("maximum context length", "is longer than the m", "maximum allowed length"),
+     r"prompt length \((\d+)\) exceeds the model's maximum context length"
+     r"|the decoder prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"
+     r"|the input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
+     r"|input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
     ("dapo-give-up", "data-error", ROOT, "generated too many",
      r"generated too many\. please check if your data are too difficult"),
     # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,
@@ -203,7 +139,10 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|because column names don't match|the features can't be aligned because the key"),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
-    ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"),
+    # (ray gcs_client.cc: the GCS client's own wait for the head, "Timed out while waiting for GCS to become
+    # available." as a log line or as ray.exceptions.RpcError, kuberay#2540, TinyZero#75)
+    ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"
+     r"|timed out while waiting for gcs to become available"),
     # the GCS (Ray head) lost: ray gcs_rpc_client.h "Failed to connect to GCS within 60 seconds", ray/_private/
     # utils.py / worker.py "Unable to connect to GCS [(ray head)] at <addr>"
     ("gcs-lost", "network", ROOT, ("gcs within", "connect to gcs"),
@@ -222,8 +161,17 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"authenticationerror: failed to initialize the swanlab client"),
     # ---- auth (fatal)
     ("no-tty-key", "auth-error", ROOT, "not configured", r"api[ _]key not configured \(no-tty\)"),
-    ("swanlab-no-tty", "auth-error", ROOT, "no tty",
-     r"failed to initialize swanlab in online mode: no tty"),
+    # (swanlab 0.10 sdk: "... online mode: no TTY is available for interactive login." / with SWANLAB_INTERACTIVE=
+    # false "... online mode: no API key was provided, and interactive prompts are disabled." (reference swanlab.md))
+    ("swanlab-no-tty", "auth-error", ROOT, ("no tty", "no api key was provided"),
+     r"failed to initialize swanlab in online mode: (?:no tty|no api key was provided)"),
+    # wandb refuses the entity / project for this key at init (wandb/apis/normalize.py CommError, wandb#7959):
+    # "It appears that you do not have permission to access the requested resource. ... (Error 403: Forbidden)",
+    # "wandb: ERROR Error while calling W&B API: permission denied (<Response [403]>)"
+    ("tracker-denied", "auth-error", ROOT, ("do not have permission to access the requested resource",
+                                            "permission denied (<response [403]>)"),
+     r"you do not have permission to access the requested resource\. please reach out to the project owner"
+     r"|error while calling w&b api: permission denied \(<response \[403\]>\)"),
     ("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
     # (wandb's own wordings at init: "API key must be 40 characters long", "API key verification failed" (wandb/wandb
     # PR 9230), AuthenticationError "... either invalid or missing", older CommError "Invalid or missing api_key")
@@ -248,21 +196,32 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
     ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads",
                                       "swanlab api error", "upload failed due to network", "upload recovered",
-                                      "[http] retry #"),
+                                      "[http] retry #", "entering retry loop"),
      r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
      r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
-     r"|swanlab\.\S*session\S* - \[http\] retry #\d+",
+     r"|swanlab\.\S*session\S* - \[http\] retry #\d+"
+     # wandb sdk/lib/retry.py: "wandb: Network error (<Exception>), entering retry loop." (it reconnects itself)
+     r"|wandb: network error \(\w+\), entering retry loop",
      NONFATAL),
+    # wandb.init gave up on an unreachable server (wandb sdk wandb_init.py, wandb#10044): "Run initialization has
+    # timed out after 90.0 sec. Please try increasing the timeout with the `init_timeout` setting"
+    ("tracker-init-timeout", "network", ROOT, "run initialization has timed out",
+     r"run initialization has timed out after [\d.]+ sec"),
     # ---- container
     ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
-    ("container-not-running", "container-missing", ROOT, "is not running",
-     r"error response from daemon: container (\S+) is not running"),
+    # moby daemon/errors.go + daemon/exec.go: exec into a stopped, restarting or paused container is refused
+    # ("Container %s is not running" / "is restarting, wait until the container is running" / "is paused, unpause
+    # the container before exec"); every exec'd process (the training) is dead or frozen either way
+    ("container-not-running", "container-missing", ROOT, ("is not running", "is restarting", "is paused"),
+     r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)"),
     ("docker-daemon", "container-missing", ROOT, "docker daemon",
      r"cannot connect to the docker daemon at \S+\. is the docker daemon running"),
     # ---- specific crash causes (crash-other, but root causes: beat collective symptoms)
     ("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
      r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
-     r"|resource temporarily unavailable \[system:11\]"),
+     r"|resource temporarily unavailable \[system:11\]"
+     # GCC libgomp team.c gomp_team_start: gomp_fatal("Thread creation failed: %s", strerror(err)) (ray#8546)
+     r"|libgomp: thread creation failed: resource temporarily unavailable"),
     # kernel execution faults (cudaErrorIllegalAddress / LaunchFailure / MisalignedAddress / IllegalInstruction)
     ("illegal-memory", "crash-other", ROOT, ("illegal memory access", "launch failure", "misaligned address",
                                              "illegal instruction"),
@@ -292,10 +251,13 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
-    ("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm"),
+    ("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm", "posix_fallocate"),
      r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
      r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
-     r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"),
+     r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"
+     # NCCL's SHM transport (include/shm.h <= 2.7, misc/shmutils.cc later): /dev/shm too small or not shared
+     r"|nccl warn (?:call to posix_fallocate failed|error: failed to extend /dev/shm/nccl-"
+     r"|error while (?:creating|attaching to) shared memory segment)"),
     # ENOSPC / EDQUOT, and torch.save's own words for a failed write (c10 inline_container.cc)
     # ("unexpected pos <a> vs <b>": torch.save's zip writer after a short write on a full shared filesystem)
     ("disk-full", "crash-other", ROOT, ("no space left on device", "disk quota exceeded", "storagefull",
@@ -314,6 +276,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     # ---- collectives (usually a symptom of another rank's failure)
     ("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
      r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)"),
+    # torch c10d ProcessGroupNCCL.cpp heartbeatMonitor: the watchdog itself is stuck in a hung NCCL / CUDA call
+    # ("Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's
+    # watchdog got stuck for <n> seconds without making progress in monitoring enqueued collectives")
+    ("heartbeat", "hccl-timeout", COLLECTIVE, ("heartbeat monitor timed out", "watchdog got stuck"),
+     r"heartbeat monitor timed out! process will be terminated|processgroupnccl's watchdog got stuck for \d+ seconds"),
     ("coll-failed", "hccl-timeout", COLLECTIVE, "operations have failed or timed out",
      r"some (?:nccl|hccl) operations have failed or timed out"),
     # torch: "NCCL error in: <file>:<line>, <reason>" (c10d NCCLUtils), older torch "NCCL Error <n>: <reason>",
@@ -331,8 +298,11 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
     ("hccl-plog", "hccl-timeout", COLLECTIVE, ("[error] hccl(", "[error] hccp("),
      r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)"),
     # Gloo (CPU collectives): a peer went away (third_party/gloo/gloo/transport/tcp/pair.cc)
+    # (and torch ProcessGroupGloo.cpp: the CPU group never formed, "Gloo connectFullMesh failed with [...pair.cc:144]
+    # no error": verl#967, vLLM's gloo cpu_group across nodes; GLOO_SOCKET_IFNAME / reachability)
     ("gloo", "hccl-timeout", COLLECTIVE, "gloo",
-     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"),
+     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"
+     r"|gloo connectfullmesh failed"),
     ("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
      r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list

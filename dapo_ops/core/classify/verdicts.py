@@ -18,6 +18,7 @@ from dapo_ops.core.classify.wording import action_text, hint_text
 from dapo_ops.core.classify.normalise import Log
 from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of
 from dapo_ops.core.classify.scan import Hit
+from dapo_ops.core.classify.sigconfig import divisible_key
 from dapo_ops.core.classify.signatures import GENERIC, OOM_WORDS_RX
 from dapo_ops.core.classify.verdict import DEFAULT_ACTION_KIND, Verdict
 
@@ -29,6 +30,7 @@ CONFIG_KEYS: dict[str, str] = {
     "hydra-load": "--config-name",
     "hydra-primary": "--config-name",
     "gpus-less": "trainer.n_gpus_per_node",
+    "pool-unsatisfied": "trainer.n_gpus_per_node",
     "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "n-gpus-zero": "trainer.n_gpus_per_node",
     "rollout-mode": "actor_rollout_ref.rollout.mode",
@@ -51,7 +53,7 @@ CONFIG_KEYS: dict[str, str] = {
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
     "hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
-    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus",
+    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus", "pool-unsatisfied": "gpus",
     "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
     "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
     "raylet-register": "ray-cpus", "chat-template": "chat-template",
@@ -186,7 +188,9 @@ def _config(log, f, d, h, same_tier, fatal) -> Verdict:
 def _data(log, f, d, h, same_tier, fatal) -> Verdict:
     i, name = h.line, h.sig.name
     if name in ("seq-too-long", "prompt-too-long"):
-        nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
+        nums = [int(x) for x in h.m.groups() if x] if h.m else []
+        if len(nums) < 2:
+            nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
         if len(nums) >= 2:
             d["length"], d["limit"] = nums[0], nums[1]
     d["key"] = DATA_KEYS.get(name, "data.train_files")
@@ -219,6 +223,8 @@ def _network(log, f, d, h, same_tier, fatal) -> Verdict:
         m = re.search(r"for url: https?://([^/\s]+)", log.low_line(i))
         d["address"] = m.group(1) if m else None
         d["cause"] = "hub" if m and re.search(r"huggingface|hf\.co|hf-mirror|modelscope", m.group(1)) else "http"
+    elif name == "tracker-init-timeout":
+        d["cause"] = "tracker"
     elif name == "ssh":
         d["cause"] = "ssh"
         d["address"] = next((g for g in h.m.groups() if g), None)
@@ -239,7 +245,7 @@ def _collective(log, f, d, h, same_tier, fatal) -> Verdict:
         ll = log.low_line(x.line)
         m = re.search(r"seqnum=(\d+)", ll)
         if (m and int(m.group(1)) <= 1) or "last completed nccl work: -1" in ll or x.sig.name == "dist-store" \
-                or _COMM_INIT_RX.search(ll):
+                or "connectfullmesh" in ll or _COMM_INIT_RX.search(ll):
             init = True
     if not init and any(_COMM_INIT_RX.search(log.low_line(j)) for x in same_tier[:4]
                         for j in range(max(0, x.line - 3), min(len(log.lines), x.line + 4))):
@@ -297,7 +303,9 @@ def device_oom_verdict(log: Log, d: dict, i: int) -> Verdict:
         return mk("crash-other", d, ev(log, i, i + 1 if bad == "device-unavailable" or total is not None else i))
     phase = phase_of(log, i)
     driver_only = not OOM_WORDS_RX.search(ll)
-    if oom_context(log, i) == "rollout" and (
+    # (a phase of rollout-init, from the frames or the engine's own start-up lines just before, is the engine's
+    # start-up whatever the innermost frame: vLLM "Capturing CUDA graph shapes", SGLang "Capture cuda graph begin")
+    if phase == "rollout-init" or oom_context(log, i) == "rollout" and (
             phase in (None, "rollout-init", "model-load", "generation")
             or (phase == "weight-sync" and driver_only)):
         # the rollout engine's own memory (KV cache, weights at start-up, a re-map reported only as a result
@@ -354,6 +362,8 @@ def _config_key(log: Log, h: Hit) -> str | None:
         if "backend" in ll:
             return "actor_rollout_ref.rollout.checkpoint_engine.backend"
         return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
+    if name == "size-divisible":
+        return divisible_key(log.low_line(i))
     if name == "hydra-merge":
         return log.lines[i][h.m.start(1):h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):
