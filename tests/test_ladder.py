@@ -186,3 +186,27 @@ def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(ca
     assert d.action == "stop" and len(d.suggestions) == 1 and word in d.suggestions[0], d.suggestions
     if cause == "tracker":
         assert "HCCL" not in d.suggestions[0] and "--swanlab-mode local" in d.suggestions[0]
+
+
+def test_the_stop_after_the_ladder_ran_dry_names_the_rungs_it_applied_and_no_change_already_made():
+    """The suggestions of a stop read the settings the last attempt ran with (memory_rungs, token_budgets): the
+    setting rungs count as rungs on, and a token budget the ladder already took to its floor is not suggested again
+    (the new-user trial: 'memory rungs on: none' and 'lower ... toward 10240' after update-batch set it to 10240)."""
+    floor = S["max_prompt_length"] + S["max_response_length"]
+    ran = {**S, "framework": "fsdp", "mode": "dapo",
+           "token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor},
+           "memory_rungs": [{"rung": "update-batch", "phase": "update", "source": "oom-retry-1",
+                             "changes": {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor}}},
+                            {"rung": "offload-policy", "phase": "update", "source": "oom-retry-2",
+                             "changes": {"fsdp_offload_policy": True}}],
+           "fsdp_offload_policy": True}
+    d = dec(resolve(""), "oom-device", {"phase": "update", "step": 1, "total": 6}, oom_used=2, max_oom=2, settings=ran)
+    assert d.action == "stop"
+    on = next(s for s in d.suggestions if s.startswith("memory rungs on:"))
+    assert "update-batch" in on and "offload-policy" in on and "none" not in on, on
+    assert not any(s.startswith("lower the token budget") for s in d.suggestions), d.suggestions
+    assert any(f"token budget already at its floor: ppo_max_token_len_per_gpu={floor}" in s for s in d.suggestions)
+    # a budget still above the floor is suggested, from where it is
+    d = dec(resolve(""), "oom-device", {"phase": "update"}, oom_used=2, max_oom=2, settings={**S, "mode": "dapo"})
+    low = next(s for s in d.suggestions if s.startswith("lower the token budget"))
+    assert f"toward {floor}" in low and " from " in low

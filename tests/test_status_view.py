@@ -356,3 +356,25 @@ def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and
     stopped.state, stopped.error = "error", "h2: container 'verl' is stopped; run stopped with it"
     for r in (other, stopped):
         assert svc.with_cluster_workers([head_end, r])[1] is r
+
+
+def test_an_attempt_line_names_the_memory_rung_it_starts_with():
+    """watch/status event of a retry: the setting rung the ladder applied (run.json attempts[].setting_changes
+    .memory_rungs), not only the features (a setting rung adds no feature: the new-user trial saw just 'after
+    oom-device')."""
+    budget = {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 10240}}
+    r1 = {"rung": "update-batch", "phase": "update", "source": "oom-retry-1", "changes": budget}
+    r2 = {"rung": "offload-policy", "phase": "update", "source": "oom-retry-2", "changes": {"fsdp_offload_policy": True}}
+    feats = [{"name": "flash_attn", "source": "default"}]
+    run = {"run_id": RID, "status": "failed", "step": 1, "total": 6, "attempt": 3, "features": feats,
+           "attempts": [{"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
+                        {"n": 2, "features": feats, "setting_changes": {**budget, "memory_rungs": [r1]},
+                         "verdict": {"cls": "oom-device"}},
+                        {"n": 3, "features": feats, "setting_changes": {**budget, "memory_rungs": [r1, r2]},
+                         "verdict": {"cls": "oom-device"}}]}
+    lines = se._attempt_lines(sv.build_row("h1", {"run": run, "tail": "", "now": 1.0}), 0)
+    assert lines == [
+        "h1: attempt 2 started (features flash_attn); memory rung update-batch for phase update "
+        "(ppo_max_token_len_per_gpu=10240); after oom-device",
+        "h1: attempt 3 started (features flash_attn); memory rung offload-policy for phase update "
+        "(fsdp_offload_policy=True); after oom-device"], lines

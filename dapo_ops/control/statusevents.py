@@ -9,12 +9,30 @@ from dapo_ops.control.statusview import FINISHED_STATES, RAY_WORKER, SUPERVISOR_
 from dapo_ops.core.runstate import FAILED, TERMINAL_STATUSES
 
 
-def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None) -> str:
+def _changes_text(changes: dict) -> str:
+    """``{"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 10240}}`` ->
+    ``ppo_max_token_len_per_gpu=10240`` (a rung's settings, the last key segment of each verl key)."""
+    flat = []
+    for k, v in (changes or {}).items():
+        if isinstance(v, dict):
+            flat += ["%s=%s" % (str(kk).rsplit(".", 1)[-1], vv) for kk, vv in v.items()]
+        else:
+            flat.append("%s=%s" % (k, v))
+    return ", ".join(flat)
+
+
+def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None,
+                  rungs: list | None = None, prev_rungs: list | None = None) -> str:
     prev_names = {f["name"] for f in (prev_features or [])}
     added = [f for f in features if f["name"] not in prev_names and f.get("oom_added")]
     line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
     if prev_features is not None and added:
         line += "; OOM escalation: +" + ",+".join(f["name"] for f in added)
+    new = [r for r in rungs or [] if r not in (prev_rungs or [])]
+    for r in new:  # a setting rung of the memory ladder (run.json attempts[].setting_changes.memory_rungs)
+        ch = _changes_text(r.get("changes"))
+        line += "; memory rung %s%s%s" % (r.get("rung"), " for phase %s" % r["phase"] if r.get("phase") else "",
+                                          " (%s)" % ch if ch else "")
     if after:
         line += "; after %s" % after
     return line
@@ -43,7 +61,8 @@ def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
     for n in sorted(k for k in by_n if k > since and k >= 2):
         prev = by_n.get(n - 1)
         out.append(_attempt_line(cur.host, n, by_n[n]["features"], prev["features"] if prev else None,
-                                 prev.get("cls") if prev else None))
+                                 prev.get("cls") if prev else None, by_n[n].get("rungs"),
+                                 prev.get("rungs") if prev else None))
     return out
 
 

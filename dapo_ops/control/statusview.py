@@ -266,8 +266,10 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.features = _features(run.get("features"))
     for a in run.get("attempts") or []:
         if isinstance(a, dict):
+            rungs = (a.get("setting_changes") or {}).get("memory_rungs") or []
             row.attempts.append({"n": a.get("n"), "features": _features(a.get("features")),
-                                 "cls": (a.get("verdict") or {}).get("cls"), "step_reached": a.get("step_reached")})
+                                 "cls": (a.get("verdict") or {}).get("cls"), "step_reached": a.get("step_reached"),
+                                 "rungs": [r for r in rungs if isinstance(r, dict)]})
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")

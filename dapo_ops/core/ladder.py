@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
-    PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, rung_status, keep_token_budgets, phase_of,
-    phase_rungs, troubleshooting_md
+    ACTOR_BUDGET, PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, current_budget, rung_status,
+    keep_token_budgets, phase_of, phase_rungs, troubleshooting_md
 )
 
 #: docs/troubleshooting.md section hook (dapo_ops.core.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
@@ -119,13 +119,23 @@ def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list
     if where:
         out.append("device OOM reached at " + ", ".join(where)
                    + " (a late OOM after healthy steps hints at a leak or version regression; report the step)")
-    on = ", ".join(sorted(features.names() & set(RUNGS))) or "none"
+    # every rung the attempts ran with: feature rungs (offload, recompute) and the ladder's setting rungs
+    # (settings["memory_rungs"]: what the supervisor applied, dapo_ops/agent/supervisor/machine.py)
+    applied = sorted(features.names() & set(RUNGS)) + [
+        str(r.get("rung")) for r in settings.get("memory_rungs") or () if isinstance(r, dict) and r.get("rung")]
+    on = ", ".join(dict.fromkeys(applied)) or "none"
     out.append(f"memory rungs on: {on}; the model/setup does not fit the devices as configured")
     if features.has("dynamic_batch"):
-        out.append(
-            "lower the token budget: actor_rollout_ref.actor.ppo_max_token_len_per_gpu / *log_prob_max_token_len_per_gpu"
-            f" toward {floor} (never below max_prompt_length + max_response_length = {floor})"
-        )
+        budget = current_budget(settings)
+        if budget <= floor:  # the ladder already took it to the floor: lowering it further is no advice
+            out.append(f"token budget already at its floor: {ACTOR_BUDGET.rsplit('.', 1)[-1]}={budget} = "
+                       f"max_prompt_length + max_response_length (shorter responses lower that floor)")
+        else:
+            out.append(
+                "lower the token budget: actor_rollout_ref.actor.ppo_max_token_len_per_gpu / "
+                f"*log_prob_max_token_len_per_gpu from {budget} toward {floor} (never below max_prompt_length + "
+                f"max_response_length = {floor})"
+            )
     else:
         out.append("smaller micro-batch: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
                    "(and ref/rollout log_prob_micro_batch_size_per_gpu=1)")

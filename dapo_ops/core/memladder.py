@@ -130,13 +130,19 @@ def _extra_value(settings: dict, key: str):
     return None
 
 
+def current_budget(settings: dict, key: str = ACTOR_BUDGET) -> int:
+    """The dynamic-batch token budget ``key`` an attempt with ``settings`` runs with (tokens): the ladder's
+    ``token_budgets``, else the user's override, else the profile's default (dapo_ops/core/profiles.py)."""
+    defaults = _default_budgets(int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192)))
+    return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or defaults[key])
+
+
 def _shrink_budget(settings: dict, keys: tuple) -> dict | None:
     budgets = dict(settings.get("token_budgets") or {})
     seq = _seq_len(settings)
-    defaults = _default_budgets(int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192)))
     new = dict(budgets)
     for k in keys:
-        cur = int(budgets.get(k) or _extra_value(settings, k) or defaults[k])
+        cur = current_budget(settings, k)
         if max(seq, cur // 2) < cur:
             new[k] = max(seq, cur // 2)
     return {"token_budgets": new} if new != budgets else None
