@@ -607,3 +607,15 @@ def test_bare_device_oom_while_the_engine_captures_cuda_graphs_is_the_engines_me
 def test_size_relations_at_start_up_are_config_errors_naming_the_key(text, key):
     v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail.get("key")) == ("config-error", "stop", key), (v.evidence, v.detail)
+
+
+def test_a_phase_less_device_oom_says_which_ladder_and_after_which_step():
+    """The step in a verdict is the last metrics line: the OOM came after it. A log that names no phase gets the
+    phase-less ladder (dapo_ops/core/memladder.py: + offload, then + recompute), said so, not 'phase unknown'."""
+    log = ("(TaskRunner pid=1) step:7 - actor/pg_loss:0.1 - response_length/mean:100.0\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.10 GiB of which 1.50 GiB is free.\n")
+    v = C.classify(log, exit_code=1)
+    assert v.cls == "oom-device" and v.detail.get("step") == 7
+    assert "the log names no phase: + offload, then + recompute" in v.action and "unknown" not in v.action, v.action
+    assert " after step 7" in (v.hint or "") and " in unknown" not in (v.hint or ""), v.hint

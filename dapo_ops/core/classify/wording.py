@@ -29,10 +29,13 @@ def _host_ckpt(d: dict) -> str:
 
 #: text fragments from the detail (``""`` when the fact is unknown); each is computed only when a text uses it
 FIELDS = {
-    "at": lambda d: f" at step {d['step']}" if d.get("step") is not None else "",
-    "inph": lambda d: f" in {d['phase']}" if d.get("phase") else "",
+    # the step of the last metrics line: the failure came after it, in the step that followed
+    "at": lambda d: f" after step {d['step']}" if d.get("step") is not None else "",
+    "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
     "phase": lambda d: f"{d.get('phase')}",
-    "phase_or_unknown": lambda d: f"{d.get('phase', 'unknown')}",
+    # the phase-less ladder is dapo_ops/core/memladder.py's "unknown" row: + offload, then + recompute
+    "for_phase": lambda d: (f"for phase {d['phase']}" if d.get("phase") not in (None, "", "unknown")
+                            else "(the log names no phase: + offload, then + recompute)"),
     "oom_extra": _oom_extra,
     "on_node": lambda d: f" on node {d['node']}" if d.get("node") else "",
     "paren_node": lambda d: f" (node {d['node']})" if d.get("node") else "",
