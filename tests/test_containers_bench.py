@@ -108,6 +108,15 @@ def test_create_names_the_missing_image(sandbox):
     assert r.stderr.strip().startswith("image 'nosuch/verl:0.0' not found on h3: docker pull nosuch/verl:0.0")
 
 
+def test_create_names_dockers_own_reason(sandbox):
+    """docker run's first line is the reason; the usage note after it is not (the new-user trial got only
+    "Run 'docker run --help' for more information" for a bad --shm-size)."""
+    r = _inv("container.create", "--inventory", str(sandbox.inventory), "-H", "h3", "--image", IMAGE,
+             "--name", "x2", "--shm-size", "abc")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert 'invalid argument "abc" for "--shm-size" flag' in r.stderr and "--help" not in r.stderr, r.stderr
+
+
 def test_create_passes_proxy_without_putting_credentials_on_a_command_line(sandbox, tmp_path):
     h = "h3"
     inv = tmp_path / "hosts.toml"

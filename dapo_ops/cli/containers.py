@@ -171,9 +171,12 @@ def create_one(target, *, image: str, name: str, argv: list, env: dict, replace:
         stdin = "".join(f"{v}\n" for v in env.values())
     res = target.host_run(line, timeout=300, check=False, stdin=stdin)
     if res.exited != 0:
-        lines = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
+        # the docker CLI's reason (its first line), not the usage block / note after it ("Usage:  docker run ...",
+        # "See 'docker run --help'." / "Run 'docker run --help' for more information")
+        lines = [ln.strip() for ln in (res.stderr or "").splitlines()
+                 if ln.strip() and "docker run --help" not in ln and not ln.startswith("Usage:")]
         return Row(ok=False, kind="docker-run", message=f"docker run failed on {h.name}: "
-                                                        f"{lines[-1] if lines else 'exit %d' % res.exited}")
+                                                        f"{lines[0] if lines else 'exit %d' % res.exited}")
     cid = (res.stdout or "").strip().splitlines()[-1][:12] if (res.stdout or "").strip() else "?"
     st = target.host_run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {q(name)}", timeout=60,
                          check=False)
