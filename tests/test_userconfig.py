@@ -179,3 +179,22 @@ def test_saved_strings_round_trip_through_tomllib(tmp_path_factory, swanlab, web
     assert data["notify"] == {"on_success": on_success, "webhooks": webhooks}
     assert tomllib.loads(p.read_text()) == {"swanlab": swanlab,
                                             "notify": {"on_success": on_success, "webhooks": webhooks}}
+
+
+def test_preflight_warns_when_the_api_key_sits_in_a_file_others_can_read(tmp_path, monkeypatch):
+    """The config file holds the SwanLab key: mode 0644 is a warn with the chmod (launch prints the same line:
+    userconfig.mode_warning); 0600 is ok. The key never appears in the check."""
+    from dapo_ops.control.preflight.network import swanlab_key_check
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[swanlab]\napi_key = "sk-abcdefgh12345678"\nmode = "cloud"\n')
+    monkeypatch.setenv("DAPO_OPS_CONFIG", str(cfg))
+    for k in ("SWANLAB_API_KEY", "SWANLAB_MODE", "SWANLAB_HOST", "SWANLAB_API_HOST"):
+        monkeypatch.delenv(k, raising=False)
+    file_cfg = {"api_key": "sk-abcdefgh12345678", "mode": "cloud"}
+    cfg.chmod(0o644)
+    c = swanlab_key_check(None, env={}, file_cfg=file_cfg, isatty=False)
+    assert (c.status, c.fix) == ("warn", f"chmod 600 {cfg}"), c
+    assert "mode 0644" in c.message and "sk-" not in c.message + c.fix
+    cfg.chmod(0o600)
+    assert swanlab_key_check(None, env={}, file_cfg=file_cfg, isatty=False).status == "ok"

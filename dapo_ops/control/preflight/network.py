@@ -135,5 +135,10 @@ def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None 
         msg, _, fix = str(e).partition(": ")
         return Check("swanlab-key", FAIL, msg, fix)
     if s.mode == "cloud":
+        loose = userconfig.mode_warning() if s.sources.get("api_key") == "file" else None
+        if loose:  # the key sits in a file others can read (launch prints the same line, cli/launch.py)
+            path, _, mode = loose.partition(" has mode ")
+            return Check("swanlab-key", WARN, f"cloud mode, API key from {path}, which has mode {mode.split()[0]}: "
+                         "readable by other users", f"chmod 600 {path}")
         return Check("swanlab-key", OK, f"cloud mode, API key from {s.sources.get('api_key', '?')}")
     return Check("swanlab-key", OK, f"SwanLab mode {s.mode}: no key needed")
