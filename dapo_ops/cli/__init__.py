@@ -37,6 +37,7 @@ TASK_MODULES: tuple[str, ...] = (
     "dapo_ops.cli.hosts",
     "dapo_ops.cli.launch",
     "dapo_ops.cli.status",
+    "dapo_ops.cli.logs",
     "dapo_ops.cli.preflight",
     "dapo_ops.cli.prepare",
     "dapo_ops.cli.classify",
@@ -52,7 +53,7 @@ SUB_COLLECTIONS: dict[str, str] = {
 TASK_INDEX: dict[str, str] = {
     "hosts": "dapo_ops.cli.hosts",
     "launch": "dapo_ops.cli.launch", "one-step-off": "dapo_ops.cli.launch",
-    "status": "dapo_ops.cli.status", "logs": "dapo_ops.cli.status", "stop": "dapo_ops.cli.status",
+    "status": "dapo_ops.cli.status", "logs": "dapo_ops.cli.logs", "stop": "dapo_ops.cli.status",
     "watch": "dapo_ops.cli.status",
     "preflight": "dapo_ops.cli.preflight",
     "prepare": "dapo_ops.cli.prepare",

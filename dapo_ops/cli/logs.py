@@ -1,0 +1,276 @@
+"""``logs``: a run's train.log on every host — the last N lines, ``-f`` to follow it until the run ends (then its
+ending line and ``inv watch``'s exit code), ``--errors`` for the failure evidence of each attempt only.
+
+Replaces the runbook's ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
+Flags are parsed here; the look goes through :mod:`dapo_ops.control.status` (resolve, tails, errors) and the
+follow is one SSH command per host (:func:`follow`); output is printed by the main thread only, whole lines,
+prefixed by host name when several hosts answer.
+"""
+
+from __future__ import annotations
+
+import io
+import json as _json
+import sys
+import threading
+import time
+
+from invoke.exceptions import Exit
+
+from dapo_ops.control import status as svc
+from dapo_ops.control import statusview
+from dapo_ops.control.remote import RemoteError, Target, q as _q
+from dapo_ops.control.statusview import ERROR
+from dapo_ops.core.runstate import FAILED
+from dapo_ops.cli._common import (
+    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
+)
+from dapo_ops.cli.status import CONTAINER_HELP
+
+
+class LineWriter(io.TextIOBase):
+    """A file-like ``out_stream`` that prints whole lines only, each prefixed, under a shared lock.
+
+    tqdm redraws (``\\r`` inside a line) keep only their last segment, as a terminal would show it; ``\\r\\n``
+    from a pty becomes ``\\n``. ``flush_rest()`` prints a last line without newline.
+    """
+
+    def __init__(self, prefix: str, lock: threading.Lock, out=None, drop_ctrl_c: bool = False, end_mark: str = ""):
+        super().__init__()
+        self.prefix, self.lock, self.out = prefix, lock, out or sys.stdout
+        self.drop_ctrl_c = drop_ctrl_c
+        self.end_mark = end_mark
+        #: the JSON after ``end_mark`` (a line that is kept, not printed), once seen
+        self.end: dict | None = None
+        self.buf = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.buf += s
+        if "\n" in self.buf:
+            *lines, self.buf = self.buf.split("\n")
+            self._emit(lines)
+        return len(s)
+
+    def _emit(self, lines):
+        shown = []
+        for ln in lines:
+            segs = [x for x in ln.split("\r") if x.strip()]
+            if segs and self.drop_ctrl_c and segs[-1].strip() == "^C":  # the SSH pty's echo of our \x03
+                continue
+            if segs and self.end_mark and segs[-1].startswith(self.end_mark):
+                try:
+                    self.end = _json.loads(segs[-1][len(self.end_mark):])
+                except ValueError:
+                    pass
+                continue
+            if segs:
+                shown.append(self.prefix + segs[-1])
+        if shown:
+            with self.lock:
+                self.out.write("\n".join(shown) + "\n")
+                self.out.flush()
+
+    def flush(self) -> None:
+        pass
+
+    def flush_rest(self) -> None:
+        if self.buf.strip():
+            self._emit([self.buf])
+        self.buf = ""
+
+
+# In the container (sh -c SCRIPT <log> <lines> <supervisor pid>): tail follows the log by name until the run's
+# supervisor exits (``--pid``: GNU tail reads what is left, then ends; the supervisor writes run.json's terminal
+# status before it exits, dapo_ops/agent/supervisor/); with no live supervisor (the run ended, or it died) a plain
+# tail prints the last lines and ends at once. Then the same command reads the run's final state with the status
+# probe op, one line after END_MARK (no second SSH command). ``cat`` holds the exec's stdin and returns at EOF,
+# which comes when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed, client
+# killed): the loop then kills the tail and exits without the final read. ``docker exec -t`` + ``\x03`` alone leaves
+# the tail running when the client vanishes. tail's notes (rotation: "has become inaccessible" / "has appeared")
+# go to its stdout (2>&1): docker exec carries stdout and stderr as two streams, and GNU tail writes "tail: " and
+# the note in two writes, so a log line could land between them on the operator's terminal ("tail: after rotation
+# ..."); one stream keeps tail's order.
+FOLLOW_SCRIPT = ('exec 3<&0; cat <&3 >/dev/null & c=$!; '
+                 'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
+                 'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
+                 'trap \'kill $t $c 2>/dev/null; exit 0\' INT TERM HUP; '
+                 'while kill -0 $t 2>/dev/null; do '
+                 'kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; done; '
+                 'kill $c 2>/dev/null; printf \'\\n%s\' "$END_MARK"; ')
+#: what the follow command prints before the run's final state (the status probe's JSON answer, same line)
+END_MARK = "@@DAPO-FOLLOW-END "
+
+
+def _end_line(t: Target, info: dict) -> str:
+    """The shell line that prints the run's final state: the status probe op (``dapo_ops.agent.probe``, a small
+    log tail) of ``info["run_id"]``, after :data:`END_MARK`."""
+    from dapo_ops.control import remote_bundle
+
+    req = {"op": "status", "run_id": info.get("run_id"), "runs_dir": t.host.runs_path, "host": t.name,
+           "tail_bytes": 4096}
+    return remote_bundle.op_line(remote_bundle.bundle_dir(t.host.runs_path), t.host.python, "probe",
+                                 [_json.dumps(req)], site=False)
+
+
+def ending(host: str, answer: dict | None) -> tuple[int, str]:
+    """``(exit code, one line)`` for a followed run's final state (the status probe's ``answer``, None when the
+    follow ended without one): the code is ``inv watch``'s (:data:`dapo_ops.control.watchloop.WATCH_CODES`), the line what ended the run as
+    ``status``/``watch`` word it (run.json ``decision.ended``, :func:`statusview.ending_line`)."""
+    from dapo_ops.control.watchloop import WATCH_CODES
+
+    if not answer:
+        return WATCH_CODES[ERROR], "%s: the log follow ended before the run did (connection lost?): " \
+                                   "`inv logs -f -H %s` follows it again" % (host, host)
+    row = statusview.build_row(host, answer)
+    code = WATCH_CODES.get(row.state, WATCH_CODES[ERROR])
+    if row.state == ERROR or not row.run_id:
+        return code, row.error or "%s: no run" % host
+    if row.ended:
+        detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == FAILED else "")
+        if row.suggestions:
+            detail += "; what to change: `inv status -H %s`" % host
+    else:
+        detail = "%s: %s" % (row.state, row.hint or "-")
+    return code, "%s: run %s %s" % (host, row.run_id, detail)
+
+
+def follow(pairs, lines: int, out=None) -> int:
+    """Follow every (Target, resolve answer) pair's log until its run ends, lines prefixed by host when several.
+
+    One SSH command per host, with a pty: :data:`FOLLOW_SCRIPT` (``tail -n <lines> -F --pid=<supervisor>``) and
+    then the run's final state (:func:`_end_line`), printed as one ending line per host (:func:`ending`).
+    ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same
+    file) keep streaming. A run that already ended (no live supervisor: the resolve answer's ``supervisor_pid``)
+    prints its last lines and its ending at once. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each SSH pty
+    (fabric/connection.py): the docker CLI on the host gets SIGINT, the exec's stdin closes and the script kills
+    its tail; one line says the run goes on. A host that does not stop within 5 s has its connection closed.
+
+    :returns: 0 after Ctrl-C; else ``inv watch``'s exit code of the worst run (0 when every run succeeded).
+    """
+    lock = threading.Lock()
+    multi = len(pairs) > 1
+    promises = []
+    failed = []
+    for t, info in pairs:
+        writer = LineWriter("%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK)
+        script = FOLLOW_SCRIPT.replace('"$END_MARK"', _q(END_MARK)) + _end_line(t, info)  # one sh -c argument
+        cmd = t.exec_command(["sh", "-c", script, info["log"], str(int(lines)), str(info.get("supervisor_pid") or "")],
+                             interactive=True, workdir="")
+        try:
+            t.connect()
+            p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,
+                                   out_stream=writer, err_stream=writer)
+        except RemoteError as e:  # e.g. the host went away between resolve and follow
+            failed.append(str(e) if str(e).startswith(t.name) else "%s: %s" % (t.name, e))
+            print(failed[-1], file=sys.stderr)
+            continue
+        promises.append((t, p, writer))
+    if not promises:
+        fail(failed[0] if failed else "nothing to follow", EXIT_FAILED)
+    interrupted = False
+    try:
+        while not all(p.runner.process_is_finished for _, p, _ in promises):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        interrupted = True
+        for _, p, _ in promises:
+            try:
+                p.runner.send_interrupt(KeyboardInterrupt())
+            except Exception:  # noqa: BLE001 - best effort, the connection is closed below anyway
+                pass
+        deadline = time.time() + 5
+        while time.time() < deadline and not all(p.runner.process_is_finished for _, p, _ in promises):
+            time.sleep(0.05)
+    for t, p, w in promises:
+        if p.runner.process_is_finished:
+            try:
+                p.join()
+            except Exception:  # noqa: BLE001 - exit code of an interrupted tail is irrelevant
+                pass
+        w.flush_rest()
+        t.close()
+    if interrupted:
+        names = ",".join(t.name for t, _, _ in promises)
+        print("logs -f interrupted; the run goes on (`inv logs -f -H %s` follows it again, `inv status -H %s`)"
+              % (names, names), file=sys.stderr, flush=True)
+        return 0
+    codes = []
+    f = out or sys.stdout
+    for t, _, w in promises:
+        code, line = ending(t.name, w.end)
+        codes.append(code)
+        with lock:
+            f.write(line + "\n")
+            f.flush()
+    if failed:  # a host whose follow could not start (said above)
+        from dapo_ops.control.watchloop import WATCH_CODES
+
+        codes.append(WATCH_CODES[ERROR])
+    return max(codes)
+
+
+@fanout_task(help={
+    "lines": "number of lines to show (default 100)",
+    "follow": "keep following until the run ends (then its ending line; exit code as `inv watch`); Ctrl-C stops "
+              "following, the run goes on",
+    "errors": "only the classifier's evidence lines with context, across attempts",
+    "attempt": "attempt-K.log instead of train.log",
+    "run": "a run id instead of the host's current run",
+    "container": CONTAINER_HELP,
+})
+def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run="", container=""):
+    """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
+    if int(lines) < 0 or int(attempt) < 0:
+        fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
+    _, chosen = select_hosts(c, hosts, inventory)
+    chosen = with_container(chosen, container)
+    multi = len(chosen) > 1
+    ct = connect_timeout_override(c)
+    if errors:
+        found, failures = 0, []
+        for name, res in svc.fan(chosen, lambda t: _capture_errors(t, run, attempt, multi), 180, ct):
+            if isinstance(res, str):
+                failures.append(res)
+                print(res, file=sys.stderr)
+            else:
+                sys.stdout.write(res["text"])
+                found += res["blocks"]
+        if failures:
+            raise Exit(code=EXIT_FAILED)  # each failed host was reported above
+        if not found:
+            print("no failure evidence in the logs", file=sys.stderr)
+        return
+    try:
+        logs_found = svc.resolve_logs(chosen, run, attempt, ct)
+    except svc.StatusError as e:
+        fail(str(e), e.code)
+    errs = list(logs_found.errors)
+    for e in logs_found.notes + logs_found.errors:
+        print(e, file=sys.stderr)
+    if follow_:
+        code = follow([(Target(h, connect_timeout=ct), info) for h, info in logs_found.found], lines)
+        if code:
+            raise Exit(code=code)  # the ending line above says why
+        return
+    lock = threading.Lock()
+    for name, res in svc.tail_texts(logs_found.found, lines, ct):
+        if isinstance(res, str):
+            errs.append(res)
+            print(res, file=sys.stderr)
+            continue
+        w = LineWriter("%s | " % name if multi else "", lock)
+        w.write(res["text"])
+        w.flush_rest()
+    if errs:
+        raise Exit(code=EXIT_FAILED)  # each failed host was reported above
+
+
+def _capture_errors(t, run, attempt, multi):
+    text, n = svc.errors_text(t, run, attempt, "%s | " % t.name if multi else "")
+    return {"blocks": n, "text": text}
+
+
+# ------------------------------------------------------------------------------------------ stop
