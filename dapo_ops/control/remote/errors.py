@@ -221,9 +221,12 @@ def docker_error(target, res: Result, *, inspect: bool = True,
                                                         "the SSH user to the docker group or use root",
                            result=res)
     if re.search(r"No such (container|object): ?\S*", first) and (first.startswith("Error") or res.exited in (1, 125)):
+        # a container other than the host's came from the run setting (--container / CONTAINER, settings.py)
+        src = ("container in the inventory" if c == getattr(getattr(target, "host", None), "container", c)
+               else "--container / CONTAINER")
         return RemoteError("container-missing", target.name, f"container '{c}' does not exist (Docker: "
                                                            f"{first.strip()}); create it (inv container.create) "
-                                                           "or fix container in the inventory", result=res)
+                                                           f"or fix {src}", result=res)
     # Docker 20.10 writes "Container <id> is not running", newer engines "container <id> is not running"
     m = re.search(r"[Cc]ontainer \S+ is (not running|restarting|paused)", first)
     if m:
