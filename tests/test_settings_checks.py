@@ -111,3 +111,34 @@ def test_launch_dry_run_accepts_the_name_without_swanlab(tmp_path):
 
 def test_max_oom_retries_bound_is_documented_in_the_table():
     assert S.BY_NAME["max_oom_retries"].maximum == 10
+
+
+@pytest.mark.parametrize("flags,env,file_cfg,where", [
+    ({}, {}, {"run": {"experiment": "exp-SECRETKEY123"}}, "[run] experiment in the config file: "),
+    ({}, {"EXPERIMENT_NAME": "exp-SECRETKEY123"}, {}, "EXPERIMENT_NAME: "),
+    ({"experiment": "exp-SECRETKEY123"}, {}, {}, "--experiment: "),
+])
+def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg, where):
+    from dapo_ops.control.launch import LaunchUsageError, refuse_secret_settings
+
+    st = resolve(flags, env, file_cfg)
+    with pytest.raises(LaunchUsageError) as ei:
+        refuse_secret_settings(st, ["SECRETKEY123"])
+    assert str(ei.value).startswith(where) and "SECRETKEY123" not in str(ei.value)
+
+
+@pytest.mark.parametrize("flags,env,file_cfg,start", [
+    ({"offload": True, "features": "-offload"}, {}, {}, "--offload turns offload on but --features='-offload'"),
+    ({}, {"ENABLE_OFFLOAD": "1"}, {"run": {"features": ["-offload"]}},
+     "ENABLE_OFFLOAD turns offload on but [run] features in the config file='-offload'"),
+])
+def test_offload_on_and_off_names_both_sources(flags, env, file_cfg, start):
+    with pytest.raises(SettingsError) as ei:
+        resolve(flags, env, file_cfg)
+    assert str(ei.value).startswith(start) and "ENABLE_OFFLOAD=True" not in str(ei.value)
+
+
+def test_unknown_feature_echoes_the_raw_token():
+    with pytest.raises(SettingsError) as ei:
+        resolve({}, {"USER_FEATURES": "flash_attn;rm -rf /"}, {})
+    assert str(ei.value).startswith("USER_FEATURES: unknown feature 'rm -rf /'; valid features: ")

@@ -332,7 +332,7 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
     as unset. ``file_cfg``: the parsed config file (``userconfig.load()``: ``{"run": {...},
     "proxy": {...}}``) or just its ``[run]`` table. Unknown flag names raise :class:`SettingsError`.
     Raises :class:`SettingsError` (one line naming the variable, flag or file key) for values of
-    the wrong type or out of range.
+    the wrong type or out of range, and for offload turned on and off (``offload`` and ``-offload`` in ``features``).
     """
     flags = dict(flags or {})
     env = env or {}
@@ -363,6 +363,9 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
         out.values[p.name] = val
         out.sources[p.name] = source
         out.origins[p.name] = _where(p, source, origin)
+    if out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]:
+        raise SettingsError(f"{out.origins['offload']} turns offload on but {out.origins['features']}="
+                            f"{out.values['features']!r} turns it off ('-offload'); drop one of them")
     return out
 
 
