@@ -78,3 +78,19 @@ def test_link_down_is_unreachable_within_the_connect_timeout(sandbox, cli):
     r3 = row(out.stdout, "h3")
     assert "FAIL unreachable" in r3
     assert "timed out after 2 s" in r3 or "No route to host" in r3
+
+
+def test_missing_workdir_is_named_not_blamed_on_python(sandbox, cli, tmp_path):
+    """docker exec -w <missing dir> exits 126 with runc's reason on STDOUT; the row names the workdir and the fix
+    (hosts.toml `workdir`), not "python3 not runnable" (new-user trial)."""
+    text = open(sandbox.inventory).read().replace(f'address = "{sandbox.addresses["h3"]}"',
+                                                  f'address = "{sandbox.addresses["h3"]}"\nworkdir = "/nonexist"')
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(text)
+    out = cli("dapo-ops", "hosts", "-H", "h3", "--inventory", str(inv))
+    assert out.returncode == 1
+    r3 = row(out.stdout, "h3")
+    assert "FAIL workdir-missing" in r3, out.stdout
+    assert "workdir /nonexist does not exist in container 'verl'" in r3 and "fix workdir in hosts.toml" in r3
+    assert "not runnable" not in out.stdout
+    assert out.stderr.strip() == "1 of 1 hosts failed: h3 (workdir-missing)"

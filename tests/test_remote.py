@@ -126,6 +126,28 @@ DOCKER_TEXTS = [
 ]
 
 
+OCI_CWD = ('OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/nonexist") '
+           'set in config.json failed: no such file or directory: unknown\r\n')
+
+
+@pytest.mark.parametrize("result", [res(126, stdout=OCI_CWD), res(126, stderr=OCI_CWD)], ids=["stdout", "stderr"])
+def test_missing_workdir_is_named_from_dockers_exec_failure(result):
+    from dapo_ops.control.remote.errors import exec_start_failure, workdir_missing_message
+
+    assert exec_start_failure(result).startswith("OCI runtime exec failed")
+    msg = workdir_missing_message(Target(HOST), result)
+    assert msg.startswith("workdir /nonexist does not exist in container 'verl'") and "fix workdir in hosts.toml" in msg
+    assert "\n" not in msg and "\r" not in msg
+
+
+@pytest.mark.parametrize("result", [res(126, stdout="sh: 1: ./x: Permission denied\n"), res(1, stdout=OCI_CWD),
+                                    res(127, stderr="sh: python3: not found\n")])
+def test_other_failures_are_not_a_missing_workdir(result):
+    from dapo_ops.control.remote.errors import workdir_missing_message
+
+    assert workdir_missing_message(Target(HOST), result) is None
+
+
 @pytest.mark.parametrize("result,kind", [d[1:] for d in DOCKER_TEXTS], ids=[d[0] for d in DOCKER_TEXTS])
 def test_docker_messages_map_to_kinds(result, kind):
     err = Target(HOST)._docker_error(result, inspect=False)
@@ -184,3 +206,13 @@ def test_refused_proxy_jump_names_the_bastion_not_the_target():
     assert ei.value.kind == "refused"
     assert ei.value.message.startswith("proxy_jump bastion: connection to ops@127.0.0.1:1 refused"), ei.value.message
     assert "192.0.2.11" not in ei.value.message
+
+
+def test_missing_container_names_the_source_of_its_name():
+    """The host's container: fix the inventory; one given by --container / CONTAINER: fix that (new-user trial)."""
+    nosuch = "Error response from daemon: No such container: {}\n"
+    own = Target(HOST)._docker_error(res(1, nosuch.format("verl")), inspect=False)
+    assert own.kind == "container-missing" and own.message.endswith("fix container in the inventory")
+    given = Target(HOST, container="other")._docker_error(res(1, nosuch.format("other")), inspect=False)
+    assert given.kind == "container-missing" and given.message.endswith("or fix --container / CONTAINER")
+    assert "inventory" not in given.message

@@ -12,6 +12,7 @@ from dapo_ops.control import remote_bundle
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
+from dapo_ops.control.remote.errors import workdir_missing_message
 from dapo_ops.cli._common import fanout_task, run_fanout, select_hosts, with_container
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
@@ -40,6 +41,9 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             cells["container"] = "no docker"
         elif e.kind == "container-stopped":
             cells["container"] = ContainerState(**e.state).describe() if e.state else "not running"
+        elif e.kind == "command" and e.result is not None and workdir_missing_message(target, e.result):
+            cells["container"] = "running"
+            return Row(cells=cells, ok=False, kind="workdir-missing", message=workdir_missing_message(target, e.result))
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
             cells["container"] = "running"
             return Row(cells=cells, ok=False, kind="python-missing",
@@ -51,11 +55,12 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     cells["container"] = "running"
     from dapo_ops.control.preflight import workdir_missing
 
-    if res.exited != 0 and workdir_missing(res.stderr):
+    missing = workdir_missing_message(target, res)  # Docker prints why on stdout (remote/errors.py)
+    if res.exited != 0 and (missing or workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"
         return Row(cells=cells, ok=False, kind="workdir-missing",
-                   message=f"workdir {h.workdir} does not exist in container '{target.container}'; fix workdir in "
-                           f"hosts.toml (the verl checkout, e.g. /verl)")
+                   message=missing or f"workdir {h.workdir} does not exist in container '{target.container}'; fix "
+                                      f"workdir in hosts.toml (the verl checkout, e.g. /verl)")
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1]) if res.exited == 0 else None
     except (ValueError, IndexError):

@@ -106,6 +106,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
             independent: bool = False, resume: str = "", progress: LaunchProgress | None = None):
     from dapo_ops.control import fanout
 
+    if link_wait < 0:
+        fail(f"--link-wait={link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)",
+             EXIT_USAGE)
     resume = (resume or "").strip()
     if resume and not runstate.is_run_id(resume):
         fail(f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",

@@ -15,7 +15,8 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 # host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# ("$(?!\n)": msgspec matches with Python's re.search, whose "$" also matches before a final newline)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$(?!\n)"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # proxy_jump: an inventory host name or [user@]host[:port] (IPv6 in brackets); no spaces, no leading '-' (an
 # ssh option such as -oProxyCommand=... is refused here instead of failing in fabric.Connection)
@@ -38,7 +39,16 @@ def problem_of(tp) -> str | None:
 
 _NONEMPTY = dict(pattern=r"\S")  # msgspec matches with re.search
 Text = Annotated[str, rule("must not be empty", **_NONEMPTY)]
-ContainerPath = Annotated[str, rule("must be an absolute path inside the container (e.g. '/verl')", pattern="^/")]
+# container paths reach `docker exec -w` and shell lines (quoted, but a ';' or newline in a path is a mistake or an
+# attack): absolute, and only the characters shlex.quote leaves unquoted (Lib/shlex.py _find_unsafe: \w@%+=:,./-)
+ContainerPath = Annotated[str, rule("must be an absolute path inside the container (e.g. '/verl') of letters, digits "
+                                    "and _ @ % + = : , . / - (no spaces, shell metacharacters or newlines), got {v!r}",
+                                    pattern=r"^/[\w@%+=:,./-]*$(?!\n)")]
+# an address / user starting with '-' would be read by ssh as an option (-oProxyCommand=...): refused here
+Address = Annotated[str, rule("{v!r} is not an IP or DNS name (no spaces; a leading '-' would be an ssh option)",
+                              pattern=r"^[^\s-]\S*$(?!\n)")]
+User = Annotated[str, rule("{v!r} is not a user name (no spaces; a leading '-' would be an ssh option)",
+                           pattern=r"^[^\s-]\S*$(?!\n)")]
 Port = Annotated[int, rule("must be 1..65535, got {v}", ge=1, le=65535)]
 Seconds = Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)]
 Devices = Annotated[int, rule("must be >= 1 (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}", ge=1)]
@@ -65,9 +75,9 @@ class Host:
     """
 
     name: str
-    address: Text
+    address: Address
     port: Port | None = None
-    user: Text | None = None
+    user: User | None = None
     identity_file: Text | None = None
     known_hosts: Text | None = None
     connect_timeout: Seconds = 10

@@ -129,10 +129,12 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
 def refuse_secret_settings(settings, secrets: list) -> None:
     """Raise :class:`LaunchUsageError` when a run setting (``--experiment``, ``--project``, paths, ...: every
     string value of :class:`~dapo_ops.control.settings.Settings`) holds a secret dapo-ops knows: settings go into
-    spec.json, run.json, verl's argv and train.log like an override. Nothing of the value is shown."""
+    spec.json, run.json, verl's argv and train.log like an override. Nothing of the value is shown; the message names
+    where it was set (``--experiment``, ``EXPERIMENT_NAME``, ``[run] experiment in the config file``)."""
     from dapo_ops.control.settings import PARAMS
 
     flags = {p.name: p.flag or (p.env[0] if p.env else p.name) for p in PARAMS}
+    flags.update(getattr(settings, "origins", None) or {})  # where each was set: flag, variable or file key
     for name, value in (getattr(settings, "values", None) or dict(settings)).items():
         if name.lower() in proxy.PROXY_VARS:  # proxy URLs carry their password by design: split_secret keeps it
             continue                          # out of the spec (secret.env only)

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from dapo_ops.control.settings import SettingsError, check_tracker_names
 from dapo_ops.core import features as features_mod
 from dapo_ops.core import ladder
 from dapo_ops.core import memfit
@@ -99,12 +100,14 @@ def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bo
     (:func:`dapo_ops.core.memfit.fit`): when the first attempt cannot fit, the plan starts on the first rung that
     fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib`` only
     the per-phase peaks are shown.
-    Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values.
+    Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
+    ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
     """
     try:
+        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
         return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
                           memory)
-    except (FeatureError, OverrideError, memfit.FitError) as e:
+    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
         raise PlanError(str(e)) from None
 
 

@@ -14,10 +14,12 @@ Secrets are not settings: the SwanLab API key and webhook URLs are handled by
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from dapo_ops.control.inventory_model import NAME_PATTERN
 from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
 
 
@@ -33,7 +35,10 @@ class Param:
     ``env``: environment variables, first set one wins. ``key``: config-file key (``steps`` =
     ``[run] steps``; ``proxy.http_proxy`` = ``[proxy] http_proxy``), None when not in the file.
     ``type``: ``int`` | ``float`` | ``bool`` | ``str`` | ``features``. ``choices``: allowed values.
-    ``unit`` for the docs (steps, tokens, seconds, devices, fraction).
+    ``unit`` for the docs (steps, tokens, seconds, devices, fraction). ``minimum`` / ``maximum``: the range of a
+    number, ``also``: values allowed outside it (``save_freq`` -1). ``pattern``: ``(regex, what it allows)`` a
+    string must match (:func:`re.fullmatch`). ``tracker``: the rule a tracker enforces on the value, checked by
+    :func:`check_tracker_names` once the loggers are known.
     """
 
     name: str
@@ -46,16 +51,44 @@ class Param:
     choices: tuple = ()
     unit: str = ""
     minimum: float | None = None
+    maximum: float | None = None
+    also: tuple = ()
+    pattern: tuple[str, str] | None = None
+    tracker: "TrackerRule | None" = None
 
 
-def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="", minimum=None) -> Param:
+@dataclass(frozen=True)
+class TrackerRule:
+    """A name rule a tracker enforces when ``logger`` is in ``trainer.logger``: 1..``max_len`` characters matching
+    ``regex`` (None: any), ``allowed`` says which in words, ``source`` is the file that enforces it. verl passes
+    ``trainer.project_name`` / ``experiment_name`` to the tracker's init (verl/utils/tracking.py:144-146)."""
+
+    logger: str
+    max_len: int
+    regex: str | None
+    allowed: str
+    source: str
+
+
+#: SwanLab's project-name rule: pydantic ``ProjectName`` in swanlab 0.10 sdk/internal/pkg/constraints/__init__.py:56
+#: (0.7: api/helper/utils.py:93 ``_PROJECT_NAME_RE``, same characters); a bad name kills verl in swanlab.init
+SWANLAB_PROJECT = TrackerRule("swanlab", 100, r"[0-9a-zA-Z_\-+.]+", "letters, digits and _ - + .",
+                              "swanlab/sdk/internal/pkg/constraints/__init__.py ProjectName")
+#: SwanLab's experiment-name rule: ``ExperimentName``, 1-512 characters (same file, :67)
+SWANLAB_EXPERIMENT = TrackerRule("swanlab", 512, None, "any characters",
+                                 "swanlab/sdk/internal/pkg/constraints/__init__.py ExperimentName")
+
+
+def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="", minimum=None, maximum=None,
+       also=(), pattern=None, tracker=None) -> Param:
     if flag is ...:
         flag = "--" + name.replace("_", "-")
     if key is ...:
         key = name
     if isinstance(env, str):
         env = (env,)
-    return Param(name, flag, tuple(env or ()), key, default, typ, help, tuple(choices), unit, minimum)
+    return Param(name, flag, tuple(env or ()), key, default, typ, help, tuple(choices), unit, minimum, maximum,
+                 tuple(also), pattern, tracker)
 
 
 #: Every run setting (runbook defaults: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
@@ -74,9 +107,15 @@ PARAMS: tuple[Param, ...] = (
     _p("features", "USER_FEATURES", "", "features",
        "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")"),
     _p("offload", "ENABLE_OFFLOAD", False, "bool", "start with offload on (an explicit feature)"),
-    _p("max_oom_retries", "MAX_OOM_RETRIES", 2, "int", "device-OOM retries of the escalation ladder", minimum=0),
-    _p("container", "CONTAINER", "", "str", "container name (empty: the inventory's)"),
-    _p("save_freq", "SAVE_FREQ", 10, "int", "checkpoint every N steps (trainer.save_freq; -1 = never)", unit="steps"),
+    # at most 10: each retry restarts verl (model load + checkpoint resume, minutes) one rung up the OOM ladder, which
+    # has a handful of rungs (dapo_ops/core/memladder.py RUNGS, the feature rungs of dapo_ops/core/ladder.py); more
+    # retries only repeat the top rung against an OOM that does not go away
+    _p("max_oom_retries", "MAX_OOM_RETRIES", 2, "int", "device-OOM retries of the escalation ladder", minimum=0,
+       maximum=10),
+    _p("container", "CONTAINER", "", "str", "container name (empty: the inventory's)",
+       pattern=(NAME_PATTERN, "a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)")),
+    _p("save_freq", "SAVE_FREQ", 10, "int", "checkpoint every N steps (trainer.save_freq; -1 = never)", unit="steps",
+       minimum=1, also=(-1,)),
     _p("rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
     _p("gpu_memory_utilization", "GPU_MEMORY_UTILIZATION", 0.6, "float",
        "rollout (vLLM) share of device memory", unit="fraction", minimum=0.05),
@@ -117,8 +156,10 @@ PARAMS: tuple[Param, ...] = (
        "warns, the first attempt runs as planned and the ladder learns from a real OOM)", flag=None,
        choices=("start", "warn")),
     _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
-    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)"),
-    _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)"),
+    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)",
+       tracker=SWANLAB_PROJECT),
+    _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)",
+       tracker=SWANLAB_EXPERIMENT),
     _p("profile", "VERL_PROFILE", "", "str", "verl profile (empty: from the host's verl version)",
        choices=("", "0.9", "0.8")),
     _p("swanlab_mode", "SWANLAB_MODE", "", "str", "SwanLab mode (cloud/local/offline/disabled; empty: SwanLab setup decides)",
@@ -174,6 +215,7 @@ class Settings:
 
     values: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
+    origins: dict = field(default_factory=dict)  # name -> where it was set, for messages (``--project``, ``[run] ...``)
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -256,8 +298,14 @@ def convert(p: Param, raw, where: str):
     if p.choices and val not in p.choices:
         raise SettingsError(f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '') }; "
                             f"use one of them")
-    if p.minimum is not None and isinstance(val, (int, float)) and val < p.minimum:
-        raise SettingsError(f"{where}={raw!r} is below the minimum {p.minimum:g}; use a value >= {p.minimum:g}")
+    number = isinstance(val, (int, float)) and not isinstance(val, bool) and val not in p.also
+    also = "".join(f" or {a}" for a in p.also)
+    if p.minimum is not None and number and val < p.minimum:
+        raise SettingsError(f"{where}={raw!r} is below the minimum {p.minimum:g}; use a value >= {p.minimum:g}{also}")
+    if p.maximum is not None and number and val > p.maximum:
+        raise SettingsError(f"{where}={raw!r} is above the maximum {p.maximum:g}; use a value <= {p.maximum:g}{also}")
+    if p.pattern and isinstance(val, str) and val and not re.fullmatch(p.pattern[0], val):
+        raise SettingsError(f"{where}={raw!r} is not {p.pattern[1]}; fix {where}")
     if p.name == "gpu_memory_utilization" and not 0 < val <= 1:
         raise SettingsError(f"{where}={raw!r} must be a fraction in (0, 1], e.g. 0.6")
     return val
@@ -284,7 +332,7 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
     as unset. ``file_cfg``: the parsed config file (``userconfig.load()``: ``{"run": {...},
     "proxy": {...}}``) or just its ``[run]`` table. Unknown flag names raise :class:`SettingsError`.
     Raises :class:`SettingsError` (one line naming the variable, flag or file key) for values of
-    the wrong type or out of range.
+    the wrong type or out of range, and for offload turned on and off (``offload`` and ``-offload`` in ``features``).
     """
     flags = dict(flags or {})
     env = env or {}
@@ -314,7 +362,32 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
             val = convert(p, raw, _where(p, source, origin))
         out.values[p.name] = val
         out.sources[p.name] = source
+        out.origins[p.name] = _where(p, source, origin)
+    if out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]:
+        raise SettingsError(f"{out.origins['offload']} turns offload on but {out.origins['features']}="
+                            f"{out.values['features']!r} turns it off ('-offload'); drop one of them")
     return out
+
+
+def check_tracker_names(st: "Settings | Mapping", loggers) -> None:
+    """Refuse a setting the tracker of one of ``loggers`` (``trainer.logger``) would refuse at its init, minutes into
+    the run (SwanLab: :data:`SWANLAB_PROJECT`, :data:`SWANLAB_EXPERIMENT`). A setting left at its default is
+    checked too (an empty experiment becomes the run id); ``st`` may be a plain dict (then the message names the
+    flag). Raises :class:`SettingsError`: one line naming the flag,
+    variable or file key."""
+    values, origins = (st.values, st.origins) if isinstance(st, Settings) else (st, {})
+    for p in PARAMS:
+        r = p.tracker
+        val = values.get(p.name)
+        if r is None or r.logger not in (loggers or ()) or val in (None, "") and p.default == "":
+            continue
+        val = str(val)
+        if len(val) <= r.max_len and (r.regex is None or re.fullmatch(r.regex, val)):
+            continue
+        where = origins.get(p.name) or p.flag or p.name
+        raise SettingsError(f"{where}={val!r} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
+                            f"{r.source}): rename it, e.g. {re.sub(r'[^0-9A-Za-z_.+-]+', '_', val)[:r.max_len]!r}, "
+                            f"or run without {r.logger} (--swanlab-mode disabled)")
 
 
 def render_markdown() -> str:

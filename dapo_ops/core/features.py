@@ -180,7 +180,9 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
             continue
         neg = item.startswith("-")
         name = item.lstrip("+-").strip().lower().replace("-", "_")
-        _check_name(name)
+        if name not in CATALOG:  # the user's own token, repr-quoted: not the normalized name ('rm _rf /')
+            raise FeatureError(f"unknown feature {item!r}; valid features: {_valid_names()} (prefix a default "
+                               f"with '-' to turn it off)")
         target = off if neg else on
         if name not in target:
             target.append(name)
@@ -221,7 +223,8 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
                     off.append(dep)
     if enable_offload:
         if "offload" in off:
-            raise FeatureError("ENABLE_OFFLOAD=True contradicts '-offload' in the features (--features / USER_FEATURES); drop one of them")
+            raise FeatureError("offload on (--offload / ENABLE_OFFLOAD) contradicts '-offload' in the features "
+                               "(--features / USER_FEATURES); drop one of them")
         if "offload" not in on:
             on.append("offload")
     fs = FeatureSet((), frozenset(off))

@@ -221,9 +221,12 @@ def docker_error(target, res: Result, *, inspect: bool = True,
                                                         "the SSH user to the docker group or use root",
                            result=res)
     if re.search(r"No such (container|object): ?\S*", first) and (first.startswith("Error") or res.exited in (1, 125)):
+        # a container other than the host's came from the run setting (--container / CONTAINER, settings.py)
+        src = ("container in the inventory" if c == getattr(getattr(target, "host", None), "container", c)
+               else "--container / CONTAINER")
         return RemoteError("container-missing", target.name, f"container '{c}' does not exist (Docker: "
                                                            f"{first.strip()}); create it (inv container.create) "
-                                                           "or fix container in the inventory", result=res)
+                                                           f"or fix {src}", result=res)
     # Docker 20.10 writes "Container <id> is not running", newer engines "container <id> is not running"
     m = re.search(r"[Cc]ontainer \S+ is (not running|restarting|paused)", first)
     if m:
@@ -234,3 +237,28 @@ def docker_error(target, res: Result, *, inspect: bool = True,
                            f"container '{c}' is {desc}; {fix}", state=state.to_json() if state else None,
                            result=res)
     return None
+
+
+def exec_start_failure(res: Result) -> str | None:
+    """Docker's reason a ``docker exec`` could not start its process (exit 126, runc's ``OCI runtime exec failed:
+    ...``), or None. The Docker CLI prints that line on STDOUT, not stderr (the sandbox's Docker, docker exec -w
+    /nonexist: ``OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd
+    ("/nonexist") set in config.json failed: no such file or directory: unknown``), so both are searched."""
+    if res.exited != 126:
+        return None
+    for ln in f"{res.stderr or ''}\n{res.stdout or ''}".splitlines():
+        if "OCI runtime exec failed" in ln or "chdir to cwd" in ln:
+            return ln.strip()
+    return None
+
+
+def workdir_missing_message(target, res: Result) -> str | None:
+    """One line when ``res`` failed because the exec's working directory (the host's ``workdir``) does not exist
+    in the container (:func:`exec_start_failure` names ``chdir to cwd``), else None."""
+    why = exec_start_failure(res)
+    if not why or "chdir to cwd" not in why or "no such file or directory" not in why.lower():
+        return None
+    m = re.search(r'chdir to cwd \("?([^")]*)"?\)', why)
+    wd = m.group(1) if m else getattr(getattr(target, "host", None), "workdir", "?")
+    return (f"workdir {wd} does not exist in container '{target.container}' (Docker: chdir to cwd failed: no such "
+            f"file or directory); fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image")
