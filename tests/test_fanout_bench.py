@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.bench
@@ -94,3 +96,9 @@ def test_missing_workdir_is_named_not_blamed_on_python(sandbox, cli, tmp_path):
     assert "workdir /nonexist does not exist in container 'verl'" in r3 and "fix workdir in hosts.toml" in r3
     assert "not runnable" not in out.stdout
     assert out.stderr.strip() == "1 of 1 hosts failed: h3 (workdir-missing)"
+    # preflight: its probe's exec fails the same way, and its check names the workdir too (not `python`)
+    pf = cli("inv", "preflight", "-H", "h3", "--inventory", str(inv), "--json", "--swanlab-mode", "disabled")
+    assert pf.returncode == 1, pf.stdout + pf.stderr
+    checks = {c["name"]: c for c in json.loads(pf.stdout)["hosts"]["h3"]["checks"]}
+    assert checks["workdir"]["status"] == "fail" and "python" not in checks, checks
+    assert "workdir /nonexist does not exist" in checks["workdir"]["message"]

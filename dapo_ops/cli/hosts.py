@@ -12,7 +12,7 @@ from dapo_ops.control import remote_bundle
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
-from dapo_ops.control.remote.errors import workdir_missing_message
+from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
 from dapo_ops.cli._common import fanout_task, run_fanout, select_hosts, with_container
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
@@ -53,10 +53,8 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
     cells["container"] = "running"
-    from dapo_ops.control.preflight import workdir_missing
-
     missing = workdir_missing_message(target, res)  # Docker prints why on stdout (remote/errors.py)
-    if res.exited != 0 and (missing or workdir_missing(res.stderr)):
+    if res.exited != 0 and (missing or is_workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"
         return Row(cells=cells, ok=False, kind="workdir-missing",
                    message=missing or f"workdir {h.workdir} does not exist in container '{target.container}'; fix "

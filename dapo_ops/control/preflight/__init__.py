@@ -44,7 +44,6 @@ round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entr
 
 from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate, quick, quick_all, run_all
 from dapo_ops.control.preflight.group import HostJob, run_fleet
-from dapo_ops.control.preflight.host import workdir_missing
 from dapo_ops.control.preflight.inputs import CKPT_FACTOR, GIB
 from dapo_ops.control.preflight.memory import memory_facts
 from dapo_ops.control.preflight.network import swanlab_key_check
@@ -54,4 +53,4 @@ from dapo_ops.control.preflight.result import FAIL, OK, STATUSES, WARN, Check, t
 
 __all__ = ["CKPT_FACTOR", "FAIL", "GIB", "OK", "QUICK_CHECKS", "STATUSES", "WARN", "Check", "HostJob", "PlanView",
            "collect", "evaluate", "memory_facts", "needed_modules", "plan_view", "probe_request", "quick", "quick_all",
-           "run_all", "run_fleet", "swanlab_key_check", "to_json", "workdir_missing", "worst"]
+           "run_all", "run_fleet", "swanlab_key_check", "to_json", "worst"]

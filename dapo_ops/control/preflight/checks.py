@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dapo_ops.control.preflight.host import _container_checks, _device_checks, workdir_missing
+from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
@@ -15,6 +15,7 @@ from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.errors import is_workdir_missing
 
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
@@ -38,7 +39,7 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
         out.append(Check("bundle", FAIL, facts["bundle_error"], "make runs_dir writable there (or fix runs_dir in "
                          "hosts.toml) and check that the container's python3 runs"))
         return out
-    if p is None and workdir_missing(facts.get("probe_error", "")):
+    if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")
         out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
                          "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))

@@ -10,12 +10,6 @@ from dapo_ops.control.preflight.plan import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
-def workdir_missing(text: str) -> bool:
-    """True when ``text`` (docker exec's stderr) says the exec's working directory does not exist in the container:
-    runc's ``OCI runtime exec failed: ... chdir to cwd ("/x") set in config.json failed: no such file or
-    directory`` (docker exec -w)."""
-    low = (text or "").lower()
-    return "chdir to cwd" in low and "no such file or directory" in low
 
 
 def _container_checks(target_name: str, container: str, facts: dict) -> list[Check]:

@@ -126,6 +126,8 @@ def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: d
         try:
             facts["probe"] = preflight_probe.parse_output(out)
         except ValueError as e:
-            err = [ln for ln in (res.stderr or "").splitlines() if ln.strip()]
+            # docker exec prints runc's start failure (e.g. the workdir's chdir) on stdout, the probe's own on stderr
+            err = [ln for ln in out.splitlines() if "OCI runtime exec failed" in ln] or [
+                ln for ln in (res.stderr or "").splitlines() if ln.strip()]
             facts["probe_error"] = f"{e}" + (f" ({err[-1].strip()})" if err else "")
     return facts

@@ -252,11 +252,19 @@ def exec_start_failure(res: Result) -> str | None:
     return None
 
 
+def is_workdir_missing(text: str) -> bool:
+    """True when ``text`` (a docker exec's output, either stream) says the exec's working directory does not
+    exist in the container: runc's ``... chdir to cwd ("/x") set in config.json failed: no such file or
+    directory`` (docker exec -w). The one test of it (``inv hosts``, preflight's ``workdir`` check)."""
+    low = (text or "").lower()
+    return "chdir to cwd" in low and "no such file or directory" in low
+
+
 def workdir_missing_message(target, res: Result) -> str | None:
     """One line when ``res`` failed because the exec's working directory (the host's ``workdir``) does not exist
     in the container (:func:`exec_start_failure` names ``chdir to cwd``), else None."""
     why = exec_start_failure(res)
-    if not why or "chdir to cwd" not in why or "no such file or directory" not in why.lower():
+    if not why or not is_workdir_missing(why):
         return None
     m = re.search(r'chdir to cwd \("?([^")]*)"?\)', why)
     wd = m.group(1) if m else getattr(getattr(target, "host", None), "workdir", "?")
