@@ -141,6 +141,26 @@ def test_bundle_install_script_unpacks_atomically(tmp_path):
     assert not Path(bdir + ".tar.gz.b64").exists()
 
 
+def test_bundle_installs_at_once_all_succeed_and_leave_one_bundle(tmp_path):
+    """Two launches on a fresh host install the bundle at the same moment: each stages its own file
+    (remote_bundle.install), every installer exits 0, one bundle stays, no staged file or temp dir is left (the
+    shared staging name made the second installer fail with FileNotFoundError)."""
+    files = remote_bundle.bundle_files()
+    bdir = remote_bundle.bundle_dir(str(tmp_path / "runs"), files)
+    Path(bdir).parent.mkdir(parents=True)
+    data = base64.b64encode(remote_bundle.bundle_tar(files))
+    procs = []
+    for k in range(6):
+        staged = f"{bdir}.tar.gz.b64.{k}"
+        Path(staged).write_bytes(data)
+        procs.append(subprocess.Popen(["sh", "-c", remote_bundle.install_command(bdir, sys.executable, staged)],
+                                      stderr=subprocess.PIPE, text=True))
+    errs = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+    assert all(rc == 0 for rc, _ in errs), errs
+    assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
+    assert sorted(p.name for p in Path(bdir).parent.iterdir()) == [Path(bdir).name]
+
+
 def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
     """The shipped copy alone (python -S: no site-packages) builds the real verl argv and supervises a run."""
     bdir = remote_bundle.local_install(tmp_path / "runs")

@@ -123,6 +123,29 @@ def test_launch_success_defaults(sandbox, host_ready):
     assert out == f"/verl/dapo_runs/{rid}/train.log"
 
 
+def test_two_launches_at_once_start_one_run_and_the_other_names_it(sandbox, host_ready):
+    """Two `inv launch` on one host at the same moment: one run starts; the other exits 1 with ONE line naming the
+    run that holds the container and how to follow / stop it, whichever way it lost (the quick checks saw the
+    other run, or both passed them and the supervisor's lock decided: control/launch.py start_run), and leaves no
+    run dir (the new-user trial got 'failed at once: config-error', a new run id and no -H)."""
+    host_ready("h1", {"step_time": 1.0})
+    argv = [sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "-H", "h1", *INPUT_FLAGS, "--steps", "4"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=host_ready.cwd,
+                              env=host_ready.env) for _ in range(2)]
+    outs = [(p.wait(timeout=240), *p.communicate()) for p in procs]
+    ok = [o for o in outs if o[0] == 0]
+    lost = [o for o in outs if o[0] != 0]
+    assert len(ok) == 1 and len(lost) == 1, outs
+    winner = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", ok[0][1]).group(1)
+    rc, out, err = lost[0]
+    assert rc == 1 and out.strip() == "", (out, err)
+    assert err.strip().count("\n") == 0 and f"run {winner}" in err and f"inv stop -H h1 --run {winner}" in err, err
+    assert "config-error" not in err and "failed at once" not in err, err
+    runs = [d.name for d in sandbox.runs_dir("h1").iterdir() if re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", d.name)]
+    assert runs == [winner], runs
+    assert wait_end(sandbox, "h1", winner)["status"] == "succeeded"
+
+
 def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.3,
                       "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120,

@@ -346,9 +346,16 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
         time.sleep(0.5)
         rec = read_run(target, py, bdir, plan.run_dir) or rec
     if rec.get("status") == "failed":
-        if ((rec.get("verdict") or {}).get("detail") or {}).get("active_run"):
-            # lost a launch race to another run (the supervisor's lock): leave no record of the loser
+        active = ((rec.get("verdict") or {}).get("detail") or {}).get("active_run")
+        if active:
+            # lost a launch race to another run (the supervisor's lock): leave no record of the loser, and say so
+            # as refuse_if_busy does for a run that was active before this launch looked
             target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+            return Row(ok=False, kind="active-run", data={"run_id": run_id},
+                       message=f"{host.name}: run {active} started on {host.name} at the same time and holds the "
+                               f"container; this launch started nothing: follow that run with `inv status -H "
+                               f"{host.name}`, or stop it with `inv stop -H {host.name} --run {active}` and launch "
+                               f"again")
         return Row(ok=False, kind="failed", message=verdict_line(rec), data={"run_id": run_id, "record": rec})
     return Row(cells={"run": run_id, "status": rec.get("status", "")},
                data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),

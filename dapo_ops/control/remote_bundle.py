@@ -103,26 +103,37 @@ def bundle_tar(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def install_command(bdir: str, python: str = "python3") -> str:
-    """Shell command (run inside the container) that unpacks ``<bdir>.tar.gz.b64`` (base64 of
-    :func:`bundle_tar`: text survives every stdin path) into ``bdir`` atomically.
+def install_command(bdir: str, python: str = "python3", staged: str | None = None) -> str:
+    """Shell command (run inside the container) that unpacks ``staged`` (default ``<bdir>.tar.gz.b64``: base64
+    of :func:`bundle_tar`, text survives every stdin path) into ``bdir`` atomically, and removes ``staged``.
 
-    Unpacks into ``<bdir>.tmp-<pid>`` and renames, so a concurrent or interrupted copy never leaves a
-    half bundle; a bundle already present (``.complete`` marker) is kept.
+    Unpacks into ``<bdir>.tmp-<pid>`` and renames, so an interrupted copy never leaves a half bundle. Several
+    installs at once (two launches on a fresh host) each stage their own file (:func:`install`); the first rename
+    wins and the others keep its bundle (a bundle with its ``.complete`` marker is never replaced: an op may be
+    running from it).
     """
     q = shlex.quote
-    py = (
+    return f"{q(python)} -c {q(_INSTALL_PY)} {q(bdir)} {q(staged or bdir + '.tar.gz.b64')}"
+
+
+#: the installer program of :func:`install_command` (argv: bundle dir, staged base64 tar)
+_INSTALL_PY = (
         "import os,sys,tarfile,shutil,base64,io\n"
         "d,t=sys.argv[1],sys.argv[2]\n"
-        "if os.path.exists(os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')): os.remove(t); sys.exit(0)\n"
-        "tmp=d+'.tmp-%d'%os.getpid()\n"
-        "tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
-        "open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
-        "shutil.rmtree(d,ignore_errors=True)\n"
-        "os.rename(tmp,d)\n"
-        "os.remove(t)\n"
-    )
-    return f"{q(python)} -c {q(py)} {q(bdir)} {q(bdir + '.tar.gz.b64')}"
+        "m=os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')\n"
+        "try:\n"
+        " if os.path.exists(m): sys.exit(0)\n"
+        " tmp=d+'.tmp-%d'%os.getpid()\n"
+        " tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
+        " open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
+        " try: os.rename(tmp,d)\n"
+        " except OSError:\n"
+        "  if not os.path.exists(m): shutil.rmtree(d,ignore_errors=True); os.rename(tmp,d)\n"
+        "  else: shutil.rmtree(tmp,ignore_errors=True)\n"
+        "finally:\n"
+        " try: os.remove(t)\n"
+        " except OSError: pass\n"
+)
 
 
 def present_command(bdir: str) -> str:
@@ -137,10 +148,12 @@ def install(target, bdir: str, python: str = "python3", *, files: dict[str, byte
 
     :raises dapo_ops.control.remote.RemoteError: on any remote failure.
     """
+    import secrets
+
     files = bundle_files() if files is None else files
-    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), bdir + ".tar.gz.b64", mode=0o644,
-                    timeout=timeout)
-    target.run(install_command(bdir, python), timeout=timeout, workdir="")
+    staged = f"{bdir}.tar.gz.b64.{secrets.token_hex(4)}"  # its own file: a concurrent install stages another
+    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), staged, mode=0o644, timeout=timeout)
+    target.run(install_command(bdir, python, staged), timeout=timeout, workdir="")
 
 
 def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:
@@ -218,8 +231,8 @@ def stdin_install_line(bdir: str, python: str = "python3") -> str:
     the same :func:`install_command`, for a host command that serves several containers in one round trip
     (``inv container.list``)."""
     q = shlex.quote
-    return (f"{present_command(bdir)} || {{ mkdir -p {q(posixpath.dirname(bdir))} && cat > {q(bdir + '.tar.gz.b64')} "
-            f"&& {install_command(bdir, python)}; }}")
+    return (f"{present_command(bdir)} || {{ mkdir -p {q(posixpath.dirname(bdir))} && s={q(bdir + '.tar.gz.b64')}.$$ "
+            f"&& cat > \"$s\" && {q(python)} -c {q(_INSTALL_PY)} {q(bdir)} \"$s\"; }}")
 
 
 def bundle_b64(files: dict[str, bytes] | None = None) -> bytes:
