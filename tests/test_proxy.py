@@ -76,3 +76,21 @@ def test_proxy_credentials_are_split_to_the_secret_side_and_masked_for_display()
     assert "s3cretpw" not in repr(public) and public["https_proxy"] == "http://proxy:3129"
     assert "no_proxy" in public
     assert proxy.display("http://bob:s3cretpw@proxy:3128") == "http://bob:***@proxy:3128"
+
+
+# -- fix 1: the proxy launch uses is the one preflight probes with (one function for both) ----------------------
+
+def test_run_proxy_env_is_launchs_precedence_and_moves_credentials_to_the_secret_side():
+    env = {"http_proxy": "http://u:pw-s3cret@198.51.174.1:3128", "no_proxy": ".corp"}
+    # the run setting (here from the env var, as settings.resolve reads it) carries credentials
+    public, secret = proxy.run_proxy_env({"http_proxy": env["http_proxy"]}, {}, {}, env, ["198.51.105.11"])
+    assert secret == {"http_proxy": env["http_proxy"], "HTTP_PROXY": env["http_proxy"]}
+    assert "pw-s3cret" not in repr(public) and public["no_proxy"].split(",")[3:] == ["198.51.105.11", ".corp"]
+    # settings > hosts.toml [proxy] (non-empty) > the user config's [proxy] > the operator's env
+    inv = {"http_proxy": "http://inv:1", "https_proxy": "", "no_proxy": ""}
+    file_proxy = {"http_proxy": "http://file:2", "https_proxy": "http://file:3"}
+    public, _ = proxy.run_proxy_env({"http_proxy": "", "https_proxy": ""}, file_proxy, inv, {}, [])
+    assert (public["http_proxy"], public["https_proxy"]) == ("http://inv:1", "http://file:3")
+    public, _ = proxy.run_proxy_env({"http_proxy": "http://flag:4", "https_proxy": "none"}, file_proxy, inv, {}, [])
+    assert public["http_proxy"] == "http://flag:4" and "https_proxy" not in public  # 'none' = no proxy
+

@@ -90,6 +90,22 @@ def container_proxy_env(
     return out
 
 
+def run_proxy_env(settings: Mapping | None, file_proxy: Mapping[str, str] | None, inv_proxy: Mapping[str, str] | None,
+                  env: Mapping[str, str], cluster_addresses: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(public, secret)``: the proxy env ``inv launch`` gives the run, which ``inv preflight`` probes with too.
+
+    Per variable: the run settings' ``http_proxy`` / ``https_proxy`` (flag > env > config file,
+    :mod:`dapo_ops.control.settings`; ``none`` = no proxy) > hosts.toml ``[proxy]`` (non-empty values) > the user
+    config's ``[proxy]`` > the operator's ``env`` (:func:`container_proxy_env`, which adds ``no_proxy``); then
+    :func:`split_secret` (a URL with credentials goes to ``secret.env``, 0600, never argv or the spec). Raises
+    :class:`ProxyError` for a malformed value."""
+    merged = {**(file_proxy or {}), **{k: v for k, v in (inv_proxy or {}).items() if v}}
+    for k in PROXY_VARS:
+        if (settings or {}).get(k):
+            merged[k] = settings.get(k)
+    return split_secret(container_proxy_env(merged, env, cluster_addresses))
+
+
 def split_secret(proxy_env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Split into (public, secret): proxy URLs with credentials go to the secret side.
 
