@@ -87,3 +87,15 @@ def test_proxy_env_both_cases_and_file_table():
     assert resolve({}, {"HTTPS_PROXY": "http://p:1"}, {})["https_proxy"] == "http://p:1"
     st = resolve({}, {}, {"proxy": {"http_proxy": "http://f:2"}, "run": {}})
     assert (st["http_proxy"], st.source("http_proxy")) == ("http://f:2", "file")
+
+
+def test_proxy_settings_are_validated_naming_flag_env_var_or_config_key():
+    with pytest.raises(SettingsError, match=r"^env var http_proxy: 'not a url' is not a proxy URL"):
+        resolve({}, {"http_proxy": "not a url"}, {})
+    with pytest.raises(SettingsError, match=r"^env var HTTPS_PROXY: 'ftp://p:21' is not a proxy URL \(scheme"):
+        resolve({}, {"HTTPS_PROXY": "ftp://p:21"}, {})
+    with pytest.raises(SettingsError, match=r"^--https-proxy: 'http://p:99999' is not a proxy URL \(bad port"):
+        resolve({"https_proxy": "http://p:99999"}, {}, {})
+    with pytest.raises(SettingsError, match=r"^\[proxy\] http_proxy in the config file: 'p q'"):
+        resolve({}, {}, {"proxy": {"http_proxy": "p q"}})
+    assert resolve({"http_proxy": "none"}, {}, {})["http_proxy"] == "none"  # 'none' overrides a configured proxy

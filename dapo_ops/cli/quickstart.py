@@ -139,7 +139,8 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         or any((file_cfg.get("proxy") or {}).get(k) for k in ("http_proxy", "https_proxy"))
     if http_proxy or https_proxy:
         try:
-            proxies = {k: proxy_mod.parse_answer(v, k) for k, v in proxies.items()}
+            proxies = {k: proxy_mod.check_url(v, f"--{k.replace('_', '-')}" if v == flag else f"env var {k}")
+                       for (k, v), flag in zip(proxies.items(), (http_proxy, https_proxy))}
         except proxy_mod.ProxyError as e:
             fail(str(e), EXIT_USAGE)
         if not proxies["https_proxy"]:

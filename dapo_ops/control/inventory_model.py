@@ -152,6 +152,22 @@ class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
     https_proxy: str = ""
     no_proxy: str = ""
 
+    def __post_init__(self):
+        """The one proxy rule (:func:`dapo_ops.control.proxy.problem`, :func:`~dapo_ops.control.proxy.no_proxy_problem`;
+        also used by the settings and quickstart); msgspec turns the ValueError into its ValidationError, whose text
+        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.explain` reads."""
+        from dapo_ops.control import proxy
+
+        for k in ("http_proxy", "https_proxy"):
+            v = getattr(self, k).strip()
+            why = proxy.problem(v) if v.lower() not in proxy.NONE_ANSWERS else ""
+            if why:
+                raise ValueError(f"{k}: {proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
+        why = proxy.no_proxy_problem(self.no_proxy)
+        if why:
+            raise ValueError(f"no_proxy: {self.no_proxy!r} is not a no_proxy list ({why}); use comma-separated host "
+                             f"names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
+
 
 class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
     """The whole ``hosts.toml``: ``[defaults]`` (any host field), ``[proxy]``, ``[hosts.<name>]`` tables.
