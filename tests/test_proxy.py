@@ -157,6 +157,22 @@ def test_quickstart_answer_not_a_url_is_asked_again_then_refused():
         proxy.ask(lambda q: next(it))
 
 
+# -- fix 3: no credentials in the proxy flags (argv: ps, shell history) ----------------------------------------
+
+def test_credentials_in_a_proxy_flag_are_refused_without_echoing_them():
+    for flag, var in (("--http-proxy", "http_proxy"), ("--https-proxy", "https_proxy")):
+        for v in ("http://alice:pw-fl4g@p:3128", "http://tok3n-only@p:3128", "alice:pw-fl4g@p:3128"):
+            with pytest.raises(ProxyError) as ei:
+                proxy.check_flag(v, flag)
+            msg = str(ei.value)
+            assert msg.startswith(f"{flag} carries credentials") and "\n" not in msg, msg
+            assert f"env var {var}" in msg and f"hosts.toml [proxy] {var}" in msg, msg
+            assert "pw-fl4g" not in msg and "tok3n-only" not in msg and "alice" not in msg, msg
+    assert proxy.check_flag("http://p:3128", "--http-proxy") == "http://p:3128"
+    with pytest.raises(ProxyError, match="^--http-proxy: 'not a url' is not a proxy URL"):
+        proxy.check_flag("not a url", "--http-proxy")
+
+
 # -- the CLI: one line, exit 2, nothing contacted or launched (the inventory's host is TEST-NET: no route) -------
 
 def _cli_env(tmp_path, **extra):
@@ -169,7 +185,10 @@ def _cli_env(tmp_path, **extra):
 @pytest.mark.parametrize("task,args,env,expect", [
     ("preflight", [], {"http_proxy": "not a url"}, "env var http_proxy: 'not a url' is not a proxy URL"),
     ("launch", [], {"HTTPS_PROXY": "http://p:0"}, "env var HTTPS_PROXY: 'http://p:0' is not a proxy URL (bad port"),
+    ("launch", ["--http-proxy", "http://alice:cli-s3cret@p:3128"], {}, "--http-proxy carries credentials"),
+    ("one-step-off", ["--https-proxy", "http://alice:cli-s3cret@p:3128"], {}, "--https-proxy carries credentials"),
     ("quickstart", ["--http-proxy", "not a url"], {}, "--http-proxy: 'not a url' is not a proxy URL"),
+    ("quickstart", ["--http-proxy", "http://alice:cli-s3cret@p:3128"], {}, "--http-proxy carries credentials"),
 ])
 def test_cli_refuses_a_bad_proxy_in_one_line_with_exit_2(tmp_path, cli, task, args, env, expect):
     inv, full_env = _cli_env(tmp_path, **env)
@@ -181,3 +200,13 @@ def test_cli_refuses_a_bad_proxy_in_one_line_with_exit_2(tmp_path, cli, task, ar
     assert len(lines) == 1 and expect in lines[0], r.stderr
     assert "cli-s3cret" not in r.stdout + r.stderr
     assert not r.stdout.strip() or task == "quickstart", r.stdout
+
+
+def test_quickstarts_repeat_line_keeps_proxy_credentials_off_the_command_line():
+    from dapo_ops.cli.quickstart import _equivalent
+
+    line = _equivalent("dapo", "h1", "", "verl", {"http_proxy": "http://bob:qs-s3cret@p:3128",
+                                                  "https_proxy": "http://p:3129"}, "", 5, "", "local")
+    assert "qs-s3cret" not in line and "--http-proxy" not in line, line
+    assert line.startswith("http_proxy=http://bob:***@p:3128 ") or "http_proxy='http://bob:***@p:3128'" in line, line
+    assert "--https-proxy http://p:3129" in line, line

@@ -131,6 +131,18 @@ def check_no_proxy(value: str | None, where: str) -> str:
     return value or ""
 
 
+def check_flag(value: str | None, flag: str) -> str:
+    """A proxy given on the command line (``--http-proxy``): :func:`check_url`, and refused when it carries
+    credentials (they would show in ``ps`` and the shell history), as ``--swanlab-host`` is
+    (:func:`dapo_ops.control.swanlab_values.normalize_host`). The message never echoes the password."""
+    if value and has_credentials(str(value)):
+        var = flag.lstrip("-").replace("-", "_")
+        raise ProxyError(f"{flag} carries credentials (user:password@), which would show in ps and the shell history: "
+                         f"set the env var {var} or hosts.toml [proxy] {var} instead (they reach the container "
+                         f"through the 0600 secret.env, never a command line)")
+    return check_url(value, flag)
+
+
 def parse_answer(text: str | None, name: str = "proxy") -> str:
     """Normalise an interactive/config answer to a proxy URL, or ``""`` for none (:func:`check_url`).
 

@@ -396,13 +396,14 @@ _PROXY_SETTINGS = ("http_proxy", "https_proxy")
 
 
 def _check_proxy(p: Param, val: str, source: str, where: str) -> None:
-    """A proxy setting must be a proxy URL (:func:`dapo_ops.control.proxy.check_url`, the one rule). Raises
-    :class:`SettingsError`, one line naming the flag / env var / config key; the value itself is kept (``none``
-    stays a "no proxy" override)."""
+    """A proxy setting must be a proxy URL (:func:`dapo_ops.control.proxy.check_url`, the one rule) and, given as a
+    flag, carry no credentials (:func:`dapo_ops.control.proxy.check_flag`). Raises :class:`SettingsError`, one line
+    naming the flag / env var / config key; the value itself is kept (``none`` stays a "no proxy" override)."""
     from dapo_ops.control import proxy
 
     try:
-        proxy.check_url(val, ("env var " if source == "env" else "") + where)
+        check = proxy.check_flag if source == "flag" else proxy.check_url
+        check(val, ("env var " if source == "env" else "") + where)
     except proxy.ProxyError as e:
         raise SettingsError(str(e)) from None
 
