@@ -90,7 +90,9 @@ def test_a_dead_proxy_is_named_and_its_password_stays_secret(sandbox, host_ready
     host_ready("h2", {"step_time": 0.2})
     _cloud(host_ready, "http://swanlab.example.internal:8000")
     proxy = f"{_bridge(sandbox)}:{_closed_port(_bridge(sandbox))}"
-    line = _refused(sandbox, host_ready, "h2", "--http-proxy", f"http://alice:pr0xy-s3cret@{proxy}")
+    # credentials only by env var or [proxy] (never argv: `--http-proxy user:pw@...` is refused, tests/test_proxy.py)
+    host_ready.env["http_proxy"] = f"http://alice:pr0xy-s3cret@{proxy}"
+    line = _refused(sandbox, host_ready, "h2")
     assert "not reachable from the container: proxy http://alice:***@" in line and proxy in line, line
     assert "pr0xy-s3cret" not in line and "check the proxy (hosts.toml [proxy]" in line, line
 

@@ -275,3 +275,28 @@ def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path, cli):
         assert "\n" not in r.stderr.strip()
     finally:
         sandbox.reset("h2")
+
+
+def test_cli_reports_and_uses_the_credentialed_proxy_launch_uses(sandbox, tmp_path, h1, cli):
+    """``http_proxy`` with credentials in the operator's env: launch sends it through the 0600 secret.env; preflight
+    must probe with the same proxy (the same secret path) and show it redacted, as it shows a plain one."""
+    import socket
+
+    _inputs(sandbox, h1)
+    s = socket.socket()
+    s.bind((_bridge(sandbox), 0))
+    port = s.getsockname()[1]
+    s.close()  # nobody listens there: the tracker GET must fail AT the proxy
+    pw = "pr0xy-pf-s3cret"
+    env = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "cloud",
+           "SWANLAB_API_KEY": "sk-pf-test-0123456789", "SWANLAB_HOST": "http://swanlab.example.internal:8000",
+           "http_proxy": f"http://alice:{pw}@{_bridge(sandbox)}:{port}"}
+    r = _inv_cli(cli, "preflight", "--inventory", str(sandbox.inventory), "-H", h1, "--model", f"{IN}/model",
+                 "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
+                 "--max-response-length", "1024", "--json", "--no-compose", env=env)
+    assert pw not in r.stdout + r.stderr and "sk-pf-test" not in r.stdout + r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["hosts"][h1]["checks"]}
+    assert checks["proxy"]["status"] == "ok", checks["proxy"]
+    assert f"http_proxy=http://alice:***@{_bridge(sandbox)}:{port}" in checks["proxy"]["message"], checks["proxy"]
+    assert checks["swanlab"]["status"] == "fail", checks["swanlab"]
+    assert f"proxy http://alice:***@{_bridge(sandbox)}:{port}" in checks["swanlab"]["message"], checks["swanlab"]

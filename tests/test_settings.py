@@ -87,3 +87,26 @@ def test_proxy_env_both_cases_and_file_table():
     assert resolve({}, {"HTTPS_PROXY": "http://p:1"}, {})["https_proxy"] == "http://p:1"
     st = resolve({}, {}, {"proxy": {"http_proxy": "http://f:2"}, "run": {}})
     assert (st["http_proxy"], st.source("http_proxy")) == ("http://f:2", "file")
+
+
+def test_proxy_settings_are_validated_naming_flag_env_var_or_config_key():
+    with pytest.raises(SettingsError, match=r"^env var http_proxy: 'not a url' is not a proxy URL"):
+        resolve({}, {"http_proxy": "not a url"}, {})
+    with pytest.raises(SettingsError, match=r"^env var HTTPS_PROXY: 'ftp://p:21' is not a proxy URL \(scheme"):
+        resolve({}, {"HTTPS_PROXY": "ftp://p:21"}, {})
+    with pytest.raises(SettingsError, match=r"^--https-proxy: 'http://p:99999' is not a proxy URL \(bad port"):
+        resolve({"https_proxy": "http://p:99999"}, {}, {})
+    with pytest.raises(SettingsError, match=r"^\[proxy\] http_proxy in the config file: 'p q'"):
+        resolve({}, {}, {"proxy": {"http_proxy": "p q"}})
+    assert resolve({"http_proxy": "none"}, {}, {})["http_proxy"] == "none"  # 'none' overrides a configured proxy
+
+
+def test_proxy_credentials_are_refused_in_the_flag_but_allowed_in_env_and_file():
+    with pytest.raises(SettingsError) as ei:
+        resolve({"http_proxy": "http://u:pw-in-argv@198.51.174.1:3128"}, {}, {})
+    msg = str(ei.value)
+    assert msg.startswith("--http-proxy carries credentials") and "pw-in-argv" not in msg, msg
+    assert "env var http_proxy or hosts.toml [proxy] http_proxy" in msg, msg
+    url = "http://u:pw@198.51.174.1:3128"
+    assert resolve({}, {"http_proxy": url}, {})["http_proxy"] == url
+    assert resolve({}, {}, {"proxy": {"https_proxy": url}})["https_proxy"] == url

@@ -135,6 +135,7 @@ BAD_CONFIG = [
     ('[run]\nstep = 5\n', r":2: \[run\]: field 'step': unknown field \(valid fields: steps, framework,"),
     ('[run]\nsteps = true\n', r":2: \[run\]: field 'steps': expected an integer, got boolean True"),
     ('\n[swanlb]\nmode = "local"\n', r":2: unknown table \[swanlb\]: use \[run\], \[swanlab\], \[notify\], \[proxy\]"),
+    ('[proxy]\nhttps_proxy = "gopher://p:70"\n', r":2: \[proxy\]: field 'https_proxy': 'gopher://p:70' is not a proxy URL"),
     ('[proxy]\nhttp_proxy = 3128\n', r":2: \[proxy\]: field 'http_proxy': expected a string, got integer 3128"),
 ]
 

@@ -153,12 +153,11 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), dict(os.environ))
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
-    user_proxy = {**(file_cfg.get("proxy") or {}), **{k: v for k, v in (inv.proxy or {}).items() if v}}
-    for k in ("http_proxy", "https_proxy"):  # --http-proxy style settings (flag/env/file) win
-        if st.get(k):
-            user_proxy[k] = st.get(k)
-    penv = proxy.container_proxy_env(user_proxy, os.environ, [h.address for h in chosen])
-    proxy_public, proxy_secret = proxy.split_secret(penv)
+    try:  # --http-proxy style settings (flag/env/file) > hosts.toml [proxy] > config [proxy] > env
+        proxy_public, proxy_secret = proxy.run_proxy_env(st, file_cfg.get("proxy"), inv.proxy, os.environ,
+                                                         [h.address for h in chosen])
+    except proxy.ProxyError as e:
+        fail(str(e), EXIT_USAGE)
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
     try:
         svc.refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now

@@ -19,6 +19,7 @@ from rich.text import Text
 from dapo_ops.control import fanout
 from dapo_ops.control import planning
 from dapo_ops.control import preflight as pc
+from dapo_ops.control import proxy
 from dapo_ops.control import settings
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
@@ -126,7 +127,14 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
                                                proxy=inv.proxy, extra_overrides=extra)
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
-    extra_env = sw.public_env() if sw is not None else {}
+    try:  # the proxy launch will use (credentials: through a 0600 file to the probe, never argv)
+        proxy_public, proxy_secret = proxy.run_proxy_env(st, (file_cfg or {}).get("proxy"), inv.proxy, os.environ,
+                                                         [h.address for h in chosen])
+    except proxy.ProxyError as e:
+        fail(str(e), EXIT_USAGE)
+    for plan in plans.values():  # as launch's run_public_env: the plan's proxy variables give way to the run's
+        plan.spec["env"] = {k: v for k, v in plan.spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
+    extra_env = {**proxy_public, **(sw.public_env() if sw is not None else {})}
     head = chosen[0]
     jobs = {}
     for h in chosen:
@@ -137,7 +145,8 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
         jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec.get("container") or "")  # CONTAINER wins
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
     per_host = pc.run_fleet(chosen, jobs, quick=quick, compose=not no_compose, inv_proxy=inv.proxy,
-                            extra_env=extra_env, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+                            extra_env=extra_env, secret_env=proxy_secret or None,
+                            timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
                             cmd_timeout=max(30.0, timeout - 10),
                             accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
                             reuse=True)

@@ -93,8 +93,11 @@ def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: 
         cmd += ["-H", hosts]
     if inventory:
         cmd += ["--inventory", inventory]
-    for k in ("http_proxy", "https_proxy"):
-        cmd += [f"--{k.replace('_', '-')}", proxy_mod.display(proxies[k]) if proxies.get(k) else "none"]
+    for k in ("http_proxy", "https_proxy"):  # credentials never on a command line: env var, shown redacted
+        if proxies.get(k) and proxy_mod.has_credentials(proxies[k]):
+            env.insert(0, f"{k}={shlex.quote(proxy_mod.display(proxies[k]))}")
+            continue
+        cmd += [f"--{k.replace('_', '-')}", proxies[k] if proxies.get(k) else "none"]
     cmd += ["--features", features or "default"]
     if swanlab_mode:
         cmd += ["--swanlab-mode", swanlab_mode]
@@ -139,7 +142,9 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         or any((file_cfg.get("proxy") or {}).get(k) for k in ("http_proxy", "https_proxy"))
     if http_proxy or https_proxy:
         try:
-            proxies = {k: proxy_mod.parse_answer(v, k) for k, v in proxies.items()}
+            proxies = {k: (proxy_mod.check_flag(v, f"--{k.replace('_', '-')}") if v == flag else
+                           proxy_mod.check_url(v, f"env var {k}"))
+                       for (k, v), flag in zip(proxies.items(), (http_proxy, https_proxy))}
         except proxy_mod.ProxyError as e:
             fail(str(e), EXIT_USAGE)
         if not proxies["https_proxy"]:

@@ -157,6 +157,8 @@ def explain(err: msgspec.ValidationError, table: dict, model: type) -> tuple[str
     unknown = re.fullmatch(r"Object contains unknown field `(.*)`", what)
     if unknown and at == "$":
         return unknown.group(1), f"unknown field (valid fields: {', '.join(model.__struct_fields__)})"
+    if at == "$" and re.match(r"^\w+: ", what):  # a Struct's own check (ProxyTable.__post_init__): "<field>: <why>"
+        return tuple(what.split(": ", 1))
     key = re.match(r"^\$\.(\w+)", at).group(1)
     value = table.get(key)
     typed = re.fullmatch(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what)

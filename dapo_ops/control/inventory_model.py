@@ -140,9 +140,31 @@ def _field_type(f: dataclasses.Field):
     return Annotated[tp, Meta(description=_DOCS.get(f.name), extra_json_schema=extra)] | UnsetType
 
 
+def _host_proxy_check(self) -> None:
+    """A host table's ``env`` proxy entries (the per-host proxy of ``runtime = "host"``) follow the one proxy rule
+    (:func:`dapo_ops.control.proxy.problem`, :func:`~dapo_ops.control.proxy.no_proxy_problem`) and carry no
+    credentials: that env is exported on the host's command line (dapo_ops/control/remote/commands.py
+    ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.explain`)."""
+    from dapo_ops.control import proxy
+
+    for k, v in (self.env if self.env is not UNSET else {}).items():
+        if k.lower() in proxy.PROXY_VARS and v.strip().lower() not in proxy.NONE_ANSWERS:
+            why = proxy.problem(v.strip())
+            if why:
+                raise ValueError(f"env: {k}={proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
+            if proxy.has_credentials(v):
+                raise ValueError(f"env: {k} carries credentials and a host's env is exported on its command line: "
+                                 f"move the proxy to hosts.toml [proxy] {k.lower()} or the env var {k.lower()} "
+                                 f"(they reach the run through the 0600 secret.env)")
+        elif k.lower() == "no_proxy" and proxy.no_proxy_problem(v):
+            raise ValueError(f"env: {k}={v!r} is not a no_proxy list ({proxy.no_proxy_problem(v)}); use "
+                             f"comma-separated host names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
+
+
 #: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
 HostTable = msgspec.defstruct("HostTable", [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host)
-                                            if f.name != "name"], forbid_unknown_fields=True)
+                                            if f.name != "name"], forbid_unknown_fields=True,
+                              namespace={"__post_init__": _host_proxy_check})
 
 
 class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
@@ -151,6 +173,22 @@ class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
     http_proxy: str = ""
     https_proxy: str = ""
     no_proxy: str = ""
+
+    def __post_init__(self):
+        """The one proxy rule (:func:`dapo_ops.control.proxy.problem`, :func:`~dapo_ops.control.proxy.no_proxy_problem`;
+        also used by the settings and quickstart); msgspec turns the ValueError into its ValidationError, whose text
+        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.explain` reads."""
+        from dapo_ops.control import proxy
+
+        for k in ("http_proxy", "https_proxy"):
+            v = getattr(self, k).strip()
+            why = proxy.problem(v) if v.lower() not in proxy.NONE_ANSWERS else ""
+            if why:
+                raise ValueError(f"{k}: {proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
+        why = proxy.no_proxy_problem(self.no_proxy)
+        if why:
+            raise ValueError(f"no_proxy: {self.no_proxy!r} is not a no_proxy list ({why}); use comma-separated host "
+                             f"names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
 
 
 class HostsFile(msgspec.Struct, forbid_unknown_fields=True):

@@ -360,6 +360,8 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
             val = p.default
         else:
             val = convert(p, raw, _where(p, source, origin))
+            if p.name in _PROXY_SETTINGS:
+                _check_proxy(p, val, source, _where(p, source, origin))
         out.values[p.name] = val
         out.sources[p.name] = source
         out.origins[p.name] = _where(p, source, origin)
@@ -388,6 +390,22 @@ def check_tracker_names(st: "Settings | Mapping", loggers) -> None:
         raise SettingsError(f"{where}={val!r} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
                             f"{r.source}): rename it, e.g. {re.sub(r'[^0-9A-Za-z_.+-]+', '_', val)[:r.max_len]!r}, "
                             f"or run without {r.logger} (--swanlab-mode disabled)")
+
+
+_PROXY_SETTINGS = ("http_proxy", "https_proxy")
+
+
+def _check_proxy(p: Param, val: str, source: str, where: str) -> None:
+    """A proxy setting must be a proxy URL (:func:`dapo_ops.control.proxy.check_url`, the one rule) and, given as a
+    flag, carry no credentials (:func:`dapo_ops.control.proxy.check_flag`). Raises :class:`SettingsError`, one line
+    naming the flag / env var / config key; the value itself is kept (``none`` stays a "no proxy" override)."""
+    from dapo_ops.control import proxy
+
+    try:
+        check = proxy.check_flag if source == "flag" else proxy.check_url
+        check(val, ("env var " if source == "env" else "") + where)
+    except proxy.ProxyError as e:
+        raise SettingsError(str(e)) from None
 
 
 def render_markdown() -> str:

@@ -99,8 +99,9 @@ def assign(fps: dict[str, str | None], composed: dict[str, dict]) -> tuple[dict[
 
 
 def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, compose: bool = True,
-              inv_proxy: dict | None = None, extra_env: dict | None = None, timeout: float = 180,
-              cmd_timeout: float | None = None, facts_out: dict | None = None, **fanout_kw) -> dict[str, list[Check]]:
+              inv_proxy: dict | None = None, extra_env: dict | None = None, secret_env: dict | None = None,
+              timeout: float = 180, cmd_timeout: float | None = None, facts_out: dict | None = None,
+              **fanout_kw) -> dict[str, list[Check]]:
     """Preflight every host of ``hosts`` (inventory Hosts; ``jobs[host.name]`` says what to check), in parallel:
     round 1 is each host's one round trip (:func:`~dapo_ops.control.preflight.probe.collect`, the compose only
     on :func:`composers`), round 2 composes on the hosts :func:`assign` leaves without a shared result (compose
@@ -108,8 +109,9 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
     compose, no network). ``timeout``: seconds for both rounds together (a host without an answer by then gets
     one failing ``preflight`` check); ``cmd_timeout``: seconds for one host command (default ``timeout - 10``,
     at least 30). ``facts_out``: receives ``{host: facts}`` (the probe answers; a shared
-    compose carries ``"from": <composer>``). ``fanout_kw``: passed to :func:`dapo_ops.control.fanout.run`
-    (``accept_new_host_keys``, ``connect_timeout``, ``reuse``). Returns ``{host name: checks}`` in ``hosts``
+    compose carries ``"from": <composer>``). ``secret_env``: env the probe gets through a 0600 file, never argv
+    (the run's proxy URLs with credentials, :func:`dapo_ops.control.proxy.run_proxy_env`). ``fanout_kw``: passed
+    to :func:`dapo_ops.control.fanout.run` (``accept_new_host_keys``, ``connect_timeout``, ``reuse``). Returns ``{host name: checks}`` in ``hosts``
     order; never raises for remote failures."""
     t_end = time.monotonic() + timeout
     per_cmd = cmd_timeout if cmd_timeout is not None else max(30.0, timeout - 10)
@@ -122,12 +124,13 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
         name = target.host.name
         target.container = jobs[name].container or target.container  # the plan's container wins
         if quick:
-            return Row(data={"checks": quick_all(target, jobs[name].plan, timeout=per_cmd)})
+            return Row(data={"checks": quick_all(target, jobs[name].plan, timeout=per_cmd, secret_env=secret_env)})
         pv = pvs[name]
         req = probe_request(target.host, pv, full=True, ray=rays[name], compose_request=creqs[name])
         if "compose" in req and name not in first:
             req["compose"]["run"] = False  # fingerprint only: a composer of the same request may answer for it
-        return Row(data={"facts": collect(target, req, env=pv.env if pv is not None else {}, timeout=per_cmd)})
+        return Row(data={"facts": collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env,
+                                         timeout=per_cmd)})
 
     res1 = fanout.run(hosts, round1, timeout=timeout, **fanout_kw)
     facts = {r.host.name: r.row.data.get("facts") for r in res1}
@@ -143,7 +146,7 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
             target.container = jobs[name].container or target.container
             pv = pvs[name]
             f = collect(target, {"compose": {"request": creqs[name]}}, env=pv.env if pv is not None else {},
-                        timeout=max(10.0, min(per_cmd, t_end - time.monotonic() - 2)))
+                        secret_env=secret_env, timeout=max(10.0, min(per_cmd, t_end - time.monotonic() - 2)))
             return Row(data={"facts": f})
 
         left = max(5.0, t_end - time.monotonic())
