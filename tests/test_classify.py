@@ -617,5 +617,5 @@ def test_a_phase_less_device_oom_says_which_ladder_and_after_which_step():
            "79.10 GiB of which 1.50 GiB is free.\n")
     v = C.classify(log, exit_code=1)
     assert v.cls == "oom-device" and v.detail.get("step") == 7
-    assert "the log names no phase: + offload, then + recompute" in v.action and "unknown" not in v.action, v.action
+    assert "(no phase in the log: + offload, then + recompute)" in v.action and "unknown" not in v.action, v.action
     assert " after step 7" in (v.hint or "") and " in unknown" not in (v.hint or ""), v.hint

@@ -378,3 +378,10 @@ def test_an_attempt_line_names_the_memory_rung_it_starts_with():
         "(ppo_max_token_len_per_gpu=10240); after oom-device",
         "h1: attempt 3 started (features flash_attn); memory rung offload-policy for phase update "
         "(fsdp_offload_policy=True); after oom-device"], lines
+    # a feature rung is the escalation's to say (once), and a phase-less one names no phase
+    off = {"rung": "offload", "phase": "unknown", "source": "oom-retry-1", "changes": {}}
+    added = feats + [{"name": "offload", "source": "oom-retry-1"}]
+    run["attempts"] = [{"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
+                       {"n": 2, "features": added, "setting_changes": {"memory_rungs": [off]}}]
+    line = se._attempt_lines(sv.build_row("h1", {"run": run, "tail": "", "now": 1.0}), 0)[0]
+    assert line.endswith("OOM escalation: +offload; after oom-device") and "memory rung" not in line, line

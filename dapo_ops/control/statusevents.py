@@ -28,11 +28,13 @@ def _attempt_line(host: str, n, features: list, prev_features: list | None, afte
     line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
     if prev_features is not None and added:
         line += "; OOM escalation: +" + ",+".join(f["name"] for f in added)
-    new = [r for r in rungs or [] if r not in (prev_rungs or [])]
-    for r in new:  # a setting rung of the memory ladder (run.json attempts[].setting_changes.memory_rungs)
+    # a setting rung of the memory ladder (run.json attempts[].setting_changes.memory_rungs); a feature rung
+    # (offload, recompute) is said by the escalation above already
+    new = [r for r in rungs or [] if r not in (prev_rungs or []) and r.get("rung") not in {f["name"] for f in added}]
+    for r in new:
         ch = _changes_text(r.get("changes"))
-        line += "; memory rung %s%s%s" % (r.get("rung"), " for phase %s" % r["phase"] if r.get("phase") else "",
-                                          " (%s)" % ch if ch else "")
+        ph = r.get("phase") if r.get("phase") not in (None, "", "unknown") else None
+        line += "; memory rung %s%s%s" % (r.get("rung"), " for phase %s" % ph if ph else "", " (%s)" % ch if ch else "")
     if after:
         line += "; after %s" % after
     return line

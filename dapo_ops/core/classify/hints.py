@@ -38,8 +38,8 @@ ACTION_RULES: dict[str, tuple] = {
 ACTIONS: dict[str, str] = {
     "oom-device/stop": "stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint "
                        "(load checkpoint shards to CPU), never retried unchanged",
-    "oom-device": "retry from the last checkpoint with the next memory rung ${for_phase} (the ladder per phase); "
-                  "stop with suggestions when none is left",
+    "oom-device": "retry from the last checkpoint with the next memory rung ${for_phase}; stop with suggestions when "
+                  "none is left",
     "oom-kv-cache/lower": "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
     "oom-kv-cache/raise": "KV cache smaller than one max-length sequence: raise rollout gpu_memory_utilization if the "
                           "device has headroom, else lower max_model_len / max_response_length; never offload",

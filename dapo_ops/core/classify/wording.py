@@ -34,8 +34,8 @@ FIELDS = {
     "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
     "phase": lambda d: f"{d.get('phase')}",
     # the phase-less ladder is dapo_ops/core/memladder.py's "unknown" row: + offload, then + recompute
-    "for_phase": lambda d: (f"for phase {d['phase']}" if d.get("phase") not in (None, "", "unknown")
-                            else "(the log names no phase: + offload, then + recompute)"),
+    "for_phase": lambda d: (f"for phase {d['phase']} (the ladder per phase)" if d.get("phase") not in (None, "", "unknown")
+                            else "(no phase in the log: + offload, then + recompute)"),
     "oom_extra": _oom_extra,
     "on_node": lambda d: f" on node {d['node']}" if d.get("node") else "",
     "paren_node": lambda d: f" (node {d['node']})" if d.get("node") else "",
