@@ -35,6 +35,10 @@ else
   PY=python3
   HOST_PATH="/tmp/site/bin:$PATH"
   HOST_PYTHONPATH=/tmp/site
+  if [ "${GPU_FA4:-0}" = 1 ]; then  # the flash-attn-4 route (gpu/fa4-install.sh): its wheels first
+    [ -f /tmp/site-fa4/.installed ] || { echo "run gpu/fa4-install.sh first (GPU_FA4=1)"; exit 2; }
+    HOST_PYTHONPATH=/tmp/site-fa4:/tmp/site
+  fi
   TINY=/tmp/p/tiny; BIG=/tmp/p/big
   SMI=nvidia-smi
   [ -f /tmp/site/.installed ] || { echo "run gpu/install.sh first (after the piece calls)"; exit 2; }
@@ -95,7 +99,7 @@ stop_sampler() { [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null; wait "$SA
 # flags > env, so a scenario's own flags win); everything else the recipe sets goes as --override (ovr)
 export FRAMEWORK=fsdp ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \
   MAX_PROMPT_LENGTH=128 MAX_RESPONSE_LENGTH=64 GPU_MEMORY_UTILIZATION=0.3 MAX_OOM_RETRIES=3 HANG_TIMEOUT=900 \
-  USER_FEATURES=-flash_attn,-dynamic_batch,-remove_padding,-gradient_checkpointing
+  USER_FEATURES=${GPU_USER_FEATURES--flash_attn,-dynamic_batch,-remove_padding,-gradient_checkpointing}
 TINY_FLAGS=(--link-wait 0)
 RECIPE_OVERRIDES=(data.dataloader_num_workers=0 actor_rollout_ref.actor.optim.lr=1e-6
   actor_rollout_ref.actor.use_torch_compile=False actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
