@@ -201,6 +201,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         spec["launcher"] = list(CANN_LAUNCHER)
         notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
                      + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
+    notes.append("validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
+                 "--resume skip it (--override trainer.val_before_train=True keeps it)")
     runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))

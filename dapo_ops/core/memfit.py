@@ -266,7 +266,7 @@ def parallel_sizes(spec: dict, setting_changes: dict | None = None) -> dict:
 #: Trainer parallel sizes by model size, after verl's Megatron examples: ``(max parameters in billions,
 #: (tp, pp) on devices of <= 64 GiB, (tp, pp) on larger devices)``. verl's 8B one-step-off / NPU DAPO examples run
 #: TP2 PP2 (``verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh``: ``train_tp=2
-#: train_pp=2``; the 910B 64 GB DAPO practice, ``docs/ascend_tutorial/.../dapo_multi_model_optimization_practice``).
+#: train_pp=2``; verl's 910B 64 GB DAPO practice, verl's docs/ascend_tutorial .../dapo_multi_model_optimization_practice).
 PARALLEL_TABLE = ((2.0, (1, 1), (1, 1)), (10.0, (2, 2), (2, 1)), (20.0, (4, 2), (4, 1)), (40.0, (8, 2), (8, 1)),
                   (float("inf"), (8, 4), (8, 2)))
 #: device memory (GiB) assumed per accelerator when it is not known yet (dry run): Ascend 910B 64 GB, A100/H100 80 GB

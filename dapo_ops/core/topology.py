@@ -34,7 +34,7 @@ WORKER_GCS_RECONNECT_S = 5
 
 #: The run's collective variables every Ray node gets from the run spec's ``env`` (the settings of the same name,
 #: ``dapo_ops/control/planning.py`` ``HCCL_SETTINGS``). verl's Ascend multi-node guide sets them on all nodes
-#: (``docs/ascend_tutorial/.../multi-machine_task_startup_practice.rst``: HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT,
+#: (verl's docs/ascend_tutorial .../multi-machine_task_startup_practice.rst: HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT,
 #: HCCL_HOST_SOCKET_PORT_RANGE, HCCL_NPU_SOCKET_PORT_RANGE, HCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME). Ray's workers
 #: inherit their raylet's environment, and verl adds the two port ranges (as ``auto``) to the job's runtime env only
 #: when the driver lacks them (``verl/trainer/constants_ppo.py:94-97,125-127``): a driver that sets them leaves a
