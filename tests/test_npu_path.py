@@ -13,7 +13,6 @@ from dapo_ops.control.inventory import Host
 from dapo_ops.control.plan import render_text
 from dapo_ops.core import memfit, overrides, profiles, topology
 from dapo_ops.core.classify import hints
-from dapo_ops.core.features import resolve
 from dapo_ops.agent.supervisor import attempt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
@@ -229,3 +228,17 @@ def test_profiles_bypass_keys_exist_in_verls_config(yaml_root):
     assert "bypass_mode: false" in (yaml_root / "algorithm" / "rollout_correction.yaml").read_text()
     assert [k for k, _ in profiles.SEPARATE_ASYNC_BYPASS] == ["actor_rollout_ref.rollout.calculate_log_probs",
                                                               "algorithm.rollout_correction.bypass_mode"]
+
+
+# docs ----------------------------------------------------------------------------------------------------------
+def test_docs_say_what_runs_per_mode_framework_accelerator():
+    params = (ROOT / "docs" / "params.md").read_text()
+    table = params[params.index("## What runs, per mode x framework x accelerator"):params.index("## Settings")]
+    for task in ("`inv launch`", "`inv one-step-off`"):
+        for fw in ("megatron", "fsdp"):
+            assert re.search(rf"^\| {re.escape(task)} \| {fw} \| (npu|gpu|npu / gpu) \|", table, re.M), (task, fw)
+    for fact in ("enforce_eager=False", "bypass_mode=True", "prefix caching", "TRAINER_TP", "`nccl`",
+                 "val_before_train=False"):
+        assert fact in table, fact
+    wf = (ROOT / "docs" / "workflow.md").read_text()
+    assert "### What runs per mode x framework x accelerator" in wf and "ROLLOUT_EAGER" in wf
