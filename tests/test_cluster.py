@@ -64,9 +64,11 @@ def test_head_binds_to_the_host_address_and_workers_point_at_it():
 
 
 def test_collective_env_for_ascend_and_nvidia():
-    npu = cluster.ray_process_env("npu", H2, [H1, H2], "eth0", base_no_proxy="corp.example")
+    npu = cluster.ray_process_env("npu", H2, [H1, H2], "eth0", base_no_proxy="corp.example",
+                                  run_env={"HCCL_CONNECT_TIMEOUT": "7200", "SWANLAB_MODE": "local"})
     assert npu["HCCL_IF_IP"] == H2.address and npu["HCCL_SOCKET_IFNAME"] == "eth0"
     assert npu["GLOO_SOCKET_IFNAME"] == "eth0" and npu["HCCL_CONNECT_TIMEOUT"] == "7200"
+    assert "SWANLAB_MODE" not in npu   # only the run's collective variables
     assert npu["no_proxy"].split(",") == ["corp.example", "localhost", "127.0.0.1", "::1", H1.address, H2.address]
     gpu = cluster.ray_process_env("gpu", H1, [H1, H2], "eth0")
     assert gpu["NCCL_SOCKET_IFNAME"] == "eth0" and "HCCL_IF_IP" not in gpu

@@ -18,7 +18,7 @@ def test_defaults_are_the_performance_features():
 def test_catalog_kinds_and_help():
     assert set(features.CATALOG) == set(features.ALL)
     for name, (kind, help_) in features.CATALOG.items():
-        assert kind in ("performance", "memory", "optional")
+        assert kind in ("performance", "memory", "verl-default")
         assert help_ and "\n" not in help_
     assert [features.CATALOG[n][0] for n in features.MEMORY] == ["memory", "memory"]
 

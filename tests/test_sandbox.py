@@ -125,7 +125,7 @@ def test_one_step_off_needs_hybrid_engine_false(sandbox, h1):
 
 SEPARATE = ["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.hybrid_engine=False",
             "trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
-            "actor_rollout_ref.rollout.checkpoint_engine.backend=hccl"]
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
 
 
 def test_v1_separate_async_checks_like_verl(sandbox, h1):

@@ -89,7 +89,7 @@ def _iface(target: Target, python: str, address: str) -> str | None:
 
 
 def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, python: str, run_dir: str,
-          base_no_proxy: str = "", join_timeout: float = JOIN_TIMEOUT_S) -> ClusterHandle:
+          base_no_proxy: str = "", join_timeout: float = JOIN_TIMEOUT_S, run_env: dict | None = None) -> ClusterHandle:
     """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
 
     ``targets`` maps host names to connected :class:`Target` s (their containers); ``run_dir`` is the
@@ -97,7 +97,8 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
     ``max(join_timeout, HEAD_UP_TIMEOUT_S)`` seconds to come up, then the workers ``join_timeout`` seconds to
     join (two bounds: a head slow to start on a loaded host is not a worker that cannot reach it, and each error
     names the one that ran out). On any failure everything started is torn down and :class:`ClusterError` names
-    the host (a node that never joined, an unreachable container, a head that did not start).
+    the host (a node that never joined, an unreachable container, a head that did not start). ``run_env``: the run
+    spec's ``env``; its HCCL variables reach every node's ``ray start`` (:func:`topology.ray_process_env`).
     """
     head = topo.head
     nodes = list(topo.nodes)
@@ -106,7 +107,7 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             ifaces = dict(zip([n.name for n in nodes],
                               pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
-        env = topology.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy)
+        env = topology.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy, run_env)
         info = {"head": head.name, "head_address": head.address, "port": topology.RAY_PORT}
         address = f"{head.address}:{topology.RAY_PORT}"
         head_up_s = max(join_timeout, HEAD_UP_TIMEOUT_S)
@@ -123,7 +124,7 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                 "taken? ray installed?)")
 
         def start_worker(n: Node) -> None:
-            wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy)
+            wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy, run_env)
             _start_node(targets[n.name], topology.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
                         n.name, python, {**info, "role": "worker"})
             started.append(n)  # as soon as it runs: a failing sibling must not leave this one up

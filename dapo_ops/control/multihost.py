@@ -83,7 +83,7 @@ def join_timeout(env=None) -> float:
 
 
 def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab_logger: bool, inv_proxy: dict,
-                 extra_overrides: list):
+                 extra_overrides: list, memory=None):
     """The plan of a multi-host run: :func:`planning.make_plan` for the head, its ``settings`` replaced by the
     topology's (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``, ``rollout_gpus``,
     ``rollout_nnodes``), checked again (:func:`dapo_ops.core.runspec.check_spec`) and the verl argv rebuilt.
@@ -98,7 +98,8 @@ def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab
     topo = cluster.plan_topology(mode, nodes, int(st.get("trainer_gpus") or 0), int(st.get("rollout_gpus") or 0))
     # plan against the whole cluster's devices: the per-node split was checked by plan_topology
     plan = planning.make_plan(st, dataclasses.replace(head, devices=topo.total_devices), mode=mode, run_id=run_id,
-                              swanlab_logger=swanlab_logger, proxy=inv_proxy, extra_overrides=extra_overrides)
+                              swanlab_logger=swanlab_logger, proxy=inv_proxy, extra_overrides=extra_overrides,
+                              memory=memory)
     plan.spec["settings"].update(topo.settings())
     try:
         runspec.check_spec(plan.spec, host_devices=None)
@@ -190,7 +191,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
     try:
         try:
             handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
-                                       base_no_proxy=no_proxy, join_timeout=join_timeout())
+                                       base_no_proxy=no_proxy, join_timeout=join_timeout(), run_env=spec["env"])
         except cluster_ops.ClusterError as e:   # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None
         started.append(("ray", lambda: cluster_ops.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
@@ -277,7 +278,8 @@ def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, fil
                                 "per host)"))
     try:
         plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
-                                  swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [])
+                                  swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [],
+                                  memory=plan_mod._local_memory_facts(st, chosen[0]))
     except (TopologyError, planning.PlanError) as e:
         raise planning.PlanError(f"planning a {what}: {e}") from None
     plan.notes.append(f"planning a {what}")

@@ -10,6 +10,48 @@ import sys
 from dapo_ops.control import settings
 
 
+
+#: docs/params.md's mode x framework x accelerator table (docs/workflow.md shows the same rows): which verl trainer
+#: and engine run, which performance features are on, and why (issue 34; every fact cited from verl 0.9.1).
+MATRIX = (
+    "## What runs, per mode x framework x accelerator (verl 0.9 profile)",
+    "",
+    "| task | framework | accel | verl trainer + engine | on by default | why |",
+    "|---|---|---|---|---|---|",
+    "| `inv launch` | megatron | npu | V1 `colocate_async`, Megatron engine (`model_engine=megatron`, MindSpeed "
+    "patches), vLLM-Ascend rollout colocated | TP/PP `TRAINER_TP`/`TRAINER_PP` (8B on 64 GiB: 2/2), flash attention "
+    "(`use_flash_attn`), remove padding, dynamic batch, selective recompute, vLLM graph mode (`enforce_eager=False`), "
+    "prefix caching, chunked prefill | the runbook's default; verl's 1/1 (`engine/megatron.yaml:11,20`) needs 75 GiB "
+    "per device for Qwen3-8B, TP2/PP2 fits 64 GiB like verl's 8B Megatron examples; graph mode is what verl's NPU "
+    "examples run (eager: `ROLLOUT_EAGER=true`); prefix caching and chunked prefill are verl's defaults "
+    "(`rollout.yaml:87,90`) and `rollout.n=8` shares each prompt |",
+    "| `inv launch` | megatron | gpu | same, vLLM rollout | same (TP/PP by model size: 8B on 80 GiB: 2/1) | "
+    "as above; no `enforce_eager` key (verl's default graph mode) |",
+    "| `inv launch` | fsdp | npu | V1 `colocate_async`, FSDP2 engine, vLLM-Ascend | flash attention "
+    "(`attn_implementation`), remove padding, dynamic batch, gradient checkpointing, graph mode, prefix caching, "
+    "chunked prefill; `fsdp_config.use_torch_compile=False` | FSDP shards over all devices (no TP/PP); torch.compile "
+    "is off on NPU (`workers/engine/fsdp/transformer_impl.py:183-187`) |",
+    "| `inv launch` | fsdp | gpu | same, vLLM | same, torch.compile on | the path proven on the H200 (gpu/README.md) |",
+    "| `inv launch --mode sync` | any | any | V1 `sync` | as its `launch` row | plain synchronous DAPO |",
+    "| `inv one-step-off` | megatron | npu | V1 `separate_async`, trainer pool Megatron, rollout pool vLLM-Ascend, "
+    "weight sync by checkpoint engine `nccl` (Ascend's HCCL engine registers under that name, "
+    "`checkpoint_engine/hccl_checkpoint_engine.py:103`) | as `launch` + rollout share 0.8 on the dedicated pool, "
+    "old log-probs from the rollout (`algorithm.rollout_correction.bypass_mode=True`, "
+    "`rollout.calculate_log_probs=True`), 1 warm-up batch | verl's one-step-off config forces bypass "
+    "(`experimental/one_step_off_policy/config/one_step_off_ppo_trainer.yaml`); without it the trainer recomputes "
+    "log-probs every step and copies the actor to host memory for each mini-batch after the first "
+    "(`trainer_separate_async.py:187-211`); the rollout pool holds only vLLM, so it takes 0.8 like verl's DAPO "
+    "one-step-off example (`GPU_MEMORY_UTILIZATION` wins when set); bucket stays verl's 2048 MB |",
+    "| `inv one-step-off` | megatron | gpu | same, checkpoint engine `nccl` (needs cupy) | same | same |",
+    "| `inv one-step-off` | fsdp | npu / gpu | V1 `separate_async`, FSDP2 trainer pool, vLLM rollout pool, `nccl` "
+    "engine | as the fsdp `launch` rows + bypass, share 0.8, 1 warm-up batch | same |",
+    "",
+    "Every row: retries and `--resume` skip verl's validation before training (`trainer.val_before_train=False`; verl "
+    "validates at start by default, `trainer_base.py:439-442`): the first attempt has validated this model already "
+    "(`--override trainer.val_before_train=True` keeps it). On NPU every Ray node gets the run's HCCL timeouts and port "
+    "ranges (`HCCL_*` settings), as verl's Ascend multi-node guide sets them on all nodes.",
+)
+
 def render_markdown() -> str:
     """``docs/params.md``: the settings table as Markdown (generated; do not edit the file by hand)."""
     lines = [
@@ -43,6 +85,8 @@ def render_markdown() -> str:
         "V1 ignores `max_num_gen_batches`). The 0.8 profile keeps its 0.8-era entries (`recipe.dapo.main_dapo`, the",
         "legacy one-step-off entry) and ignores `trainer_mode`, `max_staleness`, `parameter_sync_step` and",
         "`max_actor_ckpt_to_keep`.",
+        "",
+        *MATRIX,
         "",
         "## Settings",
         "",

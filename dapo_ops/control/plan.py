@@ -31,6 +31,8 @@ def _features_table(plan: Plan) -> Table:
         src = plan.features.source_of(name)
         if src is not None:
             state = "on"
+        elif kind == "verl-default" and name not in plan.features.disabled:
+            state, src = "on", "verl's default (-%s turns it off)" % name
         elif name in plan.features.disabled:
             by = [n for n, deps in features_mod.IMPLIED_OFF.items() if name in deps and n in plan.features.disabled]
             state, src = "off", (f"-{by[0]} implies it" if by else "explicit (-%s)" % name)

@@ -153,7 +153,7 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "max_response_length": int(_get(settings, "max_response_length", 8192)),
         "save_freq": int(_get(settings, "save_freq", 10)),
         "rollout_tp": int(_get(settings, "rollout_tp", 2)),
-        "gpu_memory_utilization": float(_get(settings, "gpu_memory_utilization", 0.6)),
+        "gpu_memory_utilization": _rollout_share(settings, mode),
         "train_batch_size": int(_get(settings, "train_batch_size", 64)),
         "ppo_mini_batch_size": int(_get(settings, "ppo_mini_batch_size", 16)),
         "rollout_n": int(_get(settings, "rollout_n", 8)),
@@ -170,6 +170,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         "ckpt_dir": ckpt_dir,
         "extra_overrides": list(extra_overrides or []),
     }
+    s["rollout_eager"] = bool(_get(settings, "rollout_eager", False))
+    notes += _parallel(settings, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
         v = _get(settings, k, "") or (proxy or {}).get(k, "")
@@ -199,6 +201,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         spec["launcher"] = list(CANN_LAUNCHER)
         notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
                      + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
+    notes.append("validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
+                 "--resume skip it (--override trainer.val_before_train=True keeps it)")
     runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
@@ -208,6 +212,57 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
                 log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes, memory=mem_lines)
+
+
+def _given(settings, name: str) -> bool:
+    """True when the user set ``name`` (flag, env, file, resume), not its default (a plain dict: the key is there)."""
+    sources = getattr(settings, "sources", None)
+    if sources is not None:
+        return sources.get(name, "default") != "default"
+    return hasattr(settings, "get") and settings.get(name) is not None
+
+
+#: one-step-off's rollout pool holds only vLLM, so its share defaults higher than a colocated one (verl's DAPO
+#: one-step-off example: ``gpu_memory_utilization=0.80``, ``verl/experimental/one_step_off_policy/shell/
+#: dapo_7b_math_megatron_4_12.sh``; the colocated default 0.6 leaves the actor its memory)
+DEDICATED_ROLLOUT_SHARE = 0.8
+
+
+def _rollout_share(settings, mode: str) -> float:
+    if mode == "one-step-off" and not _given(settings, "gpu_memory_utilization"):
+        return DEDICATED_ROLLOUT_SHARE
+    return float(_get(settings, "gpu_memory_utilization", 0.6))
+
+
+def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, accelerator: str) -> list[str]:
+    """Resolve ``trainer_tp`` / ``trainer_pp`` into ``s`` (Megatron: the setting, or 0 = by model size and device
+    memory, :func:`dapo_ops.core.memfit.default_parallel`; FSDP: None) and return the plan's note."""
+    tp, pp = int(_get(settings, "trainer_tp", 0) or 0), int(_get(settings, "trainer_pp", 0) or 0)
+    if framework != "megatron":
+        if tp > 1 or pp > 1:
+            raise PlanError(f"TRAINER_TP={tp} / TRAINER_PP={pp} set Megatron's parallel sizes, but FRAMEWORK=fsdp; "
+                            "unset them or use FRAMEWORK=megatron")
+        s["trainer_tp"] = s["trainer_pp"] = None
+        return []
+    world = (s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"]) * max(1, int(s.get("nnodes") or 1))
+    cfg = (memory or {}).get("model_config")
+    try:
+        params_b = memfit.param_count(memfit.Model.from_config(cfg)) / 1e9 if cfg else None
+    except memfit.EstimateUnavailable:
+        params_b = None
+    params_b = params_b or memfit.params_from_name(model)
+    gib = (memory or {}).get("device_gib")
+    dtp, dpp = memfit.default_parallel(params_b, gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0), world)
+    s["trainer_tp"], s["trainer_pp"] = tp or dtp, pp or dpp
+    if (s["trainer_tp"] * s["trainer_pp"]) and world % (s["trainer_tp"] * s["trainer_pp"]):
+        raise PlanError(f"TRAINER_TP={s['trainer_tp']} x TRAINER_PP={s['trainer_pp']} does not divide the "
+                        f"{world} trainer devices; choose sizes whose product divides {world}")
+    if tp and pp:
+        return []
+    size = f"~{params_b:.1f}B parameters" if params_b else "model size unknown"
+    where = f"{gib:g} GiB" if gib else f"<= {memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0):g} GiB (assumed for {accelerator})"
+    return [f"Megatron trainer TP {s['trainer_tp']} PP {s['trainer_pp']} (TRAINER_TP/TRAINER_PP unset: {size}, "
+            f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"]
 
 
 def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
@@ -223,11 +278,19 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         memfit.Model.from_config(cfg)
     except memfit.EstimateUnavailable as e:
         return fs, [str(e)]
-    if not gib:
-        est = memfit.estimate(memfit.Model.from_config(cfg), memfit.setup_from_spec(spec, fs, 0.0))
-        per = ", ".join(f"{p} {v:.1f}" for p, v in sorted(est.phases.items(), key=lambda kv: -kv[1]))
-        return fs, [f"memory-fit estimate (GiB per device; device memory unknown here, inv preflight checks the fit, "
-                    f"the rollout share counts as 0): {per}"]
+    if not gib:  # dry run: judged against the accelerator's usual memory, nothing changed (launch re-plans)
+        assumed = memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator") or "", 64.0)
+        m = memfit.Model.from_config(cfg)
+        est = memfit.estimate(m, memfit.setup_from_spec(spec, fs, assumed))
+        par = memfit.parallel_sizes(spec)
+        tp = f" with trainer TP {par['tp']} PP {par['pp']}" if spec.get("framework") == "megatron" else ""
+        out = [f"memory-fit estimate{tp} (device memory unknown here: assuming {assumed:g} GiB per "
+               f"{spec.get('accelerator')} device; inv preflight checks the real figure): "
+               f"{'fits' if est.fits else 'does not fit'}: {est.line()}"]
+        if not est.fits:
+            prop = memfit.propose_parallel(m, spec, fs, assumed)
+            out += [f"memory-fit: {prop}"] if prop else []
+        return fs, out
     if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
         try:
             f = memfit.fit(cfg, spec, fs, float(gib))

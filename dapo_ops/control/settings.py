@@ -116,8 +116,19 @@ PARAMS: tuple[Param, ...] = (
     _p("save_freq", "SAVE_FREQ", 10, "int", "checkpoint every N steps (trainer.save_freq; -1 = never)", unit="steps",
        minimum=1, also=(-1,)),
     _p("rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
+    _p("trainer_tp", "TRAINER_TP", 0, "int",
+       "Megatron tensor parallel size of the trainer (actor_rollout_ref.actor.megatron.tensor_model_parallel_size); "
+       "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2), the plan says which",
+       flag=None, minimum=0),
+    _p("trainer_pp", "TRAINER_PP", 0, "int",
+       "Megatron pipeline parallel size of the trainer (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size); "
+       "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2)", flag=None, minimum=0),
+    _p("rollout_eager", "ROLLOUT_EAGER", False, "bool",
+       "vLLM rollout in eager mode (actor_rollout_ref.rollout.enforce_eager=True): no graph capture; the fallback "
+       "when graph mode (verl's default, its NPU examples' choice) fails to capture or its memory is short", flag=None),
     _p("gpu_memory_utilization", "GPU_MEMORY_UTILIZATION", 0.6, "float",
-       "rollout (vLLM) share of device memory", unit="fraction", minimum=0.05),
+       "rollout (vLLM) share of device memory (one-step-off's dedicated rollout pool: 0.8 unless set, like verl's "
+       "DAPO one-step-off example)", unit="fraction", minimum=0.05),
     _p("train_batch_size", "TRAIN_BATCH_SIZE", 64, "int", "prompts per step (data.train_batch_size)", minimum=1),
     _p("ppo_mini_batch_size", "PPO_MINI_BATCH_SIZE", 16, "int", "prompts per actor update (ppo_mini_batch_size)", minimum=1),
     _p("rollout_n", "ROLLOUT_N", 8, "int", "responses per prompt (actor_rollout_ref.rollout.n)", minimum=1),

@@ -6,7 +6,9 @@ version live in :mod:`dapo_ops.core.profiles`). The runbook's rules:
 - performance features (``flash_attn``, ``dynamic_batch``, ``remove_padding``,
   ``gradient_checkpointing``) are on by default;
 - memory features (``offload``, ``recompute``) are off and appended by the OOM ladder;
-- optional features (``prefix_cache``, ``chunked_prefill``) are off;
+- verl-default features (``prefix_cache``, ``chunked_prefill``): verl turns them on itself
+  (``verl/trainer/config/rollout/rollout.yaml:87,90``), so the tool emits nothing for them and they are on;
+  ``-prefix_cache`` / ``-chunked_prefill`` turn them off (:func:`is_on`);
 - precedence: explicit (``USER_FEATURES`` / ``--features``, ``ENABLE_OFFLOAD=True``)
   > defaults > OOM-appended. An explicit feature is never removed; ``-name`` turns a
   default off and the ladder never turns it back on.
@@ -23,10 +25,11 @@ from dataclasses import dataclass, field
 
 PERFORMANCE = ("flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing")
 MEMORY = ("offload", "recompute")
-OPTIONAL = ("prefix_cache", "chunked_prefill")
-ALL = PERFORMANCE + MEMORY + OPTIONAL
+VERL_DEFAULT = ("prefix_cache", "chunked_prefill")
+ALL = PERFORMANCE + MEMORY + VERL_DEFAULT
 
-#: name -> (kind, one-line help). Kinds: performance (default on), memory (off, OOM-appended), optional (off).
+#: name -> (kind, one-line help). Kinds: performance (default on), memory (off, OOM-appended), verl-default (on
+#: because verl turns it on; ``-name`` turns it off).
 CATALOG: dict[str, tuple[str, str]] = {
     "flash_attn": ("performance", "Flash attention in the trainer (FSDP attn_implementation, Megatron attention_backend)"),
     "dynamic_batch": ("performance", "Dynamic batch size by token budget (use_dynamic_bsz + *_max_token_len_per_gpu)"),
@@ -34,8 +37,10 @@ CATALOG: dict[str, tuple[str, str]] = {
     "gradient_checkpointing": ("performance", "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)"),
     "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
     "recompute": ("memory", "Stronger recompute (Megatron full recompute, FSDP entropy checkpointing + activation offload)"),
-    "prefix_cache": ("optional", "vLLM prefix caching in the rollout (enable_prefix_caching)"),
-    "chunked_prefill": ("optional", "vLLM chunked prefill in the rollout (enable_chunked_prefill)"),
+    "prefix_cache": ("verl-default", "vLLM prefix caching in the rollout (enable_prefix_caching); verl's default: on; "
+                     "-prefix_cache turns it off"),
+    "chunked_prefill": ("verl-default", "vLLM chunked prefill in the rollout (enable_chunked_prefill); verl's default: "
+                        "on; -chunked_prefill turns it off"),
 }
 
 SOURCES = ("explicit", "default", "estimate")  # estimate: memfit started on this rung (never rolled back)
@@ -163,6 +168,11 @@ class FeatureSet:
         parts = [f"{f.name}({f.source})" for f in self.enabled]
         parts += [f"-{n}" for n in sorted(self.disabled)]
         return ",".join(parts) or "(none)"
+
+
+def is_on(fs: "FeatureSet", name: str) -> bool:
+    """Whether ``name`` is on for the run: enabled in ``fs``, or a :data:`VERL_DEFAULT` feature not turned off."""
+    return fs.has(name) or (name in VERL_DEFAULT and name not in fs.disabled)
 
 
 def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]]:

@@ -137,8 +137,10 @@ class Setup:
     recompute: bool = False
     offload_policy: bool = False
     adam_in_forward: bool = True  # False for a 1-step run (Adam state is created by the first step())
-    tp: int = 1
+    tp: int = 1                # Megatron tensor / pipeline / context parallel sizes of the trainer
     pp: int = 1
+    cp: int = 1
+    logprob: bool = True       # False: old log-probs are the rollout's (bypass_mode), no log-prob forward runs
 
 
 @dataclass
@@ -188,7 +190,7 @@ def estimate(m: Model, s: Setup) -> Estimate:
         per_token = m.layers * layer_in + layer_full               # checkpointing: inputs kept, one layer recomputed
     else:
         per_token = m.layers * layer_full
-    act = s.update_tokens * (per_token + LOGIT_BYTES * m.vocab) / max(1, s.tp)
+    act = s.update_tokens * (per_token + LOGIT_BYTES * m.vocab) / max(1, s.tp * s.cp)
     pol = s.offload_policy and s.framework != "megatron"  # FSDP2 CPUOffloadPolicy: sharded state lives on the CPU
     layer_bf16 = 2 * 2 * P / max(1, m.layers)                  # current + prefetched layer, unsharded bf16
     if pol:
@@ -199,7 +201,7 @@ def estimate(m: Model, s: Setup) -> Estimate:
         update = max(fwd, params_b + grads_b + opt_b + step_extra)
     inter = m.moe_intermediate * m.top_k if m.experts else m.intermediate
     logprob = (layer_bf16 if pol else params_b) + s.logprob_tokens * (
-        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab) / max(1, s.tp)   # no-grad forward: one layer's transients
+        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab) / max(1, s.tp * s.cp)   # no-grad forward: one layer's transients
     resident = 0.0 if s.offload else params_b + opt_b  # between phases (grads freed by zero_grad)
     rollout_w = 2 * P / max(1, s.rollout_tp)
     sync_actor = params_b + (0 if s.offload else opt_b) + SYNC_BUCKET_GIB * GIB
@@ -221,23 +223,102 @@ def estimate(m: Model, s: Setup) -> Estimate:
         "log-prob": ctx + asleep + g(logprob + (0 if s.offload else opt_b)),
         "update": ctx + asleep + g(update),
     }
+    if not s.logprob:
+        del phases["log-prob"]
+        logprob = 0.0
     alloc = g(max(update, logprob, sync_actor))
     terms = {"params": P, "state_gib": g(params_b + (0 if pol else grads_b) + opt_b), "activations_gib": g(act),
              "rollout_gib": awake}
     return Estimate({k: round(v, 2) for k, v in phases.items()}, s.device_gib, round(alloc, 2), P, terms)
 
 
+#: ``--override`` keys of the trainer's Megatron parallel sizes the estimate reads (``engine/megatron.yaml:11,20,26``)
+MEGATRON_PARALLEL_KEYS = {"tp": "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+                          "pp": "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
+                          "cp": "actor_rollout_ref.actor.megatron.context_parallel_size"}
+BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
+
+
+def override_values(spec: dict) -> dict:
+    """``{key: value text}`` of the spec's ``extra_overrides`` (``+`` stripped; the last one of a key wins)."""
+    out = {}
+    for x in ((spec or {}).get("settings") or {}).get("extra_overrides") or []:
+        k, _, v = str(x).partition("=")
+        out[k.strip().lstrip("+")] = v.strip().strip("'\"")
+    return out
+
+
+def parallel_sizes(spec: dict, setting_changes: dict | None = None) -> dict:
+    """The trainer's Megatron ``{"tp", "pp", "cp"}`` a spec runs with: the settings ``trainer_tp`` /
+    ``trainer_pp`` (resolved by the planner, :func:`default_parallel`), then any ``--override`` of
+    :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1."""
+    if (spec or {}).get("framework") != "megatron":
+        return {"tp": 1, "pp": 1, "cp": 1}
+    s = dict((spec or {}).get("settings") or {}, **(setting_changes or {}))
+    out = {"tp": int(s.get("trainer_tp") or 1), "pp": int(s.get("trainer_pp") or 1), "cp": 1}
+    ov = override_values(spec)
+    for name, key in MEGATRON_PARALLEL_KEYS.items():
+        if ov.get(key, "").isdigit() and int(ov[key]) > 0:
+            out[name] = int(ov[key])
+    return out
+
+
+#: Trainer parallel sizes by model size, after verl's Megatron examples: ``(max parameters in billions,
+#: (tp, pp) on devices of <= 64 GiB, (tp, pp) on larger devices)``. verl's 8B one-step-off / NPU DAPO examples run
+#: TP2 PP2 (``verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh``: ``train_tp=2
+#: train_pp=2``; verl's 910B 64 GB DAPO practice, verl's docs/ascend_tutorial .../dapo_multi_model_optimization_practice).
+PARALLEL_TABLE = ((2.0, (1, 1), (1, 1)), (10.0, (2, 2), (2, 1)), (20.0, (4, 2), (4, 1)), (40.0, (8, 2), (8, 1)),
+                  (float("inf"), (8, 4), (8, 2)))
+#: device memory (GiB) assumed per accelerator when it is not known yet (dry run): Ascend 910B 64 GB, A100/H100 80 GB
+DEVICE_GIB_BY_ACCELERATOR = {"npu": 64.0, "gpu": 80.0}
+
+
+def params_from_name(model_path: str) -> float | None:
+    """Parameters (billions) a model directory's name states (``Qwen3-8B`` -> 8.0, ``Qwen2.5-0.5B-Instruct`` -> 0.5),
+    None when it states none."""
+    import re
+
+    base = str(model_path or "").rstrip("/").rsplit("/", 1)[-1]
+    m = re.search(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z])", base)
+    return float(m.group(1)) if m else None
+
+
+def default_parallel(params_b: float | None, device_gib: float | None, world: int) -> tuple[int, int]:
+    """``(tp, pp)`` for a Megatron trainer of ``params_b`` billion parameters on ``world`` devices of
+    ``device_gib`` GiB (:data:`PARALLEL_TABLE`); ``(1, 1)`` when the size is unknown. Lowered (pp first) until
+    ``tp * pp`` divides ``world``."""
+    if not params_b:
+        return 1, 1
+    small = (device_gib or 0) <= 64.5
+    for limit, low, high in PARALLEL_TABLE:
+        if params_b <= limit:
+            tp, pp = low if small else high
+            break
+    while pp > 1 and world % (tp * pp):
+        pp //= 2
+    while tp > 1 and world % (tp * pp):
+        tp //= 2
+    return tp, pp
+
+
 def setup_from_spec(spec: dict, features, device_gib: float, setting_changes: dict | None = None) -> Setup:
-    """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes."""
+    """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes: the Megatron
+    parallel sizes from :func:`parallel_sizes`; no log-prob phase when the old log-probs are the rollout's
+    (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``)."""
     s = dict((spec or {}).get("settings") or {})
     s.update(setting_changes or {})
     names = features.names()
     seq = int(s.get("max_prompt_length", 2048)) + int(s.get("max_response_length", 8192))
     budgets = dict(s.get("token_budgets") or {})
-    for x in s.get("extra_overrides") or []:
-        k, _, v = str(x).partition("=")
-        if k.lstrip("+").endswith("max_token_len_per_gpu") and v.isdigit():
-            budgets.setdefault(k.lstrip("+"), int(v))
+    ov = override_values(spec)
+    for k, v in ov.items():
+        if k.endswith("max_token_len_per_gpu") and v.isdigit():
+            budgets.setdefault(k, int(v))
+    par = parallel_sizes(spec, setting_changes)
+    if BYPASS_KEY in ov:
+        bypass = ov[BYPASS_KEY].lower() == "true"
+    else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
+        bypass = (spec or {}).get("mode") == "one-step-off" and (spec or {}).get("profile", "0.9") == "0.9"
     micro = int(s.get("micro_batch_size") or 1)
     one_step_off = spec.get("mode") == "one-step-off"
     world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
@@ -251,7 +332,8 @@ def setup_from_spec(spec: dict, features, device_gib: float, setting_changes: di
                  world=world, rollout_tp=int(s.get("rollout_tp") or 1), util=float(s.get("gpu_memory_utilization", 0.6)),
                  seq=seq, update_tokens=upd, logprob_tokens=lp, gc="gradient_checkpointing" in names,
                  offload="offload" in names, recompute="recompute" in names,
-                 offload_policy=bool(s.get("fsdp_offload_policy")), adam_in_forward=int(s.get("steps") or 2) > 1)
+                 offload_policy=bool(s.get("fsdp_offload_policy")), adam_in_forward=int(s.get("steps") or 2) > 1,
+                 tp=par["tp"], pp=par["pp"], cp=par["cp"], logprob=not bypass)
 
 
 @dataclass
@@ -265,12 +347,41 @@ class Fit:
     planned: Estimate
     started: Estimate
     rungs: list
+    parallel: dict = field(default_factory=dict)   # the trainer's Megatron tp/pp/cp the estimate used
+    proposal: str = ""                             # "TRAINER_TP=4 TRAINER_PP=2" when larger sizes fit without rungs
 
     def lines(self) -> list[str]:
-        out = [f"memory-fit estimate: {self.planned.line()}"]
+        par = (f" with trainer TP {self.parallel['tp']} PP {self.parallel['pp']}"
+               + (f" CP {self.parallel['cp']}" if self.parallel.get("cp", 1) > 1 else "")) if self.parallel else ""
+        out = [f"memory-fit estimate{par}: {self.planned.line()}"]
         if self.rungs:
             out.append(f"memory-fit: starts on rung(s) {', '.join(self.rungs)} (source: estimate): {self.started.line()}")
+        if self.proposal:
+            out.append(f"memory-fit: {self.proposal} (the Megatron trainer's parallel sizes)")
         return out
+
+
+def propose_parallel(m: Model, spec: dict, features, device_gib: float, changes: dict | None = None) -> str:
+    """Advice for a Megatron plan that does not fit as planned: the smallest trainer ``tp * pp`` (tp, pp in 1, 2, 4,
+    8; dividing the trainer devices; larger than today's) whose estimate fits without any rung, as
+    ``"TRAINER_TP=4 TRAINER_PP=2 fits without rungs: tightest ..."``; "" when none does or for FSDP."""
+    if (spec or {}).get("framework") != "megatron":
+        return ""
+    s = dict(spec.get("settings") or {})
+    now = parallel_sizes(spec, changes)
+    one_step_off = spec.get("mode") == "one-step-off"
+    world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
+    tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
+    keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
+    cands = sorted(((tp, pp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8)
+                    if world % (tp * pp) == 0 and tp * pp > now["tp"] * now["pp"] and tp <= m.kv_heads),
+                   key=lambda c: (c[0] * c[1], c[1]))
+    for tp, pp in cands:
+        trial = dict(spec, settings=dict(s, trainer_tp=tp, trainer_pp=pp, extra_overrides=keep))
+        est = estimate(m, setup_from_spec(trial, features, device_gib, changes))
+        if est.fits:
+            return f"TRAINER_TP={tp} TRAINER_PP={pp} fits without rungs: {est.line()}"
+    return ""
 
 
 def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) -> Fit:
@@ -293,10 +404,14 @@ def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) 
         fs, rungs = fs2, rungs + [f"{rung}({phase})"]
         changes.update(ch)
         est = estimate(m, setup_from_spec(spec, fs, device_gib, changes))
+    proposal = "" if planned.fits else propose_parallel(m, spec, features, device_gib,
+                                                          dict(spec.get("setting_changes") or {}))
     if not est.fits:
         t = est.terms
         raise FitError(f"memory-fit: the run cannot fit: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
                        f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
                        + (f" after {', '.join(rungs)}" if rungs else "")
+                       + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
                        + "; use more devices, shorter responses (--max-response-length) or a smaller model")
-    return Fit(fs, changes, planned, est, rungs)
+    par = parallel_sizes(spec, spec.get("setting_changes")) if spec.get("framework") == "megatron" else {}
+    return Fit(fs, changes, planned, est, rungs, par, proposal)

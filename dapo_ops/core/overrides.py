@@ -142,8 +142,12 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
         ("actor_rollout_ref.rollout.gpu_memory_utilization", float(s["gpu_memory_utilization"])),
         ("actor_rollout_ref.rollout.max_model_len", seq),
     ]
-    if accel == "npu":
-        out.append(("actor_rollout_ref.rollout.enforce_eager", True))
+    # graph mode (verl's default, rollout.yaml:52, and its NPU examples'); eager only as the chosen fallback
+    # (setting rollout_eager): vllm-ascend 0.23 turns its ACL graph mode off under enforce_eager (platform.py:513-531)
+    if accel == "npu" or s.get("rollout_eager"):
+        out.append(("actor_rollout_ref.rollout.enforce_eager", bool(s.get("rollout_eager"))))
+    if framework == "megatron" and s.get("trainer_tp"):
+        out += parallel_overrides(int(s["trainer_tp"]), int(s.get("trainer_pp") or 1))
 
     # features
     out += profiles.strategy_overrides(framework)
@@ -191,6 +195,8 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
         ("trainer.default_local_dir", ckpt),
         ("trainer.resume_mode", "auto"),
     ]
+    if skips_validation(spec):  # the model did not change since the first attempt's validation
+        out.append(("trainer.val_before_train", False))
     if s.get("max_actor_ckpt_to_keep") not in (None, "", 0):  # verl keeps every save when null (trainer_base.py:964)
         out.append(("trainer.max_actor_ckpt_to_keep", int(s["max_actor_ckpt_to_keep"])))
     if accel == "npu":
@@ -201,6 +207,28 @@ def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None
     if ent.group_overrides:
         out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out
     return out
+
+
+#: the trainer's Megatron parallel keys (``engine/megatron.yaml:11,20``; the ref's own copy, ``ref/megatron_ref.yaml``,
+#: does not follow the actor's, so it is set too and dropped when there is no reference policy)
+MEGATRON_TP_PP = (("actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+                   "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"),
+                  ("actor_rollout_ref.ref.megatron.tensor_model_parallel_size",
+                   "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size"))
+
+
+def parallel_overrides(tp: int, pp: int) -> list[tuple[str, object]]:
+    """The Megatron TP/PP keys of the actor (and the reference policy) for the settings ``trainer_tp`` /
+    ``trainer_pp`` (verl's default is 1/1, ``engine/megatron.yaml:11,20``)."""
+    return [kv for keys in MEGATRON_TP_PP for kv in zip(keys, (tp, pp))]
+
+
+def skips_validation(spec: dict) -> bool:
+    """True when this attempt skips verl's validation before training (``trainer.val_before_train=False``;
+    verl validates at start by default, ``trainer_base.py:439-442``): every attempt after the first (the
+    supervisor sets ``spec["attempt"]``) and a ``--resume`` (``spec["resume_of"]``). A user's
+    ``--override trainer.val_before_train=True`` comes last in the argv and wins."""
+    return int(spec.get("attempt") or 1) > 1 or bool(spec.get("resume_of"))
 
 
 def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[str]:

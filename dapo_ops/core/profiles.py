@@ -258,11 +258,15 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
         # workers/engine/fsdp/transformer_impl.py:183-187); actor.use_torch_compile is not what it reads
         out.append(("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False))
 
-    # rollout engine features
-    out.append(("actor_rollout_ref.rollout.enable_prefix_caching", on("prefix_cache")))
-    out.append(("actor_rollout_ref.rollout.enable_chunked_prefill", on("chunked_prefill")))
-    # chunked prefill off -> max_num_batched_tokens >= max_model_len (verl/workers/config/actor.py); on -> vLLM default 8192
-    out.append(("actor_rollout_ref.rollout.max_num_batched_tokens", 8192 if on("chunked_prefill") else max(8192, seq)))
+    # rollout engine features: verl turns both on (rollout/rollout.yaml:87,90; workers/config/rollout.py:245-247), so
+    # a key is emitted only when the user asked: explicitly on (True, verl's own value) or off (-name, False)
+    for name, key in (("prefix_cache", "enable_prefix_caching"), ("chunked_prefill", "enable_chunked_prefill")):
+        if name in disabled or on(name):
+            out.append((f"actor_rollout_ref.rollout.{key}", name not in disabled))
+    if "chunked_prefill" in disabled:
+        # chunked prefill off -> a whole prompt + response in one batch: vLLM needs max_num_batched_tokens >=
+        # max_model_len (verl raises it itself with a warning, vllm_async_server.py:1113-1119); on: verl's 8192
+        out.append(("actor_rollout_ref.rollout.max_num_batched_tokens", max(8192, seq)))
     return out
 
 
@@ -306,6 +310,27 @@ def v1_mode(ent: Entry, trainer_mode: str = "async") -> str | None:
     return _V1_MODE[trainer_mode or "async"]
 
 
+#: One-step-off's old log-probs are the rollout's (two policies, "bypass"), as verl's own one-step-off config forces
+#: (0.9.1 ``verl/experimental/one_step_off_policy/config/one_step_off_ppo_trainer.yaml``: ``calculate_log_probs: True``,
+#: ``algorithm.rollout_correction.bypass_mode: True``). Without it the V1 separate_async trainer recomputes them on the
+#: trainer pool every step (a log-prob forward: time and a memory peak) and, for each mini-batch after the first of a
+#: sync cycle, copies the actor to host memory and back (``save_model_to_cpu`` / ``restore_model_from_cpu``,
+#: ``verl/trainer/ppo/v1/trainer_separate_async.py:187-211``); with it the copy is skipped
+#: (``trainer_base.py:1641-1648``). ``--override algorithm.rollout_correction.bypass_mode=False`` restores decoupled
+#: PPO (what verl's minimal separate_async CI runs).
+SEPARATE_ASYNC_BYPASS: tuple[tuple[str, object], ...] = (
+    ("actor_rollout_ref.rollout.calculate_log_probs", True),
+    ("algorithm.rollout_correction.bypass_mode", True),
+)
+
+#: The one-step-off weight-sync backend, GPU and NPU alike. verl 0.9.1 registers its Ascend engine under the name
+#: ``nccl`` (``verl/checkpoint_engine/hccl_checkpoint_engine.py:103`` ``@CheckpointEngineRegistry.register("nccl")``;
+#: ``checkpoint_engine/__init__.py:33-37``: "hccl registers the "nccl" backend name on Ascend"), and an unknown name
+#: raises in the actor's ``init_model`` (``checkpoint_engine/base.py:84-99``, ``workers/engine_workers.py:679-688``)
+#: and in the trainer (``trainer_separate_async.py:165-170``): there is no ``hccl`` backend.
+CHECKPOINT_ENGINE_BACKEND = "nccl"
+
+
 def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max_staleness: int | None = 2,
                  parameter_sync_step: int = 4) -> list[tuple[str, object]]:
     """The V1 trainer-mode keys (none for a non-V1 entry).
@@ -315,8 +340,8 @@ def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max
     - ``separate_async``: ``parameter_sync_step`` (mini-batches between weight syncs; verl asserts
       ``train_batch_size == parameter_sync_step x ppo_mini_batch_size``, ``trainer_separate_async.py:59-63``,
       checked by :func:`dapo_ops.core.runspec.check_spec`), one warm-up batch, and a checkpoint-engine backend
-      other than ``naive`` (asserted at ``:68``; ``rollout.yaml:282`` defaults to ``naive``): ``nccl`` on GPU,
-      ``hccl`` on NPU.
+      other than ``naive`` (asserted at ``:68``; ``rollout.yaml:282`` defaults to ``naive``): ``nccl`` on both
+      accelerators (:data:`CHECKPOINT_ENGINE_BACKEND`).
     - async modes: the staleness bound ``trainer.v1.sampler.max_off_policy_threshold`` = ``max_staleness``
       model versions, strategy ``drop`` (``replay_buffer.py:528``: a prompt submitted at step s is dropped at
       step g when ``g - s + 1 > threshold``; 2 = at most one step off-policy). ``None`` emits ``null`` (no
@@ -331,7 +356,8 @@ def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max
     elif mode == "separate_async":
         out += [("trainer.v1.separate_async.num_warmup_batches", 1),
                 ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
-                ("actor_rollout_ref.rollout.checkpoint_engine.backend", "hccl" if accelerator == "npu" else "nccl")]
+                ("actor_rollout_ref.rollout.checkpoint_engine.backend", CHECKPOINT_ENGINE_BACKEND)]
+        out += list(SEPARATE_ASYNC_BYPASS)
     if mode != "sync":
         out += [("trainer.v1.sampler.max_off_policy_threshold", None if not max_staleness else int(max_staleness)),
                 ("trainer.v1.sampler.max_off_policy_strategy", "drop")]
@@ -354,7 +380,8 @@ def drop_inert(pairs: list[tuple[str, object]], *, use_ref: bool, use_critic: bo
 
 
 def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]]:
-    """DAPO dynamic sampling where the entry supports it (none for one-step-off).
+    """DAPO dynamic sampling where the entry supports it: every 0.9 (V1) entry, one-step-off included
+    (``trainer_base.py:187-212``), and the 0.8 DAPO recipe; not the 0.8 legacy one-step-off entry.
 
     0.9 V1 trainer ignores ``max_num_gen_batches`` (it warns), so it is set only for the 0.8 recipe.
     """

@@ -15,7 +15,7 @@ goes away (final failure, ``inv stop``) their raylets exit by themselves within 
 
 Facts: verl/trainer/ppo/v1/trainer_separate_async.py (pools add up; trainer pool = ``trainer.nnodes`` x ``trainer.n_gpus_per_node``,
 rollout pool = ``rollout.nnodes`` x ``rollout.n_gpus_per_node``), verl/utils/device.py and verl's Ascend
-scripts (HCCL env: ``HCCL_CONNECT_TIMEOUT=7200``, ``HCCL_EXEC_TIMEOUT=60000``), verl/single_controller/ray/base.py (verl counts ``GPU`` or,
+scripts and Ascend multi-node guide (the HCCL env every node needs: :data:`RUN_ENV_NAMES`), verl/single_controller/ray/base.py (verl counts ``GPU`` or,
 when no GPU exists, ``NPU`` Ray resources).
 """
 
@@ -32,9 +32,15 @@ RAY_DASHBOARD_PORT = 8265
 #: seconds a worker raylet keeps retrying a vanished GCS before it exits (Ray default: 60)
 WORKER_GCS_RECONNECT_S = 5
 
-#: HCCL timeouts used by verl's Ascend scripts (seconds for CONNECT, seconds for EXEC);
-#: main (2026-01) ``verl/experimental/one_step_off_policy/shell/grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh``.
-HCCL_TIMEOUTS = {"HCCL_CONNECT_TIMEOUT": "7200", "HCCL_EXEC_TIMEOUT": "60000"}
+#: The run's collective variables every Ray node gets from the run spec's ``env`` (the settings of the same name,
+#: ``dapo_ops/control/planning.py`` ``HCCL_SETTINGS``). verl's Ascend multi-node guide sets them on all nodes
+#: (verl's docs/ascend_tutorial .../multi-machine_task_startup_practice.rst: HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT,
+#: HCCL_HOST_SOCKET_PORT_RANGE, HCCL_NPU_SOCKET_PORT_RANGE, HCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME). Ray's workers
+#: inherit their raylet's environment, and verl adds the two port ranges (as ``auto``) to the job's runtime env only
+#: when the driver lacks them (``verl/trainer/constants_ppo.py:94-97,125-127``): a driver that sets them leaves a
+#: worker node without any unless its ``ray start`` carries them.
+RUN_ENV_NAMES = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_HOST_SOCKET_PORT_RANGE",
+                 "HCCL_NPU_SOCKET_PORT_RANGE")
 
 
 class TopologyError(ValueError):
@@ -157,10 +163,11 @@ def ray_worker_argv(ray: str, node: Node, head: Node, accelerator: str, port: in
 
 
 def ray_process_env(accelerator: str, node: Node, cluster: list[Node], iface: str | None,
-                    base_no_proxy: str = "") -> dict[str, str]:
+                    base_no_proxy: str = "", run_env: dict | None = None) -> dict[str, str]:
     """Environment for ``ray start`` on ``node`` (inherited by every Ray worker process there).
 
-    - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + verl's HCCL timeouts,
+    - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + the run's HCCL timeouts and socket port
+      ranges (:data:`RUN_ENV_NAMES` from ``run_env``, the spec's ``env``: the same values the driver gets),
       or NCCL ``NCCL_SOCKET_IFNAME`` (NVIDIA); ``GLOO_SOCKET_IFNAME`` on both — derived from the
       host's address and the interface that carries it (``iface``; omitted when unknown);
     - ``no_proxy``/``NO_PROXY`` with loopback and every cluster address, so Ray's gRPC and the
@@ -170,7 +177,7 @@ def ray_process_env(accelerator: str, node: Node, cluster: list[Node], iface: st
     env: dict[str, str] = {}
     if accelerator == "npu":
         env["HCCL_IF_IP"] = node.address
-        env.update(HCCL_TIMEOUTS)
+        env.update({k: str(v) for k, v in (run_env or {}).items() if k in RUN_ENV_NAMES and v not in (None, "")})
         if iface:
             env["HCCL_SOCKET_IFNAME"] = iface
     elif iface:

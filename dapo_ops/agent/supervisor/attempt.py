@@ -45,6 +45,12 @@ def build_argv(factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any]
         raise BuildError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
 
 
+def attempt_spec(spec: Dict[str, Any], k: int) -> Dict[str, Any]:
+    """The spec attempt ``k`` is built from: ``spec`` itself for the first, a copy with ``attempt`` = k after it
+    (:func:`dapo_ops.core.overrides.skips_validation`: a retry does not validate again)."""
+    return spec if k <= 1 else dict(spec, attempt=k)
+
+
 def ray_tmpdir(spec: Dict[str, Any], k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
     """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
     cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never

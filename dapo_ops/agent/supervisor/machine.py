@@ -143,7 +143,7 @@ class Supervisor:
         entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
         alog = self.paths.attempt_log(k)
         att = record.new_attempt(k, fs, changes, latest_checkpoint(self._settings().get("ckpt_dir")), alog.name)
-        argv = attempt.build_argv(self.command_factory, self.spec, fs, changes)
+        argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
         counters = (self.spec.get("supervisor") or {}).get("oom_counter_files") or devices.OOM_COUNTER_FILES
         oom0 = devices.oom_kill_count(tuple(counters))
         gpu = self.spec.get("accelerator") == "gpu"

@@ -91,7 +91,7 @@ CLASS_TABLE: dict[str, dict] = {
                      "EI0009: Transport init error. / RuntimeError: HCCL error: internal error (any EIxxxx / EJxxxx, ERR02xxx)"],
         "cause": "A collective (HCCL / NCCL) failed or timed out and no rank shows a more specific error. HCCL codes are read by family (EI HCCL, EJ HCCP, torch_npu ERR02xxx DIST), not from a list; EI0011 (HCCL device memory) is an OOM.",
         "tool": "Cleans up and retries once; an OOM or crash on any rank is classified instead.",
-        "you": "Init failures: HCCL_IF_IP / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, firewall, --network host, same CANN everywhere. Mid-run: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT / actor_rollout_ref.nccl_timeout.",
+        "you": "Init failures: HCCL_IF_IP / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, firewall, --network host, same CANN everywhere. Mid-run: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (NPU settings of the same name, on every Ray node). verl 0.9.1 reads no process-group timeout key (its V1 workers pass none, verl/workers/engine_workers.py:89, so torch's default applies): actor_rollout_ref.nccl_timeout is in the yaml but read by nothing.",
     },
     "container-missing": {
         "symptoms": ["Error response from daemon: No such container: verl-train",

@@ -249,8 +249,9 @@ HINTS: dict[str, str] = {
         "dapo-ops retries once after cleanup."),
     "hccl-timeout": (
         "A collective timed out or failed${paren_node}${at} with no more specific error on any rank. dapo-ops retries "
-        "once; if it recurs raise HCCL_CONNECT_TIMEOUT (e.g. 7200) / HCCL_EXEC_TIMEOUT (e.g. 60000) or "
-        "actor_rollout_ref.nccl_timeout, and look for a stalled rank."),
+        "once; if it recurs raise HCCL_CONNECT_TIMEOUT (e.g. 7200) / HCCL_EXEC_TIMEOUT (e.g. 60000) on NPU (settings of "
+        "the same name, every Ray node gets them) and look for a stalled rank; verl 0.9.1 sets no process-group "
+        "timeout of its own (torch's default; no config key such as actor_rollout_ref.nccl_timeout is read)."),
     "container-missing": (
         "The container is gone or stopped (removed, engine/host restart, or wrong name/host in the inventory). Check "
         "`docker ps -a` on that host and the inventory's container name; inspect `docker inspect -f "

@@ -307,6 +307,12 @@ class StandinTrainer:
             "n_gpus_per_node must be > 0 in separate async training")
         assert _sel(cfg, "actor_rollout_ref.rollout.checkpoint_engine.backend", "naive") != "naive", (
             "please use nccl/nixl/mooncake, etc. backend for separate async training")
+        # checkpoint_engine/base.py:84-99 (CheckpointEngineRegistry.get, reached at trainer_separate_async.py:165-170):
+        # the names verl 0.9.1 registers (hccl_checkpoint_engine.py:103 registers Ascend's engine as "nccl")
+        backend = _sel(cfg, "actor_rollout_ref.rollout.checkpoint_engine.backend", "naive")
+        registered = ["delta_sharded", "kimi_ckpt_engine", "mooncake", "naive", "nccl", "nixl"]
+        if backend not in registered:
+            raise ValueError(f"Checkpoint engine {backend} not registered, registered backends: {registered}")
 
     def _ray_connect(self):
         import ray
