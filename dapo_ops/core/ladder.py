@@ -34,7 +34,8 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
   ladder moved to host RAM (ladder-added ``offload``, FSDP ``recompute`` = activation offload,
   ``offload-policy``) and retry once, else stop with host-memory suggestions.
 - ``network`` / ``hccl-timeout`` / ``hang``: one retry (after cleanup).
-- ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``: stop.
+- ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``, ``error-storm``
+  (the supervisor's: the same exception repeating without a step): stop.
 - ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
   ``detail["action_kind"] == "keep-running"``): keep running, never restart.
 
@@ -63,6 +64,8 @@ _STOP_CLASSES = {
     "auth-error": "tracker credentials rejected: not retried; fix SWANLAB_API_KEY / SWANLAB_HOST",
     "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
     "crash-other": "unclassified crash: not retried; read the evidence in the log",
+    "error-storm": "the same exception repeats with no training step (verl retries it for ever): not retried "
+                   "unchanged; fix the code the verdict names",
 }
 _RETRY_ONCE = {
     "network": "network failure: retrying once after cleanup",
