@@ -316,6 +316,14 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
     if cls == "auth-error" and (detail.get("fatal") is False or detail.get("action_kind") == "keep-running"):
         return Decision("keep-running", features, {}, "tracker credentials rejected while training continues: alert, never restart")
 
+    if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
+        at = detail.get("user_frame") or detail.get("frame")
+        return Decision("stop", features, {}, f"error storm: {detail.get('exc') or 'an exception'} raised again and "
+                        f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
+                        [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
+                             detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
+                             .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
+
     if cls in _STOP_CLASSES:
         return Decision("stop", features, {}, _STOP_CLASSES[cls], [], [])
 
