@@ -127,7 +127,7 @@ class Scanner:
         step of the attempt is measured from the attempt's start) and the stall threshold it gives."""
         st = metrics.get("timing_s/step")
         if st is None:
-            st = t - (self._step_at if self._step_at is not None else self.att["started_at"])
+            st = t - (self._step_at if self._step_at is not None else self.att.get("started_at", t))
         self._step_at = t
         self.step_s.append(float(st))
         self.storms.progress()
