@@ -67,7 +67,7 @@ def main() -> int:
         out("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
         return 1
     if cfg.get("spawn_child"):
-        subprocess.Popen([sys.executable, "-c", "import os,time; os.setsid(); time.sleep(600)"], start_new_session=True)
+        subprocess.Popen([sys.executable, "-c", "import os,time; os.setsid(); time.sleep(600)"])  # setsid itself, as Ray workers do
     if cfg.get("kv_text") and not a["changes"].get("gpu_memory_utilization"):
         out(cfg["kv_text"])
         return 1

@@ -242,11 +242,26 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     run = _rs.read_run(run_dir)
     if run is None:  # launched but the supervisor never wrote run.json
         run = {"run_id": os.path.basename(run_dir), "status": "unknown", "run_dir": run_dir}
-    tail, size, mtime = read_tail(log_path(run, run_dir), tail_bytes)
     sup_alive, verl_alive = _liveness(run, run_dir)
+    path = log_path(run, run_dir)
+    if run.get("status") in ACTIVE and not sup_alive:
+        path = attempt_log_path(run, run_dir) or path
+    tail, size, mtime = read_tail(path, tail_bytes)
     return {"run": run, "run_dir": run_dir, "tail": tail, "log_bytes": size, "log_mtime": mtime, "now": now,
             "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes(),
-            "serves": serves}
+            "serves": serves, "log_read": path}
+
+
+def attempt_log_path(run, run_dir):
+    """The current attempt's own log (``attempt-<k>.log``: verl's stdout+stderr, written by verl itself), or None.
+    train.log is the supervisor's copy of it: when the supervisor is gone (SIGKILL, OOM killer) verl goes on
+    writing here and train.log stops, so a status look of an active run without its supervisor reads this one."""
+    atts = [a for a in (run or {}).get("attempts") or [] if isinstance(a, dict)]
+    name = atts[-1].get("log") if atts else None
+    if not name:
+        return None
+    path = name if name.startswith("/") else os.path.join(run_dir, name)
+    return path if os.path.exists(path) else None
 
 
 def read_bytes():

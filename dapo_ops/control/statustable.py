@@ -47,6 +47,13 @@ COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score"
            "verdict", "age", "swanlab")
 
 
+def _clock(t: float) -> str:
+    """``HH:MM:SS`` (local time) of an epoch time."""
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
 def cells(row: StatusRow) -> dict[str, str]:
     """Display strings for the status table (keys: :data:`COLUMNS`)."""
     step = "-"
@@ -68,7 +75,8 @@ def cells(row: StatusRow) -> dict[str, str]:
         "run": row.run_id or "-",
         "state": state,
         "step": step,
-        "eta": fmt_duration(row.eta_s),
+        "eta": fmt_duration(row.eta_s) if row.stalled_s is None else "stalled %s%s" % (
+            fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
         "attempt": "-" if row.attempt is None else str(row.attempt),
         "features": fmt_features(row.features),
         "score": _fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",

@@ -148,6 +148,10 @@ class StatusRow:
     ended: str | None = None      # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
     suggestions: list = field(default_factory=list)   # failed runs: the ladder's next parameters to change
     serves: dict | None = None    # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
+    stalled_s: float | None = None     # active run whose step has not moved for longer than expected: for how long
+    last_step_at: float | None = None  # when the last step line came (container clock, seconds since the epoch)
+    step_time_s: float | None = None   # the recent median step time the expectation comes from
+    log_read: str | None = None        # the log the probe read: train.log, or the attempt's own log (supervisor gone)
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -304,7 +308,25 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
                         "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
     if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
+    row.log_read = probe.get("log_read")
+    row.step_time_s = round(step_time, 3) if step_time else None
+    if row.status in ACTIVE_STATUSES and step is not None and last_progress:
+        row.last_step_at = float(last_progress)
+        limit = stalled_after(run, step_time)
+        if limit is not None and row.progress_age_s is not None and row.progress_age_s >= limit:
+            row.stalled_s, row.eta_s = row.progress_age_s, None   # no ETA for a run that does not move
     return row
+
+
+def stalled_after(run: dict, step_time_s: float | None) -> float | None:
+    """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: half the
+    supervisor's own stall limit (run.json ``stall_after_s``: factor x median step time, floored, capped by the
+    hang timeout; ``dapo_ops/agent/supervisor/stall.py``), so status says it before the supervisor acts; without
+    it (an older supervisor, or none yet) 3 x the recent step time. None when no step time is known."""
+    lim = run.get("stall_after_s")
+    if isinstance(lim, (int, float)) and lim > 0:
+        return float(lim) / 2.0
+    return 3.0 * step_time_s if step_time_s else None
 
 
 def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:

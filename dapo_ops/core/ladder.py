@@ -34,7 +34,8 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
   ladder moved to host RAM (ladder-added ``offload``, FSDP ``recompute`` = activation offload,
   ``offload-policy``) and retry once, else stop with host-memory suggestions.
 - ``network`` / ``hccl-timeout`` / ``hang``: one retry (after cleanup).
-- ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``: stop.
+- ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``, ``error-storm``
+  (the supervisor's: the same exception repeating without a step): stop.
 - ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
   ``detail["action_kind"] == "keep-running"``): keep running, never restart.
 
@@ -63,6 +64,8 @@ _STOP_CLASSES = {
     "auth-error": "tracker credentials rejected: not retried; fix SWANLAB_API_KEY / SWANLAB_HOST",
     "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
     "crash-other": "unclassified crash: not retried; read the evidence in the log",
+    "error-storm": "the same exception repeats with no training step (verl retries it for ever): not retried "
+                   "unchanged; fix the code the verdict names",
 }
 _RETRY_ONCE = {
     "network": "network failure: retrying once after cleanup",
@@ -312,6 +315,14 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
 
     if cls == "auth-error" and (detail.get("fatal") is False or detail.get("action_kind") == "keep-running"):
         return Decision("keep-running", features, {}, "tracker credentials rejected while training continues: alert, never restart")
+
+    if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
+        at = detail.get("user_frame") or detail.get("frame")
+        return Decision("stop", features, {}, f"error storm: {detail.get('exc') or 'an exception'} raised again and "
+                        f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
+                        [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
+                             detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
+                             .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
 
     if cls in _STOP_CLASSES:
         return Decision("stop", features, {}, _STOP_CLASSES[cls], [], [])

@@ -331,3 +331,81 @@ class LinkScanner:
         if len(pieces) >= 6:
             self._cmd = None
         return None
+
+
+# ------------------------------------------------------------------------------------------------ tracebacks
+
+#: Python's traceback (``traceback.py`` ``format_exception``; ``logging`` with ``exc_info`` prints the same): a
+#: header, ``  File "<path>", line <N>, in <func>`` frames (each followed by indented source / caret lines), then
+#: the exception line ``<type>: <message>``; Ray's task errors put ``ray.exceptions.RayTaskError(<cause>): ray::
+#: <Actor>.<method>() (pid=N, ip=...)`` mid-way and continue with the remote frames (``ray/exceptions.py``).
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+EXC_LINE_RE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*?)(?:\((?P<cause>[A-Za-z_][\w.]*)\))?(?::\s(?P<msg>.*)|:?$)")
+#: lines that continue a chained traceback (``traceback.py``: __cause__ / __context__)
+CHAIN_MARKS = ("During handling of the above exception", "The above exception was the direct cause")
+#: Ray's dedup note at a line's end (``ray/_private/log_monitor.py``): the repeats it stands for are not counted
+RAY_REPEAT_RE = re.compile(r" ?\[repeated (\d+)x across cluster\]")
+
+
+class Traceback(NamedTuple):
+    """One complete traceback: ``exc`` (the innermost exception's type, last dotted name: ``KeyError``),
+    ``message`` (its text, at most 300 characters) and ``frames`` (``(path, line, func)`` outermost first)."""
+
+    exc: str
+    message: str
+    frames: Tuple[Tuple[str, int, str], ...]
+
+
+class TracebackReader:
+    """Python tracebacks in a stream of lines of ONE source (a Ray worker's lines: one reader per ``pid=``).
+
+    :meth:`feed` takes a line without ANSI codes and prefixes (:func:`normalise_line`) and returns a
+    :class:`Traceback` when one ended (the line after its exception line, so a Ray task error's remote frames and
+    chained exceptions stay in one block), else None. :meth:`flush` ends the pending one (end of the output)."""
+
+    __slots__ = ("frames", "exc", "msg", "open")
+
+    def __init__(self):
+        self.frames: Optional[List[Tuple[str, int, str]]] = None
+        self.exc: Optional[str] = None
+        self.msg = ""
+        self.open = False  # inside a block: frames may still follow
+
+    def flush(self) -> Optional[Traceback]:
+        tb = None
+        if self.frames and self.exc:
+            tb = Traceback(self.exc, self.msg[:300], tuple(self.frames))
+        self.frames, self.exc, self.msg, self.open = None, None, "", False
+        return tb
+
+    def feed(self, line: str) -> Optional[Traceback]:
+        if "[repeated" in line:
+            line = RAY_REPEAT_RE.sub("", line)
+        if line.startswith(TRACEBACK_HEAD):
+            if self.frames and self.exc and self.open == "chain":
+                self.exc, self.open = None, True  # a chained traceback continues the block (its frames are innermost)
+                return None
+            done = self.flush()
+            self.frames, self.open = [], True
+            return done
+        if self.frames is None:
+            return None
+        m = FRAME_RE.match(line) if "File \"" in line else None
+        if m:
+            self.frames.append((m.group("path"), int(m.group("line")), m.group("func")))
+            self.open = True
+            return None
+        if not line.strip() or line[0] in " \t":  # source, caret lines, blank lines inside a block
+            return None
+        if any(line.startswith(c) for c in CHAIN_MARKS):
+            self.open = "chain"
+            return None
+        e = EXC_LINE_RE.match(line) if self.frames else None
+        if e and self.open:
+            self.exc = (e.group("cause") or e.group("type")).rsplit(".", 1)[-1]
+            if not e.group("cause") or not self.msg:
+                self.msg = (e.group("msg") or "").strip()
+            self.open = False
+            return None
+        return self.flush()

@@ -9,7 +9,10 @@ output still collected after the OOM line before the kill), ``kill_grace_s`` (15
 ``retry_delay_s`` (10 on NPU -- HCCL ``EJ0001`` if restarted too soon --; on GPU at most 3: the wait ends as soon
 as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.devices.wait_gpu_release`),
 ``release_wait_max_s`` (60: the bound on the latter), ``write_interval_s`` (1.0: run.json progress throttle),
-``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`).
+``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`),
+``stall_factor`` / ``stall_floor_s`` (a stall: no progress for factor x median step time, at least the floor;
+:mod:`.stall`), ``storm_min_span_s`` / ``storm_slow_span_s`` (:mod:`.storm`), ``log_rate_bytes_s`` /
+``log_burst_bytes`` (train.log's bound, :mod:`.logcap`).
 ``hang_timeout_s`` (1800) and ``max_oom_retries`` (2) are top-level in the spec.
 """
 
@@ -29,6 +32,12 @@ DEFAULT_TUNABLES = {
     "kill_grace_s": 15.0,
     "write_interval_s": 1.0,
     "release_wait_max_s": 60.0,
+    "stall_factor": 5.0,           # stall.STALL_FACTOR
+    "stall_floor_s": 300.0,        # stall.STALL_FLOOR_S
+    "storm_min_span_s": 10.0,      # storm.MIN_SPAN_S
+    "storm_slow_span_s": 60.0,     # storm.SLOW_SPAN_S
+    "log_rate_bytes_s": 16384.0,   # logcap.RATE_BYTES_S
+    "log_burst_bytes": 16777216.0,  # logcap.BURST_BYTES
 }
 
 

@@ -50,6 +50,50 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
         detail={"step": step, "total": total})
 
 
+def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
+    """The same exception repeated with no step in between (``found``: :class:`.storm.StormDetector`'s dict): the
+    attempt was stopped; class ``error-storm`` (stop: the same code fails again; ``ladder._STOP_CLASSES``)."""
+    at = found.get("user_frame") or found.get("frame")
+    who = ("in your code at %s (%s)" % (at, found.get("user_path")) if found.get("user_frame")
+           else "at %s (inside the framework: no frame of your own code)" % at)
+    msg = (": %s" % found["message"][:120]) if found.get("message") else ""
+    return verdict(
+        "error-storm",
+        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped, not retried unchanged" % (
+            found.get("exc"), msg, found.get("count"), found.get("span_s") or 0, who),
+        "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
+        "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
+        "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
+        "<run id>` continues from the last checkpoint." % (at or "the code in the evidence"),
+        list(found.get("evidence") or []),
+        {"step": step, "total": total, "exc": found.get("exc"), "message": found.get("message"),
+         "count": found.get("count"), "span_s": found.get("span_s"), "frame": found.get("frame"),
+         "user_frame": found.get("user_frame"), "user_path": found.get("user_path"),
+         "user_func": found.get("user_func")})
+
+
+def stall_verdict(idle_s: float, threshold_s: float, step_s: List[float], step: Optional[int],
+                  total: Optional[int], stacks: List[Dict[str, Any]], stacks_file: str) -> Dict[str, Any]:
+    """Nothing progressed (no step line, no output) for ``idle_s`` >= ``threshold_s`` seconds after the attempt's
+    first step (``step_s``: its step durations): class ``hang`` (one retry after cleanup, as a hang), with where
+    each process stood (``stacks``: :func:`.stall.dump_stacks`'s entries, the dumps in ``stacks_file``)."""
+    med = sorted(step_s[1:] or step_s)[len(step_s[1:] or step_s) // 2] if step_s else None
+    stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
+    return {
+        "cls": "hang", "action_kind": "retry-once",
+        "action": "stalled: no step and no output for %.0f s (limit %.0f s = max(floor, k x median step %.1f s)); "
+                  "stack dumps in %s; attempt stopped" % (idle_s, threshold_s, med or 0, stacks_file.rsplit("/", 1)[-1]),
+        "hint": "Where each process stood is in %s (py-spy dump). A driver waiting in ray.get and workers in a "
+                "collective (NCCL/HCCL all_reduce, broadcast) is a stuck collective; a worker in a data loader or a "
+                "reward call is that code. Raise the supervisor's stall_factor / stall_floor_s (spec supervisor) if "
+                "steps legitimately pause this long." % stacks_file,
+        "evidence": stood[:16],
+        "detail": {"step": step, "total": total, "stalled": True, "idle_s": round(idle_s, 1),
+                   "threshold_s": threshold_s, "median_step_s": med, "stacks_file": stacks_file,
+                   "stacks": stacks[:16]},
+    }
+
+
 def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:
     """Attempt ``k``'s verl command could not be built (``err``: the one-line BuildError)."""
     return verdict("config-error", "cannot build the verl command for attempt %d: %s" % (k, err),

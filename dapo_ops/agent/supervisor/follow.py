@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify
-from dapo_ops.agent.supervisor import record
+from dapo_ops.agent.supervisor import logcap, record, stall, storm
 from dapo_ops.agent.supervisor.journal import iso, log, now
 from dapo_ops.core.logformat import (ANSI_RE, parse_metrics_line, parse_resume, parse_save, parse_swanlab_url,
                                      parse_total)
@@ -33,26 +33,36 @@ MAX_PARTIAL = 1 << 20
 
 
 class TrainLog:
-    """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines."""
+    """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines; verl's output passes
+    through the growth bound (:class:`.logcap.LogCap`; ``cap`` = its keyword arguments, ``on_cap(info)`` once)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, cap: Optional[Dict[str, Any]] = None,
+                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None):
         self.fh = open(path, "ab")
         self._nl = True  # the last byte written ends a line
+        self.cap = logcap.LogCap(self._raw, now, on_cap=on_cap, **(cap or {}))
 
-    def write(self, data: bytes) -> None:
+    def _raw(self, data: bytes) -> None:
         if self.fh is not None and data:
             self.fh.write(data)
             self.fh.flush()
             self._nl = data.endswith(b"\n")
 
+    def write(self, data: bytes) -> None:
+        if data:
+            self.cap.feed(data)
+
     def start(self, k: int, names: List[str]) -> None:
-        self.write(("===== dapo-ops attempt %d start %s features=%s =====\n" % (k, iso(), ",".join(names))).encode())
+        self.cap.end()
+        self._raw(("===== dapo-ops attempt %d start %s features=%s =====\n" % (k, iso(), ",".join(names))).encode())
 
     def end(self, k: int, exit_code: Optional[int], cls: Optional[str]) -> None:
-        self.write((b"" if self._nl else b"\n")
-                   + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode())
+        self.cap.end()
+        self._raw((b"" if self._nl else b"\n")
+                  + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode())
 
     def close(self) -> None:
+        self.cap.end()
         self.fh.close()
 
 
@@ -94,14 +104,40 @@ class Scanner:
     seen. ``on_link(url)`` is called once with the link."""
 
     def __init__(self, rec: Dict[str, Any], att: Dict[str, Any], writer: record.RecordWriter, links: LinkFinder,
-                 on_link: Callable[[str], None], is_oom: Callable[[str], bool]):
+                 on_link: Callable[[str], None], is_oom: Callable[[str], bool],
+                 tun: Optional[Dict[str, float]] = None, hang_timeout_s: float = 1800.0):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
         self.oom_line: Optional[str] = None
         self.oom_at: Optional[float] = None
+        tun = tun or {}
+        self.storms = storm.StormDetector(min_span_s=tun.get("storm_min_span_s", storm.MIN_SPAN_S),
+                                          slow_span_s=tun.get("storm_slow_span_s", storm.SLOW_SPAN_S))
+        self.storm: Optional[Dict[str, Any]] = None  # the storm called (storm.StormDetector's dict)
+        self.step_s: List[float] = []  # this attempt's step durations (s), the first one (warm-up) included
+        self._step_at: Optional[float] = None
+        self.stall_factor = float(tun.get("stall_factor", stall.STALL_FACTOR))
+        self.stall_floor_s = float(tun.get("stall_floor_s", stall.STALL_FLOOR_S))
+        self.hang_timeout_s = float(hang_timeout_s)
+        self.stall_after_s: Optional[float] = None  # None before the attempt's first step
+        self.idle_s: Optional[float] = None  # a stall: seconds without a step or output when it was called
+
+    def _on_step(self, metrics: Dict[str, float], t: float) -> None:
+        """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
+        step of the attempt is measured from the attempt's start) and the stall threshold it gives."""
+        st = metrics.get("timing_s/step")
+        if st is None:
+            st = t - (self._step_at if self._step_at is not None else self.att.get("started_at", t))
+        self._step_at = t
+        self.step_s.append(float(st))
+        self.storms.progress()
+        self.stall_after_s = stall.stall_after(self.step_s, self.hang_timeout_s, self.stall_factor,
+                                               self.stall_floor_s)
+        self.rec["stall_after_s"] = self.stall_after_s
 
     def scan(self, lines: List[str]) -> None:
         rec, att = self.rec, self.att
+        t = now()
         for line in lines:
             if not line:
                 continue
@@ -109,7 +145,15 @@ class Scanner:
                 parsed = parse_metrics_line(line)
                 if parsed is not None:
                     record.on_step(rec, att, parsed[0], parsed[1])
+                    self._on_step(parsed[1], t)
                     self.writer.dirty = True
+            if self.storm is None:
+                found = self.storms.feed(line, t)
+                if found is not None:
+                    self.storm = found
+                    log("error storm in attempt %d: %s x%d in %.0f s at %s (user code: %s)" % (
+                        att["n"], found["exc"], found["count"], found["span_s"], found["frame"],
+                        found["user_frame"]))
             total = parse_total(line)
             if total is not None:
                 rec["total_steps"] = total
@@ -175,23 +219,35 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
            stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
            writer: record.RecordWriter) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
-    supervisor must stop it: ``"stop"`` (``stop()`` true), ``"oom"`` (``oom_grace_s`` s after the OOM line) or
-    ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s). Progress is
-    written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s when nothing is new."""
+    supervisor must stop it: ``"stop"`` (``stop()`` true), ``"oom"`` (``oom_grace_s`` s after the OOM line),
+    ``"storm"`` (the scanner called an error storm, :mod:`.storm`), ``"stall"`` (after the first step, no step
+    line and no new output for ``scanner.stall_after_s`` s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e.
+    ``rec["last_progress_at"]``, for ``hang_timeout_s`` s: the cap). Progress is written to run.json at most every
+    ``writer.interval_s`` s; the loop sleeps ``poll_s`` s when nothing is new."""
+    grew_at = att["started_at"]
     while True:
         got = follower.pump()
         if proc.poll() is not None:
             follower.drain()
             return None
         t = now()
+        if got:
+            grew_at = t
         if stop():
             return "stop"
         if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
             return "oom"
+        if scanner.storm is not None and scanner.oom_at is None:
+            return "storm"
         last = rec.get("last_progress_at") or att["started_at"]
         if t - last > hang_timeout_s:
             log("no progress for %.0f s: hang" % (t - last))
             return "hang"
+        lim = scanner.stall_after_s
+        if lim is not None and t - max(last, grew_at) > lim:
+            scanner.idle_s = round(t - max(last, grew_at), 1)
+            log("no step and no output for %.0f s (stall threshold %.0f s): stall" % (t - max(last, grew_at), lim))
+            return "stall"
         if writer.dirty:
             writer.write(rec, force=False)
         if not got:

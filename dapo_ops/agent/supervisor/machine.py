@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
-from dapo_ops.agent.supervisor import attempt, config, devices, escalate, follow, record
+from dapo_ops.agent.supervisor import attempt, config, devices, escalate, follow, record, stall
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
@@ -108,6 +108,14 @@ class Supervisor:
         if self.train_log is not None:
             self.train_log.write(data)
 
+    def _on_cap(self, info: Dict[str, Any]) -> None:
+        """train.log reached its growth bound (:mod:`.logcap`): said once, in supervisor.log and run.json."""
+        self.rec["log_capped"] = dict(info, attempt=self.rec.get("attempt"))
+        log("train.log capped: verl writes more than %d B/s after %d MiB; train.log keeps step lines, counts of the "
+            "lines left out and the last lines; the whole output is in attempt-%s.log"
+            % (info["rate_bytes_s"], info["burst_bytes"] / (1 << 20), self.rec.get("attempt")))
+        self.writer.dirty = True
+
     def _on_link(self, url: str) -> None:
         self.rec["swanlab_url"] = url
         self.swanlab_id = swanlab_run_id(url)
@@ -172,11 +180,16 @@ class Supervisor:
         self.rec["last_progress_at"] = att["started_at"]
         self._set_status("running")
 
-        scanner = follow.Scanner(self.rec, att, self.writer, self.links, self._on_link, classify.is_device_oom_line)
+        scanner = follow.Scanner(self.rec, att, self.writer, self.links, self._on_link, classify.is_device_oom_line,
+                                 self.tun, self.hang_timeout_s)
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
         killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=lambda: self.stop_requested,
                                   oom_grace_s=self.tun["oom_grace_s"], hang_timeout_s=self.hang_timeout_s,
                                   poll_s=self.tun["poll_interval_s"], writer=self.writer)
+        idle_s = scanner.idle_s or now() - max(self.rec.get("last_progress_at") or att["started_at"], att["started_at"])
+        stacks = None
+        if killed_by in ("stall", "hang"):  # where each process stood, before anything is stopped
+            stacks = self._dump_stacks(k, att)
         if killed_by is not None:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
         self.att_pids = attempt.teardown(self.proc, self.marker, self.cmd_marker, self.tun["kill_grace_s"], att, gpu)
@@ -184,7 +197,17 @@ class Supervisor:
         code = attempt.exit_code(self.proc.returncode)
         container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
         return {"exit_code": code, "killed_by": killed_by, "oom_line": scanner.oom_line, "att": att,
-                "container_state": container_state}
+                "container_state": container_state, "storm": scanner.storm, "stacks": stacks, "idle_s": idle_s,
+                "step_s": list(scanner.step_s), "stall_after_s": scanner.stall_after_s}
+
+    def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
+        path = str(Path(self.run_dir) / ("stacks-attempt-%d.txt" % k))
+        pids = procs.own_processes(self.pgid, self.marker, self.cmd_marker)
+        stacks = stall.dump_stacks(pids, self.proc.pid if self.proc else None, path, self.spec.get("python"))
+        att["stacks"] = Path(path).name
+        log("stack dumps of %d process(es) of attempt %d: %s" % (len(stacks), k, path))
+        return stacks
 
     def _wait_to_retry(self, k: int, att: Dict[str, Any]) -> None:
         """The delay before attempt ``k + 1``, then whatever of attempt ``k`` is still alive goes."""
@@ -283,7 +306,8 @@ class Supervisor:
         fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
         changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
         self.rec["setting_changes"] = dict(changes)
-        self.train_log = follow.TrainLog(str(self.paths.train_log))
+        self.train_log = follow.TrainLog(str(self.paths.train_log), {
+            "rate_bytes_s": self.tun["log_rate_bytes_s"], "burst_bytes": self.tun["log_burst_bytes"]}, self._on_cap)
         follow.link_workdir_log(self.spec.get("workdir"), self.paths.train_log)
         k = 0
         while True:
@@ -302,8 +326,17 @@ class Supervisor:
             if out["killed_by"] == "stop":
                 self.train_log.end(k, out["exit_code"], "stopped")
                 return self._stopped()
-            if out["killed_by"] == "hang":
+            if out["killed_by"] == "storm":
+                verdict = escalate.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
+            elif out["killed_by"] == "stall":
+                verdict = escalate.stall_verdict(out["idle_s"], out["stall_after_s"], out["step_s"],
+                                                 self.rec.get("step"), self.rec.get("total_steps"),
+                                                 out["stacks"] or [], str(Path(self.run_dir) / att.get("stacks", "")))
+            elif out["killed_by"] == "hang":
                 verdict = escalate.hang_verdict(self.hang_timeout_s, self.rec.get("step"), self.rec.get("total_steps"))
+                if out["stacks"] is not None:
+                    verdict["detail"].update(stacks_file=str(Path(self.run_dir) / att.get("stacks", "")),
+                                             stacks=out["stacks"][:16])
             else:
                 planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
                 verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)

@@ -22,7 +22,9 @@ CLASSES: tuple[str, ...] = (
     "crash-other",
     "success",
 )
-"""The failure classes (exact names, docs/design.md). ``hang`` is added by the supervisor from timing."""
+"""The failure classes (exact names, docs/design.md). ``hang`` (no progress: the hang cap or a stall sized to the run)
+and ``error-storm`` (the same exception repeating with no step: ``dapo_ops/agent/supervisor/storm.py``) are added by
+the supervisor from what it watches, never from a log's text alone."""
 
 ACTION_KINDS: tuple[str, ...] = (
     "escalate-memory",
@@ -49,6 +51,7 @@ DEFAULT_ACTION_KIND: dict[str, str] = {
     "crash-other": "stop",
     "success": "done",
     "hang": "retry-once",
+    "error-storm": "stop",
 }
 """Class -> action kind. Exceptions: ``auth-error`` and ``network`` become ``keep-running``
 when the signal is non-fatal (tracker trouble while ``step:`` lines continue); ``oom-device`` in phase

@@ -16,7 +16,7 @@ DEVICES_PATH = "/sandbox/devices.json"
 
 FAILURE_KINDS = (
     "oom-device", "oom-kv-cache", "oom-host", "oom-ray", "hccl-timeout", "hang",
-    "swanlab-auth", "noisy-success", "crash", "data-error", "network",
+    "swanlab-auth", "noisy-success", "crash", "data-error", "network", "stall",
 )
 
 

@@ -26,7 +26,7 @@ import time
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import cues, texts
+from . import cues, reward, texts
 from .progress import Progress
 
 KNOWN_LOGGERS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
@@ -515,6 +515,40 @@ class StandinTrainer:
             self.file_logger.write(json.dumps({"step": step, "data": {k: float(v) for k, v in metrics.items()}}) + "\n")
             self.file_logger.flush()
 
+    def _reward_fn(self):
+        """The user's reward function (``reward.custom_reward_function.path`` / ``.name``), or None."""
+        path = _sel(self.cfg, "reward.custom_reward_function.path")
+        if not path:
+            return None
+        return reward.load(str(path), str(_sel(self.cfg, "reward.custom_reward_function.name") or "compute_score"))
+
+    def _score(self, fn, step: int):
+        """One step's reward calls (train_batch_size x rollout.n samples); a raising one starts verl 0.9.1's
+        endless retry (:func:`reward.storm`)."""
+        n = int(_sel(self.cfg, "data.train_batch_size", 8)) * int(_sel(self.cfg, "actor_rollout_ref.rollout.n", 1))
+        for i in range(n):
+            kw = {"data_source": "math_dapo", "solution_str": "step %d sample %d: %s" % (step, i, "x" * (i % 7)),
+                  "ground_truth": "42", "extra_info": {"index": i}}
+            try:
+                fn(**kw)
+            except Exception as e:  # noqa: BLE001 - the user's error, as verl's agent loop sees it
+                reward.storm(self.out, fn, kw, e, float(self.scn.get("storm_rate", 29.0)), self.ip)
+
+    def _stall(self):
+        """Hang with the processes alive: a child process stands in for a Ray worker (a Python process blocked in
+        a collective-like wait, so ``py-spy dump`` shows a stack), the driver waits on it without output."""
+        import subprocess
+
+        code = ("import time\n"
+                "def all_reduce_wait():\n"
+                "    while True:\n"
+                "        time.sleep(1)\n"
+                "all_reduce_wait()\n")
+        child = subprocess.Popen([sys.executable, "-c", code])
+        self.out.line(f"stand-in Ray worker pid={child.pid} started; waiting for it (stall cue)", None)
+        while True:  # ray.get() on a worker that never answers
+            time.sleep(float(self.fail.get("hang_s", 10 ** 9)))
+
     def _fit(self, start: int, total: int):
         import numpy as np
 
@@ -533,12 +567,17 @@ class StandinTrainer:
         kind = fail.get("kind") if fail else None
         fstep = self.fail_step()
         last_val = {}
+        score_fn = self._reward_fn()
         for step in range(start + 1, total + 1):
             t = time.time()
             at_fail = fail is not None and step == fstep
             if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
                 time.sleep(float(fail.get("hang_s", 10 ** 9)))
+            if at_fail and kind == "stall" and cues.fire_allowed(self.scn):
+                self._stall()
             time.sleep(self.step_time)
+            if score_fn is not None:
+                self._score(score_fn, step)
             if at_fail and kind == "oom-device" and not _avoided(fail, feats, cfg) and cues.fire_allowed(self.scn):
                 phase = fail.get("phase", "update_actor")
                 wl, exc = texts.device_oom(self.accel, phase, o.runner, self.pids, self.ip, self.rng)

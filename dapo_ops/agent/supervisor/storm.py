@@ -1,0 +1,166 @@
+"""Error storms: the same exception again and again while training does not move (STDLIB ONLY, shipped).
+
+verl 0.9.1 catches a failing agent-loop session and re-queues its prompt group: ``AgentLoopWorkerTQ._run_prompt``
+logs ``Error in _run_prompt for uid=...`` with the traceback (``verl/trainer/ppo/v1/agent_loop_tq.py:133-146``) and
+tags the group ``failure``; the replay buffer hands it out again. A reward function that raises
+(``reward.custom_reward_function.path``; ``verl/experimental/reward_loop/reward_loop.py:148`` ->
+``reward_manager/dapo.py:84-86``, called through ``agent_loop.py:1026`` ``_compute_score``) therefore fails for
+ever: on the H200, 13,984 identical tracebacks in 8 minutes, no step, no exit (issue 29).
+
+:class:`StormDetector` reads every line of the attempt (the supervisor's scanner feeds it), cuts Python tracebacks
+out of it per Ray source (:class:`dapo_ops.core.logformat.TracebackReader`; one reader per ``pid=`` prefix, so
+interleaved workers never mix) and counts each (innermost exception type, innermost frame). A ``step:`` line
+clears the counts. A storm is called when one key repeats
+
+- :data:`MIN_REPEATS` times over at least :data:`MIN_SPAN_S` seconds (a fast retry loop), or
+- :data:`SLOW_REPEATS` times over at least :data:`SLOW_SPAN_S` seconds (a loop that regenerates before each try),
+
+with no step in between. Measured on every log we hold (``bench/storm.py --healthy``; tests/fixtures/real-verl:
+the 8 H200 runs and the tool runs, the 35 public reports of tests/cases): the most repeats of one key without a
+step in a healthy or crashed log is far below :data:`SLOW_REPEATS`, and every burst of them (one traceback per rank
+of a crash) spans under a second, so both spans exclude it; warnings that repeat harmlessly (tracker retries,
+Ray's ``[repeated Nx across cluster]`` notes, verl's noisy warnings) are not tracebacks and never count. The H200
+storm (29 tracebacks/s) is called :data:`MIN_SPAN_S` seconds after its first traceback.
+
+The verdict names the innermost frame outside verl, Ray, torch, vLLM and the standard library (:func:`user_frame`):
+the user's file and line (``bad_reward.py:5``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from dapo_ops.core.logformat import RAY_PREFIX_RE, Traceback, TracebackReader, strip_ansi, strip_prefixes
+
+#: a fast storm: this many tracebacks of one key ...
+MIN_REPEATS = 50
+#: ... spread over at least this many seconds (a crash's per-rank burst is over within a second)
+MIN_SPAN_S = 10.0
+#: a slow storm (each retry regenerates first): this many ...
+SLOW_REPEATS = 10
+#: ... over at least this many seconds (called within 2 minutes of the first traceback at >= 1 per 6 s)
+SLOW_SPAN_S = 60.0
+#: keys / sources kept at most (a log of ever-new tracebacks must not grow the supervisor's memory)
+MAX_KEYS = 256
+#: framework path parts: a frame whose path holds one is verl's, Ray's, torch's, vLLM's or the interpreter's
+_LIB_RE = re.compile(r"(?:site-packages|dist-packages)/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>")
+#: verl's own packages (a source checkout such as /verl/verl/...: 0.9.1's top-level subpackages)
+_VERL_SRC_RE = re.compile(r"(?:^|/)verl/(?:experimental|trainer|workers|utils|single_controller|models|"
+                          r"checkpoint_engine|third_party|interactions|tools|model_merger|protocol\.py|"
+                          r"base_config\.py)")
+_FRAMEWORK_NAMES = re.compile(r"(?:^|/)(?:ray|torch|torch_npu|vllm|vllm_ascend|sglang|megatron|transformers|"
+                              r"tensordict|asyncio|concurrent)/")
+
+
+def is_framework(path: str) -> bool:
+    """True when a traceback frame's ``path`` is verl, Ray, torch, vLLM, an installed package or the stdlib, not the
+    user's code (``/verl/gpu/bad_reward.py`` is the user's: ``gpu`` is no verl package)."""
+    return bool(_LIB_RE.search(path) or _VERL_SRC_RE.search(path) or _FRAMEWORK_NAMES.search(path))
+
+
+def user_frame(frames) -> Optional[Tuple[str, int, str]]:
+    """The innermost frame outside the framework (:func:`is_framework`), or None."""
+    for f in reversed(frames):
+        if not is_framework(f[0]):
+            return f
+    return None
+
+
+def where(frame) -> Optional[str]:
+    """``bad_reward.py:5`` of a ``(path, line, func)`` frame."""
+    return "%s:%d" % (frame[0].rsplit("/", 1)[-1], frame[1]) if frame else None
+
+
+class StormDetector:
+    """Counts repeated tracebacks of one attempt; :meth:`feed` returns the storm (a dict, once) when one is called.
+
+    ``feed(raw_line, t)``: one line as verl wrote it (ANSI and Ray prefixes are handled here), ``t`` its arrival
+    time (seconds). :meth:`progress` is called on a ``step:`` line. The storm dict: ``exc``, ``message``,
+    ``count``, ``first_at``, ``span_s``, ``frame`` (innermost, ``file:line``), ``user_frame`` (``file:line`` or
+    None), ``user_path``, ``user_func``, ``evidence`` (the traceback's last frames and its exception line)."""
+
+    def __init__(self, min_repeats: int = MIN_REPEATS, min_span_s: float = MIN_SPAN_S,
+                 slow_repeats: int = SLOW_REPEATS, slow_span_s: float = SLOW_SPAN_S):
+        self.rules = ((int(min_repeats), float(min_span_s)), (int(slow_repeats), float(slow_span_s)))
+        self.readers: Dict[str, TracebackReader] = {}
+        self.counts: Dict[Tuple[str, str, int], List[Any]] = {}
+        self.storm: Optional[Dict[str, Any]] = None
+        self.tracebacks = 0  # seen in this attempt (all keys)
+
+    def progress(self) -> None:
+        """A step went by: nothing before it is a storm."""
+        self.counts.clear()
+
+    def feed(self, raw: str, t: float) -> Optional[Dict[str, Any]]:
+        if self.storm is not None:
+            return None
+        if not self.readers and "Traceback (most" not in raw:
+            return None  # the common line: no block open anywhere, none starting
+        line = strip_ansi(raw)
+        m = RAY_PREFIX_RE.match(line)
+        src = m.group("pid") or "raylet" if m else "-"
+        line = strip_prefixes(line)
+        rd = self.readers.get(src)
+        if rd is None:
+            if not line.startswith("Traceback (most"):
+                return None
+            if len(self.readers) >= MAX_KEYS:
+                self.readers.clear()
+            rd = self.readers[src] = TracebackReader()
+        tb = rd.feed(line)
+        if rd.frames is None:
+            del self.readers[src]  # block over (or none began): the fast path again
+        return self._count(tb, t) if tb is not None else None
+
+    def flush(self, t: float) -> Optional[Dict[str, Any]]:
+        """End of the attempt's output: count what is still open."""
+        out = None
+        for rd in list(self.readers.values()):
+            tb = rd.flush()
+            if tb is not None and out is None and self.storm is None:
+                out = self._count(tb, t)
+        self.readers.clear()
+        return out
+
+    def _count(self, tb: Traceback, t: float) -> Optional[Dict[str, Any]]:
+        self.tracebacks += 1
+        inner = tb.frames[-1]
+        key = (tb.exc, inner[0], inner[1])
+        c = self.counts.get(key)
+        if c is None:
+            if len(self.counts) >= MAX_KEYS:
+                self.counts.clear()
+            c = self.counts[key] = [0, t, tb]
+        c[0] += 1
+        c[2] = tb
+        span = t - c[1]
+        if not any(c[0] >= n and span >= s for n, s in self.rules):
+            return None
+        uf = user_frame(tb.frames)
+        ev = ['File "%s", line %d, in %s' % f for f in tb.frames[-4:]]
+        ev.append("%s: %s" % (tb.exc, tb.message) if tb.message else tb.exc)
+        self.storm = {"exc": tb.exc, "message": tb.message, "count": c[0], "first_at": c[1],
+                      "span_s": round(span, 1), "frame": where(inner), "user_frame": where(uf),
+                      "user_path": uf[0] if uf else None, "user_func": uf[2] if uf else None, "evidence": ev}
+        return self.storm
+
+
+def repeats_without_progress(lines, step_of) -> Dict[Tuple[str, str, int], int]:
+    """Measurement helper (bench/storm.py, tests): for a whole log (``lines``), the most tracebacks of each key seen
+    between two steps (``step_of(line)`` is not None on a step line). Pure; no clock."""
+    det = StormDetector(min_repeats=10 ** 9, slow_repeats=10 ** 9)
+    best: Dict[Tuple[str, str, int], int] = {}
+
+    def keep():
+        for k, c in det.counts.items():
+            best[k] = max(best.get(k, 0), c[0])
+
+    for raw in lines:
+        if step_of(raw) is not None:
+            keep()
+            det.progress()
+        det.feed(raw, 0.0)
+    det.flush(0.0)
+    keep()
+    return best

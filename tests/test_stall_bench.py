@@ -1,0 +1,86 @@
+"""Stalls and a killed supervisor on the sandbox (issue 29): real SSH + docker exec + the verl stand-in.
+
+1. The stand-in hangs mid-run with its processes alive (cue ``stall``: a child Python process stands in for a Ray
+   worker): `inv status` shows `stalled` (no ETA) before the supervisor acts; the supervisor writes the py-spy dumps of
+   the driver and the worker into the run dir, stops the attempt, retries once (the cue fires once) and finishes.
+2. The supervisor is SIGKILLed mid-run: verl goes on; `inv status --json` shows the step verl really reached (read
+   from the attempt's own log), not train.log's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+import test_launch_bench
+from test_launch_bench import inv, launch, read_run, wait_end
+
+pytestmark = pytest.mark.bench
+host_ready = test_launch_bench.host_ready  # the fixture: inputs on the host, a clean host, the scenario cue
+
+
+def _status_json(prep, host) -> dict:
+    res = inv(prep, "status", "-H", host, "--json", timeout=120)
+    rows = json.loads(res.stdout)
+    return rows[0]
+
+
+def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready):
+    host_ready("h1", {"step_time": 1.0, "failure": {"kind": "stall", "step": 4, "times": 1}})
+    res, rid = launch(host_ready, "h1", "--steps", "6", "--framework", "fsdp", "--hang-timeout", "60")
+    assert res.returncode == 0, res.stderr
+    seen_stalled = None
+    end = time.time() + 200
+    while time.time() < end:
+        rec = read_run(sandbox, "h1", rid)
+        if rec.get("status") in ("succeeded", "failed", "stopped") or len(rec.get("attempts") or []) > 1:
+            break
+        row = _status_json(host_ready, "h1")
+        if row.get("stalled_s") is not None:
+            seen_stalled = row
+            break
+        time.sleep(2)
+    assert seen_stalled is not None, "status never said stalled before the supervisor acted"
+    assert seen_stalled["eta_s"] is None and seen_stalled["state"] == "running"
+    table = inv(host_ready, "status", "-H", "h1").stdout
+    assert "stalled" in table
+    rec = wait_end(sandbox, "h1", rid, timeout=300)
+    assert rec["status"] == "succeeded" and len(rec["attempts"]) == 2, rec.get("decision")
+    a1 = rec["attempts"][0]
+    assert a1["killed_by"] in ("hang", "stall") and a1["verdict"]["cls"] == "hang"
+    stacks = (sandbox.runs_dir("h1") / rid / a1["stacks"]).read_text()
+    assert "(driver)" in stacks and "(worker)" in stacks, stacks[:2000]
+    assert "all_reduce_wait" in stacks  # the stand-in Ray worker's own stack, dumped by py-spy
+    where = {e["role"]: e.get("where") for e in a1["verdict"]["detail"]["stacks"]}
+    assert where.get("worker") and "all_reduce_wait" in str([e.get("where") for e in a1["verdict"]["detail"]["stacks"]])
+
+
+def test_killed_supervisor_status_shows_the_step_verl_reached(sandbox, host_ready):
+    host_ready("h2", {"step_time": 0.5})
+    res, rid = launch(host_ready, "h2", "--steps", "40", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    end = time.time() + 120
+    while (read_run(sandbox, "h2", rid).get("step") or 0) < 2 and time.time() < end:
+        time.sleep(0.5)
+    rec = read_run(sandbox, "h2", rid)
+    sandbox.exec("h2", "kill -9 %d" % rec["pids"]["supervisor"], check=True)
+    alog = sandbox.runs_dir("h2") / rid / "attempt-1.log"
+    frozen = rec["step"]
+
+    def verl_step():
+        steps = [int(m) for m in re.findall(r"step:(\d+) - ", alog.read_text(errors="replace"))]
+        return max(steps or [0])
+
+    end = time.time() + 120
+    while verl_step() < frozen + 4 and time.time() < end:
+        time.sleep(0.5)
+    row = _status_json(host_ready, "h2")
+    reached = verl_step()
+    assert reached >= frozen + 4
+    assert row["state"] == "supervisor-dead" and row["step"] >= reached - 1 and row["step"] > frozen + 2, row
+    assert row["log_read"].endswith("attempt-1.log")
+    assert read_run(sandbox, "h2", rid)["step"] == frozen  # run.json (and train.log) stayed where the supervisor died
+    sandbox.exec("h2", "kill -9 -%d" % rec["pids"]["verl_pgid"], check=False)

@@ -1,0 +1,55 @@
+"""Status tells the truth (issue 29 item 3): a run whose step does not move shows `stalled <duration>` and its last
+step time instead of an ETA; a run whose supervisor is gone is read from the attempt's own log (verl goes on writing
+attempt-<k>.log; train.log is the supervisor's copy). Pure: control/statusview.py, statustable.py, agent/probe.py."""
+
+from __future__ import annotations
+
+import json
+
+from dapo_ops.agent import probe
+from dapo_ops.control import statustable, statusview
+from dapo_ops.core import runstate
+
+
+def _run(**kw):
+    rec = {"run_id": "20261202-100000-abcd", "status": "running", "step": 1, "total_steps": 4, "attempt": 1,
+           "step_times": [2.0], "started_at": 1000.0, "last_progress_at": 1010.0, "pids": {}, "attempts": []}
+    rec.update(kw)
+    return rec
+
+
+def test_a_run_that_does_not_move_shows_stalled_not_an_eta():
+    # the H200 incident: step 1/4 at 1010, steps of ~2 s; the supervisor's stall limit 300 s (its floor)
+    run = _run(stall_after_s=300.0)
+    fresh = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1020.0, "supervisor_alive": True})
+    assert fresh.eta_s == 6.0 and fresh.stalled_s is None
+    row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1010.0 + 151, "supervisor_alive": True})
+    assert row.eta_s is None and row.stalled_s == 151.0 and row.last_step_at == 1010.0
+    cells = statustable.cells(row)
+    assert cells["eta"].startswith("stalled 2m") and "(last step " in cells["eta"]
+    js = row.to_json()
+    assert js["stalled_s"] == 151.0 and js["eta_s"] is None and js["last_step_at"] == 1010.0
+    # an older run.json without the supervisor's limit: 3 x the recent step time
+    old = statusview.build_row("gpu", {"run": _run(), "tail": "", "now": 1017.0, "supervisor_alive": True})
+    assert old.stalled_s == 7.0 and old.eta_s is None
+
+
+def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
+    runs = tmp_path / "runs"
+    rid = "20261202-100000-abcd"
+    d = runs / rid
+    d.mkdir(parents=True)
+    # the supervisor was SIGKILLed at step 3: run.json and train.log stop there; verl went on to step 8
+    runstate.write_json_atomic(d / "run.json", _run(run_id=rid, step=3, total_steps=12, run_dir=str(d),
+                                                    log=str(d / "train.log"),
+                                                    pids={"supervisor": 2 ** 22 + 7, "verl_pgid": None},
+                                                    attempts=[{"n": 1, "log": "attempt-1.log"}]))
+    steps = "".join("step:%d - critic/score/mean:0.5 - timing_s/step:2.0\n" % k for k in range(1, 9))
+    (d / "train.log").write_text("===== dapo-ops attempt 1 start x features=a =====\n"
+                                 + "".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, 4)))
+    (d / "attempt-1.log").write_text(steps)
+    ans = probe.probe_status(str(runs), rid)
+    assert ans["supervisor_alive"] is False and ans["log_read"] == str(d / "attempt-1.log")
+    row = statusview.build_row("gpu", json.loads(json.dumps(ans)))
+    assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
+    assert row.log_read.endswith("attempt-1.log")
