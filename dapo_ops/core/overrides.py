@@ -57,7 +57,7 @@ def hydra_value(v) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(hydra_value(x) for x in v) + "]"
     s = str(v)
-    if _PLAIN.match(s) and s.lower() not in ("true", "false", "null", "none") and not _looks_numeric(s):
+    if _PLAIN.fullmatch(s) and s.lower() not in ("true", "false", "null", "none") and not _looks_numeric(s):
         return s
     return literal_string(s)
 
@@ -91,7 +91,9 @@ def literal_string(s: str) -> str:
     The escape keeps the FIRST resolution literal (verl's printed config, ``verl/trainer/main_ppo.py:144``; the
     compose check, :mod:`dapo_ops.agent.compose`). It cannot keep later reads literal: ``main_ppo.py:145``
     (``OmegaConf.resolve(config)``) stores the resolved text back, escape gone, and every later read of the key
-    evaluates ``${...}`` again; that is why :func:`check_literal` refuses ``${`` in generated values.
+    evaluates ``${...}`` again, and so does any key of verl's yaml that interpolates it (``trainer.default_local_dir:
+    checkpoints/${trainer.project_name}/${trainer.experiment_name}``, verl/trainer/config/ppo_trainer.yaml:217);
+    that is why :func:`check_literal` refuses ``${`` in generated values (tests/test_overrides.py shows both).
     """
     s = _INTERP.sub(lambda m: m.group(1) * 2 + "\\${", s)
     s = _QUOTE_OR_END.sub(lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), s)
