@@ -219,6 +219,63 @@ def test_a_known_secret_in_an_override_is_refused_and_never_printed(tmp_path):
     assert line.startswith("--override +trainer.tok=...: the value holds a secret") and key not in res.stdout + line
 
 
+@pytest.mark.parametrize("override,starts", [
+    ("+trainer.api_key=abc123", "--override +trainer.api_key=...: the key looks secret"),
+    ("+actor_rollout_ref.model.hf_token=x", "--override +actor_rollout_ref.model.hf_token=...: the key looks secret"),
+    ("trainer.experiment_name=${oc.env:SWANLAB_API_KEY}", "--override trainer.experiment_name=...: the value calls "
+                                                          "OmegaConf's resolver 'oc.env'"),
+    ("trainer.experiment_name='x-\\${oc.env:HOME}'", "--override trainer.experiment_name=...: the value calls "
+                                                     "OmegaConf's resolver 'oc.env'"),  # escaped: live after :145
+    ("+x.y='${oc.decode:\\'{a: 1}\\'}'", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.decode'"),
+    ("+x.y=[a,'${a.${oc.env:HOME}}']", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.env'"),
+    ("+x.y='${'", "--override +x.y=...: the value holds '${' that is not a valid OmegaConf interpolation"),
+])
+def test_an_override_with_a_secret_key_or_a_resolver_is_refused_in_one_line(tmp_path, override, starts):
+    """issue 32 item 1: `+trainer.api_key=...` is refused like a secret flag; `${oc.env:...}` would read verl's
+    environment (the SwanLab key) into the config verl prints to train.log."""
+    line = _one_line(inv(["launch", "--dry-run", "--override", override], tmp_path))
+    assert line.startswith(starts), line
+
+
+def test_an_override_may_interpolate_config_keys_and_name_verls_own_key_fields(tmp_path):
+    res = inv(["launch", "--dry-run", "--override", "+trainer.note=${data.max_prompt_length}", "--override",
+               "data.prompt_key=question"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "+trainer.note='${data.max_prompt_length}'" in res.stdout or "+trainer.note=${data.max_prompt_length}" \
+        in res.stdout
+
+
+def test_verl_name_keys_are_exactly_verls_secret_looking_keys():
+    """VERL_NAME_KEYS (allowed despite a key/token word) = the keys of the pinned verl 0.9.1 ppo_trainer config that
+    the redaction rule calls secret; a new verl key shows up here."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from dapo_ops.control import launch as svc
+    from dapo_ops.core.redact import is_secret_name
+
+    sys.path.insert(0, str(REPO / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    root = str(verl_config_root())
+    old = os.getcwd()
+    try:
+        os.chdir(root)
+        with initialize_config_dir(config_dir=f"{root}/verl/trainer/config", version_base=None):
+            cfg = compose(config_name="ppo_trainer",
+                          overrides=[f"hydra.searchpath=[file://{root}/verl/trainer/config]"])
+    finally:
+        os.chdir(old)
+
+    def keys(c, p=""):
+        for k in c.keys():
+            node = c._get_node(k)
+            full = f"{p}.{k}" if p else str(k)
+            yield from (keys(node, full) if OmegaConf.is_dict(node) else (full,))
+
+    assert {k for k in keys(cfg) if is_secret_name(k)} == set(svc.VERL_NAME_KEYS)
+
+
 def test_an_override_hydra_cannot_parse_is_refused_naming_it(tmp_path):
     line = _one_line(inv(["launch", "--dry-run", "--override", "trainer.experiment_name=a;b"], tmp_path))
     assert "'trainer.experiment_name=a;b' is not a valid Hydra override" in line
@@ -236,8 +293,28 @@ def test_pool_sizes_are_refused_outside_one_step_off(tmp_path):
 def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp_path):
     line = _one_line(inv(["launch", "--dry-run", "--swanlab-host", "192.0.2.1:8000"], tmp_path))
     assert "(from --swanlab-host)" in line and "from env" not in line
-    line = _one_line(inv(["launch", "--dry-run", "--steps", "100000000000"], tmp_path))
-    assert "TRAIN_STEPS=100000000000 must be a number of training steps in 1..1000000" in line
+    line = _one_line(inv(["launch", "--dry-run", "--steps", "99999999999999999999"], tmp_path))
+    # issue 32 minor: the flag that set it is named (was "TRAIN_STEPS=... must be ..." although --steps was used)
+    assert line == "--steps=99999999999999999999 is above the maximum 1000000; use a value <= 1000000"
+    line = _one_line(inv(["launch", "--dry-run", "--swanlab-host", "not a url"], tmp_path))
+    # issue 32 minor: was "write http://not a url ..." as the fix
+    assert "is not a server address" in line and "http://not a url" not in line
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--model", ""], {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
+    (["--framework", ""], {}, "--framework '' is empty; give one of megatron | fsdp"),
+    (["--project", ""], {}, "--project '' is empty"),
+    (["--features", ",,,"], {}, "--features=',,,' names no feature"),
+    ([], {"TRAIN_STEPS": ""}, "TRAIN_STEPS is set but empty"),
+    ([], {"MODEL_PATH": ""}, "MODEL_PATH is set but empty"),
+    ([], {"FRAMEWORK": ""}, "FRAMEWORK is set but empty"),
+])
+def test_launch_refuses_a_value_given_empty_in_one_line(tmp_path, args, env, needle):
+    """issue 32 item 3: `TRAIN_STEPS= inv launch` started 100 steps, `--model ''` trained Qwen3-8B (an invoke
+    string flag given '' was indistinguishable from one left off)."""
+    line = _one_line(inv(["launch", "--dry-run", *args], tmp_path, env))
+    assert line.startswith(needle), line
 
 
 # ------------------------------------------------------------------ the launch service (control/launch.py), no SSH

@@ -320,3 +320,125 @@ def test_every_batch_problem_at_once_with_values_that_work():
     assert "train_batch_size=64" in msg and "ppo_mini_batch_size=16" in msg
     assert "--train-batch-size 66 or 63" in msg and "--ppo-mini-batch-size 18 or 15" in msg
     check_spec(spec(train_batch_size=66, ppo_mini_batch_size=18, rollout_n=8, n_gpus_per_node=8, nnodes=3))
+
+
+# ------------------------------------------------------------ issue 32 item 1: user strings reach OmegaConf literally
+
+def _hydra_then_omegaconf(text: str):
+    """What verl's config holds for ``k=hydra_value(text)``: Hydra's override parser, then OmegaConf's resolution."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    value = OverridesParser.create().parse_overrides(["k=" + hydra_value(text)])[0].value()
+    return OmegaConf.to_container(OmegaConf.create({"k": value}), resolve=True)["k"]
+
+
+NASTY = ["exp-${oc.env:SWANLAB_API_KEY}", "${oc.decode:'{a: 1}'}", "${x}", "/verl/m${IFS}x", "$", "a$b", "${",
+         "\\${x}", "\\\\${x}", "it's", 'say "hi"', "back\\slash", "trail\\", "trail\\\\", "two words", "a,b=c",
+         "[x]", "{y}", "${a.${oc.env:HOME}}", "'", "\\'", "\\"]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_hydra_value_reaches_omegaconf_literally(text):
+    assert _hydra_then_omegaconf(text) == text
+
+
+def test_the_old_renderer_leaked_and_doubled_backslashes():
+    """Before: ``'exp-${oc.env:...}'`` was evaluated, ``a\\b`` became ``a\\\\b`` (Hydra keeps a backslash that does
+    not precede a quote)."""
+    assert hydra_value("exp-${oc.env:K}") == "'exp-\\${oc.env:K}'"
+    assert hydra_value("a\\b") == "'a\\b'" and hydra_value("trail\\") == "'trail\\\\'"
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab$\\{}'\" :.,=[]()\n\t")), max_size=16) | st.text(max_size=12))
+def test_hydra_value_is_literal_for_any_text(text):
+    """Property: for arbitrary text, Hydra's override grammar + OmegaConf interpolation give back the text."""
+    assert _hydra_then_omegaconf(text) == text
+
+
+@pytest.fixture(scope="module")
+def verl_root():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    return str(verl_config_root())
+
+
+def test_the_compose_check_sees_the_literal_value(verl_root, monkeypatch):
+    """The compose check's own path (agent/compose.py, verl 0.9.1 yaml) reads the quoted values literally; with the
+    resolver's variable set, nothing of it shows up."""
+    from dapo_ops.agent import compose
+
+    monkeypatch.setenv("SWANLAB_API_KEY", "CANARY-compose-123456")
+    texts = [t for t in NASTY if t not in ("${",)]
+    overrides = [f"hydra.searchpath=[file://{verl_root}/verl/trainer/config]"]
+    overrides += [f"+dapo_test.v{i}={hydra_value(t)}" for i, t in enumerate(texts)]
+    overrides += ["actor_rollout_ref.model.path=" + hydra_value("/verl/m${IFS}x")]
+    cfg = compose.composed(verl_root, f"{verl_root}/verl/trainer/config", "ppo_trainer", overrides)
+    # the text the check's resolve stored (read raw: a read through the DictConfig would evaluate it again, the
+    # in-place problem of test_an_escape_does_not_survive_verls_in_place_resolve)
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    assert [raw["dapo_test"][f"v{i}"] for i in range(len(texts))] == texts
+    assert raw["actor_rollout_ref"]["model"]["path"] == "/verl/m${IFS}x"
+    assert "CANARY" not in str(raw)
+
+
+def test_an_escaped_experiment_still_leaks_through_verls_own_interpolations(verl_root, monkeypatch):
+    """Why generated values with '${' are refused rather than escaped (1): verl 0.9.1's yaml interpolates
+    ``trainer.default_local_dir: checkpoints/${trainer.project_name}/${trainer.experiment_name}``
+    (verl/trainer/config/ppo_trainer.yaml:217); OmegaConf's in-place resolve (the compose check, main_ppo.py:145)
+    evaluates the escaped experiment name again inside it."""
+    from omegaconf import OmegaConf
+
+    from dapo_ops.agent import compose
+
+    monkeypatch.setenv("SWANLAB_API_KEY", "CANARY-compose-123456")
+    cfg = compose.composed(verl_root, f"{verl_root}/verl/trainer/config", "ppo_trainer", [
+        f"hydra.searchpath=[file://{verl_root}/verl/trainer/config]",
+        "trainer.experiment_name=" + hydra_value("exp-${oc.env:SWANLAB_API_KEY}")])
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    assert raw["trainer"]["experiment_name"] == "exp-${oc.env:SWANLAB_API_KEY}"
+    assert raw["trainer"]["default_local_dir"].endswith("exp-CANARY-compose-123456")
+
+
+def test_an_escape_does_not_survive_verls_in_place_resolve():
+    """Why generated values with '${' are refused rather than escaped (2): verl/trainer/main_ppo.py:144-145 prints
+    ``to_container(config, resolve=True)`` and then runs ``OmegaConf.resolve(config)``, which stores the unescaped
+    text back; the next read (the tracker's experiment name) evaluates it."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    os.environ["DAPO_TEST_SECRETVAR"] = "CANARY-inplace-123456"
+    try:
+        cfg = OmegaConf.create({"trainer": {"experiment_name": "exp-\\${oc.env:DAPO_TEST_SECRETVAR}"}})
+        assert "CANARY" not in str(OmegaConf.to_container(cfg, resolve=True))   # main_ppo.py:144: literal
+        OmegaConf.resolve(cfg)                                                     # main_ppo.py:145
+        assert cfg.trainer.experiment_name == "exp-CANARY-inplace-123456"       # the tracker's read: evaluated
+    finally:
+        del os.environ["DAPO_TEST_SECRETVAR"]
+
+
+@pytest.mark.parametrize("field,value", [("run_dir", "/runs/${oc.env:HOME}/r1"), ("ckpt_dir", "/ck${IFS}x")])
+def test_build_command_refuses_an_interpolation_in_any_generated_value(field, value):
+    """The backstop for strings that do not pass the settings table (inventory paths, a hand-written spec)."""
+    sp = spec()
+    if field == "ckpt_dir":
+        sp["settings"]["ckpt_dir"] = value
+    else:
+        sp[field] = value
+    with pytest.raises(OverrideError) as e:
+        build_command(sp, resolve(""))
+    assert "holds '${'" in str(e.value) and "oc.env" not in str(e.value) and "IFS" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["experiment", "project", "model_path", "train_file", "val_file"])
+def test_build_command_refuses_an_interpolation_in_a_setting(name):
+    with pytest.raises(OverrideError, match="holds '\\$\\{'"):
+        build_command(spec(**{name: "x-${oc.env:SWANLAB_API_KEY}"}), resolve(""))

@@ -215,3 +215,31 @@ def test_cloud_mode_key_reaches_verl_only_through_its_environment(h1, tmp_path):
     assert "/api/login/api_key" in log, "verl never tried to log in: the key did not reach its environment"
     rec = json.loads((run_dir / "run.json").read_text())
     assert rec["status"] == "failed"
+
+
+def test_an_interpolation_canary_launch_leaves_no_hit_anywhere(h1, tmp_path):
+    """issue 32 item 1: ``--experiment 'exp-${oc.env:SWANLAB_API_KEY}'`` (cloud mode: the key is in verl's
+    environment) wrote the key into train.log's printed config. Every way a user string reaches a verl override is
+    tried (flag, env var, --model, --project, --override); afterwards no run file and no printout holds the key, and
+    each launch was refused in one line before anything started."""
+    env = _operator_env(tmp_path, mode="cloud")
+    env["SWANLAB_HOST"] = "http://127.0.0.1:9"
+    ref = "${oc.env:SWANLAB_API_KEY}"
+    vectors = [(["--experiment", f"exp-{ref}"], {}), ([], {"EXPERIMENT_NAME": f"e-{ref}"}),
+               (["--project", f"p{ref}"], {}), (["--model", f"/verl/m{ref}"], {}),
+               (["--override", f"+trainer.note={ref}"], {}), (["--override", f"+trainer.note='\\{ref}'"], {})]
+    printouts, codes = [], []
+    for args, extra in vectors:
+        out = _dapo_ops(h1, {**env, **extra}, "launch", "--steps", "2", "--link-wait", "1", "--skip-preflight",
+                        *args)
+        printouts.append(out.stdout + out.stderr)
+        codes.append((out.returncode, len(out.stderr.strip().splitlines())))
+        if out.returncode == 0:  # it started: let it end, then its files are searched too
+            _wait_run(h1, timeout=300)
+        for i, text in enumerate(printouts):
+            _assert_clean(f"the printout of launch {vectors[i]}", text, (KEY,))
+    files = [p for p in h1.runs_dir("h1").rglob("*") if p.is_file()]
+    for p in files:
+        _assert_clean(str(p), p.read_text(errors="replace"), (KEY,))
+    assert codes == [(2, 1)] * len(vectors), list(zip(vectors, codes, printouts))
+    assert not list(h1.runs_dir("h1").glob("*/spec.json")), "a refused launch must not leave a run"

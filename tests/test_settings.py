@@ -3,7 +3,7 @@
 import pytest
 
 from dapo_ops.control import settings as S
-from dapo_ops.control.settings import SettingsError, resolve
+from dapo_ops.control.settings import EMPTY_RULES, PARAMS, SettingsError, resolve
 
 
 def test_runbook_defaults():
@@ -48,10 +48,83 @@ def test_precedence_flag_env_file_default_for_every_setting(p):
     assert resolve({}, {}, {}).source(p.name) == "default"
 
 
-def test_empty_and_none_count_as_not_given():
-    st = resolve({"steps": None, "framework": ""}, {"TRAIN_STEPS": "", "FRAMEWORK": "fsdp"}, {"run": {"steps": 5}})
+def test_none_counts_as_not_given():
+    st = resolve({"steps": None}, {"FRAMEWORK": "fsdp"}, {"run": {"steps": 5}})
     assert (st["steps"], st.source("steps")) == (5, "file")
     assert (st["framework"], st.source("framework")) == ("fsdp", "env")
+
+
+# issue 32 item 3: a variable / flag / file key SET but empty launched the default (TRAIN_STEPS= -> 100 steps,
+# MODEL_PATH= -> Qwen3-8B). One rule (settings.EMPTY_RULES): refused in one line naming it, unless empty is the
+# setting's own meaning.
+@pytest.mark.parametrize("flags,env,file_cfg,needle", [
+    ({}, {"TRAIN_STEPS": ""}, {}, "TRAIN_STEPS is set but empty; set it (e.g. TRAIN_STEPS=100), or unset it"),
+    ({}, {"MODEL_PATH": ""}, {}, "MODEL_PATH is set but empty; set it (e.g. MODEL_PATH=Qwen3-8B)"),
+    ({}, {"FRAMEWORK": ""}, {}, "FRAMEWORK is set but empty; set it to one of megatron | fsdp"),
+    ({}, {"ENABLE_OFFLOAD": ""}, {}, "ENABLE_OFFLOAD is set but empty"),
+    ({"framework": ""}, {}, {}, "--framework '' is empty; give one of megatron | fsdp, or drop --framework"),
+    ({"model": ""}, {}, {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
+    ({"project": ""}, {}, {}, "--project '' is empty"),
+    ({"steps": ""}, {"TRAIN_STEPS": "7"}, {}, "--steps '' is empty"),   # not silently the env's value either
+    ({}, {}, {"run": {"steps": ""}}, "[run] steps in the config file is empty; give a value (e.g. steps = 100)"),
+    ({}, {}, {"run": {"model": ""}}, "[run] model in the config file is empty"),
+])
+def test_a_value_set_empty_is_refused_naming_it(flags, env, file_cfg, needle):
+    with pytest.raises(SettingsError) as e:
+        resolve(flags, env, file_cfg)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_empty_is_not_given_where_the_default_is_empty_and_a_value_where_help_says_so():
+    st = resolve({"experiment": "", "features": "", "container": ""},
+                 {"EXPERIMENT_NAME": "", "CONTAINER": "c1", "HCCL_HOST_SOCKET_PORT_RANGE": "",
+                  "HCCL_NPU_SOCKET_PORT_RANGE": "61000-61001"}, {"run": {"features": "offload"}})
+    assert (st["experiment"], st.source("experiment")) == ("", "default")
+    assert (st["container"], st.source("container")) == ("c1", "env")   # empty flag: the next source applies
+    assert (st["features"], st.source("features")) == ("offload", "file")
+    # help: "(empty: verl's own 'auto')": the empty value itself (was the default 60000-60050 before)
+    assert (st["hccl_host_socket_port_range"], st.source("hccl_host_socket_port_range")) == ("", "env")
+    assert all(p.empty in EMPTY_RULES for p in PARAMS)
+    assert {p.name for p in PARAMS if p.empty == "unset"} == {p.name for p in PARAMS if p.default == ""}
+
+
+@pytest.mark.parametrize("raw", [",,,", " , ", ";;"])
+def test_features_naming_nothing_are_refused(raw):
+    with pytest.raises(SettingsError, match=r"--features=.* names no feature; give feature names"):
+        resolve({"features": raw}, {}, {})
+    assert resolve({"features": "default"}, {}, {})["features"] == "default"
+
+
+def test_steps_bound_names_the_flag_that_set_it():
+    """issue 32 minor: --steps 99999999999999999999 was reported as TRAIN_STEPS (runspec.check_spec's words)."""
+    with pytest.raises(SettingsError) as e:
+        resolve({"steps": "99999999999999999999"}, {"TRAIN_STEPS": "5"}, {})
+    assert str(e.value).startswith("--steps=") and "TRAIN_STEPS" not in str(e.value)
+    assert "maximum 1000000" in str(e.value)
+    with pytest.raises(SettingsError, match=r"^TRAIN_STEPS="):
+        resolve({}, {"TRAIN_STEPS": "99999999999999999999"}, {})
+
+
+@pytest.mark.parametrize("name,flags,env,where", [
+    ("experiment", {"experiment": "exp-${oc.env:SWANLAB_API_KEY}"}, {}, "--experiment"),
+    ("experiment", {}, {"EXPERIMENT_NAME": "${x}"}, "EXPERIMENT_NAME"),
+    ("model", {"model": "/verl/m${IFS}x"}, {}, "--model"),
+    ("train_file", {}, {"TRAIN_FILE": "/d/${oc.decode:'1'}.parquet"}, "TRAIN_FILE"),
+    ("val_file", {"val_file": "a\\${b}"}, {}, "--val-file"),
+    ("project", {}, {"PROJECT_NAME": "p${"}, "PROJECT_NAME"),
+])
+def test_a_string_setting_holding_an_interpolation_is_refused_without_echoing_it(name, flags, env, where):
+    """issue 32 item 1: verl's OmegaConf evaluates '${' in every value (an escape does not survive main_ppo.py:145's
+    in-place resolve, tests/test_overrides.py); the refusal names the flag / variable and does not echo the text."""
+    with pytest.raises(SettingsError) as e:
+        resolve(flags, env, {})
+    msg = str(e.value)
+    assert msg.startswith(where + " holds '${'") and "oc.env:SWANLAB" not in msg and "IFS" not in msg
+
+
+def test_a_lone_dollar_is_a_literal_and_passes():
+    st = resolve({"model": "/verl/m$x", "experiment": "cost-$5 {a}"}, {}, {})
+    assert st["model"] == "/verl/m$x" and st["experiment"] == "cost-$5 {a}"
 
 
 def test_bare_run_table_is_accepted():

@@ -63,14 +63,41 @@ def _culprit(lines, overrides):
     return None
 
 
+def _compose_resolved(config_dir, config_name, overrides):
+    """Compose + resolve as verl's ``@hydra.main`` + ``main_ppo.py:144`` see it (CWD and GlobalHydra set by the
+    caller); returns the DictConfig, raises Hydra's / OmegaConf's exception."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            cfg = compose(config_name=config_name, overrides=overrides)
+            OmegaConf.resolve(cfg)
+    return cfg
+
+
+def composed(config_root, config_dir, config_name, overrides):
+    """The resolved config the compose check sees for ``overrides`` (tests read values through the check's own path,
+    e.g. that a quoted value arrives literally). :raises: Hydra's / OmegaConf's exception when it does not compose."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    old = os.getcwd()
+    try:
+        os.chdir(config_root)
+        GlobalHydra.instance().clear()
+        return _compose_resolved(config_dir, config_name, list(overrides))
+    finally:
+        os.chdir(old)
+        GlobalHydra.instance().clear()
+
+
 def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30) -> list[list[str]]:
     """Error blocks (each a list of lines, Hydra's words) of composing ``overrides``; [] when it composes.
 
     :raises ImportError: hydra-core / omegaconf not importable in this Python.
     """
-    from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
 
     overrides = list(overrides)
     errors = []
@@ -81,11 +108,7 @@ def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=3
             if GlobalHydra.instance().is_initialized():
                 GlobalHydra.instance().clear()
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    with initialize_config_dir(config_dir=config_dir, version_base=None):
-                        cfg = compose(config_name=config_name, overrides=overrides)
-                        OmegaConf.resolve(cfg)
+                _compose_resolved(config_dir, config_name, overrides)
                 return errors
             except Exception as exc:  # Hydra raises several exception types; the text is what matters
                 lines = error_lines(exc)

@@ -213,7 +213,11 @@ def _from_task_args(c, mode: str, args: dict) -> None:
     settings table that were given) and launch options, then :func:`_launch`. ``--swanlab-mode`` goes to the
     SwanLab setup (it decides with the key and host), not into the settings."""
     args.pop("c", None)
-    flags = given_flags(**{p.name: args.pop(a) for a, p in settings_mod.BY_ARG.items() if a != "swanlab_mode"})
+    raw = {p.name: args.pop(a) for a, p in settings_mod.BY_ARG.items() if a != "swanlab_mode"}
+    flags = given_flags(**raw)
+    # a string flag given empty (--model '') is passed on: the settings table's EMPTY_RULES decide what it means (the
+    # string flags default to None, so '' is only ever typed)
+    flags.update({name: "" for name, v in raw.items() if v == ""})
     if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
         try:  # a bad value is reported as the flag's, not as "(from env)"
             swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
@@ -226,14 +230,14 @@ def _from_task_args(c, mode: str, args: dict) -> None:
 
 
 @fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
-def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
-           max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+def launch(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
+           max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
            max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT, train_batch_size=UNSET,
            ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET, max_position_embeddings=UNSET,
-           project="", experiment="", profile="", swanlab_host="", http_proxy="", https_proxy="",
+           project=None, experiment=None, profile=None, swanlab_host=None, http_proxy=None, https_proxy=None,
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode="", resume=""):
+           independent=False, mode=None, resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     if mode in ("dapo", "one-step-off"):  # preflight's / quickstart's --mode names the job; launch's is async|sync
         fail(f"launch's --mode is verl's V1 trainer mode (async | sync); {mode} is "
@@ -243,14 +247,14 @@ def launch(c, steps=UNSET, framework="", model="", train_file="", val_file="", t
 
 
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
-def one_step_off(c, steps=UNSET, framework="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
-                 max_response_length=UNSET, features="", offload=False, max_oom_retries=UNSET, container="", save_freq=UNSET,
+def one_step_off(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
+                 max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
                  max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT,
                  train_batch_size=UNSET, ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET,
-                 max_position_embeddings=UNSET, project="", experiment="", profile="", swanlab_host="", http_proxy="",
-                 https_proxy="",
+                 max_position_embeddings=UNSET, project=None, experiment=None, profile=None, swanlab_host=None, http_proxy=None,
+                 https_proxy=None,
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode="", resume=""):
+                 independent=False, mode=None, resume=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     _from_task_args(c, "one-step-off", dict(locals()))

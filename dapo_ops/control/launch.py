@@ -114,12 +114,35 @@ def known_secrets(file_cfg: dict, env=None) -> list[str]:
     return [v for v in out if v and len(v) >= 6]
 
 
+#: keys of verl 0.9.1's own config whose names look secret to :func:`dapo_ops.core.redact.is_secret_name` but hold a
+#: dataset column / dict key name or a profiler step (verl/trainer/config/data/legacy_data.yaml ``prompt_key`` ...,
+#: distillation/*.yaml, profiler/*.yaml); tests/test_launch.py derives the same set from the pinned yaml
+VERL_NAME_KEYS = frozenset({
+    "data.prompt_key", "data.reward_fn_key", "data.image_key", "data.video_key", "data.audio_key",
+    "distillation.teacher_key", "distillation.teacher_models.teacher_model.key",
+    "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_start",
+    "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_end",
+    "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_start",
+    "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_end",
+})
+
+
 def refuse_secret_overrides(extra: list, secrets: list) -> None:
-    """Raise :class:`LaunchUsageError` when an ``--override`` carries a secret dapo-ops knows: it would be printed
-    by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of the value is shown."""
+    """Raise :class:`LaunchUsageError` when an ``--override`` carries a secret: a value holding a secret dapo-ops
+    knows, or a key that looks secret by the one redaction rule (:func:`dapo_ops.core.redact.is_secret_name`:
+    ``+trainer.api_key=...``, ``+x.hf_token=...``) and is not one of verl's own name keys (:data:`VERL_NAME_KEYS`).
+    An override is printed by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of
+    the value is shown: one line naming the key and the fix."""
+    from dapo_ops.core import redact
+
     for o in extra:
+        key, sep, _ = o.partition("=")
+        if sep and redact.is_secret_name(key) and key.lstrip("+~") not in VERL_NAME_KEYS:
+            raise LaunchUsageError(
+                f"--override {key}=...: the key looks secret (a key/token/secret/password name); secrets never go on "
+                f"verl's command line: set them by env var or the config file (SWANLAB_API_KEY, [notify], [proxy]) "
+                f"and drop the override")
         if any(sec in o for sec in secrets if sec):
-            key = o.split("=", 1)[0]
             raise LaunchUsageError(
                 f"--override {key}=...: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
                 f"signing secret, proxy password); secrets never go on verl's command line: set them by env var "
@@ -157,12 +180,65 @@ def refuse_bad_overrides(extra: list) -> None:
         if "=" not in o:  # not key=value at all: runspec.check_spec says so in its own words
             continue
         try:
-            parser.parse_overrides([o])
+            parsed = parser.parse_overrides([o])[0]
         except OverrideParseException as e:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
             raise LaunchUsageError(f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
                                    f"special characters for Hydra, e.g. --override \"{key}='{val}'\"") from None
+        _refuse_resolvers(o.partition("=")[0], parsed.value())
+
+
+def _strings(v):
+    """Every str inside a parsed Hydra override value (lists and dicts walked; sweeps and numbers skipped)."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _strings(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from _strings(k)
+            yield from _strings(x)
+
+
+def _refuse_resolvers(key: str, value) -> None:
+    """An ``--override`` may interpolate verl config keys on purpose (``${data.max_prompt_length}``), but may not call
+    an OmegaConf resolver: ``${oc.env:VAR}`` reads verl's environment (SWANLAB_API_KEY and the proxy password are
+    in it) into the config, which verl prints to train.log (verl/trainer/main_ppo.py:144) and hands to the tracker;
+    ``${oc.decode:...}`` and any registered resolver run code on input. Checked on the value as given AND with
+    ``\\${`` un-escaped: main_ppo.py:145 resolves the config in place, which turns an escaped ``\\${oc.env:X}``
+    into a live ``${oc.env:X}`` for every later read. Parsed with OmegaConf's own grammar
+    (``omegaconf.grammar_parser``); a value it cannot parse would kill verl at its first read, so it is refused too.
+
+    :raises LaunchUsageError: one line naming the key (the value is not echoed) and the fix.
+    """
+    from omegaconf import grammar_parser
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    for text in _strings(value):
+        for form in dict.fromkeys((text, text.replace("\\${", "${"))):
+            if "${" not in form:
+                continue
+            try:
+                tree = grammar_parser.parse(form, parser_rule="configValue", lexer_mode="DEFAULT_MODE")
+            except GrammarParseError:
+                raise LaunchUsageError(
+                    f"--override {key}=...: the value holds '${{' that is not a valid OmegaConf interpolation, which "
+                    f"verl would fail on at its first read of the key (verl/trainer/main_ppo.py:144-145); interpolate "
+                    f"a config key as ${{data.max_prompt_length}} or remove '${{'") from None
+            stack = [tree]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+                    raise LaunchUsageError(
+                        f"--override {key}=...: the value calls OmegaConf's resolver "
+                        f"'{node.resolverName().getText()}' (${{name:...}}), which verl evaluates in its own process "
+                        f"(oc.env reads its environment, secrets included; verl/trainer/main_ppo.py:144-145): only "
+                        f"interpolations of config keys are allowed, e.g. ${{data.max_prompt_length}}; give the value "
+                        f"itself")
+                stack.extend(getattr(node, "children", None) or [])
 
 
 # ------------------------------------------------------------------------------- on the host

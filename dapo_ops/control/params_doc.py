@@ -52,6 +52,23 @@ MATRIX = (
     "ranges (`HCCL_*` settings), as verl's Ascend multi-node guide sets them on all nodes.",
 )
 
+
+def _empty_rule() -> list[str]:
+    """The paragraph on values given empty, from ``Param.empty`` (:data:`dapo_ops.control.settings.EMPTY_RULES`)."""
+    def names(rule: str) -> str:
+        return ", ".join(f"`{p.name}`" for p in settings.PARAMS if p.empty == rule)
+
+    return [
+        "A value given empty (`TRAIN_STEPS=`, `--model ''`, `steps = \"\"` in the file) is "
+        + settings.EMPTY_RULES["refuse"] + " (one line naming the variable, flag or key; nothing is launched),",
+        "except where empty has a meaning of its own: for " + names("unset") + " the default is empty, so an empty",
+        "value is " + settings.EMPTY_RULES["unset"].split(" (")[0] + "; for " + names("value") + " it is "
+        + settings.EMPTY_RULES["value"] + ".",
+        "A string setting holding `${` is refused: verl's config (OmegaConf) would evaluate it "
+        "(`verl/trainer/main_ppo.py:144-145`).",
+    ]
+
+
 def render_markdown() -> str:
     """``docs/params.md``: the settings table as Markdown (generated; do not edit the file by hand)."""
     lines = [
@@ -64,6 +81,8 @@ def render_markdown() -> str:
         "Secrets (SwanLab API key, webhook URLs) are not settings: see the SwanLab setup and notifier docs.",
         "A flag's `--help` (`inv launch --help`, `inv one-step-off --help`, `inv preflight --help`) is made from the",
         "same row: help, choices, env var, default (`flag_help` in dapo_ops/control/settings.py).",
+        "",
+        *_empty_rule(),
         "",
         "## Which verl trainer each task runs (verl 0.9 profile)",
         "",

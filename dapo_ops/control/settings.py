@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from dapo_ops.control.inventory_model import NAME_PATTERN
 from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
+from dapo_ops.core.runspec import MAX_STEPS
 
 
 class SettingsError(ValueError):
@@ -37,7 +38,8 @@ class Param:
     ``unit`` for the docs (steps, tokens, seconds, devices, fraction). ``minimum`` / ``maximum``: the range of a
     number, ``also``: values allowed outside it (``save_freq`` -1). ``pattern``: ``(regex, what it allows)`` a
     string must match (:func:`re.fullmatch`). ``tracker``: the rule a tracker enforces on the value, checked by
-    :func:`check_tracker_names` once the loggers are known.
+    :func:`check_tracker_names` once the loggers are known. ``empty``: what a value that is SET but empty
+    (``TRAIN_STEPS=``, ``--model ''``, ``steps = ""``) means, the one rule of :data:`EMPTY_RULES`.
     """
 
     name: str
@@ -54,6 +56,20 @@ class Param:
     also: tuple = ()
     pattern: tuple[str, str] | None = None
     tracker: "TrackerRule | None" = None
+    empty: str = "refuse"
+
+
+#: What a setting given as an empty value means (``Param.empty``). One rule for every setting: an empty value is
+#: refused in one line naming the variable / flag / file key (a forgotten ``MODEL_PATH=`` must not train the default
+#: Qwen3-8B for hours), unless empty is itself the setting's meaning: a setting whose default IS empty ("the
+#: inventory's container", "the run id", "no proxy") takes an empty value as not given ("unset": the next source,
+#: then the default, applies), and a setting whose help documents its own empty meaning (HCCL port ranges: verl's
+#: own ``auto``) takes it as that value ("value").
+EMPTY_RULES = {
+    "refuse": "refused: give a value, or unset the variable / drop the flag or key for the default",
+    "unset": "the same as not set (its default is empty)",
+    "value": "the empty value itself (see its help)",
+}
 
 
 @dataclass(frozen=True)
@@ -79,20 +95,23 @@ SWANLAB_EXPERIMENT = TrackerRule("swanlab", 512, None, "any characters",
 
 
 def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="", minimum=None, maximum=None,
-       also=(), pattern=None, tracker=None) -> Param:
+       also=(), pattern=None, tracker=None, empty=None) -> Param:
     if flag is ...:
         flag = "--" + name.replace("_", "-")
     if key is ...:
         key = name
     if isinstance(env, str):
         env = (env,)
+    if empty is None:  # EMPTY_RULES: a setting whose default is empty takes an empty value as not given
+        empty = "unset" if default == "" else "refuse"
     return Param(name, flag, tuple(env or ()), key, default, typ, help, tuple(choices), unit, minimum, maximum,
-                 tuple(also), pattern, tracker)
+                 tuple(also), pattern, tracker, empty)
 
 
 #: Every run setting (runbook defaults: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
 PARAMS: tuple[Param, ...] = (
-    _p("steps", "TRAIN_STEPS", 100, "int", "training steps (trainer.total_training_steps)", unit="steps", minimum=1),
+    _p("steps", "TRAIN_STEPS", 100, "int", "training steps (trainer.total_training_steps)", unit="steps", minimum=1,
+       maximum=MAX_STEPS),
     _p("framework", "FRAMEWORK", "megatron", "str", "training backend", choices=("megatron", "fsdp")),
     _p("model", "MODEL_PATH", "Qwen3-8B", "str",
        "model directory in the container (relative: under the host's model_dir, else the workdir)"),
@@ -157,9 +176,9 @@ PARAMS: tuple[Param, ...] = (
        "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
        minimum=1),
     _p("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", "str",
-       "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+       "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None, empty="value"),
     _p("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", "str",
-       "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None),
+       "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None, empty="value"),
     _p("memory_fit", "MEMORY_FIT", "start", "str",
        "what the memory-fit estimate (dapo_ops/core/memfit.py) does before launch: start = begin on the first OOM-ladder "
        "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
@@ -298,27 +317,66 @@ def convert(p: Param, raw, where: str):
     elif t == "features":
         val = ",".join(raw) if isinstance(raw, (list, tuple)) else str(raw)
         try:
-            parse_user_features(val)
+            on, off = parse_user_features(val)
         except FeatureError as e:
             raise SettingsError(f"{where}: {e}") from None
+        if val.strip() and not on and not off and not re.search(r"default|默认", val, re.I):
+            raise SettingsError(f"{where}={raw!r} names no feature; give feature names (e.g. "
+                                f"{FEATURE_NAMES[0]},-{FEATURE_NAMES[1]}) or drop it for the defaults")
     else:
         if isinstance(raw, (dict, list)):
             raise bad("a string", repr(p.default))
         val = str(raw)
+        if "${" in val:  # not echoed: the text may name a secret's variable (${oc.env:SWANLAB_API_KEY})
+            raise SettingsError(
+                f"{where} holds '${{', which verl's config (OmegaConf) evaluates as an interpolation (${{oc.env:VAR}} "
+                f"reads an environment variable into the config verl prints; verl/trainer/main_ppo.py:144-145 resolves "
+                f"it in place, so no escape keeps it literal); remove '${{' from {where}")
     if p.choices and val not in p.choices:
         raise SettingsError(f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '') }; "
                             f"use one of them")
     number = isinstance(val, (int, float)) and not isinstance(val, bool) and val not in p.also
     also = "".join(f" or {a}" for a in p.also)
     if p.minimum is not None and number and val < p.minimum:
-        raise SettingsError(f"{where}={raw!r} is below the minimum {p.minimum:g}; use a value >= {p.minimum:g}{also}")
+        lo = _num(p.minimum)
+        raise SettingsError(f"{where}={raw!r} is below the minimum {lo}; use a value >= {lo}{also}")
     if p.maximum is not None and number and val > p.maximum:
-        raise SettingsError(f"{where}={raw!r} is above the maximum {p.maximum:g}; use a value <= {p.maximum:g}{also}")
+        hi = _num(p.maximum)
+        raise SettingsError(f"{where}={raw!r} is above the maximum {hi}; use a value <= {hi}{also}")
     if p.pattern and isinstance(val, str) and val and not re.fullmatch(p.pattern[0], val):
         raise SettingsError(f"{where}={raw!r} is not {p.pattern[1]}; fix {where}")
     if p.name == "gpu_memory_utilization" and not 0 < val <= 1:
         raise SettingsError(f"{where}={raw!r} must be a fraction in (0, 1], e.g. 0.6")
     return val
+
+
+def _num(x) -> str:
+    """A bound as written: ``1000000``, ``0.05`` (not ``1e+06``)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _empty(p: Param, source: str, where: str) -> bool:
+    """Apply :data:`EMPTY_RULES` to a setting given as ``""`` by ``source`` (flag | env | file) at ``where``: True
+    when the empty value is the value ("value"), False when it counts as not given ("unset").
+
+    :raises SettingsError: ("refuse") one line naming the flag / variable / file key, the default and the fix.
+    """
+    if p.empty == "value":
+        return True
+    if p.empty == "unset":
+        return False
+    unit = f" {p.unit}" if p.unit and p.unit != "fraction" else ""
+    choices = " | ".join(c for c in p.choices if c)
+    if source == "flag":
+        give = f"give one of {choices}" if choices else f"give a value (e.g. {where} {p.default})"
+        raise SettingsError(f"{where} '' is empty; {give}, or drop {where} for the default {p.default}{unit}")
+    if source == "env":
+        give = f"set it to one of {choices}" if choices else f"set it (e.g. {where}={p.default})"
+        raise SettingsError(f"{where} is set but empty; {give}, or unset it (`unset {where}`) for the default "
+                            f"{p.default}{unit}")
+    k = (p.key or p.name).rpartition(".")[2]
+    give = f"give one of {choices}" if choices else f"give a value (e.g. {k} = {p.default!r})"
+    raise SettingsError(f"{where} is empty; {give}, or remove the key for the default {p.default}{unit}")
 
 
 def _file_value(file_cfg: Mapping, p: Param):
@@ -337,10 +395,11 @@ def _file_value(file_cfg: Mapping, p: Param):
 def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None) -> Settings:
     """Resolve every :data:`PARAMS` entry: flag > env > config file > default.
 
-    ``flags``: ``{name: value}`` of flags actually given (None and ``""`` count as not given,
-    so tasks can pass their raw arguments). ``env``: usually ``os.environ``; empty strings count
-    as unset. ``file_cfg``: the parsed config file (``userconfig.load()``: ``{"run": {...},
-    "proxy": {...}}``) or just its ``[run]`` table. Unknown flag names raise :class:`SettingsError`.
+    ``flags``: ``{name: value}`` of flags actually given (None counts as not given; ``""`` is a flag given
+    empty, e.g. ``--model ''``). ``env``: usually ``os.environ``. ``file_cfg``: the parsed config file
+    (``userconfig.load()``: ``{"run": {...}, "proxy": {...}}``) or just its ``[run]`` table. A value given empty
+    by any source follows the setting's :data:`EMPTY_RULES` entry (``Param.empty``): refused, not given, or the
+    empty value. Unknown flag names raise :class:`SettingsError`.
     Raises :class:`SettingsError` (one line naming the variable, flag or file key) for values of
     the wrong type or out of range, and for offload turned on and off (``offload`` and ``-offload`` in ``features``).
     """
@@ -354,17 +413,17 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
     for p in PARAMS:
         raw, source, origin = None, "default", p.name
         fv = flags.get(p.name)
-        if fv is not None and fv != "":
+        if fv is not None and (fv != "" or _empty(p, "flag", _where(p, "flag", origin))):
             raw, source = fv, "flag"
         else:
             for var in p.env:
                 ev = env.get(var)
-                if ev is not None and ev != "":
+                if ev is not None and (ev != "" or _empty(p, "env", var)):
                     raw, source, origin = ev, "env", var
                     break
             if source == "default":
                 fv = _file_value(file_cfg, p)
-                if fv is not None and fv != "":
+                if fv is not None and (fv != "" or _empty(p, "file", _where(p, "file", origin))):
                     raw, source = fv, "file"
         if source == "default":
             val = p.default

@@ -10,6 +10,7 @@ and drops any path (appending ``/api`` itself), 0.7 wants ``/api``; modes are ``
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -61,6 +62,10 @@ def clean_value(value: Any) -> str:
     return s
 
 
+#: ``host[:port]`` of a server: a DNS / container name, an IPv4 address or a bracketed IPv6 address, optional port
+_HOSTPORT = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
 def normalize_host(value: str, source: str) -> str:
     """Server root ``scheme://host[:port]`` from what the user gave.
 
@@ -76,12 +81,16 @@ def normalize_host(value: str, source: str) -> str:
             f"SWANLAB_API_KEY)"
         )
     if "://" not in v:
+        if not _HOSTPORT.fullmatch(v.split("/", 1)[0]):  # 'not a url': no server name to put a scheme on
+            raise SwanlabConfigError(
+                f"SwanLab host {v!r} (from {source}) is not a server address: give the self-hosted server's root "
+                f"URL, e.g. http://swanlab.example.com:8000 (or unset it for SwanLab's cloud)")
         raise SwanlabConfigError(
             f"SwanLab host {v!r} (from {source}) has no scheme: write http://{v} for a plain-HTTP "
             f"self-hosted server or https://{v} (SwanLab itself would assume https)"
         )
     parts = urlsplit(v)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not _HOSTPORT.fullmatch(parts.netloc):
         raise SwanlabConfigError(
             f"SwanLab host {v!r} (from {source}) must look like http://server:port or https://server"
         )

@@ -6,7 +6,8 @@ spec that cannot work before anything is launched, with one line naming the valu
 
 The argv is a list (no shell): ``[python, "-m", <entry>, (--config-name=...), overrides...]``.
 Values are rendered in Hydra's override grammar (``True``/``False``, ``null``, ``['a','b']``,
-quoted strings when they contain characters outside the plain-value set). ``+`` is used exactly
+quoted strings when they contain characters outside the plain-value set, escaped so that Hydra and OmegaConf read
+them literally: :func:`literal_string`); a generated value holding ``${`` is refused (:func:`check_literal`). ``+`` is used exactly
 for keys the verl yaml lacks (see :mod:`dapo_ops.core.profiles`); ``++`` never. The run spec schema is
 in docs/design.md "Run spec".
 """
@@ -21,7 +22,8 @@ from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, default_ckpt, effective_settings, parameter_sync_step
 
-__all__ = ["OverrideError", "build_command", "hydra_value", "overrides_for", "command_string"]
+__all__ = ["OverrideError", "build_command", "check_literal", "hydra_value", "literal_string", "overrides_for",
+           "command_string"]
 
 #: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
 #: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
@@ -37,11 +39,12 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")
 
 
 def hydra_value(v) -> str:
-    """Render a Python value in Hydra's override grammar.
+    """Render a Python value in Hydra's override grammar so that verl's config holds exactly ``v``.
 
-    ``True``/``False``; ``None`` -> ``null``; ints/floats via ``repr``; lists -> ``['a','b']``;
-    strings unquoted when they match the plain-value character set, else single-quoted with
-    ``\\`` and ``'`` escaped.
+    ``True``/``False``; ``None`` -> ``null``; ints/floats via ``repr``; lists -> ``['a','b']``; strings unquoted
+    when they match the plain-value character set (no ``$``, ``\\``, quote, blank), else :func:`literal_string`.
+    For any text ``s``: Hydra's override parser + OmegaConf's resolution of ``k=hydra_value(s)`` give back ``s``
+    (tests/test_overrides.py, property test against the real hydra-core / omegaconf). :raises: nothing.
     """
     if v is True:
         return "True"
@@ -54,9 +57,9 @@ def hydra_value(v) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(hydra_value(x) for x in v) + "]"
     s = str(v)
-    if _PLAIN.match(s) and s.lower() not in ("true", "false", "null", "none") and not _looks_numeric(s):
+    if _PLAIN.fullmatch(s) and s.lower() not in ("true", "false", "null", "none") and not _looks_numeric(s):
         return s
-    return _quoted(s)
+    return literal_string(s)
 
 
 def _looks_numeric(s: str) -> bool:
@@ -67,8 +70,55 @@ def _looks_numeric(s: str) -> bool:
         return False
 
 
-def _quoted(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_INTERP = re.compile(r"(\\*)\$\{")
+_QUOTE_OR_END = re.compile(r"(\\*)('|\Z)")
+
+
+def literal_string(s: str) -> str:
+    """``s`` as a single-quoted Hydra override value that OmegaConf reads as the literal text ``s`` (str -> str).
+
+    Two layers read the value, in this order:
+
+    1. OmegaConf (``omegaconf/grammar/OmegaConfGrammarLexer.g4``, top-level strings): ``${`` opens an interpolation
+       (``${oc.env:VAR}`` reads the process environment, ``${oc.decode:...}`` parses text); ``\\${`` is a literal
+       ``${`` and ``\\\\${`` a literal backslash before an interpolation; other backslashes are literal. So every
+       ``${`` preceded by n backslashes becomes 2n backslashes + ``\\${``.
+    2. Hydra's override lexer (``hydra/grammar/OverrideLexer.g4`` ``QUOTED_VALUE``; unescaped in
+       ``hydra/core/override_parser/overrides_visitor.py`` ``_unescape_quoted_string``): inside quotes only a quote
+       and the backslashes right before a quote or the closing quote are escapes. So a run of backslashes before
+       ``'`` or the end is doubled and ``'`` becomes ``\\'``; every other backslash stays as it is.
+
+    The escape keeps the FIRST resolution literal (verl's printed config, ``verl/trainer/main_ppo.py:144``; the
+    compose check, :mod:`dapo_ops.agent.compose`). It cannot keep later reads literal: ``main_ppo.py:145``
+    (``OmegaConf.resolve(config)``) stores the resolved text back, escape gone, and every later read of the key
+    evaluates ``${...}`` again, and so does any key of verl's yaml that interpolates it (``trainer.default_local_dir:
+    checkpoints/${trainer.project_name}/${trainer.experiment_name}``, verl/trainer/config/ppo_trainer.yaml:217);
+    that is why :func:`check_literal` refuses ``${`` in generated values (tests/test_overrides.py shows both).
+    """
+    s = _INTERP.sub(lambda m: m.group(1) * 2 + "\\${", s)
+    s = _QUOTE_OR_END.sub(lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), s)
+    return "'" + s + "'"
+
+
+def check_literal(key: str, value) -> None:
+    """Refuse a generated override value holding ``${`` (str or list of str; other types pass).
+
+    verl evaluates ``${...}`` in any config value: ``verl/trainer/main_ppo.py:144-145`` prints
+    ``OmegaConf.to_container(config, resolve=True)`` and then resolves the config in place, which stores even an
+    escaped ``\\${`` back as a live interpolation, so the tracker (``trainer.experiment_name``), the datasets
+    (``data.train_files``) and the model loader read the EVALUATED text: ``exp-${oc.env:SWANLAB_API_KEY}`` would
+    become the API key, ``/m${IFS}x`` an ``InterpolationKeyError``. No value dapo-ops generates (paths, names,
+    project, experiment) needs a literal ``${``, so it is refused rather than escaped. The settings table refuses it
+    first with the flag's name (:mod:`dapo_ops.control.settings`); this is the backstop for every other string
+    (inventory paths, a spec written by hand). The value is not echoed (it may name a secret's variable).
+
+    :raises OverrideError: one line naming the verl key and the fix.
+    """
+    for x in value if isinstance(value, (list, tuple)) else (value,):
+        if isinstance(x, str) and "${" in x:
+            raise OverrideError(f"the value for verl's {key} holds '${{', which verl's config (OmegaConf) evaluates "
+                                f"as an interpolation (verl/trainer/main_ppo.py:145 resolves the config in place, "
+                                f"so no escape keeps it literal); remove '${{' from the setting or path it comes from")
 
 
 def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
@@ -252,6 +302,8 @@ def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None
             order.append(k)
         vals[k] = v
     argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
+    for k in order:
+        check_literal(k, vals[k])
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
     laddered = {k for name in (setting_changes or {}) for k in SETTING_KEYS.get(name, ())}
     laddered |= set((setting_changes or {}).get("token_budgets") or {})
