@@ -33,7 +33,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "remove_padding": ("performance", "Remove padding / packed sequences (use_remove_padding)"),
     "gradient_checkpointing": ("performance", "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)"),
     "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
-    "recompute": ("memory", "Stronger recompute (Megatron full recompute, FSDP entropy checkpointing + activation offload)"),
+    "recompute": ("memory", "Stronger recompute (Megatron full recompute; FSDP activation offload + gradient checkpointing unless -gradient_checkpointing)"),
     "prefix_cache": ("optional", "vLLM prefix caching in the rollout (enable_prefix_caching)"),
     "chunked_prefill": ("optional", "vLLM chunked prefill in the rollout (enable_chunked_prefill)"),
 }
