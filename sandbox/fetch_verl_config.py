@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Fetch the pinned verl release's Hydra config yaml (sandbox and test equipment).
+"""Fetch the pinned verl release's Hydra config yaml and Python sources (sandbox and test equipment).
 
 The verl 0.9.1 wheel is downloaded from PyPI once (``pip download --no-deps``), its
-sha256 checked, and only the config trees are extracted into a cache directory:
+sha256 checked, and the config trees and verl's ``.py`` sources are extracted into a cache directory:
 
     <cache>/verl-0.9.1/verl/trainer/config/**.yaml
     <cache>/verl-0.9.1/verl/experimental/one_step_off_policy/config/*.yaml
+    <cache>/verl-0.9.1/verl/**/*.py   (read by tests as text / ast: verl itself needs torch to import)
 
 Usage: ``python sandbox/fetch_verl_config.py [--cache DIR]`` prints the root directory
 (the one that contains ``verl/``). Tests call :func:`verl_config_root`.
@@ -32,6 +33,10 @@ CONFIG_PREFIXES = (
     "verl/experimental/one_step_off_policy/config/",
     "verl/experimental/fully_async_policy/config/",
 )
+#: what the cache holds besides the config yaml: verl's Python sources (tests read verl's own code)
+SOURCE_PREFIX = "verl/"
+#: bumped when the extracted set changes: an older cache is extracted again
+EXTRACT_REV = "2"
 
 
 def default_cache() -> Path:
@@ -47,8 +52,11 @@ def verl_config_root(cache: Path | None = None) -> Path:
     cache = Path(cache or default_cache())
     root = cache / f"verl-{VERL_VERSION}"
     marker = root / ".complete"
-    if marker.exists():
-        return root
+    try:
+        if marker.read_text().split()[1:2] == [EXTRACT_REV]:
+            return root
+    except (OSError, IndexError):
+        pass
     cache.mkdir(parents=True, exist_ok=True)
     wheel = cache / WHEEL
     if not wheel.exists():
@@ -68,9 +76,10 @@ def verl_config_root(cache: Path | None = None) -> Path:
     tmp_root = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
-            if name.startswith(CONFIG_PREFIXES) and name.endswith((".yaml", ".yml")):
+            if (name.startswith(CONFIG_PREFIXES) and name.endswith((".yaml", ".yml"))
+                    or name.startswith(SOURCE_PREFIX) and name.endswith(".py")):
                 zf.extract(name, tmp_root)
-    (tmp_root / ".complete").write_text(digest + "\n")
+    (tmp_root / ".complete").write_text(digest + " " + EXTRACT_REV + "\n")
     if root.exists():
         import shutil
 

@@ -294,9 +294,9 @@ def test_property_token_budgets_cover_prompt_plus_response(prompt, resp, mode, f
 def test_recompute_respects_an_explicit_minus_gradient_checkpointing_on_fsdp():
     fs = resolve("-gradient_checkpointing").add("recompute", "oom-retry-1")
     d = kv(build_command(spec(), fs))
-    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"
-    assert d["actor_rollout_ref.actor.entropy_checkpointing"] == "True"
-    assert d["actor_rollout_ref.model.enable_activation_offload"] == "False"
+    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"  # the user's choice stays
+    # activation offload works without checkpointing (verl/utils/activation_offload.py enable_ckpt=False)
+    assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
     d = kv(build_command(spec(), resolve("").add("recompute", "oom-retry-1")))
     assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
 

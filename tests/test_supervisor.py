@@ -77,6 +77,9 @@ def test_swanlab_url_and_env_file():
 def test_latest_checkpoint_falls_back_from_torn_save(tmp_path):
     ck = tmp_path / "ck"
     (ck / "global_step_2" / "actor").mkdir(parents=True)
+    (ck / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+    (ck / "global_step_3" / "transfer_queue").mkdir(parents=True)  # rotated by verl: actor/ deleted, the rest stays
+    (ck / "global_step_3" / "data.pt").write_text("x")
     (ck / "global_step_4").mkdir()  # torn: empty
     (ck / supervisor.TRACKER_NAME).write_text("4")
     assert supervisor.latest_checkpoint(str(ck)) == 2
