@@ -319,3 +319,27 @@ def test_every_batch_problem_at_once_with_values_that_work():
     assert "train_batch_size=64" in msg and "ppo_mini_batch_size=16" in msg
     assert "--train-batch-size 66 or 63" in msg and "--ppo-mini-batch-size 18 or 15" in msg
     check_spec(spec(train_batch_size=66, ppo_mini_batch_size=18, rollout_n=8, n_gpus_per_node=8, nnodes=3))
+
+
+@pytest.mark.parametrize("value", ["True", "true", "1"])
+def test_async_checkpoint_saving_is_refused_with_one_line(value):
+    """Issue 34 finding 13: with actor.checkpoint.async_save=True verl 0.9.1's V1 trainer skips the resume tracker
+    and no V1 code finalizes the async save (read from the wheel below), so a retry / --resume would start at 0."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    src = (verl_config_root() / "verl/trainer/ppo/v1/trainer_base.py").read_text()
+    assert 'if actor_ckpt_cfg.get("async_save", False):' in src
+    assert "skip write latest_checkpointed_iteration.txt when async_save is True" in src
+    assert "async_calls_finalize_fn_exec" not in src  # (the V0 ray_trainer.py finalizes; V1 never does)
+    s = spec()
+    s["settings"]["extra_overrides"] = [f"actor_rollout_ref.actor.checkpoint.async_save={value}"]
+    with pytest.raises(OverrideError) as e:
+        build_command(s, resolve(""))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("actor_rollout_ref.actor.checkpoint.async_save=True cannot be resumed")
+    s["settings"]["extra_overrides"] = ["actor_rollout_ref.actor.checkpoint.async_save=False"]
+    assert "actor_rollout_ref.actor.checkpoint.async_save=False" in build_command(s, resolve(""))
