@@ -253,7 +253,7 @@ def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str, si
     fs = features.add(rung, source) if rung in ("offload", "recompute") else features
     ch = keep_token_budgets(settings, ch)
     rec = list(settings.get("memory_rungs") or []) + [dict({"rung": rung, "phase": phase, "source": source,
-                                                             "changes": dict(ch)}, **({"side": side} if side else {}))]
+                                                             "changes": dict(ch)}, **({"side": side} if side and phase == "weight-sync" else {}))]
     return rung, fs, dict(ch, memory_rungs=rec), skipped
 
 
