@@ -67,7 +67,7 @@ build_rootfs() {
   local cfgroot R sha
   cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
   sha=$( (cd "$HERE" && find verl_standin bin sample_inputs.py -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum;
-          cd "$cfgroot" && find verl -type f -name '*.yaml' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
+          cd "$cfgroot" && find verl -type f \( -name '*.yaml' -o -path 'verl/checkpoint_engine/*.py' \) -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
   R=$STATE/image/rootfs
   if [ "$(cat "$STATE/image/sha" 2>/dev/null || true)" != "$sha" ]; then
     rm -rf "$R"; mkdir -p "$R"/{proc,sys,dev,tmp,etc,root,usr/local/bin,opt,sandbox,verl}
@@ -77,6 +77,9 @@ build_rootfs() {
     echo "sandbox" > "$R/etc/hostname"
     (cd "$HERE/verl_standin" && tar --exclude=__pycache__ --exclude='*.pyc' -c .) | tar -C "$R/verl" -x
     (cd "$cfgroot" && find verl -name '*.yaml' -print0 | tar --null -T - -c) | tar -C "$R/verl" -x
+    # verl's real checkpoint-engine sources (they do not import here: no torch): preflight's verl-startup check reads
+    # their @CheckpointEngineRegistry.register names (dapo_ops/agent/verlcheck.py)
+    (cd "$cfgroot" && find verl/checkpoint_engine -name '*.py' -print0 | tar --null -T - -c) | tar -C "$R/verl" -x
     install -m 0755 "$HERE/bin/npu-smi" "$HERE/bin/nvidia-smi" "$R/usr/local/bin/"
     mkdir -p "$R/verl/dapo_runs"
     # the runbook's default inputs (tiny), where the runbook finds them: relative to the verl checkout

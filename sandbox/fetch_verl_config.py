@@ -1,18 +1,15 @@
 #!/usr/bin/env python3
-"""Fetch the pinned verl release's Hydra config yaml (sandbox and test equipment).
+"""Fetch the pinned verl release's Hydra config yaml and Python sources (sandbox and test equipment).
 
 The verl 0.9.1 wheel is downloaded from PyPI once (``pip download --no-deps``), its
-sha256 checked, and only the config trees are extracted into a cache directory:
+sha256 checked, and the config trees and verl's ``.py`` sources are extracted into a cache directory:
 
     <cache>/verl-0.9.1/verl/trainer/config/**.yaml
     <cache>/verl-0.9.1/verl/experimental/one_step_off_policy/config/*.yaml
+    <cache>/verl-0.9.1/verl/**/*.py   (read by tests as text / ast: verl itself needs torch to import)
 
 Usage: ``python sandbox/fetch_verl_config.py [--cache DIR]`` prints the root directory
 (the one that contains ``verl/``). Tests call :func:`verl_config_root`.
-
-Tests that check a claim about verl's code (a registry name, a default, a key it reads) call
-:func:`verl_source_root`: the same cached wheel's ``verl/**/*.py`` (about 4.8 MB), extracted once into
-``<cache>/verl-0.9.1-src/verl/`` (a separate tree, so the config root stays yaml only).
 
 Never imported by ``dapo_ops`` runtime code.
 """
@@ -36,14 +33,30 @@ CONFIG_PREFIXES = (
     "verl/experimental/one_step_off_policy/config/",
     "verl/experimental/fully_async_policy/config/",
 )
+#: what the cache holds besides the config yaml: verl's Python sources (tests read verl's own code)
+SOURCE_PREFIX = "verl/"
+#: bumped when the extracted set changes: an older cache is extracted again
+EXTRACT_REV = "2"
 
 
 def default_cache() -> Path:
     return Path(os.environ.get("DAPO_OPS_CACHE", Path.home() / ".cache" / "dapo-ops"))
 
 
-def _wheel(cache: Path) -> Path:
-    """The pinned wheel in ``cache`` (downloaded once, sha256 checked); ``RuntimeError`` (one line) otherwise."""
+def verl_config_root(cache: Path | None = None) -> Path:
+    """Return the directory holding ``verl/trainer/config`` of the pinned release.
+
+    Downloads and extracts on first use (about 1.7 MB). Raises ``RuntimeError`` with one
+    line if pip cannot download the wheel or the checksum differs.
+    """
+    cache = Path(cache or default_cache())
+    root = cache / f"verl-{VERL_VERSION}"
+    marker = root / ".complete"
+    try:
+        if marker.read_text().split()[1:2] == [EXTRACT_REV]:
+            return root
+    except (OSError, IndexError):
+        pass
     cache.mkdir(parents=True, exist_ok=True)
     wheel = cache / WHEEL
     if not wheel.exists():
@@ -60,18 +73,13 @@ def _wheel(cache: Path) -> Path:
     if digest != WHEEL_SHA256:
         wheel.unlink()
         raise RuntimeError(f"{WHEEL}: sha256 {digest} != pinned {WHEEL_SHA256}; delete {cache} and retry")
-    return wheel
-
-
-def _extract(cache: Path, root: Path, keep) -> Path:
-    """Extract the wheel members ``keep(name)`` accepts into ``root`` (atomically: a temp dir, then rename)."""
-    wheel = _wheel(cache)
     tmp_root = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
-            if keep(name):
+            if (name.startswith(CONFIG_PREFIXES) and name.endswith((".yaml", ".yml"))
+                    or name.startswith(SOURCE_PREFIX) and name.endswith(".py")):
                 zf.extract(name, tmp_root)
-    (tmp_root / ".complete").write_text(WHEEL_SHA256 + "\n")
+    (tmp_root / ".complete").write_text(digest + " " + EXTRACT_REV + "\n")
     if root.exists():
         import shutil
 
@@ -80,41 +88,12 @@ def _extract(cache: Path, root: Path, keep) -> Path:
     return root
 
 
-def verl_source_root(cache: Path | None = None) -> Path:
-    """Return the directory holding the pinned release's ``verl/**/*.py`` (for tests that read verl's code).
-
-    Extracted once from the cached wheel (:func:`verl_config_root`'s download); ``RuntimeError`` as there.
-    """
-    cache = Path(cache or default_cache())
-    root = cache / f"verl-{VERL_VERSION}-src"
-    if (root / ".complete").exists():
-        return root
-    return _extract(cache, root, lambda n: n.startswith("verl/") and n.endswith(".py"))
-
-
-def verl_config_root(cache: Path | None = None) -> Path:
-    """Return the directory holding ``verl/trainer/config`` of the pinned release.
-
-    Downloads and extracts on first use (about 1.7 MB). Raises ``RuntimeError`` with one
-    line if pip cannot download the wheel or the checksum differs.
-    """
-    cache = Path(cache or default_cache())
-    root = cache / f"verl-{VERL_VERSION}"
-    marker = root / ".complete"
-    if marker.exists():
-        return root
-    return _extract(cache, root, lambda n: n.startswith(CONFIG_PREFIXES) and n.endswith((".yaml", ".yml")))
-
-
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", type=Path, default=None)
-    ap.add_argument("--source", action="store_true", help="also extract verl/**/*.py (tests of verl's code)")
     args = ap.parse_args()
     try:
         print(verl_config_root(args.cache))
-        if args.source:
-            print(verl_source_root(args.cache))
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -11,6 +11,7 @@ cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py")
 mkdir -p "$DEST/bin" "$DEST/dapo_runs"
 (cd "$HERE/verl_standin" && tar --exclude=__pycache__ --exclude='*.pyc' -c .) | tar -C "$DEST" -x
 (cd "$cfgroot" && find verl -name '*.yaml' -print0 | tar --null -T - -c) | tar -C "$DEST" -x
+(cd "$cfgroot" && find verl/checkpoint_engine -name '*.py' -print0 | tar --null -T - -c) | tar -C "$DEST" -x
 install -m 0755 "$HERE/bin/npu-smi" "$HERE/bin/nvidia-smi" "$DEST/bin/"
 [ -e "$DEST/dapo-math-17k.parquet" ] || "$VENV/bin/python" "$HERE/sample_inputs.py" "$DEST" >/dev/null
 echo "$DEST"

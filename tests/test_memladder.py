@@ -16,12 +16,12 @@ ACTOR = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
 ROLLOUT_LP = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
 
 
-def run_ladder(fs, phase, settings=None, max_oom=10, steps=10):
+def run_ladder(fs, phase, settings=None, max_oom=10, steps=10, side=None):
     """Feed the same-phase OOM back until the ladder stops, as the supervisor does. Returns (decisions, settings)."""
     s = dict(BASE, **(settings or {}))
     out = []
     for used in range(steps):
-        d = ladder.decide(fs, "oom-device", {"phase": phase}, used + 1, used, max_oom, {}, s)
+        d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, max_oom, {}, s)
         out.append(d)
         if d.action != "retry":
             break
@@ -53,7 +53,7 @@ def test_rollout_share_at_its_floor_goes_straight_to_offload():
 
 
 def test_one_step_off_never_offloads_for_a_rollout_oom():
-    ds, s = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8})
+    ds, s = run_ladder(resolve(""), "generation", {"mode": "one-step-off", "gpu_memory_utilization": 0.8})
     assert rungs(ds) == ["rollout-util", "rollout-util"]
     assert s["gpu_memory_utilization"] == 0.6 and not ds[-1].features.has("offload")
 
@@ -185,3 +185,143 @@ def test_real_verl_oom_logs_get_their_phases_rung(log, settings, first):
         assert s["ppo_micro_batch_size_per_gpu"] == 4 and rungs(ds)[:2] == ["update-batch", "update-batch"]
     else:
         assert rungs(ds) == ["rollout-util", "offload"]
+
+
+# ---------------------------------------------------------------- one-step-off weight sync by side (issue 34 F4)
+
+BUCKET = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+
+
+def _verl_rollout_yaml():
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    root = verl_config_root()
+    return yaml.safe_load((root / "verl/trainer/config/rollout/rollout.yaml").read_text()), root
+
+
+def test_bucket_default_is_verls_and_both_engines_allocate_two_buckets():
+    """The rung's start value is verl 0.9.1's own default, and verl's nccl engine holds 2 x bucket on the device
+    (the reason halving it lowers the trainer's peak), read from the wheel."""
+    y, root = _verl_rollout_yaml()
+    assert y["checkpoint_engine"]["update_weights_bucket_megabytes"] == memladder.BUCKET_MB_DEFAULT
+    src = (root / "verl/checkpoint_engine/nccl_checkpoint_engine.py").read_text()
+    assert "self.send_buf = torch.zeros(self.bucket_size" in src and "self.recv_buf = torch.zeros(self.bucket_size" in src
+    assert memladder.BUCKET_KEY == BUCKET
+
+
+def test_one_step_off_trainer_side_weight_sync_oom_halves_the_bucket_never_the_rollout_share():
+    ds, s = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8},
+                       side="trainer")
+    assert rungs(ds) == ["weight-bucket", "weight-bucket"]
+    assert [d.setting_changes["weight_sync_bucket_mb"] for d in ds if d.action == "retry"] == [1024, 512]
+    assert s["gpu_memory_utilization"] == 0.8  # the rollout pool's share is on other devices
+    assert s["memory_rungs"][0]["side"] == "trainer"
+    spec = {"mode": "one-step-off", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": "gpu",
+            "settings": {"steps": 10, "trainer_gpus": 4, "rollout_gpus": 4, "train_batch_size": 32,
+                         "ppo_mini_batch_size": 32, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet",
+                         "model_path": "/m", "extra_overrides": [f"{BUCKET}=4096"]}}
+    argv = overrides.build_command(spec, resolve(""), ds[0].setting_changes)
+    assert f"{BUCKET}=1024" in argv and f"{BUCKET}=4096" not in argv  # the rung wins over the raw override
+
+
+def test_one_step_off_rollout_side_weight_sync_lowers_the_share_first():
+    ds, _ = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8},
+                       side="rollout")
+    assert rungs(ds) == ["rollout-util", "weight-bucket", "rollout-util"]
+
+
+def test_classifier_records_the_side_of_a_weight_sync_oom():
+    from dapo_ops.core import classify
+
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.11 GiB of which 1.02 GiB is free.")
+    trainer = "\n".join([
+        "step:3 - actor/pg_loss:0.1",
+        "Traceback (most recent call last):",
+        '  File "/verl/verl/workers/engine_workers.py", line 766, in update_weights',
+        "    metrics = await self.checkpoint_engine.send_weights(per_tensor_param, global_steps=global_steps)",
+        '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 340, in send_weights',
+        "    self.send_buf[offset:offset + size].copy_(weight.view(-1).view(torch.uint8))", oom])
+    rollout = "\n".join([
+        "step:3 - actor/pg_loss:0.1",
+        "Traceback (most recent call last):",
+        '  File "/verl/verl/checkpoint_engine/base.py", line 356, in update_weights',
+        "    weights = self.checkpoint_engine.receive_weights(global_steps=global_steps)",
+        '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 390, in receive_weights',
+        "    self.recv_buf = torch.zeros(self.bucket_size, dtype=torch.uint8, device='cuda')", oom])
+    vt, vr = classify.classify(trainer, exit_code=1), classify.classify(rollout, exit_code=1)
+    assert vt.cls == "oom-device" and vt.detail["phase"] == "weight-sync" and vt.detail["side"] == "trainer", vt
+    assert vr.detail.get("phase") == "weight-sync" and vr.detail.get("side") == "rollout", vr
+
+
+def test_plan_shows_one_weight_sync_ladder_per_side_in_one_step_off():
+    lines = ladder.plan_ladder(resolve(""), 2, dict(BASE, mode="one-step-off"))
+    by = {ln.split(":")[0]: ln for ln in lines if ln.startswith("device OOM in weight-sync")}
+    assert "weight-bucket" in by["device OOM in weight-sync (trainer side)"]
+    assert "rollout-util" not in by["device OOM in weight-sync (trainer side)"]
+    assert "rollout-util" in by["device OOM in weight-sync (rollout side)"]
+
+
+# ---------------------------------------------------------------- every rung changes the argv (issue 34 F5)
+
+#: keys whose change lowers no peak in DAPO: entropy checkpointing acts only when entropy has grads
+#: (verl/trainer/ppo/v1/trainer_base.py:1831-1833: calculate_entropy or entropy_coeff != 0; DAPO's is 0)
+INERT = {"actor_rollout_ref.actor.entropy_checkpointing"}
+
+
+def _argv_spec(mode, framework, accelerator):
+    s = {"steps": 10, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet", "model_path": "/m",
+         "gpu_memory_utilization": 0.7}
+    if mode == "one-step-off":
+        s.update(trainer_gpus=4, rollout_gpus=4, train_batch_size=32, ppo_mini_batch_size=32)
+    else:
+        s.update(n_gpus_per_node=8)
+    return {"mode": mode, "framework": framework, "profile": "0.9", "run_dir": "/r", "accelerator": accelerator,
+            "settings": s}
+
+
+def _kv(argv):
+    return dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "megatron"])
+@pytest.mark.parametrize("mode", ["dapo", "one-step-off"])
+@pytest.mark.parametrize("feats", ["", "-gradient_checkpointing", "-dynamic_batch", "-gradient_checkpointing,-offload",
+                                   "offload", "-recompute"])
+def test_every_rung_changes_what_verl_runs(framework, mode, feats):
+    """A rung the supervisor takes relaunches a different configuration: its argv differs from the previous
+    attempt's in a key that lowers a peak (never only in an inert key), for every phase and side."""
+    spec = _argv_spec(mode, framework, "gpu")
+    for phase in memladder.PHASES:
+        for side in (None, "trainer", "rollout"):
+            fs, changes, used = resolve(feats), {}, 0
+            s = dict(spec["settings"], framework=framework, mode=mode)
+            prev = _kv(overrides.build_command(spec, fs, changes))
+            while True:
+                d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, 10, {}, s)
+                if d.action != "retry":
+                    break
+                used += 1
+                fs = d.features
+                changes = dict(changes, **d.setting_changes)
+                s.update(d.setting_changes)
+                cur = _kv(overrides.build_command(spec, fs, changes))
+                diff = {k for k in set(cur) | set(prev) if cur.get(k) != prev.get(k)} - INERT
+                assert diff, (phase, side, feats, d.setting_changes["memory_rungs"][-1])
+                prev = cur
+
+
+def test_activation_offload_needs_no_gradient_checkpointing_in_verl():
+    """The recompute rung with -gradient_checkpointing turns activation offload on: verl's
+    enable_activation_offloading takes enable_ckpt=False (verl/utils/activation_offload.py), read from the wheel."""
+    _, root = _verl_rollout_yaml()
+    src = (root / "verl/utils/activation_offload.py").read_text()
+    assert "def enable_activation_offloading(model, strategy, enable_ckpt=False):" in src
+    impl = (root / "verl/workers/engine/fsdp/transformer_impl.py").read_text()
+    assert "if self.model_config.enable_activation_offload:" in impl

@@ -16,7 +16,7 @@ from dapo_ops.core.classify import hints
 from dapo_ops.agent.supervisor import attempt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
-from fetch_verl_config import verl_config_root, verl_source_root  # noqa: E402
+from fetch_verl_config import verl_config_root  # noqa: E402
 from test_memfit import QWEN3_8B  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ NPU_64 = {"model_config": QWEN3_8B, "device_gib": 64.0}   # 910B: npu-smi's HBM 
 
 @pytest.fixture(scope="module")
 def verl():
-    return verl_source_root() / "verl"
+    return verl_config_root() / "verl"
 
 
 @pytest.fixture(scope="module")

@@ -295,9 +295,9 @@ def test_property_token_budgets_cover_prompt_plus_response(prompt, resp, mode, f
 def test_recompute_respects_an_explicit_minus_gradient_checkpointing_on_fsdp():
     fs = resolve("-gradient_checkpointing").add("recompute", "oom-retry-1")
     d = kv(build_command(spec(), fs))
-    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"
-    assert d["actor_rollout_ref.actor.entropy_checkpointing"] == "True"
-    assert d["actor_rollout_ref.model.enable_activation_offload"] == "False"
+    assert d["actor_rollout_ref.model.enable_gradient_checkpointing"] == "False"  # the user's choice stays
+    # activation offload works without checkpointing (verl/utils/activation_offload.py enable_ckpt=False)
+    assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
     d = kv(build_command(spec(), resolve("").add("recompute", "oom-retry-1")))
     assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
 
@@ -442,3 +442,27 @@ def test_build_command_refuses_an_interpolation_in_any_generated_value(field, va
 def test_build_command_refuses_an_interpolation_in_a_setting(name):
     with pytest.raises(OverrideError, match="holds '\\$\\{'"):
         build_command(spec(**{name: "x-${oc.env:SWANLAB_API_KEY}"}), resolve(""))
+
+
+@pytest.mark.parametrize("value", ["True", "true", "1"])
+def test_async_checkpoint_saving_is_refused_with_one_line(value):
+    """Issue 34 finding 13: with actor.checkpoint.async_save=True verl 0.9.1's V1 trainer skips the resume tracker
+    and no V1 code finalizes the async save (read from the wheel below), so a retry / --resume would start at 0."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    src = (verl_config_root() / "verl/trainer/ppo/v1/trainer_base.py").read_text()
+    assert 'if actor_ckpt_cfg.get("async_save", False):' in src
+    assert "skip write latest_checkpointed_iteration.txt when async_save is True" in src
+    assert "async_calls_finalize_fn_exec" not in src  # (the V0 ray_trainer.py finalizes; V1 never does)
+    s = spec()
+    s["settings"]["extra_overrides"] = [f"actor_rollout_ref.actor.checkpoint.async_save={value}"]
+    with pytest.raises(OverrideError) as e:
+        build_command(s, resolve(""))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("actor_rollout_ref.actor.checkpoint.async_save=True cannot be resumed")
+    s["settings"]["extra_overrides"] = ["actor_rollout_ref.actor.checkpoint.async_save=False"]
+    assert "actor_rollout_ref.actor.checkpoint.async_save=False" in build_command(s, resolve(""))

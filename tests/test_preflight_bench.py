@@ -78,6 +78,26 @@ def test_healthy_host_all_ok(sandbox, h1):
     assert "12 rows" in checks["data:train.parquet"].message
     assert "verl 0.9.1" in checks["verl"].message
     assert pc.quick(Target(_host(sandbox, h1)), _plan(sandbox, h1)) == []
+    # verl's start-up checks ran on the composed config; the stand-in's verl does not import: said, not hidden
+    st = checks["verl-startup"]
+    assert st.status == "ok" and "dataclass: skipped: verl not importable" in st.message, st
+
+
+def test_npu_one_step_off_with_an_unregistered_checkpoint_engine_is_refused(sandbox, h1):
+    """verl-startup reads verl 0.9.1's own checkpoint-engine registrations (the image carries the real sources):
+    hccl is no registered name (verl registers its Ascend engine as nccl) -> one FAIL line; nccl passes."""
+    _inputs(sandbox, h1)
+    key = "actor_rollout_ref.rollout.checkpoint_engine.backend"
+    for backend, want in (("hccl", "fail"), ("nccl", "ok")):
+        s = {"model": f"{IN}/model", "train_file": f"{IN}/train.parquet", "val_file": f"{IN}/val.parquet",
+             "framework": "megatron", "steps": 4, "save_freq": 2, "max_prompt_length": 512,
+             "max_response_length": 1024, "trainer_gpus": 4, "rollout_gpus": 4}
+        plan = planning.make_plan(s, _host(sandbox, h1), mode="one-step-off", run_id="20261129-000000-pf01", swanlab_logger=False,
+                                  extra_overrides=[f"{key}={backend}"])
+        st = _run_all(sandbox, h1, plan)["verl-startup"]
+        assert st.status == want, st
+        if want == "fail":
+            assert st.message.startswith(f"{key}=hccl is not a registered checkpoint engine") and "\n" not in st.message
 
 
 def test_missing_column_and_short_context(sandbox, h1):

@@ -218,7 +218,8 @@ def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
     spec = _spec(tmp_path, max_actor_ckpt_to_keep=3)
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
     d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["disk"]
-    assert "3 save(s)" in d.message
+    # verl's rotation restarts at every attempt (checkpoint_manager.py:59): 3 kept from before a retry + 3 of its own
+    assert "6 save(s) on disk at once" in d.message
 
 
 def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(monkeypatch):
@@ -341,3 +342,26 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("framework,mode,accel,feats,want", [
+    ("fsdp", "dapo", "gpu", "", ["flash_attn"]),            # verl/workers/config/model.py:185 flash_attention_2
+    ("fsdp", "dapo", "gpu", "-flash_attn", []),              # sdpa: nothing more
+    ("fsdp", "one-step-off", "gpu", "-flash_attn", ["cupy"]),  # nccl_checkpoint_engine.py:22 imports cupy
+    ("megatron", "dapo", "npu", "", ["mindspeed"]),          # mindspeed/transformer_impl.py:18-21 skips silently
+    ("megatron", "one-step-off", "npu", "", ["mindspeed"]),
+    ("fsdp", "dapo", "npu", "", []),
+])
+def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, mode, accel, feats, want):
+    """Issue 34 finding 10: the modules the chosen mode x framework x accelerator imports are looked up in the
+    container (missing -> fail with the fix), besides transfer_queue / megatron.bridge."""
+    from dapo_ops.core.features import resolve
+
+    spec = _spec(tmp_path)
+    spec.update(framework=framework, mode=mode, accelerator=accel, features=resolve(feats).to_json())
+    req = pc.probe_request(_host(accelerator=accel), pc.plan_view(spec), full=False)
+    base = ["transfer_queue"] + (["megatron.bridge"] if framework == "megatron" else [])
+    assert req["modules"] == base + want
+    checks = _by(pc.evaluate(_host(accelerator=accel), spec, _facts(req), full=False))
+    for mod in want:
+        assert checks[mod].status == "fail" and checks[mod].fix and mod in pc.QUICK_CHECKS

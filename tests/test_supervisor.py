@@ -77,11 +77,60 @@ def test_swanlab_url_and_env_file():
 def test_latest_checkpoint_falls_back_from_torn_save(tmp_path):
     ck = tmp_path / "ck"
     (ck / "global_step_2" / "actor").mkdir(parents=True)
+    (ck / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+    (ck / "global_step_3" / "transfer_queue").mkdir(parents=True)  # rotated by verl: actor/ deleted, the rest stays
+    (ck / "global_step_3" / "data.pt").write_text("x")
     (ck / "global_step_4").mkdir()  # torn: empty
     (ck / supervisor.TRACKER_NAME).write_text("4")
     assert supervisor.latest_checkpoint(str(ck)) == 2
     assert (ck / supervisor.TRACKER_NAME).read_text() == "2"
     assert supervisor.latest_checkpoint(str(tmp_path / "none")) is None
+
+
+def _ckpt(root, step, complete=True):
+    d = root / ("global_step_%d" % step)
+    (d / "transfer_queue").mkdir(parents=True)
+    (d / "data.pt").write_text("x")
+    if complete:
+        (d / "actor").mkdir()
+        (d / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+
+
+def test_prune_keeps_max_actor_ckpt_to_keep_across_attempts_never_the_resumed_one(tmp_path):
+    """verl's rotation list starts empty at every attempt (checkpoint_manager.py:59) and removes only actor/:
+    before each attempt the supervisor keeps the resumed checkpoint + the newest complete older ones up to keep,
+    and removes rotation leftovers, older ones, and saves newer than the tracker (torn)."""
+    from dapo_ops.agent.supervisor.checkpoints import prune_checkpoints
+
+    ck = tmp_path / "ck"
+    for n in (2, 4, 6, 8, 10):
+        _ckpt(ck, n)
+    _ckpt(ck, 5, complete=False)  # rotated by an earlier attempt: data.pt + transfer_queue/ left
+    _ckpt(ck, 12)  # saved after the tracker's step: cut off before the tracker was written
+    (ck / supervisor.TRACKER_NAME).write_text("10")
+    step = supervisor.latest_checkpoint(str(ck))
+    assert step == 10
+    assert prune_checkpoints(str(ck), 2, step) == [2, 4, 5, 6, 12]
+    assert sorted(p.name for p in ck.glob("global_step_*")) == ["global_step_10", "global_step_8"]
+    assert prune_checkpoints(str(ck), 1, 10) == [8] and (ck / "global_step_10" / "actor").is_dir()
+    assert prune_checkpoints(str(ck), None, 10) == [] and prune_checkpoints(str(ck), 1, None) == []
+
+
+def test_supervisor_prunes_before_the_retry(tmp_path):
+    """Attempt 1 saves steps 1-3 and OOMs at 4; before attempt 2 resumes from 3, max_actor_ckpt_to_keep=1 leaves
+    global_step_3 only (fake verl, like verl, forgets its rotation list between attempts)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    run_dir = new_run(tmp_path, steps=6, workdir=workdir, files={"fake.json": {
+        "step_time": 0.03, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 1}},
+        settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192,
+                  "max_actor_ckpt_to_keep": 1})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded" and rec["attempts"][1]["resumed_from"] == 3, rec
+    ck = run_dir / "checkpoints"
+    assert not (ck / "global_step_1").exists() and not (ck / "global_step_2").exists()
+    assert (ck / "global_step_3" / "actor").is_dir()
+    assert "max_actor_ckpt_to_keep=1" in (run_dir / "supervisor.log").read_text()
 
 
 # ---------------------------------------------------------------------------- state machine

@@ -82,7 +82,9 @@ def test_remote_op_runs_from_the_bundle_with_json_on_stdin(root, tmp_path):
     tree = ast.parse(Path(compose.__file__).read_text())
     imported = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
                 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-    assert imported <= {"__future__", "json", "os", "re", "sys", "warnings", "hydra", "omegaconf"}, imported
+    assert imported <= {"__future__", "json", "os", "re", "sys", "warnings", "hydra", "omegaconf", "dapo_ops"}, imported
+    own = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("dapo_ops")}
+    assert own <= {"dapo_ops.agent"}  # only verlcheck (stdlib; verl's start-up checks), imported when asked
     bdir = remote_bundle.local_install(tmp_path / "runs")
     line = remote_bundle.op_line(bdir, sys.executable, "compose")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -4,8 +4,9 @@ Python that runs verl: verl's entry points are ``@hydra.main`` apps, so that Pyt
 
 ``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.compose < request.json`` (preflight runs it as a child of
 :mod:`dapo_ops.agent.preflight`; :mod:`dapo_ops.control.validate` calls :func:`compose_errors` in-process) reads
-``{"config_root", "config_dir", "config_name", "overrides"}`` on stdin and prints one JSON line
-``{"ok": bool, "errors": [[line, ...], ...]}``; a missing hydra is the single error.
+``{"config_root", "config_dir", "config_name", "overrides"[, "startup": true]}`` on stdin and prints one JSON line
+``{"ok": bool, "errors": [[line, ...], ...][, "startup": {"errors": [...], "skipped": [...]}]}``; a missing hydra
+is the single error. ``startup``: verl's own start-up checks on the composed config (:mod:`dapo_ops.agent.verlcheck`).
 
 ``compose_errors`` returns every override error it can find: after an error that names one override it drops that
 override and composes again (at most ``max_rounds`` times), so one run lists all unknown keys. The messages are
@@ -92,8 +93,11 @@ def composed(config_root, config_dir, config_name, overrides):
         GlobalHydra.instance().clear()
 
 
-def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30) -> list[list[str]]:
+def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30, on_composed=None) -> list[list[str]]:
     """Error blocks (each a list of lines, Hydra's words) of composing ``overrides``; [] when it composes.
+
+    ``on_composed``: called with the composed, resolved OmegaConf config when the full override list composes
+    (before Hydra is cleared; :mod:`dapo_ops.agent.verlcheck` runs verl's start-up checks on it).
 
     :raises ImportError: hydra-core / omegaconf not importable in this Python.
     """
@@ -108,7 +112,9 @@ def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=3
             if GlobalHydra.instance().is_initialized():
                 GlobalHydra.instance().clear()
             try:
-                _compose_resolved(config_dir, config_name, overrides)
+                cfg = _compose_resolved(config_dir, config_name, overrides)
+                if on_composed is not None and not errors:
+                    on_composed(cfg)
                 return errors
             except Exception as exc:  # Hydra raises several exception types; the text is what matters
                 lines = error_lines(exc)
@@ -130,9 +136,22 @@ def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=3
 def main() -> int:
     """The op: request JSON on stdin, answer JSON on stdout (module docstring); exit 0."""
     req = json.load(sys.stdin)
+    startup = {}
+
+    def check(cfg) -> None:  # verl's own start-up checks on the composed config (request "startup": true)
+        from omegaconf import OmegaConf
+
+        from dapo_ops.agent import verlcheck
+
+        startup.update(verlcheck.startup_report(OmegaConf.to_container(cfg, resolve=True), req["config_root"],
+                                                cfg_obj=cfg))
+
     try:
-        errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [])
+        errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [],
+                              on_composed=check if req.get("startup") else None)
         out = {"ok": not errs, "errors": errs}
+        if startup:
+            out["startup"] = startup
     except ImportError as exc:
         out = {"ok": False, "errors": [["hydra-core is not importable in this Python: %s" % exc]]}
     json.dump(out, sys.stdout)

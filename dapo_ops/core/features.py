@@ -36,7 +36,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "remove_padding": ("performance", "Remove padding / packed sequences (use_remove_padding)"),
     "gradient_checkpointing": ("performance", "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)"),
     "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
-    "recompute": ("memory", "Stronger recompute (Megatron full recompute, FSDP entropy checkpointing + activation offload)"),
+    "recompute": ("memory", "Stronger recompute (Megatron full recompute; FSDP activation offload + gradient checkpointing unless -gradient_checkpointing)"),
     "prefix_cache": ("verl-default", "vLLM prefix caching in the rollout (enable_prefix_caching); verl's default: on; "
                      "-prefix_cache turns it off"),
     "chunked_prefill": ("verl-default", "vLLM chunked prefill in the rollout (enable_chunked_prefill); verl's default: "

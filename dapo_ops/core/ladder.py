@@ -9,11 +9,14 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
   * ``rollout-init`` / ``weight-sync`` / ``generation``: ``rollout-util`` (rollout
     ``gpu_memory_utilization`` -0.1, floor :data:`KV_FLOOR`: vLLM reserves that share of the device
     while awake), then ``offload`` (colocated only: ``update_weights`` moves the actor's parameters to
-    the CPU before it resumes the KV cache, ``verl/workers/engine_workers.py:810-823``).
+    the CPU before it resumes the KV cache, ``verl/workers/engine_workers.py:810-823``). One-step-off weight sync
+    by ``detail["side"]``: ``trainer``: ``weight-bucket`` (checkpoint-engine bucket / 2) twice; ``rollout``:
+    ``rollout-util``, ``weight-bucket``, ``rollout-util`` (see :mod:`dapo_ops.core.memladder`).
   * ``update``: ``update-batch`` (``dynamic_batch``: ``actor.ppo_max_token_len_per_gpu`` / 2 down to
     prompt+response; else ``actor.ppo_micro_batch_size_per_gpu`` / 4 down to 1; twice), FSDP:
     ``offload-policy`` (FSDP2 ``CPUOffloadPolicy``, ``verl/workers/engine/fsdp/transformer_impl.py:451-460``),
-    then ``recompute`` (FSDP activation offload, Megatron full recompute). ``offload`` is NOT a rung:
+    then ``recompute`` (FSDP activation offload, with gradient checkpointing unless the user turned it off;
+    Megatron full recompute). ``offload`` is NOT a rung:
     ``EngineTrainModeCtx`` loads parameters, gradients and optimizer state back for the update
     (``verl/workers/engine/base.py:314-328``); real run 7 OOMed in ``update_actor`` with offload on.
   * ``log-prob``: ``logprob-batch`` (``rollout.log_prob_max_token_len_per_gpu`` / 2, or
@@ -49,7 +52,7 @@ from dataclasses import dataclass, field
 
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
-    ACTOR_BUDGET, PHASES, RUNGS, KV_FLOOR, KV_STEP, STOP_PHASES, apply_rung, current_budget, rung_status,
+    ACTOR_BUDGET, PHASES, RUNGS, KV_FLOOR, KV_STEP, SIDES, STOP_PHASES, apply_rung, current_budget, rung_status,
     keep_token_budgets, phase_of, phase_rungs, troubleshooting_md
 )
 
@@ -218,12 +221,13 @@ def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
     if phase in STOP_PHASES:
         reason, sugg = STOP_PHASES[phase]
         return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
-    rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}")
+    side = detail.get("side") if detail.get("side") in SIDES else None
+    rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}", side)
     if oom_used >= max_oom:
         return Decision("stop", features, {}, f"device OOM in phase {phase} after {oom_used} OOM retries "
                         f"(MAX_OOM_RETRIES={max_oom})", skipped, _oom_suggestions(features, detail, settings))
     if rung is None:
-        rungs = phase_rungs(phase, settings.get("framework"), settings.get("mode"))
+        rungs = phase_rungs(phase, settings.get("framework"), settings.get("mode"), side)
         off = [r for r in rungs if r in features.disabled]
         state = "; ".join(x for x in (
             ("used: " + ", ".join(r for r in rungs if r not in off)) if len(off) < len(rungs) else "",
@@ -339,10 +343,11 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | Non
     """
     settings = dict(settings or {})
     lines = [why for why in (rung_status(features, r) for r in RUNGS) if why]
-    for phase in PHASES:
+    sided = settings.get("mode") == "one-step-off"  # a one-step-off weight sync: one ladder per side
+    for phase, side in [(p, sd) for p in PHASES for sd in ((SIDES if sided and p == "weight-sync" else (None,)))]:
         fs, s, used, steps = features, dict(settings), 0, []
         while True:
-            d = decide(fs, "oom-device", {"phase": phase}, used + 1, used, max_oom_retries, {}, s)
+            d = decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, max_oom_retries, {}, s)
             if d.action != "retry":
                 break
             used += 1
@@ -352,7 +357,8 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | Non
             fs = d.features
             s.update(d.setting_changes)
         tail = "stop with the fix" if phase in STOP_PHASES else "stop with suggestions"
-        lines.append(f"device OOM in {phase}: " + " -> ".join(steps + [tail]))
+        where = f"{phase} ({side} side)" if side else phase
+        lines.append(f"device OOM in {where}: " + " -> ".join(steps + [tail]))
     lines.append("rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "
                  f"(lower by {KV_STEP} to >= {KV_FLOOR}, or raise to <= {KV_CEILING}, per the message), never offload")
     lines.append("host / Ray OOM: never add offload; roll back ladder-added offload (and activation offload, "

@@ -184,8 +184,8 @@ def estimate(m: Model, s: Setup) -> Estimate:
         params_b, opt_b, grads_b, step_extra = 4 * P / s.world, 8 * P / s.world, 4 * P / s.world, 4 * P / s.world
     layer_full = act_tl
     layer_in = 2 * m.hidden
-    if s.recompute and s.framework != "megatron" and s.gc:
-        per_token = layer_full + 2 * layer_in                      # activation offload: inputs go to the CPU
+    if s.recompute and s.framework != "megatron":                # activation offload: inputs go to the CPU;
+        per_token = (layer_full + 2 * layer_in) if s.gc else 2 * layer_full  # without checkpointing 2 layers stay
     elif s.gc or (s.recompute and s.framework == "megatron"):
         per_token = m.layers * layer_in + layer_full               # checkpointing: inputs kept, one layer recomputed
     else:

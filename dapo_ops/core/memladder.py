@@ -3,9 +3,17 @@
 Used by :mod:`dapo_ops.core.ladder` (the supervisor's decisions) and :mod:`dapo_ops.core.memfit` (the estimate's
 start rung). Why each rung lowers its phase's peak is in :mod:`dapo_ops.core.ladder`'s docstring, with the
 verl files it was read in. Rung names: ``rollout-util``, ``offload``, ``update-batch``,
-``offload-policy``, ``recompute``, ``logprob-batch``. Setting rungs change run settings that
+``offload-policy``, ``recompute``, ``logprob-batch``, ``weight-bucket``. Setting rungs change run settings that
 :mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``token_budgets``,
-``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``).
+``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``,
+``weight_sync_bucket_mb``).
+
+One-step-off weight sync (V1 ``separate_async``) is chosen by the side that ran out (``Verdict.detail["side"]``,
+``trainer`` | ``rollout``): the trainer gathers each bucket and sends it from its own devices
+(``verl/workers/engine_workers.py:755-766``) through a checkpoint engine that holds two buffers of
+``update_weights_bucket_megabytes`` on each side (``verl/checkpoint_engine/nccl_checkpoint_engine.py:124-125,169-173``;
+default 2048 MB, ``verl/workers/config/rollout.py:135``): only ``weight-bucket`` (bucket / 2) lowers the trainer's
+peak, the rollout pool's share (``rollout-util``) never does.
 """
 
 from __future__ import annotations
@@ -24,6 +32,13 @@ MICRO_DIVISOR = 4
 ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
 LOGPROB_BUDGETS = ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
                    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu")
+#: the weight-sync bucket (MB): verl's key, its default (verl/workers/config/rollout.py:135, rollout/rollout.yaml:296)
+#: and the floor the ``weight-bucket`` rung stops at (verl's separate_async CI runs 1024)
+BUCKET_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+BUCKET_MB_DEFAULT = 2048
+BUCKET_MB_FLOOR = 256
+#: the sides a device OOM can be on (``Verdict.detail["side"]``)
+SIDES = ("trainer", "rollout")
 
 # Private lookup, until the classify helper's COMMON names land: classify.py today reports verl
 # function names (``update_actor``, ``compute_log_prob``, ``kv-cache-init``, ...) in ``phase``.
@@ -42,6 +57,7 @@ RUNG_HELP = {
     "offload-policy": "FSDP2 offload_policy=True (params, grads, optimizer on the CPU during the update)",
     "recompute": "+ recompute (FSDP activation offload / Megatron full recompute)",
     "logprob-batch": "log-prob batch: log_prob_max_token_len_per_gpu / 2, or log_prob_micro_batch_size_per_gpu / 4",
+    "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)" % BUCKET_MB_FLOOR,
 }
 
 STOP_PHASES = {
@@ -90,13 +106,21 @@ def phase_of(detail: dict) -> str:
     return ph if ph in PHASES else "unknown"
 
 
-def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "dapo") -> tuple[str, ...]:
+def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "dapo",
+                side: str | None = None) -> tuple[str, ...]:
     """The ordered rungs of one phase's ladder (see the module docstring for why each lowers the peak).
 
     ``framework``: ``fsdp`` | ``megatron``; ``mode``: ``dapo`` (colocated) | ``one-step-off`` (actor offload
-    does not free the rollout's devices there). A rung may appear twice (applied twice).
+    does not free the rollout's devices there); ``side``: ``trainer`` | ``rollout`` | None (unknown), the side of
+    a one-step-off weight sync that ran out. A rung may appear twice (applied twice).
     """
     colocated = mode != "one-step-off"
+    if phase == "weight-sync" and not colocated:
+        if side == "trainer":  # the trainer's peak: its bucket buffers; the rollout's share is on other devices
+            return ("weight-bucket", "weight-bucket")
+        if side == "rollout":
+            return ("rollout-util", "weight-bucket", "rollout-util")
+        return ("weight-bucket", "rollout-util", "weight-bucket", "rollout-util")  # the bucket is on both sides
     if phase in ("rollout-init", "weight-sync", "generation"):
         return ("rollout-util", "offload") if colocated else ("rollout-util", "rollout-util")
     if phase == "update":
@@ -174,6 +198,12 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict):
                                             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"))
             what = "micro-batch already 1"
         return (ch, None) if ch else (None, f"{rung}: skipped, {what}")
+    if rung == "weight-bucket":
+        cur = int(settings.get("weight_sync_bucket_mb") or _extra_value(settings, BUCKET_KEY) or BUCKET_MB_DEFAULT)
+        new = max(BUCKET_MB_FLOOR, cur // 2)
+        if new >= cur:
+            return None, f"weight-bucket: skipped, update_weights_bucket_megabytes={cur} is at the floor {BUCKET_MB_FLOOR}"
+        return {"weight_sync_bucket_mb": new}, None
     if rung == "offload-policy":
         if settings.get("fsdp_offload_policy"):
             return None, "offload-policy: skipped, already on"
@@ -181,8 +211,8 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict):
     raise ValueError(f"unknown rung {rung!r}")
 
 
-def next_rung(features: FeatureSet, phase: str, settings: dict):
-    """The next rung of ``phase``'s ladder given what the ladder already applied.
+def next_rung(features: FeatureSet, phase: str, settings: dict, side: str | None = None):
+    """The next rung of ``phase``'s ladder (``side``: see :func:`phase_rungs`) given what the ladder already applied.
 
     Returns ``(rung, new_features_or_None, changes, skipped)``: ``rung`` None when the ladder is
     exhausted. Feature rungs give ``new_features`` (source not yet set: the caller adds it);
@@ -193,7 +223,7 @@ def next_rung(features: FeatureSet, phase: str, settings: dict):
     for r in settings.get("memory_rungs") or []:
         used[r["rung"]] = used.get(r["rung"], 0) + 1
     skipped = []
-    for rung in phase_rungs(phase, settings.get("framework"), settings.get("mode")):
+    for rung in phase_rungs(phase, settings.get("framework"), settings.get("mode"), side):
         if used.get(rung, 0) > 0:
             used[rung] -= 1
             continue
@@ -211,18 +241,19 @@ def next_rung(features: FeatureSet, phase: str, settings: dict):
     return None, None, {}, skipped
 
 
-def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str):
-    """Apply :func:`next_rung` with ``source`` (``oom-retry-<N>`` | ``estimate``).
+def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str, side: str | None = None):
+    """Apply :func:`next_rung` with ``source`` (``oom-retry-<N>`` | ``estimate``) for the OOM's ``side``.
 
     Returns ``(rung, features, setting_changes, skipped)``; ``setting_changes`` include the updated
     ``memory_rungs`` record (the full list). ``rung`` None: nothing left for this phase.
     """
-    rung, _, ch, skipped = next_rung(features, phase, settings)
+    rung, _, ch, skipped = next_rung(features, phase, settings, side)
     if rung is None:
         return None, features, {}, skipped
     fs = features.add(rung, source) if rung in ("offload", "recompute") else features
     ch = keep_token_budgets(settings, ch)
-    rec = list(settings.get("memory_rungs") or []) + [{"rung": rung, "phase": phase, "source": source, "changes": dict(ch)}]
+    rec = list(settings.get("memory_rungs") or []) + [dict({"rung": rung, "phase": phase, "source": source,
+                                                             "changes": dict(ch)}, **({"side": side} if side and phase == "weight-sync" else {}))]
     return rung, fs, dict(ch, memory_rungs=rec), skipped
 
 
@@ -233,7 +264,7 @@ def troubleshooting_md() -> str:
         ("checkpoint-load", "the restored model + optimizer state on resume", "stops with the fix", "resume with offload on (ENABLE_OFFLOAD=True), or from an earlier `global_step_N`"),
         ("checkpoint-save", "state gathered for the save", "stops with the fix", "`actor.checkpoint.save_contents` without `hf_model`; more devices"),
         ("rollout-init", "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, ENABLE_OFFLOAD=True, a larger rollout TP"),
-        ("weight-sync", "vLLM wake-up (weights, then KV cache) while the actor's state is still resident", "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes", "same as rollout-init"),
+        ("weight-sync", "vLLM wake-up (weights, then KV cache) while the actor's state is still resident; one-step-off: the checkpoint engine's 2 x bucket buffers on each side", "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: rollout-util, bucket / 2, rollout-util", "same as rollout-init; one-step-off: `rollout.checkpoint_engine.update_weights_bucket_megabytes` (verl's CI: 1024)"),
         ("generation", "vLLM's share plus whatever the actor keeps resident", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, shorter responses"),
         ("log-prob", "forward activations + logits of one log-prob micro-batch", "log-prob token budget / 2 (or micro-batch / 4), twice", "`*log_prob_max_token_len_per_gpu` toward prompt+response, `log_prob_micro_batch_size_per_gpu=1`"),
         ("update", "activations of one update micro-batch + params, grads, Adam state (offload does not help: they are loaded back for the update)", "update token budget / 2 (or micro-batch / 4), twice; FSDP2 offload_policy; recompute", "`ppo_max_token_len_per_gpu` / `ppo_micro_batch_size_per_gpu`, shorter responses, more devices, ulysses SP"),

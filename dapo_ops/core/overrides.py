@@ -33,6 +33,8 @@ SETTING_KEYS: dict = {
     "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                                           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
     "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
+    # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
+    "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
 }
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")

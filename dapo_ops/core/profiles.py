@@ -164,8 +164,11 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
     """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
 
     ``names``: enabled feature names; ``disabled``: names the user turned off (``-name``): on FSDP the
-    ``recompute`` rung turns gradient checkpointing on, unless the user disabled it explicitly (then
-    only entropy checkpointing is added: activation offload needs gradient checkpointing). Keys carry their ``+`` where the yaml lacks them. Values are
+    ``recompute`` rung turns gradient checkpointing on, unless the user disabled it explicitly (a user choice is
+    never overridden), and activation offload in both cases: verl's ``enable_activation_offloading(model,
+    strategy, enable_ckpt=False)`` works without checkpointing (``verl/utils/activation_offload.py:500-560``,
+    called at ``verl/workers/engine/fsdp/transformer_impl.py:477-479``). ``entropy_checkpointing`` alone lowers
+    nothing in DAPO (entropy runs with grads only when ``entropy_coeff`` != 0, ``trainer_base.py:1831-1833``). Keys carry their ``+`` where the yaml lacks them. Values are
     Python values (formatted by :func:`dapo_ops.core.overrides.hydra_value`). ``token_budget_overrides``
     may replace individual budgets (never below prompt + response: raises :class:`OverrideError`).
     """
@@ -234,7 +237,7 @@ def feature_overrides(profile: str, framework: str, names: frozenset, *, max_pro
         out += [("actor_rollout_ref.model.enable_gradient_checkpointing", gc),
                 ("critic.model.enable_gradient_checkpointing", gc),
                 ("actor_rollout_ref.actor.entropy_checkpointing", on("recompute")),
-                ("actor_rollout_ref.model.enable_activation_offload", on("recompute") and gc)]
+                ("actor_rollout_ref.model.enable_activation_offload", on("recompute"))]
 
     # offload (per version: 0.9.1 removed grad_offload and moved critic FSDP keys)
     off = on("offload")

@@ -66,6 +66,11 @@ def default_ckpt(spec: dict) -> str:
 
 
 MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
+#: refused when set True (check_spec): with it verl 0.9.1's V1 trainer skips the resume tracker
+#: (verl/trainer/ppo/v1/trainer_base.py:1011-1020) and no V1 code calls async_calls_finalize_fn_exec, so the
+#: Megatron manager's own tracker write at finalize (utils/checkpoint/megatron_checkpoint_manager.py:1136-1146)
+#: never runs either: resume_mode=auto finds nothing and no save can be told complete.
+ASYNC_SAVE_KEY = "actor_rollout_ref.actor.checkpoint.async_save"
 
 
 def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
@@ -79,7 +84,9 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     rollout TP; prompt + response over the model's context without ``max_position_embeddings``;
     a relative checkpoint dir; ``gpu_memory_utilization`` outside (0, 1]; ``--mode sync`` for one-step-off;
     on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
-    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up).
+    (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up);
+    an ``extra_overrides`` entry ``actor_rollout_ref.actor.checkpoint.async_save=True`` (:data:`ASYNC_SAVE_KEY`:
+    nothing could be resumed from).
     """
     mode = spec.get("mode")
     framework = spec.get("framework")
@@ -178,6 +185,12 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
     for x in s.get("extra_overrides") or []:
         if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
             raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
+        k, _, v = x.partition("=")
+        if k.lstrip("+") == ASYNC_SAVE_KEY and v.strip().lower() in ("true", "1", "yes", "on"):
+            raise OverrideError(
+                f"{ASYNC_SAVE_KEY}=True cannot be resumed: verl's V1 trainer then never writes "
+                f"latest_checkpointed_iteration.txt (trainer_base.py:1012) and nothing finalizes the async save, so a "
+                f"retry or --resume would start from step 0; drop the override (saves are synchronous)")
 
 
 def parameter_sync_step(s: dict) -> int:

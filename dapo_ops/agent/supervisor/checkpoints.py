@@ -4,17 +4,84 @@ verl 0.9.1 with ``trainer.resume_mode=auto`` reads ``<ckpt_dir>/latest_checkpoin
 (``verl/trainer/ppo/ray_trainer.py`` ``_load_checkpoint`` via ``verl/utils/checkpoint/checkpoint_manager.py``
 ``find_latest_ckpt_path``) and loads ``<ckpt_dir>/global_step_<N>``; a kill during a save can leave the tracker
 naming a directory that is missing or empty, which would fail the resumed attempt.
+
+A checkpoint is **complete** when ``global_step_N/actor/`` holds files: verl's rotation deletes only
+``global_step_N/actor`` and leaves ``data.pt`` and ``transfer_queue/`` behind
+(``verl/utils/checkpoint/checkpoint_manager.py:166-194``, ``verl/trainer/ppo/v1/trainer_base.py:972-1008``), so a
+non-empty ``global_step_N`` is no proof. verl's rotation list lives in process memory and starts empty at every
+attempt (``checkpoint_manager.py:59``): :func:`prune_checkpoints` enforces ``trainer.max_actor_ckpt_to_keep`` across
+attempts and resumes, before each attempt.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Optional
 
 from dapo_ops.agent.supervisor.journal import log
 
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
+
+
+def saved_steps(root: Path) -> list:
+    """The ``N`` of every ``<root>/global_step_N`` directory, ascending (complete or not)."""
+    out = []
+    try:
+        entries = list(root.glob("global_step_*"))
+    except OSError:
+        return []
+    for p in entries:
+        try:
+            if p.is_dir():
+                out.append(int(p.name[len("global_step_"):]))
+        except ValueError:
+            continue
+    return sorted(out)
+
+
+def complete(root: Path, step: int) -> bool:
+    """True when ``<root>/global_step_<step>/actor`` is a directory holding at least one entry (the actor state
+    verl loads on resume, ``trainer_base.py:880``; rotation deletes exactly that directory)."""
+    d = root / ("global_step_%d" % step) / "actor"
+    try:
+        return d.is_dir() and any(d.iterdir())
+    except OSError:
+        return False
+
+
+def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step: Optional[int]) -> list:
+    """Enforce ``trainer.max_actor_ckpt_to_keep`` = ``keep`` across attempts; returns the deleted steps.
+
+    Called before every attempt with the step that attempt resumes from (``resume_step``, from
+    :func:`latest_checkpoint`). Kept: ``global_step_<resume_step>`` always, and the newest complete checkpoints
+    older than it up to ``keep`` in all. Deleted (whole ``global_step_N`` directories): saves newer than
+    ``resume_step`` (cut off before verl wrote the tracker: torn, never resumed from), older complete ones beyond
+    ``keep``, and rotation leftovers (``data.pt`` / ``transfer_queue/`` without ``actor/``). ``keep`` None or < 1
+    (keep every save) or no ``resume_step`` (fresh start: nothing here is known to be the run's): nothing is
+    deleted. A directory that cannot be removed is logged and skipped. Never raises.
+    """
+    if not ckpt_dir or not keep or int(keep) < 1 or resume_step is None:
+        return []
+    root = Path(ckpt_dir)
+    steps = saved_steps(root)
+    older = [s for s in steps if s < resume_step and complete(root, s)]
+    kept = set(older[-(int(keep) - 1):] if int(keep) > 1 else []) | {resume_step}
+    deleted = []
+    for s in steps:
+        if s in kept:
+            continue
+        try:
+            shutil.rmtree(str(root / ("global_step_%d" % s)))
+            deleted.append(s)
+        except OSError as e:
+            log("could not delete checkpoint global_step_%d: %s" % (s, e))
+    if deleted:
+        log("checkpoints: kept %s (max_actor_ckpt_to_keep=%d, resuming from global_step_%d); deleted %s"
+            % (", ".join("global_step_%d" % s for s in sorted(kept)), int(keep), resume_step,
+               ", ".join("global_step_%d" % s for s in deleted)))
+    return deleted
 
 
 def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[int]:
@@ -33,23 +100,9 @@ def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[
     except (OSError, ValueError):
         return None
 
-    def ok(step: int) -> bool:
-        d = root / ("global_step_%d" % step)
-        try:
-            return d.is_dir() and any(d.iterdir())
-        except OSError:
-            return False
-
-    if ok(n):
+    if complete(root, n):
         return n
-    older = []
-    for p in root.glob("global_step_*"):
-        try:
-            s = int(p.name.split("_")[-1])
-        except ValueError:
-            continue
-        if s < n and ok(s):
-            older.append(s)
+    older = [s for s in saved_steps(root) if s < n and complete(root, s)]
     m = max(older) if older else None
     if repair:
         try:

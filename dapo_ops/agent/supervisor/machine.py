@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
 from dapo_ops.agent.supervisor import attempt, config, devices, escalate, follow, record, stall
-from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint
+from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
 from dapo_ops.core.logformat import swanlab_run_id
@@ -150,7 +150,10 @@ class Supervisor:
         convention, 128+signal), ``killed_by`` (None|"oom"|"hang"|"stop"), ``oom_line``, ``att`` (its run.json
         entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
         alog = self.paths.attempt_log(k)
-        att = record.new_attempt(k, fs, changes, latest_checkpoint(self._settings().get("ckpt_dir")), alog.name)
+        ckpt_dir = self._settings().get("ckpt_dir")
+        resume_step = latest_checkpoint(ckpt_dir)
+        prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
+        att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
         counters = (self.spec.get("supervisor") or {}).get("oom_counter_files") or devices.OOM_COUNTER_FILES
         oom0 = devices.oom_kill_count(tuple(counters))

@@ -20,7 +20,7 @@ from dapo_ops.control.remote.errors import is_workdir_missing
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit",
+                "entry", "verl-startup", "transfer_queue", "megatron.bridge", "flash_attn", "cupy", "mindspeed", "cann", "model", "data", "disk", "memory-fit",
                 "swanlab")
 
 

@@ -16,6 +16,17 @@ CKPT_FACTOR = 7.0
 GIB = 1 << 30
 
 
+def stays_on_disk(saves: int, keep: int) -> int:
+    """Full checkpoints on disk at once for ``saves`` saves with ``trainer.max_actor_ckpt_to_keep`` = ``keep``.
+
+    verl's rotation list is in process memory and starts empty at every attempt
+    (``verl/utils/checkpoint/checkpoint_manager.py:59,166-194``); the supervisor prunes to ``keep`` before each
+    attempt (dapo_ops/agent/supervisor/checkpoints.py ``prune_checkpoints``), so a retried or resumed attempt holds
+    up to ``keep`` earlier ones plus ``keep`` of its own: ``min(saves, 2 * keep)`` (``keep`` < 1: every save).
+    """
+    return saves if keep < 1 else min(saves, 2 * keep)
+
+
 def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     out: list[Check] = []
     m = p.get("model")
@@ -72,11 +83,11 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                     if steps and freq > 0:
                         saves = steps // freq + (1 if steps % freq else 0)
                     keep = pv.s("max_actor_ckpt_to_keep")
-                    if keep:
-                        saves = min(saves, int(keep))
+                    if keep:  # what stays: see stays_on_disk
+                        saves = stays_on_disk(saves, int(keep))
                 total = one * saves
                 msg = (f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
-                       f"{saves} save(s) ~{total / GIB:.1f} GiB")
+                       f"{saves} save(s) on disk at once ~{total / GIB:.1f} GiB")
                 if free < one:
                     out.append(Check("disk", FAIL, msg, "free space, or point runs_dir/ckpt_dir at a bigger disk"))
                 elif free < total:

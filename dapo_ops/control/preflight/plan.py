@@ -50,6 +50,11 @@ class PlanView:
         return int(n) if n is not None else None
 
     @property
+    def feature_names(self) -> frozenset:
+        """Names of the plan's enabled features (spec ``features``: ``[{"name", "source"}]``)."""
+        return frozenset(str(f.get("name") if isinstance(f, dict) else f) for f in self.spec.get("features") or [])
+
+    @property
     def logger(self) -> list:
         lg = self.spec.get("logger") or []
         return list(lg) if isinstance(lg, (list, tuple)) else [lg]
@@ -101,13 +106,30 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
     it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
     (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
-    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False)."""
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False).
+    By mode x framework x accelerator: FSDP on GPU with ``flash_attn`` loads the model with
+    ``attn_implementation=flash_attention_2`` (``verl/workers/config/model.py:185``) and remove-padding patches
+    transformers' flash-attention forward (``verl/models/transformers/monkey_patch.py:544-552``): ``flash_attn``;
+    one-step-off on GPU syncs weights through the ``nccl`` checkpoint engine, whose module imports ``cupy``
+    (``verl/checkpoint_engine/nccl_checkpoint_engine.py:22-23``; without it "Checkpoint engine nccl not
+    registered"); Megatron on NPU needs MindSpeed, which verl otherwise skips silently
+    (``verl/workers/engine/mindspeed/transformer_impl.py:18-21,41``)."""
     out: list[tuple[str, str]] = []
+    fw, accel, mode = pv.spec.get("framework"), pv.spec.get("accelerator", "gpu"), pv.spec.get("mode")
     if pv.spec.get("profile", "0.9") == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
-        if pv.spec.get("framework") == "megatron":
+        if fw == "megatron":
             out.append(("megatron.bridge", "verl 0.9's Megatron engine builds the model with Megatron-Bridge "
                                            "(verl/models/mcore/bridge.py:17)"))
+    if accel == "gpu" and fw == "fsdp" and "flash_attn" in pv.feature_names:
+        out.append(("flash_attn", "the flash_attn feature loads the model with attn_implementation=flash_attention_2 "
+                                  "(verl/workers/config/model.py:185)"))
+    if accel == "gpu" and mode == "one-step-off":
+        out.append(("cupy", "one-step-off syncs weights with the nccl checkpoint engine, which imports cupy "
+                            "(verl/checkpoint_engine/nccl_checkpoint_engine.py:22)"))
+    if accel == "npu" and fw == "megatron":
+        out.append(("mindspeed", "verl's Megatron engine on NPU needs MindSpeed's patches and skips them silently "
+                                 "without it (verl/workers/engine/mindspeed/transformer_impl.py:18-21)"))
     return out
 
 

@@ -57,7 +57,37 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     comp = p.get("compose")
     if comp is not None:
         out.append(_overrides_check(comp))
+        st = _startup_check(comp)
+        if st is not None:
+            out.append(st)
     return out
+
+
+def _startup_check(comp: dict) -> Check | None:
+    """The ``verl-startup`` check: verl's own start-up checks on the composed config
+    (:mod:`dapo_ops.agent.verlcheck`, run by the compose op). FAIL with the first problem (and how many more),
+    WARN when every check was skipped (verl not importable, e.g. the sandbox's stand-in), else OK naming what was
+    skipped. None when the compose gave no start-up answer (it did not compose, or an older bundle)."""
+    import json
+
+    ans = None
+    for line in reversed((comp.get("stdout") or "").strip().splitlines()):
+        if line.strip().startswith("{"):
+            try:
+                ans = json.loads(line).get("startup")
+            except ValueError:
+                ans = None
+            break
+    if not ans:
+        return None
+    errs, skipped = list(ans.get("errors") or []), list(ans.get("skipped") or [])
+    if errs:
+        more = f" (+{len(errs) - 1} more: {' | '.join(errs[1:3])})" if len(errs) > 1 else ""
+        return Check("verl-startup", FAIL, errs[0] + more, "change the key it names (inv launch --dry-run shows the "
+                     "plan's value); verl refuses this config at start-up")
+    if skipped:
+        return Check("verl-startup", OK, "verl's start-up checks pass; " + "; ".join(skipped))
+    return Check("verl-startup", OK, "verl's start-up checks pass (dataclasses, checkpoint engine, pools, attention)")
 
 
 def _overrides_check(comp: dict) -> Check:
@@ -85,7 +115,10 @@ def _overrides_check(comp: dict) -> Check:
 
 
 _MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
-               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)"}
+               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
+               "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
+               "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
+               "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)"}
 
 
 def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
@@ -122,6 +155,7 @@ def _compose_request(host, pv: PlanView | None) -> dict | None:
     from dapo_ops.control import validate
 
     try:
-        return validate.request_for(pv.argv, pv.spec.get("workdir") or getattr(host, "workdir", "/verl"))
+        req = validate.request_for(pv.argv, pv.spec.get("workdir") or getattr(host, "workdir", "/verl"))
     except ValueError:
         return None
+    return dict(req, startup=True)  # + verl's own start-up checks on the composed config (agent/verlcheck.py)

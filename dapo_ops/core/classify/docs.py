@@ -165,7 +165,7 @@ def render(section_modules: tuple[str, ...]) -> str:
         "`crash-other` with `detail.inconclusive=true`: the supervisor's no-progress timer decides `hang`.",
         "",
         "Verdict detail keys (when known): `step` (last `step:N`), `total` (planned steps), `phase` (see OOM phases",
-        "below), `role` (`critic` / `ref`), `kv_direction` (`lower` / `raise` / `cleanup`), `node` (IP of the failing",
+        "below), `role` (`critic` / `ref`), `side` (`trainer` / `rollout`, oom-device), `kv_direction` (`lower` / `raise` / `cleanup`), `node` (IP of the failing",
         "Ray node), `address` (remote endpoint), `key` (failing Hydra key), `path` (missing data file), `fatal`",
         "(auth-error / network), `init` (collective failed at communicator set-up), `cause`, `code` (the device error",
         "code read), `alloc_gib` / `total_gib`, `exit_code`, `ckpt_step` (newest `global_step_N` seen; may be",

@@ -187,6 +187,32 @@ def role_of(log: Log, i: int) -> str | None:
     return None
 
 
+# the two ends of a checkpoint-engine weight sync (one-step-off): verl/checkpoint_engine/base.py
+# CheckpointEngineWorker.update_weights -> receive_weights (rollout devices); verl/workers/engine_workers.py:755-766
+# update_weights -> get_per_tensor_param + checkpoint_engine.send_weights (trainer devices)
+_ROLLOUT_SYNC_RX = re.compile(r"receive_weights|checkpointengineworker|server_adapter")
+_TRAINER_SYNC_RX = re.compile(r"send_weights|get_per_tensor_param|engine_workers\.py")
+
+
+def side_of(log: Log, i: int) -> str | None:
+    """``trainer`` | ``rollout`` for a device-OOM line: the innermost frame above line ``i`` (up to 150 lines, not
+    past a ``step:`` line) that names one side's code, else the line's Ray actor name; None when nothing does.
+    Picks a one-step-off weight sync's ladder (dapo_ops/core/memladder.py phase_rungs)."""
+    if _ROLLOUT_PREFIX_RX.match(log.names.get(i, "")) or _ROLLOUT_ALLOC_RX.search(log.low_line(i)):
+        return "rollout"
+    for j in range(i - 1, max(-1, i - 150), -1):
+        ll = log.low_line(j)
+        if STEP_RX.search(ll):
+            break
+        if not is_frame(ll):
+            continue
+        if _ROLLOUT_SYNC_RX.search(ll) or _ROLLOUT_FRAME_RX.search(ll):
+            return "rollout"
+        if _TRAINER_SYNC_RX.search(ll) or _TRAIN_FRAME_RX.search(ll):
+            return "trainer"
+    return None
+
+
 def oom_context(log: Log, i: int) -> str:
     """``"rollout"`` or ``"training"`` for a device-OOM line, from its innermost frames."""
     if _ROLLOUT_PREFIX_RX.match(log.names.get(i, "")) or _ROLLOUT_ALLOC_RX.search(log.low_line(i)):

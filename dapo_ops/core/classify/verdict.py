@@ -85,7 +85,8 @@ class Verdict:
         detail: extracted facts; keys used (all optional): ``step`` (int, last ``step:N``
             seen), ``total`` (int, planned steps), ``phase`` (one of :data:`PHASES`; always set for
             oom-device, ``unknown`` when nothing names it; set for oom-kv-cache / oom-host / oom-ray where
-            known), ``role`` (``critic`` / ``ref``, oom-device), ``kv_direction`` (``lower``/``raise``/``cleanup``,
+            known), ``role`` (``critic`` / ``ref``, oom-device), ``side`` (``trainer`` / ``rollout``: whose code the
+            OOM frames name, oom-device; picks a one-step-off weight sync's ladder), ``kv_direction`` (``lower``/``raise``/``cleanup``,
             oom-kv-cache), ``node`` (IP of the failing Ray node, network / hccl-timeout / oom-ray), ``address``
             (remote endpoint: GCS, proxy, hub), ``key`` (failing Hydra key, config-error /
             data-error), ``fatal`` (bool, auth-error / network), ``init`` (bool,

@@ -16,7 +16,7 @@ from dapo_ops.core.classify.facts import (
 )
 from dapo_ops.core.classify.wording import action_text, hint_text
 from dapo_ops.core.classify.normalise import Log
-from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of
+from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of, side_of
 from dapo_ops.core.classify.scan import Hit
 from dapo_ops.core.classify.sigconfig import divisible_key
 from dapo_ops.core.classify.signatures import GENERIC, OOM_WORDS_RX
@@ -314,6 +314,9 @@ def device_oom_verdict(log: Log, d: dict, i: int) -> Verdict:
         return mk("oom-kv-cache", d, ev(log, i, *_symptom_lines(log, i)))
     d["phase"] = phase or "unknown"
     d["role"] = role_of(log, i)
+    side = side_of(log, i)
+    if side:
+        d["side"] = side
     if gib is not None:
         d["alloc_gib"] = round(gib, 2)
     kind = "stop" if d["phase"] == "checkpoint-load" else None
