@@ -33,16 +33,24 @@ MAX_PARTIAL = 1 << 20
 
 
 class TrainLog:
-    """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines."""
+    """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines. A failed write (a full
+    disk) never raises: ``on_error(path, err)`` hears of it (``diskspace.DiskWatch.note``), else it is logged."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, on_error: Optional[Callable[[str, BaseException], Any]] = None):
+        self.path = path
         self.fh = open(path, "ab")
         self._nl = True  # the last byte written ends a line
+        self.on_error = on_error
 
     def write(self, data: bytes) -> None:
         if self.fh is not None and data:
-            self.fh.write(data)
-            self.fh.flush()
+            try:
+                self.fh.write(data)
+                self.fh.flush()
+            except OSError as e:
+                if self.on_error is None or not self.on_error(self.path, e):
+                    log("could not write %s: %s" % (self.path, e))
+                return
             self._nl = data.endswith(b"\n")
 
     def start(self, k: int, names: List[str]) -> None:
@@ -53,7 +61,10 @@ class TrainLog:
                    + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode())
 
     def close(self) -> None:
-        self.fh.close()
+        try:
+            self.fh.close()
+        except OSError:  # the last buffered bytes on a full disk
+            pass
 
 
 class LinkFinder:
@@ -175,7 +186,8 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
            stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
            writer: record.RecordWriter) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
-    supervisor must stop it: ``"stop"`` (``stop()`` true), ``"oom"`` (``oom_grace_s`` s after the OOM line) or
+    supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
+    the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line) or
     ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s). Progress is
     written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s when nothing is new."""
     while True:
@@ -184,8 +196,9 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
             follower.drain()
             return None
         t = now()
-        if stop():
-            return "stop"
+        why = stop()
+        if why:
+            return why if isinstance(why, str) else "stop"
         if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
             return "oom"
         last = rec.get("last_progress_at") or att["started_at"]

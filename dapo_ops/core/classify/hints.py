@@ -32,7 +32,7 @@ ACTION_RULES: dict[str, tuple] = {
     "hccl-timeout": (), "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
-    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"),),
+    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"), ("external", SET, "crash-other/external-kill")),
 }
 
 ACTIONS: dict[str, str] = {
@@ -64,6 +64,8 @@ ACTIONS: dict[str, str] = {
     "success": "done: the run reached its final step",
     "crash-other/inconclusive": "no failure in the log text; if the process is alive the no-progress timer decides "
                                 "(hang)",
+    "crash-other/external-kill": "stop: killed from outside with no error in the log (OOM killer or an operator); "
+                                 "resume from the last checkpoint once the cause is known",
     "crash-other": "stop and report the innermost error; no memory escalation",
 }
 
@@ -89,7 +91,7 @@ HINT_RULES: dict[str, tuple] = {
     "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
-    "crash-other": _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
+    "crash-other": (("external", SET, "crash-other/external-kill"),) + _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
                            "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory",
                            "device-fault", "node-died", "runtime-env")
     + (("inconclusive", SET, "crash-other/inconclusive"),),
@@ -280,6 +282,13 @@ HINTS: dict[str, str] = {
         "The process was killed by SIGKILL (exit 137) without an OOM record: docker kill / docker stop / kill -9, not "
         "the OOM killer (OOMKilled=false or unknown). If `docker inspect` shows OOMKilled=true or dmesg has 'Out of "
         "memory: Killed process', it is oom-host instead."),
+    "crash-other/external-kill": (
+        "verl was killed from outside${at} (${kill}) and printed no error: an operator or a "
+        "scheduler (kill, docker kill, a job manager), or the host's OOM killer where the supervisor could not read "
+        "the kill counter. Look on the host: `dmesg -T | grep -i -e 'killed process' -e 'out of memory'`, the "
+        "container cgroup's memory.events (oom_kill), `docker inspect -f '{{.State.OOMKilled}}' <container>`; the "
+        "supervisor's own look is in the evidence. dapo-ops does not retry a kill it did not order; `inv launch "
+        "--resume <run_id>` continues from the last checkpoint."),
     "crash-other/earlier-error": (
         "One rank died with the error in the evidence before the others timed out in a collective: the timeouts are "
         "its symptom, so no retry of the collective helps. Fix that error (the worker logs under "
