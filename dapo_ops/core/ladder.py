@@ -65,7 +65,8 @@ DEFAULT_MAX_OOM_RETRIES = 2
 _STOP_CLASSES = {
     "config-error": "configuration error: not retried unchanged; fix the setting named in the evidence",
     "data-error": "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
-    "auth-error": "tracker credentials rejected: not retried; fix SWANLAB_API_KEY / SWANLAB_HOST",
+    "auth-error": "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
+                  "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)",
     "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
     "crash-other": "unclassified crash: not retried; read the evidence in the log",
 }

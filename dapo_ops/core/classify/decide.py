@@ -111,6 +111,8 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
         # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
         # the local cache): any other specific root cause wins over it, whatever the order.
         main = [h for h in root if h.sig.cls != "network"] or root
+        # a device list naming devices the container lacks explains the device errors printed before it
+        main = [h for h in main if h.sig.name == "visible-devices"] + [h for h in main if h.sig.name != "visible-devices"]
         return verdict_for(log, f, base, main[0], main, fatal)
     if killed is not None:
         d = dict(base, cause="killed", phase=phase_of(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)

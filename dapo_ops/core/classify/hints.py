@@ -83,7 +83,7 @@ HINT_RULES: dict[str, tuple] = {
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
     "oom-host": (),
     "config-error": _causes("config-error", "data-missing", "model-path", "ray-cpus", "stale-key", "gpus", "tp",
-                            "token-budget", "resume-layout", "chat-template"),
+                            "token-budget", "resume-layout", "chat-template", "visible-devices"),
     "data-error": _causes("data-error", "schema", "too-difficult", "empty"),
     "network": (("kind", "keep-running", "network/keep-running"),) + _causes("network", "ray-head", "hub", "tracker",
                                                                               "ssh"),
@@ -192,6 +192,12 @@ HINTS: dict[str, str] = {
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu and *.log_prob_max_token_len_per_gpu >= "
         "data.max_prompt_length + data.max_response_length (verl scripts use 2x / 3x that), or shorten the lengths. "
         "The ladder never shrinks budgets below this bound."),
+    "config-error/visible-devices": (
+        "The device list in ${key_repr} names devices this container does not have (or lists them out of order): "
+        "the runtime refused to open them. Inside the container the devices are renumbered from 0 (`npu-smi info` / "
+        "`nvidia-smi -L` there), so set the variable to those ids in ascending order or unset it and let Ray assign "
+        "them; check the container's device mounts (/dev/davinci*, --gpus) and that trainer.n_gpus_per_node is not "
+        "above the count. Configuration, not a kernel fault: no retry helps until then."),
     "config-error/resume-layout": (
         "Resume found a checkpoint saved with another world size / layout (shard names embed it). Resume with the "
         "original trainer.nnodes x n_gpus_per_node (and one-step-off split), or set trainer.resume_mode=disable / a "
@@ -263,10 +269,12 @@ HINTS: dict[str, str] = {
         "as SWANLAB_API_KEY in the container env for the next run; the local swanlog can be synced later (`swanlab "
         "sync`)."),
     "auth-error": (
-        "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec). Pass "
-        "SWANLAB_API_KEY (or WANDB_API_KEY; HF_TOKEN for gated models) as an environment variable into the "
-        "container, never as a Hydra override; for a private SwanLab server also SWANLAB_API_HOST and "
-        "SWANLAB_WEB_HOST; or run with SWANLAB_MODE=local. Not retried until fixed."),
+        "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec), or "
+        "its server rejected the credentials. Pass them as environment variables into the container, never as Hydra "
+        "overrides: SWANLAB_API_KEY (private server: SWANLAB_API_HOST, SWANLAB_WEB_HOST), WANDB_API_KEY, "
+        "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, CLEARML_API_ACCESS_KEY / "
+        "CLEARML_API_SECRET_KEY (HF_TOKEN for gated models); or run with SWANLAB_MODE=local / trainer.logger=['console']"
+        ". Not retried until fixed."),
     "success": (
         "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
         "metrics (sync the local swanlog).${teardown}"),
