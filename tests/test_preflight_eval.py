@@ -246,6 +246,21 @@ def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_do
     assert c.status == "fail" and "container 'nosuch' does not exist on h1" in c.message, c
 
 
+def test_a_full_runs_dir_is_named_as_space_not_permissions():
+    """The bundle could not be installed because the runs disk is full: the fix says space (issue 32 item 4)."""
+    err = ("cannot install the dapo-ops bundle in container 'verl' on h1 under /verl/dapo_runs/.dapo_ops: tar: "
+           "dapo_ops/core/ladder.py: Cannot write: No space left on device")
+    checks = pc.evaluate(_host(), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false "
+                         "false"}, "probe": None, "bundle_error": err})
+    c = _by(checks)["bundle"]
+    assert c.status == "fail" and c.fix.startswith("free space on the filesystem of runs_dir "), c
+    assert "writable" not in c.fix and "df -h" in c.fix
+    perm = pc.evaluate(_host(), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false "
+                       "false"}, "probe": None, "bundle_error": err.replace("No space left on device",
+                                                                            "Permission denied")})
+    assert "writable" in _by(perm)["bundle"].fix
+
+
 def test_a_missing_workdir_is_named_not_blamed_on_python():
     err = ('the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: '
            'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)')

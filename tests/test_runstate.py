@@ -31,6 +31,39 @@ def test_atomic_write_and_read_roundtrip(tmp_path):
     assert runstate.read_run(tmp_path / "missing") is None
 
 
+def test_atomic_write_on_a_full_disk_keeps_the_last_good_file(tmp_path, monkeypatch):
+    """A write that runs out of space (ENOSPC) or is cut short leaves the last good run.json and no
+    ``run.json.tmp`` (issue 32: an empty run.json.tmp and a run.json stuck at running)."""
+    good = {"status": "running", "step": 3}
+    runstate.write_json_atomic(tmp_path / "run.json", good)
+    real_write = os.write
+
+    def short_then_full(fd, data):  # what a filling disk does: a short write, then ENOSPC
+        if len(data) > 8:
+            return real_write(fd, bytes(data[:8]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(OSError) as e:
+        runstate.write_json_atomic(tmp_path / "run.json", {"status": "failed", "pad": "x" * 4096})
+    monkeypatch.setattr(os, "write", real_write)
+    assert e.value.errno == 28
+    assert json.loads((tmp_path / "run.json").read_text()) == good
+    assert not (tmp_path / "run.json.tmp").exists()
+
+    calls = []
+
+    def short_writes(fd, data):  # a short write that the old single os.write call turned into a torn file
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:100]))
+
+    monkeypatch.setattr(os, "write", short_writes)
+    big = {"status": "failed", "pad": "y" * 1000}
+    runstate.write_json_atomic(tmp_path / "run.json", big)
+    monkeypatch.setattr(os, "write", real_write)
+    assert json.loads((tmp_path / "run.json").read_text()) == big and len(calls) > 1
+
+
 def test_new_record_has_schema_fields_and_no_env_values():
     spec = {"run_id": "20261129-151200-a1b2", "host": "h1", "container": "verl", "mode": "dapo",
             "framework": "fsdp", "run_dir": "/verl/dapo_runs/20261129-151200-a1b2",

@@ -188,6 +188,21 @@ def test_stop_after_the_supervisor_died_records_the_step_verl_reached(tmp_path):
     assert res["after"] == "stopped" and runstate.read_run(rd)["step"] == 6
 
 
+def test_a_resume_closes_a_dead_supervisors_run_as_failed_not_as_stopped_by_inv_stop(tmp_path):
+    """``inv launch --resume`` closes the run it continues (its supervisor died): nobody ran ``inv stop``, so the
+    run is failed, says its supervisor died, and the stop record names the resume (issue 32 item 4)."""
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
+    res = probe({"op": "stop", "runs_dir": str(tmp_path), "run_id": rid, "by": "`inv launch --resume %s`" % rid})
+    assert res["after"] == "failed"
+    rec = runstate.read_run(rd)
+    assert rec["status"] == "failed" and rec["stop"]["by"] == "`inv launch --resume %s`" % rid
+    assert rec["decision"]["ended"].startswith("failed: its supervisor (pid ")
+    assert "died" in rec["decision"]["ended"] and "inv stop" not in rec["decision"]["ended"]
+    row = statusview.build_row("h1", {"run": rec, "tail": "", "now": time.time(), "supervisor_alive": False,
+                                      "verl_alive": False})
+    assert row.ended == rec["decision"]["ended"] and "inv stop" not in (row.hint or "")
+
+
 def test_stop_terminates_live_supervisor(tmp_path):
     verl = subprocess.Popen(["sleep", "300"], start_new_session=True)
     rid, rd = make_run(str(tmp_path), verl_pgid=verl.pid)

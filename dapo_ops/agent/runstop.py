@@ -25,7 +25,12 @@ def _wait(pred, timeout_s, every_s=0.2):
     return pred()
 
 
-def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None):
+#: who closes a run whose supervisor is gone: ``inv stop`` (the run is ``stopped``) or anything else, e.g.
+#: ``inv launch --resume`` (the run is ``failed``: its supervisor died, nobody stopped it)
+STOP_BY = "dapo-ops stop"
+
+
+def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None, by=STOP_BY):
     """Stop a run, touching only its own recorded PIDs; keeps checkpoints and logs; idempotent.
 
     1. supervisor alive (``/proc/<pid>/cmdline`` names ``dapo_ops.agent.supervisor`` and this run dir): SIGTERM it and
@@ -34,7 +39,9 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     2. then (supervisor dead, or it left something): SIGTERM the run's own processes (:func:`own_processes`:
        the recorded verl process group and processes carrying ``DAPO_OPS_RUN_ID=<run_id>``, started after the
        run), wait up to ``kill_grace_s`` seconds, SIGKILL what is left.
-    3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added).
+    3. run.json still active: mark it ``stopped`` (atomic rewrite, ``stop`` record added). When ``by`` is not
+       :data:`STOP_BY` (``inv launch --resume`` closing the run it continues), nobody stopped the run: its supervisor
+       died, so it is marked ``failed`` with ``decision.ended`` saying so and the ``stop`` record naming ``by``.
 
     A live Ray worker of another host's run (``host`` given, no active run of its own) stops nothing: its Ray
     session ends with the head's stop, so the answer is ``{"serves": {...}}``
@@ -97,12 +104,19 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
         logged = last_logged_step(probe.log_path(run, run_dir))
         if logged is not None and logged > int(run.get("step") or 0):  # verl outlived its supervisor and went on
             run["step"] = logged
-        run["status"] = "stopped"
+        sup_state = "terminated" if actions and "supervisor" in actions[0] else "dead"
         run["ended_at"] = now
-        run["stop"] = {"at": now, "by": "dapo-ops stop",
-                       "supervisor": "terminated" if actions and "supervisor" in actions[0] else "dead"}
+        run["stop"] = {"at": now, "by": by or STOP_BY, "supervisor": sup_state}
+        if (by or STOP_BY) == STOP_BY:
+            run["status"] = "stopped"
+        else:
+            step, total = run.get("step"), run.get("total_steps")
+            where = "before the first step" if step is None else "at step %s/%s" % (step, total or "?")
+            run["status"] = "failed"
+            run["decision"] = dict(run.get("decision") or {}, action="stop", reason="its supervisor died",
+                                   ended="failed: its supervisor (pid %s) died %s; closed by %s" % (sup, where, by))
         _rs.write_run(run_dir, run)
-        actions.append("marked run.json stopped")
+        actions.append("marked run.json %s" % run["status"])
     return {"run_id": run.get("run_id"), "run_dir": run_dir, "before": before, "after": run.get("status"),
             "actions": actions, "already": not actions}
 
@@ -123,7 +137,8 @@ def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
 
 handle = probe.handler({
     "stop": lambda runs_dir, req: probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
-                                             float(req.get("kill_grace_s", 20.0)), req.get("host")),
+                                             float(req.get("kill_grace_s", 20.0)), req.get("host"),
+                                             str(req.get("by") or STOP_BY)),
 })
 
 

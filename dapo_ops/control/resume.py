@@ -108,7 +108,9 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
         from dapo_ops.control.status import probe
 
-        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0})  # marks it stopped
+        # closes it as failed (its supervisor died), never as stopped by `inv stop`: nobody ran stop
+        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0,
+                       "by": "`inv launch --resume %s`" % run_id})
     fs = plan.features
     for f in rec.get("features") or old.get("features") or []:
         src = str(f.get("source", ""))

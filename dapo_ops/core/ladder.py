@@ -39,6 +39,11 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
 - ``network`` / ``hccl-timeout`` / ``hang``: one retry (after cleanup).
 - ``config-error``, ``data-error``, fatal ``auth-error``, ``container-missing``, ``crash-other``, ``error-storm``
   (the supervisor's: the same exception repeating without a step): stop.
+  Two ``crash-other`` causes stop with their own line and next steps (:func:`_crash_stop`): a full disk
+  (``cause`` ``disk-full``: a retry fills it again) and an external kill (``detail["external"]``: exit 137/143
+  with no error in the log). The kill is not retried: an operator's or a scheduler's kill is meant, and the OOM
+  killer (when the supervisor could read its counter, that is ``oom-host``, retried once) would strike again; the
+  suggestions say where to look (dmesg, the cgroup's memory.events) and give ``inv launch --resume <run_id>``.
 - ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
   ``detail["action_kind"] == "keep-running"``): keep running, never restart.
 
@@ -64,7 +69,8 @@ DEFAULT_MAX_OOM_RETRIES = 2
 _STOP_CLASSES = {
     "config-error": "configuration error: not retried unchanged; fix the setting named in the evidence",
     "data-error": "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
-    "auth-error": "tracker credentials rejected: not retried; fix SWANLAB_API_KEY / SWANLAB_HOST",
+    "auth-error": "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
+                  "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)",
     "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
     "crash-other": "unclassified crash: not retried; read the evidence in the log",
     "error-storm": "the same exception repeats with no training step (verl retries it for ever): not retried "
@@ -269,6 +275,39 @@ def _host_rollback(features: FeatureSet, settings: dict):
     return (fs, ch) if (fs != features or ch) else None
 
 
+def resume_command(settings: dict) -> str:
+    """``inv launch -H <hosts> --resume <run_id>`` for the run of ``settings`` (the supervisor adds ``run_id`` and
+    ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/resume.py refuses
+    another trainer mode)."""
+    cmd = "inv one-step-off" if settings.get("mode") == "one-step-off" else "inv launch"
+    hosts = [str(h) for h in settings.get("hosts") or [] if h]
+    mode = " --mode sync" if settings.get("mode") != "one-step-off" and settings.get("trainer_mode") == "sync" else ""
+    return "%s%s%s --resume %s" % (cmd, " -H " + ",".join(hosts) if hosts else "", mode, settings.get("run_id") or "<run_id>")
+
+
+def _crash_stop(features: FeatureSet, detail: dict, settings: dict) -> Decision:
+    """The stop of a full disk or an external kill: the ending line names it, the suggestions give the fix and the
+    resume (module docstring: why neither is retried)."""
+    resume = f"`{resume_command(settings)}` continues from the last complete checkpoint"
+    if detail.get("cause") == "disk-full":
+        path = detail.get("path") or "the run's disk"
+        return Decision("stop", features, {}, f"disk full: {path} has no space left: not retried",
+                        [], [
+                            f"free space on {path} (`df -h {path}`): remove old runs' checkpoints "
+                            "(<runs_dir>/<run_id>/checkpoints/global_step_*) or move them to a bigger volume",
+                            "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
+                            "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
+                            "then " + resume])
+    sig = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}.get(detail.get("exit_code"), "a signal")
+    return Decision("stop", features, {}, f"killed from outside ({sig}) with no error in the log: not retried", [], [
+        "who killed it: the host's OOM killer (on the host `dmesg -T | grep -i -e 'killed process' -e 'out of "
+        "memory'`, the container cgroup's memory.events oom_kill, `docker inspect -f '{{.State.OOMKilled}}'`) or an "
+        "operator / scheduler (kill, docker kill, a job manager)",
+        "if it was the OOM killer: lower host memory (data.train_batch_size, actor_rollout_ref.rollout.n, dataloader "
+        "workers) or raise the container's --memory",
+        resume])
+
+
 def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt: int,
            oom_retries_used: int, max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
     """Decide the next step after attempt ``attempt`` (1-based) ended with ``verdict_cls``.
@@ -327,6 +366,8 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
                         [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
                              detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
                              .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
+    if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
+        return _crash_stop(features, detail, settings)
 
     if cls in _STOP_CLASSES:
         return Decision("stop", features, {}, _STOP_CLASSES[cls], [], [])

@@ -149,19 +149,33 @@ def _json_safe(obj: Any) -> Any:
 def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o644) -> None:
     """Write ``data`` as JSON to ``path`` atomically: ``<path>.tmp``, fsync, rename, fsync the dir.
 
-    A concurrent reader sees the old or the new content, never a torn file. Non-finite
-    floats become ``null``. Raises ``OSError`` when the directory is not writable.
+    A concurrent reader sees the old or the new content, never a torn file: ``os.write`` may write less than asked
+    on a filling disk, so it loops until every byte is down, and a failed write (ENOSPC, EDQUOT, EIO) removes the
+    temporary file and leaves ``path`` as it was (issue 32: an empty ``run.json.tmp`` on a full runs disk).
+    Non-finite floats become ``null``. Raises ``OSError`` when the directory is not writable or the disk is full.
     """
     p = _path(path)
     tmp = p.with_name(p.name + ".tmp")
     text = json.dumps(_json_safe(data), indent=1, sort_keys=False, allow_nan=False)
+    buf = memoryview(text.encode("utf-8") + b"\n")
     fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, text.encode("utf-8") + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(str(tmp), str(p))
+        try:
+            while buf:
+                n = os.write(fd, buf)
+                if n <= 0:  # nothing written and no error: treat as a full disk rather than loop
+                    raise OSError(28, "No space left on device", str(tmp))
+                buf = buf[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(str(tmp), str(p))
+    except BaseException:
+        try:
+            os.unlink(str(tmp))
+        except OSError:
+            pass
+        raise
     try:
         dfd = os.open(str(p.parent), os.O_RDONLY)
     except OSError:  # pragma: no cover - e.g. directories that cannot be opened

@@ -143,10 +143,13 @@ def exit_code(rc: Optional[int]) -> Optional[int]:
 def kernel_oom(oom0: Optional[Tuple[str, int]], code: Optional[int], att: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The container state of an attempt that verl did not survive: ``{"OOMKilled": True, "source": file}`` when
     it was SIGKILLed (``code`` 137 or 9) and the OOM-kill counter read before it started (``oom0``,
-    :func:`devices.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None."""
+    :func:`devices.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
+    records the counter either way (``att["oom_counter"]``: file, before, after), the evidence of an external
+    kill (:func:`devices.kill_evidence`)."""
     if code not in (137, 9) or oom0 is None:
         return None
     oom1 = devices.oom_kill_count((oom0[0],))
+    att["oom_counter"] = {"file": oom0[0], "before": oom0[1], "after": None if oom1 is None else oom1[1]}
     if oom1 is None or oom1[1] <= oom0[1]:
         return None
     att["oom_kills"] = oom1[1] - oom0[1]

@@ -121,3 +121,47 @@ def oom_kill_count(files=OOM_COUNTER_FILES) -> Optional[Tuple[str, int]]:
         except (OSError, ValueError):
             continue
     return None
+
+
+#: the cgroup v2 memory events of this container (``oom``, ``oom_kill``, ``max``: counts since it started)
+MEMORY_EVENTS = "/sys/fs/cgroup/memory.events"
+_DMESG_RX = ("killed process", "out of memory", "oom-kill", "oom_reaper")
+
+
+def kill_evidence(att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), events_file: str = MEMORY_EVENTS,
+                  timeout_s: float = 5.0) -> List[str]:
+    """What the host says about who killed attempt ``att`` (verl ended by a signal the supervisor did not send),
+    one line each: the OOM-kill counter before/after (``att["oom_counter"]``, :func:`oom_kill_count`), the
+    cgroup's ``memory.events``, and the kernel log's OOM-killer lines naming the attempt's pid (``dmesg``; most
+    containers may not read it: then the line says to run it on the host). Never raises."""
+    out: List[str] = []
+    c = att.get("oom_counter")
+    if c and c.get("after") is not None:
+        grew = int(c["after"]) - int(c["before"])
+        out.append("%s oom_kill %s -> %s during the attempt: %s" % (
+            c["file"], c["before"], c["after"], "the OOM killer fired" if grew > 0 else "not the kernel OOM killer"))
+    else:
+        out.append("no OOM-kill counter readable in the container (%s)" % ", ".join(OOM_COUNTER_FILES))
+    try:
+        with open(events_file, "r") as fh:
+            out.append("%s: %s" % (events_file, " ".join(ln.strip() for ln in fh if ln.strip())))
+    except OSError:
+        pass
+    try:
+        r = subprocess.run(list(dmesg), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout_s, check=False)
+        ok, text = r.returncode == 0, r.stdout.decode("utf-8", "replace")
+        err = (r.stderr.decode("utf-8", "replace").strip().splitlines() or ["exit %d" % r.returncode])[-1]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        ok, text, err = False, "", str(e)
+    if ok:
+        pid = att.get("pid")
+        hits = [ln.strip() for ln in text.splitlines() if any(w in ln.lower() for w in _DMESG_RX)]
+        mine = [ln for ln in hits if pid and ("process %s " % pid) in ln.lower()]
+        out.extend(("dmesg: " + ln)[:300] for ln in (mine or hits)[-3:])
+        if not hits:
+            out.append("dmesg: no OOM-killer line")
+    else:
+        out.append("dmesg not readable in the container (%s): run `dmesg -T | grep -i 'killed process'` on the "
+                   "host" % err[:120])
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Optional
 
+from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, ladder, topology
@@ -35,8 +36,13 @@ def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optio
     a host OOM: the exit code is passed only when verl ended by itself (``outcome["killed_by"]`` None)."""
     code = None if outcome["killed_by"] else outcome["exit_code"]
     v = classify.classify_file(log_path, tail_bytes=TAIL_BYTES, exit_code=code, planned_total=planned_total,
-                               container_state=outcome.get("container_state"))
-    return v.to_json()
+                               container_state=outcome.get("container_state")).to_json()
+    if (v.get("detail") or {}).get("external") and outcome.get("att") is not None:  # a kill nobody here ordered
+        seen = devices.kill_evidence(outcome["att"])
+        v["evidence"] = list(v.get("evidence") or []) + seen
+        v["detail"]["kill_evidence"] = seen
+        log("attempt %s killed from outside: %s" % (outcome["att"].get("n"), "; ".join(seen)))
+    return v
 
 
 def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int]) -> Dict[str, Any]:

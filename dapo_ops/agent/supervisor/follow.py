@@ -34,18 +34,28 @@ MAX_PARTIAL = 1 << 20
 
 class TrainLog:
     """``<run_dir>/train.log``: every attempt's output, appended, between delimiter lines; verl's output passes
-    through the growth bound (:class:`.logcap.LogCap`; ``cap`` = its keyword arguments, ``on_cap(info)`` once)."""
+    through the growth bound (:class:`.logcap.LogCap`; ``cap`` = its keyword arguments, ``on_cap(info)`` once). A
+    failed write (a full disk) never raises: ``on_error(path, err)`` hears of it (``diskspace.DiskWatch.note``), else
+    it is logged."""
 
     def __init__(self, path: str, cap: Optional[Dict[str, Any]] = None,
-                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None):
+                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 on_error: Optional[Callable[[str, BaseException], Any]] = None):
+        self.path = path
         self.fh = open(path, "ab")
         self._nl = True  # the last byte written ends a line
+        self.on_error = on_error
         self.cap = logcap.LogCap(self._raw, now, on_cap=on_cap, **(cap or {}))
 
     def _raw(self, data: bytes) -> None:
         if self.fh is not None and data:
-            self.fh.write(data)
-            self.fh.flush()
+            try:
+                self.fh.write(data)
+                self.fh.flush()
+            except OSError as e:
+                if self.on_error is None or not self.on_error(self.path, e):
+                    log("could not write %s: %s" % (self.path, e))
+                return
             self._nl = data.endswith(b"\n")
 
     def write(self, data: bytes) -> None:
@@ -63,7 +73,10 @@ class TrainLog:
 
     def close(self) -> None:
         self.cap.end()
-        self.fh.close()
+        try:
+            self.fh.close()
+        except OSError:  # the last buffered bytes on a full disk
+            pass
 
 
 class LinkFinder:
@@ -219,11 +232,12 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
            stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
            writer: record.RecordWriter) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
-    supervisor must stop it: ``"stop"`` (``stop()`` true), ``"oom"`` (``oom_grace_s`` s after the OOM line),
-    ``"storm"`` (the scanner called an error storm, :mod:`.storm`), ``"stall"`` (after the first step, no step
-    line and no new output for ``scanner.stall_after_s`` s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e.
-    ``rec["last_progress_at"]``, for ``hang_timeout_s`` s: the cap). Progress is written to run.json at most every
-    ``writer.interval_s`` s; the loop sleeps ``poll_s`` s when nothing is new."""
+    supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
+    the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
+    :mod:`.storm`), ``"stall"`` (after the first step, no step line and no new output for ``scanner.stall_after_s``
+    s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
+    the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
+    when nothing is new."""
     grew_at = att["started_at"]
     while True:
         got = follower.pump()
@@ -233,8 +247,9 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
         t = now()
         if got:
             grew_at = t
-        if stop():
-            return "stop"
+        why = stop()
+        if why:
+            return why if isinstance(why, str) else "stop"
         if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
             return "oom"
         if scanner.storm is not None and scanner.oom_at is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
-from dapo_ops.agent.supervisor import attempt, config, devices, escalate, follow, record, stall
+from dapo_ops.agent.supervisor import attempt, config, devices, diskspace, escalate, follow, record, stall
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
@@ -55,7 +55,8 @@ class Supervisor:
         self.tun = dict(config.DEFAULT_TUNABLES)
         self.hang_timeout_s = 1800.0
         self.ladder = escalate.Ladder(2)
-        self.writer = record.RecordWriter(self.run_dir)
+        self.disk = diskspace.DiskWatch(self.run_dir)
+        self.writer = record.RecordWriter(self.run_dir, on_error=self.disk.note)
         self.links = follow.LinkFinder({})
         self.train_log: Optional[follow.TrainLog] = None
         self.proc: Optional[subprocess.Popen] = None
@@ -87,6 +88,9 @@ class Supervisor:
         s.update(self.rec.get("setting_changes") or {})
         s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
         s.setdefault("mode", self.spec.get("mode"))
+        s.setdefault("run_id", self.spec.get("run_id"))  # the `--resume <run_id>` of a stop's suggestions
+        s.setdefault("hosts", [n.get("name") for n in (self.spec.get("ray") or {}).get("nodes") or []]
+                     or [self.spec.get("host")])
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:
@@ -186,7 +190,7 @@ class Supervisor:
         scanner = follow.Scanner(self.rec, att, self.writer, self.links, self._on_link, classify.is_device_oom_line,
                                  self.tun, self.hang_timeout_s)
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
-        killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=lambda: self.stop_requested,
+        killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=self._stop_reason,
                                   oom_grace_s=self.tun["oom_grace_s"], hang_timeout_s=self.hang_timeout_s,
                                   poll_s=self.tun["poll_interval_s"], writer=self.writer)
         idle_s = scanner.idle_s or now() - max(self.rec.get("last_progress_at") or att["started_at"], att["started_at"])
@@ -211,6 +215,10 @@ class Supervisor:
         att["stacks"] = Path(path).name
         log("stack dumps of %d process(es) of attempt %d: %s" % (len(stacks), k, path))
         return stacks
+
+    def _stop_reason(self):
+        """Why the follow loop must end the attempt now: ``"disk-full"`` (diskspace), True (``inv stop``), False."""
+        return "disk-full" if self.disk.check() else self.stop_requested
 
     def _wait_to_retry(self, k: int, att: Dict[str, Any]) -> None:
         """The delay before attempt ``k + 1``, then whatever of attempt ``k`` is still alive goes."""
@@ -238,6 +246,7 @@ class Supervisor:
             procs.stop_process_group(None, self.pgid, self.marker, self.tun["kill_grace_s"])
         self.rec["pids"]["verl_pgid"] = None
         escalate.teardown_cluster(self.spec, self.tun["kill_grace_s"])
+        self.disk.release()  # verl is gone: the reserved space takes the final run.json
         self._set_status(status)
         log("run %s: %s" % (status, decision["summary"]))
         if announce and status == "succeeded":
@@ -280,6 +289,7 @@ class Supervisor:
         try:
             runstate.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
             self.lock_taken = True
+            self.disk.reserve()
         except runstate.LockHeld as e:
             self.rec["ended_at"] = now()
             self.rec["verdict"] = escalate.lock_held_verdict(e)
@@ -296,8 +306,11 @@ class Supervisor:
                 procs.stop_process_group(self.proc, self.pgid, self.marker, self.tun["kill_grace_s"], self.cmd_marker)
             except Exception:  # noqa: BLE001
                 pass
+            if self.disk.note(getattr(e, "filename", None), e):  # a write the supervisor did not expect to fail
+                return self._failed(self.disk.verdict(self.rec.get("step"), self.rec.get("total_steps")))
             return self._failed(escalate.crash_verdict(e, self.paths.supervisor_log))
         finally:
+            self.disk.release()
             if self.train_log is not None:
                 self.train_log.close()
             if self.lock_taken:
@@ -310,7 +323,8 @@ class Supervisor:
         changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
         self.rec["setting_changes"] = dict(changes)
         self.train_log = follow.TrainLog(str(self.paths.train_log), {
-            "rate_bytes_s": self.tun["log_rate_bytes_s"], "burst_bytes": self.tun["log_burst_bytes"]}, self._on_cap)
+            "rate_bytes_s": self.tun["log_rate_bytes_s"], "burst_bytes": self.tun["log_burst_bytes"]}, self._on_cap,
+            on_error=self.disk.note)
         follow.link_workdir_log(self.spec.get("workdir"), self.paths.train_log)
         k = 0
         while True:
@@ -340,6 +354,10 @@ class Supervisor:
                 if out["stacks"] is not None:
                     verdict["detail"].update(stacks_file=str(Path(self.run_dir) / att.get("stacks", "")),
                                              stacks=out["stacks"][:16])
+            elif out["killed_by"] == "disk-full" or (out["killed_by"] is None and out["exit_code"] != 0
+                                                     and self.disk.check(force=True)):  # verl died of it first
+                self.disk.release()  # verl is gone: room for the end line and the final run.json
+                verdict = self.disk.verdict(self.rec.get("step"), self.rec.get("total_steps"))
             else:
                 planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
                 verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)

@@ -8,7 +8,7 @@ one attempt's entry, the progress of a ``step:N`` line, the ``tried`` list and s
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import runstate
@@ -36,13 +36,16 @@ class RecordWriter:
     """Writes run.json, at most once per ``interval_s`` seconds for progress (``write(rec, force=False)``).
 
     ``dirty``: the record changed since the last write (set by the readers of the log, flushed by the
-    follow loop). A failed write (disk full) is logged and never raises: supervision goes on."""
+    follow loop). A failed write (disk full) is logged and never raises: supervision goes on, run.json stays the
+    last good record, and ``on_error(path, err)`` (the supervisor's ``diskspace.DiskWatch.note``) hears of it."""
 
-    def __init__(self, run_dir: str, interval_s: float = 1.0):
+    def __init__(self, run_dir: str, interval_s: float = 1.0,
+                 on_error: Optional[Callable[[str, BaseException], Any]] = None):
         self.run_dir = run_dir
         self.interval_s = interval_s
         self.dirty = False
         self._last = 0.0
+        self.on_error = on_error
 
     def write(self, rec: Dict[str, Any], force: bool = True) -> None:
         t = now()
@@ -55,6 +58,9 @@ class RecordWriter:
             self.dirty = False
         except OSError as e:  # disk full etc.: keep running, say so in our own log
             log("could not write run.json: %s" % e)
+            self.dirty = True
+            if self.on_error is not None:
+                self.on_error(str(runstate.RunPaths(self.run_dir).run_json), e)
 
 
 def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:

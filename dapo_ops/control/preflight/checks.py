@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
@@ -16,6 +17,17 @@ from dapo_ops.control.preflight.result import FAIL, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote import Target
 from dapo_ops.control.remote.errors import is_workdir_missing
+
+
+#: a write that failed for want of space (ENOSPC, EDQUOT) as tar, sh and Python print it
+_NO_SPACE_RX = re.compile(r"no space left on device|errno 28\b|enospc|disk quota exceeded|edquot", re.I)
+
+
+def _space_fix(host) -> str:
+    """The fix of a full runs_dir: space, not permissions (issue 32)."""
+    runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None) or "runs_dir"
+    return (f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
+            "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume")
 
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
@@ -36,8 +48,9 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
         return out
     p = facts.get("probe")
     if p is None and facts.get("bundle_error"):
-        out.append(Check("bundle", FAIL, facts["bundle_error"], "make runs_dir writable there (or fix runs_dir in "
-                         "hosts.toml) and check that the container's python3 runs"))
+        out.append(Check("bundle", FAIL, facts["bundle_error"], _space_fix(host) if _NO_SPACE_RX.search(
+            facts["bundle_error"]) else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
+                                        "the container's python3 runs"))
         return out
     if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")

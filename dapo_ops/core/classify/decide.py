@@ -111,6 +111,8 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
         # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
         # the local cache): any other specific root cause wins over it, whatever the order.
         main = [h for h in root if h.sig.cls != "network"] or root
+        # a device list naming devices the container lacks explains the device errors printed before it
+        main = [h for h in main if h.sig.name == "visible-devices"] + [h for h in main if h.sig.name != "visible-devices"]
         return verdict_for(log, f, base, main[0], main, fatal)
     if killed is not None:
         d = dict(base, cause="killed", phase=phase_of(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)
@@ -134,8 +136,9 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
     if late_401 and generic and exit_code not in (None, 0, 137):
         # a tracker 401 with no step after it, then a traceback and a failed exit: the login itself failed
         return mk("auth-error", dict(base, fatal=True), ev(log, late_401[0].line) + generic_ev(log, generic))
-    if exit_code == 137:
-        return mk("crash-other", dict(base, cause="sigkill"),
+    if exit_code == 137:  # no error in the log: killed from outside (an operator, a scheduler, the OOM killer
+        # whose counter the supervisor could not read); the ladder's policy for it is ladder.decide's
+        return mk("crash-other", dict(base, cause="sigkill", **({} if generic else {"external": True})),
                   generic_ev(log, generic) + exit_ev(exit_code))
     if exit_code == 139:
         return mk("crash-other", dict(base, cause="segfault"), generic_ev(log, generic) + exit_ev(exit_code))
@@ -143,6 +146,8 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
         d = dict(base)
         if exit_code == 143:
             d["cause"] = "sigterm"
+            if not generic:
+                d["external"] = True
         elif exit_code == 134:
             d["cause"] = "abort"
         return mk("crash-other", d, generic_ev(log, generic) + exit_ev(exit_code))

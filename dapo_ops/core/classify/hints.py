@@ -32,7 +32,7 @@ ACTION_RULES: dict[str, tuple] = {
     "hccl-timeout": (), "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
-    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"),),
+    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"), ("external", SET, "crash-other/external-kill")),
 }
 
 ACTIONS: dict[str, str] = {
@@ -64,6 +64,8 @@ ACTIONS: dict[str, str] = {
     "success": "done: the run reached its final step",
     "crash-other/inconclusive": "no failure in the log text; if the process is alive the no-progress timer decides "
                                 "(hang)",
+    "crash-other/external-kill": "stop: killed from outside with no error in the log (OOM killer or an operator); "
+                                 "resume from the last checkpoint once the cause is known",
     "crash-other": "stop and report the innermost error; no memory escalation",
 }
 
@@ -81,7 +83,7 @@ HINT_RULES: dict[str, tuple] = {
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
     "oom-host": (),
     "config-error": _causes("config-error", "data-missing", "model-path", "ray-cpus", "stale-key", "gpus", "tp",
-                            "token-budget", "resume-layout", "chat-template"),
+                            "token-budget", "resume-layout", "chat-template", "visible-devices"),
     "data-error": _causes("data-error", "schema", "too-difficult", "empty"),
     "network": (("kind", "keep-running", "network/keep-running"),) + _causes("network", "ray-head", "hub", "tracker",
                                                                               "ssh"),
@@ -89,7 +91,7 @@ HINT_RULES: dict[str, tuple] = {
     "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
-    "crash-other": _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
+    "crash-other": (("external", SET, "crash-other/external-kill"),) + _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
                            "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory",
                            "device-fault", "node-died", "runtime-env")
     + (("inconclusive", SET, "crash-other/inconclusive"),),
@@ -190,6 +192,12 @@ HINTS: dict[str, str] = {
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu and *.log_prob_max_token_len_per_gpu >= "
         "data.max_prompt_length + data.max_response_length (verl scripts use 2x / 3x that), or shorten the lengths. "
         "The ladder never shrinks budgets below this bound."),
+    "config-error/visible-devices": (
+        "The device list in ${key_repr} names devices this container does not have (or lists them out of order): "
+        "the runtime refused to open them. Inside the container the devices are renumbered from 0 (`npu-smi info` / "
+        "`nvidia-smi -L` there), so set the variable to those ids in ascending order or unset it and let Ray assign "
+        "them; check the container's device mounts (/dev/davinci*, --gpus) and that trainer.n_gpus_per_node is not "
+        "above the count. Configuration, not a kernel fault: no retry helps until then."),
     "config-error/resume-layout": (
         "Resume found a checkpoint saved with another world size / layout (shard names embed it). Resume with the "
         "original trainer.nnodes x n_gpus_per_node (and one-step-off split), or set trainer.resume_mode=disable / a "
@@ -262,10 +270,12 @@ HINTS: dict[str, str] = {
         "as SWANLAB_API_KEY in the container env for the next run; the local swanlog can be synced later (`swanlab "
         "sync`)."),
     "auth-error": (
-        "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec). Pass "
-        "SWANLAB_API_KEY (or WANDB_API_KEY; HF_TOKEN for gated models) as an environment variable into the "
-        "container, never as a Hydra override; for a private SwanLab server also SWANLAB_API_HOST and "
-        "SWANLAB_WEB_HOST; or run with SWANLAB_MODE=local. Not retried until fixed."),
+        "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec), or "
+        "its server rejected the credentials. Pass them as environment variables into the container, never as Hydra "
+        "overrides: SWANLAB_API_KEY (private server: SWANLAB_API_HOST, SWANLAB_WEB_HOST), WANDB_API_KEY, "
+        "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, CLEARML_API_ACCESS_KEY / "
+        "CLEARML_API_SECRET_KEY (HF_TOKEN for gated models); or run with SWANLAB_MODE=local / trainer.logger=['console']"
+        ". Not retried until fixed."),
     "success": (
         "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
         "metrics (sync the local swanlog).${teardown}"),
@@ -281,6 +291,13 @@ HINTS: dict[str, str] = {
         "The process was killed by SIGKILL (exit 137) without an OOM record: docker kill / docker stop / kill -9, not "
         "the OOM killer (OOMKilled=false or unknown). If `docker inspect` shows OOMKilled=true or dmesg has 'Out of "
         "memory: Killed process', it is oom-host instead."),
+    "crash-other/external-kill": (
+        "verl was killed from outside${at} (${kill}) and printed no error: an operator or a "
+        "scheduler (kill, docker kill, a job manager), or the host's OOM killer where the supervisor could not read "
+        "the kill counter. Look on the host: `dmesg -T | grep -i -e 'killed process' -e 'out of memory'`, the "
+        "container cgroup's memory.events (oom_kill), `docker inspect -f '{{.State.OOMKilled}}' <container>`; the "
+        "supervisor's own look is in the evidence. dapo-ops does not retry a kill it did not order; `inv launch "
+        "--resume <run_id>` continues from the last checkpoint."),
     "crash-other/earlier-error": (
         "One rank died with the error in the evidence before the others timed out in a collective: the timeouts are "
         "its symptom, so no retry of the collective helps. Fix that error (the worker logs under "

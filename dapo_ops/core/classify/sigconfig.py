@@ -34,6 +34,17 @@ CONFIG_ROWS: tuple[tuple, ...] = (
      r"missing mandatory value: ?([\w.]+)"),
     ("omegaconf-type", "config-error", ROOT, ("could not be converted to", "is not a valid"),
      r"value '[^']*' (?:could not be converted to|is not a valid) "),
+    # the device list of the visibility variable names devices this container does not have (or is not in order):
+    # CANN runtime api_error.cc "SetDevice:Set visible device failed, invalid device=0, input visible devices:4"
+    # (gpustack#3352), EE1001 "set ASCEND_RT_VISIBLE_DEVICES:0,2,4,6,1,3,5,7 error, it must be configured in
+    # ascending order" (gpustack#2527), Ray / vLLM "Error setting ASCEND_RT_VISIBLE_DEVICES: local range: [8, 12) base
+    # value: ..." (vllm-ascend#2879), torch's cudaSetDevice "CUDA error: invalid device ordinal": configuration,
+    # not a kernel fault (the device errors next to them are their echo; classify/decide.py prefers this row)
+    ("visible-devices", "config-error", ROOT, ("set visible device failed", "visible_devices", "invalid device ordinal"),
+     r"set visible device failed, invalid device=\d+, input visible devices:"
+     r"|set ascend_rt_visible_devices:[\d,]* error"
+     r"|error setting (?:ascend_rt|cuda)_visible_devices: local range"
+     r"|cuda error: invalid device ordinal"),
     ("gpus-less", "config-error", ROOT, "total available",
      r"total available (?:gpus|npus) ([\d.]+) is less than total desired (?:gpus|npus) ([\d.]+)"),
     # per-pool placement checks (verl 0.3-0.4 trainer/ppo/ray_trainer.py _check_resource_available, PR#505:

@@ -119,8 +119,15 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"|the decoder prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"
      r"|the input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
      r"|input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
-    ("dapo-give-up", "data-error", ROOT, "generated too many",
-     r"generated too many\. please check if your data are too difficult"),
+    # DAPO dynamic sampling gave up after max_num_gen_batches generation batches, in every wording verl printed:
+    # verl PR #623 (2025-04, recipe/dapo/src/dapo_ray_trainer.py) "num_gen_batches=10 >= max_num_gen_batches=10.
+    # Generated too many. Please check your data."; verl PR #1180 (2025-04-21, kept by verl-recipe dapo/ and
+    # entropy/ after verl PR #4795 moved the recipes out) "... Generated too many. Please check if your data are too
+    # difficult. You could also try set max_num_gen_batches=0 to enable endless trials."; verl-recipe PR #33
+    # (2026-03, dapo/dapo_transfer_queue) "... Generated too many. Check data difficulty or set
+    # max_num_gen_batches=0." (verl 0.9.1's V1 trainer refills instead and never gives up: trainer_base.py:164-185)
+    ("dapo-give-up", "data-error", ROOT, ("generated too many", "max_num_gen_batches="),
+     r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)"),
     # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,
     # verl/utils/dataset/rl_dataset.py:538
     ("empty-data", "data-error", ROOT, ("num_samples should be", "dataloader is empty", "empty dataset"),
@@ -181,6 +188,21 @@ SIGNATURE_ROWS: tuple[tuple, ...] = (
      r"login failed: error api key|apikeyformaterror|invalid character in api key"
      r"|api key length must be \d+ characters|api key must be \d+ characters long|api key verification failed"
      r"|invalid or missing api_key|the api key you provided is either invalid or missing"),
+    # MLflow (verl utils/tracking.py: mlflow.set_experiment / start_run at init) against a tracking server with auth:
+    # mlflow utils/rest_utils.py verify_rest_response "API request to endpoint /api/2.0/mlflow/experiments/get-by-name
+    # failed with error code 401 != 200. Response body: '...'" (mlflow#6105; 403: mlflow#7795, #9877), the body of
+    # mlflow server/auth make_basic_auth_response (mlflow PR #8841) "You are not authenticated. Please see
+    # https://www.mlflow.org/docs/latest/auth/index.html#authenticating-to-mlflow on how to authenticate."
+    ("mlflow-auth", "auth-error", ROOT, ("failed with error code 401", "failed with error code 403",
+                                         "you are not authenticated"),
+     r"api request to endpoint \S+ failed with error code 40[13] != 200|you are not authenticated\. please see"),
+    # ClearML (verl utils/tracking.py: clearml.Task.init): clearml backend_api session.py "Failed getting token (error
+    # 401 from <api server>): Unauthorized (invalid credentials) (failed to locate provided credentials)"
+    # (clearml-server#75, #174; its LoginError, older trains.backend_api the same text) and the per-call form
+    # "Action failed <401/22: projects.get_all/v1.0 (Unauthorized (invalid credentials) ...)>" (clearml#1118)
+    ("clearml-auth", "auth-error", ROOT, ("failed getting token", "invalid credentials"),
+     r"failed getting token \(error 40[13] from [^)]*\)|<40[13]/\d+: [\w.]+/v[\d.]+ \(unauthorized"
+     r"|unauthorized \(invalid credentials\)"),
     ("stored-key", "auth-error", ROOT, "authenticationerror",
      r"authenticationerror: (?:stored api key is for|no api key provided)"),
     # the Hub refuses a gated repo: huggingface_hub utils/_http.py hf_raise_for_status ("Cannot access gated repo for

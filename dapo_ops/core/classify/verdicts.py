@@ -56,7 +56,7 @@ CONFIG_CAUSES: dict[str, str] = {
     "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus", "pool-unsatisfied": "gpus",
     "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
     "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
-    "raylet-register": "ray-cpus", "chat-template": "chat-template",
+    "raylet-register": "ray-cpus", "chat-template": "chat-template", "visible-devices": "visible-devices",
 }
 #: oom-host signature -> cause (default ``kernel-oom``)
 HOST_CAUSES: dict[str, str] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed",
@@ -367,6 +367,8 @@ def _config_key(log: Log, h: Hit) -> str | None:
         return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
     if name == "size-divisible":
         return divisible_key(log.low_line(i))
+    if name == "visible-devices":
+        return "CUDA_VISIBLE_DEVICES" if "cuda" in log.low_line(i) else "ASCEND_RT_VISIBLE_DEVICES"
     if name == "hydra-merge":
         return log.lines[i][h.m.start(1):h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):

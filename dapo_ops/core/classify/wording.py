@@ -58,6 +58,7 @@ FIELDS = {
     "alloc_gib": lambda d: f"{d.get('alloc_gib', 0):.0f}",
     "of_total_gib": lambda d: " (" + format(d["total_gib"], ".2f") + " GiB total)" if d.get("total_gib") else "",
     "code": lambda d: f" ({d['code']})" if d.get("code") else "",
+    "kill": lambda d: {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}.get(d.get("exit_code"), "killed by a signal"),
 }
 
 
