@@ -148,6 +148,8 @@ class StatusRow:
     ended: str | None = None      # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
     suggestions: list = field(default_factory=list)   # failed runs: the ladder's next parameters to change
     serves: dict | None = None    # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
+    resume_from: int | None = None  # a run a --resume may continue: step of its last complete checkpoint
+    resume_redo: int | None = None  # ... and the steps past it (done, not saved) that the resume does again
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -304,7 +306,28 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
                         "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
     if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
+    if row.state in (SUPERVISOR_DEAD, STOPPED, FAILED) and step is not None and "checkpoint" in probe:
+        row.resume_from = probe.get("checkpoint")
+        row.resume_redo = redo_steps(step, row.resume_from)
+        row.hint = "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(
+            step, row.resume_from)
     return row
+
+
+def redo_steps(step: int, checkpoint: int | None) -> int:
+    """Steps a resume does again: those past the last complete checkpoint (``checkpoint``: its step, None = no
+    checkpoint, the resume starts at step 1) up to the last step done, ``step``."""
+    return max(0, int(step) - int(checkpoint or 0))
+
+
+def redo_line(step: int, checkpoint: int | None) -> str:
+    """``a resume redoes 3 steps (8-10: past the last complete checkpoint global_step_7)``."""
+    n = redo_steps(step, checkpoint)
+    if not n:
+        return "a resume redoes no step (step %s is checkpointed)" % step
+    span = "step %s" % step if n == 1 else "steps %s-%s" % (step - n + 1, step)
+    where = "past the last complete checkpoint global_step_%s" % checkpoint if checkpoint else "no checkpoint yet"
+    return "a resume redoes %d step%s (%s: %s)" % (n, "" if n == 1 else "s", span, where)
 
 
 def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
