@@ -438,3 +438,17 @@ class TestJobAndMode:
             helps = {a.name: a.help for a in t.get_arguments()}
             if "mode" in helps:
                 assert helps["mode"].startswith(settings.BY_NAME["trainer_mode"].help), name
+
+
+def test_hosts_check_json(tmp_path):
+    """``inv hosts --check --json``: the validated selection as JSON (issue 32 minors: hosts gets --json)."""
+    import json
+
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
+    r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "hosts", "--check", "-j", "--inventory", str(inv)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["inventory"] == str(inv) and out["hosts"]["h1"]["ok"] is True
+    assert out["hosts"]["h1"]["message"].startswith("h1: ")

@@ -416,3 +416,23 @@ def test_after_docker_stop_start_status_says_how_many_steps_a_resume_redoes(tmp_
     assert sv.build_row("h1", ans).resume_redo == 6
     assert (tmp_path / "torn" / "runs").rglob("latest_checkpointed_iteration.txt")  # read-only: not repaired
     assert next((tmp_path / "torn").rglob("latest_checkpointed_iteration.txt")).read_text() == "8"
+
+
+def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_changes():
+    from types import SimpleNamespace
+
+    from dapo_ops.control import watchloop
+
+    def look(step, attempt=2, rid="20261129-150000-abcd"):
+        tail = "step:%d - perf/throughput:44620.3\n" % step
+        return sv.build_row("h1", {"run": _run(attempt=attempt, run_id=rid), "tail": tail, "now": 1010.0,
+                                   "supervisor_alive": True, "verl_alive": True})
+
+    w = watchloop.Watch([SimpleNamespace(name="h1")])
+    assert w.see([look(5)], now=0.0)                       # attaching: the run's line
+    assert w.progress(59.0) == []
+    assert w.progress(60.0) == ["h1 20261129-150000-abcd: running, step 5/10 (50%), ETA 55s, 44.6k tok/s/device"]
+    assert w.see([look(6)], now=90.0) == [] and w.progress(100.0) == []   # a step is no state change
+    assert w.progress(120.0)[0].startswith("h1 20261129-150000-abcd: running, step 6/10")
+    assert w.see([look(7, attempt=3)], now=150.0)          # a new attempt: its line resets the timer
+    assert w.progress(200.0) == [] and len(w.progress(210.0)) == 1

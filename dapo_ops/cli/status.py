@@ -255,7 +255,9 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     "container": CONTAINER_HELP,
 })
 def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
-    """Block until the run ends, printing only state changes (attempt started, OOM escalation, finished).
+    """Block until the run ends, printing state changes (attempt started, OOM escalation, finished).
+
+    On a terminal, a run that made no such line for a minute gets a progress line (run id, step, rate, ETA).
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
     with the verdict as the message. A host that is briefly unreachable does not end the watch.
@@ -268,12 +270,16 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
 
     w = watchloop.Watch(chosen)
     stale_s = _stale_after(c)
+    tty = sys.stdout.isatty()
     try:
         while True:
-            for line in w.see(collect_rows(c, w.live(), run=run, stale_after_s=stale_s)):
+            rows = collect_rows(c, w.live(), run=run, stale_after_s=stale_s)
+            for line in w.see(rows, now=time.monotonic()):
                 print(line, flush=True)
             if w.finished:
                 break
+            for line in w.progress(time.monotonic()) if tty else ():  # a terminal: a sign of life once a minute
+                print(line, flush=True)
             time.sleep(max(0.2, float(interval)))
     except KeyboardInterrupt:
         raise Exit("watch interrupted; the runs continue", code=130) from None
