@@ -20,10 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invoke import Collection, task
+from invoke import Collection
 from invoke.exceptions import Exit
 
 from dapo_ops.cli import modules_for, build_namespace
+from dapo_ops.cli._common import dapo_task
 
 REPO = Path(__file__).resolve().parent
 BENCH_SH = REPO / "sandbox" / "bench.sh"
@@ -51,7 +52,7 @@ def _bench(args: list[str], bench_id: int) -> subprocess.CompletedProcess:
     return proc
 
 
-@task(auto_shortflags=False, help=SANDBOX_HELP)
+@dapo_task(help=SANDBOX_HELP)
 def up(c, hosts=3, bench_id=-1):
     """Create (or complete) the sandbox hosts and print where their hosts.toml is."""
     proc = _bench(["up", str(hosts)], bench_id)
@@ -63,14 +64,14 @@ def up(c, hosts=3, bench_id=-1):
     print(f"  export DAPO_OPS_INVENTORY={inv}")
 
 
-@task(auto_shortflags=False, help={"bench_id": SANDBOX_HELP["bench_id"]})
+@dapo_task(help={"bench_id": SANDBOX_HELP["bench_id"]})
 def down(c, bench_id=-1):
     """Remove the sandbox hosts: processes, mounts, namespaces, bridge and state (nothing else)."""
     proc = _bench(["down"], bench_id)
     print(proc.stdout.strip() or proc.stderr.strip())
 
 
-@task(auto_shortflags=False, help={"bench_id": SANDBOX_HELP["bench_id"]})
+@dapo_task(help={"bench_id": SANDBOX_HELP["bench_id"]})
 def status(c, bench_id=-1):
     """One line per sandbox host (sshd, dockerd, container); exit 1 when a host is unhealthy, 3 when not up."""
     proc = _bench(["status"], bench_id)
@@ -96,7 +97,7 @@ def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subp
     return proc
 
 
-@task(help={"steps": "training steps of the demo run (default 20)",
+@dapo_task(help={"steps": "training steps of the demo run (default 20)",
             "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
             "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
             "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)"})

@@ -331,7 +331,7 @@ class TestModeFlags:
     does not (dapo_ops/cli/preflight.py, dapo_ops/cli/launch.py)."""
 
     @pytest.mark.parametrize("mode,trainer_mode", [("sync", "sync"), ("async", "colocate_async"),
-                                                   ("dapo", "colocate_async")])
+                                                   ])
     def test_preflight_checks_what_launch_mode_runs(self, monkeypatch, mode, trainer_mode):
         from invoke import Context
 
@@ -359,3 +359,96 @@ class TestModeFlags:
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == EXIT_USAGE and r.stdout == ""
         assert r.stderr.count("\n") == 1 and "async | sync" in r.stderr and hint in r.stderr
+
+
+class TestShortFlags:
+    """One short flag = one concept in every task (issue 32 item 9): ``-a`` was ``--all``, ``--attempt``,
+    ``--max-response-length`` and ``--swanlab-mode``; ``-n`` (tail's and journalctl's line count) was unknown."""
+
+    @staticmethod
+    def _all_tasks():
+        yield from every_task(cli.build_namespace())
+        dev = repo_tasks().namespace(["demo", "sandbox.up"])
+        yield from every_task(dev)
+        for coll in dev.collections.values():
+            yield from every_task(coll)
+        for coll in cli.build_namespace().collections.values():
+            yield from every_task(coll)
+
+    def test_each_short_flag_means_one_concept_in_every_task(self):
+        from dapo_ops.cli._common import SHORT_FLAGS
+
+        meaning: dict[str, set] = {}   # short letter -> {(long name, kind)}
+        shorts: dict[tuple, set] = {}  # (long name, kind) -> {short letter or None}
+        for name, t in self._all_tasks():
+            for a in t.get_arguments():
+                long_name, letters = a.names[0], [n for n in a.names[1:] if len(n) == 1]
+                assert len(letters) <= 1, (name, a.names)
+                concept = (long_name, a.kind)
+                shorts.setdefault(concept, set()).add(letters[0] if letters else None)
+                for x in letters:
+                    meaning.setdefault(x, set()).add(concept)
+                    assert SHORT_FLAGS.get(long_name.replace("-", "_")) == x, (name, a.names)
+        assert {x: m for x, m in meaning.items() if len(m) > 1} == {}
+        assert {c: s for c, s in shorts.items() if len(s) > 1 and c[0] in SHORT_FLAGS} == {}
+        # the letters users expect from other tools; -h is --help, -i/-S/-t are dapo-ops' core SSH flags
+        assert meaning["n"] == {("lines", int)} and meaning["f"] == {("follow", bool)}
+        assert meaning["H"] == {("hosts", str)}
+        assert not {"h", "i", "S", "t"} & set(meaning)
+
+    @pytest.mark.parametrize("argv,key,value", [
+        (["logs", "-n", "5"], "lines", 5), (["logs", "-f"], "follow", True), (["status", "-a"], "all", True),
+        (["logs", "-r", "RID"], "run", "RID"), (["preflight", "-c", "box"], "container", "box"),
+        (["launch", "-s", "7"], "steps", 7)])
+    def test_the_short_flags_parse(self, argv, key, value):
+        from invoke.parser import Parser, ParserContext
+
+        t = cli.build_namespace()[argv[0]]
+        ctx = ParserContext(name=argv[0], args=t.get_arguments())
+        parsed = Parser(contexts=[ctx]).parse_argv(argv)
+        assert parsed[0].args[key].value == value
+
+    def test_inv_logs_n_5_reaches_the_task(self, tmp_path):
+        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "logs", "-n", "5", "--inventory",
+                            str(tmp_path / "none.toml")], capture_output=True, text=True, timeout=60)
+        assert "No idea what '-n' is" not in r.stderr and "none.toml" in r.stderr, r.stderr
+
+
+class TestJobAndMode:
+    """``--mode`` is verl's V1 trainer mode (async | sync) in every task; the job (dapo | one-step-off) of preflight
+    and quickstart is ``--job``; the old spelling ``--mode one-step-off`` is refused in one line that says where
+    it goes (issue 32 item 9)."""
+
+    @pytest.mark.parametrize("task_name,mode,hint", [
+        ("preflight", "one-step-off", "`inv preflight --job one-step-off`"),
+        ("quickstart", "one-step-off", "`inv quickstart --job one-step-off`"),
+        ("quickstart", "dapo", "`inv quickstart --job dapo`"),
+        ("launch", "one-step-off", "its own task: `inv one-step-off ...`")])
+    def test_a_job_given_as_mode_is_refused_with_where_it_goes(self, tmp_path, task_name, mode, hint):
+        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), task_name, "--mode", mode, "--inventory",
+                            str(tmp_path / "none.toml")], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == EXIT_USAGE and r.stdout == "", (r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and "async | sync" in r.stderr and hint in r.stderr, r.stderr
+
+    def test_every_mode_flag_is_the_trainer_mode(self):
+        from dapo_ops.control import settings
+
+        for name, t in every_task(cli.build_namespace()):
+            helps = {a.name: a.help for a in t.get_arguments()}
+            if "mode" in helps:
+                assert helps["mode"].startswith(settings.BY_NAME["trainer_mode"].help), name
+
+
+def test_hosts_check_json(tmp_path):
+    """``inv hosts --check --json``: the validated selection as JSON (issue 32 minors: hosts gets --json)."""
+    import json
+
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
+    r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "hosts", "--check", "-j", "--inventory", str(inv)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["inventory"] == str(inv) and out["hosts"]["h1"]["ok"] is True
+    assert out["hosts"]["h1"]["message"].startswith("h1: ")

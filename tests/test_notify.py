@@ -266,3 +266,26 @@ def test_user_config_notify_table_splits_into_spec_and_secrets():
         notify.spec_from_user_config({"webhooks": [{"kind": "slack", "url_env": "MY_HOOK"}]}, {})
     with pytest.raises(ValueError, match="teams"):
         notify.spec_from_user_config({"webhooks": [{"kind": "teams", "url": "x"}]})
+
+
+WECOM_KEY = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa"
+
+
+def test_wecom_group_robot_shape_and_its_error_code(hooks):
+    """WeCom (企业微信) group robot: POST {"msgtype": "text", "text": {"content": ...}}; HTTP 200 with a non-zero
+    errcode is a failed post, and the line saying so never holds the key of the URL."""
+    ev = {**EVENT, "kind": "failure", "verdict": "oom-host", "action": "stop: host memory exhausted"}
+    ok = {"DAPO_NOTIFY_URL_0": hooks.base + "/cgi-bin/webhook/send?key=" + WECOM_KEY}
+    assert notify.send_event(_cfg("wecom"), ok, ev) == []
+    body = hooks.posts[0]["body"]
+    assert body == {"msgtype": "text", "text": {"content": body["text"]["content"]}}
+    assert "run FAILED" in body["text"]["content"] and hooks.posts[0]["path"].endswith("key=" + WECOM_KEY)
+    bad = {"DAPO_NOTIFY_URL_0": hooks.base + "/status500/send?key=" + WECOM_KEY}
+    errs = notify.send_event(_cfg("wecom"), bad, ev)
+    assert len(errs) == 1 and "HTTP 500" in errs[0] and WECOM_KEY not in errs[0]
+
+
+def test_wecom_errcode_in_a_200_answer_is_a_failure():
+    assert notify._check_body("wecom", b'{"errcode":93000,"errmsg":"invalid webhook url"}') == \
+        "errcode=93000 invalid webhook url"
+    assert notify._check_body("wecom", b'{"errcode":0,"errmsg":"ok"}') is None

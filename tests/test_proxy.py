@@ -205,8 +205,21 @@ def test_cli_refuses_a_bad_proxy_in_one_line_with_exit_2(tmp_path, cli, task, ar
 def test_quickstarts_repeat_line_keeps_proxy_credentials_off_the_command_line():
     from dapo_ops.cli.quickstart import _equivalent
 
-    line = _equivalent("dapo", "h1", "", "verl", {"http_proxy": "http://bob:qs-s3cret@p:3128",
+    line = _equivalent("dapo", "", "h1", "", "verl", {"http_proxy": "http://bob:qs-s3cret@p:3128",
                                                   "https_proxy": "http://p:3129"}, "", 5, "", "local")
     assert "qs-s3cret" not in line and "--http-proxy" not in line, line
     assert line.startswith("http_proxy=http://bob:***@p:3128 ") or "http_proxy='http://bob:***@p:3128'" in line, line
     assert "--https-proxy http://p:3129" in line, line
+
+
+def test_a_bad_proxy_answer_is_asked_again_with_the_reason():
+    """quickstart's proxy question (issue 32 item 9): the second asking says what was wrong with the first answer."""
+    questions, answers = [], iter(["not a url", "http://p:3128", ""])
+
+    def prompt(q):
+        questions.append(q)
+        return next(answers)
+
+    assert proxy.ask(prompt) == {"http_proxy": "http://p:3128", "https_proxy": "http://p:3128"}
+    assert "not a url" not in questions[0]
+    assert questions[1].startswith("http_proxy: 'not a url' is not a proxy URL") and "again" in questions[1]

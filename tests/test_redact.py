@@ -66,3 +66,19 @@ def test_env_argv_and_text_scrubbing():
     text = "url https://x/?k=a%2Fb%3Dc and a/b=c"
     assert redact.scrub(text, ["a/b=c"]) == "url https://x/?k=*** and ***"  # the URL-quoted form too
     assert swanlab_cfg.redact is redact.scrub
+
+
+def test_a_webhook_key_in_the_query_is_a_secret():
+    """WeCom's robot webhook carries its secret as ``?key=``: the one redaction rule hides it everywhere."""
+    from dapo_ops.core import redact as r
+
+    key = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa"
+    url = "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=" + key
+    assert r.has_credentials(url)
+    assert r.display_url(url) == "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=***"
+    assert key in r.url_secrets(url)
+    assert r.redact_env({"HOOK": url}) == {"HOOK": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=***"}
+    assert key not in r.scrub("post failed: key=%s rejected" % key, r.url_secrets(url))
+    ding = "https://oapi.dingtalk.com/robot/send?access_token=abcdef123456"
+    assert r.display_url(ding).endswith("access_token=***")
+    assert not r.has_credentials("https://swanlab.cn/@me/p/runs/abc?tab=chart")

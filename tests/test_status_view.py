@@ -385,3 +385,55 @@ def test_an_attempt_line_names_the_memory_rung_it_starts_with():
                        {"n": 2, "features": added, "setting_changes": {"memory_rungs": [off]}}]
     line = se._attempt_lines(sv.build_row("h1", {"run": run, "tail": "", "now": 1.0}), 0)[0]
     assert line.endswith("OOM escalation: +offload; after oom-device") and "memory rung" not in line, line
+
+
+def _dead_run_dir(tmp_path, tracker: int, steps_on_disk: dict, step: int):
+    """A run whose container was stopped and started: run.json says running at ``step``, its supervisor is gone,
+    ``<ckpt_dir>/global_step_N`` for each N of ``steps_on_disk`` (True: complete, False: empty = a torn save)."""
+    runs = tmp_path / "runs"
+    rid = "20261129-150000-abcd"
+    run_dir, ckpt = runs / rid, runs / rid / "checkpoints"
+    ckpt.mkdir(parents=True)
+    for n, complete in steps_on_disk.items():
+        (ckpt / ("global_step_%d" % n)).mkdir()
+        if complete:
+            (ckpt / ("global_step_%d" % n) / "actor").mkdir()  # verl's layout: global_step_N/actor/<shards>
+            (ckpt / ("global_step_%d" % n) / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(tracker))
+    (run_dir / "run.json").write_text(json.dumps(_run(step=step, run_dir=str(run_dir), ckpt_dir=str(ckpt),
+                                                      pids={"supervisor": 2 ** 22 + 7, "verl_pgid": None})))
+    return runs
+
+
+def test_after_docker_stop_start_status_says_how_many_steps_a_resume_redoes(tmp_path):
+    from dapo_ops.agent import probe
+
+    ans = probe.probe_status(str(_dead_run_dir(tmp_path, 8, {4: True, 8: True}, 10)))
+    row = sv.build_row("h1", ans)
+    assert row.state == "supervisor-dead" and (row.resume_from, row.resume_redo) == (8, 2)
+    assert row.hint.endswith("a resume redoes 2 steps (steps 9-10: past the last complete checkpoint global_step_8)")
+    # a save torn by the stop: the tracker names global_step_8 but it is empty; the resume loads global_step_4
+    ans = probe.probe_status(str(_dead_run_dir(tmp_path / "torn", 8, {4: True, 8: False}, 10)))
+    assert sv.build_row("h1", ans).resume_redo == 6
+    assert (tmp_path / "torn" / "runs").rglob("latest_checkpointed_iteration.txt")  # read-only: not repaired
+    assert next((tmp_path / "torn").rglob("latest_checkpointed_iteration.txt")).read_text() == "8"
+
+
+def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_changes():
+    from types import SimpleNamespace
+
+    from dapo_ops.control import watchloop
+
+    def look(step, attempt=2, rid="20261129-150000-abcd"):
+        tail = "step:%d - perf/throughput:44620.3\n" % step
+        return sv.build_row("h1", {"run": _run(attempt=attempt, run_id=rid), "tail": tail, "now": 1010.0,
+                                   "supervisor_alive": True, "verl_alive": True})
+
+    w = watchloop.Watch([SimpleNamespace(name="h1")])
+    assert w.see([look(5)], now=0.0)                       # attaching: the run's line
+    assert w.progress(59.0) == []
+    assert w.progress(60.0) == ["h1 20261129-150000-abcd: running, step 5/10 (50%), ETA 55s, 44.6k tok/s/device"]
+    assert w.see([look(6)], now=90.0) == [] and w.progress(100.0) == []   # a step is no state change
+    assert w.progress(120.0)[0].startswith("h1 20261129-150000-abcd: running, step 6/10")
+    assert w.see([look(7, attempt=3)], now=150.0)          # a new attempt: its line resets the timer
+    assert w.progress(200.0) == [] and len(w.progress(210.0)) == 1

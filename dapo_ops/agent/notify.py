@@ -15,6 +15,10 @@ Payload shapes (one text message each):
 * ``dingtalk``: ``{"msgtype": "text", "text": {"content": ...}}`` (+ ``timestamp``/``sign``
   query parameters when signed)
 * ``slack``: ``{"text": ...}``
+* ``wecom`` (WeCom / 企业微信 group robot, ``https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=<key>``):
+  ``{"msgtype": "text", "text": {"content": ...}}``; it answers HTTP 200 with ``{"errcode": 0, "errmsg": "ok"}``
+  (an error code in the body is a failed post). The ``key`` query parameter is the robot's secret
+  (:func:`dapo_ops.core.redact.url_secrets`).
 
 Webhook URLs carry tokens, so they are secrets: the spec names an env var (``url_env``,
 e.g. ``DAPO_NOTIFY_URL_0``) whose value the supervisor read from ``secret.env``. Errors
@@ -37,10 +41,10 @@ import urllib.request
 
 # the banner parser is part of the log grammar; the supervisor reaches it as notify.LinkScanner
 from dapo_ops.core.logformat import LinkScanner  # noqa: F401
-from dapo_ops.core.redact import scrub
+from dapo_ops.core.redact import scrub, url_secrets
 
 EVENT_KINDS = ("escalation", "failure", "hang", "success")
-KINDS = ("generic", "feishu", "lark", "dingtalk", "slack")
+KINDS = ("generic", "feishu", "lark", "dingtalk", "slack", "wecom")
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TEXT = 3500  # characters; DingTalk/Feishu text messages are limited to a few KB
 
@@ -154,7 +158,7 @@ def build_payload(kind: str, text: str, event: dict) -> dict:
     """JSON body for a webhook ``kind`` (see module docstring for the shapes)."""
     if kind in ("feishu", "lark"):
         return {"msg_type": "text", "content": {"text": text}}
-    if kind == "dingtalk":
+    if kind in ("dingtalk", "wecom"):
         return {"msgtype": "text", "text": {"content": text}}
     if kind == "slack":
         return {"text": text}
@@ -185,8 +189,8 @@ def _sign(kind: str, secret: str, url: str, payload: dict) -> str:
 
 
 def _check_body(kind: str, body: bytes) -> str | None:
-    """Feishu and DingTalk answer HTTP 200 with an error code in the JSON body."""
-    if kind not in ("feishu", "lark", "dingtalk"):
+    """Feishu, DingTalk and WeCom answer HTTP 200 with an error code in the JSON body."""
+    if kind not in ("feishu", "lark", "dingtalk", "wecom"):
         return None
     try:
         data = json.loads(body.decode("utf-8", "replace") or "{}")
@@ -214,7 +218,7 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
     """Post ``event`` to every configured webhook; return error lines, never raise.
 
     ``notify_cfg`` (spec.json ``notify``): ``{"on_escalation": bool, "on_success": bool,
-    "timeout_s": float (seconds, default 5), "webhooks": [{"kind": "generic|feishu|lark|dingtalk|slack",
+    "timeout_s": float (seconds, default 5), "webhooks": [{"kind": "generic|feishu|lark|dingtalk|slack|wecom",
     "url_env": "DAPO_NOTIFY_URL_0", "sign_env": optional name of a signing secret}]}``.
     ``secret_env``: the supervisor's in-memory copy of ``secret.env``. ``event``: see
     :func:`format_message` (``kind`` one of :data:`EVENT_KINDS`).
@@ -245,7 +249,7 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
                 continue
             err = _post(kind, url, hook, secrets, text, event, timeout)
             if err:
-                errors.append(scrub(f"{label}: {err}", [url, *secrets.values()]))
+                errors.append(scrub(f"{label}: {err}", [url, *url_secrets(url), *secrets.values()]))
     except Exception as exc:  # the notifier must never take the supervisor down
         errors.append(f"notifier error: {type(exc).__name__}: {scrub(str(exc), (secret_env or {}).values())}")
     return errors

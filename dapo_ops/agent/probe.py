@@ -231,7 +231,7 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
 
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
         "supervisor_alive": bool, "verl_alive": bool, "serves": {"run_id", "head", "head_address", "port"} |
-        None}``; ``run`` is None when the host has no run; ``serves`` names the multi-host run this host is a
+        None, "checkpoint": int | None (:func:`resume_checkpoint`)}``; ``run`` is None when the host has no run; ``serves`` names the multi-host run this host is a
         live Ray worker of (raynodes.ray_sessions; only when no run id was asked for).
     """
     now = time.time()
@@ -249,7 +249,8 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     tail, size, mtime = read_tail(path, tail_bytes)
     return {"run": run, "run_dir": run_dir, "tail": tail, "log_bytes": size, "log_mtime": mtime, "now": now,
             "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes(),
-            "serves": serves, "log_read": path}
+            "serves": serves, "log_read": path,
+            "checkpoint": resume_checkpoint(run, sup_alive)}
 
 
 def attempt_log_path(run, run_dir):
@@ -262,6 +263,17 @@ def attempt_log_path(run, run_dir):
         return None
     path = name if name.startswith("/") else os.path.join(run_dir, name)
     return path if os.path.exists(path) else None
+
+
+def resume_checkpoint(run, sup_alive):
+    """The step of the last complete checkpoint a ``--resume`` of ``run`` would start from (what the supervisor's
+    next attempt would load: :func:`dapo_ops.agent.supervisor.checkpoints.latest_checkpoint`, read-only), or None:
+    no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more)."""
+    if sup_alive or run.get("status") in ("succeeded", "unknown") or not run.get("ckpt_dir"):
+        return None
+    from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint  # only for a run a resume may continue
+
+    return latest_checkpoint(run.get("ckpt_dir"), repair=False)
 
 
 def read_bytes():

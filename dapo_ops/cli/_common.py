@@ -61,8 +61,28 @@ COMMON_HELP = {
 }
 
 
+#: THE short flags of every task (``inv`` and ``dapo-ops``, tasks.py's dev tasks too): one letter = one concept in
+#: every task, the letters users expect from other tools (``-n`` a line count as tail/journalctl, ``-f`` follow,
+#: ``-H`` hosts as Fabric); every other flag is long only (invoke's automatic short flags would give one letter a
+#: different meaning per task). ``-h`` stays ``--help``; ``-i``/``-S``/``-t`` are the ``dapo-ops`` program's core
+#: flags (identity, ssh config, connect timeout), so no task flag takes them. tests/test_cli.py walks every task.
+SHORT_FLAGS = {
+    "hosts": "H",
+    "lines": "n",
+    "follow": "f",
+    "json": "j",
+    "all": "a",
+    "run": "r",
+    "container": "c",
+    "errors": "e",
+    "steps": "s",
+    "dry_run": "d",
+    "quick": "q",
+}
+
+
 class FanoutTask(Task):
-    """An invoke Task whose ``hosts`` parameter is the flag ``-H/--hosts`` and which never takes ``-h``."""
+    """An invoke Task whose short flags are :data:`SHORT_FLAGS` only (``hosts`` is ``-H/--hosts``; never ``-h``)."""
 
     def get_arguments(self, ignore_unknown_help=None):
         # invoke's arg_opts pops entries from self.help, so a second parse in the same process (tests, or
@@ -74,15 +94,23 @@ class FanoutTask(Task):
             self.help = saved
 
     def arg_opts(self, name, default, taken_names):
-        taken = set(taken_names) | {"h", "H"}
-        opts = super().arg_opts(name, default, taken)
-        if name == "hosts":
-            opts["names"] = ["hosts", "H"]
-        elif name in ("inventory", "accept_new_host_keys"):
-            opts["names"] = opts["names"][:1]  # long flag only: -i/-a mean other things under dapo-ops/fab
+        opts = super().arg_opts(name, default, set(taken_names) | {"h", "H"})
+        short = SHORT_FLAGS.get(name.rstrip("_"))   # json_ / all_: the flag is --json / --all
+        if name == "hosts" and not isinstance(default, str):
+            short = None   # a count of hosts (sandbox.up), not a host list: another concept
+        opts["names"] = opts["names"][:1] + ([short] if short else [])
         if "help" not in opts and name in COMMON_HELP:
             opts["help"] = COMMON_HELP[name]
         return opts
+
+
+def dapo_task(*args, **kwargs):
+    """``@task`` with the flag rules of :class:`FanoutTask` (:data:`SHORT_FLAGS`), for a task that does not run on
+    hosts (``classify``, tasks.py's dev tasks); use bare or with invoke's ``@task`` keyword arguments."""
+    kwargs.setdefault("klass", FanoutTask)
+    if len(args) == 1 and callable(args[0]) and not isinstance(args[0], Task):
+        return task(args[0], **kwargs)
+    return task(*args, **kwargs)
 
 
 def fanout_task(*args, **kwargs):
@@ -90,10 +118,26 @@ def fanout_task(*args, **kwargs):
 
     The task must take ``hosts=""`` (and usually ``inventory=""``); see the module docstring.
     """
-    kwargs.setdefault("klass", FanoutTask)
-    if len(args) == 1 and callable(args[0]) and not isinstance(args[0], Task):
-        return task(args[0], **kwargs)
-    return task(*args, **kwargs)
+    return dapo_task(*args, **kwargs)
+
+
+#: the jobs (``--job`` of preflight and quickstart: which launch task); ``--mode`` is verl's V1 trainer mode
+#: (async | sync, the settings table's ``trainer_mode``) in every task
+JOBS = ("dapo", "one-step-off")
+
+
+def refuse_job_as_mode(mode: str, task_name: str) -> None:
+    """Refuse ``--mode dapo`` / ``--mode one-step-off`` (the older spelling of the job) with ONE line saying where
+    the job goes in task ``task_name``.
+
+    :raises Exit: code :data:`EXIT_USAGE` when ``mode`` names a job."""
+    if mode not in JOBS:
+        return
+    if task_name in ("launch", "one-step-off"):
+        where = "what `inv launch` runs: drop --mode" if mode == "dapo" else "its own task: `inv one-step-off ...`"
+    else:
+        where = f"a job: `inv {task_name} --job {mode}`"
+    fail(f"--mode is verl's V1 trainer mode (async | sync), as in `inv launch --mode`; {mode} is {where}", EXIT_USAGE)
 
 
 def takes_hosts(t: Task) -> bool:
@@ -277,6 +321,6 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 
 __all__ = [
-    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted", "on_interrupt", "FanoutTask", "fanout_task", "takes_hosts", "fail",
+    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted", "on_interrupt", "FanoutTask", "SHORT_FLAGS", "dapo_task", "fanout_task", "JOBS", "refuse_job_as_mode", "takes_hosts", "fail",
     "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
 ]

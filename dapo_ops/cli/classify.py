@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import textwrap
 
-from invoke import task
 from invoke.exceptions import Exit
 
+from dapo_ops.cli._common import dapo_task
 from dapo_ops.core import classify as classifier
 
 EXIT_USAGE = 2
@@ -55,7 +55,7 @@ def render(v: "classifier.Verdict", width: int = 100) -> str:
     return "\n".join(lines)
 
 
-@task(help=_HELP)
+@dapo_task(help=_HELP)
 def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=False):
     """Classify a training log (LOGFILE): print `class:` and `action:`, then evidence and a hint.
 

@@ -13,7 +13,9 @@ from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
-from dapo_ops.cli._common import fanout_task, run_fanout, select_hosts, with_container
+from dapo_ops.cli._common import (
+    EXIT_FAILED, connect_timeout_override, fail, fanout_task, run_fanout, select_hosts, with_container
+)
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
 
@@ -93,15 +95,36 @@ def describe(h: Host) -> str:
 
 @fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit",
                    "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody",
-                   "container": "container to look into (env CONTAINER; default: the inventory's)"})
-def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False, container=""):
+                   "container": "container to look into (env CONTAINER; default: the inventory's)",
+                   "json": "print JSON ({inventory, hosts: {name: {ok, kind, message, cells}}}) instead of the table"})
+def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False, container="", json=False):
     """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
+        if json:
+            _print_json(inv, {h.name: {"ok": True, "kind": "", "message": describe(h), "cells": {}} for h in chosen})
+            return
         print(f"{inv.path or 'no inventory file'}: valid, {len(chosen)} host(s) selected (nothing contacted)")
         print("\n".join(describe(h) for h in chosen))
+        return
+    if json:
+        from dapo_ops.control import fanout
+
+        results = fanout.run(chosen, lambda t: check_host(t, timeout=timeout),
+                             timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+                             accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+        _print_json(inv, {r.host.name: {"ok": r.ok, "kind": r.row.kind, "message": r.row.message,
+                                        "cells": r.row.cells} for r in results})
+        if fanout.exit_code(results):
+            fail(fanout.summary(results), EXIT_FAILED)
         return
     run_fanout(c, chosen, lambda t: check_host(t, timeout=timeout), columns=COLUMNS, title="hosts",
                timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
                accept_new_host_keys=accept_new_host_keys)
+
+
+def _print_json(inv, hosts: dict) -> None:
+    import json as jsonlib
+
+    print(jsonlib.dumps({"inventory": str(inv.path) if inv.path else None, "hosts": hosts}, indent=1, default=str))

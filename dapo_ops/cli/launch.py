@@ -22,7 +22,7 @@ import sys
 from dapo_ops.agent import notify
 from dapo_ops.cli._common import (
     EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags,
-    on_interrupt, run_settings, select_hosts, user_config
+    on_interrupt, refuse_job_as_mode, run_settings, select_hosts, user_config
 )
 from dapo_ops.control import launch as svc
 from dapo_ops.control import planning
@@ -229,7 +229,7 @@ def _from_task_args(c, mode: str, args: dict) -> None:
         _launch(c, mode, flags, progress=progress, **args)
 
 
-@fanout_task(help=HELP, iterable=["override"], auto_shortflags=False)
+@fanout_task(help=HELP, iterable=["override"])
 def launch(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
            max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
            max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT, train_batch_size=UNSET,
@@ -239,14 +239,11 @@ def launch(c, steps=UNSET, framework=None, model=None, train_file=None, val_file
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
            independent=False, mode=None, resume=""):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
-    if mode in ("dapo", "one-step-off"):  # preflight's / quickstart's --mode names the job; launch's is async|sync
-        fail(f"launch's --mode is verl's V1 trainer mode (async | sync); {mode} is "
-             + ("what `inv launch` runs: drop --mode" if mode == "dapo" else "its own task: `inv one-step-off ...`"),
-             EXIT_USAGE)
+    refuse_job_as_mode(mode, "launch")
     _from_task_args(c, "dapo", dict(locals()))
 
 
-@fanout_task(name="one-step-off", help=HELP, iterable=["override"], auto_shortflags=False)
+@fanout_task(name="one-step-off", help=HELP, iterable=["override"])
 def one_step_off(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
                  max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
                  max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT,
@@ -257,4 +254,5 @@ def one_step_off(c, steps=UNSET, framework=None, model=None, train_file=None, va
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
                  independent=False, mode=None, resume=""):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
+    refuse_job_as_mode(mode, "one-step-off")
     _from_task_args(c, "one-step-off", dict(locals()))

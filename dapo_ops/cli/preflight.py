@@ -24,8 +24,8 @@ from dapo_ops.control import settings
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, UNSET, connect_timeout_override, fail, fanout_task, given_flags, run_settings,
-    select_hosts, user_config
+    EXIT_FAILED, EXIT_USAGE, JOBS, UNSET, connect_timeout_override, fail, fanout_task, given_flags, refuse_job_as_mode,
+    run_settings, select_hosts, user_config
 )
 
 #: settings flags: help from the settings table (steps / save_freq only size the disk estimate here)
@@ -34,7 +34,9 @@ HELP = {
                          "framework", "swanlab_mode", "container",
                          steps=settings.flag_help(settings.BY_NAME["steps"]) + ", for the disk estimate",
                          save_freq=settings.flag_help(settings.BY_NAME["save_freq"]) + ", for the disk estimate"),
-    "mode": "dapo | one-step-off: which launch to check for (device split, entry module); async | sync: `inv launch --mode` (its V1 trainer mode, job dapo)",
+    "job": "dapo | one-step-off: which launch to check for, `inv launch` or `inv one-step-off` (device split, entry "
+           "module; default dapo)",
+    "mode": settings.flag_help(settings.BY_NAME["trainer_mode"]) + "; checks what `inv launch --mode X` runs",
     "override": "extra verl override KEY=VALUE, repeatable (composed with the rest)",
     "json": "print JSON ({status, hosts: {name: {status, checks: [{name, status, message, fix}]}}}) instead of tables",
     "quick": "only the cheap subset that inv launch runs (no compose, no network probes)",
@@ -98,18 +100,16 @@ def summary_line(results: dict) -> str:
 
 
 @fanout_task(help=HELP, iterable=["override"])
-def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
+def preflight(c, job="dapo", mode="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
               max_response_length=UNSET, steps=UNSET, save_freq=UNSET, framework="", swanlab_mode="", override=None,
               json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, container="", hosts="",
               inventory="",
               accept_new_host_keys=False, timeout=180):
     """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
-    trainer_mode = UNSET
-    if mode in ("async", "sync"):  # launch's --mode (its V1 trainer mode): check what `inv launch --mode X` runs
-        mode, trainer_mode = "dapo", mode
-    if mode not in ("dapo", "one-step-off"):
-        fail(f"unknown mode {mode!r}: use dapo or one-step-off (the job), or async / sync (launch's --mode)",
-             EXIT_USAGE)
+    refuse_job_as_mode(mode, "preflight")
+    if job not in JOBS:
+        fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
+    trainer_mode = mode or UNSET   # the settings table judges async | sync, as for launch
     flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
                    rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
                    save_freq=save_freq, framework=framework, container=container, trainer_mode=trainer_mode)
@@ -123,7 +123,7 @@ def preflight(c, mode="dapo", model="", train_file="", val_file="", trainer_gpus
     plans = {}
     for h in chosen:
         try:
-            plans[h.name] = planning.make_plan(st, h, mode=mode, run_id=run_id, swanlab_logger=logger_on,
+            plans[h.name] = planning.make_plan(st, h, mode=job, run_id=run_id, swanlab_logger=logger_on,
                                                proxy=inv.proxy, extra_overrides=extra)
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)

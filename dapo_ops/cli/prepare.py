@@ -115,7 +115,7 @@ def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) 
     "hf_endpoint": "hub URL, e.g. a mirror (default: $HF_ENDPOINT, then the container's, then huggingface.co)",
     "json": "print JSON {host: {items: [...]}} instead of the table",
     "timeout": "seconds for the downloads on each host",
-}, auto_shortflags=False)
+})
 def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="", train_repo_file="", val_repo="",
             val_repo_file="", hf_endpoint="", json=False, hosts="", inventory="", accept_new_host_keys=False,
             timeout=7200):

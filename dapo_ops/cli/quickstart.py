@@ -25,7 +25,9 @@ from dapo_ops.control import swanlab_cfg
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.cli._common import EXIT_USAGE, UNSET, fail, fanout_task, select_hosts, user_config
+from dapo_ops.cli._common import (
+    EXIT_USAGE, JOBS, UNSET, fail, fanout_task, refuse_job_as_mode, select_hosts, user_config
+)
 
 QS_HELP = {
     "container": "training container on the host (env CONTAINER; asked on a TTY, listing what is there)",
@@ -33,7 +35,8 @@ QS_HELP = {
     "https_proxy": "HTTPS proxy for the container, or 'none' (env https_proxy; default: the http one)",
     "features": "comma list, -name turns a default off, 'default' keeps the defaults (env USER_FEATURES)",
     "steps": settings.flag_help(settings.BY_NAME["steps"]),
-    "mode": "dapo | one-step-off",
+    "job": "dapo | one-step-off: which launch, `inv launch` or `inv one-step-off` (default dapo)",
+    "mode": settings.flag_help(settings.BY_NAME["trainer_mode"]),
     "swanlab_host": "SwanLab server, e.g. http://192.0.2.10:8000 (env SWANLAB_HOST); the key only via "
                     "SWANLAB_API_KEY, the config file or the TTY prompt, never a flag",
     "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
@@ -73,7 +76,7 @@ def _choose_container(c, host, inventory: str) -> str:
     return ans
 
 
-def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: dict, features: str, steps: int,
+def _equivalent(job: str, mode: str, hosts: str, inventory: str, container: str, proxies: dict, features: str, steps: int,
                 swanlab_host: str, swanlab_mode: str) -> str:
     """The command line that repeats this quickstart without a single prompt, every answer in it: container,
     steps, proxy (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a
@@ -87,7 +90,9 @@ def _equivalent(mode: str, hosts: str, inventory: str, container: str, proxies: 
     if swanlab_mode == "cloud":
         env.append("SWANLAB_API_KEY=<your-key>")
     cmd = ["inv", "quickstart"]
-    if mode != "dapo":
+    if job != "dapo":
+        cmd += ["--job", job]
+    if mode:
         cmd += ["--mode", mode]
     if hosts:
         cmd += ["-H", hosts]
@@ -117,14 +122,15 @@ def _ask_swanlab_mode(default: str = "cloud") -> str:
 
 
 @fanout_task(help=QS_HELP)
-def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=UNSET, mode="dapo",
+def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=UNSET, job="dapo", mode="",
                swanlab_host="", swanlab_mode="", skip_preflight=False, hosts="", inventory=""):
     """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
     from dapo_ops.cli.launch import launch as launch_task, one_step_off as osp_task
     from dapo_ops.cli.preflight import preflight as preflight_task
 
-    if mode not in ("dapo", "one-step-off"):
-        fail(f"unknown mode {mode!r}: use dapo or one-step-off", EXIT_USAGE)
+    refuse_job_as_mode(mode, "quickstart")
+    if job not in JOBS:
+        fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
     env = os.environ
@@ -212,16 +218,16 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
 
     if not skip_preflight:
         print("preflight:")
-        preflight_task(c, mode=mode, hosts=hosts, inventory=inventory, quick=False)
-    task = launch_task if mode == "dapo" else osp_task
+        preflight_task(c, job=job, mode=mode, hosts=hosts, inventory=inventory, quick=False)
+    task = launch_task if job == "dapo" else osp_task
     task(c, steps=steps, features=features, container=container, hosts=hosts, inventory=inventory,
-         skip_preflight=True, swanlab_mode=sw.mode)
+         skip_preflight=True, swanlab_mode=sw.mode, mode=mode)
     print("monitor:")
     sel = f" -H {names}" if names else ""
     inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""
     for cmd in ("status", "logs -f", "logs --errors"):
         print(f"  inv {cmd}{sel}{inv_opt}")
     print("repeat non-interactively:")
-    print("  " + _equivalent(mode, names, inventory, container or chosen[0].container, proxies, features, steps,
+    print("  " + _equivalent(job, mode, names, inventory, container or chosen[0].container, proxies, features, steps,
                              sw.host or "", sw.mode))
 

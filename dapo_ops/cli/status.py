@@ -39,33 +39,111 @@ def _stale_after(c) -> float:
     return svc.stale_after(getattr(c, "config", None))
 
 
-def render_table(rows: list[statusview.StatusRow], out=None) -> None:
-    """Print rows as a rich table (one physical line per row when not a terminal), then one note line per row
-    that has a hint (verdict hint, dead supervisor)."""
+#: the table's columns that wrap at spaces (every other column keeps its whole text on one line), with the narrowest
+#: width each may take (at least its longest word); a terminal too narrow for that table gets one block per run
+#: instead (:func:`render_table`)
+WRAP_MIN = {"features": 16, "verdict": 16}
+#: the table's columns: the SwanLab link is a line of its own under the table (a link folded inside a cell can be
+#: neither clicked nor copied)
+TABLE_COLUMNS = tuple(c for c in statustable.COLUMNS if c != "swanlab")
+#: width of a piped (not a terminal) printout without an explicit width: one physical line per row
+PIPE_WIDTH = 250
+
+
+def _console(f, width: int | None):
     from rich.console import Console
+
+    if width:
+        return Console(file=f, width=width, highlight=False, color_system=None, soft_wrap=False)
+    if hasattr(f, "isatty") and f.isatty():
+        return Console(file=f, highlight=False)   # the terminal's own width (rich asks the tty)
+    import os
+    w = int(os.environ.get("COLUMNS", "0") or 0) or PIPE_WIDTH
+    return Console(file=f, width=max(w, 160), highlight=False, color_system=None, soft_wrap=False)
+
+
+def _wrap_min(col: str, all_cells: list[dict]) -> int:
+    words = [w for c in all_cells for w in c[col].split()] + [statustable.HEADERS.get(col, col)]
+    return max([WRAP_MIN[col]] + [len(w) for w in words])
+
+
+def table_width(all_cells: list[dict], natural: bool = False) -> int:
+    """Columns the status table needs so that no cell is cut: the widest cell or header of each column that does not
+    wrap, the wrapping ones (:data:`WRAP_MIN`) at their minimum (never below their longest word), plus rich's padding
+    (one space each side of a cell, a separator between columns; an upper bound). ``natural``: the wrapping
+    columns at their widest cell too (no cell wraps)."""
+    total = 0
+    for col in TABLE_COLUMNS:
+        if col in WRAP_MIN:
+            total += max([_wrap_min(col, all_cells)] + [len(c[col]) for c in all_cells if natural])
+        else:
+            total += max([len(statustable.HEADERS.get(col, col))] + [len(c[col]) for c in all_cells])
+    return total + 3 * len(TABLE_COLUMNS) + 1
+
+
+def _style(r: statusview.StatusRow) -> str | None:
+    if r.state in (FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
+        return "bold red"
+    return "green" if r.state == SUCCEEDED else None
+
+
+def _row_cells(r: statusview.StatusRow) -> dict:
+    cells = statustable.cells(r)
+    cells["verdict"] = r.verdict or ("-" if r.state != ERROR else "error")
+    cells["features"] = cells["features"].replace(",", ", ")  # wraps at the spaces
+    return cells
+
+
+def _block(r: statusview.StatusRow, cells: dict):
+    """One run as a few labelled lines (a narrow terminal): host, whole run id and state first, then progress,
+    metrics with units, features, verdict and the SwanLab link (long values wrap, never cut)."""
+    from rich.text import Text
+
+    L = statustable.LABELS
+    head = Text(r.host, style="bold")
+    head.append("  " + (r.run_id or "no run") + "  ")
+    head.append(cells["state"], style=_style(r) or "")
+    lines = [head]
+
+    def line(*keys):
+        parts = ["%s %s" % (L.get(k, k), cells[k]) for k in keys if cells.get(k) not in (None, "-", "")]
+        if parts:
+            lines.append(Text("  " + "   ".join(parts), overflow="fold"))
+
+    line("step", "eta", "attempt", "age")
+    line("score", "resp_len", "tput")
+    if cells["features"] != "-":
+        lines.append(Text("  features " + cells["features"], overflow="fold"))
+    if cells["verdict"] != "-":
+        lines.append(Text("  verdict " + cells["verdict"], overflow="fold"))
+    if cells["swanlab"] != "-":
+        lines.append(Text("  swanlab " + cells["swanlab"], overflow="fold"))
+    return lines
+
+
+def render_table(rows: list[statusview.StatusRow], out=None, width: int | None = None) -> None:
+    """Print rows for the terminal they land on, then one note line per row that has a hint (verdict hint, dead
+    supervisor) and one summary line per live run (its whole run id, step, ETA, throughput).
+
+    A terminal wide enough for :func:`table_width` gets a table (one row per run; features and verdict wrap inside
+    their columns; the SwanLab link is a line below it, whole); a narrower one gets one block of labelled lines per run (:func:`_block`). No
+    layout cuts the host name or the run id. Not a terminal: a table of one physical line per row (``width``
+    ``$COLUMNS``, at least 160, default :data:`PIPE_WIDTH`, more when a row needs it).
+
+    :param out: a file (default stdout); its ``isatty()`` picks the terminal layout.
+    :param width: columns to lay out for (tests; default: the terminal's, see above).
+    """
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
     f = out or sys.stdout
-    if hasattr(f, "isatty") and f.isatty():
-        console = Console(file=f, highlight=False)
-    else:
-        import os
-        width = int(os.environ.get("COLUMNS", "0") or 0) or 250
-        console = Console(file=f, width=max(width, 160), highlight=False, color_system=None, soft_wrap=False)
-    table = Table(show_lines=False)
-    for col in statustable.COLUMNS:
-        table.add_column(col, no_wrap=col not in ("features", "swanlab"), overflow="fold")
+    console = _console(f, width)
+    all_cells = [_row_cells(r) for r in rows]
+    if not width and not (hasattr(f, "isatty") and f.isatty()):  # piped: nothing wraps, one line per row
+        console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:
-        cells = statustable.cells(r)
-        cells["verdict"] = r.verdict or ("-" if r.state != ERROR else "error")
-        style = None
-        if r.state in (FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
-            style = "bold red"
-        elif r.state == SUCCEEDED:
-            style = "green"
-        table.add_row(*[Text(cells[c], style=style if c == "state" else "") for c in statustable.COLUMNS])
         if r.cluster:  # multi-host run (tasks/multihost.py)
             cl = r.cluster
             notes.append("%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s" % (
@@ -76,9 +154,33 @@ def render_table(rows: list[statusview.StatusRow], out=None) -> None:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
         notes += statusevents.suggestion_lines(r)
-    console.print(table)
+    notes += [x for x in (statustable.summary_line(r) for r in rows) if x]
+    need = table_width(all_cells)
+    if need <= console.width:
+        # the room left goes to the wrapping columns, the features first, each up to its widest cell
+        spare, mins = console.width - need, {col: _wrap_min(col, all_cells) for col in WRAP_MIN}
+        for col in ("features", "verdict"):
+            grow = max(0, min(spare, max(len(c[col]) for c in all_cells) - mins[col]))
+            mins[col] += grow
+            spare -= grow
+        table = Table(box=box.SIMPLE_HEAD, show_lines=False, show_edge=False)
+        for col in TABLE_COLUMNS:
+            wrap = col in WRAP_MIN
+            table.add_column(statustable.HEADERS.get(col, col), no_wrap=not wrap, overflow="fold",
+                             min_width=mins.get(col))
+        for r, cells in zip(rows, all_cells):
+            table.add_row(*[Text(cells[c], style=(_style(r) or "") if c == "state" else "") for c in TABLE_COLUMNS])
+        console.print(table)
+        notes = ["%s %s: swanlab %s" % (r.host, r.run_id, r.swanlab_url) for r in rows if r.swanlab_url] + notes
+    else:
+        for i, (r, cells) in enumerate(zip(rows, all_cells)):
+            if i:
+                console.print()
+            for t in _block(r, cells):
+                console.print(t)
+        console.print()
     for n in notes:
-        console.print(Text(n))
+        console.print(Text(n, overflow="fold"))
 
 
 # ------------------------------------------------------------------------------------------ status
@@ -153,7 +255,9 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     "container": CONTAINER_HELP,
 })
 def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
-    """Block until the run ends, printing only state changes (attempt started, OOM escalation, finished).
+    """Block until the run ends, printing state changes (attempt started, OOM escalation, finished).
+
+    On a terminal, a run that made no such line for a minute gets a progress line (run id, step, rate, ETA).
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
     with the verdict as the message. A host that is briefly unreachable does not end the watch.
@@ -166,12 +270,16 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
 
     w = watchloop.Watch(chosen)
     stale_s = _stale_after(c)
+    tty = sys.stdout.isatty()
     try:
         while True:
-            for line in w.see(collect_rows(c, w.live(), run=run, stale_after_s=stale_s)):
+            rows = collect_rows(c, w.live(), run=run, stale_after_s=stale_s)
+            for line in w.see(rows, now=time.monotonic()):
                 print(line, flush=True)
             if w.finished:
                 break
+            for line in w.progress(time.monotonic()) if tty else ():  # a terminal: a sign of life once a minute
+                print(line, flush=True)
             time.sleep(max(0.2, float(interval)))
     except KeyboardInterrupt:
         raise Exit("watch interrupted; the runs continue", code=130) from None

@@ -233,23 +233,25 @@ def ask(prompt: Callable[[str], str], current: Mapping[str, str] | None = None) 
 
     ``prompt(question) -> answer``. Returns ``{"http_proxy": ..., "https_proxy": ...}`` with
     ``""`` for none, suitable for ``userconfig.save_section("proxy", ...)``. A blank
-    https answer reuses the http answer; a malformed URL is asked again (3 tries), then
-    :class:`ProxyError`.
+    https answer reuses the http answer; a malformed URL is asked again, the question then starting with what
+    was wrong (:func:`problem`'s line), 3 tries, then :class:`ProxyError`.
     """
     cur = dict(current or {})
     out: dict[str, str] = {}
     for var in PROXY_VARS:
         default = cur.get(var) or (out.get("http_proxy", "") if var == "https_proxy" else "")
         hint = f" [{display(default)}]" if default else ""
+        why = ""
         for attempt in range(3):
-            ans = prompt(f"{var} (e.g. http://proxy:8080; 'none' for no proxy){hint}: ")
+            ans = prompt(f"{why}{var} (e.g. http://proxy:8080; 'none' for no proxy){hint}: ")
             if ans.strip() == "" and default:
                 out[var] = default
                 break
             try:
                 out[var] = parse_answer(ans, var)
                 break
-            except ProxyError:
+            except ProxyError as e:
                 if attempt == 2:
                     raise
+                why = f"{e}; again: "
     return out

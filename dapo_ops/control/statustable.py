@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from dapo_ops.control.statusview import StatusRow
+from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.core.runstate import ACTIVE_STATUSES
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -24,12 +25,18 @@ def fmt_duration(seconds: float | None) -> str:
     return "%ds" % s
 
 
-def _fmt_num(v: float) -> str:
+def fmt_num(v: float, unit: str = "") -> str:
+    """A metric with an SI suffix and its unit, three significant digits: ``44620`` -> ``44.6k``,
+    ``(44620, "tok/s")`` -> ``44.6k tok/s``, ``1.5e6`` -> ``1.5M``, ``812.0`` -> ``812``, ``0.25`` -> ``0.25``."""
     if not math.isfinite(v):
-        return str(v)
-    if abs(v) >= 1000:
-        return "%.0f" % v
-    return "%.3g" % v
+        text = str(v)
+    else:
+        text = "%.3g" % v
+        for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(v) >= div * 0.9995:
+                text = ("%.3g" % (v / div)) + suffix
+                break
+    return "%s %s" % (text, unit) if unit else text
 
 
 def fmt_features(features: list) -> str:
@@ -45,6 +52,11 @@ def fmt_features(features: list) -> str:
 
 COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score", "resp_len", "tput",
            "verdict", "age", "swanlab")
+#: column headers: what each number is, with its unit (verl/trainer/ppo/metric_utils.py: ``perf/throughput`` is
+#: tokens per second per device, ``response_length/mean`` tokens)
+HEADERS = {"resp_len": "resp len", "tput": "tput/device", "age": "last step"}
+#: the block view's labels (one block per run on a narrow terminal)
+LABELS = {"eta": "ETA", "resp_len": "resp len", "tput": "throughput/device", "age": "last step", "step": "step"}
 
 
 def _clock(t: float) -> str:
@@ -79,10 +91,27 @@ def cells(row: StatusRow) -> dict[str, str]:
             fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
         "attempt": "-" if row.attempt is None else str(row.attempt),
         "features": fmt_features(row.features),
-        "score": _fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
-        "resp_len": _fmt_num(m["response_length/mean"]) if "response_length/mean" in m else "-",
-        "tput": _fmt_num(m["perf/throughput"]) if "perf/throughput" in m else "-",
+        "score": fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
+        "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
+        "tput": fmt_num(m["perf/throughput"], "tok/s") if "perf/throughput" in m else "-",
         "verdict": verdict,
-        "age": fmt_duration(row.progress_age_s) + ("!" if row.stale else ""),
+        "age": (fmt_duration(row.progress_age_s) + " ago" if row.progress_age_s is not None else "-")
+        + ("!" if row.stale else ""),
         "swanlab": row.swanlab_url or "-",
     }
+
+
+def summary_line(row: StatusRow) -> str | None:
+    """One line for a live run, whole run id first (copyable for ``--run`` / ``--resume``): ``h1 <run id>: running,
+    step 5/10 (50%), ETA 55s, 44.6k tok/s/device``; None for a row that is not an active run."""
+    if not row.run_id or row.status not in ACTIVE_STATUSES or row.state in (ERROR, SUPERVISOR_DEAD):
+        return None
+    c = cells(row)
+    parts = [c["state"]]
+    if row.step is not None:
+        parts.append("step " + c["step"])
+    if row.eta_s is not None:
+        parts.append("ETA " + c["eta"])
+    if "perf/throughput" in row.metrics:
+        parts.append(c["tput"] + "/device")
+    return "%s %s: %s" % (row.host, row.run_id, ", ".join(parts))

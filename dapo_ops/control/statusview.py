@@ -152,6 +152,8 @@ class StatusRow:
     last_step_at: float | None = None  # when the last step line came (container clock, seconds since the epoch)
     step_time_s: float | None = None   # the recent median step time the expectation comes from
     log_read: str | None = None        # the log the probe read: train.log, or the attempt's own log (supervisor gone)
+    resume_from: int | None = None  # a run a --resume may continue: step of its last complete checkpoint
+    resume_redo: int | None = None  # ... and the steps past it (done, not saved) that the resume does again
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -315,6 +317,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         limit = stalled_after(run, step_time)
         if limit is not None and row.progress_age_s is not None and row.progress_age_s >= limit:
             row.stalled_s, row.eta_s = row.progress_age_s, None   # no ETA for a run that does not move
+    if row.state in (SUPERVISOR_DEAD, STOPPED, FAILED) and step is not None and "checkpoint" in probe:
+        row.resume_from = probe.get("checkpoint")
+        row.resume_redo = redo_steps(step, row.resume_from)
+        row.hint = "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(
+            step, row.resume_from)
     return row
 
 
@@ -327,6 +334,22 @@ def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     if isinstance(lim, (int, float)) and lim > 0:
         return float(lim) / 2.0
     return 3.0 * step_time_s if step_time_s else None
+
+
+def redo_steps(step: int, checkpoint: int | None) -> int:
+    """Steps a resume does again: those past the last complete checkpoint (``checkpoint``: its step, None = no
+    checkpoint, the resume starts at step 1) up to the last step done, ``step``."""
+    return max(0, int(step) - int(checkpoint or 0))
+
+
+def redo_line(step: int, checkpoint: int | None) -> str:
+    """``a resume redoes 3 steps (8-10: past the last complete checkpoint global_step_7)``."""
+    n = redo_steps(step, checkpoint)
+    if not n:
+        return "a resume redoes no step (step %s is checkpointed)" % step
+    span = "step %s" % step if n == 1 else "steps %s-%s" % (step - n + 1, step)
+    where = "past the last complete checkpoint global_step_%s" % checkpoint if checkpoint else "no checkpoint yet"
+    return "a resume redoes %d step%s (%s: %s)" % (n, "" if n == 1 else "s", span, where)
 
 
 def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:

@@ -13,6 +13,8 @@ from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
 #: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
 WATCH_CODES = {SUCCEEDED: 0, FAILED: 1, STOPPED: 2, SUPERVISOR_DEAD: 3, NO_RUN: 4, ERROR: 4,
                statusview.INCOMPLETE: 4, statusview.RAY_WORKER: 4}
+#: seconds without a line about a live run after which ``watch`` on a terminal prints its progress line
+PROGRESS_EVERY_S = 60.0
 
 
 class Watch:
@@ -26,6 +28,7 @@ class Watch:
         self.done: dict[str, StatusRow] = {}
         self.unreachable: set[str] = set()
         self.workers: dict[str, StatusRow] = {}  # Ray worker hosts of a watched head's run: not runs of their own
+        self.said_at: dict[str, float] = {}       # host -> when (caller's clock, seconds) a line last named its run
 
     def live(self) -> list:
         """The hosts still to look at."""
@@ -35,9 +38,10 @@ class Watch:
     def finished(self) -> bool:
         return len(self.done) == len(self.hosts)
 
-    def see(self, rows: list[StatusRow]) -> list[str]:
+    def see(self, rows: list[StatusRow], now: float = 0.0) -> list[str]:
         """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
-        end the watch once it was seen), and why a host without a run stops being watched."""
+        end the watch once it was seen), and why a host without a run stops being watched. ``now``: the caller's
+        clock in seconds (a state change resets that host's :meth:`progress` timer)."""
         out: list[str] = []
         heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
         watched = {h.name for h in self.hosts}
@@ -56,12 +60,31 @@ class Watch:
                     self.unreachable.add(row.host)
                 continue
             self.unreachable.discard(row.host)
-            out += statusevents.events(self.prev.get(row.host), row)
+            changes = statusevents.events(self.prev.get(row.host), row)
+            if changes or row.host not in self.said_at:
+                self.said_at[row.host] = now
+            out += changes
             self.prev[row.host] = row
             if statusevents.is_finished(row):
                 self.done[row.host] = row
                 if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
                     out.append(row.error or "%s: no run to watch" % row.host)
+        return out
+
+    def progress(self, now: float, every_s: float = PROGRESS_EVERY_S) -> list[str]:
+        """Progress lines (run id, step, rate, ETA: :func:`dapo_ops.control.statustable.summary_line`) of the live
+        runs no line has named for ``every_s`` seconds of the caller's clock ``now``; each resets its timer.
+        ``watch`` prints them on a terminal only, between state changes (at most one a minute per run)."""
+        from dapo_ops.control.statustable import summary_line
+
+        out = []
+        for host, row in self.prev.items():
+            if host in self.done or now - self.said_at.get(host, now) < every_s:
+                continue
+            line = summary_line(row)
+            if line:
+                out.append(line)
+                self.said_at[host] = now
         return out
 
     def outcome(self) -> tuple[int, str]:

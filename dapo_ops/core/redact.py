@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, List, Mapping
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 #: what a secret is shown as
 REDACTED = "***"
@@ -53,22 +53,60 @@ def _userinfo(url: str) -> tuple[str, str]:
     return user, hostport
 
 
+#: query parameters that carry a secret although their name is no secret word: a webhook's or an API's token in
+#: the URL (WeCom's ``?key=``, DingTalk's ``?access_token=`` are secret words already)
+SECRET_QUERY_NAMES = ("key", "sig", "signature", "sign", "auth")
+
+
+def _secret_query(url: str) -> list:
+    """``[(name, value)]`` of the query parameters of ``url`` whose name is secret (:func:`is_secret_name` or
+    :data:`SECRET_QUERY_NAMES`) and whose value is not empty."""
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return []
+    out = []
+    for part in query.split("&"):
+        name, sep, value = part.partition("=")
+        if sep and value and (is_secret_name(name) or name.lower() in SECRET_QUERY_NAMES):
+            out.append((name, value))
+    return out
+
+
 def has_credentials(url: str) -> bool:
-    """True when a URL carries credentials: a non-empty ``user``, ``user:password`` or ``:password`` before ``@``.
+    """True when a URL carries credentials: a non-empty ``user``, ``user:password`` or ``:password`` before ``@``,
+    or a secret query parameter (``?key=...``: WeCom's robot webhook, ``?access_token=...``: DingTalk's).
 
     A user name alone counts: proxies and webhook gateways take tokens as the user (``http://<token>@proxy``), so
     ``http://user@host`` is a secret. ``http://@host`` (empty userinfo) carries nothing.
     """
     user, _ = _userinfo(str(url or ""))
-    return bool(user.replace(":", ""))
+    return bool(user.replace(":", "")) or bool(_secret_query(str(url or "")))
+
+
+def url_secrets(url: str) -> list:
+    """The secret parts of a URL, to :func:`scrub` wherever they may appear alone: the userinfo's password (or a
+    bare user part: a token) and the values of secret query parameters (``?key=<WeCom robot key>``)."""
+    url = str(url or "")
+    user, _ = _userinfo(url)
+    name, sep, password = user.partition(":")
+    parts = [password if sep else name] if user else []
+    for _, value in _secret_query(url):
+        parts += [value, unquote(value)]
+    return [p for p in parts if p]
 
 
 def display_url(url: str) -> str:
     """A URL safe to print: ``http://bob:***@proxy:3128`` (the password hidden, the user kept), ``http://***@proxy``
-    (a bare user part may be a token: hidden); a URL without credentials is returned as it is."""
+    (a bare user part may be a token: hidden), ``https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=***`` (a secret
+    query parameter); a URL without credentials is returned as it is."""
     if not has_credentials(url):
         return url
+    for name, value in _secret_query(url):
+        url = url.replace("%s=%s" % (name, value), "%s=%s" % (name, REDACTED))
     user, hostport = _userinfo(url)
+    if not user.replace(":", ""):
+        return url
     name, sep, _ = user.partition(":")
     shown = "%s:%s" % (name, REDACTED) if sep else REDACTED
     head = url[: url.index("://") + 3] if "://" in url else ""
@@ -111,7 +149,7 @@ def redact_env(env: Mapping[str, Any]) -> dict:
     for k, v in (env or {}).items():
         if is_secret_name(k) and v:
             out[k] = REDACTED
-        elif isinstance(v, str) and "@" in v and has_credentials(v):
+        elif isinstance(v, str) and ("@" in v or "?" in v) and has_credentials(v):
             out[k] = display_url(v)
         else:
             out[k] = v
