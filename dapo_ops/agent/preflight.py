@@ -13,7 +13,9 @@ free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, 
 has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`), and unless
 ``"run": false`` the compose result ``compose``), ``modules``
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
-paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``).
+paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``), ``learned_dir`` (``<runs_dir>/.learned``: the
+memos of :mod:`dapo_ops.core.learned`, answered as ``learned``: a list of their JSON, newest first, bounded by
+``learned.MAX_MEMOS`` files of at most ``learned.MAX_BYTES`` bytes; unreadable or broken ones are skipped).
 """
 
 from __future__ import annotations
@@ -285,6 +287,34 @@ def _compose(comp: dict, fp: str | None) -> dict:
     return r
 
 
+def _learned(path: str) -> list:
+    """The memos under ``path`` (newest first, bounded; :mod:`dapo_ops.core.learned`); [] when there are none."""
+    from dapo_ops.core import learned
+
+    try:
+        names = [n for n in os.listdir(path) if n.endswith(".json")]
+    except OSError:
+        return []
+    files = []
+    for n in names:
+        try:
+            st = os.stat(os.path.join(path, n))
+        except OSError:
+            continue
+        if st.st_size <= learned.MAX_BYTES:
+            files.append((st.st_mtime, n))
+    out = []
+    for _, n in sorted(files, reverse=True)[:learned.MAX_MEMOS]:
+        try:
+            with open(os.path.join(path, n), encoding="utf-8") as fh:
+                m = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict):
+            out.append(m)
+    return out
+
+
 def probe(req: dict) -> dict:
     """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
     t0 = time.time()
@@ -309,6 +339,8 @@ def probe(req: dict) -> dict:
         out["modules"] = _modules(req["modules"])
     if req.get("cann_files"):
         out["cann"] = _cann(req["cann_files"])
+    if req.get("learned_dir"):
+        out["learned"] = _learned(req["learned_dir"])
     comp = req.get("compose")
     if comp:
         comp = dict(comp, request=installed_config_root(comp["request"]))

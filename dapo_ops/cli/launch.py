@@ -84,6 +84,8 @@ def _print_run(h, d: dict, secrets_all: list) -> None:
     print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
     if d.get("resume"):
         print(f"  resume:  {d['resume']}")
+    for line in d.get("start") or []:  # the learned start (or why not) and the estimate's start rung
+        print(f"  start:   {line}")
     if d.get("swanlab_url"):
         print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
 

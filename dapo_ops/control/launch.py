@@ -317,17 +317,27 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
 
 
 def fit_memory(req: LaunchRequest, host, plan, facts: dict) -> None:
-    """Memory fit (``memory_fit = start``): start on the first OOM-ladder rung that fits the host's devices
-    (source ``estimate``); updates ``plan`` in place. A plan that fits on no rung was refused by the checks."""
+    """Where the first attempt starts, from the probe's facts (one round trip): a learned start (a memo of the same
+    configuration in the host's ``<runs_dir>/.learned``, :mod:`dapo_ops.core.learned`; not with ``--resume``, which
+    continues the earlier run's own features), else the memory fit (``memory_fit = start``: the first OOM-ladder
+    rung that fits the host's devices, source ``estimate``). Sets the spec's configuration key (``learn``: the
+    supervisor files a memo under it when the run needs a rung); updates ``plan`` in place. A plan that fits on no
+    rung was refused by the checks."""
     from dapo_ops.control.preflight import memory_facts
 
     mem = memory_facts(host, facts.get("probe"))
     if mem is None:
         return
+    if req.resume:
+        mem = dict(mem, memos=None, learned_skip=f"--resume continues run {req.resume} with its own features")
     fitted = req.make_plan(host, plan.spec["run_id"], memory=mem)
+    for k in ("learn", "learned"):
+        if k in fitted.spec:
+            plan.spec[k] = fitted.spec[k]
+    plan.memory = fitted.memory
     if fitted.spec.get("setting_changes"):
         plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
-        plan.features, plan.argv, plan.ladder, plan.memory = fitted.features, fitted.argv, fitted.ladder, fitted.memory
+        plan.features, plan.argv, plan.ladder = fitted.features, fitted.argv, fitted.ladder
 
 
 def run_public_env(plan, *, sw, extra_public: dict) -> dict:
@@ -463,4 +473,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)
     if row.ok and resumed:
         row.data["resume"] = resumed
+    if row.ok:  # where the first attempt starts: the learned start or the estimate's rung, or why not
+        row.data["start"] = [ln for ln in plan.memory if ln.startswith(("starting on the learned", "learned start",
+                                                                        "memory-fit: starts on"))]
     return row

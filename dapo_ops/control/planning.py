@@ -99,7 +99,11 @@ def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bo
     ``{"model_config": config.json dict, "device_gib": float | None}`` for the memory-fit estimate
     (:func:`dapo_ops.core.memfit.fit`): when the first attempt cannot fit, the plan starts on the first rung that
     fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib`` only
-    the per-phase peaks are shown.
+    the per-phase peaks are shown. With the host class too (``device_name``, ``device_mib``: the probe's) the spec
+    gets its configuration key (``spec["learn"]``, :mod:`dapo_ops.core.learned`), and ``memos`` (the host's
+    ``<runs_dir>/.learned``, the same probe) give a learned start: a memo of the same key, not contrary to an
+    explicit setting, starts the plan on its rungs (source ``learned``; the estimate then only reports);
+    ``memos`` None: not looked up (``--resume``, with ``learned_skip``: why).
     Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
     ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
     """
@@ -204,7 +208,9 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     notes.append("validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
                  "--resume skip it (--override trainer.val_before_train=True keeps it)")
     runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
+    fs, learned_lines = _learned_start(spec, fs, memory, settings)
     fs, mem_lines = _memory_fit(spec, fs, memory)
+    mem_lines = learned_lines + mem_lines
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
     lad = ladder.plan_ladder(fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}),
@@ -265,6 +271,43 @@ def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, 
             f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"]
 
 
+def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -> tuple[FeatureSet, list[str]]:
+    """The learned start (:mod:`dapo_ops.core.learned`): set ``spec["learn"]`` (the configuration key the supervisor
+    files a memo under) when the host class is known, and start on a matching memo's rungs unless it would override
+    an explicit setting. In place on ``spec`` (``features``, ``setting_changes``, ``learned``); returns the features
+    and the plan's lines."""
+    from dapo_ops.core import learned
+
+    mem = memory or {}
+    if not mem.get("device_mib") or not mem.get("model_config"):
+        return fs, []
+    k = learned.key(spec, fs.to_json(), fs.disabled,
+                    learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
+                    learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]))
+    fp = learned.fingerprint(k)
+    spec["learn"] = {"fingerprint": fp, "key": k}
+    if mem.get("memos") is None:
+        return fs, [f"learned start: not looked up ({mem.get('learned_skip') or 'no memos read'})"]
+    memo = learned.find(mem["memos"], k)
+    if memo is None:
+        return fs, []
+    given = {}
+    for name in set(learned.SETTING_OF_CHANGE.values()):
+        if _given(settings, name):
+            where = (getattr(settings, "origins", None) or {}).get(name) or name
+            given[name] = f"{where}={_get(settings, name)}"
+    why = learned.conflicts(memo, fs.disabled, given, spec["settings"].get("extra_overrides") or [])
+    if why:
+        spec["learned"] = {"used": False, "run_id": memo.get("run_id"), "fingerprint": fp, "why": why}
+        return fs, [learned.not_used_line(memo, why)]
+    fs, changes = learned.apply(memo, fs)
+    spec["features"] = fs.to_json()
+    spec["setting_changes"] = changes
+    line = learned.start_line(memo)
+    spec["learned"] = {"used": True, "run_id": memo.get("run_id"), "fingerprint": fp, "line": line}
+    return fs, [line]
+
+
 def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
     """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
     Raises :class:`dapo_ops.core.memfit.FitError` when nothing fits, unless the ``memory_fit`` setting is ``warn``
@@ -291,6 +334,15 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
             prop = memfit.propose_parallel(m, spec, fs, assumed)
             out += [f"memory-fit: {prop}"] if prop else []
         return fs, out
+    if (spec.get("learned") or {}).get("used"):  # measured beats estimated: the estimate only reports
+        try:
+            f = memfit.fit(cfg, spec, fs, float(gib))
+        except memfit.FitError as e:
+            return fs, [f"{e} (not used: the learned start was measured on this host class)"]
+        start = "memory-fit: starts on rung(s)"
+        return fs, [ln.replace(start, "memory-fit: the estimate would add rung(s)")
+                    + " (not used: the learned start was measured on this host class)" if ln.startswith(start)
+                    else ln for ln in f.lines()]
     if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
         try:
             f = memfit.fit(cfg, spec, fs, float(gib))

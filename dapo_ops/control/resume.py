@@ -115,8 +115,8 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     for f in rec.get("features") or old.get("features") or []:
         src = str(f.get("source", ""))
         # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
-        # and what its OOM ladder added stays, unless turned off now
-        if (src.startswith("oom-retry") or src == "explicit") and f.get("name") not in fs.disabled:
+        # and what its OOM ladder added (or a learned start began with) stays, unless turned off now
+        if (src.startswith("oom-retry") or src in ("explicit", "learned")) and f.get("name") not in fs.disabled:
             fs = fs.add(f["name"], src)
     plan.features = fs
     spec["features"] = fs.to_json()

@@ -14,8 +14,11 @@ version live in :mod:`dapo_ops.core.profiles`). The runbook's rules:
   default off and the ladder never turns it back on.
 
 Every enabled feature carries its *source* for display and for ``run.json``:
-``explicit``, ``default``, ``oom-retry-<N>`` (N = the OOM retry that added it) or ``estimate``
-(the pre-launch memory-fit estimate, :mod:`dapo_ops.core.memfit`, started on that rung).
+``explicit``, ``default``, ``oom-retry-<N>`` (N = the OOM retry that added it), ``estimate``
+(the pre-launch memory-fit estimate, :mod:`dapo_ops.core.memfit`, started on that rung) or ``learned`` (an earlier
+run of the same configuration needed that rung: :mod:`dapo_ops.core.learned`). Precedence: explicit > defaults >
+learned / estimate (a used memo wins over the estimate: it was measured) > OOM-appended; neither a memo nor the
+estimate is ever trusted over an explicit setting.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ CATALOG: dict[str, tuple[str, str]] = {
                         "on; -chunked_prefill turns it off"),
 }
 
-SOURCES = ("explicit", "default", "estimate")  # estimate: memfit started on this rung (never rolled back)
+SOURCES = ("explicit", "default", "estimate", "learned")  # estimate: memfit started on this rung; learned: a memo
+#                                                           (core/learned.py) did; neither is rolled back
 _OOM_SOURCE = re.compile(r"^oom-retry-([1-9][0-9]*)$")
 
 
@@ -64,7 +68,8 @@ def _check_name(name: str, what: str = "feature") -> None:
 
 def _check_source(source: str) -> None:
     if source not in SOURCES and not _OOM_SOURCE.match(source):
-        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default, estimate or oom-retry-<N>")
+        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default, estimate, learned or "
+                           "oom-retry-<N>")
 
 
 def is_ladder_source(source: str) -> bool:

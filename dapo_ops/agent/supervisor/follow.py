@@ -230,14 +230,14 @@ class Follower:
 
 def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Dict[str, Any], att: Dict[str, Any], *,
            stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
-           writer: record.RecordWriter) -> Optional[str]:
+           writer: record.RecordWriter, tick: Optional[Callable[[], Any]] = None) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
     :mod:`.storm`), ``"stall"`` (after the first step, no step line and no new output for ``scanner.stall_after_s``
     s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
     the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
-    when nothing is new."""
+    when nothing is new. ``tick()`` is called after each read that brought new output (the learned-start memo)."""
     grew_at = att["started_at"]
     while True:
         got = follower.pump()
@@ -247,6 +247,8 @@ def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Di
         t = now()
         if got:
             grew_at = t
+            if tick is not None:
+                tick()
         why = stop()
         if why:
             return why if isinstance(why, str) else "stop"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
-from dapo_ops.agent.supervisor import attempt, config, devices, diskspace, escalate, follow, record, stall
+from dapo_ops.agent.supervisor import attempt, config, devices, diskspace, escalate, follow, learn, record, stall
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
@@ -67,6 +67,7 @@ class Supervisor:
         self._notify_threads: List[threading.Thread] = []
         self.lock_taken = False
         self.swanlab_id: Optional[str] = None
+        self.memos: Optional[learn.Memos] = None  # learned starts (core/learned.py), set once the spec is read
 
     # -- setup -------------------------------------------------------------
 
@@ -79,6 +80,7 @@ class Supervisor:
         self.ladder = escalate.Ladder(int(self.spec.get("max_oom_retries", 2)))
         self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
         self.links = follow.LinkFinder(self.spec.get("env") or {})
+        self.memos = learn.Memos(self.spec, self._runs_dir())
 
     def _runs_dir(self) -> str:
         return str(Path(self.run_dir).resolve().parent)
@@ -192,7 +194,7 @@ class Supervisor:
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
         killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=self._stop_reason,
                                   oom_grace_s=self.tun["oom_grace_s"], hang_timeout_s=self.hang_timeout_s,
-                                  poll_s=self.tun["poll_interval_s"], writer=self.writer)
+                                  poll_s=self.tun["poll_interval_s"], writer=self.writer, tick=self._learn)
         idle_s = scanner.idle_s or now() - max(self.rec.get("last_progress_at") or att["started_at"], att["started_at"])
         stacks = None
         if killed_by in ("stall", "hang"):  # where each process stood, before anything is stopped
@@ -201,6 +203,7 @@ class Supervisor:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
         self.att_pids = attempt.teardown(self.proc, self.marker, self.cmd_marker, self.tun["kill_grace_s"], att, gpu)
         follower.finish()
+        self._learn()  # the last lines may hold the step that got past the OOM
         code = attempt.exit_code(self.proc.returncode)
         container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
         return {"exit_code": code, "killed_by": killed_by, "oom_line": scanner.oom_line, "att": att,
@@ -215,6 +218,11 @@ class Supervisor:
         att["stacks"] = Path(path).name
         log("stack dumps of %d process(es) of attempt %d: %s" % (len(stacks), k, path))
         return stacks
+
+    def _learn(self) -> None:
+        """File the learned-start memo when the attempt on a rung got past the phase that ran out (:mod:`.learn`)."""
+        if self.memos is not None and self.memos.check(self.rec):
+            self.writer.dirty = True
 
     def _stop_reason(self):
         """Why the follow loop must end the attempt now: ``"disk-full"`` (diskspace), True (``inv stop``), False."""

@@ -10,8 +10,10 @@ from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
 def memory_facts(host, p: dict | None) -> dict | None:
-    """``{"model_config", "device_gib"}`` from the probe's facts (the container's ``config.json`` and the smallest
-    device's total memory), for :func:`dapo_ops.control.planning.make_plan`; None when either is unknown."""
+    """``{"model_config", "device_gib", "device_mib", "device_name", "memos"}`` from the probe's facts (the
+    container's ``config.json``, the smallest device's total memory and name, the memos of
+    ``<runs_dir>/.learned``: :mod:`dapo_ops.core.learned`), for :func:`dapo_ops.control.planning.make_plan`; None
+    when the config or the devices are unknown."""
     cfg = ((p or {}).get("model") or {}).get("config")
     d = (p or {}).get("devices") or {}
     if not cfg or d.get("rc") != 0:
@@ -20,8 +22,11 @@ def memory_facts(host, p: dict | None) -> dict | None:
         rep = devmod.parse(getattr(host, "accelerator", "npu"), d.get("stdout", ""))
     except devmod.DeviceParseError:
         return None
-    totals = [x.mem_total_mb for x in rep.devices if x.mem_total_mb]
-    return {"model_config": cfg, "device_gib": min(totals) / 1024} if totals else None
+    devs = sorted((x for x in rep.devices if x.mem_total_mb), key=lambda x: x.mem_total_mb)
+    if not devs:
+        return None
+    return {"model_config": cfg, "device_gib": devs[0].mem_total_mb / 1024, "device_mib": devs[0].mem_total_mb,
+            "device_name": devs[0].name, "memos": list((p or {}).get("learned") or [])}
 
 
 def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:

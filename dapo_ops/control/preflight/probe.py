@@ -40,6 +40,10 @@ def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = N
         req["modules"] = [m for m, _ in needed_modules(pv)]
     else:
         req["disk_path"] = runs
+    if runs:  # the memos of learned starts (core/learned.py), read in this same round trip
+        from dapo_ops.core.learned import DIRNAME
+
+        req["learned_dir"] = f"{str(runs).rstrip('/')}/{DIRNAME}"
     if (full or tracker) and tracker_urls(pv):
         req["http_urls"] = tracker_urls(pv)
     if full:
