@@ -2,6 +2,7 @@
 a plan starts on it (source ``learned``) or says why not; learned vs the memory-fit estimate. Pure: no hosts."""
 
 import copy
+import re
 
 from dapo_ops.control import planning, settings
 from dapo_ops.control.inventory import Host
@@ -107,7 +108,7 @@ def test_a_matching_memo_starts_the_plan_on_its_rung_with_source_learned():
             "without it on 2025-11-29)")
     assert line in p.memory and p.spec["learned"]["used"] is True
     text = render_text(p, width=400)
-    assert line in text and "offload   memory       on     learned" in text
+    assert line in text and re.search(r"offload +│ memory +│ on +│ learned ", text), text
     assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" in p.argv
 
 
@@ -163,17 +164,20 @@ def test_learned_wins_over_the_estimate_which_only_reports():
              "micro_batch_size": 8}
     est = plan(flags)
     assert est.spec["setting_changes"]["memory_rungs"][0]["source"] == "estimate"
-    # the memo: an earlier run of the same configuration measured that rollout-util twice (0.7) was needed
-    m = memo_of(est, changes={"gpu_memory_utilization": 0.7})
+    # the memo: an earlier run of the same configuration measured that offload got it past weight-sync
+    m = memo_of(est, rung="offload", changes={}, features=("offload",))
     p = plan(flags, mem=memory(memos=[m]))
-    assert p.spec["setting_changes"]["gpu_memory_utilization"] == 0.7
+    assert p.features.source_of("offload") == "learned"
     assert [r["source"] for r in p.spec["setting_changes"]["memory_rungs"]] == ["learned"]
-    assert p.memory[0].startswith("starting on the learned rung rollout-util(weight-sync)")
-    assert not any("starts on rung(s)" in ln for ln in p.memory)  # the estimate did not start anything
-    # and a memo milder than the estimate is still what runs (measured): the estimate's extra rung is only reported
-    m2 = memo_of(est, rung="offload", changes={}, features=("offload",))
+    assert "gpu_memory_utilization" not in p.spec["setting_changes"]  # the estimate's rung did not start
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.9" in p.argv
+    assert p.memory[0].startswith("starting on the learned rung offload(weight-sync)")
+    assert not any("starts on rung(s)" in ln for ln in p.memory), p.memory
+    # a memo contrary to the explicit GPU_MEMORY_UTILIZATION=0.9 is not used: the estimate's start applies as before
+    m2 = memo_of(est, changes={"gpu_memory_utilization": 0.7})
     p2 = plan(flags, mem=memory(memos=[m2]))
-    assert p2.features.source_of("offload") == "learned" and "gpu_memory_utilization" not in p2.spec["setting_changes"]
+    assert p2.spec["learned"]["used"] is False
+    assert [r["source"] for r in p2.spec["setting_changes"]["memory_rungs"]] == ["estimate"]
 
 
 # ------------------------------------------------------------------------------------- when a memo is due

@@ -474,6 +474,6 @@ def launch_one(target, req: LaunchRequest) -> Row:
     if row.ok and resumed:
         row.data["resume"] = resumed
     if row.ok:  # where the first attempt starts: the learned start or the estimate's rung, or why not
-        row.data["start"] = [ln for ln in plan.memory if ln.startswith(("starting on the learned", "learned start",
-                                                                        "memory-fit: starts on"))]
+        row.data["start"] = [ln for ln in plan.memory if ln.startswith((
+            "starting on the learned", "learned start not used", "learned start: not looked up", "memory-fit: starts on"))]
     return row

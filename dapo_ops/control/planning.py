@@ -280,7 +280,9 @@ def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings)
 
     mem = memory or {}
     if not mem.get("device_mib") or not mem.get("model_config"):
-        return fs, []
+        runs = posixpath.dirname(spec["run_dir"])
+        return fs, [f"learned starts: inv launch looks them up in {runs}/{learned.DIRNAME} (its probe reads them with "
+                    f"the device memory; this plan has no device facts)"]
     k = learned.key(spec, fs.to_json(), fs.disabled,
                     learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
                     learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]))
