@@ -66,7 +66,8 @@ def test_a_different_model_device_or_memory_setting_does_not_match():
         "run.max_response_length": plan({"max_response_length": 128}),
         "run.rollout_n": plan({"rollout_n": 2}),
         "run.gpu_memory_utilization": plan({"gpu_memory_utilization": 0.5}),
-        "run.disabled": plan({"features": "-offload"}),
+        "run.disabled": plan({"features": "-chunked_prefill"}),
+        "run.features": plan({"features": "-gradient_checkpointing"}),
         "run.overrides": None,
     }
     st = settings.resolve(FLAGS, {}, {})
@@ -127,9 +128,10 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
     assert any(ln.startswith("learned start not used: run 20261128-101010-beef ran on rollout-util(weight-sync)")
                and "you set GPU_MEMORY_UTILIZATION=0.6" in ln and "never overrides an explicit setting" in ln
                for ln in p.memory), p.memory
-    # an explicit -offload: a memo that adds offload is not used
+    # an explicit -offload (the same configuration: it only bounds the ladder): a memo that adds offload is not used
     off = plan({"features": "-offload"})
-    m2 = memo_of(off, rung="offload", changes={}, features=("offload",))
+    assert off.spec["learn"]["key"] == plan().spec["learn"]["key"]
+    m2 = memo_of(plan(), rung="offload", changes={}, features=("offload",))
     p2 = plan({"features": "-offload"}, mem=memory(memos=[m2]))
     assert not p2.features.has("offload") and p2.spec["learned"]["used"] is False
     assert any("it adds offload, which you turned off (-offload)" in ln for ln in p2.memory)

@@ -208,7 +208,7 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     notes.append("validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
                  "--resume skip it (--override trainer.val_before_train=True keeps it)")
     runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
-    fs, learned_lines = _learned_start(spec, fs, memory, settings)
+    fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     mem_lines = learned_lines + mem_lines
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
@@ -271,18 +271,20 @@ def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, 
             f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"]
 
 
-def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -> tuple[FeatureSet, list[str]]:
+def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings,
+                   notes: list) -> tuple[FeatureSet, list[str]]:
     """The learned start (:mod:`dapo_ops.core.learned`): set ``spec["learn"]`` (the configuration key the supervisor
     files a memo under) when the host class is known, and start on a matching memo's rungs unless it would override
     an explicit setting. In place on ``spec`` (``features``, ``setting_changes``, ``learned``); returns the features
-    and the plan's lines."""
+    and the plan's memory lines; without device facts (a dry run) a note says where the launch looks."""
     from dapo_ops.core import learned
 
     mem = memory or {}
     if not mem.get("device_mib") or not mem.get("model_config"):
         runs = posixpath.dirname(spec["run_dir"])
-        return fs, [f"learned starts: inv launch looks them up in {runs}/{learned.DIRNAME} (its probe reads them with "
-                    f"the device memory; this plan has no device facts)"]
+        notes.append(f"learned starts: inv launch looks them up in {runs}/{learned.DIRNAME} (its probe reads them "
+                     f"with the device memory; this plan has no device facts)")
+        return fs, []
     k = learned.key(spec, fs.to_json(), fs.disabled,
                     learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
                     learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]))

@@ -18,7 +18,9 @@ a config without ``num_hidden_layers`` adds the model path, as nothing else tell
 every setting that moves a phase's peak: framework, mode, verl profile, V1 trainer mode, nodes, devices per node
 (one-step-off: both pools), trainer TP/PP, rollout TP, prompt and response length, train / mini / micro batch sizes,
 rollout n, rollout ``gpu_memory_utilization`` as planned, eager rollout, the features asked for (on by
-``explicit`` / ``default``, and the ``-name`` ones), the user's ``--override`` list. Not: steps, save frequency,
+``explicit`` / ``default``, and the ``-name`` ones except ``-offload`` / ``-recompute``, which only bound the ladder:
+the first attempt's memory is the same, so they are a conflict, not another configuration), the user's
+``--override`` list. Not: steps, save frequency,
 data files, run names, the model's path when its shape is known. Matching is equality of the whole key
 (:func:`find`); its sha256 prefix is only the file name.
 
@@ -54,6 +56,8 @@ RUN_SETTINGS = ("nnodes", "n_gpus_per_node", "trainer_tp", "trainer_pp", "rollou
                 "ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu", "fsdp_offload_policy",
                 "weight_sync_bucket_mb")
 POOL_SETTINGS = ("trainer_gpus", "rollout_gpus", "rollout_nnodes")
+#: ``-name`` of these only bounds the ladder (the first attempt's memory is the same): not in the key, a conflict
+MEMORY_FEATURES = ("offload", "recompute")
 #: feature sources a user (or the defaults) chose: what the key holds; the rest are rungs
 ASKED_SOURCES = ("explicit", "default")
 #: a memo's setting change -> the run setting whose explicit value it would override (control/settings.py names)
@@ -100,7 +104,8 @@ def key(spec: dict, features: list, disabled, model: dict, host: dict) -> dict:
         run.update({k: s.get(k) for k in POOL_SETTINGS})
     run.update(framework=spec.get("framework"), mode=spec.get("mode"), profile=spec.get("profile"),
                features=sorted(f["name"] for f in features or [] if f.get("source") in ASKED_SOURCES),
-               disabled=sorted(disabled or ()), overrides=sorted(str(x) for x in s.get("extra_overrides") or []))
+               disabled=sorted(d for d in disabled or () if d not in MEMORY_FEATURES),
+               overrides=sorted(str(x) for x in s.get("extra_overrides") or []))
     return {"version": VERSION, "host": dict(host), "model": dict(model), "run": run}
 
 
