@@ -8,7 +8,6 @@ from dapo_ops.control import planning, settings
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.plan import render_text
 from dapo_ops.core import learned
-from dapo_ops.core.features import resolve
 
 ONE_GPU = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=1, workdir="/work", runs_dir="/runs",
                model_dir="/models", data_dir="/data", container="c1")

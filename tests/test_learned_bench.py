@@ -14,7 +14,7 @@ from test_launch_bench import feature_sources, host_ready, launch, wait_end  # n
 pytestmark = pytest.mark.bench
 
 
-def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_wins(sandbox, host_ready):
+def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_wins(sandbox, host_ready):  # noqa: F811
     # a device OOM at step 3 whose traceback names no phase (the unknown-phase ladder: offload first), unless offload
     host_ready("h1", {"step_time": 0.1, "failure": {"kind": "oom-device", "step": 3, "phase": "none",
                                                     "avoid_with": ["offload"], "hang_s": 120}})
