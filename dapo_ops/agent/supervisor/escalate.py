@@ -130,17 +130,8 @@ def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
 
 
 def decision_json(d) -> Dict[str, Any]:
-    """run.json ``decision`` of a ladder.Decision."""
-    if hasattr(d, "to_json"):
-        return dict(d.to_json())
-    return {
-        "action": d.action,
-        "features": d.features.to_json(),
-        "setting_changes": dict(d.setting_changes or {}),
-        "reason": d.reason,
-        "skipped": list(d.skipped or []),
-        "suggestions": list(d.suggestions or []),
-    }
+    """run.json ``decision`` of a :class:`dapo_ops.core.ladder.Decision`."""
+    return dict(d.to_json())
 
 
 class Ladder:
@@ -159,7 +150,7 @@ class Ladder:
 
     def count(self, d) -> None:
         """A retry of decision ``d`` is taken: spend its counter."""
-        counter = getattr(d, "counter", None)
+        counter = d.counter
         if counter == "oom":
             self.oom_used += 1
         elif counter:
