@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from dapo_ops.core import classify as C
+from dapo_ops.core import policy
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "troubleshooting.md"
@@ -26,7 +27,8 @@ def test_doc_has_a_section_per_class_with_the_four_parts():
         section = text.split(f"\n## {cls}\n", 1)[1].split("\n## ", 1)[0]
         for part in ("**Symptoms**", "**Cause.**", "**What dapo-ops does**", "**What you do.**"):
             assert part in section, (cls, part)
-        assert f"`{C.DEFAULT_ACTION_KIND[cls]}`" in section
+        for rule in policy.POLICY[cls]:
+            assert f"`{rule.kind.value}`" in section
 
 
 def test_cli_prints_the_same_doc():

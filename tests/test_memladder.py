@@ -8,6 +8,7 @@ from dapo_ops.core import ladder
 from dapo_ops.core import memladder
 from dapo_ops.core import overrides
 from dapo_ops.core.features import resolve
+from dapo_ops.core.classify.verdict import PHASES as C_PHASES
 
 BASE = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.6, "rollout_tp": 2,
         "trainer_gpus": 4, "steps": 100, "framework": "fsdp", "mode": "dapo"}
@@ -21,7 +22,7 @@ def run_ladder(fs, phase, settings=None, max_oom=10, steps=10, side=None):
     s = dict(BASE, **(settings or {}))
     out = []
     for used in range(steps):
-        d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, max_oom, {}, s)
+        d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used, max_oom, {}, s)
         out.append(d)
         if d.action != "retry":
             break
@@ -98,7 +99,7 @@ def test_log_prob_halves_the_log_prob_budgets_down_to_the_floor_then_stops():
 @pytest.mark.parametrize("phase,words", [("model-load", "loading the model"), ("checkpoint-load", "on resume"),
                                          ("checkpoint-save", "saving a checkpoint")])
 def test_load_and_save_phases_stop_with_the_fix(phase, words):
-    d = ladder.decide(resolve(""), "oom-device", {"phase": phase}, 1, 0, 2, {}, BASE)
+    d = ladder.decide(resolve(""), "oom-device", {"phase": phase}, 0, 2, {}, BASE)
     assert d.action == "stop" and words in d.reason and d.suggestions
     assert d.features == resolve("")
 
@@ -108,16 +109,15 @@ def test_unknown_phase_keeps_the_runbook_ladder():
     assert rungs(ds) == ["offload", "recompute"]
 
 
-def test_todays_classifier_names_map_to_phases():
-    assert memladder.phase_of({"phase": "update_actor"}) == "update"
-    assert memladder.phase_of({"phase": "compute_log_prob"}) == "log-prob"
-    assert memladder.phase_of({"phase": "kv-cache-init"}) == "rollout-init"
+def test_phase_of_keeps_only_the_classifier_phases():
+    assert memladder.phase_of({"phase": "update"}) == "update"
+    assert memladder.phase_of({"phase": "update_actor"}) == "unknown"  # a verl function name is no phase
     assert memladder.phase_of({}) == "unknown" and memladder.phase_of({"phase": "bogus"}) == "unknown"
 
 
 def test_max_oom_retries_bounds_every_phase_and_explicit_features_stay():
     fs = resolve("recompute,prefix_cache")
-    for phase in memladder.PHASES:
+    for phase in C_PHASES:
         ds, _ = run_ladder(fs, phase, max_oom=1)
         assert len([d for d in ds if d.action == "retry"]) <= 1, phase
         assert {"recompute", "prefix_cache"} <= ds[-1].features.names(), phase
@@ -127,13 +127,13 @@ def test_host_oom_rolls_back_activation_offload_and_offload_policy_the_ladder_ad
     ds, s = run_ladder(resolve(""), "update", steps=3)
     fs = ds[-1].features
     assert fs.source_of("recompute") == "oom-retry-3" and s["fsdp_offload_policy"] is True
-    d = ladder.decide(fs, "oom-host", {}, 4, 3, 5, {}, s)
+    d = ladder.decide(fs, "oom-host", {}, 3, 5, {}, s)
     assert d.action == "retry" and d.counter == "rollback-offload"
     assert not d.features.has("recompute") and d.setting_changes == {"fsdp_offload_policy": False}
     # an explicit recompute (the user's) is not rolled back; Megatron's full recompute uses no host RAM
-    assert ladder.decide(resolve("recompute"), "oom-host", {}, 1, 0, 2, {}, BASE).action == "stop"
+    assert ladder.decide(resolve("recompute"), "oom-host", {}, 0, 2, {}, BASE).action == "stop"
     meg = resolve("").add("recompute", "oom-retry-1")
-    assert ladder.decide(meg, "oom-host", {}, 2, 1, 2, {}, dict(BASE, framework="megatron")).action == "stop"
+    assert ladder.decide(meg, "oom-host", {}, 1, 2, {}, dict(BASE, framework="megatron")).action == "stop"
 
 
 def test_setting_rungs_reach_verls_argv_and_replace_a_raw_override():
@@ -155,7 +155,7 @@ def test_setting_rungs_reach_verls_argv_and_replace_a_raw_override():
 def test_plan_shows_the_ladder_per_phase():
     lines = ladder.plan_ladder(resolve(""), 2, dict(BASE))
     by = {ln.split(":")[0]: ln for ln in lines if ln.startswith("device OOM in ")}
-    assert set(by) == {f"device OOM in {p}" for p in memladder.PHASES}
+    assert set(by) == {f"device OOM in {p}" for p in C_PHASES}
     assert "offload-policy" in by["device OOM in update"] and "+ offload" not in by["device OOM in update"]
     assert "rollout-util" in by["device OOM in weight-sync"] and "+ offload" in by["device OOM in weight-sync"]
     assert by["device OOM in checkpoint-load"].endswith("stop with the fix")
@@ -298,13 +298,13 @@ def test_every_rung_changes_what_verl_runs(framework, mode, feats):
     """A rung the supervisor takes relaunches a different configuration: its argv differs from the previous
     attempt's in a key that lowers a peak (never only in an inert key), for every phase and side."""
     spec = _argv_spec(mode, framework, "gpu")
-    for phase in memladder.PHASES:
+    for phase in C_PHASES:
         for side in (None, "trainer", "rollout"):
             fs, changes, used = resolve(feats), {}, 0
             s = dict(spec["settings"], framework=framework, mode=mode)
             prev = _kv(overrides.build_command(spec, fs, changes))
             while True:
-                d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, 10, {}, s)
+                d = ladder.decide(fs, "oom-device", {"phase": phase, "side": side}, used, 10, {}, s)
                 if d.action != "retry":
                     break
                 used += 1

@@ -55,7 +55,7 @@ def _rungs(fs):
     out = [fs]
     used = 0
     for _ in range(2):
-        d = ladder.decide(fs, "oom-device", {}, used + 1, used, 2, {}, {})
+        d = ladder.decide(fs, "oom-device", {}, used, 2, {}, {})
         if d.action == "retry":
             fs = d.features
             used += 1

@@ -8,9 +8,12 @@ is back within 1 GiB of what attempt 1 started with.
 """
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+
+from dapo_ops.agent.supervisor import devices
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs" / "d-update-oom-release"
 SLACK_MIB = 1024  # the wait's tolerance (supervisor: within 1 GiB of attempt 1's baseline)
@@ -55,3 +58,22 @@ def test_the_samples_saw_the_peak_and_the_release():
     used = [int(r[1].split()[0]) for r in rows]
     peak = used.index(max(used))
     assert max(used) > 130_000 and min(used[peak:]) < SLACK_MIB
+
+
+def test_the_wait_replayed_on_the_recorded_samples_starts_the_retry_after_the_release(monkeypatch):
+    """The project's wait (:func:`devices.wait_gpu_release`) fed the recorded nvidia-smi samples after the OOM, in
+    their own clock: it must keep waiting while verl's memory is held and return at the first sample back within
+    the slack of attempt 1's baseline (the earlier version returned as soon as the PIDs were gone)."""
+    rows = [ln.split(", ") for ln in (RUN / "gpu-mem.csv").read_text().splitlines()[1:] if ln.strip()]
+    samples = [(datetime.strptime(r[0], "%Y/%m/%d %H:%M:%S.%f").timestamp(), int(r[1].split()[0])) for r in rows]
+    peak = max(range(len(samples)), key=lambda i: samples[i][1])
+    after = samples[peak:]  # from the OOM's peak on: held, then released
+    clock = {"i": 0}
+    monkeypatch.setattr(devices, "now", lambda: after[min(clock["i"], len(after) - 1)][0])
+    monkeypatch.setattr(devices, "gpu_compute_pids", lambda timeout_s=10.0: [])  # the PIDs are gone at once
+    monkeypatch.setattr(devices, "device_memory_used_mib", lambda timeout_s=10.0: [after[clock["i"]][1]])
+    monkeypatch.setattr(devices.time, "sleep", lambda s: clock.__setitem__("i", min(clock["i"] + 1, len(after) - 1)))
+    waited = devices.wait_gpu_release([4242], max_s=10.0, baseline_mib=[0], slack_mib=SLACK_MIB, mem_max_s=3600.0)
+    first_free = next(i for i, (_, mib) in enumerate(after) if mib <= SLACK_MIB)
+    assert first_free > 0 and clock["i"] == first_free, (clock, first_free)
+    assert waited == pytest.approx(after[first_free][0] - after[0][0])

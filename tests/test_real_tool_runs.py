@@ -4,7 +4,7 @@ supervisor.log, status.txt, gpu-mem.csv; see its README.md) replayed through the
 supervisor's log parsing, ``runstate``, ``classify``, ``ladder.decide`` and ``statusview``.
 
 The ladder tests replay the decision the supervisor made after the real OOM (``supervisor._supervise`` calls
-``ladder.decide(fs, cls, detail, k, oom_used, max_oom_retries, other_used, settings)``) and require exactly the
+``ladder.decide(fs, cls, detail, oom_used, max_oom_retries, other_used, settings)``) and require exactly the
 rung that was applied and that then made the real run succeed: a ladder change that would not have fixed the
 real run fails here.
 """
@@ -192,7 +192,7 @@ def test_ladder_chooses_the_rung_that_fixed_the_real_run(name):
     settings.setdefault("framework", spec.get("framework"))
     settings.setdefault("mode", spec.get("mode"))
     v = classify.classify(attempt_text(name, 1), exit_code=exit_code)
-    d = ladder.decide(fs, v.cls, v.detail, 1, 0, spec["max_oom_retries"], {}, settings)
+    d = ladder.decide(fs, v.cls, v.detail, 0, spec["max_oom_retries"], {}, settings)
     assert d.action == "retry" and d.counter == "oom"
     assert d.setting_changes == rec["attempts"][1]["setting_changes"]
     assert d.features.to_json() == rec["attempts"][1]["features"]

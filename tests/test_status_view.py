@@ -297,14 +297,23 @@ def test_a_ray_worker_row_never_reads_as_a_run_with_none_fields():
 
 
 def test_an_error_row_names_its_host_once(monkeypatch):
+    """A stopped container whose run.json cannot be read: the real probe path (``_status_probe`` turning the
+    RemoteError into an answer, ``collect_rows`` naming the host) gives one line that names the host once. Only the
+    transport is replaced: the probe raises what the remote layer raises, the fan calls ``fn`` in-process."""
     from types import SimpleNamespace
 
     from dapo_ops.control import status as svc
+    from dapo_ops.control.remote import RemoteError
 
-    # what _status_probe answers for a stopped container whose run.json cannot be read (str(RemoteError) names it)
-    msg = "h2: container 'verl' is stopped (exited (exit code 137))"
-    monkeypatch.setattr(svc, "fan", lambda chosen, fn, timeout, ct=None: [("h2", {"error": msg, "stopped_run": None})])
-    assert svc.collect_rows([SimpleNamespace(name="h2")])[0].error == msg
+    def probe(t, req, timeout=0):
+        raise RemoteError("container-stopped", t.host.name, "container 'verl' is stopped (exited (exit code 137))")
+
+    monkeypatch.setattr(svc, "probe", probe)
+    monkeypatch.setattr(svc, "stopped_container_run", lambda t: None)
+    monkeypatch.setattr(svc, "fan", lambda chosen, fn, timeout, ct=None: [
+        (h.name, fn(SimpleNamespace(host=h))) for h in chosen])
+    err = svc.collect_rows([SimpleNamespace(name="h2")])[0].error
+    assert err == "h2: container 'verl' is stopped (exited (exit code 137))", err
 
 
 def test_a_long_hint_is_cut_at_a_word_boundary():

@@ -76,7 +76,7 @@ def test_storm_replay_is_called_with_the_users_frame_and_the_ladder_stops(monkey
     v = escalate.storm_verdict(found, 1, 4)
     assert v["cls"] == "error-storm" and "bad_reward.py:5" in v["action"] and "KeyError" in v["action"]
     assert any("bad_reward.py" in e for e in v["evidence"])
-    d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 1, 0, 2, {}, {})
+    d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 0, 2, {}, {})
     assert d.action == "stop"  # never retried unchanged
 
 

@@ -51,13 +51,13 @@ def test_external_sigterm_and_the_policy_are_in_the_ladder():
     v = classify.classify("step:4 - a:1\n(TaskRunner pid=1) INFO: saving\n", exit_code=143)
     assert (v.cls, v.detail.get("cause"), v.detail.get("external")) == ("crash-other", "sigterm", True)
     assert "SIGTERM" in v.hint
-    d = ladder.decide(features.resolve(None), v.cls, v.detail, 1, 0, 2, {},
+    d = ladder.decide(features.resolve(None), v.cls, v.detail, 0, 2, {},
                       {"run_id": "20260101-000000-abcd", "hosts": ["h1", "h2"], "mode": "dapo", "trainer_mode": "sync"})
     assert d.action == "stop" and d.reason.startswith("killed from outside (SIGTERM, exit 143)")
     assert d.suggestions[-1].startswith("`inv launch -H h1,h2 --mode sync --resume 20260101-000000-abcd`")
     crash = classify.classify("step:4 - a:1\nTraceback (most recent call last):\nValueError: x\n", exit_code=137)
     assert crash.detail.get("external") is None
-    assert ladder.decide(features.resolve(None), crash.cls, crash.detail, 1, 0, 2, {}, {}).reason.startswith(
+    assert ladder.decide(features.resolve(None), crash.cls, crash.detail, 0, 2, {}, {}).reason.startswith(
         "unclassified crash")
 
 

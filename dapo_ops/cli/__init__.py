@@ -17,7 +17,6 @@ is not in the index load every module, as before.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -30,9 +29,7 @@ USAGE_EXIT = 2
 #: exit code of a Ctrl-C (KeyboardInterrupt): tasks/_common.EXIT_INTERRUPTED
 INTERRUPT_EXIT = 130
 
-# One module per concern. Modules whose file does not exist yet are skipped (the
-# collection is assembled as the project grows); an import error inside an
-# existing module is a real error and propagates.
+# One module per concern; every one exists (an import error is a real error and propagates).
 TASK_MODULES: tuple[str, ...] = (
     "dapo_ops.cli.hosts",
     "dapo_ops.cli.launch",
@@ -164,12 +161,6 @@ _one_line_interrupts()
 _LOADING_INTERRUPTED = "interrupted while loading the tasks (Ctrl-C); nothing was run"
 
 
-def _import_if_present(name: str):
-    if importlib.util.find_spec(name) is None:
-        return None
-    return importlib.import_module(name)
-
-
 def build_namespace(only: frozenset[str] | set[str] | None = None) -> Collection:
     """Assemble the root :class:`invoke.Collection` from the task modules.
 
@@ -187,18 +178,13 @@ def _build(only) -> Collection:
     for modname in TASK_MODULES:
         if only is not None and modname not in only:
             continue
-        mod = _import_if_present(modname)
-        if mod is None:
-            continue
-        sub = Collection.from_module(mod)
+        sub = Collection.from_module(importlib.import_module(modname))
         for task_name in sub.task_names:
             ns.add_task(sub[task_name])
     for coll_name, modname in SUB_COLLECTIONS.items():
         if only is not None and modname not in only:
             continue
-        mod = _import_if_present(modname)
-        if mod is not None:
-            ns.add_collection(Collection.from_module(mod), coll_name)
+        ns.add_collection(Collection.from_module(importlib.import_module(modname)), coll_name)
     return ns
 
 

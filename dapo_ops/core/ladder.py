@@ -1,7 +1,9 @@
 """Escalation ladder: what the next attempt changes after a failure (stdlib only).
 
-``decide`` maps (current features, the classifier's verdict class + detail, retry counters,
-run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
+``decide`` maps (current features, the verdict's class + detail, retry counters, run settings) to a
+:class:`Decision`. WHICH kind of step a verdict gets is the failure policy's (``dapo_ops/core/policy.py``
+:data:`~dapo_ops.core.policy.POLICY`, the one table the verdict texts and docs/troubleshooting.md also read); this
+module works out what the step changes. Per kind (runbook + docs/troubleshooting.md):
 
 - ``oom-device``: a **ladder per OOM phase** (``detail["phase"]``, names in :data:`PHASES`;
   :func:`phase_rungs`). Each rung lowers the peak of that phase on verl 0.9.1:
@@ -21,7 +23,8 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
     (``verl/workers/engine/base.py:314-328``); real run 7 OOMed in ``update_actor`` with offload on.
   * ``log-prob``: ``logprob-batch`` (``rollout.log_prob_max_token_len_per_gpu`` / 2, or
     ``log_prob_micro_batch_size_per_gpu`` / 4; read at ``verl/workers/engine_workers.py:619-624``), twice.
-  * ``model-load`` / ``checkpoint-load`` / ``checkpoint-save``: no rung shrinks them: stop with the fix.
+  * ``model-load`` / ``checkpoint-load`` / ``checkpoint-save`` (``policy.NO_RUNG_PHASES``): no rung shrinks them:
+    the policy stops with the fix (``memladder.STOP_FIXES``).
   * ``unknown`` (no phase): ``offload``, then ``recompute`` (the runbook's ladder).
 
   Rungs already on are skipped; a rung the user turned off explicitly (``-offload``) is a user
@@ -44,8 +47,8 @@ run settings) to a :class:`Decision`. Rules (runbook + docs/troubleshooting.md):
   with no error in the log). The kill is not retried: an operator's or a scheduler's kill is meant, and the OOM
   killer (when the supervisor could read its counter, that is ``oom-host``, retried once) would strike again; the
   suggestions say where to look (dmesg, the cgroup's memory.events) and give ``inv launch --resume <run_id>``.
-- ``success``: done; non-fatal ``auth-error`` (``detail["fatal"] is False`` or
-  ``detail["action_kind"] == "keep-running"``): keep running, never restart.
+- ``success``: done; non-fatal ``auth-error`` / ``network`` (``detail["fatal"] is False``: tracker trouble while
+  steps continue): keep running, never restart. A lost Ray node (``network`` with ``detail["lost_nodes"]``): stop.
 
 Invariant kept: no setting change lowers a token budget below ``max_prompt_length +
 max_response_length`` (verl asserts ``max_token_len must be greater than the sequence length``).
@@ -55,33 +58,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dapo_ops.core import policy
+from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
-    ACTOR_BUDGET, PHASES, RUNGS, KV_FLOOR, KV_STEP, SIDES, STOP_PHASES, apply_rung, current_budget, rung_status,
+    ACTOR_BUDGET, RUNGS, KV_FLOOR, KV_STEP, SIDES, STOP_FIXES, apply_rung, current_budget, rung_status,
     keep_token_budgets, phase_of, phase_rungs, troubleshooting_md
 )
+from dapo_ops.core.policy import NO_RUNG_PHASES, Kind
 
 #: docs/troubleshooting.md section hook (dapo_ops.core.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
 troubleshooting_section = troubleshooting_md
 
 KV_CEILING = 0.9
 DEFAULT_MAX_OOM_RETRIES = 2
-_STOP_CLASSES = {
-    "config-error": "configuration error: not retried unchanged; fix the setting named in the evidence",
-    "data-error": "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
-    "auth-error": "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
-                  "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)",
-    "container-missing": "the container is gone or stopped: not retried; recreate or start it, then launch again",
-    "crash-other": "unclassified crash: not retried; read the evidence in the log",
-    "error-storm": "the same exception repeats with no training step (verl retries it for ever): not retried "
-                   "unchanged; fix the code the verdict names",
-}
-_RETRY_ONCE = {
-    "network": "network failure: retrying once after cleanup",
-    "hccl-timeout": "collective (HCCL/NCCL) timeout: retrying once after cleanup",
-    "hang": "no progress within the hang timeout: retrying once after cleanup",
-}
-
 
 @dataclass
 class Decision:
@@ -224,9 +214,6 @@ def _short(changes: dict, before: dict) -> str:
 
 def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
     phase = phase_of(detail)
-    if phase in STOP_PHASES:
-        reason, sugg = STOP_PHASES[phase]
-        return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
     side = detail.get("side") if detail.get("side") in SIDES else None
     rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}", side)
     if oom_used >= max_oom:
@@ -308,36 +295,60 @@ def _crash_stop(features: FeatureSet, detail: dict, settings: dict) -> Decision:
         resume])
 
 
-def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt: int,
-           oom_retries_used: int, max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
-    """Decide the next step after attempt ``attempt`` (1-based) ended with ``verdict_cls``.
+def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict, settings: dict) -> Decision:
+    """The stop of a verdict whose policy is :attr:`Kind.STOP`: the rule's reason, or the class's own line and
+    suggestions where the detail gives more to say (a no-rung OOM phase, an error storm's frame, a full disk, an
+    external kill)."""
+    if cls == "oom-device":
+        reason, sugg = STOP_FIXES[phase_of(detail)]
+        return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
+    if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
+        at = detail.get("user_frame") or detail.get("frame")
+        return Decision("stop", features, {}, f"error storm: {detail.get('exc') or 'an exception'} raised again and "
+                        f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
+                        [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
+                             detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
+                             .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
+    if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
+        return _crash_stop(features, detail, settings)
+    return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
 
-    ``verdict_detail``: the classifier's ``Verdict.detail`` (``phase``, ``kv_direction``, ``step``,
-    ``total``, ``fatal``, ``action_kind``). ``oom_retries_used``: device-OOM retries so far (the
-    ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key (see
-    :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier
-    ``setting_changes`` applied (``max_prompt_length``, ``max_response_length``,
-    ``gpu_memory_utilization``, ``token_budgets``, ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``,
-    ``steps``) plus ``framework`` and ``mode`` of the spec.
+
+def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, oom_retries_used: int,
+           max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
+    """Decide the next step after an attempt ended with a verdict of class ``verdict_cls``.
+
+    The failure policy (:func:`dapo_ops.core.policy.rule` of the class and detail) chooses what kind of step; this
+    function works out its changes. ``verdict_detail``: the verdict's ``detail`` (``phase``, ``side``,
+    ``kv_direction``, ``step``, ``total``, ``fatal``, ``cause``, ``external``, ...). ``oom_retries_used``: device-OOM
+    retries so far (the ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key
+    (see :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier ``setting_changes``
+    applied (``max_prompt_length``, ``max_response_length``, ``gpu_memory_utilization``, ``token_budgets``,
+    ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``, ``steps``) plus ``framework`` and ``mode`` of the spec.
     Returns a :class:`Decision`; never raises for an unknown class (it stops).
     """
     detail = dict(verdict_detail or {})
     other = dict(other_retries_used or {})
     settings = dict(settings or {})
     cls = verdict_cls
+    rule = policy.rule(cls, detail)
+    if rule is None:
+        return Decision("stop", features, {}, f"unknown failure class {cls!r}: stopped", [], [])
+    kind = rule.kind
 
-    if cls == "success":
-        return Decision("done", features, {}, "training reached its final step")
-
-    if cls == "oom-device":
+    if kind is Kind.DONE:
+        return Decision("done", features, {}, rule.reason)
+    if kind is Kind.KEEP_RUNNING:
+        return Decision("keep-running", features, {}, rule.reason)
+    if kind is Kind.STOP:
+        return _stop(features, cls, rule, detail, settings)
+    if kind is Kind.ESCALATE_MEMORY:
         return _oom_decide(features, detail, oom_retries_used, max_oom_retries, settings)
-
-    if cls == "oom-kv-cache":
+    if kind is Kind.ADJUST_ROLLOUT_MEMORY:
         dec = _kv_decide(features, detail, other, settings, max_oom_retries)
         dec.setting_changes = keep_token_budgets(settings, dec.setting_changes)
         return dec
-
-    if cls in ("oom-host", "oom-ray"):
+    if kind is Kind.ROLLBACK_OFFLOAD:
         what = "host (kernel/cgroup) OOM" if cls == "oom-host" else "Ray host-memory monitor killed a worker"
         key = "rollback-offload"
         back = _host_rollback(features, settings)
@@ -349,30 +360,11 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, attempt
         if other.get(key, 0) >= 1:
             reason = f"{what} again after rolling back offload: stopped"
         return Decision("stop", features, {}, reason, [], _host_suggestions(cls, settings))
-
-    if cls in _RETRY_ONCE:
-        if other.get(cls, 0) >= 1:
-            sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
-            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
-        return Decision("retry", features, {}, _RETRY_ONCE[cls], [], [], cls)
-
-    if cls == "auth-error" and (detail.get("fatal") is False or detail.get("action_kind") == "keep-running"):
-        return Decision("keep-running", features, {}, "tracker credentials rejected while training continues: alert, never restart")
-
-    if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
-        at = detail.get("user_frame") or detail.get("frame")
-        return Decision("stop", features, {}, f"error storm: {detail.get('exc') or 'an exception'} raised again and "
-                        f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
-                        [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
-                             detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
-                             .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
-    if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
-        return _crash_stop(features, detail, settings)
-
-    if cls in _STOP_CLASSES:
-        return Decision("stop", features, {}, _STOP_CLASSES[cls], [], [])
-
-    return Decision("stop", features, {}, f"unknown failure class {cls!r}: stopped", [], [])
+    # Kind.RETRY_ONCE
+    if other.get(cls, 0) >= 1:
+        sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
+        return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
+    return Decision("retry", features, {}, rule.reason, [], [], cls)
 
 
 def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | None = None) -> list[str]:
@@ -388,7 +380,7 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | Non
     for phase, side in [(p, sd) for p in PHASES for sd in ((SIDES if sided and p == "weight-sync" else (None,)))]:
         fs, s, used, steps = features, dict(settings), 0, []
         while True:
-            d = decide(fs, "oom-device", {"phase": phase, "side": side}, used + 1, used, max_oom_retries, {}, s)
+            d = decide(fs, "oom-device", {"phase": phase, "side": side}, used, max_oom_retries, {}, s)
             if d.action != "retry":
                 break
             used += 1
@@ -397,7 +389,7 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | Non
             steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})"))
             fs = d.features
             s.update(d.setting_changes)
-        tail = "stop with the fix" if phase in STOP_PHASES else "stop with suggestions"
+        tail = "stop with the fix" if phase in NO_RUNG_PHASES else "stop with suggestions"
         where = f"{phase} ({side} side)" if side else phase
         lines.append(f"device OOM in {where}: " + " -> ".join(steps + [tail]))
     lines.append("rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "

@@ -18,14 +18,13 @@ peak, the rollout pool's share (``rollout-util``) never does.
 
 from __future__ import annotations
 
+from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.policy import NO_RUNG_PHASES
 from dapo_ops.core.profiles import token_budgets as _default_budgets
 
 #: Memory rungs of the phase-less (``unknown``) ladder, in order (docs/troubleshooting.md oom-device).
 RUNGS = ("offload", "recompute")
-#: OOM phases (COMMON interface: ``Verdict.detail["phase"]``).
-PHASES = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync", "generation",
-          "log-prob", "update", "unknown")
 KV_STEP = 0.1
 KV_FLOOR = 0.4
 MICRO_DIVISOR = 4
@@ -40,16 +39,6 @@ BUCKET_MB_FLOOR = 256
 #: the sides a device OOM can be on (``Verdict.detail["side"]``)
 SIDES = ("trainer", "rollout")
 
-# Private lookup, until the classify helper's COMMON names land: classify.py today reports verl
-# function names (``update_actor``, ``compute_log_prob``, ``kv-cache-init``, ...) in ``phase``.
-_LEGACY_PHASE = {
-    "update_actor": "update", "update_critic": "update", "update_policy": "update",
-    "compute_log_prob": "log-prob", "compute_ref_log_prob": "log-prob",
-    "generate_sequences": "generation", "kv-cache-init": "rollout-init",
-    "save_checkpoint": "checkpoint-save", "load_checkpoint": "checkpoint-load",
-    "init_model": "model-load", "update_weights": "weight-sync", "wake_up": "weight-sync",
-}
-
 RUNG_HELP = {
     "rollout-util": "rollout gpu_memory_utilization -0.1 (>= %.1f)" % KV_FLOOR,
     "offload": "+ offload (actor params/optimizer leave the device between phases)",
@@ -60,7 +49,8 @@ RUNG_HELP = {
     "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)" % BUCKET_MB_FLOOR,
 }
 
-STOP_PHASES = {
+#: why a device OOM of each phase no rung shrinks (:data:`dapo_ops.core.policy.NO_RUNG_PHASES`) stops, and the fix
+STOP_FIXES = {
     "model-load": ("device OOM while loading the model: no rung lowers it (the weights must fit the trainer's shards)",
                    ["more devices for the trainer pool, or a larger tensor/pipeline parallel size (Megatron)",
                     "a smaller model or a lower-precision checkpoint; free devices held by leftover processes"]),
@@ -72,6 +62,9 @@ STOP_PHASES = {
                         ["save fewer contents: actor_rollout_ref.actor.checkpoint.save_contents without 'hf_model'",
                          "more devices for the trainer pool (smaller shards per device)"]),
 }
+if set(STOP_FIXES) != set(NO_RUNG_PHASES):  # an explicit check (python -O keeps it)
+    raise ValueError(f"memladder.STOP_FIXES names {sorted(STOP_FIXES)}, the policy's no-rung phases are "
+                     f"{sorted(NO_RUNG_PHASES)}")
 
 
 def _seq_len(settings: dict) -> int:
@@ -102,7 +95,6 @@ def keep_token_budgets(settings: dict, changes: dict) -> dict:
 def phase_of(detail: dict) -> str:
     """The OOM phase of a verdict detail: a :data:`PHASES` name (``unknown`` when absent or unknown)."""
     ph = str((detail or {}).get("phase") or "unknown")
-    ph = _LEGACY_PHASE.get(ph, ph)
     return ph if ph in PHASES else "unknown"
 
 
@@ -127,7 +119,7 @@ def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "
         return ("update-batch", "update-batch") + (("offload-policy",) if framework == "fsdp" else ()) + ("recompute",)
     if phase == "log-prob":
         return ("logprob-batch", "logprob-batch")
-    if phase in STOP_PHASES:
+    if phase in NO_RUNG_PHASES:
         return ()
     return RUNGS
 

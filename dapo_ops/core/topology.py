@@ -25,7 +25,7 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from dapo_ops.core import raynodes
+from dapo_ops.core import policy, raynodes
 
 RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
@@ -240,12 +240,13 @@ def lost_nodes_verdict(ray_spec: dict, view: dict | None, mode: str = "dapo") ->
         what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
     pid_file = (nodes[0].get("pid_file") if nodes else "") or ""
     run_id = raynodes.run_id_of(pid_file) or "<run id>"
-    action = (f"{what}: not retrying on fewer nodes (the checkpoint keeps its world size); bring "
+    detail = {"lost_nodes": lost, "node": lost[0]["address"] if lost else None,
+              "host": lost[0]["name"] if lost else None}
+    action = (f"{what}; {policy.rule('network', detail).action}; bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
               f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
               f"continues from the last checkpoint")
-    return {"cls": "network", "action_kind": "stop", "action": action,
+    return {"cls": "network", "action_kind": policy.kind("network", detail).value, "action": action,
             "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
                      "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),
-            "evidence": [what], "detail": {"lost_nodes": lost, "node": lost[0]["address"] if lost else None,
-                                            "host": lost[0]["name"] if lost else None}}
+            "evidence": [what], "detail": detail}

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional
 from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent import raysession
-from dapo_ops.core import classify, ladder, topology
+from dapo_ops.core import classify, ladder, policy, topology
+from dapo_ops.core.classify.wording import action_text
 
 TAIL_BYTES = 4 << 20
 #: final-failure classes after which a multi-host run checks whether a Ray node was lost (the likelier cause)
@@ -26,9 +27,11 @@ LOST_NODE_CLASSES = ("network", "hccl-timeout", "crash-other", "hang")
 
 def verdict(cls: str, action: str, hint: str, evidence: Optional[List[str]] = None,
             detail: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """A stop verdict of the supervisor's own (``action_kind`` stop)."""
-    return {"cls": cls, "action_kind": "stop", "action": action, "hint": hint, "evidence": list(evidence or []),
-            "detail": dict(detail or {})}
+    """A verdict of the supervisor's own; its ``action_kind`` is the failure policy's for ``cls`` and ``detail``
+    (``dapo_ops/core/policy.py``)."""
+    detail = dict(detail or {})
+    return {"cls": cls, "action_kind": policy.kind(cls, detail).value, "action": action, "hint": hint,
+            "evidence": list(evidence or []), "detail": detail}
 
 
 def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optional[int]) -> Dict[str, Any]:
@@ -46,27 +49,30 @@ def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optio
 
 
 def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
-    """No ``step:`` line for ``hang_timeout_s`` seconds: the attempt was stopped (``step``/``total``: progress)."""
+    """No ``step:`` line for ``hang_timeout_s`` seconds: the attempt was stopped (``step``/``total``: progress); the
+    action line ends with the policy's (one retry after cleanup)."""
     mins = hang_timeout_s / 60.0
+    detail = {"step": step, "total": total}
     return verdict(
-        "hang", "no training progress for %.0f min: process group stopped" % mins,
+        "hang", "no training progress for %.0f min: process group stopped; %s" % (mins, action_text("hang", detail)),
         "No new `step:` line for %.0f minutes. Look at the end of the log (`inv logs --errors`) for a rank "
         "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
         "`hang_timeout_s` if steps are legitimately slower." % mins,
-        detail={"step": step, "total": total})
+        detail=detail)
 
 
 def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
     """The same exception repeated with no step in between (``found``: :class:`.storm.StormDetector`'s dict): the
-    attempt was stopped; class ``error-storm`` (stop: the same code fails again; ``ladder._STOP_CLASSES``)."""
+    attempt was stopped; class ``error-storm`` (stop: the same code fails again; ``dapo_ops/core/policy.py``)."""
     at = found.get("user_frame") or found.get("frame")
     who = ("in your code at %s (%s)" % (at, found.get("user_path")) if found.get("user_frame")
            else "at %s (inside the framework: no frame of your own code)" % at)
     msg = (": %s" % found["message"][:120]) if found.get("message") else ""
     return verdict(
         "error-storm",
-        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped, not retried unchanged" % (
-            found.get("exc"), msg, found.get("count"), found.get("span_s") or 0, who),
+        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s" % (
+            found.get("exc"), msg, found.get("count"), found.get("span_s") or 0, who,
+            action_text("error-storm", {})),
         "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
         "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
         "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
@@ -85,18 +91,19 @@ def stall_verdict(idle_s: float, threshold_s: float, step_s: List[float], step: 
     each process stood (``stacks``: :func:`.stall.dump_stacks`'s entries, the dumps in ``stacks_file``)."""
     med = sorted(step_s[1:] or step_s)[len(step_s[1:] or step_s) // 2] if step_s else None
     stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
+    detail = {"step": step, "total": total, "stalled": True, "idle_s": round(idle_s, 1),
+              "threshold_s": threshold_s, "median_step_s": med, "stacks_file": stacks_file, "stacks": stacks[:16]}
     return {
-        "cls": "hang", "action_kind": "retry-once",
+        "cls": "hang", "action_kind": policy.kind("hang", detail).value,
         "action": "stalled: no step and no output for %.0f s (limit %.0f s = max(floor, k x median step %.1f s)); "
-                  "stack dumps in %s; attempt stopped" % (idle_s, threshold_s, med or 0, stacks_file.rsplit("/", 1)[-1]),
+                  "stack dumps in %s; attempt stopped; %s" % (idle_s, threshold_s, med or 0,
+                                                              stacks_file.rsplit("/", 1)[-1], action_text("hang", detail)),
         "hint": "Where each process stood is in %s (py-spy dump). A driver waiting in ray.get and workers in a "
                 "collective (NCCL/HCCL all_reduce, broadcast) is a stuck collective; a worker in a data loader or a "
                 "reward call is that code. Raise the supervisor's stall_factor / stall_floor_s (spec supervisor) if "
                 "steps legitimately pause this long." % stacks_file,
         "evidence": stood[:16],
-        "detail": {"step": step, "total": total, "stalled": True, "idle_s": round(idle_s, 1),
-                   "threshold_s": threshold_s, "median_step_s": med, "stacks_file": stacks_file,
-                   "stacks": stacks[:16]},
+        "detail": detail,
     }
 
 
@@ -123,17 +130,8 @@ def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
 
 
 def decision_json(d) -> Dict[str, Any]:
-    """run.json ``decision`` of a ladder.Decision."""
-    if hasattr(d, "to_json"):
-        return dict(d.to_json())
-    return {
-        "action": d.action,
-        "features": d.features.to_json(),
-        "setting_changes": dict(d.setting_changes or {}),
-        "reason": d.reason,
-        "skipped": list(d.skipped or []),
-        "suggestions": list(d.suggestions or []),
-    }
+    """run.json ``decision`` of a :class:`dapo_ops.core.ladder.Decision`."""
+    return dict(d.to_json())
 
 
 class Ladder:
@@ -145,14 +143,14 @@ class Ladder:
         self.oom_used = 0
         self.other_used: Dict[str, int] = {}
 
-    def decide(self, fs, v: Dict[str, Any], k: int, settings: Dict[str, Any]):
-        """The ladder's decision after attempt ``k`` (features ``fs``, verdict ``v``) under the run's settings."""
-        return ladder.decide(fs, v.get("cls"), v.get("detail") or {}, k, self.oom_used, self.max_oom_retries,
+    def decide(self, fs, v: Dict[str, Any], settings: Dict[str, Any]):
+        """The ladder's decision after an attempt (features ``fs``, verdict ``v``) under the run's settings."""
+        return ladder.decide(fs, v.get("cls"), v.get("detail") or {}, self.oom_used, self.max_oom_retries,
                              dict(self.other_used), settings)
 
     def count(self, d) -> None:
         """A retry of decision ``d`` is taken: spend its counter."""
-        counter = getattr(d, "counter", None)
+        counter = d.counter
         if counter == "oom":
             self.oom_used += 1
         elif counter:

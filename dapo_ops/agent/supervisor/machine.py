@@ -375,7 +375,7 @@ class Supervisor:
             self.train_log.end(k, out["exit_code"], cls)
             if cls == "hang":
                 self._notify("hang", verdict, verdict["action"])
-            d = self.ladder.decide(fs, verdict, k, self._settings())
+            d = self.ladder.decide(fs, verdict, self._settings())
             dj = escalate.decision_json(d)
             self.rec["decision"] = dj
             log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))

@@ -23,10 +23,10 @@ Public interface (contract: docs/design.md "Verdict")
     ``classify(text, exit_code=None, container_state=None, planned_total=None) -> Verdict``
     ``classify_file(path, tail_bytes=4 << 20, **kw) -> Verdict``
     ``is_device_oom_line(line) -> bool``
-    ``CLASSES``, ``ACTION_KINDS``, ``DEFAULT_ACTION_KIND``, ``PHASES``, ``CLASS_TABLE``, ``troubleshooting_md()``.
+    ``CLASSES``, ``PHASES``, ``CLASS_TABLE``, ``troubleshooting_md()``.
 
 Where the parts live (all stdlib, all in the container bundle)
-    ``verdict.py``       the contract: classes, action kinds, phases, :class:`Verdict`, the table error
+    ``verdict.py``       the contract: classes, phases, :class:`Verdict`, the table error
     ``normalise.py``     the tail normalised: ANSI, Ray / rank prefixes, boilerplate, echo lines
     ``signatures.py``    the error texts (data rows) and their classes / tiers
     ``sigconfig.py``     the configuration-error rows (spliced into signatures.py)
@@ -37,7 +37,8 @@ Where the parts live (all stdlib, all in the container bundle)
     ``phase.py``         the OOM phase, role and engine from frames and progress lines
     ``decide.py``        the precedence: which hit is the verdict
     ``verdicts.py``      the detail and evidence of a verdict per class
-    ``hints.py``         the action and hint texts and the rules choosing them (data)
+    ``hints.py``         the hint texts and the rules choosing them (data; the action lines are the policy's,
+                         ``dapo_ops/core/policy.py``)
     ``wording.py``       the rules applied: the action line and hint paragraph of a verdict
     ``docs.py``          the data docs/troubleshooting.md is rendered from
 
@@ -54,16 +55,14 @@ from dapo_ops.core.classify.decide import decide as _decide
 from dapo_ops.core.classify.docs import CLASS_TABLE
 from dapo_ops.core.classify.scan import is_device_oom_line
 from dapo_ops.core.classify.verdict import (
-    ACTION_KINDS, CLASSES, DEFAULT_ACTION_KIND, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
+    CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
 )
 from dapo_ops.core.classify.verdicts import mk as _mk
 
 __all__ = [
-    "ACTION_KINDS",
     "CLASSES",
     "CLASS_TABLE",
     "ClassifierTableError",
-    "DEFAULT_ACTION_KIND",
     "DOC_SECTION_MODULES",
     "IMPOSSIBLE_ALLOC_GIB",
     "PHASES",

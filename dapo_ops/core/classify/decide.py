@@ -154,10 +154,10 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
     # 7. non-fatal signals while the process runs (or its state is unknown)
     nf_auth = [h for h in nonfatal if h.sig.cls == "auth-error"]
     if nf_auth:
-        return mk("auth-error", dict(base, fatal=False), ev(log, nf_auth[-1].line), kind="keep-running")
+        return mk("auth-error", dict(base, fatal=False), ev(log, nf_auth[-1].line))
     nf_net = [h for h in nonfatal if h.sig.cls == "network"]
     if nf_net:
-        return mk("network", dict(base, fatal=False, cause="tracker"), ev(log, nf_net[-1].line), kind="keep-running")
+        return mk("network", dict(base, fatal=False, cause="tracker"), ev(log, nf_net[-1].line))
     return mk("crash-other", dict(base, inconclusive=True), ev(log, f.step_line) if f.step_line >= 0 else [])
 
 

@@ -1,5 +1,6 @@
 """docs/troubleshooting.md, generated from data (:func:`dapo_ops.core.classify.troubleshooting_md` renders it): per
-class the symptoms, cause, what dapo-ops does and what a person does (:data:`CLASS_TABLE`); the OOM phases
+class the symptoms, cause, what dapo-ops does and what a person does (:data:`CLASS_TABLE`); the failure policy
+(``dapo_ops/core/policy.py``); the OOM phases
 (:data:`PHASE_SIGNS`); the device-code families (``dapo_ops/core/classify/device_codes.py``); and sections other
 modules add (a module-level ``troubleshooting_section() -> str``, see ``dapo_ops.core.classify.DOC_SECTION_MODULES``).
 
@@ -12,7 +13,8 @@ from __future__ import annotations
 import importlib
 
 from dapo_ops.core.classify import device_codes as _codes
-from dapo_ops.core.classify.verdict import CLASSES, DEFAULT_ACTION_KIND, PHASES, ClassifierTableError
+from dapo_ops.core import policy
+from dapo_ops.core.classify.verdict import CLASSES, PHASES, ClassifierTableError
 
 # --------------------------------------------------------------------------- docs table
 
@@ -24,7 +26,7 @@ CLASS_TABLE: dict[str, dict] = {
                      "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (vLLM wake-up inside update_weights: phase weight-sync)",
                      "torch.OutOfMemoryError: Tried to allocate 4.64 GiB. (inside load_checkpoint: phase checkpoint-load, stops)"],
         "cause": "Accelerator memory exhausted outside the rollout engine's own start-up: in the update, log-prob, weight sync (wake-up), model or checkpoint load/save. detail.phase names which (see OOM phases). An OOM text whose size exceeds the device total, or a device with 0 bytes total, is not memory pressure (crash-other).",
-        "tool": "Retries from the last checkpoint with the next memory rung for that phase; stops with suggestions when none is left (the only class that escalates). Phase checkpoint-load stops at once (`stop`): no rung shrinks torch.load onto the device.",
+        "tool": "Retries from the last checkpoint with the next memory rung for that phase; stops with suggestions when none is left (the only class that escalates). Phases model-load, checkpoint-load and checkpoint-save stop at once (`stop`): no rung shrinks the weights at load, torch.load onto the device or the state gathered for a save.",
         "you": "Nothing while the ladder works. When it stops: `*_micro_batch_size_per_gpu=1`, lower `ppo_max_token_len_per_gpu` (>= prompt + response), raise `ulysses_sequence_parallel_size`, or use bigger devices; checkpoint-load: load shards to CPU (map_location) or lower the rollout share for the resume.",
     },
     "oom-kv-cache": {
@@ -177,14 +179,15 @@ def render(section_modules: tuple[str, ...]) -> str:
     ]
     for cls in CLASSES:
         row = CLASS_TABLE[cls]
-        out.append(f"| `{cls}` | `{DEFAULT_ACTION_KIND[cls]}` | {row['tool']} |")
+        out.append(f"| `{cls}` | {_kinds(cls)} | {row['tool']} |")
     for cls in CLASSES:
         row = CLASS_TABLE[cls]
         out += ["", f"## {cls}", "", "**Symptoms**", ""]
         out += [f"- `{s}`" if "`" not in s else f"- `` {s} ``" for s in row["symptoms"]]
         out += ["", f"**Cause.** {row['cause']}", "",
-                f"**What dapo-ops does** (`{DEFAULT_ACTION_KIND[cls]}`). {row['tool']}", "",
+                f"**What dapo-ops does** ({_kinds(cls)}; see Failure policy). {row['tool']}", "",
                 f"**What you do.** {row['you']}"]
+    out += ["", policy.policy_md(CLASSES + policy.SUPERVISOR_CLASSES).rstrip("\n")]
     out += _phase_section() + _codes_section()
     for extra in _extra_sections(section_modules):
         out += ["", extra.rstrip("\n")]
@@ -206,14 +209,25 @@ PHASE_SIGNS: dict[str, str] = {
 """What identifies each OOM phase in a log (docs/troubleshooting.md "OOM phases")."""
 
 
+def _kinds(cls: str) -> str:
+    """The action kinds of ``cls``'s policy rules, in rule order (```stop`, `escalate-memory```)."""
+    return ", ".join(f"`{k}`" for k in dict.fromkeys(r.kind.value for r in policy.POLICY[cls]))
+
+
 def check_tables() -> None:
     """Raises ClassifierTableError unless :data:`CLASS_TABLE` documents exactly :data:`CLASSES` (each with symptoms,
-    cause, tool, you) and :data:`PHASE_SIGNS` lists exactly :data:`PHASES`, in that order."""
+    cause, tool, you), the failure policy covers them and the supervisor's classes, and :data:`PHASE_SIGNS` lists
+    exactly :data:`PHASES`, in that order."""
     if set(CLASS_TABLE) != set(CLASSES):
         raise ClassifierTableError(f"CLASS_TABLE documents {sorted(CLASS_TABLE)}, the classes are {sorted(CLASSES)}")
     for cls, row in CLASS_TABLE.items():
         if not all(row.get(k) for k in ("symptoms", "cause", "tool", "you")):
             raise ClassifierTableError(f"CLASS_TABLE[{cls!r}] needs symptoms, cause, tool and you")
+    if set(policy.POLICY) != set(CLASSES + policy.SUPERVISOR_CLASSES):
+        raise ClassifierTableError(f"the failure policy covers {sorted(policy.POLICY)}, the classes are "
+                                   f"{sorted(CLASSES + policy.SUPERVISOR_CLASSES)}")
+    if not set(policy.NO_RUNG_PHASES) <= set(PHASES):
+        raise ClassifierTableError(f"policy NO_RUNG_PHASES {policy.NO_RUNG_PHASES} are not all OOM phases")
     if tuple(PHASE_SIGNS) != PHASES:
         raise ClassifierTableError(f"PHASE_SIGNS lists {tuple(PHASE_SIGNS)}, the phases are {PHASES}")
 

@@ -1,14 +1,14 @@
-"""The failure classifier's words for people (:mod:`dapo_ops.core.classify`), as data: the one-line actions, the
-hint paragraphs and the rules that choose one from a verdict's class, action kind and detail
-(``dapo_ops/core/classify/wording.py`` applies them).
+"""The failure classifier's words for people (:mod:`dapo_ops.core.classify`), as data: the hint paragraphs and the
+rules that choose one from a verdict's class, action kind and detail (``dapo_ops/core/classify/wording.py`` applies
+them). The one-line actions are the failure policy's (``dapo_ops/core/policy.py`` :data:`POLICY`).
 
 STDLIB ONLY. Keys and values named here are verl 0.9.1's (``verl/trainer/config/ppo_trainer.yaml`` and the
 generated ``_generated_ppo_trainer.yaml``).
 
-How a text is chosen: :data:`ACTION_RULES` / :data:`HINT_RULES` list, per class, ``(field, value, text key)``
+How a hint is chosen: :data:`HINT_RULES` lists, per class, ``(field, value, text key)``
 rules; the first rule that holds names the text, else the text keyed by the class itself. ``field`` is ``kind``
-(the action kind) or a detail key; ``value`` is a literal, :data:`SET` (the detail value is truthy) or
-:data:`ABSENT` (the detail key is missing). A class without rules uses the ``crash-other`` rules and texts.
+(the action kind, from the policy) or a detail key; ``value`` is a literal, ``SET`` (the detail value is truthy)
+or ``ABSENT`` (the detail key is missing; both from ``dapo_ops/core/policy.py``). A class without rules uses the ``crash-other`` rules and texts.
 
 Texts are :class:`string.Template` strings: ``$name`` / ``${name}`` is a fragment of
 :data:`dapo_ops.core.classify.wording.FIELDS` (computed from the detail only when the text uses it; ``""`` when the
@@ -18,56 +18,7 @@ text, every rule names a text and every field exists (:class:`~dapo_ops.core.cla
 
 from __future__ import annotations
 
-SET = object()  # rule value: the detail value is truthy
-ABSENT = object()  # rule value: the detail key is missing
-
-# --------------------------------------------------------------------------- actions (one line)
-
-ACTION_RULES: dict[str, tuple] = {
-    "oom-device": (("kind", "stop", "oom-device/stop"),),
-    "oom-kv-cache": (("kv_direction", ABSENT, "oom-kv-cache/lower"), ("kv_direction", "lower", "oom-kv-cache/lower"),
-                     ("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
-    "oom-ray": (), "oom-host": (), "config-error": (), "data-error": (),
-    "network": (("kind", "keep-running", "network/keep-running"),),
-    "hccl-timeout": (), "container-missing": (),
-    "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
-    "success": (),
-    "crash-other": (("inconclusive", SET, "crash-other/inconclusive"), ("external", SET, "crash-other/external-kill")),
-}
-
-ACTIONS: dict[str, str] = {
-    "oom-device/stop": "stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint "
-                       "(load checkpoint shards to CPU), never retried unchanged",
-    "oom-device": "retry from the last checkpoint with the next memory rung ${for_phase}; stop with suggestions when "
-                  "none is left",
-    "oom-kv-cache/lower": "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
-    "oom-kv-cache/raise": "KV cache smaller than one max-length sequence: raise rollout gpu_memory_utilization if the "
-                          "device has headroom, else lower max_model_len / max_response_length; never offload",
-    "oom-kv-cache/cleanup": "clean up leftover processes on the devices (ray stop --force, stale workers), then relaunch "
-                            "unchanged; lower gpu_memory_utilization only if others really use the memory",
-    "oom-kv-cache": "adjust rollout memory",
-    "oom-ray": "host RAM exhausted (Ray memory monitor): remove ladder-added offload and retry once, else stop and "
-               "reduce host memory use",
-    "oom-host": "kernel/cgroup OOM killer: remove ladder-added offload and retry once from the last complete "
-                "checkpoint, else stop and raise the container --memory limit",
-    "config-error": "stop: fix the configuration${key_paren}; never retried unchanged",
-    "data-error": "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never retried "
-                  "unchanged",
-    "network/keep-running": "keep running: tracker network trouble is non-fatal; alert only",
-    "network": "clean up and retry once after checking connectivity (Ray head, proxy, hub, tracker)",
-    "hccl-timeout": "clean up (ray stop --force) and retry once; check the collective network / HCCL env if it recurs",
-    "container-missing": "stop polling: the container is gone or stopped; recreate and resume only on explicit request",
-    "auth-error/keep-running": "keep running: tracker upload rejected (401) while training continues; alert, rotate "
-                               "the key",
-    "auth-error": "stop: tracker credentials missing or invalid; pass the key as an env var (or use local mode), then "
-                  "relaunch",
-    "success": "done: the run reached its final step",
-    "crash-other/inconclusive": "no failure in the log text; if the process is alive the no-progress timer decides "
-                                "(hang)",
-    "crash-other/external-kill": "stop: killed from outside with no error in the log (OOM killer or an operator); "
-                                 "resume from the last checkpoint once the cause is known",
-    "crash-other": "stop and report the innermost error; no memory escalation",
-}
+from dapo_ops.core.policy import SET
 
 # --------------------------------------------------------------------------- hints (one paragraph)
 
@@ -78,6 +29,8 @@ def _causes(cls: str, *causes: str) -> tuple:
 
 HINT_RULES: dict[str, tuple] = {
     "oom-device": (("phase", "checkpoint-load", "oom-device/checkpoint-load"),
+                   ("phase", "model-load", "oom-device/model-load"),
+                   ("phase", "checkpoint-save", "oom-device/checkpoint-save"),
                    ("phase", "weight-sync", "oom-device/weight-sync")),
     "oom-kv-cache": (("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
@@ -113,6 +66,18 @@ HINTS: dict[str, str] = {
         "shards to CPU (map_location='cpu'), or with a lower actor_rollout_ref.rollout.gpu_memory_utilization for the "
         "resume; keep trainer.resume_mode=auto and the same world size, and check that the newest global_step_N is "
         "complete."),
+    "oom-device/model-load": (
+        "Accelerator memory ran out while the model was built and its weights loaded${at}: no memory rung lowers "
+        "that peak (the weights must fit the trainer's shards), so dapo-ops stops instead of climbing the ladder. "
+        "Give the trainer pool more devices (or a larger tensor / pipeline parallel size with Megatron), use a "
+        "smaller model or a lower-precision checkpoint, and free devices held by leftover processes (nvidia-smi / "
+        "npu-smi info); then relaunch."),
+    "oom-device/checkpoint-save": (
+        "Accelerator memory ran out while a checkpoint was saved${at}: the state gathered for the save does not "
+        "shrink with any memory rung, so dapo-ops stops instead of climbing the ladder, and the newest "
+        "global_step_N may be partial. Save less (actor_rollout_ref.actor.checkpoint.save_contents without "
+        "'hf_model') or give the trainer pool more devices (smaller shards per device); then resume from the last "
+        "complete checkpoint."),
     "oom-device/weight-sync": (
         "Accelerator memory ran out in the actor->rollout weight sync${at} (the rollout's sleep-mode wake-up "
         "re-allocates its weights and KV cache while the actor's state is still on the device). dapo-ops follows the "

@@ -1,5 +1,5 @@
-"""The classifier's contract (docs/design.md "Verdict"): the failure classes, the action kinds, the OOM phases and
-:class:`Verdict`. Every other module of :mod:`dapo_ops.core.classify` builds on these names; nothing here decides.
+"""The classifier's contract (docs/design.md "Verdict"): the failure classes, the OOM phases and :class:`Verdict`
+(what the supervisor does with each class is the failure policy's: ``dapo_ops/core/policy.py``). Every other module of :mod:`dapo_ops.core.classify` builds on these names; nothing here decides.
 
 STDLIB ONLY (shipped into the training container with the supervisor, ``dapo_ops/agent/supervisor/``).
 """
@@ -26,37 +26,6 @@ CLASSES: tuple[str, ...] = (
 and ``error-storm`` (the same exception repeating with no step: ``dapo_ops/agent/supervisor/storm.py``) are added by
 the supervisor from what it watches, never from a log's text alone."""
 
-ACTION_KINDS: tuple[str, ...] = (
-    "escalate-memory",
-    "adjust-rollout-memory",
-    "rollback-offload",
-    "retry-once",
-    "stop",
-    "keep-running",
-    "done",
-)
-"""What the supervisor does with a verdict (docs/design.md "Action kinds")."""
-
-DEFAULT_ACTION_KIND: dict[str, str] = {
-    "oom-device": "escalate-memory",
-    "oom-kv-cache": "adjust-rollout-memory",
-    "oom-host": "rollback-offload",
-    "oom-ray": "rollback-offload",
-    "config-error": "stop",
-    "data-error": "stop",
-    "network": "retry-once",
-    "hccl-timeout": "retry-once",
-    "container-missing": "stop",
-    "auth-error": "stop",
-    "crash-other": "stop",
-    "success": "done",
-    "hang": "retry-once",
-    "error-storm": "stop",
-}
-"""Class -> action kind. Exceptions: ``auth-error`` and ``network`` become ``keep-running``
-when the signal is non-fatal (tracker trouble while ``step:`` lines continue); ``oom-device`` in phase
-``checkpoint-load`` is ``stop`` (no memory rung shrinks torch.load of the saved shards onto the device)."""
-
 PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync",
                            "generation", "log-prob", "update", "unknown")
 """OOM phases (``Verdict.detail["phase"]``; the memory ladder is per phase: dapo_ops/core/memladder.py)."""
@@ -78,7 +47,7 @@ class Verdict:
 
     Attributes:
         cls: one of :data:`CLASSES` (or ``"hang"``, set by the supervisor).
-        action_kind: one of :data:`ACTION_KINDS`.
+        action_kind: a :class:`dapo_ops.core.policy.Kind` value (the policy's, for ``cls`` and ``detail``).
         action: one line: what the supervisor does / what to do.
         hint: one paragraph for the human naming the key / env var to change and to what.
         evidence: normalised evidence lines (ANSI codes and Ray prefixes stripped), at most 6.

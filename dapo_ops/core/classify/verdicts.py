@@ -20,7 +20,8 @@ from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, r
 from dapo_ops.core.classify.scan import Hit
 from dapo_ops.core.classify.sigconfig import divisible_key
 from dapo_ops.core.classify.signatures import GENERIC, OOM_WORDS_RX
-from dapo_ops.core.classify.verdict import DEFAULT_ACTION_KIND, Verdict
+from dapo_ops.core.classify.verdict import Verdict
+from dapo_ops.core.policy import kind as policy_kind
 
 # --------------------------------------------------------------------------- data: signature name -> detail
 
@@ -97,12 +98,12 @@ def ev(log: Log, *idx: int) -> list[str]:
     return out[:6]
 
 
-def mk(cls: str, detail: dict, evidence: list[str], kind: str | None = None) -> Verdict:
-    """The :class:`Verdict` (``None`` detail values dropped; the kind defaults to the class's; texts from hints)."""
-    kind = kind or DEFAULT_ACTION_KIND[cls]
+def mk(cls: str, detail: dict, evidence: list[str]) -> Verdict:
+    """The :class:`Verdict` (``None`` detail values dropped; the action kind and action from the failure policy,
+    ``dapo_ops/core/policy.py``; the hint from hints)."""
     detail = {k: v for k, v in detail.items() if v is not None}
-    return Verdict(cls=cls, action_kind=kind, action=action_text(cls, kind, detail),
-                   hint=hint_text(cls, kind, detail), evidence=evidence, detail=detail)
+    return Verdict(cls=cls, action_kind=policy_kind(cls, detail).value, action=action_text(cls, detail),
+                   hint=hint_text(cls, detail), evidence=evidence, detail=detail)
 
 
 def exit_ev(exit_code: int | None) -> list[str]:
@@ -319,8 +320,7 @@ def device_oom_verdict(log: Log, d: dict, i: int) -> Verdict:
         d["side"] = side
     if gib is not None:
         d["alloc_gib"] = round(gib, 2)
-    kind = "stop" if d["phase"] == "checkpoint-load" else None
-    return mk("oom-device", d, ev(log, *ray_call_line(log, i), i), kind=kind)
+    return mk("oom-device", d, ev(log, *ray_call_line(log, i), i))
 
 
 def _symptom_lines(log: Log, i: int) -> list[int]:

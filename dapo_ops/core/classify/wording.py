@@ -1,5 +1,6 @@
-"""The action line and hint paragraph of a verdict (:mod:`dapo_ops.core.classify`): the rules and texts of
-``dapo_ops/core/classify/hints.py`` applied to a class, an action kind and a detail dict.
+"""The action line and hint paragraph of a verdict (:mod:`dapo_ops.core.classify`): the failure policy's action
+text (``dapo_ops/core/policy.py``) and the hint rules and texts of ``dapo_ops/core/classify/hints.py`` applied to a
+class and a detail dict.
 
 STDLIB ONLY. The tables are checked at import (:func:`check_texts`, raising
 :class:`~dapo_ops.core.classify.verdict.ClassifierTableError`).
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 from string import Template
 
-from dapo_ops.core.classify.hints import (
-    ABSENT, ACTION_RULES, ACTIONS, FRAGMENTS, HINT_RULES, HINTS, SET
-)
+from dapo_ops.core import policy
+from dapo_ops.core.classify.hints import FRAGMENTS, HINT_RULES, HINTS
 from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
+from dapo_ops.core.policy import ABSENT, SET
 
 
 def _oom_extra(d: dict) -> str:
@@ -90,14 +91,16 @@ def _select(rules: dict, cls: str, kind: str, d: dict) -> str:
     return cls
 
 
-def action_text(cls: str, kind: str, d: dict) -> str:
-    """The one-line action for a verdict of class ``cls`` with action kind ``kind`` and detail ``d``."""
-    return Template(ACTIONS[_select(ACTION_RULES, cls, kind, d)]).substitute(_Fields(d))
+def action_text(cls: str, d: dict) -> str:
+    """The one-line action for a verdict of class ``cls`` with detail ``d``: its policy rule's text
+    (:func:`dapo_ops.core.policy.rule`; a class the policy does not know gets ``crash-other``'s)."""
+    r = policy.rule(cls, d) or policy.rule("crash-other", d)
+    return Template(r.action).substitute(_Fields(d))
 
 
-def hint_text(cls: str, kind: str, d: dict) -> str:
-    """The hint paragraph for a verdict of class ``cls`` with action kind ``kind`` and detail ``d``."""
-    return Template(HINTS[_select(HINT_RULES, cls, kind, d)]).substitute(_Fields(d))
+def hint_text(cls: str, d: dict) -> str:
+    """The hint paragraph for a verdict of class ``cls`` with detail ``d`` (rules may test the policy's kind)."""
+    return Template(HINTS[_select(HINT_RULES, cls, policy.kind(cls, d).value, d)]).substitute(_Fields(d))
 
 
 def check_texts(rules: dict, texts: dict, fields: dict = FIELDS) -> None:
@@ -120,5 +123,10 @@ def check_texts(rules: dict, texts: dict, fields: dict = FIELDS) -> None:
                 raise ClassifierTableError(f"hints: text {key!r} uses an unknown field at {text[m.start():][:20]!r}")
 
 
-check_texts(ACTION_RULES, ACTIONS)
 check_texts(HINT_RULES, HINTS)
+for _rules in policy.POLICY.values():  # every policy text uses known fields
+    for _r in _rules:
+        for _m in Template.pattern.finditer(_r.action):
+            _name = _m.group("named") or _m.group("braced")
+            if _m.group("invalid") is not None or (_name is not None and _name not in FIELDS):
+                raise ClassifierTableError(f"policy: text {_r.action[:40]!r} uses an unknown field")

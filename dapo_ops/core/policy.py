@@ -1,0 +1,277 @@
+"""The failure policy: what dapo-ops does after each failure class, as ONE table (stdlib only).
+
+:data:`POLICY` maps a class (and one fact of its ``Verdict.detail``) to a :class:`Rule`: the action kind
+(:class:`Kind`, which carries its own behaviour, as SkyPilot's ``JobStatus`` does in ``sky/skylet/job_lib.py``),
+the one-line action a person reads (``Verdict.action``) and the reason the supervisor logs with its decision.
+Everything that states or acts on the policy reads this table:
+
+- the classifier's verdicts (``Verdict.action_kind`` / ``Verdict.action``: ``dapo_ops/core/classify/verdicts.py``
+  ``mk``, rendered by ``dapo_ops/core/classify/wording.py``);
+- the supervisor's own verdicts (``hang``, ``error-storm``, disk full, a lost Ray node:
+  ``dapo_ops/agent/supervisor/escalate.py``, ``dapo_ops/core/topology.py``);
+- the supervisor's decision (:func:`dapo_ops.core.ladder.decide` dispatches on the rule's kind);
+- docs/troubleshooting.md ("Failure policy", rendered by :func:`policy_md` via ``dapo_ops/core/classify/docs.py``).
+
+Action texts are :class:`string.Template` strings; ``$name`` is a fragment of
+``dapo_ops.core.classify.wording.FIELDS`` computed from the detail (checked at import there).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+SET = object()
+"""Condition value: the detail value is truthy."""
+ABSENT = object()
+"""Condition value: the detail key is missing."""
+
+NO_RUNG_PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-save")
+"""Device-OOM phases no memory rung shrinks (``dapo_ops/core/memladder.py`` says why per phase): stop with the fix."""
+
+
+class Kind(str, Enum):
+    """What the supervisor does with a verdict (``Verdict.action_kind``, docs/design.md "Action kinds").
+
+    Each kind carries its behaviour: :attr:`retries` (the supervisor may start another attempt),
+    :attr:`first_decisions` (the decisions :func:`dapo_ops.core.ladder.decide` can give the first time a verdict of
+    this kind ends an attempt) and :attr:`doc` (one line for docs/troubleshooting.md).
+    """
+
+    ESCALATE_MEMORY = "escalate-memory"
+    ADJUST_ROLLOUT_MEMORY = "adjust-rollout-memory"
+    ROLLBACK_OFFLOAD = "rollback-offload"
+    RETRY_ONCE = "retry-once"
+    STOP = "stop"
+    KEEP_RUNNING = "keep-running"
+    DONE = "done"
+
+    @property
+    def retries(self) -> bool:
+        """True when a verdict of this kind can lead to another attempt."""
+        return self in (Kind.ESCALATE_MEMORY, Kind.ADJUST_ROLLOUT_MEMORY, Kind.ROLLBACK_OFFLOAD, Kind.RETRY_ONCE)
+
+    @property
+    def first_decisions(self) -> frozenset:
+        """``Decision.action`` values the first verdict of this kind can give (``rollback-offload``: ``stop`` when
+        the ladder moved nothing to host RAM; the memory kinds: ``stop`` when no rung / floor is left)."""
+        return frozenset({
+            Kind.ESCALATE_MEMORY: ("retry", "stop"),
+            Kind.ADJUST_ROLLOUT_MEMORY: ("retry", "stop"),
+            Kind.ROLLBACK_OFFLOAD: ("retry", "stop"),
+            Kind.RETRY_ONCE: ("retry",),
+            Kind.STOP: ("stop",),
+            Kind.KEEP_RUNNING: ("keep-running",),
+            Kind.DONE: ("done",),
+        }[self])
+
+    @property
+    def doc(self) -> str:
+        """What the supervisor does, in one line (docs/troubleshooting.md)."""
+        return {
+            Kind.ESCALATE_MEMORY: "retry from the last checkpoint with the next memory rung of the OOM's phase, "
+                                  "at most `MAX_OOM_RETRIES` times; then stop with suggestions",
+            Kind.ADJUST_ROLLOUT_MEMORY: "retry with the rollout `gpu_memory_utilization` moved as the message says "
+                                        "(or unchanged after a cleanup, once); stop at the floor / ceiling",
+            Kind.ROLLBACK_OFFLOAD: "retry once with what the ladder moved to host RAM rolled back; stop when there "
+                                   "is nothing to roll back or it recurs",
+            Kind.RETRY_ONCE: "retry once after cleanup; stop if it recurs",
+            Kind.STOP: "stop; never retried unchanged",
+            Kind.KEEP_RUNNING: "keep running and alert; never restart",
+            Kind.DONE: "mark the run succeeded",
+        }[self]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of :data:`POLICY`.
+
+    ``kind``: the :class:`Kind`. ``action``: the one-line action (a Template, see the module docstring).
+    ``reason``: the supervisor's decision line (plain text; ``""``: the ladder words it from what it changes, the
+    memory kinds). ``when``: ``(detail key, value)`` the rule needs, value a literal, a tuple (any of),
+    :data:`SET` or :data:`ABSENT`; None: always (the last rule of a class).
+    """
+
+    kind: Kind
+    action: str
+    reason: str = ""
+    when: tuple | None = None
+
+    def holds(self, detail: dict) -> bool:
+        """True when this rule applies to a verdict with ``detail``."""
+        return self.when is None or holds(self.when, detail)
+
+
+def holds(cond: tuple, detail: dict) -> bool:
+    """True when ``detail`` satisfies ``cond`` = ``(key, value)`` (value: literal, tuple of literals, SET, ABSENT)."""
+    key, value = cond
+    if value is SET:
+        return bool(detail.get(key))
+    if value is ABSENT:
+        return key not in detail
+    if isinstance(value, tuple):
+        return detail.get(key) in value
+    return key in detail and detail.get(key) == value
+
+
+_STOP_NO_RUNG = ("stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint, "
+                 "never retried unchanged")
+
+POLICY: dict[str, tuple[Rule, ...]] = {
+    "oom-device": (
+        Rule(Kind.STOP, _STOP_NO_RUNG, when=("phase", NO_RUNG_PHASES)),
+        Rule(Kind.ESCALATE_MEMORY, "retry from the last checkpoint with the next memory rung ${for_phase}; stop with "
+                                   "suggestions when none is left"),
+    ),
+    "oom-kv-cache": (
+        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "lower rollout gpu_memory_utilization (then max_model_len) and retry; never "
+                                         "offload/recompute", when=("kv_direction", ABSENT)),
+        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "lower rollout gpu_memory_utilization (then max_model_len) and retry; never "
+                                         "offload/recompute", when=("kv_direction", "lower")),
+        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "KV cache smaller than one max-length sequence: raise rollout "
+                                         "gpu_memory_utilization and retry if the device has headroom, else lower "
+                                         "max_model_len / max_response_length; never offload",
+             when=("kv_direction", "raise")),
+        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "clean up leftover processes on the devices (ray stop --force, stale "
+                                         "workers), then retry unchanged once; lower gpu_memory_utilization only if "
+                                         "others really use the memory", when=("kv_direction", "cleanup")),
+        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "adjust rollout memory and retry"),
+    ),
+    "oom-host": (
+        Rule(Kind.ROLLBACK_OFFLOAD, "kernel/cgroup OOM killer: remove ladder-added offload and retry once from the "
+                                    "last complete checkpoint, else stop and raise the container --memory limit"),
+    ),
+    "oom-ray": (
+        Rule(Kind.ROLLBACK_OFFLOAD, "host RAM exhausted (Ray memory monitor): remove ladder-added offload and retry "
+                                    "once, else stop and reduce host memory use"),
+    ),
+    "config-error": (
+        Rule(Kind.STOP, "stop: fix the configuration${key_paren}; never retried unchanged",
+             "configuration error: not retried unchanged; fix the setting named in the evidence"),
+    ),
+    "data-error": (
+        Rule(Kind.STOP, "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never "
+                        "retried unchanged",
+             "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation"),
+    ),
+    "network": (
+        Rule(Kind.KEEP_RUNNING, "keep running: tracker network trouble is non-fatal; alert only",
+             "tracker network trouble while training continues: alert, never restart", when=("fatal", False)),
+        Rule(Kind.STOP, "stop: never continued on fewer nodes (the checkpoint keeps its world size)",
+             "a Ray node was lost: never continued on fewer nodes", when=("lost_nodes", SET)),
+        Rule(Kind.RETRY_ONCE, "clean up and retry once after checking connectivity (Ray head, proxy, hub, tracker)",
+             "network failure: retrying once after cleanup"),
+    ),
+    "hccl-timeout": (
+        Rule(Kind.RETRY_ONCE, "clean up (ray stop --force) and retry once; check the collective network / HCCL env if "
+                              "it recurs", "collective (HCCL/NCCL) timeout: retrying once after cleanup"),
+    ),
+    "container-missing": (
+        Rule(Kind.STOP, "stop polling: the container is gone or stopped; recreate and resume only on explicit request",
+             "the container is gone or stopped: not retried; recreate or start it, then launch again"),
+    ),
+    "auth-error": (
+        Rule(Kind.KEEP_RUNNING, "keep running: tracker upload rejected (401) while training continues; alert, rotate "
+                                "the key", "tracker credentials rejected while training continues: alert, never restart",
+             when=("fatal", False)),
+        Rule(Kind.STOP, "stop: tracker credentials missing or invalid; pass the key as an env var (or use local "
+                        "mode), then relaunch",
+             "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
+             "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)"),
+    ),
+    "crash-other": (
+        Rule(Kind.STOP, "stop: no failure in the log text; while the process is alive the no-progress timer decides "
+                        "(hang)", "the log holds no failure and the process ended: stopped; read the worker logs",
+             when=("inconclusive", SET)),
+        Rule(Kind.STOP, "stop: killed from outside with no error in the log (OOM killer or an operator); resume from "
+                        "the last checkpoint once the cause is known", when=("external", SET)),
+        Rule(Kind.STOP, "stop: the disk is full; free space (see the hint), then resume from the last checkpoint",
+             when=("cause", "disk-full")),
+        Rule(Kind.STOP, "stop and report the innermost error; no memory escalation",
+             "unclassified crash: not retried; read the evidence in the log"),
+    ),
+    "success": (
+        Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),
+    ),
+    "hang": (
+        Rule(Kind.RETRY_ONCE, "stack dumps taken; clean up and retry once, stop if it stalls again",
+             "stalled (no step and no output): retrying once after cleanup", when=("stalled", SET)),
+        Rule(Kind.RETRY_ONCE, "clean up and retry once, stop if it hangs again",
+             "no progress within the hang timeout: retrying once after cleanup"),
+    ),
+    "error-storm": (
+        Rule(Kind.STOP, "stop: not retried unchanged; fix the code the verdict names, then resume",
+             "the same exception repeats with no training step (verl retries it for ever): not retried unchanged; "
+             "fix the code the verdict names"),
+    ),
+}
+"""Class -> its rules in order; the first that holds is the policy of a verdict. Every class of
+``dapo_ops.core.classify.verdict.CLASSES`` plus the supervisor's ``hang`` and ``error-storm``."""
+
+SUPERVISOR_CLASSES: tuple[str, ...] = ("hang", "error-storm")
+"""Classes the supervisor adds from what it watches (never from a log's text alone)."""
+
+
+class PolicyTableError(ValueError):
+    """:data:`POLICY` is inconsistent (a class without an unconditional last rule). Raised at import."""
+
+
+def rule(cls: str, detail: dict | None = None) -> Rule | None:
+    """The rule for a verdict of class ``cls`` with ``detail`` (None for a class not in :data:`POLICY`)."""
+    d = detail or {}
+    for r in POLICY.get(cls, ()):
+        if r.holds(d):
+            return r
+    return None
+
+
+def kind(cls: str, detail: dict | None = None) -> Kind:
+    """The action kind of a verdict; a class not in :data:`POLICY` is :attr:`Kind.STOP`."""
+    r = rule(cls, detail)
+    return r.kind if r is not None else Kind.STOP
+
+
+def _check() -> None:
+    for cls, rules in POLICY.items():
+        if not rules or rules[-1].when is not None:
+            raise PolicyTableError(f"policy: the last rule of {cls!r} must have no condition")
+        if any(r.when is None for r in rules[:-1]):
+            raise PolicyTableError(f"policy: an unconditional rule of {cls!r} hides the rules after it")
+
+
+_check()
+
+
+def when_md(cond: tuple | None) -> str:
+    """A rule's condition in words for the docs: ```phase` in `a`, `b```, ```fatal` = `false```, ```key` set``,
+    ``no `key```, or ``otherwise``."""
+    if cond is None:
+        return "otherwise"
+    key, value = cond
+    if value is SET:
+        return f"`{key}` set"
+    if value is ABSENT:
+        return f"no `{key}`"
+    if isinstance(value, tuple):
+        return f"`{key}` in " + ", ".join(f"`{v}`" for v in value)
+    return f"`{key}` = `{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+def policy_md(classes: tuple[str, ...]) -> str:
+    """The "Failure policy" section of docs/troubleshooting.md: one row per rule of each of ``classes``, in order
+    (the first row whose condition holds on ``detail`` applies), then what each action kind does."""
+    out = ["## Failure policy", "",
+           "What dapo-ops does after each verdict (`dapo_ops/core/policy.py`: the supervisor's decision, the action line",
+           "`dapo-ops classify` and `inv status` print, and this table all read it). The first row of a class whose",
+           "condition holds on the verdict's `detail` applies.", "",
+           "| class | when | action kind | action |", "|---|---|---|---|"]
+    for cls in classes:
+        rules = POLICY[cls]
+        for r in rules:
+            when = "always" if len(rules) == 1 else when_md(r.when)
+            text = re.sub(r"\$\{?(\w+)\}?", r"<\1>", r.action).replace("|", "\\|")
+            out.append(f"| `{cls}` | {when} | `{r.kind.value}` | {text} |")
+    out += ["", "| action kind | what the supervisor does |", "|---|---|"]
+    out += [f"| `{k.value}` | {k.doc} |" for k in Kind]
+    return "\n".join(out) + "\n"
