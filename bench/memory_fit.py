@@ -5,6 +5,10 @@ Reads ``bench/memory_fit.csv`` (one row per measured peak; the model shapes are 
 error, then the max relative error over the measured rows (goal <= 20 %). Rows with ``measure=oom`` are a
 real OOM (the measured figure is a lower bound): they count as right when the estimate exceeds the device.
 
+``split``: ``fit`` rows are those memfit's constants were calibrated on (every row before 2026-12-02); ``holdout``
+rows were measured afterwards and never used to set a constant (issue 33 item 3). The holdout error is printed per
+phase (``phase``/``measure``) and overall, apart from the fit residual.
+
     .venv/bin/python bench/memory_fit.py [--write]
 
 ``--write`` stores the recomputed estimates in the ``estimate_gib`` column. To add a measured run, append ONE
@@ -64,6 +68,26 @@ def evaluate(rows: list[dict], models: dict) -> list[dict]:
     return out
 
 
+def split_report(res: list[dict]) -> list[str]:
+    """Lines: the fit residual, then the holdout error per phase (``phase``/``measure``) and overall (relative,
+    signed mean and max of the absolute), with the holdout row count; holdout OOM rows as predicted / total."""
+    out = []
+    for split in ("fit", "holdout"):
+        rows = [r for r in res if r.get("split", "fit") == split]
+        errs = [r["error"] for r in rows if r["error"] is not None]
+        ooms = [r for r in rows if r["error"] is None]
+        if not rows:
+            continue
+        out.append(f"{split}: {len(errs)} measured rows, max |error| {max(map(abs, errs)):.1%}, mean error "
+                   f"{sum(errs) / len(errs):+.1%}; OOM rows predicted {sum(r['ok'] for r in ooms)}/{len(ooms)}")
+        if split == "holdout":
+            for key in sorted({(r["phase"], r["measure"]) for r in rows if r["error"] is not None}):
+                e = [r["error"] for r in rows if (r["phase"], r["measure"]) == key and r["error"] is not None]
+                out.append(f"  holdout {key[0]}/{key[1]}: {len(e)} rows, max |error| {max(map(abs, e)):.1%}, "
+                           f"mean {sum(e) / len(e):+.1%}")
+    return out
+
+
 def load() -> tuple[list[dict], dict]:
     with open(CSV, newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -85,6 +109,8 @@ def main(argv=None) -> int:
     ooms = [r for r in res if r["error"] is None]
     print(f"\n{len(errs)} measured rows: max relative error {max(errs):.1%} (goal <= 20 %); "
           f"{sum(r['ok'] for r in ooms)}/{len(ooms)} real OOMs predicted as not fitting")
+    for line in split_report(res):
+        print(line)
     if a.write:
         fields = list(rows[0].keys())
         buf = io.StringIO()

@@ -3,7 +3,7 @@
 Usage: ``python bench/speed_table.py TOOL_TRAIN_LOG VERL_TRAIN_LOG [--skip 1] [--gpu-mem TOOL.csv VERL.csv]``.
 Reads verl's console step lines (``step:N - key:value - ...``; ``verl/utils/tracking.py`` console logger):
 ``timing_s/step`` (s), ``perf/throughput`` (tokens/s/GPU over the whole step), ``timing_s/gen`` and
-``response_length/mean`` x batch for rollout tokens/s, ``perf/max_memory_allocated_gb``. The first ``--skip``
+``response_length/mean`` x batch for rollout tokens/s, ``actor/perf/max_memory_allocated_gb`` (older: ``perf/...``). The first ``--skip``
 steps (warm-up: CUDA graphs, JIT) are left out of the means. Prints a markdown table with ratio tool/verl
 (for s/step the ratio verl/tool: >= 1.0 means the tool is not slower)."""
 import argparse
@@ -42,7 +42,8 @@ def figures(path: str, skip: int) -> dict[str, float]:
     return {"steps": len(rows), "s/step": mean("timing_s/step"), "gen s": mean("timing_s/gen"),
             "throughput tok/s/gpu": mean("perf/throughput"),
             "tokens/s (total_num_tokens/step)": statistics.mean(tps) if tps else float("nan"),
-            "peak alloc GB": max((r.get("perf/max_memory_allocated_gb", float("nan")) for r in rows), default=0)}
+            "peak alloc GB": max((r.get("actor/perf/max_memory_allocated_gb",  # verl 0.9.1's key (V1 trainer)
+                                        r.get("perf/max_memory_allocated_gb", float("nan"))) for r in rows), default=0)}
 
 
 def smi_peak(path: str) -> float:

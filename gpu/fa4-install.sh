@@ -13,4 +13,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 (cd /tmp/fa4w && sha256sum -c --quiet "$REPO/gpu/fa4-wheels.sha256") || { echo "fa4 wheel checksum mismatch"; exit 2; }
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-fa4 /tmp/fa4w/*.whl || exit 1
 echo "installed $(ls /tmp/fa4w/*.whl | wc -l) wheels into /tmp/site-fa4 in $(( $(date +%s) - t0 )) s"
-PYTHONPATH=/tmp/site-fa4:/tmp/site python3 "$REPO/gpu/fa4_probe.py" && touch /tmp/site-fa4/.installed
+# `cutlass` lives in nvidia_cutlass_dsl/dsl_packages/ and the wheel puts it on sys.path with a .pth file
+# (nvidia_cutlass_dsl_packages.pth); a --target dir on PYTHONPATH never runs .pth files, so the 2026-12-02 call failed
+# with "No module named 'cutlass'". The dir goes on PYTHONPATH itself (gpu/lib.sh does the same).
+PYTHONPATH=/tmp/site-fa4:/tmp/site-fa4/nvidia_cutlass_dsl/dsl_packages:/tmp/site python3 "$REPO/gpu/fa4_probe.py" \
+  && touch /tmp/site-fa4/.installed

@@ -9,16 +9,19 @@
 #     gpu_memory_utilization = the tool's, the same attn_implementation as (1), save_freq -1, no validation.
 #     NOT changed: enforce_eager (verl default: CUDA graphs), compile, prefix caching, chunked prefill.
 # $OUT: tool/ (run files), verl.log, gpu-mem-tool.csv, gpu-mem-verl.csv, speed.md (bench/speed_table.py).
-SCEN=h; GPU_USER_FEATURES=""; . "$(dirname "$0")/lib.sh"
+# sdpa route: USER_FEATURES=-flash_attn (FSDP 0.9 keeps the other three features on: core/features.py implies_off)
+if [ "${GPU_FA4:-0}" = 1 ]; then GPU_USER_FEATURES=""; else GPU_USER_FEATURES="-flash_attn"; fi
+SCEN=h; . "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-6}
 if [ "${GPU_FA4:-0}" = 1 ]; then ATTN=flash_attention_4; else ATTN=sdpa; fi
+ATTN_OV=(); [ "$ATTN" = sdpa ] || ATTN_OV=("++actor_rollout_ref.model.override_config.attn_implementation=$ATTN")
 standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
 # (1) the tool, default plan (only the recipe's data/reward/eval-off overrides + the attention route)
 OUT_MAIN=$OUT; start_sampler; SAMPLER_TOOL=$SAMPLER
 mapfile -t OV < <(printf -- '--override\n%s\n' data.dataloader_num_workers=0 reward.num_workers=1 \
   trainer.val_before_train=False trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=False \
   "reward.custom_reward_function.path=$ROOT/len_reward.py" reward.custom_reward_function.name=len_mod3 \
-  "++actor_rollout_ref.model.override_config.attn_implementation=$ATTN")
+  "${ATTN_OV[@]}")
 t0=$(date +%s.%N)
 launch h "${TINY_FLAGS[@]}" $(model_flags "$TINY") --steps "$STEPS" --save-freq -1 "${OV[@]}" || exit 1
 WATCH_S=${WATCH_S_TOOL:-270} follow h; rc=$?

@@ -37,7 +37,7 @@ else
   HOST_PYTHONPATH=/tmp/site
   if [ "${GPU_FA4:-0}" = 1 ]; then  # the flash-attn-4 route (gpu/fa4-install.sh): its wheels first
     [ -f /tmp/site-fa4/.installed ] || { echo "run gpu/fa4-install.sh first (GPU_FA4=1)"; exit 2; }
-    HOST_PYTHONPATH=/tmp/site-fa4:/tmp/site
+    HOST_PYTHONPATH=/tmp/site-fa4:/tmp/site-fa4/nvidia_cutlass_dsl/dsl_packages:/tmp/site  # .pth not run: fa4-install.sh
   fi
   TINY=/tmp/p/tiny; BIG=/tmp/p/big
   SMI=nvidia-smi

@@ -164,3 +164,25 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
                                  swanlab_logger=False)  # no memory facts at plan time: preflight judges
     [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(started), {})
     assert fail.status == preflight_checks.FAIL
+
+
+def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
+    """issue 33 item 3: every row is ``fit`` (calibrated on) or ``holdout`` (measured after, never fitted); the
+    holdout rows are the 2026-12-02 H200 runs (fixtures under tests/fixtures/real-verl/tool-runs), reported per
+    phase apart from the fit residual."""
+    spec = importlib.util.spec_from_file_location("memory_fit_bench", ROOT / "bench" / "memory_fit.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows, models = bench.load()
+    assert {r["split"] for r in rows} == {"fit", "holdout"}
+    hold = [r for r in rows if r["split"] == "holdout"]
+    runs = {r["config"] for r in hold}
+    assert runs == {"g-features-a", "g-features-b-resume", "g-features-a+b", "h-speed-tool", "h-speed-verl-by-hand",
+                    "f-storm"}
+    for r in hold:
+        fixture = r["source"].split("tool-runs/")[1].split()[0]
+        assert (ROOT / "tests" / "fixtures" / "real-verl" / "tool-runs" / fixture).is_dir(), r["source"]
+    lines = bench.split_report(bench.evaluate(rows, models))
+    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 9 measured rows")
+    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 4 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 5 rows") for ln in lines)

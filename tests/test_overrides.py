@@ -236,6 +236,17 @@ def test_fsdp_means_fsdp2_strategy():
     assert "actor_rollout_ref.actor.strategy" not in kv(build_command(spec(framework="megatron"), resolve("")))
 
 
+def test_fsdp_on_one_device_is_verls_fsdp_no_shard():
+    """The H200 speed run (bench/speed.md): verl's own keys (strategy fsdp -> torch's NO_SHARD at world 1) trained
+    faster than the tool's fsdp2 in every actor phase. One device: fsdp; more: fsdp2 (the runbook's). Old code: fsdp2."""
+    one = kv(build_command(spec(framework="fsdp", nnodes=1, n_gpus_per_node=1, rollout_tp=1), resolve("")))
+    assert one["actor_rollout_ref.actor.strategy"] == "fsdp" and one["trainer.n_gpus_per_node"] == "1"
+    two = kv(build_command(spec(framework="fsdp", nnodes=1, n_gpus_per_node=2), resolve("")))
+    assert two["actor_rollout_ref.actor.strategy"] == "fsdp2"
+    multi = kv(build_command(spec(framework="fsdp", nnodes=2, n_gpus_per_node=1, rollout_tp=1), resolve("")))
+    assert multi["actor_rollout_ref.actor.strategy"] == "fsdp2"
+
+
 def test_npu_device():
     assert kv(build_command(spec(accelerator="npu"), resolve("")))["trainer.device"] == "npu"
     assert "trainer.device" not in kv(build_command(spec(accelerator="gpu"), resolve("")))

@@ -107,6 +107,27 @@ def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
     assert p8.features.has("remove_padding")  # the 0.8 profile keeps its behaviour
 
 
+def test_flash_attn_off_on_fsdp_09_keeps_remove_padding_and_the_rest_on():
+    """verl 0.9.1 FSDP unpads without flash_attn (pure-torch fallbacks) and transformers >= 5.5 masks each packed
+    sequence apart for sdpa (core/features.py IMPLIED_OFF); the real H200 runs g-features-a/-b trained and resumed
+    with sdpa + remove_padding + dynamic_batch + gradient checkpointing. Old code turned remove_padding off."""
+    p = planning.make_plan(st(features="-flash_attn", framework="fsdp"), None, mode="dapo", run_id=RUN_ID,
+                           swanlab_logger=False)
+    assert sorted(p.features.names()) == ["dynamic_batch", "gradient_checkpointing", "remove_padding"]
+    assert p.features.disabled == frozenset({"flash_attn"})
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in p.argv
+    for on in ("actor_rollout_ref.model.use_remove_padding=True", "actor_rollout_ref.actor.use_dynamic_bsz=True",
+               "actor_rollout_ref.model.enable_gradient_checkpointing=True"):
+        assert on in p.argv, on
+    assert "implies" not in plan_mod.render_text(p, width=400)
+    p2 = planning.make_plan(st(features="-flash_attn,remove_padding", framework="fsdp"), None, mode="dapo",
+                            run_id=RUN_ID, swanlab_logger=False)  # asking for it explicitly is fine on FSDP
+    assert p2.features.source_of("remove_padding") == "explicit"
+    pm = planning.make_plan(st(features="-flash_attn", framework="megatron"), None, mode="dapo", run_id=RUN_ID,
+                            swanlab_logger=False)
+    assert not pm.features.has("remove_padding")  # Megatron's unfused backend: still implied off
+
+
 def test_checkpoints_are_bounded_by_default_on_09():
     p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert p.spec["settings"]["max_actor_ckpt_to_keep"] == 3 and "trainer.max_actor_ckpt_to_keep=3" in p.argv

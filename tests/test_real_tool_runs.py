@@ -11,6 +11,8 @@ real run fails here.
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 from pathlib import Path
 
@@ -45,6 +47,11 @@ WANT = {
     "b5-resume": ("20261201-183434-f411", 4, 3, [4], 1),
     # c again on main with the round-2 classifier (19:07 UTC): attempt 1 died by signal (exit 139) at the weight sync
     "c2-weight-sync-oom": ("20261201-190748-8464", 2, 1, [2], 2),
+    # 2026-12-02 (issue 33): the four performance features ON (sdpa attention: no flash-attn wheel), a and its resume
+    "g-features-a": ("20261202-010914-8d54", 3, None, [1, 2, 3], 1),
+    "g-features-b": ("20261202-011404-5c35", 4, 3, [4], 1),
+    # the tool's default plan of the speed comparison (gpu/h-speed.sh, bench/speed.md), 6 steps, features on
+    "h-speed": ("20261202-011844-ac7d", 6, None, [1, 2, 3, 4, 5, 6], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -97,7 +104,8 @@ def test_no_secret_in_fixtures():
                      r"(?i:(api[_-]?key|password|secret)\s*[=:]\s*\S{6,})")
     for p in RUNS.rglob("*"):
         if p.is_file():
-            hit = pat.search(p.read_text(encoding="utf-8", errors="replace"))
+            hit = pat.search(gzip.decompress(p.read_bytes()).decode("utf-8", "replace") if p.suffix == ".gz"
+                             else p.read_text(encoding="utf-8", errors="replace"))
             assert hit is None, (p, hit and hit.group(0))
 
 
@@ -124,7 +132,8 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
 
 
 @pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success"),
-                                                 ("b3-resume", "a3-success"), ("b5-resume", "a5-success")])
+                                                 ("b3-resume", "a3-success"), ("b5-resume", "a5-success"),
+                                                 ("g-features-b", "g-features-a")])
 def test_resume_redoes_no_earlier_step(name, earlier):
     """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
     body = log_text(name)
@@ -234,7 +243,7 @@ def test_status_view_with_the_real_tail(name):
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
 
 
-@pytest.mark.parametrize("name", ["a2-success", "a3-success", "a4-success", "a5-success"])
+@pytest.mark.parametrize("name", ["a2-success", "a3-success", "a4-success", "a5-success", "g-features-a"])
 def test_preflight_through_the_bundle_ops_on_the_real_host(name):
     """a2's and a3's ``inv preflight`` (after the redesign: the probe, compose and verlinfo are bundle ops): every
     check ok, the overrides composed by the host's own hydra against its installed verl, the verl version read by
@@ -247,3 +256,88 @@ def test_preflight_through_the_bundle_ops_on_the_real_host(name):
     assert "generated overrides compose against the host's verl config" in text
     assert "verl 0.9.1 at /tmp/site/verl, profile 0.9" in text
     assert text.rstrip().endswith("preflight: 1 host: gpu ok")
+
+
+# ---- 2026-12-02 (issue 33, issue 29): performance features on, the speed run, the real error storm -------------
+FEATURE_RUNS = ("g-features-a", "g-features-b", "h-speed")
+PERF = ["flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing"]
+
+
+def _last_override(overrides: list[str], key: str) -> str:
+    """The value Hydra ends with for ``key`` (overrides apply in order; ``+``/``++`` prefixes name the same key)."""
+    vals = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == key]
+    return vals[-1]
+
+
+@pytest.mark.parametrize("name", FEATURE_RUNS)
+def test_features_on_are_recorded_and_reached_verl(name):
+    """spec.json: the four performance features on (source default), none disabled; every attempt ran them; the
+    verl command (supervisor.log) carries them; the attention verl got is sdpa (no flash-attn wheel on the device:
+    the scripts' ``++...attn_implementation=sdpa`` came last, gpu/README.md) and verl's printed config says so."""
+    spec = runstate.read_spec(RUNS / name)
+    fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or ())
+    assert sorted(fs.names()) == sorted(PERF) and not fs.disabled
+    assert all(fs.source_of(n) == "default" for n in PERF)
+    rec = run_of(name)
+    assert all(a["features"] == spec["features"] for a in rec["attempts"])
+    argv = re.search(r"attempt 1: python3 -m verl\.trainer\.main_ppo (.*)",
+                     (RUNS / name / "supervisor.log").read_text()).group(1).split()
+    for key in ("actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+                "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.model.enable_gradient_checkpointing"):
+        assert _last_override(argv, key) == "True", key
+    assert _last_override(argv, "actor_rollout_ref.model.override_config.attn_implementation") == "sdpa"
+    body = re.sub(r"\x1b\[[0-9;]*m", "", log_text(name))
+    assert "'attn_implementation': 'sdpa'" in body and "'use_remove_padding': True" in body
+    assert "'use_dynamic_bsz': True" in body and "'enable_gradient_checkpointing': True" in body
+
+
+@pytest.mark.parametrize("name", FEATURE_RUNS)
+def test_features_runs_train_with_dynamic_batches(name):
+    """Every step line of a features run, parsed by the supervisor's grammar (logformat.parse_metrics_line): the
+    dynamic-batch token counts and the actor's peak memory are there (bench/memory_fit.csv holdout rows)."""
+    from dapo_ops.core.logformat import parse_metrics_line, split_lines
+    rows = dict(filter(None, (parse_metrics_line(ln) for ln in split_lines(log_text(name)))))
+    assert sorted(rows) == WANT[name][3]
+    for m in rows.values():
+        assert m["perf/total_num_tokens"] > 0 and m["global_seqlen/mean"] == m["perf/total_num_tokens"]
+        assert 1.5 < m["actor/perf/max_memory_allocated_gb"] < 3.0  # the tiny model: ~2 GB on the H200
+
+
+def test_features_resume_status_row():
+    """b resumed a's global_step_3 with the features on: the row says 4/4, one attempt, the same features."""
+    rec = run_of("g-features-b")
+    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    assert (row.state, row.step, row.total, row.attempt) == ("succeeded", 4, 4, 1)
+    assert rec["attempts"][0]["resumed_from"] == 3
+
+
+STORM = RUNS / "f-storm"
+
+
+def test_storm_fixture_is_whole_and_small():
+    """f-storm keeps the whole attempt log, gzipped (1.8 MB of repeated tracebacks -> < 64 KB), nothing trimmed."""
+    for f in ("train.log.gz", "attempt-1.log.gz"):
+        assert (STORM / f).stat().st_size < 64 << 10
+    body = gzip.decompress((STORM / "train.log.gz").read_bytes()).decode("utf-8", "replace")
+    assert body.startswith("===== dapo-ops attempt 1 start")
+    assert body.rstrip().endswith("===== dapo-ops attempt 1 end exit=134 class=error-storm =====")
+    assert "\x1b[36m(AgentLoopWorkerTQ pid=" in body  # real verl output
+    assert body.count("KeyError: 'answer'") >= 352
+
+
+def test_storm_record_and_status():
+    """The run record the supervisor left after the real storm: failed at 1/4, one attempt killed by the storm,
+    the verdict names bad_reward.py:5, one failure notice; the status row and ending line say so."""
+    rec = runstate.read_run(STORM)
+    assert rec["run_id"] == "20261202-012824-df98" and rec["status"] == "failed"
+    assert (rec["step"], rec["total_steps"], len(rec["attempts"])) == (1, 4, 1)
+    v = rec["verdict"]
+    assert v["cls"] == "error-storm" and v["detail"]["user_frame"] == "bad_reward.py:5"
+    notices = [json.loads(ln) for ln in (STORM / "notices.jsonl").read_text().splitlines() if ln.strip()]
+    assert len(notices) == 1 and notices[0]["verdict"] == "error-storm" and notices[0]["event"] == "failure"
+    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    assert row.state == "failed" and row.verdict == "error-storm" and (row.step, row.total) == (1, 4)
+    assert "bad_reward.py:5" in statusview.ending_line(rec)
+    v2 = classify.classify(gzip.decompress((STORM / "attempt-1.log.gz").read_bytes()).decode("utf-8", "replace"),
+                           exit_code=134)
+    assert v2.cls != "success"  # the log alone never reads as a success

@@ -1,15 +1,23 @@
 """Error storms, stalls sized to the run and train.log's bound (issue 29): pure tests of the supervisor's own code
 (dapo_ops/agent/supervisor/storm.py, stall.py, logcap.py, follow.Scanner) and one supervisor run with the fake verl.
 
-The storm log is tests/fixtures/storm/standin-reward-keyerror.log (``bench/storm.py --write-fixture``: verl 0.9.1's
-frames from the wheel, the user's frame from a real KeyError of gpu/bad_reward.py, Ray's prefix of the agent-loop
-worker); the healthy logs are every real one we hold (tests/fixtures/real-verl).
+The real H200 storm is tests/fixtures/real-verl/tool-runs/f-storm/attempt-1.log.gz (gpu/f-storm.sh through the
+tool's own tasks, 2026-12-02: verl 0.9.1's agent loop retrying gpu/bad_reward.py's KeyError; the whole attempt log,
+gzipped, 1.8 MB -> 29 KB): replayed through the supervisor's scanner on the log's own timestamps. The stand-in log
+tests/fixtures/storm/standin-reward-keyerror.log (``bench/storm.py --write-fixture``: verl 0.9.1's frames from the
+wheel, the user's frame from a real KeyError of gpu/bad_reward.py, Ray's prefix of the agent-loop worker) drives the
+synthetic-rate tests; the healthy logs are every real one we hold (tests/fixtures/real-verl).
 """
 
 from __future__ import annotations
 
+import calendar
 import glob
+import gzip
+import json
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +30,7 @@ from supervisor_helpers import new_run, run_to_end
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 STORM_LOG = FIX / "storm" / "standin-reward-keyerror.log"
+REAL_STORM = FIX / "real-verl" / "tool-runs" / "f-storm"  # the real H200 fixture (attempt-1.log.gz, run.json)
 HEALTHY = sorted(glob.glob(str(FIX / "real-verl" / "*.log")) + glob.glob(str(FIX / "real-verl/tool-runs/*/train.log")))
 
 
@@ -78,6 +87,58 @@ def test_storm_replay_is_called_with_the_users_frame_and_the_ladder_stops(monkey
     assert any("bad_reward.py" in e for e in v["evidence"])
     d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 0, 2, {}, {})
     assert d.action == "stop"  # never retried unchanged
+
+
+#: the wall-clock stamps verl's loggers and Ray's C++ logger print (``ERROR:2026-12-02 01:32:01,674:``,
+#: ``[2026-12-02 01:32:17,693 E ...]``, Ray's ``2026-12-02 01:28:47,343\tINFO``), UTC on the device
+_STAMP = re.compile(r"(20\d\d-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})")
+
+
+def _stamp(line):
+    m = _STAMP.search(line)
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000.0 if m else None
+
+
+def test_real_h200_storm_is_called_on_the_logs_own_clock_and_the_ladder_stops(monkeypatch):
+    """The real storm (f-storm: bad_reward.py raising KeyError from its 41st call, verl's agent loop retrying it for
+    ever), every line of attempt 1 fed to the supervisor's own scanner with the clock set from the log's own
+    timestamps (a line without one keeps the last): error-storm naming bad_reward.py:5 within 2 minutes of the first
+    traceback, the same verdict the supervisor gave on the device, the ladder stops (no retry)."""
+    lines = split_lines(gzip.decompress((REAL_STORM / "attempt-1.log.gz").read_bytes()).decode("utf-8", "replace"))
+    assert sum("Traceback (most recent call last)" in ln for ln in lines) == 352  # the whole log, untrimmed
+    clock = Clock(0.0)
+    sc = _scanner(monkeypatch, clock)
+    first_tb = called_at = None
+    for line in lines:
+        t = _stamp(line)
+        if t is not None:
+            clock.t = max(clock.t, t)
+        if first_tb is None and "Traceback (most recent call last)" in line:
+            first_tb = clock.t
+        sc.scan([line])
+        if sc.storm is not None:
+            called_at = clock.t
+            break
+    found = sc.storm
+    assert found is not None, "the real storm was not called"
+    assert found["exc"] == "KeyError" and found["message"] == "'answer'"
+    assert found["user_frame"] == "bad_reward.py:5" and found["user_path"] == "/tmp/dapo/bad_reward.py"
+    assert found["user_func"] == "compute_score"
+    assert 0 <= called_at - first_tb < 120, (first_tb, called_at)  # 01:32:01.674 -> called within 2 minutes
+    rec = json.loads((REAL_STORM / "run.json").read_text())
+    on_device = rec["attempts"][0]["verdict"]
+    v = escalate.storm_verdict(found, 1, 4)
+    assert v["cls"] == on_device["cls"] == "error-storm"
+    assert v["detail"]["user_frame"] == on_device["detail"]["user_frame"] == "bad_reward.py:5"
+    assert "bad_reward.py:5" in v["action"] and "KeyError" in v["action"]
+    assert any("bad_reward.py" in e for e in v["evidence"])
+    # the device's own timing agrees: the supervisor called it at 01:32:17 (supervisor.log), the log's first
+    # traceback is at 01:32:01.674, run.json's verdict came at ended_at
+    assert rec["ended_at"] - first_tb < 120
+    d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 1, 0, 3, {}, {})
+    assert d.action == "stop"  # never retried unchanged
+    assert len(rec["attempts"]) == 1 and rec["decision"]["action"] == "stop"
+    assert rec["attempts"][0]["killed_by"] == "storm"
 
 
 def test_a_step_between_the_tracebacks_is_no_storm(monkeypatch):

@@ -119,3 +119,8 @@ def test_flash_attention_without_flash_attn_on_cuda(root):
     assert verlcheck.attention_errors(cfg, find_spec=lambda n: object()) == []
     sdpa, _ = _composed(root, _spec(mode="dapo", framework="fsdp", accelerator="gpu"), "-flash_attn")
     assert verlcheck.attention_errors(sdpa, find_spec=lambda n: None) == []
+    # the fix the message names is honest: -flash_attn on FSDP keeps the other three features on (g-features-a/-b)
+    assert "keeps remove_padding, dynamic_batch and gradient_checkpointing on" in missing[0]
+    assert verlcheck._get(sdpa, "actor_rollout_ref.model.use_remove_padding") is True
+    assert verlcheck._get(sdpa, "actor_rollout_ref.actor.use_dynamic_bsz") is True
+    assert verlcheck._get(sdpa, "actor_rollout_ref.model.enable_gradient_checkpointing") is True

@@ -152,7 +152,8 @@ def attention_errors(cfg: dict, find_spec=importlib.util.find_spec) -> list:
     attn = _get(cfg, ATTN_KEY) or "flash_attention_2"
     if attn == "flash_attention_2" and find_spec("flash_attn") is None:
         return [f"{ATTN_KEY}=flash_attention_2 but flash_attn is not installed in the container: "
-                f"pip install flash-attn --no-build-isolation, or --features -flash_attn (sdpa)"]
+                f"pip install flash-attn --no-build-isolation, or --features -flash_attn (sdpa; on FSDP it keeps "
+                f"remove_padding, dynamic_batch and gradient_checkpointing on)"]
     return []
 
 

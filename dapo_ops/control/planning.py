@@ -127,7 +127,8 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     v09 = profile == "0.9"
     user_features = _get(settings, "features", "")
-    fs = features_mod.resolve(user_features, bool(_get(settings, "offload", False)), implied_off=v09)
+    fs = features_mod.resolve(user_features, bool(_get(settings, "offload", False)),
+                              implied_off=features_mod.implies_off(profile, framework))
 
     workdir = _host_attr(host, "workdir")
     runs_dir = (host.runs_path if host is not None and hasattr(host, "runs_path")

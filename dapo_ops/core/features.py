@@ -207,11 +207,22 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
     return on, off
 
 
-#: ``-flash_attn`` turns ``remove_padding`` off too (verl 0.9): packed sequences need the flash varlen kernel.
-#: verl patches only the flash path for packed input (``verl/models/transformers/monkey_patch.py:544-552``), so
-#: FSDP with sdpa/eager over packed sequences attends across samples; Megatron's unfused backend has no packed
-#: (THD) support.
+#: ``-flash_attn`` turns ``remove_padding`` off too on Megatron (profile 0.9): Megatron's unfused attention backend
+#: has no packed (THD) support. Not on FSDP with profile 0.9 (``resolve``'s ``implied_off`` is False there): verl
+#: 0.9.1 unpads with pure-torch fallbacks when ``flash_attn`` is absent (``verl/utils/attention_utils.py:23-77``),
+#: calls the model with ``attention_mask=None`` and packed ``position_ids`` (``verl/workers/engine/fsdp/
+#: transformer_impl.py:1256-1260``), and transformers >= 5.5 (verl 0.9.1 pins ``>=5.5.3,<5.11``) builds a
+#: per-sequence block-diagonal mask from those position ids for sdpa/eager (``transformers/masking_utils.py:757,
+#: 880-888``): no attention across samples. Proven on the H200 (tests/fixtures/real-verl/tool-runs/g-features-a,
+#: -b: sdpa + remove_padding + dynamic_batch + gradient checkpointing trained 3 steps and resumed to 4).
 IMPLIED_OFF = {"flash_attn": ("remove_padding",)}
+
+
+def implies_off(profile: str, framework: str) -> bool:
+    """Whether :data:`IMPLIED_OFF` applies (``resolve``'s ``implied_off``): profile ``"0.9"`` on ``"megatron"``
+    only. FSDP on 0.9 keeps ``remove_padding`` with sdpa (see :data:`IMPLIED_OFF`); the 0.8 profile never applied
+    it (its behaviour is kept)."""
+    return profile == "0.9" and framework == "megatron"
 
 
 def resolve(user_features: str | None, enable_offload: bool = False, *, implied_off: bool = False) -> FeatureSet:
@@ -221,7 +232,7 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
     defaults not turned off (source ``default``). ``enable_offload=True`` is an explicit
     ``offload``; combined with ``-offload`` it raises :class:`FeatureError` (contradiction).
     ``-name`` of a non-default feature is recorded in ``disabled`` too (the ladder then
-    never adds it). ``implied_off`` (the 0.9 profile): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
+    never adds it). ``implied_off`` (:func:`implies_off`: 0.9 on Megatron): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
     off too (recorded in ``disabled``); asking for a dependent explicitly then raises :class:`FeatureError`.
     Raises :class:`FeatureError` (one line, valid names listed).
     """
@@ -232,8 +243,8 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
                 continue
             for dep in deps:
                 if dep in on:
-                    raise FeatureError(f"{dep} needs {name} (packed sequences need flash attention's varlen kernel); "
-                                       f"drop -{name} or {dep} from USER_FEATURES")
+                    raise FeatureError(f"{dep} needs {name} on Megatron (its unfused attention has no packed "
+                                       f"sequences); drop -{name} or {dep} from USER_FEATURES")
                 if dep not in off:
                     off.append(dep)
     if enable_offload:
@@ -254,7 +265,7 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
 def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
     """One line per dependent that :func:`resolve` turned off because of :data:`IMPLIED_OFF` (for the plan)."""
     _, off = parse_user_features(user_features)
-    return [f"-{name} implies -{dep}: packed sequences (remove_padding) need flash attention's varlen kernel"
+    return [f"-{name} implies -{dep}: on Megatron packed sequences (remove_padding) need flash attention"
             for name, deps in IMPLIED_OFF.items() if name in off
             for dep in deps if dep in fs.disabled and dep not in off]
 

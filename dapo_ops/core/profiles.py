@@ -396,15 +396,24 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
     return out
 
 
-def strategy_overrides(framework: str) -> list[tuple[str, object]]:
+def strategy_overrides(framework: str, world: int | None = None) -> list[tuple[str, object]]:
     """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
     ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
     strategy keys themselves are set (verl/trainer/config/actor/actor.yaml). Megatron is selected by the entry/config, nothing here.
+
+    ``world`` (int, devices of the training pool: nnodes x devices per node) of 1: verl's own default ``fsdp``
+    (FSDP1), which torch turns into ``NO_SHARD`` at world size 1 (``torch/distributed/fsdp/
+    fully_sharded_data_parallel.py:478``: "FSDP is switching to use NO_SHARD"), a plain module with no per-layer
+    all-gather; FSDP2's ``fully_shard`` keeps DTensor parameters and its gather/reshard hooks even on one device.
+    Measured on the H200 (bench/speed.md, 2026-12-02): the tool's plan (fsdp2) took 1.50 / 0.57 / 0.59 s in
+    update_actor / old_log_prob / update_weights against 1.05 / 0.39 / 0.40 s for verl's own keys (fsdp), the median
+    of steps >= 2, same tokens per step. Not yet re-run on the GPU with this change.
     """
     if framework != "fsdp":
         return []
-    return [("actor_rollout_ref.actor.strategy", "fsdp2"), ("actor_rollout_ref.ref.strategy", "fsdp2"),
-            ("critic.strategy", "fsdp2")]
+    strategy = "fsdp" if world == 1 else "fsdp2"
+    return [("actor_rollout_ref.actor.strategy", strategy), ("actor_rollout_ref.ref.strategy", strategy),
+            ("critic.strategy", strategy)]
 
 
 #: DAPO algorithm settings common to every profile/entry (verl/trainer/config/algorithm.py).
