@@ -2,7 +2,7 @@
 # Device call (h), issue 33 item 4, < 8 min: the same tiny model, data and step count (STEPS, default 6) twice:
 #  1. the tool's default plan through `inv launch` (features on: route of gpu/g-features.sh, GPU_FA4=1 or sdpa)
 #  2. verl 0.9.1's own DAPO keys by hand. The 0.9.1 wheel ships no DAPO example (recipe/dapo moved to
-#     verl-recipe); the command below is verl's e2e DAPO test (tests/special_e2e/run_dapo.sh, keys as
+#     verl-recipe); the command below is verl e2e DAPO test (verl tests/special_e2e/run_dapo.sh, keys as
 #     /work/shared/reference/verl.md:70 records them) on verl.trainer.main_ppo with verl's own defaults for
 #     everything else, changed to fit one GPU and this data: n_gpus 1, rollout TP 1, batch 8 x n 4, prompt/response
 #     128/64 (gen_batch_size = train_batch_size), filter_groups off and the len_mod3 reward (random model),

@@ -244,8 +244,10 @@ def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str, si
         return None, features, {}, skipped
     fs = features.add(rung, source) if rung in ("offload", "recompute") else features
     ch = keep_token_budgets(settings, ch)
-    rec = list(settings.get("memory_rungs") or []) + [dict({"rung": rung, "phase": phase, "source": source,
-                                                             "changes": dict(ch)}, **({"side": side} if side and phase == "weight-sync" else {}))]
+    entry = {"rung": rung, "phase": phase, "source": source, "changes": dict(ch)}
+    if side and phase == "weight-sync" and settings.get("mode") == "one-step-off":
+        entry["side"] = side  # the side chose this ladder (colocated weight syncs have one ladder)
+    rec = list(settings.get("memory_rungs") or []) + [entry]
     return rung, fs, dict(ch, memory_rungs=rec), skipped
 
 
