@@ -12,7 +12,7 @@
 #     verl/workers/engine/fsdp/transformer_impl.py:1256-1260, :1566-1569).
 # FA4 only: the tool emits +...attn_implementation=flash_attention_2 for flash_attn on (core/profiles.py); '++'
 # replaces it (Hydra applies overrides in order, extra overrides come last: core/overrides.py build_command).
-# The 2026-12-02 H200 runs (tests/fixtures/real-verl/tool-runs/g-features-a/-b) still used the older spelling
+# The 2026-12-02 H200 runs (tests/fixtures/real-verl/tool-runs/g-features-a and g-features-b) still used the older spelling
 # (features all on + '++...=sdpa'); the same keys reach verl either way.
 if [ "${GPU_FA4:-0}" = 1 ]; then GPU_USER_FEATURES=""; else GPU_USER_FEATURES="-flash_attn"; fi
 SCEN=g; . "$(dirname "$0")/lib.sh"
