@@ -36,7 +36,7 @@ def rungs(decisions):
     return [d.setting_changes["memory_rungs"][-1]["rung"] for d in decisions if d.action == "retry"]
 
 
-@pytest.mark.parametrize("phase", ["rollout-init", "weight-sync", "generation"])
+@pytest.mark.parametrize("phase", ["weight-sync", "generation"])
 def test_rollout_phases_lower_the_rollout_share_then_offload_the_actor(phase):
     ds, s = run_ladder(resolve(""), phase)
     assert rungs(ds) == ["rollout-util", "offload"]
@@ -45,6 +45,24 @@ def test_rollout_phases_lower_the_rollout_share_then_offload_the_actor(phase):
     assert ds[-1].action == "stop"
     assert [r["source"] for r in s["memory_rungs"]] == ["oom-retry-1", "oom-retry-2"]
     assert all(r["phase"] == phase for r in s["memory_rungs"])
+
+
+def test_rollout_init_falls_back_to_eager_before_offload():
+    """Issue 34 finding 8: graph mode is verl's default (and what its NPU examples run); the rollout's start-up
+    captures its graphs, so the rollout-init ladder's second rung is eager mode (enforce_eager=True), then offload."""
+    ds, s = run_ladder(resolve(""), "rollout-init")
+    assert rungs(ds) == ["rollout-util", "rollout-eager", "offload"]
+    assert ds[1].setting_changes["rollout_eager"] is True
+    for accel in ("gpu", "npu"):
+        sp = {"mode": "dapo", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": accel,
+              "settings": {"steps": 10, "n_gpus_per_node": 8, "train_file": "/d/t.parquet",
+                           "val_file": "/d/v.parquet", "model_path": "/m"}}
+        assert "actor_rollout_ref.rollout.enforce_eager=True" not in overrides.build_command(sp, resolve(""))
+        assert "actor_rollout_ref.rollout.enforce_eager=True" in overrides.build_command(sp, resolve(""),
+                                                                                         ds[1].setting_changes)
+    # a rollout that already runs eager (ROLLOUT_EAGER=true) skips the rung: it would change nothing
+    ds, s = run_ladder(resolve(""), "rollout-init", {"rollout_eager": True})
+    assert rungs(ds) == ["rollout-util", "offload"]
 
 
 def test_rollout_share_at_its_floor_goes_straight_to_offload():

@@ -3,7 +3,7 @@
 Used by :mod:`dapo_ops.core.ladder` (the supervisor's decisions) and :mod:`dapo_ops.core.memfit` (the estimate's
 start rung). Why each rung lowers its phase's peak is in :mod:`dapo_ops.core.ladder`'s docstring, with the
 verl files it was read in. Rung names: ``rollout-util``, ``offload``, ``update-batch``,
-``offload-policy``, ``recompute``, ``logprob-batch``, ``weight-bucket``. Setting rungs change run settings that
+``offload-policy``, ``recompute``, ``logprob-batch``, ``weight-bucket``, ``rollout-eager``. Setting rungs change run settings that
 :mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``token_budgets``,
 ``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``,
 ``weight_sync_bucket_mb``).
@@ -47,6 +47,8 @@ RUNG_HELP = {
     "recompute": "+ recompute (FSDP activation offload / Megatron full recompute)",
     "logprob-batch": "log-prob batch: log_prob_max_token_len_per_gpu / 2, or log_prob_micro_batch_size_per_gpu / 4",
     "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)" % BUCKET_MB_FLOOR,
+    "rollout-eager": "rollout enforce_eager=True: no graph capture at rollout start-up (its graph memory pool goes; "
+                     "verl runs graph mode by default, vllm-ascend 0.23 platform.py:513-531 on NPU)",
 }
 
 #: why a device OOM of each phase no rung shrinks (:data:`dapo_ops.core.policy.NO_RUNG_PHASES`) stops, and the fix
@@ -113,7 +115,10 @@ def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "
         if side == "rollout":
             return ("rollout-util", "weight-bucket", "rollout-util")
         return ("weight-bucket", "rollout-util", "weight-bucket", "rollout-util")  # the bucket is on both sides
-    if phase in ("rollout-init", "weight-sync", "generation"):
+    if phase == "rollout-init":  # the KV cache and the graph capture (vLLM captures its graphs at start-up)
+        return ("rollout-util", "rollout-eager", "offload") if colocated else ("rollout-util", "rollout-eager",
+                                                                               "rollout-util")
+    if phase in ("weight-sync", "generation"):
         return ("rollout-util", "offload") if colocated else ("rollout-util", "rollout-util")
     if phase == "update":
         return ("update-batch", "update-batch") + (("offload-policy",) if framework == "fsdp" else ()) + ("recompute",)
@@ -196,6 +201,10 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict):
         if new >= cur:
             return None, f"weight-bucket: skipped, update_weights_bucket_megabytes={cur} is at the floor {BUCKET_MB_FLOOR}"
         return {"weight_sync_bucket_mb": new}, None
+    if rung == "rollout-eager":
+        if settings.get("rollout_eager"):
+            return None, "rollout-eager: skipped, the rollout already runs eager (ROLLOUT_EAGER)"
+        return {"rollout_eager": True}, None
     if rung == "offload-policy":
         if settings.get("fsdp_offload_policy"):
             return None, "offload-policy: skipped, already on"
@@ -257,7 +266,7 @@ def troubleshooting_md() -> str:
         ("model-load", "the actor's (sharded) weights at init", "stops with the fix", "more devices / larger TP or PP, a smaller model, free leftover processes"),
         ("checkpoint-load", "the restored model + optimizer state on resume", "stops with the fix", "resume with offload on (ENABLE_OFFLOAD=True), or from an earlier `global_step_N`"),
         ("checkpoint-save", "state gathered for the save", "stops with the fix", "`actor.checkpoint.save_contents` without `hf_model`; more devices"),
-        ("rollout-init", "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, ENABLE_OFFLOAD=True, a larger rollout TP"),
+        ("rollout-init", "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor", "rollout-util -0.1, then eager mode (no graph capture), then + offload (colocated)", "lower `gpu_memory_utilization`, ROLLOUT_EAGER=true, ENABLE_OFFLOAD=True, a larger rollout TP"),
         ("weight-sync", "vLLM wake-up (weights, then KV cache) while the actor's state is still resident; one-step-off: the checkpoint engine's 2 x bucket buffers on each side", "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: rollout-util, bucket / 2, rollout-util", "same as rollout-init; one-step-off: `rollout.checkpoint_engine.update_weights_bucket_megabytes` (verl's CI: 1024)"),
         ("generation", "vLLM's share plus whatever the actor keeps resident", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, shorter responses"),
         ("log-prob", "forward activations + logits of one log-prob micro-batch", "log-prob token budget / 2 (or micro-batch / 4), twice", "`*log_prob_max_token_len_per_gpu` toward prompt+response, `log_prob_micro_batch_size_per_gpu=1`"),
