@@ -57,3 +57,69 @@ def test_a_storm_of_one_line_keeps_its_start_and_end_and_counts_the_rest():
     got = plog.error_lines("".join(line % (i % 60) for i in range(60)) + "not a plog line\n", limit=20)
     assert len(got) == 20 and got[-1]["skipped"] == 40
     assert plog.parse_line("(pid=1) hello") is None and plog.parse_line("") is None
+
+
+def _worker_log(d, name, text, mtime):
+    import os
+    p = d / name
+    p.write_text(text)
+    os.utime(p, (mtime, mtime))
+
+
+def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(tmp_path):
+    """h2's HCCL init failed (plog, rank 9) before h1's ranks timed out waiting in a collective: the verdict names
+    h2 rank 9, not the head whose timeout came later and is only a symptom (the root-cause rule of
+    core/classify/decide.py, across hosts)."""
+    import json
+
+    from dapo_ops.agent import evidence as agent_ev
+    from dapo_ops.core import evidence
+
+    hosts = {}
+    for h in ("h1", "h2"):
+        (tmp_path / h / "logs").mkdir(parents=True)
+        (tmp_path / h / "plog").mkdir()
+    # h1 (head): a collective timeout in its worker log, written after h2's error
+    _worker_log(tmp_path / "h1" / "logs", "worker-aa-01000000-4001.err",
+                "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
+                "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800011 milliseconds "
+                "before timing out.\n", 1764859600.0)
+    _worker_log(tmp_path / "h1" / "logs", "worker-old.err", "Traceback (most recent call last):\nValueError: old\n",
+                1000.0)   # before the attempt: not read
+    (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(LISTEN)
+    for h in ("h1", "h2"):
+        hosts[h] = agent_ev.collect(str(tmp_path / h / "logs"), since=1764859000.0,
+                                    plog_dirs=[str(tmp_path / h / "plog")])
+    assert [lg["name"] for lg in hosts["h1"]["ray_logs"]] == ["worker-aa-01000000-4001.err"]
+    assert len(hosts["h2"]["plog"]) == 3 and hosts["h2"]["plog"][0]["file"] == "plog-60570_20251204144600.log"
+    err = evidence.earliest(hosts)
+    # both are collective trouble (the classifier's hccl-timeout class): the earlier one, on h2, is named
+    assert (err["host"], err["cls"], err["tier"]) == ("h2", "hccl-timeout", evidence.COLLECTIVE), err
+    line = evidence.summary_line(err, [])
+    assert line.startswith("earliest error: host h2 rank unknown at 2025-12-04-14:46:07.911.312 (plog-60570"), line
+    # the EI0002 notify wait (collective) beats the bare PTA line; its own rank is named, not the waited-for one
+    (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(NOTIFY)
+    hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])
+    err = evidence.earliest(hosts)
+    assert (err["host"], err["rank"], err["cls"]) == ("h2", 25, "hccl-timeout"), err   # its own rank, not remote 24
+    # a specific root cause beats a collective symptom even when the symptom came first (decide.py's rule)
+    (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(VISIBLE.replace("2025-11-18", "2025-12-05"))
+    hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])
+    err = evidence.earliest(hosts)
+    assert (err["host"], err["tier"], err["cls"]) == ("h2", evidence.ROOT, "config-error"), err
+    # a lost host is named, and nothing of it is made up
+    assert "no evidence from h3 (lost" in evidence.summary_line(err, ["h3"])
+    # the files land in the run dir, one directory per host
+    for h, found in hosts.items():
+        d = agent_ev.write(str(tmp_path / "run"), h, found)
+        assert json.loads((tmp_path / "run" / "evidence" / h / "evidence.json").read_text())["plog"] == found["plog"]
+    assert "Watchdog caught collective" in (tmp_path / "run" / "evidence" / "h1" / "ray-worker-logs.txt").read_text()
+    assert "Set visible device failed" in (tmp_path / "run" / "evidence" / "h2" / "plog-errors.txt").read_text()
+    assert d.endswith("/evidence/h2")
+
+
+def test_no_error_anywhere_is_said_as_such():
+    from dapo_ops.core import evidence
+
+    assert evidence.earliest({"h1": {"ray_logs": [{"name": "w.out", "mtime": 1.0, "text": "step:1 - a:1\n"}]}}) is None
+    assert evidence.summary_line(None, []) == "no error found in any host's Ray worker logs or plogs"
