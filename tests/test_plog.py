@@ -96,7 +96,9 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
     # both are collective trouble (the classifier's hccl-timeout class): the earlier one, on h2, is named
     assert (err["host"], err["cls"], err["tier"]) == ("h2", "hccl-timeout", evidence.COLLECTIVE), err
     line = evidence.summary_line(err, [])
-    assert line.startswith("earliest error: host h2 rank unknown at 2025-12-04-14:46:07.911.312 (plog-60570"), line
+    # the error lines name no rank; the same pid's HCCL init line did (userRank[9])
+    assert (err["rank"], hosts["h2"]["plog"][0]["rank_from"]) == (9, "pid"), err
+    assert line.startswith("earliest error: host h2 rank 9 at 2025-12-04-14:46:07.911.312 (plog-60570"), line
     # the EI0002 notify wait (collective) beats the bare PTA line; its own rank is named, not the waited-for one
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(NOTIFY)
     hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])

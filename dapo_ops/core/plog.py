@@ -109,13 +109,22 @@ def remote_rank_of(text: str) -> "Optional[int]":
 def error_lines(text: str, limit: int = 50) -> "List[Dict[str, Any]]":
     """The ``[ERROR]`` lines of a plog text (:func:`parse_line` dicts plus ``line``: the text as written), oldest
     first, at most ``limit``: the first ``limit - 10`` and the last 10 (a storm of one line keeps its start and end;
-    ``skipped`` on the last kept entry counts what is left out)."""
+    ``skipped`` on the last kept entry counts what is left out). An error line that names no rank takes the rank an
+    earlier line of the same pid named (HCCL's ``[HcclComm][Init] rankSize[16], userRank[9]`` INFO line names it
+    once; its error lines do not), marked ``rank_from: "pid"``."""
     out: List[Dict[str, Any]] = []
+    ranks: Dict[int, int] = {}
     for raw in (text or "").splitlines():
-        if "[ERROR]" not in raw:
+        if "]" not in raw or "(" not in raw:
             continue
         p = parse_line(raw)
-        if p is not None and p["level"] == "ERROR":
+        if p is None:
+            continue
+        if p["rank"] is not None:
+            ranks[p["pid"]] = p["rank"]
+        if p["level"] == "ERROR":
+            if p["rank"] is None and p["pid"] in ranks:
+                p["rank"], p["rank_from"] = ranks[p["pid"]], "pid"
             p["line"] = raw.strip()
             out.append(p)
     out.sort(key=lambda e: e["ts"])
