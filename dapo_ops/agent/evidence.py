@@ -22,7 +22,8 @@ Ops::
     python3 -m dapo_ops.agent.evidence local <ray_logs_dir> <since> [plog_dir ...]   this host: one JSON object
     python3 -m dapo_ops.agent.evidence cluster <run_dir> <since> <wait_s> <nodes>  RAY_ADDRESS from the env;
         <nodes>: JSON [{"name", "address"}] of the worker nodes; writes each answer under <run_dir>/evidence/<name>/
-        and prints {"answered": [names], "lost": [{"name", "address", "why"}]}; ends itself after wait_s + 20 s
+        and prints {"answered": [names], "lost": [{"name", "address", "why"}]}; waits at most wait_s from its start
+        and ends itself (SIGALRM) 5 s after that
 """
 
 from __future__ import annotations
@@ -145,13 +146,16 @@ def write(run_dir: str, host: str, found: Dict[str, Any]) -> str:
     return d
 
 
-def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: float) -> Dict[str, Any]:
+def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: float,
+            t0: Optional[float] = None) -> Dict[str, Any]:
     """Collect from each of ``nodes`` (``[{"name", "address"}]``, Ray node addresses as ``ray start
     --node-ip-address`` gave them) through the run's Ray cluster at ``RAY_ADDRESS``: :func:`read_host` as one task
     pinned to each alive node (0 CPUs: a cluster whose CPUs verl holds still runs it; no retry), all at once; each
     answer is written (:func:`write`) as it comes. Returns ``{"answered": [names], "lost": [{"name", "address",
-    "why"}]}``: a node Ray does not list as alive, or that did not answer within ``wait_s`` seconds, is lost.
+    "why"}]}``: a node Ray does not list as alive, or that did not answer within ``wait_s`` seconds of ``t0`` (the
+    process start: ``import ray`` and ``ray.init`` count, each node then starts one Ray worker process), is lost.
     Imports ``ray``; ``ray.init`` on a dead head may block: the ``cluster`` op's alarm bounds the process."""
+    t0 = time.time() if t0 is None else t0
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -170,7 +174,7 @@ def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: flo
         ref = task.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
                            name="dapo-ops-evidence").remote(None, since, list(plog.PLOG_DIRS))
         pending[ref] = n
-    deadline = time.time() + wait_s
+    deadline = t0 + wait_s
     while pending and time.time() < deadline:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.1, deadline - time.time()))
         for ref in done:
@@ -199,8 +203,9 @@ def main(argv: List[str]) -> int:
             print(json.dumps(collect(args[0], float(args[1]), args[2:] or plog.PLOG_DIRS)))
             return 0
         if sub == "cluster" and len(args) == 4:
-            signal.alarm(int(float(args[2])) + 20)  # ray.init can block on a dead head
-            print(json.dumps(cluster(args[0], json.loads(args[3]), float(args[1]), float(args[2]))))
+            t0 = time.time()
+            signal.alarm(int(float(args[2])) + 5)  # ray.init can block on a dead head
+            print(json.dumps(cluster(args[0], json.loads(args[3]), float(args[1]), float(args[2]), t0)))
             return 0
     except ValueError as e:
         sys.stderr.write("%s\n%s\n" % (e, USAGE))

@@ -45,8 +45,6 @@ def findings(host: str, found: "Dict[str, Any]") -> "List[Dict[str, Any]]":
                     "tier": _tier(v.cls, bool(d.get("inconclusive")) or v.cls == "crash-other")})
     for lg in found.get("ray_logs") or []:
         text = lg.get("text") or ""
-        if "Error" not in text and "error" not in text and "Traceback" not in text:
-            continue
         v = classify(text)
         d = v.detail or {}
         if v.cls == "success" or d.get("inconclusive"):

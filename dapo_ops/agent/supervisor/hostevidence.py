@@ -5,7 +5,9 @@ The supervisor runs on the head, in its container, with no SSH to the other host
 files in-process (:func:`dapo_ops.agent.evidence.collect`: no Ray needed, so a dead Ray head still leaves the head's
 evidence) and the workers' through the run's Ray cluster: the bundle op ``evidence cluster`` run with the spec's
 ``python`` (it has ``ray``), one task pinned to each live worker node, all at once, each bounded by ``wait_s``
-(tunable ``evidence_s``); the child process is bounded too (its own alarm, and a kill here). A node that is not
+(tunable ``evidence_s``, from the child's start: ``import ray``, ``ray.init`` and one new Ray worker process per
+node; the wait ends as soon as every node answered); the child is bounded too (its own alarm, and a kill here).
+The head's own files are read while the child starts. A node that is not
 alive, or does not answer in time, is named as lost: its files stay on that host. Everything lands in
 ``<run_dir>/evidence/<host>/`` (the latest failed attempt's; an earlier one's is replaced), and
 :func:`dapo_ops.core.evidence.earliest` names the host and rank of the earliest error (the root-cause rule).
@@ -26,8 +28,8 @@ from dapo_ops.core.topology import RAY_PORT
 
 #: seconds before the attempt's start from which files count (clocks of NTP-synced nodes differ a little)
 CLOCK_SLACK_S = 5.0
-#: seconds the child gets on top of ``wait_s`` (Python + ray import, ``ray.init``) before it is killed
-CHILD_EXTRA_S = 25.0
+#: seconds the child gets on top of ``wait_s`` before it is killed here (its own alarm fires 5 s after ``wait_s``)
+CHILD_EXTRA_S = 10.0
 
 
 def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> Optional[Dict[str, Any]]:
@@ -45,6 +47,7 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
     since = since - CLOCK_SLACK_S
     by_host: Dict[str, Dict[str, Any]] = {}
     lost: List[Dict[str, Any]] = []
+    child = _start_workers(spec, run_dir, nodes[1:], since, wait_s)
     head = nodes[0]
     try:
         found = dict(host_evidence.collect(None, since), node=head.get("name"), address=head.get("address"))
@@ -52,7 +55,7 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
         by_host[head["name"]] = found
     except Exception as e:  # noqa: BLE001 - the head's own files: said, never fatal
         lost.append({"name": head.get("name"), "address": head.get("address"), "why": "not readable here: %s" % e})
-    answer = _workers(spec, run_dir, nodes[1:], since, wait_s)
+    answer = _workers_answer(child, wait_s)
     why = {n.get("name"): n.get("why") for n in answer.get("lost") or []}
     for n in nodes[1:]:
         try:
@@ -71,10 +74,10 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
     return out
 
 
-def _workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float,
-             wait_s: float) -> Dict[str, Any]:
-    """The ``evidence cluster`` op's answer for ``workers`` (``{"answered", "lost"}``), or ``{"error": line}`` when
-    the child failed or ran out of time (its answers written so far stay)."""
+def _start_workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float,
+                   wait_s: float):
+    """Start the ``evidence cluster`` op for ``workers`` with the spec's ``python`` and this bundle on its
+    PYTHONPATH (``RAY_ADDRESS``: the run's head). Returns the Popen, or the one-line error when it cannot start."""
     ray_spec = spec.get("ray") or {}
     bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     pp = [bundle] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != bundle]
@@ -84,17 +87,28 @@ def _workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], 
     argv = [spec.get("python") or "python3", "-m", "dapo_ops.agent.evidence", "cluster", run_dir, "%.3f" % since,
             "%.1f" % wait_s, nodes]
     try:
-        res = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                             timeout=wait_s + CHILD_EXTRA_S)
-    except subprocess.TimeoutExpired:
-        return {"error": "the Ray collector did not finish within %.0f s" % (wait_s + CHILD_EXTRA_S)}
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True)
     except OSError as e:
-        return {"error": "the Ray collector could not start: %s" % e}
+        return "the Ray collector could not start: %s" % e
+
+
+def _workers_answer(child, wait_s: float) -> Dict[str, Any]:
+    """The ``evidence cluster`` op's answer (``{"answered", "lost"}``), or ``{"error": line}`` when the child could
+    not start, failed or ran out of time (killed here; its answers written so far stay)."""
+    if isinstance(child, str):
+        return {"error": child}
     try:
-        return json.loads((res.stdout or "").strip().splitlines()[-1])
+        out, err = child.communicate(timeout=wait_s + CHILD_EXTRA_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return {"error": "the Ray collector did not finish within %.0f s" % (wait_s + CHILD_EXTRA_S)}
+    try:
+        return json.loads((out or "").strip().splitlines()[-1])
     except (ValueError, IndexError):
-        tail = (res.stderr or "").strip().splitlines()
-        return {"error": "the Ray collector failed (exit %s): %s" % (res.returncode, tail[-1][:200] if tail else "")}
+        tail = (err or "").strip().splitlines()
+        return {"error": "the Ray collector failed (exit %s): %s" % (child.returncode, tail[-1][:200] if tail else "")}
 
 
 def apply(verdict: Dict[str, Any], found: Optional[Dict[str, Any]]) -> None:
