@@ -305,7 +305,7 @@ def test_a_failed_attempt_leaves_every_hosts_evidence_and_names_the_worker_rank_
     collective timeout and the driver on h1 fails: the supervisor on the head (no SSH) collects both hosts' files
     into the run dir before the cluster goes, and the verdict names h2 and rank 9, not the head."""
     sandbox.set_scenario("h1", {"step_time": 0.2, "failure": {"kind": "crash", "step": 1, "worker_error": True}})
-    res = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+    res = cli("launch", "-H", "h1,h2", "--steps", "3", "--skip-preflight", *INPUT_FLAGS)
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
     rec = wait_for(sandbox, "h1", run_id, ended)
