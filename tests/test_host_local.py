@@ -135,3 +135,37 @@ def test_stop_and_resume_on_the_bare_host(bare):
     assert f"global_step_{saved}, setting global step to {saved}" in log
     bad = bare.inv("launch", "-H", "dev", "--resume", "20200101-000000-abcd")
     assert bad.returncode != 0 and "no run 20200101-000000-abcd on dev" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_launch_and_watch_print_json_with_the_same_exit_codes(bare):
+    """issue 32 minors: ``launch --json`` (one object per host) and ``watch --json`` (one object per line: each event,
+    then the outcome); ``-j`` is the short flag of JSON in every task (cli/_common.py SHORT_FLAGS)."""
+    bare.cue({"step_time": 0.2})
+    r = bare.inv("launch", "-H", "dev", "--link-wait", "0", "--steps", "2", "-j")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads(r.stdout)
+    rid = row["run_id"]
+    assert (row["host"], row["state"], row["container"]) == ("dev", "running", None), row
+    assert row["log"] == str(bare.runs / rid / "train.log") and row["log"] in json.dumps(row)
+    assert row["follow"] == ["inv status -H dev", "inv logs -f -H dev"]
+    w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1", "--json")
+    assert w.returncode == 0, w.stdout + w.stderr
+    lines = [json.loads(x) for x in w.stdout.splitlines()]
+    assert all(e["host"] == "dev" and e["run_id"] == rid for e in lines[:-1]) and len(lines) >= 2, lines
+    assert lines[0]["event"] == "change" and lines[0]["line"].startswith(f"dev: run {rid}"), lines
+    assert lines[-1] == {"event": "outcome", "code": 0, "message": "", "runs": [
+        {"host": "dev", "run_id": rid, "state": "succeeded", "step": 2, "total": 2, "ended": lines[-1]["runs"][0]["ended"],
+         "verdict": lines[-1]["runs"][0]["verdict"], "suggestions": []}]}, lines[-1]
+    # a run that fails: watch's exit code 1 and its one line on stderr, as without --json; the outcome says the same
+    bare.cue({"step_time": 0.2, "failure": {"kind": "data-error", "step": 1}})
+    r = bare.inv("launch", "-H", "dev", "--link-wait", "0", "--steps", "2", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rid = json.loads(r.stdout)[0]["run_id"]
+    w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1", "-j")
+    assert w.returncode == 1, w.stdout + w.stderr
+    out = json.loads(w.stdout.splitlines()[-1])
+    assert (out["event"], out["code"], out["runs"][0]["state"]) == ("outcome", 1, "failed"), out
+    assert out["message"] == w.stderr.strip() and out["message"].startswith(f"dev: run {rid} failed"), (out, w.stderr)
+    # --json starts runs; --dry-run starts none: one line, usage exit, nothing printed on stdout
+    d = bare.inv("launch", "-H", "dev", "--dry-run", "--json")
+    assert d.returncode == 2 and d.stdout == "" and len(d.stderr.strip().splitlines()) == 1, d.stdout + d.stderr

@@ -300,6 +300,30 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     assert wait_no_ray(sandbox) == {}
 
 
+def test_a_failed_attempt_leaves_every_hosts_evidence_and_names_the_worker_rank_that_failed_first(sandbox, cli):
+    """h2's rank 9 fails first (its Ray worker log and a CANN plog under its ~/ascend/log), then h1's rank 0 sees a
+    collective timeout and the driver on h1 fails: the supervisor on the head (no SSH) collects both hosts' files
+    into the run dir before the cluster goes, and the verdict names h2 and rank 9, not the head."""
+    sandbox.set_scenario("h1", {"step_time": 0.2, "failure": {"kind": "crash", "step": 1, "worker_error": True}})
+    res = cli("launch", "-H", "h1,h2", "--steps", "3", "--skip-preflight", *INPUT_FLAGS)
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_of(res)
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1, rec.get("verdict")
+    ev = rec["verdict"]["detail"]["evidence"]
+    assert (ev["hosts"], ev["lost"]) == (HOSTS, []), ev
+    assert (ev["earliest"]["host"], ev["earliest"]["rank"]) == ("h2", 9), ev
+    assert ev["line"].startswith("earliest error: host h2 rank 9 at "), ev
+    assert rec["decision"]["ended"].endswith("; " + ev["line"]), rec["decision"]  # status, watch and the notice
+    d = sandbox.runs_dir("h1") / run_id / "evidence"
+    assert "RankID:9" in (d / "h2" / "ray-worker-logs.txt").read_text()
+    assert "[HcclSocket][Listen]" in (d / "h2" / "plog-errors.txt").read_text()
+    assert "[Rank 0] Watchdog caught collective" in (d / "h1" / "ray-worker-logs.txt").read_text()
+    errs = cli("logs", "-H", "h1", "--errors")
+    assert errs.returncode == 0 and ev["line"] in errs.stdout, errs.stdout + errs.stderr
+    assert wait_no_ray(sandbox) == {}
+
+
 def test_independent_runs_cannot_share_one_resume_id(sandbox, cli):
     res = cli("launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd",
               *INPUT_FLAGS)

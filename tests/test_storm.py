@@ -135,7 +135,7 @@ def test_real_h200_storm_is_called_on_the_logs_own_clock_and_the_ladder_stops(mo
     # the device's own timing agrees: the supervisor called it at 01:32:17 (supervisor.log), the log's first
     # traceback is at 01:32:01.674, run.json's verdict came at ended_at
     assert rec["ended_at"] - first_tb < 120
-    d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 1, 0, 3, {}, {})
+    d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 0, 3, {}, {})
     assert d.action == "stop"  # never retried unchanged
     assert len(rec["attempts"]) == 1 and rec["decision"]["action"] == "stop"
     assert rec["attempts"][0]["killed_by"] == "storm"

@@ -16,6 +16,7 @@ Every flag's help comes from the settings table (:func:`dapo_ops.control.setting
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -45,6 +46,8 @@ OPTIONS_HELP = {
                    "on a Ray cluster",
     "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
               "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
+    "json": "print the started runs as a JSON list (one object per host: run_id, host, state, log, follow) instead "
+            "of text; exit codes are the same",
 }
 HELP = {**settings_mod.task_help(), **OPTIONS_HELP}
 
@@ -77,11 +80,27 @@ def _dry_run(flags: dict, mode: str, *, hosts: str, inventory: str, swanlab_mode
     return p
 
 
+def follow_commands(host: str) -> list[str]:
+    """The commands that follow a run launched on ``host`` (the text's ``follow:`` line, the JSON's ``follow``)."""
+    return [f"inv status -H {host}", f"inv logs -f -H {host}"]
+
+
+def run_json(h, d: dict, secrets_all: list) -> dict:
+    """``launch --json``'s object of a started run on host ``h`` (``d``: :func:`dapo_ops.control.launch.start_run`'s
+    row data): ``run_id``, ``host``, ``state`` (run.json's status), ``container`` (None on a bare host), ``log``
+    (the run's train.log), ``workdir_log`` (the workdir's copy), ``follow`` (commands), ``resume``,
+    ``swanlab_url`` (redacted)."""
+    return {"run_id": d["run_id"], "host": h.name, "state": d["status"], "container": d.get("container") or None,
+            "log": d["log"], "workdir_log": f"{h.workdir.rstrip('/')}/train.log", "follow": follow_commands(h.name),
+            "resume": d.get("resume") or None,
+            "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all) if d.get("swanlab_url") else None}
+
+
 def _print_run(h, d: dict, secrets_all: list) -> None:
     where = f"container {d['container']}" if d["container"] else "bare host"
     print(f"run {d['run_id']} {d['status']} on {h.name} ({where})")
     print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
-    print(f"  follow:  inv status -H {h.name}   |   inv logs -f -H {h.name}")
+    print("  follow:  " + "   |   ".join(follow_commands(h.name)))
     if d.get("resume"):
         print(f"  resume:  {d['resume']}")
     for line in d.get("start") or []:  # the learned start (or why not) and the estimate's start rung
@@ -105,7 +124,7 @@ def interrupted_line(progress: LaunchProgress) -> str:
 
 def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
             link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False, resume: str = "", progress: LaunchProgress | None = None):
+            independent: bool = False, resume: str = "", progress: LaunchProgress | None = None, json_: bool = False):
     from dapo_ops.control import fanout
 
     if link_wait < 0:
@@ -133,6 +152,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         svc.refuse_secret_settings(st, svc.known_secrets(file_cfg))
     except LaunchUsageError as e:
         fail(str(e), EXIT_USAGE)
+    if dry_run and json_:
+        fail("--json prints the started runs and --dry-run starts none: drop one of them", EXIT_USAGE)
     if dry_run:
         p = _dry_run(flags, mode, hosts=hosts, inventory=inventory, swanlab_mode=swanlab_mode, file_cfg=file_cfg,
                      extra=extra, independent=independent)
@@ -174,7 +195,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
         from dapo_ops.cli import multihost
 
-        return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all)
+        return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
+                                json_=json_)
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
@@ -193,15 +215,21 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     results = fanout.run(chosen, one, timeout=svc.START_WAIT_S + svc.SETTLE_S + max(0, link_wait) + 180,
                          accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
     failed = [r for r in results if not r.ok]
+    if json_:  # one object per host; a failed host: state "failed", its kind and line (the exit code is the same)
+        print(json.dumps([run_json(r.host, r.row.data, secrets_all) if r.ok else
+                          {"run_id": None, "host": r.host.name, "state": "failed", "kind": r.row.kind or None,
+                           "error": redact.scrub(r.row.message or r.row.kind, secrets_all)} for r in results],
+                         indent=1))
     for r in results:
         h = r.host
         if not r.ok:
-            if len(results) > 1:
+            if len(results) > 1 and not json_:
                 msg = r.row.message or r.row.kind
                 msg = redact.scrub(msg, secrets_all)
                 print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
-        _print_run(h, r.row.data, secrets_all)
+        if not json_:
+            _print_run(h, r.row.data, secrets_all)
     if failed:
         if len(results) == 1:
             msg = redact.scrub(failed[0].row.message or failed[0].row.kind, secrets_all)
@@ -239,7 +267,7 @@ def launch(c, steps=UNSET, framework=None, model=None, train_file=None, val_file
            project=None, experiment=None, profile=None, swanlab_host=None, http_proxy=None, https_proxy=None,
            hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
            skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode=None, resume=""):
+           independent=False, mode=None, resume="", json_=False):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     refuse_job_as_mode(mode, "launch")
     _from_task_args(c, "dapo", dict(locals()))
@@ -254,7 +282,7 @@ def one_step_off(c, steps=UNSET, framework=None, model=None, train_file=None, va
                  https_proxy=None,
                  hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
                  skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode=None, resume=""):
+                 independent=False, mode=None, resume="", json_=False):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     refuse_job_as_mode(mode, "one-step-off")
     _from_task_args(c, "one-step-off", dict(locals()))

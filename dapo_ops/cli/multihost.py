@@ -9,6 +9,7 @@ exit (exit 2 for plan/topology errors, 1 otherwise), with nothing left running. 
 
 from __future__ import annotations
 
+import json
 import sys
 
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
@@ -16,6 +17,7 @@ from dapo_ops.control import multihost as svc
 from dapo_ops.control.launch import LaunchRequest
 from dapo_ops.control.remote import Target
 from dapo_ops.core import topology as cluster
+from dapo_ops.core import raynodes
 from dapo_ops.core import redact
 
 # names the tests and other modules use
@@ -24,9 +26,11 @@ cluster_plan = svc.cluster_plan
 join_timeout = svc.join_timeout
 
 
-def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list) -> dict:
-    """Launch one multi-host run on ``chosen`` (head first) and print it. Returns ``{"run_id", "head", "run_dir",
-    "ray"}``; every failure is one line via :func:`fail` (redacted) with the cluster torn down."""
+def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list,
+           json_: bool = False) -> dict:
+    """Launch one multi-host run on ``chosen`` (head first) and print it (``json_``: one JSON object per host, the
+    head's the run's, each worker's ``state`` ``ray-worker`` with its Ray log). Returns ``{"run_id", "head",
+    "run_dir", "ray"}``; every failure is one line via :func:`fail` (redacted) with the cluster torn down."""
     timeout = connect_timeout_override(c)
     targets = {h.name: Target(h, h.container, accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
                for h in chosen}   # the service points each at the plan's container
@@ -42,6 +46,10 @@ def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, s
                 pass
     d, spec, handle, topo = run.row.data, run.plan.spec, run.handle, run.topo
     head = chosen[0]
+    result = {"run_id": run.run_id, "head": head.name, "run_dir": run.plan.run_dir, "ray": spec["ray"]}
+    if json_:
+        print(json.dumps(_json_rows(run, head, chosen, secrets_all), indent=1))
+        return result
     res = handle.resources
     dev_key = "GPU" if spec["accelerator"] == "gpu" else "NPU"
     print(f"run {run.run_id} {d['status']} on {head.name} (container {d['container']}), "
@@ -62,7 +70,25 @@ def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, s
     print(f"  follow:  inv status -H {head.name}   |   inv logs -f -H {head.name}   |   stop: inv stop -H {head.name}")
     if d.get("swanlab_url"):
         print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
-    return {"run_id": run.run_id, "head": head.name, "run_dir": run.plan.run_dir, "ray": spec["ray"]}
+    return result
+
+
+def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
+    """``launch --json`` of a multi-host run: the head's object (:func:`dapo_ops.cli.launch.run_json`'s fields plus
+    ``nodes``: the joined nodes), then one per worker host (``state`` ``ray-worker``, ``head``, ``log``: its
+    ``ray start`` log in its container, ``follow``: the head's commands)."""
+    d, handle = run.row.data, run.handle
+    follow = [f"inv status -H {head.name}", f"inv logs -f -H {head.name}"]
+    rows = [{"run_id": run.run_id, "host": head.name, "state": d["status"], "container": d.get("container") or None,
+             "log": d["log"], "workdir_log": f"{head.workdir.rstrip('/')}/train.log", "follow": follow,
+             "resume": run.resumed, "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all)
+             if d.get("swanlab_url") else None, "role": "head",
+             "nodes": [{"host": n["name"], "address": n["address"], "devices": n["devices"]} for n in handle.nodes]}]
+    cdir = svc.cluster_dir(head.runs_path, run.run_id)
+    for h in chosen[1:]:
+        rows.append({"run_id": run.run_id, "host": h.name, "state": "ray-worker", "role": "worker",
+                     "head": head.name, "log": raynodes.node_file(cdir, h.name, raynodes.LOG), "follow": follow})
+    return rows
 
 
 def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0, out=None) -> dict[str, str]:

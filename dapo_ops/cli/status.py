@@ -253,14 +253,18 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     "run": "a run id instead of the host's current run",
     "interval": "seconds between looks (default 10)",
     "container": CONTAINER_HELP,
+    "json": "print one JSON object per line: each event, then the outcome (exit code and message); exit codes "
+            "are the same",
 })
-def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
+def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=False):
     """Block until the run ends, printing state changes (attempt started, OOM escalation, finished).
 
     On a terminal, a run that made no such line for a minute gets a progress line (run id, step, rate, ETA).
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
-    with the verdict as the message. A host that is briefly unreachable does not end the watch.
+    with the verdict as the message. A host that is briefly unreachable does not end the watch. ``--json``: one
+    JSON object per line (:meth:`~dapo_ops.control.watchloop.Watch.see_events`, no progress lines), the last one
+    the outcome (:meth:`~dapo_ops.control.watchloop.Watch.outcome_json`).
     """
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
@@ -274,15 +278,17 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container=""):
     try:
         while True:
             rows = collect_rows(c, w.live(), run=run, stale_after_s=stale_s)
-            for line in w.see(rows, now=time.monotonic()):
-                print(line, flush=True)
+            for ev in w.see_events(rows, now=time.monotonic()):
+                print(_json.dumps(ev, default=str) if json_ else ev["line"], flush=True)
             if w.finished:
                 break
-            for line in w.progress(time.monotonic()) if tty else ():  # a terminal: a sign of life once a minute
+            for line in w.progress(time.monotonic()) if tty and not json_ else ():  # a terminal: a sign of life once a minute
                 print(line, flush=True)
             time.sleep(max(0.2, float(interval)))
     except KeyboardInterrupt:
         raise Exit("watch interrupted; the runs continue", code=130) from None
+    if json_:
+        print(_json.dumps(w.outcome_json(), default=str), flush=True)
     code, message = w.outcome()
     if code:
         fail(message, code)

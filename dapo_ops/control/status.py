@@ -331,6 +331,10 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
             out += [prefix + ln for ln in b] + [prefix + "--"]
         if not blocks:  # evidence recorded but outside the bounded tail
             out += [prefix + ">> " + e for e in ev]
+        hosts = ((recorded.get(entry["attempt"]) or {}).get("detail") or {}).get("evidence") or {}
+        if hosts.get("line"):  # multi-host: every host's evidence, collected by the supervisor on the head
+            out += [prefix + ">> " + hosts["line"], "%s   every host's Ray worker log tails and plog errors: %s/<host>/"
+                    % (prefix, hosts.get("dir"))]
         n += len(blocks) or 1
     run_rec = res.get("run") or {}
     if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change

@@ -42,7 +42,20 @@ class Watch:
         """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
         end the watch once it was seen), and why a host without a run stops being watched. ``now``: the caller's
         clock in seconds (a state change resets that host's :meth:`progress` timer)."""
-        out: list[str] = []
+        return [e["line"] for e in self.see_events(rows, now)]
+
+    def see_events(self, rows: list[StatusRow], now: float = 0.0) -> list[dict]:
+        """:meth:`see`'s lines as ``watch --json`` objects: ``{"event": "change", "host", "run_id", "state",
+        "step", "total", "attempt", "verdict", "line"}`` (``event`` is ``unreachable`` for a host that did not
+        answer, ``ray-worker`` for a worker host of a watched head's run, ``no-run`` for a host with nothing to
+        watch); ``line`` is the text :meth:`see` prints."""
+        out: list[dict] = []
+
+        def add(kind: str, row: StatusRow, line: str) -> None:
+            out.append({"event": kind, "host": row.host, "run_id": row.run_id, "state": row.state,
+                        "step": row.step, "total": row.total, "attempt": row.attempt, "verdict": row.verdict,
+                        "line": line})
+
         heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
         watched = {h.name for h in self.hosts}
         for row in rows:
@@ -52,23 +65,24 @@ class Watch:
                 hn, rid = head
                 # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
                 self.workers[row.host] = self.done[row.host] = row
-                out.append(statusevents.worker_line(row.host, rid, hn))
+                add("ray-worker", row, statusevents.worker_line(row.host, rid, hn))
                 continue
             if row.state == ERROR and row.host in self.prev:  # transient: keep watching
                 if row.host not in self.unreachable:
-                    out.append("%s (still watching)" % row.error)
+                    add("unreachable", row, "%s (still watching)" % row.error)
                     self.unreachable.add(row.host)
                 continue
             self.unreachable.discard(row.host)
             changes = statusevents.events(self.prev.get(row.host), row)
             if changes or row.host not in self.said_at:
                 self.said_at[row.host] = now
-            out += changes
+            for line in changes:
+                add("change", row, line)
             self.prev[row.host] = row
             if statusevents.is_finished(row):
                 self.done[row.host] = row
                 if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
-                    out.append(row.error or "%s: no run to watch" % row.host)
+                    add("no-run", row, row.error or "%s: no run to watch" % row.host)
         return out
 
     def progress(self, now: float, every_s: float = PROGRESS_EVERY_S) -> list[str]:
@@ -86,6 +100,16 @@ class Watch:
                 out.append(line)
                 self.said_at[host] = now
         return out
+
+    def outcome_json(self) -> dict:
+        """``watch --json``'s last line: ``{"event": "outcome", "code", "message", "runs": [{"host", "run_id",
+        "state", "step", "total", "ended", "verdict", "suggestions"}]}`` (``code`` / ``message``: :meth:`outcome`,
+        the exit code ``watch`` exits with)."""
+        code, message = self.outcome()
+        runs = [{"host": h, "run_id": r.run_id, "state": r.state, "step": r.step, "total": r.total, "ended": r.ended,
+                 "verdict": r.verdict, "suggestions": list(r.suggestions or [])}
+                for h, r in self.done.items() if h not in self.workers]
+        return {"event": "outcome", "code": code, "message": message, "runs": runs}
 
     def outcome(self) -> tuple[int, str]:
         """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""

@@ -12,7 +12,9 @@ as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor
 ``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`),
 ``stall_factor`` / ``stall_floor_s`` (a stall: no progress for factor x median step time, at least the floor;
 :mod:`.stall`), ``storm_min_span_s`` / ``storm_slow_span_s`` (:mod:`.storm`), ``log_rate_bytes_s`` /
-``log_burst_bytes`` (train.log's bound, :mod:`.logcap`).
+``log_burst_bytes`` (train.log's bound, :mod:`.logcap`), ``evidence_s`` (30: the bound on how long the worker nodes of
+a multi-host run take to hand in a failed attempt's evidence, all at once; it ends as soon as every node answered,
+usually the few seconds Ray takes to start one worker process per node; :mod:`.hostevidence`).
 ``hang_timeout_s`` (1800) and ``max_oom_retries`` (2) are top-level in the spec.
 """
 
@@ -38,6 +40,7 @@ DEFAULT_TUNABLES = {
     "storm_slow_span_s": 60.0,     # storm.SLOW_SPAN_S
     "log_rate_bytes_s": 16384.0,   # logcap.RATE_BYTES_S
     "log_burst_bytes": 16777216.0,  # logcap.BURST_BYTES
+    "evidence_s": 30.0,            # hostevidence: how long the worker nodes get to hand in a failed attempt's evidence
 }
 
 

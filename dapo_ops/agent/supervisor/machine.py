@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
-from dapo_ops.agent.supervisor import attempt, config, devices, diskspace, escalate, follow, learn, record, stall
+from dapo_ops.agent.supervisor import (attempt, config, devices, diskspace, escalate, follow, hostevidence, learn,
+                                     record, stall)
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
@@ -199,6 +200,10 @@ class Supervisor:
         stacks = None
         if killed_by in ("stall", "hang"):  # where each process stood, before anything is stopped
             stacks = self._dump_stacks(k, att)
+        ev = None
+        if killed_by not in ("stop", "disk-full") and (killed_by is not None or self.proc.returncode):
+            # multi-host: every live node's Ray worker logs and plog errors, while the cluster is still up
+            ev = hostevidence.collect(self.spec, self.run_dir, att["started_at"], self.tun["evidence_s"])
         if killed_by is not None:
             log("stopping attempt %d (%s), process group %d" % (k, killed_by, self.pgid))
         self.att_pids = attempt.teardown(self.proc, self.marker, self.cmd_marker, self.tun["kill_grace_s"], att, gpu)
@@ -208,7 +213,7 @@ class Supervisor:
         container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
         return {"exit_code": code, "killed_by": killed_by, "oom_line": scanner.oom_line, "att": att,
                 "container_state": container_state, "storm": scanner.storm, "stacks": stacks, "idle_s": idle_s,
-                "step_s": list(scanner.step_s), "stall_after_s": scanner.stall_after_s}
+                "step_s": list(scanner.step_s), "stall_after_s": scanner.stall_after_s, "evidence": ev}
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
         """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
@@ -369,6 +374,7 @@ class Supervisor:
             else:
                 planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
                 verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
+            hostevidence.apply(verdict, out.get("evidence"))
             att["verdict"] = verdict
             self.rec["verdict"] = verdict
             cls = verdict.get("cls")
@@ -377,6 +383,9 @@ class Supervisor:
                 self._notify("hang", verdict, verdict["action"])
             d = self.ladder.decide(fs, verdict, self._settings())
             dj = escalate.decision_json(d)
+            where = ((verdict.get("detail") or {}).get("evidence") or {}).get("line")
+            if where:  # multi-host: the host and rank of the earliest error (hostevidence)
+                dj["evidence"] = where
             self.rec["decision"] = dj
             log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))
             if d.action == "retry":
@@ -386,12 +395,13 @@ class Supervisor:
                 self.rec["setting_changes"] = dict(changes)
                 self.rec["features"] = fs.to_json()
                 self._set_status("retrying")
-                self._notify("escalation", verdict, d.reason)
+                self._notify("escalation", verdict, "%s; %s" % (d.reason, where) if where else d.reason)
                 self._wait_to_retry(k, att)
                 if self.stop_requested:
                     return self._stopped(verdict)
                 lost = escalate.cluster_lost(self.spec)
                 if lost is not None:  # never retry on fewer nodes: the checkpoint is tied to the world size
+                    hostevidence.apply(lost, (verdict.get("detail") or {}).get("evidence"))
                     self.rec["verdict"] = lost
                     return self._failed(lost)
                 continue
@@ -401,6 +411,7 @@ class Supervisor:
                 lost = escalate.cluster_lost(self.spec)
                 if lost is not None:
                     lost["detail"]["attempt_verdict"] = {key: verdict.get(key) for key in ("cls", "action", "evidence")}
+                    hostevidence.apply(lost, (verdict.get("detail") or {}).get("evidence"))
                     att["verdict"] = self.rec["verdict"] = lost
                     return self._failed(lost)
             if cls == "hang":  # already notified as a hang

@@ -159,6 +159,10 @@ def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]],
     )
     decision["ended"] = ending_line(status, decision.get("reason") or (verdict or {}).get("action"),
                                     rec.get("step"), rec.get("total_steps"))
+    where = (((verdict or {}).get("detail") or {}).get("evidence") or {}).get("line")
+    if where and status == "failed":  # multi-host: the host and rank of the earliest error
+        decision["evidence"] = where
+        decision["ended"] += "; " + where
     rec["decision"] = decision
     if verdict is not None:
         rec["verdict"] = verdict

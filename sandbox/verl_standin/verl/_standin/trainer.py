@@ -549,6 +549,59 @@ class StandinTrainer:
         while True:  # ray.get() on a worker that never answers
             time.sleep(float(self.fail.get("hang_s", 10 ** 9)))
 
+    def _worker_error(self):
+        """Scenario ``failure.worker_error``: before the head fails, a rank on another node of the Ray cluster (a
+        Ray worker host) fails first. A Ray task pinned to that node writes torch_npu's PTA error line and a
+        traceback to its stderr (its Ray worker log, ``worker-*.err``) and CANN plog lines under its
+        ``~/ascend/log/debug/plog/`` (the HCCL init line naming the rank, then an ``[ERROR]`` line: the shapes of
+        tests/test_plog.py's public samples), rank ``failure.worker_rank`` (default 9); then a task on the head's
+        node prints the collective timeout its rank 0 sees later (``[Rank 0] Watchdog caught ...``). The task
+        functions are nested, so Ray ships them by value (the worker's Python need not import the stand-in)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self.ray
+        rank = int(self.fail.get("worker_rank", 9))
+
+        def rank_fails(rank):
+            import os
+            import sys
+            import time
+            t = time.time()
+            pid = os.getpid()
+            stamp = time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(t)) + ".%03d.%03d" % (
+                int(t * 1000) % 1000, int(t * 1e6) % 1000)
+            d = os.path.expanduser("~/ascend/log/debug/plog")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "plog-%d_%s.log" % (pid, time.strftime("%Y%m%d%H%M%S"))), "a") as f:
+                f.write("[INFO] HCCL(%d,python):%s [hccl_comm.cc:80] [%d][HcclComm][Init] rankSize[16], userRank[%d]\n"
+                        % (pid, stamp, pid, rank))
+                f.write("[ERROR] HCCL(%d,python):%s [hccl_socket.cc:106] [%d][HcclSocket][Listen] socket type[0], "
+                        "listen on ip[192.0.2.195] and specific port[16666] fail. Please check the port status and "
+                        "whether the port is being used by other process.\n" % (pid, stamp, pid))
+            sys.stderr.write(
+                "[ERROR] %s (PID:%d, Device:1, RankID:%d) ERR02200 DIST call hccl api failed.\n"
+                "Traceback (most recent call last):\n"
+                '  File "/usr/local/lib/python3.11/site-packages/torch_npu/distributed/distributed_c10d.py", '
+                "line 88, in init_process_group\n"
+                "RuntimeError: [ERROR] %s (PID:%d, Device:1, RankID:%d) ERR02200 DIST call hccl api failed.\n"
+                % (stamp[:19], pid, rank, stamp[:19], pid, rank))
+            sys.stderr.flush()
+            return pid
+
+        def rank0_waits():
+            import sys
+            sys.stderr.write("[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective "
+                             "operation timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+                             "1800011 milliseconds before timing out.\n")
+            sys.stderr.flush()
+            return 0
+
+        me = ray.get_runtime_context().get_node_id()
+        others = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != me]
+        for fn, node, args in ((rank_fails, others[0], (rank,)), (rank0_waits, me, ())):
+            strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+            ray.get(ray.remote(fn).options(num_cpus=0, scheduling_strategy=strategy).remote(*args))  # in this order
+
     def _fit(self, start: int, total: int):
         import numpy as np
 
@@ -598,6 +651,8 @@ class StandinTrainer:
                 for ln in wl:
                     o.line(ln, "WorkerDict")
                 raise exc
+            if at_fail and fail.get("worker_error") and self.ray is not None:
+                self._worker_error()
             if at_fail and kind == "crash" and cues.fire_allowed(self.scn):
                 raise texts.crash(o.runner, self.pids, self.ip, self.rng)
             if at_fail and kind == "data-error" and cues.fire_allowed(self.scn):
