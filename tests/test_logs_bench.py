@@ -42,11 +42,11 @@ def test_lines_attempt_and_hosts_prefixed(sandbox):
     _, rd2, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
     want = (a1 + a2).splitlines()[-3:]
     assert cli(sandbox, "-H", "h1", "logs", "--lines", "3", check=0).stdout.splitlines() == want
-    assert cli(sandbox, "-H", "h1", "logs", "--attempt", "1", "-l", "1000", check=0).stdout.splitlines() == \
+    assert cli(sandbox, "-H", "h1", "logs", "--attempt", "1", "-n", "1000", check=0).stdout.splitlines() == \
         a1.splitlines()
     bad = cli(sandbox, "-H", "h1", "logs", "--attempt", "5")
     assert bad.returncode == 1 and "has no attempt 5 (attempts: 1,2)" in bad.stderr
-    both = cli(sandbox, "-H", "h1,h2", "logs", "-l", "2", check=0).stdout.splitlines()
+    both = cli(sandbox, "-H", "h1,h2", "logs", "-n", "2", check=0).stdout.splitlines()
     assert both == ["h1 | " + ln for ln in want[-2:]] + ["h2 | " + ln for ln in steps_log(1, 1, 2).splitlines()[-2:]]
 
 
@@ -71,7 +71,7 @@ def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
     sandbox.reset("h1")
     rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2))
     start_fake_supervisor(sandbox, "h1", crd, rd)  # a live run: followed until Ctrl-C
-    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-l", "2")
+    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-n", "2")
     try:
         f.wait_for(lambda ln: "step:2 -" in ln)
         with open(rd / "train.log", "a") as fh:   # the supervisor ends attempt 1 and starts attempt 2
@@ -107,7 +107,7 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
     for h in ("h1", "h2"):
         _, rds[h], crd = make_run(sandbox, h, log="start %s\n" % h)
         start_fake_supervisor(sandbox, h, crd, rds[h])
-    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-l", "1")
+    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-n", "1")
     try:
         started = set()
         f.wait_for(lambda ln: (started.add(ln) if ln in ("h1 | start h1", "h2 | start h2") else None)
@@ -149,7 +149,7 @@ def test_follow_ends_when_the_run_ends_with_watchs_line_and_code(sandbox, status
     sandbox.reset("h1")
     rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 3))
     pids = start_fake_supervisor(sandbox, "h1", crd, rd)
-    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-l", "2")
+    f = Follower(sandbox, "-H", "h1", "logs", "-f", "-n", "2")
     try:
         f.wait_for(lambda ln: "step:3 -" in ln)
         with open(rd / "train.log", "a") as fh:
@@ -176,7 +176,7 @@ def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
     _finish(sandbox, "h2", rd, start_fake_supervisor(sandbox, "h2", crd, rd), status="stopped",
             ended="stopped by `inv stop` at step 4/10")
     t0 = time.monotonic()
-    out = cli(sandbox, "-H", "h2", "logs", "-f", "-l", "2", timeout=60)
+    out = cli(sandbox, "-H", "h2", "logs", "-f", "-n", "2", timeout=60)
     assert time.monotonic() - t0 < 20  # a look, not a follow
     assert out.returncode == 2, (out.stdout, out.stderr)   # inv watch: 2 = stopped
     assert out.stdout.splitlines() == steps_log(1, 1, 3).splitlines()[-2:] + [
@@ -184,7 +184,7 @@ def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
     # a supervisor that died without saying how the run ended: its last lines and watch's dead-supervisor line
     sandbox.reset("h2")
     rid, rd, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
-    out = cli(sandbox, "-H", "h2", "logs", "-f", "-l", "1", timeout=60)
+    out = cli(sandbox, "-H", "h2", "logs", "-f", "-n", "1", timeout=60)
     assert out.returncode == 3, (out.stdout, out.stderr)
     lines = out.stdout.splitlines()
     assert lines[0] == steps_log(1, 1, 2).splitlines()[-1] and len(lines) == 2, lines
@@ -197,7 +197,7 @@ def test_follow_through_the_head_of_a_multi_host_run_ends_with_it(sandbox):
     rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2),
                             cluster={"hosts": ["h1", "h2"], "nodes": 2, "head": "h1", "port": 6379})
     pids = start_fake_supervisor(sandbox, "h1", crd, rd)
-    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-l", "1")
+    f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-n", "1")
     try:
         f.wait_for(lambda ln: "Training Progress:  20%|##  | 2/10" in ln)  # one log (the head's): no host prefix
         _finish(sandbox, "h1", rd, pids, status="succeeded", ended="succeeded at step 4/10")

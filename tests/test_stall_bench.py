@@ -68,7 +68,7 @@ def test_killed_supervisor_status_shows_the_step_verl_reached(sandbox, host_read
     rec = read_run(sandbox, "h2", rid)
     sandbox.exec("h2", "kill -9 %d" % rec["pids"]["supervisor"], check=True)
     alog = sandbox.runs_dir("h2") / rid / "attempt-1.log"
-    frozen = rec["step"]
+    frozen = read_run(sandbox, "h2", rid)["step"]  # after the kill: the supervisor may have written a step since rec
 
     def verl_step():
         steps = [int(m) for m in re.findall(r"step:(\d+) - ", alog.read_text(errors="replace"))]

@@ -220,8 +220,9 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         print("preflight:")
         preflight_task(c, job=job, mode=mode, hosts=hosts, inventory=inventory, quick=False)
     task = launch_task if job == "dapo" else osp_task
-    task(c, steps=steps, features=features, container=container, hosts=hosts, inventory=inventory,
-         skip_preflight=True, swanlab_mode=sw.mode, mode=mode)
+    # unanswered = not given (None): launch refuses a setting given empty (control/settings.py EMPTY_RULES)
+    task(c, steps=steps, features=features or None, container=container or None, hosts=hosts, inventory=inventory,
+         skip_preflight=True, swanlab_mode=sw.mode, mode=mode or None)
     print("monitor:")
     sel = f" -H {names}" if names else ""
     inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""
