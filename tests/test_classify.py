@@ -631,3 +631,25 @@ def test_a_phase_less_device_oom_says_which_ladder_and_after_which_step():
     assert v.cls == "oom-device" and v.detail.get("step") == 7
     assert "(no phase in the log: + offload, then + recompute)" in v.action and "unknown" not in v.action, v.action
     assert " after step 7" in (v.hint or "") and " in unknown" not in (v.hint or ""), v.hint
+
+
+def test_an_oom_after_the_training_bar_is_not_the_checkpoint_load_that_ended_before_it():
+    """verl prints 'Resuming from ...' before its checkpoint load (trainer_base.py:392) and creates the 'Training
+    Progress' bar in fit (:451), after the load: a phase-less device OOM under the bar is not checkpoint-load (a
+    retry skips validation, so the resume line now sits a few lines above the OOM; the sandbox's offload ->
+    recompute escalation stopped as checkpoint-load before this rule)."""
+    log = "\n".join([
+        "(TaskRunnerV1 pid=138) INFO:2026-12-02 02:20:13,847:Resuming from /r/checkpoints/global_step_2, setting "
+        "global step to 2",
+        "(TaskRunnerV1 pid=138) Training Progress:  40%|####      | 2/5 [00:00<?, ?it/s]",
+        "(WorkerDict pid=547) Traceback (most recent call last):",
+        '(WorkerDict pid=547)   File "/usr/lib/python3/site-packages/transformers/models/qwen2/modeling_qwen2.py", '
+        "line 302, in forward",
+        "(WorkerDict pid=547) RuntimeError: NPU out of memory. Tried to allocate 3.12 GiB (NPU 6; 60.96 GiB total "
+        "capacity; 52.18 GiB already allocated)",
+    ])
+    v = C.classify(log, exit_code=1)
+    assert v.cls == "oom-device" and v.detail.get("phase") in (None, "unknown"), v.detail
+    # without the bar, the resume line is still the context it was (a load that ran out)
+    v = C.classify("\n".join(log.splitlines()[:1] + log.splitlines()[2:]), exit_code=1)
+    assert v.cls == "oom-device" and v.detail.get("phase") == "checkpoint-load", v.detail

@@ -379,7 +379,9 @@ def _resume_and_check(sandbox, host_ready, host, rid):
         assert spec["settings"][k] == old_spec["settings"][k], k
     assert spec["framework"] == old_spec["framework"] == "fsdp" and spec["settings"]["model_path"] == f"{IN}/model"
     assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))   # continues, not anew
-    assert read_run(sandbox, host, rid)["status"] == "stopped"
+    old_rec = read_run(sandbox, host, rid)   # closed by the resume as failed (its supervisor died), never as if
+    assert old_rec["status"] == "failed"     # an operator had run `inv stop` (issue 32 item 4)
+    assert "closed by `inv launch --resume" in old_rec["decision"]["ended"], old_rec["decision"]
 
 
 def test_sigkilled_supervisor_refuses_a_launch_until_stopped_then_resume_continues(sandbox, host_ready):

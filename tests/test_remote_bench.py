@@ -8,6 +8,8 @@ import hashlib
 import subprocess
 import threading
 
+import uuid
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -53,9 +55,12 @@ def test_argv_element_and_env_value_arrive_byte_for_byte(target, arg, val):
 @given(secret=ONE_LINE)
 @example(secret=" leading space, $(id) and 'quotes' = ok ")
 def test_secret_env_arrives_and_is_never_left_on_the_host(target, secret):
-    res = target.run(["python3", "-c", PROBE, "x"], secret_env={"S": secret})
+    # the sandbox hosts share one /tmp with every other bench (xdist workers run at once): look for THIS call's
+    # env-file by a marker it carries, not for any dapo-ops-env file
+    mark = "mark-" + uuid.uuid4().hex
+    res = target.run(["python3", "-c", PROBE, "x"], secret_env={"S": secret, "DAPO_TEST_MARK": mark})
     assert bytes.fromhex(res.stdout.splitlines()[2]) == secret.encode()
-    left = target.host_run("ls -a ${TMPDIR:-/tmp} | grep -c dapo-ops-env || true").stdout.strip()
+    left = target.host_run("grep -l %s ${TMPDIR:-/tmp}/dapo-ops-env* 2>/dev/null | wc -l" % mark).stdout.strip()
     assert left == "0"
 
 

@@ -82,6 +82,12 @@ PHASE_CONTEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
 )
 
 
+#: verl's training progress bar: created in ``fit`` (verl/trainer/ppo/v1/trainer_base.py:451), after the checkpoint
+#: load (``_load_checkpoint``, :392) and the validation before training: a context line above it (``Resuming from``)
+#: names a phase that had ended before the error
+TRAINING_BAR_RX = re.compile(r"training progress:")
+
+
 def _check_rules() -> None:
     """Raises ClassifierTableError when a rule names a phase outside PHASES (or ``unknown``, which is no rule)."""
     for table, rules in (("PHASE_FRAME_RULES", PHASE_FRAME_RULES), ("PHASE_CONTEXT_RULES", PHASE_CONTEXT_RULES)):
@@ -163,7 +169,7 @@ def phase_of(log: Log, i: int, back: int = 150, fwd: int = 200, frames_only: boo
     for rng in (range(i, max(-1, i - 30), -1), range(i + 1, min(n, i + 8))):
         for j in rng:
             ll = log.low_line(j)
-            if j != i and STEP_RX.search(ll):
+            if j != i and (STEP_RX.search(ll) or (j < i and TRAINING_BAR_RX.search(ll))):
                 break
             if log.is_echo(j):
                 continue
