@@ -295,6 +295,12 @@ cmd_down() {
   take_lock
   [ -d "$STATE" ] || ip link show "$BR" >/dev/null 2>&1 || ls /run/netns/"$NSP"* >/dev/null 2>&1 || { echo "$PROG: bench $ID is not up"; return 0; }
   local h ns p
+  # the control masters of these hosts (dapo_ops/control/remote/sshmux.py) end with them: a master kept for the
+  # next bench of this id would hold a connection to the old host (and its host key)
+  if [ -x "$VENV/bin/python" ] && [ -d "$STATE" ]; then
+    PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" timeout 30 "$VENV/bin/python" -m dapo_ops.control.remote.sshmux \
+      close --under "$STATE" >/dev/null 2>&1 || true
+  fi
   for f in "$STATE"/ssh/sshd_h*.pid; do [ -f "$f" ] || continue; h=${f##*/sshd_}; stop_sshd "${h%.pid}"; done
   for d in "$STATE"/hosts/h*; do [ -d "$d" ] && down_host_docker "${d##*/}" & done
   wait

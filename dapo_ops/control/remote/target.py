@@ -171,7 +171,13 @@ class Target(CommandLines):
         """Open the SSH connection now (normally done by the first command).
 
         :raises RemoteError: unreachable / refused / auth / hostkey.
+
+        A connection that was open and dropped (e.g. the host went away under a control master) is rebuilt, so
+        ``known_hosts`` is read again: the old Connection's paramiko client holds the keys read when it was made
+        (:meth:`_harden`), and a host brought up again with a new key would be refused as CHANGED against them.
         """
+        if self._cxn is not None and not self.local and not self._cxn.is_connected:
+            self.close()
         cxn = self.connection()
         if self.local or cxn.is_connected:
             return
