@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 
+from dapo_ops.control import inventory as inventory_mod
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
-from dapo_ops.cli._common import fanout_task, run_fanout, select_hosts, with_container
+from dapo_ops.cli._common import EXIT_USAGE, fail, fanout_task, run_fanout, select_hosts, with_container
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
 
@@ -99,6 +100,10 @@ def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, che
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
+        try:
+            inventory_mod.check_key_files(inv, chosen, accept_new_host_keys=accept_new_host_keys)
+        except inventory_mod.InventoryError as e:
+            fail(str(e), EXIT_USAGE)
         print(f"{inv.path or 'no inventory file'}: valid, {len(chosen)} host(s) selected (nothing contacted)")
         print("\n".join(describe(h) for h in chosen))
         return

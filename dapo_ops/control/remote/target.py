@@ -181,9 +181,11 @@ class Target(CommandLines):
         cxn = self.connection()
         if self.local or cxn.is_connected:
             return
-        if self.host.identity_file and not os.path.exists(os.path.expanduser(self.host.identity_file)):
-            raise RemoteError("auth", self.name, f"identity file {self.host.identity_file} does not exist; "
-                                                 "fix identity_file in the inventory")
+        from dapo_ops.control.inventory import key_file_problem
+
+        why = key_file_problem(self.host, "identity_file")
+        if why:
+            raise RemoteError("auth", self.name, why)
         gw = cxn.gateway
         if gw is not None and not isinstance(gw, str) and not gw.is_connected:
             # the bastion first, so its failure names the bastion (fabric's open() would open it inside the
