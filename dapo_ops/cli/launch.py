@@ -172,7 +172,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
         from dapo_ops.cli import multihost
 
-        return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all)
+        return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
+                                hosts_given=bool((hosts or "").strip()))
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:

@@ -24,14 +24,15 @@ cluster_plan = svc.cluster_plan
 join_timeout = svc.join_timeout
 
 
-def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list) -> dict:
+def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list,
+           hosts_given: bool = True) -> dict:
     """Launch one multi-host run on ``chosen`` (head first) and print it. Returns ``{"run_id", "head", "run_dir",
     "ray"}``; every failure is one line via :func:`fail` (redacted) with the cluster torn down."""
     timeout = connect_timeout_override(c)
     targets = {h.name: Target(h, h.container, accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
                for h in chosen}   # the service points each at the plan's container
     try:
-        run = svc.launch_cluster(req, chosen, targets)
+        run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
     except svc.ClusterLaunchError as e:
         fail(redact.scrub(str(e), secrets_all), EXIT_USAGE if e.usage else EXIT_FAILED)
     finally:

@@ -20,8 +20,8 @@ from dapo_ops.control.remote.errors import is_workdir_missing
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "transfer_queue", "megatron.bridge", "cann", "model", "data", "disk", "memory-fit",
-                "swanlab")
+                "entry", "transfer_queue", "megatron.bridge", "swanboard", "cann", "model", "data", "disk",
+                "memory-fit", "swanlab")
 
 
 def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None,

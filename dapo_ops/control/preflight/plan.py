@@ -101,13 +101,18 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
     it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
     (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
-    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False)."""
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False);
+    SwanLab's local mode needs ``swanboard`` (swanlab 0.10 ``swanlab/deprecated/local.py:350``, started by
+    ``verl/utils/tracking.py:134``: without it every run logs ``Please install swanboard to use 'local' mode`` and
+    ``swanlab watch`` has no dashboard to show)."""
     out: list[tuple[str, str]] = []
     if pv.spec.get("profile", "0.9") == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
         if pv.spec.get("framework") == "megatron":
             out.append(("megatron.bridge", "verl 0.9's Megatron engine builds the model with Megatron-Bridge "
                                            "(verl/models/mcore/bridge.py:17)"))
+    if "swanlab" in pv.logger and str(pv.env.get("SWANLAB_MODE") or "cloud") == "local":
+        out.append(("swanboard", "SwanLab local mode needs it (swanlab/deprecated/local.py:350)"))
     return out
 
 

@@ -85,7 +85,9 @@ def _overrides_check(comp: dict) -> Check:
 
 
 _MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
-               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)"}
+               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
+               "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
+                            "'swanlab[dashboard]' in the container"}
 
 
 def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
