@@ -363,3 +363,21 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_container_name():
+    h = _host()
+    msg = ("python 'nopython3' (hosts.toml `python`) cannot run in container 'verl': sh: 1: nopython3: not found; "
+           "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)")
+    (c,) = [c for c in pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false "
+                                                                                               "false false"},
+                                              "python_error": msg}) if c.status == "fail"]
+    assert (c.name, c.fix) == ("python", "set python in hosts.toml to the interpreter's path or a name on the "
+                                         "container's PATH (e.g. python3)")
+    assert "make runs_dir writable" not in c.fix
+    bare = _host(runtime="host", container="")
+    checks = pc.evaluate(bare, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running host"},
+                                      "probe_error": 'OCI runtime exec failed: chdir to cwd ("/verl") set in '
+                                                     'config.json failed: no such file or directory'})
+    wd = _by(checks)["workdir"]
+    assert wd.message == "workdir /verl does not exist on the host", wd.message

@@ -48,8 +48,8 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
             cells["container"] = "running"
             return Row(cells=cells, ok=False, kind="python-missing",
-                       message=f"'{h.python}' not runnable in container '{target.container}' ({e.message}); "
-                               f"fix python in the inventory")
+                       message=e.message if "(hosts.toml `python`)" in e.message else
+                       f"'{h.python}' not runnable {target.where} ({e.message}); fix python in the inventory")
         else:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
@@ -58,7 +58,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     if res.exited != 0 and (missing or is_workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"
         return Row(cells=cells, ok=False, kind="workdir-missing",
-                   message=missing or f"workdir {h.workdir} does not exist in container '{target.container}'; fix "
+                   message=missing or f"workdir {h.workdir} does not exist {target.where}; fix "
                                       f"workdir in hosts.toml (the verl checkout, e.g. /verl)")
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1]) if res.exited == 0 else None
@@ -68,12 +68,12 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
     if res.exited in (126, 127) and info is None:
         return Row(cells=cells, ok=False, kind="python-missing",
-                   message=f"'{h.python}' not runnable in container '{target.container}' ({last_err}); "
+                   message=f"'{h.python}' not runnable {target.where} ({last_err}); "
                            f"fix python in the inventory")
     if not isinstance(info, dict):
         cells["python"] = cells["verl"] = "?"
         return Row(cells=cells, ok=False, kind="command",
-                   message=f"the verl probe gave no answer in container '{target.container}' ({last_err})")
+                   message=f"the verl probe gave no answer {target.where} ({last_err})")
     cells["python"] = info.get("python") or "?"
     if not info.get("found"):
         cells["verl"] = "not found"

@@ -35,13 +35,18 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     if any(c.status == FAIL for c in out):
         return out
     p = facts.get("probe")
+    if p is None and facts.get("python_error"):
+        msg, _, fix = facts["python_error"].rpartition("; set python")
+        out.append(Check("python", FAIL, msg, "set python" + fix))
+        return out
     if p is None and facts.get("bundle_error"):
         out.append(Check("bundle", FAIL, facts["bundle_error"], "make runs_dir writable there (or fix runs_dir in "
                          "hosts.toml) and check that the container's python3 runs"))
         return out
     if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")
-        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
+        where = "on the host" if getattr(host, "runtime", "docker") == "host" else f"in container '{container}'"
+        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist {where}",
                          "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
         return out
     if p is None:
