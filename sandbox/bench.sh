@@ -65,7 +65,12 @@ check_packages() {
 build_rootfs() {
   # Prints the content hash of the image rootfs; (re)builds $STATE/image/rootfs when it changed.
   local cfgroot R sha
-  cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
+  # the config root found by `up` (a Python start per fixture reset `container hN` is ~0.4 s on a loaded machine)
+  cfgroot=$(cat "$STATE/image/cfgroot" 2>/dev/null || true)
+  if [ -z "$cfgroot" ] || [ ! -d "$cfgroot/verl" ]; then
+    cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
+    mkdir -p "$STATE/image"; echo "$cfgroot" > "$STATE/image/cfgroot"
+  fi
   sha=$( (cd "$HERE" && find verl_standin bin sample_inputs.py -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum;
           cd "$cfgroot" && find verl -type f -name '*.yaml' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
   R=$STATE/image/rootfs
