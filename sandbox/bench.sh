@@ -65,7 +65,12 @@ check_packages() {
 build_rootfs() {
   # Prints the content hash of the image rootfs; (re)builds $STATE/image/rootfs when it changed.
   local cfgroot R sha
-  cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
+  # the config root found by `up` (a Python start per fixture reset `container hN` is ~0.4 s on a loaded machine)
+  cfgroot=$(cat "$STATE/image/cfgroot" 2>/dev/null || true)
+  if [ -z "$cfgroot" ] || [ ! -d "$cfgroot/verl" ]; then
+    cfgroot=$("$VENV/bin/python" "$HERE/fetch_verl_config.py") || fail 2 "could not fetch the verl 0.9.1 config yaml (sandbox/fetch_verl_config.py)"
+    mkdir -p "$STATE/image"; echo "$cfgroot" > "$STATE/image/cfgroot"
+  fi
   sha=$( (cd "$HERE" && find verl_standin bin sample_inputs.py -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum;
           cd "$cfgroot" && find verl -type f \( -name '*.yaml' -o -path 'verl/checkpoint_engine/*.py' \) -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
   R=$STATE/image/rootfs
@@ -298,6 +303,12 @@ cmd_down() {
   take_lock
   [ -d "$STATE" ] || ip link show "$BR" >/dev/null 2>&1 || ls /run/netns/"$NSP"* >/dev/null 2>&1 || { echo "$PROG: bench $ID is not up"; return 0; }
   local h ns p
+  # the control masters of these hosts (dapo_ops/control/remote/sshmux.py) end with them: a master kept for the
+  # next bench of this id would hold a connection to the old host (and its host key)
+  if [ -x "$VENV/bin/python" ] && [ -d "$STATE" ]; then
+    PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" timeout 30 "$VENV/bin/python" -m dapo_ops.control.remote.sshmux \
+      close --under "$STATE" >/dev/null 2>&1 || true
+  fi
   for f in "$STATE"/ssh/sshd_h*.pid; do [ -f "$f" ] || continue; h=${f##*/sshd_}; stop_sshd "${h%.pid}"; done
   for d in "$STATE"/hosts/h*; do [ -d "$d" ] && down_host_docker "${d##*/}" & done
   wait

@@ -44,6 +44,12 @@ def bench_id() -> str:
     return str(base)
 
 
+# SSH control masters (dapo_ops/control/remote/sshmux.py) of this session (of this xdist worker) live in a
+# directory of their own: sshmux.close_all() here (a test's cleanup) never ends another worker's or another
+# session's masters, and tests that count masters count only theirs. The CLIs the tests run inherit it.
+os.environ["DAPO_OPS_CONTROL_DIR"] = f"/tmp/dapo-ops-test-{os.getuid()}-b{bench_id()}"
+
+
 def run_bench(*args: str, bench: str | None = None, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``sandbox/bench.sh <args>`` for bench id ``bench`` (default: this session's); text output."""
     env = dict(os.environ, DAPO_BENCH_ID=bench if bench is not None else bench_id())

@@ -152,7 +152,7 @@ def test_bad_inventory_exits_2_with_one_line_and_contacts_nothing(tmp_path):
     out = subprocess.run([str(BIN / "dapo-ops"), "hosts", "--inventory", str(inv)], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == EXIT_USAGE
-    assert out.stderr.strip() == f"{inv}:3: host 'h1': field 'devices': must be >= 1 (accelerators on the host; verl's trainer.n_gpus_per_node), got -2"
+    assert out.stderr.strip() == f"{inv}:3: host 'h1': field 'devices': must be 1..64 (accelerators on the host; verl's trainer.n_gpus_per_node), got -2"
     assert out.stdout == ""
 
 

@@ -88,6 +88,22 @@ def test_launch_without_inventory_refuses_in_one_line(tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+def test_launch_without_H_on_three_hosts_says_it_is_one_run_across_every_host(tmp_path):
+    """Issue 32 item 6: the refusal of `inv launch` (no -H) carries the dry run's "(no -H: every host ...)"; the
+    batch problem is found before any host is contacted (TEST-NET addresses: a connect would hang, not refuse)."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("".join(f'[hosts.h{i}]\naddress = "192.0.2.{10 + i}"\n' for i in (1, 2, 3)))
+    res = inv(["launch", "--steps", "20", "--framework", "fsdp", "--inventory", str(hosts)], tmp_path,
+              {"SWANLAB_MODE": "disabled"})
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip() == (
+        "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the inventory; -H h1 plans one "
+        "host, --independent one run per host): responses per step do not split evenly over 24 trainer devices: "
+        "train_batch_size=64 x rollout_n=8 = 512 (try --train-batch-size 66 or 63); ppo_mini_batch_size=16 x "
+        "rollout_n=8 = 128 (try --ppo-mini-batch-size 18 or 15) (each must be a multiple of 3; or change "
+        "--rollout-n / the hosts)")
+
+
 def test_start_command_is_detached_and_quoted():
     wd, ctr, py = "/work dir/it's", "my verl", "/opt/py 3/bin/python3"
     bdir, run_dir = "/runs x/.dapo_ops/0.1.0-abc", "/runs x/20261129-151200-a1b2"

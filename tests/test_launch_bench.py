@@ -302,15 +302,27 @@ def test_one_step_off_success(sandbox, host_ready):
     assert rec["mode"] == "one-step-off" and rec["step"] == 3
 
 
-def test_swanlab_local_link_is_printed_and_recorded(sandbox, host_ready):
+def test_swanlab_offline_link_is_printed_and_recorded(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.2})
     host_ready.env.pop("SWANLAB_MODE", None)
-    res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "local",
+    res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "offline",
                       "--link-wait", "30")
     assert res.returncode == 0, res.stderr
-    link = f"swanlab watch /verl/dapo_runs/{rid}/swanlog"
-    assert f"swanlab: {link}" in res.stdout
-    assert wait_end(sandbox, "h1", rid)["swanlab_url"] == link
+    m = re.search(rf"swanlab: (swanlab sync /verl/dapo_runs/{rid}/swanlog/run-\S+)$", res.stdout, re.M)
+    assert m, res.stdout
+    assert wait_end(sandbox, "h1", rid)["swanlab_url"] == m.group(1)
+
+
+def test_swanlab_local_mode_without_swanboard_is_refused_before_anything_starts(sandbox, host_ready):
+    """Issue 32 item 7: local mode needs swanboard in the container (the sandbox image has none): the launch's
+    quick checks refuse it in one line with the fix, instead of a run that logs an ImportError."""
+    host_ready("h1", {"step_time": 0.2})
+    host_ready.env.pop("SWANLAB_MODE", None)
+    before = set(sandbox.runs_dir("h1").glob("*/spec.json"))
+    res, _ = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "local")
+    assert res.returncode != 0
+    assert "swanboard is not importable in the container" in res.stderr and "--swanlab-mode offline" in res.stderr
+    assert set(sandbox.runs_dir("h1").glob("*/spec.json")) == before
 
 
 def test_dead_supervisor_does_not_hold_the_container(sandbox, host_ready):

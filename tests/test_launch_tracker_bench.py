@@ -78,7 +78,7 @@ def test_unreachable_tracker_is_refused_before_anything_is_written(sandbox, host
     line = _refused(sandbox, host_ready, "h1")
     assert f"SwanLab host {url}/api not reachable from the container: connect: " in line, line
     assert "Connection refused" in line and "fix [proxy] in hosts.toml or SWANLAB_HOST" in line, line
-    assert line.endswith("--swanlab-mode local/offline (--skip-preflight to launch anyway)"), line  # whole, not cut
+    assert line.endswith("--swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"), line  # whole, not cut
     # a TEST-NET address: nothing answers (no route / no ARP reply in the sandbox), refused within the probe's bound
     _cloud(host_ready, "http://192.0.2.1:8000")
     line = _refused(sandbox, host_ready, "h1")

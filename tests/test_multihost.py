@@ -282,7 +282,7 @@ def fake_launch(tmp_path, monkeypatch):
     monkeypatch.setenv("DAPO_OPS_RAY_JOIN_TIMEOUT", "1")
     monkeypatch.setattr(cluster_ops, "HEAD_UP_TIMEOUT_S", 1.0)
 
-    def run(fail_host="", fail_step="", n=2, run_status="running", mode="dapo"):
+    def run(fail_host="", fail_step="", n=2, run_status="running", mode="dapo", hosts_given=True):
         hosts = _hosts(tmp_path, n)
         flags = {"trainer_gpus": 8, "rollout_gpus": 8} if mode == "one-step-off" else {}
         req = launch_svc.LaunchRequest(mode=mode, settings=_st(**flags), sw=SwanlabSettings(mode="disabled"),
@@ -290,7 +290,7 @@ def fake_launch(tmp_path, monkeypatch):
         fc = FakeCluster(fail_host, fail_step, run_status)
         targets = {h.name: FakeTarget(h, fc) for h in hosts}
         try:
-            return mh.launch_cluster(req, hosts, targets), fc
+            return mh.launch_cluster(req, hosts, targets, hosts_given=hosts_given), fc
         except mh.ClusterLaunchError as e:
             return e, fc
     return run
@@ -373,3 +373,9 @@ def test_a_run_that_fails_at_once_keeps_its_record_and_the_cluster_goes(fake_lau
 def test_a_plan_error_is_a_usage_error_before_any_host(fake_launch):
     err, fc = fake_launch(n=3)   # 3 x 8 devices: the batch does not split (see above)
     assert isinstance(err, mh.ClusterLaunchError) and err.usage and fc.log == []
+    assert str(err).startswith("planning a 3-node run on a Ray cluster across h1,h2,h3: responses per step do not "
+                               "split evenly over 24 trainer devices"), err
+    # issue 32 item 6: `inv launch` without -H is every inventory host; the refusal says so, as the dry run does
+    err, fc = fake_launch(n=3, hosts_given=False)
+    assert str(err).startswith("planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the "
+                               "inventory; -H h1 plans one host, --independent one run per host): responses per step"), err

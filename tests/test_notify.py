@@ -247,6 +247,15 @@ def test_offline_banner_and_pending_flag():
     assert not sc.pending and sc.feed("swanlab: 🚀 View run y at https://other") is None
 
 
+def test_offline_banner_folded_inside_the_run_dir_is_joined_without_a_space():
+    # swanlab 0.10.3 offline mode in the sandbox (a run's train.log): rich folds the 86-character dir at column 80
+    d = "/verl/dapo_runs/20261202-011615-1a9f/swanlog/run-20261202_011618-220bxb9zxxocy4v0erdfo"
+    text = f"swanlab: \u26a1\ufe0f Run `swanlab sync \n{d[:80]}\n{d[80:]}` to sync this run\n"
+    assert len(d[:80]) == 80
+    assert _feed(notify.LinkScanner(), text) == [f"swanlab sync {d}"]
+    assert _feed(notify.LinkScanner(run_id=RUN), text) == [f"swanlab sync {d}"]
+
+
 def test_user_config_notify_table_splits_into_spec_and_secrets():
     spec, secrets = notify.spec_from_user_config({
         "on_escalation": True, "timeout_s": 3,

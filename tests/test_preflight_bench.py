@@ -226,7 +226,7 @@ def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1, cli):
     assert "SWANLAB_API_KEY" in checks["swanlab-key"]["fix"]
     assert checks["swanlab"]["status"] == "fail"  # port 9 on the bridge: refused
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith(f"{h1}: ")
-    r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "local"})
+    r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "offline"})
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(r.stdout)
     assert data["status"] in ("ok", "warn")

@@ -193,6 +193,28 @@ def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkey
     assert pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"] == []
 
 
+def test_swanlab_local_mode_needs_swanboard_in_the_container(tmp_path, standin, monkeypatch):
+    """Issue 32 item 7: local mode without swanboard logs an ImportError in every run; preflight (and launch's
+    quick checks) fail on it with the fix; offline and cloud need no swanboard."""
+    spec = _spec(tmp_path)
+    spec["logger"], spec["env"] = ["console", "swanlab"], {"SWANLAB_MODE": "local"}
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    assert "swanboard" in req["modules"]
+    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    assert checks["swanboard"].status == "fail" and "swanboard is not importable in the container" in \
+        checks["swanboard"].message
+    assert "swanlab[dashboard]" in checks["swanboard"].fix and "--swanlab-mode offline" in checks["swanboard"].fix
+    assert "swanboard" in pc.QUICK_CHECKS  # a launch stops on it
+    site = tmp_path / "site"
+    (site / "swanboard").mkdir(parents=True)
+    (site / "swanboard" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(site))
+    assert _by(pc.evaluate(_host(), spec, _facts(req), full=False))["swanboard"].status == "ok"
+    for mode in ("offline", "cloud", "disabled"):
+        spec["env"] = {"SWANLAB_MODE": mode}
+        assert "swanboard" not in pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"]
+
+
 def test_cann_check_says_which_set_env_it_found(tmp_path, standin, monkeypatch):
     spec = _spec(tmp_path)
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
@@ -304,7 +326,7 @@ def test_tracker_check_names_what_failed_and_the_fix_for_it():
     c = _tracker("dns", "cannot resolve api.swanlab.cn within 2 s")
     assert c.status == "fail" and c.message == ("SwanLab host https://api.swanlab.cn not reachable from the container: "
                                                 "DNS: cannot resolve api.swanlab.cn within 2 s")
-    assert "SWANLAB_HOST" in c.fix and "--swanlab-mode local/offline" in c.fix
+    assert "SWANLAB_HOST" in c.fix and "--swanlab-mode offline (swanlab sync later)" in c.fix
     assert "container: timeout: timed out" in _tracker("timeout", "timed out").message
     assert "container: connect: " in _tracker("connect", "[Errno 111] Connection refused").message
     p = _tracker("proxy", "Tunnel connection failed: 407", {"https_proxy": "http://u:secretpw@10.0.0.1:3128"})
@@ -380,3 +402,21 @@ def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, m
     checks = _by(pc.evaluate(_host(accelerator=accel), spec, _facts(req), full=False))
     for mod in want:
         assert checks[mod].status == "fail" and checks[mod].fix and mod in pc.QUICK_CHECKS
+
+
+def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_container_name():
+    h = _host()
+    msg = ("python 'nopython3' (hosts.toml `python`) cannot run in container 'verl': sh: 1: nopython3: not found; "
+           "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)")
+    (c,) = [c for c in pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false "
+                                                                                               "false false"},
+                                              "python_error": msg}) if c.status == "fail"]
+    assert (c.name, c.fix) == ("python", "set python in hosts.toml to the interpreter's path or a name on the "
+                                         "container's PATH (e.g. python3)")
+    assert "make runs_dir writable" not in c.fix
+    bare = _host(runtime="host", container="")
+    checks = pc.evaluate(bare, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running host"},
+                                      "probe_error": 'OCI runtime exec failed: chdir to cwd ("/verl") set in '
+                                                     'config.json failed: no such file or directory'})
+    wd = _by(checks)["workdir"]
+    assert wd.message == "workdir /verl does not exist on the host", wd.message

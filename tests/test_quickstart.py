@@ -121,8 +121,9 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
         p.send("none")
         p.expect(r"custom features\?.*: ")
         p.send("default")
-        p.expect(r"4\. SwanLab monitoring:\s+mode: cloud \(needs an API key\) \| local \| offline \| disabled \[cloud\]: ")
-        p.send("local")
+        p.expect(r"4\. SwanLab monitoring:\s+mode: cloud \(needs an API key\) \| local \(needs swanboard\) \| offline \| "
+                 r"disabled \[cloud\]: ")
+        p.send("offline")   # local mode needs swanboard, which the sandbox image does not carry (preflight fails)
         rc, out = p.finish()
     finally:
         if p.proc.poll() is None:
@@ -138,7 +139,7 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
                                                           "gradient_checkpointing"}
     assert all(f["source"] == "default" for f in record["features"])
     spec = json.loads((runs / m.group(1) / "spec.json").read_text())
-    assert spec["env"]["SWANLAB_MODE"] == "local"
+    assert spec["env"]["SWANLAB_MODE"] == "offline"
     for _ in range(240):  # the first run ends before the repeat (one run per container)
         if json.loads((runs / m.group(1) / "run.json").read_text())["status"] in ("succeeded", "failed", "stopped"):
             break
@@ -146,7 +147,7 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
 
     # the printed line repeats it on a TTY without a single question and with every answer kept
     line = out.split("repeat non-interactively:")[1].strip().splitlines()[0]
-    assert "--swanlab-mode local" in line and "--features default" in line and "--http-proxy none" in line, line
+    assert "--swanlab-mode offline" in line and "--features default" in line and "--http-proxy none" in line, line
     line = line.replace("inv quickstart", " ".join(INV + ["quickstart"]))
     p2 = Pty(["sh", "-c", line], env=env, cwd=tmp_path)
     try:
@@ -158,4 +159,4 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     assert not re.search(r"choose a number|http_proxy .*: |custom features\?|mode: cloud", out2), out2[-3000:]
     m2 = re.search(r"run (\d{8}-\d{6}-[0-9a-f]{4}) (running|succeeded) on h1", out2)
     assert m2 and m2.group(1) != m.group(1), out2[-3000:]
-    assert json.loads((runs / m2.group(1) / "spec.json").read_text())["env"]["SWANLAB_MODE"] == "local"
+    assert json.loads((runs / m2.group(1) / "spec.json").read_text())["env"]["SWANLAB_MODE"] == "offline"

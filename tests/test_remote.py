@@ -216,3 +216,44 @@ def test_missing_container_names_the_source_of_its_name():
     given = Target(HOST, container="other")._docker_error(res(1, nosuch.format("other")), inspect=False)
     assert given.kind == "container-missing" and given.message.endswith("or fix --container / CONTAINER")
     assert "inventory" not in given.message
+
+
+@pytest.mark.parametrize("python,res,named", [
+    ("nopython3", Result(stderr="sh: 1: nopython3: not found\n", exited=127), True),
+    ("/etc/hostname", Result(stderr="sh: 1: /etc/hostname: Permission denied\n", exited=126), True),
+    ("/opt/py", Result(stdout='OCI runtime exec failed: exec failed: unable to start container process: exec: '
+                              '"/opt/py": stat /opt/py: no such file or directory: unknown\n', exited=126), True),
+    ("python3", Result(stderr="python3: can't open file 'x': [Errno 2] No such file or directory\n", exited=2), False),
+    ("python3", Result(stderr="tar: Cannot open: Permission denied\n", exited=126), False),
+])
+def test_a_python_that_cannot_run_names_the_inventory_field(python, res, named):
+    """Issue 32 minor: a host `python` that cannot exec is named as hosts.toml's `python`, not Docker's raw error."""
+    from dapo_ops.control.remote.errors import python_cannot_run
+
+    msg = python_cannot_run(Target(Host(name="h1", address="192.0.2.11", python=python)), python, res)
+    if not named:
+        assert msg is None
+        return
+    assert msg.startswith(f"python {python!r} (hosts.toml `python`) cannot run in container 'verl': "), msg
+    assert msg.endswith("set python in hosts.toml to the interpreter's path or a name on the container's PATH "
+                        "(e.g. python3)")
+    bare = python_cannot_run(Target(Host(name="h1", address="a", python=python, runtime="host", container="")),
+                             python, res)
+    assert " cannot run on the host: " in bare and "in container" not in bare and "on the host's PATH" in bare
+
+
+def test_the_bundle_install_names_a_python_that_cannot_run():
+    from dapo_ops.control import remote_bundle
+
+    class T(Target):
+        def put_text(self, *a, **kw):
+            pass
+
+        def run(self, cmd, **kw):
+            raise RemoteError("command", "h1", "`nopython3 -c ...` exited 127 in container 'verl': sh: 1: nopython3: "
+                              "not found", exit_code=127,
+                              result=Result(stderr="sh: 1: nopython3: not found\n", exited=127))
+
+    with pytest.raises(RemoteError) as ei:
+        remote_bundle.install(T(Host(name="h1", address="a", python="nopython3")), "/r/.dapo_ops/x", "nopython3")
+    assert ei.value.message.startswith("python 'nopython3' (hosts.toml `python`) cannot run in container 'verl'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -304,10 +305,33 @@ def _leftovers(bid: str) -> list[str]:
     return left
 
 
+def _unused_bench(sandbox) -> str:
+    """A bench id nobody uses (no state dir, no namespaces), other than this session's: ``$DAPO_BENCH_SPARE_ID``
+    when set (a range of one's own on a shared machine), else counting down from 155."""
+    spare = os.environ.get("DAPO_BENCH_SPARE_ID", "")
+    if spare:
+        assert spare != sandbox.id and not _leftovers(spare), f"DAPO_BENCH_SPARE_ID={spare} is in use"
+        return spare
+    return next(str(i) for i in range(155, -1, -1)
+                if str(i) != sandbox.id and not os.path.exists(f"/var/tmp/dapo-bench-{i}") and not _leftovers(str(i)))
+
+
+def _ended(pid: int) -> bool:
+    """Wait (on the process's pidfd, bounded) until ``pid`` ends; True when it did."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)
+
+
 def test_down_leaves_nothing_behind(sandbox):
-    # a bench id nobody uses (no state dir, no namespaces), other than this session's: counting down from 155
-    bid = next(str(i) for i in range(155, -1, -1)
-               if str(i) != sandbox.id and not os.path.exists(f"/var/tmp/dapo-bench-{i}") and not _leftovers(str(i)))
+    bid = _unused_bench(sandbox)
     assert _leftovers(bid) == [], f"bench {bid} is in use"
     try:
         run_bench("up", "2", bench=bid)
@@ -320,6 +344,40 @@ def test_down_leaves_nothing_behind(sandbox):
     assert _leftovers(bid) == []
     # the session bench is untouched
     assert sandbox.ssh("h1", "hostname", check=True).stdout.strip() == "h1"
+
+
+def test_a_bench_brought_down_and_up_again_is_reached_again(sandbox):
+    """Issue 32 item 11 (`make demo`, `inv sandbox.down`, `make demo` -> host key CHANGED): ``down`` ends the
+    control masters of its hosts, and a connection that dropped with its host reads known_hosts again on
+    reconnect (the new host has a new key)."""
+    import json
+
+    from dapo_ops.control import inventory
+    from dapo_ops.control.remote import Target, sshmux
+
+    bid = _unused_bench(sandbox)
+    try:
+        inv_path = run_bench("up", "1", bench=bid).stdout.strip().splitlines()[-1]
+        h1 = inventory.load(inv_path).hosts["h1"]
+        assert Target(h1, reuse=True).host_run("hostname").stdout.strip() == "h1"   # starts a control master
+        direct = Target(h1)
+        assert direct.host_run("hostname").stdout.strip() == "h1"                   # a connection of its own
+        sock = sshmux.socket_path(Target(h1, reuse=True), sshmux.control_dir())
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(sock))
+            s.sendall(b'{"op": "info"}\n')
+            pid = json.loads(s.makefile("rb").readline())["pid"]
+        key = Path(h1.known_hosts).read_text()
+        run_bench("down", bench=bid)
+        assert _ended(pid), "the control master of the removed host outlived bench.sh down"
+        run_bench("up", "1", bench=bid)
+        assert Path(h1.known_hosts).read_text() != key                               # a new host key
+        assert Target(h1, reuse=True).host_run("hostname").stdout.strip() == "h1"
+        assert direct.host_run("hostname").stdout.strip() == "h1"                   # reconnects, new known_hosts
+        direct.close()
+    finally:
+        run_bench("down", bench=bid)
+    assert _leftovers(bid) == []
 
 
 def test_fault_injection_sshd_and_link(sandbox):

@@ -1,6 +1,6 @@
 """Secrets on the sandbox: a recognisable fake key, webhook token and proxy password never show up where they must
 not (host ``ps`` during the run, train.log, run.json, spec.json, the dry-run plan, the tool's output), and a
-SwanLab local-mode run of the stand-in lands its metrics in the run's swanlog dir with the link in run.json.
+SwanLab offline-mode run of the stand-in lands its metrics in the run's swanlog dir with the link in run.json.
 
 Exercises ``dapo_ops/cli/launch.py`` (issue 6) wired as in docs/design.md "SwanLab and secrets".
 """
@@ -33,8 +33,9 @@ SECRETS = (KEY, HOOK_TOKEN)
 pytestmark = pytest.mark.bench
 
 
-def _operator_env(tmp_path: Path, mode: str = "local", proxy_pw: bool = False) -> dict:
-    """The operator's environment: fake key + local mode, a webhook token in the user config (+ a proxy password)."""
+def _operator_env(tmp_path: Path, mode: str = "offline", proxy_pw: bool = False) -> dict:
+    """The operator's environment: fake key + offline mode (local mode needs swanboard, which the sandbox image
+    does not carry: preflight refuses it), a webhook token in the user config (+ a proxy password)."""
     cfg = tmp_path / "dapo-ops-config.toml"
     userconfig.save_section("notify", {"on_success": True, "timeout_s": 2, "webhooks": [
         {"kind": "generic", "url": f"http://127.0.0.1:9/hook/{HOOK_TOKEN}"}]}, cfg)
@@ -137,7 +138,7 @@ def test_launch_keeps_secrets_out_of_ps_logs_records_and_output(h1, tmp_path):
             _assert_clean(name, p.read_text(errors="replace"))
     assert not (run_dir / "secret.env").exists(), "secret.env must be deleted by the supervisor"
     spec = json.loads((run_dir / "spec.json").read_text())
-    assert spec["env"]["SWANLAB_MODE"] == "local"
+    assert spec["env"]["SWANLAB_MODE"] == "offline"
     assert "SWANLAB_API_KEY" not in spec["env"]
     assert spec["notify"]["webhooks"] == [{"kind": "generic", "url_env": "DAPO_NOTIFY_URL_0"}]
     # the failed webhook post was logged without its URL: the post runs in a thread after run.json turned terminal
@@ -151,7 +152,7 @@ def test_launch_keeps_secrets_out_of_ps_logs_records_and_output(h1, tmp_path):
     _assert_clean("supervisor.log", sup)
 
 
-def test_local_mode_metrics_land_in_swanlog_and_link_is_captured(h1, tmp_path):
+def test_offline_mode_metrics_land_in_swanlog_and_link_is_captured(h1, tmp_path):
     out = _dapo_ops(h1, _operator_env(tmp_path), "launch", "--steps", "4")
     assert out.returncode == 0, out.stderr[-2000:]
     run_dir = _wait_run(h1)
@@ -163,12 +164,11 @@ def test_local_mode_metrics_land_in_swanlog_and_link_is_captured(h1, tmp_path):
     host_log_dir = h1.runs_dir("h1") / Path(log_dir_in_container).relative_to("/verl/dapo_runs")
     runs = sorted(host_log_dir.glob("run-*"))
     assert runs, f"no SwanLab run dir under {host_log_dir}"
-    assert list(runs[0].glob("*.swanlab")), "no SwanLab run record in the run dir"
-    # swanlab 0.10.3 local mode: one dir per metric key under logs/, one line per logged step
-    per_metric = [len(p.read_text().splitlines()) for p in runs[0].glob("logs/*/*.log")]
-    assert per_metric and max(per_metric) == 4, per_metric
-    assert rec["swanlab_url"], "the SwanLab link line was not captured into run.json"
-    assert log_dir_in_container in rec["swanlab_url"] or spec["env"]["SWANLAB_RUN_ID"] in rec["swanlab_url"]
+    records = list(runs[0].glob("*.swanlab"))
+    assert records, "no SwanLab run record in the run dir"
+    # swanlab 0.10.3 offline mode: one record file; a metric's key as its column, then with every logged step
+    assert records[0].read_bytes().count(b"critic/score/mean") >= 1 + 4
+    assert rec["swanlab_url"] == f"swanlab sync {log_dir_in_container}/{runs[0].name}", rec["swanlab_url"]
 
 
 def test_proxy_password_not_in_dry_run_plan(h1, tmp_path):

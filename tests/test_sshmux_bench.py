@@ -172,13 +172,60 @@ def test_a_dead_link_under_a_live_master_is_unreachable_within_the_connect_timeo
     assert reusing(inv, "h3", connect_timeout=2).host_run("hostname").stdout.strip() == "h3"
 
 
+def master_pid(target) -> int:
+    """The pid of ``target``'s control master (its ``info`` answer)."""
+    import json
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(sshmux.socket_path(target, sshmux.control_dir())))
+        s.sendall(b'{"op": "info"}\n')
+        return json.loads(s.makefile("rb").readline())["pid"]
+
+
+def ended(pid: int) -> bool:
+    """Wait on ``pid``'s pidfd (bounded) until the process ends; True when it did."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], 30)[0])
+    finally:
+        os.close(fd)
+
+
 def test_close_all_ends_the_masters(inv):
-    sshmux.close_all()  # masters an earlier test of this worker left (each persists 60 s): not this test's count
-    reusing(inv).host_run("true")
+    # the masters counted are this worker's alone (tests/conftest.py gives each session its own control dir:
+    # under a full `make test` another worker's masters were counted too, issue 32 item 10)
+    assert os.environ[sshmux.DIR_ENV] and str(sshmux.control_dir()) == os.environ[sshmux.DIR_ENV]
+    sshmux.close_all()
+    t = reusing(inv)
+    t.host_run("true")
+    pid = master_pid(t)
     assert sshmux.close_all() == 1
+    assert ended(pid)
     assert sshmux.close_all() == 0
     d = sshmux.control_dir()
     assert d is not None and oct(os.stat(d).st_mode & 0o777) == "0o700"
+
+
+def test_close_all_under_a_directory_ends_only_the_masters_of_hosts_whose_key_files_lie_there(inv, tmp_path):
+    import shutil
+
+    sshmux.close_all()
+    kh = tmp_path / "known_hosts"
+    shutil.copy(inv.hosts["h1"].known_hosts, kh)
+    mine, other = reusing(inv, known_hosts=str(kh)), reusing(inv)
+    mine.host_run("true")
+    other.host_run("true")
+    pids = master_pid(mine), master_pid(other)
+    assert sshmux.main(["close", "--under", str(tmp_path)]) == 0
+    assert ended(pids[0])
+    assert master_pid(other) == pids[1]          # the other master still answers
+    assert sshmux.close_all() == 1
 
 
 def test_a_master_keeps_no_secret_of_the_callers_environment(inv, monkeypatch):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 
+from dapo_ops.control import inventory as inventory_mod
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
 from dapo_ops.cli._common import (
-    EXIT_FAILED, connect_timeout_override, fail, fanout_task, run_fanout, select_hosts, with_container
+    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_fanout, select_hosts, with_container
 )
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
@@ -49,8 +50,8 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
             cells["container"] = "running"
             return Row(cells=cells, ok=False, kind="python-missing",
-                       message=f"'{h.python}' not runnable in container '{target.container}' ({e.message}); "
-                               f"fix python in the inventory")
+                       message=e.message if "(hosts.toml `python`)" in e.message else
+                       f"'{h.python}' not runnable {target.where} ({e.message}); fix python in the inventory")
         else:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
@@ -59,7 +60,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     if res.exited != 0 and (missing or is_workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"
         return Row(cells=cells, ok=False, kind="workdir-missing",
-                   message=missing or f"workdir {h.workdir} does not exist in container '{target.container}'; fix "
+                   message=missing or f"workdir {h.workdir} does not exist {target.where}; fix "
                                       f"workdir in hosts.toml (the verl checkout, e.g. /verl)")
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1]) if res.exited == 0 else None
@@ -69,12 +70,12 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
     if res.exited in (126, 127) and info is None:
         return Row(cells=cells, ok=False, kind="python-missing",
-                   message=f"'{h.python}' not runnable in container '{target.container}' ({last_err}); "
+                   message=f"'{h.python}' not runnable {target.where} ({last_err}); "
                            f"fix python in the inventory")
     if not isinstance(info, dict):
         cells["python"] = cells["verl"] = "?"
         return Row(cells=cells, ok=False, kind="command",
-                   message=f"the verl probe gave no answer in container '{target.container}' ({last_err})")
+                   message=f"the verl probe gave no answer {target.where} ({last_err})")
     cells["python"] = info.get("python") or "?"
     if not info.get("found"):
         cells["verl"] = "not found"
@@ -102,6 +103,10 @@ def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, che
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
+        try:
+            inventory_mod.check_key_files(inv, chosen, accept_new_host_keys=accept_new_host_keys)
+        except inventory_mod.InventoryError as e:
+            fail(str(e), EXIT_USAGE)
         if json:
             _print_json(inv, {h.name: {"ok": True, "kind": "", "message": describe(h), "cells": {}} for h in chosen})
             return

@@ -196,7 +196,7 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         from dapo_ops.cli import multihost
 
         return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
-                                json_=json_)
+                                json_=json_, hosts_given=bool((hosts or "").strip()))
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:

@@ -27,15 +27,16 @@ join_timeout = svc.join_timeout
 
 
 def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list,
-           json_: bool = False) -> dict:
+           json_: bool = False, hosts_given: bool = True) -> dict:
     """Launch one multi-host run on ``chosen`` (head first) and print it (``json_``: one JSON object per host, the
-    head's the run's, each worker's ``state`` ``ray-worker`` with its Ray log). Returns ``{"run_id", "head",
+    head's the run's, each worker's ``state`` ``ray-worker`` with its Ray log; ``hosts_given``: False when no -H
+    chose the hosts, so a refusal says every host of the inventory makes one run). Returns ``{"run_id", "head",
     "run_dir", "ray"}``; every failure is one line via :func:`fail` (redacted) with the cluster torn down."""
     timeout = connect_timeout_override(c)
     targets = {h.name: Target(h, h.container, accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
                for h in chosen}   # the service points each at the plan's container
     try:
-        run = svc.launch_cluster(req, chosen, targets)
+        run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
     except svc.ClusterLaunchError as e:
         fail(redact.scrub(str(e), secrets_all), EXIT_USAGE if e.usage else EXIT_FAILED)
     finally:

@@ -115,7 +115,7 @@ SWANLAB_MODES = ("cloud", "local", "offline", "disabled")
 def _ask_swanlab_mode(default: str = "cloud") -> str:
     """Question 4: the SwanLab mode (cloud needs a key; local/offline/disabled need none)."""
     while True:
-        ans = _ask(f"   mode: cloud (needs an API key) | local | offline | disabled [{default}]: ").lower() or default
+        ans = _ask(f"   mode: cloud (needs an API key) | local (needs swanboard) | offline | disabled [{default}]: ").lower() or default
         if ans in SWANLAB_MODES:
             return ans
         print(f"   {ans!r} is not a mode: answer one of {', '.join(SWANLAB_MODES)}")
@@ -200,7 +200,7 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
             if not tty:
                 fail(str(e), EXIT_USAGE)
             print(f"   {e}")   # e.g. a blank key: choose again, the other answers are kept
-            mode_choice = _ask_swanlab_mode("local")
+            mode_choice = _ask_swanlab_mode("offline")
         except (userconfig.UserConfigError, EOFError) as e:
             fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
     for n in notes:

@@ -32,8 +32,8 @@ import msgspec
 from msgspec import UNSET
 
 from dapo_ops.control.inventory_model import (  # noqa: F401 - re-exported: the model is part of this module's API
-    ENV_NAME_PATTERN, JUMP_PATTERN, NAME_PATTERN, Host, HostsFile, HostTable, ProxyTable, json_schema, problem_of,
-    rule
+    ENV_NAME_PATTERN, JUMP_PATTERN, MAX_DEVICES, NAME_PATTERN, SECRET_WORDS, Host, HostsFile, HostTable, ProxyTable,
+    json_schema, problem_of, rule
 )
 
 try:  # Python 3.11+
@@ -45,7 +45,6 @@ ENV_VAR = "DAPO_OPS_INVENTORY"
 DEFAULT_FILE = "hosts.toml"
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy")
 
-_SECRET_WORDS = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"}  # a word of an env name (not TOKENIZERS_...)
 
 
 
@@ -263,7 +262,7 @@ def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
     port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
     if port and not 1 <= int(port.group(1)) <= 65535:
         raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")
-    secret = next((k for k in t.get("env", {}) if _SECRET_WORDS & set(k.upper().split("_"))), None)
+    secret = next((k for k in t.get("env", {}) if set(SECRET_WORDS) & set(k.upper().split("_"))), None)
     if secret:
         raise err("env", f"{secret} looks like a secret and hosts.toml is kept in git: keep secrets out of it")
     return t
@@ -307,6 +306,48 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
                                      line=lines.find(f"hosts.{hname}", "proxy_jump"), host=hname, field="proxy_jump")
             hosts[hname] = dataclasses.replace(h, proxy_jump=hosts[h.proxy_jump].ssh_target)
     return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=defaults)
+
+
+def key_file_problem(h: Host, field: str, *, accept_new_host_keys: bool = False) -> str:
+    """Why the operator-side file ``h.<field>`` (``identity_file`` or ``known_hosts``) cannot serve a connect
+    (``""`` when it can or is not set): the private key must be a file (remote/target.py ``connect`` refuses it
+    too, kind ``auth``); known_hosts must be a file, unless ``accept_new_host_keys`` may create it (its directory
+    then must exist or be creatable). The one rule of ``hosts --check`` (:func:`check_key_files`) and the connect."""
+    value = getattr(h, field)
+    if not value:
+        return ""
+    path = Path(os.path.expanduser(value))
+    if path.is_file():
+        return ""
+    what = "is not a file" if path.exists() else "does not exist"
+    if field == "identity_file":
+        return f"identity file {value} {what}: fix identity_file (the SSH private key on this machine)"
+    if not path.exists() and accept_new_host_keys:
+        return ""
+    return (f"known_hosts file {value} {what}: host keys are verified against it; fix the path, or create it "
+            f"(touch {value}) and connect once with --accept-new-host-keys (after checking the fingerprints)")
+
+
+def check_key_files(inv: Inventory, hosts: list[Host], *, accept_new_host_keys: bool = False) -> None:
+    """``hosts --check``: the key files each host's connect reads on this machine (:func:`key_file_problem`);
+    nothing is contacted. Raises :class:`InventoryError` (one line: file:line, host or [defaults], field)."""
+    lines = None
+    if inv.path is not None:
+        try:
+            lines = TomlLines(Path(inv.path).read_text(encoding="utf-8"))
+        except OSError:
+            lines = None
+    for h in hosts:
+        for fld in ("identity_file", "known_hosts"):
+            why = key_file_problem(h, fld, accept_new_host_keys=accept_new_host_keys)
+            if not why:
+                continue
+            own = lines and h.name in inv.hosts and lines.find(f"hosts.{h.name}", fld)
+            if lines and own and own != lines.find(f"hosts.{h.name}"):
+                raise InventoryError(why, path=inv.path, line=own, host=h.name, field=fld)
+            line = lines.find("defaults", fld) if lines else None
+            raise InventoryError(why, path=inv.path, line=line, section="[defaults]" if line else None,
+                                 host=None if line else h.name, field=fld)
 
 
 _ADHOC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:@\[\]\s]+))(?::(?P<port>\d+))?$")

@@ -6,6 +6,7 @@ each with its one-line ``problem`` text: :func:`rule`), the per-table msgspec ty
 """
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -51,7 +52,16 @@ User = Annotated[str, rule("{v!r} is not a user name (no spaces; a leading '-' w
                            pattern=r"^[^\s-]\S*$(?!\n)")]
 Port = Annotated[int, rule("must be 1..65535, got {v}", ge=1, le=65535)]
 Seconds = Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)]
-Devices = Annotated[int, rule("must be >= 1 (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}", ge=1)]
+#: the most accelerators one host has (8 on an Ascend 910B / HGX host, 16 on an Atlas A3 node): a larger count is
+#: a typo (``devices = 100000``), refused here rather than as a batch that does not split
+MAX_DEVICES = 64
+Devices = Annotated[int, rule("must be 1..%d (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}"
+                              % MAX_DEVICES, ge=1, le=MAX_DEVICES)]
+# the interpreter reaches `docker exec` and shell lines: a path (/opt/conda/bin/python) or a bare name on PATH
+# (python3), of the characters shlex.quote leaves unquoted; never a command line ("python3; touch /tmp/x")
+Python = Annotated[str, rule("must be a path or a bare interpreter name (e.g. python3, /opt/conda/bin/python): letters, "
+                             "digits and _ @ % + = : , . / - (no spaces, shell metacharacters or options), got {v!r}",
+                             pattern=r"^[\w@%+=:,./][\w@%+=:,./-]*$(?!\n)")]
 Container = Annotated[str, rule("{v!r} is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
                               pattern=NAME_PATTERN.replace("^", "^(?:").replace("$", ")?$"))]
 Accelerator = Annotated[Literal["npu", "gpu"], rule("unknown accelerator {v!r}: use one of npu, gpu")]
@@ -83,7 +93,7 @@ class Host:
     connect_timeout: Seconds = 10
     container: Container = "verl"
     workdir: ContainerPath = "/verl"
-    python: Text = "python3"
+    python: Python = "python3"
     accelerator: Accelerator = "npu"
     devices: Devices = 8
     runs_dir: ContainerPath | None = None
@@ -202,7 +212,70 @@ class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
     proxy: ProxyTable = msgspec.field(default_factory=ProxyTable)
 
 
+#: a word of an env name that marks a secret (``HF_TOKEN``, ``API_KEY``; not ``TOKENIZERS_PARALLELISM``): refused in
+#: a host's ``env`` (hosts.toml is kept in git), :func:`dapo_ops.control.inventory.loads`
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+
+
+def _ci(word: str) -> str:
+    """A case-insensitive regex for ``word`` without flags (JSON Schema patterns are ECMA-262: no ``(?i)``)."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c if c in "-_" or c.isalnum() else re.escape(c)
+                   for c in word)
+
+
+def _schema_rules(schema: dict) -> dict:
+    """The loader's rules that span fields or tables, or live in code (:func:`dapo_ops.control.proxy.problem`),
+    added to msgspec's schema from the same constants: an address (or ``transport = "local"``) per host, a
+    container unless ``runtime = "host"`` and none with it, no secret-named ``env`` key, proxy URLs of the
+    proxy rule's schemes without credentials, spaces or shell characters in a host's ``env``. What no schema can
+    say: that ``ssh_config`` / ``identity_file`` / ``known_hosts`` exist on the operator's machine (the loader and
+    ``hosts --check`` say it)."""
+    from dapo_ops.control import proxy
+
+    none = "|".join(_ci(a) if a.isascii() else a for a in sorted(proxy.NONE_ANSWERS) if a)
+    port = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+    host = r"(?:\[[0-9A-Fa-f:.]+\]|(?!.*\.\.)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?)"
+    schemes = "|".join(sorted(proxy.SCHEMES, key=len, reverse=True))
+    scheme, hostport = rf"(?:(?:{schemes})://)?", rf"{host}(?::{port})?/?"
+    proxy_rx = rf"^\s*(?:|(?:{none})|{scheme}{hostport})\s*$"   # a host's env: on its command line, no credentials
+    proxy_rx_cred = rf"^\s*(?:|(?:{none})|{scheme}(?:[^\s@/?#]*@)?{hostport})\s*$"
+    entry = r"(?:\*|(?:\*\.|\.)?[A-Za-z0-9_.:\[\]-]+|[0-9A-Fa-f:.]+/[0-9]{1,3})"
+    no_proxy_rx = rf"^\s*(?:{entry}(?:\s*[,;]\s*{entry})*)?\s*[,;]?\s*$"
+    words = "|".join(_ci(w) for w in SECRET_WORDS)
+    d = schema["$defs"]
+    ht = d["HostTable"]
+    env = ht["properties"]["env"]
+    env["propertyNames"]["pattern"] = rf"^(?!(?:.*_)?(?:{words})(?:_.*)?$)" + ENV_NAME_PATTERN.lstrip("^")
+    env["patternProperties"] = {f"^(?:{'|'.join(_ci(k) for k in proxy.PROXY_VARS)})$": {"type": "string",
+                                                                                        "pattern": proxy_rx},
+                                f"^{_ci('no_proxy')}$": {"type": "string", "pattern": no_proxy_rx}}
+    ht["properties"]["proxy_jump"]["pattern"] = JUMP_PATTERN.replace("[0-9]{1,5}", port)
+    ht["allOf"] = [{"if": {"properties": {"runtime": {"const": "host"}}, "required": ["runtime"]},
+                    "then": {"properties": {"container": {"const": ""}}}}]
+    for k in ("http_proxy", "https_proxy"):
+        d["ProxyTable"]["properties"][k]["pattern"] = proxy_rx_cred  # [proxy]: credentials go to the 0600 env file
+    d["ProxyTable"]["properties"]["no_proxy"]["pattern"] = no_proxy_rx
+    reachable = {"anyOf": [{"required": ["address"]},
+                           {"properties": {"transport": {"const": "local"}}, "required": ["transport"]}]}
+    bare = {"properties": {"runtime": {"const": "host"}}, "required": ["runtime"]}
+    hf = d["HostsFile"]
+    hf["allOf"] = [
+        {"if": {"properties": {"defaults": reachable}, "required": ["defaults"]}, "then": {},
+         "else": {"properties": {"hosts": {"additionalProperties": reachable}}}},
+        {"if": {"properties": {"defaults": bare}, "required": ["defaults"]}, "then": {},
+         "else": {"properties": {"hosts": {"additionalProperties": {
+             "if": {"properties": {"container": {"const": ""}}, "required": ["container"]}, "then": bare}}}}},
+        {"if": {"properties": {"defaults": {"properties": {"container": {"const": ""}}, "required": ["container"]}},
+                "required": ["defaults"]},
+         "then": {"anyOf": [{"properties": {"defaults": bare}},
+                            {"properties": {"hosts": {"additionalProperties": {"anyOf": [
+                                bare, {"properties": {"container": {"minLength": 1}}, "required": ["container"]}]}}}}]}},
+    ]
+    return schema
+
+
 def json_schema() -> dict:
-    """JSON Schema (2020-12) of ``hosts.toml``, generated from :class:`HostsFile` (``docs/hosts.schema.json``)."""
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "dapo-ops hosts.toml",
-            **msgspec.json.schema(HostsFile)}
+    """JSON Schema (2020-12) of ``hosts.toml``, generated from :class:`HostsFile` and the loader's cross-field
+    rules (:func:`_schema_rules`) (``docs/hosts.schema.json``)."""
+    return _schema_rules({"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "dapo-ops hosts.toml",
+                          **msgspec.json.schema(HostsFile)})

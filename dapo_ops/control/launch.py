@@ -259,7 +259,7 @@ def refuse_if_busy(target, py: str, bdir: str) -> dict:
     active = occ.get("active")
     if active:
         raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
-                            f"(container {target.container}); follow it with `inv status -H {host.name}` or stop "
+                            f"({'host shell' if getattr(target, 'bare', False) else f'container {target.container}'}); follow it with `inv status -H {host.name}` or stop "
                             f"it with `inv stop -H {host.name} --run {active['run_id']}`")
     for v in occ.get("verl") or []:
         pg = f", pgid {v['pgid']}" if v.get("pgid") else ""

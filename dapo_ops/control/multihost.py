@@ -136,12 +136,13 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
     return out
 
 
-def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRun:
+def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_given: bool = True) -> ClusterRun:
     """Launch one multi-host run on ``chosen`` (head first) through ``targets`` (``{host name: Target}``, connected
     lazily; the caller closes them). The steps and the teardown: module docstring.
 
     Returns the :class:`ClusterRun`. Raises :class:`ClusterLaunchError` (one line; ``usage`` for plan/topology
-    errors) with everything this call started torn down.
+    errors, naming the cluster and, with ``hosts_given`` False, that no -H means every inventory host:
+    :func:`cluster_what`) with everything this call started torn down.
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
@@ -151,7 +152,8 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict) -> ClusterRu
             return cluster_plan(settings, head, chosen, req.mode, run_id=run_id, swanlab_logger=req.sw.logger_enabled,
                                 inv_proxy=req.inv_proxy, extra_overrides=req.extra_overrides)
         except (TopologyError, planning.PlanError) as e:
-            raise ClusterLaunchError(str(e), usage=True) from None
+            raise ClusterLaunchError(f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}",
+                                     usage=True) from None
 
     plan, topo = make_plan(req.settings)
     for t in targets.values():   # the run's container on every host (what launch_one does for one host)
@@ -253,6 +255,14 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
     return spec.get("run_id"), result
 
 
+def cluster_what(chosen: list, *, hosts_given: bool) -> str:
+    """``N-node run on a Ray cluster across h1,h2,...`` and, when ``-H`` was not given, why every inventory host
+    is in it (the plan's note and the first words of a planning error, dry run and launch alike)."""
+    return (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
+            + ("" if hosts_given else " (no -H: every host of the inventory; -H h1 plans one host, --independent one "
+                                      "run per host)"))
+
+
 def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict,
                  extra_overrides: list | None = None):
     """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
@@ -273,9 +283,7 @@ def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, fil
         return None
     st = settings_mod.resolve(flags, env, file_cfg or {})
     sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
-    what = (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
-            + ("" if hosts else " (no -H: every host of the inventory; -H h1 plans one host, --independent one run "
-                                "per host)"))
+    what = cluster_what(chosen, hosts_given=bool(hosts))
     try:
         plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
                                   swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [],

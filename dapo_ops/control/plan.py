@@ -50,8 +50,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
     nodes = int(s.get("nnodes") or 1)
     if spec["mode"] == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
         nodes += int(s["rollout_nnodes"])
-    where = f"{spec['host']} (container {spec['container']})" if nodes == 1 else \
-        f"a {nodes}-node Ray cluster, head {spec['host']} (container {spec['container']})"
+    ctr = f"container {spec['container']}" if spec.get("container") else "host shell, no container"
+    where = f"{spec['host']} ({ctr})" if nodes == 1 else f"a {nodes}-node Ray cluster, head {spec['host']} ({ctr})"
     con.print(Text(f"dry run: {spec['mode']} on {where}, "
                    f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
     con.print(f"run id:        {spec['run_id']}")

@@ -32,6 +32,7 @@ from pathlib import Path
 from dapo_ops import __version__
 
 from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote.errors import python_cannot_run
 
 PKG_DIR = Path(__file__).resolve().parent.parent
 #: the shipped tiers: everything under them (and the package's own ``__init__``) runs inside the training image
@@ -146,14 +147,21 @@ def install(target, bdir: str, python: str = "python3", *, files: dict[str, byte
     """Copy the bundle ``bdir`` into ``target``'s container (two commands: the base64 tar through stdin, then
     :func:`install_command`). A bundle already there is kept.
 
-    :raises dapo_ops.control.remote.RemoteError: on any remote failure.
+    :raises dapo_ops.control.remote.RemoteError: on any remote failure; a ``python`` that cannot run is named as the
+        inventory field to fix (:func:`dapo_ops.control.remote.errors.python_cannot_run`).
     """
     import secrets
 
     files = bundle_files() if files is None else files
     staged = f"{bdir}.tar.gz.b64.{secrets.token_hex(4)}"  # its own file: a concurrent install stages another
     target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), staged, mode=0o644, timeout=timeout)
-    target.run(install_command(bdir, python, staged), timeout=timeout, workdir="")
+    try:
+        target.run(install_command(bdir, python, staged), timeout=timeout, workdir="")
+    except RemoteError as e:  # the interpreter itself cannot run: say which inventory field to fix
+        why = python_cannot_run(target, python, e.result) if e.kind == "command" else None
+        if why:
+            raise RemoteError("command", target.name, why, exit_code=e.exit_code, result=e.result) from None
+        raise
 
 
 def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:

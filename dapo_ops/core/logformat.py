@@ -321,7 +321,13 @@ class LinkScanner:
         pieces = self._cmd or []
         if "`" in s:
             pieces.append(s[: s.index("`")])
-            cmd = " ".join(p.strip() for p in pieces if p.strip())
+            # rich folds a word longer than the 80 columns (an offline run dir) at the edge: a full-width piece
+            # continues on the next line without a space (swanlab 0.10 offline banner, observed in the sandbox)
+            cmd = ""
+            for i, p in enumerate(pieces):
+                if p.strip():
+                    full = i > 0 and len(pieces[i - 1].rstrip()) >= 79
+                    cmd += ("" if not cmd or full else " ") + p.strip()
             if cmd.startswith("swanlab watch") and self.log_dir and cmd.replace(" ", "") == (
                     "swanlabwatch" + self.log_dir.replace(" ", "")):
                 cmd = "swanlab watch %s" % self.log_dir

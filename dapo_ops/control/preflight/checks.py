@@ -32,8 +32,8 @@ def _space_fix(host) -> str:
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
 QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "verl-startup", "transfer_queue", "megatron.bridge", "flash_attn", "cupy", "mindspeed", "cann", "model", "data", "disk", "memory-fit",
-                "swanlab")
+                "entry", "verl-startup", "transfer_queue", "megatron.bridge", "flash_attn", "cupy", "mindspeed",
+                "swanboard", "cann", "model", "data", "disk", "memory-fit", "swanlab")
 
 
 def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None,
@@ -47,6 +47,10 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     if any(c.status == FAIL for c in out):
         return out
     p = facts.get("probe")
+    if p is None and facts.get("python_error"):
+        msg, _, fix = facts["python_error"].rpartition("; set python")
+        out.append(Check("python", FAIL, msg, "set python" + fix))
+        return out
     if p is None and facts.get("bundle_error"):
         out.append(Check("bundle", FAIL, facts["bundle_error"], _space_fix(host) if _NO_SPACE_RX.search(
             facts["bundle_error"]) else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
@@ -54,7 +58,8 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
         return out
     if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")
-        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist in container '{container}'",
+        where = "on the host" if getattr(host, "runtime", "docker") == "host" else f"in container '{container}'"
+        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist {where}",
                          "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
         return out
     if p is None:

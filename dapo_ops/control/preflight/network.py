@@ -56,12 +56,12 @@ def tracker_check(p: dict) -> Check | None:
     via = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY") or ""
     what = _KIND_WORDS.get(kind, kind) + (f" {_display_url(via)}" if kind == "proxy" and via else "")
     if kind == "proxy":
-        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode local/offline"
+        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode offline (swanlab sync later)"
     elif kind == "tls":
         fix = ("check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
-               "or use --swanlab-mode local/offline")
+               "or use --swanlab-mode offline (swanlab sync later)")
     else:
-        fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode local/offline"
+        fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode offline (swanlab sync later)"
     return Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: "
                                   f"{sw.get('error')}", fix)
 

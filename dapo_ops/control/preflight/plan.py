@@ -113,7 +113,10 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     one-step-off on GPU syncs weights through the ``nccl`` checkpoint engine, whose module imports ``cupy``
     (``verl/checkpoint_engine/nccl_checkpoint_engine.py:22-23``; without it "Checkpoint engine nccl not
     registered"); Megatron on NPU needs MindSpeed, which verl otherwise skips silently
-    (``verl/workers/engine/mindspeed/transformer_impl.py:18-21,41``)."""
+    (``verl/workers/engine/mindspeed/transformer_impl.py:18-21,41``);
+    SwanLab's local mode needs ``swanboard`` (swanlab 0.10 ``swanlab/deprecated/local.py:350``, started by
+    ``verl/utils/tracking.py:134``: without it every run logs ``Please install swanboard to use 'local' mode`` and
+    ``swanlab watch`` has no dashboard to show)."""
     out: list[tuple[str, str]] = []
     fw, accel, mode = pv.spec.get("framework"), pv.spec.get("accelerator", "gpu"), pv.spec.get("mode")
     if pv.spec.get("profile", "0.9") == "0.9":
@@ -130,6 +133,8 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     if accel == "npu" and fw == "megatron":
         out.append(("mindspeed", "verl's Megatron engine on NPU needs MindSpeed's patches and skips them silently "
                                  "without it (verl/workers/engine/mindspeed/transformer_impl.py:18-21)"))
+    if "swanlab" in pv.logger and str(pv.env.get("SWANLAB_MODE") or "cloud") == "local":
+        out.append(("swanboard", "SwanLab local mode needs it (swanlab/deprecated/local.py:350)"))
     return out
 
 

@@ -113,8 +113,11 @@ def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: d
             if not first or e.kind != "command":
                 facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
                 return facts
-            facts["bundle_error"] = (f"cannot install the dapo-ops bundle {target.where} under "
-                                     f"{target.host.runs_path}/.dapo_ops: {e.message}")
+            if "(hosts.toml `python`)" in e.message:  # remote_bundle.install: the interpreter cannot run
+                facts["python_error"] = e.message
+            else:
+                facts["bundle_error"] = (f"cannot install the dapo-ops bundle {target.where} under "
+                                         f"{target.host.runs_path}/.dapo_ops: {e.message}")
             break
     out = res.stdout or ""
     for line in out.splitlines():

@@ -118,7 +118,9 @@ _MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install 
                "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
                "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
                "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
-               "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)"}
+               "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
+               "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
+                            "'swanlab[dashboard]' in the container"}
 
 
 def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:

@@ -268,5 +268,23 @@ def workdir_missing_message(target, res: Result) -> str | None:
         return None
     m = re.search(r'chdir to cwd \("?([^")]*)"?\)', why)
     wd = m.group(1) if m else getattr(getattr(target, "host", None), "workdir", "?")
-    return (f"workdir {wd} does not exist in container '{target.container}' (Docker: chdir to cwd failed: no such "
+    return (f"workdir {wd} does not exist {target.where} (Docker: chdir to cwd failed: no such "
             f"file or directory); fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image")
+
+
+def python_cannot_run(target, python: str, res: Result) -> str | None:
+    """One line when ``res`` (a command that ran ``python`` first, in the container or a bare host's shell) failed
+    because that interpreter cannot be executed: the shell's ``<python>: not found`` (127) / ``Permission denied``
+    (126), or Docker's ``OCI runtime exec failed: ... exec: "<python>": ...`` (126/127). Names the inventory's
+    ``python`` field and the fix; None for any other failure."""
+    if res is None or res.exited not in (126, 127):
+        return None
+    text = f"{res.stderr or ''}\n{res.stdout or ''}"
+    why = next((ln.strip() for ln in text.splitlines()
+                if python in ln and re.search(r"not found|Permission denied|No such file|Is a directory|"
+                                              r"executable file not found|OCI runtime exec failed", ln)), None)
+    if why is None:
+        return None
+    return (f"python {python!r} (hosts.toml `python`) cannot run {target.where}: {why[:200]}; set python in "
+            f"hosts.toml to the interpreter's path or a name on {'the host' if target.bare else 'the container'}'s "
+            f"PATH (e.g. python3)")

@@ -89,6 +89,11 @@ class Master:
             if not line:
                 return
             req = json.loads(line)
+            if req.get("op") == "info":  # who this master is (sshmux.close_all(under=...)): no secrets in it
+                h = self.target.host
+                conn.sendall(json.dumps({"ok": True, "pid": os.getpid(), "host": h.name, "paths": [
+                    p for p in (h.known_hosts, h.identity_file, h.ssh_config) if p]}).encode() + b"\n")
+                return
             if req.get("op") == "exit":
                 self.done.set()
                 self.stop_listening()

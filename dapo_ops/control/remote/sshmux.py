@@ -26,6 +26,7 @@ Requests and answers are one JSON line each:
 ``{"op": "run", "command": str, "timeout": s | null, "stdin": base64 | null}`` ->
 ``{"ok": true, "stdout", "stderr", "exited", "added_host_key"}`` or
 ``{"ok": false, "kind", "message", "exit_code", "state", "result": {"stdout", "stderr", "exited"} | null}``;
+``{"op": "info"}`` -> ``{"ok": true, "pid", "host", "paths": [known_hosts, identity_file, ssh_config as given]}``;
 ``{"op": "exit"}`` ends the master.
 """
 
@@ -44,7 +45,7 @@ import threading
 from pathlib import Path
 
 #: bumped when requests/answers change, so a master of an older version is never asked (another socket name)
-PROTOCOL = 1
+PROTOCOL = 2
 PERSIST_ENV = "DAPO_OPS_CONTROL_PERSIST"
 DIR_ENV = "DAPO_OPS_CONTROL_DIR"
 #: seconds a master stays up after its last request (OpenSSH ``ControlPersist``); above ``watch``'s 10 s interval.
@@ -204,21 +205,55 @@ def run(target, command: str, *, timeout: float | None, stdin: bytes | None = No
                       state=ans.get("state"), result=result)
 
 
-def close_all() -> int:
-    """Ask every master of this user to exit now (``ssh -O exit`` for all). Returns how many answered."""
+def _ask(path: Path, req: dict) -> dict | None:
+    """Send one request line to the master at ``path``; its answer, or None when nobody answers."""
+    s = _connect(path, 2.0)
+    if s is None:
+        return None
+    try:
+        with s, s.makefile("rb") as fh:
+            s.sendall(json.dumps(req).encode() + b"\n")
+            line = fh.readline()
+        return json.loads(line) if line else None
+    except (OSError, ValueError):
+        return None
+
+
+def _under(path: str, directory: str) -> bool:
+    p, d = os.path.realpath(os.path.expanduser(path)), os.path.realpath(os.path.expanduser(directory))
+    return p == d or p.startswith(d.rstrip("/") + "/")
+
+
+def close_all(under: str | os.PathLike | None = None) -> int:
+    """Ask every master of this user to exit now (``ssh -O exit`` for all). With ``under`` (a directory): only
+    the masters whose host's ``known_hosts``, ``identity_file`` or ``ssh_config`` lies under it (a sandbox
+    bench's state dir: ``sandbox/bench.sh down`` ends the masters of the hosts it removes, so none of them
+    answers for the next bench of that id with the old connection). Returns how many exited."""
     directory = control_dir()
     n = 0
     if directory is None:
         return 0
     for p in directory.glob("*.sock"):
-        s = _connect(p, 2.0)
-        if s is None:
-            continue
-        with s:
-            try:
-                s.sendall(b'{"op": "exit"}\n')
-                s.recv(16)
-                n += 1
-            except OSError:
-                pass
+        if under is not None:
+            info = _ask(p, {"op": "info"})
+            if not info or not any(_under(x, str(under)) for x in info.get("paths") or []):
+                continue
+        if (_ask(p, {"op": "exit"}) or {}).get("ok"):
+            n += 1
     return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dapo_ops.control.remote.sshmux close [--under DIR]``: :func:`close_all`; prints how many."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dapo_ops.control.remote.sshmux")
+    ap.add_argument("op", choices=["close"])
+    ap.add_argument("--under", default=None, help="only masters of hosts whose key files lie under this directory")
+    a = ap.parse_args(argv)
+    print(f"control masters ended: {close_all(a.under)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -171,13 +171,21 @@ class Target(CommandLines):
         """Open the SSH connection now (normally done by the first command).
 
         :raises RemoteError: unreachable / refused / auth / hostkey.
+
+        A connection that was open and dropped (e.g. the host went away under a control master) is rebuilt, so
+        ``known_hosts`` is read again: the old Connection's paramiko client holds the keys read when it was made
+        (:meth:`_harden`), and a host brought up again with a new key would be refused as CHANGED against them.
         """
+        if self._cxn is not None and not self.local and not self._cxn.is_connected:
+            self.close()
         cxn = self.connection()
         if self.local or cxn.is_connected:
             return
-        if self.host.identity_file and not os.path.exists(os.path.expanduser(self.host.identity_file)):
-            raise RemoteError("auth", self.name, f"identity file {self.host.identity_file} does not exist; "
-                                                 "fix identity_file in the inventory")
+        from dapo_ops.control.inventory import key_file_problem
+
+        why = key_file_problem(self.host, "identity_file")
+        if why:
+            raise RemoteError("auth", self.name, why)
         gw = cxn.gateway
         if gw is not None and not isinstance(gw, str) and not gw.is_connected:
             # the bastion first, so its failure names the bastion (fabric's open() would open it inside the

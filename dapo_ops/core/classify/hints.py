@@ -193,7 +193,7 @@ HINTS: dict[str, str] = {
         "data.max_prompt_length, or clean the parquet. Memory settings are irrelevant; no retry unchanged."),
     "network/keep-running": (
         "The tracker cannot upload right now but training continues. Nothing to restart; if it persists fix "
-        "DNS/proxy in the container or set SWANLAB_MODE=local and `swanlab sync` later."),
+        "DNS/proxy in the container or set SWANLAB_MODE=offline and `swanlab sync` later."),
     "network/ray-head": (
         "The Ray head GCS${at_addr} is unreachable. `ray stop --force` on all nodes, check the head address and TCP "
         "6379 (firewall, no_proxy for cluster addresses), start the head, then the workers. dapo-ops retries once "
