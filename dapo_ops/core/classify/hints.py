@@ -23,7 +23,7 @@ ABSENT = object()  # rule value: the detail key is missing
 
 # --------------------------------------------------------------------------- actions (one line)
 
-ACTION_RULES: dict[str, tuple] = {
+ACTION_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "oom-device": (("kind", "stop", "oom-device/stop"),),
     "oom-kv-cache": (("kv_direction", ABSENT, "oom-kv-cache/lower"), ("kv_direction", "lower", "oom-kv-cache/lower"),
                      ("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
@@ -72,11 +72,11 @@ ACTIONS: dict[str, str] = {
 # --------------------------------------------------------------------------- hints (one paragraph)
 
 
-def _causes(cls: str, *causes: str) -> tuple:
+def _causes(cls: str, *causes: str) -> tuple[tuple[str, object, str], ...]:
     return tuple(("cause", c, f"{cls}/{c}") for c in causes)
 
 
-HINT_RULES: dict[str, tuple] = {
+HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "oom-device": (("phase", "checkpoint-load", "oom-device/checkpoint-load"),
                    ("phase", "weight-sync", "oom-device/weight-sync")),
     "oom-kv-cache": (("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
