@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import warnings
+from typing import Any, cast
 
 
 def error_lines(exc) -> list[str]:
@@ -104,7 +105,7 @@ def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=3
     from hydra.core.global_hydra import GlobalHydra
 
     overrides = list(overrides)
-    errors = []
+    errors: list[list[str]] = []
     old = os.getcwd()
     try:
         os.chdir(config_root)
@@ -143,8 +144,9 @@ def main() -> int:
 
         from dapo_ops.agent import verlcheck
 
-        startup.update(verlcheck.startup_report(OmegaConf.to_container(cfg, resolve=True), req["config_root"],
-                                                cfg_obj=cfg))
+        # a composed DictConfig becomes a str-keyed dict (OmegaConf types to_container for any node)
+        container = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))
+        startup.update(verlcheck.startup_report(container, req["config_root"], cfg_obj=cfg))
 
     try:
         errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [],
