@@ -23,7 +23,6 @@ import os
 import re
 import sys
 import warnings
-from typing import Any, cast
 
 
 def error_lines(exc) -> list[str]:
@@ -144,9 +143,9 @@ def main() -> int:
 
         from dapo_ops.agent import verlcheck
 
-        # a composed DictConfig becomes a str-keyed dict (OmegaConf types to_container for any node)
-        container = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))
-        startup.update(verlcheck.startup_report(container, req["config_root"], cfg_obj=cfg))
+        container = OmegaConf.to_container(cfg, resolve=True)  # a composed DictConfig: a dict with str keys
+        resolved = {str(k): v for k, v in container.items()} if isinstance(container, dict) else {}
+        startup.update(verlcheck.startup_report(resolved, req["config_root"], cfg_obj=cfg))
 
     try:
         errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [],
