@@ -27,8 +27,8 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 
 venv: $(VENV)/bin/python
-	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, xdist, hypothesis, ruff, importlinter' 2>/dev/null; then \
-	  $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -e '.[sandbox,test]'; \
+	@if ! $(VENV)/bin/python -c 'import dapo_ops, hydra, swanlab, ray, pyarrow, pandas, pytest, pytest_timeout, xdist, hypothesis, ruff, importlinter, mypy' 2>/dev/null; then \
+	  $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -c constraints.txt -e '.[sandbox,test]'; \
 	fi
 
 verl-config: venv
@@ -38,10 +38,11 @@ verl-config: venv
 test: deps
 	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-1} $(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
-# the checks .ci/run runs before the tests
+# the checks .ci/run runs before the tests (mypy: [tool.mypy] in pyproject.toml, strict for core/ and agent/)
 lint: venv
 	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 test-pure: venv
 	$(VENV)/bin/pytest -m 'not bench' $(PYTEST_ARGS)

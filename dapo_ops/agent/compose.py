@@ -104,7 +104,7 @@ def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=3
     from hydra.core.global_hydra import GlobalHydra
 
     overrides = list(overrides)
-    errors = []
+    errors: list[list[str]] = []
     old = os.getcwd()
     try:
         os.chdir(config_root)
@@ -143,8 +143,9 @@ def main() -> int:
 
         from dapo_ops.agent import verlcheck
 
-        startup.update(verlcheck.startup_report(OmegaConf.to_container(cfg, resolve=True), req["config_root"],
-                                                cfg_obj=cfg))
+        container = OmegaConf.to_container(cfg, resolve=True)  # a composed DictConfig: a dict with str keys
+        resolved = {str(k): v for k, v in container.items()} if isinstance(container, dict) else {}
+        startup.update(verlcheck.startup_report(resolved, req["config_root"], cfg_obj=cfg))
 
     try:
         errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [],

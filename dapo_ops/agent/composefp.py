@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 from dapo_ops.agent import verlinfo
 
@@ -49,7 +50,7 @@ def module_version(name: str) -> str | None:
     return "?" + (locs[0] if locs else spec.origin or name)
 
 
-def fingerprint(req: dict, env=None) -> str | None:
+def fingerprint(req: dict[str, Any], env: dict[str, str] | None = None) -> str | None:
     """What composing ``req`` (``{config_root, config_dir, config_name, overrides}``) depends on, as a hex digest:
     the request itself, the checker's source (:data:`CHECKER`), the Python minor version, the ``__version__`` of
     the hydra and omegaconf this Python would import (:func:`module_version`), and the path + bytes of every
@@ -76,7 +77,7 @@ def fingerprint(req: dict, env=None) -> str | None:
         return None
     env_dep = any(m in text for m in _ENV_MARKS)
     todo = [req.get("config_dir") or ""] + _FILE_SP_RE.findall(text)
-    seen: set = set()
+    seen: set[str] = set()
     while todo:
         d = todo.pop(0)
         d = os.path.normpath(d if os.path.isabs(d) else os.path.join(root, d))

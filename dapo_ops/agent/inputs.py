@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from typing import Any
 
 from dapo_ops.agent.parquet import parquet_complete
 
@@ -78,7 +79,7 @@ def file_complete(path: str, kind_from: str | None = None) -> str | None:
 
 # ------------------------------------------------------------------------------------------ model dir
 
-def _max_positions(cfg: dict) -> int | None:
+def _max_positions(cfg: dict[str, Any]) -> int | None:
     for c in (cfg, cfg.get("text_config") or {}, cfg.get("llm_config") or {}):
         for key in ("max_position_embeddings", "seq_length", "max_sequence_length", "n_positions"):
             v = c.get(key) if isinstance(c, dict) else None
@@ -87,7 +88,7 @@ def _max_positions(cfg: dict) -> int | None:
     return None
 
 
-def check_model_dir(path: str) -> dict:
+def check_model_dir(path: str) -> dict[str, Any]:
     """Check a Hugging Face model directory as verl loads it (``config.json``, weights, tokenizer).
 
     Returns a JSON-able dict: ``path``, ``exists``, ``ok`` (bool), ``problems`` (one-line strings naming the
@@ -95,7 +96,7 @@ def check_model_dir(path: str) -> dict:
     ``max_position_embeddings`` (int or None), ``model_type``, ``partial`` (``*.part`` files left), ``config``
     (``config.json``'s scalar keys and ``text_config``, when it parsed; for :mod:`dapo_ops.core.memfit`).
     """
-    out: dict = {"path": path, "exists": os.path.isdir(path), "ok": False, "problems": [], "weights": [],
+    out: dict[str, Any] = {"path": path, "exists": os.path.isdir(path), "ok": False, "problems": [], "weights": [],
                  "weights_bytes": 0, "total_bytes": 0, "tokenizer": [], "max_position_embeddings": None,
                  "model_type": None, "partial": []}
     probs = out["problems"]

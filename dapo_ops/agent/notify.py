@@ -38,6 +38,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any
 
 # the banner parser is part of the log grammar; the supervisor reaches it as notify.LinkScanner
 from dapo_ops.core.logformat import LinkScanner  # noqa: F401
@@ -56,7 +57,7 @@ _TITLES = {
 }
 
 
-def should_notify(event_kind: str, notify_cfg: dict | None) -> bool:
+def should_notify(event_kind: str, notify_cfg: dict[str, Any] | None) -> bool:
     """Whether ``event_kind`` is sent under ``notify_cfg`` (spec.json ``notify``).
 
     ``failure`` and ``hang``: always (if webhooks are configured). ``escalation``: only with
@@ -74,7 +75,7 @@ def should_notify(event_kind: str, notify_cfg: dict | None) -> bool:
     return False
 
 
-def spec_from_user_config(user_notify: dict | None, env: dict | None = None) -> tuple[dict, dict]:
+def spec_from_user_config(user_notify: dict[str, Any] | None, env: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split the user config's ``[notify]`` table into (spec.json ``notify``, secret env).
 
     ``user_notify``: ``{"on_escalation": bool, "on_success": bool, "timeout_s": float,
@@ -86,11 +87,11 @@ def spec_from_user_config(user_notify: dict | None, env: dict | None = None) -> 
     """
     cfg = dict(user_notify or {})
     env = env or {}
-    spec: dict = {"on_escalation": bool(cfg.get("on_escalation", False)),
+    spec: dict[str, Any] = {"on_escalation": bool(cfg.get("on_escalation", False)),
                   "on_success": bool(cfg.get("on_success", False)), "webhooks": []}
     if cfg.get("timeout_s") is not None:
         spec["timeout_s"] = float(cfg["timeout_s"])
-    secrets: dict = {}
+    secrets: dict[str, Any] = {}
     for i, hook in enumerate(cfg.get("webhooks") or []):
         hook = dict(hook or {})
         kind = str(hook.get("kind", "generic")).lower()
@@ -110,7 +111,7 @@ def spec_from_user_config(user_notify: dict | None, env: dict | None = None) -> 
     return spec, secrets
 
 
-def _verdict_parts(event: dict) -> tuple[str, str, str]:
+def _verdict_parts(event: dict[str, Any]) -> tuple[str, str, str]:
     v = event.get("verdict")
     hint = event.get("hint") or ""
     action = event.get("action") or ""
@@ -121,7 +122,7 @@ def _verdict_parts(event: dict) -> tuple[str, str, str]:
     return str(v or ""), str(hint), str(action)
 
 
-def format_message(event: dict) -> str:
+def format_message(event: dict[str, Any]) -> str:
     """The human text: title, host, run id, verdict, step reached, action, hint, log path.
 
     ``event``: ``{"kind", "host", "run_id", "verdict" (class name or Verdict.to_json()),
@@ -154,7 +155,7 @@ def format_message(event: dict) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
-def build_payload(kind: str, text: str, event: dict) -> dict:
+def build_payload(kind: str, text: str, event: dict[str, Any]) -> dict[str, Any]:
     """JSON body for a webhook ``kind`` (see module docstring for the shapes)."""
     if kind in ("feishu", "lark"):
         return {"msg_type": "text", "content": {"text": text}}
@@ -172,7 +173,7 @@ def build_payload(kind: str, text: str, event: dict) -> dict:
     }
 
 
-def _sign(kind: str, secret: str, url: str, payload: dict) -> str:
+def _sign(kind: str, secret: str, url: str, payload: dict[str, Any]) -> str:
     """Add Feishu/Lark or DingTalk signature (their "signature verification" bot setting)."""
     if kind in ("feishu", "lark"):
         ts = str(int(time.time()))
@@ -204,7 +205,7 @@ def _check_body(kind: str, body: bytes) -> str | None:
     return None
 
 
-def _scrub_obj(obj, secrets):
+def _scrub_obj(obj: Any, secrets: list[str]) -> Any:
     if isinstance(obj, str):
         return scrub(obj, secrets)
     if isinstance(obj, dict):
@@ -214,7 +215,7 @@ def _scrub_obj(obj, secrets):
     return obj
 
 
-def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) -> list[str]:
+def send_event(notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | None, event: dict[str, Any]) -> list[str]:
     """Post ``event`` to every configured webhook; return error lines, never raise.
 
     ``notify_cfg`` (spec.json ``notify``): ``{"on_escalation": bool, "on_success": bool,
@@ -255,7 +256,8 @@ def send_event(notify_cfg: dict | None, secret_env: dict | None, event: dict) ->
     return errors
 
 
-def _post(kind, url, hook, secrets, text, event, timeout) -> str | None:
+def _post(kind: str, url: str, hook: dict[str, Any], secrets: dict[str, Any], text: str, event: dict[str, Any],
+          timeout: float) -> str | None:
     payload = build_payload(kind, text, event)
     sign_env = hook.get("sign_env")
     if sign_env:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 RL_COLUMNS = ("prompt", "data_source", "reward_model.ground_truth")
 
@@ -80,7 +81,7 @@ class _Compact:
         self.i += n
         return v
 
-    def value(self, t: int, want=None):
+    def value(self, t: int, want: Any = None) -> Any:
         """Read (or skip) one value of compact type ``t``; ``want`` maps struct field ids to readers."""
         if t in (1, 2):
             return t == 1
@@ -111,10 +112,10 @@ class _Compact:
             return self.struct(want if want is not None else {})
         raise ValueError(f"unknown thrift compact type {t}")
 
-    def struct(self, want) -> dict:
+    def struct(self, want: Any) -> dict[int, Any]:
         """Fields of a struct: ``{field id: value}`` for ids in ``want`` (others skipped); ``want`` is a dict of
         field id -> nested ``want`` (None for scalars), or :data:`_ALL` to keep every field recursively."""
-        out: dict = {}
+        out: dict[int, Any] = {}
         fid = 0
         while True:
             h = self.byte()
@@ -132,7 +133,7 @@ class _Compact:
 _ALL = object()
 
 
-def parquet_schema(path: str) -> tuple[int, list[dict]]:
+def parquet_schema(path: str) -> tuple[int, list[dict[str, Any]]]:
     """``(num_rows, top-level columns)`` from the parquet footer, stdlib only.
 
     Each column: ``{"name", "group": bool, "list": bool (LIST-annotated), "children": [...]}`` (the schema tree of
@@ -144,11 +145,11 @@ def parquet_schema(path: str) -> tuple[int, list[dict]]:
     rows = int(meta.get(3) or 0)
     pos = 0
 
-    def build() -> dict:
+    def build() -> dict[str, Any]:
         nonlocal pos
         e = elems[pos]
         pos += 1
-        node = {"name": (e.get(4) or b"").decode("utf-8", "replace"), "group": bool(e.get(5)),
+        node: dict[str, Any] = {"name": (e.get(4) or b"").decode("utf-8", "replace"), "group": bool(e.get(5)),
                 "list": e.get(6) == 3 or 3 in (e.get(10) or {}), "children": []}
         for _ in range(int(e.get(5) or 0)):
             node["children"].append(build())
@@ -158,7 +159,7 @@ def parquet_schema(path: str) -> tuple[int, list[dict]]:
     return rows, root["children"]
 
 
-def _leaf_names(node: dict) -> set:
+def _leaf_names(node: dict[str, Any]) -> set[str]:
     out = set()
     for ch in node["children"]:
         out.add(ch["name"])
@@ -166,7 +167,7 @@ def _leaf_names(node: dict) -> set:
     return out
 
 
-def _footer_schema_problems(cols: list[dict], prompt_key: str) -> tuple[list[str], list[str]]:
+def _footer_schema_problems(cols: list[dict[str, Any]], prompt_key: str) -> tuple[list[str], list[str]]:
     """(missing column paths, other problems) for the footer schema tree against verl's RL schema."""
     by = {c["name"]: c for c in cols}
     missing: list[str] = []
@@ -191,7 +192,7 @@ def _footer_schema_problems(cols: list[dict], prompt_key: str) -> tuple[list[str
     return missing, probs
 
 
-def _arrow_schema_problems(schema, prompt_key: str) -> tuple[list[str], list[str]]:
+def _arrow_schema_problems(schema: Any, prompt_key: str) -> tuple[list[str], list[str]]:
     """(missing column paths, other problems) for a pyarrow schema against verl's RL schema."""
     import pyarrow as pa  # noqa: F401  (types module lives on pa)
 
@@ -227,14 +228,14 @@ def _arrow_schema_problems(schema, prompt_key: str) -> tuple[list[str], list[str
     return missing, probs
 
 
-def check_parquet(path: str, prompt_key: str = "prompt") -> dict:
+def check_parquet(path: str, prompt_key: str = "prompt") -> dict[str, Any]:
     """Check one RL parquet file as verl's ``RLHFDataset`` reads it (verl.md section 15).
 
     Returns a JSON-able dict: ``path``, ``exists``, ``bytes``, ``ok``, ``rows`` (int or None), ``columns``,
     ``missing`` (column paths, e.g. ``reward_model.ground_truth``), ``problems`` (one-line strings naming the
     file and the column), ``schema_checked`` (``"footer"``: the stdlib thrift reader, ``"pyarrow"`` when the footer needed it, ``""``).
     """
-    out: dict = {"path": path, "exists": os.path.isfile(path), "bytes": 0, "ok": False, "rows": None,
+    out: dict[str, Any] = {"path": path, "exists": os.path.isfile(path), "bytes": 0, "ok": False, "rows": None,
                  "columns": [], "missing": [], "problems": [], "schema_checked": ""}
     probs = out["problems"]
     if not out["exists"]:

@@ -26,6 +26,7 @@ import platform
 import subprocess
 import sys
 import time
+from typing import Any
 
 from dapo_ops.agent.composefp import fingerprint
 from dapo_ops.agent.inputs import check_model_dir
@@ -38,7 +39,7 @@ ENV_NAMES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBL
              "SWANLAB_MODE", "SWANLAB_API_HOST", "SWANLAB_WEB_HOST", "SWANLAB_LOG_DIR")
 SECRET_NAMES = ("SWANLAB_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
 
-def _modules(names) -> dict:
+def _modules(names) -> dict[str, Any]:
     """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
     name imports its parent packages only, e.g. ``megatron`` for ``megatron.bridge``)."""
     import importlib.util
@@ -53,7 +54,7 @@ def _modules(names) -> dict:
     return out
 
 
-def _cann(files) -> dict:
+def _cann(files) -> dict[str, Any]:
     """``ASCEND_TOOLKIT_HOME`` of this ``docker exec`` and which CANN ``set_env.sh`` files exist."""
     return {"toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"), "found": [f for f in files or [] if os.path.isfile(f)]}
 
@@ -71,7 +72,7 @@ def _run(argv, timeout=30, cwd=None, stdin=None):
         return {"rc": 126, "stdout": "", "stderr": f"{argv[0]}: {e.strerror}"}
 
 
-def _devices(accelerator: str) -> dict:
+def _devices(accelerator: str) -> dict[str, Any]:
     tool = ["npu-smi", "info"] if accelerator == "npu" else ["nvidia-smi"]
     nodes = _dev_nodes("davinci" if accelerator == "npu" else "nvidia")
     out = _run(tool, timeout=30)
@@ -91,7 +92,7 @@ def _dev_nodes(prefix: str) -> list:
     return ["/dev/" + x for x in names if x.startswith(prefix) and x[n:n + 1].isdigit()]
 
 
-def _disk(path: str | None) -> dict | None:
+def _disk(path: str | None) -> dict[str, Any] | None:
     if not path:
         return None
     p = path
@@ -154,7 +155,7 @@ def _http_kind(exc, via_proxy: bool) -> str:
     return "connect"
 
 
-def _http(url: str, timeout: float) -> dict:
+def _http(url: str, timeout: float) -> dict[str, Any]:
     """One GET of ``url`` within ``timeout`` seconds (+ :data:`DNS_TIMEOUT_S` for the name), through the proxy
     of this environment (``http_proxy`` / ``https_proxy``, as urllib and swanlab's requests read them).
     ``{"url", "reachable", "status"?, "error"?, "kind"?, "seconds"}``; ``kind`` (:func:`_http_kind`) says what
@@ -187,7 +188,7 @@ def _http(url: str, timeout: float) -> dict:
                 "seconds": round(time.time() - t0, 3)}
 
 
-def _tcp(host: str, port: int, timeout: float) -> dict:
+def _tcp(host: str, port: int, timeout: float) -> dict[str, Any]:
     import socket
 
     t0 = time.time()
@@ -201,7 +202,7 @@ def _tcp(host: str, port: int, timeout: float) -> dict:
                 "seconds": round(time.time() - t0, 3)}
 
 
-def _port_free(port: int) -> dict:
+def _port_free(port: int) -> dict[str, Any]:
     """Whether a Ray head could listen on ``port``: a listener there fails; connections of an earlier
     cluster lingering in TIME_WAIT do not (SO_REUSEADDR, as Ray's GCS server binds)."""
     import socket
@@ -231,7 +232,7 @@ def _compose_key(fp: str | None) -> str | None:
     return hashlib.sha256((fp + "\0" + sys.executable).encode()).hexdigest()[:32]
 
 
-def installed_config_root(rq: dict) -> dict:
+def installed_config_root(rq: dict[str, Any]) -> dict[str, Any]:
     """The compose request pointed at the verl that this Python imports, when the request's own
     ``config_dir`` (``<workdir>/verl/trainer/config``: a verl source checkout in the workdir, the usual
     container layout) does not exist, e.g. verl installed as a wheel under ``PYTHONPATH=/tmp/site`` on a bare
@@ -258,7 +259,7 @@ def installed_config_root(rq: dict) -> dict:
     return dict(rq, config_root=root, config_dir=os.path.join(root, rel), overrides=ovs)
 
 
-def _compose(comp: dict, fp: str | None) -> dict:
+def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
     """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) of ``comp["request"]``
     (already through :func:`installed_config_root`) in a child Python; results are cached in the container by
     content key (:func:`_compose_key` of the fingerprint ``fp``), so a repeated preflight with the same
@@ -318,7 +319,7 @@ def _learned(path: str) -> list:
 def probe(req: dict) -> dict:
     """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
     t0 = time.time()
-    out: dict = {"python": platform.python_version(), "executable": sys.executable, "cwd": os.getcwd(),
+    out: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable, "cwd": os.getcwd(),
                  "hostname": os.uname().nodename, "tty": sys.stdin.isatty() if sys.stdin else False}
     out["env"] = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     out["secrets_present"] = sorted(k for k in SECRET_NAMES if os.environ.get(k))
@@ -367,7 +368,7 @@ def emit(obj) -> int:
     return 0
 
 
-def parse_output(stdout: str) -> dict:
+def parse_output(stdout: str) -> dict[str, Any]:
     """The probe's JSON answer from stdout; ``ValueError`` (one line) when missing."""
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARK):

@@ -22,7 +22,9 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from typing import Any
 
 from dapo_ops.agent.inputs import check_model_dir, file_complete
 from dapo_ops.agent.parquet import check_parquet
@@ -38,10 +40,10 @@ def hub_url(endpoint: str, repo: str, filename: str, repo_type: str = "model", r
     """``<endpoint>/[datasets/]<repo>/resolve/<revision>/<filename>`` (the hub's and its mirrors' layout)."""
     base = endpoint.rstrip("/")
     kind = "" if repo_type == "model" else "datasets/"
-    return f"{base}/{kind}{repo}/resolve/{revision}/{urllib.request.quote(filename)}"
+    return f"{base}/{kind}{repo}/resolve/{revision}/{urllib.parse.quote(filename)}"
 
 
-def _open(url: str, headers: dict | None = None, timeout: float = 60):
+def _open(url: str, headers: dict[str, Any] | None = None, timeout: float = 60) -> Any:
     req = urllib.request.Request(url, headers={"User-Agent": "dapo-ops", **(headers or {})})
     token = os.environ.get("HF_TOKEN")
     if token:
@@ -49,7 +51,7 @@ def _open(url: str, headers: dict | None = None, timeout: float = 60):
     return urllib.request.urlopen(req, timeout=timeout)
 
 
-def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
+def fetch_file(url: str, dest: str, timeout: float = 60) -> dict[str, Any]:
     """Download ``url`` to ``dest`` through ``dest + ".part"``; never leaves an incomplete file under ``dest``.
 
     An existing ``dest`` that passes :func:`file_complete` is kept (``{"status": "present"}``, no request).
@@ -60,7 +62,7 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict:
     Returns ``{"path", "status": present|downloaded|resumed|error, "bytes", "downloaded" (bytes this call),
     "error" (one line, on error)}``. Never raises for network errors.
     """
-    res = {"path": dest, "status": "error", "bytes": 0, "downloaded": 0, "error": ""}
+    res: dict[str, Any] = {"path": dest, "status": "error", "bytes": 0, "downloaded": 0, "error": ""}
     if os.path.isfile(dest) and file_complete(dest) is None:
         res.update(status="present", bytes=os.path.getsize(dest))
         return res
@@ -146,7 +148,7 @@ def _use_hub() -> bool:
     return True
 
 
-def fetch_model(repo: str, dest: str, endpoint: str) -> dict:
+def fetch_model(repo: str, dest: str, endpoint: str) -> dict[str, Any]:
     """Make ``dest`` a complete model dir from hub repo ``repo``; nothing is fetched when it already is.
 
     Uses ``huggingface_hub.snapshot_download`` when the container has it (it honours ``HF_ENDPOINT`` and resumes),
@@ -154,7 +156,7 @@ def fetch_model(repo: str, dest: str, endpoint: str) -> dict:
     "status": present|downloaded|error, "files": [per-file results], "downloaded" (bytes), "check": check_model_dir,
     "error"}``.
     """
-    out: dict = {"kind": "model", "path": dest, "repo": repo, "status": "error", "files": [], "downloaded": 0,
+    out: dict[str, Any] = {"kind": "model", "path": dest, "repo": repo, "status": "error", "files": [], "downloaded": 0,
                  "error": "", "via": ""}
     before = check_model_dir(dest)
     if before["ok"]:
@@ -187,13 +189,13 @@ def fetch_model(repo: str, dest: str, endpoint: str) -> dict:
     return out
 
 
-def fetch_dataset_file(repo: str, filename: str, dest: str, endpoint: str, prompt_key: str = "prompt") -> dict:
+def fetch_dataset_file(repo: str, filename: str, dest: str, endpoint: str, prompt_key: str = "prompt") -> dict[str, Any]:
     """Make ``dest`` the dataset file ``filename`` of hub dataset ``repo``, then check its RL schema.
 
     Returns ``{"kind": "data", "path", "repo", "status": present|downloaded|error, "downloaded", "check":
     check_parquet, "error"}``. A present but schema-broken file is kept and reported (it is not re-fetched).
     """
-    out: dict = {"kind": "data", "path": dest, "repo": repo, "status": "error", "downloaded": 0, "error": ""}
+    out: dict[str, Any] = {"kind": "data", "path": dest, "repo": repo, "status": "error", "downloaded": 0, "error": ""}
     r = fetch_file(hub_url(endpoint, repo, filename, repo_type="dataset"), dest)
     out["downloaded"] = r["downloaded"]
     out["status"] = r["status"] if r["status"] in ("present", "error") else "downloaded"
@@ -202,7 +204,7 @@ def fetch_dataset_file(repo: str, filename: str, dest: str, endpoint: str, promp
     return out
 
 
-def prepare(request: dict) -> dict:
+def prepare(request: dict[str, Any]) -> dict[str, Any]:
     """In-container entry for ``inv prepare``: ``request`` = ``{"endpoint", "model": {"path", "repo"} | None,
     "data": [{"path", "repo", "file"}], "prompt_key"}``. Returns ``{"items": [...], "elapsed_s"}``."""
     t0 = time.time()

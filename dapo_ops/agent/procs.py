@@ -118,7 +118,7 @@ def terminate(list_fn: Callable[[], List[int]], grace_s: float, kill_wait_s: flo
 
 
 def stop_process_group(
-    proc: Optional[subprocess.Popen], pgid: Optional[int], marker: Optional[bytes], grace_s: float,
+    proc: Optional["subprocess.Popen[bytes]"], pgid: Optional[int], marker: Optional[bytes], grace_s: float,
     cmd_marker: Optional[bytes] = None,
 ) -> List[int]:
     """SIGTERM the attempt's own processes, wait up to ``grace_s`` s, SIGKILL what is left (up to 10 s for the

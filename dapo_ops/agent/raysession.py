@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from dapo_ops.core.topology import RAY_PORT, RAY_RUN_ENV, RETRY_CHECK_S
 
@@ -64,7 +65,7 @@ def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> 
     SIGTERM, up to ``grace_s`` seconds, SIGKILL. Returns ``argv``'s exit code."""
     child = subprocess.Popen(argv)
 
-    def forward(signum, _frame):
+    def forward(signum: int, _frame: object) -> None:
         try:
             child.send_signal(signum)
         except OSError:
@@ -153,17 +154,19 @@ def iface_for(address: str) -> str:
     return ""
 
 
-def cluster_wait(timeout_s: float, want: int) -> tuple[dict, int]:
+def cluster_wait(timeout_s: float, want: int) -> tuple[dict[str, Any], int]:
     """Join the Ray cluster at ``RAY_ADDRESS`` (the env) and wait up to ``timeout_s`` seconds for ``want`` alive
     nodes. Returns ``({"nodes": [{"address", "resources"}]}, rc)``, rc 0 or :data:`FEWER_NODES_RC`.
 
     ``ray.init`` can block on a dead GCS: ``SIGALRM`` ends this process ``timeout_s`` + 20 s after the start, so no
     probe outlives the caller's command timeout. Imports ``ray`` (the Python that runs verl has it)."""
     signal.alarm(int(float(timeout_s)) + 20)
+    import logging
+
     import ray
 
     deadline = time.time() + float(timeout_s)
-    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
     while True:
         nodes = [{"address": n["NodeManagerAddress"], "resources": n["Resources"]} for n in ray.nodes() if n["Alive"]]
         if len(nodes) >= want or time.time() > deadline:
@@ -172,7 +175,7 @@ def cluster_wait(timeout_s: float, want: int) -> tuple[dict, int]:
     return {"nodes": nodes}, (0 if len(nodes) >= want else FEWER_NODES_RC)
 
 
-def cluster_view(python: str, ray_spec: dict, timeout_s: float = RETRY_CHECK_S) -> dict | None:
+def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY_CHECK_S) -> dict[str, Any] | None:
     """The supervisor's question to the Ray head: which nodes are alive. Runs the ``wait`` op with ``python``
     (which must have ``ray``) from this same bundle (this process's ``PYTHONPATH`` carries it), waiting up to
     ``timeout_s`` seconds for every node of ``ray_spec`` (the run spec's ``ray``). Returns

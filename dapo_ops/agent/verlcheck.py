@@ -29,12 +29,13 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+from typing import Any
 
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 
 
-def _get(cfg: dict, dotted: str, default=None):
+def _get(cfg: dict[str, Any], dotted: str, default=None):
     cur = cfg
     for part in dotted.split("."):
         if not isinstance(cur, dict) or part not in cur:
@@ -43,7 +44,7 @@ def _get(cfg: dict, dotted: str, default=None):
     return cur
 
 
-def scanned_backends(verl_root: str) -> set | None:
+def scanned_backends(verl_root: str) -> set[str] | None:
     """The checkpoint-engine names verl's sources register (``@CheckpointEngineRegistry.register("<name>")`` in
     ``<verl_root>/verl/checkpoint_engine/*.py``), or None when those sources are not there."""
     d = os.path.join(verl_root, "verl", "checkpoint_engine")
@@ -51,7 +52,7 @@ def scanned_backends(verl_root: str) -> set | None:
         files = sorted(f for f in os.listdir(d) if f.endswith(".py"))
     except OSError:
         return None
-    names: set = set()
+    names: set[str] = set()
     for f in files:
         try:
             with open(os.path.join(d, f), encoding="utf-8") as fh:
@@ -79,7 +80,7 @@ def _registry_error(backend: str):
     return None, True
 
 
-def checkpoint_engine_errors(cfg: dict, verl_root: str, use_import: bool = True) -> tuple[list, list]:
+def checkpoint_engine_errors(cfg: dict[str, Any], verl_root: str, use_import: bool = True) -> tuple[list, list]:
     """``(errors, skipped)`` of the checkpoint-engine lookup (module docstring)."""
     backend = _get(cfg, ENGINE_KEY)
     mode = _get(cfg, "trainer.v1.trainer_mode")
@@ -111,7 +112,7 @@ def _int(v, default=1) -> int:
         return default
 
 
-def pool_errors(cfg: dict) -> list:
+def pool_errors(cfg: dict[str, Any]) -> list:
     """The trainer / rollout pool arithmetic (module docstring); one line per problem."""
     out = []
     mode = _get(cfg, "trainer.v1.trainer_mode")
@@ -143,7 +144,7 @@ def pool_errors(cfg: dict) -> list:
     return out
 
 
-def attention_errors(cfg: dict, find_spec=importlib.util.find_spec) -> list:
+def attention_errors(cfg: dict[str, Any], find_spec=importlib.util.find_spec) -> list:
     """``flash_attention_2`` (verl's default, ``verl/workers/config/model.py:185``) on CUDA without ``flash_attn``."""
     if _get(cfg, "actor_rollout_ref.actor.strategy") not in ("fsdp", "fsdp2"):
         return []
@@ -184,8 +185,8 @@ def dataclass_errors(cfg_obj) -> tuple[list, list]:
     return out, []
 
 
-def startup_report(cfg: dict, verl_root: str, cfg_obj=None, find_spec=importlib.util.find_spec,
-                   use_import: bool = True) -> dict:
+def startup_report(cfg: dict[str, Any], verl_root: str, cfg_obj=None, find_spec=importlib.util.find_spec,
+                   use_import: bool = True) -> dict[str, Any]:
     """Every check of the module docstring on the composed config.
 
     ``cfg``: the resolved config as plain containers (``OmegaConf.to_container(cfg, resolve=True)``); ``cfg_obj``:

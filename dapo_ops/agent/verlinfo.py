@@ -17,13 +17,17 @@ import os
 import platform
 import re
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 
 #: a literal ``__version__ = "x"`` (or ``__version__: str = "x"``) at the start of a line
 _VERSION_RE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
 
 
-def version_in_file(path: str):
+def version_in_file(path: str) -> str | None:
     """A literal ``__version__`` read as text from a package's ``__init__.py`` / ``version.py`` (no import);
     None when the file or the line is absent. The one ``__version__`` reader (verl here, hydra and omegaconf in
     :func:`dapo_ops.agent.composefp.module_version`)."""
@@ -35,7 +39,7 @@ def version_in_file(path: str):
     return m.group(1) if m else None
 
 
-def verl_version(root: str):
+def verl_version(root: str) -> str | None:
     """The version of the verl package at ``root`` (its directory), or None when no source names one."""
     try:
         with open(os.path.join(root, "version", "version"), encoding="utf-8") as fh:
@@ -53,7 +57,7 @@ def verl_version(root: str):
         return None
 
 
-def _find(name: str):
+def _find(name: str) -> ModuleSpec | None:
     import importlib.util
 
     try:
@@ -62,7 +66,7 @@ def _find(name: str):
         return None
 
 
-def verl_info(entry_module: str | None = None) -> dict:
+def verl_info(entry_module: str | None = None) -> dict[str, Any]:
     """verl location + version as this Python would import it (``importlib.util.find_spec``; nothing imported).
 
     :returns: ``{"found": bool, "version": str | None, "path": str | None, "entry": entry_module,

@@ -25,7 +25,7 @@ import contextlib
 import inspect
 import os
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NoReturn
 
 from invoke import Task, task
 from invoke.exceptions import Exit
@@ -148,7 +148,7 @@ def takes_hosts(t: Task) -> bool:
         return False
 
 
-def fail(message: str, code: int = EXIT_FAILED):
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """Stop the task with ONE line on stderr and exit ``code`` (raises :class:`invoke.exceptions.Exit`)."""
     raise Exit(" ".join(str(message).split()), code=code)
 

@@ -233,8 +233,8 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     if failed:
         if len(results) == 1:
             msg = redact.scrub(failed[0].row.message or failed[0].row.kind, secrets_all)
-            h = failed[0].host.name
-            fail(msg if msg.startswith(h) or msg.startswith("run ") else f"{h}: {msg}", EXIT_FAILED)
+            name = failed[0].host.name
+            fail(msg if msg.startswith(name) or msg.startswith("run ") else f"{name}: {msg}", EXIT_FAILED)
         fail(fanout.summary(results), EXIT_FAILED)
 
 

@@ -248,8 +248,8 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
     except svc.StatusError as e:
         fail(str(e), e.code)
     errs = list(logs_found.errors)
-    for e in logs_found.notes + logs_found.errors:
-        print(e, file=sys.stderr)
+    for line in logs_found.notes + logs_found.errors:
+        print(line, file=sys.stderr)
     if follow_:
         code = follow([(Target(h, connect_timeout=ct), info) for h, info in logs_found.found], lines)
         if code:

@@ -70,7 +70,7 @@ def build_request(plan, *, model_repo: str = "", train_repo: str = "", train_rep
     return req
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

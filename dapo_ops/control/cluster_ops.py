@@ -24,6 +24,7 @@ import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.remote import RemoteError, Target
@@ -168,7 +169,7 @@ def _wait(head: Target, python: str, want: int, timeout: float, address: str) ->
     pick the cluster) and ends itself within its budget + 20 s (``raysession wait``'s alarm), so no probe is left
     running in the container when the SSH command times out."""
     deadline = time.monotonic() + timeout
-    last = {"nodes": []}
+    last: dict[str, Any] = {"nodes": []}
     while True:
         left = max(deadline - time.monotonic(), 1.0)
         res = remote_bundle.run_op(head, "raysession", ["wait", f"{left:.1f}", str(want)], python=python,

@@ -25,6 +25,7 @@ import dataclasses
 import ipaddress
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +37,10 @@ from dapo_ops.control.inventory_model import (  # noqa: F401 - re-exported: the 
     json_schema, problem_of, rule
 )
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 ENV_VAR = "DAPO_OPS_INVENTORY"
 DEFAULT_FILE = "hosts.toml"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Mapping
@@ -31,10 +32,10 @@ from dapo_ops.control import settings
 from dapo_ops.agent.notify import DEFAULT_TIMEOUT_S
 from dapo_ops.control.inventory import ProxyTable, TomlLines, explain, rule, toml_error
 
-try:  # Python >= 3.11
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - py3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - py3.10
+    import tomli as tomllib
 
 ENV_VAR = "DAPO_OPS_CONFIG"
 FILE_MODE = 0o600

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, Callable, Sequence
 
 from dapo_ops.agent import compose
 from dapo_ops.core import profiles
@@ -151,7 +152,7 @@ class BatchComposer:
     Uses a private Hydra 1.3 API: if it moves, :meth:`errors` falls back to :func:`compose_check`.
     """
 
-    def __init__(self, config_root: str, config_dir: str, config_name: str, group_overrides: list[str] = ()):
+    def __init__(self, config_root: str, config_dir: str, config_name: str, group_overrides: Sequence[str] = ()):
         import pickle
 
         self.config_root = os.path.abspath(config_root)
@@ -159,6 +160,7 @@ class BatchComposer:
         self.config_name = config_name
         self.groups = list(group_overrides)
         self._parsed: dict = {}
+        self._apply: Callable[..., Any] | None
         try:
             from hydra._internal.config_loader_impl import ConfigLoaderImpl
             from hydra.core.override_parser.overrides_parser import OverridesParser

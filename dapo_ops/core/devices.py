@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 __all__ = [
     "Device",
@@ -73,7 +74,7 @@ class DeviceReport:
     def count(self) -> int:
         return len(self.devices)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         for dev, src in zip(d["devices"], self.devices):
             dev["mem_free_mb"] = src.mem_free_mb

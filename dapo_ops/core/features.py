@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 PERFORMANCE = ("flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing")
 MEMORY = ("offload", "recompute")
@@ -84,7 +85,7 @@ class Feature:
     name: str
     source: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source}
 
 
@@ -138,12 +139,12 @@ class FeatureSet:
             return self
         return FeatureSet(keep, self.disabled)
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[dict[str, Any]]:
         """``[{"name": ..., "source": ...}, ...]`` as stored in the run spec and ``run.json``."""
         return [f.to_json() for f in self.enabled]
 
     @classmethod
-    def from_json(cls, data, disabled=()) -> "FeatureSet":
+    def from_json(cls, data: Any, disabled: Iterable[str] = ()) -> "FeatureSet":
         """Build from :meth:`to_json` output.
 
         ``data`` is either the list form, or a dict ``{"features": [...], "disabled_features": [...]}``

@@ -57,6 +57,7 @@ max_response_length`` (verl asserts ``max_token_len must be greater than the seq
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from dapo_ops.core import policy
 from dapo_ops.core.classify.verdict import PHASES
@@ -88,13 +89,13 @@ class Decision:
 
     action: str
     features: FeatureSet
-    setting_changes: dict = field(default_factory=dict)
+    setting_changes: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
-    skipped: list = field(default_factory=list)
-    suggestions: list = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
     counter: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "action": self.action,
             "features": self.features.to_json(),
@@ -107,7 +108,7 @@ class Decision:
         }
 
 
-def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list[str]:
+def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     prompt = int(settings.get("max_prompt_length", 2048))
     resp = int(settings.get("max_response_length", 8192))
     floor = prompt + resp
@@ -152,7 +153,7 @@ def _oom_suggestions(features: FeatureSet, detail: dict, settings: dict) -> list
     return out
 
 
-def _host_suggestions(cls: str, settings: dict) -> list[str]:
+def _host_suggestions(cls: str, settings: dict[str, Any]) -> list[str]:
     out = [
         "reduce host memory: smaller rollout n / data.train_batch_size, fewer dataloader workers, "
         "LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 against allocator growth",
@@ -164,7 +165,8 @@ def _host_suggestions(cls: str, settings: dict) -> list[str]:
     return out
 
 
-def _kv_decide(features, detail, other_used, settings, max_oom_retries) -> Decision:
+def _kv_decide(features: FeatureSet, detail: dict[str, Any], other_used: dict[str, int], settings: dict[str, Any],
+               max_oom_retries: int) -> Decision:
     direction = str(detail.get("kv_direction") or "lower").lower()
     cur = float(settings.get("gpu_memory_utilization", 0.6))
     resp = int(settings.get("max_response_length", 8192))
@@ -200,7 +202,7 @@ def _kv_decide(features, detail, other_used, settings, max_oom_retries) -> Decis
                     f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}", [], [], key)
 
 
-def _short(changes: dict, before: dict) -> str:
+def _short(changes: dict[str, Any], before: dict[str, Any]) -> str:
     """``ppo_max_token_len_per_gpu=10240, gpu_memory_utilization=0.5``: what a rung changed, verl key tails."""
     out = []
     for k, v in changes.items():
@@ -212,7 +214,8 @@ def _short(changes: dict, before: dict) -> str:
     return ", ".join(dict.fromkeys(out))
 
 
-def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
+def _oom_decide(features: FeatureSet, detail: dict[str, Any], oom_used: int, max_oom: int,
+                settings: dict[str, Any]) -> Decision:
     phase = phase_of(detail)
     side = detail.get("side") if detail.get("side") in SIDES else None
     rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}", side)
@@ -236,7 +239,7 @@ def _oom_decide(features, detail, oom_used, max_oom, settings) -> Decision:
 
 #: what to check after a retried network failure came back, by the verdict's ``detail["cause"]``
 #: (core/classify/verdicts.py ``_network``); None: the collective / unknown case
-_RETRY_STOP_SUGGESTIONS = {
+_RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
     ("network", "tracker"): "the tracker server is unreachable from the container: check SWANLAB_API_HOST and the "
                             "proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "
                             "launch with --swanlab-mode local and sync later",
@@ -251,7 +254,7 @@ _RETRY_STOP_SUGGESTIONS = {
 }
 
 
-def _host_rollback(features: FeatureSet, settings: dict):
+def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[FeatureSet, dict[str, Any]] | None:
     """Features and setting changes that undo what the ladder moved into host RAM, or None if nothing."""
     fs = features.remove_ladder("offload")
     if settings.get("framework") != "megatron":  # FSDP recompute = activation offload into host RAM
@@ -262,7 +265,7 @@ def _host_rollback(features: FeatureSet, settings: dict):
     return (fs, ch) if (fs != features or ch) else None
 
 
-def resume_command(settings: dict) -> str:
+def resume_command(settings: dict[str, Any]) -> str:
     """``inv launch -H <hosts> --resume <run_id>`` for the run of ``settings`` (the supervisor adds ``run_id`` and
     ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/resume.py refuses
     another trainer mode)."""
@@ -272,7 +275,7 @@ def resume_command(settings: dict) -> str:
     return "%s%s%s --resume %s" % (cmd, " -H " + ",".join(hosts) if hosts else "", mode, settings.get("run_id") or "<run_id>")
 
 
-def _crash_stop(features: FeatureSet, detail: dict, settings: dict) -> Decision:
+def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
     """The stop of a full disk or an external kill: the ending line names it, the suggestions give the fix and the
     resume (module docstring: why neither is retried)."""
     resume = f"`{resume_command(settings)}` continues from the last complete checkpoint"
@@ -285,7 +288,8 @@ def _crash_stop(features: FeatureSet, detail: dict, settings: dict) -> Decision:
                             "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
                             "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
                             "then " + resume])
-    sig = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}.get(detail.get("exit_code"), "a signal")
+    signals: dict[object, str] = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}
+    sig = signals.get(detail.get("exit_code"), "a signal")
     return Decision("stop", features, {}, f"killed from outside ({sig}) with no error in the log: not retried", [], [
         "who killed it: the host's OOM killer (on the host `dmesg -T | grep -i -e 'killed process' -e 'out of "
         "memory'`, the container cgroup's memory.events oom_kill, `docker inspect -f '{{.State.OOMKilled}}'`) or an "
@@ -367,7 +371,7 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, oom_ret
     return Decision("retry", features, {}, rule.reason, [], [], cls)
 
 
-def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict | None = None) -> list[str]:
+def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict[str, Any] | None = None) -> list[str]:
     """Human lines describing what the supervisor would do on failures, for the dry-run plan.
 
     One line per OOM phase: the rungs it would apply (simulated with :func:`decide` until a stop,

@@ -27,7 +27,7 @@ Real logs: ``tests/fixtures/real-verl/`` (8 H200 runs and the tool runs).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 #: terminal escapes: CSI (colours, cursor moves), OSC (rich's hyperlinks, ended by BEL or ST) and two-byte escapes
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -372,11 +372,11 @@ class TracebackReader:
 
     __slots__ = ("frames", "exc", "msg", "open")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frames: Optional[List[Tuple[str, int, str]]] = None
         self.exc: Optional[str] = None
         self.msg = ""
-        self.open = False  # inside a block: frames may still follow
+        self.open: Union[bool, str] = False  # inside a block: frames may still follow
 
     def flush(self) -> Optional[Traceback]:
         tb = None

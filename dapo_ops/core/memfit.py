@@ -33,6 +33,10 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dapo_ops.core.features import FeatureSet
 
 GIB = 1024 ** 3
 ACTOR_CTX_GIB = 1.16       # 1187 MiB: actor process with everything offloaded (real-verl gpu-mem-4/5/7/8.csv)
@@ -55,7 +59,7 @@ class EstimateUnavailable(ValueError):
     """``config.json`` lacks a shape key the estimate needs (one line naming it); nothing is refused for it."""
 
 
-def model_facts(cfg: dict) -> dict:
+def model_facts(cfg: dict[str, Any]) -> dict[str, Any]:
     """The ``config.json`` keys the estimate uses (JSON-able; multimodal ``text_config`` merged in)."""
     src = dict(cfg or {})
     for sub in ("text_config", "llm_config"):
@@ -83,7 +87,7 @@ class Model:
     top_k: int = 1
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "Model":
+    def from_config(cls, cfg: dict[str, Any]) -> "Model":
         """Raises :class:`EstimateUnavailable` (one line) when a required key is missing."""
         c = model_facts(cfg)
         try:
@@ -147,11 +151,11 @@ class Setup:
 class Estimate:
     """Per-device peak per phase (GiB), the tightest phase, whether it fits, and the terms of the update."""
 
-    phases: dict
+    phases: dict[str, float]
     device_gib: float
     actor_alloc_gib: float   # peak torch-allocated in the actor process (verl's perf/max_memory_allocated_gb)
     params: int
-    terms: dict = field(default_factory=dict)
+    terms: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tightest(self) -> str:
@@ -174,7 +178,8 @@ class Estimate:
 def estimate(m: Model, s: Setup) -> Estimate:
     """Per-device peak of every phase in :data:`PHASES` (GiB) for model ``m`` and run ``s``."""
     P = param_count(m)
-    g = lambda b: b / GIB  # noqa: E731
+    def g(b: float) -> float:
+        return b / GIB
     act_tl = act_bytes_per_token_layer(m)
     if s.framework == "megatron":
         shard = s.tp * s.pp
@@ -239,7 +244,7 @@ MEGATRON_PARALLEL_KEYS = {"tp": "actor_rollout_ref.actor.megatron.tensor_model_p
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 
 
-def override_values(spec: dict) -> dict:
+def override_values(spec: dict[str, Any]) -> dict[str, Any]:
     """``{key: value text}`` of the spec's ``extra_overrides`` (``+`` stripped; the last one of a key wins)."""
     out = {}
     for x in ((spec or {}).get("settings") or {}).get("extra_overrides") or []:
@@ -248,7 +253,7 @@ def override_values(spec: dict) -> dict:
     return out
 
 
-def parallel_sizes(spec: dict, setting_changes: dict | None = None) -> dict:
+def parallel_sizes(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The trainer's Megatron ``{"tp", "pp", "cp"}`` a spec runs with: the settings ``trainer_tp`` /
     ``trainer_pp`` (resolved by the planner, :func:`default_parallel`), then any ``--override`` of
     :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1."""
@@ -301,7 +306,7 @@ def default_parallel(params_b: float | None, device_gib: float | None, world: in
     return tp, pp
 
 
-def setup_from_spec(spec: dict, features, device_gib: float, setting_changes: dict | None = None) -> Setup:
+def setup_from_spec(spec: dict[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None) -> Setup:
     """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes: the Megatron
     parallel sizes from :func:`parallel_sizes`; no log-prob phase when the old log-probs are the rollout's
     (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``)."""
@@ -342,12 +347,12 @@ class Fit:
     applied with source ``estimate``), the estimate of the first attempt as planned and as started, and
     the rungs applied."""
 
-    features: object
-    setting_changes: dict
+    features: FeatureSet
+    setting_changes: dict[str, Any]
     planned: Estimate
     started: Estimate
-    rungs: list
-    parallel: dict = field(default_factory=dict)   # the trainer's Megatron tp/pp/cp the estimate used
+    rungs: list[str]
+    parallel: dict[str, Any] = field(default_factory=dict)   # the trainer's Megatron tp/pp/cp the estimate used
     proposal: str = ""                             # "TRAINER_TP=4 TRAINER_PP=2" when larger sizes fit without rungs
 
     def lines(self) -> list[str]:
@@ -361,7 +366,7 @@ class Fit:
         return out
 
 
-def propose_parallel(m: Model, spec: dict, features, device_gib: float, changes: dict | None = None) -> str:
+def propose_parallel(m: Model, spec: dict[str, Any], features: FeatureSet, device_gib: float, changes: dict[str, Any] | None = None) -> str:
     """Advice for a Megatron plan that does not fit as planned: the smallest trainer ``tp * pp`` (tp, pp in 1, 2, 4,
     8; dividing the trainer devices; larger than today's) whose estimate fits without any rung, as
     ``"TRAINER_TP=4 TRAINER_PP=2 fits without rungs: tightest ..."``; "" when none does or for FSDP."""
@@ -384,7 +389,7 @@ def propose_parallel(m: Model, spec: dict, features, device_gib: float, changes:
     return ""
 
 
-def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) -> Fit:
+def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_gib: float, max_rungs: int = 6) -> Fit:
     """Estimate the first attempt; if its tightest phase does not fit, apply that phase's ladder rungs
     (:func:`dapo_ops.core.memladder.apply_rung`, source ``estimate``) until it fits. Raises :class:`FitError`
     (one line with the numbers) when no rung makes it fit, :class:`EstimateUnavailable` when ``cfg`` lacks a key.
@@ -394,7 +399,8 @@ def fit(cfg: dict, spec: dict, features, device_gib: float, max_rungs: int = 6) 
     m = Model.from_config(cfg)
     changes = dict(spec.get("setting_changes") or {})  # a plan that already starts on estimate rungs
     planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
-    fs, rungs, est = features, [], planned
+    fs, est = features, planned
+    rungs: list[str] = []
     settings = dict(spec.get("settings") or {}, framework=spec.get("framework"), mode=spec.get("mode"))
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest

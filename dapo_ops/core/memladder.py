@@ -17,6 +17,7 @@ peak, the rollout pool's share (``rollout-util``) never does.
 """
 
 from __future__ import annotations
+from typing import Any
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
@@ -69,16 +70,16 @@ if set(STOP_FIXES) != set(NO_RUNG_PHASES):  # an explicit check (python -O keeps
                      f"{sorted(NO_RUNG_PHASES)}")
 
 
-def _seq_len(settings: dict) -> int:
+def _seq_len(settings: dict[str, Any]) -> int:
     return int(settings.get("max_prompt_length", 2048)) + int(settings.get("max_response_length", 8192))
 
 
-def token_budget_floor(settings: dict) -> int:
+def token_budget_floor(settings: dict[str, Any]) -> int:
     """Smallest legal ``*_max_token_len_per_gpu`` (tokens): ``max_prompt_length + max_response_length``."""
     return _seq_len(settings)
 
 
-def keep_token_budgets(settings: dict, changes: dict) -> dict:
+def keep_token_budgets(settings: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """Return ``changes`` with every ``*max_token_len*`` value raised to at least prompt+response.
 
     The sequence length is taken from ``changes`` first (a change may shorten the response),
@@ -94,7 +95,7 @@ def keep_token_budgets(settings: dict, changes: dict) -> dict:
     return out
 
 
-def phase_of(detail: dict) -> str:
+def phase_of(detail: dict[str, Any]) -> str:
     """The OOM phase of a verdict detail: a :data:`PHASES` name (``unknown`` when absent or unknown)."""
     ph = str((detail or {}).get("phase") or "unknown")
     return ph if ph in PHASES else "unknown"
@@ -139,7 +140,7 @@ def rung_status(features: FeatureSet, rung: str) -> str | None:
     return None
 
 
-def _extra_value(settings: dict, key: str):
+def _extra_value(settings: dict[str, Any], key: str) -> int | None:
     """Value of ``key`` in ``settings["extra_overrides"]`` (the user's raw ``key=value``), or None."""
     for x in settings.get("extra_overrides") or []:
         k, _, v = str(x).partition("=")
@@ -151,14 +152,14 @@ def _extra_value(settings: dict, key: str):
     return None
 
 
-def current_budget(settings: dict, key: str = ACTOR_BUDGET) -> int:
+def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     """The dynamic-batch token budget ``key`` an attempt with ``settings`` runs with (tokens): the ladder's
     ``token_budgets``, else the user's override, else the profile's default (dapo_ops/core/profiles.py)."""
     defaults = _default_budgets(int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192)))
     return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or defaults[key])
 
 
-def _shrink_budget(settings: dict, keys: tuple) -> dict | None:
+def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
     budgets = dict(settings.get("token_budgets") or {})
     seq = _seq_len(settings)
     new = dict(budgets)
@@ -169,13 +170,14 @@ def _shrink_budget(settings: dict, keys: tuple) -> dict | None:
     return {"token_budgets": new} if new != budgets else None
 
 
-def _shrink_micro(settings: dict, name: str, key: str) -> dict | None:
+def _shrink_micro(settings: dict[str, Any], name: str, key: str) -> dict[str, Any] | None:
     cur = int(settings.get(name) or _extra_value(settings, key) or settings.get("micro_batch_size") or 1)
     new = max(1, cur // MICRO_DIVISOR)
     return {name: new} if new < cur else None
 
 
-def _setting_rung(rung: str, features: FeatureSet, settings: dict):
+def _setting_rung(rung: str, features: FeatureSet, settings: dict[str, Any]
+                  ) -> tuple[dict[str, Any] | None, str | None]:
     """``(changes, why_not)`` for a setting rung: the changes it makes now, or None and why it cannot."""
     dyn = features.has("dynamic_batch")
     if rung == "rollout-util":
@@ -212,7 +214,8 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict):
     raise ValueError(f"unknown rung {rung!r}")
 
 
-def next_rung(features: FeatureSet, phase: str, settings: dict, side: str | None = None):
+def next_rung(features: FeatureSet, phase: str, settings: dict[str, Any], side: str | None = None
+              ) -> tuple[str | None, FeatureSet | None, dict[str, Any], list[str]]:
     """The next rung of ``phase``'s ladder (``side``: see :func:`phase_rungs`) given what the ladder already applied.
 
     Returns ``(rung, new_features_or_None, changes, skipped)``: ``rung`` None when the ladder is
@@ -220,10 +223,10 @@ def next_rung(features: FeatureSet, phase: str, settings: dict, side: str | None
     setting rungs give ``changes``. Rungs already applied (``settings["memory_rungs"]``) are consumed
     in order, so a rung listed twice is applied twice.
     """
-    used: dict = {}
+    used: dict[str, Any] = {}
     for r in settings.get("memory_rungs") or []:
         used[r["rung"]] = used.get(r["rung"], 0) + 1
-    skipped = []
+    skipped: list[str] = []
     for rung in phase_rungs(phase, settings.get("framework"), settings.get("mode"), side):
         if used.get(rung, 0) > 0:
             used[rung] -= 1
@@ -236,13 +239,15 @@ def next_rung(features: FeatureSet, phase: str, settings: dict, side: str | None
             return rung, None, {}, skipped
         ch, why = _setting_rung(rung, features, settings)
         if ch is None:
-            skipped.append(why)
+            if why:
+                skipped.append(why)
             continue
         return rung, None, ch, skipped
     return None, None, {}, skipped
 
 
-def apply_rung(features: FeatureSet, phase: str, settings: dict, source: str, side: str | None = None):
+def apply_rung(features: FeatureSet, phase: str, settings: dict[str, Any], source: str, side: str | None = None
+               ) -> tuple[str | None, FeatureSet, dict[str, Any], list[str]]:
     """Apply :func:`next_rung` with ``source`` (``oom-retry-<N>`` | ``estimate``) for the OOM's ``side``.
 
     Returns ``(rung, features, setting_changes, skipped)``; ``setting_changes`` include the updated

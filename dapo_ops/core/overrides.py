@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any
 
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
@@ -28,7 +29,7 @@ __all__ = ["OverrideError", "build_command", "check_literal", "hydra_value", "li
 #: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
 #: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
 #: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
-SETTING_KEYS: dict = {
+SETTING_KEYS: dict[str, Any] = {
     "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
     "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                                           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
@@ -40,7 +41,7 @@ SETTING_KEYS: dict = {
 _PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")
 
 
-def hydra_value(v) -> str:
+def hydra_value(v: object) -> str:
     """Render a Python value in Hydra's override grammar so that verl's config holds exactly ``v``.
 
     ``True``/``False``; ``None`` -> ``null``; ints/floats via ``repr``; lists -> ``['a','b']``; strings unquoted
@@ -102,7 +103,7 @@ def literal_string(s: str) -> str:
     return "'" + s + "'"
 
 
-def check_literal(key: str, value) -> None:
+def check_literal(key: str, value: object) -> None:
     """Refuse a generated override value holding ``${`` (str or list of str; other types pass).
 
     verl evaluates ``${...}`` in any config value: ``verl/trainer/main_ppo.py:144-145`` prints
@@ -123,7 +124,7 @@ def check_literal(key: str, value) -> None:
                                 f"so no escape keeps it literal); remove '${{' from the setting or path it comes from")
 
 
-def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
+def needs_ref_critic(spec: dict[str, Any]) -> tuple[bool, bool]:
     """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
     algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
     ``critic.enable=True`` the critic)."""
@@ -139,7 +140,7 @@ def needs_ref_critic(spec: dict) -> tuple[bool, bool]:
     return use_ref, use_critic
 
 
-def overrides_for(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[tuple[str, object]]:
+def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[tuple[str, object]]:
     """The ordered ``(key, value)`` overrides (keys carry ``+`` where needed), before rendering.
 
     Later entries win when a key repeats (``extra_overrides`` are appended verbatim by
@@ -276,7 +277,7 @@ def parallel_overrides(tp: int, pp: int) -> list[tuple[str, object]]:
     return [kv for keys in MEGATRON_TP_PP for kv in zip(keys, (tp, pp))]
 
 
-def skips_validation(spec: dict) -> bool:
+def skips_validation(spec: dict[str, Any]) -> bool:
     """True when this attempt skips verl's validation before training (``trainer.val_before_train=False``;
     verl validates at start by default, ``trainer_base.py:439-442``): every attempt after the first (the
     supervisor sets ``spec["attempt"]``) and a ``--resume`` (``spec["resume_of"]``). A user's
@@ -284,7 +285,7 @@ def skips_validation(spec: dict) -> bool:
     return int(spec.get("attempt") or 1) > 1 or bool(spec.get("resume_of"))
 
 
-def build_command(spec: dict, features: FeatureSet, setting_changes: dict | None = None) -> list[str]:
+def build_command(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[str]:
     """The verl argv for one attempt, e.g. ``["python3", "-m", "verl.trainer.main_ppo", "k=v", ...]``.
 
     ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
@@ -321,7 +322,7 @@ def command_string(argv: list[str], workdir: str | None = None) -> str:
     return f"cd {shlex.quote(workdir)} && {cmd}" if workdir else cmd
 
 
-def config_location(spec: dict) -> tuple[str, str, list[str]]:
+def config_location(spec: dict[str, Any]) -> tuple[str, str, list[str]]:
     """``(config_dir relative to the verl root, config_name, group_overrides)`` of the spec's entry,
     for the compose check (:mod:`dapo_ops.control.validate`)."""
     ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 PROFILES = ("0.9", "0.8")
 MODES = ("dapo", "one-step-off")
@@ -115,18 +116,18 @@ def profile_for_version(version: str) -> str:
     raise OverrideError(f"verl {version} is older than 0.8, which dapo-ops does not support; use verl 0.9.x")
 
 
-def check_choice(value, choices, what: str, flag: str) -> str:
-    if value not in choices:
+def check_choice(value: object, choices: Iterable[str], what: str, flag: str) -> str:
+    if not isinstance(value, str) or value not in choices:
         raise OverrideError(f"unknown {what} {value!r}; use one of {', '.join(choices)} ({flag})")
     return value
 
 
-def entry(profile: str, mode: str, framework: str) -> Entry:
+def entry(profile: str, mode: str | None, framework: str | None) -> Entry:
     """The :class:`Entry` for a profile, mode and framework; :class:`OverrideError` on unknown values."""
     check_choice(profile, PROFILES, "verl profile", "--profile")
     check_choice(mode, MODES, "mode", "inv launch / inv one-step-off")
     check_choice(framework, FRAMEWORKS, "framework", "FRAMEWORK / --framework")
-    return _ENTRIES[(profile, mode, framework)]
+    return _ENTRIES[(profile, str(mode), str(framework))]
 
 
 # Keys that never exist in the yaml and therefore need "+" (hydra-core 1.3's override grammar).
@@ -157,9 +158,9 @@ def token_budgets(max_prompt_length: int, max_response_length: int) -> dict[str,
     }
 
 
-def feature_overrides(profile: str, framework: str, names: frozenset, *, max_prompt_length: int,
+def feature_overrides(profile: str, framework: str | None, names: frozenset[str], *, max_prompt_length: int,
                       max_response_length: int, accelerator: str = "gpu", micro_batch_size: int = 1,
-                      token_budget_overrides: dict | None = None, disabled: frozenset = frozenset()
+                      token_budget_overrides: dict[str, Any] | None = None, disabled: frozenset[str] = frozenset()
                       ) -> list[tuple[str, object]]:
     """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
 

@@ -58,7 +58,7 @@ def _userinfo(url: str) -> tuple[str, str]:
 SECRET_QUERY_NAMES = ("key", "sig", "signature", "sign", "auth")
 
 
-def _secret_query(url: str) -> list:
+def _secret_query(url: str) -> list[tuple[str, str]]:
     """``[(name, value)]`` of the query parameters of ``url`` whose name is secret (:func:`is_secret_name` or
     :data:`SECRET_QUERY_NAMES`) and whose value is not empty."""
     try:
@@ -84,7 +84,7 @@ def has_credentials(url: str) -> bool:
     return bool(user.replace(":", "")) or bool(_secret_query(str(url or "")))
 
 
-def url_secrets(url: str) -> list:
+def url_secrets(url: str) -> list[str]:
     """The secret parts of a URL, to :func:`scrub` wherever they may appear alone: the userinfo's password (or a
     bare user part: a token) and the values of secret query parameters (``?key=<WeCom robot key>``)."""
     url = str(url or "")
@@ -120,7 +120,7 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     :param secrets: secret values; empty/None entries and strings shorter than :data:`MIN_SECRET_LEN` are ignored.
     Longer secrets are replaced first (one secret may contain another).
     """
-    forms: set = set()
+    forms: set[str] = set()
     for s in secrets or ():
         if s and len(s) >= MIN_SECRET_LEN:
             forms.add(s)
@@ -142,7 +142,7 @@ def redact_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> List[str]:
     return out
 
 
-def redact_env(env: Mapping[str, Any]) -> dict:
+def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
     """Copy of ``env``: values of secret names (:func:`is_secret_name`) are :data:`REDACTED`, URLs with credentials
     are shown by :func:`display_url` (``http://user:***@proxy``); other values as they are."""
     out = {}

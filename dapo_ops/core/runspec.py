@@ -9,6 +9,7 @@ is re-sized (dapo_ops/control/multihost.py) and by :func:`dapo_ops.core.override
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from dapo_ops.core import profiles
 from dapo_ops.core.profiles import OverrideError
@@ -17,7 +18,7 @@ __all__ = ["DEFAULTS", "MAX_STEPS", "as_int", "check_spec", "default_ckpt", "eff
            "parameter_sync_step"]
 
 #: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
-DEFAULTS: dict = {
+DEFAULTS: dict[str, Any] = {
     "max_prompt_length": 2048,
     "max_response_length": 8192,
     "save_freq": 10,
@@ -40,7 +41,7 @@ DEFAULTS: dict = {
     "extra_overrides": [],
 }
 
-def effective_settings(spec: dict, setting_changes: dict | None = None) -> dict:
+def effective_settings(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
     s = dict(DEFAULTS)
     s.update({k: v for k, v in (spec.get("settings") or {}).items() if v is not None or k not in s})
@@ -48,9 +49,9 @@ def effective_settings(spec: dict, setting_changes: dict | None = None) -> dict:
     return s
 
 
-def as_int(s: dict, key: str, flag: str) -> int:
+def as_int(s: dict[str, Any], key: str, flag: str) -> int:
     """``s[key]`` as an int; :class:`OverrideError` naming ``flag`` when it is not a whole number."""
-    v = s.get(key)
+    v: Any = s.get(key)  # a JSON value: int() raises TypeError/ValueError for the wrong ones
     try:
         if isinstance(v, bool):
             raise ValueError
@@ -59,7 +60,7 @@ def as_int(s: dict, key: str, flag: str) -> int:
         raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
 
 
-def default_ckpt(spec: dict) -> str:
+def default_ckpt(spec: dict[str, Any]) -> str:
     """The checkpoint dir a spec without ``ckpt_dir`` gets: ``<run_dir>/checkpoints`` ("" without a run dir)."""
     run_dir = spec.get("run_dir") or ""
     return f"{run_dir.rstrip('/')}/checkpoints" if run_dir else ""
@@ -73,7 +74,7 @@ MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
 ASYNC_SAVE_KEY = "actor_rollout_ref.actor.checkpoint.async_save"
 
 
-def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int | None = None) -> None:
+def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_len: int | None = None) -> None:
     """Reject a run spec that cannot work, before anything is launched.
 
     ``host_devices``: accelerators per host (inventory ``devices`` / what npu-smi reports); ``None``
@@ -172,7 +173,7 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
             f"max_prompt_length {prompt} + MAX_RESPONSE_LENGTH {resp} = {seq} exceeds the model's context "
             f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
             f"or set --max-position-embeddings {seq} if the model supports it")
-    g = s.get("gpu_memory_utilization")
+    g: Any = s.get("gpu_memory_utilization")
     try:
         g = float(g)
     except (TypeError, ValueError):
@@ -193,7 +194,7 @@ def check_spec(spec: dict, host_devices: int | None = None, model_max_len: int |
                 f"retry or --resume would start from step 0; drop the override (saves are synchronous)")
 
 
-def parameter_sync_step(s: dict) -> int:
+def parameter_sync_step(s: dict[str, Any]) -> int:
     """``trainer.v1.separate_async.parameter_sync_step`` for effective settings ``s``: the setting, or (0 / unset)
     ``train_batch_size // ppo_mini_batch_size`` (at least 1), the value verl's assert
     (``trainer_separate_async.py:59-63``) accepts."""

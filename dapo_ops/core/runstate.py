@@ -81,7 +81,7 @@ class LockHeld(RuntimeError):
 # ---------------------------------------------------------------------------- ids and paths
 
 
-def _path(p) -> "Path":
+def _path(p: "os.PathLike[str] | str") -> "Path":
     """``pathlib.Path(p)``, importing pathlib on first use."""
     from pathlib import Path
 
@@ -199,7 +199,7 @@ def read_json(path: "os.PathLike[str] | str") -> Optional[Any]:
 
 def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
     """The run spec ``<run_dir>/spec.json`` (written by ``launch``). Raises ``FileNotFoundError``."""
-    spec = read_json(RunPaths(run_dir).spec)
+    spec: Optional[Dict[str, Any]] = read_json(RunPaths(run_dir).spec)
     if spec is None:
         raise FileNotFoundError("no spec.json in %s" % run_dir)
     return spec
@@ -369,13 +369,13 @@ class _Guard:
         self.path = runs_dir / (LOCK_NAME + ".guard")
         self.fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> "_Guard":
         self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         if fcntl is not None:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if fcntl is not None:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from dapo_ops.core import policy, raynodes
 
@@ -71,7 +72,7 @@ class Topology:
     trainer_per_node: int
     rollout_nodes: int = 0
     rollout_per_node: int = 0
-    placement: dict = field(default_factory=dict)
+    placement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def head(self) -> Node:
@@ -81,7 +82,7 @@ class Topology:
     def total_devices(self) -> int:
         return sum(n.devices for n in self.nodes)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """Settings for the run spec (keys of docs/design.md "Run spec" ``settings``)."""
         out = {"nnodes": self.trainer_nodes, "n_gpus_per_node": self.trainer_per_node}
         if self.mode == "one-step-off":
@@ -163,7 +164,7 @@ def ray_worker_argv(ray: str, node: Node, head: Node, accelerator: str, port: in
 
 
 def ray_process_env(accelerator: str, node: Node, cluster: list[Node], iface: str | None,
-                    base_no_proxy: str = "", run_env: dict | None = None) -> dict[str, str]:
+                    base_no_proxy: str = "", run_env: dict[str, Any] | None = None) -> dict[str, str]:
     """Environment for ``ray start`` on ``node`` (inherited by every Ray worker process there).
 
     - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + the run's HCCL timeouts and socket port
@@ -217,7 +218,7 @@ RETRY_CHECK_S = 10.0
 RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
 
 
-def lost_nodes_verdict(ray_spec: dict, view: dict | None, mode: str = "dapo") -> dict | None:
+def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mode: str = "dapo") -> dict[str, Any] | None:
     """A stop verdict (docs/design.md "Verdict" JSON) when a node of ``ray_spec`` is not alive in
     ``view`` (:func:`dapo_ops.agent.raysession.cluster_view`), else None.
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from dapo_ops.agent import procs
 from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.config import NOTIFY_SECRET_PREFIX
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import overrides, redact
+
+if TYPE_CHECKING:
+    from dapo_ops.core.features import FeatureSet
 
 #: root of the per-attempt Ray temp dirs (RAY_TMPDIR, read by ray/_common/utils.py get_default_system_temp_dir).
 #: Short on purpose: Ray's socket paths <RAY_TMPDIR>/ray/session_<date>_<pid>/sockets/plasma_store must stay
@@ -33,7 +36,7 @@ class BuildError(Exception):
     """The verl command for the next attempt cannot be built (one-line reason)."""
 
 
-def build_argv(factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any], fs,
+def build_argv(factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any], fs: FeatureSet,
                changes: Dict[str, Any]) -> List[str]:
     """argv of the attempt with features ``fs`` and ``changes`` (``factory`` or ``overrides.build_command``).
 
@@ -96,7 +99,7 @@ def redact_argv(argv: List[str], secret_env: Dict[str, str]) -> List[str]:
     return redact.redact_argv(argv, secret_env.values())
 
 
-def spawn(argv: List[str], alog: Path, env: Dict[str, str], cwd: Optional[str]) -> subprocess.Popen:
+def spawn(argv: List[str], alog: Path, env: Dict[str, str], cwd: Optional[str]) -> "subprocess.Popen[bytes]":
     """Start verl in its own session with stdout+stderr appended to ``alog`` (created 0644).
 
     :raises OSError: verl cannot be started (missing executable, bad cwd); the reason is appended to ``alog``.
@@ -117,7 +120,7 @@ def start_error(argv: List[str], e: OSError) -> str:
     return "cannot start verl (%s): %s" % (argv[0] if argv else "?", e)
 
 
-def teardown(proc: subprocess.Popen, marker: Optional[bytes], cmd_marker: Optional[bytes], grace_s: float,
+def teardown(proc: "subprocess.Popen[bytes]", marker: Optional[bytes], cmd_marker: Optional[bytes], grace_s: float,
              att: Dict[str, Any], gpu: bool) -> List[int]:
     """Stop the attempt's processes (group ``proc.pid``, ``marker``, ``cmd_marker``; SIGTERM, ``grace_s`` s,
     SIGKILL) and record ``teardown_s`` and, on GPU, ``device_mem_after_mib`` in ``att``. Returns the PIDs the

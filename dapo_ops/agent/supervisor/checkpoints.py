@@ -25,7 +25,7 @@ from dapo_ops.agent.supervisor.journal import log
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 
-def saved_steps(root: Path) -> list:
+def saved_steps(root: Path) -> list[int]:
     """The ``N`` of every ``<root>/global_step_N`` directory, ascending (complete or not)."""
     out = []
     try:
@@ -51,7 +51,7 @@ def complete(root: Path, step: int) -> bool:
         return False
 
 
-def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step: Optional[int]) -> list:
+def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step: Optional[int]) -> list[int]:
     """Enforce ``trainer.max_actor_ckpt_to_keep`` = ``keep`` across attempts; returns the deleted steps.
 
     Called before every attempt with the step that attempt resumes from (``resume_step``, from

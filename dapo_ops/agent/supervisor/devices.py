@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from dapo_ops.agent.supervisor.journal import log, now
 
@@ -104,7 +104,7 @@ def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
 OOM_COUNTER_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", "/proc/vmstat")
 
 
-def oom_kill_count(files=OOM_COUNTER_FILES) -> Optional[Tuple[str, int]]:
+def oom_kill_count(files: Iterable[str] = OOM_COUNTER_FILES) -> Optional[Tuple[str, int]]:
     """``(file, count)`` of the first readable ``oom_kill <N>`` counter in ``files``, or None.
 
     The supervisor compares it before and after an attempt: a SIGKILLed verl (exit 137) plus a grown

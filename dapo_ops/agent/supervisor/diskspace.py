@@ -99,10 +99,10 @@ class DiskWatch:
     def note(self, path: Optional[str], err: BaseException) -> bool:
         """A write to ``path`` failed with ``err``. Returns True (and remembers the first one) when it is a full
         disk; other errors are the caller's."""
-        if not is_disk_full(err):
+        if not isinstance(err, OSError) or not is_disk_full(err):
             return False
         if self.full is None:
-            self.full = {"path": str(path or self.run_dir), "error": os.strerror(err.errno), "at": now()}
+            self.full = {"path": str(path or self.run_dir), "error": os.strerror(err.errno or 0), "at": now()}
             log("disk full: %s: %s (free: %s bytes)" % (self.full["path"], err, free_bytes(self.run_dir)))
         return True
 

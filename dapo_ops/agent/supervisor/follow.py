@@ -228,7 +228,7 @@ class Follower:
         self.reader.close()
 
 
-def follow(proc: subprocess.Popen, follower: Follower, scanner: Scanner, rec: Dict[str, Any], att: Dict[str, Any], *,
+def follow(proc: "subprocess.Popen[bytes]", follower: Follower, scanner: Scanner, rec: Dict[str, Any], att: Dict[str, Any], *,
            stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
            writer: record.RecordWriter, tick: Optional[Callable[[], Any]] = None) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the

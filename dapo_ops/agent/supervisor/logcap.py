@@ -15,7 +15,7 @@ cap.
 from __future__ import annotations
 
 import collections
-from typing import Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 from dapo_ops.core.logformat import has_marker, normalise_line
 
@@ -34,7 +34,7 @@ class LogCap:
 
     def __init__(self, write: Callable[[bytes], None], clock: Callable[[], float],
                  rate_bytes_s: float = RATE_BYTES_S, burst_bytes: float = BURST_BYTES,
-                 on_cap: Optional[Callable[[Dict], None]] = None):
+                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None):
         self.write, self.clock, self.on_cap = write, clock, on_cap
         self.rate, self.burst = float(rate_bytes_s), float(burst_bytes)
         self.tokens = self.burst
@@ -45,7 +45,7 @@ class LogCap:
         self.left_lines = 0
         self.left_bytes = 0
         self.total_left_bytes = 0
-        self.kinds: Dict[str, int] = collections.Counter()
+        self.kinds: collections.Counter[str] = collections.Counter()
         self.tail: Deque[bytes] = collections.deque(maxlen=TAIL_LINES)
         self.report_at = 0.0
 

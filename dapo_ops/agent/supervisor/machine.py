@@ -170,7 +170,8 @@ class Supervisor:
         self.rec["attempts"].append(att)
         self.rec["attempt"] = k
         self.rec["features"] = fs.to_json()
-        self.train_log.start(k, sorted(fs.names()))
+        if self.train_log is not None:
+            self.train_log.start(k, sorted(fs.names()))
         alog.touch(mode=0o644)  # the log run.json names exists from here on
         if self.stop_requested:
             raise _Stop()

@@ -8,10 +8,13 @@ one attempt's entry, the progress of a ``step:N`` line, the ``tried`` list and s
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import runstate
+
+if TYPE_CHECKING:
+    from dapo_ops.core.features import FeatureSet
 
 # metrics kept in run.json (the full set stays in the log); plus every val-core/* key
 KEY_METRICS = (
@@ -75,7 +78,7 @@ def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def new_attempt(k: int, fs, changes: Dict[str, Any], resumed_from: Optional[int], log_name: str) -> Dict[str, Any]:
+def new_attempt(k: int, fs: FeatureSet, changes: Dict[str, Any], resumed_from: Optional[int], log_name: str) -> Dict[str, Any]:
     """Attempt ``k``'s run.json entry before it starts (``fs``: its features.FeatureSet; ``resumed_from``: the
     checkpoint step it resumes from, None from scratch)."""
     return {

@@ -49,6 +49,7 @@ Run as ``python -m dapo_ops.core.classify LOGFILE [--exit-code N]`` (verdict as 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from dapo_ops.core.classify import docs as _docs
 from dapo_ops.core.classify.decide import decide as _decide
@@ -79,7 +80,7 @@ __all__ = [
 DOC_SECTION_MODULES: tuple[str, ...] = ("dapo_ops.core.ladder",)
 
 
-def classify(text: str | bytes, exit_code: int | None = None, container_state: dict | None = None,
+def classify(text: str | bytes, exit_code: int | None = None, container_state: dict[str, Any] | None = None,
              planned_total: int | None = None) -> Verdict:
     """Classify a training log (or its tail) into one :class:`Verdict`. Never raises on any text.
 
@@ -107,7 +108,7 @@ def classify(text: str | bytes, exit_code: int | None = None, container_state: d
                    [f"classifier error: {type(exc).__name__}: {exc}"])
 
 
-def classify_file(path, tail_bytes: int = 4 << 20, **kw) -> Verdict:
+def classify_file(path: str | os.PathLike[str], tail_bytes: int = 4 << 20, **kw: Any) -> Verdict:
     """Classify the last ``tail_bytes`` bytes of a log file (seek; cost independent of file size).
 
     Args:

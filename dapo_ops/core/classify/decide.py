@@ -20,17 +20,18 @@ STDLIB ONLY.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from dapo_ops.core.classify.facts import killed_line, read_facts
 from dapo_ops.core.classify.normalise import Log
 from dapo_ops.core.classify.phase import TRACEBACK_START, phase_of
 from dapo_ops.core.classify.scan import Hit, scan
-from dapo_ops.core.classify.signatures import COLLECTIVE, GENERIC, ROOT, WEAK
+from dapo_ops.core.classify.sigtable import COLLECTIVE, GENERIC, ROOT, WEAK
 from dapo_ops.core.classify.verdict import Verdict
 from dapo_ops.core.classify.verdicts import ev, exit_ev, generic_ev, mk, verdict_for
 
 
-def _state_get(state: dict | None, *names: str):
+def _state_get(state: dict[str, Any] | None, *names: str) -> Any:
     """The first of ``names`` in a ``docker inspect`` ``.State`` dict, keys compared without case, ``_`` and ``.``."""
     if not state:
         return None
@@ -42,14 +43,15 @@ def _state_get(state: dict | None, *names: str):
     return None
 
 
-def _truthy(v) -> bool:
+def _truthy(v: object) -> bool:
     """``True`` / ``"true"`` / ``"1"`` / ``"yes"`` (a state value read from JSON or from a CLI flag)."""
     if isinstance(v, str):
         return v.strip().lower() in ("1", "true", "yes", "y")
     return bool(v)
 
 
-def decide(text, exit_code, container_state, planned_total) -> Verdict:
+def decide(text: object, exit_code: int | None, container_state: dict[str, Any] | None,
+           planned_total: int | None) -> Verdict:
     """The verdict for a log text (arguments as :func:`dapo_ops.core.classify.classify`, which never raises)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
@@ -69,7 +71,7 @@ def decide(text, exit_code, container_state, planned_total) -> Verdict:
     if exit_code is not None and exit_code < 0:
         exit_code = 128 - exit_code
     total = planned_total if planned_total else f.total
-    base: dict = {"step": f.step, "total": total}
+    base: dict[str, Any] = {"step": f.step, "total": total}
     if exit_code is not None:
         base["exit_code"] = exit_code
 

@@ -35,6 +35,7 @@ The families (each row of :data:`FAMILIES` names its public source):
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from dapo_ops.core.classify.verdict import ClassifierTableError
 
@@ -104,13 +105,13 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
 
 
 
-def _compile(families) -> tuple:
+def _compile(families: Iterable[tuple[str, ...]]) -> tuple[tuple[str, re.Pattern[str], str, str], ...]:
     """``(family, compiled regex, category, meaning)`` per row.
 
     Raises:
         ClassifierTableError: a row of the wrong shape, an unknown category or a bad regex.
     """
-    out = []
+    out: list[tuple[str, re.Pattern[str], str, str]] = []
     for row in families:
         if len(row) != 5:
             raise ClassifierTableError(f"device code row must be (family, regex, category, meaning, source): {row!r}")

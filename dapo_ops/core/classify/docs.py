@@ -11,6 +11,7 @@ STDLIB ONLY. The tables are checked against :data:`~dapo_ops.core.classify.verdi
 from __future__ import annotations
 
 import importlib
+from typing import Any, Iterable
 
 from dapo_ops.core.classify import device_codes as _codes
 from dapo_ops.core import policy
@@ -18,7 +19,7 @@ from dapo_ops.core.classify.verdict import CLASSES, PHASES, ClassifierTableError
 
 # --------------------------------------------------------------------------- docs table
 
-CLASS_TABLE: dict[str, dict] = {
+CLASS_TABLE: dict[str, dict[str, Any]] = {
     "oom-device": {
         "symptoms": ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of ...",
                      "RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; ...)",
@@ -259,8 +260,8 @@ def _codes_section() -> list[str]:
     return out
 
 
-def _extra_sections(section_modules) -> list[str]:
-    out = []
+def _extra_sections(section_modules: Iterable[str]) -> list[str]:
+    out: list[str] = []
     for name in section_modules:
         mod = importlib.import_module(name)
         fn = getattr(mod, "troubleshooting_section", None)

@@ -74,7 +74,7 @@ def last_step(low: str) -> tuple[int | None, int]:
         end = pos
 
 
-def _last(rx: re.Pattern, text: str, needle: str):
+def _last(rx: re.Pattern[str], text: str, needle: str) -> re.Match[str] | None:
     """The last match of ``rx`` in ``text`` (searched from just before the last ``needle``), or None."""
     if needle not in text:
         return None
@@ -159,7 +159,7 @@ def total_gib(text: str) -> float | None:
 def zero_total(low_line: str) -> bool:
     """``Free memory on device (0.0/0.0 GiB)``: the device reports no memory at all (not visible / not mounted)."""
     m = _FREE_TOTAL_RX.search(low_line)
-    return bool(m) and float(m.group(2)) <= 0
+    return m is not None and float(m.group(2)) <= 0
 
 
 def nonsense(text: str) -> str | None:

@@ -23,11 +23,11 @@ from dapo_ops.core.policy import SET
 # --------------------------------------------------------------------------- hints (one paragraph)
 
 
-def _causes(cls: str, *causes: str) -> tuple:
+def _causes(cls: str, *causes: str) -> tuple[tuple[str, object, str], ...]:
     return tuple(("cause", c, f"{cls}/{c}") for c in causes)
 
 
-HINT_RULES: dict[str, tuple] = {
+HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "oom-device": (("phase", "checkpoint-load", "oom-device/checkpoint-load"),
                    ("phase", "model-load", "oom-device/model-load"),
                    ("phase", "checkpoint-save", "oom-device/checkpoint-save"),

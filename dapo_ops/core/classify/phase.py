@@ -49,7 +49,7 @@ _ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_alloca
 # (load_checkpoint / save_checkpoint); legacy verl/workers/fsdp_workers.py (init_model, _build_rollout,
 # generate_sequences, sharding_manager); vLLM (determine_available_memory, initialize_kv_cache,
 # gpu_worker.wake_up), SGLang (resume_memory_occupation, init_memory_pool).
-PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern], ...] = (
+PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rollout-init", re.compile(
         r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
         r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
@@ -70,7 +70,7 @@ PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern], ...] = (
 )
 PHASE_ORDER = {name: k for k, (name, _rx) in enumerate(PHASE_FRAME_RULES)}
 # Phase words in ordinary log lines near the error (the run's own progress lines), used when no frame names one.
-PHASE_CONTEXT_RULES: tuple[tuple[str, re.Pattern], ...] = (
+PHASE_CONTEXT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("checkpoint-load", re.compile(r"resuming from|load from checkpoint|loading (?:from|checkpoint).{0,200}global_step_"
                                    r"|setting global step to")),
     ("checkpoint-save", re.compile(r"saving (?:checkpoint|model|optim|extra_state|hf_model)|saved (?:model|checkpoint)"
@@ -120,7 +120,7 @@ def context_phase(ll: str) -> str | None:
     return None
 
 
-def _best(phases: set) -> str | None:
+def _best(phases: set[str]) -> str | None:
     return min(phases, key=PHASE_ORDER.__getitem__) if phases else None
 
 
@@ -147,7 +147,7 @@ def phase_of(log: Log, i: int, back: int = 150, fwd: int = 200, frames_only: boo
             if ph:
                 return ph
         return None
-    found: set = set()
+    found: set[str] = set()
     for j in range(i, max(-1, i - back), -1):
         ll = log.low_line(j)
         if j != i and STEP_RX.search(ll):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from dapo_ops.core.classify.facts import nonsense
 from dapo_ops.core.classify.normalise import Log, is_echo_text, normalise_line
 from dapo_ops.core.classify.signatures import (
-    DEVICE_OOM_NEEDLES, DEVICE_OOM_RX, SIGNATURES, WARNING_LINE_RX, Sig
+    DEVICE_OOM_NEEDLES, DEVICE_OOM_RX, SIGNATURES, WARNING_LINE_RX
 )
+from dapo_ops.core.classify.sigtable import Sig
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Hit:
 
     sig: Sig
     line: int
-    m: re.Match
+    m: re.Match[str]
 
 
 def scan(log: Log) -> list[Hit]:
@@ -40,7 +41,7 @@ def scan(log: Log) -> list[Hit]:
     idx = log.scan_idx
     nlines = len(starts)
     hits: list[Hit] = []
-    found: dict = {}
+    found: dict[str | re.Pattern[str], set[int]] = {}
     for sig in SIGNATURES:
         cand: set[int] = set()
         if sig.finder is not None:

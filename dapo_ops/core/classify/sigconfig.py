@@ -9,9 +9,11 @@ STDLIB ONLY. No errors raised here; a bad row raises ClassifierTableError when s
 
 from __future__ import annotations
 
+from typing import Any
+
 from dapo_ops.core.classify.sigtable import ROOT
 
-CONFIG_ROWS: tuple[tuple, ...] = (
+CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
     ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
     ("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
     # OmegaConf on a structured (dataclass) config: "Key 'x' not in 'SomeConfig'"; a read of an absent key:

@@ -22,6 +22,7 @@ not with the bytes of the tail. The row format's machinery (tiers, :class:`Sig`,
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from dapo_ops.core.classify import device_codes as _codes
 from dapo_ops.core.classify.sigconfig import CONFIG_ROWS
@@ -64,7 +65,7 @@ _KERNEL_CODE_PAT = _code_pat("kernel-fault")
 
 # One row per known error text: (name, class, tier, needles, pattern[, options]); see the module docstring.
 # Order does not matter (earliest line wins inside a tier); names are for tests and evidence.
-SIGNATURE_ROWS: tuple[tuple, ...] = (
+SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # ---- device OOM (training vs rollout decided from frames)
     ("device-oom", "oom-device", ROOT, DEVICE_OOM_NEEDLES, DEVICE_OOM_PAT),
     # ---- rollout engine (vLLM / vllm-ascend) KV cache at start-up

@@ -9,6 +9,7 @@ STDLIB ONLY. A bad row raises :class:`~dapo_ops.core.classify.verdict.Classifier
 from __future__ import annotations
 
 import re
+from typing import Iterable
 from dataclasses import dataclass
 
 from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
@@ -24,10 +25,10 @@ class Sig:
     name: str
     cls: str
     tier: int
-    needles: tuple  # lower-case literals; every match contains at least one (found with str.find)
-    rx: re.Pattern  # applied to one lower-cased line
+    needles: tuple[str, ...]  # lower-case literals; every match contains at least one (found with str.find)
+    rx: re.Pattern[str]  # applied to one lower-cased line
     fatal: bool = True
-    finder: re.Pattern | None = None  # also candidates: lines where this literal-prefixed regex matches
+    finder: re.Pattern[str] | None = None  # also candidates: lines where this literal-prefixed regex matches
 
 
 # Candidate finder for error CODES (EZ9999, EI0009, ERR02200 ...): literal-prefixed, so re scans fast
@@ -37,7 +38,7 @@ NONFATAL = {"fatal": False}
 CODES = {"finder": CODE_FINDER}
 
 
-def build_signatures(rows, classes=CLASSES) -> tuple[Sig, ...]:
+def build_signatures(rows: Iterable[object], classes: Iterable[str] = CLASSES) -> tuple[Sig, ...]:
     """Compile and check signature rows (see the module docstring for the row format).
 
     Raises:
@@ -45,7 +46,7 @@ def build_signatures(rows, classes=CLASSES) -> tuple[Sig, ...]:
             upper-case needle (never found: the scan reads lower-cased text), an unknown option, a bad regex.
     """
     out: list[Sig] = []
-    seen: set = set()
+    seen: set[str] = set()
     for row in rows:
         if not isinstance(row, tuple) or len(row) not in (5, 6):
             raise ClassifierTableError(f"signature row must be (name, class, tier, needles, pattern[, options]): {row!r}")

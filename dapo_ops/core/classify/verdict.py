@@ -7,6 +7,7 @@ STDLIB ONLY (shipped into the training container with the supervisor, ``dapo_ops
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 CLASSES: tuple[str, ...] = (
     "oom-device",
@@ -78,8 +79,8 @@ class Verdict:
     action: str
     hint: str
     evidence: list[str] = field(default_factory=list)
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (keys as the attribute names)."""
         return asdict(self)

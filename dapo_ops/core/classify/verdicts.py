@@ -9,6 +9,7 @@ they are read from are cited at each signature (``dapo_ops/core/classify/signatu
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from dapo_ops.core.classify import device_codes as _codes
 from dapo_ops.core.classify.facts import (
@@ -128,7 +129,7 @@ def generic_ev(log: Log, generic: list[Hit]) -> list[str]:
 
 # --------------------------------------------------------------------------- per class
 
-def verdict_for(log: Log, f: Facts, base: dict, h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+def verdict_for(log: Log, f: Facts, base: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """The verdict for hit ``h`` (the chosen root cause); ``same_tier``: the hits of its precedence tier in line
     order (collective hits say together whether the communicator ever came up), ``fatal``: all fatal hits."""
     if h.sig.name == "device-oom":
@@ -136,7 +137,7 @@ def verdict_for(log: Log, f: Facts, base: dict, h: Hit, same_tier: list[Hit], fa
     return _BY_CLASS.get(h.sig.cls, _crash)(log, f, dict(base), h, same_tier, fatal)
 
 
-def _kv_cache(log, f, d, h, same_tier, fatal) -> Verdict:
+def _kv_cache(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
     if name == "kv-free-below-util" and zero_total(log.low_line(i)):
         d["cause"] = "device-unavailable"
@@ -147,7 +148,7 @@ def _kv_cache(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i))
 
 
-def _ray_oom(log, f, d, h, same_tier, fatal) -> Verdict:
+def _ray_oom(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i = h.line
     d["phase"] = ray_oom_phase(log, i) or phase_of(log, i)
     d["node"] = ray_oom_node(log, i) or node(log, i)
@@ -156,7 +157,7 @@ def _ray_oom(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i, *nxt))
 
 
-def _host_oom(log, f, d, h, same_tier, fatal) -> Verdict:
+def _host_oom(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i = h.line
     d["phase"] = phase_of(log, i, back=12, frames_only=False)
     d["ckpt_step"] = f.ckpt_step
@@ -164,7 +165,7 @@ def _host_oom(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i))
 
 
-def _config(log, f, d, h, same_tier, fatal) -> Verdict:
+def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
@@ -186,7 +187,7 @@ def _config(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i, *_full_key_line(log, i)))
 
 
-def _data(log, f, d, h, same_tier, fatal) -> Verdict:
+def _data(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
     if name in ("seq-too-long", "prompt-too-long"):
         nums = [int(x) for x in h.m.groups() if x] if h.m else []
@@ -200,7 +201,7 @@ def _data(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i))
 
 
-def _network(log, f, d, h, same_tier, fatal) -> Verdict:
+def _network(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
     d["fatal"] = True
     d["node"] = node(log, i)
@@ -238,7 +239,7 @@ def _network(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i))
 
 
-def _collective(log, f, d, h, same_tier, fatal) -> Verdict:
+def _collective(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i = h.line
     d["node"] = node(log, i)
     init = False
@@ -259,16 +260,16 @@ def _collective(log, f, d, h, same_tier, fatal) -> Verdict:
     return mk(h.sig.cls, d, ev(log, i, *more))
 
 
-def _auth(log, f, d, h, same_tier, fatal) -> Verdict:
+def _auth(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     d["fatal"] = True
     return mk(h.sig.cls, d, ev(log, h.line))
 
 
-def _container(log, f, d, h, same_tier, fatal) -> Verdict:
+def _container(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     return mk(h.sig.cls, d, ev(log, h.line))
 
 
-def _crash(log, f, d, h, same_tier, fatal) -> Verdict:
+def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
     i, name = h.line, h.sig.name
     d["cause"] = CRASH_CAUSES.get(name, name)
@@ -286,7 +287,7 @@ _BY_CLASS = {"oom-kv-cache": _kv_cache, "oom-ray": _ray_oom, "oom-host": _host_o
              "container-missing": _container}
 
 
-def device_oom_verdict(log: Log, d: dict, i: int) -> Verdict:
+def device_oom_verdict(log: Log, d: dict[str, Any], i: int) -> Verdict:
     """A device-OOM line: corrupted / impossible -> crash-other; the rollout engine's own start-up or generation
     memory, or a bare driver result code from its allocator -> oom-kv-cache; else oom-device with its phase
     (checkpoint-load stops: no rung shrinks ``torch.load`` of the saved shards onto the device)."""

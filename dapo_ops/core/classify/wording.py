@@ -9,6 +9,7 @@ STDLIB ONLY. The tables are checked at import (:func:`check_texts`, raising
 from __future__ import annotations
 
 from string import Template
+from typing import Any, Callable
 
 from dapo_ops.core import policy
 from dapo_ops.core.classify.hints import FRAGMENTS, HINT_RULES, HINTS
@@ -16,20 +17,22 @@ from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
 from dapo_ops.core.policy import ABSENT, SET
 
 
-def _oom_extra(d: dict) -> str:
+def _oom_extra(d: dict[str, Any]) -> str:
     if d.get("phase") == "log-prob":
         return FRAGMENTS["oom-device/log-prob"]
     return FRAGMENTS["oom-device/critic"] if d.get("role") == "critic" else ""
 
 
-def _host_ckpt(d: dict) -> str:
+def _host_ckpt(d: dict[str, Any]) -> str:
     if d.get("phase") == "checkpoint-save" and d.get("ckpt_step") is not None:
         return Template(FRAGMENTS["oom-host/checkpoint-save"]).substitute(ckpt_step=f"{d['ckpt_step']}")
     return ""
 
 
+_KILL_SIGNALS: dict[object, str] = {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}
+
 #: text fragments from the detail (``""`` when the fact is unknown); each is computed only when a text uses it
-FIELDS = {
+FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     # the step of the last metrics line: the failure came after it, in the step that followed
     "at": lambda d: f" after step {d['step']}" if d.get("step") is not None else "",
     "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
@@ -59,14 +62,14 @@ FIELDS = {
     "alloc_gib": lambda d: f"{d.get('alloc_gib', 0):.0f}",
     "of_total_gib": lambda d: " (" + format(d["total_gib"], ".2f") + " GiB total)" if d.get("total_gib") else "",
     "code": lambda d: f" ({d['code']})" if d.get("code") else "",
-    "kill": lambda d: {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}.get(d.get("exit_code"), "killed by a signal"),
+    "kill": lambda d: _KILL_SIGNALS.get(d.get("exit_code"), "killed by a signal"),
 }
 
 
-class _Fields(dict):
+class _Fields(dict[str, Any]):
     """The template mapping: a field is computed from the detail on first use."""
 
-    def __init__(self, detail: dict):
+    def __init__(self, detail: dict[str, Any]):
         super().__init__()
         self.detail = detail
 
@@ -75,7 +78,7 @@ class _Fields(dict):
         return value
 
 
-def _select(rules: dict, cls: str, kind: str, d: dict) -> str:
+def _select(rules: dict[str, tuple[tuple[str, object, str], ...]], cls: str, kind: str, d: dict[str, Any]) -> str:
     if cls not in rules:
         cls = "crash-other"
     for field, value, key in rules[cls]:
@@ -103,7 +106,7 @@ def hint_text(cls: str, d: dict) -> str:
     return Template(HINTS[_select(HINT_RULES, cls, policy.kind(cls, d).value, d)]).substitute(_Fields(d))
 
 
-def check_texts(rules: dict, texts: dict, fields: dict = FIELDS) -> None:
+def check_texts(rules: dict[str, Any], texts: dict[str, str], fields: dict[str, Any] = FIELDS) -> None:
     """Every class has rules and a default text, every rule names a text, every ``$field`` is in :data:`FIELDS`.
 
     Raises:
