@@ -89,7 +89,7 @@ def read_host(ray_logs: Optional[str], since: float, plog_dirs: Sequence[str], t
         base = _os.environ.get("RAY_TMPDIR") or _os.environ.get("TMPDIR") or "/tmp"
         ray_logs = _os.path.join(base, "ray", "session_latest", "logs")
     lt = _time.localtime()
-    found = {"host": _socket.gethostname(), "utc_offset_s": int(getattr(lt, "tm_gmtoff", 0) or 0), "ray_logs": [],
+    found: dict = {"host": _socket.gethostname(), "utc_offset_s": int(getattr(lt, "tm_gmtoff", 0) or 0), "ray_logs": [],
              "plog_texts": [], "errors": []}
     logs = _glob.glob(_os.path.join(ray_logs, "worker-*.err")) + _glob.glob(_os.path.join(ray_logs, "worker-*.out"))
     files = []
@@ -156,12 +156,14 @@ def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: flo
     process start: ``import ray`` and ``ray.init`` count, each node then starts one Ray worker process), is lost.
     Imports ``ray``; ``ray.init`` on a dead head may block: the ``cluster`` op's alarm bounds the process."""
     t0 = time.time() if t0 is None else t0
+    import logging
+
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     if __name__ != "__main__":  # run as a module, not the op: ship read_host by value all the same
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", logging_level="ERROR", log_to_driver=False)
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", logging_level=logging.ERROR, log_to_driver=False)
     alive = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n.get("Alive")}
     out: Dict[str, Any] = {"answered": [], "lost": []}
     pending = {}

@@ -158,7 +158,7 @@ def install(target, bdir: str, python: str = "python3", *, files: dict[str, byte
     try:
         target.run(install_command(bdir, python, staged), timeout=timeout, workdir="")
     except RemoteError as e:  # the interpreter itself cannot run: say which inventory field to fix
-        why = python_cannot_run(target, python, e.result) if e.kind == "command" else None
+        why = python_cannot_run(target, python, e.result) if e.kind == "command" and e.result is not None else None
         if why:
             raise RemoteError("command", target.name, why, exit_code=e.exit_code, result=e.result) from None
         raise

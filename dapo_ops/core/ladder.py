@@ -299,7 +299,7 @@ def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str
         resume])
 
 
-def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict, settings: dict) -> Decision:
+def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
     """The stop of a verdict whose policy is :attr:`Kind.STOP`: the rule's reason, or the class's own line and
     suggestions where the detail gives more to say (a no-rung OOM phase, an error storm's frame, a full disk, an
     external kill)."""
@@ -318,8 +318,8 @@ def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict, setti
     return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
 
 
-def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict, oom_retries_used: int,
-           max_oom_retries: int, other_retries_used: dict, settings: dict) -> Decision:
+def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict[str, Any], oom_retries_used: int,
+           max_oom_retries: int, other_retries_used: dict[str, int], settings: dict[str, Any]) -> Decision:
     """Decide the next step after an attempt ended with a verdict of class ``verdict_cls``.
 
     The failure policy (:func:`dapo_ops.core.policy.rule` of the class and detail) chooses what kind of step; this

@@ -204,7 +204,7 @@ def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: d
 
     # features
     train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
-    out += profiles.strategy_overrides(framework, train_world)
+    out += profiles.strategy_overrides(str(framework or ""), train_world)
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(profile, framework, features.names(), max_prompt_length=prompt,
                                       max_response_length=resp, accelerator=accel,

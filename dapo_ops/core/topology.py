@@ -243,7 +243,7 @@ def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mo
     run_id = raynodes.run_id_of(pid_file) or "<run id>"
     detail = {"lost_nodes": lost, "node": lost[0]["address"] if lost else None,
               "host": lost[0]["name"] if lost else None}
-    action = (f"{what}; {policy.rule('network', detail).action}; bring "
+    action = (f"{what}; {_network_action(detail)}; bring "
               f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
               f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
               f"continues from the last checkpoint")
@@ -251,3 +251,10 @@ def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mo
             "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
                      "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),
             "evidence": [what], "detail": detail}
+
+
+def _network_action(detail: dict[str, Any]) -> str:
+    """The failure policy's action line for a lost node (class ``network``; dapo_ops/core/policy.py)."""
+    r = policy.rule("network", detail)
+    assert r is not None  # every class has a catch-all rule (policy.py is checked at import)
+    return r.action

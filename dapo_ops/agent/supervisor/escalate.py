@@ -71,7 +71,7 @@ def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[in
     return verdict(
         "error-storm",
         "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s" % (
-            found.get("exc"), msg, found.get("count"), found.get("span_s") or 0, who,
+            found.get("exc"), msg, found.get("count") or 0, found.get("span_s") or 0, who,
             action_text("error-storm", {})),
         "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
         "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
@@ -145,7 +145,7 @@ class Ladder:
 
     def decide(self, fs, v: Dict[str, Any], settings: Dict[str, Any]):
         """The ladder's decision after an attempt (features ``fs``, verdict ``v``) under the run's settings."""
-        return ladder.decide(fs, v.get("cls"), v.get("detail") or {}, self.oom_used, self.max_oom_retries,
+        return ladder.decide(fs, v.get("cls") or "", v.get("detail") or {}, self.oom_used, self.max_oom_retries,
                              dict(self.other_used), settings)
 
     def count(self, d) -> None:

@@ -68,9 +68,11 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
     if err is not None:
         err = dict({k: err.get(k) for k in ("host", "rank", "time", "ts", "source", "cls", "tier")},
                    line=str(err.get("line") or "")[:300])
-    out = {"dir": base, "hosts": [n["name"] for n in nodes if n["name"] in by_host], "lost": lost, "earliest": err,
-           "line": evidence.summary_line(err, [x["name"] for x in lost]), "took_s": round(now() - t0, 2)}
-    log("evidence of %d host(s) in %s in %.1f s: %s" % (len(out["hosts"]), base, out["took_s"], out["line"]))
+    hosts = [n["name"] for n in nodes if n["name"] in by_host]
+    took_s = round(now() - t0, 2)
+    line = evidence.summary_line(err, [x["name"] for x in lost])
+    out = {"dir": base, "hosts": hosts, "lost": lost, "earliest": err, "line": line, "took_s": took_s}
+    log("evidence of %d host(s) in %s in %.1f s: %s" % (len(hosts), base, took_s, line))
     return out
 
 

@@ -20,7 +20,8 @@ from dapo_ops.core.classify.normalise import Log
 from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of, side_of
 from dapo_ops.core.classify.scan import Hit
 from dapo_ops.core.classify.sigconfig import divisible_key
-from dapo_ops.core.classify.signatures import GENERIC, OOM_WORDS_RX
+from dapo_ops.core.classify.signatures import OOM_WORDS_RX
+from dapo_ops.core.classify.sigtable import GENERIC
 from dapo_ops.core.classify.verdict import Verdict
 from dapo_ops.core.policy import kind as policy_kind
 
@@ -99,7 +100,7 @@ def ev(log: Log, *idx: int) -> list[str]:
     return out[:6]
 
 
-def mk(cls: str, detail: dict, evidence: list[str]) -> Verdict:
+def mk(cls: str, detail: dict[str, Any], evidence: list[str]) -> Verdict:
     """The :class:`Verdict` (``None`` detail values dropped; the action kind and action from the failure policy,
     ``dapo_ops/core/policy.py``; the hint from hints)."""
     detail = {k: v for k, v in detail.items() if v is not None}

@@ -94,14 +94,15 @@ def _select(rules: dict[str, tuple[tuple[str, object, str], ...]], cls: str, kin
     return cls
 
 
-def action_text(cls: str, d: dict) -> str:
+def action_text(cls: str, d: dict[str, Any]) -> str:
     """The one-line action for a verdict of class ``cls`` with detail ``d``: its policy rule's text
     (:func:`dapo_ops.core.policy.rule`; a class the policy does not know gets ``crash-other``'s)."""
     r = policy.rule(cls, d) or policy.rule("crash-other", d)
+    assert r is not None  # crash-other has a catch-all rule (policy.py is checked at import)
     return Template(r.action).substitute(_Fields(d))
 
 
-def hint_text(cls: str, d: dict) -> str:
+def hint_text(cls: str, d: dict[str, Any]) -> str:
     """The hint paragraph for a verdict of class ``cls`` with detail ``d`` (rules may test the policy's kind)."""
     return Template(HINTS[_select(HINT_RULES, cls, policy.kind(cls, d).value, d)]).substitute(_Fields(d))
 
