@@ -145,7 +145,8 @@ def test_launch_and_watch_print_json_with_the_same_exit_codes(bare):
     assert r.returncode == 0, r.stdout + r.stderr
     (row,) = json.loads(r.stdout)
     rid = row["run_id"]
-    assert (row["host"], row["state"], row["container"]) == ("dev", "running", None), row
+    # the state launch saw after its settle wait: a 2-step run at 0.2 s/step may already have ended by then
+    assert (row["host"], row["container"]) == ("dev", None) and row["state"] in ("running", "succeeded"), row
     assert row["log"] == str(bare.runs / rid / "train.log") and row["log"] in json.dumps(row)
     assert row["follow"] == ["inv status -H dev", "inv logs -f -H dev"]
     w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1", "--json")
