@@ -158,8 +158,9 @@ def test_launch_and_watch_print_json_with_the_same_exit_codes(bare):
         {"host": "dev", "run_id": rid, "state": "succeeded", "step": 2, "total": 2, "ended": lines[-1]["runs"][0]["ended"],
          "verdict": lines[-1]["runs"][0]["verdict"], "suggestions": []}]}, lines[-1]
     # a run that fails: watch's exit code 1 and its one line on stderr, as without --json; the outcome says the same
-    bare.cue({"step_time": 0.2, "failure": {"kind": "data-error", "step": 1}})
-    r = bare.inv("launch", "-H", "dev", "--link-wait", "0", "--steps", "2", "--json")
+    # (it fails at step 2, after launch's settle wait: a failure inside that wait is launch's own exit 1)
+    bare.cue({"step_time": 3.0, "failure": {"kind": "data-error", "step": 2}})
+    r = bare.inv("launch", "-H", "dev", "--link-wait", "0", "--steps", "3", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     rid = json.loads(r.stdout)[0]["run_id"]
     w = bare.inv("watch", "-H", "dev", "--run", rid, "--interval", "1", "-j")
