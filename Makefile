@@ -41,6 +41,7 @@ test: deps
 # the checks .ci/run runs before the tests (mypy: [tool.mypy] in pyproject.toml, strict for core/ and agent/)
 lint: venv
 	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
+	$(VENV)/bin/ruff format --check dapo_ops tests bench tasks.py gpu sandbox
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -344,7 +344,7 @@ def _hydra_then_omegaconf(text: str):
     return OmegaConf.to_container(OmegaConf.create({"k": value}), resolve=True)["k"]
 
 
-NASTY = ["exp-${oc.env:SWANLAB_API_KEY}", "${oc.decode:'{a: 1}'}", "${x}", "/verl/m${IFS}x", "$", "a$b", "${",
+NASTY = ["exp-${oc.env:SWANLAB_API_KEY}", "~", "/home/u/~x", "${oc.decode:'{a: 1}'}", "${x}", "/verl/m${IFS}x", "$", "a$b", "${",
          "\\${x}", "\\\\${x}", "it's", 'say "hi"', "back\\slash", "trail\\", "trail\\\\", "two words", "a,b=c",
          "[x]", "{y}", "${a.${oc.env:HOME}}", "'", "\\'", "\\"]
 

@@ -11,6 +11,7 @@ from dapo_ops.control import plan as plan_mod
 from dapo_ops.control import planning
 from dapo_ops.control import settings
 from dapo_ops.control.inventory import Host
+from dapo_ops.core import redact
 
 RUN_ID = "20261129-151200-a1b2"
 
@@ -164,10 +165,10 @@ def test_secrets_are_redacted_defensively():
     argv = ["python3", "-m", "x", "+ray_kwargs.ray_init.runtime_env.env_vars.SWANLAB_API_KEY=abc",
             "HF_TOKEN=t", "aws_secret=s", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
             "actor_rollout_ref.rollout.max_num_batched_tokens=10240"]
-    red = planning.redact_argv(argv)
+    red = redact.redact_argv(argv)
     assert red[3].endswith("=***") and red[4] == "HF_TOKEN=***" and red[5] == "aws_secret=***"
     assert red[6:] == argv[6:]
-    assert planning.redact_env({"SWANLAB_API_KEY": "k", "http_proxy": "p"}) == {"SWANLAB_API_KEY": "***",
+    assert redact.redact_env({"SWANLAB_API_KEY": "k", "http_proxy": "p"}) == {"SWANLAB_API_KEY": "***",
                                                                                 "http_proxy": "p"}
     p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False,
                            extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"])
@@ -205,7 +206,7 @@ def test_proxy_credentials_never_in_spec_or_plan():
     text = plan_mod.render_text(p, width=400)
     assert pw not in text and pw not in str(p.spec)
     assert "bob:***@proxy" in text
-    assert planning.redact_env({"x": f"http://bob:{pw}@h:1"}) == {"x": "http://bob:***@h:1"}
+    assert redact.redact_env({"x": f"http://bob:{pw}@h:1"}) == {"x": "http://bob:***@h:1"}
 
 
 def test_dry_run_says_when_a_launch_would_stop_on_swanlab(tmp_path):

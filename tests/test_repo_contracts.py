@@ -29,9 +29,15 @@ def _tracked() -> list[str]:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
-def test_module_is_under_500_lines(path):
-    n = len(path.read_text().splitlines())
-    assert n < 500, f"{path.relative_to(REPO)} has {n} lines: split it along its seams"
+def test_module_names_its_one_concept(path):
+    """One concept per module, whatever its size (issue 30 item 8: the anchors, fabric's connection.py or
+    SkyPilot's job_lib.py, are large modules of one concept; a line count split concepts apart): every module opens
+    with a docstring whose first line names what it holds (docs/design.md's module map reads it)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    first = (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
+    assert len(first) >= 12, f"{path.relative_to(REPO)}: no docstring naming the module's concept"
 
 
 def test_one_code_path_into_the_container():

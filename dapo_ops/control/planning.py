@@ -22,8 +22,7 @@ from dapo_ops.core import profiles
 from dapo_ops.core import runspec
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
-from dapo_ops.core.redact import (REDACTED, display_url, has_credentials, is_secret_name,  # noqa: F401  (re-exported)
-                                   redact_argv, redact_env)
+from dapo_ops.core.redact import display_url, has_credentials, redact_argv
 
 SPEC_VERSION = 1
 #: Inventory defaults used when no host is known (docs/design.md "Inventory").

@@ -38,7 +38,7 @@ SETTING_KEYS: dict[str, Any] = {
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
 }
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_./~:@%+\-]+$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_./:@%+\-]+$")  # Hydra's unquoted value characters (no "~": its lexer refuses it)
 
 
 def hydra_value(v: object) -> str:
