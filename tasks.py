@@ -44,8 +44,9 @@ def _bench(args: list[str], bench_id: int) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     if bench_id >= 0:
         env["DAPO_BENCH_ID"] = str(bench_id)
-    proc = subprocess.run(["bash", str(BENCH_SH), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+    proc = subprocess.run(
+        ["bash", str(BENCH_SH), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     if proc.returncode != 0 and args[0] != "status":
         msg = (proc.stderr.strip().splitlines() or [f"bench.sh {args[0]} failed"])[-1]
         raise Exit(f"sandbox: {msg}", code=proc.returncode)
@@ -59,8 +60,10 @@ def up(c, hosts=3, bench_id=-1):
     inv = proc.stdout.strip().splitlines()[-1]
     state = Path(inv).parent
     print(f"sandbox: {hosts} host(s) up; inventory {inv}")
-    print(f"  ssh -F {state}/ssh/ssh_config h1 docker exec verl python3 -m verl.trainer.main_ppo "
-          f"trainer.total_training_steps=3 'trainer.logger=[console]'")
+    print(
+        f"  ssh -F {state}/ssh/ssh_config h1 docker exec verl python3 -m verl.trainer.main_ppo "
+        f"trainer.total_training_steps=3 'trainer.logger=[console]'"
+    )
     print(f"  export DAPO_OPS_INVENTORY={inv}")
 
 
@@ -84,46 +87,60 @@ sandbox = Collection("sandbox", up, down, status)
 
 # --------------------------------------------------------------------------------------------- demo
 
-DEMO_SCENARIO = {"step_time": 0.4, "failure": {"kind": "oom-device", "step": 8, "avoid_with": "offload",
-                                               "hang_s": 2, "phase": "none"}}  # phase-less: the offload rung
+DEMO_SCENARIO = {
+    "step_time": 0.4,
+    "failure": {"kind": "oom-device", "step": 8, "avoid_with": "offload", "hang_s": 2, "phase": "none"},
+}  # phase-less: the offload rung
 
 
 def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     print("$ " + " ".join(shlex.quote(a) for a in argv), flush=True)
     proc = subprocess.run(argv, env={**os.environ, **(env or {})}, text=True)
     if check and proc.returncode != 0:
-        raise Exit(f"demo: `{' '.join(argv[:3])} …` failed with exit code {proc.returncode} (see above)",
-                   code=proc.returncode or 1)
+        raise Exit(
+            f"demo: `{' '.join(argv[:3])} …` failed with exit code {proc.returncode} (see above)",
+            code=proc.returncode or 1,
+        )
     return proc
 
 
-@dapo_task(help={"steps": "training steps of the demo run (default 20)",
-            "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
-            "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
-            "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)"})
+@dapo_task(
+    help={
+        "steps": "training steps of the demo run (default 20)",
+        "oom_step": "step at which the stand-in hits a device OOM unless offload is on (0: no OOM)",
+        "bench_id": "sandbox instance (DAPO_BENCH_ID; default 0)",
+        "keep": "leave the sandbox host up afterwards (inv sandbox.down removes it)",
+    }
+)
 def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
     """The main job on a local sandbox host: sandbox up, preflight, launch with an OOM, escalation, resume, status."""
     if os.geteuid() != 0:
-        raise Exit("demo: the sandbox needs root (network namespaces, sshd, dockerd): run it as root",
-                   code=EXIT_USAGE)
+        raise Exit("demo: the sandbox needs root (network namespaces, sshd, dockerd): run it as root", code=EXIT_USAGE)
     bid = bench_id or os.environ.get("DAPO_BENCH_ID", "0")
     env = {"DAPO_BENCH_ID": bid}
-    print("dapo-ops demo: the host is a local network namespace with its own sshd and Docker engine, and the "
-          "trainer inside its container is the verl STAND-IN (sandbox/verl_standin): real verl 0.9.1 config, "
-          "log formats and checkpoints, simulated accelerator. SSH, Docker, the supervisor and the retries are real.")
+    print(
+        "dapo-ops demo: the host is a local network namespace with its own sshd and Docker engine, and the "
+        "trainer inside its container is the verl STAND-IN (sandbox/verl_standin): real verl 0.9.1 config, "
+        "log formats and checkpoints, simulated accelerator. SSH, Docker, the supervisor and the retries are real."
+    )
     _sh(["bash", str(BENCH_SH), "up", "1"], env=env)
     state = Path(f"/var/tmp/dapo-bench-{bid}")
     inventory = str(state / "hosts.toml")
     scenario = dict(DEMO_SCENARIO) if oom_step > 0 else {"step_time": DEMO_SCENARIO["step_time"]}
     if oom_step > 0:
         scenario["failure"] = {**DEMO_SCENARIO["failure"], "step": int(oom_step)}
-        print(f"sandbox cue: a device OOM at step {oom_step} unless offload is on "
-              f"({state}/hosts/h1/sandbox/scenario.json)")
+        print(
+            f"sandbox cue: a device OOM at step {oom_step} unless offload is on "
+            f"({state}/hosts/h1/sandbox/scenario.json)"
+        )
     (state / "hosts" / "h1" / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
     inv = [sys.executable, "-m", "invoke", "-r", str(REPO)]
     base = ["-H", "h1", "--inventory", inventory]
-    demo_env = {**env, "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"), "DAPO_OPS_CONFIG":
-                os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml"))}
+    demo_env = {
+        **env,
+        "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"),
+        "DAPO_OPS_CONFIG": os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml")),
+    }
     _sh(inv + ["preflight", *base], env=demo_env)
     _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)
     rc = _sh(inv + ["watch", *base, "--interval", "1"], check=False, env=demo_env).returncode
@@ -132,10 +149,12 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         _sh(["bash", str(BENCH_SH), "down"], env=env)
     if rc != 0:
         raise Exit("demo: the run did not succeed (see the status above)", code=rc)
-    print("demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
-          "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
-          f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
-          "`. .venv/bin/activate` puts it on PATH).")
+    print(
+        "demo done: the run hit a device OOM, the supervisor added offload and resumed from the last "
+        "checkpoint. Try `inv logs --errors " + " ".join(base) + "`; remove the sandbox with "
+        f"`DAPO_BENCH_ID={bid} inv sandbox.down` (inv is {Path(sys.executable).parent / 'inv'}: "
+        "`. .venv/bin/activate` puts it on PATH)."
+    )
 
 
 #: the dev tasks' names as typed: a command line naming only these loads no package task module

@@ -60,8 +60,15 @@ def main() -> int:
     t0 = time.time()
     with open(log, "wb") as fh:
         try:
-            rc = subprocess.run(argv, cwd=spec.get("workdir") or None, env=env, stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, timeout=a.timeout).returncode
+            rc = subprocess.run(
+                argv,
+                cwd=spec.get("workdir") or None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=a.timeout,
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = 124
     hand = time.time() - t0

@@ -36,15 +36,23 @@ def _block(size: int) -> bytes:
     lines = []
     step = 1
     while sum(len(x) for x in lines) < size:
-        lines.append(f"(TaskRunner pid=417) step:{step} - actor/pg_loss:np.float64(0.0042) - actor/grad_norm:"
-                     f"np.float64(0.377) - critic/score/mean:0.41 - response_length/mean:1874.2 - "
-                     f"timing_s/gen:236.1 - timing_s/update_actor:98.2 - perf/throughput:1234.5\n".encode())
-        lines.append(f"(TaskRunner pid=417) Training Progress:  {step % 100:2d}%|##   | {step}/100000 "
-                     f"[06:12<51:34:40, 372.07s/it]\r".encode())
-        lines.append(b"(WorkerDict pid=4926, ip=192.0.2.41) INFO 02-07 18:18:41 [block_pool.py:321] "
-                     b"Successfully reset prefix cache\n")
-        lines.append(b"(TaskRunner pid=417)  'actor_rollout_ref': {'actor': {'fsdp_config': {'param_offload': "
-                     b"False, 'optimizer_offload': False}}},\n")
+        lines.append(
+            f"(TaskRunner pid=417) step:{step} - actor/pg_loss:np.float64(0.0042) - actor/grad_norm:"
+            f"np.float64(0.377) - critic/score/mean:0.41 - response_length/mean:1874.2 - "
+            f"timing_s/gen:236.1 - timing_s/update_actor:98.2 - perf/throughput:1234.5\n".encode()
+        )
+        lines.append(
+            f"(TaskRunner pid=417) Training Progress:  {step % 100:2d}%|##   | {step}/100000 "
+            f"[06:12<51:34:40, 372.07s/it]\r".encode()
+        )
+        lines.append(
+            b"(WorkerDict pid=4926, ip=192.0.2.41) INFO 02-07 18:18:41 [block_pool.py:321] "
+            b"Successfully reset prefix cache\n"
+        )
+        lines.append(
+            b"(TaskRunner pid=417)  'actor_rollout_ref': {'actor': {'fsdp_config': {'param_offload': "
+            b"False, 'optimizer_offload': False}}},\n"
+        )
         step += 1
     return b"".join(lines)
 
@@ -83,8 +91,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     need = 1100 * MiB if not args.sparse else 80 * MiB
     if shutil.disk_usage(args.dir).free < need:
-        print(f"bench/classify.py: not enough free space in {args.dir} ({need // MiB} MiB needed); use --sparse",
-              file=sys.stderr)
+        print(
+            f"bench/classify.py: not enough free space in {args.dir} ({need // MiB} MiB needed); use --sparse",
+            file=sys.stderr,
+        )
         return 2
     work = Path(tempfile.mkdtemp(prefix="dapo-classify-bench-", dir=args.dir))
     try:
@@ -103,9 +113,11 @@ def main(argv=None) -> int:
             p.unlink()
         base = rows[0][2]
         at_tail = next(r[2] for r in rows if r[1] >= tail)
-        print(f"classify_file, median of {args.runs} runs, tail_bytes={args.tail_mib} MiB"
-              f"{' (sparse 1 GiB)' if args.sparse else ''}; work is bounded by the tail, so time is flat once the"
-              f" log is longer than it")
+        print(
+            f"classify_file, median of {args.runs} runs, tail_bytes={args.tail_mib} MiB"
+            f"{' (sparse 1 GiB)' if args.sparse else ''}; work is bounded by the tail, so time is flat once the"
+            f" log is longer than it"
+        )
         print(f"{'log':18} {'bytes':>13} {'ms':>9} {'vs 1 MiB':>9} {'vs tail':>8}  verdict      (build s)")
         for label, size, ms, cls, gen_s in rows:
             print(f"{label:18} {size:13d} {ms:9.1f} {ms / base:9.2f} {ms / at_tail:8.2f}  {cls:12} ({gen_s:.1f})")

@@ -58,8 +58,15 @@ def time_inproc(hosts, fn, reuse: bool = False) -> tuple[float, float, int, floa
 
 
 def time_cli(names: list[str], task: str, task_args: str, inv_path: str, repeat: int) -> tuple[float, int]:
-    argv = [str(Path(sys.executable).parent / "dapo-ops"), "-H", ",".join(names), task, "--inventory", inv_path,
-            *shlex.split(task_args)]
+    argv = [
+        str(Path(sys.executable).parent / "dapo-ops"),
+        "-H",
+        ",".join(names),
+        task,
+        "--inventory",
+        inv_path,
+        *shlex.split(task_args),
+    ]
     times, rc = [], 0
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -72,23 +79,33 @@ def time_cli(names: list[str], task: str, task_args: str, inv_path: str, repeat:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     bid = os.environ.get("DAPO_BENCH_ID", "0")
-    ap.add_argument("--inventory", default=f"/var/tmp/dapo-bench-{bid}/hosts.toml",
-                    help="hosts.toml of the bench (default: the DAPO_BENCH_ID bench's)")
+    ap.add_argument(
+        "--inventory",
+        default=f"/var/tmp/dapo-bench-{bid}/hosts.toml",
+        help="hosts.toml of the bench (default: the DAPO_BENCH_ID bench's)",
+    )
     ap.add_argument("--counts", default="1,3,8", help="host counts to time (those above the bench size are skipped)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median reported)")
     ap.add_argument("--task", default="hosts", help="fan-out task to time (default: hosts)")
     ap.add_argument("--task-args", default="", help="extra task flags for the cli form")
     ap.add_argument("--no-cli", action="store_true", help="skip the whole-process measurement")
     ap.add_argument("--no-up", action="store_true", help="do not bring the bench up to the largest count")
-    ap.add_argument("--reuse", action="store_true",
-                    help="inproc: run over each host's reused SSH connection (control master), as the task does")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="inproc: run over each host's reused SSH connection (control master), as the task does",
+    )
     a = ap.parse_args()
 
     want = max(int(x) for x in a.counts.split(","))
     have = len(inventory.load(a.inventory).hosts) if os.path.exists(a.inventory) else 0
     if not a.no_up and have < want:
-        subprocess.run(["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)], check=True,
-                       env=dict(os.environ, DAPO_BENCH_ID=bid), stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)],
+            check=True,
+            env=dict(os.environ, DAPO_BENCH_ID=bid),
+            stdout=subprocess.DEVNULL,
+        )
 
     inv = inventory.load(a.inventory)
     all_hosts = list(inv.hosts.values())
@@ -138,20 +155,36 @@ def main() -> int:
             rows.append((a.task, n, mode, t, t / one, serial, cpu, ld, notes.get((n, mode), "")))
 
     how = ", inproc over reused connections" if a.reuse else ""
-    table = Table(title=f"fan-out scaling, median of {a.repeat}{how} (target: N hosts <= {TARGET_RATIO}x one host)",
-                  title_justify="left")
-    for col in ("task", "hosts", "mode", "wall s", "ratio vs 1 host", "verdict", "sum of per-host s",
-                "controller cpu s", "load", "note"):
+    table = Table(
+        title=f"fan-out scaling, median of {a.repeat}{how} (target: N hosts <= {TARGET_RATIO}x one host)",
+        title_justify="left",
+    )
+    for col in (
+        "task",
+        "hosts",
+        "mode",
+        "wall s",
+        "ratio vs 1 host",
+        "verdict",
+        "sum of per-host s",
+        "controller cpu s",
+        "load",
+        "note",
+    ):
         table.add_column(col, justify="left" if col in ("task", "mode", "verdict", "note") else "right")
     for task, n, mode, t, ratio, serial, cpu, ld, note in rows:
         verdict = "" if n == 1 else ("ok" if ratio <= TARGET_RATIO else "SLOW")
         table.add_row(task, str(n), mode, f"{t:.2f}", f"{ratio:.2f}", verdict, serial, cpu, ld, note)
     Console(width=140).print(table)
-    print(f"machine: {os.cpu_count()} CPUs shared by the controller and every sandbox host (sshd, dockerd, the "
-          f"container's python); load average {load0:.1f} -> {load1:.1f} during the run")
+    print(
+        f"machine: {os.cpu_count()} CPUs shared by the controller and every sandbox host (sshd, dockerd, the "
+        f"container's python); load average {load0:.1f} -> {load1:.1f} during the run"
+    )
     if skipped:
-        print(f"skipped host counts {', '.join(skipped)}: the bench has {len(all_hosts)} hosts "
-              f"(DAPO_BENCH_ID={bid} bash sandbox/bench.sh up {max(int(x) for x in skipped)})")
+        print(
+            f"skipped host counts {', '.join(skipped)}: the bench has {len(all_hosts)} hosts "
+            f"(DAPO_BENCH_ID={bid} bash sandbox/bench.sh up {max(int(x) for x in skipped)})"
+        )
     return 0
 
 

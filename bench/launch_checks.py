@@ -65,10 +65,17 @@ def main() -> int:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://{bridge}:{srv.server_address[1]}"
     cin = "/verl/dapo_runs/bench-inputs"
-    st = {"model": f"{cin}/model", "train_file": f"{cin}/train.parquet", "val_file": f"{cin}/val.parquet",
-          "framework": "fsdp", "steps": 3, "max_response_length": 1024}
-    cloud = swanlab_cfg.resolve({"SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": "sk-bench-0000", "SWANLAB_HOST": url},
-                                {}, stdin_isatty=False)
+    st = {
+        "model": f"{cin}/model",
+        "train_file": f"{cin}/train.parquet",
+        "val_file": f"{cin}/val.parquet",
+        "framework": "fsdp",
+        "steps": 3,
+        "max_response_length": 1024,
+    }
+    cloud = swanlab_cfg.resolve(
+        {"SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": "sk-bench-0000", "SWANLAB_HOST": url}, {}, stdin_isatty=False
+    )
     local = swanlab_cfg.resolve({"SWANLAB_MODE": "local"}, {}, stdin_isatty=False)
     cases = {"no tracker": (cloud, False), "cloud, tracker up": (cloud, True), "local mode": (local, True)}
     times: dict[str, list[float]] = {k: [] for k in cases}

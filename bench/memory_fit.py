@@ -44,11 +44,20 @@ def row_setup(r: dict) -> memfit.Setup:
     seq = int(r["prompt"]) + int(r["response"])
     one = lambda k: r[k].strip() in ("1", "true", "True")  # noqa: E731
     dyn = one("dynamic")
-    return memfit.Setup(device_gib=float(r["device_gib"]), framework=r["framework"], colocated=r["mode"] != "one-step-off",
-                        world=int(r["world"]), rollout_tp=int(r["rollout_tp"]), util=float(r["util"]), seq=seq,
-                        update_tokens=(2 * seq if dyn else int(r["ppo_micro"]) * seq),
-                        logprob_tokens=(3 * seq if dyn else int(r["logprob_micro"]) * seq),
-                        gc=one("gc"), offload=one("offload"), adam_in_forward=int(r["steps"]) > 1)
+    return memfit.Setup(
+        device_gib=float(r["device_gib"]),
+        framework=r["framework"],
+        colocated=r["mode"] != "one-step-off",
+        world=int(r["world"]),
+        rollout_tp=int(r["rollout_tp"]),
+        util=float(r["util"]),
+        seq=seq,
+        update_tokens=(2 * seq if dyn else int(r["ppo_micro"]) * seq),
+        logprob_tokens=(3 * seq if dyn else int(r["logprob_micro"]) * seq),
+        gc=one("gc"),
+        offload=one("offload"),
+        adam_in_forward=int(r["steps"]) > 1,
+    )
 
 
 def evaluate(rows: list[dict], models: dict) -> list[dict]:
@@ -56,8 +65,13 @@ def evaluate(rows: list[dict], models: dict) -> list[dict]:
     out = []
     for r in rows:
         est = memfit.estimate(memfit.Model.from_config(models[r["model"]]), row_setup(r))
-        val = (est.actor_alloc_gib if r["measure"] == "torch-max-allocated"
-               else est.peak_gib if r["phase"] == "peak" else est.phases[r["phase"]])
+        val = (
+            est.actor_alloc_gib
+            if r["measure"] == "torch-max-allocated"
+            else est.peak_gib
+            if r["phase"] == "peak"
+            else est.phases[r["phase"]]
+        )
         meas = float(r["measured_gib"])
         if r["measure"] == "oom":
             err, ok = None, val > est.device_gib
@@ -78,13 +92,17 @@ def split_report(res: list[dict]) -> list[str]:
         ooms = [r for r in rows if r["error"] is None]
         if not rows:
             continue
-        out.append(f"{split}: {len(errs)} measured rows, max |error| {max(map(abs, errs)):.1%}, mean error "
-                   f"{sum(errs) / len(errs):+.1%}; OOM rows predicted {sum(r['ok'] for r in ooms)}/{len(ooms)}")
+        out.append(
+            f"{split}: {len(errs)} measured rows, max |error| {max(map(abs, errs)):.1%}, mean error "
+            f"{sum(errs) / len(errs):+.1%}; OOM rows predicted {sum(r['ok'] for r in ooms)}/{len(ooms)}"
+        )
         if split == "holdout":
             for key in sorted({(r["phase"], r["measure"]) for r in rows if r["error"] is not None}):
                 e = [r["error"] for r in rows if (r["phase"], r["measure"]) == key and r["error"] is not None]
-                out.append(f"  holdout {key[0]}/{key[1]}: {len(e)} rows, max |error| {max(map(abs, e)):.1%}, "
-                           f"mean {sum(e) / len(e):+.1%}")
+                out.append(
+                    f"  holdout {key[0]}/{key[1]}: {len(e)} rows, max |error| {max(map(abs, e)):.1%}, "
+                    f"mean {sum(e) / len(e):+.1%}"
+                )
     return out
 
 
@@ -103,12 +121,16 @@ def main(argv=None) -> int:
     print(f"{'config':<26} {'phase':<12} {'measure':<20} {'measured':>9} {'estimate':>9} {'error':>8}")
     for r in res:
         err = "OOM ok" if r["error"] is None and r["ok"] else "OOM MISS" if r["error"] is None else f"{r['error']:+.1%}"
-        print(f"{r['config']:<26} {r['phase']:<12} {r['measure']:<20} {float(r['measured_gib']):>9.2f} "
-              f"{r['estimate']:>9.2f} {err:>8}")
+        print(
+            f"{r['config']:<26} {r['phase']:<12} {r['measure']:<20} {float(r['measured_gib']):>9.2f} "
+            f"{r['estimate']:>9.2f} {err:>8}"
+        )
     errs = [abs(r["error"]) for r in res if r["error"] is not None]
     ooms = [r for r in res if r["error"] is None]
-    print(f"\n{len(errs)} measured rows: max relative error {max(errs):.1%} (goal <= 20 %); "
-          f"{sum(r['ok'] for r in ooms)}/{len(ooms)} real OOMs predicted as not fitting")
+    print(
+        f"\n{len(errs)} measured rows: max relative error {max(errs):.1%} (goal <= 20 %); "
+        f"{sum(r['ok'] for r in ooms)}/{len(ooms)} real OOMs predicted as not fitting"
+    )
     for line in split_report(res):
         print(line)
     if a.write:

@@ -58,13 +58,20 @@ def main() -> int:
     rows = []
     for _ in range(a.repeat):
         t0 = time.monotonic()
-        handle = cluster_ops.start(topo, targets, accelerator=hosts[0].accelerator, python=hosts[0].python,
-                                   run_dir=RUN_DIR)
+        handle = cluster_ops.start(
+            topo, targets, accelerator=hosts[0].accelerator, python=hosts[0].python, run_dir=RUN_DIR
+        )
         up = time.monotonic() - t0
         t1 = time.monotonic()
         # the way the supervisor ends it: the bundle op dapo_ops.agent.raysession stop <pid file> <grace s>
-        remote_bundle.run_op(head_t, "raysession", ["stop", handle.nodes[0]["pid_file"], "15"], python=hosts[0].python,
-                             site=False, timeout=90)
+        remote_bundle.run_op(
+            head_t,
+            "raysession",
+            ["stop", handle.nodes[0]["pid_file"], "15"],
+            python=hosts[0].python,
+            site=False,
+            timeout=90,
+        )
         head_stop = time.monotonic() - t1
         t2 = time.monotonic()
         gone = None
@@ -86,8 +93,9 @@ def main() -> int:
             table.add_row(name, "timeout", "-", "-")
             continue
         med = statistics.median(vals)
-        table.add_row(name, f"{med:.1f}", f"{max(vals):.1f}",
-                      f"{med / cluster.WORKER_GCS_RECONNECT_S:.2f}" if i == 2 else "-")
+        table.add_row(
+            name, f"{med:.1f}", f"{max(vals):.1f}", f"{med / cluster.WORKER_GCS_RECONNECT_S:.2f}" if i == 2 else "-"
+        )
     Console().print(table)
     return 0
 

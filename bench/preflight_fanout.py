@@ -52,8 +52,12 @@ def main() -> int:
     state = Path(f"/var/tmp/dapo-bench-{bid}")
     want = max(int(x) for x in a.counts.split(","))
     if not (state / "hosts.toml").exists() or len(inventory.load(state / "hosts.toml").hosts) < want:
-        subprocess.run(["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)], check=True,
-                       env=dict(os.environ, DAPO_BENCH_ID=bid), stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(want)],
+            check=True,
+            env=dict(os.environ, DAPO_BENCH_ID=bid),
+            stdout=subprocess.DEVNULL,
+        )
     inv = inventory.load(state / "hosts.toml")
     for name in inv.hosts:
         base = state / "hosts" / name / "runs" / "pf-inputs"
@@ -61,11 +65,26 @@ def main() -> int:
         make_parquet(base / "train.parquet", 64)
         make_parquet(base / "val.parquet", 8)
     cin = "/verl/dapo_runs/pf-inputs"
-    task_args = (f"--model {cin}/model --train-file {cin}/train.parquet --val-file {cin}/val.parquet --framework fsdp "
-                 "--max-response-length 1024 --swanlab-mode disabled")
-    argv = [sys.executable, str(REPO / "bench" / "fanout.py"), "--task", "preflight", "--task-args", task_args,
-            "--counts", a.counts, "--repeat", str(a.repeat)] + (["--no-cli"] if a.no_cli else []) \
+    task_args = (
+        f"--model {cin}/model --train-file {cin}/train.parquet --val-file {cin}/val.parquet --framework fsdp "
+        "--max-response-length 1024 --swanlab-mode disabled"
+    )
+    argv = (
+        [
+            sys.executable,
+            str(REPO / "bench" / "fanout.py"),
+            "--task",
+            "preflight",
+            "--task-args",
+            task_args,
+            "--counts",
+            a.counts,
+            "--repeat",
+            str(a.repeat),
+        ]
+        + (["--no-cli"] if a.no_cli else [])
         + ([] if a.no_reuse else ["--reuse"])
+    )
     rc = 0 if a.floor_only else subprocess.call(argv, env=dict(os.environ, DAPO_PREFLIGHT_BENCH_INPUTS=cin))
     if not (a.no_cli or a.floor_only):
         cold(list(inv.hosts), [int(x) for x in a.counts.split(",")], a.repeat, task_args, str(state / "hosts.toml"))
@@ -95,23 +114,41 @@ def cold(names: list[str], counts: list[int], repeat: int, task_args: str, inv_p
     for _ in range(repeat):
         for n in counts:
             seq += 1
-            argv = [exe, "-H", ",".join(names[:n]), "preflight", "--inventory", inv_path, *task_args.split(),
-                    "--override", f"trainer.log_val_generations={seq}"]
+            argv = [
+                exe,
+                "-H",
+                ",".join(names[:n]),
+                "preflight",
+                "--inventory",
+                inv_path,
+                *task_args.split(),
+                "--override",
+                f"trainer.log_val_generations={seq}",
+            ]
             c0, t0 = _busy_ticks(), time.perf_counter()
             p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             wall[n].append(time.perf_counter() - t0)
             cpu[n].append((_busy_ticks() - c0) / tick)
             rcs[n] = rcs[n] or p.returncode
     one = statistics.median(wall[counts[0]])
-    t = Table(title=f"preflight cold (a new override per run: every compose runs), cli, median of {repeat} "
-                    "(target: N hosts <= 1.5x one host)", title_justify="left")
+    t = Table(
+        title=f"preflight cold (a new override per run: every compose runs), cli, median of {repeat} "
+        "(target: N hosts <= 1.5x one host)",
+        title_justify="left",
+    )
     for col in ("hosts", "wall s", "ratio vs 1 host", "verdict", "machine cpu s", "note"):
         t.add_column(col, justify="left" if col in ("verdict", "note") else "right")
     for n in counts:
         w = statistics.median(wall[n])
         verdict = "" if n == counts[0] else ("ok" if w / one <= 1.5 else "SLOW")
-        t.add_row(str(n), f"{w:.2f}", f"{w / one:.2f}", verdict, f"{statistics.median(cpu[n]):.2f}",
-                  f"exit {rcs[n]}" if rcs[n] else "")
+        t.add_row(
+            str(n),
+            f"{w:.2f}",
+            f"{w / one:.2f}",
+            verdict,
+            f"{statistics.median(cpu[n]):.2f}",
+            f"exit {rcs[n]}" if rcs[n] else "",
+        )
     Console(width=140).print(t)
 
 
@@ -152,9 +189,11 @@ def floor(inv, counts: list[int], repeat: int, task_args: str, inv_path: str) ->
             if bad:
                 raise SystemExit(f"exec floor: {bad[0].host}: {bad[0].message}")
     one = statistics.median(wall[counts[0]])
-    t = Table(title=f"exec floor: `docker exec <c> true` alone on N hosts at once, reused connections, median of "
-                    f"{max(repeat, 3)} (what every N-host preflight pays on this machine before its probe runs)",
-              title_justify="left")
+    t = Table(
+        title=f"exec floor: `docker exec <c> true` alone on N hosts at once, reused connections, median of "
+        f"{max(repeat, 3)} (what every N-host preflight pays on this machine before its probe runs)",
+        title_justify="left",
+    )
     for col in ("hosts", "wall s", "ratio vs 1 host", "machine cpu s", "cpu s per host", "adds to an N-host run s"):
         t.add_column(col, justify="right")
     for n in counts:
@@ -163,9 +202,11 @@ def floor(inv, counts: list[int], repeat: int, task_args: str, inv_path: str) ->
         t.add_row(str(n), f"{w:.2f}", f"{w / one:.2f}", f"{c:.2f}", f"{c / n:.3f}", f"{w - one:.2f}")
     Console(width=140).print(t)
     c1, add = statistics.median(cli), statistics.median(wall[counts[-1]]) - one
-    print(f"machine: {os.cpu_count()} CPUs shared by every sandbox host; warm 1-host CLI {c1:.2f} s (same rounds): the "
-          f"lowest warm {counts[-1]}-host CLI ratio one docker exec per host allows here is ({c1:.2f} + {add:.2f}) / "
-          f"{c1:.2f} = {(c1 + add) / c1:.2f} (target 1.5), before the probe's own CPU")
+    print(
+        f"machine: {os.cpu_count()} CPUs shared by every sandbox host; warm 1-host CLI {c1:.2f} s (same rounds): the "
+        f"lowest warm {counts[-1]}-host CLI ratio one docker exec per host allows here is ({c1:.2f} + {add:.2f}) / "
+        f"{c1:.2f} = {(c1 + add) / c1:.2f} (target 1.5), before the probe's own CPU"
+    )
 
 
 def exe_dapo_ops() -> str:

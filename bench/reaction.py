@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from dapo_ops.core import features  # noqa: E402
 from dapo_ops.core import runstate  # noqa: E402
 
-FAKE = r'''
+FAKE = r"""
 import json, os, sys, time
 a = json.loads(sys.argv[1])
 cfg = a["cfg"]
@@ -58,15 +58,15 @@ while time.time() - t0 < cfg["seconds"]:
         out("step:%d - actor/pg_loss:np.float64(-0.01) - critic/score/mean:np.float64(0.3) - "
             "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:1.0" % step)
     time.sleep(0.02)
-'''
+"""
 
-FACTORY = r'''
+FACTORY = r"""
 import json, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 def factory(spec, fs, changes=None):
     cfg = json.load(open(os.path.join(spec["run_dir"], "bench.json")))
     return [sys.executable, os.path.join(HERE, "bench_fake_verl.py"), json.dumps({"cfg": cfg})]
-'''
+"""
 
 
 def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
@@ -74,11 +74,27 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
     run_dir = root / "runs" / rid
     run_dir.mkdir(parents=True)
     fs = features.resolve(None)
-    spec = {"version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
-            "profile": "0.9", "accelerator": "gpu", "workdir": str(root), "python": sys.executable,
-            "run_dir": str(run_dir), "settings": {"steps": cfg["steps"], "ckpt_dir": str(run_dir / "checkpoints")},
-            "features": fs.to_json(), "disabled_features": [], "max_oom_retries": 2, "hang_timeout_s": 3600,
-            "env": {}, "notify": {}, "supervisor": tunables}
+    spec = {
+        "version": 1,
+        "run_id": rid,
+        "host": "local",
+        "container": "none",
+        "mode": "dapo",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "accelerator": "gpu",
+        "workdir": str(root),
+        "python": sys.executable,
+        "run_dir": str(run_dir),
+        "settings": {"steps": cfg["steps"], "ckpt_dir": str(run_dir / "checkpoints")},
+        "features": fs.to_json(),
+        "disabled_features": [],
+        "max_oom_retries": 2,
+        "hang_timeout_s": 3600,
+        "env": {},
+        "notify": {},
+        "supervisor": tunables,
+    }
     runstate.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "bench.json").write_text(json.dumps(cfg))
     return run_dir
@@ -86,9 +102,13 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
 
 def start(root: Path, run_dir: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root)]))
-    return subprocess.Popen([sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
-                             "bench_factory:factory"], env=env, stdin=subprocess.DEVNULL,
-                            stdout=open(run_dir / "supervisor.log", "ab"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", "bench_factory:factory"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=open(run_dir / "supervisor.log", "ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def stamps(path: Path) -> dict:
@@ -110,8 +130,13 @@ def reaction(root: Path, tunables: dict) -> dict:
     a1 = rec["attempts"][0]
     total = s2["start"] - s1["oom"]
     teardown = a1["ended_at"] - (s1["oom"] + tunables["oom_grace_s"])  # kill start .. group gone (+ detection jitter)
-    return {"status": rec["status"], "total_s": total, "detect_s": tunables["oom_grace_s"],
-            "teardown_s": max(0.0, teardown), "overhead_s": total - tunables["retry_delay_s"]}
+    return {
+        "status": rec["status"],
+        "total_s": total,
+        "detect_s": tunables["oom_grace_s"],
+        "teardown_s": max(0.0, teardown),
+        "overhead_s": total - tunables["retry_delay_s"],
+    }
 
 
 def proc_cpu_rss(pid: int) -> tuple[float, int]:
@@ -128,7 +153,7 @@ def proc_cpu_rss(pid: int) -> tuple[float, int]:
 
 
 def follow_cost(root: Path, seconds: float, rate: float, tunables: dict) -> dict:
-    run_dir = make_run(root, {"mode": "noise", "steps": 10 ** 6, "seconds": seconds, "rate": rate}, tunables)
+    run_dir = make_run(root, {"mode": "noise", "steps": 10**6, "seconds": seconds, "rate": rate}, tunables)
     p = start(root, run_dir)
     # wait for attempt 1 to run, then measure over the steady window
     end = time.time() + 30
@@ -149,9 +174,13 @@ def follow_cost(root: Path, seconds: float, rate: float, tunables: dict) -> dict
     peak = max(peak, rss)
     p.wait(timeout=120)
     rec = runstate.read_run(run_dir)
-    return {"cpu_pct": 100.0 * (c1 - c0) / (t1 - t0), "rss_mib": peak / 2 ** 20,
-            "log_mib_s": (size1 - size0) / (t1 - t0) / 2 ** 20, "steps_seen": rec.get("step"),
-            "status": rec["status"]}
+    return {
+        "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
+        "rss_mib": peak / 2**20,
+        "log_mib_s": (size1 - size0) / (t1 - t0) / 2**20,
+        "steps_seen": rec.get("step"),
+        "status": rec["status"],
+    }
 
 
 def main() -> int:
@@ -160,23 +189,34 @@ def main() -> int:
     ap.add_argument("--rate-mib", type=float, default=1.0, help="log growth (MiB/s)")
     ap.add_argument("--repeats", type=int, default=3, help="OOM reaction repeats")
     a = ap.parse_args()
-    tun = {"poll_interval_s": 0.25, "oom_grace_s": 1.0, "kill_grace_s": 15.0, "retry_delay_s": 0.0,
-           "write_interval_s": 1.0}
+    tun = {
+        "poll_interval_s": 0.25,
+        "oom_grace_s": 1.0,
+        "kill_grace_s": 15.0,
+        "retry_delay_s": 0.0,
+        "write_interval_s": 1.0,
+    }
     with tempfile.TemporaryDirectory(prefix="dapo-reaction-") as d:
         root = Path(d)
         (root / "bench_fake_verl.py").write_text(FAKE)
         (root / "bench_factory.py").write_text(FACTORY)
         rs = [reaction(root, tun) for _ in range(a.repeats)]
-        fc = follow_cost(root, a.seconds, a.rate_mib * 2 ** 20, tun)
-    print("OOM reaction (OOM line written -> next attempt's process started), retry_delay_s=0, "
-          f"oom_grace_s={tun['oom_grace_s']}, poll_interval_s={tun['poll_interval_s']}")
+        fc = follow_cost(root, a.seconds, a.rate_mib * 2**20, tun)
+    print(
+        "OOM reaction (OOM line written -> next attempt's process started), retry_delay_s=0, "
+        f"oom_grace_s={tun['oom_grace_s']}, poll_interval_s={tun['poll_interval_s']}"
+    )
     print(f"{'run':>4} {'total s':>8} {'grace s':>8} {'teardown s':>11} {'total/(3s+teardown)':>20}")
     for i, r in enumerate(rs, 1):
-        print(f"{i:>4} {r['total_s']:8.2f} {r['detect_s']:8.2f} {r['teardown_s']:11.2f} "
-              f"{r['total_s'] / (3.0 + r['teardown_s']):20.2f}")
+        print(
+            f"{i:>4} {r['total_s']:8.2f} {r['detect_s']:8.2f} {r['teardown_s']:11.2f} "
+            f"{r['total_s'] / (3.0 + r['teardown_s']):20.2f}"
+        )
     print()
-    print(f"follow cost while the log grows at {fc['log_mib_s']:.2f} MiB/s for {a.seconds:.0f} s "
-          f"({fc['steps_seen']} metrics lines parsed)")
+    print(
+        f"follow cost while the log grows at {fc['log_mib_s']:.2f} MiB/s for {a.seconds:.0f} s "
+        f"({fc['steps_seen']} metrics lines parsed)"
+    )
     print(f"{'metric':>14} {'value':>8} {'target':>8} {'ratio':>6}")
     print(f"{'cpu % core':>14} {fc['cpu_pct']:8.2f} {2.0:8.2f} {fc['cpu_pct'] / 2.0:6.2f}")
     print(f"{'peak RSS MiB':>14} {fc['rss_mib']:8.1f} {50.0:8.1f} {fc['rss_mib'] / 50.0:6.2f}")

@@ -31,18 +31,32 @@ def figures(rec: dict, launch_t0: float | None = None, watch_t1: float | None = 
     for i, a in enumerate(atts):
         nxt = atts[i + 1] if i + 1 < len(atts) else None
         oom_at = a.get("oom_line_at")
-        rows.append({
-            "n": a.get("n"), "cls": (a.get("verdict") or {}).get("cls"), "killed_by": a.get("killed_by"),
-            "exit": a.get("exit_code"), "step_reached": a.get("step_reached"), "resumed_from": a.get("resumed_from"),
-            "verl_s": (a["ended_at"] - a["started_at"]) if a.get("ended_at") and a.get("started_at") else None,
-            "teardown_s": a.get("teardown_s"), "mem_after_mib": a.get("device_mem_after_mib"),
-            "reaction_s": (nxt["started_at"] - oom_at) if (nxt and oom_at) else None,
-            "features": ",".join(f["name"] + ("(" + f["source"] + ")" if f["source"].startswith("oom-retry") else "")
-                                 for f in a.get("features") or []),
-            "changes": a.get("setting_changes") or {},
-        })
-    out = {"run_id": rec.get("run_id"), "status": rec.get("status"), "step": rec.get("step"),
-           "total": rec.get("total_steps"), "attempts": rows}
+        rows.append(
+            {
+                "n": a.get("n"),
+                "cls": (a.get("verdict") or {}).get("cls"),
+                "killed_by": a.get("killed_by"),
+                "exit": a.get("exit_code"),
+                "step_reached": a.get("step_reached"),
+                "resumed_from": a.get("resumed_from"),
+                "verl_s": (a["ended_at"] - a["started_at"]) if a.get("ended_at") and a.get("started_at") else None,
+                "teardown_s": a.get("teardown_s"),
+                "mem_after_mib": a.get("device_mem_after_mib"),
+                "reaction_s": (nxt["started_at"] - oom_at) if (nxt and oom_at) else None,
+                "features": ",".join(
+                    f["name"] + ("(" + f["source"] + ")" if f["source"].startswith("oom-retry") else "")
+                    for f in a.get("features") or []
+                ),
+                "changes": a.get("setting_changes") or {},
+            }
+        )
+    out = {
+        "run_id": rec.get("run_id"),
+        "status": rec.get("status"),
+        "step": rec.get("step"),
+        "total": rec.get("total_steps"),
+        "attempts": rows,
+    }
     if launch_t0 and atts and atts[0].get("started_at"):
         out["pre_s"] = atts[0]["started_at"] - launch_t0
     if atts and atts[-1].get("ended_at") and rec.get("ended_at"):
@@ -59,21 +73,29 @@ def _f(v, fmt="{:.2f}") -> str:
 
 
 def render(fig: dict) -> str:
-    lines = [f"run {fig['run_id']}: {fig['status']}, step {fig['step']}/{fig['total']}, {len(fig['attempts'])} attempt(s)"]
-    lines.append(f"{'n':>2} {'class':>13} {'ended by':>8} {'exit':>4} {'steps':>7} {'verl s':>8} {'teardown s':>10} "
-                 f"{'OOM->next verl s':>16} {'(3+teardown)':>12} {'mem after MiB':>13}  features / changes")
+    lines = [
+        f"run {fig['run_id']}: {fig['status']}, step {fig['step']}/{fig['total']}, {len(fig['attempts'])} attempt(s)"
+    ]
+    lines.append(
+        f"{'n':>2} {'class':>13} {'ended by':>8} {'exit':>4} {'steps':>7} {'verl s':>8} {'teardown s':>10} "
+        f"{'OOM->next verl s':>16} {'(3+teardown)':>12} {'mem after MiB':>13}  features / changes"
+    )
     for r in fig["attempts"]:
         budget = 3.0 + r["teardown_s"] if r["teardown_s"] is not None else None
         steps = f"{r['resumed_from'] or 0}->{r['step_reached']}"
-        lines.append(f"{r['n']:>2} {str(r['cls']):>13} {str(r['killed_by'] or 'exit'):>8} {str(r['exit']):>4} "
-                     f"{steps:>7} {_f(r['verl_s'], '{:.1f}'):>8} {_f(r['teardown_s']):>10} {_f(r['reaction_s']):>16} "
-                     f"{_f(budget):>12} {str(r['mem_after_mib'] or '-'):>13}  {r['features']} {r['changes'] or ''}")
+        lines.append(
+            f"{r['n']:>2} {str(r['cls']):>13} {str(r['killed_by'] or 'exit'):>8} {str(r['exit']):>4} "
+            f"{steps:>7} {_f(r['verl_s'], '{:.1f}'):>8} {_f(r['teardown_s']):>10} {_f(r['reaction_s']):>16} "
+            f"{_f(budget):>12} {str(r['mem_after_mib'] or '-'):>13}  {r['features']} {r['changes'] or ''}"
+        )
     if "pre_s" in fig or "post_s" in fig:
         tool = (fig.get("pre_s") or 0.0) + (fig.get("post_s") or 0.0)
-        lines.append(f"tool overhead: launch->verl started {_f(fig.get('pre_s'))} s + last verl exit->watch returned "
-                     f"{_f(fig.get('post_s'))} s = {tool:.2f} s (target < 5 s; the watch polls every 2 s, the "
-                     f"terminal run.json was written {_f(fig.get('record_s'))} s after the exit); "
-                     f"wall {_f(fig.get('wall_s'), '{:.1f}')} s")
+        lines.append(
+            f"tool overhead: launch->verl started {_f(fig.get('pre_s'))} s + last verl exit->watch returned "
+            f"{_f(fig.get('post_s'))} s = {tool:.2f} s (target < 5 s; the watch polls every 2 s, the "
+            f"terminal run.json was written {_f(fig.get('record_s'))} s after the exit); "
+            f"wall {_f(fig.get('wall_s'), '{:.1f}')} s"
+        )
     return "\n".join(lines)
 
 

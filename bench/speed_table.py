@@ -6,6 +6,7 @@ Reads verl's console step lines (``step:N - key:value - ...``; ``verl/utils/trac
 ``response_length/mean`` x batch for rollout tokens/s, ``actor/perf/max_memory_allocated_gb`` (older: ``perf/...``). The first ``--skip``
 steps (warm-up: CUDA graphs, JIT) are left out of the means. Prints a markdown table with ratio tool/verl
 (for s/step the ratio verl/tool: >= 1.0 means the tool is not slower)."""
+
 import argparse
 import csv
 import re
@@ -37,13 +38,28 @@ def figures(path: str, skip: int) -> dict[str, float]:
         vals = [r[key] for r in rows if key in r]
         return statistics.mean(vals) if vals else float("nan")
 
-    tps = [r["perf/total_num_tokens"] / r["timing_s/step"] for r in rows
-           if "perf/total_num_tokens" in r and r.get("timing_s/step")]
-    return {"steps": len(rows), "s/step": mean("timing_s/step"), "gen s": mean("timing_s/gen"),
-            "throughput tok/s/gpu": mean("perf/throughput"),
-            "tokens/s (total_num_tokens/step)": statistics.mean(tps) if tps else float("nan"),
-            "peak alloc GB": max((r.get("actor/perf/max_memory_allocated_gb",  # verl 0.9.1's key (V1 trainer)
-                                        r.get("perf/max_memory_allocated_gb", float("nan"))) for r in rows), default=0)}
+    tps = [
+        r["perf/total_num_tokens"] / r["timing_s/step"]
+        for r in rows
+        if "perf/total_num_tokens" in r and r.get("timing_s/step")
+    ]
+    return {
+        "steps": len(rows),
+        "s/step": mean("timing_s/step"),
+        "gen s": mean("timing_s/gen"),
+        "throughput tok/s/gpu": mean("perf/throughput"),
+        "tokens/s (total_num_tokens/step)": statistics.mean(tps) if tps else float("nan"),
+        "peak alloc GB": max(
+            (
+                r.get(
+                    "actor/perf/max_memory_allocated_gb",  # verl 0.9.1's key (V1 trainer)
+                    r.get("perf/max_memory_allocated_gb", float("nan")),
+                )
+                for r in rows
+            ),
+            default=0,
+        ),
+    }
 
 
 def smi_peak(path: str) -> float:

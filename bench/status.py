@@ -55,13 +55,24 @@ INV = [str(REPO / ".venv" / "bin" / "inv"), "-r", str(REPO)]
 
 def step_block(step: int, total: int) -> bytes:
     """One training step's worth of verl console output (~8 KiB): worker chatter, tqdm redraws, metrics."""
-    chatter = "".join("(WorkerDict pid=%d, ip=192.0.2.41) [rank-%d] rollout batch %d: generated 512 sequences, "
-                      "mean len 812.4, kv cache usage 61.3%%\n" % (4926 + r, r, step) for r in range(8)) * 6
-    bar = "".join("\rTraining Progress:  %d%%|%-10s| %d/%d [01:%02d<10:24:51, 96.63s/it]"
-                  % (100 * step // total, "#" * (10 * step // total), step, total, s) for s in range(3))
-    metrics = ("(TaskRunner pid=417) step:%d - actor/pg_loss:np.float64(-0.0123) - actor/entropy:np.float64(0.61)"
-               " - critic/score/mean:np.float64(0.%02d) - response_length/mean:np.float64(812.4)"
-               " - perf/throughput:np.float64(1234.5) - timing_s/step:np.float64(96.63)\n" % (step, step % 100))
+    chatter = (
+        "".join(
+            "(WorkerDict pid=%d, ip=192.0.2.41) [rank-%d] rollout batch %d: generated 512 sequences, "
+            "mean len 812.4, kv cache usage 61.3%%\n" % (4926 + r, r, step)
+            for r in range(8)
+        )
+        * 6
+    )
+    bar = "".join(
+        "\rTraining Progress:  %d%%|%-10s| %d/%d [01:%02d<10:24:51, 96.63s/it]"
+        % (100 * step // total, "#" * (10 * step // total), step, total, s)
+        for s in range(3)
+    )
+    metrics = (
+        "(TaskRunner pid=417) step:%d - actor/pg_loss:np.float64(-0.0123) - actor/entropy:np.float64(0.61)"
+        " - critic/score/mean:np.float64(0.%02d) - response_length/mean:np.float64(812.4)"
+        " - perf/throughput:np.float64(1234.5) - timing_s/step:np.float64(96.63)\n" % (step, step % 100)
+    )
     return (chatter + "(TaskRunner pid=417)" + bar + "\n" + metrics).encode()
 
 
@@ -70,8 +81,14 @@ def make_run(host: str, size: int, started_at: float) -> tuple[str, Path]:
     host_rd = STATE / "hosts" / host / "runs" / rid
     host_rd.mkdir(parents=True)
     crd = runstate.run_dir_for("/verl/dapo_runs", rid)
-    spec = {"run_id": rid, "run_dir": crd, "host": host, "container": "verl", "settings": {"steps": 100000},
-            "features": [{"name": "flash_attn", "source": "default"}]}
+    spec = {
+        "run_id": rid,
+        "run_dir": crd,
+        "host": host,
+        "container": "verl",
+        "settings": {"steps": 100000},
+        "features": [{"name": "flash_attn", "source": "default"}],
+    }
     rec = runstate.new_record(spec, 0, now=started_at)
     rec.update(status="succeeded", attempt=1)
     runstate.write_run(host_rd, rec)
@@ -143,8 +160,9 @@ READ_BYTES: dict = {}
 def import_seconds(argv: list[str], env: dict) -> tuple[float, float, float]:
     """(imports of one CLI run minus interpreter start-up, of which invoke, of which dapo_ops with what it
     imports first) in seconds, from ``-X importtime`` (top-level imports' cumulative times)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env, timeout=300
+    )
     total = inv = own = 0.0
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
@@ -176,8 +194,12 @@ def hosts_in_bench() -> int:
 
 def ensure_bench(n: int) -> None:
     if hosts_in_bench() < n:
-        subprocess.run(["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(n)], check=True,
-                       env=dict(os.environ, DAPO_BENCH_ID=BENCH_ID), stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", str(REPO / "sandbox" / "bench.sh"), "up", str(n)],
+            check=True,
+            env=dict(os.environ, DAPO_BENCH_ID=BENCH_ID),
+            stdout=subprocess.DEVNULL,
+        )
 
 
 def close_masters() -> None:
@@ -214,7 +236,7 @@ def one_host(args, env, ssh, now):
             runs[label] = make_run(args.host, size, now)
             now += 1
             print("wrote %s train.log in %.1f s" % (label, time.perf_counter() - t0), file=sys.stderr)
-        os.sync()                      # the 1 GiB just written must not be flushed while we time
+        os.sync()  # the 1 GiB just written must not be flushed while we time
         for _, rd in runs.values():
             evict(rd / "train.log")
         results: dict[tuple[str, str], list[float]] = {}
@@ -223,12 +245,14 @@ def one_host(args, env, ssh, now):
         (rid_s, _), (rid_b, rd_b) = runs["1 MiB"], runs["1 GiB"]
         status = {rid: INV + ["status", "--json", "--run", rid, "-H", args.host] for rid in (rid_s, rid_b)}
         dapo = {rid: [DAPO_OPS, "-H", args.host, "status", "--json", "--run", rid] for rid in (rid_s, rid_b)}
-        grep = {rid: ssh + ["docker exec verl grep 'Training Progress' /verl/dapo_runs/%s/train.log | tail -1" % rid]
-                for rid in (rid_s, rid_b)}
-        for i in range(args.repeat + 1):   # round 0 warms up (and starts the control master) and is not counted
+        grep = {
+            rid: ssh + ["docker exec verl grep 'Training Progress' /verl/dapo_runs/%s/train.log | tail -1" % rid]
+            for rid in (rid_s, rid_b)
+        }
+        for i in range(args.repeat + 1):  # round 0 warms up (and starts the control master) and is not counted
             order = [("1 MiB", rid_s), ("1 GiB", rid_b)]
             if i % 2:
-                order.reverse()            # back to back, alternating, so load drift hits both sizes equally
+                order.reverse()  # back to back, alternating, so load drift hits both sizes equally
             sample: dict[tuple[str, str], float] = {}
             lsample: dict[tuple[str, str], float] = {}
 
@@ -245,7 +269,7 @@ def one_host(args, env, ssh, now):
                 take(("look", label), lambda: timed_look(args.host, rid, False))
             close_masters()
             take(("status new-conn", "1 MiB"), lambda: timed(status[rid_s], env))
-            evict(rd_b / "train.log")      # cold page cache for that one file: a log nobody read lately
+            evict(rd_b / "train.log")  # cold page cache for that one file: a log nobody read lately
             take(("status", "1 GiB cold"), lambda: timed(status[rid_b], env))
             evict(rd_b / "train.log")
             take(("grep", "1 GiB cold"), lambda: timed(grep[rid_b]))
@@ -279,8 +303,10 @@ def fleet(args, env, now) -> tuple[dict, list[Path]]:
                 shutil.copy2(f, rd / f.name)
     os.sync()
     cfg = str(STATE / "ssh" / "ssh_config")
-    loop = ("for h in %s; do ssh -F %s $h \"docker exec verl grep 'Training Progress' /verl/dapo_runs/%s/train.log"
-            " | tail -1\"; done" % (" ".join(names), cfg, rid))
+    loop = (
+        "for h in %s; do ssh -F %s $h \"docker exec verl grep 'Training Progress' /verl/dapo_runs/%s/train.log"
+        ' | tail -1"; done' % (" ".join(names), cfg, rid)
+    )
     status = INV + ["status", "--json", "--run", rid, "-H", ",".join(names)]
     out: dict = {"grep": [], "status": [], "ratio": [], "load": []}
     for i in range(args.fleet_repeat + 1):  # round 0 warms up (masters started, page cache filled)
@@ -305,8 +331,11 @@ def main() -> int:
     ap.add_argument("--only-fleet", action="store_true", help="the fleet row alone (no 1-host rows, no imports)")
     args = ap.parse_args()
     ensure_bench(max(1, args.fleet))
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "dapo_ops"), str(REPO / "tasks.py")],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(REPO / "dapo_ops"), str(REPO / "tasks.py")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ, DAPO_OPS_INVENTORY=str(STATE / "hosts.toml"))
     ssh = ["ssh", "-F", str(STATE / "ssh" / "ssh_config"), args.host]
     now = time.time()
@@ -317,8 +346,9 @@ def main() -> int:
         imports, imp_loads, bare = [], [], []
         for _ in range(0 if args.only_fleet else 5):
             imp_loads.append(load())
-            imports.append(import_seconds([INV[0], *INV[1:], "status", "--json", "--run", runs["1 MiB"][0],
-                                           "-H", args.host], env))
+            imports.append(
+                import_seconds([INV[0], *INV[1:], "status", "--json", "--run", runs["1 MiB"][0], "-H", args.host], env)
+            )
             bare.append(import_seconds(["-c", "import invoke"], env)[0])
         fleet_res = None
         if args.fleet:
@@ -327,8 +357,10 @@ def main() -> int:
         med = {k: statistics.median(v) for k, v in results.items()}
         print("%-16s %-11s %10s %10s %10s %6s" % ("command", "log", "median s", "min s", "max s", "load"))
         for (c, label), v in sorted(results.items()):
-            print("%-16s %-11s %10.3f %10.3f %10.3f %6.1f" % (c, label, med[(c, label)], min(v), max(v),
-                                                             statistics.median(loads[(c, label)])))
+            print(
+                "%-16s %-11s %10.3f %10.3f %10.3f %6.1f"
+                % (c, label, med[(c, label)], min(v), max(v), statistics.median(loads[(c, label)]))
+            )
         print()
         print("%-42s %14s %12s %8s %s" % ("ratio", "median/round", "of medians", "target", "met"))
 
@@ -341,28 +373,47 @@ def main() -> int:
             print("%-42s %14.2f %12.2f %8s %s" % (name, r, med[num] / med[den], *verdict(name, r)))
         imp = statistics.median(t for t, _, _ in imports) if imports else None
         if imp is not None:
-            print("%-42s %14.3f %12s %8s %s   (invoke's own: %.3f s, dapo_ops's: %.3f s; load %.1f)"
-                  % ("imports of inv status (s)", imp, "-", *verdict("imports of inv status (s)", imp),
-                     statistics.median(i for _, i, _ in imports), statistics.median(o for _, _, o in imports),
-                     statistics.median(imp_loads)))
-            print("%-42s %14.3f %12s %8s %s   (the floor of every inv task: invoke imports all of itself, unittest.mock"
-                  " and asyncio included, before it parses argv)" % ("imports of `import invoke` alone (s)",
-                                                                      statistics.median(bare), "-", "-", "-"))
+            print(
+                "%-42s %14.3f %12s %8s %s   (invoke's own: %.3f s, dapo_ops's: %.3f s; load %.1f)"
+                % (
+                    "imports of inv status (s)",
+                    imp,
+                    "-",
+                    *verdict("imports of inv status (s)", imp),
+                    statistics.median(i for _, i, _ in imports),
+                    statistics.median(o for _, _, o in imports),
+                    statistics.median(imp_loads),
+                )
+            )
+            print(
+                "%-42s %14.3f %12s %8s %s   (the floor of every inv task: invoke imports all of itself, unittest.mock"
+                " and asyncio included, before it parses argv)"
+                % ("imports of `import invoke` alone (s)", statistics.median(bare), "-", "-", "-")
+            )
         if fleet_res:
             r = statistics.median(fleet_res["ratio"])
-            print("%-42s %14.2f %12.2f %8s %s   (grep loop %.2f s, inv status %.2f s; load %.1f)"
-                  % ("serial grep x %d / inv status %d hosts" % (args.fleet, args.fleet), r,
-                     statistics.median(fleet_res["grep"]) / statistics.median(fleet_res["status"]),
-                     *verdict("serial grep x N / inv status N hosts", r), statistics.median(fleet_res["grep"]),
-                     statistics.median(fleet_res["status"]), statistics.median(fleet_res["load"])))
+            print(
+                "%-42s %14.2f %12.2f %8s %s   (grep loop %.2f s, inv status %.2f s; load %.1f)"
+                % (
+                    "serial grep x %d / inv status %d hosts" % (args.fleet, args.fleet),
+                    r,
+                    statistics.median(fleet_res["grep"]) / statistics.median(fleet_res["status"]),
+                    *verdict("serial grep x N / inv status N hosts", r),
+                    statistics.median(fleet_res["grep"]),
+                    statistics.median(fleet_res["status"]),
+                    statistics.median(fleet_res["load"]),
+                )
+            )
         for label, (rid, _) in runs.items():
             print("%-42s %8s" % ("bytes read by the probe, %s log" % label, READ_BYTES.get(rid)))
-        print("\nstatus = inv status end to end (Python start + imports, one probe over the reused SSH connection);"
-              "\nstatus new-conn = the same right after closing the control masters (starts one: a first look);"
-              "\nlook = one look in-process over a new direct SSH connection; look reused = through the master;"
-              "\ngrep = ssh <host> docker exec verl grep 'Training Progress' <log> | tail -1 (OpenSSH client)."
-              "\nmachine: %d CPUs shared with the sandbox hosts and other users; load average %.1f -> %.1f"
-              % (os.cpu_count(), load0, load()))
+        print(
+            "\nstatus = inv status end to end (Python start + imports, one probe over the reused SSH connection);"
+            "\nstatus new-conn = the same right after closing the control masters (starts one: a first look);"
+            "\nlook = one look in-process over a new direct SSH connection; look reused = through the master;"
+            "\ngrep = ssh <host> docker exec verl grep 'Training Progress' <log> | tail -1 (OpenSSH client)."
+            "\nmachine: %d CPUs shared with the sandbox hosts and other users; load average %.1f -> %.1f"
+            % (os.cpu_count(), load0, load())
+        )
     finally:
         if not args.keep:
             for rd in made:

@@ -42,7 +42,9 @@ PREFIX = "\x1b[36m(AgentLoopWorkerTQ pid=52211)\x1b[0m "
 def storm_block() -> list[str]:
     """One failed session's lines as verl 0.9.1 logs them (Ray-prefixed), from a real KeyError of
     gpu/bad_reward.py (its 41st call)."""
-    spec = importlib.util.spec_from_file_location("standin_reward", REPO / "sandbox/verl_standin/verl/_standin/reward.py")
+    spec = importlib.util.spec_from_file_location(
+        "standin_reward", REPO / "sandbox/verl_standin/verl/_standin/reward.py"
+    )
     rw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rw)
     fn = rw.load(str(REPO / "gpu/bad_reward.py"), "compute_score")
@@ -58,12 +60,14 @@ def storm_block() -> list[str]:
 
 
 def storm_log(n: int) -> str:
-    head = ["\x1b[36m(TaskRunnerV1 pid=51000)\x1b[0m INFO:2026-12-02 10:00:00,000:Total training steps: 4",
-            "\x1b[36m(TaskRunnerV1 pid=51000)\x1b[0m step:1 - critic/score/mean:0.5 - timing_s/step:2.0"]
+    head = [
+        "\x1b[36m(TaskRunnerV1 pid=51000)\x1b[0m INFO:2026-12-02 10:00:00,000:Total training steps: 4",
+        "\x1b[36m(TaskRunnerV1 pid=51000)\x1b[0m step:1 - critic/score/mean:0.5 - timing_s/step:2.0",
+    ]
     return "\n".join(head + storm_block() * n) + "\n"
 
 
-FAKE = r'''
+FAKE = r"""
 import json, os, sys, time
 a = json.loads(sys.argv[1]); cfg = a["cfg"]
 block = open(cfg["block"]).read()
@@ -79,15 +83,15 @@ while time.time() - t0 < cfg["seconds"]:
     n += 1
     out(block)
     time.sleep(max(0.0, t0 + n / cfg["rate"] - time.time()))
-'''
+"""
 
-FACTORY = r'''
+FACTORY = r"""
 import json, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 def factory(spec, fs, changes=None):
     cfg = json.load(open(os.path.join(spec["run_dir"], "bench.json")))
     return [sys.executable, os.path.join(HERE, "bench_storm_verl.py"), json.dumps({"cfg": cfg})]
-'''
+"""
 
 
 def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
@@ -95,11 +99,27 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
     run_dir = root / "runs" / rid
     run_dir.mkdir(parents=True)
     fs = features.resolve(None)
-    spec = {"version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
-            "profile": "0.9", "accelerator": "gpu", "workdir": str(root), "python": sys.executable,
-            "run_dir": str(run_dir), "settings": {"steps": 4, "ckpt_dir": str(run_dir / "checkpoints")},
-            "features": fs.to_json(), "disabled_features": [], "max_oom_retries": 2, "hang_timeout_s": 3600,
-            "env": {}, "notify": {}, "supervisor": tunables}
+    spec = {
+        "version": 1,
+        "run_id": rid,
+        "host": "local",
+        "container": "none",
+        "mode": "dapo",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "accelerator": "gpu",
+        "workdir": str(root),
+        "python": sys.executable,
+        "run_dir": str(run_dir),
+        "settings": {"steps": 4, "ckpt_dir": str(run_dir / "checkpoints")},
+        "features": fs.to_json(),
+        "disabled_features": [],
+        "max_oom_retries": 2,
+        "hang_timeout_s": 3600,
+        "env": {},
+        "notify": {},
+        "supervisor": tunables,
+    }
     runstate.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "bench.json").write_text(json.dumps(cfg))
     return run_dir
@@ -107,9 +127,20 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
 
 def start(root: Path, run_dir: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root)]))
-    return subprocess.Popen([sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
-                             "bench_storm_factory:factory"], env=env, stdin=subprocess.DEVNULL,
-                            stdout=open(run_dir / "supervisor.log", "ab"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dapo_ops.agent.supervisor",
+            str(run_dir),
+            "--command-factory",
+            "bench_storm_factory:factory",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=open(run_dir / "supervisor.log", "ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def cpu_s(pid: int) -> float:
@@ -132,9 +163,14 @@ def to_verdict(root: Path, rate: float, tun: dict) -> dict:
     rec = runstate.read_run(run_dir)
     t_first = first_storm_t(run_dir / "attempt-1.log")
     v = rec.get("verdict") or {}
-    return {"status": rec["status"], "cls": v.get("cls"), "user_frame": (v.get("detail") or {}).get("user_frame"),
-            "attempts": len(rec["attempts"]), "to_verdict_s": rec["ended_at"] - t_first if t_first else None,
-            "count": (v.get("detail") or {}).get("count")}
+    return {
+        "status": rec["status"],
+        "cls": v.get("cls"),
+        "user_frame": (v.get("detail") or {}).get("user_frame"),
+        "attempts": len(rec["attempts"]),
+        "to_verdict_s": rec["ended_at"] - t_first if t_first else None,
+        "count": (v.get("detail") or {}).get("count"),
+    }
 
 
 def cpu_at_rate(root: Path, rate: float, seconds: float, tun: dict) -> dict:
@@ -153,14 +189,19 @@ def cpu_at_rate(root: Path, rate: float, seconds: float, tun: dict) -> dict:
     a1, l1 = alog.stat().st_size, (run_dir / "train.log").stat().st_size
     p.terminate()
     p.wait(timeout=120)
-    return {"cpu_pct": 100.0 * (c1 - c0) / (t1 - t0), "verl_kb_s": (a1 - a0) / (t1 - t0) / 1e3,
-            "train_kb_s": (l1 - l0) / (t1 - t0) / 1e3}
+    return {
+        "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
+        "verl_kb_s": (a1 - a0) / (t1 - t0) / 1e3,
+        "train_kb_s": (l1 - l0) / (t1 - t0) / 1e3,
+    }
 
 
 def healthy() -> None:
-    sets = {"real-verl H200 runs": glob.glob(str(REPO / "tests/fixtures/real-verl/*.log")),
-            "tool runs (H200)": glob.glob(str(REPO / "tests/fixtures/real-verl/tool-runs/*/train.log")),
-            "public reports + variants": [p for p in glob.glob(str(REPO / "tests/cases/**/*.log"), recursive=True)]}
+    sets = {
+        "real-verl H200 runs": glob.glob(str(REPO / "tests/fixtures/real-verl/*.log")),
+        "tool runs (H200)": glob.glob(str(REPO / "tests/fixtures/real-verl/tool-runs/*/train.log")),
+        "public reports + variants": [p for p in glob.glob(str(REPO / "tests/cases/**/*.log"), recursive=True)],
+    }
     print("most tracebacks of one key (exception type + innermost frame) with no step between them")
     print(f"{'log set':>26} {'logs':>5} {'with tb':>8} {'max repeats':>12}")
     for name, paths in sets.items():
@@ -186,8 +227,13 @@ def main() -> int:
     healthy()
     if a.healthy:
         return 0
-    tun = {"poll_interval_s": 0.25, "oom_grace_s": 1.0, "kill_grace_s": 15.0, "retry_delay_s": 0.0,
-           "write_interval_s": 1.0}
+    tun = {
+        "poll_interval_s": 0.25,
+        "oom_grace_s": 1.0,
+        "kill_grace_s": 15.0,
+        "retry_delay_s": 0.0,
+        "write_interval_s": 1.0,
+    }
     with tempfile.TemporaryDirectory(prefix="dapo-storm-") as d:
         root = Path(d)
         (root / "bench_storm_verl.py").write_text(FAKE)
@@ -198,18 +244,29 @@ def main() -> int:
         cpu = cpu_at_rate(root, a.kb_s * 1e3 / block_bytes, a.seconds, tun)
     print()
     print(f"storm at {a.rate:.0f} tracebacks/s: first traceback -> verdict")
-    print(f"{'status':>8} {'class':>12} {'user frame':>16} {'attempts':>9} {'tracebacks':>11} {'s':>7} "
-          f"{'target s':>9} {'ratio':>6}")
+    print(
+        f"{'status':>8} {'class':>12} {'user frame':>16} {'attempts':>9} {'tracebacks':>11} {'s':>7} "
+        f"{'target s':>9} {'ratio':>6}"
+    )
     s = tv["to_verdict_s"] or float("nan")
-    print(f"{tv['status']:>8} {str(tv['cls']):>12} {str(tv['user_frame']):>16} {tv['attempts']:>9} "
-          f"{str(tv['count']):>11} {s:7.1f} {120.0:9.1f} {s / 120.0:6.2f}")
+    print(
+        f"{tv['status']:>8} {str(tv['cls']):>12} {str(tv['user_frame']):>16} {tv['attempts']:>9} "
+        f"{str(tv['count']):>11} {s:7.1f} {120.0:9.1f} {s / 120.0:6.2f}"
+    )
     print()
-    print(f"supervisor CPU over {a.seconds:.0f} s of the storm (detection held off): verl writes "
-          f"{cpu['verl_kb_s']:.0f} KB/s, train.log grows {cpu['train_kb_s']:.1f} KB/s (the cap)")
+    print(
+        f"supervisor CPU over {a.seconds:.0f} s of the storm (detection held off): verl writes "
+        f"{cpu['verl_kb_s']:.0f} KB/s, train.log grows {cpu['train_kb_s']:.1f} KB/s (the cap)"
+    )
     print(f"{'metric':>12} {'value':>8} {'target':>8} {'ratio':>6}")
     print(f"{'cpu % core':>12} {cpu['cpu_pct']:8.2f} {5.0:8.2f} {cpu['cpu_pct'] / 5.0:6.2f}")
-    ok = (tv["cls"] == "error-storm" and tv["user_frame"] == "bad_reward.py:5" and tv["attempts"] == 1
-          and s < 120 and cpu["cpu_pct"] < 5.0)
+    ok = (
+        tv["cls"] == "error-storm"
+        and tv["user_frame"] == "bad_reward.py:5"
+        and tv["attempts"] == 1
+        and s < 120
+        and cpu["cpu_pct"] < 5.0
+    )
     print("\nwithin targets" if ok else "\nOUTSIDE targets")
     return 0
 

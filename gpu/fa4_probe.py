@@ -2,6 +2,7 @@
 on this GPU, and do FA4's varlen forward + backward (what verl's remove-padding path calls through transformers'
 ``_flash_attention_forward`` with packed ``position_ids``) agree with sdpa over the same packed sequences?
 Prints one line per check and the JIT compile time; exit 1 on any failure. Needs a CUDA GPU (sm90+)."""
+
 import sys
 import time
 
@@ -11,9 +12,12 @@ from transformers.utils.import_utils import is_flash_attn_4_available
 
 
 def main() -> int:
-    print(f"torch {torch.__version__}, device {torch.cuda.get_device_name()}, "
-          f"is_flash_attn_4_available={is_flash_attn_4_available()}")
+    print(
+        f"torch {torch.__version__}, device {torch.cuda.get_device_name()}, "
+        f"is_flash_attn_4_available={is_flash_attn_4_available()}"
+    )
     from flash_attn.cute import flash_attn_varlen_func  # noqa: PLC0415
+
     torch.manual_seed(0)
     ok = True
     for hq, hkv, d in ((8, 2, 64), (14, 2, 64), (28, 4, 128)):  # tiny-style, Qwen2.5-0.5B, Qwen2.5-7B heads
@@ -24,8 +28,9 @@ def main() -> int:
         k = torch.randn(t, hkv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         v = torch.randn(t, hkv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         t0 = time.time()
-        out = flash_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
-                                     max_seqlen_k=max(lens), causal=True)
+        out = flash_attn_varlen_func(
+            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens), max_seqlen_k=max(lens), causal=True
+        )
         out = out[0] if isinstance(out, tuple) else out
         out.float().square().sum().backward()
         torch.cuda.synchronize()
@@ -45,8 +50,10 @@ def main() -> int:
         e_g = ((gq.float() - rgq.float()).abs().max() / rgq.float().abs().max()).item()
         good = e_out < 2e-2 and e_g < 5e-2
         ok &= good
-        print(f"hq={hq} hkv={hkv} d={d}: first call (JIT) {first:.1f} s, max|out-sdpa| {e_out:.2e}, "
-              f"rel max|dq-sdpa| {e_g:.2e}: {'OK' if good else 'MISMATCH'}")
+        print(
+            f"hq={hq} hkv={hkv} d={d}: first call (JIT) {first:.1f} s, max|out-sdpa| {e_out:.2e}, "
+            f"rel max|dq-sdpa| {e_g:.2e}: {'OK' if good else 'MISMATCH'}"
+        )
     return 0 if ok else 1
 
 

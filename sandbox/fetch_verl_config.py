@@ -63,7 +63,8 @@ def verl_config_root(cache: Path | None = None) -> Path:
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             proc = subprocess.run(
                 [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, f"verl=={VERL_VERSION}"],
-                capture_output=True, text=True,
+                capture_output=True,
+                text=True,
             )
             got = Path(tmp) / WHEEL
             if proc.returncode != 0 or not got.exists():
@@ -76,8 +77,12 @@ def verl_config_root(cache: Path | None = None) -> Path:
     tmp_root = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
-            if (name.startswith(CONFIG_PREFIXES) and name.endswith((".yaml", ".yml"))
-                    or name.startswith(SOURCE_PREFIX) and name.endswith(".py")):
+            if (
+                name.startswith(CONFIG_PREFIXES)
+                and name.endswith((".yaml", ".yml"))
+                or name.startswith(SOURCE_PREFIX)
+                and name.endswith(".py")
+            ):
                 zf.extract(name, tmp_root)
     (tmp_root / ".complete").write_text(digest + " " + EXTRACT_REV + "\n")
     if root.exists():

@@ -25,8 +25,10 @@ import pyarrow.parquet as pq
 
 def safetensors_bytes(n_floats: int = 256) -> bytes:
     """A valid one-tensor safetensors file (F32, ``n_floats`` values of 0.5)."""
-    header = {"__metadata__": {"format": "pt"},
-              "model.embed.weight": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]}}
+    header = {
+        "__metadata__": {"format": "pt"},
+        "model.embed.weight": {"dtype": "F32", "shape": [n_floats], "data_offsets": [0, 4 * n_floats]},
+    }
     h = json.dumps(header).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     return struct.pack("<Q", len(h)) + h + struct.pack(f"<{n_floats}f", *([0.5] * n_floats))
@@ -35,21 +37,31 @@ def safetensors_bytes(n_floats: int = 256) -> bytes:
 def make_model(d: Path, max_pos: int = 512, n_floats: int = 256) -> Path:
     """Write a tiny Qwen2-style model dir to ``d`` (created); returns ``d``."""
     d.mkdir(parents=True, exist_ok=True)
-    (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "max_position_embeddings": max_pos,
-                                               "hidden_size": 16, "torch_dtype": "bfloat16"}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {"model_type": "qwen2", "max_position_embeddings": max_pos, "hidden_size": 16, "torch_dtype": "bfloat16"}
+        )
+    )
     (d / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}}}))
     (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
     (d / "model.safetensors").write_bytes(safetensors_bytes(n_floats))
     return d
 
 
-def rl_table(n: int = 8, *, drop_ground_truth: bool = False, drop: tuple = (), data_source: str = "math_dapo") -> pa.Table:
+def rl_table(
+    n: int = 8, *, drop_ground_truth: bool = False, drop: tuple = (), data_source: str = "math_dapo"
+) -> pa.Table:
     """``n`` rows of "What is i plus 2?" in verl's RL schema; ``drop`` removes columns (for negative tests)."""
     rows = []
     for i in range(n):
         rm = {"style": "rule"} if drop_ground_truth else {"style": "rule", "ground_truth": str(i + 2)}
-        row = {"data_source": data_source, "prompt": [{"role": "user", "content": f"What is {i} plus 2?"}],
-               "ability": "MATH", "reward_model": rm, "extra_info": {"index": i}}
+        row = {
+            "data_source": data_source,
+            "prompt": [{"role": "user", "content": f"What is {i} plus 2?"}],
+            "ability": "MATH",
+            "reward_model": rm,
+            "extra_info": {"index": i},
+        }
         for k in drop:
             row.pop(k, None)
         rows.append(row)

@@ -27,8 +27,12 @@ DEFAULT_DEVICES: dict = {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536
 
 
 def pytest_addoption(parser):
-    parser.addoption("--bench-keep", action="store_true", default=False,
-                     help="keep the sandbox bench up after the session (same as DAPO_BENCH_KEEP=1)")
+    parser.addoption(
+        "--bench-keep",
+        action="store_true",
+        default=False,
+        help="keep the sandbox bench up after the session (same as DAPO_BENCH_KEEP=1)",
+    )
 
 
 def bench_id() -> str:
@@ -50,7 +54,9 @@ def bench_id() -> str:
 os.environ["DAPO_OPS_CONTROL_DIR"] = f"/tmp/dapo-ops-test-{os.getuid()}-b{bench_id()}"
 
 
-def run_bench(*args: str, bench: str | None = None, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_bench(
+    *args: str, bench: str | None = None, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run ``sandbox/bench.sh <args>`` for bench id ``bench`` (default: this session's); text output."""
     env = dict(os.environ, DAPO_BENCH_ID=bench if bench is not None else bench_id())
     proc = subprocess.run(["bash", str(BENCH_SH), *args], env=env, capture_output=True, text=True, timeout=timeout)
@@ -107,24 +113,34 @@ class Sandbox:
             raise ValueError(f"unknown sandbox host {host!r}; have {self.hosts}")
 
     # --------------------------------------------------------------- commands
-    def ssh(self, host: str, cmd: str, timeout: float = 120, check: bool = False,
-            input: str | None = None) -> subprocess.CompletedProcess:
+    def ssh(
+        self, host: str, cmd: str, timeout: float = 120, check: bool = False, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Run shell text ``cmd`` on ``host`` (not in the container) with the OpenSSH client and the generated
         ssh_config. Returns the CompletedProcess (text; ``returncode`` 255 = SSH failure)."""
         self._check(host)
-        proc = subprocess.run(["ssh", "-F", str(self.ssh_config), host, cmd], capture_output=True, text=True,
-                              timeout=timeout, input=input)
+        proc = subprocess.run(
+            ["ssh", "-F", str(self.ssh_config), host, cmd], capture_output=True, text=True, timeout=timeout, input=input
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {host} {cmd!r} -> rc {proc.returncode}: {proc.stderr.strip()[-800:]}")
         return proc
 
-    def exec(self, host: str, cmd: str, timeout: float = 120, check: bool = False,
-             env: dict | None = None, workdir: str | None = None) -> subprocess.CompletedProcess:
+    def exec(
+        self,
+        host: str,
+        cmd: str,
+        timeout: float = 120,
+        check: bool = False,
+        env: dict | None = None,
+        workdir: str | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run shell text ``cmd`` inside ``host``'s container (``docker exec verl sh -c cmd`` over SSH)."""
         env_args = " ".join(f"-e {shlex.quote(f'{k}={v}')}" for k, v in (env or {}).items())
         wd = f"-w {shlex.quote(workdir)}" if workdir else ""
-        return self.ssh(host, f"docker exec {env_args} {wd} {self.container} sh -c {shlex.quote(cmd)}",
-                        timeout=timeout, check=check)
+        return self.ssh(
+            host, f"docker exec {env_args} {wd} {self.container} sh -c {shlex.quote(cmd)}", timeout=timeout, check=check
+        )
 
     # --------------------------------------------------------------- cues
     def set_scenario(self, host: str, scenario: dict) -> None:
@@ -146,11 +162,15 @@ class Sandbox:
         self.set_devices(host, DEFAULT_DEVICES)
         run_bench("container", host, bench=self.id)
         # end stray processes inside the container (PID 1 is the keeper loop, keep it and its sleep)
-        self.exec(host, "for p in /proc/[0-9]*; do n=${p#/proc/}; [ \"$n\" = 1 ] && continue; "
-                        "[ \"$n\" = $$ ] && continue; ppid=$(awk '/^PPid:/{print $2}' $p/status 2>/dev/null); "
-                        "[ \"$ppid\" = 1 ] && [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && continue; "
-                        "kill -9 $n 2>/dev/null; done; "
-                        "rm -rf /tmp/dapo-standin; true", timeout=60)
+        self.exec(
+            host,
+            'for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = 1 ] && continue; '
+            "[ \"$n\" = $$ ] && continue; ppid=$(awk '/^PPid:/{print $2}' $p/status 2>/dev/null); "
+            '[ "$ppid" = 1 ] && [ "$(cat $p/comm 2>/dev/null)" = sleep ] && continue; '
+            "kill -9 $n 2>/dev/null; done; "
+            "rm -rf /tmp/dapo-standin; true",
+            timeout=60,
+        )
         runs = self.runs_dir(host)
         runs.mkdir(parents=True, exist_ok=True)
         for child in runs.iterdir():
@@ -225,8 +245,15 @@ class CliResult:
         return self.rc
 
 
-def run_cli(prog: str, *args, cwd: str | os.PathLike | None = None, env: dict | None = None,
-            drop_env: tuple[str, ...] = (), stdin: str | None = None, timeout: float = 180) -> CliResult:
+def run_cli(
+    prog: str,
+    *args,
+    cwd: str | os.PathLike | None = None,
+    env: dict | None = None,
+    drop_env: tuple[str, ...] = (),
+    stdin: str | None = None,
+    timeout: float = 180,
+) -> CliResult:
     """Run ``prog`` (``"inv"``: ``python -m invoke -r <repo>``; ``"dapo-ops"``: the installed Fab program) with
     ``args`` (each ``str()``-ed) as a subprocess and wait for it.
 
@@ -241,8 +268,16 @@ def run_cli(prog: str, *args, cwd: str | os.PathLike | None = None, env: dict | 
     argv = [*CLI_PROGS[prog], *(str(a) for a in args)]
     full_env = {k: v for k, v in os.environ.items() if not (drop_env and k.startswith(drop_env))}
     full_env.update(env or {})
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=str(cwd or REPO), env=full_env, timeout=timeout,
-                          input=stdin, stdin=subprocess.DEVNULL if stdin is None else None)
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=str(cwd or REPO),
+        env=full_env,
+        timeout=timeout,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+    )
     return CliResult(rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, argv=tuple(argv))
 
 
@@ -272,11 +307,13 @@ def pytest_sessionstart(session):
 @pytest.fixture
 def test_report():
     """``test_report(text)``: print ``text`` in the terminal summary of this run (xdist-safe)."""
+
     def add(text: str) -> None:
         path = os.environ.get(_REPORT_ENV)
         if path:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(text.rstrip("\n") + "\n\n")
+
     return add
 
 

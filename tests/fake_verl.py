@@ -67,7 +67,9 @@ def main() -> int:
         out("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
         return 1
     if cfg.get("spawn_child"):
-        subprocess.Popen([sys.executable, "-c", "import os,time; os.setsid(); time.sleep(600)"])  # setsid itself, as Ray workers do
+        subprocess.Popen(
+            [sys.executable, "-c", "import os,time; os.setsid(); time.sleep(600)"]
+        )  # setsid itself, as Ray workers do
     if cfg.get("kv_text") and not a["changes"].get("gpu_memory_utilization"):
         out(cfg["kv_text"])
         return 1
@@ -92,7 +94,8 @@ def main() -> int:
         for _ in range(int(cfg.get("noise_lines", 0))):
             out("(WorkerDict pid=7) " + noise)
         oom = cfg.get("oom_at") == step and (
-            cfg.get("oom_always") or not all(f in feats for f in cfg.get("oom_unless", ["offload"]))
+            cfg.get("oom_always")
+            or not all(f in feats for f in cfg.get("oom_unless", ["offload"]))
             or not all(k in a["changes"] for k in cfg.get("oom_unless_changes", []))
         )
         if oom:

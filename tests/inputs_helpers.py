@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sandbox"))
 from sample_inputs import make_model, make_parquet, rl_table, safetensors_bytes  # noqa: E402,F401  (sandbox equipment)
 

@@ -31,9 +31,13 @@ def factory(spec, features, setting_changes=None):
 
 def _daemon(session_dir: str) -> int:
     code = "import time\nwhile True: time.sleep(1)\n"
-    p = subprocess.Popen(["/usr/bin/env", "-i", sys.executable, "-c", code, "--session_dir=" + session_dir],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["/usr/bin/env", "-i", sys.executable, "-c", code, "--session_dir=" + session_dir],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return p.pid
 
 

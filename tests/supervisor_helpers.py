@@ -22,8 +22,18 @@ TESTS = Path(__file__).resolve().parent
 FAST = {"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2, "write_interval_s": 0.2}
 
 
-def new_run(tmp_path: Path, *, steps: int, workdir: Path, settings: dict | None = None, user_features=None,
-            secret: dict | None = None, files: dict | None = None, run_id: str | None = None, **spec) -> Path:
+def new_run(
+    tmp_path: Path,
+    *,
+    steps: int,
+    workdir: Path,
+    settings: dict | None = None,
+    user_features=None,
+    secret: dict | None = None,
+    files: dict | None = None,
+    run_id: str | None = None,
+    **spec,
+) -> Path:
     """``<tmp_path>/runs/<run_id>/spec.json`` of a GPU fsdp DAPO run of ``steps`` steps in ``workdir``.
 
     ``settings`` update the spec's settings, ``spec`` its top-level keys; ``files`` are JSON files written
@@ -34,12 +44,25 @@ def new_run(tmp_path: Path, *, steps: int, workdir: Path, settings: dict | None 
     run_dir.mkdir(parents=True)
     fs = features.resolve(user_features)
     body = {
-        "version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
-        "profile": "0.9", "accelerator": "gpu", "workdir": str(workdir), "python": sys.executable,
+        "version": 1,
+        "run_id": rid,
+        "host": "local",
+        "container": "none",
+        "mode": "dapo",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "accelerator": "gpu",
+        "workdir": str(workdir),
+        "python": sys.executable,
         "run_dir": str(run_dir),
         "settings": {"steps": steps, "ckpt_dir": str(run_dir / "checkpoints"), "experiment": rid, **(settings or {})},
-        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
-        "max_oom_retries": 2, "hang_timeout_s": 1800, "env": {}, "notify": {}, "supervisor": dict(FAST),
+        "features": fs.to_json(),
+        "disabled_features": sorted(fs.disabled),
+        "max_oom_retries": 2,
+        "hang_timeout_s": 1800,
+        "env": {},
+        "notify": {},
+        "supervisor": dict(FAST),
     }
     body.update(spec)
     runstate.write_json_atomic(run_dir / "spec.json", body)
@@ -61,7 +84,11 @@ def start(run_dir: Path, factory: str = "fake_verl:factory", path: str | None = 
     with open(run_dir / "supervisor.log", "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", factory],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
 
 
@@ -94,6 +121,7 @@ def fake_smi(tmp_path: Path, apps: list[str] | None = None, used_mib: list[int] 
     nothing when ``apps`` is None (as inside a container or VM); ``--query-gpu=memory.used`` prints
     ``used_mib[i]`` on its i-th call. The last entry repeats forever. Returns the directory to put on PATH; the
     call counts are in ``<tmp_path>/n`` (compute-apps) and ``<tmp_path>/m`` (memory)."""
+
     def case(state: Path, outputs: list[str]) -> str:
         state.write_text("0")
         arms = "\n".join(f"    {i}) {out} ;;" for i, out in enumerate(outputs))
@@ -128,8 +156,11 @@ def log_facts(lines) -> tuple[list[int], list[int], list[int], list[int]]:
         pm = logformat.parse_metrics_line(ln)
         if pm:
             steps.append(pm[0])
-        for out, fn in ((totals, logformat.parse_total), (resumes, logformat.parse_resume),
-                        (saves, logformat.parse_save)):
+        for out, fn in (
+            (totals, logformat.parse_total),
+            (resumes, logformat.parse_resume),
+            (saves, logformat.parse_save),
+        ):
             n = fn(ln)
             if n is not None:
                 out.append(n)

@@ -21,13 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = Path(__file__).parent / "cases"
 VENV_BIN = Path(sys.executable).parent
 
-CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of "
-            "79.11 GiB of which 8.85 GiB is free.")
-NPU_OOM = ("RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; 52.18 GiB "
-           "already allocated; 3.02 GiB free; 56.84 GiB reserved in total by PyTorch)")
+CUDA_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of "
+    "79.11 GiB of which 8.85 GiB is free."
+)
+NPU_OOM = (
+    "RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; 52.18 GiB "
+    "already allocated; 3.02 GiB free; 56.84 GiB reserved in total by PyTorch)"
+)
 
 
 # ------------------------------------------------------------------ contract
+
 
 def test_classes_kinds_and_table_agree():
     assert len(C.CLASSES) == 12 and len(set(C.CLASSES)) == 12
@@ -48,37 +53,44 @@ def test_verdict_to_json_roundtrip():
 
 # ------------------------------------------------------------------ is_device_oom_line
 
-@pytest.mark.parametrize("line", [
-    CUDA_OOM,
-    NPU_OOM,
-    "\x1b[36m(WorkerDict pid=4630, ip=192.0.2.21)\x1b[0m " + NPU_OOM,
-    "[rank3]: torch.OutOfMemoryError: NPU out of memory. NPUWorkspaceAllocator tried to allocate 1.00 GiB",
-    "RuntimeError: cuda out of memory. tried to allocate 20.00 mib (gpu 0; 15.78 gib total capacity)",
-    "(WorkerDict pid=1) [ERROR] 2025-11-02-07:41:19 (PID:1502, Device:2, RankID:2) ERR01006 OPS memory error",
-    "EL0004: [PID: 1502] 2025-11-02-07:41:19.331.204 Failed to allocate memory.",
-    "RuntimeError: CUDA error: out of memory",
-])
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        CUDA_OOM,
+        NPU_OOM,
+        "\x1b[36m(WorkerDict pid=4630, ip=192.0.2.21)\x1b[0m " + NPU_OOM,
+        "[rank3]: torch.OutOfMemoryError: NPU out of memory. NPUWorkspaceAllocator tried to allocate 1.00 GiB",
+        "RuntimeError: cuda out of memory. tried to allocate 20.00 mib (gpu 0; 15.78 gib total capacity)",
+        "(WorkerDict pid=1) [ERROR] 2025-11-02-07:41:19 (PID:1502, Device:2, RankID:2) ERR01006 OPS memory error",
+        "EL0004: [PID: 1502] 2025-11-02-07:41:19.331.204 Failed to allocate memory.",
+        "RuntimeError: CUDA error: out of memory",
+    ],
+)
 def test_is_device_oom_line_fires(line):
     assert C.is_device_oom_line(line)
 
 
-@pytest.mark.parametrize("line", [
-    "Error executing job with overrides: ['actor_rollout_ref.actor.fsdp_config.param_offload=False', "
-    "'trainer.experiment_name=cuda out of memory repro']",
-    "+ python3 -m verl.trainer.main_ppo trainer.experiment_name='NPU out of memory test' param_offload=True",
-    "(TaskRunner pid=1)                        'experiment_name': 'CUDA out of memory sweep',",
-    "(TaskRunner pid=1) {'oom_retries': 2, 'offload': True, 'gpu_memory_utilization': 0.6}",
-    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
-    "Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/...",
-    "The actor is dead ... There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer "
-    "due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV "
-    "or other unexpected errors.",
-    "RuntimeError: NPU out of memory. Tried to allocate 8388608.00 GiB (NPU 0; 60.96 GiB total capacity)",
-    "(TaskRunner pid=1) step:3 - perf/max_memory_allocated_gb:61.2 - perf/max_memory_reserved_gb:70.1",
-    "RuntimeError: CUDA error: an illegal memory access was encountered",
-    "Malloc pin memory failed, host out of memory",
-    "",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Error executing job with overrides: ['actor_rollout_ref.actor.fsdp_config.param_offload=False', "
+        "'trainer.experiment_name=cuda out of memory repro']",
+        "+ python3 -m verl.trainer.main_ppo trainer.experiment_name='NPU out of memory test' param_offload=True",
+        "(TaskRunner pid=1)                        'experiment_name': 'CUDA out of memory sweep',",
+        "(TaskRunner pid=1) {'oom_retries': 2, 'offload': True, 'gpu_memory_utilization': 0.6}",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        "Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/...",
+        "The actor is dead ... There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer "
+        "due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV "
+        "or other unexpected errors.",
+        "RuntimeError: NPU out of memory. Tried to allocate 8388608.00 GiB (NPU 0; 60.96 GiB total capacity)",
+        "(TaskRunner pid=1) step:3 - perf/max_memory_allocated_gb:61.2 - perf/max_memory_reserved_gb:70.1",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "Malloc pin memory failed, host out of memory",
+        "",
+    ],
+)
 def test_is_device_oom_line_ignores_echo_and_boilerplate(line):
     assert not C.is_device_oom_line(line)
 
@@ -89,7 +101,7 @@ def test_is_device_oom_line_agrees_with_corpus():
         cls = expect.read_text().splitlines()[0].split(":", 1)[1].strip()
         text = expect.with_suffix(".log").read_text(encoding="utf-8")
         if "===== dapo-ops attempt" in text:  # earlier attempts may hold another class's lines
-            text = text[text.rfind("===== dapo-ops attempt 2 start"):]
+            text = text[text.rfind("===== dapo-ops attempt 2 start") :]
         lines = text.splitlines()
         fired = [ln for ln in lines if C.is_device_oom_line(ln)]
         if cls == "oom-device":
@@ -99,6 +111,7 @@ def test_is_device_oom_line_agrees_with_corpus():
 
 
 # ------------------------------------------------------------------ precedence and traps
+
 
 def test_success_beats_error_words_and_exit_code():
     log = "(TaskRunner pid=1) Total training steps: 3\n(TaskRunner pid=1) step:3 - x:1\n"
@@ -115,8 +128,11 @@ def test_exit_zero_is_success_unless_a_root_cause_is_printed():
 
 
 def test_container_oomkilled_beats_text():
-    v = C.classify("step:4 - a:1\nray.exceptions.ActorDiedError: The actor died unexpectedly\n",
-                   exit_code=137, container_state={"OOMKilled": True})
+    v = C.classify(
+        "step:4 - a:1\nray.exceptions.ActorDiedError: The actor died unexpectedly\n",
+        exit_code=137,
+        container_state={"OOMKilled": True},
+    )
     assert (v.cls, v.action_kind) == ("oom-host", "rollback-offload")
     v = C.classify("step:4\n", container_state={"State": None, "oom_killed": "true"})
     assert v.cls == "oom-host"
@@ -131,8 +147,10 @@ def test_bare_137_is_sigkill_not_host_oom():
 
 
 def test_earliest_root_cause_wins_and_collectives_are_symptoms():
-    timeout = ("[rank1]:[E1 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
-               "WorkNCCL(SeqNum=77, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600009 milliseconds")
+    timeout = (
+        "[rank1]:[E1 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=77, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600009 milliseconds"
+    )
     v = C.classify(timeout + "\n[rank0]: " + CUDA_OOM + "\n", exit_code=1)
     assert v.cls == "oom-device"
     v = C.classify(timeout + "\n", exit_code=1)
@@ -148,26 +166,32 @@ def test_error_followed_by_progress_is_not_fatal():
 
 
 def test_kv_direction_and_phase():
-    kv = ("(Worker_TP0 pid=9) ERROR 02-07 18:18:59 [multiproc_executor.py:824] " + NPU_OOM + "\n"
-          "(EngineCore_DP0 pid=8) ERROR 02-07 18:18:59 [core.py:866] EngineCore failed to start.\n")
+    kv = (
+        "(Worker_TP0 pid=9) ERROR 02-07 18:18:59 [multiproc_executor.py:824] " + NPU_OOM + "\n"
+        "(EngineCore_DP0 pid=8) ERROR 02-07 18:18:59 [core.py:866] EngineCore failed to start.\n"
+    )
     v = C.classify(kv, exit_code=1)
     assert (v.cls, v.action_kind, v.detail["kv_direction"]) == ("oom-kv-cache", "adjust-rollout-memory", "lower")
     assert "offload" not in v.action.replace("never offload", "")
 
 
 def test_config_keys_with_ladder_words_are_not_oom():
-    log = ("Could not override 'actor_rollout_ref.actor.oom_offload_gb'.\n"
-           "To append to your config use +actor_rollout_ref.actor.oom_offload_gb=4\n"
-           "Key 'oom_offload_gb' is not in struct\n    full_key: actor_rollout_ref.actor.oom_offload_gb\n")
+    log = (
+        "Could not override 'actor_rollout_ref.actor.oom_offload_gb'.\n"
+        "To append to your config use +actor_rollout_ref.actor.oom_offload_gb=4\n"
+        "Key 'oom_offload_gb' is not in struct\n    full_key: actor_rollout_ref.actor.oom_offload_gb\n"
+    )
     v = C.classify(log, exit_code=1)
     assert (v.cls, v.detail["key"]) == ("config-error", "actor_rollout_ref.actor.oom_offload_gb")
 
 
 def test_repeated_and_carriage_return_lines():
-    log = ("(TaskRunner pid=1) Training Progress:  50%|█   | 1/2 [00:01<00:01]\r"
-           "(TaskRunner pid=1) Training Progress: 100%|██| 2/2 [00:02<00:00]\rstep:2 - a:1\n"
-           "(WorkerDict pid=2) thread: Resource temporarily unavailable [system:11] [repeated 4x across cluster] "
-           "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication.)\n")
+    log = (
+        "(TaskRunner pid=1) Training Progress:  50%|█   | 1/2 [00:01<00:01]\r"
+        "(TaskRunner pid=1) Training Progress: 100%|██| 2/2 [00:02<00:00]\rstep:2 - a:1\n"
+        "(WorkerDict pid=2) thread: Resource temporarily unavailable [system:11] [repeated 4x across cluster] "
+        "(Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication.)\n"
+    )
     assert C.classify(log).cls == "success"
     v = C.classify(log.replace("100%|██| 2/2", "50%|█ | 1/2").replace("step:2", "step:1"), exit_code=1)
     assert (v.cls, v.detail["cause"]) == ("crash-other", "thread-limit")
@@ -185,6 +209,7 @@ def test_nonfatal_tracker_401_while_running():
 # ``classify()`` turns any exception into a ``classifier-error`` verdict, so these call the decision itself
 # (``dapo_ops.core.classify.decide.decide``, which lets an exception through): an input that makes it raise fails.
 
+
 def _sound(v) -> None:
     assert v.cls in C.CLASSES, v
     assert v.action_kind == policy.kind(v.cls, v.detail).value, v
@@ -199,28 +224,54 @@ def test_decide_handles_any_text(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.binary(), st.one_of(st.none(), st.integers(-300, 300)),
-       st.one_of(st.none(), st.dictionaries(st.sampled_from(["OOMKilled", "ExitCode", "Status", "exists"]),
-                                            st.one_of(st.booleans(), st.integers(), st.text(max_size=5)))))
+@given(
+    st.binary(),
+    st.one_of(st.none(), st.integers(-300, 300)),
+    st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.sampled_from(["OOMKilled", "ExitCode", "Status", "exists"]),
+            st.one_of(st.booleans(), st.integers(), st.text(max_size=5)),
+        ),
+    ),
+)
 def test_decide_handles_bytes_and_odd_inputs(data, code, state):
     _sound(classify_decide(data, code, state, None))
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from([
-    CUDA_OOM, NPU_OOM, "step:3 - a:1", "Total training steps: 3", "\x1b[31m", "(WorkerDict pid=1) ", "\r",
-    "Killed", "ray.exceptions.ActorDiedError: x", "Error executing job with overrides: ['a=b']",
-    "Could not override 'x.y'.", "[repeated 2x across cluster]", "===== dapo-ops attempt 2 start x =====",
-]), max_size=30))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                CUDA_OOM,
+                NPU_OOM,
+                "step:3 - a:1",
+                "Total training steps: 3",
+                "\x1b[31m",
+                "(WorkerDict pid=1) ",
+                "\r",
+                "Killed",
+                "ray.exceptions.ActorDiedError: x",
+                "Error executing job with overrides: ['a=b']",
+                "Could not override 'x.y'.",
+                "[repeated 2x across cluster]",
+                "===== dapo-ops attempt 2 start x =====",
+            ]
+        ),
+        max_size=30,
+    )
+)
 def test_decide_handles_shuffled_fragments(parts):
     v = classify_decide("\n".join(parts), 1, None, None)
     _sound(v)
     last = max((i for i, p in enumerate(parts) if p.startswith("===== dapo-ops attempt")), default=-1)
-    if "step:3 - a:1" not in parts[last + 1:]:  # exit 1 and no step line in the judged attempt: never a success
+    if "step:3 - a:1" not in parts[last + 1 :]:  # exit 1 and no step line in the judged attempt: never a success
         assert v.cls != "success", v
 
 
 # ------------------------------------------------------------------ classify_file tail
+
 
 def test_classify_file_reads_only_the_tail(tmp_path):
     p = tmp_path / "train.log"
@@ -251,19 +302,32 @@ def test_classify_file_errors(tmp_path):
 
 # ------------------------------------------------------------------ stdlib only / module CLI
 
+
 def test_module_is_stdlib_only_and_runs_standalone(tmp_path):
-    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.core.classify as c; "
-            "print(c.classify(open(%r).read(), exit_code=1).cls)") % (
-        str(ROOT), str(CASES / "handed" / "case-04-npu-oom-update-actor-raywrapped.log"))
+    code = (
+        "import sys; sys.path.insert(0, %r); import dapo_ops.core.classify as c; "
+        "print(c.classify(open(%r).read(), exit_code=1).cls)"
+    ) % (str(ROOT), str(CASES / "handed" / "case-04-npu-oom-update-actor-raywrapped.log"))
     out = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "oom-device"
 
 
 def test_python_m_json_output():
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.core.classify",
-                          str(CASES / "handed" / "case-06-vllm-maxlen-exceeds-kvcache.log"), "--exit-code", "1"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dapo_ops.core.classify",
+            str(CASES / "handed" / "case-06-vllm-maxlen-exceeds-kvcache.log"),
+            "--exit-code",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert (data["cls"], data["detail"]["kv_direction"]) == ("oom-kv-cache", "raise")
@@ -271,10 +335,12 @@ def test_python_m_json_output():
 
 # ------------------------------------------------------------------ operator CLIs
 
+
 def _cli(*argv, prog="dapo-ops"):
     exe = VENV_BIN / prog
-    return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env=dict(os.environ, NO_COLOR="1"))
+    return subprocess.run(
+        [str(exe), *argv], capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ, NO_COLOR="1")
+    )
 
 
 @pytest.mark.parametrize("prog", ["dapo-ops", "inv"])
@@ -313,33 +379,56 @@ def test_cli_flags_and_errors(tmp_path):
 
 # ------------------------------------------------------------------ OOM phase, device codes, physical sense
 
+
 def _oom_in(frames, accel="cuda"):
-    line = (C_OOM_CUDA if accel == "cuda" else C_OOM_NPU)
+    line = C_OOM_CUDA if accel == "cuda" else C_OOM_NPU
     body = ["(TaskRunner pid=1) step:2 - a:1", "(WorkerDict pid=5) Traceback (most recent call last):"]
     body += [f'(WorkerDict pid=5)   File "/verl/{f}.py", line 10, in {fn}' for f, fn in frames]
     return "\n".join(body + [f"(WorkerDict pid=5) {line}"]) + "\n"
 
 
-C_OOM_CUDA = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-              "of 79.19 GiB of which 1.02 GiB is free.")
-C_OOM_NPU = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
-             "57.00 GiB already allocated; 1.00 GiB free)")
+C_OOM_CUDA = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+    "of 79.19 GiB of which 1.02 GiB is free."
+)
+C_OOM_NPU = (
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
+    "57.00 GiB already allocated; 1.00 GiB free)"
+)
 
 
 @pytest.mark.parametrize("accel", ["cuda", "npu"])
-@pytest.mark.parametrize("frames,phase", [
-    ([("trainer", "fit"), ("fsdp_workers", "update_actor"), ("dp_actor", "update_policy")], "update"),
-    ([("fsdp_workers", "compute_ref_log_prob"), ("dp_actor", "_forward_micro_batch")], "log-prob"),
-    # priority, not nesting order: a wake-up inside generate_sequences is the weight sync
-    ([("fsdp_workers", "generate_sequences"), ("sharding_manager", "__enter__"), ("vllm_rollout", "wake_up")],
-     "weight-sync"),
-    ([("main_ppo", "run"), ("ray_trainer", "_load_checkpoint"), ("fsdp_checkpoint_manager", "load_checkpoint"),
-      ("module", "load_state_dict")], "checkpoint-load"),
-    ([("fsdp_workers", "init_model"), ("fsdp_workers", "_build_model_optimizer"), ("modeling_utils", "from_pretrained")],
-     "model-load"),
-    ([("fsdp_workers", "save_checkpoint"), ("fsdp_checkpoint_manager", "save_checkpoint")], "checkpoint-save"),
-    ([("trainer", "fit"), ("torch/nn/modules/module", "_call_impl")], "unknown"),
-])
+@pytest.mark.parametrize(
+    "frames,phase",
+    [
+        ([("trainer", "fit"), ("fsdp_workers", "update_actor"), ("dp_actor", "update_policy")], "update"),
+        ([("fsdp_workers", "compute_ref_log_prob"), ("dp_actor", "_forward_micro_batch")], "log-prob"),
+        # priority, not nesting order: a wake-up inside generate_sequences is the weight sync
+        (
+            [("fsdp_workers", "generate_sequences"), ("sharding_manager", "__enter__"), ("vllm_rollout", "wake_up")],
+            "weight-sync",
+        ),
+        (
+            [
+                ("main_ppo", "run"),
+                ("ray_trainer", "_load_checkpoint"),
+                ("fsdp_checkpoint_manager", "load_checkpoint"),
+                ("module", "load_state_dict"),
+            ],
+            "checkpoint-load",
+        ),
+        (
+            [
+                ("fsdp_workers", "init_model"),
+                ("fsdp_workers", "_build_model_optimizer"),
+                ("modeling_utils", "from_pretrained"),
+            ],
+            "model-load",
+        ),
+        ([("fsdp_workers", "save_checkpoint"), ("fsdp_checkpoint_manager", "save_checkpoint")], "checkpoint-save"),
+        ([("trainer", "fit"), ("torch/nn/modules/module", "_call_impl")], "unknown"),
+    ],
+)
 def test_oom_phase_from_frames_cuda_and_npu(frames, phase, accel):
     v = C.classify(_oom_in(frames, accel), exit_code=1)
     assert (v.cls, v.detail["phase"]) == ("oom-device", phase), v.detail
@@ -347,53 +436,68 @@ def test_oom_phase_from_frames_cuda_and_npu(frames, phase, accel):
 
 
 def test_oom_phase_from_the_driver_traceback_after_the_worker_error():
-    log = (_oom_in([("vllm/v1/worker/gpu_worker", "worker_busy_loop")])
-           + 'Traceback (most recent call last):\n  File "/verl/verl/checkpoint_engine/base.py", line 519, in update_weights\n'
-           + "ray.exceptions.RayTaskError: ray::WorkerDict.actor_rollout_update_weights()\n")
+    log = (
+        _oom_in([("vllm/v1/worker/gpu_worker", "worker_busy_loop")])
+        + 'Traceback (most recent call last):\n  File "/verl/verl/checkpoint_engine/base.py", line 519, in update_weights\n'
+        + "ray.exceptions.RayTaskError: ray::WorkerDict.actor_rollout_update_weights()\n"
+    )
     assert C.classify(log, exit_code=1).detail["phase"] == "weight-sync"
 
 
 def test_oom_phase_from_progress_lines_without_frames():
-    log = ("(TaskRunner pid=1) Resuming from /ckpt/global_step_40\n(WorkerDict pid=2) " + C_OOM_NPU + "\n")
+    log = "(TaskRunner pid=1) Resuming from /ckpt/global_step_40\n(WorkerDict pid=2) " + C_OOM_NPU + "\n"
     v = C.classify(log, exit_code=1)
     assert (v.cls, v.action_kind, v.detail["phase"]) == ("oom-device", "stop", "checkpoint-load")
 
 
-@pytest.mark.parametrize("line,cat", [
-    ("EL0004: Failed to allocate memory.", "memory"),
-    ("OPS function error: aclnnMatmul, error code is 207001", "memory"),
-    ("[ERROR] ERR02006 DIST memory error", "memory"),
-    ("EI0011: insufficient device memory for HCCL buffer", "memory"),
-    ("EI0015: ranktable detect failed", "communication"),   # an EI code never seen before: the family decides
-    ("EJ0004: RoCE link down", "communication"),
-    ("ERR02017 DIST unknown error", "communication"),
-    ("NPU function error: SUSPECT REMOTE ERROR, error code is 507057", "communication"),
-    ("EL0001: device 3 is absent", "device-unavailable"),
-    ("aclrtSetDevice(device_id_), error code is 107001", "device-unavailable"),
-    ("ERR00009 PTA resource unavailable", "device-unavailable"),
-    ("EZ9999: Inner Error!", "kernel-fault"),
-    # EE1002 / 507046 / 107020 are timeouts of a wait (the stream's tasks, a collective, never finished), not faulty
-    # kernels: Ascend/pytorch#48, #43 (tests/cases/variants/v-hccl-ee1002-*, v-hccl-eh9999-task-timeout-*)
-    ("EE1002: Stream synchronize timeout.", "communication"),
-    ("NPU warning, error code is 507046", "communication"),
-    ("NPU warning, error code is 107020", "communication"),
-    ("EE1001: The argument is invalid.", "kernel-fault"),
-    ("error code is 507035", "kernel-fault"),
-    ("E40021: Failed to compile Op [Add]", "kernel-fault"),
-    ("[torch_memory_saver.cpp] CUresult error: 2 (out of memory)", "memory"),
-    ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
-])
+@pytest.mark.parametrize(
+    "line,cat",
+    [
+        ("EL0004: Failed to allocate memory.", "memory"),
+        ("OPS function error: aclnnMatmul, error code is 207001", "memory"),
+        ("[ERROR] ERR02006 DIST memory error", "memory"),
+        ("EI0011: insufficient device memory for HCCL buffer", "memory"),
+        ("EI0015: ranktable detect failed", "communication"),  # an EI code never seen before: the family decides
+        ("EJ0004: RoCE link down", "communication"),
+        ("ERR02017 DIST unknown error", "communication"),
+        ("NPU function error: SUSPECT REMOTE ERROR, error code is 507057", "communication"),
+        ("EL0001: device 3 is absent", "device-unavailable"),
+        ("aclrtSetDevice(device_id_), error code is 107001", "device-unavailable"),
+        ("ERR00009 PTA resource unavailable", "device-unavailable"),
+        ("EZ9999: Inner Error!", "kernel-fault"),
+        # EE1002 / 507046 / 107020 are timeouts of a wait (the stream's tasks, a collective, never finished), not faulty
+        # kernels: Ascend/pytorch#48, #43 (tests/cases/variants/v-hccl-ee1002-*, v-hccl-eh9999-task-timeout-*)
+        ("EE1002: Stream synchronize timeout.", "communication"),
+        ("NPU warning, error code is 507046", "communication"),
+        ("NPU warning, error code is 107020", "communication"),
+        ("EE1001: The argument is invalid.", "kernel-fault"),
+        ("error code is 507035", "kernel-fault"),
+        ("E40021: Failed to compile Op [Add]", "kernel-fault"),
+        ("[torch_memory_saver.cpp] CUresult error: 2 (out of memory)", "memory"),
+        ("step:3 - actor/pg_loss:0.01 - e1234 - global_step_12", None),
+    ],
+)
 def test_device_code_families(line, cat):
     from dapo_ops.core.classify import device_codes
+
     assert device_codes.category_of(line.lower()) == cat
 
 
-@pytest.mark.parametrize("line,cause", [
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
-     "of which 70.00 GiB is free.", "impossible-allocation"),
-    ("RuntimeError: NPU out of memory. Tried to allocate 2.00 MiB (NPU 0; 0 bytes total capacity; 0 bytes already "
-     "allocated; 0 bytes free)", "device-unavailable"),
-])
+@pytest.mark.parametrize(
+    "line,cause",
+    [
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+            "of which 70.00 GiB is free.",
+            "impossible-allocation",
+        ),
+        (
+            "RuntimeError: NPU out of memory. Tried to allocate 2.00 MiB (NPU 0; 0 bytes total capacity; 0 bytes already "
+            "allocated; 0 bytes free)",
+            "device-unavailable",
+        ),
+    ],
+)
 def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
     assert not C.is_device_oom_line(line)
     v = C.classify("(WorkerDict pid=1) " + line + "\n", exit_code=1)
@@ -403,78 +507,131 @@ def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
 # Memory safety by family (tests/cases/variants/SOURCES.md names the reports): host RAM never escalates device
 # memory; a hardware / kernel fault, a lost node or a missing runtime is never an OOM; a device OOM stays one
 # whatever CUDA boilerplate follows it.
-@pytest.mark.parametrize("text,want", [
-    # host RAM: c10 alloc_cpu.cpp's two wordings, numpy's MemoryError (old and new class name), the kernel's ENOMEM
-    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
-     "allocate 31850496000 bytes.", ("oom-host", "rollback-offload", "host-alloc")),
-    ("MemoryError: Unable to allocate 2.05 GiB for an array with shape (501, 550174) and data type float64",
-     ("oom-host", "rollback-offload", "host-alloc")),
-    ("numpy._core._exceptions._ArrayMemoryError: Unable to allocate 32.0 GiB for an array with shape "
-     "(2048, 2048, 2048, 4) and data type uint8", ("oom-host", "rollback-offload", "host-alloc")),
-    ("OSError: [Errno 12] Cannot allocate memory", ("oom-host", "rollback-offload", "host-alloc")),
-    # Ray's memory monitor named only by the worker exit type (ray common.proto WorkerExitType)
-    ("The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY",
-     ("oom-ray", "rollback-offload", None)),
-    # hardware / kernel faults: not memory pressure
-    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nCompile with `TORCH_USE_CUDA_DSA` to enable "
-     "device-side assertions.", ("crash-other", "stop", "device-fault")),
-    ("RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at "
-     "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265", ("crash-other", "stop", "device-fault")),
-    ("RuntimeError: CUDA error: unspecified launch failure", ("crash-other", "stop", "illegal-memory")),
-    ("RuntimeError: CUDA error: misaligned address", ("crash-other", "stop", "illegal-memory")),
-    ("ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'an illegal memory access was "
-     "encountered'", ("crash-other", "stop", "illegal-memory")),
-    ("RuntimeError: CUDA error: device-side assert triggered", ("crash-other", "stop", "device-assert")),
-    # the TORCH_USE_CUDA_DSA advice after a CUDA OOM is not a device-side assert
-    ("RuntimeError: CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-     ("oom-device", "escalate-memory", None)),
-    # NCCL's own buffers did not fit (older 'NCCL Error 1' wording): a device OOM, not a collective symptom
-    ("RuntimeError: NCCL Error 1: unhandled cuda error\nLast error:\nCuda failure 'out of memory'",
-     ("oom-device", "escalate-memory", None)),
-    ("RuntimeError: NCCL Error 1: unhandled cuda error", ("hccl-timeout", "retry-once", None)),
-    # a lost node: Ray's "(OOM, preempted node, etc.)" is a list of possibilities, not a host OOM
-    ("The node with node id: 75b2 and address: 192.0.2.7 and node name: 192.0.2.7 has been marked dead because the "
-     "detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly "
-     "(OOM, preempted node, etc.) \n(2) raylet has lagging heartbeats due to slow network or busy workload.",
-     ("crash-other", "stop", "node-died")),
-    ("ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
-     ("crash-other", "stop", "node-died")),
-    # the runtime is missing, not the memory
-    ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
-     "driver from http://www.nvidia.com/Download/index.aspx", ("crash-other", "stop", "device-unavailable")),
-    ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
-     ("crash-other", "stop", "runtime-env")),
-    ("ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
-     ("crash-other", "stop", "runtime-env")),
-    ("ImportError: libatb.so: cannot open shared object file: No such file or directory",  # vllm-ascend#152
-     ("crash-other", "stop", "runtime-env")),
-    # another library's harmless probe for CUDA libraries is no root cause: the device OOM after it still escalates
-    ("W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
-     "'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
-     ("oom-device", "escalate-memory", None)),
-    # a Hub lookup of a path that is no repo: the model path, not the network
-    ("huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-abc)\n\nRepository Not "
-     "Found for url: https://huggingface.co/api/models/models/Qwen2.5-7B/revision/main.",
-     ("config-error", "stop", "model-path")),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        # host RAM: c10 alloc_cpu.cpp's two wordings, numpy's MemoryError (old and new class name), the kernel's ENOMEM
+        (
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to "
+            "allocate 31850496000 bytes.",
+            ("oom-host", "rollback-offload", "host-alloc"),
+        ),
+        (
+            "MemoryError: Unable to allocate 2.05 GiB for an array with shape (501, 550174) and data type float64",
+            ("oom-host", "rollback-offload", "host-alloc"),
+        ),
+        (
+            "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 32.0 GiB for an array with shape "
+            "(2048, 2048, 2048, 4) and data type uint8",
+            ("oom-host", "rollback-offload", "host-alloc"),
+        ),
+        ("OSError: [Errno 12] Cannot allocate memory", ("oom-host", "rollback-offload", "host-alloc")),
+        # Ray's memory monitor named only by the worker exit type (ray common.proto WorkerExitType)
+        (
+            "The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY",
+            ("oom-ray", "rollback-offload", None),
+        ),
+        # hardware / kernel faults: not memory pressure
+        (
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+            "device-side assertions.",
+            ("crash-other", "stop", "device-fault"),
+        ),
+        (
+            "RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at "
+            "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265",
+            ("crash-other", "stop", "device-fault"),
+        ),
+        ("RuntimeError: CUDA error: unspecified launch failure", ("crash-other", "stop", "illegal-memory")),
+        ("RuntimeError: CUDA error: misaligned address", ("crash-other", "stop", "illegal-memory")),
+        (
+            "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'an illegal memory access was "
+            "encountered'",
+            ("crash-other", "stop", "illegal-memory"),
+        ),
+        ("RuntimeError: CUDA error: device-side assert triggered", ("crash-other", "stop", "device-assert")),
+        # the TORCH_USE_CUDA_DSA advice after a CUDA OOM is not a device-side assert
+        (
+            "RuntimeError: CUDA error: out of memory\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+            ("oom-device", "escalate-memory", None),
+        ),
+        # NCCL's own buffers did not fit (older 'NCCL Error 1' wording): a device OOM, not a collective symptom
+        (
+            "RuntimeError: NCCL Error 1: unhandled cuda error\nLast error:\nCuda failure 'out of memory'",
+            ("oom-device", "escalate-memory", None),
+        ),
+        ("RuntimeError: NCCL Error 1: unhandled cuda error", ("hccl-timeout", "retry-once", None)),
+        # a lost node: Ray's "(OOM, preempted node, etc.)" is a list of possibilities, not a host OOM
+        (
+            "The node with node id: 75b2 and address: 192.0.2.7 and node name: 192.0.2.7 has been marked dead because the "
+            "detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly "
+            "(OOM, preempted node, etc.) \n(2) raylet has lagging heartbeats due to slow network or busy workload.",
+            ("crash-other", "stop", "node-died"),
+        ),
+        (
+            "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
+            ("crash-other", "stop", "node-died"),
+        ),
+        # the runtime is missing, not the memory
+        (
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+            "driver from http://www.nvidia.com/Download/index.aspx",
+            ("crash-other", "stop", "device-unavailable"),
+        ),
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+            ("crash-other", "stop", "runtime-env"),
+        ),
+        (
+            "ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
+            ("crash-other", "stop", "runtime-env"),
+        ),
+        (
+            "ImportError: libatb.so: cannot open shared object file: No such file or directory",  # vllm-ascend#152
+            ("crash-other", "stop", "runtime-env"),
+        ),
+        # another library's harmless probe for CUDA libraries is no root cause: the device OOM after it still escalates
+        (
+            "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library "
+            "'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
+            ("oom-device", "escalate-memory", None),
+        ),
+        # a Hub lookup of a path that is no repo: the model path, not the network
+        (
+            "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-abc)\n\nRepository Not "
+            "Found for url: https://huggingface.co/api/models/models/Qwen2.5-7B/revision/main.",
+            ("config-error", "stop", "model-path"),
+        ),
+    ],
+)
 def test_memory_safety_and_runtime_families(text, want):
-    v = C.classify("(WorkerDict pid=1, ip=192.0.2.5) " + text.replace("\n", "\n(WorkerDict pid=1, ip=192.0.2.5) ")
-                   + "\n", exit_code=1)
+    v = C.classify(
+        "(WorkerDict pid=1, ip=192.0.2.5) " + text.replace("\n", "\n(WorkerDict pid=1, ip=192.0.2.5) ") + "\n",
+        exit_code=1,
+    )
     assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
     if want[0] != "oom-device":
         assert not any(C.is_device_oom_line(ln) for ln in text.split("\n")), text
 
 
-@pytest.mark.parametrize("text,want", [
-    # datasets arrow_dataset.py _check_if_features_can_be_aligned (concatenate_datasets, verl rl_dataset.py:180)
-    ("ValueError: The features can't be aligned because the key prompt of features {'prompt': Value(dtype='string')} "
-     "has unexpected type - List(...) (expected either Value(dtype='string') or Value(\"null\").",
-     ("data-error", "stop", "schema")),
-    # HCCL's own plog record on stdout: a communicator that never came up
-    ("[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.325 [hccl_comm.cc:115] [60570][HcclComm][Init]errNo"
-     "[0x0000000005000007] hccl initialize failed", ("hccl-timeout", "retry-once", None)),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        # datasets arrow_dataset.py _check_if_features_can_be_aligned (concatenate_datasets, verl rl_dataset.py:180)
+        (
+            "ValueError: The features can't be aligned because the key prompt of features {'prompt': Value(dtype='string')} "
+            "has unexpected type - List(...) (expected either Value(dtype='string') or Value(\"null\").",
+            ("data-error", "stop", "schema"),
+        ),
+        # HCCL's own plog record on stdout: a communicator that never came up
+        (
+            "[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.325 [hccl_comm.cc:115] [60570][HcclComm][Init]errNo"
+            "[0x0000000005000007] hccl initialize failed",
+            ("hccl-timeout", "retry-once", None),
+        ),
+    ],
+)
 def test_data_and_collective_families(text, want):
     v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
@@ -483,15 +640,18 @@ def test_data_and_collective_families(text, want):
 
 
 def test_memory_words_and_advice_are_not_an_oom():
-    for line in ("torch_npu.memory: [ERROR] [7] Get a block from the existing pool failed. This error log can be ignored.",
-                 "WARNING 11-02 02:02:02 [gpu_worker.py:120] this may cause CUDA out of memory errors",
-                 "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."):
+    for line in (
+        "torch_npu.memory: [ERROR] [7] Get a block from the existing pool failed. This error log can be ignored.",
+        "WARNING 11-02 02:02:02 [gpu_worker.py:120] this may cause CUDA out of memory errors",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ):
         assert not C.is_device_oom_line(line), line
     assert C.is_device_oom_line("torch.OutOfMemoryError: Tried to allocate 4.64 GiB.")
 
 
 def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
     import types
+
     mod = types.ModuleType("dapo_ops.core._doc_probe")
     mod.troubleshooting_section = lambda: "## Probe section\n\n| a | b |"
     monkeypatch.setitem(sys.modules, "dapo_ops.core._doc_probe", mod)
@@ -502,18 +662,20 @@ def test_troubleshooting_doc_hook_renders_other_modules_sections(monkeypatch):
 
 # ------------------------------------------------------------------ data tables are checked (no assert: python -O)
 
+
 def test_signature_rows_are_checked():
     from dapo_ops.core.classify import signatures as S
+
     good = ("x", "network", S.ROOT, "abc", r"abc")
     assert [s.name for s in S.build_signatures([good])] == ["x"]
     bad_rows = [
-        ("x", "no-such-class", S.ROOT, "abc", r"abc"),           # unknown class
-        ("x", "network", 9, "abc", r"abc"),                      # unknown tier
-        ("x", "network", S.ROOT, "ABC", r"abc"),                 # upper-case needle: never found in lower-cased text
-        ("x", "network", S.ROOT, (), r"abc"),                    # no needle
-        ("x", "network", S.ROOT, "abc", r"(abc"),                # bad regex
+        ("x", "no-such-class", S.ROOT, "abc", r"abc"),  # unknown class
+        ("x", "network", 9, "abc", r"abc"),  # unknown tier
+        ("x", "network", S.ROOT, "ABC", r"abc"),  # upper-case needle: never found in lower-cased text
+        ("x", "network", S.ROOT, (), r"abc"),  # no needle
+        ("x", "network", S.ROOT, "abc", r"(abc"),  # bad regex
         ("x", "network", S.ROOT, "abc", r"abc", {"fatl": False}),  # unknown option
-        ("x", "network", S.ROOT, "abc"),                         # short row
+        ("x", "network", S.ROOT, "abc"),  # short row
     ]
     for row in bad_rows:
         with pytest.raises(C.ClassifierTableError):
@@ -525,6 +687,7 @@ def test_signature_rows_are_checked():
 
 def test_device_code_rows_are_checked():
     from dapo_ops.core.classify import device_codes
+
     with pytest.raises(C.ClassifierTableError, match="category"):
         device_codes._compile([("fam", r"\bez\d{4}\b", "no-such-category", "m", "src")])
     assert len(device_codes._compile(device_codes.FAMILIES)) == len(device_codes.FAMILIES)
@@ -532,6 +695,7 @@ def test_device_code_rows_are_checked():
 
 def test_hint_tables_are_checked():
     from dapo_ops.core.classify import hints, wording
+
     wording.check_texts(hints.HINT_RULES, hints.HINTS)
     texts = dict(hints.HINTS, **{"network": "A connection to ${no_such_field} failed."})
     with pytest.raises(C.ClassifierTableError, match="unknown field"):
@@ -545,6 +709,7 @@ def test_hint_tables_are_checked():
 
 def test_phase_and_doc_tables_are_checked(monkeypatch):
     from dapo_ops.core.classify import docs, phase
+
     monkeypatch.setattr(phase, "PHASE_CONTEXT_RULES", phase.PHASE_CONTEXT_RULES + (("warmup", re.compile("x")),))
     with pytest.raises(C.ClassifierTableError, match="warmup"):
         phase._check_rules()
@@ -557,65 +722,98 @@ def test_phase_and_doc_tables_are_checked(monkeypatch):
 
 
 def test_table_checks_survive_python_O():
-    code = ("import sys; sys.path.insert(0, %r); from dapo_ops.core.classify import signatures as S; "
-            "S.build_signatures([('x', 'no-such-class', S.ROOT, 'abc', 'abc')])") % str(ROOT)
+    code = (
+        "import sys; sys.path.insert(0, %r); from dapo_ops.core.classify import signatures as S; "
+        "S.build_signatures([('x', 'no-such-class', S.ROOT, 'abc', 'abc')])"
+    ) % str(ROOT)
     out = subprocess.run([sys.executable, "-O", "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "ClassifierTableError" in out.stderr, out.stderr
 
 
-@pytest.mark.parametrize("text,want", [
-    # swanlab 0.10 with SWANLAB_INTERACTIVE=false and no key (reference swanlab.md): fatal credentials, not a crash
-    ("RuntimeError: Failed to initialize SwanLab in online mode: no API key was provided, and interactive prompts "
-     "are disabled.", ("auth-error", "stop", None)),
-    # vLLM's sampler warm-up OOM names the engine's own knobs: the rollout engine's memory, never the training ladder
-    ("RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering "
-     "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
-     ("oom-kv-cache", "adjust-rollout-memory", None)),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        # swanlab 0.10 with SWANLAB_INTERACTIVE=false and no key (reference swanlab.md): fatal credentials, not a crash
+        (
+            "RuntimeError: Failed to initialize SwanLab in online mode: no API key was provided, and interactive prompts "
+            "are disabled.",
+            ("auth-error", "stop", None),
+        ),
+        # vLLM's sampler warm-up OOM names the engine's own knobs: the rollout engine's memory, never the training ladder
+        (
+            "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering "
+            "`max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+            ("oom-kv-cache", "adjust-rollout-memory", None),
+        ),
+    ],
+)
 def test_engine_and_tracker_wordings_without_frames(text, want):
-    v = C.classify("(TaskRunner pid=1) Using dataset class: RLHFDataset\n(WorkerDict pid=2) " + text + "\n",
-                   exit_code=1)
+    v = C.classify(
+        "(TaskRunner pid=1) Using dataset class: RLHFDataset\n(WorkerDict pid=2) " + text + "\n", exit_code=1
+    )
     assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
     if want[0] == "oom-kv-cache":
         assert (v.detail["kv_direction"], v.detail["phase"]) == ("lower", "rollout-init")
 
 
-@pytest.mark.parametrize("text", [
-    # verl 0.3-0.4 ray_trainer.py _check_resource_available (the f-string lacks the space before "cannot")
-    "ValueError: Resource pool global_pool: 8*2cannot be satisfied in this ray cluster",
-    # verl 0.9.1 single_controller/ray/base.py:261 extract_pg_from_exist
-    "AssertionError: no enough nodes for request: searching 1 th node",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # verl 0.3-0.4 ray_trainer.py _check_resource_available (the f-string lacks the space before "cannot")
+        "ValueError: Resource pool global_pool: 8*2cannot be satisfied in this ray cluster",
+        # verl 0.9.1 single_controller/ray/base.py:261 extract_pg_from_exist
+        "AssertionError: no enough nodes for request: searching 1 th node",
+    ],
+)
 def test_resource_pool_shortfalls_are_topology_config(text):
     v = C.classify("(TaskRunner pid=1) " + text + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail.get("cause"), v.detail.get("key")) == (
-        "config-error", "stop", "gpus", "trainer.n_gpus_per_node"), (v.evidence, v.detail)
+        "config-error",
+        "stop",
+        "gpus",
+        "trainer.n_gpus_per_node",
+    ), (v.evidence, v.detail)
 
 
 def test_bare_device_oom_while_the_engine_captures_cuda_graphs_is_the_engines_memory():
     """vLLM prints "Capturing CUDA graph shapes" (vllm/v1/worker/gpu_model_runner.py capture_model) just before a
     frameless OOM: the rollout engine's start-up (phase rollout-init), never the training memory ladder."""
-    log = ("(TaskRunner pid=1) Using dataset class: RLHFDataset\n"
-           "(WorkerDict pid=2) INFO 06-01 10:00:00 [gpu_model_runner.py:2000] Capturing CUDA graph shapes:  40%|"
-           "####      | 27/67 [00:03<00:05,  7.81it/s]\n"
-           "(WorkerDict pid=2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a "
-           "total capacity of 79.10 GiB of which 100.00 MiB is free.\n")
+    log = (
+        "(TaskRunner pid=1) Using dataset class: RLHFDataset\n"
+        "(WorkerDict pid=2) INFO 06-01 10:00:00 [gpu_model_runner.py:2000] Capturing CUDA graph shapes:  40%|"
+        "####      | 27/67 [00:03<00:05,  7.81it/s]\n"
+        "(WorkerDict pid=2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 100.00 MiB is free.\n"
+    )
     v = C.classify(log, exit_code=1)
     assert (v.cls, v.action_kind, v.detail["phase"], v.detail["kv_direction"]) == (
-        "oom-kv-cache", "adjust-rollout-memory", "rollout-init", "lower"), (v.evidence, v.detail)
+        "oom-kv-cache",
+        "adjust-rollout-memory",
+        "rollout-init",
+        "lower",
+    ), (v.evidence, v.detail)
 
 
-@pytest.mark.parametrize("text,key", [
-    # verl 0.9.1 workers/config/actor.py: the micro batch times the SP size must cover the data-parallel ranks
-    ("ValueError: ppo_micro_batch_size (4) * ulysses_sequence_parallel_size (1) must be >= n_gpus (8)",
-     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
-    # verl 0.9.1 models/transformers/monkey_patch.py:344 (Ulysses shards attention heads)
-    ("AssertionError: num_attention_heads 28 must be divisible by ulysses_sp_size 8",
-     "actor_rollout_ref.actor.ulysses_sequence_parallel_size"),
-    # verl 0.9.1 workers/engine_workers.py:660
-    ("AssertionError: rollout world_size: 4 is not divisible by infer_world_size: 8",
-     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
-])
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        # verl 0.9.1 workers/config/actor.py: the micro batch times the SP size must cover the data-parallel ranks
+        (
+            "ValueError: ppo_micro_batch_size (4) * ulysses_sequence_parallel_size (1) must be >= n_gpus (8)",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        ),
+        # verl 0.9.1 models/transformers/monkey_patch.py:344 (Ulysses shards attention heads)
+        (
+            "AssertionError: num_attention_heads 28 must be divisible by ulysses_sp_size 8",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        ),
+        # verl 0.9.1 workers/engine_workers.py:660
+        (
+            "AssertionError: rollout world_size: 4 is not divisible by infer_world_size: 8",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        ),
+    ],
+)
 def test_size_relations_at_start_up_are_config_errors_naming_the_key(text, key):
     v = C.classify("(WorkerDict pid=1) " + text + "\n", exit_code=1)
     assert (v.cls, v.action_kind, v.detail.get("key")) == ("config-error", "stop", key), (v.evidence, v.detail)
@@ -624,9 +822,11 @@ def test_size_relations_at_start_up_are_config_errors_naming_the_key(text, key):
 def test_a_phase_less_device_oom_says_which_ladder_and_after_which_step():
     """The step in a verdict is the last metrics line: the OOM came after it. A log that names no phase gets the
     phase-less ladder (dapo_ops/core/memladder.py: + offload, then + recompute), said so, not 'phase unknown'."""
-    log = ("(TaskRunner pid=1) step:7 - actor/pg_loss:0.1 - response_length/mean:100.0\n"
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-           "79.10 GiB of which 1.50 GiB is free.\n")
+    log = (
+        "(TaskRunner pid=1) step:7 - actor/pg_loss:0.1 - response_length/mean:100.0\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.10 GiB of which 1.50 GiB is free.\n"
+    )
     v = C.classify(log, exit_code=1)
     assert v.cls == "oom-device" and v.detail.get("step") == 7
     assert "(no phase in the log: + offload, then + recompute)" in v.action and "unknown" not in v.action, v.action
@@ -638,16 +838,18 @@ def test_an_oom_after_the_training_bar_is_not_the_checkpoint_load_that_ended_bef
     Progress' bar in fit (:451), after the load: a phase-less device OOM under the bar is not checkpoint-load (a
     retry skips validation, so the resume line now sits a few lines above the OOM; the sandbox's offload ->
     recompute escalation stopped as checkpoint-load before this rule)."""
-    log = "\n".join([
-        "(TaskRunnerV1 pid=138) INFO:2026-12-02 02:20:13,847:Resuming from /r/checkpoints/global_step_2, setting "
-        "global step to 2",
-        "(TaskRunnerV1 pid=138) Training Progress:  40%|####      | 2/5 [00:00<?, ?it/s]",
-        "(WorkerDict pid=547) Traceback (most recent call last):",
-        '(WorkerDict pid=547)   File "/usr/lib/python3/site-packages/transformers/models/qwen2/modeling_qwen2.py", '
-        "line 302, in forward",
-        "(WorkerDict pid=547) RuntimeError: NPU out of memory. Tried to allocate 3.12 GiB (NPU 6; 60.96 GiB total "
-        "capacity; 52.18 GiB already allocated)",
-    ])
+    log = "\n".join(
+        [
+            "(TaskRunnerV1 pid=138) INFO:2026-12-02 02:20:13,847:Resuming from /r/checkpoints/global_step_2, setting "
+            "global step to 2",
+            "(TaskRunnerV1 pid=138) Training Progress:  40%|####      | 2/5 [00:00<?, ?it/s]",
+            "(WorkerDict pid=547) Traceback (most recent call last):",
+            '(WorkerDict pid=547)   File "/usr/lib/python3/site-packages/transformers/models/qwen2/modeling_qwen2.py", '
+            "line 302, in forward",
+            "(WorkerDict pid=547) RuntimeError: NPU out of memory. Tried to allocate 3.12 GiB (NPU 6; 60.96 GiB total "
+            "capacity; 52.18 GiB already allocated)",
+        ]
+    )
     v = C.classify(log, exit_code=1)
     assert v.cls == "oom-device" and v.detail.get("phase") in (None, "unknown"), v.detail
     # without the bar, the resume line is still the context it was (a load that ran out)

@@ -35,9 +35,9 @@ def _load(expect: Path) -> dict:
         if key == "phase":
             spec["detail"]["phase"] = val
         elif key.startswith("detail."):
-            spec["detail"][key[len("detail."):]] = val
+            spec["detail"][key[len("detail.") :]] = val
         elif key.startswith("input."):
-            spec["input"][key[len("input."):]] = json.loads(val)
+            spec["input"][key[len("input.") :]] = json.loads(val)
         else:
             spec[key] = val
     return spec
@@ -109,8 +109,10 @@ REAL_EXPECT = {  # file -> (class, action kind, phase or None)
     "verl-run-7-big-update-oom-offload.log": ("oom-device", "escalate-memory", "update"),
     "verl-run-8-big-fix-micro4-offload.log": ("success", "done", None),
 }
-REAL = [(f"real/{n}", REAL_DIR / n, {"class": c, "kind": k, "detail": {"phase": p} if p else {}, "input": {}})
-        for n, (c, k, p) in REAL_EXPECT.items()]
+REAL = [
+    (f"real/{n}", REAL_DIR / n, {"class": c, "kind": k, "detail": {"phase": p} if p else {}, "input": {}})
+    for n, (c, k, p) in REAL_EXPECT.items()
+]
 
 
 @pytest.mark.parametrize("name", sorted(REAL_EXPECT))
@@ -160,8 +162,10 @@ def _add_prefixes(text):
 
 
 def _colour(text):
-    return "\n".join(_PREFIX.sub(lambda m: "\x1b[36m" + m.group(0).rstrip() + "\x1b[0m ", ln)
-                     + ("\x1b[0m" if ln else "") for ln in text.split("\n"))
+    return "\n".join(
+        _PREFIX.sub(lambda m: "\x1b[36m" + m.group(0).rstrip() + "\x1b[0m ", ln) + ("\x1b[0m" if ln else "")
+        for ln in text.split("\n")
+    )
 
 
 def _crlf_and_bars(text):
@@ -170,8 +174,10 @@ def _crlf_and_bars(text):
 
 
 def _dedup_suffix(text):
-    return "\n".join(ln + " [repeated 2x across cluster]" if _PREFIX.match(ln) and i % 3 == 0 else ln
-                     for i, ln in enumerate(text.split("\n")))
+    return "\n".join(
+        ln + " [repeated 2x across cluster]" if _PREFIX.match(ln) and i % 3 == 0 else ln
+        for i, ln in enumerate(text.split("\n"))
+    )
 
 
 def _recase(text):
@@ -180,8 +186,9 @@ def _recase(text):
         if "out of memory" in low or "error:" in low:
             m = _PREFIX.match(ln)
             head = m.group(0) if m else ""
-            return head + ln[len(head):].lower()
+            return head + ln[len(head) :].lower()
         return ln
+
     return "\n".join(fix(ln) for ln in text.split("\n"))
 
 
@@ -192,15 +199,22 @@ def _nameless_pids(text):
     for ln in text.split("\n"):
         m = _PREFIX.match(ln)
         if m and not m.group(0).startswith("(raylet"):
-            ln = "(pid=%d) " % (4000 + len(out)) + ln[m.end():]
+            ln = "(pid=%d) " % (4000 + len(out)) + ln[m.end() :]
         elif ln and not m and not ln.startswith("====="):
             ln = "(pid=77, ip=192.0.2.9) " + ln
         out.append(ln)
     return "\n".join(out)
 
 
-TRANSFORMS = {"nameless-pids": _nameless_pids, "strip-prefixes": _strip_prefixes, "add-prefixes": _add_prefixes, "colour": _colour,
-              "crlf-bars": _crlf_and_bars, "dedup-suffix": _dedup_suffix, "recase": _recase}
+TRANSFORMS = {
+    "nameless-pids": _nameless_pids,
+    "strip-prefixes": _strip_prefixes,
+    "add-prefixes": _add_prefixes,
+    "colour": _colour,
+    "crlf-bars": _crlf_and_bars,
+    "dedup-suffix": _dedup_suffix,
+    "recase": _recase,
+}
 
 
 @pytest.mark.parametrize("transform", sorted(TRANSFORMS))

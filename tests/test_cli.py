@@ -94,8 +94,7 @@ class TestHostsFlag:
 class TestTypedFlags:
     def test_int_float_bool_defaults_type_the_flags(self):
         calls = []
-        program.make_program(make_recording_ns(calls)).run("dapo-ops rec --steps 100 --ratio 0.25 --dry",
-                                                           exit=False)
+        program.make_program(make_recording_ns(calls)).run("dapo-ops rec --steps 100 --ratio 0.25 --dry", exit=False)
         assert calls[0]["steps"] == 100 and isinstance(calls[0]["steps"], int)
         assert calls[0]["ratio"] == 0.25 and calls[0]["dry"] is True
 
@@ -117,7 +116,7 @@ class TestRealCollection:
         if which == "package":
             ns = cli.build_namespace()
             assert "hosts" in ns.task_names
-        else:   # the dev tasks of tasks.py (only those: a command line naming them loads no package module)
+        else:  # the dev tasks of tasks.py (only those: a command line naming them loads no package module)
             ns = repo_tasks().namespace(["demo", "sandbox.up"])
             assert set(ns.task_names) == {"demo", "sandbox.up", "sandbox.down", "sandbox.status"}
         for name, t in every_task(ns):
@@ -137,8 +136,9 @@ class TestRealCollection:
                 assert "inventory" in args, name
 
 
-@pytest.mark.parametrize("argv", [[str(BIN / "inv"), "-r", str(REPO), "--list"], [str(BIN / "dapo-ops"), "--list"]],
-                         ids=["inv", "dapo-ops"])
+@pytest.mark.parametrize(
+    "argv", [[str(BIN / "inv"), "-r", str(REPO), "--list"], [str(BIN / "dapo-ops"), "--list"]], ids=["inv", "dapo-ops"]
+)
 def test_list_shows_hosts_with_one_line_help(argv, tmp_path):
     out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -149,16 +149,22 @@ def test_list_shows_hosts_with_one_line_help(argv, tmp_path):
 def test_bad_inventory_exits_2_with_one_line_and_contacts_nothing(tmp_path):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\ndevices = -2\n')
-    out = subprocess.run([str(BIN / "dapo-ops"), "hosts", "--inventory", str(inv)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [str(BIN / "dapo-ops"), "hosts", "--inventory", str(inv)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == EXIT_USAGE
-    assert out.stderr.strip() == f"{inv}:3: host 'h1': field 'devices': must be 1..64 (accelerators on the host; verl's trainer.n_gpus_per_node), got -2"
+    assert (
+        out.stderr.strip()
+        == f"{inv}:3: host 'h1': field 'devices': must be 1..64 (accelerators on the host; verl's trainer.n_gpus_per_node), got -2"
+    )
     assert out.stdout == ""
 
 
 def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
     inv = tmp_path / "hosts.toml"
-    inv.write_text('[defaults]\nconnect_timeout = 10\nidentity_file = "/k/default"\n[hosts.h1]\naddress = "192.0.2.1"\n')
+    inv.write_text(
+        '[defaults]\nconnect_timeout = 10\nidentity_file = "/k/default"\n[hosts.h1]\naddress = "192.0.2.1"\n'
+    )
     sshcfg = tmp_path / "ssh_config"
     sshcfg.write_text("Host h1\n  User root\n")
     seen = []
@@ -171,7 +177,8 @@ def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
         seen.extend(select_hosts(c, hosts, inventory)[1])
 
     program.make_program(Collection(show)).run(
-        f"dapo-ops -t 3 -i /k/other -S {sshcfg} -H h1 show --inventory {inv}", exit=False)
+        f"dapo-ops -t 3 -i /k/other -S {sshcfg} -H h1 show --inventory {inv}", exit=False
+    )
     (h,) = seen
     assert (h.connect_timeout, h.identity_file, h.ssh_config) == (3.0, "/k/other", str(sshcfg))
     seen.clear()
@@ -179,10 +186,15 @@ def test_fab_core_flags_reach_the_selected_hosts(tmp_path):
     assert (seen[0].connect_timeout, seen[0].identity_file, seen[0].ssh_config) == (10, "/k/default", None)
 
 
-@pytest.mark.parametrize("argv,flag", [(["launch", "--dry-run", "--steps", "abc"], "--steps"),
-                                       (["launch", "--dry-run", "--steps", "1.5"], "--steps"),
-                                       (["logs", "--lines", "many"], "--lines"),
-                                       (["watch", "--interval", "soon"], "--interval")])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["launch", "--dry-run", "--steps", "abc"], "--steps"),
+        (["launch", "--dry-run", "--steps", "1.5"], "--steps"),
+        (["logs", "--lines", "many"], "--lines"),
+        (["watch", "--interval", "soon"], "--interval"),
+    ],
+)
 @pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
 def test_a_bad_typed_flag_value_is_one_line_not_a_traceback(prog, argv, flag, tmp_path):
     cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
@@ -194,8 +206,13 @@ def test_a_bad_typed_flag_value_is_one_line_not_a_traceback(prog, argv, flag, tm
 
 
 def test_classify_help_is_help_not_a_missing_file(tmp_path):
-    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "classify", "--help"], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=60)
+    out = subprocess.run(
+        [str(BIN / "inv"), "-r", str(REPO), "classify", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert out.returncode == 0 and "LOGFILE" in out.stdout and "--exit-code" in out.stdout
 
 
@@ -224,16 +241,23 @@ class TestImportBudget:
                 found[name] = modname
         assert cli.TASK_INDEX == found
 
-    @pytest.mark.parametrize("argv,mods", [
-        (["status", "--json"], {"dapo_ops.cli.status"}),
-        (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.cli.status"}),
-        (["status", "--help"], {"dapo_ops.cli.status"}),
-        (["one_step_off", "--dry-run"], {"dapo_ops.cli.launch"}),
-        (["container.list"], {"dapo_ops.cli.containers"}),
-        (["hosts", "preflight"], {"dapo_ops.cli.hosts", "dapo_ops.cli.preflight"}),
-        (["--list"], None), (["--help"], None), ([], None), (["stauts"], None), (["status", "--list"], None),
-        (["-H", "h1", "--", "uname"], None),
-    ])
+    @pytest.mark.parametrize(
+        "argv,mods",
+        [
+            (["status", "--json"], {"dapo_ops.cli.status"}),
+            (["-H", "h1", "watch", "--interval", "5"], {"dapo_ops.cli.status"}),
+            (["status", "--help"], {"dapo_ops.cli.status"}),
+            (["one_step_off", "--dry-run"], {"dapo_ops.cli.launch"}),
+            (["container.list"], {"dapo_ops.cli.containers"}),
+            (["hosts", "preflight"], {"dapo_ops.cli.hosts", "dapo_ops.cli.preflight"}),
+            (["--list"], None),
+            (["--help"], None),
+            ([], None),
+            (["stauts"], None),
+            (["status", "--list"], None),
+            (["-H", "h1", "--", "uname"], None),
+        ],
+    )
     def test_modules_for_the_command_line(self, argv, mods):
         assert cli.modules_for(argv) == (frozenset(mods) if mods is not None else None)
 
@@ -242,29 +266,44 @@ class TestImportBudget:
         assert cli.modules_for(["sandbox.up", "--hosts", "3"], local=dev) == frozenset()
         assert cli.modules_for(["demo", "--help"], local=dev) == frozenset()
         assert cli.modules_for(["demo", "status"], local=dev) == {"dapo_ops.cli.status"}
-        assert cli.modules_for(["sandbox.up"]) is None   # the package alone does not know it: everything
+        assert cli.modules_for(["sandbox.up"]) is None  # the package alone does not know it: everything
 
     def test_the_status_path_loads_no_ssh_table_or_config_library(self):
-        code = ("import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
-                "program.make_program(cli.namespace_for(['status', '--json'])); "
-                "from dapo_ops.cli import status; status.probe; "
-                "print(' '.join(sorted(m for m in sys.modules)))")
+        code = (
+            "import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
+            "program.make_program(cli.namespace_for(['status', '--json'])); "
+            "from dapo_ops.cli import status; status.probe; "
+            "print(' '.join(sorted(m for m in sys.modules)))"
+        )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
         assert out.returncode == 0, out.stderr
         loaded = set(out.stdout.split())
-        heavy = {m for m in loaded if m.split(".")[0] in ("paramiko", "fabric", "rich", "hydra", "omegaconf",
-                                                          "cryptography", "nacl")}
+        heavy = {
+            m
+            for m in loaded
+            if m.split(".")[0] in ("paramiko", "fabric", "rich", "hydra", "omegaconf", "cryptography", "nacl")
+        }
         assert not heavy, sorted(heavy)
-        other_tasks = {m for m in loaded if m.startswith("dapo_ops.cli.") and m not in
-                       ("dapo_ops.cli.status", "dapo_ops.cli._common", "dapo_ops.cli.program")}
+        other_tasks = {
+            m
+            for m in loaded
+            if m.startswith("dapo_ops.cli.")
+            and m not in ("dapo_ops.cli.status", "dapo_ops.cli._common", "dapo_ops.cli.program")
+        }
         assert not other_tasks and "dapo_ops.control.planning" not in loaded and "dapo_ops.core.classify" not in loaded
 
     def test_inv_runs_a_task_with_only_its_module_loaded(self, tmp_path):
-        out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "status", "--help"], capture_output=True,
-                             text=True, cwd=tmp_path, timeout=60)
+        out = subprocess.run(
+            [str(BIN / "inv"), "-r", str(REPO), "status", "--help"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert out.returncode == 0 and "--json" in out.stdout, out.stderr
-        out = subprocess.run([str(BIN / "dapo-ops"), "-H", "h1", "--", "uname"], capture_output=True, text=True,
-                             cwd=tmp_path, timeout=60)
+        out = subprocess.run(
+            [str(BIN / "dapo-ops"), "-H", "h1", "--", "uname"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        )
         assert out.returncode == EXIT_USAGE
         assert out.stderr.strip() == "dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts"
 
@@ -278,14 +317,15 @@ def test_an_unknown_task_flag_exits_like_every_usage_error(prog, tmp_path):
 
 def test_a_closed_pipe_ends_quietly_not_with_a_traceback():
     code = "import dapo_ops.cli\nfor _ in range(200000): print('x' * 80)"
-    out = subprocess.run(f"{sys.executable} -c {shlex.quote(code)} | head -1", shell=True, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        f"{sys.executable} -c {shlex.quote(code)} | head -1", shell=True, capture_output=True, text=True, timeout=60
+    )
     assert out.stdout == "x" * 80 + "\n" and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
 
 
 def test_list_shows_whole_first_sentences():
     out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "--list"], capture_output=True, text=True, timeout=60)
-    lines = out.stdout[out.stdout.index("  stop "):].splitlines()
+    lines = out.stdout[out.stdout.index("  stop ") :].splitlines()
     entry = [lines[0]] + [ln for ln in itertools.takewhile(lambda ln: ln.startswith(" " * 8), lines[1:])]
     assert " ".join(entry).rstrip().endswith("idempotent."), entry
 
@@ -294,18 +334,26 @@ def test_list_shows_whole_first_sentences():
 def test_an_empty_host_list_is_refused_not_every_host(argv, tmp_path):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
-    out = subprocess.run([str(BIN / "inv"), "-r", str(REPO), *argv, "--inventory", str(inv)], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=60)
+    out = subprocess.run(
+        [str(BIN / "inv"), "-r", str(REPO), *argv, "--inventory", str(inv)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert out.returncode == EXIT_USAGE and out.stderr.strip().startswith("-H names no host"), out.stderr
 
 
 def test_dev_tasks_are_in_the_repo_list_not_in_the_installed_program(tmp_path):
-    repo = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "--list"], capture_output=True, text=True, timeout=60,
-                          cwd=tmp_path)
+    repo = subprocess.run(
+        [str(BIN / "inv"), "-r", str(REPO), "--list"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     prog = subprocess.run([str(BIN / "dapo-ops"), "--list"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert repo.returncode == 0 and prog.returncode == 0, repo.stderr + prog.stderr
-    names = {which: {ln.split()[0] for ln in out.stdout.splitlines() if ln.startswith("  ") and ln.split()}
-             for which, out in (("repo", repo), ("prog", prog))}
+    names = {
+        which: {ln.split()[0] for ln in out.stdout.splitlines() if ln.startswith("  ") and ln.split()}
+        for which, out in (("repo", repo), ("prog", prog))
+    }
     dev = {"demo", "sandbox.up", "sandbox.down", "sandbox.status"}
     assert dev <= names["repo"] and not dev & names["prog"]
     assert names["prog"] <= names["repo"] and "launch" in names["prog"]
@@ -317,12 +365,14 @@ def test_launch_and_multihost_do_not_import_each_other():
 
     def imports(mod):
         tree = ast.parse((REPO / "dapo_ops" / "cli" / f"{mod}.py").read_text())
-        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
-               {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
-               {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        return (
+            {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+            | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            | {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        )
 
     assert not {m for m in imports("multihost") if m.startswith("dapo_ops.cli.launch")}
-    assert "dapo_ops.cli.multihost" in imports("launch")   # one direction only
+    assert "dapo_ops.cli.multihost" in imports("launch")  # one direction only
 
 
 class TestModeFlags:
@@ -330,8 +380,13 @@ class TestModeFlags:
     (async | sync): each task takes the other's spelling where it means one thing, and says where to go where it
     does not (dapo_ops/cli/preflight.py, dapo_ops/cli/launch.py)."""
 
-    @pytest.mark.parametrize("mode,trainer_mode", [("sync", "sync"), ("async", "colocate_async"),
-                                                   ])
+    @pytest.mark.parametrize(
+        "mode,trainer_mode",
+        [
+            ("sync", "sync"),
+            ("async", "colocate_async"),
+        ],
+    )
     def test_preflight_checks_what_launch_mode_runs(self, monkeypatch, mode, trainer_mode):
         from invoke import Context
 
@@ -349,14 +404,19 @@ class TestModeFlags:
         monkeypatch.setattr(cp.pc, "run_fleet", fake_run_fleet)
         monkeypatch.delenv("DAPO_MODE", raising=False)
         with pytest.raises(Stop):
-            cp.preflight(Context(), mode=mode, hosts="npu1", inventory=str(REPO / "hosts.toml"),
-                         swanlab_mode="disabled")
+            cp.preflight(
+                Context(), mode=mode, hosts="npu1", inventory=str(REPO / "hosts.toml"), swanlab_mode="disabled"
+            )
         assert f"trainer.v1.trainer_mode={trainer_mode}" in seen["npu1"].argv  # what the compose check composes
 
     @pytest.mark.parametrize("mode,hint", [("one-step-off", "`inv one-step-off ...`"), ("dapo", "drop --mode")])
     def test_launch_mode_names_the_task_for_a_job_name(self, mode, hint):
-        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "launch", "--mode", mode, "--dry-run"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [str(BIN / "inv"), "-r", str(REPO), "launch", "--mode", mode, "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == EXIT_USAGE and r.stdout == ""
         assert r.stderr.count("\n") == 1 and "async | sync" in r.stderr and hint in r.stderr
 
@@ -378,7 +438,7 @@ class TestShortFlags:
     def test_each_short_flag_means_one_concept_in_every_task(self):
         from dapo_ops.cli._common import SHORT_FLAGS
 
-        meaning: dict[str, set] = {}   # short letter -> {(long name, kind)}
+        meaning: dict[str, set] = {}  # short letter -> {(long name, kind)}
         shorts: dict[tuple, set] = {}  # (long name, kind) -> {short letter or None}
         for name, t in self._all_tasks():
             for a in t.get_arguments():
@@ -396,10 +456,17 @@ class TestShortFlags:
         assert meaning["H"] == {("hosts", str)}
         assert not {"h", "i", "S", "t"} & set(meaning)
 
-    @pytest.mark.parametrize("argv,key,value", [
-        (["logs", "-n", "5"], "lines", 5), (["logs", "-f"], "follow", True), (["status", "-a"], "all", True),
-        (["logs", "-r", "RID"], "run", "RID"), (["preflight", "-c", "box"], "container", "box"),
-        (["launch", "-s", "7"], "steps", 7)])
+    @pytest.mark.parametrize(
+        "argv,key,value",
+        [
+            (["logs", "-n", "5"], "lines", 5),
+            (["logs", "-f"], "follow", True),
+            (["status", "-a"], "all", True),
+            (["logs", "-r", "RID"], "run", "RID"),
+            (["preflight", "-c", "box"], "container", "box"),
+            (["launch", "-s", "7"], "steps", 7),
+        ],
+    )
     def test_the_short_flags_parse(self, argv, key, value):
         from invoke.parser import Parser, ParserContext
 
@@ -409,8 +476,12 @@ class TestShortFlags:
         assert parsed[0].args[key].value == value
 
     def test_inv_logs_n_5_reaches_the_task(self, tmp_path):
-        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "logs", "-n", "5", "--inventory",
-                            str(tmp_path / "none.toml")], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [str(BIN / "inv"), "-r", str(REPO), "logs", "-n", "5", "--inventory", str(tmp_path / "none.toml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert "No idea what '-n' is" not in r.stderr and "none.toml" in r.stderr, r.stderr
 
 
@@ -419,15 +490,23 @@ class TestJobAndMode:
     and quickstart is ``--job``; the old spelling ``--mode one-step-off`` is refused in one line that says where
     it goes (issue 32 item 9)."""
 
-    @pytest.mark.parametrize("task_name,mode,hint", [
-        ("preflight", "one-step-off", "`inv preflight --job one-step-off`"),
-        ("quickstart", "one-step-off", "`inv quickstart --job one-step-off`"),
-        ("quickstart", "dapo", "`inv quickstart --job dapo`"),
-        ("launch", "one-step-off", "its own task: `inv one-step-off ...`")])
+    @pytest.mark.parametrize(
+        "task_name,mode,hint",
+        [
+            ("preflight", "one-step-off", "`inv preflight --job one-step-off`"),
+            ("quickstart", "one-step-off", "`inv quickstart --job one-step-off`"),
+            ("quickstart", "dapo", "`inv quickstart --job dapo`"),
+            ("launch", "one-step-off", "its own task: `inv one-step-off ...`"),
+        ],
+    )
     def test_a_job_given_as_mode_is_refused_with_where_it_goes(self, tmp_path, task_name, mode, hint):
-        r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), task_name, "--mode", mode, "--inventory",
-                            str(tmp_path / "none.toml")], capture_output=True, text=True, timeout=60,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            [str(BIN / "inv"), "-r", str(REPO), task_name, "--mode", mode, "--inventory", str(tmp_path / "none.toml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert r.returncode == EXIT_USAGE and r.stdout == "", (r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and "async | sync" in r.stderr and hint in r.stderr, r.stderr
 
@@ -446,8 +525,12 @@ def test_hosts_check_json(tmp_path):
 
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')
-    r = subprocess.run([str(BIN / "inv"), "-r", str(REPO), "hosts", "--check", "-j", "--inventory", str(inv)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(BIN / "inv"), "-r", str(REPO), "hosts", "--check", "-j", "--inventory", str(inv)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["inventory"] == str(inv) and out["hosts"]["h1"]["ok"] is True

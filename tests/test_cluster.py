@@ -25,8 +25,13 @@ def test_dapo_uses_the_smallest_host_device_count():
 
 def test_one_step_off_across_two_hosts_puts_trainer_on_first_and_rollout_on_second():
     topo = plan_topology("one-step-off", [H1, H2], trainer_gpus=8, rollout_gpus=8)
-    assert topo.settings() == {"nnodes": 1, "n_gpus_per_node": 8, "trainer_gpus": 8, "rollout_gpus": 8,
-                               "rollout_nnodes": 1}
+    assert topo.settings() == {
+        "nnodes": 1,
+        "n_gpus_per_node": 8,
+        "trainer_gpus": 8,
+        "rollout_gpus": 8,
+        "rollout_nnodes": 1,
+    }
     assert topo.placement == {"h1": "trainer 8", "h2": "rollout 8"}
 
 
@@ -64,11 +69,17 @@ def test_head_binds_to_the_host_address_and_workers_point_at_it():
 
 
 def test_collective_env_for_ascend_and_nvidia():
-    npu = cluster.ray_process_env("npu", H2, [H1, H2], "eth0", base_no_proxy="corp.example",
-                                  run_env={"HCCL_CONNECT_TIMEOUT": "7200", "SWANLAB_MODE": "local"})
+    npu = cluster.ray_process_env(
+        "npu",
+        H2,
+        [H1, H2],
+        "eth0",
+        base_no_proxy="corp.example",
+        run_env={"HCCL_CONNECT_TIMEOUT": "7200", "SWANLAB_MODE": "local"},
+    )
     assert npu["HCCL_IF_IP"] == H2.address and npu["HCCL_SOCKET_IFNAME"] == "eth0"
     assert npu["GLOO_SOCKET_IFNAME"] == "eth0" and npu["HCCL_CONNECT_TIMEOUT"] == "7200"
-    assert "SWANLAB_MODE" not in npu   # only the run's collective variables
+    assert "SWANLAB_MODE" not in npu  # only the run's collective variables
     assert npu["no_proxy"].split(",") == ["corp.example", "localhost", "127.0.0.1", "::1", H1.address, H2.address]
     gpu = cluster.ray_process_env("gpu", H1, [H1, H2], "eth0")
     assert gpu["NCCL_SOCKET_IFNAME"] == "eth0" and "HCCL_IF_IP" not in gpu

@@ -46,8 +46,7 @@ def test_a_worker_whose_link_is_down_is_named_and_nothing_is_left_running(sandbo
     sandbox.link("h2", False)
     try:
         with pytest.raises(cluster_ops.ClusterError) as e:
-            cluster_ops.start(topo, targets, accelerator="npu", python="python3", run_dir=RUN_DIR,
-                              join_timeout=20)
+            cluster_ops.start(topo, targets, accelerator="npu", python="python3", run_dir=RUN_DIR, join_timeout=20)
     finally:
         sandbox.link("h2", True)
     msg = str(e.value)

@@ -9,8 +9,17 @@ from dapo_ops.control import container_spec as cs
 
 
 def _host(**kw):
-    base = dict(name="h1", accelerator="npu", devices=8, device_mounts=True, runs_dir="/verl/dapo_runs",
-                workdir="/verl", model_dir="/data/models", data_dir="/data/datasets", ckpt_dir="/data/ckpt")
+    base = dict(
+        name="h1",
+        accelerator="npu",
+        devices=8,
+        device_mounts=True,
+        runs_dir="/verl/dapo_runs",
+        workdir="/verl",
+        model_dir="/data/models",
+        data_dir="/data/datasets",
+        ckpt_dir="/data/ckpt",
+    )
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -19,9 +28,16 @@ KEEP = "sh -c 'trap \"exit 0\" TERM INT; while :; do sleep 3600 & wait $!; done'
 
 
 def test_full_ascend_line():
-    argv, env = cs.docker_run_argv(_host(), "quay.io/ascend/verl:8.3.rc1-910b", "verl",
-                                   proxy={"http_proxy": "http://10.0.0.1:3128", "https_proxy": "http://10.0.0.1:3128",
-                                          "no_proxy": "localhost,127.0.0.1"})
+    argv, env = cs.docker_run_argv(
+        _host(),
+        "quay.io/ascend/verl:8.3.rc1-910b",
+        "verl",
+        proxy={
+            "http_proxy": "http://10.0.0.1:3128",
+            "https_proxy": "http://10.0.0.1:3128",
+            "no_proxy": "localhost,127.0.0.1",
+        },
+    )
     assert env == {}
     devs = " ".join(f"--device /dev/davinci{i}" for i in range(8))
     expected = (
@@ -33,7 +49,8 @@ def test_full_ascend_line():
         "-e https_proxy=http://10.0.0.1:3128 -e HTTPS_PROXY=http://10.0.0.1:3128 "
         "-e no_proxy=localhost,127.0.0.1 -e NO_PROXY=localhost,127.0.0.1 "
         "-v /data/models:/data/models -v /data/datasets:/data/datasets -v /data/ckpt:/verl/dapo_runs "
-        "--workdir /verl quay.io/ascend/verl:8.3.rc1-910b " + KEEP)
+        "--workdir /verl quay.io/ascend/verl:8.3.rc1-910b " + KEEP
+    )
     assert cs.render(argv) == shlex.join(shlex.split(expected))
     assert shlex.split(cs.render(argv)) == argv
 
@@ -47,8 +64,9 @@ def test_device_count_follows_host_and_mounts_can_be_off():
 
 
 def test_nvidia_uses_gpus_all():
-    argv, _ = cs.docker_run_argv(_host(accelerator="gpu", model_dir=None, data_dir=None, ckpt_dir=None),
-                                 "verlai/verl:vllm", "verl")
+    argv, _ = cs.docker_run_argv(
+        _host(accelerator="gpu", model_dir=None, data_dir=None, ckpt_dir=None), "verlai/verl:vllm", "verl"
+    )
     line = cs.render(argv)
     assert "--gpus all" in line and "davinci" not in line
     # runs_dir is mounted from the same host path when no ckpt_dir is set: checkpoints outlive the container

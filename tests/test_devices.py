@@ -29,7 +29,9 @@ def test_npu_910b_leftover_processes():
     r = devices.parse_npu_smi(_read("npu-smi-910b-leftover.txt"))
     assert r.count == 8
     assert [(p.device, p.pid, p.name, p.mem_mb) for p in r.processes] == [
-        (0, 1195932, "python3.10", 61245), (1, 1195977, "ray::WorkerDict", 61245)]
+        (0, 1195932, "python3.10", 61245),
+        (1, 1195977, "ray::WorkerDict", 61245),
+    ]
     assert r.devices[0].mem_free_mb == 65536 - 64623
 
 

@@ -16,7 +16,7 @@ MON = " ".join(DOC.split("## 6. Monitoring", 1)[1].split("\n## ", 1)[0].split())
 
 
 def _fmt(x: float) -> str:
-    return ("%g" % x)
+    return "%g" % x
 
 
 def test_the_monitoring_section_describes_the_narrow_layout_with_the_codes_labels():
@@ -24,16 +24,18 @@ def test_the_monitoring_section_describes_the_narrow_layout_with_the_codes_label
     for key in ("eta", "resp_len", "tput", "age"):
         assert statustable.LABELS[key] in MON, key
     from dapo_ops.cli import status as cli_status
+
     assert "default %d" % cli_status.PIPE_WIDTH in MON and "at least 160" in MON
 
 
 def test_the_monitoring_section_describes_stalled_with_the_codes_limits():
-    row = statusview.StatusRow(host="h1", run_id="r", state="running", status="running", stalled_s=432.0,
-                               last_step_at=1.0)
+    row = statusview.StatusRow(
+        host="h1", run_id="r", state="running", status="running", stalled_s=432.0, last_step_at=1.0
+    )
     cell = statustable.cells(row)["eta"]
     assert cell.startswith("stalled 7m12s (last step ") and "`stalled 7m12s (last step 14:03:27)`" in MON, cell
     assert "half the supervisor's own stall limit" in MON
-    assert statusview.stalled_after({"stall_after_s": 600}, 10.0) == 300.0        # half
+    assert statusview.stalled_after({"stall_after_s": 600}, 10.0) == 300.0  # half
     assert statusview.stalled_after({}, 10.0) == 30.0 and "3 x the recent step time" in MON
     assert "`stall_factor` (%s)" % _fmt(stall.STALL_FACTOR) in MON
     assert "`stall_floor_s` (%s s)" % _fmt(stall.STALL_FLOOR_S) in MON

@@ -11,7 +11,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "params.md"
 
 def test_params_doc_matches_the_table():
     assert DOC.read_text(encoding="utf-8") == params_doc.render_markdown(), (
-        "docs/params.md is stale: run `.venv/bin/python -m dapo_ops.control.params_doc > docs/params.md`")
+        "docs/params.md is stale: run `.venv/bin/python -m dapo_ops.control.params_doc > docs/params.md`"
+    )
 
 
 def test_every_setting_documented_once():
@@ -34,7 +35,9 @@ def test_the_launch_tasks_help_for_every_setting_is_the_tables(task_name):
 
 
 def test_flag_help_names_choices_env_and_default_with_its_unit():
-    assert settings.flag_help(settings.BY_NAME["framework"]) == \
-        "training backend: megatron | fsdp (env FRAMEWORK; default megatron)"
+    assert (
+        settings.flag_help(settings.BY_NAME["framework"])
+        == "training backend: megatron | fsdp (env FRAMEWORK; default megatron)"
+    )
     assert settings.flag_help(settings.BY_NAME["hang_timeout"]).endswith("(env HANG_TIMEOUT; default 1800 seconds)")
     assert settings.BY_ARG["mode"].name == "trainer_mode" and "max_staleness" not in settings.BY_ARG

@@ -32,15 +32,29 @@ def test_doc_has_a_section_per_class_with_the_four_parts():
 
 
 def test_cli_prints_the_same_doc():
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.core.classify", "--troubleshooting-md"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "dapo_ops.core.classify", "--troubleshooting-md"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0 and out.stdout == C.troubleshooting_md()
 
 
 def test_symptom_examples_classify_to_their_class():
     """The first symptom line of each class (where it is a literal log line) is recognised by the classifier."""
-    literal = {"oom-device", "oom-kv-cache", "oom-ray", "config-error", "data-error", "network", "hccl-timeout",
-               "container-missing", "auth-error"}
+    literal = {
+        "oom-device",
+        "oom-kv-cache",
+        "oom-ray",
+        "config-error",
+        "data-error",
+        "network",
+        "hccl-timeout",
+        "container-missing",
+        "auth-error",
+    }
     for cls in literal:
         line = C.CLASS_TABLE[cls]["symptoms"][0]
         assert C.classify(line, exit_code=1).cls == cls, (cls, line)

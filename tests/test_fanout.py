@@ -35,7 +35,10 @@ def test_failures_are_captured_per_host_and_others_still_report():
 
     results = fanout.run(HOSTS, fn, timeout=60)
     assert [(r.host.name, r.ok, r.row.kind) for r in results] == [
-        ("h1", True, ""), ("h2", False, "refused"), ("h3", False, "error")]
+        ("h1", True, ""),
+        ("h2", False, "refused"),
+        ("h3", False, "error"),
+    ]
     assert fanout.exit_code(results) == 1
     assert fanout.summary(results) == "2 of 3 hosts failed: h2 (refused), h3 (error)"
 
@@ -59,8 +62,12 @@ def test_overall_deadline_reports_the_slow_host_and_does_not_wait_for_it():
 def test_table_has_exactly_one_line_per_host_even_with_multiline_messages():
     def fn(t):
         if t.host.name == "h2":
-            return Row({"python": "3.11.7\n"}, ok=False, kind="verl-missing",
-                       message="Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module " + "x" * 150)
+            return Row(
+                {"python": "3.11.7\n"},
+                ok=False,
+                kind="verl-missing",
+                message="Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module " + "x" * 150,
+            )
         return {"python": "3.11.7"}
 
     results = fanout.run(HOSTS, fn, timeout=60)
@@ -82,8 +89,10 @@ def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
     import subprocess
     import sys
 
-    code = ("import time; from dapo_ops.control import fanout; from dapo_ops.control.inventory import Host; "
-            "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
-            "print(r[0].row.kind)")
+    code = (
+        "import time; from dapo_ops.control import fanout; from dapo_ops.control.inventory import Host; "
+        "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
+        "print(r[0].row.kind)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "timeout", out.stderr

@@ -17,8 +17,9 @@ def row(out: str, host: str) -> str:
 
 @pytest.fixture
 def verl_version(sandbox):
-    return sandbox.exec("h1", "python3 -c 'import verl; print(verl.__version__)'", workdir="/verl",
-                        check=True).stdout.strip()
+    return sandbox.exec(
+        "h1", "python3 -c 'import verl; print(verl.__version__)'", workdir="/verl", check=True
+    ).stdout.strip()
 
 
 def test_all_hosts_ok(sandbox, verl_version, cli):
@@ -52,8 +53,12 @@ def test_sshd_killed_one_row_says_refused_others_succeed_exit_nonzero(sandbox, c
 def test_stopped_and_missing_containers_get_their_own_messages(sandbox, cli):
     sandbox.ssh("h2", "docker kill verl", check=True)
     # `docker kill` returns once the signal is sent; the precondition is a container that IS stopped
-    sandbox.ssh("h2", "for i in $(seq 50); do [ \"$(docker inspect -f '{{.State.Status}}' verl)\" = exited ] && exit 0; "
-                      "sleep 0.1; done; exit 1", check=True)
+    sandbox.ssh(
+        "h2",
+        "for i in $(seq 50); do [ \"$(docker inspect -f '{{.State.Status}}' verl)\" = exited ] && exit 0; "
+        "sleep 0.1; done; exit 1",
+        check=True,
+    )
     sandbox.ssh("h3", "docker rename verl verl-away", check=True)
     try:
         out = cli("dapo-ops", "-H", ",".join(sandbox.hosts), "hosts", "--inventory", sandbox.inventory)
@@ -85,8 +90,13 @@ def test_link_down_is_unreachable_within_the_connect_timeout(sandbox, cli):
 def test_missing_workdir_is_named_not_blamed_on_python(sandbox, cli, tmp_path):
     """docker exec -w <missing dir> exits 126 with runc's reason on STDOUT; the row names the workdir and the fix
     (hosts.toml `workdir`), not "python3 not runnable" (new-user trial)."""
-    text = open(sandbox.inventory).read().replace(f'address = "{sandbox.addresses["h3"]}"',
-                                                  f'address = "{sandbox.addresses["h3"]}"\nworkdir = "/nonexist"')
+    text = (
+        open(sandbox.inventory)
+        .read()
+        .replace(
+            f'address = "{sandbox.addresses["h3"]}"', f'address = "{sandbox.addresses["h3"]}"\nworkdir = "/nonexist"'
+        )
+    )
     inv = tmp_path / "hosts.toml"
     inv.write_text(text)
     out = cli("dapo-ops", "hosts", "-H", "h3", "--inventory", str(inv))

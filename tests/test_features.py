@@ -131,9 +131,11 @@ def test_pure_modules_import_with_the_stdlib_only():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; sys.path.insert(0, %r); import dapo_ops.core.features, dapo_ops.core.ladder, dapo_ops.core.profiles, "
-            "dapo_ops.core.overrides; fs = dapo_ops.core.features.resolve('-offload'); "
-            "print(dapo_ops.core.ladder.decide(fs, 'oom-device', {}, 0, 2, {}, {}).action)") % str(root)
+    code = (
+        "import sys; sys.path.insert(0, %r); import dapo_ops.core.features, dapo_ops.core.ladder, dapo_ops.core.profiles, "
+        "dapo_ops.core.overrides; fs = dapo_ops.core.features.resolve('-offload'); "
+        "print(dapo_ops.core.ladder.decide(fs, 'oom-device', {}, 0, 2, {}, {}).action)"
+    ) % str(root)
     proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "retry"

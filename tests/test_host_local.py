@@ -20,8 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 def bare(tmp_path_factory):
     root = tmp_path_factory.mktemp("bare")
     tree = root / "host"
-    subprocess.run(["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")],
+        check=True,
+        capture_output=True,
+    )
     (tree / "sandbox").mkdir()
     (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
     inv_path = root / "hosts.toml"
@@ -42,8 +45,13 @@ DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
 DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(DAPO_OPS_INVENTORY=str(inv_path), DAPO_OPS_CONFIG=str(root / "none.toml"), SWANLAB_MODE="disabled",
-               ROLLOUT_TP="1", FRAMEWORK="fsdp")
+    env.update(
+        DAPO_OPS_INVENTORY=str(inv_path),
+        DAPO_OPS_CONFIG=str(root / "none.toml"),
+        SWANLAB_MODE="disabled",
+        ROLLOUT_TP="1",
+        FRAMEWORK="fsdp",
+    )
 
     class B:
         runs = tree / "dapo_runs"
@@ -53,8 +61,14 @@ DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
             (tree / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
 
         def inv(self, *args, timeout=120):
-            return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
-                                  text=True, env=env, cwd=root, timeout=timeout)
+            return subprocess.run(
+                [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=root,
+                timeout=timeout,
+            )
 
         def launch(self, *args):
             r = self.inv("launch", "-H", "dev", "--link-wait", "0", *args)
@@ -104,7 +118,9 @@ def test_device_oom_cue_retries_and_succeeds_on_the_bare_host(bare):
     assert a2["resumed_from"] == 1 and a2["verdict"]["cls"] == "success"
     # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/core/ladder.py)
     rungs = (a2.get("setting_changes") or {}).get("memory_rungs") or []
-    assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(r.get("source") == "oom-retry-1" for r in rungs)
+    assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(
+        r.get("source") == "oom-retry-1" for r in rungs
+    )
     assert a2["started_at"] - a1["oom_line_at"] < 3.0 + a1["teardown_s"] + 2.0  # generous on a shared 2-core box
 
 
@@ -120,7 +136,9 @@ def test_stop_and_resume_on_the_bare_host(bare):
     saved = int((bare.runs / rid / "checkpoints" / "latest_checkpointed_iteration.txt").read_text())
     bare.cue({"step_time": 0.1})
     few = bare.inv("launch", "-H", "dev", "--steps", str(saved), "--resume", rid)  # total, not steps to add
-    assert few.returncode != 0 and f"checkpoint is at step {saved}, so --steps {saved} would train nothing" in few.stderr
+    assert (
+        few.returncode != 0 and f"checkpoint is at step {saved}, so --steps {saved} would train nothing" in few.stderr
+    )
     other = bare.inv("launch", "-H", "dev", "--mode", "sync", "--resume", rid)  # checkpoints of colocate_async
     assert other.returncode != 0 and "resume it with `--mode async`" in other.stderr
     assert len(few.stderr.strip().splitlines()) == 1 and len(other.stderr.strip().splitlines()) == 1
@@ -134,7 +152,11 @@ def test_stop_and_resume_on_the_bare_host(bare):
     log = (bare.runs / rid2 / "train.log").read_text(errors="replace")
     assert f"global_step_{saved}, setting global step to {saved}" in log
     bad = bare.inv("launch", "-H", "dev", "--resume", "20200101-000000-abcd")
-    assert bad.returncode != 0 and "no run 20200101-000000-abcd on dev" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert (
+        bad.returncode != 0
+        and "no run 20200101-000000-abcd on dev" in bad.stderr
+        and len(bad.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_launch_and_watch_print_json_with_the_same_exit_codes(bare):
@@ -154,9 +176,23 @@ def test_launch_and_watch_print_json_with_the_same_exit_codes(bare):
     lines = [json.loads(x) for x in w.stdout.splitlines()]
     assert all(e["host"] == "dev" and e["run_id"] == rid for e in lines[:-1]) and len(lines) >= 2, lines
     assert lines[0]["event"] == "change" and lines[0]["line"].startswith(f"dev: run {rid}"), lines
-    assert lines[-1] == {"event": "outcome", "code": 0, "message": "", "runs": [
-        {"host": "dev", "run_id": rid, "state": "succeeded", "step": 2, "total": 2, "ended": lines[-1]["runs"][0]["ended"],
-         "verdict": lines[-1]["runs"][0]["verdict"], "suggestions": []}]}, lines[-1]
+    assert lines[-1] == {
+        "event": "outcome",
+        "code": 0,
+        "message": "",
+        "runs": [
+            {
+                "host": "dev",
+                "run_id": rid,
+                "state": "succeeded",
+                "step": 2,
+                "total": 2,
+                "ended": lines[-1]["runs"][0]["ended"],
+                "verdict": lines[-1]["runs"][0]["verdict"],
+                "suggestions": [],
+            }
+        ],
+    }, lines[-1]
     # a run that fails: watch's exit code 1 and its one line on stderr, as without --json; the outcome says the same
     # (it fails at step 2, after launch's settle wait: a failure inside that wait is launch's own exit 1)
     bare.cue({"step_time": 3.0, "failure": {"kind": "data-error", "step": 2}})

@@ -58,9 +58,14 @@ def test_defaults_stay_docker_ssh():
 def test_container_setting_refused_for_bare_host():
     h = _load(BARE).hosts["dev"]
     with pytest.raises(planning.PlanError) as e:
-        planning.make_plan({"container": "verl", "framework": "fsdp", "rollout_tp": 1}, h, mode="dapo",
-                           run_id="20261201-000000-abcd", swanlab_logger=False)
-    assert "runtime = \"host\"" in str(e.value) and "\n" not in str(e.value)
+        planning.make_plan(
+            {"container": "verl", "framework": "fsdp", "rollout_tp": 1},
+            h,
+            mode="dapo",
+            run_id="20261201-000000-abcd",
+            swanlab_logger=False,
+        )
+    assert 'runtime = "host"' in str(e.value) and "\n" not in str(e.value)
 
 
 def _target(tmp_path, env=None) -> Target:
@@ -75,8 +80,9 @@ def test_exec_command_is_a_quoted_host_shell_line(tmp_path):
     t = _target(tmp_path, env={"PYTHONPATH": "/tmp/site", "X": "a b'c"})
     line = t.exec_command(["python3", "-c", "print('$HOME')"], env={"PYTHONPATH": "/b"}, workdir="/w d")
     assert "docker" not in line
-    assert line == ("( cd '/w d' && export PYTHONPATH=/b:/tmp/site X='a b'\"'\"'c' && "
-                    "python3 -c 'print('\"'\"'$HOME'\"'\"')' )")
+    assert line == (
+        "( cd '/w d' && export PYTHONPATH=/b:/tmp/site X='a b'\"'\"'c' && python3 -c 'print('\"'\"'$HOME'\"'\"')' )"
+    )
 
 
 def test_local_bare_run_keeps_values_literal(tmp_path):
@@ -100,8 +106,9 @@ def test_local_bare_secret_goes_through_a_0600_file_not_argv(tmp_path, monkeypat
     tmpdir.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmpdir))  # the local transport's shell inherits it: mktemp puts the file there
     # the file exists while the command runs, mode 0600; it is gone afterwards
-    res = t.run(["sh", "-c", 'printf "%s\\n" "$TOKEN"; stat -c %a "$TMPDIR"/dapo-ops-env.*'],
-                secret_env={"TOKEN": secret})
+    res = t.run(
+        ["sh", "-c", 'printf "%s\\n" "$TOKEN"; stat -c %a "$TMPDIR"/dapo-ops-env.*'], secret_env={"TOKEN": secret}
+    )
     assert res.stdout.splitlines() == [secret, "600"]
     assert list(tmpdir.iterdir()) == []
     assert secret not in seen["command"] and shlex.quote(secret).encode() in seen["stdin"]
@@ -130,8 +137,9 @@ def test_put_text_mode_on_bare_host(tmp_path):
 
 
 def test_bare_start_command_detaches_and_keeps_host_pythonpath():
-    line = remote_bundle.bare_start_command({"PYTHONPATH": "/tmp/site", "PATH": "/a b"}, "/w", "python3",
-                                            "/r/.dapo_ops/b", "/r/run1")
+    line = remote_bundle.bare_start_command(
+        {"PYTHONPATH": "/tmp/site", "PATH": "/a b"}, "/w", "python3", "/r/.dapo_ops/b", "/r/run1"
+    )
     assert "docker" not in line and "setsid sh -c" in line and line.endswith("< /dev/null & )")
     assert line.startswith("export PATH='/a b' && ")
     assert "PYTHONPATH=/r/.dapo_ops/b:/tmp/site exec python3 -m dapo_ops.agent.supervisor /r/run1" in line

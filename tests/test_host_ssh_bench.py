@@ -21,18 +21,28 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_bare_host_over_ssh(sandbox, tmp_path, cli):
     tree = tmp_path / "host"
-    subprocess.run(["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")],
+        check=True,
+        capture_output=True,
+    )
     (tree / "sandbox").mkdir()
     (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
-    (tree / "sandbox" / "scenario.json").write_text(json.dumps(
-        {"accelerator": "gpu", "step_time": 0.2, "nonce": time.time(),
-         "failure": {"kind": "oom-device", "step": 2, "times": 1}}))
+    (tree / "sandbox" / "scenario.json").write_text(
+        json.dumps(
+            {
+                "accelerator": "gpu",
+                "step_time": 0.2,
+                "nonce": time.time(),
+                "failure": {"kind": "oom-device", "step": 2, "times": 1},
+            }
+        )
+    )
     py = Path(sys.executable)
     inv_path = tmp_path / "hosts.toml"
     inv_path.write_text(f"""
 [hosts.h3]
-address = "{sandbox.addresses['h3']}"
+address = "{sandbox.addresses["h3"]}"
 user = "root"
 identity_file = "{sandbox.identity_file}"
 known_hosts = "{sandbox.known_hosts}"
@@ -49,15 +59,22 @@ PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
 DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
 DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
 """)
-    env = dict(DAPO_OPS_INVENTORY=str(inv_path), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
-               SWANLAB_MODE="disabled", ROLLOUT_TP="1", FRAMEWORK="fsdp")
+    env = dict(
+        DAPO_OPS_INVENTORY=str(inv_path),
+        DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+        SWANLAB_MODE="disabled",
+        ROLLOUT_TP="1",
+        FRAMEWORK="fsdp",
+    )
 
     def inv(*args):
         return cli("inv", *args, env=env, drop_env=("DAPO_OPS_", "SWANLAB_"), cwd=tmp_path, timeout=180)
 
     pf = inv("preflight", "-H", "h3", "--quick", "--json")
     checks = {c["name"]: c["status"] for c in json.loads(pf.stdout)["hosts"]["h3"]["checks"]}
-    assert pf.returncode == 0 and checks["ssh"] == "ok" and checks["host"] == "ok" and "container" not in checks, pf.stdout
+    assert pf.returncode == 0 and checks["ssh"] == "ok" and checks["host"] == "ok" and "container" not in checks, (
+        pf.stdout
+    )
     r = inv("launch", "-H", "h3", "--steps", "3", "--save-freq", "1", "--link-wait", "0")
     assert r.returncode == 0 and "(bare host)" in r.stdout, r.stdout + r.stderr
     rid = r.stdout.split()[1]

@@ -15,12 +15,16 @@ from pathlib import Path
 from dapo_ops.agent.supervisor import hostevidence, record
 from dapo_ops.core import evidence
 
-WATCHDOG = ("[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
-            "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800011 milliseconds "
-            "before timing out.\n")
-H2_PLOG = ("[INFO] HCCL(7,python):%s.000.000 [hccl_comm.cc:80] [7][HcclComm][Init] rankSize[16], userRank[9]\n"
-           "[ERROR] HCCL(7,python):%s.000.100 [hccl_comm.cc:115] [7][HcclComm][Init]errNo[0x0000000005000007] hccl "
-           "initialize failed\n")
+WATCHDOG = (
+    "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800011 milliseconds "
+    "before timing out.\n"
+)
+H2_PLOG = (
+    "[INFO] HCCL(7,python):%s.000.000 [hccl_comm.cc:80] [7][HcclComm][Init] rankSize[16], userRank[9]\n"
+    "[ERROR] HCCL(7,python):%s.000.100 [hccl_comm.cc:115] [7][HcclComm][Init]errNo[0x0000000005000007] hccl "
+    "initialize failed\n"
+)
 
 # what the `evidence cluster` op does on the head, for h2 (answers) and h3 (does not), without Ray
 FAKE_OP = """#!%s
@@ -38,8 +42,18 @@ print(json.dumps({"answered": ["h2"], "lost": [{"name": "h3", "address": "a3", "
 
 
 def _spec(python):
-    return {"python": python, "ray": {"head": "192.0.2.1", "port": 6379, "nodes": [
-        {"name": "h1", "address": "a1"}, {"name": "h2", "address": "a2"}, {"name": "h3", "address": "a3"}]}}
+    return {
+        "python": python,
+        "ray": {
+            "head": "192.0.2.1",
+            "port": 6379,
+            "nodes": [
+                {"name": "h1", "address": "a1"},
+                {"name": "h2", "address": "a2"},
+                {"name": "h3", "address": "a3"},
+            ],
+        },
+    }
 
 
 def _fake_python(tmp_path, text):
@@ -49,17 +63,16 @@ def _fake_python(tmp_path, text):
     return str(p)
 
 
-def test_every_host_is_collected_the_lost_one_named_and_the_worker_rank_that_failed_first_named(tmp_path,
-                                                                                                 monkeypatch):
+def test_every_host_is_collected_the_lost_one_named_and_the_worker_rank_that_failed_first_named(tmp_path, monkeypatch):
     logs = tmp_path / "ray" / "session_latest" / "logs"
     logs.mkdir(parents=True)
-    (logs / "worker-aa-01000000-4001.err").write_text(":job_id:01000000\n" + WATCHDOG)   # the head, now
+    (logs / "worker-aa-01000000-4001.err").write_text(":job_id:01000000\n" + WATCHDOG)  # the head, now
     (logs / "worker-old-01000000-4000.err").write_text("Traceback (most recent call last):\nValueError: old\n")
-    os.utime(logs / "worker-old-01000000-4000.err", (1000.0, 1000.0))                   # before the attempt
+    os.utime(logs / "worker-old-01000000-4000.err", (1000.0, 1000.0))  # before the attempt
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))   # no plog of the head
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no plog of the head
     run_dir = tmp_path / "run"
-    (run_dir / "evidence" / "h3").mkdir(parents=True)    # an earlier attempt's answer is not taken for this one's
+    (run_dir / "evidence" / "h3").mkdir(parents=True)  # an earlier attempt's answer is not taken for this one's
     (run_dir / "evidence" / "h3" / "evidence.json").write_text("{}")
     python = _fake_python(tmp_path, FAKE_OP % (sys.executable, str(Path(__file__).resolve().parents[1]), H2_PLOG))
     got = hostevidence.collect(_spec(python), str(run_dir), time.time() - 30, wait_s=20)
@@ -68,9 +81,10 @@ def test_every_host_is_collected_the_lost_one_named_and_the_worker_rank_that_fai
     # h2's HCCL init failed a minute before the head's rank 0 timed out: h2, rank 9 (its init line named it)
     assert (got["earliest"]["host"], got["earliest"]["rank"], got["earliest"]["cls"]) == ("h2", 9, "hccl-timeout")
     assert got["line"].startswith("earliest error: host h2 rank 9 at ") and got["line"].endswith(
-        "no evidence from h3 (lost: its files stay on that host)"), got["line"]
+        "no evidence from h3 (lost: its files stay on that host)"
+    ), got["line"]
     head = json.loads((run_dir / "evidence" / "h1" / "evidence.json").read_text())
-    assert [lg["name"] for lg in head["ray_logs"]] == ["worker-aa-01000000-4001.err"]   # the old log is not read
+    assert [lg["name"] for lg in head["ray_logs"]] == ["worker-aa-01000000-4001.err"]  # the old log is not read
     assert "Watchdog caught" in (run_dir / "evidence" / "h1" / "ray-worker-logs.txt").read_text()
     assert not (run_dir / "evidence" / "h3").exists()
     # the head's watchdog line alone is an error too (it says no "error"), rank 0
@@ -89,7 +103,7 @@ def test_every_host_is_collected_the_lost_one_named_and_the_worker_rank_that_fai
 def test_a_collector_that_does_not_answer_in_time_is_killed_and_every_worker_named_lost(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.setattr(hostevidence, "CHILD_EXTRA_S", 0.0)
-    python = _fake_python(tmp_path, "#!/bin/sh\nexec sleep 600\n")   # ray.init blocked on a dead head
+    python = _fake_python(tmp_path, "#!/bin/sh\nexec sleep 600\n")  # ray.init blocked on a dead head
     got = hostevidence.collect(_spec(python), str(tmp_path / "run"), time.time(), wait_s=0.5)
     assert got["hosts"] == ["h1"] and [x["name"] for x in got["lost"]] == ["h2", "h3"], got
     assert got["lost"][0]["why"] == "the Ray collector did not finish within 0 s", got

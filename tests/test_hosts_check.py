@@ -32,9 +32,11 @@ def run(cli, inv, *extra):
 
 def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener, cli):
     inv = tmp_path / "hosts.toml"
-    inv.write_text(f'[defaults]\nuser = "root"\nport = {listener}\n[hosts.h1]\naddress = "127.0.0.1"\n'
-                   f'[hosts.bm]\naddress = "127.0.0.1"\nruntime = "host"\naccelerator = "gpu"\n'
-                   f'[hosts.me]\ntransport = "local"\n')
+    inv.write_text(
+        f'[defaults]\nuser = "root"\nport = {listener}\n[hosts.h1]\naddress = "127.0.0.1"\n'
+        f'[hosts.bm]\naddress = "127.0.0.1"\nruntime = "host"\naccelerator = "gpu"\n'
+        f'[hosts.me]\ntransport = "local"\n'
+    )
     out = run(cli, inv)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -45,25 +47,48 @@ def test_a_valid_file_prints_one_line_per_host_and_exits_0(tmp_path, listener, c
     assert run(cli, inv, "-H", "bm").stdout.splitlines()[1].startswith("bm: ")
 
 
-@pytest.mark.parametrize("body,needle", [
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nproxy_jump = "root@h:22 -oProxyCommand=touch /tmp/pwn"\n',
-     ":4: host 'h1': field 'proxy_jump': 'root@h:22 -oProxyCommand=touch /tmp/pwn' is not [user@]host[:port]"),
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 0\n', ":4: host 'h1': field 'devices': must be 1..64"),
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nruntime = "host"\ncontainer = "verl"\n',
-     ":5: host 'h1': field 'container': runtime = \"host\" runs without a container"),
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nssh_config = "/nope"\n',
-     ":4: host 'h1': field 'ssh_config': ssh_config file /nope does not exist: fix the path"),
-    ('[defaults]\nssh_config = "/"\n[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\n',
-     ":2: [defaults]: field 'ssh_config': ssh_config file / is not a file: fix the path"),
-    # issue 32 item 8: what the loader and the connect refuse, --check refuses too
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\npython = "python3; touch /tmp/x;"\n',
-     ":4: host 'h1': field 'python': must be a path or a bare interpreter name"),
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 100000\n', ":4: host 'h1': field 'devices': must be 1..64"),
-    ('[defaults]\nidentity_file = "/nonexistent/key"\n[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\n',
-     ":2: [defaults]: field 'identity_file': identity file /nonexistent/key does not exist"),
-    ('[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nknown_hosts = "/nonexistent/kh"\n',
-     ":4: host 'h1': field 'known_hosts': known_hosts file /nonexistent/kh does not exist: host keys are verified"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nproxy_jump = "root@h:22 -oProxyCommand=touch /tmp/pwn"\n',
+            ":4: host 'h1': field 'proxy_jump': 'root@h:22 -oProxyCommand=touch /tmp/pwn' is not [user@]host[:port]",
+        ),
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 0\n',
+            ":4: host 'h1': field 'devices': must be 1..64",
+        ),
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nruntime = "host"\ncontainer = "verl"\n',
+            ":5: host 'h1': field 'container': runtime = \"host\" runs without a container",
+        ),
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nssh_config = "/nope"\n',
+            ":4: host 'h1': field 'ssh_config': ssh_config file /nope does not exist: fix the path",
+        ),
+        (
+            '[defaults]\nssh_config = "/"\n[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\n',
+            ":2: [defaults]: field 'ssh_config': ssh_config file / is not a file: fix the path",
+        ),
+        # issue 32 item 8: what the loader and the connect refuse, --check refuses too
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\npython = "python3; touch /tmp/x;"\n',
+            ":4: host 'h1': field 'python': must be a path or a bare interpreter name",
+        ),
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\ndevices = 100000\n',
+            ":4: host 'h1': field 'devices': must be 1..64",
+        ),
+        (
+            '[defaults]\nidentity_file = "/nonexistent/key"\n[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\n',
+            ":2: [defaults]: field 'identity_file': identity file /nonexistent/key does not exist",
+        ),
+        (
+            '[hosts.h1]\naddress = "127.0.0.1"\nport = PORT\nknown_hosts = "/nonexistent/kh"\n',
+            ":4: host 'h1': field 'known_hosts': known_hosts file /nonexistent/kh does not exist: host keys are verified",
+        ),
+    ],
+)
 def test_a_bad_file_is_one_line_exit_2_and_nothing_contacted(tmp_path, listener, cli, body, needle):
     inv = tmp_path / "hosts.toml"
     inv.write_text(body.replace("PORT", str(listener)))

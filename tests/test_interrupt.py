@@ -71,10 +71,14 @@ INPUTS = ["--model", "/m", "--train-file", "/t.parquet", "--val-file", "/v.parqu
 def drive(tmp_path, what: str, *argv: str) -> subprocess.CompletedProcess:
     (tmp_path / "hosts.toml").write_text(INVENTORY)
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(DAPO_OPS_INVENTORY=str(tmp_path / "hosts.toml"), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
-               SWANLAB_MODE="disabled")
-    return subprocess.run([sys.executable, "-c", DRIVER, what, *argv], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=120)
+    env.update(
+        DAPO_OPS_INVENTORY=str(tmp_path / "hosts.toml"),
+        DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+        SWANLAB_MODE="disabled",
+    )
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, what, *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
 
 
 def one_line(res: subprocess.CompletedProcess) -> str:
@@ -104,16 +108,20 @@ def test_launch_interrupted_before_a_start_says_nothing_started(tmp_path):
 def test_launch_interrupted_after_a_start_names_run_host_and_undo(tmp_path):
     res = drive(tmp_path, "start", "launch", "-H", "h1", *INPUTS, "--skip-preflight")
     line = one_line(res)
-    assert line == ("interrupted: run 20261201-120000-abcd may have started on h1 (its supervisor is detached): "
-                    "`inv status -H h1`, `inv stop -H h1`")
+    assert line == (
+        "interrupted: run 20261201-120000-abcd may have started on h1 (its supervisor is detached): "
+        "`inv status -H h1`, `inv stop -H h1`"
+    )
     assert res.stdout == ""
 
 
 def test_launch_interrupt_names_only_the_hosts_whose_start_began(tmp_path):
     # h1 begins its start and SIGINTs; h2 had not reached its start when the line was decided: not named
     line = one_line(drive(tmp_path, "start", "launch", "-H", "h1,h2", "--independent", *INPUTS, "--skip-preflight"))
-    assert line == ("interrupted: run 20261201-120000-abcd may have started on h1 (its supervisor is detached): "
-                    "`inv status -H h1`, `inv stop -H h1`")
+    assert line == (
+        "interrupted: run 20261201-120000-abcd may have started on h1 (its supervisor is detached): "
+        "`inv status -H h1`, `inv stop -H h1`"
+    )
 
 
 def test_interrupt_while_loading_the_tasks(tmp_path):

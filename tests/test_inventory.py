@@ -151,7 +151,13 @@ class TestSelect:
     def test_adhoc_user_host_port_takes_the_defaults(self, inv):
         (h,) = inventory.select(inv, "ops@198.51.100.7:2200")
         assert (h.name, h.user, h.address, h.port, h.container, h.identity_file) == (
-            "ops@198.51.100.7:2200", "ops", "198.51.100.7", 2200, "verl", "~/.ssh/id_ed25519")
+            "ops@198.51.100.7:2200",
+            "ops",
+            "198.51.100.7",
+            2200,
+            "verl",
+            "~/.ssh/id_ed25519",
+        )
 
     def test_adhoc_ipv6_in_brackets(self, inv):
         (h,) = inventory.select(inv, "[2001:db8::5]:22")
@@ -167,23 +173,35 @@ class TestSelect:
 
 
 def test_host_fields_match_the_design_contract():
-    documented = ("name, address, port, user, identity_file, known_hosts, connect_timeout, container, workdir, "
-                  "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
-                  "data_dir, ckpt_dir, runtime, transport, env").split(", ")
+    documented = (
+        "name, address, port, user, identity_file, known_hosts, connect_timeout, container, workdir, "
+        "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
+        "data_dir, ckpt_dir, runtime, transport, env"
+    ).split(", ")
     assert list(Host.__dataclass_fields__) == documented
 
 
 def test_proxy_jump_may_name_another_inventory_host(tmp_path):
-    inv = inventory.load(write(tmp_path, '[defaults]\nuser = "root"\n[hosts.bastion]\naddress = "192.0.2.1"\n'
-                                         'port = 2200\n[hosts.h1]\naddress = "10.0.0.5"\nproxy_jump = "bastion"\n'))
+    inv = inventory.load(
+        write(
+            tmp_path,
+            '[defaults]\nuser = "root"\n[hosts.bastion]\naddress = "192.0.2.1"\n'
+            'port = 2200\n[hosts.h1]\naddress = "10.0.0.5"\nproxy_jump = "bastion"\n',
+        )
+    )
     assert inv.hosts["h1"].proxy_jump == "root@192.0.2.1:2200"
 
 
 def test_bare_metal_and_local_hosts(tmp_path):
-    inv = inventory.load(write(tmp_path, '[defaults]\ncontainer = "verl"\nenv = {HF_HOME = "/data/hf", A = "1"}\n'
-                                         '[hosts.bm]\naddress = "192.0.2.5"\nruntime = "host"\n'
-                                         'env = {A = "2", TOKENIZERS_PARALLELISM = "false"}\n'
-                                         '[hosts.me]\ntransport = "local"\n'))
+    inv = inventory.load(
+        write(
+            tmp_path,
+            '[defaults]\ncontainer = "verl"\nenv = {HF_HOME = "/data/hf", A = "1"}\n'
+            '[hosts.bm]\naddress = "192.0.2.5"\nruntime = "host"\n'
+            'env = {A = "2", TOKENIZERS_PARALLELISM = "false"}\n'
+            '[hosts.me]\ntransport = "local"\n',
+        )
+    )
     bm, me = inv.hosts["bm"], inv.hosts["me"]
     assert (bm.runtime, bm.container, bm.transport) == ("host", "", "ssh")  # the default container does not apply
     assert bm.env == {"HF_HOME": "/data/hf", "A": "2", "TOKENIZERS_PARALLELISM": "false"}  # merged with [defaults]
@@ -202,22 +220,23 @@ def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it():
 
     jsonschema = pytest.importorskip("jsonschema")
     schema = inventory.json_schema()
-    assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, \
+    assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, (
         "regenerate it: python -m dapo_ops.control.inventory > docs/hosts.schema.json"
+    )
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
 GOOD_FILES = {
-    "repo-example": None,   # hosts.toml of the repo
+    "repo-example": None,  # hosts.toml of the repo
     "tests-good": GOOD,
     "bare-metal-and-local": '[defaults]\ncontainer = "verl"\nenv = {HF_HOME = "/data/hf"}\n[hosts.bm]\naddress = "b"\n'
-                            'runtime = "host"\nenv = {TOKENIZERS_PARALLELISM = "false", https_proxy = "None", '
-                            'NO_PROXY = "localhost, .corp,10.0.0.0/8"}\n[hosts.me]\ntransport = "local"\n',
+    'runtime = "host"\nenv = {TOKENIZERS_PARALLELISM = "false", https_proxy = "None", '
+    'NO_PROXY = "localhost, .corp,10.0.0.0/8"}\n[hosts.me]\ntransport = "local"\n',
     "host-runtime-in-defaults": '[defaults]\nruntime = "host"\ncontainer = ""\n[hosts.h1]\naddress = "a"\n',
     "address-in-defaults": '[defaults]\naddress = "a"\nport = 22\n[hosts.h1]\n[hosts.h2]\nport = 2222\n',
     "proxy-with-credentials": '[proxy]\nhttp_proxy = "http://u:pw@p:3128"\nhttps_proxy = "none"\n'
-                              'no_proxy = "*.corp,[::1]:8080"\n[hosts.h1]\naddress = "a"\npython = "/opt/conda/bin/python3.10"\n'
-                              'proxy_jump = "ops@bastion:2200"\ndevices = 16\n',
+    'no_proxy = "*.corp,[::1]:8080"\n[hosts.h1]\naddress = "a"\npython = "/opt/conda/bin/python3.10"\n'
+    'proxy_jump = "ops@bastion:2200"\ndevices = 16\n',
 }
 
 

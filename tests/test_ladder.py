@@ -6,8 +6,14 @@ from hypothesis import given, settings as hsettings, strategies as st
 from dapo_ops.core import ladder
 from dapo_ops.core.features import resolve
 
-S = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.85,
-     "rollout_tp": 2, "trainer_gpus": 4, "steps": 100}
+S = {
+    "max_prompt_length": 2048,
+    "max_response_length": 8192,
+    "gpu_memory_utilization": 0.85,
+    "rollout_tp": 2,
+    "trainer_gpus": 4,
+    "steps": 100,
+}
 
 
 def dec(fs, cls, detail=None, oom_used=0, max_oom=2, other=None, settings=None):
@@ -37,7 +43,7 @@ def test_a_ladder_run_dry_because_the_user_turned_rungs_off_says_so_and_fits_the
     d = dec(fs, "oom-device", {"phase": "unknown"}, settings={**S, "mode": "dapo"})
     assert d.action == "stop" and "turned off by --features / USER_FEATURES: offload, recompute" in d.reason, d.reason
     text = " ".join(d.suggestions)
-    assert "TRAINER_GPUS" not in text and "more hosts in one run (-H a,b)" in text   # DAPO has no trainer pool
+    assert "TRAINER_GPUS" not in text and "more hosts in one run (-H a,b)" in text  # DAPO has no trainer pool
     d2 = dec(fs, "oom-device", {"phase": "unknown"}, settings={**S, "mode": "one-step-off"})
     assert "TRAINER_GPUS now 4" in " ".join(d2.suggestions)
 
@@ -145,7 +151,9 @@ def test_retry_once_classes(cls):
     assert dec(resolve(""), cls, other={cls: 1}).action == "stop"
 
 
-@pytest.mark.parametrize("cls", ["config-error", "data-error", "auth-error", "container-missing", "crash-other", "weird"])
+@pytest.mark.parametrize(
+    "cls", ["config-error", "data-error", "auth-error", "container-missing", "crash-other", "weird"]
+)
 def test_stop_classes(cls):
     d = dec(resolve(""), cls)
     assert d.action == "stop" and d.reason and "\n" not in d.reason
@@ -165,9 +173,16 @@ def test_decision_json_round_trips_features():
 
 
 @hsettings(max_examples=200, deadline=None)
-@given(st.integers(1, 32768), st.integers(1, 65536), st.dictionaries(
-    st.sampled_from(["actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu", "other"]),
-    st.integers(0, 100000)))
+@given(
+    st.integers(1, 32768),
+    st.integers(1, 65536),
+    st.dictionaries(
+        st.sampled_from(
+            ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "critic.ppo_max_token_len_per_gpu", "other"]
+        ),
+        st.integers(0, 100000),
+    ),
+)
 def test_property_token_budget_invariant(prompt, resp, changes):
     s = {"max_prompt_length": prompt, "max_response_length": resp}
     out = ladder.keep_token_budgets(s, changes)
@@ -178,8 +193,9 @@ def test_property_token_budget_invariant(prompt, resp, changes):
             assert v == changes[k]
 
 
-@pytest.mark.parametrize("cause,word", [("tracker", "SWANLAB_API_HOST"), ("hub", "HF_ENDPOINT"),
-                                        ("ray-head", "Ray head"), (None, "HCCL")])
+@pytest.mark.parametrize(
+    "cause,word", [("tracker", "SWANLAB_API_HOST"), ("hub", "HF_ENDPOINT"), ("ray-head", "Ray head"), (None, "HCCL")]
+)
 def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(cause, word):
     d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1})
     assert d.action == "stop" and len(d.suggestions) == 1 and word in d.suggestions[0], d.suggestions
@@ -192,13 +208,27 @@ def test_the_stop_after_the_ladder_ran_dry_names_the_rungs_it_applied_and_no_cha
     setting rungs count as rungs on, and a token budget the ladder already took to its floor is not suggested again
     (the new-user trial: 'memory rungs on: none' and 'lower ... toward 10240' after update-batch set it to 10240)."""
     floor = S["max_prompt_length"] + S["max_response_length"]
-    ran = {**S, "framework": "fsdp", "mode": "dapo",
-           "token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor},
-           "memory_rungs": [{"rung": "update-batch", "phase": "update", "source": "oom-retry-1",
-                             "changes": {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor}}},
-                            {"rung": "offload-policy", "phase": "update", "source": "oom-retry-2",
-                             "changes": {"fsdp_offload_policy": True}}],
-           "fsdp_offload_policy": True}
+    ran = {
+        **S,
+        "framework": "fsdp",
+        "mode": "dapo",
+        "token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor},
+        "memory_rungs": [
+            {
+                "rung": "update-batch",
+                "phase": "update",
+                "source": "oom-retry-1",
+                "changes": {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": floor}},
+            },
+            {
+                "rung": "offload-policy",
+                "phase": "update",
+                "source": "oom-retry-2",
+                "changes": {"fsdp_offload_policy": True},
+            },
+        ],
+        "fsdp_offload_policy": True,
+    }
     d = dec(resolve(""), "oom-device", {"phase": "update", "step": 1, "total": 6}, oom_used=2, max_oom=2, settings=ran)
     assert d.action == "stop"
     on = next(s for s in d.suggestions if s.startswith("memory rungs on:"))

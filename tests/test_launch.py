@@ -23,8 +23,14 @@ def inv(args, tmp_path, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "TRAIN_STEPS"))}
     env["DAPO_OPS_CONFIG"] = str(tmp_path / "no-config.toml")
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_dry_run_on_fresh_clone_without_hosts(tmp_path):
@@ -38,12 +44,27 @@ def test_dry_run_on_fresh_clone_without_hosts(tmp_path):
 
 
 def test_one_step_off_dry_run(tmp_path):
-    res = inv(["one-step-off", "--dry-run", "--steps", "4", "--trainer-gpus", "4", "--rollout-gpus", "4",
-               "--framework", "fsdp"], tmp_path)
+    res = inv(
+        [
+            "one-step-off",
+            "--dry-run",
+            "--steps",
+            "4",
+            "--trainer-gpus",
+            "4",
+            "--rollout-gpus",
+            "4",
+            "--framework",
+            "fsdp",
+        ],
+        tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert "actor_rollout_ref.hybrid_engine=False" in res.stdout
     assert "trainer.total_training_steps=4" in res.stdout
-    assert "trainer.v1.trainer_mode=separate_async" in res.stdout and "algorithm.filter_groups.enable=True" in res.stdout
+    assert (
+        "trainer.v1.trainer_mode=separate_async" in res.stdout and "algorithm.filter_groups.enable=True" in res.stdout
+    )
     assert "actor_rollout_ref.rollout.n_gpus_per_node=4" in res.stdout
     assert "trainer.v1.separate_async.parameter_sync_step=4" in res.stdout
 
@@ -51,7 +72,10 @@ def test_one_step_off_dry_run(tmp_path):
 def test_mode_flag_picks_the_dapo_trainer_mode_and_the_plan_says_it(tmp_path):
     res = inv(["launch", "--dry-run", "--steps", "4"], tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "trainer.v1.trainer_mode=colocate_async" in res.stdout and "trainer_mode=colocate_async: single-async" in res.stdout
+    assert (
+        "trainer.v1.trainer_mode=colocate_async" in res.stdout
+        and "trainer_mode=colocate_async: single-async" in res.stdout
+    )
     res = inv(["launch", "--dry-run", "--steps", "4", "--mode", "sync"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "trainer.v1.trainer_mode=sync" in res.stdout and "max_off_policy_threshold" not in res.stdout
@@ -93,15 +117,19 @@ def test_launch_without_H_on_three_hosts_says_it_is_one_run_across_every_host(tm
     batch problem is found before any host is contacted (TEST-NET addresses: a connect would hang, not refuse)."""
     hosts = tmp_path / "hosts.toml"
     hosts.write_text("".join(f'[hosts.h{i}]\naddress = "192.0.2.{10 + i}"\n' for i in (1, 2, 3)))
-    res = inv(["launch", "--steps", "20", "--framework", "fsdp", "--inventory", str(hosts)], tmp_path,
-              {"SWANLAB_MODE": "disabled"})
+    res = inv(
+        ["launch", "--steps", "20", "--framework", "fsdp", "--inventory", str(hosts)],
+        tmp_path,
+        {"SWANLAB_MODE": "disabled"},
+    )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip() == (
         "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the inventory; -H h1 plans one "
         "host, --independent one run per host): responses per step do not split evenly over 24 trainer devices: "
         "train_batch_size=64 x rollout_n=8 = 512 (try --train-batch-size 66 or 63); ppo_mini_batch_size=16 x "
         "rollout_n=8 = 128 (try --ppo-mini-batch-size 18 or 15) (each must be a multiple of 3; or change "
-        "--rollout-n / the hosts)")
+        "--rollout-n / the hosts)"
+    )
 
 
 def test_start_command_is_detached_and_quoted():
@@ -119,8 +147,17 @@ def test_start_command_is_detached_and_quoted():
 
 def test_bundle_contents_hash_and_closure():
     files = remote_bundle.bundle_files()
-    for name in ("agent/supervisor/__init__.py", "core/runstate.py", "core/features.py", "core/ladder.py",
-                 "core/overrides.py", "core/profiles.py", "core/classify/__init__.py", "agent/notify.py", "__init__.py"):
+    for name in (
+        "agent/supervisor/__init__.py",
+        "core/runstate.py",
+        "core/features.py",
+        "core/ladder.py",
+        "core/overrides.py",
+        "core/profiles.py",
+        "core/classify/__init__.py",
+        "agent/notify.py",
+        "__init__.py",
+    ):
         assert name in files
     assert not any(n.startswith(("control/", "cli/")) for n in files)  # operator side stays home
     d = remote_bundle.bundle_dir("/verl/dapo_runs/", files)
@@ -152,8 +189,9 @@ def test_bundle_install_script_unpacks_atomically(tmp_path):
     Path(bdir + ".tar.gz.b64").write_bytes(base64.b64encode(remote_bundle.bundle_tar(files)))
     subprocess.run(["sh", "-c", remote_bundle.install_command(bdir, sys.executable)], check=True)
     assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
-    assert sorted(p.relative_to(Path(bdir, "dapo_ops")).as_posix() for p in Path(bdir, "dapo_ops").rglob("*.py")) \
-        == sorted(files)
+    assert sorted(
+        p.relative_to(Path(bdir, "dapo_ops")).as_posix() for p in Path(bdir, "dapo_ops").rglob("*.py")
+    ) == sorted(files)
     assert not Path(bdir + ".tar.gz.b64").exists()
 
 
@@ -169,8 +207,13 @@ def test_bundle_installs_at_once_all_succeed_and_leave_one_bundle(tmp_path):
     for k in range(6):
         staged = f"{bdir}.tar.gz.b64.{k}"
         Path(staged).write_bytes(data)
-        procs.append(subprocess.Popen(["sh", "-c", remote_bundle.install_command(bdir, sys.executable, staged)],
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                ["sh", "-c", remote_bundle.install_command(bdir, sys.executable, staged)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     errs = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
     assert all(rc == 0 for rc, _ in errs), errs
     assert subprocess.run(["sh", "-c", remote_bundle.present_command(bdir)]).returncode == 0
@@ -184,28 +227,80 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
     run_dir = tmp_path / "runs" / rid
     run_dir.mkdir()
     fs = features.resolve(None)
-    spec = {"version": 1, "run_id": rid, "host": "local", "container": "none", "mode": "dapo", "framework": "fsdp",
-            "profile": "0.9", "accelerator": "gpu", "workdir": str(tmp_path), "python": "python3",
-            "run_dir": str(run_dir),
-            "settings": {"steps": 3, "ckpt_dir": str(run_dir / "checkpoints"), "model_path": "/m", "train_file": "/t",
-                         "val_file": "/v", "trainer_gpus": 4, "rollout_gpus": 4, "nnodes": 1, "n_gpus_per_node": 8,
-                         "max_prompt_length": 2048, "max_response_length": 8192, "save_freq": 1, "rollout_tp": 2,
-                         "gpu_memory_utilization": 0.6, "project": "p", "experiment": rid, "extra_overrides": []},
-            "features": fs.to_json(), "disabled_features": [], "max_oom_retries": 2, "hang_timeout_s": 600,
-            "logger": ["console"], "env": {}, "notify": {}, "ray": None,
-            "supervisor": {"poll_interval_s": 0.1, "retry_delay_s": 0.1}}
+    spec = {
+        "version": 1,
+        "run_id": rid,
+        "host": "local",
+        "container": "none",
+        "mode": "dapo",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "accelerator": "gpu",
+        "workdir": str(tmp_path),
+        "python": "python3",
+        "run_dir": str(run_dir),
+        "settings": {
+            "steps": 3,
+            "ckpt_dir": str(run_dir / "checkpoints"),
+            "model_path": "/m",
+            "train_file": "/t",
+            "val_file": "/v",
+            "trainer_gpus": 4,
+            "rollout_gpus": 4,
+            "nnodes": 1,
+            "n_gpus_per_node": 8,
+            "max_prompt_length": 2048,
+            "max_response_length": 8192,
+            "save_freq": 1,
+            "rollout_tp": 2,
+            "gpu_memory_utilization": 0.6,
+            "project": "p",
+            "experiment": rid,
+            "extra_overrides": [],
+        },
+        "features": fs.to_json(),
+        "disabled_features": [],
+        "max_oom_retries": 2,
+        "hang_timeout_s": 600,
+        "logger": ["console"],
+        "env": {},
+        "notify": {},
+        "ray": None,
+        "supervisor": {"poll_interval_s": 0.1, "retry_delay_s": 0.1},
+    }
     runstate.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "fake.json").write_text(json.dumps({"step_time": 0.02}))
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([bdir, str(TESTS)])}
-    probe = ("import json,sys; from dapo_ops.core import overrides; from dapo_ops.core import features; s=json.load(open(sys.argv[1])); "
-             "print(json.dumps(overrides.build_command(s, features.FeatureSet.from_json(s['features']))))")
-    res = subprocess.run([sys.executable, "-S", "-c", probe, str(run_dir / "spec.json")], env=env,
-                         capture_output=True, text=True, cwd=tmp_path)
+    probe = (
+        "import json,sys; from dapo_ops.core import overrides; from dapo_ops.core import features; s=json.load(open(sys.argv[1])); "
+        "print(json.dumps(overrides.build_command(s, features.FeatureSet.from_json(s['features']))))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(run_dir / "spec.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     argv = json.loads(res.stdout)
     assert "trainer.resume_mode=auto" in argv and "trainer.total_training_steps=3" in argv
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory",
-                          "fake_verl:factory"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            "dapo_ops.agent.supervisor",
+            str(run_dir),
+            "--command-factory",
+            "fake_verl:factory",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     rec = runstate.read_run(run_dir)
     assert rec["status"] == "succeeded", res.stderr
     assert rec["step"] == 3
@@ -215,9 +310,25 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
 def test_help_lists_the_runbook_flags_long_only(tmp_path, task):
     res = inv([task, "--help"], tmp_path)
     assert res.returncode == 0, res.stderr
-    for flag in ("--steps", "--framework", "--model", "--train-file", "--val-file", "--trainer-gpus", "--rollout-gpus",
-                 "--max-response-length", "--features", "--offload", "--max-oom-retries", "--container", "--dry-run",
-                 "--skip-preflight", "--hosts", "--link-wait", "--override"):
+    for flag in (
+        "--steps",
+        "--framework",
+        "--model",
+        "--train-file",
+        "--val-file",
+        "--trainer-gpus",
+        "--rollout-gpus",
+        "--max-response-length",
+        "--features",
+        "--offload",
+        "--max-oom-retries",
+        "--container",
+        "--dry-run",
+        "--skip-preflight",
+        "--hosts",
+        "--link-wait",
+        "--override",
+    ):
         assert flag in res.stdout, flag
     assert "--=" not in res.stdout  # invoke ran out of short letters once: short flags are off
 
@@ -235,17 +346,27 @@ def test_a_known_secret_in_an_override_is_refused_and_never_printed(tmp_path):
     assert line.startswith("--override +trainer.tok=...: the value holds a secret") and key not in res.stdout + line
 
 
-@pytest.mark.parametrize("override,starts", [
-    ("+trainer.api_key=abc123", "--override +trainer.api_key=...: the key looks secret"),
-    ("+actor_rollout_ref.model.hf_token=x", "--override +actor_rollout_ref.model.hf_token=...: the key looks secret"),
-    ("trainer.experiment_name=${oc.env:SWANLAB_API_KEY}", "--override trainer.experiment_name=...: the value calls "
-                                                          "OmegaConf's resolver 'oc.env'"),
-    ("trainer.experiment_name='x-\\${oc.env:HOME}'", "--override trainer.experiment_name=...: the value calls "
-                                                     "OmegaConf's resolver 'oc.env'"),  # escaped: live after :145
-    ("+x.y='${oc.decode:\\'{a: 1}\\'}'", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.decode'"),
-    ("+x.y=[a,'${a.${oc.env:HOME}}']", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.env'"),
-    ("+x.y='${'", "--override +x.y=...: the value holds '${' that is not a valid OmegaConf interpolation"),
-])
+@pytest.mark.parametrize(
+    "override,starts",
+    [
+        ("+trainer.api_key=abc123", "--override +trainer.api_key=...: the key looks secret"),
+        (
+            "+actor_rollout_ref.model.hf_token=x",
+            "--override +actor_rollout_ref.model.hf_token=...: the key looks secret",
+        ),
+        (
+            "trainer.experiment_name=${oc.env:SWANLAB_API_KEY}",
+            "--override trainer.experiment_name=...: the value calls OmegaConf's resolver 'oc.env'",
+        ),
+        (
+            "trainer.experiment_name='x-\\${oc.env:HOME}'",
+            "--override trainer.experiment_name=...: the value calls OmegaConf's resolver 'oc.env'",
+        ),  # escaped: live after :145
+        ("+x.y='${oc.decode:\\'{a: 1}\\'}'", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.decode'"),
+        ("+x.y=[a,'${a.${oc.env:HOME}}']", "--override +x.y=...: the value calls OmegaConf's resolver 'oc.env'"),
+        ("+x.y='${'", "--override +x.y=...: the value holds '${' that is not a valid OmegaConf interpolation"),
+    ],
+)
 def test_an_override_with_a_secret_key_or_a_resolver_is_refused_in_one_line(tmp_path, override, starts):
     """issue 32 item 1: `+trainer.api_key=...` is refused like a secret flag; `${oc.env:...}` would read verl's
     environment (the SwanLab key) into the config verl prints to train.log."""
@@ -254,11 +375,22 @@ def test_an_override_with_a_secret_key_or_a_resolver_is_refused_in_one_line(tmp_
 
 
 def test_an_override_may_interpolate_config_keys_and_name_verls_own_key_fields(tmp_path):
-    res = inv(["launch", "--dry-run", "--override", "+trainer.note=${data.max_prompt_length}", "--override",
-               "data.prompt_key=question"], tmp_path)
+    res = inv(
+        [
+            "launch",
+            "--dry-run",
+            "--override",
+            "+trainer.note=${data.max_prompt_length}",
+            "--override",
+            "data.prompt_key=question",
+        ],
+        tmp_path,
+    )
     assert res.returncode == 0, res.stderr
-    assert "+trainer.note='${data.max_prompt_length}'" in res.stdout or "+trainer.note=${data.max_prompt_length}" \
-        in res.stdout
+    assert (
+        "+trainer.note='${data.max_prompt_length}'" in res.stdout
+        or "+trainer.note=${data.max_prompt_length}" in res.stdout
+    )
 
 
 def test_verl_name_keys_are_exactly_verls_secret_looking_keys():
@@ -278,8 +410,9 @@ def test_verl_name_keys_are_exactly_verls_secret_looking_keys():
     try:
         os.chdir(root)
         with initialize_config_dir(config_dir=f"{root}/verl/trainer/config", version_base=None):
-            cfg = compose(config_name="ppo_trainer",
-                          overrides=[f"hydra.searchpath=[file://{root}/verl/trainer/config]"])
+            cfg = compose(
+                config_name="ppo_trainer", overrides=[f"hydra.searchpath=[file://{root}/verl/trainer/config]"]
+            )
     finally:
         os.chdir(old)
 
@@ -317,15 +450,18 @@ def test_a_bad_swanlab_host_flag_is_named_as_the_flag_and_steps_have_a_bound(tmp
     assert "is not a server address" in line and "http://not a url" not in line
 
 
-@pytest.mark.parametrize("args,env,needle", [
-    (["--model", ""], {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
-    (["--framework", ""], {}, "--framework '' is empty; give one of megatron | fsdp"),
-    (["--project", ""], {}, "--project '' is empty"),
-    (["--features", ",,,"], {}, "--features=',,,' names no feature"),
-    ([], {"TRAIN_STEPS": ""}, "TRAIN_STEPS is set but empty"),
-    ([], {"MODEL_PATH": ""}, "MODEL_PATH is set but empty"),
-    ([], {"FRAMEWORK": ""}, "FRAMEWORK is set but empty"),
-])
+@pytest.mark.parametrize(
+    "args,env,needle",
+    [
+        (["--model", ""], {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
+        (["--framework", ""], {}, "--framework '' is empty; give one of megatron | fsdp"),
+        (["--project", ""], {}, "--project '' is empty"),
+        (["--features", ",,,"], {}, "--features=',,,' names no feature"),
+        ([], {"TRAIN_STEPS": ""}, "TRAIN_STEPS is set but empty"),
+        ([], {"MODEL_PATH": ""}, "MODEL_PATH is set but empty"),
+        ([], {"FRAMEWORK": ""}, "FRAMEWORK is set but empty"),
+    ],
+)
 def test_launch_refuses_a_value_given_empty_in_one_line(tmp_path, args, env, needle):
     """issue 32 item 3: `TRAIN_STEPS= inv launch` started 100 steps, `--model ''` trained Qwen3-8B (an invoke
     string flag given '' was indistinguishable from one left off)."""
@@ -334,6 +470,7 @@ def test_launch_refuses_a_value_given_empty_in_one_line(tmp_path, args, env, nee
 
 
 # ------------------------------------------------------------------ the launch service (control/launch.py), no SSH
+
 
 class _Occupancy:
     """A Target whose container answers the occupancy check with ``answer`` (and records the command)."""
@@ -351,11 +488,14 @@ class _Occupancy:
         return SimpleNamespace(exited=0, stdout=json.dumps(self.answer) + "\n", stderr="")
 
 
-@pytest.mark.parametrize("answer,starts", [
-    ({"active": {"run_id": "20261129-151200-a1b2"}}, "run 20261129-151200-a1b2 is already active on h1"),
-    ({"verl": [{"run_id": "20261129-151200-a1b2", "pids": 3, "pgid": 77}]}, "h1: verl of run 20261129-151200-a1b2"),
-    ({"ray": [{"run_id": "20261129-151200-a1b2", "head": "h0"}]}, "h1 is already a Ray node of multi-host run"),
-])
+@pytest.mark.parametrize(
+    "answer,starts",
+    [
+        ({"active": {"run_id": "20261129-151200-a1b2"}}, "run 20261129-151200-a1b2 is already active on h1"),
+        ({"verl": [{"run_id": "20261129-151200-a1b2", "pids": 3, "pgid": 77}]}, "h1: verl of run 20261129-151200-a1b2"),
+        ({"ray": [{"run_id": "20261129-151200-a1b2", "head": "h0"}]}, "h1 is already a Ray node of multi-host run"),
+    ],
+)
 def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys):
     from dapo_ops.control import launch as svc
 
@@ -376,7 +516,7 @@ def test_override_refusals_raise_one_line_usage_errors():
     assert "SECRET" not in str(e.value) and str(e.value).startswith("--override trainer.x=...")
     with pytest.raises(svc.LaunchUsageError, match="not a valid Hydra override"):
         svc.refuse_bad_overrides(["trainer.x=a;b"])
-    svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])   # fine / left to check_spec
+    svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])  # fine / left to check_spec
     assert svc.known_secrets({"swanlab": {"api_key": "k" * 8}}, env={}) == ["k" * 8]
 
 
@@ -385,9 +525,17 @@ def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
     from dapo_ops.control import settings as settings_mod
 
     now = settings_mod.resolve({"steps": 60, "max_response_length": 2048}, {}, {})
-    old = {"framework": "fsdp", "settings": {"model_path": "/m/mine", "framework": "fsdp", "steps": 40,
-                                             "max_response_length": 4096, "train_file": "/d/t.parquet",
-                                             "n_gpus_per_node": 4}}
+    old = {
+        "framework": "fsdp",
+        "settings": {
+            "model_path": "/m/mine",
+            "framework": "fsdp",
+            "steps": 40,
+            "max_response_length": 4096,
+            "train_file": "/d/t.parquet",
+            "n_gpus_per_node": 4,
+        },
+    }
     st = resume.resumed_settings(now, old)
     assert (st["model"], st.source("model")) == ("/m/mine", "resume")
     assert (st["framework"], st["train_file"]) == ("fsdp", "/d/t.parquet")
@@ -399,7 +547,13 @@ def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
 
 def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
     key = "sk-secret-0123456789abcdef"
-    res = cli("dapo-ops", "launch", "--dry-run", "--experiment", f"exp-{key}",
-              env={"SWANLAB_API_KEY": key, "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")})
+    res = cli(
+        "dapo-ops",
+        "launch",
+        "--dry-run",
+        "--experiment",
+        f"exp-{key}",
+        env={"SWANLAB_API_KEY": key, "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")},
+    )
     assert res.returncode == 2 and "--experiment" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert key not in res.stdout + res.stderr

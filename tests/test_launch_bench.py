@@ -34,8 +34,9 @@ def host_ready(sandbox, tmp_path):
     """Return ``prepare(host)``: inputs present (tiny model + parquet on the host-side runs mount), no run active,
     default scenario. Also yields the env for the CLI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
-               SWANLAB_MODE="disabled")
+    env.update(
+        DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"), SWANLAB_MODE="disabled"
+    )
 
     def prepare(host: str, scenario: dict) -> None:
         # a clean host: an earlier test on this worker's bench may have left a run (or a fabricated run.json whose
@@ -53,8 +54,14 @@ def host_ready(sandbox, tmp_path):
 
 
 def inv(prep, *args, timeout=240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
-                          cwd=prep.cwd, env=prep.env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
+        capture_output=True,
+        text=True,
+        cwd=prep.cwd,
+        env=prep.env,
+        timeout=timeout,
+    )
 
 
 def launch(prep, host, *args) -> tuple[subprocess.CompletedProcess, str | None]:
@@ -109,13 +116,16 @@ def test_launch_success_defaults(sandbox, host_ready):
     res, rid = launch(host_ready, "h1", "--steps", "6")
     assert res.returncode == 0, res.stderr
     assert rid and "on h1 (container verl)" in res.stdout
-    assert f"/verl/dapo_runs/{rid}/train.log" in res.stdout and "inv status" in res.stdout and "inv logs -f" in res.stdout
+    assert (
+        f"/verl/dapo_runs/{rid}/train.log" in res.stdout and "inv status" in res.stdout and "inv logs -f" in res.stdout
+    )
     rec = wait_end(sandbox, "h1", rid)
     assert rec["status"] == "succeeded", rec.get("verdict")
     assert rec["step"] == 6 and rec["total_steps"] == 6 and len(rec["attempts"]) == 1
     assert set(feature_sources(rec["features"]).values()) == {"default"}
     assert sorted(feature_sources(rec["features"])) == sorted(
-        ["flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing"])
+        ["flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing"]
+    )
     assert rec["metrics"]["critic/score/mean"] > 0 and rec["step_times"]
     assert training_steps(sandbox, "h1", rid) == {1: [1, 2, 3, 4, 5, 6]}
     # the runbook's /verl/train.log keeps working
@@ -130,8 +140,12 @@ def test_two_launches_at_once_start_one_run_and_the_other_names_it(sandbox, host
     run dir (the new-user trial got 'failed at once: config-error', a new run id and no -H)."""
     host_ready("h1", {"step_time": 1.0})
     argv = [sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "-H", "h1", *INPUT_FLAGS, "--steps", "4"]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=host_ready.cwd,
-                              env=host_ready.env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=host_ready.cwd, env=host_ready.env
+        )
+        for _ in range(2)
+    ]
     outs = [(p.wait(timeout=240), *p.communicate()) for p in procs]
     ok = [o for o in outs if o[0] == 0]
     lost = [o for o in outs if o[0] != 0]
@@ -147,9 +161,13 @@ def test_two_launches_at_once_start_one_run_and_the_other_names_it(sandbox, host
 
 
 def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready):
-    host_ready("h1", {"step_time": 0.3,
-                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120,
-                                  "phase": "none"}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 0.3,
+            "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120, "phase": "none"},
+        },
+    )
     res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
@@ -168,9 +186,19 @@ def test_device_oom_adds_offload_and_resumes_from_checkpoint(sandbox, host_ready
 
 
 def test_oom_with_offload_escalates_to_recompute(sandbox, host_ready):
-    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3,
-                                                    "avoid_with": ["offload", "recompute"], "hang_s": 120,
-                                                    "phase": "none"}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 0.2,
+            "failure": {
+                "kind": "oom-device",
+                "step": 3,
+                "avoid_with": ["offload", "recompute"],
+                "hang_s": 120,
+                "phase": "none",
+            },
+        },
+    )
     res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "1", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
@@ -182,10 +210,12 @@ def test_oom_with_offload_escalates_to_recompute(sandbox, host_ready):
 
 
 def test_oom_always_stops_after_max_retries_with_suggestions(sandbox, host_ready):
-    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3, "avoid_with": "never",
-                                                    "hang_s": 120}})
-    res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp",
-                      "--max-oom-retries", "2")
+    host_ready(
+        "h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3, "avoid_with": "never", "hang_s": 120}}
+    )
+    res, rid = launch(
+        host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp", "--max-oom-retries", "2"
+    )
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
     assert rec["status"] == "failed"
@@ -223,8 +253,13 @@ def test_host_and_ray_oom_never_add_offload(sandbox, host_ready, kind):
 
 
 def test_kv_cache_shortage_changes_rollout_memory_not_offload(sandbox, host_ready):
-    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-kv-cache", "variant": "no-cache-blocks",
-                                                    "min_gpu_memory_utilization": 0.65}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 0.2,
+            "failure": {"kind": "oom-kv-cache", "variant": "no-cache-blocks", "min_gpu_memory_utilization": 0.65},
+        },
+    )
     res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp")
     rec = wait_end(sandbox, "h1", rid)
     a1 = rec["attempts"][0]
@@ -293,8 +328,21 @@ def test_second_launch_on_same_container_is_refused(sandbox, host_ready):
 
 def test_one_step_off_success(sandbox, host_ready):
     host_ready("h3", {"step_time": 0.2})
-    res = inv(host_ready, "one-step-off", "-H", "h3", *INPUT_FLAGS, "--steps", "3", "--framework", "fsdp",
-              "--trainer-gpus", "4", "--rollout-gpus", "4")
+    res = inv(
+        host_ready,
+        "one-step-off",
+        "-H",
+        "h3",
+        *INPUT_FLAGS,
+        "--steps",
+        "3",
+        "--framework",
+        "fsdp",
+        "--trainer-gpus",
+        "4",
+        "--rollout-gpus",
+        "4",
+    )
     assert res.returncode == 0, res.stderr
     rid = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout).group(1)
     rec = wait_end(sandbox, "h3", rid)
@@ -305,8 +353,9 @@ def test_one_step_off_success(sandbox, host_ready):
 def test_swanlab_offline_link_is_printed_and_recorded(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.2})
     host_ready.env.pop("SWANLAB_MODE", None)
-    res, rid = launch(host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "offline",
-                      "--link-wait", "30")
+    res, rid = launch(
+        host_ready, "h1", "--steps", "3", "--framework", "fsdp", "--swanlab-mode", "offline", "--link-wait", "30"
+    )
     assert res.returncode == 0, res.stderr
     m = re.search(rf"swanlab: (swanlab sync /verl/dapo_runs/{rid}/swanlog/run-\S+)$", res.stdout, re.M)
     assert m, res.stdout
@@ -342,8 +391,19 @@ def test_update_phase_oom_is_fixed_by_the_token_budget_rung_not_offload(sandbox,
     """Real verl 0.9.1 run 7/8: offload does not lower update_actor's peak; a smaller update batch does. The
     stand-in OOMs in update_actor unless the composed ppo_max_token_len_per_gpu is at most prompt + response."""
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
-    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "oom-device", "step": 3, "phase": "update_actor",
-                                                    "avoid_with": f"{key}<=10240", "hang_s": 120}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 0.2,
+            "failure": {
+                "kind": "oom-device",
+                "step": 3,
+                "phase": "update_actor",
+                "avoid_with": f"{key}<=10240",
+                "hang_s": 120,
+            },
+        },
+    )
     res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid)
@@ -351,8 +411,12 @@ def test_update_phase_oom_is_fixed_by_the_token_budget_rung_not_offload(sandbox,
     a1, a2 = rec["attempts"]
     assert a1["verdict"]["cls"] == "oom-device"
     assert a2["setting_changes"]["token_budgets"] == {key: 10240}
-    assert a2["setting_changes"]["memory_rungs"][0] == {"rung": "update-batch", "phase": "update",
-                                                        "source": "oom-retry-1", "changes": {"token_budgets": {key: 10240}}}
+    assert a2["setting_changes"]["memory_rungs"][0] == {
+        "rung": "update-batch",
+        "phase": "update",
+        "source": "oom-retry-1",
+        "changes": {"token_budgets": {key: 10240}},
+    }
     assert "offload" not in feature_sources(a2["features"])
     assert a2["resumed_from"] == 2 and training_steps(sandbox, "h1", rid)[2] == [3, 4, 5]
     log2 = (sandbox.runs_dir("h1") / rid / "attempt-2.log").read_text(errors="replace")
@@ -378,8 +442,11 @@ def _resume_and_check(sandbox, host_ready, host, rid):
     res = inv(host_ready, "launch", "-H", host, "--steps", str(steps), "--resume", rid)
     rid2 = next((r for r in re.findall(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout) if r != rid), None)
     assert res.returncode == 0, res.stderr
-    assert rid2 != rid and f"resume:  run {rid}'s checkpoints in /verl/dapo_runs/{rid}/checkpoints, " \
-        f"from global_step_{last}" in res.stdout, res.stdout
+    assert (
+        rid2 != rid
+        and f"resume:  run {rid}'s checkpoints in /verl/dapo_runs/{rid}/checkpoints, from global_step_{last}"
+        in res.stdout
+    ), res.stdout
     rec = wait_end(sandbox, host, rid2)
     assert rec["status"] == "succeeded", rec.get("verdict")
     spec = json.loads((sandbox.runs_dir(host) / rid2 / "spec.json").read_text())
@@ -390,24 +457,28 @@ def _resume_and_check(sandbox, host_ready, host, rid):
     for k in ("model_path", "train_file", "val_file", "save_freq", "max_response_length"):
         assert spec["settings"][k] == old_spec["settings"][k], k
     assert spec["framework"] == old_spec["framework"] == "fsdp" and spec["settings"]["model_path"] == f"{IN}/model"
-    assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))   # continues, not anew
-    old_rec = read_run(sandbox, host, rid)   # closed by the resume as failed (its supervisor died), never as if
-    assert old_rec["status"] == "failed"     # an operator had run `inv stop` (issue 32 item 4)
+    assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))  # continues, not anew
+    old_rec = read_run(sandbox, host, rid)  # closed by the resume as failed (its supervisor died), never as if
+    assert old_rec["status"] == "failed"  # an operator had run `inv stop` (issue 32 item 4)
     assert "closed by `inv launch --resume" in old_rec["decision"]["ended"], old_rec["decision"]
 
 
 def test_sigkilled_supervisor_refuses_a_launch_until_stopped_then_resume_continues(sandbox, host_ready):
     host_ready("h2", {"step_time": 0.5})
-    res, rid = launch(host_ready, "h2", "--steps", "40", "--save-freq", "2", "--framework", "fsdp",
-                      "--max-response-length", "4096")
+    res, rid = launch(
+        host_ready, "h2", "--steps", "40", "--save-freq", "2", "--framework", "fsdp", "--max-response-length", "4096"
+    )
     assert res.returncode == 0, res.stderr
     rec = _wait_step(sandbox, "h2", rid, 3)
-    sandbox.exec("h2", f"kill -9 {rec['pids']['supervisor']}", check=True)   # verl lives on
+    sandbox.exec("h2", f"kill -9 {rec['pids']['supervisor']}", check=True)  # verl lives on
     res2, _ = launch(host_ready, "h2", "--steps", "2", "--framework", "fsdp")
     lines = [ln for ln in res2.stderr.splitlines() if ln.strip()]
     assert res2.returncode != 0 and len(lines) == 1, res2.stderr
-    assert lines[0].startswith(f"h2: verl of run {rid} still runs (") and f"inv stop -H h2 --run {rid}" in lines[0] \
-        and f"--resume {rid}" in lines[0], lines
+    assert (
+        lines[0].startswith(f"h2: verl of run {rid} still runs (")
+        and f"inv stop -H h2 --run {rid}" in lines[0]
+        and f"--resume {rid}" in lines[0]
+    ), lines
     assert [p.name for p in sandbox.runs_dir("h2").iterdir() if re.match(r"\d{8}-", p.name)] == [rid]
     stop = inv(host_ready, "stop", "-H", "h2", "--run", rid)
     assert stop.returncode == 0, stop.stderr
@@ -420,7 +491,7 @@ def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_read
     assert res.returncode == 0, res.stderr
     _wait_step(sandbox, "h3", rid, 3)
     sandbox.ssh("h3", "docker stop -t 2 verl", check=True)
-    down = json.loads(inv(host_ready, "status", "-H", "h3", "--json").stdout)[0]   # the run it held, its step
+    down = json.loads(inv(host_ready, "status", "-H", "h3", "--json").stdout)[0]  # the run it held, its step
     assert down["state"] == "error" and down["run_id"] == rid and down["step"] >= 3, down
     assert f"--resume {rid}" in down["error"] and "docker start verl" in down["error"]
     sandbox.ssh("h3", "docker start verl", check=True)
@@ -435,22 +506,47 @@ def test_ctrl_c_while_launch_waits_names_the_run_that_goes_on(sandbox, host_read
     # the started run to settle (control/launch.py start_run); the line names the run, status and stop find it
     host_ready("h1", {"step_time": 0.5})
     before = {p.name for p in sandbox.runs_dir("h1").iterdir()}
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "-H", "h1", *INPUT_FLAGS,
-                             "--steps", "40", "--framework", "fsdp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=host_ready.cwd, env=host_ready.env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(REPO),
+            "launch",
+            "-H",
+            "h1",
+            *INPUT_FLAGS,
+            "--steps",
+            "40",
+            "--framework",
+            "fsdp",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=host_ready.cwd,
+        env=host_ready.env,
+        start_new_session=True,
+    )
     rid, end = None, time.time() + 120
     while rid is None and time.time() < end and proc.poll() is None:
         for p in sandbox.runs_dir("h1").iterdir():
-            if p.name not in before and re.match(r"\d{8}-\d{6}-[0-9a-f]{4}$", p.name) \
-                    and read_run(sandbox, "h1", p.name).get("status") == "running":
+            if (
+                p.name not in before
+                and re.match(r"\d{8}-\d{6}-[0-9a-f]{4}$", p.name)
+                and read_run(sandbox, "h1", p.name).get("status") == "running"
+            ):
                 rid = p.name
         time.sleep(0.1)
     assert rid, proc.communicate(timeout=60)
     os.killpg(proc.pid, 2)  # SIGINT
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
-    assert err.strip().splitlines() == [f"interrupted: run {rid} may have started on h1 (its supervisor is "
-                                        f"detached): `inv status -H h1`, `inv stop -H h1`"], err
+    assert err.strip().splitlines() == [
+        f"interrupted: run {rid} may have started on h1 (its supervisor is "
+        f"detached): `inv status -H h1`, `inv stop -H h1`"
+    ], err
     try:
         st = inv(host_ready, "status", "-H", "h1")
         assert st.returncode == 0 and rid in st.stdout, st.stdout + st.stderr

@@ -78,12 +78,14 @@ def test_unreachable_tracker_is_refused_before_anything_is_written(sandbox, host
     line = _refused(sandbox, host_ready, "h1")
     assert f"SwanLab host {url}/api not reachable from the container: connect: " in line, line
     assert "Connection refused" in line and "fix [proxy] in hosts.toml or SWANLAB_HOST" in line, line
-    assert line.endswith("--swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"), line  # whole, not cut
+    assert line.endswith("--swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"), (
+        line
+    )  # whole, not cut
     # a TEST-NET address: nothing answers (no route / no ARP reply in the sandbox), refused within the probe's bound
     _cloud(host_ready, "http://192.0.2.1:8000")
     line = _refused(sandbox, host_ready, "h1")
     assert "SwanLab host http://192.0.2.1:8000/api not reachable from the container" in line, line
-    assert ("container: connect: " in line or "container: timeout: " in line), line
+    assert "container: connect: " in line or "container: timeout: " in line, line
 
 
 def test_a_dead_proxy_is_named_and_its_password_stays_secret(sandbox, host_ready):
@@ -102,8 +104,9 @@ def test_local_and_offline_modes_probe_no_tracker(sandbox, host_ready):
     for mode in ("local", "offline"):
         # an unreachable SWANLAB_HOST does not matter when nothing talks to it
         _cloud(host_ready, "http://192.0.2.1:8000")
-        res, rid = launch(host_ready, "h3", "--steps", "2", "--framework", "fsdp", "--swanlab-mode", mode,
-                          "--link-wait", "0")
+        res, rid = launch(
+            host_ready, "h3", "--steps", "2", "--framework", "fsdp", "--swanlab-mode", mode, "--link-wait", "0"
+        )
         assert res.returncode == 0 and rid, res.stderr
         host_ready("h3", {"step_time": 0.2})  # next round on a clean host
 
@@ -112,8 +115,14 @@ def _quick(sandbox, host: str, sw_env: dict, extra_public: dict | None = None):
     """``launch.quick_checks`` in-process, as ``launch_one`` calls it (the CLI's path up to the start)."""
     h = inventory.load(sandbox.inventory).hosts[host]
     sw = swanlab_cfg.resolve(sw_env, {}, stdin_isatty=False)
-    st = {"model": f"{IN}/model", "train_file": f"{IN}/train.parquet", "val_file": f"{IN}/val.parquet",
-          "framework": "fsdp", "steps": 3, "max_response_length": 1024}
+    st = {
+        "model": f"{IN}/model",
+        "train_file": f"{IN}/train.parquet",
+        "val_file": f"{IN}/val.parquet",
+        "framework": "fsdp",
+        "steps": 3,
+        "max_response_length": 1024,
+    }
     req = svc.LaunchRequest(mode="dapo", settings=st, sw=sw, extra_public=dict(extra_public or {}))
     plan = req.make_plan(h, "20261201-000000-trk0")
     with Target(h) as t:

@@ -9,35 +9,70 @@ from dapo_ops.control.inventory import Host
 from dapo_ops.control.plan import render_text
 from dapo_ops.core import learned
 
-ONE_GPU = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=1, workdir="/work", runs_dir="/runs",
-               model_dir="/models", data_dir="/data", container="c1")
+ONE_GPU = Host(
+    name="h1",
+    address="198.51.100.11",
+    accelerator="gpu",
+    devices=1,
+    workdir="/work",
+    runs_dir="/runs",
+    model_dir="/models",
+    data_dir="/data",
+    container="c1",
+)
 # bench/memory_fit_models.json "tiny-1.46b" (tests/test_memfit.py)
-TINY_146B = {"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 24, "intermediate_size": 8192,
-             "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 576, "tie_word_embeddings": True}
+TINY_146B = {
+    "model_type": "qwen2",
+    "hidden_size": 2048,
+    "num_hidden_layers": 24,
+    "intermediate_size": 8192,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "vocab_size": 576,
+    "tie_word_embeddings": True,
+}
 H200_MIB = 143771
-FLAGS = {"framework": "fsdp", "max_prompt_length": 128, "max_response_length": 64, "rollout_tp": 1,
-         "train_batch_size": 8, "ppo_mini_batch_size": 8, "rollout_n": 1, "steps": 3, "model": "/models/tiny"}
+FLAGS = {
+    "framework": "fsdp",
+    "max_prompt_length": 128,
+    "max_response_length": 64,
+    "rollout_tp": 1,
+    "train_batch_size": 8,
+    "ppo_mini_batch_size": 8,
+    "rollout_n": 1,
+    "steps": 3,
+    "model": "/models/tiny",
+}
 RID = "20261129-151200-a1b2"
 
 
 def memory(cfg=TINY_146B, mib=H200_MIB, name="NVIDIA H200", memos=()):
-    return {"model_config": cfg, "device_gib": mib / 1024, "device_mib": mib, "device_name": name,
-            "memos": list(memos)}
+    return {"model_config": cfg, "device_gib": mib / 1024, "device_mib": mib, "device_name": name, "memos": list(memos)}
 
 
 def plan(flags=None, env=None, mem=None, run_id=RID):
     st = settings.resolve(dict(FLAGS, **(flags or {})), env or {}, {})
-    return planning.make_plan(st, ONE_GPU, mode="dapo", run_id=run_id, swanlab_logger=False,
-                              memory=mem if mem is not None else memory())
+    return planning.make_plan(
+        st, ONE_GPU, mode="dapo", run_id=run_id, swanlab_logger=False, memory=mem if mem is not None else memory()
+    )
 
 
 def memo_of(p, rung="rollout-util", phase="weight-sync", changes=None, features=(), run_id="20261128-101010-beef"):
     """The memo the supervisor files for plan ``p``'s run after ``rung`` got it past ``phase`` (learned.memo)."""
     ch = dict(changes if changes is not None else {"gpu_memory_utilization": 0.5})
-    ch["memory_rungs"] = [{"rung": rung, "phase": phase, "source": "oom-retry-1",
-                           "changes": {k: v for k, v in ch.items() if k != "memory_rungs"}}]
-    rec = {"features": p.spec["features"] + [{"name": f, "source": "oom-retry-1"} for f in features],
-           "setting_changes": ch, "step": 4}
+    ch["memory_rungs"] = [
+        {
+            "rung": rung,
+            "phase": phase,
+            "source": "oom-retry-1",
+            "changes": {k: v for k, v in ch.items() if k != "memory_rungs"},
+        }
+    ]
+    rec = {
+        "features": p.spec["features"] + [{"name": f, "source": "oom-retry-1"} for f in features],
+        "setting_changes": ch,
+        "step": 4,
+    }
     spec = dict(p.spec, run_id=run_id)
     return learned.memo(spec, rec, {"phase": phase, "phases": [phase], "attempt": 1, "step": 3}, now=1764410000.0)
 
@@ -47,8 +82,10 @@ def memo_of(p, rung="rollout-util", phase="weight-sync", changes=None, features=
 
 def test_same_configuration_despite_steps_save_freq_run_and_model_path():
     a = plan()
-    b = plan({"steps": 50, "save_freq": 5, "experiment": "other", "model": "/elsewhere/tiny-copy"},
-             run_id="20261130-000000-0001")
+    b = plan(
+        {"steps": 50, "save_freq": 5, "experiment": "other", "model": "/elsewhere/tiny-copy"},
+        run_id="20261130-000000-0001",
+    )
     assert a.spec["learn"]["key"] == b.spec["learn"]["key"]
     assert a.spec["learn"]["fingerprint"] == b.spec["learn"]["fingerprint"]
     assert learned.find([memo_of(a)], b.spec["learn"]["key"]) is not None
@@ -70,8 +107,15 @@ def test_a_different_model_device_or_memory_setting_does_not_match():
         "run.overrides": None,
     }
     st = settings.resolve(FLAGS, {}, {})
-    others["run.overrides"] = planning.make_plan(st, ONE_GPU, mode="dapo", run_id=RID, swanlab_logger=False,
-                                                 memory=memory(), extra_overrides=["trainer.val_before_train=False"])
+    others["run.overrides"] = planning.make_plan(
+        st,
+        ONE_GPU,
+        mode="dapo",
+        run_id=RID,
+        swanlab_logger=False,
+        memory=memory(),
+        extra_overrides=["trainer.val_before_train=False"],
+    )
     for what, p in others.items():
         k = p.spec["learn"]["key"]
         assert learned.find([m], k) is None, what
@@ -102,10 +146,18 @@ def test_a_matching_memo_starts_the_plan_on_its_rung_with_source_learned():
     p = plan(mem=memory(memos=[m]))
     assert p.features.source_of("offload") == "learned"
     assert p.spec["setting_changes"]["memory_rungs"] == [
-        {"rung": "offload", "phase": "weight-sync", "source": "learned", "changes": {},
-         "learned_from": "20261128-101010-beef"}]
-    line = ("starting on the learned rung offload(weight-sync) (run 20261128-101010-beef ran out in phase weight-sync "
-            "without it on 2025-11-29)")
+        {
+            "rung": "offload",
+            "phase": "weight-sync",
+            "source": "learned",
+            "changes": {},
+            "learned_from": "20261128-101010-beef",
+        }
+    ]
+    line = (
+        "starting on the learned rung offload(weight-sync) (run 20261128-101010-beef ran out in phase weight-sync "
+        "without it on 2025-11-29)"
+    )
     assert line in p.memory and p.spec["learned"]["used"] is True
     text = render_text(p, width=400)
     assert line in text and re.search(r"offload +│ memory +│ on +│ learned ", text), text
@@ -124,9 +176,12 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
     p = plan(env={"GPU_MEMORY_UTILIZATION": "0.6"}, mem=memory(memos=[m]))  # the same value, set explicitly
     assert not p.spec.get("setting_changes") and "actor_rollout_ref.rollout.gpu_memory_utilization=0.6" in p.argv
     assert p.spec["learned"]["used"] is False
-    assert any(ln.startswith("learned start not used: run 20261128-101010-beef ran on rollout-util(weight-sync)")
-               and "you set GPU_MEMORY_UTILIZATION=0.6" in ln and "never overrides an explicit setting" in ln
-               for ln in p.memory), p.memory
+    assert any(
+        ln.startswith("learned start not used: run 20261128-101010-beef ran on rollout-util(weight-sync)")
+        and "you set GPU_MEMORY_UTILIZATION=0.6" in ln
+        and "never overrides an explicit setting" in ln
+        for ln in p.memory
+    ), p.memory
     # an explicit -offload (the same configuration: it only bounds the ladder): a memo that adds offload is not used
     off = plan({"features": "-offload"})
     assert off.spec["learn"]["key"] == plan().spec["learn"]["key"]
@@ -139,8 +194,15 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
 def test_an_override_of_the_key_a_rung_changes_wins():
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
     st = settings.resolve(FLAGS, {}, {})
-    mk = lambda memos: planning.make_plan(st, ONE_GPU, mode="dapo", run_id=RID, swanlab_logger=False,  # noqa: E731
-                                          memory=memory(memos=memos), extra_overrides=[f"{key}=4096"])
+    mk = lambda memos: planning.make_plan(
+        st,
+        ONE_GPU,
+        mode="dapo",
+        run_id=RID,
+        swanlab_logger=False,  # noqa: E731
+        memory=memory(memos=memos),
+        extra_overrides=[f"{key}=4096"],
+    )
     m = memo_of(mk([]), rung="update-batch", phase="update", changes={"token_budgets": {key: 2048}})
     p = mk([m])
     assert p.spec["learned"]["used"] is False and not p.spec.get("setting_changes")
@@ -148,21 +210,25 @@ def test_an_override_of_the_key_a_rung_changes_wins():
 
 
 def test_conflicts_rules():
-    m = {"rung": {"features": [{"name": "offload", "source": "oom-retry-1"}],
-                  "setting_changes": {"gpu_memory_utilization": 0.5, "ppo_micro_batch_size_per_gpu": 1,
-                                      "memory_rungs": []}}}
+    m = {
+        "rung": {
+            "features": [{"name": "offload", "source": "oom-retry-1"}],
+            "setting_changes": {"gpu_memory_utilization": 0.5, "ppo_micro_batch_size_per_gpu": 1, "memory_rungs": []},
+        }
+    }
     assert learned.conflicts(m, (), {}, []) == []
     assert learned.conflicts(m, ("offload",), {}, []) == ["it adds offload, which you turned off (-offload)"]
     assert learned.conflicts(m, (), {"micro_batch_size": "--micro-batch-size=4"}, []) == [
-        "it sets ppo_micro_batch_size_per_gpu=1, but you set --micro-batch-size=4"]
+        "it sets ppo_micro_batch_size_per_gpu=1, but you set --micro-batch-size=4"
+    ]
     assert learned.conflicts(m, (), {}, ["+actor_rollout_ref.rollout.gpu_memory_utilization=0.7"]) == [
-        "it changes actor_rollout_ref.rollout.gpu_memory_utilization, which you set with --override"]
+        "it changes actor_rollout_ref.rollout.gpu_memory_utilization, which you set with --override"
+    ]
 
 
 def test_learned_wins_over_the_estimate_which_only_reports():
     # tests/test_memfit.py: this plan's estimate starts on rollout-util(weight-sync) (0.9 -> 0.8) on the H200
-    flags = {"gpu_memory_utilization": 0.9, "features": "-dynamic_batch,-gradient_checkpointing",
-             "micro_batch_size": 8}
+    flags = {"gpu_memory_utilization": 0.9, "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8}
     est = plan(flags)
     assert est.spec["setting_changes"]["memory_rungs"][0]["source"] == "estimate"
     # the memo: an earlier run of the same configuration measured that offload got it past weight-sync
@@ -186,25 +252,40 @@ def test_learned_wins_over_the_estimate_which_only_reports():
 
 def _rec(step, cur_step_reached, sources=("oom-retry-1",), verdict_phase="update"):
     rungs = [{"rung": "update-batch", "phase": "update", "source": s, "changes": {}} for s in sources]
-    return {"step": step, "setting_changes": {"memory_rungs": rungs},
-            "attempts": [{"n": 1, "step_reached": 2, "verdict": {"cls": "oom-device",
-                                                                 "detail": {"phase": verdict_phase}}},
-                         {"n": 2, "step_reached": cur_step_reached, "features": [], "resumed_from": 2}]}
+    return {
+        "step": step,
+        "setting_changes": {"memory_rungs": rungs},
+        "attempts": [
+            {"n": 1, "step_reached": 2, "verdict": {"cls": "oom-device", "detail": {"phase": verdict_phase}}},
+            {"n": 2, "step_reached": cur_step_reached, "features": [], "resumed_from": 2},
+        ],
+    }
 
 
 def test_a_memo_is_due_once_the_attempt_on_the_rung_passes_the_step_that_ran_out():
-    assert learned.passed(_rec(2, 2)) is None            # resumed from step 2: step 3 (where it ran out) not done
+    assert learned.passed(_rec(2, 2)) is None  # resumed from step 2: step 3 (where it ran out) not done
     assert learned.passed(_rec(3, 3)) == {"phase": "update", "phases": ["update"], "attempt": 1, "step": 3}
     assert learned.passed(_rec(5, 5, sources=("estimate",))) is None  # no ladder rung: nothing was learned
     one = _rec(3, 3)
     one["attempts"] = one["attempts"][1:]
-    assert learned.passed(one) is None                    # no OOM before it
+    assert learned.passed(one) is None  # no OOM before it
 
 
 def test_start_line_names_every_rung_and_phase():
-    m = {"run_id": "r1", "recorded_at": 0, "ran_out": {"phase": "update", "phases": ["weight-sync", "update"]},
-         "rung": {"setting_changes": {"memory_rungs": [{"rung": "rollout-util", "phase": "weight-sync"},
-                                                       {"rung": "update-batch", "phase": "update"}]}}}
+    m = {
+        "run_id": "r1",
+        "recorded_at": 0,
+        "ran_out": {"phase": "update", "phases": ["weight-sync", "update"]},
+        "rung": {
+            "setting_changes": {
+                "memory_rungs": [
+                    {"rung": "rollout-util", "phase": "weight-sync"},
+                    {"rung": "update-batch", "phase": "update"},
+                ]
+            }
+        },
+    }
     assert learned.start_line(copy.deepcopy(m)) == (
         "starting on the learned rungs rollout-util(weight-sync), update-batch(update) (run r1 ran out in phase "
-        "weight-sync, update without them on 1970-01-01)")
+        "weight-sync, update without them on 1970-01-01)"
+    )

@@ -16,8 +16,13 @@ pytestmark = pytest.mark.bench
 
 def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_wins(sandbox, host_ready):  # noqa: F811
     # a device OOM at step 3 whose traceback names no phase (the unknown-phase ladder: offload first), unless offload
-    host_ready("h1", {"step_time": 0.1, "failure": {"kind": "oom-device", "step": 3, "phase": "none",
-                                                    "avoid_with": ["offload"], "hang_s": 120}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 0.1,
+            "failure": {"kind": "oom-device", "step": 3, "phase": "none", "avoid_with": ["offload"], "hang_s": 120},
+        },
+    )
     learned_dir = sandbox.runs_dir("h1") / ".learned"
     args = ("--steps", "4", "--save-freq", "2", "--framework", "fsdp")
 
@@ -26,7 +31,9 @@ def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_
     assert "learned" not in res.stdout  # nothing learned yet
     rec1 = wait_end(sandbox, "h1", rid1)
     assert rec1["status"] == "succeeded", [(a.get("verdict") or {}).get("cls") for a in rec1["attempts"]] + [
-        (rec1.get("decision") or {}).get("reason"), (rec1.get("verdict") or {}).get("detail")]
+        (rec1.get("decision") or {}).get("reason"),
+        (rec1.get("verdict") or {}).get("detail"),
+    ]
     a1, a2 = rec1["attempts"]
     assert a1["verdict"]["cls"] == "oom-device" and a1["verdict"]["detail"]["phase"] == "unknown"
     assert feature_sources(a2["features"])["offload"] == "oom-retry-1"
@@ -54,8 +61,10 @@ def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_
     # an explicit -offload wins: the memo is not used, the launch says why
     res, rid3 = launch(host_ready, "h1", *args, "--features", "-offload")
     assert res.returncode == 0, res.stderr
-    assert (f"  start:   learned start not used: run {rid1} ran on offload(unknown)" in res.stdout
-            and "it adds offload, which you turned off (-offload)" in res.stdout), res.stdout
+    assert (
+        f"  start:   learned start not used: run {rid1} ran on offload(unknown)" in res.stdout
+        and "it adds offload, which you turned off (-offload)" in res.stdout
+    ), res.stdout
     spec3 = json.loads((sandbox.runs_dir("h1") / rid3 / "spec.json").read_text())
     assert spec3["learned"]["used"] is False and "offload" not in feature_sources(spec3["features"])
     rec3 = wait_end(sandbox, "h1", rid3)

@@ -38,8 +38,13 @@ FIELDS = ("step", "total", "resume", "link")
 
 def log_files() -> list[str]:
     """Every log the golden test reads, as paths relative to tests/."""
-    pats = ("cases/handed/*.log", "cases/variants/*.log", "fixtures/real-verl/*.log",
-            "fixtures/real-verl/tool-runs/*/train.log", "fixtures/log-grammar/*.log")
+    pats = (
+        "cases/handed/*.log",
+        "cases/variants/*.log",
+        "fixtures/real-verl/*.log",
+        "fixtures/real-verl/tool-runs/*/train.log",
+        "fixtures/log-grammar/*.log",
+    )
     return sorted(str(p.relative_to(TESTS)) for pat in pats for p in TESTS.glob(pat))
 
 
@@ -52,30 +57,46 @@ def last_attempt(text: str) -> str:
     m = None
     for m in re.finditer(r"(?m)^.*===== dapo-ops attempt \d+ start", text):
         pass
-    return text[m.start():] if m else text
+    return text[m.start() :] if m else text
 
 
 def supervisor_facts(text: str) -> dict:
     rec: dict = {}
     att: dict = {"n": 1}
     with tempfile.TemporaryDirectory() as tmp:
-        scanner = follow.Scanner(rec, att, record.RecordWriter(tmp), follow.LinkFinder({}),
-                                 lambda url: rec.__setitem__("swanlab_url", url), lambda _line: False)
+        scanner = follow.Scanner(
+            rec,
+            att,
+            record.RecordWriter(tmp),
+            follow.LinkFinder({}),
+            lambda url: rec.__setitem__("swanlab_url", url),
+            lambda _line: False,
+        )
         scanner.scan(re.split(r"[\r\n]", last_attempt(text)))  # as follow.Follower hands the attempt's lines
-    return {"step": rec.get("step"), "total": rec.get("total_steps"), "resume": att.get("resumed_from"),
-            "link": rec.get("swanlab_url")}
+    return {
+        "step": rec.get("step"),
+        "total": rec.get("total_steps"),
+        "resume": att.get("resumed_from"),
+        "link": rec.get("swanlab_url"),
+    }
 
 
 def status_view_facts(text: str) -> dict:
     tail = statusview.parse_tail(text)
-    row = statusview.build_row("h1", {"run": {"run_id": "r", "status": "running", "attempt": 1}, "tail": text,
-                                      "now": 1.0})
+    row = statusview.build_row(
+        "h1", {"run": {"run_id": "r", "status": "running", "attempt": 1}, "tail": text, "now": 1.0}
+    )
     # the row's step falls back to the tqdm bar when no metrics line was printed yet; the metrics step is the fact
     assert row.step == (tail.step if tail.step is not None else tail.bar_step)
     assert row.total == (tail.total if tail.total is not None else tail.bar_total)
     assert row.swanlab_url == tail.swanlab_url
-    return {"step": tail.step, "total": tail.total, "resume": tail.resumed_from, "link": tail.swanlab_url,
-            "bar_total": tail.bar_total}
+    return {
+        "step": tail.step,
+        "total": tail.total,
+        "resume": tail.resumed_from,
+        "link": tail.swanlab_url,
+        "bar_total": tail.bar_total,
+    }
 
 
 def classifier_facts(text: str) -> dict:
@@ -119,10 +140,16 @@ def test_real_logs_record_matches_what_real_verl_printed():
     for name, (steps, total, resume, _saves, _rc) in RUNS.items():
         rec = RECORDED["fixtures/real-verl/" + name]
         assert rec == {"step": steps[-1] if steps else None, "total": total, "resume": resume, "link": None}, name
-    url = "http://192.0.2.10:8000/@team/dapo-ops-a-rather-long-project-name-that-folds-the-url-twice/runs/" \
-          "abcdefghijklmnopqrstu"
+    url = (
+        "http://192.0.2.10:8000/@team/dapo-ops-a-rather-long-project-name-that-folds-the-url-twice/runs/"
+        "abcdefghijklmnopqrstu"
+    )
     assert RECORDED["fixtures/log-grammar/verl-run-1-with-swanlab-banner.log"] == {
-        "step": 3, "total": 3, "resume": None, "link": url}
+        "step": 3,
+        "total": 3,
+        "resume": None,
+        "link": url,
+    }
 
 
 def test_the_shared_grammar_is_what_each_reader_uses():
@@ -137,6 +164,7 @@ def test_the_shared_grammar_is_what_each_reader_uses():
     assert follow.parse_total is logformat.parse_total and follow.parse_resume is logformat.parse_resume
     assert follow.parse_save is logformat.parse_save
     from dapo_ops.agent import notify
+
     assert notify.LinkScanner is logformat.LinkScanner
 
 

@@ -42,8 +42,9 @@ def test_lines_attempt_and_hosts_prefixed(sandbox):
     _, rd2, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
     want = (a1 + a2).splitlines()[-3:]
     assert cli(sandbox, "-H", "h1", "logs", "--lines", "3", check=0).stdout.splitlines() == want
-    assert cli(sandbox, "-H", "h1", "logs", "--attempt", "1", "-n", "1000", check=0).stdout.splitlines() == \
-        a1.splitlines()
+    assert (
+        cli(sandbox, "-H", "h1", "logs", "--attempt", "1", "-n", "1000", check=0).stdout.splitlines() == a1.splitlines()
+    )
     bad = cli(sandbox, "-H", "h1", "logs", "--attempt", "5")
     assert bad.returncode == 1 and "has no attempt 5 (attempts: 1,2)" in bad.stderr
     both = cli(sandbox, "-H", "h1,h2", "logs", "-n", "2", check=0).stdout.splitlines()
@@ -60,9 +61,9 @@ def test_errors_shows_evidence_with_context_across_attempts(sandbox):
     out = proc.stdout
     assert "===== %s attempt 1: oom-device =====" % rid in out
     assert ">> RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB" in out
-    assert "    loss.backward()" in out                # context before the evidence line
-    assert "chatter 100" not in out                    # far from any evidence
-    assert "attempt 2" not in out                      # the successful attempt has no evidence
+    assert "    loss.backward()" in out  # context before the evidence line
+    assert "chatter 100" not in out  # far from any evidence
+    assert "attempt 2" not in out  # the successful attempt has no evidence
     one = cli(sandbox, "-H", "h1", "logs", "--errors", "--attempt", "2")
     assert one.returncode == 0 and one.stdout == "" and "no failure evidence" in one.stderr
 
@@ -74,11 +75,13 @@ def test_follow_across_attempt_boundary_and_rotation_then_ctrl_c(sandbox):
     f = Follower(sandbox, "-H", "h1", "logs", "-f", "-n", "2")
     try:
         f.wait_for(lambda ln: "step:2 -" in ln)
-        with open(rd / "train.log", "a") as fh:   # the supervisor ends attempt 1 and starts attempt 2
+        with open(rd / "train.log", "a") as fh:  # the supervisor ends attempt 1 and starts attempt 2
             fh.write("===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n")
             fh.write(steps_log(2, 2, 3, features="flash_attn,dynamic_batch,offload"))
-            fh.write("Training Progress:  35%|## | 3/10 [00:04<01:25, 12.40s/it]\r"
-                     "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]\n")
+            fh.write(
+                "Training Progress:  35%|## | 3/10 [00:04<01:25, 12.40s/it]\r"
+                "Training Progress:  40%|## | 4/10 [00:05<01:20, 12.30s/it]\n"
+            )
         f.wait_for(lambda ln: ln.startswith("===== dapo-ops attempt 2 start"))
         f.wait_for(lambda ln: "step:3 -" in ln)
         os.rename(rd / "train.log", rd / "train.log.1")  # rotation: a new file under the same name
@@ -110,8 +113,9 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
     f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-n", "1")
     try:
         started = set()
-        f.wait_for(lambda ln: (started.add(ln) if ln in ("h1 | start h1", "h2 | start h2") else None)
-                   or len(started) == 2)
+        f.wait_for(
+            lambda ln: (started.add(ln) if ln in ("h1 | start h1", "h2 | start h2") else None) or len(started) == 2
+        )
 
         def burst(h):
             with open(rds[h] / "train.log", "a") as fh:
@@ -119,6 +123,7 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
                     fh.write("%s line-%d %s\n" % (h, i, "x" * 300))
                     if i % 50 == 0:
                         fh.flush()
+
         ts = [threading.Thread(target=burst, args=(h,)) for h in ("h1", "h2")]
         [t.start() for t in ts]
         [t.join() for t in ts]
@@ -137,9 +142,19 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
 def _finish(sandbox, host, rd, pids, *, status, ended, verdict=None):
     """The supervisor's last steps: run.json says how the run ended, then the supervisor (and its verl) exit."""
     rec = runstate.read_run(rd)
-    rec.update(status=status, ended_at=time.time(), step=4, total_steps=10,
-               decision={"action": "done" if status == "succeeded" else "stop", "ended": ended,
-                         "reason": ended, "suggestions": []}, verdict=verdict)
+    rec.update(
+        status=status,
+        ended_at=time.time(),
+        step=4,
+        total_steps=10,
+        decision={
+            "action": "done" if status == "succeeded" else "stop",
+            "ended": ended,
+            "reason": ended,
+            "suggestions": [],
+        },
+        verdict=verdict,
+    )
     runstate.write_run(rd, rec)
     sandbox.exec(host, "kill -9 %d -%d" % (pids["supervisor"], pids["verl_pgid"]), check=True)
 
@@ -155,7 +170,9 @@ def test_follow_ends_when_the_run_ends_with_watchs_line_and_code(sandbox, status
         with open(rd / "train.log", "a") as fh:
             fh.write(steps_log(1, 4, 4, start=False) + "the last line before the end\n")
         f.wait_for(lambda ln: ln == "the last line before the end")
-        ended = "succeeded at step 4/10" if status == "succeeded" else "failed: device OOM after 2 OOM retries at step 4/10"
+        ended = (
+            "succeeded at step 4/10" if status == "succeeded" else "failed: device OOM after 2 OOM retries at step 4/10"
+        )
         verdict = None if status == "succeeded" else {"cls": "oom-device", "action": "stop", "evidence": []}
         _finish(sandbox, "h1", rd, pids, status=status, ended=ended, verdict=verdict)
         last = f.wait_for(lambda ln: ln.startswith("h1: run "), timeout=30)
@@ -166,21 +183,28 @@ def test_follow_ends_when_the_run_ends_with_watchs_line_and_code(sandbox, status
     want = "h1: run %s %s" % (rid, ended) + (" (oom-device)" if status == "failed" else "")
     assert last == want, f.lines
     assert rc == code
-    assert f.lines[-2] == "the last line before the end"   # every line of the log, then the one ending line
+    assert f.lines[-2] == "the last line before the end"  # every line of the log, then the one ending line
     assert "tail" not in container_pids(sandbox, "h1").values()
 
 
 def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
     sandbox.reset("h2")
     rid, rd, crd = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 3))
-    _finish(sandbox, "h2", rd, start_fake_supervisor(sandbox, "h2", crd, rd), status="stopped",
-            ended="stopped by `inv stop` at step 4/10")
+    _finish(
+        sandbox,
+        "h2",
+        rd,
+        start_fake_supervisor(sandbox, "h2", crd, rd),
+        status="stopped",
+        ended="stopped by `inv stop` at step 4/10",
+    )
     t0 = time.monotonic()
     out = cli(sandbox, "-H", "h2", "logs", "-f", "-n", "2", timeout=60)
     assert time.monotonic() - t0 < 20  # a look, not a follow
-    assert out.returncode == 2, (out.stdout, out.stderr)   # inv watch: 2 = stopped
+    assert out.returncode == 2, (out.stdout, out.stderr)  # inv watch: 2 = stopped
     assert out.stdout.splitlines() == steps_log(1, 1, 3).splitlines()[-2:] + [
-        "h2: run %s stopped by `inv stop` at step 4/10" % rid]
+        "h2: run %s stopped by `inv stop` at step 4/10" % rid
+    ]
     # a supervisor that died without saying how the run ended: its last lines and watch's dead-supervisor line
     sandbox.reset("h2")
     rid, rd, _ = make_run(sandbox, "h2", attempt=1, log=steps_log(1, 1, 2))
@@ -194,8 +218,13 @@ def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
 def test_follow_through_the_head_of_a_multi_host_run_ends_with_it(sandbox):
     for h in ("h1", "h2"):
         sandbox.reset(h)
-    rid, rd, crd = make_run(sandbox, "h1", attempt=1, log=steps_log(1, 1, 2),
-                            cluster={"hosts": ["h1", "h2"], "nodes": 2, "head": "h1", "port": 6379})
+    rid, rd, crd = make_run(
+        sandbox,
+        "h1",
+        attempt=1,
+        log=steps_log(1, 1, 2),
+        cluster={"hosts": ["h1", "h2"], "nodes": 2, "head": "h1", "port": 6379},
+    )
     pids = start_fake_supervisor(sandbox, "h1", crd, rd)
     f = Follower(sandbox, "-H", "h1,h2", "logs", "-f", "-n", "1")
     try:

@@ -13,8 +13,10 @@ from dapo_ops.control.remote import RemoteError, Target
 pytestmark = pytest.mark.bench
 
 # what the command sees: its PATH, its cwd, the container's PID 1, a file only the container has, stderr + status
-CMD = ('echo "$PATH"; pwd; tr "\\0" " " < /proc/1/cmdline; echo; test -d /verl/dapo_runs && echo runs-dir; '
-       'echo to-stderr >&2; exit 3')
+CMD = (
+    'echo "$PATH"; pwd; tr "\\0" " " < /proc/1/cmdline; echo; test -d /verl/dapo_runs && echo runs-dir; '
+    "echo to-stderr >&2; exit 3"
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +29,11 @@ def _execs_during(t: Target, fn) -> tuple[object, list[str]]:
     since = t.host_run("date +%s.%N").stdout.strip()
     out = fn()
     until = t.host_run("date +%s.%N").stdout.strip()
-    ev = t.host_run(f"docker events --since {since} --until {until} --filter event=exec_create "
-                    "--format '{{.Actor.Attributes.execID}}'", timeout=30).stdout.split()
+    ev = t.host_run(
+        f"docker events --since {since} --until {until} --filter event=exec_create "
+        "--format '{{.Actor.Attributes.execID}}'",
+        timeout=30,
+    ).stdout.split()
     return out, ev
 
 
@@ -49,7 +54,7 @@ def test_look_answers_what_docker_exec_answers_without_an_exec(host):
 
 def test_look_falls_back_to_docker_exec_where_nsenter_is_refused(host, monkeypatch):
     t = Target(host)
-    refused = ("echo \"nsenter: reassociate to namespace 'ns/pid' failed: Operation not permitted\" >&2; exit 1")
+    refused = "echo \"nsenter: reassociate to namespace 'ns/pid' failed: Operation not permitted\" >&2; exit 1"
     monkeypatch.setattr(Target, "look_command", lambda self, cmd: refused)
     try:
         res, execs = _execs_during(t, lambda: t.run("echo in-container; exit 5", look=True, check=False, workdir=""))
@@ -81,8 +86,9 @@ def _mark(t: Target, text: str) -> None:
 
 
 def _look_mark(t: Target) -> tuple[str, list[str]]:
-    res, execs = _execs_during(t, lambda: t.run("cat /tmp/dapo-look-mark 2>/dev/null || echo none", look=True,
-                                                workdir=""))
+    res, execs = _execs_during(
+        t, lambda: t.run("cat /tmp/dapo-look-mark 2>/dev/null || echo none", look=True, workdir="")
+    )
     return res.stdout.strip(), execs
 
 
@@ -104,7 +110,10 @@ def test_the_remembered_pid_follows_restart_rename_and_each_engine(sandbox):
         assert _look_mark(t1) == ("none", [])  # the new one, not verl-old (still running)
         assert _look_mark(t2) == ("first-h2", [])
         entries = t1.host_run("cat /run/dapo-ops/look-verl").stdout
-        assert sum(1 for ln in entries.splitlines() if ln.split()[0].endswith(f"dapo-bench-{sandbox.id}/h1/docker.sock|")) == 1
+        assert (
+            sum(1 for ln in entries.splitlines() if ln.split()[0].endswith(f"dapo-bench-{sandbox.id}/h1/docker.sock|"))
+            == 1
+        )
     finally:
         t1.host_run("docker rm -f verl-old", check=False, timeout=60)
         t1.close()

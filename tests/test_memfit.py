@@ -14,17 +14,45 @@ from dapo_ops.core.features import resolve
 from dapo_ops.control.inventory import Host
 
 ROOT = Path(__file__).resolve().parents[1]
-GIB = 1024 ** 3
-ONE_GPU = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=1, workdir="/work", runs_dir="/runs",
-               model_dir="/models", data_dir="/data", container="c1")
+GIB = 1024**3
+ONE_GPU = Host(
+    name="h1",
+    address="198.51.100.11",
+    accelerator="gpu",
+    devices=1,
+    workdir="/work",
+    runs_dir="/runs",
+    model_dir="/models",
+    data_dir="/data",
+    container="c1",
+)
 # Qwen/Qwen3-8B config.json (the keys the estimate reads; the rest of the file is irrelevant here)
-QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36,
-            "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-            "vocab_size": 151936, "tie_word_embeddings": False, "attention_bias": False, "torch_dtype": "bfloat16",
-            "max_position_embeddings": 40960}
+QWEN3_8B = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "num_hidden_layers": 36,
+    "intermediate_size": 12288,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 40960,
+}
 # bench/memory_fit_models.json "tiny-1.46b": the random Qwen2 of the real H200 runs (make_tiny.py 2048 24 8192 16 4)
-TINY_146B = {"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 24, "intermediate_size": 8192,
-             "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 576, "tie_word_embeddings": True}
+TINY_146B = {
+    "model_type": "qwen2",
+    "hidden_size": 2048,
+    "num_hidden_layers": 24,
+    "intermediate_size": 8192,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "vocab_size": 576,
+    "tie_word_embeddings": True,
+}
 
 
 def test_qwen3_8b_parameter_count_by_hand():
@@ -38,17 +66,30 @@ def test_qwen3_8b_parameter_count_by_hand():
 
 def test_qwen3_8b_bf16_fsdp_8_devices_by_hand():
     m = memfit.Model.from_config(QWEN3_8B)
-    s = memfit.Setup(device_gib=80.0, framework="fsdp", world=8, rollout_tp=2, util=0.6, seq=10240,
-                     update_tokens=20480, logprob_tokens=30720, gc=True)
+    s = memfit.Setup(
+        device_gib=80.0,
+        framework="fsdp",
+        world=8,
+        rollout_tp=2,
+        util=0.6,
+        seq=10240,
+        update_tokens=20480,
+        logprob_tokens=30720,
+        gc=True,
+    )
     e = memfit.estimate(m, s)
     P = 8_190_735_360
-    params, adam = 4 * P / 8 / GIB, 8 * P / 8 / GIB               # 3.814, 7.628 GiB (fp32 master params, Adam m+v)
+    params, adam = 4 * P / 8 / GIB, 8 * P / 8 / GIB  # 3.814, 7.628 GiB (fp32 master params, Adam m+v)
     assert memfit.act_bytes_per_token_layer(m) == 30 * 4096 + 6 * 8 * 128 + 8 * 12288 == 227_328
-    act = 20480 * (36 * 2 * 4096 + 227_328 + 10 * 151936) / GIB    # checkpointed inputs + one layer + logits: 38.94
+    act = 20480 * (36 * 2 * 4096 + 227_328 + 10 * 151936) / GIB  # checkpointed inputs + one layer + logits: 38.94
     assert e.phases["update"] == pytest.approx(1.16 + 0.83 + params + adam + act, abs=0.01)
     assert e.phases["update"] == pytest.approx(52.37, abs=0.01)
     # weight-sync without offload: the actor keeps params + Adam + the 2 GiB sync bucket while vLLM wakes (0.6 x 80)
-    assert e.phases["weight-sync"] == pytest.approx(1.16 + params + adam + 2.0 + 48.0, abs=0.01) == pytest.approx(62.60, abs=0.01)
+    assert (
+        e.phases["weight-sync"]
+        == pytest.approx(1.16 + params + adam + 2.0 + 48.0, abs=0.01)
+        == pytest.approx(62.60, abs=0.01)
+    )
     assert e.phases["generation"] == pytest.approx(1.16 + params + adam + 48.0, abs=0.01)
     lp = 30720 * (4 * 4096 + 6 * 12288 + 10 * 151936) / GIB
     assert e.phases["log-prob"] == pytest.approx(1.16 + 0.83 + params + lp + adam, abs=0.01)
@@ -57,34 +98,77 @@ def test_qwen3_8b_bf16_fsdp_8_devices_by_hand():
 
 def test_offload_frees_the_rollout_phases_but_not_the_update():
     m = memfit.Model.from_config(TINY_146B)
-    base = dict(device_gib=139.8, world=1, rollout_tp=1, util=0.9, seq=192, update_tokens=8 * 192, logprob_tokens=8 * 192,
-                gc=False)
+    base = dict(
+        device_gib=139.8,
+        world=1,
+        rollout_tp=1,
+        util=0.9,
+        seq=192,
+        update_tokens=8 * 192,
+        logprob_tokens=8 * 192,
+        gc=False,
+    )
     off, on = memfit.estimate(m, memfit.Setup(**base)), memfit.estimate(m, memfit.Setup(**base, offload=True))
-    assert not off.fits and off.tightest == "weight-sync"       # real run 3: OOM in the sleep-mode wake-up
+    assert not off.fits and off.tightest == "weight-sync"  # real run 3: OOM in the sleep-mode wake-up
     assert on.fits and on.phases["weight-sync"] < off.phases["weight-sync"] - 15  # real run 4: offload fixed it
-    assert on.phases["update"] == off.phases["update"]           # loaded back for the update (engine/base.py:314)
+    assert on.phases["update"] == off.phases["update"]  # loaded back for the update (engine/base.py:314)
 
 
 def test_plan_starts_on_the_first_rung_that_fits_and_records_the_source():
-    flags = {"framework": "fsdp", "gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64,
-             "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8, "rollout_tp": 1,
-             "train_batch_size": 8, "ppo_mini_batch_size": 8, "rollout_n": 1, "steps": 3}
+    flags = {
+        "framework": "fsdp",
+        "gpu_memory_utilization": 0.9,
+        "max_prompt_length": 128,
+        "max_response_length": 64,
+        "features": "-dynamic_batch,-gradient_checkpointing",
+        "micro_batch_size": 8,
+        "rollout_tp": 1,
+        "train_batch_size": 8,
+        "ppo_mini_batch_size": 8,
+        "rollout_n": 1,
+        "steps": 3,
+    }
     st = settings.resolve(flags, {}, {})
-    p = planning.make_plan(st, ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
-                           memory={"model_config": TINY_146B, "device_gib": 139.8})
+    p = planning.make_plan(
+        st,
+        ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": TINY_146B, "device_gib": 139.8},
+    )
     ch = p.spec["setting_changes"]
     assert ch["gpu_memory_utilization"] == 0.8
-    assert ch["memory_rungs"] == [{"rung": "rollout-util", "phase": "weight-sync", "source": "estimate",
-                                   "changes": {"gpu_memory_utilization": 0.8}}]
+    assert ch["memory_rungs"] == [
+        {
+            "rung": "rollout-util",
+            "phase": "weight-sync",
+            "source": "estimate",
+            "changes": {"gpu_memory_utilization": 0.8},
+        }
+    ]
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.8" in p.argv
     assert any("starts on rung(s) rollout-util(weight-sync) (source: estimate)" in ln for ln in p.memory)
     assert any(ln.startswith("memory-fit estimate: tightest weight-sync 145.3 of 139.8 GiB") for ln in p.memory)
 
 
 def test_a_feature_rung_from_the_estimate_carries_source_estimate():
-    cfg, spec = TINY_146B, {"mode": "dapo", "framework": "fsdp",
-                            "settings": {"gpu_memory_utilization": 0.4, "max_prompt_length": 128, "max_response_length": 64,
-                                         "n_gpus_per_node": 1, "rollout_tp": 1, "micro_batch_size": 8, "steps": 3}}
+    cfg, spec = (
+        TINY_146B,
+        {
+            "mode": "dapo",
+            "framework": "fsdp",
+            "settings": {
+                "gpu_memory_utilization": 0.4,
+                "max_prompt_length": 128,
+                "max_response_length": 64,
+                "n_gpus_per_node": 1,
+                "rollout_tp": 1,
+                "micro_batch_size": 8,
+                "steps": 3,
+            },
+        },
+    )
     # 30 GiB, share at its floor 0.4: the wake-up does not fit next to the resident actor (31.5), everything else does
     f = memfit.fit(cfg, spec, resolve("-dynamic_batch,-gradient_checkpointing"), 30.0)
     assert f.features.source_of("offload") == "estimate" and f.rungs == ["offload(weight-sync)"]
@@ -92,11 +176,27 @@ def test_a_feature_rung_from_the_estimate_carries_source_estimate():
 
 
 def test_nothing_fits_refuses_in_one_line_with_the_numbers():
-    st = settings.resolve({"framework": "fsdp", "max_response_length": 32768, "rollout_tp": 1, "train_batch_size": 8,
-                           "ppo_mini_batch_size": 8, "rollout_n": 1}, {}, {})
+    st = settings.resolve(
+        {
+            "framework": "fsdp",
+            "max_response_length": 32768,
+            "rollout_tp": 1,
+            "train_batch_size": 8,
+            "ppo_mini_batch_size": 8,
+            "rollout_n": 1,
+        },
+        {},
+        {},
+    )
     with pytest.raises(planning.PlanError) as ei:
-        planning.make_plan(st, ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
-                           memory={"model_config": QWEN3_8B, "device_gib": 24.0})
+        planning.make_plan(
+            st,
+            ONE_GPU,
+            mode="dapo",
+            run_id="20261129-151200-a1b2",
+            swanlab_logger=False,
+            memory={"model_config": QWEN3_8B, "device_gib": 24.0},
+        )
     msg = str(ei.value)
     assert "\n" not in msg and msg.startswith("memory-fit: the run cannot fit: tightest ")
     assert "of 24.0 GiB per device" in msg and "activations 57.2 GiB" in msg
@@ -106,8 +206,14 @@ def test_nothing_fits_refuses_in_one_line_with_the_numbers():
 
 def test_without_device_memory_the_plan_shows_peaks_only():
     st = settings.resolve({"framework": "fsdp"}, {}, {})
-    p = planning.make_plan(st, None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
-                           memory={"model_config": QWEN3_8B, "device_gib": None})
+    p = planning.make_plan(
+        st,
+        None,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_8B, "device_gib": None},
+    )
     assert "setting_changes" not in p.spec
     assert len(p.memory) == 1 and "device memory unknown here" in p.memory[0] and "update 52.4" in p.memory[0]
 
@@ -116,8 +222,14 @@ def test_missing_config_keys_say_which_and_refuse_nothing():
     with pytest.raises(memfit.EstimateUnavailable, match="hidden_size"):
         memfit.Model.from_config({"model_type": "qwen3"})
     st = settings.resolve({"framework": "fsdp"}, {}, {})
-    p = planning.make_plan(st, None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
-                           memory={"model_config": {"model_type": "qwen2", "hidden_size": 16}, "device_gib": 8.0})
+    p = planning.make_plan(
+        st,
+        None,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": {"model_type": "qwen2", "hidden_size": 16}, "device_gib": 8.0},
+    )
     assert p.memory == ["memory-fit estimate unavailable: config.json lacks 'num_attention_heads'"]
 
 
@@ -137,31 +249,61 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
     from dapo_ops.control.preflight import memory as preflight_checks
 
-    flags = {"framework": "fsdp", "gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64,
-             "features": "-dynamic_batch,-gradient_checkpointing", "micro_batch_size": 8, "rollout_tp": 1,
-             "train_batch_size": 8, "ppo_mini_batch_size": 8, "rollout_n": 1, "steps": 3}
+    flags = {
+        "framework": "fsdp",
+        "gpu_memory_utilization": 0.9,
+        "max_prompt_length": 128,
+        "max_response_length": 64,
+        "features": "-dynamic_batch,-gradient_checkpointing",
+        "micro_batch_size": 8,
+        "rollout_tp": 1,
+        "train_batch_size": 8,
+        "ppo_mini_batch_size": 8,
+        "rollout_n": 1,
+        "steps": 3,
+    }
     st = settings.resolve(flags, {"MEMORY_FIT": "warn"}, {})
-    p = planning.make_plan(st, ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False,
-                           memory={"model_config": TINY_146B, "device_gib": 139.8})
+    p = planning.make_plan(
+        st,
+        ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": TINY_146B, "device_gib": 139.8},
+    )
     assert "setting_changes" not in p.spec
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.9" in p.argv
-    assert any("MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start would start on rung(s) "
-               "rollout-util(weight-sync)" in ln for ln in p.memory)
+    assert any(
+        "MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start would start on rung(s) rollout-util(weight-sync)" in ln
+        for ln in p.memory
+    )
     # nothing fits (Qwen3-8B, 32k responses on 24 GiB): start refuses, warn reports and plans
     big = dict(flags, max_response_length=32768, features="", micro_batch_size=1)
     with pytest.raises(planning.PlanError):
-        planning.make_plan(settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2",
-                           swanlab_logger=False, memory={"model_config": QWEN3_8B, "device_gib": 24.0})
-    p2 = planning.make_plan(settings.resolve(big, {"MEMORY_FIT": "warn"}, {}), ONE_GPU, mode="dapo",
-                            run_id="20261129-151200-a1b2", swanlab_logger=False,
-                            memory={"model_config": QWEN3_8B, "device_gib": 24.0})
+        planning.make_plan(
+            settings.resolve(big, {}, {}),
+            ONE_GPU,
+            mode="dapo",
+            run_id="20261129-151200-a1b2",
+            swanlab_logger=False,
+            memory={"model_config": QWEN3_8B, "device_gib": 24.0},
+        )
+    p2 = planning.make_plan(
+        settings.resolve(big, {"MEMORY_FIT": "warn"}, {}),
+        ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_8B, "device_gib": 24.0},
+    )
     assert any("cannot fit" in ln and "MEMORY_FIT=warn" in ln for ln in p2.memory)
     facts = {"model_config": QWEN3_8B, "device_gib": 24.0}
     monkeypatch.setattr(preflight_checks, "memory_facts", lambda host, p: facts)
     [warn] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(p2), {})
     assert warn.status == preflight_checks.WARN and "cannot fit" in warn.message and "MEMORY_FIT=warn" in warn.fix
-    started = planning.make_plan(settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2",
-                                 swanlab_logger=False)  # no memory facts at plan time: preflight judges
+    started = planning.make_plan(
+        settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
+    )  # no memory facts at plan time: preflight judges
     [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(started), {})
     assert fail.status == preflight_checks.FAIL
 
@@ -177,8 +319,14 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
     assert {r["split"] for r in rows} == {"fit", "holdout"}
     hold = [r for r in rows if r["split"] == "holdout"]
     runs = {r["config"] for r in hold}
-    assert runs == {"g-features-a", "g-features-b-resume", "g-features-a+b", "h-speed-tool", "h-speed-verl-by-hand",
-                    "f-storm"}
+    assert runs == {
+        "g-features-a",
+        "g-features-b-resume",
+        "g-features-a+b",
+        "h-speed-tool",
+        "h-speed-verl-by-hand",
+        "f-storm",
+    }
     for r in hold:
         fixture = r["source"].split("tool-runs/")[1].split()[0]
         assert (ROOT / "tests" / "fixtures" / "real-verl" / "tool-runs" / fixture).is_dir(), r["source"]

@@ -10,8 +10,16 @@ from dapo_ops.core import overrides
 from dapo_ops.core.features import resolve
 from dapo_ops.core.classify.verdict import PHASES as C_PHASES
 
-BASE = {"max_prompt_length": 2048, "max_response_length": 8192, "gpu_memory_utilization": 0.6, "rollout_tp": 2,
-        "trainer_gpus": 4, "steps": 100, "framework": "fsdp", "mode": "dapo"}
+BASE = {
+    "max_prompt_length": 2048,
+    "max_response_length": 8192,
+    "gpu_memory_utilization": 0.6,
+    "rollout_tp": 2,
+    "trainer_gpus": 4,
+    "steps": 100,
+    "framework": "fsdp",
+    "mode": "dapo",
+}
 SEQ = 2048 + 8192
 ACTOR = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
 ROLLOUT_LP = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
@@ -54,12 +62,24 @@ def test_rollout_init_falls_back_to_eager_before_offload():
     assert rungs(ds) == ["rollout-util", "rollout-eager", "offload"]
     assert ds[1].setting_changes["rollout_eager"] is True
     for accel in ("gpu", "npu"):
-        sp = {"mode": "dapo", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": accel,
-              "settings": {"steps": 10, "n_gpus_per_node": 8, "train_file": "/d/t.parquet",
-                           "val_file": "/d/v.parquet", "model_path": "/m"}}
+        sp = {
+            "mode": "dapo",
+            "framework": "fsdp",
+            "profile": "0.9",
+            "run_dir": "/r",
+            "accelerator": accel,
+            "settings": {
+                "steps": 10,
+                "n_gpus_per_node": 8,
+                "train_file": "/d/t.parquet",
+                "val_file": "/d/v.parquet",
+                "model_path": "/m",
+            },
+        }
         assert "actor_rollout_ref.rollout.enforce_eager=True" not in overrides.build_command(sp, resolve(""))
-        assert "actor_rollout_ref.rollout.enforce_eager=True" in overrides.build_command(sp, resolve(""),
-                                                                                         ds[1].setting_changes)
+        assert "actor_rollout_ref.rollout.enforce_eager=True" in overrides.build_command(
+            sp, resolve(""), ds[1].setting_changes
+        )
     # a rollout that already runs eager (ROLLOUT_EAGER=true) skips the rung: it would change nothing
     ds, s = run_ladder(resolve(""), "rollout-init", {"rollout_eager": True})
     assert rungs(ds) == ["rollout-util", "offload"]
@@ -114,8 +134,10 @@ def test_log_prob_halves_the_log_prob_budgets_down_to_the_floor_then_stops():
     assert ds[-1].action == "stop" and not ds[-1].features.has("offload")
 
 
-@pytest.mark.parametrize("phase,words", [("model-load", "loading the model"), ("checkpoint-load", "on resume"),
-                                         ("checkpoint-save", "saving a checkpoint")])
+@pytest.mark.parametrize(
+    "phase,words",
+    [("model-load", "loading the model"), ("checkpoint-load", "on resume"), ("checkpoint-save", "saving a checkpoint")],
+)
 def test_load_and_save_phases_stop_with_the_fix(phase, words):
     d = ladder.decide(resolve(""), "oom-device", {"phase": phase}, 0, 2, {}, BASE)
     assert d.action == "stop" and words in d.reason and d.suggestions
@@ -155,12 +177,27 @@ def test_host_oom_rolls_back_activation_offload_and_offload_policy_the_ladder_ad
 
 
 def test_setting_rungs_reach_verls_argv_and_replace_a_raw_override():
-    spec = {"mode": "dapo", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": "gpu",
-            "settings": {"steps": 10, "n_gpus_per_node": 8, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet",
-                         "model_path": "/m", "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]}}
+    spec = {
+        "mode": "dapo",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "run_dir": "/r",
+        "accelerator": "gpu",
+        "settings": {
+            "steps": 10,
+            "n_gpus_per_node": 8,
+            "train_file": "/d/t.parquet",
+            "val_file": "/d/v.parquet",
+            "model_path": "/m",
+            "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
+        },
+    }
     fs = resolve("-dynamic_batch")
-    argv = overrides.build_command(spec, fs, {"ppo_micro_batch_size_per_gpu": 4, "fsdp_offload_policy": True,
-                                              "memory_rungs": [{"rung": "update-batch"}]})
+    argv = overrides.build_command(
+        spec,
+        fs,
+        {"ppo_micro_batch_size_per_gpu": 4, "fsdp_offload_policy": True, "memory_rungs": [{"rung": "update-batch"}]},
+    )
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in argv
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64" not in argv
     assert "actor_rollout_ref.actor.fsdp_config.offload_policy=True" in argv
@@ -179,15 +216,23 @@ def test_plan_shows_the_ladder_per_phase():
     assert by["device OOM in checkpoint-load"].endswith("stop with the fix")
 
 
-@pytest.mark.parametrize("log,settings,first", [
-    # run 3: 1.46 B, colocated, gpu_memory_utilization 0.9, no offload: OOM in vLLM's wake-up (update_weights);
-    # run 4 finished with offload; the ladder first lowers the share, then offloads
-    ("verl-run-3-oom.log", {"gpu_memory_utilization": 0.9}, ("rollout-util", {"gpu_memory_utilization": 0.8})),
-    # run 7: OOM in update_actor with offload already on and micro-batch 64; run 8 finished with micro-batch 4
-    ("verl-run-7-big-update-oom-offload.log",
-     {"gpu_memory_utilization": 0.5, "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"]},
-     ("update-batch", {"ppo_micro_batch_size_per_gpu": 16})),
-])
+@pytest.mark.parametrize(
+    "log,settings,first",
+    [
+        # run 3: 1.46 B, colocated, gpu_memory_utilization 0.9, no offload: OOM in vLLM's wake-up (update_weights);
+        # run 4 finished with offload; the ladder first lowers the share, then offloads
+        ("verl-run-3-oom.log", {"gpu_memory_utilization": 0.9}, ("rollout-util", {"gpu_memory_utilization": 0.8})),
+        # run 7: OOM in update_actor with offload already on and micro-batch 64; run 8 finished with micro-batch 4
+        (
+            "verl-run-7-big-update-oom-offload.log",
+            {
+                "gpu_memory_utilization": 0.5,
+                "extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
+            },
+            ("update-batch", {"ppo_micro_batch_size_per_gpu": 16}),
+        ),
+    ],
+)
 def test_real_verl_oom_logs_get_their_phases_rung(log, settings, first):
     from pathlib import Path
 
@@ -229,50 +274,78 @@ def test_bucket_default_is_verls_and_both_engines_allocate_two_buckets():
     y, root = _verl_rollout_yaml()
     assert y["checkpoint_engine"]["update_weights_bucket_megabytes"] == memladder.BUCKET_MB_DEFAULT
     src = (root / "verl/checkpoint_engine/nccl_checkpoint_engine.py").read_text()
-    assert "self.send_buf = torch.zeros(self.bucket_size" in src and "self.recv_buf = torch.zeros(self.bucket_size" in src
+    assert (
+        "self.send_buf = torch.zeros(self.bucket_size" in src and "self.recv_buf = torch.zeros(self.bucket_size" in src
+    )
     assert memladder.BUCKET_KEY == BUCKET
 
 
 def test_one_step_off_trainer_side_weight_sync_oom_halves_the_bucket_never_the_rollout_share():
-    ds, s = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8},
-                       side="trainer")
+    ds, s = run_ladder(
+        resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8}, side="trainer"
+    )
     assert rungs(ds) == ["weight-bucket", "weight-bucket"]
     assert [d.setting_changes["weight_sync_bucket_mb"] for d in ds if d.action == "retry"] == [1024, 512]
     assert s["gpu_memory_utilization"] == 0.8  # the rollout pool's share is on other devices
     assert s["memory_rungs"][0]["side"] == "trainer"
-    spec = {"mode": "one-step-off", "framework": "fsdp", "profile": "0.9", "run_dir": "/r", "accelerator": "gpu",
-            "settings": {"steps": 10, "trainer_gpus": 4, "rollout_gpus": 4, "train_batch_size": 32,
-                         "ppo_mini_batch_size": 32, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet",
-                         "model_path": "/m", "extra_overrides": [f"{BUCKET}=4096"]}}
+    spec = {
+        "mode": "one-step-off",
+        "framework": "fsdp",
+        "profile": "0.9",
+        "run_dir": "/r",
+        "accelerator": "gpu",
+        "settings": {
+            "steps": 10,
+            "trainer_gpus": 4,
+            "rollout_gpus": 4,
+            "train_batch_size": 32,
+            "ppo_mini_batch_size": 32,
+            "train_file": "/d/t.parquet",
+            "val_file": "/d/v.parquet",
+            "model_path": "/m",
+            "extra_overrides": [f"{BUCKET}=4096"],
+        },
+    }
     argv = overrides.build_command(spec, resolve(""), ds[0].setting_changes)
     assert f"{BUCKET}=1024" in argv and f"{BUCKET}=4096" not in argv  # the rung wins over the raw override
 
 
 def test_one_step_off_rollout_side_weight_sync_lowers_the_share_first():
-    ds, _ = run_ladder(resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8},
-                       side="rollout")
+    ds, _ = run_ladder(
+        resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8}, side="rollout"
+    )
     assert rungs(ds) == ["rollout-util", "weight-bucket", "rollout-util"]
 
 
 def test_classifier_records_the_side_of_a_weight_sync_oom():
     from dapo_ops.core import classify
 
-    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-           "79.11 GiB of which 1.02 GiB is free.")
-    trainer = "\n".join([
-        "step:3 - actor/pg_loss:0.1",
-        "Traceback (most recent call last):",
-        '  File "/verl/verl/workers/engine_workers.py", line 766, in update_weights',
-        "    metrics = await self.checkpoint_engine.send_weights(per_tensor_param, global_steps=global_steps)",
-        '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 340, in send_weights',
-        "    self.send_buf[offset:offset + size].copy_(weight.view(-1).view(torch.uint8))", oom])
-    rollout = "\n".join([
-        "step:3 - actor/pg_loss:0.1",
-        "Traceback (most recent call last):",
-        '  File "/verl/verl/checkpoint_engine/base.py", line 356, in update_weights',
-        "    weights = self.checkpoint_engine.receive_weights(global_steps=global_steps)",
-        '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 390, in receive_weights',
-        "    self.recv_buf = torch.zeros(self.bucket_size, dtype=torch.uint8, device='cuda')", oom])
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.11 GiB of which 1.02 GiB is free."
+    )
+    trainer = "\n".join(
+        [
+            "step:3 - actor/pg_loss:0.1",
+            "Traceback (most recent call last):",
+            '  File "/verl/verl/workers/engine_workers.py", line 766, in update_weights',
+            "    metrics = await self.checkpoint_engine.send_weights(per_tensor_param, global_steps=global_steps)",
+            '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 340, in send_weights',
+            "    self.send_buf[offset:offset + size].copy_(weight.view(-1).view(torch.uint8))",
+            oom,
+        ]
+    )
+    rollout = "\n".join(
+        [
+            "step:3 - actor/pg_loss:0.1",
+            "Traceback (most recent call last):",
+            '  File "/verl/verl/checkpoint_engine/base.py", line 356, in update_weights',
+            "    weights = self.checkpoint_engine.receive_weights(global_steps=global_steps)",
+            '  File "/verl/verl/checkpoint_engine/nccl_checkpoint_engine.py", line 390, in receive_weights',
+            "    self.recv_buf = torch.zeros(self.bucket_size, dtype=torch.uint8, device='cuda')",
+            oom,
+        ]
+    )
     vt, vr = classify.classify(trainer, exit_code=1), classify.classify(rollout, exit_code=1)
     assert vt.cls == "oom-device" and vt.detail["phase"] == "weight-sync" and vt.detail["side"] == "trainer", vt
     assert vr.detail.get("phase") == "weight-sync" and vr.detail.get("side") == "rollout", vr
@@ -294,14 +367,25 @@ INERT = {"actor_rollout_ref.actor.entropy_checkpointing"}
 
 
 def _argv_spec(mode, framework, accelerator):
-    s = {"steps": 10, "train_file": "/d/t.parquet", "val_file": "/d/v.parquet", "model_path": "/m",
-         "gpu_memory_utilization": 0.7}
+    s = {
+        "steps": 10,
+        "train_file": "/d/t.parquet",
+        "val_file": "/d/v.parquet",
+        "model_path": "/m",
+        "gpu_memory_utilization": 0.7,
+    }
     if mode == "one-step-off":
         s.update(trainer_gpus=4, rollout_gpus=4, train_batch_size=32, ppo_mini_batch_size=32)
     else:
         s.update(n_gpus_per_node=8)
-    return {"mode": mode, "framework": framework, "profile": "0.9", "run_dir": "/r", "accelerator": accelerator,
-            "settings": s}
+    return {
+        "mode": mode,
+        "framework": framework,
+        "profile": "0.9",
+        "run_dir": "/r",
+        "accelerator": accelerator,
+        "settings": s,
+    }
 
 
 def _kv(argv):
@@ -310,8 +394,10 @@ def _kv(argv):
 
 @pytest.mark.parametrize("framework", ["fsdp", "megatron"])
 @pytest.mark.parametrize("mode", ["dapo", "one-step-off"])
-@pytest.mark.parametrize("feats", ["", "-gradient_checkpointing", "-dynamic_batch", "-gradient_checkpointing,-offload",
-                                   "offload", "-recompute"])
+@pytest.mark.parametrize(
+    "feats",
+    ["", "-gradient_checkpointing", "-dynamic_batch", "-gradient_checkpointing,-offload", "offload", "-recompute"],
+)
 def test_every_rung_changes_what_verl_runs(framework, mode, feats):
     """A rung the supervisor takes relaunches a different configuration: its argv differs from the previous
     attempt's in a key that lowers a peak (never only in an inert key), for every phase and side."""

@@ -20,13 +20,18 @@ from dapo_ops.core.topology import TopologyError
 from dapo_ops.control.planning import PlanError
 from dapo_ops.control.multihost import cluster_dir, cluster_plan
 
-RAY = {"head": "198.51.100.11", "port": 6379,
-       "nodes": [{"name": "h1", "address": "198.51.100.11", "devices": 8, "pid_file": "/r/.cluster/x/ray/h1.pid"},
-                 {"name": "h2", "address": "198.51.100.12", "devices": 8, "pid_file": "/r/.cluster/x/ray/h2.pid"}]}
+RAY = {
+    "head": "198.51.100.11",
+    "port": 6379,
+    "nodes": [
+        {"name": "h1", "address": "198.51.100.11", "devices": 8, "pid_file": "/r/.cluster/x/ray/h1.pid"},
+        {"name": "h2", "address": "198.51.100.12", "devices": 8, "pid_file": "/r/.cluster/x/ray/h2.pid"},
+    ],
+}
 
 
 def _hosts(tmp_path, n=3, accel=("npu", "npu", "npu")):
-    lines = ['[defaults]', 'devices = 8', 'container = "verl"', 'workdir = "/verl"']
+    lines = ["[defaults]", "devices = 8", 'container = "verl"', 'workdir = "/verl"']
     for i in range(1, n + 1):
         lines += [f"[hosts.h{i}]", f'address = "198.51.100.{10 + i}"', f'accelerator = "{accel[i - 1]}"']
     p = tmp_path / "hosts.toml"
@@ -41,8 +46,16 @@ def _st(**flags):
 
 
 def _plan(hosts, mode, **flags):
-    return cluster_plan(_st(**flags), hosts[0], hosts, mode, run_id="20261129-150000-abcd", swanlab_logger=False,
-                        inv_proxy={}, extra_overrides=[])
+    return cluster_plan(
+        _st(**flags),
+        hosts[0],
+        hosts,
+        mode,
+        run_id="20261129-150000-abcd",
+        swanlab_logger=False,
+        inv_proxy={},
+        extra_overrides=[],
+    )
 
 
 def test_dapo_on_two_hosts_asks_verl_for_two_nodes_of_eight(tmp_path):
@@ -56,8 +69,13 @@ def test_dapo_on_two_hosts_asks_verl_for_two_nodes_of_eight(tmp_path):
 def test_one_step_off_on_three_hosts_gives_the_rollout_pool_two_nodes(tmp_path):
     hosts = _hosts(tmp_path, 3)
     plan, topo = _plan(hosts, "one-step-off", trainer_gpus=8, rollout_gpus=8)
-    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.nnodes=2", "actor_rollout_ref.rollout.n_gpus_per_node=8",
-              "actor_rollout_ref.hybrid_engine=False"):
+    for o in (
+        "trainer.nnodes=1",
+        "trainer.n_gpus_per_node=8",
+        "actor_rollout_ref.rollout.nnodes=2",
+        "actor_rollout_ref.rollout.n_gpus_per_node=8",
+        "actor_rollout_ref.hybrid_engine=False",
+    ):
         assert o in plan.argv, o
     assert topo.placement == {"h1": "trainer 8", "h2": "rollout 8", "h3": "rollout 8"}
 
@@ -71,7 +89,7 @@ def test_one_step_off_8_plus_8_fits_two_hosts_but_not_one(tmp_path):
 
 
 def test_a_world_size_the_batch_does_not_split_over_is_one_line(tmp_path):
-    hosts = _hosts(tmp_path, 3)   # 3 x 8 = 24 trainer devices; 64 x 8 responses do not split over 24
+    hosts = _hosts(tmp_path, 3)  # 3 x 8 = 24 trainer devices; 64 x 8 responses do not split over 24
     with pytest.raises(PlanError) as e:
         _plan(hosts, "dapo")
     assert "\n" not in str(e.value) and "24" in str(e.value)
@@ -111,7 +129,7 @@ def test_stop_session_ends_exactly_that_session(tmp_path):
     pid_file = tmp_path / "h1.pid"
     inner = f"echo $$ > {pid_file}; sleep 300 & sleep 300"
     proc = subprocess.Popen(["setsid", "sh", "-c", inner])
-    other = subprocess.Popen(["sleep", "300"])   # not in the session: must survive
+    other = subprocess.Popen(["sleep", "300"])  # not in the session: must survive
     try:
         end = time.time() + 10
         while not (pid_file.exists() and pid_file.read_text().strip()) and time.time() < end:
@@ -123,7 +141,7 @@ def test_stop_session_ends_exactly_that_session(tmp_path):
         proc.wait(timeout=10)
         assert raysession.session_members(sid) == []
         assert other.poll() is None
-        assert raysession.stop_session(str(pid_file)) == 0          # idempotent
+        assert raysession.stop_session(str(pid_file)) == 0  # idempotent
         assert raysession.stop_session(str(tmp_path / "missing.pid")) == 0
     finally:
         other.kill()
@@ -140,8 +158,12 @@ def test_cluster_module_ships_in_the_stdlib_bundle_and_imports_without_site(tmp_
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
     code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.topology, dapo_ops.agent.raysession, dapo_ops.agent.supervisor"
-    res = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True,
-                         env={"PATH": os.environ.get("PATH", "")})
+    res = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -155,13 +177,24 @@ def test_dry_run_on_two_hosts_prints_the_multi_host_plan_without_contacting_them
     _hosts(tmp_path, 2)
     buf = io.StringIO()
     con = Console(file=buf, width=4000, color_system=None, highlight=False)
-    plan = multihost.dry_run({"steps": 4}, mode="dapo", hosts="h1,h2", inventory=str(tmp_path / "hosts.toml"),
-                             env={}, file_cfg={}, console=con)
+    plan = multihost.dry_run(
+        {"steps": 4},
+        mode="dapo",
+        hosts="h1,h2",
+        inventory=str(tmp_path / "hosts.toml"),
+        env={},
+        file_cfg={},
+        console=con,
+    )
     text = buf.getvalue()
     assert "trainer.nnodes=2" in plan.argv and "trainer.nnodes=2" in text
     assert "Ray cluster:   head h1 (198.51.100.11:6379), workers h2 (198.51.100.12)" in text
-    assert multihost.dry_run({}, mode="dapo", hosts="h1", inventory=str(tmp_path / "hosts.toml"), env={},
-                             file_cfg={}, console=con) is None
+    assert (
+        multihost.dry_run(
+            {}, mode="dapo", hosts="h1", inventory=str(tmp_path / "hosts.toml"), env={}, file_cfg={}, console=con
+        )
+        is None
+    )
 
 
 def test_one_step_off_across_hosts_is_rendered_as_a_cluster_not_one_host(tmp_path):
@@ -193,8 +226,8 @@ class FakeCluster:
     """What the fake hosts share: the commands in the order they ran, the Ray nodes up, a step that fails."""
 
     def __init__(self, fail_host: str = "", fail_step: str = "", run_status: str = "running"):
-        self.log: list[tuple[str, str, str]] = []    # (host, step, command text)
-        self.up: dict[str, str] = {}                 # host -> address of a Ray session that was started
+        self.log: list[tuple[str, str, str]] = []  # (host, step, command text)
+        self.up: dict[str, str] = {}  # host -> address of a Ray session that was started
         self.fail_host, self.fail_step, self.run_status = fail_host, fail_step, run_status
         self.lock = threading.Lock()
 
@@ -209,7 +242,7 @@ def _step(cmd) -> str:
         return "head" if "--head" in words else "worker"
     if "dapo_ops.agent.raysession" in words:
         for op in ("stop", "wait", "iface"):
-            if op in words[words.index("dapo_ops.agent.raysession"):]:
+            if op in words[words.index("dapo_ops.agent.raysession") :]:
                 return op
     if "dapo_ops.core.runstate" in text:
         return "read-run"
@@ -246,8 +279,9 @@ class FakeTarget:
         elif step == "wait":
             want = int(cmd.split()[-1] if isinstance(cmd, str) else cmd[-1])
             nodes = [{"address": a, "resources": {"NPU": 8.0, "CPU": 4.0}} for a in self.fc.up.values()]
-            return SimpleNamespace(exited=0 if len(nodes) >= want else 1, stdout=_json.dumps({"nodes": nodes}),
-                                   stderr="")
+            return SimpleNamespace(
+                exited=0 if len(nodes) >= want else 1, stdout=_json.dumps({"nodes": nodes}), stderr=""
+            )
         elif step == "iface":
             out = "eth0"
         elif step == "stop":
@@ -285,14 +319,16 @@ def fake_launch(tmp_path, monkeypatch):
     def run(fail_host="", fail_step="", n=2, run_status="running", mode="dapo", hosts_given=True):
         hosts = _hosts(tmp_path, n)
         flags = {"trainer_gpus": 8, "rollout_gpus": 8} if mode == "one-step-off" else {}
-        req = launch_svc.LaunchRequest(mode=mode, settings=_st(**flags), sw=SwanlabSettings(mode="disabled"),
-                                       skip_preflight=True, link_wait=0.0)
+        req = launch_svc.LaunchRequest(
+            mode=mode, settings=_st(**flags), sw=SwanlabSettings(mode="disabled"), skip_preflight=True, link_wait=0.0
+        )
         fc = FakeCluster(fail_host, fail_step, run_status)
         targets = {h.name: FakeTarget(h, fc) for h in hosts}
         try:
             return mh.launch_cluster(req, hosts, targets, hosts_given=hosts_given), fc
         except mh.ClusterLaunchError as e:
             return e, fc
+
     return run
 
 
@@ -307,7 +343,10 @@ def test_a_cluster_launch_starts_head_then_workers_then_the_run_and_tears_nothin
     assert steps.index("head") < steps.index("worker") < steps.index("spec") < steps.index("supervisor")
     assert _steps(fc, "stop") == [] and _steps(fc, "rm") == [] and set(fc.up) == {"h1", "h2"}
     spec = run.plan.spec
-    assert spec["env"]["RAY_ADDRESS"] == "198.51.100.11:6379" and [n["name"] for n in spec["ray"]["nodes"]] == ["h1", "h2"]
+    assert spec["env"]["RAY_ADDRESS"] == "198.51.100.11:6379" and [n["name"] for n in spec["ray"]["nodes"]] == [
+        "h1",
+        "h2",
+    ]
     assert run.row.ok and run.handle.resources["NPU"] == 16.0
 
 
@@ -341,7 +380,7 @@ def test_a_head_that_never_registers_is_stopped_before_any_worker_starts(fake_la
 def test_a_worker_that_never_joins_is_named_and_every_node_is_stopped(fake_launch, monkeypatch):
     orig = FakeTarget.run
 
-    def no_join(self, cmd, *a, **kw):   # h2's raylet starts but never reaches the head
+    def no_join(self, cmd, *a, **kw):  # h2's raylet starts but never reaches the head
         res = orig(self, cmd, *a, **kw)
         if self.name == "h2" and _step(cmd) == "worker":
             self.fc.up.pop("h2")
@@ -360,7 +399,7 @@ def test_a_run_that_cannot_start_removes_its_run_dir_then_the_cluster(fake_launc
     assert str(err).startswith("h1: ") and str(err).endswith("Ray cluster torn down")
     assert _steps(fc, "rm") == ["h1"] and sorted(_steps(fc, "stop")) == ["h1", "h2"] and fc.up == {}
     order = [s for _, s, _ in fc.log]
-    assert order.index("rm") < order.index("stop")   # in reverse: the run dir, then the cluster
+    assert order.index("rm") < order.index("stop")  # in reverse: the run dir, then the cluster
 
 
 def test_a_run_that_fails_at_once_keeps_its_record_and_the_cluster_goes(fake_launch):
@@ -371,11 +410,15 @@ def test_a_run_that_fails_at_once_keeps_its_record_and_the_cluster_goes(fake_lau
 
 
 def test_a_plan_error_is_a_usage_error_before_any_host(fake_launch):
-    err, fc = fake_launch(n=3)   # 3 x 8 devices: the batch does not split (see above)
+    err, fc = fake_launch(n=3)  # 3 x 8 devices: the batch does not split (see above)
     assert isinstance(err, mh.ClusterLaunchError) and err.usage and fc.log == []
-    assert str(err).startswith("planning a 3-node run on a Ray cluster across h1,h2,h3: responses per step do not "
-                               "split evenly over 24 trainer devices"), err
+    assert str(err).startswith(
+        "planning a 3-node run on a Ray cluster across h1,h2,h3: responses per step do not "
+        "split evenly over 24 trainer devices"
+    ), err
     # issue 32 item 6: `inv launch` without -H is every inventory host; the refusal says so, as the dry run does
     err, fc = fake_launch(n=3, hosts_given=False)
-    assert str(err).startswith("planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the "
-                               "inventory; -H h1 plans one host, --independent one run per host): responses per step"), err
+    assert str(err).startswith(
+        "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the "
+        "inventory; -H h1 plans one host, --independent one run per host): responses per step"
+    ), err

@@ -39,8 +39,9 @@ RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
 def cli(sandbox, tmp_path):
     """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "RAY_"))}
-    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
-               SWANLAB_MODE="disabled")
+    env.update(
+        DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"), SWANLAB_MODE="disabled"
+    )
     for h in HOSTS:
         sandbox.reset(h)
         inputs = sandbox.runs_dir(h) / "inputs"
@@ -49,21 +50,33 @@ def cli(sandbox, tmp_path):
         make_parquet(inputs / "val.parquet")
 
     def run(*args, timeout=300, extra_env=None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True,
-                              text=True, cwd=tmp_path, env={**env, **(extra_env or {})}, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**env, **(extra_env or {})},
+            timeout=timeout,
+        )
 
     yield run
     # whatever happened: no Ray left behind for the next test
     for h in HOSTS:
-        sandbox.exec(h, f"for f in {raynodes.ray_dir(raynodes.cluster_dir(RUNS, '*'))}/*.pid; do [ -f \"$f\" ] && "
-                        "kill -9 -$(cat \"$f\") 2>/dev/null; done; true")
+        sandbox.exec(
+            h,
+            f'for f in {raynodes.ray_dir(raynodes.cluster_dir(RUNS, "*"))}/*.pid; do [ -f "$f" ] && '
+            'kill -9 -$(cat "$f") 2>/dev/null; done; true',
+        )
 
 
 def ray_processes(sandbox, host: str) -> list[str]:
     """Every Ray process in the host's container, Ray's agents (DashboardAgent, RuntimeEnvAgent, log monitor,
     dashboard) and any ``ray.init`` probe included."""
-    out = sandbox.exec(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server|[r]ay start|[r]ay::|[d]ashboard|"
-                             "[r]untime_env|[l]og_monitor|[m]onitor.py|[r]ay[.]init|[D]APO_OPS_RAY' || true").stdout
+    out = sandbox.exec(
+        host,
+        "ps -eo args | grep -E '[r]aylet|[g]cs_server|[r]ay start|[r]ay::|[d]ashboard|"
+        "[r]untime_env|[l]og_monitor|[m]onitor.py|[r]ay[.]init|[D]APO_OPS_RAY' || true",
+    ).stdout
     return [line for line in out.splitlines() if line.strip()]
 
 
@@ -139,9 +152,10 @@ def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandb
     # logs: the head's log; h2 one note, not a failure
     lg = cli("logs", "-H", "h1,h2", "--lines", "5")
     assert lg.returncode == 0 and "h1 | " in lg.stdout and "h2 | " not in lg.stdout, lg.stdout + lg.stderr
-    assert lg.stderr.strip() == (f"h2: Ray worker of run {run_id} (head h1); its log is the head's (`inv logs -H h1`), "
-                                 f"its Ray log is /verl/dapo_runs/.cluster/{run_id}/ray/h2.log in its container"), \
-        lg.stderr
+    assert lg.stderr.strip() == (
+        f"h2: Ray worker of run {run_id} (head h1); its log is the head's (`inv logs -H h1`), "
+        f"its Ray log is /verl/dapo_runs/.cluster/{run_id}/ray/h2.log in its container"
+    ), lg.stderr
     assert wait_no_ray(sandbox) == {}
 
 
@@ -182,17 +196,21 @@ def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it
 
 def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):
     sandbox.set_scenario("h1", {"step_time": 0.2})
-    res = cli("one-step-off", "-H", "h1,h2", "--steps", "3", "--trainer-gpus", "8", "--rollout-gpus", "8",
-              *INPUT_FLAGS)
+    res = cli("one-step-off", "-H", "h1,h2", "--steps", "3", "--trainer-gpus", "8", "--rollout-gpus", "8", *INPUT_FLAGS)
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
     assert "h1 " in res.stdout and "(trainer 8)" in res.stdout and "(rollout 8)" in res.stdout, res.stdout
     rec = wait_for(sandbox, "h1", run_id, ended)
     assert rec["status"] == "succeeded", rec.get("verdict")
     ovr = verl_overrides(sandbox, "h1", run_id)
-    for o in ("trainer.nnodes=1", "trainer.n_gpus_per_node=8", "actor_rollout_ref.rollout.nnodes=1",
-              "actor_rollout_ref.rollout.n_gpus_per_node=8", "trainer.v1.trainer_mode=separate_async",
-              "actor_rollout_ref.hybrid_engine=False"):
+    for o in (
+        "trainer.nnodes=1",
+        "trainer.n_gpus_per_node=8",
+        "actor_rollout_ref.rollout.nnodes=1",
+        "actor_rollout_ref.rollout.n_gpus_per_node=8",
+        "trainer.v1.trainer_mode=separate_async",
+        "actor_rollout_ref.hybrid_engine=False",
+    ):
         assert o in ovr, o
     log = train_log(sandbox, "h1", run_id)
     # 8 + 8 devices fit only because the stand-in counts the 2-node cluster (one host has 8)
@@ -218,8 +236,7 @@ def test_a_worker_that_cannot_reach_the_head_never_joins_and_everything_is_torn_
     head = sandbox.addresses["h1"]
     sandbox.ssh("h2", f"ip route add blackhole {head}/32", check=True)
     try:
-        res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS,
-                  extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "15"})
+        res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS, extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "15"})
     finally:
         sandbox.ssh("h2", f"ip route del blackhole {head}/32")
     assert res.returncode != 0
@@ -237,13 +254,15 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
     # h2 is busy as a Ray node of this run: a second multi-host launch using it is refused, nothing started
     busy = cli("launch", "-H", "h2,h3", "--steps", "4", "--skip-preflight", *INPUT_FLAGS)
-    assert busy.returncode != 0 and busy.stderr.strip().startswith(f"h2 is already a Ray node of multi-host run {run_id}"), \
-        busy.stderr
+    assert busy.returncode != 0 and busy.stderr.strip().startswith(
+        f"h2 is already a Ray node of multi-host run {run_id}"
+    ), busy.stderr
     assert ray_processes(sandbox, "h3") == []
     # the same rule on the single-host path: h2 alone is refused too, nothing started on it
     single = cli("launch", "-H", "h2", "--steps", "4", *INPUT_FLAGS)
     assert single.returncode != 0 and single.stderr.strip().startswith(
-        f"h2 is already a Ray node of multi-host run {run_id} (head h1"), single.stderr
+        f"h2 is already a Ray node of multi-host run {run_id} (head h1"
+    ), single.stderr
     assert [p.name for p in sandbox.runs_dir("h2").iterdir() if RUN_ID_RE.match(p.name)] == []
     st = cli("status", "-H", "h1", "--json")
     assert st.returncode == 0, st.stderr
@@ -257,7 +276,8 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     alone = cli("stop", "-H", "h2")
     assert alone.returncode != 0 and alone.stderr.strip() == (
         f"h2: Ray worker of run {run_id} (head h1); nothing stopped: stop the run with `inv stop -H h1,h2` "
-        "(or `inv stop -H h1`)"), alone.stdout + alone.stderr
+        "(or `inv stop -H h1`)"
+    ), alone.stdout + alone.stderr
     assert read_run(sandbox, "h1", run_id)["status"] == "running" and ray_processes(sandbox, "h2") != []
     # logs mid-run: the head's log, and the worker's Ray log named (the file exists in h2's container)
     lg = cli("logs", "-H", "h1,h2", "--lines", "3")
@@ -273,10 +293,14 @@ def test_stop_ends_the_run_and_the_ray_cluster_on_every_host(sandbox, cli):
     assert ray_processes(sandbox, "h1") == [] and ray_processes(sandbox, "h2") == []
 
 
-@pytest.mark.parametrize("failure", [
-    {"kind": "hccl-timeout", "step": 3, "hang_s": 1},   # retried once: the check before the retry finds h2 gone
-    {"kind": "crash", "step": 3},                        # final failure: the verdict names the lost node instead
-], ids=["before-retry", "final-failure"])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"kind": "hccl-timeout", "step": 3, "hang_s": 1},  # retried once: the check before the retry finds h2 gone
+        {"kind": "crash", "step": 3},  # final failure: the verdict names the lost node instead
+    ],
+    ids=["before-retry", "final-failure"],
+)
 def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli, failure):
     # h2's Ray session is gone after step 1; attempt 1 then fails at step 3
     sandbox.set_scenario("h1", {"step_time": 1.0, "failure": failure})
@@ -296,7 +320,7 @@ def test_a_lost_worker_node_stops_the_run_with_a_verdict_naming_it(sandbox, cli,
     v = rec["verdict"]
     assert "h2" in v["action"] and sandbox.addresses["h2"] in v["action"] and "relaunch" in v["action"], v
     assert v["detail"]["host"] == "h2"
-    assert len(rec["attempts"]) == 1   # never retried on fewer nodes
+    assert len(rec["attempts"]) == 1  # never retried on fewer nodes
     assert wait_no_ray(sandbox) == {}
 
 
@@ -325,8 +349,9 @@ def test_a_failed_attempt_leaves_every_hosts_evidence_and_names_the_worker_rank_
 
 
 def test_independent_runs_cannot_share_one_resume_id(sandbox, cli):
-    res = cli("launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd",
-              *INPUT_FLAGS)
+    res = cli(
+        "launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd", *INPUT_FLAGS
+    )
     assert res.returncode == 2 and "drop --independent" in res.stderr and "\n" not in res.stderr.strip(), res.stderr
 
 
@@ -361,17 +386,22 @@ def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sa
     """Ray processes of an earlier cluster run whose head is gone (e.g. agents left by an older dapo-ops) never
     block the next launch: the occupancy check ends them (that run's marker only) and the launch goes on."""
     dead = raynodes.cluster_dir(RUNS, "20261201-000000-dead")
-    sandbox.exec("h2", f"mkdir -p {raynodes.ray_dir(dead)} && "
-                       "printf '%s' '{\"role\": \"worker\", \"head\": \"h1\", \"head_address\": "
-                       f"\"{sandbox.addresses['h1']}\", \"port\": 6379}}' "
-                       f"> {raynodes.node_file(dead, 'h2', raynodes.INFO)}", check=True)
+    sandbox.exec(
+        "h2",
+        f"mkdir -p {raynodes.ray_dir(dead)} && "
+        'printf \'%s\' \'{"role": "worker", "head": "h1", "head_address": '
+        f'"{sandbox.addresses["h1"]}", "port": 6379}}\' '
+        f"> {raynodes.node_file(dead, 'h2', raynodes.INFO)}",
+        check=True,
+    )
     sandbox.exec("h2", "DAPO_OPS_RAY_RUN=20261201-000000-dead nohup setsid sleep 600 >/dev/null 2>&1 &", check=True)
     sandbox.set_scenario("h1", {"step_time": 0.2})
     # this test is about the sweep, not the join limit (back_to_back holds that): room for a loaded machine
     res = cli("launch", "-H", "h1,h2", "--steps", "2", *INPUT_FLAGS, extra_env={"DAPO_OPS_RAY_JOIN_TIMEOUT": "240"})
     assert res.returncode == 0, res.stderr
-    left = sandbox.exec("h2", "grep -l DAPO_OPS_RAY_RUN=20261201-000000-dead /proc/[0-9]*/environ 2>/dev/null | "
-                              "grep -v self || true").stdout.split()
+    left = sandbox.exec(
+        "h2", "grep -l DAPO_OPS_RAY_RUN=20261201-000000-dead /proc/[0-9]*/environ 2>/dev/null | grep -v self || true"
+    ).stdout.split()
     assert left == [], left
     assert wait_for(sandbox, "h1", run_id_of(res), ended)["status"] == "succeeded"
     assert wait_no_ray(sandbox, timeout=30) == {}

@@ -36,7 +36,9 @@ class Hooks:
                     self.send_response(500)
                     self.end_headers()
                     return
-                answer = b'{"code":19021,"msg":"sign match fail"}' if self.path.startswith("/feishu-bad") else b'{"code":0}'
+                answer = (
+                    b'{"code":19021,"msg":"sign match fail"}' if self.path.startswith("/feishu-bad") else b'{"code":0}'
+                )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -63,28 +65,47 @@ def hooks():
 
 
 def _cfg(*kinds, **kw):
-    return {"webhooks": [{"kind": k, "url_env": f"DAPO_NOTIFY_URL_{i}"} for i, k in enumerate(kinds)],
-            "timeout_s": 5, **kw}
+    return {
+        "webhooks": [{"kind": k, "url_env": f"DAPO_NOTIFY_URL_{i}"} for i, k in enumerate(kinds)],
+        "timeout_s": 5,
+        **kw,
+    }
 
 
 def _secrets(hooks, *paths):
     return {f"DAPO_NOTIFY_URL_{i}": hooks.base + p for i, p in enumerate(paths)}
 
 
-EVENT = {"host": "h1", "run_id": "20261129-151200-a1b2", "step": 4, "total_steps": 6, "attempt": 2,
-         "log": "/verl/dapo_runs/20261129-151200-a1b2/train.log"}
+EVENT = {
+    "host": "h1",
+    "run_id": "20261129-151200-a1b2",
+    "step": 4,
+    "total_steps": 6,
+    "attempt": 2,
+    "log": "/verl/dapo_runs/20261129-151200-a1b2/train.log",
+}
 
 
 def test_escalation_message_when_enabled_in_feishu_shape(hooks):
-    ev = {**EVENT, "kind": "escalation", "verdict": {"cls": "oom-device", "hint": "raise offload",
-                                                       "action": "retry with offload"}}
+    ev = {
+        **EVENT,
+        "kind": "escalation",
+        "verdict": {"cls": "oom-device", "hint": "raise offload", "action": "retry with offload"},
+    }
     assert notify.send_event(_cfg("feishu", on_escalation=True), _secrets(hooks, "/f"), ev) == []
     assert len(hooks.posts) == 1
     body = hooks.posts[0]["body"]
     assert body["msg_type"] == "text" and set(body) == {"msg_type", "content"}
     text = body["content"]["text"]
-    for needle in ("OOM escalation", "h1", "20261129-151200-a1b2", "oom-device", "step reached: 4/6",
-                   "hint: raise offload", "log: /verl/dapo_runs/20261129-151200-a1b2/train.log"):
+    for needle in (
+        "OOM escalation",
+        "h1",
+        "20261129-151200-a1b2",
+        "oom-device",
+        "step reached: 4/6",
+        "hint: raise offload",
+        "log: /verl/dapo_runs/20261129-151200-a1b2/train.log",
+    ):
         assert needle in text
 
 
@@ -94,10 +115,14 @@ def test_escalation_is_silent_by_default(hooks):
 
 
 def test_failure_posts_once_per_webhook_with_the_verdict_in_each_shape(hooks):
-    ev = {**EVENT, "kind": "failure", "verdict": "oom-host", "hint": "lower micro batch",
-          "action": "stop: host memory exhausted"}
-    errs = notify.send_event(_cfg("generic", "dingtalk", "slack", "lark"),
-                             _secrets(hooks, "/g", "/d", "/s", "/l"), ev)
+    ev = {
+        **EVENT,
+        "kind": "failure",
+        "verdict": "oom-host",
+        "hint": "lower micro batch",
+        "action": "stop: host memory exhausted",
+    }
+    errs = notify.send_event(_cfg("generic", "dingtalk", "slack", "lark"), _secrets(hooks, "/g", "/d", "/s", "/l"), ev)
     assert errs == []
     by = {p["path"]: p["body"] for p in hooks.posts}
     assert len(hooks.posts) == 4
@@ -138,13 +163,21 @@ def _closed_port():
 
 def test_unreachable_http_error_and_body_error_are_returned_never_raised(hooks):
     secret_url = f"http://127.0.0.1:{_closed_port()}/hook?token=VERYSECRETTOKEN"
-    secrets = {"DAPO_NOTIFY_URL_0": secret_url, "DAPO_NOTIFY_URL_1": hooks.base + "/status500",
-               "DAPO_NOTIFY_URL_2": hooks.base + "/feishu-bad"}
-    cfg = {"webhooks": [{"kind": "slack", "url_env": "DAPO_NOTIFY_URL_0"},
-                        {"kind": "generic", "url_env": "DAPO_NOTIFY_URL_1"},
-                        {"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_2"},
-                        {"kind": "generic", "url_env": "DAPO_NOTIFY_URL_9"},
-                        {"kind": "teams", "url_env": "DAPO_NOTIFY_URL_1"}], "timeout_s": 3}
+    secrets = {
+        "DAPO_NOTIFY_URL_0": secret_url,
+        "DAPO_NOTIFY_URL_1": hooks.base + "/status500",
+        "DAPO_NOTIFY_URL_2": hooks.base + "/feishu-bad",
+    }
+    cfg = {
+        "webhooks": [
+            {"kind": "slack", "url_env": "DAPO_NOTIFY_URL_0"},
+            {"kind": "generic", "url_env": "DAPO_NOTIFY_URL_1"},
+            {"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_2"},
+            {"kind": "generic", "url_env": "DAPO_NOTIFY_URL_9"},
+            {"kind": "teams", "url_env": "DAPO_NOTIFY_URL_1"},
+        ],
+        "timeout_s": 3,
+    }
     errs = notify.send_event(cfg, secrets, {**EVENT, "kind": "failure", "verdict": "crash-other"})
     assert len(errs) == 5, errs
     assert "webhook 0 (slack, DAPO_NOTIFY_URL_0): unreachable" in errs[0]
@@ -169,8 +202,12 @@ def test_secrets_never_reach_the_message(hooks):
 
 def test_dingtalk_and_feishu_signatures_verify(hooks):
     secrets = {**_secrets(hooks, "/d?access_token=abc", "/f"), "SIGN_D": "SECd", "SIGN_F": "SECf"}
-    cfg = {"webhooks": [{"kind": "dingtalk", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "SIGN_D"},
-                        {"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_1", "sign_env": "SIGN_F"}]}
+    cfg = {
+        "webhooks": [
+            {"kind": "dingtalk", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "SIGN_D"},
+            {"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_1", "sign_env": "SIGN_F"},
+        ]
+    }
     assert notify.send_event(cfg, secrets, {**EVENT, "kind": "failure"}) == []
     d, f = hooks.posts
     q = urllib.parse.parse_qs(urllib.parse.urlsplit(d["path"]).query)
@@ -183,6 +220,7 @@ def test_dingtalk_and_feishu_signatures_verify(hooks):
 
 
 # ---------------------------------------------------------------- link scanner
+
 
 def _feed(scanner, text):
     found = [x for x in (scanner.feed(ln) for ln in text.splitlines()) if x]
@@ -200,14 +238,17 @@ def test_link_on_one_line_0_10_and_0_7_with_ray_prefix_and_ansi():
 
 def _rich_banner(url, name="20261129-151200-a1b2", env=None):
     """Print the banner exactly as swanlab 0.10.3 does (its rich console, no TTY → 80 columns)."""
-    code = ("import sys\nfrom rich.text import Text\nfrom swanlab.sdk.internal.pkg import console\n"
-            "url, name = sys.argv[1], sys.argv[2]\n"
-            "console.info('📁 View project at', Text(url.split('/runs/')[0]))\n"
-            "console.info('🚀 View run', Text(name, 'yellow'), 'at', Text(url, style=f'link {url}'))\n"
-            "print('step:1 - a:1')\n")
+    code = (
+        "import sys\nfrom rich.text import Text\nfrom swanlab.sdk.internal.pkg import console\n"
+        "url, name = sys.argv[1], sys.argv[2]\n"
+        "console.info('📁 View project at', Text(url.split('/runs/')[0]))\n"
+        "console.info('🚀 View run', Text(name, 'yellow'), 'at', Text(url, style=f'link {url}'))\n"
+        "print('step:1 - a:1')\n"
+    )
     e = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    out = subprocess.run([sys.executable, "-c", code, url, name], capture_output=True, text=True, timeout=120,
-                         env={**e, **(env or {})})
+    out = subprocess.run(
+        [sys.executable, "-c", code, url, name], capture_output=True, text=True, timeout=120, env={**e, **(env or {})}
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout + out.stderr
 
@@ -216,8 +257,9 @@ def _rich_banner(url, name="20261129-151200-a1b2", env=None):
 def test_link_survives_rich_wrapping_and_folding_of_the_real_banner(project):
     url = f"http://192.0.2.10:8000/@team/{project}/runs/{RUN}"
     text = _rich_banner(url)
-    assert not [ln for ln in text.splitlines() if "View run" in ln and url in ln], \
+    assert not [ln for ln in text.splitlines() if "View run" in ln and url in ln], (
         "precondition: swanlab's console wraps the URL onto its own line(s)"
+    )
     assert _feed(notify.LinkScanner(run_id=RUN), text) == [url]
     ray = "\n".join(f"(TaskRunner pid=77) {ln}" for ln in text.splitlines())
     assert _feed(notify.LinkScanner(run_id=RUN), ray) == [url]
@@ -227,11 +269,14 @@ def test_link_survives_rich_wrapping_and_folding_of_the_real_banner(project):
 
 def test_local_mode_banner_from_a_real_swanlab_run(tmp_path):
     log_dir = str(tmp_path / "a-longish-run-directory-name-for-wrapping" / "swanlog")
-    code = ("import swanlab\nr = swanlab.init(project='p', experiment_name='e', logdir=%r, mode='local')\n"
-            "swanlab.log({'x': 1.0}, step=1)\nswanlab.finish()\n" % log_dir)
+    code = (
+        "import swanlab\nr = swanlab.init(project='p', experiment_name='e', logdir=%r, mode='local')\n"
+        "swanlab.log({'x': 1.0}, step=1)\nswanlab.finish()\n" % log_dir
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWANLAB_") and k != "COLUMNS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                         env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr
     assert _feed(notify.LinkScanner(log_dir=log_dir), text) == [f"swanlab watch {log_dir}"]
@@ -257,18 +302,34 @@ def test_offline_banner_folded_inside_the_run_dir_is_joined_without_a_space():
 
 
 def test_user_config_notify_table_splits_into_spec_and_secrets():
-    spec, secrets = notify.spec_from_user_config({
-        "on_escalation": True, "timeout_s": 3,
-        "webhooks": [{"kind": "feishu", "url": "https://open.feishu.cn/x/TOKEN1", "sign_secret": "S1"},
-                     {"kind": "slack", "url": "https://hooks.slack.com/TOKEN2"}]})
-    assert spec == {"on_escalation": True, "on_success": False, "timeout_s": 3.0,
-                    "webhooks": [{"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "DAPO_NOTIFY_SIGN_0"},
-                                 {"kind": "slack", "url_env": "DAPO_NOTIFY_URL_1"}]}
+    spec, secrets = notify.spec_from_user_config(
+        {
+            "on_escalation": True,
+            "timeout_s": 3,
+            "webhooks": [
+                {"kind": "feishu", "url": "https://open.feishu.cn/x/TOKEN1", "sign_secret": "S1"},
+                {"kind": "slack", "url": "https://hooks.slack.com/TOKEN2"},
+            ],
+        }
+    )
+    assert spec == {
+        "on_escalation": True,
+        "on_success": False,
+        "timeout_s": 3.0,
+        "webhooks": [
+            {"kind": "feishu", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "DAPO_NOTIFY_SIGN_0"},
+            {"kind": "slack", "url_env": "DAPO_NOTIFY_URL_1"},
+        ],
+    }
     assert "TOKEN" not in json.dumps(spec)
-    assert secrets == {"DAPO_NOTIFY_URL_0": "https://open.feishu.cn/x/TOKEN1", "DAPO_NOTIFY_SIGN_0": "S1",
-                       "DAPO_NOTIFY_URL_1": "https://hooks.slack.com/TOKEN2"}
+    assert secrets == {
+        "DAPO_NOTIFY_URL_0": "https://open.feishu.cn/x/TOKEN1",
+        "DAPO_NOTIFY_SIGN_0": "S1",
+        "DAPO_NOTIFY_URL_1": "https://hooks.slack.com/TOKEN2",
+    }
     spec2, secrets2 = notify.spec_from_user_config(
-        {"webhooks": [{"kind": "dingtalk", "url_env": "MY_HOOK", "secret": "S2"}]}, {"MY_HOOK": "https://d/TOKEN3"})
+        {"webhooks": [{"kind": "dingtalk", "url_env": "MY_HOOK", "secret": "S2"}]}, {"MY_HOOK": "https://d/TOKEN3"}
+    )
     assert spec2["webhooks"] == [{"kind": "dingtalk", "url_env": "DAPO_NOTIFY_URL_0", "sign_env": "DAPO_NOTIFY_SIGN_0"}]
     assert secrets2 == {"DAPO_NOTIFY_URL_0": "https://d/TOKEN3", "DAPO_NOTIFY_SIGN_0": "S2"}
     with pytest.raises(ValueError, match="MY_HOOK is empty"):
@@ -295,6 +356,8 @@ def test_wecom_group_robot_shape_and_its_error_code(hooks):
 
 
 def test_wecom_errcode_in_a_200_answer_is_a_failure():
-    assert notify._check_body("wecom", b'{"errcode":93000,"errmsg":"invalid webhook url"}') == \
-        "errcode=93000 invalid webhook url"
+    assert (
+        notify._check_body("wecom", b'{"errcode":93000,"errmsg":"invalid webhook url"}')
+        == "errcode=93000 invalid webhook url"
+    )
     assert notify._check_body("wecom", b'{"errcode":0,"errmsg":"ok"}') is None

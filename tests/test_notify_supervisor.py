@@ -26,8 +26,13 @@ def _events(hooks):
 
 
 def test_forced_oom_escalation_then_one_failure_message_with_the_verdict(tmp_path, hooks):
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "oom_always": True}, max_oom_retries=2,
-                       extra={"notify": _notify(on_escalation=True)}, secret={URL_ENV: hooks.base + "/hook"})
+    run_dir = make_run(
+        tmp_path,
+        {"step_time": 0.03, "oom_at": 3, "oom_always": True},
+        max_oom_retries=2,
+        extra={"notify": _notify(on_escalation=True)},
+        secret={URL_ENV: hooks.base + "/hook"},
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "failed"
     assert _events(hooks) == ["escalation", "escalation", "failure"], hooks.posts
@@ -41,14 +46,19 @@ def test_forced_oom_escalation_then_one_failure_message_with_the_verdict(tmp_pat
 
 
 def test_escalations_silent_by_default_and_success_silent_unless_enabled(tmp_path, hooks):
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3}, extra={"notify": _notify()},
-                       secret={URL_ENV: hooks.base + "/hook"})
+    run_dir = make_run(
+        tmp_path, {"step_time": 0.03, "oom_at": 3}, extra={"notify": _notify()}, secret={URL_ENV: hooks.base + "/hook"}
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded" and len(rec["attempts"]) == 2
     assert hooks.posts == []
 
-    run_dir2 = make_run(tmp_path / "b", {"step_time": 0.03, "oom_at": None},
-                        extra={"notify": _notify(on_success=True)}, secret={URL_ENV: hooks.base + "/hook"})
+    run_dir2 = make_run(
+        tmp_path / "b",
+        {"step_time": 0.03, "oom_at": None},
+        extra={"notify": _notify(on_success=True)},
+        secret={URL_ENV: hooks.base + "/hook"},
+    )
     rec2 = run_to_end(run_dir2)
     assert rec2["status"] == "succeeded"
     assert _events(hooks) == ["success"]
@@ -56,13 +66,21 @@ def test_escalations_silent_by_default_and_success_silent_unless_enabled(tmp_pat
 
 
 def test_final_failure_message_says_what_ended_the_run_and_carries_the_suggestions(tmp_path, hooks):
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "oom_always": True}, max_oom_retries=2,
-                       extra={"notify": _notify()}, secret={URL_ENV: hooks.base + "/hook"})
+    run_dir = make_run(
+        tmp_path,
+        {"step_time": 0.03, "oom_at": 3, "oom_always": True},
+        max_oom_retries=2,
+        extra={"notify": _notify()},
+        secret={URL_ENV: hooks.base + "/hook"},
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "failed"
     ended = rec["decision"]["ended"]
-    assert ended.startswith("failed: device OOM") and "after 2 OOM retries" in ended and ended.endswith(
-        "at step %s/%s" % (rec["step"], rec["total_steps"]))
+    assert (
+        ended.startswith("failed: device OOM")
+        and "after 2 OOM retries" in ended
+        and ended.endswith("at step %s/%s" % (rec["step"], rec["total_steps"]))
+    )
     body = hooks.posts[-1]["body"]
     assert body["event"] == "failure" and body["action"] == ended
     assert body["suggestions"] == rec["decision"]["suggestions"] and body["suggestions"]

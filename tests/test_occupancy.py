@@ -45,8 +45,9 @@ def test_session_leader_ends_what_ray_left_in_its_session_and_outside_it_with_th
     child = f"sleep 300 & echo $! >> {pids}; setsid sleep 301 & echo $! >> {pids}; exit 0"
     env = dict(os.environ, **{cluster.RAY_RUN_ENV: RID})
     other = subprocess.Popen(["sleep", "302"])  # no marker, other session: must survive
-    lead = subprocess.Popen(["setsid", sys.executable, "-m", "dapo_ops.agent.raysession", "lead", marker, "sh", "-c", child],
-                            env=env)
+    lead = subprocess.Popen(
+        ["setsid", sys.executable, "-m", "dapo_ops.agent.raysession", "lead", marker, "sh", "-c", child], env=env
+    )
     try:
         assert lead.wait(timeout=30) == 0
         left = [int(x) for x in pids.read_text().split()]
@@ -81,16 +82,20 @@ def test_a_worker_of_a_live_cluster_is_busy_and_one_whose_head_is_gone_is_swept(
     gcs.bind(("127.0.0.1", 0))
     gcs.listen(5)
     port = gcs.getsockname()[1]
-    live, _ = _start_session(_ray_dir(runs, RID), "h2", {"role": "worker", "head": "h1",
-                                                        "head_address": "127.0.0.1", "port": port}, tmp_path)
+    live, _ = _start_session(
+        _ray_dir(runs, RID), "h2", {"role": "worker", "head": "h1", "head_address": "127.0.0.1", "port": port}, tmp_path
+    )
     # a finished run's worker: its head's GCS no longer listens (port of a closed socket)
     dead_sock = socket.socket()
     dead_sock.bind(("127.0.0.1", 0))
     dead_port = dead_sock.getsockname()[1]
     dead_sock.close()
-    old, old_sid = _start_session(_ray_dir(runs, RID_OLD), "h2", {"role": "worker", "head": "h1",
-                                                                 "head_address": "127.0.0.1", "port": dead_port},
-                                  tmp_path)
+    old, old_sid = _start_session(
+        _ray_dir(runs, RID_OLD),
+        "h2",
+        {"role": "worker", "head": "h1", "head_address": "127.0.0.1", "port": dead_port},
+        tmp_path,
+    )
     try:
         assert {s["run_id"] for s in raynodes.ray_sessions(runs, "h2")} == {RID, RID_OLD}
         assert raynodes.ray_sessions(runs, "h3") == []
@@ -110,8 +115,9 @@ def test_verl_of_an_earlier_run_whose_supervisor_is_gone_makes_the_container_bus
     runs = tmp_path / "runs"
     rd = runs / RID
     rd.mkdir(parents=True)
-    (rd / "run.json").write_text(json.dumps({"run_id": RID, "status": "running",
-                                             "pids": {"supervisor": 999999, "verl_pgid": 4242}}))
+    (rd / "run.json").write_text(
+        json.dumps({"run_id": RID, "status": "running", "pids": {"supervisor": 999999, "verl_pgid": 4242}})
+    )
     verl = subprocess.Popen(["sleep", "300"], env=dict(os.environ, DAPO_OPS_RUN_ID=RID))
     try:
         occ = occupancy.occupancy(str(runs), "h1")
@@ -123,8 +129,12 @@ def test_verl_of_an_earlier_run_whose_supervisor_is_gone_makes_the_container_bus
 
 
 def test_cli_answers_json(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "dapo_ops.agent.occupancy", str(tmp_path), "h1", "--sweep"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "dapo_ops.agent.occupancy", str(tmp_path), "h1", "--sweep"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"active": None, "verl": [], "ray": [], "cleaned": []}
 
@@ -136,7 +146,7 @@ def test_what_outlived_a_finished_run_is_swept_not_a_reason_to_refuse(tmp_path):
     (rd / "run.json").write_text(json.dumps({"run_id": RID, "status": "succeeded", "pids": {"verl_pgid": None}}))
     agent = subprocess.Popen(["sleep", "300"], env=dict(os.environ, DAPO_OPS_RUN_ID=RID))  # e.g. a Ray agent
     try:
-        assert occupancy.occupancy(str(runs), "h1")["verl"] == []                  # without sweep: only reported
+        assert occupancy.occupancy(str(runs), "h1")["verl"] == []  # without sweep: only reported
         assert agent.poll() is None
         occ = occupancy.occupancy(str(runs), "h1", sweep=True)
         assert occ["verl"] == [] and occ["cleaned"] == [{"run_id": RID, "processes": 1}]

@@ -10,12 +10,26 @@ from dapo_ops.core.runspec import check_spec
 
 
 def spec(mode="dapo", framework="fsdp", profile="0.9", accelerator="gpu", **settings):
-    s = {"steps": 100, "model_path": "/models/Qwen3-8B", "train_file": "/data/dapo-math-17k.parquet",
-         "val_file": "/data/aime-2024.parquet"}
+    s = {
+        "steps": 100,
+        "model_path": "/models/Qwen3-8B",
+        "train_file": "/data/dapo-math-17k.parquet",
+        "val_file": "/data/aime-2024.parquet",
+    }
     s.update(settings)
-    return {"version": 1, "run_id": "20261129-151200-a1b2", "mode": mode, "framework": framework, "profile": profile,
-            "accelerator": accelerator, "workdir": "/verl", "python": "python3",
-            "run_dir": "/verl/dapo_runs/20261129-151200-a1b2", "settings": s, "logger": ["console"]}
+    return {
+        "version": 1,
+        "run_id": "20261129-151200-a1b2",
+        "mode": mode,
+        "framework": framework,
+        "profile": profile,
+        "accelerator": accelerator,
+        "workdir": "/verl",
+        "python": "python3",
+        "run_dir": "/verl/dapo_runs/20261129-151200-a1b2",
+        "settings": s,
+        "logger": ["console"],
+    }
 
 
 def kv(argv):
@@ -107,19 +121,35 @@ def test_profile_for_version():
 
 
 def test_one_step_off_pools_and_hybrid_engine():
-    d = kv(build_command(spec("one-step-off", trainer_gpus=6, rollout_gpus=2, train_batch_size=48,
-                              ppo_mini_batch_size=12), resolve("")))
+    d = kv(
+        build_command(
+            spec("one-step-off", trainer_gpus=6, rollout_gpus=2, train_batch_size=48, ppo_mini_batch_size=12),
+            resolve(""),
+        )
+    )
     assert d["actor_rollout_ref.hybrid_engine"] == "False"
     assert d["trainer.n_gpus_per_node"] == "6" and d["actor_rollout_ref.rollout.n_gpus_per_node"] == "2"
     assert d["trainer.nnodes"] == "1" and d["actor_rollout_ref.rollout.nnodes"] == "1"
     # the legacy entry's keys are gone on the V1 path (trainer_separate_async.py:64-66 reads the rollout pool)
     assert not any(k.startswith("rollout.") or k.startswith("hydra.searchpath") for k in d)
-    d = kv(build_command(spec("one-step-off", profile="0.8", trainer_gpus=6, rollout_gpus=2, train_batch_size=48,
-                              ppo_mini_batch_size=12), resolve("")))
+    d = kv(
+        build_command(
+            spec(
+                "one-step-off",
+                profile="0.8",
+                trainer_gpus=6,
+                rollout_gpus=2,
+                train_batch_size=48,
+                ppo_mini_batch_size=12,
+            ),
+            resolve(""),
+        )
+    )
     assert d["rollout.n_gpus_per_node"] == "2" and d["hydra.searchpath"] == "[file:///verl/verl/trainer/config]"
 
 
 # ---- verl 0.9.1 fidelity (issue 15): each finding, checked against what verl's code reads
+
 
 def test_launch_runs_v1_colocate_async_dapo_with_a_staleness_bound():
     """trainer_base.py:129 reads trainer.v1.trainer_mode (ppo_trainer.yaml:238 defaults to sync)."""
@@ -140,7 +170,9 @@ def test_one_step_off_is_v1_separate_async_dapo():
     assert d["trainer.v1.trainer_mode"] == "separate_async"
     assert d["trainer.v1.separate_async.parameter_sync_step"] == "4"  # 64 = 4 x 16 (trainer_separate_async.py:59)
     assert d["algorithm.filter_groups.enable"] == "True"
-    assert d["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nccl"  # naive is refused (:68); tests/test_npu_path.py
+    assert (
+        d["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nccl"
+    )  # naive is refused (:68); tests/test_npu_path.py
     g = kv(build_command(spec("one-step-off", accelerator="gpu", parameter_sync_step=4), resolve("")))
     assert g["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nccl"
 
@@ -152,8 +184,12 @@ def test_parameter_sync_step_mismatch_is_one_line_naming_both_settings():
     assert "\n" not in msg and "train_batch_size=32" in msg and "parameter_sync_step=4" in msg
     assert "ppo_mini_batch_size=16" in msg
     check_spec(spec("one-step-off", train_batch_size=32))  # 0 (default): 32 / 16 = 2
-    assert kv(build_command(spec("one-step-off", train_batch_size=32), resolve("")))[
-        "trainer.v1.separate_async.parameter_sync_step"] == "2"
+    assert (
+        kv(build_command(spec("one-step-off", train_batch_size=32), resolve("")))[
+            "trainer.v1.separate_async.parameter_sync_step"
+        ]
+        == "2"
+    )
     with pytest.raises(OverrideError, match="--mode sync does not apply to one-step-off"):
         check_spec(spec("one-step-off", trainer_mode="sync"))
 
@@ -169,8 +205,10 @@ def test_megatron_remove_padding_uses_the_model_key_v1_copies_into_the_engine():
 
 def test_npu_fsdp_turns_the_engine_torch_compile_off():
     """engine/fsdp.yaml:54 + fsdp/transformer_impl.py:183-187 read fsdp_config.use_torch_compile."""
-    assert kv(build_command(spec(accelerator="npu"), resolve("")))[
-        "actor_rollout_ref.actor.fsdp_config.use_torch_compile"] == "False"
+    assert (
+        kv(build_command(spec(accelerator="npu"), resolve("")))["actor_rollout_ref.actor.fsdp_config.use_torch_compile"]
+        == "False"
+    )
     assert "actor_rollout_ref.actor.fsdp_config.use_torch_compile" not in kv(build_command(spec(), resolve("")))
 
 
@@ -198,11 +236,12 @@ def test_no_ref_or_critic_keys_without_a_reference_or_critic(mode, fw):
 
 
 def test_plus_only_where_the_yaml_lacks_the_key():
-    plus = {k for k in kv(build_command(spec(framework="fsdp", accelerator="npu"), resolve("")))
-            if k.startswith("+")}
+    plus = {k for k in kv(build_command(spec(framework="fsdp", accelerator="npu"), resolve(""))) if k.startswith("+")}
     assert plus == {profiles.PLUS_ATTN_FSDP} | {k for k in plus if k.startswith("+reward.reward_kwargs.")}
-    assert not any(k.startswith("++") for k in kv(build_command(spec(framework="megatron", accelerator="npu"),
-                                                                  resolve("recompute,offload"))))
+    assert not any(
+        k.startswith("++")
+        for k in kv(build_command(spec(framework="megatron", accelerator="npu"), resolve("recompute,offload")))
+    )
 
 
 def test_feature_keys_follow_the_feature_set():
@@ -221,7 +260,9 @@ def test_feature_keys_follow_the_feature_set():
 
 def test_chunked_prefill_off_keeps_batched_tokens_at_least_model_len():
     d = kv(build_command(spec(max_response_length=30000), resolve("-chunked_prefill")))
-    assert int(d["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= int(d["actor_rollout_ref.rollout.max_model_len"])
+    assert int(d["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= int(
+        d["actor_rollout_ref.rollout.max_model_len"]
+    )
 
 
 def test_setting_changes_apply():
@@ -260,17 +301,20 @@ def test_hydra_value_rendering():
     assert hydra_value("true") == "'true'" and hydra_value("1e3") == "'1e3'"
 
 
-@pytest.mark.parametrize("sp,kw,needle", [
-    (spec("one-step-off", trainer_gpus=6, rollout_gpus=4), {"host_devices": 8}, "TRAINER_GPUS=6 + ROLLOUT_GPUS=4"),
-    (spec("one-step-off", rollout_gpus=3, trainer_gpus=4), {"host_devices": 8}, "not divisible"),
-    (spec(max_response_length=40000), {"model_max_len": 32768}, "exceeds the model's context"),
-    (spec(steps=0), {}, "TRAIN_STEPS=0"),
-    (spec(steps=-3), {}, "TRAIN_STEPS=-3"),
-    (spec(framework="jax"), {}, "unknown framework 'jax'"),
-    (spec(mode="async"), {}, "unknown mode 'async'"),
-    (spec(n_gpus_per_node=16), {"host_devices": 8}, "host has 8"),
-    (spec(gpu_memory_utilization=1.5), {}, "gpu_memory_utilization"),
-])
+@pytest.mark.parametrize(
+    "sp,kw,needle",
+    [
+        (spec("one-step-off", trainer_gpus=6, rollout_gpus=4), {"host_devices": 8}, "TRAINER_GPUS=6 + ROLLOUT_GPUS=4"),
+        (spec("one-step-off", rollout_gpus=3, trainer_gpus=4), {"host_devices": 8}, "not divisible"),
+        (spec(max_response_length=40000), {"model_max_len": 32768}, "exceeds the model's context"),
+        (spec(steps=0), {}, "TRAIN_STEPS=0"),
+        (spec(steps=-3), {}, "TRAIN_STEPS=-3"),
+        (spec(framework="jax"), {}, "unknown framework 'jax'"),
+        (spec(mode="async"), {}, "unknown mode 'async'"),
+        (spec(n_gpus_per_node=16), {"host_devices": 8}, "host has 8"),
+        (spec(gpu_memory_utilization=1.5), {}, "gpu_memory_utilization"),
+    ],
+)
 def test_check_spec_rejects_with_one_line(sp, kw, needle):
     with pytest.raises(OverrideError) as ei:
         check_spec(sp, **kw)
@@ -291,8 +335,13 @@ def test_token_budget_override_below_sequence_is_refused():
 
 
 @hsettings(max_examples=150, deadline=None)
-@given(st.integers(1, 16384), st.integers(1, 65536), st.sampled_from(profiles.MODES),
-       st.sampled_from(profiles.FRAMEWORKS), st.booleans())
+@given(
+    st.integers(1, 16384),
+    st.integers(1, 65536),
+    st.sampled_from(profiles.MODES),
+    st.sampled_from(profiles.FRAMEWORKS),
+    st.booleans(),
+)
 def test_property_token_budgets_cover_prompt_plus_response(prompt, resp, mode, fw, dyn):
     fs = resolve("" if dyn else "-dynamic_batch")
     d = kv(build_command(spec(mode, fw, max_prompt_length=prompt, max_response_length=resp), fs))
@@ -313,10 +362,13 @@ def test_recompute_respects_an_explicit_minus_gradient_checkpointing_on_fsdp():
     assert d["actor_rollout_ref.model.enable_activation_offload"] == "True"
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"ppo_mini_batch_size": 128, "train_batch_size": 64}, "larger than train_batch_size"),
-    ({"train_batch_size": 3, "rollout_n": 3, "ppo_mini_batch_size": 1}, "do not split evenly"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"ppo_mini_batch_size": 128, "train_batch_size": 64}, "larger than train_batch_size"),
+        ({"train_batch_size": 3, "rollout_n": 3, "ppo_mini_batch_size": 1}, "do not split evenly"),
+    ],
+)
 def test_batch_sizes_checked(kw, needle):
     with pytest.raises(OverrideError, match=needle):
         check_spec(spec("one-step-off", **kw))
@@ -335,6 +387,7 @@ def test_every_batch_problem_at_once_with_values_that_work():
 
 # ------------------------------------------------------------ issue 32 item 1: user strings reach OmegaConf literally
 
+
 def _hydra_then_omegaconf(text: str):
     """What verl's config holds for ``k=hydra_value(text)``: Hydra's override parser, then OmegaConf's resolution."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -344,9 +397,32 @@ def _hydra_then_omegaconf(text: str):
     return OmegaConf.to_container(OmegaConf.create({"k": value}), resolve=True)["k"]
 
 
-NASTY = ["exp-${oc.env:SWANLAB_API_KEY}", "~", "/home/u/~x", "${oc.decode:'{a: 1}'}", "${x}", "/verl/m${IFS}x", "$", "a$b", "${",
-         "\\${x}", "\\\\${x}", "it's", 'say "hi"', "back\\slash", "trail\\", "trail\\\\", "two words", "a,b=c",
-         "[x]", "{y}", "${a.${oc.env:HOME}}", "'", "\\'", "\\"]
+NASTY = [
+    "exp-${oc.env:SWANLAB_API_KEY}",
+    "~",
+    "/home/u/~x",
+    "${oc.decode:'{a: 1}'}",
+    "${x}",
+    "/verl/m${IFS}x",
+    "$",
+    "a$b",
+    "${",
+    "\\${x}",
+    "\\\\${x}",
+    "it's",
+    'say "hi"',
+    "back\\slash",
+    "trail\\",
+    "trail\\\\",
+    "two words",
+    "a,b=c",
+    "[x]",
+    "{y}",
+    "${a.${oc.env:HOME}}",
+    "'",
+    "\\'",
+    "\\",
+]
 
 
 @pytest.mark.parametrize("text", NASTY)
@@ -410,9 +486,15 @@ def test_an_escaped_experiment_still_leaks_through_verls_own_interpolations(verl
     from dapo_ops.agent import compose
 
     monkeypatch.setenv("SWANLAB_API_KEY", "CANARY-compose-123456")
-    cfg = compose.composed(verl_root, f"{verl_root}/verl/trainer/config", "ppo_trainer", [
-        f"hydra.searchpath=[file://{verl_root}/verl/trainer/config]",
-        "trainer.experiment_name=" + hydra_value("exp-${oc.env:SWANLAB_API_KEY}")])
+    cfg = compose.composed(
+        verl_root,
+        f"{verl_root}/verl/trainer/config",
+        "ppo_trainer",
+        [
+            f"hydra.searchpath=[file://{verl_root}/verl/trainer/config]",
+            "trainer.experiment_name=" + hydra_value("exp-${oc.env:SWANLAB_API_KEY}"),
+        ],
+    )
     raw = OmegaConf.to_container(cfg, resolve=False)
     assert raw["trainer"]["experiment_name"] == "exp-${oc.env:SWANLAB_API_KEY}"
     assert raw["trainer"]["default_local_dir"].endswith("exp-CANARY-compose-123456")
@@ -429,9 +511,9 @@ def test_an_escape_does_not_survive_verls_in_place_resolve():
     os.environ["DAPO_TEST_SECRETVAR"] = "CANARY-inplace-123456"
     try:
         cfg = OmegaConf.create({"trainer": {"experiment_name": "exp-\\${oc.env:DAPO_TEST_SECRETVAR}"}})
-        assert "CANARY" not in str(OmegaConf.to_container(cfg, resolve=True))   # main_ppo.py:144: literal
-        OmegaConf.resolve(cfg)                                                     # main_ppo.py:145
-        assert cfg.trainer.experiment_name == "exp-CANARY-inplace-123456"       # the tracker's read: evaluated
+        assert "CANARY" not in str(OmegaConf.to_container(cfg, resolve=True))  # main_ppo.py:144: literal
+        OmegaConf.resolve(cfg)  # main_ppo.py:145
+        assert cfg.trainer.experiment_name == "exp-CANARY-inplace-123456"  # the tracker's read: evaluated
     finally:
         del os.environ["DAPO_TEST_SECRETVAR"]
 

@@ -31,11 +31,24 @@ def root():
 
 
 def _spec(mode, framework, accelerator="npu"):
-    return {"version": 1, "run_id": "r1", "mode": mode, "framework": framework, "profile": "0.9",
-            "accelerator": accelerator, "workdir": "/verl", "python": "python3", "run_dir": "/verl/dapo_runs/r1",
-            "settings": {"steps": 100, "model_path": "/models/Qwen3-8B", "train_file": "/data/dapo-math-17k.parquet",
-                         "val_file": "/data/aime-2024.parquet"},
-            "logger": ["console", "swanlab"]}
+    return {
+        "version": 1,
+        "run_id": "r1",
+        "mode": mode,
+        "framework": framework,
+        "profile": "0.9",
+        "accelerator": accelerator,
+        "workdir": "/verl",
+        "python": "python3",
+        "run_dir": "/verl/dapo_runs/r1",
+        "settings": {
+            "steps": 100,
+            "model_path": "/models/Qwen3-8B",
+            "train_file": "/data/dapo-math-17k.parquet",
+            "val_file": "/data/aime-2024.parquet",
+        },
+        "logger": ["console", "swanlab"],
+    }
 
 
 def _feature_sets():
@@ -123,10 +136,14 @@ def test_every_combination_composes_against_verl_091(root, test_report):
             errs = validate.compose_check(list(argv), root)
             if errs:
                 failures.append(f"{mode}/{fw} features={label} rung={rung}: {errs[:2]}")
-        how = (f"{len(distinct)} distinct argvs, {len(sigs)} key signatures composed (full Hydra compose), "
-               f"{len(items)} distinct override items parsed")
-    test_report(f"[compose] {combos} combinations (2 modes x 2 frameworks x 2^8 feature on/off x 3 OOM rungs): "
-                f"{how}; {len(failures)} failures against verl 0.9.1")
+        how = (
+            f"{len(distinct)} distinct argvs, {len(sigs)} key signatures composed (full Hydra compose), "
+            f"{len(items)} distinct override items parsed"
+        )
+    test_report(
+        f"[compose] {combos} combinations (2 modes x 2 frameworks x 2^8 feature on/off x 3 OOM rungs): "
+        f"{how}; {len(failures)} failures against verl 0.9.1"
+    )
     assert combos == 2 * 2 * 256 * 3
     assert not failures, failures[:5]
 

@@ -28,15 +28,26 @@ def test_plan_without_host_uses_defaults_and_is_complete():
     assert p.spec["settings"]["steps"] == 100 and p.spec["max_oom_retries"] == 2
     assert p.spec["features"] == p.features.to_json() and p.spec["disabled_features"] == []
     n = len(p.spec["launcher"])  # NPU: the CANN launcher first (test_npu_plan_sources_cann_...)
-    assert p.argv[n:n + 3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert p.argv[n : n + 3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert f"trainer.default_local_dir={p.ckpt_dir}" in p.argv
     assert "trainer.logger=[console]" in p.argv
-    assert p.command.startswith("cd /verl && bash -c ") and " dapo-ops-cann python3 -m verl.trainer.main_ppo " in p.command
+    assert (
+        p.command.startswith("cd /verl && bash -c ") and " dapo-ops-cann python3 -m verl.trainer.main_ppo " in p.command
+    )
 
 
 def test_plan_with_inventory_host():
-    h = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=8, workdir="/work",
-             runs_dir="/runs", model_dir="/models", data_dir="/data", container="c1")
+    h = Host(
+        name="h1",
+        address="198.51.100.11",
+        accelerator="gpu",
+        devices=8,
+        workdir="/work",
+        runs_dir="/runs",
+        model_dir="/models",
+        data_dir="/data",
+        container="c1",
+    )
     p = planning.make_plan(st(), h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
     assert p.spec["host"] == "h1" and p.spec["container"] == "c1" and p.spec["workdir"] == "/work"
     assert p.run_dir == f"/runs/{RUN_ID}"
@@ -49,9 +60,14 @@ def test_plan_with_inventory_host():
     assert "hydra.searchpath=[file:///work/verl/trainer/config]" in p8.argv
 
 
-@pytest.mark.parametrize("mode,flags,want", [
-    ("dapo", {}, "trainer_mode=colocate_async"), ("dapo", {"trainer_mode": "sync"}, "trainer_mode=sync"),
-    ("one-step-off", {}, "trainer_mode=separate_async")])
+@pytest.mark.parametrize(
+    "mode,flags,want",
+    [
+        ("dapo", {}, "trainer_mode=colocate_async"),
+        ("dapo", {"trainer_mode": "sync"}, "trainer_mode=sync"),
+        ("one-step-off", {}, "trainer_mode=separate_async"),
+    ],
+)
 def test_plan_says_which_verl_trainer_and_mode_runs(mode, flags, want):
     p = planning.make_plan(st(**flags), None, mode=mode, run_id=RUN_ID, swanlab_logger=False)
     text = plan_mod.render_text(p, width=400)
@@ -69,12 +85,19 @@ def test_plan_env_pins_verl_logging_info_and_shows_overridable_hccl_defaults():
     assert env["HCCL_HOST_SOCKET_PORT_RANGE"] == "60000-60050" and env["HCCL_NPU_SOCKET_PORT_RANGE"] == "61000-61050"
     text = plan_mod.render_text(p, width=400)
     assert "HCCL_CONNECT_TIMEOUT=7200" in text and "VERL_LOGGING_LEVEL=INFO" in text
-    p = planning.make_plan(settings.resolve({}, {"HCCL_CONNECT_TIMEOUT": "1800", "HCCL_NPU_SOCKET_PORT_RANGE": ""}, {}),
-                           None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    p = planning.make_plan(
+        settings.resolve({}, {"HCCL_CONNECT_TIMEOUT": "1800", "HCCL_NPU_SOCKET_PORT_RANGE": ""}, {}),
+        None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+    )
     assert p.spec["env"]["HCCL_CONNECT_TIMEOUT"] == "1800"
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
-    assert not any(k.startswith("HCCL_") for k in
-                   planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec["env"])
+    assert not any(
+        k.startswith("HCCL_")
+        for k in planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec["env"]
+    )
 
 
 def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path):
@@ -83,15 +106,25 @@ def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path)
     ascend = tmp_path / "set_env.sh"
     ascend.write_text("export ASCEND_TOOLKIT_HOME=/x; export FROM_CANN=yes\n")
     script = p.argv[2].replace("/usr/local/Ascend/ascend-toolkit/set_env.sh", str(ascend))
-    probe = ["bash", "-c", script, "dapo-ops-cann", sys.executable, "-c", "import os; print(os.environ.get('FROM_CANN'))"]
+    probe = [
+        "bash",
+        "-c",
+        script,
+        "dapo-ops-cann",
+        sys.executable,
+        "-c",
+        "import os; print(os.environ.get('FROM_CANN'))",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "ASCEND_TOOLKIT_HOME"}
     assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "yes"
     env["ASCEND_TOOLKIT_HOME"] = "/already"  # the image's ENV has it: nothing sourced
     assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "None"
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
     assert planning.make_plan(st(), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).argv[0] == "python3"
-    assert "launcher" not in planning.make_plan(st(profile="0.8"), None, mode="dapo", run_id=RUN_ID,
-                                                swanlab_logger=False).spec
+    assert (
+        "launcher"
+        not in planning.make_plan(st(profile="0.8"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec
+    )
 
 
 def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
@@ -101,10 +134,12 @@ def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
     text = plan_mod.render_text(p, width=400)
     assert "-flash_attn implies -remove_padding" in text
     with pytest.raises(planning.PlanError, match="remove_padding needs flash_attn"):
-        planning.make_plan(st(features="-flash_attn,remove_padding"), None, mode="dapo", run_id=RUN_ID,
-                           swanlab_logger=False)
-    p8 = planning.make_plan(st(features="-flash_attn", profile="0.8"), None, mode="dapo", run_id=RUN_ID,
-                            swanlab_logger=False)
+        planning.make_plan(
+            st(features="-flash_attn,remove_padding"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+        )
+    p8 = planning.make_plan(
+        st(features="-flash_attn", profile="0.8"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
     assert p8.features.has("remove_padding")  # the 0.8 profile keeps its behaviour
 
 
@@ -112,28 +147,39 @@ def test_flash_attn_off_on_fsdp_09_keeps_remove_padding_and_the_rest_on():
     """verl 0.9.1 FSDP unpads without flash_attn (pure-torch fallbacks) and transformers >= 5.5 masks each packed
     sequence apart for sdpa (core/features.py IMPLIED_OFF); the real H200 runs g-features-a/-b trained and resumed
     with sdpa + remove_padding + dynamic_batch + gradient checkpointing. Old code turned remove_padding off."""
-    p = planning.make_plan(st(features="-flash_attn", framework="fsdp"), None, mode="dapo", run_id=RUN_ID,
-                           swanlab_logger=False)
+    p = planning.make_plan(
+        st(features="-flash_attn", framework="fsdp"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
     assert sorted(p.features.names()) == ["dynamic_batch", "gradient_checkpointing", "remove_padding"]
     assert p.features.disabled == frozenset({"flash_attn"})
     assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in p.argv
-    for on in ("actor_rollout_ref.model.use_remove_padding=True", "actor_rollout_ref.actor.use_dynamic_bsz=True",
-               "actor_rollout_ref.model.enable_gradient_checkpointing=True"):
+    for on in (
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    ):
         assert on in p.argv, on
     assert "implies" not in plan_mod.render_text(p, width=400)
-    p2 = planning.make_plan(st(features="-flash_attn,remove_padding", framework="fsdp"), None, mode="dapo",
-                            run_id=RUN_ID, swanlab_logger=False)  # asking for it explicitly is fine on FSDP
+    p2 = planning.make_plan(
+        st(features="-flash_attn,remove_padding", framework="fsdp"),
+        None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+    )  # asking for it explicitly is fine on FSDP
     assert p2.features.source_of("remove_padding") == "explicit"
-    pm = planning.make_plan(st(features="-flash_attn", framework="megatron"), None, mode="dapo", run_id=RUN_ID,
-                            swanlab_logger=False)
+    pm = planning.make_plan(
+        st(features="-flash_attn", framework="megatron"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
     assert not pm.features.has("remove_padding")  # Megatron's unfused backend: still implied off
 
 
 def test_checkpoints_are_bounded_by_default_on_09():
     p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert p.spec["settings"]["max_actor_ckpt_to_keep"] == 3 and "trainer.max_actor_ckpt_to_keep=3" in p.argv
-    p = planning.make_plan(settings.resolve({}, {"MAX_CKPT_TO_KEEP": "0"}, {}), None, mode="dapo", run_id=RUN_ID,
-                           swanlab_logger=False)
+    p = planning.make_plan(
+        settings.resolve({}, {"MAX_CKPT_TO_KEEP": "0"}, {}), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
     assert p.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any("max_actor_ckpt_to_keep" in a for a in p.argv)
 
@@ -149,8 +195,13 @@ def test_plan_errors_are_one_line():
 
 
 def test_rendered_plan_shows_sources_ladder_command_and_paths():
-    p = planning.make_plan(settings.resolve({"steps": 100}, {"USER_FEATURES": "-offload,prefix_cache"}, {}), None,
-                           mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    p = planning.make_plan(
+        settings.resolve({"steps": 100}, {"USER_FEATURES": "-offload,prefix_cache"}, {}),
+        None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+    )
     text = plan_mod.render_text(p, width=400)
     assert "prefix_cache" in text and "explicit" in text
     assert "explicit (-offload)" in text
@@ -162,16 +213,31 @@ def test_rendered_plan_shows_sources_ladder_command_and_paths():
 
 
 def test_secrets_are_redacted_defensively():
-    argv = ["python3", "-m", "x", "+ray_kwargs.ray_init.runtime_env.env_vars.SWANLAB_API_KEY=abc",
-            "HF_TOKEN=t", "aws_secret=s", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
-            "actor_rollout_ref.rollout.max_num_batched_tokens=10240"]
+    argv = [
+        "python3",
+        "-m",
+        "x",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.SWANLAB_API_KEY=abc",
+        "HF_TOKEN=t",
+        "aws_secret=s",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+        "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+    ]
     red = redact.redact_argv(argv)
     assert red[3].endswith("=***") and red[4] == "HF_TOKEN=***" and red[5] == "aws_secret=***"
     assert red[6:] == argv[6:]
-    assert redact.redact_env({"SWANLAB_API_KEY": "k", "http_proxy": "p"}) == {"SWANLAB_API_KEY": "***",
-                                                                                "http_proxy": "p"}
-    p = planning.make_plan(st(), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False,
-                           extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"])
+    assert redact.redact_env({"SWANLAB_API_KEY": "k", "http_proxy": "p"}) == {
+        "SWANLAB_API_KEY": "***",
+        "http_proxy": "p",
+    }
+    p = planning.make_plan(
+        st(),
+        None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+        extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"],
+    )
     assert "zzz" not in plan_mod.render_text(p, width=400)
 
 
@@ -179,9 +245,15 @@ def test_dapo_fsdp_runbook_defaults_argv(test_report):
     """The argv the 0.9 dapo/fsdp plan produces for the runbook defaults (printed for the record)."""
     p = planning.make_plan(st(framework="fsdp"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     test_report("[plan] runbook defaults, dapo/fsdp: " + p.command)
-    for item in ("data.train_files=/verl/dapo-math-17k.parquet", "actor_rollout_ref.model.path=/verl/Qwen3-8B",
-                 "trainer.total_training_steps=100", "data.max_response_length=8192", "trainer.resume_mode=auto",
-                 "actor_rollout_ref.actor.clip_ratio_high=0.28", "reward.reward_manager.name=dapo"):
+    for item in (
+        "data.train_files=/verl/dapo-math-17k.parquet",
+        "actor_rollout_ref.model.path=/verl/Qwen3-8B",
+        "trainer.total_training_steps=100",
+        "data.max_response_length=8192",
+        "trainer.resume_mode=auto",
+        "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        "reward.reward_manager.name=dapo",
+    ):
         assert item in p.argv
 
 
@@ -190,8 +262,14 @@ def test_dry_run_task_works_with_no_inventory_and_no_hosts(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_", "SWANLAB_", "TRAIN_", "USER_FEATURES"))}
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
     exe = Path(sys.executable).with_name("dapo-ops")
-    proc = subprocess.run([str(exe), "launch", "--dry-run", "--steps", "100"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(exe), "launch", "--dry-run", "--steps", "100"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "trainer.total_training_steps=100" in proc.stdout
     assert "escalation ladder" in proc.stdout and "/train.log" in proc.stdout
@@ -199,9 +277,13 @@ def test_dry_run_task_works_with_no_inventory_and_no_hosts(tmp_path):
 
 def test_proxy_credentials_never_in_spec_or_plan():
     pw = "s3cr3t-pw"
-    p = planning.make_plan(settings.resolve({}, {"http_proxy": f"http://bob:{pw}@proxy:3128",
-                                                 "https_proxy": "http://proxy:3128"}, {}),
-                           None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    p = planning.make_plan(
+        settings.resolve({}, {"http_proxy": f"http://bob:{pw}@proxy:3128", "https_proxy": "http://proxy:3128"}, {}),
+        None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+    )
     assert "http_proxy" not in p.spec["env"] and p.spec["env"]["https_proxy"] == "http://proxy:3128"
     text = plan_mod.render_text(p, width=400)
     assert pw not in text and pw not in str(p.spec)
@@ -217,12 +299,24 @@ def test_dry_run_says_when_a_launch_would_stop_on_swanlab(tmp_path):
 
     buf = io.StringIO()
     env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
-    plan_mod.dry_run({"steps": 3}, mode="dapo", inventory="", env=env, file_cfg={},
-                     console=Console(file=buf, width=400, color_system=None))
+    plan_mod.dry_run(
+        {"steps": 3},
+        mode="dapo",
+        inventory="",
+        env=env,
+        file_cfg={},
+        console=Console(file=buf, width=400, color_system=None),
+    )
     assert "SwanLab: a launch would stop here" in buf.getvalue() and "SWANLAB_API_KEY" in buf.getvalue()
     buf = io.StringIO()
-    plan_mod.dry_run({"steps": 3}, mode="dapo", inventory="", env={**env, "SWANLAB_MODE": "local"}, file_cfg={},
-                     console=Console(file=buf, width=400, color_system=None))
+    plan_mod.dry_run(
+        {"steps": 3},
+        mode="dapo",
+        inventory="",
+        env={**env, "SWANLAB_MODE": "local"},
+        file_cfg={},
+        console=Console(file=buf, width=400, color_system=None),
+    )
     assert "SwanLab: mode local" in buf.getvalue() and "trainer.logger=[console,swanlab]" in buf.getvalue()
 
 
@@ -232,20 +326,43 @@ def test_dry_run_rejects_an_extra_override_the_launch_would_reject(tmp_path):
 
     env = {"PATH": "/usr/bin:/bin", "DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "local"}
     inv = [sys.executable, "-m", "invoke", "-r", str(Path(__file__).resolve().parent.parent)]
-    bad = subprocess.run(inv + ["launch", "--dry-run", "--override", "x"], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=60)
+    bad = subprocess.run(
+        inv + ["launch", "--dry-run", "--override", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "is not key=value" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-    ok = subprocess.run(inv + ["launch", "--dry-run", "--override", "trainer.val_before_train=False"],
-                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    ok = subprocess.run(
+        inv + ["launch", "--dry-run", "--override", "trainer.val_before_train=False"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert ok.returncode == 0 and "trainer.val_before_train=False" in ok.stdout
 
 
 def test_independent_dry_run_on_several_hosts_says_whose_plan_it_shows(cli, tmp_path):
     inv = tmp_path / "hosts.toml"
-    inv.write_text('[defaults]\naccelerator = "npu"\ndevices = 8\n[hosts.a]\naddress = "192.0.2.1"\n'
-                   '[hosts.b]\naddress = "192.0.2.2"\n[hosts.c]\naddress = "192.0.2.3"\ndevices = 4\n')
-    res = cli("inv", "launch", "--dry-run", "--independent", "-H", "a,b,c", "--inventory", inv,
-              env={"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "disabled"})
+    inv.write_text(
+        '[defaults]\naccelerator = "npu"\ndevices = 8\n[hosts.a]\naddress = "192.0.2.1"\n'
+        '[hosts.b]\naddress = "192.0.2.2"\n[hosts.c]\naddress = "192.0.2.3"\ndevices = 4\n'
+    )
+    res = cli(
+        "inv",
+        "launch",
+        "--dry-run",
+        "--independent",
+        "-H",
+        "a,b,c",
+        "--inventory",
+        inv,
+        env={"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "disabled"},
+    )
     out = " ".join(res.stdout.split())
     assert res.returncode == 0, res.stderr
     assert "independent runs on a, b, c" in out and "this plan is a's; c differ" in out, out

@@ -30,10 +30,15 @@ def test_error_lines_keep_the_errors_oldest_first_with_time_module_and_source():
     got = plog.error_lines(LISTEN)
     assert [e["where"] for e in got] == ["hccl_socket.cc:106", "hccl_socket_manager.cc:54", "hccl_comm.cc:115"]
     first = got[0]
-    assert (first["module"], first["pid"], first["proc"], first["time"]) == ("HCCL", 60570, "", "2025-12-04-14:46:07.911.312")
+    assert (first["module"], first["pid"], first["proc"], first["time"]) == (
+        "HCCL",
+        60570,
+        "",
+        "2025-12-04-14:46:07.911.312",
+    )
     assert "listen on ip[192.0.2.195] and specific port[16666] fail" in first["msg"]
     assert first["line"].startswith("[ERROR] HCCL(60570,):") and first["ts"] < got[1]["ts"] < got[2]["ts"]
-    assert all(e["level"] == "ERROR" for e in got)   # INFO / WARNING lines are routine
+    assert all(e["level"] == "ERROR" for e in got)  # INFO / WARNING lines are routine
 
 
 def test_runtime_and_acl_lines_parse_and_name_no_rank():
@@ -45,7 +50,7 @@ def test_runtime_and_acl_lines_parse_and_name_no_rank():
 
 def test_own_rank_is_read_and_the_remote_rank_it_waited_for_is_not_taken_for_it():
     pta, notify = plog.error_lines(NOTIFY)
-    assert (pta["module"], pta["rank"], pta["pid"]) == ("PTA", 101, 2969)   # Ray's prefix in front is tolerated
+    assert (pta["module"], pta["rank"], pta["pid"]) == ("PTA", 101, 2969)  # Ray's prefix in front is tolerated
     assert (notify["rank"], notify["remote_rank"]) == (25, 24)
     assert plog.rank_of("Reason: not received the Notify record from remote rank: [24].") is None
     assert plog.rank_of("[rank6]:[E1101 02:00:00.1 ProcessGroupHCCL.cpp:543] [Rank 6] Watchdog caught") == 6
@@ -61,6 +66,7 @@ def test_a_storm_of_one_line_keeps_its_start_and_end_and_counts_the_rest():
 
 def _worker_log(d, name, text, mtime):
     import os
+
     p = d / name
     p.write_text(text)
     os.utime(p, (mtime, mtime))
@@ -80,16 +86,22 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
         (tmp_path / h / "logs").mkdir(parents=True)
         (tmp_path / h / "plog").mkdir()
     # h1 (head): a collective timeout in its worker log, written after h2's error
-    _worker_log(tmp_path / "h1" / "logs", "worker-aa-01000000-4001.err",
-                "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
-                "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800011 milliseconds "
-                "before timing out.\n", 1764859600.0)
-    _worker_log(tmp_path / "h1" / "logs", "worker-old.err", "Traceback (most recent call last):\nValueError: old\n",
-                1000.0)   # before the attempt: not read
+    _worker_log(
+        tmp_path / "h1" / "logs",
+        "worker-aa-01000000-4001.err",
+        "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800011 milliseconds "
+        "before timing out.\n",
+        1764859600.0,
+    )
+    _worker_log(
+        tmp_path / "h1" / "logs", "worker-old.err", "Traceback (most recent call last):\nValueError: old\n", 1000.0
+    )  # before the attempt: not read
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(LISTEN)
     for h in ("h1", "h2"):
-        hosts[h] = agent_ev.collect(str(tmp_path / h / "logs"), since=1764859000.0,
-                                    plog_dirs=[str(tmp_path / h / "plog")])
+        hosts[h] = agent_ev.collect(
+            str(tmp_path / h / "logs"), since=1764859000.0, plog_dirs=[str(tmp_path / h / "plog")]
+        )
     assert [lg["name"] for lg in hosts["h1"]["ray_logs"]] == ["worker-aa-01000000-4001.err"]
     assert len(hosts["h2"]["plog"]) == 3 and hosts["h2"]["plog"][0]["file"] == "plog-60570_20251204144600.log"
     err = evidence.earliest(hosts)
@@ -103,7 +115,7 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(NOTIFY)
     hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])
     err = evidence.earliest(hosts)
-    assert (err["host"], err["rank"], err["cls"]) == ("h2", 25, "hccl-timeout"), err   # its own rank, not remote 24
+    assert (err["host"], err["rank"], err["cls"]) == ("h2", 25, "hccl-timeout"), err  # its own rank, not remote 24
     # a specific root cause beats a collective symptom even when the symptom came first (decide.py's rule)
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(VISIBLE.replace("2025-11-18", "2025-12-05"))
     hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])

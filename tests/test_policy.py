@@ -53,11 +53,18 @@ SAYS = {
 #: a retry promised by a kind that never retries
 PROMISES_RETRY = re.compile(r"(?<!not )(?<!never )\bretry(?:ing)?\b(?! unchanged)|dapo-ops retries", re.I)
 
-SETTINGS = {"framework": "fsdp", "mode": "dapo", "max_prompt_length": 1024, "max_response_length": 2048,
-            "gpu_memory_utilization": 0.6, "steps": 10}
+SETTINGS = {
+    "framework": "fsdp",
+    "mode": "dapo",
+    "max_prompt_length": 1024,
+    "max_response_length": 2048,
+    "gpu_memory_utilization": 0.6,
+    "steps": 10,
+}
 
 
 # ------------------------------------------------------------------ the walk
+
 
 def _walk():
     """``(id, verdict dict, settings)`` for every case: the verdict built the way production builds it."""
@@ -68,42 +75,85 @@ def _walk():
                 d = {k: v for k, v in (("phase", phase), ("fatal", fatal)) if v is not None}
                 out.append((f"{cls}/{phase}/fatal={fatal}", mk(cls, d, []).to_json(), SETTINGS))
     for direction in ("lower", "raise", "cleanup"):
-        out.append((f"oom-kv-cache/{direction}", mk("oom-kv-cache", {"kv_direction": direction}, []).to_json(),
-                    SETTINGS))
+        out.append(
+            (f"oom-kv-cache/{direction}", mk("oom-kv-cache", {"kv_direction": direction}, []).to_json(), SETTINGS)
+        )
     for side in ("trainer", "rollout", None):  # one-step-off weight sync: one ladder per side
         d = {"phase": "weight-sync", **({"side": side} if side else {})}
-        out.append((f"oom-device/weight-sync/one-step-off/{side}", mk("oom-device", d, []).to_json(),
-                    dict(SETTINGS, mode="one-step-off")))
+        out.append(
+            (
+                f"oom-device/weight-sync/one-step-off/{side}",
+                mk("oom-device", d, []).to_json(),
+                dict(SETTINGS, mode="one-step-off"),
+            )
+        )
     for code, cause in ((137, "sigkill"), (143, "sigterm")):
         out.append((f"crash-other/external-{code}", C.classify("", exit_code=code).to_json(), SETTINGS))
         assert out[-1][1]["detail"].get("external") and out[-1][1]["detail"]["cause"] == cause
-    out.append(("crash-other/disk-full/classifier",
-                C.classify("OSError: [Errno 28] No space left on device: '/runs/r1/checkpoints'", exit_code=1).to_json(),
-                SETTINGS))
+    out.append(
+        (
+            "crash-other/disk-full/classifier",
+            C.classify("OSError: [Errno 28] No space left on device: '/runs/r1/checkpoints'", exit_code=1).to_json(),
+            SETTINGS,
+        )
+    )
     out.append(("crash-other/inconclusive", C.classify("", exit_code=None).to_json(), SETTINGS))
     # the classifier on real texts (the non-fatal kinds come from the log, not from a detail written here)
-    for name in ("v-network-swanlab-api-error-499-while-training", "v-auth-swanlab-06-status-401-unauthorized-running",
-                 "v-oom-device-model-load-from-pretrained", "v-oom-device-checkpoint-save-gather"):
+    for name in (
+        "v-network-swanlab-api-error-499-while-training",
+        "v-auth-swanlab-06-status-401-unauthorized-running",
+        "v-oom-device-model-load-from-pretrained",
+        "v-oom-device-checkpoint-save-gather",
+    ):
         text = (VARIANTS / f"{name}.log").read_text(encoding="utf-8")
         code = 1 if "oom-device" in name else None
         out.append((f"log/{name}", C.classify(text, exit_code=code).to_json(), SETTINGS))
     # the supervisor's own verdicts
     out.append(("hang/timeout", escalate.hang_verdict(1800, 3, 10), SETTINGS))
-    out.append(("hang/stalled", escalate.stall_verdict(400.0, 300.0, [60.0, 50.0, 55.0], 3, 10,
-                                                       [{"role": "driver", "pid": 1, "where": "ray.get"}],
-                                                       "/runs/r1/stacks-attempt-1.txt"), SETTINGS))
-    storm = {"exc": "ValueError", "message": "bad", "count": 20, "span_s": 30.0, "frame": "reward.py:5",
-             "user_frame": "reward.py:5", "user_path": "/w/reward.py", "user_func": "score", "evidence": ["x"]}
+    out.append(
+        (
+            "hang/stalled",
+            escalate.stall_verdict(
+                400.0,
+                300.0,
+                [60.0, 50.0, 55.0],
+                3,
+                10,
+                [{"role": "driver", "pid": 1, "where": "ray.get"}],
+                "/runs/r1/stacks-attempt-1.txt",
+            ),
+            SETTINGS,
+        )
+    )
+    storm = {
+        "exc": "ValueError",
+        "message": "bad",
+        "count": 20,
+        "span_s": 30.0,
+        "frame": "reward.py:5",
+        "user_frame": "reward.py:5",
+        "user_path": "/w/reward.py",
+        "user_func": "score",
+        "evidence": ["x"],
+    }
     out.append(("error-storm/user-frame", escalate.storm_verdict(storm, 3, 10), SETTINGS))
-    out.append(("error-storm/framework", escalate.storm_verdict(dict(storm, user_frame=None, user_path=None), 3, 10),
-                SETTINGS))
+    out.append(
+        ("error-storm/framework", escalate.storm_verdict(dict(storm, user_frame=None, user_path=None), 3, 10), SETTINGS)
+    )
     disk = DiskWatch("/runs/r1", reserve_bytes=0)
     disk.full = {"path": "/runs/r1/train.log", "error": "No space left on device"}
     out.append(("crash-other/disk-full/supervisor", disk.verdict(3, 10), SETTINGS))
-    ray_spec = {"head": "198.51.100.11", "nodes": [{"name": "h1", "address": "198.51.100.11"},
-                                                   {"name": "h2", "address": "198.51.100.12"}]}
-    out.append(("network/lost-node", topology.lost_nodes_verdict(ray_spec, {"nodes": [{"address": "198.51.100.11"}]}),
-                SETTINGS))
+    ray_spec = {
+        "head": "198.51.100.11",
+        "nodes": [{"name": "h1", "address": "198.51.100.11"}, {"name": "h2", "address": "198.51.100.12"}],
+    }
+    out.append(
+        (
+            "network/lost-node",
+            topology.lost_nodes_verdict(ray_spec, {"nodes": [{"address": "198.51.100.11"}]}),
+            SETTINGS,
+        )
+    )
     return out
 
 
@@ -116,6 +166,7 @@ def _features(kind: str):
 
 
 # ------------------------------------------------------------------ docs/troubleshooting.md, read as a person would
+
 
 def _doc_rules() -> dict:
     """class -> [(when cell, kind, action cell)] of the "Failure policy" table."""
@@ -163,6 +214,7 @@ def _as_pattern(doc_action: str) -> str:
 
 # ------------------------------------------------------------------ the agreement
 
+
 @pytest.mark.parametrize("case", WALK, ids=[c[0] for c in WALK])
 def test_decision_text_and_docs_agree(case):
     name, v, settings = case
@@ -170,7 +222,9 @@ def test_decision_text_and_docs_agree(case):
     assert kind in FIRST, f"{name}: unknown action kind {kind!r}"
     # the supervisor's decision (what machine.py acts on) is the one the kind names
     d = ladder.decide(_features(kind), cls, detail, 0, 2, {}, settings)
-    assert d.action == FIRST[kind], f"{name}: verdict says {kind!r} ({v['action']!r}) but the supervisor {d.action}s: {d.reason}"
+    assert d.action == FIRST[kind], (
+        f"{name}: verdict says {kind!r} ({v['action']!r}) but the supervisor {d.action}s: {d.reason}"
+    )
     if kind in ("retry-once", "rollback-offload"):  # once: the second time it stops
         again = ladder.decide(_features(kind), cls, detail, 0, 2, {d.counter: 1}, settings)
         assert again.action == "stop", f"{name}: {kind} retried a second time"
@@ -183,8 +237,9 @@ def test_decision_text_and_docs_agree(case):
     doc = _doc_rule(cls, detail)
     assert doc is not None, f"{name}: docs/troubleshooting.md has no policy row for {cls} with {detail}"
     assert doc[0] == kind, f"{name}: docs say {doc[0]!r}, the verdict {kind!r}"
-    assert re.search(_as_pattern(doc[1]), v["action"]), \
+    assert re.search(_as_pattern(doc[1]), v["action"]), (
         f"{name}: the action line is not the documented one: {v['action']!r} vs {doc[1]!r}"
+    )
 
 
 def test_the_walk_covers_every_kind_and_class():
@@ -195,12 +250,15 @@ def test_the_walk_covers_every_kind_and_class():
     assert set(DOC_RULES) == classes, "docs/troubleshooting.md lists the policy of every class"
 
 
-@pytest.mark.parametrize("name, want", [
-    ("log/v-network-swanlab-api-error-499-while-training", ("network", "keep-running", "keep-running")),
-    ("log/v-oom-device-model-load-from-pretrained", ("oom-device", "stop", "stop")),
-    ("log/v-oom-device-checkpoint-save-gather", ("oom-device", "stop", "stop")),
-    ("hang/timeout", ("hang", "retry-once", "retry")),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("log/v-network-swanlab-api-error-499-while-training", ("network", "keep-running", "keep-running")),
+        ("log/v-oom-device-model-load-from-pretrained", ("oom-device", "stop", "stop")),
+        ("log/v-oom-device-checkpoint-save-gather", ("oom-device", "stop", "stop")),
+        ("hang/timeout", ("hang", "retry-once", "retry")),
+    ],
+)
 def test_the_three_old_disagreements(name, want):
     """The cases the review found, named: class, the kind shown, and what the supervisor does."""
     _, v, settings = next(c for c in WALK if c[0] == name)

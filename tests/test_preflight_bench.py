@@ -44,11 +44,25 @@ def _inputs(sandbox, host, *, max_pos=16384, drop_gt=False):
 
 
 def _plan(sandbox, host, *, swanlab=False, extra=(), **settings):
-    s = {"model": f"{IN}/model", "train_file": f"{IN}/train.parquet", "val_file": f"{IN}/val.parquet",
-         "framework": "fsdp", "steps": 4, "save_freq": 2, "max_prompt_length": 512, "max_response_length": 1024}
+    s = {
+        "model": f"{IN}/model",
+        "train_file": f"{IN}/train.parquet",
+        "val_file": f"{IN}/val.parquet",
+        "framework": "fsdp",
+        "steps": 4,
+        "save_freq": 2,
+        "max_prompt_length": 512,
+        "max_response_length": 1024,
+    }
     s.update(settings)
-    return planning.make_plan(s, _host(sandbox, host), mode="dapo", run_id="20261129-000000-pf00",
-                              swanlab_logger=swanlab, extra_overrides=list(extra))
+    return planning.make_plan(
+        s,
+        _host(sandbox, host),
+        mode="dapo",
+        run_id="20261129-000000-pf00",
+        swanlab_logger=swanlab,
+        extra_overrides=list(extra),
+    )
 
 
 def _by_name(checks):
@@ -72,8 +86,23 @@ def h1(sandbox):
 def test_healthy_host_all_ok(sandbox, h1):
     _inputs(sandbox, h1)
     checks = _run_all(sandbox, h1, _plan(sandbox, h1))
-    for name in ("ssh", "docker", "container", "devices", "leftover", "device-mem", "python", "verl", "entry",
-                 "overrides", "model", "data:train.parquet", "data:val.parquet", "disk", "proxy"):
+    for name in (
+        "ssh",
+        "docker",
+        "container",
+        "devices",
+        "leftover",
+        "device-mem",
+        "python",
+        "verl",
+        "entry",
+        "overrides",
+        "model",
+        "data:train.parquet",
+        "data:val.parquet",
+        "disk",
+        "proxy",
+    ):
         assert checks[name].status == "ok", checks[name]
     assert "12 rows" in checks["data:train.parquet"].message
     assert "verl 0.9.1" in checks["verl"].message
@@ -89,11 +118,26 @@ def test_npu_one_step_off_with_an_unregistered_checkpoint_engine_is_refused(sand
     _inputs(sandbox, h1)
     key = "actor_rollout_ref.rollout.checkpoint_engine.backend"
     for backend, want in (("hccl", "fail"), ("nccl", "ok")):
-        s = {"model": f"{IN}/model", "train_file": f"{IN}/train.parquet", "val_file": f"{IN}/val.parquet",
-             "framework": "megatron", "steps": 4, "save_freq": 2, "max_prompt_length": 512,
-             "max_response_length": 1024, "trainer_gpus": 4, "rollout_gpus": 4}
-        plan = planning.make_plan(s, _host(sandbox, h1), mode="one-step-off", run_id="20261129-000000-pf01", swanlab_logger=False,
-                                  extra_overrides=[f"{key}={backend}"])
+        s = {
+            "model": f"{IN}/model",
+            "train_file": f"{IN}/train.parquet",
+            "val_file": f"{IN}/val.parquet",
+            "framework": "megatron",
+            "steps": 4,
+            "save_freq": 2,
+            "max_prompt_length": 512,
+            "max_response_length": 1024,
+            "trainer_gpus": 4,
+            "rollout_gpus": 4,
+        }
+        plan = planning.make_plan(
+            s,
+            _host(sandbox, h1),
+            mode="one-step-off",
+            run_id="20261129-000000-pf01",
+            swanlab_logger=False,
+            extra_overrides=[f"{key}={backend}"],
+        )
         st = _run_all(sandbox, h1, plan)["verl-startup"]
         assert st.status == want, st
         if want == "fail":
@@ -136,9 +180,19 @@ def test_too_few_devices_and_leftover_process(sandbox, h1):
     _inputs(sandbox, h1)
     sandbox.set_devices(h1, {"accelerator": "npu", "count": 4, "hbm_total_mb": 65536})
     checks = _run_all(sandbox, h1, _plan(sandbox, h1))
-    assert checks["devices"].status == "fail" and "4 NPU(s) usable inside the container, the plan needs 8" in checks["devices"].message
-    sandbox.set_devices(h1, {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536,
-                             "processes": [{"device": 3, "pid": 424242, "name": "python3", "mem_mb": 50000}]})
+    assert (
+        checks["devices"].status == "fail"
+        and "4 NPU(s) usable inside the container, the plan needs 8" in checks["devices"].message
+    )
+    sandbox.set_devices(
+        h1,
+        {
+            "accelerator": "npu",
+            "count": 8,
+            "hbm_total_mb": 65536,
+            "processes": [{"device": 3, "pid": 424242, "name": "python3", "mem_mb": 50000}],
+        },
+    )
     checks = _run_all(sandbox, h1, _plan(sandbox, h1))
     assert checks["devices"].status == "ok"
     assert checks["leftover"].status == "fail" and "424242" in checks["leftover"].message
@@ -160,14 +214,18 @@ def test_stale_host_key(sandbox, tmp_path, h1):
     other = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
     del other
     addr = sandbox.addresses[h1]
-    kh.write_text(f"{addr} {(tmp_path / 'k.pub').read_text().split()[0]} {(tmp_path / 'k.pub').read_text().split()[1]}\n")
+    kh.write_text(
+        f"{addr} {(tmp_path / 'k.pub').read_text().split()[0]} {(tmp_path / 'k.pub').read_text().split()[1]}\n"
+    )
     text = sandbox.inventory.read_text()
     text = text.replace(f'known_hosts = "{sandbox.known_hosts}"', f'known_hosts = "{kh}"')
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("ssh_config"))
     inv = tmp_path / "hosts.toml"
     inv.write_text(text)
     checks = _run_all(sandbox, h1, None, inv_path=inv)
-    assert checks["ssh"].status == "fail" and "CHANGED" in checks["ssh"].message and "ssh-keygen -R" in checks["ssh"].fix
+    assert (
+        checks["ssh"].status == "fail" and "CHANGED" in checks["ssh"].message and "ssh-keygen -R" in checks["ssh"].fix
+    )
     assert list(checks) == ["ssh"]
     ok = _run_all(sandbox, h1, None)
     assert ok["ssh"].status == "ok"
@@ -213,9 +271,25 @@ def _inv_cli(cli, *args, env=None):
 
 def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1, cli):
     _inputs(sandbox, h1)
-    common = ["preflight", "--inventory", str(sandbox.inventory), "-H", h1, "--model", f"{IN}/model",
-              "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
-              "--max-response-length", "1024", "--json", "--no-compose"]
+    common = [
+        "preflight",
+        "--inventory",
+        str(sandbox.inventory),
+        "-H",
+        h1,
+        "--model",
+        f"{IN}/model",
+        "--train-file",
+        f"{IN}/train.parquet",
+        "--val-file",
+        f"{IN}/val.parquet",
+        "--framework",
+        "fsdp",
+        "--max-response-length",
+        "1024",
+        "--json",
+        "--no-compose",
+    ]
     home = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml")}
     r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "cloud", "SWANLAB_HOST": f"http://{_bridge(sandbox)}:9"})
     assert r.returncode == 1, r.stderr
@@ -243,12 +317,22 @@ def test_ray_port_between_hosts(sandbox, h1):
     hd = _run_all(sandbox, h1, None, ray={"head": head, "port": 6379, "is_head": True})
     assert hd["ray-port"].status == "ok"
     # something holds the port on the head (a leftover Ray head): the head fails, the worker reaches it
-    sandbox.exec(h1, "nohup python3 -c 'import socket,time; s=socket.socket(); "
-                     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"0.0.0.0\", 6379)); "
-                     "s.listen(); time.sleep(120)' >/dev/null 2>&1 &", check=True)
+    sandbox.exec(
+        h1,
+        "nohup python3 -c 'import socket,time; s=socket.socket(); "
+        's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 6379)); '
+        "s.listen(); time.sleep(120)' >/dev/null 2>&1 &",
+        check=True,
+    )
     import time
+
     for _ in range(50):
-        if sandbox.exec(h1, "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 6379), 1)'").returncode == 0:
+        if (
+            sandbox.exec(
+                h1, "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 6379), 1)'"
+            ).returncode
+            == 0
+        ):
             break
         time.sleep(0.1)
     hd = _run_all(sandbox, h1, None, ray={"head": head, "port": 6379, "is_head": True})
@@ -282,15 +366,31 @@ def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path, cli):
         _inputs(sandbox, h)
     sandbox.set_devices("h2", {"accelerator": "npu", "count": 4, "hbm_total_mb": 65536})
     try:
-        r = _inv_cli(cli, "preflight", "--inventory", str(sandbox.inventory), "--quick", "--model", f"{IN}/model",
-                     "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
-                     "--max-response-length", "1024",
-                     env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"})
+        r = _inv_cli(
+            cli,
+            "preflight",
+            "--inventory",
+            str(sandbox.inventory),
+            "--quick",
+            "--model",
+            f"{IN}/model",
+            "--train-file",
+            f"{IN}/train.parquet",
+            "--val-file",
+            f"{IN}/val.parquet",
+            "--framework",
+            "fsdp",
+            "--max-response-length",
+            "1024",
+            env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"},
+        )
         assert r.returncode == 1
         # h1/h3 only warn: the sandbox image sources no CANN set_env.sh (cann) and its tiny model's config.json
         # lacks the shape keys the memory-fit estimate needs (memory-fit); neither stops a launch
         assert "h1: warn" in r.stdout and "h2: fail" in r.stdout and "h3: warn" in r.stdout
-        assert "preflight: 3 hosts: h1 warn (cann, memory-fit), h2 FAIL (devices), h3 warn (cann, memory-fit)" in r.stdout
+        assert (
+            "preflight: 3 hosts: h1 warn (cann, memory-fit), h2 FAIL (devices), h3 warn (cann, memory-fit)" in r.stdout
+        )
         assert r.stderr.strip().startswith("h2: devices fail: 4 NPU(s) usable inside the container, the plan needs 8")
         assert "\n" not in r.stderr.strip()
     finally:
@@ -308,12 +408,35 @@ def test_cli_reports_and_uses_the_credentialed_proxy_launch_uses(sandbox, tmp_pa
     port = s.getsockname()[1]
     s.close()  # nobody listens there: the tracker GET must fail AT the proxy
     pw = "pr0xy-pf-s3cret"
-    env = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "cloud",
-           "SWANLAB_API_KEY": "sk-pf-test-0123456789", "SWANLAB_HOST": "http://swanlab.example.internal:8000",
-           "http_proxy": f"http://alice:{pw}@{_bridge(sandbox)}:{port}"}
-    r = _inv_cli(cli, "preflight", "--inventory", str(sandbox.inventory), "-H", h1, "--model", f"{IN}/model",
-                 "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
-                 "--max-response-length", "1024", "--json", "--no-compose", env=env)
+    env = {
+        "HOME": str(tmp_path),
+        "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"),
+        "SWANLAB_MODE": "cloud",
+        "SWANLAB_API_KEY": "sk-pf-test-0123456789",
+        "SWANLAB_HOST": "http://swanlab.example.internal:8000",
+        "http_proxy": f"http://alice:{pw}@{_bridge(sandbox)}:{port}",
+    }
+    r = _inv_cli(
+        cli,
+        "preflight",
+        "--inventory",
+        str(sandbox.inventory),
+        "-H",
+        h1,
+        "--model",
+        f"{IN}/model",
+        "--train-file",
+        f"{IN}/train.parquet",
+        "--val-file",
+        f"{IN}/val.parquet",
+        "--framework",
+        "fsdp",
+        "--max-response-length",
+        "1024",
+        "--json",
+        "--no-compose",
+        env=env,
+    )
     assert pw not in r.stdout + r.stderr and "sk-pf-test" not in r.stdout + r.stderr
     checks = {c["name"]: c for c in json.loads(r.stdout)["hosts"][h1]["checks"]}
     assert checks["proxy"]["status"] == "ok", checks["proxy"]

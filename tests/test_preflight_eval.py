@@ -18,16 +18,33 @@ GIB = 1 << 30
 
 
 def _host(**kw):
-    base = dict(name="h1", container="verl", workdir="/verl", python="python3", accelerator="npu", devices=8,
-                device_mounts=False, runs_dir="/verl/dapo_runs", address="192.0.2.11")
+    base = dict(
+        name="h1",
+        container="verl",
+        workdir="/verl",
+        python="python3",
+        accelerator="npu",
+        devices=8,
+        device_mounts=False,
+        runs_dir="/verl/dapo_runs",
+        address="192.0.2.11",
+    )
     base.update(kw)
     return SimpleNamespace(**base)
 
 
 def _spec(tmp_path, **settings):
-    s = {"model_path": str(tmp_path / "m"), "train_file": str(tmp_path / "t.parquet"), "n_gpus_per_node": 8,
-         "steps": 100, "save_freq": 10, "max_prompt_length": 1024, "max_response_length": 2048,
-         "gpu_memory_utilization": 0.6, "ckpt_dir": str(tmp_path / "runs" / "r1" / "checkpoints")}
+    s = {
+        "model_path": str(tmp_path / "m"),
+        "train_file": str(tmp_path / "t.parquet"),
+        "n_gpus_per_node": 8,
+        "steps": 100,
+        "save_freq": 10,
+        "max_prompt_length": 1024,
+        "max_response_length": 2048,
+        "gpu_memory_utilization": 0.6,
+        "ckpt_dir": str(tmp_path / "runs" / "r1" / "checkpoints"),
+    }
     s.update(settings)
     return {"mode": "dapo", "profile": "0.9", "workdir": "/verl", "settings": s, "logger": ["console"], "env": {}}
 
@@ -42,8 +59,12 @@ def standin(tmp_path, monkeypatch):
 
 
 def _facts(req, inspect="running 0 false false false"):
-    return {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": inspect}, "probe": preflight_probe.probe(req),
-            "probe_error": ""}
+    return {
+        "ssh": {"ok": True},
+        "inspect": {"rc": 0, "text": inspect},
+        "probe": preflight_probe.probe(req),
+        "probe_error": "",
+    }
 
 
 def _by(checks):
@@ -52,18 +73,29 @@ def _by(checks):
 
 def test_container_states_from_inspect():
     h = _host()
-    for text, want in (("exited 137 true false false", "exited (exit code 137, OOMKilled"),
-                       ("restarting 1 false true false", "is restarting (last exit code 1)"),
-                       ("paused 0 false false true", "is paused")):
+    for text, want in (
+        ("exited 137 true false false", "exited (exit code 137, OOMKilled"),
+        ("restarting 1 false true false", "is restarting (last exit code 1)"),
+        ("paused 0 false false true", "is paused"),
+    ):
         checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": text}, "probe": None})
         c = _by(checks)["container"]
         assert c.status == "fail" and want in c.message, c
         assert [x.name for x in checks] == ["ssh", "docker", "container"]
     checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 127, "text": "sh: 1: docker: not found"}})
     assert _by(checks)["docker"].status == "fail"
-    checks = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "refused",
-                                           "message": "connection to root@192.0.2.11:22 refused: sshd is not running "
-                                                      "or listens on another port; start sshd or fix port"}})
+    checks = pc.evaluate(
+        h,
+        None,
+        {
+            "ssh": {
+                "ok": False,
+                "kind": "refused",
+                "message": "connection to root@192.0.2.11:22 refused: sshd is not running "
+                "or listens on another port; start sshd or fix port",
+            }
+        },
+    )
     assert [(c.name, c.status, c.fix) for c in checks] == [("ssh", "fail", "start sshd or fix port")]
 
 
@@ -77,7 +109,13 @@ def test_full_probe_in_process_ok_and_profile_mismatch(tmp_path, standin):
         assert checks[n].status == "ok", checks[n]
     assert checks["verl"].status == "fail"  # no verl in this test interpreter's path
     spec8 = dict(spec, profile="0.8")
-    v = {"found": True, "version": "0.9.1", "path": "/verl/verl", "entry": "recipe.dapo.main_dapo", "entry_found": False}
+    v = {
+        "found": True,
+        "version": "0.9.1",
+        "path": "/verl/verl",
+        "entry": "recipe.dapo.main_dapo",
+        "entry_found": False,
+    }
     facts = _facts(req)
     facts["probe"]["verl"] = v
     checks = _by(pc.evaluate(_host(), spec8, facts, full=False))
@@ -150,10 +188,21 @@ def test_proxy_and_python_checks(tmp_path, standin, monkeypatch):
 
 
 def test_plan_view_forms():
-    spec = {"mode": "one-step-off", "settings": {"trainer_gpus": 2, "rollout_gpus": 6, "n_gpus_per_node": 8,
-                                                 "train_file": "/a.parquet", "val_file": "/a.parquet"}}
-    for plan in (spec, {"spec": spec, "argv": ["python3", "-m", "x.y"]},
-                 SimpleNamespace(spec=spec, argv=["python3", "-m", "x.y"])):
+    spec = {
+        "mode": "one-step-off",
+        "settings": {
+            "trainer_gpus": 2,
+            "rollout_gpus": 6,
+            "n_gpus_per_node": 8,
+            "train_file": "/a.parquet",
+            "val_file": "/a.parquet",
+        },
+    }
+    for plan in (
+        spec,
+        {"spec": spec, "argv": ["python3", "-m", "x.y"]},
+        SimpleNamespace(spec=spec, argv=["python3", "-m", "x.y"]),
+    ):
         pv = pc.plan_view(plan)
         assert pv.devices_needed == 8 and pv.data_files == ["/a.parquet"]
     assert pc.plan_view({"spec": spec, "argv": ["python3", "-m", "x.y"]}).entry_module == "x.y"
@@ -162,12 +211,30 @@ def test_plan_view_forms():
 
 def test_remote_error_kinds_map_to_checks():
     h = _host()
-    t = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "timeout",
-                                      "message": "command did not finish within 60 s: s=$(docker inspect ..."}})
+    t = pc.evaluate(
+        h,
+        None,
+        {
+            "ssh": {
+                "ok": False,
+                "kind": "timeout",
+                "message": "command did not finish within 60 s: s=$(docker inspect ...",
+            }
+        },
+    )
     assert [(c.name, c.status) for c in t] == [("ssh", "ok"), ("probe", "fail")]
-    k = pc.evaluate(h, None, {"ssh": {"ok": False, "kind": "hostkey",
-                                      "message": "host key of root@192.0.2.11:22 is not in /k; verify it and add it "
-                                                 "(ssh-keyscan 192.0.2.11 >> /k) or pass --accept-new-host-keys"}})
+    k = pc.evaluate(
+        h,
+        None,
+        {
+            "ssh": {
+                "ok": False,
+                "kind": "hostkey",
+                "message": "host key of root@192.0.2.11:22 is not in /k; verify it and add it "
+                "(ssh-keyscan 192.0.2.11 >> /k) or pass --accept-new-host-keys",
+            }
+        },
+    )
     assert k[0].name == "ssh" and k[0].status == "fail" and "--accept-new-host-keys" in k[0].fix
 
 
@@ -201,8 +268,10 @@ def test_swanlab_local_mode_needs_swanboard_in_the_container(tmp_path, standin, 
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
     assert "swanboard" in req["modules"]
     checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
-    assert checks["swanboard"].status == "fail" and "swanboard is not importable in the container" in \
-        checks["swanboard"].message
+    assert (
+        checks["swanboard"].status == "fail"
+        and "swanboard is not importable in the container" in checks["swanboard"].message
+    )
     assert "swanlab[dashboard]" in checks["swanboard"].fix and "--swanlab-mode offline" in checks["swanboard"].fix
     assert "swanboard" in pc.QUICK_CHECKS  # a launch stops on it
     site = tmp_path / "site"
@@ -262,46 +331,80 @@ def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(
 
 def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_does(tmp_path):
     spec = dict(_spec(tmp_path), container="nosuch")
-    checks = pc.evaluate(_host(), {"spec": spec, "argv": []},
-                         {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}})
+    checks = pc.evaluate(
+        _host(),
+        {"spec": spec, "argv": []},
+        {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}},
+    )
     c = _by(checks)["container"]
     assert c.status == "fail" and "container 'nosuch' does not exist on h1" in c.message, c
 
 
 def test_a_full_runs_dir_is_named_as_space_not_permissions():
     """The bundle could not be installed because the runs disk is full: the fix says space (issue 32 item 4)."""
-    err = ("cannot install the dapo-ops bundle in container 'verl' on h1 under /verl/dapo_runs/.dapo_ops: tar: "
-           "dapo_ops/core/ladder.py: Cannot write: No space left on device")
-    checks = pc.evaluate(_host(), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false "
-                         "false"}, "probe": None, "bundle_error": err})
+    err = (
+        "cannot install the dapo-ops bundle in container 'verl' on h1 under /verl/dapo_runs/.dapo_ops: tar: "
+        "dapo_ops/core/ladder.py: Cannot write: No space left on device"
+    )
+    checks = pc.evaluate(
+        _host(),
+        None,
+        {
+            "ssh": {"ok": True},
+            "inspect": {"rc": 0, "text": "running 0 false false false"},
+            "probe": None,
+            "bundle_error": err,
+        },
+    )
     c = _by(checks)["bundle"]
     assert c.status == "fail" and c.fix.startswith("free space on the filesystem of runs_dir "), c
     assert "writable" not in c.fix and "df -h" in c.fix
-    perm = pc.evaluate(_host(), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false "
-                       "false"}, "probe": None, "bundle_error": err.replace("No space left on device",
-                                                                            "Permission denied")})
+    perm = pc.evaluate(
+        _host(),
+        None,
+        {
+            "ssh": {"ok": True},
+            "inspect": {"rc": 0, "text": "running 0 false false false"},
+            "probe": None,
+            "bundle_error": err.replace("No space left on device", "Permission denied"),
+        },
+    )
     assert "writable" in _by(perm)["bundle"].fix
 
 
 def test_a_missing_workdir_is_named_not_blamed_on_python():
-    err = ('the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: '
-           'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)')
-    checks = pc.evaluate(_host(workdir="/nosuch"), None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text":
-                         "running 0 false false false"}, "probe": None, "probe_error": err})
+    err = (
+        "the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: "
+        'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)'
+    )
+    checks = pc.evaluate(
+        _host(workdir="/nosuch"),
+        None,
+        {
+            "ssh": {"ok": True},
+            "inspect": {"rc": 0, "text": "running 0 false false false"},
+            "probe": None,
+            "probe_error": err,
+        },
+    )
     c = _by(checks)["workdir"]
     assert c.status == "fail" and c.message == "workdir /nosuch does not exist in container 'verl'", c
     assert "python" not in _by(checks)
 
 
 def test_tracker_url_only_in_cloud_mode_and_for_launch_without_the_rest_of_the_network_probes():
-    spec = {"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": "cloud",
-                                                      "SWANLAB_API_HOST": "http://10.0.0.5:8000/api"}}
+    spec = {
+        "logger": ["console", "swanlab"],
+        "env": {"SWANLAB_MODE": "cloud", "SWANLAB_API_HOST": "http://10.0.0.5:8000/api"},
+    }
     pv = pc.plan_view(spec)
     assert "http_urls" not in pc.probe_request(_host(), pv, full=False)  # preflight --quick: unchanged
     req = pc.probe_request(_host(), pv, full=False, tracker=True)
     assert req["http_urls"] == {"swanlab": "http://10.0.0.5:8000/api"} and "tcp" not in req and "compose" not in req
     cloud = pc.plan_view({"logger": ["console", "swanlab"], "env": {}})
-    assert pc.probe_request(_host(), cloud, full=False, tracker=True)["http_urls"] == {"swanlab": "https://api.swanlab.cn"}
+    assert pc.probe_request(_host(), cloud, full=False, tracker=True)["http_urls"] == {
+        "swanlab": "https://api.swanlab.cn"
+    }
     for mode in ("local", "offline", "disabled"):
         off = pc.plan_view({"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": mode}})
         assert "http_urls" not in pc.probe_request(_host(), off, full=True, tracker=True), mode
@@ -312,20 +415,27 @@ def test_tracker_url_only_in_cloud_mode_and_for_launch_without_the_rest_of_the_n
 def _tracker(kind, error, env=None):
     from dapo_ops.control.preflight.network import tracker_check
 
-    return tracker_check({"env": env or {}, "http": {"swanlab": {"url": "https://api.swanlab.cn", "reachable": False,
-                                                                 "kind": kind, "error": error}}})
+    return tracker_check(
+        {
+            "env": env or {},
+            "http": {"swanlab": {"url": "https://api.swanlab.cn", "reachable": False, "kind": kind, "error": error}},
+        }
+    )
 
 
 def test_tracker_check_names_what_failed_and_the_fix_for_it():
     from dapo_ops.control.preflight.network import tracker_check
 
     assert tracker_check({"http": {}}) is None
-    ok = tracker_check({"http": {"swanlab": {"url": "http://s:8000/api", "reachable": True, "status": 404,
-                                             "seconds": 0.01}}})
+    ok = tracker_check(
+        {"http": {"swanlab": {"url": "http://s:8000/api", "reachable": True, "status": 404, "seconds": 0.01}}}
+    )
     assert ok.status == "ok" and "HTTP 404" in ok.message
     c = _tracker("dns", "cannot resolve api.swanlab.cn within 2 s")
-    assert c.status == "fail" and c.message == ("SwanLab host https://api.swanlab.cn not reachable from the container: "
-                                                "DNS: cannot resolve api.swanlab.cn within 2 s")
+    assert c.status == "fail" and c.message == (
+        "SwanLab host https://api.swanlab.cn not reachable from the container: "
+        "DNS: cannot resolve api.swanlab.cn within 2 s"
+    )
     assert "SWANLAB_HOST" in c.fix and "--swanlab-mode offline (swanlab sync later)" in c.fix
     assert "container: timeout: timed out" in _tracker("timeout", "timed out").message
     assert "container: connect: " in _tracker("connect", "[Errno 111] Connection refused").message
@@ -344,8 +454,16 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
 
     from dapo_ops.agent import preflight as preflight_probe
 
-    for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy",
-              "NO_PROXY"):
+    for k in (
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ):
         monkeypatch.delenv(k, raising=False)
 
     class H(BaseHTTPRequestHandler):
@@ -368,12 +486,12 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
         assert preflight_probe._http(f"http://127.0.0.1:{port}/api", 3)["reachable"]
         r = preflight_probe._http(f"http://127.0.0.1:{closed}/api", 3)
         assert not r["reachable"] and r["kind"] == "connect" and "refused" in r["error"].lower(), r
-        r = preflight_probe._http(f"https://127.0.0.1:{port}/api", 3)   # TLS to a plain-HTTP server
+        r = preflight_probe._http(f"https://127.0.0.1:{port}/api", 3)  # TLS to a plain-HTTP server
         assert not r["reachable"] and r["kind"] == "tls", r
         monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed}")  # a proxy that is not there
         r = preflight_probe._http("http://swanlab.example.internal:8000/api", 3)
         assert not r["reachable"] and r["kind"] == "proxy", r
-        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")    # a proxy that wants credentials
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")  # a proxy that wants credentials
         r = preflight_probe._http("http://swanlab.example.internal:8000/proxy-auth", 3)
         assert not r["reachable"] and r["kind"] == "proxy" and r.get("status") == 407, r
     finally:
@@ -381,14 +499,17 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
         srv.server_close()
 
 
-@pytest.mark.parametrize("framework,mode,accel,feats,want", [
-    ("fsdp", "dapo", "gpu", "", ["flash_attn"]),            # verl/workers/config/model.py:185 flash_attention_2
-    ("fsdp", "dapo", "gpu", "-flash_attn", []),              # sdpa: nothing more
-    ("fsdp", "one-step-off", "gpu", "-flash_attn", ["cupy"]),  # nccl_checkpoint_engine.py:22 imports cupy
-    ("megatron", "dapo", "npu", "", ["mindspeed"]),          # mindspeed/transformer_impl.py:18-21 skips silently
-    ("megatron", "one-step-off", "npu", "", ["mindspeed"]),
-    ("fsdp", "dapo", "npu", "", []),
-])
+@pytest.mark.parametrize(
+    "framework,mode,accel,feats,want",
+    [
+        ("fsdp", "dapo", "gpu", "", ["flash_attn"]),  # verl/workers/config/model.py:185 flash_attention_2
+        ("fsdp", "dapo", "gpu", "-flash_attn", []),  # sdpa: nothing more
+        ("fsdp", "one-step-off", "gpu", "-flash_attn", ["cupy"]),  # nccl_checkpoint_engine.py:22 imports cupy
+        ("megatron", "dapo", "npu", "", ["mindspeed"]),  # mindspeed/transformer_impl.py:18-21 skips silently
+        ("megatron", "one-step-off", "npu", "", ["mindspeed"]),
+        ("fsdp", "dapo", "npu", "", []),
+    ],
+)
 def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, mode, accel, feats, want):
     """Issue 34 finding 10: the modules the chosen mode x framework x accelerator imports are looked up in the
     container (missing -> fail with the fix), besides transfer_queue / megatron.bridge."""
@@ -406,17 +527,34 @@ def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, m
 
 def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_container_name():
     h = _host()
-    msg = ("python 'nopython3' (hosts.toml `python`) cannot run in container 'verl': sh: 1: nopython3: not found; "
-           "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)")
-    (c,) = [c for c in pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false "
-                                                                                               "false false"},
-                                              "python_error": msg}) if c.status == "fail"]
-    assert (c.name, c.fix) == ("python", "set python in hosts.toml to the interpreter's path or a name on the "
-                                         "container's PATH (e.g. python3)")
+    msg = (
+        "python 'nopython3' (hosts.toml `python`) cannot run in container 'verl': sh: 1: nopython3: not found; "
+        "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)"
+    )
+    (c,) = [
+        c
+        for c in pc.evaluate(
+            h,
+            None,
+            {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false false"}, "python_error": msg},
+        )
+        if c.status == "fail"
+    ]
+    assert (c.name, c.fix) == (
+        "python",
+        "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)",
+    )
     assert "make runs_dir writable" not in c.fix
     bare = _host(runtime="host", container="")
-    checks = pc.evaluate(bare, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running host"},
-                                      "probe_error": 'OCI runtime exec failed: chdir to cwd ("/verl") set in '
-                                                     'config.json failed: no such file or directory'})
+    checks = pc.evaluate(
+        bare,
+        None,
+        {
+            "ssh": {"ok": True},
+            "inspect": {"rc": 0, "text": "running host"},
+            "probe_error": 'OCI runtime exec failed: chdir to cwd ("/verl") set in '
+            "config.json failed: no such file or directory",
+        },
+    )
     wd = _by(checks)["workdir"]
     assert wd.message == "workdir /verl does not exist on the host", wd.message

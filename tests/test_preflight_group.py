@@ -17,13 +17,16 @@ from dapo_ops.control.preflight import group
 from dapo_ops.control.preflight.verl import _overrides_check
 
 
-
 def _answer(ok=True, errors=()):
     return {"rc": 0, "stdout": json.dumps({"ok": ok, "errors": [list(e) for e in errors]}) + "\n", "stderr": ""}
 
 
-REQ_A = {"config_root": "/verl", "config_dir": "/verl/verl/trainer/config", "config_name": "ppo_trainer",
-         "overrides": ["data.max_prompt_length=512"]}
+REQ_A = {
+    "config_root": "/verl",
+    "config_dir": "/verl/verl/trainer/config",
+    "config_name": "ppo_trainer",
+    "overrides": ["data.max_prompt_length=512"],
+}
 REQ_B = dict(REQ_A, overrides=["data.max_prompt_length=1024"])
 
 
@@ -93,8 +96,12 @@ def _verl_tree(tmp_path) -> Path:
 
 
 def _req(root: Path, cdir="verl/trainer/config", overrides=("data.max_prompt_length=512",)):
-    return {"config_root": str(root), "config_dir": str(root / cdir), "config_name": "ppo_trainer",
-            "overrides": list(overrides)}
+    return {
+        "config_root": str(root),
+        "config_dir": str(root / cdir),
+        "config_name": "ppo_trainer",
+        "overrides": list(overrides),
+    }
 
 
 def test_fingerprint_is_content_not_mtime(tmp_path):

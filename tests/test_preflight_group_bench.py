@@ -54,11 +54,24 @@ def counted(monkeypatch):
 def _fleet(sandbox, names, *, extra=()):
     inv = inventory.load(sandbox.inventory)
     hosts = [inv.hosts[n] for n in names]
-    s = {"model": f"{IN}/model", "train_file": f"{IN}/train.parquet", "val_file": f"{IN}/val.parquet",
-         "framework": "fsdp", "steps": 4, "save_freq": 2, "max_prompt_length": 512, "max_response_length": 1024}
-    jobs = {h.name: pc.HostJob(plan=planning.make_plan(s, h, mode="dapo", run_id="20261201-000000-grp0",
-                                                       swanlab_logger=False, extra_overrides=list(extra)))
-            for h in hosts}
+    s = {
+        "model": f"{IN}/model",
+        "train_file": f"{IN}/train.parquet",
+        "val_file": f"{IN}/val.parquet",
+        "framework": "fsdp",
+        "steps": 4,
+        "save_freq": 2,
+        "max_prompt_length": 512,
+        "max_response_length": 1024,
+    }
+    jobs = {
+        h.name: pc.HostJob(
+            plan=planning.make_plan(
+                s, h, mode="dapo", run_id="20261201-000000-grp0", swanlab_logger=False, extra_overrides=list(extra)
+            )
+        )
+        for h in hosts
+    }
     facts: dict = {}
     checks = pc.run_fleet(hosts, jobs, timeout=170, facts_out=facts, reuse=True)
     return {n: {c.name: c for c in cs} for n, cs in checks.items()}, facts
@@ -66,8 +79,9 @@ def _fleet(sandbox, names, *, extra=()):
 
 def _composed_on(facts) -> list[str]:
     """Hosts whose own probe ran the compose op (a shared answer carries ``from``)."""
-    return sorted(n for n, f in facts.items() if "compose" in (f.get("probe") or {})
-                  and "from" not in f["probe"]["compose"])
+    return sorted(
+        n for n, f in facts.items() if "compose" in (f.get("probe") or {}) and "from" not in f["probe"]["compose"]
+    )
 
 
 def test_identical_hosts_compose_once(fleet, counted):
@@ -119,10 +133,29 @@ def test_overrides_that_fail_fail_on_every_host_of_the_group(fleet, counted):
 
 
 def test_cli_fleet_rows(fleet, cli):
-    r = cli("inv", "preflight", "--inventory", str(fleet.inventory), "-H", ",".join(HOSTS), "--model", f"{IN}/model",
-            "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet", "--framework", "fsdp",
-            "--max-response-length", "1024", "--swanlab-mode", "disabled", "--json", drop_env=("SWANLAB",),
-            timeout=300)
+    r = cli(
+        "inv",
+        "preflight",
+        "--inventory",
+        str(fleet.inventory),
+        "-H",
+        ",".join(HOSTS),
+        "--model",
+        f"{IN}/model",
+        "--train-file",
+        f"{IN}/train.parquet",
+        "--val-file",
+        f"{IN}/val.parquet",
+        "--framework",
+        "fsdp",
+        "--max-response-length",
+        "1024",
+        "--swanlab-mode",
+        "disabled",
+        "--json",
+        drop_env=("SWANLAB",),
+        timeout=300,
+    )
     data = json.loads(r.stdout)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     ov = {h: {c["name"]: c for c in data["hosts"][h]["checks"]}["overrides"] for h in HOSTS}

@@ -24,11 +24,18 @@ def test_request_moves_to_the_installed_verl_when_the_workdir_has_none(tmp_path,
     monkeypatch.setattr(sys, "path", [str(site)] + sys.path)
     work = tmp_path / "work"
     work.mkdir()
-    rq = {"config_root": str(work), "config_dir": f"{work}/verl/trainer/config", "config_name": "ppo_trainer",
-          "overrides": ["trainer.total_training_steps=3", f"hydra.searchpath=[file://{work}/verl/trainer/config]"]}
+    rq = {
+        "config_root": str(work),
+        "config_dir": f"{work}/verl/trainer/config",
+        "config_name": "ppo_trainer",
+        "overrides": ["trainer.total_training_steps=3", f"hydra.searchpath=[file://{work}/verl/trainer/config]"],
+    }
     got = preflight_probe.installed_config_root(rq)
     assert got["config_root"] == str(site) and got["config_dir"] == f"{site}/verl/trainer/config"
-    assert got["overrides"] == ["trainer.total_training_steps=3", f"hydra.searchpath=[file://{site}/verl/trainer/config]"]
+    assert got["overrides"] == [
+        "trainer.total_training_steps=3",
+        f"hydra.searchpath=[file://{site}/verl/trainer/config]",
+    ]
     assert "verl" not in sys.modules or not str(getattr(sys.modules["verl"], "__file__", "")).startswith(str(site))
 
 

@@ -21,14 +21,41 @@ C = "/verl/dapo_runs/prep"  # container path; host side: sandbox.runs_dir(host) 
 
 
 def _prepare(sandbox, host, endpoint, *extra):
-    args = ["prepare", "--inventory", str(sandbox.inventory), "-H", host, "--json",
-            "--model", f"{C}/models/tiny", "--model-repo", "org/tiny",
-            "--train-file", f"{C}/data/train.parquet", "--train-repo", "org/rl", "--train-repo-file", "data/train.parquet",
-            "--val-file", f"{C}/data/val.parquet", "--val-repo", "org/rl", "--val-repo-file", "data/val.parquet", *extra]
+    args = [
+        "prepare",
+        "--inventory",
+        str(sandbox.inventory),
+        "-H",
+        host,
+        "--json",
+        "--model",
+        f"{C}/models/tiny",
+        "--model-repo",
+        "org/tiny",
+        "--train-file",
+        f"{C}/data/train.parquet",
+        "--train-repo",
+        "org/rl",
+        "--train-repo-file",
+        "data/train.parquet",
+        "--val-file",
+        f"{C}/data/val.parquet",
+        "--val-repo",
+        "org/rl",
+        "--val-repo-file",
+        "data/val.parquet",
+        *extra,
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("HF_ENDPOINT", "HF_TOKEN")}
     env["HF_ENDPOINT"] = endpoint
-    r = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL, timeout=300, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        env=env,
+    )
     data = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
     return r, data
 
@@ -93,5 +120,7 @@ def test_prepare_downloads_once_resumes_and_names_missing_column(sandbox, tmp_pa
         assert r.returncode == 1
         v = _items(data, h)["val.parquet"]
         assert v["check"]["missing"] == ["reward_model.ground_truth"]
-        assert r.stderr.strip() == (f"{h}: data file {C}/data/val.parquet has no column 'reward_model.ground_truth' "
-                                    "(verl's RL schema needs prompt, data_source, reward_model.ground_truth)")
+        assert r.stderr.strip() == (
+            f"{h}: data file {C}/data/val.parquet has no column 'reward_model.ground_truth' "
+            "(verl's RL schema needs prompt, data_source, reward_model.ground_truth)"
+        )

@@ -30,9 +30,13 @@ def test_sharded_model_missing_shard(tmp_path):
     m = make_model(tmp_path / "m")
     (m / "model.safetensors").rename(m / "model-00001-of-00002.safetensors")
     (m / "model.safetensors.index.json").write_text(
-        '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}')
+        '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
+    )
     r = inputs.check_model_dir(str(m))
-    assert "weight shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing" in r["problems"][0]
+    assert (
+        "weight shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing"
+        in r["problems"][0]
+    )
 
 
 def test_parquet_schema_names_the_missing_column(tmp_path):
@@ -52,22 +56,36 @@ def test_parquet_footer_reader_against_pyarrow_layouts(tmp_path):
 
     from inputs_helpers import rl_table
 
-    for i, kw in enumerate(({"row_group_size": 100, "compression": "zstd"}, {"version": "1.0", "use_dictionary": False},
-                            {"compression": "gzip", "data_page_size": 256})):
+    for i, kw in enumerate(
+        (
+            {"row_group_size": 100, "compression": "zstd"},
+            {"version": "1.0", "use_dictionary": False},
+            {"compression": "gzip", "data_page_size": 256},
+        )
+    ):
         p = tmp_path / f"v{i}.parquet"
         pq.write_table(rl_table(1000), str(p), **kw)
         r = parquet.check_parquet(str(p))
         assert r["ok"] and r["rows"] == 1000 and r["schema_checked"] == "footer", (kw, r)
     p = tmp_path / "text_prompt.parquet"
-    pq.write_table(pa.Table.from_pylist([{"prompt": "plain", "data_source": "x", "reward_model": {"ground_truth": "1"}}]), str(p))
+    pq.write_table(
+        pa.Table.from_pylist([{"prompt": "plain", "data_source": "x", "reward_model": {"ground_truth": "1"}}]), str(p)
+    )
     assert "is not a list of chat messages" in parquet.check_parquet(str(p))["problems"][0]
     p = tmp_path / "str_rm.parquet"
-    pq.write_table(pa.Table.from_pylist([{"prompt": [{"role": "user", "content": "a"}], "data_source": "x",
-                                          "reward_model": "1"}]), str(p))
+    pq.write_table(
+        pa.Table.from_pylist([{"prompt": [{"role": "user", "content": "a"}], "data_source": "x", "reward_model": "1"}]),
+        str(p),
+    )
     assert "'reward_model' is not a struct" in parquet.check_parquet(str(p))["problems"][0]
     p = tmp_path / "map_rm.parquet"
-    t = pa.table({"prompt": pa.array([[{"role": "user", "content": "a"}]]), "data_source": ["x"],
-                  "reward_model": pa.array([[("ground_truth", "1")]], type=pa.map_(pa.string(), pa.string()))})
+    t = pa.table(
+        {
+            "prompt": pa.array([[{"role": "user", "content": "a"}]]),
+            "data_source": ["x"],
+            "reward_model": pa.array([[("ground_truth", "1")]], type=pa.map_(pa.string(), pa.string())),
+        }
+    )
     pq.write_table(t, str(p))
     assert parquet.check_parquet(str(p))["ok"]
 

@@ -8,7 +8,9 @@ import sys
 
 from dapo_ops.agent import procs
 
-IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+IGNORE_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+)
 PLAIN = "import time; print('ready', flush=True); time.sleep(600)"
 
 

@@ -25,8 +25,9 @@ class Pty:
 
     def __init__(self, argv, env, cwd):
         self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True, close_fds=True
+        )
         os.close(slave)
         self.buf = ""
 
@@ -51,7 +52,7 @@ class Pty:
             if left <= 0 or self._read(min(left, 1.0)) is None:
                 raise AssertionError(f"did not see {pattern!r}; output so far:\n{self.buf[-3000:]}")
         m = rx.search(self.buf)
-        seen, self.buf = self.buf[: m.end()], self.buf[m.end():]
+        seen, self.buf = self.buf[: m.end()], self.buf[m.end() :]
         return seen
 
     def send(self, line):
@@ -70,8 +71,12 @@ class Pty:
 
 
 def _base_env(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWANLAB_", "CONTAINER", "USER_FEATURES"))
-           and k.lower() not in ("http_proxy", "https_proxy")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SWANLAB_", "CONTAINER", "USER_FEATURES"))
+        and k.lower() not in ("http_proxy", "https_proxy")
+    }
     env.update(DAPO_OPS_CONFIG=str(tmp_path / "config.toml"), TERM="dumb", COLUMNS="200", **extra)
     return env
 
@@ -79,8 +84,14 @@ def _base_env(tmp_path, **extra):
 def test_no_tty_and_no_swanlab_key_is_one_line_naming_both_ways(tmp_path):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
-    proc = subprocess.run(INV + ["quickstart", "--inventory", str(inv)], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=_base_env(tmp_path), timeout=60)
+    proc = subprocess.run(
+        INV + ["quickstart", "--inventory", str(inv)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=_base_env(tmp_path),
+        timeout=60,
+    )
     assert proc.returncode != 0
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1, proc.stderr
@@ -91,9 +102,14 @@ def test_no_tty_and_no_swanlab_key_is_one_line_naming_both_ways(tmp_path):
 def test_unknown_feature_without_tty_is_one_line(tmp_path):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
-    proc = subprocess.run(INV + ["quickstart", "--inventory", str(inv), "--features", "flash_attn,warp_drive"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          env=_base_env(tmp_path, SWANLAB_MODE="disabled"), timeout=60)
+    proc = subprocess.run(
+        INV + ["quickstart", "--inventory", str(inv), "--features", "flash_attn,warp_drive"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=_base_env(tmp_path, SWANLAB_MODE="disabled"),
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "warp_drive" in proc.stderr and "offload" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -107,9 +123,15 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     make_model(runs / "inputs" / "tiny-model", max_pos=16384)
     make_parquet(runs / "inputs" / "train.parquet")
     make_parquet(runs / "inputs" / "val.parquet")
-    env = _base_env(tmp_path, MODEL_PATH="/verl/dapo_runs/inputs/tiny-model",
-                    TRAIN_FILE="/verl/dapo_runs/inputs/train.parquet", VAL_FILE="/verl/dapo_runs/inputs/val.parquet",
-                    TRAIN_STEPS="4", FRAMEWORK="fsdp", MAX_RESPONSE_LENGTH="1024")
+    env = _base_env(
+        tmp_path,
+        MODEL_PATH="/verl/dapo_runs/inputs/tiny-model",
+        TRAIN_FILE="/verl/dapo_runs/inputs/train.parquet",
+        VAL_FILE="/verl/dapo_runs/inputs/val.parquet",
+        TRAIN_STEPS="4",
+        FRAMEWORK="fsdp",
+        MAX_RESPONSE_LENGTH="1024",
+    )
     p = Pty(INV + ["quickstart", "-H", host, "--inventory", str(sandbox.inventory)], env=env, cwd=tmp_path)
     try:
         listing = p.expect(r"choose a number or name \[verl\]")
@@ -121,9 +143,11 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
         p.send("none")
         p.expect(r"custom features\?.*: ")
         p.send("default")
-        p.expect(r"4\. SwanLab monitoring:\s+mode: cloud \(needs an API key\) \| local \(needs swanboard\) \| offline \| "
-                 r"disabled \[cloud\]: ")
-        p.send("offline")   # local mode needs swanboard, which the sandbox image does not carry (preflight fails)
+        p.expect(
+            r"4\. SwanLab monitoring:\s+mode: cloud \(needs an API key\) \| local \(needs swanboard\) \| offline \| "
+            r"disabled \[cloud\]: "
+        )
+        p.send("offline")  # local mode needs swanboard, which the sandbox image does not carry (preflight fails)
         rc, out = p.finish()
     finally:
         if p.proc.poll() is None:
@@ -135,8 +159,12 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     assert "repeat non-interactively:" in out and "CONTAINER=verl" in out
     # the launched run is real: its run.json is on the host, with the default features
     record = json.loads((runs / m.group(1) / "run.json").read_text())
-    assert {f["name"] for f in record["features"]} >= {"flash_attn", "dynamic_batch", "remove_padding",
-                                                          "gradient_checkpointing"}
+    assert {f["name"] for f in record["features"]} >= {
+        "flash_attn",
+        "dynamic_batch",
+        "remove_padding",
+        "gradient_checkpointing",
+    }
     assert all(f["source"] == "default" for f in record["features"])
     spec = json.loads((runs / m.group(1) / "spec.json").read_text())
     assert spec["env"]["SWANLAB_MODE"] == "offline"

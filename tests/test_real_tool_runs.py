@@ -32,7 +32,7 @@ WANT = {
     "a-success": ("20261201-103327-4649", 3, None, [1, 2, 3], 1),
     "b-resume": ("20261201-103751-2688", 4, 3, [4], 1),
     "c-weight-sync-oom": ("20261201-104328-0ea0", 2, 1, [2], 2),  # attempt 1 saved step 1, OOM'd before its step line
-    "d-update-oom": ("20261201-105114-ff3e", 1, None, [1], 2),    # save_freq -1: attempt 2 starts from scratch
+    "d-update-oom": ("20261201-105114-ff3e", 1, None, [1], 2),  # save_freq -1: attempt 2 starts from scratch
     # a and b again after the redesign (core/agent/control/cli, every remote step a bundle op), 2026-12-01 14:02 UTC
     "a2-success": ("20261201-140200-91ad", 3, None, [1, 2, 3], 1),
     "b2-resume": ("20261201-140643-9a7a", 4, 3, [4], 1),
@@ -56,15 +56,31 @@ WANT = {
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
 OOMS = {
-    "c-weight-sync-oom": (134, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
-                          "gpu_memory_utilization"),
+    "c-weight-sync-oom": (
+        134,
+        "weight-sync",
+        "rollout-util",
+        "gpu_memory_utilization",
+        0.8,
+        0.9,
+        "gpu_memory_utilization",
+    ),
     "d-update-oom": (143, "update", "update-batch", "ppo_micro_batch_size_per_gpu", 16, 64, "micro_batch_size"),
-    "c2-weight-sync-oom": (139, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.8, 0.9,
-                           "gpu_memory_utilization"),
+    "c2-weight-sync-oom": (
+        139,
+        "weight-sync",
+        "rollout-util",
+        "gpu_memory_utilization",
+        0.8,
+        0.9,
+        "gpu_memory_utilization",
+    ),
 }
 # the verl key each rung's setting reaches (verl/trainer/config/actor/actor.yaml, rollout/rollout.yaml)
-VERL_KEY = {"gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
-            "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"}
+VERL_KEY = {
+    "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+}
 
 
 def run_of(name: str) -> dict:
@@ -83,7 +99,7 @@ def attempt_text(name: str, k: int) -> str:
     body = log_text(name)
     start = body.index("===== dapo-ops attempt %d start" % k)
     end = body.index("\n", body.index("===== dapo-ops attempt %d end" % k, start))
-    return body[start:end + 1]
+    return body[start : end + 1]
 
 
 def parsed(text: str):
@@ -100,12 +116,17 @@ def test_fixtures_are_real_and_small():
 
 
 def test_no_secret_in_fixtures():
-    pat = re.compile(r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|AKIA[A-Z0-9]{16}|"
-                     r"(?i:(api[_-]?key|password|secret)\s*[=:]\s*\S{6,})")
+    pat = re.compile(
+        r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,}|AKIA[A-Z0-9]{16}|"
+        r"(?i:(api[_-]?key|password|secret)\s*[=:]\s*\S{6,})"
+    )
     for p in RUNS.rglob("*"):
         if p.is_file():
-            hit = pat.search(gzip.decompress(p.read_bytes()).decode("utf-8", "replace") if p.suffix == ".gz"
-                             else p.read_text(encoding="utf-8", errors="replace"))
+            hit = pat.search(
+                gzip.decompress(p.read_bytes()).decode("utf-8", "replace")
+                if p.suffix == ".gz"
+                else p.read_text(encoding="utf-8", errors="replace")
+            )
             assert hit is None, (p, hit and hit.group(0))
 
 
@@ -131,14 +152,22 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
     assert resumes == ([resumed] if resumed is not None else [])
 
 
-@pytest.mark.parametrize("name,earlier", [("b-resume", "a-success"), ("b2-resume", "a2-success"),
-                                                 ("b3-resume", "a3-success"), ("b5-resume", "a5-success"),
-                                                 ("g-features-b", "g-features-a")])
+@pytest.mark.parametrize(
+    "name,earlier",
+    [
+        ("b-resume", "a-success"),
+        ("b2-resume", "a2-success"),
+        ("b3-resume", "a3-success"),
+        ("b5-resume", "a5-success"),
+        ("g-features-b", "g-features-a"),
+    ],
+)
 def test_resume_redoes_no_earlier_step(name, earlier):
     """b resumed a's global_step_3: only step 4 trains; the bar starts at 3/4."""
     body = log_text(name)
-    assert ("Resuming from /tmp/dapo/runs/%s/checkpoints/global_step_3, setting global step to 3" % WANT[earlier][0]) \
-        in body
+    assert (
+        "Resuming from /tmp/dapo/runs/%s/checkpoints/global_step_3, setting global step to 3" % WANT[earlier][0]
+    ) in body
     steps, _, _ = parsed(body)
     assert steps and all(s > 3 for s in steps)
     bars = [ln for ln in re.split(r"[\r\n]", body) if "Training Progress:" in ln]
@@ -183,7 +212,8 @@ def test_recorded_rung(name):
     att2 = rec["attempts"][1]
     assert att2["setting_changes"][key] == new
     assert att2["setting_changes"]["memory_rungs"] == [
-        {"rung": rung, "phase": phase, "source": "oom-retry-1", "changes": {key: new}}]
+        {"rung": rung, "phase": phase, "source": "oom-retry-1", "changes": {key: new}}
+    ]
     assert att2["features"] == rec["attempts"][0]["features"]  # a setting rung, no feature added
     assert rec["setting_changes"] == att2["setting_changes"]
 
@@ -212,7 +242,9 @@ def test_ladder_chooses_the_rung_that_fixed_the_real_run(name):
 def test_the_rung_reached_verl(name):
     """supervisor.log holds each attempt's verl command: attempt 1 the spec's value, attempt 2 the rung's."""
     _, _, _, key, new, old, _ = OOMS[name]
-    cmds = re.findall(r"attempt (\d): python3 -m verl\.trainer\.main_ppo (.*)", (RUNS / name / "supervisor.log").read_text())
+    cmds = re.findall(
+        r"attempt (\d): python3 -m verl\.trainer\.main_ppo (.*)", (RUNS / name / "supervisor.log").read_text()
+    )
     got = {int(k): re.findall(re.escape(VERL_KEY[key]) + r"=(\S+)", argv) for k, argv in cmds}
     assert got == {1: [str(old)], 2: [str(new)]}
 
@@ -235,11 +267,12 @@ def test_status_view_with_the_real_tail(name):
     """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/probe.py)."""
     _, total, _, _, _ = WANT[name]
     rec = run_of(name)
-    tail = log_text(name)[-(64 << 10):]
+    tail = log_text(name)[-(64 << 10) :]
     t = statusview.parse_tail(tail)
     assert t.step == total and (t.bar_step, t.bar_total) == (total, total)
-    row = statusview.build_row("gpu", {"run": rec, "tail": tail, "now": rec["ended_at"] + 6,
-                                       "supervisor_alive": False, "verl_alive": False})
+    row = statusview.build_row(
+        "gpu", {"run": rec, "tail": tail, "now": rec["ended_at"] + 6, "supervisor_alive": False, "verl_alive": False}
+    )
     assert row.state == "succeeded" and (row.step, row.total) == (total, total)
 
 
@@ -280,10 +313,17 @@ def test_features_on_are_recorded_and_reached_verl(name):
     assert all(fs.source_of(n) == "default" for n in PERF)
     rec = run_of(name)
     assert all(a["features"] == spec["features"] for a in rec["attempts"])
-    argv = re.search(r"attempt 1: python3 -m verl\.trainer\.main_ppo (.*)",
-                     (RUNS / name / "supervisor.log").read_text()).group(1).split()
-    for key in ("actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
-                "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.model.enable_gradient_checkpointing"):
+    argv = (
+        re.search(r"attempt 1: python3 -m verl\.trainer\.main_ppo (.*)", (RUNS / name / "supervisor.log").read_text())
+        .group(1)
+        .split()
+    )
+    for key in (
+        "actor_rollout_ref.actor.use_dynamic_bsz",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+        "actor_rollout_ref.model.use_remove_padding",
+        "actor_rollout_ref.model.enable_gradient_checkpointing",
+    ):
         assert _last_override(argv, key) == "True", key
     assert _last_override(argv, "actor_rollout_ref.model.override_config.attn_implementation") == "sdpa"
     body = re.sub(r"\x1b\[[0-9;]*m", "", log_text(name))
@@ -296,6 +336,7 @@ def test_features_runs_train_with_dynamic_batches(name):
     """Every step line of a features run, parsed by the supervisor's grammar (logformat.parse_metrics_line): the
     dynamic-batch token counts and the actor's peak memory are there (bench/memory_fit.csv holdout rows)."""
     from dapo_ops.core.logformat import parse_metrics_line, split_lines
+
     rows = dict(filter(None, (parse_metrics_line(ln) for ln in split_lines(log_text(name)))))
     assert sorted(rows) == WANT[name][3]
     for m in rows.values():
@@ -338,6 +379,7 @@ def test_storm_record_and_status():
     row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
     assert row.state == "failed" and row.verdict == "error-storm" and (row.step, row.total) == (1, 4)
     assert "bad_reward.py:5" in statusview.ending_line(rec)
-    v2 = classify.classify(gzip.decompress((STORM / "attempt-1.log.gz").read_bytes()).decode("utf-8", "replace"),
-                           exit_code=134)
+    v2 = classify.classify(
+        gzip.decompress((STORM / "attempt-1.log.gz").read_bytes()).decode("utf-8", "replace"), exit_code=134
+    )
     assert v2.cls != "success"  # the log alone never reads as a success

@@ -60,9 +60,14 @@ def test_supervisor_parsing_reads_real_logs(name):
 
 
 def test_real_save_line_comes_before_its_step_line():
-    order = [("save", int(m.group(1))) if (m := supervisor.SAVE_RE.search(ln)) else
-             ("step", supervisor.parse_metrics_line(ln)[0]) if supervisor.parse_metrics_line(ln) else None
-             for ln in lines("verl-run-1-grpo-3steps.log")]
+    order = [
+        ("save", int(m.group(1)))
+        if (m := supervisor.SAVE_RE.search(ln))
+        else ("step", supervisor.parse_metrics_line(ln)[0])
+        if supervisor.parse_metrics_line(ln)
+        else None
+        for ln in lines("verl-run-1-grpo-3steps.log")
+    ]
     order = [x for x in order if x]
     assert order == [("save", 1), ("step", 1), ("save", 2), ("step", 2), ("save", 3), ("step", 3)]
 
@@ -75,13 +80,16 @@ def test_real_metrics_values():
     assert "perf/max_memory_allocated_gb" in metrics or any(k.endswith("max_memory_allocated_gb") for k in metrics)
 
 
-@pytest.mark.parametrize("name, step, bar", [
-    ("verl-run-1-grpo-3steps.log", 3, (3, 3)),
-    ("verl-run-2-resume.log", 4, (4, 4)),
-    ("verl-run-7-big-update-oom-offload.log", None, (0, 1)),
-])
+@pytest.mark.parametrize(
+    "name, step, bar",
+    [
+        ("verl-run-1-grpo-3steps.log", 3, (3, 3)),
+        ("verl-run-2-resume.log", 4, (4, 4)),
+        ("verl-run-7-big-update-oom-offload.log", None, (0, 1)),
+    ],
+)
 def test_status_view_tail_of_real_logs(name, step, bar):
-    t = statusview.parse_tail(text(name)[-(64 << 10):])  # what the probe reads: the last 64 KiB
+    t = statusview.parse_tail(text(name)[-(64 << 10) :])  # what the probe reads: the last 64 KiB
     assert t.step == step
     assert (t.bar_step, t.bar_total) == bar
     assert t.swanlab_url is None  # console logger only: no SwanLab line
@@ -137,9 +145,16 @@ def test_every_real_oom_line_is_seen_by_the_per_line_check():
 
 def make_run(tmp_path, attempts: list[dict], *, steps: int, extra: dict | None = None):
     """A run of replay_verl (tests/replay_verl.py): attempt k replays ``attempts[k-1]`` (-> replay.json)."""
-    return new_run(tmp_path, steps=steps, workdir=tmp_path, container="", disabled_features=[],
-                   settings={"gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64},
-                   files={"replay.json": {"attempts": attempts}}, **(extra or {}))
+    return new_run(
+        tmp_path,
+        steps=steps,
+        workdir=tmp_path,
+        container="",
+        disabled_features=[],
+        settings={"gpu_memory_utilization": 0.9, "max_prompt_length": 128, "max_response_length": 64},
+        files={"replay.json": {"attempts": attempts}},
+        **(extra or {}),
+    )
 
 
 def run_to_end(run_dir, timeout=90):
@@ -158,10 +173,14 @@ def _alive(pid: int) -> bool:
 def test_supervisor_real_oom_then_real_success(tmp_path):
     """Attempt 1 replays the real update-phase OOM (run 7) and hangs; attempt 2 replays the real fix (run 8).
     The attempt's own leaked Ray daemon (clean env, setsid) is stopped; another run's one is not."""
-    run_dir = make_run(tmp_path, [
-        {"log": str(FIX / "verl-run-7-big-update-oom-offload.log"), "hang": True, "leak": True},
-        {"log": str(FIX / "verl-run-8-big-fix-micro4-offload.log"), "exit": 0},
-    ], steps=1)
+    run_dir = make_run(
+        tmp_path,
+        [
+            {"log": str(FIX / "verl-run-7-big-update-oom-offload.log"), "hang": True, "leak": True},
+            {"log": str(FIX / "verl-run-8-big-fix-micro4-offload.log"), "exit": 0},
+        ],
+        steps=1,
+    )
     rec = run_to_end(run_dir)
     leak = json.loads((run_dir / "leak-1.json").read_text())
     try:
@@ -176,7 +195,9 @@ def test_supervisor_real_oom_then_real_success(tmp_path):
         assert rec["total_steps"] == 1 and rec["step"] == 1
         # the ladder's fix is a feature or a setting rung, both with source oom-retry-1 (dapo_ops/core/ladder.py)
         rungs = (a2.get("setting_changes") or {}).get("memory_rungs") or []
-        assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(r.get("source") == "oom-retry-1" for r in rungs)
+        assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(
+            r.get("source") == "oom-retry-1" for r in rungs
+        )
         assert rec["metrics"].get("timing_s/step", 0) > 0
         # the status view over the probe's answer (the same code `inv status` runs on the host)
         probe = remote_probe.probe_status(str(run_dir.parent), rec["run_id"])

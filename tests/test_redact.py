@@ -15,16 +15,25 @@ CREDENTIAL_CASES = [
     ("http://bob:s3cretpw@proxy:3128", True),
     ("http://user@host:3128", True),
     ("http://:onlypass@host:3128", True),
-    ("user:pw@proxy:3128", True),           # scheme-less, as curl and requests accept it
-    ("http://@host:3128", False),           # empty userinfo: nothing to hide
+    ("user:pw@proxy:3128", True),  # scheme-less, as curl and requests accept it
+    ("http://@host:3128", False),  # empty userinfo: nothing to hide
     ("http://10.0.0.1:3128", False),
-    ("http://proxy/p@th", False),           # '@' in the path is not a user part
+    ("http://proxy/p@th", False),  # '@' in the path is not a user part
 ]
 
 
 def _host():
-    return SimpleNamespace(name="h1", accelerator="gpu", devices=1, device_mounts=False, runs_dir="/verl/dapo_runs",
-                           workdir="/verl", model_dir="/m", data_dir="/d", ckpt_dir="/c")
+    return SimpleNamespace(
+        name="h1",
+        accelerator="gpu",
+        devices=1,
+        device_mounts=False,
+        runs_dir="/verl/dapo_runs",
+        workdir="/verl",
+        model_dir="/m",
+        data_dir="/d",
+        ckpt_dir="/c",
+    )
 
 
 @pytest.mark.parametrize("url, creds", CREDENTIAL_CASES)
@@ -35,20 +44,23 @@ def test_every_credential_rule_is_the_same_rule(url, creds):
     public, secret = proxy.split_secret({"http_proxy": url})
     assert ("http_proxy" in secret) is creds and ("http_proxy" in public) is not creds
     argv, env = container_spec.docker_run_argv(_host(), "img", "verl", proxy={"http_proxy": url})
-    assert ("http_proxy" in env) is creds          # credentials travel in the docker client's env only
+    assert ("http_proxy" in env) is creds  # credentials travel in the docker client's env only
     assert ("-e" in argv and f"http_proxy={url}" in argv) is not creds
     if creds:
         assert url not in " ".join(argv)
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("http://bob:s3cretpw@proxy:3128", "http://bob:***@proxy:3128"),
-    ("http://tok3nvalue@proxy:3128/x", "http://***@proxy:3128/x"),
-    ("http://:pw@h:1", "http://:***@h:1"),
-    ("bob:pw@proxy:3128", "bob:***@proxy:3128"),
-    ("http://h:pw@h:1/p", "http://h:***@h:1/p"),   # a user named like the host
-    ("http://10.0.0.1:3128", "http://10.0.0.1:3128"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://bob:s3cretpw@proxy:3128", "http://bob:***@proxy:3128"),
+        ("http://tok3nvalue@proxy:3128/x", "http://***@proxy:3128/x"),
+        ("http://:pw@h:1", "http://:***@h:1"),
+        ("bob:pw@proxy:3128", "bob:***@proxy:3128"),
+        ("http://h:pw@h:1/p", "http://h:***@h:1/p"),  # a user named like the host
+        ("http://10.0.0.1:3128", "http://10.0.0.1:3128"),
+    ],
+)
 def test_display_hides_the_secret_part_only(url, shown):
     assert redact.display_url(url) == shown
     assert proxy.display(url) == shown
@@ -56,12 +68,19 @@ def test_display_hides_the_secret_part_only(url, shown):
 
 def test_env_argv_and_text_scrubbing():
     env = {"SWANLAB_API_KEY": "k", "HF_TOKEN": "", "http_proxy": "http://tok3nvalue@p:1", "PATH": "/bin"}
-    assert redact.redact_env(env) == {"SWANLAB_API_KEY": "***", "HF_TOKEN": "", "http_proxy": "http://***@p:1",
-                                      "PATH": "/bin"}
+    assert redact.redact_env(env) == {
+        "SWANLAB_API_KEY": "***",
+        "HF_TOKEN": "",
+        "http_proxy": "http://***@p:1",
+        "PATH": "/bin",
+    }
     argv = ["a.api_key=abc", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480", "x=has-s3cret-inside", "ab"]
-    assert redact.redact_argv(argv, ["s3cret", "ab"]) == ["a.api_key=***",
-                                                          "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
-                                                          "x=has-***-inside", "ab"]  # 2-char secret: not searched
+    assert redact.redact_argv(argv, ["s3cret", "ab"]) == [
+        "a.api_key=***",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+        "x=has-***-inside",
+        "ab",
+    ]  # 2-char secret: not searched
     text = "url https://x/?k=a%2Fb%3Dc and a/b=c"
     assert redact.scrub(text, ["a/b=c"]) == "url https://x/?k=*** and ***"  # the URL-quoted form too
     assert swanlab_cfg.redact is redact.scrub

@@ -118,16 +118,28 @@ DOCKER_TEXTS = [
     ("inspect-no-such-object", res(1, "Error: No such object: verl\n"), "container-missing"),
     ("docker-not-installed-dash", res(127, "sh: 1: docker: not found\n"), "docker-missing"),
     ("docker-not-installed-bash", res(127, "bash: line 1: docker: command not found\n"), "docker-missing"),
-    ("daemon-down", res(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
-                           "Is the docker daemon running?\n"), "docker-missing"),
-    ("socket-permission", res(1, "permission denied while trying to connect to the Docker daemon socket at "
-                                 "unix:///var/run/docker.sock: Get ...: dial unix /var/run/docker.sock: "
-                                 "connect: permission denied\n"), "docker-missing"),
+    (
+        "daemon-down",
+        res(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"),
+        "docker-missing",
+    ),
+    (
+        "socket-permission",
+        res(
+            1,
+            "permission denied while trying to connect to the Docker daemon socket at "
+            "unix:///var/run/docker.sock: Get ...: dial unix /var/run/docker.sock: "
+            "connect: permission denied\n",
+        ),
+        "docker-missing",
+    ),
 ]
 
 
-OCI_CWD = ('OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/nonexist") '
-           'set in config.json failed: no such file or directory: unknown\r\n')
+OCI_CWD = (
+    'OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/nonexist") '
+    "set in config.json failed: no such file or directory: unknown\r\n"
+)
 
 
 @pytest.mark.parametrize("result", [res(126, stdout=OCI_CWD), res(126, stderr=OCI_CWD)], ids=["stdout", "stderr"])
@@ -140,8 +152,14 @@ def test_missing_workdir_is_named_from_dockers_exec_failure(result):
     assert "\n" not in msg and "\r" not in msg
 
 
-@pytest.mark.parametrize("result", [res(126, stdout="sh: 1: ./x: Permission denied\n"), res(1, stdout=OCI_CWD),
-                                    res(127, stderr="sh: python3: not found\n")])
+@pytest.mark.parametrize(
+    "result",
+    [
+        res(126, stdout="sh: 1: ./x: Permission denied\n"),
+        res(1, stdout=OCI_CWD),
+        res(127, stderr="sh: python3: not found\n"),
+    ],
+)
 def test_other_failures_are_not_a_missing_workdir(result):
     from dapo_ops.control.remote.errors import workdir_missing_message
 
@@ -155,13 +173,16 @@ def test_docker_messages_map_to_kinds(result, kind):
     assert "\n" not in str(err) and str(err).startswith("h1: ")
 
 
-@pytest.mark.parametrize("stderr", [
-    "Error response from daemon: Container 3f2a is not running\n",
-    "Error response from daemon: Container 3f2a is restarting, wait until the container is running\n",
-    "Error response from daemon: Container 3f2a is paused, unpause the container before exec\n",
-    # the sandbox's engine, seen in a clean-clone CI run when the exec raced a `docker kill`
-    "Error response from daemon: container 3f2a0c9e7d194286 is not running\n",
-])
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "Error response from daemon: Container 3f2a is not running\n",
+        "Error response from daemon: Container 3f2a is restarting, wait until the container is running\n",
+        "Error response from daemon: Container 3f2a is paused, unpause the container before exec\n",
+        # the sandbox's engine, seen in a clean-clone CI run when the exec raced a `docker kill`
+        "Error response from daemon: container 3f2a0c9e7d194286 is not running\n",
+    ],
+)
 def test_not_running_texts_are_container_stopped(stderr):
     err = Target(HOST)._docker_error(res(1, stderr), inspect=False)
     assert err.kind == "container-stopped"
@@ -194,8 +215,9 @@ def test_missing_ssh_config_is_one_line_without_connecting(tmp_path):
     with pytest.raises(RemoteError) as ei:
         Target(h).connect()
     assert ei.value.kind == "config"
-    assert ei.value.message == (f"ssh_config file {tmp_path / 'nope'} does not exist or is not a file: fix ssh_config "
-                                f"in the inventory (or -S)")
+    assert ei.value.message == (
+        f"ssh_config file {tmp_path / 'nope'} does not exist or is not a file: fix ssh_config in the inventory (or -S)"
+    )
 
 
 def test_refused_proxy_jump_names_the_bastion_not_the_target():
@@ -218,14 +240,28 @@ def test_missing_container_names_the_source_of_its_name():
     assert "inventory" not in given.message
 
 
-@pytest.mark.parametrize("python,res,named", [
-    ("nopython3", Result(stderr="sh: 1: nopython3: not found\n", exited=127), True),
-    ("/etc/hostname", Result(stderr="sh: 1: /etc/hostname: Permission denied\n", exited=126), True),
-    ("/opt/py", Result(stdout='OCI runtime exec failed: exec failed: unable to start container process: exec: '
-                              '"/opt/py": stat /opt/py: no such file or directory: unknown\n', exited=126), True),
-    ("python3", Result(stderr="python3: can't open file 'x': [Errno 2] No such file or directory\n", exited=2), False),
-    ("python3", Result(stderr="tar: Cannot open: Permission denied\n", exited=126), False),
-])
+@pytest.mark.parametrize(
+    "python,res,named",
+    [
+        ("nopython3", Result(stderr="sh: 1: nopython3: not found\n", exited=127), True),
+        ("/etc/hostname", Result(stderr="sh: 1: /etc/hostname: Permission denied\n", exited=126), True),
+        (
+            "/opt/py",
+            Result(
+                stdout="OCI runtime exec failed: exec failed: unable to start container process: exec: "
+                '"/opt/py": stat /opt/py: no such file or directory: unknown\n',
+                exited=126,
+            ),
+            True,
+        ),
+        (
+            "python3",
+            Result(stderr="python3: can't open file 'x': [Errno 2] No such file or directory\n", exited=2),
+            False,
+        ),
+        ("python3", Result(stderr="tar: Cannot open: Permission denied\n", exited=126), False),
+    ],
+)
 def test_a_python_that_cannot_run_names_the_inventory_field(python, res, named):
     """Issue 32 minor: a host `python` that cannot exec is named as hosts.toml's `python`, not Docker's raw error."""
     from dapo_ops.control.remote.errors import python_cannot_run
@@ -235,10 +271,12 @@ def test_a_python_that_cannot_run_names_the_inventory_field(python, res, named):
         assert msg is None
         return
     assert msg.startswith(f"python {python!r} (hosts.toml `python`) cannot run in container 'verl': "), msg
-    assert msg.endswith("set python in hosts.toml to the interpreter's path or a name on the container's PATH "
-                        "(e.g. python3)")
-    bare = python_cannot_run(Target(Host(name="h1", address="a", python=python, runtime="host", container="")),
-                             python, res)
+    assert msg.endswith(
+        "set python in hosts.toml to the interpreter's path or a name on the container's PATH (e.g. python3)"
+    )
+    bare = python_cannot_run(
+        Target(Host(name="h1", address="a", python=python, runtime="host", container="")), python, res
+    )
     assert " cannot run on the host: " in bare and "in container" not in bare and "on the host's PATH" in bare
 
 
@@ -250,9 +288,13 @@ def test_the_bundle_install_names_a_python_that_cannot_run():
             pass
 
         def run(self, cmd, **kw):
-            raise RemoteError("command", "h1", "`nopython3 -c ...` exited 127 in container 'verl': sh: 1: nopython3: "
-                              "not found", exit_code=127,
-                              result=Result(stderr="sh: 1: nopython3: not found\n", exited=127))
+            raise RemoteError(
+                "command",
+                "h1",
+                "`nopython3 -c ...` exited 127 in container 'verl': sh: 1: nopython3: not found",
+                exit_code=127,
+                result=Result(stderr="sh: 1: nopython3: not found\n", exited=127),
+            )
 
     with pytest.raises(RemoteError) as ei:
         remote_bundle.install(T(Host(name="h1", address="a", python="nopython3")), "/r/.dapo_ops/x", "nopython3")

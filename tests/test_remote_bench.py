@@ -20,8 +20,10 @@ from dapo_ops.control.remote import RemoteError, Target
 pytestmark = pytest.mark.bench
 
 # prints what the container process received, as hex (independent of locale and of invoke's decoding)
-PROBE = ("import os, sys; print(os.fsencode(sys.argv[1]).hex()); print(os.environb.get(b'V', b'').hex()); "
-         "print(os.environb.get(b'S', b'-').hex()); print(os.getcwd())")
+PROBE = (
+    "import os, sys; print(os.fsencode(sys.argv[1]).hex()); print(os.environb.get(b'V', b'').hex()); "
+    "print(os.environb.get(b'S', b'-').hex()); print(os.getcwd())"
+)
 
 NASTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
 ONE_LINE = NASTY.filter(lambda s: "\n" not in s and "\r" not in s)
@@ -67,8 +69,10 @@ def test_secret_env_arrives_and_is_never_left_on_the_host(target, secret):
 def test_secret_env_file_is_0600_and_not_on_any_command_line(target):
     # the env-file exists while docker exec runs: the container command waits until a spy on the host has
     # looked at the file and at every process's argv, then the spy releases it
-    cmd = ("rm -f /tmp/spy-done; python3 -c 'import os; print(os.environ[\"S\"])'; "
-           "i=0; while [ ! -e /tmp/spy-done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
+    cmd = (
+        "rm -f /tmp/spy-done; python3 -c 'import os; print(os.environ[\"S\"])'; "
+        "i=0; while [ ! -e /tmp/spy-done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+    )
     seen = {}
 
     def spy():
@@ -76,7 +80,9 @@ def test_secret_env_file_is_0600_and_not_on_any_command_line(target):
             out = s.host_run(
                 "i=0; while ! ls ${TMPDIR:-/tmp}/dapo-ops-env.* >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.1; "
                 "i=$((i+1)); done; for f in ${TMPDIR:-/tmp}/dapo-ops-env.*; do stat -c '%a %n' \"$f\"; done; "
-                "ps -eo args | grep -c '[s]up3r-s3cret' || true; docker exec verl touch /tmp/spy-done", timeout=90)
+                "ps -eo args | grep -c '[s]up3r-s3cret' || true; docker exec verl touch /tmp/spy-done",
+                timeout=90,
+            )
             seen["out"] = out.stdout
 
     th = threading.Thread(target=spy)
@@ -135,8 +141,10 @@ def test_missing_container_says_so(sandbox, inv):
             with pytest.raises(RemoteError) as ei:
                 t.run("true")
         assert ei.value.kind == "container-missing"
-        assert "container 'verl' does not exist (Docker: Error response from daemon: No such container: verl)" \
+        assert (
+            "container 'verl' does not exist (Docker: Error response from daemon: No such container: verl)"
             in ei.value.message
+        )
     finally:
         sandbox.ssh("h3", "docker rename verl-away verl")
 
@@ -157,8 +165,10 @@ def test_changed_host_key_is_refused(inv, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
     h = inv.hosts["h1"]
     kh = tmp_path / "known_hosts"
-    kh.write_text(f"{h.address} {(tmp_path / 'other.pub').read_text().split()[0]} "
-                  f"{(tmp_path / 'other.pub').read_text().split()[1]}\n")
+    kh.write_text(
+        f"{h.address} {(tmp_path / 'other.pub').read_text().split()[0]} "
+        f"{(tmp_path / 'other.pub').read_text().split()[1]}\n"
+    )
     for accept in (False, True):  # accept-new never accepts a CHANGED key
         with pytest.raises(RemoteError) as ei:
             Target(host_with(inv, "h1", known_hosts=str(kh)), accept_new_host_keys=accept).connect()

@@ -55,6 +55,7 @@ def test_one_code_path_into_the_container():
 
 def test_every_agent_op_the_control_side_starts_is_shipped():
     from dapo_ops.control import remote_bundle
+
     shipped = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in remote_bundle.bundle_files()}
     ops = set()
     for path in MODULES:
@@ -65,10 +66,16 @@ def test_every_agent_op_the_control_side_starts_is_shipped():
 
 def test_design_doc_layout_names_every_module():
     text = (REPO / "docs" / "design.md").read_text()
-    layout = text[text.index("## Layout"):]
-    layout = layout[:layout.index("\n## ", 1)]
-    missing = [str(p.relative_to(PKG)) for p in MODULES if p.name != "__init__.py" and
-               not re.search(r"(?<![\w.])%s(?![\w])" % re.escape(p.stem if p.name != "__main__.py" else "__main__"), layout)]
+    layout = text[text.index("## Layout") :]
+    layout = layout[: layout.index("\n## ", 1)]
+    missing = [
+        str(p.relative_to(PKG))
+        for p in MODULES
+        if p.name != "__init__.py"
+        and not re.search(
+            r"(?<![\w.])%s(?![\w])" % re.escape(p.stem if p.name != "__main__.py" else "__main__"), layout
+        )
+    ]
     assert not missing, f"docs/design.md Layout does not name: {missing}"
 
 
@@ -85,8 +92,8 @@ def test_every_cited_repository_path_exists():
         for i, line in enumerate((REPO / f).read_text(errors="replace").splitlines(), 1):
             for m in CITE.finditer(line):
                 p = m.group(1).rstrip(".")
-                before = line[max(0, m.start() - 12):m.start()]
-                rest = (line[m.end():].split() or [""])[0]
+                before = line[max(0, m.start() - 12) : m.start()]
+                rest = (line[m.end() :].split() or [""])[0]
                 if any(c in rest for c in "<*{$") or "verl's" in before or "verl " in before:  # a pattern, verl's file
                     continue
                 if not (REPO / p).exists():

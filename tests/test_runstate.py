@@ -65,15 +65,45 @@ def test_atomic_write_on_a_full_disk_keeps_the_last_good_file(tmp_path, monkeypa
 
 
 def test_new_record_has_schema_fields_and_no_env_values():
-    spec = {"run_id": "20261129-151200-a1b2", "host": "h1", "container": "verl", "mode": "dapo",
-            "framework": "fsdp", "run_dir": "/verl/dapo_runs/20261129-151200-a1b2",
-            "settings": {"steps": 6, "ckpt_dir": "/verl/dapo_runs/x/checkpoints"},
-            "features": [{"name": "flash_attn", "source": "default"}],
-            "env": {"http_proxy": "http://user:pw@proxy:8080"}}
+    spec = {
+        "run_id": "20261129-151200-a1b2",
+        "host": "h1",
+        "container": "verl",
+        "mode": "dapo",
+        "framework": "fsdp",
+        "run_dir": "/verl/dapo_runs/20261129-151200-a1b2",
+        "settings": {"steps": 6, "ckpt_dir": "/verl/dapo_runs/x/checkpoints"},
+        "features": [{"name": "flash_attn", "source": "default"}],
+        "env": {"http_proxy": "http://user:pw@proxy:8080"},
+    }
     rec = runstate.new_record(spec, 123, now=10.0)
-    for key in ("version", "run_id", "host", "container", "mode", "framework", "status", "attempt", "step",
-                "total_steps", "step_times", "last_progress_at", "started_at", "updated_at", "ended_at", "metrics",
-                "attempts", "features", "verdict", "decision", "pids", "swanlab_url", "log", "ckpt_dir", "cluster"):
+    for key in (
+        "version",
+        "run_id",
+        "host",
+        "container",
+        "mode",
+        "framework",
+        "status",
+        "attempt",
+        "step",
+        "total_steps",
+        "step_times",
+        "last_progress_at",
+        "started_at",
+        "updated_at",
+        "ended_at",
+        "metrics",
+        "attempts",
+        "features",
+        "verdict",
+        "decision",
+        "pids",
+        "swanlab_url",
+        "log",
+        "ckpt_dir",
+        "cluster",
+    ):
         assert key in rec, key
     assert rec["status"] == "starting" and rec["total_steps"] == 6 and rec["pids"]["supervisor"] == 123
     assert rec["log"] == "/verl/dapo_runs/20261129-151200-a1b2/train.log"
@@ -136,12 +166,22 @@ def test_list_runs_newest_first_and_cli(tmp_path):
     got = runstate.list_runs(runs)
     assert [r["run_id"] for r in got] == ["20261129-120000-cccc", "20261129-110000-bbbb", "20261129-100000-aaaa"]
     assert got[0]["status"] == "unknown"
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.core.runstate", "list", str(runs)], capture_output=True,
-                         text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
+    res = subprocess.run(
+        [sys.executable, "-S", "-m", "dapo_ops.core.runstate", "list", str(runs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+    )
     assert res.returncode == 0, res.stderr
     assert [r["run_id"] for r in json.loads(res.stdout)][1] == "20261129-110000-bbbb"
-    res = subprocess.run([sys.executable, "-S", "-m", "dapo_ops.core.runstate", "active", str(runs)], capture_output=True,
-                         text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
+    res = subprocess.run(
+        [sys.executable, "-S", "-m", "dapo_ops.core.runstate", "active", str(runs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+    )
     assert res.returncode == 0 and json.loads(res.stdout) is None
 
 

@@ -53,43 +53,77 @@ def test_hosts_have_own_hostname_engine_and_container(sandbox):
     for h in sandbox.hosts:
         p = sandbox.ssh(h, "hostname; docker ps --format '{{.Names}}'", check=True)
         assert p.stdout.split() == [h, "verl"]
-    p = sandbox.exec("h2", "hostname; pwd; python3 -c 'import verl, hydra, swanlab, ray, pyarrow; print(verl.__version__)'")
+    p = sandbox.exec(
+        "h2", "hostname; pwd; python3 -c 'import verl, hydra, swanlab, ray, pyarrow; print(verl.__version__)'"
+    )
     assert p.stdout.split() == ["h2", "/verl", "0.9.1"], p.stderr
     inv = sandbox.inventory.read_text()
-    assert 'device_mounts = false' in inv and f'address = "{sandbox.addresses["h3"]}"' in inv
+    assert "device_mounts = false" in inv and f'address = "{sandbox.addresses["h3"]}"' in inv
 
 
 def test_ssh_is_key_only_and_host_keys_are_verified(sandbox, tmp_path):
     cfg = str(sandbox.ssh_config)
-    nokey = subprocess.run(["ssh", "-F", cfg, "-o", "PubkeyAuthentication=no", "h1", "true"],
-                           capture_output=True, text=True, timeout=30)
+    nokey = subprocess.run(
+        ["ssh", "-F", cfg, "-o", "PubkeyAuthentication=no", "h1", "true"], capture_output=True, text=True, timeout=30
+    )
     assert nokey.returncode == 255 and "Permission denied" in nokey.stderr
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    unknown = subprocess.run(["ssh", "-F", cfg, "-o", f"UserKnownHostsFile={empty}", "h1", "true"],
-                             capture_output=True, text=True, timeout=30)
+    unknown = subprocess.run(
+        ["ssh", "-F", cfg, "-o", f"UserKnownHostsFile={empty}", "h1", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert unknown.returncode == 255 and "Host key verification failed" in unknown.stderr
 
 
 def test_device_tools_follow_devices_json(sandbox, h1):
-    sandbox.set_devices(h1, {"accelerator": "npu", "count": 2, "hbm_total_mb": 65536, "used_mb": [1000, 2000],
-                             "processes": [{"device": 1, "pid": 4242, "name": "python3", "mem_mb": 30000}]})
+    sandbox.set_devices(
+        h1,
+        {
+            "accelerator": "npu",
+            "count": 2,
+            "hbm_total_mb": 65536,
+            "used_mb": [1000, 2000],
+            "processes": [{"device": 1, "pid": 4242, "name": "python3", "mem_mb": 30000}],
+        },
+    )
     out = sandbox.exec(h1, "npu-smi info", check=True).stdout
     assert "HBM-Usage(MB)" in out and "32000 / 65536" in out and "4242" in out
-    q = sandbox.exec(h1, "nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits",
-                     check=True).stdout
+    q = sandbox.exec(
+        h1, "nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits", check=True
+    ).stdout
     assert q.split("\n")[:2] == ["0, 1000, 65536", "1, 32000, 65536"]
-    apps = sandbox.exec(h1, "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits",
-                        check=True).stdout
+    apps = sandbox.exec(
+        h1, "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits", check=True
+    ).stdout
     assert apps.strip() == "4242, 30000"
 
 
 # --------------------------------------------------------------------------- stand-in basics
 def test_main_ppo_three_steps_over_ssh(sandbox, h1):
     """The issue's command: ssh -F <config> h1 docker exec verl python3 -m verl.trainer.main_ppo ..."""
-    p = subprocess.run(["ssh", "-F", str(sandbox.ssh_config), h1, "docker", "exec", "verl", "python3", "-m", MAIN_PPO,
-                        "trainer.total_training_steps=3", "'trainer.logger=[console]'",
-                        "trainer.default_local_dir=/verl/dapo_runs/ckpt"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            "ssh",
+            "-F",
+            str(sandbox.ssh_config),
+            h1,
+            "docker",
+            "exec",
+            "verl",
+            "python3",
+            "-m",
+            MAIN_PPO,
+            "trainer.total_training_steps=3",
+            "'trainer.logger=[console]'",
+            "trainer.default_local_dir=/verl/dapo_runs/ckpt",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "Total training steps: 3" in p.stdout
     assert re.findall(r"step:(\d+) - training/global_step", p.stdout) == ["1", "2", "3"]
@@ -108,46 +142,90 @@ def test_wrong_key_is_hydras_error(sandbox, h1):
 
 
 def test_megatron_group_and_one_step_off_configs_compose(sandbox, h1):
-    rc, log = verl(sandbox, h1, [*BASE, "model_engine=megatron", "trainer.total_training_steps=1",
-                                 "actor_rollout_ref.actor.megatron.param_offload=True"])
+    rc, log = verl(
+        sandbox,
+        h1,
+        [
+            *BASE,
+            "model_engine=megatron",
+            "trainer.total_training_steps=1",
+            "actor_rollout_ref.actor.megatron.param_offload=True",
+        ],
+    )
     assert rc == 0, log.read_text()[-2000:]
-    rc, log = verl(sandbox, h1, ["--config-name=one_step_off_ppo_megatron_trainer", *BASE,
-                                 "actor_rollout_ref.hybrid_engine=False", "trainer.n_gpus_per_node=6",
-                                 "rollout.n_gpus_per_node=2", "trainer.total_training_steps=2"], module=ONE_STEP)
+    rc, log = verl(
+        sandbox,
+        h1,
+        [
+            "--config-name=one_step_off_ppo_megatron_trainer",
+            *BASE,
+            "actor_rollout_ref.hybrid_engine=False",
+            "trainer.n_gpus_per_node=6",
+            "rollout.n_gpus_per_node=2",
+            "trainer.total_training_steps=2",
+        ],
+        module=ONE_STEP,
+    )
     assert rc == 0, log.read_text()[-2000:]
     assert grep("total time: ", log) and steps(log) == [1, 2]
 
 
 def test_one_step_off_needs_hybrid_engine_false(sandbox, h1):
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2", "trainer.n_gpus_per_node=4",
-                                 "rollout.n_gpus_per_node=4"], module=ONE_STEP)
+    rc, log = verl(
+        sandbox,
+        h1,
+        [*BASE, "trainer.total_training_steps=2", "trainer.n_gpus_per_node=4", "rollout.n_gpus_per_node=4"],
+        module=ONE_STEP,
+    )
     assert rc == 1 and grep("AssertionError", log)
 
 
-SEPARATE = ["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.hybrid_engine=False",
-            "trainer.n_gpus_per_node=4", "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
-            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
+SEPARATE = [
+    "trainer.v1.trainer_mode=separate_async",
+    "actor_rollout_ref.hybrid_engine=False",
+    "trainer.n_gpus_per_node=4",
+    "actor_rollout_ref.rollout.nnodes=1",
+    "actor_rollout_ref.rollout.n_gpus_per_node=4",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+]
 
 
 def test_v1_separate_async_checks_like_verl(sandbox, h1):
     """0.9.1 one-step-off = main_ppo separate_async: the stand-in runs it and asserts what
     trainer_separate_async.py:59-68 asserts."""
-    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE, "trainer.total_training_steps=2",
-                                 "trainer.v1.separate_async.parameter_sync_step=4"])
+    rc, log = verl(
+        sandbox,
+        h1,
+        [*BASE, *SEPARATE, "trainer.total_training_steps=2", "trainer.v1.separate_async.parameter_sync_step=4"],
+    )
     assert rc == 0, log.read_text()[-2000:]
     assert steps(log) == [1, 2]
-    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE, "trainer.total_training_steps=2",
-                                 "trainer.v1.separate_async.parameter_sync_step=2"])
+    rc, log = verl(
+        sandbox,
+        h1,
+        [*BASE, *SEPARATE, "trainer.total_training_steps=2", "trainer.v1.separate_async.parameter_sync_step=2"],
+    )
     assert rc == 1 and grep("train_batch_size must equal parameter_sync_step * ppo_mini_batch_size", log)
-    rc, log = verl(sandbox, h1, [*BASE, *SEPARATE[:-1], "trainer.total_training_steps=2",
-                                 "trainer.v1.separate_async.parameter_sync_step=4"])
+    rc, log = verl(
+        sandbox,
+        h1,
+        [*BASE, *SEPARATE[:-1], "trainer.total_training_steps=2", "trainer.v1.separate_async.parameter_sync_step=4"],
+    )
     assert rc == 1 and grep("backend for separate async training", log)
 
 
-@pytest.mark.parametrize("module,overrides,devices,line", [
-    (ONE_STEP, ["actor_rollout_ref.hybrid_engine=False"], 8, "Total available GPUs 8.0 is less than total desired GPUs 16"),
-    (MAIN_PPO, [], 4, "Total available GPUs 4.0 is less than total desired GPUs 8"),
-])
+@pytest.mark.parametrize(
+    "module,overrides,devices,line",
+    [
+        (
+            ONE_STEP,
+            ["actor_rollout_ref.hybrid_engine=False"],
+            8,
+            "Total available GPUs 8.0 is less than total desired GPUs 16",
+        ),
+        (MAIN_PPO, [], 4, "Total available GPUs 4.0 is less than total desired GPUs 8"),
+    ],
+)
 def test_devices_must_fit(sandbox, h1, module, overrides, devices, line):
     sandbox.set_devices(h1, {"accelerator": "npu", "count": devices})
     rc, log = verl(sandbox, h1, [*BASE, *overrides, "trainer.total_training_steps=2"], module=module)
@@ -179,33 +257,94 @@ def test_resume_continues_from_last_checkpoint(sandbox, h1):
 # --------------------------------------------------------------------------- failure cues (grep only)
 SCENARIOS = [
     # id, scenario, extra overrides, expected rc, line grep must find
-    ("oom-device-npu", {"failure": {"kind": "oom-device", "step": 2, "hang_s": 0.5}}, [], 1,
-     "RuntimeError: NPU out of memory. Tried to allocate"),
-    ("oom-device-cuda", {"accelerator": "gpu", "failure": {"kind": "oom-device", "step": 1, "hang_s": 0}}, [], 1,
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
-    ("oom-device-needs-recompute", {"failure": {"kind": "oom-device", "step": 1, "avoid_with": "recompute", "hang_s": 0}},
-     ["actor_rollout_ref.actor.fsdp_config.param_offload=True"], 1, "NPU out of memory."),
-    ("oom-device-always", {"failure": {"kind": "oom-device", "step": 1, "avoid_with": [], "hang_s": 0}},
-     ["actor_rollout_ref.actor.fsdp_config.param_offload=True", "actor_rollout_ref.actor.entropy_checkpointing=True"],
-     1, "NPU out of memory."),
-    ("oom-kv-cache", {"failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}},
-     ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"], 1,
-     "on startup is less than desired GPU memory utilization (0.9,"),
-    ("oom-kv-cache-alloc", {"failure": {"kind": "oom-kv-cache", "variant": "alloc-oom"}},
-     ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"], 1, "Engine core initialization failed. See root cause above."),
-    ("oom-ray", {"failure": {"kind": "oom-ray", "step": 2}}, [], 1,
-     "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."),
-    ("hccl-timeout", {"failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0.2}}, [], 1,
-     "Some HCCL operations have failed or timed out."),
-    ("nccl-timeout", {"accelerator": "gpu", "failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0}}, [], 1,
-     "Watchdog caught collective operation timeout: WorkNCCL("),
-    ("swanlab-auth", {"failure": {"kind": "swanlab-auth"}}, ["trainer.logger=[console,swanlab]"], 1,
-     "Failed to initialize SwanLab in online mode: no TTY is available for interactive login."),
-    ("crash", {"failure": {"kind": "crash", "step": 1}}, [], 1,
-     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+    (
+        "oom-device-npu",
+        {"failure": {"kind": "oom-device", "step": 2, "hang_s": 0.5}},
+        [],
+        1,
+        "RuntimeError: NPU out of memory. Tried to allocate",
+    ),
+    (
+        "oom-device-cuda",
+        {"accelerator": "gpu", "failure": {"kind": "oom-device", "step": 1, "hang_s": 0}},
+        [],
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
+    ),
+    (
+        "oom-device-needs-recompute",
+        {"failure": {"kind": "oom-device", "step": 1, "avoid_with": "recompute", "hang_s": 0}},
+        ["actor_rollout_ref.actor.fsdp_config.param_offload=True"],
+        1,
+        "NPU out of memory.",
+    ),
+    (
+        "oom-device-always",
+        {"failure": {"kind": "oom-device", "step": 1, "avoid_with": [], "hang_s": 0}},
+        [
+            "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+            "actor_rollout_ref.actor.entropy_checkpointing=True",
+        ],
+        1,
+        "NPU out of memory.",
+    ),
+    (
+        "oom-kv-cache",
+        {"failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}},
+        ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"],
+        1,
+        "on startup is less than desired GPU memory utilization (0.9,",
+    ),
+    (
+        "oom-kv-cache-alloc",
+        {"failure": {"kind": "oom-kv-cache", "variant": "alloc-oom"}},
+        ["actor_rollout_ref.rollout.gpu_memory_utilization=0.9"],
+        1,
+        "Engine core initialization failed. See root cause above.",
+    ),
+    (
+        "oom-ray",
+        {"failure": {"kind": "oom-ray", "step": 2}},
+        [],
+        1,
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ),
+    (
+        "hccl-timeout",
+        {"failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0.2}},
+        [],
+        1,
+        "Some HCCL operations have failed or timed out.",
+    ),
+    (
+        "nccl-timeout",
+        {"accelerator": "gpu", "failure": {"kind": "hccl-timeout", "step": 1, "hang_s": 0}},
+        [],
+        1,
+        "Watchdog caught collective operation timeout: WorkNCCL(",
+    ),
+    (
+        "swanlab-auth",
+        {"failure": {"kind": "swanlab-auth"}},
+        ["trainer.logger=[console,swanlab]"],
+        1,
+        "Failed to initialize SwanLab in online mode: no TTY is available for interactive login.",
+    ),
+    (
+        "crash",
+        {"failure": {"kind": "crash", "step": 1}},
+        [],
+        1,
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ),
     ("data-error", {"failure": {"kind": "data-error", "step": 1}}, [], 1, "is larger than max_length="),
-    ("noisy-success", {"failure": {"kind": "noisy-success"}}, [], 0,
-     "swanlab: network error, swanlab will resume uploads when the network improves"),
+    (
+        "noisy-success",
+        {"failure": {"kind": "noisy-success"}},
+        [],
+        0,
+        "swanlab: network error, swanlab will resume uploads when the network improves",
+    ),
     ("swanlab-401", {"failure": {"kind": "swanlab-auth", "variant": "401"}}, [], 0, "401 Authorization Required"),
 ]
 
@@ -221,10 +360,14 @@ def test_failure_scenario_prints_the_real_line(sandbox, h1, name, scenario, extr
         assert grep("Final validation metrics:", log) and steps(log) == [1, 2, 3]
 
 
-@pytest.mark.parametrize("extra", [
-    ["actor_rollout_ref.actor.fsdp_config.param_offload=True"],
-    ["model_engine=megatron", "actor_rollout_ref.actor.megatron.param_offload=True"],
-], ids=["fsdp", "megatron"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["actor_rollout_ref.actor.fsdp_config.param_offload=True"],
+        ["model_engine=megatron", "actor_rollout_ref.actor.megatron.param_offload=True"],
+    ],
+    ids=["fsdp", "megatron"],
+)
 def test_device_oom_is_avoided_by_offload(sandbox, h1, extra):
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-device", "step": 2}})
     rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3", *extra])
@@ -232,17 +375,30 @@ def test_device_oom_is_avoided_by_offload(sandbox, h1, extra):
 
 
 def test_recompute_avoids_the_recompute_oom(sandbox, h1):
-    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-device", "step": 1, "avoid_with": "offload+recompute"}})
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2", "model_engine=megatron",
-                                 "actor_rollout_ref.actor.megatron.param_offload=True",
-                                 "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full"])
+    sandbox.set_scenario(
+        h1, {"step_time": 0.05, "failure": {"kind": "oom-device", "step": 1, "avoid_with": "offload+recompute"}}
+    )
+    rc, log = verl(
+        sandbox,
+        h1,
+        [
+            *BASE,
+            "trainer.total_training_steps=2",
+            "model_engine=megatron",
+            "actor_rollout_ref.actor.megatron.param_offload=True",
+            "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full",
+        ],
+    )
     assert rc == 0, log.read_text()[-2000:]
 
 
 def test_kv_cache_fits_at_lower_utilization(sandbox, h1):
-    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}})
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=2",
-                                 "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"])
+    sandbox.set_scenario(
+        h1, {"step_time": 0.05, "failure": {"kind": "oom-kv-cache", "max_gpu_memory_utilization": 0.6}}
+    )
+    rc, log = verl(
+        sandbox, h1, [*BASE, "trainer.total_training_steps=2", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"]
+    )
     assert rc == 0
 
 
@@ -255,30 +411,48 @@ def test_host_oom_is_sigkill_137(sandbox, h1):
 def test_hang_prints_nothing_more(sandbox, h1):
     """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed."""
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2}})
-    sandbox.exec(h1, "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
-                     "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
-                     "> /verl/dapo_runs/hang.log 2>&1; echo EXIT=$? >> /verl/dapo_runs/hang.log; } &", check=True)
+    sandbox.exec(
+        h1,
+        "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
+        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
+        "> /verl/dapo_runs/hang.log 2>&1; echo EXIT=$? >> /verl/dapo_runs/hang.log; } &",
+        check=True,
+    )
     log = sandbox.runs_dir(h1) / "hang.log"
-    for _ in range(600):                       # wait (up to ~2 min on a loaded machine) for step 1
+    for _ in range(600):  # wait (up to ~2 min on a loaded machine) for step 1
         if log.exists() and steps(log) == [1]:
             break
         time.sleep(0.2)
-    time.sleep(1)                             # let the progress bar redraw after step 1 land
+    time.sleep(1)  # let the progress bar redraw after step 1 land
     size = log.stat().st_size
-    time.sleep(2)                             # 40 step times: a running trainer would have finished
+    time.sleep(2)  # 40 step times: a running trainer would have finished
     text = log.read_text()
     assert steps(log) == [1] and "EXIT=" not in text and len(text.encode()) == size
-    sandbox.reset(h1)                          # kills the hung process
+    sandbox.reset(h1)  # kills the hung process
 
 
 def test_swanlab_local_run_and_link_line(sandbox, h1):
-    env = {"SWANLAB_MODE": "local", "SWANLAB_LOG_DIR": "/verl/dapo_runs/swanlog",
-           "SWANLAB_WEB_HOST": "http://swanlab.example:5092"}
-    rc, log = verl(sandbox, h1, ["trainer.logger=[console,swanlab]", "trainer.default_local_dir=/verl/dapo_runs/ckpt",
-                                 "trainer.project_name=bench", "trainer.experiment_name=exp1",
-                                 "trainer.total_training_steps=2"], env=env)
+    env = {
+        "SWANLAB_MODE": "local",
+        "SWANLAB_LOG_DIR": "/verl/dapo_runs/swanlog",
+        "SWANLAB_WEB_HOST": "http://swanlab.example:5092",
+    }
+    rc, log = verl(
+        sandbox,
+        h1,
+        [
+            "trainer.logger=[console,swanlab]",
+            "trainer.default_local_dir=/verl/dapo_runs/ckpt",
+            "trainer.project_name=bench",
+            "trainer.experiment_name=exp1",
+            "trainer.total_training_steps=2",
+        ],
+        env=env,
+    )
     assert rc == 0, log.read_text()[-2000:]
-    assert grep(r"swanlab: 🚀 View run exp1 at http://swanlab\.example:5092/@sandbox/bench/runs/[a-z0-9]+$", log, fixed=False)
+    assert grep(
+        r"swanlab: 🚀 View run exp1 at http://swanlab\.example:5092/@sandbox/bench/runs/[a-z0-9]+$", log, fixed=False
+    )
     runs = list((sandbox.runs_dir(h1) / "swanlog").glob("run-*"))
     assert len(runs) == 1
 
@@ -312,8 +486,11 @@ def _unused_bench(sandbox) -> str:
     if spare:
         assert spare != sandbox.id and not _leftovers(spare), f"DAPO_BENCH_SPARE_ID={spare} is in use"
         return spare
-    return next(str(i) for i in range(155, -1, -1)
-                if str(i) != sandbox.id and not os.path.exists(f"/var/tmp/dapo-bench-{i}") and not _leftovers(str(i)))
+    return next(
+        str(i)
+        for i in range(155, -1, -1)
+        if str(i) != sandbox.id and not os.path.exists(f"/var/tmp/dapo-bench-{i}") and not _leftovers(str(i))
+    )
 
 
 def _ended(pid: int) -> bool:
@@ -335,10 +512,10 @@ def test_down_leaves_nothing_behind(sandbox):
     assert _leftovers(bid) == [], f"bench {bid} is in use"
     try:
         run_bench("up", "2", bench=bid)
-        run_bench("up", "2", bench=bid)           # idempotent
+        run_bench("up", "2", bench=bid)  # idempotent
         st = run_bench("status", bench=bid)
         assert st.stdout.count("container=running") == 2
-        assert _leftovers(bid)                    # sanity: the probe sees a live bench
+        assert _leftovers(bid)  # sanity: the probe sees a live bench
     finally:
         run_bench("down", bench=bid)
     assert _leftovers(bid) == []
@@ -359,9 +536,9 @@ def test_a_bench_brought_down_and_up_again_is_reached_again(sandbox):
     try:
         inv_path = run_bench("up", "1", bench=bid).stdout.strip().splitlines()[-1]
         h1 = inventory.load(inv_path).hosts["h1"]
-        assert Target(h1, reuse=True).host_run("hostname").stdout.strip() == "h1"   # starts a control master
+        assert Target(h1, reuse=True).host_run("hostname").stdout.strip() == "h1"  # starts a control master
         direct = Target(h1)
-        assert direct.host_run("hostname").stdout.strip() == "h1"                   # a connection of its own
+        assert direct.host_run("hostname").stdout.strip() == "h1"  # a connection of its own
         sock = sshmux.socket_path(Target(h1, reuse=True), sshmux.control_dir())
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(sock))
@@ -371,9 +548,9 @@ def test_a_bench_brought_down_and_up_again_is_reached_again(sandbox):
         run_bench("down", bench=bid)
         assert _ended(pid), "the control master of the removed host outlived bench.sh down"
         run_bench("up", "1", bench=bid)
-        assert Path(h1.known_hosts).read_text() != key                               # a new host key
+        assert Path(h1.known_hosts).read_text() != key  # a new host key
         assert Target(h1, reuse=True).host_run("hostname").stdout.strip() == "h1"
-        assert direct.host_run("hostname").stdout.strip() == "h1"                   # reconnects, new known_hosts
+        assert direct.host_run("hostname").stdout.strip() == "h1"  # reconnects, new known_hosts
         direct.close()
     finally:
         run_bench("down", bench=bid)
@@ -389,8 +566,12 @@ def test_fault_injection_sshd_and_link(sandbox):
         sandbox.start_sshd(h)
         assert sandbox.ssh(h, "hostname", timeout=30).stdout.strip() == h
         sandbox.link(h, False)
-        p = subprocess.run(["ssh", "-F", str(sandbox.ssh_config), "-o", "ConnectTimeout=2", h, "true"],
-                           capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            ["ssh", "-F", str(sandbox.ssh_config), "-o", "ConnectTimeout=2", h, "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert p.returncode == 255 and re.search(r"timed out|No route to host", p.stderr), p.stderr
     finally:
         sandbox.reset(h)

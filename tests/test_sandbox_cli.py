@@ -66,7 +66,7 @@ def test_sandbox_tasks_have_long_flags_only():
     args = {a.name: a for a in up.get_arguments()}
     assert set(args) == {"hosts", "bench_id"}
     assert args["hosts"].kind is int and args["hosts"].default == 3
-    assert all(len(n) > 1 for a in args.values() for n in a.names)     # no -h shadowing --help
+    assert all(len(n) > 1 for a in args.values() for n in a.names)  # no -h shadowing --help
     assert set(ns.collections["sandbox"].task_names) >= {"up", "down", "status"}
 
 

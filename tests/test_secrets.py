@@ -37,10 +37,20 @@ def _operator_env(tmp_path: Path, mode: str = "offline", proxy_pw: bool = False)
     """The operator's environment: fake key + offline mode (local mode needs swanboard, which the sandbox image
     does not carry: preflight refuses it), a webhook token in the user config (+ a proxy password)."""
     cfg = tmp_path / "dapo-ops-config.toml"
-    userconfig.save_section("notify", {"on_success": True, "timeout_s": 2, "webhooks": [
-        {"kind": "generic", "url": f"http://127.0.0.1:9/hook/{HOOK_TOKEN}"}]}, cfg)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SWANLAB_", "DAPO_OPS_")) and k.lower() not in ("http_proxy", "https_proxy")}
+    userconfig.save_section(
+        "notify",
+        {
+            "on_success": True,
+            "timeout_s": 2,
+            "webhooks": [{"kind": "generic", "url": f"http://127.0.0.1:9/hook/{HOOK_TOKEN}"}],
+        },
+        cfg,
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SWANLAB_", "DAPO_OPS_")) and k.lower() not in ("http_proxy", "https_proxy")
+    }
     env.update({"SWANLAB_API_KEY": KEY, "SWANLAB_MODE": mode, "DAPO_OPS_CONFIG": str(cfg), "HOME": str(tmp_path)})
     if proxy_pw:
         env["http_proxy"] = f"http://bob:{PROXY_PW}@192.0.2.1:3128"
@@ -53,8 +63,14 @@ INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", 
 
 def _dapo_ops(sandbox, env, *args, timeout=300) -> subprocess.CompletedProcess:
     task, rest = args[0], list(args[1:])
-    return subprocess.run([DAPO_OPS, "-H", "h1", task, *INPUT_FLAGS, *rest, "--inventory", str(sandbox.inventory)],
-                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=timeout)
+    return subprocess.run(
+        [DAPO_OPS, "-H", "h1", task, *INPUT_FLAGS, *rest, "--inventory", str(sandbox.inventory)],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
 
 
 def _assert_clean(where: str, text: str, secrets=SECRETS):
@@ -70,8 +86,11 @@ def _wait_run(sandbox, timeout=240) -> Path:
     runs = sandbox.runs_dir("h1")
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        done = [p for p in runs.glob("*/run.json")
-                if json.loads(p.read_text() or "{}").get("status") in ("succeeded", "failed", "stopped")]
+        done = [
+            p
+            for p in runs.glob("*/run.json")
+            if json.loads(p.read_text() or "{}").get("status") in ("succeeded", "failed", "stopped")
+        ]
         if done:
             return done[0].parent
         time.sleep(1)
@@ -225,13 +244,17 @@ def test_an_interpolation_canary_launch_leaves_no_hit_anywhere(h1, tmp_path):
     env = _operator_env(tmp_path, mode="cloud")
     env["SWANLAB_HOST"] = "http://127.0.0.1:9"
     ref = "${oc.env:SWANLAB_API_KEY}"
-    vectors = [(["--experiment", f"exp-{ref}"], {}), ([], {"EXPERIMENT_NAME": f"e-{ref}"}),
-               (["--project", f"p{ref}"], {}), (["--model", f"/verl/m{ref}"], {}),
-               (["--override", f"+trainer.note={ref}"], {}), (["--override", f"+trainer.note='\\{ref}'"], {})]
+    vectors = [
+        (["--experiment", f"exp-{ref}"], {}),
+        ([], {"EXPERIMENT_NAME": f"e-{ref}"}),
+        (["--project", f"p{ref}"], {}),
+        (["--model", f"/verl/m{ref}"], {}),
+        (["--override", f"+trainer.note={ref}"], {}),
+        (["--override", f"+trainer.note='\\{ref}'"], {}),
+    ]
     printouts, codes = [], []
     for args, extra in vectors:
-        out = _dapo_ops(h1, {**env, **extra}, "launch", "--steps", "2", "--link-wait", "1", "--skip-preflight",
-                        *args)
+        out = _dapo_ops(h1, {**env, **extra}, "launch", "--steps", "2", "--link-wait", "1", "--skip-preflight", *args)
         printouts.append(out.stdout + out.stderr)
         codes.append((out.returncode, len(out.stderr.strip().splitlines())))
         if out.returncode == 0:  # it started: let it end, then its files are searched too

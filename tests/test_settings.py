@@ -17,17 +17,37 @@ def test_runbook_defaults():
 
 def test_every_runbook_variable_is_in_the_table():
     envs = {e for p in S.PARAMS for e in p.env}
-    for var in ("TRAIN_STEPS", "FRAMEWORK", "MODEL_PATH", "TRAIN_FILE", "VAL_FILE", "TRAINER_GPUS", "ROLLOUT_GPUS",
-                "MAX_RESPONSE_LENGTH", "USER_FEATURES", "ENABLE_OFFLOAD", "MAX_OOM_RETRIES", "CONTAINER",
-                "SWANLAB_MODE", "SWANLAB_HOST", "http_proxy", "https_proxy"):
+    for var in (
+        "TRAIN_STEPS",
+        "FRAMEWORK",
+        "MODEL_PATH",
+        "TRAIN_FILE",
+        "VAL_FILE",
+        "TRAINER_GPUS",
+        "ROLLOUT_GPUS",
+        "MAX_RESPONSE_LENGTH",
+        "USER_FEATURES",
+        "ENABLE_OFFLOAD",
+        "MAX_OOM_RETRIES",
+        "CONTAINER",
+        "SWANLAB_MODE",
+        "SWANLAB_HOST",
+        "http_proxy",
+        "https_proxy",
+    ):
         assert var in envs, var
     assert not any("KEY" in e for e in envs), "secrets are not settings"
 
 
 @pytest.mark.parametrize("p", S.PARAMS, ids=lambda p: p.name)
 def test_precedence_flag_env_file_default_for_every_setting(p):
-    samples = {"int": (7, "8", 9), "float": (0.7, "0.8", 0.9), "bool": (True, "False", True),
-               "str": ("from-flag", "from-env", "from-file"), "features": ("offload", "prefix_cache", "-flash_attn")}
+    samples = {
+        "int": (7, "8", 9),
+        "float": (0.7, "0.8", 0.9),
+        "bool": (True, "False", True),
+        "str": ("from-flag", "from-env", "from-file"),
+        "features": ("offload", "prefix_cache", "-flash_attn"),
+    }
     fl, ev, fv = samples[p.type]
     if p.choices:
         fl, ev, fv = [c for c in p.choices if c][0], [c for c in p.choices if c][-1], [c for c in p.choices if c][0]
@@ -42,8 +62,13 @@ def test_precedence_flag_env_file_default_for_every_setting(p):
         st = resolve({}, env, file_cfg)
         assert st.source(p.name) == "env"
         # the env value typed by hand (not by the implementation's own convert): "8" -> 8, "False" -> False, ...
-        typed = {"int": int, "float": float, "bool": {"True": True, "False": False}.__getitem__, "str": str,
-                 "features": str}[p.type](ev)
+        typed = {
+            "int": int,
+            "float": float,
+            "bool": {"True": True, "False": False}.__getitem__,
+            "str": str,
+            "features": str,
+        }[p.type](ev)
         assert st[p.name] == typed and type(st[p.name]) is type(typed)
     if p.key:
         st = resolve({}, {}, file_cfg)
@@ -60,18 +85,21 @@ def test_none_counts_as_not_given():
 # issue 32 item 3: a variable / flag / file key SET but empty launched the default (TRAIN_STEPS= -> 100 steps,
 # MODEL_PATH= -> Qwen3-8B). One rule (settings.EMPTY_RULES): refused in one line naming it, unless empty is the
 # setting's own meaning.
-@pytest.mark.parametrize("flags,env,file_cfg,needle", [
-    ({}, {"TRAIN_STEPS": ""}, {}, "TRAIN_STEPS is set but empty; set it (e.g. TRAIN_STEPS=100), or unset it"),
-    ({}, {"MODEL_PATH": ""}, {}, "MODEL_PATH is set but empty; set it (e.g. MODEL_PATH=Qwen3-8B)"),
-    ({}, {"FRAMEWORK": ""}, {}, "FRAMEWORK is set but empty; set it to one of megatron | fsdp"),
-    ({}, {"ENABLE_OFFLOAD": ""}, {}, "ENABLE_OFFLOAD is set but empty"),
-    ({"framework": ""}, {}, {}, "--framework '' is empty; give one of megatron | fsdp, or drop --framework"),
-    ({"model": ""}, {}, {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
-    ({"project": ""}, {}, {}, "--project '' is empty"),
-    ({"steps": ""}, {"TRAIN_STEPS": "7"}, {}, "--steps '' is empty"),   # not silently the env's value either
-    ({}, {}, {"run": {"steps": ""}}, "[run] steps in the config file is empty; give a value (e.g. steps = 100)"),
-    ({}, {}, {"run": {"model": ""}}, "[run] model in the config file is empty"),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,needle",
+    [
+        ({}, {"TRAIN_STEPS": ""}, {}, "TRAIN_STEPS is set but empty; set it (e.g. TRAIN_STEPS=100), or unset it"),
+        ({}, {"MODEL_PATH": ""}, {}, "MODEL_PATH is set but empty; set it (e.g. MODEL_PATH=Qwen3-8B)"),
+        ({}, {"FRAMEWORK": ""}, {}, "FRAMEWORK is set but empty; set it to one of megatron | fsdp"),
+        ({}, {"ENABLE_OFFLOAD": ""}, {}, "ENABLE_OFFLOAD is set but empty"),
+        ({"framework": ""}, {}, {}, "--framework '' is empty; give one of megatron | fsdp, or drop --framework"),
+        ({"model": ""}, {}, {}, "--model '' is empty; give a value (e.g. --model Qwen3-8B), or drop --model"),
+        ({"project": ""}, {}, {}, "--project '' is empty"),
+        ({"steps": ""}, {"TRAIN_STEPS": "7"}, {}, "--steps '' is empty"),  # not silently the env's value either
+        ({}, {}, {"run": {"steps": ""}}, "[run] steps in the config file is empty; give a value (e.g. steps = 100)"),
+        ({}, {}, {"run": {"model": ""}}, "[run] model in the config file is empty"),
+    ],
+)
 def test_a_value_set_empty_is_refused_naming_it(flags, env, file_cfg, needle):
     with pytest.raises(SettingsError) as e:
         resolve(flags, env, file_cfg)
@@ -79,11 +107,18 @@ def test_a_value_set_empty_is_refused_naming_it(flags, env, file_cfg, needle):
 
 
 def test_empty_is_not_given_where_the_default_is_empty_and_a_value_where_help_says_so():
-    st = resolve({"experiment": "", "features": "", "container": ""},
-                 {"EXPERIMENT_NAME": "", "CONTAINER": "c1", "HCCL_HOST_SOCKET_PORT_RANGE": "",
-                  "HCCL_NPU_SOCKET_PORT_RANGE": "61000-61001"}, {"run": {"features": "offload"}})
+    st = resolve(
+        {"experiment": "", "features": "", "container": ""},
+        {
+            "EXPERIMENT_NAME": "",
+            "CONTAINER": "c1",
+            "HCCL_HOST_SOCKET_PORT_RANGE": "",
+            "HCCL_NPU_SOCKET_PORT_RANGE": "61000-61001",
+        },
+        {"run": {"features": "offload"}},
+    )
     assert (st["experiment"], st.source("experiment")) == ("", "default")
-    assert (st["container"], st.source("container")) == ("c1", "env")   # empty flag: the next source applies
+    assert (st["container"], st.source("container")) == ("c1", "env")  # empty flag: the next source applies
     assert (st["features"], st.source("features")) == ("offload", "file")
     # help: "(empty: verl's own 'auto')": the empty value itself (was the default 60000-60050 before)
     assert (st["hccl_host_socket_port_range"], st.source("hccl_host_socket_port_range")) == ("", "env")
@@ -108,14 +143,17 @@ def test_steps_bound_names_the_flag_that_set_it():
         resolve({}, {"TRAIN_STEPS": "99999999999999999999"}, {})
 
 
-@pytest.mark.parametrize("name,flags,env,where", [
-    ("experiment", {"experiment": "exp-${oc.env:SWANLAB_API_KEY}"}, {}, "--experiment"),
-    ("experiment", {}, {"EXPERIMENT_NAME": "${x}"}, "EXPERIMENT_NAME"),
-    ("model", {"model": "/verl/m${IFS}x"}, {}, "--model"),
-    ("train_file", {}, {"TRAIN_FILE": "/d/${oc.decode:'1'}.parquet"}, "TRAIN_FILE"),
-    ("val_file", {"val_file": "a\\${b}"}, {}, "--val-file"),
-    ("project", {}, {"PROJECT_NAME": "p${"}, "PROJECT_NAME"),
-])
+@pytest.mark.parametrize(
+    "name,flags,env,where",
+    [
+        ("experiment", {"experiment": "exp-${oc.env:SWANLAB_API_KEY}"}, {}, "--experiment"),
+        ("experiment", {}, {"EXPERIMENT_NAME": "${x}"}, "EXPERIMENT_NAME"),
+        ("model", {"model": "/verl/m${IFS}x"}, {}, "--model"),
+        ("train_file", {}, {"TRAIN_FILE": "/d/${oc.decode:'1'}.parquet"}, "TRAIN_FILE"),
+        ("val_file", {"val_file": "a\\${b}"}, {}, "--val-file"),
+        ("project", {}, {"PROJECT_NAME": "p${"}, "PROJECT_NAME"),
+    ],
+)
 def test_a_string_setting_holding_an_interpolation_is_refused_without_echoing_it(name, flags, env, where):
     """issue 32 item 1: verl's OmegaConf evaluates '${' in every value (an escape does not survive main_ppo.py:145's
     in-place resolve, tests/test_overrides.py); the refusal names the flag / variable and does not echo the text."""
@@ -135,17 +173,20 @@ def test_bare_run_table_is_accepted():
     assert st["steps"] == 12 and st.source("framework") == "file"
 
 
-@pytest.mark.parametrize("flags,env,file_cfg,needle", [
-    ({}, {"TRAIN_STEPS": "abc"}, {}, "TRAIN_STEPS='abc' is not an integer"),
-    ({"steps": "x"}, {}, {}, "--steps='x' is not an integer"),
-    ({}, {}, {"run": {"steps": "ten"}}, "[run] steps in the config file='ten' is not an integer"),
-    ({}, {"ENABLE_OFFLOAD": "maybe"}, {}, "ENABLE_OFFLOAD='maybe' is not a boolean"),
-    ({}, {"FRAMEWORK": "jax"}, {}, "FRAMEWORK='jax' is not one of"),
-    ({}, {"USER_FEATURES": "warp"}, {}, "USER_FEATURES: unknown feature 'warp'"),
-    ({}, {"TRAIN_STEPS": "0"}, {}, "below the minimum"),
-    ({}, {"GPU_MEMORY_UTILIZATION": "1.5"}, {}, "fraction"),
-    ({"nope": 1}, {}, {}, "unknown setting 'nope'"),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,needle",
+    [
+        ({}, {"TRAIN_STEPS": "abc"}, {}, "TRAIN_STEPS='abc' is not an integer"),
+        ({"steps": "x"}, {}, {}, "--steps='x' is not an integer"),
+        ({}, {}, {"run": {"steps": "ten"}}, "[run] steps in the config file='ten' is not an integer"),
+        ({}, {"ENABLE_OFFLOAD": "maybe"}, {}, "ENABLE_OFFLOAD='maybe' is not a boolean"),
+        ({}, {"FRAMEWORK": "jax"}, {}, "FRAMEWORK='jax' is not one of"),
+        ({}, {"USER_FEATURES": "warp"}, {}, "USER_FEATURES: unknown feature 'warp'"),
+        ({}, {"TRAIN_STEPS": "0"}, {}, "below the minimum"),
+        ({}, {"GPU_MEMORY_UTILIZATION": "1.5"}, {}, "fraction"),
+        ({"nope": 1}, {}, {}, "unknown setting 'nope'"),
+    ],
+)
 def test_bad_values_give_one_line_naming_the_variable(flags, env, file_cfg, needle):
     with pytest.raises(SettingsError) as ei:
         resolve(flags, env, file_cfg)

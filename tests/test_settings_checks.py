@@ -15,15 +15,18 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.parametrize("flags,env,file_cfg,needle", [
-    ({"save_freq": -2}, {}, {}, "--save-freq=-2 is below the minimum 1; use a value >= 1 or -1"),
-    ({"save_freq": 0}, {}, {}, "--save-freq=0 is below the minimum 1"),
-    ({}, {"SAVE_FREQ": "-5"}, {}, "SAVE_FREQ='-5' is below"),
-    ({}, {"MAX_OOM_RETRIES": "1000"}, {}, "MAX_OOM_RETRIES='1000' is above the maximum 10"),
-    ({}, {}, {"run": {"max_oom_retries": 11}}, "[run] max_oom_retries in the config file=11 is above"),
-    ({"container": "verl;x"}, {}, {}, "--container='verl;x' is not a Docker container name"),
-    ({}, {"CONTAINER": "-verl"}, {}, "CONTAINER='-verl' is not a Docker container name"),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,needle",
+    [
+        ({"save_freq": -2}, {}, {}, "--save-freq=-2 is below the minimum 1; use a value >= 1 or -1"),
+        ({"save_freq": 0}, {}, {}, "--save-freq=0 is below the minimum 1"),
+        ({}, {"SAVE_FREQ": "-5"}, {}, "SAVE_FREQ='-5' is below"),
+        ({}, {"MAX_OOM_RETRIES": "1000"}, {}, "MAX_OOM_RETRIES='1000' is above the maximum 10"),
+        ({}, {}, {"run": {"max_oom_retries": 11}}, "[run] max_oom_retries in the config file=11 is above"),
+        ({"container": "verl;x"}, {}, {}, "--container='verl;x' is not a Docker container name"),
+        ({}, {"CONTAINER": "-verl"}, {}, "CONTAINER='-verl' is not a Docker container name"),
+    ],
+)
 def test_out_of_range_values_are_refused_naming_their_source(flags, env, file_cfg, needle):
     with pytest.raises(SettingsError) as ei:
         resolve(flags, env, file_cfg)
@@ -32,20 +35,25 @@ def test_out_of_range_values_are_refused_naming_their_source(flags, env, file_cf
     assert "inventory" not in str(ei.value)  # the flag/variable is the source, not hosts.toml
 
 
-@pytest.mark.parametrize("flags", [{"save_freq": -1}, {"save_freq": 1}, {"max_oom_retries": 10},
-                                   {"max_oom_retries": 0}, {"container": "verl_2.a-b"}])
+@pytest.mark.parametrize(
+    "flags",
+    [{"save_freq": -1}, {"save_freq": 1}, {"max_oom_retries": 10}, {"max_oom_retries": 0}, {"container": "verl_2.a-b"}],
+)
 def test_values_in_range_pass(flags):
     st = resolve(flags, {}, {})
-    (name, val), = flags.items()
+    ((name, val),) = flags.items()
     assert st[name] == val
 
 
-@pytest.mark.parametrize("flags,env,file_cfg,needle", [
-    ({"project": "my project"}, {}, {}, "--project='my project' is refused by swanlab"),
-    ({}, {"PROJECT_NAME": "a/b"}, {}, "PROJECT_NAME='a/b' is refused by swanlab"),
-    ({}, {}, {"run": {"project": "x" * 101}}, "[run] project in the config file="),
-    ({"experiment": "e" * 513}, {}, {}, "--experiment="),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,needle",
+    [
+        ({"project": "my project"}, {}, {}, "--project='my project' is refused by swanlab"),
+        ({}, {"PROJECT_NAME": "a/b"}, {}, "PROJECT_NAME='a/b' is refused by swanlab"),
+        ({}, {}, {"run": {"project": "x" * 101}}, "[run] project in the config file="),
+        ({"experiment": "e" * 513}, {}, {}, "--experiment="),
+    ],
+)
 def test_names_swanlab_refuses_are_refused_when_swanlab_logs(flags, env, file_cfg, needle):
     st = resolve(flags, env, file_cfg)
     with pytest.raises(SettingsError) as ei:
@@ -86,16 +94,20 @@ def test_make_plan_refuses_the_name_with_the_swanlab_logger_only():
 
 def _dapo_ops(*argv, tmp_path):
     env = {"PATH": str(BIN), "HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
-    return subprocess.run([str(BIN / "dapo-ops"), *argv], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=60, env=env)
+    return subprocess.run(
+        [str(BIN / "dapo-ops"), *argv], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env
+    )
 
 
-@pytest.mark.parametrize("argv,start", [
-    (["--project", "my project", "--swanlab-mode", "local"], "--project='my project' is refused by swanlab"),
-    (["--save-freq", "-2"], "--save-freq=-2 is below the minimum 1"),
-    (["--container", "verl;x"], "--container='verl;x' is not a Docker container name"),
-    (["--link-wait", "-1"], "--link-wait=-1 is negative"),
-])
+@pytest.mark.parametrize(
+    "argv,start",
+    [
+        (["--project", "my project", "--swanlab-mode", "local"], "--project='my project' is refused by swanlab"),
+        (["--save-freq", "-2"], "--save-freq=-2 is below the minimum 1"),
+        (["--container", "verl;x"], "--container='verl;x' is not a Docker container name"),
+        (["--link-wait", "-1"], "--link-wait=-1 is negative"),
+    ],
+)
 def test_launch_refuses_with_one_line_and_exit_2(argv, start, tmp_path):
     out = _dapo_ops("launch", "--dry-run", *argv, tmp_path=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
@@ -113,11 +125,14 @@ def test_max_oom_retries_bound_is_documented_in_the_table():
     assert S.BY_NAME["max_oom_retries"].maximum == 10
 
 
-@pytest.mark.parametrize("flags,env,file_cfg,where", [
-    ({}, {}, {"run": {"experiment": "exp-SECRETKEY123"}}, "[run] experiment in the config file: "),
-    ({}, {"EXPERIMENT_NAME": "exp-SECRETKEY123"}, {}, "EXPERIMENT_NAME: "),
-    ({"experiment": "exp-SECRETKEY123"}, {}, {}, "--experiment: "),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,where",
+    [
+        ({}, {}, {"run": {"experiment": "exp-SECRETKEY123"}}, "[run] experiment in the config file: "),
+        ({}, {"EXPERIMENT_NAME": "exp-SECRETKEY123"}, {}, "EXPERIMENT_NAME: "),
+        ({"experiment": "exp-SECRETKEY123"}, {}, {}, "--experiment: "),
+    ],
+)
 def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg, where):
     from dapo_ops.control.launch import LaunchUsageError, refuse_secret_settings
 
@@ -127,11 +142,18 @@ def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg
     assert str(ei.value).startswith(where) and "SECRETKEY123" not in str(ei.value)
 
 
-@pytest.mark.parametrize("flags,env,file_cfg,start", [
-    ({"offload": True, "features": "-offload"}, {}, {}, "--offload turns offload on but --features='-offload'"),
-    ({}, {"ENABLE_OFFLOAD": "1"}, {"run": {"features": ["-offload"]}},
-     "ENABLE_OFFLOAD turns offload on but [run] features in the config file='-offload'"),
-])
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,start",
+    [
+        ({"offload": True, "features": "-offload"}, {}, {}, "--offload turns offload on but --features='-offload'"),
+        (
+            {},
+            {"ENABLE_OFFLOAD": "1"},
+            {"run": {"features": ["-offload"]}},
+            "ENABLE_OFFLOAD turns offload on but [run] features in the config file='-offload'",
+        ),
+    ],
+)
 def test_offload_on_and_off_names_both_sources(flags, env, file_cfg, start):
     with pytest.raises(SettingsError) as ei:
         resolve(flags, env, file_cfg)

@@ -45,10 +45,13 @@ def test_calls_and_processes_share_one_ssh_login(sandbox, inv):
     for _ in range(3):
         with reusing(inv) as t:
             assert t.run("hostname", workdir="").stdout.strip() == "h1"
-    code = ("import sys; from dapo_ops.control import inventory; from dapo_ops.control.remote import Target; "
-            "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)")
-    out = subprocess.run([sys.executable, "-c", code, str(sandbox.inventory)], capture_output=True, text=True,
-                         timeout=120)
+    code = (
+        "import sys; from dapo_ops.control import inventory; from dapo_ops.control.remote import Target; "
+        "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(sandbox.inventory)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and out.stdout.strip() == "h1", out.stderr
     assert logins(sandbox, "h1") - before == 1
     # without reuse every Target logs in again
@@ -80,7 +83,7 @@ def test_output_exit_codes_and_isolation_through_the_master(inv):
     assert (ei.value.kind, ei.value.exit_code) == ("command", 7)
     assert ei.value.message.endswith("exited 7 in container 'verl': the real reason")
     assert t.run("cat", secret_env={"S": "x"}, check=False).exited == 0  # stdin-fed commands: own channel
-    assert t.run("printf %s \"$S\"", secret_env={"S": "s3cret"}).stdout == "s3cret"
+    assert t.run('printf %s "$S"', secret_env={"S": "s3cret"}).stdout == "s3cret"
 
 
 def test_timeout_through_the_master_is_a_timeout_and_the_next_call_works(inv):
@@ -117,8 +120,10 @@ def test_missing_container_through_the_master(sandbox, inv):
         with pytest.raises(RemoteError) as ei:
             reusing(inv, "h3").run("true", state_on_failure=True)
         assert ei.value.kind == "container-missing"
-        assert "container 'verl' does not exist (Docker: Error response from daemon: No such container: verl)" \
+        assert (
+            "container 'verl' does not exist (Docker: Error response from daemon: No such container: verl)"
             in ei.value.message
+        )
     finally:
         sandbox.ssh("h3", "docker rename verl-away verl")
 
@@ -224,7 +229,7 @@ def test_close_all_under_a_directory_ends_only_the_masters_of_hosts_whose_key_fi
     pids = master_pid(mine), master_pid(other)
     assert sshmux.main(["close", "--under", str(tmp_path)]) == 0
     assert ended(pids[0])
-    assert master_pid(other) == pids[1]          # the other master still answers
+    assert master_pid(other) == pids[1]  # the other master still answers
     assert sshmux.close_all() == 1
 
 

@@ -72,8 +72,9 @@ class Follower:
 
     def __init__(self, sandbox, *args):
         env = dict(os.environ, DAPO_OPS_INVENTORY=str(sandbox.inventory))
-        self.proc = subprocess.Popen([DAPO_OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+        self.proc = subprocess.Popen(
+            [DAPO_OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         self.lines: list[str] = []
         self.q: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -107,8 +108,22 @@ def gone_pid(sandbox, host) -> int:
     return int(sandbox.exec(host, "echo $$", check=True).stdout.strip())
 
 
-def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10, sup_pid=None, verl_pgid=None,
-             log="", attempts_logs=None, features=None, started_at=None, **fields):
+def make_run(
+    sandbox,
+    host,
+    *,
+    status="running",
+    attempt=1,
+    step=None,
+    total=10,
+    sup_pid=None,
+    verl_pgid=None,
+    log="",
+    attempts_logs=None,
+    features=None,
+    started_at=None,
+    **fields,
+):
     """Create a run dir as the supervisor would (runstate.new_record + write_run) on ``host``, with the bundle the
     launch installed for it (remote_bundle.local_install into the runs dir's bind mount).
 
@@ -121,10 +136,16 @@ def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10,
     remote_bundle.local_install(sandbox.runs_dir(host))
     (host_rd / "checkpoints" / "global_step_2").mkdir(parents=True)
     crd = runstate.run_dir_for(RUNS_IN_CONTAINER, rid)
-    spec = {"run_id": rid, "run_dir": crd, "host": host, "container": "verl", "mode": "dapo",
-            "settings": {"steps": total, "ckpt_dir": crd + "/checkpoints"},
-            "features": features or [{"name": "flash_attn", "source": "default"},
-                                     {"name": "dynamic_batch", "source": "default"}]}
+    spec = {
+        "run_id": rid,
+        "run_dir": crd,
+        "host": host,
+        "container": "verl",
+        "mode": "dapo",
+        "settings": {"steps": total, "ckpt_dir": crd + "/checkpoints"},
+        "features": features
+        or [{"name": "flash_attn", "source": "default"}, {"name": "dynamic_batch", "source": "default"}],
+    }
     rec = runstate.new_record(spec, sup_pid or gone_pid(sandbox, host), now=now - 5)
     rec.update(status=status, attempt=attempt, step=step, **fields)
     rec["pids"]["verl_pgid"] = verl_pgid
@@ -138,8 +159,13 @@ def make_run(sandbox, host, *, status="running", attempt=1, step=None, total=10,
 def start_fake_supervisor(sandbox, host, crd, host_rd):
     """Start FAKE_SUPERVISOR detached in the container for run dir ``crd``; waits until it recorded its PIDs."""
     import shlex
-    sandbox.exec(host, "nohup python3 -c %s dapo_ops.agent.supervisor %s >/dev/null 2>&1 </dev/null &"
-                 % (shlex.quote(FAKE_SUPERVISOR), shlex.quote(crd)), check=True)
+
+    sandbox.exec(
+        host,
+        "nohup python3 -c %s dapo_ops.agent.supervisor %s >/dev/null 2>&1 </dev/null &"
+        % (shlex.quote(FAKE_SUPERVISOR), shlex.quote(crd)),
+        check=True,
+    )
     deadline = time.time() + 30
     while not (host_rd / "sup.ready").exists():
         assert time.time() < deadline, "fake supervisor did not start"
@@ -149,19 +175,22 @@ def start_fake_supervisor(sandbox, host, crd, host_rd):
 
 def container_pids(sandbox, host) -> dict[int, str]:
     """{pid: comm} of every process in the container."""
-    out = sandbox.exec(host, "for p in /proc/[0-9]*; do echo ${p#/proc/} $(cat $p/comm 2>/dev/null); done",
-                       check=True).stdout
+    out = sandbox.exec(
+        host, "for p in /proc/[0-9]*; do echo ${p#/proc/} $(cat $p/comm 2>/dev/null); done", check=True
+    ).stdout
     return {int(a): b for a, _, b in (ln.partition(" ") for ln in out.splitlines() if ln.strip())}
 
 
 def steps_log(k, first, last, features="flash_attn,dynamic_batch", start=True):
     lines = ["===== dapo-ops attempt %d start 2026-11-29T15:00:00 features=%s =====" % (k, features)] if start else []
     for i in range(first, last + 1):
-        lines.append("(TaskRunner pid=41) step:%d - actor/pg_loss:np.float64(-0.01) - critic/score/mean:np.float64(0.%d)"
-                     " - response_length/mean:%d.0 - perf/throughput:np.float64(1500.5) - timing_s/step:12.5"
-                     % (i, i, 800 + i))
-        lines.append("(TaskRunner pid=41) Training Progress:  %d%%|##  | %d/10 [00:%02d<01:30, 12.50s/it]"
-                     % (i * 10, i, i))
+        lines.append(
+            "(TaskRunner pid=41) step:%d - actor/pg_loss:np.float64(-0.01) - critic/score/mean:np.float64(0.%d)"
+            " - response_length/mean:%d.0 - perf/throughput:np.float64(1500.5) - timing_s/step:12.5" % (i, i, 800 + i)
+        )
+        lines.append(
+            "(TaskRunner pid=41) Training Progress:  %d%%|##  | %d/10 [00:%02d<01:30, 12.50s/it]" % (i * 10, i, i)
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -172,25 +201,44 @@ def status_json(sandbox, hosts, *args):
 
 # ------------------------------------------------------------------------------------------ status
 
+
 def test_status_second_attempt_and_other_host_without_runs(sandbox):
     for h in ("h1", "h2"):
         sandbox.reset(h)
-    log = steps_log(1, 1, 4) + "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n" + \
-        steps_log(2, 3, 5, features="flash_attn,dynamic_batch,offload")
-    feats = [{"name": "flash_attn", "source": "default"}, {"name": "dynamic_batch", "source": "default"},
-             {"name": "offload", "source": "oom-retry-1"}]
-    rid, host_rd, crd = make_run(sandbox, "h1", attempt=2, step=4, log=log, features=feats,
-                                 step_times=[12.0, 13.0, 12.5], last_progress_at=time.time(),
-                                 verdict={"cls": "oom-device", "action": "retry with offload, resume from step 2",
-                                          "hint": "x", "evidence": ["NPU out of memory"]},
-                                 swanlab_url="https://swanlab.cn/@me/dapo/runs/abc")
+    log = (
+        steps_log(1, 1, 4)
+        + "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
+        + steps_log(2, 3, 5, features="flash_attn,dynamic_batch,offload")
+    )
+    feats = [
+        {"name": "flash_attn", "source": "default"},
+        {"name": "dynamic_batch", "source": "default"},
+        {"name": "offload", "source": "oom-retry-1"},
+    ]
+    rid, host_rd, crd = make_run(
+        sandbox,
+        "h1",
+        attempt=2,
+        step=4,
+        log=log,
+        features=feats,
+        step_times=[12.0, 13.0, 12.5],
+        last_progress_at=time.time(),
+        verdict={
+            "cls": "oom-device",
+            "action": "retry with offload, resume from step 2",
+            "hint": "x",
+            "evidence": ["NPU out of memory"],
+        },
+        swanlab_url="https://swanlab.cn/@me/dapo/runs/abc",
+    )
     start_fake_supervisor(sandbox, "h1", crd, host_rd)
     proc, rows = status_json(sandbox, "h1,h2")
     assert proc.returncode == 0, proc.stderr
     by = {r["host"]: r for r in rows}
     r = by["h1"]
     assert r["run_id"] == rid and r["state"] == "running" and r["attempt"] == 2
-    assert (r["step"], r["total"], r["percent"]) == (5, 10, 50.0)   # from attempt 2's segment of the tail
+    assert (r["step"], r["total"], r["percent"]) == (5, 10, 50.0)  # from attempt 2's segment of the tail
     assert r["eta_s"] == 5 * 12.5
     assert r["metrics"] == {"critic/score/mean": 0.5, "response_length/mean": 805.0, "perf/throughput": 1500.5}
     assert [f["name"] for f in r["features"] if f["oom_added"]] == ["offload"]
@@ -227,8 +275,14 @@ def test_status_all_lists_past_runs_newest_first(sandbox):
     t = time.time()
     old, _, _ = make_run(sandbox, "h1", status="succeeded", step=10, started_at=t - 7200)
     mid, _, _ = make_run(sandbox, "h1", status="stopped", step=4, started_at=t - 3600)
-    new, _, _ = make_run(sandbox, "h1", status="failed", step=2, started_at=t - 60,
-                         verdict={"cls": "config-error", "action": "fix the key", "hint": "h"})
+    new, _, _ = make_run(
+        sandbox,
+        "h1",
+        status="failed",
+        step=2,
+        started_at=t - 60,
+        verdict={"cls": "config-error", "action": "fix the key", "hint": "h"},
+    )
     proc, rows = status_json(sandbox, "h1", "--all")
     assert proc.returncode == 0, proc.stderr
     assert [r["run_id"] for r in rows] == [new, mid, old]
@@ -252,6 +306,7 @@ def test_status_reads_bounded_tail_of_big_log(sandbox):
 
 # ------------------------------------------------------------------------------------------ watch
 
+
 def test_watch_prints_state_changes_and_exits_0_on_success(sandbox):
     sandbox.reset("h1")
     rid, host_rd, crd = make_run(sandbox, "h1", step=1, log=steps_log(1, 1, 1))
@@ -270,9 +325,15 @@ def test_watch_prints_state_changes_and_exits_0_on_success(sandbox):
         update(step=2)
         update(status="retrying", verdict={"cls": "oom-device", "action": "retry with offload", "hint": "h"})
         w.wait_for(lambda ln: "running -> retrying" in ln)
-        update(status="running", attempt=2, features=[{"name": "flash_attn", "source": "default"},
-                                                      {"name": "dynamic_batch", "source": "default"},
-                                                      {"name": "offload", "source": "oom-retry-1"}])
+        update(
+            status="running",
+            attempt=2,
+            features=[
+                {"name": "flash_attn", "source": "default"},
+                {"name": "dynamic_batch", "source": "default"},
+                {"name": "offload", "source": "oom-retry-1"},
+            ],
+        )
         w.wait_for(lambda ln: "attempt 2 started" in ln)
         update(status="succeeded", step=10, ended_at=time.time())
         w.wait_for(lambda ln: ln.startswith("h1: finished:"), timeout=60)
@@ -292,9 +353,17 @@ def test_watch_prints_state_changes_and_exits_0_on_success(sandbox):
 
 def test_watch_failed_stopped_and_dead_supervisor_exit_nonzero(sandbox):
     sandbox.reset("h1")
-    make_run(sandbox, "h1", status="failed", step=4,
-             verdict={"cls": "oom-device", "action": "stop: memory ladder exhausted (offload, recompute).",
-                      "hint": "lower max_response_length"})
+    make_run(
+        sandbox,
+        "h1",
+        status="failed",
+        step=4,
+        verdict={
+            "cls": "oom-device",
+            "action": "stop: memory ladder exhausted (offload, recompute).",
+            "hint": "lower max_response_length",
+        },
+    )
     proc = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
     assert proc.returncode == 1
     assert "failed: stop: memory ladder exhausted (offload, recompute) at step 4/10 (oom-device)" in proc.stderr
@@ -326,15 +395,17 @@ def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_comma
     real_run = t.run
     t.run = lambda *a, **kw: calls.append(a[0]) or real_run(*a, **kw)
     try:
-        first = remote_bundle.run_op(t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})],
-                                     site=False, workdir="")
+        first = remote_bundle.run_op(
+            t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
+        )
         assert json.loads(first.stdout)["run"]["run_id"] == rid
         # look, install (its own staged file), look
         assert len(calls) == 3 and calls[1].startswith(remote_bundle.install_command(bdir, h.python, "X")[:-1]), calls
         assert sandbox.exec("h1", "test -f %s/dapo_ops/.complete && echo yes" % bdir).stdout.strip() == "yes"
         calls.clear()
-        again = remote_bundle.run_op(t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})],
-                                     site=False, workdir="")
+        again = remote_bundle.run_op(
+            t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
+        )
         assert json.loads(again.stdout)["run"]["run_id"] == rid and len(calls) == 1
     finally:
         t.close()

@@ -22,8 +22,14 @@ HERE = Path(__file__).parent
 ANSWERS = HERE / "fixtures" / "status" / "probe-answers.json"
 RUNNING, FAILED = "20261129-150000-k3v9", "20261128-093012-q7c2"
 URL = "https://swanlab.cn/@dapo-team/dapo-ops/runs/k2x9p1q8m3z7w5"
-FEATURES = ("flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing", "+offload(oom-retry-1)",
-            "+recompute(oom-retry-2)")
+FEATURES = (
+    "flash_attn",
+    "dynamic_batch",
+    "remove_padding",
+    "gradient_checkpointing",
+    "+offload(oom-retry-1)",
+    "+recompute(oom-retry-2)",
+)
 WIDTHS = (80, 100, 120, 200)
 
 
@@ -36,8 +42,18 @@ def _check_screen(text: str, width: int) -> None:
     lines = [ln.rstrip() for ln in text.splitlines()]
     too_long = [ln for ln in lines if len(ln) > width]
     assert not too_long, (width, too_long)
-    for whole in ("npu-node-a01", "npu-node-b02", RUNNING, FAILED, URL, "44.6k tok/s", "1.25M tok/s", "1.81k tok",
-                  "1h28m", *FEATURES):
+    for whole in (
+        "npu-node-a01",
+        "npu-node-b02",
+        RUNNING,
+        FAILED,
+        URL,
+        "44.6k tok/s",
+        "1.25M tok/s",
+        "1.81k tok",
+        "1h28m",
+        *FEATURES,
+    ):
         assert any(whole in ln for ln in lines), (width, whole, text)
     # one summary line per live run, its whole run id first, copyable for --run / --resume
     summary = [ln for ln in lines if ln.startswith("npu-node-a01 %s: running, step 45/100 (45%%)" % RUNNING)]
@@ -73,8 +89,9 @@ def test_piped_output_is_one_line_per_row(monkeypatch):
 
 
 def _tmux(sock: str, *args: str, timeout: float = 60) -> str:
-    return subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], check=True, capture_output=True,
-                          text=True, timeout=timeout).stdout
+    return subprocess.run(
+        ["tmux", "-L", sock, "-f", "/dev/null", *args], check=True, capture_output=True, text=True, timeout=timeout
+    ).stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by `make deps`")
@@ -83,8 +100,13 @@ def test_status_in_a_tmux_terminal_of_each_width(tmp_path, width):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.npu-node-a01]\naddress = "192.0.2.1"\n[hosts.npu-node-b02]\naddress = "192.0.2.2"\n')
     sock = "dapo-ops-status-%d-%d" % (os.getpid(), width)
-    shell = ("env -u COLUMNS -u LINES %s %s %s %s; echo \"exit=$?\"; tmux -L %s wait-for -S shown; exec cat"
-             % (sys.executable, HERE / "status_tty.py", ANSWERS, inv, sock))
+    shell = 'env -u COLUMNS -u LINES %s %s %s %s; echo "exit=$?"; tmux -L %s wait-for -S shown; exec cat' % (
+        sys.executable,
+        HERE / "status_tty.py",
+        ANSWERS,
+        inv,
+        sock,
+    )
     try:
         _tmux(sock, "new-session", "-d", "-x", str(width), "-y", "120", "-s", "st", "-c", str(HERE.parent), shell)
         _tmux(sock, "wait-for", "shown")  # the pane signals when the program has exited

@@ -74,8 +74,14 @@ def test_the_probe_runs_from_the_bundle_alone(tmp_path):
     # the shipped form imports the bundle's copy: -S (no site-packages, so not this checkout's install), cwd /
     line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", ["{}"], site=False)
     line = line.replace("-m dapo_ops.agent.probe", "-c 'import dapo_ops.agent.probe as p; print(p.__file__)'")
-    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
-                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    out = subprocess.run(
+        ["sh", "-c", line],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert out.stdout.strip() == os.path.join(BUNDLE, "dapo_ops", "agent", "probe.py"), out.stderr
 
 
@@ -101,13 +107,21 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
     # stop / resolve: their own op module (run as __main__) on the probe's helpers; errors are one-line answers
     for op, other in (("stop", "dapo_ops.agent.runlogs"), ("resolve", "dapo_ops.agent.runstop")):
         ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
-        assert ans == {"error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path,
-                       "run_id": "20200101-000000-ffff"}  # the run asked for (a Ray worker host has no dir of it)
+        assert ans == {
+            "error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path,
+            "run_id": "20200101-000000-ffff",
+        }  # the run asked for (a Ray worker host has no dir of it)
         assert "dapo_ops.agent.probe" in mods and other not in mods, mods
     # an op sent to a module that does not answer it is a one-line answer, not a traceback
     line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps({"op": "stop"})], site=False)
-    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60, cwd="/",
-                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    out = subprocess.run(
+        ["sh", "-c", line],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert json.loads(out.stdout) == {"error": "unknown probe op 'stop' (this module answers status, list)"}
 
 
@@ -115,8 +129,14 @@ def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None
     rid = runstate.new_run_id()
     rd = runstate.run_dir_for(runs_dir, rid)
     os.makedirs(rd)
-    spec = {"run_id": rid, "run_dir": rd, "host": "h1", "container": "verl", "settings": {"steps": 10},
-            "features": [{"name": "flash_attn", "source": "default"}]}
+    spec = {
+        "run_id": rid,
+        "run_dir": rd,
+        "host": "h1",
+        "container": "verl",
+        "settings": {"steps": 10},
+        "features": [{"name": "flash_attn", "source": "default"}],
+    }
     rec = runstate.new_record(spec, sup_pid or 0)
     rec.update(status=status, attempt=attempt)
     rec["started_at"] -= 5  # processes started just before are the run's own
@@ -198,8 +218,9 @@ def test_a_resume_closes_a_dead_supervisors_run_as_failed_not_as_stopped_by_inv_
     assert rec["status"] == "failed" and rec["stop"]["by"] == "`inv launch --resume %s`" % rid
     assert rec["decision"]["ended"].startswith("failed: its supervisor (pid ")
     assert "died" in rec["decision"]["ended"] and "inv stop" not in rec["decision"]["ended"]
-    row = statusview.build_row("h1", {"run": rec, "tail": "", "now": time.time(), "supervisor_alive": False,
-                                      "verl_alive": False})
+    row = statusview.build_row(
+        "h1", {"run": rec, "tail": "", "now": time.time(), "supervisor_alive": False, "verl_alive": False}
+    )
     assert row.ended == rec["decision"]["ended"] and "inv stop" not in (row.hint or "")
 
 
@@ -243,8 +264,10 @@ def test_stop_never_touches_a_foreign_group(tmp_path):
 
 def test_errors_and_resolve(tmp_path):
     rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), log="a\n")
-    for k, text in ((1, "step:1 - x:1\nRuntimeError: NPU out of memory. Tried to allocate 4.64 GiB\n"),
-                    (2, "step:2 - x:1\n")):
+    for k, text in (
+        (1, "step:1 - x:1\nRuntimeError: NPU out of memory. Tried to allocate 4.64 GiB\n"),
+        (2, "step:2 - x:1\n"),
+    ):
         with open(os.path.join(rd, "attempt-%d.log" % k), "w") as fh:
             fh.write(text)
     r = probe({"op": "resolve", "runs_dir": str(tmp_path), "attempt": 2})
@@ -268,8 +291,7 @@ def test_stop_also_ends_processes_carrying_the_run_id(tmp_path):
     # a Ray worker that left the verl process group (setsid) but carries DAPO_OPS_RUN_ID (set by the supervisor)
     rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
     stray = subprocess.Popen(["sleep", "300"], start_new_session=True, env=dict(os.environ, DAPO_OPS_RUN_ID=rid))
-    other = subprocess.Popen(["sleep", "300"], start_new_session=True,
-                             env=dict(os.environ, DAPO_OPS_RUN_ID=rid + "0"))
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True, env=dict(os.environ, DAPO_OPS_RUN_ID=rid + "0"))
     try:
         assert probe({"op": "status", "runs_dir": str(tmp_path)})["verl_alive"] is True
         res = probe({"op": "stop", "runs_dir": str(tmp_path), "kill_grace_s": 5})

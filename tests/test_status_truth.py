@@ -12,8 +12,18 @@ from dapo_ops.core import runstate
 
 
 def _run(**kw):
-    rec = {"run_id": "20261202-100000-abcd", "status": "running", "step": 1, "total_steps": 4, "attempt": 1,
-           "step_times": [2.0], "started_at": 1000.0, "last_progress_at": 1010.0, "pids": {}, "attempts": []}
+    rec = {
+        "run_id": "20261202-100000-abcd",
+        "status": "running",
+        "step": 1,
+        "total_steps": 4,
+        "attempt": 1,
+        "step_times": [2.0],
+        "started_at": 1000.0,
+        "last_progress_at": 1010.0,
+        "pids": {},
+        "attempts": [],
+    }
     rec.update(kw)
     return rec
 
@@ -40,13 +50,23 @@ def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
     d = runs / rid
     d.mkdir(parents=True)
     # the supervisor was SIGKILLed at step 3: run.json and train.log stop there; verl went on to step 8
-    runstate.write_json_atomic(d / "run.json", _run(run_id=rid, step=3, total_steps=12, run_dir=str(d),
-                                                    log=str(d / "train.log"),
-                                                    pids={"supervisor": 2 ** 22 + 7, "verl_pgid": None},
-                                                    attempts=[{"n": 1, "log": "attempt-1.log"}]))
+    runstate.write_json_atomic(
+        d / "run.json",
+        _run(
+            run_id=rid,
+            step=3,
+            total_steps=12,
+            run_dir=str(d),
+            log=str(d / "train.log"),
+            pids={"supervisor": 2**22 + 7, "verl_pgid": None},
+            attempts=[{"n": 1, "log": "attempt-1.log"}],
+        ),
+    )
     steps = "".join("step:%d - critic/score/mean:0.5 - timing_s/step:2.0\n" % k for k in range(1, 9))
-    (d / "train.log").write_text("===== dapo-ops attempt 1 start x features=a =====\n"
-                                 + "".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, 4)))
+    (d / "train.log").write_text(
+        "===== dapo-ops attempt 1 start x features=a =====\n"
+        + "".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, 4))
+    )
     (d / "attempt-1.log").write_text(steps)
     ans = probe.probe_status(str(runs), rid)
     assert ans["supervisor_alive"] is False and ans["log_read"] == str(d / "attempt-1.log")

@@ -6,9 +6,11 @@ from dapo_ops.control import statusevents as se
 from dapo_ops.control import statustable as st
 from dapo_ops.control import statusview as sv
 
-NP_LINE = ("(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
-           " - response_length/mean:812.0 - perf/throughput:np.float64(1234.5) - training/global_step:3"
-           " - timing_s/step:123.456 - actor/entropy:nan")
+NP_LINE = (
+    "(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
+    " - response_length/mean:812.0 - perf/throughput:np.float64(1234.5) - training/global_step:3"
+    " - timing_s/step:123.456 - actor/entropy:nan"
+)
 
 
 def test_metrics_line_numpy2_and_ray_prefix():
@@ -33,8 +35,10 @@ def test_step_after_tqdm_redraw_on_same_line():
 
 
 def test_tqdm_with_carriage_returns_and_hours():
-    text = ("Training Progress:  35%|###5      | 211/600 [5:40:00<10:25:00, 96.00s/it]\r"
-            "Training Progress:  35%|###5      | 212/600 [5:41:22<10:24:51, 96.63s/it]\r")
+    text = (
+        "Training Progress:  35%|###5      | 211/600 [5:40:00<10:25:00, 96.00s/it]\r"
+        "Training Progress:  35%|###5      | 212/600 [5:41:22<10:24:51, 96.63s/it]\r"
+    )
     info = sv.parse_tail(text)
     assert info.bar_step == 212 and info.bar_total == 600
     assert info.bar_remaining_s == 10 * 3600 + 24 * 60 + 51
@@ -42,36 +46,52 @@ def test_tqdm_with_carriage_returns_and_hours():
 
 
 def test_attempt_delimiter_resets_progress():
-    text = ("===== dapo-ops attempt 1 start 2026-11-29T15:00:00 features=flash_attn =====\n"
-            "step:4 - critic/score/mean:0.1\n"
-            "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
-            "===== dapo-ops attempt 2 start 2026-11-29T15:01:00 features=flash_attn,offload =====\n")
+    text = (
+        "===== dapo-ops attempt 1 start 2026-11-29T15:00:00 features=flash_attn =====\n"
+        "step:4 - critic/score/mean:0.1\n"
+        "===== dapo-ops attempt 1 end exit=1 class=oom-device =====\n"
+        "===== dapo-ops attempt 2 start 2026-11-29T15:01:00 features=flash_attn,offload =====\n"
+    )
     info = sv.parse_tail(text)
     assert info.step is None and info.metrics == {}
     assert [(k, w) for k, w, _ in info.attempt_events] == [(1, "start"), (1, "end"), (2, "start")]
 
 
 def test_swanlab_link_from_banner():
-    info = sv.parse_tail("swanlab: \U0001F680 View run dapo-x at https://swanlab.cn/@me/p/runs/abc123\n")
+    info = sv.parse_tail("swanlab: \U0001f680 View run dapo-x at https://swanlab.cn/@me/p/runs/abc123\n")
     assert info.swanlab_url == "https://swanlab.cn/@me/p/runs/abc123"
 
 
 def _run(**kw):
-    rec = {"run_id": "20261129-150000-abcd", "status": "running", "attempt": 2, "step": 4, "total_steps": 10,
-           "step_times": [10.0, 12.0, 11.0], "last_progress_at": 1000.0, "started_at": 900.0,
-           "metrics": {"critic/score/mean": 0.2}, "features": [
-               {"name": "flash_attn", "source": "default"}, {"name": "offload", "source": "oom-retry-1"}],
-           "verdict": {"cls": "oom-device", "action": "retry with offload; resume from global_step_2.",
-                       "hint": "long paragraph"},
-           "pids": {"supervisor": 10, "verl_pgid": 11}, "swanlab_url": None}
+    rec = {
+        "run_id": "20261129-150000-abcd",
+        "status": "running",
+        "attempt": 2,
+        "step": 4,
+        "total_steps": 10,
+        "step_times": [10.0, 12.0, 11.0],
+        "last_progress_at": 1000.0,
+        "started_at": 900.0,
+        "metrics": {"critic/score/mean": 0.2},
+        "features": [{"name": "flash_attn", "source": "default"}, {"name": "offload", "source": "oom-retry-1"}],
+        "verdict": {
+            "cls": "oom-device",
+            "action": "retry with offload; resume from global_step_2.",
+            "hint": "long paragraph",
+        },
+        "pids": {"supervisor": 10, "verl_pgid": 11},
+        "swanlab_url": None,
+    }
     rec.update(kw)
     return rec
 
 
 def test_row_second_attempt_with_oom_added_feature():
     tail = "step:5 - critic/score/mean:0.3 - response_length/mean:700 - perf/throughput:99.5\n"
-    row = sv.build_row("h1", {"run": _run(), "tail": tail, "now": 1010.0, "log_mtime": 1005.0,
-                              "supervisor_alive": True, "verl_alive": True})
+    row = sv.build_row(
+        "h1",
+        {"run": _run(), "tail": tail, "now": 1010.0, "log_mtime": 1005.0, "supervisor_alive": True, "verl_alive": True},
+    )
     assert row.state == "running" and row.attempt == 2
     assert (row.step, row.total, row.percent) == (5, 10, 50.0)
     assert row.eta_s == 5 * 11.0  # median of recent step times x remaining steps
@@ -86,8 +106,7 @@ def test_row_second_attempt_with_oom_added_feature():
 
 
 def test_dead_supervisor_is_not_shown_running():
-    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False,
-                              "verl_alive": True})
+    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False, "verl_alive": True})
     assert row.state == "supervisor-dead"
     assert "still runs (pgid 11)" in row.hint
     assert se.is_finished(row)
@@ -95,7 +114,7 @@ def test_dead_supervisor_is_not_shown_running():
 
 def test_stale_flag_uses_step_time():
     probe = {"run": _run(step_times=[600.0]), "tail": "", "supervisor_alive": True}
-    assert not sv.build_row("h1", dict(probe, now=1000.0 + 1700)).stale   # < 3 x 600 s
+    assert not sv.build_row("h1", dict(probe, now=1000.0 + 1700)).stale  # < 3 x 600 s
     assert sv.build_row("h1", dict(probe, now=1000.0 + 1900)).stale
     stopped = sv.build_row("h1", dict(probe, run=_run(status="stopped"), now=99999.0))
     assert not stopped.stale and stopped.eta_s is None
@@ -108,23 +127,34 @@ def test_no_run_and_error_rows():
 
 
 def test_events_attempt_escalation_and_finish():
-    a = sv.build_row("h1", {"run": _run(attempt=1, features=[{"name": "flash_attn", "source": "default"}],
-                                        verdict=None), "tail": "", "now": 1001.0, "supervisor_alive": True})
-    b = sv.build_row("h1", {"run": _run(status="retrying", attempt=2), "tail": "", "now": 1002.0,
-                            "supervisor_alive": True})
+    a = sv.build_row(
+        "h1",
+        {
+            "run": _run(attempt=1, features=[{"name": "flash_attn", "source": "default"}], verdict=None),
+            "tail": "",
+            "now": 1001.0,
+            "supervisor_alive": True,
+        },
+    )
+    b = sv.build_row(
+        "h1", {"run": _run(status="retrying", attempt=2), "tail": "", "now": 1002.0, "supervisor_alive": True}
+    )
     ev = se.events(a, b)
     assert any("attempt 2 started" in e and "OOM escalation: +offload" in e for e in ev)
-    c = sv.build_row("h1", {"run": _run(status="succeeded", step=10), "tail": "", "now": 1003.0,
-                            "supervisor_alive": False})
+    c = sv.build_row(
+        "h1", {"run": _run(status="succeeded", step=10), "tail": "", "now": 1003.0, "supervisor_alive": False}
+    )
     ev = se.events(b, c)
     assert ev == ["h1: finished: succeeded at step 10/10"]
     assert se.events(c, c) == []
 
 
 def test_sort_newest_first():
-    rows = [sv.past_run_row("h1", _run(run_id="a", started_at=1.0)),
-            sv.past_run_row("h1", _run(run_id="b", started_at=3.0)),
-            sv.past_run_row("h2", _run(run_id="c", started_at=2.0))]
+    rows = [
+        sv.past_run_row("h1", _run(run_id="a", started_at=1.0)),
+        sv.past_run_row("h1", _run(run_id="b", started_at=3.0)),
+        sv.past_run_row("h2", _run(run_id="c", started_at=2.0)),
+    ]
     assert [r.run_id for r in sv.sort_newest_first(rows)] == ["b", "a", "c"]
 
 
@@ -143,14 +173,22 @@ def test_events_when_attaching_late_replay_attempts_and_end():
     f1 = [{"name": "flash_attn", "source": "default"}]
     f2 = f1 + [{"name": "offload", "source": "oom-retry-1"}]
     f3 = f2 + [{"name": "recompute", "source": "oom-retry-2"}]
-    run = _run(status="succeeded", attempt=3, step=10, features=f3, attempts=[
-        {"n": 1, "features": f1, "verdict": {"cls": "oom-device"}, "step_reached": 4},
-        {"n": 2, "features": f2, "verdict": {"cls": "oom-device"}, "step_reached": 6},
-        {"n": 3, "features": f3, "verdict": {"cls": "success"}, "step_reached": 10}])
+    run = _run(
+        status="succeeded",
+        attempt=3,
+        step=10,
+        features=f3,
+        attempts=[
+            {"n": 1, "features": f1, "verdict": {"cls": "oom-device"}, "step_reached": 4},
+            {"n": 2, "features": f2, "verdict": {"cls": "oom-device"}, "step_reached": 6},
+            {"n": 3, "features": f3, "verdict": {"cls": "success"}, "step_reached": 10},
+        ],
+    )
     row = sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": False})
     ev = se.events(None, row)
-    assert ev[1] == ("h1: attempt 2 started (features flash_attn,+offload(oom-retry-1)); "
-                     "OOM escalation: +offload; after oom-device")
+    assert ev[1] == (
+        "h1: attempt 2 started (features flash_attn,+offload(oom-retry-1)); OOM escalation: +offload; after oom-device"
+    )
     assert ev[2].startswith("h1: attempt 3 started") and "OOM escalation: +recompute;" in ev[2]
     assert ev[-1] == "h1: finished: succeeded at step 10/10"
 
@@ -160,11 +198,20 @@ ENDED = "failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20
 
 
 def _failed_oom_run(**kw):
-    return _run(status="failed", attempt=3, step=4, total_steps=20,
-                verdict={"cls": "oom-device", "action": OOM_ACTION, "hint": "dapo-ops retries with the next rung"},
-                decision={"action": "stop", "reason": "device OOM after 2 OOM retries (MAX_OOM_RETRIES=2)",
-                          "suggestions": ["lower the token budget", "shorter responses: --max-response-length 4096"],
-                          "ended": ENDED}, **kw)
+    return _run(
+        status="failed",
+        attempt=3,
+        step=4,
+        total_steps=20,
+        verdict={"cls": "oom-device", "action": OOM_ACTION, "hint": "dapo-ops retries with the next rung"},
+        decision={
+            "action": "stop",
+            "reason": "device OOM after 2 OOM retries (MAX_OOM_RETRIES=2)",
+            "suggestions": ["lower the token budget", "shorter responses: --max-response-length 4096"],
+            "ended": ENDED,
+        },
+        **kw,
+    )
 
 
 def test_a_finally_failed_run_says_what_ended_it_and_shows_the_suggestions_never_retry():
@@ -185,15 +232,20 @@ def test_ending_without_a_recorded_line_and_before_the_first_step():
     del rec["decision"]["ended"]
     row = sv.build_row("h1", {"run": rec, "tail": "", "now": 2000.0})
     assert row.ended == "failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20"
-    row = sv.build_row("h1", {"run": _run(status="stopped", step=None, stop={"by": "dapo-ops stop"}, decision=None),
-                              "tail": "", "now": 2000.0})
+    row = sv.build_row(
+        "h1",
+        {
+            "run": _run(status="stopped", step=None, stop={"by": "dapo-ops stop"}, decision=None),
+            "tail": "",
+            "now": 2000.0,
+        },
+    )
     assert row.ended == "stopped by `inv stop` before the first step"
     assert "None" not in se.events(None, row)[-1]
 
 
 def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
-    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False,
-                              "verl_alive": True})
+    row = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0, "supervisor_alive": False, "verl_alive": True})
     assert "inv stop -H h1 --run %s" % row.run_id in row.hint and "--resume %s" % row.run_id in row.hint
     assert row.eta_s is None
 
@@ -201,7 +253,6 @@ def test_dead_supervisor_names_the_run_to_stop_and_resume_and_has_no_eta():
 def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
     row = sv.build_row("h1", {"run": {"run_id": "x", "status": "unknown", "run_dir": "/r/x"}, "tail": "", "now": 1.0})
     assert row.state == "incomplete" and "no run.json" in row.hint and se.is_finished(row)
-
 
 
 def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
@@ -219,6 +270,7 @@ def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
 
 # ------------------------------------------------------------------------------------------ the watch loop
 
+
 def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runstate():
     from dapo_ops.control import watchloop
     from dapo_ops.core import runstate
@@ -235,19 +287,26 @@ def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_e
 
     hosts = [SimpleNamespace(name="h1"), SimpleNamespace(name="h2")]
     w = watchloop.Watch(hosts)
-    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4,
-           "pids": {"supervisor": 5}}
-    first = w.see([sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": True}),
-                   sv.build_row("h2", {"run": dict(run, run_id="r2"), "tail": "", "now": 1.0,
-                                       "supervisor_alive": True})])
+    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4, "pids": {"supervisor": 5}}
+    first = w.see(
+        [
+            sv.build_row("h1", {"run": run, "tail": "", "now": 1.0, "supervisor_alive": True}),
+            sv.build_row("h2", {"run": dict(run, run_id="r2"), "tail": "", "now": 1.0, "supervisor_alive": True}),
+        ]
+    )
     assert first == ["h1: run r1 running, attempt 1, step 2/4", "h2: run r2 running, attempt 1, step 2/4"]
     lost = sv.build_row("h1", {"error": "h1: unreachable: timed out"})
     assert w.see([lost]) == ["h1: unreachable: timed out (still watching)"]
     assert w.see([lost]) == [] and not w.finished and [h.name for h in w.live()] == ["h1", "h2"]
     w.see([sv.build_row("h1", {"run": dict(run, status="succeeded", step=4), "tail": "", "now": 2.0})])
     assert [h.name for h in w.live()] == ["h2"]
-    w.see([sv.build_row("h2", {"run": dict(run, run_id="r2", status="stopped", stop={"by": "inv stop"}),
-                               "tail": "", "now": 2.0})])
+    w.see(
+        [
+            sv.build_row(
+                "h2", {"run": dict(run, run_id="r2", status="stopped", stop={"by": "inv stop"}), "tail": "", "now": 2.0}
+            )
+        ]
+    )
     assert w.finished
     code, msg = w.outcome()
     assert code == 2 and msg == "h2: run r2 stopped by `inv stop` at step 2/4"
@@ -258,8 +317,18 @@ SERVES = {"run_id": RID, "head": "h1", "head_address": "10.0.0.1", "port": 6379}
 
 
 def _cluster_head_run(**kw):
-    return dict({"run_id": RID, "status": "running", "attempt": 1, "step": 2, "total_steps": 6,
-                 "pids": {"supervisor": 5}, "cluster": {"nodes": 2, "hosts": ["h1", "h2"], "head": "h1"}}, **kw)
+    return dict(
+        {
+            "run_id": RID,
+            "status": "running",
+            "attempt": 1,
+            "step": 2,
+            "total_steps": 6,
+            "pids": {"supervisor": 5},
+            "cluster": {"nodes": 2, "hosts": ["h1", "h2"], "head": "h1"},
+        },
+        **kw,
+    )
 
 
 def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line():
@@ -269,18 +338,25 @@ def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line()
 
     # mid-run: h2 is a live Ray worker (the probe's serves), h1 the head; the head's run decides the exit code
     w = watchloop.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
-    first = w.see([sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True}),
-                   sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
+    first = w.see(
+        [
+            sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True}),
+            sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES}),
+        ]
+    )
     assert first == ["h1: run %s running, attempt 1, step 2/6" % RID, "h2: Ray worker of run %s (head h1)" % RID]
     assert [h.name for h in w.live()] == ["h1"] and not w.finished
     w.see([sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "", "now": 2.0})])
     assert w.finished and w.outcome() == (0, "")
     # after the run: h2's Ray session is gone (no serves, no run of its own, or only an older one)
-    for h2 in (sv.build_row("h2", {"run": None, "now": 1.0}),
-               sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "failed"}, "now": 1.0})):
+    for h2 in (
+        sv.build_row("h2", {"run": None, "now": 1.0}),
+        sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "failed"}, "now": 1.0}),
+    ):
         w = watchloop.Watch([SimpleNamespace(name="h2"), SimpleNamespace(name="h1")])
-        lines = w.see([h2, sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "",
-                                                "now": 2.0})])
+        lines = w.see(
+            [h2, sv.build_row("h1", {"run": _cluster_head_run(status="succeeded", step=6), "tail": "", "now": 2.0})]
+        )
         assert "h2: Ray worker of run %s (head h1)" % RID in lines and not any("no run" in x for x in lines), lines
         assert w.finished and w.outcome() == (0, "")
     # the worker alone: not a run of its own, and the command that watches the run
@@ -310,8 +386,9 @@ def test_an_error_row_names_its_host_once(monkeypatch):
 
     monkeypatch.setattr(svc, "probe", probe)
     monkeypatch.setattr(svc, "stopped_container_run", lambda t: None)
-    monkeypatch.setattr(svc, "fan", lambda chosen, fn, timeout, ct=None: [
-        (h.name, fn(SimpleNamespace(host=h))) for h in chosen])
+    monkeypatch.setattr(
+        svc, "fan", lambda chosen, fn, timeout, ct=None: [(h.name, fn(SimpleNamespace(host=h))) for h in chosen]
+    )
     err = svc.collect_rows([SimpleNamespace(name="h2")])[0].error
     assert err == "h2: container 'verl' is stopped (exited (exit code 137))", err
 
@@ -334,33 +411,52 @@ def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and
     assert (w.host, w.run_id, w.state, w.step, w.total) == ("h2", RID, "running", 2, 6)
     assert w.serves == SERVES and w.hint.startswith("Ray worker of run %s (head h1)" % RID)
     assert "`inv status -H h1`" in w.hint and w.cluster is None and not w.suggestions
-    ended = _cluster_head_run(status="failed", step=4, verdict={"cls": "device_oom"},
-                              decision={"ended": "failed: device OOM at step 4/6", "suggestions": ["lower x"]})
+    ended = _cluster_head_run(
+        status="failed",
+        step=4,
+        verdict={"cls": "device_oom"},
+        decision={"ended": "failed: device OOM at step 4/6", "suggestions": ["lower x"]},
+    )
     head_end = sv.build_row("h1", {"run": ended, "tail": "", "now": 2.0})
     # the session ended with the run: h2 has no run, or only an older one of its own
-    for h2 in (sv.build_row("h2", {"run": None, "now": 2.0}),
-               sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "succeeded"}, "now": 2.0})):
+    for h2 in (
+        sv.build_row("h2", {"run": None, "now": 2.0}),
+        sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "succeeded"}, "now": 2.0}),
+    ):
         w = svc.with_cluster_workers([h2, head_end])[0]
-        assert (w.run_id, w.state, w.ended, w.serves["head"]) == (RID, "failed", "failed: device OOM at step 4/6",
-                                                                   "h1"), w
+        assert (w.run_id, w.state, w.ended, w.serves["head"]) == (
+            RID,
+            "failed",
+            "failed: device OOM at step 4/6",
+            "h1",
+        ), w
         assert w.verdict is None and w.suggestions == [] and "Ray worker of run %s (head h1)" % RID in w.hint
         assert st.cells(w)["state"] == "failed" and st.cells(w)["run"] == RID
     # not a worker of it: a newer or active run of its own, a probe error, a head that was not chosen
     own = sv.build_row("h2", {"run": {"run_id": "20261202-000000-abcd", "status": "succeeded"}, "now": 2.0})
-    active = sv.build_row("h2", {"run": {"run_id": "20261130-000000-abcd", "status": "running",
-                                         "pids": {"supervisor": 7}}, "now": 2.0, "supervisor_alive": True})
+    active = sv.build_row(
+        "h2",
+        {
+            "run": {"run_id": "20261130-000000-abcd", "status": "running", "pids": {"supervisor": 7}},
+            "now": 2.0,
+            "supervisor_alive": True,
+        },
+    )
     err = sv.build_row("h2", {"error": "h2: unreachable: timed out"})
     for r in (own, active, err):
         assert svc.with_cluster_workers([head_end, r])[1] is r
     alone = sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})
     assert svc.with_cluster_workers([alone])[0] is alone and alone.state == "ray-worker"
     # `status --run <id> -H h1,h2`: the worker has no dir of that run (the probe says so, naming the run id)
-    missing = sv.build_row("h2", {"error": "h2: no run %s in /verl/dapo_runs; list runs with `inv status --all`" % RID,
-                                  "run_id": RID})
+    missing = sv.build_row(
+        "h2", {"error": "h2: no run %s in /verl/dapo_runs; list runs with `inv status --all`" % RID, "run_id": RID}
+    )
     w = svc.with_cluster_workers([head_end, missing])[1]
     assert (w.run_id, w.state, w.error) == (RID, "failed", None) and "Ray worker of run %s (head h1)" % RID in w.hint
     # ... but another run's missing dir, or a stopped container holding this run, stays the error it is
-    other = sv.build_row("h2", {"error": "h2: no run 20261130-000000-abcd in /verl/dapo_runs", "run_id": "20261130-000000-abcd"})
+    other = sv.build_row(
+        "h2", {"error": "h2: no run 20261130-000000-abcd in /verl/dapo_runs", "run_id": "20261130-000000-abcd"}
+    )
     stopped = sv.build_row("h2", {"run": _cluster_head_run(), "tail": "", "now": 2.0})
     stopped.state, stopped.error = "error", "h2: container 'verl' is stopped; run stopped with it"
     for r in (other, stopped):
@@ -373,25 +469,50 @@ def test_an_attempt_line_names_the_memory_rung_it_starts_with():
     oom-device')."""
     budget = {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 10240}}
     r1 = {"rung": "update-batch", "phase": "update", "source": "oom-retry-1", "changes": budget}
-    r2 = {"rung": "offload-policy", "phase": "update", "source": "oom-retry-2", "changes": {"fsdp_offload_policy": True}}
+    r2 = {
+        "rung": "offload-policy",
+        "phase": "update",
+        "source": "oom-retry-2",
+        "changes": {"fsdp_offload_policy": True},
+    }
     feats = [{"name": "flash_attn", "source": "default"}]
-    run = {"run_id": RID, "status": "failed", "step": 1, "total": 6, "attempt": 3, "features": feats,
-           "attempts": [{"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
-                        {"n": 2, "features": feats, "setting_changes": {**budget, "memory_rungs": [r1]},
-                         "verdict": {"cls": "oom-device"}},
-                        {"n": 3, "features": feats, "setting_changes": {**budget, "memory_rungs": [r1, r2]},
-                         "verdict": {"cls": "oom-device"}}]}
+    run = {
+        "run_id": RID,
+        "status": "failed",
+        "step": 1,
+        "total": 6,
+        "attempt": 3,
+        "features": feats,
+        "attempts": [
+            {"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
+            {
+                "n": 2,
+                "features": feats,
+                "setting_changes": {**budget, "memory_rungs": [r1]},
+                "verdict": {"cls": "oom-device"},
+            },
+            {
+                "n": 3,
+                "features": feats,
+                "setting_changes": {**budget, "memory_rungs": [r1, r2]},
+                "verdict": {"cls": "oom-device"},
+            },
+        ],
+    }
     lines = se._attempt_lines(sv.build_row("h1", {"run": run, "tail": "", "now": 1.0}), 0)
     assert lines == [
         "h1: attempt 2 started (features flash_attn); memory rung update-batch for phase update "
         "(ppo_max_token_len_per_gpu=10240); after oom-device",
         "h1: attempt 3 started (features flash_attn); memory rung offload-policy for phase update "
-        "(fsdp_offload_policy=True); after oom-device"], lines
+        "(fsdp_offload_policy=True); after oom-device",
+    ], lines
     # a feature rung is the escalation's to say (once), and a phase-less one names no phase
     off = {"rung": "offload", "phase": "unknown", "source": "oom-retry-1", "changes": {}}
     added = feats + [{"name": "offload", "source": "oom-retry-1"}]
-    run["attempts"] = [{"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
-                       {"n": 2, "features": added, "setting_changes": {"memory_rungs": [off]}}]
+    run["attempts"] = [
+        {"n": 1, "features": feats, "setting_changes": {}, "verdict": {"cls": "oom-device"}},
+        {"n": 2, "features": added, "setting_changes": {"memory_rungs": [off]}},
+    ]
     line = se._attempt_lines(sv.build_row("h1", {"run": run, "tail": "", "now": 1.0}), 0)[0]
     assert line.endswith("OOM escalation: +offload; after oom-device") and "memory rung" not in line, line
 
@@ -409,8 +530,11 @@ def _dead_run_dir(tmp_path, tracker: int, steps_on_disk: dict, step: int):
             (ckpt / ("global_step_%d" % n) / "actor").mkdir()  # verl's layout: global_step_N/actor/<shards>
             (ckpt / ("global_step_%d" % n) / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
     (ckpt / "latest_checkpointed_iteration.txt").write_text(str(tracker))
-    (run_dir / "run.json").write_text(json.dumps(_run(step=step, run_dir=str(run_dir), ckpt_dir=str(ckpt),
-                                                      pids={"supervisor": 2 ** 22 + 7, "verl_pgid": None})))
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            _run(step=step, run_dir=str(run_dir), ckpt_dir=str(ckpt), pids={"supervisor": 2**22 + 7, "verl_pgid": None})
+        )
+    )
     return runs
 
 
@@ -435,14 +559,22 @@ def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_change
 
     def look(step, attempt=2, rid="20261129-150000-abcd"):
         tail = "step:%d - perf/throughput:44620.3\n" % step
-        return sv.build_row("h1", {"run": _run(attempt=attempt, run_id=rid), "tail": tail, "now": 1010.0,
-                                   "supervisor_alive": True, "verl_alive": True})
+        return sv.build_row(
+            "h1",
+            {
+                "run": _run(attempt=attempt, run_id=rid),
+                "tail": tail,
+                "now": 1010.0,
+                "supervisor_alive": True,
+                "verl_alive": True,
+            },
+        )
 
     w = watchloop.Watch([SimpleNamespace(name="h1")])
-    assert w.see([look(5)], now=0.0)                       # attaching: the run's line
+    assert w.see([look(5)], now=0.0)  # attaching: the run's line
     assert w.progress(59.0) == []
     assert w.progress(60.0) == ["h1 20261129-150000-abcd: running, step 5/10 (50%), ETA 55s, 44.6k tok/s/device"]
-    assert w.see([look(6)], now=90.0) == [] and w.progress(100.0) == []   # a step is no state change
+    assert w.see([look(6)], now=90.0) == [] and w.progress(100.0) == []  # a step is no state change
     assert w.progress(120.0)[0].startswith("h1 20261129-150000-abcd: running, step 6/10")
-    assert w.see([look(7, attempt=3)], now=150.0)          # a new attempt: its line resets the timer
+    assert w.see([look(7, attempt=3)], now=150.0)  # a new attempt: its line resets the timer
     assert w.progress(200.0) == [] and len(w.progress(210.0)) == 1

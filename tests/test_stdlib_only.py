@@ -19,25 +19,35 @@ FILES = remote_bundle.bundle_files()
 
 
 def test_the_bundle_contains_the_supervisor_and_its_decision_modules():
-    for name in ("agent/supervisor/__init__.py", "core/classify/__init__.py", "core/features.py", "core/ladder.py",
-                 "core/overrides.py",
-                 "core/runstate.py", "agent/notify.py", "core/redact.py"):
+    for name in (
+        "agent/supervisor/__init__.py",
+        "core/classify/__init__.py",
+        "core/features.py",
+        "core/ladder.py",
+        "core/overrides.py",
+        "core/runstate.py",
+        "agent/notify.py",
+        "core/redact.py",
+    ):
         assert name in FILES
     assert {n.split("/")[0] for n in FILES} == {"__init__.py", "core", "agent"}
 
 
-@pytest.mark.parametrize("module", sorted(f[:-3].replace("/", ".").removesuffix(".__init__") for f in FILES
-                                           if f != "__init__.py"))
+@pytest.mark.parametrize(
+    "module", sorted(f[:-3].replace("/", ".").removesuffix(".__init__") for f in FILES if f != "__init__.py")
+)
 def test_module_imports_without_site_packages(tmp_path, module):
     pkg = tmp_path / "dapo_ops"
     pkg.mkdir()
     for name, data in FILES.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.{module}; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "{'yaml', 'hydra', 'omegaconf', 'fabric', 'invoke', 'paramiko', 'rich', 'ray', 'swanlab', 'numpy'}); "
-            "print(bad)")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.{module}; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'yaml', 'hydra', 'omegaconf', 'fabric', 'invoke', 'paramiko', 'rich', 'ray', 'swanlab', 'numpy'}); "
+        "print(bad)"
+    )
     proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -75,8 +85,10 @@ def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
     for f, src in _sources("control", "cli"):
         emitted |= {(f.name, m) for m in re.findall(r"-m[\"',\s]+dapo_ops\.agent\.(\w+)", src)}
         if f.name != "remote_bundle.py":  # where they are defined
-            emitted |= {(f.name, m.group(1)) for m in
-                        re.finditer(r"\b(?:run_op|op_line|op_argv)\(.{0,200}?[\"'](\w+)[\"']", src, re.S)}
+            emitted |= {
+                (f.name, m.group(1))
+                for m in re.finditer(r"\b(?:run_op|op_line|op_argv)\(.{0,200}?[\"'](\w+)[\"']", src, re.S)
+            }
     from dapo_ops.control import status  # the probe's request ops -> the op modules that answer them
 
     emitted |= {("status.py", m) for m in status.PROBE_OPS.values()}

@@ -26,8 +26,10 @@ def test_stop_live_supervisor_then_idempotent(sandbox):
     rid, rd, crd = make_run(sandbox, "h1", step=3, log=steps_log(1, 1, 3))
     pids = start_fake_supervisor(sandbox, "h1", crd, rd)
     proc = cli(sandbox, "-H", "h1", "stop", check=0)
-    assert proc.stdout.strip() == ("h1: run %s running -> stopped (SIGTERM supervisor pid %d); checkpoints and "
-                                   "logs kept" % (rid, pids["supervisor"]))
+    assert proc.stdout.strip() == (
+        "h1: run %s running -> stopped (SIGTERM supervisor pid %d); checkpoints and "
+        "logs kept" % (rid, pids["supervisor"])
+    )
     wait_gone(sandbox, "h1", [pids["supervisor"], pids["verl_pgid"]])
     rec = runstate.read_run(rd)
     assert rec["status"] == "stopped"
@@ -41,10 +43,14 @@ def test_stop_live_supervisor_then_idempotent(sandbox):
 def test_stop_dead_supervisor_kills_only_the_recorded_group(sandbox):
     sandbox.reset("h1")
     # an unrelated process in the container (not in the run's group) and the run's verl group leader
-    other = int(sandbox.exec("h1", "nohup setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $!",
-                             check=True).stdout.strip())
-    verl = int(sandbox.exec("h1", "nohup setsid sh -c 'sleep 600 & sleep 600' >/dev/null 2>&1 </dev/null & echo $!",
-                            check=True).stdout.strip())
+    other = int(
+        sandbox.exec("h1", "nohup setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $!", check=True).stdout.strip()
+    )
+    verl = int(
+        sandbox.exec(
+            "h1", "nohup setsid sh -c 'sleep 600 & sleep 600' >/dev/null 2>&1 </dev/null & echo $!", check=True
+        ).stdout.strip()
+    )
     rid, rd, _ = make_run(sandbox, "h1", step=5, verl_pgid=verl, log=steps_log(1, 1, 5))
     _, rows = status_json(sandbox, "h1")
     assert rows[0]["state"] == "supervisor-dead" and rows[0]["verl_alive"] is True

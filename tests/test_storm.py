@@ -47,8 +47,9 @@ def _scanner(monkeypatch, clock, tun=None):
     rec = {"attempts": [], "step": None, "metrics": {}}
     att = {"n": 1, "started_at": clock()}
     writer = record.RecordWriter("/nonexistent")
-    return follow.Scanner(rec, att, writer, follow.LinkFinder({}), lambda url: None, lambda line: False,
-                          tun or {}, 1800.0)
+    return follow.Scanner(
+        rec, att, writer, follow.LinkFinder({}), lambda url: None, lambda line: False, tun or {}, 1800.0
+    )
 
 
 def _blocks(text):
@@ -71,7 +72,7 @@ def test_storm_replay_is_called_with_the_users_frame_and_the_ladder_stops(monkey
     sc.scan(blocks[0])  # the step line before the storm
     i = 0
     while sc.storm is None and clock.t < 1000.0 + 120:  # the fixture's tracebacks again and again, at the H200's
-        sc.scan(blocks[1 + i % (len(blocks) - 1)])      # rate (29 per second), for at most 2 minutes
+        sc.scan(blocks[1 + i % (len(blocks) - 1)])  # rate (29 per second), for at most 2 minutes
         i += 1
         if sc.storm is not None:
             called_at = clock.t
@@ -177,7 +178,7 @@ def test_real_logs_never_make_a_storm(monkeypatch, path):
 def test_traceback_reader_chains_ray_dedup_and_interleaved_workers():
     lines = [
         "(W pid=1) Traceback (most recent call last):",
-        '(W pid=2) Traceback (most recent call last):',
+        "(W pid=2) Traceback (most recent call last):",
         '(W pid=1)   File "/x/site-packages/verl/a.py", line 3, in f',
         '(W pid=2)   File "/home/me/rw.py", line 9, in g',
         "(W pid=1) ValueError: inner",
@@ -198,7 +199,9 @@ def test_traceback_reader_chains_ray_dedup_and_interleaved_workers():
         if tb:
             got.append(tb)
     assert [(t.exc, t.frames[-1][0], t.frames[-1][1]) for t in got] == [
-        ("KeyError", "/home/me/rw.py", 9), ("RuntimeError", "/home/me/mine.py", 7)]
+        ("KeyError", "/home/me/rw.py", 9),
+        ("RuntimeError", "/home/me/mine.py", 7),
+    ]
     assert det.feed(lines[0], 0.0) is None
     assert storm.user_frame(got[1].frames) == ("/home/me/mine.py", 7, "h")
     assert storm.is_framework("/usr/local/lib/python3.12/dist-packages/ray/_private/worker.py")
@@ -235,9 +238,11 @@ def test_stall_threshold_is_sized_to_the_run():
 
 
 def test_pyspy_dump_parse_and_absence(tmp_path, monkeypatch):
-    dump = ("Process 4711: python3 -m verl.trainer.main_ppo\nPython v3.12.3 (/usr/bin/python3.12)\n\n"
-            'Thread 4711 (idle): "MainThread"\n    wait (threading.py:359)\n    get (ray/_private/worker.py:2880)\n'
-            'Thread 4790 (idle): "Thread-1"\n    run (x.py:1)\n')
+    dump = (
+        "Process 4711: python3 -m verl.trainer.main_ppo\nPython v3.12.3 (/usr/bin/python3.12)\n\n"
+        'Thread 4711 (idle): "MainThread"\n    wait (threading.py:359)\n    get (ray/_private/worker.py:2880)\n'
+        'Thread 4790 (idle): "Thread-1"\n    run (x.py:1)\n'
+    )
     assert stall.innermost(dump) == "wait (threading.py:359)"
     monkeypatch.setenv("PATH", str(tmp_path))
     out = tmp_path / "stacks.txt"
@@ -249,10 +254,21 @@ def test_pyspy_dump_parse_and_absence(tmp_path, monkeypatch):
 def test_stall_after_steps_dumps_stacks_and_retries_once(tmp_path):
     """The fake verl makes 3 steps of 0.1 s, then hangs with its processes alive: stalled after the floor (1.5 s,
     far below the 1800 s hang cap); the stacks file names each process; one retry, as for a hang."""
-    run_dir = new_run(tmp_path, steps=10, workdir=tmp_path, files={"fake.json": {
-        "step_time": 0.1, "hang_at": 3, "spawn_child": True, "save_freq": 0}},
-        supervisor={"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2,
-                    "write_interval_s": 0.2, "stall_floor_s": 1.5, "stall_factor": 5})
+    run_dir = new_run(
+        tmp_path,
+        steps=10,
+        workdir=tmp_path,
+        files={"fake.json": {"step_time": 0.1, "hang_at": 3, "spawn_child": True, "save_freq": 0}},
+        supervisor={
+            "poll_interval_s": 0.1,
+            "oom_grace_s": 0.3,
+            "kill_grace_s": 3,
+            "retry_delay_s": 0.2,
+            "write_interval_s": 0.2,
+            "stall_floor_s": 1.5,
+            "stall_factor": 5,
+        },
+    )
     rec = run_to_end(run_dir, timeout=120)
     assert rec["status"] == "failed" and len(rec["attempts"]) == 2  # one retry after a stall
     for a in rec["attempts"]:
@@ -272,9 +288,20 @@ def test_stall_after_steps_dumps_stacks_and_retries_once(tmp_path):
 def test_storm_through_the_supervisor_stops_without_retry(tmp_path):
     """The real supervisor process with a fake verl that prints the fixture's storm (one traceback per 20 ms):
     error-storm, bad_reward.py:5, one attempt, stopped by the supervisor."""
-    run_dir = new_run(tmp_path, steps=4, workdir=tmp_path, files={"storm.json": {"interval_s": 0.02}},
-                      supervisor={"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2,
-                                  "write_interval_s": 0.2, "storm_min_span_s": 1.0})
+    run_dir = new_run(
+        tmp_path,
+        steps=4,
+        workdir=tmp_path,
+        files={"storm.json": {"interval_s": 0.02}},
+        supervisor={
+            "poll_interval_s": 0.1,
+            "oom_grace_s": 0.3,
+            "kill_grace_s": 3,
+            "retry_delay_s": 0.2,
+            "write_interval_s": 0.2,
+            "storm_min_span_s": 1.0,
+        },
+    )
     rec = run_to_end(run_dir, factory="storm_verl:factory", timeout=120)
     assert rec["status"] == "failed" and len(rec["attempts"]) == 1
     v = rec["verdict"]

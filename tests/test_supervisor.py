@@ -17,15 +17,35 @@ from dapo_ops.agent import supervisor
 from supervisor_helpers import FAST, new_run, run_to_end, start, wait_for  # noqa: F401 (run_to_end: other tests)
 
 
-def make_run(tmp_path, fake, *, steps=6, user_features=None, max_oom_retries=2, hang_timeout_s=1800,
-             secret=None, extra=None, run_id=None):
+def make_run(
+    tmp_path,
+    fake,
+    *,
+    steps=6,
+    user_features=None,
+    max_oom_retries=2,
+    hang_timeout_s=1800,
+    secret=None,
+    extra=None,
+    run_id=None,
+):
     """A run of fake verl (tests/fake_verl.py, behaviour ``fake`` -> fake.json) in ``<tmp_path>/work``."""
     workdir = tmp_path / "work"
     workdir.mkdir(parents=True, exist_ok=True)
-    return new_run(tmp_path, steps=steps, workdir=workdir, user_features=user_features, secret=secret, run_id=run_id,
-                   settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192},
-                   files={"fake.json": fake}, max_oom_retries=max_oom_retries, hang_timeout_s=hang_timeout_s,
-                   env={"FAKE_ENV": "1"}, **(extra or {}))
+    return new_run(
+        tmp_path,
+        steps=steps,
+        workdir=workdir,
+        user_features=user_features,
+        secret=secret,
+        run_id=run_id,
+        settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192},
+        files={"fake.json": fake},
+        max_oom_retries=max_oom_retries,
+        hang_timeout_s=hang_timeout_s,
+        env={"FAKE_ENV": "1"},
+        **(extra or {}),
+    )
 
 
 def steps_per_attempt(train_log: str):
@@ -51,9 +71,11 @@ def no_marker_processes(run_id):
 
 
 def test_parse_metrics_line_numpy2_tqdm_and_ansi():
-    line = ("Training Progress:  50%|#####     | 3/6 [00:01<00:01,  3.00it/s]step:3 - actor/pg_loss:np.float64(-0.0123)"
-            " - critic/score/mean:0.25 - timing_s/step:123.456 - perf/throughput:np.int64(12) - x:nan - "
-            "flag:np.True_ - training/global_step:3")
+    line = (
+        "Training Progress:  50%|#####     | 3/6 [00:01<00:01,  3.00it/s]step:3 - actor/pg_loss:np.float64(-0.0123)"
+        " - critic/score/mean:0.25 - timing_s/step:123.456 - perf/throughput:np.int64(12) - x:nan - "
+        "flag:np.True_ - training/global_step:3"
+    )
     step, m = supervisor.parse_metrics_line(line)
     assert step == 3
     assert m["actor/pg_loss"] == pytest.approx(-0.0123) and m["critic/score/mean"] == 0.25
@@ -121,10 +143,18 @@ def test_supervisor_prunes_before_the_retry(tmp_path):
     global_step_3 only (fake verl, like verl, forgets its rotation list between attempts)."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    run_dir = new_run(tmp_path, steps=6, workdir=workdir, files={"fake.json": {
-        "step_time": 0.03, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 1}},
-        settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192,
-                  "max_actor_ckpt_to_keep": 1})
+    run_dir = new_run(
+        tmp_path,
+        steps=6,
+        workdir=workdir,
+        files={"fake.json": {"step_time": 0.03, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 1}},
+        settings={
+            "gpu_memory_utilization": 0.6,
+            "max_prompt_length": 2048,
+            "max_response_length": 8192,
+            "max_actor_ckpt_to_keep": 1,
+        },
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded" and rec["attempts"][1]["resumed_from"] == 3, rec
     ck = run_dir / "checkpoints"
@@ -149,8 +179,12 @@ def test_success_records_progress_and_releases_lock(tmp_path):
     a = rec["attempts"][0]
     assert a["exit_code"] == 0 and a["step_reached"] == 6 and a["resumed_from"] is None and a["log"] == "attempt-1.log"
     log = (run_dir / "train.log").read_text()
-    assert re.search(r"^===== dapo-ops attempt 1 start \S+ features=dynamic_batch,flash_attn,gradient_checkpointing,"
-                     r"remove_padding =====$", log, re.M)
+    assert re.search(
+        r"^===== dapo-ops attempt 1 start \S+ features=dynamic_batch,flash_attn,gradient_checkpointing,"
+        r"remove_padding =====$",
+        log,
+        re.M,
+    )
     assert re.search(r"^===== dapo-ops attempt 1 end exit=0 class=success =====$", log, re.M)
     # secrets reached verl's environment, then vanished from disk and never reached run.json
     assert "secret-probe-present" in log
@@ -162,8 +196,9 @@ def test_success_records_progress_and_releases_lock(tmp_path):
 
 
 def test_device_oom_escalates_offload_and_resumes_from_checkpoint(tmp_path):
-    run_dir = make_run(tmp_path, {"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 2,
-                                  "spawn_child": True})
+    run_dir = make_run(
+        tmp_path, {"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 2, "spawn_child": True}
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded", rec
     assert [a["n"] for a in rec["attempts"]] == [1, 2]
@@ -222,9 +257,11 @@ def test_sigkill_with_cgroup_oom_kill_counter_is_host_oom_and_rolls_back_offload
     would say, read from inside the container). Ladder-added offload is rolled back, never added."""
     counter = tmp_path / "memory.events"
     counter.write_text("oom 0\noom_kill 0\n")
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "exit_at": 2, "exit_code": 137, "final_text": "",
-                                  "oom_counter": str(counter)},
-                       extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])})
+    run_dir = make_run(
+        tmp_path,
+        {"step_time": 0.03, "exit_at": 2, "exit_code": 137, "final_text": "", "oom_counter": str(counter)},
+        extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])},
+    )
     rec = run_to_end(run_dir)
     a1 = rec["attempts"][0]
     assert a1["exit_code"] == 137 and a1["oom_kills"] == 1
@@ -234,8 +271,10 @@ def test_sigkill_with_cgroup_oom_kill_counter_is_host_oom_and_rolls_back_offload
 
 
 def test_kv_cache_shortage_changes_rollout_memory_not_offload(tmp_path):
-    text = ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine.")
+    text = (
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+        "when initializing the engine."
+    )
     run_dir = make_run(tmp_path, {"step_time": 0.03, "kv_text": text})
     rec = run_to_end(run_dir)
     assert rec["attempts"][0]["verdict"]["cls"] == "oom-kv-cache"
@@ -306,18 +345,25 @@ def test_swanlab_link_recorded_and_reused_on_retry(tmp_path):
 
 
 def test_notifier_failure_never_crashes_the_run(tmp_path):
-    notify = {"on_escalation": True, "on_success": True,
-              "webhooks": [{"kind": "generic", "url_env": "DAPO_NOTIFY_URL_0"}], "timeout_s": 1}
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3}, extra={"notify": notify},
-                       secret={"DAPO_NOTIFY_URL_0": "http://127.0.0.1:9/hook"})
+    notify = {
+        "on_escalation": True,
+        "on_success": True,
+        "webhooks": [{"kind": "generic", "url_env": "DAPO_NOTIFY_URL_0"}],
+        "timeout_s": 1,
+    }
+    run_dir = make_run(
+        tmp_path,
+        {"step_time": 0.03, "oom_at": 3},
+        extra={"notify": notify},
+        secret={"DAPO_NOTIFY_URL_0": "http://127.0.0.1:9/hook"},
+    )
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded"
     assert "notification" in (run_dir / "supervisor.log").read_text()
 
 
 def test_sigterm_while_waiting_to_retry_marks_stopped(tmp_path):
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2},
-                       extra={"supervisor": dict(FAST, retry_delay_s=30)})
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2}, extra={"supervisor": dict(FAST, retry_delay_s=30)})
     p = start(run_dir)
     try:
         wait_for(lambda: (runstate.read_run(run_dir) or {}).get("status") == "retrying")
@@ -357,10 +403,21 @@ def test_host_oom_after_ladder_offload_rolls_offload_back(tmp_path):
     added and retries once (failure-classes.md section 4), and the run finishes without it."""
     counter = tmp_path / "memory.events"
     counter.write_text("oom 0\noom_kill 0\n")
-    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2, "oom_unless": ["offload"], "save_freq": 2,
-                                  "exit_at": 3, "exit_code": 137, "exit_if_feature": "offload", "final_text": "",
-                                  "oom_counter": str(counter)},
-                       extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])})
+    run_dir = make_run(
+        tmp_path,
+        {
+            "step_time": 0.03,
+            "oom_at": 2,
+            "oom_unless": ["offload"],
+            "save_freq": 2,
+            "exit_at": 3,
+            "exit_code": 137,
+            "exit_if_feature": "offload",
+            "final_text": "",
+            "oom_counter": str(counter),
+        },
+        extra={"supervisor": dict(FAST, oom_counter_files=[str(counter)])},
+    )
     rec = run_to_end(run_dir)
     assert [a["verdict"]["cls"] for a in rec["attempts"]] == ["oom-device", "oom-host", "success"], rec["decision"]
     assert feature_names(rec["attempts"][1]) >= {"offload"}
@@ -373,9 +430,15 @@ def feature_names(attempt):
 
 
 def test_verl_gets_the_tracker_secret_but_not_the_notifier_webhooks(tmp_path):
-    run_dir = make_run(tmp_path, {"steps": 1}, secret={"SWANLAB_API_KEY": "sk-xyz",
-                                                      "DAPO_NOTIFY_URL_0": "https://hooks.example/T0K3N",
-                                                      "DAPO_NOTIFY_SIGN_0": "s1gn"})
+    run_dir = make_run(
+        tmp_path,
+        {"steps": 1},
+        secret={
+            "SWANLAB_API_KEY": "sk-xyz",
+            "DAPO_NOTIFY_URL_0": "https://hooks.example/T0K3N",
+            "DAPO_NOTIFY_SIGN_0": "s1gn",
+        },
+    )
     sup = supervisor.Supervisor(str(run_dir))
     sup._load()
     env = sup._child_env(1)
@@ -389,12 +452,20 @@ def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
     run_dir = make_run(tmp_path, {"steps": 1}, secret={"SWANLAB_API_KEY": "sk-abcdef"})
     sup = supervisor.Supervisor(str(run_dir))
     sup._load()
-    shown = sup._redact_argv(["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
-                              "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
-                              "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=hf_xyz", "x=sk-abcdef"])
-    assert shown == ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
-                     "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
-                     "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=***", "x=***"]
+    shown = sup._redact_argv(
+        [
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+            "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+            "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=hf_xyz",
+            "x=sk-abcdef",
+        ]
+    )
+    assert shown == [
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+        "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.HF_TOKEN=***",
+        "x=***",
+    ]
 
 
 def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
@@ -409,4 +480,3 @@ def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
     assert sup._child_env(1)["PYTHONPATH"] == "/opt/site"
     monkeypatch.setenv("PYTHONPATH", bundle + "/")
     assert "PYTHONPATH" not in sup._child_env(1)
-

@@ -33,15 +33,27 @@ class Scripted:
 
 
 FIELDS = {  # field -> (env name, file key, env value, file value, expected env result, expected file result)
-    "host": ("SWANLAB_HOST", "host", "http://10.0.0.1:8000", "http://10.0.0.2:8000", "http://10.0.0.1:8000",
-             "http://10.0.0.2:8000"),
+    "host": (
+        "SWANLAB_HOST",
+        "host",
+        "http://10.0.0.1:8000",
+        "http://10.0.0.2:8000",
+        "http://10.0.0.1:8000",
+        "http://10.0.0.2:8000",
+    ),
     "api_key": ("SWANLAB_API_KEY", "api_key", "envkey", "filekey", "envkey", "filekey"),
     "mode": ("SWANLAB_MODE", "mode", "offline", "local", "offline", "local"),
     "log_dir": ("SWANLAB_LOG_DIR", "log_dir", "/env/swanlog", "/file/swanlog", "/env/swanlog", "/file/swanlog"),
     "project": ("SWANLAB_PROJECT", "project", "envproj", "fileproj", "envproj", "fileproj"),
     "workspace": ("SWANLAB_WORKSPACE", "workspace", "envws", "filews", "envws", "filews"),
-    "web_host": ("SWANLAB_WEB_HOST", "web_host", "https://web.env", "https://web.file", "https://web.env",
-                 "https://web.file"),
+    "web_host": (
+        "SWANLAB_WEB_HOST",
+        "web_host",
+        "https://web.env",
+        "https://web.file",
+        "https://web.env",
+        "https://web.file",
+    ),
 }
 
 
@@ -57,8 +69,7 @@ def test_env_beats_file_and_file_beats_nothing(name):
 
 
 def test_flag_beats_env_for_mode():
-    s = resolve({"SWANLAB_MODE": "cloud"}, {"mode": "cloud"}, mode_flag="local", stdin_isatty=False,
-                prompt=no_prompt)
+    s = resolve({"SWANLAB_MODE": "cloud"}, {"mode": "cloud"}, mode_flag="local", stdin_isatty=False, prompt=no_prompt)
     assert s.mode == "local" and s.sources["mode"] == "flag"
 
 
@@ -71,8 +82,15 @@ def test_prompt_is_last_resort_on_a_tty_and_reads_the_key_as_secret(tmp_path):
     saved = []
     p = Scripted("http://192.0.2.10:8000", KEY, "y")
     notes = []
-    s = resolve({}, {}, stdin_isatty=True, prompt=p, save=lambda n, v: saved.append((n, v)) or [],
-                config_path=str(tmp_path / "c.toml"), notes=notes)
+    s = resolve(
+        {},
+        {},
+        stdin_isatty=True,
+        prompt=p,
+        save=lambda n, v: saved.append((n, v)) or [],
+        config_path=str(tmp_path / "c.toml"),
+        notes=notes,
+    )
     assert s.api_key == KEY and s.host == "http://192.0.2.10:8000"
     assert s.sources["api_key"] == "prompt" and s.sources["host"] == "prompt"
     assert [secret for _, secret in p.asked] == [False, True, False]
@@ -83,8 +101,13 @@ def test_prompt_is_last_resort_on_a_tty_and_reads_the_key_as_secret(tmp_path):
 
 def test_prompt_declined_save_writes_nothing():
     saved = []
-    s = resolve({"SWANLAB_HOST": "http://h:8000"}, {}, stdin_isatty=True, prompt=Scripted(KEY, ""),
-                save=lambda n, v: saved.append(v))
+    s = resolve(
+        {"SWANLAB_HOST": "http://h:8000"},
+        {},
+        stdin_isatty=True,
+        prompt=Scripted(KEY, ""),
+        save=lambda n, v: saved.append(v),
+    )
     assert s.api_key == KEY and saved == []
 
 
@@ -134,8 +157,9 @@ def test_0_7_style_api_host_in_env_is_accepted():
     assert s.host == "http://192.0.2.10:8000"
 
 
-@pytest.mark.parametrize("bad, match", [("192.0.2.10:8000", "no scheme"), ("http://h:8000/swan", "path"),
-                                        ("ftp://h", "must look like")])
+@pytest.mark.parametrize(
+    "bad, match", [("192.0.2.10:8000", "no scheme"), ("http://h:8000/swan", "path"), ("ftp://h", "must look like")]
+)
 def test_bad_hosts_are_one_line_errors(bad, match):
     with pytest.raises(SwanlabConfigError, match=match) as ei:
         resolve({"SWANLAB_HOST": bad, "SWANLAB_API_KEY": KEY}, {}, stdin_isatty=False)
@@ -168,8 +192,9 @@ def test_swanlab_run_id_is_stable_21_lowercase_alnum():
 
 
 def test_file_section_round_trips_through_resolve():
-    s = resolve({"SWANLAB_HOST": "http://h:1", "SWANLAB_API_KEY": KEY, "SWANLAB_WORKSPACE": "ws"}, {},
-                stdin_isatty=False)
+    s = resolve(
+        {"SWANLAB_HOST": "http://h:1", "SWANLAB_API_KEY": KEY, "SWANLAB_WORKSPACE": "ws"}, {}, stdin_isatty=False
+    )
     again = resolve({}, s.file_section(), stdin_isatty=False)
     assert again == s
 
@@ -177,22 +202,38 @@ def test_file_section_round_trips_through_resolve():
 def test_installed_swanlab_reads_our_public_env(tmp_path):
     """swanlab 0.10.3 (the venv's) resolves our API/web host mapping and the run id."""
     s = resolve({"SWANLAB_HOST": "http://192.0.2.10:8000", "SWANLAB_API_KEY": KEY}, {}, stdin_isatty=False)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWANLAB_")},
-           **s.public_env(run_dir=str(tmp_path), run_id="r1")}
-    code = ("from swanlab.sdk.internal.settings import Settings; s = Settings(); "
-            "print(s.mode, s.api_host, s.web_host, s.run.id, s.run.resume)")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SWANLAB_")},
+        **s.public_env(run_dir=str(tmp_path), run_id="r1"),
+    }
+    code = (
+        "from swanlab.sdk.internal.settings import Settings; s = Settings(); "
+        "print(s.mode, s.api_host, s.web_host, s.run.id, s.run.resume)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["online", "http://192.0.2.10:8000", "http://192.0.2.10:8000",
-                                  swanlab_cfg.swanlab_run_id("r1"), "allow"]
+    assert out.stdout.split() == [
+        "online",
+        "http://192.0.2.10:8000",
+        "http://192.0.2.10:8000",
+        swanlab_cfg.swanlab_run_id("r1"),
+        "allow",
+    ]
 
 
 def test_env_file_text_round_trips_through_the_supervisors_parser():
     from dapo_ops.agent.supervisor import parse_env_file
 
-    secrets = {"SWANLAB_API_KEY": KEY, "DAPO_NOTIFY_URL_0": "https://open.feishu.cn/hook/a?b=1&c='x'",
-               "QUOTED": "'already quoted'", "DQ": '"x"', "EQ": "a=b=c", "SPACE": " lead"}
+    secrets = {
+        "SWANLAB_API_KEY": KEY,
+        "DAPO_NOTIFY_URL_0": "https://open.feishu.cn/hook/a?b=1&c='x'",
+        "QUOTED": "'already quoted'",
+        "DQ": '"x"',
+        "EQ": "a=b=c",
+        "SPACE": " lead",
+    }
     parsed = parse_env_file(swanlab_cfg.env_file_text(secrets))
     assert parsed == secrets
     with pytest.raises(SwanlabConfigError, match="newline"):

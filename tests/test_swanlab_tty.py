@@ -110,8 +110,14 @@ def test_tty_prompt_reads_key_without_echo_and_saves_0600(tmp_path):
 def test_no_tty_child_gets_the_one_line_error(tmp_path):
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", CHILD], env=_env(tmp_path), stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        env=_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1 and "SWANLAB_API_KEY" in lines[0] and "--swanlab-mode" in lines[0]

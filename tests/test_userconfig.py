@@ -104,8 +104,12 @@ def test_unknown_section_and_bad_toml_are_one_line_errors(tmp_path):
 
 def test_none_values_are_dropped_and_webhook_lists_of_tables_round_trip(tmp_path):
     p = tmp_path / "config.toml"
-    notify = {"on_escalation": True, "on_success": False, "timeout_s": 2.5,
-              "webhooks": [{"kind": "feishu", "url": "https://open.feishu.cn/hook/x?a=1&b=\"2\""}]}
+    notify = {
+        "on_escalation": True,
+        "on_success": False,
+        "timeout_s": 2.5,
+        "webhooks": [{"kind": "feishu", "url": 'https://open.feishu.cn/hook/x?a=1&b="2"'}],
+    }
     userconfig.save_section("notify", {**notify, "unused": None}, p)
     assert userconfig.load(p)["notify"] == notify
 
@@ -113,30 +117,43 @@ def test_none_values_are_dropped_and_webhook_lists_of_tables_round_trip(tmp_path
 def test_a_save_keeps_comments_order_and_other_tables_byte_for_byte(tmp_path):
     p = tmp_path / "config.toml"
     before_proxy = '# my proxies (office)\n[proxy]\nhttp_proxy = "http://p:3128"   # the office one\n\n'
-    p.write_text('# written by hand\n' + before_proxy +
-                 '[swanlab]\n# self-hosted\nhost = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'
-                 'log_dir = "/tmp/old"\n')
+    p.write_text(
+        "# written by hand\n"
+        + before_proxy
+        + '[swanlab]\n# self-hosted\nhost = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'
+        'log_dir = "/tmp/old"\n'
+    )
     os.chmod(p, 0o600)
-    assert userconfig.save_section("swanlab", {"host": "http://192.0.2.10:8000", "mode": "cloud",
-                                               "api_key": "k" * 21}, p) == []
+    assert (
+        userconfig.save_section("swanlab", {"host": "http://192.0.2.10:8000", "mode": "cloud", "api_key": "k" * 21}, p)
+        == []
+    )
     text = p.read_text()
-    assert text.startswith('# written by hand\n' + before_proxy + '[swanlab]\n# self-hosted\n'
-                           'host = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'), text
+    assert text.startswith(
+        "# written by hand\n" + before_proxy + "[swanlab]\n# self-hosted\n"
+        'host = "http://192.0.2.10:8000"  # lab server\nmode = "cloud"\n'
+    ), text
     assert "log_dir" not in text and text.count("api_key") == 1
     assert userconfig.load(p)["swanlab"] == {"host": "http://192.0.2.10:8000", "mode": "cloud", "api_key": "k" * 21}
     assert _mode(p) == 0o600
 
 
 BAD_CONFIG = [
-    ('[swanlab]\nmode = "local"\napikey = "x"\n', r":3: \[swanlab\]: field 'apikey': unknown field \(valid fields: host,"),
+    (
+        '[swanlab]\nmode = "local"\napikey = "x"\n',
+        r":3: \[swanlab\]: field 'apikey': unknown field \(valid fields: host,",
+    ),
     ('[notify]\non_success = "yes"\n', r":2: \[notify\]: field 'on_success': expected true or false, got string"),
-    ('[notify]\ntimeout_s = 0\n', r":2: \[notify\]: field 'timeout_s': must be > 0 seconds, got 0"),
+    ("[notify]\ntimeout_s = 0\n", r":2: \[notify\]: field 'timeout_s': must be > 0 seconds, got 0"),
     ('[notify]\n[[notify.webhooks]]\nkind = "feishu"\nuri = "https://x"\n', r"\[notify\]: field 'webhooks': "),
-    ('[run]\nstep = 5\n', r":2: \[run\]: field 'step': unknown field \(valid fields: steps, framework,"),
-    ('[run]\nsteps = true\n', r":2: \[run\]: field 'steps': expected an integer, got boolean True"),
+    ("[run]\nstep = 5\n", r":2: \[run\]: field 'step': unknown field \(valid fields: steps, framework,"),
+    ("[run]\nsteps = true\n", r":2: \[run\]: field 'steps': expected an integer, got boolean True"),
     ('\n[swanlb]\nmode = "local"\n', r":2: unknown table \[swanlb\]: use \[run\], \[swanlab\], \[notify\], \[proxy\]"),
-    ('[proxy]\nhttps_proxy = "gopher://p:70"\n', r":2: \[proxy\]: field 'https_proxy': 'gopher://p:70' is not a proxy URL"),
-    ('[proxy]\nhttp_proxy = 3128\n', r":2: \[proxy\]: field 'http_proxy': expected a string, got integer 3128"),
+    (
+        '[proxy]\nhttps_proxy = "gopher://p:70"\n',
+        r":2: \[proxy\]: field 'https_proxy': 'gopher://p:70' is not a proxy URL",
+    ),
+    ("[proxy]\nhttp_proxy = 3128\n", r":2: \[proxy\]: field 'http_proxy': expected a string, got integer 3128"),
 ]
 
 
@@ -168,9 +185,11 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.fixed_dictionaries({}, optional={k: _text for k in ("host", "api_key", "log_dir", "project")}),
-       st.lists(st.fixed_dictionaries({"kind": st.sampled_from(["feishu", "slack"]), "url": _text}), max_size=3),
-       st.booleans())
+@given(
+    st.fixed_dictionaries({}, optional={k: _text for k in ("host", "api_key", "log_dir", "project")}),
+    st.lists(st.fixed_dictionaries({"kind": st.sampled_from(["feishu", "slack"]), "url": _text}), max_size=3),
+    st.booleans(),
+)
 def test_saved_strings_round_trip_through_tomllib(tmp_path_factory, swanlab, webhooks, on_success):
     p = tmp_path_factory.mktemp("cfg") / "config.toml"
     userconfig.save_section("swanlab", swanlab, p)
@@ -178,8 +197,10 @@ def test_saved_strings_round_trip_through_tomllib(tmp_path_factory, swanlab, web
     data = userconfig.load(p)
     assert data["swanlab"] == swanlab
     assert data["notify"] == {"on_success": on_success, "webhooks": webhooks}
-    assert tomllib.loads(p.read_text()) == {"swanlab": swanlab,
-                                            "notify": {"on_success": on_success, "webhooks": webhooks}}
+    assert tomllib.loads(p.read_text()) == {
+        "swanlab": swanlab,
+        "notify": {"on_success": on_success, "webhooks": webhooks},
+    }
 
 
 def test_preflight_warns_when_the_api_key_sits_in_a_file_others_can_read(tmp_path, monkeypatch):

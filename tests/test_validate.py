@@ -25,10 +25,17 @@ def root():
 
 
 def _spec(mode="dapo", framework="megatron", profile="0.9"):
-    return {"run_id": "r1", "mode": mode, "framework": framework, "profile": profile, "accelerator": "npu",
-            "workdir": "/verl", "run_dir": "/verl/dapo_runs/r1",
-            "settings": {"steps": 10, "model_path": "/m", "train_file": "/a.parquet", "val_file": "/b.parquet"},
-            "logger": ["console"]}
+    return {
+        "run_id": "r1",
+        "mode": mode,
+        "framework": framework,
+        "profile": profile,
+        "accelerator": "npu",
+        "workdir": "/verl",
+        "run_dir": "/verl/dapo_runs/r1",
+        "settings": {"steps": 10, "model_path": "/m", "train_file": "/a.parquet", "val_file": "/b.parquet"},
+        "logger": ["console"],
+    }
 
 
 def test_stale_grad_offload_on_091_gets_hydras_message(root):
@@ -43,12 +50,16 @@ def test_stale_grad_offload_on_091_gets_hydras_message(root):
 
 def test_missing_plus_gets_hydras_message(root):
     argv = overrides.build_command(_spec("dapo", "fsdp"), features.resolve(""))
-    bad = [a.lstrip("+") if a.startswith("+actor_rollout_ref.model.override_config.attn_implementation") else a
-           for a in argv]
+    bad = [
+        a.lstrip("+") if a.startswith("+actor_rollout_ref.model.override_config.attn_implementation") else a
+        for a in argv
+    ]
     errs = validate.compose_check(bad, root)
     assert "Could not override 'actor_rollout_ref.model.override_config.attn_implementation'." in errs
-    assert any(e.startswith("To append to your config use +actor_rollout_ref.model.override_config.attn_implementation=")
-               for e in errs)
+    assert any(
+        e.startswith("To append to your config use +actor_rollout_ref.model.override_config.attn_implementation=")
+        for e in errs
+    )
 
 
 def test_plus_on_an_existing_key_gets_hydras_message(root):
@@ -66,13 +77,17 @@ def test_generated_argv_composes_and_cwd_is_restored(root, tmp_path, monkeypatch
 
 
 def test_wrong_searchpath_reproduces_the_cwd_failure(root, tmp_path):
-    errs = validate.compose_check(["hydra.searchpath=[file://verl/trainer/config]"], root,
-                                  "one_step_off_ppo_trainer",
-                                  config_dir="verl/experimental/one_step_off_policy/config")
+    errs = validate.compose_check(
+        ["hydra.searchpath=[file://verl/trainer/config]"],
+        root,
+        "one_step_off_ppo_trainer",
+        config_dir="verl/experimental/one_step_off_policy/config",
+    )
     assert errs == []  # rewritten to the local root: the generator's absolute searchpath is what matters
     # without any searchpath from a foreign CWD, Hydra reports what verl users see
-    blocks = compose.compose_errors(str(tmp_path), f"{root}/verl/experimental/one_step_off_policy/config",
-                                    "one_step_off_ppo_trainer", [])
+    blocks = compose.compose_errors(
+        str(tmp_path), f"{root}/verl/experimental/one_step_off_policy/config", "one_step_off_ppo_trainer", []
+    )
     assert any("Could not load 'ppo_trainer'" in line for b in blocks for line in b)
 
 
@@ -80,24 +95,32 @@ def test_remote_op_runs_from_the_bundle_with_json_on_stdin(root, tmp_path):
     """The preflight form: the bundle op ``python3 -m dapo_ops.agent.compose`` (stdlib + hydra only, no other
     dapo_ops module, no torch), JSON in, JSON out."""
     tree = ast.parse(Path(compose.__file__).read_text())
-    imported = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
-                for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    imported = {
+        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
     assert imported <= {"__future__", "json", "os", "re", "sys", "warnings", "hydra", "omegaconf", "dapo_ops"}, imported
-    own = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("dapo_ops")}
+    own = {
+        n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("dapo_ops")
+    }
     assert own <= {"dapo_ops.agent"}  # only verlcheck (stdlib; verl's start-up checks), imported when asked
     bdir = remote_bundle.local_install(tmp_path / "runs")
     line = remote_bundle.op_line(bdir, sys.executable, "compose")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     argv = overrides.build_command(_spec("one-step-off", "megatron", profile="0.8"), features.resolve("offload"))
     req = validate.request_for(argv, root)
-    proc = subprocess.run(["sh", "-c", line], input=json.dumps(req), capture_output=True, text=True, cwd=tmp_path,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        ["sh", "-c", line], input=json.dumps(req), capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     errs = validate.parse_remote_result(proc.stdout)
     assert "Could not override 'actor_rollout_ref.actor.megatron.grad_offload'." in errs
     good = validate.request_for(overrides.build_command(_spec(), features.resolve("")), root)
-    proc = subprocess.run(["sh", "-c", line], input=json.dumps(good), capture_output=True, text=True, cwd=tmp_path,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        ["sh", "-c", line], input=json.dumps(good), capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
     assert json.loads(proc.stdout) == {"ok": True, "errors": []}
 
 

@@ -31,21 +31,40 @@ def root():
 
 
 def _spec(mode="one-step-off", framework="megatron", accelerator="npu", extra=()):
-    s = {"steps": 10, "model_path": "/models/Qwen3-8B", "train_file": "/data/t.parquet", "val_file": "/data/v.parquet",
-         "extra_overrides": list(extra)}
+    s = {
+        "steps": 10,
+        "model_path": "/models/Qwen3-8B",
+        "train_file": "/data/t.parquet",
+        "val_file": "/data/v.parquet",
+        "extra_overrides": list(extra),
+    }
     if mode == "one-step-off":
         s.update(trainer_gpus=4, rollout_gpus=4, train_batch_size=32, ppo_mini_batch_size=32)
-    return {"version": 1, "run_id": "r1", "mode": mode, "framework": framework, "profile": "0.9",
-            "accelerator": accelerator, "workdir": "/verl", "python": "python3", "run_dir": "/verl/dapo_runs/r1",
-            "settings": s}
+    return {
+        "version": 1,
+        "run_id": "r1",
+        "mode": mode,
+        "framework": framework,
+        "profile": "0.9",
+        "accelerator": accelerator,
+        "workdir": "/verl",
+        "python": "python3",
+        "run_dir": "/verl/dapo_runs/r1",
+        "settings": s,
+    }
 
 
 def _composed(root, spec, features=""):
     argv = overrides.build_command(spec, resolve(features))
     req = validate.request_for(argv, root)
     got = {}
-    errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req["overrides"],
-                          on_composed=lambda cfg: got.update(cfg=cfg))
+    errs = compose_errors(
+        req["config_root"],
+        req["config_dir"],
+        req["config_name"],
+        req["overrides"],
+        on_composed=lambda cfg: got.update(cfg=cfg),
+    )
     assert not errs, errs
     from omegaconf import OmegaConf
 
@@ -82,8 +101,14 @@ def test_the_compose_op_answers_startup_and_preflight_makes_one_check_of_it(root
     for extra, want in (([], "fail"), ([f"{KEY}=nccl"], "ok")):
         argv = overrides.build_command(_spec(extra=extra), resolve(""))
         req = dict(validate.request_for(argv, root), startup=True)
-        p = subprocess.run([sys.executable, "-m", "dapo_ops.agent.compose"], input=json.dumps(req),
-                           capture_output=True, text=True, cwd=root, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "dapo_ops.agent.compose"],
+            input=json.dumps(req),
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr
         if not extra and f"{KEY}=hccl" not in " ".join(argv):
             continue  # the emission was fixed (finding 1): nothing to refuse any more
@@ -96,17 +121,33 @@ def test_the_compose_op_answers_startup_and_preflight_makes_one_check_of_it(root
 
 
 def test_without_verl_sources_or_import_the_step_says_skipped(tmp_path):
-    cfg = {"trainer": {"v1": {"trainer_mode": "separate_async"}, "n_gpus_per_node": 4, "nnodes": 1},
-           "actor_rollout_ref": {"rollout": {"checkpoint_engine": {"backend": "hccl"}, "nnodes": 1,
-                                             "n_gpus_per_node": 4, "tensor_model_parallel_size": 2}}}
+    cfg = {
+        "trainer": {"v1": {"trainer_mode": "separate_async"}, "n_gpus_per_node": 4, "nnodes": 1},
+        "actor_rollout_ref": {
+            "rollout": {
+                "checkpoint_engine": {"backend": "hccl"},
+                "nnodes": 1,
+                "n_gpus_per_node": 4,
+                "tensor_model_parallel_size": 2,
+            }
+        },
+    }
     rep = verlcheck.startup_report(cfg, str(tmp_path), use_import=False)
     assert rep["errors"] == []
     assert any(s.startswith("checkpoint-engine: skipped: verl not importable") for s in rep["skipped"])
 
 
 def test_pool_arithmetic_names_the_key(root):
-    cfg, _ = _composed(root, _spec(extra=["actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3",
-                                          "actor_rollout_ref.rollout.tensor_model_parallel_size=3", f"{KEY}=nccl"]))
+    cfg, _ = _composed(
+        root,
+        _spec(
+            extra=[
+                "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=3",
+                f"{KEY}=nccl",
+            ]
+        ),
+    )
     errs = verlcheck.pool_errors(cfg)
     assert any(e.startswith("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3") for e in errs), errs
     assert any("does not divide the rollout pool's 4 devices" in e for e in errs), errs

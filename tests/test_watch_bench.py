@@ -16,9 +16,13 @@ pytestmark = pytest.mark.bench
 
 
 def test_watch_oom_escalation_to_success_then_status_and_errors(sandbox, host_ready):  # noqa: F811
-    host_ready("h1", {"step_time": 1.0,
-                      "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120,
-                                  "phase": "none"}})
+    host_ready(
+        "h1",
+        {
+            "step_time": 1.0,
+            "failure": {"kind": "oom-device", "step": 4, "avoid_with": ["offload"], "hang_s": 120, "phase": "none"},
+        },
+    )
     res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.5", timeout=300)
@@ -67,23 +71,28 @@ def test_stop_real_supervisor(sandbox, host_ready):  # noqa: F811
 
 def test_oom_forever_watch_status_and_errors_say_failed_with_the_suggestions(sandbox, host_ready):  # noqa: F811
     host_ready("h1", {"step_time": 0.3, "failure": {"kind": "oom-device", "step": 2, "avoid_with": [], "hang_s": 1}})
-    res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "1", "--framework", "fsdp",
-                      "--max-oom-retries", "2")
+    res, rid = launch(
+        host_ready, "h1", "--steps", "6", "--save-freq", "1", "--framework", "fsdp", "--max-oom-retries", "2"
+    )
     assert res.returncode == 0, res.stderr
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.5", timeout=300)
     assert w.returncode == 1, (w.stdout, w.stderr)
     rec = json.loads((sandbox.runs_dir("h1") / rid / "run.json").read_text())
     ended = rec["decision"]["ended"]
-    assert ended.startswith("failed: device OOM") and "after 2 OOM retries" in ended and ended.endswith("at step %s/6" % rec["step"]), ended
+    assert (
+        ended.startswith("failed: device OOM")
+        and "after 2 OOM retries" in ended
+        and ended.endswith("at step %s/6" % rec["step"])
+    ), ended
     sugg = rec["decision"]["suggestions"]
     assert sugg
-    fin = w.stdout[w.stdout.index("h1: finished:"):].splitlines()
+    fin = w.stdout[w.stdout.index("h1: finished:") :].splitlines()
     assert fin[0] == "h1: finished: %s (oom-device)" % ended
-    assert fin[1:1 + len(sugg)] == ["h1:   try: %s" % s for s in sugg]
+    assert fin[1 : 1 + len(sugg)] == ["h1:   try: %s" % s for s in sugg]
     assert w.stderr.strip().startswith("h1: run %s %s" % (rid, ended))
     # mid-run, a watch that polls between the verdict and the next attempt prints the retry it sees (what the
     # supervisor is doing then); once the run has failed for good, no line offers that retry any more
-    assert "retry from the last checkpoint" not in w.stdout[w.stdout.index("h1: finished:"):] + w.stderr
+    assert "retry from the last checkpoint" not in w.stdout[w.stdout.index("h1: finished:") :] + w.stderr
 
     row = json.loads(cli(sandbox, "-H", "h1", "status", "--json", check=0).stdout)[0]
     assert (row["state"], row["ended"], row["suggestions"]) == ("failed", ended, sugg)

@@ -148,8 +148,13 @@ def main() -> int:
         startup.update(verlcheck.startup_report(resolved, req["config_root"], cfg_obj=cfg))
 
     try:
-        errs = compose_errors(req["config_root"], req["config_dir"], req["config_name"], req.get("overrides") or [],
-                              on_composed=check if req.get("startup") else None)
+        errs = compose_errors(
+            req["config_root"],
+            req["config_dir"],
+            req["config_name"],
+            req.get("overrides") or [],
+            on_composed=check if req.get("startup") else None,
+        )
         out = {"ok": not errs, "errors": errs}
         if startup:
             out["startup"] = startup

@@ -52,8 +52,13 @@ def ray_logs_dir() -> str:
     return os.path.join(base, "ray", "session_latest", "logs")
 
 
-def read_host(ray_logs: Optional[str], since: float, plog_dirs: Sequence[str], tail_bytes: int = TAIL_BYTES,
-              max_logs: int = MAX_LOGS) -> Dict[str, Any]:
+def read_host(
+    ray_logs: Optional[str],
+    since: float,
+    plog_dirs: Sequence[str],
+    tail_bytes: int = TAIL_BYTES,
+    max_logs: int = MAX_LOGS,
+) -> Dict[str, Any]:
     """The raw evidence of this host: ``{"host" (hostname), "utc_offset_s" (this host's local time minus UTC: CANN
     dates plog lines in local time), "ray_logs": [{"name", "mtime", "text"}], "plog_texts": [{"file", "path",
     "mtime", "text"}], "errors": [unreadable files]}``, newest files first. ``ray_logs`` None: :func:`ray_logs_dir`.
@@ -89,8 +94,13 @@ def read_host(ray_logs: Optional[str], since: float, plog_dirs: Sequence[str], t
         base = _os.environ.get("RAY_TMPDIR") or _os.environ.get("TMPDIR") or "/tmp"
         ray_logs = _os.path.join(base, "ray", "session_latest", "logs")
     lt = _time.localtime()
-    found: dict = {"host": _socket.gethostname(), "utc_offset_s": int(getattr(lt, "tm_gmtoff", 0) or 0), "ray_logs": [],
-             "plog_texts": [], "errors": []}
+    found: dict = {
+        "host": _socket.gethostname(),
+        "utc_offset_s": int(getattr(lt, "tm_gmtoff", 0) or 0),
+        "ray_logs": [],
+        "plog_texts": [],
+        "errors": [],
+    }
     logs = _glob.glob(_os.path.join(ray_logs, "worker-*.err")) + _glob.glob(_os.path.join(ray_logs, "worker-*.out"))
     files = []
     for d in plog_dirs:
@@ -103,8 +113,9 @@ def read_host(ray_logs: Optional[str], since: float, plog_dirs: Sequence[str], t
                 found["errors"].append("%s: %s" % (p, e))
                 continue
             if text.strip():
-                entry = {"name": _os.path.basename(p)} if key == "ray_logs" else {"file": _os.path.basename(p),
-                                                                                   "path": p}
+                entry = (
+                    {"name": _os.path.basename(p)} if key == "ray_logs" else {"file": _os.path.basename(p), "path": p}
+                )
                 found[key].append(dict(entry, mtime=m, text=text))
     return found
 
@@ -146,8 +157,9 @@ def write(run_dir: str, host: str, found: Dict[str, Any]) -> str:
     return d
 
 
-def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: float,
-            t0: Optional[float] = None) -> Dict[str, Any]:
+def cluster(
+    run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: float, t0: Optional[float] = None
+) -> Dict[str, Any]:
     """Collect from each of ``nodes`` (``[{"name", "address"}]``, Ray node addresses as ``ray start
     --node-ip-address`` gave them) through the run's Ray cluster at ``RAY_ADDRESS``: :func:`read_host` as one task
     pinned to each alive node (0 CPUs: a cluster whose CPUs verl holds still runs it; no retry), all at once; each
@@ -173,8 +185,12 @@ def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: flo
         if nid is None:
             out["lost"].append({"name": n["name"], "address": n["address"], "why": "not alive in the Ray cluster"})
             continue
-        ref = task.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
-                           name="dapo-ops-evidence").remote(None, since, list(plog.PLOG_DIRS))
+        ref = task.options(
+            num_cpus=0,
+            max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+            name="dapo-ops-evidence",
+        ).remote(None, since, list(plog.PLOG_DIRS))
         pending[ref] = n
     deadline = t0 + wait_s
     while pending and time.time() < deadline:
@@ -185,16 +201,22 @@ def cluster(run_dir: str, nodes: List[Dict[str, Any]], since: float, wait_s: flo
                 write(run_dir, n["name"], dict(parse(ray.get(ref)), node=n["name"], address=n["address"]))
                 out["answered"].append(n["name"])
             except Exception as e:  # noqa: BLE001 - a node whose task failed is named, never fatal
-                out["lost"].append({"name": n["name"], "address": n["address"],
-                                    "why": "its collector failed: %s" % (str(e).splitlines() or [type(e).__name__])[0]})
+                out["lost"].append(
+                    {
+                        "name": n["name"],
+                        "address": n["address"],
+                        "why": "its collector failed: %s" % (str(e).splitlines() or [type(e).__name__])[0],
+                    }
+                )
     for n in pending.values():
-        out["lost"].append({"name": n["name"], "address": n["address"],
-                            "why": "did not answer within %.0f s" % wait_s})
+        out["lost"].append({"name": n["name"], "address": n["address"], "why": "did not answer within %.0f s" % wait_s})
     return out
 
 
-USAGE = ("usage: python3 -m dapo_ops.agent.evidence local <ray_logs_dir> <since> [plog_dir ...] | "
-         "cluster <run_dir> <since> <wait_s> <nodes json>")
+USAGE = (
+    "usage: python3 -m dapo_ops.agent.evidence local <ray_logs_dir> <since> [plog_dir ...] | "
+    "cluster <run_dir> <since> <wait_s> <nodes json>"
+)
 
 
 def main(argv: List[str]) -> int:

@@ -24,6 +24,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.
 
 # ------------------------------------------------------------------------------------------ verification
 
+
 def safetensors_complete(path: str) -> str | None:
     """``None`` when the safetensors file is whole, else a one-line reason.
 
@@ -79,6 +80,7 @@ def file_complete(path: str, kind_from: str | None = None) -> str | None:
 
 # ------------------------------------------------------------------------------------------ model dir
 
+
 def _max_positions(cfg: dict[str, Any]) -> int | None:
     for c in (cfg, cfg.get("text_config") or {}, cfg.get("llm_config") or {}):
         for key in ("max_position_embeddings", "seq_length", "max_sequence_length", "n_positions"):
@@ -96,9 +98,19 @@ def check_model_dir(path: str) -> dict[str, Any]:
     ``max_position_embeddings`` (int or None), ``model_type``, ``partial`` (``*.part`` files left), ``config``
     (``config.json``'s scalar keys and ``text_config``, when it parsed; for :mod:`dapo_ops.core.memfit`).
     """
-    out: dict[str, Any] = {"path": path, "exists": os.path.isdir(path), "ok": False, "problems": [], "weights": [],
-                 "weights_bytes": 0, "total_bytes": 0, "tokenizer": [], "max_position_embeddings": None,
-                 "model_type": None, "partial": []}
+    out: dict[str, Any] = {
+        "path": path,
+        "exists": os.path.isdir(path),
+        "ok": False,
+        "problems": [],
+        "weights": [],
+        "weights_bytes": 0,
+        "total_bytes": 0,
+        "tokenizer": [],
+        "max_position_embeddings": None,
+        "model_type": None,
+        "partial": [],
+    }
     probs = out["problems"]
     if not out["exists"]:
         probs.append(f"model dir {path} does not exist" if not os.path.exists(path) else f"{path} is not a directory")
@@ -123,7 +135,9 @@ def check_model_dir(path: str) -> dict[str, Any]:
             out["max_position_embeddings"] = _max_positions(cfg)
             out["model_type"] = cfg.get("model_type")
             # scalars (+ the text sub-config): dapo_ops.core.memfit.model_facts picks what the memory-fit estimate needs
-            out["config"] = {k: v for k, v in cfg.items() if not isinstance(v, (list, dict)) or k in ("text_config", "llm_config")}
+            out["config"] = {
+                k: v for k, v in cfg.items() if not isinstance(v, (list, dict)) or k in ("text_config", "llm_config")
+            }
         except (OSError, ValueError) as e:
             probs.append(f"{cfg_path} is not valid JSON ({e.__class__.__name__})")
     weights = [nm for nm in names if nm.endswith(WEIGHT_SUFFIXES) and not nm.startswith("training_args")]
@@ -155,5 +169,3 @@ def check_model_dir(path: str) -> dict[str, Any]:
         probs.append(f"partial download {nm} in {path}: run `inv prepare` to resume it")
     out["ok"] = not probs
     return out
-
-

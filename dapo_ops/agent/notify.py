@@ -75,7 +75,9 @@ def should_notify(event_kind: str, notify_cfg: dict[str, Any] | None) -> bool:
     return False
 
 
-def spec_from_user_config(user_notify: dict[str, Any] | None, env: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def spec_from_user_config(
+    user_notify: dict[str, Any] | None, env: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split the user config's ``[notify]`` table into (spec.json ``notify``, secret env).
 
     ``user_notify``: ``{"on_escalation": bool, "on_success": bool, "timeout_s": float,
@@ -87,8 +89,11 @@ def spec_from_user_config(user_notify: dict[str, Any] | None, env: dict[str, Any
     """
     cfg = dict(user_notify or {})
     env = env or {}
-    spec: dict[str, Any] = {"on_escalation": bool(cfg.get("on_escalation", False)),
-                  "on_success": bool(cfg.get("on_success", False)), "webhooks": []}
+    spec: dict[str, Any] = {
+        "on_escalation": bool(cfg.get("on_escalation", False)),
+        "on_success": bool(cfg.get("on_success", False)),
+        "webhooks": [],
+    }
     if cfg.get("timeout_s") is not None:
         spec["timeout_s"] = float(cfg["timeout_s"])
     secrets: dict[str, Any] = {}
@@ -100,7 +105,7 @@ def spec_from_user_config(user_notify: dict[str, Any] | None, env: dict[str, Any
         url = hook.get("url") or (env.get(hook["url_env"]) if hook.get("url_env") else None)
         if not url:
             where = f"${hook['url_env']} is empty" if hook.get("url_env") else "no url"
-            raise ValueError(f"[notify] webhook {i} ({kind}): {where}; set url = \"https://...\" or url_env")
+            raise ValueError(f'[notify] webhook {i} ({kind}): {where}; set url = "https://..." or url_env')
         entry = {"kind": kind, "url_env": f"DAPO_NOTIFY_URL_{i}"}
         secrets[entry["url_env"]] = str(url)
         sign = hook.get("sign_secret") or hook.get("secret")
@@ -165,11 +170,19 @@ def build_payload(kind: str, text: str, event: dict[str, Any]) -> dict[str, Any]
         return {"text": text}
     verdict, hint, _ = _verdict_parts(event)
     return {
-        "source": "dapo-ops", "event": event.get("kind"), "host": event.get("host"),
-        "run_id": event.get("run_id"), "verdict": verdict or None, "step": event.get("step"),
-        "total_steps": event.get("total_steps"), "hint": hint or None, "action": event.get("action") or None,
-        "suggestions": list(event.get("suggestions") or []), "log": event.get("log"),
-        "swanlab_url": event.get("swanlab_url"), "text": text,
+        "source": "dapo-ops",
+        "event": event.get("kind"),
+        "host": event.get("host"),
+        "run_id": event.get("run_id"),
+        "verdict": verdict or None,
+        "step": event.get("step"),
+        "total_steps": event.get("total_steps"),
+        "hint": hint or None,
+        "action": event.get("action") or None,
+        "suggestions": list(event.get("suggestions") or []),
+        "log": event.get("log"),
+        "swanlab_url": event.get("swanlab_url"),
+        "text": text,
     }
 
 
@@ -215,7 +228,9 @@ def _scrub_obj(obj: Any, secrets: list[str]) -> Any:
     return obj
 
 
-def send_event(notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | None, event: dict[str, Any]) -> list[str]:
+def send_event(
+    notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | None, event: dict[str, Any]
+) -> list[str]:
     """Post ``event`` to every configured webhook; return error lines, never raise.
 
     ``notify_cfg`` (spec.json ``notify``): ``{"on_escalation": bool, "on_success": bool,
@@ -256,8 +271,9 @@ def send_event(notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | N
     return errors
 
 
-def _post(kind: str, url: str, hook: dict[str, Any], secrets: dict[str, Any], text: str, event: dict[str, Any],
-          timeout: float) -> str | None:
+def _post(
+    kind: str, url: str, hook: dict[str, Any], secrets: dict[str, Any], text: str, event: dict[str, Any], timeout: float
+) -> str | None:
     payload = build_payload(kind, text, event)
     sign_env = hook.get("sign_env")
     if sign_env:
@@ -265,9 +281,12 @@ def _post(kind: str, url: str, hook: dict[str, Any], secrets: dict[str, Any], te
             return f"{sign_env} (signing secret) is not set in secret.env; nothing sent"
         url = _sign(kind, secrets[sign_env], url, payload)
     data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    req = urllib.request.Request(url, data=data, method="POST",
-                                 headers={"Content-Type": "application/json; charset=utf-8",
-                                          "User-Agent": "dapo-ops-notify"})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": "dapo-ops-notify"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             body = resp.read(65536)

@@ -59,7 +59,7 @@ def scan() -> Dict[str, Dict[str, List[int]]]:
         for item in env:
             for key, marker in zip(("verl", "ray"), _MARKERS):
                 if item.startswith(marker):
-                    rid = item[len(marker):].decode("utf-8", "replace")
+                    rid = item[len(marker) :].decode("utf-8", "replace")
                     out[key].setdefault(rid, []).append(int(d))
     return out
 
@@ -98,8 +98,14 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
             if sweep:
                 cleaned.append({"run_id": rid, "processes": end_pids(pids)})
             continue
-        verl.append({"run_id": rid, "pids": len(pids), "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
-                     "status": status})
+        verl.append(
+            {
+                "run_id": rid,
+                "pids": len(pids),
+                "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
+                "status": status,
+            }
+        )
     sessions = {s["run_id"]: s for s in raynodes.ray_sessions(runs_dir, name)}
     ray = []
     ray_ids = {r for r in found["ray"] if os.path.isdir(raynodes.cluster_dir(runs_dir, r))}
@@ -111,11 +117,20 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
         else:
             serving = gcs_up(info.get("head_address"), info.get("port"))
         if serving:
-            ray.append({"run_id": rid, "role": info.get("role"), "head": info.get("head"),
-                        "head_address": info.get("head_address"), "port": info.get("port"), "pids": len(pids)})
+            ray.append(
+                {
+                    "run_id": rid,
+                    "role": info.get("role"),
+                    "head": info.get("head"),
+                    "head_address": info.get("head_address"),
+                    "port": info.get("port"),
+                    "pids": len(pids),
+                }
+            )
         elif sweep:
-            pid_file = info.get("pid_file") or raynodes.node_file(raynodes.cluster_dir(runs_dir, rid), name or "-",
-                                                                  raynodes.PID)
+            pid_file = info.get("pid_file") or raynodes.node_file(
+                raynodes.cluster_dir(runs_dir, rid), name or "-", raynodes.PID
+            )
             n = raysession.stop_session(pid_file, SWEEP_GRACE_S)
             cleaned.append({"run_id": rid, "processes": n})
     return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}

@@ -77,7 +77,7 @@ class _Compact:
 
     def binary(self) -> bytes:
         n = self.varint()
-        v = self.b[self.i:self.i + n]
+        v = self.b[self.i : self.i + n]
         self.i += n
         return v
 
@@ -149,8 +149,12 @@ def parquet_schema(path: str) -> tuple[int, list[dict[str, Any]]]:
         nonlocal pos
         e = elems[pos]
         pos += 1
-        node: dict[str, Any] = {"name": (e.get(4) or b"").decode("utf-8", "replace"), "group": bool(e.get(5)),
-                "list": e.get(6) == 3 or 3 in (e.get(10) or {}), "children": []}
+        node: dict[str, Any] = {
+            "name": (e.get(4) or b"").decode("utf-8", "replace"),
+            "group": bool(e.get(5)),
+            "list": e.get(6) == 3 or 3 in (e.get(10) or {}),
+            "children": [],
+        }
         for _ in range(int(e.get(5) or 0)):
             node["children"].append(build())
         return node
@@ -176,8 +180,9 @@ def _footer_schema_problems(cols: list[dict[str, Any]], prompt_key: str) -> tupl
     if p is None:
         missing.append(prompt_key)
     elif not (p["group"] and {"role", "content"} <= _leaf_names(p)):
-        probs.append(f"column '{prompt_key}' is not a list of chat messages; verl expects "
-                     "[{'role': ..., 'content': ...}]")
+        probs.append(
+            f"column '{prompt_key}' is not a list of chat messages; verl expects [{{'role': ..., 'content': ...}}]"
+        )
     if "data_source" not in by:
         missing.append("data_source")
     rm = by.get("reward_model")
@@ -210,8 +215,9 @@ def _arrow_schema_problems(schema: Any, prompt_key: str) -> tuple[list[str], lis
                 fields = {vt.field(i).name for i in range(vt.num_fields)}
                 ok = {"role", "content"} <= fields
         if not ok:
-            probs.append(f"column '{prompt_key}' is {t}, verl expects a list of chat messages "
-                         "[{'role': ..., 'content': ...}]")
+            probs.append(
+                f"column '{prompt_key}' is {t}, verl expects a list of chat messages [{{'role': ..., 'content': ...}}]"
+            )
     if "data_source" not in names:
         missing.append("data_source")
     if "reward_model" not in names:
@@ -235,8 +241,17 @@ def check_parquet(path: str, prompt_key: str = "prompt") -> dict[str, Any]:
     ``missing`` (column paths, e.g. ``reward_model.ground_truth``), ``problems`` (one-line strings naming the
     file and the column), ``schema_checked`` (``"footer"``: the stdlib thrift reader, ``"pyarrow"`` when the footer needed it, ``""``).
     """
-    out: dict[str, Any] = {"path": path, "exists": os.path.isfile(path), "bytes": 0, "ok": False, "rows": None,
-                 "columns": [], "missing": [], "problems": [], "schema_checked": ""}
+    out: dict[str, Any] = {
+        "path": path,
+        "exists": os.path.isfile(path),
+        "bytes": 0,
+        "ok": False,
+        "rows": None,
+        "columns": [],
+        "missing": [],
+        "problems": [],
+        "schema_checked": "",
+    }
     probs = out["problems"]
     if not out["exists"]:
         probs.append(f"data file {path} does not exist" if not os.path.exists(path) else f"{path} is not a file")
@@ -277,5 +292,3 @@ def check_parquet(path: str, prompt_key: str = "prompt") -> dict[str, Any]:
         probs.append(f"data file {path} has 0 rows")
     out["ok"] = not probs
     return out
-
-

@@ -34,10 +34,25 @@ from dapo_ops.agent.parquet import check_parquet
 from dapo_ops.agent.verlinfo import verl_info
 
 MARK = "@@DAPO-PREFLIGHT "
-ENV_NAMES = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-             "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "HF_ENDPOINT",
-             "SWANLAB_MODE", "SWANLAB_API_HOST", "SWANLAB_WEB_HOST", "SWANLAB_LOG_DIR")
+ENV_NAMES = (
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "ASCEND_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "HF_ENDPOINT",
+    "SWANLAB_MODE",
+    "SWANLAB_API_HOST",
+    "SWANLAB_WEB_HOST",
+    "SWANLAB_LOG_DIR",
+)
 SECRET_NAMES = ("SWANLAB_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
+
 
 def _modules(names) -> dict[str, Any]:
     """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
@@ -56,13 +71,23 @@ def _modules(names) -> dict[str, Any]:
 
 def _cann(files) -> dict[str, Any]:
     """``ASCEND_TOOLKIT_HOME`` of this ``docker exec`` and which CANN ``set_env.sh`` files exist."""
-    return {"toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"), "found": [f for f in files or [] if os.path.isfile(f)]}
+    return {
+        "toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"),
+        "found": [f for f in files or [] if os.path.isfile(f)],
+    }
 
 
 def _run(argv, timeout=30, cwd=None, stdin=None):
     try:
-        p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                           cwd=cwd, universal_newlines=True)
+        p = subprocess.run(
+            argv,
+            input=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            cwd=cwd,
+            universal_newlines=True,
+        )
         return {"rc": p.returncode, "stdout": p.stdout[-200000:], "stderr": p.stderr[-4000:]}
     except FileNotFoundError:
         return {"rc": 127, "stdout": "", "stderr": f"{argv[0]}: command not found"}
@@ -89,7 +114,7 @@ def _dev_nodes(prefix: str) -> list:
     except OSError:
         return []
     n = len(prefix)
-    return ["/dev/" + x for x in names if x.startswith(prefix) and x[n:n + 1].isdigit()]
+    return ["/dev/" + x for x in names if x.startswith(prefix) and x[n : n + 1].isdigit()]
 
 
 def _disk(path: str | None) -> dict[str, Any] | None:
@@ -105,8 +130,13 @@ def _disk(path: str | None) -> dict[str, Any] | None:
     except OSError as e:
         return {"path": path, "checked": p, "error": e.strerror}
     writable = os.access(p, os.W_OK)
-    return {"path": path, "checked": p, "free": st.f_bavail * st.f_frsize, "total": st.f_blocks * st.f_frsize,
-            "writable": writable}
+    return {
+        "path": path,
+        "checked": p,
+        "free": st.f_bavail * st.f_frsize,
+        "total": st.f_blocks * st.f_frsize,
+        "writable": writable,
+    }
 
 
 #: seconds a host name may take to resolve before a reachability check gives up (a container without a working DNS
@@ -167,7 +197,8 @@ def _http(url: str, timeout: float) -> dict[str, Any]:
     t0 = time.time()
     parts = urllib.parse.urlsplit(url)
     via_proxy = bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
-        parts.hostname or "")
+        parts.hostname or ""
+    )
     if parts.hostname and not via_proxy:  # a proxy resolves names itself
         err = _resolve_error(parts.hostname)
         if err:
@@ -179,13 +210,24 @@ def _http(url: str, timeout: float) -> dict[str, Any]:
             return {"url": url, "reachable": True, "status": r.status, "seconds": round(time.time() - t0, 3)}
     except urllib.error.HTTPError as e:  # any HTTP answer means the server is reachable
         if e.code == 407:
-            return {"url": url, "reachable": False, "status": 407, "kind": "proxy", "seconds": round(time.time() - t0, 3),
-                    "error": "HTTP 407 Proxy Authentication Required"}
+            return {
+                "url": url,
+                "reachable": False,
+                "status": 407,
+                "kind": "proxy",
+                "seconds": round(time.time() - t0, 3),
+                "error": "HTTP 407 Proxy Authentication Required",
+            }
         return {"url": url, "reachable": True, "status": e.code, "seconds": round(time.time() - t0, 3)}
     except Exception as e:
         reason = getattr(e, "reason", None) or e
-        return {"url": url, "reachable": False, "error": str(reason), "kind": _http_kind(e, via_proxy),
-                "seconds": round(time.time() - t0, 3)}
+        return {
+            "url": url,
+            "reachable": False,
+            "error": str(reason),
+            "kind": _http_kind(e, via_proxy),
+            "seconds": round(time.time() - t0, 3),
+        }
 
 
 def _tcp(host: str, port: int, timeout: float) -> dict[str, Any]:
@@ -198,8 +240,13 @@ def _tcp(host: str, port: int, timeout: float) -> dict[str, Any]:
     except ConnectionRefusedError:  # the RST came back: the route works, nothing listens yet
         return {"host": host, "port": port, "reachable": True, "open": False}
     except OSError as e:
-        return {"host": host, "port": port, "reachable": False, "error": e.strerror or str(e),
-                "seconds": round(time.time() - t0, 3)}
+        return {
+            "host": host,
+            "port": port,
+            "reachable": False,
+            "error": e.strerror or str(e),
+            "seconds": round(time.time() - t0, 3),
+        }
 
 
 def _port_free(port: int) -> dict[str, Any]:
@@ -252,10 +299,17 @@ def installed_config_root(rq: dict[str, Any]) -> dict[str, Any]:
     if not locs:
         return rq
     root = os.path.dirname(os.path.abspath(locs[0]))
-    rel = os.path.relpath(cdir, old_root) if old_root and cdir.startswith(old_root.rstrip("/") + "/") \
+    rel = (
+        os.path.relpath(cdir, old_root)
+        if old_root and cdir.startswith(old_root.rstrip("/") + "/")
         else "verl/trainer/config"
-    ovs = [o.replace(old_root.rstrip("/") + "/verl/", root + "/verl/") if old_root and o.startswith("hydra.searchpath=")
-           else o for o in rq.get("overrides") or []]
+    )
+    ovs = [
+        o.replace(old_root.rstrip("/") + "/verl/", root + "/verl/")
+        if old_root and o.startswith("hydra.searchpath=")
+        else o
+        for o in rq.get("overrides") or []
+    ]
     return dict(rq, config_root=root, config_dir=os.path.join(root, rel), overrides=ovs)
 
 
@@ -274,8 +328,12 @@ def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
             return r
         except (OSError, ValueError):
             pass
-    r = _run([sys.executable, "-m", "dapo_ops.agent.compose"], timeout=float(comp.get("timeout", 120)),
-             cwd=comp["request"].get("config_root"), stdin=json.dumps(comp["request"]))
+    r = _run(
+        [sys.executable, "-m", "dapo_ops.agent.compose"],
+        timeout=float(comp.get("timeout", 120)),
+        cwd=comp["request"].get("config_root"),
+        stdin=json.dumps(comp["request"]),
+    )
     if path and r.get("rc") == 0 and r.get("stdout", "").strip().startswith("{"):
         try:
             os.makedirs(COMPOSE_CACHE, exist_ok=True)
@@ -305,7 +363,7 @@ def _learned(path: str) -> list:
         if st.st_size <= learned.MAX_BYTES:
             files.append((st.st_mtime, n))
     out = []
-    for _, n in sorted(files, reverse=True)[:learned.MAX_MEMOS]:
+    for _, n in sorted(files, reverse=True)[: learned.MAX_MEMOS]:
         try:
             with open(os.path.join(path, n), encoding="utf-8") as fh:
                 m = json.load(fh)
@@ -319,8 +377,13 @@ def _learned(path: str) -> list:
 def probe(req: dict) -> dict:
     """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
     t0 = time.time()
-    out: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable, "cwd": os.getcwd(),
-                 "hostname": os.uname().nodename, "tty": sys.stdin.isatty() if sys.stdin else False}
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "cwd": os.getcwd(),
+        "hostname": os.uname().nodename,
+        "tty": sys.stdin.isatty() if sys.stdin else False,
+    }
     out["env"] = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     out["secrets_present"] = sorted(k for k in SECRET_NAMES if os.environ.get(k))
     out["verl"] = verl_info(req.get("entry_module"))
@@ -372,7 +435,7 @@ def parse_output(stdout: str) -> dict[str, Any]:
     """The probe's JSON answer from stdout; ``ValueError`` (one line) when missing."""
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     raise ValueError("the preflight probe printed no result (is python3 available in the container?)")
 
 

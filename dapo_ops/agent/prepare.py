@@ -104,19 +104,28 @@ def fetch_file(url: str, dest: str, timeout: float = 60) -> dict[str, Any]:
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
         reason = getattr(e, "reason", None) or str(e) or e.__class__.__name__
         got = os.path.getsize(part) if os.path.isfile(part) else 0
-        res.update(status="error", error=f"download of {url} interrupted after {got} B: {reason}; "
-                                         f"{os.path.basename(part)} kept for resume (run `inv prepare` again)")
+        res.update(
+            status="error",
+            error=f"download of {url} interrupted after {got} B: {reason}; "
+            f"{os.path.basename(part)} kept for resume (run `inv prepare` again)",
+        )
         return res
     got = os.path.getsize(part)
     if expected >= 0 and got != expected:
-        res.update(status="error", error=f"download of {url} is {got} B, expected {expected} B; "
-                                         f"{os.path.basename(part)} kept for resume (run `inv prepare` again)")
+        res.update(
+            status="error",
+            error=f"download of {url} is {got} B, expected {expected} B; "
+            f"{os.path.basename(part)} kept for resume (run `inv prepare` again)",
+        )
         return res
     why = file_complete(part, kind_from=dest)  # the .part judged by the final name's rules
     if why:
         os.remove(part)
-        res.update(status="error", error=f"downloaded {os.path.basename(dest)} failed verification ({why}); "
-                                         "the partial file was removed, run `inv prepare` again")
+        res.update(
+            status="error",
+            error=f"downloaded {os.path.basename(dest)} failed verification ({why}); "
+            "the partial file was removed, run `inv prepare` again",
+        )
         return res
     os.replace(part, dest)
     res["bytes"] = os.path.getsize(dest)
@@ -156,8 +165,16 @@ def fetch_model(repo: str, dest: str, endpoint: str) -> dict[str, Any]:
     "status": present|downloaded|error, "files": [per-file results], "downloaded" (bytes), "check": check_model_dir,
     "error"}``.
     """
-    out: dict[str, Any] = {"kind": "model", "path": dest, "repo": repo, "status": "error", "files": [], "downloaded": 0,
-                 "error": "", "via": ""}
+    out: dict[str, Any] = {
+        "kind": "model",
+        "path": dest,
+        "repo": repo,
+        "status": "error",
+        "files": [],
+        "downloaded": 0,
+        "error": "",
+        "via": "",
+    }
     before = check_model_dir(dest)
     if before["ok"]:
         out.update(status="present", check=before)
@@ -165,9 +182,11 @@ def fetch_model(repo: str, dest: str, endpoint: str) -> dict[str, Any]:
     try:
         if _use_hub():
             from huggingface_hub import snapshot_download
+
             out["via"] = "huggingface_hub"
-            snapshot_download(repo_id=repo, local_dir=dest, endpoint=endpoint,
-                              allow_patterns=["*" + s for s in MODEL_FILE_SUFFIXES])
+            snapshot_download(
+                repo_id=repo, local_dir=dest, endpoint=endpoint, allow_patterns=["*" + s for s in MODEL_FILE_SUFFIXES]
+            )
         else:
             out["via"] = "urllib"
             for nm in list_model_files(endpoint, repo):
@@ -189,7 +208,9 @@ def fetch_model(repo: str, dest: str, endpoint: str) -> dict[str, Any]:
     return out
 
 
-def fetch_dataset_file(repo: str, filename: str, dest: str, endpoint: str, prompt_key: str = "prompt") -> dict[str, Any]:
+def fetch_dataset_file(
+    repo: str, filename: str, dest: str, endpoint: str, prompt_key: str = "prompt"
+) -> dict[str, Any]:
     """Make ``dest`` the dataset file ``filename`` of hub dataset ``repo``, then check its RL schema.
 
     Returns ``{"kind": "data", "path", "repo", "status": present|downloaded|error, "downloaded", "check":
@@ -216,17 +237,35 @@ def prepare(request: dict[str, Any]) -> dict[str, Any]:
             items.append(fetch_model(m["repo"], m["path"], endpoint))
         else:
             chk = check_model_dir(m["path"])
-            items.append({"kind": "model", "path": m["path"], "repo": "", "downloaded": 0, "check": chk,
-                          "status": "present" if chk["ok"] else "error",
-                          "error": "" if chk["ok"] else chk["problems"][0] + " (no hub repo known: pass --model-repo)"})
+            items.append(
+                {
+                    "kind": "model",
+                    "path": m["path"],
+                    "repo": "",
+                    "downloaded": 0,
+                    "check": chk,
+                    "status": "present" if chk["ok"] else "error",
+                    "error": "" if chk["ok"] else chk["problems"][0] + " (no hub repo known: pass --model-repo)",
+                }
+            )
     for d in request.get("data") or []:
         if d.get("repo"):
-            items.append(fetch_dataset_file(d["repo"], d["file"], d["path"], endpoint, request.get("prompt_key", "prompt")))
+            items.append(
+                fetch_dataset_file(d["repo"], d["file"], d["path"], endpoint, request.get("prompt_key", "prompt"))
+            )
         else:
             chk = check_parquet(d["path"], request.get("prompt_key", "prompt"))
-            items.append({"kind": "data", "path": d["path"], "repo": "", "downloaded": 0, "check": chk,
-                          "status": "present" if chk["exists"] else "error",
-                          "error": "" if chk["exists"] else chk["problems"][0] + " (no hub repo known: pass the repo flag)"})
+            items.append(
+                {
+                    "kind": "data",
+                    "path": d["path"],
+                    "repo": "",
+                    "downloaded": 0,
+                    "check": chk,
+                    "status": "present" if chk["exists"] else "error",
+                    "error": "" if chk["exists"] else chk["problems"][0] + " (no hub repo known: pass the repo flag)",
+                }
+            )
     return {"items": items, "endpoint": endpoint, "elapsed_s": round(time.time() - t0, 3)}
 
 

@@ -54,6 +54,7 @@ class ProbeError(Exception):
 
 # ------------------------------------------------------------------------------------------ helpers
 
+
 def read_tail(path, tail_bytes):
     """Last ``tail_bytes`` bytes of ``path`` as text (a cut first line is dropped), its size and mtime.
 
@@ -70,7 +71,7 @@ def read_tail(path, tail_bytes):
         return "", None, None
     if start > 0:
         cut = min([i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0] or [-1])
-        data = data[cut + 1:] if cut >= 0 else b""
+        data = data[cut + 1 :] if cut >= 0 else b""
     return data.decode("utf-8", "replace"), st.st_size, st.st_mtime
 
 
@@ -108,7 +109,7 @@ def _scan(pgid, env_marker):
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
                 stat = fh.read()
-            rest = stat[stat.rindex(b")") + 2:].split()
+            rest = stat[stat.rindex(b")") + 2 :].split()
         except (OSError, ValueError):
             continue
         if rest[0] == b"Z":
@@ -143,8 +144,9 @@ def own_processes(run, slack_s=120.0):
     pgid = (run.get("pids") or {}).get("verl_pgid")
     marker = ("DAPO_OPS_RUN_ID=%s" % run["run_id"]).encode() if run.get("run_id") else None
     started = run.get("started_at")
-    return [(p, how) for p, t, how in _scan(pgid, marker)
-            if started is None or t is None or t >= float(started) - slack_s]
+    return [
+        (p, how) for p, t, how in _scan(pgid, marker) if started is None or t is None or t >= float(started) - slack_s
+    ]
 
 
 def own_members(run, slack_s=120.0):
@@ -160,8 +162,9 @@ def resolve_run_dir(runs_dir, run_id=None):
     runs_dir = str(runs_dir).rstrip("/") or "/"
     if run_id:
         if not _rs.is_run_id(run_id):
-            raise ProbeError("run id %r is not of the form YYYYMMDD-HHMMSS-xxxx; list runs with `inv status --all`"
-                             % run_id)
+            raise ProbeError(
+                "run id %r is not of the form YYYYMMDD-HHMMSS-xxxx; list runs with `inv status --all`" % run_id
+            )
         d = _rs.run_dir_for(runs_dir, run_id)
         if not os.path.isdir(d):
             raise ProbeError("no run %s in %s; list runs with `inv status --all`" % (run_id, runs_dir), run_id)
@@ -194,6 +197,7 @@ def _liveness(run, run_dir):
 
 
 # ------------------------------------------------------------------------------------------ ops
+
 
 def _serves(runs_dir, host, own_run_id):
     """The multi-host run whose Ray worker this container runs (a live session of another run), or None:
@@ -247,10 +251,20 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     if run.get("status") in ACTIVE and not sup_alive:
         path = attempt_log_path(run, run_dir) or path
     tail, size, mtime = read_tail(path, tail_bytes)
-    return {"run": run, "run_dir": run_dir, "tail": tail, "log_bytes": size, "log_mtime": mtime, "now": now,
-            "supervisor_alive": sup_alive, "verl_alive": verl_alive, "probe_read_bytes": read_bytes(),
-            "serves": serves, "log_read": path,
-            "checkpoint": resume_checkpoint(run, sup_alive)}
+    return {
+        "run": run,
+        "run_dir": run_dir,
+        "tail": tail,
+        "log_bytes": size,
+        "log_mtime": mtime,
+        "now": now,
+        "supervisor_alive": sup_alive,
+        "verl_alive": verl_alive,
+        "probe_read_bytes": read_bytes(),
+        "serves": serves,
+        "log_read": path,
+        "checkpoint": resume_checkpoint(run, sup_alive),
+    }
 
 
 def attempt_log_path(run, run_dir):
@@ -305,6 +319,7 @@ def handler(ops):
     ``req["op"]`` names, ``{"error": "<one line>"}`` for a :class:`ProbeError`, an unreadable record or file, or an
     op that module does not answer. Each op module (this one, :mod:`dapo_ops.agent.runstop`,
     :mod:`dapo_ops.agent.runlogs`) answers its own ops with it."""
+
     def handle(req):
         runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
         try:
@@ -318,14 +333,18 @@ def handler(ops):
             return {"error": "unreadable run record under %s: %s; inspect it with `inv logs`" % (runs_dir, e)}
         except OSError as e:
             return {"error": "cannot read %s: %s" % (getattr(e, "filename", None) or runs_dir, e.strerror or e)}
+
     return handle
 
 
-handle = handler({
-    "status": lambda runs_dir, req: probe_status(runs_dir, req.get("run_id"),
-                                                 int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES), req.get("host")),
-    "list": lambda runs_dir, req: probe_list(runs_dir),
-})
+handle = handler(
+    {
+        "status": lambda runs_dir, req: probe_status(
+            runs_dir, req.get("run_id"), int(req.get("tail_bytes") or DEFAULT_TAIL_BYTES), req.get("host")
+        ),
+        "list": lambda runs_dir, req: probe_list(runs_dir),
+    }
+)
 
 
 def main(argv=None, handle=handle):

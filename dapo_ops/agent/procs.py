@@ -93,8 +93,12 @@ def signal_pids(pids: Iterable[int], sig: int) -> None:
             pass
 
 
-def terminate(list_fn: Callable[[], List[int]], grace_s: float, kill_wait_s: float = 5.0,
-              send: Callable[[List[int], int], None] = signal_pids) -> List[int]:
+def terminate(
+    list_fn: Callable[[], List[int]],
+    grace_s: float,
+    kill_wait_s: float = 5.0,
+    send: Callable[[List[int], int], None] = signal_pids,
+) -> List[int]:
     """SIGTERM what ``list_fn()`` lists, wait up to ``grace_s`` seconds until it lists nothing, SIGKILL what it
     lists then, wait up to ``kill_wait_s`` seconds (SIGKILL is asynchronous: the kernel finishes the exits).
 
@@ -118,7 +122,10 @@ def terminate(list_fn: Callable[[], List[int]], grace_s: float, kill_wait_s: flo
 
 
 def stop_process_group(
-    proc: Optional["subprocess.Popen[bytes]"], pgid: Optional[int], marker: Optional[bytes], grace_s: float,
+    proc: Optional["subprocess.Popen[bytes]"],
+    pgid: Optional[int],
+    marker: Optional[bytes],
+    grace_s: float,
     cmd_marker: Optional[bytes] = None,
 ) -> List[int]:
     """SIGTERM the attempt's own processes, wait up to ``grace_s`` s, SIGKILL what is left (up to 10 s for the

@@ -183,12 +183,18 @@ def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY
     want = len(ray_spec.get("nodes") or [])
     bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     pp = [bundle] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != bundle]
-    env = dict(os.environ, RAY_ADDRESS=f"{ray_spec['head']}:{ray_spec.get('port', RAY_PORT)}",
-               PYTHONPATH=os.pathsep.join(pp))
+    env = dict(
+        os.environ, RAY_ADDRESS=f"{ray_spec['head']}:{ray_spec.get('port', RAY_PORT)}", PYTHONPATH=os.pathsep.join(pp)
+    )
     try:
-        res = subprocess.run([python, "-m", "dapo_ops.agent.raysession", "wait", f"{timeout_s:.1f}", str(want)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                             timeout=timeout_s + 60)
+        res = subprocess.run(
+            [python, "-m", "dapo_ops.agent.raysession", "wait", f"{timeout_s:.1f}", str(want)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=timeout_s + 60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     try:
@@ -197,8 +203,10 @@ def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY
         return None
 
 
-USAGE = ("usage: python3 -m dapo_ops.agent.raysession lead <marker> <ray argv...> | stop <pid_file> <grace_s> | "
-         "iface <address> | wait <timeout_s> <want>")
+USAGE = (
+    "usage: python3 -m dapo_ops.agent.raysession lead <marker> <ray argv...> | stop <pid_file> <grace_s> | "
+    "iface <address> | wait <timeout_s> <want>"
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,19 +31,30 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     if run_dir is None:
         raise probe.ProbeError("no runs in %s: launch one with `inv launch`" % runs_dir)
     run = _rs.read_run(run_dir) or {}
-    attempts = sorted(int(n[8:-4]) for n in os.listdir(run_dir)
-                      if n.startswith("attempt-") and n.endswith(".log") and n[8:-4].isdigit())
+    attempts = sorted(
+        int(n[8:-4])
+        for n in os.listdir(run_dir)
+        if n.startswith("attempt-") and n.endswith(".log") and n[8:-4].isdigit()
+    )
     if attempt:
         log = str(_rs.RunPaths(run_dir).attempt_log(attempt))
         if not os.path.exists(log):
-            raise probe.ProbeError("run %s has no attempt %s (attempts: %s)" % (
-                os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none"))
+            raise probe.ProbeError(
+                "run %s has no attempt %s (attempts: %s)"
+                % (os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none")
+            )
     else:
         log = probe.log_path(run, run_dir)
     sup = (run.get("pids") or {}).get("supervisor")
-    return {"run_id": os.path.basename(run_dir), "run_dir": run_dir, "log": log, "attempts": attempts,
-            "status": run.get("status"), "cluster": run.get("cluster"),
-            "supervisor_pid": sup if sup and _rs.is_supervisor_pid(sup, run_dir) else None}
+    return {
+        "run_id": os.path.basename(run_dir),
+        "run_dir": run_dir,
+        "log": log,
+        "attempts": attempts,
+        "status": run.get("status"),
+        "cluster": run.get("cluster"),
+        "supervisor_pid": sup if sup and _rs.is_supervisor_pid(sup, run_dir) else None,
+    }
 
 
 def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL_BYTES, attempt=None):
@@ -59,9 +70,9 @@ def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL
     logs = []
     for k, p in paths:
         text, size, _ = probe.read_tail(p, tail_bytes)
-        logs.append({"attempt": k, "path": p, "size": size,
-                     "offset": max(0, (size or 0) - int(tail_bytes)),
-                     "z": _b64z(text)})
+        logs.append(
+            {"attempt": k, "path": p, "size": size, "offset": max(0, (size or 0) - int(tail_bytes)), "z": _b64z(text)}
+        )
     return {"run_id": info["run_id"], "run": _rs.read_run(run_dir), "logs": logs}
 
 
@@ -70,15 +81,23 @@ def _b64z(text):
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
 
-handle = probe.handler({
-    "resolve": lambda runs_dir, req: probe_resolve(runs_dir, req.get("run_id"), req.get("attempt"), req.get("host")),
-    "errors": lambda runs_dir, req: probe_logs_tails(runs_dir, req.get("run_id"),
-                                                     int(req.get("tail_bytes") or probe.DEFAULT_ERRORS_TAIL_BYTES),
-                                                     req.get("attempt")),
-})
+handle = probe.handler(
+    {
+        "resolve": lambda runs_dir, req: probe_resolve(
+            runs_dir, req.get("run_id"), req.get("attempt"), req.get("host")
+        ),
+        "errors": lambda runs_dir, req: probe_logs_tails(
+            runs_dir,
+            req.get("run_id"),
+            int(req.get("tail_bytes") or probe.DEFAULT_ERRORS_TAIL_BYTES),
+            req.get("attempt"),
+        ),
+    }
+)
 
 
 # ------------------------------------------------------------------------------------------ operator side
+
 
 def decode_tail(entry):
     """Text of one ``probe_logs_tails`` log entry (:func:`_b64z` reversed)."""

@@ -96,8 +96,7 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
         actions.append("SIGTERM " + " and ".join(what))
         if not _wait(lambda: not probe.own_processes(run), kill_grace_s):
             left = signal_own(signal.SIGKILL)
-            actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]),
-                                                                            kill_grace_s))
+            actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]), kill_grace_s))
             _wait(lambda: not probe.own_processes(run), 5.0)
     if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
         now = time.time()
@@ -113,12 +112,22 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
             step, total = run.get("step"), run.get("total_steps")
             where = "before the first step" if step is None else "at step %s/%s" % (step, total or "?")
             run["status"] = "failed"
-            run["decision"] = dict(run.get("decision") or {}, action="stop", reason="its supervisor died",
-                                   ended="failed: its supervisor (pid %s) died %s; closed by %s" % (sup, where, by))
+            run["decision"] = dict(
+                run.get("decision") or {},
+                action="stop",
+                reason="its supervisor died",
+                ended="failed: its supervisor (pid %s) died %s; closed by %s" % (sup, where, by),
+            )
         _rs.write_run(run_dir, run)
         actions.append("marked run.json %s" % run["status"])
-    return {"run_id": run.get("run_id"), "run_dir": run_dir, "before": before, "after": run.get("status"),
-            "actions": actions, "already": not actions}
+    return {
+        "run_id": run.get("run_id"),
+        "run_dir": run_dir,
+        "before": before,
+        "after": run.get("status"),
+        "actions": actions,
+        "already": not actions,
+    }
 
 
 def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
@@ -135,11 +144,18 @@ def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
     return None
 
 
-handle = probe.handler({
-    "stop": lambda runs_dir, req: probe_stop(runs_dir, req.get("run_id"), float(req.get("grace_s", 60.0)),
-                                             float(req.get("kill_grace_s", 20.0)), req.get("host"),
-                                             str(req.get("by") or STOP_BY)),
-})
+handle = probe.handler(
+    {
+        "stop": lambda runs_dir, req: probe_stop(
+            runs_dir,
+            req.get("run_id"),
+            float(req.get("grace_s", 60.0)),
+            float(req.get("kill_grace_s", 20.0)),
+            req.get("host"),
+            str(req.get("by") or STOP_BY),
+        ),
+    }
+)
 
 
 if __name__ == "__main__":

@@ -60,9 +60,16 @@ def scanned_backends(verl_root: str) -> set[str] | None:
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register" \
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "CheckpointEngineRegistry" \
-                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "CheckpointEngineRegistry"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 names.add(node.args[0].value)
     return names or None
 
@@ -87,21 +94,31 @@ def checkpoint_engine_errors(cfg: dict[str, Any], verl_root: str, use_import: bo
     if backend in (None, ""):
         return [], []
     if mode == "separate_async" and backend == "naive":
-        return [f"{ENGINE_KEY}=naive: separate_async needs a transferring engine (trainer_separate_async.py:67); "
-                f"set it to nccl"], []
+        return [
+            f"{ENGINE_KEY}=naive: separate_async needs a transferring engine (trainer_separate_async.py:67); "
+            f"set it to nccl"
+        ], []
     msg, checked = _registry_error(str(backend)) if use_import else (None, False)
     if checked:
-        return ([f"{ENGINE_KEY}={backend}: {msg}; set a registered backend (nccl on GPU and on Ascend NPU)"]
-                if msg else []), []
+        return (
+            [f"{ENGINE_KEY}={backend}: {msg}; set a registered backend (nccl on GPU and on Ascend NPU)"] if msg else []
+        ), []
     names = scanned_backends(verl_root)
     if names is None:
-        return [], [f"checkpoint-engine: skipped: verl not importable and no verl/checkpoint_engine sources under "
-                    f"{verl_root}"]
+        return [], [
+            f"checkpoint-engine: skipped: verl not importable and no verl/checkpoint_engine sources under {verl_root}"
+        ]
     if backend not in names:
-        hint = (" (verl registers its Ascend HCCL engine under the name 'nccl', "
-                "verl/checkpoint_engine/hccl_checkpoint_engine.py:103)" if backend == "hccl" else "")
-        return [f"{ENGINE_KEY}={backend} is not a registered checkpoint engine (registered: "
-                f"{', '.join(sorted(names))}){hint}; set {ENGINE_KEY}=nccl"], []
+        hint = (
+            " (verl registers its Ascend HCCL engine under the name 'nccl', "
+            "verl/checkpoint_engine/hccl_checkpoint_engine.py:103)"
+            if backend == "hccl"
+            else ""
+        )
+        return [
+            f"{ENGINE_KEY}={backend} is not a registered checkpoint engine (registered: "
+            f"{', '.join(sorted(names))}){hint}; set {ENGINE_KEY}=nccl"
+        ], []
     return [], []
 
 
@@ -118,29 +135,42 @@ def pool_errors(cfg: dict[str, Any]) -> list:
     mode = _get(cfg, "trainer.v1.trainer_mode")
     trainer = _int(_get(cfg, "trainer.n_gpus_per_node"), 0) * _int(_get(cfg, "trainer.nnodes"), 0)
     ro = "actor_rollout_ref.rollout"
-    replica = (_int(_get(cfg, f"{ro}.tensor_model_parallel_size")) * _int(_get(cfg, f"{ro}.data_parallel_size"))
-               * _int(_get(cfg, f"{ro}.pipeline_model_parallel_size")))
+    replica = (
+        _int(_get(cfg, f"{ro}.tensor_model_parallel_size"))
+        * _int(_get(cfg, f"{ro}.data_parallel_size"))
+        * _int(_get(cfg, f"{ro}.pipeline_model_parallel_size"))
+    )
     if _get(cfg, "actor_rollout_ref.actor.strategy") == "megatron":
         meg = "actor_rollout_ref.actor.megatron"
-        tp, pp, cp = (_int(_get(cfg, f"{meg}.{k}")) for k in
-                      ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"))
+        tp, pp, cp = (
+            _int(_get(cfg, f"{meg}.{k}"))
+            for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+        )
         if trainer and trainer % (tp * pp * cp):
-            out.append(f"{meg}.tensor_model_parallel_size={tp} x pipeline_model_parallel_size={pp} x "
-                       f"context_parallel_size={cp} = {tp * pp * cp} does not divide the trainer's {trainer} devices "
-                       f"(verl/utils/config.py:109); choose TP x PP x CP that divides {trainer}")
+            out.append(
+                f"{meg}.tensor_model_parallel_size={tp} x pipeline_model_parallel_size={pp} x "
+                f"context_parallel_size={cp} = {tp * pp * cp} does not divide the trainer's {trainer} devices "
+                f"(verl/utils/config.py:109); choose TP x PP x CP that divides {trainer}"
+            )
     if mode == "separate_async":
         nn, ng = _int(_get(cfg, f"{ro}.nnodes"), 0), _int(_get(cfg, f"{ro}.n_gpus_per_node"), 0)
         if nn <= 0 or ng <= 0:
-            out.append(f"{ro}.nnodes={nn} / {ro}.n_gpus_per_node={ng}: separate_async needs a rollout pool "
-                       f"(trainer_separate_async.py:64-66); set both >= 1")
+            out.append(
+                f"{ro}.nnodes={nn} / {ro}.n_gpus_per_node={ng}: separate_async needs a rollout pool "
+                f"(trainer_separate_async.py:64-66); set both >= 1"
+            )
         elif (nn * ng) % replica:
-            out.append(f"{ro}.tensor_model_parallel_size x data_parallel_size x pipeline_model_parallel_size = "
-                       f"{replica} does not divide the rollout pool's {nn * ng} devices "
-                       f"(verl/workers/rollout/replica.py:107-116); set a rollout TP that divides {nn * ng}")
+            out.append(
+                f"{ro}.tensor_model_parallel_size x data_parallel_size x pipeline_model_parallel_size = "
+                f"{replica} does not divide the rollout pool's {nn * ng} devices "
+                f"(verl/workers/rollout/replica.py:107-116); set a rollout TP that divides {nn * ng}"
+            )
     elif trainer and trainer % replica:
-        out.append(f"{ro}.tensor_model_parallel_size x data_parallel_size x pipeline_model_parallel_size = {replica} "
-                   f"does not divide the {trainer} devices the colocated rollout shares "
-                   f"(verl/workers/rollout/replica.py:107-116); set a rollout TP that divides {trainer}")
+        out.append(
+            f"{ro}.tensor_model_parallel_size x data_parallel_size x pipeline_model_parallel_size = {replica} "
+            f"does not divide the {trainer} devices the colocated rollout shares "
+            f"(verl/workers/rollout/replica.py:107-116); set a rollout TP that divides {trainer}"
+        )
     return out
 
 
@@ -152,9 +182,11 @@ def attention_errors(cfg: dict[str, Any], find_spec=importlib.util.find_spec) ->
         return []
     attn = _get(cfg, ATTN_KEY) or "flash_attention_2"
     if attn == "flash_attention_2" and find_spec("flash_attn") is None:
-        return [f"{ATTN_KEY}=flash_attention_2 but flash_attn is not installed in the container: "
-                f"pip install flash-attn --no-build-isolation, or --features -flash_attn (sdpa; on FSDP it keeps "
-                f"remove_padding, dynamic_batch and gradient_checkpointing on)"]
+        return [
+            f"{ATTN_KEY}=flash_attention_2 but flash_attn is not installed in the container: "
+            f"pip install flash-attn --no-build-isolation, or --features -flash_attn (sdpa; on FSDP it keeps "
+            f"remove_padding, dynamic_batch and gradient_checkpointing on)"
+        ]
     return []
 
 
@@ -169,12 +201,17 @@ def dataclass_errors(cfg_obj) -> tuple[list, list]:
         return [], [f"dataclass: skipped: verl not importable ({first})"]
     out = []
     steps = (
-        ("validate_config (verl/trainer/main_ppo.py:177)",
-         lambda: validate_config(config=cfg_obj, use_reference_policy=need_reference_policy(cfg_obj),
-                                 use_critic=need_critic(cfg_obj))),
+        (
+            "validate_config (verl/trainer/main_ppo.py:177)",
+            lambda: validate_config(
+                config=cfg_obj, use_reference_policy=need_reference_policy(cfg_obj), use_critic=need_critic(cfg_obj)
+            ),
+        ),
         ("actor_rollout_ref.rollout", lambda: omega_conf_to_dataclass(cfg_obj.actor_rollout_ref.rollout)),
-        ("actor_rollout_ref.rollout.checkpoint_engine",
-         lambda: omega_conf_to_dataclass(cfg_obj.actor_rollout_ref.rollout.checkpoint_engine)),
+        (
+            "actor_rollout_ref.rollout.checkpoint_engine",
+            lambda: omega_conf_to_dataclass(cfg_obj.actor_rollout_ref.rollout.checkpoint_engine),
+        ),
     )
     for where, fn in steps:
         try:
@@ -185,8 +222,9 @@ def dataclass_errors(cfg_obj) -> tuple[list, list]:
     return out, []
 
 
-def startup_report(cfg: dict[str, Any], verl_root: str, cfg_obj=None, find_spec=importlib.util.find_spec,
-                   use_import: bool = True) -> dict[str, Any]:
+def startup_report(
+    cfg: dict[str, Any], verl_root: str, cfg_obj=None, find_spec=importlib.util.find_spec, use_import: bool = True
+) -> dict[str, Any]:
     """Every check of the module docstring on the composed config.
 
     ``cfg``: the resolved config as plain containers (``OmegaConf.to_container(cfg, resolve=True)``); ``cfg_obj``:

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--entry" in argv:
         i = argv.index("--entry")
         entry = argv[i + 1] if i + 1 < len(argv) else None
-        argv = argv[:i] + argv[i + 2:]
+        argv = argv[:i] + argv[i + 2 :]
     if argv and argv[0] and os.path.isdir(argv[0]):
         sys.path.insert(0, argv[0])
     out = dict(verl_info(entry), python=platform.python_version())

@@ -49,8 +49,11 @@ SUB_COLLECTIONS: dict[str, str] = {
 #: modules define; a name missing here only costs the full import (every module is loaded).
 TASK_INDEX: dict[str, str] = {
     "hosts": "dapo_ops.cli.hosts",
-    "launch": "dapo_ops.cli.launch", "one-step-off": "dapo_ops.cli.launch",
-    "status": "dapo_ops.cli.status", "logs": "dapo_ops.cli.logs", "stop": "dapo_ops.cli.status",
+    "launch": "dapo_ops.cli.launch",
+    "one-step-off": "dapo_ops.cli.launch",
+    "status": "dapo_ops.cli.status",
+    "logs": "dapo_ops.cli.logs",
+    "stop": "dapo_ops.cli.status",
     "watch": "dapo_ops.cli.status",
     "preflight": "dapo_ops.cli.preflight",
     "prepare": "dapo_ops.cli.prepare",
@@ -81,7 +84,11 @@ def _one_line_flag_errors() -> None:
                 raise
             what = "a whole number" if self.kind is int else "a number"
             flag = "--" + str(self.name).replace("_", "-")
-            example = f" (e.g. {flag} {self.default!r})" if isinstance(self.default, (int, float)) and self.default > 0 else ""
+            example = (
+                f" (e.g. {flag} {self.default!r})"
+                if isinstance(self.default, (int, float)) and self.default > 0
+                else ""
+            )
             raise ParseError(f"{flag}: {value!r} is not {what}{example}") from None
 
     set_value._dapo_ops = True

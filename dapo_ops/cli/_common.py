@@ -50,8 +50,8 @@ def given_flags(**kw) -> dict:
 
 # Exit codes of dapo-ops tasks (others may add theirs here).
 EXIT_OK = 0
-EXIT_FAILED = 1        # the work failed on at least one host (each host's row says why)
-EXIT_USAGE = 2         # bad input: inventory file, -H selection, flag values; nothing was contacted
+EXIT_FAILED = 1  # the work failed on at least one host (each host's row says why)
+EXIT_USAGE = 2  # bad input: inventory file, -H selection, flag values; nothing was contacted
 EXIT_INTERRUPTED = 130  # Ctrl-C (KeyboardInterrupt): 128 + SIGINT, what a shell reports for a tool killed by it
 
 COMMON_HELP = {
@@ -95,9 +95,9 @@ class FanoutTask(Task):
 
     def arg_opts(self, name, default, taken_names):
         opts = super().arg_opts(name, default, set(taken_names) | {"h", "H"})
-        short = SHORT_FLAGS.get(name.rstrip("_"))   # json_ / all_: the flag is --json / --all
+        short = SHORT_FLAGS.get(name.rstrip("_"))  # json_ / all_: the flag is --json / --all
         if name == "hosts" and not isinstance(default, str):
-            short = None   # a count of hosts (sandbox.up), not a host list: another concept
+            short = None  # a count of hosts (sandbox.up), not a host list: another concept
         opts["names"] = opts["names"][:1] + ([short] if short else [])
         if "help" not in opts and name in COMMON_HELP:
             opts["help"] = COMMON_HELP[name]
@@ -190,8 +190,12 @@ def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) 
     :raises Exit: code :data:`EXIT_USAGE` with the one-line :class:`InventoryError`.
     """
     path = inventory_path or _config_inventory(c) or None
-    if allow_missing and not path and not os.environ.get(inventory.ENV_VAR) \
-            and not os.path.exists(inventory.DEFAULT_FILE):
+    if (
+        allow_missing
+        and not path
+        and not os.environ.get(inventory.ENV_VAR)
+        and not os.path.exists(inventory.DEFAULT_FILE)
+    ):
         return inventory.empty()
     try:
         return inventory.load(path)
@@ -219,8 +223,7 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     """
     items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
     if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
-        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host",
-             EXIT_USAGE)
+        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host", EXIT_USAGE)
     adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
     inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
     try:
@@ -303,8 +306,17 @@ def connect_timeout_override(c) -> float | None:
         return None
 
 
-def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title: str, timeout: float,
-               accept_new_host_keys: bool = False, out=None) -> list[HostResult]:
+def run_fanout(
+    c,
+    chosen: list[Host],
+    fn: Callable,
+    *,
+    columns: list[str],
+    title: str,
+    timeout: float,
+    accept_new_host_keys: bool = False,
+    out=None,
+) -> list[HostResult]:
     """Run ``fn(target) -> Row | dict`` on every host in parallel, print the table and a summary line, and
     stop with exit code :data:`EXIT_FAILED` if any host failed (after every host was reported).
 
@@ -312,8 +324,13 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
     :returns: the results when every host succeeded.
     :raises Exit: code 1 with ``<n> of <m> hosts failed: h2 (refused)``.
     """
-    results = fanout.run(chosen, fn, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
-                         connect_timeout=connect_timeout_override(c))
+    results = fanout.run(
+        chosen,
+        fn,
+        timeout=timeout,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+    )
     fanout.render(results, columns, title=title, file=out or sys.stdout)
     if fanout.exit_code(results):
         fail(fanout.summary(results), EXIT_FAILED)
@@ -321,6 +338,26 @@ def run_fanout(c, chosen: list[Host], fn: Callable, *, columns: list[str], title
 
 
 __all__ = [
-    "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted", "on_interrupt", "FanoutTask", "SHORT_FLAGS", "dapo_task", "fanout_task", "JOBS", "refuse_job_as_mode", "takes_hosts", "fail",
-    "load_inventory", "select_hosts", "with_container", "apply_core_overrides", "run_fanout", "connect_timeout_override", "Row", "HostResult",
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "EXIT_INTERRUPTED",
+    "interrupted",
+    "on_interrupt",
+    "FanoutTask",
+    "SHORT_FLAGS",
+    "dapo_task",
+    "fanout_task",
+    "JOBS",
+    "refuse_job_as_mode",
+    "takes_hosts",
+    "fail",
+    "load_inventory",
+    "select_hosts",
+    "with_container",
+    "apply_core_overrides",
+    "run_fanout",
+    "connect_timeout_override",
+    "Row",
+    "HostResult",
 ]

@@ -68,8 +68,9 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
             print(f"  --{name.replace('_', '-'):<12} {text}")
         return
     if not logfile:
-        raise Exit("classify: give the log file, e.g. `dapo-ops classify /verl/train.log --exit-code 137`",
-                   code=EXIT_USAGE)
+        raise Exit(
+            "classify: give the log file, e.g. `dapo-ops classify /verl/train.log --exit-code 137`", code=EXIT_USAGE
+        )
     code = None
     if str(exit_code).strip():
         try:
@@ -81,8 +82,13 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
     if int(tail_mib) <= 0:
         raise Exit("classify: --tail-mib must be a positive number of MiB, e.g. 4", code=EXIT_USAGE)
     try:
-        v = classifier.classify_file(logfile, tail_bytes=int(tail_mib) << 20, exit_code=code,
-                                     container_state=state, planned_total=int(total) or None)
+        v = classifier.classify_file(
+            logfile,
+            tail_bytes=int(tail_mib) << 20,
+            exit_code=code,
+            container_state=state,
+            planned_total=int(total) or None,
+        )
     except OSError as exc:
         raise Exit(f"classify: cannot read {logfile}: {exc.strerror or exc}", code=EXIT_USAGE)
     if json:

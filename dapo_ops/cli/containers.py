@@ -42,13 +42,16 @@ def list_command(python: str, workdir: str) -> str:
     Its stdin is the bundle (:func:`dapo_ops.control.remote_bundle.bundle_b64`), kept in a host temp file and fed
     to each container that lacks the bundle (:func:`~dapo_ops.control.remote_bundle.stdin_install_line`)."""
     bdir = remote_bundle.bundle_dir(LIST_ROOT)
-    inner = (f"{{ {remote_bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; "
-             + remote_bundle.op_line(bdir, python, "verlinfo", [workdir]))
-    return (f"docker ps -a --format {q(_FMT)} || exit $?; "
-            f"t=$(mktemp) && cat > \"$t\" || exit $?; "
-            f"for c in $(docker ps --format '{{{{.Names}}}}'); do "
-            f"v=$(timeout 30 docker exec -i \"$c\" sh -c {q(inner)} < \"$t\" 2>/dev/null | tail -n 1); "
-            f"printf '@@V %s %s\\n' \"$c\" \"${{v:--}}\"; done; rm -f \"$t\"")
+    inner = f"{{ {remote_bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; " + remote_bundle.op_line(
+        bdir, python, "verlinfo", [workdir]
+    )
+    return (
+        f"docker ps -a --format {q(_FMT)} || exit $?; "
+        f't=$(mktemp) && cat > "$t" || exit $?; '
+        f"for c in $(docker ps --format '{{{{.Names}}}}'); do "
+        f'v=$(timeout 30 docker exec -i "$c" sh -c {q(inner)} < "$t" 2>/dev/null | tail -n 1); '
+        f'printf \'@@V %s %s\\n\' "$c" "${{v:--}}"; done; rm -f "$t"'
+    )
 
 
 def _verl_cell(raw: str) -> str:
@@ -76,8 +79,14 @@ def parse_list(stdout: str) -> list[dict]:
             continue
         parts = line.split("\t")
         if len(parts) >= 5:
-            rows[parts[0]] = {"name": parts[0], "image": parts[1], "state": parts[2], "status": parts[3],
-                              "id": parts[4], "verl": ""}
+            rows[parts[0]] = {
+                "name": parts[0],
+                "image": parts[1],
+                "state": parts[2],
+                "status": parts[3],
+                "id": parts[4],
+                "verl": "",
+            }
     return list(rows.values())
 
 
@@ -94,16 +103,28 @@ def list_one(target) -> Row:
     return Row(data={"containers": parse_list(res.stdout)})
 
 
-@fanout_task(name="list", help={"json": "print JSON {host: [{name, image, state, status, id, verl}]}",
-                                "timeout": "seconds to wait for all hosts"})
+@fanout_task(
+    name="list",
+    help={
+        "json": "print JSON {host: [{name, image, state, status, id, verl}]}",
+        "timeout": "seconds to wait for all hosts",
+    },
+)
 def list_(c, hosts="", inventory="", accept_new_host_keys=False, json=False, timeout=120):
     """Containers on each host: image, state, uptime, verl found inside and its version."""
     _, chosen = select_hosts(c, hosts, inventory)
-    results = fanout.run(chosen, list_one, timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+    results = fanout.run(
+        chosen,
+        list_one,
+        timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+    )
     if json:
-        out = {r.host.name: (r.row.data.get("containers") if r.ok else {"error": r.row.kind, "message": r.row.message})
-               for r in results}
+        out = {
+            r.host.name: (r.row.data.get("containers") if r.ok else {"error": r.row.kind, "message": r.row.message})
+            for r in results
+        }
         print(jsonlib.dumps(out, indent=1))
     else:
         t = Table(title="containers", title_justify="left", pad_edge=False)
@@ -111,17 +132,23 @@ def list_(c, hosts="", inventory="", accept_new_host_keys=False, json=False, tim
             t.add_column(col, no_wrap=col != "status")
         for r in results:
             if not r.ok:
-                t.add_row(Text(r.host.name), Text(f"FAIL {r.row.kind}", style="bold red"), Text(r.row.message),
-                          "", "", "")
+                t.add_row(
+                    Text(r.host.name), Text(f"FAIL {r.row.kind}", style="bold red"), Text(r.row.message), "", "", ""
+                )
                 continue
             cs = r.row.data.get("containers") or []
             if not cs:
                 t.add_row(Text(r.host.name), Text("(none)"), "", "", "", "")
             for ct in cs:
                 mark = " *" if ct["name"] == r.host.container else ""
-                t.add_row(Text(r.host.name), Text(ct["name"] + mark), Text(ct["image"]),
-                          Text(ct["state"], style="green" if ct["state"] == "running" else "yellow"),
-                          Text(ct["status"]), Text(ct["verl"] or ""))
+                t.add_row(
+                    Text(r.host.name),
+                    Text(ct["name"] + mark),
+                    Text(ct["image"]),
+                    Text(ct["state"], style="green" if ct["state"] == "running" else "yellow"),
+                    Text(ct["status"]),
+                    Text(ct["verl"] or ""),
+                )
         fanout._console().print(t)
         print("* = the inventory's container for that host")
     if fanout.exit_code(results):
@@ -142,24 +169,34 @@ def create_one(target, *, image: str, name: str, argv: list, env: dict, replace:
         raise err
     if res.exited != 0:
         if not pull:
-            return Row(ok=False, kind="image-missing",
-                       message=f"image '{image}' not found on {h.name}: docker pull {image} (or docker load -i "
-                               f"<file>.tar) on {h.name} first, or pass --pull")
+            return Row(
+                ok=False,
+                kind="image-missing",
+                message=f"image '{image}' not found on {h.name}: docker pull {image} (or docker load -i "
+                f"<file>.tar) on {h.name} first, or pass --pull",
+            )
         pres = target.host_run(f"docker pull {q(image)}", timeout=3600, check=False)
         if pres.exited != 0:
             lines = [ln for ln in (pres.stderr or pres.stdout or "").splitlines() if ln.strip()]
-            return Row(ok=False, kind="image-missing",
-                       message=f"image '{image}' not found on {h.name} and docker pull failed "
-                               f"({lines[-1] if lines else pres.exited}); load it on {h.name} (docker load -i <file>.tar)")
-    res = target.host_run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {q(name)}", timeout=60,
-                          check=False)
+            return Row(
+                ok=False,
+                kind="image-missing",
+                message=f"image '{image}' not found on {h.name} and docker pull failed "
+                f"({lines[-1] if lines else pres.exited}); load it on {h.name} (docker load -i <file>.tar)",
+            )
+    res = target.host_run(
+        f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {q(name)}", timeout=60, check=False
+    )
     if res.exited == 0:
         status = res.stdout.split()[0] if res.stdout.split() else "?"
         if not replace:
             what = "is running" if status == "running" else f"exists ({status})"
-            return Row(ok=False, kind="exists",
-                       message=f"container '{name}' {what} on {h.name}: pass --replace to remove and recreate it "
-                               f"(whatever runs in it ends), or choose another --name")
+            return Row(
+                ok=False,
+                kind="exists",
+                message=f"container '{name}' {what} on {h.name}: pass --replace to remove and recreate it "
+                f"(whatever runs in it ends), or choose another --name",
+            )
         target.host_run(f"docker rm -f {q(name)}", timeout=120)
     dirs = _host_dirs(h)
     if dirs:
@@ -173,36 +210,65 @@ def create_one(target, *, image: str, name: str, argv: list, env: dict, replace:
     if res.exited != 0:
         # the docker CLI's reason (its first line), not the usage block / note after it ("Usage:  docker run ...",
         # "See 'docker run --help'." / "Run 'docker run --help' for more information")
-        lines = [ln.strip() for ln in (res.stderr or "").splitlines()
-                 if ln.strip() and "docker run --help" not in ln and not ln.startswith("Usage:")]
-        return Row(ok=False, kind="docker-run", message=f"docker run failed on {h.name}: "
-                                                        f"{lines[0] if lines else 'exit %d' % res.exited}")
+        lines = [
+            ln.strip()
+            for ln in (res.stderr or "").splitlines()
+            if ln.strip() and "docker run --help" not in ln and not ln.startswith("Usage:")
+        ]
+        return Row(
+            ok=False,
+            kind="docker-run",
+            message=f"docker run failed on {h.name}: {lines[0] if lines else 'exit %d' % res.exited}",
+        )
     cid = (res.stdout or "").strip().splitlines()[-1][:12] if (res.stdout or "").strip() else "?"
-    st = target.host_run(f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {q(name)}", timeout=60,
-                         check=False)
+    st = target.host_run(
+        f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {q(name)}", timeout=60, check=False
+    )
     state = (st.stdout or "").split()
     if not state or state[0] != "running":
         logs = target.host_run(f"docker logs --tail 3 {q(name)} 2>&1", timeout=60, check=False)
         tail = " | ".join(ln.strip() for ln in (logs.stdout or "").splitlines() if ln.strip())
-        return Row(ok=False, kind="container-stopped",
-                   message=f"container '{name}' started but is {' '.join(state) or 'gone'} on {h.name}"
-                           + (f": {tail}" if tail else "") + "; check the image (it needs sh and sleep)")
-    return Row(cells={"container": name, "id": cid, "image": image},
-               message=f"created '{name}' ({cid}) from {image}", data={"id": cid})
+        return Row(
+            ok=False,
+            kind="container-stopped",
+            message=f"container '{name}' started but is {' '.join(state) or 'gone'} on {h.name}"
+            + (f": {tail}" if tail else "")
+            + "; check the image (it needs sh and sleep)",
+        )
+    return Row(
+        cells={"container": name, "id": cid, "image": image},
+        message=f"created '{name}' ({cid}) from {image}",
+        data={"id": cid},
+    )
 
 
-@fanout_task(help={
-    "image": "image to run (e.g. the verl Ascend image tag); required",
-    "name": "container name (default: the inventory's container)",
-    "replace": "remove and recreate an existing container of that name (its processes end)",
-    "dry_run": "print the exact docker run line per host without contacting any host",
-    "shm_size": "size of /dev/shm (docker --shm-size; default 64g)",
-    "volume": "extra bind mount HOST:CONTAINER[:ro], repeatable",
-    "pull": "docker pull the image when the host does not have it",
-    "timeout": "seconds to wait for all hosts",
-}, iterable=["volume"])
-def create(c, image="", name="", replace=False, dry_run=False, shm_size="64g", volume=None, pull=False, hosts="",
-           inventory="", accept_new_host_keys=False, timeout=600):
+@fanout_task(
+    help={
+        "image": "image to run (e.g. the verl Ascend image tag); required",
+        "name": "container name (default: the inventory's container)",
+        "replace": "remove and recreate an existing container of that name (its processes end)",
+        "dry_run": "print the exact docker run line per host without contacting any host",
+        "shm_size": "size of /dev/shm (docker --shm-size; default 64g)",
+        "volume": "extra bind mount HOST:CONTAINER[:ro], repeatable",
+        "pull": "docker pull the image when the host does not have it",
+        "timeout": "seconds to wait for all hosts",
+    },
+    iterable=["volume"],
+)
+def create(
+    c,
+    image="",
+    name="",
+    replace=False,
+    dry_run=False,
+    shm_size="64g",
+    volume=None,
+    pull=False,
+    hosts="",
+    inventory="",
+    accept_new_host_keys=False,
+    timeout=600,
+):
     """Create the training container (docker run -d with devices, host network/IPC, shm, proxy, bind mounts)."""
     if not image:
         fail("no image given: pass --image IMAGE (the verl image for this accelerator)", EXIT_USAGE)
@@ -217,8 +283,9 @@ def create(c, image="", name="", replace=False, dry_run=False, shm_size="64g", v
     plans = {}
     for h in chosen:
         try:
-            plans[h.name] = container_spec.docker_run_argv(h, image, name or h.container, proxy=proxy,
-                                                          shm_size=shm_size, volumes=list(volume or []))
+            plans[h.name] = container_spec.docker_run_argv(
+                h, image, name or h.container, proxy=proxy, shm_size=shm_size, volumes=list(volume or [])
+            )
         except container_spec.ContainerSpecError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
     if dry_run:
@@ -233,11 +300,17 @@ def create(c, image="", name="", replace=False, dry_run=False, shm_size="64g", v
 
     def one(target):
         argv, env = plans[target.host.name]
-        return create_one(target, image=image, name=name or target.host.container, argv=argv, env=env,
-                          replace=replace, pull=pull)
+        return create_one(
+            target, image=image, name=name or target.host.container, argv=argv, env=env, replace=replace, pull=pull
+        )
 
-    results = fanout.run(chosen, one, timeout=timeout, accept_new_host_keys=accept_new_host_keys,
-                         connect_timeout=connect_timeout_override(c))
+    results = fanout.run(
+        chosen,
+        one,
+        timeout=timeout,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+    )
     fanout.render(results, ["container", "id", "image"], title="container.create", file=sys.stdout)
     if fanout.exit_code(results):
         bad = [r for r in results if not r.ok]

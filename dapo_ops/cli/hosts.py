@@ -15,7 +15,14 @@ from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote import ContainerState, RemoteError, Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_fanout, select_hosts, with_container
+    EXIT_FAILED,
+    EXIT_USAGE,
+    connect_timeout_override,
+    fail,
+    fanout_task,
+    run_fanout,
+    select_hosts,
+    with_container,
 )
 
 COLUMNS = ["address", "ssh", "container", "python", "verl"]
@@ -49,9 +56,14 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             return Row(cells=cells, ok=False, kind="workdir-missing", message=workdir_missing_message(target, e.result))
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
             cells["container"] = "running"
-            return Row(cells=cells, ok=False, kind="python-missing",
-                       message=e.message if "(hosts.toml `python`)" in e.message else
-                       f"'{h.python}' not runnable {target.where} ({e.message}); fix python in the inventory")
+            return Row(
+                cells=cells,
+                ok=False,
+                kind="python-missing",
+                message=e.message
+                if "(hosts.toml `python`)" in e.message
+                else f"'{h.python}' not runnable {target.where} ({e.message}); fix python in the inventory",
+            )
         else:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
@@ -59,9 +71,14 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     missing = workdir_missing_message(target, res)  # Docker prints why on stdout (remote/errors.py)
     if res.exited != 0 and (missing or is_workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"
-        return Row(cells=cells, ok=False, kind="workdir-missing",
-                   message=missing or f"workdir {h.workdir} does not exist {target.where}; fix "
-                                      f"workdir in hosts.toml (the verl checkout, e.g. /verl)")
+        return Row(
+            cells=cells,
+            ok=False,
+            kind="workdir-missing",
+            message=missing
+            or f"workdir {h.workdir} does not exist {target.where}; fix "
+            f"workdir in hosts.toml (the verl checkout, e.g. /verl)",
+        )
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1]) if res.exited == 0 else None
     except (ValueError, IndexError):
@@ -69,35 +86,51 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     err_lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
     last_err = err_lines[-1] if err_lines else f"exit {res.exited}"
     if res.exited in (126, 127) and info is None:
-        return Row(cells=cells, ok=False, kind="python-missing",
-                   message=f"'{h.python}' not runnable {target.where} ({last_err}); "
-                           f"fix python in the inventory")
+        return Row(
+            cells=cells,
+            ok=False,
+            kind="python-missing",
+            message=f"'{h.python}' not runnable {target.where} ({last_err}); fix python in the inventory",
+        )
     if not isinstance(info, dict):
         cells["python"] = cells["verl"] = "?"
-        return Row(cells=cells, ok=False, kind="command",
-                   message=f"the verl probe gave no answer {target.where} ({last_err})")
+        return Row(
+            cells=cells, ok=False, kind="command", message=f"the verl probe gave no answer {target.where} ({last_err})"
+        )
     cells["python"] = info.get("python") or "?"
     if not info.get("found"):
         cells["verl"] = "not found"
-        return Row(cells=cells, ok=False, kind="verl-missing",
-                   message=f"verl is not importable from {h.workdir} with '{h.python}'; install verl in the image "
-                           f"or fix workdir", data={"python": cells["python"]})
+        return Row(
+            cells=cells,
+            ok=False,
+            kind="verl-missing",
+            message=f"verl is not importable from {h.workdir} with '{h.python}'; install verl in the image "
+            f"or fix workdir",
+            data={"python": cells["python"]},
+        )
     cells["verl"] = info.get("version") or "?"
     return Row(cells=cells, data={"python": cells["python"], "verl": cells["verl"], "verl_path": info.get("path")})
 
 
 def describe(h: Host) -> str:
     """One line for ``hosts --check``: name, how it is reached, where commands run, its accelerators."""
-    reach = "local subprocess" if h.transport == "local" else f"ssh {h.ssh_target}" + (
-        f" via {h.proxy_jump}" if h.proxy_jump else "")
+    reach = (
+        "local subprocess"
+        if h.transport == "local"
+        else f"ssh {h.ssh_target}" + (f" via {h.proxy_jump}" if h.proxy_jump else "")
+    )
     where = "host shell (no container)" if h.runtime == "host" else f"container {h.container}"
     return f"{h.name}: {reach}, {where}, {h.devices} x {h.accelerator}, workdir {h.workdir}"
 
 
-@fanout_task(help={"timeout": "seconds to wait for all hosts; each remote command gets the same limit",
-                   "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody",
-                   "container": "container to look into (env CONTAINER; default: the inventory's)",
-                   "json": "print JSON ({inventory, hosts: {name: {ok, kind, message, cells}}}) instead of the table"})
+@fanout_task(
+    help={
+        "timeout": "seconds to wait for all hosts; each remote command gets the same limit",
+        "check": "only validate the inventory file and -H (types, ranges, names); contacts nobody",
+        "container": "container to look into (env CONTAINER; default: the inventory's)",
+        "json": "print JSON ({inventory, hosts: {name: {ok, kind, message, cells}}}) instead of the table",
+    }
+)
 def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, check=False, container="", json=False):
     """Show each host: SSH reachable, container state, Python and verl version inside (one row per host)."""
     inv, chosen = select_hosts(c, hosts, inventory)
@@ -116,17 +149,32 @@ def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, che
     if json:
         from dapo_ops.control import fanout
 
-        results = fanout.run(chosen, lambda t: check_host(t, timeout=timeout),
-                             timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                             accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
-        _print_json(inv, {r.host.name: {"ok": r.ok, "kind": r.row.kind, "message": r.row.message,
-                                        "cells": r.row.cells} for r in results})
+        results = fanout.run(
+            chosen,
+            lambda t: check_host(t, timeout=timeout),
+            timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+            accept_new_host_keys=accept_new_host_keys,
+            connect_timeout=connect_timeout_override(c),
+        )
+        _print_json(
+            inv,
+            {
+                r.host.name: {"ok": r.ok, "kind": r.row.kind, "message": r.row.message, "cells": r.row.cells}
+                for r in results
+            },
+        )
         if fanout.exit_code(results):
             fail(fanout.summary(results), EXIT_FAILED)
         return
-    run_fanout(c, chosen, lambda t: check_host(t, timeout=timeout), columns=COLUMNS, title="hosts",
-               timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-               accept_new_host_keys=accept_new_host_keys)
+    run_fanout(
+        c,
+        chosen,
+        lambda t: check_host(t, timeout=timeout),
+        columns=COLUMNS,
+        title="hosts",
+        timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+        accept_new_host_keys=accept_new_host_keys,
+    )
 
 
 def _print_json(inv, hosts: dict) -> None:

@@ -22,8 +22,19 @@ import sys
 
 from dapo_ops.agent import notify
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, UNSET, UNSET_FLOAT, connect_timeout_override, fail, fanout_task, given_flags,
-    on_interrupt, refuse_job_as_mode, run_settings, select_hosts, user_config
+    EXIT_FAILED,
+    EXIT_USAGE,
+    UNSET,
+    UNSET_FLOAT,
+    connect_timeout_override,
+    fail,
+    fanout_task,
+    given_flags,
+    on_interrupt,
+    refuse_job_as_mode,
+    run_settings,
+    select_hosts,
+    user_config,
 )
 from dapo_ops.control import launch as svc
 from dapo_ops.control import planning
@@ -43,11 +54,11 @@ OPTIONS_HELP = {
     "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
-                   "on a Ray cluster",
+    "on a Ray cluster",
     "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
-              "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
+    "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
     "json": "print the started runs as a JSON list (one object per host: run_id, host, state, log, follow) instead "
-            "of text; exit codes are the same",
+    "of text; exit codes are the same",
 }
 HELP = {**settings_mod.task_help(), **OPTIONS_HELP}
 
@@ -59,8 +70,17 @@ def _swanlab(swanlab_mode: str, notes: list):
         fail(str(e), EXIT_USAGE)
 
 
-def _dry_run(flags: dict, mode: str, *, hosts: str, inventory: str, swanlab_mode: str, file_cfg: dict,
-             extra: list, independent: bool):
+def _dry_run(
+    flags: dict,
+    mode: str,
+    *,
+    hosts: str,
+    inventory: str,
+    swanlab_mode: str,
+    file_cfg: dict,
+    extra: list,
+    independent: bool,
+):
     from dapo_ops.control import plan as plan_mod
     from dapo_ops.control.inventory import InventoryError
 
@@ -70,11 +90,26 @@ def _dry_run(flags: dict, mode: str, *, hosts: str, inventory: str, swanlab_mode
         p = None
         if not independent:  # several hosts: the multi-host plan
             from dapo_ops.cli import multihost
-            p = multihost.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
-                                  file_cfg=file_cfg, extra_overrides=extra)
+
+            p = multihost.dry_run(
+                flags,
+                mode=mode,
+                hosts=hosts,
+                inventory=inventory,
+                env=os.environ,
+                file_cfg=file_cfg,
+                extra_overrides=extra,
+            )
         if p is None:
-            p = plan_mod.dry_run(flags, mode=mode, hosts=hosts, inventory=inventory, env=os.environ,
-                                 file_cfg=file_cfg, extra_overrides=extra)
+            p = plan_mod.dry_run(
+                flags,
+                mode=mode,
+                hosts=hosts,
+                inventory=inventory,
+                env=os.environ,
+                file_cfg=file_cfg,
+                extra_overrides=extra,
+            )
     except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
         fail(str(e), EXIT_USAGE)
     return p
@@ -90,10 +125,17 @@ def run_json(h, d: dict, secrets_all: list) -> dict:
     row data): ``run_id``, ``host``, ``state`` (run.json's status), ``container`` (None on a bare host), ``log``
     (the run's train.log), ``workdir_log`` (the workdir's copy), ``follow`` (commands), ``resume``,
     ``swanlab_url`` (redacted)."""
-    return {"run_id": d["run_id"], "host": h.name, "state": d["status"], "container": d.get("container") or None,
-            "log": d["log"], "workdir_log": f"{h.workdir.rstrip('/')}/train.log", "follow": follow_commands(h.name),
-            "resume": d.get("resume") or None,
-            "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all) if d.get("swanlab_url") else None}
+    return {
+        "run_id": d["run_id"],
+        "host": h.name,
+        "state": d["status"],
+        "container": d.get("container") or None,
+        "log": d["log"],
+        "workdir_log": f"{h.workdir.rstrip('/')}/train.log",
+        "follow": follow_commands(h.name),
+        "resume": d.get("resume") or None,
+        "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all) if d.get("swanlab_url") else None,
+    }
 
 
 def _print_run(h, d: dict, secrets_all: list) -> None:
@@ -122,18 +164,37 @@ def interrupted_line(progress: LaunchProgress) -> str:
     return f"interrupted: {what} ({their} detached): `inv status -H {names}`, `inv stop -H {names}`"
 
 
-def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: bool, skip_preflight: bool,
-            link_wait: int, swanlab_mode: str, override, accept_new_host_keys: bool,
-            independent: bool = False, resume: str = "", progress: LaunchProgress | None = None, json_: bool = False):
+def _launch(
+    c,
+    mode: str,
+    flags: dict,
+    *,
+    hosts: str,
+    inventory: str,
+    dry_run: bool,
+    skip_preflight: bool,
+    link_wait: int,
+    swanlab_mode: str,
+    override,
+    accept_new_host_keys: bool,
+    independent: bool = False,
+    resume: str = "",
+    progress: LaunchProgress | None = None,
+    json_: bool = False,
+):
     from dapo_ops.control import fanout
 
     if link_wait < 0:
-        fail(f"--link-wait={link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)",
-             EXIT_USAGE)
+        fail(
+            f"--link-wait={link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)",
+            EXIT_USAGE,
+        )
     resume = (resume or "").strip()
     if resume and not runstate.is_run_id(resume):
-        fail(f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",
-             EXIT_USAGE)
+        fail(
+            f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",
+            EXIT_USAGE,
+        )
     extra = [o for o in (override or []) if o]
     file_cfg = user_config()
     try:
@@ -144,9 +205,12 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     if mode == "dapo":
         given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
         if given:
-            fail(f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
-                 f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
-                 f"or drop them", EXIT_USAGE)
+            fail(
+                f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
+                f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
+                f"or drop them",
+                EXIT_USAGE,
+            )
     st = run_settings(flags, file_cfg)
     try:
         svc.refuse_secret_settings(st, svc.known_secrets(file_cfg))
@@ -155,21 +219,33 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     if dry_run and json_:
         fail("--json prints the started runs and --dry-run starts none: drop one of them", EXIT_USAGE)
     if dry_run:
-        p = _dry_run(flags, mode, hosts=hosts, inventory=inventory, swanlab_mode=swanlab_mode, file_cfg=file_cfg,
-                     extra=extra, independent=independent)
+        p = _dry_run(
+            flags,
+            mode,
+            hosts=hosts,
+            inventory=inventory,
+            swanlab_mode=swanlab_mode,
+            file_cfg=file_cfg,
+            extra=extra,
+            independent=independent,
+        )
         if resume:
-            print(f"resume:  continues run {resume}: at launch the settings not given now (model, data, lengths, "
-                  f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
-                  f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
-                  f"contacts no host)")
+            print(
+                f"resume:  continues run {resume}: at launch the settings not given now (model, data, lengths, "
+                f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
+                f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
+                f"contacts no host)"
+            )
         return p
     inv, chosen = select_hosts(c, hosts, inventory)
     progress = progress if progress is not None else LaunchProgress()
     progress.hosts = [h.name for h in chosen]
     if resume and len(chosen) > 1 and independent:  # one run id names one run: a cluster run, or one host's
-        fail(f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
-             f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>",
-             EXIT_USAGE)
+        fail(
+            f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
+            f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>",
+            EXIT_USAGE,
+        )
     notes: list[str] = []
     sw = _swanlab(swanlab_mode, notes)
     try:
@@ -177,8 +253,9 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
     except ValueError as e:
         fail(str(e), EXIT_USAGE)
     try:  # --http-proxy style settings (flag/env/file) > hosts.toml [proxy] > config [proxy] > env
-        proxy_public, proxy_secret = proxy.run_proxy_env(st, file_cfg.get("proxy"), inv.proxy, os.environ,
-                                                         [h.address for h in chosen])
+        proxy_public, proxy_secret = proxy.run_proxy_env(
+            st, file_cfg.get("proxy"), inv.proxy, os.environ, [h.address for h in chosen]
+        )
     except proxy.ProxyError as e:
         fail(str(e), EXIT_USAGE)
     secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
@@ -189,14 +266,32 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         fail(str(e), EXIT_USAGE)
     for n in notes:
         print(redact.scrub(n, secrets_all), file=sys.stderr)
-    req = LaunchRequest(mode=mode, settings=st, sw=sw, notify_cfg=notify_cfg, extra_public=proxy_public,
-                        extra_secret={**proxy_secret, **notify_secret}, inv_proxy=inv.proxy, extra_overrides=extra,
-                        skip_preflight=skip_preflight, link_wait=float(link_wait), resume=resume, progress=progress)
+    req = LaunchRequest(
+        mode=mode,
+        settings=st,
+        sw=sw,
+        notify_cfg=notify_cfg,
+        extra_public=proxy_public,
+        extra_secret={**proxy_secret, **notify_secret},
+        inv_proxy=inv.proxy,
+        extra_overrides=extra,
+        skip_preflight=skip_preflight,
+        link_wait=float(link_wait),
+        resume=resume,
+        progress=progress,
+    )
     if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
         from dapo_ops.cli import multihost
 
-        return multihost.launch(c, req, chosen, accept_new_host_keys=accept_new_host_keys, secrets_all=secrets_all,
-                                json_=json_, hosts_given=bool((hosts or "").strip()))
+        return multihost.launch(
+            c,
+            req,
+            chosen,
+            accept_new_host_keys=accept_new_host_keys,
+            secrets_all=secrets_all,
+            json_=json_,
+            hosts_given=bool((hosts or "").strip()),
+        )
 
     # a plan error is the same on every host kind: check once before contacting anyone
     try:
@@ -212,14 +307,32 @@ def _launch(c, mode: str, flags: dict, *, hosts: str, inventory: str, dry_run: b
         except LaunchRefused as e:
             return Row(ok=False, kind=e.kind, message=str(e))
 
-    results = fanout.run(chosen, one, timeout=svc.START_WAIT_S + svc.SETTLE_S + max(0, link_wait) + 180,
-                         accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
+    results = fanout.run(
+        chosen,
+        one,
+        timeout=svc.START_WAIT_S + svc.SETTLE_S + max(0, link_wait) + 180,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+    )
     failed = [r for r in results if not r.ok]
     if json_:  # one object per host; a failed host: state "failed", its kind and line (the exit code is the same)
-        print(json.dumps([run_json(r.host, r.row.data, secrets_all) if r.ok else
-                          {"run_id": None, "host": r.host.name, "state": "failed", "kind": r.row.kind or None,
-                           "error": redact.scrub(r.row.message or r.row.kind, secrets_all)} for r in results],
-                         indent=1))
+        print(
+            json.dumps(
+                [
+                    run_json(r.host, r.row.data, secrets_all)
+                    if r.ok
+                    else {
+                        "run_id": None,
+                        "host": r.host.name,
+                        "state": "failed",
+                        "kind": r.row.kind or None,
+                        "error": redact.scrub(r.row.message or r.row.kind, secrets_all),
+                    }
+                    for r in results
+                ],
+                indent=1,
+            )
+        )
     for r in results:
         h = r.host
         if not r.ok:
@@ -260,29 +373,98 @@ def _from_task_args(c, mode: str, args: dict) -> None:
 
 
 @fanout_task(help=HELP, iterable=["override"])
-def launch(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
-           max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
-           max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT, train_batch_size=UNSET,
-           ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET, max_position_embeddings=UNSET,
-           project=None, experiment=None, profile=None, swanlab_host=None, http_proxy=None, https_proxy=None,
-           hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
-           skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-           independent=False, mode=None, resume="", json_=False):
+def launch(
+    c,
+    steps=UNSET,
+    framework=None,
+    model=None,
+    train_file=None,
+    val_file=None,
+    trainer_gpus=UNSET,
+    rollout_gpus=UNSET,
+    max_response_length=UNSET,
+    features=None,
+    offload=False,
+    max_oom_retries=UNSET,
+    container=None,
+    save_freq=UNSET,
+    max_prompt_length=UNSET,
+    rollout_tp=UNSET,
+    gpu_memory_utilization=UNSET_FLOAT,
+    train_batch_size=UNSET,
+    ppo_mini_batch_size=UNSET,
+    rollout_n=UNSET,
+    micro_batch_size=UNSET,
+    max_position_embeddings=UNSET,
+    project=None,
+    experiment=None,
+    profile=None,
+    swanlab_host=None,
+    http_proxy=None,
+    https_proxy=None,
+    hang_timeout=UNSET,
+    swanlab_mode="",
+    override=None,
+    hosts="",
+    inventory="",
+    dry_run=False,
+    skip_preflight=False,
+    link_wait=20,
+    accept_new_host_keys=False,
+    independent=False,
+    mode=None,
+    resume="",
+    json_=False,
+):
     """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
     refuse_job_as_mode(mode, "launch")
     _from_task_args(c, "dapo", dict(locals()))
 
 
 @fanout_task(name="one-step-off", help=HELP, iterable=["override"])
-def one_step_off(c, steps=UNSET, framework=None, model=None, train_file=None, val_file=None, trainer_gpus=UNSET, rollout_gpus=UNSET,
-                 max_response_length=UNSET, features=None, offload=False, max_oom_retries=UNSET, container=None, save_freq=UNSET,
-                 max_prompt_length=UNSET, rollout_tp=UNSET, gpu_memory_utilization=UNSET_FLOAT,
-                 train_batch_size=UNSET, ppo_mini_batch_size=UNSET, rollout_n=UNSET, micro_batch_size=UNSET,
-                 max_position_embeddings=UNSET, project=None, experiment=None, profile=None, swanlab_host=None, http_proxy=None,
-                 https_proxy=None,
-                 hang_timeout=UNSET, swanlab_mode="", override=None, hosts="", inventory="", dry_run=False,
-                 skip_preflight=False, link_wait=20, accept_new_host_keys=False,
-                 independent=False, mode=None, resume="", json_=False):
+def one_step_off(
+    c,
+    steps=UNSET,
+    framework=None,
+    model=None,
+    train_file=None,
+    val_file=None,
+    trainer_gpus=UNSET,
+    rollout_gpus=UNSET,
+    max_response_length=UNSET,
+    features=None,
+    offload=False,
+    max_oom_retries=UNSET,
+    container=None,
+    save_freq=UNSET,
+    max_prompt_length=UNSET,
+    rollout_tp=UNSET,
+    gpu_memory_utilization=UNSET_FLOAT,
+    train_batch_size=UNSET,
+    ppo_mini_batch_size=UNSET,
+    rollout_n=UNSET,
+    micro_batch_size=UNSET,
+    max_position_embeddings=UNSET,
+    project=None,
+    experiment=None,
+    profile=None,
+    swanlab_host=None,
+    http_proxy=None,
+    https_proxy=None,
+    hang_timeout=UNSET,
+    swanlab_mode="",
+    override=None,
+    hosts="",
+    inventory="",
+    dry_run=False,
+    skip_preflight=False,
+    link_wait=20,
+    accept_new_host_keys=False,
+    independent=False,
+    mode=None,
+    resume="",
+    json_=False,
+):
     """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
     refuse_job_as_mode(mode, "one-step-off")
     _from_task_args(c, "one-step-off", dict(locals()))

@@ -23,7 +23,13 @@ from dapo_ops.control.remote import RemoteError, Target, q as _q
 from dapo_ops.control.statusview import ERROR
 from dapo_ops.core.runstate import FAILED
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
+    EXIT_FAILED,
+    EXIT_USAGE,
+    connect_timeout_override,
+    fanout_task,
+    fail,
+    select_hosts,
+    with_container,
 )
 from dapo_ops.cli.status import CONTAINER_HELP
 
@@ -62,7 +68,7 @@ class LineWriter(io.TextIOBase):
                 continue
             if segs and self.end_mark and segs[-1].startswith(self.end_mark):
                 try:
-                    self.end = _json.loads(segs[-1][len(self.end_mark):])
+                    self.end = _json.loads(segs[-1][len(self.end_mark) :])
                 except ValueError:
                     pass
                 continue
@@ -93,13 +99,15 @@ class LineWriter(io.TextIOBase):
 # go to its stdout (2>&1): docker exec carries stdout and stderr as two streams, and GNU tail writes "tail: " and
 # the note in two writes, so a log line could land between them on the operator's terminal ("tail: after rotation
 # ..."); one stream keeps tail's order.
-FOLLOW_SCRIPT = ('exec 3<&0; cat <&3 >/dev/null & c=$!; '
-                 'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
-                 'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
-                 'trap \'kill $t $c 2>/dev/null; exit 0\' INT TERM HUP; '
-                 'while kill -0 $t 2>/dev/null; do '
-                 'kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; done; '
-                 'kill $c 2>/dev/null; printf \'\\n%s\' "$END_MARK"; ')
+FOLLOW_SCRIPT = (
+    "exec 3<&0; cat <&3 >/dev/null & c=$!; "
+    'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
+    'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
+    "trap 'kill $t $c 2>/dev/null; exit 0' INT TERM HUP; "
+    "while kill -0 $t 2>/dev/null; do "
+    "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; done; "
+    "kill $c 2>/dev/null; printf '\\n%s' \"$END_MARK\"; "
+)
 #: what the follow command prints before the run's final state (the status probe's JSON answer, same line)
 END_MARK = "@@DAPO-FOLLOW-END "
 
@@ -109,10 +117,16 @@ def _end_line(t: Target, info: dict) -> str:
     log tail) of ``info["run_id"]``, after :data:`END_MARK`."""
     from dapo_ops.control import remote_bundle
 
-    req = {"op": "status", "run_id": info.get("run_id"), "runs_dir": t.host.runs_path, "host": t.name,
-           "tail_bytes": 4096}
-    return remote_bundle.op_line(remote_bundle.bundle_dir(t.host.runs_path), t.host.python, "probe",
-                                 [_json.dumps(req)], site=False)
+    req = {
+        "op": "status",
+        "run_id": info.get("run_id"),
+        "runs_dir": t.host.runs_path,
+        "host": t.name,
+        "tail_bytes": 4096,
+    }
+    return remote_bundle.op_line(
+        remote_bundle.bundle_dir(t.host.runs_path), t.host.python, "probe", [_json.dumps(req)], site=False
+    )
 
 
 def ending(host: str, answer: dict | None) -> tuple[int, str]:
@@ -122,8 +136,12 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
     from dapo_ops.control.watchloop import WATCH_CODES
 
     if not answer:
-        return WATCH_CODES[ERROR], "%s: the log follow ended before the run did (connection lost?): " \
-                                   "`inv logs -f -H %s` follows it again" % (host, host)
+        return WATCH_CODES[
+            ERROR
+        ], "%s: the log follow ended before the run did (connection lost?): `inv logs -f -H %s` follows it again" % (
+            host,
+            host,
+        )
     row = statusview.build_row(host, answer)
     code = WATCH_CODES.get(row.state, WATCH_CODES[ERROR])
     if row.state == ERROR or not row.run_id:
@@ -157,12 +175,23 @@ def follow(pairs, lines: int, out=None) -> int:
     for t, info in pairs:
         writer = LineWriter("%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK)
         script = FOLLOW_SCRIPT.replace('"$END_MARK"', _q(END_MARK)) + _end_line(t, info)  # one sh -c argument
-        cmd = t.exec_command(["sh", "-c", script, info["log"], str(int(lines)), str(info.get("supervisor_pid") or "")],
-                             interactive=True, workdir="")
+        cmd = t.exec_command(
+            ["sh", "-c", script, info["log"], str(int(lines)), str(info.get("supervisor_pid") or "")],
+            interactive=True,
+            workdir="",
+        )
         try:
             t.connect()
-            p = t.connection().run(cmd, pty=True, asynchronous=True, hide=False, warn=True, in_stream=False,
-                                   out_stream=writer, err_stream=writer)
+            p = t.connection().run(
+                cmd,
+                pty=True,
+                asynchronous=True,
+                hide=False,
+                warn=True,
+                in_stream=False,
+                out_stream=writer,
+                err_stream=writer,
+            )
         except RemoteError as e:  # e.g. the host went away between resolve and follow
             failed.append(str(e) if str(e).startswith(t.name) else "%s: %s" % (t.name, e))
             print(failed[-1], file=sys.stderr)
@@ -194,8 +223,12 @@ def follow(pairs, lines: int, out=None) -> int:
         t.close()
     if interrupted:
         names = ",".join(t.name for t, _, _ in promises)
-        print("logs -f interrupted; the run goes on (`inv logs -f -H %s` follows it again, `inv status -H %s`)"
-              % (names, names), file=sys.stderr, flush=True)
+        print(
+            "logs -f interrupted; the run goes on (`inv logs -f -H %s` follows it again, `inv status -H %s`)"
+            % (names, names),
+            file=sys.stderr,
+            flush=True,
+        )
         return 0
     codes = []
     f = out or sys.stdout
@@ -212,15 +245,17 @@ def follow(pairs, lines: int, out=None) -> int:
     return max(codes)
 
 
-@fanout_task(help={
-    "lines": "number of lines to show (default 100)",
-    "follow": "keep following until the run ends (then its ending line; exit code as `inv watch`); Ctrl-C stops "
-              "following, the run goes on",
-    "errors": "only the classifier's evidence lines with context, across attempts",
-    "attempt": "attempt-K.log instead of train.log",
-    "run": "a run id instead of the host's current run",
-    "container": CONTAINER_HELP,
-})
+@fanout_task(
+    help={
+        "lines": "number of lines to show (default 100)",
+        "follow": "keep following until the run ends (then its ending line; exit code as `inv watch`); Ctrl-C stops "
+        "following, the run goes on",
+        "errors": "only the classifier's evidence lines with context, across attempts",
+        "attempt": "attempt-K.log instead of train.log",
+        "run": "a run id instead of the host's current run",
+        "container": CONTAINER_HELP,
+    }
+)
 def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run="", container=""):
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
     if int(lines) < 0 or int(attempt) < 0:

@@ -26,15 +26,25 @@ cluster_plan = svc.cluster_plan
 join_timeout = svc.join_timeout
 
 
-def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, secrets_all: list,
-           json_: bool = False, hosts_given: bool = True) -> dict:
+def launch(
+    c,
+    req: LaunchRequest,
+    chosen: list,
+    *,
+    accept_new_host_keys: bool,
+    secrets_all: list,
+    json_: bool = False,
+    hosts_given: bool = True,
+) -> dict:
     """Launch one multi-host run on ``chosen`` (head first) and print it (``json_``: one JSON object per host, the
     head's the run's, each worker's ``state`` ``ray-worker`` with its Ray log; ``hosts_given``: False when no -H
     chose the hosts, so a refusal says every host of the inventory makes one run). Returns ``{"run_id", "head",
     "run_dir", "ray"}``; every failure is one line via :func:`fail` (redacted) with the cluster torn down."""
     timeout = connect_timeout_override(c)
-    targets = {h.name: Target(h, h.container, accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
-               for h in chosen}   # the service points each at the plan's container
+    targets = {
+        h.name: Target(h, h.container, accept_new_host_keys=accept_new_host_keys, connect_timeout=timeout)
+        for h in chosen
+    }  # the service points each at the plan's container
     try:
         run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
     except svc.ClusterLaunchError as e:
@@ -53,15 +63,23 @@ def launch(c, req: LaunchRequest, chosen: list, *, accept_new_host_keys: bool, s
         return result
     res = handle.resources
     dev_key = "GPU" if spec["accelerator"] == "gpu" else "NPU"
-    print(f"run {run.run_id} {d['status']} on {head.name} (container {d['container']}), "
-          f"Ray head {handle.head}:{handle.port}")
-    print(f"  nodes:   {len(handle.nodes)} joined: "
-          + ", ".join(f"{n['name']} {n['address']} {n['devices']} {dev_key} ({topo.placement.get(n['name'], '')})"
-                      for n in handle.nodes)
-          + f"; cluster {dev_key}={res.get(dev_key, 0):g}")
+    print(
+        f"run {run.run_id} {d['status']} on {head.name} (container {d['container']}), "
+        f"Ray head {handle.head}:{handle.port}"
+    )
+    print(
+        f"  nodes:   {len(handle.nodes)} joined: "
+        + ", ".join(
+            f"{n['name']} {n['address']} {n['devices']} {dev_key} ({topo.placement.get(n['name'], '')})"
+            for n in handle.nodes
+        )
+        + f"; cluster {dev_key}={res.get(dev_key, 0):g}"
+    )
     s = spec["settings"]
-    pools = (f"trainer.nnodes={s['nnodes']} trainer.n_gpus_per_node="
-             f"{s['n_gpus_per_node'] if req.mode == 'dapo' else s['trainer_gpus']}")
+    pools = (
+        f"trainer.nnodes={s['nnodes']} trainer.n_gpus_per_node="
+        f"{s['n_gpus_per_node'] if req.mode == 'dapo' else s['trainer_gpus']}"
+    )
     if req.mode == "one-step-off":
         pools += f" rollout.nnodes={s.get('rollout_nnodes', s['nnodes'])} rollout.n_gpus_per_node={s['rollout_gpus']}"
     print(f"  pools:   {pools}")
@@ -80,15 +98,34 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
     ``ray start`` log in its container, ``follow``: the head's commands)."""
     d, handle = run.row.data, run.handle
     follow = [f"inv status -H {head.name}", f"inv logs -f -H {head.name}"]
-    rows = [{"run_id": run.run_id, "host": head.name, "state": d["status"], "container": d.get("container") or None,
-             "log": d["log"], "workdir_log": f"{head.workdir.rstrip('/')}/train.log", "follow": follow,
-             "resume": run.resumed, "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all)
-             if d.get("swanlab_url") else None, "role": "head",
-             "nodes": [{"host": n["name"], "address": n["address"], "devices": n["devices"]} for n in handle.nodes]}]
+    rows = [
+        {
+            "run_id": run.run_id,
+            "host": head.name,
+            "state": d["status"],
+            "container": d.get("container") or None,
+            "log": d["log"],
+            "workdir_log": f"{head.workdir.rstrip('/')}/train.log",
+            "follow": follow,
+            "resume": run.resumed,
+            "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all) if d.get("swanlab_url") else None,
+            "role": "head",
+            "nodes": [{"host": n["name"], "address": n["address"], "devices": n["devices"]} for n in handle.nodes],
+        }
+    ]
     cdir = svc.cluster_dir(head.runs_path, run.run_id)
     for h in chosen[1:]:
-        rows.append({"run_id": run.run_id, "host": h.name, "state": "ray-worker", "role": "worker",
-                     "head": head.name, "log": raynodes.node_file(cdir, h.name, raynodes.LOG), "follow": follow})
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "host": h.name,
+                "state": "ray-worker",
+                "role": "worker",
+                "head": head.name,
+                "log": raynodes.node_file(cdir, h.name, raynodes.LOG),
+                "follow": follow,
+            }
+        )
     return rows
 
 
@@ -97,15 +134,29 @@ def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0,
     (:func:`dapo_ops.control.multihost.stop_cluster`) and print one line per node. Returns
     ``{host: "stopped N processes" | error line}`` ({} for a single-host run). Never raises for a host."""
     timeout = connect_timeout_override(c)
-    run_id, result = svc.stop_cluster(inv.hosts if inv is not None else {}, host_name, run_dir, grace_s=grace_s,
-                                      make_target=lambda h, ct: Target(h, ct, connect_timeout=timeout))
+    run_id, result = svc.stop_cluster(
+        inv.hosts if inv is not None else {},
+        host_name,
+        run_dir,
+        grace_s=grace_s,
+        make_target=lambda h, ct: Target(h, ct, connect_timeout=timeout),
+    )
     for name, what in result.items():
         print(f"{name}: Ray session of run {run_id}: {what}", file=out or sys.stdout)
     return result
 
 
-def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict,
-            extra_overrides: list | None = None, console=None):
+def dry_run(
+    flags: dict,
+    *,
+    mode: str,
+    hosts: str,
+    inventory: str,
+    env,
+    file_cfg: dict,
+    extra_overrides: list | None = None,
+    console=None,
+):
     """``--dry-run`` with several hosts: print the multi-host plan and its Ray cluster (no host is contacted).
     Returns the Plan, or None when fewer than two hosts are selected (or there is no inventory).
 
@@ -113,15 +164,19 @@ def dry_run(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg
     """
     from dapo_ops.control import plan as plan_mod
 
-    got = svc.dry_run_plan(flags, mode=mode, hosts=hosts, inventory=inventory, env=env, file_cfg=file_cfg,
-                           extra_overrides=extra_overrides)
+    got = svc.dry_run_plan(
+        flags, mode=mode, hosts=hosts, inventory=inventory, env=env, file_cfg=file_cfg, extra_overrides=extra_overrides
+    )
     if got is None:
         return None
     plan, topo = got
     plan_mod.render(plan, console)
     head = topo.head
     out = console.print if console is not None else print
-    out(f"Ray cluster:   head {head.name} ({head.address}:{cluster.RAY_PORT}), workers "
+    out(
+        f"Ray cluster:   head {head.name} ({head.address}:{cluster.RAY_PORT}), workers "
         + ", ".join(f"{n.name} ({n.address})" for n in topo.nodes[1:])
-        + "; pools: " + ", ".join(f"{k}: {v}" for k, v in topo.placement.items()))
+        + "; pools: "
+        + ", ".join(f"{k}: {v}" for k, v in topo.placement.items())
+    )
     return plan

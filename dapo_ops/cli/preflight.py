@@ -24,18 +24,37 @@ from dapo_ops.control import settings
 from dapo_ops.control import userconfig
 from dapo_ops.control.fanout import Row
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, JOBS, UNSET, connect_timeout_override, fail, fanout_task, given_flags, refuse_job_as_mode,
-    run_settings, select_hosts, user_config
+    EXIT_FAILED,
+    EXIT_USAGE,
+    JOBS,
+    UNSET,
+    connect_timeout_override,
+    fail,
+    fanout_task,
+    given_flags,
+    refuse_job_as_mode,
+    run_settings,
+    select_hosts,
+    user_config,
 )
 
 #: settings flags: help from the settings table (steps / save_freq only size the disk estimate here)
 HELP = {
-    **settings.task_help("model", "train_file", "val_file", "trainer_gpus", "rollout_gpus", "max_response_length",
-                         "framework", "swanlab_mode", "container",
-                         steps=settings.flag_help(settings.BY_NAME["steps"]) + ", for the disk estimate",
-                         save_freq=settings.flag_help(settings.BY_NAME["save_freq"]) + ", for the disk estimate"),
+    **settings.task_help(
+        "model",
+        "train_file",
+        "val_file",
+        "trainer_gpus",
+        "rollout_gpus",
+        "max_response_length",
+        "framework",
+        "swanlab_mode",
+        "container",
+        steps=settings.flag_help(settings.BY_NAME["steps"]) + ", for the disk estimate",
+        save_freq=settings.flag_help(settings.BY_NAME["save_freq"]) + ", for the disk estimate",
+    ),
     "job": "dapo | one-step-off: which launch to check for, `inv launch` or `inv one-step-off` (device split, entry "
-           "module; default dapo)",
+    "module; default dapo)",
     "mode": settings.flag_help(settings.BY_NAME["trainer_mode"]) + "; checks what `inv launch --mode X` runs",
     "override": "extra verl override KEY=VALUE, repeatable (composed with the rest)",
     "json": "print JSON ({status, hosts: {name: {status, checks: [{name, status, message, fix}]}}}) instead of tables",
@@ -48,6 +67,7 @@ HELP = {
 
 #: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
 PREFLIGHT_RUN_ID = "00000000-000000-pref"
+
 
 def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
     """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
@@ -65,11 +85,19 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
         return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
     except swanlab_cfg.SwanlabConfigError as e:
         try:
-            s = swanlab_cfg.resolve({**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg,
-                                    mode_flag=mode_flag or None, stdin_isatty=False)
-            return swanlab_cfg.SwanlabSettings(mode=s.mode, host=s.host, web_host=s.web_host, api_key=None,
-                                               log_dir=s.log_dir, project=s.project, workspace=s.workspace,
-                                               sources=s.sources), str(e)
+            s = swanlab_cfg.resolve(
+                {**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False
+            )
+            return swanlab_cfg.SwanlabSettings(
+                mode=s.mode,
+                host=s.host,
+                web_host=s.web_host,
+                api_key=None,
+                log_dir=s.log_dir,
+                project=s.project,
+                workspace=s.workspace,
+                sources=s.sources,
+            ), str(e)
         except swanlab_cfg.SwanlabConfigError as e2:
             return None, str(e2)
 
@@ -100,19 +128,50 @@ def summary_line(results: dict) -> str:
 
 
 @fanout_task(help=HELP, iterable=["override"])
-def preflight(c, job="dapo", mode="", model="", train_file="", val_file="", trainer_gpus=UNSET, rollout_gpus=UNSET,
-              max_response_length=UNSET, steps=UNSET, save_freq=UNSET, framework="", swanlab_mode="", override=None,
-              json=False, quick=False, no_compose=False, cluster=False, ray_port=6379, container="", hosts="",
-              inventory="",
-              accept_new_host_keys=False, timeout=180):
+def preflight(
+    c,
+    job="dapo",
+    mode="",
+    model="",
+    train_file="",
+    val_file="",
+    trainer_gpus=UNSET,
+    rollout_gpus=UNSET,
+    max_response_length=UNSET,
+    steps=UNSET,
+    save_freq=UNSET,
+    framework="",
+    swanlab_mode="",
+    override=None,
+    json=False,
+    quick=False,
+    no_compose=False,
+    cluster=False,
+    ray_port=6379,
+    container="",
+    hosts="",
+    inventory="",
+    accept_new_host_keys=False,
+    timeout=180,
+):
     """Check every host before a launch: container, devices, verl + overrides, model, data, disk, network."""
     refuse_job_as_mode(mode, "preflight")
     if job not in JOBS:
         fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
-    trainer_mode = mode or UNSET   # the settings table judges async | sync, as for launch
-    flags = given_flags(model=model, train_file=train_file, val_file=val_file, trainer_gpus=trainer_gpus,
-                   rollout_gpus=rollout_gpus, max_response_length=max_response_length, steps=steps,
-                   save_freq=save_freq, framework=framework, container=container, trainer_mode=trainer_mode)
+    trainer_mode = mode or UNSET  # the settings table judges async | sync, as for launch
+    flags = given_flags(
+        model=model,
+        train_file=train_file,
+        val_file=val_file,
+        trainer_gpus=trainer_gpus,
+        rollout_gpus=rollout_gpus,
+        max_response_length=max_response_length,
+        steps=steps,
+        save_freq=save_freq,
+        framework=framework,
+        container=container,
+        trainer_mode=trainer_mode,
+    )
     file_cfg = user_config()
     st = run_settings(flags, file_cfg)
     inv, chosen = select_hosts(c, hosts, inventory)
@@ -123,13 +182,15 @@ def preflight(c, job="dapo", mode="", model="", train_file="", val_file="", trai
     plans = {}
     for h in chosen:
         try:
-            plans[h.name] = planning.make_plan(st, h, mode=job, run_id=run_id, swanlab_logger=logger_on,
-                                               proxy=inv.proxy, extra_overrides=extra)
+            plans[h.name] = planning.make_plan(
+                st, h, mode=job, run_id=run_id, swanlab_logger=logger_on, proxy=inv.proxy, extra_overrides=extra
+            )
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
     try:  # the proxy launch will use (credentials: through a 0600 file to the probe, never argv)
-        proxy_public, proxy_secret = proxy.run_proxy_env(st, (file_cfg or {}).get("proxy"), inv.proxy, os.environ,
-                                                         [h.address for h in chosen])
+        proxy_public, proxy_secret = proxy.run_proxy_env(
+            st, (file_cfg or {}).get("proxy"), inv.proxy, os.environ, [h.address for h in chosen]
+        )
     except proxy.ProxyError as e:
         fail(str(e), EXIT_USAGE)
     for plan in plans.values():  # as launch's run_public_env: the plan's proxy variables give way to the run's
@@ -144,15 +205,27 @@ def preflight(c, job="dapo", mode="", model="", train_file="", val_file="", trai
         plan = plans[h.name]
         jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec.get("container") or "")  # CONTAINER wins
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
-    per_host = pc.run_fleet(chosen, jobs, quick=quick, compose=not no_compose, inv_proxy=inv.proxy,
-                            extra_env=extra_env, secret_env=proxy_secret or None,
-                            timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
-                            cmd_timeout=max(30.0, timeout - 10),
-                            accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c),
-                            reuse=True)
+    per_host = pc.run_fleet(
+        chosen,
+        jobs,
+        quick=quick,
+        compose=not no_compose,
+        inv_proxy=inv.proxy,
+        extra_env=extra_env,
+        secret_env=proxy_secret or None,
+        timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
+        cmd_timeout=max(30.0, timeout - 10),
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+        reuse=True,
+    )
     if not quick and logger_on:
-        kc = pc.swanlab_key_check(plans[chosen[0].name], env=dict(os.environ),
-                                  file_cfg=(file_cfg or {}).get("swanlab", {}), mode_flag=swanlab_mode)
+        kc = pc.swanlab_key_check(
+            plans[chosen[0].name],
+            env=dict(os.environ),
+            file_cfg=(file_cfg or {}).get("swanlab", {}),
+            mode_flag=swanlab_mode,
+        )
         if kc is not None:
             for h in per_host:
                 per_host[h] = per_host[h] + [kc]
@@ -167,10 +240,15 @@ def preflight(c, job="dapo", mode="", model="", train_file="", val_file="", trai
             render_host(h, cs)
         print(summary_line(per_host))
     if status == pc.FAIL:
-        raise_exit = [f"{h}: {next(str(ck) for ck in cs if ck.status == pc.FAIL)}"
-                      for h, cs in per_host.items() if pc.worst(cs) == pc.FAIL]
-        fail(raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
-             EXIT_FAILED)
+        raise_exit = [
+            f"{h}: {next(str(ck) for ck in cs if ck.status == pc.FAIL)}"
+            for h, cs in per_host.items()
+            if pc.worst(cs) == pc.FAIL
+        ]
+        fail(
+            raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
+            EXIT_FAILED,
+        )
 
 
 #: container dir holding ``model/``, ``train.parquet``, ``val.parquet`` for :func:`bench_fn`
@@ -182,10 +260,17 @@ def bench_fn(target) -> Row:
     whose inputs live in ``$DAPO_PREFLIGHT_BENCH_INPUTS`` (default ``/verl/dapo_runs/pf-inputs``; made by
     ``bench/preflight_fanout.py``). SwanLab off (no network wait in a timing)."""
     base = os.environ.get(BENCH_INPUTS_ENV, "/verl/dapo_runs/pf-inputs").rstrip("/")
-    s = {"model": f"{base}/model", "train_file": f"{base}/train.parquet", "val_file": f"{base}/val.parquet",
-         "framework": "fsdp", "steps": 4, "save_freq": 2, "max_prompt_length": 512, "max_response_length": 1024}
+    s = {
+        "model": f"{base}/model",
+        "train_file": f"{base}/train.parquet",
+        "val_file": f"{base}/val.parquet",
+        "framework": "fsdp",
+        "steps": 4,
+        "save_freq": 2,
+        "max_prompt_length": 512,
+        "max_response_length": 1024,
+    }
     plan = planning.make_plan(s, target.host, mode="dapo", run_id="20261129-000000-bnch", swanlab_logger=False)
     checks = pc.run_all(target, plan)
     bad = [c for c in checks if c.status == pc.FAIL]
-    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "",
-               data={"checks": checks})
+    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "", data={"checks": checks})

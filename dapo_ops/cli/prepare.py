@@ -29,7 +29,14 @@ from dapo_ops.control import proxy as proxy_mod
 from dapo_ops.core import runstate
 from dapo_ops.control.fanout import Row
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, run_settings, select_hosts, user_config
+    EXIT_FAILED,
+    EXIT_USAGE,
+    connect_timeout_override,
+    fail,
+    fanout_task,
+    run_settings,
+    select_hosts,
+    user_config,
 )
 
 #: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl/utils/dataset/rl_dataset.py, recipe
@@ -48,12 +55,23 @@ def model_repo_for(path: str) -> str:
     return ""
 
 
-def build_request(plan, *, model_repo: str = "", train_repo: str = "", train_repo_file: str = "",
-                  val_repo: str = "", val_repo_file: str = "", endpoint: str = "") -> dict:
+def build_request(
+    plan,
+    *,
+    model_repo: str = "",
+    train_repo: str = "",
+    train_repo_file: str = "",
+    val_repo: str = "",
+    val_repo_file: str = "",
+    endpoint: str = "",
+) -> dict:
     """The in-container request for :func:`dapo_ops.agent.prepare.prepare` from a plan and the repo flags. Pure."""
     s = plan.spec["settings"]
-    req: dict = {"model": {"path": s["model_path"], "repo": model_repo or model_repo_for(s["model_path"])},
-                 "data": [], "prompt_key": "prompt"}
+    req: dict = {
+        "model": {"path": s["model_path"], "repo": model_repo or model_repo_for(s["model_path"])},
+        "data": [],
+        "prompt_key": "prompt",
+    }
     if endpoint:
         req["endpoint"] = endpoint
     seen = set()
@@ -90,8 +108,16 @@ def item_problem(it: dict) -> str:
 
 def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) -> Row:
     h = target.host
-    res = remote_bundle.run_op(target, "prepare", [jsonlib.dumps(req)], python=h.python, env=env,
-                               secret_env=secret_env or None, timeout=timeout, check=False)
+    res = remote_bundle.run_op(
+        target,
+        "prepare",
+        [jsonlib.dumps(req)],
+        python=h.python,
+        env=env,
+        secret_env=secret_env or None,
+        timeout=timeout,
+        check=False,
+    )
     try:
         out = preflight_probe.parse_output(res.stdout)
     except ValueError as e:
@@ -99,26 +125,46 @@ def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) 
         return Row(ok=False, kind="prepare", message=f"{e}" + (f": {err[-1].strip()}" if err else ""))
     items = out.get("items") or []
     bad = [item_problem(it) for it in items if item_problem(it)]
-    return Row(ok=not bad, kind="" if not bad else "inputs", message=bad[0] if bad else "",
-               data={"items": items, "endpoint": out.get("endpoint"), "elapsed_s": out.get("elapsed_s")})
+    return Row(
+        ok=not bad,
+        kind="" if not bad else "inputs",
+        message=bad[0] if bad else "",
+        data={"items": items, "endpoint": out.get("endpoint"), "elapsed_s": out.get("elapsed_s")},
+    )
 
 
-@fanout_task(help={
-    "model": "model dir in the container (env MODEL_PATH)",
-    "train_file": "training parquet (env TRAIN_FILE)",
-    "val_file": "validation parquet (env VAL_FILE)",
-    "model_repo": "hub repo of the model, e.g. Qwen/Qwen3-8B (default: guessed from the dir name)",
-    "train_repo": "hub dataset repo of train_file (default for dapo-math-17k.parquet: BytedTsinghua-SIA/DAPO-Math-17k)",
-    "train_repo_file": "file inside train_repo (default: data/<name> for known sets, else the file name)",
-    "val_repo": "hub dataset repo of val_file (default for aime-2024.parquet: BytedTsinghua-SIA/AIME-2024)",
-    "val_repo_file": "file inside val_repo",
-    "hf_endpoint": "hub URL, e.g. a mirror (default: $HF_ENDPOINT, then the container's, then huggingface.co)",
-    "json": "print JSON {host: {items: [...]}} instead of the table",
-    "timeout": "seconds for the downloads on each host",
-})
-def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="", train_repo_file="", val_repo="",
-            val_repo_file="", hf_endpoint="", json=False, hosts="", inventory="", accept_new_host_keys=False,
-            timeout=7200):
+@fanout_task(
+    help={
+        "model": "model dir in the container (env MODEL_PATH)",
+        "train_file": "training parquet (env TRAIN_FILE)",
+        "val_file": "validation parquet (env VAL_FILE)",
+        "model_repo": "hub repo of the model, e.g. Qwen/Qwen3-8B (default: guessed from the dir name)",
+        "train_repo": "hub dataset repo of train_file (default for dapo-math-17k.parquet: BytedTsinghua-SIA/DAPO-Math-17k)",
+        "train_repo_file": "file inside train_repo (default: data/<name> for known sets, else the file name)",
+        "val_repo": "hub dataset repo of val_file (default for aime-2024.parquet: BytedTsinghua-SIA/AIME-2024)",
+        "val_repo_file": "file inside val_repo",
+        "hf_endpoint": "hub URL, e.g. a mirror (default: $HF_ENDPOINT, then the container's, then huggingface.co)",
+        "json": "print JSON {host: {items: [...]}} instead of the table",
+        "timeout": "seconds for the downloads on each host",
+    }
+)
+def prepare(
+    c,
+    model="",
+    train_file="",
+    val_file="",
+    model_repo="",
+    train_repo="",
+    train_repo_file="",
+    val_repo="",
+    val_repo_file="",
+    hf_endpoint="",
+    json=False,
+    hosts="",
+    inventory="",
+    accept_new_host_keys=False,
+    timeout=7200,
+):
     """Make sure model and data exist in each container; fetch what is missing (resumable, verified)."""
     flags = {k: v for k, v in dict(model=model, train_file=train_file, val_file=val_file).items() if v}
     st = run_settings(flags, user_config())
@@ -141,20 +187,32 @@ def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
         containers[h.name] = plan.spec.get("container")
-        reqs[h.name] = build_request(plan, model_repo=model_repo, train_repo=train_repo,
-                                     train_repo_file=train_repo_file, val_repo=val_repo, val_repo_file=val_repo_file,
-                                     endpoint=endpoint)
+        reqs[h.name] = build_request(
+            plan,
+            model_repo=model_repo,
+            train_repo=train_repo,
+            train_repo_file=train_repo_file,
+            val_repo=val_repo,
+            val_repo_file=val_repo_file,
+            endpoint=endpoint,
+        )
 
     def one(t):
         t.container = containers.get(t.host.name) or t.container  # CONTAINER setting wins
         return prepare_one(t, reqs[t.host.name], public, secret, float(timeout))
 
-    results = fanout.run(chosen, one,
-                         timeout=float(timeout) + 60, accept_new_host_keys=accept_new_host_keys,
-                         connect_timeout=connect_timeout_override(c))
+    results = fanout.run(
+        chosen,
+        one,
+        timeout=float(timeout) + 60,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout_override(c),
+    )
     if json:
-        out = {r.host.name: (r.row.data if r.row.data else {"error": r.row.kind, "message": r.row.message})
-               for r in results}
+        out = {
+            r.host.name: (r.row.data if r.row.data else {"error": r.row.kind, "message": r.row.message})
+            for r in results
+        }
         print(jsonlib.dumps(out, indent=1, default=str))
     else:
         t = Table(title="prepare", title_justify="left", pad_edge=False)
@@ -163,8 +221,15 @@ def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="
         for r in results:
             items = r.row.data.get("items")
             if items is None:
-                t.add_row(Text(r.host.name), Text("-"), Text("-"), Text(f"FAIL {r.row.kind}", style="bold red"),
-                          "", "", Text(r.row.message))
+                t.add_row(
+                    Text(r.host.name),
+                    Text("-"),
+                    Text("-"),
+                    Text(f"FAIL {r.row.kind}", style="bold red"),
+                    "",
+                    "",
+                    Text(r.row.message),
+                )
                 continue
             for it in items:
                 chk = it.get("check") or {}
@@ -172,9 +237,15 @@ def prepare(c, model="", train_file="", val_file="", model_repo="", train_repo="
                 size = chk.get("total_bytes") or chk.get("bytes") or 0
                 extra = f"{chk.get('rows')} rows" if it["kind"] == "data" and chk.get("rows") is not None else ""
                 status = "FAIL" if prob else it.get("status", "?")
-                t.add_row(Text(r.host.name), Text(it["kind"]), Text(it["path"]),
-                          Text(status, style="bold red" if prob else "green"), Text(_size(size) if size else "-"),
-                          Text(_size(it.get("downloaded") or 0)), Text(prob or extra))
+                t.add_row(
+                    Text(r.host.name),
+                    Text(it["kind"]),
+                    Text(it["path"]),
+                    Text(status, style="bold red" if prob else "green"),
+                    Text(_size(size) if size else "-"),
+                    Text(_size(it.get("downloaded") or 0)),
+                    Text(prob or extra),
+                )
         fanout._console().print(t)
     if fanout.exit_code(results):
         bad = [r for r in results if not r.ok]

@@ -55,8 +55,9 @@ class Executor(_InvokeExecutor):
         if apply_hosts and self.core is not None:
             host_str = self.core[0].args.hosts.value or ""
             if self.core.remainder:
-                raise Exit("dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts",
-                           code=EXIT_USAGE)
+                raise Exit(
+                    "dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts", code=EXIT_USAGE
+                )
         ret = []
         for call in calls:
             if isinstance(call, Task):
@@ -65,8 +66,10 @@ class Executor(_InvokeExecutor):
             if host_str:
                 if not takes_hosts(call.task):
                     name = call.called_as or call.task.name
-                    raise Exit(f"task '{name}' does not run on hosts; drop -H (tasks that do: see dapo-ops --list)",
-                               code=EXIT_USAGE)
+                    raise Exit(
+                        f"task '{name}' does not run on hosts; drop -H (tasks that do: see dapo-ops --list)",
+                        code=EXIT_USAGE,
+                    )
                 if not call.kwargs.get("hosts"):
                     call.kwargs["hosts"] = host_str
             ret.append(call)
@@ -82,20 +85,29 @@ class DapoOps(Program):
 
     def core_args(self):
         return super().core_args() + [
-            Argument(names=("H", "hosts"),
-                     help="Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
-                          "(the task runs them in parallel; default: every host in the inventory)."),
-            Argument(names=("i", "identity"), kind=list,
-                     help="Path to runtime SSH identity (key) file (overrides the inventory's identity_file)."),
+            Argument(
+                names=("H", "hosts"),
+                help="Comma-separated inventory host names or user@host:port, passed to the task's --hosts "
+                "(the task runs them in parallel; default: every host in the inventory).",
+            ),
+            Argument(
+                names=("i", "identity"),
+                kind=list,
+                help="Path to runtime SSH identity (key) file (overrides the inventory's identity_file).",
+            ),
             Argument(names=("S", "ssh-config"), help="Path to runtime SSH config file."),
-            Argument(names=("t", "connect-timeout"), kind=int,
-                     help="Connection timeout in seconds (overrides the inventory's connect_timeout)."),
+            Argument(
+                names=("t", "connect-timeout"),
+                kind=int,
+                help="Connection timeout in seconds (overrides the inventory's connect_timeout).",
+            ),
         ]
 
     def no_tasks_given(self):
         if self.core is not None and self.core.remainder:
-            raise Exit("dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts",
-                       code=EXIT_USAGE)
+            raise Exit(
+                "dapo-ops runs tasks, not ad hoc commands after '--'; e.g. dapo-ops -H h1 hosts", code=EXIT_USAGE
+            )
         super().no_tasks_given()
 
     def update_config(self):

@@ -26,7 +26,14 @@ from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.cli._common import (
-    EXIT_USAGE, JOBS, UNSET, fail, fanout_task, refuse_job_as_mode, select_hosts, user_config
+    EXIT_USAGE,
+    JOBS,
+    UNSET,
+    fail,
+    fanout_task,
+    refuse_job_as_mode,
+    select_hosts,
+    user_config,
 )
 
 QS_HELP = {
@@ -38,7 +45,7 @@ QS_HELP = {
     "job": "dapo | one-step-off: which launch, `inv launch` or `inv one-step-off` (default dapo)",
     "mode": settings.flag_help(settings.BY_NAME["trainer_mode"]),
     "swanlab_host": "SwanLab server, e.g. http://192.0.2.10:8000 (env SWANLAB_HOST); the key only via "
-                    "SWANLAB_API_KEY, the config file or the TTY prompt, never a flag",
+    "SWANLAB_API_KEY, the config file or the TTY prompt, never a flag",
     "swanlab_mode": "cloud | local | offline | disabled (env SWANLAB_MODE)",
     "skip_preflight": "launch without the full preflight",
 }
@@ -76,8 +83,18 @@ def _choose_container(c, host, inventory: str) -> str:
     return ans
 
 
-def _equivalent(job: str, mode: str, hosts: str, inventory: str, container: str, proxies: dict, features: str, steps: int,
-                swanlab_host: str, swanlab_mode: str) -> str:
+def _equivalent(
+    job: str,
+    mode: str,
+    hosts: str,
+    inventory: str,
+    container: str,
+    proxies: dict,
+    features: str,
+    steps: int,
+    swanlab_host: str,
+    swanlab_mode: str,
+) -> str:
     """The command line that repeats this quickstart without a single prompt, every answer in it: container,
     steps, proxy (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a
     placeholder: it is never printed)."""
@@ -115,15 +132,33 @@ SWANLAB_MODES = ("cloud", "local", "offline", "disabled")
 def _ask_swanlab_mode(default: str = "cloud") -> str:
     """Question 4: the SwanLab mode (cloud needs a key; local/offline/disabled need none)."""
     while True:
-        ans = _ask(f"   mode: cloud (needs an API key) | local (needs swanboard) | offline | disabled [{default}]: ").lower() or default
+        ans = (
+            _ask(
+                f"   mode: cloud (needs an API key) | local (needs swanboard) | offline | disabled [{default}]: "
+            ).lower()
+            or default
+        )
         if ans in SWANLAB_MODES:
             return ans
         print(f"   {ans!r} is not a mode: answer one of {', '.join(SWANLAB_MODES)}")
 
 
 @fanout_task(help=QS_HELP)
-def quickstart(c, container="", http_proxy="", https_proxy="", features="", steps=UNSET, job="dapo", mode="",
-               swanlab_host="", swanlab_mode="", skip_preflight=False, hosts="", inventory=""):
+def quickstart(
+    c,
+    container="",
+    http_proxy="",
+    https_proxy="",
+    features="",
+    steps=UNSET,
+    job="dapo",
+    mode="",
+    swanlab_host="",
+    swanlab_mode="",
+    skip_preflight=False,
+    hosts="",
+    inventory="",
+):
     """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
     from dapo_ops.cli.launch import launch as launch_task, one_step_off as osp_task
     from dapo_ops.cli.preflight import preflight as preflight_task
@@ -143,14 +178,25 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
     # (without a TTY the inventory's container is the answer: nothing is missing)
 
     # 2. proxy ("none" to skip)
-    proxies = {"http_proxy": http_proxy or env.get("http_proxy", ""), "https_proxy": https_proxy or env.get("https_proxy", "")}
-    configured = any(proxies.values()) or any((inv.proxy or {}).get(k) for k in ("http_proxy", "https_proxy")) \
+    proxies = {
+        "http_proxy": http_proxy or env.get("http_proxy", ""),
+        "https_proxy": https_proxy or env.get("https_proxy", ""),
+    }
+    configured = (
+        any(proxies.values())
+        or any((inv.proxy or {}).get(k) for k in ("http_proxy", "https_proxy"))
         or any((file_cfg.get("proxy") or {}).get(k) for k in ("http_proxy", "https_proxy"))
+    )
     if http_proxy or https_proxy:
         try:
-            proxies = {k: (proxy_mod.check_flag(v, f"--{k.replace('_', '-')}") if v == flag else
-                           proxy_mod.check_url(v, f"env var {k}"))
-                       for (k, v), flag in zip(proxies.items(), (http_proxy, https_proxy))}
+            proxies = {
+                k: (
+                    proxy_mod.check_flag(v, f"--{k.replace('_', '-')}")
+                    if v == flag
+                    else proxy_mod.check_url(v, f"env var {k}")
+                )
+                for (k, v), flag in zip(proxies.items(), (http_proxy, https_proxy))
+            }
         except proxy_mod.ProxyError as e:
             fail(str(e), EXIT_USAGE)
         if not proxies["https_proxy"]:
@@ -165,9 +211,11 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
     # 3. features ("default" keeps the defaults)
     features = features or env.get("USER_FEATURES", "")
     if not features and tty:
-        print("3. features — performance (default on): flash_attn, dynamic_batch, remove_padding, "
-              "gradient_checkpointing;\n   memory (off, added on OOM): offload, recompute; optional: prefix_cache, "
-              "chunked_prefill")
+        print(
+            "3. features — performance (default on): flash_attn, dynamic_batch, remove_padding, "
+            "gradient_checkpointing;\n   memory (off, added on OOM): offload, recompute; optional: prefix_cache, "
+            "chunked_prefill"
+        )
         while True:
             ans = _ask("   custom features? comma list, -name turns a default off, or 'default': ")
             features = "" if ans.lower() in ("", "default", "默认") else ans
@@ -199,7 +247,7 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         except swanlab_cfg.SwanlabConfigError as e:
             if not tty:
                 fail(str(e), EXIT_USAGE)
-            print(f"   {e}")   # e.g. a blank key: choose again, the other answers are kept
+            print(f"   {e}")  # e.g. a blank key: choose again, the other answers are kept
             mode_choice = _ask_swanlab_mode("offline")
         except (userconfig.UserConfigError, EOFError) as e:
             fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
@@ -221,14 +269,35 @@ def quickstart(c, container="", http_proxy="", https_proxy="", features="", step
         preflight_task(c, job=job, mode=mode, hosts=hosts, inventory=inventory, quick=False)
     task = launch_task if job == "dapo" else osp_task
     # unanswered = not given (None): launch refuses a setting given empty (control/settings.py EMPTY_RULES)
-    task(c, steps=steps, features=features or None, container=container or None, hosts=hosts, inventory=inventory,
-         skip_preflight=True, swanlab_mode=sw.mode, mode=mode or None)
+    task(
+        c,
+        steps=steps,
+        features=features or None,
+        container=container or None,
+        hosts=hosts,
+        inventory=inventory,
+        skip_preflight=True,
+        swanlab_mode=sw.mode,
+        mode=mode or None,
+    )
     print("monitor:")
     sel = f" -H {names}" if names else ""
     inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""
     for cmd in ("status", "logs -f", "logs --errors"):
         print(f"  inv {cmd}{sel}{inv_opt}")
     print("repeat non-interactively:")
-    print("  " + _equivalent(job, mode, names, inventory, container or chosen[0].container, proxies, features, steps,
-                             sw.host or "", sw.mode))
-
+    print(
+        "  "
+        + _equivalent(
+            job,
+            mode,
+            names,
+            inventory,
+            container or chosen[0].container,
+            proxies,
+            features,
+            steps,
+            sw.host or "",
+            sw.mode,
+        )
+    )

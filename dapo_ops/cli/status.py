@@ -22,17 +22,25 @@ from dapo_ops.control.status import probe  # noqa: F401  (re-exported: callers a
 from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD
 from dapo_ops.core.runstate import FAILED, SUCCEEDED
 from dapo_ops.cli._common import (
-    EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fanout_task, fail, select_hosts, with_container
+    EXIT_FAILED,
+    EXIT_USAGE,
+    connect_timeout_override,
+    fanout_task,
+    fail,
+    select_hosts,
+    with_container,
 )
 
 CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the inventory's)"
 
 
-def collect_rows(c, chosen: list, run: str = "", all_runs: bool = False,
-                 stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S) -> list[statusview.StatusRow]:
+def collect_rows(
+    c, chosen: list, run: str = "", all_runs: bool = False, stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S
+) -> list[statusview.StatusRow]:
     """:func:`dapo_ops.control.status.collect_rows` with the ``-t`` connect timeout of context ``c``."""
-    return svc.collect_rows(chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s,
-                            connect_timeout=connect_timeout_override(c))
+    return svc.collect_rows(
+        chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s, connect_timeout=connect_timeout_override(c)
+    )
 
 
 def _stale_after(c) -> float:
@@ -56,8 +64,9 @@ def _console(f, width: int | None):
     if width:
         return Console(file=f, width=width, highlight=False, color_system=None, soft_wrap=False)
     if hasattr(f, "isatty") and f.isatty():
-        return Console(file=f, highlight=False)   # the terminal's own width (rich asks the tty)
+        return Console(file=f, highlight=False)  # the terminal's own width (rich asks the tty)
     import os
+
     w = int(os.environ.get("COLUMNS", "0") or 0) or PIPE_WIDTH
     return Console(file=f, width=max(w, 160), highlight=False, color_system=None, soft_wrap=False)
 
@@ -146,9 +155,18 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
     for r in rows:
         if r.cluster:  # multi-host run (tasks/multihost.py)
             cl = r.cluster
-            notes.append("%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s" % (
-                r.host, r.run_id, cl.get("nodes"), ",".join(cl.get("hosts") or []), cl.get("devices"),
-                cl.get("head"), cl.get("port")))
+            notes.append(
+                "%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s"
+                % (
+                    r.host,
+                    r.run_id,
+                    cl.get("nodes"),
+                    ",".join(cl.get("hosts") or []),
+                    cl.get("devices"),
+                    cl.get("head"),
+                    cl.get("port"),
+                )
+            )
         note = r.error or r.hint
         if note:
             head = "%s %s" % (r.host, r.run_id) if r.run_id else r.host
@@ -166,8 +184,9 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         table = Table(box=box.SIMPLE_HEAD, show_lines=False, show_edge=False)
         for col in TABLE_COLUMNS:
             wrap = col in WRAP_MIN
-            table.add_column(statustable.HEADERS.get(col, col), no_wrap=not wrap, overflow="fold",
-                             min_width=mins.get(col))
+            table.add_column(
+                statustable.HEADERS.get(col, col), no_wrap=not wrap, overflow="fold", min_width=mins.get(col)
+            )
         for r, cells in zip(rows, all_cells):
             table.add_row(*[Text(cells[c], style=(_style(r) or "") if c == "state" else "") for c in TABLE_COLUMNS])
         console.print(table)
@@ -185,12 +204,15 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
 
 # ------------------------------------------------------------------------------------------ status
 
-@fanout_task(help={
-    "json": "print the rows as a JSON list instead of a table",
-    "all": "every run recorded on each host (from run.json), newest first",
-    "run": "a run id instead of the host's current run",
-    "container": CONTAINER_HELP,
-})
+
+@fanout_task(
+    help={
+        "json": "print the rows as a JSON list instead of a table",
+        "all": "every run recorded on each host (from run.json), newest first",
+        "run": "a run id instead of the host's current run",
+        "container": CONTAINER_HELP,
+    }
+)
 def status(c, hosts="", inventory="", json_=False, all_=False, run="", container=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
@@ -217,11 +239,14 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
 
 # ------------------------------------------------------------------------------------------ logs
 
-@fanout_task(help={
-    "run": "the run id to stop (default: the host's current run)",
-    "grace": "seconds to wait for the supervisor to stop verl before SIGKILL (default 60)",
-    "container": CONTAINER_HELP,
-})
+
+@fanout_task(
+    help={
+        "run": "the run id to stop (default: the host's current run)",
+        "grace": "seconds to wait for the supervisor to stop verl before SIGKILL (default 60)",
+        "container": CONTAINER_HELP,
+    }
+)
 def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     """Stop the run (supervisor, verl, Ray sessions); keeps checkpoints and logs; idempotent.
 
@@ -240,6 +265,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
             print(r.message, file=sys.stderr)
         if r.run_dir:  # multi-host run: its Ray sessions on every host
             from dapo_ops.cli import multihost
+
             multihost.stop_cluster(c, inv, r.host, r.run_dir)
     if any(r.kind in ("failed", "worker") for r in results):  # a worker: nothing stopped, the line says how
         raise Exit(code=EXIT_FAILED)  # each failed host was reported above
@@ -249,13 +275,16 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
 
 # ------------------------------------------------------------------------------------------ watch
 
-@fanout_task(help={
-    "run": "a run id instead of the host's current run",
-    "interval": "seconds between looks (default 10)",
-    "container": CONTAINER_HELP,
-    "json": "print one JSON object per line: each event, then the outcome (exit code and message); exit codes "
-            "are the same",
-})
+
+@fanout_task(
+    help={
+        "run": "a run id instead of the host's current run",
+        "interval": "seconds between looks (default 10)",
+        "container": CONTAINER_HELP,
+        "json": "print one JSON object per line: each event, then the outcome (exit code and message); exit codes "
+        "are the same",
+    }
+)
 def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=False):
     """Block until the run ends, printing state changes (attempt started, OOM escalation, finished).
 
@@ -282,7 +311,9 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
                 print(_json.dumps(ev, default=str) if json_ else ev["line"], flush=True)
             if w.finished:
                 break
-            for line in w.progress(time.monotonic()) if tty and not json_ else ():  # a terminal: a sign of life once a minute
+            for line in (
+                w.progress(time.monotonic()) if tty and not json_ else ()
+            ):  # a terminal: a sign of life once a minute
                 print(line, flush=True)
             time.sleep(max(0.2, float(interval)))
     except KeyboardInterrupt:

@@ -36,6 +36,7 @@ JOIN_TIMEOUT_S = 90.0
 #: seconds the head gets to come up (registered in its own GCS), at least; a longer join timeout raises it
 HEAD_UP_TIMEOUT_S = 90.0
 
+
 class ClusterError(RuntimeError):
     """The cluster could not be brought up. ``str()`` is one line naming the host and the fix."""
 
@@ -46,8 +47,8 @@ class ClusterHandle:
 
     head: str
     port: int
-    nodes: list[dict]          # [{"name", "address", "devices", "pid_file"}]
-    resources: dict            # cluster totals as Ray reports them, e.g. {"NPU": 16.0, "CPU": 4.0}
+    nodes: list[dict]  # [{"name", "address", "devices", "pid_file"}]
+    resources: dict  # cluster totals as Ray reports them, e.g. {"NPU": 16.0, "CPU": 4.0}
 
     def to_json(self) -> dict:
         return {"head": self.head, "port": self.port, "nodes": self.nodes, "resources": self.resources}
@@ -62,8 +63,9 @@ def _ray_cmd(python: str) -> str:
     return f"$(command -v ray || echo {shlex.quote(python)} -m ray.scripts.scripts)"
 
 
-def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str,
-                info: dict | None = None) -> None:
+def _start_node(
+    target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str, info: dict | None = None
+) -> None:
     """Start one blocking ``ray start`` detached in its own session under the ``raysession lead`` op of the bundle
     (installed by :func:`_iface`, the first op on every host), with ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of
     ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
@@ -72,25 +74,39 @@ def _start_node(target: Target, argv: list[str], env: dict, run_dir: str, name: 
     ray_args = " ".join(shlex.quote(a) for a in argv[1:])
     marker = f"{topology.RAY_RUN_ENV}={run_id}"
     bdir = remote_bundle.bundle_dir(target.host.runs_path)
-    inner = (f"echo $$ > {shlex.quote(pid_file)}; "
-             f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}")
+    inner = (
+        f"echo $$ > {shlex.quote(pid_file)}; "
+        f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}"
+    )
     node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
     info_file = raynodes.node_file(run_dir, name, raynodes.INFO)
-    script = (f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
-              f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
-              f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &")
+    script = (
+        f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
+        f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
+        f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &"
+    )
     target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
 
 def _iface(target: Target, python: str, address: str) -> str | None:
-    res = remote_bundle.run_op(target, "raysession", ["iface", address], python=python, site=False, timeout=30,
-                               check=False)
+    res = remote_bundle.run_op(
+        target, "raysession", ["iface", address], python=python, site=False, timeout=30, check=False
+    )
     name = (res.stdout or "").strip()
     return name or None
 
 
-def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, python: str, run_dir: str,
-          base_no_proxy: str = "", join_timeout: float = JOIN_TIMEOUT_S, run_env: dict | None = None) -> ClusterHandle:
+def start(
+    topo: Topology,
+    targets: dict[str, Target],
+    *,
+    accelerator: str,
+    python: str,
+    run_dir: str,
+    base_no_proxy: str = "",
+    join_timeout: float = JOIN_TIMEOUT_S,
+    run_env: dict | None = None,
+) -> ClusterHandle:
     """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
 
     ``targets`` maps host names to connected :class:`Target` s (their containers); ``run_dir`` is the
@@ -106,14 +122,22 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
     started: list[Node] = []
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            ifaces = dict(zip([n.name for n in nodes],
-                              pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes)))
+            ifaces = dict(
+                zip([n.name for n in nodes], pool.map(lambda n: _iface(targets[n.name], python, n.address), nodes))
+            )
         env = topology.ray_process_env(accelerator, head, nodes, ifaces[head.name], base_no_proxy, run_env)
         info = {"head": head.name, "head_address": head.address, "port": topology.RAY_PORT}
         address = f"{head.address}:{topology.RAY_PORT}"
         head_up_s = max(join_timeout, HEAD_UP_TIMEOUT_S)
-        _start_node(targets[head.name], topology.ray_head_argv("ray", head, accelerator), env, run_dir,
-                    head.name, python, {**info, "role": "head"})
+        _start_node(
+            targets[head.name],
+            topology.ray_head_argv("ray", head, accelerator),
+            env,
+            run_dir,
+            head.name,
+            python,
+            {**info, "role": "head"},
+        )
         started.append(head)
         workers = nodes[1:]
         # workers only once the head node is registered in its GCS: a worker that starts earlier gives up by itself
@@ -122,12 +146,20 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
             raise ClusterError(
                 f"the Ray head on '{head.name}' ({address}) did not come up within {head_up_s:.0f} s: see "
                 f"{raynodes.node_file(run_dir, head.name, raynodes.LOG)} in its container (port {topology.RAY_PORT} "
-                "taken? ray installed?)")
+                "taken? ray installed?)"
+            )
 
         def start_worker(n: Node) -> None:
             wenv = topology.ray_process_env(accelerator, n, nodes, ifaces[n.name], base_no_proxy, run_env)
-            _start_node(targets[n.name], topology.ray_worker_argv("ray", n, head, accelerator), wenv, run_dir,
-                        n.name, python, {**info, "role": "worker"})
+            _start_node(
+                targets[n.name],
+                topology.ray_worker_argv("ray", n, head, accelerator),
+                wenv,
+                run_dir,
+                n.name,
+                python,
+                {**info, "role": "worker"},
+            )
             started.append(n)  # as soon as it runs: a failing sibling must not leave this one up
 
         deadline = time.monotonic() + join_timeout  # the workers' bound starts when they do
@@ -143,15 +175,27 @@ def start(topo: Topology, targets: dict[str, Target], *, accelerator: str, pytho
                 f"host '{m.name}' ({m.address}) did not join the Ray cluster at {head.address}:{topology.RAY_PORT} "
                 f"within {join_timeout:.0f} s: check that it can reach the head on TCP {topology.RAY_PORT} "
                 f"(firewall, link, no_proxy) and see {raynodes.node_file(run_dir, m.name, raynodes.LOG)} in its "
-                "container")
+                "container"
+            )
         totals: dict = {}
         for n in view["nodes"]:
             for k, v in n["resources"].items():
                 if not k.startswith("node:"):
                     totals[k] = totals.get(k, 0) + v
-        return ClusterHandle(head.address, topology.RAY_PORT,
-                             [{"name": n.name, "address": n.address, "devices": n.devices,
-                               "pid_file": raynodes.node_file(run_dir, n.name, raynodes.PID)} for n in nodes], totals)
+        return ClusterHandle(
+            head.address,
+            topology.RAY_PORT,
+            [
+                {
+                    "name": n.name,
+                    "address": n.address,
+                    "devices": n.devices,
+                    "pid_file": raynodes.node_file(run_dir, n.name, raynodes.PID),
+                }
+                for n in nodes
+            ],
+            totals,
+        )
     except RemoteError as e:
         stop(started, targets, run_dir=run_dir, python=python)
         raise ClusterError(f"host '{e.host}': {e.message} (Ray cluster not started; nothing left running)") from e
@@ -172,8 +216,15 @@ def _wait(head: Target, python: str, want: int, timeout: float, address: str) ->
     last: dict[str, Any] = {"nodes": []}
     while True:
         left = max(deadline - time.monotonic(), 1.0)
-        res = remote_bundle.run_op(head, "raysession", ["wait", f"{left:.1f}", str(want)], python=python,
-                                   env={"RAY_ADDRESS": address}, timeout=left + 30, check=False)
+        res = remote_bundle.run_op(
+            head,
+            "raysession",
+            ["wait", f"{left:.1f}", str(want)],
+            python=python,
+            env={"RAY_ADDRESS": address},
+            timeout=left + 30,
+            check=False,
+        )
         try:
             last = json.loads((res.stdout or "").strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -194,8 +245,15 @@ def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_
     def one(name: str) -> str:
         try:
             pid_file = raynodes.node_file(run_dir, name, raynodes.PID)
-            res = remote_bundle.run_op(targets[name], "raysession", ["stop", pid_file, str(grace_s)],
-                                       python=python, site=False, timeout=grace_s + 60, check=False)
+            res = remote_bundle.run_op(
+                targets[name],
+                "raysession",
+                ["stop", pid_file, str(grace_s)],
+                python=python,
+                site=False,
+                timeout=grace_s + 60,
+                check=False,
+            )
             return f"stopped {(res.stdout or '0').strip() or '0'} processes"
         except RemoteError as e:
             return str(e)

@@ -20,8 +20,16 @@ from dataclasses import dataclass
 
 from dapo_ops.core.redact import has_credentials
 
-__all__ = ["AcceleratorSpec", "ACCELERATORS", "KEEPALIVE", "PROXY_VARS", "ContainerSpecError",
-           "docker_run_argv", "bind_mounts", "render"]
+__all__ = [
+    "AcceleratorSpec",
+    "ACCELERATORS",
+    "KEEPALIVE",
+    "PROXY_VARS",
+    "ContainerSpecError",
+    "docker_run_argv",
+    "bind_mounts",
+    "render",
+]
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,19 @@ def bind_mounts(host) -> list[tuple[str, str, str]]:
     return out
 
 
-def docker_run_argv(host, image: str, name: str, *, proxy: dict | None = None, shm_size: str = "64g",
-                    volumes: list[str] | tuple[str, ...] = (), device_mounts: bool | None = None,
-                    accelerator: str | None = None, devices: int | None = None,
-                    command: tuple[str, ...] = KEEPALIVE) -> tuple[list[str], dict[str, str]]:
+def docker_run_argv(
+    host,
+    image: str,
+    name: str,
+    *,
+    proxy: dict | None = None,
+    shm_size: str = "64g",
+    volumes: list[str] | tuple[str, ...] = (),
+    device_mounts: bool | None = None,
+    accelerator: str | None = None,
+    devices: int | None = None,
+    command: tuple[str, ...] = KEEPALIVE,
+) -> tuple[list[str], dict[str, str]]:
     """The exact ``docker run -d`` argv for a training container on ``host``, and the env it needs.
 
     ``host``: inventory ``Host`` (``accelerator``, ``devices``, ``device_mounts``, ``runs_dir``, ``model_dir``,
@@ -115,8 +132,21 @@ def docker_run_argv(host, image: str, name: str, *, proxy: dict | None = None, s
     mounts_on = getattr(host, "device_mounts", True) if device_mounts is None else device_mounts
     n = int(getattr(host, "devices", 0) if devices is None else devices)
 
-    argv = ["docker", "run", "-d", "--name", name, "--network", "host", "--ipc", "host",
-            "--shm-size", shm_size, "--label", "dapo-ops.managed=1"]
+    argv = [
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+        "--shm-size",
+        shm_size,
+        "--label",
+        "dapo-ops.managed=1",
+    ]
     if mounts_on:
         if spec.per_device:
             for i in range(n):

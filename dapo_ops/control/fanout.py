@@ -65,9 +65,14 @@ def _one_line(s: str, limit: int = 300) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-def call_on_host(host: Host, fn: Callable[[Target], "Row | dict | None"], *,
-                 accept_new_host_keys: bool = False, connect_timeout: float | None = None,
-                 reuse: bool = False) -> HostResult:
+def call_on_host(
+    host: Host,
+    fn: Callable[[Target], "Row | dict | None"],
+    *,
+    accept_new_host_keys: bool = False,
+    connect_timeout: float | None = None,
+    reuse: bool = False,
+) -> HostResult:
     """Run ``fn(target)`` for one host, turning every exception into a failed :class:`Row`.
 
     The Target's connection is closed afterwards (with ``reuse``, the host's control master stays:
@@ -98,9 +103,16 @@ def call_on_host(host: Host, fn: Callable[[Target], "Row | dict | None"], *,
     return HostResult(host=host, row=row, seconds=time.monotonic() - t0)
 
 
-def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, timeout: float,
-        max_workers: int | None = None, accept_new_host_keys: bool = False,
-        connect_timeout: float | None = None, reuse: bool = False) -> list[HostResult]:
+def run(
+    hosts: Iterable[Host],
+    fn: Callable[[Target], "Row | dict | None"],
+    *,
+    timeout: float,
+    max_workers: int | None = None,
+    accept_new_host_keys: bool = False,
+    connect_timeout: float | None = None,
+    reuse: bool = False,
+) -> list[HostResult]:
     """Run ``fn(Target(host))`` for every host in parallel threads.
 
     :param hosts: the hosts (order kept in the result).
@@ -124,11 +136,14 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
 
     def work(i: int, h: Host) -> None:
         with slots:
-            done[i] = call_on_host(h, fn, accept_new_host_keys=accept_new_host_keys,
-                                   connect_timeout=connect_timeout, reuse=reuse)
+            done[i] = call_on_host(
+                h, fn, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout, reuse=reuse
+            )
 
-    threads = [threading.Thread(target=work, args=(i, h), name=f"dapo-fanout-{h.name}", daemon=True)
-               for i, h in enumerate(hosts)]
+    threads = [
+        threading.Thread(target=work, args=(i, h), name=f"dapo-fanout-{h.name}", daemon=True)
+        for i, h in enumerate(hosts)
+    ]
     for th in threads:
         th.start()
     deadline = t0 + timeout
@@ -137,8 +152,11 @@ def run(hosts: Iterable[Host], fn: Callable[[Target], "Row | dict | None"], *, t
     results = []
     for h, r in zip(hosts, done):
         if r is None:
-            r = HostResult(h, Row(ok=False, kind="timeout", message=f"no answer within {timeout:g} s (overall deadline)"),
-                           time.monotonic() - t0)
+            r = HostResult(
+                h,
+                Row(ok=False, kind="timeout", message=f"no answer within {timeout:g} s (overall deadline)"),
+                time.monotonic() - t0,
+            )
         results.append(r)
     return results
 
@@ -154,8 +172,9 @@ def _console(file=None):
     return Console(file=f, width=100_000, highlight=False, color_system=None, soft_wrap=False)
 
 
-def render(results: list[HostResult], columns: list[str], *, title: str = "", file=None,
-           show_time: bool = True) -> None:
+def render(
+    results: list[HostResult], columns: list[str], *, title: str = "", file=None, show_time: bool = True
+) -> None:
     """Print one rich table row per host: host, result (``ok`` or ``FAIL <kind>``), ``columns``, time, detail.
 
     Cells are single-line (newlines collapsed); on a terminal long details are folded by rich, in pipes and

@@ -33,8 +33,18 @@ import msgspec
 from msgspec import UNSET
 
 from dapo_ops.control.inventory_model import (  # noqa: F401 - re-exported: the model is part of this module's API
-    ENV_NAME_PATTERN, JUMP_PATTERN, MAX_DEVICES, NAME_PATTERN, SECRET_WORDS, Host, HostsFile, HostTable, ProxyTable,
-    json_schema, problem_of, rule
+    ENV_NAME_PATTERN,
+    JUMP_PATTERN,
+    MAX_DEVICES,
+    NAME_PATTERN,
+    SECRET_WORDS,
+    Host,
+    HostsFile,
+    HostTable,
+    ProxyTable,
+    json_schema,
+    problem_of,
+    rule,
 )
 
 if sys.version_info >= (3, 11):
@@ -47,16 +57,22 @@ DEFAULT_FILE = "hosts.toml"
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy")
 
 
-
-
 class InventoryError(ValueError):
     """A problem with the inventory file or a ``-H`` selection; ``str()`` is one line.
 
     Attributes: ``path`` (file, may be None), ``line`` (1-based or None), ``host`` and ``field`` (or None).
     """
 
-    def __init__(self, message: str, *, path=None, line: int | None = None, host: str | None = None,
-                 field: str | None = None, section: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path=None,
+        line: int | None = None,
+        host: str | None = None,
+        field: str | None = None,
+        section: str | None = None,
+    ):
         self.path = str(path) if path is not None else None
         self.line = line
         self.host = host
@@ -143,8 +159,14 @@ class TomlLines:
         return next((i for i, line in enumerate(self.lines, 1) if rx.match(line)), None)
 
 
-_EXPECTED = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
-             "object": "a table", "array": "an array"}
+_EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "object": "a table",
+    "array": "an array",
+}
 _MSGSPEC_ERR = re.compile(r"^(?P<what>.*?)(?: - at `(?P<at>[^`]*)`(?: in `(?P<in>[^`]*)`)?)?$")
 
 
@@ -228,9 +250,13 @@ def loads(text: str, path: str | os.PathLike | None = None) -> Inventory:
             if len(keys) == 2 and keys[0] == "hosts":
                 raise InventoryError(
                     f"duplicate host name: [hosts.{keys[1]}] is defined twice; give each host a unique name",
-                    path=p, line=line, host=keys[1]) from None
-            raise InventoryError(f"table [{'.'.join(keys)}] is defined twice; merge the two tables",
-                                 path=p, line=line) from None
+                    path=p,
+                    line=line,
+                    host=keys[1],
+                ) from None
+            raise InventoryError(
+                f"table [{'.'.join(keys)}] is defined twice; merge the two tables", path=p, line=line
+            ) from None
         if "Cannot overwrite a value" in base:
             raise InventoryError("a key is set twice in the same table; keep one", path=p, line=line) from None
         raise InventoryError(f"TOML syntax error: {base}", path=p, line=line) from None
@@ -240,12 +266,16 @@ def loads(text: str, path: str | os.PathLike | None = None) -> Inventory:
 def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
     """Validate one TOML table against the Struct ``typ`` (then the rules between a host table's fields); return
     the fields it gives. ``where``: ``path``, ``host``, ``section`` of the :class:`InventoryError` raised."""
+
     def err(key, reason):
         return InventoryError(reason, line=lines.find(f"{table}.{key}") or lines.find(table, key), field=key, **where)
 
     if not isinstance(value, dict):
-        raise InventoryError(f"'{table}' must be a table [{table}], got {_type_name(value)} {_short(value)}",
-                             line=lines.key_line(table.split(".")[-1]), **where)
+        raise InventoryError(
+            f"'{table}' must be a table [{table}], got {_type_name(value)} {_short(value)}",
+            line=lines.key_line(table.split(".")[-1]),
+            **where,
+        )
     try:
         t = {k: v for k, v in msgspec.structs.asdict(msgspec.convert(value, typ)).items() if v is not UNSET}
     except msgspec.ValidationError as e:
@@ -254,12 +284,15 @@ def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
             reason = f"unknown proxy setting (valid: {', '.join(PROXY_KEYS)})"
         raise err(key, reason) from None
     if t.get("runtime") == "host" and t.get("container"):
-        raise err("container", "runtime = \"host\" runs without a container: remove container (or set it to \"\")")
+        raise err("container", 'runtime = "host" runs without a container: remove container (or set it to "")')
     cfg = t.get("ssh_config")
     if cfg and not os.path.isfile(os.path.expanduser(cfg)):  # remote/target.py reads it at connect (fabric.Config)
         what = "is not a file" if os.path.exists(os.path.expanduser(cfg)) else "does not exist"
-        raise err("ssh_config", f"ssh_config file {cfg} {what}: fix the path (an OpenSSH client config file, "
-                                f"e.g. ~/.ssh/config) or remove ssh_config")
+        raise err(
+            "ssh_config",
+            f"ssh_config file {cfg} {what}: fix the path (an OpenSSH client config file, "
+            f"e.g. ~/.ssh/config) or remove ssh_config",
+        )
     port = re.search(r":([0-9]+)$", t.get("proxy_jump") or "")
     if port and not 1 <= int(port.group(1)) <= 65535:
         raise err("proxy_jump", f"port {port.group(1)} must be 1..65535")
@@ -272,8 +305,11 @@ def _table(value, typ, lines: TomlLines, table: str, **where) -> dict:
 def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
     for key in data:
         if key not in HostsFile.__struct_fields__:
-            raise InventoryError(f"unknown table or key '{key}' (valid: [defaults], [proxy], [hosts.<name>])",
-                                 path=p, line=lines.find_prefix(key) or lines.key_line(key))
+            raise InventoryError(
+                f"unknown table or key '{key}' (valid: [defaults], [proxy], [hosts.<name>])",
+                path=p,
+                line=lines.find_prefix(key) or lines.key_line(key),
+            )
     defaults = _table(data.get("defaults", {}), HostTable, lines, "defaults", path=p, section="[defaults]")
     proxy = _table(data.get("proxy", {}), ProxyTable, lines, "proxy", path=p, section="[proxy]")
     hosts_tbl = data.get("hosts", {})
@@ -283,8 +319,12 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
     for hname, entry in hosts_tbl.items():
         table = f"hosts.{hname}"
         if not re.fullmatch(NAME_PATTERN, hname):
-            raise InventoryError("invalid host name: use letters, digits, '_', '.', '-' (no '@', ':' or ',')",
-                                 path=p, line=lines.find(table), host=hname)
+            raise InventoryError(
+                "invalid host name: use letters, digits, '_', '.', '-' (no '@', ':' or ',')",
+                path=p,
+                line=lines.find(table),
+                host=hname,
+            )
         own = _table(entry, HostTable, lines, table, path=p, host=hname)
         merged = {**defaults, **own, "env": {**defaults.get("env", {}), **own.get("env", {})}}
         if merged.get("runtime") == "host" and "container" not in own:
@@ -292,19 +332,34 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
         if merged.get("transport") == "local":
             merged.setdefault("address", "localhost")
         if "address" not in merged:
-            raise InventoryError("missing address: add address = \"<IP or DNS name>\" to the table", path=p,
-                                 line=lines.find(table), host=hname, field="address")
+            raise InventoryError(
+                'missing address: add address = "<IP or DNS name>" to the table',
+                path=p,
+                line=lines.find(table),
+                host=hname,
+                field="address",
+            )
         if merged.get("runtime", "docker") == "docker" and merged.get("container") == "":
-            raise InventoryError("container is empty: name the container, or set runtime = \"host\" (no container)",
-                                 path=p, line=lines.find(table, "container"), host=hname, field="container")
+            raise InventoryError(
+                'container is empty: name the container, or set runtime = "host" (no container)',
+                path=p,
+                line=lines.find(table, "container"),
+                host=hname,
+                field="container",
+            )
         hosts[hname] = Host(name=hname, **merged)
     if not hosts:
         raise InventoryError("no hosts: add at least one [hosts.<name>] table with an address", path=p)
     for hname, h in list(hosts.items()):  # proxy_jump may name another inventory host
         if h.proxy_jump in hosts:
             if h.proxy_jump == hname:
-                raise InventoryError("proxy_jump names the host itself", path=p,
-                                     line=lines.find(f"hosts.{hname}", "proxy_jump"), host=hname, field="proxy_jump")
+                raise InventoryError(
+                    "proxy_jump names the host itself",
+                    path=p,
+                    line=lines.find(f"hosts.{hname}", "proxy_jump"),
+                    host=hname,
+                    field="proxy_jump",
+                )
             hosts[hname] = dataclasses.replace(h, proxy_jump=hosts[h.proxy_jump].ssh_target)
     return Inventory(path=p, hosts=hosts, proxy={k: proxy.get(k, "") for k in PROXY_KEYS}, defaults=defaults)
 
@@ -325,8 +380,10 @@ def key_file_problem(h: Host, field: str, *, accept_new_host_keys: bool = False)
         return f"identity file {value} {what}: fix identity_file (the SSH private key on this machine)"
     if not path.exists() and accept_new_host_keys:
         return ""
-    return (f"known_hosts file {value} {what}: host keys are verified against it; fix the path, or create it "
-            f"(touch {value}) and connect once with --accept-new-host-keys (after checking the fingerprints)")
+    return (
+        f"known_hosts file {value} {what}: host keys are verified against it; fix the path, or create it "
+        f"(touch {value}) and connect once with --accept-new-host-keys (after checking the fingerprints)"
+    )
 
 
 def check_key_files(inv: Inventory, hosts: list[Host], *, accept_new_host_keys: bool = False) -> None:
@@ -347,11 +404,19 @@ def check_key_files(inv: Inventory, hosts: list[Host], *, accept_new_host_keys: 
             if lines and own and own != lines.find(f"hosts.{h.name}"):
                 raise InventoryError(why, path=inv.path, line=own, host=h.name, field=fld)
             line = lines.find("defaults", fld) if lines else None
-            raise InventoryError(why, path=inv.path, line=line, section="[defaults]" if line else None,
-                                 host=None if line else h.name, field=fld)
+            raise InventoryError(
+                why,
+                path=inv.path,
+                line=line,
+                section="[defaults]" if line else None,
+                host=None if line else h.name,
+                field=fld,
+            )
 
 
-_ADHOC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:@\[\]\s]+))(?::(?P<port>\d+))?$")
+_ADHOC = re.compile(
+    r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:@\[\]\s]+))(?::(?P<port>\d+))?$"
+)
 
 
 def _is_ip(s: str) -> bool:
@@ -412,8 +477,8 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
         else:
             known = ", ".join(inv.hosts) or "none"
             raise InventoryError(
-                f"unknown host '{item}' in -H (known: {known}); use an inventory name or user@host:port",
-                path=inv.path)
+                f"unknown host '{item}' in -H (known: {known}); use an inventory name or user@host:port", path=inv.path
+            )
     if not out:
         raise InventoryError(f"-H '{spec}' names no host", path=inv.path)
     return out

@@ -42,35 +42,66 @@ _NONEMPTY = dict(pattern=r"\S")  # msgspec matches with re.search
 Text = Annotated[str, rule("must not be empty", **_NONEMPTY)]
 # container paths reach `docker exec -w` and shell lines (quoted, but a ';' or newline in a path is a mistake or an
 # attack): absolute, and only the characters shlex.quote leaves unquoted (Lib/shlex.py _find_unsafe: \w@%+=:,./-)
-ContainerPath = Annotated[str, rule("must be an absolute path inside the container (e.g. '/verl') of letters, digits "
-                                    "and _ @ % + = : , . / - (no spaces, shell metacharacters or newlines), got {v!r}",
-                                    pattern=r"^/[\w@%+=:,./-]*$(?!\n)")]
+ContainerPath = Annotated[
+    str,
+    rule(
+        "must be an absolute path inside the container (e.g. '/verl') of letters, digits "
+        "and _ @ % + = : , . / - (no spaces, shell metacharacters or newlines), got {v!r}",
+        pattern=r"^/[\w@%+=:,./-]*$(?!\n)",
+    ),
+]
 # an address / user starting with '-' would be read by ssh as an option (-oProxyCommand=...): refused here
-Address = Annotated[str, rule("{v!r} is not an IP or DNS name (no spaces; a leading '-' would be an ssh option)",
-                              pattern=r"^[^\s-]\S*$(?!\n)")]
-User = Annotated[str, rule("{v!r} is not a user name (no spaces; a leading '-' would be an ssh option)",
-                           pattern=r"^[^\s-]\S*$(?!\n)")]
+Address = Annotated[
+    str,
+    rule(
+        "{v!r} is not an IP or DNS name (no spaces; a leading '-' would be an ssh option)", pattern=r"^[^\s-]\S*$(?!\n)"
+    ),
+]
+User = Annotated[
+    str,
+    rule("{v!r} is not a user name (no spaces; a leading '-' would be an ssh option)", pattern=r"^[^\s-]\S*$(?!\n)"),
+]
 Port = Annotated[int, rule("must be 1..65535, got {v}", ge=1, le=65535)]
 Seconds = Annotated[float, rule("must be > 0 seconds, got {v}", gt=0)]
 #: the most accelerators one host has (8 on an Ascend 910B / HGX host, 16 on an Atlas A3 node): a larger count is
 #: a typo (``devices = 100000``), refused here rather than as a batch that does not split
 MAX_DEVICES = 64
-Devices = Annotated[int, rule("must be 1..%d (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}"
-                              % MAX_DEVICES, ge=1, le=MAX_DEVICES)]
+Devices = Annotated[
+    int,
+    rule(
+        "must be 1..%d (accelerators on the host; verl's trainer.n_gpus_per_node), got {v}" % MAX_DEVICES,
+        ge=1,
+        le=MAX_DEVICES,
+    ),
+]
 # the interpreter reaches `docker exec` and shell lines: a path (/opt/conda/bin/python) or a bare name on PATH
 # (python3), of the characters shlex.quote leaves unquoted; never a command line ("python3; touch /tmp/x")
-Python = Annotated[str, rule("must be a path or a bare interpreter name (e.g. python3, /opt/conda/bin/python): letters, "
-                             "digits and _ @ % + = : , . / - (no spaces, shell metacharacters or options), got {v!r}",
-                             pattern=r"^[\w@%+=:,./][\w@%+=:,./-]*$(?!\n)")]
-Container = Annotated[str, rule("{v!r} is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
-                              pattern=NAME_PATTERN.replace("^", "^(?:").replace("$", ")?$"))]
+Python = Annotated[
+    str,
+    rule(
+        "must be a path or a bare interpreter name (e.g. python3, /opt/conda/bin/python): letters, "
+        "digits and _ @ % + = : , . / - (no spaces, shell metacharacters or options), got {v!r}",
+        pattern=r"^[\w@%+=:,./][\w@%+=:,./-]*$(?!\n)",
+    ),
+]
+Container = Annotated[
+    str,
+    rule(
+        "{v!r} is not a valid Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)",
+        pattern=NAME_PATTERN.replace("^", "^(?:").replace("$", ")?$"),
+    ),
+]
 Accelerator = Annotated[Literal["npu", "gpu"], rule("unknown accelerator {v!r}: use one of npu, gpu")]
 Runtime = Annotated[Literal["docker", "host"], rule("unknown runtime {v!r}: use one of docker, host")]
 Transport = Annotated[Literal["ssh", "local"], rule("unknown transport {v!r}: use one of ssh, local")]
-Jump = Annotated[str, rule("{v!r} is not [user@]host[:port] or an inventory host name (no spaces, no ssh options)",
-                         pattern=JUMP_PATTERN)]
-Env = Annotated[dict[Annotated[str, Meta(pattern=ENV_NAME_PATTERN)], str],
-                rule("keys must be environment variable names ([A-Za-z_][A-Za-z0-9_]*), values strings")]
+Jump = Annotated[
+    str,
+    rule("{v!r} is not [user@]host[:port] or an inventory host name (no spaces, no ssh options)", pattern=JUMP_PATTERN),
+]
+Env = Annotated[
+    dict[Annotated[str, Meta(pattern=ENV_NAME_PATTERN)], str],
+    rule("keys must be environment variable names ([A-Za-z_][A-Za-z0-9_]*), values strings"),
+]
 
 
 @dataclass(frozen=True)
@@ -127,16 +158,28 @@ class Host:
 
 _HINTS = Host.__annotations__  # objects, not strings: no `from __future__ import annotations` here (import time)
 _DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says the same in its comments
-    "address": "IP or DNS name (optional with transport = 'local')", "port": "SSH port (default: ssh_config, 22)",
-    "user": "SSH user (allowed to run docker)", "identity_file": "private key on the operator's machine",
-    "known_hosts": "host keys are verified against it", "connect_timeout": "seconds for the SSH connect",
-    "container": "the docker exec target; empty only with runtime = 'host'", "python": "python in the container",
-    "workdir": "in the container: where `import verl` works", "accelerator": "npu (Ascend) | gpu (NVIDIA)",
-    "devices": "accelerators on the host", "runs_dir": "in the container: run dirs (default <workdir>/dapo_runs)",
-    "device_mounts": "container.create adds the accelerator devices", "ssh_config": "OpenSSH config file to apply",
-    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name", "model_dir": "host path, bind-mounted",
-    "data_dir": "host path, bind-mounted", "ckpt_dir": "host path, bind-mounted", "transport": "ssh | local subprocess",
-    "runtime": "docker: in the container | host: in the host's own shell", "env": "non-secret env for runtime = 'host'"}
+    "address": "IP or DNS name (optional with transport = 'local')",
+    "port": "SSH port (default: ssh_config, 22)",
+    "user": "SSH user (allowed to run docker)",
+    "identity_file": "private key on the operator's machine",
+    "known_hosts": "host keys are verified against it",
+    "connect_timeout": "seconds for the SSH connect",
+    "container": "the docker exec target; empty only with runtime = 'host'",
+    "python": "python in the container",
+    "workdir": "in the container: where `import verl` works",
+    "accelerator": "npu (Ascend) | gpu (NVIDIA)",
+    "devices": "accelerators on the host",
+    "runs_dir": "in the container: run dirs (default <workdir>/dapo_runs)",
+    "device_mounts": "container.create adds the accelerator devices",
+    "ssh_config": "OpenSSH config file to apply",
+    "proxy_jump": "bastion: [user@]host[:port] or an inventory host name",
+    "model_dir": "host path, bind-mounted",
+    "data_dir": "host path, bind-mounted",
+    "ckpt_dir": "host path, bind-mounted",
+    "transport": "ssh | local subprocess",
+    "runtime": "docker: in the container | host: in the host's own shell",
+    "env": "non-secret env for runtime = 'host'",
+}
 
 
 def _field_type(f: dataclasses.Field):
@@ -163,18 +206,25 @@ def _host_proxy_check(self) -> None:
             if why:
                 raise ValueError(f"env: {k}={proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
             if proxy.has_credentials(v):
-                raise ValueError(f"env: {k} carries credentials and a host's env is exported on its command line: "
-                                 f"move the proxy to hosts.toml [proxy] {k.lower()} or the env var {k.lower()} "
-                                 f"(they reach the run through the 0600 secret.env)")
+                raise ValueError(
+                    f"env: {k} carries credentials and a host's env is exported on its command line: "
+                    f"move the proxy to hosts.toml [proxy] {k.lower()} or the env var {k.lower()} "
+                    f"(they reach the run through the 0600 secret.env)"
+                )
         elif k.lower() == "no_proxy" and proxy.no_proxy_problem(v):
-            raise ValueError(f"env: {k}={v!r} is not a no_proxy list ({proxy.no_proxy_problem(v)}); use "
-                             f"comma-separated host names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
+            raise ValueError(
+                f"env: {k}={v!r} is not a no_proxy list ({proxy.no_proxy_problem(v)}); use "
+                f"comma-separated host names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)"
+            )
 
 
 #: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
-HostTable = msgspec.defstruct("HostTable", [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host)
-                                            if f.name != "name"], forbid_unknown_fields=True,
-                              namespace={"__post_init__": _host_proxy_check})
+HostTable = msgspec.defstruct(
+    "HostTable",
+    [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host) if f.name != "name"],
+    forbid_unknown_fields=True,
+    namespace={"__post_init__": _host_proxy_check},
+)
 
 
 class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
@@ -197,8 +247,10 @@ class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
                 raise ValueError(f"{k}: {proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
         why = proxy.no_proxy_problem(self.no_proxy)
         if why:
-            raise ValueError(f"no_proxy: {self.no_proxy!r} is not a no_proxy list ({why}); use comma-separated host "
-                             f"names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
+            raise ValueError(
+                f"no_proxy: {self.no_proxy!r} is not a no_proxy list ({why}); use comma-separated host "
+                f"names, IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)"
+            )
 
 
 class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -219,8 +271,9 @@ SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
 
 def _ci(word: str) -> str:
     """A case-insensitive regex for ``word`` without flags (JSON Schema patterns are ECMA-262: no ``(?i)``)."""
-    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c if c in "-_" or c.isalnum() else re.escape(c)
-                   for c in word)
+    return "".join(
+        f"[{c.upper()}{c.lower()}]" if c.isalpha() else c if c in "-_" or c.isalnum() else re.escape(c) for c in word
+    )
 
 
 def _schema_rules(schema: dict) -> dict:
@@ -237,7 +290,7 @@ def _schema_rules(schema: dict) -> dict:
     host = r"(?:\[[0-9A-Fa-f:.]+\]|(?!.*\.\.)[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?)"
     schemes = "|".join(sorted(proxy.SCHEMES, key=len, reverse=True))
     scheme, hostport = rf"(?:(?:{schemes})://)?", rf"{host}(?::{port})?/?"
-    proxy_rx = rf"^\s*(?:|(?:{none})|{scheme}{hostport})\s*$"   # a host's env: on its command line, no credentials
+    proxy_rx = rf"^\s*(?:|(?:{none})|{scheme}{hostport})\s*$"  # a host's env: on its command line, no credentials
     proxy_rx_cred = rf"^\s*(?:|(?:{none})|{scheme}(?:[^\s@/?#]*@)?{hostport})\s*$"
     entry = r"(?:\*|(?:\*\.|\.)?[A-Za-z0-9_.:\[\]-]+|[0-9A-Fa-f:.]+/[0-9]{1,3})"
     no_proxy_rx = rf"^\s*(?:{entry}(?:\s*[,;]\s*{entry})*)?\s*[,;]?\s*$"
@@ -246,30 +299,71 @@ def _schema_rules(schema: dict) -> dict:
     ht = d["HostTable"]
     env = ht["properties"]["env"]
     env["propertyNames"]["pattern"] = rf"^(?!(?:.*_)?(?:{words})(?:_.*)?$)" + ENV_NAME_PATTERN.lstrip("^")
-    env["patternProperties"] = {f"^(?:{'|'.join(_ci(k) for k in proxy.PROXY_VARS)})$": {"type": "string",
-                                                                                        "pattern": proxy_rx},
-                                f"^{_ci('no_proxy')}$": {"type": "string", "pattern": no_proxy_rx}}
+    env["patternProperties"] = {
+        f"^(?:{'|'.join(_ci(k) for k in proxy.PROXY_VARS)})$": {"type": "string", "pattern": proxy_rx},
+        f"^{_ci('no_proxy')}$": {"type": "string", "pattern": no_proxy_rx},
+    }
     ht["properties"]["proxy_jump"]["pattern"] = JUMP_PATTERN.replace("[0-9]{1,5}", port)
-    ht["allOf"] = [{"if": {"properties": {"runtime": {"const": "host"}}, "required": ["runtime"]},
-                    "then": {"properties": {"container": {"const": ""}}}}]
+    ht["allOf"] = [
+        {
+            "if": {"properties": {"runtime": {"const": "host"}}, "required": ["runtime"]},
+            "then": {"properties": {"container": {"const": ""}}},
+        }
+    ]
     for k in ("http_proxy", "https_proxy"):
         d["ProxyTable"]["properties"][k]["pattern"] = proxy_rx_cred  # [proxy]: credentials go to the 0600 env file
     d["ProxyTable"]["properties"]["no_proxy"]["pattern"] = no_proxy_rx
-    reachable = {"anyOf": [{"required": ["address"]},
-                           {"properties": {"transport": {"const": "local"}}, "required": ["transport"]}]}
+    reachable = {
+        "anyOf": [
+            {"required": ["address"]},
+            {"properties": {"transport": {"const": "local"}}, "required": ["transport"]},
+        ]
+    }
     bare = {"properties": {"runtime": {"const": "host"}}, "required": ["runtime"]}
     hf = d["HostsFile"]
     hf["allOf"] = [
-        {"if": {"properties": {"defaults": reachable}, "required": ["defaults"]}, "then": {},
-         "else": {"properties": {"hosts": {"additionalProperties": reachable}}}},
-        {"if": {"properties": {"defaults": bare}, "required": ["defaults"]}, "then": {},
-         "else": {"properties": {"hosts": {"additionalProperties": {
-             "if": {"properties": {"container": {"const": ""}}, "required": ["container"]}, "then": bare}}}}},
-        {"if": {"properties": {"defaults": {"properties": {"container": {"const": ""}}, "required": ["container"]}},
-                "required": ["defaults"]},
-         "then": {"anyOf": [{"properties": {"defaults": bare}},
-                            {"properties": {"hosts": {"additionalProperties": {"anyOf": [
-                                bare, {"properties": {"container": {"minLength": 1}}, "required": ["container"]}]}}}}]}},
+        {
+            "if": {"properties": {"defaults": reachable}, "required": ["defaults"]},
+            "then": {},
+            "else": {"properties": {"hosts": {"additionalProperties": reachable}}},
+        },
+        {
+            "if": {"properties": {"defaults": bare}, "required": ["defaults"]},
+            "then": {},
+            "else": {
+                "properties": {
+                    "hosts": {
+                        "additionalProperties": {
+                            "if": {"properties": {"container": {"const": ""}}, "required": ["container"]},
+                            "then": bare,
+                        }
+                    }
+                }
+            },
+        },
+        {
+            "if": {
+                "properties": {"defaults": {"properties": {"container": {"const": ""}}, "required": ["container"]}},
+                "required": ["defaults"],
+            },
+            "then": {
+                "anyOf": [
+                    {"properties": {"defaults": bare}},
+                    {
+                        "properties": {
+                            "hosts": {
+                                "additionalProperties": {
+                                    "anyOf": [
+                                        bare,
+                                        {"properties": {"container": {"minLength": 1}}, "required": ["container"]},
+                                    ]
+                                }
+                            }
+                        }
+                    },
+                ]
+            },
+        },
     ]
     return schema
 
@@ -277,5 +371,10 @@ def _schema_rules(schema: dict) -> dict:
 def json_schema() -> dict:
     """JSON Schema (2020-12) of ``hosts.toml``, generated from :class:`HostsFile` and the loader's cross-field
     rules (:func:`_schema_rules`) (``docs/hosts.schema.json``)."""
-    return _schema_rules({"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "dapo-ops hosts.toml",
-                          **msgspec.json.schema(HostsFile)})
+    return _schema_rules(
+        {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "dapo-ops hosts.toml",
+            **msgspec.json.schema(HostsFile),
+        }
+    )

@@ -95,12 +95,20 @@ class LaunchRequest:
 
     def make_plan(self, host, run_id: str, **kw) -> planning.Plan:
         """:func:`planning.make_plan` for ``host`` with this request's settings. Raises PlanError (one line)."""
-        return planning.make_plan(self.settings, host, mode=self.mode, run_id=run_id,
-                                  swanlab_logger=self.sw.logger_enabled, proxy=self.inv_proxy,
-                                  extra_overrides=self.extra_overrides, **kw)
+        return planning.make_plan(
+            self.settings,
+            host,
+            mode=self.mode,
+            run_id=run_id,
+            swanlab_logger=self.sw.logger_enabled,
+            proxy=self.inv_proxy,
+            extra_overrides=self.extra_overrides,
+            **kw,
+        )
 
 
 # ------------------------------------------------------------------------------- before any host
+
 
 def known_secrets(file_cfg: dict, env=None) -> list[str]:
     """Secret values dapo-ops knows without prompting: the SwanLab key (env / config file), webhook URLs and
@@ -117,14 +125,21 @@ def known_secrets(file_cfg: dict, env=None) -> list[str]:
 #: keys of verl 0.9.1's own config whose names look secret to :func:`dapo_ops.core.redact.is_secret_name` but hold a
 #: dataset column / dict key name or a profiler step (verl/trainer/config/data/legacy_data.yaml ``prompt_key`` ...,
 #: distillation/*.yaml, profiler/*.yaml); tests/test_launch.py derives the same set from the pinned yaml
-VERL_NAME_KEYS = frozenset({
-    "data.prompt_key", "data.reward_fn_key", "data.image_key", "data.video_key", "data.audio_key",
-    "distillation.teacher_key", "distillation.teacher_models.teacher_model.key",
-    "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_start",
-    "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_end",
-    "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_start",
-    "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_end",
-})
+VERL_NAME_KEYS = frozenset(
+    {
+        "data.prompt_key",
+        "data.reward_fn_key",
+        "data.image_key",
+        "data.video_key",
+        "data.audio_key",
+        "distillation.teacher_key",
+        "distillation.teacher_models.teacher_model.key",
+        "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_start",
+        "actor_rollout_ref.rollout.profiler.tool_config.npu.profile_token_end",
+        "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_start",
+        "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_end",
+    }
+)
 
 
 def refuse_secret_overrides(extra: list, secrets: list) -> None:
@@ -141,12 +156,14 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
             raise LaunchUsageError(
                 f"--override {key}=...: the key looks secret (a key/token/secret/password name); secrets never go on "
                 f"verl's command line: set them by env var or the config file (SWANLAB_API_KEY, [notify], [proxy]) "
-                f"and drop the override")
+                f"and drop the override"
+            )
         if any(sec in o for sec in secrets if sec):
             raise LaunchUsageError(
                 f"--override {key}=...: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
                 f"signing secret, proxy password); secrets never go on verl's command line: set them by env var "
-                f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override")
+                f"or the config file (SWANLAB_API_KEY, [notify], [proxy]) and drop the override"
+            )
 
 
 def refuse_secret_settings(settings, secrets: list) -> None:
@@ -160,12 +177,13 @@ def refuse_secret_settings(settings, secrets: list) -> None:
     flags.update(getattr(settings, "origins", None) or {})  # where each was set: flag, variable or file key
     for name, value in (getattr(settings, "values", None) or dict(settings)).items():
         if name.lower() in proxy.PROXY_VARS:  # proxy URLs carry their password by design: split_secret keeps it
-            continue                          # out of the spec (secret.env only)
+            continue  # out of the spec (secret.env only)
         if isinstance(value, str) and any(sec in value for sec in secrets if sec):
             raise LaunchUsageError(
                 f"{flags.get(name, name)}: the value holds a secret dapo-ops knows (SwanLab key, webhook URL or "
                 f"signing secret, proxy password); run settings are stored in spec.json and reach verl's command "
-                f"line: give a value without it")
+                f"line: give a value without it"
+            )
 
 
 def refuse_bad_overrides(extra: list) -> None:
@@ -184,8 +202,10 @@ def refuse_bad_overrides(extra: list) -> None:
         except OverrideParseException as e:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
-            raise LaunchUsageError(f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
-                                   f"special characters for Hydra, e.g. --override \"{key}='{val}'\"") from None
+            raise LaunchUsageError(
+                f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
+                f"special characters for Hydra, e.g. --override \"{key}='{val}'\""
+            ) from None
         _refuse_resolvers(o.partition("=")[0], parsed.value())
 
 
@@ -227,7 +247,8 @@ def _refuse_resolvers(key: str, value) -> None:
                 raise LaunchUsageError(
                     f"--override {key}=...: the value holds '${{' that is not a valid OmegaConf interpolation, which "
                     f"verl would fail on at its first read of the key (verl/trainer/main_ppo.py:144-145); interpolate "
-                    f"a config key as ${{data.max_prompt_length}} or remove '${{'") from None
+                    f"a config key as ${{data.max_prompt_length}} or remove '${{'"
+                ) from None
             stack = [tree]
             while stack:
                 node = stack.pop()
@@ -237,11 +258,13 @@ def _refuse_resolvers(key: str, value) -> None:
                         f"'{node.resolverName().getText()}' (${{name:...}}), which verl evaluates in its own process "
                         f"(oc.env reads its environment, secrets included; verl/trainer/main_ppo.py:144-145): only "
                         f"interpolations of config keys are allowed, e.g. ${{data.max_prompt_length}}; give the value "
-                        f"itself")
+                        f"itself"
+                    )
                 stack.extend(getattr(node, "children", None) or [])
 
 
 # ------------------------------------------------------------------------------- on the host
+
 
 def refuse_if_busy(target, py: str, bdir: str) -> dict:
     """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, run in the container): refuse while a
@@ -249,30 +272,46 @@ def refuse_if_busy(target, py: str, bdir: str) -> dict:
     Ray node of a multi-host run that is still up; Ray left over from a finished cluster run is ended first
     (``--sweep``). Raises :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
     host = target.host
-    res = target.run([py, "-m", "dapo_ops.agent.occupancy", host.runs_path, host.name, "--sweep"],
-                     env={"PYTHONPATH": bdir}, workdir="", timeout=60)
+    res = target.run(
+        [py, "-m", "dapo_ops.agent.occupancy", host.runs_path, host.name, "--sweep"],
+        env={"PYTHONPATH": bdir},
+        workdir="",
+        timeout=60,
+    )
     try:
         occ = json.loads((res.stdout or "").strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RemoteError("command", host.name, "the occupancy check gave no answer: "
-                          + ((res.stderr or "").strip().splitlines() or ["no output"])[-1]) from None
+        raise RemoteError(
+            "command",
+            host.name,
+            "the occupancy check gave no answer: " + ((res.stderr or "").strip().splitlines() or ["no output"])[-1],
+        ) from None
     active = occ.get("active")
     if active:
-        raise LaunchRefused("active-run", f"run {active['run_id']} is already active on {host.name} "
-                            f"({'host shell' if getattr(target, 'bare', False) else f'container {target.container}'}); follow it with `inv status -H {host.name}` or stop "
-                            f"it with `inv stop -H {host.name} --run {active['run_id']}`")
+        raise LaunchRefused(
+            "active-run",
+            f"run {active['run_id']} is already active on {host.name} "
+            f"({'host shell' if getattr(target, 'bare', False) else f'container {target.container}'}); follow it with `inv status -H {host.name}` or stop "
+            f"it with `inv stop -H {host.name} --run {active['run_id']}`",
+        )
     for v in occ.get("verl") or []:
         pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
         n = f"{v['pids']} process" + ("es" if v["pids"] != 1 else "")
-        raise LaunchRefused("active-run", f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
-                            f"its supervisor is gone: end it with `inv stop -H {host.name} "
-                            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
-                            f"continues from its checkpoints")
+        raise LaunchRefused(
+            "active-run",
+            f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
+            f"its supervisor is gone: end it with `inv stop -H {host.name} "
+            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
+            f"continues from its checkpoints",
+        )
     for r in occ.get("ray") or []:
         head = r.get("head") or "<its head>"
-        raise LaunchRefused("active-run", f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
-                            f"(head {head} {r.get('head_address') or ''}): stop that run first "
-                            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts")
+        raise LaunchRefused(
+            "active-run",
+            f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
+            f"(head {head} {r.get('head_address') or ''}): stop that run first "
+            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts",
+        )
     return occ
 
 
@@ -281,8 +320,7 @@ def tracker_view(plan, req: "LaunchRequest") -> tuple[dict, dict]:
     :func:`prepare_spec_env` will give the run (its proxy variables, ``SWANLAB_MODE`` / ``SWANLAB_API_HOST``),
     and the proxy variables that carry credentials (``req.extra_secret``; they reach the probe through a 0600
     file, never argv). The SwanLab API key is not among them: the reachability GET needs none."""
-    spec = dict(plan.spec, env=run_public_env(plan, sw=req.sw, extra_public=req.extra_public),
-                logger=req.sw.loggers())
+    spec = dict(plan.spec, env=run_public_env(plan, sw=req.sw, extra_public=req.extra_public), logger=req.sw.loggers())
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
     return {"spec": spec, "argv": plan.argv}, secret
 
@@ -297,8 +335,11 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
     host = target.host
     state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
     if not state.running:
-        raise LaunchRefused("container-stopped", f"container '{target.container}' on {host.name} is "
-                            f"{state.status}: start it (docker start {target.container}) and launch again")
+        raise LaunchRefused(
+            "container-stopped",
+            f"container '{target.container}' on {host.name} is "
+            f"{state.status}: start it (docker start {target.container}) and launch again",
+        )
     refuse_if_busy(target, plan.spec["python"], bdir)
     facts: dict = {}
     if skip_preflight:
@@ -306,13 +347,21 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
     from dapo_ops.control import preflight
 
     view, secret = tracker_view(plan, req) if req is not None else (plan, {})
-    failed = [ck for ck in preflight.quick(target, view, facts_out=facts, tracker=req is not None,
-                                           secret_env=secret) if ck.status == "fail"]
+    failed = [
+        ck
+        for ck in preflight.quick(target, view, facts_out=facts, tracker=req is not None, secret_env=secret)
+        if ck.status == "fail"
+    ]
     if failed:
         ck = failed[0]
         more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
-        raise LaunchRefused("preflight", f"{host.name}: preflight {ck.name} failed: {ck.message}"
-                            + (f"; {ck.fix}" if ck.fix else "") + more + " (--skip-preflight to launch anyway)")
+        raise LaunchRefused(
+            "preflight",
+            f"{host.name}: preflight {ck.name} failed: {ck.message}"
+            + (f"; {ck.fix}" if ck.fix else "")
+            + more
+            + " (--skip-preflight to launch anyway)",
+        )
     return facts
 
 
@@ -346,8 +395,11 @@ def run_public_env(plan, *, sw, extra_public: dict) -> dict:
     SwanLab run."""
     spec = plan.spec
     public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    return {**public, **extra_public,
-            **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"])}
+    return {
+        **public,
+        **extra_public,
+        **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"]),
+    }
 
 
 def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
@@ -362,8 +414,13 @@ def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_se
 
 def read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
     """``run.json`` of ``run_dir`` through ``python -m dapo_ops.core.runstate show`` (None when unreadable)."""
-    res = target.run([py, "-m", "dapo_ops.core.runstate", "show", run_dir], env={"PYTHONPATH": bdir}, workdir="",
-                     timeout=30, check=False)
+    res = target.run(
+        [py, "-m", "dapo_ops.core.runstate", "show", run_dir],
+        env={"PYTHONPATH": bdir},
+        workdir="",
+        timeout=30,
+        check=False,
+    )
     if res.exited != 0:
         return None
     try:
@@ -385,8 +442,17 @@ def verdict_line(rec: dict) -> str:
     return line
 
 
-def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float, cleanup=None,
-              progress: LaunchProgress | None = None) -> Row:
+def start_run(
+    target,
+    plan,
+    bdir: str,
+    secret_env: dict,
+    *,
+    sw,
+    link_wait: float,
+    cleanup=None,
+    progress: LaunchProgress | None = None,
+) -> Row:
     """Write ``spec.json`` (+ ``secret.env``, 0600) into ``plan.run_dir``, start the supervisor detached, wait up to
     :data:`START_WAIT_S` for ``running`` and :data:`SETTLE_S` (and ``link_wait`` seconds for the SwanLab link) more.
 
@@ -399,8 +465,9 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
     spec = plan.spec
     run_id, py = spec["run_id"], spec["python"]
     if progress is not None and not progress.begin(host.name, run_id):
-        raise LaunchRefused("interrupted", f"{host.name}: launch interrupted before run {run_id} was started; "
-                                           f"nothing was started")
+        raise LaunchRefused(
+            "interrupted", f"{host.name}: launch interrupted before run {run_id} was started; nothing was started"
+        )
     try:
         target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
         if secret_env:
@@ -420,8 +487,12 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
             break
         time.sleep(0.5)
     if not rec or rec.get("status") in (None, "starting"):
-        raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; "
-                          f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})")
+        raise RemoteError(
+            "timeout",
+            host.name,
+            f"run {run_id} did not start within {START_WAIT_S:g} s; "
+            f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})",
+        )
     # watch a little longer: an immediate failure (bad override) and the SwanLab link
     settle_end = time.monotonic() + SETTLE_S
     link_end = time.monotonic() + (link_wait if sw.logger_enabled else 0)
@@ -437,15 +508,27 @@ def start_run(target, plan, bdir: str, secret_env: dict, *, sw, link_wait: float
             # lost a launch race to another run (the supervisor's lock): leave no record of the loser, and say so
             # as refuse_if_busy does for a run that was active before this launch looked
             target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
-            return Row(ok=False, kind="active-run", data={"run_id": run_id},
-                       message=f"{host.name}: run {active} started on {host.name} at the same time and holds the "
-                               f"container; this launch started nothing: follow that run with `inv status -H "
-                               f"{host.name}`, or stop it with `inv stop -H {host.name} --run {active}` and launch "
-                               f"again")
+            return Row(
+                ok=False,
+                kind="active-run",
+                data={"run_id": run_id},
+                message=f"{host.name}: run {active} started on {host.name} at the same time and holds the "
+                f"container; this launch started nothing: follow that run with `inv status -H "
+                f"{host.name}`, or stop it with `inv stop -H {host.name} --run {active}` and launch "
+                f"again",
+            )
         return Row(ok=False, kind="failed", message=verdict_line(rec), data={"run_id": run_id, "record": rec})
-    return Row(cells={"run": run_id, "status": rec.get("status", "")},
-               data={"run_id": run_id, "run_dir": plan.run_dir, "log": plan.log_path, "status": rec.get("status"),
-                     "swanlab_url": rec.get("swanlab_url"), "container": spec["container"]})
+    return Row(
+        cells={"run": run_id, "status": rec.get("status", "")},
+        data={
+            "run_id": run_id,
+            "run_dir": plan.run_dir,
+            "log": plan.log_path,
+            "status": rec.get("status"),
+            "swanlab_url": rec.get("swanlab_url"),
+            "container": spec["container"],
+        },
+    )
 
 
 def launch_one(target, req: LaunchRequest) -> Row:
@@ -468,12 +551,23 @@ def launch_one(target, req: LaunchRequest) -> Row:
     facts = quick_checks(target, plan, bdir, req.skip_preflight, req)
     fit_memory(req, host, plan, facts)
     resumed = resume_mod.apply_resume(target, plan, req.resume, old) if req.resume else None
-    secret_env = prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public,
-                                  extra_secret=req.extra_secret)
+    secret_env = prepare_spec_env(
+        plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public, extra_secret=req.extra_secret
+    )
     row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)
     if row.ok and resumed:
         row.data["resume"] = resumed
     if row.ok:  # where the first attempt starts: the learned start or the estimate's rung, or why not
-        row.data["start"] = [ln for ln in plan.memory if ln.startswith((
-            "starting on the learned", "learned start not used", "learned start: not looked up", "memory-fit: starts on"))]
+        row.data["start"] = [
+            ln
+            for ln in plan.memory
+            if ln.startswith(
+                (
+                    "starting on the learned",
+                    "learned start not used",
+                    "learned start: not looked up",
+                    "memory-fit: starts on",
+                )
+            )
+        ]
     return row

@@ -82,8 +82,18 @@ def join_timeout(env=None) -> float:
         return JOIN_TIMEOUT_S
 
 
-def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab_logger: bool, inv_proxy: dict,
-                 extra_overrides: list, memory=None):
+def cluster_plan(
+    st,
+    head,
+    nodes_hosts: list,
+    mode: str,
+    *,
+    run_id: str,
+    swanlab_logger: bool,
+    inv_proxy: dict,
+    extra_overrides: list,
+    memory=None,
+):
     """The plan of a multi-host run: :func:`planning.make_plan` for the head, its ``settings`` replaced by the
     topology's (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``, ``rollout_gpus``,
     ``rollout_nnodes``), checked again (:func:`dapo_ops.core.runspec.check_spec`) and the verl argv rebuilt.
@@ -92,14 +102,24 @@ def cluster_plan(st, head, nodes_hosts: list, mode: str, *, run_id: str, swanlab
     """
     accels = {h.accelerator for h in nodes_hosts}
     if len(accels) > 1:
-        raise TopologyError("hosts mix accelerators (" + ", ".join(f"{h.name}={h.accelerator}" for h in nodes_hosts)
-                            + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts")
+        raise TopologyError(
+            "hosts mix accelerators ("
+            + ", ".join(f"{h.name}={h.accelerator}" for h in nodes_hosts)
+            + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts"
+        )
     nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
     topo = cluster.plan_topology(mode, nodes, int(st.get("trainer_gpus") or 0), int(st.get("rollout_gpus") or 0))
     # plan against the whole cluster's devices: the per-node split was checked by plan_topology
-    plan = planning.make_plan(st, dataclasses.replace(head, devices=topo.total_devices), mode=mode, run_id=run_id,
-                              swanlab_logger=swanlab_logger, proxy=inv_proxy, extra_overrides=extra_overrides,
-                              memory=memory)
+    plan = planning.make_plan(
+        st,
+        dataclasses.replace(head, devices=topo.total_devices),
+        mode=mode,
+        run_id=run_id,
+        swanlab_logger=swanlab_logger,
+        proxy=inv_proxy,
+        extra_overrides=extra_overrides,
+        memory=memory,
+    )
     plan.spec["settings"].update(topo.settings())
     try:
         runspec.check_spec(plan.spec, host_devices=None)
@@ -119,6 +139,7 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
     (and how many others refused); nothing is started by the checks. ``req``: every host also checks the tracker
     (verl's ``Tracking``, ``verl/trainer/ppo/v1/trainer_base.py:423``, runs in the ``TaskRunnerV1`` Ray actor,
     ``verl/trainer/main_ppo.py:92``, which Ray may place on any node)."""
+
     def one(t):
         try:
             bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
@@ -149,14 +170,23 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
 
     def make_plan(settings):
         try:
-            return cluster_plan(settings, head, chosen, req.mode, run_id=run_id, swanlab_logger=req.sw.logger_enabled,
-                                inv_proxy=req.inv_proxy, extra_overrides=req.extra_overrides)
+            return cluster_plan(
+                settings,
+                head,
+                chosen,
+                req.mode,
+                run_id=run_id,
+                swanlab_logger=req.sw.logger_enabled,
+                inv_proxy=req.inv_proxy,
+                extra_overrides=req.extra_overrides,
+            )
         except (TopologyError, planning.PlanError) as e:
-            raise ClusterLaunchError(f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}",
-                                     usage=True) from None
+            raise ClusterLaunchError(
+                f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}", usage=True
+            ) from None
 
     plan, topo = make_plan(req.settings)
-    for t in targets.values():   # the run's container on every host (what launch_one does for one host)
+    for t in targets.values():  # the run's container on every host (what launch_one does for one host)
         t.container = plan.spec["container"]
     ht = targets[head.name]
     old = None
@@ -170,7 +200,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     spec = plan.spec
     py = spec["python"]
     cdir = cluster_dir(head.runs_path, run_id)
-    started: list[tuple[str, Callable[[], object]]] = []   # (what, how to undo it), oldest first
+    started: list[tuple[str, Callable[[], object]]] = []  # (what, how to undo it), oldest first
 
     def teardown() -> None:
         while started:
@@ -187,25 +217,43 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
             resumed = resume_mod.apply_resume(ht, plan, req.resume, old)
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-    secret_env = launch_svc.prepare_spec_env(plan, sw=req.sw, notify_cfg=req.notify_cfg,
-                                             extra_public=req.extra_public, extra_secret=req.extra_secret)
+    secret_env = launch_svc.prepare_spec_env(
+        plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public, extra_secret=req.extra_secret
+    )
     no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
     try:
         try:
-            handle = cluster_ops.start(topo, targets, accelerator=spec["accelerator"], python=py, run_dir=cdir,
-                                       base_no_proxy=no_proxy, join_timeout=join_timeout(), run_env=spec["env"])
-        except cluster_ops.ClusterError as e:   # start() already tore down what it started
+            handle = cluster_ops.start(
+                topo,
+                targets,
+                accelerator=spec["accelerator"],
+                python=py,
+                run_dir=cdir,
+                base_no_proxy=no_proxy,
+                join_timeout=join_timeout(),
+                run_env=spec["env"],
+            )
+        except cluster_ops.ClusterError as e:  # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None
         started.append(("ray", lambda: cluster_ops.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
         spec["ray"] = handle.to_json()
         spec["env"]["RAY_ADDRESS"] = f"{handle.head}:{handle.port}"
         spec["env"]["no_proxy"] = spec["env"]["NO_PROXY"] = cluster.merge_no_proxy(
-            no_proxy, [n.address for n in topo.nodes])
+            no_proxy, [n.address for n in topo.nodes]
+        )
         started.append(("run dir", lambda: ht.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)))
-        row = launch_svc.start_run(ht, plan, bdirs[head.name], secret_env, sw=req.sw, link_wait=req.link_wait,
-                                   cleanup=teardown, progress=req.progress)
+        row = launch_svc.start_run(
+            ht,
+            plan,
+            bdirs[head.name],
+            secret_env,
+            sw=req.sw,
+            link_wait=req.link_wait,
+            cleanup=teardown,
+            progress=req.progress,
+        )
         if not row.ok:
-            started.pop()   # the run failed at once: its record stays for `inv status`; the cluster goes
+            started.pop()  # the run failed at once: its record stays for `inv status`; the cluster goes
             teardown()
             raise ClusterLaunchError(f"{head.name}: {row.message}; Ray cluster torn down", torn_down=True)
     except RemoteError as e:
@@ -241,11 +289,19 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
         return None, {}
     cdir = posixpath.dirname(posixpath.dirname(nodes[0]["pid_file"]))
     missing = [n["name"] for n in nodes if n["name"] not in hosts]
-    targets = {n["name"]: make_target(hosts[n["name"]], spec.get("container") or hosts[n["name"]].container)
-               for n in nodes if n["name"] in hosts}
+    targets = {
+        n["name"]: make_target(hosts[n["name"]], spec.get("container") or hosts[n["name"]].container)
+        for n in nodes
+        if n["name"] in hosts
+    }
     try:
-        result = cluster_ops.stop([n for n in nodes if n["name"] in targets], targets, run_dir=cdir,
-                                  python=spec.get("python") or h.python, grace_s=grace_s)
+        result = cluster_ops.stop(
+            [n for n in nodes if n["name"] in targets],
+            targets,
+            run_dir=cdir,
+            python=spec.get("python") or h.python,
+            grace_s=grace_s,
+        )
     finally:
         for tt in targets.values():
             tt.close()
@@ -258,13 +314,16 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
 def cluster_what(chosen: list, *, hosts_given: bool) -> str:
     """``N-node run on a Ray cluster across h1,h2,...`` and, when ``-H`` was not given, why every inventory host
     is in it (the plan's note and the first words of a planning error, dry run and launch alike)."""
-    return (f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}"
-            + ("" if hosts_given else " (no -H: every host of the inventory; -H h1 plans one host, --independent one "
-                                      "run per host)"))
+    return f"{len(chosen)}-node run on a Ray cluster across {','.join(h.name for h in chosen)}" + (
+        ""
+        if hosts_given
+        else " (no -H: every host of the inventory; -H h1 plans one host, --independent one run per host)"
+    )
 
 
-def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict,
-                 extra_overrides: list | None = None):
+def dry_run_plan(
+    flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict, extra_overrides: list | None = None
+):
     """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
     None when fewer than two hosts are selected (or there is no inventory): the single-host plan applies.
 
@@ -285,9 +344,17 @@ def dry_run_plan(flags: dict, *, mode: str, hosts: str, inventory: str, env, fil
     sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
     what = cluster_what(chosen, hosts_given=bool(hosts))
     try:
-        plan, topo = cluster_plan(st, chosen[0], chosen, mode, run_id=runstate.new_run_id(),
-                                  swanlab_logger=sw_on, inv_proxy=inv.proxy, extra_overrides=extra_overrides or [],
-                                  memory=plan_mod._local_memory_facts(st, chosen[0]))
+        plan, topo = cluster_plan(
+            st,
+            chosen[0],
+            chosen,
+            mode,
+            run_id=runstate.new_run_id(),
+            swanlab_logger=sw_on,
+            inv_proxy=inv.proxy,
+            extra_overrides=extra_overrides or [],
+            memory=plan_mod._local_memory_facts(st, chosen[0]),
+        )
     except (TopologyError, planning.PlanError) as e:
         raise planning.PlanError(f"planning a {what}: {e}") from None
     plan.notes.append(f"planning a {what}")

@@ -10,7 +10,6 @@ import sys
 from dapo_ops.control import settings
 
 
-
 #: docs/params.md's mode x framework x accelerator table (docs/workflow.md shows the same rows): which verl trainer
 #: and engine run, which performance features are on, and why (issue 34; every fact cited from verl 0.9.1).
 MATRIX = (
@@ -55,15 +54,22 @@ MATRIX = (
 
 def _empty_rule() -> list[str]:
     """The paragraph on values given empty, from ``Param.empty`` (:data:`dapo_ops.control.settings.EMPTY_RULES`)."""
+
     def names(rule: str) -> str:
         return ", ".join(f"`{p.name}`" for p in settings.PARAMS if p.empty == rule)
 
     return [
         "A value given empty (`TRAIN_STEPS=`, `--model ''`, `steps = \"\"` in the file) is "
-        + settings.EMPTY_RULES["refuse"] + " (one line naming the variable, flag or key; nothing is launched),",
+        + settings.EMPTY_RULES["refuse"]
+        + " (one line naming the variable, flag or key; nothing is launched),",
         "except where empty has a meaning of its own: for " + names("unset") + " the default is empty, so an empty",
-        "value is " + settings.EMPTY_RULES["unset"].split(" (")[0] + "; for " + names("value") + " it is "
-        + settings.EMPTY_RULES["value"] + ".",
+        "value is "
+        + settings.EMPTY_RULES["unset"].split(" (")[0]
+        + "; for "
+        + names("value")
+        + " it is "
+        + settings.EMPTY_RULES["value"]
+        + ".",
         "A string setting holding `${` is refused: verl's config (OmegaConf) would evaluate it "
         "(`verl/trainer/main_ppo.py:144-145`).",
     ]

@@ -52,14 +52,24 @@ def render(plan: Plan, console: Console | None = None) -> None:
         nodes += int(s["rollout_nnodes"])
     ctr = f"container {spec['container']}" if spec.get("container") else "host shell, no container"
     where = f"{spec['host']} ({ctr})" if nodes == 1 else f"a {nodes}-node Ray cluster, head {spec['host']} ({ctr})"
-    con.print(Text(f"dry run: {spec['mode']} on {where}, "
-                   f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}", style="bold"))
+    con.print(
+        Text(
+            f"dry run: {spec['mode']} on {where}, "
+            f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}",
+            style="bold",
+        )
+    )
     con.print(f"run id:        {spec['run_id']}")
     con.print(Text(trainer_note(spec)))
     per_node = "" if nodes == 1 else f" per node x {nodes} nodes"
-    con.print(f"steps:         {s['steps']}   max response {s['max_response_length']}   "
-              + (f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
-                 if spec["mode"] == "one-step-off" else f"{s['n_gpus_per_node']} devices{per_node} (colocated)"))
+    con.print(
+        f"steps:         {s['steps']}   max response {s['max_response_length']}   "
+        + (
+            f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
+            if spec["mode"] == "one-step-off"
+            else f"{s['n_gpus_per_node']} devices{per_node} (colocated)"
+        )
+    )
     con.print(_features_table(plan))
     con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
     for line in plan.ladder:
@@ -95,8 +105,12 @@ def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
     from dapo_ops.control import swanlab_cfg
 
     try:
-        sw = swanlab_cfg.resolve(env, (file_cfg or {}).get("swanlab") or {},
-                                 mode_flag=settings.get("swanlab_mode") or None, stdin_isatty=False)
+        sw = swanlab_cfg.resolve(
+            env,
+            (file_cfg or {}).get("swanlab") or {},
+            mode_flag=settings.get("swanlab_mode") or None,
+            stdin_isatty=False,
+        )
     except swanlab_cfg.SwanlabConfigError as e:
         return False, f"SwanLab: a launch would stop here: {e}"
     if sw.logger_enabled:
@@ -119,9 +133,18 @@ def _local_memory_facts(st, host) -> dict | None:
         return None
 
 
-def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", env: Mapping[str, str] | None = None,
-            file_cfg: Mapping | None = None, console: Console | None = None, run_id: str | None = None,
-            extra_overrides: list[str] | None = None) -> Plan:
+def dry_run(
+    flags: Mapping,
+    *,
+    mode: str,
+    hosts: str = "",
+    inventory: str = "",
+    env: Mapping[str, str] | None = None,
+    file_cfg: Mapping | None = None,
+    console: Console | None = None,
+    run_id: str | None = None,
+    extra_overrides: list[str] | None = None,
+) -> Plan:
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
 
@@ -143,16 +166,29 @@ def dry_run(flags: Mapping, *, mode: str, hosts: str = "", inventory: str = "", 
         chosen = inv_mod.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
-    plan = make_plan(st, host, mode=mode, run_id=run_id or runstate.new_run_id(),
-                     swanlab_logger=sw_on, proxy=proxy, extra_overrides=extra_overrides,
-                     memory=_local_memory_facts(st, host))
+    plan = make_plan(
+        st,
+        host,
+        mode=mode,
+        run_id=run_id or runstate.new_run_id(),
+        swanlab_logger=sw_on,
+        proxy=proxy,
+        extra_overrides=extra_overrides,
+        memory=_local_memory_facts(st, host),
+    )
     plan.notes.append(sw_note)
     if host is not None and len(chosen) > 1:  # --independent: one run per host
         shape = lambda h: (h.accelerator, int(h.devices), h.container, h.workdir, h.runs_path)  # noqa: E731
         other = [h.name for h in chosen[1:] if shape(h) != shape(host)]
-        plan.notes.append(f"independent runs on {', '.join(h.name for h in chosen)} (one run per host, own run id): "
-                          f"this plan is {host.name}'s" + (f"; {', '.join(other)} differ in accelerator, devices, "
-                                                            f"container or paths: see `inv launch --dry-run -H <host>`"
-                                                            if other else ", the others are the same"))
+        plan.notes.append(
+            f"independent runs on {', '.join(h.name for h in chosen)} (one run per host, own run id): "
+            f"this plan is {host.name}'s"
+            + (
+                f"; {', '.join(other)} differ in accelerator, devices, "
+                f"container or paths: see `inv launch --dry-run -H <host>`"
+                if other
+                else ", the others are the same"
+            )
+        )
     render(plan, console)
     return plan

@@ -26,8 +26,17 @@ from dapo_ops.core.redact import display_url, has_credentials, redact_argv
 
 SPEC_VERSION = 1
 #: Inventory defaults used when no host is known (docs/design.md "Inventory").
-HOST_DEFAULTS = {"name": "local", "container": "verl", "workdir": "/verl", "python": "python3",
-                 "accelerator": "npu", "devices": 8, "runs_dir": None, "model_dir": None, "data_dir": None}
+HOST_DEFAULTS = {
+    "name": "local",
+    "container": "verl",
+    "workdir": "/verl",
+    "python": "python3",
+    "accelerator": "npu",
+    "devices": 8,
+    "runs_dir": None,
+    "model_dir": None,
+    "data_dir": None,
+}
 
 
 class PlanError(ValueError):
@@ -84,9 +93,19 @@ def _get(settings, name, default=None):
     return default if v is None else v
 
 
-def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bool, profile: str = "0.9",
-              model_max_len: int | None = None, proxy: Mapping[str, str] | None = None,
-              extra_overrides: list[str] | None = None, memory: Mapping | None = None) -> Plan:
+def make_plan(
+    settings,
+    host=None,
+    *,
+    mode: str,
+    run_id: str,
+    swanlab_logger: bool,
+    profile: str = "0.9",
+    model_max_len: int | None = None,
+    proxy: Mapping[str, str] | None = None,
+    extra_overrides: list[str] | None = None,
+    memory: Mapping | None = None,
+) -> Plan:
     """Build the :class:`Plan` for one launch.
 
     ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names).
@@ -108,30 +127,38 @@ def make_plan(settings, host=None, *, mode: str, run_id: str, swanlab_logger: bo
     """
     try:
         check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        return _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
-                          memory)
+        return _make_plan(
+            settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides, memory
+        )
     except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
         raise PlanError(str(e)) from None
 
 
-def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides,
-               memory=None) -> Plan:
+def _make_plan(
+    settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides, memory=None
+) -> Plan:
     if getattr(host, "runtime", "docker") == "host" and _get(settings, "container", ""):
-        raise PlanError(f"container '{_get(settings, 'container', '')}' was given (--container / CONTAINER) but host "
-                        f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
-                        "use a runtime = \"docker\" host")
+        raise PlanError(
+            f"container '{_get(settings, 'container', '')}' was given (--container / CONTAINER) but host "
+            f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
+            'use a runtime = "docker" host'
+        )
     profile = _get(settings, "profile", "") or profile
     framework = _get(settings, "framework", "megatron")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     v09 = profile == "0.9"
     user_features = _get(settings, "features", "")
-    fs = features_mod.resolve(user_features, bool(_get(settings, "offload", False)),
-                              implied_off=features_mod.implies_off(profile, framework))
+    fs = features_mod.resolve(
+        user_features, bool(_get(settings, "offload", False)), implied_off=features_mod.implies_off(profile, framework)
+    )
 
     workdir = _host_attr(host, "workdir")
-    runs_dir = (host.runs_path if host is not None and hasattr(host, "runs_path")
-                else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs")
+    runs_dir = (
+        host.runs_path
+        if host is not None and hasattr(host, "runs_path")
+        else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs"
+    )
     run_dir = f"{runs_dir.rstrip('/')}/{run_id}"
     ckpt_dir = f"{run_dir}/checkpoints"
     devices = int(_host_attr(host, "devices"))
@@ -140,8 +167,11 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     model = _resolve_path(_get(settings, "model", ""), _host_attr(host, "model_dir"), workdir)
     train = _resolve_path(_get(settings, "train_file", ""), _host_attr(host, "data_dir"), workdir)
     val = _resolve_path(_get(settings, "val_file", ""), _host_attr(host, "data_dir"), workdir)
-    for name, raw, res in (("model", _get(settings, "model", ""), model), ("train_file", _get(settings, "train_file", ""), train),
-                           ("val_file", _get(settings, "val_file", ""), val)):
+    for name, raw, res in (
+        ("model", _get(settings, "model", ""), model),
+        ("train_file", _get(settings, "train_file", ""), train),
+        ("val_file", _get(settings, "val_file", ""), val),
+    ):
         if raw and raw != res:
             notes.append(f"{name} {raw!r} is relative: using {res}")
 
@@ -149,10 +179,14 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     rollout_gpus = int(_get(settings, "rollout_gpus", 4))
     mpe = int(_get(settings, "max_position_embeddings", 0) or 0) or None
     s = {
-        "model_path": model, "train_file": train, "val_file": val,
+        "model_path": model,
+        "train_file": train,
+        "val_file": val,
         "steps": _get(settings, "steps", 100),
-        "trainer_gpus": trainer_gpus, "rollout_gpus": rollout_gpus,
-        "nnodes": 1, "n_gpus_per_node": devices if host is not None else trainer_gpus + rollout_gpus,
+        "trainer_gpus": trainer_gpus,
+        "rollout_gpus": rollout_gpus,
+        "nnodes": 1,
+        "n_gpus_per_node": devices if host is not None else trainer_gpus + rollout_gpus,
         "max_prompt_length": int(_get(settings, "max_prompt_length", 2048)),
         "max_response_length": int(_get(settings, "max_response_length", 8192)),
         "save_freq": int(_get(settings, "save_freq", 10)),
@@ -188,12 +222,20 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
         env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")
     env.update(run_env(settings, profile, _host_attr(host, "accelerator")))
     spec = {
-        "version": SPEC_VERSION, "run_id": run_id, "host": _host_attr(host, "name"),
+        "version": SPEC_VERSION,
+        "run_id": run_id,
+        "host": _host_attr(host, "name"),
         "container": _get(settings, "container", "") or _host_attr(host, "container"),
-        "mode": mode, "framework": framework, "profile": profile,
-        "accelerator": _host_attr(host, "accelerator"), "workdir": workdir, "python": _host_attr(host, "python"),
-        "run_dir": run_dir, "settings": s,
-        "features": fs.to_json(), "disabled_features": sorted(fs.disabled),
+        "mode": mode,
+        "framework": framework,
+        "profile": profile,
+        "accelerator": _host_attr(host, "accelerator"),
+        "workdir": workdir,
+        "python": _host_attr(host, "python"),
+        "run_dir": run_dir,
+        "settings": s,
+        "features": fs.to_json(),
+        "disabled_features": sorted(fs.disabled),
         "max_oom_retries": int(_get(settings, "max_oom_retries", ladder.DEFAULT_MAX_OOM_RETRIES)),
         "hang_timeout_s": int(_get(settings, "hang_timeout", 1800)),
         "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
@@ -203,21 +245,37 @@ def _make_plan(settings, host, mode, run_id, swanlab_logger, profile, model_max_
     }
     if v09 and spec["accelerator"] == "npu":
         spec["launcher"] = list(CANN_LAUNCHER)
-        notes.append("CANN: verl starts through bash, which sources " + " and ".join(CANN_SET_ENV)
-                     + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found")
-    notes.append("validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
-                 "--resume skip it (--override trainer.val_before_train=True keeps it)")
+        notes.append(
+            "CANN: verl starts through bash, which sources "
+            + " and ".join(CANN_SET_ENV)
+            + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found"
+        )
+    notes.append(
+        "validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
+        "--resume skip it (--override trainer.val_before_train=True keeps it)"
+    )
     runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     mem_lines = learned_lines + mem_lines
     argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
-    lad = ladder.plan_ladder(fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}),
-                                                            framework=framework, mode=mode))
+    lad = ladder.plan_ladder(
+        fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode)
+    )
     sources = dict(getattr(settings, "sources", {}) or {})
-    return Plan(spec=spec, features=fs, argv=argv, ladder=lad, ckpt_dir=ckpt_dir,
-                log_path=f"{run_dir}/train.log", run_dir=run_dir, sources=sources, notes=notes, memory=mem_lines)
+    return Plan(
+        spec=spec,
+        features=fs,
+        argv=argv,
+        ladder=lad,
+        ckpt_dir=ckpt_dir,
+        log_path=f"{run_dir}/train.log",
+        run_dir=run_dir,
+        sources=sources,
+        notes=notes,
+        memory=mem_lines,
+    )
 
 
 def _given(settings, name: str) -> bool:
@@ -246,8 +304,10 @@ def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, 
     tp, pp = int(_get(settings, "trainer_tp", 0) or 0), int(_get(settings, "trainer_pp", 0) or 0)
     if framework != "megatron":
         if tp > 1 or pp > 1:
-            raise PlanError(f"TRAINER_TP={tp} / TRAINER_PP={pp} set Megatron's parallel sizes, but FRAMEWORK=fsdp; "
-                            "unset them or use FRAMEWORK=megatron")
+            raise PlanError(
+                f"TRAINER_TP={tp} / TRAINER_PP={pp} set Megatron's parallel sizes, but FRAMEWORK=fsdp; "
+                "unset them or use FRAMEWORK=megatron"
+            )
         s["trainer_tp"] = s["trainer_pp"] = None
         return []
     world = (s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"]) * max(1, int(s.get("nnodes") or 1))
@@ -261,18 +321,27 @@ def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, 
     dtp, dpp = memfit.default_parallel(params_b, gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0), world)
     s["trainer_tp"], s["trainer_pp"] = tp or dtp, pp or dpp
     if (s["trainer_tp"] * s["trainer_pp"]) and world % (s["trainer_tp"] * s["trainer_pp"]):
-        raise PlanError(f"TRAINER_TP={s['trainer_tp']} x TRAINER_PP={s['trainer_pp']} does not divide the "
-                        f"{world} trainer devices; choose sizes whose product divides {world}")
+        raise PlanError(
+            f"TRAINER_TP={s['trainer_tp']} x TRAINER_PP={s['trainer_pp']} does not divide the "
+            f"{world} trainer devices; choose sizes whose product divides {world}"
+        )
     if tp and pp:
         return []
     size = f"~{params_b:.1f}B parameters" if params_b else "model size unknown"
-    where = f"{gib:g} GiB" if gib else f"<= {memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0):g} GiB (assumed for {accelerator})"
-    return [f"Megatron trainer TP {s['trainer_tp']} PP {s['trainer_pp']} (TRAINER_TP/TRAINER_PP unset: {size}, "
-            f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"]
+    where = (
+        f"{gib:g} GiB"
+        if gib
+        else f"<= {memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0):g} GiB (assumed for {accelerator})"
+    )
+    return [
+        f"Megatron trainer TP {s['trainer_tp']} PP {s['trainer_pp']} (TRAINER_TP/TRAINER_PP unset: {size}, "
+        f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"
+    ]
 
 
-def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings,
-                   notes: list) -> tuple[FeatureSet, list[str]]:
+def _learned_start(
+    spec: dict, fs: FeatureSet, memory: Mapping | None, settings, notes: list
+) -> tuple[FeatureSet, list[str]]:
     """The learned start (:mod:`dapo_ops.core.learned`): set ``spec["learn"]`` (the configuration key the supervisor
     files a memo under) when the host class is known, and start on a matching memo's rungs unless it would override
     an explicit setting. In place on ``spec`` (``features``, ``setting_changes``, ``learned``); returns the features
@@ -282,12 +351,18 @@ def _learned_start(spec: dict, fs: FeatureSet, memory: Mapping | None, settings,
     mem = memory or {}
     if not mem.get("device_mib") or not mem.get("model_config"):
         runs = posixpath.dirname(spec["run_dir"])
-        notes.append(f"learned starts: inv launch looks them up in {runs}/{learned.DIRNAME} (its probe reads them "
-                     f"with the device memory; this plan has no device facts)")
+        notes.append(
+            f"learned starts: inv launch looks them up in {runs}/{learned.DIRNAME} (its probe reads them "
+            f"with the device memory; this plan has no device facts)"
+        )
         return fs, []
-    k = learned.key(spec, fs.to_json(), fs.disabled,
-                    learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
-                    learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]))
+    k = learned.key(
+        spec,
+        fs.to_json(),
+        fs.disabled,
+        learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
+        learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]),
+    )
     fp = learned.fingerprint(k)
     spec["learn"] = {"fingerprint": fp, "key": k}
     if mem.get("memos") is None:
@@ -318,8 +393,10 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
     (then the lines only report what the estimate says)."""
     cfg = (memory or {}).get("model_config")
     if not cfg:
-        return fs, ["memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
-                    "in the container)"]
+        return fs, [
+            "memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
+            "in the container)"
+        ]
     gib = (memory or {}).get("device_gib")
     try:
         memfit.Model.from_config(cfg)
@@ -331,9 +408,11 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         est = memfit.estimate(m, memfit.setup_from_spec(spec, fs, assumed))
         par = memfit.parallel_sizes(spec)
         tp = f" with trainer TP {par['tp']} PP {par['pp']}" if spec.get("framework") == "megatron" else ""
-        out = [f"memory-fit estimate{tp} (device memory unknown here: assuming {assumed:g} GiB per "
-               f"{spec.get('accelerator')} device; inv preflight checks the real figure): "
-               f"{'fits' if est.fits else 'does not fit'}: {est.line()}"]
+        out = [
+            f"memory-fit estimate{tp} (device memory unknown here: assuming {assumed:g} GiB per "
+            f"{spec.get('accelerator')} device; inv preflight checks the real figure): "
+            f"{'fits' if est.fits else 'does not fit'}: {est.line()}"
+        ]
         if not est.fits:
             prop = memfit.propose_parallel(m, spec, fs, assumed)
             out += [f"memory-fit: {prop}"] if prop else []
@@ -344,16 +423,24 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         except memfit.FitError as e:
             return fs, [f"{e} (not used: the learned start was measured on this host class)"]
         start = "memory-fit: starts on rung(s)"
-        return fs, [ln.replace(start, "memory-fit: the estimate would add rung(s)")
-                    + " (not used: the learned start was measured on this host class)" if ln.startswith(start)
-                    else ln for ln in f.lines()]
+        return fs, [
+            ln.replace(start, "memory-fit: the estimate would add rung(s)")
+            + " (not used: the learned start was measured on this host class)"
+            if ln.startswith(start)
+            else ln
+            for ln in f.lines()
+        ]
     if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
         try:
             f = memfit.fit(cfg, spec, fs, float(gib))
         except memfit.FitError as e:
             return fs, [f"{e} (MEMORY_FIT=warn: launching as planned; the device-OOM ladder decides)"]
-        return fs, [ln.replace("starts on rung(s)", "MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start "
-                               "would start on rung(s)") for ln in f.lines()]
+        return fs, [
+            ln.replace(
+                "starts on rung(s)", "MEMORY_FIT=warn: launching as planned; MEMORY_FIT=start would start on rung(s)"
+            )
+            for ln in f.lines()
+        ]
     f = memfit.fit(cfg, spec, fs, float(gib))
     if f.rungs:
         spec["features"] = f.features.to_json()
@@ -365,8 +452,14 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
 CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
 #: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
 #: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
-CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in ' + " ".join(CANN_SET_ENV)
-                 + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"', "dapo-ops-cann")
+CANN_LAUNCHER = (
+    "bash",
+    "-c",
+    'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in '
+    + " ".join(CANN_SET_ENV)
+    + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"',
+    "dapo-ops-cann",
+)
 
 
 #: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO
@@ -375,9 +468,12 @@ CANN_LAUNCHER = ("bash", "-c", 'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f
 VERL_LOGGING_LEVEL = "INFO"
 #: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl/utils/device.py; verl itself only
 #: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``).
-HCCL_SETTINGS = (("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"), ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
-                 ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
-                 ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"))
+HCCL_SETTINGS = (
+    ("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"),
+    ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
+    ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
+    ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"),
+)
 
 
 def run_env(settings, profile: str, accelerator: str) -> dict:
@@ -404,11 +500,13 @@ def trainer_note(spec: dict) -> str:
     mode = profiles.v1_mode(ent, s.get("trainer_mode") or "async")
     if mode is None:
         return f"trainer: {ent.module} (verl {spec['profile']} profile; the 0.8-era entry, no V1 trainer mode)"
-    why = {"colocate_async": f"single-async DAPO (colocated rollout, 1 warm-up batch, partial rollout, staleness "
-                             f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
-           "sync": "synchronous DAPO (--mode sync)",
-           "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
-                             f"weights synced every {runspec.parameter_sync_step(s)} mini-batches"}[mode]
+    why = {
+        "colocate_async": f"single-async DAPO (colocated rollout, 1 warm-up batch, partial rollout, staleness "
+        f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
+        "sync": "synchronous DAPO (--mode sync)",
+        "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
+        f"weights synced every {runspec.parameter_sync_step(s)} mini-batches",
+    }[mode]
     return f"trainer: {ent.module} V1 trainer_mode={mode}: {why}"
 
 

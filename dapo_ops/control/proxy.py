@@ -126,8 +126,10 @@ def check_no_proxy(value: str | None, where: str) -> str:
     """``value`` when it is a valid ``no_proxy`` list (:func:`no_proxy_problem`); else :class:`ProxyError`."""
     why = no_proxy_problem(value or "")
     if why:
-        raise ProxyError(f"{where}: {value!r} is not a no_proxy list ({why}); set it to comma-separated host names, "
-                         f"IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)")
+        raise ProxyError(
+            f"{where}: {value!r} is not a no_proxy list ({why}); set it to comma-separated host names, "
+            f"IPs or CIDRs (e.g. localhost,.corp,10.0.0.0/8)"
+        )
     return value or ""
 
 
@@ -137,9 +139,11 @@ def check_flag(value: str | None, flag: str) -> str:
     (:func:`dapo_ops.control.swanlab_values.normalize_host`). The message never echoes the password."""
     if value and has_credentials(str(value)):
         var = flag.lstrip("-").replace("-", "_")
-        raise ProxyError(f"{flag} carries credentials (user:password@), which would show in ps and the shell history: "
-                         f"set the env var {var} or hosts.toml [proxy] {var} instead (they reach the container "
-                         f"through the 0600 secret.env, never a command line)")
+        raise ProxyError(
+            f"{flag} carries credentials (user:password@), which would show in ps and the shell history: "
+            f"set the env var {var} or hosts.toml [proxy] {var} instead (they reach the container "
+            f"through the 0600 secret.env, never a command line)"
+        )
     return check_url(value, flag)
 
 
@@ -190,8 +194,12 @@ def container_proxy_env(
     env_np = "no_proxy" if env.get("no_proxy") else "NO_PROXY"
     check_no_proxy(env.get(env_np), f"env var {env_np}")
     entries: list[str] = []
-    for item in (*LOOPBACK, *cluster_addresses, *_split_list(inv.get("no_proxy")),
-                 *_split_list(env.get("no_proxy") or env.get("NO_PROXY"))):
+    for item in (
+        *LOOPBACK,
+        *cluster_addresses,
+        *_split_list(inv.get("no_proxy")),
+        *_split_list(env.get("no_proxy") or env.get("NO_PROXY")),
+    ):
         item = str(item).strip()
         if item and item not in entries:
             entries.append(item)
@@ -200,8 +208,13 @@ def container_proxy_env(
     return out
 
 
-def run_proxy_env(settings: Mapping | None, file_proxy: Mapping[str, str] | None, inv_proxy: Mapping[str, str] | None,
-                  env: Mapping[str, str], cluster_addresses: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+def run_proxy_env(
+    settings: Mapping | None,
+    file_proxy: Mapping[str, str] | None,
+    inv_proxy: Mapping[str, str] | None,
+    env: Mapping[str, str],
+    cluster_addresses: Iterable[str],
+) -> tuple[dict[str, str], dict[str, str]]:
     """``(public, secret)``: the proxy env ``inv launch`` gives the run, which ``inv preflight`` probes with too.
 
     Per variable: the run settings' ``http_proxy`` / ``https_proxy`` (flag > env > config file,

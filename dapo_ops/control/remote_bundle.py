@@ -39,8 +39,18 @@ PKG_DIR = Path(__file__).resolve().parent.parent
 SHIPPED = ("core", "agent")
 COMPLETE_MARK = ".complete"
 #: the ops of the bundle: ``python3 -m dapo_ops.agent.<op>`` (each a module of ``dapo_ops/agent`` with a ``main``)
-OPS = ("supervisor", "probe", "runstop", "runlogs", "preflight", "compose", "prepare", "verlinfo", "occupancy",
-       "raysession")
+OPS = (
+    "supervisor",
+    "probe",
+    "runstop",
+    "runlogs",
+    "preflight",
+    "compose",
+    "prepare",
+    "verlinfo",
+    "occupancy",
+    "raysession",
+)
 #: exit status and stderr word of an op line whose bundle is not installed (no op exits 97 itself)
 MISSING_RC = 97
 MISSING_MARK = "dapo-ops-bundle-missing"
@@ -119,21 +129,21 @@ def install_command(bdir: str, python: str = "python3", staged: str | None = Non
 
 #: the installer program of :func:`install_command` (argv: bundle dir, staged base64 tar)
 _INSTALL_PY = (
-        "import os,sys,tarfile,shutil,base64,io\n"
-        "d,t=sys.argv[1],sys.argv[2]\n"
-        "m=os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')\n"
-        "try:\n"
-        " if os.path.exists(m): sys.exit(0)\n"
-        " tmp=d+'.tmp-%d'%os.getpid()\n"
-        " tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
-        " open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
-        " try: os.rename(tmp,d)\n"
-        " except OSError:\n"
-        "  if not os.path.exists(m): shutil.rmtree(d,ignore_errors=True); os.rename(tmp,d)\n"
-        "  else: shutil.rmtree(tmp,ignore_errors=True)\n"
-        "finally:\n"
-        " try: os.remove(t)\n"
-        " except OSError: pass\n"
+    "import os,sys,tarfile,shutil,base64,io\n"
+    "d,t=sys.argv[1],sys.argv[2]\n"
+    "m=os.path.join(d,'dapo_ops','" + COMPLETE_MARK + "')\n"
+    "try:\n"
+    " if os.path.exists(m): sys.exit(0)\n"
+    " tmp=d+'.tmp-%d'%os.getpid()\n"
+    " tarfile.open(fileobj=io.BytesIO(base64.b64decode(open(t,'rb').read()))).extractall(tmp)\n"
+    " open(os.path.join(tmp,'dapo_ops','" + COMPLETE_MARK + "'),'w').close()\n"
+    " try: os.rename(tmp,d)\n"
+    " except OSError:\n"
+    "  if not os.path.exists(m): shutil.rmtree(d,ignore_errors=True); os.rename(tmp,d)\n"
+    "  else: shutil.rmtree(tmp,ignore_errors=True)\n"
+    "finally:\n"
+    " try: os.remove(t)\n"
+    " except OSError: pass\n"
 )
 
 
@@ -142,8 +152,9 @@ def present_command(bdir: str) -> str:
     return f"test -f {shlex.quote(bdir + '/dapo_ops/' + COMPLETE_MARK)}"
 
 
-def install(target, bdir: str, python: str = "python3", *, files: dict[str, bytes] | None = None,
-            timeout: float = 60) -> None:
+def install(
+    target, bdir: str, python: str = "python3", *, files: dict[str, bytes] | None = None, timeout: float = 60
+) -> None:
     """Copy the bundle ``bdir`` into ``target``'s container (two commands: the base64 tar through stdin, then
     :func:`install_command`). A bundle already there is kept.
 
@@ -195,9 +206,11 @@ def op_line(bdir: str, python: str, op: str, args=(), *, site: bool = True) -> s
     ``shlex.quote``-d."""
     q = shlex.quote
     mark = q(bdir + "/dapo_ops/" + COMPLETE_MARK)
-    return (f"test -f {mark} || {{ echo {MISSING_MARK} {q(bdir)} >&2; exit {MISSING_RC}; }}; "
-            f"PYTHONPATH={q(bdir)}${{PYTHONPATH:+:$PYTHONPATH}} exec "
-            + " ".join(q(a) for a in op_argv(python, op, args, site=site)))
+    return (
+        f"test -f {mark} || {{ echo {MISSING_MARK} {q(bdir)} >&2; exit {MISSING_RC}; }}; "
+        f"PYTHONPATH={q(bdir)}${{PYTHONPATH:+:$PYTHONPATH}} exec "
+        + " ".join(q(a) for a in op_argv(python, op, args, site=site))
+    )
 
 
 def bundle_missing(res) -> bool:
@@ -205,8 +218,18 @@ def bundle_missing(res) -> bool:
     return res.exited == MISSING_RC and MISSING_MARK in (res.stderr or "")
 
 
-def run_op(target, op: str, args=(), *, runs_dir: str | None = None, python: str | None = None,
-           site: bool = True, check: bool = True, timeout: float = 60, **run_kw):
+def run_op(
+    target,
+    op: str,
+    args=(),
+    *,
+    runs_dir: str | None = None,
+    python: str | None = None,
+    site: bool = True,
+    check: bool = True,
+    timeout: float = 60,
+    **run_kw,
+):
     """Run bundle op ``op`` with ``args`` in ``target``'s container (bare host: its shell) through
     ``target.run``: ONE command when the bundle is installed; when it is missing, :func:`install` and once more.
 
@@ -228,9 +251,14 @@ def run_op(target, op: str, args=(), *, runs_dir: str | None = None, python: str
         res = target.run(line, check=False, timeout=timeout, **run_kw)
     if check and res.exited != 0:
         lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
-        raise RemoteError("command", target.name, f"`python3 -m dapo_ops.agent.{op}` exited {res.exited} "
-                          f"{target.where}: {lines[-1][:200] if lines else 'no output'}", exit_code=res.exited,
-                          result=res)
+        raise RemoteError(
+            "command",
+            target.name,
+            f"`python3 -m dapo_ops.agent.{op}` exited {res.exited} "
+            f"{target.where}: {lines[-1][:200] if lines else 'no output'}",
+            exit_code=res.exited,
+            result=res,
+        )
     return res
 
 
@@ -239,8 +267,10 @@ def stdin_install_line(bdir: str, python: str = "python3") -> str:
     the same :func:`install_command`, for a host command that serves several containers in one round trip
     (``inv container.list``)."""
     q = shlex.quote
-    return (f"{present_command(bdir)} || {{ mkdir -p {q(posixpath.dirname(bdir))} && s={q(bdir + '.tar.gz.b64')}.$$ "
-            f"&& cat > \"$s\" && {q(python)} -c {q(_INSTALL_PY)} {q(bdir)} \"$s\"; }}")
+    return (
+        f"{present_command(bdir)} || {{ mkdir -p {q(posixpath.dirname(bdir))} && s={q(bdir + '.tar.gz.b64')}.$$ "
+        f'&& cat > "$s" && {q(python)} -c {q(_INSTALL_PY)} {q(bdir)} "$s"; }}'
+    )
 
 
 def bundle_b64(files: dict[str, bytes] | None = None) -> bytes:

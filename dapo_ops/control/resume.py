@@ -38,8 +38,11 @@ def resumed_spec(target, run_id: str) -> dict:
     host = target.host
     old = _cat_json(target, f"{runstate.run_dir_for(host.runs_path, run_id)}/spec.json")
     if old is None:
-        raise LaunchRefused("resume", f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
-                            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)")
+        raise LaunchRefused(
+            "resume",
+            f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
+            f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
+        )
     return old
 
 
@@ -90,17 +93,31 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
     if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
         cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
-        raise LaunchRefused("resume", f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
-                            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`")
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
+            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`",
+        )
     if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
-        raise LaunchRefused("resume", f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
-                            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run")
-    changed = [f"{k} {old_s.get(k)} -> {new_s.get(k)}" for k in RESUME_FIXED
-               if k in old_s and old_s.get(k) != new_s.get(k)
-               and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))]
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
+            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run",
+        )
+    changed = [
+        f"{k} {old_s.get(k)} -> {new_s.get(k)}"
+        for k in RESUME_FIXED
+        if k in old_s
+        and old_s.get(k) != new_s.get(k)
+        and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))
+    ]
     if changed:
-        raise LaunchRefused("resume", f"run {run_id}'s checkpoints need the same layout: " + ", ".join(changed)
-                            + " (launch on the same host(s) with the same settings, or start a new run)")
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id}'s checkpoints need the same layout: "
+            + ", ".join(changed)
+            + " (launch on the same host(s) with the same settings, or start a new run)",
+        )
     for k in ("ckpt_dir", "experiment", "project"):
         if old_s.get(k):
             new_s[k] = old_s[k]
@@ -109,8 +126,16 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
         from dapo_ops.control.status import probe
 
         # closes it as failed (its supervisor died), never as stopped by `inv stop`: nobody ran stop
-        probe(target, {"op": "stop", "run_id": run_id, "grace_s": 5.0, "kill_grace_s": 5.0,
-                       "by": "`inv launch --resume %s`" % run_id})
+        probe(
+            target,
+            {
+                "op": "stop",
+                "run_id": run_id,
+                "grace_s": 5.0,
+                "kill_grace_s": 5.0,
+                "by": "`inv launch --resume %s`" % run_id,
+            },
+        )
     fs = plan.features
     for f in rec.get("features") or old.get("features") or []:
         src = str(f.get("source", ""))
@@ -123,15 +148,19 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     spec["resume_of"] = run_id
     plan.ckpt_dir = new_s["ckpt_dir"]
     plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
-    it = target.run(["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30,
-                    check=False)
+    it = target.run(
+        ["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30, check=False
+    )
     step = (it.stdout or "").strip() if it.exited == 0 else ""
     if step.isdigit() and int(new_s["steps"]) <= int(step):
-        raise LaunchRefused("resume", f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
-                            f"would train nothing: --steps is the total, ask for more than {step}")
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
+            f"would train nothing: --steps is the total, ask for more than {step}",
+        )
     added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
-    return (f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
-            + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
-            + (f"; keeps {','.join(added)} (its OOM ladder)" if added else ""))
-
-
+    return (
+        f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
+        + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
+        + (f"; keeps {','.join(added)} (its OOM ladder)" if added else "")
+    )

@@ -87,15 +87,37 @@ class TrackerRule:
 
 #: SwanLab's project-name rule: pydantic ``ProjectName`` in swanlab 0.10 sdk/internal/pkg/constraints/__init__.py:56
 #: (0.7: api/helper/utils.py:93 ``_PROJECT_NAME_RE``, same characters); a bad name kills verl in swanlab.init
-SWANLAB_PROJECT = TrackerRule("swanlab", 100, r"[0-9a-zA-Z_\-+.]+", "letters, digits and _ - + .",
-                              "swanlab/sdk/internal/pkg/constraints/__init__.py ProjectName")
+SWANLAB_PROJECT = TrackerRule(
+    "swanlab",
+    100,
+    r"[0-9a-zA-Z_\-+.]+",
+    "letters, digits and _ - + .",
+    "swanlab/sdk/internal/pkg/constraints/__init__.py ProjectName",
+)
 #: SwanLab's experiment-name rule: ``ExperimentName``, 1-512 characters (same file, :67)
-SWANLAB_EXPERIMENT = TrackerRule("swanlab", 512, None, "any characters",
-                                 "swanlab/sdk/internal/pkg/constraints/__init__.py ExperimentName")
+SWANLAB_EXPERIMENT = TrackerRule(
+    "swanlab", 512, None, "any characters", "swanlab/sdk/internal/pkg/constraints/__init__.py ExperimentName"
+)
 
 
-def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="", minimum=None, maximum=None,
-       also=(), pattern=None, tracker=None, empty=None) -> Param:
+def _p(
+    name,
+    env,
+    default,
+    typ,
+    help,
+    *,
+    key=...,
+    flag=...,
+    choices=(),
+    unit="",
+    minimum=None,
+    maximum=None,
+    also=(),
+    pattern=None,
+    tracker=None,
+    empty=None,
+) -> Param:
     if flag is ...:
         flag = "--" + name.replace("_", "-")
     if key is ...:
@@ -104,100 +126,323 @@ def _p(name, env, default, typ, help, *, key=..., flag=..., choices=(), unit="",
         env = (env,)
     if empty is None:  # EMPTY_RULES: a setting whose default is empty takes an empty value as not given
         empty = "unset" if default == "" else "refuse"
-    return Param(name, flag, tuple(env or ()), key, default, typ, help, tuple(choices), unit, minimum, maximum,
-                 tuple(also), pattern, tracker, empty)
+    return Param(
+        name,
+        flag,
+        tuple(env or ()),
+        key,
+        default,
+        typ,
+        help,
+        tuple(choices),
+        unit,
+        minimum,
+        maximum,
+        tuple(also),
+        pattern,
+        tracker,
+        empty,
+    )
 
 
 #: Every run setting (runbook defaults: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
 PARAMS: tuple[Param, ...] = (
-    _p("steps", "TRAIN_STEPS", 100, "int", "training steps (trainer.total_training_steps)", unit="steps", minimum=1,
-       maximum=MAX_STEPS),
+    _p(
+        "steps",
+        "TRAIN_STEPS",
+        100,
+        "int",
+        "training steps (trainer.total_training_steps)",
+        unit="steps",
+        minimum=1,
+        maximum=MAX_STEPS,
+    ),
     _p("framework", "FRAMEWORK", "megatron", "str", "training backend", choices=("megatron", "fsdp")),
-    _p("model", "MODEL_PATH", "Qwen3-8B", "str",
-       "model directory in the container (relative: under the host's model_dir, else the workdir)"),
-    _p("train_file", "TRAIN_FILE", "dapo-math-17k.parquet", "str",
-       "training parquet (relative: under the host's data_dir, else the workdir)"),
+    _p(
+        "model",
+        "MODEL_PATH",
+        "Qwen3-8B",
+        "str",
+        "model directory in the container (relative: under the host's model_dir, else the workdir)",
+    ),
+    _p(
+        "train_file",
+        "TRAIN_FILE",
+        "dapo-math-17k.parquet",
+        "str",
+        "training parquet (relative: under the host's data_dir, else the workdir)",
+    ),
     _p("val_file", "VAL_FILE", "aime-2024.parquet", "str", "validation parquet (relative like train_file)"),
-    _p("trainer_gpus", "TRAINER_GPUS", 4, "int", "trainer pool devices per node (one-step-off)", unit="devices", minimum=1),
-    _p("rollout_gpus", "ROLLOUT_GPUS", 4, "int", "rollout pool devices per node (one-step-off)", unit="devices", minimum=1),
+    _p(
+        "trainer_gpus",
+        "TRAINER_GPUS",
+        4,
+        "int",
+        "trainer pool devices per node (one-step-off)",
+        unit="devices",
+        minimum=1,
+    ),
+    _p(
+        "rollout_gpus",
+        "ROLLOUT_GPUS",
+        4,
+        "int",
+        "rollout pool devices per node (one-step-off)",
+        unit="devices",
+        minimum=1,
+    ),
     _p("max_response_length", "MAX_RESPONSE_LENGTH", 8192, "int", "data.max_response_length", unit="tokens", minimum=1),
     _p("max_prompt_length", "MAX_PROMPT_LENGTH", 2048, "int", "data.max_prompt_length", unit="tokens", minimum=1),
-    _p("features", "USER_FEATURES", "", "features",
-       "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")"),
+    _p(
+        "features",
+        "USER_FEATURES",
+        "",
+        "features",
+        "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")",
+    ),
     _p("offload", "ENABLE_OFFLOAD", False, "bool", "start with offload on (an explicit feature)"),
     # at most 10: each retry restarts verl (model load + checkpoint resume, minutes) one rung up the OOM ladder, which
     # has a handful of rungs (dapo_ops/core/memladder.py RUNGS, the feature rungs of dapo_ops/core/ladder.py); more
     # retries only repeat the top rung against an OOM that does not go away
-    _p("max_oom_retries", "MAX_OOM_RETRIES", 2, "int", "device-OOM retries of the escalation ladder", minimum=0,
-       maximum=10),
-    _p("container", "CONTAINER", "", "str", "container name (empty: the inventory's)",
-       pattern=(NAME_PATTERN, "a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)")),
-    _p("save_freq", "SAVE_FREQ", 10, "int", "checkpoint every N steps (trainer.save_freq; -1 = never)", unit="steps",
-       minimum=1, also=(-1,)),
-    _p("rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
-    _p("trainer_tp", "TRAINER_TP", 0, "int",
-       "Megatron tensor parallel size of the trainer (actor_rollout_ref.actor.megatron.tensor_model_parallel_size); "
-       "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2), the plan says which",
-       flag=None, minimum=0),
-    _p("trainer_pp", "TRAINER_PP", 0, "int",
-       "Megatron pipeline parallel size of the trainer (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size); "
-       "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2)", flag=None, minimum=0),
-    _p("rollout_eager", "ROLLOUT_EAGER", False, "bool",
-       "vLLM rollout in eager mode (actor_rollout_ref.rollout.enforce_eager=True): no graph capture; the fallback "
-       "when graph mode (verl's default, its NPU examples' choice) fails to capture or its memory is short", flag=None),
-    _p("gpu_memory_utilization", "GPU_MEMORY_UTILIZATION", 0.6, "float",
-       "rollout (vLLM) share of device memory (one-step-off's dedicated rollout pool: 0.8 unless set, like verl's "
-       "DAPO one-step-off example)", unit="fraction", minimum=0.05),
+    _p(
+        "max_oom_retries",
+        "MAX_OOM_RETRIES",
+        2,
+        "int",
+        "device-OOM retries of the escalation ladder",
+        minimum=0,
+        maximum=10,
+    ),
+    _p(
+        "container",
+        "CONTAINER",
+        "",
+        "str",
+        "container name (empty: the inventory's)",
+        pattern=(NAME_PATTERN, "a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)"),
+    ),
+    _p(
+        "save_freq",
+        "SAVE_FREQ",
+        10,
+        "int",
+        "checkpoint every N steps (trainer.save_freq; -1 = never)",
+        unit="steps",
+        minimum=1,
+        also=(-1,),
+    ),
+    _p(
+        "rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1
+    ),
+    _p(
+        "trainer_tp",
+        "TRAINER_TP",
+        0,
+        "int",
+        "Megatron tensor parallel size of the trainer (actor_rollout_ref.actor.megatron.tensor_model_parallel_size); "
+        "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2), the plan says which",
+        flag=None,
+        minimum=0,
+    ),
+    _p(
+        "trainer_pp",
+        "TRAINER_PP",
+        0,
+        "int",
+        "Megatron pipeline parallel size of the trainer (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size); "
+        "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2)",
+        flag=None,
+        minimum=0,
+    ),
+    _p(
+        "rollout_eager",
+        "ROLLOUT_EAGER",
+        False,
+        "bool",
+        "vLLM rollout in eager mode (actor_rollout_ref.rollout.enforce_eager=True): no graph capture; the fallback "
+        "when graph mode (verl's default, its NPU examples' choice) fails to capture or its memory is short",
+        flag=None,
+    ),
+    _p(
+        "gpu_memory_utilization",
+        "GPU_MEMORY_UTILIZATION",
+        0.6,
+        "float",
+        "rollout (vLLM) share of device memory (one-step-off's dedicated rollout pool: 0.8 unless set, like verl's "
+        "DAPO one-step-off example)",
+        unit="fraction",
+        minimum=0.05,
+    ),
     _p("train_batch_size", "TRAIN_BATCH_SIZE", 64, "int", "prompts per step (data.train_batch_size)", minimum=1),
-    _p("ppo_mini_batch_size", "PPO_MINI_BATCH_SIZE", 16, "int", "prompts per actor update (ppo_mini_batch_size)", minimum=1),
+    _p(
+        "ppo_mini_batch_size",
+        "PPO_MINI_BATCH_SIZE",
+        16,
+        "int",
+        "prompts per actor update (ppo_mini_batch_size)",
+        minimum=1,
+    ),
     _p("rollout_n", "ROLLOUT_N", 8, "int", "responses per prompt (actor_rollout_ref.rollout.n)", minimum=1),
-    _p("micro_batch_size", "MICRO_BATCH_SIZE", 1, "int",
-       "*_micro_batch_size_per_gpu when dynamic_batch is off", minimum=1),
-    _p("max_position_embeddings", "MAX_POSITION_EMBEDDINGS", 0, "int",
-       "override the model context (0: the model's own)", unit="tokens", minimum=0),
-    _p("trainer_mode", "DAPO_MODE", "async", "str",
-       "launch's verl V1 trainer mode: async = trainer.v1.trainer_mode=colocate_async (the runbook's single-async "
-       "DAPO), sync = synchronous DAPO; one-step-off always runs separate_async", flag="--mode",
-       choices=("async", "sync")),
-    _p("max_staleness", "MAX_STALENESS", 2, "int",
-       "async modes: trainer.v1.sampler.max_off_policy_threshold, strategy drop (2 = at most one step off-policy; "
-       "0 = no bound)", flag=None, unit="model versions", minimum=0),
-    _p("parameter_sync_step", "PARAMETER_SYNC_STEP", 0, "int",
-       "one-step-off: mini-batches between weight syncs, trainer.v1.separate_async.parameter_sync_step; verl needs "
-       "train_batch_size = parameter_sync_step x ppo_mini_batch_size (0: train_batch_size / ppo_mini_batch_size)",
-       flag=None, unit="mini-batches", minimum=0),
-    _p("max_actor_ckpt_to_keep", "MAX_CKPT_TO_KEEP", 3, "int",
-       "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save); preflight's disk check "
-       "counts this many", flag=None, unit="checkpoints", minimum=0),
-    _p("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT", 7200, "int",
-       "NPU: HCCL_CONNECT_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
-       minimum=1),
-    _p("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT", 60000, "int",
-       "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)", flag=None, unit="seconds",
-       minimum=1),
-    _p("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", "str",
-       "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None, empty="value"),
-    _p("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", "str",
-       "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')", flag=None, empty="value"),
-    _p("memory_fit", "MEMORY_FIT", "start", "str",
-       "what the memory-fit estimate (dapo_ops/core/memfit.py) does before launch: start = begin on the first OOM-ladder "
-       "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
-       "warns, the first attempt runs as planned and the ladder learns from a real OOM)", flag=None,
-       choices=("start", "warn")),
+    _p(
+        "micro_batch_size",
+        "MICRO_BATCH_SIZE",
+        1,
+        "int",
+        "*_micro_batch_size_per_gpu when dynamic_batch is off",
+        minimum=1,
+    ),
+    _p(
+        "max_position_embeddings",
+        "MAX_POSITION_EMBEDDINGS",
+        0,
+        "int",
+        "override the model context (0: the model's own)",
+        unit="tokens",
+        minimum=0,
+    ),
+    _p(
+        "trainer_mode",
+        "DAPO_MODE",
+        "async",
+        "str",
+        "launch's verl V1 trainer mode: async = trainer.v1.trainer_mode=colocate_async (the runbook's single-async "
+        "DAPO), sync = synchronous DAPO; one-step-off always runs separate_async",
+        flag="--mode",
+        choices=("async", "sync"),
+    ),
+    _p(
+        "max_staleness",
+        "MAX_STALENESS",
+        2,
+        "int",
+        "async modes: trainer.v1.sampler.max_off_policy_threshold, strategy drop (2 = at most one step off-policy; "
+        "0 = no bound)",
+        flag=None,
+        unit="model versions",
+        minimum=0,
+    ),
+    _p(
+        "parameter_sync_step",
+        "PARAMETER_SYNC_STEP",
+        0,
+        "int",
+        "one-step-off: mini-batches between weight syncs, trainer.v1.separate_async.parameter_sync_step; verl needs "
+        "train_batch_size = parameter_sync_step x ppo_mini_batch_size (0: train_batch_size / ppo_mini_batch_size)",
+        flag=None,
+        unit="mini-batches",
+        minimum=0,
+    ),
+    _p(
+        "max_actor_ckpt_to_keep",
+        "MAX_CKPT_TO_KEEP",
+        3,
+        "int",
+        "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save); preflight's disk check "
+        "counts this many",
+        flag=None,
+        unit="checkpoints",
+        minimum=0,
+    ),
+    _p(
+        "hccl_connect_timeout",
+        "HCCL_CONNECT_TIMEOUT",
+        7200,
+        "int",
+        "NPU: HCCL_CONNECT_TIMEOUT in verl's environment (verl's NPU scripts' value)",
+        flag=None,
+        unit="seconds",
+        minimum=1,
+    ),
+    _p(
+        "hccl_exec_timeout",
+        "HCCL_EXEC_TIMEOUT",
+        60000,
+        "int",
+        "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)",
+        flag=None,
+        unit="seconds",
+        minimum=1,
+    ),
+    _p(
+        "hccl_host_socket_port_range",
+        "HCCL_HOST_SOCKET_PORT_RANGE",
+        "60000-60050",
+        "str",
+        "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')",
+        flag=None,
+        empty="value",
+    ),
+    _p(
+        "hccl_npu_socket_port_range",
+        "HCCL_NPU_SOCKET_PORT_RANGE",
+        "61000-61050",
+        "str",
+        "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')",
+        flag=None,
+        empty="value",
+    ),
+    _p(
+        "memory_fit",
+        "MEMORY_FIT",
+        "start",
+        "str",
+        "what the memory-fit estimate (dapo_ops/core/memfit.py) does before launch: start = begin on the first OOM-ladder "
+        "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
+        "warns, the first attempt runs as planned and the ladder learns from a real OOM)",
+        flag=None,
+        choices=("start", "warn"),
+    ),
     _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
-    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)",
-       tracker=SWANLAB_PROJECT),
-    _p("experiment", "EXPERIMENT_NAME", "", "str", "trainer.experiment_name (empty: the run id)",
-       tracker=SWANLAB_EXPERIMENT),
-    _p("profile", "VERL_PROFILE", "", "str", "verl profile (empty: from the host's verl version)",
-       choices=("", "0.9", "0.8")),
-    _p("swanlab_mode", "SWANLAB_MODE", "", "str", "SwanLab mode (cloud/local/offline/disabled; empty: SwanLab setup decides)",
-       key="swanlab.mode", choices=("", "cloud", "local", "offline", "disabled")),
-    _p("swanlab_host", "SWANLAB_HOST", "", "str", "self-hosted SwanLab server URL (the API key is never a setting)",
-       key="swanlab.host"),
-    _p("http_proxy", ("http_proxy", "HTTP_PROXY"), "", "str", "proxy for the container (model/data downloads, tracker)",
-       key="proxy.http_proxy"),
-    _p("https_proxy", ("https_proxy", "HTTPS_PROXY"), "", "str", "HTTPS proxy for the container", key="proxy.https_proxy"),
+    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)", tracker=SWANLAB_PROJECT),
+    _p(
+        "experiment",
+        "EXPERIMENT_NAME",
+        "",
+        "str",
+        "trainer.experiment_name (empty: the run id)",
+        tracker=SWANLAB_EXPERIMENT,
+    ),
+    _p(
+        "profile",
+        "VERL_PROFILE",
+        "",
+        "str",
+        "verl profile (empty: from the host's verl version)",
+        choices=("", "0.9", "0.8"),
+    ),
+    _p(
+        "swanlab_mode",
+        "SWANLAB_MODE",
+        "",
+        "str",
+        "SwanLab mode (cloud/local/offline/disabled; empty: SwanLab setup decides)",
+        key="swanlab.mode",
+        choices=("", "cloud", "local", "offline", "disabled"),
+    ),
+    _p(
+        "swanlab_host",
+        "SWANLAB_HOST",
+        "",
+        "str",
+        "self-hosted SwanLab server URL (the API key is never a setting)",
+        key="swanlab.host",
+    ),
+    _p(
+        "http_proxy",
+        ("http_proxy", "HTTP_PROXY"),
+        "",
+        "str",
+        "proxy for the container (model/data downloads, tracker)",
+        key="proxy.http_proxy",
+    ),
+    _p(
+        "https_proxy",
+        ("https_proxy", "HTTPS_PROXY"),
+        "",
+        "str",
+        "HTTPS proxy for the container",
+        key="proxy.https_proxy",
+    ),
 )
 
 BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
@@ -286,6 +531,7 @@ _FALSE = {"0", "false", "no", "off", "n", ""}
 
 def convert(p: Param, raw, where: str):
     """Convert ``raw`` (str from env/flags, or a TOML value) to ``p.type``; :class:`SettingsError` if impossible."""
+
     def bad(expect: str, example) -> SettingsError:
         return SettingsError(f"{where}={raw!r} is not {expect}; set it to e.g. {example}")
 
@@ -321,8 +567,10 @@ def convert(p: Param, raw, where: str):
         except FeatureError as e:
             raise SettingsError(f"{where}: {e}") from None
         if val.strip() and not on and not off and not re.search(r"default|默认", val, re.I):
-            raise SettingsError(f"{where}={raw!r} names no feature; give feature names (e.g. "
-                                f"{FEATURE_NAMES[0]},-{FEATURE_NAMES[1]}) or drop it for the defaults")
+            raise SettingsError(
+                f"{where}={raw!r} names no feature; give feature names (e.g. "
+                f"{FEATURE_NAMES[0]},-{FEATURE_NAMES[1]}) or drop it for the defaults"
+            )
     else:
         if isinstance(raw, (dict, list)):
             raise bad("a string", repr(p.default))
@@ -331,10 +579,12 @@ def convert(p: Param, raw, where: str):
             raise SettingsError(
                 f"{where} holds '${{', which verl's config (OmegaConf) evaluates as an interpolation (${{oc.env:VAR}} "
                 f"reads an environment variable into the config verl prints; verl/trainer/main_ppo.py:144-145 resolves "
-                f"it in place, so no escape keeps it literal); remove '${{' from {where}")
+                f"it in place, so no escape keeps it literal); remove '${{' from {where}"
+            )
     if p.choices and val not in p.choices:
-        raise SettingsError(f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '') }; "
-                            f"use one of them")
+        raise SettingsError(
+            f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '')}; use one of them"
+        )
     number = isinstance(val, (int, float)) and not isinstance(val, bool) and val not in p.also
     also = "".join(f" or {a}" for a in p.also)
     if p.minimum is not None and number and val < p.minimum:
@@ -372,8 +622,9 @@ def _empty(p: Param, source: str, where: str) -> bool:
         raise SettingsError(f"{where} '' is empty; {give}, or drop {where} for the default {p.default}{unit}")
     if source == "env":
         give = f"set it to one of {choices}" if choices else f"set it (e.g. {where}={p.default})"
-        raise SettingsError(f"{where} is set but empty; {give}, or unset it (`unset {where}`) for the default "
-                            f"{p.default}{unit}")
+        raise SettingsError(
+            f"{where} is set but empty; {give}, or unset it (`unset {where}`) for the default {p.default}{unit}"
+        )
     k = (p.key or p.name).rpartition(".")[2]
     give = f"give one of {choices}" if choices else f"give a value (e.g. {k} = {p.default!r})"
     raise SettingsError(f"{where} is empty; {give}, or remove the key for the default {p.default}{unit}")
@@ -435,8 +686,10 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
         out.sources[p.name] = source
         out.origins[p.name] = _where(p, source, origin)
     if out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]:
-        raise SettingsError(f"{out.origins['offload']} turns offload on but {out.origins['features']}="
-                            f"{out.values['features']!r} turns it off ('-offload'); drop one of them")
+        raise SettingsError(
+            f"{out.origins['offload']} turns offload on but {out.origins['features']}="
+            f"{out.values['features']!r} turns it off ('-offload'); drop one of them"
+        )
     return out
 
 
@@ -456,9 +709,11 @@ def check_tracker_names(st: "Settings | Mapping", loggers) -> None:
         if len(val) <= r.max_len and (r.regex is None or re.fullmatch(r.regex, val)):
             continue
         where = origins.get(p.name) or p.flag or p.name
-        raise SettingsError(f"{where}={val!r} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
-                            f"{r.source}): rename it, e.g. {re.sub(r'[^0-9A-Za-z_.+-]+', '_', val)[:r.max_len]!r}, "
-                            f"or run without {r.logger} (--swanlab-mode disabled)")
+        raise SettingsError(
+            f"{where}={val!r} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
+            f"{r.source}): rename it, e.g. {re.sub(r'[^0-9A-Za-z_.+-]+', '_', val)[: r.max_len]!r}, "
+            f"or run without {r.logger} (--swanlab-mode disabled)"
+        )
 
 
 _PROXY_SETTINGS = ("http_proxy", "https_proxy")

@@ -35,7 +35,6 @@ PROBE_TIMEOUT_S = 60.0
 ERRORS_CONTEXT = 3
 
 
-
 class StatusError(Exception):
     """A one-line problem of a status task (``str()`` is the message for the operator; no host has a log to show,
     a run id no host has). ``code`` is the exit code the CLI uses (1)."""
@@ -47,6 +46,7 @@ class StatusError(Exception):
 
 # ------------------------------------------------------------------------------------------ plumbing
 
+
 def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) -> list[tuple[str, object]]:
     """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.fanout.run` over each host's
     reused SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
@@ -54,8 +54,9 @@ def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) 
     :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
     """
     out = []
-    for r in fanout.run(chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout,
-                        connect_timeout=connect_timeout, reuse=True):
+    for r in fanout.run(
+        chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout, connect_timeout=connect_timeout, reuse=True
+    ):
         if r.ok:
             out.append((r.host.name, r.row.data["answer"]))
         else:
@@ -97,8 +98,10 @@ def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
     Rows of hosts whose head was not chosen are kept (a live worker alone stays ``ray-worker``)."""
     heads = cluster_heads((r.host, r.run_id, r.cluster) for r in rows)
     by_run = {(r.host, r.run_id): r for r in rows if r.run_id}
-    return [statusview.worker_row(r, by_run[heads[r.host]]) if r.host in heads and worker_of(r, heads[r.host])
-            else r for r in rows]
+    return [
+        statusview.worker_row(r, by_run[heads[r.host]]) if r.host in heads and worker_of(r, heads[r.host]) else r
+        for r in rows
+    ]
 
 
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
@@ -115,28 +118,38 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
     op, look = PROBE_OPS.get(req.get("op"), "probe"), req.get("op") != "stop"
-    res = remote_bundle.run_op(target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="",
-                               state_on_failure=True, look=look)
+    res = remote_bundle.run_op(
+        target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="", state_on_failure=True, look=look
+    )
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         err = (res.stderr or res.stdout or "no output").strip().splitlines()
-        raise RemoteError("command", target.name, "status probe gave no JSON (is %s a Python 3 in container %s?): %s"
-                          % (target.host.python, target.container, err[-1] if err else "no output")) from None
+        raise RemoteError(
+            "command",
+            target.name,
+            "status probe gave no JSON (is %s a Python 3 in container %s?): %s"
+            % (target.host.python, target.container, err[-1] if err else "no output"),
+        ) from None
 
 
 # host shell: the container's current run.json read out of a STOPPED container (docker cp works on it): the
 # lock's run id, else the newest run dir; prints nothing when there is none. $1 = container, $2 = runs_dir.
-_STOPPED_RUN = ('c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
-                'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
-                '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true')
+_STOPPED_RUN = (
+    'c="$1"; d="$2"; id=$(docker cp "$c:$d/.lock" - 2>/dev/null | tar -xO 2>/dev/null | '
+    'sed -n \'s/.*"run_id": *"\\([0-9a-f-]*\\)".*/\\1/p\'); '
+    '[ -n "$id" ] && docker cp "$c:$d/$id/run.json" - 2>/dev/null | tar -xO 2>/dev/null; true'
+)
 
 
 def stopped_container_run(target: Target) -> dict | None:
     """run.json of the run a stopped container holds (what ``status`` shows after ``docker stop``), or None."""
     try:
-        res = target.host_run(["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
-                              timeout=PROBE_TIMEOUT_S, check=False)
+        res = target.host_run(
+            ["sh", "-c", _STOPPED_RUN, "sh", target.container or "", target.host.runs_path],
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
         run = json.loads(res.stdout) if res.stdout.strip() else None
     except (RemoteError, ValueError):
         return None
@@ -163,23 +176,38 @@ def stale_after(config) -> float:
 
 # ------------------------------------------------------------------------------------------ status rows
 
+
 def _stopped_row(name: str, res: dict) -> StatusRow:
     """docker stop: the run the container held, its last step, and how to go on."""
     run = res["stopped_run"]
-    row = statusview.build_row(name, {"run": run, "tail": "", "now": time.time(),
-                                      "supervisor_alive": False, "verl_alive": False})
+    row = statusview.build_row(
+        name, {"run": run, "tail": "", "now": time.time(), "supervisor_alive": False, "verl_alive": False}
+    )
     row.state, row.eta_s = ERROR, None
-    row.error = "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s " \
-                "--resume %s` continues from its last checkpoint" % (
-                    name, res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
-                    row.run_id, row.step if row.step is not None else "-", row.total or "?",
-                    run.get("container") or "<container>", name, row.run_id)
+    row.error = (
+        "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s "
+        "--resume %s` continues from its last checkpoint"
+        % (
+            name,
+            res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
+            row.run_id,
+            row.step if row.step is not None else "-",
+            row.total or "?",
+            run.get("container") or "<container>",
+            name,
+            row.run_id,
+        )
+    )
     return row
 
 
-def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
-                 stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S,
-                 connect_timeout: float | None = None) -> list[StatusRow]:
+def collect_rows(
+    chosen: list,
+    run: str = "",
+    all_runs: bool = False,
+    stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S,
+    connect_timeout: float | None = None,
+) -> list[StatusRow]:
     """Status rows for every host (one probe each, in parallel).
 
     :param run: a run id (else the host's current run).
@@ -203,16 +231,26 @@ def collect_rows(chosen: list, run: str = "", all_runs: bool = False,
             if not runs:
                 rows.append(StatusRow(host=name))
             for item in runs:
-                rows.append(statusview.build_row(name, {
-                    "run": item["run"], "tail": "", "now": res.get("now"),
-                    "supervisor_alive": item.get("supervisor_alive"), "verl_alive": item.get("verl_alive")},
-                    stale_after_s))
+                rows.append(
+                    statusview.build_row(
+                        name,
+                        {
+                            "run": item["run"],
+                            "tail": "",
+                            "now": res.get("now"),
+                            "supervisor_alive": item.get("supervisor_alive"),
+                            "verl_alive": item.get("verl_alive"),
+                        },
+                        stale_after_s,
+                    )
+                )
         else:
             rows.append(statusview.build_row(name, res, stale_after_s))
     return rows
 
 
 # ------------------------------------------------------------------------------------------ logs
+
 
 @dataclass
 class LogsFound:
@@ -237,20 +275,27 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
     by_name = {h.name: h for h in chosen}
     out = LogsFound()
     answers = fan(chosen, lambda t: probe(t, dict(req, host=t.name)), PROBE_TIMEOUT_S + 15, connect_timeout)
-    heads = cluster_heads((n, a.get("run_id"), a.get("cluster")) for n, a in answers
-                          if isinstance(a, dict) and a.get("log"))
+    heads = cluster_heads(
+        (n, a.get("run_id"), a.get("cluster")) for n, a in answers if isinstance(a, dict) and a.get("log")
+    )
     for name, res in answers:
         head, rid = heads.get(name, (None, ""))
-        if isinstance(res, dict) and head and not res.get("serves") and (
-                (res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < rid):
+        if (
+            isinstance(res, dict)
+            and head
+            and not res.get("serves")
+            and ((res.get("error") or "").startswith("no runs") or (res.get("run_id") or "") < rid)
+        ):
             ray_log = raynodes.node_file(raynodes.cluster_dir(by_name[name].runs_path, rid), name, raynodes.LOG)
             res = {"serves": {"run_id": rid, "head": head, "ray_log": ray_log}}
         if isinstance(res, str):
             out.errors.append(res)
         elif res.get("serves"):
             sv = res["serves"]
-            out.notes.append("%s; its log is the head's (`inv logs -H %s`), its Ray log is %s in its container" % (
-                statusevents.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log")))
+            out.notes.append(
+                "%s; its log is the head's (`inv logs -H %s`), its Ray log is %s in its container"
+                % (statusevents.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log"))
+            )
         elif res.get("error"):
             (out.notes if res["error"].startswith("no runs") else out.errors).append(named(name, res["error"]))
         else:
@@ -264,10 +309,16 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
 def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, object]]:
     """``tail -n <lines>`` of each found log: ``[(host, {"text": str} | error line)]`` in host order."""
     logs_by_host = {h.name: info["log"] for h, info in pairs}
-    return fan([h for h, _ in pairs],
-               lambda t: {"text": t.run(["tail", "-n", str(int(lines)), logs_by_host[t.name]],
-                                        timeout=PROBE_TIMEOUT_S, workdir="").stdout},
-               PROBE_TIMEOUT_S + 15, connect_timeout)
+    return fan(
+        [h for h, _ in pairs],
+        lambda t: {
+            "text": t.run(
+                ["tail", "-n", str(int(lines)), logs_by_host[t.name]], timeout=PROBE_TIMEOUT_S, workdir=""
+            ).stdout
+        },
+        PROBE_TIMEOUT_S + 15,
+        connect_timeout,
+    )
 
 
 def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
@@ -289,8 +340,10 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
         else:
             spans.append((lo, hi))
     hitset = set(hits)
-    return [[(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)]
-            for lo, hi in spans]
+    return [
+        [(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)]
+        for lo, hi in spans
+    ]
 
 
 def _evidence_for(text: str, recorded: dict | None) -> tuple[str | None, list[str]]:
@@ -333,8 +386,10 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
             out += [prefix + ">> " + e for e in ev]
         hosts = ((recorded.get(entry["attempt"]) or {}).get("detail") or {}).get("evidence") or {}
         if hosts.get("line"):  # multi-host: every host's evidence, collected by the supervisor on the head
-            out += [prefix + ">> " + hosts["line"], "%s   every host's Ray worker log tails and plog errors: %s/<host>/"
-                    % (prefix, hosts.get("dir"))]
+            out += [
+                prefix + ">> " + hosts["line"],
+                "%s   every host's Ray worker log tails and plog errors: %s/<host>/" % (prefix, hosts.get("dir")),
+            ]
         n += len(blocks) or 1
     run_rec = res.get("run") or {}
     if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change

@@ -21,8 +21,15 @@ def _changes_text(changes: dict) -> str:
     return ", ".join(flat)
 
 
-def _attempt_line(host: str, n, features: list, prev_features: list | None, after: str | None,
-                  rungs: list | None = None, prev_rungs: list | None = None) -> str:
+def _attempt_line(
+    host: str,
+    n,
+    features: list,
+    prev_features: list | None,
+    after: str | None,
+    rungs: list | None = None,
+    prev_rungs: list | None = None,
+) -> str:
     prev_names = {f["name"] for f in (prev_features or [])}
     added = [f for f in features if f["name"] not in prev_names and f.get("oom_added")]
     line = "%s: attempt %s started (features %s)" % (host, n, fmt_features(features))
@@ -62,9 +69,17 @@ def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
     by_n = {a["n"]: a for a in cur.attempts if isinstance(a.get("n"), int)}
     for n in sorted(k for k in by_n if k > since and k >= 2):
         prev = by_n.get(n - 1)
-        out.append(_attempt_line(cur.host, n, by_n[n]["features"], prev["features"] if prev else None,
-                                 prev.get("cls") if prev else None, by_n[n].get("rungs"),
-                                 prev.get("rungs") if prev else None))
+        out.append(
+            _attempt_line(
+                cur.host,
+                n,
+                by_n[n]["features"],
+                prev["features"] if prev else None,
+                prev.get("cls") if prev else None,
+                by_n[n].get("rungs"),
+                prev.get("rungs") if prev else None,
+            )
+        )
     return out
 
 
@@ -81,9 +96,17 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
         return [] if same else [worker_line(cur.host, cur.run_id, (cur.serves or {}).get("head"))]
     if prev is None or prev.run_id != cur.run_id:
         if cur.run_id:
-            out.append("%s: run %s %s, attempt %s, step %s/%s" % (
-                cur.host, cur.run_id, cur.status, cur.attempt, cur.step if cur.step is not None else 0,
-                cur.total if cur.total is not None else "?"))
+            out.append(
+                "%s: run %s %s, attempt %s, step %s/%s"
+                % (
+                    cur.host,
+                    cur.run_id,
+                    cur.status,
+                    cur.attempt,
+                    cur.step if cur.step is not None else 0,
+                    cur.total if cur.total is not None else "?",
+                )
+            )
             out += _attempt_lines(cur, 1)
             fin = _finished_line(cur)
             if fin:

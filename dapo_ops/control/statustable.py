@@ -50,8 +50,21 @@ def fmt_features(features: list) -> str:
     return ",".join(parts) or "-"
 
 
-COLUMNS = ("host", "run", "state", "step", "eta", "attempt", "features", "score", "resp_len", "tput",
-           "verdict", "age", "swanlab")
+COLUMNS = (
+    "host",
+    "run",
+    "state",
+    "step",
+    "eta",
+    "attempt",
+    "features",
+    "score",
+    "resp_len",
+    "tput",
+    "verdict",
+    "age",
+    "swanlab",
+)
 #: column headers: what each number is, with its unit (verl/trainer/ppo/metric_utils.py: ``perf/throughput`` is
 #: tokens per second per device, ``response_length/mean`` tokens)
 HEADERS = {"resp_len": "resp len", "tput": "tput/device", "age": "last step"}
@@ -87,8 +100,10 @@ def cells(row: StatusRow) -> dict[str, str]:
         "run": row.run_id or "-",
         "state": state,
         "step": step,
-        "eta": fmt_duration(row.eta_s) if row.stalled_s is None else "stalled %s%s" % (
-            fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
+        "eta": fmt_duration(row.eta_s)
+        if row.stalled_s is None
+        else "stalled %s%s"
+        % (fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
         "attempt": "-" if row.attempt is None else str(row.attempt),
         "features": fmt_features(row.features),
         "score": fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",

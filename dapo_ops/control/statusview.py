@@ -32,8 +32,13 @@ DEFAULT_TAIL_BYTES = 64 << 10
 DEFAULT_STALE_AFTER_S = 900.0
 #: row states that are not run.json statuses: no run on the host, the probe failed, a launch that left no
 #: run.json, a Ray worker host of another host's run, an active status whose supervisor is gone.
-NO_RUN, ERROR, INCOMPLETE, RAY_WORKER, SUPERVISOR_DEAD = "no-run", "error", "incomplete", "ray-worker", \
-    "supervisor-dead"
+NO_RUN, ERROR, INCOMPLETE, RAY_WORKER, SUPERVISOR_DEAD = (
+    "no-run",
+    "error",
+    "incomplete",
+    "ray-worker",
+    "supervisor-dead",
+)
 #: row states in which ``watch`` stops following a host.
 FINISHED_STATES = frozenset(TERMINAL_STATUSES | {SUPERVISOR_DEAD, NO_RUN, ERROR, INCOMPLETE, RAY_WORKER})
 
@@ -58,8 +63,8 @@ class TailInfo:
     attempt_events: list = field(default_factory=list)
     swanlab_url: str | None = None
     last_line: str | None = None
-    total: int | None = None          # ``Total training steps: N`` of the current attempt
-    resumed_from: int | None = None   # ``Resuming from .../global_step_N`` of the current attempt
+    total: int | None = None  # ``Total training steps: N`` of the current attempt
+    resumed_from: int | None = None  # ``Resuming from .../global_step_N`` of the current attempt
 
 
 def parse_tail(text: str) -> TailInfo:
@@ -72,7 +77,7 @@ def parse_tail(text: str) -> TailInfo:
     lines = split_lines(text)
     for raw in lines:
         if not links.pending and not logformat.has_marker(raw):
-            continue   # worker chatter: no fact of the grammar (parsing it costs most of a status look's CPU)
+            continue  # worker chatter: no fact of the grammar (parsing it costs most of a status look's CPU)
         line = normalise_line(raw)
         a = logformat.ATTEMPT_RE.search(line) if "===== dapo-ops attempt" in line else None
         if a:
@@ -126,9 +131,9 @@ class StatusRow:
     percent: float | None = None
     eta_s: float | None = None
     attempt: int | None = None
-    features: list = field(default_factory=list)   # [{"name", "source", "oom_added": bool}]
-    attempts: list = field(default_factory=list)   # [{"n", "features": [...as above], "cls", "step_reached"}]
-    metrics: dict = field(default_factory=dict)     # KEY_METRICS present in the last metrics
+    features: list = field(default_factory=list)  # [{"name", "source", "oom_added": bool}]
+    attempts: list = field(default_factory=list)  # [{"n", "features": [...as above], "cls", "step_reached"}]
+    metrics: dict = field(default_factory=dict)  # KEY_METRICS present in the last metrics
     verdict: str | None = None
     hint: str | None = None
     swanlab_url: str | None = None
@@ -144,14 +149,14 @@ class StatusRow:
     started_at: float | None = None
     ended_at: float | None = None
     error: str | None = None
-    cluster: dict | None = None   # multi-host run: run.json "cluster" (nodes, hosts, devices, head)
-    ended: str | None = None      # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
-    suggestions: list = field(default_factory=list)   # failed runs: the ladder's next parameters to change
-    serves: dict | None = None    # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
-    stalled_s: float | None = None     # active run whose step has not moved for longer than expected: for how long
+    cluster: dict | None = None  # multi-host run: run.json "cluster" (nodes, hosts, devices, head)
+    ended: str | None = None  # terminal runs: what ended it (run.json decision.ended), e.g. "failed: ... at step 4/20"
+    suggestions: list = field(default_factory=list)  # failed runs: the ladder's next parameters to change
+    serves: dict | None = None  # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
+    stalled_s: float | None = None  # active run whose step has not moved for longer than expected: for how long
     last_step_at: float | None = None  # when the last step line came (container clock, seconds since the epoch)
-    step_time_s: float | None = None   # the recent median step time the expectation comes from
-    log_read: str | None = None        # the log the probe read: train.log, or the attempt's own log (supervisor gone)
+    step_time_s: float | None = None  # the recent median step time the expectation comes from
+    log_read: str | None = None  # the log the probe read: train.log, or the attempt's own log (supervisor gone)
     resume_from: int | None = None  # a run a --resume may continue: step of its last complete checkpoint
     resume_redo: int | None = None  # ... and the steps past it (done, not saved) that the resume does again
 
@@ -186,8 +191,11 @@ def _recent_step_time(run: dict, tail: TailInfo) -> float | None:
 
 
 def _features(feats) -> list:
-    return [{"name": f.get("name"), "source": f.get("source"), "oom_added": is_oom_added(f.get("source"))}
-            for f in (feats or []) if isinstance(f, dict)]
+    return [
+        {"name": f.get("name"), "source": f.get("source"), "oom_added": is_oom_added(f.get("source"))}
+        for f in (feats or [])
+        if isinstance(f, dict)
+    ]
 
 
 def stale_threshold(step_time_s: float | None, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> float:
@@ -220,8 +228,12 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
         # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
         row.state, row.run_id, row.serves = RAY_WORKER, serves.get("run_id"), dict(serves)
-        row.hint = ("Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`"
-                    % (row.run_id, serves.get("head"), serves.get("head_address") or "", serves.get("head")))
+        row.hint = "Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`" % (
+            row.run_id,
+            serves.get("head"),
+            serves.get("head_address") or "",
+            serves.get("head"),
+        )
         return row
     if not run:
         return row
@@ -273,9 +285,15 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     for a in run.get("attempts") or []:
         if isinstance(a, dict):
             rungs = (a.get("setting_changes") or {}).get("memory_rungs") or []
-            row.attempts.append({"n": a.get("n"), "features": _features(a.get("features")),
-                                 "cls": (a.get("verdict") or {}).get("cls"), "step_reached": a.get("step_reached"),
-                                 "rungs": [r for r in rungs if isinstance(r, dict)]})
+            row.attempts.append(
+                {
+                    "n": a.get("n"),
+                    "features": _features(a.get("features")),
+                    "cls": (a.get("verdict") or {}).get("cls"),
+                    "step_reached": a.get("step_reached"),
+                    "rungs": [r for r in rungs if isinstance(r, dict)],
+                }
+            )
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")
@@ -294,20 +312,25 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
 
     row.state = row.status or "unknown"
     if row.state == "unknown" and not run.get("started_at"):
-        row.state = INCOMPLETE   # a launch that died before its supervisor wrote run.json (spec.json only)
-        row.hint = ("launch did not finish (no run.json): nothing runs; remove %s or ignore it"
-                    % (run.get("run_dir") or "the run dir"))
+        row.state = INCOMPLETE  # a launch that died before its supervisor wrote run.json (spec.json only)
+        row.hint = "launch did not finish (no run.json): nothing runs; remove %s or ignore it" % (
+            run.get("run_dir") or "the run dir"
+        )
     if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
         row.state = SUPERVISOR_DEAD
         row.eta_s = None
         gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
         if row.verl_alive:
-            row.hint = ("%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
-                        "`inv launch -H %s --resume %s` continues from its last checkpoint"
-                        % (gone, row.verl_pgid, host, row.run_id, host, row.run_id))
+            row.hint = (
+                "%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
+                "`inv launch -H %s --resume %s` continues from its last checkpoint"
+                % (gone, row.verl_pgid, host, row.run_id, host, row.run_id)
+            )
         else:
-            row.hint = ("%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
-                        "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id))
+            row.hint = (
+                "%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
+                "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id)
+            )
     if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
     row.log_read = probe.get("log_read")
@@ -316,12 +339,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         row.last_step_at = float(last_progress)
         limit = stalled_after(run, step_time)
         if limit is not None and row.progress_age_s is not None and row.progress_age_s >= limit:
-            row.stalled_s, row.eta_s = row.progress_age_s, None   # no ETA for a run that does not move
+            row.stalled_s, row.eta_s = row.progress_age_s, None  # no ETA for a run that does not move
     if row.state in (SUPERVISOR_DEAD, STOPPED, FAILED) and step is not None and "checkpoint" in probe:
         row.resume_from = probe.get("checkpoint")
         row.resume_redo = redo_steps(step, row.resume_from)
-        row.hint = "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(
-            step, row.resume_from)
+        row.hint = (
+            "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(step, row.resume_from)
+        )
     return row
 
 
@@ -357,13 +381,28 @@ def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
     state, step, ETA and times from the head's record (``head``: the head's row of that run), a hint naming the head;
     ``serves`` keeps what the worker's probe said of the live session (``head_address``, ``port``), if anything.
     The head's verdict, features, metrics and suggestions stay on the head's row (shown once)."""
-    out = StatusRow(host=row.host, run_id=head.run_id, state=head.state, status=head.status, step=head.step,
-                    total=head.total, percent=head.percent, eta_s=head.eta_s, attempt=head.attempt,
-                    progress_age_s=head.progress_age_s, stale=head.stale, started_at=head.started_at,
-                    ended_at=head.ended_at, ended=head.ended)
+    out = StatusRow(
+        host=row.host,
+        run_id=head.run_id,
+        state=head.state,
+        status=head.status,
+        step=head.step,
+        total=head.total,
+        percent=head.percent,
+        eta_s=head.eta_s,
+        attempt=head.attempt,
+        progress_age_s=head.progress_age_s,
+        stale=head.stale,
+        started_at=head.started_at,
+        ended_at=head.ended_at,
+        ended=head.ended,
+    )
     out.serves = dict(row.serves or {}, run_id=head.run_id, head=head.host)
     out.hint = "Ray worker of run %s (head %s); its record, log and verdict are the head's (`inv status -H %s`)" % (
-        head.run_id, head.host, head.host)
+        head.run_id,
+        head.host,
+        head.host,
+    )
     return out
 
 
@@ -381,23 +420,27 @@ def ending_line(run: dict, step: int | None = None, total: int | None = None) ->
         return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
     verdict = run.get("verdict") or {}
     v_action = str(verdict.get("action") or "")
-    reason = (decision.get("reason") if decision.get("action") == "stop" else None) or \
-        (v_action if verdict.get("action_kind") == "stop" or v_action.startswith("stop") else None) or \
-        verdict.get("cls") or status
+    reason = (
+        (decision.get("reason") if decision.get("action") == "stop" else None)
+        or (v_action if verdict.get("action_kind") == "stop" or v_action.startswith("stop") else None)
+        or verdict.get("cls")
+        or status
+    )
     return "%s: %s %s" % (status, str(reason).rstrip(". "), where)
 
 
 def past_run_row(host: str, run: dict, now: float | None = None) -> StatusRow:
     """A row for ``status --all`` from ``run.json`` alone (no log tail, no liveness probe)."""
-    row = build_row(host, {"run": run, "tail": "", "now": now or 0.0,
-                           "supervisor_alive": None, "verl_alive": None})
+    row = build_row(host, {"run": run, "tail": "", "now": now or 0.0, "supervisor_alive": None, "verl_alive": None})
     return row
 
 
 def sort_newest_first(rows: list[StatusRow]) -> list[StatusRow]:
     """Order rows by host, then by ``started_at`` (or run id) newest first."""
+
     def key(r: StatusRow):
         return (r.started_at or 0.0, r.run_id or "")
+
     by_host: dict[str, list[StatusRow]] = {}
     for r in rows:
         by_host.setdefault(r.host, []).append(r)

@@ -25,8 +25,9 @@ class StopResult:
     run_dir: str | None = None
 
 
-def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
-              connect_timeout: float | None = None) -> list[StopResult]:
+def stop_runs(
+    chosen: list, run: str = "", grace_s: float = 60.0, connect_timeout: float | None = None
+) -> list[StopResult]:
     """SIGTERM each host's run supervisor (or, with a dead supervisor, kill the run's own verl processes and mark
     run.json stopped): the probe's ``stop`` op, waiting ``grace_s`` seconds before SIGKILL. Own PIDs only.
     A host that is a live Ray worker of another host's run stops nothing itself (the head's stop ends the Ray
@@ -34,8 +35,12 @@ def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
     req = {"op": "stop", "run_id": run or None, "grace_s": float(grace_s), "kill_grace_s": 20.0}
     names = {h.name for h in chosen}
     out = []
-    for name, res in look.fan(chosen, lambda t: look.probe(t, dict(req, host=t.name), timeout=float(grace_s) + 60),
-                              float(grace_s) + 90, connect_timeout):
+    for name, res in look.fan(
+        chosen,
+        lambda t: look.probe(t, dict(req, host=t.name), timeout=float(grace_s) + 60),
+        float(grace_s) + 90,
+        connect_timeout,
+    ):
         if isinstance(res, str):
             out.append(StopResult(name, "failed", res))
             continue
@@ -45,8 +50,14 @@ def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
             if sv.get("head") in names:
                 out.append(StopResult(name, "with-head", line + "; its Ray session ends with the head's stop"))
             else:
-                out.append(StopResult(name, "worker", "%s; nothing stopped: stop the run with `inv stop -H %s,%s` "
-                                      "(or `inv stop -H %s`)" % (line, sv.get("head"), name, sv.get("head"))))
+                out.append(
+                    StopResult(
+                        name,
+                        "worker",
+                        "%s; nothing stopped: stop the run with `inv stop -H %s,%s` "
+                        "(or `inv stop -H %s`)" % (line, sv.get("head"), name, sv.get("head")),
+                    )
+                )
             continue
         rd = res.get("run_dir")
         err = res.get("error")
@@ -57,10 +68,19 @@ def stop_runs(chosen: list, run: str = "", grace_s: float = 60.0,
             else:
                 out.append(StopResult(name, "no-runs" if err.startswith("no runs") else "failed", line, rd))
         elif res.get("already"):
-            out.append(StopResult(name, "already", "%s: run %s already %s; nothing to stop"
-                                  % (name, res["run_id"], res["after"]), rd))
+            out.append(
+                StopResult(
+                    name, "already", "%s: run %s already %s; nothing to stop" % (name, res["run_id"], res["after"]), rd
+                )
+            )
         else:
-            out.append(StopResult(name, "stopped", "%s: run %s %s -> %s (%s); checkpoints and logs kept"
-                                  % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])),
-                                  rd))
+            out.append(
+                StopResult(
+                    name,
+                    "stopped",
+                    "%s: run %s %s -> %s (%s); checkpoints and logs kept"
+                    % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])),
+                    rd,
+                )
+            )
     return out

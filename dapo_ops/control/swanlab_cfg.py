@@ -36,7 +36,13 @@ from typing import Any, Callable, Mapping
 
 from dapo_ops.control import userconfig
 from dapo_ops.control.swanlab_values import (  # noqa: F401 - re-exported: the names callers use
-    MODES, SwanlabConfigError, clean_value, env_file_text, normalize_host, normalize_mode, swanlab_run_id
+    MODES,
+    SwanlabConfigError,
+    clean_value,
+    env_file_text,
+    normalize_host,
+    normalize_mode,
+    swanlab_run_id,
 )
 from dapo_ops.core.redact import REDACTED, scrub
 
@@ -44,7 +50,7 @@ from dapo_ops.core.redact import REDACTED, scrub
 redact = scrub
 
 # input names, most specific first
-ENV_HOST = "SWANLAB_HOST"          # dapo-ops/runbook name for the server root
+ENV_HOST = "SWANLAB_HOST"  # dapo-ops/runbook name for the server root
 ENV_API_HOST = "SWANLAB_API_HOST"  # swanlab's own name (0.7 form with /api accepted)
 ENV_WEB_HOST = "SWANLAB_WEB_HOST"
 ENV_KEY = "SWANLAB_API_KEY"
@@ -255,8 +261,14 @@ def resolve(
     workspace = pick("workspace", (ENV_WORKSPACE,), "workspace")
 
     settings = SwanlabSettings(
-        mode=mode, host=host, web_host=web_host, api_key=api_key, log_dir=log_dir,
-        project=project, workspace=workspace, sources=sources,
+        mode=mode,
+        host=host,
+        web_host=web_host,
+        api_key=api_key,
+        log_dir=log_dir,
+        project=project,
+        workspace=workspace,
+        sources=sources,
     )
     if mode != "cloud" or api_key:
         return settings
@@ -272,8 +284,9 @@ def _interactive(settings: SwanlabSettings, prompt: Prompt, save, cfg_path: str,
     try:
         if host is None:
             for _ in range(3):
-                ans = clean_value(prompt(
-                    "SwanLab host (e.g. http://192.0.2.10:8000; blank = SwanLab cloud swanlab.cn): "))
+                ans = clean_value(
+                    prompt("SwanLab host (e.g. http://192.0.2.10:8000; blank = SwanLab cloud swanlab.cn): ")
+                )
                 if not ans:
                     break
                 try:
@@ -286,8 +299,9 @@ def _interactive(settings: SwanlabSettings, prompt: Prompt, save, cfg_path: str,
                 raise SwanlabConfigError("no valid SwanLab host entered: give http://server:port or leave it blank")
         key = clean_value(prompt("SwanLab API key (input hidden): ", secret=True))
         if not key:
-            raise SwanlabConfigError(_missing_key_message(cfg_path).replace(
-                "and stdin is not a terminal", "and none was entered"))
+            raise SwanlabConfigError(
+                _missing_key_message(cfg_path).replace("and stdin is not a terminal", "and none was entered")
+            )
         if any(c.isspace() or ord(c) < 0x20 for c in key):
             raise SwanlabConfigError("SwanLab API key contains whitespace or control characters: copy it again")
         sources["api_key"] = "prompt"
@@ -296,8 +310,7 @@ def _interactive(settings: SwanlabSettings, prompt: Prompt, save, cfg_path: str,
     except EOFError:
         raise SwanlabConfigError(_missing_key_message(cfg_path)) from None
     if ans in ("y", "yes"):
-        saver = save if save is not None else (
-            lambda name, values: userconfig.save_section(name, values, cfg_path))
+        saver = save if save is not None else (lambda name, values: userconfig.save_section(name, values, cfg_path))
         existing = {}
         try:
             existing = userconfig.load(cfg_path).get("swanlab", {})
@@ -316,8 +329,11 @@ def _interactive(settings: SwanlabSettings, prompt: Prompt, save, cfg_path: str,
 
 
 def resolve_for_launch(
-    *, mode_flag: str | None = None, env: Mapping[str, str] | None = None,
-    stdin_isatty: bool | None = None, notes: list[str] | None = None,
+    *,
+    mode_flag: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin_isatty: bool | None = None,
+    notes: list[str] | None = None,
 ) -> SwanlabSettings:
     """Convenience for the launch task: read ``os.environ``, the user config and the real TTY.
 
@@ -336,5 +352,6 @@ def resolve_for_launch(
         notes.append(warn)
     if stdin_isatty is None:
         stdin_isatty = sys.stdin is not None and sys.stdin.isatty()
-    return resolve(env, data["swanlab"], mode_flag=mode_flag, stdin_isatty=stdin_isatty,
-                   config_path=str(path), notes=notes)
+    return resolve(
+        env, data["swanlab"], mode_flag=mode_flag, stdin_isatty=stdin_isatty, config_path=str(path), notes=notes
+    )

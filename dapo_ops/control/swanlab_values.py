@@ -84,7 +84,8 @@ def normalize_host(value: str, source: str) -> str:
         if not _HOSTPORT.fullmatch(v.split("/", 1)[0]):  # 'not a url': no server name to put a scheme on
             raise SwanlabConfigError(
                 f"SwanLab host {v!r} (from {source}) is not a server address: give the self-hosted server's root "
-                f"URL, e.g. http://swanlab.example.com:8000 (or unset it for SwanLab's cloud)")
+                f"URL, e.g. http://swanlab.example.com:8000 (or unset it for SwanLab's cloud)"
+            )
         raise SwanlabConfigError(
             f"SwanLab host {v!r} (from {source}) has no scheme: write http://{v} for a plain-HTTP "
             f"self-hosted server or https://{v} (SwanLab itself would assume https)"

@@ -49,10 +49,14 @@ class UserConfigError(ValueError):
 
 #: ``[swanlab]`` (strings; :func:`dapo_ops.control.swanlab_cfg.resolve` checks the mode and the hosts) and one
 #: ``[notify] webhooks`` entry (:func:`dapo_ops.agent.notify.spec_from_user_config` checks its kind and URL)
-SwanlabTable = msgspec.defstruct("SwanlabTable", [(k, str, "") for k in (
-    "host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")], forbid_unknown_fields=True)
-Webhook = msgspec.defstruct("Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")],
-                            forbid_unknown_fields=True)
+SwanlabTable = msgspec.defstruct(
+    "SwanlabTable",
+    [(k, str, "") for k in ("host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")],
+    forbid_unknown_fields=True,
+)
+Webhook = msgspec.defstruct(
+    "Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")], forbid_unknown_fields=True
+)
 
 
 class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):
@@ -66,9 +70,15 @@ class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):
 
 _RUN_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "features": str | list[str]}
 #: ``[run]``: one key per run setting stored in that table (types from the settings table; ranges there)
-RunTable = msgspec.defstruct("RunTable", [(p.key, _RUN_TYPES[p.type] | msgspec.UnsetType, msgspec.UNSET)
-                                          for p in settings.PARAMS if p.key and "." not in p.key],
-                             forbid_unknown_fields=True)
+RunTable = msgspec.defstruct(
+    "RunTable",
+    [
+        (p.key, _RUN_TYPES[p.type] | msgspec.UnsetType, msgspec.UNSET)
+        for p in settings.PARAMS
+        if p.key and "." not in p.key
+    ],
+    forbid_unknown_fields=True,
+)
 
 
 #: the model of the file: table name -> its msgspec Struct (every table and key optional)
@@ -115,17 +125,21 @@ def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:
     lines = TomlLines(text)
     for name, value in data.items():
         if name not in TABLES:
-            raise UserConfigError(f"{at(lines.find_prefix(name) or lines.key_line(name))}: unknown table [{name}]: "
-                                  f"use {', '.join(f'[{s}]' for s in SECTIONS)}")
+            raise UserConfigError(
+                f"{at(lines.find_prefix(name) or lines.key_line(name))}: unknown table [{name}]: "
+                f"use {', '.join(f'[{s}]' for s in SECTIONS)}"
+            )
         if not isinstance(value, dict):
-            raise UserConfigError(f"{at(lines.key_line(name))}: '{name}' must be a table ([{name}]), "
-                                  f"got {type(value).__name__}")
+            raise UserConfigError(
+                f"{at(lines.key_line(name))}: '{name}' must be a table ([{name}]), got {type(value).__name__}"
+            )
         try:
             msgspec.convert(value, TABLES[name])
         except msgspec.ValidationError as exc:
             key, reason = explain(exc, value, TABLES[name])
-            raise UserConfigError(f"{at(lines.find(f'{name}.{key}') or lines.find(name, key))}: [{name}]: "
-                                  f"field '{key}': {reason}") from None
+            raise UserConfigError(
+                f"{at(lines.find(f'{name}.{key}') or lines.find(name, key))}: [{name}]: field '{key}': {reason}"
+            ) from None
     return {**{name: {} for name in SECTIONS}, **data}
 
 

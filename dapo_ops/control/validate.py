@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from dapo_ops.agent import compose
 from dapo_ops.core import profiles
 
+
 def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
     """Split a verl argv into ``(module, --config-name value or None, overrides)``.
 
@@ -36,7 +37,7 @@ def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
     if "-m" in argv:
         i = argv.index("-m")
         module = argv[i + 1]
-        argv = argv[i + 2:]
+        argv = argv[i + 2 :]
     name = None
     out = []
     it = iter(argv)
@@ -77,8 +78,9 @@ def rewrite_searchpath(overrides: list[str], config_root: str) -> list[str]:
     return [sp if o.split("=", 1)[0].lstrip("+") == "hydra.searchpath" else o for o in overrides]
 
 
-def request_for(argv_or_overrides: list[str], config_root: str, config_name: str | None = None,
-                config_dir: str | None = None) -> dict:
+def request_for(
+    argv_or_overrides: list[str], config_root: str, config_name: str | None = None, config_dir: str | None = None
+) -> dict:
     """The JSON request ``{config_root, config_dir, config_name, overrides}`` for an argv.
 
     ``config_root``: the directory holding ``verl/`` (``/verl`` in the container).
@@ -101,12 +103,17 @@ def request_for(argv_or_overrides: list[str], config_root: str, config_name: str
         raise ValueError("config_name is required for a bare override list")
     root = os.path.abspath(config_root)
     cdir = config_dir if os.path.isabs(config_dir) else os.path.join(root, config_dir)
-    return {"config_root": root, "config_dir": cdir, "config_name": name,
-            "overrides": rewrite_searchpath(overrides, root)}
+    return {
+        "config_root": root,
+        "config_dir": cdir,
+        "config_name": name,
+        "overrides": rewrite_searchpath(overrides, root),
+    }
 
 
-def compose_check(argv_or_overrides: list[str], config_root: str, config_name: str | None = None, *,
-                  config_dir: str | None = None) -> list[str]:
+def compose_check(
+    argv_or_overrides: list[str], config_root: str, config_name: str | None = None, *, config_dir: str | None = None
+) -> list[str]:
     """Compose ``argv_or_overrides`` against the verl config under ``config_root``; return error lines.
 
     Returns ``[]`` when everything composes. Otherwise the lines are Hydra's / OmegaConf's own
@@ -120,8 +127,9 @@ def compose_check(argv_or_overrides: list[str], config_root: str, config_name: s
     return [line for block in blocks for line in block]
 
 
-def compose_check_blocks(argv_or_overrides: list[str], config_root: str, config_name: str | None = None, *,
-                         config_dir: str | None = None) -> list[list[str]]:
+def compose_check_blocks(
+    argv_or_overrides: list[str], config_root: str, config_name: str | None = None, *, config_dir: str | None = None
+) -> list[list[str]]:
     """Like :func:`compose_check` but one list of lines per failing override."""
     req = request_for(argv_or_overrides, config_root, config_name, config_dir)
     return compose.compose_errors(req["config_root"], req["config_dir"], req["config_name"], req["overrides"])

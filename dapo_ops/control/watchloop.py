@@ -11,8 +11,16 @@ from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRo
 from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
 
 #: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
-WATCH_CODES = {SUCCEEDED: 0, FAILED: 1, STOPPED: 2, SUPERVISOR_DEAD: 3, NO_RUN: 4, ERROR: 4,
-               statusview.INCOMPLETE: 4, statusview.RAY_WORKER: 4}
+WATCH_CODES = {
+    SUCCEEDED: 0,
+    FAILED: 1,
+    STOPPED: 2,
+    SUPERVISOR_DEAD: 3,
+    NO_RUN: 4,
+    ERROR: 4,
+    statusview.INCOMPLETE: 4,
+    statusview.RAY_WORKER: 4,
+}
 #: seconds without a line about a live run after which ``watch`` on a terminal prints its progress line
 PROGRESS_EVERY_S = 60.0
 
@@ -28,7 +36,7 @@ class Watch:
         self.done: dict[str, StatusRow] = {}
         self.unreachable: set[str] = set()
         self.workers: dict[str, StatusRow] = {}  # Ray worker hosts of a watched head's run: not runs of their own
-        self.said_at: dict[str, float] = {}       # host -> when (caller's clock, seconds) a line last named its run
+        self.said_at: dict[str, float] = {}  # host -> when (caller's clock, seconds) a line last named its run
 
     def live(self) -> list:
         """The hosts still to look at."""
@@ -52,15 +60,26 @@ class Watch:
         out: list[dict] = []
 
         def add(kind: str, row: StatusRow, line: str) -> None:
-            out.append({"event": kind, "host": row.host, "run_id": row.run_id, "state": row.state,
-                        "step": row.step, "total": row.total, "attempt": row.attempt, "verdict": row.verdict,
-                        "line": line})
+            out.append(
+                {
+                    "event": kind,
+                    "host": row.host,
+                    "run_id": row.run_id,
+                    "state": row.state,
+                    "step": row.step,
+                    "total": row.total,
+                    "attempt": row.attempt,
+                    "verdict": row.verdict,
+                    "line": line,
+                }
+            )
 
         heads = cluster_heads((r.host, r.run_id, r.cluster) for r in list(rows) + list(self.prev.values()))
         watched = {h.name for h in self.hosts}
         for row in rows:
-            head = heads.get(row.host) or (((row.serves or {}).get("head"), row.run_id)
-                                           if row.state == statusview.RAY_WORKER else None)
+            head = heads.get(row.host) or (
+                ((row.serves or {}).get("head"), row.run_id) if row.state == statusview.RAY_WORKER else None
+            )
             if head and head[0] in watched and worker_of(row, head):
                 hn, rid = head
                 # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
@@ -106,9 +125,20 @@ class Watch:
         "state", "step", "total", "ended", "verdict", "suggestions"}]}`` (``code`` / ``message``: :meth:`outcome`,
         the exit code ``watch`` exits with)."""
         code, message = self.outcome()
-        runs = [{"host": h, "run_id": r.run_id, "state": r.state, "step": r.step, "total": r.total, "ended": r.ended,
-                 "verdict": r.verdict, "suggestions": list(r.suggestions or [])}
-                for h, r in self.done.items() if h not in self.workers]
+        runs = [
+            {
+                "host": h,
+                "run_id": r.run_id,
+                "state": r.state,
+                "step": r.step,
+                "total": r.total,
+                "ended": r.ended,
+                "verdict": r.verdict,
+                "suggestions": list(r.suggestions or []),
+            }
+            for h, r in self.done.items()
+            if h not in self.workers
+        ]
         return {"event": "outcome", "code": code, "message": message, "runs": runs}
 
     def outcome(self) -> tuple[int, str]:
@@ -121,7 +151,9 @@ class Watch:
         if worst.state == statusview.RAY_WORKER:  # its head is not watched
             head = (worst.serves or {}).get("head")
             return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
-                statusevents.worker_line(worst.host, worst.run_id, head), head)
+                statusevents.worker_line(worst.host, worst.run_id, head),
+                head,
+            )
         if worst.state in (NO_RUN, ERROR):
             return code, worst.error or "%s: no run to watch" % worst.host
         if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"

@@ -149,8 +149,9 @@ def parse_npu_smi(text: str) -> DeviceReport:
             used = total = 0
             if pairs:
                 used, total = int(pairs[-1][0]), int(pairs[-1][1])
-            report.devices.append(Device(index=idx, name=name, mem_total_mb=total, mem_used_mb=used,
-                                         health=health, bus_id=bus))
+            report.devices.append(
+                Device(index=idx, name=name, mem_total_mb=total, mem_used_mb=used, health=health, bus_id=bus)
+            )
             idx += 1
             pending = None
         elif section == "procs":
@@ -172,8 +173,7 @@ def parse_npu_smi(text: str) -> DeviceReport:
 
 _GPU_HEAD = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s+\|")
 _MIB_PAIR = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
-_GPU_PROC = re.compile(
-    r"^\|\s*(\d+)\s+(\S+)\s+(\S+)\s+(\d+)\s+([A-Z+]+)\s+(.+?)\s+(\d+)\s*MiB\s*\|\s*$")
+_GPU_PROC = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+(\S+)\s+(\d+)\s+([A-Z+]+)\s+(.+?)\s+(\d+)\s*MiB\s*\|\s*$")
 _CSV_ROW = re.compile(r"^\s*(\d+)\s*,\s*([^,]+?)\s*,\s*(\d+)(?:\s*MiB)?\s*,\s*(\d+)(?:\s*MiB)?")
 
 
@@ -193,8 +193,14 @@ def parse_nvidia_smi(text: str) -> DeviceReport:
         for ln in lines:
             cm = _CSV_ROW.match(ln)
             if cm:
-                report.devices.append(Device(index=int(cm.group(1)), name=cm.group(2),
-                                             mem_total_mb=int(cm.group(3)), mem_used_mb=int(cm.group(4))))
+                report.devices.append(
+                    Device(
+                        index=int(cm.group(1)),
+                        name=cm.group(2),
+                        mem_total_mb=int(cm.group(3)),
+                        mem_used_mb=int(cm.group(4)),
+                    )
+                )
         if report.devices:
             return report
         raise DeviceParseError("not nvidia-smi output: no 'NVIDIA-SMI' header and no CSV rows")
@@ -210,8 +216,11 @@ def parse_nvidia_smi(text: str) -> DeviceReport:
         if in_procs:
             pm = _GPU_PROC.match(ln.rstrip())
             if pm:
-                report.processes.append(DeviceProcess(device=int(pm.group(1)), pid=int(pm.group(4)),
-                                                      name=pm.group(6).strip(), mem_mb=int(pm.group(7))))
+                report.processes.append(
+                    DeviceProcess(
+                        device=int(pm.group(1)), pid=int(pm.group(4)), name=pm.group(6).strip(), mem_mb=int(pm.group(7))
+                    )
+                )
             continue
         gm = _GPU_HEAD.match(ln)
         if gm:
@@ -220,8 +229,11 @@ def parse_nvidia_smi(text: str) -> DeviceReport:
         if pending is not None:
             mm = _MIB_PAIR.search(ln)
             if mm:
-                report.devices.append(Device(index=pending[0], name=pending[1], mem_used_mb=int(mm.group(1)),
-                                             mem_total_mb=int(mm.group(2))))
+                report.devices.append(
+                    Device(
+                        index=pending[0], name=pending[1], mem_used_mb=int(mm.group(1)), mem_total_mb=int(mm.group(2))
+                    )
+                )
                 pending = None
     return report
 

@@ -40,9 +40,18 @@ def findings(host: str, found: "Dict[str, Any]") -> "List[Dict[str, Any]]":
     for e in found.get("plog") or []:
         v = classify(e.get("line") or e.get("msg") or "")
         d = v.detail or {}
-        out.append({"host": host, "rank": e.get("rank"), "ts": float(e.get("ts") or 0.0), "time": e.get("time"),
-                    "source": e.get("file") or "plog", "line": e.get("line") or e.get("msg"), "cls": v.cls,
-                    "tier": _tier(v.cls, bool(d.get("inconclusive")) or v.cls == "crash-other")})
+        out.append(
+            {
+                "host": host,
+                "rank": e.get("rank"),
+                "ts": float(e.get("ts") or 0.0),
+                "time": e.get("time"),
+                "source": e.get("file") or "plog",
+                "line": e.get("line") or e.get("msg"),
+                "cls": v.cls,
+                "tier": _tier(v.cls, bool(d.get("inconclusive")) or v.cls == "crash-other"),
+            }
+        )
     for lg in found.get("ray_logs") or []:
         text = lg.get("text") or ""
         v = classify(text)
@@ -56,8 +65,18 @@ def findings(host: str, found: "Dict[str, Any]") -> "List[Dict[str, Any]]":
                 rank = plog.rank_of(ln)
                 if rank is not None:
                     break
-        out.append({"host": host, "rank": rank, "ts": float(lg.get("mtime") or 0.0), "time": None,
-                    "source": lg.get("name"), "line": line, "cls": v.cls, "tier": _tier(v.cls, False)})
+        out.append(
+            {
+                "host": host,
+                "rank": rank,
+                "ts": float(lg.get("mtime") or 0.0),
+                "time": None,
+                "source": lg.get("name"),
+                "line": line,
+                "cls": v.cls,
+                "tier": _tier(v.cls, False),
+            }
+        )
     return out
 
 
@@ -80,8 +99,9 @@ def summary_line(err: "Optional[Dict[str, Any]]", lost: "List[str]") -> str:
     if err:
         rank = "rank %s" % err["rank"] if err.get("rank") is not None else "rank unknown"
         when = " at %s" % err["time"] if err.get("time") else ""
-        parts.append("earliest error: host %s %s%s (%s: %s)" % (err["host"], rank, when, err["source"],
-                                                                   str(err["line"])[:160]))
+        parts.append(
+            "earliest error: host %s %s%s (%s: %s)" % (err["host"], rank, when, err["source"], str(err["line"])[:160])
+        )
     if lost:
         parts.append("no evidence from %s (lost: its files stay on that host)" % ", ".join(lost))
     return "; ".join(parts) or "no error found in any host's Ray worker logs or plogs"

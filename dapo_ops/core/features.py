@@ -35,16 +35,30 @@ ALL = PERFORMANCE + MEMORY + VERL_DEFAULT
 #: name -> (kind, one-line help). Kinds: performance (default on), memory (off, OOM-appended), verl-default (on
 #: because verl turns it on; ``-name`` turns it off).
 CATALOG: dict[str, tuple[str, str]] = {
-    "flash_attn": ("performance", "Flash attention in the trainer (FSDP attn_implementation, Megatron attention_backend)"),
+    "flash_attn": (
+        "performance",
+        "Flash attention in the trainer (FSDP attn_implementation, Megatron attention_backend)",
+    ),
     "dynamic_batch": ("performance", "Dynamic batch size by token budget (use_dynamic_bsz + *_max_token_len_per_gpu)"),
     "remove_padding": ("performance", "Remove padding / packed sequences (use_remove_padding)"),
-    "gradient_checkpointing": ("performance", "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)"),
+    "gradient_checkpointing": (
+        "performance",
+        "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)",
+    ),
     "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
-    "recompute": ("memory", "Stronger recompute (Megatron full recompute; FSDP activation offload + gradient checkpointing unless -gradient_checkpointing)"),
-    "prefix_cache": ("verl-default", "vLLM prefix caching in the rollout (enable_prefix_caching); verl's default: on; "
-                     "-prefix_cache turns it off"),
-    "chunked_prefill": ("verl-default", "vLLM chunked prefill in the rollout (enable_chunked_prefill); verl's default: "
-                        "on; -chunked_prefill turns it off"),
+    "recompute": (
+        "memory",
+        "Stronger recompute (Megatron full recompute; FSDP activation offload + gradient checkpointing unless -gradient_checkpointing)",
+    ),
+    "prefix_cache": (
+        "verl-default",
+        "vLLM prefix caching in the rollout (enable_prefix_caching); verl's default: on; -prefix_cache turns it off",
+    ),
+    "chunked_prefill": (
+        "verl-default",
+        "vLLM chunked prefill in the rollout (enable_chunked_prefill); verl's default: "
+        "on; -chunked_prefill turns it off",
+    ),
 }
 
 SOURCES = ("explicit", "default", "estimate", "learned")  # estimate: memfit started on this rung; learned: a memo
@@ -69,8 +83,9 @@ def _check_name(name: str, what: str = "feature") -> None:
 
 def _check_source(source: str) -> None:
     if source not in SOURCES and not _OOM_SOURCE.match(source):
-        raise FeatureError(f"unknown feature source {source!r}; expected explicit, default, estimate, learned or "
-                           "oom-retry-<N>")
+        raise FeatureError(
+            f"unknown feature source {source!r}; expected explicit, default, estimate, learned or oom-retry-<N>"
+        )
 
 
 def is_ladder_source(source: str) -> bool:
@@ -197,14 +212,17 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
         neg = item.startswith("-")
         name = item.lstrip("+-").strip().lower().replace("-", "_")
         if name not in CATALOG:  # the user's own token, repr-quoted: not the normalized name ('rm _rf /')
-            raise FeatureError(f"unknown feature {item!r}; valid features: {_valid_names()} (prefix a default "
-                               f"with '-' to turn it off)")
+            raise FeatureError(
+                f"unknown feature {item!r}; valid features: {_valid_names()} (prefix a default with '-' to turn it off)"
+            )
         target = off if neg else on
         if name not in target:
             target.append(name)
     both = sorted(set(on) & set(off))
     if both:
-        raise FeatureError(f"feature {both[0]!r} is both on and off in the features (--features / USER_FEATURES); keep one of {both[0]} / -{both[0]}")
+        raise FeatureError(
+            f"feature {both[0]!r} is both on and off in the features (--features / USER_FEATURES); keep one of {both[0]} / -{both[0]}"
+        )
     return on, off
 
 
@@ -244,14 +262,18 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
                 continue
             for dep in deps:
                 if dep in on:
-                    raise FeatureError(f"{dep} needs {name} on Megatron (its unfused attention has no packed "
-                                       f"sequences); drop -{name} or {dep} from USER_FEATURES")
+                    raise FeatureError(
+                        f"{dep} needs {name} on Megatron (its unfused attention has no packed "
+                        f"sequences); drop -{name} or {dep} from USER_FEATURES"
+                    )
                 if dep not in off:
                     off.append(dep)
     if enable_offload:
         if "offload" in off:
-            raise FeatureError("offload on (--offload / ENABLE_OFFLOAD) contradicts '-offload' in the features "
-                               "(--features / USER_FEATURES); drop one of them")
+            raise FeatureError(
+                "offload on (--offload / ENABLE_OFFLOAD) contradicts '-offload' in the features "
+                "(--features / USER_FEATURES); drop one of them"
+            )
         if "offload" not in on:
             on.append("offload")
     fs = FeatureSet((), frozenset(off))
@@ -266,9 +288,13 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
 def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
     """One line per dependent that :func:`resolve` turned off because of :data:`IMPLIED_OFF` (for the plan)."""
     _, off = parse_user_features(user_features)
-    return [f"-{name} implies -{dep}: on Megatron packed sequences (remove_padding) need flash attention"
-            for name, deps in IMPLIED_OFF.items() if name in off
-            for dep in deps if dep in fs.disabled and dep not in off]
+    return [
+        f"-{name} implies -{dep}: on Megatron packed sequences (remove_padding) need flash attention"
+        for name, deps in IMPLIED_OFF.items()
+        if name in off
+        for dep in deps
+        if dep in fs.disabled and dep not in off
+    ]
 
 
 def catalog_lines() -> list[str]:

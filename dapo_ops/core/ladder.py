@@ -63,8 +63,19 @@ from dapo_ops.core import policy
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
-    ACTOR_BUDGET, RUNGS, KV_FLOOR, KV_STEP, SIDES, STOP_FIXES, apply_rung, current_budget, rung_status,
-    keep_token_budgets, phase_of, phase_rungs, troubleshooting_md
+    ACTOR_BUDGET,
+    RUNGS,
+    KV_FLOOR,
+    KV_STEP,
+    SIDES,
+    STOP_FIXES,
+    apply_rung,
+    current_budget,
+    rung_status,
+    keep_token_budgets,
+    phase_of,
+    phase_rungs,
+    troubleshooting_md,
 )
 from dapo_ops.core.policy import NO_RUNG_PHASES, Kind
 
@@ -73,6 +84,7 @@ troubleshooting_section = troubleshooting_md
 
 KV_CEILING = 0.9
 DEFAULT_MAX_OOM_RETRIES = 2
+
 
 @dataclass
 class Decision:
@@ -120,19 +132,25 @@ def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dic
     if detail.get("phase"):
         where.append(f"phase {detail['phase']}")
     if where:
-        out.append("device OOM reached at " + ", ".join(where)
-                   + " (a late OOM after healthy steps hints at a leak or version regression; report the step)")
+        out.append(
+            "device OOM reached at "
+            + ", ".join(where)
+            + " (a late OOM after healthy steps hints at a leak or version regression; report the step)"
+        )
     # every rung the attempts ran with: feature rungs (offload, recompute) and the ladder's setting rungs
     # (settings["memory_rungs"]: what the supervisor applied, dapo_ops/agent/supervisor/machine.py)
     applied = sorted(features.names() & set(RUNGS)) + [
-        str(r.get("rung")) for r in settings.get("memory_rungs") or () if isinstance(r, dict) and r.get("rung")]
+        str(r.get("rung")) for r in settings.get("memory_rungs") or () if isinstance(r, dict) and r.get("rung")
+    ]
     on = ", ".join(dict.fromkeys(applied)) or "none"
     out.append(f"memory rungs on: {on}; the model/setup does not fit the devices as configured")
     if features.has("dynamic_batch"):
         budget = current_budget(settings)
         if budget <= floor:  # the ladder already took it to the floor: lowering it further is no advice
-            out.append(f"token budget already at its floor: {ACTOR_BUDGET.rsplit('.', 1)[-1]}={budget} = "
-                       f"max_prompt_length + max_response_length (shorter responses lower that floor)")
+            out.append(
+                f"token budget already at its floor: {ACTOR_BUDGET.rsplit('.', 1)[-1]}={budget} = "
+                f"max_prompt_length + max_response_length (shorter responses lower that floor)"
+            )
         else:
             out.append(
                 "lower the token budget: actor_rollout_ref.actor.ppo_max_token_len_per_gpu / "
@@ -140,16 +158,23 @@ def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dic
                 f"max_response_length = {floor})"
             )
     else:
-        out.append("smaller micro-batch: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
-                   "(and ref/rollout log_prob_micro_batch_size_per_gpu=1)")
+        out.append(
+            "smaller micro-batch: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 "
+            "(and ref/rollout log_prob_micro_batch_size_per_gpu=1)"
+        )
     out.append(f"shorter responses: --max-response-length {max(512, resp // 2)} (MAX_RESPONSE_LENGTH, now {resp})")
     tg = settings.get("trainer_gpus")
     if settings.get("mode") == "one-step-off":
-        out.append("more devices for the trainer pool" + (f" (TRAINER_GPUS now {tg})" if tg else "")
-                   + ", or a larger ulysses_sequence_parallel_size / tensor parallel size")
+        out.append(
+            "more devices for the trainer pool"
+            + (f" (TRAINER_GPUS now {tg})" if tg else "")
+            + ", or a larger ulysses_sequence_parallel_size / tensor parallel size"
+        )
     else:  # DAPO colocates: training shares every device of each host (TRAINER_GPUS sizes one-step-off only)
-        out.append("more devices: more hosts in one run (-H a,b) or hosts with more devices, or a larger "
-                   "ulysses_sequence_parallel_size / tensor parallel size")
+        out.append(
+            "more devices: more hosts in one run (-H a,b) or hosts with more devices, or a larger "
+            "ulysses_sequence_parallel_size / tensor parallel size"
+        )
     return out
 
 
@@ -165,41 +190,93 @@ def _host_suggestions(cls: str, settings: dict[str, Any]) -> list[str]:
     return out
 
 
-def _kv_decide(features: FeatureSet, detail: dict[str, Any], other_used: dict[str, int], settings: dict[str, Any],
-               max_oom_retries: int) -> Decision:
+def _kv_decide(
+    features: FeatureSet,
+    detail: dict[str, Any],
+    other_used: dict[str, int],
+    settings: dict[str, Any],
+    max_oom_retries: int,
+) -> Decision:
     direction = str(detail.get("kv_direction") or "lower").lower()
     cur = float(settings.get("gpu_memory_utilization", 0.6))
     resp = int(settings.get("max_response_length", 8192))
     tp = settings.get("rollout_tp")
     stop_sugg = [
         f"lower the rollout max_model_len via --max-response-length {max(512, resp // 2)} (now {resp})",
-        f"raise the rollout tensor parallel size (--rollout-tp, now {tp})" if tp else "raise the rollout tensor parallel size (--rollout-tp)",
+        f"raise the rollout tensor parallel size (--rollout-tp, now {tp})"
+        if tp
+        else "raise the rollout tensor parallel size (--rollout-tp)",
         "free the devices: leftover processes from an earlier attempt (npu-smi info / nvidia-smi)",
     ]
     if direction == "cleanup":
         key = "oom-kv-cache:cleanup"
         if other_used.get(key, 0) >= 1:
-            return Decision("stop", features, {}, "rollout memory still short after a cleanup retry", [],
-                            [f"lower gpu_memory_utilization (now {cur}) if something else holds device memory"] + stop_sugg)
-        return Decision("retry", features, {}, "rollout found less free memory than requested: cleaning up and retrying unchanged",
-                        [], [], key)
+            return Decision(
+                "stop",
+                features,
+                {},
+                "rollout memory still short after a cleanup retry",
+                [],
+                [f"lower gpu_memory_utilization (now {cur}) if something else holds device memory"] + stop_sugg,
+            )
+        return Decision(
+            "retry",
+            features,
+            {},
+            "rollout found less free memory than requested: cleaning up and retrying unchanged",
+            [],
+            [],
+            key,
+        )
     key = "oom-kv-cache"
     if other_used.get(key, 0) >= max_oom_retries:
-        return Decision("stop", features, {}, f"rollout KV cache still short after {other_used.get(key, 0)} adjustments",
-                        [], stop_sugg)
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"rollout KV cache still short after {other_used.get(key, 0)} adjustments",
+            [],
+            stop_sugg,
+        )
     if direction == "raise":
         new = round(min(KV_CEILING, cur + KV_STEP), 2)
         if new <= cur:
-            return Decision("stop", features, {}, f"rollout KV cache too small at gpu_memory_utilization={cur} (ceiling {KV_CEILING})",
-                            [], stop_sugg)
-        return Decision("retry", features, {"gpu_memory_utilization": new},
-                        f"rollout KV cache too small: gpu_memory_utilization {cur} -> {new}", [], [], key)
+            return Decision(
+                "stop",
+                features,
+                {},
+                f"rollout KV cache too small at gpu_memory_utilization={cur} (ceiling {KV_CEILING})",
+                [],
+                stop_sugg,
+            )
+        return Decision(
+            "retry",
+            features,
+            {"gpu_memory_utilization": new},
+            f"rollout KV cache too small: gpu_memory_utilization {cur} -> {new}",
+            [],
+            [],
+            key,
+        )
     new = round(cur - KV_STEP, 2)
     if new < KV_FLOOR - 1e-9:
-        return Decision("stop", features, {}, f"rollout memory short at gpu_memory_utilization={cur} (floor {KV_FLOOR})",
-                        [], stop_sugg)
-    return Decision("retry", features, {"gpu_memory_utilization": new},
-                    f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}", [], [], key)
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"rollout memory short at gpu_memory_utilization={cur} (floor {KV_FLOOR})",
+            [],
+            stop_sugg,
+        )
+    return Decision(
+        "retry",
+        features,
+        {"gpu_memory_utilization": new},
+        f"rollout could not allocate its memory: gpu_memory_utilization {cur} -> {new}",
+        [],
+        [],
+        key,
+    )
 
 
 def _short(changes: dict[str, Any], before: dict[str, Any]) -> str:
@@ -214,43 +291,68 @@ def _short(changes: dict[str, Any], before: dict[str, Any]) -> str:
     return ", ".join(dict.fromkeys(out))
 
 
-def _oom_decide(features: FeatureSet, detail: dict[str, Any], oom_used: int, max_oom: int,
-                settings: dict[str, Any]) -> Decision:
+def _oom_decide(
+    features: FeatureSet, detail: dict[str, Any], oom_used: int, max_oom: int, settings: dict[str, Any]
+) -> Decision:
     phase = phase_of(detail)
     side = detail.get("side") if detail.get("side") in SIDES else None
     rung, fs, ch, skipped = apply_rung(features, phase, settings, f"oom-retry-{oom_used + 1}", side)
     if oom_used >= max_oom:
-        return Decision("stop", features, {}, f"device OOM in phase {phase} after {oom_used} OOM retries "
-                        f"(MAX_OOM_RETRIES={max_oom})", skipped, _oom_suggestions(features, detail, settings))
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"device OOM in phase {phase} after {oom_used} OOM retries (MAX_OOM_RETRIES={max_oom})",
+            skipped,
+            _oom_suggestions(features, detail, settings),
+        )
     if rung is None:
         rungs = phase_rungs(phase, settings.get("framework"), settings.get("mode"), side)
         off = [r for r in rungs if r in features.disabled]
-        state = "; ".join(x for x in (
-            ("used: " + ", ".join(r for r in rungs if r not in off)) if len(off) < len(rungs) else "",
-            ("turned off by --features / USER_FEATURES: " + ", ".join(off)) if off else "") if x)
-        return Decision("stop", features, {}, f"device OOM in phase {phase}: no rung of its ladder left "
-                        f"({state or ', '.join(rungs)})", skipped, _oom_suggestions(features, detail, settings))
+        state = "; ".join(
+            x
+            for x in (
+                ("used: " + ", ".join(r for r in rungs if r not in off)) if len(off) < len(rungs) else "",
+                ("turned off by --features / USER_FEATURES: " + ", ".join(off)) if off else "",
+            )
+            if x
+        )
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"device OOM in phase {phase}: no rung of its ladder left ({state or ', '.join(rungs)})",
+            skipped,
+            _oom_suggestions(features, detail, settings),
+        )
     n = oom_used + 1
     shown = _short(ch, settings)
     what = f"adding {rung}" if not shown else f"{rung} ({shown})"
-    return Decision("retry", fs, ch, f"device OOM in phase {phase}: {what} (OOM retry {n}/{max_oom}), "
-                    "resuming from the last checkpoint", skipped, [], "oom")
+    return Decision(
+        "retry",
+        fs,
+        ch,
+        f"device OOM in phase {phase}: {what} (OOM retry {n}/{max_oom}), resuming from the last checkpoint",
+        skipped,
+        [],
+        "oom",
+    )
 
 
 #: what to check after a retried network failure came back, by the verdict's ``detail["cause"]``
 #: (core/classify/verdicts.py ``_network``); None: the collective / unknown case
 _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
     ("network", "tracker"): "the tracker server is unreachable from the container: check SWANLAB_API_HOST and the "
-                            "proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "
-                            "launch with --swanlab-mode local and sync later",
+    "proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "
+    "launch with --swanlab-mode local and sync later",
     ("network", "hub"): "the model hub (or the proxy to it) is unreachable from the container: check http(s)_proxy "
-                        "and the HF_ENDPOINT mirror, or put the model and data on the host's disk (--model /path)",
+    "and the HF_ENDPOINT mirror, or put the model and data on the host's disk (--model /path)",
     ("network", "http"): "an HTTP endpoint the run needs keeps failing (429/5xx): wait and launch again, or point "
-                         "the run at a local copy",
+    "the run at a local copy",
     ("network", "ray-head"): "the Ray head cannot be reached: check the head's container, its address and port "
-                             "(firewall, no_proxy) before launching again",
+    "(firewall, no_proxy) before launching again",
     None: "check the network, the Ray head and the HCCL/NCCL environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) "
-          "before launching again",
+    "before launching again",
 }
 
 
@@ -260,7 +362,9 @@ def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[Feat
     if settings.get("framework") != "megatron":  # FSDP recompute = activation offload into host RAM
         fs = fs.remove_ladder("recompute")
     ch = {}
-    if any(r.get("rung") == "offload-policy" for r in settings.get("memory_rungs") or []) and settings.get("fsdp_offload_policy"):
+    if any(r.get("rung") == "offload-policy" for r in settings.get("memory_rungs") or []) and settings.get(
+        "fsdp_offload_policy"
+    ):
         ch["fsdp_offload_policy"] = False
     return (fs, ch) if (fs != features or ch) else None
 
@@ -272,7 +376,12 @@ def resume_command(settings: dict[str, Any]) -> str:
     cmd = "inv one-step-off" if settings.get("mode") == "one-step-off" else "inv launch"
     hosts = [str(h) for h in settings.get("hosts") or [] if h]
     mode = " --mode sync" if settings.get("mode") != "one-step-off" and settings.get("trainer_mode") == "sync" else ""
-    return "%s%s%s --resume %s" % (cmd, " -H " + ",".join(hosts) if hosts else "", mode, settings.get("run_id") or "<run_id>")
+    return "%s%s%s --resume %s" % (
+        cmd,
+        " -H " + ",".join(hosts) if hosts else "",
+        mode,
+        settings.get("run_id") or "<run_id>",
+    )
 
 
 def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
@@ -281,25 +390,42 @@ def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str
     resume = f"`{resume_command(settings)}` continues from the last complete checkpoint"
     if detail.get("cause") == "disk-full":
         path = detail.get("path") or "the run's disk"
-        return Decision("stop", features, {}, f"disk full: {path} has no space left: not retried",
-                        [], [
-                            f"free space on {path} (`df -h {path}`): remove old runs' checkpoints "
-                            "(<runs_dir>/<run_id>/checkpoints/global_step_*) or move them to a bigger volume",
-                            "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
-                            "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
-                            "then " + resume])
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"disk full: {path} has no space left: not retried",
+            [],
+            [
+                f"free space on {path} (`df -h {path}`): remove old runs' checkpoints "
+                "(<runs_dir>/<run_id>/checkpoints/global_step_*) or move them to a bigger volume",
+                "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
+                "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
+                "then " + resume,
+            ],
+        )
     signals: dict[object, str] = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}
     sig = signals.get(detail.get("exit_code"), "a signal")
-    return Decision("stop", features, {}, f"killed from outside ({sig}) with no error in the log: not retried", [], [
-        "who killed it: the host's OOM killer (on the host `dmesg -T | grep -i -e 'killed process' -e 'out of "
-        "memory'`, the container cgroup's memory.events oom_kill, `docker inspect -f '{{.State.OOMKilled}}'`) or an "
-        "operator / scheduler (kill, docker kill, a job manager)",
-        "if it was the OOM killer: lower host memory (data.train_batch_size, actor_rollout_ref.rollout.n, dataloader "
-        "workers) or raise the container's --memory",
-        resume])
+    return Decision(
+        "stop",
+        features,
+        {},
+        f"killed from outside ({sig}) with no error in the log: not retried",
+        [],
+        [
+            "who killed it: the host's OOM killer (on the host `dmesg -T | grep -i -e 'killed process' -e 'out of "
+            "memory'`, the container cgroup's memory.events oom_kill, `docker inspect -f '{{.State.OOMKilled}}'`) or an "
+            "operator / scheduler (kill, docker kill, a job manager)",
+            "if it was the OOM killer: lower host memory (data.train_batch_size, actor_rollout_ref.rollout.n, dataloader "
+            "workers) or raise the container's --memory",
+            resume,
+        ],
+    )
 
 
-def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
+def _stop(
+    features: FeatureSet, cls: str, rule: policy.Rule, detail: dict[str, Any], settings: dict[str, Any]
+) -> Decision:
     """The stop of a verdict whose policy is :attr:`Kind.STOP`: the rule's reason, or the class's own line and
     suggestions where the detail gives more to say (a no-rung OOM phase, an error storm's frame, a full disk, an
     external kill)."""
@@ -308,18 +434,34 @@ def _stop(features: FeatureSet, cls: str, rule: policy.Rule, detail: dict[str, A
         return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
     if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
         at = detail.get("user_frame") or detail.get("frame")
-        return Decision("stop", features, {}, f"error storm: {detail.get('exc') or 'an exception'} raised again and "
-                        f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
-                        [], [f"fix {detail.get('user_path') or at}" + (f" ({detail['user_func']})" if
-                             detail.get("user_func") else "") + f": {detail.get('exc')} {detail.get('message') or ''}"
-                             .rstrip(), "then `inv launch --resume <run id>` continues from the last checkpoint"])
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"error storm: {detail.get('exc') or 'an exception'} raised again and "
+            f"again at {at} with no training step (verl retries it for ever): not retried unchanged",
+            [],
+            [
+                f"fix {detail.get('user_path') or at}"
+                + (f" ({detail['user_func']})" if detail.get("user_func") else "")
+                + f": {detail.get('exc')} {detail.get('message') or ''}".rstrip(),
+                "then `inv launch --resume <run id>` continues from the last checkpoint",
+            ],
+        )
     if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
         return _crash_stop(features, detail, settings)
     return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
 
 
-def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict[str, Any], oom_retries_used: int,
-           max_oom_retries: int, other_retries_used: dict[str, int], settings: dict[str, Any]) -> Decision:
+def decide(
+    features: FeatureSet,
+    verdict_cls: str,
+    verdict_detail: dict[str, Any],
+    oom_retries_used: int,
+    max_oom_retries: int,
+    other_retries_used: dict[str, int],
+    settings: dict[str, Any],
+) -> Decision:
     """Decide the next step after an attempt ended with a verdict of class ``verdict_cls``.
 
     The failure policy (:func:`dapo_ops.core.policy.rule` of the class and detail) chooses what kind of step; this
@@ -357,9 +499,16 @@ def decide(features: FeatureSet, verdict_cls: str, verdict_detail: dict[str, Any
         key = "rollback-offload"
         back = _host_rollback(features, settings)
         if back is not None and other.get(key, 0) < 1:
-            return Decision("retry", back[0], back[1],
-                            f"{what}: rolling back what the ladder moved to host RAM (offload, activation offload, "
-                            "offload_policy) and retrying once", [], [], key)
+            return Decision(
+                "retry",
+                back[0],
+                back[1],
+                f"{what}: rolling back what the ladder moved to host RAM (offload, activation offload, "
+                "offload_policy) and retrying once",
+                [],
+                [],
+                key,
+            )
         reason = f"{what}: stopped (offload is never added for host memory)"
         if other.get(key, 0) >= 1:
             reason = f"{what} again after rolling back offload: stopped"
@@ -381,7 +530,7 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict[str, 
     settings = dict(settings or {})
     lines = [why for why in (rung_status(features, r) for r in RUNGS) if why]
     sided = settings.get("mode") == "one-step-off"  # a one-step-off weight sync: one ladder per side
-    for phase, side in [(p, sd) for p in PHASES for sd in ((SIDES if sided and p == "weight-sync" else (None,)))]:
+    for phase, side in [(p, sd) for p in PHASES for sd in (SIDES if sided and p == "weight-sync" else (None,))]:
         fs, s, used, steps = features, dict(settings), 0, []
         while True:
             d = decide(fs, "oom-device", {"phase": phase, "side": side}, used, max_oom_retries, {}, s)
@@ -390,15 +539,21 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict[str, 
             used += 1
             added = sorted(d.features.names() - fs.names())
             rung = d.setting_changes["memory_rungs"][-1]["rung"]
-            steps.append(f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})"))
+            steps.append(
+                f"{used}: " + (f"+ {', '.join(added)}" if added else f"{rung} ({_short(d.setting_changes, s)})")
+            )
             fs = d.features
             s.update(d.setting_changes)
         tail = "stop with the fix" if phase in NO_RUNG_PHASES else "stop with suggestions"
         where = f"{phase} ({side} side)" if side else phase
         lines.append(f"device OOM in {where}: " + " -> ".join(steps + [tail]))
-    lines.append("rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "
-                 f"(lower by {KV_STEP} to >= {KV_FLOOR}, or raise to <= {KV_CEILING}, per the message), never offload")
-    lines.append("host / Ray OOM: never add offload; roll back ladder-added offload (and activation offload, "
-                 "offload_policy) once, else stop")
+    lines.append(
+        "rollout KV-cache shortage: change actor_rollout_ref.rollout.gpu_memory_utilization "
+        f"(lower by {KV_STEP} to >= {KV_FLOOR}, or raise to <= {KV_CEILING}, per the message), never offload"
+    )
+    lines.append(
+        "host / Ray OOM: never add offload; roll back ladder-added offload (and activation offload, "
+        "offload_policy) once, else stop"
+    )
     lines.append("network / HCCL timeout / hang: one retry after cleanup; config, data, auth errors: stop")
     return lines

@@ -50,25 +50,45 @@ MAX_MEMOS = 256
 MAX_BYTES = 65536
 #: spec settings that move a phase's peak (docs/design.md "Run spec"); ``trainer_gpus`` / ``rollout_gpus`` /
 #: ``rollout_nnodes`` count for one-step-off only (DAPO trains and rolls out on every device)
-RUN_SETTINGS = ("nnodes", "n_gpus_per_node", "trainer_tp", "trainer_pp", "rollout_tp", "max_prompt_length",
-                "max_response_length", "train_batch_size", "ppo_mini_batch_size", "rollout_n", "micro_batch_size",
-                "gpu_memory_utilization", "trainer_mode", "rollout_eager", "token_budgets",
-                "ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu", "fsdp_offload_policy",
-                "weight_sync_bucket_mb")
+RUN_SETTINGS = (
+    "nnodes",
+    "n_gpus_per_node",
+    "trainer_tp",
+    "trainer_pp",
+    "rollout_tp",
+    "max_prompt_length",
+    "max_response_length",
+    "train_batch_size",
+    "ppo_mini_batch_size",
+    "rollout_n",
+    "micro_batch_size",
+    "gpu_memory_utilization",
+    "trainer_mode",
+    "rollout_eager",
+    "token_budgets",
+    "ppo_micro_batch_size_per_gpu",
+    "log_prob_micro_batch_size_per_gpu",
+    "fsdp_offload_policy",
+    "weight_sync_bucket_mb",
+)
 POOL_SETTINGS = ("trainer_gpus", "rollout_gpus", "rollout_nnodes")
 #: ``-name`` of these only bounds the ladder (the first attempt's memory is the same): not in the key, a conflict
 MEMORY_FEATURES = ("offload", "recompute")
 #: feature sources a user (or the defaults) chose: what the key holds; the rest are rungs
 ASKED_SOURCES = ("explicit", "default")
 #: a memo's setting change -> the run setting whose explicit value it would override (control/settings.py names)
-SETTING_OF_CHANGE = {"gpu_memory_utilization": "gpu_memory_utilization",
-                     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
-                     "log_prob_micro_batch_size_per_gpu": "micro_batch_size"}
+SETTING_OF_CHANGE = {
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "ppo_micro_batch_size_per_gpu": "micro_batch_size",
+    "log_prob_micro_batch_size_per_gpu": "micro_batch_size",
+}
 #: a memo's setting change -> the verl keys an ``--override`` of which it would override (core/overrides.py)
 OVERRIDE_OF_CHANGE = {
     "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
-    "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                                          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+    "log_prob_micro_batch_size_per_gpu": (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    ),
     "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
     "gpu_memory_utilization": ("actor_rollout_ref.rollout.gpu_memory_utilization",),
@@ -78,8 +98,11 @@ OVERRIDE_OF_CHANGE = {
 def host_class(accelerator: str, device_name: str, device_mib: float) -> dict:
     """The host class of a key: accelerator kind (``npu`` | ``gpu``), device name (``NVIDIA H200``) and the
     smallest device's total memory in whole GiB (``device_mib``: MiB, as nvidia-smi / npu-smi report it)."""
-    return {"accelerator": str(accelerator or ""), "device_name": str(device_name or "").strip(),
-            "device_gib": int(round(float(device_mib) / 1024.0))}
+    return {
+        "accelerator": str(accelerator or ""),
+        "device_name": str(device_name or "").strip(),
+        "device_gib": int(round(float(device_mib) / 1024.0)),
+    }
 
 
 def model_identity(model_config: dict, model_path: str = "") -> dict:
@@ -102,10 +125,14 @@ def key(spec: dict, features: list, disabled, model: dict, host: dict) -> dict:
     run = {k: s.get(k) for k in RUN_SETTINGS}
     if spec.get("mode") == "one-step-off":
         run.update({k: s.get(k) for k in POOL_SETTINGS})
-    run.update(framework=spec.get("framework"), mode=spec.get("mode"), profile=spec.get("profile"),
-               features=sorted(f["name"] for f in features or [] if f.get("source") in ASKED_SOURCES),
-               disabled=sorted(d for d in disabled or () if d not in MEMORY_FEATURES),
-               overrides=sorted(str(x) for x in s.get("extra_overrides") or []))
+    run.update(
+        framework=spec.get("framework"),
+        mode=spec.get("mode"),
+        profile=spec.get("profile"),
+        features=sorted(f["name"] for f in features or [] if f.get("source") in ASKED_SOURCES),
+        disabled=sorted(d for d in disabled or () if d not in MEMORY_FEATURES),
+        overrides=sorted(str(x) for x in s.get("extra_overrides") or []),
+    )
     return {"version": VERSION, "host": dict(host), "model": dict(model), "run": run}
 
 
@@ -172,8 +199,10 @@ def apply(memo: dict, fs):
     for f in rung.get("features") or []:
         fs = fs.add(f["name"], "learned")
     ch = {k: v for k, v in (rung.get("setting_changes") or {}).items() if k != "memory_rungs"}
-    ch["memory_rungs"] = [dict(r, source="learned", learned_from=memo.get("run_id"))
-                          for r in (rung.get("setting_changes") or {}).get("memory_rungs") or []]
+    ch["memory_rungs"] = [
+        dict(r, source="learned", learned_from=memo.get("run_id"))
+        for r in (rung.get("setting_changes") or {}).get("memory_rungs") or []
+    ]
     return fs, ch
 
 
@@ -189,14 +218,18 @@ def start_line(memo: dict) -> str:
     ran = memo.get("ran_out") or {}
     phases = ", ".join(dict.fromkeys(p for p in ran.get("phases") or [ran.get("phase")] if p)) or "unknown"
     what = "rung" if len(names) == 1 else "rungs"
-    return (f"starting on the learned {what} {', '.join(names)} (run {memo.get('run_id')} ran out in phase {phases} "
-            f"without {'it' if len(names) == 1 else 'them'} on {when(memo)})")
+    return (
+        f"starting on the learned {what} {', '.join(names)} (run {memo.get('run_id')} ran out in phase {phases} "
+        f"without {'it' if len(names) == 1 else 'them'} on {when(memo)})"
+    )
 
 
 def not_used_line(memo: dict, why: list[str]) -> str:
     """``learned start not used: run <id> ...; <why>: a memo never overrides an explicit setting``."""
-    return (f"learned start not used: run {memo.get('run_id')} ran on {', '.join(rung_names(memo)) or 'a rung'} "
-            f"({when(memo)}), but {'; '.join(why)}: a memo never overrides an explicit setting")
+    return (
+        f"learned start not used: run {memo.get('run_id')} ran on {', '.join(rung_names(memo)) or 'a rung'} "
+        f"({when(memo)}), but {'; '.join(why)}: a memo never overrides an explicit setting"
+    )
 
 
 def passed(rec: dict) -> dict | None:
@@ -232,8 +265,14 @@ def memo(spec: dict, rec: dict, ran_out: dict, now: float | None = None) -> dict
     learn = spec.get("learn") or {}
     feats = [f for f in rec.get("features") or [] if f.get("source") not in ASKED_SOURCES]
     ch = dict(rec.get("setting_changes") or {})
-    return {"version": VERSION, "fingerprint": learn.get("fingerprint"), "key": learn.get("key"),
-            "rung": {"features": feats, "setting_changes": ch},
-            "ran_out": dict(ran_out), "run_id": spec.get("run_id"), "host": spec.get("host"),
-            "recorded_at": round(float(time.time() if now is None else now), 3),
-            "passed_step": rec.get("step")}
+    return {
+        "version": VERSION,
+        "fingerprint": learn.get("fingerprint"),
+        "key": learn.get("key"),
+        "rung": {"features": feats, "setting_changes": ch},
+        "ran_out": dict(ran_out),
+        "run_id": spec.get("run_id"),
+        "host": spec.get("host"),
+        "recorded_at": round(float(time.time() if now is None else now), 3),
+        "passed_step": rec.get("step"),
+    }

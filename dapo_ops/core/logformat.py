@@ -49,20 +49,24 @@ SCRATCH_MARK = "Training from scratch"
 #: tqdm bar: percent, done/total, then (optional) ``[elapsed<remaining, rate]``
 PROGRESS_BAR_RE = re.compile(
     r"Training Progress:\s*(\d+)%\|[^|\n]*\|\s*(\d+)/(\d+)(?:\s*\[([^<\]\n]*)<([^,\]\n]*),\s*([^\]\n]*)\])?",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 #: the supervisor's delimiters in train.log (``dapo_ops/agent/supervisor/``):
 #: ``===== dapo-ops attempt <k> start <iso> features=<a,b> =====`` / ``... end exit=<n> class=<cls> =====``
 ATTEMPT_RE = re.compile(r"===== dapo-ops attempt (\d+) (start|end)\b(.*?)=====")
 #: every line a fact above is read from holds one of these (a cheap pre-filter: most lines of a verl log are worker
 #: chatter); a folded SwanLab banner's continuation lines do not, :attr:`LinkScanner.pending` says when to look
 #: (case-sensitive, as verl prints them: an IGNORECASE alternation costs ten times as much)
-MARKER_RE = re.compile(r"step:|Training Progress|===== dapo-ops attempt|swanlab|View run|Total training steps|"
-                       r"lobal step|global_step_")
+MARKER_RE = re.compile(
+    r"step:|Training Progress|===== dapo-ops attempt|swanlab|View run|Total training steps|"
+    r"lobal step|global_step_"
+)
 _LINE_SPLIT_RE = re.compile(r"[\r\n]")
 _URL_RE = re.compile(r"https?://\S+")
 
 
 # ------------------------------------------------------------------------------------------------ lines
+
 
 def strip_ansi(line: str) -> str:
     """``line`` without terminal escapes (:data:`ANSI_RE`)."""
@@ -78,9 +82,9 @@ def strip_prefixes(line: str) -> str:
         m = RAY_PREFIX_RE.match(line)
         if not m:
             break
-        line = line[m.end():]
+        line = line[m.end() :]
     m = RANK_PREFIX_RE.match(line)
-    return line[m.end():] if m else line
+    return line[m.end() :] if m else line
 
 
 def normalise_line(line: str) -> str:
@@ -99,6 +103,7 @@ def split_lines(text: str) -> List[str]:
 
 
 # ------------------------------------------------------------------------------------------------ metrics
+
 
 def parse_value(raw: str) -> Optional[float]:
     """One metric value as verl prints it (``pprint.pformat`` of a number): ``0.25``, ``np.float64(0.25)``,
@@ -131,7 +136,7 @@ def parse_metrics_line(line: str) -> Optional[Tuple[int, Dict[str, float]]]:
         return None
     step = int(m.group(1))
     metrics: Dict[str, float] = {}
-    for item in line[m.end():].split(" - "):
+    for item in line[m.end() :].split(" - "):
         k, sep, v = item.partition(":")
         k = k.strip()
         if not sep or not k:
@@ -211,6 +216,7 @@ def parse_progress_bar(line: str) -> Optional[ProgressBar]:
 
 # ------------------------------------------------------------------------------------------------ SwanLab link
 
+
 def parse_swanlab_url(line: str) -> Optional[str]:
     """The run URL from SwanLab's one-line ``swanlab: 🚀 View run [<name>] at <url>`` banner, else None
     (a banner folded over several lines needs :class:`LinkScanner`)."""
@@ -254,8 +260,8 @@ class LinkScanner:
         self.run_id = run_id
         self.log_dir = log_dir
         self.link: Optional[str] = None
-        self._pending: Optional[List[str]] = None   # URL pieces
-        self._cmd: Optional[List[str]] = None        # backtick command pieces
+        self._pending: Optional[List[str]] = None  # URL pieces
+        self._cmd: Optional[List[str]] = None  # backtick command pieces
 
     @property
     def pending(self) -> bool:
@@ -278,7 +284,7 @@ class LinkScanner:
             if m:
                 url = m.group(0)
                 if self.run_id and not self._url_done(url) and len(s) >= 79:
-                    self._pending = [url]   # folded at the line end
+                    self._pending = [url]  # folded at the line end
                     return None
                 return self._finish(url)
             if s.rstrip().endswith(" at") or s.rstrip().endswith("View run"):
@@ -287,7 +293,7 @@ class LinkScanner:
         for word in ("swanlab watch", "swanlab sync"):
             if "Run" in s and "`" in s and (word in s or s.rstrip().endswith("`swanlab")):
                 self._cmd = []
-                return self._continue_cmd(s[s.index("`") + 1:])
+                return self._continue_cmd(s[s.index("`") + 1 :])
         return None
 
     def _finish(self, link: str) -> str:
@@ -328,8 +334,11 @@ class LinkScanner:
                 if p.strip():
                     full = i > 0 and len(pieces[i - 1].rstrip()) >= 79
                     cmd += ("" if not cmd or full else " ") + p.strip()
-            if cmd.startswith("swanlab watch") and self.log_dir and cmd.replace(" ", "") == (
-                    "swanlabwatch" + self.log_dir.replace(" ", "")):
+            if (
+                cmd.startswith("swanlab watch")
+                and self.log_dir
+                and cmd.replace(" ", "") == ("swanlabwatch" + self.log_dir.replace(" ", ""))
+            ):
                 cmd = "swanlab watch %s" % self.log_dir
             return self._finish(cmd)
         pieces.append(s)
@@ -397,7 +406,7 @@ class TracebackReader:
             return done
         if self.frames is None:
             return None
-        m = FRAME_RE.match(line) if "File \"" in line else None
+        m = FRAME_RE.match(line) if 'File "' in line else None
         if m:
             self.frames.append((m.group("path"), int(m.group("line")), m.group("func")))
             self.open = True

@@ -38,17 +38,31 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
 
-GIB = 1024 ** 3
-ACTOR_CTX_GIB = 1.16       # 1187 MiB: actor process with everything offloaded (real-verl gpu-mem-4/5/7/8.csv)
+GIB = 1024**3
+ACTOR_CTX_GIB = 1.16  # 1187 MiB: actor process with everything offloaded (real-verl gpu-mem-4/5/7/8.csv)
 ROLLOUT_ASLEEP_GIB = 0.83  # 848 MiB: the sleeping vLLM worker ("Process 8919 has 848.00 MiB", run 7)
-SYNC_BUCKET_GIB = 2.0      # update_weights_bucket_megabytes: 2048 (_generated_ppo_trainer.yaml:371); run 1: 2.08
-ACT_BYTES = (30, 6, 8)     # activation bytes per token-layer: 30h + 6*kv*d + 8i
+SYNC_BUCKET_GIB = 2.0  # update_weights_bucket_megabytes: 2048 (_generated_ppo_trainer.yaml:371); run 1: 2.08
+ACT_BYTES = (30, 6, 8)  # activation bytes per token-layer: 30h + 6*kv*d + 8i
 LOGIT_BYTES = 10
 PHASES = ("model-load", "checkpoint-load", "rollout-init", "weight-sync", "generation", "log-prob", "update")
-_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-         "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings", "attention_bias", "num_experts",
-         "num_local_experts", "moe_intermediate_size", "num_experts_per_tok", "shared_expert_intermediate_size",
-         "torch_dtype")
+_KEYS = (
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+    "attention_bias",
+    "num_experts",
+    "num_local_experts",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+    "shared_expert_intermediate_size",
+    "torch_dtype",
+)
 
 
 class FitError(ValueError):
@@ -94,12 +108,21 @@ class Model:
             h, a = int(c["hidden_size"]), int(c["num_attention_heads"])
             mt = str(c.get("model_type") or "")
             e = int(c.get("num_experts") or c.get("num_local_experts") or 0)
-            return cls(layers=int(c["num_hidden_layers"]), hidden=h, intermediate=int(c.get("intermediate_size") or 0),
-                       heads=a, kv_heads=int(c.get("num_key_value_heads") or a), head_dim=int(c.get("head_dim") or h // a),
-                       vocab=int(c["vocab_size"]), tied=bool(c.get("tie_word_embeddings", False)),
-                       bias=bool(c.get("attention_bias", mt.startswith("qwen2"))), qk_norm=mt.startswith("qwen3"),
-                       experts=e, moe_intermediate=int(c.get("moe_intermediate_size") or 0),
-                       top_k=int(c.get("num_experts_per_tok") or 1))
+            return cls(
+                layers=int(c["num_hidden_layers"]),
+                hidden=h,
+                intermediate=int(c.get("intermediate_size") or 0),
+                heads=a,
+                kv_heads=int(c.get("num_key_value_heads") or a),
+                head_dim=int(c.get("head_dim") or h // a),
+                vocab=int(c["vocab_size"]),
+                tied=bool(c.get("tie_word_embeddings", False)),
+                bias=bool(c.get("attention_bias", mt.startswith("qwen2"))),
+                qk_norm=mt.startswith("qwen3"),
+                experts=e,
+                moe_intermediate=int(c.get("moe_intermediate_size") or 0),
+                top_k=int(c.get("num_experts_per_tok") or 1),
+            )
         except (KeyError, TypeError, ValueError) as ex:
             raise EstimateUnavailable(f"memory-fit estimate unavailable: config.json lacks {ex}") from None
 
@@ -130,10 +153,10 @@ class Setup:
     device_gib: float
     framework: str = "fsdp"
     colocated: bool = True
-    world: int = 8             # trainer devices (data-parallel shards of the actor)
+    world: int = 8  # trainer devices (data-parallel shards of the actor)
     rollout_tp: int = 1
     util: float = 0.6
-    seq: int = 10240           # prompt + response tokens
+    seq: int = 10240  # prompt + response tokens
     update_tokens: int = 20480  # tokens of one update micro-batch per device
     logprob_tokens: int = 30720
     gc: bool = True
@@ -141,10 +164,10 @@ class Setup:
     recompute: bool = False
     offload_policy: bool = False
     adam_in_forward: bool = True  # False for a 1-step run (Adam state is created by the first step())
-    tp: int = 1                # Megatron tensor / pipeline / context parallel sizes of the trainer
+    tp: int = 1  # Megatron tensor / pipeline / context parallel sizes of the trainer
     pp: int = 1
     cp: int = 1
-    logprob: bool = True       # False: old log-probs are the rollout's (bypass_mode), no log-prob forward runs
+    logprob: bool = True  # False: old log-probs are the rollout's (bypass_mode), no log-prob forward runs
 
 
 @dataclass
@@ -153,7 +176,7 @@ class Estimate:
 
     phases: dict[str, float]
     device_gib: float
-    actor_alloc_gib: float   # peak torch-allocated in the actor process (verl's perf/max_memory_allocated_gb)
+    actor_alloc_gib: float  # peak torch-allocated in the actor process (verl's perf/max_memory_allocated_gb)
     params: int
     terms: dict[str, Any] = field(default_factory=dict)
 
@@ -178,8 +201,10 @@ class Estimate:
 def estimate(m: Model, s: Setup) -> Estimate:
     """Per-device peak of every phase in :data:`PHASES` (GiB) for model ``m`` and run ``s``."""
     P = param_count(m)
+
     def g(b: float) -> float:
         return b / GIB
+
     act_tl = act_bytes_per_token_layer(m)
     if s.framework == "megatron":
         shard = s.tp * s.pp
@@ -189,15 +214,15 @@ def estimate(m: Model, s: Setup) -> Estimate:
         params_b, opt_b, grads_b, step_extra = 4 * P / s.world, 8 * P / s.world, 4 * P / s.world, 4 * P / s.world
     layer_full = act_tl
     layer_in = 2 * m.hidden
-    if s.recompute and s.framework != "megatron":                # activation offload: inputs go to the CPU;
+    if s.recompute and s.framework != "megatron":  # activation offload: inputs go to the CPU;
         per_token = (layer_full + 2 * layer_in) if s.gc else 2 * layer_full  # without checkpointing 2 layers stay
     elif s.gc or (s.recompute and s.framework == "megatron"):
-        per_token = m.layers * layer_in + layer_full               # checkpointing: inputs kept, one layer recomputed
+        per_token = m.layers * layer_in + layer_full  # checkpointing: inputs kept, one layer recomputed
     else:
         per_token = m.layers * layer_full
     act = s.update_tokens * (per_token + LOGIT_BYTES * m.vocab) / max(1, s.tp * s.cp)
     pol = s.offload_policy and s.framework != "megatron"  # FSDP2 CPUOffloadPolicy: sharded state lives on the CPU
-    layer_bf16 = 2 * 2 * P / max(1, m.layers)                  # current + prefetched layer, unsharded bf16
+    layer_bf16 = 2 * 2 * P / max(1, m.layers)  # current + prefetched layer, unsharded bf16
     if pol:
         params_b = opt_b = 0.0
         update = act + layer_bf16
@@ -206,7 +231,8 @@ def estimate(m: Model, s: Setup) -> Estimate:
         update = max(fwd, params_b + grads_b + opt_b + step_extra)
     inter = m.moe_intermediate * m.top_k if m.experts else m.intermediate
     logprob = (layer_bf16 if pol else params_b) + s.logprob_tokens * (
-        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab) / max(1, s.tp * s.cp)   # no-grad forward: one layer's transients
+        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab
+    ) / max(1, s.tp * s.cp)  # no-grad forward: one layer's transients
     resident = 0.0 if s.offload else params_b + opt_b  # between phases (grads freed by zero_grad)
     rollout_w = 2 * P / max(1, s.rollout_tp)
     sync_actor = params_b + (0 if s.offload else opt_b) + SYNC_BUCKET_GIB * GIB
@@ -232,15 +258,21 @@ def estimate(m: Model, s: Setup) -> Estimate:
         del phases["log-prob"]
         logprob = 0.0
     alloc = g(max(update, logprob, sync_actor))
-    terms = {"params": P, "state_gib": g(params_b + (0 if pol else grads_b) + opt_b), "activations_gib": g(act),
-             "rollout_gib": awake}
+    terms = {
+        "params": P,
+        "state_gib": g(params_b + (0 if pol else grads_b) + opt_b),
+        "activations_gib": g(act),
+        "rollout_gib": awake,
+    }
     return Estimate({k: round(v, 2) for k, v in phases.items()}, s.device_gib, round(alloc, 2), P, terms)
 
 
 #: ``--override`` keys of the trainer's Megatron parallel sizes the estimate reads (``engine/megatron.yaml:11,20,26``)
-MEGATRON_PARALLEL_KEYS = {"tp": "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
-                          "pp": "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
-                          "cp": "actor_rollout_ref.actor.megatron.context_parallel_size"}
+MEGATRON_PARALLEL_KEYS = {
+    "tp": "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+    "pp": "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
+    "cp": "actor_rollout_ref.actor.megatron.context_parallel_size",
+}
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 
 
@@ -272,8 +304,13 @@ def parallel_sizes(spec: dict[str, Any], setting_changes: dict[str, Any] | None 
 #: (tp, pp) on devices of <= 64 GiB, (tp, pp) on larger devices)``. verl's 8B one-step-off / NPU DAPO examples run
 #: TP2 PP2 (``verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh``: ``train_tp=2
 #: train_pp=2``; verl's 910B 64 GB DAPO practice, verl's docs/ascend_tutorial .../dapo_multi_model_optimization_practice).
-PARALLEL_TABLE = ((2.0, (1, 1), (1, 1)), (10.0, (2, 2), (2, 1)), (20.0, (4, 2), (4, 1)), (40.0, (8, 2), (8, 1)),
-                  (float("inf"), (8, 4), (8, 2)))
+PARALLEL_TABLE = (
+    (2.0, (1, 1), (1, 1)),
+    (10.0, (2, 2), (2, 1)),
+    (20.0, (4, 2), (4, 1)),
+    (40.0, (8, 2), (8, 1)),
+    (float("inf"), (8, 4), (8, 2)),
+)
 #: device memory (GiB) assumed per accelerator when it is not known yet (dry run): Ascend 910B 64 GB, A100/H100 80 GB
 DEVICE_GIB_BY_ACCELERATOR = {"npu": 64.0, "gpu": 80.0}
 
@@ -306,7 +343,9 @@ def default_parallel(params_b: float | None, device_gib: float | None, world: in
     return tp, pp
 
 
-def setup_from_spec(spec: dict[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None) -> Setup:
+def setup_from_spec(
+    spec: dict[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
+) -> Setup:
     """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes: the Megatron
     parallel sizes from :func:`parallel_sizes`; no log-prob phase when the old log-probs are the rollout's
     (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``)."""
@@ -333,12 +372,26 @@ def setup_from_spec(spec: dict[str, Any], features: FeatureSet, device_gib: floa
     else:
         upd = int(s.get("ppo_micro_batch_size_per_gpu") or micro) * seq
         lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro) * seq
-    return Setup(device_gib=float(device_gib), framework=spec.get("framework", "fsdp"), colocated=not one_step_off,
-                 world=world, rollout_tp=int(s.get("rollout_tp") or 1), util=float(s.get("gpu_memory_utilization", 0.6)),
-                 seq=seq, update_tokens=upd, logprob_tokens=lp, gc="gradient_checkpointing" in names,
-                 offload="offload" in names, recompute="recompute" in names,
-                 offload_policy=bool(s.get("fsdp_offload_policy")), adam_in_forward=int(s.get("steps") or 2) > 1,
-                 tp=par["tp"], pp=par["pp"], cp=par["cp"], logprob=not bypass)
+    return Setup(
+        device_gib=float(device_gib),
+        framework=spec.get("framework", "fsdp"),
+        colocated=not one_step_off,
+        world=world,
+        rollout_tp=int(s.get("rollout_tp") or 1),
+        util=float(s.get("gpu_memory_utilization", 0.6)),
+        seq=seq,
+        update_tokens=upd,
+        logprob_tokens=lp,
+        gc="gradient_checkpointing" in names,
+        offload="offload" in names,
+        recompute="recompute" in names,
+        offload_policy=bool(s.get("fsdp_offload_policy")),
+        adam_in_forward=int(s.get("steps") or 2) > 1,
+        tp=par["tp"],
+        pp=par["pp"],
+        cp=par["cp"],
+        logprob=not bypass,
+    )
 
 
 @dataclass
@@ -352,21 +405,31 @@ class Fit:
     planned: Estimate
     started: Estimate
     rungs: list[str]
-    parallel: dict[str, Any] = field(default_factory=dict)   # the trainer's Megatron tp/pp/cp the estimate used
-    proposal: str = ""                             # "TRAINER_TP=4 TRAINER_PP=2" when larger sizes fit without rungs
+    parallel: dict[str, Any] = field(default_factory=dict)  # the trainer's Megatron tp/pp/cp the estimate used
+    proposal: str = ""  # "TRAINER_TP=4 TRAINER_PP=2" when larger sizes fit without rungs
 
     def lines(self) -> list[str]:
-        par = (f" with trainer TP {self.parallel['tp']} PP {self.parallel['pp']}"
-               + (f" CP {self.parallel['cp']}" if self.parallel.get("cp", 1) > 1 else "")) if self.parallel else ""
+        par = (
+            (
+                f" with trainer TP {self.parallel['tp']} PP {self.parallel['pp']}"
+                + (f" CP {self.parallel['cp']}" if self.parallel.get("cp", 1) > 1 else "")
+            )
+            if self.parallel
+            else ""
+        )
         out = [f"memory-fit estimate{par}: {self.planned.line()}"]
         if self.rungs:
-            out.append(f"memory-fit: starts on rung(s) {', '.join(self.rungs)} (source: estimate): {self.started.line()}")
+            out.append(
+                f"memory-fit: starts on rung(s) {', '.join(self.rungs)} (source: estimate): {self.started.line()}"
+            )
         if self.proposal:
             out.append(f"memory-fit: {self.proposal} (the Megatron trainer's parallel sizes)")
         return out
 
 
-def propose_parallel(m: Model, spec: dict[str, Any], features: FeatureSet, device_gib: float, changes: dict[str, Any] | None = None) -> str:
+def propose_parallel(
+    m: Model, spec: dict[str, Any], features: FeatureSet, device_gib: float, changes: dict[str, Any] | None = None
+) -> str:
     """Advice for a Megatron plan that does not fit as planned: the smallest trainer ``tp * pp`` (tp, pp in 1, 2, 4,
     8; dividing the trainer devices; larger than today's) whose estimate fits without any rung, as
     ``"TRAINER_TP=4 TRAINER_PP=2 fits without rungs: tightest ..."``; "" when none does or for FSDP."""
@@ -378,9 +441,15 @@ def propose_parallel(m: Model, spec: dict[str, Any], features: FeatureSet, devic
     world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
     tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
     keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
-    cands = sorted(((tp, pp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8)
-                    if world % (tp * pp) == 0 and tp * pp > now["tp"] * now["pp"] and tp <= m.kv_heads),
-                   key=lambda c: (c[0] * c[1], c[1]))
+    cands = sorted(
+        (
+            (tp, pp)
+            for tp in (1, 2, 4, 8)
+            for pp in (1, 2, 4, 8)
+            if world % (tp * pp) == 0 and tp * pp > now["tp"] * now["pp"] and tp <= m.kv_heads
+        ),
+        key=lambda c: (c[0] * c[1], c[1]),
+    )
     for tp, pp in cands:
         trial = dict(spec, settings=dict(s, trainer_tp=tp, trainer_pp=pp, extra_overrides=keep))
         est = estimate(m, setup_from_spec(trial, features, device_gib, changes))
@@ -410,14 +479,17 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
         fs, rungs = fs2, rungs + [f"{rung}({phase})"]
         changes.update(ch)
         est = estimate(m, setup_from_spec(spec, fs, device_gib, changes))
-    proposal = "" if planned.fits else propose_parallel(m, spec, features, device_gib,
-                                                          dict(spec.get("setting_changes") or {}))
+    proposal = (
+        "" if planned.fits else propose_parallel(m, spec, features, device_gib, dict(spec.get("setting_changes") or {}))
+    )
     if not est.fits:
         t = est.terms
-        raise FitError(f"memory-fit: the run cannot fit: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
-                       f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
-                       + (f" after {', '.join(rungs)}" if rungs else "")
-                       + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
-                       + "; use more devices, shorter responses (--max-response-length) or a smaller model")
+        raise FitError(
+            f"memory-fit: the run cannot fit: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
+            f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
+            + (f" after {', '.join(rungs)}" if rungs else "")
+            + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
+            + "; use more devices, shorter responses (--max-response-length) or a smaller model"
+        )
     par = parallel_sizes(spec, spec.get("setting_changes")) if spec.get("framework") == "megatron" else {}
     return Fit(fs, changes, planned, est, rungs, par, proposal)

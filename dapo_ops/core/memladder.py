@@ -30,8 +30,10 @@ KV_STEP = 0.1
 KV_FLOOR = 0.4
 MICRO_DIVISOR = 4
 ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
-LOGPROB_BUDGETS = ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
-                   "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu")
+LOGPROB_BUDGETS = (
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+)
 #: the weight-sync bucket (MB): verl's key, its default (verl/workers/config/rollout.py:135, rollout/rollout.yaml:296)
 #: and the floor the ``weight-bucket`` rung stops at (verl's separate_async CI runs 1024)
 BUCKET_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
@@ -47,27 +49,41 @@ RUNG_HELP = {
     "offload-policy": "FSDP2 offload_policy=True (params, grads, optimizer on the CPU during the update)",
     "recompute": "+ recompute (FSDP activation offload / Megatron full recompute)",
     "logprob-batch": "log-prob batch: log_prob_max_token_len_per_gpu / 2, or log_prob_micro_batch_size_per_gpu / 4",
-    "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)" % BUCKET_MB_FLOOR,
+    "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)"
+    % BUCKET_MB_FLOOR,
     "rollout-eager": "rollout enforce_eager=True: no graph capture at rollout start-up (its graph memory pool goes; "
-                     "verl runs graph mode by default, vllm-ascend 0.23 platform.py:513-531 on NPU)",
+    "verl runs graph mode by default, vllm-ascend 0.23 platform.py:513-531 on NPU)",
 }
 
 #: why a device OOM of each phase no rung shrinks (:data:`dapo_ops.core.policy.NO_RUNG_PHASES`) stops, and the fix
 STOP_FIXES = {
-    "model-load": ("device OOM while loading the model: no rung lowers it (the weights must fit the trainer's shards)",
-                   ["more devices for the trainer pool, or a larger tensor/pipeline parallel size (Megatron)",
-                    "a smaller model or a lower-precision checkpoint; free devices held by leftover processes"]),
-    "checkpoint-load": ("device OOM while loading the checkpoint on resume: no rung shrinks the restored state",
-                        ["resume on the same or more devices with offload on (ENABLE_OFFLOAD=True) so optimizer "
-                         "state loads onto the CPU, or start from an earlier global_step_N",
-                         "free devices held by leftover processes (nvidia-smi / npu-smi info)"]),
-    "checkpoint-save": ("device OOM while saving a checkpoint: no rung lowers the state gathered for the save",
-                        ["save fewer contents: actor_rollout_ref.actor.checkpoint.save_contents without 'hf_model'",
-                         "more devices for the trainer pool (smaller shards per device)"]),
+    "model-load": (
+        "device OOM while loading the model: no rung lowers it (the weights must fit the trainer's shards)",
+        [
+            "more devices for the trainer pool, or a larger tensor/pipeline parallel size (Megatron)",
+            "a smaller model or a lower-precision checkpoint; free devices held by leftover processes",
+        ],
+    ),
+    "checkpoint-load": (
+        "device OOM while loading the checkpoint on resume: no rung shrinks the restored state",
+        [
+            "resume on the same or more devices with offload on (ENABLE_OFFLOAD=True) so optimizer "
+            "state loads onto the CPU, or start from an earlier global_step_N",
+            "free devices held by leftover processes (nvidia-smi / npu-smi info)",
+        ],
+    ),
+    "checkpoint-save": (
+        "device OOM while saving a checkpoint: no rung lowers the state gathered for the save",
+        [
+            "save fewer contents: actor_rollout_ref.actor.checkpoint.save_contents without 'hf_model'",
+            "more devices for the trainer pool (smaller shards per device)",
+        ],
+    ),
 }
 if set(STOP_FIXES) != set(NO_RUNG_PHASES):  # an explicit check (python -O keeps it)
-    raise ValueError(f"memladder.STOP_FIXES names {sorted(STOP_FIXES)}, the policy's no-rung phases are "
-                     f"{sorted(NO_RUNG_PHASES)}")
+    raise ValueError(
+        f"memladder.STOP_FIXES names {sorted(STOP_FIXES)}, the policy's no-rung phases are {sorted(NO_RUNG_PHASES)}"
+    )
 
 
 def _seq_len(settings: dict[str, Any]) -> int:
@@ -101,8 +117,9 @@ def phase_of(detail: dict[str, Any]) -> str:
     return ph if ph in PHASES else "unknown"
 
 
-def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "dapo",
-                side: str | None = None) -> tuple[str, ...]:
+def phase_rungs(
+    phase: str, framework: str | None = "fsdp", mode: str | None = "dapo", side: str | None = None
+) -> tuple[str, ...]:
     """The ordered rungs of one phase's ladder (see the module docstring for why each lowers the peak).
 
     ``framework``: ``fsdp`` | ``megatron``; ``mode``: ``dapo`` (colocated) | ``one-step-off`` (actor offload
@@ -117,8 +134,11 @@ def phase_rungs(phase: str, framework: str | None = "fsdp", mode: str | None = "
             return ("rollout-util", "weight-bucket", "rollout-util")
         return ("weight-bucket", "rollout-util", "weight-bucket", "rollout-util")  # the bucket is on both sides
     if phase == "rollout-init":  # the KV cache and the graph capture (vLLM captures its graphs at start-up)
-        return ("rollout-util", "rollout-eager", "offload") if colocated else ("rollout-util", "rollout-eager",
-                                                                               "rollout-util")
+        return (
+            ("rollout-util", "rollout-eager", "offload")
+            if colocated
+            else ("rollout-util", "rollout-eager", "rollout-util")
+        )
     if phase in ("weight-sync", "generation"):
         return ("rollout-util", "offload") if colocated else ("rollout-util", "rollout-util")
     if phase == "update":
@@ -155,7 +175,9 @@ def _extra_value(settings: dict[str, Any], key: str) -> int | None:
 def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     """The dynamic-batch token budget ``key`` an attempt with ``settings`` runs with (tokens): the ladder's
     ``token_budgets``, else the user's override, else the profile's default (dapo_ops/core/profiles.py)."""
-    defaults = _default_budgets(int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192)))
+    defaults = _default_budgets(
+        int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192))
+    )
     return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or defaults[key])
 
 
@@ -176,8 +198,9 @@ def _shrink_micro(settings: dict[str, Any], name: str, key: str) -> dict[str, An
     return {name: new} if new < cur else None
 
 
-def _setting_rung(rung: str, features: FeatureSet, settings: dict[str, Any]
-                  ) -> tuple[dict[str, Any] | None, str | None]:
+def _setting_rung(
+    rung: str, features: FeatureSet, settings: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
     """``(changes, why_not)`` for a setting rung: the changes it makes now, or None and why it cannot."""
     dyn = features.has("dynamic_batch")
     if rung == "rollout-util":
@@ -192,16 +215,27 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict[str, Any]
             ch = _shrink_budget(settings, (ACTOR_BUDGET,) if upd else LOGPROB_BUDGETS)
             what = "token budget at the floor prompt+response = %d" % _seq_len(settings)
         else:
-            ch = (_shrink_micro(settings, "ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
-                  if upd else _shrink_micro(settings, "log_prob_micro_batch_size_per_gpu",
-                                            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"))
+            ch = (
+                _shrink_micro(
+                    settings, "ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+                )
+                if upd
+                else _shrink_micro(
+                    settings,
+                    "log_prob_micro_batch_size_per_gpu",
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                )
+            )
             what = "micro-batch already 1"
         return (ch, None) if ch else (None, f"{rung}: skipped, {what}")
     if rung == "weight-bucket":
         cur = int(settings.get("weight_sync_bucket_mb") or _extra_value(settings, BUCKET_KEY) or BUCKET_MB_DEFAULT)
         new = max(BUCKET_MB_FLOOR, cur // 2)
         if new >= cur:
-            return None, f"weight-bucket: skipped, update_weights_bucket_megabytes={cur} is at the floor {BUCKET_MB_FLOOR}"
+            return (
+                None,
+                f"weight-bucket: skipped, update_weights_bucket_megabytes={cur} is at the floor {BUCKET_MB_FLOOR}",
+            )
         return {"weight_sync_bucket_mb": new}, None
     if rung == "rollout-eager":
         if settings.get("rollout_eager"):
@@ -214,8 +248,9 @@ def _setting_rung(rung: str, features: FeatureSet, settings: dict[str, Any]
     raise ValueError(f"unknown rung {rung!r}")
 
 
-def next_rung(features: FeatureSet, phase: str, settings: dict[str, Any], side: str | None = None
-              ) -> tuple[str | None, FeatureSet | None, dict[str, Any], list[str]]:
+def next_rung(
+    features: FeatureSet, phase: str, settings: dict[str, Any], side: str | None = None
+) -> tuple[str | None, FeatureSet | None, dict[str, Any], list[str]]:
     """The next rung of ``phase``'s ladder (``side``: see :func:`phase_rungs`) given what the ladder already applied.
 
     Returns ``(rung, new_features_or_None, changes, skipped)``: ``rung`` None when the ladder is
@@ -246,8 +281,9 @@ def next_rung(features: FeatureSet, phase: str, settings: dict[str, Any], side: 
     return None, None, {}, skipped
 
 
-def apply_rung(features: FeatureSet, phase: str, settings: dict[str, Any], source: str, side: str | None = None
-               ) -> tuple[str | None, FeatureSet, dict[str, Any], list[str]]:
+def apply_rung(
+    features: FeatureSet, phase: str, settings: dict[str, Any], source: str, side: str | None = None
+) -> tuple[str | None, FeatureSet, dict[str, Any], list[str]]:
     """Apply :func:`next_rung` with ``source`` (``oom-retry-<N>`` | ``estimate``) for the OOM's ``side``.
 
     Returns ``(rung, features, setting_changes, skipped)``; ``setting_changes`` include the updated
@@ -268,21 +304,66 @@ def apply_rung(features: FeatureSet, phase: str, settings: dict[str, Any], sourc
 def troubleshooting_md() -> str:
     """The memory section of docs/troubleshooting.md: phase -> what runs out -> what dapo-ops does -> what you change."""
     rows = [
-        ("model-load", "the actor's (sharded) weights at init", "stops with the fix", "more devices / larger TP or PP, a smaller model, free leftover processes"),
-        ("checkpoint-load", "the restored model + optimizer state on resume", "stops with the fix", "resume with offload on (ENABLE_OFFLOAD=True), or from an earlier `global_step_N`"),
-        ("checkpoint-save", "state gathered for the save", "stops with the fix", "`actor.checkpoint.save_contents` without `hf_model`; more devices"),
-        ("rollout-init", "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor", "rollout-util -0.1, then eager mode (no graph capture), then + offload (colocated)", "lower `gpu_memory_utilization`, ROLLOUT_EAGER=true, ENABLE_OFFLOAD=True, a larger rollout TP"),
-        ("weight-sync", "vLLM wake-up (weights, then KV cache) while the actor's state is still resident; one-step-off: the checkpoint engine's 2 x bucket buffers on each side", "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: rollout-util, bucket / 2, rollout-util", "same as rollout-init; one-step-off: `rollout.checkpoint_engine.update_weights_bucket_megabytes` (verl's CI: 1024)"),
-        ("generation", "vLLM's share plus whatever the actor keeps resident", "rollout-util -0.1, then + offload (colocated)", "lower `gpu_memory_utilization`, shorter responses"),
-        ("log-prob", "forward activations + logits of one log-prob micro-batch", "log-prob token budget / 2 (or micro-batch / 4), twice", "`*log_prob_max_token_len_per_gpu` toward prompt+response, `log_prob_micro_batch_size_per_gpu=1`"),
-        ("update", "activations of one update micro-batch + params, grads, Adam state (offload does not help: they are loaded back for the update)", "update token budget / 2 (or micro-batch / 4), twice; FSDP2 offload_policy; recompute", "`ppo_max_token_len_per_gpu` / `ppo_micro_batch_size_per_gpu`, shorter responses, more devices, ulysses SP"),
+        (
+            "model-load",
+            "the actor's (sharded) weights at init",
+            "stops with the fix",
+            "more devices / larger TP or PP, a smaller model, free leftover processes",
+        ),
+        (
+            "checkpoint-load",
+            "the restored model + optimizer state on resume",
+            "stops with the fix",
+            "resume with offload on (ENABLE_OFFLOAD=True), or from an earlier `global_step_N`",
+        ),
+        (
+            "checkpoint-save",
+            "state gathered for the save",
+            "stops with the fix",
+            "`actor.checkpoint.save_contents` without `hf_model`; more devices",
+        ),
+        (
+            "rollout-init",
+            "vLLM's reservation (`gpu_memory_utilization` x device) next to the actor",
+            "rollout-util -0.1, then eager mode (no graph capture), then + offload (colocated)",
+            "lower `gpu_memory_utilization`, ROLLOUT_EAGER=true, ENABLE_OFFLOAD=True, a larger rollout TP",
+        ),
+        (
+            "weight-sync",
+            "vLLM wake-up (weights, then KV cache) while the actor's state is still resident; one-step-off: the checkpoint engine's 2 x bucket buffers on each side",
+            "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: rollout-util, bucket / 2, rollout-util",
+            "same as rollout-init; one-step-off: `rollout.checkpoint_engine.update_weights_bucket_megabytes` (verl's CI: 1024)",
+        ),
+        (
+            "generation",
+            "vLLM's share plus whatever the actor keeps resident",
+            "rollout-util -0.1, then + offload (colocated)",
+            "lower `gpu_memory_utilization`, shorter responses",
+        ),
+        (
+            "log-prob",
+            "forward activations + logits of one log-prob micro-batch",
+            "log-prob token budget / 2 (or micro-batch / 4), twice",
+            "`*log_prob_max_token_len_per_gpu` toward prompt+response, `log_prob_micro_batch_size_per_gpu=1`",
+        ),
+        (
+            "update",
+            "activations of one update micro-batch + params, grads, Adam state (offload does not help: they are loaded back for the update)",
+            "update token budget / 2 (or micro-batch / 4), twice; FSDP2 offload_policy; recompute",
+            "`ppo_max_token_len_per_gpu` / `ppo_micro_batch_size_per_gpu`, shorter responses, more devices, ulysses SP",
+        ),
         ("unknown", "unknown", "+ offload, then + recompute", "read the traceback: the phase decides the lever"),
     ]
-    out = ["## Device OOM by phase", "",
-           "`detail.phase` of an `oom-device` verdict picks the ladder (`dapo_ops/core/ladder.py`); `MAX_OOM_RETRIES` bounds it;"
-           " every rung is recorded in `setting_changes.memory_rungs` with its source (`oom-retry-N`, or `estimate` when the"
-           " pre-launch memory-fit estimate (`dapo_ops/core/memfit.py`) started on it). `inv launch --dry-run` shows the ladder"
-           " per phase and the per-phase estimate.", "",
-           "| phase | what runs out | what dapo-ops does | what you can change |", "|---|---|---|---|"]
+    out = [
+        "## Device OOM by phase",
+        "",
+        "`detail.phase` of an `oom-device` verdict picks the ladder (`dapo_ops/core/ladder.py`); `MAX_OOM_RETRIES` bounds it;"
+        " every rung is recorded in `setting_changes.memory_rungs` with its source (`oom-retry-N`, or `estimate` when the"
+        " pre-launch memory-fit estimate (`dapo_ops/core/memfit.py`) started on it). `inv launch --dry-run` shows the ladder"
+        " per phase and the per-phase estimate.",
+        "",
+        "| phase | what runs out | what dapo-ops does | what you can change |",
+        "|---|---|---|---|",
+    ]
     out += [f"| `{p}` | {a} | {b} | {c} |" for p, a, b, c in rows]
     return "\n".join(out) + "\n"

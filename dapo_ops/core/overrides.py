@@ -23,16 +23,25 @@ from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, default_ckpt, effective_settings, parameter_sync_step
 
-__all__ = ["OverrideError", "build_command", "check_literal", "hydra_value", "literal_string", "overrides_for",
-           "command_string"]
+__all__ = [
+    "OverrideError",
+    "build_command",
+    "check_literal",
+    "hydra_value",
+    "literal_string",
+    "overrides_for",
+    "command_string",
+]
 
 #: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
 #: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
 #: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
 SETTING_KEYS: dict[str, Any] = {
     "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
-    "log_prob_micro_batch_size_per_gpu": ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                                          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"),
+    "log_prob_micro_batch_size_per_gpu": (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    ),
     "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
     # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
@@ -119,9 +128,11 @@ def check_literal(key: str, value: object) -> None:
     """
     for x in value if isinstance(value, (list, tuple)) else (value,):
         if isinstance(x, str) and "${" in x:
-            raise OverrideError(f"the value for verl's {key} holds '${{', which verl's config (OmegaConf) evaluates "
-                                f"as an interpolation (verl/trainer/main_ppo.py:145 resolves the config in place, "
-                                f"so no escape keeps it literal); remove '${{' from the setting or path it comes from")
+            raise OverrideError(
+                f"the value for verl's {key} holds '${{', which verl's config (OmegaConf) evaluates "
+                f"as an interpolation (verl/trainer/main_ppo.py:145 resolves the config in place, "
+                f"so no escape keeps it literal); remove '${{' from the setting or path it comes from"
+            )
 
 
 def needs_ref_critic(spec: dict[str, Any]) -> tuple[bool, bool]:
@@ -133,14 +144,17 @@ def needs_ref_critic(spec: dict[str, Any]) -> tuple[bool, bool]:
         if isinstance(x, str) and "=" in x:
             k, v = x.split("=", 1)
             extra[k.lstrip("+")] = v.strip().lower()
-    use_ref = (extra.get("actor_rollout_ref.actor.use_kl_loss") == "true"
-               or extra.get("algorithm.use_kl_in_reward") == "true")
+    use_ref = (
+        extra.get("actor_rollout_ref.actor.use_kl_loss") == "true" or extra.get("algorithm.use_kl_in_reward") == "true"
+    )
     critic = extra.get("critic.enable")
     use_critic = critic == "true" if critic in ("true", "false") else extra.get("algorithm.adv_estimator") == "gae"
     return use_ref, use_critic
 
 
-def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[tuple[str, object]]:
+def overrides_for(
+    spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
+) -> list[tuple[str, object]]:
     """The ordered ``(key, value)`` overrides (keys carry ``+`` where needed), before rendering.
 
     Later entries win when a key repeats (``extra_overrides`` are appended verbatim by
@@ -178,8 +192,13 @@ def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: d
             out.append((profiles.PLUS_MAX_POS_ROLLOUT, int(s["max_position_embeddings"])))
 
     # V1 trainer mode (colocate_async / sync / separate_async) + staleness bound
-    out += profiles.v1_overrides(ent, s.get("trainer_mode") or "async", accelerator=accel,
-                                 max_staleness=s.get("max_staleness"), parameter_sync_step=parameter_sync_step(s))
+    out += profiles.v1_overrides(
+        ent,
+        s.get("trainer_mode") or "async",
+        accelerator=accel,
+        max_staleness=s.get("max_staleness"),
+        parameter_sync_step=parameter_sync_step(s),
+    )
 
     # DAPO algorithm
     out += list(profiles.DAPO_ALGORITHM)
@@ -206,13 +225,25 @@ def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: d
     train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
     out += profiles.strategy_overrides(str(framework or ""), train_world)
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
-    out += profiles.feature_overrides(profile, framework, features.names(), max_prompt_length=prompt,
-                                      max_response_length=resp, accelerator=accel,
-                                      micro_batch_size=int(s["micro_batch_size"]), token_budget_overrides=budgets,
-                                      disabled=features.disabled)
+    out += profiles.feature_overrides(
+        profile,
+        framework,
+        features.names(),
+        max_prompt_length=prompt,
+        max_response_length=resp,
+        accelerator=accel,
+        micro_batch_size=int(s["micro_batch_size"]),
+        token_budget_overrides=budgets,
+        disabled=features.disabled,
+    )
 
-    out += [(k, s[name]) for name, keys in SETTING_KEYS.items() if s.get(name) is not None for k in keys
-            if framework == "fsdp" or name != "fsdp_offload_policy"]
+    out += [
+        (k, s[name])
+        for name, keys in SETTING_KEYS.items()
+        if s.get(name) is not None
+        for k in keys
+        if framework == "fsdp" or name != "fsdp_offload_policy"
+    ]
 
     # resources
     nnodes = int(s["nnodes"])
@@ -221,7 +252,10 @@ def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: d
             ("actor_rollout_ref.hybrid_engine", False),
             ("trainer.nnodes", nnodes),
             ("trainer.n_gpus_per_node", int(s["trainer_gpus"])),
-            ("actor_rollout_ref.rollout.nnodes", int(s.get("rollout_nnodes") or nnodes)),  # multi-host: cluster.Topology
+            (
+                "actor_rollout_ref.rollout.nnodes",
+                int(s.get("rollout_nnodes") or nnodes),
+            ),  # multi-host: cluster.Topology
             ("actor_rollout_ref.rollout.n_gpus_per_node", int(s["rollout_gpus"])),
         ]
     elif mode == "one-step-off":
@@ -265,10 +299,16 @@ def overrides_for(spec: dict[str, Any], features: FeatureSet, setting_changes: d
 
 #: the trainer's Megatron parallel keys (``engine/megatron.yaml:11,20``; the ref's own copy, ``ref/megatron_ref.yaml``,
 #: does not follow the actor's, so it is set too and dropped when there is no reference policy)
-MEGATRON_TP_PP = (("actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
-                   "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"),
-                  ("actor_rollout_ref.ref.megatron.tensor_model_parallel_size",
-                   "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size"))
+MEGATRON_TP_PP = (
+    (
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
+    ),
+    (
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size",
+        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size",
+    ),
+)
 
 
 def parallel_overrides(tp: int, pp: int) -> list[tuple[str, object]]:
@@ -285,7 +325,9 @@ def skips_validation(spec: dict[str, Any]) -> bool:
     return int(spec.get("attempt") or 1) > 1 or bool(spec.get("resume_of"))
 
 
-def build_command(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[str]:
+def build_command(
+    spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
+) -> list[str]:
     """The verl argv for one attempt, e.g. ``["python3", "-m", "verl.trainer.main_ppo", "k=v", ...]``.
 
     ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
@@ -311,8 +353,11 @@ def build_command(spec: dict[str, Any], features: FeatureSet, setting_changes: d
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
     laddered = {k for name in (setting_changes or {}) for k in SETTING_KEYS.get(name, ())}
     laddered |= set((setting_changes or {}).get("token_budgets") or {})
-    argv += [str(x) for x in (merged["settings"].get("extra_overrides") or [])
-             if str(x).split("=", 1)[0].lstrip("+~") not in laddered]  # the ladder's change wins over a raw override
+    argv += [
+        str(x)
+        for x in (merged["settings"].get("extra_overrides") or [])
+        if str(x).split("=", 1)[0].lstrip("+~") not in laddered
+    ]  # the ladder's change wins over a raw override
     return argv
 
 
@@ -327,5 +372,3 @@ def config_location(spec: dict[str, Any]) -> tuple[str, str, list[str]]:
     for the compose check (:mod:`dapo_ops.control.validate`)."""
     ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])
     return ent.config_dir, ent.config_name, list(ent.group_overrides)
-
-

@@ -32,15 +32,22 @@ if TYPE_CHECKING:
 LINE_RE = re.compile(
     r"^\s*\[(?P<level>ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]\s+(?P<module>[A-Z_][A-Z0-9_]*)"
     r"\((?P<pid>\d+),(?P<proc>[^)]*)\):\s*(?P<time>\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\.(?P<ms>\d{1,3})\.(?P<us>\d{1,3})"
-    r"\s*(?:\[(?P<where>[^\]\s]+:\d+)\])?\s*(?P<msg>.*)$")
+    r"\s*(?:\[(?P<where>[^\]\s]+:\d+)\])?\s*(?P<msg>.*)$"
+)
 #: torch_npu's own error line (PTA): ``[ERROR] 2025-10-11-15:09:34 (PID:2969, Device:0, RankID:101) ERR00100 ...``
-PTA_RE = re.compile(r"^\s*\[(?P<level>ERROR)\]\s+(?P<time>\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\s+"
-                    r"\(PID:(?P<pid>\d+),\s*Device:(?P<device>-?\d+),\s*RankID:(?P<rank>-?\d+)\)\s*(?P<msg>.*)$")
+PTA_RE = re.compile(
+    r"^\s*\[(?P<level>ERROR)\]\s+(?P<time>\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\s+"
+    r"\(PID:(?P<pid>\d+),\s*Device:(?P<device>-?\d+),\s*RankID:(?P<rank>-?\d+)\)\s*(?P<msg>.*)$"
+)
 #: where CANN writes plogs under a home directory (``~/ascend/log``): debug and run logs
 PLOG_SUBDIRS = ("debug/plog", "run/plog")
 #: the plog directories the collector looks in (``~`` expanded by it), first the user's, then root's
-PLOG_DIRS = ("~/ascend/log/debug/plog", "~/ascend/log/run/plog", "/root/ascend/log/debug/plog",
-             "/root/ascend/log/run/plog")
+PLOG_DIRS = (
+    "~/ascend/log/debug/plog",
+    "~/ascend/log/run/plog",
+    "/root/ascend/log/debug/plog",
+    "/root/ascend/log/run/plog",
+)
 
 _OWN_RANK_RXS = (
     re.compile(r"\bRankID:\s*(\d+)"),
@@ -57,7 +64,7 @@ def parse_line(line: str) -> "Optional[Dict[str, Any]]":
     "where" (file:line or None), "msg", "rank" (int or None), "remote_rank" (int or None)}``; None for any other
     line (Ray's ``(WorkerDict pid=.., ip=..)`` prefix is tolerated in front)."""
     s = line.rstrip("\n")
-    if s.startswith("(") and ") [" in s:   # a Ray worker prefix: the plog text printed to stdout
+    if s.startswith("(") and ") [" in s:  # a Ray worker prefix: the plog text printed to stdout
         s = s.split(") ", 1)[1]
     m = LINE_RE.match(s)
     if not m:
@@ -66,25 +73,50 @@ def parse_line(line: str) -> "Optional[Dict[str, Any]]":
             return None
         msg = m.group("msg").strip()
         ts = _epoch(m.group("time"))
-        return None if ts is None else {
-            "level": "ERROR", "module": "PTA", "pid": int(m.group("pid")), "proc": "", "time": m.group("time"),
-            "ts": ts, "where": None, "msg": msg, "rank": int(m.group("rank")), "remote_rank": remote_rank_of(msg)}
+        return (
+            None
+            if ts is None
+            else {
+                "level": "ERROR",
+                "module": "PTA",
+                "pid": int(m.group("pid")),
+                "proc": "",
+                "time": m.group("time"),
+                "ts": ts,
+                "where": None,
+                "msg": msg,
+                "rank": int(m.group("rank")),
+                "remote_rank": remote_rank_of(msg),
+            }
+        )
     d = m.group("time")
     ts = _epoch(d)
     if ts is None:
         return None
     ts += int(m.group("ms")) / 1e3 + int(m.group("us")) / 1e6
     msg = m.group("msg").strip()
-    return {"level": m.group("level"), "module": m.group("module"), "pid": int(m.group("pid")),
-            "proc": m.group("proc"), "time": "%s.%s.%s" % (d, m.group("ms"), m.group("us")), "ts": round(ts, 6),
-            "where": m.group("where"), "msg": msg, "rank": rank_of(msg), "remote_rank": remote_rank_of(msg)}
+    return {
+        "level": m.group("level"),
+        "module": m.group("module"),
+        "pid": int(m.group("pid")),
+        "proc": m.group("proc"),
+        "time": "%s.%s.%s" % (d, m.group("ms"), m.group("us")),
+        "ts": round(ts, 6),
+        "where": m.group("where"),
+        "msg": msg,
+        "rank": rank_of(msg),
+        "remote_rank": remote_rank_of(msg),
+    }
 
 
 def _epoch(d: str) -> "Optional[float]":
     """``YYYY-MM-DD-HH:MM:SS`` read as UTC, in seconds since the epoch; None when it is no date."""
     try:
-        return float(calendar.timegm((int(d[0:4]), int(d[5:7]), int(d[8:10]), int(d[11:13]), int(d[14:16]),
-                                      int(d[17:19]), 0, 0, 0)))
+        return float(
+            calendar.timegm(
+                (int(d[0:4]), int(d[5:7]), int(d[8:10]), int(d[11:13]), int(d[14:16]), int(d[17:19]), 0, 0, 0)
+            )
+        )
     except (ValueError, IndexError):
         return None
 

@@ -56,26 +56,28 @@ class Kind(str, Enum):
     def first_decisions(self) -> frozenset:
         """``Decision.action`` values the first verdict of this kind can give (``rollback-offload``: ``stop`` when
         the ladder moved nothing to host RAM; the memory kinds: ``stop`` when no rung / floor is left)."""
-        return frozenset({
-            Kind.ESCALATE_MEMORY: ("retry", "stop"),
-            Kind.ADJUST_ROLLOUT_MEMORY: ("retry", "stop"),
-            Kind.ROLLBACK_OFFLOAD: ("retry", "stop"),
-            Kind.RETRY_ONCE: ("retry",),
-            Kind.STOP: ("stop",),
-            Kind.KEEP_RUNNING: ("keep-running",),
-            Kind.DONE: ("done",),
-        }[self])
+        return frozenset(
+            {
+                Kind.ESCALATE_MEMORY: ("retry", "stop"),
+                Kind.ADJUST_ROLLOUT_MEMORY: ("retry", "stop"),
+                Kind.ROLLBACK_OFFLOAD: ("retry", "stop"),
+                Kind.RETRY_ONCE: ("retry",),
+                Kind.STOP: ("stop",),
+                Kind.KEEP_RUNNING: ("keep-running",),
+                Kind.DONE: ("done",),
+            }[self]
+        )
 
     @property
     def doc(self) -> str:
         """What the supervisor does, in one line (docs/troubleshooting.md)."""
         return {
             Kind.ESCALATE_MEMORY: "retry from the last checkpoint with the next memory rung of the OOM's phase, "
-                                  "at most `MAX_OOM_RETRIES` times; then stop with suggestions",
+            "at most `MAX_OOM_RETRIES` times; then stop with suggestions",
             Kind.ADJUST_ROLLOUT_MEMORY: "retry with the rollout `gpu_memory_utilization` moved as the message says "
-                                        "(or unchanged after a cleanup, once); stop at the floor / ceiling",
+            "(or unchanged after a cleanup, once); stop at the floor / ceiling",
             Kind.ROLLBACK_OFFLOAD: "retry once with what the ladder moved to host RAM rolled back; stop when there "
-                                   "is nothing to roll back or it recurs",
+            "is nothing to roll back or it recurs",
             Kind.RETRY_ONCE: "retry once after cleanup; stop if it recurs",
             Kind.STOP: "stop; never retried unchanged",
             Kind.KEEP_RUNNING: "keep running and alert; never restart",
@@ -115,95 +117,168 @@ def holds(cond: tuple, detail: dict) -> bool:
     return key in detail and detail.get(key) == value
 
 
-_STOP_NO_RUNG = ("stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint, "
-                 "never retried unchanged")
+_STOP_NO_RUNG = (
+    "stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint, "
+    "never retried unchanged"
+)
 
 POLICY: dict[str, tuple[Rule, ...]] = {
     "oom-device": (
         Rule(Kind.STOP, _STOP_NO_RUNG, when=("phase", NO_RUNG_PHASES)),
-        Rule(Kind.ESCALATE_MEMORY, "retry from the last checkpoint with the next memory rung ${for_phase}; stop with "
-                                   "suggestions when none is left"),
+        Rule(
+            Kind.ESCALATE_MEMORY,
+            "retry from the last checkpoint with the next memory rung ${for_phase}; stop with "
+            "suggestions when none is left",
+        ),
     ),
     "oom-kv-cache": (
-        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "lower rollout gpu_memory_utilization (then max_model_len) and retry; never "
-                                         "offload/recompute", when=("kv_direction", ABSENT)),
-        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "lower rollout gpu_memory_utilization (then max_model_len) and retry; never "
-                                         "offload/recompute", when=("kv_direction", "lower")),
-        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "KV cache smaller than one max-length sequence: raise rollout "
-                                         "gpu_memory_utilization and retry if the device has headroom, else lower "
-                                         "max_model_len / max_response_length; never offload",
-             when=("kv_direction", "raise")),
-        Rule(Kind.ADJUST_ROLLOUT_MEMORY, "clean up leftover processes on the devices (ray stop --force, stale "
-                                         "workers), then retry unchanged once; lower gpu_memory_utilization only if "
-                                         "others really use the memory", when=("kv_direction", "cleanup")),
+        Rule(
+            Kind.ADJUST_ROLLOUT_MEMORY,
+            "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
+            when=("kv_direction", ABSENT),
+        ),
+        Rule(
+            Kind.ADJUST_ROLLOUT_MEMORY,
+            "lower rollout gpu_memory_utilization (then max_model_len) and retry; never offload/recompute",
+            when=("kv_direction", "lower"),
+        ),
+        Rule(
+            Kind.ADJUST_ROLLOUT_MEMORY,
+            "KV cache smaller than one max-length sequence: raise rollout "
+            "gpu_memory_utilization and retry if the device has headroom, else lower "
+            "max_model_len / max_response_length; never offload",
+            when=("kv_direction", "raise"),
+        ),
+        Rule(
+            Kind.ADJUST_ROLLOUT_MEMORY,
+            "clean up leftover processes on the devices (ray stop --force, stale "
+            "workers), then retry unchanged once; lower gpu_memory_utilization only if "
+            "others really use the memory",
+            when=("kv_direction", "cleanup"),
+        ),
         Rule(Kind.ADJUST_ROLLOUT_MEMORY, "adjust rollout memory and retry"),
     ),
     "oom-host": (
-        Rule(Kind.ROLLBACK_OFFLOAD, "kernel/cgroup OOM killer: remove ladder-added offload and retry once from the "
-                                    "last complete checkpoint, else stop and raise the container --memory limit"),
+        Rule(
+            Kind.ROLLBACK_OFFLOAD,
+            "kernel/cgroup OOM killer: remove ladder-added offload and retry once from the "
+            "last complete checkpoint, else stop and raise the container --memory limit",
+        ),
     ),
     "oom-ray": (
-        Rule(Kind.ROLLBACK_OFFLOAD, "host RAM exhausted (Ray memory monitor): remove ladder-added offload and retry "
-                                    "once, else stop and reduce host memory use"),
+        Rule(
+            Kind.ROLLBACK_OFFLOAD,
+            "host RAM exhausted (Ray memory monitor): remove ladder-added offload and retry "
+            "once, else stop and reduce host memory use",
+        ),
     ),
     "config-error": (
-        Rule(Kind.STOP, "stop: fix the configuration${key_paren}; never retried unchanged",
-             "configuration error: not retried unchanged; fix the setting named in the evidence"),
+        Rule(
+            Kind.STOP,
+            "stop: fix the configuration${key_paren}; never retried unchanged",
+            "configuration error: not retried unchanged; fix the setting named in the evidence",
+        ),
     ),
     "data-error": (
-        Rule(Kind.STOP, "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never "
-                        "retried unchanged",
-             "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation"),
+        Rule(
+            Kind.STOP,
+            "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never retried unchanged",
+            "data error: not retried; fix the dataset or data.max_prompt_length / data.truncation",
+        ),
     ),
     "network": (
-        Rule(Kind.KEEP_RUNNING, "keep running: tracker network trouble is non-fatal; alert only",
-             "tracker network trouble while training continues: alert, never restart", when=("fatal", False)),
-        Rule(Kind.STOP, "stop: never continued on fewer nodes (the checkpoint keeps its world size)",
-             "a Ray node was lost: never continued on fewer nodes", when=("lost_nodes", SET)),
-        Rule(Kind.RETRY_ONCE, "clean up and retry once after checking connectivity (Ray head, proxy, hub, tracker)",
-             "network failure: retrying once after cleanup"),
+        Rule(
+            Kind.KEEP_RUNNING,
+            "keep running: tracker network trouble is non-fatal; alert only",
+            "tracker network trouble while training continues: alert, never restart",
+            when=("fatal", False),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: never continued on fewer nodes (the checkpoint keeps its world size)",
+            "a Ray node was lost: never continued on fewer nodes",
+            when=("lost_nodes", SET),
+        ),
+        Rule(
+            Kind.RETRY_ONCE,
+            "clean up and retry once after checking connectivity (Ray head, proxy, hub, tracker)",
+            "network failure: retrying once after cleanup",
+        ),
     ),
     "hccl-timeout": (
-        Rule(Kind.RETRY_ONCE, "clean up (ray stop --force) and retry once; check the collective network / HCCL env if "
-                              "it recurs", "collective (HCCL/NCCL) timeout: retrying once after cleanup"),
+        Rule(
+            Kind.RETRY_ONCE,
+            "clean up (ray stop --force) and retry once; check the collective network / HCCL env if it recurs",
+            "collective (HCCL/NCCL) timeout: retrying once after cleanup",
+        ),
     ),
     "container-missing": (
-        Rule(Kind.STOP, "stop polling: the container is gone or stopped; recreate and resume only on explicit request",
-             "the container is gone or stopped: not retried; recreate or start it, then launch again"),
+        Rule(
+            Kind.STOP,
+            "stop polling: the container is gone or stopped; recreate and resume only on explicit request",
+            "the container is gone or stopped: not retried; recreate or start it, then launch again",
+        ),
     ),
     "auth-error": (
-        Rule(Kind.KEEP_RUNNING, "keep running: tracker upload rejected (401) while training continues; alert, rotate "
-                                "the key", "tracker credentials rejected while training continues: alert, never restart",
-             when=("fatal", False)),
-        Rule(Kind.STOP, "stop: tracker credentials missing or invalid; pass the key as an env var (or use local "
-                        "mode), then relaunch",
-             "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
-             "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)"),
+        Rule(
+            Kind.KEEP_RUNNING,
+            "keep running: tracker upload rejected (401) while training continues; alert, rotate the key",
+            "tracker credentials rejected while training continues: alert, never restart",
+            when=("fatal", False),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: tracker credentials missing or invalid; pass the key as an env var (or use local "
+            "mode), then relaunch",
+            "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
+            "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)",
+        ),
     ),
     "crash-other": (
-        Rule(Kind.STOP, "stop: no failure in the log text; while the process is alive the no-progress timer decides "
-                        "(hang)", "the log holds no failure and the process ended: stopped; read the worker logs",
-             when=("inconclusive", SET)),
-        Rule(Kind.STOP, "stop: killed from outside with no error in the log (OOM killer or an operator); resume from "
-                        "the last checkpoint once the cause is known", when=("external", SET)),
-        Rule(Kind.STOP, "stop: the disk is full; free space (see the hint), then resume from the last checkpoint",
-             when=("cause", "disk-full")),
-        Rule(Kind.STOP, "stop and report the innermost error; no memory escalation",
-             "unclassified crash: not retried; read the evidence in the log"),
+        Rule(
+            Kind.STOP,
+            "stop: no failure in the log text; while the process is alive the no-progress timer decides (hang)",
+            "the log holds no failure and the process ended: stopped; read the worker logs",
+            when=("inconclusive", SET),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: killed from outside with no error in the log (OOM killer or an operator); resume from "
+            "the last checkpoint once the cause is known",
+            when=("external", SET),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: the disk is full; free space (see the hint), then resume from the last checkpoint",
+            when=("cause", "disk-full"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop and report the innermost error; no memory escalation",
+            "unclassified crash: not retried; read the evidence in the log",
+        ),
     ),
-    "success": (
-        Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),
-    ),
+    "success": (Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),),
     "hang": (
-        Rule(Kind.RETRY_ONCE, "stack dumps taken; clean up and retry once, stop if it stalls again",
-             "stalled (no step and no output): retrying once after cleanup", when=("stalled", SET)),
-        Rule(Kind.RETRY_ONCE, "clean up and retry once, stop if it hangs again",
-             "no progress within the hang timeout: retrying once after cleanup"),
+        Rule(
+            Kind.RETRY_ONCE,
+            "stack dumps taken; clean up and retry once, stop if it stalls again",
+            "stalled (no step and no output): retrying once after cleanup",
+            when=("stalled", SET),
+        ),
+        Rule(
+            Kind.RETRY_ONCE,
+            "clean up and retry once, stop if it hangs again",
+            "no progress within the hang timeout: retrying once after cleanup",
+        ),
     ),
     "error-storm": (
-        Rule(Kind.STOP, "stop: not retried unchanged; fix the code the verdict names, then resume",
-             "the same exception repeats with no training step (verl retries it for ever): not retried unchanged; "
-             "fix the code the verdict names"),
+        Rule(
+            Kind.STOP,
+            "stop: not retried unchanged; fix the code the verdict names, then resume",
+            "the same exception repeats with no training step (verl retries it for ever): not retried unchanged; "
+            "fix the code the verdict names",
+        ),
     ),
 }
 """Class -> its rules in order; the first that holds is the policy of a verdict. Every class of
@@ -261,11 +336,16 @@ def when_md(cond: tuple | None) -> str:
 def policy_md(classes: tuple[str, ...]) -> str:
     """The "Failure policy" section of docs/troubleshooting.md: one row per rule of each of ``classes``, in order
     (the first row whose condition holds on ``detail`` applies), then what each action kind does."""
-    out = ["## Failure policy", "",
-           "What dapo-ops does after each verdict (`dapo_ops/core/policy.py`: the supervisor's decision, the action line",
-           "`dapo-ops classify` and `inv status` print, and this table all read it). The first row of a class whose",
-           "condition holds on the verdict's `detail` applies.", "",
-           "| class | when | action kind | action |", "|---|---|---|---|"]
+    out = [
+        "## Failure policy",
+        "",
+        "What dapo-ops does after each verdict (`dapo_ops/core/policy.py`: the supervisor's decision, the action line",
+        "`dapo-ops classify` and `inv status` print, and this table all read it). The first row of a class whose",
+        "condition holds on the verdict's `detail` applies.",
+        "",
+        "| class | when | action kind | action |",
+        "|---|---|---|---|",
+    ]
     for cls in classes:
         rules = POLICY[cls]
         for r in rules:

@@ -86,16 +86,29 @@ _ENTRIES: dict[tuple[str, str, str], Entry] = {
     ("0.9", "dapo", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True),
     ("0.9", "dapo", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True),
     ("0.9", "one-step-off", "fsdp"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, (), False, True, True, True),
-    ("0.9", "one-step-off", "megatron"): Entry(_V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True,
-                                               True),
-    ("0.8", "dapo", "fsdp"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_trainer", "dapo_trainer",
-                                   (), True, True),
-    ("0.8", "dapo", "megatron"): Entry("recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_megatron_trainer",
-                                       "dapo_trainer", (), True, True),
-    ("0.8", "one-step-off", "fsdp"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_trainer", "one_step_off_ppo_trainer",
-                                           (), True, False, False, True),
-    ("0.8", "one-step-off", "megatron"): Entry(_OSO_MODULE, _OSO_DIR, "one_step_off_ppo_megatron_trainer",
-                                               "one_step_off_ppo_trainer", (), True, False, False, True),
+    ("0.9", "one-step-off", "megatron"): Entry(
+        _V1_MODULE, _V1_DIR, _V1_CONFIG, _V1_CONFIG, _MEG, False, True, True, True
+    ),
+    ("0.8", "dapo", "fsdp"): Entry(
+        "recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_trainer", "dapo_trainer", (), True, True
+    ),
+    ("0.8", "dapo", "megatron"): Entry(
+        "recipe.dapo.main_dapo", "recipe/dapo/config", "dapo_megatron_trainer", "dapo_trainer", (), True, True
+    ),
+    ("0.8", "one-step-off", "fsdp"): Entry(
+        _OSO_MODULE, _OSO_DIR, "one_step_off_ppo_trainer", "one_step_off_ppo_trainer", (), True, False, False, True
+    ),
+    ("0.8", "one-step-off", "megatron"): Entry(
+        _OSO_MODULE,
+        _OSO_DIR,
+        "one_step_off_ppo_megatron_trainer",
+        "one_step_off_ppo_trainer",
+        (),
+        True,
+        False,
+        False,
+        True,
+    ),
 }
 
 
@@ -158,10 +171,18 @@ def token_budgets(max_prompt_length: int, max_response_length: int) -> dict[str,
     }
 
 
-def feature_overrides(profile: str, framework: str | None, names: frozenset[str], *, max_prompt_length: int,
-                      max_response_length: int, accelerator: str = "gpu", micro_batch_size: int = 1,
-                      token_budget_overrides: dict[str, Any] | None = None, disabled: frozenset[str] = frozenset()
-                      ) -> list[tuple[str, object]]:
+def feature_overrides(
+    profile: str,
+    framework: str | None,
+    names: frozenset[str],
+    *,
+    max_prompt_length: int,
+    max_response_length: int,
+    accelerator: str = "gpu",
+    micro_batch_size: int = 1,
+    token_budget_overrides: dict[str, Any] | None = None,
+    disabled: frozenset[str] = frozenset(),
+) -> list[tuple[str, object]]:
     """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
 
     ``names``: enabled feature names; ``disabled``: names the user turned off (``-name``): on FSDP the
@@ -201,7 +222,8 @@ def feature_overrides(profile: str, framework: str | None, names: frozenset[str]
                 raise OverrideError(f"unknown token budget {k!r}; one of {', '.join(budgets)}")
             if int(v) < seq:
                 raise OverrideError(
-                    f"{k}={v} is below max_prompt_length + max_response_length = {seq}; raise it to >= {seq}")
+                    f"{k}={v} is below max_prompt_length + max_response_length = {seq}; raise it to >= {seq}"
+                )
             budgets[k] = int(v)
         out += list(budgets.items())
     else:
@@ -215,13 +237,17 @@ def feature_overrides(profile: str, framework: str | None, names: frozenset[str]
     # remove_padding. 0.9 (V1 workers) copy actor_rollout_ref.model.use_remove_padding over the engine's value
     # for every engine (verl/workers/engine_workers.py:114, :585, :630): the Megatron engine key is overwritten.
     if meg and profile == "0.8":
-        out += [("actor_rollout_ref.actor.megatron.use_remove_padding", on("remove_padding")),
-                ("critic.megatron.use_remove_padding", on("remove_padding"))]
+        out += [
+            ("actor_rollout_ref.actor.megatron.use_remove_padding", on("remove_padding")),
+            ("critic.megatron.use_remove_padding", on("remove_padding")),
+        ]
     elif meg:
         out.append(("actor_rollout_ref.model.use_remove_padding", on("remove_padding")))
     else:
-        out += [("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
-                ("critic.model.use_remove_padding", on("remove_padding"))]
+        out += [
+            ("actor_rollout_ref.model.use_remove_padding", on("remove_padding")),
+            ("critic.model.use_remove_padding", on("remove_padding")),
+        ]
 
     # gradient_checkpointing + recompute
     if meg:
@@ -231,20 +257,27 @@ def feature_overrides(profile: str, framework: str | None, names: frozenset[str]
             gran, method, layers = "selective", None, None
         else:
             gran, method, layers = None, None, None
-        out += [(f"{_MTC}.recompute_granularity", gran), (f"{_MTC}.recompute_method", method),
-                (f"{_MTC}.recompute_num_layers", layers)]
+        out += [
+            (f"{_MTC}.recompute_granularity", gran),
+            (f"{_MTC}.recompute_method", method),
+            (f"{_MTC}.recompute_num_layers", layers),
+        ]
     else:
         gc = on("gradient_checkpointing") or (on("recompute") and "gradient_checkpointing" not in disabled)
-        out += [("actor_rollout_ref.model.enable_gradient_checkpointing", gc),
-                ("critic.model.enable_gradient_checkpointing", gc),
-                ("actor_rollout_ref.actor.entropy_checkpointing", on("recompute")),
-                ("actor_rollout_ref.model.enable_activation_offload", on("recompute"))]
+        out += [
+            ("actor_rollout_ref.model.enable_gradient_checkpointing", gc),
+            ("critic.model.enable_gradient_checkpointing", gc),
+            ("actor_rollout_ref.actor.entropy_checkpointing", on("recompute")),
+            ("actor_rollout_ref.model.enable_activation_offload", on("recompute")),
+        ]
 
     # offload (per version: 0.9.1 removed grad_offload and moved critic FSDP keys)
     off = on("offload")
     if meg:
-        out += [("actor_rollout_ref.actor.megatron.param_offload", off),
-                ("actor_rollout_ref.actor.megatron.optimizer_offload", off)]
+        out += [
+            ("actor_rollout_ref.actor.megatron.param_offload", off),
+            ("actor_rollout_ref.actor.megatron.optimizer_offload", off),
+        ]
         if profile == "0.8":
             out.append(("actor_rollout_ref.actor.megatron.grad_offload", off))
         out.append(("actor_rollout_ref.ref.megatron.param_offload", off))
@@ -252,9 +285,11 @@ def feature_overrides(profile: str, framework: str | None, names: frozenset[str]
         if profile == "0.8":
             out.append(("critic.megatron.grad_offload", off))
     else:
-        out += [("actor_rollout_ref.actor.fsdp_config.param_offload", off),
-                ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", off),
-                ("actor_rollout_ref.ref.fsdp_config.param_offload", off)]
+        out += [
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", off),
+            ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", off),
+            ("actor_rollout_ref.ref.fsdp_config.param_offload", off),
+        ]
         critic = "critic.fsdp" if profile == "0.9" else "critic.model.fsdp_config"
         out += [(f"{critic}.param_offload", off), (f"{critic}.optimizer_offload", off)]
     if npu and not meg and profile == "0.9":
@@ -289,11 +324,19 @@ def reward_overrides(profile: str, ent: Entry, max_response_length: int) -> list
         base = "+reward_model.reward_kwargs"
         out = [("reward_model.reward_manager", "dapo")]
         if ent.module == "recipe.dapo.main_dapo":
-            out += [("reward_model.overlong_buffer.enable", True), ("reward_model.overlong_buffer.len", blen),
-                    ("reward_model.overlong_buffer.penalty_factor", 1.0), ("reward_model.overlong_buffer.log", False)]
-    out += [(f"{base}.overlong_buffer_cfg.enable", True), (f"{base}.overlong_buffer_cfg.len", blen),
-            (f"{base}.overlong_buffer_cfg.penalty_factor", 1.0), (f"{base}.overlong_buffer_cfg.log", False),
-            (f"{base}.max_resp_len", resp)]
+            out += [
+                ("reward_model.overlong_buffer.enable", True),
+                ("reward_model.overlong_buffer.len", blen),
+                ("reward_model.overlong_buffer.penalty_factor", 1.0),
+                ("reward_model.overlong_buffer.log", False),
+            ]
+    out += [
+        (f"{base}.overlong_buffer_cfg.enable", True),
+        (f"{base}.overlong_buffer_cfg.len", blen),
+        (f"{base}.overlong_buffer_cfg.penalty_factor", 1.0),
+        (f"{base}.overlong_buffer_cfg.log", False),
+        (f"{base}.max_resp_len", resp),
+    ]
     return out
 
 
@@ -307,8 +350,10 @@ def v1_mode(ent: Entry, trainer_mode: str = "async") -> str | None:
         return None
     if ent.separate:
         if trainer_mode not in (None, "", "async"):
-            raise OverrideError(f"--mode {trainer_mode} does not apply to one-step-off (it always runs verl's V1 "
-                                "separate_async trainer); drop --mode, or use `inv launch --mode sync`")
+            raise OverrideError(
+                f"--mode {trainer_mode} does not apply to one-step-off (it always runs verl's V1 "
+                "separate_async trainer); drop --mode, or use `inv launch --mode sync`"
+            )
         return "separate_async"
     check_choice(trainer_mode or "async", DAPO_TRAINER_MODES, "DAPO trainer mode", "--mode / DAPO_MODE")
     return _V1_MODE[trainer_mode or "async"]
@@ -335,8 +380,14 @@ SEPARATE_ASYNC_BYPASS: tuple[tuple[str, object], ...] = (
 CHECKPOINT_ENGINE_BACKEND = "nccl"
 
 
-def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max_staleness: int | None = 2,
-                 parameter_sync_step: int = 4) -> list[tuple[str, object]]:
+def v1_overrides(
+    ent: Entry,
+    trainer_mode: str,
+    *,
+    accelerator: str = "gpu",
+    max_staleness: int | None = 2,
+    parameter_sync_step: int = 4,
+) -> list[tuple[str, object]]:
     """The V1 trainer-mode keys (none for a non-V1 entry).
 
     - ``colocate_async``: one warm-up batch of prefetch (``trainer.v1.colocate_async.num_warmup_batches``,
@@ -358,13 +409,17 @@ def v1_overrides(ent: Entry, trainer_mode: str, *, accelerator: str = "gpu", max
     if mode == "colocate_async":
         out.append(("trainer.v1.colocate_async.num_warmup_batches", 1))
     elif mode == "separate_async":
-        out += [("trainer.v1.separate_async.num_warmup_batches", 1),
-                ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
-                ("actor_rollout_ref.rollout.checkpoint_engine.backend", CHECKPOINT_ENGINE_BACKEND)]
+        out += [
+            ("trainer.v1.separate_async.num_warmup_batches", 1),
+            ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
+            ("actor_rollout_ref.rollout.checkpoint_engine.backend", CHECKPOINT_ENGINE_BACKEND),
+        ]
         out += list(SEPARATE_ASYNC_BYPASS)
     if mode != "sync":
-        out += [("trainer.v1.sampler.max_off_policy_threshold", None if not max_staleness else int(max_staleness)),
-                ("trainer.v1.sampler.max_off_policy_strategy", "drop")]
+        out += [
+            ("trainer.v1.sampler.max_off_policy_threshold", None if not max_staleness else int(max_staleness)),
+            ("trainer.v1.sampler.max_off_policy_strategy", "drop"),
+        ]
     return out
 
 
@@ -377,9 +432,11 @@ REF_PREFIX, CRITIC_PREFIX = "actor_rollout_ref.ref.", "critic."
 def drop_inert(pairs: list[tuple[str, object]], *, use_ref: bool, use_critic: bool) -> list[tuple[str, object]]:
     """``pairs`` without the ``ref.*`` keys when ``use_ref`` is False and ``critic.*`` keys when ``use_critic``
     is False (keys with a leading ``+`` included)."""
+
     def dead(k: str) -> bool:
         k = k.lstrip("+")
         return (not use_ref and k.startswith(REF_PREFIX)) or (not use_critic and k.startswith(CRITIC_PREFIX))
+
     return [(k, v) for k, v in pairs if not dead(k)]
 
 
@@ -391,7 +448,10 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
     """
     if not ent.filter_groups:
         return []
-    out: list[tuple[str, object]] = [("algorithm.filter_groups.enable", True), ("algorithm.filter_groups.metric", "acc")]
+    out: list[tuple[str, object]] = [
+        ("algorithm.filter_groups.enable", True),
+        ("algorithm.filter_groups.metric", "acc"),
+    ]
     if profile == "0.8":
         out.append(("algorithm.filter_groups.max_num_gen_batches", 10))
     return out
@@ -413,8 +473,11 @@ def strategy_overrides(framework: str, world: int | None = None) -> list[tuple[s
     if framework != "fsdp":
         return []
     strategy = "fsdp" if world == 1 else "fsdp2"
-    return [("actor_rollout_ref.actor.strategy", strategy), ("actor_rollout_ref.ref.strategy", strategy),
-            ("critic.strategy", strategy)]
+    return [
+        ("actor_rollout_ref.actor.strategy", strategy),
+        ("actor_rollout_ref.ref.strategy", strategy),
+        ("critic.strategy", strategy),
+    ]
 
 
 #: DAPO algorithm settings common to every profile/entry (verl/trainer/config/algorithm.py).

@@ -110,7 +110,7 @@ def display_url(url: str) -> str:
     name, sep, _ = user.partition(":")
     shown = "%s:%s" % (name, REDACTED) if sep else REDACTED
     head = url[: url.index("://") + 3] if "://" in url else ""
-    rest = url[len(head) + len(user) + 1 + len(hostport):]  # the authority starts right after the scheme
+    rest = url[len(head) + len(user) + 1 + len(hostport) :]  # the authority starts right after the scheme
     return head + shown + "@" + hostport + rest
 
 

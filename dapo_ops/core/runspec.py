@@ -14,8 +14,7 @@ from typing import Any
 from dapo_ops.core import profiles
 from dapo_ops.core.profiles import OverrideError
 
-__all__ = ["DEFAULTS", "MAX_STEPS", "as_int", "check_spec", "default_ckpt", "effective_settings",
-           "parameter_sync_step"]
+__all__ = ["DEFAULTS", "MAX_STEPS", "as_int", "check_spec", "default_ckpt", "effective_settings", "parameter_sync_step"]
 
 #: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
 DEFAULTS: dict[str, Any] = {
@@ -40,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "max_actor_ckpt_to_keep": None,
     "extra_overrides": [],
 }
+
 
 def effective_settings(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
@@ -98,8 +98,10 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
     s = effective_settings(spec)
     steps = as_int(s, "steps", "TRAIN_STEPS / --steps")
     if not 0 < steps <= MAX_STEPS:  # MAX_STEPS: a typo guard (10^6 steps of even a 1 s step is 11 days)
-        raise OverrideError(f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
-                            f"TRAIN_STEPS to the steps you mean")
+        raise OverrideError(
+            f"TRAIN_STEPS={steps} must be a number of training steps in 1..{MAX_STEPS}; set --steps / "
+            f"TRAIN_STEPS to the steps you mean"
+        )
     prompt = as_int(s, "max_prompt_length", "--max-prompt-length")
     resp = as_int(s, "max_response_length", "MAX_RESPONSE_LENGTH / --max-response-length")
     if prompt <= 0 or resp <= 0:
@@ -109,7 +111,9 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         raise OverrideError(f"rollout_tp={tp} must be >= 1; set --rollout-tp")
     save_freq = as_int(s, "save_freq", "--save-freq")
     if save_freq == 0:
-        raise OverrideError("save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints")
+        raise OverrideError(
+            "save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints"
+        )
     if mode == "one-step-off":
         tg = as_int(s, "trainer_gpus", "TRAINER_GPUS / --trainer-gpus")
         rg = as_int(s, "rollout_gpus", "ROLLOUT_GPUS / --rollout-gpus")
@@ -118,31 +122,41 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         if host_devices is not None and tg + rg > int(host_devices):
             raise OverrideError(
                 f"TRAINER_GPUS={tg} + ROLLOUT_GPUS={rg} = {tg + rg} devices, but the host has {host_devices}; "
-                f"lower --trainer-gpus/--rollout-gpus so they add up to <= {host_devices}")
+                f"lower --trainer-gpus/--rollout-gpus so they add up to <= {host_devices}"
+            )
         if rg % tp:
             raise OverrideError(
                 f"ROLLOUT_GPUS={rg} is not divisible by the rollout tensor parallel size {tp}; "
-                f"use --rollout-gpus as a multiple of {tp} or change --rollout-tp")
+                f"use --rollout-gpus as a multiple of {tp} or change --rollout-tp"
+            )
     else:
         n = as_int(s, "n_gpus_per_node", "--trainer-gpus")
         if n <= 0:
             raise OverrideError(f"n_gpus_per_node={n} must be >= 1")
         if host_devices is not None and n > int(host_devices):
-            raise OverrideError(f"the run asks for {n} devices per node, but the host has {host_devices}; "
-                                f"lower the device count to <= {host_devices}")
+            raise OverrideError(
+                f"the run asks for {n} devices per node, but the host has {host_devices}; "
+                f"lower the device count to <= {host_devices}"
+            )
         if n % tp:
-            raise OverrideError(f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
-                                f"choose --rollout-tp that divides {n}")
-    world = (as_int(s, "trainer_gpus", "--trainer-gpus") if mode == "one-step-off"
-             else as_int(s, "n_gpus_per_node", "--trainer-gpus")) * max(1, as_int(s, "nnodes", "--nnodes"))
+            raise OverrideError(
+                f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
+                f"choose --rollout-tp that divides {n}"
+            )
+    world = (
+        as_int(s, "trainer_gpus", "--trainer-gpus")
+        if mode == "one-step-off"
+        else as_int(s, "n_gpus_per_node", "--trainer-gpus")
+    ) * max(1, as_int(s, "nnodes", "--nnodes"))
     tbs = as_int(s, "train_batch_size", "--train-batch-size")
     mini = as_int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
     n = as_int(s, "rollout_n", "--rollout-n")
     if min(tbs, mini, n) <= 0:
         raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
     if mini > tbs:
-        raise OverrideError(f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; "
-                            f"set --ppo-mini-batch-size <= {tbs}")
+        raise OverrideError(
+            f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; set --ppo-mini-batch-size <= {tbs}"
+        )
     ent = profiles.entry(profile, mode, framework)
     profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
     if profiles.v1_mode(ent) == "separate_async":
@@ -152,27 +166,38 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
                 f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
                 f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
                 f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
-                f"(0: train_batch_size / ppo_mini_batch_size)")
+                f"(0: train_batch_size / ppo_mini_batch_size)"
+            )
     bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
     if bad:  # every batch problem at once, each with the nearest values that split evenly
         step, nodes = world // math.gcd(world, n), max(1, as_int(s, "nnodes", "--nnodes"))
-        parts = [f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
-                 + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1) + ")" for k, v in bad]
+        parts = [
+            f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
+            + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1)
+            + ")"
+            for k, v in bad
+        ]
         where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
-        raise OverrideError(f"responses per step do not split evenly over {where}: " + "; ".join(parts)
-                            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)")
+        raise OverrideError(
+            f"responses per step do not split evenly over {where}: "
+            + "; ".join(parts)
+            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)"
+        )
     seq = prompt + resp
     mpe = s.get("max_position_embeddings")
     if mpe not in (None, "", 0):
         mpe = as_int(s, "max_position_embeddings", "--max-position-embeddings")
         if seq > mpe:
-            raise OverrideError(f"max_prompt_length + MAX_RESPONSE_LENGTH = {seq} exceeds max_position_embeddings={mpe}; "
-                                f"raise --max-position-embeddings or lower --max-response-length")
+            raise OverrideError(
+                f"max_prompt_length + MAX_RESPONSE_LENGTH = {seq} exceeds max_position_embeddings={mpe}; "
+                f"raise --max-position-embeddings or lower --max-response-length"
+            )
     elif model_max_len is not None and seq > int(model_max_len):
         raise OverrideError(
             f"max_prompt_length {prompt} + MAX_RESPONSE_LENGTH {resp} = {seq} exceeds the model's context "
             f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
-            f"or set --max-position-embeddings {seq} if the model supports it")
+            f"or set --max-position-embeddings {seq} if the model supports it"
+        )
     g: Any = s.get("gpu_memory_utilization")
     try:
         g = float(g)
@@ -182,16 +207,21 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
     ckpt = s.get("ckpt_dir") or default_ckpt(spec)
     if not str(ckpt).startswith("/"):
-        raise OverrideError(f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path")
+        raise OverrideError(
+            f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
+        )
     for x in s.get("extra_overrides") or []:
         if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
-            raise OverrideError(f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)")
+            raise OverrideError(
+                f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)"
+            )
         k, _, v = x.partition("=")
         if k.lstrip("+") == ASYNC_SAVE_KEY and v.strip().lower() in ("true", "1", "yes", "on"):
             raise OverrideError(
                 f"{ASYNC_SAVE_KEY}=True cannot be resumed: verl's V1 trainer then never writes "
                 f"latest_checkpointed_iteration.txt (trainer_base.py:1012) and nothing finalizes the async save, so a "
-                f"retry or --resume would start from step 0; drop the override (saves are synchronous)")
+                f"retry or --resume would start from step 0; drop the override (saves are synchronous)"
+            )
 
 
 def parameter_sync_step(s: dict[str, Any]) -> int:

@@ -28,6 +28,7 @@ import os
 import re
 import sys
 import time
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
     from pathlib import Path  # probe imports this module on every look (bench/status.py "look" rows)
@@ -42,8 +43,14 @@ SCHEMA_VERSION = 1
 #: the one set of run statuses: ``run.json`` ``status`` is one of these strings (docs/design.md "Run directory and
 #: run.json"). The supervisor writes starting -> running (-> retrying -> running ...) -> succeeded | failed |
 #: stopped; ``inv stop`` writes stopped for a dead supervisor. Every reader compares against these names.
-STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED = "starting", "running", "retrying", "succeeded", "failed", \
-    "stopped"
+STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED = (
+    "starting",
+    "running",
+    "retrying",
+    "succeeded",
+    "failed",
+    "stopped",
+)
 STATUSES = (STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED)
 #: a supervisor is expected to be alive (its PID is in run.json ``pids.supervisor``)
 ACTIVE_STATUSES = (STARTING, RUNNING, RETRYING)
@@ -331,7 +338,9 @@ def is_supervisor_pid(pid: Optional[int], run_dir: Optional[str] = None) -> bool
         return False
     if run_dir:
         args = [a.decode("utf-8", "replace").rstrip("/") for a in cmd.split(b"\0") if a]
-        return any(a == str(run_dir).rstrip("/") or a.endswith("/" + os.path.basename(str(run_dir).rstrip("/"))) for a in args)
+        return any(
+            a == str(run_dir).rstrip("/") or a.endswith("/" + os.path.basename(str(run_dir).rstrip("/"))) for a in args
+        )
     return True
 
 

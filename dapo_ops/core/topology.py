@@ -40,8 +40,12 @@ WORKER_GCS_RECONNECT_S = 5
 #: inherit their raylet's environment, and verl adds the two port ranges (as ``auto``) to the job's runtime env only
 #: when the driver lacks them (``verl/trainer/constants_ppo.py:94-97,125-127``): a driver that sets them leaves a
 #: worker node without any unless its ``ray start`` carries them.
-RUN_ENV_NAMES = ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_HOST_SOCKET_PORT_RANGE",
-                 "HCCL_NPU_SOCKET_PORT_RANGE")
+RUN_ENV_NAMES = (
+    "HCCL_CONNECT_TIMEOUT",
+    "HCCL_EXEC_TIMEOUT",
+    "HCCL_HOST_SOCKET_PORT_RANGE",
+    "HCCL_NPU_SOCKET_PORT_RANGE",
+)
 
 
 class TopologyError(ValueError):
@@ -86,8 +90,11 @@ class Topology:
         """Settings for the run spec (keys of docs/design.md "Run spec" ``settings``)."""
         out = {"nnodes": self.trainer_nodes, "n_gpus_per_node": self.trainer_per_node}
         if self.mode == "one-step-off":
-            out.update(trainer_gpus=self.trainer_per_node, rollout_gpus=self.rollout_per_node,
-                       rollout_nnodes=self.rollout_nodes)
+            out.update(
+                trainer_gpus=self.trainer_per_node,
+                rollout_gpus=self.rollout_per_node,
+                rollout_nnodes=self.rollout_nodes,
+            )
         return out
 
 
@@ -110,8 +117,13 @@ def plan_topology(mode: str, nodes: list[Node], trainer_gpus: int = 0, rollout_g
         bad = min(nodes, key=lambda n: n.devices)
         raise TopologyError(f"host '{bad.name}' has {bad.devices} devices: fix `devices` in hosts.toml")
     if mode == "dapo":
-        return Topology(mode, tuple(nodes), trainer_nodes=len(nodes), trainer_per_node=per_node,
-                        placement={n.name: "trainer+rollout" for n in nodes})
+        return Topology(
+            mode,
+            tuple(nodes),
+            trainer_nodes=len(nodes),
+            trainer_per_node=per_node,
+            placement={n.name: "trainer+rollout" for n in nodes},
+        )
     if mode != "one-step-off":
         raise TopologyError(f"unknown mode '{mode}': use dapo or one-step-off")
     if trainer_gpus <= 0 or rollout_gpus <= 0:
@@ -122,20 +134,30 @@ def plan_topology(mode: str, nodes: list[Node], trainer_gpus: int = 0, rollout_g
             raise TopologyError(
                 f"trainer {trainer_gpus} + rollout {rollout_gpus} devices > {node.devices} on '{node.name}': "
                 f"pools add up; e.g. --trainer-gpus {max(node.devices - max(node.devices // 4, 1), 1)} "
-                f"--rollout-gpus {max(node.devices // 4, 1)}")
-        return Topology(mode, tuple(nodes), 1, trainer_gpus, 1, rollout_gpus,
-                        placement={node.name: f"trainer {trainer_gpus} + rollout {rollout_gpus}"})
+                f"--rollout-gpus {max(node.devices // 4, 1)}"
+            )
+        return Topology(
+            mode,
+            tuple(nodes),
+            1,
+            trainer_gpus,
+            1,
+            rollout_gpus,
+            placement={node.name: f"trainer {trainer_gpus} + rollout {rollout_gpus}"},
+        )
     # several hosts: whole hosts per pool, trainer first
     n_trainer = max(1, len(nodes) // 2) if len(nodes) > 1 else 1
     trainer_hosts, rollout_hosts = nodes[:n_trainer], nodes[n_trainer:]
     if trainer_gpus > per_node or rollout_gpus > per_node:
         raise TopologyError(
             f"--trainer-gpus {trainer_gpus} / --rollout-gpus {rollout_gpus} are per host and exceed the "
-            f"{per_node} devices of the smallest host: lower them to <= {per_node}")
+            f"{per_node} devices of the smallest host: lower them to <= {per_node}"
+        )
     placement = {n.name: f"trainer {trainer_gpus}" for n in trainer_hosts}
     placement.update({n.name: f"rollout {rollout_gpus}" for n in rollout_hosts})
-    return Topology(mode, tuple(nodes), len(trainer_hosts), trainer_gpus, len(rollout_hosts), rollout_gpus,
-                    placement=placement)
+    return Topology(
+        mode, tuple(nodes), len(trainer_hosts), trainer_gpus, len(rollout_hosts), rollout_gpus, placement=placement
+    )
 
 
 def ray_resources_arg(accelerator: str, devices: int) -> list[str]:
@@ -151,20 +173,41 @@ def ray_resources_arg(accelerator: str, devices: int) -> list[str]:
 
 def ray_head_argv(ray: str, node: Node, accelerator: str, port: int = RAY_PORT) -> list[str]:
     """argv of the blocking Ray head start (node IP = the host's address, dashboard bound to it)."""
-    return [ray, "start", "--head", "--block", "--disable-usage-stats",
-            f"--node-ip-address={node.address}", f"--port={port}",
-            f"--dashboard-host={node.address}", f"--dashboard-port={RAY_DASHBOARD_PORT}",
-            *ray_resources_arg(accelerator, node.devices)]
+    return [
+        ray,
+        "start",
+        "--head",
+        "--block",
+        "--disable-usage-stats",
+        f"--node-ip-address={node.address}",
+        f"--port={port}",
+        f"--dashboard-host={node.address}",
+        f"--dashboard-port={RAY_DASHBOARD_PORT}",
+        *ray_resources_arg(accelerator, node.devices),
+    ]
 
 
 def ray_worker_argv(ray: str, node: Node, head: Node, accelerator: str, port: int = RAY_PORT) -> list[str]:
     """argv of a blocking Ray worker start pointing at the head's GCS."""
-    return [ray, "start", "--block", "--disable-usage-stats", f"--address={head.address}:{port}",
-            f"--node-ip-address={node.address}", *ray_resources_arg(accelerator, node.devices)]
+    return [
+        ray,
+        "start",
+        "--block",
+        "--disable-usage-stats",
+        f"--address={head.address}:{port}",
+        f"--node-ip-address={node.address}",
+        *ray_resources_arg(accelerator, node.devices),
+    ]
 
 
-def ray_process_env(accelerator: str, node: Node, cluster: list[Node], iface: str | None,
-                    base_no_proxy: str = "", run_env: dict[str, Any] | None = None) -> dict[str, str]:
+def ray_process_env(
+    accelerator: str,
+    node: Node,
+    cluster: list[Node],
+    iface: str | None,
+    base_no_proxy: str = "",
+    run_env: dict[str, Any] | None = None,
+) -> dict[str, str]:
     """Environment for ``ray start`` on ``node`` (inherited by every Ray worker process there).
 
     - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + the run's HCCL timeouts and socket port
@@ -218,7 +261,9 @@ RETRY_CHECK_S = 10.0
 RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
 
 
-def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mode: str = "dapo") -> dict[str, Any] | None:
+def lost_nodes_verdict(
+    ray_spec: dict[str, Any], view: dict[str, Any] | None, mode: str = "dapo"
+) -> dict[str, Any] | None:
     """A stop verdict (docs/design.md "Verdict" JSON) when a node of ``ray_spec`` is not alive in
     ``view`` (:func:`dapo_ops.agent.raysession.cluster_view`), else None.
 
@@ -231,8 +276,7 @@ def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mo
     if view is None:
         head = nodes[0] if nodes else {"name": "?", "address": ray_spec.get("head")}
         lost = list(nodes)
-        what = (f"the Ray head on {head['name']} ({head['address']}:{ray_spec.get('port', RAY_PORT)}) does not "
-                f"answer")
+        what = f"the Ray head on {head['name']} ({head['address']}:{ray_spec.get('port', RAY_PORT)}) does not answer"
     else:
         alive = {n["address"] for n in view.get("nodes") or []}
         lost = [n for n in nodes if n["address"] not in alive]
@@ -241,16 +285,28 @@ def lost_nodes_verdict(ray_spec: dict[str, Any], view: dict[str, Any] | None, mo
         what = "Ray node " + ", ".join(f"{n['name']} ({n['address']})" for n in lost) + " left the cluster"
     pid_file = (nodes[0].get("pid_file") if nodes else "") or ""
     run_id = raynodes.run_id_of(pid_file) or "<run id>"
-    detail = {"lost_nodes": lost, "node": lost[0]["address"] if lost else None,
-              "host": lost[0]["name"] if lost else None}
-    action = (f"{what}; {_network_action(detail)}; bring "
-              f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
-              f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
-              f"continues from the last checkpoint")
-    return {"cls": "network", "action_kind": policy.kind("network", detail).value, "action": action,
-            "hint": ("A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
-                     "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."),
-            "evidence": [what], "detail": detail}
+    detail = {
+        "lost_nodes": lost,
+        "node": lost[0]["address"] if lost else None,
+        "host": lost[0]["name"] if lost else None,
+    }
+    action = (
+        f"{what}; {_network_action(detail)}; bring "
+        f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
+        f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
+        f"continues from the last checkpoint"
+    )
+    return {
+        "cls": "network",
+        "action_kind": policy.kind("network", detail).value,
+        "action": action,
+        "hint": (
+            "A multi-host run keeps its nodes and world size across retries; a lost node stops it. "
+            "Check the node's link, container and Ray log (<run_dir>/ray/<host>.log in its container)."
+        ),
+        "evidence": [what],
+        "detail": detail,
+    }
 
 
 def _network_action(detail: dict[str, Any]) -> str:

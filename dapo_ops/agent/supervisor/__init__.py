@@ -29,19 +29,57 @@ from dapo_ops.agent.procs import own_processes, stop_process_group
 from dapo_ops.agent.supervisor.attempt import RAY_TMP_ROOT, child_env, ray_tmpdir, redact_argv
 from dapo_ops.agent.supervisor.checkpoints import TRACKER_NAME, latest_checkpoint
 from dapo_ops.agent.supervisor.config import DEFAULT_TUNABLES, NOTIFY_SECRET_PREFIX, parse_env_file
-from dapo_ops.agent.supervisor.devices import (OOM_COUNTER_FILES, device_memory_used_mib, gpu_compute_pids,
-                                               oom_kill_count, wait_gpu_release)
+from dapo_ops.agent.supervisor.devices import (
+    OOM_COUNTER_FILES,
+    device_memory_used_mib,
+    gpu_compute_pids,
+    oom_kill_count,
+    wait_gpu_release,
+)
 from dapo_ops.agent.supervisor.escalate import LOST_NODE_CLASSES
 from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent.supervisor.machine import Supervisor, main
 from dapo_ops.agent.supervisor.record import KEY_METRICS, ending_line
-from dapo_ops.core.logformat import (ANSI_RE, RESUME_RE, SAVE_RE, SCRATCH_MARK, TOTAL_RE, parse_metrics_line,
-                                     parse_swanlab_url, swanlab_run_id)
+from dapo_ops.core.logformat import (
+    ANSI_RE,
+    RESUME_RE,
+    SAVE_RE,
+    SCRATCH_MARK,
+    TOTAL_RE,
+    parse_metrics_line,
+    parse_swanlab_url,
+    swanlab_run_id,
+)
 
 __all__ = [
-    "ANSI_RE", "DEFAULT_TUNABLES", "KEY_METRICS", "LOST_NODE_CLASSES", "NOTIFY_SECRET_PREFIX", "OOM_COUNTER_FILES",
-    "RAY_TMP_ROOT", "RESUME_RE", "SAVE_RE", "SCRATCH_MARK", "TOTAL_RE", "TRACKER_NAME", "Supervisor", "child_env",
-    "device_memory_used_mib", "ending_line", "gpu_compute_pids", "latest_checkpoint", "log", "main",
-    "oom_kill_count", "own_processes", "parse_env_file", "parse_metrics_line", "parse_swanlab_url", "ray_tmpdir",
-    "redact_argv", "stop_process_group", "swanlab_run_id", "wait_gpu_release",
+    "ANSI_RE",
+    "DEFAULT_TUNABLES",
+    "KEY_METRICS",
+    "LOST_NODE_CLASSES",
+    "NOTIFY_SECRET_PREFIX",
+    "OOM_COUNTER_FILES",
+    "RAY_TMP_ROOT",
+    "RESUME_RE",
+    "SAVE_RE",
+    "SCRATCH_MARK",
+    "TOTAL_RE",
+    "TRACKER_NAME",
+    "Supervisor",
+    "child_env",
+    "device_memory_used_mib",
+    "ending_line",
+    "gpu_compute_pids",
+    "latest_checkpoint",
+    "log",
+    "main",
+    "oom_kill_count",
+    "own_processes",
+    "parse_env_file",
+    "parse_metrics_line",
+    "parse_swanlab_url",
+    "ray_tmpdir",
+    "redact_argv",
+    "stop_process_group",
+    "swanlab_run_id",
+    "wait_gpu_release",
 ]

@@ -36,8 +36,9 @@ class BuildError(Exception):
     """The verl command for the next attempt cannot be built (one-line reason)."""
 
 
-def build_argv(factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any], fs: FeatureSet,
-               changes: Dict[str, Any]) -> List[str]:
+def build_argv(
+    factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any], fs: FeatureSet, changes: Dict[str, Any]
+) -> List[str]:
     """argv of the attempt with features ``fs`` and ``changes`` (``factory`` or ``overrides.build_command``).
 
     :raises BuildError: the command cannot be built (e.g. ``overrides.OverrideError`` for a ladder setting change).
@@ -106,8 +107,16 @@ def spawn(argv: List[str], alog: Path, env: Dict[str, str], cwd: Optional[str]) 
     """
     wfd = os.open(str(alog), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=wfd, stderr=subprocess.STDOUT, cwd=cwd or None,
-                                env=env, start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=wfd,
+            stderr=subprocess.STDOUT,
+            cwd=cwd or None,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as e:
         os.write(wfd, ("%s\n" % start_error(argv, e)).encode())
         raise
@@ -120,8 +129,14 @@ def start_error(argv: List[str], e: OSError) -> str:
     return "cannot start verl (%s): %s" % (argv[0] if argv else "?", e)
 
 
-def teardown(proc: "subprocess.Popen[bytes]", marker: Optional[bytes], cmd_marker: Optional[bytes], grace_s: float,
-             att: Dict[str, Any], gpu: bool) -> List[int]:
+def teardown(
+    proc: "subprocess.Popen[bytes]",
+    marker: Optional[bytes],
+    cmd_marker: Optional[bytes],
+    grace_s: float,
+    att: Dict[str, Any],
+    gpu: bool,
+) -> List[int]:
     """Stop the attempt's processes (group ``proc.pid``, ``marker``, ``cmd_marker``; SIGTERM, ``grace_s`` s,
     SIGKILL) and record ``teardown_s`` and, on GPU, ``device_mem_after_mib`` in ``att``. Returns the PIDs the
     attempt had when its teardown began (the GPU release wait looks for them in nvidia-smi)."""

@@ -35,7 +35,7 @@ def saved_steps(root: Path) -> list[int]:
     for p in entries:
         try:
             if p.is_dir():
-                out.append(int(p.name[len("global_step_"):]))
+                out.append(int(p.name[len("global_step_") :]))
         except ValueError:
             continue
     return sorted(out)
@@ -67,7 +67,7 @@ def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step:
     root = Path(ckpt_dir)
     steps = saved_steps(root)
     older = [s for s in steps if s < resume_step and complete(root, s)]
-    kept = set(older[-(int(keep) - 1):] if int(keep) > 1 else []) | {resume_step}
+    kept = set(older[-(int(keep) - 1) :] if int(keep) > 1 else []) | {resume_step}
     deleted = []
     for s in steps:
         if s in kept:
@@ -78,9 +78,15 @@ def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step:
         except OSError as e:
             log("could not delete checkpoint global_step_%d: %s" % (s, e))
     if deleted:
-        log("checkpoints: kept %s (max_actor_ckpt_to_keep=%d, resuming from global_step_%d); deleted %s"
-            % (", ".join("global_step_%d" % s for s in sorted(kept)), int(keep), resume_step,
-               ", ".join("global_step_%d" % s for s in deleted)))
+        log(
+            "checkpoints: kept %s (max_actor_ckpt_to_keep=%d, resuming from global_step_%d); deleted %s"
+            % (
+                ", ".join("global_step_%d" % s for s in sorted(kept)),
+                int(keep),
+                resume_step,
+                ", ".join("global_step_%d" % s for s in deleted),
+            )
+        )
     return deleted
 
 

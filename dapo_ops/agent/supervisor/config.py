@@ -34,13 +34,13 @@ DEFAULT_TUNABLES = {
     "kill_grace_s": 15.0,
     "write_interval_s": 1.0,
     "release_wait_max_s": 60.0,
-    "stall_factor": 5.0,           # stall.STALL_FACTOR
-    "stall_floor_s": 300.0,        # stall.STALL_FLOOR_S
-    "storm_min_span_s": 10.0,      # storm.MIN_SPAN_S
-    "storm_slow_span_s": 60.0,     # storm.SLOW_SPAN_S
-    "log_rate_bytes_s": 16384.0,   # logcap.RATE_BYTES_S
+    "stall_factor": 5.0,  # stall.STALL_FACTOR
+    "stall_floor_s": 300.0,  # stall.STALL_FLOOR_S
+    "storm_min_span_s": 10.0,  # storm.MIN_SPAN_S
+    "storm_slow_span_s": 60.0,  # storm.SLOW_SPAN_S
+    "log_rate_bytes_s": 16384.0,  # logcap.RATE_BYTES_S
     "log_burst_bytes": 16777216.0,  # logcap.BURST_BYTES
-    "evidence_s": 30.0,            # hostevidence: how long the worker nodes get to hand in a failed attempt's evidence
+    "evidence_s": 30.0,  # hostevidence: how long the worker nodes get to hand in a failed attempt's evidence
 }
 
 

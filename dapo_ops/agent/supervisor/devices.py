@@ -22,8 +22,14 @@ def _smi(*query: str, timeout_s: float = 10.0) -> Optional[List[str]]:
     """The whitespace-separated fields ``nvidia-smi <query...>`` prints, or None when nvidia-smi is missing,
     fails or hangs past ``timeout_s`` s."""
     try:
-        r = subprocess.run(["nvidia-smi", *query], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, timeout=timeout_s, check=False)
+        r = subprocess.run(
+            ["nvidia-smi", *query],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout_s,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return r.stdout.decode().split() if r.returncode == 0 else None
@@ -36,9 +42,15 @@ def gpu_compute_pids(timeout_s: float = 10.0) -> Optional[List[int]]:
     return None if out is None else [int(x) for x in out if x.strip().isdigit()]
 
 
-def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
-                     stop: Callable[[], bool] = lambda: False, baseline_mib: Optional[List[int]] = None,
-                     slack_mib: int = 1024, mem_max_s: float = 60.0) -> float:
+def wait_gpu_release(
+    pids: List[int],
+    max_s: float,
+    every_s: float = 0.2,
+    stop: Callable[[], bool] = lambda: False,
+    baseline_mib: Optional[List[int]] = None,
+    slack_mib: int = 1024,
+    mem_max_s: float = 60.0,
+) -> float:
     """Wait until the stopped attempt's device memory is free again. Returns the seconds waited.
 
     Two conditions, both read from nvidia-smi: no PID of ``pids`` (the attempt's processes) is listed by
@@ -67,8 +79,9 @@ def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
             if not baseline_mib:
                 break
             used = device_memory_used_mib()
-            if used is None or (len(used) == len(baseline_mib)
-                                and all(u <= b + slack_mib for u, b in zip(used, baseline_mib))):
+            if used is None or (
+                len(used) == len(baseline_mib) and all(u <= b + slack_mib for u, b in zip(used, baseline_mib))
+            ):
                 break
             if waited >= mem_max_s:
                 break
@@ -76,13 +89,21 @@ def wait_gpu_release(pids: List[int], max_s: float, every_s: float = 0.2,
     return now() - t0
 
 
-def wait_before_retry(att: Dict[str, Any], k: int, pids: List[int], baseline_mib: Optional[List[int]], delay_s: float,
-                      max_s: float, stop: Callable[[], bool]) -> None:
+def wait_before_retry(
+    att: Dict[str, Any],
+    k: int,
+    pids: List[int],
+    baseline_mib: Optional[List[int]],
+    delay_s: float,
+    max_s: float,
+    stop: Callable[[], bool],
+) -> None:
     """The GPU retry delay after attempt ``k`` (entry ``att``): :func:`wait_gpu_release` for ``pids`` (the attempt's
     processes when its teardown began), at most ``delay_s`` s for the PIDs and ``max_s`` s in all for the memory to
     come back to ``baseline_mib`` (attempt 1's); records ``release_wait_s`` and ``device_mem_at_retry_mib``."""
-    att["release_wait_s"] = round(wait_gpu_release(pids, delay_s, stop=stop, baseline_mib=baseline_mib,
-                                                   mem_max_s=max_s), 3)
+    att["release_wait_s"] = round(
+        wait_gpu_release(pids, delay_s, stop=stop, baseline_mib=baseline_mib, mem_max_s=max_s), 3
+    )
     after = device_memory_used_mib()
     if after is not None:
         att["device_mem_at_retry_mib"] = after
@@ -128,8 +149,9 @@ MEMORY_EVENTS = "/sys/fs/cgroup/memory.events"
 _DMESG_RX = ("killed process", "out of memory", "oom-kill", "oom_reaper")
 
 
-def kill_evidence(att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), events_file: str = MEMORY_EVENTS,
-                  timeout_s: float = 5.0) -> List[str]:
+def kill_evidence(
+    att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), events_file: str = MEMORY_EVENTS, timeout_s: float = 5.0
+) -> List[str]:
     """What the host says about who killed attempt ``att`` (verl ended by a signal the supervisor did not send),
     one line each: the OOM-kill counter before/after (``att["oom_counter"]``, :func:`oom_kill_count`), the
     cgroup's ``memory.events``, and the kernel log's OOM-killer lines naming the attempt's pid (``dmesg``; most
@@ -138,8 +160,10 @@ def kill_evidence(att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), even
     c = att.get("oom_counter")
     if c and c.get("after") is not None:
         grew = int(c["after"]) - int(c["before"])
-        out.append("%s oom_kill %s -> %s during the attempt: %s" % (
-            c["file"], c["before"], c["after"], "the OOM killer fired" if grew > 0 else "not the kernel OOM killer"))
+        out.append(
+            "%s oom_kill %s -> %s during the attempt: %s"
+            % (c["file"], c["before"], c["after"], "the OOM killer fired" if grew > 0 else "not the kernel OOM killer")
+        )
     else:
         out.append("no OOM-kill counter readable in the container (%s)" % ", ".join(OOM_COUNTER_FILES))
     try:
@@ -148,8 +172,14 @@ def kill_evidence(att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), even
     except OSError:
         pass
     try:
-        r = subprocess.run(list(dmesg), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout_s, check=False)
+        r = subprocess.run(
+            list(dmesg),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout_s,
+            check=False,
+        )
         ok, text = r.returncode == 0, r.stdout.decode("utf-8", "replace")
         err = (r.stderr.decode("utf-8", "replace").strip().splitlines() or ["exit %d" % r.returncode])[-1]
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -162,6 +192,8 @@ def kill_evidence(att: Dict[str, Any], dmesg: Tuple[str, ...] = ("dmesg",), even
         if not hits:
             out.append("dmesg: no OOM-killer line")
     else:
-        out.append("dmesg not readable in the container (%s): run `dmesg -T | grep -i 'killed process'` on the "
-                   "host" % err[:120])
+        out.append(
+            "dmesg not readable in the container (%s): run `dmesg -T | grep -i 'killed process'` on the "
+            "host" % err[:120]
+        )
     return out

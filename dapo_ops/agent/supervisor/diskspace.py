@@ -125,17 +125,26 @@ class DiskWatch:
         with the path (the run dir, and the file whose write failed), the free bytes now and the progress."""
         full = self.full or {"path": self.run_dir, "error": os.strerror(errno.ENOSPC)}
         runs_dir = os.path.dirname(self.run_dir.rstrip("/")) or self.run_dir
-        detail = {"cause": "disk-full", "path": runs_dir, "file": full["path"],
-                  "free_bytes": free_bytes(self.run_dir), "step": step, "total": total}
+        detail = {
+            "cause": "disk-full",
+            "path": runs_dir,
+            "file": full["path"],
+            "free_bytes": free_bytes(self.run_dir),
+            "step": step,
+            "total": total,
+        }
         return {
-            "cls": "crash-other", "action_kind": policy.kind("crash-other", detail).value,
-            "action": "disk full: %s has no space left (%s writing %s): verl stopped; %s" % (
-                runs_dir, full["error"], full["path"], action_text("crash-other", detail)),
-            "hint": ("The filesystem of the runs dir %s is full (`df -h %s`). Free space there: remove old runs' "
-                     "checkpoints (<runs_dir>/<run_id>/checkpoints/global_step_*), keep fewer checkpoints "
-                     "(MAX_CKPT_TO_KEEP / trainer.max_actor_ckpt_to_keep), or point runs_dir / ckpt_dir in "
-                     "hosts.toml at a bigger volume; then `inv launch --resume <run_id>` continues from the last "
-                     "complete checkpoint." % (runs_dir, runs_dir)),
+            "cls": "crash-other",
+            "action_kind": policy.kind("crash-other", detail).value,
+            "action": "disk full: %s has no space left (%s writing %s): verl stopped; %s"
+            % (runs_dir, full["error"], full["path"], action_text("crash-other", detail)),
+            "hint": (
+                "The filesystem of the runs dir %s is full (`df -h %s`). Free space there: remove old runs' "
+                "checkpoints (<runs_dir>/<run_id>/checkpoints/global_step_*), keep fewer checkpoints "
+                "(MAX_CKPT_TO_KEEP / trainer.max_actor_ckpt_to_keep), or point runs_dir / ckpt_dir in "
+                "hosts.toml at a bigger volume; then `inv launch --resume <run_id>` continues from the last "
+                "complete checkpoint." % (runs_dir, runs_dir)
+            ),
             "evidence": ["%s: %s" % (full["path"], full["error"])],
             "detail": detail,
         }

@@ -25,21 +25,33 @@ TAIL_BYTES = 4 << 20
 LOST_NODE_CLASSES = ("network", "hccl-timeout", "crash-other", "hang")
 
 
-def verdict(cls: str, action: str, hint: str, evidence: Optional[List[str]] = None,
-            detail: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def verdict(
+    cls: str, action: str, hint: str, evidence: Optional[List[str]] = None, detail: Optional[Dict[str, Any]] = None
+) -> Dict[str, Any]:
     """A verdict of the supervisor's own; its ``action_kind`` is the failure policy's for ``cls`` and ``detail``
     (``dapo_ops/core/policy.py``)."""
     detail = dict(detail or {})
-    return {"cls": cls, "action_kind": policy.kind(cls, detail).value, "action": action, "hint": hint,
-            "evidence": list(evidence or []), "detail": detail}
+    return {
+        "cls": cls,
+        "action_kind": policy.kind(cls, detail).value,
+        "action": action,
+        "hint": hint,
+        "evidence": list(evidence or []),
+        "detail": detail,
+    }
 
 
 def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optional[int]) -> Dict[str, Any]:
     """The classifier's verdict on the attempt log at ``log_path``. Our own kill's exit code (143/137) would read as
     a host OOM: the exit code is passed only when verl ended by itself (``outcome["killed_by"]`` None)."""
     code = None if outcome["killed_by"] else outcome["exit_code"]
-    v = classify.classify_file(log_path, tail_bytes=TAIL_BYTES, exit_code=code, planned_total=planned_total,
-                               container_state=outcome.get("container_state")).to_json()
+    v = classify.classify_file(
+        log_path,
+        tail_bytes=TAIL_BYTES,
+        exit_code=code,
+        planned_total=planned_total,
+        container_state=outcome.get("container_state"),
+    ).to_json()
     if (v.get("detail") or {}).get("external") and outcome.get("att") is not None:  # a kill nobody here ordered
         seen = devices.kill_evidence(outcome["att"])
         v["evidence"] = list(v.get("evidence") or []) + seen
@@ -54,54 +66,90 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
     mins = hang_timeout_s / 60.0
     detail = {"step": step, "total": total}
     return verdict(
-        "hang", "no training progress for %.0f min: process group stopped; %s" % (mins, action_text("hang", detail)),
+        "hang",
+        "no training progress for %.0f min: process group stopped; %s" % (mins, action_text("hang", detail)),
         "No new `step:` line for %.0f minutes. Look at the end of the log (`inv logs --errors`) for a rank "
         "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
         "`hang_timeout_s` if steps are legitimately slower." % mins,
-        detail=detail)
+        detail=detail,
+    )
 
 
 def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
     """The same exception repeated with no step in between (``found``: :class:`.storm.StormDetector`'s dict): the
     attempt was stopped; class ``error-storm`` (stop: the same code fails again; ``dapo_ops/core/policy.py``)."""
     at = found.get("user_frame") or found.get("frame")
-    who = ("in your code at %s (%s)" % (at, found.get("user_path")) if found.get("user_frame")
-           else "at %s (inside the framework: no frame of your own code)" % at)
+    who = (
+        "in your code at %s (%s)" % (at, found.get("user_path"))
+        if found.get("user_frame")
+        else "at %s (inside the framework: no frame of your own code)" % at
+    )
     msg = (": %s" % found["message"][:120]) if found.get("message") else ""
     return verdict(
         "error-storm",
-        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s" % (
-            found.get("exc"), msg, found.get("count") or 0, found.get("span_s") or 0, who,
-            action_text("error-storm", {})),
+        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s"
+        % (
+            found.get("exc"),
+            msg,
+            found.get("count") or 0,
+            found.get("span_s") or 0,
+            who,
+            action_text("error-storm", {}),
+        ),
         "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
         "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
         "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
         "<run id>` continues from the last checkpoint." % (at or "the code in the evidence"),
         list(found.get("evidence") or []),
-        {"step": step, "total": total, "exc": found.get("exc"), "message": found.get("message"),
-         "count": found.get("count"), "span_s": found.get("span_s"), "frame": found.get("frame"),
-         "user_frame": found.get("user_frame"), "user_path": found.get("user_path"),
-         "user_func": found.get("user_func")})
+        {
+            "step": step,
+            "total": total,
+            "exc": found.get("exc"),
+            "message": found.get("message"),
+            "count": found.get("count"),
+            "span_s": found.get("span_s"),
+            "frame": found.get("frame"),
+            "user_frame": found.get("user_frame"),
+            "user_path": found.get("user_path"),
+            "user_func": found.get("user_func"),
+        },
+    )
 
 
-def stall_verdict(idle_s: float, threshold_s: float, step_s: List[float], step: Optional[int],
-                  total: Optional[int], stacks: List[Dict[str, Any]], stacks_file: str) -> Dict[str, Any]:
+def stall_verdict(
+    idle_s: float,
+    threshold_s: float,
+    step_s: List[float],
+    step: Optional[int],
+    total: Optional[int],
+    stacks: List[Dict[str, Any]],
+    stacks_file: str,
+) -> Dict[str, Any]:
     """Nothing progressed (no step line, no output) for ``idle_s`` >= ``threshold_s`` seconds after the attempt's
     first step (``step_s``: its step durations): class ``hang`` (one retry after cleanup, as a hang), with where
     each process stood (``stacks``: :func:`.stall.dump_stacks`'s entries, the dumps in ``stacks_file``)."""
     med = sorted(step_s[1:] or step_s)[len(step_s[1:] or step_s) // 2] if step_s else None
     stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
-    detail = {"step": step, "total": total, "stalled": True, "idle_s": round(idle_s, 1),
-              "threshold_s": threshold_s, "median_step_s": med, "stacks_file": stacks_file, "stacks": stacks[:16]}
+    detail = {
+        "step": step,
+        "total": total,
+        "stalled": True,
+        "idle_s": round(idle_s, 1),
+        "threshold_s": threshold_s,
+        "median_step_s": med,
+        "stacks_file": stacks_file,
+        "stacks": stacks[:16],
+    }
     return {
-        "cls": "hang", "action_kind": policy.kind("hang", detail).value,
+        "cls": "hang",
+        "action_kind": policy.kind("hang", detail).value,
         "action": "stalled: no step and no output for %.0f s (limit %.0f s = max(floor, k x median step %.1f s)); "
-                  "stack dumps in %s; attempt stopped; %s" % (idle_s, threshold_s, med or 0,
-                                                              stacks_file.rsplit("/", 1)[-1], action_text("hang", detail)),
+        "stack dumps in %s; attempt stopped; %s"
+        % (idle_s, threshold_s, med or 0, stacks_file.rsplit("/", 1)[-1], action_text("hang", detail)),
         "hint": "Where each process stood is in %s (py-spy dump). A driver waiting in ray.get and workers in a "
-                "collective (NCCL/HCCL all_reduce, broadcast) is a stuck collective; a worker in a data loader or a "
-                "reward call is that code. Raise the supervisor's stall_factor / stall_floor_s (spec supervisor) if "
-                "steps legitimately pause this long." % stacks_file,
+        "collective (NCCL/HCCL all_reduce, broadcast) is a stuck collective; a worker in a data loader or a "
+        "reward call is that code. Raise the supervisor's stall_factor / stall_floor_s (spec supervisor) if "
+        "steps legitimately pause this long." % stacks_file,
         "evidence": stood[:16],
         "detail": detail,
     }
@@ -109,24 +157,33 @@ def stall_verdict(idle_s: float, threshold_s: float, step_s: List[float], step: 
 
 def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:
     """Attempt ``k``'s verl command could not be built (``err``: the one-line BuildError)."""
-    return verdict("config-error", "cannot build the verl command for attempt %d: %s" % (k, err),
-                   "The run spec (or a ladder setting change) is invalid for the override generator; "
-                   "fix the named value and launch again.",
-                   [str(err)], {"attempt": k, "setting_changes": dict(changes)})
+    return verdict(
+        "config-error",
+        "cannot build the verl command for attempt %d: %s" % (k, err),
+        "The run spec (or a ladder setting change) is invalid for the override generator; "
+        "fix the named value and launch again.",
+        [str(err)],
+        {"attempt": k, "setting_changes": dict(changes)},
+    )
 
 
 def lock_held_verdict(err) -> Dict[str, Any]:
     """Another run holds this container (``err``: runstate.LockHeld)."""
-    return verdict("config-error", str(err),
-                   "One run per container: stop the active run first or wait for it to finish.",
-                   detail={"active_run": err.run_id})
+    return verdict(
+        "config-error",
+        str(err),
+        "One run per container: stop the active run first or wait for it to finish.",
+        detail={"active_run": err.run_id},
+    )
 
 
 def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
     """The supervisor itself failed (its traceback is in ``supervisor_log``)."""
-    return verdict("crash-other",
-                   "supervisor error: %s" % (str(err).splitlines()[0] if str(err) else type(err).__name__),
-                   "See %s for the traceback." % supervisor_log)
+    return verdict(
+        "crash-other",
+        "supervisor error: %s" % (str(err).splitlines()[0] if str(err) else type(err).__name__),
+        "See %s for the traceback." % supervisor_log,
+    )
 
 
 def decision_json(d) -> Dict[str, Any]:
@@ -145,8 +202,15 @@ class Ladder:
 
     def decide(self, fs, v: Dict[str, Any], settings: Dict[str, Any]):
         """The ladder's decision after an attempt (features ``fs``, verdict ``v``) under the run's settings."""
-        return ladder.decide(fs, v.get("cls") or "", v.get("detail") or {}, self.oom_used, self.max_oom_retries,
-                             dict(self.other_used), settings)
+        return ladder.decide(
+            fs,
+            v.get("cls") or "",
+            v.get("detail") or {},
+            self.oom_used,
+            self.max_oom_retries,
+            dict(self.other_used),
+            settings,
+        )
 
     def count(self, d) -> None:
         """A retry of decision ``d`` is taken: spend its counter."""

@@ -23,8 +23,14 @@ from typing import Any, Callable, Dict, List, Optional
 from dapo_ops.agent import notify
 from dapo_ops.agent.supervisor import logcap, record, stall, storm
 from dapo_ops.agent.supervisor.journal import iso, log, now
-from dapo_ops.core.logformat import (ANSI_RE, parse_metrics_line, parse_resume, parse_save, parse_swanlab_url,
-                                     parse_total)
+from dapo_ops.core.logformat import (
+    ANSI_RE,
+    parse_metrics_line,
+    parse_resume,
+    parse_save,
+    parse_swanlab_url,
+    parse_total,
+)
 
 #: bytes read from the attempt log per call
 READ_BYTES = 8 << 20
@@ -38,9 +44,13 @@ class TrainLog:
     failed write (a full disk) never raises: ``on_error(path, err)`` hears of it (``diskspace.DiskWatch.note``), else
     it is logged."""
 
-    def __init__(self, path: str, cap: Optional[Dict[str, Any]] = None,
-                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None,
-                 on_error: Optional[Callable[[str, BaseException], Any]] = None):
+    def __init__(
+        self,
+        path: str,
+        cap: Optional[Dict[str, Any]] = None,
+        on_cap: Optional[Callable[[Dict[str, Any]], None]] = None,
+        on_error: Optional[Callable[[str, BaseException], Any]] = None,
+    ):
         self.path = path
         self.fh = open(path, "ab")
         self._nl = True  # the last byte written ends a line
@@ -68,8 +78,10 @@ class TrainLog:
 
     def end(self, k: int, exit_code: Optional[int], cls: Optional[str]) -> None:
         self.cap.end()
-        self._raw((b"" if self._nl else b"\n")
-                  + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode())
+        self._raw(
+            (b"" if self._nl else b"\n")
+            + ("===== dapo-ops attempt %d end exit=%s class=%s =====\n" % (k, exit_code, cls or "-")).encode()
+        )
 
     def close(self) -> None:
         self.cap.end()
@@ -116,16 +128,26 @@ class Scanner:
     SwanLab link. ``oom_line`` / ``oom_at`` (seconds since the epoch): the first device-OOM line and when it was
     seen. ``on_link(url)`` is called once with the link."""
 
-    def __init__(self, rec: Dict[str, Any], att: Dict[str, Any], writer: record.RecordWriter, links: LinkFinder,
-                 on_link: Callable[[str], None], is_oom: Callable[[str], bool],
-                 tun: Optional[Dict[str, float]] = None, hang_timeout_s: float = 1800.0):
+    def __init__(
+        self,
+        rec: Dict[str, Any],
+        att: Dict[str, Any],
+        writer: record.RecordWriter,
+        links: LinkFinder,
+        on_link: Callable[[str], None],
+        is_oom: Callable[[str], bool],
+        tun: Optional[Dict[str, float]] = None,
+        hang_timeout_s: float = 1800.0,
+    ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
         self.oom_line: Optional[str] = None
         self.oom_at: Optional[float] = None
         tun = tun or {}
-        self.storms = storm.StormDetector(min_span_s=tun.get("storm_min_span_s", storm.MIN_SPAN_S),
-                                          slow_span_s=tun.get("storm_slow_span_s", storm.SLOW_SPAN_S))
+        self.storms = storm.StormDetector(
+            min_span_s=tun.get("storm_min_span_s", storm.MIN_SPAN_S),
+            slow_span_s=tun.get("storm_slow_span_s", storm.SLOW_SPAN_S),
+        )
         self.storm: Optional[Dict[str, Any]] = None  # the storm called (storm.StormDetector's dict)
         self.step_s: List[float] = []  # this attempt's step durations (s), the first one (warm-up) included
         self._step_at: Optional[float] = None
@@ -144,8 +166,7 @@ class Scanner:
         self._step_at = t
         self.step_s.append(float(st))
         self.storms.progress()
-        self.stall_after_s = stall.stall_after(self.step_s, self.hang_timeout_s, self.stall_factor,
-                                               self.stall_floor_s)
+        self.stall_after_s = stall.stall_after(self.step_s, self.hang_timeout_s, self.stall_factor, self.stall_floor_s)
         self.rec["stall_after_s"] = self.stall_after_s
 
     def scan(self, lines: List[str]) -> None:
@@ -164,9 +185,10 @@ class Scanner:
                 found = self.storms.feed(line, t)
                 if found is not None:
                     self.storm = found
-                    log("error storm in attempt %d: %s x%d in %.0f s at %s (user code: %s)" % (
-                        att["n"], found["exc"], found["count"], found["span_s"], found["frame"],
-                        found["user_frame"]))
+                    log(
+                        "error storm in attempt %d: %s x%d in %.0f s at %s (user code: %s)"
+                        % (att["n"], found["exc"], found["count"], found["span_s"], found["frame"], found["user_frame"])
+                    )
             total = parse_total(line)
             if total is not None:
                 rec["total_steps"] = total
@@ -228,9 +250,20 @@ class Follower:
         self.reader.close()
 
 
-def follow(proc: "subprocess.Popen[bytes]", follower: Follower, scanner: Scanner, rec: Dict[str, Any], att: Dict[str, Any], *,
-           stop: Callable[[], bool], oom_grace_s: float, hang_timeout_s: float, poll_s: float,
-           writer: record.RecordWriter, tick: Optional[Callable[[], Any]] = None) -> Optional[str]:
+def follow(
+    proc: "subprocess.Popen[bytes]",
+    follower: Follower,
+    scanner: Scanner,
+    rec: Dict[str, Any],
+    att: Dict[str, Any],
+    *,
+    stop: Callable[[], bool],
+    oom_grace_s: float,
+    hang_timeout_s: float,
+    poll_s: float,
+    writer: record.RecordWriter,
+    tick: Optional[Callable[[], Any]] = None,
+) -> Optional[str]:
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,

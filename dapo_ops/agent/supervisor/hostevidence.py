@@ -62,12 +62,19 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
             with open(os.path.join(base, n["name"], "evidence.json")) as fh:
                 by_host[n["name"]] = json.load(fh)
         except (OSError, ValueError):
-            lost.append({"name": n["name"], "address": n.get("address"),
-                         "why": why.get(n["name"]) or answer.get("error") or "no answer"})
+            lost.append(
+                {
+                    "name": n["name"],
+                    "address": n.get("address"),
+                    "why": why.get(n["name"]) or answer.get("error") or "no answer",
+                }
+            )
     err = evidence.earliest({n["name"]: by_host[n["name"]] for n in nodes if n["name"] in by_host})
     if err is not None:
-        err = dict({k: err.get(k) for k in ("host", "rank", "time", "ts", "source", "cls", "tier")},
-                   line=str(err.get("line") or "")[:300])
+        err = dict(
+            {k: err.get(k) for k in ("host", "rank", "time", "ts", "source", "cls", "tier")},
+            line=str(err.get("line") or "")[:300],
+        )
     hosts = [n["name"] for n in nodes if n["name"] in by_host]
     took_s = round(now() - t0, 2)
     line = evidence.summary_line(err, [x["name"] for x in lost])
@@ -76,21 +83,37 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
     return out
 
 
-def _start_workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float,
-                   wait_s: float):
+def _start_workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float, wait_s: float):
     """Start the ``evidence cluster`` op for ``workers`` with the spec's ``python`` and this bundle on its
     PYTHONPATH (``RAY_ADDRESS``: the run's head). Returns the Popen, or the one-line error when it cannot start."""
     ray_spec = spec.get("ray") or {}
     bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     pp = [bundle] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != bundle]
-    env = dict(os.environ, RAY_ADDRESS="%s:%s" % (ray_spec.get("head"), ray_spec.get("port") or RAY_PORT),
-               PYTHONPATH=os.pathsep.join(pp))
+    env = dict(
+        os.environ,
+        RAY_ADDRESS="%s:%s" % (ray_spec.get("head"), ray_spec.get("port") or RAY_PORT),
+        PYTHONPATH=os.pathsep.join(pp),
+    )
     nodes = json.dumps([{"name": n["name"], "address": n.get("address")} for n in workers])
-    argv = [spec.get("python") or "python3", "-m", "dapo_ops.agent.evidence", "cluster", run_dir, "%.3f" % since,
-            "%.1f" % wait_s, nodes]
+    argv = [
+        spec.get("python") or "python3",
+        "-m",
+        "dapo_ops.agent.evidence",
+        "cluster",
+        run_dir,
+        "%.3f" % since,
+        "%.1f" % wait_s,
+        nodes,
+    ]
     try:
-        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, universal_newlines=True)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+        )
     except OSError as e:
         return "the Ray collector could not start: %s" % e
 

@@ -44,8 +44,14 @@ class Memos:
         except OSError as e:
             log("could not file the learned start %s: %s" % (path, e))
             return None
-        rec["learned_memo"] = {"path": path, "rungs": learned.rung_names(memo), "phase": ran["phase"],
-                               "step": rec.get("step")}
-        log("learned start filed: %s (got past phase %s at step %s on %s)"
-            % (path, ran["phase"], rec.get("step"), ", ".join(learned.rung_names(memo)) or "its features"))
+        rec["learned_memo"] = {
+            "path": path,
+            "rungs": learned.rung_names(memo),
+            "phase": ran["phase"],
+            "step": rec.get("step"),
+        }
+        log(
+            "learned start filed: %s (got past phase %s at step %s on %s)"
+            % (path, ran["phase"], rec.get("step"), ", ".join(learned.rung_names(memo)) or "its features")
+        )
         return path

@@ -32,9 +32,14 @@ class LogCap:
     """Decides per chunk what of verl's output reaches train.log. ``write(data)`` is where train.log is written;
     ``clock()`` seconds; ``on_cap(info)`` is called once, when the cap first applies."""
 
-    def __init__(self, write: Callable[[bytes], None], clock: Callable[[], float],
-                 rate_bytes_s: float = RATE_BYTES_S, burst_bytes: float = BURST_BYTES,
-                 on_cap: Optional[Callable[[Dict[str, Any]], None]] = None):
+    def __init__(
+        self,
+        write: Callable[[bytes], None],
+        clock: Callable[[], float],
+        rate_bytes_s: float = RATE_BYTES_S,
+        burst_bytes: float = BURST_BYTES,
+        on_cap: Optional[Callable[[Dict[str, Any]], None]] = None,
+    ):
         self.write, self.clock, self.on_cap = write, clock, on_cap
         self.rate, self.burst = float(rate_bytes_s), float(burst_bytes)
         self.tokens = self.burst
@@ -64,9 +69,13 @@ class LogCap:
                 if self.on_cap:
                     self.on_cap({"at": t, "rate_bytes_s": self.rate, "burst_bytes": self.burst})
             self.write(b"" if data.startswith(b"\n") else b"\n")
-            self.write(("===== dapo-ops log capped: output above %d B/s after %d MiB; train.log keeps the step "
-                        "lines, a count of what is left out and the last %d lines (all of it: attempt log) =====\n"
-                        % (self.rate, self.burst / (1 << 20), TAIL_LINES)).encode())
+            self.write(
+                (
+                    "===== dapo-ops log capped: output above %d B/s after %d MiB; train.log keeps the step "
+                    "lines, a count of what is left out and the last %d lines (all of it: attempt log) =====\n"
+                    % (self.rate, self.burst / (1 << 20), TAIL_LINES)
+                ).encode()
+            )
         self.tokens = max(self.tokens, -self.burst)
         self._absorb(data)
         if t >= self.report_at:
@@ -97,8 +106,12 @@ class LogCap:
         if not self.left_lines:
             return
         top: List[str] = ["%dx %r" % (n, k) for k, n in self.kinds.most_common(3)]
-        self.write(("===== dapo-ops log capped: %d lines (%d bytes) left out; most repeated: %s =====\n"
-                    % (self.left_lines, self.left_bytes, "; ".join(top))).encode())
+        self.write(
+            (
+                "===== dapo-ops log capped: %d lines (%d bytes) left out; most repeated: %s =====\n"
+                % (self.left_lines, self.left_bytes, "; ".join(top))
+            ).encode()
+        )
         self.total_left_bytes += self.left_bytes
         self.left_lines = self.left_bytes = 0
         self.kinds = collections.Counter()
@@ -113,8 +126,9 @@ class LogCap:
             self.partial = b""
         self._report()
         if self.tail:
-            self.write(("===== dapo-ops log capped: the last %d lines left out follow =====\n"
-                        % len(self.tail)).encode())
+            self.write(
+                ("===== dapo-ops log capped: the last %d lines left out follow =====\n" % len(self.tail)).encode()
+            )
             self.write(b"\n".join(self.tail) + b"\n")
         self.write(b"===== dapo-ops log cap lifted =====\n")
         self.tail.clear()

@@ -21,8 +21,18 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import notify, procs
-from dapo_ops.agent.supervisor import (attempt, config, devices, diskspace, escalate, follow, hostevidence, learn,
-                                     record, stall)
+from dapo_ops.agent.supervisor import (
+    attempt,
+    config,
+    devices,
+    diskspace,
+    escalate,
+    follow,
+    hostevidence,
+    learn,
+    record,
+    stall,
+)
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import classify, features, runstate
@@ -92,8 +102,9 @@ class Supervisor:
         s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
         s.setdefault("mode", self.spec.get("mode"))
         s.setdefault("run_id", self.spec.get("run_id"))  # the `--resume <run_id>` of a stop's suggestions
-        s.setdefault("hosts", [n.get("name") for n in (self.spec.get("ray") or {}).get("nodes") or []]
-                     or [self.spec.get("host")])
+        s.setdefault(
+            "hosts", [n.get("name") for n in (self.spec.get("ray") or {}).get("nodes") or []] or [self.spec.get("host")]
+        )
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:
@@ -118,9 +129,11 @@ class Supervisor:
     def _on_cap(self, info: Dict[str, Any]) -> None:
         """train.log reached its growth bound (:mod:`.logcap`): said once, in supervisor.log and run.json."""
         self.rec["log_capped"] = dict(info, attempt=self.rec.get("attempt"))
-        log("train.log capped: verl writes more than %d B/s after %d MiB; train.log keeps step lines, counts of the "
+        log(
+            "train.log capped: verl writes more than %d B/s after %d MiB; train.log keeps step lines, counts of the "
             "lines left out and the last lines; the whole output is in attempt-%s.log"
-            % (info["rate_bytes_s"], info["burst_bytes"] / (1 << 20), self.rec.get("attempt")))
+            % (info["rate_bytes_s"], info["burst_bytes"] / (1 << 20), self.rec.get("attempt"))
+        )
         self.writer.dirty = True
 
     def _on_link(self, url: str) -> None:
@@ -128,8 +141,13 @@ class Supervisor:
         self.swanlab_id = swanlab_run_id(url)
         self._write()
 
-    def _notify(self, event: str, verdict: Optional[Dict[str, Any]] = None, reason: str = "",
-                suggestions: Optional[List[str]] = None) -> None:
+    def _notify(
+        self,
+        event: str,
+        verdict: Optional[Dict[str, Any]] = None,
+        reason: str = "",
+        suggestions: Optional[List[str]] = None,
+    ) -> None:
         """Post ``event`` (escalation|failure|hang|success) via ``notify.send_event`` in a daemon thread
         (payload: :func:`record.notify_payload`); whether it is due is ``notify.should_notify``'s call (spec
         ``notify``). Never fatal: errors go to supervisor.log."""
@@ -191,12 +209,30 @@ class Supervisor:
         self.rec["last_progress_at"] = att["started_at"]
         self._set_status("running")
 
-        scanner = follow.Scanner(self.rec, att, self.writer, self.links, self._on_link, classify.is_device_oom_line,
-                                 self.tun, self.hang_timeout_s)
+        scanner = follow.Scanner(
+            self.rec,
+            att,
+            self.writer,
+            self.links,
+            self._on_link,
+            classify.is_device_oom_line,
+            self.tun,
+            self.hang_timeout_s,
+        )
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
-        killed_by = follow.follow(self.proc, follower, scanner, self.rec, att, stop=self._stop_reason,
-                                  oom_grace_s=self.tun["oom_grace_s"], hang_timeout_s=self.hang_timeout_s,
-                                  poll_s=self.tun["poll_interval_s"], writer=self.writer, tick=self._learn)
+        killed_by = follow.follow(
+            self.proc,
+            follower,
+            scanner,
+            self.rec,
+            att,
+            stop=self._stop_reason,
+            oom_grace_s=self.tun["oom_grace_s"],
+            hang_timeout_s=self.hang_timeout_s,
+            poll_s=self.tun["poll_interval_s"],
+            writer=self.writer,
+            tick=self._learn,
+        )
         idle_s = scanner.idle_s or now() - max(self.rec.get("last_progress_at") or att["started_at"], att["started_at"])
         stacks = None
         if killed_by in ("stall", "hang"):  # where each process stood, before anything is stopped
@@ -212,9 +248,19 @@ class Supervisor:
         self._learn()  # the last lines may hold the step that got past the OOM
         code = attempt.exit_code(self.proc.returncode)
         container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
-        return {"exit_code": code, "killed_by": killed_by, "oom_line": scanner.oom_line, "att": att,
-                "container_state": container_state, "storm": scanner.storm, "stacks": stacks, "idle_s": idle_s,
-                "step_s": list(scanner.step_s), "stall_after_s": scanner.stall_after_s, "evidence": ev}
+        return {
+            "exit_code": code,
+            "killed_by": killed_by,
+            "oom_line": scanner.oom_line,
+            "att": att,
+            "container_state": container_state,
+            "storm": scanner.storm,
+            "stacks": stacks,
+            "idle_s": idle_s,
+            "step_s": list(scanner.step_s),
+            "stall_after_s": scanner.stall_after_s,
+            "evidence": ev,
+        }
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
         """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
@@ -239,8 +285,15 @@ class Supervisor:
         if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
             # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
             base = (self.rec["attempts"][0] or {}).get("device_mem_before_mib")
-            devices.wait_before_retry(att, k, self.att_pids, base, self.tun["retry_delay_s"],
-                                      self.tun["release_wait_max_s"], lambda: self.stop_requested)
+            devices.wait_before_retry(
+                att,
+                k,
+                self.att_pids,
+                base,
+                self.tun["retry_delay_s"],
+                self.tun["release_wait_max_s"],
+                lambda: self.stop_requested,
+            )
         else:
             self._sleep(self.tun["retry_delay_s"])
         if procs.own_processes(self.pgid, self.marker, self.cmd_marker):
@@ -248,8 +301,9 @@ class Supervisor:
 
     # -- the end ---------------------------------------------------------------
 
-    def _final(self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any],
-               announce: bool = True) -> int:
+    def _final(
+        self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any], announce: bool = True
+    ) -> int:
         """End the run: record the end (:func:`record.end_run`), end every process of the run still alive (Ray agents
         outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
         notify (``announce``). Returns the exit code."""
@@ -336,9 +390,12 @@ class Supervisor:
         fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
         changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
         self.rec["setting_changes"] = dict(changes)
-        self.train_log = follow.TrainLog(str(self.paths.train_log), {
-            "rate_bytes_s": self.tun["log_rate_bytes_s"], "burst_bytes": self.tun["log_burst_bytes"]}, self._on_cap,
-            on_error=self.disk.note)
+        self.train_log = follow.TrainLog(
+            str(self.paths.train_log),
+            {"rate_bytes_s": self.tun["log_rate_bytes_s"], "burst_bytes": self.tun["log_burst_bytes"]},
+            self._on_cap,
+            on_error=self.disk.note,
+        )
         follow.link_workdir_log(self.spec.get("workdir"), self.paths.train_log)
         k = 0
         while True:
@@ -360,16 +417,24 @@ class Supervisor:
             if out["killed_by"] == "storm":
                 verdict = escalate.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
             elif out["killed_by"] == "stall":
-                verdict = escalate.stall_verdict(out["idle_s"], out["stall_after_s"], out["step_s"],
-                                                 self.rec.get("step"), self.rec.get("total_steps"),
-                                                 out["stacks"] or [], str(Path(self.run_dir) / att.get("stacks", "")))
+                verdict = escalate.stall_verdict(
+                    out["idle_s"],
+                    out["stall_after_s"],
+                    out["step_s"],
+                    self.rec.get("step"),
+                    self.rec.get("total_steps"),
+                    out["stacks"] or [],
+                    str(Path(self.run_dir) / att.get("stacks", "")),
+                )
             elif out["killed_by"] == "hang":
                 verdict = escalate.hang_verdict(self.hang_timeout_s, self.rec.get("step"), self.rec.get("total_steps"))
                 if out["stacks"] is not None:
-                    verdict["detail"].update(stacks_file=str(Path(self.run_dir) / att.get("stacks", "")),
-                                             stacks=out["stacks"][:16])
-            elif out["killed_by"] == "disk-full" or (out["killed_by"] is None and out["exit_code"] != 0
-                                                     and self.disk.check(force=True)):  # verl died of it first
+                    verdict["detail"].update(
+                        stacks_file=str(Path(self.run_dir) / att.get("stacks", "")), stacks=out["stacks"][:16]
+                    )
+            elif out["killed_by"] == "disk-full" or (
+                out["killed_by"] is None and out["exit_code"] != 0 and self.disk.check(force=True)
+            ):  # verl died of it first
                 self.disk.release()  # verl is gone: room for the end line and the final run.json
                 verdict = self.disk.verdict(self.rec.get("step"), self.rec.get("total_steps"))
             else:

@@ -42,8 +42,9 @@ class RecordWriter:
     follow loop). A failed write (disk full) is logged and never raises: supervision goes on, run.json stays the
     last good record, and ``on_error(path, err)`` (the supervisor's ``diskspace.DiskWatch.note``) hears of it."""
 
-    def __init__(self, run_dir: str, interval_s: float = 1.0,
-                 on_error: Optional[Callable[[str, BaseException], Any]] = None):
+    def __init__(
+        self, run_dir: str, interval_s: float = 1.0, on_error: Optional[Callable[[str, BaseException], Any]] = None
+    ):
         self.run_dir = run_dir
         self.interval_s = interval_s
         self.dirty = False
@@ -70,7 +71,8 @@ def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:
     """run.json ``cluster`` of a multi-host run (what ``inv status`` shows; docs/design.md run.json "cluster")."""
     nodes = ray_spec.get("nodes") or []
     return {
-        "head": ray_spec.get("head"), "port": ray_spec.get("port"),
+        "head": ray_spec.get("head"),
+        "port": ray_spec.get("port"),
         "nodes": len(nodes),
         "hosts": [n.get("name") for n in nodes],
         "devices": sum(int(n.get("devices") or 0) for n in nodes),
@@ -78,7 +80,9 @@ def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def new_attempt(k: int, fs: FeatureSet, changes: Dict[str, Any], resumed_from: Optional[int], log_name: str) -> Dict[str, Any]:
+def new_attempt(
+    k: int, fs: FeatureSet, changes: Dict[str, Any], resumed_from: Optional[int], log_name: str
+) -> Dict[str, Any]:
     """Attempt ``k``'s run.json entry before it starts (``fs``: its features.FeatureSet; ``resumed_from``: the
     checkpoint step it resumes from, None from scratch)."""
     return {
@@ -160,8 +164,9 @@ def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]],
         ",".join(t[-1]["features"]) if t else "-",
         decision.get("reason") or status,
     )
-    decision["ended"] = ending_line(status, decision.get("reason") or (verdict or {}).get("action"),
-                                    rec.get("step"), rec.get("total_steps"))
+    decision["ended"] = ending_line(
+        status, decision.get("reason") or (verdict or {}).get("action"), rec.get("step"), rec.get("total_steps")
+    )
     where = (((verdict or {}).get("detail") or {}).get("evidence") or {}).get("line")
     if where and status == "failed":  # multi-host: the host and rank of the earliest error
         decision["evidence"] = where
@@ -172,8 +177,14 @@ def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]],
     rec["ended_at"] = now()
 
 
-def notify_payload(spec: Dict[str, Any], rec: Dict[str, Any], event: str, verdict: Optional[Dict[str, Any]],
-                   reason: str = "", suggestions: Optional[List[str]] = None) -> Dict[str, Any]:
+def notify_payload(
+    spec: Dict[str, Any],
+    rec: Dict[str, Any],
+    event: str,
+    verdict: Optional[Dict[str, Any]],
+    reason: str = "",
+    suggestions: Optional[List[str]] = None,
+) -> Dict[str, Any]:
     """What ``notify.send_event`` posts for ``event`` (escalation|failure|hang|success). ``reason``: the action line
     (for a final failure the run's ending line, never the verdict's "retry ..."); ``suggestions``: the ladder's next
     parameters to change (final failures; the verdict's hint is left out then)."""

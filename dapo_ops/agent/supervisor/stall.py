@@ -38,8 +38,9 @@ def _median(vals: Sequence[float]) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
-def stall_after(step_s: Sequence[float], hang_timeout_s: float, factor: float = STALL_FACTOR,
-                floor_s: float = STALL_FLOOR_S) -> Optional[float]:
+def stall_after(
+    step_s: Sequence[float], hang_timeout_s: float, factor: float = STALL_FACTOR, floor_s: float = STALL_FLOOR_S
+) -> Optional[float]:
     """Seconds without progress that make a stall, from this attempt's step durations ``step_s`` (seconds, in
     order; the first is the warm-up step, used alone only while it is the only one). None before the first step
     (then only ``hang_timeout_s`` applies). Never above ``hang_timeout_s``."""
@@ -84,8 +85,13 @@ def innermost(dump: str) -> Optional[str]:
     return main[0][1] if main else None
 
 
-def dump_stacks(pids: Sequence[int], driver: Optional[int], out_path: str, python: Optional[str] = None,
-                timeout_s: float = DUMP_TIMEOUT_S) -> List[Dict[str, Any]]:
+def dump_stacks(
+    pids: Sequence[int],
+    driver: Optional[int],
+    out_path: str,
+    python: Optional[str] = None,
+    timeout_s: float = DUMP_TIMEOUT_S,
+) -> List[Dict[str, Any]]:
     """``py-spy dump --pid`` of ``driver`` and each of ``pids`` into ``out_path`` (text, one section per process).
     Returns ``[{"pid", "role": "driver"|"worker", "cmd", "where": innermost frame | None, "error": str | None}]``.
     Never raises: a missing py-spy or a failed dump is written into the file and the entry's ``error``."""
@@ -95,8 +101,10 @@ def dump_stacks(pids: Sequence[int], driver: Optional[int], out_path: str, pytho
     out: List[Dict[str, Any]] = []
     parts: List[str] = []
     if exe is None:
-        parts.append("py-spy not found (PATH, or next to %s): no stack dumps. verl 0.9.1 lists py-spy in its "
-                     "requirements; `pip install py-spy` in the training image gives them.\n" % (python or "python3"))
+        parts.append(
+            "py-spy not found (PATH, or next to %s): no stack dumps. verl 0.9.1 lists py-spy in its "
+            "requirements; `pip install py-spy` in the training image gives them.\n" % (python or "python3")
+        )
     for pid in order:
         role = "driver" if pid == driver else "worker"
         ent: Dict[str, Any] = {"pid": pid, "role": role, "cmd": _cmdline(pid), "where": None, "error": None}
@@ -104,8 +112,13 @@ def dump_stacks(pids: Sequence[int], driver: Optional[int], out_path: str, pytho
             ent["error"] = "py-spy not found"
         else:
             try:
-                r = subprocess.run([exe, "dump", "--pid", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, timeout=timeout_s)
+                r = subprocess.run(
+                    [exe, "dump", "--pid", str(pid)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=timeout_s,
+                )
                 text = r.stdout.decode("utf-8", "replace")
                 if r.returncode == 0:
                     ent["where"] = innermost(text)

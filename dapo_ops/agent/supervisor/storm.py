@@ -46,11 +46,15 @@ MAX_KEYS = 256
 #: framework path parts: a frame whose path holds one is verl's, Ray's, torch's, vLLM's or the interpreter's
 _LIB_RE = re.compile(r"(?:site-packages|dist-packages)/|/lib/python\d+(?:\.\d+)?/|^<frozen |^<string>")
 #: verl's own packages (a source checkout such as /verl/verl/...: 0.9.1's top-level subpackages)
-_VERL_SRC_RE = re.compile(r"(?:^|/)verl/(?:experimental|trainer|workers|utils|single_controller|models|"
-                          r"checkpoint_engine|third_party|interactions|tools|model_merger|protocol\.py|"
-                          r"base_config\.py)")
-_FRAMEWORK_NAMES = re.compile(r"(?:^|/)(?:ray|torch|torch_npu|vllm|vllm_ascend|sglang|megatron|transformers|"
-                              r"tensordict|asyncio|concurrent)/")
+_VERL_SRC_RE = re.compile(
+    r"(?:^|/)verl/(?:experimental|trainer|workers|utils|single_controller|models|"
+    r"checkpoint_engine|third_party|interactions|tools|model_merger|protocol\.py|"
+    r"base_config\.py)"
+)
+_FRAMEWORK_NAMES = re.compile(
+    r"(?:^|/)(?:ray|torch|torch_npu|vllm|vllm_ascend|sglang|megatron|transformers|"
+    r"tensordict|asyncio|concurrent)/"
+)
 
 
 def is_framework(path: str) -> bool:
@@ -80,8 +84,13 @@ class StormDetector:
     ``count``, ``first_at``, ``span_s``, ``frame`` (innermost, ``file:line``), ``user_frame`` (``file:line`` or
     None), ``user_path``, ``user_func``, ``evidence`` (the traceback's last frames and its exception line)."""
 
-    def __init__(self, min_repeats: int = MIN_REPEATS, min_span_s: float = MIN_SPAN_S,
-                 slow_repeats: int = SLOW_REPEATS, slow_span_s: float = SLOW_SPAN_S):
+    def __init__(
+        self,
+        min_repeats: int = MIN_REPEATS,
+        min_span_s: float = MIN_SPAN_S,
+        slow_repeats: int = SLOW_REPEATS,
+        slow_span_s: float = SLOW_SPAN_S,
+    ):
         self.rules = ((int(min_repeats), float(min_span_s)), (int(slow_repeats), float(slow_span_s)))
         self.readers: Dict[str, TracebackReader] = {}
         self.counts: Dict[Tuple[str, str, int], List[Any]] = {}
@@ -140,16 +149,25 @@ class StormDetector:
         uf = user_frame(tb.frames)
         ev = ['File "%s", line %d, in %s' % f for f in tb.frames[-4:]]
         ev.append("%s: %s" % (tb.exc, tb.message) if tb.message else tb.exc)
-        self.storm = {"exc": tb.exc, "message": tb.message, "count": c[0], "first_at": c[1],
-                      "span_s": round(span, 1), "frame": where(inner), "user_frame": where(uf),
-                      "user_path": uf[0] if uf else None, "user_func": uf[2] if uf else None, "evidence": ev}
+        self.storm = {
+            "exc": tb.exc,
+            "message": tb.message,
+            "count": c[0],
+            "first_at": c[1],
+            "span_s": round(span, 1),
+            "frame": where(inner),
+            "user_frame": where(uf),
+            "user_path": uf[0] if uf else None,
+            "user_func": uf[2] if uf else None,
+            "evidence": ev,
+        }
         return self.storm
 
 
 def repeats_without_progress(lines, step_of) -> Dict[Tuple[str, str, int], int]:
     """Measurement helper (bench/storm.py, tests): for a whole log (``lines``), the most tracebacks of each key seen
     between two steps (``step_of(line)`` is not None on a step line). Pure; no clock."""
-    det = StormDetector(min_repeats=10 ** 9, slow_repeats=10 ** 9)
+    det = StormDetector(min_repeats=10**9, slow_repeats=10**9)
     best: Dict[Tuple[str, str, int], int] = {}
 
     def keep():

@@ -51,6 +51,28 @@ from dapo_ops.control.preflight.plan import PlanView, needed_modules, plan_view
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, OK, STATUSES, WARN, Check, to_json, worst
 
-__all__ = ["CKPT_FACTOR", "FAIL", "GIB", "OK", "QUICK_CHECKS", "STATUSES", "WARN", "Check", "HostJob", "PlanView",
-           "collect", "evaluate", "memory_facts", "needed_modules", "plan_view", "probe_request", "quick", "quick_all",
-           "run_all", "run_fleet", "swanlab_key_check", "to_json", "worst"]
+__all__ = [
+    "CKPT_FACTOR",
+    "FAIL",
+    "GIB",
+    "OK",
+    "QUICK_CHECKS",
+    "STATUSES",
+    "WARN",
+    "Check",
+    "HostJob",
+    "PlanView",
+    "collect",
+    "evaluate",
+    "memory_facts",
+    "needed_modules",
+    "plan_view",
+    "probe_request",
+    "quick",
+    "quick_all",
+    "run_all",
+    "run_fleet",
+    "swanlab_key_check",
+    "to_json",
+    "worst",
+]

@@ -26,18 +26,44 @@ _NO_SPACE_RX = re.compile(r"no space left on device|errno 28\b|enospc|disk quota
 def _space_fix(host) -> str:
     """The fix of a full runs_dir: space, not permissions (issue 32)."""
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None) or "runs_dir"
-    return (f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
-            "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume")
+    return (
+        f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
+        "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume"
+    )
 
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
-QUICK_CHECKS = ("ssh", "docker", "container", "host", "devices", "visible", "leftover", "device-mem", "python", "verl",
-                "entry", "verl-startup", "transfer_queue", "megatron.bridge", "flash_attn", "cupy", "mindspeed",
-                "swanboard", "cann", "model", "data", "disk", "memory-fit", "swanlab")
+QUICK_CHECKS = (
+    "ssh",
+    "docker",
+    "container",
+    "host",
+    "devices",
+    "visible",
+    "leftover",
+    "device-mem",
+    "python",
+    "verl",
+    "entry",
+    "verl-startup",
+    "transfer_queue",
+    "megatron.bridge",
+    "flash_attn",
+    "cupy",
+    "mindspeed",
+    "swanboard",
+    "cann",
+    "model",
+    "data",
+    "disk",
+    "memory-fit",
+    "swanlab",
+)
 
 
-def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None,
-             ray: dict | None = None) -> list[Check]:
+def evaluate(
+    host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict | None = None, ray: dict | None = None
+) -> list[Check]:
     """Facts from :func:`collect` -> checks. Pure (no I/O). ``full`` adds the network checks; without it the
     ``swanlab`` check is there only when the probe was asked for the tracker (``probe_request(tracker=True)``)."""
     pv = plan_view(plan)
@@ -52,19 +78,39 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
         out.append(Check("python", FAIL, msg, "set python" + fix))
         return out
     if p is None and facts.get("bundle_error"):
-        out.append(Check("bundle", FAIL, facts["bundle_error"], _space_fix(host) if _NO_SPACE_RX.search(
-            facts["bundle_error"]) else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
-                                        "the container's python3 runs"))
+        out.append(
+            Check(
+                "bundle",
+                FAIL,
+                facts["bundle_error"],
+                _space_fix(host)
+                if _NO_SPACE_RX.search(facts["bundle_error"])
+                else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
+                "the container's python3 runs",
+            )
+        )
         return out
     if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")
         where = "on the host" if getattr(host, "runtime", "docker") == "host" else f"in container '{container}'"
-        out.append(Check("workdir", FAIL, f"workdir {wd} does not exist {where}",
-                         "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"))
+        out.append(
+            Check(
+                "workdir",
+                FAIL,
+                f"workdir {wd} does not exist {where}",
+                "fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image",
+            )
+        )
         return out
     if p is None:
-        out.append(Check("python", FAIL, facts.get("probe_error") or "the probe gave no answer",
-                         f"check that {getattr(host, 'python', 'python3')} runs in the container"))
+        out.append(
+            Check(
+                "python",
+                FAIL,
+                facts.get("probe_error") or "the probe gave no answer",
+                f"check that {getattr(host, 'python', 'python3')} runs in the container",
+            )
+        )
         return out
     out += _device_checks(host, pv, p)
     out += _verl_checks(host, pv, p)
@@ -81,8 +127,15 @@ def evaluate(host, plan: Any, facts: dict, *, full: bool = True, inv_proxy: dict
     return out
 
 
-def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None,
-              tracker: bool = False, secret_env: dict | None = None) -> list[Check]:
+def quick_all(
+    target: Target,
+    plan: Any,
+    *,
+    timeout: float = 90,
+    facts_out: dict | None = None,
+    tracker: bool = False,
+    secret_env: dict | None = None,
+) -> list[Check]:
     """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
     leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
     compose, no network probes but, with ``tracker``, the tracker's reachability (``swanlab``: one GET from the
@@ -99,17 +152,35 @@ def quick_all(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict
     return evaluate(target.host, pv, facts, full=False)
 
 
-def quick(target: Target, plan: Any, *, timeout: float = 90, facts_out: dict | None = None,
-          tracker: bool = False, secret_env: dict | None = None) -> list[Check]:
+def quick(
+    target: Target,
+    plan: Any,
+    *,
+    timeout: float = 90,
+    facts_out: dict | None = None,
+    tracker: bool = False,
+    secret_env: dict | None = None,
+) -> list[Check]:
     """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
 
     ``str(check)`` is one line with the fix, fit for launch's error message."""
-    return [c for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out, tracker=tracker,
-                                 secret_env=secret_env) if c.status == FAIL]
+    return [
+        c
+        for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out, tracker=tracker, secret_env=secret_env)
+        if c.status == FAIL
+    ]
 
 
-def run_all(target: Target, plan: Any, *, inv_proxy: dict | None = None, ray: dict | None = None,
-            compose: bool = True, extra_env: dict | None = None, timeout: float = 180) -> list[Check]:
+def run_all(
+    target: Target,
+    plan: Any,
+    *,
+    inv_proxy: dict | None = None,
+    ray: dict | None = None,
+    compose: bool = True,
+    extra_env: dict | None = None,
+    timeout: float = 180,
+) -> list[Check]:
     """Every check for one host in one SSH round trip (the compose check runs inside the same ``docker exec``).
 
     ``inv_proxy``: the inventory ``[proxy]`` table (to warn when the container lacks it). ``ray``:

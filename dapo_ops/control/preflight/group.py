@@ -98,10 +98,20 @@ def assign(fps: dict[str, str | None], composed: dict[str, dict]) -> tuple[dict[
     return reuse, own
 
 
-def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, compose: bool = True,
-              inv_proxy: dict | None = None, extra_env: dict | None = None, secret_env: dict | None = None,
-              timeout: float = 180, cmd_timeout: float | None = None, facts_out: dict | None = None,
-              **fanout_kw) -> dict[str, list[Check]]:
+def run_fleet(
+    hosts: list,
+    jobs: dict[str, HostJob],
+    *,
+    quick: bool = False,
+    compose: bool = True,
+    inv_proxy: dict | None = None,
+    extra_env: dict | None = None,
+    secret_env: dict | None = None,
+    timeout: float = 180,
+    cmd_timeout: float | None = None,
+    facts_out: dict | None = None,
+    **fanout_kw,
+) -> dict[str, list[Check]]:
     """Preflight every host of ``hosts`` (inventory Hosts; ``jobs[host.name]`` says what to check), in parallel:
     round 1 is each host's one round trip (:func:`~dapo_ops.control.preflight.probe.collect`, the compose only
     on :func:`composers`), round 2 composes on the hosts :func:`assign` leaves without a shared result (compose
@@ -129,8 +139,13 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
         req = probe_request(target.host, pv, full=True, ray=rays[name], compose_request=creqs[name])
         if "compose" in req and name not in first:
             req["compose"]["run"] = False  # fingerprint only: a composer of the same request may answer for it
-        return Row(data={"facts": collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env,
-                                         timeout=per_cmd)})
+        return Row(
+            data={
+                "facts": collect(
+                    target, req, env=pv.env if pv is not None else {}, secret_env=secret_env, timeout=per_cmd
+                )
+            }
+        )
 
     res1 = fanout.run(hosts, round1, timeout=timeout, **fanout_kw)
     facts = {r.host.name: r.row.data.get("facts") for r in res1}
@@ -141,12 +156,18 @@ def run_fleet(hosts: list, jobs: dict[str, HostJob], *, quick: bool = False, com
     for name, src in reuse.items():
         probes[name]["compose"] = dict(composed[src], **{"from": src})
     if own:
+
         def round2(target) -> Row:
             name = target.host.name
             target.container = jobs[name].container or target.container
             pv = pvs[name]
-            f = collect(target, {"compose": {"request": creqs[name]}}, env=pv.env if pv is not None else {},
-                        secret_env=secret_env, timeout=max(10.0, min(per_cmd, t_end - time.monotonic() - 2)))
+            f = collect(
+                target,
+                {"compose": {"request": creqs[name]}},
+                env=pv.env if pv is not None else {},
+                secret_env=secret_env,
+                timeout=max(10.0, min(per_cmd, t_end - time.monotonic() - 2)),
+            )
             return Row(data={"facts": f})
 
         left = max(5.0, t_end - time.monotonic())

@@ -10,8 +10,6 @@ from dapo_ops.control.preflight.plan import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
-
-
 def _container_checks(target_name: str, container: str, facts: dict) -> list[Check]:
     out: list[Check] = []
     ssh = facts["ssh"]
@@ -20,8 +18,14 @@ def _container_checks(target_name: str, container: str, facts: dict) -> list[Che
         kind = ssh.get("kind")
         if kind == "timeout":
             out.append(Check("ssh", OK, "connected"))
-            out.append(Check("probe", FAIL, msg, "the host or its Docker is overloaded or hung: check `docker ps` "
-                                                  "on it, or raise --timeout"))
+            out.append(
+                Check(
+                    "probe",
+                    FAIL,
+                    msg,
+                    "the host or its Docker is overloaded or hung: check `docker ps` on it, or raise --timeout",
+                )
+            )
         elif kind == "docker-missing":
             out.append(Check("ssh", OK, "connected"))
             out.append(Check("docker", FAIL, msg, fix or "install Docker or fix PATH for the SSH user"))
@@ -40,24 +44,44 @@ def _container_checks(target_name: str, container: str, facts: dict) -> list[Che
         return out
     low = text.lower()
     if rc == 127 or "docker: not found" in low or "command not found" in low:
-        out.append(Check("docker", FAIL, f"docker CLI not found on the host ({text})",
-                         "install Docker or fix PATH for the SSH user"))
+        out.append(
+            Check(
+                "docker",
+                FAIL,
+                f"docker CLI not found on the host ({text})",
+                "install Docker or fix PATH for the SSH user",
+            )
+        )
         return out
     if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low:
         out.append(Check("docker", FAIL, f"Docker daemon not running ({text})", "start it (systemctl start docker)"))
         return out
     if "permission denied" in low:
-        out.append(Check("docker", FAIL, f"no permission to use Docker ({text})",
-                         "add the SSH user to the docker group or use root"))
+        out.append(
+            Check(
+                "docker",
+                FAIL,
+                f"no permission to use Docker ({text})",
+                "add the SSH user to the docker group or use root",
+            )
+        )
         return out
     out.append(Check("docker", OK, "docker usable"))
     if rc != 0:
         if "no such" in low:
-            out.append(Check("container", FAIL, f"container '{container}' does not exist on {target_name}",
-                             f"create it: inv container.create -H {target_name} --image IMAGE --name {container} "
-                             "(or fix container in hosts.toml)"))
+            out.append(
+                Check(
+                    "container",
+                    FAIL,
+                    f"container '{container}' does not exist on {target_name}",
+                    f"create it: inv container.create -H {target_name} --image IMAGE --name {container} "
+                    "(or fix container in hosts.toml)",
+                )
+            )
         else:
-            out.append(Check("container", FAIL, f"docker inspect {container} failed: {text}", "check Docker on the host"))
+            out.append(
+                Check("container", FAIL, f"docker inspect {container} failed: {text}", "check Docker on the host")
+            )
         return out
     parts = text.split()
     status = parts[0] if parts else "?"
@@ -68,15 +92,26 @@ def _container_checks(target_name: str, container: str, facts: dict) -> list[Che
         out.append(Check("container", OK, f"'{container}' running"))
         return out
     if status == "restarting" or restarting:
-        out.append(Check("container", FAIL, f"container '{container}' is restarting (last exit code {code}"
-                         + (", OOMKilled" if oom else "") + ")",
-                         f"its PID 1 keeps dying: docker logs {container} on the host, then recreate it"))
+        out.append(
+            Check(
+                "container",
+                FAIL,
+                f"container '{container}' is restarting (last exit code {code}" + (", OOMKilled" if oom else "") + ")",
+                f"its PID 1 keeps dying: docker logs {container} on the host, then recreate it",
+            )
+        )
     elif status == "paused":
         out.append(Check("container", FAIL, f"container '{container}' is paused", f"docker unpause {container}"))
     else:
         extra = f"exit code {code}" + (", OOMKilled: the kernel OOM killer ended it" if oom else "")
-        out.append(Check("container", FAIL, f"container '{container}' is {status} ({extra})",
-                         f"start it (docker start {container}) or recreate it (inv container.create --replace)"))
+        out.append(
+            Check(
+                "container",
+                FAIL,
+                f"container '{container}' is {status} ({extra})",
+                f"start it (docker start {container}) or recreate it (inv container.create --replace)",
+            )
+        )
     return out
 
 
@@ -90,9 +125,12 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     if d.get("rc") != 0:
         err = (d.get("stderr") or "").strip().splitlines()
         why = err[-1] if err else f"exit {d.get('rc')}"
-        fix = ("mount the driver and npu-smi into the container (inv container.create does: /usr/local/Ascend/driver, "
-               "/usr/local/dcmi, /usr/local/bin/npu-smi)" if acc == "npu"
-               else "run the container with --gpus all (NVIDIA container toolkit)")
+        fix = (
+            "mount the driver and npu-smi into the container (inv container.create does: /usr/local/Ascend/driver, "
+            "/usr/local/dcmi, /usr/local/bin/npu-smi)"
+            if acc == "npu"
+            else "run the container with --gpus all (NVIDIA container toolkit)"
+        )
         out.append(Check("devices", FAIL, f"`{tool}` failed inside the container: {why}", fix))
         return out
     try:
@@ -113,41 +151,73 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         if visible is not None:
             bad = [i for i in visible if i >= limit]
             if bad:
-                out.append(Check("visible", FAIL, f"{var}={env.get(var)} names device(s) {bad} but only {limit} are "
-                                 "mounted in the container (indices are relative to the mounted devices)",
-                                 f"use indices 0..{limit - 1} or mount more devices (inv container.create)"))
+                out.append(
+                    Check(
+                        "visible",
+                        FAIL,
+                        f"{var}={env.get(var)} names device(s) {bad} but only {limit} are "
+                        "mounted in the container (indices are relative to the mounted devices)",
+                        f"use indices 0..{limit - 1} or mount more devices (inv container.create)",
+                    )
+                )
             else:
                 out.append(Check("visible", OK, f"{var}={env.get(var)} ({len(visible)} of {limit})"))
         elif mounted is not None and mounted and mounted < rep.count:
-            out.append(Check("visible", WARN, f"{rep.count} devices reported but only {mounted} /dev nodes mounted",
-                             "recreate the container with every device (inv container.create --replace)"))
+            out.append(
+                Check(
+                    "visible",
+                    WARN,
+                    f"{rep.count} devices reported but only {mounted} /dev nodes mounted",
+                    "recreate the container with every device (inv container.create --replace)",
+                )
+            )
     usable = [dv for dv in rep.devices if visible is None or dv.index in visible]
     need = pv.devices_needed if pv is not None else None
     if need is None:
         need = int(getattr(host, "devices", 0) or 0) or None
     label = "NPU" if acc == "npu" else "GPU"
     if need is not None and len(usable) < need:
-        out.append(Check("devices", FAIL, f"{len(usable)} {label}(s) usable inside the container, the plan needs {need}"
-                         + (" (trainer + rollout pools)" if pv is not None and pv.spec.get("mode") == "one-step-off" else ""),
-                         "lower trainer_gpus/rollout_gpus (or n_gpus_per_node), or give the container more devices"))
+        out.append(
+            Check(
+                "devices",
+                FAIL,
+                f"{len(usable)} {label}(s) usable inside the container, the plan needs {need}"
+                + (" (trainer + rollout pools)" if pv is not None and pv.spec.get("mode") == "one-step-off" else ""),
+                "lower trainer_gpus/rollout_gpus (or n_gpus_per_node), or give the container more devices",
+            )
+        )
     else:
         out.append(Check("devices", OK, f"{len(usable)} {label}(s) usable" + (f", {need} needed" if need else "")))
     needed = usable[:need] if need else usable
     held = [pr for pr in rep.processes if any(pr.device == dv.index for dv in needed)]
     if rep.processes:
         pids = ", ".join(f"{pr.pid} ({pr.name}, {label} {pr.device}, {pr.mem_mb} MB)" for pr in rep.processes)
-        out.append(Check("leftover", FAIL if held else WARN, f"processes hold device memory: {pids}",
-                         "a leftover run? stop it (inv stop, or `ray stop --force` in its container; the PIDs are "
-                         "host PIDs: kill them on the host) and wait ~10 s before launching"))
+        out.append(
+            Check(
+                "leftover",
+                FAIL if held else WARN,
+                f"processes hold device memory: {pids}",
+                "a leftover run? stop it (inv stop, or `ray stop --force` in its container; the PIDs are "
+                "host PIDs: kill them on the host) and wait ~10 s before launching",
+            )
+        )
     else:
         out.append(Check("leftover", OK, "no process holds device memory"))
     util = float(pv.s("gpu_memory_utilization", 0.6)) if pv is not None else 0.6
     low = [dv for dv in needed if dv.mem_total_mb and dv.mem_free_mb / dv.mem_total_mb < util]
     if low:
         desc = ", ".join(f"{label} {dv.index}: {dv.mem_free_mb}/{dv.mem_total_mb} MB free" for dv in low)
-        out.append(Check("device-mem", FAIL, f"free memory below rollout gpu_memory_utilization={util:g}: {desc}",
-                         "free the devices (see leftover) or lower gpu_memory_utilization"))
+        out.append(
+            Check(
+                "device-mem",
+                FAIL,
+                f"free memory below rollout gpu_memory_utilization={util:g}: {desc}",
+                "free the devices (see leftover) or lower gpu_memory_utilization",
+            )
+        )
     elif needed:
         worst = min(needed, key=lambda dv: dv.mem_free_mb)
-        out.append(Check("device-mem", OK, f"lowest free: {label} {worst.index} {worst.mem_free_mb}/{worst.mem_total_mb} MB"))
+        out.append(
+            Check("device-mem", OK, f"lowest free: {label} {worst.index} {worst.mem_free_mb}/{worst.mem_total_mb} MB")
+        )
     return out

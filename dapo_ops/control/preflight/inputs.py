@@ -37,18 +37,23 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             ctx = m.get("max_position_embeddings")
             need = (int(pv.s("max_prompt_length", 0)) + int(pv.s("max_response_length", 0))) if pv is not None else 0
             if ctx and need and need > ctx:
-                out.append(Check("model", FAIL, f"max_prompt_length + max_response_length = {need} exceeds the model's "
-                                 f"max_position_embeddings {ctx} ({m['path']}/config.json)",
-                                 f"lower max_response_length to <= {ctx - int(pv.s('max_prompt_length', 0))}, or add "
-                                 f"+actor_rollout_ref.model.override_config.max_position_embeddings={need} if the model "
-                                 "supports it"))
+                out.append(
+                    Check(
+                        "model",
+                        FAIL,
+                        f"max_prompt_length + max_response_length = {need} exceeds the model's "
+                        f"max_position_embeddings {ctx} ({m['path']}/config.json)",
+                        f"lower max_response_length to <= {ctx - int(pv.s('max_prompt_length', 0))}, or add "
+                        f"+actor_rollout_ref.model.override_config.max_position_embeddings={need} if the model "
+                        "supports it",
+                    )
+                )
             else:
                 out.append(Check("model", OK, msg + (f", context {ctx}" if ctx else "")))
         else:
             probs = m.get("problems") or ["model dir unusable"]
             more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
-            out.append(Check("model", FAIL, probs[0] + more,
-                             "run `inv prepare` to fetch the model, or fix model_path"))
+            out.append(Check("model", FAIL, probs[0] + more, "run `inv prepare` to fetch the model, or fix model_path"))
     for d in p.get("data") or []:
         name = "data:" + d["path"].rsplit("/", 1)[-1]
         if d.get("ok"):
@@ -56,8 +61,10 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         else:
             probs = d.get("problems") or ["unusable"]
             if d.get("missing"):
-                fix = (f"add column(s) {', '.join(d['missing'])} (verl/utils/dataset/rl_dataset.py: prompt = chat messages, data_source, "
-                       "reward_model = {'ground_truth': ...}) or use verl's data preprocessing scripts")
+                fix = (
+                    f"add column(s) {', '.join(d['missing'])} (verl/utils/dataset/rl_dataset.py: prompt = chat messages, data_source, "
+                    "reward_model = {'ground_truth': ...}) or use verl's data preprocessing scripts"
+                )
             elif not d.get("exists"):
                 fix = "run `inv prepare` to fetch it, or fix train_file / val_file"
             else:
@@ -67,14 +74,21 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     disk = p.get("disk")
     if disk:
         if disk.get("error"):
-            out.append(Check("disk", WARN, f"cannot stat {disk['checked']}: {disk['error']}", "check the checkpoint dir"))
+            out.append(
+                Check("disk", WARN, f"cannot stat {disk['checked']}: {disk['error']}", "check the checkpoint dir")
+            )
         else:
             free = disk["free"]
             wb = (m or {}).get("weights_bytes") or 0
             if not wb:
-                out.append(Check("disk", OK if free > 50 * GIB else WARN,
-                                 f"{free / GIB:.1f} GiB free at {disk['checked']} (no model size to estimate from)",
-                                 "" if free > 50 * GIB else "free space where checkpoints go"))
+                out.append(
+                    Check(
+                        "disk",
+                        OK if free > 50 * GIB else WARN,
+                        f"{free / GIB:.1f} GiB free at {disk['checked']} (no model size to estimate from)",
+                        "" if free > 50 * GIB else "free space where checkpoints go",
+                    )
+                )
             else:
                 one = wb * CKPT_FACTOR
                 saves = 1
@@ -86,15 +100,25 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                     if keep:  # what stays: see stays_on_disk
                         saves = stays_on_disk(saves, int(keep))
                 total = one * saves
-                msg = (f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
-                       f"{saves} save(s) on disk at once ~{total / GIB:.1f} GiB")
+                msg = (
+                    f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
+                    f"{saves} save(s) on disk at once ~{total / GIB:.1f} GiB"
+                )
                 if free < one:
                     out.append(Check("disk", FAIL, msg, "free space, or point runs_dir/ckpt_dir at a bigger disk"))
                 elif free < total:
-                    out.append(Check("disk", WARN, msg, "raise save_freq, set trainer.max_actor_ckpt_to_keep, or free space"))
+                    out.append(
+                        Check("disk", WARN, msg, "raise save_freq, set trainer.max_actor_ckpt_to_keep, or free space")
+                    )
                 else:
                     out.append(Check("disk", OK, msg))
             if disk.get("writable") is False:
-                out.append(Check("disk", FAIL, f"{disk['checked']} is not writable in the container",
-                                 "bind-mount a writable runs_dir (inv container.create does)"))
+                out.append(
+                    Check(
+                        "disk",
+                        FAIL,
+                        f"{disk['checked']} is not writable in the container",
+                        "bind-mount a writable runs_dir (inv container.create does)",
+                    )
+                )
     return out

@@ -25,8 +25,13 @@ def memory_facts(host, p: dict | None) -> dict | None:
     devs = sorted((x for x in rep.devices if x.mem_total_mb), key=lambda x: x.mem_total_mb)
     if not devs:
         return None
-    return {"model_config": cfg, "device_gib": devs[0].mem_total_mb / 1024, "device_mib": devs[0].mem_total_mb,
-            "device_name": devs[0].name, "memos": list((p or {}).get("learned") or [])}
+    return {
+        "model_config": cfg,
+        "device_gib": devs[0].mem_total_mb / 1024,
+        "device_mib": devs[0].mem_total_mb,
+        "device_name": devs[0].name,
+        "memos": list((p or {}).get("learned") or []),
+    }
 
 
 def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
@@ -41,17 +46,36 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     try:
         f = memfit.fit(mem["model_config"], pv.spec, fs, mem["device_gib"])
     except memfit.EstimateUnavailable as e:
-        return [Check("memory-fit", WARN, str(e), "the device-OOM ladder still applies; complete config.json to get the estimate")]
+        return [
+            Check(
+                "memory-fit",
+                WARN,
+                str(e),
+                "the device-OOM ladder still applies; complete config.json to get the estimate",
+            )
+        ]
     except memfit.FitError as e:
         msg, fix = split_fix(str(e))
         if memory_fit_mode(pv) == "warn":
             return [Check("memory-fit", WARN, msg, "MEMORY_FIT=warn: the first attempt runs as planned; " + fix)]
         return [Check("memory-fit", FAIL, msg, fix)]
     if f.rungs and memory_fit_mode(pv) == "warn":
-        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
-                      f"MEMORY_FIT=warn: launch starts as planned; MEMORY_FIT=start would begin on "
-                      f"{', '.join(f.rungs)}: {f.started.line()}")]
+        return [
+            Check(
+                "memory-fit",
+                WARN,
+                f"first attempt as planned: {f.planned.line()}",
+                f"MEMORY_FIT=warn: launch starts as planned; MEMORY_FIT=start would begin on "
+                f"{', '.join(f.rungs)}: {f.started.line()}",
+            )
+        ]
     if f.rungs:
-        return [Check("memory-fit", WARN, f"first attempt as planned: {f.planned.line()}",
-                      f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}")]
+        return [
+            Check(
+                "memory-fit",
+                WARN,
+                f"first attempt as planned: {f.planned.line()}",
+                f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}",
+            )
+        ]
     return [Check("memory-fit", OK, f"estimate: {f.planned.line()}")]

@@ -48,8 +48,9 @@ def tracker_check(p: dict) -> Check | None:
     if sw is None:
         return None
     if sw.get("reachable"):
-        return Check("swanlab", OK, f"{sw['url']} reachable from the container (HTTP {sw.get('status')}, "
-                                    f"{sw.get('seconds')} s)")
+        return Check(
+            "swanlab", OK, f"{sw['url']} reachable from the container (HTTP {sw.get('status')}, {sw.get('seconds')} s)"
+        )
     kind = sw.get("kind") or "connect"
     env = p.get("env") or {}
     scheme = str(sw["url"]).split(":", 1)[0].lower()
@@ -58,12 +59,15 @@ def tracker_check(p: dict) -> Check | None:
     if kind == "proxy":
         fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode offline (swanlab sync later)"
     elif kind == "tls":
-        fix = ("check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
-               "or use --swanlab-mode offline (swanlab sync later)")
+        fix = (
+            "check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
+            "or use --swanlab-mode offline (swanlab sync later)"
+        )
     else:
         fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode offline (swanlab sync later)"
-    return Check("swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: "
-                                  f"{sw.get('error')}", fix)
+    return Check(
+        "swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: {sw.get('error')}", fix
+    )
 
 
 def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, ray: dict | None) -> list[Check]:
@@ -71,13 +75,30 @@ def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, 
     env = p.get("env") or {}
     set_vars = [k for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY") if env.get(k)]
     if set_vars:
-        shown = ", ".join(f"{k}={_display_url(env[k])}" for k in set_vars if k.islower()) or \
-            ", ".join(f"{k}={_display_url(env[k])}" for k in set_vars)
-        out.append(Check("proxy", OK, f"in the container: {shown}" + (f"; no_proxy={env.get('no_proxy') or env.get('NO_PROXY')}"
-                                                                      if env.get("no_proxy") or env.get("NO_PROXY") else "")))
+        shown = ", ".join(f"{k}={_display_url(env[k])}" for k in set_vars if k.islower()) or ", ".join(
+            f"{k}={_display_url(env[k])}" for k in set_vars
+        )
+        out.append(
+            Check(
+                "proxy",
+                OK,
+                f"in the container: {shown}"
+                + (
+                    f"; no_proxy={env.get('no_proxy') or env.get('NO_PROXY')}"
+                    if env.get("no_proxy") or env.get("NO_PROXY")
+                    else ""
+                ),
+            )
+        )
     elif inv_proxy and any(inv_proxy.get(k) for k in ("http_proxy", "https_proxy")):
-        out.append(Check("proxy", WARN, "hosts.toml [proxy] is set but the container sees no proxy variables",
-                         "recreate the container (inv container.create) or pass the proxy in the run env"))
+        out.append(
+            Check(
+                "proxy",
+                WARN,
+                "hosts.toml [proxy] is set but the container sees no proxy variables",
+                "recreate the container (inv container.create) or pass the proxy in the run env",
+            )
+        )
     else:
         out.append(Check("proxy", OK, "no proxy configured (direct connections)"))
     tc = tracker_check(p)
@@ -90,22 +111,34 @@ def _network_checks(host, pv: PlanView | None, p: dict, inv_proxy: dict | None, 
             if ls.get("free"):
                 out.append(Check("ray-port", OK, f"Ray head port {port} free on this head"))
             else:
-                out.append(Check("ray-port", FAIL, f"Ray head port {port} is in use on the head ({ls.get('error')})",
-                                 "a Ray head from an earlier run? `ray stop --force` in the container, or pick another port"))
+                out.append(
+                    Check(
+                        "ray-port",
+                        FAIL,
+                        f"Ray head port {port} is in use on the head ({ls.get('error')})",
+                        "a Ray head from an earlier run? `ray stop --force` in the container, or pick another port",
+                    )
+                )
         else:
             for t in p.get("tcp") or []:
                 if t.get("reachable"):
                     state = "a Ray head listens" if t.get("open") else "route ok, nothing listens yet"
                     out.append(Check("ray-port", OK, f"head {t['host']}:{t['port']} reachable ({state})"))
                 else:
-                    out.append(Check("ray-port", FAIL, f"head {t['host']}:{t['port']} not reachable from this host: "
-                                     f"{t.get('error')}", "open the Ray port between the hosts (firewall) or fix the "
-                                                          "head address"))
+                    out.append(
+                        Check(
+                            "ray-port",
+                            FAIL,
+                            f"head {t['host']}:{t['port']} not reachable from this host: {t.get('error')}",
+                            "open the Ray port between the hosts (firewall) or fix the head address",
+                        )
+                    )
     return out
 
 
-def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None = None,
-                      isatty: bool | None = None, mode_flag: str = "") -> Check | None:
+def swanlab_key_check(
+    plan: Any, env: dict | None = None, file_cfg: dict | None = None, isatty: bool | None = None, mode_flag: str = ""
+) -> Check | None:
     """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
     models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.swanlab_cfg.resolve` with the operator's
     env and user config. ``None`` when the plan does not log to SwanLab."""
@@ -130,15 +163,23 @@ def swanlab_key_check(plan: Any, env: dict | None = None, file_cfg: dict | None 
         s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
     except swanlab_cfg.SwanlabConfigError as e:
         if tty:
-            return Check("swanlab-key", WARN, "SwanLab cloud mode has no API key yet; launch will ask for it",
-                         "set SWANLAB_API_KEY or [swanlab] api_key in the user config")
+            return Check(
+                "swanlab-key",
+                WARN,
+                "SwanLab cloud mode has no API key yet; launch will ask for it",
+                "set SWANLAB_API_KEY or [swanlab] api_key in the user config",
+            )
         msg, _, fix = str(e).partition(": ")
         return Check("swanlab-key", FAIL, msg, fix)
     if s.mode == "cloud":
         loose = userconfig.mode_warning() if s.sources.get("api_key") == "file" else None
         if loose:  # the key sits in a file others can read (launch prints the same line, cli/launch.py)
             path, _, mode = loose.partition(" has mode ")
-            return Check("swanlab-key", WARN, f"cloud mode, API key from {path}, which has mode {mode.split()[0]}: "
-                         "readable by other users", f"chmod 600 {path}")
+            return Check(
+                "swanlab-key",
+                WARN,
+                f"cloud mode, API key from {path}, which has mode {mode.split()[0]}: readable by other users",
+                f"chmod 600 {path}",
+            )
         return Check("swanlab-key", OK, f"cloud mode, API key from {s.sources.get('api_key', '?')}")
     return Check("swanlab-key", OK, f"SwanLab mode {s.mode}: no key needed")

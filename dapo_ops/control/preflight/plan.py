@@ -122,17 +122,36 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     if pv.spec.get("profile", "0.9") == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
         if fw == "megatron":
-            out.append(("megatron.bridge", "verl 0.9's Megatron engine builds the model with Megatron-Bridge "
-                                           "(verl/models/mcore/bridge.py:17)"))
+            out.append(
+                (
+                    "megatron.bridge",
+                    "verl 0.9's Megatron engine builds the model with Megatron-Bridge (verl/models/mcore/bridge.py:17)",
+                )
+            )
     if accel == "gpu" and fw == "fsdp" and "flash_attn" in pv.feature_names:
-        out.append(("flash_attn", "the flash_attn feature loads the model with attn_implementation=flash_attention_2 "
-                                  "(verl/workers/config/model.py:185)"))
+        out.append(
+            (
+                "flash_attn",
+                "the flash_attn feature loads the model with attn_implementation=flash_attention_2 "
+                "(verl/workers/config/model.py:185)",
+            )
+        )
     if accel == "gpu" and mode == "one-step-off":
-        out.append(("cupy", "one-step-off syncs weights with the nccl checkpoint engine, which imports cupy "
-                            "(verl/checkpoint_engine/nccl_checkpoint_engine.py:22)"))
+        out.append(
+            (
+                "cupy",
+                "one-step-off syncs weights with the nccl checkpoint engine, which imports cupy "
+                "(verl/checkpoint_engine/nccl_checkpoint_engine.py:22)",
+            )
+        )
     if accel == "npu" and fw == "megatron":
-        out.append(("mindspeed", "verl's Megatron engine on NPU needs MindSpeed's patches and skips them silently "
-                                 "without it (verl/workers/engine/mindspeed/transformer_impl.py:18-21)"))
+        out.append(
+            (
+                "mindspeed",
+                "verl's Megatron engine on NPU needs MindSpeed's patches and skips them silently "
+                "without it (verl/workers/engine/mindspeed/transformer_impl.py:18-21)",
+            )
+        )
     if "swanlab" in pv.logger and str(pv.env.get("SWANLAB_MODE") or "cloud") == "local":
         out.append(("swanboard", "SwanLab local mode needs it (swanlab/deprecated/local.py:350)"))
     return out

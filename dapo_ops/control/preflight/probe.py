@@ -20,8 +20,15 @@ from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
 INSPECT_MARK = "@@DAPO-INSPECT "
 
 
-def probe_request(host, pv: PlanView | None, *, full: bool, ray: dict | None = None,
-                  compose_request: dict | None = None, tracker: bool = False) -> dict:
+def probe_request(
+    host,
+    pv: PlanView | None,
+    *,
+    full: bool,
+    ray: dict | None = None,
+    compose_request: dict | None = None,
+    tracker: bool = False,
+) -> dict:
     """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure. ``full``: the network
     probes too (tracker, Ray port) and the compose; ``tracker``: the tracker GET alone (``inv launch``'s quick
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
@@ -62,8 +69,9 @@ def probe_command(target: Target, req: dict, env: dict, env_file: str | None = N
     own shell), with ``env`` (``env_file``: a shell expansion naming a 0600 env file, for secrets) and the
     inventory's workdir. The only place that knows how the probe is invoked: the bundle op line (exit
     :data:`~dapo_ops.control.remote_bundle.MISSING_RC` + mark when the bundle is missing)."""
-    line = remote_bundle.op_line(remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight",
-                                 [json.dumps(req)])
+    line = remote_bundle.op_line(
+        remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight", [json.dumps(req)]
+    )
     return target.exec_command(line, env=env, workdir=target.host.workdir, env_file=env_file)
 
 
@@ -82,9 +90,11 @@ def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None 
     else:
         c = q(target.container)
         fmt = q(INSPECT_FORMAT + " {{.State.Restarting}} {{.State.Paused}}")
-        after = (f"if [ $rc = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
-                 f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
-                 f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0")
+        after = (
+            f"if [ $rc = 0 ]; then printf '{INSPECT_MARK}0 running 0 false false false\\n'; else "
+            f"s=$(docker inspect -f {fmt} {c} 2>&1); rc=$?; "
+            f"printf '{INSPECT_MARK}%s %s\\n' \"$rc\" \"$(printf %s \"$s\" | tr '\\n' ' ')\"; fi; exit 0"
+        )
         head = ""
     if secret_env:
         command, body = target.with_secret_file(secret_env, exec_line, after=after)
@@ -92,16 +102,24 @@ def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None 
     return f"{head}{exec_line}; rc=$?; {after}", None
 
 
-def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: dict | None = None,
-            timeout: float = 120) -> dict:
+def collect(
+    target: Target, req: dict, *, env: dict | None = None, secret_env: dict | None = None, timeout: float = 120
+) -> dict:
     """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip; when the container lacks the
     bundle, install it (:func:`dapo_ops.control.remote_bundle.install`) and run once more. ``env``: public env of
     the probe (``docker exec -e``); ``secret_env``: env it gets through a 0600 file (:func:`_host_command`).
     Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str,
     "bundle_error": str}``. Never raises for remote failures (they become facts)."""
-    facts: dict = {"ssh": {"ok": True}, "inspect": None, "probe": None, "probe_error": "", "bundle_error": "",
-                   "bare": target.bare, "local": target.local}
+    facts: dict = {
+        "ssh": {"ok": True},
+        "inspect": None,
+        "probe": None,
+        "probe_error": "",
+        "bundle_error": "",
+        "bare": target.bare,
+        "local": target.local,
+    }
     for first in (True, False):
         try:
             cmd, stdin = _host_command(target, req, env or {}, secret_env)
@@ -116,13 +134,15 @@ def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: d
             if "(hosts.toml `python`)" in e.message:  # remote_bundle.install: the interpreter cannot run
                 facts["python_error"] = e.message
             else:
-                facts["bundle_error"] = (f"cannot install the dapo-ops bundle {target.where} under "
-                                         f"{target.host.runs_path}/.dapo_ops: {e.message}")
+                facts["bundle_error"] = (
+                    f"cannot install the dapo-ops bundle {target.where} under "
+                    f"{target.host.runs_path}/.dapo_ops: {e.message}"
+                )
             break
     out = res.stdout or ""
     for line in out.splitlines():
         if line.startswith(INSPECT_MARK):
-            rest = line[len(INSPECT_MARK):]
+            rest = line[len(INSPECT_MARK) :]
             rc, _, text = rest.partition(" ")
             facts["inspect"] = {"rc": int(rc) if rc.lstrip("-").isdigit() else -1, "text": text.strip()}
             break
@@ -135,6 +155,7 @@ def collect(target: Target, req: dict, *, env: dict | None = None, secret_env: d
         except ValueError as e:
             # docker exec prints runc's start failure (e.g. the workdir's chdir) on stdout, the probe's own on stderr
             err = [ln for ln in out.splitlines() if "OCI runtime exec failed" in ln] or [
-                ln for ln in (res.stderr or "").splitlines() if ln.strip()]
+                ln for ln in (res.stderr or "").splitlines() if ln.strip()
+            ]
             facts["probe_error"] = f"{e}" + (f" ({err[-1].strip()})" if err else "")
     return facts

@@ -45,11 +45,19 @@ def split_fix(message: str) -> tuple[str, str]:
 
 def on_host(c: Check) -> Check:
     """A check of a bare host (``runtime = "host"``) names the host, not a container, in its message."""
+
     def sub(t: str) -> str:
-        for a, b in (("inside the container", "on the host"), ("in the container's Python", "in the host's Python"),
-                     ("FROM THE CONTAINER", "FROM THE HOST"), ("in the container", "on the host"), ("the container's", "the host's"),
-                     ("run the container with --gpus all (NVIDIA container toolkit)",
-                      "install the NVIDIA driver / nvidia-smi on the host and put it on PATH (inventory env)")):
+        for a, b in (
+            ("inside the container", "on the host"),
+            ("in the container's Python", "in the host's Python"),
+            ("FROM THE CONTAINER", "FROM THE HOST"),
+            ("in the container", "on the host"),
+            ("the container's", "the host's"),
+            (
+                "run the container with --gpus all (NVIDIA container toolkit)",
+                "install the NVIDIA driver / nvidia-smi on the host and put it on PATH (inventory env)",
+            ),
+        ):
             t = t.replace(a, b)
         return t
 

@@ -23,15 +23,27 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     except ValueError:
         t = (0, 0)
     if t < MIN_PYTHON:
-        out.append(Check("python", WARN, f"Python {pyv} in the container; verl 0.9 expects >= 3.10",
-                         "use a verl image with Python 3.10-3.11"))
+        out.append(
+            Check(
+                "python",
+                WARN,
+                f"Python {pyv} in the container; verl 0.9 expects >= 3.10",
+                "use a verl image with Python 3.10-3.11",
+            )
+        )
     else:
         out.append(Check("python", OK, f"Python {pyv} ({p.get('executable')})"))
     v = p.get("verl") or {}
     wd = getattr(host, "workdir", "")
     if not v.get("found"):
-        out.append(Check("verl", FAIL, f"verl not found by {getattr(host, 'python', 'python3')} in {wd}",
-                         "install verl in the image, or set workdir in hosts.toml to the verl checkout"))
+        out.append(
+            Check(
+                "verl",
+                FAIL,
+                f"verl not found by {getattr(host, 'python', 'python3')} in {wd}",
+                "install verl in the image, or set workdir in hosts.toml to the verl checkout",
+            )
+        )
     else:
         ver = v.get("version") or "?"
         try:
@@ -42,17 +54,26 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         if prof is not None:
             want = pv.spec.get("profile") if pv is not None else None
             if want and want != prof:
-                out.append(Check("verl", FAIL, f"container has verl {ver} (profile {prof}); the plan uses profile {want}",
-                                 f"set VERL_PROFILE={prof} (or use a verl {want} image)"))
+                out.append(
+                    Check(
+                        "verl",
+                        FAIL,
+                        f"container has verl {ver} (profile {prof}); the plan uses profile {want}",
+                        f"set VERL_PROFILE={prof} (or use a verl {want} image)",
+                    )
+                )
             else:
                 out.append(Check("verl", OK, f"verl {ver} at {v.get('path')}, profile {prof}"))
     if v.get("entry"):
         if v.get("entry_found"):
             out.append(Check("entry", OK, f"{v['entry']} present"))
         else:
-            fix = ("the DAPO recipe is not in the verl wheel: use a verl source checkout and run "
-                   f"`git submodule update --init recipe` in {wd}" if v["entry"].startswith("recipe.")
-                   else f"use a verl version that ships {v['entry']}, or another mode")
+            fix = (
+                "the DAPO recipe is not in the verl wheel: use a verl source checkout and run "
+                f"`git submodule update --init recipe` in {wd}"
+                if v["entry"].startswith("recipe.")
+                else f"use a verl version that ships {v['entry']}, or another mode"
+            )
             out.append(Check("entry", FAIL, f"entry module {v['entry']} not found from {wd}", fix))
     comp = p.get("compose")
     if comp is not None:
@@ -83,8 +104,13 @@ def _startup_check(comp: dict) -> Check | None:
     errs, skipped = list(ans.get("errors") or []), list(ans.get("skipped") or [])
     if errs:
         more = f" (+{len(errs) - 1} more: {' | '.join(errs[1:3])})" if len(errs) > 1 else ""
-        return Check("verl-startup", FAIL, errs[0] + more, "change the key it names (inv launch --dry-run shows the "
-                     "plan's value); verl refuses this config at start-up")
+        return Check(
+            "verl-startup",
+            FAIL,
+            errs[0] + more,
+            "change the key it names (inv launch --dry-run shows the "
+            "plan's value); verl refuses this config at start-up",
+        )
     if skipped:
         return Check("verl-startup", OK, "verl's start-up checks pass; " + "; ".join(skipped))
     return Check("verl-startup", OK, "verl's start-up checks pass (dataclasses, checkpoint engine, pools, attention)")
@@ -97,30 +123,41 @@ def _overrides_check(comp: dict) -> Check:
     from dapo_ops.control import validate
 
     if comp.get("error"):
-        return Check("overrides", FAIL, f"the compose check did not run: {comp['error']}",
-                     "rerun inv preflight (or raise --timeout); check that the host answers")
+        return Check(
+            "overrides",
+            FAIL,
+            f"the compose check did not run: {comp['error']}",
+            "rerun inv preflight (or raise --timeout); check that the host answers",
+        )
     src = comp.get("from")
     via = f", composed on {src} (same verl config and hydra)" if src else ""
     try:
         errs = validate.parse_remote_result(comp.get("stdout", ""))
     except ValueError as e:
         err = (comp.get("stderr") or "").strip().splitlines()
-        return Check("overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""),
-                     "install hydra-core in the container's Python")
+        return Check(
+            "overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""), "install hydra-core in the container's Python"
+        )
     if errs:
         first = " / ".join(errs[:3])
-        return Check("overrides", FAIL, f"overrides do not compose against the container's verl: {first}{via}",
-                     "fix or remove that override (--profile must match the container's verl)")
+        return Check(
+            "overrides",
+            FAIL,
+            f"overrides do not compose against the container's verl: {first}{via}",
+            "fix or remove that override (--profile must match the container's verl)",
+        )
     return Check("overrides", OK, f"generated overrides compose against the container's verl config{via}")
 
 
-_MODULE_FIX = {"transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
-               "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
-               "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
-               "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
-               "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
-               "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
-                            "'swanlab[dashboard]' in the container"}
+_MODULE_FIX = {
+    "transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
+    "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
+    "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
+    "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
+    "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
+    "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
+    "'swanlab[dashboard]' in the container",
+}
 
 
 def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
@@ -142,13 +179,24 @@ def _cann_checks(p: dict) -> list[Check]:
     if c is None:
         return []
     if c.get("toolkit_home"):
-        return [Check("cann", OK, f"ASCEND_TOOLKIT_HOME={c['toolkit_home']} in docker exec (the image sets CANN's env)")]
+        return [
+            Check("cann", OK, f"ASCEND_TOOLKIT_HOME={c['toolkit_home']} in docker exec (the image sets CANN's env)")
+        ]
     if c.get("found"):
-        return [Check("cann", OK, "ASCEND_TOOLKIT_HOME unset in docker exec; verl's launcher sources "
-                      + ", ".join(c["found"]))]
-    return [Check("cann", WARN, "ASCEND_TOOLKIT_HOME unset in docker exec and no CANN set_env.sh found "
-                  "(/usr/local/Ascend/ascend-toolkit/set_env.sh)", "install CANN in the image or set ASCEND_TOOLKIT_HOME "
-                  "and its library paths in the image's ENV")]
+        return [
+            Check(
+                "cann", OK, "ASCEND_TOOLKIT_HOME unset in docker exec; verl's launcher sources " + ", ".join(c["found"])
+            )
+        ]
+    return [
+        Check(
+            "cann",
+            WARN,
+            "ASCEND_TOOLKIT_HOME unset in docker exec and no CANN set_env.sh found "
+            "(/usr/local/Ascend/ascend-toolkit/set_env.sh)",
+            "install CANN in the image or set ASCEND_TOOLKIT_HOME and its library paths in the image's ENV",
+        )
+    ]
 
 
 def _compose_request(host, pv: PlanView | None) -> dict | None:

@@ -38,8 +38,16 @@ class CommandLines:
     """Mixed into :class:`~dapo_ops.control.remote.target.Target`: builds (never runs) its host command lines
     from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.Host`), ``self.container`` and ``self.bare``."""
 
-    def exec_command(self, cmd: str | list[str], *, env: dict | None = None, workdir: str | None = None,
-                     interactive: bool = False, tty: bool = False, env_file: str | None = None) -> str:
+    def exec_command(
+        self,
+        cmd: str | list[str],
+        *,
+        env: dict | None = None,
+        workdir: str | None = None,
+        interactive: bool = False,
+        tty: bool = False,
+        env_file: str | None = None,
+    ) -> str:
         """The quoted host command line for ``docker exec`` (no secrets: ``env`` values appear in it); for
         ``runtime = "host"`` the host shell line of :meth:`_bare_command` (``interactive``/``tty`` are the
         transport's business there)."""
@@ -94,26 +102,28 @@ class CommandLines:
         c = q(self.container)
         k = q(f"/run/dapo-ops/look-{self.container}")
         fmt = q("{{if .State.Running}}{{.State.Pid}} {{.HostnamePath}}{{end}}")
-        return " ".join((
-            # the cached entry of this Docker endpoint: "<endpoint> <pid> <start> <config.v2.json> <PATH>"
-            f'p=; n=$(command -v nsenter 2>/dev/null) && [ "$(id -u)" = 0 ] && {{ k={k};',
-            'dh="${DOCKER_HOST:-}|${DOCKER_CONTEXT:-}"; while read -r d p st cf cp; do [ "$d" = "$dh" ] && break;',
-            'p=; done 2>/dev/null < "$k";',
-            # valid while that PID has that start time and the config is not newer than its mark (builtins only)
-            '{ [ -n "$p" ] && { read -r ln < "/proc/$p/stat"; } 2>/dev/null && set -- ${ln##*) } &&',
-            r'eval "[ \"\${20}\" = \"\$st\" ]" && m=${cf%/*} && m=/run/dapo-ops/cfg-${m##*/} && [ -f "$m" ] &&',
-            '! [ "$cf" -nt "$m" ]; } || {',
-            f"p=; x=$(docker inspect -f {fmt} {c} 2>/dev/null) && [ -n \"$x\" ] && p=${{x%% *}} && cf=${{x#* }} &&",
-            'cf=${cf%/*}/config.v2.json && cp=$(tr "\\000" "\\n" < "/proc/$p/environ" | sed -n "s/^PATH=//p") &&',
-            '{ read -r ln < "/proc/$p/stat"; } 2>/dev/null && set -- ${ln##*) } && eval "st=\\${20}" && [ -f "$cf" ] &&',
-            'mkdir -p /run/dapo-ops && { grep -v -F "$dh " "$k" 2>/dev/null; printf \'%s %s %s %s %s\\n\' "$dh" "$p"',
-            '"$st" "$cf" "$cp"; } > "$k.$$" && mv -f "$k.$$" "$k" && m=${cf%/*} && touch -r "$cf" "/run/dapo-ops/cfg-${m##*/}";',
-            '}; };',
-            'if [ -n "$p" ] && [ "$p" != 0 ]; then',
-            'PATH="${cp:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"',
-            f'"$n" -t "$p" -m -p -r -w sh -c {q(cmd)};',
-            f"else {self.exec_command(cmd, workdir='')}; fi",
-        ))
+        return " ".join(
+            (
+                # the cached entry of this Docker endpoint: "<endpoint> <pid> <start> <config.v2.json> <PATH>"
+                f'p=; n=$(command -v nsenter 2>/dev/null) && [ "$(id -u)" = 0 ] && {{ k={k};',
+                'dh="${DOCKER_HOST:-}|${DOCKER_CONTEXT:-}"; while read -r d p st cf cp; do [ "$d" = "$dh" ] && break;',
+                'p=; done 2>/dev/null < "$k";',
+                # valid while that PID has that start time and the config is not newer than its mark (builtins only)
+                '{ [ -n "$p" ] && { read -r ln < "/proc/$p/stat"; } 2>/dev/null && set -- ${ln##*) } &&',
+                r'eval "[ \"\${20}\" = \"\$st\" ]" && m=${cf%/*} && m=/run/dapo-ops/cfg-${m##*/} && [ -f "$m" ] &&',
+                '! [ "$cf" -nt "$m" ]; } || {',
+                f'p=; x=$(docker inspect -f {fmt} {c} 2>/dev/null) && [ -n "$x" ] && p=${{x%% *}} && cf=${{x#* }} &&',
+                'cf=${cf%/*}/config.v2.json && cp=$(tr "\\000" "\\n" < "/proc/$p/environ" | sed -n "s/^PATH=//p") &&',
+                '{ read -r ln < "/proc/$p/stat"; } 2>/dev/null && set -- ${ln##*) } && eval "st=\\${20}" && [ -f "$cf" ] &&',
+                'mkdir -p /run/dapo-ops && { grep -v -F "$dh " "$k" 2>/dev/null; printf \'%s %s %s %s %s\\n\' "$dh" "$p"',
+                '"$st" "$cf" "$cp"; } > "$k.$$" && mv -f "$k.$$" "$k" && m=${cf%/*} && touch -r "$cf" "/run/dapo-ops/cfg-${m##*/}";',
+                "}; };",
+                'if [ -n "$p" ] && [ "$p" != 0 ]; then',
+                'PATH="${cp:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"',
+                f'"$n" -t "$p" -m -p -r -w sh -c {q(cmd)};',
+                f"else {self.exec_command(cmd, workdir='')}; fi",
+            )
+        )
 
     def host_env(self, env: dict | None = None) -> dict[str, str]:
         """The inventory ``env`` table merged with a call's ``env`` (the call wins; ``PYTHONPATH`` is joined,
@@ -125,8 +135,9 @@ class CommandLines:
             out["PYTHONPATH"] = call["PYTHONPATH"] + ":" + base["PYTHONPATH"]
         return out
 
-    def _bare_command(self, cmd: str | list[str], *, env: dict | None, workdir: str | None,
-                      env_file: str | None) -> str:
+    def _bare_command(
+        self, cmd: str | list[str], *, env: dict | None, workdir: str | None, env_file: str | None
+    ) -> str:
         """``( cd <wd> && export K=V... && [set -a && . <env_file> && set +a &&] sh -c <cmd> )`` (all quoted)."""
         steps = []
         if workdir:

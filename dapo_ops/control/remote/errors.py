@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from invoke.runners import Result
 
 KINDS = (
-    "unreachable",        # no route / connect timed out / name does not resolve / not an SSH server
-    "refused",            # TCP connection refused (sshd down or wrong port)
-    "auth",               # SSH authentication failed (key not accepted, identity file missing)
-    "hostkey",            # host key unknown (not in known_hosts) or changed
-    "timeout",            # the command did not finish within its timeout
-    "docker-missing",     # no docker CLI on the host, daemon not running, or no permission on its socket
+    "unreachable",  # no route / connect timed out / name does not resolve / not an SSH server
+    "refused",  # TCP connection refused (sshd down or wrong port)
+    "auth",  # SSH authentication failed (key not accepted, identity file missing)
+    "hostkey",  # host key unknown (not in known_hosts) or changed
+    "timeout",  # the command did not finish within its timeout
+    "docker-missing",  # no docker CLI on the host, daemon not running, or no permission on its socket
     "container-missing",  # no container of that name
     "container-stopped",  # container exists but is exited / restarting / paused / created
-    "command",            # the command ran and failed (non-zero exit, check=True)
-    "config",             # the operator side's SSH setup is wrong (the ssh_config file is missing); nothing contacted
+    "command",  # the command ran and failed (non-zero exit, check=True)
+    "config",  # the operator side's SSH setup is wrong (the ssh_config file is missing); nothing contacted
 )
 
 INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"
@@ -47,8 +47,16 @@ class RemoteError(Exception):
     :ivar result: the :class:`invoke.runners.Result` when a command ran, else None.
     """
 
-    def __init__(self, kind: str, host: str, message: str, *, exit_code: int | None = None,
-                 state: dict | None = None, result: Result | None = None):
+    def __init__(
+        self,
+        kind: str,
+        host: str,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        state: dict | None = None,
+        result: Result | None = None,
+    ):
         if kind not in KINDS:
             raise ValueError(f"RemoteError kind {kind!r} is not one of {', '.join(KINDS)}")
         self.kind = kind
@@ -97,7 +105,7 @@ def take_state(res: Result) -> ContainerState | None:
     keep, state = [], None
     for ln in res.stderr.split("\n"):
         if ln.startswith(STATE_MARK):
-            parts = ln[len(STATE_MARK):].split()
+            parts = ln[len(STATE_MARK) :].split()
             if len(parts) == 3 and parts[1].lstrip("-").isdigit():
                 state = ContainerState(status=parts[0], exit_code=int(parts[1]), oom_killed=parts[2] == "true")
         else:
@@ -127,8 +135,9 @@ def command_error(host: str, cmd: str, res: Result, *, where: str) -> RemoteErro
     last = lines[-1] if lines else "no output"
     if len(last) > 200:
         last = last[:197] + "..."
-    return RemoteError("command", host, f"`{short_cmd(cmd)}` exited {res.exited} {where}: {last}",
-                       exit_code=res.exited, result=res)
+    return RemoteError(
+        "command", host, f"`{short_cmd(cmd)}` exited {res.exited} {where}: {last}", exit_code=res.exited, result=res
+    )
 
 
 def fingerprint(key) -> str:
@@ -149,55 +158,85 @@ def ssh_error(target, e: BaseException, cxn) -> RemoteError:
     kh = getattr(cxn, "_dapo_known_hosts", None)
     if isinstance(e, paramiko.BadHostKeyException):
         return RemoteError(
-            "hostkey", target.name,
+            "hostkey",
+            target.name,
             f"host key of {where} CHANGED: server offers {e.key.get_name()} {fingerprint(e.key)}, {kh} "
             f"has {fingerprint(e.expected_key)}; if the host was reinstalled, verify and remove the old key "
-            f"(ssh-keygen -R {cxn.host} -f {kh}), otherwise do not connect")
+            f"(ssh-keygen -R {cxn.host} -f {kh}), otherwise do not connect",
+        )
     if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
         port = f"-p {cxn.port} " if cxn.port != 22 else ""
         return RemoteError(
-            "hostkey", target.name,
+            "hostkey",
+            target.name,
             f"host key of {where} is not in {kh}; verify it and add it (ssh-keyscan {port}{cxn.host} >> {kh}) "
-            f"or pass --accept-new-host-keys")
+            f"or pass --accept-new-host-keys",
+        )
     if isinstance(e, paramiko.PasswordRequiredException):
-        return RemoteError("auth", target.name, f"identity file for {where} is passphrase-protected; "
-                                              "load it into ssh-agent (ssh-add) or use an unencrypted key")
+        return RemoteError(
+            "auth",
+            target.name,
+            f"identity file for {where} is passphrase-protected; "
+            "load it into ssh-agent (ssh-add) or use an unencrypted key",
+        )
     if isinstance(e, paramiko.AuthenticationException):
         ident = target.host.identity_file or "the default keys / ssh-agent"
-        return RemoteError("auth", target.name, f"SSH authentication to {where} failed with {ident}; "
-                                              f"check user and identity_file, and that the key is in "
-                                              f"~{cxn.user}/.ssh/authorized_keys on the host")
+        return RemoteError(
+            "auth",
+            target.name,
+            f"SSH authentication to {where} failed with {ident}; "
+            f"check user and identity_file, and that the key is in "
+            f"~{cxn.user}/.ssh/authorized_keys on the host",
+        )
     if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
         codes = {getattr(x, "errno", None) for x in e.errors.values()}
         if codes <= {errno.ECONNREFUSED}:
-            return RemoteError("refused", target.name, f"connection to {where} refused: sshd is not running "
-                                                     f"or listens on another port; start sshd or fix port")
-        return RemoteError("unreachable", target.name, f"cannot connect to {where}: {oserror_text(e)}; "
-                                                     f"check the address and the network")
+            return RemoteError(
+                "refused",
+                target.name,
+                f"connection to {where} refused: sshd is not running "
+                f"or listens on another port; start sshd or fix port",
+            )
+        return RemoteError(
+            "unreachable",
+            target.name,
+            f"cannot connect to {where}: {oserror_text(e)}; check the address and the network",
+        )
     if isinstance(e, socket.gaierror):
-        return RemoteError("unreachable", target.name, f"cannot resolve {cxn.host} ({e.strerror}); "
-                                                     f"fix address in the inventory")
+        return RemoteError(
+            "unreachable", target.name, f"cannot resolve {cxn.host} ({e.strerror}); fix address in the inventory"
+        )
     if isinstance(e, (socket.timeout, TimeoutError)) or (
-            isinstance(e, paramiko.SSHException) and str(e) == "Timeout opening channel."):
+        isinstance(e, paramiko.SSHException) and str(e) == "Timeout opening channel."
+    ):
         # the second: a reused connection whose link died (Transport.channel_timeout = connect_timeout,
         # set by dapo_ops.control.remote.sshmux; paramiko/transport.py open_channel)
-        return RemoteError("unreachable", target.name, f"connection to {where} timed out after "
-                                                     f"{target.connect_timeout:g} s: host down or network "
-                                                     f"partitioned; check the link / firewall")
+        return RemoteError(
+            "unreachable",
+            target.name,
+            f"connection to {where} timed out after "
+            f"{target.connect_timeout:g} s: host down or network "
+            f"partitioned; check the link / firewall",
+        )
     if isinstance(e, ConnectionRefusedError):
-        return RemoteError("refused", target.name, f"connection to {where} refused: sshd is not running "
-                                                 f"or listens on another port; start sshd or fix port")
+        return RemoteError(
+            "refused",
+            target.name,
+            f"connection to {where} refused: sshd is not running or listens on another port; start sshd or fix port",
+        )
     if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
-        return RemoteError("unreachable", target.name, f"cannot connect to {where}: {e.strerror}; "
-                                                     f"check the address and the network")
+        return RemoteError(
+            "unreachable", target.name, f"cannot connect to {where}: {e.strerror}; check the address and the network"
+        )
     if isinstance(e, (paramiko.SSHException, EOFError, OSError)):
         text = str(e) or type(e).__name__
         return RemoteError("unreachable", target.name, f"SSH to {where} failed: {text}")
     return RemoteError("unreachable", target.name, f"SSH to {where} failed: {type(e).__name__}: {e}")
 
 
-def docker_error(target, res: Result, *, inspect: bool = True,
-                 known_state: ContainerState | None = None) -> RemoteError | None:
+def docker_error(
+    target, res: Result, *, inspect: bool = True, known_state: ContainerState | None = None
+) -> RemoteError | None:
     """Docker CLI / daemon failure of a ``docker ...`` host command (None if the command itself failed).
 
     Only the first stderr line is considered: Docker prints its own error first and alone. A stopped
@@ -210,32 +249,52 @@ def docker_error(target, res: Result, *, inspect: bool = True,
     first = lines[0] if lines else ""
     c = target.container
     if res.exited == 127 and "docker" in first and ("not found" in first or "No such file" in first):
-        return RemoteError("docker-missing", target.name, f"docker CLI not found on the host ({first.strip()}); "
-                                                        "install Docker or fix PATH for the SSH user",
-                           result=res)
+        return RemoteError(
+            "docker-missing",
+            target.name,
+            f"docker CLI not found on the host ({first.strip()}); install Docker or fix PATH for the SSH user",
+            result=res,
+        )
     if "Cannot connect to the Docker daemon" in first or "Is the docker daemon running" in first:
-        return RemoteError("docker-missing", target.name, f"Docker daemon not running on the host ({first.strip()}); "
-                                                        "start it (systemctl start docker)", result=res)
+        return RemoteError(
+            "docker-missing",
+            target.name,
+            f"Docker daemon not running on the host ({first.strip()}); start it (systemctl start docker)",
+            result=res,
+        )
     if "permission denied" in first.lower() and "docker" in first.lower() and "sock" in first.lower():
-        return RemoteError("docker-missing", target.name, f"no permission to use Docker ({first.strip()}); add "
-                                                        "the SSH user to the docker group or use root",
-                           result=res)
+        return RemoteError(
+            "docker-missing",
+            target.name,
+            f"no permission to use Docker ({first.strip()}); add the SSH user to the docker group or use root",
+            result=res,
+        )
     if re.search(r"No such (container|object): ?\S*", first) and (first.startswith("Error") or res.exited in (1, 125)):
         # a container other than the host's came from the run setting (--container / CONTAINER, settings.py)
-        src = ("container in the inventory" if c == getattr(getattr(target, "host", None), "container", c)
-               else "--container / CONTAINER")
-        return RemoteError("container-missing", target.name, f"container '{c}' does not exist (Docker: "
-                                                           f"{first.strip()}); create it (inv container.create) "
-                                                           f"or fix {src}", result=res)
+        src = (
+            "container in the inventory"
+            if c == getattr(getattr(target, "host", None), "container", c)
+            else "--container / CONTAINER"
+        )
+        return RemoteError(
+            "container-missing",
+            target.name,
+            f"container '{c}' does not exist (Docker: {first.strip()}); create it (inv container.create) or fix {src}",
+            result=res,
+        )
     # Docker 20.10 writes "Container <id> is not running", newer engines "container <id> is not running"
     m = re.search(r"[Cc]ontainer \S+ is (not running|restarting|paused)", first)
     if m:
         state = known_state or (target.container_state() if inspect else None)
         desc = state.describe() if state else m.group(1)
         fix = "unpause it" if m.group(1) == "paused" else f"start it (docker start {c}) or recreate it"
-        return RemoteError("container-stopped", target.name,
-                           f"container '{c}' is {desc}; {fix}", state=state.to_json() if state else None,
-                           result=res)
+        return RemoteError(
+            "container-stopped",
+            target.name,
+            f"container '{c}' is {desc}; {fix}",
+            state=state.to_json() if state else None,
+            result=res,
+        )
     return None
 
 
@@ -268,8 +327,10 @@ def workdir_missing_message(target, res: Result) -> str | None:
         return None
     m = re.search(r'chdir to cwd \("?([^")]*)"?\)', why)
     wd = m.group(1) if m else getattr(getattr(target, "host", None), "workdir", "?")
-    return (f"workdir {wd} does not exist {target.where} (Docker: chdir to cwd failed: no such "
-            f"file or directory); fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image")
+    return (
+        f"workdir {wd} does not exist {target.where} (Docker: chdir to cwd failed: no such "
+        f"file or directory); fix workdir in hosts.toml (the verl checkout, e.g. /verl) or create it in the image"
+    )
 
 
 def python_cannot_run(target, python: str, res: Result) -> str | None:
@@ -280,11 +341,23 @@ def python_cannot_run(target, python: str, res: Result) -> str | None:
     if res is None or res.exited not in (126, 127):
         return None
     text = f"{res.stderr or ''}\n{res.stdout or ''}"
-    why = next((ln.strip() for ln in text.splitlines()
-                if python in ln and re.search(r"not found|Permission denied|No such file|Is a directory|"
-                                              r"executable file not found|OCI runtime exec failed", ln)), None)
+    why = next(
+        (
+            ln.strip()
+            for ln in text.splitlines()
+            if python in ln
+            and re.search(
+                r"not found|Permission denied|No such file|Is a directory|"
+                r"executable file not found|OCI runtime exec failed",
+                ln,
+            )
+        ),
+        None,
+    )
     if why is None:
         return None
-    return (f"python {python!r} (hosts.toml `python`) cannot run {target.where}: {why[:200]}; set python in "
-            f"hosts.toml to the interpreter's path or a name on {'the host' if target.bare else 'the container'}'s "
-            f"PATH (e.g. python3)")
+    return (
+        f"python {python!r} (hosts.toml `python`) cannot run {target.where}: {why[:200]}; set python in "
+        f"hosts.toml to the interpreter's path or a name on {'the host' if target.bare else 'the container'}'s "
+        f"PATH (e.g. python3)"
+    )

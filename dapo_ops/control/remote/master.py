@@ -29,8 +29,9 @@ class Master:
 
         names = {f.name for f in dataclasses.fields(Host)}
         host = Host(**{k: v for k, v in spec["host"].items() if k in names})
-        self.target = Target(host, accept_new_host_keys=spec["accept_new_host_keys"],
-                             connect_timeout=spec["connect_timeout"])
+        self.target = Target(
+            host, accept_new_host_keys=spec["accept_new_host_keys"], connect_timeout=spec["connect_timeout"]
+        )
         self.persist = float(spec["persist_s"])
         self.path = spec["socket"]
         self.lock = threading.Lock()
@@ -91,8 +92,17 @@ class Master:
             req = json.loads(line)
             if req.get("op") == "info":  # who this master is (sshmux.close_all(under=...)): no secrets in it
                 h = self.target.host
-                conn.sendall(json.dumps({"ok": True, "pid": os.getpid(), "host": h.name, "paths": [
-                    p for p in (h.known_hosts, h.identity_file, h.ssh_config) if p]}).encode() + b"\n")
+                conn.sendall(
+                    json.dumps(
+                        {
+                            "ok": True,
+                            "pid": os.getpid(),
+                            "host": h.name,
+                            "paths": [p for p in (h.known_hosts, h.identity_file, h.ssh_config) if p],
+                        }
+                    ).encode()
+                    + b"\n"
+                )
                 return
             if req.get("op") == "exit":
                 self.done.set()
@@ -124,20 +134,31 @@ class Master:
             ans = {"ok": True, "stdout": res.stdout, "stderr": res.stderr, "exited": res.exited}
         except RemoteError as e:
             r = e.result
-            ans = {"ok": False, "kind": e.kind, "message": e.message, "exit_code": e.exit_code, "state": e.state,
-                   "result": {"stdout": r.stdout, "stderr": r.stderr, "exited": r.exited} if r is not None else None}
+            ans = {
+                "ok": False,
+                "kind": e.kind,
+                "message": e.message,
+                "exit_code": e.exit_code,
+                "state": e.state,
+                "result": {"stdout": r.stdout, "stderr": r.stderr, "exited": r.exited} if r is not None else None,
+            }
             if t._cxn is None or not t._cxn.is_connected:
                 self.done.set()  # the connection failed or was lost: the next call connects afresh
                 self.stop_listening()
         except Exception as e:  # noqa: BLE001 - a master must answer, not die silently
-            ans = {"ok": False, "kind": "unreachable", "message": "control master failed: %s: %s"
-                   % (type(e).__name__, e), "exit_code": None, "state": None, "result": None}
+            ans = {
+                "ok": False,
+                "kind": "unreachable",
+                "message": "control master failed: %s: %s" % (type(e).__name__, e),
+                "exit_code": None,
+                "state": None,
+                "result": None,
+            }
             self.done.set()
             self.stop_listening()
         if t.added_host_key and t.added_host_key != before:
             ans["added_host_key"] = t.added_host_key
         return ans
-
 
     def in_shell(self, command: str, timeout: float | None):
         """Run ``command`` in the master's long-lived shell session on the host (started on first use).
@@ -174,24 +195,35 @@ class Master:
             raise t._ssh_error(e, cxn) from None
         ch = self.shell
         tok = secrets.token_hex(12)
-        ch.sendall(("( eval %s ) </dev/null; printf '\\n%s %%d\\n' $?; printf '\\n%s\\n' >&2\n"
-                    % (q(command), tok, tok)).encode())
+        ch.sendall(
+            (
+                "( eval %s ) </dev/null; printf '\\n%s %%d\\n' $?; printf '\\n%s\\n' >&2\n" % (q(command), tok, tok)
+            ).encode()
+        )
         out, err = b"", b""
         end_out, end_err = ("\n%s " % tok).encode(), ("\n%s\n" % tok).encode()
         deadline = None if timeout is None else time.monotonic() + float(timeout)
+
         def finished() -> bool:
             i = out.rfind(end_out)
-            return i >= 0 and b"\n" in out[i + len(end_out):] and err.endswith(end_err)
+            return i >= 0 and b"\n" in out[i + len(end_out) :] and err.endswith(end_err)
 
         while not finished():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 self.shell = None
                 ch.close()
-                raise RemoteError("timeout", t.name, f"command did not finish within {timeout:g} s: "
-                                                     f"{short_cmd(command)}",
-                                  result=Result(stdout=out.decode("utf-8", "replace"),
-                                                stderr=err.decode("utf-8", "replace"), exited=-1, command=command))
+                raise RemoteError(
+                    "timeout",
+                    t.name,
+                    f"command did not finish within {timeout:g} s: {short_cmd(command)}",
+                    result=Result(
+                        stdout=out.decode("utf-8", "replace"),
+                        stderr=err.decode("utf-8", "replace"),
+                        exited=-1,
+                        command=command,
+                    ),
+                )
             select.select([ch], [], [], min(left, 1.0) if left is not None else 1.0)
             got = False
             while ch.recv_ready():
@@ -205,15 +237,25 @@ class Master:
                 if t._cxn.transport is None or not t._cxn.transport.is_active():
                     where = t._where()
                     t.close()
-                    raise RemoteError("unreachable", t.name, f"connection to {where} lost during "
-                                                             f"`{short_cmd(command)}`; check the host and retry")
-                return Result(stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                              exited=-1, command=command)
+                    raise RemoteError(
+                        "unreachable",
+                        t.name,
+                        f"connection to {where} lost during `{short_cmd(command)}`; check the host and retry",
+                    )
+                return Result(
+                    stdout=out.decode("utf-8", "replace"),
+                    stderr=err.decode("utf-8", "replace"),
+                    exited=-1,
+                    command=command,
+                )
         i = out.rindex(end_out)
-        exited = int(out[i + len(end_out):].split(b"\n", 1)[0])
-        return Result(stdout=out[:i].decode("utf-8", "replace"),
-                      stderr=err[:-len(end_err)].decode("utf-8", "replace"),
-                      exited=exited, command=command)
+        exited = int(out[i + len(end_out) :].split(b"\n", 1)[0])
+        return Result(
+            stdout=out[:i].decode("utf-8", "replace"),
+            stderr=err[: -len(end_err)].decode("utf-8", "replace"),
+            exited=exited,
+            command=command,
+        )
 
 
 def master_main() -> int:

@@ -53,8 +53,16 @@ DEFAULT_PERSIST_S = 60.0
 #: seconds a caller waits for a new master to listen.
 START_TIMEOUT_S = 20.0
 #: the Host fields that make a connection (the socket name hashes them; a change means another master).
-CONNECTION_FIELDS = ("address", "port", "user", "identity_file", "known_hosts", "connect_timeout", "ssh_config",
-                     "proxy_jump")
+CONNECTION_FIELDS = (
+    "address",
+    "port",
+    "user",
+    "identity_file",
+    "known_hosts",
+    "connect_timeout",
+    "ssh_config",
+    "proxy_jump",
+)
 
 
 def persist_s() -> float:
@@ -87,21 +95,26 @@ def control_dir() -> Path | None:
 
 def spec_of(target) -> dict:
     """What a master needs to connect like ``target``: its Host as a dict, accept-new, connect timeout."""
-    return {"host": dataclasses.asdict(target.host), "accept_new_host_keys": bool(target.accept_new_host_keys),
-            "connect_timeout": float(target.connect_timeout)}
+    return {
+        "host": dataclasses.asdict(target.host),
+        "accept_new_host_keys": bool(target.accept_new_host_keys),
+        "connect_timeout": float(target.connect_timeout),
+    }
 
 
 def socket_path(target, directory: Path) -> Path:
     """``<dir>/<sha256 of the connection fields>.sock`` (hosts with equal connection settings share a master)."""
     spec = spec_of(target)
     ident = {k: spec["host"].get(k) for k in CONNECTION_FIELDS}
-    ident.update(accept_new_host_keys=spec["accept_new_host_keys"], connect_timeout=spec["connect_timeout"],
-                 protocol=PROTOCOL)
+    ident.update(
+        accept_new_host_keys=spec["accept_new_host_keys"], connect_timeout=spec["connect_timeout"], protocol=PROTOCOL
+    )
     digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
     return directory / ("%s.sock" % digest)
 
 
 # ------------------------------------------------------------------------------------------ caller side
+
 
 def _connect(path: Path, timeout: float) -> socket.socket | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -124,9 +137,15 @@ def _start_master(target, path: Path) -> socket.socket | None:
         if s is not None:
             return s
         spec = dict(spec_of(target), socket=str(path), persist_s=persist_s())
-        proc = subprocess.Popen([sys.executable, "-m", "dapo_ops.control.remote.master"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                                cwd="/", env=_master_env())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dapo_ops.control.remote.master"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+            env=_master_env(),
+        )
         try:
             proc.stdin.write(json.dumps(spec).encode() + b"\n")
             proc.stdin.close()
@@ -141,8 +160,21 @@ def _start_master(target, path: Path) -> socket.socket | None:
 
 #: the caller's environment variables a master keeps (a long-lived process holds no API keys or tokens):
 #: what paramiko/ssh_config need (agent socket, home, user) and where this package and its sockets are.
-MASTER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "TMPDIR",
-              "VIRTUAL_ENV", "PYTHONPATH", PERSIST_ENV, DIR_ENV)
+MASTER_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "SSH_AUTH_SOCK",
+    "XDG_RUNTIME_DIR",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    PERSIST_ENV,
+    DIR_ENV,
+)
 
 
 def _master_env() -> dict:
@@ -178,8 +210,12 @@ def run(target, command: str, *, timeout: float | None, stdin: bytes | None = No
     s = _connect(path, 5.0) or _start_master(target, path)
     if s is None:
         return None
-    req = {"op": "run", "command": command, "timeout": timeout,
-           "stdin": base64.b64encode(stdin).decode() if stdin is not None else None}
+    req = {
+        "op": "run",
+        "command": command,
+        "timeout": timeout,
+        "stdin": base64.b64encode(stdin).decode() if stdin is not None else None,
+    }
     # the master enforces ``timeout``; this bound only covers a master that hangs or dies
     s.settimeout((timeout or 3600.0) + 3 * float(target.connect_timeout) + 30)
     try:
@@ -189,20 +225,40 @@ def run(target, command: str, *, timeout: float | None, stdin: bytes | None = No
     except OSError:
         line = b""
     if not line:
-        raise RemoteError("unreachable", target.name, "connection to %s lost during `%s` (its control master "
-                                                      "ended); check the host and retry"
-                          % (target.host.ssh_target, " ".join(command.split())[:80]))
+        raise RemoteError(
+            "unreachable",
+            target.name,
+            "connection to %s lost during `%s` (its control master "
+            "ended); check the host and retry" % (target.host.ssh_target, " ".join(command.split())[:80]),
+        )
     ans = json.loads(line)
     if ans.get("added_host_key"):
         target.added_host_key = ans["added_host_key"]
     if ans["ok"]:
-        return Result(stdout=ans["stdout"], stderr=ans["stderr"], exited=ans["exited"], command=command,
-                      encoding="utf-8", hide=("stdout", "stderr"))
+        return Result(
+            stdout=ans["stdout"],
+            stderr=ans["stderr"],
+            exited=ans["exited"],
+            command=command,
+            encoding="utf-8",
+            hide=("stdout", "stderr"),
+        )
     res = ans.get("result")
-    result = Result(stdout=res["stdout"], stderr=res["stderr"], exited=res["exited"], command=command,
-                    encoding="utf-8", hide=("stdout", "stderr")) if res else None
-    raise RemoteError(ans["kind"], target.name, ans["message"], exit_code=ans.get("exit_code"),
-                      state=ans.get("state"), result=result)
+    result = (
+        Result(
+            stdout=res["stdout"],
+            stderr=res["stderr"],
+            exited=res["exited"],
+            command=command,
+            encoding="utf-8",
+            hide=("stdout", "stderr"),
+        )
+        if res
+        else None
+    )
+    raise RemoteError(
+        ans["kind"], target.name, ans["message"], exit_code=ans.get("exit_code"), state=ans.get("state"), result=result
+    )
 
 
 def _ask(path: Path, req: dict) -> dict | None:

@@ -21,8 +21,15 @@ from invoke.runners import Result
 from dapo_ops.control.inventory import Host
 from dapo_ops.control.remote.commands import CommandLines, check_env, q
 from dapo_ops.control.remote.errors import (
-    INSPECT_FORMAT, STATE_MARK, ContainerState, RemoteError, command_error, docker_error, short_cmd, ssh_error,
-    take_state
+    INSPECT_FORMAT,
+    STATE_MARK,
+    ContainerState,
+    RemoteError,
+    command_error,
+    docker_error,
+    short_cmd,
+    ssh_error,
+    take_state,
 )
 from dapo_ops.control.remote.hostkeys import accept_new_policy
 
@@ -83,8 +90,12 @@ class Target(CommandLines):
         if self.host.ssh_config:
             path = os.path.expanduser(self.host.ssh_config)
             if not os.path.isfile(path):  # fabric would raise FileNotFoundError (fabric/config.py load_ssh_config)
-                raise RemoteError("config", self.name, f"ssh_config file {self.host.ssh_config} does not exist or "
-                                                       f"is not a file: fix ssh_config in the inventory (or -S)")
+                raise RemoteError(
+                    "config",
+                    self.name,
+                    f"ssh_config file {self.host.ssh_config} does not exist or "
+                    f"is not a file: fix ssh_config in the inventory (or -S)",
+                )
             return fabric.Config(runtime_ssh_path=os.path.expanduser(self.host.ssh_config), overrides=overrides)
         return fabric.Config(overrides=overrides)
 
@@ -143,8 +154,9 @@ class Target(CommandLines):
         if self._cxn is None and self.local:
             import invoke
 
-            self._cxn = invoke.Context(config=invoke.Config(overrides={"run": {"in_stream": False,
-                                                                              "encoding": "utf-8"}}))
+            self._cxn = invoke.Context(
+                config=invoke.Config(overrides={"run": {"in_stream": False, "encoding": "utf-8"}})
+            )
         if self._cxn is None:
             import fabric
 
@@ -152,10 +164,17 @@ class Target(CommandLines):
             config = self._config()
             gateway = None
             if h.proxy_jump:
-                gateway = fabric.Connection(h.proxy_jump, config=config, connect_timeout=int(self.connect_timeout),
-                                            connect_kwargs=self._connect_kwargs())
-            kwargs = dict(config=config, connect_timeout=max(1, int(round(self.connect_timeout))),
-                          connect_kwargs=self._connect_kwargs())
+                gateway = fabric.Connection(
+                    h.proxy_jump,
+                    config=config,
+                    connect_timeout=int(self.connect_timeout),
+                    connect_kwargs=self._connect_kwargs(),
+                )
+            kwargs = dict(
+                config=config,
+                connect_timeout=max(1, int(round(self.connect_timeout))),
+                connect_kwargs=self._connect_kwargs(),
+            )
             if h.user:
                 kwargs["user"] = h.user
             if h.port:
@@ -217,7 +236,6 @@ class Target(CommandLines):
     def __exit__(self, *exc) -> None:
         self.close()
 
-
     # ---- error translation (dapo_ops/control/remote/errors.py) -------------------------------------------
 
     def _where(self, cxn=None) -> str:
@@ -232,15 +250,24 @@ class Target(CommandLines):
         """:func:`dapo_ops.control.remote.errors.ssh_error` for this Target."""
         return ssh_error(self, e, cxn)
 
-    def _docker_error(self, res: Result, *, inspect: bool = True,
-                      known_state: ContainerState | None = None) -> RemoteError | None:
+    def _docker_error(
+        self, res: Result, *, inspect: bool = True, known_state: ContainerState | None = None
+    ) -> RemoteError | None:
         """:func:`dapo_ops.control.remote.errors.docker_error` for this Target."""
         return docker_error(self, res, inspect=inspect, known_state=known_state)
 
     # ---- running ----------------------------------------------------------------------------------------
 
-    def _raw(self, command: str, *, timeout: float | None, stdin: bytes | None = None, pty: bool = False,
-             hide=True, direct: bool = False) -> Result:
+    def _raw(
+        self,
+        command: str,
+        *,
+        timeout: float | None,
+        stdin: bytes | None = None,
+        pty: bool = False,
+        hide=True,
+        direct: bool = False,
+    ) -> Result:
         """Run ``command`` on the host (already quoted); never raises on exit code.
 
         With ``reuse`` (and no pty, output hidden, not ``direct``) through the host's control master
@@ -261,8 +288,12 @@ class Target(CommandLines):
         try:
             res = cxn.run(command, **kw)
         except CommandTimedOut as e:
-            raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
-                                                    f"{short_cmd(command)}", result=e.result) from None
+            raise RemoteError(
+                "timeout",
+                self.name,
+                f"command did not finish within {timeout:g} s: {short_cmd(command)}",
+                result=e.result,
+            ) from None
         except (UnexpectedExit, Failure) as e:  # pragma: no cover - warn=True makes these rare
             return e.result
         except ThreadException as e:
@@ -275,18 +306,33 @@ class Target(CommandLines):
         if res.exited == -1:  # the channel closed without an exit status
             if timeout is not None and time.monotonic() - t0 >= timeout * 0.99:
                 # invoke's timer killed the channel but lost the race to report CommandTimedOut (seen with pty)
-                raise RemoteError("timeout", self.name, f"command did not finish within {timeout:g} s: "
-                                                        f"{short_cmd(command)}", result=res)
+                raise RemoteError(
+                    "timeout",
+                    self.name,
+                    f"command did not finish within {timeout:g} s: {short_cmd(command)}",
+                    result=res,
+                )
             if not self.local and (cxn.transport is None or not cxn.transport.is_active()):
                 self.close()
-                raise RemoteError("unreachable", self.name, f"connection to {self._where(cxn)} lost during "
-                                                            f"`{short_cmd(command)}`; check the host and retry")
+                raise RemoteError(
+                    "unreachable",
+                    self.name,
+                    f"connection to {self._where(cxn)} lost during `{short_cmd(command)}`; check the host and retry",
+                )
             # else: sshd reported an exit *signal* instead of a status (the host-side process was killed);
             # callers see exited == -1 and handle it like any failed command
         return res
 
-    def host_run(self, cmd: str | list[str], *, timeout: float = 60, check: bool = True, env: dict | None = None,
-                 pty: bool = False, stdin: bytes | str | None = None) -> Result:
+    def host_run(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float = 60,
+        check: bool = True,
+        env: dict | None = None,
+        pty: bool = False,
+        stdin: bytes | str | None = None,
+    ) -> Result:
         """Run a command on the host (not in the container).
 
         :param cmd: shell command string (run by the login shell) or argv list (each element quoted).
@@ -326,14 +372,25 @@ class Target(CommandLines):
             raise command_error(self.name, cmd, res, where="on the host")
         parts = res.stdout.split()
         if len(parts) != 3:
-            raise RemoteError("command", self.name, f"unexpected docker inspect output {res.stdout.strip()!r}",
-                              result=res)
+            raise RemoteError(
+                "command", self.name, f"unexpected docker inspect output {res.stdout.strip()!r}", result=res
+            )
         status, code, oom = parts
         return ContainerState(status=status, exit_code=int(code), oom_killed=(oom == "true"))
 
-    def run(self, cmd: str | list[str], *, env: dict | None = None, secret_env: dict | None = None,
-            timeout: float = 60, workdir: str | None = None, check: bool = True, pty: bool = False,
-            state_on_failure: bool = False, look: bool = False) -> Result:
+    def run(
+        self,
+        cmd: str | list[str],
+        *,
+        env: dict | None = None,
+        secret_env: dict | None = None,
+        timeout: float = 60,
+        workdir: str | None = None,
+        check: bool = True,
+        pty: bool = False,
+        state_on_failure: bool = False,
+        look: bool = False,
+    ) -> Result:
         """Run a command inside the container with ``docker exec``.
 
         :param cmd: a shell command (``sh -c <cmd>``) or an argv list (each element arrives verbatim).
@@ -353,7 +410,13 @@ class Target(CommandLines):
         :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values.
         """
         wd = self.host.workdir if workdir is None else workdir
-        if look and self._nsenter_ok and not self.bare and isinstance(cmd, str) and not (env or secret_env or pty or wd):
+        if (
+            look
+            and self._nsenter_ok
+            and not self.bare
+            and isinstance(cmd, str)
+            and not (env or secret_env or pty or wd)
+        ):
             command = self.look_command(cmd)
             if state_on_failure:
                 command = self._with_state(command)
@@ -366,8 +429,9 @@ class Target(CommandLines):
             if "\n" in v or "\r" in v:
                 raise ValueError(f"secret {k} contains a newline/CR, which a Docker env-file cannot carry")
         if secrets:
-            command, body = self.with_secret_file(secrets, self.exec_command(cmd, env=env, workdir=wd, tty=pty,
-                                                                             env_file='"$f"'))
+            command, body = self.with_secret_file(
+                secrets, self.exec_command(cmd, env=env, workdir=wd, tty=pty, env_file='"$f"')
+            )
             res = self._raw(command, timeout=timeout, stdin=body, pty=False)
         else:
             command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
@@ -393,9 +457,11 @@ class Target(CommandLines):
 
     def _with_state(self, command: str) -> str:
         """``command``, then (when it failed) the container's state on stderr (``run(state_on_failure=True)``)."""
-        return (f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
-                f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
-                f"printf '\\n{STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc")
+        return (
+            f"{command}; rc=$?; if [ $rc -ne 0 ]; then "
+            f"s=$(docker inspect -f {q(INSPECT_FORMAT)} {q(self.container)} 2>/dev/null); "
+            f"printf '\\n{STATE_MARK} %s\\n' \"$s\" >&2; fi; exit $rc"
+        )
 
     def _checked(self, cmd, res: Result, check: bool, known_state: ContainerState | None) -> Result:
         """``res``, or the RemoteError it means (docker kinds first; kind ``command`` for a failed ``check``)."""
@@ -417,8 +483,10 @@ class Target(CommandLines):
         """
         data = text.encode("utf-8") if isinstance(text, str) else text
         p = q(path_in_container)
-        script = (f"umask 077 && mkdir -p \"$(dirname {p})\" && cat > {p}.dapo-tmp && "
-                  f"chmod {mode:o} {p}.dapo-tmp && mv -f {p}.dapo-tmp {p}")
+        script = (
+            f'umask 077 && mkdir -p "$(dirname {p})" && cat > {p}.dapo-tmp && '
+            f"chmod {mode:o} {p}.dapo-tmp && mv -f {p}.dapo-tmp {p}"
+        )
         command = self.exec_command(script, workdir="", interactive=True)
         res = self._raw(command, timeout=timeout, stdin=data)
         err = self._docker_error(res)
@@ -426,4 +494,3 @@ class Target(CommandLines):
             raise err
         if res.exited != 0:
             raise command_error(self.name, f"write {path_in_container}", res, where=self.where)
-

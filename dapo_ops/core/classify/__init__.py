@@ -55,9 +55,7 @@ from dapo_ops.core.classify import docs as _docs
 from dapo_ops.core.classify.decide import decide as _decide
 from dapo_ops.core.classify.docs import CLASS_TABLE
 from dapo_ops.core.classify.scan import is_device_oom_line
-from dapo_ops.core.classify.verdict import (
-    CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
-)
+from dapo_ops.core.classify.verdict import CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
 from dapo_ops.core.classify.verdicts import mk as _mk
 
 __all__ = [
@@ -80,8 +78,12 @@ __all__ = [
 DOC_SECTION_MODULES: tuple[str, ...] = ("dapo_ops.core.ladder",)
 
 
-def classify(text: str | bytes, exit_code: int | None = None, container_state: dict[str, Any] | None = None,
-             planned_total: int | None = None) -> Verdict:
+def classify(
+    text: str | bytes,
+    exit_code: int | None = None,
+    container_state: dict[str, Any] | None = None,
+    planned_total: int | None = None,
+) -> Verdict:
     """Classify a training log (or its tail) into one :class:`Verdict`. Never raises on any text.
 
     Args:
@@ -104,8 +106,11 @@ def classify(text: str | bytes, exit_code: int | None = None, container_state: d
     try:
         return _decide(text, exit_code, container_state, planned_total)
     except Exception as exc:  # pragma: no cover - last line of defence for the supervisor
-        return _mk("crash-other", {"cause": "classifier-error", "inconclusive": True},
-                   [f"classifier error: {type(exc).__name__}: {exc}"])
+        return _mk(
+            "crash-other",
+            {"cause": "classifier-error", "inconclusive": True},
+            [f"classifier error: {type(exc).__name__}: {exc}"],
+        )
 
 
 def classify_file(path: str | os.PathLike[str], tail_bytes: int = 4 << 20, **kw: Any) -> Verdict:
@@ -128,7 +133,7 @@ def classify_file(path: str | os.PathLike[str], tail_bytes: int = 4 << 20, **kw:
     if start > 0:
         nl = data.find(b"\n")
         if 0 <= nl < len(data) - 1:
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
     return classify(data.decode("utf-8", errors="replace"), **kw)
 
 

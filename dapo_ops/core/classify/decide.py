@@ -50,8 +50,9 @@ def _truthy(v: object) -> bool:
     return bool(v)
 
 
-def decide(text: object, exit_code: int | None, container_state: dict[str, Any] | None,
-           planned_total: int | None) -> Verdict:
+def decide(
+    text: object, exit_code: int | None, container_state: dict[str, Any] | None, planned_total: int | None
+) -> Verdict:
     """The verdict for a log text (arguments as :func:`dapo_ops.core.classify.classify`, which never raises)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
@@ -78,26 +79,40 @@ def decide(text: object, exit_code: int | None, container_state: dict[str, Any] 
     hits = scan(log)
     # a runtime / operator code printed next to an OOM or a collective failure is its echo, not a kernel fault
     oom_lines = [h.line for h in hits if h.sig.name == "device-oom"]
-    hits = [h for h in hits if not (h.sig.name == "kernel-fault" and (
-        _comm_echo(log, h.line) or any(abs(h.line - o) <= 10 for o in oom_lines)))]
+    hits = [
+        h
+        for h in hits
+        if not (
+            h.sig.name == "kernel-fault" and (_comm_echo(log, h.line) or any(abs(h.line - o) <= 10 for o in oom_lines))
+        )
+    ]
     # An error followed by later progress did not stop the run: it is a non-fatal signal.
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
 
     # 1. success facts
-    done_line = max(f.final_val, f.progress_done, f.total_time,
-                    f.step_line if (f.step is not None and total and f.step >= total) else -1)
+    done_line = max(
+        f.final_val,
+        f.progress_done,
+        f.total_time,
+        f.step_line if (f.step is not None and total and f.step >= total) else -1,
+    )
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
         d = dict(base)
         if done_line >= 0 and any(h.line > done_line for h in fatal):
             d["teardown_error"] = True
-        return mk("success", d, ev(log, *(x for x in (f.step_line, f.final_val, f.progress_done, f.total_time)
-                                         if x >= 0)))
+        return mk(
+            "success", d, ev(log, *(x for x in (f.step_line, f.final_val, f.progress_done, f.total_time) if x >= 0))
+        )
 
     # 2. container state
     if _truthy(_state_get(container_state, "OOMKilled")):
-        d = dict(base, cause="oom-killed", phase=phase_of(log, len(log.lines) - 1, back=12, frames_only=False),
-                 ckpt_step=f.ckpt_step)
+        d = dict(
+            base,
+            cause="oom-killed",
+            phase=phase_of(log, len(log.lines) - 1, back=12, frames_only=False),
+            ckpt_step=f.ckpt_step,
+        )
         return mk("oom-host", d, ["docker inspect: State.OOMKilled=true"] + ev(log, len(log.lines) - 1))
     exists = _state_get(container_state, "exists")
     status = str(_state_get(container_state, "Status") or "").lower()
@@ -114,7 +129,9 @@ def decide(text: object, exit_code: int | None, container_state: dict[str, Any] 
         # the local cache): any other specific root cause wins over it, whatever the order.
         main = [h for h in root if h.sig.cls != "network"] or root
         # a device list naming devices the container lacks explains the device errors printed before it
-        main = [h for h in main if h.sig.name == "visible-devices"] + [h for h in main if h.sig.name != "visible-devices"]
+        main = [h for h in main if h.sig.name == "visible-devices"] + [
+            h for h in main if h.sig.name != "visible-devices"
+        ]
         return verdict_for(log, f, base, main[0], main, fatal)
     if killed is not None:
         d = dict(base, cause="killed", phase=phase_of(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)
@@ -125,8 +142,11 @@ def decide(text: object, exit_code: int | None, container_state: dict[str, Any] 
     if coll:
         first = _earlier_crash(log, coll, fatal)
         if first is not None:
-            return mk("crash-other", dict(base, cause="earlier-error"),
-                      ev(log, first.line) + [f"(then collective errors: {log.lines[coll[0].line].strip()[:160]})"])
+            return mk(
+                "crash-other",
+                dict(base, cause="earlier-error"),
+                ev(log, first.line) + [f"(then collective errors: {log.lines[coll[0].line].strip()[:160]})"],
+            )
         return verdict_for(log, f, base, coll[0], coll, fatal)
     # 5. weak network exception lines
     weak = [h for h in fatal if h.sig.tier == WEAK]
@@ -140,8 +160,11 @@ def decide(text: object, exit_code: int | None, container_state: dict[str, Any] 
         return mk("auth-error", dict(base, fatal=True), ev(log, late_401[0].line) + generic_ev(log, generic))
     if exit_code == 137:  # no error in the log: killed from outside (an operator, a scheduler, the OOM killer
         # whose counter the supervisor could not read); the ladder's policy for it is ladder.decide's
-        return mk("crash-other", dict(base, cause="sigkill", **({} if generic else {"external": True})),
-                  generic_ev(log, generic) + exit_ev(exit_code))
+        return mk(
+            "crash-other",
+            dict(base, cause="sigkill", **({} if generic else {"external": True})),
+            generic_ev(log, generic) + exit_ev(exit_code),
+        )
     if exit_code == 139:
         return mk("crash-other", dict(base, cause="segfault"), generic_ev(log, generic) + exit_ev(exit_code))
     if generic or (exit_code not in (None, 0)):
@@ -181,8 +204,9 @@ def _earlier_crash(log: Log, coll: list[Hit], fatal: list[Hit]) -> Hit | None:
         ll = log.low_line(h.line)
         if _SYMPTOM_EXC_RX.search(ll):
             continue
-        if any('file "' in log.low_line(j) or TRACEBACK_START in log.low_line(j)
-               for j in range(max(0, h.line - 4), h.line)):
+        if any(
+            'file "' in log.low_line(j) or TRACEBACK_START in log.low_line(j) for j in range(max(0, h.line - 4), h.line)
+        ):
             return h
     return None
 
@@ -198,5 +222,10 @@ def _comm_echo(log: Log, i: int) -> bool:
     # lines after the code line)
     near = " ".join(log.low_line(j) for j in range(max(0, i - 3), min(len(log.lines), i + 8)))
     # (a device task / stream-sync TIMEOUT, ACL 107020 / 507046 behind EH9999 / EE1002, is a wait, not a fault)
-    return bool(re.search(r"hccl|notify|remote rank|\bei\d{4}\b|task timeout|stream sync(?:hronize)? timeout"
-                          r"|\b(?:507046|107020)\b", near)) and not _KERNEL_WORDS_RX.search(near)
+    return bool(
+        re.search(
+            r"hccl|notify|remote rank|\bei\d{4}\b|task timeout|stream sync(?:hronize)? timeout"
+            r"|\b(?:507046|107020)\b",
+            near,
+        )
+    ) and not _KERNEL_WORDS_RX.search(near)

@@ -43,11 +43,15 @@ __all__ = ["CATEGORIES", "FAMILIES", "category_of", "find_codes"]
 
 CATEGORIES = ("memory", "communication", "device-unavailable", "kernel-fault")
 
-_CANN_DOC = ("https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/troubleshooting/"
-             "troubleshooting_0225.html")
+_CANN_DOC = (
+    "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/troubleshooting/"
+    "troubleshooting_0225.html"
+)
 _HCCL_DOC = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/API/hcclug/hcclug_000025.html"
-_DRV_DOC = ("https://www.hiascend.com/document/detail/zh/canncommercial/80RC22/developmentguide/maintenref/"
-            "troubleshooting/atlaserrorcode_15_0263.html")
+_DRV_DOC = (
+    "https://www.hiascend.com/document/detail/zh/canncommercial/80RC22/developmentguide/maintenref/"
+    "troubleshooting/atlaserrorcode_15_0263.html"
+)
 _ACL_DOC = "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/910/API/runtimeapi/aclcppdevg_03_6666.html"
 _PTA_SRC = "https://github.com/Ascend/pytorch (torch_npu/utils/_error_code.py)"
 
@@ -59,9 +63,13 @@ _ACL = r"(?:error code(?: is|=|:)? ?|ret(?:urn)?(?: code)? ?[=:] ?|aclerror ?)"
 FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     # ---- CANN driver (EL): EL0001 device absent, EL0002 invalid id, EL0015 invalid device access; EL0004 memory
     ("cann-driver", r"\bel0004\b", "memory", "EL0004 driver memory allocation failure", _DRV_DOC),
-    ("cann-driver", r"\bel00(?:01|02|05|07|15)\b", "device-unavailable",
-     "EL0001/0002/0005/0007/0015: device absent or abnormal, invalid device id, busy, no permission, invalid access",
-     _DRV_DOC),
+    (
+        "cann-driver",
+        r"\bel00(?:01|02|05|07|15)\b",
+        "device-unavailable",
+        "EL0001/0002/0005/0007/0015: device absent or abnormal, invalid device id, busy, no permission, invalid access",
+        _DRV_DOC,
+    ),
     ("cann-driver", r"\bel\d{4}\b", "kernel-fault", "EL other: driver resource / operation failure", _DRV_DOC),
     # ---- HCCL (EI) / HCCP (EJ): communication; EI0011 is HCCL's own device-memory shortage
     ("cann-hccl", r"\bei0011\b", "memory", "EI0011 HCCL insufficient device memory (HCCL_BUFFSIZE)", _HCCL_DOC),
@@ -69,10 +77,20 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("cann-hccp", r"\bej\d{4}\b", "communication", "EJxxxx HCCP (RoCE / process) failure", _HCCL_DOC),
     # ---- Runtime (EE), ACL API (EH), operators (EZ), compile modules (E1-EB): execution / kernel faults
     # EE1002 "Stream synchronize timeout": the stream's tasks (in training: a collective) never finished in time
-    ("cann-runtime", r"\bee1002\b", "communication", "EE1002 stream synchronize timeout (a collective or a peer "
-     "never finished within HCCL_EXEC_TIMEOUT)", _CANN_DOC),
-    ("cann-runtime", r"\bee(?!1002\b)\d{4}\b", "kernel-fault", "EExxxx runtime: stream / task / kernel execution",
-     _CANN_DOC),
+    (
+        "cann-runtime",
+        r"\bee1002\b",
+        "communication",
+        "EE1002 stream synchronize timeout (a collective or a peer never finished within HCCL_EXEC_TIMEOUT)",
+        _CANN_DOC,
+    ),
+    (
+        "cann-runtime",
+        r"\bee(?!1002\b)\d{4}\b",
+        "kernel-fault",
+        "EExxxx runtime: stream / task / kernel execution",
+        _CANN_DOC,
+    ),
     ("cann-acl", r"\beh\d{4}\b", "kernel-fault", "EHxxxx ACL API layer (environment / init)", _CANN_DOC),
     ("cann-op", r"\bez\d{4}\b", "kernel-fault", "EZxxxx operator / aclnn execution (EZ9999: inner error)", _CANN_DOC),
     ("cann-compile", r"\be[1-9ab]\d{4}\b", "kernel-fault", "E1xxxx-EBxxxx graph / operator compilation", _CANN_DOC),
@@ -81,28 +99,61 @@ FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("pta", r"\berr02\d{3}\b|\berr0[0-4]200\b", "communication", "ERR02xxx DIST / ERRss200 HCCL call failed", _PTA_SRC),
     ("pta", r"\berr0[0-4]009\b", "device-unavailable", "ERRss009: resource (device) unavailable", _PTA_SRC),
     # ERRss100 (ACL call failed) says nothing by itself: the ACL / CANN code next to it decides
-    ("pta", r"\berr0[0-4](?:005|011|300)\b", "kernel-fault", "ERRss005 internal / 011 timeout / 300 GE call failed",
-     _PTA_SRC),
+    (
+        "pta",
+        r"\berr0[0-4](?:005|011|300)\b",
+        "kernel-fault",
+        "ERRss005 internal / 011 timeout / 300 GE call failed",
+        _PTA_SRC,
+    ),
     # ---- ACL aclError numbers, only where a line names them as an error code
-    ("acl", _ACL + r"(?:20700[12]|207018)\b",
-     "memory", "207001/207002/207018: ACL_ERROR_RT_MEMORY_ALLOCATION and related", _ACL_DOC),
-    ("acl", _ACL + r"10700[12]\b",
-     "device-unavailable", "107001 invalid device id / 107002 context null (device not set or not visible)", _ACL_DOC),
-    ("acl", _ACL + r"507057\b", "communication",
-     "507057 SUSPECT REMOTE ERROR (a peer's fault)", _ACL_DOC),
+    (
+        "acl",
+        _ACL + r"(?:20700[12]|207018)\b",
+        "memory",
+        "207001/207002/207018: ACL_ERROR_RT_MEMORY_ALLOCATION and related",
+        _ACL_DOC,
+    ),
+    (
+        "acl",
+        _ACL + r"10700[12]\b",
+        "device-unavailable",
+        "107001 invalid device id / 107002 context null (device not set or not visible)",
+        _ACL_DOC,
+    ),
+    ("acl", _ACL + r"507057\b", "communication", "507057 SUSPECT REMOTE ERROR (a peer's fault)", _ACL_DOC),
     # 507046 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT ("all tasks in the specified stream are not completed"), 107020
     # ACL_ERROR_RT_TASK_TIMEOUT ("reason=[task timeout]"): a wait that timed out, not a faulty kernel
-    ("acl", _ACL + r"(?:507046|107020)\b", "communication",
-     "507046 stream sync timeout / 107020 task timeout (the device waited out a collective)", _ACL_DOC),
-    ("acl", _ACL + r"(?!507046\b)5\d{5}\b", "kernel-fault",
-     "5xxxxx internal hardware / software fault (507xxx execution, 561xxx aclnn inner)", _ACL_DOC),
+    (
+        "acl",
+        _ACL + r"(?:507046|107020)\b",
+        "communication",
+        "507046 stream sync timeout / 107020 task timeout (the device waited out a collective)",
+        _ACL_DOC,
+    ),
+    (
+        "acl",
+        _ACL + r"(?!507046\b)5\d{5}\b",
+        "kernel-fault",
+        "5xxxxx internal hardware / software fault (507xxx execution, 561xxx aclnn inner)",
+        _ACL_DOC,
+    ),
     # ---- CUDA driver results
-    ("cuda-driver", r"curesult error: ?2\b|cuda_error_out_of_memory|cudaerrormemoryallocation", "memory",
-     "CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY", "CUDA driver API cuda.h (CUresult)"),
-    ("cuda-driver", r"cuda_error_no_device|curesult error: ?10[01]\b|no cuda-capable device is detected",
-     "device-unavailable", "CUresult 100/101: no (visible) CUDA device", "CUDA driver API cuda.h (CUresult)"),
+    (
+        "cuda-driver",
+        r"curesult error: ?2\b|cuda_error_out_of_memory|cudaerrormemoryallocation",
+        "memory",
+        "CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY",
+        "CUDA driver API cuda.h (CUresult)",
+    ),
+    (
+        "cuda-driver",
+        r"cuda_error_no_device|curesult error: ?10[01]\b|no cuda-capable device is detected",
+        "device-unavailable",
+        "CUresult 100/101: no (visible) CUDA device",
+        "CUDA driver API cuda.h (CUresult)",
+    ),
 )
-
 
 
 def _compile(families: Iterable[tuple[str, ...]]) -> tuple[tuple[str, re.Pattern[str], str, str], ...]:
@@ -117,8 +168,9 @@ def _compile(families: Iterable[tuple[str, ...]]) -> tuple[tuple[str, re.Pattern
             raise ClassifierTableError(f"device code row must be (family, regex, category, meaning, source): {row!r}")
         fam, rx, cat, meaning, _src = row
         if cat not in CATEGORIES:
-            raise ClassifierTableError(f"device code family {fam!r}: unknown category {cat!r} "
-                                       f"(one of {', '.join(CATEGORIES)})")
+            raise ClassifierTableError(
+                f"device code family {fam!r}: unknown category {cat!r} (one of {', '.join(CATEGORIES)})"
+            )
         try:
             out.append((fam, re.compile(rx), cat, meaning))
         except re.error as exc:
@@ -129,8 +181,22 @@ def _compile(families: Iterable[tuple[str, ...]]) -> tuple[tuple[str, re.Pattern
 _COMPILED = _compile(FAMILIES)
 
 # Needles (lower case) every code match contains one of: lets the classifier scan with str.find first.
-NEEDLES = ("el0", "ei", "ej", "ee", "eh", "ez", "err0", "error code", "ret", "aclerror", "curesult",
-           "cuda_error", "cudaerror", "no cuda-capable")
+NEEDLES = (
+    "el0",
+    "ei",
+    "ej",
+    "ee",
+    "eh",
+    "ez",
+    "err0",
+    "error code",
+    "ret",
+    "aclerror",
+    "curesult",
+    "cuda_error",
+    "cudaerror",
+    "no cuda-capable",
+)
 
 
 def find_codes(low_line: str) -> list[tuple[str, str, str]]:

@@ -21,115 +21,139 @@ from dapo_ops.core.classify.verdict import CLASSES, PHASES, ClassifierTableError
 
 CLASS_TABLE: dict[str, dict[str, Any]] = {
     "oom-device": {
-        "symptoms": ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of ...",
-                     "RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; ...)",
-                     "ERR00006 PTA memory error / EL0004: Failed to allocate memory. / OPS function error: aclnnMatmul, error code is 207001",
-                     "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (vLLM wake-up inside update_weights: phase weight-sync)",
-                     "torch.OutOfMemoryError: Tried to allocate 4.64 GiB. (inside load_checkpoint: phase checkpoint-load, stops)"],
+        "symptoms": [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of ...",
+            "RuntimeError: NPU out of memory. Tried to allocate 4.64 GiB (NPU 3; 60.96 GiB total capacity; ...)",
+            "ERR00006 PTA memory error / EL0004: Failed to allocate memory. / OPS function error: aclnnMatmul, error code is 207001",
+            "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:163 (vLLM wake-up inside update_weights: phase weight-sync)",
+            "torch.OutOfMemoryError: Tried to allocate 4.64 GiB. (inside load_checkpoint: phase checkpoint-load, stops)",
+        ],
         "cause": "Accelerator memory exhausted outside the rollout engine's own start-up: in the update, log-prob, weight sync (wake-up), model or checkpoint load/save. detail.phase names which (see OOM phases). An OOM text whose size exceeds the device total, or a device with 0 bytes total, is not memory pressure (crash-other).",
         "tool": "Retries from the last checkpoint with the next memory rung for that phase; stops with suggestions when none is left (the only class that escalates). Phases model-load, checkpoint-load and checkpoint-save stop at once (`stop`): no rung shrinks the weights at load, torch.load onto the device or the state gathered for a save.",
         "you": "Nothing while the ladder works. When it stops: `*_micro_batch_size_per_gpu=1`, lower `ppo_max_token_len_per_gpu` (>= prompt + response), raise `ulysses_sequence_parallel_size`, or use bigger devices; checkpoint-load: load shards to CPU (map_location) or lower the rollout share for the resume.",
     },
     "oom-kv-cache": {
-        "symptoms": ["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ...",
-                     "The model's max seq len (8192) is larger than the maximum number of tokens that can be stored in KV cache (6048).",
-                     "ValueError: Free memory on device (8.0/64.0 GiB) on startup is less than desired GPU memory utilization (0.9, 57.6 GiB).",
-                     "NPU out of memory inside _allocate_kv_cache_tensors / initialize_kv_cache, then EngineCore failed to start.",
-                     "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) then 'Async request to resume_memory_occupation timed out'"],
+        "symptoms": [
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ...",
+            "The model's max seq len (8192) is larger than the maximum number of tokens that can be stored in KV cache (6048).",
+            "ValueError: Free memory on device (8.0/64.0 GiB) on startup is less than desired GPU memory utilization (0.9, 57.6 GiB).",
+            "NPU out of memory inside _allocate_kv_cache_tensors / initialize_kv_cache, then EngineCore failed to start.",
+            "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) then 'Async request to resume_memory_occupation timed out'",
+        ],
         "cause": "The rollout engine (vLLM / vllm-ascend / SGLang) cannot fit its weights + KV cache: at start-up, while generating, or when its allocator reports only a driver result code (CUresult 2, ACL 207001) on re-mapping its memory.",
         "tool": "Changes rollout `gpu_memory_utilization` in the direction in detail.kv_direction (lower / raise / cleanup first) and resumes; never offloads.",
         "you": "`lower`: actor_rollout_ref.rollout.gpu_memory_utilization 0.85 -> 0.75 -> 0.65 or max_model_len. `raise`: more utilisation if there is headroom, else lower max_model_len / data.max_response_length or raise rollout TP. `cleanup`: `ray stop --force`, check npu-smi / nvidia-smi for leftovers.",
     },
     "oom-host": {
-        "symptoms": ["./run.sh: line 41:  1120 Killed   python3 -m verl.trainer.main_ppo ...",
-                     "exit 137 with docker inspect State.OOMKilled=true",
-                     "Out of memory: Killed process 1120 (python3) (kernel log)",
-                     "Malloc pin memory failed, host out of memory",
-                     "DataLoader worker (pid 912) is killed by signal: Killed."],
+        "symptoms": [
+            "./run.sh: line 41:  1120 Killed   python3 -m verl.trainer.main_ppo ...",
+            "exit 137 with docker inspect State.OOMKilled=true",
+            "Out of memory: Killed process 1120 (python3) (kernel log)",
+            "Malloc pin memory failed, host out of memory",
+            "DataLoader worker (pid 912) is killed by signal: Killed.",
+        ],
         "cause": "The kernel / cgroup OOM killer SIGKILLed the process (host RAM, not device memory), or host pinned memory ran out. A bare 137 with OOMKilled=false is `crash-other` (docker kill / stop); a SIGBUS from a small /dev/shm is `crash-other` (cause shm).",
         "tool": "Removes ladder-added offload and retries once from the last complete checkpoint; otherwise stops with suggestions.",
         "you": "Raise the container `--memory`, lower host-side batch / checkpoint memory; verify the newest global_step_N is complete.",
     },
     "oom-ray": {
-        "symptoms": ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
-                     "Memory on the node (IP: 192.0.2.91, ID: ...) ... exceeds the memory usage threshold of 0.95.",
-                     "N worker(s) were killed due to the node running low on memory."],
+        "symptoms": [
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            "Memory on the node (IP: 192.0.2.91, ID: ...) ... exceeds the memory usage threshold of 0.95.",
+            "N worker(s) were killed due to the node running low on memory.",
+        ],
         "cause": "Ray's host-memory monitor killed a task or worker (rollout workers or checkpoint saves).",
         "tool": "Removes ladder-added offload and retries once; never escalates offload (it uses host RAM).",
         "you": "Lower data.gen_batch_size / actor_rollout_ref.rollout.n / data.max_response_length, use jemalloc (LD_PRELOAD), save less (checkpoint.save_contents), or add RAM.",
     },
     "config-error": {
-        "symptoms": ["Could not override 'actor_rollout_ref.rollout.n'. / Key 'n' is not in struct",
-                     "ValueError: Total available GPUs 4.0 is less than total desired GPUs 32",
-                     "AssertionError: rollout world_size: 1 is not divisible by infer_tp: 2",
-                     "AssertionError: max_token_len must be greater than the sequence length.",
-                     "FileNotFoundError: Unable to find '/root/data/gsm8k/train.parquet' (after 'All configuration checks passed')",
-                     "HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/data/models/Qwen3-8B'",
-                     "core_worker.cc: Failed to register worker to Raylet: IOError: [RayletClient] Unable to register worker with raylet."],
+        "symptoms": [
+            "Could not override 'actor_rollout_ref.rollout.n'. / Key 'n' is not in struct",
+            "ValueError: Total available GPUs 4.0 is less than total desired GPUs 32",
+            "AssertionError: rollout world_size: 1 is not divisible by infer_tp: 2",
+            "AssertionError: max_token_len must be greater than the sequence length.",
+            "FileNotFoundError: Unable to find '/root/data/gsm8k/train.parquet' (after 'All configuration checks passed')",
+            "HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/data/models/Qwen3-8B'",
+            "core_worker.cc: Failed to register worker to Raylet: IOError: [RayletClient] Unable to register worker with raylet.",
+        ],
         "cause": "A key, value, topology or resource request does not fit the installed verl or the cluster; a data file or model directory that is not where the container looks (verl's config checks never open files); a Ray worker pool sized to more CPUs than the cgroup / Slurm allocation grants.",
         "tool": "Stops; never retries unchanged. detail.key names the failing key.",
         "you": "Fix the key named in the report (drop stale keys, set topology to the real cluster, rollout TP a divisor of the rollout devices, token budgets >= prompt + response; data.train_files / val_files and actor_rollout_ref.model.path as seen inside the container; ray_kwargs.ray_init.num_cpus = the CPUs really granted), then relaunch.",
     },
     "data-error": {
-        "symptoms": ["NotImplementedError: sequence_length=1081 is larger than max_length=1024",
-                     "Prompt length (N) exceeds the model's maximum context length (M).",
-                     "... >= max_num_gen_batches=.... Generated too many. Please check if your data are too difficult."],
+        "symptoms": [
+            "NotImplementedError: sequence_length=1081 is larger than max_length=1024",
+            "Prompt length (N) exceeds the model's maximum context length (M).",
+            "... >= max_num_gen_batches=.... Generated too many. Please check if your data are too difficult.",
+        ],
         "cause": "The dataset violates a length limit or cannot be read.",
         "tool": "Stops; memory settings are not touched.",
         "you": "data.filter_overlong_prompts=True, or data.truncation=left, or raise data.max_prompt_length, or clean the data.",
     },
     "network": {
-        "symptoms": ["Failed to connect to GCS at address 192.0.2.104:6379 within 5 seconds.",
-                     "requests.exceptions.ProxyError: ... Tunnel connection failed: 403 Forbidden",
-                     "We couldn't connect to 'https://huggingface.co' to load this file",
-                     "[HTTP] retry #5 ... then AuthenticationError: Failed to initialize the SwanLab client."],
+        "symptoms": [
+            "Failed to connect to GCS at address 192.0.2.104:6379 within 5 seconds.",
+            "requests.exceptions.ProxyError: ... Tunnel connection failed: 403 Forbidden",
+            "We couldn't connect to 'https://huggingface.co' to load this file",
+            "[HTTP] retry #5 ... then AuthenticationError: Failed to initialize the SwanLab client.",
+        ],
         "cause": "Cannot reach the Ray head, the model hub, a proxy or the tracker.",
         "tool": "Cleans up and retries once; tracker trouble while steps continue is non-fatal (keep running).",
         "you": "Check the head address and TCP 6379, https_proxy / no_proxy in the container, HF_HUB_OFFLINE=1 with a local model, SWANLAB_MODE=local.",
     },
     "hccl-timeout": {
-        "symptoms": ["Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ... Timeout(ms)=600000)",
-                     "HCCL function error: hcclCommInitRootInfoConfig(...), error code is 4 / ERR02200 DIST call hccl api failed",
-                     "EI0006: Getting socket times out. / EJ0001: Failed to initialize the HCCP process.",
-                     "EI0009: Transport init error. / RuntimeError: HCCL error: internal error (any EIxxxx / EJxxxx, ERR02xxx)"],
+        "symptoms": [
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ... Timeout(ms)=600000)",
+            "HCCL function error: hcclCommInitRootInfoConfig(...), error code is 4 / ERR02200 DIST call hccl api failed",
+            "EI0006: Getting socket times out. / EJ0001: Failed to initialize the HCCP process.",
+            "EI0009: Transport init error. / RuntimeError: HCCL error: internal error (any EIxxxx / EJxxxx, ERR02xxx)",
+        ],
         "cause": "A collective (HCCL / NCCL) failed or timed out and no rank shows a more specific error. HCCL codes are read by family (EI HCCL, EJ HCCP, torch_npu ERR02xxx DIST), not from a list; EI0011 (HCCL device memory) is an OOM.",
         "tool": "Cleans up and retries once; an OOM or crash on any rank is classified instead.",
         "you": "Init failures: HCCL_IF_IP / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, firewall, --network host, same CANN everywhere. Mid-run: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (NPU settings of the same name, on every Ray node). verl 0.9.1 reads no process-group timeout key (its V1 workers pass none, verl/workers/engine_workers.py:89, so torch's default applies): actor_rollout_ref.nccl_timeout is in the yaml but read by nothing.",
     },
     "container-missing": {
-        "symptoms": ["Error response from daemon: No such container: verl-train",
-                     "Error: No such object: verl-train",
-                     "Error response from daemon: Container 3f2a... is not running"],
+        "symptoms": [
+            "Error response from daemon: No such container: verl-train",
+            "Error: No such object: verl-train",
+            "Error response from daemon: Container 3f2a... is not running",
+        ],
         "cause": "The container was removed or stopped (engine / host restart), or the inventory names the wrong container or host.",
         "tool": "Stops polling and reports the last step seen.",
         "you": "Check `docker ps -a` and the inventory; recreate the container and resume from the last complete checkpoint if wanted.",
     },
     "auth-error": {
-        "symptoms": ["swanlab.error.KeyFileError: api key not configured (no-tty) ...",
-                     "wandb.errors.errors.UsageError: api_key not configured (no-tty).",
-                     "RuntimeError: Failed to initialize SwanLab in online mode: no TTY is available for interactive login.",
-                     "swanlab: swanlab api error (... '401 Authorization Required') while step: lines continue (non-fatal)"],
+        "symptoms": [
+            "swanlab.error.KeyFileError: api key not configured (no-tty) ...",
+            "wandb.errors.errors.UsageError: api_key not configured (no-tty).",
+            "RuntimeError: Failed to initialize SwanLab in online mode: no TTY is available for interactive login.",
+            "swanlab: swanlab api error (... '401 Authorization Required') while step: lines continue (non-fatal)",
+        ],
         "cause": "Tracker credentials are missing or invalid inside the container; there is no TTY to prompt.",
         "tool": "Fatal: stops, no retry until fixed. Non-fatal 401 during training: keeps running and alerts.",
         "you": "Pass SWANLAB_API_KEY (or WANDB_API_KEY) as an env var into the container (never as an override), SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server, or SWANLAB_MODE=local.",
     },
     "crash-other": {
-        "symptoms": ["thread: Resource temporarily unavailable [system:11]",
-                     "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-                     "exit 137 with OOMKilled=false and no Killed line (docker kill / stop)",
-                     "Tried to allocate 8388608.00 GiB (impossible size: corruption, not OOM)",
-                     "DataLoader worker (pid 412877) is killed by signal: Bus error. ... out of shared memory (cause shm)",
-                     "EL0001 device absent / error code is 107001 / NPU 0; 0 bytes total capacity (cause device-unavailable)",
-                     "EZ9999: Inner Error! ... aivec error / error code is 507035 (cause kernel-fault)"],
+        "symptoms": [
+            "thread: Resource temporarily unavailable [system:11]",
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "exit 137 with OOMKilled=false and no Killed line (docker kill / stop)",
+            "Tried to allocate 8388608.00 GiB (impossible size: corruption, not OOM)",
+            "DataLoader worker (pid 412877) is killed by signal: Bus error. ... out of shared memory (cause shm)",
+            "EL0001 device absent / error code is 107001 / NPU 0; 0 bytes total capacity (cause device-unavailable)",
+            "EZ9999: Inner Error! ... aivec error / error code is 507035 (cause kernel-fault)",
+        ],
         "cause": "A fatal error that matches no other class: thread limits, segfaults, SIGKILL without OOM, corrupted sizes, a small /dev/shm (SIGBUS), a device that is absent or not mounted, an operator / AI Core fault.",
         "tool": "Stops and reports the innermost error; no memory escalation.",
         "you": "Read the evidence; for thread limits raise --pids-limit / ulimit -u or cap OMP_NUM_THREADS; for SIGKILL check who stopped the container; shm: --shm-size / --ipc=host; device-unavailable: the device mounts and ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES; kernel-fault: matching CANN / torch_npu / driver versions.",
     },
     "success": {
-        "symptoms": ["step:300 ... with Total training steps: 300 (or Training Progress: 100%)",
-                     "Final validation metrics: {...}",
-                     "exit 0 (tracker warnings such as 'swanlab: network error' are ignored)",
-                     "[ERROR] TBE Subprocess[task_distribute] raise error[], main process disappeared! / EZ9999 after the final step (teardown)"],
+        "symptoms": [
+            "step:300 ... with Total training steps: 300 (or Training Progress: 100%)",
+            "Final validation metrics: {...}",
+            "exit 0 (tracker warnings such as 'swanlab: network error' are ignored)",
+            "[ERROR] TBE Subprocess[task_distribute] raise error[], main process disappeared! / EZ9999 after the final step (teardown)",
+        ],
         "cause": "The run reached its final step.",
         "tool": "Marks the run succeeded; never restarts it.",
         "you": "Nothing; sync the local swanlog if the tracker missed metrics.",
@@ -185,9 +209,14 @@ def render(section_modules: tuple[str, ...]) -> str:
         row = CLASS_TABLE[cls]
         out += ["", f"## {cls}", "", "**Symptoms**", ""]
         out += [f"- `{s}`" if "`" not in s else f"- `` {s} ``" for s in row["symptoms"]]
-        out += ["", f"**Cause.** {row['cause']}", "",
-                f"**What dapo-ops does** ({_kinds(cls)}; see Failure policy). {row['tool']}", "",
-                f"**What you do.** {row['you']}"]
+        out += [
+            "",
+            f"**Cause.** {row['cause']}",
+            "",
+            f"**What dapo-ops does** ({_kinds(cls)}; see Failure policy). {row['tool']}",
+            "",
+            f"**What you do.** {row['you']}",
+        ]
     out += ["", policy.policy_md(CLASSES + policy.SUPERVISOR_CLASSES).rstrip("\n")]
     out += _phase_section() + _codes_section()
     for extra in _extra_sections(section_modules):
@@ -225,8 +254,10 @@ def check_tables() -> None:
         if not all(row.get(k) for k in ("symptoms", "cause", "tool", "you")):
             raise ClassifierTableError(f"CLASS_TABLE[{cls!r}] needs symptoms, cause, tool and you")
     if set(policy.POLICY) != set(CLASSES + policy.SUPERVISOR_CLASSES):
-        raise ClassifierTableError(f"the failure policy covers {sorted(policy.POLICY)}, the classes are "
-                                   f"{sorted(CLASSES + policy.SUPERVISOR_CLASSES)}")
+        raise ClassifierTableError(
+            f"the failure policy covers {sorted(policy.POLICY)}, the classes are "
+            f"{sorted(CLASSES + policy.SUPERVISOR_CLASSES)}"
+        )
     if not set(policy.NO_RUNG_PHASES) <= set(PHASES):
         raise ClassifierTableError(f"policy NO_RUNG_PHASES {policy.NO_RUNG_PHASES} are not all OOM phases")
     if tuple(PHASE_SIGNS) != PHASES:
@@ -237,24 +268,36 @@ check_tables()
 
 
 def _phase_section() -> list[str]:
-    out = ["", "## OOM phases", "",
-           "`detail.phase` of a device OOM (and of host / Ray OOMs where known), read from the traceback frames of the",
-           "whole call chain (the worker's and the driver's re-raised one; the first phase in this table wins when",
-           "several are named) or, without frames, the nearest progress line. `dapo-ops classify` prints it as",
-           "`phase:`; the supervisor records it in run.json (the attempt's `verdict.detail.phase`).", "",
-           "| phase | what names it |", "|---|---|"]
+    out = [
+        "",
+        "## OOM phases",
+        "",
+        "`detail.phase` of a device OOM (and of host / Ray OOMs where known), read from the traceback frames of the",
+        "whole call chain (the worker's and the driver's re-raised one; the first phase in this table wins when",
+        "several are named) or, without frames, the nearest progress line. `dapo-ops classify` prints it as",
+        "`phase:`; the supervisor records it in run.json (the attempt's `verdict.detail.phase`).",
+        "",
+        "| phase | what names it |",
+        "|---|---|",
+    ]
     out += [f"| `{p}` | {PHASE_SIGNS[p]} |" for p in PHASES]
     return out
 
 
 def _codes_section() -> list[str]:
-    out = ["", "## Device error codes", "",
-           "Ascend / CUDA failures often reach the log only as a code. The classifier reads the code's family",
-           "(dapo_ops/core/classify/device_codes.py), not a list of codes, and maps it to what the supervisor does: `memory` -> a",
-           "device OOM (`oom-device`, or `oom-kv-cache` inside the rollout engine); `communication` -> `hccl-timeout`;",
-           "`device-unavailable` (absent, busy, not mounted or not visible) and `kernel-fault` (operator / AI Core /",
-           "runtime fault) -> `crash-other`, stop, no memory rung.", "",
-           "| family | category | codes | source |", "|---|---|---|---|"]
+    out = [
+        "",
+        "## Device error codes",
+        "",
+        "Ascend / CUDA failures often reach the log only as a code. The classifier reads the code's family",
+        "(dapo_ops/core/classify/device_codes.py), not a list of codes, and maps it to what the supervisor does: `memory` -> a",
+        "device OOM (`oom-device`, or `oom-kv-cache` inside the rollout engine); `communication` -> `hccl-timeout`;",
+        "`device-unavailable` (absent, busy, not mounted or not visible) and `kernel-fault` (operator / AI Core /",
+        "runtime fault) -> `crash-other`, stop, no memory rung.",
+        "",
+        "| family | category | codes | source |",
+        "|---|---|---|---|",
+    ]
     for fam, _rx, cat, meaning, src in _codes.FAMILIES:
         out.append(f"| {fam} | `{cat}` | {meaning} | {src} |")
     return out

@@ -38,12 +38,28 @@ _GLOBAL_STEP_RX = re.compile(r"global_step_(\d+)")
 # (torch_npu for an absurd size: "Tried to allocate more than 1EB memory")
 _ALLOC_RX = re.compile(r"tried to allocate (?:more than )?(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b")
 _IP_RX = re.compile(r"(?:\bip=|ip: ?|worker ip address: ?)(\d{1,3}(?:\.\d{1,3}){3})")
-_TOTAL_RXS = (re.compile(r"total capacity of (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b"),
-              re.compile(r"(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes) total capacity"))
+_TOTAL_RXS = (
+    re.compile(r"total capacity of (-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b"),
+    re.compile(r"(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes) total capacity"),
+)
 _FREE_TOTAL_RX = re.compile(r"\((-?[\d.]+)/(-?[\d.]+) gib\)")
 
-_UNIT = {"b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15, "eb": 1e18,
-         "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40, "pib": 2 ** 50, "eib": 2 ** 60}
+_UNIT = {
+    "b": 1,
+    "bytes": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "pb": 1e15,
+    "eb": 1e18,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "pib": 2**50,
+    "eib": 2**60,
+}
 
 
 @dataclass
@@ -132,9 +148,10 @@ def killed_line(log: Log) -> int | None:
 
 # --------------------------------------------------------------------------- sizes (GiB)
 
+
 def _size_gib(num: str, unit: str) -> float | None:
     try:
-        return float(num.replace(",", "")) * _UNIT.get(unit, 1) / 2 ** 30
+        return float(num.replace(",", "")) * _UNIT.get(unit, 1) / 2**30
     except ValueError:
         return None
 
@@ -179,6 +196,7 @@ def nonsense(text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- nodes
+
 
 def node(log: Log, i: int, radius: int = 40) -> str | None:
     """IP of the node a hit comes from: its Ray prefix, else the nearest ``ip=``/``IP:`` text."""

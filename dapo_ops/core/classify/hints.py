@@ -28,25 +28,54 @@ def _causes(cls: str, *causes: str) -> tuple[tuple[str, object, str], ...]:
 
 
 HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
-    "oom-device": (("phase", "checkpoint-load", "oom-device/checkpoint-load"),
-                   ("phase", "model-load", "oom-device/model-load"),
-                   ("phase", "checkpoint-save", "oom-device/checkpoint-save"),
-                   ("phase", "weight-sync", "oom-device/weight-sync")),
-    "oom-kv-cache": (("kv_direction", "raise", "oom-kv-cache/raise"), ("kv_direction", "cleanup", "oom-kv-cache/cleanup")),
+    "oom-device": (
+        ("phase", "checkpoint-load", "oom-device/checkpoint-load"),
+        ("phase", "model-load", "oom-device/model-load"),
+        ("phase", "checkpoint-save", "oom-device/checkpoint-save"),
+        ("phase", "weight-sync", "oom-device/weight-sync"),
+    ),
+    "oom-kv-cache": (
+        ("kv_direction", "raise", "oom-kv-cache/raise"),
+        ("kv_direction", "cleanup", "oom-kv-cache/cleanup"),
+    ),
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
     "oom-host": (),
-    "config-error": _causes("config-error", "data-missing", "model-path", "ray-cpus", "stale-key", "gpus", "tp",
-                            "token-budget", "resume-layout", "chat-template", "visible-devices"),
+    "config-error": _causes(
+        "config-error",
+        "data-missing",
+        "model-path",
+        "ray-cpus",
+        "stale-key",
+        "gpus",
+        "tp",
+        "token-budget",
+        "resume-layout",
+        "chat-template",
+        "visible-devices",
+    ),
     "data-error": _causes("data-error", "schema", "too-difficult", "empty"),
-    "network": (("kind", "keep-running", "network/keep-running"),) + _causes("network", "ray-head", "hub", "tracker",
-                                                                              "ssh"),
+    "network": (("kind", "keep-running", "network/keep-running"),)
+    + _causes("network", "ray-head", "hub", "tracker", "ssh"),
     "hccl-timeout": (("cause", "hccp-busy", "hccl-timeout/hccp-busy"), ("init", SET, "hccl-timeout/init")),
     "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
-    "crash-other": (("external", SET, "crash-other/external-kill"),) + _causes("crash-other", "thread-limit", "impossible-allocation", "sigkill", "earlier-error",
-                           "disk-full", "shm", "device-unavailable", "kernel-fault", "illegal-memory",
-                           "device-fault", "node-died", "runtime-env")
+    "crash-other": (("external", SET, "crash-other/external-kill"),)
+    + _causes(
+        "crash-other",
+        "thread-limit",
+        "impossible-allocation",
+        "sigkill",
+        "earlier-error",
+        "disk-full",
+        "shm",
+        "device-unavailable",
+        "kernel-fault",
+        "illegal-memory",
+        "device-fault",
+        "node-died",
+        "runtime-env",
+    )
     + (("inconclusive", SET, "crash-other/inconclusive"),),
 }
 
@@ -65,263 +94,321 @@ HINTS: dict[str, str] = {
         "offload/recompute do not shrink it and dapo-ops does not loop the ladder. Relaunch with a verl that loads "
         "shards to CPU (map_location='cpu'), or with a lower actor_rollout_ref.rollout.gpu_memory_utilization for the "
         "resume; keep trainer.resume_mode=auto and the same world size, and check that the newest global_step_N is "
-        "complete."),
+        "complete."
+    ),
     "oom-device/model-load": (
         "Accelerator memory ran out while the model was built and its weights loaded${at}: no memory rung lowers "
         "that peak (the weights must fit the trainer's shards), so dapo-ops stops instead of climbing the ladder. "
         "Give the trainer pool more devices (or a larger tensor / pipeline parallel size with Megatron), use a "
         "smaller model or a lower-precision checkpoint, and free devices held by leftover processes (nvidia-smi / "
-        "npu-smi info); then relaunch."),
+        "npu-smi info); then relaunch."
+    ),
     "oom-device/checkpoint-save": (
         "Accelerator memory ran out while a checkpoint was saved${at}: the state gathered for the save does not "
         "shrink with any memory rung, so dapo-ops stops instead of climbing the ladder, and the newest "
         "global_step_N may be partial. Save less (actor_rollout_ref.actor.checkpoint.save_contents without "
         "'hf_model') or give the trainer pool more devices (smaller shards per device); then resume from the last "
-        "complete checkpoint."),
+        "complete checkpoint."
+    ),
     "oom-device/weight-sync": (
         "Accelerator memory ran out in the actor->rollout weight sync${at} (the rollout's sleep-mode wake-up "
         "re-allocates its weights and KV cache while the actor's state is still on the device). dapo-ops follows the "
         "weight-sync ladder: lower actor_rollout_ref.rollout.gpu_memory_utilization, then actor offload "
         "(actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the actor's state "
-        "leaves before the rollout wakes. Recompute does not change this peak."),
+        "leaves before the rollout wakes. Recompute does not change this peak."
+    ),
     "oom-device": (
-        "Accelerator memory ran out${inph}${at}. dapo-ops retries with the next rung of the memory ladder: " + _LADDER
+        "Accelerator memory ran out${inph}${at}. dapo-ops retries with the next rung of the memory ladder: "
+        + _LADDER
         + ". If both are on, shrink: actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1 or a lower "
         "ppo_max_token_len_per_gpu (never below max_prompt_length + max_response_length), raise "
         "ulysses_sequence_parallel_size, or use bigger devices; PYTORCH_CUDA_ALLOC_CONF / "
         "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True helps fragmentation. Rollout gpu_memory_utilization does not "
-        "change a training OOM.${oom_extra}"),
+        "change a training OOM.${oom_extra}"
+    ),
     "oom-kv-cache/raise": (
         "The rollout engine's KV cache cannot hold one sequence of max_model_len (prompt + response). If the device "
         "has headroom raise actor_rollout_ref.rollout.gpu_memory_utilization (e.g. 0.5 -> 0.7); otherwise lower "
         "actor_rollout_ref.rollout.max_model_len / data.max_response_length, or raise "
         "actor_rollout_ref.rollout.tensor_model_parallel_size. Training offload/recompute do not change this "
-        "allocation."),
+        "allocation."
+    ),
     "oom-kv-cache/cleanup": (
         "Free device memory at rollout start-up is below the requested gpu_memory_utilization: usually leftovers of "
         "the previous attempt. Run `ray stop --force` in the container, kill the recorded PIDs, check `npu-smi info` "
         "/ `nvidia-smi` (on NPU wait ~10 s), then relaunch unchanged. Lower "
         "actor_rollout_ref.rollout.gpu_memory_utilization only if another job really uses that memory. Training "
-        "offload/recompute are irrelevant."),
+        "offload/recompute are irrelevant."
+    ),
     "oom-kv-cache": (
         "The rollout engine (vLLM / vllm-ascend) ran out of device memory while allocating its weights or KV cache. "
         "Lower actor_rollout_ref.rollout.gpu_memory_utilization (e.g. 0.85 -> 0.75 -> 0.65; 0.6-0.8 on Ascend) "
-        "and/or actor_rollout_ref.rollout.max_model_len. Training offload/recompute do not change this allocation."),
+        "and/or actor_rollout_ref.rollout.max_model_len. Training offload/recompute do not change this allocation."
+    ),
     "oom-ray/checkpoint-save": (
         "Ray's memory monitor killed a worker while saving a checkpoint${on_node}: host RAM ran out and${ray_ckpt} "
         "may be incomplete, so resume from the previous complete global_step_N. Save less "
         "(actor_rollout_ref.actor.checkpoint.save_contents=['model']) or add host RAM. Do not add offload (it moves "
-        "parameters and optimizer state into host RAM); raising RAY_memory_usage_threshold is not a fix."),
+        "parameters and optimizer state into host RAM); raising RAY_memory_usage_threshold is not a fix."
+    ),
     "oom-ray": (
         "Ray's memory monitor killed a task${inph}${on_node}: host RAM, not device memory, ran out. Remove "
         "ladder-added offload, then reduce host memory: data.gen_batch_size, actor_rollout_ref.rollout.n, "
         "data.max_response_length, fewer rollout workers; use jemalloc (LD_PRELOAD=/usr/local/lib/libjemalloc.so.2) "
-        "or add host RAM. Raising RAY_memory_usage_threshold or RAY_memory_monitor_refresh_ms=0 only hides it."),
+        "or add host RAM. Raising RAY_memory_usage_threshold or RAY_memory_monitor_refresh_ms=0 only hides it."
+    ),
     "oom-host": (
         "The kernel / cgroup OOM killer SIGKILLed the training process${at} (exit 137, no traceback). Confirm with "
         "`docker inspect -f '{{.State.OOMKilled}}' <container>` or `dmesg | grep -i 'killed process'`. Remove "
         "ladder-added offload (it uses host RAM), lower host-side memory (data.gen_batch_size, dataloader workers, "
         "actor_rollout_ref.actor.checkpoint.save_contents), and raise the container limit (docker run --memory / "
-        "--shm-size).${host_ckpt}"),
+        "--shm-size).${host_ckpt}"
+    ),
     "config-error/data-missing": (
         "A dataset file does not exist where the run reads it${path}: verl's config checks passed, but they never "
         "open files. Run the data preparation (e.g. examples/data_preprocess/gsm8k.py --local_dir ...) or point "
         "data.train_files / data.val_files to files that exist inside the container on every node (`dapo-ops "
-        "prepare`, preflight checks them); then relaunch."),
+        "prepare`, preflight checks them); then relaunch."
+    ),
     "config-error/model-path": (
         "The model path is not a directory inside the container, so transformers / huggingface_hub took it for a Hub "
         "repo id and rejected it: the host path is not mounted (docker -v) or is misspelt. Set "
         "actor_rollout_ref.model.path to the path as seen INSIDE the container (check with `ls` via docker exec); "
-        "preflight checks it. Not a network problem."),
+        "preflight checks it. Not a network problem."
+    ),
     "config-error/ray-cpus": (
         "A Ray worker could not register with its own raylet right after start-up: ray.init() sized the worker pool "
         "to all host CPUs while the cgroup / Slurm allocation grants fewer (or the pids limit is hit). Set "
         "ray_kwargs.ray_init.num_cpus (older verl: ray_init.num_cpus) to the CPUs really available "
-        "(SLURM_CPUS_PER_TASK / nproc), `ray stop --force`, then relaunch. Not the network, not memory."),
+        "(SLURM_CPUS_PER_TASK / nproc), `ray stop --force`, then relaunch. Not the network, not memory."
+    ),
     "config-error/stale-key": (
         "Hydra rejected the override ${key_repr}: the key does not exist in the installed verl's schema (renamed or "
         "removed, e.g. megatron.grad_offload is gone in 0.9.1). Drop it or use the current key (param_offload / "
         "optimizer_offload); never prepend '+' blindly (it creates a key nothing reads). Validate overrides with "
-        "`dapo-ops` preflight before launch."),
+        "`dapo-ops` preflight before launch."
+    ),
     "config-error/gpus": (
         "Ray has fewer devices than the run asks for${have}: set trainer.nnodes x trainer.n_gpus_per_node "
         "(one-step-off: plus rollout.nnodes x rollout.n_gpus_per_node, the pools add up) to the real cluster, or join "
         "the missing nodes. If the shortfall is fractional (7.0 < 8) stale Ray actors of a previous attempt still "
-        "hold devices: `ray stop --force` first."),
+        "hold devices: `ray stop --force` first."
+    ),
     "config-error/tp": (
         "Rollout tensor parallel size must divide the rollout device count${ws}: set "
         "actor_rollout_ref.rollout.tensor_model_parallel_size to a divisor of it (e.g. 1 on a single device; "
-        "one-step-off: of rollout.n_gpus_per_node x rollout.nnodes)."),
+        "one-step-off: of rollout.n_gpus_per_node x rollout.nnodes)."
+    ),
     "config-error/token-budget": (
         "A dynamic-batch token budget is below one padded sequence${need}: set "
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu and *.log_prob_max_token_len_per_gpu >= "
         "data.max_prompt_length + data.max_response_length (verl scripts use 2x / 3x that), or shorten the lengths. "
-        "The ladder never shrinks budgets below this bound."),
+        "The ladder never shrinks budgets below this bound."
+    ),
     "config-error/visible-devices": (
         "The device list in ${key_repr} names devices this container does not have (or lists them out of order): "
         "the runtime refused to open them. Inside the container the devices are renumbered from 0 (`npu-smi info` / "
         "`nvidia-smi -L` there), so set the variable to those ids in ascending order or unset it and let Ray assign "
         "them; check the container's device mounts (/dev/davinci*, --gpus) and that trainer.n_gpus_per_node is not "
-        "above the count. Configuration, not a kernel fault: no retry helps until then."),
+        "above the count. Configuration, not a kernel fault: no retry helps until then."
+    ),
     "config-error/resume-layout": (
         "Resume found a checkpoint saved with another world size / layout (shard names embed it). Resume with the "
         "original trainer.nnodes x n_gpus_per_node (and one-step-off split), or set trainer.resume_mode=disable / a "
-        "fresh trainer.default_local_dir."),
+        "fresh trainer.default_local_dir."
+    ),
     "config-error": (
         "The configuration is rejected${key_colon}. Fix that value (see the evidence line) and relaunch; dapo-ops "
         "never retries a config error unchanged. Keys: Hydra names the failing override; topology keys are "
         "trainer.nnodes / trainer.n_gpus_per_node / actor_rollout_ref.rollout.tensor_model_parallel_size; budgets "
-        "must stay >= max_prompt_length + max_response_length."),
+        "must stay >= max_prompt_length + max_response_length."
+    ),
     "data-error/schema": (
         "A dataset row lacks a field verl's RL dataset reads (prompt, data_source, reward_model, ability, "
         "extra_info): convert the parquet to verl's schema (data.prompt_key names the prompt column). No retry "
-        "unchanged."),
+        "unchanged."
+    ),
     "data-error/empty": (
         "The dataset is empty after loading / filtering (or holds fewer rows than one train batch): check that "
         "data.train_files / data.val_files hold rows, that data.filter_overlong_prompts with data.max_prompt_length "
-        "did not drop them all, and that data.train_batch_size <= the row count. No retry unchanged."),
+        "did not drop them all, and that data.train_batch_size <= the row count. No retry unchanged."
+    ),
     "config-error/chat-template": (
         "The tokenizer has no chat template (a base model) while verl's RL dataset applies one to each prompt. Set "
         "actor_rollout_ref.model.custom_chat_template (and data.apply_chat_template_kwargs.chat_template for the "
-        "dataset's own tokenizer) to a Jinja template, or train an instruct model; then relaunch."),
+        "dataset's own tokenizer) to a Jinja template, or train an instruct model; then relaunch."
+    ),
     "data-error/too-difficult": (
         "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches. Use "
-        "easier data or a stronger model, or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."),
+        "easier data or a stronger model, or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."
+    ),
     "data-error": (
         "A sample exceeds a length limit${size} (data.truncation=error) or the dataset is unreadable. Set "
         "data.filter_overlong_prompts=True, or data.truncation=left (or right/middle), or raise "
-        "data.max_prompt_length, or clean the parquet. Memory settings are irrelevant; no retry unchanged."),
+        "data.max_prompt_length, or clean the parquet. Memory settings are irrelevant; no retry unchanged."
+    ),
     "network/keep-running": (
         "The tracker cannot upload right now but training continues. Nothing to restart; if it persists fix "
-        "DNS/proxy in the container or set SWANLAB_MODE=offline and `swanlab sync` later."),
+        "DNS/proxy in the container or set SWANLAB_MODE=offline and `swanlab sync` later."
+    ),
     "network/ray-head": (
         "The Ray head GCS${at_addr} is unreachable. `ray stop --force` on all nodes, check the head address and TCP "
         "6379 (firewall, no_proxy for cluster addresses), start the head, then the workers. dapo-ops retries once "
-        "after cleanup."),
+        "after cleanup."
+    ),
     "network/hub": (
         "The model/tokenizer download failed (proxy or hub unreachable). Use a local model path with "
         "HF_HUB_OFFLINE=1, or fix https_proxy / no_proxy in the container env (no_proxy must include localhost, "
-        "127.0.0.1 and the cluster addresses, or Ray's gRPC breaks too)."),
+        "127.0.0.1 and the cluster addresses, or Ray's gRPC breaks too)."
+    ),
     "network/tracker": (
         "The tracker server is unreachable at init (swanlab reports it as an API-key problem after its [HTTP] retry "
         "lines). Fix DNS/proxy (SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server) or set SWANLAB_MODE=local "
-        "and `swanlab sync` later."),
+        "and `swanlab sync` later."
+    ),
     "network/ssh": (
         "SSH to ${addr_or_host} failed: check the inventory address/port, the network path (proxy_jump) and that "
-        "sshd runs."),
+        "sshd runs."
+    ),
     "network": (
         "A connection failed. Check the endpoint in the evidence line, proxies (https_proxy / no_proxy) and DNS in "
-        "the container; dapo-ops retries once."),
+        "the container; dapo-ops retries once."
+    ),
     "hccl-timeout/hccp-busy": (
         "EJ0001: the previous training process still holds the NPUs. `ray stop --force`, kill leftover python "
-        "processes, wait ~10 s, relaunch."),
+        "processes, wait ~10 s, relaunch."
+    ),
     "hccl-timeout/init": (
         "The collective communicator never came up${paren_node}: ranks cannot reach each other. Check HCCL_IF_IP / "
         "HCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (NPU) or NCCL_SOCKET_IFNAME / IB (GPU), firewall, docker --network "
         "host, `hccn_tool -i <dev> -tls -g`, the same CANN/driver on every node, and that every rank started. "
-        "dapo-ops retries once after cleanup."),
+        "dapo-ops retries once after cleanup."
+    ),
     "hccl-timeout": (
         "A collective timed out or failed${paren_node}${at} with no more specific error on any rank. dapo-ops retries "
         "once; if it recurs raise HCCL_CONNECT_TIMEOUT (e.g. 7200) / HCCL_EXEC_TIMEOUT (e.g. 60000) on NPU (settings of "
         "the same name, every Ray node gets them) and look for a stalled rank; verl 0.9.1 sets no process-group "
-        "timeout of its own (torch's default; no config key such as actor_rollout_ref.nccl_timeout is read)."),
+        "timeout of its own (torch's default; no config key such as actor_rollout_ref.nccl_timeout is read)."
+    ),
     "container-missing": (
         "The container is gone or stopped (removed, engine/host restart, or wrong name/host in the inventory). Check "
         "`docker ps -a` on that host and the inventory's container name; inspect `docker inspect -f "
         "'{{.State.OOMKilled}} {{.State.ExitCode}}'` if it still exists. Recreate it and resume from the last "
-        "complete checkpoint only on request${last_step_seen}"),
+        "complete checkpoint only on request${last_step_seen}"
+    ),
     "auth-error/keep-running": (
         "Metric upload is rejected (401) but training is healthy: do not restart. Re-issue the SwanLab key and pass it "
         "as SWANLAB_API_KEY in the container env for the next run; the local swanlog can be synced later (`swanlab "
-        "sync`)."),
+        "sync`)."
+    ),
     "auth-error": (
         "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec), or "
         "its server rejected the credentials. Pass them as environment variables into the container, never as Hydra "
         "overrides: SWANLAB_API_KEY (private server: SWANLAB_API_HOST, SWANLAB_WEB_HOST), WANDB_API_KEY, "
         "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, CLEARML_API_ACCESS_KEY / "
         "CLEARML_API_SECRET_KEY (HF_TOKEN for gated models); or run with SWANLAB_MODE=local / trainer.logger=['console']"
-        ". Not retried until fixed."),
+        ". Not retried until fixed."
+    ),
     "success": (
         "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
-        "metrics (sync the local swanlog).${teardown}"),
+        "metrics (sync the local swanlog).${teardown}"
+    ),
     "crash-other/thread-limit": (
         "A worker could not create threads (pids / ulimit -u limit), not OOM. Raise the container pids limit (docker "
-        "run --pids-limit, or -1) / `ulimit -u`, or cap OMP_NUM_THREADS and Ray's thread counts; then relaunch."),
+        "run --pids-limit, or -1) / `ulimit -u`, or cap OMP_NUM_THREADS and Ray's thread counts; then relaunch."
+    ),
     "crash-other/impossible-allocation": (
         "An allocation of ${alloc_gib} GiB is impossible on this device${of_total_gib}: a corrupted or overflowed "
         "tensor size (bad shape, negative length), not memory pressure. Memory escalation cannot fix it; check the "
         "lengths in the config (data.max_prompt_length, max_response_length) and the torch / torch_npu / CANN "
-        "versions."),
+        "versions."
+    ),
     "crash-other/sigkill": (
         "The process was killed by SIGKILL (exit 137) without an OOM record: docker kill / docker stop / kill -9, not "
         "the OOM killer (OOMKilled=false or unknown). If `docker inspect` shows OOMKilled=true or dmesg has 'Out of "
-        "memory: Killed process', it is oom-host instead."),
+        "memory: Killed process', it is oom-host instead."
+    ),
     "crash-other/external-kill": (
         "verl was killed from outside${at} (${kill}) and printed no error: an operator or a "
         "scheduler (kill, docker kill, a job manager), or the host's OOM killer where the supervisor could not read "
         "the kill counter. Look on the host: `dmesg -T | grep -i -e 'killed process' -e 'out of memory'`, the "
         "container cgroup's memory.events (oom_kill), `docker inspect -f '{{.State.OOMKilled}}' <container>`; the "
         "supervisor's own look is in the evidence. dapo-ops does not retry a kill it did not order; `inv launch "
-        "--resume <run_id>` continues from the last checkpoint."),
+        "--resume <run_id>` continues from the last checkpoint."
+    ),
     "crash-other/earlier-error": (
         "One rank died with the error in the evidence before the others timed out in a collective: the timeouts are "
         "its symptom, so no retry of the collective helps. Fix that error (the worker logs under "
-        "/tmp/ray/session_latest/logs have its full traceback); no memory escalation is done."),
+        "/tmp/ray/session_latest/logs have its full traceback); no memory escalation is done."
+    ),
     "crash-other/disk-full": (
         "A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a bigger volume; "
-        "set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume."),
+        "set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume."
+    ),
     "crash-other/shm": (
         "Shared memory (/dev/shm) is too small: a DataLoader worker (or Ray's object store) died of SIGBUS. Not a "
         "host OOM and not device memory: Docker's default is 64 MiB. Recreate the container with a larger --shm-size "
         "(e.g. 32g) or --ipc=host, or lower data.dataloader_num_workers; then resume from the last complete "
-        "global_step_N. Memory rungs do not help."),
+        "global_step_N. Memory rungs do not help."
+    ),
     "crash-other/device-unavailable": (
         "The accelerator is absent, busy or not visible in the container${code}: not memory pressure. Check `npu-smi "
         "info` / `nvidia-smi` inside the container, the device mounts (/dev/davinci*, /dev/davinci_manager, "
         "/dev/hisi_hdc, /dev/devmm_svm; --gpus), ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES and leftover "
-        "processes holding the devices; then relaunch. No retry helps until then."),
+        "processes holding the devices; then relaunch. No retry helps until then."
+    ),
     "crash-other/kernel-fault": (
         "An operator / AI Core / runtime execution fault${code}: a kernel bug or a CANN / torch_npu / driver version "
         "mismatch, not OOM. Re-run with ASCEND_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING=1) to find the op, read the "
         "plog under ~/ascend/log, check the CANN / torch_npu / vllm-ascend versions match. Memory escalation does not "
-        "help."),
+        "help."
+    ),
     "crash-other/illegal-memory": (
         "An illegal device memory access (a kernel bug or a version mismatch), not OOM. Re-run with "
         "CUDA_LAUNCH_BLOCKING=1 / ASCEND_LAUNCH_BLOCKING=1 to find the op; check torch / vLLM / CANN versions. Memory "
-        "escalation does not help."),
+        "escalation does not help."
+    ),
     "crash-other/device-fault": (
         "A GPU hardware fault (uncorrectable ECC error / the GPU fell off the bus), not memory pressure and not a "
         "collective timeout. Check `nvidia-smi -q -d ECC` and the kernel log for Xid errors, drain or reset that GPU "
-        "(or node), then resume from the last complete checkpoint. Memory escalation does not help."),
+        "(or node), then resume from the last complete checkpoint. Memory escalation does not help."
+    ),
     "crash-other/node-died": (
         "A node of the Ray cluster was lost${paren_node} (missed heartbeats: the raylet crashed, the host was "
         "preempted or rebooted, or its network dropped; Ray's mention of OOM is a possibility, not evidence). Check "
         "the node is up (dmesg for the OOM killer, uptime), `ray start --address=<head>` it again, then resume from "
-        "the last complete checkpoint. No memory rung."),
+        "the last complete checkpoint. No memory rung."
+    ),
     "crash-other/runtime-env": (
         "The accelerator runtime cannot be loaded in the container: CANN's environment is not set (source "
         "/usr/local/Ascend/ascend-toolkit/set_env.sh in the shell that starts Ray; the ascend-toolkit is missing or "
         "of another version than torch_npu wants), or the CUDA runtime / driver pair does not match. Fix the image or "
-        "the environment, then relaunch; no retry helps until then."),
+        "the environment, then relaunch; no retry helps until then."
+    ),
     "crash-other/inconclusive": (
         "The log holds no error and no completion. If the process is still running, only the supervisor's "
         "no-progress alarm (hang_timeout_s) can end a silent collective wait or a Ray head loop; otherwise look at "
-        "the worker logs (/tmp/ray/session_latest/logs) for the cause."),
+        "the worker logs (/tmp/ray/session_latest/logs) for the cause."
+    ),
     "crash-other": (
         "The run died with an error that matches no known class. Read the innermost error in the evidence (the "
-        "worker logs under /tmp/ray/session_latest/logs have more); no memory escalation is done."),
+        "worker logs under /tmp/ray/session_latest/logs have more); no memory escalation is done."
+    ),
 }
 
 #: fragments some fields add (texts too, so they live here)
 FRAGMENTS: dict[str, str] = {
     "oom-device/log-prob": (
         " For a log-prob OOM also lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (and .ref.) to 1 "
-        "or log_prob_max_token_len_per_gpu."),
+        "or log_prob_max_token_len_per_gpu."
+    ),
     "oom-device/critic": (
         " With a critic also offload it: critic.model.fsdp_config.param_offload=True / optimizer_offload=True "
-        "(0.9.1: critic.fsdp.*) and critic.ppo_micro_batch_size_per_gpu=1."),
+        "(0.9.1: critic.fsdp.*) and critic.ppo_micro_batch_size_per_gpu=1."
+    ),
     "oom-host/checkpoint-save": (
         " The last lines were a checkpoint save: global_step_${ckpt_step} may be partial; resume from the previous "
-        "complete one."),
+        "complete one."
+    ),
     "success/teardown": " An error followed the final step (teardown); the result is complete.",
 }

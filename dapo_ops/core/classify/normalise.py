@@ -27,17 +27,35 @@ _RANK_PREFIX_RX = logformat.RANK_PREFIX_RE
 _BOILERPLATE = (
     (" across cluster]", re.compile(r" ?\[repeated \d+x across cluster\]")),
     ("(Ray deduplicates logs", re.compile(r" ?\(Ray deduplicates logs by default\.[^\n]*")),
-    ("potential root causes", re.compile(r"There are some potential root causes\.[^\n]*?(?:unexpected errors\.|$)",
-                                         re.MULTILINE)),
+    (
+        "potential root causes",
+        re.compile(r"There are some potential root causes\.[^\n]*?(?:unexpected errors\.|$)", re.MULTILINE),
+    ),
     # (newer Ray's wording of the same list, verl-project/verl#4921: "Some common causes include: (1) the process
     # was killed by the OOM killer due to high memory usage, (2) ray stop --force was called, or (3) the worker
     # crashed unexpectedly due to SIGSEGV or another unexpected error.")
-    ("Some common causes include", re.compile(r"Some common causes include: \(1\) the process was killed by the OOM "
-                                              r"killer[^\n]*?(?:another unexpected error\.|$)", re.MULTILINE)),
-    ("by OOM killer due to high memory", re.compile(r"\(1\) The process is killed by SIGKILL by OOM killer due to "
-                                                    r"high memory usage\.[^\n]*")),
-    ("how to address the out of memory", re.compile(r"Refer to the documentation on how to address the out of "
-                                                    r"memory issue[^\n]*")),
+    (
+        "Some common causes include",
+        re.compile(
+            r"Some common causes include: \(1\) the process was killed by the OOM "
+            r"killer[^\n]*?(?:another unexpected error\.|$)",
+            re.MULTILINE,
+        ),
+    ),
+    (
+        "by OOM killer due to high memory",
+        re.compile(
+            r"\(1\) The process is killed by SIGKILL by OOM killer due to "
+            r"high memory usage\.[^\n]*"
+        ),
+    ),
+    (
+        "how to address the out of memory",
+        re.compile(
+            r"Refer to the documentation on how to address the out of "
+            r"memory issue[^\n]*"
+        ),
+    ),
     ("To adjust the kill threshold", re.compile(r"To adjust the kill threshold, set the environment variable[^\n]*")),
 )
 
@@ -74,7 +92,7 @@ class Log:
         for m in _ATTEMPT_START_RX.finditer(text):
             pass
         if m is not None:  # one train.log spans attempts: judge only the last one
-            text = text[m.start():]
+            text = text[m.start() :]
         text = _strip_boilerplate(text)
         raw = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         lines: list[str] = []
@@ -90,14 +108,14 @@ class Log:
                         names[i] = "raylet"  # (raylet): the node's log monitor; a nameless (pid=N) has no actor
                     if pm.group("ip"):
                         ips[i] = pm.group("ip")
-                    line = line[pm.end():]
+                    line = line[pm.end() :]
                     if line.startswith("("):  # nested: (vLLMHttpServer pid=1) (Worker pid=2) ...; keep the outer name
                         pm2 = _RAY_PREFIX_RX.match(line)
                         if pm2:
-                            line = line[pm2.end():]
+                            line = line[pm2.end() :]
                 rm = _RANK_PREFIX_RX.match(line)
                 if rm:
-                    line = line[rm.end():]
+                    line = line[rm.end() :]
             lines.append(line)
         self.lines = lines
         self.names = names
@@ -135,7 +153,7 @@ class Log:
 
     def low_line(self, i: int) -> str:
         s = self.starts[i]
-        return self.low[s:s + len(self.lines[i])]
+        return self.low[s : s + len(self.lines[i])]
 
     def is_echo(self, i: int) -> bool:
         v = self._echo.get(i)
@@ -182,8 +200,8 @@ def normalise_line(line: str) -> str:
         pm = _RAY_PREFIX_RX.match(line)
         if not pm:
             break
-        line = line[pm.end():]
+        line = line[pm.end() :]
     rm = _RANK_PREFIX_RX.match(line)
     if rm:
-        line = line[rm.end():]
+        line = line[rm.end() :]
     return line

@@ -29,16 +29,21 @@ _TRAIN_FRAME_RX = re.compile(
     r"|torch/autograd/|fsdp_workers\.py|megatron_workers\.py"
 )
 # (vLLM's Ray executor workers: RayWorkerWrapper, vllm-ascend's NPURayWorkerWrapper)
-_ROLLOUT_PREFIX_RX = re.compile(r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
-                                r"|AsyncSglang|RolloutServer|(?:NPU)?RayWorkerWrapper)", re.I)
+_ROLLOUT_PREFIX_RX = re.compile(
+    r"^(?:Worker_TP\d*|EngineCore(?:_DP\d+)?|LLMRayActor|VllmWorker|vLLM|SGLang|Sglang"
+    r"|AsyncSglang|RolloutServer|(?:NPU)?RayWorkerWrapper)",
+    re.I,
+)
 # rollout engines' own allocators (SGLang torch_memory_saver, vLLM sleep-mode cumem / vllm-ascend camem)
 # (and the engines' own start-up OOM wordings: vLLM vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: "CUDA out of memory
 # occurred when warming up sampler with <n> dummy requests. Please try lowering `max_num_seqs` or
 # `gpu_memory_utilization` when initializing the engine.")
-_ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/"
-                               r"|out of memory occurred when warming up sampler"
-                               # SGLang cuda_graph_runner.py: raise Exception("Capture cuda graph failed: " + ...)
-                               r"|capture cuda graph failed")
+_ROLLOUT_ALLOC_RX = re.compile(
+    r"torch_memory_saver|cumem_allocator|camem_allocator|/sglang/|/vllm/|/vllm_ascend/"
+    r"|out of memory occurred when warming up sampler"
+    # SGLang cuda_graph_runner.py: raise Exception("Capture cuda graph failed: " + ...)
+    r"|capture cuda graph failed"
+)
 # Phase words in traceback frames (``File "...", line N, in <func>``) and ``ray::Worker.<method>()`` lines, in
 # PRIORITY order: when one call chain names several, the first phase here wins (a wake-up inside
 # generate_sequences is weight-sync; KV-cache allocation inside init_model is rollout-init; load_state_dict
@@ -50,33 +55,76 @@ _ROLLOUT_ALLOC_RX = re.compile(r"torch_memory_saver|cumem_allocator|camem_alloca
 # generate_sequences, sharding_manager); vLLM (determine_available_memory, initialize_kv_cache,
 # gpu_worker.wake_up), SGLang (resume_memory_occupation, init_memory_pool).
 PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("rollout-init", re.compile(
-        r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
-        r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
-        r"|init_cache_engine|_init_rollout|_dummy_sampler_run|when warming up sampler")),
-    ("weight-sync", re.compile(
-        r"update_weights|wake_up|resume_memory_occupation|release_memory_occupation|sync_weights|sharding_manager"
-        r"|checkpoint_engine|_sync_model|, in resume\b|rollout_mode|load_weights_from")),
+    (
+        "rollout-init",
+        re.compile(
+            r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
+            r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
+            r"|init_cache_engine|_init_rollout|_dummy_sampler_run|when warming up sampler"
+        ),
+    ),
+    (
+        "weight-sync",
+        re.compile(
+            r"update_weights|wake_up|resume_memory_occupation|release_memory_occupation|sync_weights|sharding_manager"
+            r"|checkpoint_engine|_sync_model|, in resume\b|rollout_mode|load_weights_from"
+        ),
+    ),
     ("checkpoint-load", re.compile(r"load_checkpoint|restore_checkpoint|load_from_checkpoint|_load_ckpt")),
-    ("checkpoint-save", re.compile(r"save_checkpoint|_save_ckpt|save_model|saving (?:model|optim|checkpoint)"
-                                   r"|saved model to|local_global_step_folder")),
-    ("model-load", re.compile(r"init_model|_build_model|from_pretrained|load_state_dict|build_model_optimizer"
-                              r"|_init_engine_model|model_init|load_hf_model")),
+    (
+        "checkpoint-save",
+        re.compile(
+            r"save_checkpoint|_save_ckpt|save_model|saving (?:model|optim|checkpoint)"
+            r"|saved model to|local_global_step_folder"
+        ),
+    ),
+    (
+        "model-load",
+        re.compile(
+            r"init_model|_build_model|from_pretrained|load_state_dict|build_model_optimizer"
+            r"|_init_engine_model|model_init|load_hf_model"
+        ),
+    ),
     ("log-prob", re.compile(r"compute_log_prob|compute_ref_log_prob|ref_log_prob|old_log_prob|compute_values")),
-    ("update", re.compile(r"update_actor|update_policy|update_critic|train_mini_batch|train_batch|forward_backward"
-                          r"|optimizer\.step|, in backward\b|torch/autograd/|dp_actor\.py.*update|megatron_actor.*update")),
-    ("generation", re.compile(r"generate_sequences|, in generate\b|execute_model|sample_tokens|_run_engine"
-                              r"|agent_loop|async_generate")),
+    (
+        "update",
+        re.compile(
+            r"update_actor|update_policy|update_critic|train_mini_batch|train_batch|forward_backward"
+            r"|optimizer\.step|, in backward\b|torch/autograd/|dp_actor\.py.*update|megatron_actor.*update"
+        ),
+    ),
+    (
+        "generation",
+        re.compile(
+            r"generate_sequences|, in generate\b|execute_model|sample_tokens|_run_engine"
+            r"|agent_loop|async_generate"
+        ),
+    ),
 )
 PHASE_ORDER = {name: k for k, (name, _rx) in enumerate(PHASE_FRAME_RULES)}
 # Phase words in ordinary log lines near the error (the run's own progress lines), used when no frame names one.
 PHASE_CONTEXT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("checkpoint-load", re.compile(r"resuming from|load from checkpoint|loading (?:from|checkpoint).{0,200}global_step_"
-                                   r"|setting global step to")),
-    ("checkpoint-save", re.compile(r"saving (?:checkpoint|model|optim|extra_state|hf_model)|saved (?:model|checkpoint)"
-                                   r"|local_global_step_folder")),
-    ("weight-sync", re.compile(r"resume_memory_occupation|release_memory_occupation|wake[ _]up|update_weights"
-                               r"|sleep mode|weight sync")),
+    (
+        "checkpoint-load",
+        re.compile(
+            r"resuming from|load from checkpoint|loading (?:from|checkpoint).{0,200}global_step_"
+            r"|setting global step to"
+        ),
+    ),
+    (
+        "checkpoint-save",
+        re.compile(
+            r"saving (?:checkpoint|model|optim|extra_state|hf_model)|saved (?:model|checkpoint)"
+            r"|local_global_step_folder"
+        ),
+    ),
+    (
+        "weight-sync",
+        re.compile(
+            r"resume_memory_occupation|release_memory_occupation|wake[ _]up|update_weights"
+            r"|sleep mode|weight sync"
+        ),
+    ),
     ("rollout-init", re.compile(r"init engine|kv cache|memory profiling|cache blocks|capturing cuda ?graph")),
     ("model-load", re.compile(r"loading (?:checkpoint shards|weights)|model config after")),
 )

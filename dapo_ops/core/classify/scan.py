@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 from dapo_ops.core.classify.facts import nonsense
 from dapo_ops.core.classify.normalise import Log, is_echo_text, normalise_line
-from dapo_ops.core.classify.signatures import (
-    DEVICE_OOM_NEEDLES, DEVICE_OOM_RX, SIGNATURES, WARNING_LINE_RX
-)
+from dapo_ops.core.classify.signatures import DEVICE_OOM_NEEDLES, DEVICE_OOM_RX, SIGNATURES, WARNING_LINE_RX
 from dapo_ops.core.classify.sigtable import Sig
 
 

@@ -29,7 +29,16 @@ from dapo_ops.core.classify.sigconfig import CONFIG_ROWS
 
 # the row format and its compiler (dapo_ops/core/classify/sigtable.py), re-exported for the other modules
 from dapo_ops.core.classify.sigtable import (  # noqa: F401
-    CODE_FINDER, CODES, COLLECTIVE, GENERIC, NONFATAL, ROOT, TIERS, WEAK, Sig, build_signatures
+    CODE_FINDER,
+    CODES,
+    COLLECTIVE,
+    GENERIC,
+    NONFATAL,
+    ROOT,
+    TIERS,
+    WEAK,
+    Sig,
+    build_signatures,
 )
 
 
@@ -52,13 +61,27 @@ DEVICE_OOM_PAT = (
     r"|" + _code_pat("memory")
 )
 DEVICE_OOM_RX = re.compile(DEVICE_OOM_PAT)
-DEVICE_OOM_NEEDLES = ("out of memory", "outofmemoryerror", "err0", "el0004", "ei0011", "alloc_failed", "2070",
-                       "curesult", "cuda_error_out", "cudaerrormemoryallocation")
+DEVICE_OOM_NEEDLES = (
+    "out of memory",
+    "outofmemoryerror",
+    "err0",
+    "el0004",
+    "ei0011",
+    "alloc_failed",
+    "2070",
+    "curesult",
+    "cuda_error_out",
+    "cudaerrormemoryallocation",
+)
 # The allocator's own words (vs a bare result code: "CUresult error: 2", "error code is 207001")
-OOM_WORDS_RX = re.compile(r"(?:cuda|npu|gpu|hip|xpu) out of memory|cuda error: out of memory|outofmemoryerror"
-                          r"|driver error:\s*out of memory|cuda failure '?out of memory")
+OOM_WORDS_RX = re.compile(
+    r"(?:cuda|npu|gpu|hip|xpu) out of memory|cuda error: out of memory|outofmemoryerror"
+    r"|driver error:\s*out of memory|cuda failure '?out of memory"
+)
 # a log record at warning level or below (vLLM / Python logging / glog): an OOM word in it is advice
-WARNING_LINE_RX = re.compile(r"\s*(?:warning|warn|info|debug)\b|\s*\[?[wi]\d{4} |.{0,80}\b(?:user|future|deprecation)warning\b")
+WARNING_LINE_RX = re.compile(
+    r"\s*(?:warning|warn|info|debug)\b|\s*\[?[wi]\d{4} |.{0,80}\b(?:user|future|deprecation)warning\b"
+)
 _COMM_CODE_PAT = _code_pat("communication")
 _UNAVAIL_CODE_PAT = _code_pat("device-unavailable")
 _KERNEL_CODE_PAT = _code_pat("kernel-fault")
@@ -70,56 +93,117 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     ("device-oom", "oom-device", ROOT, DEVICE_OOM_NEEDLES, DEVICE_OOM_PAT),
     # ---- rollout engine (vLLM / vllm-ascend) KV cache at start-up
     ("kv-no-blocks", "oom-kv-cache", ROOT, "cache blocks", r"no available memory for the cache blocks"),
-    ("kv-maxlen", "oom-kv-cache", ROOT, "max seq len",
-     r"to serve at least one request with the models?'s max seq len"
-     r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in kv cache"),
-    ("kv-free-below-util", "oom-kv-cache", ROOT, "on startup",
-     r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization"),
-    ("sglang-mem", "oom-kv-cache", ROOT, "mem-fraction-static",
-     r"not enough memory\. please try to increase --mem-fraction-static"),
+    (
+        "kv-maxlen",
+        "oom-kv-cache",
+        ROOT,
+        "max seq len",
+        r"to serve at least one request with the models?'s max seq len"
+        r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in kv cache",
+    ),
+    (
+        "kv-free-below-util",
+        "oom-kv-cache",
+        ROOT,
+        "on startup",
+        r"free memory on device .{0,120}on startup is less than desired (?:gpu|npu) memory utilization",
+    ),
+    (
+        "sglang-mem",
+        "oom-kv-cache",
+        ROOT,
+        "mem-fraction-static",
+        r"not enough memory\. please try to increase --mem-fraction-static",
+    ),
     # (vLLM V1 gpu_worker.py determine_available_memory words the same assert "... This happens when other processes
     # sharing the same container release GPU memory while vLLM is profiling during initialization." (vllm#56830))
-    ("kv-profiling-dirty", "oom-kv-cache", ROOT, ("not properly cleaned up", "error in memory profiling"),
-     r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"
-     r"|error in memory profiling\. initial free memory"),
+    (
+        "kv-profiling-dirty",
+        "oom-kv-cache",
+        ROOT,
+        ("not properly cleaned up", "error in memory profiling"),
+        r"(?:gpu|npu|device) memory was not properly cleaned up before initializing the vllm instance"
+        r"|error in memory profiling\. initial free memory",
+    ),
     # ---- Ray host-memory monitor (ray/exceptions.py OutOfMemoryError, raylet)
     # (Ray 2.0 raylet: "System memory low at node with IP <ip>. Used memory ... exceeds threshold <t>, killing
     # latest task ..."; Ray 1.x: "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node
     # <n> is used" -- both the host RAM monitor, never the device)
-    ("ray-oom", "oom-ray", ROOT, ("running low on memory", "killed due to memory pressure", "system memory low",
-                                   "rayoutofmemoryerror", "node_out_of_memory"),
-     r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"
-     r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"
-     # (the memory monitor's own worker exit type, WorkerExitType NODE_OUT_OF_MEMORY in ray common.proto)
-     r"|worker exit type: node_out_of_memory"),
-    ("ray-oom-node", "oom-ray", ROOT, "memory on the node (ip:",
-     r"memory on the node \(ip: [^)]{0,80}\) .{0,400}exceeds the memory usage threshold"),
+    (
+        "ray-oom",
+        "oom-ray",
+        ROOT,
+        (
+            "running low on memory",
+            "killed due to memory pressure",
+            "system memory low",
+            "rayoutofmemoryerror",
+            "node_out_of_memory",
+        ),
+        r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"
+        r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"
+        # (the memory monitor's own worker exit type, WorkerExitType NODE_OUT_OF_MEMORY in ray common.proto)
+        r"|worker exit type: node_out_of_memory",
+    ),
+    (
+        "ray-oom-node",
+        "oom-ray",
+        ROOT,
+        "memory on the node (ip:",
+        r"memory on the node \(ip: [^)]{0,80}\) .{0,400}exceeds the memory usage threshold",
+    ),
     # ---- kernel / cgroup OOM killer
-    ("kernel-oom", "oom-host", ROOT, "out of memory",
-     r"out of memory: kill(?:ed)? process|memory cgroup out of memory"),
+    (
+        "kernel-oom",
+        "oom-host",
+        ROOT,
+        "out of memory",
+        r"out of memory: kill(?:ed)? process|memory cgroup out of memory",
+    ),
     ("oom-kill-event", "oom-host", ROOT, ("oom-kill", "oom_reaper"), r"\boom-kill:|\boom_reaper\b"),
     ("pinned-host-oom", "oom-host", ROOT, "host out of memory", r"malloc pin memory failed, host out of memory"),
     # host RAM, never device: c10/core/impl/alloc_cpu.cpp ("can't allocate memory" / "not enough memory"), Python
     # MemoryError and numpy's _ArrayMemoryError (numpy/core/_exceptions.py), the kernel's ENOMEM "[Errno 12]"
-    ("host-alloc", "oom-host", ROOT, ("defaultcpuallocator", "memoryerror", "unable to allocate", "[errno 12]"),
-     r"defaultcpuallocator: (?:can't allocate memory|not enough memory)|(?<![\w.])memoryerror(?::|\s*$)"
-     r"|memoryerror: unable to allocate [\d.]+ ?[kmgtpe]?i?b for an array|\[errno 12\] cannot allocate memory"),
-    ("loader-killed", "oom-host", ROOT, "is killed by signal", r"dataloader worker \(pid \d+\) is killed by signal: killed"),
+    (
+        "host-alloc",
+        "oom-host",
+        ROOT,
+        ("defaultcpuallocator", "memoryerror", "unable to allocate", "[errno 12]"),
+        r"defaultcpuallocator: (?:can't allocate memory|not enough memory)|(?<![\w.])memoryerror(?::|\s*$)"
+        r"|memoryerror: unable to allocate [\d.]+ ?[kmgtpe]?i?b for an array|\[errno 12\] cannot allocate memory",
+    ),
+    (
+        "loader-killed",
+        "oom-host",
+        ROOT,
+        "is killed by signal",
+        r"dataloader worker \(pid \d+\) is killed by signal: killed",
+    ),
     # ---- config (Hydra / verl asserts / resources / resume layout): dapo_ops/core/classify/sigconfig.py
     *CONFIG_ROWS,
     # ---- data
-    ("seq-too-long", "data-error", ROOT, "is larger than max_length",
-     r"sequence_length=(\d+) is larger than max_length=(\d+)"),
+    (
+        "seq-too-long",
+        "data-error",
+        ROOT,
+        "is larger than max_length",
+        r"sequence_length=(\d+) is larger than max_length=(\d+)",
+    ),
     # a prompt longer than the rollout engine's context: verl async_sglang_server.py:592 "Prompt length (%d) exceeds
     # the model's maximum context length", vLLM processor _validate_model_input "The decoder prompt (length %d) is
     # longer than the maximum model length of %d", SGLang tokenizer_manager "The input (%d tokens) is longer than
     # the model's context length (%d tokens)." and scheduler "Input length (%d tokens) exceeds the maximum allowed
     # length (%d tokens)"
-    ("prompt-too-long", "data-error", ROOT, ("maximum context length", "is longer than the m", "maximum allowed length"),
-     r"prompt length \((\d+)\) exceeds the model's maximum context length"
-     r"|the decoder prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"
-     r"|the input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
-     r"|input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
+    (
+        "prompt-too-long",
+        "data-error",
+        ROOT,
+        ("maximum context length", "is longer than the m", "maximum allowed length"),
+        r"prompt length \((\d+)\) exceeds the model's maximum context length"
+        r"|the decoder prompt \(length (\d+)\) is longer than the maximum model length of (\d+)"
+        r"|the input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)"
+        r"|input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)",
+    ),
     # DAPO dynamic sampling gave up after max_num_gen_batches generation batches, in every wording verl printed:
     # verl PR #623 (2025-04, recipe/dapo/src/dapo_ray_trainer.py) "num_gen_batches=10 >= max_num_gen_batches=10.
     # Generated too many. Please check your data."; verl PR #1180 (2025-04-21, kept by verl-recipe dapo/ and
@@ -127,229 +211,468 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # difficult. You could also try set max_num_gen_batches=0 to enable endless trials."; verl-recipe PR #33
     # (2026-03, dapo/dapo_transfer_queue) "... Generated too many. Check data difficulty or set
     # max_num_gen_batches=0." (verl 0.9.1's V1 trainer refills instead and never gives up: trainer_base.py:164-185)
-    ("dapo-give-up", "data-error", ROOT, ("generated too many", "max_num_gen_batches="),
-     r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)"),
+    (
+        "dapo-give-up",
+        "data-error",
+        ROOT,
+        ("generated too many", "max_num_gen_batches="),
+        r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)",
+    ),
     # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,
     # verl/utils/dataset/rl_dataset.py:538
-    ("empty-data", "data-error", ROOT, ("num_samples should be", "dataloader is empty", "empty dataset"),
-     r"num_samples should be a positive integer value, but got num_samples=0|(?:train|validation) dataloader is empty"
-     r"|cannot split an empty dataset"),
-    ("parquet", "data-error", ROOT, ("arrowinvalid", "parquet", "datasetgenerationerror"),
-     r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror"),
+    (
+        "empty-data",
+        "data-error",
+        ROOT,
+        ("num_samples should be", "dataloader is empty", "empty dataset"),
+        r"num_samples should be a positive integer value, but got num_samples=0|(?:train|validation) dataloader is empty"
+        r"|cannot split an empty dataset",
+    ),
+    (
+        "parquet",
+        "data-error",
+        ROOT,
+        ("arrowinvalid", "parquet", "datasetgenerationerror"),
+        r"arrowinvalid|parquet magic bytes not found|could not open parquet input source|datasetgenerationerror",
+    ),
     # (files of one split with different columns / types: datasets table.py cast_table_to_schema "Couldn't cast ...
     # because column names don't match", arrow_dataset.py "The features can't be aligned" in concatenate_datasets,
     # which verl/utils/dataset/rl_dataset.py:180 calls on the train files)
-    ("data-schema", "data-error", ROOT, ("keyerror", "not in the dataset", "casterror", "column names don't match",
-                                         "can't be aligned"),
-     r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"
-     r"|keyerror: \"none of \[index\(\[.{0,200}\] are in the \[columns\]"
-     r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset|casterror'?>?: couldn't cast"
-     r"|because column names don't match|the features can't be aligned because the key"),
+    (
+        "data-schema",
+        "data-error",
+        ROOT,
+        ("keyerror", "not in the dataset", "casterror", "column names don't match", "can't be aligned"),
+        r"keyerror: '(?:prompt|data_source|reward_model|ability|extra_info|ground_truth)'"
+        r"|keyerror: \"none of \[index\(\[.{0,200}\] are in the \[columns\]"
+        r"|column '?[\w.-]+'? not in the dataset\. current columns in the dataset|casterror'?>?: couldn't cast"
+        r"|because column names don't match|the features can't be aligned because the key",
+    ),
     # ---- network (strong)
     ("gcs-connect", "network", ROOT, "gcs", r"failed to connect to gcs at address ([^\s]+?)(?: within|\s|$)"),
     # (ray gcs_client.cc: the GCS client's own wait for the head, "Timed out while waiting for GCS to become
     # available." as a log line or as ray.exceptions.RpcError, kuberay#2540, TinyZero#75)
-    ("gcs-cluster-id", "network", ROOT, "gcs", r"failed to get cluster id from gcs server"
-     r"|timed out while waiting for gcs to become available"),
+    (
+        "gcs-cluster-id",
+        "network",
+        ROOT,
+        "gcs",
+        r"failed to get cluster id from gcs server"
+        r"|timed out while waiting for gcs to become available",
+    ),
     # the GCS (Ray head) lost: ray gcs_rpc_client.h "Failed to connect to GCS within 60 seconds", ray/_private/
     # utils.py / worker.py "Unable to connect to GCS [(ray head)] at <addr>"
-    ("gcs-lost", "network", ROOT, ("gcs within", "connect to gcs"),
-     r"failed to connect to gcs within \d+ seconds|unable to connect to gcs (?:\(ray head\) )?at ([0-9a-z.\-]+:\d+)"),
+    (
+        "gcs-lost",
+        "network",
+        ROOT,
+        ("gcs within", "connect to gcs"),
+        r"failed to connect to gcs within \d+ seconds|unable to connect to gcs (?:\(ray head\) )?at ([0-9a-z.\-]+:\d+)",
+    ),
     ("ray-no-instance", "network", ROOT, "running ray instance", r"could not find any running ray instance"),
-    ("proxy", "network", ROOT, ("proxy", "tunnel connection failed"),
-     r"proxyerror|cannot connect to proxy|tunnel connection failed"),
-    ("hub", "network", ROOT, ("localentrynotfounderror", "we couldn't connect"),
-     r"localentrynotfounderror|we couldn't connect to 'https?://([^'/]+)"),
-    ("http-transient", "network", ROOT, ("client error", "server error"),
-     r"\b429 client error: too many requests|\b5\d\d server error: [^\n]{0,80}?for url: https?://"),
-    ("ssh", "network", ROOT, "ssh:",
-     r"ssh: connect to host (\S+) port \d+: (?:connection timed out|connection refused|no route to host)"
-     r"|ssh: could not resolve hostname (\S+?):"),
-    ("swanlab-http-auth", "network", ROOT, "authenticationerror",
-     r"authenticationerror: failed to initialize the swanlab client"),
+    (
+        "proxy",
+        "network",
+        ROOT,
+        ("proxy", "tunnel connection failed"),
+        r"proxyerror|cannot connect to proxy|tunnel connection failed",
+    ),
+    (
+        "hub",
+        "network",
+        ROOT,
+        ("localentrynotfounderror", "we couldn't connect"),
+        r"localentrynotfounderror|we couldn't connect to 'https?://([^'/]+)",
+    ),
+    (
+        "http-transient",
+        "network",
+        ROOT,
+        ("client error", "server error"),
+        r"\b429 client error: too many requests|\b5\d\d server error: [^\n]{0,80}?for url: https?://",
+    ),
+    (
+        "ssh",
+        "network",
+        ROOT,
+        "ssh:",
+        r"ssh: connect to host (\S+) port \d+: (?:connection timed out|connection refused|no route to host)"
+        r"|ssh: could not resolve hostname (\S+?):",
+    ),
+    (
+        "swanlab-http-auth",
+        "network",
+        ROOT,
+        "authenticationerror",
+        r"authenticationerror: failed to initialize the swanlab client",
+    ),
     # ---- auth (fatal)
     ("no-tty-key", "auth-error", ROOT, "not configured", r"api[ _]key not configured \(no-tty\)"),
     # (swanlab 0.10 sdk: "... online mode: no TTY is available for interactive login." / with SWANLAB_INTERACTIVE=
     # false "... online mode: no API key was provided, and interactive prompts are disabled." (reference swanlab.md))
-    ("swanlab-no-tty", "auth-error", ROOT, ("no tty", "no api key was provided"),
-     r"failed to initialize swanlab in online mode: (?:no tty|no api key was provided)"),
+    (
+        "swanlab-no-tty",
+        "auth-error",
+        ROOT,
+        ("no tty", "no api key was provided"),
+        r"failed to initialize swanlab in online mode: (?:no tty|no api key was provided)",
+    ),
     # wandb refuses the entity / project for this key at init (wandb/apis/normalize.py CommError, wandb#7959):
     # "It appears that you do not have permission to access the requested resource. ... (Error 403: Forbidden)",
     # "wandb: ERROR Error while calling W&B API: permission denied (<Response [403]>)"
-    ("tracker-denied", "auth-error", ROOT, ("do not have permission to access the requested resource",
-                                            "permission denied (<response [403]>)"),
-     r"you do not have permission to access the requested resource\. please reach out to the project owner"
-     r"|error while calling w&b api: permission denied \(<response \[403\]>\)"),
+    (
+        "tracker-denied",
+        "auth-error",
+        ROOT,
+        ("do not have permission to access the requested resource", "permission denied (<response [403]>)"),
+        r"you do not have permission to access the requested resource\. please reach out to the project owner"
+        r"|error while calling w&b api: permission denied \(<response \[403\]>\)",
+    ),
     ("prompt-no-tty", "auth-error", ROOT, "no-tty", r"cannot prompt for api key in no-tty environment"),
     # (wandb's own wordings at init: "API key must be 40 characters long", "API key verification failed" (wandb/wandb
     # PR 9230), AuthenticationError "... either invalid or missing", older CommError "Invalid or missing api_key")
-    ("bad-key", "auth-error", ROOT, ("login failed", "apikeyformaterror", "invalid character in api key", "api key length",
-                                     "api key must be", "api key verification failed", "missing api_key",
-                                     "either invalid or missing"),
-     r"login failed: error api key|apikeyformaterror|invalid character in api key"
-     r"|api key length must be \d+ characters|api key must be \d+ characters long|api key verification failed"
-     r"|invalid or missing api_key|the api key you provided is either invalid or missing"),
+    (
+        "bad-key",
+        "auth-error",
+        ROOT,
+        (
+            "login failed",
+            "apikeyformaterror",
+            "invalid character in api key",
+            "api key length",
+            "api key must be",
+            "api key verification failed",
+            "missing api_key",
+            "either invalid or missing",
+        ),
+        r"login failed: error api key|apikeyformaterror|invalid character in api key"
+        r"|api key length must be \d+ characters|api key must be \d+ characters long|api key verification failed"
+        r"|invalid or missing api_key|the api key you provided is either invalid or missing",
+    ),
     # MLflow (verl utils/tracking.py: mlflow.set_experiment / start_run at init) against a tracking server with auth:
     # mlflow utils/rest_utils.py verify_rest_response "API request to endpoint /api/2.0/mlflow/experiments/get-by-name
     # failed with error code 401 != 200. Response body: '...'" (mlflow#6105; 403: mlflow#7795, #9877), the body of
     # mlflow server/auth make_basic_auth_response (mlflow PR #8841) "You are not authenticated. Please see
     # https://www.mlflow.org/docs/latest/auth/index.html#authenticating-to-mlflow on how to authenticate."
-    ("mlflow-auth", "auth-error", ROOT, ("failed with error code 401", "failed with error code 403",
-                                         "you are not authenticated"),
-     r"api request to endpoint \S+ failed with error code 40[13] != 200|you are not authenticated\. please see"),
+    (
+        "mlflow-auth",
+        "auth-error",
+        ROOT,
+        ("failed with error code 401", "failed with error code 403", "you are not authenticated"),
+        r"api request to endpoint \S+ failed with error code 40[13] != 200|you are not authenticated\. please see",
+    ),
     # ClearML (verl utils/tracking.py: clearml.Task.init): clearml backend_api session.py "Failed getting token (error
     # 401 from <api server>): Unauthorized (invalid credentials) (failed to locate provided credentials)"
     # (clearml-server#75, #174; its LoginError, older trains.backend_api the same text) and the per-call form
     # "Action failed <401/22: projects.get_all/v1.0 (Unauthorized (invalid credentials) ...)>" (clearml#1118)
-    ("clearml-auth", "auth-error", ROOT, ("failed getting token", "invalid credentials"),
-     r"failed getting token \(error 40[13] from [^)]*\)|<40[13]/\d+: [\w.]+/v[\d.]+ \(unauthorized"
-     r"|unauthorized \(invalid credentials\)"),
-    ("stored-key", "auth-error", ROOT, "authenticationerror",
-     r"authenticationerror: (?:stored api key is for|no api key provided)"),
+    (
+        "clearml-auth",
+        "auth-error",
+        ROOT,
+        ("failed getting token", "invalid credentials"),
+        r"failed getting token \(error 40[13] from [^)]*\)|<40[13]/\d+: [\w.]+/v[\d.]+ \(unauthorized"
+        r"|unauthorized \(invalid credentials\)",
+    ),
+    (
+        "stored-key",
+        "auth-error",
+        ROOT,
+        "authenticationerror",
+        r"authenticationerror: (?:stored api key is for|no api key provided)",
+    ),
     # the Hub refuses a gated repo: huggingface_hub utils/_http.py hf_raise_for_status ("Cannot access gated repo for
     # url ...", "Access to model <m> is restricted"), transformers utils/hub.py cached_file ("You are trying to
     # access a gated repo."), a bare 401 on a huggingface URL
-    ("hf-gated", "auth-error", ROOT, ("gatedrepoerror", "401 client error", "gated repo", "is restricted"),
-     r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface|cannot access gated repo for url"
-     r"|you are trying to access a gated repo|access to model \S+ is restricted"),
+    (
+        "hf-gated",
+        "auth-error",
+        ROOT,
+        ("gatedrepoerror", "401 client error", "gated repo", "is restricted"),
+        r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface|cannot access gated repo for url"
+        r"|you are trying to access a gated repo|access to model \S+ is restricted",
+    ),
     # ---- auth / network (non-fatal: tracker trouble while training continues)
-    ("tracker-401", "auth-error", ROOT, "401",
-     r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
+    ("tracker-401", "auth-error", ROOT, "401", r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
     # (swanlab <= 0.7 "swanlab: swanlab api error, status code: 499"; 0.9 SDK "Upload failed due to network or
     # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
-    ("tracker-net", "network", ROOT, ("swanlab: network error", "retrying (retry(total=", "swanlab will resume uploads",
-                                      "swanlab api error", "upload failed due to network", "upload recovered",
-                                      "[http] retry #", "entering retry loop"),
-     r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
-     r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
-     r"|swanlab\.\S*session\S* - \[http\] retry #\d+"
-     # wandb sdk/lib/retry.py: "wandb: Network error (<Exception>), entering retry loop." (it reconnects itself)
-     r"|wandb: network error \(\w+\), entering retry loop",
-     NONFATAL),
+    (
+        "tracker-net",
+        "network",
+        ROOT,
+        (
+            "swanlab: network error",
+            "retrying (retry(total=",
+            "swanlab will resume uploads",
+            "swanlab api error",
+            "upload failed due to network",
+            "upload recovered",
+            "[http] retry #",
+            "entering retry loop",
+        ),
+        r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
+        r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
+        r"|swanlab\.\S*session\S* - \[http\] retry #\d+"
+        # wandb sdk/lib/retry.py: "wandb: Network error (<Exception>), entering retry loop." (it reconnects itself)
+        r"|wandb: network error \(\w+\), entering retry loop",
+        NONFATAL,
+    ),
     # wandb.init gave up on an unreachable server (wandb sdk wandb_init.py, wandb#10044): "Run initialization has
     # timed out after 90.0 sec. Please try increasing the timeout with the `init_timeout` setting"
-    ("tracker-init-timeout", "network", ROOT, "run initialization has timed out",
-     r"run initialization has timed out after [\d.]+ sec"),
+    (
+        "tracker-init-timeout",
+        "network",
+        ROOT,
+        "run initialization has timed out",
+        r"run initialization has timed out after [\d.]+ sec",
+    ),
     # ---- container
-    ("no-such-container", "container-missing", ROOT, "no such", r"no such container: ?(\S+)|error: no such object: ?(\S+)"),
+    (
+        "no-such-container",
+        "container-missing",
+        ROOT,
+        "no such",
+        r"no such container: ?(\S+)|error: no such object: ?(\S+)",
+    ),
     # moby daemon/errors.go + daemon/exec.go: exec into a stopped, restarting or paused container is refused
     # ("Container %s is not running" / "is restarting, wait until the container is running" / "is paused, unpause
     # the container before exec"); every exec'd process (the training) is dead or frozen either way
-    ("container-not-running", "container-missing", ROOT, ("is not running", "is restarting", "is paused"),
-     r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)"),
-    ("docker-daemon", "container-missing", ROOT, "docker daemon",
-     r"cannot connect to the docker daemon at \S+\. is the docker daemon running"),
+    (
+        "container-not-running",
+        "container-missing",
+        ROOT,
+        ("is not running", "is restarting", "is paused"),
+        r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)",
+    ),
+    (
+        "docker-daemon",
+        "container-missing",
+        ROOT,
+        "docker daemon",
+        r"cannot connect to the docker daemon at \S+\. is the docker daemon running",
+    ),
     # ---- specific crash causes (crash-other, but root causes: beat collective symptoms)
-    ("thread-limit", "crash-other", ROOT, ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
-     r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
-     r"|resource temporarily unavailable \[system:11\]"
-     # GCC libgomp team.c gomp_team_start: gomp_fatal("Thread creation failed: %s", strerror(err)) (ray#8546)
-     r"|libgomp: thread creation failed: resource temporarily unavailable"),
+    (
+        "thread-limit",
+        "crash-other",
+        ROOT,
+        ("resource temporarily unavailable", "can't start new thread", "pthread_create"),
+        r"thread: resource temporarily unavailable|can't start new thread|pthread_create failed"
+        r"|resource temporarily unavailable \[system:11\]"
+        # GCC libgomp team.c gomp_team_start: gomp_fatal("Thread creation failed: %s", strerror(err)) (ray#8546)
+        r"|libgomp: thread creation failed: resource temporarily unavailable",
+    ),
     # kernel execution faults (cudaErrorIllegalAddress / LaunchFailure / MisalignedAddress / IllegalInstruction)
-    ("illegal-memory", "crash-other", ROOT, ("illegal memory access", "launch failure", "misaligned address",
-                                             "illegal instruction"),
-     r"illegal memory access|unspecified launch failure|misaligned address|an illegal instruction was encountered"),
+    (
+        "illegal-memory",
+        "crash-other",
+        ROOT,
+        ("illegal memory access", "launch failure", "misaligned address", "illegal instruction"),
+        r"illegal memory access|unspecified launch failure|misaligned address|an illegal instruction was encountered",
+    ),
     # ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions." is advice after EVERY CUDA error:
     # c10/cuda/CUDAException.cpp; only "device-side assert triggered" is the assert)
     ("device-assert", "crash-other", ROOT, "device-side assert", r"device-side assert(?:ion)? triggered"),
     # a GPU hardware fault (cudaErrorECCUncorrectable, CUDA_ERROR_ECC_UNCORRECTABLE = 214; Xid "fallen off the
     # bus"): never memory pressure, whatever collective re-reports it
-    ("device-fault", "crash-other", ROOT, ("ecc error", "ecc_uncorrectable", "eccuncorrectable", "fallen off the bus"),
-     r"uncorrectable ecc error|ecc_uncorrectable|eccuncorrectable|fallen off the bus"),
+    (
+        "device-fault",
+        "crash-other",
+        ROOT,
+        ("ecc error", "ecc_uncorrectable", "eccuncorrectable", "fallen off the bus"),
+        r"uncorrectable ecc error|ecc_uncorrectable|eccuncorrectable|fallen off the bus",
+    ),
     # a Ray node lost (GCS health check: "has been marked dead because the detector has missed too many heartbeats";
     # ray/exceptions.py ActorDiedError "The actor is dead because its node has died", NodeDiedError,
     # LocalRayletDiedError). Ray's own text lists "OOM" among possible reasons: advice, not evidence.
-    ("node-died", "crash-other", ROOT, ("marked dead", "node has died", "nodediederror", "raylet died"),
-     r"has been marked dead because the detector has missed too many heartbeats|because its node has died"
-     r"|nodediederror|localrayletdiederror|the task's local raylet died"),
+    (
+        "node-died",
+        "crash-other",
+        ROOT,
+        ("marked dead", "node has died", "nodediederror", "raylet died"),
+        r"has been marked dead because the detector has missed too many heartbeats|because its node has died"
+        r"|nodediederror|localrayletdiederror|the task's local raylet died",
+    ),
     # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
     # mounted) -> device unavailable; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
     # Only libraries torch_npu cannot start without: CUDA libraries are probed (and missed harmlessly) by others.
-    ("driver-lib", "crash-other", ROOT, "cannot open shared object file",
-     r"lib(?:ascend_hal|drvdsmi_host)\.so[.\d]*: cannot open shared object file"),
-    ("runtime-env", "crash-other", ROOT, ("cannot open shared object file", "driver on your system is too old",
-                                          "driver version is insufficient"),
-     r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|graph|runtime|opapi|nnopbase|torch_npu|atb)\.so[.\d]*: cannot open "
-     r"shared object file|nvidia driver on your system is too old|cuda driver version is insufficient for cuda runtime"),
-    ("segfault", "crash-other", ROOT, ("segmentation fault", "sigsegv"), r"segmentation fault|\bsigsegv\b|fatal python error: segmentation"),
+    (
+        "driver-lib",
+        "crash-other",
+        ROOT,
+        "cannot open shared object file",
+        r"lib(?:ascend_hal|drvdsmi_host)\.so[.\d]*: cannot open shared object file",
+    ),
+    (
+        "runtime-env",
+        "crash-other",
+        ROOT,
+        ("cannot open shared object file", "driver on your system is too old", "driver version is insufficient"),
+        r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|graph|runtime|opapi|nnopbase|torch_npu|atb)\.so[.\d]*: cannot open "
+        r"shared object file|nvidia driver on your system is too old|cuda driver version is insufficient for cuda runtime",
+    ),
+    (
+        "segfault",
+        "crash-other",
+        ROOT,
+        ("segmentation fault", "sigsegv"),
+        r"segmentation fault|\bsigsegv\b|fatal python error: segmentation",
+    ),
     # /dev/shm too small (Docker's 64 MiB default): a DataLoader worker dies of SIGBUS. Not a host OOM (no
     # OOM killer, the host has RAM): crash-other, fixed by --shm-size / --ipc=host, never by memory rungs.
-    ("shm", "crash-other", ROOT, ("shared memory", "bus error", "/dev/shm", "posix_fallocate"),
-     r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
-     r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
-     r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"
-     # NCCL's SHM transport (include/shm.h <= 2.7, misc/shmutils.cc later): /dev/shm too small or not shared
-     r"|nccl warn (?:call to posix_fallocate failed|error: failed to extend /dev/shm/nccl-"
-     r"|error while (?:creating|attaching to) shared memory segment)"),
+    (
+        "shm",
+        "crash-other",
+        ROOT,
+        ("shared memory", "bus error", "/dev/shm", "posix_fallocate"),
+        r"out of shared memory|insufficient shared memory|killed by signal: bus error|bus error.{0,120}\(shm\)"
+        r"|unable to (?:open|allocate|map|write to) shared memory|shared memory object.{0,160}(?:no space left|cannot allocate)"
+        r"|no space left on device.{0,80}/dev/shm|/dev/shm.{0,80}no space left"
+        # NCCL's SHM transport (include/shm.h <= 2.7, misc/shmutils.cc later): /dev/shm too small or not shared
+        r"|nccl warn (?:call to posix_fallocate failed|error: failed to extend /dev/shm/nccl-"
+        r"|error while (?:creating|attaching to) shared memory segment)",
+    ),
     # ENOSPC / EDQUOT, and torch.save's own words for a failed write (c10 inline_container.cc)
     # ("unexpected pos <a> vs <b>": torch.save's zip writer after a short write on a full shared filesystem)
-    ("disk-full", "crash-other", ROOT, ("no space left on device", "disk quota exceeded", "storagefull",
-                                        "pytorchstreamwriter failed writing", "unexpected pos"),
-     r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"
-     r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+"),
+    (
+        "disk-full",
+        "crash-other",
+        ROOT,
+        (
+            "no space left on device",
+            "disk quota exceeded",
+            "storagefull",
+            "pytorchstreamwriter failed writing",
+            "unexpected pos",
+        ),
+        r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"
+        r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+",
+    ),
     # device absent / not mounted / not visible (codes: dapo_ops/core/classify/device_codes.py)
-    ("device-unavailable", "crash-other", ROOT, ("error code", "ret", "aclerror", "curesult", "cuda_error",
-                                                 "no cuda", "aclrtsetdevice", "no nvidia driver"),
-     _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)"
-     r"|found no nvidia driver on your system",
-     CODES),
+    (
+        "device-unavailable",
+        "crash-other",
+        ROOT,
+        ("error code", "ret", "aclerror", "curesult", "cuda_error", "no cuda", "aclrtsetdevice", "no nvidia driver"),
+        _UNAVAIL_CODE_PAT + r"|no cuda gpus are available|aclrtsetdevice.{0,60}(?:failed|error)"
+        r"|found no nvidia driver on your system",
+        CODES,
+    ),
     # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
-    ("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT,
-     CODES),
+    ("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT, CODES),
     # ---- collectives (usually a symptom of another rank's failure)
-    ("watchdog", "hccl-timeout", COLLECTIVE, "watchdog caught collective operation timeout",
-     r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)"),
+    (
+        "watchdog",
+        "hccl-timeout",
+        COLLECTIVE,
+        "watchdog caught collective operation timeout",
+        r"watchdog caught collective operation timeout: work(?:nccl|hccl)\(seqnum=(\d+)",
+    ),
     # torch c10d ProcessGroupNCCL.cpp heartbeatMonitor: the watchdog itself is stuck in a hung NCCL / CUDA call
     # ("Heartbeat monitor timed out! Process will be terminated after dumping debug info.", "ProcessGroupNCCL's
     # watchdog got stuck for <n> seconds without making progress in monitoring enqueued collectives")
-    ("heartbeat", "hccl-timeout", COLLECTIVE, ("heartbeat monitor timed out", "watchdog got stuck"),
-     r"heartbeat monitor timed out! process will be terminated|processgroupnccl's watchdog got stuck for \d+ seconds"),
-    ("coll-failed", "hccl-timeout", COLLECTIVE, "operations have failed or timed out",
-     r"some (?:nccl|hccl) operations have failed or timed out"),
+    (
+        "heartbeat",
+        "hccl-timeout",
+        COLLECTIVE,
+        ("heartbeat monitor timed out", "watchdog got stuck"),
+        r"heartbeat monitor timed out! process will be terminated|processgroupnccl's watchdog got stuck for \d+ seconds",
+    ),
+    (
+        "coll-failed",
+        "hccl-timeout",
+        COLLECTIVE,
+        "operations have failed or timed out",
+        r"some (?:nccl|hccl) operations have failed or timed out",
+    ),
     # torch: "NCCL error in: <file>:<line>, <reason>" (c10d NCCLUtils), older torch "NCCL Error <n>: <reason>",
     # vLLM pynccl "NCCL error: <reason>" (vllm/distributed/device_communicators/pynccl_wrapper.py)
-    ("nccl-error", "hccl-timeout", COLLECTIVE, "nccl",
-     r"\bnccl error(?: \d+| in)?:|ncclsystemerror|ncclinternalerror|ncclremoteerror|ncclunhandledcudaerror"
-     r"|nccl communicator was aborted"),
+    (
+        "nccl-error",
+        "hccl-timeout",
+        COLLECTIVE,
+        "nccl",
+        r"\bnccl error(?: \d+| in)?:|ncclsystemerror|ncclinternalerror|ncclremoteerror|ncclunhandledcudaerror"
+        r"|nccl communicator was aborted",
+    ),
     ("dist-backend", "hccl-timeout", COLLECTIVE, "distbackenderror", r"distbackenderror"),
     # the c10d rendezvous store (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the group never formed
-    ("dist-store", "hccl-timeout", COLLECTIVE, ("diststoreerror", "client socket has timed out", "tcp client failed"),
-     r"diststoreerror|\[c10d\] the client socket has timed out after \d+ms while trying to connect to"
-     r"|tcp client failed to connect/validate to host"),
+    (
+        "dist-store",
+        "hccl-timeout",
+        COLLECTIVE,
+        ("diststoreerror", "client socket has timed out", "tcp client failed"),
+        r"diststoreerror|\[c10d\] the client socket has timed out after \d+ms while trying to connect to"
+        r"|tcp client failed to connect/validate to host",
+    ),
     # HCCL / HCCP's own error records on stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1): "[ERROR] HCCL(<pid>,...):<ts>
     # [<file>.cc:<n>] ... hccl initialize failed / call trace: hcclRet -> <n>"
-    ("hccl-plog", "hccl-timeout", COLLECTIVE, ("[error] hccl(", "[error] hccp("),
-     r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)"),
+    (
+        "hccl-plog",
+        "hccl-timeout",
+        COLLECTIVE,
+        ("[error] hccl(", "[error] hccp("),
+        r"^\s*\[error\] hcc[lp]\(\d+,[^)\n]*\):.{0,400}(?:fail|error|hcclret -> \d+)",
+    ),
     # Gloo (CPU collectives): a peer went away (third_party/gloo/gloo/transport/tcp/pair.cc)
     # (and torch ProcessGroupGloo.cpp: the CPU group never formed, "Gloo connectFullMesh failed with [...pair.cc:144]
     # no error": verl#967, vLLM's gloo cpu_group across nodes; GLOO_SOCKET_IFNAME / reachability)
-    ("gloo", "hccl-timeout", COLLECTIVE, "gloo",
-     r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"
-     r"|gloo connectfullmesh failed"),
-    ("hccl-func", "hccl-timeout", COLLECTIVE, "hccl", r"hccl function error: (\w+)|ops function error: hccl\w*"
-     r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+"),
+    (
+        "gloo",
+        "hccl-timeout",
+        COLLECTIVE,
+        "gloo",
+        r"gloo/transport/tcp/pair\.cc:\d+\] (?:connection closed by peer|read error|connection reset by peer|timed out)"
+        r"|gloo connectfullmesh failed",
+    ),
+    (
+        "hccl-func",
+        "hccl-timeout",
+        COLLECTIVE,
+        "hccl",
+        r"hccl function error: (\w+)|ops function error: hccl\w*"
+        r"|\bhccl\w*(?:\([^)\n]{0,80}\))? (?:failed|error)[,:]? ?(?:with )?(?:error code(?: is)?|ret(?:urn)? ?=) ?-?\d+",
+    ),
     # HCCL / HCCP codes by family (EIxxxx, EJxxxx, torch_npu ERR02xxx / ERRss200, ACL 507057), not a list
-    ("cann-hccl", "hccl-timeout", COLLECTIVE, ("error code", "ret", "aclerror", "getting socket", "notify register",
-                                               "hccp", "hccl"),
-     _COMM_CODE_PAT + r"|getting socket times out|wait execution of the notify register times out"
-     r"|failed to initialize the hccp process|hccl error: ", CODES),
+    (
+        "cann-hccl",
+        "hccl-timeout",
+        COLLECTIVE,
+        ("error code", "ret", "aclerror", "getting socket", "notify register", "hccp", "hccl"),
+        _COMM_CODE_PAT + r"|getting socket times out|wait execution of the notify register times out"
+        r"|failed to initialize the hccp process|hccl error: ",
+        CODES,
+    ),
     # ---- weak network: exception lines only
-    ("net-exc", "network", WEAK, ("error", "exception"),
-     r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
-     r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror|readtimeout|connecttimeout"
-     r"|readtimeouterror|connecttimeouterror|connecterror)\b.*"
-     r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
-     r"|name or service not known|temporary failure in name resolution|max retries exceeded with url"
-     r"|read timed out)"),
+    (
+        "net-exc",
+        "network",
+        WEAK,
+        ("error", "exception"),
+        r"(?m)^\s*(?:[\w.]+\.)?(?:connectionrefusederror|connectionreseterror|connectionerror|maxretryerror"
+        r"|gaierror|timeouterror|nameresolutionerror|newconnectionerror|sslerror|readtimeout|connecttimeout"
+        r"|readtimeouterror|connecttimeouterror|connecterror)\b.*"
+        r"|^\s*[\w.]*(?:error|exception): .{0,200}(?:connection refused|connection timed out|no route to host"
+        r"|name or service not known|temporary failure in name resolution|max retries exceeded with url"
+        r"|read timed out)",
+    ),
     # ---- generic crash evidence
-    ("actor-died", "crash-other", GENERIC, ("died", "system_error"),
-     r"actordiederror|the actor died unexpectedly|the worker died unexpectedly"
-     r"|a worker died or was killed|worker exit type: system_error"),
-    ("engine-start", "crash-other", GENERIC, "engine",
-     r"enginecore failed to start|engine core initialization failed"),
-    ("exception", "crash-other", GENERIC, ("error", "exception", "interrupt"),
-     r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ \[[^\]\n]*\] )?"
-     r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*"),
+    (
+        "actor-died",
+        "crash-other",
+        GENERIC,
+        ("died", "system_error"),
+        r"actordiederror|the actor died unexpectedly|the worker died unexpectedly"
+        r"|a worker died or was killed|worker exit type: system_error",
+    ),
+    ("engine-start", "crash-other", GENERIC, "engine", r"enginecore failed to start|engine core initialization failed"),
+    (
+        "exception",
+        "crash-other",
+        GENERIC,
+        ("error", "exception", "interrupt"),
+        r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ \[[^\]\n]*\] )?"
+        r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*",
+    ),
 )
 
 

@@ -49,7 +49,9 @@ def build_signatures(rows: Iterable[object], classes: Iterable[str] = CLASSES) -
     seen: set[str] = set()
     for row in rows:
         if not isinstance(row, tuple) or len(row) not in (5, 6):
-            raise ClassifierTableError(f"signature row must be (name, class, tier, needles, pattern[, options]): {row!r}")
+            raise ClassifierTableError(
+                f"signature row must be (name, class, tier, needles, pattern[, options]): {row!r}"
+            )
         name, cls, tier, needles, pattern = row[:5]
         opts = row[5] if len(row) == 6 else {}
         if name in seen:

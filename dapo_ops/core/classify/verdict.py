@@ -27,8 +27,17 @@ CLASSES: tuple[str, ...] = (
 and ``error-storm`` (the same exception repeating with no step: ``dapo_ops/agent/supervisor/storm.py``) are added by
 the supervisor from what it watches, never from a log's text alone."""
 
-PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-save", "rollout-init", "weight-sync",
-                           "generation", "log-prob", "update", "unknown")
+PHASES: tuple[str, ...] = (
+    "model-load",
+    "checkpoint-load",
+    "checkpoint-save",
+    "rollout-init",
+    "weight-sync",
+    "generation",
+    "log-prob",
+    "update",
+    "unknown",
+)
 """OOM phases (``Verdict.detail["phase"]``; the memory ladder is per phase: dapo_ops/core/memladder.py)."""
 
 IMPOSSIBLE_ALLOC_GIB = 1024.0

@@ -12,9 +12,7 @@ import re
 from typing import Any
 
 from dapo_ops.core.classify import device_codes as _codes
-from dapo_ops.core.classify.facts import (
-    Facts, alloc_gib, node, nonsense, ray_oom_node, total_gib, zero_total
-)
+from dapo_ops.core.classify.facts import Facts, alloc_gib, node, nonsense, ray_oom_node, total_gib, zero_total
 from dapo_ops.core.classify.wording import action_text, hint_text
 from dapo_ops.core.classify.normalise import Log
 from dapo_ops.core.classify.phase import oom_context, phase_of, ray_call_line, ray_oom_phase, role_of, side_of
@@ -55,18 +53,35 @@ CONFIG_KEYS: dict[str, str] = {
 }
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
-    "hydra-override": "stale-key", "hydra-struct": "stale-key", "dataclass-kwarg": "stale-key",
-    "omegaconf-key": "stale-key", "hydra-merge": "stale-key", "gpus-less": "gpus", "pool-unsatisfied": "gpus",
-    "tp-divisible": "tp", "token-budget": "token-budget", "resume-world-size": "resume-layout",
-    "resume-megatron": "resume-layout", "data-missing": "data-missing", "model-path": "model-path",
-    "raylet-register": "ray-cpus", "chat-template": "chat-template", "visible-devices": "visible-devices",
+    "hydra-override": "stale-key",
+    "hydra-struct": "stale-key",
+    "dataclass-kwarg": "stale-key",
+    "omegaconf-key": "stale-key",
+    "hydra-merge": "stale-key",
+    "gpus-less": "gpus",
+    "pool-unsatisfied": "gpus",
+    "tp-divisible": "tp",
+    "token-budget": "token-budget",
+    "resume-world-size": "resume-layout",
+    "resume-megatron": "resume-layout",
+    "data-missing": "data-missing",
+    "model-path": "model-path",
+    "raylet-register": "ray-cpus",
+    "chat-template": "chat-template",
+    "visible-devices": "visible-devices",
 }
 #: oom-host signature -> cause (default ``kernel-oom``)
-HOST_CAUSES: dict[str, str] = {"pinned-host-oom": "pinned-memory", "loader-killed": "dataloader-killed",
-                               "host-alloc": "host-alloc"}
+HOST_CAUSES: dict[str, str] = {
+    "pinned-host-oom": "pinned-memory",
+    "loader-killed": "dataloader-killed",
+    "host-alloc": "host-alloc",
+}
 #: data-error signature -> the key to change (default ``data.train_files``) and the cause (default none)
-DATA_KEYS: dict[str, str] = {"seq-too-long": "data.max_prompt_length", "prompt-too-long": "data.max_prompt_length",
-                             "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches"}
+DATA_KEYS: dict[str, str] = {
+    "seq-too-long": "data.max_prompt_length",
+    "prompt-too-long": "data.max_prompt_length",
+    "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches",
+}
 DATA_CAUSES: dict[str, str] = {"data-schema": "schema", "dapo-give-up": "too-difficult", "empty-data": "empty"}
 #: oom-kv-cache signatures that mean "free the devices first" (the rest: raise the share / shorten max_model_len)
 KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
@@ -79,13 +94,16 @@ HUB_SIGS = ("proxy", "hub")
 # communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
 # (torch c10d: "is setting up NCCL communicator and retrieving ncclUniqueId ... via c10d key-value store"; vLLM's
 # worker init_device builds its communicator; the store's own connect timeout)
-_COMM_INIT_RX = re.compile(r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
-                           r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
-                           r"|method init_device|client socket has timed out|tcp client failed to connect"
-                           r"|initcommrootinfo|hccl initialize failed|hcclcomm init")
+_COMM_INIT_RX = re.compile(
+    r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
+    r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
+    r"|method init_device|client socket has timed out|tcp client failed to connect"
+    r"|initcommrootinfo|hccl initialize failed|hcclcomm init"
+)
 
 
 # --------------------------------------------------------------------------- building a verdict
+
 
 def ev(log: Log, *idx: int) -> list[str]:
     """The evidence: lines ``idx`` stripped, cut to 400 characters, without blanks and repeats, at most 6."""
@@ -104,8 +122,14 @@ def mk(cls: str, detail: dict[str, Any], evidence: list[str]) -> Verdict:
     """The :class:`Verdict` (``None`` detail values dropped; the action kind and action from the failure policy,
     ``dapo_ops/core/policy.py``; the hint from hints)."""
     detail = {k: v for k, v in detail.items() if v is not None}
-    return Verdict(cls=cls, action_kind=policy_kind(cls, detail).value, action=action_text(cls, detail),
-                   hint=hint_text(cls, detail), evidence=evidence, detail=detail)
+    return Verdict(
+        cls=cls,
+        action_kind=policy_kind(cls, detail).value,
+        action=action_text(cls, detail),
+        hint=hint_text(cls, detail),
+        evidence=evidence,
+        detail=detail,
+    )
 
 
 def exit_ev(exit_code: int | None) -> list[str]:
@@ -129,6 +153,7 @@ def generic_ev(log: Log, generic: list[Hit]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- per class
+
 
 def verdict_for(log: Log, f: Facts, base: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """The verdict for hit ``h`` (the chosen root cause); ``same_tier``: the hits of its precedence tier in line
@@ -171,8 +196,9 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
     if name == "data-missing":
-        m = re.search(r"'([^'\n]+\.(?:parquet|jsonl?|csv|arrow))'", log.lines[i], re.I) or \
-            re.search(r"(/[^\s'\"]+\.(?:parquet|jsonl?|csv|arrow))\b", log.lines[i], re.I)
+        m = re.search(r"'([^'\n]+\.(?:parquet|jsonl?|csv|arrow))'", log.lines[i], re.I) or re.search(
+            r"(/[^\s'\"]+\.(?:parquet|jsonl?|csv|arrow))\b", log.lines[i], re.I
+        )
         if m:
             d["path"] = m.group(1)
             if re.search(r"val_files=[^\s']*" + re.escape(m.group(1).lower()), log.low):
@@ -247,14 +273,24 @@ def _collective(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[H
     for x in same_tier:
         ll = log.low_line(x.line)
         m = re.search(r"seqnum=(\d+)", ll)
-        if (m and int(m.group(1)) <= 1) or "last completed nccl work: -1" in ll or x.sig.name == "dist-store" \
-                or "connectfullmesh" in ll or _COMM_INIT_RX.search(ll):
+        if (
+            (m and int(m.group(1)) <= 1)
+            or "last completed nccl work: -1" in ll
+            or x.sig.name == "dist-store"
+            or "connectfullmesh" in ll
+            or _COMM_INIT_RX.search(ll)
+        ):
             init = True
-    if not init and any(_COMM_INIT_RX.search(log.low_line(j)) for x in same_tier[:4]
-                        for j in range(max(0, x.line - 3), min(len(log.lines), x.line + 4))):
+    if not init and any(
+        _COMM_INIT_RX.search(log.low_line(j))
+        for x in same_tier[:4]
+        for j in range(max(0, x.line - 3), min(len(log.lines), x.line + 4))
+    ):
         init = True
-    if any(x.sig.name == "cann-hccl" and ("ej0001" in log.low_line(x.line)
-                                         or "hccp process" in log.low_line(x.line)) for x in same_tier):
+    if any(
+        x.sig.name == "cann-hccl" and ("ej0001" in log.low_line(x.line) or "hccp process" in log.low_line(x.line))
+        for x in same_tier
+    ):
         d["cause"] = "hccp-busy"
     d["init"] = init
     more = [x.line for x in same_tier[1:4] if x.line != i]
@@ -283,9 +319,17 @@ def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], 
     return mk("crash-other", d, ev(log, i) + generic_ev(log, generic))
 
 
-_BY_CLASS = {"oom-kv-cache": _kv_cache, "oom-ray": _ray_oom, "oom-host": _host_oom, "config-error": _config,
-             "data-error": _data, "network": _network, "hccl-timeout": _collective, "auth-error": _auth,
-             "container-missing": _container}
+_BY_CLASS = {
+    "oom-kv-cache": _kv_cache,
+    "oom-ray": _ray_oom,
+    "oom-host": _host_oom,
+    "config-error": _config,
+    "data-error": _data,
+    "network": _network,
+    "hccl-timeout": _collective,
+    "auth-error": _auth,
+    "container-missing": _container,
+}
 
 
 def device_oom_verdict(log: Log, d: dict[str, Any], i: int) -> Verdict:
@@ -308,9 +352,11 @@ def device_oom_verdict(log: Log, d: dict[str, Any], i: int) -> Verdict:
     driver_only = not OOM_WORDS_RX.search(ll)
     # (a phase of rollout-init, from the frames or the engine's own start-up lines just before, is the engine's
     # start-up whatever the innermost frame: vLLM "Capturing CUDA graph shapes", SGLang "Capture cuda graph begin")
-    if phase == "rollout-init" or oom_context(log, i) == "rollout" and (
-            phase in (None, "rollout-init", "model-load", "generation")
-            or (phase == "weight-sync" and driver_only)):
+    if (
+        phase == "rollout-init"
+        or oom_context(log, i) == "rollout"
+        and (phase in (None, "rollout-init", "model-load", "generation") or (phase == "weight-sync" and driver_only))
+    ):
         # the rollout engine's own memory (KV cache, weights at start-up, a re-map reported only as a result
         # code by its allocator): lower its share, never offload/recompute
         d.update(kv_direction="lower", phase=phase if phase in ("weight-sync", "generation") else "rollout-init")
@@ -372,12 +418,12 @@ def _config_key(log: Log, h: Hit) -> str | None:
     if name == "visible-devices":
         return "CUDA_VISIBLE_DEVICES" if "cuda" in log.low_line(i) else "ASCEND_RT_VISIBLE_DEVICES"
     if name == "hydra-merge":
-        return log.lines[i][h.m.start(1):h.m.end(1)] if h.m else None
+        return log.lines[i][h.m.start(1) : h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):
         return h.m.group(1)
     if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
         orig = log.lines[i]
-        m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start():])
+        m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start() :])
         if m:
             return m.group(1) or m.group(2)
     return CONFIG_KEYS.get(name)

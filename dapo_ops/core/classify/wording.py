@@ -38,12 +38,17 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
     "phase": lambda d: f"{d.get('phase')}",
     # the phase-less ladder is dapo_ops/core/memladder.py's "unknown" row: + offload, then + recompute
-    "for_phase": lambda d: (f"for phase {d['phase']} (the ladder per phase)" if d.get("phase") not in (None, "", "unknown")
-                            else "(no phase in the log: + offload, then + recompute)"),
+    "for_phase": lambda d: (
+        f"for phase {d['phase']} (the ladder per phase)"
+        if d.get("phase") not in (None, "", "unknown")
+        else "(no phase in the log: + offload, then + recompute)"
+    ),
     "oom_extra": _oom_extra,
     "on_node": lambda d: f" on node {d['node']}" if d.get("node") else "",
     "paren_node": lambda d: f" (node {d['node']})" if d.get("node") else "",
-    "ray_ckpt": lambda d: f" global_step_{d['ckpt_step']}" if d.get("ckpt_step") is not None else " the newest checkpoint",
+    "ray_ckpt": lambda d: (
+        f" global_step_{d['ckpt_step']}" if d.get("ckpt_step") is not None else " the newest checkpoint"
+    ),
     "host_ckpt": _host_ckpt,
     "key_paren": lambda d: " (" + d["key"] + ")" if d.get("key") else "",
     "key_colon": lambda d: ": " + d["key"] if d.get("key") else "",
@@ -124,7 +129,7 @@ def check_texts(rules: dict[str, Any], texts: dict[str, str], fields: dict[str, 
         for m in Template.pattern.finditer(text):
             name = m.group("named") or m.group("braced")
             if m.group("invalid") is not None or (name is not None and name not in fields):
-                raise ClassifierTableError(f"hints: text {key!r} uses an unknown field at {text[m.start():][:20]!r}")
+                raise ClassifierTableError(f"hints: text {key!r} uses an unknown field at {text[m.start() :][:20]!r}")
 
 
 check_texts(HINT_RULES, HINTS)

@@ -15,8 +15,18 @@ SCENARIO_PATH = "/sandbox/scenario.json"
 DEVICES_PATH = "/sandbox/devices.json"
 
 FAILURE_KINDS = (
-    "oom-device", "oom-kv-cache", "oom-host", "oom-ray", "hccl-timeout", "hang",
-    "swanlab-auth", "noisy-success", "crash", "data-error", "network", "stall",
+    "oom-device",
+    "oom-kv-cache",
+    "oom-host",
+    "oom-ray",
+    "hccl-timeout",
+    "hang",
+    "swanlab-auth",
+    "noisy-success",
+    "crash",
+    "data-error",
+    "network",
+    "stall",
 )
 
 

@@ -21,8 +21,9 @@ def _fmt_time(s: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, initial: int = 0, desc: str = "", prefix: str = "", stream=None,
-                 ray_lines: bool = False):
+    def __init__(
+        self, total: int, initial: int = 0, desc: str = "", prefix: str = "", stream=None, ray_lines: bool = False
+    ):
         """``ray_lines``: each redraw reaches the driver log as its own Ray-prefixed line ``<prefix>\\r<bar>\\n``
         and close adds a second redraw on the last line, as in the real verl 0.9.1 logs."""
         self.total, self.n, self.initial, self.desc = total, initial, initial, desc
@@ -53,8 +54,10 @@ class Progress:
             remaining = _fmt_time((self.total - self.n) / rate)
         else:
             rate_s, remaining = "?it/s", "?"
-        return (f"{self.desc}: {frac * 100:3.0f}%|{self._bar(frac)}| {self.n}/{self.total} "
-                f"[{_fmt_time(elapsed)}<{remaining}, {rate_s}]")
+        return (
+            f"{self.desc}: {frac * 100:3.0f}%|{self._bar(frac)}| {self.n}/{self.total} "
+            f"[{_fmt_time(elapsed)}<{remaining}, {rate_s}]"
+        )
 
     def _draw(self):
         if self.ray_lines:

@@ -20,23 +20,46 @@ import traceback
 SITE = "/usr/local/lib/python3.12/dist-packages"
 #: verl 0.9.1's frames above the user's function (file, line, function, source line)
 FRAMES_AGENT = (
-    ("verl/experimental/agent_loop/agent_loop.py", 695, "_run_agent_loop",
-     'return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)'),
-    ("verl/trainer/ppo/v1/agent_loop_tq.py", 160, "_agent_loop_postprocess",
-     "await self._compute_score(outputs, kwargs=kwargs)"),
-    ("verl/experimental/agent_loop/agent_loop.py", 1026, "_compute_score",
-     "result = await selected_reward_loop_worker_handle.compute_score.remote(data)"),
+    (
+        "verl/experimental/agent_loop/agent_loop.py",
+        695,
+        "_run_agent_loop",
+        'return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)',
+    ),
+    (
+        "verl/trainer/ppo/v1/agent_loop_tq.py",
+        160,
+        "_agent_loop_postprocess",
+        "await self._compute_score(outputs, kwargs=kwargs)",
+    ),
+    (
+        "verl/experimental/agent_loop/agent_loop.py",
+        1026,
+        "_compute_score",
+        "result = await selected_reward_loop_worker_handle.compute_score.remote(data)",
+    ),
 )
 FRAMES_REWARD = (
-    ("verl/experimental/reward_loop/reward_loop.py", 148, "compute_score",
-     "return await self.reward_manager.run_single(data)"),
-    ("verl/experimental/reward_loop/reward_manager/dapo.py", 84, "run_single",
-     "result = await self.loop.run_in_executor("),
+    (
+        "verl/experimental/reward_loop/reward_loop.py",
+        148,
+        "compute_score",
+        "return await self.reward_manager.run_single(data)",
+    ),
+    (
+        "verl/experimental/reward_loop/reward_manager/dapo.py",
+        84,
+        "run_single",
+        "result = await self.loop.run_in_executor(",
+    ),
 )
-FRAME_THREAD = ("/usr/lib/python3.12/concurrent/futures/thread.py", 59, "run",
-                "result = self.fn(*self.args, **self.kwargs)")
-FRAME_LAMBDA = ("verl/experimental/reward_loop/reward_manager/dapo.py", 86, "<lambda>",
-                "lambda: self.compute_score(")
+FRAME_THREAD = (
+    "/usr/lib/python3.12/concurrent/futures/thread.py",
+    59,
+    "run",
+    "result = self.fn(*self.args, **self.kwargs)",
+)
+FRAME_LAMBDA = ("verl/experimental/reward_loop/reward_manager/dapo.py", 86, "<lambda>", "lambda: self.compute_score(")
 
 
 def load(path: str, name: str):
@@ -59,8 +82,10 @@ def traceback_lines(exc: BaseException, uid: str, worker_pid: int, reward_pid: i
     out = ["ERROR:%s:Error in _run_prompt for uid=%s" % (stamp, uid), "Traceback (most recent call last):"]
     for f in FRAMES_AGENT:
         out += _frame(*f)
-    out.append("ray.exceptions.RayTaskError(%s): ray::RewardLoopWorker.compute_score() (pid=%d, ip=%s)"
-               % (type(exc).__name__, reward_pid, ip))
+    out.append(
+        "ray.exceptions.RayTaskError(%s): ray::RewardLoopWorker.compute_score() (pid=%d, ip=%s)"
+        % (type(exc).__name__, reward_pid, ip)
+    )
     for f in FRAMES_REWARD + (FRAME_THREAD, FRAME_LAMBDA):
         out += _frame(*f)
     for fs in traceback.extract_tb(exc.__traceback__)[1:]:  # the user's own frames (below our call)

@@ -29,9 +29,20 @@ from omegaconf import DictConfig, OmegaConf
 from . import cues, reward, texts
 from .progress import Progress
 
-KNOWN_LOGGERS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
-                 "file", "rl_insight", "tracking")
-DATALOADER_LEN = 10   # stand-in "Size of train dataloader" when trainer.total_training_steps is null
+KNOWN_LOGGERS = (
+    "wandb",
+    "mlflow",
+    "swanlab",
+    "vemlp_wandb",
+    "tensorboard",
+    "console",
+    "clearml",
+    "trackio",
+    "file",
+    "rl_insight",
+    "tracking",
+)
+DATALOADER_LEN = 10  # stand-in "Size of train dataloader" when trainer.total_training_steps is null
 
 
 def _sel(cfg, key, default=None):
@@ -77,17 +88,22 @@ class Out:
 
 def _features(cfg) -> dict:
     """Which memory features the composed config turns on (keys per verl/trainer/config/actor/actor.yaml / failure-classes.md)."""
-    offload = any(bool(_sel(cfg, k, False)) for k in (
-        "actor_rollout_ref.actor.fsdp_config.param_offload",
-        "actor_rollout_ref.actor.megatron.param_offload",
-    ))
+    offload = any(
+        bool(_sel(cfg, k, False))
+        for k in (
+            "actor_rollout_ref.actor.fsdp_config.param_offload",
+            "actor_rollout_ref.actor.megatron.param_offload",
+        )
+    )
     # Megatron: "selective" recompute is the default-on gradient-checkpointing performance feature (what the
     # dapo-ops override generator emits); the recompute rung is full recompute (granularity "full" or a method).
     otc = "actor_rollout_ref.actor.megatron.override_transformer_config."
-    recompute = (bool(_sel(cfg, "actor_rollout_ref.actor.entropy_checkpointing", False))
-                 or bool(_sel(cfg, "actor_rollout_ref.model.enable_activation_offload", False))
-                 or _sel(cfg, otc + "recompute_granularity") == "full"
-                 or _sel(cfg, otc + "recompute_method") is not None)
+    recompute = (
+        bool(_sel(cfg, "actor_rollout_ref.actor.entropy_checkpointing", False))
+        or bool(_sel(cfg, "actor_rollout_ref.model.enable_activation_offload", False))
+        or _sel(cfg, otc + "recompute_granularity") == "full"
+        or _sel(cfg, otc + "recompute_method") is not None
+    )
     return {"offload": offload, "recompute": recompute}
 
 
@@ -241,12 +257,15 @@ class StandinTrainer:
         if nnodes > 1 or os.environ.get("RAY_ADDRESS"):  # verl's ray.init() joins $RAY_ADDRESS's cluster
             self._ray_connect()
         else:
-            print("ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'TOKENIZERS_PARALLELISM': "
-                  "'true', 'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}", flush=True)
+            print(
+                "ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'TOKENIZERS_PARALLELISM': "
+                "'true', 'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}",
+                flush=True,
+            )
         if self.fires("network"):
             for ln in texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11")):
                 print(ln, flush=True)
-            while True:           # the real GCS loop never ends on its own
+            while True:  # the real GCS loop never ends on its own
                 time.sleep(5)
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
@@ -288,7 +307,8 @@ class StandinTrainer:
         if thr is not None:  # replay_buffer.py:165-177
             assert isinstance(thr, int) and thr > 0, (
                 f"Invalid max off policy threshold: {thr}, must be an integer greater than 0, or null to disable "
-                "off-policy version control")
+                "off-policy version control"
+            )
         strat = _sel(cfg, sampler + "max_off_policy_strategy", "drop")
         assert strat in ["drop", "wait"], f"Invalid max off policy strategy: {strat}, must be one of ['drop', 'wait']"
         if bool(_sel(cfg, "algorithm.filter_groups.enable", False)) and not _sel(cfg, "algorithm.filter_groups.metric"):
@@ -301,12 +321,17 @@ class StandinTrainer:
         pss = int(_sel(cfg, "trainer.v1.separate_async.parameter_sync_step"))
         assert tbs == pss * mini, (
             f"train_batch_size must equal parameter_sync_step * ppo_mini_batch_size in separate async "
-            f"training, but got train_batch_size={tbs}, parameter_sync_step={pss}, ppo_mini_batch_size={mini}")
-        assert int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0)) > 0, "nnodes must be > 0 in separate async training"
+            f"training, but got train_batch_size={tbs}, parameter_sync_step={pss}, ppo_mini_batch_size={mini}"
+        )
+        assert int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0)) > 0, (
+            "nnodes must be > 0 in separate async training"
+        )
         assert int(_sel(cfg, "actor_rollout_ref.rollout.n_gpus_per_node", 0)) > 0, (
-            "n_gpus_per_node must be > 0 in separate async training")
+            "n_gpus_per_node must be > 0 in separate async training"
+        )
         assert _sel(cfg, "actor_rollout_ref.rollout.checkpoint_engine.backend", "naive") != "naive", (
-            "please use nccl/nixl/mooncake, etc. backend for separate async training")
+            "please use nccl/nixl/mooncake, etc. backend for separate async training"
+        )
         # checkpoint_engine/base.py:84-99 (CheckpointEngineRegistry.get, reached at trainer_separate_async.py:165-170):
         # the names verl 0.9.1 registers (hccl_checkpoint_engine.py:103 registers Ascend's engine as "nccl")
         backend = _sel(cfg, "actor_rollout_ref.rollout.checkpoint_engine.backend", "naive")
@@ -326,8 +351,9 @@ class StandinTrainer:
         cfg = self.cfg
         desired = int(_sel(cfg, "trainer.nnodes", 1)) * int(_sel(cfg, "trainer.n_gpus_per_node", 8))
         if self.separate_async:  # the standalone rollout pool (trainer_separate_async.py:399)
-            desired += (int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0))
-                        * int(_sel(cfg, "actor_rollout_ref.rollout.n_gpus_per_node", 8)))
+            desired += int(_sel(cfg, "actor_rollout_ref.rollout.nnodes", 0)) * int(
+                _sel(cfg, "actor_rollout_ref.rollout.n_gpus_per_node", 8)
+            )
         elif self.one_step_off and not self.separate_async:
             desired += int(_sel(cfg, "rollout.nnodes", 1)) * int(_sel(cfg, "rollout.n_gpus_per_node", 8))
         if self.ray is not None:
@@ -340,14 +366,16 @@ class StandinTrainer:
             available = float(int(self.dev.get("count", 8)) * nnodes)
         if available < desired:
             # verl/single_controller/ray/base.py:241 (0.9.1), raised in init_workers via RayTaskError(ValueError)
-            msg = "\n".join([
-                texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
-                f'  File "{texts.VERL_SITE}/trainer/ppo/ray_trainer.py", line 681, in init_workers',
-                "    self.resource_pool_manager.create_resource_pool()",
-                f'  File "{texts.VERL_SITE}/single_controller/ray/base.py", line 241, in _check_resource_available',
-                "    raise ValueError(",
-                f"ValueError: Total available GPUs {available} is less than total desired GPUs {desired}",
-            ])
+            msg = "\n".join(
+                [
+                    texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
+                    f'  File "{texts.VERL_SITE}/trainer/ppo/ray_trainer.py", line 681, in init_workers',
+                    "    self.resource_pool_manager.create_resource_pool()",
+                    f'  File "{texts.VERL_SITE}/single_controller/ray/base.py", line 241, in _check_resource_available',
+                    "    raise ValueError(",
+                    f"ValueError: Total available GPUs {available} is less than total desired GPUs {desired}",
+                ]
+            )
             raise texts.fake_exc("RayTaskError", "ValueError", msg)
 
     def _check_kv_cache(self):
@@ -381,15 +409,21 @@ class StandinTrainer:
             assert name in KNOWN_LOGGERS, f"{name} is not supported"
         if ("wandb" in loggers or "tracking" in loggers) and not os.environ.get("WANDB_API_KEY"):
             self.out.line("wandb: ERROR " + texts.WANDB_NO_KEY.split(": ", 1)[1])
-            msg = "\n".join([texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
-                             f'  File "{texts.VERL_SITE}/utils/tracking.py", line 92, in __init__',
-                             "    wandb.init(project=project_name, name=experiment_name, config=config)",
-                             texts.WANDB_NO_KEY])
+            msg = "\n".join(
+                [
+                    texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
+                    f'  File "{texts.VERL_SITE}/utils/tracking.py", line 92, in __init__',
+                    "    wandb.init(project=project_name, name=experiment_name, config=config)",
+                    texts.WANDB_NO_KEY,
+                ]
+            )
             raise texts.fake_exc("RayTaskError", "UsageError", msg)
         if "file" in loggers:
             path = os.environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(
-                os.environ.get("VERL_FILE_LOGGER_ROOT", "."), str(_sel(self.cfg, "trainer.project_name")),
-                f"{_sel(self.cfg, 'trainer.experiment_name')}.jsonl")
+                os.environ.get("VERL_FILE_LOGGER_ROOT", "."),
+                str(_sel(self.cfg, "trainer.project_name")),
+                f"{_sel(self.cfg, 'trainer.experiment_name')}.jsonl",
+            )
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self.out.line(f"Creating file logger at {path}")
             self.file_logger = open(path, "a")
@@ -416,9 +450,13 @@ class StandinTrainer:
             swanlab.login(os.environ["SWANLAB_API_KEY"])
         project = str(_sel(self.cfg, "trainer.project_name"))
         name = str(_sel(self.cfg, "trainer.experiment_name"))
-        run = swanlab.init(project=project, experiment_name=name,
-                           config={"FRAMEWORK": "verl", **OmegaConf.to_container(self.cfg, resolve=True)},
-                           logdir=os.environ.get("SWANLAB_LOG_DIR", "swanlog"), mode=mode)
+        run = swanlab.init(
+            project=project,
+            experiment_name=name,
+            config={"FRAMEWORK": "verl", **OmegaConf.to_container(self.cfg, resolve=True)},
+            logdir=os.environ.get("SWANLAB_LOG_DIR", "swanlog"),
+            mode=mode,
+        )
         self.tracker = swanlab
         if mode in ("local", "offline", "disabled"):
             # stand-in addition: swanlab prints the run link only in cloud mode; the bench prints the same
@@ -492,8 +530,9 @@ class StandinTrainer:
                 with open(os.path.join(actor, f"{kind}_world_size_{w}_rank_{r}.pt"), "wb") as f:
                     f.write(payload)
             if not self.v1:  # the V1 trainer's workers print no save line at INFO
-                o.line(f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}",
-                       "WorkerDict")
+                o.line(
+                    f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}", "WorkerDict"
+                )
             if kill_during:
                 os.kill(os.getpid(), signal.SIGKILL)
         with open(os.path.join(folder, "data.pt"), "wb") as f:
@@ -527,8 +566,12 @@ class StandinTrainer:
         endless retry (:func:`reward.storm`)."""
         n = int(_sel(self.cfg, "data.train_batch_size", 8)) * int(_sel(self.cfg, "actor_rollout_ref.rollout.n", 1))
         for i in range(n):
-            kw = {"data_source": "math_dapo", "solution_str": "step %d sample %d: %s" % (step, i, "x" * (i % 7)),
-                  "ground_truth": "42", "extra_info": {"index": i}}
+            kw = {
+                "data_source": "math_dapo",
+                "solution_str": "step %d sample %d: %s" % (step, i, "x" * (i % 7)),
+                "ground_truth": "42",
+                "extra_info": {"index": i},
+            }
             try:
                 fn(**kw)
             except Exception as e:  # noqa: BLE001 - the user's error, as verl's agent loop sees it
@@ -539,15 +582,11 @@ class StandinTrainer:
         a collective-like wait, so ``py-spy dump`` shows a stack), the driver waits on it without output."""
         import subprocess
 
-        code = ("import time\n"
-                "def all_reduce_wait():\n"
-                "    while True:\n"
-                "        time.sleep(1)\n"
-                "all_reduce_wait()\n")
+        code = "import time\ndef all_reduce_wait():\n    while True:\n        time.sleep(1)\nall_reduce_wait()\n"
         child = subprocess.Popen([sys.executable, "-c", code])
         self.out.line(f"stand-in Ray worker pid={child.pid} started; waiting for it (stall cue)", None)
         while True:  # ray.get() on a worker that never answers
-            time.sleep(float(self.fail.get("hang_s", 10 ** 9)))
+            time.sleep(float(self.fail.get("hang_s", 10**9)))
 
     def _worker_error(self):
         """Scenario ``failure.worker_error``: before the head fails, a rank on another node of the Ray cluster (a
@@ -566,33 +605,44 @@ class StandinTrainer:
             import os
             import sys
             import time
+
             t = time.time()
             pid = os.getpid()
             stamp = time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(t)) + ".%03d.%03d" % (
-                int(t * 1000) % 1000, int(t * 1e6) % 1000)
+                int(t * 1000) % 1000,
+                int(t * 1e6) % 1000,
+            )
             d = os.path.expanduser("~/ascend/log/debug/plog")
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "plog-%d_%s.log" % (pid, time.strftime("%Y%m%d%H%M%S"))), "a") as f:
-                f.write("[INFO] HCCL(%d,python):%s [hccl_comm.cc:80] [%d][HcclComm][Init] rankSize[16], userRank[%d]\n"
-                        % (pid, stamp, pid, rank))
-                f.write("[ERROR] HCCL(%d,python):%s [hccl_socket.cc:106] [%d][HcclSocket][Listen] socket type[0], "
-                        "listen on ip[192.0.2.195] and specific port[16666] fail. Please check the port status and "
-                        "whether the port is being used by other process.\n" % (pid, stamp, pid))
+                f.write(
+                    "[INFO] HCCL(%d,python):%s [hccl_comm.cc:80] [%d][HcclComm][Init] rankSize[16], userRank[%d]\n"
+                    % (pid, stamp, pid, rank)
+                )
+                f.write(
+                    "[ERROR] HCCL(%d,python):%s [hccl_socket.cc:106] [%d][HcclSocket][Listen] socket type[0], "
+                    "listen on ip[192.0.2.195] and specific port[16666] fail. Please check the port status and "
+                    "whether the port is being used by other process.\n" % (pid, stamp, pid)
+                )
             sys.stderr.write(
                 "[ERROR] %s (PID:%d, Device:1, RankID:%d) ERR02200 DIST call hccl api failed.\n"
                 "Traceback (most recent call last):\n"
                 '  File "/usr/local/lib/python3.11/site-packages/torch_npu/distributed/distributed_c10d.py", '
                 "line 88, in init_process_group\n"
                 "RuntimeError: [ERROR] %s (PID:%d, Device:1, RankID:%d) ERR02200 DIST call hccl api failed.\n"
-                % (stamp[:19], pid, rank, stamp[:19], pid, rank))
+                % (stamp[:19], pid, rank, stamp[:19], pid, rank)
+            )
             sys.stderr.flush()
             return pid
 
         def rank0_waits():
             import sys
-            sys.stderr.write("[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective "
-                             "operation timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
-                             "1800011 milliseconds before timing out.\n")
+
+            sys.stderr.write(
+                "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective "
+                "operation timeout: WorkHCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+                "1800011 milliseconds before timing out.\n"
+            )
             sys.stderr.flush()
             return 0
 
@@ -614,8 +664,7 @@ class StandinTrainer:
             val = self._val_metrics(start)
             o.pformat(f"Initial validation metrics: {val}")
             self._log(val, start)
-        bar = Progress(total=total, initial=start, desc="Training Progress", prefix=o.pre(o.runner),
-                       ray_lines=self.v1)
+        bar = Progress(total=total, initial=start, desc="Training Progress", prefix=o.pre(o.runner), ray_lines=self.v1)
         fail = self.fail
         kind = fail.get("kind") if fail else None
         fstep = self.fail_step()
@@ -625,7 +674,7 @@ class StandinTrainer:
             t = time.time()
             at_fail = fail is not None and step == fstep
             if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
-                time.sleep(float(fail.get("hang_s", 10 ** 9)))
+                time.sleep(float(fail.get("hang_s", 10**9)))
             if at_fail and kind == "stall" and cues.fire_allowed(self.scn):
                 self._stall()
             time.sleep(self.step_time)
@@ -656,8 +705,9 @@ class StandinTrainer:
             if at_fail and kind == "crash" and cues.fire_allowed(self.scn):
                 raise texts.crash(o.runner, self.pids, self.ip, self.rng)
             if at_fail and kind == "data-error" and cues.fire_allowed(self.scn):
-                raise texts.data_error(o.runner, self.pids, self.ip, self.rng,
-                                       int(_sel(cfg, "data.max_prompt_length", 1024)))
+                raise texts.data_error(
+                    o.runner, self.pids, self.ip, self.rng, int(_sel(cfg, "data.max_prompt_length", 1024))
+                )
             is_last = step == total
             metrics = {}
             if test_freq > 0 and (is_last or step % test_freq == 0):
@@ -682,7 +732,9 @@ class StandinTrainer:
         if not last_val and test_freq != 0 and not self.v1:
             last_val = self._val_metrics(total)
         # V1 trainer: None unless a test_freq validation ran (real runs: 'Final validation metrics: None')
-        o.pformat(f"Final validation metrics: {last_val or None}" if self.v1 else f"Final validation metrics: {last_val}")
+        o.pformat(
+            f"Final validation metrics: {last_val or None}" if self.v1 else f"Final validation metrics: {last_val}"
+        )
         bar.close()
         if self.tracker is not None:
             self.tracker.finish()
