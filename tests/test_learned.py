@@ -194,12 +194,12 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
 def test_an_override_of_the_key_a_rung_changes_wins():
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
     st = settings.resolve(FLAGS, {}, {})
-    mk = lambda memos: planning.make_plan(
+    mk = lambda memos: planning.make_plan(  # noqa: E731
         st,
         ONE_GPU,
         mode="dapo",
         run_id=RID,
-        swanlab_logger=False,  # noqa: E731
+        swanlab_logger=False,
         memory=memory(memos=memos),
         extra_overrides=[f"{key}=4096"],
     )
