@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
 PYTEST_WORKERS ?= 3
 
-.PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo
+.PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo soak
 
 deps: apt venv verl-config
 
@@ -61,3 +61,10 @@ bench-status:
 demo: deps
 	$(VENV)/bin/inv demo
 	@echo "inv is .venv/bin/inv: run \`. .venv/bin/activate\` to have inv and dapo-ops on PATH"
+
+# the chaos soak (bench/soak.py, issue 31): SOAK_MINUTES (default 30) of random faults on a 3-host sandbox of
+# DAPO_BENCH_ID (default 0), invariants after each; SOAK_SEED fixes the draw; the table goes to bench/soak.md
+SOAK_MINUTES ?= 30
+soak: deps
+	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-0} $(VENV)/bin/python bench/soak.py --minutes $(SOAK_MINUTES) \
+	  $${SOAK_SEED:+--seed $$SOAK_SEED} --out bench/soak.md

@@ -552,6 +552,22 @@ def test_after_docker_stop_start_status_says_how_many_steps_a_resume_redoes(tmp_
     assert next((tmp_path / "torn").rglob("latest_checkpointed_iteration.txt")).read_text() == "8"
 
 
+def test_supervisor_dead_after_verl_finished_every_step_does_not_offer_a_resume(tmp_path):
+    """Chaos soak (bench/soak.py, seed 1 episode 1: kill-supervisor at step 5 of 19): verl went on to its last step
+    and saved it; the old hint said ``--resume`` continues, and that launch is refused (`--steps 19 would train
+    nothing`). Now: verl finished, nothing to resume, ``inv stop`` records it."""
+    from dapo_ops.agent import probe
+
+    ans = probe.probe_status(str(_dead_run_dir(tmp_path, 10, {8: True, 10: True}, 10)))
+    row = sv.build_row("h1", ans)
+    assert row.state == "supervisor-dead" and row.resume_from == 10, row
+    assert "--resume" not in row.hint and "redoes" not in row.hint, row.hint
+    assert "verl finished all 10 steps" in row.hint and "`inv stop -H h1 --run 20261129-150000-abcd`" in row.hint
+    # one step short of the total: the resume is still the way on
+    row = sv.build_row("h1", probe.probe_status(str(_dead_run_dir(tmp_path / "b", 8, {8: True}, 9))))
+    assert "--resume 20261129-150000-abcd" in row.hint and "redoes 1 step" in row.hint, row.hint
+
+
 def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_changes():
     from types import SimpleNamespace
 

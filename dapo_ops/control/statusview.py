@@ -326,6 +326,14 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
                 "`inv launch -H %s --resume %s` continues from its last checkpoint"
                 % (gone, row.verl_pgid, host, row.run_id, host, row.run_id)
             )
+        elif _finished(probe.get("checkpoint"), total):
+            # verl went on after its supervisor died and saved the last step: a resume would train nothing (and
+            # launch refuses `--steps` not beyond the checkpoint); the chaos soak found the old hint (bench/soak.md)
+            row.hint = (
+                "%s; verl finished all %s steps after it (checkpoint global_step_%s is the last step): nothing "
+                "to resume; `inv stop -H %s --run %s` marks it ended"
+                % (gone, total, probe.get("checkpoint"), host, row.run_id)
+            )
         else:
             row.hint = (
                 "%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
@@ -343,10 +351,17 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if row.state in (SUPERVISOR_DEAD, STOPPED, FAILED) and step is not None and "checkpoint" in probe:
         row.resume_from = probe.get("checkpoint")
         row.resume_redo = redo_steps(step, row.resume_from)
+        if _finished(row.resume_from, total):
+            return row  # nothing to resume: no "a resume redoes ..." line
         row.hint = (
             "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(step, row.resume_from)
         )
     return row
+
+
+def _finished(checkpoint, total) -> bool:
+    """The last complete checkpoint (``checkpoint``: its step, from the probe) is the run's last step ``total``."""
+    return isinstance(checkpoint, int) and bool(total) and checkpoint >= int(total)
 
 
 def stalled_after(run: dict, step_time_s: float | None) -> float | None:

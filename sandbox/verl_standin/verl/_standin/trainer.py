@@ -42,6 +42,7 @@ KNOWN_LOGGERS = (
     "rl_insight",
     "tracking",
 )
+DEVICE_DIR = "/tmp/dapo-standin/devices"  # the stand-in's device files (_hold_devices)
 DATALOADER_LEN = 10  # stand-in "Size of train dataloader" when trainer.total_training_steps is null
 
 
@@ -288,12 +289,23 @@ class StandinTrainer:
         else:
             o.line(f"Total training steps: {total}")
         self._check_resources(nnodes)
+        self._hold_devices()
         if startup > 0:
             time.sleep(startup)
         self._check_kv_cache()
         self._init_tracking()
         start = self._load_checkpoint()
         self._fit(start, total)
+
+    def _hold_devices(self):
+        """Open this node's stand-in device files (``/tmp/dapo-standin/devices/<npu|gpu><i>``, one per device of
+        ``trainer.n_gpus_per_node``) and keep them open for the process's life, as a real trainer holds
+        ``/dev/davinci<i>`` / ``/dev/nvidia<i>``: a process left over from a dead attempt shows up as a holder in
+        ``/proc/<pid>/fd`` (the chaos soak's device invariant, bench/soak.py). The stall cue's worker inherits them."""
+        d = DEVICE_DIR
+        os.makedirs(d, exist_ok=True)
+        n = int(_sel(self.cfg, "trainer.n_gpus_per_node", self.dev.get("count", 8)) or 1)
+        self.dev_fds = [os.open(os.path.join(d, f"{self.accel}{i}"), os.O_RDWR | os.O_CREAT, 0o600) for i in range(n)]
 
     def _check_v1_mode(self):
         """What verl 0.9.1's V1 trainer checks before it builds workers (same messages)."""
@@ -583,7 +595,7 @@ class StandinTrainer:
         import subprocess
 
         code = "import time\ndef all_reduce_wait():\n    while True:\n        time.sleep(1)\nall_reduce_wait()\n"
-        child = subprocess.Popen([sys.executable, "-c", code])
+        child = subprocess.Popen([sys.executable, "-c", code], pass_fds=tuple(getattr(self, "dev_fds", ())))
         self.out.line(f"stand-in Ray worker pid={child.pid} started; waiting for it (stall cue)", None)
         while True:  # ray.get() on a worker that never answers
             time.sleep(float(self.fail.get("hang_s", 10**9)))
