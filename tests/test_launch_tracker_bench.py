@@ -102,10 +102,12 @@ def test_a_dead_proxy_is_named_and_its_password_stays_secret(sandbox, host_ready
 def test_local_and_offline_modes_probe_no_tracker(sandbox, host_ready):
     host_ready("h3", {"step_time": 0.2})
     for mode in ("local", "offline"):
-        # an unreachable SWANLAB_HOST does not matter when nothing talks to it
+        # an unreachable SWANLAB_HOST does not matter when nothing talks to it (local mode's own requirement,
+        # swanboard, is preflight's: the sandbox image has none, so this launch skips preflight)
         _cloud(host_ready, "http://192.0.2.1:8000")
+        skip = ("--skip-preflight",) if mode == "local" else ()
         res, rid = launch(
-            host_ready, "h3", "--steps", "2", "--framework", "fsdp", "--swanlab-mode", mode, "--link-wait", "0"
+            host_ready, "h3", "--steps", "2", "--framework", "fsdp", "--swanlab-mode", mode, "--link-wait", "0", *skip
         )
         assert res.returncode == 0 and rid, res.stderr
         host_ready("h3", {"step_time": 0.2})  # next round on a clean host
