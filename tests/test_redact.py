@@ -100,3 +100,11 @@ def test_a_webhook_key_in_the_query_is_a_secret():
     ding = "https://oapi.dingtalk.com/robot/send?access_token=abcdef123456"
     assert r.display_url(ding).endswith("access_token=***")
     assert not r.has_credentials("https://swanlab.cn/@me/p/runs/abc?tab=chart")
+
+
+@pytest.mark.parametrize("name", ["+x.auth", "+x.Authorization", "+x.pwd", "WEBHOOK_AUTH", "my.passphrase", "x.cookie"])
+def test_auth_and_short_password_words_are_secret(name):
+    """A new user's trial: ``--override '+x.auth=abc'`` (and Authorization, pwd) reached verl's argv while
+    ``+x.passwd`` was refused; the one secret-name rule covers them now."""
+    assert redact.is_secret_name(name)
+    assert redact.redact_argv([f"{name}=abc"]) == [f"{name}=***"]

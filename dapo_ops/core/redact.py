@@ -21,7 +21,21 @@ from urllib.parse import quote, unquote, urlsplit
 REDACTED = "***"
 #: secrets shorter than this (characters) are not searched for in text: too short to redact without destroying it
 MIN_SECRET_LEN = 4
-SECRET_MARKERS = ("key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials")
+SECRET_MARKERS = (
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "cookie",
+)
 #: a marker followed by one of these is a size, not a secret (``ppo_max_token_len_per_gpu``)
 NOT_SECRET_NEXT = ("len", "length", "lengths", "budget", "count", "num", "limit")
 
