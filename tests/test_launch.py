@@ -557,3 +557,34 @@ def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
     )
     assert res.returncode == 2 and "--experiment" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert key not in res.stdout + res.stderr
+
+
+def test_a_refused_resume_leaves_the_earlier_runs_record_alone(monkeypatch):
+    """A new user's trial: after a supervisor SIGKILL verl finished every step; `inv launch --resume` was refused
+    ("would train nothing") but had already closed the earlier run as failed at a stale step. The refusal comes
+    first now: no stop op runs."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control import resume, status
+    from dapo_ops.control.launch_errors import LaunchRefused
+
+    calls = []
+    monkeypatch.setattr(status, "probe", lambda target, req: calls.append(req) or {})
+    old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 60}}
+    answers = {
+        "/r/old/checkpoints/latest_checkpointed_iteration.txt": "60\n",
+        "/r/old/run.json": '{"status": "running", "step": 34}',
+    }
+
+    class T:
+        host = SimpleNamespace(runs_path="/r")
+
+        def run(self, argv, **kw):
+            return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
+
+    plan = SimpleNamespace(spec={"mode": "dapo", "framework": "fsdp", "settings": {"steps": 60}}, features=None)
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    with pytest.raises(LaunchRefused) as e:
+        resume.apply_resume(T(), plan, "old", old)
+    assert "would train nothing" in str(e.value)
+    assert calls == []  # the earlier run's record was not touched

@@ -121,6 +121,17 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     for k in ("ckpt_dir", "experiment", "project"):
         if old_s.get(k):
             new_s[k] = old_s[k]
+    # refused before anything is written: a refused resume leaves the earlier run's record as it was
+    it = target.run(
+        ["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30, check=False
+    )
+    step = (it.stdout or "").strip() if it.exited == 0 else ""
+    if step.isdigit() and int(new_s["steps"]) <= int(step):
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
+            f"would train nothing: --steps is the total, ask for more than {step}",
+        )
     rec = _cat_json(target, f"{old_dir}/run.json") or {}
     if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
         from dapo_ops.control.status import probe
@@ -148,16 +159,6 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     spec["resume_of"] = run_id
     plan.ckpt_dir = new_s["ckpt_dir"]
     plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
-    it = target.run(
-        ["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30, check=False
-    )
-    step = (it.stdout or "").strip() if it.exited == 0 else ""
-    if step.isdigit() and int(new_s["steps"]) <= int(step):
-        raise LaunchRefused(
-            "resume",
-            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
-            f"would train nothing: --steps is the total, ask for more than {step}",
-        )
     added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
     return (
         f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
