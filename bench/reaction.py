@@ -70,6 +70,8 @@ def factory(spec, fs, changes=None):
 
 
 def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
+    """A run dir whose spec runs the fake verl that ``cfg`` (its ``bench.json``; ``steps`` the run's total) drives
+    under the supervisor with ``tunables`` (shared by bench/storm.py)."""
     rid = runstate.new_run_id()
     run_dir = root / "runs" / rid
     run_dir.mkdir(parents=True)
@@ -100,10 +102,11 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
     return run_dir
 
 
-def start(root: Path, run_dir: Path) -> subprocess.Popen:
+def start(root: Path, run_dir: Path, factory: str = "bench_factory:factory") -> subprocess.Popen:
+    """The detached supervisor of ``run_dir`` with ``factory`` (``module:function`` under ``root``) as its verl."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root)]))
     return subprocess.Popen(
-        [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", "bench_factory:factory"],
+        [sys.executable, "-m", "dapo_ops.agent.supervisor", str(run_dir), "--command-factory", factory],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=open(run_dir / "supervisor.log", "ab"),

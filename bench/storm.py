@@ -21,9 +21,6 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib.util
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,8 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dapo_ops.agent.supervisor.storm import repeats_without_progress  # noqa: E402
-from dapo_ops.core import features, runstate  # noqa: E402
+from dapo_ops.core import runstate  # noqa: E402
 from dapo_ops.core.logformat import parse_metrics_line, split_lines  # noqa: E402
+from reaction import make_run, proc_cpu_rss, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)
 
 PREFIX = "\x1b[36m(AgentLoopWorkerTQ pid=52211)\x1b[0m "
 
@@ -85,6 +83,7 @@ while time.time() - t0 < cfg["seconds"]:
     time.sleep(max(0.0, t0 + n / cfg["rate"] - time.time()))
 """
 
+STORM_FACTORY = "bench_storm_factory:factory"
 FACTORY = r"""
 import json, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,61 +91,6 @@ def factory(spec, fs, changes=None):
     cfg = json.load(open(os.path.join(spec["run_dir"], "bench.json")))
     return [sys.executable, os.path.join(HERE, "bench_storm_verl.py"), json.dumps({"cfg": cfg})]
 """
-
-
-def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
-    rid = runstate.new_run_id()
-    run_dir = root / "runs" / rid
-    run_dir.mkdir(parents=True)
-    fs = features.resolve(None)
-    spec = {
-        "version": 1,
-        "run_id": rid,
-        "host": "local",
-        "container": "none",
-        "mode": "dapo",
-        "framework": "fsdp",
-        "profile": "0.9",
-        "accelerator": "gpu",
-        "workdir": str(root),
-        "python": sys.executable,
-        "run_dir": str(run_dir),
-        "settings": {"steps": 4, "ckpt_dir": str(run_dir / "checkpoints")},
-        "features": fs.to_json(),
-        "disabled_features": [],
-        "max_oom_retries": 2,
-        "hang_timeout_s": 3600,
-        "env": {},
-        "notify": {},
-        "supervisor": tunables,
-    }
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
-    (run_dir / "bench.json").write_text(json.dumps(cfg))
-    return run_dir
-
-
-def start(root: Path, run_dir: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(root)]))
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dapo_ops.agent.supervisor",
-            str(run_dir),
-            "--command-factory",
-            "bench_storm_factory:factory",
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=open(run_dir / "supervisor.log", "ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def first_storm_t(log: Path) -> float | None:
@@ -157,8 +101,8 @@ def first_storm_t(log: Path) -> float | None:
 
 
 def to_verdict(root: Path, rate: float, tun: dict) -> dict:
-    run_dir = make_run(root, {"block": str(root / "block.txt"), "rate": rate, "seconds": 600}, tun)
-    p = start(root, run_dir)
+    run_dir = make_run(root, {"block": str(root / "block.txt"), "rate": rate, "seconds": 600, "steps": 4}, tun)
+    p = start(root, run_dir, STORM_FACTORY)
     p.wait(timeout=300)
     rec = runstate.read_run(run_dir)
     t_first = first_storm_t(run_dir / "attempt-1.log")
@@ -175,17 +119,17 @@ def to_verdict(root: Path, rate: float, tun: dict) -> dict:
 
 def cpu_at_rate(root: Path, rate: float, seconds: float, tun: dict) -> dict:
     tun = dict(tun, storm_min_span_s=1e9, storm_slow_span_s=1e9, log_burst_bytes=float(256 << 10))
-    run_dir = make_run(root, {"block": str(root / "block.txt"), "rate": rate, "seconds": seconds + 5}, tun)
-    p = start(root, run_dir)
+    run_dir = make_run(root, {"block": str(root / "block.txt"), "rate": rate, "seconds": seconds + 5, "steps": 4}, tun)
+    p = start(root, run_dir, STORM_FACTORY)
     alog = run_dir / "attempt-1.log"
     end = time.time() + 60
     while time.time() < end and (not alog.exists() or first_storm_t(alog) is None):
         time.sleep(0.1)
     time.sleep(1.0)
-    c0, t0 = cpu_s(p.pid), time.time()
+    c0, t0 = proc_cpu_rss(p.pid)[0], time.time()
     a0, l0 = alog.stat().st_size, (run_dir / "train.log").stat().st_size
     time.sleep(seconds)
-    c1, t1 = cpu_s(p.pid), time.time()
+    c1, t1 = proc_cpu_rss(p.pid)[0], time.time()
     a1, l1 = alog.stat().st_size, (run_dir / "train.log").stat().st_size
     p.terminate()
     p.wait(timeout=120)
