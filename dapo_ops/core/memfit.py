@@ -21,7 +21,13 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
   two fp32 RMSNorm inputs, q/k/v and rotary q/k, repeat_kv for sdpa, attention out, 4 SwiGLU tensors of
   ``i``); run 8: 23.8 GiB for 8192 tokens x 24 layers. Gradient checkpointing keeps ``2h`` per layer plus one
   layer; ``recompute`` = FSDP activation offload (one layer + 2 inputs) / Megatron full recompute (like
-  checkpointing). Logits: ``10V`` bytes per token (bf16 logits, fp32 upcast, fp32 log-softmax).
+  checkpointing). Logits in the update: ``10V`` bytes per token (bf16 logits, fp32 upcast, fp32 log-softmax).
+  Logits in the no-grad log-prob forward: ``6V`` (:data:`LOGPROB_LOGIT_BYTES`): verl 0.9.1's FSDP engine keeps the
+  model's bf16 logits (``verl/workers/engine/fsdp/transformer_impl.py`` ``prepare_model_outputs``: no copy at
+  temperature 1), computes the entropy with ``softmax`` + ``softmax * logits`` (two more bf16 ``V`` tensors,
+  ``verl/utils/torch_functional.py:243-244``) and the log-probs row by row (``logprobs_from_logits_v2``, or the
+  flash-attn / torch_npu cross-entropy: no full ``V`` tensor); nothing is upcast to fp32. Checked on held-out
+  Qwen3-1.7B, 8 704-token rows (bench/memory_fit.csv ``w14``): 10V put the log-prob phase 38 % over the real peak.
   Tokens per micro-batch: ``ppo_max_token_len_per_gpu`` (dynamic batch) else micro x (prompt + response).
 - vLLM reserves ``u*T`` while awake (its KV cache fills the share, ``verl/workers/rollout``); asleep it
   keeps :data:`ROLLOUT_ASLEEP_GIB`. The actor process keeps :data:`ACTOR_CTX_GIB` (CUDA context, NCCL).
@@ -44,6 +50,7 @@ ROLLOUT_ASLEEP_GIB = 0.83  # 848 MiB: the sleeping vLLM worker ("Process 8919 ha
 SYNC_BUCKET_GIB = 2.0  # update_weights_bucket_megabytes: 2048 (_generated_ppo_trainer.yaml:371); run 1: 2.08
 ACT_BYTES = (30, 6, 8)  # activation bytes per token-layer: 30h + 6*kv*d + 8i
 LOGIT_BYTES = 10
+LOGPROB_LOGIT_BYTES = 6  # bf16 logits + softmax + softmax*logits (entropy), no fp32 upcast: see the module doc
 PHASES = ("model-load", "checkpoint-load", "rollout-init", "weight-sync", "generation", "log-prob", "update")
 _KEYS = (
     "model_type",
@@ -231,7 +238,7 @@ def estimate(m: Model, s: Setup) -> Estimate:
         update = max(fwd, params_b + grads_b + opt_b + step_extra)
     inter = m.moe_intermediate * m.top_k if m.experts else m.intermediate
     logprob = (layer_bf16 if pol else params_b) + s.logprob_tokens * (
-        4 * m.hidden + 6 * inter + LOGIT_BYTES * m.vocab
+        4 * m.hidden + 6 * inter + LOGPROB_LOGIT_BYTES * m.vocab
     ) / max(1, s.tp * s.cp)  # no-grad forward: one layer's transients
     resident = 0.0 if s.offload else params_b + opt_b  # between phases (grads freed by zero_grad)
     rollout_w = 2 * P / max(1, s.rollout_tp)
