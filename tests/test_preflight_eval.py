@@ -126,7 +126,7 @@ def test_full_probe_in_process_ok_and_profile_mismatch(tmp_path, standin):
 def test_disk_estimate_from_model_size(tmp_path, standin):
     make_model(tmp_path / "m", max_pos=4096)
     make_parquet(tmp_path / "t.parquet", 10)
-    spec = _spec(tmp_path)
+    spec = _spec(tmp_path, max_actor_ckpt_to_keep=None)  # null: keep every save (verl's own default)
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
     facts = _facts(req)
     wb = facts["probe"]["model"]["weights_bytes"]
@@ -136,6 +136,9 @@ def test_disk_estimate_from_model_size(tmp_path, standin):
         d = _by(pc.evaluate(_host(), spec, facts, full=False))["disk"]
         assert d.status == want, (free, d)
     assert "10 save(s)" in d.message
+    # a spec without the key keeps the defaults table's 3: up to 2 x 3 on disk across attempts (stays_on_disk)
+    d = _by(pc.evaluate(_host(), _spec(tmp_path), facts, full=False))["disk"]
+    assert "6 save(s)" in d.message
 
 
 def test_one_step_off_needs_both_pools(tmp_path, standin):

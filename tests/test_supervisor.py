@@ -379,13 +379,16 @@ def test_sigterm_while_waiting_to_retry_marks_stopped(tmp_path):
 
 
 def test_unbuildable_command_fails_with_one_line_config_error(tmp_path):
+    # save_freq 0: the real builder refuses the spec (runspec.check_spec); a missing key would not do it since the
+    # supervisor completes a spec from the defaults table (runstate.read_spec)
     run_dir = make_run(tmp_path, {"step_time": 0.03})
     spec = json.loads((run_dir / "spec.json").read_text())
-    del spec["settings"]["steps"]  # the fake factory (like build_command) cannot build argv without it
+    spec["settings"]["save_freq"] = 0
     runstate.write_json_atomic(run_dir / "spec.json", spec)
-    rec = run_to_end(run_dir)
+    rec = run_to_end(run_dir, factory="dapo_ops.core.overrides:build_command")
     assert rec["status"] == "failed" and rec["attempts"] == []
     assert rec["verdict"]["cls"] == "config-error" and "\n" not in rec["verdict"]["action"]
+    assert "save_freq=0 is invalid" in rec["verdict"]["action"] + rec["verdict"].get("reason", "")
     assert runstate.read_lock(run_dir.parent) is None
 
 

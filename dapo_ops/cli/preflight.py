@@ -203,7 +203,7 @@ def preflight(
         if cluster and len(chosen) > 1:
             ray = {"head": head.address, "port": int(ray_port), "is_head": h.name == head.name}
         plan = plans[h.name]
-        jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec.get("container") or "")  # CONTAINER wins
+        jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec["container"] or "")  # CONTAINER wins
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
     per_host = pc.run_fleet(
         chosen,

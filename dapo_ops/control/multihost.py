@@ -108,7 +108,7 @@ def cluster_plan(
             + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts"
         )
     nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
-    topo = cluster.plan_topology(mode, nodes, int(st.get("trainer_gpus") or 0), int(st.get("rollout_gpus") or 0))
+    topo = cluster.plan_topology(mode, nodes, int(st["trainer_gpus"]), int(st["rollout_gpus"]))
     # plan against the whole cluster's devices: the per-node split was checked by plan_topology
     plan = planning.make_plan(
         st,

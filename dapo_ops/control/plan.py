@@ -47,7 +47,7 @@ def render(plan: Plan, console: Console | None = None) -> None:
     con = console or Console()
     spec = plan.spec
     s = spec["settings"]
-    nodes = int(s.get("nnodes") or 1)
+    nodes = int(s["nnodes"])
     if spec["mode"] == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
         nodes += int(s["rollout_nnodes"])
     ctr = f"container {spec['container']}" if spec.get("container") else "host shell, no container"
@@ -123,7 +123,7 @@ def _local_memory_facts(st, host) -> dict | None:
     the host's ``model_dir``); the device memory is only known in preflight (``nvidia-smi`` / ``npu-smi``)."""
     import json
 
-    model = str(st.get("model", "") if hasattr(st, "get") else getattr(st, "model", "") or "")
+    model = str(st["model"])  # resolved settings: every setting is there
     base = getattr(host, "model_dir", "") or ""
     path = model if model.startswith("/") else os.path.join(base, model) if base else model
     try:

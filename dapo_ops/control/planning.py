@@ -13,7 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from dapo_ops.control.settings import SettingsError, check_tracker_names
+from dapo_ops.control.settings import Settings, SettingsError, check_tracker_names
+from dapo_ops.core import defaults
 from dapo_ops.core import features as features_mod
 from dapo_ops.core import ladder
 from dapo_ops.core import memfit
@@ -85,12 +86,10 @@ def _resolve_path(value: str, base: str | None, workdir: str) -> str:
     return posixpath.normpath(posixpath.join(base or workdir, v))
 
 
-def _get(settings, name, default=None):
-    if hasattr(settings, "get"):
-        v = settings.get(name, default)
-    else:
-        v = getattr(settings, name, default)
-    return default if v is None else v
+def _values(settings) -> dict:
+    """Every run setting's value: a resolved :class:`~dapo_ops.control.settings.Settings` has them all; a plain dict
+    of some gets the others from the one defaults table (:func:`dapo_ops.core.defaults.run_settings`)."""
+    return defaults.run_settings(settings.values if isinstance(settings, Settings) else settings)
 
 
 def make_plan(
@@ -137,20 +136,21 @@ def make_plan(
 def _make_plan(
     settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides, memory=None
 ) -> Plan:
-    if getattr(host, "runtime", "docker") == "host" and _get(settings, "container", ""):
+    v = _values(settings)
+    if getattr(host, "runtime", "docker") == "host" and v["container"]:
         raise PlanError(
-            f"container '{_get(settings, 'container', '')}' was given (--container / CONTAINER) but host "
+            f"container '{v['container']}' was given (--container / CONTAINER) but host "
             f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
             'use a runtime = "docker" host'
         )
-    profile = _get(settings, "profile", "") or profile
-    framework = _get(settings, "framework", "megatron")
+    profile = v["profile"] or profile
+    framework = v["framework"]
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     v09 = profile == "0.9"
-    user_features = _get(settings, "features", "")
+    user_features = v["features"]
     fs = features_mod.resolve(
-        user_features, bool(_get(settings, "offload", False)), implied_off=features_mod.implies_off(profile, framework)
+        user_features, bool(v["offload"]), implied_off=features_mod.implies_off(profile, framework)
     )
 
     workdir = _host_attr(host, "workdir")
@@ -164,68 +164,70 @@ def _make_plan(
     devices = int(_host_attr(host, "devices"))
     notes: list[str] = []
 
-    model = _resolve_path(_get(settings, "model", ""), _host_attr(host, "model_dir"), workdir)
-    train = _resolve_path(_get(settings, "train_file", ""), _host_attr(host, "data_dir"), workdir)
-    val = _resolve_path(_get(settings, "val_file", ""), _host_attr(host, "data_dir"), workdir)
+    model = _resolve_path(v["model"], _host_attr(host, "model_dir"), workdir)
+    train = _resolve_path(v["train_file"], _host_attr(host, "data_dir"), workdir)
+    val = _resolve_path(v["val_file"], _host_attr(host, "data_dir"), workdir)
     for name, raw, res in (
-        ("model", _get(settings, "model", ""), model),
-        ("train_file", _get(settings, "train_file", ""), train),
-        ("val_file", _get(settings, "val_file", ""), val),
+        ("model", v["model"], model),
+        ("train_file", v["train_file"], train),
+        ("val_file", v["val_file"], val),
     ):
         if raw and raw != res:
             notes.append(f"{name} {raw!r} is relative: using {res}")
 
-    trainer_gpus = int(_get(settings, "trainer_gpus", 4))
-    rollout_gpus = int(_get(settings, "rollout_gpus", 4))
-    mpe = int(_get(settings, "max_position_embeddings", 0) or 0) or None
+    trainer_gpus = int(v["trainer_gpus"])
+    rollout_gpus = int(v["rollout_gpus"])
+    # the spec's forms (dapo_ops/core/defaults.py SPEC_SETTINGS): 0 -> None where None is verl's own "unset"
+    mpe = int(v["max_position_embeddings"] or 0) or None
     s = {
         "model_path": model,
         "train_file": train,
         "val_file": val,
-        "steps": _get(settings, "steps", 100),
+        "steps": v["steps"],
         "trainer_gpus": trainer_gpus,
         "rollout_gpus": rollout_gpus,
         "nnodes": 1,
         "n_gpus_per_node": devices if host is not None else trainer_gpus + rollout_gpus,
-        "max_prompt_length": int(_get(settings, "max_prompt_length", 2048)),
-        "max_response_length": int(_get(settings, "max_response_length", 8192)),
-        "save_freq": int(_get(settings, "save_freq", 10)),
-        "rollout_tp": int(_get(settings, "rollout_tp", 2)),
-        "gpu_memory_utilization": _rollout_share(settings, mode),
-        "train_batch_size": int(_get(settings, "train_batch_size", 64)),
-        "ppo_mini_batch_size": int(_get(settings, "ppo_mini_batch_size", 16)),
-        "rollout_n": int(_get(settings, "rollout_n", 8)),
-        "micro_batch_size": int(_get(settings, "micro_batch_size", 1)),
+        "max_prompt_length": int(v["max_prompt_length"]),
+        "max_response_length": int(v["max_response_length"]),
+        "save_freq": int(v["save_freq"]),
+        "rollout_tp": int(v["rollout_tp"]),
+        "gpu_memory_utilization": _rollout_share(settings, v, mode),
+        "train_batch_size": int(v["train_batch_size"]),
+        "ppo_mini_batch_size": int(v["ppo_mini_batch_size"]),
+        "rollout_n": int(v["rollout_n"]),
+        "micro_batch_size": int(v["micro_batch_size"]),
         "max_position_embeddings": mpe,
-        "trainer_mode": _get(settings, "trainer_mode", "async") or "async",
-        "max_staleness": int(_get(settings, "max_staleness", 2)),
-        "memory_fit": _get(settings, "memory_fit", "start") or "start",
-        "parameter_sync_step": int(_get(settings, "parameter_sync_step", 0)),
-        # 0.8: not emitted (the 0.8-era behaviour: every save kept), so preflight's disk check must not count it
-        "max_actor_ckpt_to_keep": (int(_get(settings, "max_actor_ckpt_to_keep", 3)) or None) if v09 else None,
-        "project": _get(settings, "project", "dapo-ops") or "dapo-ops",
-        "experiment": _get(settings, "experiment", "") or run_id,
+        "trainer_mode": v["trainer_mode"],
+        "max_staleness": int(v["max_staleness"]),
+        "memory_fit": v["memory_fit"],
+        "parameter_sync_step": int(v["parameter_sync_step"]),
+        # 0: keep every save (null, verl's own default); 0.8: not emitted (the 0.8-era behaviour: every save kept),
+        # so preflight's disk check must not count it
+        "max_actor_ckpt_to_keep": (int(v["max_actor_ckpt_to_keep"]) or None) if v09 else None,
+        "project": v["project"],
+        "experiment": v["experiment"] or run_id,
         "ckpt_dir": ckpt_dir,
         "extra_overrides": list(extra_overrides or []),
     }
-    s["rollout_eager"] = bool(_get(settings, "rollout_eager", False))
-    notes += _parallel(settings, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
+    s["rollout_eager"] = bool(v["rollout_eager"])
+    notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
-        v = _get(settings, k, "") or (proxy or {}).get(k, "")
-        if v and k != "no_proxy" and has_credentials(v):
+        val = v.get(k) or (proxy or {}).get(k) or ""  # no_proxy: the inventory's only
+        if val and k != "no_proxy" and has_credentials(val):
             # credentials never enter the spec or the plan: launch sends them in secret.env (proxy.split_secret)
-            notes.append(f"{k} carries credentials ({display_url(v)}): sent in secret.env, not in the spec")
-        elif v:
-            env[k] = v
-    if _get(settings, "swanlab_mode", ""):
-        env["SWANLAB_MODE"] = _get(settings, "swanlab_mode")
-    env.update(run_env(settings, profile, _host_attr(host, "accelerator")))
+            notes.append(f"{k} carries credentials ({display_url(val)}): sent in secret.env, not in the spec")
+        elif val:
+            env[k] = val
+    if v["swanlab_mode"]:
+        env["SWANLAB_MODE"] = v["swanlab_mode"]
+    env.update(run_env(v, profile, _host_attr(host, "accelerator")))
     spec = {
         "version": SPEC_VERSION,
         "run_id": run_id,
         "host": _host_attr(host, "name"),
-        "container": _get(settings, "container", "") or _host_attr(host, "container"),
+        "container": v["container"] or _host_attr(host, "container"),
         "mode": mode,
         "framework": framework,
         "profile": profile,
@@ -236,8 +238,8 @@ def _make_plan(
         "settings": s,
         "features": fs.to_json(),
         "disabled_features": sorted(fs.disabled),
-        "max_oom_retries": int(_get(settings, "max_oom_retries", ladder.DEFAULT_MAX_OOM_RETRIES)),
-        "hang_timeout_s": int(_get(settings, "hang_timeout", 1800)),
+        "max_oom_retries": int(v["max_oom_retries"]),
+        "hang_timeout_s": int(v["hang_timeout"]),
         "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
         "env": env,
         "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
@@ -292,16 +294,16 @@ def _given(settings, name: str) -> bool:
 DEDICATED_ROLLOUT_SHARE = 0.8
 
 
-def _rollout_share(settings, mode: str) -> float:
+def _rollout_share(settings, v: dict, mode: str) -> float:
     if mode == "one-step-off" and not _given(settings, "gpu_memory_utilization"):
         return DEDICATED_ROLLOUT_SHARE
-    return float(_get(settings, "gpu_memory_utilization", 0.6))
+    return float(v["gpu_memory_utilization"])
 
 
-def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, accelerator: str) -> list[str]:
-    """Resolve ``trainer_tp`` / ``trainer_pp`` into ``s`` (Megatron: the setting, or 0 = by model size and device
-    memory, :func:`dapo_ops.core.memfit.default_parallel`; FSDP: None) and return the plan's note."""
-    tp, pp = int(_get(settings, "trainer_tp", 0) or 0), int(_get(settings, "trainer_pp", 0) or 0)
+def _parallel(v: dict, s: dict, framework: str, mode: str, model: str, memory, accelerator: str) -> list[str]:
+    """Resolve ``trainer_tp`` / ``trainer_pp`` (settings ``v``) into ``s`` (Megatron: the setting, or 0 = by model
+    size and device memory, :func:`dapo_ops.core.memfit.default_parallel`; FSDP: None) and return the plan's note."""
+    tp, pp = int(v["trainer_tp"] or 0), int(v["trainer_pp"] or 0)
     if framework != "megatron":
         if tp > 1 or pp > 1:
             raise PlanError(
@@ -310,7 +312,7 @@ def _parallel(settings, s: dict, framework: str, mode: str, model: str, memory, 
             )
         s["trainer_tp"] = s["trainer_pp"] = None
         return []
-    world = (s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"]) * max(1, int(s.get("nnodes") or 1))
+    world = (s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
     cfg = (memory or {}).get("model_config")
     try:
         params_b = memfit.param_count(memfit.Model.from_config(cfg)) / 1e9 if cfg else None
@@ -360,7 +362,7 @@ def _learned_start(
         spec,
         fs.to_json(),
         fs.disabled,
-        learned.model_identity(mem["model_config"], spec["settings"].get("model_path", "")),
+        learned.model_identity(mem["model_config"], spec["settings"]["model_path"]),
         learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]),
     )
     fp = learned.fingerprint(k)
@@ -374,7 +376,7 @@ def _learned_start(
     for name in set(learned.SETTING_OF_CHANGE.values()):
         if _given(settings, name):
             where = (getattr(settings, "origins", None) or {}).get(name) or name
-            given[name] = f"{where}={_get(settings, name)}"
+            given[name] = f"{where}={_values(settings)[name]}"
     why = learned.conflicts(memo, fs.disabled, given, spec["settings"].get("extra_overrides") or [])
     if why:
         spec["learned"] = {"used": False, "run_id": memo.get("run_id"), "fingerprint": fp, "why": why}
@@ -476,20 +478,17 @@ HCCL_SETTINGS = (
 )
 
 
-def run_env(settings, profile: str, accelerator: str) -> dict:
+def run_env(v: Mapping, profile: str, accelerator: str) -> dict:
     """Public environment the run's verl gets (``spec["env"]``; shown in the plan): ``VERL_LOGGING_LEVEL=INFO``
-    on the 0.9 profile, and on NPU the HCCL timeouts (seconds) and socket port ranges from the settings
-    (empty value: not set, verl's own default applies)."""
+    on the 0.9 profile, and on NPU the HCCL timeouts (seconds) and socket port ranges from the settings ``v``
+    (every run setting, :func:`_values`; empty value: not set, verl's own default applies)."""
     env: dict[str, str] = {}
     if profile == "0.9":
         env["VERL_LOGGING_LEVEL"] = VERL_LOGGING_LEVEL
     if accelerator == "npu":
-        from dapo_ops.control import settings as settings_mod
-
         for name, var in HCCL_SETTINGS:
-            v = _get(settings, name, settings_mod.BY_NAME[name].default)
-            if v not in (None, ""):
-                env[var] = str(v)
+            if v[name] not in (None, ""):
+                env[var] = str(v[name])
     return env
 
 
@@ -497,12 +496,12 @@ def trainer_note(spec: dict) -> str:
     """One line naming the verl trainer and mode the spec runs, and why (for the plan)."""
     ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     s = spec["settings"]
-    mode = profiles.v1_mode(ent, s.get("trainer_mode") or "async")
+    mode = profiles.v1_mode(ent, s["trainer_mode"])
     if mode is None:
         return f"trainer: {ent.module} (verl {spec['profile']} profile; the 0.8-era entry, no V1 trainer mode)"
     why = {
         "colocate_async": f"single-async DAPO (colocated rollout, 1 warm-up batch, partial rollout, staleness "
-        f"<= {s.get('max_staleness') or 'unbounded'}); --mode sync for synchronous DAPO",
+        f"<= {s['max_staleness'] or 'unbounded'}); --mode sync for synchronous DAPO",
         "sync": "synchronous DAPO (--mode sync)",
         "separate_async": f"one-step-off: trainer {s['trainer_gpus']} + rollout {s['rollout_gpus']} devices, "
         f"weights synced every {runspec.parameter_sync_step(s)} mini-batches",

@@ -252,7 +252,7 @@ def ask(prompt: Callable[[str], str], current: Mapping[str, str] | None = None) 
     cur = dict(current or {})
     out: dict[str, str] = {}
     for var in PROXY_VARS:
-        default = cur.get(var) or (out.get("http_proxy", "") if var == "https_proxy" else "")
+        default = cur.get(var) or (out["http_proxy"] if var == "https_proxy" else "")  # http is asked first
         hint = f" [{display(default)}]" if default else ""
         why = ""
         for attempt in range(3):

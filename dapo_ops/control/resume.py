@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from dapo_ops.control.launch_errors import LaunchRefused
+from dapo_ops.core import defaults
 from dapo_ops.core import runstate
 
 
@@ -33,6 +34,9 @@ RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "ro
 def resumed_spec(target, run_id: str) -> dict:
     """The spec.json of run ``run_id`` in ``target``'s container (what ``--resume`` continues).
 
+    Completed from the one defaults table (:func:`dapo_ops.core.defaults.complete_spec`): a run started by an older
+    dapo-ops lacks the keys added since.
+
     :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
     """
     host = target.host
@@ -43,7 +47,7 @@ def resumed_spec(target, run_id: str) -> dict:
             f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
-    return old
+    return defaults.complete_spec(old)
 
 
 #: setting name -> its key in a spec's ``settings`` where they differ (planning resolves ``model`` to ``model_path``)
@@ -54,7 +58,8 @@ def resumed_settings(settings, old_spec: dict):
     """``settings`` for a run that continues ``old_spec``'s: every setting still at its default (not given by flag,
     env var or config file now) takes the earlier run's value, source ``resume`` — its model, data, lengths,
     framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
-    run > defaults). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
+    run > defaults); a None of :data:`dapo_ops.core.defaults.NONE_IN_SPEC` is the setting's 0 (``max_actor_ckpt_to_keep``:
+    keep every save). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
     :func:`apply_resume` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
     from dapo_ops.control.settings import Settings
 
@@ -63,8 +68,12 @@ def resumed_settings(settings, old_spec: dict):
     values, sources = dict(settings.values), dict(settings.sources)
     for name in values:
         key = _SPEC_KEY.get(name, name)
-        if sources.get(name) == "default" and old_s.get(key) is not None and key not in ("nnodes", "n_gpus_per_node"):
+        if sources.get(name) != "default" or key not in old_s or key in ("nnodes", "n_gpus_per_node"):
+            continue
+        if old_s[key] is not None:
             values[name], sources[name] = old_s[key], "resume"
+        elif name in defaults.NONE_IN_SPEC:
+            values[name], sources[name] = 0, "resume"
     return Settings(values=values, sources=sources)
 
 

@@ -4,7 +4,8 @@ One :class:`Param` per setting of ``inv launch`` / ``inv one-step-off`` / ``inv 
 flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``,
 ``USER_FEATURES``, ``ENABLE_OFFLOAD``, ...), key in the user config file
 (``~/.config/dapo-ops/config.toml``, table ``[run]`` unless the key names another table, e.g.
-``proxy.http_proxy``), default, type and help. This table is the one place a setting's help is written:
+``proxy.http_proxy``), type and help; its default is the one defaults table's, :data:`dapo_ops.core.defaults.RUN`
+(read by the agent bundle too), never written here. This table is the one place a setting's help is written:
 ``docs/params.md`` is generated from it (``python -m dapo_ops.control.params_doc > docs/params.md``; a test keeps
 them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from dapo_ops.control.inventory_model import NAME_PATTERN
+from dapo_ops.core import defaults
 from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
 from dapo_ops.core.runspec import MAX_STEPS
 
@@ -103,7 +105,6 @@ SWANLAB_EXPERIMENT = TrackerRule(
 def _p(
     name,
     env,
-    default,
     typ,
     help,
     *,
@@ -124,6 +125,7 @@ def _p(
         key = name
     if isinstance(env, str):
         env = (env,)
+    default = defaults.RUN[name]  # the one defaults table (dapo_ops/core/defaults.py)
     if empty is None:  # EMPTY_RULES: a setting whose default is empty takes an empty value as not given
         empty = "unset" if default == "" else "refuse"
     return Param(
@@ -145,38 +147,35 @@ def _p(
     )
 
 
-#: Every run setting (runbook defaults: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
+#: Every run setting; each one's default is :data:`dapo_ops.core.defaults.RUN`'s (the runbook's: FRAMEWORK=megatron,
+#: MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...).
 PARAMS: tuple[Param, ...] = (
     _p(
         "steps",
         "TRAIN_STEPS",
-        100,
         "int",
         "training steps (trainer.total_training_steps)",
         unit="steps",
         minimum=1,
         maximum=MAX_STEPS,
     ),
-    _p("framework", "FRAMEWORK", "megatron", "str", "training backend", choices=("megatron", "fsdp")),
+    _p("framework", "FRAMEWORK", "str", "training backend", choices=("megatron", "fsdp")),
     _p(
         "model",
         "MODEL_PATH",
-        "Qwen3-8B",
         "str",
         "model directory in the container (relative: under the host's model_dir, else the workdir)",
     ),
     _p(
         "train_file",
         "TRAIN_FILE",
-        "dapo-math-17k.parquet",
         "str",
         "training parquet (relative: under the host's data_dir, else the workdir)",
     ),
-    _p("val_file", "VAL_FILE", "aime-2024.parquet", "str", "validation parquet (relative like train_file)"),
+    _p("val_file", "VAL_FILE", "str", "validation parquet (relative like train_file)"),
     _p(
         "trainer_gpus",
         "TRAINER_GPUS",
-        4,
         "int",
         "trainer pool devices per node (one-step-off)",
         unit="devices",
@@ -185,29 +184,26 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "rollout_gpus",
         "ROLLOUT_GPUS",
-        4,
         "int",
         "rollout pool devices per node (one-step-off)",
         unit="devices",
         minimum=1,
     ),
-    _p("max_response_length", "MAX_RESPONSE_LENGTH", 8192, "int", "data.max_response_length", unit="tokens", minimum=1),
-    _p("max_prompt_length", "MAX_PROMPT_LENGTH", 2048, "int", "data.max_prompt_length", unit="tokens", minimum=1),
+    _p("max_response_length", "MAX_RESPONSE_LENGTH", "int", "data.max_response_length", unit="tokens", minimum=1),
+    _p("max_prompt_length", "MAX_PROMPT_LENGTH", "int", "data.max_prompt_length", unit="tokens", minimum=1),
     _p(
         "features",
         "USER_FEATURES",
-        "",
         "features",
         "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")",
     ),
-    _p("offload", "ENABLE_OFFLOAD", False, "bool", "start with offload on (an explicit feature)"),
+    _p("offload", "ENABLE_OFFLOAD", "bool", "start with offload on (an explicit feature)"),
     # at most 10: each retry restarts verl (model load + checkpoint resume, minutes) one rung up the OOM ladder, which
     # has a handful of rungs (dapo_ops/core/memladder.py RUNGS, the feature rungs of dapo_ops/core/ladder.py); more
     # retries only repeat the top rung against an OOM that does not go away
     _p(
         "max_oom_retries",
         "MAX_OOM_RETRIES",
-        2,
         "int",
         "device-OOM retries of the escalation ladder",
         minimum=0,
@@ -216,7 +212,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "container",
         "CONTAINER",
-        "",
         "str",
         "container name (empty: the inventory's)",
         pattern=(NAME_PATTERN, "a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*)"),
@@ -224,20 +219,16 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "save_freq",
         "SAVE_FREQ",
-        10,
         "int",
         "checkpoint every N steps (trainer.save_freq; -1 = never)",
         unit="steps",
         minimum=1,
         also=(-1,),
     ),
-    _p(
-        "rollout_tp", "ROLLOUT_TP", 2, "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1
-    ),
+    _p("rollout_tp", "ROLLOUT_TP", "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
     _p(
         "trainer_tp",
         "TRAINER_TP",
-        0,
         "int",
         "Megatron tensor parallel size of the trainer (actor_rollout_ref.actor.megatron.tensor_model_parallel_size); "
         "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2), the plan says which",
@@ -247,7 +238,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "trainer_pp",
         "TRAINER_PP",
-        0,
         "int",
         "Megatron pipeline parallel size of the trainer (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size); "
         "0: by model size and device memory like verl's examples (8B on 64 GiB NPUs: 2)",
@@ -257,7 +247,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "rollout_eager",
         "ROLLOUT_EAGER",
-        False,
         "bool",
         "vLLM rollout in eager mode (actor_rollout_ref.rollout.enforce_eager=True): no graph capture; the fallback "
         "when graph mode (verl's default, its NPU examples' choice) fails to capture or its memory is short",
@@ -266,27 +255,24 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "gpu_memory_utilization",
         "GPU_MEMORY_UTILIZATION",
-        0.6,
         "float",
         "rollout (vLLM) share of device memory (one-step-off's dedicated rollout pool: 0.8 unless set, like verl's "
         "DAPO one-step-off example)",
         unit="fraction",
         minimum=0.05,
     ),
-    _p("train_batch_size", "TRAIN_BATCH_SIZE", 64, "int", "prompts per step (data.train_batch_size)", minimum=1),
+    _p("train_batch_size", "TRAIN_BATCH_SIZE", "int", "prompts per step (data.train_batch_size)", minimum=1),
     _p(
         "ppo_mini_batch_size",
         "PPO_MINI_BATCH_SIZE",
-        16,
         "int",
         "prompts per actor update (ppo_mini_batch_size)",
         minimum=1,
     ),
-    _p("rollout_n", "ROLLOUT_N", 8, "int", "responses per prompt (actor_rollout_ref.rollout.n)", minimum=1),
+    _p("rollout_n", "ROLLOUT_N", "int", "responses per prompt (actor_rollout_ref.rollout.n)", minimum=1),
     _p(
         "micro_batch_size",
         "MICRO_BATCH_SIZE",
-        1,
         "int",
         "*_micro_batch_size_per_gpu when dynamic_batch is off",
         minimum=1,
@@ -294,7 +280,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "max_position_embeddings",
         "MAX_POSITION_EMBEDDINGS",
-        0,
         "int",
         "override the model context (0: the model's own)",
         unit="tokens",
@@ -303,7 +288,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "trainer_mode",
         "DAPO_MODE",
-        "async",
         "str",
         "launch's verl V1 trainer mode: async = trainer.v1.trainer_mode=colocate_async (the runbook's single-async "
         "DAPO), sync = synchronous DAPO; one-step-off always runs separate_async",
@@ -313,7 +297,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "max_staleness",
         "MAX_STALENESS",
-        2,
         "int",
         "async modes: trainer.v1.sampler.max_off_policy_threshold, strategy drop (2 = at most one step off-policy; "
         "0 = no bound)",
@@ -324,7 +307,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "parameter_sync_step",
         "PARAMETER_SYNC_STEP",
-        0,
         "int",
         "one-step-off: mini-batches between weight syncs, trainer.v1.separate_async.parameter_sync_step; verl needs "
         "train_batch_size = parameter_sync_step x ppo_mini_batch_size (0: train_batch_size / ppo_mini_batch_size)",
@@ -335,10 +317,9 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "max_actor_ckpt_to_keep",
         "MAX_CKPT_TO_KEEP",
-        3,
         "int",
-        "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save); preflight's disk check "
-        "counts this many",
+        "checkpoints kept, trainer.max_actor_ckpt_to_keep (verl 0.9; 0 = keep every save, verl's own default); "
+        "preflight's disk check counts this many",
         flag=None,
         unit="checkpoints",
         minimum=0,
@@ -346,7 +327,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "hccl_connect_timeout",
         "HCCL_CONNECT_TIMEOUT",
-        7200,
         "int",
         "NPU: HCCL_CONNECT_TIMEOUT in verl's environment (verl's NPU scripts' value)",
         flag=None,
@@ -356,7 +336,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "hccl_exec_timeout",
         "HCCL_EXEC_TIMEOUT",
-        60000,
         "int",
         "NPU: HCCL_EXEC_TIMEOUT in verl's environment (verl's NPU scripts' value)",
         flag=None,
@@ -366,7 +345,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "hccl_host_socket_port_range",
         "HCCL_HOST_SOCKET_PORT_RANGE",
-        "60000-60050",
         "str",
         "NPU: HCCL_HOST_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')",
         flag=None,
@@ -375,7 +353,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "hccl_npu_socket_port_range",
         "HCCL_NPU_SOCKET_PORT_RANGE",
-        "61000-61050",
         "str",
         "NPU: HCCL_NPU_SOCKET_PORT_RANGE in verl's environment (empty: verl's own 'auto')",
         flag=None,
@@ -384,7 +361,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "memory_fit",
         "MEMORY_FIT",
-        "start",
         "str",
         "what the memory-fit estimate (dapo_ops/core/memfit.py) does before launch: start = begin on the first OOM-ladder "
         "rung that fits (source: estimate) and refuse a plan that fits on no rung; warn = only report it (preflight "
@@ -392,12 +368,11 @@ PARAMS: tuple[Param, ...] = (
         flag=None,
         choices=("start", "warn"),
     ),
-    _p("hang_timeout", "HANG_TIMEOUT", 1800, "int", "no new step for this long = hang", unit="seconds", minimum=60),
-    _p("project", "PROJECT_NAME", "dapo-ops", "str", "trainer.project_name (SwanLab project)", tracker=SWANLAB_PROJECT),
+    _p("hang_timeout", "HANG_TIMEOUT", "int", "no new step for this long = hang", unit="seconds", minimum=60),
+    _p("project", "PROJECT_NAME", "str", "trainer.project_name (SwanLab project)", tracker=SWANLAB_PROJECT),
     _p(
         "experiment",
         "EXPERIMENT_NAME",
-        "",
         "str",
         "trainer.experiment_name (empty: the run id)",
         tracker=SWANLAB_EXPERIMENT,
@@ -405,7 +380,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "profile",
         "VERL_PROFILE",
-        "",
         "str",
         "verl profile (empty: from the host's verl version)",
         choices=("", "0.9", "0.8"),
@@ -413,7 +387,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "swanlab_mode",
         "SWANLAB_MODE",
-        "",
         "str",
         "SwanLab mode (cloud/local/offline/disabled; empty: SwanLab setup decides)",
         key="swanlab.mode",
@@ -422,7 +395,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "swanlab_host",
         "SWANLAB_HOST",
-        "",
         "str",
         "self-hosted SwanLab server URL (the API key is never a setting)",
         key="swanlab.host",
@@ -430,7 +402,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "http_proxy",
         ("http_proxy", "HTTP_PROXY"),
-        "",
         "str",
         "proxy for the container (model/data downloads, tracker)",
         key="proxy.http_proxy",
@@ -438,7 +409,6 @@ PARAMS: tuple[Param, ...] = (
     _p(
         "https_proxy",
         ("https_proxy", "HTTPS_PROXY"),
-        "",
         "str",
         "HTTPS proxy for the container",
         key="proxy.https_proxy",

@@ -59,6 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dapo_ops.core import defaults
 from dapo_ops.core import policy
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
@@ -83,7 +84,6 @@ from dapo_ops.core.policy import NO_RUNG_PHASES, Kind
 troubleshooting_section = troubleshooting_md
 
 KV_CEILING = 0.9
-DEFAULT_MAX_OOM_RETRIES = 2
 
 
 @dataclass
@@ -121,8 +121,8 @@ class Decision:
 
 
 def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    prompt = int(settings.get("max_prompt_length", 2048))
-    resp = int(settings.get("max_response_length", 8192))
+    prompt = int(settings["max_prompt_length"])
+    resp = int(settings["max_response_length"])
     floor = prompt + resp
     out = []
     where = []
@@ -198,8 +198,8 @@ def _kv_decide(
     max_oom_retries: int,
 ) -> Decision:
     direction = str(detail.get("kv_direction") or "lower").lower()
-    cur = float(settings.get("gpu_memory_utilization", 0.6))
-    resp = int(settings.get("max_response_length", 8192))
+    cur = float(settings["gpu_memory_utilization"])
+    resp = int(settings["max_response_length"])
     tp = settings.get("rollout_tp")
     stop_sugg = [
         f"lower the rollout max_model_len via --max-response-length {max(512, resp // 2)} (now {resp})",
@@ -470,12 +470,12 @@ def decide(
     retries so far (the ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key
     (see :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier ``setting_changes``
     applied (``max_prompt_length``, ``max_response_length``, ``gpu_memory_utilization``, ``token_budgets``,
-    ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``, ``steps``) plus ``framework`` and ``mode`` of the spec.
-    Returns a :class:`Decision`; never raises for an unknown class (it stops).
+    ``memory_rungs``, ``rollout_tp``, ``trainer_gpus``, ``steps``) plus ``framework`` and ``mode`` of the spec;
+    a key it lacks is the defaults table's (:func:`dapo_ops.core.defaults.complete_settings`). Returns a :class:`Decision`; never raises for an unknown class (it stops).
     """
     detail = dict(verdict_detail or {})
     other = dict(other_retries_used or {})
-    settings = dict(settings or {})
+    settings = defaults.complete_settings(settings)
     cls = verdict_cls
     rule = policy.rule(cls, detail)
     if rule is None:
@@ -527,7 +527,7 @@ def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict[str, 
     so skips, floors and ``MAX_OOM_RETRIES`` show), then one line each for KV-cache, host/Ray OOM
     and network failures. ``settings``: as for :func:`decide` (framework, mode, budgets).
     """
-    settings = dict(settings or {})
+    settings = defaults.complete_settings(settings)
     lines = [why for why in (rung_status(features, r) for r in RUNGS) if why]
     sided = settings.get("mode") == "one-step-off"  # a one-step-off weight sync: one ladder per side
     for phase, side in [(p, sd) for p in PHASES for sd in (SIDES if sided and p == "weight-sync" else (None,))]:

@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dapo_ops.core import defaults
+
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
 
@@ -296,10 +298,11 @@ def parallel_sizes(spec: dict[str, Any], setting_changes: dict[str, Any] | None 
     """The trainer's Megatron ``{"tp", "pp", "cp"}`` a spec runs with: the settings ``trainer_tp`` /
     ``trainer_pp`` (resolved by the planner, :func:`default_parallel`), then any ``--override`` of
     :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1."""
-    if (spec or {}).get("framework") != "megatron":
+    spec = defaults.complete_spec(spec)
+    if spec["framework"] != "megatron":
         return {"tp": 1, "pp": 1, "cp": 1}
-    s = dict((spec or {}).get("settings") or {}, **(setting_changes or {}))
-    out = {"tp": int(s.get("trainer_tp") or 1), "pp": int(s.get("trainer_pp") or 1), "cp": 1}
+    s = dict(spec["settings"], **(setting_changes or {}))
+    out = {"tp": int(s["trainer_tp"] or 1), "pp": int(s["trainer_pp"] or 1), "cp": 1}
     ov = override_values(spec)
     for name, key in MEGATRON_PARALLEL_KEYS.items():
         if ov.get(key, "").isdigit() and int(ov[key]) > 0:
@@ -350,16 +353,23 @@ def default_parallel(params_b: float | None, device_gib: float | None, world: in
     return tp, pp
 
 
+def _trainer_world(s: dict[str, Any], one_step_off: bool) -> int:
+    """Trainer devices of complete settings ``s``: the trainer pool (one-step-off) or the devices per node, x nodes."""
+    return int(s["trainer_gpus"] if one_step_off else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
+
+
 def setup_from_spec(
     spec: dict[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
 ) -> Setup:
     """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes: the Megatron
     parallel sizes from :func:`parallel_sizes`; no log-prob phase when the old log-probs are the rollout's
-    (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``)."""
-    s = dict((spec or {}).get("settings") or {})
+    (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``). A key the
+    spec lacks is the defaults table's (:func:`dapo_ops.core.defaults.complete_spec`)."""
+    spec = defaults.complete_spec(spec)
+    s = dict(spec["settings"])
     s.update(setting_changes or {})
     names = features.names()
-    seq = int(s.get("max_prompt_length", 2048)) + int(s.get("max_response_length", 8192))
+    seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
     budgets = dict(s.get("token_budgets") or {})
     ov = override_values(spec)
     for k, v in ov.items():
@@ -369,10 +379,10 @@ def setup_from_spec(
     if BYPASS_KEY in ov:
         bypass = ov[BYPASS_KEY].lower() == "true"
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
-        bypass = (spec or {}).get("mode") == "one-step-off" and (spec or {}).get("profile", "0.9") == "0.9"
-    micro = int(s.get("micro_batch_size") or 1)
+        bypass = spec.get("mode") == "one-step-off" and spec["profile"] == "0.9"
+    micro = int(s["micro_batch_size"])
     one_step_off = spec.get("mode") == "one-step-off"
-    world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
+    world = _trainer_world(s, one_step_off)
     if "dynamic_batch" in names:
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
@@ -381,11 +391,11 @@ def setup_from_spec(
         lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro) * seq
     return Setup(
         device_gib=float(device_gib),
-        framework=spec.get("framework", "fsdp"),
+        framework=spec["framework"],
         colocated=not one_step_off,
         world=world,
-        rollout_tp=int(s.get("rollout_tp") or 1),
-        util=float(s.get("gpu_memory_utilization", 0.6)),
+        rollout_tp=int(s["rollout_tp"]),
+        util=float(s["gpu_memory_utilization"]),
         seq=seq,
         update_tokens=upd,
         logprob_tokens=lp,
@@ -393,7 +403,7 @@ def setup_from_spec(
         offload="offload" in names,
         recompute="recompute" in names,
         offload_policy=bool(s.get("fsdp_offload_policy")),
-        adam_in_forward=int(s.get("steps") or 2) > 1,
+        adam_in_forward=int(s["steps"]) > 1,
         tp=par["tp"],
         pp=par["pp"],
         cp=par["cp"],
@@ -440,12 +450,12 @@ def propose_parallel(
     """Advice for a Megatron plan that does not fit as planned: the smallest trainer ``tp * pp`` (tp, pp in 1, 2, 4,
     8; dividing the trainer devices; larger than today's) whose estimate fits without any rung, as
     ``"TRAINER_TP=4 TRAINER_PP=2 fits without rungs: tightest ..."``; "" when none does or for FSDP."""
-    if (spec or {}).get("framework") != "megatron":
+    spec = defaults.complete_spec(spec)
+    if spec["framework"] != "megatron":
         return ""
-    s = dict(spec.get("settings") or {})
+    s = dict(spec["settings"])
     now = parallel_sizes(spec, changes)
-    one_step_off = spec.get("mode") == "one-step-off"
-    world = int(s.get("trainer_gpus" if one_step_off else "n_gpus_per_node", 8)) * max(1, int(s.get("nnodes") or 1))
+    world = _trainer_world(s, spec.get("mode") == "one-step-off")
     tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
     keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
     cands = sorted(
@@ -473,11 +483,12 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
     from dapo_ops.core import memladder
 
     m = Model.from_config(cfg)
+    spec = defaults.complete_spec(spec)
     changes = dict(spec.get("setting_changes") or {})  # a plan that already starts on estimate rungs
     planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
     fs, est = features, planned
     rungs: list[str] = []
-    settings = dict(spec.get("settings") or {}, framework=spec.get("framework"), mode=spec.get("mode"))
+    settings = dict(spec["settings"], framework=spec["framework"], mode=spec.get("mode"))
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest
         rung, fs2, ch, _ = memladder.apply_rung(fs, phase, dict(settings, **changes), "estimate")
@@ -498,5 +509,5 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
             + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
             + "; use more devices, shorter responses (--max-response-length) or a smaller model"
         )
-    par = parallel_sizes(spec, spec.get("setting_changes")) if spec.get("framework") == "megatron" else {}
+    par = parallel_sizes(spec, spec.get("setting_changes")) if spec["framework"] == "megatron" else {}
     return Fit(fs, changes, planned, est, rungs, par, proposal)

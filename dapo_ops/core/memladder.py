@@ -6,7 +6,9 @@ verl files it was read in. Rung names: ``rollout-util``, ``offload``, ``update-b
 ``offload-policy``, ``recompute``, ``logprob-batch``, ``weight-bucket``, ``rollout-eager``. Setting rungs change run settings that
 :mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``token_budgets``,
 ``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``,
-``weight_sync_bucket_mb``).
+``weight_sync_bucket_mb``). The ``settings`` every function here takes are complete (every key of
+:data:`dapo_ops.core.defaults.SPEC_SETTINGS`: :func:`dapo_ops.core.defaults.complete_settings`, which
+:func:`dapo_ops.core.ladder.decide` and :func:`dapo_ops.core.memfit.fit` apply).
 
 One-step-off weight sync (V1 ``separate_async``) is chosen by the side that ran out (``Verdict.detail["side"]``,
 ``trainer`` | ``rollout``): the trainer gathers each bucket and sends it from its own devices
@@ -87,7 +89,7 @@ if set(STOP_FIXES) != set(NO_RUNG_PHASES):  # an explicit check (python -O keeps
 
 
 def _seq_len(settings: dict[str, Any]) -> int:
-    return int(settings.get("max_prompt_length", 2048)) + int(settings.get("max_response_length", 8192))
+    return int(settings["max_prompt_length"]) + int(settings["max_response_length"])
 
 
 def token_budget_floor(settings: dict[str, Any]) -> int:
@@ -175,10 +177,8 @@ def _extra_value(settings: dict[str, Any], key: str) -> int | None:
 def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     """The dynamic-batch token budget ``key`` an attempt with ``settings`` runs with (tokens): the ladder's
     ``token_budgets``, else the user's override, else the profile's default (dapo_ops/core/profiles.py)."""
-    defaults = _default_budgets(
-        int(settings.get("max_prompt_length", 2048)), int(settings.get("max_response_length", 8192))
-    )
-    return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or defaults[key])
+    budgets = _default_budgets(int(settings["max_prompt_length"]), int(settings["max_response_length"]))
+    return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or budgets[key])
 
 
 def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
@@ -193,7 +193,7 @@ def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str,
 
 
 def _shrink_micro(settings: dict[str, Any], name: str, key: str) -> dict[str, Any] | None:
-    cur = int(settings.get(name) or _extra_value(settings, key) or settings.get("micro_batch_size") or 1)
+    cur = int(settings.get(name) or _extra_value(settings, key) or settings["micro_batch_size"])
     new = max(1, cur // MICRO_DIVISOR)
     return {name: new} if new < cur else None
 
@@ -204,7 +204,7 @@ def _setting_rung(
     """``(changes, why_not)`` for a setting rung: the changes it makes now, or None and why it cannot."""
     dyn = features.has("dynamic_batch")
     if rung == "rollout-util":
-        cur = float(settings.get("gpu_memory_utilization", 0.6))
+        cur = float(settings["gpu_memory_utilization"])
         new = round(cur - KV_STEP, 2)
         if new < KV_FLOOR - 1e-9:
             return None, f"rollout-util: skipped, gpu_memory_utilization={cur} is at the floor {KV_FLOOR}"

@@ -18,10 +18,11 @@ import re
 import shlex
 from typing import Any
 
+from dapo_ops.core import defaults
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
-from dapo_ops.core.runspec import check_spec, default_ckpt, effective_settings, parameter_sync_step
+from dapo_ops.core.runspec import check_spec, effective_settings, parameter_sync_step
 
 __all__ = [
     "OverrideError",
@@ -160,15 +161,16 @@ def overrides_for(
     Later entries win when a key repeats (``extra_overrides`` are appended verbatim by
     :func:`build_command`, after everything else).
     """
-    mode, framework = spec.get("mode"), spec.get("framework")
-    profile = spec.get("profile", "0.9")
+    spec = defaults.complete_spec(spec)
+    mode, framework = spec.get("mode"), spec["framework"]
+    profile = spec["profile"]
     ent = profiles.entry(profile, mode, framework)
     s = effective_settings(spec, setting_changes)
     prompt, resp = int(s["max_prompt_length"]), int(s["max_response_length"])
     seq = prompt + resp
     accel = spec.get("accelerator", "gpu")
     run_dir = str(spec.get("run_dir") or "").rstrip("/")
-    ckpt = s.get("ckpt_dir") or default_ckpt(spec)
+    ckpt = s["ckpt_dir"]
     out: list[tuple[str, object]] = []
 
     if ent.searchpath:
@@ -194,7 +196,7 @@ def overrides_for(
     # V1 trainer mode (colocate_async / sync / separate_async) + staleness bound
     out += profiles.v1_overrides(
         ent,
-        s.get("trainer_mode") or "async",
+        s["trainer_mode"],
         accelerator=accel,
         max_staleness=s.get("max_staleness"),
         parameter_sync_step=parameter_sync_step(s),
@@ -219,7 +221,7 @@ def overrides_for(
     if accel == "npu" or s.get("rollout_eager"):
         out.append(("actor_rollout_ref.rollout.enforce_eager", bool(s.get("rollout_eager"))))
     if framework == "megatron" and s.get("trainer_tp"):
-        out += parallel_overrides(int(s["trainer_tp"]), int(s.get("trainer_pp") or 1))
+        out += parallel_overrides(int(s["trainer_tp"]), int(s["trainer_pp"] or 1))
 
     # features
     train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
@@ -276,8 +278,8 @@ def overrides_for(
             logger.append(name)
     out += [
         ("trainer.logger", logger),
-        ("trainer.project_name", s.get("project") or "dapo-ops"),
-        ("trainer.experiment_name", s.get("experiment") or spec.get("run_id") or "dapo"),
+        ("trainer.project_name", s["project"]),
+        ("trainer.experiment_name", s["experiment"] or spec.get("run_id") or "dapo"),
         ("trainer.total_training_steps", int(s["steps"])),
         ("trainer.save_freq", int(s["save_freq"])),
         ("trainer.default_local_dir", ckpt),
@@ -335,10 +337,11 @@ def build_command(
     ``{"gpu_memory_utilization": 0.75}``; :data:`SETTING_KEYS` names map to verl keys, and replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
     raises :class:`OverrideError` on a bad spec. The argv carries no secrets (none are in the spec).
     """
+    spec = defaults.complete_spec(spec)  # a spec.json of an older dapo-ops, a hand-written one: the table's defaults
     merged = dict(spec)
     merged["settings"] = effective_settings(spec, setting_changes)
     check_spec(merged)
-    ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])
+    ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     pairs = overrides_for(spec, features, setting_changes)
     # de-duplicate: last value per key wins, first position kept (Hydra would reject some duplicates)
     order: list[str] = []
@@ -370,5 +373,5 @@ def command_string(argv: list[str], workdir: str | None = None) -> str:
 def config_location(spec: dict[str, Any]) -> tuple[str, str, list[str]]:
     """``(config_dir relative to the verl root, config_name, group_overrides)`` of the spec's entry,
     for the compose check (:mod:`dapo_ops.control.validate`)."""
-    ent = profiles.entry(spec.get("profile", "0.9"), spec["mode"], spec["framework"])
+    ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     return ent.config_dir, ent.config_name, list(ent.group_overrides)

@@ -1,6 +1,6 @@
-"""The run spec's settings (stdlib only): their defaults (:data:`DEFAULTS`), the effective values an attempt runs
-with (:func:`effective_settings`: defaults <- spec <- the ladder's changes), values derived from them
-(:func:`parameter_sync_step`, :func:`default_ckpt`) and :func:`check_spec`, which rejects a spec that cannot work
+"""The run spec's settings (stdlib only): the effective values an attempt runs with (:func:`effective_settings`:
+the spec completed from the one defaults table, :mod:`dapo_ops.core.defaults`, <- the ladder's changes), values
+derived from them (:func:`parameter_sync_step`) and :func:`check_spec`, which rejects a spec that cannot work
 before anything is launched, with one line naming the value and the fix. check_spec is called by the planner
 (dapo_ops/control/planning.py, with the host's device count and the model's context), again after a multi-host plan
 is re-sized (dapo_ops/control/multihost.py) and by :func:`dapo_ops.core.overrides.build_command` for every argv.
@@ -11,40 +11,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dapo_ops.core import defaults
 from dapo_ops.core import profiles
 from dapo_ops.core.profiles import OverrideError
 
-__all__ = ["DEFAULTS", "MAX_STEPS", "as_int", "check_spec", "default_ckpt", "effective_settings", "parameter_sync_step"]
-
-#: Defaults for run-spec settings the generator reads (settings.py holds the user-facing table).
-DEFAULTS: dict[str, Any] = {
-    "max_prompt_length": 2048,
-    "max_response_length": 8192,
-    "save_freq": 10,
-    "rollout_tp": 2,
-    "gpu_memory_utilization": 0.6,
-    "nnodes": 1,
-    "n_gpus_per_node": 8,
-    "trainer_gpus": 4,
-    "rollout_gpus": 4,
-    "train_batch_size": 64,
-    "ppo_mini_batch_size": 16,
-    "rollout_n": 8,
-    "micro_batch_size": 1,
-    "project": "dapo-ops",
-    "max_position_embeddings": None,
-    "trainer_mode": "async",
-    "max_staleness": 2,
-    "parameter_sync_step": 0,
-    "max_actor_ckpt_to_keep": None,
-    "extra_overrides": [],
-}
+__all__ = ["MAX_STEPS", "as_int", "check_spec", "effective_settings", "parameter_sync_step"]
 
 
 def effective_settings(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``DEFAULTS`` <- ``spec["settings"]`` <- ``setting_changes`` (the ladder's changes win)."""
-    s = dict(DEFAULTS)
-    s.update({k: v for k, v in (spec.get("settings") or {}).items() if v is not None or k not in s})
+    """The settings an attempt runs with: ``spec["settings"]`` completed from the one defaults table
+    (:func:`dapo_ops.core.defaults.complete_spec`: only missing keys; a None that is there stays None) <-
+    ``setting_changes`` (the ladder's changes win)."""
+    s: dict[str, Any] = defaults.complete_spec(spec)["settings"]
     s.update(setting_changes or {})
     return s
 
@@ -58,12 +36,6 @@ def as_int(s: dict[str, Any], key: str, flag: str) -> int:
         return int(v)
     except (TypeError, ValueError):
         raise OverrideError(f"{key}={v!r} is not an integer; set {flag} to a whole number") from None
-
-
-def default_ckpt(spec: dict[str, Any]) -> str:
-    """The checkpoint dir a spec without ``ckpt_dir`` gets: ``<run_dir>/checkpoints`` ("" without a run dir)."""
-    run_dir = spec.get("run_dir") or ""
-    return f"{run_dir.rstrip('/')}/checkpoints" if run_dir else ""
 
 
 MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
@@ -89,9 +61,10 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
     an ``extra_overrides`` entry ``actor_rollout_ref.actor.checkpoint.async_save=True`` (:data:`ASYNC_SAVE_KEY`:
     nothing could be resumed from).
     """
+    spec = defaults.complete_spec(spec)
     mode = spec.get("mode")
-    framework = spec.get("framework")
-    profile = spec.get("profile", "0.9")
+    framework = spec["framework"]
+    profile = spec["profile"]
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
@@ -158,7 +131,7 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
             f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; set --ppo-mini-batch-size <= {tbs}"
         )
     ent = profiles.entry(profile, mode, framework)
-    profiles.v1_mode(ent, s.get("trainer_mode") or "async")  # raises for --mode sync on one-step-off
+    profiles.v1_mode(ent, s["trainer_mode"])  # raises for --mode sync on one-step-off
     if profiles.v1_mode(ent) == "separate_async":
         pss = parameter_sync_step(s)
         if tbs != pss * mini:
@@ -205,7 +178,7 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         raise OverrideError(f"gpu_memory_utilization={g!r} is not a number; use a fraction like 0.6") from None
     if not 0 < g <= 1:
         raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
-    ckpt = s.get("ckpt_dir") or default_ckpt(spec)
+    ckpt = s["ckpt_dir"]
     if not str(ckpt).startswith("/"):
         raise OverrideError(
             f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"

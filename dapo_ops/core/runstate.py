@@ -205,11 +205,15 @@ def read_json(path: "os.PathLike[str] | str") -> Optional[Any]:
 
 
 def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
-    """The run spec ``<run_dir>/spec.json`` (written by ``launch``). Raises ``FileNotFoundError``."""
+    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed from the one defaults table
+    (:func:`dapo_ops.core.defaults.complete_spec`: a spec of an older dapo-ops lacks the keys added since).
+    Raises ``FileNotFoundError``."""
     spec: Optional[Dict[str, Any]] = read_json(RunPaths(run_dir).spec)
     if spec is None:
         raise FileNotFoundError("no spec.json in %s" % run_dir)
-    return spec
+    from dapo_ops.core import defaults  # here: the status probe imports this module on every look
+
+    return defaults.complete_spec(spec)
 
 
 def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:

@@ -15,7 +15,7 @@ as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor
 ``log_burst_bytes`` (train.log's bound, :mod:`.logcap`), ``evidence_s`` (30: the bound on how long the worker nodes of
 a multi-host run take to hand in a failed attempt's evidence, all at once; it ends as soon as every node answered,
 usually the few seconds Ray takes to start one worker process per node; :mod:`.hostevidence`).
-``hang_timeout_s`` (1800) and ``max_oom_retries`` (2) are top-level in the spec.
+``hang_timeout_s`` and ``max_oom_retries`` are top-level in the spec (defaults: :data:`dapo_ops.core.defaults.SPEC`).
 """
 
 from __future__ import annotations

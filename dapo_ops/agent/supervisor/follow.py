@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 from dapo_ops.agent import notify
 from dapo_ops.agent.supervisor import logcap, record, stall, storm
 from dapo_ops.agent.supervisor.journal import iso, log, now
+from dapo_ops.core import defaults
 from dapo_ops.core.logformat import (
     ANSI_RE,
     parse_metrics_line,
@@ -137,7 +138,7 @@ class Scanner:
         on_link: Callable[[str], None],
         is_oom: Callable[[str], bool],
         tun: Optional[Dict[str, float]] = None,
-        hang_timeout_s: float = 1800.0,
+        hang_timeout_s: float = float(defaults.SPEC["hang_timeout_s"]),
     ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom

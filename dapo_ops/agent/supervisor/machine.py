@@ -35,7 +35,7 @@ from dapo_ops.agent.supervisor import (
 )
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.journal import log, now
-from dapo_ops.core import classify, features, runstate
+from dapo_ops.core import classify, defaults, features, runstate
 from dapo_ops.core.logformat import swanlab_run_id
 
 DESCRIPTION = "The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes."
@@ -64,8 +64,8 @@ class Supervisor:
         self.secret_env: Dict[str, str] = {}
         self.rec: Dict[str, Any] = {}
         self.tun = dict(config.DEFAULT_TUNABLES)
-        self.hang_timeout_s = 1800.0
-        self.ladder = escalate.Ladder(2)
+        self.hang_timeout_s = float(defaults.SPEC["hang_timeout_s"])  # until the spec is read
+        self.ladder = escalate.Ladder(defaults.SPEC["max_oom_retries"])
         self.disk = diskspace.DiskWatch(self.run_dir)
         self.writer = record.RecordWriter(self.run_dir, on_error=self.disk.note)
         self.links = follow.LinkFinder({})
@@ -87,8 +87,8 @@ class Supervisor:
         self.secret_env = config.take_secret_env(self.paths.secret_env)
         self.tun = config.tunables(self.spec)
         self.writer.interval_s = self.tun["write_interval_s"]
-        self.hang_timeout_s = float(self.spec.get("hang_timeout_s") or 1800)
-        self.ladder = escalate.Ladder(int(self.spec.get("max_oom_retries", 2)))
+        self.hang_timeout_s = float(self.spec["hang_timeout_s"])  # read_spec completed it from the defaults table
+        self.ladder = escalate.Ladder(int(self.spec["max_oom_retries"]))
         self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
         self.links = follow.LinkFinder(self.spec.get("env") or {})
         self.memos = learn.Memos(self.spec, self._runs_dir())

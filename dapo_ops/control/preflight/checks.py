@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dapo_ops.control.planning import HOST_DEFAULTS
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
@@ -68,7 +69,9 @@ def evaluate(
     ``swanlab`` check is there only when the probe was asked for the tracker (``probe_request(tracker=True)``)."""
     pv = plan_view(plan)
     # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
-    container = (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", "verl")
+    container = (pv.spec.get("container") if pv is not None else None) or getattr(
+        host, "container", HOST_DEFAULTS["container"]
+    )
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):
         return out

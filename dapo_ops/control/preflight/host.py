@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dapo_ops.core import defaults
 from dapo_ops.core import devices as devmod
 from dapo_ops.control.preflight.plan import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
@@ -203,7 +204,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         )
     else:
         out.append(Check("leftover", OK, "no process holds device memory"))
-    util = float(pv.s("gpu_memory_utilization", 0.6)) if pv is not None else 0.6
+    util = float(pv.settings["gpu_memory_utilization"] if pv is not None else defaults.RUN["gpu_memory_utilization"])
     low = [dv for dv in needed if dv.mem_total_mb and dv.mem_free_mb / dv.mem_total_mb < util]
     if low:
         desc = ", ".join(f"{label} {dv.index}: {dv.mem_free_mb}/{dv.mem_total_mb} MB free" for dv in low)

@@ -35,7 +35,8 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             gb = m.get("weights_bytes", 0) / GIB
             msg = f"{m['path']}: {len(m.get('weights', []))} weight file(s), {gb:.2f} GiB, tokenizer {','.join(m['tokenizer'])}"
             ctx = m.get("max_position_embeddings")
-            need = (int(pv.s("max_prompt_length", 0)) + int(pv.s("max_response_length", 0))) if pv is not None else 0
+            s = pv.settings if pv is not None else {}
+            need = int(s["max_prompt_length"]) + int(s["max_response_length"]) if s else 0
             if ctx and need and need > ctx:
                 out.append(
                     Check(
@@ -43,7 +44,7 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                         FAIL,
                         f"max_prompt_length + max_response_length = {need} exceeds the model's "
                         f"max_position_embeddings {ctx} ({m['path']}/config.json)",
-                        f"lower max_response_length to <= {ctx - int(pv.s('max_prompt_length', 0))}, or add "
+                        f"lower max_response_length to <= {ctx - int(s['max_prompt_length'])}, or add "
                         f"+actor_rollout_ref.model.override_config.max_position_embeddings={need} if the model "
                         "supports it",
                     )
@@ -93,10 +94,10 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 one = wb * CKPT_FACTOR
                 saves = 1
                 if pv is not None:
-                    steps, freq = int(pv.s("steps", 0) or 0), int(pv.s("save_freq", 0) or 0)
+                    steps, freq = int(pv.settings["steps"]), int(pv.settings["save_freq"])
                     if steps and freq > 0:
                         saves = steps // freq + (1 if steps % freq else 0)
-                    keep = pv.s("max_actor_ckpt_to_keep")
+                    keep = pv.settings["max_actor_ckpt_to_keep"]
                     if keep:  # what stays: see stays_on_disk
                         saves = stays_on_disk(saves, int(keep))
                 total = one * saves

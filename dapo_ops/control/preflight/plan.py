@@ -8,16 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dapo_ops.core import defaults
+
 
 @dataclass
 class PlanView:
     """What preflight reads from a plan (``planning.make_plan`` result, a spec dict, or None).
 
-    ``spec``: the run spec (docs/design.md "Run spec"); ``argv``: the verl argv (``[python, -m, module, ...]``).
+    ``spec``: the run spec (docs/design.md "Run spec"), completed from the one defaults table
+    (:func:`dapo_ops.core.defaults.complete_spec`); ``argv``: the verl argv (``[python, -m, module, ...]``).
     """
 
     spec: dict
     argv: list
+
+    def __post_init__(self) -> None:
+        self.spec = defaults.complete_spec(self.spec)
 
     @property
     def settings(self) -> dict:
@@ -39,7 +45,7 @@ class PlanView:
     def devices_needed(self) -> int | None:
         """Devices this host must offer: trainer + rollout pools on one node for one-step-off, else
         ``n_gpus_per_node`` (verl/trainer/ppo/v1/trainer_separate_async.py: the pools add up)."""
-        nnodes = int(self.s("nnodes", 1) or 1)
+        nnodes = int(self.settings["nnodes"])
         if self.spec.get("mode") == "one-step-off":
             t, r = self.s("trainer_gpus"), self.s("rollout_gpus")
             if t is not None and r is not None and self.s("rollout_nnodes"):
@@ -119,7 +125,7 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``swanlab watch`` has no dashboard to show)."""
     out: list[tuple[str, str]] = []
     fw, accel, mode = pv.spec.get("framework"), pv.spec.get("accelerator", "gpu"), pv.spec.get("mode")
-    if pv.spec.get("profile", "0.9") == "0.9":
+    if pv.spec["profile"] == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
         if fw == "megatron":
             out.append(
@@ -159,7 +165,7 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
 
 def memory_fit_mode(pv: PlanView) -> str:
     """The plan's ``memory_fit`` setting (``start`` | ``warn``; dapo_ops/control/settings.py)."""
-    return str((pv.spec.get("settings") or {}).get("memory_fit") or "start")
+    return str(pv.settings["memory_fit"])
 
 
 def ray_for(host, pv: PlanView | None, ray: dict | None) -> dict | None:

@@ -1,0 +1,177 @@
+"""The one table of run-setting defaults (stdlib only; the agent bundle and the operator side both read it).
+
+Like invoke's ``Config.global_defaults()``: every layer starts from this table and only says what differs.
+
+- :data:`RUN`: the default of every run setting, by the setting's name (``steps``, ``framework``, ``model``, ...).
+  ``dapo_ops/control/settings.py`` keeps each setting's flag, variable, config key, type, range and help and the
+  precedence (flag > env > config file > default); its defaults are these (a test keeps the two key sets equal).
+- :data:`SPEC` and :data:`SPEC_SETTINGS`: the same defaults as the run spec holds them (docs/design.md "Run spec"):
+  the spec's top-level keys that come from settings, and its ``settings`` table, where a few settings have their
+  spec names and forms (``model`` -> ``model_path``, ``hang_timeout`` -> ``hang_timeout_s``, 0 -> None where
+  None is verl's own "unset", :data:`SPEC_SETTINGS`).
+- :func:`complete_spec` / :func:`complete_settings`: the one place a spec (or its ``settings``) that lacks keys
+  gets them: a ``spec.json`` / ``run.json`` written by an older dapo-ops, a spec a test writes by hand. A key that is
+  there keeps its value, ``None`` included (``max_actor_ckpt_to_keep: null`` = keep every save).
+
+``dapo_ops.control.planning.make_plan`` writes every key of :data:`SPEC` and :data:`SPEC_SETTINGS`, so a spec it
+made is already complete; no reader falls back to a literal of its own (tests/test_defaults.py walks the source).
+"""
+
+from __future__ import annotations
+
+import copy
+from types import MappingProxyType
+from typing import Any, Mapping
+
+__all__ = ["NONE_IN_SPEC", "RUN", "SPEC", "SPEC_SETTINGS", "complete_settings", "complete_spec", "run_settings"]
+
+#: The default of every run setting (names: ``dapo_ops.control.settings.PARAMS``; the runbook's defaults:
+#: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...). An empty string means "not set: decided
+#: elsewhere" (the inventory's container, the host's verl version, the run id as experiment, no proxy).
+RUN: Mapping[str, Any] = MappingProxyType(
+    {
+        "steps": 100,
+        "framework": "megatron",
+        "model": "Qwen3-8B",
+        "train_file": "dapo-math-17k.parquet",
+        "val_file": "aime-2024.parquet",
+        "trainer_gpus": 4,
+        "rollout_gpus": 4,
+        "max_response_length": 8192,
+        "max_prompt_length": 2048,
+        "features": "",
+        "offload": False,
+        "max_oom_retries": 2,
+        "container": "",
+        "save_freq": 10,
+        "rollout_tp": 2,
+        "trainer_tp": 0,  # 0: by model size and device memory (dapo_ops/core/memfit.py default_parallel)
+        "trainer_pp": 0,
+        "rollout_eager": False,  # verl's default: graph mode (actor_rollout_ref.rollout.enforce_eager=False)
+        "gpu_memory_utilization": 0.6,
+        "train_batch_size": 64,
+        "ppo_mini_batch_size": 16,
+        "rollout_n": 8,
+        "micro_batch_size": 1,
+        "max_position_embeddings": 0,  # 0: the model's own context
+        "trainer_mode": "async",
+        "max_staleness": 2,
+        "parameter_sync_step": 0,  # 0: train_batch_size / ppo_mini_batch_size (dapo_ops/core/runspec.py)
+        # 3, the runbook-era choice docs/workflow.md and docs/params.md state. verl 0.9.1's own default is null
+        # (verl/trainer/config/ppo_trainer.yaml:220), which keeps every save: the V1 trainer passes it on
+        # (verl/trainer/ppo/v1/trainer_base.py:964-966) and verl/utils/checkpoint/checkpoint_manager.py:189 rotates
+        # only for a positive int. The setting's 0 asks for that: the spec then holds null and no key is emitted.
+        "max_actor_ckpt_to_keep": 3,
+        "hccl_connect_timeout": 7200,  # seconds; verl's NPU scripts' values
+        "hccl_exec_timeout": 60000,
+        "hccl_host_socket_port_range": "60000-60050",
+        "hccl_npu_socket_port_range": "61000-61050",
+        "memory_fit": "start",
+        "hang_timeout": 1800,  # seconds without a new step
+        "project": "dapo-ops",
+        "experiment": "",
+        "profile": "",
+        "swanlab_mode": "",
+        "swanlab_host": "",
+        "http_proxy": "",
+        "https_proxy": "",
+    }
+)
+
+#: Settings whose 0 the spec holds as None, verl's own "unset" (no key emitted: the model's own context; keep every
+#: save). A None read back from a spec (``--resume``) is the setting's 0.
+NONE_IN_SPEC = frozenset({"max_position_embeddings", "max_actor_ckpt_to_keep"})
+
+#: The run spec's top-level keys that come from settings, with their defaults. ``profile``: the verl profile a spec
+#: without one runs (dapo_ops/core/profiles.py; the setting's empty value resolves to it from the host's verl).
+SPEC: Mapping[str, Any] = MappingProxyType(
+    {
+        "framework": RUN["framework"],
+        "profile": "0.9",
+        "max_oom_retries": RUN["max_oom_retries"],
+        "hang_timeout_s": RUN["hang_timeout"],
+    }
+)
+
+#: The run spec's ``settings`` with their defaults: the settings' defaults in the spec's names and forms, plus the
+#: layout keys the planner derives from the hosts (``nnodes``, ``n_gpus_per_node``: no host known = the two pools'
+#: devices). ``experiment`` and ``ckpt_dir`` are "" here; :func:`complete_spec` derives them from the spec (the run
+#: id, ``<run_dir>/checkpoints``). ``trainer_tp`` / ``trainer_pp``: None = not resolved (FSDP; memfit counts 1).
+SPEC_SETTINGS: Mapping[str, Any] = MappingProxyType(
+    {
+        "model_path": RUN["model"],
+        "train_file": RUN["train_file"],
+        "val_file": RUN["val_file"],
+        "steps": RUN["steps"],
+        "trainer_gpus": RUN["trainer_gpus"],
+        "rollout_gpus": RUN["rollout_gpus"],
+        "nnodes": 1,
+        "n_gpus_per_node": RUN["trainer_gpus"] + RUN["rollout_gpus"],
+        "max_prompt_length": RUN["max_prompt_length"],
+        "max_response_length": RUN["max_response_length"],
+        "save_freq": RUN["save_freq"],
+        "rollout_tp": RUN["rollout_tp"],
+        "gpu_memory_utilization": RUN["gpu_memory_utilization"],
+        "train_batch_size": RUN["train_batch_size"],
+        "ppo_mini_batch_size": RUN["ppo_mini_batch_size"],
+        "rollout_n": RUN["rollout_n"],
+        "micro_batch_size": RUN["micro_batch_size"],
+        "max_position_embeddings": RUN["max_position_embeddings"] or None,  # NONE_IN_SPEC
+        "trainer_mode": RUN["trainer_mode"],
+        "max_staleness": RUN["max_staleness"],
+        "memory_fit": RUN["memory_fit"],
+        "parameter_sync_step": RUN["parameter_sync_step"],
+        "max_actor_ckpt_to_keep": RUN["max_actor_ckpt_to_keep"] or None,  # NONE_IN_SPEC
+        "project": RUN["project"],
+        "experiment": RUN["experiment"],
+        "ckpt_dir": "",
+        "extra_overrides": [],
+        "rollout_eager": RUN["rollout_eager"],
+        "trainer_tp": None,
+        "trainer_pp": None,
+    }
+)
+
+
+def run_settings(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every run setting: :data:`RUN` with ``given`` (setting name -> value; a None value counts as not given).
+
+    For a caller holding a plain dict of some settings instead of ``dapo_ops.control.settings.resolve``'s result
+    (which has them all). Unknown names are kept."""
+    out = dict(RUN)
+    out.update({k: v for k, v in given.items() if v is not None})
+    return out
+
+
+def complete_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of a spec's ``settings`` with every key of :data:`SPEC_SETTINGS` (missing ones: the default, copied).
+
+    Keys that are there keep their value, None included; extra keys (the ladder's ``token_budgets``, the
+    supervisor's ``framework`` / ``mode``) are kept. ``experiment`` / ``ckpt_dir`` need the spec: :func:`complete_spec`.
+    """
+    out = dict(settings or {})
+    for k, v in SPEC_SETTINGS.items():
+        if k not in out:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def complete_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of run spec ``spec`` with every key of :data:`SPEC` and :data:`SPEC_SETTINGS` (docs/design.md
+    "Run spec"): the one place a spec read from disk, made by an older dapo-ops or written by hand, gets its
+    missing keys. A missing ``settings.experiment`` is the run id and a missing ``settings.ckpt_dir`` is
+    ``<run_dir>/checkpoints`` (what the planner writes; "" without a run id / run dir). Keys that are there keep
+    their value (None included). A spec ``make_plan`` wrote comes back equal."""
+    out = dict(spec)
+    for k, v in SPEC.items():
+        if k not in out:
+            out[k] = copy.deepcopy(v)
+    given = out.get("settings") or {}
+    s = complete_settings(given)
+    if "experiment" not in given:
+        s["experiment"] = str(out.get("run_id") or "")
+    if "ckpt_dir" not in given:
+        run_dir = str(out.get("run_dir") or "").rstrip("/")
+        s["ckpt_dir"] = f"{run_dir}/checkpoints" if run_dir else ""
+    out["settings"] = s
+    return out

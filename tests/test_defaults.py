@@ -1,0 +1,206 @@
+"""One defaults table (dapo_ops/core/defaults.py): no module reads a run setting with a literal fallback of its own,
+the settings table takes its defaults from it, make_plan writes a complete spec, and an older spec is completed
+from the table in one place."""
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from dapo_ops.control import planning, resume, settings
+from dapo_ops.core import defaults, features, overrides, runstate
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "dapo_ops"
+#: a spec the tool wrote for a real H200 run (tests/fixtures/real-verl: recorded with the real verl 0.9.1)
+REAL_SPEC = REPO / "tests/fixtures/real-verl/tool-runs/a2-success/spec.json"
+RUN_ID = "20261129-151200-a1b2"
+
+#: every name the table gives a default: the settings, the spec's top-level keys and its ``settings``
+KEYS = frozenset(defaults.RUN) | frozenset(defaults.SPEC) | frozenset(defaults.SPEC_SETTINGS)
+#: calls that read a key with a default: ``x.get(k, d)``, ``getattr(x, k, d)``, ``x.setdefault(k, d)``,
+#: ``x.pop(k, d)``; ``_get(x, k, d)`` (planning's old helper) and ``pv.s(k, d)`` (preflight's PlanView) are readers
+#: of the same shape
+READERS = frozenset({"get", "getattr", "setdefault", "pop", "_get", "s"})
+
+
+def _literal(n: ast.AST) -> bool:
+    """A value written in the source: a constant (None excepted: ``.get(k, None)`` is ``.get(k)``), a negative
+    number, a list / tuple / set / dict of constants."""
+    if isinstance(n, ast.Constant):
+        return n.value is not None
+    if isinstance(n, ast.UnaryOp):
+        return isinstance(n.operand, ast.Constant)
+    if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+        return all(isinstance(e, ast.Constant) for e in n.elts)
+    if isinstance(n, ast.Dict):
+        return all(isinstance(e, ast.Constant) for e in [*n.keys, *n.values] if e is not None)
+    return False
+
+
+def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
+    """``(key, default or None)`` when ``n`` reads a table key through a reader, else None."""
+    if not isinstance(n, ast.Call):
+        return None
+    f = n.func
+    fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if fname not in READERS:
+        return None
+    at = 0 if isinstance(f, ast.Attribute) else 1  # x.get(k, d) / getattr(x, k, d)
+    if len(n.args) <= at:
+        return None
+    k = n.args[at]
+    if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in KEYS):
+        return None
+    if len(n.args) > at + 1:
+        return k.value, n.args[at + 1]
+    kw = {x.arg: x.value for x in n.keywords}
+    return k.value, kw.get("default")
+
+
+def literal_fallbacks(source: str) -> list[tuple[int, str]]:
+    """``(line, code)`` of every read of a table key with a literal fallback in ``source``: the reader's default
+    (``x.get("steps", 100)``, ``getattr(spec, "steps", 100)``, ``_get(s, "steps", 100)``) or an ``or`` after a read
+    without one (``x.get("steps") or 100``; an empty list / dict / tuple after ``or`` only says "none")."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        r = _read(n)
+        if r is not None and r[1] is not None and _literal(r[1]):
+            out.append((n.lineno, ast.unparse(n)))
+        if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or):
+            for i, v in enumerate(n.values[:-1]):
+                r = _read(v)
+                rest = n.values[i + 1 :]
+                if r is not None and r[1] is None and any(_literal(w) and not _empty(w) for w in rest):
+                    out.append((n.lineno, ast.unparse(n)))
+    return out
+
+
+def _empty(n: ast.AST) -> bool:
+    return isinstance(n, (ast.List, ast.Tuple, ast.Dict, ast.Set)) and not (
+        getattr(n, "elts", None) or getattr(n, "keys", None)
+    )
+
+
+def test_the_scanner_finds_every_form_of_a_literal_fallback():
+    src = """
+x.get("steps", 100)
+getattr(spec, "max_oom_retries", 2)
+_get(settings, "model", "")
+pv.s("save_freq", 0)
+s.setdefault("rollout_tp", 2)
+int(s.get("trainer_tp") or 1)
+spec.get("profile", default="0.9")
+x.get("gpu_memory_utilization", -0.5)
+"""
+    assert sorted(ln for ln, _ in literal_fallbacks(src)) == list(range(2, 10))
+    fine = """
+x["steps"]
+x.get("steps")
+x.get("steps", defaults.RUN["steps"])
+x.get("extra_overrides") or []
+x.get("not_a_setting", 3)
+as_int(s, "steps", "TRAIN_STEPS / --steps")
+x.get("max_position_embeddings", None)
+"""
+    assert literal_fallbacks(fine) == []
+
+
+#: reads the scanner flags that are not of a run setting, each with why: (file, code) -> reason
+NOT_A_SETTING = {
+    ("dapo_ops/cli/quickstart.py", "env.get('http_proxy', '')"): "os.environ's http_proxy variable (unset: '')",
+    ("dapo_ops/cli/quickstart.py", "env.get('https_proxy', '')"): "os.environ's https_proxy variable (unset: '')",
+    ("dapo_ops/control/status.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    "`docker start <container>` for a run.json without its container, not a value a run uses",
+}
+
+
+def test_no_module_reads_a_run_setting_with_a_literal_fallback():
+    """The defaults live in dapo_ops/core/defaults.py only: a reader that falls back to a literal of its own is a
+    second copy of a default, which drifts (``max_actor_ckpt_to_keep`` was 3 in the planner, None in runspec)."""
+    found, exempt = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG.parent))
+        for line, code in literal_fallbacks(path.read_text(encoding="utf-8")):
+            if (rel, code) in NOT_A_SETTING:
+                exempt.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    assert exempt == set(NOT_A_SETTING), f"stale NOT_A_SETTING entries: {set(NOT_A_SETTING) - exempt}"
+    assert not found, f"{len(found)} read(s) of a run setting with a literal fallback:\n" + "\n".join(found)
+
+
+def test_the_settings_table_takes_every_default_from_the_one_table():
+    assert {p.name: p.default for p in settings.PARAMS} == dict(defaults.RUN)
+    assert settings.resolve({}, {}, {}).values == dict(defaults.RUN)
+
+
+@pytest.mark.parametrize(
+    "mode,framework,profile",
+    [
+        ("dapo", "fsdp", "0.9"),
+        ("dapo", "megatron", "0.9"),
+        ("one-step-off", "megatron", "0.9"),
+        ("dapo", "fsdp", "0.8"),
+    ],
+)
+def test_make_plan_writes_every_key_of_the_table(mode, framework, profile):
+    """No reader of a spec make_plan wrote needs a default: every key is there, and completing it changes nothing."""
+    st = settings.resolve({"framework": framework, "profile": profile}, {}, {})
+    spec = planning.make_plan(st, None, mode=mode, run_id=RUN_ID, swanlab_logger=False).spec
+    assert set(defaults.SPEC) <= set(spec) and set(defaults.SPEC_SETTINGS) <= set(spec["settings"])
+    assert defaults.complete_spec(spec) == spec
+
+
+def _old_spec(tmp_path, drop_settings, drop_top):
+    """The real run's spec.json as an older dapo-ops would have written it: without ``drop_*`` keys."""
+    spec = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
+    for k in drop_settings:
+        del spec["settings"][k]
+    for k in drop_top:
+        del spec[k]
+    run_dir = tmp_path / spec["run_id"]
+    run_dir.mkdir()
+    (run_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    return run_dir
+
+
+def test_an_older_spec_is_completed_from_the_table_and_runs_the_same_argv(tmp_path):
+    """A spec.json without the keys added since (read by the supervisor, runstate.read_spec) gets the table's
+    defaults, and the derived ones the planner writes: the experiment is the run id, the checkpoints live in
+    ``<run_dir>/checkpoints``. ``max_actor_ckpt_to_keep`` is the table's 3 (the old runspec default None emitted no
+    key: verl then keeps every save)."""
+    real = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
+    gone = ("max_actor_ckpt_to_keep", "trainer_mode", "max_staleness", "memory_fit", "experiment", "ckpt_dir")
+    spec = runstate.read_spec(_old_spec(tmp_path, gone, ("max_oom_retries", "hang_timeout_s")))
+    s = spec["settings"]
+    assert (s["max_actor_ckpt_to_keep"], s["trainer_mode"], s["max_staleness"], s["memory_fit"]) == (
+        3,
+        "async",
+        2,
+        "start",
+    )
+    assert s["experiment"] == real["run_id"] and s["ckpt_dir"] == real["run_dir"] + "/checkpoints"
+    assert (spec["max_oom_retries"], spec["hang_timeout_s"]) == (2, 1800)
+    assert s["rollout_eager"] is False and s["trainer_tp"] is None  # added since the real run
+    fs = features.FeatureSet.from_json(real["features"], real["disabled_features"])
+    argv = overrides.build_command(spec, fs)
+    assert "trainer.max_actor_ckpt_to_keep=3" in argv
+    assert argv == overrides.build_command(real, fs)  # the removed values were the defaults
+
+
+def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
+    """``max_actor_ckpt_to_keep: null`` (MAX_CKPT_TO_KEEP=0: keep every save, verl's own default) is a value: the
+    completion keeps it, no key reaches verl, and ``--resume`` of that run keeps every save too (its setting is 0,
+    source resume), not the table's 3."""
+    spec = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
+    spec["settings"]["max_actor_ckpt_to_keep"] = None
+    assert defaults.complete_spec(spec)["settings"]["max_actor_ckpt_to_keep"] is None
+    fs = features.FeatureSet.from_json(spec["features"], spec["disabled_features"])
+    assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in overrides.build_command(spec, fs))
+    st = resume.resumed_settings(settings.resolve({}, {}, {}), spec)
+    assert (st["max_actor_ckpt_to_keep"], st.source("max_actor_ckpt_to_keep")) == (0, "resume")
+    plan = planning.make_plan(st, None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
+    assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
