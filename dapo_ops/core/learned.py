@@ -2,7 +2,7 @@
 
 When an attempt needed a device-OOM rung (:mod:`dapo_ops.core.memladder`, applied by the supervisor) and the attempt
 running on it got past the phase that ran out, the supervisor writes one small JSON *memo* into
-``<runs_dir>/.learned/<fingerprint>.json`` (:func:`memo_path`; atomic, :func:`dapo_ops.core.runstate.write_json_atomic`).
+``<runs_dir>/.learned/<fingerprint>.json`` (:func:`memo_path`; atomic, :func:`dapo_ops.agent.runfiles.write_json_atomic`).
 The next launch of a matching configuration reads it in its probe round trip and starts on those rungs (feature and
 ``memory_rungs`` source ``learned``); the plan says so (:func:`start_line`).
 
