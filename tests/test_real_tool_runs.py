@@ -83,6 +83,12 @@ VERL_KEY = {
 }
 
 
+def done_row(rec):
+    """The status row of a recorded run as ``inv status --all`` builds it (control/status.collect_rows): run.json
+    alone, no log tail, 6 s after it ended."""
+    return statusview.build_row("gpu", {"run": rec, "tail": "", "now": rec["ended_at"] + 6, "supervisor_alive": None})
+
+
 def run_of(name: str) -> dict:
     rec = runfiles.read_run(RUNS / name)
     assert rec is not None, name
@@ -253,7 +259,7 @@ def test_the_rung_reached_verl(name):
 def test_status_view_renders_the_record(name):
     _, total, _, _, n_att = WANT[name]
     rec = run_of(name)
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert row.state == "succeeded" and row.status == "succeeded"
     assert (row.step, row.total) == (total, total)
     assert row.attempt == n_att and len(row.attempts) == n_att
@@ -347,7 +353,7 @@ def test_features_runs_train_with_dynamic_batches(name):
 def test_features_resume_status_row():
     """b resumed a's global_step_3 with the features on: the row says 4/4, one attempt, the same features."""
     rec = run_of("g-features-b")
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert (row.state, row.step, row.total, row.attempt) == ("succeeded", 4, 4, 1)
     assert rec["attempts"][0]["resumed_from"] == 3
 
@@ -376,7 +382,7 @@ def test_storm_record_and_status():
     assert v["cls"] == "error-storm" and v["detail"]["user_frame"] == "bad_reward.py:5"
     notices = [json.loads(ln) for ln in (STORM / "notices.jsonl").read_text().splitlines() if ln.strip()]
     assert len(notices) == 1 and notices[0]["verdict"] == "error-storm" and notices[0]["event"] == "failure"
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert row.state == "failed" and row.verdict == "error-storm" and (row.step, row.total) == (1, 4)
     assert "bad_reward.py:5" in statusview.ending_line(rec)
     v2 = classify.classify(

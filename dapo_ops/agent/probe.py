@@ -129,11 +129,6 @@ def _scan(pgid, env_marker):
     return out
 
 
-def group_members(pgid):
-    """Live processes of process group ``pgid``: ``[(pid, start_time_s | None)]``."""
-    return [(p, t) for p, t, _ in _scan(pgid, None)]
-
-
 def own_processes(run, slack_s=120.0):
     """The run's own live processes: members of its recorded verl process group, and processes whose environment
     carries ``DAPO_OPS_RUN_ID=<run_id>`` (Ray workers that left the group; the supervisor sets it for verl,
@@ -149,11 +144,6 @@ def own_processes(run, slack_s=120.0):
     return [
         (p, how) for p, t, how in _scan(pgid, marker) if started is None or t is None or t >= float(started) - slack_s
     ]
-
-
-def own_members(run, slack_s=120.0):
-    """Members of the run's recorded verl process group among :func:`own_processes`: ``[(pid, "pgid")]``."""
-    return [x for x in own_processes(run, slack_s) if x[1] == "pgid"]
 
 
 def resolve_run_dir(runs_dir, run_id=None):

@@ -152,15 +152,6 @@ def find(memos: list, k: dict) -> dict | None:
     return max(hits, key=lambda m: m.get("recorded_at") or 0) if hits else None
 
 
-def differences(memo_key: dict, k: dict) -> list[str]:
-    """What differs between two keys, as ``part.name`` (for "no memo matches" notes and tests)."""
-    out = []
-    for part in ("host", "model", "run"):
-        a, b = memo_key.get(part) or {}, k.get(part) or {}
-        out += [f"{part}.{n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
-    return out
-
-
 def conflicts(memo: dict, disabled, given: dict, overrides: list) -> list[str]:
     """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
     features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)

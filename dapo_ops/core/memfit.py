@@ -44,7 +44,6 @@ ROLLOUT_ASLEEP_GIB = 0.83  # 848 MiB: the sleeping vLLM worker ("Process 8919 ha
 SYNC_BUCKET_GIB = 2.0  # update_weights_bucket_megabytes: 2048 (_generated_ppo_trainer.yaml:371); run 1: 2.08
 ACT_BYTES = (30, 6, 8)  # activation bytes per token-layer: 30h + 6*kv*d + 8i
 LOGIT_BYTES = 10
-PHASES = ("model-load", "checkpoint-load", "rollout-init", "weight-sync", "generation", "log-prob", "update")
 _KEYS = (
     "model_type",
     "hidden_size",
@@ -199,7 +198,9 @@ class Estimate:
 
 
 def estimate(m: Model, s: Setup) -> Estimate:
-    """Per-device peak of every phase in :data:`PHASES` (GiB) for model ``m`` and run ``s``."""
+    """Per-device peak (GiB) of each phase the estimate models for model ``m`` and run ``s``: the classifier's OOM
+    phases (:data:`dapo_ops.core.classify.verdict.PHASES`) but ``checkpoint-save`` and ``unknown``; ``log-prob`` only when
+    the run computes old log-probs."""
     P = param_count(m)
 
     def g(b: float) -> float:
