@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dapo_ops.core import features  # noqa: E402
+from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.core import runstate  # noqa: E402
 
 FAKE = r"""
@@ -97,7 +98,7 @@ def make_run(root: Path, cfg: dict, tunables: dict) -> Path:
         "notify": {},
         "supervisor": tunables,
     }
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    runfiles.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "bench.json").write_text(json.dumps(cfg))
     return run_dir
 
@@ -127,7 +128,7 @@ def reaction(root: Path, tunables: dict) -> dict:
     run_dir = make_run(root, {"mode": "oom", "steps": 2}, tunables)
     p = start(root, run_dir)
     p.wait(timeout=120)
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     s1 = stamps(run_dir / "attempt-1.log")
     s2 = stamps(run_dir / "attempt-2.log")
     a1 = rec["attempts"][0]
@@ -176,7 +177,7 @@ def follow_cost(root: Path, seconds: float, rate: float, tunables: dict) -> dict
     size1 = (run_dir / "train.log").stat().st_size
     peak = max(peak, rss)
     p.wait(timeout=120)
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     return {
         "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
         "rss_mib": peak / 2**20,

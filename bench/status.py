@@ -5,7 +5,7 @@ and a fleet row (the grep looped over N hosts vs one ``inv status`` over the sam
 
 Brings the sandbox bench up to the hosts it needs (``sandbox/bench.sh up <max(1, fleet)>``), compiles the
 package's bytecode (as an install has it; this machine sets PYTHONDONTWRITEBYTECODE), writes two runs into the
-host's ``/verl/dapo_runs`` (run.json via dapo_ops.core.runstate + a verl-like train.log of metrics lines, tqdm redraws
+host's ``/verl/dapo_runs`` (run.json via dapo_ops.agent.runfiles + a verl-like train.log of metrics lines, tqdm redraws
 with ``\\r`` and Ray worker chatter: 1 MiB and 1 GiB), then times, in one run, alternating:
 
 - ``status``: ``inv status --json --run <id> -H <host>`` (the whole CLI: Python start, imports, one probe over the
@@ -45,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.core import runstate  # noqa: E402
 
 BENCH_ID = os.environ.get("DAPO_BENCH_ID", "0")
@@ -91,7 +92,7 @@ def make_run(host: str, size: int, started_at: float) -> tuple[str, Path]:
     }
     rec = runstate.new_record(spec, 0, now=started_at)
     rec.update(status="succeeded", attempt=1)
-    runstate.write_run(host_rd, rec)
+    runfiles.write_run(host_rd, rec)
     written, step = 0, 1
     with open(host_rd / "train.log", "wb") as fh:
         fh.write(b"===== dapo-ops attempt 1 start 2026-11-29T15:00:00 features=flash_attn =====\n")

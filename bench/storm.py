@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dapo_ops.agent.supervisor.storm import repeats_without_progress  # noqa: E402
-from dapo_ops.core import runstate  # noqa: E402
+from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.core.logformat import parse_metrics_line, split_lines  # noqa: E402
 from reaction import make_run, proc_cpu_rss, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)
 
@@ -104,7 +104,7 @@ def to_verdict(root: Path, rate: float, tun: dict) -> dict:
     run_dir = make_run(root, {"block": str(root / "block.txt"), "rate": rate, "seconds": 600, "steps": 4}, tun)
     p = start(root, run_dir, STORM_FACTORY)
     p.wait(timeout=300)
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     t_first = first_storm_t(run_dir / "attempt-1.log")
     v = rec.get("verdict") or {}
     return {

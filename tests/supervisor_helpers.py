@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dapo_ops.core import features
 from dapo_ops.core import logformat
+from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def new_run(
         "supervisor": dict(FAST),
     }
     body.update(spec)
-    runstate.write_json_atomic(run_dir / "spec.json", body)
+    runfiles.write_json_atomic(run_dir / "spec.json", body)
     for name, data in (files or {}).items():
         (run_dir / name).write_text(json.dumps(data))
     if secret:
@@ -100,7 +101,7 @@ def run_to_end(run_dir: Path, timeout: float = 90, **kw) -> dict:
     except subprocess.TimeoutExpired:
         p.kill()
         raise AssertionError((run_dir / "supervisor.log").read_text())
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     assert rec is not None, (run_dir / "supervisor.log").read_text()
     return rec
 

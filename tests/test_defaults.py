@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control import planning, resume, settings
-from dapo_ops.core import defaults, features, overrides, runstate
+from dapo_ops.agent import runfiles
+from dapo_ops.core import defaults, features, overrides
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "dapo_ops"
@@ -167,13 +168,13 @@ def _old_spec(tmp_path, drop_settings, drop_top):
 
 
 def test_an_older_spec_is_completed_from_the_table_and_runs_the_same_argv(tmp_path):
-    """A spec.json without the keys added since (read by the supervisor, runstate.read_spec) gets the table's
+    """A spec.json without the keys added since (read by the supervisor, runfiles.read_spec) gets the table's
     defaults, and the derived ones the planner writes: the experiment is the run id, the checkpoints live in
     ``<run_dir>/checkpoints``. ``max_actor_ckpt_to_keep`` is the table's 3 (the old runspec default None emitted no
     key: verl then keeps every save)."""
     real = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
     gone = ("max_actor_ckpt_to_keep", "trainer_mode", "max_staleness", "memory_fit", "experiment", "ckpt_dir")
-    spec = runstate.read_spec(_old_spec(tmp_path, gone, ("max_oom_retries", "hang_timeout_s")))
+    spec = runfiles.read_spec(_old_spec(tmp_path, gone, ("max_oom_retries", "hang_timeout_s")))
     s = spec["settings"]
     assert (s["max_actor_ckpt_to_keep"], s["trainer_mode"], s["max_staleness"], s["memory_fit"]) == (
         3,

@@ -13,6 +13,7 @@ import pytest
 
 from dapo_ops.core import features
 from dapo_ops.control import remote_bundle
+from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,7 +269,7 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
         "ray": None,
         "supervisor": {"poll_interval_s": 0.1, "retry_delay_s": 0.1},
     }
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    runfiles.write_json_atomic(run_dir / "spec.json", spec)
     (run_dir / "fake.json").write_text(json.dumps({"step_time": 0.02}))
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([bdir, str(TESTS)])}
     probe = (
@@ -301,7 +302,7 @@ def test_supervisor_runs_from_the_bundle_with_stdlib_only(tmp_path):
         cwd=tmp_path,
         timeout=120,
     )
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     assert rec["status"] == "succeeded", res.stderr
     assert rec["step"] == 3
 

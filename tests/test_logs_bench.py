@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 from test_status_bench import Follower, cli, container_pids, make_run, start_fake_supervisor, steps_log
 
 pytestmark = pytest.mark.bench
@@ -141,7 +141,7 @@ def test_follow_two_hosts_never_interleaves_mid_line(sandbox):
 
 def _finish(sandbox, host, rd, pids, *, status, ended, verdict=None):
     """The supervisor's last steps: run.json says how the run ended, then the supervisor (and its verl) exit."""
-    rec = runstate.read_run(rd)
+    rec = runfiles.read_run(rd)
     rec.update(
         status=status,
         ended_at=time.time(),
@@ -155,7 +155,7 @@ def _finish(sandbox, host, rd, pids, *, status, ended, verdict=None):
         },
         verdict=verdict,
     )
-    runstate.write_run(rd, rec)
+    runfiles.write_run(rd, rec)
     sandbox.exec(host, "kill -9 %d -%d" % (pids["supervisor"], pids["verl_pgid"]), check=True)
 
 

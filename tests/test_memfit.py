@@ -96,6 +96,11 @@ def test_qwen3_8b_bf16_fsdp_8_devices_by_hand():
     )  # no-grad forward: bf16 logits + the entropy's softmax and product (6V)
     assert e.phases["log-prob"] == pytest.approx(1.16 + 0.83 + params + lp + adam, abs=0.01)
     assert e.tightest == "weight-sync" and e.fits
+    # the estimate names its phases as the classifier does (one PHASES; memfit's own copy was never read): the start
+    # rung is taken from the tightest phase's ladder (memladder.phase_rungs), which knows only those names
+    from dapo_ops.core.classify.verdict import PHASES
+
+    assert set(e.phases) == set(PHASES) - {"checkpoint-save", "unknown"}, sorted(e.phases)
 
 
 def test_offload_frees_the_rollout_phases_but_not_the_update():

@@ -244,7 +244,7 @@ def _step(cmd) -> str:
         for op in ("stop", "wait", "iface"):
             if op in words[words.index("dapo_ops.agent.raysession") :]:
                 return op
-    if "dapo_ops.core.runstate" in text:
+    if "dapo_ops.agent.runfiles" in text:
         return "read-run"
     if text.startswith("rm -rf"):
         return "rm"

@@ -14,7 +14,8 @@ from pathlib import Path
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
 from dapo_ops.agent import occupancy
-from dapo_ops.core import raynodes, runstate
+from dapo_ops.agent import procs, runfiles
+from dapo_ops.core import raynodes
 
 RID_OLD = "20261201-080000-aaaa"
 RID = "20261201-090000-bbbb"
@@ -30,7 +31,7 @@ def _wait(pred, timeout=15.0):
 
 
 def _gone(pid):
-    return not runstate.pid_alive(pid)
+    return not procs.pid_alive(pid)
 
 
 def _pids_with(marker: bytes):
@@ -97,8 +98,8 @@ def test_a_worker_of_a_live_cluster_is_busy_and_one_whose_head_is_gone_is_swept(
         tmp_path,
     )
     try:
-        assert {s["run_id"] for s in raynodes.ray_sessions(runs, "h2")} == {RID, RID_OLD}
-        assert raynodes.ray_sessions(runs, "h3") == []
+        assert {s["run_id"] for s in runfiles.ray_sessions(runs, "h2")} == {RID, RID_OLD}
+        assert runfiles.ray_sessions(runs, "h3") == []
         occ = occupancy.occupancy(str(runs), "h2", sweep=True)
         assert [r["run_id"] for r in occ["ray"]] == [RID] and occ["ray"][0]["head"] == "h1"
         assert [c["run_id"] for c in occ["cleaned"]] == [RID_OLD]

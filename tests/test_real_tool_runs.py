@@ -21,7 +21,7 @@ import pytest
 from dapo_ops.core import classify
 from dapo_ops.core import features
 from dapo_ops.core import ladder
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 from dapo_ops.control import statusview
 from supervisor_helpers import log_facts
 
@@ -83,8 +83,14 @@ VERL_KEY = {
 }
 
 
+def done_row(rec):
+    """The status row of a recorded run as ``inv status --all`` builds it (control/status.collect_rows): run.json
+    alone, no log tail, 6 s after it ended."""
+    return statusview.build_row("gpu", {"run": rec, "tail": "", "now": rec["ended_at"] + 6, "supervisor_alive": None})
+
+
 def run_of(name: str) -> dict:
-    rec = runstate.read_run(RUNS / name)
+    rec = runfiles.read_run(RUNS / name)
     assert rec is not None, name
     return rec
 
@@ -134,7 +140,7 @@ def test_no_secret_in_fixtures():
 def test_run_record_final_state(name):
     run_id, total, resumed, _, n_att = WANT[name]
     rec = run_of(name)
-    assert rec["run_id"] == run_id and runstate.read_spec(RUNS / name)["run_id"] == run_id
+    assert rec["run_id"] == run_id and runfiles.read_spec(RUNS / name)["run_id"] == run_id
     assert rec["status"] == "succeeded"
     assert (rec["step"], rec["total_steps"]) == (total, total)
     assert len(rec["attempts"]) == n_att
@@ -207,7 +213,7 @@ def test_weight_sync_oom_is_vllm_wake_up(name):
 def test_recorded_rung(name):
     _, phase, rung, key, new, old, spec_key = OOMS[name]
     rec = run_of(name)
-    spec = runstate.read_spec(RUNS / name)
+    spec = runfiles.read_spec(RUNS / name)
     assert spec["settings"][spec_key] == old
     att2 = rec["attempts"][1]
     assert att2["setting_changes"][key] == new
@@ -224,7 +230,7 @@ def test_ladder_chooses_the_rung_that_fixed_the_real_run(name):
     the real attempt-1 log, must pick exactly the rung applied in attempt 2, the attempt that succeeded."""
     exit_code = OOMS[name][0]
     rec = run_of(name)
-    spec = runstate.read_spec(RUNS / name)
+    spec = runfiles.read_spec(RUNS / name)
     fs = features.FeatureSet.from_json(spec.get("features") or [], spec.get("disabled_features") or ())
     settings = dict(spec["settings"])
     settings.update(spec.get("setting_changes") or {})
@@ -253,7 +259,7 @@ def test_the_rung_reached_verl(name):
 def test_status_view_renders_the_record(name):
     _, total, _, _, n_att = WANT[name]
     rec = run_of(name)
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert row.state == "succeeded" and row.status == "succeeded"
     assert (row.step, row.total) == (total, total)
     assert row.attempt == n_att and len(row.attempts) == n_att
@@ -307,7 +313,7 @@ def test_features_on_are_recorded_and_reached_verl(name):
     """spec.json: the four performance features on (source default), none disabled; every attempt ran them; the
     verl command (supervisor.log) carries them; the attention verl got is sdpa (no flash-attn wheel on the device:
     the scripts' ``++...attn_implementation=sdpa`` came last, gpu/README.md) and verl's printed config says so."""
-    spec = runstate.read_spec(RUNS / name)
+    spec = runfiles.read_spec(RUNS / name)
     fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or ())
     assert sorted(fs.names()) == sorted(PERF) and not fs.disabled
     assert all(fs.source_of(n) == "default" for n in PERF)
@@ -347,7 +353,7 @@ def test_features_runs_train_with_dynamic_batches(name):
 def test_features_resume_status_row():
     """b resumed a's global_step_3 with the features on: the row says 4/4, one attempt, the same features."""
     rec = run_of("g-features-b")
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert (row.state, row.step, row.total, row.attempt) == ("succeeded", 4, 4, 1)
     assert rec["attempts"][0]["resumed_from"] == 3
 
@@ -369,14 +375,14 @@ def test_storm_fixture_is_whole_and_small():
 def test_storm_record_and_status():
     """The run record the supervisor left after the real storm: failed at 1/4, one attempt killed by the storm,
     the verdict names bad_reward.py:5, one failure notice; the status row and ending line say so."""
-    rec = runstate.read_run(STORM)
+    rec = runfiles.read_run(STORM)
     assert rec["run_id"] == "20261202-012824-df98" and rec["status"] == "failed"
     assert (rec["step"], rec["total_steps"], len(rec["attempts"])) == (1, 4, 1)
     v = rec["verdict"]
     assert v["cls"] == "error-storm" and v["detail"]["user_frame"] == "bad_reward.py:5"
     notices = [json.loads(ln) for ln in (STORM / "notices.jsonl").read_text().splitlines() if ln.strip()]
     assert len(notices) == 1 and notices[0]["verdict"] == "error-storm" and notices[0]["event"] == "failure"
-    row = statusview.past_run_row("gpu", rec, now=rec["ended_at"] + 6)
+    row = done_row(rec)
     assert row.state == "failed" and row.verdict == "error-storm" and (row.step, row.total) == (1, 4)
     assert "bad_reward.py:5" in statusview.ending_line(rec)
     v2 = classify.classify(

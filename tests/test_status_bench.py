@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.remote import sshmux
@@ -149,7 +150,7 @@ def make_run(
     rec = runstate.new_record(spec, sup_pid or gone_pid(sandbox, host), now=now - 5)
     rec.update(status=status, attempt=attempt, step=step, **fields)
     rec["pids"]["verl_pgid"] = verl_pgid
-    runstate.write_run(host_rd, rec)
+    runfiles.write_run(host_rd, rec)
     (host_rd / "train.log").write_text(log)
     for k, text in (attempts_logs or {}).items():
         (host_rd / ("attempt-%d.log" % k)).write_text(text)
@@ -170,7 +171,7 @@ def start_fake_supervisor(sandbox, host, crd, host_rd):
     while not (host_rd / "sup.ready").exists():
         assert time.time() < deadline, "fake supervisor did not start"
         time.sleep(0.1)
-    return runstate.read_run(host_rd)["pids"]
+    return runfiles.read_run(host_rd)["pids"]
 
 
 def container_pids(sandbox, host) -> dict[int, str]:
@@ -314,9 +315,9 @@ def test_watch_prints_state_changes_and_exits_0_on_success(sandbox):
     w = Follower(sandbox, "-H", "h1", "watch", "--interval", "0.3")
 
     def update(**kw):
-        rec = runstate.read_run(host_rd)
+        rec = runfiles.read_run(host_rd)
         rec.update(kw)
-        runstate.write_run(host_rd, rec)
+        runfiles.write_run(host_rd, rec)
 
     try:
         w.wait_for(lambda ln: ln.startswith("h1: run %s running, attempt 1" % rid))  # it has looked once

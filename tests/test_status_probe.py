@@ -17,23 +17,24 @@ from dapo_ops.agent import runlogs
 from dapo_ops.control import remote_bundle
 from dapo_ops.control.status import PROBE_OPS
 from dapo_ops.control import statusview
+from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 
-# A stand-in supervisor: its argv names dapo_ops.agent.supervisor and the run dir (what runstate.is_supervisor_pid
+# A stand-in supervisor: its argv names dapo_ops.agent.supervisor and the run dir (what runfiles.is_supervisor_pid
 # checks); on SIGTERM it stops its verl process group and marks run.json stopped, as the real one does.
 FAKE_SUPERVISOR = r"""
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[3])
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 run_dir = sys.argv[2]
 def term(*a):
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     try:
         os.killpg(rec["pids"]["verl_pgid"], signal.SIGTERM)
     except ProcessLookupError:
         pass
     rec["status"] = "stopped"; rec["ended_at"] = time.time()
-    runstate.write_run(run_dir, rec)
+    runfiles.write_run(run_dir, rec)
     sys.exit(0)
 signal.signal(signal.SIGTERM, term)
 open(os.path.join(run_dir, "sup.ready"), "w").close()
@@ -103,7 +104,15 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
     rid, _ = make_run(str(tmp_path), status="succeeded")
     ans, mods = _imported({"op": "status", "runs_dir": str(tmp_path), "run_id": rid})
     assert ans["run"]["run_id"] == rid
-    assert sorted(mods) == ["dapo_ops", "dapo_ops.agent", "dapo_ops.core", "dapo_ops.core.runstate"], mods
+    assert sorted(mods) == [
+        "dapo_ops",
+        "dapo_ops.agent",
+        "dapo_ops.agent.procs",
+        "dapo_ops.agent.runfiles",
+        "dapo_ops.core",
+        "dapo_ops.core.raynodes",
+        "dapo_ops.core.runstate",
+    ], mods
     # stop / resolve: their own op module (run as __main__) on the probe's helpers; errors are one-line answers
     for op, other in (("stop", "dapo_ops.agent.runlogs"), ("resolve", "dapo_ops.agent.runstop")):
         ans, mods = _imported({"op": op, "runs_dir": str(tmp_path), "run_id": "20200101-000000-ffff"})
@@ -141,7 +150,7 @@ def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None
     rec.update(status=status, attempt=attempt)
     rec["started_at"] -= 5  # processes started just before are the run's own
     rec["pids"]["verl_pgid"] = verl_pgid
-    runstate.write_run(rd, rec)
+    runfiles.write_run(rd, rec)
     with open(os.path.join(rd, "train.log"), "w") as fh:
         fh.write(log)
     return rid, rd
@@ -169,7 +178,7 @@ def test_current_run_is_lock_holder_then_newest(tmp_path):
     time.sleep(1.1)
     b, _ = make_run(str(tmp_path), status="failed")
     assert probe({"op": "status", "runs_dir": str(tmp_path)})["run"]["run_id"] == b
-    runstate.write_json_atomic(tmp_path / ".lock", {"run_id": a, "pid": gone_pid()})
+    runfiles.write_json_atomic(tmp_path / ".lock", {"run_id": a, "pid": gone_pid()})
     assert probe({"op": "status", "runs_dir": str(tmp_path)})["run"]["run_id"] == a
     lst = probe({"op": "list", "runs_dir": str(tmp_path)})
     assert [r["run"]["run_id"] for r in lst["runs"]] == [b, a]
@@ -187,7 +196,7 @@ def test_stop_with_dead_supervisor_kills_own_group_and_is_idempotent(tmp_path):
         assert res["before"] == "running" and res["after"] == "stopped"
         assert any("SIGTERM verl process group %d" % verl.pid in a for a in res["actions"])
         assert verl.wait(timeout=10) == -signal.SIGTERM
-        rec = runstate.read_run(rd)
+        rec = runfiles.read_run(rd)
         assert rec["status"] == "stopped" and rec["stop"]["supervisor"] == "dead"
         assert os.path.exists(os.path.join(rd, "train.log"))
         again = probe({"op": "stop", "runs_dir": str(tmp_path)})
@@ -201,11 +210,11 @@ def test_stop_after_the_supervisor_died_records_the_step_verl_reached(tmp_path):
     """The supervisor was killed at step 3 (its run.json says so), verl trained on to step 6: stop records 6."""
     log = "".join("(TaskRunner pid=4) step:%d - actor/pg_loss:0.1 - timing_s/step:1.0\n" % k for k in range(1, 7))
     rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), log=log)
-    rec = runstate.read_run(rd)
+    rec = runfiles.read_run(rd)
     rec["step"] = 3
-    runstate.write_run(rd, rec)
+    runfiles.write_run(rd, rec)
     res = probe({"op": "stop", "runs_dir": str(tmp_path)})
-    assert res["after"] == "stopped" and runstate.read_run(rd)["step"] == 6
+    assert res["after"] == "stopped" and runfiles.read_run(rd)["step"] == 6
 
 
 def test_a_resume_closes_a_dead_supervisors_run_as_failed_not_as_stopped_by_inv_stop(tmp_path):
@@ -214,7 +223,7 @@ def test_a_resume_closes_a_dead_supervisors_run_as_failed_not_as_stopped_by_inv_
     rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
     res = probe({"op": "stop", "runs_dir": str(tmp_path), "run_id": rid, "by": "`inv launch --resume %s`" % rid})
     assert res["after"] == "failed"
-    rec = runstate.read_run(rd)
+    rec = runfiles.read_run(rd)
     assert rec["status"] == "failed" and rec["stop"]["by"] == "`inv launch --resume %s`" % rid
     assert rec["decision"]["ended"].startswith("failed: its supervisor (pid ")
     assert "died" in rec["decision"]["ended"] and "inv stop" not in rec["decision"]["ended"]
@@ -229,9 +238,9 @@ def test_stop_terminates_live_supervisor(tmp_path):
     rid, rd = make_run(str(tmp_path), verl_pgid=verl.pid)
     sup = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "dapo_ops.agent.supervisor", rd, REPO])
     try:
-        rec = runstate.read_run(rd)
+        rec = runfiles.read_run(rd)
         rec["pids"]["supervisor"] = sup.pid
-        runstate.write_run(rd, rec)
+        runfiles.write_run(rd, rec)
         deadline = time.time() + 30
         while not os.path.exists(os.path.join(rd, "sup.ready")) and time.time() < deadline:
             time.sleep(0.05)
@@ -239,7 +248,7 @@ def test_stop_terminates_live_supervisor(tmp_path):
         res = probe({"op": "stop", "runs_dir": str(tmp_path), "run_id": rid})
         assert res["actions"][0] == "SIGTERM supervisor pid %d" % sup.pid
         assert sup.wait(timeout=10) == 0 and verl.wait(timeout=10) == -signal.SIGTERM
-        assert runstate.read_run(rd)["status"] == "stopped"
+        assert runfiles.read_run(rd)["status"] == "stopped"
     finally:
         for p in (sup, verl):
             if p.poll() is None:
@@ -252,9 +261,9 @@ def test_stop_never_touches_a_foreign_group(tmp_path):
     try:
         time.sleep(0.2)
         rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), verl_pgid=other.pid)
-        rec = runstate.read_run(rd)
+        rec = runfiles.read_run(rd)
         rec["started_at"] = time.time() + 3600
-        runstate.write_run(rd, rec)
+        runfiles.write_run(rd, rec)
         res = probe({"op": "stop", "runs_dir": str(tmp_path)})
         assert res["actions"] == ["marked run.json stopped"]
         assert other.poll() is None

@@ -8,7 +8,7 @@ import json
 
 from dapo_ops.agent import probe
 from dapo_ops.control import statustable, statusview
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 
 
 def _run(**kw):
@@ -50,7 +50,7 @@ def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
     d = runs / rid
     d.mkdir(parents=True)
     # the supervisor was SIGKILLed at step 3: run.json and train.log stop there; verl went on to step 8
-    runstate.write_json_atomic(
+    runfiles.write_json_atomic(
         d / "run.json",
         _run(
             run_id=rid,

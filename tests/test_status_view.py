@@ -150,10 +150,13 @@ def test_events_attempt_escalation_and_finish():
 
 
 def test_sort_newest_first():
+    def row(host, **kw):  # what status --all builds per recorded run (control/status.collect_rows)
+        return sv.build_row(host, {"run": _run(**kw), "tail": "", "now": 0.0, "supervisor_alive": None})
+
     rows = [
-        sv.past_run_row("h1", _run(run_id="a", started_at=1.0)),
-        sv.past_run_row("h1", _run(run_id="b", started_at=3.0)),
-        sv.past_run_row("h2", _run(run_id="c", started_at=2.0)),
+        row("h1", run_id="a", started_at=1.0),
+        row("h1", run_id="b", started_at=3.0),
+        row("h2", run_id="c", started_at=2.0),
     ]
     assert [r.run_id for r in sv.sort_newest_first(rows)] == ["b", "a", "c"]
 

@@ -26,6 +26,8 @@ def test_the_bundle_contains_the_supervisor_and_its_decision_modules():
         "core/ladder.py",
         "core/overrides.py",
         "core/runstate.py",
+        "agent/runfiles.py",
+        "agent/procs.py",
         "agent/notify.py",
         "core/redact.py",
     ):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 from test_status_bench import cli, container_pids, make_run, start_fake_supervisor, status_json, steps_log
 
 pytestmark = pytest.mark.bench
@@ -31,7 +31,7 @@ def test_stop_live_supervisor_then_idempotent(sandbox):
         "logs kept" % (rid, pids["supervisor"])
     )
     wait_gone(sandbox, "h1", [pids["supervisor"], pids["verl_pgid"]])
-    rec = runstate.read_run(rd)
+    rec = runfiles.read_run(rd)
     assert rec["status"] == "stopped"
     assert (rd / "checkpoints" / "global_step_2").is_dir() and (rd / "train.log").stat().st_size > 0
     again = cli(sandbox, "-H", "h1", "stop", check=0)
@@ -60,7 +60,7 @@ def test_stop_dead_supervisor_kills_only_the_recorded_group(sandbox):
     assert "marked run.json stopped" in proc.stdout
     wait_gone(sandbox, "h1", [verl])
     assert other in container_pids(sandbox, "h1")
-    rec = runstate.read_run(rd)
+    rec = runfiles.read_run(rd)
     assert rec["status"] == "stopped" and rec["stop"]["supervisor"] == "dead"
     assert (rd / "checkpoints" / "global_step_2").is_dir()
     assert "already stopped" in cli(sandbox, "-H", "h1", "stop", check=0).stdout
@@ -75,8 +75,8 @@ def test_stop_run_id_across_hosts_and_nothing_to_stop(sandbox):
     rid, rd, _ = make_run(sandbox, "h2", step=2)
     proc = cli(sandbox, "-H", "h1,h2", "stop", "--run", rid, check=0)
     assert proc.stdout.strip().startswith("h2: run %s running -> stopped" % rid)
-    assert runstate.read_run(rd)["status"] == "stopped"
-    assert runstate.read_run(keep_rd)["status"] == "running"
+    assert runfiles.read_run(rd)["status"] == "stopped"
+    assert runfiles.read_run(keep_rd)["status"] == "running"
     assert keep_pids["supervisor"] in container_pids(sandbox, "h1")
     missing = cli(sandbox, "-H", "h1,h2", "stop", "--run", "20200101-000000-abcd")
     assert missing.returncode == 1 and "no host has run 20200101-000000-abcd" in missing.stderr

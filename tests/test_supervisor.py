@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.core import runstate
+from dapo_ops.agent import runfiles
 from dapo_ops.agent import supervisor
 from supervisor_helpers import FAST, new_run, run_to_end, start, wait_for  # noqa: F401 (run_to_end: other tests)
 
@@ -190,7 +190,7 @@ def test_success_records_progress_and_releases_lock(tmp_path):
     assert "secret-probe-present" in log
     assert not (run_dir / "secret.env").exists()
     assert "s3cr3t-value" not in (run_dir / "run.json").read_text()
-    assert runstate.read_lock(run_dir.parent) is None
+    assert runfiles.read_lock(run_dir.parent) is None
     link = tmp_path / "work" / "train.log"
     assert link.is_symlink() and link.resolve() == (run_dir / "train.log").resolve()
 
@@ -305,25 +305,25 @@ def test_sigterm_stops_run_and_its_group(tmp_path):
     run_dir = make_run(tmp_path, {"step_time": 0.5, "spawn_child": True}, steps=100)
     p = start(run_dir)
     try:
-        wait_for(lambda: (runstate.read_run(run_dir) or {}).get("step"))
-        rec = runstate.read_run(run_dir)
+        wait_for(lambda: (runfiles.read_run(run_dir) or {}).get("step"))
+        rec = runfiles.read_run(run_dir)
         assert rec["status"] == "running" and rec["pids"]["verl_pgid"]
         os.kill(p.pid, signal.SIGTERM)
         p.wait(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     assert rec["status"] == "stopped"
     assert no_marker_processes(rec["run_id"])
-    assert runstate.read_lock(run_dir.parent) is None
+    assert runfiles.read_lock(run_dir.parent) is None
 
 
 def test_second_run_on_same_runs_dir_is_refused(tmp_path):
     first = make_run(tmp_path, {"step_time": 0.5}, steps=100)
     p = start(first)
     try:
-        wait_for(lambda: (runstate.read_run(first) or {}).get("status") == "running")
+        wait_for(lambda: (runfiles.read_run(first) or {}).get("status") == "running")
         second = make_run(tmp_path, {"step_time": 0.01}, steps=2)
         rec = run_to_end(second)
         assert rec["status"] == "failed"
@@ -366,30 +366,30 @@ def test_sigterm_while_waiting_to_retry_marks_stopped(tmp_path):
     run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 2}, extra={"supervisor": dict(FAST, retry_delay_s=30)})
     p = start(run_dir)
     try:
-        wait_for(lambda: (runstate.read_run(run_dir) or {}).get("status") == "retrying")
+        wait_for(lambda: (runfiles.read_run(run_dir) or {}).get("status") == "retrying")
         os.kill(p.pid, signal.SIGTERM)
         p.wait(timeout=20)
     finally:
         if p.poll() is None:
             p.kill()
-    rec = runstate.read_run(run_dir)
+    rec = runfiles.read_run(run_dir)
     assert rec["status"] == "stopped" and len(rec["attempts"]) == 1
     assert rec["attempts"][0]["verdict"]["cls"] == "oom-device"
-    assert runstate.read_lock(run_dir.parent) is None
+    assert runfiles.read_lock(run_dir.parent) is None
 
 
 def test_unbuildable_command_fails_with_one_line_config_error(tmp_path):
     # save_freq 0: the real builder refuses the spec (runspec.check_spec); a missing key would not do it since the
-    # supervisor completes a spec from the defaults table (runstate.read_spec)
+    # supervisor completes a spec from the defaults table (runfiles.read_spec)
     run_dir = make_run(tmp_path, {"step_time": 0.03})
     spec = json.loads((run_dir / "spec.json").read_text())
     spec["settings"]["save_freq"] = 0
-    runstate.write_json_atomic(run_dir / "spec.json", spec)
+    runfiles.write_json_atomic(run_dir / "spec.json", spec)
     rec = run_to_end(run_dir, factory="dapo_ops.core.overrides:build_command")
     assert rec["status"] == "failed" and rec["attempts"] == []
     assert rec["verdict"]["cls"] == "config-error" and "\n" not in rec["verdict"]["action"]
     assert "save_freq=0 is invalid" in rec["verdict"]["action"] + rec["verdict"].get("reason", "")
-    assert runstate.read_lock(run_dir.parent) is None
+    assert runfiles.read_lock(run_dir.parent) is None
 
 
 def test_character_split_across_reads_is_decoded_whole(tmp_path):

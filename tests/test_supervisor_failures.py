@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.core import classify, features, ladder, runstate
+from dapo_ops.agent import runfiles
+from dapo_ops.core import classify, features, ladder
 from supervisor_helpers import FAST, new_run, run_to_end
 
 
@@ -114,4 +115,4 @@ def test_disk_full_mid_run_ends_in_a_disk_full_verdict_with_run_json_intact(tmp_
     assert not (run_dir / "run.json.tmp").exists() and not (run_dir / ".space-reserve").exists()
     sup_log = (run_dir / "supervisor.log").read_text(errors="replace")
     assert "Traceback" not in sup_log
-    assert runstate.read_lock(small_runs_dir) is None
+    assert runfiles.read_lock(small_runs_dir) is None

@@ -3,11 +3,11 @@ on the single-host and the multi-host path alike (STDLIB ONLY: shipped with the 
 
 A container is busy when
 
-1. a live supervisor holds ``<runs_dir>/.lock`` (:func:`dapo_ops.core.runstate.active_run`);
+1. a live supervisor holds ``<runs_dir>/.lock`` (:func:`dapo_ops.agent.runfiles.active_run`);
 2. verl processes of an earlier run (a run dir of this runs_dir) are alive although its supervisor is gone
    (SIGKILLed supervisor): every verl process carries ``DAPO_OPS_RUN_ID=<run_id>`` in its environment (the
    supervisor sets it, docs/design.md run.json), so one ``/proc`` pass finds them whatever their process group;
-3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.core.raynodes.ray_sessions`, and processes
+3. it is a Ray node of a multi-host run that is still up (:func:`dapo_ops.agent.runfiles.ray_sessions`, and processes
    carrying ``DAPO_OPS_RAY_RUN=<run_id>``, topology.RAY_RUN_ENV): a worker whose head's GCS still accepts TCP
    connections, or the head of a run whose supervisor is alive.
 
@@ -29,8 +29,7 @@ import socket
 import sys
 from typing import Any, Dict, List, Optional
 
-from dapo_ops.agent import procs
-from dapo_ops.agent import raysession
+from dapo_ops.agent import procs, raysession, runfiles
 from dapo_ops.core import raynodes
 from dapo_ops.core import runstate
 from dapo_ops.core import topology
@@ -49,7 +48,7 @@ def scan() -> Dict[str, Dict[str, List[int]]]:
     out: Dict[str, Dict[str, List[int]]] = {"verl": {}, "ray": {}}
     me = os.getpid()
     for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me or not runstate.pid_alive(int(d)):
+        if not d.isdigit() or int(d) == me or not procs.pid_alive(int(d)):
             continue
         try:
             with open("/proc/%s/environ" % d, "rb") as fh:
@@ -82,7 +81,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
         "ray": [{"run_id", "role", "head", "head_address", "port", "pids"}] (serving runs only),
         "cleaned": [{"run_id", "processes"}]}``.
     """
-    lock = runstate.active_run(runs_dir)
+    lock = runfiles.active_run(runs_dir)
     active_id = (lock or {}).get("run_id")
     found = scan()
     verl, cleaned = [], []
@@ -92,7 +91,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
         rdir = runstate.run_dir_for(runs_dir, rid) if runstate.is_run_id(rid) else None
         if not rdir or not os.path.isdir(rdir):  # not a run of this runs_dir
             continue
-        rec = runstate.read_run(rdir)
+        rec = runfiles.read_run(rdir)
         status = (rec or {}).get("status")
         if status in runstate.TERMINAL_STATUSES:  # the run is over: what is left of it (Ray agents) goes
             if sweep:
@@ -106,7 +105,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
                 "status": status,
             }
         )
-    sessions = {s["run_id"]: s for s in raynodes.ray_sessions(runs_dir, name)}
+    sessions = {s["run_id"]: s for s in runfiles.ray_sessions(runs_dir, name)}
     ray = []
     ray_ids = {r for r in found["ray"] if os.path.isdir(raynodes.cluster_dir(runs_dir, r))}
     for rid in sorted(set(sessions) | ray_ids, reverse=True):
@@ -139,7 +138,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
 def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
     """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left (:func:`dapo_ops.agent.procs.terminate`);
     returns how many there were."""
-    procs.terminate(lambda: [p for p in pids if runstate.pid_alive(p)], grace_s)
+    procs.terminate(lambda: [p for p in pids if procs.pid_alive(p)], grace_s)
     return len(pids)
 
 
@@ -148,7 +147,7 @@ def _node_info(runs_dir: str, run_id: str, name: Optional[str]) -> Dict[str, Any
     if name:
         cdir = raynodes.cluster_dir(runs_dir, run_id)
         try:
-            info = runstate.read_json(raynodes.node_file(cdir, name, raynodes.INFO))
+            info = runfiles.read_json(raynodes.node_file(cdir, name, raynodes.INFO))
         except ValueError:
             info = None
         if isinstance(info, dict):

@@ -2,7 +2,7 @@
 
 One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.probe
 '<request json>'`` (:func:`dapo_ops.control.remote_bundle.run_op`). It reads ``run.json`` (via
-:mod:`dapo_ops.core.runstate`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
+:mod:`dapo_ops.agent.runfiles`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
 not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process group, and
 prints one JSON object on stdout.
 
@@ -19,8 +19,8 @@ Requests (``{"op": ..., ...}``), each answered by the function of the same name:
 
 ``stop``, ``resolve`` and ``errors`` are bundle ops of their own (``python3 -S -m dapo_ops.agent.runstop|runlogs
 '<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.PROBE_OPS` picks the module), so
-a status look loads this module, :mod:`dapo_ops.core.runstate` and (without a run id) :mod:`dapo_ops.core.raynodes`,
-nothing else of the package; they import this module's helpers.
+a status look loads this module, :mod:`dapo_ops.agent.runfiles` (with :mod:`dapo_ops.agent.procs`,
+:mod:`dapo_ops.core.runstate` and :mod:`dapo_ops.core.raynodes`), nothing else of the package; they import this module's helpers.
 
 The current run of a container is the one named by ``<runs_dir>/.lock`` (live or stale: the lock is rewritten
 by every launch), else the newest run directory (run ids sort by start time, runstate.new_run_id). ``host`` (the
@@ -33,6 +33,8 @@ import os
 import sys
 import time
 
+from dapo_ops.agent import runfiles
+from dapo_ops.core import raynodes
 from dapo_ops.core import runstate as _rs
 
 #: one status probe reads at most this many bytes of the log (statusview.DEFAULT_TAIL_BYTES).
@@ -127,11 +129,6 @@ def _scan(pgid, env_marker):
     return out
 
 
-def group_members(pgid):
-    """Live processes of process group ``pgid``: ``[(pid, start_time_s | None)]``."""
-    return [(p, t) for p, t, _ in _scan(pgid, None)]
-
-
 def own_processes(run, slack_s=120.0):
     """The run's own live processes: members of its recorded verl process group, and processes whose environment
     carries ``DAPO_OPS_RUN_ID=<run_id>`` (Ray workers that left the group; the supervisor sets it for verl,
@@ -147,11 +144,6 @@ def own_processes(run, slack_s=120.0):
     return [
         (p, how) for p, t, how in _scan(pgid, marker) if started is None or t is None or t >= float(started) - slack_s
     ]
-
-
-def own_members(run, slack_s=120.0):
-    """Members of the run's recorded verl process group among :func:`own_processes`: ``[(pid, "pgid")]``."""
-    return [x for x in own_processes(run, slack_s) if x[1] == "pgid"]
 
 
 def resolve_run_dir(runs_dir, run_id=None):
@@ -171,10 +163,10 @@ def resolve_run_dir(runs_dir, run_id=None):
         return d
     if not os.path.isdir(runs_dir):
         return None
-    lock = _rs.read_lock(runs_dir)
+    lock = runfiles.read_lock(runs_dir)
     if lock and lock.get("run_id") and os.path.isdir(_rs.run_dir_for(runs_dir, lock["run_id"])):
         return _rs.run_dir_for(runs_dir, lock["run_id"])
-    names = sorted((n for n in os.listdir(runs_dir) if _rs.is_run_id(n)), reverse=True)
+    names = _rs.run_ids_newest_first(os.listdir(runs_dir))
     for n in names:
         if os.path.exists(os.path.join(runs_dir, n, _rs.RUN_NAME)):
             return _rs.run_dir_for(runs_dir, n)
@@ -191,7 +183,7 @@ def log_path(run, run_dir):
 def _liveness(run, run_dir):
     pids = (run or {}).get("pids") or {}
     sup = pids.get("supervisor")
-    sup_alive = _rs.is_supervisor_pid(sup, run_dir) if sup else False
+    sup_alive = runfiles.is_supervisor_pid(sup, run_dir) if sup else False
     verl_alive = bool(own_processes(run))
     return sup_alive, verl_alive
 
@@ -204,9 +196,7 @@ def _serves(runs_dir, host, own_run_id):
     ``{"run_id", "head", "head_address", "port", "ray_log"}``; ``ray_log`` is the worker's ``ray start`` output,
     ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`, written by
     ``dapo_ops.control.cluster_ops._start_node``)."""
-    from dapo_ops.core import raynodes  # here: a look with a run id (bench/status.py) never needs it
-
-    for s in raynodes.ray_sessions(runs_dir, host):
+    for s in runfiles.ray_sessions(runs_dir, host):
         if s.get("role") == "worker" and s.get("run_id") != own_run_id:
             out = {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
             out["ray_log"] = raynodes.node_file(raynodes.cluster_dir(runs_dir, s["run_id"]), s["name"], raynodes.LOG)
@@ -223,7 +213,7 @@ def serves_instead(runs_dir, host, run_id):
         run_dir = None if run_id else resolve_run_dir(runs_dir)
     except ProbeError:
         run_dir = None
-    own = (_rs.read_run(run_dir) or {}) if run_dir else {}
+    own = (runfiles.read_run(run_dir) or {}) if run_dir else {}
     if own.get("status") in _rs.ACTIVE_STATUSES:
         return None
     serves = _serves(runs_dir, host, os.path.basename(run_dir or ""))
@@ -236,14 +226,14 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
         "supervisor_alive": bool, "verl_alive": bool, "serves": {"run_id", "head", "head_address", "port"} |
         None, "checkpoint": int | None (:func:`resume_checkpoint`)}``; ``run`` is None when the host has no run; ``serves`` names the multi-host run this host is a
-        live Ray worker of (raynodes.ray_sessions; only when no run id was asked for).
+        live Ray worker of (runfiles.ray_sessions; only when no run id was asked for).
     """
     now = time.time()
     run_dir = resolve_run_dir(runs_dir, run_id)
     serves = None if run_id else _serves(runs_dir, host, os.path.basename(run_dir or ""))
     if run_dir is None:
         return {"run": None, "now": now, "serves": serves}
-    run = _rs.read_run(run_dir)
+    run = runfiles.read_run(run_dir)
     if run is None:  # launched but the supervisor never wrote run.json
         run = {"run_id": os.path.basename(run_dir), "status": "unknown", "run_dir": run_dir}
     sup_alive, verl_alive = _liveness(run, run_dir)
@@ -307,7 +297,7 @@ def probe_list(runs_dir):
     """Every run on the container, newest first: ``{"runs": [{"run": run.json, "supervisor_alive",
     "verl_alive"}], "now"}`` (no log is read)."""
     out = []
-    for rec in _rs.list_runs(runs_dir):
+    for rec in runfiles.list_runs(runs_dir):
         run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, rec.get("run_id"))
         sup_alive, verl_alive = _liveness(rec, run_dir)
         out.append({"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive})

@@ -1,5 +1,9 @@
 """Own processes only: find them in ``/proc``, end them with SIGTERM then SIGKILL (STDLIB ONLY, shipped).
 
+:func:`pid_alive` / :func:`pid_cmdline` are the one liveness look at a recorded PID (a run's supervisor, a Ray
+session leader: :mod:`dapo_ops.agent.runfiles`); this module imports nothing but ``os`` and ``time`` at load, as
+the status probe loads it on every look.
+
 Nothing here signals by name or by a pattern over other users' processes: callers say which PIDs are theirs
 (a process group / session, an environment marker such as ``DAPO_OPS_RUN_ID=<run_id>``, a command-line
 marker such as an attempt's own Ray temp dir) and :func:`terminate` re-lists them each round, so processes
@@ -14,13 +18,44 @@ command name are state, ppid, pgrp, session (proc(5)); a zombie (state ``Z``) ho
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
-from typing import Callable, Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed): neither typing nor subprocess loads where the probe imports this
+    import subprocess
+    from typing import Callable, Iterable, List, Optional, Tuple
 
 #: seconds between two looks at the process list while waiting for processes to exit
 POLL_S = 0.1
+
+
+def pid_alive(pid: Optional[int]) -> bool:
+    """True when process ``pid`` exists in this PID namespace and is not a zombie (``kill(pid, 0)``, then the state
+    field of ``/proc/<pid>/stat``; without /proc, existence alone decides). ``None`` or ``<= 0``: False."""
+    if not pid or int(pid) <= 0:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    try:
+        with open("/proc/%d/stat" % int(pid), "rb") as fh:
+            stat = fh.read()
+        state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+        return state != b"Z"
+    except (OSError, ValueError):
+        return True
+
+
+def pid_cmdline(pid: int) -> Optional[bytes]:
+    """``/proc/<pid>/cmdline`` (NUL-separated argv) or None when unreadable / no /proc."""
+    try:
+        with open("/proc/%d/cmdline" % int(pid), "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
 def proc_stat(pid: int) -> Optional[Tuple[int, int, int]]:
@@ -107,6 +142,8 @@ def terminate(
     group). Returns the PIDs that were sent SIGKILL (empty when SIGTERM sufficed). Never raises for a process
     that vanished or is not ours.
     """
+    import signal  # here: the status probe, which loads this module, never signals
+
     killed: List[int] = []
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
         left = list_fn()
@@ -152,6 +189,8 @@ def stop_process_group(
 
     killed = terminate(listed, grace_s, kill_wait_s=10.0, send=send)
     if proc is not None:
+        import subprocess  # here: the status probe, which loads this module, never waits for a child
+
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)

@@ -13,13 +13,13 @@ import os
 import sys
 import zlib
 
-from dapo_ops.agent import probe
+from dapo_ops.agent import probe, runfiles
 from dapo_ops.core import runstate as _rs
 
 
 def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
-    "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.core.runstate.is_supervisor_pid`,
+    "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.agent.runfiles.is_supervisor_pid`,
     else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log; ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
     asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is
@@ -30,7 +30,7 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     run_dir = probe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise probe.ProbeError("no runs in %s: launch one with `inv launch`" % runs_dir)
-    run = _rs.read_run(run_dir) or {}
+    run = runfiles.read_run(run_dir) or {}
     attempts = sorted(
         int(n[8:-4])
         for n in os.listdir(run_dir)
@@ -53,7 +53,7 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
         "attempts": attempts,
         "status": run.get("status"),
         "cluster": run.get("cluster"),
-        "supervisor_pid": sup if sup and _rs.is_supervisor_pid(sup, run_dir) else None,
+        "supervisor_pid": sup if sup and runfiles.is_supervisor_pid(sup, run_dir) else None,
     }
 
 
@@ -73,7 +73,7 @@ def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL
         logs.append(
             {"attempt": k, "path": p, "size": size, "offset": max(0, (size or 0) - int(tail_bytes)), "z": _b64z(text)}
         )
-    return {"run_id": info["run_id"], "run": _rs.read_run(run_dir), "logs": logs}
+    return {"run_id": info["run_id"], "run": runfiles.read_run(run_dir), "logs": logs}
 
 
 def _b64z(text):

@@ -12,7 +12,8 @@ import signal
 import sys
 import time
 
-from dapo_ops.agent import probe
+from dapo_ops.agent import probe, runfiles
+from dapo_ops.agent.procs import pid_alive
 from dapo_ops.core import runstate as _rs
 
 
@@ -55,19 +56,19 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     run_dir = probe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise probe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
-    run = _rs.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": "unknown"}
+    run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": "unknown"}
     before = run.get("status")
     actions = []
     pids = run.get("pids") or {}
     sup = pids.get("supervisor")
-    if sup and _rs.is_supervisor_pid(sup, run_dir):
+    if sup and runfiles.is_supervisor_pid(sup, run_dir):
         os.kill(int(sup), signal.SIGTERM)
         actions.append("SIGTERM supervisor pid %d" % sup)
-        if not _wait(lambda: not _rs.is_supervisor_pid(sup, run_dir), grace_s):
+        if not _wait(lambda: not runfiles.is_supervisor_pid(sup, run_dir), grace_s):
             os.kill(int(sup), signal.SIGKILL)
             actions.append("supervisor did not exit within %gs: SIGKILL pid %d" % (grace_s, sup))
-            _wait(lambda: not _rs.pid_alive(sup), 5.0)
-    run = _rs.read_run(run_dir) or run
+            _wait(lambda: not pid_alive(sup), 5.0)
+    run = runfiles.read_run(run_dir) or run
     pgid = (run.get("pids") or {}).get("verl_pgid")
 
     def signal_own(sig):
@@ -118,7 +119,7 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
                 reason="its supervisor died",
                 ended="failed: its supervisor (pid %s) died %s; closed by %s" % (sup, where, by),
             )
-        _rs.write_run(run_dir, run)
+        runfiles.write_run(run_dir, run)
         actions.append("marked run.json %s" % run["status"])
     return {
         "run_id": run.get("run_id"),

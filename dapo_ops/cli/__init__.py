@@ -24,9 +24,9 @@ from invoke import Collection, Task
 from invoke.exceptions import Exit, ParseError
 from invoke.parser import Argument, Parser
 
-#: exit code of every usage error (bad flag, bad value, unknown task flag): tasks/_common.EXIT_USAGE
+#: exit code of every usage error (bad flag, bad value, unknown task flag): cli/_common.EXIT_USAGE
 USAGE_EXIT = 2
-#: exit code of a Ctrl-C (KeyboardInterrupt): tasks/_common.EXIT_INTERRUPTED
+#: exit code of a Ctrl-C (KeyboardInterrupt): cli/_common.EXIT_INTERRUPTED
 INTERRUPT_EXIT = 130
 
 # One module per concern; every one exists (an import error is a real error and propagates).

@@ -7,7 +7,7 @@ would instead clone the task once per host and run the clones one after another 
 expand_calls``), with ``c`` a Connection; :class:`Executor` here does not.
 
 The core flags are Fabric's (``fabric/main.py: Fab.core_args``) with the same names and config keys, so the
-tasks read them the same way (``tasks/_common.py: apply_core_overrides``): ``-H/--hosts``, ``-i/--identity``
+tasks read them the same way (``cli/_common.py: apply_core_overrides``): ``-H/--hosts``, ``-i/--identity``
 (``connect_kwargs.key_filename``), ``-S/--ssh-config`` (``config._runtime_ssh_path``), ``-t/--connect-timeout``
 (``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
 ``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused

@@ -153,7 +153,7 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:
-        if r.cluster:  # multi-host run (tasks/multihost.py)
+        if r.cluster:  # multi-host run (control/multihost.py)
             cl = r.cluster
             notes.append(
                 "%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s"

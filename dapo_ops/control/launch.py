@@ -413,9 +413,9 @@ def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_se
 
 
 def read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
-    """``run.json`` of ``run_dir`` through ``python -m dapo_ops.core.runstate show`` (None when unreadable)."""
+    """``run.json`` of ``run_dir`` through ``python -m dapo_ops.agent.runfiles show`` (None when unreadable)."""
     res = target.run(
-        [py, "-m", "dapo_ops.core.runstate", "show", run_dir],
+        [py, "-m", "dapo_ops.agent.runfiles", "show", run_dir],
         env={"PYTHONPATH": bdir},
         workdir="",
         timeout=30,

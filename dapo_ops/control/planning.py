@@ -9,7 +9,6 @@ composes ``plan.argv`` against the container's verl). Pure: no SSH, no file read
 from __future__ import annotations
 
 import posixpath
-import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -507,8 +506,3 @@ def trainer_note(spec: dict) -> str:
         f"weights synced every {runspec.parameter_sync_step(s)} mini-batches",
     }[mode]
     return f"trainer: {ent.module} V1 trainer_mode={mode}: {why}"
-
-
-def shell_command(plan: Plan) -> str:
-    """``cd <workdir> && <argv>`` with every item ``shlex.quote``d (unredacted; never log it if secrets could be in it)."""
-    return f"cd {shlex.quote(plan.spec['workdir'])} && {shlex.join(plan.argv)}"

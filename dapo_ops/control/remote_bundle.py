@@ -50,6 +50,7 @@ OPS = (
     "verlinfo",
     "occupancy",
     "raysession",
+    "runfiles",
 )
 #: exit status and stderr word of an op line whose bundle is not installed (no op exits 97 itself)
 MISSING_RC = 97

@@ -444,12 +444,6 @@ def ending_line(run: dict, step: int | None = None, total: int | None = None) ->
     return "%s: %s %s" % (status, str(reason).rstrip(". "), where)
 
 
-def past_run_row(host: str, run: dict, now: float | None = None) -> StatusRow:
-    """A row for ``status --all`` from ``run.json`` alone (no log tail, no liveness probe)."""
-    row = build_row(host, {"run": run, "tail": "", "now": now or 0.0, "supervisor_alive": None, "verl_alive": None})
-    return row
-
-
 def sort_newest_first(rows: list[StatusRow]) -> list[StatusRow]:
     """Order rows by host, then by ``started_at`` (or run id) newest first."""
 

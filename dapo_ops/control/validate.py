@@ -127,14 +127,6 @@ def compose_check(
     return [line for block in blocks for line in block]
 
 
-def compose_check_blocks(
-    argv_or_overrides: list[str], config_root: str, config_name: str | None = None, *, config_dir: str | None = None
-) -> list[list[str]]:
-    """Like :func:`compose_check` but one list of lines per failing override."""
-    req = request_for(argv_or_overrides, config_root, config_name, config_dir)
-    return compose.compose_errors(req["config_root"], req["config_dir"], req["config_name"], req["overrides"])
-
-
 def parse_remote_result(stdout: str) -> list[str]:
     """Flatten the checker's JSON output into error lines (``[]`` = composes).
 

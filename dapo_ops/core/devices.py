@@ -81,7 +81,6 @@ class DeviceReport:
         return d
 
 
-_SEP = re.compile(r"^\+[-=+]+\+\s*$")
 _PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
 
 

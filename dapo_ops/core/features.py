@@ -295,9 +295,3 @@ def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
         for dep in deps
         if dep in fs.disabled and dep not in off
     ]
-
-
-def catalog_lines() -> list[str]:
-    """Human lines ``name  kind  help`` for ``--help`` texts and the plan."""
-    width = max(len(n) for n in CATALOG)
-    return [f"{n.ljust(width)}  {k:<11}  {h}" for n, (k, h) in CATALOG.items()]

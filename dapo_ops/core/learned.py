@@ -2,7 +2,7 @@
 
 When an attempt needed a device-OOM rung (:mod:`dapo_ops.core.memladder`, applied by the supervisor) and the attempt
 running on it got past the phase that ran out, the supervisor writes one small JSON *memo* into
-``<runs_dir>/.learned/<fingerprint>.json`` (:func:`memo_path`; atomic, :func:`dapo_ops.core.runstate.write_json_atomic`).
+``<runs_dir>/.learned/<fingerprint>.json`` (:func:`memo_path`; atomic, :func:`dapo_ops.agent.runfiles.write_json_atomic`).
 The next launch of a matching configuration reads it in its probe round trip and starts on those rungs (feature and
 ``memory_rungs`` source ``learned``); the plan says so (:func:`start_line`).
 
@@ -150,15 +150,6 @@ def find(memos: list, k: dict) -> dict | None:
     """The memo whose key equals ``k`` (the newest one by ``recorded_at`` if several), else None."""
     hits = [m for m in memos or [] if isinstance(m, dict) and m.get("key") == k and m.get("rung")]
     return max(hits, key=lambda m: m.get("recorded_at") or 0) if hits else None
-
-
-def differences(memo_key: dict, k: dict) -> list[str]:
-    """What differs between two keys, as ``part.name`` (for "no memo matches" notes and tests)."""
-    out = []
-    for part in ("host", "model", "run"):
-        a, b = memo_key.get(part) or {}, k.get(part) or {}
-        out += [f"{part}.{n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
-    return out
 
 
 def conflicts(memo: dict, disabled, given: dict, overrides: list) -> list[str]:

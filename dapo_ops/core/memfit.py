@@ -53,7 +53,6 @@ SYNC_BUCKET_GIB = 2.0  # update_weights_bucket_megabytes: 2048 (_generated_ppo_t
 ACT_BYTES = (30, 6, 8)  # activation bytes per token-layer: 30h + 6*kv*d + 8i
 LOGIT_BYTES = 10
 LOGPROB_LOGIT_BYTES = 6  # bf16 logits + softmax + softmax*logits (entropy), no fp32 upcast: see the module doc
-PHASES = ("model-load", "checkpoint-load", "rollout-init", "weight-sync", "generation", "log-prob", "update")
 _KEYS = (
     "model_type",
     "hidden_size",
@@ -208,7 +207,9 @@ class Estimate:
 
 
 def estimate(m: Model, s: Setup) -> Estimate:
-    """Per-device peak of every phase in :data:`PHASES` (GiB) for model ``m`` and run ``s``."""
+    """Per-device peak (GiB) of each phase the estimate models for model ``m`` and run ``s``: the classifier's OOM
+    phases (:data:`dapo_ops.core.classify.verdict.PHASES`) but ``checkpoint-save`` and ``unknown``; ``log-prob`` only when
+    the run computes old log-probs."""
     P = param_count(m)
 
     def g(b: float) -> float:

@@ -44,19 +44,6 @@ BUCKET_MB_FLOOR = 256
 #: the sides a device OOM can be on (``Verdict.detail["side"]``)
 SIDES = ("trainer", "rollout")
 
-RUNG_HELP = {
-    "rollout-util": "rollout gpu_memory_utilization -0.1 (>= %.1f)" % KV_FLOOR,
-    "offload": "+ offload (actor params/optimizer leave the device between phases)",
-    "update-batch": "update batch: ppo_max_token_len_per_gpu / 2 (>= prompt+response), or ppo_micro_batch_size_per_gpu / 4",
-    "offload-policy": "FSDP2 offload_policy=True (params, grads, optimizer on the CPU during the update)",
-    "recompute": "+ recompute (FSDP activation offload / Megatron full recompute)",
-    "logprob-batch": "log-prob batch: log_prob_max_token_len_per_gpu / 2, or log_prob_micro_batch_size_per_gpu / 4",
-    "weight-bucket": "weight-sync bucket: checkpoint_engine.update_weights_bucket_megabytes / 2 (>= %d)"
-    % BUCKET_MB_FLOOR,
-    "rollout-eager": "rollout enforce_eager=True: no graph capture at rollout start-up (its graph memory pool goes; "
-    "verl runs graph mode by default, vllm-ascend 0.23 platform.py:513-531 on NPU)",
-}
-
 #: why a device OOM of each phase no rung shrinks (:data:`dapo_ops.core.policy.NO_RUNG_PHASES`) stops, and the fix
 STOP_FIXES = {
     "model-load": (
@@ -90,11 +77,6 @@ if set(STOP_FIXES) != set(NO_RUNG_PHASES):  # an explicit check (python -O keeps
 
 def _seq_len(settings: dict[str, Any]) -> int:
     return int(settings["max_prompt_length"]) + int(settings["max_response_length"])
-
-
-def token_budget_floor(settings: dict[str, Any]) -> int:
-    """Smallest legal ``*_max_token_len_per_gpu`` (tokens): ``max_prompt_length + max_response_length``."""
-    return _seq_len(settings)
 
 
 def keep_token_budgets(settings: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

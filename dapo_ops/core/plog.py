@@ -39,8 +39,6 @@ PTA_RE = re.compile(
     r"^\s*\[(?P<level>ERROR)\]\s+(?P<time>\d{4}-\d{2}-\d{2}-\d{2}:\d{2}:\d{2})\s+"
     r"\(PID:(?P<pid>\d+),\s*Device:(?P<device>-?\d+),\s*RankID:(?P<rank>-?\d+)\)\s*(?P<msg>.*)$"
 )
-#: where CANN writes plogs under a home directory (``~/ascend/log``): debug and run logs
-PLOG_SUBDIRS = ("debug/plog", "run/plog")
 #: the plog directories the collector looks in (``~`` expanded by it), first the user's, then root's
 PLOG_DIRS = (
     "~/ascend/log/debug/plog",

@@ -7,7 +7,7 @@ STDLIB ONLY (shipped into the training container, see ``dapo_ops/control/remote_
 Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 
 1. read ``spec.json`` and ``secret.env`` (then delete it; secrets stay in memory only), take the
-   one-run-per-container lock (``runstate.acquire_lock``), write ``run.json`` (:mod:`.config`, :mod:`.record`);
+   one-run-per-container lock (``runfiles.acquire_lock``), write ``run.json`` (:mod:`.config`, :mod:`.record`);
 2. per attempt ``k``: argv = ``overrides.build_command(spec, features, setting_changes)``; start verl in
    its **own session / process group** with stdout+stderr into ``attempt-<k>.log`` (:mod:`.attempt`); follow that
    file incrementally (kept offset, never re-read), copy it into ``train.log`` between delimiter lines, parse

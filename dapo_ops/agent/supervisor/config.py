@@ -1,6 +1,6 @@
 """What one run tells its supervisor: ``spec.json``, ``secret.env`` and the tunables (STDLIB ONLY, shipped).
 
-``spec.json`` is written by the launch (docs/design.md "Run spec"; read by :func:`dapo_ops.core.runstate.read_spec`).
+``spec.json`` is written by the launch (docs/design.md "Run spec"; read by :func:`dapo_ops.agent.runfiles.read_spec`).
 ``secret.env`` (0600, ``KEY=VALUE`` lines) is read once and deleted: secrets stay in the supervisor's memory and
 in verl's environment only, never on disk, in argv or in run.json.
 

@@ -13,7 +13,7 @@ disk. Now:
 * :data:`RESERVE_BYTES` written at the start of the run (``<run_dir>/.space-reserve``) are given back once verl
   is gone (:meth:`DiskWatch.release`), so the final run.json (the verdict from :meth:`DiskWatch.verdict`, the
   ladder's stop with the fix) and the train.log end line fit; run.json itself is only ever replaced whole
-  (``runstate.write_json_atomic``), so until then it stays the last good record.
+  (``runfiles.write_json_atomic``), so until then it stays the last good record.
 
 Units: bytes, seconds.
 """

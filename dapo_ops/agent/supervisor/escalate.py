@@ -168,7 +168,7 @@ def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict
 
 
 def lock_held_verdict(err) -> Dict[str, Any]:
-    """Another run holds this container (``err``: runstate.LockHeld)."""
+    """Another run holds this container (``err``: runfiles.LockHeld)."""
     return verdict(
         "config-error",
         str(err),

@@ -1,6 +1,6 @@
 """The supervisor's half of learned starts: file a memo once an attempt on a ladder rung got past the phase that
 ran out (STDLIB ONLY, shipped). What a memo holds, when it is due and how a launch uses it:
-:mod:`dapo_ops.core.learned`. Written atomically (:func:`dapo_ops.core.runstate.write_json_atomic`) to
+:mod:`dapo_ops.core.learned`. Written atomically (:func:`dapo_ops.agent.runfiles.write_json_atomic`) to
 ``<runs_dir>/.learned/<fingerprint>.json``; a failed write (a full disk) is logged, never fatal.
 """
 
@@ -10,8 +10,9 @@ import json
 import os
 from typing import Any, Dict, Optional, Set
 
+from dapo_ops.agent import runfiles
 from dapo_ops.agent.supervisor.journal import log
-from dapo_ops.core import learned, runstate
+from dapo_ops.core import learned
 
 
 class Memos:
@@ -40,7 +41,7 @@ class Memos:
         path = learned.memo_path(self.runs_dir, fp)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            runstate.write_json_atomic(path, memo)
+            runfiles.write_json_atomic(path, memo)
         except OSError as e:
             log("could not file the learned start %s: %s" % (path, e))
             return None

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from dapo_ops.agent import notify, procs
+from dapo_ops.agent import notify, procs, runfiles
 from dapo_ops.agent.supervisor import (
     attempt,
     config,
@@ -83,7 +83,7 @@ class Supervisor:
     # -- setup -------------------------------------------------------------
 
     def _load(self) -> None:
-        self.spec = runstate.read_spec(self.run_dir)
+        self.spec = runfiles.read_spec(self.run_dir)
         self.secret_env = config.take_secret_env(self.paths.secret_env)
         self.tun = config.tunables(self.spec)
         self.writer.interval_s = self.tun["write_interval_s"]
@@ -355,10 +355,10 @@ class Supervisor:
         if self.spec.get("ray"):  # multi-host run: what `inv status` shows
             self.rec["cluster"] = record.cluster_summary(self.spec["ray"])
         try:
-            runstate.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
+            runfiles.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
             self.lock_taken = True
             self.disk.reserve()
-        except runstate.LockHeld as e:
+        except runfiles.LockHeld as e:
             self.rec["ended_at"] = now()
             self.rec["verdict"] = escalate.lock_held_verdict(e)
             self.rec["status"] = "failed"
@@ -382,7 +382,7 @@ class Supervisor:
             if self.train_log is not None:
                 self.train_log.close()
             if self.lock_taken:
-                runstate.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
+                runfiles.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
             for t in self._notify_threads:
                 t.join(timeout=20)
 

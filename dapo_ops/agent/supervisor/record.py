@@ -1,6 +1,6 @@
 """run.json as the supervisor keeps it: attempts, progress, the ending line (STDLIB ONLY, shipped).
 
-The record is a plain dict (:func:`dapo_ops.core.runstate.new_record` makes it, ``runstate.write_run`` writes it
+The record is a plain dict (:func:`dapo_ops.core.runstate.new_record` makes it, :func:`dapo_ops.agent.runfiles.write_run` writes it
 atomically; the fields are docs/design.md "run.json"). This module holds what the supervisor writes into it:
 one attempt's entry, the progress of a ``step:N`` line, the ``tried`` list and summary of the end, the one-line
 ``decision.ended`` and the notifier's payload. Times are seconds since the epoch, steps are verl's global steps.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
+from dapo_ops.agent import runfiles
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import runstate
 
@@ -57,7 +58,7 @@ class RecordWriter:
             self.dirty = True
             return
         try:
-            runstate.write_run(self.run_dir, rec)
+            runfiles.write_run(self.run_dir, rec)
             self._last = t
             self.dirty = False
         except OSError as e:  # disk full etc.: keep running, say so in our own log

@@ -180,24 +180,6 @@ def _compile(families: Iterable[tuple[str, ...]]) -> tuple[tuple[str, re.Pattern
 
 _COMPILED = _compile(FAMILIES)
 
-# Needles (lower case) every code match contains one of: lets the classifier scan with str.find first.
-NEEDLES = (
-    "el0",
-    "ei",
-    "ej",
-    "ee",
-    "eh",
-    "ez",
-    "err0",
-    "error code",
-    "ret",
-    "aclerror",
-    "curesult",
-    "cuda_error",
-    "cudaerror",
-    "no cuda-capable",
-)
-
 
 def find_codes(low_line: str) -> list[tuple[str, str, str]]:
     """All ``(family, category, matched text)`` in one lower-cased line, in :data:`FAMILIES` order, one

@@ -1,0 +1,309 @@
+"""A runs dir's files on the machine: atomic JSON writes, spec.json / run.json reads, the one-run lock, Ray node files.
+
+STDLIB ONLY (shipped in the bundle, ``dapo_ops/control/remote_bundle.py``). The schema and the path rules are
+core's (:mod:`dapo_ops.core.runstate`: run ids, per-run paths, run.json, the lock record; :mod:`dapo_ops.core.raynodes`:
+a multi-host run's node files); this module is what touches the disk and ``/proc`` for them, in the container
+(the supervisor, the probe, the stop and launch-rule ops) and in tests and benches on a local runs dir.
+
+- JSON: :func:`write_json_atomic` (``<path>.tmp`` + fsync + rename + fsync of the dir), :func:`read_json`,
+  :func:`read_spec`, :func:`read_run`, :func:`write_run`, :func:`list_runs`;
+- the one-run-per-container lock ``<runs_dir>/.lock``: :func:`acquire_lock` / :func:`release_lock` (under a
+  ``flock`` of ``.lock.guard``), :func:`read_lock`, :func:`active_run` (a lock counts while its supervisor lives:
+  :func:`is_supervisor_pid`), :class:`LockHeld`;
+- :func:`ray_sessions`: the node files of multi-host runs whose Ray session leader is alive.
+
+One op of the bundle (what the launch reads right after starting a supervisor)::
+
+    python3 -m dapo_ops.agent.runfiles show <run_dir>      # prints one run.json as JSON; exit 1 when there is none
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+
+from dapo_ops.agent.procs import pid_alive, pid_cmdline
+from dapo_ops.core import raynodes
+from dapo_ops.core import runstate as _rs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
+    from typing import Any, Dict, List, Optional  # probe imports this module on every look
+
+
+class LockHeld(RuntimeError):
+    """Another live supervisor holds ``<runs_dir>/.lock``.
+
+    Attributes: ``run_id`` (str), ``pid`` (int), ``run_dir`` (str or None).
+    ``str()`` is the one-line message for the operator.
+    """
+
+    def __init__(self, run_id: str, pid: int, run_dir: Optional[str] = None):
+        self.run_id = run_id
+        self.pid = pid
+        self.run_dir = run_dir
+        super().__init__(
+            "run %s is already active on this container (supervisor pid %d); "
+            "follow it with `inv status` or stop it with `inv stop --run %s`" % (run_id, pid, run_id)
+        )
+
+
+# ---------------------------------------------------------------------------- JSON files
+
+
+def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o644) -> None:
+    """Write ``data`` as JSON to ``path`` atomically: ``<path>.tmp``, fsync, rename, fsync the dir.
+
+    A concurrent reader sees the old or the new content, never a torn file: ``os.write`` may write less than asked
+    on a filling disk, so it loops until every byte is down, and a failed write (ENOSPC, EDQUOT, EIO) removes the
+    temporary file and leaves ``path`` as it was (issue 32: an empty ``run.json.tmp`` on a full runs disk).
+    Non-finite floats become ``null`` (:func:`dapo_ops.core.runstate.json_safe`). Raises ``OSError`` when the
+    directory is not writable or the disk is full.
+    """
+    p = str(path)
+    tmp = p + ".tmp"
+    text = json.dumps(_rs.json_safe(data), indent=1, sort_keys=False, allow_nan=False)
+    buf = memoryview(text.encode("utf-8") + b"\n")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        try:
+            while buf:
+                n = os.write(fd, buf)
+                if n <= 0:  # nothing written and no error: treat as a full disk rather than loop
+                    raise OSError(28, "No space left on device", tmp)
+                buf = buf[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(os.path.dirname(p) or ".", os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. directories that cannot be opened
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(dfd)
+
+
+def read_json(path: "os.PathLike[str] | str") -> Optional[Any]:
+    """Parsed JSON of ``path``, or None when it does not exist. Raises ``ValueError`` on bad JSON."""
+    try:
+        with open(str(path), "r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
+def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
+    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed from the one defaults table
+    (:func:`dapo_ops.core.defaults.complete_spec`: a spec of an older dapo-ops lacks the keys added since).
+    Raises ``FileNotFoundError``."""
+    spec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.SPEC_NAME))
+    if spec is None:
+        raise FileNotFoundError("no spec.json in %s" % run_dir)
+    from dapo_ops.core import defaults  # here: the status probe imports this module on every look
+
+    return defaults.complete_spec(spec)
+
+
+def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
+    """The run record ``<run_dir>/run.json``, or None when the supervisor has not written it yet."""
+    rec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.RUN_NAME))
+    return rec
+
+
+def write_run(run_dir: "os.PathLike[str] | str", record: Dict[str, Any]) -> None:
+    """Atomically replace ``<run_dir>/run.json`` with ``record`` (``updated_at`` is set to now)."""
+    record["updated_at"] = time.time()
+    write_json_atomic(os.path.join(str(run_dir), _rs.RUN_NAME), record)
+
+
+def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
+    """Every readable ``<runs_dir>/<run_id>/run.json``, newest run id first.
+
+    Run dirs without a run.json (a launch that never started) appear as
+    ``{"run_id": id, "status": "unknown", "run_dir": path}``. Unreadable JSON is skipped.
+    """
+    out: List[Dict[str, Any]] = []
+    try:
+        names = _rs.run_ids_newest_first(os.listdir(str(runs_dir)))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        run_dir = os.path.join(str(runs_dir), name)
+        try:
+            rec = read_run(run_dir)
+        except (ValueError, OSError):
+            continue
+        out.append(rec if rec is not None else {"run_id": name, "status": "unknown", "run_dir": run_dir})
+    return out
+
+
+# ---------------------------------------------------------------------------- the lock
+
+
+def is_supervisor_pid(pid: Optional[int], run_dir: Optional[str] = None) -> bool:
+    """True when ``pid`` is alive and its argv is a dapo-ops supervisor (for ``run_dir`` when given).
+
+    Guards against PID reuse after a container restart: a recycled PID running something
+    else does not hold the lock (:func:`dapo_ops.core.runstate.is_supervisor_argv`). Without /proc, liveness
+    alone decides.
+    """
+    if not pid or not pid_alive(pid):
+        return False
+    cmd = pid_cmdline(int(pid))
+    return True if cmd is None else _rs.is_supervisor_argv(cmd, run_dir)
+
+
+def read_lock(runs_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
+    """The content of ``<runs_dir>/.lock`` (dict with run_id, pid, run_dir, since) or None."""
+    try:
+        data = read_json(os.path.join(str(runs_dir), _rs.LOCK_NAME))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lock_is_live(lock: Optional[Dict[str, Any]]) -> bool:
+    """True when ``lock`` (from :func:`read_lock`) names a live supervisor process."""
+    if not lock:
+        return False
+    try:
+        pid = int(lock.get("pid") or 0)
+    except (TypeError, ValueError):
+        return False
+    return is_supervisor_pid(pid, lock.get("run_dir"))
+
+
+def active_run(runs_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
+    """The live lock holder ``{"run_id", "pid", "run_dir", "since"}`` or None (no lock / stale lock)."""
+    lock = read_lock(runs_dir)
+    return lock if lock_is_live(lock) else None
+
+
+class _Guard:
+    """Short critical section over ``<runs_dir>/.lock.guard`` (flock) so two launches cannot both
+    judge a stale lock and both take it."""
+
+    def __init__(self, runs_dir: str):
+        self.path = os.path.join(runs_dir, _rs.LOCK_NAME + ".guard")
+        self.fd = -1
+
+    def __enter__(self) -> "_Guard":
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def acquire_lock(runs_dir: "os.PathLike[str] | str", run_id: str, pid: int, run_dir: Optional[str] = None) -> None:
+    """Take the one-run-per-container lock ``<runs_dir>/.lock`` for ``run_id`` held by ``pid``.
+
+    A lock whose pid is dead, a zombie, or not a dapo-ops supervisor is stale and replaced.
+    Re-acquiring one's own lock (same run_id and pid) is a no-op.
+    Raises :class:`LockHeld` when another live supervisor holds it; ``OSError`` when
+    ``runs_dir`` cannot be created or written.
+    """
+    root = str(runs_dir)
+    os.makedirs(root, exist_ok=True)
+    with _Guard(root):
+        cur = read_lock(root)
+        if cur and not (cur.get("run_id") == run_id and int(cur.get("pid") or 0) == int(pid)):
+            if lock_is_live(cur):
+                raise LockHeld(str(cur.get("run_id")), int(cur.get("pid") or 0), cur.get("run_dir"))
+        write_json_atomic(os.path.join(root, _rs.LOCK_NAME), _rs.lock_record(root, run_id, pid, run_dir, time.time()))
+
+
+def release_lock(runs_dir: "os.PathLike[str] | str", run_id: str) -> bool:
+    """Remove ``<runs_dir>/.lock`` if ``run_id`` holds it. Returns True when removed."""
+    root = str(runs_dir)
+    try:
+        with _Guard(root):
+            cur = read_lock(root)
+            if cur and cur.get("run_id") == run_id:
+                os.unlink(os.path.join(root, _rs.LOCK_NAME))
+                return True
+    except OSError:
+        return False
+    return False
+
+
+# ---------------------------------------------------------------------------- Ray node files
+
+
+def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None) -> List[Dict[str, Any]]:
+    """This container's Ray sessions of multi-host runs whose leader is still alive: the node records
+    (``<host>.json``, :mod:`dapo_ops.core.raynodes`) plus ``pid_file``, ``run_id``, ``name``, ``pid``; ``name``
+    limits them to one inventory host (a shared runs_dir holds every node's files). A leader counts when its PID
+    lives and its argv names ray (a PID recycled after a container restart does not). Newest run first."""
+    root = "%s/%s" % (str(runs_dir).rstrip("/"), raynodes.CLUSTER_DIR_NAME)
+    out: List[Dict[str, Any]] = []
+    try:
+        runs = _rs.run_ids_newest_first(os.listdir(root))
+    except OSError:
+        return out
+    for rid in runs:
+        cdir = raynodes.cluster_dir(runs_dir, rid)
+        try:
+            files = sorted(f for f in os.listdir(raynodes.ray_dir(cdir)) if f.endswith("." + raynodes.PID))
+        except OSError:
+            continue
+        for f in files:
+            node = f[: -len(raynodes.PID) - 1]
+            if name and node != name:
+                continue
+            pid_file = raynodes.node_file(cdir, node, raynodes.PID)
+            try:
+                with open(pid_file) as fh:
+                    sid = int(fh.read().split()[0])
+                info = read_json(raynodes.node_file(cdir, node, raynodes.INFO)) or {}
+            except (OSError, ValueError, IndexError):
+                continue
+            cmd = pid_cmdline(sid) if pid_alive(sid) else None
+            if cmd is None or b"ray" not in cmd:
+                continue
+            out.append(dict(info if isinstance(info, dict) else {}, run_id=rid, name=node, pid=sid, pid_file=pid_file))
+    return out
+
+
+# ---------------------------------------------------------------------------- the op
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m dapo_ops.agent.runfiles show <run_dir>``: print ``<run_dir>/run.json`` as one JSON line.
+
+    Exit 0 with the record; 1 (one stderr line) when there is no run.json or it is not JSON; 2 for a usage error.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] != "show":
+        sys.stderr.write("usage: python3 -m dapo_ops.agent.runfiles show <run_dir>\n")
+        return 2
+    try:
+        rec = read_run(args[1])
+    except (ValueError, OSError) as e:
+        sys.stderr.write("cannot read run.json in %s: %s\n" % (args[1], e))
+        return 1
+    if rec is None:
+        sys.stderr.write("no run.json in %s\n" % args[1])
+        return 1
+    sys.stdout.write(json.dumps(rec) + "\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through subprocess in tests
+    sys.exit(main())
