@@ -216,16 +216,66 @@ def test_classify_help_is_help_not_a_missing_file(tmp_path):
     assert out.returncode == 0 and "LOGFILE" in out.stdout and "--exit-code" in out.stdout
 
 
-@pytest.mark.parametrize("task_name", ["launch", "one-step-off"])
-def test_every_run_setting_in_the_table_is_a_flag_of_the_launch_tasks(task_name):
-    """docs/params.md (generated from dapo_ops.control.settings) lists a flag per setting: the launch tasks take them all."""
-    from dapo_ops.control import settings
+class TestLaunchTasks:
+    """``launch`` and ``one-step-off`` are built from ONE parameter list (dapo_ops/cli/launch.py ``SIGNATURE``: the
+    settings table's flags, then how to launch) and differ only in the job each fixes; a test that kept two copies
+    of a 41-parameter signature in sync is no longer needed."""
 
-    ns = cli.build_namespace()
-    t = ns[task_name]
-    flags = {"--" + a.name.replace("_", "-") for a in t.get_arguments()}
-    missing = [p.flag for p in settings.PARAMS if p.flag and p.flag not in flags]
-    assert not missing, f"{task_name} lacks {missing}"
+    def test_both_tasks_take_the_one_parameter_list_and_so_the_same_flags(self):
+        import inspect
+
+        from dapo_ops.cli import launch as cl
+        from dapo_ops.control import settings
+
+        ns = cli.build_namespace()
+        a, b = ns["launch"], ns["one-step-off"]
+        assert inspect.signature(a.body) is cl.SIGNATURE and inspect.signature(b.body) is cl.SIGNATURE
+        flags = [[(x.names, x.kind, x.default, x.help) for x in t.get_arguments()] for t in (a, b)]
+        assert flags[0] == flags[1]
+        # made from the settings table: every setting with a flag, then the launch options, nothing else
+        assert list(cl.SIGNATURE.parameters) == ["c", *settings.BY_ARG, *cl.OPTIONS]
+
+    def test_each_task_fixes_its_job_and_no_flag_changes_it(self, monkeypatch):
+        from invoke import Context
+
+        from dapo_ops.cli import launch as cl
+        from dapo_ops.control import launch_request
+
+        seen = []
+
+        class Stop(Exception):
+            pass
+
+        def build(args, env, **kw):
+            seen.append(args)
+            raise Stop
+
+        monkeypatch.setattr(launch_request, "build", build)
+        for t in (cl.launch, cl.one_step_off):
+            with pytest.raises(Stop):
+                t(Context(), dry_run=True, steps=4)  # a direct call (quickstart's) gets the other defaults
+        assert [(x.mode, x.flags, x.dry_run, x.link_wait) for x in seen] == [
+            ("dapo", {"steps": 4}, True, 20),
+            ("one-step-off", {"steps": 4}, True, 20),
+        ]
+        assert not {"job", "job_", "task"} & set(cl.SIGNATURE.parameters)  # --mode is verl's trainer mode
+
+    def test_a_launch_writes_nothing_into_the_environment(self, monkeypatch, tmp_path):
+        """--swanlab-host reached the SwanLab setup by ``os.environ["SWANLAB_HOST"] = ...``, which stayed set for
+        the rest of the process (quickstart's preflight and launch, tests); it is passed in a copy now."""
+        import os
+
+        from invoke import Context
+
+        from dapo_ops.cli import launch as cl
+
+        for k in [k for k in os.environ if k.startswith(("SWANLAB_", "DAPO_OPS_"))]:
+            monkeypatch.delenv(k)
+        monkeypatch.setenv("DAPO_OPS_CONFIG", str(tmp_path / "none.toml"))
+        monkeypatch.chdir(tmp_path)
+        before = dict(os.environ)
+        cl.launch(Context(), dry_run=True, swanlab_host="http://192.0.2.10:8000", swanlab_mode="disabled")
+        assert dict(os.environ) == before
 
 
 class TestImportBudget:
