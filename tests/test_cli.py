@@ -359,18 +359,82 @@ class TestImportBudget:
 
 
 @pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
-def test_an_unknown_task_flag_exits_like_every_usage_error(prog, tmp_path):
+def test_an_unknown_task_flag_is_one_line_and_exits_like_every_usage_error_under_dapo_ops(prog, tmp_path):
+    """The same one line under both programs; ``dapo-ops`` (DapoOps.parse_tasks) exits 2 as every usage error, plain
+    ``inv`` keeps invoke's 1 for its own parser's errors (invoke/program.py ``Program.run``): only a Program can change
+    that, and nothing of invoke is patched (test_importing_the_cli_changes_nothing_of_invoke)."""
     cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
     out = subprocess.run(cmd + ["status", "--nosuch"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert out.returncode == EXIT_USAGE and out.stderr.strip() == "No idea what '--nosuch' is!", out.stderr
+    assert out.stderr.strip() == "No idea what '--nosuch' is!", out.stderr
+    assert out.returncode == (EXIT_USAGE if prog == "dapo-ops" else 1)
+    if prog == "dapo-ops":  # a flag without its value, --help of no task: the same code
+        for argv, line in (
+            (["logs", "--lines"], "Flag <Argument: lines (n) [int]> needed value and was not given one!"),
+            (["--help", "nosuch"], "No idea what 'nosuch' is!"),
+        ):
+            out = subprocess.run(cmd + argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+            assert (out.returncode, out.stderr.strip()) == (EXIT_USAGE, line), out.stderr
 
 
-def test_a_closed_pipe_ends_quietly_not_with_a_traceback():
-    code = "import dapo_ops.cli\nfor _ in range(200000): print('x' * 80)"
-    out = subprocess.run(
-        f"{sys.executable} -c {shlex.quote(code)} | head -1", shell=True, capture_output=True, text=True, timeout=60
+#: a program over one task that prints more than a pipe holds (argv[1]: inv | dapo-ops)
+FLOOD = """
+import sys
+from invoke import Collection, Program
+from dapo_ops.cli import program
+from dapo_ops.cli._common import dapo_task
+
+@dapo_task
+def flood(c):
+    \"\"\"Print many lines.\"\"\"
+    for _ in range(200000):
+        print("x" * 80)
+
+ns = Collection(flood)
+prog = program.make_program(ns) if sys.argv[1] == "dapo-ops" else Program(namespace=ns, name="inv")
+prog.run([sys.argv[1], "flood"])
+"""
+
+
+@pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
+def test_a_closed_pipe_ends_a_task_quietly_not_with_a_traceback(prog):
+    code = f"set -o pipefail; {shlex.quote(sys.executable)} -c {shlex.quote(FLOOD)} {prog} | head -1"
+    out = subprocess.run(["bash", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout == "x" * 80 + "\n" and out.stderr == "", out.stderr
+    assert out.returncode == 141  # 128 + SIGPIPE, as a shell tool killed by it
+
+
+def test_a_closed_pipe_ends_the_dapo_ops_programs_own_output_quietly():
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the program writes its first byte
+    try:
+        out = subprocess.run([str(BIN / "dapo-ops"), "--help", "launch"], stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert (out.returncode, out.stderr) == (141, b"")
+
+
+def test_importing_the_cli_changes_nothing_of_invoke():
+    """cli/__init__.py used to replace invoke's ``Argument.set_value``, ``Parser.parse_argv``, ``Task.__call__`` and
+    ``sys.excepthook`` when imported; the task class and the dapo-ops program do that work now."""
+    code = (
+        "import sys, importlib.util\n"
+        "from invoke import Argument, Executor, Program, Task\n"
+        "from invoke.parser import Parser, ParseMachine\n"
+        "what = lambda: (Argument.set_value, Argument.__init__, Parser.parse_argv, ParseMachine.handle, Task.__call__,"
+        " Task.get_arguments, Program.run, Program.parse_tasks, Executor.execute, sys.excepthook, sys.displayhook)\n"
+        "before = what()\n"
+        "import dapo_ops.cli\n"
+        "from dapo_ops.cli import program\n"
+        "program.make_program(dapo_ops.cli.build_namespace())\n"
+        f"spec = importlib.util.spec_from_file_location('repo_tasks', {str(REPO / 'tasks.py')!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print([i for i, (a, b) in enumerate(zip(before, what())) if a is not b])\n"
     )
-    assert out.stdout == "x" * 80 + "\n" and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_list_shows_whole_first_sentences():
