@@ -216,16 +216,66 @@ def test_classify_help_is_help_not_a_missing_file(tmp_path):
     assert out.returncode == 0 and "LOGFILE" in out.stdout and "--exit-code" in out.stdout
 
 
-@pytest.mark.parametrize("task_name", ["launch", "one-step-off"])
-def test_every_run_setting_in_the_table_is_a_flag_of_the_launch_tasks(task_name):
-    """docs/params.md (generated from dapo_ops.control.settings) lists a flag per setting: the launch tasks take them all."""
-    from dapo_ops.control import settings
+class TestLaunchTasks:
+    """``launch`` and ``one-step-off`` are built from ONE parameter list (dapo_ops/cli/launch.py ``SIGNATURE``: the
+    settings table's flags, then how to launch) and differ only in the job each fixes; a test that kept two copies
+    of a 41-parameter signature in sync is no longer needed."""
 
-    ns = cli.build_namespace()
-    t = ns[task_name]
-    flags = {"--" + a.name.replace("_", "-") for a in t.get_arguments()}
-    missing = [p.flag for p in settings.PARAMS if p.flag and p.flag not in flags]
-    assert not missing, f"{task_name} lacks {missing}"
+    def test_both_tasks_take_the_one_parameter_list_and_so_the_same_flags(self):
+        import inspect
+
+        from dapo_ops.cli import launch as cl
+        from dapo_ops.control import settings
+
+        ns = cli.build_namespace()
+        a, b = ns["launch"], ns["one-step-off"]
+        assert inspect.signature(a.body) is cl.SIGNATURE and inspect.signature(b.body) is cl.SIGNATURE
+        flags = [[(x.names, x.kind, x.default, x.help) for x in t.get_arguments()] for t in (a, b)]
+        assert flags[0] == flags[1]
+        # made from the settings table: every setting with a flag, then the launch options, nothing else
+        assert list(cl.SIGNATURE.parameters) == ["c", *settings.BY_ARG, *cl.OPTIONS]
+
+    def test_each_task_fixes_its_job_and_no_flag_changes_it(self, monkeypatch):
+        from invoke import Context
+
+        from dapo_ops.cli import launch as cl
+        from dapo_ops.control import launch_request
+
+        seen = []
+
+        class Stop(Exception):
+            pass
+
+        def build(args, env, **kw):
+            seen.append(args)
+            raise Stop
+
+        monkeypatch.setattr(launch_request, "build", build)
+        for t in (cl.launch, cl.one_step_off):
+            with pytest.raises(Stop):
+                t(Context(), dry_run=True, steps=4)  # a direct call (quickstart's) gets the other defaults
+        assert [(x.mode, x.flags, x.dry_run, x.link_wait) for x in seen] == [
+            ("dapo", {"steps": 4}, True, 20),
+            ("one-step-off", {"steps": 4}, True, 20),
+        ]
+        assert not {"job", "job_", "task"} & set(cl.SIGNATURE.parameters)  # --mode is verl's trainer mode
+
+    def test_a_launch_writes_nothing_into_the_environment(self, monkeypatch, tmp_path):
+        """--swanlab-host reached the SwanLab setup by ``os.environ["SWANLAB_HOST"] = ...``, which stayed set for
+        the rest of the process (quickstart's preflight and launch, tests); it is passed in a copy now."""
+        import os
+
+        from invoke import Context
+
+        from dapo_ops.cli import launch as cl
+
+        for k in [k for k in os.environ if k.startswith(("SWANLAB_", "DAPO_OPS_"))]:
+            monkeypatch.delenv(k)
+        monkeypatch.setenv("DAPO_OPS_CONFIG", str(tmp_path / "none.toml"))
+        monkeypatch.chdir(tmp_path)
+        before = dict(os.environ)
+        cl.launch(Context(), dry_run=True, swanlab_host="http://192.0.2.10:8000", swanlab_mode="disabled")
+        assert dict(os.environ) == before
 
 
 class TestImportBudget:
@@ -309,18 +359,82 @@ class TestImportBudget:
 
 
 @pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
-def test_an_unknown_task_flag_exits_like_every_usage_error(prog, tmp_path):
+def test_an_unknown_task_flag_is_one_line_and_exits_like_every_usage_error_under_dapo_ops(prog, tmp_path):
+    """The same one line under both programs; ``dapo-ops`` (DapoOps.parse_tasks) exits 2 as every usage error, plain
+    ``inv`` keeps invoke's 1 for its own parser's errors (invoke/program.py ``Program.run``): only a Program can change
+    that, and nothing of invoke is patched (test_importing_the_cli_changes_nothing_of_invoke)."""
     cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
     out = subprocess.run(cmd + ["status", "--nosuch"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert out.returncode == EXIT_USAGE and out.stderr.strip() == "No idea what '--nosuch' is!", out.stderr
+    assert out.stderr.strip() == "No idea what '--nosuch' is!", out.stderr
+    assert out.returncode == (EXIT_USAGE if prog == "dapo-ops" else 1)
+    if prog == "dapo-ops":  # a flag without its value, --help of no task: the same code
+        for argv, line in (
+            (["logs", "--lines"], "Flag <Argument: lines (n) [int]> needed value and was not given one!"),
+            (["--help", "nosuch"], "No idea what 'nosuch' is!"),
+        ):
+            out = subprocess.run(cmd + argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+            assert (out.returncode, out.stderr.strip()) == (EXIT_USAGE, line), out.stderr
 
 
-def test_a_closed_pipe_ends_quietly_not_with_a_traceback():
-    code = "import dapo_ops.cli\nfor _ in range(200000): print('x' * 80)"
-    out = subprocess.run(
-        f"{sys.executable} -c {shlex.quote(code)} | head -1", shell=True, capture_output=True, text=True, timeout=60
+#: a program over one task that prints more than a pipe holds (argv[1]: inv | dapo-ops)
+FLOOD = """
+import sys
+from invoke import Collection, Program
+from dapo_ops.cli import program
+from dapo_ops.cli._common import dapo_task
+
+@dapo_task
+def flood(c):
+    \"\"\"Print many lines.\"\"\"
+    for _ in range(200000):
+        print("x" * 80)
+
+ns = Collection(flood)
+prog = program.make_program(ns) if sys.argv[1] == "dapo-ops" else Program(namespace=ns, name="inv")
+prog.run([sys.argv[1], "flood"])
+"""
+
+
+@pytest.mark.parametrize("prog", ["inv", "dapo-ops"])
+def test_a_closed_pipe_ends_a_task_quietly_not_with_a_traceback(prog):
+    code = f"set -o pipefail; {shlex.quote(sys.executable)} -c {shlex.quote(FLOOD)} {prog} | head -1"
+    out = subprocess.run(["bash", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout == "x" * 80 + "\n" and out.stderr == "", out.stderr
+    assert out.returncode == 141  # 128 + SIGPIPE, as a shell tool killed by it
+
+
+def test_a_closed_pipe_ends_the_dapo_ops_programs_own_output_quietly():
+    import os
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the program writes its first byte
+    try:
+        out = subprocess.run([str(BIN / "dapo-ops"), "--help", "launch"], stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert (out.returncode, out.stderr) == (141, b"")
+
+
+def test_importing_the_cli_changes_nothing_of_invoke():
+    """cli/__init__.py used to replace invoke's ``Argument.set_value``, ``Parser.parse_argv``, ``Task.__call__`` and
+    ``sys.excepthook`` when imported; the task class and the dapo-ops program do that work now."""
+    code = (
+        "import sys, importlib.util\n"
+        "from invoke import Argument, Executor, Program, Task\n"
+        "from invoke.parser import Parser, ParseMachine\n"
+        "what = lambda: (Argument.set_value, Argument.__init__, Parser.parse_argv, ParseMachine.handle, Task.__call__,"
+        " Task.get_arguments, Program.run, Program.parse_tasks, Executor.execute, sys.excepthook, sys.displayhook)\n"
+        "before = what()\n"
+        "import dapo_ops.cli\n"
+        "from dapo_ops.cli import program\n"
+        "program.make_program(dapo_ops.cli.build_namespace())\n"
+        f"spec = importlib.util.spec_from_file_location('repo_tasks', {str(REPO / 'tasks.py')!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print([i for i, (a, b) in enumerate(zip(before, what())) if a is not b])\n"
     )
-    assert out.stdout == "x" * 80 + "\n" and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_list_shows_whole_first_sentences():

@@ -12,21 +12,22 @@ dependencies (fabric/paramiko, rich, hydra) inside the functions that use them, 
 ``inv status`` loads neither the launch planner nor paramiko (bench/status.py prints the
 ``-X importtime`` figure). ``--list``, ``--help`` without a task, completion, or a name that
 is not in the index load every module, as before.
+
+Importing this package changes nothing of invoke: what a task does under both programs (one-line flag errors,
+Ctrl-C, a closed pipe) is its Task class's (:class:`dapo_ops.cli._common.FanoutTask`), what only a program can do
+is the ``dapo-ops`` program's (:class:`dapo_ops.cli.program.DapoOps`).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
-from invoke import Collection, Task
-from invoke.exceptions import Exit, ParseError
-from invoke.parser import Argument, Parser
+from invoke import Collection
+from invoke.exceptions import Exit
 
-#: exit code of every usage error (bad flag, bad value, unknown task flag): cli/_common.EXIT_USAGE
-USAGE_EXIT = 2
-#: exit code of a Ctrl-C (KeyboardInterrupt): cli/_common.EXIT_INTERRUPTED
+#: exit code of a Ctrl-C (KeyboardInterrupt) while the task modules load: cli/_common.EXIT_INTERRUPTED (not imported
+#: here: importing this module loads no task module and nothing of control)
 INTERRUPT_EXIT = 130
 
 # One module per concern; every one exists (an import error is a real error and propagates).
@@ -63,106 +64,6 @@ TASK_INDEX: dict[str, str] = {
 #: core flags after which the program needs every task (listing, help, completion, printing the collection)
 _ALL_TASKS_FLAGS = frozenset({"-l", "--list", "--complete", "--print-completion-script", "-h", "--help"})
 
-
-def _one_line_flag_errors() -> None:
-    """Make a bad value for a typed flag (``--steps abc``) a one-line parse error instead of a traceback.
-
-    invoke casts a flag's value with the type of its default (``int("abc")``) inside
-    ``Argument.set_value`` and lets the ``ValueError`` escape; re-raised as invoke's own
-    :class:`~invoke.exceptions.ParseError`, both ``inv`` and ``dapo-ops`` print one line and exit
-    :data:`USAGE_EXIT` (see :func:`_usage_exit_code`).
-    """
-    orig = Argument.set_value
-    if getattr(orig, "_dapo_ops", False):
-        return
-
-    def set_value(self, value, cast=True):
-        try:
-            return orig(self, value, cast)
-        except (TypeError, ValueError):
-            if self.kind not in (int, float):
-                raise
-            what = "a whole number" if self.kind is int else "a number"
-            flag = "--" + str(self.name).replace("_", "-")
-            example = (
-                f" (e.g. {flag} {self.default!r})"
-                if isinstance(self.default, (int, float)) and self.default > 0
-                else ""
-            )
-            raise ParseError(f"{flag}: {value!r} is not {what}{example}") from None
-
-    set_value._dapo_ops = True
-    Argument.set_value = set_value
-
-
-def _usage_exit_code() -> None:
-    """Task-flag parse errors (bad typed value, unknown flag, missing value) exit :data:`USAGE_EXIT` like every
-    other usage error of dapo-ops, not invoke's 1: ``Parser.parse_argv`` re-raises them as ``Exit(msg, 2)``, which
-    both programs print as one line (invoke/program.py ``Program.run``). Core-flag errors of ``inv`` itself are
-    parsed before this module is imported and keep invoke's code."""
-    orig = Parser.parse_argv
-    if getattr(orig, "_dapo_ops", False):
-        return
-
-    def parse_argv(self, argv):
-        try:
-            return orig(self, argv)
-        except ParseError as e:
-            raise Exit(str(e), code=USAGE_EXIT) from None
-
-    parse_argv._dapo_ops = True
-    Parser.parse_argv = parse_argv
-
-
-def _quiet_broken_pipe() -> None:
-    """``inv launch ... | head -2``: a reader that closed the pipe ends the program quietly (exit 141, as a shell
-    tool killed by SIGPIPE) instead of a BrokenPipeError traceback. SIGPIPE itself stays ignored (Python's
-    default), so a dropped SSH socket is still an error, not a silent death."""
-    prev = sys.excepthook
-    if getattr(prev, "_dapo_ops", False):
-        return
-
-    def hook(kind, value, tb):
-        if issubclass(kind, BrokenPipeError):
-            try:  # later flushes at exit must not raise again
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            except (OSError, ValueError):
-                pass
-            os._exit(141)
-        prev(kind, value, tb)
-
-    hook._dapo_ops = True
-    sys.excepthook = hook
-
-
-def _one_line_interrupts() -> None:
-    """Ctrl-C in any task (every ``Task`` called by ``inv`` or ``dapo-ops``, tasks.py's dev tasks too) ends it
-    with ONE stderr line and exit 130 (:func:`dapo_ops.cli._common.interrupted`) instead of invoke's silent exit 1
-    (invoke/program.py ``Program.run``). A task that knows more says it itself (``_common.on_interrupt``: launch
-    names the run that may have started; watch says the runs continue): its :class:`Exit` passes through here.
-
-    Not covered: a Ctrl-C while Python is still importing invoke, before any dapo-ops code is loaded (the
-    interpreter's own traceback and SIGINT exit)."""
-    orig = Task.__call__
-    if getattr(orig, "_dapo_ops", False):
-        return
-
-    def call(self, *args, **kwargs):
-        try:
-            return orig(self, *args, **kwargs)
-        except KeyboardInterrupt:
-            from dapo_ops.cli._common import interrupted
-
-            raise interrupted(self.name) from None
-
-    call._dapo_ops = True
-    Task.__call__ = call
-
-
-_one_line_flag_errors()
-_usage_exit_code()
-_quiet_broken_pipe()
-_one_line_interrupts()
 
 #: the line of a Ctrl-C while the task modules are imported (tasks.py or main(): before any task ran)
 _LOADING_INTERRUPTED = "interrupted while loading the tasks (Ctrl-C); nothing was run"
@@ -203,7 +104,7 @@ def modules_for(argv: list[str], local: frozenset[str] = frozenset()) -> frozens
     or collection names the caller defines itself (tasks.py's dev tasks): they need no module, so a command line
     naming only those gives the empty set.
     """
-    mods = set()
+    mods: set[str] = set()
     named_local = False
     for tok in argv:
         if tok in _ALL_TASKS_FLAGS or tok == "--":

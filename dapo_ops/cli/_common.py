@@ -17,6 +17,12 @@ A fan-out task looks like::
 core ``-H`` value is passed into it), ``inventory`` gets ``--inventory``, ``accept_new_host_keys`` gets
 ``--accept-new-host-keys``; default help texts are filled in for those three. The decorator never hands out
 ``-h`` (it would shadow ``--help``).
+
+Every task of dapo-ops (and tasks.py's dev tasks) is a :class:`FanoutTask`, which does under ``inv`` and ``dapo-ops``
+alike what a task itself can: its short flags are :data:`SHORT_FLAGS`, a bad typed value (``--steps abc``) is one
+line and exit :data:`EXIT_USAGE` (:class:`TaskFlag`), a Ctrl-C is one line and exit :data:`EXIT_INTERRUPTED`, a
+reader that closed the pipe ends it quietly (exit 141). What only a program can do (every parse error of the command
+line exits :data:`EXIT_USAGE`) is :class:`dapo_ops.cli.program.DapoOps`'. Nothing of invoke is patched.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ import contextlib
 import inspect
 import os
 import sys
-from typing import Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator, NoReturn
 
-from invoke import Task, task
+from invoke import Argument, Task, task
 from invoke.exceptions import Exit
 
 from dapo_ops.control import fanout
@@ -53,6 +59,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the work failed on at least one host (each host's row says why)
 EXIT_USAGE = 2  # bad input: inventory file, -H selection, flag values; nothing was contacted
 EXIT_INTERRUPTED = 130  # Ctrl-C (KeyboardInterrupt): 128 + SIGINT, what a shell reports for a tool killed by it
+EXIT_CLOSED_PIPE = 141  # the reader closed stdout's pipe (`inv launch | head -2`): 128 + SIGPIPE, as a shell tool
 
 COMMON_HELP = {
     "hosts": "comma-separated inventory host names or user@host:port (default: every host in the inventory)",
@@ -81,15 +88,70 @@ SHORT_FLAGS = {
 }
 
 
+class TaskFlag(Argument):
+    """A task's flag (invoke's :class:`~invoke.parser.Argument`) whose bad value for a number flag (``--steps abc``,
+    ``--steps 1.5``) is ONE line, ``--lines: 'many' is not a whole number (e.g. --lines 100)`` (the example when the
+    default is a positive number), and exit :data:`EXIT_USAGE` under both programs instead of a traceback: invoke
+    casts the value with the type of the default (``int("abc")``) in ``Argument.set_value`` and lets the
+    ``ValueError`` escape (invoke/parser/argument.py).
+    An :class:`~invoke.exceptions.Exit` rather than a ``ParseError``: plain ``inv``'s Program exits 1 for a
+    ``ParseError`` (invoke/program.py ``Program.run``)."""
+
+    def set_value(self, value: Any, cast: bool = True) -> None:
+        try:
+            super().set_value(value, cast)
+        except (TypeError, ValueError):
+            if self.kind not in (int, float):
+                raise
+            what = "a whole number" if self.kind is int else "a number"
+            flag = "--" + str(self.name).replace("_", "-")
+            example = (
+                f" (e.g. {flag} {self.default!r})"
+                if isinstance(self.default, (int, float)) and self.default > 0
+                else ""
+            )
+            raise Exit(f"{flag}: {value!r} is not {what}{example}", code=EXIT_USAGE) from None
+
+    def __repr__(self) -> str:
+        # invoke's parser names a flag by its repr in its own errors ("Flag <Argument: lines (n) [int]> needed value
+        # and was not given one!"): the same words as for invoke's class
+        return super().__repr__().replace(f"<{type(self).__name__}:", "<Argument:", 1)
+
+    @classmethod
+    def of(cls, arg: Argument) -> "TaskFlag":
+        """The same flag as invoke's ``arg`` (names, kind, default, help, positional/optional/incrementable)."""
+        return cls(
+            names=arg.names,
+            kind=arg.kind,
+            default=arg.default,
+            help=arg.help,
+            positional=arg.positional,
+            optional=arg.optional,
+            incrementable=arg.incrementable,
+            attr_name=arg.attr_name,
+        )
+
+
 class FanoutTask(Task):
-    """An invoke Task whose short flags are :data:`SHORT_FLAGS` only (``hosts`` is ``-H/--hosts``; never ``-h``)."""
+    """An invoke Task with dapo-ops' rules, under ``inv`` and ``dapo-ops`` alike (module docstring): short flags
+    :data:`SHORT_FLAGS` only (``hosts`` is ``-H/--hosts``; never ``-h``), flags that are :class:`TaskFlag`, a Ctrl-C
+    that is one line (:func:`interrupted`, unless the task said more itself: :func:`on_interrupt`), a closed pipe
+    that ends quietly (:func:`closed_pipe`)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise interrupted(self.name) from None
+        except BrokenPipeError:
+            raise closed_pipe() from None
 
     def get_arguments(self, ignore_unknown_help=None):
         # invoke's arg_opts pops entries from self.help, so a second parse in the same process (tests, or
         # `inv` and `dapo-ops` programs built side by side) would lose every flag's help text: keep a copy.
         saved = dict(self.help)
         try:
-            return super().get_arguments(ignore_unknown_help)
+            return [TaskFlag.of(a) for a in super().get_arguments(ignore_unknown_help)]
         finally:
             self.help = saved
 
@@ -155,10 +217,22 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
 
 def interrupted(task_name: str) -> Exit:
     """The :class:`Exit` (code :data:`EXIT_INTERRUPTED`, one line) a KeyboardInterrupt of task ``task_name``
-    becomes when the task gave no line of its own (:func:`on_interrupt`); ``dapo_ops/cli/__init__.py``
-    ``_one_line_interrupts`` applies it to every task, so invoke's silent exit 1 (invoke/program.py ``Program.run``:
-    ``except KeyboardInterrupt: sys.exit(1)``) is never reached."""
+    becomes when the task gave no line of its own (:func:`on_interrupt`); :class:`FanoutTask` applies it to every
+    task, so invoke's silent exit 1 (invoke/program.py ``Program.run``: ``except KeyboardInterrupt: sys.exit(1)``) is
+    never reached from inside a task."""
     return Exit(f"interrupted: {task_name} stopped before it finished (Ctrl-C)", code=EXIT_INTERRUPTED)
+
+
+def closed_pipe() -> Exit:
+    """The :class:`Exit` (code :data:`EXIT_CLOSED_PIPE`, no line) a BrokenPipeError on stdout becomes: the reader
+    closed the pipe, so the program ends quietly instead of with a traceback. stdout is pointed at /dev/null first,
+    so the flushes at exit do not raise again. SIGPIPE itself stays ignored (Python's default), so a dropped SSH
+    socket is still an error, not a silent death."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return Exit(code=EXIT_CLOSED_PIPE)
 
 
 @contextlib.contextmanager
@@ -342,9 +416,12 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "EXIT_INTERRUPTED",
+    "EXIT_CLOSED_PIPE",
     "interrupted",
+    "closed_pipe",
     "on_interrupt",
     "FanoutTask",
+    "TaskFlag",
     "SHORT_FLAGS",
     "dapo_task",
     "fanout_task",

@@ -1,11 +1,13 @@
 """``inv launch`` (DAPO) and ``inv one-step-off``: start verl detached under the retry supervisor.
 
 What the runbook's ``run_dapo.sh`` / ``run_one_step_off_policy.sh`` and its OOM auto-recovery flow do, done on
-the host itself. This module parses the flags, resolves the settings (flag > env > config file > default,
-:mod:`dapo_ops.control.settings`), the SwanLab / notifier / proxy secrets, calls the launch service
-(:func:`dapo_ops.control.launch.launch_one` on every host in parallel) and prints the run id, host, container,
-log path, how to follow it and the SwanLab link, or one line and a non-zero exit. Afterwards it is silent:
-errors reach the operator through ``status`` / ``watch`` and the notifier.
+the host itself. The two tasks are built from ONE parameter list (:data:`SIGNATURE`: every settings flag of the
+table, then how to launch) and differ only in the job they fix (``dapo`` | ``one-step-off``). Each parses its flags
+into :class:`~dapo_ops.control.launch_request.TaskArgs`, calls :func:`dapo_ops.control.launch_request.build` (every
+refusal, the settings, the SwanLab / notifier / proxy secrets) and then the start (one run per host:
+:func:`dapo_ops.control.launch_request.start`; one run across the hosts: :mod:`dapo_ops.cli.multihost`), and prints
+the run id, host, container, log path, how to follow it and the SwanLab link, or one line and a non-zero exit.
+Afterwards it is silent: errors reach the operator through ``status`` / ``watch`` and the notifier.
 
 ``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
 With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.cli.multihost` prints,
@@ -16,36 +18,33 @@ Every flag's help comes from the settings table (:func:`dapo_ops.control.setting
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
-from dapo_ops.agent import notify
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
     UNSET,
     UNSET_FLOAT,
+    FanoutTask,
     connect_timeout_override,
     fail,
     fanout_task,
     given_flags,
     on_interrupt,
     refuse_job_as_mode,
-    run_settings,
     select_hosts,
-    user_config,
 )
-from dapo_ops.control import launch as svc
+from dapo_ops.control import launch_request
 from dapo_ops.control import planning
-from dapo_ops.control import proxy
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control import swanlab_cfg
-from dapo_ops.control import userconfig
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.launch import LaunchProgress, LaunchRefused, LaunchRequest, LaunchUsageError
+from dapo_ops.control.fanout import HostResult
+from dapo_ops.control.launch import LaunchProgress, LaunchUsageError
 from dapo_ops.core import redact
-from dapo_ops.core import runstate
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
 OPTIONS_HELP = {
@@ -62,57 +61,93 @@ OPTIONS_HELP = {
 }
 HELP = {**settings_mod.task_help(), **OPTIONS_HELP}
 
+#: a settings flag's default when not given, by the table's type (invoke types a flag by its default; a string or
+#: features flag left off is None, so one given empty, ``--model ''``, is told apart: the table's EMPTY_RULES judge it)
+_NOT_GIVEN: dict[str, Any] = {"int": UNSET, "float": UNSET_FLOAT, "bool": False}
+#: the flags that say how to launch (not what to train) and their defaults; ``hosts``, ``inventory`` and
+#: ``accept_new_host_keys`` are every fan-out task's (:func:`dapo_ops.cli._common.fanout_task`)
+OPTIONS: dict[str, Any] = {
+    "override": None,
+    "hosts": "",
+    "inventory": "",
+    "dry_run": False,
+    "skip_preflight": False,
+    "link_wait": 20,
+    "accept_new_host_keys": False,
+    "independent": False,
+    "resume": "",
+    "json_": False,
+}
+#: THE parameters of both launch tasks (``launch`` and ``one-step-off`` are built from it, :func:`_launch_task`):
+#: the context, every settings flag of the table (:data:`dapo_ops.control.settings.BY_ARG`, ``--mode`` being verl's
+#: trainer mode), then :data:`OPTIONS`. The job is not a flag: each task fixes its own.
+SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *(
+            inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_NOT_GIVEN.get(p.type))
+            for arg, p in settings_mod.BY_ARG.items()
+        ),
+        *(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d) for arg, d in OPTIONS.items()),
+    ]
+)
 
-def _swanlab(swanlab_mode: str, notes: list):
-    try:
-        return swanlab_cfg.resolve_for_launch(mode_flag=swanlab_mode or None, notes=notes)
-    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
-        fail(str(e), EXIT_USAGE)
+
+def task_args(job: str, kw: Mapping[str, Any]) -> launch_request.TaskArgs:
+    """The request's view of one call of a launch task: ``kw`` holds every parameter of :data:`SIGNATURE` but the
+    context; the settings flags given (not at their "not given" default) become ``flags`` by setting name, a string
+    flag given empty included; ``--swanlab-mode`` goes to the SwanLab setup (it decides with the key and host), not
+    into the settings."""
+    raw = {p.name: kw[arg] for arg, p in settings_mod.BY_ARG.items() if arg != "swanlab_mode"}
+    flags = given_flags(**raw)
+    flags.update({name: "" for name, v in raw.items() if v == ""})
+    return launch_request.TaskArgs(
+        mode=job,
+        flags=flags,
+        swanlab_mode=kw["swanlab_mode"] or "",
+        overrides=tuple(kw["override"] or ()),
+        hosts=kw["hosts"] or "",
+        inventory=kw["inventory"] or "",
+        dry_run=bool(kw["dry_run"]),
+        skip_preflight=bool(kw["skip_preflight"]),
+        link_wait=kw["link_wait"],
+        independent=bool(kw["independent"]),
+        resume=kw["resume"] or "",
+        json=bool(kw["json_"]),
+    )
 
 
-def _dry_run(
-    flags: dict,
-    mode: str,
-    *,
-    hosts: str,
-    inventory: str,
-    swanlab_mode: str,
-    file_cfg: dict,
-    extra: list,
-    independent: bool,
-):
+def _dry_run(d: launch_request.DryRun) -> None:
+    """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``) and, with
+    ``--resume``, what the launch would take from the earlier run. A plan error is one line, exit 2."""
     from dapo_ops.control import plan as plan_mod
     from dapo_ops.control.inventory import InventoryError
 
-    if swanlab_mode:
-        flags = {**flags, "swanlab_mode": swanlab_mode}
+    kw: dict[str, Any] = dict(
+        mode=d.mode,
+        hosts=d.hosts,
+        inventory=d.inventory,
+        env=d.env,
+        file_cfg=d.file_cfg,
+        extra_overrides=d.overrides,
+    )
     try:
         p = None
-        if not independent:  # several hosts: the multi-host plan
+        if not d.independent:  # several hosts: the multi-host plan
             from dapo_ops.cli import multihost
 
-            p = multihost.dry_run(
-                flags,
-                mode=mode,
-                hosts=hosts,
-                inventory=inventory,
-                env=os.environ,
-                file_cfg=file_cfg,
-                extra_overrides=extra,
-            )
+            p = multihost.dry_run(d.flags, **kw)
         if p is None:
-            p = plan_mod.dry_run(
-                flags,
-                mode=mode,
-                hosts=hosts,
-                inventory=inventory,
-                env=os.environ,
-                file_cfg=file_cfg,
-                extra_overrides=extra,
-            )
+            plan_mod.dry_run(d.flags, **kw)
     except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
         fail(str(e), EXIT_USAGE)
-    return p
+    if d.resume:
+        print(
+            f"resume:  continues run {d.resume}: at launch the settings not given now (model, data, lengths, "
+            f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
+            f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
+            f"contacts no host)"
+        )
 
 
 def follow_commands(host: str) -> list[str]:
@@ -164,169 +199,23 @@ def interrupted_line(progress: LaunchProgress) -> str:
     return f"interrupted: {what} ({their} detached): `inv status -H {names}`, `inv stop -H {names}`"
 
 
-def _launch(
-    c,
-    mode: str,
-    flags: dict,
-    *,
-    hosts: str,
-    inventory: str,
-    dry_run: bool,
-    skip_preflight: bool,
-    link_wait: int,
-    swanlab_mode: str,
-    override,
-    accept_new_host_keys: bool,
-    independent: bool = False,
-    resume: str = "",
-    progress: LaunchProgress | None = None,
-    json_: bool = False,
-):
+def _print_results(results: list[HostResult], secrets: list[str], *, json_: bool) -> None:
+    """Print the started runs (text, or ``--json``'s list) and end with one line and exit 1 if a host failed."""
     from dapo_ops.control import fanout
 
-    if link_wait < 0:
-        fail(
-            f"--link-wait={link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)",
-            EXIT_USAGE,
-        )
-    resume = (resume or "").strip()
-    if resume and not runstate.is_run_id(resume):
-        fail(
-            f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`",
-            EXIT_USAGE,
-        )
-    extra = [o for o in (override or []) if o]
-    file_cfg = user_config()
-    try:
-        svc.refuse_secret_overrides(extra, svc.known_secrets(file_cfg))
-        svc.refuse_bad_overrides(extra)
-    except LaunchUsageError as e:
-        fail(str(e), EXIT_USAGE)
-    if mode == "dapo":
-        given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
-        if given:
-            fail(
-                f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
-                f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
-                f"or drop them",
-                EXIT_USAGE,
-            )
-    st = run_settings(flags, file_cfg)
-    try:
-        svc.refuse_secret_settings(st, svc.known_secrets(file_cfg))
-    except LaunchUsageError as e:
-        fail(str(e), EXIT_USAGE)
-    if dry_run and json_:
-        fail("--json prints the started runs and --dry-run starts none: drop one of them", EXIT_USAGE)
-    if dry_run:
-        p = _dry_run(
-            flags,
-            mode,
-            hosts=hosts,
-            inventory=inventory,
-            swanlab_mode=swanlab_mode,
-            file_cfg=file_cfg,
-            extra=extra,
-            independent=independent,
-        )
-        if resume:
-            print(
-                f"resume:  continues run {resume}: at launch the settings not given now (model, data, lengths, "
-                f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
-                f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
-                f"contacts no host)"
-            )
-        return p
-    inv, chosen = select_hosts(c, hosts, inventory)
-    progress = progress if progress is not None else LaunchProgress()
-    progress.hosts = [h.name for h in chosen]
-    if resume and len(chosen) > 1 and independent:  # one run id names one run: a cluster run, or one host's
-        fail(
-            f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
-            f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>",
-            EXIT_USAGE,
-        )
-    notes: list[str] = []
-    sw = _swanlab(swanlab_mode, notes)
-    try:
-        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), dict(os.environ))
-    except ValueError as e:
-        fail(str(e), EXIT_USAGE)
-    try:  # --http-proxy style settings (flag/env/file) > hosts.toml [proxy] > config [proxy] > env
-        proxy_public, proxy_secret = proxy.run_proxy_env(
-            st, file_cfg.get("proxy"), inv.proxy, os.environ, [h.address for h in chosen]
-        )
-    except proxy.ProxyError as e:
-        fail(str(e), EXIT_USAGE)
-    secrets_all = list(sw.secrets()) + list(proxy_secret.values()) + list(notify_secret.values())
-    try:
-        svc.refuse_secret_overrides(extra, secrets_all)  # + the proxy credentials known only now
-        svc.refuse_secret_settings(st, secrets_all)
-    except LaunchUsageError as e:
-        fail(str(e), EXIT_USAGE)
-    for n in notes:
-        print(redact.scrub(n, secrets_all), file=sys.stderr)
-    req = LaunchRequest(
-        mode=mode,
-        settings=st,
-        sw=sw,
-        notify_cfg=notify_cfg,
-        extra_public=proxy_public,
-        extra_secret={**proxy_secret, **notify_secret},
-        inv_proxy=inv.proxy,
-        extra_overrides=extra,
-        skip_preflight=skip_preflight,
-        link_wait=float(link_wait),
-        resume=resume,
-        progress=progress,
-    )
-    if len(chosen) > 1 and not independent:  # ONE run on a Ray cluster across the hosts
-        from dapo_ops.cli import multihost
-
-        return multihost.launch(
-            c,
-            req,
-            chosen,
-            accept_new_host_keys=accept_new_host_keys,
-            secrets_all=secrets_all,
-            json_=json_,
-            hosts_given=bool((hosts or "").strip()),
-        )
-
-    # a plan error is the same on every host kind: check once before contacting anyone
-    try:
-        req.make_plan(chosen[0], runstate.new_run_id())
-    except planning.PlanError as e:
-        fail(str(e), EXIT_USAGE)
-
-    def one(target):
-        try:
-            return svc.launch_one(target, req)
-        except planning.PlanError as e:
-            return Row(ok=False, kind="plan", message=str(e))
-        except LaunchRefused as e:
-            return Row(ok=False, kind=e.kind, message=str(e))
-
-    results = fanout.run(
-        chosen,
-        one,
-        timeout=svc.START_WAIT_S + svc.SETTLE_S + max(0, link_wait) + 180,
-        accept_new_host_keys=accept_new_host_keys,
-        connect_timeout=connect_timeout_override(c),
-    )
     failed = [r for r in results if not r.ok]
     if json_:  # one object per host; a failed host: state "failed", its kind and line (the exit code is the same)
         print(
             json.dumps(
                 [
-                    run_json(r.host, r.row.data, secrets_all)
+                    run_json(r.host, r.row.data, secrets)
                     if r.ok
                     else {
                         "run_id": None,
                         "host": r.host.name,
                         "state": "failed",
                         "kind": r.row.kind or None,
-                        "error": redact.scrub(r.row.message or r.row.kind, secrets_all),
+                        "error": redact.scrub(r.row.message or r.row.kind, secrets),
                     }
                     for r in results
                 ],
@@ -337,134 +226,77 @@ def _launch(
         h = r.host
         if not r.ok:
             if len(results) > 1 and not json_:
-                msg = r.row.message or r.row.kind
-                msg = redact.scrub(msg, secrets_all)
+                msg = redact.scrub(r.row.message or r.row.kind, secrets)
                 print(msg if msg.startswith(h.name) else f"{h.name}: {msg}", file=sys.stderr)
             continue
         if not json_:
-            _print_run(h, r.row.data, secrets_all)
+            _print_run(h, r.row.data, secrets)
     if failed:
         if len(results) == 1:
-            msg = redact.scrub(failed[0].row.message or failed[0].row.kind, secrets_all)
+            msg = redact.scrub(failed[0].row.message or failed[0].row.kind, secrets)
             name = failed[0].host.name
             fail(msg if msg.startswith(name) or msg.startswith("run ") else f"{name}: {msg}", EXIT_FAILED)
         fail(fanout.summary(results), EXIT_FAILED)
 
 
-def _from_task_args(c, mode: str, args: dict) -> None:
-    """Body shared by ``launch`` and ``one-step-off``: split the task's arguments into settings flags (those of the
-    settings table that were given) and launch options, then :func:`_launch`. ``--swanlab-mode`` goes to the
-    SwanLab setup (it decides with the key and host), not into the settings."""
-    args.pop("c", None)
-    raw = {p.name: args.pop(a) for a, p in settings_mod.BY_ARG.items() if a != "swanlab_mode"}
-    flags = given_flags(**raw)
-    # a string flag given empty (--model '') is passed on: the settings table's EMPTY_RULES decide what it means (the
-    # string flags default to None, so '' is only ever typed)
-    flags.update({name: "" for name, v in raw.items() if v == ""})
-    if flags.get("swanlab_host"):  # the SwanLab setup reads it with the key and mode (swanlab_cfg), in-process only
-        try:  # a bad value is reported as the flag's, not as "(from env)"
-            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
-        except swanlab_cfg.SwanlabConfigError as e:
-            fail(str(e), EXIT_USAGE)
-        os.environ["SWANLAB_HOST"] = flags["swanlab_host"]
+def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
+    """The body of both launch tasks (``job`` fixed by the task): parse, build the request, start, print."""
+    refuse_job_as_mode(kw["mode"], task_name)
+    args = task_args(job, kw)
     progress = LaunchProgress()
     with on_interrupt(lambda: interrupted_line(progress)):
-        _launch(c, mode, flags, progress=progress, **args)
+        try:
+            got = launch_request.build(
+                args, os.environ, select_hosts=lambda: select_hosts(c, args.hosts, args.inventory), progress=progress
+            )
+        except LaunchUsageError as e:
+            fail(str(e), EXIT_USAGE)
+        if isinstance(got, launch_request.DryRun):
+            _dry_run(got)
+            return
+        for n in got.notes:
+            print(n, file=sys.stderr)
+        if got.cluster:  # ONE run on a Ray cluster across the hosts
+            from dapo_ops.cli import multihost
+
+            multihost.launch(
+                c,
+                got.request,
+                got.hosts,
+                accept_new_host_keys=kw["accept_new_host_keys"],
+                secrets_all=got.secrets,
+                json_=args.json,
+                hosts_given=got.hosts_given,
+            )
+            return
+        results = launch_request.start(
+            got, accept_new_host_keys=kw["accept_new_host_keys"], connect_timeout=connect_timeout_override(c)
+        )
+        _print_results(results, got.secrets, json_=args.json)
 
 
-@fanout_task(help=HELP, iterable=["override"])
-def launch(
-    c,
-    steps=UNSET,
-    framework=None,
-    model=None,
-    train_file=None,
-    val_file=None,
-    trainer_gpus=UNSET,
-    rollout_gpus=UNSET,
-    max_response_length=UNSET,
-    features=None,
-    offload=False,
-    max_oom_retries=UNSET,
-    container=None,
-    save_freq=UNSET,
-    max_prompt_length=UNSET,
-    rollout_tp=UNSET,
-    gpu_memory_utilization=UNSET_FLOAT,
-    train_batch_size=UNSET,
-    ppo_mini_batch_size=UNSET,
-    rollout_n=UNSET,
-    micro_batch_size=UNSET,
-    max_position_embeddings=UNSET,
-    project=None,
-    experiment=None,
-    profile=None,
-    swanlab_host=None,
-    http_proxy=None,
-    https_proxy=None,
-    hang_timeout=UNSET,
-    swanlab_mode="",
-    override=None,
-    hosts="",
-    inventory="",
-    dry_run=False,
-    skip_preflight=False,
-    link_wait=20,
-    accept_new_host_keys=False,
-    independent=False,
-    mode=None,
-    resume="",
-    json_=False,
-):
-    """Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."""
-    refuse_job_as_mode(mode, "launch")
-    _from_task_args(c, "dapo", dict(locals()))
+def _launch_task(name: str, job: str, doc: str) -> FanoutTask:
+    """A launch task named ``name`` with the parameters :data:`SIGNATURE` and the job ``job`` fixed. The body's
+    ``__signature__`` is :data:`SIGNATURE` (invoke reads the flags from it, ``-H`` finds ``hosts`` in it); a direct
+    call (quickstart's) gets the defaults of the parameters it leaves out."""
+
+    def body(c, **kw):
+        bound = SIGNATURE.bind(c, **kw)
+        bound.apply_defaults()
+        bound.arguments.pop("c")
+        _launch(c, job, name, bound.arguments)
+
+    body.__signature__ = SIGNATURE  # type: ignore[attr-defined]
+    body.__name__ = body.__qualname__ = name.replace("-", "_")
+    body.__doc__ = doc
+    return fanout_task(name=name, help=HELP, iterable=["override"])(body)
 
 
-@fanout_task(name="one-step-off", help=HELP, iterable=["override"])
-def one_step_off(
-    c,
-    steps=UNSET,
-    framework=None,
-    model=None,
-    train_file=None,
-    val_file=None,
-    trainer_gpus=UNSET,
-    rollout_gpus=UNSET,
-    max_response_length=UNSET,
-    features=None,
-    offload=False,
-    max_oom_retries=UNSET,
-    container=None,
-    save_freq=UNSET,
-    max_prompt_length=UNSET,
-    rollout_tp=UNSET,
-    gpu_memory_utilization=UNSET_FLOAT,
-    train_batch_size=UNSET,
-    ppo_mini_batch_size=UNSET,
-    rollout_n=UNSET,
-    micro_batch_size=UNSET,
-    max_position_embeddings=UNSET,
-    project=None,
-    experiment=None,
-    profile=None,
-    swanlab_host=None,
-    http_proxy=None,
-    https_proxy=None,
-    hang_timeout=UNSET,
-    swanlab_mode="",
-    override=None,
-    hosts="",
-    inventory="",
-    dry_run=False,
-    skip_preflight=False,
-    link_wait=20,
-    accept_new_host_keys=False,
-    independent=False,
-    mode=None,
-    resume="",
-    json_=False,
-):
-    """Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor."""
-    refuse_job_as_mode(mode, "one-step-off")
-    _from_task_args(c, "one-step-off", dict(locals()))
+launch = _launch_task(
+    "launch", "dapo", "Start DAPO training (the runbook's run_dapo.sh) detached under the OOM-retry supervisor."
+)
+one_step_off = _launch_task(
+    "one-step-off",
+    "one-step-off",
+    "Start one-step-off-policy training (separate trainer and rollout pools) detached under the supervisor.",
+)

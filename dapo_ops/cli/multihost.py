@@ -1,6 +1,6 @@
 """Printing side of the multi-host launch (docs/workflow.md): ONE run on a Ray cluster across the ``-H`` hosts.
 
-:func:`dapo_ops.cli.launch._launch` comes here with several hosts (``--independent`` keeps one run per host);
+:mod:`dapo_ops.cli.launch` comes here with several hosts (``--independent`` keeps one run per host);
 the steps and their teardown are :func:`dapo_ops.control.multihost.launch_cluster`. This module makes the
 SSH targets, calls the service, prints the run id, head, nodes joined and devices, or one line and a non-zero
 exit (exit 2 for plan/topology errors, 1 otherwise), with nothing left running. ``inv stop`` calls

@@ -16,16 +16,26 @@ connection, :mod:`dapo_ops.control.remote.sshmux`) never needs; the SSH config f
 
 Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env
 ``DAPO_OPS_*`` for declared keys).
+
+What only a program can decide is :class:`DapoOps`' (as Fabric's ``Fab(Program)`` does for ``fab``): every parse
+error of the command line (unknown flag, flag without its value, ``--help`` of no task) exits ``EXIT_USAGE`` (2)
+like every other usage error; invoke's own Program exits 1 for them (invoke/program.py ``Program.run``), and under
+plain ``inv`` they keep that code: nothing of invoke is patched. What a task does under both programs (a bad typed
+value, Ctrl-C, a closed pipe) is its Task class's (:class:`dapo_ops.cli._common.FanoutTask`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
+
 from invoke import Argument, Call, Executor as _InvokeExecutor, Program, Task
 from invoke import Config as _InvokeConfig
-from invoke.exceptions import Exit
+from invoke.exceptions import Exit, ParseError
 
 from dapo_ops import __version__
-from dapo_ops.cli._common import EXIT_USAGE, takes_hosts
+from dapo_ops.cli._common import EXIT_USAGE, closed_pipe, takes_hosts
 
 
 class Config(_InvokeConfig):
@@ -80,8 +90,39 @@ class Executor(_InvokeExecutor):
         return calls  # as fabric.Executor: two calls of one task (e.g. for different hosts) both run
 
 
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A :class:`~invoke.exceptions.ParseError` in the block becomes ``Exit(message, EXIT_USAGE)``: the same one
+    line, printed by ``Program.run``, with the exit code of every usage error."""
+    try:
+        yield
+    except ParseError as e:
+        raise Exit(str(e), code=EXIT_USAGE) from None
+
+
 class DapoOps(Program):
-    """invoke's Program with Fabric's SSH core flags (``-H``, ``-i``, ``-S``, ``-t``)."""
+    """invoke's Program with Fabric's SSH core flags (``-H``, ``-i``, ``-S``, ``-t``); a parse error of the command
+    line exits ``EXIT_USAGE``, a reader that closed the pipe ends it quietly (module docstring)."""
+
+    def run(self, argv=None, exit: bool = True) -> None:
+        try:
+            super().run(argv, exit)
+        except BrokenPipeError:  # printing outside a task (--list, --help); a task's own is FanoutTask's
+            code = closed_pipe().code
+            if exit:
+                sys.exit(code)
+
+    def parse_core_args(self) -> None:
+        with _usage_errors():
+            super().parse_core_args()
+
+    def parse_tasks(self) -> None:
+        with _usage_errors():
+            super().parse_tasks()
+
+    def parse_cleanup(self) -> None:
+        with _usage_errors():
+            super().parse_cleanup()
 
     def core_args(self):
         return super().core_args() + [

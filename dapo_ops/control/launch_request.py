@@ -1,0 +1,273 @@
+"""The launch request: what ``inv launch`` / ``inv one-step-off`` were given, checked and resolved into a
+:class:`~dapo_ops.control.launch.LaunchRequest` (or what ``--dry-run`` shows), or ONE usage error; and the start of
+the single-host runs across the hosts.
+
+:func:`build` is the one function the launch tasks call (:mod:`dapo_ops.cli.launch` parses the flags into
+:class:`TaskArgs`, prints and exits). Its order is the order of the refusals: first what needs no host
+(``--swanlab-host``, ``--link-wait``, ``--resume``, the user config file, each ``--override``, pool sizes outside
+one-step-off, the run settings, ``--json`` with ``--dry-run``); then the hosts are selected (the task's own
+selection, passed in: it knows the program's core flags); then the SwanLab settings (which may ask on a terminal),
+the notifier and the container's proxy. Every secret dapo-ops knows is looked for in the overrides and the run
+settings exactly once, as soon as it is known: the ones the operator's environment and config file name before any
+host is selected (so a refusal never waits for a host or a question), the ones the inventory's ``[proxy]`` and the
+SwanLab question add afterwards.
+
+The operator's environment is a mapping passed in and never written: ``--swanlab-host`` reaches the SwanLab setup
+and the dry-run plan as the ``SWANLAB_HOST`` of a copy (it used to be written into ``os.environ``).
+
+Never prints or exits: returns :class:`DryRun` or :class:`Launch`, raises :class:`LaunchUsageError` (one line);
+:func:`start` returns one :class:`~dapo_ops.control.fanout.HostResult` per host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dapo_ops.agent import notify
+from dapo_ops.control import fanout
+from dapo_ops.control import launch as svc
+from dapo_ops.control import planning
+from dapo_ops.control import proxy
+from dapo_ops.control import settings as settings_mod
+from dapo_ops.control import swanlab_cfg
+from dapo_ops.control import userconfig
+from dapo_ops.control.fanout import HostResult, Row
+from dapo_ops.control.inventory import Host, Inventory
+from dapo_ops.control.launch import LaunchProgress, LaunchRefused, LaunchRequest
+from dapo_ops.control.launch_errors import LaunchUsageError
+from dapo_ops.control.remote import Target
+from dapo_ops.core import redact
+from dapo_ops.core import runstate
+
+#: seconds a host's launch may take besides waiting for its run to start (:data:`~dapo_ops.control.launch.START_WAIT_S`,
+#: :data:`~dapo_ops.control.launch.SETTLE_S`) and for the SwanLab link (``--link-wait``): the bundle install, the
+#: quick checks, the memory fit and the spec writes over SSH
+HOST_WORK_S = 180.0
+
+
+@dataclass(frozen=True)
+class TaskArgs:
+    """The launch tasks' arguments as parsed (:data:`dapo_ops.cli.launch.SIGNATURE`).
+
+    ``mode``: the job, fixed by the task: ``dapo`` (``inv launch``) | ``one-step-off`` (``inv one-step-off``).
+    ``flags``: the settings flags given, by setting name (:data:`dapo_ops.control.settings.BY_ARG`; ``""`` = given
+    empty, which the settings table's ``EMPTY_RULES`` judge). ``swanlab_mode``: ``--swanlab-mode`` ("" = not given;
+    the SwanLab setup decides with the key and host, it is not a run setting). ``link_wait``: seconds (>= 0).
+    ``resume``: a run id to continue ("" = a new run). The rest as the flags of the same names.
+    """
+
+    mode: str
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    swanlab_mode: str = ""
+    overrides: tuple[str, ...] = ()
+    hosts: str = ""
+    inventory: str = ""
+    dry_run: bool = False
+    skip_preflight: bool = False
+    link_wait: int = 20
+    independent: bool = False
+    resume: str = ""
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What ``--dry-run`` renders (:func:`dapo_ops.control.plan.dry_run`, or the multi-host plan of several hosts
+    unless ``independent``): no host is contacted and nothing is asked. ``flags`` include ``swanlab_mode`` when
+    given; ``env`` is the operator's environment as the plan must see it (``--swanlab-host`` as ``SWANLAB_HOST``);
+    ``resume``: the run id the launch would continue ("" = none)."""
+
+    mode: str
+    flags: dict[str, Any]
+    hosts: str
+    inventory: str
+    env: Mapping[str, str]
+    file_cfg: dict[str, Any]
+    overrides: list[str]
+    independent: bool
+    resume: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch to start: the request, the selected hosts (head first), ``cluster`` (True: ONE run on a Ray cluster
+    across them, :func:`dapo_ops.control.multihost.launch_cluster`; False: one run per host, :func:`start`),
+    ``hosts_given`` (False when no ``-H`` chose them: every host of the inventory), ``secrets`` (every secret value
+    known, to redact whatever is printed) and ``notes`` (redacted lines for the operator, e.g. a config file others
+    can read)."""
+
+    request: LaunchRequest
+    hosts: list[Host]
+    inventory: Inventory
+    cluster: bool
+    hosts_given: bool
+    secrets: list[str]
+    notes: list[str]
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds the start of every host may take in all (:func:`start`): the run's start and settle time, the
+        SwanLab link wait and :data:`HOST_WORK_S`."""
+        return svc.START_WAIT_S + svc.SETTLE_S + max(0.0, self.request.link_wait) + HOST_WORK_S
+
+
+def build(
+    args: TaskArgs,
+    env: Mapping[str, str],
+    *,
+    select_hosts: Callable[[], tuple[Inventory, list[Host]]],
+    progress: LaunchProgress | None = None,
+    stdin_isatty: bool | None = None,
+) -> DryRun | Launch:
+    """Check the launch tasks' arguments and resolve them into what to do: :class:`DryRun` for ``--dry-run``,
+    else :class:`Launch` (the refusals and their order: module docstring).
+
+    :param env: the operator's environment (read only; ``os.environ`` from the task).
+    :param select_hosts: the task's host selection (``-H``, ``--inventory``, the program's core flags), called once,
+        for a launch only, after every check that needs no host; whatever it raises propagates.
+    :param progress: what the task's Ctrl-C line reads (:class:`~dapo_ops.control.launch.LaunchProgress`): its
+        ``hosts`` are set here; a new one when None.
+    :param stdin_isatty: whether the SwanLab setup may ask for a missing key (None: whether stdin is a terminal).
+    :raises LaunchUsageError: one line saying what is wrong and how to fix it; nothing was contacted or started.
+    """
+    env = dict(env)
+    flags = dict(args.flags)
+    if flags.get("swanlab_host"):  # named as the flag's in an error, not as "(from env)"
+        try:
+            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
+        except swanlab_cfg.SwanlabConfigError as e:
+            raise LaunchUsageError(str(e)) from None
+        env["SWANLAB_HOST"] = flags["swanlab_host"]  # the SwanLab setup reads it with the key and mode
+    if args.link_wait < 0:
+        raise LaunchUsageError(
+            f"--link-wait={args.link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)"
+        )
+    resume = (args.resume or "").strip()
+    if resume and not runstate.is_run_id(resume):
+        raise LaunchUsageError(
+            f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`"
+        )
+    extra = [o for o in args.overrides if o]
+    try:
+        file_cfg = userconfig.load(userconfig.config_path(env))
+    except userconfig.UserConfigError as e:
+        raise LaunchUsageError(str(e)) from None
+    known = svc.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
+    svc.refuse_secret_overrides(extra, known)
+    svc.refuse_bad_overrides(extra)
+    if args.mode == "dapo":
+        given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
+        if given:
+            raise LaunchUsageError(
+                f"{' and '.join(given)} size the pools of one-step-off; DAPO trains and rolls out on every device "
+                f"of each host (hosts.toml `devices`): use `inv one-step-off {' '.join(g + ' N' for g in given)}`, "
+                f"or drop them"
+            )
+    try:
+        st = settings_mod.resolve(flags, env, file_cfg)
+    except settings_mod.SettingsError as e:
+        raise LaunchUsageError(str(e)) from None
+    svc.refuse_secret_settings(st, known)
+    if args.dry_run and args.json:
+        raise LaunchUsageError("--json prints the started runs and --dry-run starts none: drop one of them")
+    if args.dry_run:
+        return DryRun(
+            mode=args.mode,
+            flags={**flags, "swanlab_mode": args.swanlab_mode} if args.swanlab_mode else flags,
+            hosts=args.hosts,
+            inventory=args.inventory,
+            env=env,
+            file_cfg=file_cfg,
+            overrides=extra,
+            independent=args.independent,
+            resume=resume,
+        )
+
+    inv, chosen = select_hosts()
+    progress = progress if progress is not None else LaunchProgress()
+    progress.hosts = [h.name for h in chosen]
+    if resume and len(chosen) > 1 and args.independent:  # one run id names one run: a cluster run, or one host's
+        raise LaunchUsageError(
+            f"--resume {resume!r} continues one run: drop --independent to resume the multi-host run {resume} "
+            f"(same -H hosts, its head first), or resume each host's own run with -H <host> --resume <its run id>"
+        )
+    notes: list[str] = []
+    try:
+        sw = swanlab_cfg.resolve_for_launch(
+            mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes
+        )
+    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
+        raise LaunchUsageError(str(e)) from None
+    try:
+        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), env)
+    except ValueError as e:
+        raise LaunchUsageError(str(e)) from None
+    try:  # --http-proxy style settings (flag/env/file) > hosts.toml [proxy] > config [proxy] > env
+        proxy_public, proxy_secret = proxy.run_proxy_env(
+            st.values, file_cfg.get("proxy"), inv.proxy, env, [h.address for h in chosen]
+        )
+    except proxy.ProxyError as e:
+        raise LaunchUsageError(str(e)) from None
+    secrets = [*sw.secrets(), *proxy_secret.values(), *notify_secret.values()]
+    later = [s for s in secrets if s not in known]  # the SwanLab key asked for, proxy credentials of hosts.toml
+    svc.refuse_secret_overrides(extra, later)
+    svc.refuse_secret_settings(st, later)
+    req = LaunchRequest(
+        mode=args.mode,
+        settings=st,
+        sw=sw,
+        notify_cfg=notify_cfg,
+        extra_public=proxy_public,
+        extra_secret={**proxy_secret, **notify_secret},
+        inv_proxy=inv.proxy,
+        extra_overrides=extra,
+        skip_preflight=args.skip_preflight,
+        link_wait=float(args.link_wait),
+        resume=resume,
+        progress=progress,
+    )
+    cluster = len(chosen) > 1 and not args.independent
+    if not cluster:  # a plan error is the same on every host kind: refused before any host is contacted
+        try:
+            req.make_plan(chosen[0], runstate.new_run_id())
+        except planning.PlanError as e:
+            raise LaunchUsageError(str(e)) from None
+    return Launch(
+        request=req,
+        hosts=chosen,
+        inventory=inv,
+        cluster=cluster,
+        hosts_given=bool((args.hosts or "").strip()),
+        secrets=secrets,
+        notes=[redact.scrub(n, secrets) for n in notes],
+    )
+
+
+def start(
+    launch: Launch, *, accept_new_host_keys: bool = False, connect_timeout: float | None = None
+) -> list[HostResult]:
+    """Start one single-host run on every host of ``launch`` in parallel (:func:`dapo_ops.control.launch.launch_one`)
+    within :attr:`Launch.timeout_s`. A host's plan error or refusal is its failed row (kind ``plan`` or the
+    refusal's kind); every host is reported.
+
+    :param connect_timeout: seconds per SSH connect (the program's ``-t``), None = the inventory's.
+    :returns: one result per host, in ``launch.hosts`` order.
+    """
+
+    def one(target: Target) -> Row:
+        try:
+            return svc.launch_one(target, launch.request)
+        except planning.PlanError as e:
+            return Row(ok=False, kind="plan", message=str(e))
+        except LaunchRefused as e:
+            return Row(ok=False, kind=e.kind, message=str(e))
+
+    return fanout.run(
+        launch.hosts,
+        one,
+        timeout=launch.timeout_s,
+        accept_new_host_keys=accept_new_host_keys,
+        connect_timeout=connect_timeout,
+    )
