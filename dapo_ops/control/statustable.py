@@ -116,6 +116,17 @@ def cells(row: StatusRow) -> dict[str, str]:
     }
 
 
+def swanlab_text(url: str) -> str:
+    """What a row's SwanLab value (run.json ``swanlab_url``, :class:`dapo_ops.core.logformat.LinkScanner`) tells the
+    operator, after the word ``swanlab``: a cloud run's link as it is; an offline run's ``swanlab sync <dir>`` and a
+    local run's ``swanlab watch <dir>`` as what to do with them, the command whole and copyable (a new user's trial:
+    ``inv status`` printed ``swanlab swanlab sync <dir>``)."""
+    for cmd, what in (("swanlab sync ", "offline run, upload it with"), ("swanlab watch ", "local run, view it with")):
+        if url.startswith(cmd):
+            return "%s `%s`" % (what, url)
+    return url
+
+
 def summary_line(row: StatusRow) -> str | None:
     """One line for a live run, whole run id first (copyable for ``--run`` / ``--resume``): ``h1 <run id>: running,
     step 5/10 (50%), ETA 55s, 44.6k tok/s/device``; None for a row that is not an active run."""
