@@ -73,3 +73,14 @@ def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
     row = statusview.build_row("gpu", json.loads(json.dumps(ans)))
     assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
     assert row.log_read.endswith("attempt-1.log")
+
+
+def test_a_run_that_reached_no_step_says_so_not_a_last_step_age():
+    """A new user's trial: `last step 5m00s ago` was shown for a run that had not reached its first step."""
+    run = _run(step=None, step_times=[], last_progress_at=1000.0)
+    row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1300.0, "supervisor_alive": True})
+    assert row.step is None and statustable.cells(row)["age"] == "no step yet (started 5m00s ago)"
+    ended = statusview.build_row("gpu", {"run": dict(run, status="failed"), "tail": "", "now": 1300.0})
+    assert statustable.cells(ended)["age"] == "no step (started 5m00s ago)"
+    moving = statusview.build_row("gpu", {"run": _run(), "tail": "", "now": 1015.0, "supervisor_alive": True})
+    assert statustable.cells(moving)["age"] == "5s ago"

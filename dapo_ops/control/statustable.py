@@ -110,8 +110,7 @@ def cells(row: StatusRow) -> dict[str, str]:
         "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
         "tput": fmt_num(m["perf/throughput"], "tok/s") if "perf/throughput" in m else "-",
         "verdict": verdict,
-        "age": (fmt_duration(row.progress_age_s) + " ago" if row.progress_age_s is not None else "-")
-        + ("!" if row.stale else ""),
+        "age": age(row) + ("!" if row.stale else ""),
         "swanlab": row.swanlab_url or "-",
     }
 
@@ -125,6 +124,18 @@ def swanlab_text(url: str) -> str:
         if url.startswith(cmd):
             return "%s `%s`" % (what, url)
     return url
+
+
+def age(row: StatusRow) -> str:
+    """The ``last step`` cell: how long ago the last step came (``2m05s ago``); a run that reached no step says so
+    and since when its attempt runs (``no step yet (started 5m00s ago)``; ended: ``no step (started ...)``), never
+    a step age it does not have (a new user's trial: ``5m00s ago`` under ``last step`` before the first step)."""
+    if row.progress_age_s is None:
+        return "-"
+    ago = fmt_duration(row.progress_age_s) + " ago"
+    if row.step is not None:
+        return ago
+    return "no step%s (started %s)" % (" yet" if row.status in ACTIVE_STATUSES else "", ago)
 
 
 def summary_line(row: StatusRow) -> str | None:
