@@ -70,6 +70,14 @@ def _empty_rule() -> list[str]:
         + " it is "
         + settings.EMPTY_RULES["value"]
         + ".",
+        "For "
+        + ", ".join(f"`{n}`" for n in settings.EMPTY_DEFAULT_REFUSED)
+        + " the default is empty too, yet an empty value is refused: that default picks what you did not name (the",
+        "inventory's container; the mode SwanLab setup decides, cloud unless the config file says otherwise, where the "
+        "metrics",
+        "leave the site), so an empty value is taken for a forgotten one (`CONTAINER=$NAME` with NAME unset); "
+        "`inv status`, `logs`, `stop`,",
+        "`watch`, `hosts` and `quickstart` refuse an empty `CONTAINER` (and quickstart an empty `SWANLAB_MODE`) the same way.",
         "A string setting holding `${` is refused: verl's config (OmegaConf) would evaluate it "
         "(`verl/trainer/main_ppo.py:144-145`).",
     ]
