@@ -716,3 +716,49 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
         batch = {"train_batch_size": 32} if name == "parameter_sync_step" else {}
         changed = argv(*case, **{name: other[name]}, **batch)
         assert changed.get(key) != a[key], (key, name)
+
+
+@pytest.mark.parametrize("version,want", [(2, "fsdp2"), (1, "fsdp"), (None, "fsdp")])
+def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkeypatch, version, want):
+    """A run an older tool version started with actor.strategy=fsdp2 on one device (the plan picks fsdp there now):
+    its --resume keeps fsdp2, read from the checkpoint's own record (verl 0.9.1 fsdp_checkpoint_manager.py:409-416
+    writes global_step_N/actor/fsdp_config.json); fsdp and fsdp2 checkpoints do not load into each other. No record
+    (or no checkpoint): the plan's choice."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control import planning, resume, settings
+    from dapo_ops.control.inventory import Host
+
+    one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
+    st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})
+    plan = planning.make_plan(st, one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False)
+    assert "actor_rollout_ref.actor.strategy=fsdp" in plan.argv  # the plan's own choice on one device
+    old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 10}}
+    answers = {
+        "/r/old/checkpoints/latest_checkpointed_iteration.txt": "4\n",
+        "/r/old/run.json": '{"status": "stopped", "step": 4}',
+    }
+    if version:
+        answers["/r/old/checkpoints/global_step_4/actor/fsdp_config.json"] = json.dumps(
+            {"FSDP_version": version, "world_size": 1}
+        )
+
+    class T:
+        host = SimpleNamespace(runs_path="/r")
+
+        def run(self, argv, **kw):
+            return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
+
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    line = resume.apply_resume(T(), plan, "old", old)
+    assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
+    # the supervisor's later attempts build their argv from the spec: they keep it too
+    from dapo_ops.core import overrides
+
+    assert f"actor_rollout_ref.actor.strategy={want}" in overrides.build_command(
+        dict(plan.spec, attempt=2), plan.features
+    )
+    assert plan.spec.get("strategy") == (want if version else None)
+    assert ("keeps actor strategy fsdp2 (its checkpoint's FSDP version; fsdp would not load it)" in line) == (
+        want == "fsdp2"
+    ), line

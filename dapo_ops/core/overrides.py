@@ -282,7 +282,7 @@ def overrides_for(
 
     # features
     train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
-    out += profiles.strategy_overrides(str(framework or ""), train_world)
+    out += profiles.strategy_overrides(str(framework or ""), train_world, spec.get("strategy"))
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(
         profile,
