@@ -12,6 +12,7 @@
 # sdpa route: USER_FEATURES=-flash_attn (FSDP 0.9 keeps the other three features on: core/features.py implies_off)
 if [ "${GPU_FA4:-0}" = 1 ]; then GPU_USER_FEATURES=""; else GPU_USER_FEATURES="-flash_attn"; fi
 SCEN=h; . "$(dirname "$0")/lib.sh"
+unset ROLLOUT_EAGER  # the recipe's eager rollout (lib.sh) is not verl's default: both runs keep CUDA graphs
 STEPS=${STEPS:-6}
 if [ "${GPU_FA4:-0}" = 1 ]; then ATTN=flash_attention_4; else ATTN=sdpa; fi
 ATTN_OV=(); [ "$ATTN" = sdpa ] || ATTN_OV=("++actor_rollout_ref.model.override_config.attn_implementation=$ATTN")

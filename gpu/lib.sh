@@ -99,11 +99,11 @@ stop_sampler() { [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null; wait "$SA
 # flags > env, so a scenario's own flags win); everything else the recipe sets goes as --override (ovr)
 export FRAMEWORK=fsdp ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \
   MAX_PROMPT_LENGTH=128 MAX_RESPONSE_LENGTH=64 GPU_MEMORY_UTILIZATION=0.3 MAX_OOM_RETRIES=3 HANG_TIMEOUT=900 \
-  USER_FEATURES=${GPU_USER_FEATURES--flash_attn,-dynamic_batch,-remove_padding,-gradient_checkpointing}
+  ROLLOUT_EAGER=true USER_FEATURES=${GPU_USER_FEATURES--flash_attn,-dynamic_batch,-remove_padding,-gradient_checkpointing}
 TINY_FLAGS=(--link-wait 0)
 RECIPE_OVERRIDES=(data.dataloader_num_workers=0 actor_rollout_ref.actor.optim.lr=1e-6
   actor_rollout_ref.actor.use_torch_compile=False actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
-  actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.max_num_seqs=64 reward.num_workers=1
+  actor_rollout_ref.rollout.max_num_seqs=64 reward.num_workers=1
   trainer.val_before_train=False trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=False
   actor_rollout_ref.rollout.agent.num_workers=1
   reward.custom_reward_function.path=$ROOT/len_reward.py reward.custom_reward_function.name=len_mod3)

@@ -96,3 +96,36 @@ def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "timeout", out.stderr
+
+
+def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
+    """A new user's trial: the launch's SwanLab refusal (cloud mode, no DNS in the container) lost the end of its fix
+    ("... or use --swanlab-mode offline (swanlab sync later) (--skip-pref...") to fanout's 300-character cut."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control import launch as svc
+    from dapo_ops.control import preflight
+    from dapo_ops.control.preflight.network import tracker_check
+
+    dns = "cannot resolve api.swanlab.cn: Temporary failure in name resolution"
+    probe = {"http": {"swanlab": {"url": "https://api.swanlab.cn", "reachable": False, "kind": "dns", "error": dns}}}
+    monkeypatch.setattr(svc, "refuse_if_busy", lambda *a, **k: None)
+    monkeypatch.setattr(preflight, "quick", lambda *a, **k: [tracker_check(probe)])
+
+    def fn(t):  # what cli/launch.py's per-host function does with a refusal
+        t = SimpleNamespace(host=t.host, container_state=lambda: SimpleNamespace(running=True), container="verl")
+        try:
+            svc.quick_checks(t, SimpleNamespace(spec={"python": "python3"}), "/b", False)
+        except svc.LaunchRefused as e:
+            return Row(ok=False, kind=e.kind, message=str(e))
+
+    (r,) = fanout.run(HOSTS[:1], fn, timeout=60)
+    assert len(r.row.message) > 300 and "\n" not in r.row.message
+    assert r.row.message.startswith("h1: preflight swanlab failed: SwanLab host https://api.swanlab.cn not reachable")
+    assert dns in r.row.message
+    assert r.row.message.endswith(
+        "or use --swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"
+    ), r.row.message
+    # a bug's exception text is still bounded (it can be anything)
+    (b,) = fanout.run(HOSTS[:1], lambda t: (_ for _ in ()).throw(ValueError("x" * 1000)), timeout=60)
+    assert b.row.kind == "error" and len(b.row.message) == fanout.BUG_TEXT_LIMIT

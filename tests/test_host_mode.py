@@ -143,3 +143,30 @@ def test_bare_start_command_detaches_and_keeps_host_pythonpath():
     assert "docker" not in line and "setsid sh -c" in line and line.endswith("< /dev/null & )")
     assert line.startswith("export PATH='/a b' && ")
     assert "PYTHONPATH=/r/.dapo_ops/b:/tmp/site exec python3 -m dapo_ops.agent.supervisor /r/run1" in line
+
+
+def test_inv_hosts_shows_a_local_bare_host_as_local_without_ssh(monkeypatch):
+    """A new user's trial: `inv hosts` showed a local bare host (defaults user root, port 22, address 127.0.0.1) as
+    `root@127.0.0.1:22`, ssh ok, container running."""
+    from types import SimpleNamespace
+
+    from dapo_ops.cli import hosts as hosts_task
+
+    answer = SimpleNamespace(exited=0, stdout='{"found": true, "version": "0.9.1", "python": "3.11.7"}\n', stderr="")
+    monkeypatch.setattr(remote_bundle, "run_op", lambda *a, **k: answer)
+    text = '[defaults]\nuser = "root"\nport = 22\n' + BARE.replace("[hosts.dev]", '[hosts.dev]\naddress = "127.0.0.1"')
+    row = hosts_task.check_host(Target(_load(text).hosts["dev"]))
+    assert row.ok and row.cells == {
+        "address": "local (no SSH)",
+        "ssh": "-",
+        "container": "- (bare host)",
+        "python": "3.11.7",
+        "verl": "0.9.1",
+    }
+    ssh_bare = _load('[hosts.b]\naddress = "192.0.2.1"\nuser = "root"\nport = 22\nruntime = "host"\n').hosts["b"]
+    row = hosts_task.check_host(Target(ssh_bare))
+    assert (row.cells["address"], row.cells["ssh"], row.cells["container"]) == (
+        "root@192.0.2.1:22",
+        "ok",
+        "- (bare host)",
+    )

@@ -430,7 +430,7 @@ def test_an_override_hydra_cannot_parse_is_refused_naming_it(tmp_path):
     line = _one_line(inv(["launch", "--dry-run", "--override", "trainer.experiment_name=a;b"], tmp_path))
     assert "'trainer.experiment_name=a;b' is not a valid Hydra override" in line
     assert "trainer.experiment_name='a;b'" in line
-    res = inv(["launch", "--dry-run", "--override", "trainer.experiment_name='a;b'"], tmp_path)
+    res = inv(["launch", "--dry-run", "--override", "data.prompt_key='a;b'"], tmp_path)
     assert res.returncode == 0, res.stderr
 
 
@@ -589,3 +589,177 @@ def test_a_refused_resume_leaves_the_earlier_runs_record_alone(monkeypatch):
         resume.apply_resume(T(), plan, "old", old)
     assert "would train nothing" in str(e.value)
     assert calls == []  # the earlier run's record was not touched
+
+
+# A new user's trial: --override of a key the plan sets (trainer.total_training_steps, the model path, the data files,
+# the experiment name, the resume keys) came last in verl's argv and won silently against the tool's own setting.
+@pytest.mark.parametrize(
+    "override,line",
+    [
+        ("trainer.total_training_steps=5", "--override trainer.total_training_steps=5: use --steps (TRAIN_STEPS)"),
+        (
+            "actor_rollout_ref.model.path=/m/other",
+            "--override actor_rollout_ref.model.path=...: use --model (MODEL_PATH)",
+        ),
+        ("data.train_files=/d/x.parquet", "--override data.train_files=...: use --train-file (TRAIN_FILE)"),
+        ("trainer.experiment_name=mine", "--override trainer.experiment_name=...: use --experiment (EXPERIMENT_NAME)"),
+        ("+trainer.project_name=p", "--override +trainer.project_name=...: use --project (PROJECT_NAME)"),
+        (
+            "actor_rollout_ref.rollout.gpu_memory_utilization=0.7",
+            "--override actor_rollout_ref.rollout.gpu_memory_utilization=0.7: use --gpu-memory-utilization "
+            "(GPU_MEMORY_UTILIZATION)",
+        ),
+        (
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+            "--override actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4: use TRAINER_TP (or "
+            "trainer_tp in [run] of the config file)",
+        ),
+        (
+            "trainer.resume_mode=disable",
+            "--override trainer.resume_mode=...: dapo-ops sets trainer.resume_mode itself: dapo-ops sets it to auto: "
+            "every retry resumes from the run's last checkpoint (continue an earlier run with --resume RUN_ID); drop "
+            "the override",
+        ),
+        ("~trainer.logger", "--override ~trainer.logger: dapo-ops sets trainer.logger itself: the supervisor reads"),
+        ("trainer.default_local_dir=/x", "--override trainer.default_local_dir=...: dapo-ops sets"),
+    ],
+)
+def test_an_override_of_a_key_the_plan_sets_is_refused_naming_the_setting(tmp_path, override, line):
+    got = _one_line(inv(["launch", "--dry-run", "--override", override], tmp_path))
+    assert got.startswith(line), got
+
+
+def test_generic_overrides_and_the_ladder_managed_keys_stay_open(tmp_path):
+    res = inv(
+        [
+            "launch",
+            "--dry-run",
+            "--override",
+            "trainer.val_before_train=True",
+            "--override",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+            "--override",
+            "+actor_rollout_ref.actor.optim.weight_decay=0.1",
+        ],
+        tmp_path,
+        {"SWANLAB_MODE": "disabled"},
+    )
+    assert res.returncode == 0, res.stderr
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2" in res.stdout
+
+
+def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
+    """The two tables of core/overrides.py name keys the plan really emits (in some mode x framework x accelerator x
+    profile), and each setting key follows its setting: changing the setting changes that key's value."""
+    from dapo_ops.control import planning, settings
+    from dapo_ops.control.inventory import Host
+    from dapo_ops.core import overrides
+
+    npu, gpu = Host(name="n", address="x", devices=8), Host(name="g", address="x", accelerator="gpu", devices=8)
+    base = {"max_position_embeddings": 40960, "rollout_tp": 1}
+    cases = [
+        ("dapo", "megatron", npu, "0.9"),
+        ("one-step-off", "fsdp", gpu, "0.9"),
+        ("one-step-off", "fsdp", gpu, "0.8"),
+    ]
+
+    def argv(mode, framework, host, profile, **changed):
+        mega = {"trainer_tp": 2, "trainer_pp": 2} if framework == "megatron" else {}
+        st = settings.resolve({**base, **mega, "framework": framework, "profile": profile, **changed}, {}, {})
+        # a KL loss needs the reference policy: its Megatron keys are emitted then (profiles.drop_inert)
+        kl = ["actor_rollout_ref.actor.use_kl_loss=True"] if framework == "megatron" else []
+        p = planning.make_plan(
+            st,
+            host,
+            mode=mode,
+            run_id="20261202-000000-abcd",
+            swanlab_logger=False,
+            profile=profile,
+            extra_overrides=kl,
+        )
+        return {
+            a.split("=", 1)[0].lstrip("+"): a.split("=", 1)[1] for a in p.argv if "=" in a and not a.startswith("-")
+        }
+
+    plans = [(c, argv(*c)) for c in cases]
+    for key in list(overrides.PLAN_SETTING_KEYS) + list(overrides.PLAN_FIXED_KEYS):
+        assert any(key in a for _, a in plans), key
+    other = {
+        "steps": 7,
+        "model": "/m/x",
+        "train_file": "/d/t.parquet",
+        "val_file": "/d/v.parquet",
+        "max_prompt_length": 1024,
+        "max_response_length": 4096,
+        "train_batch_size": 32,
+        "ppo_mini_batch_size": 8,
+        "rollout_n": 4,
+        "rollout_tp": 2,
+        "gpu_memory_utilization": 0.5,
+        "rollout_eager": True,
+        "trainer_tp": 4,
+        "trainer_pp": 1,
+        "max_position_embeddings": 32768,
+        "max_staleness": 3,
+        "parameter_sync_step": 2,
+        "rollout_gpus": 2,
+        "project": "p2",
+        "experiment": "e2",
+        "save_freq": 5,
+        "max_actor_ckpt_to_keep": 2,
+    }
+    for key, name in overrides.PLAN_SETTING_KEYS.items():
+        assert name in settings.BY_NAME, name
+        if name in ("trainer_mode", "framework"):
+            continue  # a change of those changes the trainer / entry (test_plan.py)
+        case, a = next((c, a) for c, a in plans if key in a)
+        # verl needs train_batch_size = parameter_sync_step x ppo_mini_batch_size (runspec.check_spec)
+        batch = {"train_batch_size": 32} if name == "parameter_sync_step" else {}
+        changed = argv(*case, **{name: other[name]}, **batch)
+        assert changed.get(key) != a[key], (key, name)
+
+
+@pytest.mark.parametrize("version,want", [(2, "fsdp2"), (1, "fsdp"), (None, "fsdp")])
+def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkeypatch, version, want):
+    """A run an older tool version started with actor.strategy=fsdp2 on one device (the plan picks fsdp there now):
+    its --resume keeps fsdp2, read from the checkpoint's own record (verl 0.9.1 fsdp_checkpoint_manager.py:409-416
+    writes global_step_N/actor/fsdp_config.json); fsdp and fsdp2 checkpoints do not load into each other. No record
+    (or no checkpoint): the plan's choice."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control import planning, resume, settings
+    from dapo_ops.control.inventory import Host
+
+    one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
+    st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})
+    plan = planning.make_plan(st, one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False)
+    assert "actor_rollout_ref.actor.strategy=fsdp" in plan.argv  # the plan's own choice on one device
+    old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 10}}
+    answers = {
+        "/r/old/checkpoints/latest_checkpointed_iteration.txt": "4\n",
+        "/r/old/run.json": '{"status": "stopped", "step": 4}',
+    }
+    if version:
+        answers["/r/old/checkpoints/global_step_4/actor/fsdp_config.json"] = json.dumps(
+            {"FSDP_version": version, "world_size": 1}
+        )
+
+    class T:
+        host = SimpleNamespace(runs_path="/r")
+
+        def run(self, argv, **kw):
+            return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
+
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    line = resume.apply_resume(T(), plan, "old", old)
+    assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
+    # the supervisor's later attempts build their argv from the spec: they keep it too
+    from dapo_ops.core import overrides
+
+    assert f"actor_rollout_ref.actor.strategy={want}" in overrides.build_command(
+        dict(plan.spec, attempt=2), plan.features
+    )
+    assert plan.spec.get("strategy") == (want if version else None)
+    assert ("keeps actor strategy fsdp2 (its checkpoint's FSDP version; fsdp would not load it)" in line) == (
+        want == "fsdp2"
+    ), line

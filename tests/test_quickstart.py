@@ -114,6 +114,25 @@ def test_unknown_feature_without_tty_is_one_line(tmp_path):
     assert "warp_drive" in proc.stderr and "offload" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("var", ["SWANLAB_MODE", "CONTAINER"])
+def test_an_empty_swanlab_mode_or_container_is_refused_as_launch_refuses_it(tmp_path, var):
+    """A new user's trial: SWANLAB_MODE= (and CONTAINER=) passed where TRAINER_GPUS= was refused; quickstart took the
+    empty SWANLAB_MODE for an open question and, without a TTY, for SwanLab's cloud mode."""
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
+    proc = subprocess.run(
+        INV + ["quickstart", "--inventory", str(inv)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=_base_env(tmp_path, **{var: ""}),
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith(f"{var} is set but empty; set it ") and f"`unset {var}`" in proc.stderr
+
+
 @pytest.mark.bench
 def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     host = "h1"

@@ -3,7 +3,7 @@
 import pytest
 
 from dapo_ops.control import settings as S
-from dapo_ops.control.settings import EMPTY_RULES, PARAMS, SettingsError, resolve
+from dapo_ops.control.settings import EMPTY_DEFAULT_REFUSED, EMPTY_RULES, PARAMS, SettingsError, resolve
 
 
 def test_runbook_defaults():
@@ -108,22 +108,89 @@ def test_a_value_set_empty_is_refused_naming_it(flags, env, file_cfg, needle):
 
 def test_empty_is_not_given_where_the_default_is_empty_and_a_value_where_help_says_so():
     st = resolve(
-        {"experiment": "", "features": "", "container": ""},
+        {"experiment": "", "features": ""},
         {
             "EXPERIMENT_NAME": "",
-            "CONTAINER": "c1",
+            "PROJECT_NAME": "p1",
             "HCCL_HOST_SOCKET_PORT_RANGE": "",
             "HCCL_NPU_SOCKET_PORT_RANGE": "61000-61001",
         },
         {"run": {"features": "offload"}},
     )
     assert (st["experiment"], st.source("experiment")) == ("", "default")
-    assert (st["container"], st.source("container")) == ("c1", "env")  # empty flag: the next source applies
-    assert (st["features"], st.source("features")) == ("offload", "file")
+    assert (st["features"], st.source("features")) == ("offload", "file")  # empty flag: the next source applies
     # help: "(empty: verl's own 'auto')": the empty value itself (was the default 60000-60050 before)
     assert (st["hccl_host_socket_port_range"], st.source("hccl_host_socket_port_range")) == ("", "env")
     assert all(p.empty in EMPTY_RULES for p in PARAMS)
-    assert {p.name for p in PARAMS if p.empty == "unset"} == {p.name for p in PARAMS if p.default == ""}
+    assert {p.name for p in PARAMS if p.empty == "unset"} == {p.name for p in PARAMS if p.default == ""} - set(
+        EMPTY_DEFAULT_REFUSED
+    )
+
+
+# A new user's trial: SWANLAB_MODE= and CONTAINER= passed (as the SwanLab setup's choice, the inventory's container)
+# while TRAINER_GPUS= was refused. Their empty default picks what the user did not name: refused the same way.
+@pytest.mark.parametrize(
+    "flags,env,file_cfg,line",
+    [
+        (
+            {},
+            {"CONTAINER": ""},
+            {},
+            "CONTAINER is set but empty; set it (e.g. CONTAINER=<name>), or unset it (`unset CONTAINER`) for the "
+            "default: the inventory's",
+        ),
+        (
+            {},
+            {"SWANLAB_MODE": ""},
+            {},
+            "SWANLAB_MODE is set but empty; set it to one of cloud | local | offline | disabled, or unset it "
+            "(`unset SWANLAB_MODE`) for the default: SwanLab setup decides",
+        ),
+        (
+            {"container": ""},
+            {"CONTAINER": "c1"},
+            {},
+            "--container '' is empty; give a value (e.g. --container <name>), or drop --container for the default: "
+            "the inventory's",
+        ),
+        (
+            {},
+            {},
+            {"swanlab": {"mode": ""}},
+            "[swanlab] mode in the config file is empty; give one of cloud | local | offline | disabled, or remove "
+            "the key for the default: SwanLab setup decides",
+        ),
+        (
+            {},
+            {"TRAINER_GPUS": ""},
+            {},
+            "TRAINER_GPUS is set but empty; set it (e.g. TRAINER_GPUS=4), or unset it (`unset TRAINER_GPUS`) for "
+            "the default 4 devices",
+        ),
+    ],
+)
+def test_an_empty_container_or_swanlab_mode_is_refused_like_an_empty_trainer_gpus(flags, env, file_cfg, line):
+    with pytest.raises(SettingsError) as e:
+        resolve(flags, env, file_cfg)
+    assert str(e.value) == line
+
+
+def test_the_tasks_that_look_at_runs_refuse_an_empty_container_variable_in_the_same_line(capsys):
+    from invoke.exceptions import Exit
+
+    from dapo_ops.cli._common import with_container
+    from dapo_ops.control.inventory import Host
+
+    hosts = [Host(name="h1", address="192.0.2.1")]
+    with pytest.raises(Exit) as e:
+        with_container(hosts, "", env={"CONTAINER": " "})
+    assert e.value.code == 2
+    with pytest.raises(SettingsError) as want:
+        resolve({}, {"CONTAINER": ""}, {})
+    assert str(want.value) in capsys.readouterr().err + str(e.value.message or "")
+    assert with_container(hosts, "", env={})[0].container == hosts[0].container
+    assert with_container(hosts, "c2", env={"CONTAINER": ""})[0].container == "c2"  # the flag wins over the env
+    assert with_container(hosts, "", env={"CONTAINER": "c3"})[0].container == "c3"
 
 
 @pytest.mark.parametrize("raw", [",,,", " , ", ";;"])

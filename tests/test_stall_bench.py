@@ -3,8 +3,8 @@
 1. The stand-in hangs mid-run with its processes alive (cue ``stall``: a child Python process stands in for a Ray
    worker): `inv status` shows `stalled` (no ETA) before the supervisor acts; the supervisor writes the py-spy dumps of
    the driver and the worker into the run dir, stops the attempt, retries once (the cue fires once) and finishes.
-2. The supervisor is SIGKILLed mid-run: verl goes on; `inv status --json` shows the step verl really reached (read
-   from the attempt's own log), not train.log's.
+2. The supervisor is SIGKILLed mid-run: verl goes on; `inv status --json` (and `--all`) shows the step verl really
+   reached (read from the attempt's own log, not train.log's), and `inv stop` records it.
 """
 
 from __future__ import annotations
@@ -83,4 +83,10 @@ def test_killed_supervisor_status_shows_the_step_verl_reached(sandbox, host_read
     assert row["state"] == "supervisor-dead" and row["step"] >= reached - 1 and row["step"] > frozen + 2, row
     assert row["log_read"].endswith("attempt-1.log")
     assert read_run(sandbox, "h2", rid)["step"] == frozen  # run.json (and train.log) stayed where the supervisor died
+    # status --all and stop read the attempt's log too (a new user's trial: both said run.json's step)
+    rows = json.loads(inv(host_ready, "status", "-H", "h2", "--all", "--json", timeout=120).stdout)
+    (listed,) = [r for r in rows if r["run_id"] == rid]
+    assert listed["state"] == "supervisor-dead" and listed["step"] >= reached, listed
+    inv(host_ready, "stop", "-H", "h2", timeout=120)
+    assert read_run(sandbox, "h2", rid)["step"] >= reached and read_run(sandbox, "h2", rid)["status"] == "stopped"
     sandbox.exec("h2", "kill -9 -%d" % rec["pids"]["verl_pgid"], check=False)

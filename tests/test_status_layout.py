@@ -115,3 +115,17 @@ def test_status_in_a_tmux_terminal_of_each_width(tmp_path, width):
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
     assert "exit=0" in screen, screen
     _check_screen(screen.split("exit=0")[0], width)
+
+
+@pytest.mark.parametrize("width", (80, 200))
+def test_an_offline_or_local_swanlab_run_says_what_to_do_without_doubling_the_word(width):
+    """A new user's trial: an offline run's row printed ``swanlab swanlab sync <dir>``; the command stays whole."""
+    for cmd, what in (("swanlab sync", "offline run, upload it with"), ("swanlab watch", "local run, view it with")):
+        row = _rows()[0]
+        row.swanlab_url = "%s /verl/dapo_runs/%s/swanlog" % (cmd, RUNNING)
+        buf = io.StringIO()
+        cli_status.render_table([row], out=buf, width=width)
+        text = buf.getvalue()
+        assert "swanlab swanlab" not in text, text
+        assert "swanlab %s `%s`" % (what, row.swanlab_url) in " ".join(text.split()), text
+    assert st.swanlab_text(URL) == URL

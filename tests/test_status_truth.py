@@ -73,3 +73,87 @@ def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
     row = statusview.build_row("gpu", json.loads(json.dumps(ans)))
     assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
     assert row.log_read.endswith("attempt-1.log")
+
+
+def test_a_run_that_reached_no_step_says_so_not_a_last_step_age():
+    """A new user's trial: `last step 5m00s ago` was shown for a run that had not reached its first step."""
+    run = _run(step=None, step_times=[], last_progress_at=1000.0)
+    row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1300.0, "supervisor_alive": True})
+    assert row.step is None and statustable.cells(row)["age"] == "no step yet (started 5m00s ago)"
+    ended = statusview.build_row("gpu", {"run": dict(run, status="failed"), "tail": "", "now": 1300.0})
+    assert statustable.cells(ended)["age"] == "no step (started 5m00s ago)"
+    moving = statusview.build_row("gpu", {"run": _run(), "tail": "", "now": 1015.0, "supervisor_alive": True})
+    assert statustable.cells(moving)["age"] == "5s ago"
+
+
+def _killed_supervisor_run(tmp_path, reached=8, total=12, ckpt=None):
+    """A run dir whose supervisor was SIGKILLed at step 3 (run.json and train.log stop there) while verl went on to
+    step ``reached`` in attempt-1.log (and saved ``global_step_<ckpt>``)."""
+    runs = tmp_path / "runs"
+    rid = "20261202-100000-abcd"
+    d = runs / rid
+    (d / "checkpoints").mkdir(parents=True)
+    if ckpt:
+        (d / "checkpoints" / ("global_step_%d" % ckpt) / "actor").mkdir(parents=True)
+        (d / "checkpoints" / ("global_step_%d" % ckpt) / "actor" / "model.pt").write_text("x")
+        (d / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(ckpt))
+    runfiles.write_json_atomic(
+        d / "run.json",
+        _run(
+            run_id=rid,
+            step=3,
+            total_steps=total,
+            run_dir=str(d),
+            log=str(d / "train.log"),
+            ckpt_dir=str(d / "checkpoints"),
+            pids={"supervisor": 2**22 + 7, "verl_pgid": None},
+            attempts=[{"n": 1, "log": "attempt-1.log"}],
+        ),
+    )
+    (d / "train.log").write_text(
+        "===== dapo-ops attempt 1 start x features=a =====\n"
+        + "".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, 4))
+    )
+    (d / "attempt-1.log").write_text("".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, reached + 1)))
+    return runs, rid, d
+
+
+def test_status_all_and_logs_of_a_killed_supervisors_run_read_the_attempts_own_log(tmp_path, monkeypatch):
+    """A new user's trial: after the supervisor was SIGKILLed (verl went on), `inv status --all` showed run.json's
+    stale step (and offered a resume of a run verl had finished), `inv logs` showed train.log, which stopped with
+    the supervisor. Both read the attempt's own log now, as `inv status` does."""
+    from dapo_ops.agent import runlogs
+    from dapo_ops.control import status
+
+    runs, rid, d = _killed_supervisor_run(tmp_path, reached=8, total=12)
+    monkeypatch.setattr(status, "fan", lambda chosen, fn, *a, **k: [("gpu", probe.probe_list(str(runs)))])
+    (row,) = status.collect_rows(["gpu"], all_runs=True)
+    assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
+    assert row.log_read == str(d / "attempt-1.log")
+    assert runlogs.probe_resolve(str(runs), rid)["log"] == str(d / "attempt-1.log")
+    assert runlogs.probe_resolve(str(runs), rid, attempt=1)["log"] == str(d / "attempt-1.log")
+
+    # verl finished every step after its supervisor died: no resume is offered (as `inv status` says)
+    runs, rid, d = _killed_supervisor_run(tmp_path / "done", reached=12, total=12, ckpt=12)
+    (row,) = status.collect_rows(["gpu"], all_runs=True)
+    assert row.step == 12 and "verl finished all 12 steps" in row.hint and "--resume" not in row.hint
+
+    # a run whose supervisor lives (or an ended run) is listed from run.json alone: no log is read
+    runfiles.write_json_atomic(d / "run.json", dict(runfiles.read_run(str(d)), status="stopped"))
+    (item,) = probe.probe_list(str(runs))["runs"]
+    assert "tail" not in item and "log_read" not in item
+    assert runlogs.probe_resolve(str(runs), rid)["log"] == str(d / "train.log")
+
+
+def test_stop_of_a_killed_supervisors_run_records_the_step_from_the_attempts_own_log(tmp_path):
+    """The same trial: `inv stop` closed the run at train.log's step 15 of 40 while verl had finished all 40 (it
+    read train.log, which stopped with the supervisor); the record and every later look said 15."""
+    from dapo_ops.agent import runstop
+
+    runs, rid, d = _killed_supervisor_run(tmp_path, reached=12, total=12, ckpt=12)
+    res = runstop.handle({"op": "stop", "runs_dir": str(runs), "run_id": rid, "kill_grace_s": 1})
+    assert res["after"] == "stopped", res
+    rec = runfiles.read_run(str(d))
+    assert rec["step"] == 12
+    row = statusview.build_row("gpu", {"run": rec, "tail": "", "now": 2000.0})
+    assert row.ended == "stopped by `inv stop` at step 12/12"

@@ -237,21 +237,37 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     if run is None:  # launched but the supervisor never wrote run.json
         run = {"run_id": os.path.basename(run_dir), "status": "unknown", "run_dir": run_dir}
     sup_alive, verl_alive = _liveness(run, run_dir)
+    return dict(
+        log_facts(run, run_dir, sup_alive, tail_bytes),
+        run=run,
+        run_dir=run_dir,
+        now=now,
+        supervisor_alive=sup_alive,
+        verl_alive=verl_alive,
+        probe_read_bytes=read_bytes(),
+        serves=serves,
+    )
+
+
+def current_log(run, run_dir, sup_alive):
+    """The log that holds the run's latest progress: train.log, or for an active run whose supervisor is gone the
+    current attempt's own log (:func:`attempt_log_path`; verl goes on writing it, train.log stops with the
+    supervisor). What ``status`` (every form) and ``logs`` read."""
     path = log_path(run, run_dir)
-    if run.get("status") in ACTIVE and not sup_alive:
+    if (run or {}).get("status") in ACTIVE and not sup_alive:
         path = attempt_log_path(run, run_dir) or path
+    return path
+
+
+def log_facts(run, run_dir, sup_alive, tail_bytes=DEFAULT_TAIL_BYTES):
+    """A status row's facts from the run's log (:func:`current_log`): ``{"tail", "log_bytes", "log_mtime",
+    "log_read", "checkpoint"}`` (``checkpoint``: :func:`resume_checkpoint`). Cost: one bounded tail read."""
+    path = current_log(run, run_dir, sup_alive)
     tail, size, mtime = read_tail(path, tail_bytes)
     return {
-        "run": run,
-        "run_dir": run_dir,
         "tail": tail,
         "log_bytes": size,
         "log_mtime": mtime,
-        "now": now,
-        "supervisor_alive": sup_alive,
-        "verl_alive": verl_alive,
-        "probe_read_bytes": read_bytes(),
-        "serves": serves,
         "log_read": path,
         "checkpoint": resume_checkpoint(run, sup_alive),
     }
@@ -293,14 +309,19 @@ def read_bytes():
     return None
 
 
-def probe_list(runs_dir):
+def probe_list(runs_dir, tail_bytes=DEFAULT_TAIL_BYTES):
     """Every run on the container, newest first: ``{"runs": [{"run": run.json, "supervisor_alive",
-    "verl_alive"}], "now"}`` (no log is read)."""
+    "verl_alive"}], "now"}``. No log is read, except for an active run whose supervisor is gone: its run.json stopped
+    with the supervisor while verl may have gone on, so its item also carries :func:`log_facts` (the step verl
+    really reached, from the attempt's own log; a new user's trial saw ``status --all`` show run.json's stale step)."""
     out = []
     for rec in runfiles.list_runs(runs_dir):
         run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, rec.get("run_id"))
         sup_alive, verl_alive = _liveness(rec, run_dir)
-        out.append({"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive})
+        item = {"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive}
+        if rec.get("status") in ACTIVE and not sup_alive:
+            item.update(log_facts(rec, run_dir, sup_alive, tail_bytes))
+        out.append(item)
     return {"runs": out, "now": time.time()}
 
 

@@ -20,7 +20,7 @@ from dapo_ops.core import runstate as _rs
 def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
     "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.agent.runfiles.is_supervisor_pid`,
-    else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log; ``cluster`` is
+    else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log (an active run whose supervisor is gone: the current attempt's log, :func:`dapo_ops.agent.probe.current_log`); ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
     asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is
     on its head)."""
@@ -43,9 +43,10 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
                 "run %s has no attempt %s (attempts: %s)"
                 % (os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none")
             )
-    else:
-        log = probe.log_path(run, run_dir)
     sup = (run.get("pids") or {}).get("supervisor")
+    sup_alive = bool(sup) and runfiles.is_supervisor_pid(sup, run_dir)
+    if not attempt:  # train.log, or the attempt's own log once the supervisor is gone (probe.current_log)
+        log = probe.current_log(run, run_dir, sup_alive)
     return {
         "run_id": os.path.basename(run_dir),
         "run_dir": run_dir,
@@ -53,7 +54,7 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
         "attempts": attempts,
         "status": run.get("status"),
         "cluster": run.get("cluster"),
-        "supervisor_pid": sup if sup and runfiles.is_supervisor_pid(sup, run_dir) else None,
+        "supervisor_pid": sup if sup_alive else None,
     }
 
 

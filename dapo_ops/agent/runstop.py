@@ -101,7 +101,8 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
             _wait(lambda: not probe.own_processes(run), 5.0)
     if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
         now = time.time()
-        logged = last_logged_step(probe.log_path(run, run_dir))
+        # the attempt's own log: verl goes on writing it after its supervisor died, train.log stops with the supervisor
+        logged = last_logged_step(probe.current_log(run, run_dir, False))
         if logged is not None and logged > int(run.get("step") or 0):  # verl outlived its supervisor and went on
             run["step"] = logged
         sup_state = "terminated" if actions and "supervisor" in actions[0] else "dead"

@@ -357,13 +357,33 @@ def apply_core_overrides(c, chosen: list[Host]) -> list[Host]:
     return [dataclasses.replace(h, **changes) for h in chosen] if changes else chosen
 
 
+def refuse_empty_env(env, *variables: str) -> None:
+    """For a task that reads a run setting's environment variable itself (``CONTAINER`` for the tasks that look at
+    runs, the quickstart's questions): a variable of ``variables`` that is set but empty (or blank) follows the
+    settings table's rule for its setting (``Param.empty``, :data:`dapo_ops.control.settings.EMPTY_RULES`) as launch
+    does: refused in the same one line (exit :data:`EXIT_USAGE`) where the rule is ``refuse``. The table is imported
+    only for a blank variable (`inv status` does not load it)."""
+    blank = [v for v in variables if env.get(v) is not None and not env[v].strip()]
+    if not blank:
+        return
+    from dapo_ops.control import settings
+
+    for var in blank:
+        p = next(p for p in settings.PARAMS if var in p.env)
+        if p.empty == "refuse":
+            fail(str(settings.empty_error(p, "env", var)), EXIT_USAGE)
+
+
 def with_container(chosen: list[Host], container: str = "", env=None) -> list[Host]:
     """The hosts with the container the run was launched in: ``--container`` > ``$CONTAINER`` > the inventory's
     (what launch itself resolves, settings.py ``container``), so a run started with ``--container X`` can be
     followed, stopped and listed the same way."""
     import dataclasses
 
-    name = (container or (os.environ if env is None else env).get("CONTAINER", "")).strip()
+    env = os.environ if env is None else env
+    if not container:
+        refuse_empty_env(env, "CONTAINER")
+    name = (container or env.get("CONTAINER", "")).strip()
     if not name:
         return chosen
     # a bare-metal host (runtime = "host") has no container to name

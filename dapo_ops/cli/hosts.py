@@ -35,11 +35,14 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     (``python3 -m verl.trainer.main_ppo`` run from the repo checkout), without importing it.
 
     :returns: a :class:`~dapo_ops.control.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
-        container is missing/stopped, python is missing, or verl is not found.
+        container is missing/stopped, python is missing, or verl is not found. A ``transport = "local"`` host has
+        address ``local (no SSH)`` and ssh ``-``; a ``runtime = "host"`` one container ``- (bare host)``.
     :raises RemoteError: SSH-level failures (unreachable, refused, auth, hostkey, timeout, docker-missing).
     """
     h = target.host
-    cells = {"address": h.ssh_target, "ssh": "ok"}
+    # a local host is reached without SSH (a new user's trial: it showed `root@127.0.0.1:22`, ssh ok)
+    cells = {"address": "local (no SSH)", "ssh": "-"} if target.local else {"address": h.ssh_target, "ssh": "ok"}
+    running = "- (bare host)" if target.bare else "running"  # runtime = "host": the commands run in its own shell
     # one round trip when all is well: docker exec straight away; Docker's own error says missing/stopped, and
     # only then Target.run asks `docker inspect` for the state (status, exit code, OOMKilled)
     try:
@@ -52,10 +55,10 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
         elif e.kind == "container-stopped":
             cells["container"] = ContainerState(**e.state).describe() if e.state else "not running"
         elif e.kind == "command" and e.result is not None and workdir_missing_message(target, e.result):
-            cells["container"] = "running"
+            cells["container"] = running
             return Row(cells=cells, ok=False, kind="workdir-missing", message=workdir_missing_message(target, e.result))
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
-            cells["container"] = "running"
+            cells["container"] = running
             return Row(
                 cells=cells,
                 ok=False,
@@ -67,7 +70,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
         else:
             raise
         return Row(cells=cells, ok=False, kind=e.kind, message=e.message, data={"container": e.state})
-    cells["container"] = "running"
+    cells["container"] = running
     missing = workdir_missing_message(target, res)  # Docker prints why on stdout (remote/errors.py)
     if res.exited != 0 and (missing or is_workdir_missing(res.stderr)):
         cells["python"] = cells["verl"] = "-"

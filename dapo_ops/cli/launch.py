@@ -48,7 +48,8 @@ from dapo_ops.core import redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
 OPTIONS_HELP = {
-    "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here)",
+    "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here; a key a setting "
+    "sets is refused: use the setting, docs/params.md)",
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
     "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",

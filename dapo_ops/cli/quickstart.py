@@ -31,6 +31,7 @@ from dapo_ops.cli._common import (
     UNSET,
     fail,
     fanout_task,
+    refuse_empty_env,
     refuse_job_as_mode,
     select_hosts,
     user_config,
@@ -170,6 +171,8 @@ def quickstart(
     inv, chosen = select_hosts(c, hosts, inventory)
     env = os.environ
     file_cfg = user_config()
+    # a variable set but empty is refused as launch refuses it (settings.EMPTY_RULES), not taken as a question
+    refuse_empty_env(env, *(v for v, given in (("CONTAINER", container), ("SWANLAB_MODE", swanlab_mode)) if not given))
 
     # 1. container
     container = container or env.get("CONTAINER", "")

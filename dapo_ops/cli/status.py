@@ -126,7 +126,7 @@ def _block(r: statusview.StatusRow, cells: dict):
     if cells["verdict"] != "-":
         lines.append(Text("  verdict " + cells["verdict"], overflow="fold"))
     if cells["swanlab"] != "-":
-        lines.append(Text("  swanlab " + cells["swanlab"], overflow="fold"))
+        lines.append(Text("  swanlab " + statustable.swanlab_text(cells["swanlab"]), overflow="fold"))
     return lines
 
 
@@ -190,7 +190,11 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         for r, cells in zip(rows, all_cells):
             table.add_row(*[Text(cells[c], style=(_style(r) or "") if c == "state" else "") for c in TABLE_COLUMNS])
         console.print(table)
-        notes = ["%s %s: swanlab %s" % (r.host, r.run_id, r.swanlab_url) for r in rows if r.swanlab_url] + notes
+        notes = [
+            "%s %s: swanlab %s" % (r.host, r.run_id, statustable.swanlab_text(r.swanlab_url))
+            for r in rows
+            if r.swanlab_url
+        ] + notes
     else:
         for i, (r, cells) in enumerate(zip(rows, all_cells)):
             if i:

@@ -60,9 +60,15 @@ class HostResult:
         return self.row.ok
 
 
-def _one_line(s: str, limit: int = 300) -> str:
+#: the bound of an unexpected exception's text in a row (a bug's message can be anything); a row's own message is
+#: the product's one line (what failed and its fix, written to be shown whole) and is never cut
+BUG_TEXT_LIMIT = 300
+
+
+def _one_line(s: str, limit: int | None = BUG_TEXT_LIMIT) -> str:
+    """``s`` on one line (whitespace runs collapsed), cut to ``limit`` characters with ``...`` (None: never cut)."""
     s = " ".join(str(s).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return s if limit is None or len(s) <= limit else s[: limit - 3] + "..."
 
 
 def call_on_host(
@@ -99,7 +105,8 @@ def call_on_host(
             target.close()
         except Exception:  # noqa: BLE001
             pass
-    row.message = _one_line(row.message)
+    # whole: a refusal's fix comes last (a new user's trial: the launch's SwanLab refusal lost its fix at 300 chars)
+    row.message = _one_line(row.message, None)
     return HostResult(host=host, row=row, seconds=time.monotonic() - t0)
 
 

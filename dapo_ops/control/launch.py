@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -184,6 +185,30 @@ def refuse_secret_settings(settings, secrets: list) -> None:
                 f"signing secret, proxy password); run settings are stored in spec.json and reach verl's command "
                 f"line: give a value without it"
             )
+
+
+def refuse_plan_overrides(extra: list) -> None:
+    """Raise :class:`LaunchUsageError` for an ``--override`` of a key the plan itself sets (it comes last in verl's
+    argv and would win silently): one line naming the setting to use instead (``--override
+    trainer.total_training_steps=5: use --steps (TRAIN_STEPS)``; :data:`dapo_ops.core.overrides.PLAN_SETTING_KEYS`) or
+    why dapo-ops sets it (:data:`dapo_ops.core.overrides.PLAN_FIXED_KEYS`: resume, checkpoint dir, logger, layout).
+    ``+key``, ``++key`` and ``~key`` count as the key. A value is shown only when it is a number or a boolean (it may
+    hold a secret dapo-ops learns only later, a proxy password). Every other key stays open."""
+    from dapo_ops.control.settings import BY_NAME
+    from dapo_ops.core.overrides import PLAN_FIXED_KEYS, PLAN_SETTING_KEYS
+
+    for o in extra:
+        key, sep, val = str(o).partition("=")
+        name = key.strip().lstrip("+~")
+        if name not in PLAN_SETTING_KEYS and name not in PLAN_FIXED_KEYS:
+            continue
+        shown = val if re.fullmatch(r"-?[0-9][0-9._e+-]*|(?i:true|false|null)", val.strip()) else "..."
+        head = f"--override {key}" + (f"={shown}" if sep else "")
+        if name in PLAN_FIXED_KEYS:
+            raise LaunchUsageError(f"{head}: dapo-ops sets {name} itself: {PLAN_FIXED_KEYS[name]}; drop the override")
+        p = BY_NAME[PLAN_SETTING_KEYS[name]]
+        where = f"{p.flag} ({p.env[0]})" if p.flag else f"{p.env[0]} (or {p.key} in [run] of the config file)"
+        raise LaunchUsageError(f"{head}: use {where}")
 
 
 def refuse_bad_overrides(extra: list) -> None:

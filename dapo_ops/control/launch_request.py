@@ -157,6 +157,7 @@ def build(
     known = svc.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
     svc.refuse_secret_overrides(extra, known)
     svc.refuse_bad_overrides(extra)
+    svc.refuse_plan_overrides(extra)
     if args.mode == "dapo":
         given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
         if given:

@@ -70,6 +70,14 @@ def _empty_rule() -> list[str]:
         + " it is "
         + settings.EMPTY_RULES["value"]
         + ".",
+        "For "
+        + ", ".join(f"`{n}`" for n in settings.EMPTY_DEFAULT_REFUSED)
+        + " the default is empty too, yet an empty value is refused: that default picks what you did not name (the",
+        "inventory's container; the mode SwanLab setup decides, cloud unless the config file says otherwise, where the "
+        "metrics",
+        "leave the site), so an empty value is taken for a forgotten one (`CONTAINER=$NAME` with NAME unset); "
+        "`inv status`, `logs`, `stop`,",
+        "`watch`, `hosts` and `quickstart` refuse an empty `CONTAINER` (and quickstart an empty `SWANLAB_MODE`) the same way.",
         "A string setting holding `${` is refused: verl's config (OmegaConf) would evaluate it "
         "(`verl/trainer/main_ppo.py:144-145`).",
     ]
@@ -135,8 +143,35 @@ def render_markdown() -> str:
         env = ", ".join(f"`{e}`" for e in p.env)
         flag = f"`{p.flag}`" if p.flag else "(env / file only)"
         lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
-    lines.append("")
+    lines += ["", *_plan_keys(cell)]
     return "\n".join(lines)
+
+
+def _plan_keys(cell) -> list[str]:
+    """The ``--override`` section: the verl keys the plan sets (:data:`dapo_ops.core.overrides.PLAN_SETTING_KEYS`,
+    :data:`dapo_ops.core.overrides.PLAN_FIXED_KEYS`), which ``inv launch`` refuses as overrides."""
+    from dapo_ops.core.overrides import PLAN_FIXED_KEYS, PLAN_SETTING_KEYS
+
+    out = [
+        "## `--override` and the keys the plan sets",
+        "",
+        "`--override KEY=VALUE` (repeatable) is appended last to verl's command line, so it would win silently against",
+        "the plan. An override of a key the plan sets is refused in one line (nothing is launched): a key a setting",
+        "sets names the setting to use (`--override trainer.total_training_steps=5: use --steps (TRAIN_STEPS)`), a key",
+        "dapo-ops sets for the run to work says why. `+key`, `++key` and `~key` count as the key. Every other key is",
+        "open: the keys of the OOM ladder's setting rungs (micro-batch sizes, token budgets, the FSDP offload policy,",
+        "the weight-sync bucket: the ladder's own change replaces such an override, and a learned start respects it)",
+        "and the keys of a feature (`--features` switches the feature as a whole) among them.",
+        "",
+        "| verl key | set by |",
+        "|---|---|",
+    ]
+    for key, name in PLAN_SETTING_KEYS.items():
+        p = settings.BY_NAME[name]
+        by = f"`{p.flag}` (`{p.env[0]}`)" if p.flag else f"`{p.env[0]}` (`[run] {p.key}`)"
+        out.append(f"| `{key}` | {by} |")
+    out += [f"| `{key}` | dapo-ops: {cell(why)} |" for key, why in PLAN_FIXED_KEYS.items()]
+    return out + [""]
 
 
 if __name__ == "__main__":  # pragma: no cover - doc generator

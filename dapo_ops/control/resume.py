@@ -4,7 +4,9 @@ raises :class:`~dapo_ops.control.launch.LaunchRefused`, never prints).
 :func:`resumed_spec` reads the earlier run's spec.json from its container, :func:`resumed_settings` takes the
 settings not given now from it (precedence: now > the resumed run > defaults), :func:`apply_resume` checks the
 layout (:data:`RESUME_FIXED`), points the new run at the earlier run's checkpoint dir and experiment, keeps its
-explicit and ladder-added features and names the checkpoint it continues from. verl resumes by itself from
+explicit and ladder-added features, keeps the FSDP strategy its checkpoint was written with (spec ``strategy``:
+fsdp and fsdp2 checkpoints do not load into each other) and names the checkpoint it continues from. verl resumes
+by itself from
 ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py
 ``_load_checkpoint``).
 """
@@ -86,7 +88,8 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     earlier run's ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``:
     ``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and
     ``project``, continues its SwanLab run (spec ``resume_of``), keeps the memory features its ladder added and its
-    explicit features (unless turned off now). An earlier run still recorded as active (its supervisor
+    explicit features (unless turned off now) and, for FSDP, the actor strategy of the checkpoint it loads (spec
+    ``strategy``, :func:`_checkpoint_strategy`). An earlier run still recorded as active (its supervisor
     died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
     :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
     devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
@@ -141,6 +144,7 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
             f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
             f"would train nothing: --steps is the total, ask for more than {step}",
         )
+    pinned = _checkpoint_strategy(target, new_s["ckpt_dir"], step) if spec["framework"] == "fsdp" else None
     rec = _cat_json(target, f"{old_dir}/run.json") or {}
     if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
         from dapo_ops.control.status import probe
@@ -166,6 +170,9 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     plan.features = fs
     spec["features"] = fs.to_json()
     spec["resume_of"] = run_id
+    planned = _strategy_of(plan.argv)
+    if pinned:
+        spec["strategy"] = pinned
     plan.ckpt_dir = new_s["ckpt_dir"]
     plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
     added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
@@ -173,4 +180,41 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
         f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
         + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
         + (f"; keeps {','.join(added)} (its OOM ladder)" if added else "")
+        + (
+            f"; keeps actor strategy {pinned} (its checkpoint's FSDP version; {planned} would not load it)"
+            if pinned and planned and pinned != planned
+            else ""
+        )
     )
+
+
+#: ``fsdp_config.json`` ``FSDP_version`` -> verl's ``actor.strategy``
+_FSDP_STRATEGY = {1: "fsdp", 2: "fsdp2"}
+
+
+def _checkpoint_strategy(target, ckpt_dir: str, step: str) -> str | None:
+    """The actor strategy (``fsdp`` | ``fsdp2``) the checkpoint a resume loads was written with, or None (no
+    checkpoint yet, no record: the plan's own choice stands).
+
+    verl 0.9.1 records it beside the actor's shards: ``<ckpt_dir>/global_step_<N>/actor/fsdp_config.json``
+    ``{"FSDP_version": 1 | 2, "world_size": W}`` (verl/utils/checkpoint/fsdp_checkpoint_manager.py:409-416, rank 0 at
+    every save). The two are not interchangeable: the shards are ``torch.save`` of ``model.state_dict()`` under
+    ``get_fsdp_state_ctx`` (:315-352; FSDP1: ``FSDP.state_dict_type(SHARDED_STATE_DICT)``, torch turns it into a full
+    state dict of plain tensors on one device, NO_SHARD; FSDP2: DTensors) and ``optimizer.state_dict()``, whose
+    FSDP1 optimizer holds one flat parameter per wrapped module (``use_orig_params: false``,
+    verl/trainer/config/engine/fsdp.yaml:36) against FSDP2's one DTensor per parameter, so ``load_checkpoint``
+    (:211-237, ``self.model.load_state_dict`` / ``self.optimizer.load_state_dict``) fails across them. A run the
+    tool started with ``fsdp2`` on one device (before the plan chose ``fsdp`` there) must resume as ``fsdp2``."""
+    if not step.isdigit():
+        return None
+    cfg = _cat_json(target, f"{ckpt_dir}/global_step_{step}/actor/fsdp_config.json") or {}
+    version = cfg.get("FSDP_version")
+    return _FSDP_STRATEGY.get(version) if isinstance(version, int) else None
+
+
+def _strategy_of(argv: list) -> str | None:
+    """``actor_rollout_ref.actor.strategy`` in a verl argv (None for Megatron)."""
+    for a in argv:
+        if str(a).startswith("actor_rollout_ref.actor.strategy="):
+            return str(a).split("=", 1)[1]
+    return None

@@ -63,15 +63,24 @@ class Param:
 
 #: What a setting given as an empty value means (``Param.empty``). One rule for every setting: an empty value is
 #: refused in one line naming the variable / flag / file key (a forgotten ``MODEL_PATH=`` must not train the default
-#: Qwen3-8B for hours), unless empty is itself the setting's meaning: a setting whose default IS empty ("the
-#: inventory's container", "the run id", "no proxy") takes an empty value as not given ("unset": the next source,
-#: then the default, applies), and a setting whose help documents its own empty meaning (HCCL port ranges: verl's
-#: own ``auto``) takes it as that value ("value").
+#: Qwen3-8B for hours), unless empty is itself the setting's meaning: a setting whose default IS empty ("the run id",
+#: "no proxy", "no explicit feature") takes an empty value as not given ("unset": the next source, then the default,
+#: applies), and a setting whose help documents its own empty meaning (HCCL port ranges: verl's own ``auto``) takes it
+#: as that value ("value"). A setting whose empty default stands for a target the tool picks when none is named (the
+#: inventory's container, the SwanLab mode the setup decides) refuses an empty value like any other
+#: (:data:`EMPTY_DEFAULT_REFUSED`): ``CONTAINER=$NAME`` with NAME unset is a forgotten name, and silently using
+#: another container, or SwanLab's cloud mode (the metrics leave the site), is what the rule exists to prevent.
 EMPTY_RULES = {
     "refuse": "refused: give a value, or unset the variable / drop the flag or key for the default",
     "unset": "the same as not set (its default is empty)",
     "value": "the empty value itself (see its help)",
 }
+
+
+#: settings whose default is empty yet an empty value is refused (:data:`EMPTY_RULES`): the default picks a target
+#: the user did not name (a new user's trial: ``SWANLAB_MODE=`` and ``CONTAINER=`` passed while ``TRAINER_GPUS=``
+#: was refused)
+EMPTY_DEFAULT_REFUSED = ("container", "swanlab_mode")
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ def _p(
         env = (env,)
     default = defaults.RUN[name]  # the one defaults table (dapo_ops/core/defaults.py)
     if empty is None:  # EMPTY_RULES: a setting whose default is empty takes an empty value as not given
-        empty = "unset" if default == "" else "refuse"
+        empty = "unset" if default == "" and name not in EMPTY_DEFAULT_REFUSED else "refuse"
     return Param(
         name,
         flag,
@@ -579,25 +588,36 @@ def _empty(p: Param, source: str, where: str) -> bool:
     """Apply :data:`EMPTY_RULES` to a setting given as ``""`` by ``source`` (flag | env | file) at ``where``: True
     when the empty value is the value ("value"), False when it counts as not given ("unset").
 
-    :raises SettingsError: ("refuse") one line naming the flag / variable / file key, the default and the fix.
+    :raises SettingsError: ("refuse") :func:`empty_error`.
     """
     if p.empty == "value":
         return True
     if p.empty == "unset":
         return False
+    raise empty_error(p, source, where)
+
+
+def empty_error(p: Param, source: str, where: str) -> SettingsError:
+    """The refusal of setting ``p`` given empty by ``source`` (flag | env | file) at ``where`` (the flag, variable or
+    file key): one line naming it, what to give and the default it would otherwise get (an empty default in the
+    words of its help, e.g. ``for the default: the inventory's``). Tasks that read such a variable themselves (the
+    container of ``inv status``) refuse with it too."""
     unit = f" {p.unit}" if p.unit and p.unit != "fraction" else ""
     choices = " | ".join(c for c in p.choices if c)
+    if p.default == "":
+        m = re.search(r"empty: ([^);]*)", p.help)
+        default, example, literal = f"the default: {m.group(1) if m else 'not set'}", "<name>", "'<name>'"
+    else:
+        default, example, literal = f"the default {p.default}{unit}", str(p.default), repr(p.default)
     if source == "flag":
-        give = f"give one of {choices}" if choices else f"give a value (e.g. {where} {p.default})"
-        raise SettingsError(f"{where} '' is empty; {give}, or drop {where} for the default {p.default}{unit}")
+        give = f"give one of {choices}" if choices else f"give a value (e.g. {where} {example})"
+        return SettingsError(f"{where} '' is empty; {give}, or drop {where} for {default}")
     if source == "env":
-        give = f"set it to one of {choices}" if choices else f"set it (e.g. {where}={p.default})"
-        raise SettingsError(
-            f"{where} is set but empty; {give}, or unset it (`unset {where}`) for the default {p.default}{unit}"
-        )
+        give = f"set it to one of {choices}" if choices else f"set it (e.g. {where}={example})"
+        return SettingsError(f"{where} is set but empty; {give}, or unset it (`unset {where}`) for {default}")
     k = (p.key or p.name).rpartition(".")[2]
-    give = f"give one of {choices}" if choices else f"give a value (e.g. {k} = {p.default!r})"
-    raise SettingsError(f"{where} is empty; {give}, or remove the key for the default {p.default}{unit}")
+    give = f"give one of {choices}" if choices else f"give a value (e.g. {k} = {literal})"
+    return SettingsError(f"{where} is empty; {give}, or remove the key for {default}")
 
 
 def _file_value(file_cfg: Mapping, p: Param):

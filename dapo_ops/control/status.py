@@ -211,7 +211,8 @@ def collect_rows(
     """Status rows for every host (one probe each, in parallel).
 
     :param run: a run id (else the host's current run).
-    :param all_runs: every recorded run per host, newest first (run.json only, no log tail).
+    :param all_runs: every recorded run per host, newest first (run.json; a log tail only for an active run whose
+        supervisor is gone, :func:`dapo_ops.agent.probe.probe_list`).
     :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
     """
     if all_runs:
@@ -230,18 +231,10 @@ def collect_rows(
             runs = res.get("runs") or []
             if not runs:
                 rows.append(StatusRow(host=name))
-            for item in runs:
+            for item in runs:  # run.json, and the log's facts of a run whose supervisor is gone (probe_list)
                 rows.append(
                     statusview.build_row(
-                        name,
-                        {
-                            "run": item["run"],
-                            "tail": "",
-                            "now": res.get("now"),
-                            "supervisor_alive": item.get("supervisor_alive"),
-                            "verl_alive": item.get("verl_alive"),
-                        },
-                        stale_after_s,
+                        name, dict(item, tail=item.get("tail") or "", now=res.get("now")), stale_after_s
                     )
                 )
         else:

@@ -110,10 +110,32 @@ def cells(row: StatusRow) -> dict[str, str]:
         "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
         "tput": fmt_num(m["perf/throughput"], "tok/s") if "perf/throughput" in m else "-",
         "verdict": verdict,
-        "age": (fmt_duration(row.progress_age_s) + " ago" if row.progress_age_s is not None else "-")
-        + ("!" if row.stale else ""),
+        "age": age(row) + ("!" if row.stale else ""),
         "swanlab": row.swanlab_url or "-",
     }
+
+
+def swanlab_text(url: str) -> str:
+    """What a row's SwanLab value (run.json ``swanlab_url``, :class:`dapo_ops.core.logformat.LinkScanner`) tells the
+    operator, after the word ``swanlab``: a cloud run's link as it is; an offline run's ``swanlab sync <dir>`` and a
+    local run's ``swanlab watch <dir>`` as what to do with them, the command whole and copyable (a new user's trial:
+    ``inv status`` printed ``swanlab swanlab sync <dir>``)."""
+    for cmd, what in (("swanlab sync ", "offline run, upload it with"), ("swanlab watch ", "local run, view it with")):
+        if url.startswith(cmd):
+            return "%s `%s`" % (what, url)
+    return url
+
+
+def age(row: StatusRow) -> str:
+    """The ``last step`` cell: how long ago the last step came (``2m05s ago``); a run that reached no step says so
+    and since when its attempt runs (``no step yet (started 5m00s ago)``; ended: ``no step (started ...)``), never
+    a step age it does not have (a new user's trial: ``5m00s ago`` under ``last step`` before the first step)."""
+    if row.progress_age_s is None:
+        return "-"
+    ago = fmt_duration(row.progress_age_s) + " ago"
+    if row.step is not None:
+        return ago
+    return "no step%s (started %s)" % (" yet" if row.status in ACTIVE_STATUSES else "", ago)
 
 
 def summary_line(row: StatusRow) -> str | None:

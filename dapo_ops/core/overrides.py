@@ -48,6 +48,65 @@ SETTING_KEYS: dict[str, Any] = {
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
 }
 
+#: verl keys the plan sets from a run setting (the settings table, docs/params.md) -> that setting: the setting is the
+#: one way to set the key, so an ``--override`` of it (which comes last in the argv and would win silently against
+#: the setting, the plan's checks and what the supervisor, status and ``--resume`` read from the spec) is refused
+#: naming the setting's flag / variable (dapo_ops/control/launch.py ``refuse_plan_overrides``). The keys of the OOM
+#: ladder's setting rungs (:data:`SETTING_KEYS`, the token budgets) stay open: the ladder's change replaces such an
+#: override (:func:`build_command`) and a learned start respects it (dapo_ops/core/learned.py); so do the feature
+#: keys (``--features`` switches a feature, which sets several keys per framework; an override sets one key).
+PLAN_SETTING_KEYS: dict[str, str] = {
+    "trainer.total_training_steps": "steps",
+    "actor_rollout_ref.model.path": "model",
+    "data.train_files": "train_file",
+    "data.val_files": "val_file",
+    "data.max_prompt_length": "max_prompt_length",
+    "data.max_response_length": "max_response_length",
+    "data.train_batch_size": "train_batch_size",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "ppo_mini_batch_size",
+    "actor_rollout_ref.rollout.n": "rollout_n",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "rollout_tp",
+    # the ladder's kv-cache rung changes the setting: a raw override of the key would beat the ladder
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "gpu_memory_utilization",
+    "actor_rollout_ref.rollout.enforce_eager": "rollout_eager",
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": "trainer_tp",
+    "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size": "trainer_pp",
+    "actor_rollout_ref.ref.megatron.tensor_model_parallel_size": "trainer_tp",
+    "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size": "trainer_pp",
+    profiles.PLUS_MAX_POS.lstrip("+"): "max_position_embeddings",
+    profiles.PLUS_MAX_POS_ROLLOUT.lstrip("+"): "max_position_embeddings",
+    "trainer.v1.trainer_mode": "trainer_mode",
+    "trainer.v1.sampler.max_off_policy_threshold": "max_staleness",
+    "trainer.v1.separate_async.parameter_sync_step": "parameter_sync_step",
+    "actor_rollout_ref.rollout.n_gpus_per_node": "rollout_gpus",
+    "rollout.n_gpus_per_node": "rollout_gpus",  # the 0.8 profile's legacy one-step-off
+    "trainer.project_name": "project",
+    "trainer.experiment_name": "experiment",
+    "trainer.save_freq": "save_freq",
+    "trainer.max_actor_ckpt_to_keep": "max_actor_ckpt_to_keep",
+    "model_engine": "framework",  # the entry's config group (megatron)
+}
+
+#: verl keys the plan sets for the run to work under dapo-ops (the supervisor, retries, ``--resume``, the inventory's
+#: layout) -> why, for the one line that refuses an ``--override`` of one (``refuse_plan_overrides``)
+PLAN_FIXED_KEYS: dict[str, str] = {
+    "trainer.resume_mode": "dapo-ops sets it to auto: every retry resumes from the run's last checkpoint "
+    "(continue an earlier run with --resume RUN_ID)",
+    "trainer.default_local_dir": "it is the run's checkpoint dir, where retries and --resume find the checkpoints "
+    "(set runs_dir or ckpt_dir in hosts.toml)",
+    "trainer.logger": "the supervisor reads the console logger's lines (steps, errors); SwanLab is --swanlab-mode "
+    "(SWANLAB_MODE)",
+    "hydra.run.dir": "Hydra writes under the run dir (verl's working dir may be read-only)",
+    "trainer.nnodes": "the training pool is the -H hosts and hosts.toml `devices` (one-step-off: --trainer-gpus "
+    "(TRAINER_GPUS))",
+    "trainer.n_gpus_per_node": "the training pool is hosts.toml `devices` (one-step-off: --trainer-gpus "
+    "(TRAINER_GPUS))",
+    "actor_rollout_ref.rollout.nnodes": "one-step-off's rollout pool spans the -H hosts (per host: --rollout-gpus "
+    "(ROLLOUT_GPUS))",
+    "rollout.nnodes": "one-step-off's rollout pool spans the -H hosts (per host: --rollout-gpus (ROLLOUT_GPUS))",
+    "trainer.device": "it follows hosts.toml `accelerator`",
+}
+
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:@%+\-]+$")  # Hydra's unquoted value characters (no "~": its lexer refuses it)
 
 
@@ -225,7 +284,7 @@ def overrides_for(
 
     # features
     train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
-    out += profiles.strategy_overrides(str(framework or ""), train_world)
+    out += profiles.strategy_overrides(str(framework or ""), train_world, spec.get("strategy"))
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(
         profile,

@@ -457,7 +457,9 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
     return out
 
 
-def strategy_overrides(framework: str, world: int | None = None) -> list[tuple[str, object]]:
+def strategy_overrides(
+    framework: str, world: int | None = None, strategy: str | None = None
+) -> list[tuple[str, object]]:
     """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
     ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
     strategy keys themselves are set (verl/trainer/config/actor/actor.yaml). Megatron is selected by the entry/config, nothing here.
@@ -469,10 +471,13 @@ def strategy_overrides(framework: str, world: int | None = None) -> list[tuple[s
     Measured on the H200 (bench/speed.md, 2026-12-02): the tool's plan (fsdp2) took 1.50 / 0.57 / 0.59 s in
     update_actor / old_log_prob / update_weights against 1.05 / 0.39 / 0.40 s for verl's own keys (fsdp), the median
     of steps >= 2, same tokens per step. Not yet re-run on the GPU with this change.
+
+    ``strategy`` (spec ``strategy``, ``fsdp`` | ``fsdp2``) pins it: a ``--resume`` keeps the strategy its checkpoint
+    was written with (dapo_ops/control/resume.py; the two do not load into each other, docs/design.md "Run spec").
     """
     if framework != "fsdp":
         return []
-    strategy = "fsdp" if world == 1 else "fsdp2"
+    strategy = strategy or ("fsdp" if world == 1 else "fsdp2")
     return [
         ("actor_rollout_ref.actor.strategy", strategy),
         ("actor_rollout_ref.ref.strategy", strategy),
