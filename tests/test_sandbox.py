@@ -7,12 +7,12 @@ import re
 import shlex
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_bench
+from supervisor_helpers import wait_for
 
 pytestmark = pytest.mark.bench
 
@@ -409,26 +409,31 @@ def test_host_oom_is_sigkill_137(sandbox, h1):
 
 
 def test_hang_prints_nothing_more(sandbox, h1):
-    """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed."""
-    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2}})
+    """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed. The cue fires
+    once (``times: 1``): the stand-in writes its count file (cues.fire_allowed) right before it blocks, so the
+    count file is the event that it reached the hang; it is killed there and never ended by itself."""
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2, "times": 1}})
     sandbox.exec(
         h1,
         "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
         "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
-        "> /verl/dapo_runs/hang.log 2>&1; echo EXIT=$? >> /verl/dapo_runs/hang.log; } &",
+        "> /verl/dapo_runs/hang.log 2>&1 & echo $! > /verl/dapo_runs/hang.pid; wait $!; "
+        "echo EXIT=$? >> /verl/dapo_runs/hang.log; } >/dev/null 2>&1 &",
         check=True,
     )
-    log = sandbox.runs_dir(h1) / "hang.log"
-    for _ in range(600):  # wait (up to ~2 min on a loaded machine) for step 1
-        if log.exists() and steps(log) == [1]:
-            break
-        time.sleep(0.2)
-    time.sleep(1)  # let the progress bar redraw after step 1 land
-    size = log.stat().st_size
-    time.sleep(2)  # 40 step times: a running trainer would have finished
+    log, pidfile = sandbox.runs_dir(h1) / "hang.log", sandbox.runs_dir(h1) / "hang.pid"
+
+    def fired():
+        return sandbox.exec(h1, "cat /tmp/dapo-standin/*.count 2>/dev/null").stdout.strip() == "1"
+
+    wait_for(fired, 120, "the hang cue firing", 0.2)
+    pid = int(pidfile.read_text())
+    assert sandbox.exec(h1, f"kill -0 {pid}").returncode == 0, log.read_text()[-2000:]  # alive in the hang
+    assert steps(log) == [1] and "EXIT=" not in log.read_text()
+    sandbox.exec(h1, f"kill -9 {pid}", check=True)
+    wait_for(lambda: "EXIT=" in log.read_text(), 60, "the killed stand-in's exit line")
     text = log.read_text()
-    assert steps(log) == [1] and "EXIT=" not in text and len(text.encode()) == size
-    sandbox.reset(h1)  # kills the hung process
+    assert steps(log) == [1] and text.rstrip().endswith("EXIT=137"), text[-2000:]  # killed, never ended by itself
 
 
 def test_swanlab_local_run_and_link_line(sandbox, h1):
