@@ -233,18 +233,19 @@ def test_devices_must_fit(sandbox, h1, module, overrides, devices, line):
 
 
 def test_resume_continues_from_last_checkpoint(sandbox, h1):
-    """6 steps, save_freq 2, killed during step 5; the rerun loads global_step_4 and runs 5..6."""
+    """6 steps, save_freq 2, killed during step 5 (host OOM, once); the rerun loads global_step_4 and runs 5..6."""
     args = [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2", "trainer.resume_mode=auto"]
     sandbox.set_scenario(h1, {"step_time": 0.1, "failure": {"kind": "oom-host", "step": 5, "times": 1}})
-    rc, log1 = verl(sandbox, h1, args, log="attempt-1.log")
-    assert rc == 137
-    assert steps(log1) == [1, 2, 3, 4]
-    assert grep("Training from scratch", log1)
-    ckpt = sandbox.runs_dir(h1) / "ckpt"
-    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
-    assert (ckpt / "global_step_4" / "actor" / "model_world_size_8_rank_0.pt").exists()
-    assert (ckpt / "global_step_4" / "data.pt").exists()
-    rc, log2 = verl(sandbox, h1, args, log="attempt-2.log")
+    with sandbox.memory_limit(h1):  # the cue's count file lives in this container: both runs in it
+        rc, log1 = verl(sandbox, h1, args, log="attempt-1.log")
+        assert rc == 137
+        assert steps(log1) == [1, 2, 3, 4]
+        assert grep("Training from scratch", log1)
+        ckpt = sandbox.runs_dir(h1) / "ckpt"
+        assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
+        assert (ckpt / "global_step_4" / "actor" / "model_world_size_8_rank_0.pt").exists()
+        assert (ckpt / "global_step_4" / "data.pt").exists()
+        rc, log2 = verl(sandbox, h1, args, log="attempt-2.log")
     assert rc == 0, log2.read_text()[-2000:]
     # the V1 trainer's one logging line (real verl 0.9.1: tests/fixtures/real-verl/verl-run-2-resume.log)
     assert grep("Resuming from /verl/dapo_runs/ckpt/global_step_4, setting global step to 4", log2)
@@ -402,10 +403,32 @@ def test_kv_cache_fits_at_lower_utilization(sandbox, h1):
     assert rc == 0
 
 
-def test_host_oom_is_sigkill_137(sandbox, h1):
+def oom_kills(sandbox, host) -> int:
+    """The container cgroup's ``oom_kill`` counter (cgroup v2 memory.events, else v1 memory.oom_control): what the
+    supervisor reads (dapo_ops/agent/supervisor/devices.py ``oom_kill_count``)."""
+    out = sandbox.exec(
+        host, "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control", check=True
+    ).stdout
+    return int(re.search(r"^oom_kill (\d+)$", out, re.M).group(1))
+
+
+def test_host_oom_is_the_kernels_oom_kill(sandbox, h1):
+    """The oom-host cue takes host memory until the kernel's OOM killer ends the stand-in: SIGKILL (137), no
+    traceback, and the container cgroup's oom_kill counter grew, as in a real host OOM (the supervisor's
+    evidence for oom-host)."""
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 2}})
+    with sandbox.memory_limit(h1):
+        before = oom_kills(sandbox, h1)
+        rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"])
+        assert rc == 137 and steps(log) == [1] and not grep("Traceback", log)
+        assert oom_kills(sandbox, h1) > before
+
+
+def test_host_oom_cue_without_a_memory_limit_is_refused(sandbox, h1):
+    """Without a container memory limit the cue would take the machine's own memory: the stand-in refuses at start."""
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 2}})
     rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"])
-    assert rc == 137 and steps(log) == [1]
+    assert rc == 1 and steps(log) == [] and grep("the oom-host cue needs a container memory limit", log)
 
 
 def test_hang_prints_nothing_more(sandbox, h1):
@@ -585,7 +608,8 @@ def test_fault_injection_sshd_and_link(sandbox):
 
 def test_host_oom_during_save_leaves_a_torn_checkpoint(sandbox, h1):
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 4, "during_save": True}})
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2"])
+    with sandbox.memory_limit(h1):
+        rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2"])
     ckpt = sandbox.runs_dir(h1) / "ckpt"
     assert rc == 137 and steps(log) == [1, 2, 3]
     assert grep("Saving checkpoint to /verl/dapo_runs/ckpt/global_step_4", log)
