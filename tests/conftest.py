@@ -8,6 +8,7 @@ unless ``DAPO_BENCH_KEEP=1`` (or ``--bench-keep``) asks to keep it for the next 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -175,6 +176,20 @@ class Sandbox:
         runs.mkdir(parents=True, exist_ok=True)
         for child in runs.iterdir():
             subprocess.run(["rm", "-rf", "--", str(child)], check=True)
+
+    @contextlib.contextmanager
+    def memory_limit(self, host: str, mib: int = 768):
+        """``host``'s container under a memory limit of ``mib`` MiB (``docker update --memory``, no swap) while the
+        block runs: what the stand-in's oom-host cue fills until the kernel's OOM killer ends it
+        (sandbox/verl_standin/verl/_standin/hostmem.py). Docker cannot lift a limit again, so the container is
+        removed afterwards and made anew without one (``bench.sh container``, as :meth:`reset` does)."""
+        self._check(host)
+        self.ssh(host, f"docker update --memory {mib}m --memory-swap {mib}m {self.container}", check=True)
+        try:
+            yield
+        finally:
+            self.ssh(host, f"docker rm -f {self.container}", check=True)
+            run_bench("container", host, bench=self.id)
 
     def kill_sshd(self, host: str) -> None:
         """Stop ``host``'s sshd (by its pidfile): new SSH connections get ``Connection refused``."""

@@ -106,15 +106,17 @@ def run_to_end(run_dir: Path, timeout: float = 90, **kw) -> dict:
     return rec
 
 
-def wait_for(pred, timeout: float = 30):
-    """``pred()``'s first true value within ``timeout`` seconds (else AssertionError)."""
-    end = time.time() + timeout
-    while time.time() < end:
+def wait_for(pred, timeout: float = 30, what: str = "condition", every: float = 0.1):
+    """``pred()``'s first true value, polled every ``every`` seconds; AssertionError naming ``what`` when none came
+    within ``timeout`` seconds (a generous bound on an event, never a measured time)."""
+    end = time.monotonic() + timeout
+    while True:
         v = pred()
         if v:
             return v
-        time.sleep(0.1)
-    raise AssertionError("condition not met in %ss" % timeout)
+        if time.monotonic() >= end:
+            raise AssertionError("%s not met within %ss" % (what, timeout))
+        time.sleep(every)
 
 
 def fake_smi(tmp_path: Path, apps: list[str] | None = None, used_mib: list[int] | None = None) -> Path:

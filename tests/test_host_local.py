@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from supervisor_helpers import wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -121,15 +123,16 @@ def test_device_oom_cue_retries_and_succeeds_on_the_bare_host(bare):
     assert any(f["source"] == "oom-retry-1" for f in a2["features"]) or any(
         r.get("source") == "oom-retry-1" for r in rungs
     )
-    assert a2["started_at"] - a1["oom_line_at"] < 3.0 + a1["teardown_s"] + 2.0  # generous on a shared 2-core box
+    # the OOM line, then the teardown, then the GPU retry wait (device memory back: devices.wait_before_retry, not
+    # NPU's fixed delay), then attempt 2; how fast is bench/'s question
+    assert a1["oom_line_at"] <= a1["ended_at"] <= a2["started_at"], (a1, a2)
+    assert "release_wait_s" in a1 and "device_mem_at_retry_mib" in a1, a1
 
 
 def test_stop_and_resume_on_the_bare_host(bare):
     bare.cue({"step_time": 0.5})
     _, rid = bare.launch("--steps", "40", "--save-freq", "1", "--offload")
-    deadline = time.time() + 60
-    while time.time() < deadline and bare.record(rid).get("step", 0) in (None, 0, 1):
-        time.sleep(0.5)
+    wait_for(lambda: (bare.record(rid).get("step") or 0) >= 2, 120, "step 2 of run %s" % rid, 0.5)
     s = bare.inv("stop", "-H", "dev", "--run", rid)
     assert s.returncode == 0, s.stdout + s.stderr
     assert bare.record(rid)["status"] == "stopped"

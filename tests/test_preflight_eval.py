@@ -317,19 +317,37 @@ def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
 
 
 def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(monkeypatch):
+    """A DNS server that never answers: the reachability check gives up at its own bound (``DNS_TIMEOUT_S``) and
+    says so, while the lookup is still hanging (urlopen's timeout does not cover getaddrinfo). The lookup blocks
+    on an event the test sets only afterwards; the check runs in a thread waited on with a generous bound."""
     import socket
-    import time
+    import threading
 
     from dapo_ops.agent import preflight as preflight_probe
 
     for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(k, raising=False)
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(30))  # a DNS server that never answers
+    asked, answer = threading.Event(), threading.Event()
+
+    def never_answers(*a, **k):
+        asked.set()
+        answer.wait()
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", never_answers)
     monkeypatch.setattr(preflight_probe, "DNS_TIMEOUT_S", 0.5)
-    t0 = time.monotonic()
-    res = preflight_probe._http("https://api.swanlab.cn", 5.0)
-    assert time.monotonic() - t0 < 3
-    assert not res["reachable"] and "cannot resolve api.swanlab.cn within 0.5 s" in res["error"]
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(res=preflight_probe._http("https://api.swanlab.cn", 5.0)))
+    try:
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "the check still waits on a DNS lookup that never answers"
+        assert asked.is_set() and not answer.is_set()  # it gave up while the lookup was still hanging
+    finally:
+        answer.set()
+    res = box["res"]
+    assert not res["reachable"] and res["kind"] == "dns", res
+    assert "cannot resolve api.swanlab.cn within 0.5 s" in res["error"], res
 
 
 def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_does(tmp_path):

@@ -7,12 +7,12 @@ import re
 import shlex
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_bench
+from supervisor_helpers import wait_for
 
 pytestmark = pytest.mark.bench
 
@@ -233,18 +233,19 @@ def test_devices_must_fit(sandbox, h1, module, overrides, devices, line):
 
 
 def test_resume_continues_from_last_checkpoint(sandbox, h1):
-    """6 steps, save_freq 2, killed during step 5; the rerun loads global_step_4 and runs 5..6."""
+    """6 steps, save_freq 2, killed during step 5 (host OOM, once); the rerun loads global_step_4 and runs 5..6."""
     args = [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2", "trainer.resume_mode=auto"]
     sandbox.set_scenario(h1, {"step_time": 0.1, "failure": {"kind": "oom-host", "step": 5, "times": 1}})
-    rc, log1 = verl(sandbox, h1, args, log="attempt-1.log")
-    assert rc == 137
-    assert steps(log1) == [1, 2, 3, 4]
-    assert grep("Training from scratch", log1)
-    ckpt = sandbox.runs_dir(h1) / "ckpt"
-    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
-    assert (ckpt / "global_step_4" / "actor" / "model_world_size_8_rank_0.pt").exists()
-    assert (ckpt / "global_step_4" / "data.pt").exists()
-    rc, log2 = verl(sandbox, h1, args, log="attempt-2.log")
+    with sandbox.memory_limit(h1):  # the cue's count file lives in this container: both runs in it
+        rc, log1 = verl(sandbox, h1, args, log="attempt-1.log")
+        assert rc == 137
+        assert steps(log1) == [1, 2, 3, 4]
+        assert grep("Training from scratch", log1)
+        ckpt = sandbox.runs_dir(h1) / "ckpt"
+        assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
+        assert (ckpt / "global_step_4" / "actor" / "model_world_size_8_rank_0.pt").exists()
+        assert (ckpt / "global_step_4" / "data.pt").exists()
+        rc, log2 = verl(sandbox, h1, args, log="attempt-2.log")
     assert rc == 0, log2.read_text()[-2000:]
     # the V1 trainer's one logging line (real verl 0.9.1: tests/fixtures/real-verl/verl-run-2-resume.log)
     assert grep("Resuming from /verl/dapo_runs/ckpt/global_step_4, setting global step to 4", log2)
@@ -402,33 +403,60 @@ def test_kv_cache_fits_at_lower_utilization(sandbox, h1):
     assert rc == 0
 
 
-def test_host_oom_is_sigkill_137(sandbox, h1):
+def oom_kills(sandbox, host) -> int:
+    """The container cgroup's ``oom_kill`` counter (cgroup v2 memory.events, else v1 memory.oom_control): what the
+    supervisor reads (dapo_ops/agent/supervisor/devices.py ``oom_kill_count``)."""
+    out = sandbox.exec(
+        host, "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control", check=True
+    ).stdout
+    return int(re.search(r"^oom_kill (\d+)$", out, re.M).group(1))
+
+
+def test_host_oom_is_the_kernels_oom_kill(sandbox, h1):
+    """The oom-host cue takes host memory until the kernel's OOM killer ends the stand-in: SIGKILL (137), no
+    traceback, and the container cgroup's oom_kill counter grew, as in a real host OOM (the supervisor's
+    evidence for oom-host)."""
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 2}})
+    with sandbox.memory_limit(h1):
+        before = oom_kills(sandbox, h1)
+        rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"])
+        assert rc == 137 and steps(log) == [1] and not grep("Traceback", log)
+        assert oom_kills(sandbox, h1) > before
+
+
+def test_host_oom_cue_without_a_memory_limit_is_refused(sandbox, h1):
+    """Without a container memory limit the cue would take the machine's own memory: the stand-in refuses at start."""
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 2}})
     rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=3"])
-    assert rc == 137 and steps(log) == [1]
+    assert rc == 1 and steps(log) == [] and grep("the oom-host cue needs a container memory limit", log)
 
 
 def test_hang_prints_nothing_more(sandbox, h1):
-    """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed."""
-    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2}})
+    """At the hang step the process stays alive and silent (no step:2, no exit) until it is killed. The cue fires
+    once (``times: 1``): the stand-in writes its count file (cues.fire_allowed) right before it blocks, so the
+    count file is the event that it reached the hang; it is killed there and never ended by itself."""
+    sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "hang", "step": 2, "times": 1}})
     sandbox.exec(
         h1,
         "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
         "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
-        "> /verl/dapo_runs/hang.log 2>&1; echo EXIT=$? >> /verl/dapo_runs/hang.log; } &",
+        "> /verl/dapo_runs/hang.log 2>&1 & echo $! > /verl/dapo_runs/hang.pid; wait $!; "
+        "echo EXIT=$? >> /verl/dapo_runs/hang.log; } >/dev/null 2>&1 &",
         check=True,
     )
-    log = sandbox.runs_dir(h1) / "hang.log"
-    for _ in range(600):  # wait (up to ~2 min on a loaded machine) for step 1
-        if log.exists() and steps(log) == [1]:
-            break
-        time.sleep(0.2)
-    time.sleep(1)  # let the progress bar redraw after step 1 land
-    size = log.stat().st_size
-    time.sleep(2)  # 40 step times: a running trainer would have finished
+    log, pidfile = sandbox.runs_dir(h1) / "hang.log", sandbox.runs_dir(h1) / "hang.pid"
+
+    def fired():
+        return sandbox.exec(h1, "cat /tmp/dapo-standin/*.count 2>/dev/null").stdout.strip() == "1"
+
+    wait_for(fired, 120, "the hang cue firing", 0.2)
+    pid = int(pidfile.read_text())
+    assert sandbox.exec(h1, f"kill -0 {pid}").returncode == 0, log.read_text()[-2000:]  # alive in the hang
+    assert steps(log) == [1] and "EXIT=" not in log.read_text()
+    sandbox.exec(h1, f"kill -9 {pid}", check=True)
+    wait_for(lambda: "EXIT=" in log.read_text(), 60, "the killed stand-in's exit line")
     text = log.read_text()
-    assert steps(log) == [1] and "EXIT=" not in text and len(text.encode()) == size
-    sandbox.reset(h1)  # kills the hung process
+    assert steps(log) == [1] and text.rstrip().endswith("EXIT=137"), text[-2000:]  # killed, never ended by itself
 
 
 def test_swanlab_local_run_and_link_line(sandbox, h1):
@@ -580,7 +608,8 @@ def test_fault_injection_sshd_and_link(sandbox):
 
 def test_host_oom_during_save_leaves_a_torn_checkpoint(sandbox, h1):
     sandbox.set_scenario(h1, {"step_time": 0.05, "failure": {"kind": "oom-host", "step": 4, "during_save": True}})
-    rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2"])
+    with sandbox.memory_limit(h1):
+        rc, log = verl(sandbox, h1, [*BASE, "trainer.total_training_steps=6", "trainer.save_freq=2"])
     ckpt = sandbox.runs_dir(h1) / "ckpt"
     assert rc == 137 and steps(log) == [1, 2, 3]
     assert grep("Saving checkpoint to /verl/dapo_runs/ckpt/global_step_4", log)

@@ -39,20 +39,35 @@ def test_every_runbook_variable_is_in_the_table():
     assert not any("KEY" in e for e in envs), "secrets are not settings"
 
 
+# (flag value, env text, the env text's value written out, file value) per setting type; the expected values are
+# literals, never the implementation's own convert
+SAMPLES = {
+    "int": (7, "8", 8, 9),
+    "float": (0.7, "0.8", 0.8, 0.9),
+    "bool": (True, "False", False, True),
+    "str": ("from-flag", "from-env", "from-env", "from-file"),
+    "features": ("offload", "prefix_cache", "prefix_cache", "-flash_attn"),
+}
+# settings whose choices or minimum the type's samples miss
+SAMPLES_OF = {
+    "framework": ("megatron", "fsdp", "fsdp", "megatron"),
+    "trainer_mode": ("async", "sync", "sync", "async"),
+    "memory_fit": ("start", "warn", "warn", "start"),
+    "profile": ("0.9", "0.8", "0.8", "0.9"),
+    "swanlab_mode": ("cloud", "disabled", "disabled", "cloud"),
+    "hang_timeout": (60, "61", 61, 62),
+}
+
+
+def test_the_samples_cover_every_choice_and_minimum():
+    for p in S.PARAMS:
+        if p.choices or (p.minimum is not None and p.minimum > 7):
+            assert p.name in SAMPLES_OF, p.name
+
+
 @pytest.mark.parametrize("p", S.PARAMS, ids=lambda p: p.name)
 def test_precedence_flag_env_file_default_for_every_setting(p):
-    samples = {
-        "int": (7, "8", 9),
-        "float": (0.7, "0.8", 0.9),
-        "bool": (True, "False", True),
-        "str": ("from-flag", "from-env", "from-file"),
-        "features": ("offload", "prefix_cache", "-flash_attn"),
-    }
-    fl, ev, fv = samples[p.type]
-    if p.choices:
-        fl, ev, fv = [c for c in p.choices if c][0], [c for c in p.choices if c][-1], [c for c in p.choices if c][0]
-    if p.minimum is not None and p.type == "int":
-        fl, ev, fv = max(fl, int(p.minimum)), str(max(int(ev), int(p.minimum) + 1)), max(fv, int(p.minimum) + 2)
+    fl, ev, typed, fv = SAMPLES_OF.get(p.name) or SAMPLES[p.type]
     tbl, _, key = (p.key or "").rpartition(".")
     file_cfg = {tbl or "run": {key: fv}} if p.key else {}
     env = {p.env[0]: ev} if p.env else {}
@@ -60,16 +75,7 @@ def test_precedence_flag_env_file_default_for_every_setting(p):
     assert (st[p.name], st.source(p.name)) == (fl, "flag")
     if p.env:
         st = resolve({}, env, file_cfg)
-        assert st.source(p.name) == "env"
-        # the env value typed by hand (not by the implementation's own convert): "8" -> 8, "False" -> False, ...
-        typed = {
-            "int": int,
-            "float": float,
-            "bool": {"True": True, "False": False}.__getitem__,
-            "str": str,
-            "features": str,
-        }[p.type](ev)
-        assert st[p.name] == typed and type(st[p.name]) is type(typed)
+        assert (st[p.name], st.source(p.name)) == (typed, "env") and type(st[p.name]) is type(typed)
     if p.key:
         st = resolve({}, {}, file_cfg)
         assert (st[p.name], st.source(p.name)) == (fv, "file")

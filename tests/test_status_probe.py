@@ -19,6 +19,7 @@ from dapo_ops.control.status import PROBE_OPS
 from dapo_ops.control import statusview
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
+from supervisor_helpers import wait_for
 
 # A stand-in supervisor: its argv names dapo_ops.agent.supervisor and the run dir (what runfiles.is_supervisor_pid
 # checks); on SIGTERM it stops its verl process group and marks run.json stopped, as the real one does.
@@ -39,7 +40,7 @@ def term(*a):
 signal.signal(signal.SIGTERM, term)
 open(os.path.join(run_dir, "sup.ready"), "w").close()
 while True:
-    time.sleep(0.1)
+    signal.pause()
 """
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,8 +135,9 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
     assert json.loads(out.stdout) == {"error": "unknown probe op 'stop' (this module answers status, list)"}
 
 
-def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log=""):
-    rid = runstate.new_run_id()
+def make_run(runs_dir, status="running", attempt=1, sup_pid=None, verl_pgid=None, log="", now=None):
+    """A run dir as the supervisor writes it; ``now`` (Unix seconds) is the start time its run id names."""
+    rid = runstate.new_run_id(now)
     rd = runstate.run_dir_for(runs_dir, rid)
     os.makedirs(rd)
     spec = {
@@ -174,8 +176,7 @@ def test_status_reads_only_a_bounded_tail(tmp_path):
 
 
 def test_current_run_is_lock_holder_then_newest(tmp_path):
-    a, _ = make_run(str(tmp_path), status="succeeded")
-    time.sleep(1.1)
+    a, _ = make_run(str(tmp_path), status="succeeded", now=time.time() - 60)  # run ids name their start second
     b, _ = make_run(str(tmp_path), status="failed")
     assert probe({"op": "status", "runs_dir": str(tmp_path)})["run"]["run_id"] == b
     runfiles.write_json_atomic(tmp_path / ".lock", {"run_id": a, "pid": gone_pid()})
@@ -241,9 +242,7 @@ def test_stop_terminates_live_supervisor(tmp_path):
         rec = runfiles.read_run(rd)
         rec["pids"]["supervisor"] = sup.pid
         runfiles.write_run(rd, rec)
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(rd, "sup.ready")) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: os.path.exists(os.path.join(rd, "sup.ready")), 30, "the stand-in supervisor's ready file")
         assert probe({"op": "status", "runs_dir": str(tmp_path)})["supervisor_alive"] is True
         res = probe({"op": "stop", "runs_dir": str(tmp_path), "run_id": rid})
         assert res["actions"][0] == "SIGTERM supervisor pid %d" % sup.pid
@@ -259,7 +258,6 @@ def test_stop_never_touches_a_foreign_group(tmp_path):
     # a process group that existed before the run started (a recycled pgid) is not the run's
     other = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        time.sleep(0.2)
         rid, rd = make_run(str(tmp_path), sup_pid=gone_pid(), verl_pgid=other.pid)
         rec = runfiles.read_run(rd)
         rec["started_at"] = time.time() + 3600

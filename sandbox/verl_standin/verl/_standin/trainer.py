@@ -19,14 +19,13 @@ import json
 import os
 import pprint
 import random
-import signal
 import socket
 import sys
 import time
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import cues, reward, texts
+from . import cues, hostmem, reward, texts
 from .progress import Progress
 
 KNOWN_LOGGERS = (
@@ -206,6 +205,8 @@ class StandinTrainer:
         self.scn = cues.scenario()
         self.dev = cues.devices()
         self.fail = self.scn.get("failure") or None
+        if self.fires("oom-host"):
+            hostmem.require_limit()  # a real kernel OOM kill needs a container memory limit: refused without one
         self.accel = self.scn.get("accelerator") or self.dev.get("accelerator", "npu")
         runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunnerV1"
         self.v1 = not self.one_step_off  # main_ppo = the V1 trainer: its log lines (module docstring)
@@ -546,7 +547,7 @@ class StandinTrainer:
                     f"[Rank 0] Saved {kind} to {os.path.join(actor, f'{kind}_world_size_{w}_rank_0.pt')}", "WorkerDict"
                 )
             if kill_during:
-                os.kill(os.getpid(), signal.SIGKILL)
+                hostmem.exhaust()  # the kernel's OOM killer ends the process mid-save
         with open(os.path.join(folder, "data.pt"), "wb") as f:
             f.write(payload)
         tmp = os.path.join(d, ".latest_checkpointed_iteration.txt.tmp")
@@ -700,7 +701,7 @@ class StandinTrainer:
                     o.line(ln, actor)
                 self.raise_later(exc, "hang_s", 3.0)
             if at_fail and kind == "oom-host" and not fail.get("during_save") and cues.fire_allowed(self.scn):
-                os.kill(os.getpid(), signal.SIGKILL)
+                hostmem.exhaust()  # host RAM runs out: the kernel's OOM killer ends the process
             if at_fail and kind == "oom-ray" and cues.fire_allowed(self.scn):
                 raylet, exc = texts.ray_oom(o.runner, self.pids, self.ip, self.rng)
                 for ln in raylet:
