@@ -293,9 +293,10 @@ def _launch(
             hosts_given=bool((hosts or "").strip()),
         )
 
-    # a plan error is the same on every host kind: check once before contacting anyone
+    # a plan error is the same on every host kind: check once before contacting anyone (the launch's own builder,
+    # without the hosts' facts; each host's launch builds its one plan from its facts)
     try:
-        req.make_plan(chosen[0], runstate.new_run_id())
+        svc.build_plan(svc.LaunchFacts(host=chosen[0], run_id=runstate.new_run_id()), req)
     except planning.PlanError as e:
         fail(str(e), EXIT_USAGE)
 
