@@ -21,7 +21,9 @@ into the run dir (``dapo_ops/control/launch.py`` ``start_run``, through ``remote
 
 So a launch costs one remote call for the start and its wait instead of a poll per half second (each a full SSH
 round trip, ``docker exec`` and Python start). Once this op exits the supervisor's parent is the container's init
-(as every orphan in it); it reaps the supervisor when the run is over.
+(as for every orphan in it), which reaps it when the run is over; an init that reaps nothing (``sleep infinity``)
+keeps an ended supervisor as a zombie until the container restarts: it holds no resources and counts as dead
+everywhere (:func:`dapo_ops.core.runstate.pid_alive`, :mod:`dapo_ops.agent.procs`).
 """
 
 from __future__ import annotations

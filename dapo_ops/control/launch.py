@@ -54,7 +54,7 @@ class LaunchProgress:
     :meth:`begin` is called by :func:`start_run` before it writes anything of a run on a host; :meth:`cancel`
     (the CLI, on Ctrl-C) returns ``{host name: run id}`` of every run begun and makes every later :meth:`begin`
     refuse, so a host whose start had not begun yet starts nothing afterwards. Until :func:`start_run`
-    returns, a begun run *may* have started: its supervisor is detached (``remote_bundle.start_supervisor``).
+    returns, a begun run *may* have started: its supervisor is detached (the op ``dapo_ops.agent.runstart``).
     """
 
     def __init__(self) -> None:
