@@ -530,7 +530,7 @@ def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
     st = resume.resumed_settings(now, old)
     assert (st["model"], st.source("model")) == ("/m/mine", "resume")
     assert (st["framework"], st["train_file"]) == ("fsdp", "/d/t.parquet")
-    # given now wins; layout keys the plan derives from the hosts are compared by apply_resume, never taken
+    # given now wins; layout keys the plan derives from the hosts are compared by resume.check, never taken
     assert (st["steps"], st.source("steps"), st["max_response_length"]) == (60, "flag", 2048)
     assert st.get("n_gpus_per_node") == now.get("n_gpus_per_node")
     assert now["model"] != "/m/mine"  # the request's own settings are not changed
