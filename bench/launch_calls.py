@@ -10,6 +10,15 @@ inside them, each a process start in the container. After each launch the run is
 
 Prints, per launch, the calls by kind and the wall time of ``inv launch`` (the verl stand-in, scenario
 ``step_time`` 0.2 s, no SwanLab: the link wait is 0), and the median over ``--repeat`` launches.
+
+Measured 2026-12-02 on bench 20 (1 host; the shared 2-core machine under load), issue 30 items 3 and 5:
+
+| code | host commands per launch | container entries | inv launch (median) |
+|---|---|---|---|
+| before (6174411: start + run.json polls every 0.5 s) | 13 / 14 / 16, median 14 (7-8 polls) | 12-15 | 7.64 s |
+| after (one plan, the ``runstart`` op answers once) | 5 (8 on a fresh bundle) | 4 | 6.09 s (5 launches) |
+
+(both keep the 4 s settle after verl started, most of the wall time; the first launch installs the bundle.)
 """
 
 from __future__ import annotations
