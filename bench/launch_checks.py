@@ -6,7 +6,7 @@ Times :func:`dapo_ops.control.launch.quick_checks` (container state, the occupan
 the round trips every launch makes before it writes anything) on an up bench (``sandbox/bench.sh up``), over a
 fresh SSH connection each time as a launch has it:
 
-- ``no tracker``: ``quick_checks(..., req=None)``, cloud-mode plan: what launch did before the tracker check;
+- ``no tracker``: ``quick_checks(..., req=None)``, cloud-mode probe view: what launch did before the tracker check;
 - ``cloud, tracker up``: cloud mode with ``SWANLAB_HOST`` on a plain HTTP server on the bench bridge (a reachable
   self-hosted SwanLab): the same round trips, the probe also GETs ``<host>/api`` from the container;
 - ``local mode``: ``--swanlab-mode local``: no GET (nothing to reach).
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from dapo_ops.control import inventory, remote_bundle, swanlab_cfg  # noqa: E402
+from dapo_ops.control import inventory, swanlab_cfg  # noqa: E402
 from dapo_ops.control import launch as svc  # noqa: E402
 from dapo_ops.control.remote import Target  # noqa: E402
 from inputs_helpers import make_model, make_parquet  # noqa: E402
@@ -82,11 +82,10 @@ def main() -> int:
 
     def once(sw, with_req: bool) -> float:
         req = svc.LaunchRequest(mode="dapo", settings=st, sw=sw)
-        plan = req.make_plan(h, "20261201-000000-bnch")
+        view = svc.probe_view(svc.LaunchFacts(host=h, run_id="20261201-000000-bnch"), req)
         with Target(h) as t:
-            bdir = remote_bundle.ensure_bundle(t, h.runs_path, plan.spec["python"])
             t0 = time.monotonic()
-            facts = svc.quick_checks(t, plan, bdir, False, req if with_req else None)
+            facts = svc.quick_checks(t, view, False, req if with_req else None)
             dt = time.monotonic() - t0
         got = (facts.get("probe") or {}).get("http") or {}
         assert bool(got) == (with_req and sw.mode == "cloud"), got

@@ -136,13 +136,21 @@ def test_put_text_mode_on_bare_host(tmp_path):
     assert p.read_text() == "K=v\n" and stat.S_IMODE(p.stat().st_mode) == 0o600
 
 
-def test_bare_start_command_detaches_and_keeps_host_pythonpath():
-    line = remote_bundle.bare_start_command(
-        {"PYTHONPATH": "/tmp/site", "PATH": "/a b"}, "/w", "python3", "/r/.dapo_ops/b", "/r/run1"
-    )
-    assert "docker" not in line and "setsid sh -c" in line and line.endswith("< /dev/null & )")
-    assert line.startswith("export PATH='/a b' && ")
-    assert "PYTHONPATH=/r/.dapo_ops/b:/tmp/site exec python3 -m dapo_ops.agent.supervisor /r/run1" in line
+def test_the_start_op_on_a_bare_host_refuses_a_missing_run_dir_and_starts_nothing(tmp_path):
+    """The start op (``dapo_ops.agent.runstart``) through the bundle's op line in the host's shell, for real: a
+    supervisor that cannot be started is exit SPAWN_FAILED with one line, not an answer (``launch.start_run``
+    removes the run dir then)."""
+    import sys
+
+    from dapo_ops.agent import runstart
+
+    t = _target(tmp_path, env={"PYTHONPATH": "/tmp/site"})
+    bdir = remote_bundle.local_install(tmp_path / "runs")
+    run_dir = tmp_path / "runs" / "20261201-000000-abcd"  # never made: spec.json was not written
+    args = [str(run_dir), "--workdir", str(tmp_path), "--start-wait", "5", "--settle", "0", "--link-wait", "0"]
+    res = t.run(remote_bundle.op_line(bdir, sys.executable, "runstart", args), workdir="", check=False)
+    assert res.exited == runstart.SPAWN_FAILED and res.stdout == ""
+    assert res.stderr.strip().startswith(f"could not start the supervisor of {run_dir}: [Errno 2]")
 
 
 def test_inv_hosts_shows_a_local_bare_host_as_local_without_ssh(monkeypatch):

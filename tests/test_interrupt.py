@@ -144,6 +144,6 @@ def test_start_run_after_cancel_writes_nothing():
     target = SimpleNamespace(host=SimpleNamespace(name="h2"))
     plan = SimpleNamespace(spec={"run_id": "20261201-120000-ffff", "python": "python3"}, run_dir="/r/x")
     with pytest.raises(svc.LaunchRefused) as e:
-        svc.start_run(target, plan, "/b", {}, sw=None, link_wait=0, progress=p)
+        svc.start_run(target, plan, {}, link_wait=0, progress=p)
     assert e.value.kind == "interrupted"
     assert str(e.value) == "h2: launch interrupted before run 20261201-120000-ffff was started; nothing was started"

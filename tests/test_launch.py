@@ -4,7 +4,6 @@ and the stdlib bundle running the supervisor with nothing but the standard libra
 import base64
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -126,24 +125,12 @@ def test_launch_without_H_on_three_hosts_says_it_is_one_run_across_every_host(tm
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip() == (
         "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the inventory; -H h1 plans one "
-        "host, --independent one run per host): responses per step do not split evenly over 24 trainer devices: "
+        "host, --independent one run per host): responses per step do not split evenly over 24 trainer devices "
+        "(3 nodes x 8): "
         "train_batch_size=64 x rollout_n=8 = 512 (try --train-batch-size 66 or 63); ppo_mini_batch_size=16 x "
         "rollout_n=8 = 128 (try --ppo-mini-batch-size 18 or 15) (each must be a multiple of 3; or change "
         "--rollout-n / the hosts)"
     )
-
-
-def test_start_command_is_detached_and_quoted():
-    wd, ctr, py = "/work dir/it's", "my verl", "/opt/py 3/bin/python3"
-    bdir, run_dir = "/runs x/.dapo_ops/0.1.0-abc", "/runs x/20261129-151200-a1b2"
-    cmd = remote_bundle.start_command(ctr, wd, py, bdir, run_dir)
-    argv = shlex.split(cmd)
-    assert argv[:6] == ["docker", "exec", "-d", "-w", wd, ctr] and argv[6:8] == ["sh", "-c"]
-    inner = shlex.split(argv[8])
-    assert inner[:3] == ["cd", wd, "&&"]
-    assert inner[3] == "PYTHONPATH=" + bdir and inner[4] == "exec" and inner[5] == py
-    assert inner[6:9] == ["-m", "dapo_ops.agent.supervisor", run_dir]
-    assert inner[9:] == [">", run_dir + "/supervisor.log", "2>&1", "<", "/dev/null"]
 
 
 def test_bundle_contents_hash_and_closure():
@@ -479,8 +466,8 @@ class _Occupancy:
     def __init__(self, answer):
         from types import SimpleNamespace
 
-        self.host = SimpleNamespace(name="h1", runs_path="/verl/dapo_runs")
-        self.container, self.answer, self.calls = "verl", answer, []
+        self.host = SimpleNamespace(name="h1", runs_path="/verl/dapo_runs", python="python3")
+        self.name, self.container, self.answer, self.calls = "h1", "verl", answer, []
 
     def run(self, argv, **kw):
         from types import SimpleNamespace
@@ -502,11 +489,15 @@ def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys)
 
     t = _Occupancy(answer)
     with pytest.raises(svc.LaunchRefused) as e:
-        svc.refuse_if_busy(t, "python3", "/b")
+        svc.refuse_if_busy(t, "python3")
     assert e.value.kind == "active-run" and str(e.value).startswith(starts) and "\n" not in str(e.value)
-    assert t.calls[0][:3] == ["python3", "-m", "dapo_ops.agent.occupancy"] and "--sweep" in t.calls[0]
+    # the bundle's op line (remote_bundle.run_op: the one way into the container)
+    [line] = t.calls
+    assert line == remote_bundle.op_line(
+        remote_bundle.bundle_dir("/verl/dapo_runs"), "python3", "occupancy", ["/verl/dapo_runs", "h1", "--sweep"]
+    )
     assert capsys.readouterr() == ("", "")
-    assert svc.refuse_if_busy(_Occupancy({"active": None}), "python3", "/b") == {"active": None}
+    assert svc.refuse_if_busy(_Occupancy({"active": None}), "python3") == {"active": None}
 
 
 def test_override_refusals_raise_one_line_usage_errors():
@@ -540,7 +531,7 @@ def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
     st = resume.resumed_settings(now, old)
     assert (st["model"], st.source("model")) == ("/m/mine", "resume")
     assert (st["framework"], st["train_file"]) == ("fsdp", "/d/t.parquet")
-    # given now wins; layout keys the plan derives from the hosts are compared by apply_resume, never taken
+    # given now wins; layout keys the plan derives from the hosts are compared by resume.check, never taken
     assert (st["steps"], st.source("steps"), st["max_response_length"]) == (60, "flag", 2048)
     assert st.get("n_gpus_per_node") == now.get("n_gpus_per_node")
     assert now["model"] != "/m/mine"  # the request's own settings are not changed
@@ -558,37 +549,6 @@ def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
     )
     assert res.returncode == 2 and "--experiment" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert key not in res.stdout + res.stderr
-
-
-def test_a_refused_resume_leaves_the_earlier_runs_record_alone(monkeypatch):
-    """A new user's trial: after a supervisor SIGKILL verl finished every step; `inv launch --resume` was refused
-    ("would train nothing") but had already closed the earlier run as failed at a stale step. The refusal comes
-    first now: no stop op runs."""
-    from types import SimpleNamespace
-
-    from dapo_ops.control import resume, status
-    from dapo_ops.control.launch_errors import LaunchRefused
-
-    calls = []
-    monkeypatch.setattr(status, "probe", lambda target, req: calls.append(req) or {})
-    old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 60}}
-    answers = {
-        "/r/old/checkpoints/latest_checkpointed_iteration.txt": "60\n",
-        "/r/old/run.json": '{"status": "running", "step": 34}',
-    }
-
-    class T:
-        host = SimpleNamespace(runs_path="/r")
-
-        def run(self, argv, **kw):
-            return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
-
-    plan = SimpleNamespace(spec={"mode": "dapo", "framework": "fsdp", "settings": {"steps": 60}}, features=None)
-    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
-    with pytest.raises(LaunchRefused) as e:
-        resume.apply_resume(T(), plan, "old", old)
-    assert "would train nothing" in str(e.value)
-    assert calls == []  # the earlier run's record was not touched
 
 
 # A new user's trial: --override of a key the plan sets (trainer.total_training_steps, the model path, the data files,
@@ -751,7 +711,14 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
             return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
 
     monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
-    line = resume.apply_resume(T(), plan, "old", old)
+    answers["/r/old/spec.json"] = json.dumps(old)
+    facts = resume.read_facts(T(), "old")
+    assert facts.strategy == (want if version else None)
+    plan = planning.make_plan(
+        resume.resumed_settings(st, facts.spec), one_gpu, mode="dapo", run_id="20261202-000000-new0",
+        swanlab_logger=False, resume=facts,
+    )  # fmt: skip
+    line = resume.line(plan, facts)
     assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
     # the supervisor's later attempts build their argv from the spec: they keep it too
     from dapo_ops.core import overrides

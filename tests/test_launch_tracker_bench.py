@@ -17,7 +17,6 @@ import pytest
 
 from dapo_ops.control import inventory
 from dapo_ops.control import launch as svc
-from dapo_ops.control import remote_bundle
 from dapo_ops.control import swanlab_cfg
 from dapo_ops.control.remote import Target
 import test_launch_bench
@@ -126,10 +125,9 @@ def _quick(sandbox, host: str, sw_env: dict, extra_public: dict | None = None):
         "max_response_length": 1024,
     }
     req = svc.LaunchRequest(mode="dapo", settings=st, sw=sw, extra_public=dict(extra_public or {}))
-    plan = req.make_plan(h, "20261201-000000-trk0")
+    view = svc.probe_view(svc.LaunchFacts(host=h, run_id="20261201-000000-trk0"), req)
     with Target(h) as t:
-        bdir = remote_bundle.ensure_bundle(t, h.runs_path, plan.spec["python"])
-        return svc.quick_checks(t, plan, bdir, False, req)
+        return svc.quick_checks(t, view, False, req)
 
 
 def test_a_reachable_tracker_passes_in_the_same_probe(sandbox, host_ready):

@@ -229,6 +229,7 @@ class FakeCluster:
         self.log: list[tuple[str, str, str]] = []  # (host, step, command text)
         self.up: dict[str, str] = {}  # host -> address of a Ray session that was started
         self.fail_host, self.fail_step, self.run_status = fail_host, fail_step, run_status
+        self.specs: dict[str, str] = {}  # host -> the spec.json text written there
         self.lock = threading.Lock()
 
 
@@ -244,15 +245,15 @@ def _step(cmd) -> str:
         for op in ("stop", "wait", "iface"):
             if op in words[words.index("dapo_ops.agent.raysession") :]:
                 return op
-    if "dapo_ops.agent.runfiles" in text:
-        return "read-run"
+    if "dapo_ops.agent.runstart" in text:
+        return "supervisor"
     if text.startswith("rm -rf"):
         return "rm"
     return "bundle-check"
 
 
 class FakeTarget:
-    """The Target methods the launch service uses (run, put_text, host_run, container_state, close), in memory:
+    """The Target methods the launch service uses (run, put_text, container_state, close), in memory:
     every command is recorded in the shared :class:`FakeCluster`; the step it names fails with a RemoteError."""
 
     bare = False
@@ -288,19 +289,21 @@ class FakeTarget:
             with self.fc.lock:
                 self.fc.up.pop(self.name, None)
             out = "3"
-        elif step == "read-run":
+        elif step == "supervisor":  # the start op: it answers once the run left "starting"
             rec = {"status": self.fc.run_status, "run_id": "x"}
             if self.fc.run_status == "failed":
                 rec["verdict"] = {"cls": "config-error", "action": "fix the override", "evidence": ["bad key"]}
-            out = _json.dumps(rec)
+            out = _json.dumps({"started": True, "record": rec, "supervisor_exit": None})
         return SimpleNamespace(exited=0, stdout=out + "\n", stderr="")
 
     def put_text(self, text, path, mode=0o644, timeout=None):
         self._do("spec" if path.endswith("spec.json") else "put", path)
+        if path.endswith("spec.json"):
+            self.fc.specs[self.name] = text
 
-    def host_run(self, cmd, timeout=None, **kw):
-        self._do("supervisor", cmd)
-        return SimpleNamespace(exited=0, stdout="", stderr="")
+    @property
+    def where(self) -> str:
+        return f"in container '{self.container}'"
 
     def container_state(self):
         return SimpleNamespace(running=True, status="running")
@@ -342,12 +345,38 @@ def test_a_cluster_launch_starts_head_then_workers_then_the_run_and_tears_nothin
     steps = [s for _, s, _ in fc.log]
     assert steps.index("head") < steps.index("worker") < steps.index("spec") < steps.index("supervisor")
     assert _steps(fc, "stop") == [] and _steps(fc, "rm") == [] and set(fc.up) == {"h1", "h2"}
-    spec = run.plan.spec
+    spec = run.spec  # the spec.json written: the plan's, with what the cluster's start gave
+    assert spec == _json.loads(fc.specs["h1"]) and run.plan.spec["ray"] is None
     assert spec["env"]["RAY_ADDRESS"] == "198.51.100.11:6379" and [n["name"] for n in spec["ray"]["nodes"]] == [
         "h1",
         "h2",
     ]
     assert run.row.ok and run.handle.resources["NPU"] == 16.0
+
+
+def test_a_cluster_launch_plans_once_and_starts_the_run_in_one_call(fake_launch, monkeypatch):
+    """Issue 30: the plan is built once (the topology's settings applied before its one check), never copied into
+    or re-built; the head's start is one call of the start op (no run.json polls)."""
+    from dapo_ops.control import planning as planning_mod
+    from dapo_ops.core import overrides, runspec
+
+    counts = {"make_plan": 0, "check_spec": 0}
+
+    def counted(name, fn):
+        def wrapper(*a, **kw):
+            counts[name] += 1
+            return fn(*a, **kw)
+
+        return wrapper
+
+    monkeypatch.setattr(planning_mod, "make_plan", counted("make_plan", planning_mod.make_plan))
+    check = counted("check_spec", runspec.check_spec)
+    monkeypatch.setattr(runspec, "check_spec", check)
+    monkeypatch.setattr(overrides, "check_spec", check)
+    run, fc = fake_launch()
+    assert isinstance(run, mh.ClusterRun), run
+    assert counts == {"make_plan": 1, "check_spec": 1}
+    assert _steps(fc, "supervisor") == ["h1"] and run.spec["settings"]["nnodes"] == 2
 
 
 def test_a_refusing_host_starts_nothing(fake_launch):

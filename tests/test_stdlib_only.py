@@ -95,7 +95,7 @@ def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
 
     emitted |= {("status.py", m) for m in status.PROBE_OPS.values()}
     ops = {m for _, m in emitted}
-    assert {"probe", "preflight", "prepare", "verlinfo", "raysession", "occupancy", "supervisor"} <= ops, emitted
+    assert {"probe", "preflight", "prepare", "verlinfo", "raysession", "occupancy", "runstart"} <= ops, emitted
     assert ops <= set(remote_bundle.OPS), sorted(e for e in emitted if e[1] not in remote_bundle.OPS)
     for op in ops:
         assert _op_file(op), op

@@ -55,7 +55,7 @@ def launch(
                 t.close()
             except Exception:  # noqa: BLE001
                 pass
-    d, spec, handle, topo = run.row.data, run.plan.spec, run.handle, run.topo
+    d, spec, handle, topo = run.row.data, run.spec, run.handle, run.topo
     head = chosen[0]
     result = {"run_id": run.run_id, "head": head.name, "run_dir": run.plan.run_dir, "ray": spec["ray"]}
     if json_:

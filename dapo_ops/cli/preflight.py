@@ -11,6 +11,7 @@ exit 1 if any check fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from rich.table import Table
@@ -193,8 +194,9 @@ def preflight(
         )
     except proxy.ProxyError as e:
         fail(str(e), EXIT_USAGE)
-    for plan in plans.values():  # as launch's run_public_env: the plan's proxy variables give way to the run's
-        plan.spec["env"] = {k: v for k, v in plan.spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
+    for name, plan in plans.items():  # as launch's public env: the plan's proxy variables give way to the run's
+        env = {k: v for k, v in plan.spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
+        plans[name] = dataclasses.replace(plan, spec={**plan.spec, "env": env})
     extra_env = {**proxy_public, **(sw.public_env() if sw is not None else {})}
     head = chosen[0]
     jobs = {}

@@ -1,12 +1,20 @@
-"""Launch one run on one host as a service: checks, plan fitting, ``--resume``, spec + secrets, detached start.
+"""Launch one run on one host as a service: gather the host's facts, build ONE plan, then execute it.
 
-What ``inv launch`` / ``inv one-step-off`` do per host (:mod:`dapo_ops.cli.launch` parses the flags and prints):
-make the plan (:mod:`dapo_ops.control.planning`), refuse what would fail at once (container stopped, a run
-already active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.quick``), install the stdlib bundle
-(:mod:`dapo_ops.control.remote_bundle`), write ``spec.json`` and ``secret.env`` (0600), start
-``python3 -m dapo_ops.agent.supervisor <run_dir>`` detached and wait a few seconds for ``run.json`` to say
-``running``. The multi-host path (:mod:`dapo_ops.control.multihost`) uses the same checks and start.
+What ``inv launch`` / ``inv one-step-off`` do per host (:mod:`dapo_ops.cli.launch` parses the flags and prints), in
+the shape of invoke's ``Executor.execute`` (expand once, then run):
 
+1. :func:`gather_facts`: the run's container, ``--resume``'s earlier run (:func:`dapo_ops.control.resume.read_facts`),
+   and the checks that would make the launch fail at once (:func:`quick_checks`: container stopped, a run already
+   active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.quick``), whose one probe round trip also reads the
+   device memory, the model's config.json and the learned-start memos (:class:`LaunchFacts`);
+2. :func:`build_plan`: the facts + the :class:`LaunchRequest` -> one immutable :class:`~dapo_ops.control.planning.Plan`
+   (``check_spec`` once, the learned start or memory fit, ``--resume``, the run's env and notifier);
+3. execute: close an earlier run ``--resume`` continues whose supervisor died, write ``spec.json`` and ``secret.env``
+   (0600), and start the supervisor with ONE call of the bundle op :mod:`dapo_ops.agent.runstart`, which answers
+   once verl has started (:func:`start_run`). The multi-host path (:mod:`dapo_ops.control.multihost`) uses the same
+   builder, checks and start.
+
+Every call into the container goes through :func:`dapo_ops.control.remote_bundle.run_op` (the one way in).
 Never prints or exits: returns values (:class:`~dapo_ops.control.fanout.Row`) or raises one-line typed errors
 (:class:`LaunchRefused` on a host, :class:`LaunchUsageError` before any host,
 :class:`~dapo_ops.control.remote.RemoteError`, :class:`~dapo_ops.control.planning.PlanError`).
@@ -19,11 +27,11 @@ import json
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from dapo_ops.agent import notify
+from dapo_ops.agent import runstart
 from dapo_ops.control import planning
 from dapo_ops.control import proxy
 from dapo_ops.control import resume as resume_mod
@@ -32,9 +40,10 @@ from dapo_ops.control import remote_bundle
 from dapo_ops.control import swanlab_cfg
 from dapo_ops.control.fanout import Row
 from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.resume import ResumeFacts
 from dapo_ops.core import runstate
 
-#: seconds to wait for run.json to leave ``starting`` after the detached start
+#: seconds the start op waits for run.json to leave ``starting`` after it started the supervisor
 START_WAIT_S = 30.0
 #: seconds a run that reached ``running`` is still watched for an immediate failure (config errors)
 SETTLE_S = 4.0
@@ -46,7 +55,7 @@ class LaunchProgress:
     :meth:`begin` is called by :func:`start_run` before it writes anything of a run on a host; :meth:`cancel`
     (the CLI, on Ctrl-C) returns ``{host name: run id}`` of every run begun and makes every later :meth:`begin`
     refuse, so a host whose start had not begun yet starts nothing afterwards. Until :func:`start_run`
-    returns, a begun run *may* have started: its supervisor is detached (``remote_bundle.start_supervisor``).
+    returns, a begun run *may* have started: its supervisor is detached (the op ``dapo_ops.agent.runstart``).
     """
 
     def __init__(self) -> None:
@@ -94,18 +103,84 @@ class LaunchRequest:
     resume: str = ""
     progress: LaunchProgress = field(default_factory=LaunchProgress)
 
-    def make_plan(self, host, run_id: str, **kw) -> planning.Plan:
-        """:func:`planning.make_plan` for ``host`` with this request's settings. Raises PlanError (one line)."""
-        return planning.make_plan(
-            self.settings,
-            host,
-            mode=self.mode,
-            run_id=run_id,
-            swanlab_logger=self.sw.logger_enabled,
-            proxy=self.inv_proxy,
-            extra_overrides=self.extra_overrides,
-            **kw,
-        )
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What is known of one launch on one host before its plan is built (:func:`gather_facts`, or the caller's).
+
+    ``host``: the inventory ``Host`` (a multi-host run: its head, with the cluster's device count). ``run_id``: the
+    new run's id (:func:`dapo_ops.core.runstate.new_run_id`). ``resume``: the run ``--resume`` continues, as its
+    container has it (:class:`~dapo_ops.control.resume.ResumeFacts`), else None. ``memory``: the launch probe's
+    device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory_facts`), None
+    without a probe (``--skip-preflight``, a multi-host run, the CLI's check before any host). ``topology``: a
+    multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None.
+    """
+
+    host: Any
+    run_id: str
+    resume: ResumeFacts | None = None
+    memory: Mapping | None = None
+    topology: Mapping | None = None
+
+
+def plan_settings(facts: LaunchFacts, req: LaunchRequest):
+    """The settings the plan is made from: ``req``'s, with what is not given now taken from the run ``--resume``
+    continues (:func:`dapo_ops.control.resume.resumed_settings`)."""
+    if facts.resume is None:
+        return req.settings
+    return resume_mod.resumed_settings(req.settings, facts.resume.spec)
+
+
+def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
+    """The arguments :func:`build_plan` and :func:`probe_view` give the planner: the request's, and the run's public
+    env (docs/design.md "SwanLab and secrets": the proxy variables of ``req.extra_public`` and SwanLab's public env;
+    a resumed run continues the earlier run's SwanLab run)."""
+    run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
+    return {
+        "mode": req.mode,
+        "run_id": facts.run_id,
+        "swanlab_logger": req.sw.logger_enabled,
+        "proxy": req.inv_proxy,
+        "extra_overrides": req.extra_overrides,
+        "topology": facts.topology,
+        "public_env": {**req.extra_public, **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id)},
+        "notify": req.notify_cfg,
+    }
+
+
+def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
+    """THE plan of one launch: ``req`` with ``facts`` -> one immutable :class:`~dapo_ops.control.planning.Plan`
+    (:func:`dapo_ops.control.planning.make_plan`, called once: ``check_spec`` once, the learned start, else the
+    memory fit, from the probe's facts, ``--resume``'s checkpoint dir, names and features; the run's env, loggers
+    and notifier). Pure. The CLI calls it with ``LaunchFacts(host, run_id)`` before contacting any host.
+
+    A learned start is not looked up with ``--resume``, which continues the earlier run's own features.
+    :raises PlanError: one line (settings, features, the memory fit).
+    :raises LaunchRefused: kind ``resume``: the plan cannot continue the earlier run's checkpoints
+        (:func:`dapo_ops.control.resume.check`).
+    """
+    memory = facts.memory
+    if memory is not None and req.resume:
+        memory = dict(memory, memos=None, learned_skip=f"--resume continues run {req.resume} with its own features")
+    plan = planning.make_plan(
+        plan_settings(facts, req), facts.host, memory=memory, resume=facts.resume, **_plan_args(facts, req)
+    )
+    if facts.resume is not None:
+        resume_mod.check(plan, facts.resume)
+    return plan
+
+
+def probe_view(facts: LaunchFacts, req: LaunchRequest) -> dict:
+    """What the launch probe looks at before the plan exists (:func:`dapo_ops.control.planning.draft_view`: the
+    paths, entry module, modules, tracker and env of the run ``req`` asks for; the same arguments as
+    :func:`build_plan` without the probe's facts). Raises PlanError (one line)."""
+    return planning.draft_view(plan_settings(facts, req), facts.host, **_plan_args(facts, req))
+
+
+def run_secret_env(req: LaunchRequest) -> dict:
+    """The run's ``secret.env`` (0600, read and deleted by the supervisor): SwanLab's key and ``req.extra_secret``
+    (proxy credentials, the notifier's secrets)."""
+    return {**req.sw.secret_env(), **req.extra_secret}
 
 
 # ------------------------------------------------------------------------------- before any host
@@ -291,17 +366,15 @@ def _refuse_resolvers(key: str, value) -> None:
 # ------------------------------------------------------------------------------- on the host
 
 
-def refuse_if_busy(target, py: str, bdir: str) -> dict:
-    """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, run in the container): refuse while a
-    run is active, while verl of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a
-    Ray node of a multi-host run that is still up; Ray left over from a finished cluster run is ended first
-    (``--sweep``). Raises :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
+def refuse_if_busy(target, py: str) -> dict:
+    """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, the bundle op run in the container by
+    :func:`dapo_ops.control.remote_bundle.run_op` with interpreter ``py``): refuse while a run is active, while verl
+    of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a Ray node of a multi-host run
+    that is still up; Ray left over from a finished cluster run is ended first (``--sweep``). Raises
+    :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
     host = target.host
-    res = target.run(
-        [py, "-m", "dapo_ops.agent.occupancy", host.runs_path, host.name, "--sweep"],
-        env={"PYTHONPATH": bdir},
-        workdir="",
-        timeout=60,
+    res = remote_bundle.run_op(
+        target, "occupancy", [host.runs_path, host.name, "--sweep"], python=py, workdir="", timeout=60
     )
     try:
         occ = json.loads((res.stdout or "").strip().splitlines()[-1])
@@ -340,24 +413,20 @@ def refuse_if_busy(target, py: str, bdir: str) -> dict:
     return occ
 
 
-def tracker_view(plan, req: "LaunchRequest") -> tuple[dict, dict]:
-    """``(plan view, secret env)`` the quick checks probe with: ``plan``'s spec with the env and loggers
-    :func:`prepare_spec_env` will give the run (its proxy variables, ``SWANLAB_MODE`` / ``SWANLAB_API_HOST``),
-    and the proxy variables that carry credentials (``req.extra_secret``; they reach the probe through a 0600
-    file, never argv). The SwanLab API key is not among them: the reachability GET needs none."""
-    spec = dict(plan.spec, env=run_public_env(plan, sw=req.sw, extra_public=req.extra_public), logger=req.sw.loggers())
-    secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
-    return {"spec": spec, "argv": plan.argv}, secret
-
-
-def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequest | None" = None) -> dict:
+def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None" = None) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
-    model/data, disk) unless ``skip_preflight``; with ``req``, in the same probe round trip, the tracker's
-    reachability from the container (``swanlab``: cloud mode only, with the run's proxy env and SwanLab host,
-    :func:`tracker_view`). Raises :class:`LaunchRefused` or RemoteError with one line. Returns the probe's
-    facts (empty when skipped), for the memory-fit estimate."""
+    model/data, disk, the memory fit) unless ``skip_preflight``; with ``req``, in the same probe round trip, the
+    tracker's reachability from the container (``swanlab``: cloud mode only, with the run's env: its proxy and
+    SwanLab host; the proxy variables that carry credentials reach the probe through a 0600 file, never argv).
+    ``view``: what the run reads (:func:`probe_view`, or a multi-host run's plan). Raises :class:`LaunchRefused`
+    or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
+    and memos :func:`build_plan` fits the plan to."""
+    from dapo_ops.control.preflight.plan import plan_view
+
     host = target.host
+    pv = plan_view(view)
+    assert pv is not None, "quick_checks needs what the run reads (probe_view, or a plan)"
     state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
     if not state.running:
         raise LaunchRefused(
@@ -365,16 +434,16 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
             f"container '{target.container}' on {host.name} is "
             f"{state.status}: start it (docker start {target.container}) and launch again",
         )
-    refuse_if_busy(target, plan.spec["python"], bdir)
+    refuse_if_busy(target, pv.spec["python"])
     facts: dict = {}
     if skip_preflight:
         return facts
     from dapo_ops.control import preflight
 
-    view, secret = tracker_view(plan, req) if req is not None else (plan, {})
+    secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
     failed = [
         ck
-        for ck in preflight.quick(target, view, facts_out=facts, tracker=req is not None, secret_env=secret)
+        for ck in preflight.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
         if ck.status == "fail"
     ]
     if failed:
@@ -390,68 +459,19 @@ def quick_checks(target, plan, bdir: str, skip_preflight: bool, req: "LaunchRequ
     return facts
 
 
-def fit_memory(req: LaunchRequest, host, plan, facts: dict) -> None:
-    """Where the first attempt starts, from the probe's facts (one round trip): a learned start (a memo of the same
-    configuration in the host's ``<runs_dir>/.learned``, :mod:`dapo_ops.core.learned`; not with ``--resume``, which
-    continues the earlier run's own features), else the memory fit (``memory_fit = start``: the first OOM-ladder
-    rung that fits the host's devices, source ``estimate``). Sets the spec's configuration key (``learn``: the
-    supervisor files a memo under it when the run needs a rung); updates ``plan`` in place. A plan that fits on no
-    rung was refused by the checks."""
+def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
+    """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, run
+    the quick checks (:func:`quick_checks` on :func:`probe_view`) and keep their probe's memory facts. Reads and
+    refusals only: nothing of the new run is written. Raises LaunchRefused / RemoteError / PlanError (one line)."""
     from dapo_ops.control.preflight import memory_facts
 
-    mem = memory_facts(host, facts.get("probe"))
-    if mem is None:
-        return
+    host = target.host
+    target.container = planning.container_for(req.settings, host)  # --container / CONTAINER over the inventory's
+    facts = LaunchFacts(host=host, run_id=runstate.new_run_id())
     if req.resume:
-        mem = dict(mem, memos=None, learned_skip=f"--resume continues run {req.resume} with its own features")
-    fitted = req.make_plan(host, plan.spec["run_id"], memory=mem)
-    for k in ("learn", "learned"):
-        if k in fitted.spec:
-            plan.spec[k] = fitted.spec[k]
-    plan.memory = fitted.memory
-    if fitted.spec.get("setting_changes"):
-        plan.spec.update(features=fitted.spec["features"], setting_changes=fitted.spec["setting_changes"])
-        plan.features, plan.argv, plan.ladder = fitted.features, fitted.argv, fitted.ladder
-
-
-def run_public_env(plan, *, sw, extra_public: dict) -> dict:
-    """The public env the run gets (docs/design.md "SwanLab and secrets"): the spec's without its proxy variables,
-    those of ``extra_public``, SwanLab's public env. A resumed run (spec ``resume_of``) continues the earlier run's
-    SwanLab run."""
-    spec = plan.spec
-    public = {k: v for k, v in spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-    return {
-        **public,
-        **extra_public,
-        **sw.public_env(run_dir=plan.run_dir, run_id=spec.get("resume_of") or spec["run_id"]),
-    }
-
-
-def prepare_spec_env(plan, *, sw, notify_cfg: dict, extra_public: dict, extra_secret: dict) -> dict:
-    """Fill ``plan.spec``'s ``env`` (:func:`run_public_env`) / ``logger`` / ``notify`` and return the secret env
-    for ``secret.env``."""
-    spec = plan.spec
-    spec["env"] = run_public_env(plan, sw=sw, extra_public=extra_public)
-    spec["logger"] = sw.loggers()
-    spec["notify"] = notify_cfg
-    return {**sw.secret_env(), **extra_secret}
-
-
-def read_run(target, py: str, bdir: str, run_dir: str) -> dict | None:
-    """``run.json`` of ``run_dir`` through ``python -m dapo_ops.agent.runfiles show`` (None when unreadable)."""
-    res = target.run(
-        [py, "-m", "dapo_ops.agent.runfiles", "show", run_dir],
-        env={"PYTHONPATH": bdir},
-        workdir="",
-        timeout=30,
-        check=False,
-    )
-    if res.exited != 0:
-        return None
-    try:
-        return json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None
+        facts = dataclasses.replace(facts, resume=resume_mod.read_facts(target, req.resume))
+    probe = quick_checks(target, probe_view(facts, req), req.skip_preflight, req)
+    return dataclasses.replace(facts, memory=memory_facts(host, probe.get("probe")))
 
 
 def verdict_line(rec: dict) -> str:
@@ -469,64 +489,98 @@ def verdict_line(rec: dict) -> str:
 
 def start_run(
     target,
-    plan,
-    bdir: str,
+    plan: planning.Plan,
     secret_env: dict,
     *,
-    sw,
     link_wait: float,
+    spec: Mapping | None = None,
     cleanup=None,
     progress: LaunchProgress | None = None,
 ) -> Row:
-    """Write ``spec.json`` (+ ``secret.env``, 0600) into ``plan.run_dir``, start the supervisor detached, wait up to
-    :data:`START_WAIT_S` for ``running`` and :data:`SETTLE_S` (and ``link_wait`` seconds for the SwanLab link) more.
+    """Write ``spec.json`` (``spec``, default ``plan.spec``; + ``secret.env``, 0600) into ``plan.run_dir`` and start
+    the supervisor with the bundle op :mod:`dapo_ops.agent.runstart` (ONE remote call): it answers once the run left
+    ``starting`` (up to :data:`START_WAIT_S`), after :data:`SETTLE_S` more and up to ``link_wait`` seconds for the
+    SwanLab link (0: the run logs no SwanLab).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container; ``ok=False`` kind
-    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when the start itself
-    fails; raises RemoteError with one line, :class:`LaunchRefused` (kind ``interrupted``) when ``progress`` was
-    cancelled before anything of the run was written.
+    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when nothing was
+    started (a write failed, the supervisor could not be started); raises RemoteError with one line,
+    :class:`LaunchRefused` (kind ``interrupted``) when ``progress`` was cancelled before anything of the run was
+    written.
     """
     host = target.host
-    spec = plan.spec
+    spec = plan.spec if spec is None else spec
     run_id, py = spec["run_id"], spec["python"]
     if progress is not None and not progress.begin(host.name, run_id):
         raise LaunchRefused(
             "interrupted", f"{host.name}: launch interrupted before run {run_id} was started; nothing was started"
         )
-    try:
-        target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
-        if secret_env:
-            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
-        remote_bundle.start_supervisor(target, spec["workdir"], py, bdir, plan.run_dir)
-    except Exception:
+
+    def undo() -> None:
         if cleanup is not None:
             cleanup()
         else:
             target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+
+    try:
+        target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
+        if secret_env:
+            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+    except Exception:
+        undo()
         raise
-    rec = None
-    deadline = time.monotonic() + START_WAIT_S
-    while time.monotonic() < deadline:
-        rec = read_run(target, py, bdir, plan.run_dir)
-        if rec and rec.get("status") not in (None, "starting"):
-            break
-        time.sleep(0.5)
-    if not rec or rec.get("status") in (None, "starting"):
-        raise RemoteError(
-            "timeout",
-            host.name,
-            f"run {run_id} did not start within {START_WAIT_S:g} s; "
-            f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})",
+    args = [plan.run_dir, "--workdir", spec["workdir"], "--start-wait", f"{START_WAIT_S:g}"]
+    args += ["--settle", f"{SETTLE_S:g}", "--link-wait", f"{link_wait:g}"]
+    try:
+        res = remote_bundle.run_op(
+            target,
+            "runstart",
+            args,
+            python=py,
+            workdir="",
+            check=False,
+            timeout=START_WAIT_S + SETTLE_S + link_wait + 60,
         )
-    # watch a little longer: an immediate failure (bad override) and the SwanLab link
-    settle_end = time.monotonic() + SETTLE_S
-    link_end = time.monotonic() + (link_wait if sw.logger_enabled else 0)
-    while rec.get("status") not in runstate.TERMINAL_STATUSES:
-        now = time.monotonic()
-        if now >= settle_end and (rec.get("swanlab_url") or now >= link_end):
-            break
-        time.sleep(0.5)
-        rec = read_run(target, py, bdir, plan.run_dir) or rec
+    except RemoteError as e:  # the supervisor may be running: its run dir stays, for `inv status` / `inv stop`
+        raise RemoteError(
+            e.kind,
+            e.host,
+            f"{e.message}; run {run_id} may have started: `inv status -H {host.name}` (or `inv stop -H "
+            f"{host.name} --run {run_id}`)",
+            exit_code=e.exit_code,
+            result=e.result,
+        ) from None
+    lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
+    if res.exited == runstart.SPAWN_FAILED:
+        undo()
+        raise RemoteError(
+            "command", host.name, lines[-1] if lines else f"could not start the supervisor of run {run_id}"
+        )
+    try:
+        answer = json.loads((res.stdout or "").strip().splitlines()[-1]) if res.exited == 0 else None
+    except (ValueError, IndexError):
+        answer = None
+    if not isinstance(answer, dict):
+        raise RemoteError(
+            "command",
+            host.name,
+            f"the start of run {run_id} gave no answer (`python3 -m dapo_ops.agent.runstart` exited {res.exited} "
+            f"{target.where}: {lines[-1][:200] if lines else 'no output'}); it may have started: `inv status -H "
+            f"{host.name}`",
+            exit_code=res.exited,
+            result=res,
+        )
+    rec = answer.get("record") or {}
+    follow = f"see {plan.run_dir}/supervisor.log (inv logs -H {host.name} --run {run_id})"
+    if not answer.get("started") and answer.get("supervisor_exit") is not None:
+        raise RemoteError(
+            "command",
+            host.name,
+            f"run {run_id} did not start: its supervisor exited ({answer['supervisor_exit']}) before verl "
+            f"started; {follow}",
+        )
+    if not answer.get("started"):
+        raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; {follow}")
     if rec.get("status") == "failed":
         active = ((rec.get("verdict") or {}).get("detail") or {}).get("active_run")
         if active:
@@ -556,43 +610,31 @@ def start_run(
     )
 
 
-def launch_one(target, req: LaunchRequest) -> Row:
-    """Launch one run on ``target``: plan, checks, bundle, memory fit, resume, spec + secrets, detached start.
+#: the plan's memory lines the launch prints as ``start:``: the learned start (or why not) and the estimate's rung
+START_LINES = (
+    "starting on the learned",
+    "learned start not used",
+    "learned start: not looked up",
+    "memory-fit: starts on",
+)
 
-    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, and ``resume``: one
-    line naming the checkpoint when resuming). Raises RemoteError / PlanError / LaunchRefused with one line;
-    nothing is left behind when the start itself fails.
+
+def launch_one(target, req: LaunchRequest) -> Row:
+    """Launch one run on ``target``: :func:`gather_facts`, :func:`build_plan` (once), then execute it (close the
+    earlier run ``--resume`` continues when its supervisor died, :func:`start_run`).
+
+    Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
+    learned-start / memory-fit lines, and ``resume``: one line naming the checkpoint when resuming). Raises
+    RemoteError / PlanError / LaunchRefused with one line; nothing is left behind when the start itself fails.
     """
-    host = target.host
-    run_id = runstate.new_run_id()
-    plan = req.make_plan(host, run_id)
-    target.container = plan.spec["container"]  # (--container / CONTAINER may name another than the inventory's)
-    old = None
-    if req.resume:  # settings not given now come from the run it continues: plan again with them
-        old = resume_mod.resumed_spec(target, req.resume)
-        req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
-        plan = req.make_plan(host, run_id)
-    bdir = remote_bundle.ensure_bundle(target, host.runs_path, plan.spec["python"])
-    facts = quick_checks(target, plan, bdir, req.skip_preflight, req)
-    fit_memory(req, host, plan, facts)
-    resumed = resume_mod.apply_resume(target, plan, req.resume, old) if req.resume else None
-    secret_env = prepare_spec_env(
-        plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public, extra_secret=req.extra_secret
-    )
-    row = start_run(target, plan, bdir, secret_env, sw=req.sw, link_wait=req.link_wait, progress=req.progress)
-    if row.ok and resumed:
-        row.data["resume"] = resumed
-    if row.ok:  # where the first attempt starts: the learned start or the estimate's rung, or why not
-        row.data["start"] = [
-            ln
-            for ln in plan.memory
-            if ln.startswith(
-                (
-                    "starting on the learned",
-                    "learned start not used",
-                    "learned start: not looked up",
-                    "memory-fit: starts on",
-                )
-            )
-        ]
+    facts = gather_facts(target, req)
+    plan = build_plan(facts, req)
+    if facts.resume is not None:
+        resume_mod.close_earlier(target, facts.resume)
+    link_wait = req.link_wait if req.sw.logger_enabled else 0.0
+    row = start_run(target, plan, run_secret_env(req), link_wait=link_wait, progress=req.progress)
+    if row.ok and facts.resume is not None:
+        row.data["resume"] = resume_mod.line(plan, facts.resume)
+    if row.ok:
+        row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
     return row

@@ -232,7 +232,7 @@ def build(
     cluster = len(chosen) > 1 and not args.independent
     if not cluster:  # a plan error is the same on every host kind: refused before any host is contacted
         try:
-            req.make_plan(chosen[0], runstate.new_run_id())
+            svc.build_plan(svc.LaunchFacts(host=chosen[0], run_id=runstate.new_run_id()), req)
         except planning.PlanError as e:
             raise LaunchUsageError(str(e)) from None
     return Launch(

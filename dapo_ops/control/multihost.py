@@ -32,17 +32,13 @@ from dapo_ops.control import cluster_ops
 from dapo_ops.control import launch as launch_svc
 from dapo_ops.control import resume as resume_mod
 from dapo_ops.control import planning
-from dapo_ops.control import remote_bundle
 from dapo_ops.control.launch import LaunchRefused, LaunchRequest
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.core import topology as cluster
-from dapo_ops.core import overrides
 from dapo_ops.core import raynodes
 from dapo_ops.core.raynodes import cluster_dir  # noqa: F401  (cli/multihost.py and tests use it here)
 from dapo_ops.core import runstate
-from dapo_ops.core import runspec
 from dapo_ops.core.topology import Node, TopologyError
-from dapo_ops.core.profiles import OverrideError
 
 #: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
@@ -62,11 +58,13 @@ class ClusterLaunchError(Exception):
 @dataclasses.dataclass
 class ClusterRun:
     """A started multi-host run: ``row`` is :func:`launch.start_run`'s (``data``: run_id, run_dir, log, status,
-    swanlab_url, container); ``resumed`` the ``--resume`` line or None."""
+    swanlab_url, container); ``spec`` the spec.json written (the plan's, with the cluster's ``ray`` handle and
+    ``RAY_ADDRESS``); ``resumed`` the ``--resume`` line or None."""
 
     run_id: str
     head: str
     plan: planning.Plan
+    spec: dict
     topo: cluster.Topology
     handle: cluster_ops.ClusterHandle
     row: object
@@ -82,6 +80,22 @@ def join_timeout(env=None) -> float:
         return JOIN_TIMEOUT_S
 
 
+def cluster_topology(st, nodes_hosts: list, mode: str) -> cluster.Topology:
+    """The pools of a multi-host run of settings ``st`` on ``nodes_hosts`` (head first):
+    :func:`dapo_ops.core.topology.plan_topology`. Raises :class:`TopologyError` (one line), also for hosts of mixed
+    accelerators."""
+    accels = {h.accelerator for h in nodes_hosts}
+    if len(accels) > 1:
+        raise TopologyError(
+            "hosts mix accelerators ("
+            + ", ".join(f"{h.name}={h.accelerator}" for h in nodes_hosts)
+            + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts"
+        )
+    nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
+    v = planning.run_values(st)
+    return cluster.plan_topology(mode, nodes, int(v["trainer_gpus"]), int(v["rollout_gpus"]))
+
+
 def cluster_plan(
     st,
     head,
@@ -94,38 +108,25 @@ def cluster_plan(
     extra_overrides: list,
     memory=None,
 ):
-    """The plan of a multi-host run: :func:`planning.make_plan` for the head, its ``settings`` replaced by the
-    topology's (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``, ``rollout_gpus``,
-    ``rollout_nnodes``), checked again (:func:`dapo_ops.core.runspec.check_spec`) and the verl argv rebuilt.
+    """The plan of a multi-host run (``--dry-run``): :func:`planning.make_plan` for the head with the whole cluster's
+    devices and the topology's settings (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``,
+    ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
+    builds the same plan through :func:`dapo_ops.control.launch.build_plan`.
 
     Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
     """
-    accels = {h.accelerator for h in nodes_hosts}
-    if len(accels) > 1:
-        raise TopologyError(
-            "hosts mix accelerators ("
-            + ", ".join(f"{h.name}={h.accelerator}" for h in nodes_hosts)
-            + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts"
-        )
-    nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
-    topo = cluster.plan_topology(mode, nodes, int(st["trainer_gpus"]), int(st["rollout_gpus"]))
-    # plan against the whole cluster's devices: the per-node split was checked by plan_topology
+    topo = cluster_topology(st, nodes_hosts, mode)
     plan = planning.make_plan(
         st,
-        dataclasses.replace(head, devices=topo.total_devices),
+        dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
         mode=mode,
         run_id=run_id,
         swanlab_logger=swanlab_logger,
         proxy=inv_proxy,
         extra_overrides=extra_overrides,
         memory=memory,
+        topology=topo.settings(),
     )
-    plan.spec["settings"].update(topo.settings())
-    try:
-        runspec.check_spec(plan.spec, host_devices=None)
-        plan.argv = overrides.build_command(plan.spec, plan.features)
-    except OverrideError as e:
-        raise planning.PlanError(str(e)) from None
     return plan, topo
 
 
@@ -133,28 +134,25 @@ def _prefixed(name: str, msg: str) -> str:
     return msg if msg.startswith(name) else f"{name}: {msg}"
 
 
-def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | None = None) -> dict[str, str]:
-    """Bundle + quick checks (:func:`launch.quick_checks`, the same rule as one host) on every host in parallel;
-    returns ``{host: bundle dir}``. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
+def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | None = None) -> None:
+    """The quick checks (:func:`launch.quick_checks`, the same rule as one host; each op installs the bundle where
+    it is missing) on every host in parallel. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
     (and how many others refused); nothing is started by the checks. ``req``: every host also checks the tracker
     (verl's ``Tracking``, ``verl/trainer/ppo/v1/trainer_base.py:423``, runs in the ``TaskRunnerV1`` Ray actor,
     ``verl/trainer/main_ppo.py:92``, which Ray may place on any node)."""
 
     def one(t):
         try:
-            bdir = remote_bundle.ensure_bundle(t, t.host.runs_path, plan.spec["python"])
-            launch_svc.quick_checks(t, plan, bdir, skip_preflight, req)
-            return bdir
+            launch_svc.quick_checks(t, plan, skip_preflight, req)
+            return None
         except (RemoteError, LaunchRefused) as e:
-            return RuntimeError(_prefixed(t.name, str(e)))
+            return _prefixed(t.name, str(e))
 
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-        out = dict(zip(targets, pool.map(one, targets.values())))
-    bad = [str(v) for v in out.values() if isinstance(v, Exception)]
+        bad = [v for v in pool.map(one, targets.values()) if v is not None]
     if bad:
         more = f" (+{len(bad) - 1} more host(s) refused)" if len(bad) > 1 else ""
         raise ClusterLaunchError(bad[0] + more + "; nothing was started")
-    return out
 
 
 def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_given: bool = True) -> ClusterRun:
@@ -167,36 +165,27 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     """
     head = chosen[0]
     run_id = runstate.new_run_id()
-
-    def make_plan(settings):
-        try:
-            return cluster_plan(
-                settings,
-                head,
-                chosen,
-                req.mode,
-                run_id=run_id,
-                swanlab_logger=req.sw.logger_enabled,
-                inv_proxy=req.inv_proxy,
-                extra_overrides=req.extra_overrides,
-            )
-        except (TopologyError, planning.PlanError) as e:
-            raise ClusterLaunchError(
-                f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}", usage=True
-            ) from None
-
-    plan, topo = make_plan(req.settings)
-    for t in targets.values():  # the run's container on every host (what launch_one does for one host)
-        t.container = plan.spec["container"]
+    for t in targets.values():  # the run's container on every host (what gather_facts does for one host)
+        t.container = planning.container_for(req.settings, head)
     ht = targets[head.name]
-    old = None
-    if req.resume:  # settings not given now come from the run it continues: plan again with them
+    facts = launch_svc.LaunchFacts(host=head, run_id=run_id)
+    if req.resume:  # settings not given now come from the run it continues
         try:
-            old = resume_mod.resumed_spec(ht, req.resume)
+            facts = dataclasses.replace(facts, resume=resume_mod.read_facts(ht, req.resume))
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-        req = dataclasses.replace(req, settings=resume_mod.resumed_settings(req.settings, old))
-        plan, topo = make_plan(req.settings)
+    try:  # the one plan: against the whole cluster's devices, with the topology's settings
+        topo = cluster_topology(launch_svc.plan_settings(facts, req), chosen, req.mode)
+        facts = dataclasses.replace(
+            facts, host=dataclasses.replace(head, devices=topo.total_devices), topology=topo.settings()
+        )
+        plan = launch_svc.build_plan(facts, req)
+    except (TopologyError, planning.PlanError) as e:
+        raise ClusterLaunchError(
+            f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}", usage=True
+        ) from None
+    except LaunchRefused as e:  # --resume: the checkpoints cannot be continued
+        raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     spec = plan.spec
     py = spec["python"]
     cdir = cluster_dir(head.runs_path, run_id)
@@ -210,16 +199,14 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
             except Exception:  # noqa: BLE001 - every step is undone even when one undo fails
                 pass
 
-    bdirs = check_hosts(targets, plan, req.skip_preflight, req)
+    check_hosts(targets, plan, req.skip_preflight, req)
     resumed = None
-    if req.resume:
+    if facts.resume is not None:
         try:
-            resumed = resume_mod.apply_resume(ht, plan, req.resume, old)
-        except (LaunchRefused, RemoteError) as e:
+            resume_mod.close_earlier(ht, facts.resume)
+        except RemoteError as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-    secret_env = launch_svc.prepare_spec_env(
-        plan, sw=req.sw, notify_cfg=req.notify_cfg, extra_public=req.extra_public, extra_secret=req.extra_secret
-    )
+        resumed = resume_mod.line(plan, facts.resume)
     no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
     try:
         try:
@@ -236,19 +223,17 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
         except cluster_ops.ClusterError as e:  # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None
         started.append(("ray", lambda: cluster_ops.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
-        spec["ray"] = handle.to_json()
-        spec["env"]["RAY_ADDRESS"] = f"{handle.head}:{handle.port}"
-        spec["env"]["no_proxy"] = spec["env"]["NO_PROXY"] = cluster.merge_no_proxy(
-            no_proxy, [n.address for n in topo.nodes]
-        )
+        # what the cluster's start gave the run: its handle, and verl's ray.init joins it (RAY_ADDRESS)
+        merged = cluster.merge_no_proxy(no_proxy, [n.address for n in topo.nodes])
+        env = {**spec["env"], "RAY_ADDRESS": f"{handle.head}:{handle.port}", "no_proxy": merged, "NO_PROXY": merged}
+        written = {**spec, "ray": handle.to_json(), "env": env}
         started.append(("run dir", lambda: ht.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)))
         row = launch_svc.start_run(
             ht,
             plan,
-            bdirs[head.name],
-            secret_env,
-            sw=req.sw,
-            link_wait=req.link_wait,
+            launch_svc.run_secret_env(req),
+            link_wait=req.link_wait if req.sw.logger_enabled else 0.0,
+            spec=written,
             cleanup=teardown,
             progress=req.progress,
         )
@@ -262,7 +247,9 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     except BaseException:
         teardown()
         raise
-    return ClusterRun(run_id=run_id, head=head.name, plan=plan, topo=topo, handle=handle, row=row, resumed=resumed)
+    return ClusterRun(
+        run_id=run_id, head=head.name, plan=plan, spec=written, topo=topo, handle=handle, row=row, resumed=resumed
+    )
 
 
 def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Callable, grace_s: float = 15.0):
@@ -357,6 +344,4 @@ def dry_run_plan(
         )
     except (TopologyError, planning.PlanError) as e:
         raise planning.PlanError(f"planning a {what}: {e}") from None
-    plan.notes.append(f"planning a {what}")
-    plan.notes.append(sw_note)
-    return plan, topo
+    return dataclasses.replace(plan, notes=[*plan.notes, f"planning a {what}", sw_note]), topo

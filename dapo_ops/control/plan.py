@@ -8,6 +8,7 @@ task: resolve settings, read the inventory if there is one (nothing is contacted
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from typing import Mapping
@@ -176,11 +177,11 @@ def dry_run(
         extra_overrides=extra_overrides,
         memory=_local_memory_facts(st, host),
     )
-    plan.notes.append(sw_note)
+    notes = [sw_note]
     if host is not None and len(chosen) > 1:  # --independent: one run per host
         shape = lambda h: (h.accelerator, int(h.devices), h.container, h.workdir, h.runs_path)  # noqa: E731
         other = [h.name for h in chosen[1:] if shape(h) != shape(host)]
-        plan.notes.append(
+        notes.append(
             f"independent runs on {', '.join(h.name for h in chosen)} (one run per host, own run id): "
             f"this plan is {host.name}'s"
             + (
@@ -190,5 +191,6 @@ def dry_run(
                 else ", the others are the same"
             )
         )
+    plan = dataclasses.replace(plan, notes=[*plan.notes, *notes])
     render(plan, console)
     return plan

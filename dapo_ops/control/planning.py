@@ -1,17 +1,20 @@
-"""Settings + host -> a launch plan: the run spec, features, verl argv, ladder, paths.
+"""Settings + host (+ the host's facts) -> a launch plan: the run spec, features, verl argv, ladder, paths.
 
 Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.plan`),
-by ``launch`` (which writes ``plan.spec`` as ``<run_dir>/spec.json``) and by preflight (which
-composes ``plan.argv`` against the container's verl). Pure: no SSH, no file reads; works with
-``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir ``/verl``).
+by ``launch`` (:func:`dapo_ops.control.launch.build_plan`: the facts first, then ONE plan, whose ``spec`` it writes
+as ``<run_dir>/spec.json``) and by preflight (which composes ``plan.argv`` against the container's verl). Pure: no
+SSH, no file reads; works with ``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir
+``/verl``). A :class:`Plan` is immutable (its spec, argv and lists too): what a launch learns later is passed in as
+facts, never copied into a plan (invoke's ``Executor.execute``: expand once, then run).
 """
 
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping, NoReturn
 
+from dapo_ops.control.proxy import PROXY_VARS
 from dapo_ops.control.settings import Settings, SettingsError, check_tracker_names
 from dapo_ops.core import defaults
 from dapo_ops.core import features as features_mod
@@ -43,15 +46,55 @@ class PlanError(ValueError):
     """A plan cannot be made; one line naming the value and the fix (wraps feature/override/setting errors)."""
 
 
-@dataclass
+def _immutable(self, *args, **kwargs) -> NoReturn:
+    raise TypeError(
+        f"a Plan is immutable ({type(self).__name__}): build another with planning.make_plan, or copy it "
+        f"(dict(...), list(...)) to change the copy"
+    )
+
+
+class FrozenDict(dict):
+    """A ``dict`` that refuses every change (``TypeError``); ``json.dumps`` and ``dict(...)`` read it as a dict, a
+    copy (``copy.copy``, ``dict(d)``, ``{**d}``) is a plain, changeable dict."""
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _immutable
+
+    def __reduce_ex__(self, protocol):
+        return (dict, (dict(self),))
+
+
+class FrozenList(list):
+    """A ``list`` that refuses every change (``TypeError``); equal to a list with the same items, ``json.dumps``
+    writes it as an array, a copy (``list(x)``, ``x + [...]``) is a plain list."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+    append = extend = insert = pop = remove = clear = sort = reverse = _immutable
+
+    def __reduce_ex__(self, protocol):
+        return (list, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """``value`` with every dict / list / tuple inside it (recursively) made a :class:`FrozenDict` /
+    :class:`FrozenList`; other values as they are."""
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return FrozenList(freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
 class Plan:
-    """Everything a launch would do, computed without touching a host.
+    """Everything a launch would do, computed without touching a host; immutable (``dataclasses.FrozenInstanceError``
+    on an attribute, ``TypeError`` on a change inside ``spec``, ``argv`` or a list: :func:`freeze`).
 
     ``spec``: the run spec (docs/design.md "Run spec"; no secrets). ``features``: first attempt's
     :class:`~dapo_ops.core.features.FeatureSet`. ``argv``: the verl argv of attempt 1 (run from
     ``spec["workdir"]``). ``ladder``: human lines of the escalation that would follow.
     ``ckpt_dir``, ``log_path``, ``run_dir``: absolute paths in the container. ``sources``: setting
     name -> flag | env | file | default. ``notes``: one-line remarks (e.g. relative paths resolved).
+    Another note: ``dataclasses.replace(plan, notes=[*plan.notes, line])`` (a new plan, this one unchanged).
     """
 
     spec: dict
@@ -64,6 +107,10 @@ class Plan:
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     memory: list = field(default_factory=list)  # memory-fit estimate lines (dapo_ops.core.memfit), empty if unknown
+
+    def __post_init__(self) -> None:
+        for f in ("spec", "argv", "ladder", "sources", "notes", "memory"):
+            object.__setattr__(self, f, freeze(getattr(self, f)))
 
     @property
     def command(self) -> str:
@@ -85,7 +132,7 @@ def _resolve_path(value: str, base: str | None, workdir: str) -> str:
     return posixpath.normpath(posixpath.join(base or workdir, v))
 
 
-def _values(settings) -> dict:
+def run_values(settings) -> dict:
     """Every run setting's value: a resolved :class:`~dapo_ops.control.settings.Settings` has them all; a plain dict
     of some gets the others from the one defaults table (:func:`dapo_ops.core.defaults.run_settings`)."""
     return defaults.run_settings(settings.values if isinstance(settings, Settings) else settings)
@@ -103,8 +150,14 @@ def make_plan(
     proxy: Mapping[str, str] | None = None,
     extra_overrides: list[str] | None = None,
     memory: Mapping | None = None,
+    resume: Any = None,
+    topology: Mapping | None = None,
+    public_env: Mapping[str, str] | None = None,
+    notify: Mapping | None = None,
 ) -> Plan:
-    """Build the :class:`Plan` for one launch.
+    """Build the :class:`Plan` for one launch: :func:`dapo_ops.core.runspec.check_spec` runs here, once (with the
+    host's device count and ``model_max_len``), then the learned start / memory fit, ``--resume`` and the verl argv
+    (:func:`dapo_ops.core.overrides.verl_argv`).
 
     ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names).
     ``host``: inventory ``Host`` or None (defaults). ``mode``: ``dapo`` | ``one-step-off``.
@@ -120,22 +173,106 @@ def make_plan(
     ``<runs_dir>/.learned``, the same probe) give a learned start: a memo of the same key, not contrary to an
     explicit setting, starts the plan on its rungs (source ``learned``; the estimate then only reports);
     ``memos`` None: not looked up (``--resume``, with ``learned_skip``: why).
+    ``resume``: :class:`dapo_ops.control.resume.ResumeFacts` of the run ``--resume`` continues (``settings`` are
+    already :func:`~dapo_ops.control.resume.resumed_settings`): the plan takes its checkpoint dir, experiment and
+    project, keeps its explicit, learned and ladder-added features and sets ``spec["resume_of"]``
+    (:func:`dapo_ops.control.resume.carry`). ``topology``: a multi-host run's settings
+    (:meth:`dapo_ops.core.topology.Topology.settings`: ``nnodes``, ``n_gpus_per_node``, the pools), over the
+    settings before the check (which then skips the per-host device count: the topology checked it).
+    ``public_env``: the launch's public env of verl (its proxy variables and SwanLab's, ``control.launch``): the
+    plan's proxy variables give way to it. ``notify``: the spec's ``notify`` (the notifier's public config).
     Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
     ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
     """
     try:
         check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
         return _make_plan(
-            settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides, memory
+            settings,
+            host,
+            mode,
+            run_id,
+            swanlab_logger,
+            profile,
+            model_max_len,
+            proxy,
+            extra_overrides,
+            memory,
+            resume=resume,
+            topology=topology,
+            public_env=public_env,
+            notify=notify,
         )
     except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
         raise PlanError(str(e)) from None
 
 
+def draft_view(
+    settings,
+    host=None,
+    *,
+    mode: str,
+    run_id: str,
+    swanlab_logger: bool,
+    profile: str = "0.9",
+    proxy: Mapping[str, str] | None = None,
+    extra_overrides: list[str] | None = None,
+    topology: Mapping | None = None,
+    public_env: Mapping[str, str] | None = None,
+    notify: Mapping | None = None,
+) -> dict:
+    """``{"spec", "argv"}``: what a launch's probe looks at before the host's facts are known (the model and data
+    paths, the entry module, the modules and tracker the run needs, its env): :func:`make_plan`'s spec before its
+    check, memory fit and ``--resume`` (argv: the entry only, ``[.., python, -m, module]``). Not a plan and never
+    launched: the launch builds its one plan with :func:`make_plan` from the probe's facts. Same arguments as
+    :func:`make_plan` without the facts; raises :class:`PlanError` (one line) as it does."""
+    try:
+        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
+        return _make_plan(
+            settings,
+            host,
+            mode,
+            run_id,
+            swanlab_logger,
+            profile,
+            None,
+            proxy,
+            extra_overrides,
+            None,
+            topology=topology,
+            public_env=public_env,
+            notify=notify,
+            draft=True,
+        )
+    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
+        raise PlanError(str(e)) from None
+
+
+def container_for(settings, host=None) -> str:
+    """The container a run of ``settings`` on ``host`` uses (spec ``container``): the ``container`` setting
+    (``--container`` / ``CONTAINER``), else the inventory's. A bare host (``runtime = "host"``) has none in fact:
+    its Target ignores it."""
+    return run_values(settings)["container"] or _host_attr(host, "container")
+
+
 def _make_plan(
-    settings, host, mode, run_id, swanlab_logger, profile, model_max_len, proxy, extra_overrides, memory=None
+    settings,
+    host,
+    mode,
+    run_id,
+    swanlab_logger,
+    profile,
+    model_max_len,
+    proxy,
+    extra_overrides,
+    memory=None,
+    *,
+    resume=None,
+    topology=None,
+    public_env=None,
+    notify=None,
+    draft=False,
 ) -> Plan:
-    v = _values(settings)
+    v = run_values(settings)
     if getattr(host, "runtime", "docker") == "host" and v["container"]:
         raise PlanError(
             f"container '{v['container']}' was given (--container / CONTAINER) but host "
@@ -211,6 +348,8 @@ def _make_plan(
     }
     s["rollout_eager"] = bool(v["rollout_eager"])
     notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
+    if topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
+        s.update(topology)
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
         val = v.get(k) or (proxy or {}).get(k) or ""  # no_proxy: the inventory's only
@@ -222,11 +361,14 @@ def _make_plan(
     if v["swanlab_mode"]:
         env["SWANLAB_MODE"] = v["swanlab_mode"]
     env.update(run_env(v, profile, _host_attr(host, "accelerator")))
+    if public_env is not None:  # the launch's: its proxy variables (control.proxy.run_proxy_env) and SwanLab's
+        env = {k: x for k, x in env.items() if k.lower() not in PROXY_VARS}
+        env.update(public_env)
     spec = {
         "version": SPEC_VERSION,
         "run_id": run_id,
         "host": _host_attr(host, "name"),
-        "container": v["container"] or _host_attr(host, "container"),
+        "container": container_for(v, host),
         "mode": mode,
         "framework": framework,
         "profile": profile,
@@ -241,7 +383,7 @@ def _make_plan(
         "hang_timeout_s": int(v["hang_timeout"]),
         "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
         "env": env,
-        "notify": {"on_escalation": False, "on_success": False, "webhooks": []},
+        "notify": dict(notify) if notify is not None else {"on_escalation": False, "on_success": False, "webhooks": []},
         "ray": None,
     }
     if v09 and spec["accelerator"] == "npu":
@@ -255,11 +397,26 @@ def _make_plan(
         "validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
         "--resume skip it (--override trainer.val_before_train=True keeps it)"
     )
-    runspec.check_spec(spec, host_devices=devices if host is not None else None, model_max_len=model_max_len)
+    if draft:
+        ent = profiles.entry(profile, mode, framework)
+        return {"spec": spec, "argv": [*spec.get("launcher", []), spec["python"], "-m", ent.module]}
+    # the one check of the plan (with the host's device count; a topology checked its own per node)
+    host_devices = devices if host is not None and not topology else None
+    runspec.check_spec(spec, host_devices=host_devices, model_max_len=model_max_len)
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     mem_lines = learned_lines + mem_lines
-    argv = overrides.build_command(spec, fs, spec.get("setting_changes"))
+    if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
+        from dapo_ops.control import resume as resume_mod
+
+        carried, fs = resume_mod.carry(resume, fs)
+        s.update(carried)
+        spec["features"] = fs.to_json()
+        spec["resume_of"] = resume.run_id
+        if resume.strategy:  # FSDP: the strategy its checkpoint was written with (fsdp / fsdp2 do not load across)
+            spec["strategy"] = resume.strategy
+        ckpt_dir = s["ckpt_dir"]
+    argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
     lad = ladder.plan_ladder(
         fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode)
@@ -375,7 +532,7 @@ def _learned_start(
     for name in set(learned.SETTING_OF_CHANGE.values()):
         if _given(settings, name):
             where = (getattr(settings, "origins", None) or {}).get(name) or name
-            given[name] = f"{where}={_values(settings)[name]}"
+            given[name] = f"{where}={run_values(settings)[name]}"
     why = learned.conflicts(memo, fs.disabled, given, spec["settings"].get("extra_overrides") or [])
     if why:
         spec["learned"] = {"used": False, "run_id": memo.get("run_id"), "fingerprint": fp, "why": why}

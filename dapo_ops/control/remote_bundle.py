@@ -14,9 +14,9 @@ line (model: SkyPilot's ``sky/skylet``: one installed runtime, gated by its vers
 stays one round trip once the bundle is there. The container's own ``PYTHONPATH`` stays after the bundle (verl
 found through it, e.g. a bare host's ``/opt/verl-site``).
 
-The supervisor is started **detached** (docker exec --detach, Docker CLI reference): ``docker exec -d`` (returns at once,
-the process is a child of the container runtime, not of the SSH session), all three streams
-redirected, and the supervisor calls ``setsid`` itself, so nothing dies when SSH drops.
+The supervisor is started by the op :mod:`dapo_ops.agent.runstart` (``inv launch``'s one start call): in its own
+session, all three streams redirected, so nothing dies when the op, ``docker exec`` or SSH end; the op answers once
+verl has started (no polling from the operator side).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ OPS = (
     "occupancy",
     "raysession",
     "runfiles",
+    "runstart",
 )
 #: exit status and stderr word of an op line whose bundle is not installed (no op exits 97 itself)
 MISSING_RC = 97
@@ -277,61 +278,6 @@ def stdin_install_line(bdir: str, python: str = "python3") -> str:
 def bundle_b64(files: dict[str, bytes] | None = None) -> bytes:
     """The base64 text of :func:`bundle_tar` (what :func:`install_command` reads)."""
     return base64.b64encode(bundle_tar(bundle_files() if files is None else files))
-
-
-def supervisor_shell(workdir: str, python: str, bdir: str, run_dir: str, pythonpath: str = "") -> str:
-    """The in-container shell line that execs the supervisor with all three streams redirected.
-
-    ``pythonpath``: kept after the bundle (a bare host's own environment, e.g. ``/tmp/site``); the supervisor
-    drops the bundle again for verl (``supervisor._child_env``)."""
-    q = shlex.quote
-    pp = bdir + (":" + pythonpath if pythonpath else "")
-    return (
-        f"cd {q(workdir)} && PYTHONPATH={q(pp)} exec {q(python)} -m dapo_ops.agent.supervisor {q(run_dir)}"
-        f" > {q(run_dir + '/supervisor.log')} 2>&1 < /dev/null"
-    )
-
-
-def start_command(container: str, workdir: str, python: str, bdir: str, run_dir: str) -> str:
-    """The exact host command that starts the supervisor detached::
-
-        docker exec -d -w <workdir> <container> sh -c 'cd <workdir> && PYTHONPATH=<bundle>
-            exec <python> -m dapo_ops.agent.supervisor <run_dir> > <run_dir>/supervisor.log 2>&1 < /dev/null'
-
-    ``docker exec -d`` returns at once; the supervisor then calls ``setsid`` (own session), so it
-    survives the SSH session and ``docker exec`` ending. Every value is ``shlex.quote``-d.
-    """
-    q = shlex.quote
-    return f"docker exec -d -w {q(workdir)} {q(container)} sh -c {q(supervisor_shell(workdir, python, bdir, run_dir))}"
-
-
-def bare_start_command(env: dict, workdir: str, python: str, bdir: str, run_dir: str) -> str:
-    """The host command that starts the supervisor detached on a bare host (``runtime = "host"``)::
-
-        export <host env> && ( setsid sh -c '<supervisor_shell>' > /dev/null 2>&1 < /dev/null & )
-
-    Same as :func:`start_command` without ``docker exec -d``: the background subshell returns at once, every
-    stream is redirected (the SSH channel / local pipe closes), ``setsid`` puts it in its own session (the
-    supervisor calls ``os.setsid`` too), so it survives the SSH session. ``env`` values are quoted literals.
-    """
-    q = shlex.quote
-    env = dict(env)
-    pp = env.pop("PYTHONPATH", "")
-    inner = supervisor_shell(workdir, python, bdir, run_dir, pythonpath=pp)
-    exports = ("export " + " ".join(f"{k}={q(v)}" for k, v in env.items()) + " && ") if env else ""
-    return f"{exports}( setsid sh -c {q(inner)} > /dev/null 2>&1 < /dev/null & )"
-
-
-def start_supervisor(target, workdir: str, python: str, bdir: str, run_dir: str, *, timeout: float = 30) -> None:
-    """Start the detached supervisor for ``run_dir`` on ``target``'s host. Returns when ``docker exec -d`` did
-    (bare hosts: :func:`bare_start_command`, returns when the background start did).
-
-    :raises dapo_ops.control.remote.RemoteError: ssh / docker kinds, or ``command`` when docker refused.
-    """
-    if getattr(target, "bare", False):
-        target.host_run(bare_start_command(target.host_env(), workdir, python, bdir, run_dir), timeout=timeout)
-        return
-    target.host_run(start_command(target.container, workdir, python, bdir, run_dir), timeout=timeout)
 
 
 def local_install(dest_root: str | Path) -> str:

@@ -1,55 +1,85 @@
 """``--resume``: a new run that continues an earlier one from its checkpoints (operator side; returns values or
-raises :class:`~dapo_ops.control.launch.LaunchRefused`, never prints).
+raises :class:`~dapo_ops.control.launch_errors.LaunchRefused`, never prints).
 
-:func:`resumed_spec` reads the earlier run's spec.json from its container, :func:`resumed_settings` takes the
-settings not given now from it (precedence: now > the resumed run > defaults), :func:`apply_resume` checks the
-layout (:data:`RESUME_FIXED`), points the new run at the earlier run's checkpoint dir and experiment, keeps its
-explicit and ladder-added features, keeps the FSDP strategy its checkpoint was written with (spec ``strategy``:
-fsdp and fsdp2 checkpoints do not load into each other) and names the checkpoint it continues from. verl resumes
-by itself from
-``<ckpt_dir>/latest_checkpointed_iteration.txt`` (``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py
-``_load_checkpoint``).
+The launch gathers the facts first: :func:`read_facts` reads the earlier run's spec.json, run.json and checkpoint
+step from its container (:class:`ResumeFacts`); :func:`resumed_settings` takes the settings not given now from its
+spec (precedence: now > the resumed run > defaults). The plan is then built once
+(:func:`dapo_ops.control.planning.make_plan` with ``resume``: :func:`carry` points the new run at the earlier run's
+checkpoint dir and experiment, keeps its explicit and ladder-added features and the FSDP strategy its checkpoint was
+written with: fsdp and fsdp2 checkpoints do not load into each other); :func:`check` refuses a layout
+(:data:`RESUME_FIXED`), mode or step count the checkpoints cannot continue; only then :func:`close_earlier` marks an
+earlier run whose supervisor died as ended, and :func:`line` names the checkpoint it continues from. verl resumes by
+itself from ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (``trainer.resume_mode=auto``,
+verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from dapo_ops.control.launch_errors import LaunchRefused
-from dapo_ops.core import defaults
-from dapo_ops.core import runstate
+from dapo_ops.core import defaults, overrides, runstate
+
+
+def _cat(target, path: str) -> str | None:
+    res = target.run(["cat", path], workdir="", timeout=30, check=False)
+    return res.stdout if res.exited == 0 else None
 
 
 def _cat_json(target, path: str) -> dict | None:
-    res = target.run(["cat", path], workdir="", timeout=30, check=False)
+    text = _cat(target, path)
     try:
-        data = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else None
+        data = json.loads(text) if text and text.strip() else None
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class ResumeFacts:
+    """What the host says of run ``run_id`` (the one ``--resume`` continues): ``spec`` (its spec.json), ``record``
+    (its run.json; empty when unreadable), ``step``: the step of its checkpoint tracker
+    (``<ckpt_dir>/latest_checkpointed_iteration.txt``; "" when there is none yet) and, for FSDP, ``strategy``: the
+    actor strategy that checkpoint was written with (None: no checkpoint or no record)."""
+
+    run_id: str
+    spec: dict
+    record: dict = field(default_factory=dict)
+    step: str = ""
+    strategy: str | None = None  # fsdp | fsdp2 of that checkpoint (:func:`_checkpoint_strategy`), None: unknown
 
 
 #: settings that fix a checkpoint's layout (world size, parallelism): a resumed run must keep them
 RESUME_FIXED = ("nnodes", "n_gpus_per_node", "trainer_gpus", "rollout_gpus", "rollout_tp")
 
 
-def resumed_spec(target, run_id: str) -> dict:
-    """The spec.json of run ``run_id`` in ``target``'s container (what ``--resume`` continues).
-
-    Completed from the one defaults table (:func:`dapo_ops.core.defaults.complete_spec`): a run started by an older
-    dapo-ops lacks the keys added since.
+def read_facts(target, run_id: str) -> ResumeFacts:
+    """The :class:`ResumeFacts` of run ``run_id`` in ``target``'s container (reads only).
 
     :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
+    :raises dapo_ops.control.remote.RemoteError: the host cannot be reached.
     """
     host = target.host
-    old = _cat_json(target, f"{runstate.run_dir_for(host.runs_path, run_id)}/spec.json")
+    old_dir = runstate.run_dir_for(host.runs_path, run_id)
+    old = _cat_json(target, f"{old_dir}/spec.json")
     if old is None:
         raise LaunchRefused(
             "resume",
             f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
-    return defaults.complete_spec(old)
+    old = defaults.complete_spec(old)  # a spec of an older dapo-ops lacks the keys added since
+    ckpt = old["settings"].get("ckpt_dir")
+    text = _cat(target, f"{ckpt}/latest_checkpointed_iteration.txt") if ckpt else None
+    step = (text or "").strip()
+    return ResumeFacts(
+        run_id=run_id,
+        spec=old,
+        record=_cat_json(target, f"{old_dir}/run.json") or {},
+        step=step,
+        strategy=_checkpoint_strategy(target, ckpt, step) if ckpt and old.get("framework") == "fsdp" else None,
+    )
 
 
 #: setting name -> its key in a spec's ``settings`` where they differ (planning resolves ``model`` to ``model_path``)
@@ -62,7 +92,7 @@ def resumed_settings(settings, old_spec: dict):
     framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
     run > defaults); a None of :data:`dapo_ops.core.defaults.NONE_IN_SPEC` is the setting's 0 (``max_actor_ckpt_to_keep``:
     keep every save). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
-    :func:`apply_resume` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
+    :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
     from dapo_ops.control.settings import Settings
 
     old_s = dict(old_spec.get("settings") or {})
@@ -79,29 +109,31 @@ def resumed_settings(settings, old_spec: dict):
     return Settings(values=values, sources=sources)
 
 
-def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
-    """Make ``plan`` continue run ``run_id`` of ``target``'s container from its checkpoints (``--resume``).
+def carry(facts: ResumeFacts, fs):
+    """What a plan that continues ``facts``'s run takes from it: ``(settings, features)``, the spec settings
+    ``ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``), ``experiment`` and ``project`` of the
+    earlier run (the spec's ``strategy`` is ``facts.strategy``: the planner sets it), and ``fs`` (:class:`~dapo_ops.core.features.FeatureSet`) with the features the earlier run asked for
+    explicitly, began with from a learned start or had its OOM ladder add (unless turned off now). Pure; called by
+    :func:`dapo_ops.control.planning.make_plan`."""
+    old_s = facts.spec.get("settings") or {}
+    carried = {k: old_s[k] for k in ("ckpt_dir", "experiment", "project") if old_s.get(k)}
+    for f in facts.record.get("features") or facts.spec.get("features") or []:
+        src = str(f.get("source", ""))
+        # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
+        # and what its OOM ladder added (or a learned start began with) stays, unless turned off now
+        if (src.startswith("oom-retry") or src in ("explicit", "learned")) and f.get("name") not in fs.disabled:
+            fs = fs.add(f["name"], src)
+    return carried, fs
 
-    ``plan`` is made from :func:`resumed_settings` (the settings not given now, its total ``steps`` among them,
-    are the earlier run's); ``old`` is that run's spec when the caller has read it (:func:`resumed_spec`), else it
-    is read here. The new run (own run id and run dir, so nothing of the earlier run is overwritten) takes the
-    earlier run's ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``:
-    ``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and
-    ``project``, continues its SwanLab run (spec ``resume_of``), keeps the memory features its ladder added and its
-    explicit features (unless turned off now) and, for FSDP, the actor strategy of the checkpoint it loads (spec
-    ``strategy``, :func:`_checkpoint_strategy`). An earlier run still recorded as active (its supervisor
-    died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
-    :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
-    devices / parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not
-    beyond the checkpoint's step.
 
-    :returns: one line for the launch output: which checkpoint it resumes from.
+def check(plan, facts: ResumeFacts) -> None:
+    """Refuse a ``plan`` (built with ``resume=facts``) that cannot continue ``facts``'s run from its checkpoints.
+
+    :raises LaunchRefused: kind ``resume``, one line: another mode, framework or V1 trainer mode, other devices /
+        parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not beyond
+        the checkpoint's step.
     """
-    from dapo_ops.core import overrides
-
-    host = target.host
-    old_dir = runstate.run_dir_for(host.runs_path, run_id)
-    old = old if old is not None else resumed_spec(target, run_id)
+    run_id, old = facts.run_id, facts.spec
     spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
     if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
         cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
@@ -130,59 +162,51 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
             + ", ".join(changed)
             + " (launch on the same host(s) with the same settings, or start a new run)",
         )
-    for k in ("ckpt_dir", "experiment", "project"):
-        if old_s.get(k):
-            new_s[k] = old_s[k]
-    # refused before anything is written: a refused resume leaves the earlier run's record as it was
-    it = target.run(
-        ["cat", f"{new_s['ckpt_dir']}/latest_checkpointed_iteration.txt"], workdir="", timeout=30, check=False
-    )
-    step = (it.stdout or "").strip() if it.exited == 0 else ""
-    if step.isdigit() and int(new_s["steps"]) <= int(step):
+    if facts.step.isdigit() and int(new_s["steps"]) <= int(facts.step):
         raise LaunchRefused(
             "resume",
-            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
-            f"would train nothing: --steps is the total, ask for more than {step}",
+            f"run {run_id}'s checkpoint is at step {facts.step}, so --steps {new_s['steps']} "
+            f"would train nothing: --steps is the total, ask for more than {facts.step}",
         )
-    pinned = _checkpoint_strategy(target, new_s["ckpt_dir"], step) if spec["framework"] == "fsdp" else None
-    rec = _cat_json(target, f"{old_dir}/run.json") or {}
-    if rec.get("status") in ("starting", "running", "retrying"):  # its supervisor died (refuse_if_busy ran)
+
+
+def close_earlier(target, facts: ResumeFacts) -> None:
+    """Mark the earlier run ended when its record still says it is active: its supervisor died (the launch's
+    occupancy check found no live one). Closed as failed by the status probe's ``stop`` op, never as stopped by
+    ``inv stop``: nobody ran stop. Call it after :func:`check` and the quick checks passed: a refused resume
+    leaves the earlier run's record as it was."""
+    if facts.record.get("status") in ("starting", "running", "retrying"):
         from dapo_ops.control.status import probe
 
-        # closes it as failed (its supervisor died), never as stopped by `inv stop`: nobody ran stop
         probe(
             target,
             {
                 "op": "stop",
-                "run_id": run_id,
+                "run_id": facts.run_id,
                 "grace_s": 5.0,
                 "kill_grace_s": 5.0,
-                "by": "`inv launch --resume %s`" % run_id,
+                "by": "`inv launch --resume %s`" % facts.run_id,
             },
         )
-    fs = plan.features
-    for f in rec.get("features") or old.get("features") or []:
-        src = str(f.get("source", ""))
-        # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
-        # and what its OOM ladder added (or a learned start began with) stays, unless turned off now
-        if (src.startswith("oom-retry") or src in ("explicit", "learned")) and f.get("name") not in fs.disabled:
-            fs = fs.add(f["name"], src)
-    plan.features = fs
-    spec["features"] = fs.to_json()
-    spec["resume_of"] = run_id
-    planned = _strategy_of(plan.argv)
-    if pinned:
-        spec["strategy"] = pinned
-    plan.ckpt_dir = new_s["ckpt_dir"]
-    plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
-    added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
+
+
+def line(plan, facts: ResumeFacts) -> str:
+    """One line for the launch output: which checkpoint the plan resumes from, and the features its ladder added."""
+    added = [f.name for f in plan.features.enabled if f.source.startswith("oom-retry")]
+    planned = (
+        _strategy_of(
+            overrides.verl_argv(dict(plan.spec, strategy=None), plan.features, plan.spec.get("setting_changes"))
+        )
+        if facts.strategy
+        else None
+    )  # the plan's own choice without the checkpoint's
     return (
-        f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
-        + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
+        f"run {facts.run_id}'s checkpoints in {plan.spec['settings']['ckpt_dir']}, "
+        + (f"from global_step_{facts.step}" if facts.step.isdigit() else "no checkpoint yet: from step 0")
         + (f"; keeps {','.join(added)} (its OOM ladder)" if added else "")
         + (
-            f"; keeps actor strategy {pinned} (its checkpoint's FSDP version; {planned} would not load it)"
-            if pinned and planned and pinned != planned
+            f"; keeps actor strategy {facts.strategy} (its checkpoint's FSDP version; {planned} would not load it)"
+            if facts.strategy and planned and facts.strategy != planned
             else ""
         )
     )

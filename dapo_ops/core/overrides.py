@@ -1,8 +1,9 @@
 """Run spec + FeatureSet -> the verl command line (stdlib only).
 
 :func:`build_command` is called by the supervisor for every attempt (with the ladder's
-``setting_changes``) and by the planner for the dry-run plan. :func:`dapo_ops.core.runspec.check_spec` rejects a
-spec that cannot work before anything is launched, with one line naming the value and the fix.
+``setting_changes``): it checks the attempt's spec (:func:`dapo_ops.core.runspec.check_spec`, one line naming the
+value and the fix) and renders it (:func:`verl_argv`). The planner (``dapo_ops/control/planning.py`` make_plan)
+checks the spec once, with the host's facts, and renders it with :func:`verl_argv` alone.
 
 The argv is a list (no shell): ``[python, "-m", <entry>, (--config-name=...), overrides...]``.
 Values are rendered in Hydra's override grammar (``True``/``False``, ``null``, ``['a','b']``,
@@ -32,6 +33,7 @@ __all__ = [
     "literal_string",
     "overrides_for",
     "command_string",
+    "verl_argv",
 ]
 
 #: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
@@ -394,12 +396,23 @@ def build_command(
     ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
     ``setting_changes``: the ladder's changes to ``spec["settings"]`` (e.g.
     ``{"gpu_memory_utilization": 0.75}``; :data:`SETTING_KEYS` names map to verl keys, and replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
-    raises :class:`OverrideError` on a bad spec. The argv carries no secrets (none are in the spec).
+    raises :class:`OverrideError` on a bad spec, then :func:`verl_argv`. The argv carries no secrets (none are in
+    the spec).
     """
     spec = defaults.complete_spec(spec)  # a spec.json of an older dapo-ops, a hand-written one: the table's defaults
     merged = dict(spec)
     merged["settings"] = effective_settings(spec, setting_changes)
     check_spec(merged)
+    return verl_argv(spec, features, setting_changes)
+
+
+def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[str]:
+    """:func:`build_command` without its :func:`check_spec`: for a spec its caller has checked (the planner checks
+    once, with the host's device count and the model's context length). Raises :class:`OverrideError` for a
+    generated value OmegaConf would interpolate (:func:`check_literal`)."""
+    spec = defaults.complete_spec(spec)
+    merged = dict(spec)
+    merged["settings"] = effective_settings(spec, setting_changes)
     ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     pairs = overrides_for(spec, features, setting_changes)
     # de-duplicate: last value per key wins, first position kept (Hydra would reject some duplicates)

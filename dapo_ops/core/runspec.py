@@ -1,9 +1,10 @@
 """The run spec's settings (stdlib only): the effective values an attempt runs with (:func:`effective_settings`:
 the spec completed from the one defaults table, :mod:`dapo_ops.core.defaults`, <- the ladder's changes), values
 derived from them (:func:`parameter_sync_step`) and :func:`check_spec`, which rejects a spec that cannot work
-before anything is launched, with one line naming the value and the fix. check_spec is called by the planner
-(dapo_ops/control/planning.py, with the host's device count and the model's context), again after a multi-host plan
-is re-sized (dapo_ops/control/multihost.py) and by :func:`dapo_ops.core.overrides.build_command` for every argv.
+before anything is launched, with one line naming the value and the fix. check_spec is called once where a plan is
+built (dapo_ops/control/planning.py make_plan, with the host's device count and the model's context; a multi-host plan
+after its topology is applied) and by :func:`dapo_ops.core.overrides.build_command` for every attempt's argv (the
+supervisor: the ladder's changes make each attempt's spec its own).
 """
 
 from __future__ import annotations

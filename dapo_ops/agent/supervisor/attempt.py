@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 #: under the 107-byte AF_UNIX limit.
 RAY_TMP_ROOT = "/tmp/dray"
 #: the directory that holds the ``dapo_ops`` package (<bundle>/dapo_ops/agent/supervisor/attempt.py): what
-#: ``remote_bundle.start_command`` puts on the supervisor's PYTHONPATH; verl does not get it
+#: the bundle op line (``remote_bundle.op_line``, run by ``dapo_ops.agent.runstart``) puts on the supervisor's
+#: PYTHONPATH; verl does not get it
 BUNDLE_ROOT = str(Path(__file__).resolve().parents[3])
 
 

@@ -1,6 +1,6 @@
 """The supervisor's own log and clock (STDLIB ONLY, shipped).
 
-The supervisor's stderr is ``<run_dir>/supervisor.log`` (``dapo_ops/control/remote_bundle.py`` start_command
+The supervisor's stderr is ``<run_dir>/supervisor.log`` (``dapo_ops/agent/runstart.py``, which starts it,
 redirects it); :func:`log` writes one timestamped line there. Times are wall-clock seconds since the epoch
 (run.json stores them so), shown as UTC ISO-8601.
 """
