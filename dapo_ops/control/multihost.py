@@ -26,7 +26,7 @@ import json
 import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import launch as launch_svc
@@ -43,6 +43,9 @@ from dapo_ops.core import runstate
 from dapo_ops.core import runspec
 from dapo_ops.core.topology import Node, TopologyError
 from dapo_ops.core.profiles import OverrideError
+
+if TYPE_CHECKING:
+    from dapo_ops.control.fanout import Row
 
 #: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
@@ -69,7 +72,7 @@ class ClusterRun:
     plan: planning.Plan
     topo: cluster.Topology
     handle: cluster_ops.ClusterHandle
-    row: object
+    row: Row
     resumed: str | None = None
 
 
