@@ -23,14 +23,15 @@ import os
 import re
 import sys
 import warnings
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 
-def error_lines(exc) -> list[str]:
+def error_lines(exc: Optional[BaseException]) -> list[str]:
     """The distinct non-empty lines of ``exc`` and its causes / contexts, outermost first."""
     out = []
     seen = set()
     e = exc
-    visited = set()
+    visited: set[int] = set()
     while e is not None and id(e) not in visited:
         visited.add(id(e))
         for line in str(e).splitlines():
@@ -50,7 +51,7 @@ _KEY_RES = (
 )
 
 
-def _culprit(lines, overrides):
+def _culprit(lines: Iterable[str], overrides: Sequence[str]) -> Optional[int]:
     for line in lines:
         for rx in _KEY_RES:
             m = rx.search(line)
@@ -64,7 +65,7 @@ def _culprit(lines, overrides):
     return None
 
 
-def _compose_resolved(config_dir, config_name, overrides):
+def _compose_resolved(config_dir: str, config_name: str, overrides: list[str]) -> Any:
     """Compose + resolve as verl's ``@hydra.main`` + ``main_ppo.py:144`` see it (CWD and GlobalHydra set by the
     caller); returns the DictConfig, raises Hydra's / OmegaConf's exception."""
     from hydra import compose, initialize_config_dir
@@ -78,7 +79,7 @@ def _compose_resolved(config_dir, config_name, overrides):
     return cfg
 
 
-def composed(config_root, config_dir, config_name, overrides):
+def composed(config_root: str, config_dir: str, config_name: str, overrides: Iterable[str]) -> Any:
     """The resolved config the compose check sees for ``overrides`` (tests read values through the check's own path,
     e.g. that a quoted value arrives literally). :raises: Hydra's / OmegaConf's exception when it does not compose."""
     from hydra.core.global_hydra import GlobalHydra
@@ -93,7 +94,14 @@ def composed(config_root, config_dir, config_name, overrides):
         GlobalHydra.instance().clear()
 
 
-def compose_errors(config_root, config_dir, config_name, overrides, max_rounds=30, on_composed=None) -> list[list[str]]:
+def compose_errors(
+    config_root: str,
+    config_dir: str,
+    config_name: str,
+    overrides: Iterable[str],
+    max_rounds: int = 30,
+    on_composed: Optional[Callable[[Any], object]] = None,
+) -> list[list[str]]:
     """Error blocks (each a list of lines, Hydra's words) of composing ``overrides``; [] when it composes.
 
     ``on_composed``: called with the composed, resolved OmegaConf config when the full override list composes
@@ -138,7 +146,7 @@ def main() -> int:
     req = json.load(sys.stdin)
     startup = {}
 
-    def check(cfg) -> None:  # verl's own start-up checks on the composed config (request "startup": true)
+    def check(cfg: Any) -> None:  # verl's own start-up checks on the composed config (request "startup": true)
         from omegaconf import OmegaConf
 
         from dapo_ops.agent import verlcheck

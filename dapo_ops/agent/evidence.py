@@ -33,7 +33,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dapo_ops.core import plog
 
@@ -69,7 +69,7 @@ def read_host(
     import socket as _socket
     import time as _time
 
-    def tail(path):
+    def tail(path: str) -> str:
         with open(path, "rb") as fh:
             fh.seek(0, _os.SEEK_END)
             size = fh.tell()
@@ -79,8 +79,8 @@ def read_host(
             data = data.split(b"\n", 1)[-1]
         return data.decode("utf-8", "replace")
 
-    def newest(paths):
-        out = []
+    def newest(paths: List[str]) -> List[Tuple[float, str]]:
+        out: List[Tuple[float, str]] = []
         for p in paths:
             try:
                 m = _os.path.getmtime(p)
@@ -94,7 +94,7 @@ def read_host(
         base = _os.environ.get("RAY_TMPDIR") or _os.environ.get("TMPDIR") or "/tmp"
         ray_logs = _os.path.join(base, "ray", "session_latest", "logs")
     lt = _time.localtime()
-    found: dict = {
+    found: Dict[str, Any] = {
         "host": _socket.gethostname(),
         "utc_offset_s": int(getattr(lt, "tm_gmtoff", 0) or 0),
         "ray_logs": [],

@@ -26,7 +26,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from dapo_ops.agent.composefp import fingerprint
 from dapo_ops.agent.inputs import check_model_dir
@@ -54,7 +54,7 @@ ENV_NAMES = (
 SECRET_NAMES = ("SWANLAB_API_KEY", "HF_TOKEN", "WANDB_API_KEY")
 
 
-def _modules(names) -> dict[str, Any]:
+def _modules(names: Iterable[str] | None) -> dict[str, Any]:
     """``{name: path or None}``: where each module would be imported from (``importlib.util.find_spec``; a dotted
     name imports its parent packages only, e.g. ``megatron`` for ``megatron.bridge``)."""
     import importlib.util
@@ -69,7 +69,7 @@ def _modules(names) -> dict[str, Any]:
     return out
 
 
-def _cann(files) -> dict[str, Any]:
+def _cann(files: Iterable[str] | None) -> dict[str, Any]:
     """``ASCEND_TOOLKIT_HOME`` of this ``docker exec`` and which CANN ``set_env.sh`` files exist."""
     return {
         "toolkit_home": os.environ.get("ASCEND_TOOLKIT_HOME"),
@@ -77,7 +77,7 @@ def _cann(files) -> dict[str, Any]:
     }
 
 
-def _run(argv, timeout=30, cwd=None, stdin=None):
+def _run(argv: list[str], timeout: float = 30, cwd: str | None = None, stdin: str | None = None) -> dict[str, Any]:
     try:
         p = subprocess.run(
             argv,
@@ -106,7 +106,7 @@ def _devices(accelerator: str) -> dict[str, Any]:
     return out
 
 
-def _dev_nodes(prefix: str) -> list:
+def _dev_nodes(prefix: str) -> list[str]:
     """``/dev/<prefix><digit>...`` paths (what ``glob("/dev/<prefix>[0-9]*")`` matches; the probe imports neither
     glob nor shutil nor socket at start: ~13 ms of CPU per host on the sandbox)."""
     try:
@@ -144,16 +144,16 @@ def _disk(path: str | None) -> dict[str, Any] | None:
 DNS_TIMEOUT_S = 2.0
 
 
-def _resolve_error(host: str, timeout=None):
+def _resolve_error(host: str, timeout: float | None = None) -> str | None:
     """None when ``host`` resolves within ``timeout`` seconds (default :data:`DNS_TIMEOUT_S`), else a one-line
     reason."""
     import socket
     import threading
 
     timeout = DNS_TIMEOUT_S if timeout is None else timeout
-    box = {}
+    box: dict[str, str] = {}
 
-    def go():
+    def go() -> None:
         try:
             socket.getaddrinfo(host, None)
         except OSError as e:
@@ -167,7 +167,7 @@ def _resolve_error(host: str, timeout=None):
     return box.get("err")
 
 
-def _http_kind(exc, via_proxy: bool) -> str:
+def _http_kind(exc: BaseException, via_proxy: bool) -> str:
     """What failed in one GET, from the exception urllib raised: ``dns`` | ``connect`` | ``timeout`` | ``tls`` |
     ``proxy`` (any failure on the way to a proxy the request went through: ``urllib.request.getproxies``)."""
     import socket
@@ -323,7 +323,7 @@ def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
     if path and os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as fh:
-                r = json.load(fh)
+                r: dict[str, Any] = json.load(fh)
             r["cached"] = True
             return r
         except (OSError, ValueError):
@@ -346,7 +346,7 @@ def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
     return r
 
 
-def _learned(path: str) -> list:
+def _learned(path: str) -> list[dict[str, Any]]:
     """The memos under ``path`` (newest first, bounded; :mod:`dapo_ops.core.learned`); [] when there are none."""
     from dapo_ops.core import learned
 
@@ -374,7 +374,7 @@ def _learned(path: str) -> list:
     return out
 
 
-def probe(req: dict) -> dict:
+def probe(req: dict[str, Any]) -> dict[str, Any]:
     """Gather the facts named by ``req`` (module docstring). Never raises: errors are data."""
     t0 = time.time()
     out: dict[str, Any] = {
@@ -415,7 +415,7 @@ def probe(req: dict) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """The op: ``'<request json>'`` -> the facts as the one marked JSON line; exit 0 (errors are data)."""
     argv = sys.argv[1:] if argv is None else argv
     req = json.loads(argv[0]) if argv else {}
@@ -424,7 +424,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def emit(obj) -> int:
+def emit(obj: Any) -> int:
     """Print ``obj`` as the one marked JSON line (the ``prepare`` op answers this way too)."""
     sys.stdout.write(MARK + json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
@@ -435,7 +435,8 @@ def parse_output(stdout: str) -> dict[str, Any]:
     """The probe's JSON answer from stdout; ``ValueError`` (one line) when missing."""
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
+            answer: dict[str, Any] = json.loads(line[len(MARK) :])
+            return answer
     raise ValueError("the preflight probe printed no result (is python3 available in the container?)")
 
 

@@ -28,6 +28,8 @@ inventory name) lets ``status``/``stop``/``resolve`` see that the container is a
 host's multi-host run (:func:`_serves`).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -36,6 +38,12 @@ import time
 from dapo_ops.agent import runfiles
 from dapo_ops.core import raynodes
 from dapo_ops.core import runstate as _rs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import (every status look runs this)
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    Handle = Callable[[Dict[str, Any]], Dict[str, Any]]
 
 #: one status probe reads at most this many bytes of the log (statusview.DEFAULT_TAIL_BYTES).
 DEFAULT_TAIL_BYTES = 64 << 10
@@ -49,7 +57,7 @@ class ProbeError(Exception):
     ``"run_id"`` when the run asked for has no dir here (a Ray worker host of a multi-host run has none: run.json
     lives on its head, dapo_ops/control/status.py ``worker_of``)."""
 
-    def __init__(self, msg, run_id=None):
+    def __init__(self, msg: str, run_id: Optional[str] = None):
         super().__init__(msg)
         self.run_id = run_id
 
@@ -57,7 +65,7 @@ class ProbeError(Exception):
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def read_tail(path, tail_bytes):
+def read_tail(path: str, tail_bytes: int) -> Tuple[str, Optional[int], Optional[float]]:
     """Last ``tail_bytes`` bytes of ``path`` as text (a cut first line is dropped), its size and mtime.
 
     :returns: ``(text, size_bytes, mtime_s)``; ``("", None, None)`` when the file does not exist.
@@ -77,7 +85,7 @@ def read_tail(path, tail_bytes):
     return data.decode("utf-8", "replace"), st.st_size, st.st_mtime
 
 
-def _boot_time():
+def _boot_time() -> Optional[float]:
     try:
         with open("/proc/stat") as fh:
             for line in fh:
@@ -88,7 +96,7 @@ def _boot_time():
     return None
 
 
-def _scan(pgid, env_marker):
+def _scan(pgid: Optional[int], env_marker: Optional[bytes]) -> List[Tuple[int, Optional[float], str]]:
     """One pass over ``/proc``: live processes in process group ``pgid`` or whose environment holds
     ``env_marker`` (bytes ``DAPO_OPS_RUN_ID=<run_id>``). Returns ``[(pid, start_time_s | None, how)]`` with
     ``how`` = ``"pgid"`` or ``"env"``. Zombies and this process are skipped.
@@ -129,7 +137,7 @@ def _scan(pgid, env_marker):
     return out
 
 
-def own_processes(run, slack_s=120.0):
+def own_processes(run: Optional[Dict[str, Any]], slack_s: float = 120.0) -> List[Tuple[int, str]]:
     """The run's own live processes: members of its recorded verl process group, and processes whose environment
     carries ``DAPO_OPS_RUN_ID=<run_id>`` (Ray workers that left the group; the supervisor sets it for verl,
     docs/design.md run.json), that started after the run did (``started_at`` minus ``slack_s``), so a recycled
@@ -146,7 +154,7 @@ def own_processes(run, slack_s=120.0):
     ]
 
 
-def resolve_run_dir(runs_dir, run_id=None):
+def resolve_run_dir(runs_dir: str, run_id: Optional[str] = None) -> Optional[str]:
     """The run dir for ``run_id``, or of the current run (lock holder, else newest run id).
 
     Raises :class:`ProbeError` when ``runs_dir`` or the run does not exist.
@@ -173,14 +181,14 @@ def resolve_run_dir(runs_dir, run_id=None):
     return _rs.run_dir_for(runs_dir, names[0]) if names else None
 
 
-def log_path(run, run_dir):
+def log_path(run: Optional[Dict[str, Any]], run_dir: str) -> str:
     log = (run or {}).get("log") or ""
     if not log or not log.startswith("/"):
         log = os.path.join(run_dir, _rs.TRAIN_LOG_NAME)
     return log
 
 
-def _liveness(run, run_dir):
+def _liveness(run: Optional[Dict[str, Any]], run_dir: str) -> Tuple[bool, bool]:
     pids = (run or {}).get("pids") or {}
     sup = pids.get("supervisor")
     sup_alive = runfiles.is_supervisor_pid(sup, run_dir) if sup else False
@@ -191,7 +199,7 @@ def _liveness(run, run_dir):
 # ------------------------------------------------------------------------------------------ ops
 
 
-def _serves(runs_dir, host, own_run_id):
+def _serves(runs_dir: str, host: Optional[str], own_run_id: str) -> Optional[Dict[str, Any]]:
     """The multi-host run whose Ray worker this container runs (a live session of another run), or None:
     ``{"run_id", "head", "head_address", "port", "ray_log"}``; ``ray_log`` is the worker's ``ray start`` output,
     ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`, written by
@@ -204,7 +212,7 @@ def _serves(runs_dir, host, own_run_id):
     return None
 
 
-def serves_instead(runs_dir, host, run_id):
+def serves_instead(runs_dir: str, host: Optional[str], run_id: Optional[str]) -> Optional[Dict[str, Any]]:
     """``serves`` of this host when it is a live Ray worker of another host's run and holds no active run of its
     own (an older run of its own does not count); ``run_id`` given: only when it names the served run."""
     if not host:
@@ -220,7 +228,9 @@ def serves_instead(runs_dir, host, run_id):
     return serves if serves and (not run_id or serves.get("run_id") == run_id) else None
 
 
-def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None):
+def probe_status(
+    runs_dir: str, run_id: Optional[str] = None, tail_bytes: int = DEFAULT_TAIL_BYTES, host: Optional[str] = None
+) -> Dict[str, Any]:
     """Facts for one status row (statusview.build_row's ``probe`` argument).
 
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
@@ -249,7 +259,7 @@ def probe_status(runs_dir, run_id=None, tail_bytes=DEFAULT_TAIL_BYTES, host=None
     )
 
 
-def current_log(run, run_dir, sup_alive):
+def current_log(run: Optional[Dict[str, Any]], run_dir: str, sup_alive: bool) -> str:
     """The log that holds the run's latest progress: train.log, or for an active run whose supervisor is gone the
     current attempt's own log (:func:`attempt_log_path`; verl goes on writing it, train.log stops with the
     supervisor). What ``status`` (every form) and ``logs`` read."""
@@ -259,7 +269,9 @@ def current_log(run, run_dir, sup_alive):
     return path
 
 
-def log_facts(run, run_dir, sup_alive, tail_bytes=DEFAULT_TAIL_BYTES):
+def log_facts(
+    run: Dict[str, Any], run_dir: str, sup_alive: bool, tail_bytes: int = DEFAULT_TAIL_BYTES
+) -> Dict[str, Any]:
     """A status row's facts from the run's log (:func:`current_log`): ``{"tail", "log_bytes", "log_mtime",
     "log_read", "checkpoint"}`` (``checkpoint``: :func:`resume_checkpoint`). Cost: one bounded tail read."""
     path = current_log(run, run_dir, sup_alive)
@@ -273,7 +285,7 @@ def log_facts(run, run_dir, sup_alive, tail_bytes=DEFAULT_TAIL_BYTES):
     }
 
 
-def attempt_log_path(run, run_dir):
+def attempt_log_path(run: Optional[Dict[str, Any]], run_dir: str) -> Optional[str]:
     """The current attempt's own log (``attempt-<k>.log``: verl's stdout+stderr, written by verl itself), or None.
     train.log is the supervisor's copy of it: when the supervisor is gone (SIGKILL, OOM killer) verl goes on
     writing here and train.log stops, so a status look of an active run without its supervisor reads this one."""
@@ -285,7 +297,7 @@ def attempt_log_path(run, run_dir):
     return path if os.path.exists(path) else None
 
 
-def resume_checkpoint(run, sup_alive):
+def resume_checkpoint(run: Dict[str, Any], sup_alive: bool) -> Optional[int]:
     """The step of the last complete checkpoint a ``--resume`` of ``run`` would start from (what the supervisor's
     next attempt would load: :func:`dapo_ops.agent.supervisor.checkpoints.latest_checkpoint`, read-only), or None:
     no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more)."""
@@ -296,7 +308,7 @@ def resume_checkpoint(run, sup_alive):
     return latest_checkpoint(run.get("ckpt_dir"), repair=False)
 
 
-def read_bytes():
+def read_bytes() -> Optional[int]:
     """Bytes this probe process has read so far (``rchar`` of ``/proc/self/io``: files, pipes, /proc), or None.
     Shows that a look's cost does not grow with the log (bench/status.py prints it)."""
     try:
@@ -309,14 +321,14 @@ def read_bytes():
     return None
 
 
-def probe_list(runs_dir, tail_bytes=DEFAULT_TAIL_BYTES):
+def probe_list(runs_dir: str, tail_bytes: int = DEFAULT_TAIL_BYTES) -> Dict[str, Any]:
     """Every run on the container, newest first: ``{"runs": [{"run": run.json, "supervisor_alive",
     "verl_alive"}], "now"}``. No log is read, except for an active run whose supervisor is gone: its run.json stopped
     with the supervisor while verl may have gone on, so its item also carries :func:`log_facts` (the step verl
     really reached, from the attempt's own log; a new user's trial saw ``status --all`` show run.json's stale step)."""
     out = []
     for rec in runfiles.list_runs(runs_dir):
-        run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, rec.get("run_id"))
+        run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, str(rec.get("run_id")))
         sup_alive, verl_alive = _liveness(rec, run_dir)
         item = {"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive}
         if rec.get("status") in ACTIVE and not sup_alive:
@@ -325,16 +337,17 @@ def probe_list(runs_dir, tail_bytes=DEFAULT_TAIL_BYTES):
     return {"runs": out, "now": time.time()}
 
 
-def handler(ops):
+def handler(ops: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]]) -> Handle:
     """A request handler over ``ops`` (``{op name: fn(runs_dir, req) -> answer}``): the JSON-able answer of the op
     ``req["op"]`` names, ``{"error": "<one line>"}`` for a :class:`ProbeError`, an unreadable record or file, or an
     op that module does not answer. Each op module (this one, :mod:`dapo_ops.agent.runstop`,
     :mod:`dapo_ops.agent.runlogs`) answers its own ops with it."""
 
-    def handle(req):
+    def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
         try:
-            fn = ops.get(req.get("op"))
+            op = req.get("op")
+            fn = ops.get(op) if isinstance(op, str) else None
             if fn is None:
                 raise ProbeError("unknown probe op %r (this module answers %s)" % (req.get("op"), ", ".join(ops)))
             return fn(runs_dir, req)
@@ -358,7 +371,7 @@ handle = handler(
 )
 
 
-def main(argv=None, handle=handle):
+def main(argv: Optional[List[str]] = None, handle: Handle = handle) -> int:
     """``python3 -m dapo_ops.agent.<op module> '<request json>'``: print ``handle``'s answer as one JSON line; exit 0
     (errors are data)."""
     argv = sys.argv[1:] if argv is None else argv

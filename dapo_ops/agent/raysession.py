@@ -198,7 +198,8 @@ def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY
     except (OSError, subprocess.TimeoutExpired):
         return None
     try:
-        return json.loads((res.stdout or "").strip().splitlines()[-1])
+        view: dict[str, Any] = json.loads((res.stdout or "").strip().splitlines()[-1])
+        return view
     except (ValueError, IndexError):
         return None
 

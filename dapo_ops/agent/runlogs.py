@@ -8,6 +8,8 @@ default 4 MiB) and shipped zlib level 6 + base64. Raises
 :class:`dapo_ops.agent.probe.ProbeError` (no such run or attempt).
 """
 
+from __future__ import annotations
+
 import base64
 import os
 import sys
@@ -16,8 +18,14 @@ import zlib
 from dapo_ops.agent import probe, runfiles
 from dapo_ops.core import runstate as _rs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
+    from typing import Any, Dict, List, Optional, Tuple
 
-def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
+
+def probe_resolve(
+    runs_dir: str, run_id: Optional[str] = None, attempt: Optional[int] = None, host: Optional[str] = None
+) -> Dict[str, Any]:
     """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
     "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.agent.runfiles.is_supervisor_pid`,
     else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log (an active run whose supervisor is gone: the current attempt's log, :func:`dapo_ops.agent.probe.current_log`); ``cluster`` is
@@ -58,7 +66,12 @@ def probe_resolve(runs_dir, run_id=None, attempt=None, host=None):
     }
 
 
-def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL_BYTES, attempt=None):
+def probe_logs_tails(
+    runs_dir: str,
+    run_id: Optional[str] = None,
+    tail_bytes: int = probe.DEFAULT_ERRORS_TAIL_BYTES,
+    attempt: Optional[int] = None,
+) -> Dict[str, Any]:
     """Bounded tails of every attempt log (or of one attempt) for ``logs --errors``, zlib+base64 encoded.
 
     :returns: ``{"run_id", "run": run.json, "logs": [{"attempt": k, "path", "size", "offset", "z": b64}]}``;
@@ -67,7 +80,9 @@ def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL
     info = probe_resolve(runs_dir, run_id, attempt)
     run_dir = info["run_dir"]
     ks = [int(attempt)] if attempt else info["attempts"]
-    paths = [(k, str(_rs.RunPaths(run_dir).attempt_log(k))) for k in ks] or [(None, info["log"])]
+    paths: List[Tuple[Optional[int], str]] = [(k, str(_rs.RunPaths(run_dir).attempt_log(k))) for k in ks] or [
+        (None, info["log"])
+    ]
     logs = []
     for k, p in paths:
         text, size, _ = probe.read_tail(p, tail_bytes)
@@ -77,7 +92,7 @@ def probe_logs_tails(runs_dir, run_id=None, tail_bytes=probe.DEFAULT_ERRORS_TAIL
     return {"run_id": info["run_id"], "run": runfiles.read_run(run_dir), "logs": logs}
 
 
-def _b64z(text):
+def _b64z(text: str) -> str:
     """base64 of zlib level 6 of ``text`` (UTF-8): how ``errors`` ships log tails (:func:`decode_tail` reverses)."""
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
@@ -100,7 +115,7 @@ handle = probe.handler(
 # ------------------------------------------------------------------------------------------ operator side
 
 
-def decode_tail(entry):
+def decode_tail(entry: Dict[str, Any]) -> str:
     """Text of one ``probe_logs_tails`` log entry (:func:`_b64z` reversed)."""
     return zlib.decompress(base64.b64decode(entry["z"])).decode("utf-8", "replace")
 

@@ -7,6 +7,8 @@ supervisor (``run.json`` ``pids.supervisor``, checked against ``/proc/<pid>/cmdl
 are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a bad run id).
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
@@ -16,8 +18,12 @@ from dapo_ops.agent import probe, runfiles
 from dapo_ops.agent.procs import pid_alive
 from dapo_ops.core import runstate as _rs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
-def _wait(pred, timeout_s, every_s=0.2):
+
+def _wait(pred: Callable[[], bool], timeout_s: float, every_s: float = 0.2) -> bool:
     end = time.time() + timeout_s
     while time.time() < end:
         if pred():
@@ -31,7 +37,14 @@ def _wait(pred, timeout_s, every_s=0.2):
 STOP_BY = "dapo-ops stop"
 
 
-def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None, by=STOP_BY):
+def probe_stop(
+    runs_dir: str,
+    run_id: Optional[str] = None,
+    grace_s: float = 60.0,
+    kill_grace_s: float = 20.0,
+    host: Optional[str] = None,
+    by: str = STOP_BY,
+) -> Dict[str, Any]:
     """Stop a run, touching only its own recorded PIDs; keeps checkpoints and logs; idempotent.
 
     1. supervisor alive (``/proc/<pid>/cmdline`` names ``dapo_ops.agent.supervisor`` and this run dir): SIGTERM it and
@@ -58,7 +71,7 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
         raise probe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
     run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": "unknown"}
     before = run.get("status")
-    actions = []
+    actions: List[str] = []
     pids = run.get("pids") or {}
     sup = pids.get("supervisor")
     if sup and runfiles.is_supervisor_pid(sup, run_dir):
@@ -71,11 +84,11 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     run = runfiles.read_run(run_dir) or run
     pgid = (run.get("pids") or {}).get("verl_pgid")
 
-    def signal_own(sig):
+    def signal_own(sig: signal.Signals) -> Tuple[List[int], List[int]]:
         procs = probe.own_processes(run)
         in_group = [p for p, how in procs if how == "pgid"]
         by_env = [p for p, how in procs if how == "env"]
-        if in_group:
+        if in_group and pgid:  # own_processes reports group members only when the run records its verl_pgid
             try:
                 os.killpg(int(pgid), sig)
             except ProcessLookupError:
@@ -90,7 +103,7 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     in_group, by_env = signal_own(signal.SIGTERM)
     if in_group or by_env:
         what = []
-        if in_group:
+        if in_group and pgid:
             what.append("verl process group %d (%d processes)" % (pgid, len(in_group)))
         if by_env:
             what.append("%d processes with DAPO_OPS_RUN_ID=%s" % (len(by_env), run.get("run_id")))
@@ -132,7 +145,7 @@ def probe_stop(runs_dir, run_id=None, grace_s=60.0, kill_grace_s=20.0, host=None
     }
 
 
-def last_logged_step(log, tail_bytes=probe.DEFAULT_TAIL_BYTES):
+def last_logged_step(log: str, tail_bytes: int = probe.DEFAULT_TAIL_BYTES) -> Optional[int]:
     """The step of the last metrics line (``step:N - ...``, :func:`dapo_ops.core.logformat.parse_metrics_line`)
     in the last ``tail_bytes`` of ``log``, or None. What ``stop`` records when verl went on training after its
     supervisor died (run.json then lags behind the log)."""

@@ -29,14 +29,14 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-from typing import Any
+from typing import Any, Callable
 
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 
 
-def _get(cfg: dict[str, Any], dotted: str, default=None):
-    cur = cfg
+def _get(cfg: dict[str, Any], dotted: str, default: Any = None) -> Any:
+    cur: Any = cfg
     for part in dotted.split("."):
         if not isinstance(cur, dict) or part not in cur:
             return default
@@ -74,7 +74,7 @@ def scanned_backends(verl_root: str) -> set[str] | None:
     return names or None
 
 
-def _registry_error(backend: str):
+def _registry_error(backend: str) -> tuple[str | None, bool]:
     """``(error line or None, checked)`` from verl's own registry; ``checked`` False when verl is not importable."""
     try:
         from verl.checkpoint_engine import CheckpointEngineRegistry  # noqa: PLC0415 - verl only in the container
@@ -87,7 +87,9 @@ def _registry_error(backend: str):
     return None, True
 
 
-def checkpoint_engine_errors(cfg: dict[str, Any], verl_root: str, use_import: bool = True) -> tuple[list, list]:
+def checkpoint_engine_errors(
+    cfg: dict[str, Any], verl_root: str, use_import: bool = True
+) -> tuple[list[str], list[str]]:
     """``(errors, skipped)`` of the checkpoint-engine lookup (module docstring)."""
     backend = _get(cfg, ENGINE_KEY)
     mode = _get(cfg, "trainer.v1.trainer_mode")
@@ -122,16 +124,17 @@ def checkpoint_engine_errors(cfg: dict[str, Any], verl_root: str, use_import: bo
     return [], []
 
 
-def _int(v, default=1) -> int:
+def _int(v: Any, default: int = 1) -> int:
     try:
-        return int(v)
+        n: int = int(v)
+        return n
     except (TypeError, ValueError):
         return default
 
 
-def pool_errors(cfg: dict[str, Any]) -> list:
+def pool_errors(cfg: dict[str, Any]) -> list[str]:
     """The trainer / rollout pool arithmetic (module docstring); one line per problem."""
-    out = []
+    out: list[str] = []
     mode = _get(cfg, "trainer.v1.trainer_mode")
     trainer = _int(_get(cfg, "trainer.n_gpus_per_node"), 0) * _int(_get(cfg, "trainer.nnodes"), 0)
     ro = "actor_rollout_ref.rollout"
@@ -174,7 +177,7 @@ def pool_errors(cfg: dict[str, Any]) -> list:
     return out
 
 
-def attention_errors(cfg: dict[str, Any], find_spec=importlib.util.find_spec) -> list:
+def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = importlib.util.find_spec) -> list[str]:
     """``flash_attention_2`` (verl's default, ``verl/workers/config/model.py:185``) on CUDA without ``flash_attn``."""
     if _get(cfg, "actor_rollout_ref.actor.strategy") not in ("fsdp", "fsdp2"):
         return []
@@ -190,7 +193,7 @@ def attention_errors(cfg: dict[str, Any], find_spec=importlib.util.find_spec) ->
     return []
 
 
-def dataclass_errors(cfg_obj) -> tuple[list, list]:
+def dataclass_errors(cfg_obj: Any) -> tuple[list[str], list[str]]:
     """``(errors, skipped)`` of verl's ``validate_config`` + the rollout / checkpoint-engine dataclass conversion on
     the composed OmegaConf config ``cfg_obj`` (module docstring)."""
     try:
@@ -199,8 +202,8 @@ def dataclass_errors(cfg_obj) -> tuple[list, list]:
     except Exception as e:  # noqa: BLE001 - torch / verl missing: say so, never pretend it passed
         first = (str(e).splitlines() or [type(e).__name__])[0]
         return [], [f"dataclass: skipped: verl not importable ({first})"]
-    out = []
-    steps = (
+    out: list[str] = []
+    steps: tuple[tuple[str, Callable[[], object]], ...] = (
         (
             "validate_config (verl/trainer/main_ppo.py:177)",
             lambda: validate_config(
@@ -223,7 +226,11 @@ def dataclass_errors(cfg_obj) -> tuple[list, list]:
 
 
 def startup_report(
-    cfg: dict[str, Any], verl_root: str, cfg_obj=None, find_spec=importlib.util.find_spec, use_import: bool = True
+    cfg: dict[str, Any],
+    verl_root: str,
+    cfg_obj: Any = None,
+    find_spec: Callable[[str], object] = importlib.util.find_spec,
+    use_import: bool = True,
 ) -> dict[str, Any]:
     """Every check of the module docstring on the composed config.
 
@@ -232,8 +239,8 @@ def startup_report(
     holding ``verl/`` (the compose request's ``config_root``); ``use_import``: False never imports verl (tests).
     Returns ``{"errors": [line, ...], "skipped": [line, ...]}``; never raises.
     """
-    errors: list = []
-    skipped: list = []
+    errors: list[str] = []
+    skipped: list[str] = []
     if cfg_obj is not None and use_import:
         e, s = dataclass_errors(cfg_obj)
         errors += e

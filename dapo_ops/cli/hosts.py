@@ -54,9 +54,9 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
             cells["container"] = "no docker"
         elif e.kind == "container-stopped":
             cells["container"] = ContainerState(**e.state).describe() if e.state else "not running"
-        elif e.kind == "command" and e.result is not None and workdir_missing_message(target, e.result):
+        elif e.kind == "command" and e.result is not None and (missing := workdir_missing_message(target, e.result)):
             cells["container"] = running
-            return Row(cells=cells, ok=False, kind="workdir-missing", message=workdir_missing_message(target, e.result))
+            return Row(cells=cells, ok=False, kind="workdir-missing", message=missing)
         elif e.kind == "command" and e.exit_code in (126, 127):  # the bundle install found no python
             cells["container"] = running
             return Row(

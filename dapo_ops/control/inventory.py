@@ -170,18 +170,22 @@ _EXPECTED = {
 _MSGSPEC_ERR = re.compile(r"^(?P<what>.*?)(?: - at `(?P<at>[^`]*)`(?: in `(?P<in>[^`]*)`)?)?$")
 
 
-def explain(err: msgspec.ValidationError, table: dict, model: type) -> tuple[str, str]:
+def explain(err: msgspec.ValidationError, table: dict, model: type[msgspec.Struct]) -> tuple[str, str]:
     """Turn msgspec's error for one TOML ``table`` (a dict) converted to the Struct ``model`` into
     ``(field, one-line reason)``: an unknown field lists the valid ones; a failed constraint gives the field's
     :func:`rule` ``problem`` (else msgspec's own text)."""
     m = _MSGSPEC_ERR.match(str(err))
+    assert m is not None  # every part of the pattern but `what` is optional: it matches any one-line message
     what, at = m.group("what"), m.group("in") or m.group("at") or "$"
     unknown = re.fullmatch(r"Object contains unknown field `(.*)`", what)
     if unknown and at == "$":
         return unknown.group(1), f"unknown field (valid fields: {', '.join(model.__struct_fields__)})"
     if at == "$" and re.match(r"^\w+: ", what):  # a Struct's own check (ProxyTable.__post_init__): "<field>: <why>"
         return tuple(what.split(": ", 1))
-    key = re.match(r"^\$\.(\w+)", at).group(1)
+    km = re.match(r"^\$\.(\w+)", at)
+    # a table converted to a Struct whose fields all have defaults: what is left is an error at one of its fields
+    assert km is not None, str(err)
+    key = km.group(1)
     value = table.get(key)
     typed = re.fullmatch(r"Expected `(\w+)(?: \| null)?`, got `\w+`", what)
     if typed and at == f"$.{key}":

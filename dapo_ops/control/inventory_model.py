@@ -219,12 +219,17 @@ def _host_proxy_check(self) -> None:
 
 
 #: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
-HostTable = msgspec.defstruct(
-    "HostTable",
-    [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host) if f.name != "name"],
-    forbid_unknown_fields=True,
-    namespace={"__post_init__": _host_proxy_check},
-)
+if typing.TYPE_CHECKING:  # fields built from Host at import (defstruct); to mypy it is a Struct class
+
+    class HostTable(msgspec.Struct): ...
+
+else:
+    HostTable = msgspec.defstruct(
+        "HostTable",
+        [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host) if f.name != "name"],
+        forbid_unknown_fields=True,
+        namespace={"__post_init__": _host_proxy_check},
+    )
 
 
 class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):

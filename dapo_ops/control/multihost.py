@@ -26,7 +26,7 @@ import json
 import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from dapo_ops.control import cluster_ops
 from dapo_ops.control import launch as launch_svc
@@ -39,6 +39,9 @@ from dapo_ops.core import raynodes
 from dapo_ops.core.raynodes import cluster_dir  # noqa: F401  (cli/multihost.py and tests use it here)
 from dapo_ops.core import runstate
 from dapo_ops.core.topology import Node, TopologyError
+
+if TYPE_CHECKING:
+    from dapo_ops.control.fanout import Row
 
 #: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
@@ -67,7 +70,7 @@ class ClusterRun:
     spec: dict
     topo: cluster.Topology
     handle: cluster_ops.ClusterHandle
-    row: object
+    row: Row
     resumed: str | None = None
 
 

@@ -224,8 +224,9 @@ def run_proxy_env(
     :class:`ProxyError` for a malformed value."""
     merged = {**(file_proxy or {}), **{k: v for k, v in (inv_proxy or {}).items() if v}}
     for k in PROXY_VARS:
-        if (settings or {}).get(k):
-            merged[k] = settings.get(k)
+        v = (settings or {}).get(k)
+        if v:
+            merged[k] = v
     return split_secret(container_proxy_env(merged, env, cluster_addresses))
 
 

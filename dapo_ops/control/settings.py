@@ -435,7 +435,7 @@ def flag_arg(p: Param) -> str | None:
 
 
 #: task parameter name -> the setting its flag sets, for every setting with a flag (table order)
-BY_ARG: dict[str, Param] = {flag_arg(p): p for p in PARAMS if p.flag}
+BY_ARG: dict[str, Param] = {a: p for p in PARAMS if (a := flag_arg(p)) is not None}
 
 
 def flag_help(p: Param) -> str:
@@ -515,6 +515,7 @@ def convert(p: Param, raw, where: str):
         return SettingsError(f"{where}={raw!r} is not {expect}; set it to e.g. {example}")
 
     t = p.type
+    val: Any  # bool | int | float | str, as p.type says (compared with the bounds below)
     if t == "bool":
         if isinstance(raw, bool):
             val = raw

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from dapo_ops.agent import runlogs
 from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
@@ -47,13 +48,15 @@ class StatusError(Exception):
 # ------------------------------------------------------------------------------------------ plumbing
 
 
-def fan(chosen: list, fn, timeout: float, connect_timeout: float | None = None) -> list[tuple[str, object]]:
+def fan(
+    chosen: list, fn, timeout: float, connect_timeout: float | None = None
+) -> list[tuple[str, dict[str, Any] | str]]:
     """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.fanout.run` over each host's
     reused SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
 
     :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
     """
-    out = []
+    out: list[tuple[str, dict[str, Any] | str]] = []
     for r in fanout.run(
         chosen, lambda t: Row(data={"answer": fn(t)}), timeout=timeout, connect_timeout=connect_timeout, reuse=True
     ):
@@ -80,7 +83,7 @@ def cluster_heads(runs) -> dict[str, tuple[str, str]]:
     return out
 
 
-def worker_of(row: StatusRow, head: tuple[str, str]) -> bool:
+def worker_of(row: StatusRow, head: tuple[str | None, str | None]) -> bool:
     """True when ``row`` (one look at a host) is that of a Ray worker of ``head`` = ``(head host, run id)``
     (:func:`cluster_heads`): a live session (the probe's ``serves``: state ``ray-worker``), or no run / only an older,
     inactive run of its own (the session ended with the head's run), or, asked for that run by id (``--run``), no
@@ -117,7 +120,7 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
-    op, look = PROBE_OPS.get(req.get("op"), "probe"), req.get("op") != "stop"
+    op, look = PROBE_OPS.get(str(req.get("op")), "probe"), req.get("op") != "stop"
     res = remote_bundle.run_op(
         target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="", state_on_failure=True, look=look
     )
@@ -215,6 +218,7 @@ def collect_rows(
         supervisor is gone, :func:`dapo_ops.agent.probe.probe_list`).
     :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
     """
+    req: dict[str, Any]
     if all_runs:
         req = {"op": "list"}
     else:
@@ -299,7 +303,7 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
     return out
 
 
-def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, object]]:
+def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, dict[str, Any] | str]]:
     """``tail -n <lines>`` of each found log: ``[(host, {"text": str} | error line)]`` in host order."""
     logs_by_host = {h.name: info["log"] for h, info in pairs}
     return fan(

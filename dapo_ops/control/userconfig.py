@@ -24,7 +24,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Mapping
 
 import msgspec
 
@@ -54,9 +54,16 @@ SwanlabTable = msgspec.defstruct(
     [(k, str, "") for k in ("host", "web_host", "api_key", "mode", "log_dir", "project", "workspace")],
     forbid_unknown_fields=True,
 )
-Webhook = msgspec.defstruct(
-    "Webhook", [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")], forbid_unknown_fields=True
-)
+if TYPE_CHECKING:  # a defstruct, as the other tables: to mypy it is a Struct class
+
+    class Webhook(msgspec.Struct): ...
+
+else:
+    Webhook = msgspec.defstruct(
+        "Webhook",
+        [(k, str, "") for k in ("kind", "url", "url_env", "sign_secret", "secret")],
+        forbid_unknown_fields=True,
+    )
 
 
 class NotifyTable(msgspec.Struct, forbid_unknown_fields=True):

@@ -41,6 +41,10 @@ import hashlib
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from dapo_ops.core.features import FeatureSet
 
 VERSION = 1
 #: the folder under the runs dir
@@ -95,7 +99,7 @@ OVERRIDE_OF_CHANGE = {
 }
 
 
-def host_class(accelerator: str, device_name: str, device_mib: float) -> dict:
+def host_class(accelerator: str, device_name: str, device_mib: float) -> dict[str, Any]:
     """The host class of a key: accelerator kind (``npu`` | ``gpu``), device name (``NVIDIA H200``) and the
     smallest device's total memory in whole GiB (``device_mib``: MiB, as nvidia-smi / npu-smi report it)."""
     return {
@@ -105,7 +109,7 @@ def host_class(accelerator: str, device_name: str, device_mib: float) -> dict:
     }
 
 
-def model_identity(model_config: dict, model_path: str = "") -> dict:
+def model_identity(model_config: dict[str, Any], model_path: str = "") -> dict[str, Any]:
     """The model part of a key: the shape keys of ``config.json`` (:func:`dapo_ops.core.memfit.model_facts`), plus
     ``path`` when the config has no ``num_hidden_layers`` (its shape does not tell models apart)."""
     from dapo_ops.core.memfit import model_facts
@@ -117,7 +121,13 @@ def model_identity(model_config: dict, model_path: str = "") -> dict:
     return facts
 
 
-def key(spec: dict, features: list, disabled, model: dict, host: dict) -> dict:
+def key(
+    spec: dict[str, Any],
+    features: list[dict[str, Any]],
+    disabled: Iterable[str],
+    model: dict[str, Any],
+    host: dict[str, Any],
+) -> dict[str, Any]:
     """The configuration key of a run: ``spec`` (docs/design.md "Run spec"; its ``settings``), the first attempt's
     features as asked (``[{"name", "source"}]``: only ``explicit`` / ``default`` ones count), the ``-name``
     features, :func:`model_identity` and :func:`host_class`. JSON-able; equal keys = the same configuration."""
@@ -136,7 +146,7 @@ def key(spec: dict, features: list, disabled, model: dict, host: dict) -> dict:
     return {"version": VERSION, "host": dict(host), "model": dict(model), "run": run}
 
 
-def fingerprint(k: dict) -> str:
+def fingerprint(k: dict[str, Any]) -> str:
     """sha256 (first 16 hex digits) of a :func:`key`: the memo's file name."""
     return hashlib.sha256(json.dumps(k, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -146,13 +156,13 @@ def memo_path(runs_dir: str, fp: str) -> str:
     return os.path.join(str(runs_dir), DIRNAME, fp + ".json")
 
 
-def find(memos: list, k: dict) -> dict | None:
+def find(memos: list[Any], k: dict[str, Any]) -> dict[str, Any] | None:
     """The memo whose key equals ``k`` (the newest one by ``recorded_at`` if several), else None."""
     hits = [m for m in memos or [] if isinstance(m, dict) and m.get("key") == k and m.get("rung")]
     return max(hits, key=lambda m: m.get("recorded_at") or 0) if hits else None
 
 
-def conflicts(memo: dict, disabled, given: dict, overrides: list) -> list[str]:
+def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, str], overrides: list[Any]) -> list[str]:
     """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
     features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)
     for the settings the user set; ``overrides``: the user's ``--override`` items. Empty: usable."""
@@ -176,13 +186,13 @@ def conflicts(memo: dict, disabled, given: dict, overrides: list) -> list[str]:
     return out
 
 
-def rung_names(memo: dict) -> list[str]:
+def rung_names(memo: dict[str, Any]) -> list[str]:
     """``["rollout-util(weight-sync)", "offload(weight-sync)"]``: the rungs of a memo, in the order applied."""
     rungs = ((memo.get("rung") or {}).get("setting_changes") or {}).get("memory_rungs") or []
     return [f"{r['rung']}({r['phase']})" for r in rungs]
 
 
-def apply(memo: dict, fs):
+def apply(memo: dict[str, Any], fs: FeatureSet) -> tuple[FeatureSet, dict[str, Any]]:
     """The first attempt's ``(features, setting_changes)`` on a memo's rungs: its features added with source
     ``learned`` (:meth:`dapo_ops.core.features.FeatureSet.add`: never over a ``-name``) and its setting changes, the
     ``memory_rungs`` records with source ``learned`` and the run they were measured in (``learned_from``)."""
@@ -197,12 +207,12 @@ def apply(memo: dict, fs):
     return fs, ch
 
 
-def when(memo: dict) -> str:
+def when(memo: dict[str, Any]) -> str:
     """The memo's date, ``YYYY-MM-DD`` (UTC)."""
     return time.strftime("%Y-%m-%d", time.gmtime(float(memo.get("recorded_at") or 0)))
 
 
-def start_line(memo: dict) -> str:
+def start_line(memo: dict[str, Any]) -> str:
     """``starting on the learned rung rollout-util(weight-sync) (run <id> ran out in phase weight-sync without it on
     <date>)`` for the plan and the launch output."""
     names = rung_names(memo) or [f["name"] for f in (memo.get("rung") or {}).get("features") or []]
@@ -215,7 +225,7 @@ def start_line(memo: dict) -> str:
     )
 
 
-def not_used_line(memo: dict, why: list[str]) -> str:
+def not_used_line(memo: dict[str, Any], why: list[str]) -> str:
     """``learned start not used: run <id> ...; <why>: a memo never overrides an explicit setting``."""
     return (
         f"learned start not used: run {memo.get('run_id')} ran on {', '.join(rung_names(memo)) or 'a rung'} "
@@ -223,7 +233,7 @@ def not_used_line(memo: dict, why: list[str]) -> str:
     )
 
 
-def passed(rec: dict) -> dict | None:
+def passed(rec: dict[str, Any]) -> dict[str, Any] | None:
     """When the run in ``rec`` (run.json) has got past the phase that ran out on a ladder rung: the memo's
     ``ran_out`` facts (``phase``, ``phases``, ``attempt``, ``step``: the step it was in), else None.
 
@@ -249,7 +259,9 @@ def passed(rec: dict) -> dict | None:
     return {"phase": phases[-1], "phases": list(dict.fromkeys(phases)), "attempt": last.get("n"), "step": ran_in}
 
 
-def memo(spec: dict, rec: dict, ran_out: dict, now: float | None = None) -> dict:
+def memo(
+    spec: dict[str, Any], rec: dict[str, Any], ran_out: dict[str, Any], now: float | None = None
+) -> dict[str, Any]:
     """The memo of a run whose attempt got past the phase that ran out: the spec's ``learn`` (``key``,
     ``fingerprint``), the rung (features added by ``oom-retry-*`` / ``estimate`` / ``learned`` and the run's
     cumulative ``setting_changes`` with their ``memory_rungs``), which run, host and when."""

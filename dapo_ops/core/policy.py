@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 SET = object()
 """Condition value: the detail value is truthy."""
@@ -53,7 +54,7 @@ class Kind(str, Enum):
         return self in (Kind.ESCALATE_MEMORY, Kind.ADJUST_ROLLOUT_MEMORY, Kind.ROLLBACK_OFFLOAD, Kind.RETRY_ONCE)
 
     @property
-    def first_decisions(self) -> frozenset:
+    def first_decisions(self) -> frozenset[str]:
         """``Decision.action`` values the first verdict of this kind can give (``rollback-offload``: ``stop`` when
         the ladder moved nothing to host RAM; the memory kinds: ``stop`` when no rung / floor is left)."""
         return frozenset(
@@ -98,14 +99,14 @@ class Rule:
     kind: Kind
     action: str
     reason: str = ""
-    when: tuple | None = None
+    when: tuple[str, Any] | None = None
 
-    def holds(self, detail: dict) -> bool:
+    def holds(self, detail: dict[str, Any]) -> bool:
         """True when this rule applies to a verdict with ``detail``."""
         return self.when is None or holds(self.when, detail)
 
 
-def holds(cond: tuple, detail: dict) -> bool:
+def holds(cond: tuple[str, Any], detail: dict[str, Any]) -> bool:
     """True when ``detail`` satisfies ``cond`` = ``(key, value)`` (value: literal, tuple of literals, SET, ABSENT)."""
     key, value = cond
     if value is SET:
@@ -292,7 +293,7 @@ class PolicyTableError(ValueError):
     """:data:`POLICY` is inconsistent (a class without an unconditional last rule). Raised at import."""
 
 
-def rule(cls: str, detail: dict | None = None) -> Rule | None:
+def rule(cls: str, detail: dict[str, Any] | None = None) -> Rule | None:
     """The rule for a verdict of class ``cls`` with ``detail`` (None for a class not in :data:`POLICY`)."""
     d = detail or {}
     for r in POLICY.get(cls, ()):
@@ -301,7 +302,7 @@ def rule(cls: str, detail: dict | None = None) -> Rule | None:
     return None
 
 
-def kind(cls: str, detail: dict | None = None) -> Kind:
+def kind(cls: str, detail: dict[str, Any] | None = None) -> Kind:
     """The action kind of a verdict; a class not in :data:`POLICY` is :attr:`Kind.STOP`."""
     r = rule(cls, detail)
     return r.kind if r is not None else Kind.STOP
@@ -318,7 +319,7 @@ def _check() -> None:
 _check()
 
 
-def when_md(cond: tuple | None) -> str:
+def when_md(cond: tuple[str, Any] | None) -> str:
     """A rule's condition in words for the docs: ```phase` in `a`, `b```, ```fatal` = `false```, ```key` set``,
     ``no `key```, or ``otherwise``."""
     if cond is None:

@@ -12,13 +12,18 @@ a run never retries on fewer nodes (its checkpoint is tied to the world size). V
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, ladder, policy, topology
 from dapo_ops.core.classify.wording import action_text
+from dapo_ops.core.features import FeatureSet
+
+if TYPE_CHECKING:
+    from dapo_ops.agent.runfiles import LockHeld
 
 TAIL_BYTES = 4 << 20
 #: final-failure classes after which a multi-host run checks whether a Ray node was lost (the likelier cause)
@@ -167,7 +172,7 @@ def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict
     )
 
 
-def lock_held_verdict(err) -> Dict[str, Any]:
+def lock_held_verdict(err: LockHeld) -> Dict[str, Any]:
     """Another run holds this container (``err``: runfiles.LockHeld)."""
     return verdict(
         "config-error",
@@ -177,7 +182,7 @@ def lock_held_verdict(err) -> Dict[str, Any]:
     )
 
 
-def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
+def crash_verdict(err: Exception, supervisor_log: Union[str, PathLike[str]]) -> Dict[str, Any]:
     """The supervisor itself failed (its traceback is in ``supervisor_log``)."""
     return verdict(
         "crash-other",
@@ -186,7 +191,7 @@ def crash_verdict(err: Exception, supervisor_log) -> Dict[str, Any]:
     )
 
 
-def decision_json(d) -> Dict[str, Any]:
+def decision_json(d: ladder.Decision) -> Dict[str, Any]:
     """run.json ``decision`` of a :class:`dapo_ops.core.ladder.Decision`."""
     return dict(d.to_json())
 
@@ -200,7 +205,7 @@ class Ladder:
         self.oom_used = 0
         self.other_used: Dict[str, int] = {}
 
-    def decide(self, fs, v: Dict[str, Any], settings: Dict[str, Any]):
+    def decide(self, fs: FeatureSet, v: Dict[str, Any], settings: Dict[str, Any]) -> ladder.Decision:
         """The ladder's decision after an attempt (features ``fs``, verdict ``v``) under the run's settings."""
         return ladder.decide(
             fs,
@@ -212,7 +217,7 @@ class Ladder:
             settings,
         )
 
-    def count(self, d) -> None:
+    def count(self, d: ladder.Decision) -> None:
         """A retry of decision ``d`` is taken: spend its counter."""
         counter = d.counter
         if counter == "oom":

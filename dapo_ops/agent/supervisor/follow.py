@@ -18,14 +18,14 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
-from dapo_ops.agent import notify
 from dapo_ops.agent.supervisor import logcap, record, stall, storm
 from dapo_ops.agent.supervisor.journal import iso, log, now
 from dapo_ops.core import defaults
 from dapo_ops.core.logformat import (
     ANSI_RE,
+    LinkScanner,
     parse_metrics_line,
     parse_resume,
     parse_save,
@@ -94,17 +94,17 @@ class TrainLog:
 
 class LinkFinder:
     """SwanLab's run link (or local/offline ``swanlab watch|sync`` command) from the output, once:
-    ``notify.LinkScanner`` (it knows the run's ``SWANLAB_RUN_ID`` / ``SWANLAB_LOG_DIR``), else
+    :class:`dapo_ops.core.logformat.LinkScanner` (it knows the run's ``SWANLAB_RUN_ID`` / ``SWANLAB_LOG_DIR``), else
     :func:`dapo_ops.core.logformat.parse_swanlab_url`."""
 
     def __init__(self, env: Dict[str, Any]):
         self.env = dict(env or {})
-        self._scanner: Any = None
+        self._scanner: Union[LinkScanner, None, Literal[False]] = None
 
-    def _get(self):
+    def _get(self) -> Union[LinkScanner, Literal[False]]:
         if self._scanner is None:
             try:
-                self._scanner = notify.LinkScanner(self.env.get("SWANLAB_RUN_ID"), self.env.get("SWANLAB_LOG_DIR"))
+                self._scanner = LinkScanner(self.env.get("SWANLAB_RUN_ID"), self.env.get("SWANLAB_LOG_DIR"))
             except (ImportError, AttributeError):
                 self._scanner = False
         return self._scanner
@@ -258,7 +258,7 @@ def follow(
     rec: Dict[str, Any],
     att: Dict[str, Any],
     *,
-    stop: Callable[[], bool],
+    stop: Callable[[], Union[str, bool]],
     oom_grace_s: float,
     hang_timeout_s: float,
     poll_s: float,

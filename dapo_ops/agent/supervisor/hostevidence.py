@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import subprocess
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from dapo_ops.agent import evidence as host_evidence
 from dapo_ops.agent.supervisor.journal import log, now
@@ -83,7 +83,9 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
     return out
 
 
-def _start_workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float, wait_s: float):
+def _start_workers(
+    spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float, wait_s: float
+) -> Union["subprocess.Popen[str]", str]:
     """Start the ``evidence cluster`` op for ``workers`` with the spec's ``python`` and this bundle on its
     PYTHONPATH (``RAY_ADDRESS``: the run's head). Returns the Popen, or the one-line error when it cannot start."""
     ray_spec = spec.get("ray") or {}
@@ -118,7 +120,7 @@ def _start_workers(spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, A
         return "the Ray collector could not start: %s" % e
 
 
-def _workers_answer(child, wait_s: float) -> Dict[str, Any]:
+def _workers_answer(child: Union["subprocess.Popen[str]", str], wait_s: float) -> Dict[str, Any]:
     """The ``evidence cluster`` op's answer (``{"answered", "lost"}``), or ``{"error": line}`` when the child could
     not start, failed or ran out of time (killed here; its answers written so far stay)."""
     if isinstance(child, str):
@@ -130,7 +132,8 @@ def _workers_answer(child, wait_s: float) -> Dict[str, Any]:
         child.communicate()
         return {"error": "the Ray collector did not finish within %.0f s" % (wait_s + CHILD_EXTRA_S)}
     try:
-        return json.loads((out or "").strip().splitlines()[-1])
+        answer: Dict[str, Any] = json.loads((out or "").strip().splitlines()[-1])
+        return answer
     except (ValueError, IndexError):
         tail = (err or "").strip().splitlines()
         return {"error": "the Ray collector failed (exit %s): %s" % (child.returncode, tail[-1][:200] if tail else "")}

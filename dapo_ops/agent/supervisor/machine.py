@@ -18,7 +18,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from dapo_ops.agent import notify, procs, runfiles
 from dapo_ops.agent.supervisor import (
@@ -70,7 +71,7 @@ class Supervisor:
         self.writer = record.RecordWriter(self.run_dir, on_error=self.disk.note)
         self.links = follow.LinkFinder({})
         self.train_log: Optional[follow.TrainLog] = None
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
         self.pgid: Optional[int] = None
         self.marker: Optional[bytes] = None
         self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
@@ -170,7 +171,7 @@ class Supervisor:
 
     # -- one attempt ---------------------------------------------------------
 
-    def _run_attempt(self, k: int, fs, changes: Dict[str, Any]) -> Dict[str, Any]:
+    def _run_attempt(self, k: int, fs: features.FeatureSet, changes: Dict[str, Any]) -> Dict[str, Any]:
         """Start attempt ``k`` and follow it to its end. Returns the outcome dict: ``exit_code`` (shell
         convention, 128+signal), ``killed_by`` (None|"oom"|"hang"|"stop"), ``oom_line``, ``att`` (its run.json
         entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
@@ -276,7 +277,7 @@ class Supervisor:
         if self.memos is not None and self.memos.check(self.rec):
             self.writer.dirty = True
 
-    def _stop_reason(self):
+    def _stop_reason(self) -> Union[str, bool]:
         """Why the follow loop must end the attempt now: ``"disk-full"`` (diskspace), True (``inv stop``), False."""
         return "disk-full" if self.disk.check() else self.stop_requested
 
@@ -332,7 +333,7 @@ class Supervisor:
 
     # -- main ------------------------------------------------------------------
 
-    def _on_signal(self, signum, _frame) -> None:
+    def _on_signal(self, signum: int, _frame: Optional[FrameType]) -> None:
         log("signal %d: stopping" % signum)
         self.stop_requested = True
 
@@ -487,7 +488,8 @@ class Supervisor:
 
 def _load_factory(spec: str) -> Callable[..., List[str]]:
     mod, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(mod), attr or "build_command")
+    factory: Callable[..., List[str]] = getattr(importlib.import_module(mod), attr or "build_command")
+    return factory
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -29,7 +29,7 @@ the user's file and line (``bad_reward.py:5``).
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dapo_ops.core.logformat import RAY_PREFIX_RE, Traceback, TracebackReader, strip_ansi, strip_prefixes
 
@@ -63,7 +63,7 @@ def is_framework(path: str) -> bool:
     return bool(_LIB_RE.search(path) or _VERL_SRC_RE.search(path) or _FRAMEWORK_NAMES.search(path))
 
 
-def user_frame(frames) -> Optional[Tuple[str, int, str]]:
+def user_frame(frames: Sequence[Tuple[str, int, str]]) -> Optional[Tuple[str, int, str]]:
     """The innermost frame outside the framework (:func:`is_framework`), or None."""
     for f in reversed(frames):
         if not is_framework(f[0]):
@@ -71,7 +71,7 @@ def user_frame(frames) -> Optional[Tuple[str, int, str]]:
     return None
 
 
-def where(frame) -> Optional[str]:
+def where(frame: Optional[Tuple[str, int, str]]) -> Optional[str]:
     """``bad_reward.py:5`` of a ``(path, line, func)`` frame."""
     return "%s:%d" % (frame[0].rsplit("/", 1)[-1], frame[1]) if frame else None
 
@@ -164,13 +164,13 @@ class StormDetector:
         return self.storm
 
 
-def repeats_without_progress(lines, step_of) -> Dict[Tuple[str, str, int], int]:
+def repeats_without_progress(lines: Iterable[str], step_of: Callable[[str], object]) -> Dict[Tuple[str, str, int], int]:
     """Measurement helper (bench/storm.py, tests): for a whole log (``lines``), the most tracebacks of each key seen
     between two steps (``step_of(line)`` is not None on a step line). Pure; no clock."""
     det = StormDetector(min_repeats=10**9, slow_repeats=10**9)
     best: Dict[Tuple[str, str, int], int] = {}
 
-    def keep():
+    def keep() -> None:
         for k, c in det.counts.items():
             best[k] = max(best.get(k, 0), c[0])
 

@@ -69,8 +69,8 @@ def evaluate(
     ``swanlab`` check is there only when the probe was asked for the tracker (``probe_request(tracker=True)``)."""
     pv = plan_view(plan)
     # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
-    container = (pv.spec.get("container") if pv is not None else None) or getattr(
-        host, "container", HOST_DEFAULTS["container"]
+    container = str(
+        (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", HOST_DEFAULTS["container"])
     )
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):
@@ -123,8 +123,8 @@ def evaluate(
     out += _memfit_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)
-    elif tracker_check(p) is not None:
-        out.append(tracker_check(p))
+    elif (tracker := tracker_check(p)) is not None:
+        out.append(tracker)
     if getattr(host, "runtime", "docker") == "host":
         out = [on_host(c) for c in out]
     return out

@@ -184,8 +184,8 @@ def run_fleet(
         name = r.host.name
         if quick and r.row.data.get("checks") is not None:
             out[name] = r.row.data["checks"]
-        elif facts.get(name) is not None:
-            out[name] = evaluate(r.host, pvs[name], facts[name], full=True, inv_proxy=inv_proxy, ray=rays[name])
+        elif (f := facts.get(name)) is not None:
+            out[name] = evaluate(r.host, pvs[name], f, full=True, inv_proxy=inv_proxy, ray=rays[name])
         else:  # the host's function itself failed (bug or deadline): one failing check
             out[name] = [Check("preflight", FAIL, r.row.message or r.row.kind or "no answer", "see the message")]
     if facts_out is not None:

@@ -205,7 +205,7 @@ def _compose_request(host, pv: PlanView | None) -> dict | None:
     from dapo_ops.control import validate
 
     try:
-        req = validate.request_for(pv.argv, pv.spec.get("workdir") or getattr(host, "workdir", "/verl"))
+        req = validate.request_for(pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", "/verl")))
     except ValueError:
         return None
     return dict(req, startup=True)  # + verl's own start-up checks on the composed config (agent/verlcheck.py)

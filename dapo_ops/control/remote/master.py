@@ -18,6 +18,10 @@ import struct
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import paramiko
 
 
 class Master:
@@ -39,7 +43,7 @@ class Master:
         self.done = threading.Event()
         self.workers: list[threading.Thread] = []
         self.unlinked = False
-        self.shell = None  # the persistent host shell session (Master.in_shell)
+        self.shell: paramiko.Channel | None = None  # the persistent host shell session (Master.in_shell)
 
     def stop_listening(self) -> None:
         """Remove the socket name (once: a new master may own that name afterwards): from now on a caller
@@ -126,7 +130,8 @@ class Master:
         try:
             if not (t._cxn is not None and t._cxn.is_connected):
                 t.connect()
-                t._cxn.transport.channel_timeout = max(1.0, float(t.connect_timeout))
+                # connection(): the one connect() opened; connect_timeout: set from the host by Target.__post_init__
+                t.connection().transport.channel_timeout = max(1.0, float(t.connect_timeout or 0))
             if stdin is None:
                 res = self.in_shell(req["command"], req.get("timeout"))
             else:  # the command reads stdin (a secret env-file, put_text): a channel of its own
@@ -183,11 +188,12 @@ class Master:
 
         t = self.target
         try:
+            transport = t.connection().transport  # the connection execute() opened
             if self.shell is None or self.shell.closed or self.shell.exit_status_ready():
-                self.shell = t._cxn.transport.open_session()
+                self.shell = transport.open_session()
                 self.shell.exec_command('exec "${SHELL:-/bin/sh}"')  # the login shell, reading stdin
             else:  # the link may have died since the last command: one channel open answers within the timeout
-                t._cxn.transport.open_session().close()
+                transport.open_session().close()
         except Exception as e:  # noqa: BLE001 - translated like any SSH failure
             self.shell = None
             cxn = t._cxn
@@ -234,7 +240,7 @@ class Master:
                 got = True
             if not got and (ch.closed or ch.eof_received) and not ch.recv_ready() and not ch.recv_stderr_ready():
                 self.shell = None  # the shell itself ended (the command killed it, or the connection went)
-                if t._cxn.transport is None or not t._cxn.transport.is_active():
+                if t.connection().transport is None or not t.connection().transport.is_active():
                     where = t._where()
                     t.close()
                     raise RemoteError(

@@ -146,6 +146,7 @@ def _start_master(target, path: Path) -> socket.socket | None:
             cwd="/",
             env=_master_env(),
         )
+        assert proc.stdin is not None and proc.stdout is not None  # both are PIPEs
         try:
             proc.stdin.write(json.dumps(spec).encode() + b"\n")
             proc.stdin.close()

@@ -127,7 +127,8 @@ class Target(CommandLines):
             self._harden(cxn.gateway)
 
     def _connect_kwargs(self) -> dict:
-        kw: dict = {"banner_timeout": max(self.connect_timeout, 10), "auth_timeout": max(self.connect_timeout, 10)}
+        t = self.connect_timeout or 0  # set from the host by __post_init__
+        kw: dict = {"banner_timeout": max(t, 10), "auth_timeout": max(t, 10)}
         if self.host.identity_file:
             kw["key_filename"] = [os.path.expanduser(self.host.identity_file)]
             kw["look_for_keys"] = False
@@ -281,7 +282,7 @@ class Target(CommandLines):
                 if res is not None:
                     return res
         self.connect()
-        cxn = self._cxn
+        cxn = self.connection()  # the one connect() opened
         kw = dict(hide=hide, warn=True, pty=pty, timeout=timeout)
         kw["in_stream"] = _ChunkReader(stdin) if stdin is not None else False
         t0 = time.monotonic()
