@@ -186,7 +186,7 @@ def make_plan(
     """
     try:
         check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        return _make_plan(
+        plan = _make_plan(
             settings,
             host,
             mode,
@@ -202,6 +202,8 @@ def make_plan(
             public_env=public_env,
             notify=notify,
         )
+        assert isinstance(plan, Plan)  # not a draft
+        return plan
     except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
         raise PlanError(str(e)) from None
 
@@ -227,7 +229,7 @@ def draft_view(
     :func:`make_plan` without the facts; raises :class:`PlanError` (one line) as it does."""
     try:
         check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        return _make_plan(
+        draft_ = _make_plan(
             settings,
             host,
             mode,
@@ -243,6 +245,8 @@ def draft_view(
             notify=notify,
             draft=True,
         )
+        assert isinstance(draft_, dict)  # draft=True
+        return draft_
     except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
         raise PlanError(str(e)) from None
 
@@ -271,7 +275,7 @@ def _make_plan(
     public_env=None,
     notify=None,
     draft=False,
-) -> Plan:
+) -> Plan | dict[str, Any]:
     v = run_values(settings)
     if getattr(host, "runtime", "docker") == "host" and v["container"]:
         raise PlanError(
