@@ -694,17 +694,17 @@ def test_device_code_rows_are_checked():
 
 
 def test_hint_tables_are_checked():
-    from dapo_ops.core.classify import hints, wording
+    from dapo_ops.core.classify import hints
 
-    wording.check_texts(hints.HINT_RULES, hints.HINTS)
+    hints.check_texts(hints.HINT_RULES, hints.HINTS)
     texts = dict(hints.HINTS, **{"network": "A connection to ${no_such_field} failed."})
     with pytest.raises(C.ClassifierTableError, match="unknown field"):
-        wording.check_texts(hints.HINT_RULES, texts)
+        hints.check_texts(hints.HINT_RULES, texts)
     with pytest.raises(C.ClassifierTableError, match="no rules or no default"):
-        wording.check_texts(hints.HINT_RULES, {k: v for k, v in hints.HINTS.items() if k != "success"})
+        hints.check_texts(hints.HINT_RULES, {k: v for k, v in hints.HINTS.items() if k != "success"})
     rules = dict(hints.HINT_RULES, network=(("cause", "ssh", "network/no-such-text"),))
     with pytest.raises(C.ClassifierTableError, match="names no text"):
-        wording.check_texts(rules, hints.HINTS)
+        hints.check_texts(rules, hints.HINTS)
 
 
 def test_phase_and_doc_tables_are_checked(monkeypatch):

@@ -22,7 +22,7 @@ from dapo_ops.agent.supervisor import escalate
 from dapo_ops.agent.supervisor.diskspace import DiskWatch
 from dapo_ops.core import classify as C
 from dapo_ops.core import ladder, topology
-from dapo_ops.core.classify.verdicts import mk
+from dapo_ops.core.classify.decide import mk
 from dapo_ops.core.features import resolve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -340,7 +340,7 @@ def _oom_decide(
 
 
 #: what to check after a retried network failure came back, by the verdict's ``detail["cause"]``
-#: (core/classify/verdicts.py ``_network``); None: the collective / unknown case
+#: (core/classify/decide.py ``_network``); None: the collective / unknown case
 _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
     ("network", "tracker"): "the tracker server is unreachable from the container: check SWANLAB_API_HOST and the "
     "proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "

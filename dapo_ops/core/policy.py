@@ -5,15 +5,15 @@
 the one-line action a person reads (``Verdict.action``) and the reason the supervisor logs with its decision.
 Everything that states or acts on the policy reads this table:
 
-- the classifier's verdicts (``Verdict.action_kind`` / ``Verdict.action``: ``dapo_ops/core/classify/verdicts.py``
-  ``mk``, rendered by ``dapo_ops/core/classify/wording.py``);
+- the classifier's verdicts (``Verdict.action_kind`` / ``Verdict.action``: ``dapo_ops/core/classify/decide.py``
+  ``mk``, rendered by ``dapo_ops/core/classify/hints.py``);
 - the supervisor's own verdicts (``hang``, ``error-storm``, disk full, a lost Ray node:
   ``dapo_ops/agent/supervisor/escalate.py``, ``dapo_ops/core/topology.py``);
 - the supervisor's decision (:func:`dapo_ops.core.ladder.decide` dispatches on the rule's kind);
 - docs/troubleshooting.md ("Failure policy", rendered by :func:`policy_md` via ``dapo_ops/core/classify/docs.py``).
 
 Action texts are :class:`string.Template` strings; ``$name`` is a fragment of
-``dapo_ops.core.classify.wording.FIELDS`` computed from the detail (checked at import there).
+``dapo_ops.core.classify.hints.FIELDS`` computed from the detail (checked at import there).
 """
 
 from __future__ import annotations

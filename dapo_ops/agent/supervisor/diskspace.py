@@ -26,7 +26,7 @@ from typing import Any, Dict, Optional
 
 from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import policy
-from dapo_ops.core.classify.wording import action_text
+from dapo_ops.core.classify.hints import action_text
 
 #: what the supervisor keeps free for its own last writes (the final run.json is ~5-30 KiB, the train.log end line
 #: and supervisor.log lines a few hundred bytes)

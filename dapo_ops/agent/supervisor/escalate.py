@@ -19,7 +19,7 @@ from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, ladder, policy, topology
-from dapo_ops.core.classify.wording import action_text
+from dapo_ops.core.classify.hints import action_text
 from dapo_ops.core.features import FeatureSet
 
 if TYPE_CHECKING:

@@ -27,19 +27,16 @@ Public interface (contract: docs/design.md "Verdict")
 
 Where the parts live (all stdlib, all in the container bundle)
     ``verdict.py``       the contract: classes, phases, :class:`Verdict`, the table error
-    ``normalise.py``     the tail normalised: ANSI, Ray / rank prefixes, boilerplate, echo lines
-    ``signatures.py``    the error texts (data rows) and their classes / tiers
-    ``sigconfig.py``     the configuration-error rows (spliced into signatures.py)
-    ``sigtable.py``      the signature row format: tiers, :class:`Sig`, the compiler and its checks
+    ``signatures.py``    the signature table: the error texts (data rows, the configuration-error rows among them),
+                         their classes / tiers, the row format and its compiler and checks
     ``device_codes.py``  the CANN / ACL / torch_npu / CUDA code families (data rows)
-    ``scan.py``          signature hits in a tail; the per-line device-OOM check
-    ``facts.py``         steps, totals, exit codes, checkpoint step, sizes, node IPs
+    ``logtail.py``       what the tail says: normalised (ANSI, Ray / rank prefixes, boilerplate, echo lines), its
+                         signature hits, the per-line device-OOM check, its facts (steps, totals, exit codes,
+                         checkpoint step, sizes, node IPs)
     ``phase.py``         the OOM phase, role and engine from frames and progress lines
-    ``decide.py``        the precedence: which hit is the verdict
-    ``verdicts.py``      the detail and evidence of a verdict per class
-    ``hints.py``         the hint texts and the rules choosing them (data; the action lines are the policy's,
-                         ``dapo_ops/core/policy.py``)
-    ``wording.py``       the rules applied: the action line and hint paragraph of a verdict
+    ``decide.py``        the verdict: the precedence (which hit is the verdict), its detail and evidence per class
+    ``hints.py``         the words for people: the hint texts and the rules choosing them (data; the action lines
+                         are the policy's, ``dapo_ops/core/policy.py``), rendered for one verdict
     ``docs.py``          the data docs/troubleshooting.md is rendered from
 
 Run as ``python -m dapo_ops.core.classify LOGFILE [--exit-code N]`` (verdict as JSON) or
@@ -53,10 +50,10 @@ from typing import Any
 
 from dapo_ops.core.classify import docs as _docs
 from dapo_ops.core.classify.decide import decide as _decide
+from dapo_ops.core.classify.decide import mk as _mk
 from dapo_ops.core.classify.docs import CLASS_TABLE
-from dapo_ops.core.classify.scan import is_device_oom_line
+from dapo_ops.core.classify.logtail import is_device_oom_line
 from dapo_ops.core.classify.verdict import CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
-from dapo_ops.core.classify.verdicts import mk as _mk
 
 __all__ = [
     "CLASSES",

@@ -1,4 +1,10 @@
-"""The decision of the failure classifier (:mod:`dapo_ops.core.classify`): which hit of the tail is the verdict.
+"""The verdict of the failure classifier (:mod:`dapo_ops.core.classify`): which hit of the tail it is, and what it
+carries.
+
+Which hit: :func:`decide`; what it carries: :func:`verdict_for` (the detail each class carries -- phase, role, KV
+direction, node, address, failing key, cause, numbers from the message --, its evidence lines, and the action and
+hint texts of ``dapo_ops/core/classify/hints.py``, the action kind of the failure policy
+``dapo_ops/core/policy.py``).
 
 Precedence (docs/troubleshooting.md, generated from ``dapo_ops/core/classify/docs.py``):
     1. success facts: last ``step:N`` >= planned total (``Total training steps: N`` or
@@ -13,6 +19,8 @@ Precedence (docs/troubleshooting.md, generated from ``dapo_ops/core/classify/doc
     6. exit code / generic tracebacks -> ``crash-other``;
     7. non-fatal tracker trouble while the process runs -> ``keep-running``; no evidence -> inconclusive.
 An error followed by later ``step:`` lines did not stop the run and only counts as a non-fatal signal.
+Keys named here are verl 0.9.1's (``verl/trainer/config/_generated_ppo_trainer.yaml``); the messages they are read
+from are cited at each signature (``dapo_ops/core/classify/signatures.py``).
 
 STDLIB ONLY.
 """
@@ -22,13 +30,36 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dapo_ops.core.classify.facts import killed_line, read_facts
-from dapo_ops.core.classify.normalise import Log
-from dapo_ops.core.classify.phase import TRACEBACK_START, phase_of
-from dapo_ops.core.classify.scan import Hit, scan
-from dapo_ops.core.classify.sigtable import COLLECTIVE, GENERIC, ROOT, WEAK
+from dapo_ops.core.classify import device_codes as _codes
+from dapo_ops.core.classify.hints import action_text, hint_text
+from dapo_ops.core.classify.logtail import (
+    Facts,
+    Hit,
+    Log,
+    alloc_gib,
+    killed_line,
+    node,
+    nonsense,
+    ray_oom_node,
+    read_facts,
+    scan,
+    total_gib,
+    zero_total,
+)
+from dapo_ops.core.classify.phase import (
+    TRACEBACK_START,
+    oom_context,
+    phase_of,
+    ray_call_line,
+    ray_oom_phase,
+    role_of,
+    side_of,
+)
+from dapo_ops.core.classify.signatures import COLLECTIVE, GENERIC, OOM_WORDS_RX, ROOT, WEAK, divisible_key
 from dapo_ops.core.classify.verdict import Verdict
-from dapo_ops.core.classify.verdicts import ev, exit_ev, generic_ev, mk, verdict_for
+from dapo_ops.core.policy import kind as policy_kind
+
+# --------------------------------------------------------------------------- which hit is the verdict
 
 
 def _state_get(state: dict[str, Any] | None, *names: str) -> Any:
@@ -229,3 +260,411 @@ def _comm_echo(log: Log, i: int) -> bool:
             near,
         )
     ) and not _KERNEL_WORDS_RX.search(near)
+
+
+# --------------------------------------------------------------------------- what the verdict carries
+
+# --------------------------------------------------------------------------- data: signature name -> detail
+
+#: the Hydra / verl key a config-error signature names when the message itself does not (``full_key:`` or
+#: ``Could not override`` lines next to it are read first)
+CONFIG_KEYS: dict[str, str] = {
+    "hydra-load": "--config-name",
+    "hydra-primary": "--config-name",
+    "gpus-less": "trainer.n_gpus_per_node",
+    "pool-unsatisfied": "trainer.n_gpus_per_node",
+    "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "n-gpus-zero": "trainer.n_gpus_per_node",
+    "rollout-mode": "actor_rollout_ref.rollout.mode",
+    "token-budget": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "model-len-pos": "actor_rollout_ref.rollout.max_model_len",
+    "batched-tokens": "actor_rollout_ref.rollout.max_num_batched_tokens",
+    "batch-divisible": "data.train_batch_size",
+    "batch-ge-mini": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "remove-padding": "actor_rollout_ref.model.use_remove_padding",
+    "bucket": "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",
+    "not-supported": "trainer.logger",
+    "hybrid-engine": "actor_rollout_ref.hybrid_engine",
+    "resume-world-size": "trainer.resume_mode",
+    "resume-megatron": "trainer.resume_mode",
+    "data-missing": "data.train_files",
+    "model-path": "actor_rollout_ref.model.path",
+    "raylet-register": "ray_kwargs.ray_init.num_cpus",
+    "chat-template": "actor_rollout_ref.model.custom_chat_template",
+}
+#: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
+CONFIG_CAUSES: dict[str, str] = {
+    "hydra-override": "stale-key",
+    "hydra-struct": "stale-key",
+    "dataclass-kwarg": "stale-key",
+    "omegaconf-key": "stale-key",
+    "hydra-merge": "stale-key",
+    "gpus-less": "gpus",
+    "pool-unsatisfied": "gpus",
+    "tp-divisible": "tp",
+    "token-budget": "token-budget",
+    "resume-world-size": "resume-layout",
+    "resume-megatron": "resume-layout",
+    "data-missing": "data-missing",
+    "model-path": "model-path",
+    "raylet-register": "ray-cpus",
+    "chat-template": "chat-template",
+    "visible-devices": "visible-devices",
+}
+#: oom-host signature -> cause (default ``kernel-oom``)
+HOST_CAUSES: dict[str, str] = {
+    "pinned-host-oom": "pinned-memory",
+    "loader-killed": "dataloader-killed",
+    "host-alloc": "host-alloc",
+}
+#: data-error signature -> the key to change (default ``data.train_files``) and the cause (default none)
+DATA_KEYS: dict[str, str] = {
+    "seq-too-long": "data.max_prompt_length",
+    "prompt-too-long": "data.max_prompt_length",
+    "dapo-give-up": "algorithm.filter_groups.max_num_gen_batches",
+}
+DATA_CAUSES: dict[str, str] = {"data-schema": "schema", "dapo-give-up": "too-difficult", "empty-data": "empty"}
+#: oom-kv-cache signatures that mean "free the devices first" (the rest: raise the share / shorten max_model_len)
+KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
+#: network signatures -> cause (the Ray head, the hub / a proxy)
+RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance", "gcs-lost")
+#: crash-other signature -> ``detail["cause"]`` where it is not the signature's name
+CRASH_CAUSES: dict[str, str] = {"driver-lib": "device-unavailable"}
+HUB_SIGS = ("proxy", "hub")
+
+# communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
+# (torch c10d: "is setting up NCCL communicator and retrieving ncclUniqueId ... via c10d key-value store"; vLLM's
+# worker init_device builds its communicator; the store's own connect timeout)
+_COMM_INIT_RX = re.compile(
+    r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
+    r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
+    r"|method init_device|client socket has timed out|tcp client failed to connect"
+    r"|initcommrootinfo|hccl initialize failed|hcclcomm init"
+)
+
+
+# --------------------------------------------------------------------------- building a verdict
+
+
+def ev(log: Log, *idx: int) -> list[str]:
+    """The evidence: lines ``idx`` stripped, cut to 400 characters, without blanks and repeats, at most 6."""
+    out: list[str] = []
+    for i in idx:
+        if 0 <= i < len(log.lines):
+            s = log.lines[i].strip()
+            if len(s) > 400:
+                s = s[:397] + "..."
+            if s and s not in out:
+                out.append(s)
+    return out[:6]
+
+
+def mk(cls: str, detail: dict[str, Any], evidence: list[str]) -> Verdict:
+    """The :class:`Verdict` (``None`` detail values dropped; the action kind and action from the failure policy,
+    ``dapo_ops/core/policy.py``; the hint from hints)."""
+    detail = {k: v for k, v in detail.items() if v is not None}
+    return Verdict(
+        cls=cls,
+        action_kind=policy_kind(cls, detail).value,
+        action=action_text(cls, detail),
+        hint=hint_text(cls, detail),
+        evidence=evidence,
+        detail=detail,
+    )
+
+
+def exit_ev(exit_code: int | None) -> list[str]:
+    """``["exit code N"]`` (evidence), or nothing when the code is unknown."""
+    return [f"exit code {exit_code}"] if exit_code is not None else []
+
+
+def generic_ev(log: Log, generic: list[Hit]) -> list[str]:
+    """Evidence from generic crash hits: the innermost (last) exception line and the first actor-died line."""
+    if not generic:
+        return []
+    # innermost error: the last exception line (Ray wrappers excluded by the signature)
+    exc = [h for h in generic if h.sig.name == "exception"]
+    died = [h for h in generic if h.sig.name != "exception"]
+    idx = []
+    if exc:
+        idx.append(exc[-1].line)
+    if died:
+        idx.append(died[0].line)
+    return ev(log, *sorted(set(idx)))
+
+
+# --------------------------------------------------------------------------- per class
+
+
+def verdict_for(log: Log, f: Facts, base: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    """The verdict for hit ``h`` (the chosen root cause); ``same_tier``: the hits of its precedence tier in line
+    order (collective hits say together whether the communicator ever came up), ``fatal``: all fatal hits."""
+    if h.sig.name == "device-oom":
+        return device_oom_verdict(log, dict(base), h.line)
+    return _BY_CLASS.get(h.sig.cls, _crash)(log, f, dict(base), h, same_tier, fatal)
+
+
+def _kv_cache(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i, name = h.line, h.sig.name
+    if name == "kv-free-below-util" and zero_total(log.low_line(i)):
+        d["cause"] = "device-unavailable"
+        return mk("crash-other", d, ev(log, i))
+    d["kv_direction"] = "cleanup" if name in KV_CLEANUP else "raise"
+    # (sglang-mem: "Not enough memory. Please try to increase --mem-fraction-static": the KV pool is too small)
+    d["phase"] = "rollout-init"
+    return mk(h.sig.cls, d, ev(log, i))
+
+
+def _ray_oom(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i = h.line
+    d["phase"] = ray_oom_phase(log, i) or phase_of(log, i)
+    d["node"] = ray_oom_node(log, i) or node(log, i)
+    d["ckpt_step"] = f.ckpt_step if d["phase"] == "checkpoint-save" else None
+    nxt = [j for j in range(i + 1, min(len(log.lines), i + 3)) if "memory on the node" in log.low_line(j)]
+    return mk(h.sig.cls, d, ev(log, i, *nxt))
+
+
+def _host_oom(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i = h.line
+    d["phase"] = phase_of(log, i, back=12, frames_only=False)
+    d["ckpt_step"] = f.ckpt_step
+    d["cause"] = HOST_CAUSES.get(h.sig.name, "kernel-oom")
+    return mk(h.sig.cls, d, ev(log, i))
+
+
+def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i, name = h.line, h.sig.name
+    d["key"] = _config_key(log, h)
+    d["cause"] = CONFIG_CAUSES.get(name)
+    if name == "data-missing":
+        m = re.search(r"'([^'\n]+\.(?:parquet|jsonl?|csv|arrow))'", log.lines[i], re.I) or re.search(
+            r"(/[^\s'\"]+\.(?:parquet|jsonl?|csv|arrow))\b", log.lines[i], re.I
+        )
+        if m:
+            d["path"] = m.group(1)
+            if re.search(r"val_files=[^\s']*" + re.escape(m.group(1).lower()), log.low):
+                d["key"] = "data.val_files"
+    if name == "gpus-less":
+        d["available"], d["desired"] = float(h.m.group(1)), float(h.m.group(2))
+    elif name == "tp-divisible":
+        d["world_size"], d["tp"] = int(h.m.group(1)), int(h.m.group(2))
+    elif name == "token-budget":
+        m = re.search(r"max_token_len=(\d+) and max_seq_len=(\d+)", log.low_line(i))
+        if m:
+            d["value"], d["need"] = int(m.group(1)), int(m.group(2))
+    return mk(h.sig.cls, d, ev(log, i, *_full_key_line(log, i)))
+
+
+def _data(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i, name = h.line, h.sig.name
+    if name in ("seq-too-long", "prompt-too-long"):
+        nums = [int(x) for x in h.m.groups() if x] if h.m else []
+        if len(nums) < 2:
+            nums = [int(x) for x in re.findall(r"\((\d+)\)|=(\d+)", log.low_line(i)) for x in x if x]
+        if len(nums) >= 2:
+            d["length"], d["limit"] = nums[0], nums[1]
+    d["key"] = DATA_KEYS.get(name, "data.train_files")
+    if name in DATA_CAUSES:
+        d["cause"] = DATA_CAUSES[name]
+    return mk(h.sig.cls, d, ev(log, i))
+
+
+def _network(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i, name = h.line, h.sig.name
+    d["fatal"] = True
+    d["node"] = node(log, i)
+    if name in RAY_HEAD_SIGS:
+        d["cause"] = "ray-head"
+        m = re.search(r"address ([0-9a-z.\-:]+?)(?::(\d+))?(?: within|\s|$)", log.low_line(i))
+        if name == "gcs-lost":  # "Unable to connect to GCS at <host:port>" (the 60 s line names no address)
+            m = re.search(r"gcs (?:\(ray head\) )?at ([0-9a-z.\-]+)(?::(\d+))", log.low_line(i))
+        if m:
+            d["address"] = m.group(1) + (":" + m.group(2) if m.group(2) else "")
+            d["node"] = log.ips.get(i) or d.get("node")
+    elif name in HUB_SIGS:
+        d["cause"] = "hub"
+        for j in range(i, min(len(log.lines), i + 6)):
+            m = re.search(r"host='([^']+)'|https?://([^'/\s]+)", log.low_line(j))
+            if m:
+                d["address"] = m.group(1) or m.group(2)
+                break
+    elif name == "http-transient":
+        # 429 / 5xx from an HTTP endpoint: the Hub (or a mirror) when the URL names one, else some other service
+        m = re.search(r"for url: https?://([^/\s]+)", log.low_line(i))
+        d["address"] = m.group(1) if m else None
+        d["cause"] = "hub" if m and re.search(r"huggingface|hf\.co|hf-mirror|modelscope", m.group(1)) else "http"
+    elif name == "tracker-init-timeout":
+        d["cause"] = "tracker"
+    elif name == "ssh":
+        d["cause"] = "ssh"
+        d["address"] = next((g for g in h.m.groups() if g), None)
+    elif name == "swanlab-http-auth":
+        # swanlab 0.10 reports an unreachable server as a key problem; the [HTTP] retry lines decide
+        if not any("[http] retry" in log.low_line(j) for j in range(max(0, i - 200), i)):
+            d.pop("node", None)
+            return mk("auth-error", dict(d, fatal=True, cause="bad-key"), ev(log, i))
+        d["cause"] = "tracker"
+    return mk(h.sig.cls, d, ev(log, i))
+
+
+def _collective(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    i = h.line
+    d["node"] = node(log, i)
+    init = False
+    for x in same_tier:
+        ll = log.low_line(x.line)
+        m = re.search(r"seqnum=(\d+)", ll)
+        if (
+            (m and int(m.group(1)) <= 1)
+            or "last completed nccl work: -1" in ll
+            or x.sig.name == "dist-store"
+            or "connectfullmesh" in ll
+            or _COMM_INIT_RX.search(ll)
+        ):
+            init = True
+    if not init and any(
+        _COMM_INIT_RX.search(log.low_line(j))
+        for x in same_tier[:4]
+        for j in range(max(0, x.line - 3), min(len(log.lines), x.line + 4))
+    ):
+        init = True
+    if any(
+        x.sig.name == "cann-hccl" and ("ej0001" in log.low_line(x.line) or "hccp process" in log.low_line(x.line))
+        for x in same_tier
+    ):
+        d["cause"] = "hccp-busy"
+    d["init"] = init
+    more = [x.line for x in same_tier[1:4] if x.line != i]
+    return mk(h.sig.cls, d, ev(log, i, *more))
+
+
+def _auth(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    d["fatal"] = True
+    return mk(h.sig.cls, d, ev(log, h.line))
+
+
+def _container(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    return mk(h.sig.cls, d, ev(log, h.line))
+
+
+def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
+    i, name = h.line, h.sig.name
+    d["cause"] = CRASH_CAUSES.get(name, name)
+    if name == "node-died":
+        m = re.search(r"(?:address|ip):? (\d{1,3}(?:\.\d{1,3}){3})", log.low_line(i))
+        d["node"] = m.group(1) if m else None
+    if name in ("device-unavailable", "kernel-fault"):
+        d["code"] = next((t for _f, _c, t in _codes.find_codes(log.low_line(i))), None)
+    generic = [x for x in fatal if x.sig.tier == GENERIC]
+    return mk("crash-other", d, ev(log, i) + generic_ev(log, generic))
+
+
+_BY_CLASS = {
+    "oom-kv-cache": _kv_cache,
+    "oom-ray": _ray_oom,
+    "oom-host": _host_oom,
+    "config-error": _config,
+    "data-error": _data,
+    "network": _network,
+    "hccl-timeout": _collective,
+    "auth-error": _auth,
+    "container-missing": _container,
+}
+
+
+def device_oom_verdict(log: Log, d: dict[str, Any], i: int) -> Verdict:
+    """A device-OOM line: corrupted / impossible -> crash-other; the rollout engine's own start-up or generation
+    memory, or a bare driver result code from its allocator -> oom-kv-cache; else oom-device with its phase
+    (checkpoint-load stops: no rung shrinks ``torch.load`` of the saved shards onto the device)."""
+    ll = log.low_line(i)
+    near = ll + " " + (log.low_line(i + 1) if i + 1 < len(log.lines) else "")
+    gib = alloc_gib(ll)
+    bad = nonsense(near)
+    if bad:
+        d["cause"] = bad
+        if gib is not None:
+            d["alloc_gib"] = round(gib, 2)
+        total = total_gib(near)
+        if total is not None:
+            d["total_gib"] = round(total, 2)
+        return mk("crash-other", d, ev(log, i, i + 1 if bad == "device-unavailable" or total is not None else i))
+    phase = phase_of(log, i)
+    driver_only = not OOM_WORDS_RX.search(ll)
+    # (a phase of rollout-init, from the frames or the engine's own start-up lines just before, is the engine's
+    # start-up whatever the innermost frame: vLLM "Capturing CUDA graph shapes", SGLang "Capture cuda graph begin")
+    if (
+        phase == "rollout-init"
+        or oom_context(log, i) == "rollout"
+        and (phase in (None, "rollout-init", "model-load", "generation") or (phase == "weight-sync" and driver_only))
+    ):
+        # the rollout engine's own memory (KV cache, weights at start-up, a re-map reported only as a result
+        # code by its allocator): lower its share, never offload/recompute
+        d.update(kv_direction="lower", phase=phase if phase in ("weight-sync", "generation") else "rollout-init")
+        return mk("oom-kv-cache", d, ev(log, i, *_symptom_lines(log, i)))
+    d["phase"] = phase or "unknown"
+    d["role"] = role_of(log, i)
+    side = side_of(log, i)
+    if side:
+        d["side"] = side
+    if gib is not None:
+        d["alloc_gib"] = round(gib, 2)
+    return mk("oom-device", d, ev(log, *ray_call_line(log, i), i))
+
+
+def _symptom_lines(log: Log, i: int) -> list[int]:
+    """The first request-timeout line after a rollout memory error (the only thing the trainer sees)."""
+    for j in range(i + 1, min(len(log.lines), i + 20)):
+        if "timed out" in log.low_line(j) or "timeout" in log.low_line(j):
+            return [j]
+    return []
+
+
+def _full_key_line(log: Log, i: int) -> list[int]:
+    """OmegaConf's ``full_key: <key>`` line just after line ``i`` (evidence)."""
+    for j in range(i + 1, min(len(log.lines), i + 4)):
+        if "full_key:" in log.low_line(j):
+            return [j]
+    return []
+
+
+def _config_key(log: Log, h: Hit) -> str | None:
+    """The failing key of a config-error hit: OmegaConf's ``full_key:``, Hydra's ``Could not override '<key>'``,
+    a key in the message itself, else :data:`CONFIG_KEYS`."""
+    i = h.line
+    for j in range(max(0, i - 3), min(len(log.lines), i + 8)):
+        m = re.search(r"full_key: ?([\w.\[\]-]+)", log.lines[j])
+        if m:
+            return m.group(1)
+    for j in range(max(0, i - 3), min(len(log.lines), i + 8)):
+        m = re.search(r"Could not override '([^']+)'", log.lines[j])
+        if m:
+            return m.group(1)
+    name = h.sig.name
+    if name == "n-gpus-zero":
+        k = h.m.group(1).replace("config.", "", 1)
+        return k if "." in k else "trainer." + k
+    if name == "micro-batch":
+        k = h.m.group(1) or h.m.group(2)
+        return k if k.startswith(("actor_rollout_ref.", "critic.")) else "actor_rollout_ref." + k
+    if name == "separate-async":
+        ll = log.low_line(i)
+        if "parameter_sync_step" in ll:
+            return "trainer.v1.separate_async.parameter_sync_step"
+        if "backend" in ll:
+            return "actor_rollout_ref.rollout.checkpoint_engine.backend"
+        return "actor_rollout_ref.rollout.nnodes" if "nnodes" in ll else "actor_rollout_ref.rollout.n_gpus_per_node"
+    if name == "size-divisible":
+        return divisible_key(log.low_line(i))
+    if name == "visible-devices":
+        return "CUDA_VISIBLE_DEVICES" if "cuda" in log.low_line(i) else "ASCEND_RT_VISIBLE_DEVICES"
+    if name == "hydra-merge":
+        return log.lines[i][h.m.start(1) : h.m.end(1)] if h.m else None
+    if name in ("interpolation", "dataclass-kwarg"):
+        return h.m.group(1)
+    if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
+        orig = log.lines[i]
+        m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start() :])
+        if m:
+            return m.group(1) or m.group(2)
+    return CONFIG_KEYS.get(name)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 
-from dapo_ops.core.classify.facts import STEP_RX
-from dapo_ops.core.classify.normalise import KILLED_RX, MEM_TABLE_ROW_RX, Log
+from dapo_ops.core.classify.logtail import KILLED_RX, MEM_TABLE_ROW_RX, STEP_RX, Log
 from dapo_ops.core.classify.verdict import PHASES, ClassifierTableError
 
 TRACEBACK_START = "traceback (most recent call last)"
