@@ -37,9 +37,8 @@ from dapo_ops.agent.supervisor.devices import (
     wait_gpu_release,
 )
 from dapo_ops.agent.supervisor.escalate import LOST_NODE_CLASSES
-from dapo_ops.agent.supervisor.journal import log
 from dapo_ops.agent.supervisor.machine import Supervisor, main
-from dapo_ops.agent.supervisor.record import KEY_METRICS, ending_line
+from dapo_ops.agent.supervisor.record import KEY_METRICS, ending_line, log
 from dapo_ops.core.logformat import (
     ANSI_RE,
     RESUME_RE,

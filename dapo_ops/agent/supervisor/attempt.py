@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from dapo_ops.agent import procs
 from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.config import NOTIFY_SECRET_PREFIX
-from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import overrides, redact
 
 if TYPE_CHECKING:

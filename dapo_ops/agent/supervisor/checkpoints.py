@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from dapo_ops.agent.supervisor.journal import log
+from dapo_ops.agent.supervisor.record import log
 
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 

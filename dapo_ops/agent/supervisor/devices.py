@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.agent.supervisor.record import log, now
 
 
 def _smi(*query: str, timeout_s: float = 10.0) -> Optional[List[str]]:

@@ -5,7 +5,7 @@ What a full disk did before (issue 32, a 20 MB runs dir filled mid-run): a trace
 disk. Now:
 
 * every write of the supervisor (run.json: :class:`dapo_ops.agent.supervisor.record.RecordWriter`; the train.log
-  copy: :class:`dapo_ops.agent.supervisor.follow.TrainLog`; supervisor.log: ``journal.log``) survives ENOSPC /
+  copy: :class:`dapo_ops.agent.supervisor.follow.TrainLog`; supervisor.log: ``record.log``) survives ENOSPC /
   EDQUOT and reports it to :meth:`DiskWatch.note`; the run dir's filesystem is also looked at (``statvfs``, at
   most every :data:`CHECK_EVERY_S` s) while verl runs, for the case where verl's own writes (checkpoints, its
   log) took the last blocks;
@@ -24,7 +24,7 @@ import errno
 import os
 from typing import Any, Dict, Optional
 
-from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import policy
 from dapo_ops.core.classify.hints import action_text
 

@@ -16,7 +16,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from dapo_ops.agent.supervisor import devices
-from dapo_ops.agent.supervisor.journal import log
+from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, ladder, policy, topology
 from dapo_ops.core.classify.hints import action_text

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
 from dapo_ops.agent.supervisor import logcap, record, stall, storm
-from dapo_ops.agent.supervisor.journal import iso, log, now
+from dapo_ops.agent.supervisor.record import iso, log, now
 from dapo_ops.core import defaults
 from dapo_ops.core.logformat import (
     ANSI_RE,

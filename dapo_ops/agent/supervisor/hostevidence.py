@@ -22,7 +22,7 @@ import subprocess
 from typing import Any, Dict, List, Optional, Union
 
 from dapo_ops.agent import evidence as host_evidence
-from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import evidence
 from dapo_ops.core.topology import RAY_PORT
 

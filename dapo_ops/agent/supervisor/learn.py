@@ -11,7 +11,7 @@ import os
 from typing import Any, Dict, Optional, Set
 
 from dapo_ops.agent import runfiles
-from dapo_ops.agent.supervisor.journal import log
+from dapo_ops.agent.supervisor.record import log
 from dapo_ops.core import learned
 
 

@@ -35,7 +35,7 @@ from dapo_ops.agent.supervisor import (
     stall,
 )
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
-from dapo_ops.agent.supervisor.journal import log, now
+from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import classify, defaults, features, runstate
 from dapo_ops.core.logformat import swanlab_run_id
 

@@ -1,21 +1,54 @@
-"""run.json as the supervisor keeps it: attempts, progress, the ending line (STDLIB ONLY, shipped).
+"""What the supervisor writes down about a run: run.json (the record) and supervisor.log (its journal), on one
+clock (STDLIB ONLY, shipped).
 
-The record is a plain dict (:func:`dapo_ops.core.runstate.new_record` makes it, :func:`dapo_ops.agent.runfiles.write_run` writes it
-atomically; the fields are docs/design.md "run.json"). This module holds what the supervisor writes into it:
-one attempt's entry, the progress of a ``step:N`` line, the ``tried`` list and summary of the end, the one-line
-``decision.ended`` and the notifier's payload. Times are seconds since the epoch, steps are verl's global steps.
+The record is a plain dict (:func:`dapo_ops.core.runstate.new_record` makes it,
+:func:`dapo_ops.agent.runfiles.write_run` writes it atomically; the fields are docs/design.md "run.json"). This
+module holds what the supervisor writes into it: one attempt's entry, the progress of a ``step:N`` line, the
+``tried`` list and summary of the end, the one-line ``decision.ended`` and the notifier's payload. Steps are verl's
+global steps.
+
+The journal: the supervisor's stderr is ``<run_dir>/supervisor.log`` (``dapo_ops/agent/runstart.py``, which starts
+it, redirects it); :func:`log` writes one timestamped line there. Times (:func:`now`) are wall-clock seconds since
+the epoch, as run.json stores them, shown in the journal as UTC ISO-8601 (:func:`iso`).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import runfiles
-from dapo_ops.agent.supervisor.journal import log, now
 from dapo_ops.core import runstate
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
+
+# --------------------------------------------------------------------------- the clock and the journal (supervisor.log)
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch (``time.time``: run.json's timestamps)."""
+    return time.time()
+
+
+def iso(t: Optional[float] = None) -> str:
+    """``t`` (seconds since the epoch, default now) as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now() if t is None else t))
+
+
+def log(msg: str) -> None:
+    """One line to the supervisor's own log (its stderr is ``<run_dir>/supervisor.log``). Never raises: on a full
+    disk (ENOSPC) the line is lost, the supervision goes on (issue 32: a traceback from here ended it)."""
+    try:
+        sys.stderr.write("%s supervisor[%d]: %s\n" % (iso(), os.getpid(), msg))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# --------------------------------------------------------------------------- the record (run.json)
 
 # metrics kept in run.json (the full set stays in the log); plus every val-core/* key
 KEY_METRICS = (
