@@ -115,7 +115,7 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     def fn(t):  # what cli/launch.py's per-host function does with a refusal
         t = SimpleNamespace(host=t.host, container_state=lambda: SimpleNamespace(running=True), container="verl")
         try:
-            svc.quick_checks(t, SimpleNamespace(spec={"python": "python3"}), "/b", False)
+            svc.quick_checks(t, SimpleNamespace(spec={"python": "python3"}), False)
         except svc.LaunchRefused as e:
             return Row(ok=False, kind=e.kind, message=str(e))
 

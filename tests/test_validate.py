@@ -101,7 +101,18 @@ def test_remote_op_runs_from_the_bundle_with_json_on_stdin(root, tmp_path):
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
-    assert imported <= {"__future__", "json", "os", "re", "sys", "warnings", "hydra", "omegaconf", "dapo_ops"}, imported
+    assert imported <= {
+        "__future__",
+        "json",
+        "os",
+        "re",
+        "sys",
+        "typing",
+        "warnings",
+        "hydra",
+        "omegaconf",
+        "dapo_ops",
+    }, imported
     own = {
         n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("dapo_ops")
     }

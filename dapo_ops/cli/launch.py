@@ -175,7 +175,7 @@ def run_json(h, d: dict, secrets_all: list) -> dict:
 
 
 def _print_run(h, d: dict, secrets_all: list) -> None:
-    where = f"container {d['container']}" if d["container"] else "bare host"
+    where = f"container {d['container']}" if d.get("container") else "bare host"
     print(f"run {d['run_id']} {d['status']} on {h.name} ({where})")
     print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
     print("  follow:  " + "   |   ".join(follow_commands(h.name)))
