@@ -239,7 +239,7 @@ class TestLaunchTasks:
         from invoke import Context
 
         from dapo_ops.cli import launch as cl
-        from dapo_ops.control import launch_request
+        from dapo_ops.control.launch import request as launch_request
 
         seen = []
 
@@ -340,7 +340,9 @@ class TestImportBudget:
             if m.startswith("dapo_ops.cli.")
             and m not in ("dapo_ops.cli.status", "dapo_ops.cli._common", "dapo_ops.cli.program")
         }
-        assert not other_tasks and "dapo_ops.control.planning" not in loaded and "dapo_ops.core.classify" not in loaded
+        assert (
+            not other_tasks and "dapo_ops.control.launch.plan" not in loaded and "dapo_ops.core.classify" not in loaded
+        )
 
     def test_inv_runs_a_task_with_only_its_module_loaded(self, tmp_path):
         out = subprocess.run(

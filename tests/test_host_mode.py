@@ -12,9 +12,9 @@ import stat
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import planning
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote import RemoteError, Target
 
 BARE = """

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo_ops.control import launch as svc
+from dapo_ops.control.launch import service as svc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,12 +28,12 @@ DRIVER = r"""
 import os, signal, sys, time
 what, argv = sys.argv[1], sys.argv[2:]
 if what == "inventory":
-    from dapo_ops.control import inventory
+    from dapo_ops.control.inventory import hosts as inventory
     def load(*a, **k):
         raise KeyboardInterrupt
     inventory.load = load
 elif what == "start":
-    from dapo_ops.control import launch
+    from dapo_ops.control.launch import service as launch
     def launch_one(target, req):
         if target.host.name != "h1":  # a slower host: reaches its start 2 s after h1's Ctrl-C
             time.sleep(2)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control.inventory import Host, InventoryError
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory.hosts import Host, InventoryError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -221,7 +221,7 @@ def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it():
     jsonschema = pytest.importorskip("jsonschema")
     schema = inventory.json_schema()
     assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, (
-        "regenerate it: python -m dapo_ops.control.inventory > docs/hosts.schema.json"
+        "regenerate it: python -m dapo_ops.control.inventory.hosts > docs/hosts.schema.json"
     )
     jsonschema.Draft202012Validator.check_schema(schema)
 

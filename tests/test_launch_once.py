@@ -1,6 +1,6 @@
 """One launch = the host's facts first, ONE immutable plan, then ONE remote call for the start (issue 30 items 3, 5).
 
-Pure: the launch service (``control/launch.py`` ``launch_one``) through a fake Target that answers every call in
+Pure: the launch service (``control/launch/service.py`` ``launch_one``) through a fake Target that answers every call in
 memory (no SSH), the quick preflight's probe replaced by its facts (the device memory and config.json of a model that
 needs memory-fit rungs), and the start op's wait (``agent/runstart.py``) driven by a fake clock."""
 
@@ -17,15 +17,15 @@ from types import SimpleNamespace
 import pytest
 
 from dapo_ops.agent import runstart
-from dapo_ops.control import launch as svc
-from dapo_ops.control import planning
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control import status as status_mod
-from dapo_ops.control.inventory import Host
+from dapo_ops.control.status import probe as status_mod
+from dapo_ops.control.inventory.hosts import Host
 from dapo_ops.control.remote import RemoteError
-from dapo_ops.control.swanlab_cfg import SwanlabSettings
+from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
 from dapo_ops.core import overrides, runspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dapo_ops.control import inventory
+from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote import RemoteError, Target
 
 pytestmark = pytest.mark.bench

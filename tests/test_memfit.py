@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import memfit
-from dapo_ops.control import planning
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings
 from dapo_ops.core.features import resolve
-from dapo_ops.control.inventory import Host
+from dapo_ops.control.inventory.hosts import Host
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import cluster_ops
-from dapo_ops.control import inventory
+from dapo_ops.control.launch import raycluster as cluster_ops
+from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote import Target
 from dapo_ops.core import raynodes
 

@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import planning
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight as pc
 from dapo_ops.control.preflight import group
 from inputs_helpers import make_model, make_parquet

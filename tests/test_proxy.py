@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dapo_ops.control import proxy
-from dapo_ops.control.proxy import ProxyError, container_proxy_env
+from dapo_ops.control.inventory import proxy
+from dapo_ops.control.inventory.proxy import ProxyError, container_proxy_env
 
 
 def test_no_proxy_always_has_loopback_and_cluster_addresses_even_without_a_proxy():

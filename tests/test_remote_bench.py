@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dapo_ops.control import inventory
+from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote import RemoteError, Target
 
 pytestmark = pytest.mark.bench

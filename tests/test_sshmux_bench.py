@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from dapo_ops.control import inventory
+from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote import sshmux
 from dapo_ops.control.remote import RemoteError, Target
 
@@ -46,7 +46,7 @@ def test_calls_and_processes_share_one_ssh_login(sandbox, inv):
         with reusing(inv) as t:
             assert t.run("hostname", workdir="").stdout.strip() == "h1"
     code = (
-        "import sys; from dapo_ops.control import inventory; from dapo_ops.control.remote import Target; "
+        "import sys; from dapo_ops.control.inventory import hosts as inventory; from dapo_ops.control.remote import Target; "
         "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)"
     )
     out = subprocess.run(

@@ -2,7 +2,7 @@
 collection as ``inv``.
 
 ``dapo-ops -H h1,h2 <task>`` behaves like ``inv <task> -H h1,h2``: the core ``-H`` value is handed to the task's
-``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.control.fanout`). Fabric's own executor
+``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.control.remote.fanout`). Fabric's own executor
 would instead clone the task once per host and run the clones one after another (``fabric/executor.py:
 expand_calls``), with ``c`` a Connection; :class:`Executor` here does not.
 

@@ -19,9 +19,9 @@ import sys
 from invoke.exceptions import Exit
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.control import settings
-from dapo_ops.control import swanlab_cfg
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote import RemoteError, Target

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from dapo_ops.control import userconfig
-from dapo_ops.control.swanlab_values import (  # noqa: F401 - re-exported: the names callers use
+from dapo_ops.control.launch.swanlab_values import (  # noqa: F401 - re-exported: the names callers use
     MODES,
     SwanlabConfigError,
     clean_value,

@@ -34,7 +34,7 @@ from dapo_ops import __version__
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.control.remote.errors import python_cannot_run
 
-PKG_DIR = Path(__file__).resolve().parent.parent
+PKG_DIR = Path(__file__).resolve().parents[2]  # dapo_ops/ (this file: dapo_ops/control/remote/bundle.py)
 #: the shipped tiers: everything under them (and the package's own ``__init__``) runs inside the training image
 SHIPPED = ("core", "agent")
 COMPLETE_MARK = ".complete"
