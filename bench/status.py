@@ -138,13 +138,13 @@ def timed_look(host_name: str, rid: str, reuse: bool) -> float:
     from dapo_ops.control.inventory import hosts as inventory
     from dapo_ops.control.status import rows as statusview
     from dapo_ops.control.remote import Target
-    from dapo_ops.cli import status as st
+    from dapo_ops.control.status.probe import probe
 
     inv = inventory.load(str(STATE / "hosts.toml"))
     target = Target(inv.hosts[host_name], reuse=reuse)
     t0 = time.perf_counter()
     try:
-        ans = st.probe(target, {"op": "status", "run_id": rid})
+        ans = probe(target, {"op": "status", "run_id": rid})
     finally:
         target.close()
     row = statusview.build_row(host_name, ans)

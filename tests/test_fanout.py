@@ -7,7 +7,7 @@ import threading
 
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote.fanout import Row
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote import RemoteError
 
 HOSTS = [Host(name=f"h{i}", address=f"192.0.2.{10 + i}") for i in range(1, 4)]
@@ -104,6 +104,7 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     from types import SimpleNamespace
 
     from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
     from dapo_ops.control import preflight
     from dapo_ops.control.preflight.network import tracker_check
 
@@ -116,7 +117,7 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
         t = SimpleNamespace(host=t.host, container_state=lambda: SimpleNamespace(running=True), container="verl")
         try:
             svc.quick_checks(t, SimpleNamespace(spec={"python": "python3"}), "/b", False)
-        except svc.LaunchRefused as e:
+        except launch_errors.LaunchRefused as e:
             return Row(ok=False, kind=e.kind, message=str(e))
 
     (r,) = fanout.run(HOSTS[:1], fn, timeout=60)

@@ -486,9 +486,10 @@ class _Occupancy:
 )
 def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys):
     from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
 
     t = _Occupancy(answer)
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.refuse_if_busy(t, "python3")
     assert e.value.kind == "active-run" and str(e.value).startswith(starts) and "\n" not in str(e.value)
     # the bundle's op line (remote_bundle.run_op: the one way into the container)
@@ -502,11 +503,12 @@ def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys)
 
 def test_override_refusals_raise_one_line_usage_errors():
     from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
 
-    with pytest.raises(svc.LaunchUsageError) as e:
+    with pytest.raises(launch_errors.LaunchUsageError) as e:
         svc.refuse_secret_overrides(["trainer.x=abc-SECRET-123"], ["SECRET-123"])
     assert "SECRET" not in str(e.value) and str(e.value).startswith("--override trainer.x=...")
-    with pytest.raises(svc.LaunchUsageError, match="not a valid Hydra override"):
+    with pytest.raises(launch_errors.LaunchUsageError, match="not a valid Hydra override"):
         svc.refuse_bad_overrides(["trainer.x=a;b"])
     svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])  # fine / left to check_spec
     assert svc.known_secrets({"swanlab": {"api_key": "k" * 8}}, env={}) == ["k" * 8]
@@ -613,7 +615,7 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
     profile), and each setting key follows its setting: changing the setting changes that key's value."""
     from dapo_ops.control import settings
     from dapo_ops.control.launch import plan as planning
-    from dapo_ops.control.inventory.hosts import Host
+    from dapo_ops.control.inventory.model import Host
     from dapo_ops.core import overrides
 
     npu, gpu = Host(name="n", address="x", devices=8), Host(name="g", address="x", accelerator="gpu", devices=8)
@@ -691,7 +693,7 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     from dapo_ops.control import settings
     from dapo_ops.control.launch import plan as planning
     from dapo_ops.control.launch import resume
-    from dapo_ops.control.inventory.hosts import Host
+    from dapo_ops.control.inventory.model import Host
 
     one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
     st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})

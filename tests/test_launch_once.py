@@ -18,12 +18,13 @@ import pytest
 
 from dapo_ops.agent import runstart
 from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import errors as launch_errors
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.status import probe as status_mod
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
 from dapo_ops.core import overrides, runspec
@@ -209,7 +210,7 @@ def test_a_refused_resume_leaves_the_earlier_runs_record_alone(launch_env):
     ("would train nothing") but had already closed the earlier run as failed at a stale step. The refusal comes
     first: no stop op runs, nothing is written."""
     t = FakeTarget(files=_old_run(step="20"))
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.launch_one(t, _req(resume="old"))
     assert e.value.kind == "resume" and "would train nothing" in str(e.value)
     assert launch_env.stops == [] and t.written == {}

@@ -17,6 +17,7 @@ import pytest
 
 from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import errors as launch_errors
 from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
 from dapo_ops.control.remote import Target
 import test_launch_bench
@@ -143,7 +144,7 @@ def test_a_reachable_tracker_passes_in_the_same_probe(sandbox, host_ready):
     finally:
         srv.shutdown()
         srv.server_close()
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         _quick(sandbox, "h1", {"SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": KEY, "SWANLAB_HOST": url})
     assert e.value.kind == "preflight" and str(e.value).startswith("h1: preflight swanlab failed: ")
     facts = _quick(sandbox, "h1", {"SWANLAB_MODE": "disabled"})

@@ -19,7 +19,8 @@ from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.core.topology import TopologyError
 from dapo_ops.control.launch.plan import PlanError
-from dapo_ops.control.launch.multihost import cluster_dir, cluster_plan
+from dapo_ops.control.launch.multihost import cluster_plan
+from dapo_ops.core.raynodes import cluster_dir
 
 RAY = {
     "head": "198.51.100.11",

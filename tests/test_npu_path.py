@@ -10,7 +10,7 @@ import pytest
 
 from dapo_ops.control import settings
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch.dryrun import render_text
 from dapo_ops.core import memfit, overrides, profiles, topology
 from dapo_ops.core.classify import hints

@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from invoke.runners import Result
 
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote import KINDS, RemoteError, Target
 
 HOST = Host(name="h1", address="192.0.2.11", user="root", port=22)

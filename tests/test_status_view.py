@@ -5,6 +5,7 @@ import json
 from dapo_ops.control.status import events as se
 from dapo_ops.control.status import table as st
 from dapo_ops.control.status import rows as sv
+from dapo_ops.core import logformat
 
 NP_LINE = (
     "(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
@@ -14,7 +15,7 @@ NP_LINE = (
 
 
 def test_metrics_line_numpy2_and_ray_prefix():
-    step, m = sv.parse_metrics_line(sv.normalise_line("\x1b[36m" + NP_LINE + "\x1b[0m"))
+    step, m = logformat.parse_metrics_line(logformat.normalise_line("\x1b[36m" + NP_LINE + "\x1b[0m"))
     assert step == 3
     assert m["critic/score/mean"] == 0.25
     assert m["actor/pg_loss"] == -0.0123
@@ -24,7 +25,7 @@ def test_metrics_line_numpy2_and_ray_prefix():
 
 
 def test_global_step_metric_is_not_a_step_line():
-    assert sv.parse_metrics_line("foo training/global_step:5 - x:1") is None
+    assert logformat.parse_metrics_line("foo training/global_step:5 - x:1") is None
 
 
 def test_step_after_tqdm_redraw_on_same_line():
@@ -261,10 +262,10 @@ def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
 def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
     import dataclasses
 
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import model as inventory_model
     from dapo_ops.cli._common import with_container
 
-    h = inventory.Host(**{f.name: None for f in dataclasses.fields(inventory.Host)})
+    h = inventory_model.Host(**{f.name: None for f in dataclasses.fields(inventory_model.Host)})
     h = dataclasses.replace(h, name="h1", container="verl")
     assert [x.container for x in with_container([h], "", env={})] == ["verl"]
     assert [x.container for x in with_container([h], "", env={"CONTAINER": "other"})] == ["other"]

@@ -39,7 +39,8 @@ from invoke.exceptions import Exit
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Host, Inventory, InventoryError
+from dapo_ops.control.inventory.hosts import Inventory, InventoryError
+from dapo_ops.control.inventory.model import Host
 
 #: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
 #: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge

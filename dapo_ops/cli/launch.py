@@ -43,7 +43,8 @@ from dapo_ops.control.launch import request as launch_request
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.remote.fanout import HostResult
-from dapo_ops.control.launch.service import LaunchProgress, LaunchUsageError
+from dapo_ops.control.launch.service import LaunchProgress
+from dapo_ops.control.launch.errors import LaunchUsageError
 from dapo_ops.core import redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)

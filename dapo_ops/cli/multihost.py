@@ -21,7 +21,7 @@ from dapo_ops.core import raynodes
 from dapo_ops.core import redact
 
 # names the tests and other modules use
-cluster_dir = svc.cluster_dir
+cluster_dir = raynodes.cluster_dir
 cluster_plan = svc.cluster_plan
 join_timeout = svc.join_timeout
 
@@ -113,7 +113,7 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
             "nodes": [{"host": n["name"], "address": n["address"], "devices": n["devices"]} for n in handle.nodes],
         }
     ]
-    cdir = svc.cluster_dir(head.runs_path, run.run_id)
+    cdir = raynodes.cluster_dir(head.runs_path, run.run_id)
     for h in chosen[1:]:
         rows.append(
             {

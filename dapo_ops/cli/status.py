@@ -20,7 +20,6 @@ from dapo_ops.control.status import probe as svc
 from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import table as statustable
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.control.status.probe import probe  # noqa: F401  (re-exported: callers and tests use it)
 from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD
 from dapo_ops.core.runstate import FAILED, SUCCEEDED
 from dapo_ops.cli._common import (

@@ -30,7 +30,9 @@ import msgspec
 
 from dapo_ops.control import settings
 from dapo_ops.agent.notify import DEFAULT_TIMEOUT_S
-from dapo_ops.control.inventory.hosts import ProxyTable, TomlLines, explain, rule, toml_error
+from dapo_ops.control.inventory.hosts import TomlLines, explain, toml_error
+from dapo_ops.control.inventory.model import ProxyTable
+from dapo_ops.control.inventory.model import rule
 
 if sys.version_info >= (3, 11):
     import tomllib

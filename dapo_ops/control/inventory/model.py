@@ -199,13 +199,14 @@ def _host_proxy_check(self) -> None:
     credentials: that env is exported on the host's command line (dapo_ops/control/remote/commands.py
     ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.hosts.explain`)."""
     from dapo_ops.control.inventory import proxy
+    from dapo_ops.core import redact
 
     for k, v in (self.env if self.env is not UNSET else {}).items():
         if k.lower() in proxy.PROXY_VARS and v.strip().lower() not in proxy.NONE_ANSWERS:
             why = proxy.problem(v.strip())
             if why:
                 raise ValueError(f"env: {k}={proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
-            if proxy.has_credentials(v):
+            if redact.has_credentials(v):
                 raise ValueError(
                     f"env: {k} carries credentials and a host's env is exported on its command line: "
                     f"move the proxy to hosts.toml [proxy] {k.lower()} or the env var {k.lower()} "

@@ -104,6 +104,7 @@ def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
     line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
     not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
     from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+    from dapo_ops.control.launch import swanlab_values
 
     try:
         sw = swanlab_cfg.resolve(
@@ -112,7 +113,7 @@ def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
             mode_flag=settings.get("swanlab_mode") or None,
             stdin_isatty=False,
         )
-    except swanlab_cfg.SwanlabConfigError as e:
+    except swanlab_values.SwanlabConfigError as e:
         return False, f"SwanLab: a launch would stop here: {e}"
     if sw.logger_enabled:
         return True, f"SwanLab: mode {sw.mode}" + (f", server {sw.host}" if sw.host else "")

@@ -32,11 +32,12 @@ from dapo_ops.control.launch import raycluster as cluster_ops
 from dapo_ops.control.launch import service as launch_svc
 from dapo_ops.control.launch import resume as resume_mod
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control.launch.service import LaunchRefused, LaunchRequest
+from dapo_ops.control.launch.service import LaunchRequest
+from dapo_ops.control.launch.errors import LaunchRefused
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
-from dapo_ops.core.raynodes import cluster_dir  # noqa: F401  (cli/multihost.py and tests use it here)
+from dapo_ops.core.raynodes import cluster_dir
 from dapo_ops.core import runstate
 from dapo_ops.core.topology import Node, TopologyError
 

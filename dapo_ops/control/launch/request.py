@@ -32,10 +32,13 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Host, Inventory
-from dapo_ops.control.launch.service import LaunchProgress, LaunchRefused, LaunchRequest
+from dapo_ops.control.inventory.hosts import Inventory
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.launch.service import LaunchProgress, LaunchRequest
+from dapo_ops.control.launch.errors import LaunchRefused
 from dapo_ops.control.launch.errors import LaunchUsageError
 from dapo_ops.control.remote import Target
 from dapo_ops.core import redact
@@ -136,8 +139,8 @@ def build(
     flags = dict(args.flags)
     if flags.get("swanlab_host"):  # named as the flag's in an error, not as "(from env)"
         try:
-            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
-        except swanlab_cfg.SwanlabConfigError as e:
+            swanlab_values.normalize_host(flags["swanlab_host"], "--swanlab-host")
+        except swanlab_values.SwanlabConfigError as e:
             raise LaunchUsageError(str(e)) from None
         env["SWANLAB_HOST"] = flags["swanlab_host"]  # the SwanLab setup reads it with the key and mode
     if args.link_wait < 0:
@@ -199,7 +202,7 @@ def build(
         sw = swanlab_cfg.resolve_for_launch(
             mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes
         )
-    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
+    except (swanlab_values.SwanlabConfigError, userconfig.UserConfigError) as e:
         raise LaunchUsageError(str(e)) from None
     try:
         notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), env)

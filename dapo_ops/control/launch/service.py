@@ -35,9 +35,9 @@ from dapo_ops.agent import runstart
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control.launch import resume as resume_mod
-from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError  # noqa: F401  (callers import them here)
+from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
 from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
@@ -525,7 +525,7 @@ def start_run(
     try:
         target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
         if secret_env:
-            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+            target.put_text(swanlab_values.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
     except Exception:
         undo()
         raise

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode, plan_view  # noqa: F401 - plan_view: tests
+from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 

@@ -16,9 +16,9 @@ from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 
 
 def _display_url(url: str) -> str:
-    from dapo_ops.control.inventory import proxy
+    from dapo_ops.core import redact
 
-    return proxy.display(url)
+    return redact.display_url(url)
 
 
 #: the API root SwanLab's cloud mode talks to when no private server is set (swanlab 0.10
@@ -145,6 +145,7 @@ def swanlab_key_check(
     import os
 
     from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+    from dapo_ops.control.launch import swanlab_values
     from dapo_ops.control import userconfig
 
     pv = plan_view(plan)
@@ -161,7 +162,7 @@ def swanlab_key_check(
     tty = sys.stdin.isatty() if isatty is None else isatty
     try:
         s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
-    except swanlab_cfg.SwanlabConfigError as e:
+    except swanlab_values.SwanlabConfigError as e:
         if tty:
             return Check(
                 "swanlab-key",

@@ -12,7 +12,7 @@ import json
 
 from dapo_ops.agent import preflight as preflight_probe
 from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.preflight.network import SWANLAB_CLOUD_API, tracker_urls  # noqa: F401  (callers use it here)
+from dapo_ops.control.preflight.network import tracker_urls
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
 

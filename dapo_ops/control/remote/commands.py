@@ -14,7 +14,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dapo_ops.control.inventory.hosts import Host
+    from dapo_ops.control.inventory.model import Host
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

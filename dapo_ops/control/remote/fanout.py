@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote import RemoteError, Target
 
 # rich is imported by the functions that render (a task that prints no table never loads it)

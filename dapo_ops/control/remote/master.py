@@ -28,7 +28,7 @@ class Master:
     """The master process: one :class:`~dapo_ops.control.remote.Target` (direct connection), one request at a time."""
 
     def __init__(self, spec: dict):
-        from dapo_ops.control.inventory.hosts import Host
+        from dapo_ops.control.inventory.model import Host
         from dapo_ops.control.remote.target import Target
 
         names = {f.name for f in dataclasses.fields(Host)}

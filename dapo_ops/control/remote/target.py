@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from invoke.exceptions import CommandTimedOut, Failure, ThreadException, UnexpectedExit
 from invoke.runners import Result
 
-from dapo_ops.control.inventory.hosts import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote.commands import CommandLines, check_env, q
 from dapo_ops.control.remote.errors import (
     INSPECT_FORMAT,

@@ -25,6 +25,7 @@ from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import rows as statusview
+from dapo_ops.core import logformat
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote import RemoteError, Target
 from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
@@ -328,8 +329,8 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
     :param evidence: normalised evidence lines (``Verdict.evidence``: ANSI and Ray prefixes stripped).
     :returns: list of blocks, each a list of lines; evidence lines are marked with ``>> ``, context with ``   ``.
     """
-    lines = statusview.split_lines(text)
-    norm = [statusview.normalise_line(ln).strip() for ln in lines]
+    lines = logformat.split_lines(text)
+    norm = [logformat.normalise_line(ln).strip() for ln in lines]
     wanted = [e.strip() for e in evidence if e and e.strip()]
     hits = sorted({i for i, n in enumerate(norm) for e in wanted if n and (n == e or e in n)})
     spans: list[tuple[int, int]] = []
@@ -341,7 +342,7 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
             spans.append((lo, hi))
     hitset = set(hits)
     return [
-        [(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)]
+        [(">> " if j in hitset else "   ") + logformat.normalise_line(lines[j]) for j in range(lo, hi)]
         for lo, hi in spans
     ]
 

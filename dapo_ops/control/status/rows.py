@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import logformat
-from dapo_ops.core.logformat import normalise_line, parse_metrics_line, parse_value, split_lines  # noqa: F401
+from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
 #: the three key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device.
