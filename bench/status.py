@@ -137,7 +137,7 @@ def timed_look(host_name: str, rid: str, reuse: bool) -> float:
     """One status look in-process: a new Target (direct SSH connection, or the control master) + one probe."""
     from dapo_ops.control.inventory import hosts as inventory
     from dapo_ops.control.status import rows as statusview
-    from dapo_ops.control.remote import Target
+    from dapo_ops.control.remote.target import Target
     from dapo_ops.control.status.probe import probe
 
     inv = inventory.load(str(STATE / "hosts.toml"))

@@ -8,7 +8,7 @@ import threading
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.inventory.model import Host
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote.errors import RemoteError
 
 HOSTS = [Host(name=f"h{i}", address=f"192.0.2.{10 + i}") for i in range(1, 4)]
 

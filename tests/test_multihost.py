@@ -220,7 +220,7 @@ from types import SimpleNamespace  # noqa: E402
 
 from dapo_ops.control.launch import service as launch_svc  # noqa: E402
 from dapo_ops.control.launch import multihost as mh  # noqa: E402
-from dapo_ops.control.remote import RemoteError  # noqa: E402
+from dapo_ops.control.remote.errors import RemoteError  # noqa: E402
 from dapo_ops.control.launch.swanlab_settings import SwanlabSettings  # noqa: E402
 
 

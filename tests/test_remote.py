@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from invoke.runners import Result
 
 from dapo_ops.control.inventory.model import Host
-from dapo_ops.control.remote import KINDS, RemoteError, Target
+from dapo_ops.control.remote.errors import KINDS, RemoteError
+from dapo_ops.control.remote.target import Target
 
 HOST = Host(name="h1", address="192.0.2.11", user="root", port=22)
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.inventory import model as inventory_model
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench
 

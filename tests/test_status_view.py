@@ -383,7 +383,7 @@ def test_an_error_row_names_its_host_once(monkeypatch):
     from types import SimpleNamespace
 
     from dapo_ops.control.status import probe as svc
-    from dapo_ops.control.remote import RemoteError
+    from dapo_ops.control.remote.errors import RemoteError
 
     def probe(t, req, timeout=0):
         raise RemoteError("container-stopped", t.host.name, "container 'verl' is stopped (exited (exit code 137))")

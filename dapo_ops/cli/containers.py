@@ -27,7 +27,8 @@ from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.control.remote.fanout import Row
-from dapo_ops.control.remote import RemoteError, q
+from dapo_ops.control.remote.commands import q
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
 
 #: where ``list`` installs the bundle in each running container (any container: no runs dir is assumed)

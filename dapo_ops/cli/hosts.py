@@ -12,7 +12,8 @@ from dapo_ops.control.inventory import hosts as inventory_mod
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.inventory.model import Host
-from dapo_ops.control.remote import ContainerState, RemoteError, Target
+from dapo_ops.control.remote.errors import ContainerState, RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
 from dapo_ops.cli._common import (
     EXIT_FAILED,

@@ -19,7 +19,9 @@ from invoke.exceptions import Exit
 
 from dapo_ops.control.status import probe as svc
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.control.remote import RemoteError, Target, q as _q
+from dapo_ops.control.remote.commands import q as _q
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR
 from dapo_ops.core.runstate import FAILED
 from dapo_ops.cli._common import (

@@ -15,7 +15,7 @@ import sys
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
 from dapo_ops.control.launch import multihost as svc
 from dapo_ops.control.launch.service import LaunchRequest
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.target import Target
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
 from dapo_ops.core import redact

@@ -12,7 +12,7 @@ tasks read them the same way (``cli/_common.py: apply_core_overrides``): ``-H/--
 (``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
 ``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused
 connection, :mod:`dapo_ops.control.remote.sshmux`) never needs; the SSH config file itself is read per host by
-:class:`dapo_ops.control.remote.Target`.
+:class:`dapo_ops.control.remote.target.Target`.
 
 Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env
 ``DAPO_OPS_*`` for declared keys).

@@ -25,7 +25,8 @@ from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
 from dapo_ops.control.launch import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.cli._common import (
     EXIT_USAGE,
     JOBS,

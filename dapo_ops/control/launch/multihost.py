@@ -34,7 +34,7 @@ from dapo_ops.control.launch import resume as resume_mod
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.launch.errors import LaunchRefused
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
 from dapo_ops.core.raynodes import cluster_dir

@@ -40,7 +40,7 @@ from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch.service import LaunchProgress, LaunchRequest
 from dapo_ops.control.launch.errors import LaunchRefused
 from dapo_ops.control.launch.errors import LaunchUsageError
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.target import Target
 from dapo_ops.core import redact
 from dapo_ops.core import runstate
 

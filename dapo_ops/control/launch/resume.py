@@ -58,7 +58,7 @@ def read_facts(target, run_id: str) -> ResumeFacts:
     """The :class:`ResumeFacts` of run ``run_id`` in ``target``'s container (reads only).
 
     :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
-    :raises dapo_ops.control.remote.RemoteError: the host cannot be reached.
+    :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached.
     """
     host = target.host
     old_dir = runstate.run_dir_for(host.runs_path, run_id)

@@ -17,7 +17,7 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
 Every call into the container goes through :func:`dapo_ops.control.remote.bundle.run_op` (the one way in).
 Never prints or exits: returns values (:class:`~dapo_ops.control.remote.fanout.Row`) or raises one-line typed errors
 (:class:`LaunchRefused` on a host, :class:`LaunchUsageError` before any host,
-:class:`~dapo_ops.control.remote.RemoteError`, :class:`~dapo_ops.control.launch.plan.PlanError`).
+:class:`~dapo_ops.control.remote.errors.RemoteError`, :class:`~dapo_ops.control.launch.plan.PlanError`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control.remote.fanout import Row
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
 from dapo_ops.core import runstate
 

@@ -16,7 +16,7 @@ from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_workdir_missing
 
 

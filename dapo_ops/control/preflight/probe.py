@@ -14,7 +14,9 @@ from dapo_ops.agent import preflight as preflight_probe
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.preflight.network import tracker_urls
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
-from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
+from dapo_ops.control.remote.commands import q
+from dapo_ops.control.remote.errors import INSPECT_FORMAT, RemoteError
+from dapo_ops.control.remote.target import Target
 
 
 INSPECT_MARK = "@@DAPO-INSPECT "
@@ -82,7 +84,7 @@ def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None 
     text>``; after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
     container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
     runs in the host's shell. ``secret_env`` (e.g. a proxy URL with credentials) reaches the probe through a 0600
-    env file fed on stdin (:meth:`~dapo_ops.control.remote.Target.with_secret_file`), never the command line."""
+    env file fed on stdin (:meth:`~dapo_ops.control.remote.target.Target.with_secret_file`), never the command line."""
     exec_line = probe_command(target, req, env, env_file='"$f"' if secret_env else None)
     if target.bare:
         after = "exit 0"

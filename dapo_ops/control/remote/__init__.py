@@ -45,9 +45,3 @@ classification of SSH and Docker failures), :mod:`~dapo_ops.control.remote.hostk
 reaches a container: the bundle and the one-line calls into it) and :mod:`~dapo_ops.control.remote.fanout` (one
 function per host in parallel, one row per host).
 """
-
-from dapo_ops.control.remote.commands import q
-from dapo_ops.control.remote.errors import INSPECT_FORMAT, KINDS, ContainerState, RemoteError
-from dapo_ops.control.remote.target import Target
-
-__all__ = ["INSPECT_FORMAT", "KINDS", "ContainerState", "RemoteError", "Target", "q"]

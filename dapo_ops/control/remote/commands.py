@@ -1,4 +1,4 @@
-"""The host command lines of :class:`dapo_ops.control.remote.Target`, quoted for the host's shell.
+"""The host command lines of :class:`dapo_ops.control.remote.target.Target`, quoted for the host's shell.
 
 ``docker exec [-i] [-t] [-w DIR] [-e K=V ...] [--env-file F] <container> sh -c <cmd>`` (or ``<container> argv...``
 when ``cmd`` is a list: each element arrives as one argv element, byte for byte), or for a bare host

@@ -4,7 +4,7 @@ prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.status.stop`, 
 :mod:`dapo_ops.control.status.watch`; both look through this module's :func:`probe` / :func:`fan`.
 
 Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
-with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.Target.look_command`; the
+with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.target.Target.look_command`; the
 bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.status.rows` turns that
@@ -27,7 +27,8 @@ from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.core import logformat
 from dapo_ops.control.remote.fanout import Row
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
