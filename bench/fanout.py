@@ -8,7 +8,7 @@ bench lacks instead). Each row shows the median 1-minute load average while it w
 
 Two measurements per host count (median of ``--repeat`` runs, after one warm-up):
 
-- ``inproc``: :func:`dapo_ops.control.fanout.run` of the task's per-host function (what the task does after parsing);
+- ``inproc``: :func:`dapo_ops.control.remote.fanout.run` of the task's per-host function (what the task does after parsing);
 - ``cli``: the whole ``dapo-ops -H h1,..,hN <task>`` process (Python start-up + imports included).
 
 Target: time(N hosts) <= 1.5 x time(1 host). Exit 0 always (a benchmark reports, it does not judge CI).
@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from dapo_ops.control import fanout  # noqa: E402
-from dapo_ops.control import inventory  # noqa: E402
+from dapo_ops.control.remote import fanout  # noqa: E402
+from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
 
 TARGET_RATIO = 1.5
 

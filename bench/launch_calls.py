@@ -3,7 +3,7 @@
     DAPO_BENCH_ID=<n> .venv/bin/python bench/launch_calls.py [--host h1] [--repeat 3] [--link-wait 0]
 
 On an up bench (``sandbox/bench.sh up``), runs the real CLI (``python -m invoke launch -H <host> ...``) in a child
-process whose :meth:`dapo_ops.control.remote.Target._raw` (the one funnel of every SSH / local host command: ``run``,
+process whose :meth:`dapo_ops.control.remote.target.Target._raw` (the one funnel of every SSH / local host command: ``run``,
 ``host_run``, ``put_text``, ``container_state``) is wrapped to record each command. Each call is one SSH round trip
 (through the host's control master when one serves); ``docker exec`` / ``nsenter`` words count the container entries
 inside them, each a process start in the container. After each launch the run is stopped (``inv stop``, not counted).

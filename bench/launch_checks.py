@@ -2,7 +2,7 @@
 
     DAPO_BENCH_ID=<n> .venv/bin/python bench/launch_checks.py [--host h1] [--repeat 9]
 
-Times :func:`dapo_ops.control.launch.quick_checks` (container state, the occupancy rule, the quick preflight probe:
+Times :func:`dapo_ops.control.launch.service.quick_checks` (container state, the occupancy rule, the quick preflight probe:
 the round trips every launch makes before it writes anything) on an up bench (``sandbox/bench.sh up``), over a
 fresh SSH connection each time as a launch has it:
 
@@ -28,9 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from dapo_ops.control import inventory, swanlab_cfg  # noqa: E402
-from dapo_ops.control import launch as svc  # noqa: E402
-from dapo_ops.control.remote import Target  # noqa: E402
+from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg  # noqa: E402
+from dapo_ops.control.launch import service as svc  # noqa: E402
+from dapo_ops.control.remote.target import Target  # noqa: E402
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Ray cluster bring-up and teardown on the sandbox bench (dapo_ops.control.cluster_ops), 2 or 3 hosts.
+"""Ray cluster bring-up and teardown on the sandbox bench (dapo_ops.control.launch.raycluster), 2 or 3 hosts.
 
     DAPO_BENCH_ID=8 bash sandbox/bench.sh up 3
     DAPO_BENCH_ID=8 .venv/bin/python bench/multihost.py --hosts h1,h2 --repeat 2
 
-Per repeat: ``up`` = :func:`dapo_ops.control.cluster_ops.start` until every node joined (s); ``head stop`` = ending the
+Per repeat: ``up`` = :func:`dapo_ops.control.launch.raycluster.start` until every node joined (s); ``head stop`` = ending the
 head's ``ray start`` session the way the supervisor does at the end of a run (s); ``workers gone`` = from the head
 stop until no Ray process is left on any worker (s; they exit on their own, ``cluster.WORKER_GCS_RECONNECT_S``);
 ratio = workers gone / WORKER_GCS_RECONNECT_S. Exit 0 always (a benchmark reports, it does not judge CI).
@@ -27,10 +27,10 @@ from rich.table import Table  # noqa: E402
 
 from dapo_ops.core import raynodes  # noqa: E402
 from dapo_ops.core import topology as cluster  # noqa: E402
-from dapo_ops.control import cluster_ops  # noqa: E402
-from dapo_ops.control import inventory  # noqa: E402
-from dapo_ops.control import remote_bundle  # noqa: E402
-from dapo_ops.control.remote import Target  # noqa: E402
+from dapo_ops.control.launch import raycluster as cluster_ops  # noqa: E402
+from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.remote import bundle as remote_bundle  # noqa: E402
+from dapo_ops.control.remote.target import Target  # noqa: E402
 
 RUN_DIR = raynodes.cluster_dir("/verl/dapo_runs", "bench-multihost")
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
-from dapo_ops.control import inventory  # noqa: E402
+from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
 
 
 def main() -> int:
@@ -162,7 +162,7 @@ def floor(inv, counts: list[int], repeat: int, task_args: str, inv_path: str) ->
     from rich.console import Console
     from rich.table import Table
 
-    from dapo_ops.control import fanout
+    from dapo_ops.control.remote import fanout
 
     def noop_exec(target):
         target.run("true", check=True, timeout=60)

@@ -239,7 +239,7 @@ class TestLaunchTasks:
         from invoke import Context
 
         from dapo_ops.cli import launch as cl
-        from dapo_ops.control import launch_request
+        from dapo_ops.control.launch import request as launch_request
 
         seen = []
 
@@ -322,7 +322,7 @@ class TestImportBudget:
         code = (
             "import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
             "program.make_program(cli.namespace_for(['status', '--json'])); "
-            "from dapo_ops.cli import status; status.probe; "
+            "from dapo_ops.cli import status; from dapo_ops.control.status.probe import probe; "
             "print(' '.join(sorted(m for m in sys.modules)))"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -340,7 +340,9 @@ class TestImportBudget:
             if m.startswith("dapo_ops.cli.")
             and m not in ("dapo_ops.cli.status", "dapo_ops.cli._common", "dapo_ops.cli.program")
         }
-        assert not other_tasks and "dapo_ops.control.planning" not in loaded and "dapo_ops.core.classify" not in loaded
+        assert (
+            not other_tasks and "dapo_ops.control.launch.plan" not in loaded and "dapo_ops.core.classify" not in loaded
+        )
 
     def test_inv_runs_a_task_with_only_its_module_loaded(self, tmp_path):
         out = subprocess.run(

@@ -1,11 +1,11 @@
-"""A real Ray cluster across sandbox hosts' containers (dapo_ops.control.cluster_ops), torn down to nothing."""
+"""A real Ray cluster across sandbox hosts' containers (dapo_ops.control.launch.raycluster), torn down to nothing."""
 
 import pytest
 
 from dapo_ops.core import topology as cluster
-from dapo_ops.control import cluster_ops
-from dapo_ops.control import inventory
-from dapo_ops.control.remote import Target
+from dapo_ops.control.launch import raycluster as cluster_ops
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench
 

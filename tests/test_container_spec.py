@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo_ops.control import container_spec as cs
+from dapo_ops.control.inventory import container_spec as cs
 
 
 def _host(**kw):

@@ -83,7 +83,7 @@ def test_list_command_reads_the_version_through_the_bundle_op(tmp_path):
     import subprocess
     import sys
 
-    from dapo_ops.control import remote_bundle
+    from dapo_ops.control.remote import bundle as remote_bundle
 
     wd = tmp_path / "wd"
     (wd / "verl" / "version").mkdir(parents=True)

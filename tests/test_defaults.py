@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import planning, resume, settings
+from dapo_ops.control import settings
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch import resume
 from dapo_ops.agent import runfiles
 from dapo_ops.core import defaults, features, overrides
 
@@ -112,7 +114,7 @@ x.get("max_position_embeddings", None)
 NOT_A_SETTING = {
     ("dapo_ops/cli/quickstart.py", "env.get('http_proxy', '')"): "os.environ's http_proxy variable (unset: '')",
     ("dapo_ops/cli/quickstart.py", "env.get('https_proxy', '')"): "os.environ's https_proxy variable (unset: '')",
-    ("dapo_ops/control/status.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    ("dapo_ops/control/status/probe.py", "run.get('container') or '<container>'"): "a placeholder in the message "
     "`docker start <container>` for a run.json without its container, not a value a run uses",
 }
 

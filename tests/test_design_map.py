@@ -164,7 +164,7 @@ def _control_modules_that_write() -> set[str]:
 
 
 def test_control_writes_to_the_terminal_only_where_design_md_says():
-    """design.md used to say control/ never prints; control/plan.py and control/fanout.py do (issue 30 item 9). The
+    """design.md used to say control/ never prints; control/launch/dryrun.py and control/remote/fanout.py do (issue 30 item 9). The
     Layout section now names the modules that write to a terminal; this keeps the list and the code equal."""
     text = DESIGN.read_text(encoding="utf-8")
     layout = text[text.index("## Layout") : text.index(BEGIN)]

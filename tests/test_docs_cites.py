@@ -8,7 +8,7 @@ spans of prose and in the code blocks:
   ``dapo_ops/``), and ``tests/``, ``docs/``, ``bench/``, ``gpu/``, ``sandbox/`` paths (a ``:line`` suffix is
   dropped; a path with a ``<placeholder>`` or a ``*`` is a pattern and stops there);
 - dotted names whose first part is ``dapo_ops``, ``tasks`` (the repository's tasks.py) or the name of a module or
-  package of the package (``ladder.decide``, ``remote_bundle.run_op``, ``control.launch.LaunchProgress``,
+  package of the package (``ladder.decide``, ``bundle.run_op``, ``control.launch.service.LaunchProgress``,
   ``dapo_ops.agent.probe``): the module is imported and each further part must be a submodule, an attribute, or an
   attribute or field of a class the module defines (``target.put_text`` is ``Target.put_text``); where a short
   name fits several modules (``prepare``: agent/prepare.py and cli/prepare.py) one of them must have it;
@@ -164,16 +164,16 @@ def test_the_check_sees_what_the_old_design_doc_got_wrong(tmp_path):
     doc = tmp_path / "old.md"
     doc.write_text(
         "`core/runstate.py` `python3 -m dapo_ops.core.runstate show` `raynodes.ray_sessions` `agent/nosuch.py`\n"
-        "```python\ntasks.launch.prepare_spec_env(plan)\nplan.dry_run(flags)\n```\n"
+        "```python\ntasks.launch.prepare_spec_env(plan)\ndryrun.dry_run(flags)\n```\n"
         "`runfiles.ray_sessions` `ladder.decide` `target.put_text` `dapo_ops/agent/probe.py` `verl.trainer.main_ppo`\n"
-        "`core/evidence.earliest` `control/status.NO_SUCH` `[hosts.h1]` `agent.num_workers=1` `nosuch.py`\n"
+        "`core/evidence.earliest` `control/status/probe.NO_SUCH` `[hosts.h1]` `agent.num_workers=1` `nosuch.py`\n"
     )
     bad = {c for _, kind, c in cites(doc) if not exists(kind, c)}
     assert bad == {
         "raynodes.ray_sessions",
         "agent/nosuch.py",
         "tasks.launch.prepare_spec_env",
-        "control/status.NO_SUCH",
+        "control/status/probe.NO_SUCH",
     }, bad
 
 

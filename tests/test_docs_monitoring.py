@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from dapo_ops.agent.supervisor import diskspace, stall, storm
-from dapo_ops.control import statustable, statusview
+from dapo_ops.control.status import table as statustable
+from dapo_ops.control.status import rows as statusview
 from dapo_ops.core import ladder
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "workflow.md").read_text()

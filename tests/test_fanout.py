@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 import threading
 
-from dapo_ops.control import fanout
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.remote.fanout import Row
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.remote.errors import RemoteError
 
 HOSTS = [Host(name=f"h{i}", address=f"192.0.2.{10 + i}") for i in range(1, 4)]
 
@@ -90,7 +90,7 @@ def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
     import sys
 
     code = (
-        "import time; from dapo_ops.control import fanout; from dapo_ops.control.inventory import Host; "
+        "import time; from dapo_ops.control.remote import fanout; from dapo_ops.control.inventory.hosts import Host; "
         "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
         "print(r[0].row.kind)"
     )
@@ -103,7 +103,8 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     ("... or use --swanlab-mode offline (swanlab sync later) (--skip-pref...") to fanout's 300-character cut."""
     from types import SimpleNamespace
 
-    from dapo_ops.control import launch as svc
+    from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
     from dapo_ops.control import preflight
     from dapo_ops.control.preflight.network import tracker_check
 
@@ -116,7 +117,7 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
         t = SimpleNamespace(host=t.host, container_state=lambda: SimpleNamespace(running=True), container="verl")
         try:
             svc.quick_checks(t, SimpleNamespace(spec={"python": "python3"}), False)
-        except svc.LaunchRefused as e:
+        except launch_errors.LaunchRefused as e:
             return Row(ok=False, kind=e.kind, message=str(e))
 
     (r,) = fanout.run(HOSTS[:1], fn, timeout=60)

@@ -12,10 +12,11 @@ import stat
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import planning
-from dapo_ops.control import remote_bundle
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 BARE = """
 [hosts.dev]

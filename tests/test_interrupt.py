@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo_ops.control import launch as svc
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import errors as launch_errors
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,12 +29,12 @@ DRIVER = r"""
 import os, signal, sys, time
 what, argv = sys.argv[1], sys.argv[2:]
 if what == "inventory":
-    from dapo_ops.control import inventory
+    from dapo_ops.control.inventory import hosts as inventory
     def load(*a, **k):
         raise KeyboardInterrupt
     inventory.load = load
 elif what == "start":
-    from dapo_ops.control import launch
+    from dapo_ops.control.launch import service as launch
     def launch_one(target, req):
         if target.host.name != "h1":  # a slower host: reaches its start 2 s after h1's Ctrl-C
             time.sleep(2)
@@ -143,7 +144,7 @@ def test_start_run_after_cancel_writes_nothing():
     p.cancel()
     target = SimpleNamespace(host=SimpleNamespace(name="h2"))
     plan = SimpleNamespace(spec={"run_id": "20261201-120000-ffff", "python": "python3"}, run_dir="/r/x")
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.start_run(target, plan, {}, link_wait=0, progress=p)
     assert e.value.kind == "interrupted"
     assert str(e.value) == "h2: launch interrupted before run 20261201-120000-ffff was started; nothing was started"

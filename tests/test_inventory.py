@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control.inventory import Host, InventoryError
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import model as inventory_model
+from dapo_ops.control.inventory.hosts import InventoryError
+from dapo_ops.control.inventory.model import Host
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,9 +221,9 @@ def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it():
     import json
 
     jsonschema = pytest.importorskip("jsonschema")
-    schema = inventory.json_schema()
+    schema = inventory_model.json_schema()
     assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, (
-        "regenerate it: python -m dapo_ops.control.inventory > docs/hosts.schema.json"
+        "regenerate it: python -m dapo_ops.control.inventory.hosts > docs/hosts.schema.json"
     )
     jsonschema.Draft202012Validator.check_schema(schema)
 
@@ -247,7 +249,7 @@ def test_good_files_pass_the_loader_and_the_schema(tmp_path, name):
     jsonschema = pytest.importorskip("jsonschema")
     text = GOOD_FILES[name] if GOOD_FILES[name] is not None else (REPO / "hosts.toml").read_text()
     inventory.loads(text, tmp_path / "hosts.toml")
-    errs = list(jsonschema.Draft202012Validator(inventory.json_schema()).iter_errors(tomllib.loads(text)))
+    errs = list(jsonschema.Draft202012Validator(inventory_model.json_schema()).iter_errors(tomllib.loads(text)))
     assert not errs, [e.message for e in errs]
 
 
@@ -262,4 +264,4 @@ def test_the_schema_refuses_every_bad_file_the_loader_refuses(raw):
 
     jsonschema = pytest.importorskip("jsonschema")
     data = tomllib.loads(raw.decode("utf-8"))
-    assert list(jsonschema.Draft202012Validator(inventory.json_schema()).iter_errors(data))
+    assert list(jsonschema.Draft202012Validator(inventory_model.json_schema()).iter_errors(data))

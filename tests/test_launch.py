@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import features
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 
@@ -387,7 +387,7 @@ def test_verl_name_keys_are_exactly_verls_secret_looking_keys():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from dapo_ops.control import launch as svc
+    from dapo_ops.control.launch import service as svc
     from dapo_ops.core.redact import is_secret_name
 
     sys.path.insert(0, str(REPO / "sandbox"))
@@ -457,7 +457,7 @@ def test_launch_refuses_a_value_given_empty_in_one_line(tmp_path, args, env, nee
     assert line.startswith(needle), line
 
 
-# ------------------------------------------------------------------ the launch service (control/launch.py), no SSH
+# ------------------------------------------------------------------ the launch service (control/launch/service.py), no SSH
 
 
 class _Occupancy:
@@ -485,10 +485,11 @@ class _Occupancy:
     ],
 )
 def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys):
-    from dapo_ops.control import launch as svc
+    from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
 
     t = _Occupancy(answer)
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.refuse_if_busy(t, "python3")
     assert e.value.kind == "active-run" and str(e.value).startswith(starts) and "\n" not in str(e.value)
     # the bundle's op line (remote_bundle.run_op: the one way into the container)
@@ -501,19 +502,20 @@ def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys)
 
 
 def test_override_refusals_raise_one_line_usage_errors():
-    from dapo_ops.control import launch as svc
+    from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch import errors as launch_errors
 
-    with pytest.raises(svc.LaunchUsageError) as e:
+    with pytest.raises(launch_errors.LaunchUsageError) as e:
         svc.refuse_secret_overrides(["trainer.x=abc-SECRET-123"], ["SECRET-123"])
     assert "SECRET" not in str(e.value) and str(e.value).startswith("--override trainer.x=...")
-    with pytest.raises(svc.LaunchUsageError, match="not a valid Hydra override"):
+    with pytest.raises(launch_errors.LaunchUsageError, match="not a valid Hydra override"):
         svc.refuse_bad_overrides(["trainer.x=a;b"])
     svc.refuse_bad_overrides(["trainer.x=1", "not-key-value"])  # fine / left to check_spec
     assert svc.known_secrets({"swanlab": {"api_key": "k" * 8}}, env={}) == ["k" * 8]
 
 
 def test_a_resumed_run_takes_what_is_not_given_now_from_the_run_it_continues():
-    from dapo_ops.control import resume
+    from dapo_ops.control.launch import resume
     from dapo_ops.control import settings as settings_mod
 
     now = settings_mod.resolve({"steps": 60, "max_response_length": 2048}, {}, {})
@@ -611,8 +613,9 @@ def test_generic_overrides_and_the_ladder_managed_keys_stay_open(tmp_path):
 def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
     """The two tables of core/overrides.py name keys the plan really emits (in some mode x framework x accelerator x
     profile), and each setting key follows its setting: changing the setting changes that key's value."""
-    from dapo_ops.control import planning, settings
-    from dapo_ops.control.inventory import Host
+    from dapo_ops.control import settings
+    from dapo_ops.control.launch import plan as planning
+    from dapo_ops.control.inventory.model import Host
     from dapo_ops.core import overrides
 
     npu, gpu = Host(name="n", address="x", devices=8), Host(name="g", address="x", accelerator="gpu", devices=8)
@@ -687,8 +690,10 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     (or no checkpoint): the plan's choice."""
     from types import SimpleNamespace
 
-    from dapo_ops.control import planning, resume, settings
-    from dapo_ops.control.inventory import Host
+    from dapo_ops.control import settings
+    from dapo_ops.control.launch import plan as planning
+    from dapo_ops.control.launch import resume
+    from dapo_ops.control.inventory.model import Host
 
     one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
     st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})

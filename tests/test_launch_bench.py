@@ -138,7 +138,7 @@ def test_launch_success_defaults(sandbox, host_ready):
 def test_two_launches_at_once_start_one_run_and_the_other_names_it(sandbox, host_ready):
     """Two `inv launch` on one host at the same moment: one run starts; the other exits 1 with ONE line naming the
     run that holds the container and how to follow / stop it, whichever way it lost (the quick checks saw the
-    other run, or both passed them and the supervisor's lock decided: control/launch.py start_run), and leaves no
+    other run, or both passed them and the supervisor's lock decided: control/launch/service.py start_run), and leaves no
     run dir (the new-user trial got 'failed at once: config-error', a new run id and no -H)."""
     host_ready("h1", {"step_time": 1.0})
     argv = [sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "-H", "h1", *INPUT_FLAGS, "--steps", "4"]
@@ -508,7 +508,7 @@ def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_read
 
 def test_ctrl_c_while_launch_waits_names_the_run_that_goes_on(sandbox, host_ready):
     # a terminal's Ctrl-C: SIGINT to the whole foreground group (inv and its ssh children) while launch waits for
-    # the started run to settle (control/launch.py start_run); the line names the run, status and stop find it
+    # the started run to settle (control/launch/service.py start_run); the line names the run, status and stop find it
     host_ready("h1", {"step_time": 0.5})
     before = {p.name for p in sandbox.runs_dir("h1").iterdir()}
     proc = subprocess.Popen(

@@ -1,6 +1,6 @@
 """One launch = the host's facts first, ONE immutable plan, then ONE remote call for the start (issue 30 items 3, 5).
 
-Pure: the launch service (``control/launch.py`` ``launch_one``) through a fake Target that answers every call in
+Pure: the launch service (``control/launch/service.py`` ``launch_one``) through a fake Target that answers every call in
 memory (no SSH), the quick preflight's probe replaced by its facts (the device memory and config.json of a model that
 needs memory-fit rungs), and the start op's wait (``agent/runstart.py``) driven by a fake clock."""
 
@@ -17,15 +17,16 @@ from types import SimpleNamespace
 import pytest
 
 from dapo_ops.agent import runstart
-from dapo_ops.control import launch as svc
-from dapo_ops.control import planning
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import errors as launch_errors
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control import status as status_mod
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.remote import RemoteError
-from dapo_ops.control.swanlab_cfg import SwanlabSettings
+from dapo_ops.control.status import probe as status_mod
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
 from dapo_ops.core import overrides, runspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -209,7 +210,7 @@ def test_a_refused_resume_leaves_the_earlier_runs_record_alone(launch_env):
     ("would train nothing") but had already closed the earlier run as failed at a stale step. The refusal comes
     first: no stop op runs, nothing is written."""
     t = FakeTarget(files=_old_run(step="20"))
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.launch_one(t, _req(resume="old"))
     assert e.value.kind == "resume" and "would train nothing" in str(e.value)
     assert launch_env.stops == [] and t.written == {}

@@ -1,4 +1,4 @@
-"""The launch request (dapo_ops/control/launch_request.py): the launch tasks' arguments + the operator's environment
+"""The launch request (dapo_ops/control/launch/request.py): the launch tasks' arguments + the operator's environment
 -> a dry run, a launch, or ONE usage error, without touching os.environ, a host or a terminal. Pure: no host is
 contacted (the host selection is a function the test passes in)."""
 
@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import launch as svc
-from dapo_ops.control import launch_request as lr
-from dapo_ops.control.launch_errors import LaunchUsageError
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import request as lr
+from dapo_ops.control.launch.errors import LaunchUsageError
 
 KEY = "sk-swan-0123456789abcdef"
 PROXY_PW = "PROXYPW-5551234"

@@ -1,6 +1,6 @@
 """``inv launch`` refuses a run whose SwanLab tracker the container cannot reach (sandbox hosts, real SSH + docker).
 
-The check rides on the quick checks' one probe round trip (dapo_ops/control/launch.py ``quick_checks``): one GET of
+The check rides on the quick checks' one probe round trip (dapo_ops/control/launch/service.py ``quick_checks``): one GET of
 the tracker's API root from inside the container with the run's proxy env and SwanLab host. A plain HTTP server on
 the bench bridge address (198.51.<100+id>.1, the one address the test process and the containers share; the same
 stand-in tests/test_preflight_bench.py uses) is a self-hosted SwanLab; a port nobody listens on there, a TEST-NET
@@ -15,10 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import launch as svc
-from dapo_ops.control import swanlab_cfg
-from dapo_ops.control.remote import Target
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import errors as launch_errors
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.remote.target import Target
 import test_launch_bench
 from test_launch_bench import IN, launch
 
@@ -143,7 +144,7 @@ def test_a_reachable_tracker_passes_in_the_same_probe(sandbox, host_ready):
     finally:
         srv.shutdown()
         srv.server_close()
-    with pytest.raises(svc.LaunchRefused) as e:
+    with pytest.raises(launch_errors.LaunchRefused) as e:
         _quick(sandbox, "h1", {"SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": KEY, "SWANLAB_HOST": url})
     assert e.value.kind == "preflight" and str(e.value).startswith("h1: preflight swanlab failed: ")
     facts = _quick(sandbox, "h1", {"SWANLAB_MODE": "disabled"})

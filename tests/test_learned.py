@@ -4,9 +4,10 @@ a plan starts on it (source ``learned``) or says why not; learned vs the memory-
 import copy
 import re
 
-from dapo_ops.control import planning, settings
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.plan import render_text
+from dapo_ops.control import settings
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.launch.dryrun import render_text
 from dapo_ops.core import learned
 
 ONE_GPU = Host(

@@ -6,7 +6,7 @@ tool runs' train.log) and a real log carrying SwanLab's folded banner (tests/fix
 - the supervisor: :class:`dapo_ops.agent.supervisor.follow.Scanner` (what ``Supervisor`` runs on each attempt's
   output: lines into run.json progress ``step``, ``total_steps``, the attempt's ``resumed_from``, ``swanlab_url``),
   fed the lines of the last attempt as ``follow.Follower`` splits them (on ``\\r`` and ``\\n``);
-- the status view: :func:`dapo_ops.control.statusview.parse_tail` and :func:`~dapo_ops.control.statusview.build_row`
+- the status view: :func:`dapo_ops.control.status.rows.parse_tail` and :func:`~dapo_ops.control.status.rows.build_row`
   on the log as the probe's tail (a run.json without progress, so the row's facts come from the log);
 - the classifier: :func:`dapo_ops.core.classify.classify`'s ``detail`` (``step``, ``total``);
 
@@ -28,7 +28,7 @@ import pytest
 
 from dapo_ops.agent import supervisor
 from dapo_ops.agent.supervisor import follow, record
-from dapo_ops.control import statusview
+from dapo_ops.control.status import rows as statusview
 from dapo_ops.core import classify, logformat
 
 TESTS = Path(__file__).resolve().parent

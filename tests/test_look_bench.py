@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench
 

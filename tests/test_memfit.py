@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import memfit
-from dapo_ops.control import planning
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings
 from dapo_ops.core.features import resolve
-from dapo_ops.control.inventory import Host
+from dapo_ops.control.inventory.model import Host
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -255,6 +255,8 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     """MEMORY_FIT=warn (dapo_ops/control/settings.py): the estimate is shown, no rung is applied, nothing is refused,
     and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
     from dapo_ops.control.preflight import memory as preflight_checks
+    from dapo_ops.control.preflight import plan as preflight_plan
+    from dapo_ops.control.preflight import result as preflight_result
 
     flags = {
         "framework": "fsdp",
@@ -306,13 +308,13 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     assert any("cannot fit" in ln and "MEMORY_FIT=warn" in ln for ln in p2.memory)
     facts = {"model_config": QWEN3_8B, "device_gib": 24.0}
     monkeypatch.setattr(preflight_checks, "memory_facts", lambda host, p: facts)
-    [warn] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(p2), {})
-    assert warn.status == preflight_checks.WARN and "cannot fit" in warn.message and "MEMORY_FIT=warn" in warn.fix
+    [warn] = preflight_checks._memfit_checks(ONE_GPU, preflight_plan.plan_view(p2), {})
+    assert warn.status == preflight_result.WARN and "cannot fit" in warn.message and "MEMORY_FIT=warn" in warn.fix
     started = planning.make_plan(
         settings.resolve(big, {}, {}), ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
     )  # no memory facts at plan time: preflight judges
-    [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_checks.plan_view(started), {})
-    assert fail.status == preflight_checks.FAIL
+    [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_plan.plan_view(started), {})
+    assert fail.status == preflight_result.FAIL
 
 
 def _bench(name: str):

@@ -1,4 +1,4 @@
-"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (control/multihost.cluster_plan), the
+"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (control/launch/multihost.cluster_plan), the
 launch service's steps and teardown driven through a fake Target (no SSH), the supervisor-side cluster helpers
 (topology.lost_nodes_verdict, raysession.stop_session) and the stdlib bundle."""
 
@@ -13,12 +13,14 @@ import pytest
 
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
-from dapo_ops.control import cluster_ops, inventory
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.launch import raycluster as cluster_ops
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.core.topology import TopologyError
-from dapo_ops.control.planning import PlanError
-from dapo_ops.control.multihost import cluster_dir, cluster_plan
+from dapo_ops.control.launch.plan import PlanError
+from dapo_ops.control.launch.multihost import cluster_plan
+from dapo_ops.core.raynodes import cluster_dir
 
 RAY = {
     "head": "198.51.100.11",
@@ -202,7 +204,7 @@ def test_one_step_off_across_hosts_is_rendered_as_a_cluster_not_one_host(tmp_pat
 
     from rich.console import Console
 
-    from dapo_ops.control import plan as plan_mod
+    from dapo_ops.control.launch import dryrun as plan_mod
 
     p, _ = _plan(_hosts(tmp_path, 2), "one-step-off", trainer_gpus=8, rollout_gpus=8, framework="fsdp")
     buf = io.StringIO()
@@ -216,10 +218,10 @@ import json as _json  # noqa: E402
 import threading  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from dapo_ops.control import launch as launch_svc  # noqa: E402
-from dapo_ops.control import multihost as mh  # noqa: E402
-from dapo_ops.control.remote import RemoteError  # noqa: E402
-from dapo_ops.control.swanlab_cfg import SwanlabSettings  # noqa: E402
+from dapo_ops.control.launch import service as launch_svc  # noqa: E402
+from dapo_ops.control.launch import multihost as mh  # noqa: E402
+from dapo_ops.control.remote.errors import RemoteError  # noqa: E402
+from dapo_ops.control.launch.swanlab_settings import SwanlabSettings  # noqa: E402
 
 
 class FakeCluster:
@@ -357,7 +359,7 @@ def test_a_cluster_launch_starts_head_then_workers_then_the_run_and_tears_nothin
 def test_a_cluster_launch_plans_once_and_starts_the_run_in_one_call(fake_launch, monkeypatch):
     """Issue 30: the plan is built once (the topology's settings applied before its one check), never copied into
     or re-built; the head's start is one call of the start op (no run.json polls)."""
-    from dapo_ops.control import planning as planning_mod
+    from dapo_ops.control.launch import plan as planning_mod
     from dapo_ops.core import overrides, runspec
 
     counts = {"make_plan": 0, "check_spec": 0}

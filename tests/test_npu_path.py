@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import planning, settings
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.plan import render_text
+from dapo_ops.control import settings
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.launch.dryrun import render_text
 from dapo_ops.core import memfit, overrides, profiles, topology
 from dapo_ops.core.classify import hints
 from dapo_ops.agent.supervisor import attempt
@@ -105,7 +106,7 @@ def test_runbook_default_plan_on_one_host_of_64gib_npus_fits_with_tp2_pp2():
 
 
 def test_runbook_default_plan_on_two_hosts_fits_with_tp_pp_shown():
-    from dapo_ops.control import multihost
+    from dapo_ops.control.launch import multihost
 
     h2 = Host(
         name="h2",

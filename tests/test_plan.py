@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import plan as plan_mod
-from dapo_ops.control import planning
+from dapo_ops.control.launch import dryrun as plan_mod
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings
-from dapo_ops.control.inventory import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.core import redact
 
 RUN_ID = "20261129-151200-a1b2"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import planning
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight as pc
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.target import Target
 from inputs_helpers import make_model, make_parquet
 
 pytestmark = pytest.mark.bench

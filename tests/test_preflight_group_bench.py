@@ -11,10 +11,11 @@ import shutil
 
 import pytest
 
-from dapo_ops.control import inventory
-from dapo_ops.control import planning
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight as pc
 from dapo_ops.control.preflight import group
+from dapo_ops.control.preflight import probe as preflight_probe
 from inputs_helpers import make_model, make_parquet
 
 pytestmark = pytest.mark.bench
@@ -41,7 +42,7 @@ def fleet(sandbox):
 def counted(monkeypatch):
     """Every host round trip of run_fleet: ``[(host, request keys)]`` (the real collect runs)."""
     calls = []
-    real = group.collect
+    real = preflight_probe.collect
 
     def spy(target, req, **kw):
         calls.append((target.host.name, sorted(req)))

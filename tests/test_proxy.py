@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dapo_ops.control import proxy
-from dapo_ops.control.proxy import ProxyError, container_proxy_env
+from dapo_ops.control.inventory import proxy
+from dapo_ops.core import redact
+from dapo_ops.control.inventory.proxy import ProxyError, container_proxy_env
 
 
 def test_no_proxy_always_has_loopback_and_cluster_addresses_even_without_a_proxy():
@@ -87,7 +88,7 @@ def test_proxy_credentials_are_split_to_the_secret_side_and_masked_for_display()
     assert secret == {"http_proxy": "http://bob:s3cretpw@proxy:3128", "HTTP_PROXY": "http://bob:s3cretpw@proxy:3128"}
     assert "s3cretpw" not in repr(public) and public["https_proxy"] == "http://proxy:3129"
     assert "no_proxy" in public
-    assert proxy.display("http://bob:s3cretpw@proxy:3128") == "http://bob:***@proxy:3128"
+    assert redact.display_url("http://bob:s3cretpw@proxy:3128") == "http://bob:***@proxy:3128"
 
 
 # -- fix 1: the proxy launch uses is the one preflight probes with (one function for both) ----------------------

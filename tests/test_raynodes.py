@@ -1,4 +1,4 @@
-"""The one spelling of a multi-host run's Ray node files (dapo_ops.core.raynodes): what cluster_ops writes and the
+"""The one spelling of a multi-host run's Ray node files (dapo_ops.core.raynodes): what control/launch/raycluster.py writes and the
 probe, occupancy, status and the lost-node verdict read."""
 
 from __future__ import annotations

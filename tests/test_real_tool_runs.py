@@ -26,7 +26,7 @@ from dapo_ops.core import features
 from dapo_ops.core import ladder
 from dapo_ops.core import logformat
 from dapo_ops.agent import runfiles
-from dapo_ops.control import statusview
+from dapo_ops.control.status import rows as statusview
 from supervisor_helpers import log_facts
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
@@ -88,7 +88,7 @@ VERL_KEY = {
 
 
 def done_row(rec):
-    """The status row of a recorded run as ``inv status --all`` builds it (control/status.collect_rows): run.json
+    """The status row of a recorded run as ``inv status --all`` builds it (control/status/probe.collect_rows): run.json
     alone, no log tail, 6 s after it ended."""
     return statusview.build_row("gpu", {"run": rec, "tail": "", "now": rec["ended_at"] + 6, "supervisor_alive": None})
 

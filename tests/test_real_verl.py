@@ -14,7 +14,7 @@ import pytest
 
 from dapo_ops.core import classify
 from dapo_ops.agent import probe as remote_probe
-from dapo_ops.control import statusview
+from dapo_ops.control.status import rows as statusview
 from dapo_ops.agent import supervisor
 import supervisor_helpers
 from supervisor_helpers import new_run

@@ -14,8 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from invoke.runners import Result
 
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.remote import KINDS, RemoteError, Target
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.remote.errors import KINDS, RemoteError
+from dapo_ops.control.remote.target import Target
 
 HOST = Host(name="h1", address="192.0.2.11", user="root", port=22)
 
@@ -281,7 +282,7 @@ def test_a_python_that_cannot_run_names_the_inventory_field(python, res, named):
 
 
 def test_the_bundle_install_names_a_python_that_cannot_run():
-    from dapo_ops.control import remote_bundle
+    from dapo_ops.control.remote import bundle as remote_bundle
 
     class T(Target):
         def put_text(self, *a, **kw):

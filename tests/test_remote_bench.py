@@ -14,8 +14,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dapo_ops.control import inventory
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import model as inventory_model
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench
 
@@ -211,7 +213,7 @@ def test_sshd_down_is_refused(sandbox, inv):
 
 def test_ssh_config_alias_is_honoured(sandbox, inv):
     # address = the ssh_config Host alias; HostName/User/IdentityFile/UserKnownHostsFile come from that file
-    h = inventory.Host(name="alias", address="h2", ssh_config=str(sandbox.ssh_config))
+    h = inventory_model.Host(name="alias", address="h2", ssh_config=str(sandbox.ssh_config))
     with Target(h) as t:
         assert t.host_run("hostname").stdout.strip() == "h2"
 

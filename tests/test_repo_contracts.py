@@ -1,7 +1,7 @@
 """Repository contracts of the redesign (issue 18) that a reader relies on: checked, not hoped.
 
 - every module in ``dapo_ops/`` opens with a docstring naming its one concept;
-- exactly one code path puts code into a container: the bundle install (``dapo_ops/control/remote_bundle.py``);
+- exactly one code path puts code into a container: the bundle install (``dapo_ops/control/remote/bundle.py``);
   no ``inspect.getsource``, no source string compiled and exec'd, no ``.replace('if __name__...')`` anywhere;
 - every remote operation the control side starts names a module of the shipped bundle (``python -m dapo_ops.agent.<op>``);
 - docs/design.md's module map is generated from the modules' docstrings (tests/test_design_map.py), and every path,
@@ -41,12 +41,12 @@ def test_one_code_path_into_the_container():
                 hits.append(f"{path.relative_to(REPO)}:{i}")
     assert not hits, hits
     # ... and the one way in is the bundle's installer: a tar of core/ + agent/ unpacked under <runs_dir>/.dapo_ops
-    src = (PKG / "control" / "remote_bundle.py").read_text()
+    src = (PKG / "control" / "remote" / "bundle.py").read_text()
     assert "tarfile.open" in src and 'SHIPPED = ("core", "agent")' in src
 
 
 def test_every_agent_op_the_control_side_starts_is_shipped():
-    from dapo_ops.control import remote_bundle
+    from dapo_ops.control.remote import bundle as remote_bundle
 
     shipped = {n[:-3].replace("/", ".").removesuffix(".__init__") for n in remote_bundle.bundle_files()}
     ops = set()

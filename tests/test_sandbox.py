@@ -557,8 +557,9 @@ def test_a_bench_brought_down_and_up_again_is_reached_again(sandbox):
     reconnect (the new host has a new key)."""
     import json
 
-    from dapo_ops.control import inventory
-    from dapo_ops.control.remote import Target, sshmux
+    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.remote import sshmux
+    from dapo_ops.control.remote.target import Target
 
     bid = _unused_bench(sandbox)
     try:

@@ -185,7 +185,7 @@ def test_the_tasks_that_look_at_runs_refuse_an_empty_container_variable_in_the_s
     from invoke.exceptions import Exit
 
     from dapo_ops.cli._common import with_container
-    from dapo_ops.control.inventory import Host
+    from dapo_ops.control.inventory.model import Host
 
     hosts = [Host(name="h1", address="192.0.2.1")]
     with pytest.raises(Exit) as e:

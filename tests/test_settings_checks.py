@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control import settings as S
-from dapo_ops.control.planning import PlanError, make_plan
+from dapo_ops.control.launch.plan import PlanError, make_plan
 from dapo_ops.control.settings import SettingsError, check_tracker_names, resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +134,8 @@ def test_max_oom_retries_bound_is_documented_in_the_table():
     ],
 )
 def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg, where):
-    from dapo_ops.control.launch import LaunchUsageError, refuse_secret_settings
+    from dapo_ops.control.launch.service import refuse_secret_settings
+    from dapo_ops.control.launch.errors import LaunchUsageError
 
     st = resolve(flags, env, file_cfg)
     with pytest.raises(LaunchUsageError) as ei:

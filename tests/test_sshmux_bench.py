@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from dapo_ops.control import inventory
+from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote import sshmux
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench
 
@@ -46,7 +47,7 @@ def test_calls_and_processes_share_one_ssh_login(sandbox, inv):
         with reusing(inv) as t:
             assert t.run("hostname", workdir="").stdout.strip() == "h1"
     code = (
-        "import sys; from dapo_ops.control import inventory; from dapo_ops.control.remote import Target; "
+        "import sys; from dapo_ops.control.inventory import hosts as inventory; from dapo_ops.control.remote.target import Target; "
         "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)"
     )
     out = subprocess.run(

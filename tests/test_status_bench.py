@@ -20,7 +20,7 @@ import pytest
 
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote import sshmux
 
 pytestmark = pytest.mark.bench
@@ -383,8 +383,8 @@ def test_watch_failed_stopped_and_dead_supervisor_exit_nonzero(sandbox):
 def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_command_per_look(sandbox):
     """The bundle op's gate (remote_bundle.run_op): a container whose bundle is gone answers MISSING_RC, the bundle
     is installed and the look retried once; the next look is ONE command (the control master's own count)."""
-    from dapo_ops.control import inventory
-    from dapo_ops.control.remote import Target
+    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.remote.target import Target
 
     sandbox.reset("h1")
     rid, _, _ = make_run(sandbox, "h1", step=3, log=steps_log(1, 3, 3))

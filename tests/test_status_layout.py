@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.cli import status as cli_status
-from dapo_ops.control import statustable as st
-from dapo_ops.control import statusview as sv
+from dapo_ops.control.status import table as st
+from dapo_ops.control.status import rows as sv
 
 HERE = Path(__file__).parent
 ANSWERS = HERE / "fixtures" / "status" / "probe-answers.json"

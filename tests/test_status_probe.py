@@ -14,9 +14,9 @@ import pytest
 
 from dapo_ops.agent import probe as remote_probe
 from dapo_ops.agent import runlogs
-from dapo_ops.control import remote_bundle
-from dapo_ops.control.status import PROBE_OPS
-from dapo_ops.control import statusview
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.status.probe import PROBE_OPS
+from dapo_ops.control.status import rows as statusview
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 from supervisor_helpers import wait_for
@@ -57,7 +57,7 @@ BUNDLE = None
 
 
 def probe(req):
-    """One request run as shipped: the bundle op that answers its op (control/status.PROBE_OPS), ``-S``, cwd /."""
+    """One request run as shipped: the bundle op that answers its op (control/status/probe.PROBE_OPS), ``-S``, cwd /."""
     return _run_op(req)[0]
 
 

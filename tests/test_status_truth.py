@@ -1,13 +1,14 @@
 """Status tells the truth (issue 29 item 3): a run whose step does not move shows `stalled <duration>` and its last
 step time instead of an ETA; a run whose supervisor is gone is read from the attempt's own log (verl goes on writing
-attempt-<k>.log; train.log is the supervisor's copy). Pure: control/statusview.py, statustable.py, agent/probe.py."""
+attempt-<k>.log; train.log is the supervisor's copy). Pure: control/status/rows.py, statustable.py, agent/probe.py."""
 
 from __future__ import annotations
 
 import json
 
 from dapo_ops.agent import probe
-from dapo_ops.control import statustable, statusview
+from dapo_ops.control.status import table as statustable
+from dapo_ops.control.status import rows as statusview
 from dapo_ops.agent import runfiles
 
 
@@ -123,7 +124,7 @@ def test_status_all_and_logs_of_a_killed_supervisors_run_read_the_attempts_own_l
     stale step (and offered a resume of a run verl had finished), `inv logs` showed train.log, which stopped with
     the supervisor. Both read the attempt's own log now, as `inv status` does."""
     from dapo_ops.agent import runlogs
-    from dapo_ops.control import status
+    from dapo_ops.control.status import probe as status
 
     runs, rid, d = _killed_supervisor_run(tmp_path, reached=8, total=12)
     monkeypatch.setattr(status, "fan", lambda chosen, fn, *a, **k: [("gpu", probe.probe_list(str(runs)))])

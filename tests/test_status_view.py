@@ -1,10 +1,11 @@
-"""Pure tests of dapo_ops.control.statusview: log-tail parsing (verl/utils/logger/aggregate_logger.py formats) and status rows. No hosts."""
+"""Pure tests of dapo_ops.control.status.rows: log-tail parsing (verl/utils/logger/aggregate_logger.py formats) and status rows. No hosts."""
 
 import json
 
-from dapo_ops.control import statusevents as se
-from dapo_ops.control import statustable as st
-from dapo_ops.control import statusview as sv
+from dapo_ops.control.status import events as se
+from dapo_ops.control.status import table as st
+from dapo_ops.control.status import rows as sv
+from dapo_ops.core import logformat
 
 NP_LINE = (
     "(TaskRunner pid=417) step:3 - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.25)"
@@ -14,7 +15,7 @@ NP_LINE = (
 
 
 def test_metrics_line_numpy2_and_ray_prefix():
-    step, m = sv.parse_metrics_line(sv.normalise_line("\x1b[36m" + NP_LINE + "\x1b[0m"))
+    step, m = logformat.parse_metrics_line(logformat.normalise_line("\x1b[36m" + NP_LINE + "\x1b[0m"))
     assert step == 3
     assert m["critic/score/mean"] == 0.25
     assert m["actor/pg_loss"] == -0.0123
@@ -24,7 +25,7 @@ def test_metrics_line_numpy2_and_ray_prefix():
 
 
 def test_global_step_metric_is_not_a_step_line():
-    assert sv.parse_metrics_line("foo training/global_step:5 - x:1") is None
+    assert logformat.parse_metrics_line("foo training/global_step:5 - x:1") is None
 
 
 def test_step_after_tqdm_redraw_on_same_line():
@@ -150,7 +151,7 @@ def test_events_attempt_escalation_and_finish():
 
 
 def test_sort_newest_first():
-    def row(host, **kw):  # what status --all builds per recorded run (control/status.collect_rows)
+    def row(host, **kw):  # what status --all builds per recorded run (control/status/probe.collect_rows)
         return sv.build_row(host, {"run": _run(**kw), "tail": "", "now": 0.0, "supervisor_alive": None})
 
     rows = [
@@ -261,10 +262,10 @@ def test_a_run_dir_without_run_json_is_incomplete_and_ends_watch():
 def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
     import dataclasses
 
-    from dapo_ops.control import inventory
+    from dapo_ops.control.inventory import model as inventory_model
     from dapo_ops.cli._common import with_container
 
-    h = inventory.Host(**{f.name: None for f in dataclasses.fields(inventory.Host)})
+    h = inventory_model.Host(**{f.name: None for f in dataclasses.fields(inventory_model.Host)})
     h = dataclasses.replace(h, name="h1", container="verl")
     assert [x.container for x in with_container([h], "", env={})] == ["verl"]
     assert [x.container for x in with_container([h], "", env={"CONTAINER": "other"})] == ["other"]
@@ -275,7 +276,7 @@ def test_follow_up_tasks_use_the_container_the_run_was_launched_in():
 
 
 def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runstate():
-    from dapo_ops.control import watchloop
+    from dapo_ops.control.status import watch as watchloop
     from dapo_ops.core import runstate
 
     assert set(watchloop.WATCH_CODES) == set(sv.FINISHED_STATES)
@@ -286,7 +287,7 @@ def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runs
 def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_end():
     from types import SimpleNamespace
 
-    from dapo_ops.control import watchloop
+    from dapo_ops.control.status import watch as watchloop
 
     hosts = [SimpleNamespace(name="h1"), SimpleNamespace(name="h2")]
     w = watchloop.Watch(hosts)
@@ -337,7 +338,7 @@ def _cluster_head_run(**kw):
 def test_watch_follows_the_head_of_a_multi_host_run_and_its_worker_is_one_line():
     from types import SimpleNamespace
 
-    from dapo_ops.control import watchloop
+    from dapo_ops.control.status import watch as watchloop
 
     # mid-run: h2 is a live Ray worker (the probe's serves), h1 the head; the head's run decides the exit code
     w = watchloop.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
@@ -381,8 +382,8 @@ def test_an_error_row_names_its_host_once(monkeypatch):
     transport is replaced: the probe raises what the remote layer raises, the fan calls ``fn`` in-process."""
     from types import SimpleNamespace
 
-    from dapo_ops.control import status as svc
-    from dapo_ops.control.remote import RemoteError
+    from dapo_ops.control.status import probe as svc
+    from dapo_ops.control.remote.errors import RemoteError
 
     def probe(t, req, timeout=0):
         raise RemoteError("container-stopped", t.host.name, "container 'verl' is stopped (exited (exit code 137))")
@@ -405,7 +406,7 @@ def test_a_long_hint_is_cut_at_a_word_boundary():
 
 
 def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and_after_it_ended():
-    from dapo_ops.control import status as svc
+    from dapo_ops.control.status import probe as svc
 
     head_live = sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True})
     live = svc.with_cluster_workers([head_live, sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
@@ -574,7 +575,7 @@ def test_supervisor_dead_after_verl_finished_every_step_does_not_offer_a_resume(
 def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_changes():
     from types import SimpleNamespace
 
-    from dapo_ops.control import watchloop
+    from dapo_ops.control.status import watch as watchloop
 
     def look(step, attempt=2, rid="20261129-150000-abcd"):
         tail = "step:%d - perf/throughput:44620.3\n" % step

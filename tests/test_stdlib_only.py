@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control import remote_bundle
+from dapo_ops.control.remote import bundle as remote_bundle
 
 FILES = remote_bundle.bundle_files()
 
@@ -57,7 +57,7 @@ def test_module_imports_without_site_packages(tmp_path, module):
 
 # ------------------------------------------------------------------------------------------ one way in
 
-PKG = Path(remote_bundle.__file__).resolve().parents[1]
+PKG = Path(remote_bundle.__file__).resolve().parents[2]
 
 
 def _sources(*tiers):
@@ -86,12 +86,12 @@ def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
     emitted = set()
     for f, src in _sources("control", "cli"):
         emitted |= {(f.name, m) for m in re.findall(r"-m[\"',\s]+dapo_ops\.agent\.(\w+)", src)}
-        if f.name != "remote_bundle.py":  # where they are defined
+        if f.name != "bundle.py":  # where they are defined
             emitted |= {
                 (f.name, m.group(1))
                 for m in re.finditer(r"\b(?:run_op|op_line|op_argv)\(.{0,200}?[\"'](\w+)[\"']", src, re.S)
             }
-    from dapo_ops.control import status  # the probe's request ops -> the op modules that answer them
+    from dapo_ops.control.status import probe as status  # the probe's request ops -> the op modules that answer them
 
     emitted |= {("status.py", m) for m in status.PROBE_OPS.values()}
     ops = {m for _, m in emitted}
@@ -112,6 +112,6 @@ def test_no_source_reaches_a_container_but_the_bundle():
         for pat in (r"getsource", r"exec\(compile", r"replace\(.if __name__"):
             if re.search(pat, src):
                 bad.append((rel, pat))
-        if rel != "control/remote_bundle.py" and re.search(r"python[^\n]*-c \{|[\"']-c[\"'],\s*\w+\.[A-Z_]+", src):
+        if rel != "control/remote/bundle.py" and re.search(r"python[^\n]*-c \{|[\"']-c[\"'],\s*\w+\.[A-Z_]+", src):
             bad.append((rel, "python -c <script>"))
     assert bad == []

@@ -472,7 +472,7 @@ def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
 
 
 def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
-    """The supervisor's own import path (the directory holding dapo_ops/, what remote_bundle puts on PYTHONPATH)
+    """The supervisor's own import path (the directory holding dapo_ops/, what remote/bundle.py puts on PYTHONPATH)
     is dropped from verl's PYTHONPATH; the rest of it stays."""
     run_dir = make_run(tmp_path, {"steps": 1})
     bundle = str(Path(supervisor.__file__).resolve().parents[3])

@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
-from dapo_ops.control import swanlab_cfg
-from dapo_ops.control.swanlab_cfg import SwanlabConfigError, SwanlabSettings, resolve
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control.launch.swanlab_settings import SwanlabSettings, resolve
+from dapo_ops.control.launch.swanlab_values import SwanlabConfigError
 
 KEY = "sk-dapo-SECRET-123456789"
 
@@ -147,7 +149,7 @@ def test_host_maps_to_api_and_web_host_for_both_swanlab_lines():
     assert env["SWANLAB_API_HOST"] == "http://192.0.2.10:8000/api"
     assert env["SWANLAB_WEB_HOST"] == "http://192.0.2.10:8000"
     assert env["SWANLAB_LOG_DIR"] == "/verl/dapo_runs/r1/swanlog"
-    assert env["SWANLAB_RESUME"] == "allow" and env["SWANLAB_RUN_ID"] == swanlab_cfg.swanlab_run_id("r1")
+    assert env["SWANLAB_RESUME"] == "allow" and env["SWANLAB_RUN_ID"] == swanlab_values.swanlab_run_id("r1")
     assert "SWANLAB_HOST" not in env and KEY not in json.dumps(env)
     assert s.secret_env() == {"SWANLAB_API_KEY": KEY}
 
@@ -186,8 +188,8 @@ def test_redact_replaces_plain_and_url_quoted_forms():
 
 
 def test_swanlab_run_id_is_stable_21_lowercase_alnum():
-    a, b = swanlab_cfg.swanlab_run_id("20261129-151200-a1b2"), swanlab_cfg.swanlab_run_id("20261129-151200-a1b3")
-    assert a == swanlab_cfg.swanlab_run_id("20261129-151200-a1b2") and a != b
+    a, b = swanlab_values.swanlab_run_id("20261129-151200-a1b2"), swanlab_values.swanlab_run_id("20261129-151200-a1b3")
+    assert a == swanlab_values.swanlab_run_id("20261129-151200-a1b2") and a != b
     assert re.fullmatch(r"[a-z0-9]{21}", a)
 
 
@@ -218,7 +220,7 @@ def test_installed_swanlab_reads_our_public_env(tmp_path):
         "online",
         "http://192.0.2.10:8000",
         "http://192.0.2.10:8000",
-        swanlab_cfg.swanlab_run_id("r1"),
+        swanlab_values.swanlab_run_id("r1"),
         "allow",
     ]
 
@@ -234,12 +236,12 @@ def test_env_file_text_round_trips_through_the_supervisors_parser():
         "EQ": "a=b=c",
         "SPACE": " lead",
     }
-    parsed = parse_env_file(swanlab_cfg.env_file_text(secrets))
+    parsed = parse_env_file(swanlab_values.env_file_text(secrets))
     assert parsed == secrets
     with pytest.raises(SwanlabConfigError, match="newline"):
-        swanlab_cfg.env_file_text({"K": "a\nb"})
+        swanlab_values.env_file_text({"K": "a\nb"})
     with pytest.raises(SwanlabConfigError, match="variable name"):
-        swanlab_cfg.env_file_text({"1K": "a"})
+        swanlab_values.env_file_text({"1K": "a"})
 
 
 def test_resolve_for_launch_reads_the_user_file_and_warns_about_a_loose_mode(tmp_path):
@@ -256,7 +258,7 @@ def test_resolve_for_launch_reads_the_user_file_and_warns_about_a_loose_mode(tmp
 
 
 def test_a_swanlab_host_with_credentials_is_refused_without_echoing_them():
-    from dapo_ops.control.swanlab_values import SwanlabConfigError, normalize_host
+    from dapo_ops.control.launch.swanlab_values import SwanlabConfigError, normalize_host
 
     with pytest.raises(SwanlabConfigError) as e:
         normalize_host("http://bob:Pa55w0rd-x@10.1.1.1:8000", "--swanlab-host")

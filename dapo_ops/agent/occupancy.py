@@ -16,7 +16,7 @@ processes of a finished run (terminal run.json status) that outlived it (Ray age
 ended here (:func:`dapo_ops.agent.raysession.stop_session`, :func:`end_pids`: that run's processes only) and reported as
 ``cleaned``.
 
-CLI in the container (what ``dapo_ops/control/launch.py`` refuse_if_busy calls)::
+CLI in the container (what ``dapo_ops/control/launch/service.py`` refuse_if_busy calls)::
 
     python3 -m dapo_ops.agent.occupancy <runs_dir> [<host name>] [--sweep]    # one JSON object on stdout
 """

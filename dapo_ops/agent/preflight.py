@@ -2,7 +2,7 @@
 
 Stdlib only (it runs in arbitrary training images; Python 3.8+). A bundle op:
 ``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.preflight '<request json>'``
-(:func:`dapo_ops.control.remote_bundle.op_line`); the answer is one JSON line prefixed by :data:`MARK`. The
+(:func:`dapo_ops.control.remote.bundle.op_line`); the answer is one JSON line prefixed by :data:`MARK`. The
 compose check runs as a child ``python3 -m dapo_ops.agent.compose`` of the same bundle, with the container's own
 hydra. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok/warn/fail.
 

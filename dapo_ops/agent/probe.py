@@ -1,7 +1,7 @@
 """The in-container probe behind ``status``, ``stop``, ``watch`` and ``logs --errors`` (STDLIB ONLY).
 
 One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.probe
-'<request json>'`` (:func:`dapo_ops.control.remote_bundle.run_op`). It reads ``run.json`` (via
+'<request json>'`` (:func:`dapo_ops.control.remote.bundle.run_op`). It reads ``run.json`` (via
 :mod:`dapo_ops.agent.runfiles`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
 not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process group, and
 prints one JSON object on stdout.
@@ -18,7 +18,7 @@ Requests (``{"op": ..., ...}``), each answered by the function of the same name:
   dir / log paths for ``logs``; op module ``runlogs``)
 
 ``stop``, ``resolve`` and ``errors`` are bundle ops of their own (``python3 -S -m dapo_ops.agent.runstop|runlogs
-'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.PROBE_OPS` picks the module), so
+'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.probe.PROBE_OPS` picks the module), so
 a status look loads this module, :mod:`dapo_ops.agent.runfiles` (with :mod:`dapo_ops.agent.procs`,
 :mod:`dapo_ops.core.runstate` and :mod:`dapo_ops.core.raynodes`), nothing else of the package; they import this module's helpers.
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # annotations only (postponed): typing does not load at impor
 
     Handle = Callable[[Dict[str, Any]], Dict[str, Any]]
 
-#: one status probe reads at most this many bytes of the log (statusview.DEFAULT_TAIL_BYTES).
+#: one status probe reads at most this many bytes of the log (control/status/rows.py DEFAULT_TAIL_BYTES).
 DEFAULT_TAIL_BYTES = 64 << 10
 #: ``logs --errors`` reads at most this many bytes from the end of each attempt log (classify_file's bound).
 DEFAULT_ERRORS_TAIL_BYTES = 4 << 20
@@ -55,7 +55,7 @@ ACTIVE = _rs.ACTIVE_STATUSES
 class ProbeError(Exception):
     """A one-line problem the operator can fix (no such run, no runs dir); printed as ``{"error": msg}``, with
     ``"run_id"`` when the run asked for has no dir here (a Ray worker host of a multi-host run has none: run.json
-    lives on its head, dapo_ops/control/status.py ``worker_of``)."""
+    lives on its head, dapo_ops/control/status/probe.py ``worker_of``)."""
 
     def __init__(self, msg: str, run_id: Optional[str] = None):
         super().__init__(msg)
@@ -203,7 +203,7 @@ def _serves(runs_dir: str, host: Optional[str], own_run_id: str) -> Optional[Dic
     """The multi-host run whose Ray worker this container runs (a live session of another run), or None:
     ``{"run_id", "head", "head_address", "port", "ray_log"}``; ``ray_log`` is the worker's ``ray start`` output,
     ``<runs_dir>/.cluster/<run_id>/ray/<host>.log`` (:mod:`dapo_ops.core.raynodes`, written by
-    ``dapo_ops.control.cluster_ops._start_node``)."""
+    ``dapo_ops.control.launch.raycluster._start_node``)."""
     for s in runfiles.ray_sessions(runs_dir, host):
         if s.get("role") == "worker" and s.get("run_id") != own_run_id:
             out = {k: s.get(k) for k in ("run_id", "head", "head_address", "port")}
@@ -231,7 +231,7 @@ def serves_instead(runs_dir: str, host: Optional[str], run_id: Optional[str]) ->
 def probe_status(
     runs_dir: str, run_id: Optional[str] = None, tail_bytes: int = DEFAULT_TAIL_BYTES, host: Optional[str] = None
 ) -> Dict[str, Any]:
-    """Facts for one status row (statusview.build_row's ``probe`` argument).
+    """Facts for one status row (control/status/rows.py build_row's ``probe`` argument).
 
     :returns: ``{"run": run.json | None, "run_dir", "tail": str, "log_bytes", "log_mtime", "now",
         "supervisor_alive": bool, "verl_alive": bool, "serves": {"run_id", "head", "head_address", "port"} |

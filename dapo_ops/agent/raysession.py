@@ -3,7 +3,7 @@ cluster view (STDLIB ONLY; ``ray`` is imported by the ``wait`` op alone, inside 
 runs verl: the run needs Ray there anyway).
 
 One op of the shipped bundle (``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.raysession <sub> ...``, built by
-:func:`dapo_ops.control.remote_bundle.op_line`)::
+:func:`dapo_ops.control.remote.bundle.op_line`)::
 
     lead  <marker> <ray argv...>   leader of one ``ray start --block`` session (:func:`run_session`); exit = ray's
     stop  <pid_file> <grace_s>     end that session (:func:`stop_session`); prints how many processes it had
@@ -58,7 +58,7 @@ def session_members(sid: int, marker: bytes | None = None) -> list[int]:
 
 
 def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> int:
-    """Leader of a ``ray start --block`` session (what ``control/cluster_ops.py`` starts under ``setsid``): run
+    """Leader of a ``ray start --block`` session (what ``control/launch/raycluster.py`` starts under ``setsid``): run
     ``argv``, forward SIGTERM/SIGINT/SIGHUP to it, and once it has ended — stopped, or by itself when a worker's
     raylet lost the head (``topology.WORKER_GCS_RECONNECT_S``) — end every process left in this session or
     carrying ``marker`` (Ray's DashboardAgent / RuntimeEnvAgent outlive the raylet for minutes otherwise):
@@ -90,7 +90,7 @@ def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> 
 
 def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
     """End the ``ray start --block`` session whose leader pid is in ``pid_file`` (written by
-    ``control/cluster_ops.py``): SIGTERM the leader (``ray start`` stops every Ray process it started),
+    ``control/launch/raycluster.py``): SIGTERM the leader (``ray start`` stops every Ray process it started),
     wait up to ``grace_s`` seconds, SIGKILL any process still in that session.
 
     Only that session is touched (never ``ray stop``, never another run's Ray), plus the processes that carry

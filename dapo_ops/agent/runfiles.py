@@ -1,6 +1,6 @@
 """A runs dir's files on the machine: atomic JSON writes, spec.json / run.json reads, the one-run lock, Ray node files.
 
-STDLIB ONLY (shipped in the bundle, ``dapo_ops/control/remote_bundle.py``). The schema and the path rules are
+STDLIB ONLY (shipped in the bundle, ``dapo_ops/control/remote/bundle.py``). The schema and the path rules are
 core's (:mod:`dapo_ops.core.runstate`: run ids, per-run paths, run.json, the lock record; :mod:`dapo_ops.core.raynodes`:
 a multi-host run's node files); this module is what touches the disk and ``/proc`` for them, in the container
 (the supervisor, the probe, the stop and launch-rule ops) and in tests and benches on a local runs dir.

@@ -1,7 +1,7 @@
 """Start one run's supervisor and answer once verl has started (STDLIB ONLY: shipped in the bundle).
 
 CLI in the container (bare host: its shell), what ``inv launch`` runs after it wrote ``spec.json`` (+ ``secret.env``)
-into the run dir (``dapo_ops/control/launch.py`` ``start_run``, through ``remote_bundle.run_op``: the one way in)::
+into the run dir (``dapo_ops/control/launch/service.py`` ``start_run``, through ``bundle.run_op``: the one way in)::
 
     python3 -m dapo_ops.agent.runstart <run_dir> --workdir W --start-wait S --settle S --link-wait S
 
@@ -123,5 +123,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover - run in the container by control/launch.py start_run
+if __name__ == "__main__":  # pragma: no cover - run in the container by control/launch/service.py start_run
     sys.exit(main())

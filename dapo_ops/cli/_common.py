@@ -36,10 +36,11 @@ from typing import Any, Callable, Iterator, NoReturn
 from invoke import Argument, Task, task
 from invoke.exceptions import Exit
 
-from dapo_ops.control import fanout
-from dapo_ops.control import inventory
-from dapo_ops.control.fanout import HostResult, Row
-from dapo_ops.control.inventory import Host, Inventory, InventoryError
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.remote.fanout import HostResult, Row
+from dapo_ops.control.inventory.hosts import Inventory, InventoryError
+from dapo_ops.control.inventory.model import Host
 
 #: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
 #: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
@@ -256,7 +257,7 @@ def _config_inventory(c) -> str:
 
 
 def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) -> Inventory:
-    """Load the inventory: ``--inventory`` > config ``dapo_ops.control.inventory`` > ``$DAPO_OPS_INVENTORY`` >
+    """Load the inventory: ``--inventory`` > config ``dapo_ops.inventory`` > ``$DAPO_OPS_INVENTORY`` >
     ``./hosts.toml``.
 
     :param allow_missing: return an empty inventory when no file was named and ./hosts.toml is absent
@@ -414,7 +415,7 @@ def run_fanout(
     """Run ``fn(target) -> Row | dict`` on every host in parallel, print the table and a summary line, and
     stop with exit code :data:`EXIT_FAILED` if any host failed (after every host was reported).
 
-    :param timeout: overall deadline in seconds (see :func:`dapo_ops.control.fanout.run`).
+    :param timeout: overall deadline in seconds (see :func:`dapo_ops.control.remote.fanout.run`).
     :returns: the results when every host succeeded.
     :raises Exit: code 1 with ``<n> of <m> hosts failed: h2 (refused)``.
     """

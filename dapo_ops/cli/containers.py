@@ -8,7 +8,7 @@ container that lacks it under ``/tmp/.dapo_ops/<version>-<hash>`` (:data:`LIST_R
 be the inventory's, so their runs dir is not assumed).
 
 ``create``: ``docker run -d`` with what a training container needs on that accelerator
-(:mod:`dapo_ops.control.container_spec`: device nodes, driver mounts or ``--gpus all``, host network and IPC, a large
+(:mod:`dapo_ops.control.inventory.container_spec`: device nodes, driver mounts or ``--gpus all``, host network and IPC, a large
 ``/dev/shm``, the proxy variables, bind mounts for model/data dirs and the runs dir so checkpoints outlive the
 container). Refuses to replace an existing container unless ``--replace``; names an image it cannot find;
 ``--dry-run`` prints the exact ``docker run`` line without contacting any host.
@@ -22,12 +22,13 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.control import container_spec
-from dapo_ops.control import fanout
-from dapo_ops.control import remote_bundle
-from dapo_ops.control import proxy as proxy_mod
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.remote import RemoteError, q
+from dapo_ops.control.inventory import container_spec
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.inventory import proxy as proxy_mod
+from dapo_ops.control.remote.fanout import Row
+from dapo_ops.control.remote.commands import q
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail, fanout_task, select_hosts
 
 #: where ``list`` installs the bundle in each running container (any container: no runs dir is assumed)
@@ -39,8 +40,8 @@ _LIST_COLUMNS = ["container", "image", "state", "status", "verl"]
 def list_command(python: str, workdir: str) -> str:
     """Host shell text: ``docker ps -a`` rows, then ``@@V <name> <verlinfo JSON>`` per running container.
 
-    Its stdin is the bundle (:func:`dapo_ops.control.remote_bundle.bundle_b64`), kept in a host temp file and fed
-    to each container that lacks the bundle (:func:`~dapo_ops.control.remote_bundle.stdin_install_line`)."""
+    Its stdin is the bundle (:func:`dapo_ops.control.remote.bundle.bundle_b64`), kept in a host temp file and fed
+    to each container that lacks the bundle (:func:`~dapo_ops.control.remote.bundle.stdin_install_line`)."""
     bdir = remote_bundle.bundle_dir(LIST_ROOT)
     inner = f"{{ {remote_bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; " + remote_bundle.op_line(
         bdir, python, "verlinfo", [workdir]

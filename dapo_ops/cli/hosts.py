@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 
-from dapo_ops.control import inventory as inventory_mod
-from dapo_ops.control import remote_bundle
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.remote import ContainerState, RemoteError, Target
+from dapo_ops.control.inventory import hosts as inventory_mod
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.remote.fanout import Row
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.remote.errors import ContainerState, RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_workdir_missing, workdir_missing_message
 from dapo_ops.cli._common import (
     EXIT_FAILED,
@@ -34,7 +35,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     verl is looked for from the inventory's workdir (e.g. /verl), like verl's own entry points
     (``python3 -m verl.trainer.main_ppo`` run from the repo checkout), without importing it.
 
-    :returns: a :class:`~dapo_ops.control.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
+    :returns: a :class:`~dapo_ops.control.remote.fanout.Row` with cells ``address, ssh, container, python, verl``; not ok when the
         container is missing/stopped, python is missing, or verl is not found. A ``transport = "local"`` host has
         address ``local (no SSH)`` and ssh ``-``; a ``runtime = "host"`` one container ``- (bare host)``.
     :raises RemoteError: SSH-level failures (unreachable, refused, auth, hostkey, timeout, docker-missing).
@@ -150,7 +151,7 @@ def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, che
         print("\n".join(describe(h) for h in chosen))
         return
     if json:
-        from dapo_ops.control import fanout
+        from dapo_ops.control.remote import fanout
 
         results = fanout.run(
             chosen,

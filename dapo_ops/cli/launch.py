@@ -3,15 +3,15 @@
 What the runbook's ``run_dapo.sh`` / ``run_one_step_off_policy.sh`` and its OOM auto-recovery flow do, done on
 the host itself. The two tasks are built from ONE parameter list (:data:`SIGNATURE`: every settings flag of the
 table, then how to launch) and differ only in the job they fix (``dapo`` | ``one-step-off``). Each parses its flags
-into :class:`~dapo_ops.control.launch_request.TaskArgs`, calls :func:`dapo_ops.control.launch_request.build` (every
+into :class:`~dapo_ops.control.launch.request.TaskArgs`, calls :func:`dapo_ops.control.launch.request.build` (every
 refusal, the settings, the SwanLab / notifier / proxy secrets) and then the start (one run per host:
-:func:`dapo_ops.control.launch_request.start`; one run across the hosts: :mod:`dapo_ops.cli.multihost`), and prints
+:func:`dapo_ops.control.launch.request.start`; one run across the hosts: :mod:`dapo_ops.cli.multihost`), and prints
 the run id, host, container, log path, how to follow it and the SwanLab link, or one line and a non-zero exit.
 Afterwards it is silent: errors reach the operator through ``status`` / ``watch`` and the notifier.
 
 ``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
 With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.cli.multihost` prints,
-:mod:`dapo_ops.control.multihost` does it); ``--independent`` gives each host its own single-host run instead.
+:mod:`dapo_ops.control.launch.multihost` does it); ``--independent`` gives each host its own single-host run instead.
 Every flag's help comes from the settings table (:func:`dapo_ops.control.settings.task_help`) or
 :data:`OPTIONS_HELP` (how to launch, not what to train).
 """
@@ -39,11 +39,12 @@ from dapo_ops.cli._common import (
     refuse_job_as_mode,
     select_hosts,
 )
-from dapo_ops.control import launch_request
-from dapo_ops.control import planning
+from dapo_ops.control.launch import request as launch_request
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control.fanout import HostResult
-from dapo_ops.control.launch import LaunchProgress, LaunchUsageError
+from dapo_ops.control.remote.fanout import HostResult
+from dapo_ops.control.launch.service import LaunchProgress
+from dapo_ops.control.launch.errors import LaunchUsageError
 from dapo_ops.core import redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
@@ -121,8 +122,8 @@ def task_args(job: str, kw: Mapping[str, Any]) -> launch_request.TaskArgs:
 def _dry_run(d: launch_request.DryRun) -> None:
     """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``) and, with
     ``--resume``, what the launch would take from the earlier run. A plan error is one line, exit 2."""
-    from dapo_ops.control import plan as plan_mod
-    from dapo_ops.control.inventory import InventoryError
+    from dapo_ops.control.launch import dryrun as plan_mod
+    from dapo_ops.control.inventory.hosts import InventoryError
 
     kw: dict[str, Any] = dict(
         mode=d.mode,
@@ -157,7 +158,7 @@ def follow_commands(host: str) -> list[str]:
 
 
 def run_json(h, d: dict, secrets_all: list) -> dict:
-    """``launch --json``'s object of a started run on host ``h`` (``d``: :func:`dapo_ops.control.launch.start_run`'s
+    """``launch --json``'s object of a started run on host ``h`` (``d``: :func:`dapo_ops.control.launch.service.start_run`'s
     row data): ``run_id``, ``host``, ``state`` (run.json's status), ``container`` (None on a bare host), ``log``
     (the run's train.log), ``workdir_log`` (the workdir's copy), ``follow`` (commands), ``resume``,
     ``swanlab_url`` (redacted)."""
@@ -202,7 +203,7 @@ def interrupted_line(progress: LaunchProgress) -> str:
 
 def _print_results(results: list[HostResult], secrets: list[str], *, json_: bool) -> None:
     """Print the started runs (text, or ``--json``'s list) and end with one line and exit 1 if a host failed."""
-    from dapo_ops.control import fanout
+    from dapo_ops.control.remote import fanout
 
     failed = [r for r in results if not r.ok]
     if json_:  # one object per host; a failed host: state "failed", its kind and line (the exit code is the same)

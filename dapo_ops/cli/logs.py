@@ -2,7 +2,7 @@
 ending line and ``inv watch``'s exit code), ``--errors`` for the failure evidence of each attempt only.
 
 Replaces the runbook's ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
-Flags are parsed here; the look goes through :mod:`dapo_ops.control.status` (resolve, tails, errors) and the
+Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.probe` (resolve, tails, errors) and the
 follow is one SSH command per host (:func:`follow`); output is printed by the main thread only, whole lines,
 prefixed by host name when several hosts answer.
 """
@@ -17,10 +17,12 @@ import time
 
 from invoke.exceptions import Exit
 
-from dapo_ops.control import status as svc
-from dapo_ops.control import statusview
-from dapo_ops.control.remote import RemoteError, Target, q as _q
-from dapo_ops.control.statusview import ERROR
+from dapo_ops.control.status import probe as svc
+from dapo_ops.control.status import rows as statusview
+from dapo_ops.control.remote.commands import q as _q
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
+from dapo_ops.control.status.rows import ERROR
 from dapo_ops.core.runstate import FAILED
 from dapo_ops.cli._common import (
     EXIT_FAILED,
@@ -115,7 +117,7 @@ END_MARK = "@@DAPO-FOLLOW-END "
 def _end_line(t: Target, info: dict) -> str:
     """The shell line that prints the run's final state: the status probe op (``dapo_ops.agent.probe``, a small
     log tail) of ``info["run_id"]``, after :data:`END_MARK`."""
-    from dapo_ops.control import remote_bundle
+    from dapo_ops.control.remote import bundle as remote_bundle
 
     req = {
         "op": "status",
@@ -131,9 +133,9 @@ def _end_line(t: Target, info: dict) -> str:
 
 def ending(host: str, answer: dict | None) -> tuple[int, str]:
     """``(exit code, one line)`` for a followed run's final state (the status probe's ``answer``, None when the
-    follow ended without one): the code is ``inv watch``'s (:data:`dapo_ops.control.watchloop.WATCH_CODES`), the line what ended the run as
+    follow ended without one): the code is ``inv watch``'s (:data:`dapo_ops.control.status.watch.WATCH_CODES`), the line what ended the run as
     ``status``/``watch`` word it (run.json ``decision.ended``, :func:`statusview.ending_line`)."""
-    from dapo_ops.control.watchloop import WATCH_CODES
+    from dapo_ops.control.status.watch import WATCH_CODES
 
     if not answer:
         return WATCH_CODES[
@@ -239,7 +241,7 @@ def follow(pairs, lines: int, out=None) -> int:
             f.write(line + "\n")
             f.flush()
     if failed:  # a host whose follow could not start (said above)
-        from dapo_ops.control.watchloop import WATCH_CODES
+        from dapo_ops.control.status.watch import WATCH_CODES
 
         codes.append(WATCH_CODES[ERROR])
     return max(codes)

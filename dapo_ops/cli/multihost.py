@@ -1,7 +1,7 @@
 """Printing side of the multi-host launch (docs/workflow.md): ONE run on a Ray cluster across the ``-H`` hosts.
 
 :mod:`dapo_ops.cli.launch` comes here with several hosts (``--independent`` keeps one run per host);
-the steps and their teardown are :func:`dapo_ops.control.multihost.launch_cluster`. This module makes the
+the steps and their teardown are :func:`dapo_ops.control.launch.multihost.launch_cluster`. This module makes the
 SSH targets, calls the service, prints the run id, head, nodes joined and devices, or one line and a non-zero
 exit (exit 2 for plan/topology errors, 1 otherwise), with nothing left running. ``inv stop`` calls
 :func:`stop_cluster`; ``--dry-run`` calls :func:`dry_run`. It imports nothing of :mod:`dapo_ops.cli.launch`.
@@ -13,15 +13,15 @@ import json
 import sys
 
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
-from dapo_ops.control import multihost as svc
-from dapo_ops.control.launch import LaunchRequest
-from dapo_ops.control.remote import Target
+from dapo_ops.control.launch import multihost as svc
+from dapo_ops.control.launch.service import LaunchRequest
+from dapo_ops.control.remote.target import Target
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
 from dapo_ops.core import redact
 
 # names the tests and other modules use
-cluster_dir = svc.cluster_dir
+cluster_dir = raynodes.cluster_dir
 cluster_plan = svc.cluster_plan
 join_timeout = svc.join_timeout
 
@@ -113,7 +113,7 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
             "nodes": [{"host": n["name"], "address": n["address"], "devices": n["devices"]} for n in handle.nodes],
         }
     ]
-    cdir = svc.cluster_dir(head.runs_path, run.run_id)
+    cdir = raynodes.cluster_dir(head.runs_path, run.run_id)
     for h in chosen[1:]:
         rows.append(
             {
@@ -131,7 +131,7 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
 
 def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0, out=None) -> dict[str, str]:
     """After ``inv stop`` stopped a run on ``host_name``: stop a multi-host run's Ray sessions on every node
-    (:func:`dapo_ops.control.multihost.stop_cluster`) and print one line per node. Returns
+    (:func:`dapo_ops.control.launch.multihost.stop_cluster`) and print one line per node. Returns
     ``{host: "stopped N processes" | error line}`` ({} for a single-host run). Never raises for a host."""
     timeout = connect_timeout_override(c)
     run_id, result = svc.stop_cluster(
@@ -162,7 +162,7 @@ def dry_run(
 
     Raises SettingsError / PlanError / InventoryError (one line).
     """
-    from dapo_ops.control import plan as plan_mod
+    from dapo_ops.control.launch import dryrun as plan_mod
 
     got = svc.dry_run_plan(
         flags, mode=mode, hosts=hosts, inventory=inventory, env=env, file_cfg=file_cfg, extra_overrides=extra_overrides

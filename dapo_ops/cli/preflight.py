@@ -17,13 +17,13 @@ import os
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.control import fanout
-from dapo_ops.control import planning
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import preflight as pc
-from dapo_ops.control import proxy
+from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings
 from dapo_ops.control import userconfig
-from dapo_ops.control.fanout import Row
+from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -74,7 +74,8 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
     """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
     check's job): returns ``(SwanlabSettings or None, error line or "")``. With a missing cloud key the host and
     mode are still resolved (a placeholder key is used only inside this function, never returned or shown)."""
-    from dapo_ops.control import swanlab_cfg
+    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+    from dapo_ops.control.launch import swanlab_values
 
     env = dict(os.environ if env is None else env)
     if file_cfg is None:
@@ -84,7 +85,7 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
             return None, str(e)
     try:
         return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
-    except swanlab_cfg.SwanlabConfigError as e:
+    except swanlab_values.SwanlabConfigError as e:
         try:
             s = swanlab_cfg.resolve(
                 {**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False
@@ -99,7 +100,7 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
                 workspace=s.workspace,
                 sources=s.sources,
             ), str(e)
-        except swanlab_cfg.SwanlabConfigError as e2:
+        except swanlab_values.SwanlabConfigError as e2:
             return None, str(e2)
 
 

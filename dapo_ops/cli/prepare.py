@@ -21,13 +21,13 @@ import posixpath
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.control import fanout
-from dapo_ops.control import planning
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.launch import plan as planning
 from dapo_ops.agent import preflight as preflight_probe
-from dapo_ops.control import remote_bundle
-from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.core import runstate
-from dapo_ops.control.fanout import Row
+from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,

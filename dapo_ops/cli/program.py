@@ -2,7 +2,7 @@
 collection as ``inv``.
 
 ``dapo-ops -H h1,h2 <task>`` behaves like ``inv <task> -H h1,h2``: the core ``-H`` value is handed to the task's
-``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.control.fanout`). Fabric's own executor
+``hosts`` argument, and the task fans out in parallel itself (:mod:`dapo_ops.control.remote.fanout`). Fabric's own executor
 would instead clone the task once per host and run the clones one after another (``fabric/executor.py:
 expand_calls``), with ``c`` a Connection; :class:`Executor` here does not.
 
@@ -12,7 +12,7 @@ tasks read them the same way (``cli/_common.py: apply_core_overrides``): ``-H/--
 (``connect_kwargs.timeout``: overrides the inventory's connect_timeout). The program does not build on
 ``fabric.main.Fab``: importing fabric imports paramiko (~0.15 s), which a task such as ``status`` (over a reused
 connection, :mod:`dapo_ops.control.remote.sshmux`) never needs; the SSH config file itself is read per host by
-:class:`dapo_ops.control.remote.Target`.
+:class:`dapo_ops.control.remote.target.Target`.
 
 Config: :class:`Config` uses the prefix ``dapo_ops`` (files ``dapo_ops.yaml`` / ``~/.dapo_ops.yaml``, env
 ``DAPO_OPS_*`` for declared keys).

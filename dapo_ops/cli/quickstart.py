@@ -19,12 +19,14 @@ import sys
 from invoke.exceptions import Exit
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control import proxy as proxy_mod
+from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.control import settings
-from dapo_ops.control import swanlab_cfg
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.cli._common import (
     EXIT_USAGE,
     JOBS,
@@ -117,8 +119,8 @@ def _equivalent(
     if inventory:
         cmd += ["--inventory", inventory]
     for k in ("http_proxy", "https_proxy"):  # credentials never on a command line: env var, shown redacted
-        if proxies.get(k) and proxy_mod.has_credentials(proxies[k]):
-            env.insert(0, f"{k}={shlex.quote(proxy_mod.display(proxies[k]))}")
+        if proxies.get(k) and redact.has_credentials(proxies[k]):
+            env.insert(0, f"{k}={shlex.quote(redact.display_url(proxies[k]))}")
             continue
         cmd += [f"--{k.replace('_', '-')}", proxies[k] if proxies.get(k) else "none"]
     cmd += ["--features", features or "default"]
@@ -247,7 +249,7 @@ def quickstart(
         try:
             sw = swanlab_cfg.resolve_for_launch(mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty)
             break
-        except swanlab_cfg.SwanlabConfigError as e:
+        except swanlab_values.SwanlabConfigError as e:
             if not tty:
                 fail(str(e), EXIT_USAGE)
             print(f"   {e}")  # e.g. a blank key: choose again, the other answers are kept

@@ -1,6 +1,6 @@
 """``status``, ``stop``, ``watch``: every run on every host in one glance, cheaply (``logs``: :mod:`dapo_ops.cli.logs`).
 
-These tasks parse flags, call :mod:`dapo_ops.control.status` (one probe per host per look, in parallel, over each
+These tasks parse flags, call :mod:`dapo_ops.control.status.probe` (one probe per host per look, in parallel, over each
 host's reused SSH connection), print and exit; output is printed by the main thread only, whole lines, prefixed by
 host name when several hosts answer.
 
@@ -16,10 +16,11 @@ import time
 
 from invoke.exceptions import Exit
 
-from dapo_ops.control import status as svc
-from dapo_ops.control import statusevents, statustable, statusview
-from dapo_ops.control.status import probe  # noqa: F401  (re-exported: callers and tests use it)
-from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD
+from dapo_ops.control.status import probe as svc
+from dapo_ops.control.status import events as statusevents
+from dapo_ops.control.status import table as statustable
+from dapo_ops.control.status import rows as statusview
+from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD
 from dapo_ops.core.runstate import FAILED, SUCCEEDED
 from dapo_ops.cli._common import (
     EXIT_FAILED,
@@ -37,7 +38,7 @@ CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the
 def collect_rows(
     c, chosen: list, run: str = "", all_runs: bool = False, stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S
 ) -> list[statusview.StatusRow]:
-    """:func:`dapo_ops.control.status.collect_rows` with the ``-t`` connect timeout of context ``c``."""
+    """:func:`dapo_ops.control.status.probe.collect_rows` with the ``-t`` connect timeout of context ``c``."""
     return svc.collect_rows(
         chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s, connect_timeout=connect_timeout_override(c)
     )
@@ -153,7 +154,7 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:
-        if r.cluster:  # multi-host run (control/multihost.py)
+        if r.cluster:  # multi-host run (control/launch/multihost.py)
             cl = r.cluster
             notes.append(
                 "%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s"
@@ -259,7 +260,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    from dapo_ops.control import stopruns  # here: `inv status` does not load it
+    from dapo_ops.control.status import stop as stopruns  # here: `inv status` does not load it
 
     results = stopruns.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
     for r in results:
@@ -296,14 +297,14 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
 
     Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
     with the verdict as the message. A host that is briefly unreachable does not end the watch. ``--json``: one
-    JSON object per line (:meth:`~dapo_ops.control.watchloop.Watch.see_events`, no progress lines), the last one
-    the outcome (:meth:`~dapo_ops.control.watchloop.Watch.outcome_json`).
+    JSON object per line (:meth:`~dapo_ops.control.status.watch.Watch.see_events`, no progress lines), the last one
+    the outcome (:meth:`~dapo_ops.control.status.watch.Watch.outcome_json`).
     """
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    from dapo_ops.control import watchloop  # here: `inv status` does not load it
+    from dapo_ops.control.status import watch as watchloop  # here: `inv status` does not load it
 
     w = watchloop.Watch(chosen)
     stale_s = _stale_after(c)

@@ -10,7 +10,7 @@ flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``,
 them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
 Secrets are not settings: the SwanLab API key and webhook URLs are handled by
-:mod:`dapo_ops.control.swanlab_cfg` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
+:mod:`dapo_ops.control.launch.swanlab_settings` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dapo_ops.control.inventory_model import NAME_PATTERN
+from dapo_ops.control.inventory.model import NAME_PATTERN
 from dapo_ops.core import defaults
 from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
 from dapo_ops.core.runspec import MAX_STEPS
@@ -711,10 +711,10 @@ _PROXY_SETTINGS = ("http_proxy", "https_proxy")
 
 
 def _check_proxy(p: Param, val: str, source: str, where: str) -> None:
-    """A proxy setting must be a proxy URL (:func:`dapo_ops.control.proxy.check_url`, the one rule) and, given as a
-    flag, carry no credentials (:func:`dapo_ops.control.proxy.check_flag`). Raises :class:`SettingsError`, one line
+    """A proxy setting must be a proxy URL (:func:`dapo_ops.control.inventory.proxy.check_url`, the one rule) and, given as a
+    flag, carry no credentials (:func:`dapo_ops.control.inventory.proxy.check_flag`). Raises :class:`SettingsError`, one line
     naming the flag / env var / config key; the value itself is kept (``none`` stays a "no proxy" override)."""
-    from dapo_ops.control import proxy
+    from dapo_ops.control.inventory import proxy
 
     try:
         check = proxy.check_flag if source == "flag" else proxy.check_url

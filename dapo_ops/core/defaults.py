@@ -13,7 +13,7 @@ Like invoke's ``Config.global_defaults()``: every layer starts from this table a
   gets them: a ``spec.json`` / ``run.json`` written by an older dapo-ops, a spec a test writes by hand. A key that is
   there keeps its value, ``None`` included (``max_actor_ckpt_to_keep: null`` = keep every save).
 
-``dapo_ops.control.planning.make_plan`` writes every key of :data:`SPEC` and :data:`SPEC_SETTINGS`, so a spec it
+``dapo_ops.control.launch.plan.make_plan`` writes every key of :data:`SPEC` and :data:`SPEC_SETTINGS`, so a spec it
 made is already complete; no reader falls back to a literal of its own (tests/test_defaults.py walks the source).
 """
 

@@ -371,7 +371,7 @@ def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[Feat
 
 def resume_command(settings: dict[str, Any]) -> str:
     """``inv launch -H <hosts> --resume <run_id>`` for the run of ``settings`` (the supervisor adds ``run_id`` and
-    ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/resume.py refuses
+    ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/launch/resume.py refuses
     another trainer mode)."""
     cmd = "inv one-step-off" if settings.get("mode") == "one-step-off" else "inv launch"
     hosts = [str(h) for h in settings.get("hosts") or [] if h]

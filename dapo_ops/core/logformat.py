@@ -3,7 +3,7 @@ checkpoint-save lines, tqdm progress bars, the SwanLab run link, the supervisor'
 log forwarding adds (ANSI colour codes, ``(<Actor> pid=<pid>[, ip=<ip>])`` prefixes, ``[rank<N>]:`` prefixes).
 
 Every reader of a training log uses these: the supervisor (progress into run.json, ``dapo_ops/agent/supervisor/``),
-the status view (``dapo_ops/control/statusview.py``), the classifier (``dapo_ops/core/classify/``) and the
+the status view (``dapo_ops/control/status/rows.py``), the classifier (``dapo_ops/core/classify/``) and the
 notifier (``dapo_ops/agent/notify.py``); ``tests/test_log_grammar_golden.py`` checks they agree on the handed cases
 and the real logs.
 

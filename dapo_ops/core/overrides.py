@@ -2,7 +2,7 @@
 
 :func:`build_command` is called by the supervisor for every attempt (with the ladder's
 ``setting_changes``): it checks the attempt's spec (:func:`dapo_ops.core.runspec.check_spec`, one line naming the
-value and the fix) and renders it (:func:`verl_argv`). The planner (``dapo_ops/control/planning.py`` make_plan)
+value and the fix) and renders it (:func:`verl_argv`). The planner (``dapo_ops/control/launch/plan.py`` make_plan)
 checks the spec once, with the host's facts, and renders it with :func:`verl_argv` alone.
 
 The argv is a list (no shell): ``[python, "-m", <entry>, (--config-name=...), overrides...]``.
@@ -53,7 +53,7 @@ SETTING_KEYS: dict[str, Any] = {
 #: verl keys the plan sets from a run setting (the settings table, docs/params.md) -> that setting: the setting is the
 #: one way to set the key, so an ``--override`` of it (which comes last in the argv and would win silently against
 #: the setting, the plan's checks and what the supervisor, status and ``--resume`` read from the spec) is refused
-#: naming the setting's flag / variable (dapo_ops/control/launch.py ``refuse_plan_overrides``). The keys of the OOM
+#: naming the setting's flag / variable (dapo_ops/control/launch/service.py ``refuse_plan_overrides``). The keys of the OOM
 #: ladder's setting rungs (:data:`SETTING_KEYS`, the token budgets) stay open: the ladder's change replaces such an
 #: override (:func:`build_command`) and a learned start respects it (dapo_ops/core/learned.py); so do the feature
 #: keys (``--features`` switches a feature, which sets several keys per framework; an override sets one key).
@@ -444,6 +444,6 @@ def command_string(argv: list[str], workdir: str | None = None) -> str:
 
 def config_location(spec: dict[str, Any]) -> tuple[str, str, list[str]]:
     """``(config_dir relative to the verl root, config_name, group_overrides)`` of the spec's entry,
-    for the compose check (:mod:`dapo_ops.control.validate`)."""
+    for the compose check (:mod:`dapo_ops.control.preflight.compose`)."""
     ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     return ent.config_dir, ent.config_name, list(ent.group_overrides)

@@ -473,7 +473,7 @@ def strategy_overrides(
     of steps >= 2, same tokens per step. Not yet re-run on the GPU with this change.
 
     ``strategy`` (spec ``strategy``, ``fsdp`` | ``fsdp2``) pins it: a ``--resume`` keeps the strategy its checkpoint
-    was written with (dapo_ops/control/resume.py; the two do not load into each other, docs/design.md "Run spec").
+    was written with (dapo_ops/control/launch/resume.py; the two do not load into each other, docs/design.md "Run spec").
     """
     if framework != "fsdp":
         return []

@@ -9,7 +9,7 @@ Path rules only, as POSIX strings (shipped into the container with the bundle; e
       ray/<host>.json                   the node record {"run_id", "name", "role" head|worker, "head", "head_address",
                                         "port"}
 
-Written by :func:`dapo_ops.control.cluster_ops.start` (``_start_node``); read by
+Written by :func:`dapo_ops.control.launch.raycluster.start` (``_start_node``); read by
 :func:`dapo_ops.agent.runfiles.ray_sessions` (the probe's ``serves``, the launch rule
 :mod:`dapo_ops.agent.occupancy`), by ``inv logs``/``status`` for a worker's Ray log and by
 the lost-node verdict (:func:`dapo_ops.core.topology.lost_nodes_verdict`: the run id of a pid file). Paths are POSIX

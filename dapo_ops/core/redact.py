@@ -3,10 +3,10 @@
 Every place that must keep secrets out of what it prints, records or puts on a command line asks this module:
 which names are secret (:func:`is_secret_name`), whether a URL carries credentials (:func:`has_credentials`), how
 a secret is shown (:data:`REDACTED`, :func:`display_url`), and how text, argv and env are scrubbed (:func:`scrub`,
-:func:`redact_argv`, :func:`redact_env`). Callers: the dry-run plan (``dapo_ops/control/planning.py``,
-``dapo_ops/control/plan.py``), proxy settings (``dapo_ops/control/proxy.py``), ``docker run`` (``-e VAR`` without a
-value for a proxy with credentials, ``dapo_ops/control/container_spec.py``), SwanLab settings and launch output
-(``dapo_ops/control/swanlab_cfg.py``, ``dapo_ops/cli/launch.py``, ``dapo_ops/cli/multihost.py``), the supervisor's
+:func:`redact_argv`, :func:`redact_env`). Callers: the dry-run plan (``dapo_ops/control/launch/plan.py``,
+``dapo_ops/control/launch/dryrun.py``), proxy settings (``dapo_ops/control/inventory/proxy.py``), ``docker run`` (``-e VAR`` without a
+value for a proxy with credentials, ``dapo_ops/control/inventory/container_spec.py``), SwanLab settings and launch output
+(``dapo_ops/control/launch/swanlab_settings.py``, ``dapo_ops/cli/launch.py``, ``dapo_ops/cli/multihost.py``), the supervisor's
 own log of the verl command (``dapo_ops/agent/supervisor/``) and the webhook notifier's errors
 (``dapo_ops/agent/notify.py``).
 """

@@ -2,7 +2,7 @@
 the spec completed from the one defaults table, :mod:`dapo_ops.core.defaults`, <- the ladder's changes), values
 derived from them (:func:`parameter_sync_step`) and :func:`check_spec`, which rejects a spec that cannot work
 before anything is launched, with one line naming the value and the fix. check_spec is called once where a plan is
-built (dapo_ops/control/planning.py make_plan, with the host's device count and the model's context; a multi-host plan
+built (dapo_ops/control/launch/plan.py make_plan, with the host's device count and the model's context; a multi-host plan
 after its topology is applied) and by :func:`dapo_ops.core.overrides.build_command` for every attempt's argv (the
 supervisor: the ladder's changes make each attempt's spec its own).
 """

@@ -1,6 +1,6 @@
 """The run record's schema and the runs dir's path rules: run ids, per-run paths, the one run-status set, run.json.
 
-PURE and STDLIB ONLY (shipped in the bundle, ``dapo_ops/control/remote_bundle.py``): no file, process or clock is
+PURE and STDLIB ONLY (shipped in the bundle, ``dapo_ops/control/remote/bundle.py``): no file, process or clock is
 touched here except the clock a default ``now`` reads; :mod:`dapo_ops.agent.runfiles` reads and writes these files
 on the machine (atomic writes, the one-run lock, liveness), and the operator side builds the same paths for a
 remote container.

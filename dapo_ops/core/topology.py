@@ -34,7 +34,7 @@ RAY_DASHBOARD_PORT = 8265
 WORKER_GCS_RECONNECT_S = 5
 
 #: The run's collective variables every Ray node gets from the run spec's ``env`` (the settings of the same name,
-#: ``dapo_ops/control/planning.py`` ``HCCL_SETTINGS``). verl's Ascend multi-node guide sets them on all nodes
+#: ``dapo_ops/control/launch/plan.py`` ``HCCL_SETTINGS``). verl's Ascend multi-node guide sets them on all nodes
 #: (verl's docs/ascend_tutorial .../multi-machine_task_startup_practice.rst: HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT,
 #: HCCL_HOST_SOCKET_PORT_RANGE, HCCL_NPU_SOCKET_PORT_RANGE, HCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME). Ray's workers
 #: inherit their raylet's environment, and verl adds the two port ranges (as ``auto``) to the job's runtime env only
@@ -256,7 +256,7 @@ def quoted(argv: list[str]) -> str:
 RETRY_CHECK_S = 10.0
 
 
-#: environment variable every Ray process of a multi-host run carries (``control/cluster_ops.py`` sets it for
+#: environment variable every Ray process of a multi-host run carries (``control/launch/raycluster.py`` sets it for
 #: ``ray start``; raylet, GCS, DashboardAgent, RuntimeEnvAgent and workers inherit it): ``<run_id>``
 RAY_RUN_ENV = "DAPO_OPS_RAY_RUN"
 

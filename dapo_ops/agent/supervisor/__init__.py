@@ -1,6 +1,6 @@
 """The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes.
 
-STDLIB ONLY (shipped into the training container, see ``dapo_ops/control/remote_bundle.py``)::
+STDLIB ONLY (shipped into the training container, see ``dapo_ops/control/remote/bundle.py``)::
 
     cd <workdir> && PYTHONPATH=<bundle> python3 -m dapo_ops.agent.supervisor <run_dir>
 

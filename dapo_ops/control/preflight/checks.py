@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dapo_ops.control.planning import HOST_DEFAULTS
+from dapo_ops.control.launch.plan import HOST_DEFAULTS
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
@@ -16,7 +16,7 @@ from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_workdir_missing
 
 
@@ -143,7 +143,7 @@ def quick_all(
     leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
     compose, no network probes but, with ``tracker``, the tracker's reachability (``swanlab``: one GET from the
     container when the plan logs to SwanLab in cloud mode, with the plan's env: its proxy and SwanLab host).
-    ``plan``: ``planning.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None. ``secret_env``: env the
+    ``plan``: ``launch.plan.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None. ``secret_env``: env the
     probe gets through a 0600 file (a proxy URL with credentials). Returns checks named in :data:`QUICK_CHECKS`;
     never raises for remote failures. ``facts_out``: a dict that receives the facts (e.g. for
     :func:`memory_facts`)."""

@@ -10,7 +10,7 @@ every other host that needs one (another fingerprint, no fingerprint, its group'
 composes on its own in round 2 (:func:`assign`). One host is one round trip; a fleet of identical hosts is one
 round trip per host and one compose in all. A mismatch never reuses another host's result.
 
-:func:`run_fleet` runs both rounds over :func:`dapo_ops.control.fanout.run` and returns every host's checks
+:func:`run_fleet` runs both rounds over :func:`dapo_ops.control.remote.fanout.run` and returns every host's checks
 (:func:`dapo_ops.control.preflight.checks.evaluate`, the same per-host rows as
 :func:`~dapo_ops.control.preflight.checks.run_all`). The decisions (:func:`composers`, :func:`definite`,
 :func:`assign`) are pure.
@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dapo_ops.control import fanout
-from dapo_ops.control.fanout import Row
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.preflight.checks import evaluate, quick_all
 from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
@@ -34,7 +34,7 @@ from dapo_ops.control.preflight.verl import _compose_request
 
 @dataclass
 class HostJob:
-    """What to check on one host: ``plan`` (``planning.make_plan`` result, spec dict or None), ``ray`` (the
+    """What to check on one host: ``plan`` (``launch.plan.make_plan`` result, spec dict or None), ``ray`` (the
     multi-host Ray facts or None, :func:`dapo_ops.control.preflight.plan.ray_for`) and ``container`` (the
     container the run uses, "" = the inventory's)."""
 
@@ -120,8 +120,8 @@ def run_fleet(
     one failing ``preflight`` check); ``cmd_timeout``: seconds for one host command (default ``timeout - 10``,
     at least 30). ``facts_out``: receives ``{host: facts}`` (the probe answers; a shared
     compose carries ``"from": <composer>``). ``secret_env``: env the probe gets through a 0600 file, never argv
-    (the run's proxy URLs with credentials, :func:`dapo_ops.control.proxy.run_proxy_env`). ``fanout_kw``: passed
-    to :func:`dapo_ops.control.fanout.run` (``accept_new_host_keys``, ``connect_timeout``, ``reuse``). Returns ``{host name: checks}`` in ``hosts``
+    (the run's proxy URLs with credentials, :func:`dapo_ops.control.inventory.proxy.run_proxy_env`). ``fanout_kw``: passed
+    to :func:`dapo_ops.control.remote.fanout.run` (``accept_new_host_keys``, ``connect_timeout``, ``reuse``). Returns ``{host name: checks}`` in ``hosts``
     order; never raises for remote failures."""
     t_end = time.monotonic() + timeout
     per_cmd = cmd_timeout if cmd_timeout is not None else max(30.0, timeout - 10)

@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode, plan_view  # noqa: F401 - plan_view: tests
+from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
 def memory_facts(host, p: dict | None) -> dict | None:
     """``{"model_config", "device_gib", "device_mib", "device_name", "memos"}`` from the probe's facts (the
     container's ``config.json``, the smallest device's total memory and name, the memos of
-    ``<runs_dir>/.learned``: :mod:`dapo_ops.core.learned`), for :func:`dapo_ops.control.planning.make_plan`; None
+    ``<runs_dir>/.learned``: :mod:`dapo_ops.core.learned`), for :func:`dapo_ops.control.launch.plan.make_plan`; None
     when the config or the devices are unknown."""
     cfg = ((p or {}).get("model") or {}).get("config")
     d = (p or {}).get("devices") or {}

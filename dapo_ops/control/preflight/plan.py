@@ -1,4 +1,4 @@
-"""What preflight reads from a launch plan: :class:`PlanView` over ``planning.make_plan``'s ``spec`` and verl
+"""What preflight reads from a launch plan: :class:`PlanView` over ``launch.plan.make_plan``'s ``spec`` and verl
 ``argv`` (docs/design.md "Run spec"), the extra modules the plan's verl imports, the memory-fit mode and the
 multi-host Ray facts. Pure.
 """
@@ -13,7 +13,7 @@ from dapo_ops.core import defaults
 
 @dataclass
 class PlanView:
-    """What preflight reads from a plan (``planning.make_plan`` result, a spec dict, or None).
+    """What preflight reads from a plan (``launch.plan.make_plan`` result, a spec dict, or None).
 
     ``spec``: the run spec (docs/design.md "Run spec"), completed from the one defaults table
     (:func:`dapo_ops.core.defaults.complete_spec`); ``argv``: the verl argv (``[python, -m, module, ...]``).

@@ -2,7 +2,7 @@
 shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
 probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
 answer into facts. The probe itself is the bundle op :mod:`dapo_ops.agent.preflight` (stdlib, runs in the
-container; :func:`dapo_ops.control.remote_bundle.op_line`); a container without the bundle gets it installed and
+container; :func:`dapo_ops.control.remote.bundle.op_line`); a container without the bundle gets it installed and
 the round trip once more (:func:`collect`).
 """
 
@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 
 from dapo_ops.agent import preflight as preflight_probe
-from dapo_ops.control import remote_bundle
-from dapo_ops.control.preflight.network import SWANLAB_CLOUD_API, tracker_urls  # noqa: F401  (callers use it here)
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.preflight.network import tracker_urls
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
-from dapo_ops.control.remote import INSPECT_FORMAT, RemoteError, Target, q
+from dapo_ops.control.remote.commands import q
+from dapo_ops.control.remote.errors import INSPECT_FORMAT, RemoteError
+from dapo_ops.control.remote.target import Target
 
 
 INSPECT_MARK = "@@DAPO-INSPECT "
@@ -34,7 +36,7 @@ def probe_request(
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
     req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
     if req["accelerator"] == "npu":
-        from dapo_ops.control.planning import CANN_SET_ENV
+        from dapo_ops.control.launch.plan import CANN_SET_ENV
 
         req["cann_files"] = list(CANN_SET_ENV)
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
@@ -68,7 +70,7 @@ def probe_command(target: Target, req: dict, env: dict, env_file: str | None = N
     """The host command line that runs the probe with ``req`` in the container (``docker exec``; a bare host: its
     own shell), with ``env`` (``env_file``: a shell expansion naming a 0600 env file, for secrets) and the
     inventory's workdir. The only place that knows how the probe is invoked: the bundle op line (exit
-    :data:`~dapo_ops.control.remote_bundle.MISSING_RC` + mark when the bundle is missing)."""
+    :data:`~dapo_ops.control.remote.bundle.MISSING_RC` + mark when the bundle is missing)."""
     line = remote_bundle.op_line(
         remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight", [json.dumps(req)]
     )
@@ -82,7 +84,7 @@ def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None 
     text>``; after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
     container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
     runs in the host's shell. ``secret_env`` (e.g. a proxy URL with credentials) reaches the probe through a 0600
-    env file fed on stdin (:meth:`~dapo_ops.control.remote.Target.with_secret_file`), never the command line."""
+    env file fed on stdin (:meth:`~dapo_ops.control.remote.target.Target.with_secret_file`), never the command line."""
     exec_line = probe_command(target, req, env, env_file='"$f"' if secret_env else None)
     if target.bare:
         after = "exit 0"
@@ -106,7 +108,7 @@ def collect(
     target: Target, req: dict, *, env: dict | None = None, secret_env: dict | None = None, timeout: float = 120
 ) -> dict:
     """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip; when the container lacks the
-    bundle, install it (:func:`dapo_ops.control.remote_bundle.install`) and run once more. ``env``: public env of
+    bundle, install it (:func:`dapo_ops.control.remote.bundle.install`) and run once more. ``env``: public env of
     the probe (``docker exec -e``); ``secret_env``: env it gets through a 0600 file (:func:`_host_command`).
     Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str,

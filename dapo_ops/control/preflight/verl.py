@@ -1,7 +1,7 @@
 """verl checks from the probe's facts: ``python``, ``verl`` (version -> profile, :mod:`dapo_ops.core.profiles`),
 ``entry``, the Hydra ``overrides`` compose result, the modules verl 0.9 imports besides itself
 (``transfer_queue``, ``megatron.bridge``) and the ``cann`` environment; and the compose request sent to the
-container (:mod:`dapo_ops.control.validate`). Pure.
+container (:mod:`dapo_ops.control.preflight.compose`). Pure.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _overrides_check(comp: dict) -> Check:
     """The ``overrides`` check from a compose answer (:mod:`dapo_ops.agent.compose` run by the probe). An answer
     shared from another host of the fleet (:mod:`dapo_ops.control.preflight.group`) carries ``from`` and says so;
     ``error``: round 2 of the fleet could not run this host's compose."""
-    from dapo_ops.control import validate
+    from dapo_ops.control.preflight import compose as validate
 
     if comp.get("error"):
         return Check(
@@ -174,7 +174,7 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
 
 
 def _cann_checks(p: dict) -> list[Check]:
-    """Which CANN environment verl gets (the NPU launcher, ``planning.CANN_LAUNCHER``)."""
+    """Which CANN environment verl gets (the NPU launcher, ``launch.plan.CANN_LAUNCHER``)."""
     c = p.get("cann")
     if c is None:
         return []
@@ -202,7 +202,7 @@ def _cann_checks(p: dict) -> list[Check]:
 def _compose_request(host, pv: PlanView | None) -> dict | None:
     if pv is None or not pv.argv:
         return None
-    from dapo_ops.control import validate
+    from dapo_ops.control.preflight import compose as validate
 
     try:
         req = validate.request_for(pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", "/verl")))

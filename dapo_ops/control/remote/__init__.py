@@ -30,7 +30,7 @@ Local transport (inventory ``transport = "local"``): the host is this machine; t
 host command with :class:`invoke.Context` (``/bin/bash`` subprocess, same Result, timeout and stdin
 handling as Fabric's SSH runner) instead of SSH; connect/close are no-ops.
 
-A Target is not thread-safe: use one per thread (:mod:`dapo_ops.control.fanout` does).
+A Target is not thread-safe: use one per thread (:mod:`dapo_ops.control.remote.fanout` does).
 
 Connection reuse: ``Target(..., reuse=True)`` runs plain (no pty) commands through a per-user control master
 that keeps the host's SSH connection open between calls and processes (:mod:`dapo_ops.control.remote.sshmux`, like OpenSSH's
@@ -40,12 +40,8 @@ error kinds are the same. fabric and paramiko are imported only when a direct co
 Modules: :mod:`~dapo_ops.control.remote.target` (:class:`Target`), :mod:`~dapo_ops.control.remote.commands` (the
 quoted host command lines), :mod:`~dapo_ops.control.remote.errors` (:data:`KINDS`, :class:`RemoteError`, the
 classification of SSH and Docker failures), :mod:`~dapo_ops.control.remote.hostkeys` (accept-new),
-:mod:`~dapo_ops.control.remote.sshmux` (the control master's caller side) and
-:mod:`~dapo_ops.control.remote.master` (the master process).
+:mod:`~dapo_ops.control.remote.sshmux` (the control master's caller side),
+:mod:`~dapo_ops.control.remote.master` (the master process), :mod:`~dapo_ops.control.remote.bundle` (the ONE way code
+reaches a container: the bundle and the one-line calls into it) and :mod:`~dapo_ops.control.remote.fanout` (one
+function per host in parallel, one row per host).
 """
-
-from dapo_ops.control.remote.commands import q
-from dapo_ops.control.remote.errors import INSPECT_FORMAT, KINDS, ContainerState, RemoteError
-from dapo_ops.control.remote.target import Target
-
-__all__ = ["INSPECT_FORMAT", "KINDS", "ContainerState", "RemoteError", "Target", "q"]

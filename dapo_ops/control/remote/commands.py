@@ -1,4 +1,4 @@
-"""The host command lines of :class:`dapo_ops.control.remote.Target`, quoted for the host's shell.
+"""The host command lines of :class:`dapo_ops.control.remote.target.Target`, quoted for the host's shell.
 
 ``docker exec [-i] [-t] [-w DIR] [-e K=V ...] [--env-file F] <container> sh -c <cmd>`` (or ``<container> argv...``
 when ``cmd`` is a list: each element arrives as one argv element, byte for byte), or for a bare host
@@ -14,7 +14,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dapo_ops.control.inventory import Host
+    from dapo_ops.control.inventory.model import Host
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,7 +40,7 @@ def check_env(env: dict | None, what: str) -> dict[str, str]:
 
 class CommandLines:
     """Mixed into :class:`~dapo_ops.control.remote.target.Target`: builds (never runs) its host command lines
-    from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.Host`), ``self.container`` and ``self.bare``."""
+    from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.hosts.Host`), ``self.container`` and ``self.bare``."""
 
     if TYPE_CHECKING:  # provided by the class it is mixed into (Target)
         host: Host

@@ -1,6 +1,6 @@
 """The failure kinds of remote execution and how SSH / Docker failures map onto them.
 
-Every failure of :class:`dapo_ops.control.remote.Target` is a :class:`RemoteError` with a ``kind`` (one of
+Every failure of :class:`dapo_ops.control.remote.target.Target` is a :class:`RemoteError` with a ``kind`` (one of
 :data:`KINDS`) and a one-line message that says what to do. SSH kinds come from paramiko's exceptions
 (``paramiko/ssh_exception.py``: ``BadHostKeyException``, ``AuthenticationException``,
 ``NoValidConnectionsError``...) and socket errors (:func:`ssh_error`). Docker's own messages decide the docker

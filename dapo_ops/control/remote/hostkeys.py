@@ -1,4 +1,4 @@
-"""Host-key verification helpers of :class:`dapo_ops.control.remote.Target`: OpenSSH's ``accept-new`` as a
+"""Host-key verification helpers of :class:`dapo_ops.control.remote.target.Target`: OpenSSH's ``accept-new`` as a
 paramiko ``MissingHostKeyPolicy`` (``paramiko/client.py``); ``RejectPolicy`` is paramiko's own. A *changed* key is
 always refused (paramiko raises ``BadHostKeyException`` before consulting the policy).
 """

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 
 
 class Master:
-    """The master process: one :class:`~dapo_ops.control.remote.Target` (direct connection), one request at a time."""
+    """The master process: one :class:`~dapo_ops.control.remote.target.Target` (direct connection), one request at a time."""
 
     def __init__(self, spec: dict):
-        from dapo_ops.control.inventory import Host
+        from dapo_ops.control.inventory.model import Host
         from dapo_ops.control.remote.target import Target
 
         names = {f.name for f in dataclasses.fields(Host)}

@@ -1,10 +1,10 @@
 """SSH connection reuse across calls: a per-user control master per host, as OpenSSH's ``ControlMaster auto`` +
-``ControlPersist`` (``ssh_config(5)``), built on :class:`dapo_ops.control.remote.Target` itself (this module: the caller side; the master process is
+``ControlPersist`` (``ssh_config(5)``), built on :class:`dapo_ops.control.remote.target.Target` itself (this module: the caller side; the master process is
 :mod:`dapo_ops.control.remote.master`).
 
 The first reusing call to a host starts a detached master process (``python -m dapo_ops.control.remote.master``) that opens the
-SSH connection with the very same :class:`~dapo_ops.control.remote.Target` code (known_hosts verification with
-``RejectPolicy`` or accept-new, every :class:`~dapo_ops.control.remote.RemoteError` kind and message), listens on a Unix
+SSH connection with the very same :class:`~dapo_ops.control.remote.target.Target` code (known_hosts verification with
+``RejectPolicy`` or accept-new, every :class:`~dapo_ops.control.remote.errors.RemoteError` kind and message), listens on a Unix
 socket and runs each request as one new channel on that connection. Later calls (this process or the next CLI
 run) send their host command line to the socket: no TCP connect, no key exchange, no authentication, and the
 caller never imports paramiko or fabric. A master ends after :data:`DEFAULT_PERSIST_S` seconds without a request

@@ -3,7 +3,7 @@
 package docstring, :mod:`dapo_ops.control.remote`. Host keys are verified against ``known_hosts`` (inventory field,
 else the ssh_config's UserKnownHostsFile, else ``~/.ssh/known_hosts``) with paramiko's ``RejectPolicy``, or
 accept-new (:mod:`dapo_ops.control.remote.hostkeys`); failures are :class:`~dapo_ops.control.remote.errors.RemoteError`.
-A Target is not thread-safe: use one per thread (:mod:`dapo_ops.control.fanout` does).
+A Target is not thread-safe: use one per thread (:mod:`dapo_ops.control.remote.fanout` does).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from invoke.exceptions import CommandTimedOut, Failure, ThreadException, UnexpectedExit
 from invoke.runners import Result
 
-from dapo_ops.control.inventory import Host
+from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote.commands import CommandLines, check_env, q
 from dapo_ops.control.remote.errors import (
     INSPECT_FORMAT,
@@ -52,7 +52,7 @@ class _ChunkReader:
 class Target(CommandLines):
     """An inventory host and the container remote commands run in.
 
-    :param host: the :class:`~dapo_ops.control.inventory.Host`.
+    :param host: the :class:`~dapo_ops.control.inventory.hosts.Host`.
     :param container: container name; defaults to ``host.container``.
     :param accept_new_host_keys: accept and record host keys missing from known_hosts (explicit opt-in).
     :param connect_timeout: seconds; defaults to ``host.connect_timeout``.
@@ -201,7 +201,7 @@ class Target(CommandLines):
         cxn = self.connection()
         if self.local or cxn.is_connected:
             return
-        from dapo_ops.control.inventory import key_file_problem
+        from dapo_ops.control.inventory.hosts import key_file_problem
 
         why = key_file_problem(self.host, "identity_file")
         if why:

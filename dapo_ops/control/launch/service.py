@@ -3,21 +3,21 @@
 What ``inv launch`` / ``inv one-step-off`` do per host (:mod:`dapo_ops.cli.launch` parses the flags and prints), in
 the shape of invoke's ``Executor.execute`` (expand once, then run):
 
-1. :func:`gather_facts`: the run's container, ``--resume``'s earlier run (:func:`dapo_ops.control.resume.read_facts`),
+1. :func:`gather_facts`: the run's container, ``--resume``'s earlier run (:func:`dapo_ops.control.launch.resume.read_facts`),
    and the checks that would make the launch fail at once (:func:`quick_checks`: container stopped, a run already
    active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.quick``), whose one probe round trip also reads the
    device memory, the model's config.json and the learned-start memos (:class:`LaunchFacts`);
-2. :func:`build_plan`: the facts + the :class:`LaunchRequest` -> one immutable :class:`~dapo_ops.control.planning.Plan`
+2. :func:`build_plan`: the facts + the :class:`LaunchRequest` -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`
    (``check_spec`` once, the learned start or memory fit, ``--resume``, the run's env and notifier);
 3. execute: close an earlier run ``--resume`` continues whose supervisor died, write ``spec.json`` and ``secret.env``
    (0600), and start the supervisor with ONE call of the bundle op :mod:`dapo_ops.agent.runstart`, which answers
-   once verl has started (:func:`start_run`). The multi-host path (:mod:`dapo_ops.control.multihost`) uses the same
+   once verl has started (:func:`start_run`). The multi-host path (:mod:`dapo_ops.control.launch.multihost`) uses the same
    builder, checks and start.
 
-Every call into the container goes through :func:`dapo_ops.control.remote_bundle.run_op` (the one way in).
-Never prints or exits: returns values (:class:`~dapo_ops.control.fanout.Row`) or raises one-line typed errors
+Every call into the container goes through :func:`dapo_ops.control.remote.bundle.run_op` (the one way in).
+Never prints or exits: returns values (:class:`~dapo_ops.control.remote.fanout.Row`) or raises one-line typed errors
 (:class:`LaunchRefused` on a host, :class:`LaunchUsageError` before any host,
-:class:`~dapo_ops.control.remote.RemoteError`, :class:`~dapo_ops.control.planning.PlanError`).
+:class:`~dapo_ops.control.remote.errors.RemoteError`, :class:`~dapo_ops.control.launch.plan.PlanError`).
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from typing import Any, Mapping
 
 from dapo_ops.agent import notify
 from dapo_ops.agent import runstart
-from dapo_ops.control import planning
-from dapo_ops.control import proxy
-from dapo_ops.control import resume as resume_mod
-from dapo_ops.control.launch_errors import LaunchRefused, LaunchUsageError  # noqa: F401  (callers import them here)
-from dapo_ops.control import remote_bundle
-from dapo_ops.control import swanlab_cfg
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.remote import RemoteError
-from dapo_ops.control.resume import ResumeFacts
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.inventory import proxy
+from dapo_ops.control.launch import resume as resume_mod
+from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control.remote.fanout import Row
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.launch.resume import ResumeFacts
 from dapo_ops.core import runstate
 
 #: seconds the start op waits for run.json to leave ``starting`` after it started the supervisor
@@ -110,7 +110,7 @@ class LaunchFacts:
 
     ``host``: the inventory ``Host`` (a multi-host run: its head, with the cluster's device count). ``run_id``: the
     new run's id (:func:`dapo_ops.core.runstate.new_run_id`). ``resume``: the run ``--resume`` continues, as its
-    container has it (:class:`~dapo_ops.control.resume.ResumeFacts`), else None. ``memory``: the launch probe's
+    container has it (:class:`~dapo_ops.control.launch.resume.ResumeFacts`), else None. ``memory``: the launch probe's
     device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory_facts`), None
     without a probe (``--skip-preflight``, a multi-host run, the CLI's check before any host). ``topology``: a
     multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None.
@@ -125,7 +125,7 @@ class LaunchFacts:
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
     """The settings the plan is made from: ``req``'s, with what is not given now taken from the run ``--resume``
-    continues (:func:`dapo_ops.control.resume.resumed_settings`)."""
+    continues (:func:`dapo_ops.control.launch.resume.resumed_settings`)."""
     if facts.resume is None:
         return req.settings
     return resume_mod.resumed_settings(req.settings, facts.resume.spec)
@@ -149,15 +149,15 @@ def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
 
 
 def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
-    """THE plan of one launch: ``req`` with ``facts`` -> one immutable :class:`~dapo_ops.control.planning.Plan`
-    (:func:`dapo_ops.control.planning.make_plan`, called once: ``check_spec`` once, the learned start, else the
+    """THE plan of one launch: ``req`` with ``facts`` -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`
+    (:func:`dapo_ops.control.launch.plan.make_plan`, called once: ``check_spec`` once, the learned start, else the
     memory fit, from the probe's facts, ``--resume``'s checkpoint dir, names and features; the run's env, loggers
     and notifier). Pure. The CLI calls it with ``LaunchFacts(host, run_id)`` before contacting any host.
 
     A learned start is not looked up with ``--resume``, which continues the earlier run's own features.
     :raises PlanError: one line (settings, features, the memory fit).
     :raises LaunchRefused: kind ``resume``: the plan cannot continue the earlier run's checkpoints
-        (:func:`dapo_ops.control.resume.check`).
+        (:func:`dapo_ops.control.launch.resume.check`).
     """
     memory = facts.memory
     if memory is not None and req.resume:
@@ -171,7 +171,7 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
 
 
 def probe_view(facts: LaunchFacts, req: LaunchRequest) -> dict:
-    """What the launch probe looks at before the plan exists (:func:`dapo_ops.control.planning.draft_view`: the
+    """What the launch probe looks at before the plan exists (:func:`dapo_ops.control.launch.plan.draft_view`: the
     paths, entry module, modules, tracker and env of the run ``req`` asks for; the same arguments as
     :func:`build_plan` without the probe's facts). Raises PlanError (one line)."""
     return planning.draft_view(plan_settings(facts, req), facts.host, **_plan_args(facts, req))
@@ -368,7 +368,7 @@ def _refuse_resolvers(key: str, value) -> None:
 
 def refuse_if_busy(target, py: str) -> dict:
     """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, the bundle op run in the container by
-    :func:`dapo_ops.control.remote_bundle.run_op` with interpreter ``py``): refuse while a run is active, while verl
+    :func:`dapo_ops.control.remote.bundle.run_op` with interpreter ``py``): refuse while a run is active, while verl
     of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a Ray node of a multi-host run
     that is still up; Ray left over from a finished cluster run is ended first (``--sweep``). Raises
     :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
@@ -525,7 +525,7 @@ def start_run(
     try:
         target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
         if secret_env:
-            target.put_text(swanlab_cfg.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
+            target.put_text(swanlab_values.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
     except Exception:
         undo()
         raise

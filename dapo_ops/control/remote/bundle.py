@@ -31,10 +31,10 @@ from pathlib import Path
 
 from dapo_ops import __version__
 
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.errors import python_cannot_run
 
-PKG_DIR = Path(__file__).resolve().parent.parent
+PKG_DIR = Path(__file__).resolve().parents[2]  # dapo_ops/ (this file: dapo_ops/control/remote/bundle.py)
 #: the shipped tiers: everything under them (and the package's own ``__init__``) runs inside the training image
 SHIPPED = ("core", "agent")
 COMPLETE_MARK = ".complete"
@@ -160,7 +160,7 @@ def install(
     """Copy the bundle ``bdir`` into ``target``'s container (two commands: the base64 tar through stdin, then
     :func:`install_command`). A bundle already there is kept.
 
-    :raises dapo_ops.control.remote.RemoteError: on any remote failure; a ``python`` that cannot run is named as the
+    :raises dapo_ops.control.remote.errors.RemoteError: on any remote failure; a ``python`` that cannot run is named as the
         inventory field to fix (:func:`dapo_ops.control.remote.errors.python_cannot_run`).
     """
     import secrets
@@ -180,8 +180,8 @@ def install(
 def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:
     """Copy the bundle into ``target``'s container unless present; return its directory (for PYTHONPATH).
 
-    :param target: a :class:`dapo_ops.control.remote.Target`.
-    :raises dapo_ops.control.remote.RemoteError: on any remote failure.
+    :param target: a :class:`dapo_ops.control.remote.target.Target`.
+    :raises dapo_ops.control.remote.errors.RemoteError: on any remote failure.
     """
     files = bundle_files()
     bdir = bundle_dir(runs_dir, files)
@@ -236,10 +236,10 @@ def run_op(
     ``target.run``: ONE command when the bundle is installed; when it is missing, :func:`install` and once more.
 
     ``runs_dir`` (default the host's ``runs_path``) picks the bundle dir, ``python`` (default the host's) runs it;
-    ``run_kw`` goes to :meth:`dapo_ops.control.remote.Target.run` (``env``, ``secret_env``, ``workdir``,
+    ``run_kw`` goes to :meth:`dapo_ops.control.remote.target.Target.run` (``env``, ``secret_env``, ``workdir``,
     ``state_on_failure``). Returns its result (``.stdout``, ``.stderr``, ``.exited``).
 
-    :raises dapo_ops.control.remote.RemoteError: remote failures; kind ``command`` when ``check`` and the op
+    :raises dapo_ops.control.remote.errors.RemoteError: remote failures; kind ``command`` when ``check`` and the op
         exits non-zero.
     """
     h = target.host

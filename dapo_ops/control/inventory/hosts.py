@@ -16,7 +16,8 @@ Which file is read: ``--inventory PATH`` > ``$DAPO_OPS_INVENTORY`` > ``./hosts.t
 The model is :class:`Host` (types, ranges, enums and patterns as msgspec ``Annotated`` metadata); each table of the
 file is validated by msgspec against :data:`HostTable` (every field optional) / :class:`ProxyTable`, and
 :class:`HostsFile` is the whole file (``docs/hosts.schema.json`` is ``msgspec.json.schema(HostsFile)``, see
-:func:`json_schema`); all of them live in :mod:`dapo_ops.control.inventory_model` and are re-exported here. Every problem is an :class:`InventoryError` whose ``str()`` is ONE line naming the file,
+:func:`json_schema`); all of them live in :mod:`dapo_ops.control.inventory.model` (import them from there). Every
+problem is an :class:`InventoryError` whose ``str()`` is ONE line naming the file,
 the line (TOML's, or the key found in the text), the host and the field, e.g.
 ``hosts.toml:12: host 'h1': field 'port': expected an integer, got string '22'``. Loading never contacts a host.
 """
@@ -32,10 +33,7 @@ from pathlib import Path
 import msgspec
 from msgspec import UNSET
 
-from dapo_ops.control.inventory_model import (  # noqa: F401 - re-exported: the model is part of this module's API
-    ENV_NAME_PATTERN,
-    JUMP_PATTERN,
-    MAX_DEVICES,
+from dapo_ops.control.inventory.model import (
     NAME_PATTERN,
     SECRET_WORDS,
     Host,
@@ -44,7 +42,6 @@ from dapo_ops.control.inventory_model import (  # noqa: F401 - re-exported: the 
     ProxyTable,
     json_schema,
     problem_of,
-    rule,
 )
 
 if sys.version_info >= (3, 11):
@@ -493,7 +490,7 @@ def empty(defaults: dict | None = None) -> Inventory:
     return Inventory(path=None, hosts={}, proxy={k: "" for k in PROXY_KEYS}, defaults=dict(defaults or {}))
 
 
-if __name__ == "__main__":  # python -m dapo_ops.control.inventory > docs/hosts.schema.json
+if __name__ == "__main__":  # python -m dapo_ops.control.inventory.hosts > docs/hosts.schema.json
     import json
 
     print(json.dumps(json_schema(), indent=2))

@@ -4,7 +4,7 @@ Inputs come from :mod:`dapo_ops.agent.probe` (one ``docker exec`` per host): the
 (schema: docs/design.md "Run directory and run.json"), at most ``tail_bytes`` (default 64 KiB) from the end of its
 ``train.log``, liveness of the recorded supervisor PID and verl process group, and the container's clock.
 Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size. The table's display
-strings of a row are :mod:`dapo_ops.control.statustable`'s.
+strings of a row are :mod:`dapo_ops.control.status.table`'s.
 
 Log formats parsed (verl/utils/logger/aggregate_logger.py): the console metrics line ``step:<N> - <key>:<value> - ...`` (anywhere in a line,
 numpy-2 values such as ``np.float64(0.25)`` unwrapped), the tqdm bar ``Training Progress:  35%|...| 212/600
@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import logformat
-from dapo_ops.core.logformat import normalise_line, parse_metrics_line, parse_value, split_lines  # noqa: F401
+from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
 #: the three key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device.

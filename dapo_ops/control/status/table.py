@@ -1,13 +1,13 @@
-"""The status table's cells: a :class:`~dapo_ops.control.statusview.StatusRow` as display strings (operator side,
+"""The status table's cells: a :class:`~dapo_ops.control.status.rows.StatusRow` as display strings (operator side,
 pure): the columns, durations (``1h02m``), feature lists (OOM-added ones marked ``+name(source)``), metric numbers.
 ``inv status`` prints them (``dapo_ops/cli/status.py`` render_table), ``watch``'s lines use the same durations and
-feature lists (:mod:`dapo_ops.control.statusevents`)."""
+feature lists (:mod:`dapo_ops.control.status.events`)."""
 
 from __future__ import annotations
 
 import math
 
-from dapo_ops.control.statusview import ERROR, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD, StatusRow
 from dapo_ops.core.runstate import ACTIVE_STATUSES
 
 

@@ -7,11 +7,11 @@
    trainer pool; one-step-off = trainer pool on the first half of the hosts, rollout pool on the rest) and the
    plan made for the head with the topology's ``trainer.nnodes`` / ``n_gpus_per_node`` (and ``rollout.*``);
 2. ``checks``: bundle + quick checks on every host (container running, no active run, devices), ``--resume``;
-3. ``ray``: the Ray cluster (:func:`dapo_ops.control.cluster_ops.start`: head in the first host's container, a
+3. ``ray``: the Ray cluster (:func:`dapo_ops.control.launch.raycluster.start`: head in the first host's container, a
    worker in each other one, bounded wait for every node; it ends what it started itself when it fails);
-4. ``run``: ``spec.json`` on the head with ``ray`` (the :class:`~dapo_ops.control.cluster_ops.ClusterHandle`)
+4. ``run``: ``spec.json`` on the head with ``ray`` (the :class:`~dapo_ops.control.launch.raycluster.ClusterHandle`)
    and ``RAY_ADDRESS=<head>:6379`` in verl's env (verl's ``ray.init`` joins this cluster instead of starting
-   its own), then the supervisor on the head (:func:`dapo_ops.control.launch.start_run`).
+   its own), then the supervisor on the head (:func:`dapo_ops.control.launch.service.start_run`).
 
 On any failure after step 2 what was started is torn down in reverse (the run dir, then this run's Ray
 sessions) and :class:`ClusterLaunchError` says what went wrong in one line. The Ray sessions' pid files and logs
@@ -28,20 +28,21 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
-from dapo_ops.control import cluster_ops
-from dapo_ops.control import launch as launch_svc
-from dapo_ops.control import resume as resume_mod
-from dapo_ops.control import planning
-from dapo_ops.control.launch import LaunchRefused, LaunchRequest
-from dapo_ops.control.remote import RemoteError
+from dapo_ops.control.launch import raycluster as cluster_ops
+from dapo_ops.control.launch import service as launch_svc
+from dapo_ops.control.launch import resume as resume_mod
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch.service import LaunchRequest
+from dapo_ops.control.launch.errors import LaunchRefused
+from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
-from dapo_ops.core.raynodes import cluster_dir  # noqa: F401  (cli/multihost.py and tests use it here)
+from dapo_ops.core.raynodes import cluster_dir
 from dapo_ops.core import runstate
 from dapo_ops.core.topology import Node, TopologyError
 
 if TYPE_CHECKING:
-    from dapo_ops.control.fanout import Row
+    from dapo_ops.control.remote.fanout import Row
 
 #: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
 JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
@@ -60,7 +61,7 @@ class ClusterLaunchError(Exception):
 
 @dataclasses.dataclass
 class ClusterRun:
-    """A started multi-host run: ``row`` is :func:`launch.start_run`'s (``data``: run_id, run_dir, log, status,
+    """A started multi-host run: ``row`` is :func:`launch.service.start_run`'s (``data``: run_id, run_dir, log, status,
     swanlab_url, container); ``spec`` the spec.json written (the plan's, with the cluster's ``ray`` handle and
     ``RAY_ADDRESS``); ``resumed`` the ``--resume`` line or None."""
 
@@ -114,7 +115,7 @@ def cluster_plan(
     """The plan of a multi-host run (``--dry-run``): :func:`planning.make_plan` for the head with the whole cluster's
     devices and the topology's settings (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``,
     ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
-    builds the same plan through :func:`dapo_ops.control.launch.build_plan`.
+    builds the same plan through :func:`dapo_ops.control.launch.service.build_plan`.
 
     Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
     """
@@ -138,7 +139,7 @@ def _prefixed(name: str, msg: str) -> str:
 
 
 def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | None = None) -> None:
-    """The quick checks (:func:`launch.quick_checks`, the same rule as one host; each op installs the bundle where
+    """The quick checks (:func:`launch.service.quick_checks`, the same rule as one host; each op installs the bundle where
     it is missing) on every host in parallel. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
     (and how many others refused); nothing is started by the checks. ``req``: every host also checks the tracker
     (verl's ``Tracking``, ``verl/trainer/ppo/v1/trainer_base.py:423``, runs in the ``TaskRunnerV1`` Ray actor,
@@ -319,8 +320,8 @@ def dry_run_plan(
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
     """
-    from dapo_ops.control import inventory as inv_mod
-    from dapo_ops.control import plan as plan_mod
+    from dapo_ops.control.inventory import hosts as inv_mod
+    from dapo_ops.control.launch import dryrun as plan_mod
     from dapo_ops.control import settings as settings_mod
 
     path = inv_mod.resolve_path(inventory or None)

@@ -1,14 +1,14 @@
 """Looking at runs on hosts: the status probe, status rows (a Ray worker host of a multi-host run as part of its
 head's run), log paths and ``logs --errors`` excerpts (operator side; returns values or raises typed errors, never
-prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.stopruns`, the ``watch`` loop
-:mod:`dapo_ops.control.watchloop`; both look through this module's :func:`probe` / :func:`fan`.
+prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.status.stop`, the ``watch`` loop
+:mod:`dapo_ops.control.status.watch`; both look through this module's :func:`probe` / :func:`fan`.
 
 Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
-with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.Target.look_command`; the
-bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote_bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
+with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.target.Target.look_command`; the
+bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
-the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.statusview` turns that
-into a row. Hosts are probed in parallel (:func:`dapo_ops.control.fanout.run`, one thread per host) over each host's
+the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.status.rows` turns that
+into a row. Hosts are probed in parallel (:func:`dapo_ops.control.remote.fanout.run`, one thread per host) over each host's
 reused SSH connection (a control master that outlives the process, :mod:`dapo_ops.control.remote.sshmux`).
 The CLI tasks (``dapo_ops/cli/status.py``) parse flags, call these, print and exit.
 """
@@ -21,10 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dapo_ops.agent import runlogs
-from dapo_ops.control import fanout, remote_bundle, statusevents, statusview
-from dapo_ops.control.fanout import Row
-from dapo_ops.control.remote import RemoteError, Target
-from dapo_ops.control.statusview import ERROR, NO_RUN, StatusRow
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.status import events as statusevents
+from dapo_ops.control.status import rows as statusview
+from dapo_ops.core import logformat
+from dapo_ops.control.remote.fanout import Row
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
+from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
 
@@ -51,7 +56,7 @@ class StatusError(Exception):
 def fan(
     chosen: list, fn, timeout: float, connect_timeout: float | None = None
 ) -> list[tuple[str, dict[str, Any] | str]]:
-    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.fanout.run` over each host's
+    """Run ``fn(target) -> dict`` on every host in parallel (:func:`dapo_ops.control.remote.fanout.run` over each host's
     reused SSH connection, ``Target.reuse``; overall deadline ``timeout`` seconds).
 
     :returns: ``[(host_name, answer_dict | error_line)]`` in host order; an error line is one line naming the host.
@@ -325,8 +330,8 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
     :param evidence: normalised evidence lines (``Verdict.evidence``: ANSI and Ray prefixes stripped).
     :returns: list of blocks, each a list of lines; evidence lines are marked with ``>> ``, context with ``   ``.
     """
-    lines = statusview.split_lines(text)
-    norm = [statusview.normalise_line(ln).strip() for ln in lines]
+    lines = logformat.split_lines(text)
+    norm = [logformat.normalise_line(ln).strip() for ln in lines]
     wanted = [e.strip() for e in evidence if e and e.strip()]
     hits = sorted({i for i, n in enumerate(norm) for e in wanted if n and (n == e or e in n)})
     spans: list[tuple[int, int]] = []
@@ -338,7 +343,7 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
             spans.append((lo, hi))
     hitset = set(hits)
     return [
-        [(">> " if j in hitset else "   ") + statusview.normalise_line(lines[j]) for j in range(lo, hi)]
+        [(">> " if j in hitset else "   ") + logformat.normalise_line(lines[j]) for j in range(lo, hi)]
         for lo, hi in spans
     ]
 

@@ -1,8 +1,8 @@
 """The ``hosts.toml`` model: :class:`Host` (types, ranges, enums and patterns as msgspec ``Annotated`` metadata,
 each with its one-line ``problem`` text: :func:`rule`), the per-table msgspec types (:data:`HostTable`,
 :class:`ProxyTable`), the whole file (:class:`HostsFile`) and its JSON Schema (:func:`json_schema`, written to
-``docs/hosts.schema.json`` by ``python -m dapo_ops.control.inventory``). Loading and the error messages are
-:mod:`dapo_ops.control.inventory`.
+``docs/hosts.schema.json`` by ``python -m dapo_ops.control.inventory.hosts``). Loading and the error messages are
+:mod:`dapo_ops.control.inventory.hosts`.
 """
 
 import dataclasses
@@ -195,17 +195,18 @@ def _field_type(f: dataclasses.Field):
 
 def _host_proxy_check(self) -> None:
     """A host table's ``env`` proxy entries (the per-host proxy of ``runtime = "host"``) follow the one proxy rule
-    (:func:`dapo_ops.control.proxy.problem`, :func:`~dapo_ops.control.proxy.no_proxy_problem`) and carry no
+    (:func:`dapo_ops.control.inventory.proxy.problem`, :func:`~dapo_ops.control.inventory.proxy.no_proxy_problem`) and carry no
     credentials: that env is exported on the host's command line (dapo_ops/control/remote/commands.py
-    ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.explain`)."""
-    from dapo_ops.control import proxy
+    ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.hosts.explain`)."""
+    from dapo_ops.control.inventory import proxy
+    from dapo_ops.core import redact
 
     for k, v in (self.env if self.env is not UNSET else {}).items():
         if k.lower() in proxy.PROXY_VARS and v.strip().lower() not in proxy.NONE_ANSWERS:
             why = proxy.problem(v.strip())
             if why:
                 raise ValueError(f"env: {k}={proxy.shown(v)!r} is not a proxy URL ({why}); set it to {proxy.FORM}")
-            if proxy.has_credentials(v):
+            if redact.has_credentials(v):
                 raise ValueError(
                     f"env: {k} carries credentials and a host's env is exported on its command line: "
                     f"move the proxy to hosts.toml [proxy] {k.lower()} or the env var {k.lower()} "
@@ -240,10 +241,10 @@ class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
     no_proxy: str = ""
 
     def __post_init__(self):
-        """The one proxy rule (:func:`dapo_ops.control.proxy.problem`, :func:`~dapo_ops.control.proxy.no_proxy_problem`;
+        """The one proxy rule (:func:`dapo_ops.control.inventory.proxy.problem`, :func:`~dapo_ops.control.inventory.proxy.no_proxy_problem`;
         also used by the settings and quickstart); msgspec turns the ValueError into its ValidationError, whose text
-        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.explain` reads."""
-        from dapo_ops.control import proxy
+        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.hosts.explain` reads."""
+        from dapo_ops.control.inventory import proxy
 
         for k in ("http_proxy", "https_proxy"):
             v = getattr(self, k).strip()
@@ -270,7 +271,7 @@ class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 #: a word of an env name that marks a secret (``HF_TOKEN``, ``API_KEY``; not ``TOKENIZERS_PARALLELISM``): refused in
-#: a host's ``env`` (hosts.toml is kept in git), :func:`dapo_ops.control.inventory.loads`
+#: a host's ``env`` (hosts.toml is kept in git), :func:`dapo_ops.control.inventory.hosts.loads`
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
 
 
@@ -282,13 +283,13 @@ def _ci(word: str) -> str:
 
 
 def _schema_rules(schema: dict) -> dict:
-    """The loader's rules that span fields or tables, or live in code (:func:`dapo_ops.control.proxy.problem`),
+    """The loader's rules that span fields or tables, or live in code (:func:`dapo_ops.control.inventory.proxy.problem`),
     added to msgspec's schema from the same constants: an address (or ``transport = "local"``) per host, a
     container unless ``runtime = "host"`` and none with it, no secret-named ``env`` key, proxy URLs of the
     proxy rule's schemes without credentials, spaces or shell characters in a host's ``env``. What no schema can
     say: that ``ssh_config`` / ``identity_file`` / ``known_hosts`` exist on the operator's machine (the loader and
     ``hosts --check`` say it)."""
-    from dapo_ops.control import proxy
+    from dapo_ops.control.inventory import proxy
 
     none = "|".join(_ci(a) if a.isascii() else a for a in sorted(proxy.NONE_ANSWERS) if a)
     port = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"

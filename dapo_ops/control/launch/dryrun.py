@@ -1,4 +1,4 @@
-"""Render a launch :class:`~dapo_ops.control.planning.Plan` (``inv launch --dry-run``), secrets redacted.
+"""Render a launch :class:`~dapo_ops.control.launch.plan.Plan` (``inv launch --dry-run``), secrets redacted.
 
 Shows the resolved features with their sources (and the user's ``-name`` choices), the escalation
 ladder that would follow, the exact command line, the checkpoint dir and the log path, plus the
@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control.planning import Plan, make_plan, trainer_note
+from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
 from dapo_ops.core.redact import redact_env
 
 
@@ -100,10 +100,11 @@ def render_text(plan: Plan, width: int = 160) -> str:
 
 def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
     """``(logger_enabled, note)`` by the rule a real launch applies
-    (:meth:`dapo_ops.control.swanlab_cfg.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
+    (:meth:`dapo_ops.control.launch.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
     line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
     not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
-    from dapo_ops.control import swanlab_cfg
+    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+    from dapo_ops.control.launch import swanlab_values
 
     try:
         sw = swanlab_cfg.resolve(
@@ -112,7 +113,7 @@ def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -
             mode_flag=settings.get("swanlab_mode") or None,
             stdin_isatty=False,
         )
-    except swanlab_cfg.SwanlabConfigError as e:
+    except swanlab_values.SwanlabConfigError as e:
         return False, f"SwanLab: a launch would stop here: {e}"
     if sw.logger_enabled:
         return True, f"SwanLab: mode {sw.mode}" + (f", server {sw.host}" if sw.host else "")
@@ -149,10 +150,10 @@ def dry_run(
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
 
-    Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.planning.PlanError` or
-    :class:`dapo_ops.control.inventory.InventoryError` (all one line) for a task to turn into ``Exit``.
+    Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
+    :class:`dapo_ops.control.inventory.hosts.InventoryError` (all one line) for a task to turn into ``Exit``.
     """
-    from dapo_ops.control import inventory as inv_mod
+    from dapo_ops.control.inventory import hosts as inv_mod
     from dapo_ops.core import runstate
     from dapo_ops.control import settings as settings_mod
 

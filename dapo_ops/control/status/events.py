@@ -1,11 +1,11 @@
 """What ``watch`` prints between two looks at a host (operator side, pure): state changes, a new attempt and the
 features it added, the finished line, suggestions, a Ray worker's one line (:func:`events`, :func:`worker_line`,
-:func:`is_finished`); the rows themselves are :mod:`dapo_ops.control.statusview`'s."""
+:func:`is_finished`); the rows themselves are :mod:`dapo_ops.control.status.rows`'s."""
 
 from __future__ import annotations
 
-from dapo_ops.control.statustable import fmt_duration, fmt_features
-from dapo_ops.control.statusview import FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line
+from dapo_ops.control.status.table import fmt_duration, fmt_features
+from dapo_ops.control.status.rows import FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line
 from dapo_ops.core.runstate import FAILED, TERMINAL_STATUSES
 
 

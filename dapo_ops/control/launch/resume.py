@@ -1,10 +1,10 @@
 """``--resume``: a new run that continues an earlier one from its checkpoints (operator side; returns values or
-raises :class:`~dapo_ops.control.launch_errors.LaunchRefused`, never prints).
+raises :class:`~dapo_ops.control.launch.errors.LaunchRefused`, never prints).
 
 The launch gathers the facts first: :func:`read_facts` reads the earlier run's spec.json, run.json and checkpoint
 step from its container (:class:`ResumeFacts`); :func:`resumed_settings` takes the settings not given now from its
 spec (precedence: now > the resumed run > defaults). The plan is then built once
-(:func:`dapo_ops.control.planning.make_plan` with ``resume``: :func:`carry` points the new run at the earlier run's
+(:func:`dapo_ops.control.launch.plan.make_plan` with ``resume``: :func:`carry` points the new run at the earlier run's
 checkpoint dir and experiment, keeps its explicit and ladder-added features and the FSDP strategy its checkpoint was
 written with: fsdp and fsdp2 checkpoints do not load into each other); :func:`check` refuses a layout
 (:data:`RESUME_FIXED`), mode or step count the checkpoints cannot continue; only then :func:`close_earlier` marks an
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from dapo_ops.control.launch_errors import LaunchRefused
+from dapo_ops.control.launch.errors import LaunchRefused
 from dapo_ops.core import defaults, overrides, runstate
 
 
@@ -58,7 +58,7 @@ def read_facts(target, run_id: str) -> ResumeFacts:
     """The :class:`ResumeFacts` of run ``run_id`` in ``target``'s container (reads only).
 
     :raises LaunchRefused: kind ``resume`` when there is no such run (one line: how to list runs).
-    :raises dapo_ops.control.remote.RemoteError: the host cannot be reached.
+    :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached.
     """
     host = target.host
     old_dir = runstate.run_dir_for(host.runs_path, run_id)
@@ -114,7 +114,7 @@ def carry(facts: ResumeFacts, fs):
     ``ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``), ``experiment`` and ``project`` of the
     earlier run (the spec's ``strategy`` is ``facts.strategy``: the planner sets it), and ``fs`` (:class:`~dapo_ops.core.features.FeatureSet`) with the features the earlier run asked for
     explicitly, began with from a learned start or had its OOM ladder add (unless turned off now). Pure; called by
-    :func:`dapo_ops.control.planning.make_plan`."""
+    :func:`dapo_ops.control.launch.plan.make_plan`."""
     old_s = facts.spec.get("settings") or {}
     carried = {k: old_s[k] for k in ("ckpt_dir", "experiment", "project") if old_s.get(k)}
     for f in facts.record.get("features") or facts.spec.get("features") or []:
@@ -176,7 +176,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
     ``inv stop``: nobody ran stop. Call it after :func:`check` and the quick checks passed: a refused resume
     leaves the earlier run's record as it was."""
     if facts.record.get("status") in ("starting", "running", "retrying"):
-        from dapo_ops.control.status import probe
+        from dapo_ops.control.status.probe import probe
 
         probe(
             target,

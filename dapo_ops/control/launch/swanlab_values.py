@@ -1,6 +1,7 @@
 """SwanLab values checked one at a time: modes, hosts, the run id derived from a dapo-ops run id, and the
-``secret.env`` text; :class:`SwanlabConfigError` for every bad one. Stdlib only; :mod:`dapo_ops.control.swanlab_cfg`
-(the resolution: env > config file > prompt) uses these and re-exports them.
+``secret.env`` text; :class:`SwanlabConfigError` for every bad one. Stdlib only;
+:mod:`dapo_ops.control.launch.swanlab_settings` (the resolution: env > config file > prompt) uses these; callers import
+them from here.
 
 Facts (swanlab.md = the project's SwanLab reference): SwanLab 0.10 reads a host without a scheme as ``https://``
 and drops any path (appending ``/api`` itself), 0.7 wants ``/api``; modes are ``cloud|local|offline|disabled``

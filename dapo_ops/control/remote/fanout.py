@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from dapo_ops.control.inventory import Host
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 
 # rich is imported by the functions that render (a task that prints no table never loads it)
 
@@ -35,7 +36,7 @@ class Row:
 
     :ivar cells: column name -> text for the table (one line each).
     :ivar ok: False marks the host failed (exit code non-zero).
-    :ivar kind: failure kind (a :data:`dapo_ops.control.remote.KINDS` value, or a task's own word) or "" when ok.
+    :ivar kind: failure kind (a :data:`dapo_ops.control.remote.errors.KINDS` value, or a task's own word) or "" when ok.
     :ivar message: one line shown in the ``detail`` column.
     :ivar data: anything the task wants to keep (not rendered), e.g. parsed versions.
     """
@@ -128,7 +129,7 @@ def run(
         (its daemon thread is abandoned: neither this call nor interpreter exit waits for it). Per-command timeouts in ``fn`` should be
         shorter so the real reason is reported.
     :param max_workers: thread count; default ``min(32, len(hosts))``.
-    :param accept_new_host_keys: passed to each :class:`~dapo_ops.control.remote.Target`.
+    :param accept_new_host_keys: passed to each :class:`~dapo_ops.control.remote.target.Target`.
     :param reuse: each Target runs its plain commands through the host's control master (``Target.reuse``).
     :returns: one :class:`HostResult` per host, in input order.
     """

@@ -1,9 +1,9 @@
 """Bring a Ray cluster up across the hosts' containers, wait for it, and tear it down (operator side).
 
 The pure parts (topology, ``ray start`` argv, per-node collective env) are in
-:mod:`dapo_ops.core.topology`; this module does the remote calls through :class:`dapo_ops.control.remote.Target`,
+:mod:`dapo_ops.core.topology`; this module does the remote calls through :class:`dapo_ops.control.remote.target.Target`,
 each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|wait|lead|stop> ...``
-(:func:`dapo_ops.control.remote_bundle.run_op`: the bundle is installed first where it is missing).
+(:func:`dapo_ops.control.remote.bundle.run_op`: the bundle is installed first where it is missing).
 
 Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
 stdlib leader (``raysession lead``: :func:`dapo_ops.agent.raysession.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
@@ -26,8 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dapo_ops.control import remote_bundle
-from dapo_ops.control.remote import RemoteError, Target
+from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.core import raynodes, topology
 from dapo_ops.core.topology import Node, Topology
 

@@ -1,13 +1,14 @@
 """The ``watch`` loop's state across looks (operator side, pure: rows in, lines and an exit code out): the last row
 per host, the hosts whose run ended, the hosts briefly unreachable, the Ray worker hosts of a watched head's run
-(:func:`dapo_ops.control.status.worker_of`). What a change prints is :mod:`dapo_ops.control.statusevents`'s; the
-looks themselves are :func:`dapo_ops.control.status.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
+(:func:`dapo_ops.control.status.probe.worker_of`). What a change prints is :mod:`dapo_ops.control.status.events`'s; the
+looks themselves are :func:`dapo_ops.control.status.probe.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
 
 from __future__ import annotations
 
-from dapo_ops.control import statusevents, statusview
-from dapo_ops.control.status import cluster_heads, worker_of
-from dapo_ops.control.statusview import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.control.status import events as statusevents
+from dapo_ops.control.status import rows as statusview
+from dapo_ops.control.status.probe import cluster_heads, worker_of
+from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
 from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
 
 #: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
@@ -105,10 +106,10 @@ class Watch:
         return out
 
     def progress(self, now: float, every_s: float = PROGRESS_EVERY_S) -> list[str]:
-        """Progress lines (run id, step, rate, ETA: :func:`dapo_ops.control.statustable.summary_line`) of the live
+        """Progress lines (run id, step, rate, ETA: :func:`dapo_ops.control.status.table.summary_line`) of the live
         runs no line has named for ``every_s`` seconds of the caller's clock ``now``; each resets its timer.
         ``watch`` prints them on a terminal only, between state changes (at most one a minute per run)."""
-        from dapo_ops.control.statustable import summary_line
+        from dapo_ops.control.status.table import summary_line
 
         out = []
         for host, row in self.prev.items():

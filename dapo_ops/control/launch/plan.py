@@ -1,7 +1,7 @@
 """Settings + host (+ the host's facts) -> a launch plan: the run spec, features, verl argv, ladder, paths.
 
-Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.plan`),
-by ``launch`` (:func:`dapo_ops.control.launch.build_plan`: the facts first, then ONE plan, whose ``spec`` it writes
+Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.launch.dryrun`),
+by ``launch`` (:func:`dapo_ops.control.launch.service.build_plan`: the facts first, then ONE plan, whose ``spec`` it writes
 as ``<run_dir>/spec.json``) and by preflight (which composes ``plan.argv`` against the container's verl). Pure: no
 SSH, no file reads; works with ``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir
 ``/verl``). A :class:`Plan` is immutable (its spec, argv and lists too): what a launch learns later is passed in as
@@ -14,7 +14,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NoReturn
 
-from dapo_ops.control.proxy import PROXY_VARS
+from dapo_ops.control.inventory.proxy import PROXY_VARS
 from dapo_ops.control.settings import Settings, SettingsError, check_tracker_names
 from dapo_ops.core import defaults
 from dapo_ops.core import features as features_mod
@@ -173,13 +173,13 @@ def make_plan(
     ``<runs_dir>/.learned``, the same probe) give a learned start: a memo of the same key, not contrary to an
     explicit setting, starts the plan on its rungs (source ``learned``; the estimate then only reports);
     ``memos`` None: not looked up (``--resume``, with ``learned_skip``: why).
-    ``resume``: :class:`dapo_ops.control.resume.ResumeFacts` of the run ``--resume`` continues (``settings`` are
-    already :func:`~dapo_ops.control.resume.resumed_settings`): the plan takes its checkpoint dir, experiment and
+    ``resume``: :class:`dapo_ops.control.launch.resume.ResumeFacts` of the run ``--resume`` continues (``settings`` are
+    already :func:`~dapo_ops.control.launch.resume.resumed_settings`): the plan takes its checkpoint dir, experiment and
     project, keeps its explicit, learned and ladder-added features and sets ``spec["resume_of"]``
-    (:func:`dapo_ops.control.resume.carry`). ``topology``: a multi-host run's settings
+    (:func:`dapo_ops.control.launch.resume.carry`). ``topology``: a multi-host run's settings
     (:meth:`dapo_ops.core.topology.Topology.settings`: ``nnodes``, ``n_gpus_per_node``, the pools), over the
     settings before the check (which then skips the per-host device count: the topology checked it).
-    ``public_env``: the launch's public env of verl (its proxy variables and SwanLab's, ``control.launch``): the
+    ``public_env``: the launch's public env of verl (its proxy variables and SwanLab's, ``control.launch.service``): the
     plan's proxy variables give way to it. ``notify``: the spec's ``notify`` (the notifier's public config).
     Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
     ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
@@ -365,7 +365,9 @@ def _make_plan(
     if v["swanlab_mode"]:
         env["SWANLAB_MODE"] = v["swanlab_mode"]
     env.update(run_env(v, profile, _host_attr(host, "accelerator")))
-    if public_env is not None:  # the launch's: its proxy variables (control.proxy.run_proxy_env) and SwanLab's
+    if (
+        public_env is not None
+    ):  # the launch's: its proxy variables (control.inventory.proxy.run_proxy_env) and SwanLab's
         env = {k: x for k, x in env.items() if k.lower() not in PROXY_VARS}
         env.update(public_env)
     spec = {
@@ -411,7 +413,7 @@ def _make_plan(
     fs, mem_lines = _memory_fit(spec, fs, memory)
     mem_lines = learned_lines + mem_lines
     if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
-        from dapo_ops.control import resume as resume_mod
+        from dapo_ops.control.launch import resume as resume_mod
 
         carried, fs = resume_mod.carry(resume, fs)
         s.update(carried)

@@ -35,11 +35,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from dapo_ops.control import userconfig
-from dapo_ops.control.swanlab_values import (  # noqa: F401 - re-exported: the names callers use
-    MODES,
+from dapo_ops.control.launch.swanlab_values import (
     SwanlabConfigError,
     clean_value,
-    env_file_text,
     normalize_host,
     normalize_mode,
     swanlab_run_id,

@@ -1,5 +1,5 @@
 """The launch request: what ``inv launch`` / ``inv one-step-off`` were given, checked and resolved into a
-:class:`~dapo_ops.control.launch.LaunchRequest` (or what ``--dry-run`` shows), or ONE usage error; and the start of
+:class:`~dapo_ops.control.launch.service.LaunchRequest` (or what ``--dry-run`` shows), or ONE usage error; and the start of
 the single-host runs across the hosts.
 
 :func:`build` is the one function the launch tasks call (:mod:`dapo_ops.cli.launch` parses the flags into
@@ -16,7 +16,7 @@ The operator's environment is a mapping passed in and never written: ``--swanlab
 and the dry-run plan as the ``SWANLAB_HOST`` of a copy (it used to be written into ``os.environ``).
 
 Never prints or exits: returns :class:`DryRun` or :class:`Launch`, raises :class:`LaunchUsageError` (one line);
-:func:`start` returns one :class:`~dapo_ops.control.fanout.HostResult` per host.
+:func:`start` returns one :class:`~dapo_ops.control.remote.fanout.HostResult` per host.
 """
 
 from __future__ import annotations
@@ -26,23 +26,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dapo_ops.agent import notify
-from dapo_ops.control import fanout
-from dapo_ops.control import launch as svc
-from dapo_ops.control import planning
-from dapo_ops.control import proxy
+from dapo_ops.control.remote import fanout
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control import swanlab_cfg
+from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control import userconfig
-from dapo_ops.control.fanout import HostResult, Row
-from dapo_ops.control.inventory import Host, Inventory
-from dapo_ops.control.launch import LaunchProgress, LaunchRefused, LaunchRequest
-from dapo_ops.control.launch_errors import LaunchUsageError
-from dapo_ops.control.remote import Target
+from dapo_ops.control.remote.fanout import HostResult, Row
+from dapo_ops.control.inventory.hosts import Inventory
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.launch.service import LaunchProgress, LaunchRequest
+from dapo_ops.control.launch.errors import LaunchRefused
+from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.remote.target import Target
 from dapo_ops.core import redact
 from dapo_ops.core import runstate
 
-#: seconds a host's launch may take besides waiting for its run to start (:data:`~dapo_ops.control.launch.START_WAIT_S`,
-#: :data:`~dapo_ops.control.launch.SETTLE_S`) and for the SwanLab link (``--link-wait``): the bundle install, the
+#: seconds a host's launch may take besides waiting for its run to start (:data:`~dapo_ops.control.launch.service.START_WAIT_S`,
+#: :data:`~dapo_ops.control.launch.service.SETTLE_S`) and for the SwanLab link (``--link-wait``): the bundle install, the
 #: quick checks, the memory fit and the spec writes over SSH
 HOST_WORK_S = 180.0
 
@@ -74,7 +77,7 @@ class TaskArgs:
 
 @dataclass(frozen=True)
 class DryRun:
-    """What ``--dry-run`` renders (:func:`dapo_ops.control.plan.dry_run`, or the multi-host plan of several hosts
+    """What ``--dry-run`` renders (:func:`dapo_ops.control.launch.dryrun.dry_run`, or the multi-host plan of several hosts
     unless ``independent``): no host is contacted and nothing is asked. ``flags`` include ``swanlab_mode`` when
     given; ``env`` is the operator's environment as the plan must see it (``--swanlab-host`` as ``SWANLAB_HOST``);
     ``resume``: the run id the launch would continue ("" = none)."""
@@ -93,7 +96,7 @@ class DryRun:
 @dataclass(frozen=True)
 class Launch:
     """A launch to start: the request, the selected hosts (head first), ``cluster`` (True: ONE run on a Ray cluster
-    across them, :func:`dapo_ops.control.multihost.launch_cluster`; False: one run per host, :func:`start`),
+    across them, :func:`dapo_ops.control.launch.multihost.launch_cluster`; False: one run per host, :func:`start`),
     ``hosts_given`` (False when no ``-H`` chose them: every host of the inventory), ``secrets`` (every secret value
     known, to redact whatever is printed) and ``notes`` (redacted lines for the operator, e.g. a config file others
     can read)."""
@@ -127,7 +130,7 @@ def build(
     :param env: the operator's environment (read only; ``os.environ`` from the task).
     :param select_hosts: the task's host selection (``-H``, ``--inventory``, the program's core flags), called once,
         for a launch only, after every check that needs no host; whatever it raises propagates.
-    :param progress: what the task's Ctrl-C line reads (:class:`~dapo_ops.control.launch.LaunchProgress`): its
+    :param progress: what the task's Ctrl-C line reads (:class:`~dapo_ops.control.launch.service.LaunchProgress`): its
         ``hosts`` are set here; a new one when None.
     :param stdin_isatty: whether the SwanLab setup may ask for a missing key (None: whether stdin is a terminal).
     :raises LaunchUsageError: one line saying what is wrong and how to fix it; nothing was contacted or started.
@@ -136,8 +139,8 @@ def build(
     flags = dict(args.flags)
     if flags.get("swanlab_host"):  # named as the flag's in an error, not as "(from env)"
         try:
-            swanlab_cfg.normalize_host(flags["swanlab_host"], "--swanlab-host")
-        except swanlab_cfg.SwanlabConfigError as e:
+            swanlab_values.normalize_host(flags["swanlab_host"], "--swanlab-host")
+        except swanlab_values.SwanlabConfigError as e:
             raise LaunchUsageError(str(e)) from None
         env["SWANLAB_HOST"] = flags["swanlab_host"]  # the SwanLab setup reads it with the key and mode
     if args.link_wait < 0:
@@ -199,7 +202,7 @@ def build(
         sw = swanlab_cfg.resolve_for_launch(
             mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes
         )
-    except (swanlab_cfg.SwanlabConfigError, userconfig.UserConfigError) as e:
+    except (swanlab_values.SwanlabConfigError, userconfig.UserConfigError) as e:
         raise LaunchUsageError(str(e)) from None
     try:
         notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), env)
@@ -249,7 +252,7 @@ def build(
 def start(
     launch: Launch, *, accept_new_host_keys: bool = False, connect_timeout: float | None = None
 ) -> list[HostResult]:
-    """Start one single-host run on every host of ``launch`` in parallel (:func:`dapo_ops.control.launch.launch_one`)
+    """Start one single-host run on every host of ``launch`` in parallel (:func:`dapo_ops.control.launch.service.launch_one`)
     within :attr:`Launch.timeout_s`. A host's plan error or refusal is its failed row (kind ``plan`` or the
     refusal's kind); every host is reported.
 
