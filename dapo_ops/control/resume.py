@@ -4,7 +4,7 @@ raises :class:`~dapo_ops.control.launch.LaunchRefused`, never prints).
 :func:`resumed_spec` reads the earlier run's spec.json from its container, :func:`resumed_settings` takes the
 settings not given now from it (precedence: now > the resumed run > defaults), :func:`apply_resume` checks the
 layout (:data:`RESUME_FIXED`), points the new run at the earlier run's checkpoint dir and experiment, keeps its
-explicit and ladder-added features, keeps the FSDP strategy its checkpoint was written with (spec ``strategy``:
+explicit and ladder-added features and the setting rungs its ladder reached (:func:`_ladder_changes`), keeps the FSDP strategy its checkpoint was written with (spec ``strategy``:
 fsdp and fsdp2 checkpoints do not load into each other) and names the checkpoint it continues from. verl resumes
 by itself from
 ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py
@@ -88,7 +88,8 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     earlier run's ``settings.ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``:
     ``trainer.resume_mode=auto``, verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``), ``experiment`` and
     ``project``, continues its SwanLab run (spec ``resume_of``), keeps the memory features its ladder added and its
-    explicit features (unless turned off now) and, for FSDP, the actor strategy of the checkpoint it loads (spec
+    explicit features (unless turned off now), starts on the setting rungs its ladder reached (spec
+    ``setting_changes``, :func:`_ladder_changes`) and, for FSDP, the actor strategy of the checkpoint it loads (spec
     ``strategy``, :func:`_checkpoint_strategy`). An earlier run still recorded as active (its supervisor
     died; :func:`refuse_if_busy` ran) is marked stopped (the status probe's ``stop`` op). Raises
     :class:`LaunchRefused` (kind ``resume``) for a missing run, another mode, framework or V1 trainer mode, other
@@ -170,22 +171,68 @@ def apply_resume(target, plan, run_id: str, old: dict | None = None) -> str:
     plan.features = fs
     spec["features"] = fs.to_json()
     spec["resume_of"] = run_id
+    carried, not_kept = _ladder_changes(rec, plan)
+    if carried:
+        spec["setting_changes"] = carried
     planned = _strategy_of(plan.argv)
     if pinned:
         spec["strategy"] = pinned
     plan.ckpt_dir = new_s["ckpt_dir"]
     plan.argv = overrides.build_command(spec, fs, spec.get("setting_changes") or None)
     added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
+    added += [
+        f"{r.get('rung')}({r.get('phase')})"
+        for r in (carried or {}).get("memory_rungs") or []
+        if str(r.get("source", "")).startswith("oom-retry")
+    ]
     return (
         f"run {run_id}'s checkpoints in {new_s['ckpt_dir']}, "
         + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
-        + (f"; keeps {','.join(added)} (its OOM ladder)" if added else "")
+        + (f"; keeps {', '.join(added)} (its OOM ladder)" if added else "")
+        + (f"; does not keep its ladder's setting rungs: {not_kept}" if not_kept else "")
         + (
             f"; keeps actor strategy {pinned} (its checkpoint's FSDP version; {planned} would not load it)"
             if pinned and planned and pinned != planned
             else ""
         )
     )
+
+
+def _ladder_changes(rec: dict, plan) -> tuple[dict, str]:
+    """The setting changes the resumed run's first attempt starts on: the earlier run's own, from its run.json
+    ``setting_changes`` (what its last attempt ran on, or what its supervisor decided the next attempt runs on when it
+    was stopped mid-retry: the memory ladder's setting rungs (``update-batch``, ``logprob-batch``, ``rollout-util``,
+    ``weight-bucket``, ``offload-policy``, ...) with their ``memory_rungs`` record, and the estimate's or learned start
+    it began on), with every token budget kept at least prompt+response of the settings now
+    (:func:`dapo_ops.core.memladder.keep_token_budgets`).
+
+    Why: the ladder is a sequence (:func:`dapo_ops.core.memladder.next_rung` consumes the rungs listed in
+    ``memory_rungs``); a resumed run that starts without them climbs it again from the bottom, repeats rungs that
+    were already tried against the same OOM and spends its own ``MAX_OOM_RETRIES`` on them (chaos soak seed 1202,
+    episode 21: update-batch tried twice, the resumed run failed before reaching the rungs it had not tried). Each
+    run has its own ``MAX_OOM_RETRIES`` budget; the rungs carry over, the budget does not.
+
+    Precedence now > the resumed run: when a change would override a setting given now (flag, env var, config file:
+    ``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an ``--override`` of the key a rung changes;
+    :func:`dapo_ops.core.learned.conflicts`, the rule of learned starts) none is kept (the rungs were tried
+    together) and the second value says why. Returns ``(changes or {}, why not kept or "")``; ``({}, "")`` when the
+    earlier run had none (its plan's own start, the estimate's, stands)."""
+    from dapo_ops.core import learned, memladder
+
+    ch = dict(rec.get("setting_changes") or {})
+    if not ch:
+        return {}, ""
+    sources = getattr(plan, "sources", None) or {}
+    s = plan.spec["settings"]
+    given = {
+        name: f"{name}={s.get(name)!r}"
+        for name in set(learned.SETTING_OF_CHANGE.values())
+        if sources.get(name, "default") not in ("default", "resume")
+    }
+    why = learned.conflicts({"rung": {"setting_changes": ch}}, (), given, s.get("extra_overrides") or [])
+    if why:
+        return {}, "; ".join(why)
+    return memladder.keep_token_budgets(defaults.complete_settings(dict(s)), ch), ""
 
 
 #: ``fsdp_config.json`` ``FSDP_version`` -> verl's ``actor.strategy``
