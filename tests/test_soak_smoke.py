@@ -1,6 +1,7 @@
 """The chaos soak's seed-fixed smoke (bench/soak.py, issue 31): two episodes on one sandbox host, drawn with seed
-31 from a device OOM and a SIGKILLed supervisor (the supervisor-dead -> ``inv stop`` -> ``--resume`` follow-up the
-tool names), every invariant checked after each. The full soak (14 fault kinds, 3 hosts, 30 minutes) is
+31 from a device OOM and a SIGKILLed supervisor (the kinds' shuffled cycle draws each once: episode 1 the supervisor
+SIGKILLed at step 2 of 8, whose verl finishes -> ``inv stop``; episode 2 a device OOM in update_actor that no rung
+of the update ladder avoids -> ``failed: oom-device`` after 3 attempts), every invariant checked after each. The full soak (14 fault kinds, 3 hosts, 30 minutes) is
 ``make soak``; this keeps its harness and its invariants working in CI at the cost of about a minute of one worker.
 """
 
@@ -47,4 +48,4 @@ def test_soak_smoke_two_faults_hold_every_invariant(sandbox, tmp_path):
     )
     report = out.read_text()
     assert rc == 0, report
-    assert "| oom |" in report or "| kill-supervisor |" in report, report
+    assert "| oom | 1 |" in report and "| kill-supervisor | 1 |" in report, report
