@@ -983,6 +983,10 @@ class Soak:
                 except Exception as e:  # noqa: BLE001 - a harness error is reported, the soak goes on
                     ep.violations.append(("harness", f"{type(e).__name__}: {e}"))
                 self.episodes.append(ep)
+                if not (self.bench.state / "hosts").is_dir():  # torn down under us (another bench.sh down)
+                    print(f"[{n}] bench {a.bench_id} is gone ({self.bench.state}): soak aborted", flush=True)
+                    ep.violations.append(("harness", f"bench {a.bench_id} was torn down during the soak"))
+                    break
                 vs = "; ".join(f"{i}: {d}" for i, d in ep.violations) or "ok"
                 print(
                     f"[{n}] {'skipped: ' + ep.skipped if ep.skipped else ''} {now() - t:.0f}s, verdict "
