@@ -2,9 +2,10 @@
 """Chaos soak (issue 31): random faults against real sandbox hosts, and invariants checked after every one.
 
 It brings up a 3-host sandbox (``sandbox/bench.sh up 3``; h1's runs dir is a small tmpfs so the disk can be
-filled), then runs *episodes* until the time is up. An episode draws, from its own ``random.Random("<seed>/<n>")``,
-a fault kind, a run shape (one host; ``--independent`` over two or three hosts; one 2-host Ray run, head h2,
-worker h3) and the fault's moment and parameters; it launches through the real CLI (``python -m invoke launch``
+filled), then runs *episodes* until the time is up. An episode's fault kind comes from a shuffled cycle of every
+kind (one ``random.Random("<seed>/cycle/<c>")`` shuffle per ``len(kinds)`` episodes: each kind once per cycle); it
+draws, from its own ``random.Random("<seed>/<n>")``, a run shape (one host; ``--independent`` over two or three
+hosts; one 2-host Ray run, head h2, worker h3) and the fault's moment and parameters; it launches through the real CLI (``python -m invoke launch``
 as an operator types it), injects the fault, waits for quiescence (every run of the episode terminal or in a state
 where the tool tells the operator to act; run.json / ``inv status --json`` polled with a bound, never a fixed
 sleep), takes the operator's follow-ups the tool names (``inv stop -H h --run RID``, then ``inv launch -H ...
@@ -15,6 +16,8 @@ sleep), takes the operator's follow-ups the tool names (``inv stop -H h --run RI
 ``steps``          no step lost beyond the last complete checkpoint: every attempt of the run chain (retries and
                    ``--resume`` runs) starts at or after the newest checkpoint completed before it;
 ``verdict``        every run ends ``succeeded`` or with the verdict that names the injected fault;
+``rungs``          a ``--resume`` run starts on the memory rungs (OOM-ladder features and setting rungs) the run it
+                   resumes had reached: its ladder goes on, it does not climb again from the bottom;
 ``status-truth``   ``inv status`` agrees with what the host really runs (its state is running/retrying exactly
                    when a training of that run is alive there);
 ``secrets``        the canary key / webhook token is in no file of the runs dirs, no container ``/tmp`` file and no
@@ -82,7 +85,7 @@ FAULTS = {
     "resume-while-running": ("single", "ray"),
     "stop-mid-retry": ("single",),
 }
-INVARIANTS = ("one-training", "steps", "verdict", "status-truth", "secrets", "devices", "run-json")
+INVARIANTS = ("one-training", "steps", "verdict", "rungs", "status-truth", "secrets", "devices", "run-json")
 
 
 def now() -> float:
@@ -386,11 +389,22 @@ class Episode:
     skipped: str | None = None
 
 
+def kind_of(seed: int, n: int, kinds: list[str]) -> str:
+    """The fault kind of episode ``n`` (from 1) of ``seed``: the kinds in a shuffled cycle, one shuffle per cycle of
+    ``len(kinds)`` episodes (``Random(f"{seed}/cycle/{c}")``), so every kind is drawn once in each cycle (a soak of
+    ``len(kinds)`` episodes exercises every kind) and the kind of episode ``n`` depends on nothing but ``seed``,
+    ``n`` and ``kinds``: a replay of one episode draws what the whole soak drew."""
+    c, i = divmod(n - 1, len(kinds))
+    order = list(kinds)
+    random.Random(f"{seed}/cycle/{c}").shuffle(order)
+    return order[i]
+
+
 def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = False) -> Episode:
-    """Episode ``n`` of ``seed``: everything random about it comes from ``Random(f"{seed}/{n}")``. ``quick``: shorter
-    runs (8-10 steps of 0.2-0.3 s: the CI smoke)."""
+    """Episode ``n`` of ``seed``: its kind from :func:`kind_of`, everything else random about it from
+    ``Random(f"{seed}/{n}")``. ``quick``: shorter runs (8-10 steps of 0.2-0.3 s: the CI smoke)."""
     rng = random.Random(f"{seed}/{n}")
-    kind = rng.choice(kinds)
+    kind = kind_of(seed, n, kinds)
     shapes = [
         s for s in FAULTS[kind] if not (s == "ray" and max_hosts < 3) and not (s == "independent" and max_hosts < 2)
     ]
@@ -766,8 +780,13 @@ class Soak:
             "stop-mid-retry": {"stop", "oom-device"},
         }.get(k, set())
         if k == "stop-mid-retry" and recs[0].get("status") == "stopped":
+            # the resumed run meets the same OOM cue: it succeeds once a rung avoids it, or it ends with the OOM's
+            # verdict when the ladder (continued from the stopped run's rungs: check_rungs) has none left that does
+            # -- the cue's ``avoid_with`` "offload" is no rung of the update / log-prob ladders (core/ladder.py:
+            # offload does not lower the update's peak on verl 0.9.1), so there "failed: oom-device" is right
+            last_cls = ((last.get("verdict") or {}).get("cls")) if last.get("status") == "failed" else None
             return (
-                last.get("status") in ("succeeded", "stopped"),
+                last.get("status") in ("succeeded", "stopped") or last_cls == "oom-device",
                 f"after stop + resume: {last.get('status')} {(last.get('decision') or {}).get('ended')}",
             )
         if verdicts & names:
@@ -849,6 +868,38 @@ class Soak:
                         ("steps", f"{rid} attempt {a.get('n')}: resumed from {start}, first step {steps[0]}")
                     )
 
+    def check_rungs(self, ep: Episode, run: Run) -> None:
+        """Every ``--resume`` run of the chain starts on the memory rungs the run it resumes had reached: the OOM
+        ladder's features (source ``oom-retry-*``) and setting rungs (run.json ``setting_changes.memory_rungs``) of
+        the earlier run are in the new run's spec.json (its first attempt), in order: the ladder goes on, it does
+        not climb again from the bottom (seed 1202, episode 21)."""
+        for prev_id, rid in zip(run.rids, run.rids[1:]):
+            prev = read_run(self.bench, run.head, prev_id)
+            try:
+                spec = json.loads((self.bench.runs_dir(run.head) / rid / "spec.json").read_text())
+            except (OSError, ValueError) as e:
+                ep.violations.append(("rungs", f"{rid}: spec.json unreadable: {e}"))
+                continue
+
+            def rungs(ch):
+                return [(r.get("rung"), r.get("phase")) for r in (ch or {}).get("memory_rungs") or []]
+
+            had, got = rungs(prev.get("setting_changes")), rungs(spec.get("setting_changes"))
+            feats = {f.get("name") for f in spec.get("features") or []}
+            lost = [
+                f.get("name")
+                for f in prev.get("features") or []
+                if str(f.get("source", "")).startswith("oom-retry") and f.get("name") not in feats
+            ]
+            if got[: len(had)] != had or lost:
+                ep.violations.append(
+                    (
+                        "rungs",
+                        f"{rid} (--resume {prev_id}) starts on rungs {got} and features without {lost}; "
+                        f"{prev_id} had reached {had}",
+                    )
+                )
+
     def check(self, ep: Episode) -> None:
         b = self.bench
         for run in ep.runs:
@@ -856,6 +907,7 @@ class Soak:
             if not ok:
                 ep.violations.append(("verdict", why))
             self.check_steps(ep, run)
+            self.check_rungs(ep, run)
         # after the episode's runs have ended: no training, no device holder left on its hosts
         hosts = sorted({h for r in ep.runs for h in r.hosts})
 
@@ -931,6 +983,10 @@ class Soak:
                 except Exception as e:  # noqa: BLE001 - a harness error is reported, the soak goes on
                     ep.violations.append(("harness", f"{type(e).__name__}: {e}"))
                 self.episodes.append(ep)
+                if not (self.bench.state / "hosts").is_dir():  # torn down under us (another bench.sh down)
+                    print(f"[{n}] bench {a.bench_id} is gone ({self.bench.state}): soak aborted", flush=True)
+                    ep.violations.append(("harness", f"bench {a.bench_id} was torn down during the soak"))
+                    break
                 vs = "; ".join(f"{i}: {d}" for i, d in ep.violations) or "ok"
                 print(
                     f"[{n}] {'skipped: ' + ep.skipped if ep.skipped else ''} {now() - t:.0f}s, verdict "

@@ -57,7 +57,8 @@ OPTIONS_HELP = {
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
     "on a Ray cluster",
     "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
-    "experiment, SwanLab run and ladder-added features (same host(s), mode, framework and devices)",
+    "experiment, SwanLab run and the memory rungs its OOM ladder reached (same host(s), mode, framework and "
+    "devices)",
     "json": "print the started runs as a JSON list (one object per host: run_id, host, state, log, follow) instead "
     "of text; exit codes are the same",
 }
@@ -147,7 +148,7 @@ def _dry_run(d: launch_request.DryRun) -> None:
         print(
             f"resume:  continues run {d.resume}: at launch the settings not given now (model, data, lengths, "
             f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
-            f"SwanLab run and ladder-added features are kept; the plan above is before that (--dry-run "
+            f"SwanLab run and the memory rungs its OOM ladder reached are kept; the plan above is before that (--dry-run "
             f"contacts no host)"
         )
 

@@ -30,7 +30,8 @@ module works out what the step changes. Per kind (runbook + docs/troubleshooting
   Rungs already on are skipped; a rung the user turned off explicitly (``-offload``) is a user
   choice, never overridden: skipped and said so. Features are only appended and settings only
   lowered (the ladder never undoes an earlier rung), bounded by ``max_oom_retries``
-  (runbook ``MAX_OOM_RETRIES``, default 2). Every rung applied is recorded in the setting change
+  (runbook ``MAX_OOM_RETRIES``, default 2, per run: an ``inv launch --resume`` run starts on the rungs the run it
+  resumes had reached, ``control/launch/resume.py``, and goes on up the ladder with its own budget). Every rung applied is recorded in the setting change
   ``memory_rungs`` (list of ``{"rung", "phase", "source", "changes"}``, source ``oom-retry-<N>``
   or ``estimate``) that travels with the other setting changes into ``run.json``.
 - ``oom-kv-cache``: change rollout ``gpu_memory_utilization`` by ``detail["kv_direction"]``

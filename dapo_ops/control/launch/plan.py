@@ -421,6 +421,9 @@ def _make_plan(
         spec["resume_of"] = resume.run_id
         if resume.strategy:  # FSDP: the strategy its checkpoint was written with (fsdp / fsdp2 do not load across)
             spec["strategy"] = resume.strategy
+        rungs, _ = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))
+        if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
+            spec["setting_changes"] = rungs
         ckpt_dir = s["ckpt_dir"]
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)

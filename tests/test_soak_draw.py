@@ -1,0 +1,55 @@
+"""The chaos soak's draw (bench/soak.py ``kind_of`` / ``draw``), pure: every fault kind is exercised in a soak long
+enough, and ``--seed S --episode N`` replays exactly what the whole soak drew for episode N.
+
+Seed 1202's 33-episode soak (32.6 min) drew kinds with ``rng.choice`` per episode and never drew ``storm``,
+``stall`` or ``kill-verl`` (0 injected) although they were in the kinds list; the draw is now a shuffled cycle of
+every kind per seed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def soak():
+    spec = importlib.util.spec_from_file_location("soak", REPO / "bench" / "soak.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["soak"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_seed_1202s_soak_draws_every_kind(soak):
+    kinds = list(soak.FAULTS)
+    drawn = Counter(soak.draw(1202, n, kinds, 3).kind for n in range(1, 34))
+    assert set(drawn) == set(kinds), sorted(set(kinds) - set(drawn))
+    assert {"storm", "stall", "kill-verl"} <= set(drawn)
+
+
+@pytest.mark.parametrize("seed", [1, 31, 1202, 31031, 987654])
+@pytest.mark.parametrize("kinds", [None, ["oom", "kill-supervisor"], ["storm", "stall", "kill-verl", "disk-full"]])
+def test_every_kind_once_per_cycle_of_len_kinds_episodes(soak, seed, kinds):
+    kinds = kinds or list(soak.FAULTS)
+    k = len(kinds)
+    for c in range(4):
+        got = [soak.draw(seed, c * k + i, kinds, 3).kind for i in range(1, k + 1)]
+        assert sorted(got) == sorted(kinds), (seed, c, got)
+
+
+def test_an_episode_replayed_alone_draws_what_the_whole_soak_drew(soak):
+    kinds = list(soak.FAULTS)
+    whole = [soak.draw(4242, n, kinds, 3) for n in range(1, 40)]
+    for n in (1, 14, 15, 29, 39):  # first, cycle ends and starts, late
+        alone = soak.draw(4242, n, kinds, 3)
+        ep = whole[n - 1]
+        assert (alone.kind, alone.shape, alone.hosts, alone.params) == (ep.kind, ep.shape, ep.hosts, ep.params)
+    # and the draw of one kind does not depend on the other episodes drawn before it in this process
+    assert soak.draw(4242, 29, kinds, 3).params == whole[28].params
