@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background (`.ci/run &`, a non-interactive shell's `cmd &`) inherits SIGINT ignored, and a
+# Python child started with SIGINT ignored never raises KeyboardInterrupt: the Ctrl-C tests (test_interrupt,
+# test_launch_bench, test_logs_bench) would test the launcher's shell, not dapo-ops. A terminal's Ctrl-C reaches a
+# process whose SIGINT is the default; give this process (and so every child it execs) that disposition.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH_SH = REPO / "sandbox" / "bench.sh"
