@@ -708,18 +708,25 @@ class Soak:
     def follow_up(self, ep: Episode, run: Run, state: str) -> bool:
         """Do what the tool tells the operator; True when a new run (a resume) was started."""
         b = self.bench
-        rows = self.op.status([run.head])
-        row = next((r for r in rows if r.get("run_id") == run.rid), rows[0] if rows else {})
-        text = " ".join(
-            str(x)
-            for x in (row.get("hint"), row.get("error"), row.get("ended"), " ".join(row.get("suggestions") or []))
-            if x
-        )
+
+        def says() -> str:  # what `inv status` tells the operator about this run now
+            rows = self.op.status([run.head])
+            row = next((r for r in rows if r.get("run_id") == run.rid), rows[0] if rows else {})
+            return " ".join(
+                str(x)
+                for x in (row.get("hint"), row.get("error"), row.get("ended"), " ".join(row.get("suggestions") or []))
+                if x
+            )
+
+        text = says()
         rec = self.rec(run)
         if state == "supervisor-gone" or f"inv stop -H {run.head} --run {run.rid}" in text:
             r = self.op.inv("stop", "-H", run.head, "--run", run.rid, timeout=200)
             ep.notes.append(f"follow-up: inv stop {run.rid} rc {r.returncode}")
             rec = self.rec(run)
+            # the operator reads status again before the next step: verl may have finished every step while the
+            # stop ran (a "then --resume" said while verl still ran is stale then; seed 1207 episode 24)
+            text = says()
         if ep.kind == "disk-full":
             (b.runs_dir(run.head) / ".soak-fill").unlink(missing_ok=True)
         stopped_retry = ep.kind == "stop-mid-retry" and rec.get("status") == "stopped" and not run.resumes

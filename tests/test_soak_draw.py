@@ -53,3 +53,36 @@ def test_an_episode_replayed_alone_draws_what_the_whole_soak_drew(soak):
         assert (alone.kind, alone.shape, alone.hosts, alone.params) == (ep.kind, ep.shape, ep.hosts, ep.params)
     # and the draw of one kind does not depend on the other episodes drawn before it in this process
     assert soak.draw(4242, 29, kinds, 3).params == whole[28].params
+
+
+def test_the_operator_reads_status_again_after_the_stop_before_a_resume(soak):
+    """Seed 1207 episode 24 (a 2-host Ray run, its supervisor SIGKILLed): status said "verl still runs: `inv stop`,
+    then `inv launch --resume` continues"; while the operator's stop ran, verl finished its last step, so the resume
+    was refused ("would train nothing"). After the stop the tool says the run is stopped at its last step and names
+    no resume: the harness acts on what status says after the stop, not before."""
+    from types import SimpleNamespace
+
+    rid = "20261202-060908-7481"
+    before = {"run_id": rid, "hint": f"verl still runs: end it with `inv stop -H h2 --run {rid}`, then "
+              f"`inv launch -H h2 --resume {rid}` continues from its last checkpoint"}  # fmt: skip
+    after = {"run_id": rid, "ended": "stopped by `inv stop` at step 13/13"}
+    calls = []
+
+    class Op:
+        looks = 0
+
+        def status(self, hosts):
+            Op.looks += 1
+            return [before if Op.looks == 1 else after]
+
+        def inv(self, *argv, timeout=0):
+            calls.append(argv)
+            return SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    s = soak.Soak.__new__(soak.Soak)
+    s.bench, s.op = SimpleNamespace(runs_dir=lambda h: Path("/nonexistent")), Op()
+    s.rec = lambda run: {"status": "stopped", "step": 13, "total_steps": 13}
+    run = soak.Run(head="h2", hosts=["h2", "h3"], rids=[rid])
+    ep = soak.Episode(n=24, kind="kill-supervisor", shape="ray", hosts=["h2", "h3"], params={"steps": 13})
+    assert s.follow_up(ep, run, "supervisor-gone") is False
+    assert [c[0] for c in calls] == ["stop"] and not ep.violations  # no --resume launched after the stop
