@@ -579,3 +579,20 @@ def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_con
     )
     wd = _by(checks)["workdir"]
     assert wd.message == "workdir /verl does not exist on the host", wd.message
+
+
+def test_disk_check_with_save_freq_off_counts_no_checkpoint(tmp_path, standin):
+    """verl saves only when ``save_freq > 0`` (verl/trainer/ppo/v1/trainer_base.py:481): a run with
+    ``--save-freq -1`` writes no checkpoint, so a disk smaller than one checkpoint is no reason to refuse it (the
+    H200 run of 2026-12-02 06:58 UTC, a 5.2 B model with 52 GiB free, was refused 'one checkpoint ~68.2 GiB')."""
+    make_model(tmp_path / "m", max_pos=4096)
+    make_parquet(tmp_path / "t.parquet", 10)
+    spec = _spec(tmp_path, save_freq=-1)
+    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    facts = _facts(req)
+    one = facts["probe"]["model"]["weights_bytes"] * pc.CKPT_FACTOR
+    facts["probe"]["disk"]["free"] = int(one / 2)
+    d = _by(pc.evaluate(_host(), spec, facts, full=False))["disk"]
+    assert d.status == "ok" and "verl saves no checkpoint" in d.message, d
+    d = _by(pc.evaluate(_host(), _spec(tmp_path, save_freq=5), facts, full=False))["disk"]
+    assert d.status == "fail" and "one checkpoint" in d.message, d

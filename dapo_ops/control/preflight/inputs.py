@@ -95,17 +95,29 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 saves = 1
                 if pv is not None:
                     steps, freq = int(pv.settings["steps"]), int(pv.settings["save_freq"])
-                    if steps and freq > 0:
+                    if freq <= 0:  # verl saves only when save_freq > 0 (verl/trainer/ppo/v1/trainer_base.py:481)
+                        saves = 0
+                    elif steps:
                         saves = steps // freq + (1 if steps % freq else 0)
                     keep = pv.settings["max_actor_ckpt_to_keep"]
-                    if keep:  # what stays: see stays_on_disk
+                    if keep and saves:  # what stays: see stays_on_disk
                         saves = stays_on_disk(saves, int(keep))
                 total = one * saves
                 msg = (
                     f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
                     f"{saves} save(s) on disk at once ~{total / GIB:.1f} GiB"
                 )
-                if free < one:
+                if not saves:
+                    out.append(
+                        Check(
+                            "disk",
+                            OK,
+                            f"{free / GIB:.1f} GiB free at {disk['checked']}; save_freq "
+                            f"{pv.settings['save_freq'] if pv is not None else '-'}: verl saves no checkpoint "
+                            "(a retry after a failure starts over from step 0)",
+                        )
+                    )
+                elif free < one:
                     out.append(Check("disk", FAIL, msg, "free space, or point runs_dir/ckpt_dir at a bigger disk"))
                 elif free < total:
                     out.append(
