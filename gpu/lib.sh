@@ -83,13 +83,13 @@ inv() { "${INV[@]}" "$@"; }
 # (a nonce makes the cue new each time: the stand-in counts `times` per scenario content)
 standin_cue() { [ "$REHEARSAL" = 1 ] && echo "{\"nonce\": \"$(date +%s%N)\", ${1#\{}" > "$WORK/sandbox/scenario.json"; return 0; }
 
-# ---- nvidia-smi memory every 2 s into $OUT/gpu-mem.csv (the stand-in's nvidia-smi has no -lms: a loop)
+# ---- nvidia-smi memory every 0.5 s into $OUT/gpu-mem.csv (2 s missed the 0.6 s weight sync of j1, 2026-12-02; the stand-in's nvidia-smi has no -lms: a loop)
 start_sampler() {
   if [ "$REHEARSAL" = 1 ]; then
     ( while :; do "$SMI" --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits \
         | sed "s/^/$(date +%s.%N),/"; sleep 2; done ) > "$OUT/gpu-mem.csv" 2>&1 &
   else
-    "$SMI" --query-gpu=timestamp,memory.used,memory.total --format=csv -lms 2000 > "$OUT/gpu-mem.csv" 2>&1 &
+    "$SMI" --query-gpu=timestamp,memory.used,memory.total --format=csv -lms 500 > "$OUT/gpu-mem.csv" 2>&1 &
   fi
   SAMPLER=$!
 }

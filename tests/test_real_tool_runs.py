@@ -56,6 +56,10 @@ WANT = {
     "g-features-b": ("20261202-011404-5c35", 4, 3, [4], 1),
     # the tool's default plan of the speed comparison (gpu/h-speed.sh, bench/speed.md), 6 steps, features on
     "h-speed": ("20261202-011844-ac7d", 6, None, [1, 2, 3, 4, 5, 6], 1),
+    # 2026-12-02 session 3 (issue 33 item 5, gpu/j-learned.sh 1): Qwen3-4B's shape with 48 layers (5.23 B) at the
+    # DEFAULT rollout share 0.6: attempt 1 ran out in the weight sync before its step-1 line; no checkpoints
+    # (save_freq -1), so attempt 2 on the rung trained steps 1 and 2 from scratch
+    "j-learned": ("20261202-065903-4ae6", 2, None, [1, 2], 2),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -70,6 +74,7 @@ OOMS = {
         "gpu_memory_utilization",
     ),
     "d-update-oom": (143, "update", "update-batch", "ppo_micro_batch_size_per_gpu", 16, 64, "micro_batch_size"),
+    "j-learned": (134, "weight-sync", "rollout-util", "gpu_memory_utilization", 0.5, 0.6, "gpu_memory_utilization"),
     "c2-weight-sync-oom": (
         139,
         "weight-sync",
@@ -202,7 +207,7 @@ def test_classifier_real_oom_phase(name):
     assert not any(classify.is_device_oom_line(ln) for ln in re.split(r"[\r\n]", attempt_text(name, 2)))
 
 
-@pytest.mark.parametrize("name", ["c-weight-sync-oom", "c2-weight-sync-oom"])
+@pytest.mark.parametrize("name", ["c-weight-sync-oom", "c2-weight-sync-oom", "j-learned"])
 def test_weight_sync_oom_is_vllm_wake_up(name):
     v = classify.classify(attempt_text(name, 1), exit_code=OOMS[name][0])
     assert any("cumem_allocator.cpp:163" in e for e in v.evidence)

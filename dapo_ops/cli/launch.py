@@ -52,7 +52,7 @@ OPTIONS_HELP = {
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here; a key a setting "
     "sets is refused: use the setting, docs/params.md)",
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
-    "skip_preflight": "skip the quick pre-launch checks (container, active run, devices)",
+    "skip_preflight": "launch even if a quick pre-launch check fails (devices, python/verl, model/data, disk); printed as skipped",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
     "on a Ray cluster",
@@ -185,6 +185,8 @@ def _print_run(h, d: dict, secrets_all: list) -> None:
         print(f"  resume:  {d['resume']}")
     for line in d.get("start") or []:  # the learned start (or why not) and the estimate's start rung
         print(f"  start:   {line}")
+    for line in d.get("skipped") or []:  # failing quick checks --skip-preflight let through
+        print(f"  skipped: preflight {line} (--skip-preflight)")
     if d.get("swanlab_url"):
         print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
 

@@ -112,8 +112,9 @@ class LaunchFacts:
     new run's id (:func:`dapo_ops.core.runstate.new_run_id`). ``resume``: the run ``--resume`` continues, as its
     container has it (:class:`~dapo_ops.control.launch.resume.ResumeFacts`), else None. ``memory``: the launch probe's
     device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory_facts`), None
-    without a probe (``--skip-preflight``, a multi-host run, the CLI's check before any host). ``topology``: a
-    multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None.
+    without a probe (a multi-host run, the CLI's check before any host). ``topology``: a
+    multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None. ``skipped``: one line
+    per failing quick check ``--skip-preflight`` let through (the launch prints them).
     """
 
     host: Any
@@ -121,6 +122,7 @@ class LaunchFacts:
     resume: ResumeFacts | None = None
     memory: Mapping | None = None
     topology: Mapping | None = None
+    skipped: tuple[str, ...] = ()
 
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
@@ -413,10 +415,17 @@ def refuse_if_busy(target, py: str) -> dict:
     return occ
 
 
+#: the key of :func:`quick_checks`'s facts that lists the failing checks ``--skip-preflight`` let through
+SKIPPED_KEY = "skipped_checks"
+
+
 def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None" = None) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
-    model/data, disk, the memory fit) unless ``skip_preflight``; with ``req``, in the same probe round trip, the
+    model/data, disk, the memory fit); ``skip_preflight`` turns the failures of the last into lines
+    (``facts[SKIPPED_KEY]``) instead of a refusal, and the probe still runs: its facts (device memory, config.json,
+    learned-start memos) are inputs of the plan, not checks (a skipped probe silently turned off learned starts and
+    the memory fit: H200 run 20261202-065903-4ae6 filed no memo). With ``req``, in the same probe round trip, the
     tracker's reachability from the container (``swanlab``: cloud mode only, with the run's env: its proxy and
     SwanLab host; the proxy variables that carry credentials reach the probe through a 0600 file, never argv).
     ``view``: what the run reads (:func:`probe_view`, or a multi-host run's plan). Raises :class:`LaunchRefused`
@@ -436,8 +445,6 @@ def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None"
         )
     refuse_if_busy(target, pv.spec["python"])
     facts: dict = {}
-    if skip_preflight:
-        return facts
     from dapo_ops.control import preflight
 
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
@@ -446,6 +453,9 @@ def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None"
         for ck in preflight.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
         if ck.status == "fail"
     ]
+    if skip_preflight:
+        facts[SKIPPED_KEY] = [f"{ck.name} failed: {ck.message}" for ck in failed]
+        return facts
     if failed:
         ck = failed[0]
         more = f" (+{len(failed) - 1} more: inv preflight -H {host.name})" if len(failed) > 1 else ""
@@ -471,7 +481,9 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     if req.resume:
         facts = dataclasses.replace(facts, resume=resume_mod.read_facts(target, req.resume))
     probe = quick_checks(target, probe_view(facts, req), req.skip_preflight, req)
-    return dataclasses.replace(facts, memory=memory_facts(host, probe.get("probe")))
+    return dataclasses.replace(
+        facts, memory=memory_facts(host, probe.get("probe")), skipped=tuple(probe.get(SKIPPED_KEY) or ())
+    )
 
 
 def verdict_line(rec: dict) -> str:
@@ -637,4 +649,5 @@ def launch_one(target, req: LaunchRequest) -> Row:
         row.data["resume"] = resume_mod.line(plan, facts.resume)
     if row.ok:
         row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
+        row.data["skipped"] = list(facts.skipped)
     return row
