@@ -152,9 +152,11 @@ def test_the_real_record_files_a_memo_and_the_next_launch_starts_on_the_learned_
     nxt = plan_for("20261202-080000-0001", memos=[memo])
     assert nxt.spec["learned"]["used"] is True and nxt.spec["learned"]["run_id"] == RID
     (rung,) = nxt.spec["setting_changes"]["memory_rungs"]
-    assert rung["source"] == "learned" and rung["learned_from"] == RID and rung["changes"] == {
-        "gpu_memory_utilization": 0.5
-    }
+    assert (
+        rung["source"] == "learned"
+        and rung["learned_from"] == RID
+        and rung["changes"] == {"gpu_memory_utilization": 0.5}
+    )
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.5" in nxt.argv
     assert any(ln.startswith(f"starting on the learned rung rollout-util(weight-sync) (run {RID}") for ln in nxt.memory)
     # without the memo the same launch starts on the estimate's rung (0.6 does not fit): the memo is what differs

@@ -21,7 +21,7 @@ import pytest
 from dapo_ops.agent.supervisor import escalate
 from dapo_ops.agent.supervisor.diskspace import DiskWatch
 from dapo_ops.core import classify as C
-from dapo_ops.core import ladder, topology
+from dapo_ops.core import ladder, memladder, topology
 from dapo_ops.core.classify.decide import mk
 from dapo_ops.core.features import resolve
 
@@ -264,3 +264,27 @@ def test_the_three_old_disagreements(name, want):
     _, v, settings = next(c for c in WALK if c[0] == name)
     d = ladder.decide(resolve(""), v["cls"], v["detail"], 0, 2, {}, settings)
     assert (v["cls"], v["action_kind"], d.action) == want, (v["action"], d.reason)
+
+
+#: the verl key each rung changes, as the hints name it (core/memladder.py rungs -> core/overrides.py, profiles.py)
+RUNG_KEY = {
+    "rollout-util": "gpu_memory_utilization",
+    "rollout-eager": "enforce_eager",
+    "offload": "param_offload",
+    "update-batch": "ppo_max_token_len_per_gpu",
+    "offload-policy": "offload_policy",
+    "recompute": "enable_activation_offload",
+    "logprob-batch": "log_prob_max_token_len_per_gpu",
+}
+
+
+@pytest.mark.parametrize("phase", [p for p in C.PHASES if memladder.phase_rungs(p, "fsdp", "dapo")])
+def test_the_oom_hint_names_the_phase_ladder_in_its_order(phase):
+    """The hint of a device OOM in ``phase`` names the rungs the supervisor climbs for it (FSDP, colocated:
+    memladder.phase_rungs), in that order, by the verl key each changes. The old generic text told an update or
+    log-prob OOM "offload, then recompute" while the ladder lowers the micro-batch first (and never offloads there)."""
+    hint = mk("oom-device", {"phase": phase} if phase != "unknown" else {}, []).to_json()["hint"]
+    rungs = list(dict.fromkeys(memladder.phase_rungs(phase, "fsdp", "dapo")))
+    at = [hint.find(RUNG_KEY[r]) for r in rungs]
+    assert all(i >= 0 for i in at), f"{phase}: the hint does not name {[r for r, i in zip(rungs, at) if i < 0]}: {hint}"
+    assert at == sorted(at), f"{phase}: the hint names {rungs} out of the ladder's order: {hint}"

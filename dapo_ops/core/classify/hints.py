@@ -41,6 +41,10 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         ("phase", "model-load", "oom-device/model-load"),
         ("phase", "checkpoint-save", "oom-device/checkpoint-save"),
         ("phase", "weight-sync", "oom-device/weight-sync"),
+        ("phase", "rollout-init", "oom-device/rollout-init"),
+        ("phase", "generation", "oom-device/generation"),
+        ("phase", "update", "oom-device/update"),
+        ("phase", "log-prob", "oom-device/log-prob"),
     ),
     "oom-kv-cache": (
         ("kv_direction", "raise", "oom-kv-cache/raise"),
@@ -91,8 +95,8 @@ _LADDER = (
     "offload (FSDP actor_rollout_ref.actor.fsdp_config.param_offload=True and optimizer_offload=True, "
     "actor_rollout_ref.ref.fsdp_config.param_offload=True; Megatron actor_rollout_ref.actor.megatron."
     "param_offload=True / optimizer_offload=True), then recompute (actor_rollout_ref.model."
-    "enable_gradient_checkpointing=True, actor_rollout_ref.actor.entropy_checkpointing=True; Megatron "
-    "override_transformer_config.recompute_granularity=full)"
+    "enable_activation_offload=True with enable_gradient_checkpointing=True, actor_rollout_ref.actor."
+    "entropy_checkpointing=True; Megatron override_transformer_config.recompute_granularity=full)"
 )
 
 HINTS: dict[str, str] = {
@@ -124,6 +128,39 @@ HINTS: dict[str, str] = {
         "weight-sync ladder: lower actor_rollout_ref.rollout.gpu_memory_utilization, then actor offload "
         "(actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the actor's state "
         "leaves before the rollout wakes. Recompute does not change this peak."
+    ),
+    "oom-device/rollout-init": (
+        "Accelerator memory ran out while the rollout engine started${at} (its weights, KV cache and CUDA-graph "
+        "capture next to the actor). dapo-ops follows the rollout-init ladder: lower "
+        "actor_rollout_ref.rollout.gpu_memory_utilization, then eager mode (actor_rollout_ref.rollout.enforce_eager="
+        "True: no graph capture), then actor offload (actor_rollout_ref.actor.fsdp_config.param_offload=True / "
+        "optimizer_offload=True; a separate rollout pool lowers its share again instead). Recompute does not change "
+        "this peak."
+    ),
+    "oom-device/generation": (
+        "Accelerator memory ran out while the rollout generated${at} (the KV cache grows into its share next to "
+        "the actor's resident state). dapo-ops follows the generation ladder: lower "
+        "actor_rollout_ref.rollout.gpu_memory_utilization, then actor offload (actor_rollout_ref.actor.fsdp_config."
+        "param_offload=True / optimizer_offload=True; a separate rollout pool lowers its share again instead). "
+        "Recompute does not change this peak."
+    ),
+    "oom-device/update": (
+        "Accelerator memory ran out in the actor update${at} (forward, backward and optimizer step of one "
+        "micro-batch; the rollout sleeps meanwhile, so its gpu_memory_utilization does not change this peak). "
+        "dapo-ops follows the update ladder: halve the update micro-batch "
+        "(actor_rollout_ref.actor.ppo_max_token_len_per_gpu with dynamic batch, never below prompt + response; else "
+        "ppo_micro_batch_size_per_gpu), twice; FSDP then its CPU offload policy "
+        "(actor_rollout_ref.actor.fsdp_config.offload_policy=True); then recompute "
+        "(actor_rollout_ref.model.enable_activation_offload=True with gradient checkpointing; Megatron "
+        "override_transformer_config.recompute_granularity=full). Parameter/optimizer offload is not a rung here: "
+        "verl loads the state back for the update.${oom_extra}"
+    ),
+    "oom-device/log-prob": (
+        "Accelerator memory ran out in the log-prob forward${at} (no-grad forward over a micro-batch: its logits "
+        "are tokens x vocabulary). dapo-ops follows the log-prob ladder: halve "
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu (and .ref.) with dynamic batch, else "
+        "log_prob_micro_batch_size_per_gpu, twice; then it stops with suggestions (a smaller max_response_length, "
+        "more trainer devices)."
     ),
     "oom-device": (
         "Accelerator memory ran out${inph}${at}. dapo-ops retries with the next rung of the memory ladder: "
@@ -406,10 +443,6 @@ HINTS: dict[str, str] = {
 
 #: fragments some fields add (texts too, so they live here)
 FRAGMENTS: dict[str, str] = {
-    "oom-device/log-prob": (
-        " For a log-prob OOM also lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (and .ref.) to 1 "
-        "or log_prob_max_token_len_per_gpu."
-    ),
     "oom-device/critic": (
         " With a critic also offload it: critic.model.fsdp_config.param_offload=True / optimizer_offload=True "
         "(0.9.1: critic.fsdp.*) and critic.ppo_micro_batch_size_per_gpu=1."
@@ -426,8 +459,6 @@ FRAGMENTS: dict[str, str] = {
 
 
 def _oom_extra(d: dict[str, Any]) -> str:
-    if d.get("phase") == "log-prob":
-        return FRAGMENTS["oom-device/log-prob"]
     return FRAGMENTS["oom-device/critic"] if d.get("role") == "critic" else ""
 
 
