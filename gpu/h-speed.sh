@@ -9,6 +9,8 @@
 #     gpu_memory_utilization = the tool's, the same attn_implementation as (1), save_freq -1, no validation.
 #     NOT changed: enforce_eager (verl default: CUDA graphs), compile, prefix caching, chunked prefill.
 # $OUT: tool/ (run files), verl.log, gpu-mem-tool.csv, gpu-mem-verl.csv, speed.md (bench/speed_table.py).
+# HALF=tool | HALF=verl: only that run (two back-to-back calls when the ~220 s start-up of each does not leave room
+# for both in one 10-minute call; the verl half writes speed.md from the tool half's log kept in /tmp/dapo/state).
 # sdpa route: USER_FEATURES=-flash_attn (FSDP 0.9 keeps the other three features on: core/features.py implies_off)
 if [ "${GPU_FA4:-0}" = 1 ]; then GPU_USER_FEATURES=""; else GPU_USER_FEATURES="-flash_attn"; fi
 SCEN=h; . "$(dirname "$0")/lib.sh"
@@ -17,6 +19,8 @@ STEPS=${STEPS:-6}
 if [ "${GPU_FA4:-0}" = 1 ]; then ATTN=flash_attention_4; else ATTN=sdpa; fi
 ATTN_OV=(); [ "$ATTN" = sdpa ] || ATTN_OV=("++actor_rollout_ref.model.override_config.attn_implementation=$ATTN")
 standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
+HALF=${HALF:-both}
+if [ "$HALF" != verl ]; then
 # (1) the tool, default plan (only the recipe's data/reward/eval-off overrides + the attention route)
 OUT_MAIN=$OUT; start_sampler; SAMPLER_TOOL=$SAMPLER
 mapfile -t OV < <(printf -- '--override\n%s\n' data.dataloader_num_workers=0 reward.num_workers=1 \
@@ -28,7 +32,11 @@ launch h "${TINY_FLAGS[@]}" $(model_flags "$TINY") --steps "$STEPS" --save-freq 
 WATCH_S=${WATCH_S_TOOL:-270} follow h; rc=$?
 kill "$SAMPLER_TOOL" 2>/dev/null; wait "$SAMPLER_TOOL" 2>/dev/null; mv "$OUT/gpu-mem.csv" "$OUT/gpu-mem-tool.csv"
 echo "tool: watch rc=$rc, wall $(python3 -c "import time;print(round(time.time()-$t0,1))") s"
+cp "$OUT/gpu-mem-tool.csv" "$STATE/h-gpu-mem-tool.csv"
+fi
 TOOL_LOG=$RUNS/$(cat "$STATE/h.run_id")/train.log
+[ "$HALF" = tool ] && { echo "tool half done: call HALF=verl next"; exit 0; }
+[ -f "$OUT/gpu-mem-tool.csv" ] || cp "$STATE/h-gpu-mem-tool.csv" "$OUT/gpu-mem-tool.csv"
 # (2) verl's own keys by hand, in the host's environment (the same PYTHONPATH/PATH/env table as the tool's host)
 start_sampler
 if [ "$REHEARSAL" = 1 ]; then VERL=(python3 -m verl.trainer.main_ppo); else VERL=(python3 -m verl.trainer.main_ppo); fi
