@@ -419,13 +419,17 @@ def refuse_if_busy(target, py: str) -> dict:
 SKIPPED_KEY = "skipped_checks"
 
 
-def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None" = None) -> dict:
+def quick_checks(
+    target, view, skip_preflight: bool, req: "LaunchRequest | None" = None, *, need_facts: bool = True
+) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
     model/data, disk, the memory fit); ``skip_preflight`` turns the failures of the last into lines
     (``facts[SKIPPED_KEY]``) instead of a refusal, and the probe still runs: its facts (device memory, config.json,
     learned-start memos) are inputs of the plan, not checks (a skipped probe silently turned off learned starts and
-    the memory fit: H200 run 20261202-065903-4ae6 filed no memo). With ``req``, in the same probe round trip, the
+    the memory fit: H200 run 20261202-065903-4ae6 filed no memo); a caller that plans without them
+    (``need_facts=False``: a multi-host run) skips the probe with the checks. With ``req``, in the same probe round
+    trip, the
     tracker's reachability from the container (``swanlab``: cloud mode only, with the run's env: its proxy and
     SwanLab host; the proxy variables that carry credentials reach the probe through a 0600 file, never argv).
     ``view``: what the run reads (:func:`probe_view`, or a multi-host run's plan). Raises :class:`LaunchRefused`
@@ -445,6 +449,8 @@ def quick_checks(target, view, skip_preflight: bool, req: "LaunchRequest | None"
         )
     refuse_if_busy(target, pv.spec["python"])
     facts: dict = {}
+    if skip_preflight and not need_facts:
+        return facts
     from dapo_ops.control import preflight
 
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
