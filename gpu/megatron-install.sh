@@ -84,7 +84,8 @@ case "$mode" in
     [ -d "$W" ] || { echo "run bash gpu/megatron-install.sh (the install) first"; exit 2; }
     VSITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-    echo "nvcc: ${NVCC:-none} $($NVCC --version 2>/dev/null | grep -o 'release [0-9.]*')  venv: $VSITE"
+    PATH="$(dirname "$(python3 -c 'import sys; print(sys.executable)')"):$PATH"  # the venv's ninja (pip package)
+    echo "nvcc: ${NVCC:-none} $($NVCC --version 2>/dev/null | grep -o 'release [0-9.]*')  venv: $VSITE  ninja: $(command -v ninja || echo 'NONE: torch falls back to a serial build (~10x slower)')"
     inc=""; for d in "$VSITE"/nvidia/cudnn/include "$VSITE"/nvidia/nccl/include; do [ -d "$d" ] && inc="$inc:$d"; done
     rm -rf /tmp/te-build /tmp/te-build.rc /tmp/te-build.secs; mkdir -p /tmp/te-build/out
     tar -xzf "$W"/transformer_engine_torch-*.tar.gz -C /tmp/te-build
