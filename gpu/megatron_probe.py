@@ -43,8 +43,10 @@ def attn_child(backend: str) -> int:
 
     def ref_attn(q, k, v):  # [s, h, d] each, causal
         out = F.scaled_dot_product_attention(
-            q.transpose(0, 1), k.repeat_interleave(rep, 1).transpose(0, 1),
-            v.repeat_interleave(rep, 1).transpose(0, 1), is_causal=True,
+            q.transpose(0, 1),
+            k.repeat_interleave(rep, 1).transpose(0, 1),
+            v.repeat_interleave(rep, 1).transpose(0, 1),
+            is_causal=True,
         )
         return out.transpose(0, 1)
 
@@ -79,7 +81,9 @@ def attn_child(backend: str) -> int:
             err = (out.float() - ref.float()).abs().max().item()
             good = err < 5e-2 and q.grad is not None and bool(torch.isfinite(q.grad).all())
             ok &= good
-            print(f"attn {backend:7s} {fmt}: {'OK' if good else 'MISMATCH'} max|out-sdpa|={err:.3g} ({time.time() - t0:.1f} s)")
+            print(
+                f"attn {backend:7s} {fmt}: {'OK' if good else 'MISMATCH'} max|out-sdpa|={err:.3g} ({time.time() - t0:.1f} s)"
+            )
         except Exception as e:  # noqa: BLE001 - report every backend x format, then exit 1
             ok = False
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -98,17 +102,32 @@ def provider_check(model_dir: str) -> None:
     bridge = AutoBridge.from_hf_pretrained(model_dir, trust_remote_code=False)
     provider = bridge.to_megatron_provider(load_weights=False)
     overrides = {
-        "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 1,
-        "expert_tensor_parallel_size": None, "virtual_pipeline_model_parallel_size": None,
-        "context_parallel_size": 1, "sequence_parallel": False, "overlap_p2p_comm": False, "batch_p2p_comm": False,
-        "variable_seq_lengths": True, "attention_backend": AttnBackend.flash,
-        "moe_token_dispatcher_type": "alltoall", "moe_router_load_balancing_type": "none",
+        "tensor_model_parallel_size": 1,
+        "pipeline_model_parallel_size": 1,
+        "expert_model_parallel_size": 1,
+        "expert_tensor_parallel_size": None,
+        "virtual_pipeline_model_parallel_size": None,
+        "context_parallel_size": 1,
+        "sequence_parallel": False,
+        "overlap_p2p_comm": False,
+        "batch_p2p_comm": False,
+        "variable_seq_lengths": True,
+        "attention_backend": AttnBackend.flash,
+        "moe_token_dispatcher_type": "alltoall",
+        "moe_router_load_balancing_type": "none",
     }
     # what the tool emits for -flash_attn + gradient_checkpointing (dapo_ops/core/profiles.py feature_overrides)
-    overrides.update(mapping_string_to_attn_backend({
-        "recompute_granularity": "selective", "recompute_modules": ["core_attn"], "recompute_method": None,
-        "recompute_num_layers": None, "attention_backend": "unfused",
-    }))
+    overrides.update(
+        mapping_string_to_attn_backend(
+            {
+                "recompute_granularity": "selective",
+                "recompute_modules": ["core_attn"],
+                "recompute_method": None,
+                "recompute_num_layers": None,
+                "attention_backend": "unfused",
+            }
+        )
+    )
     provider.apply_overrides_and_finalize(dtype=torch.bfloat16, overrides=overrides)
     spec = provider.transformer_layer_spec
     spec = spec(provider) if callable(spec) else spec
@@ -130,15 +149,19 @@ def main(argv: list[str]) -> int:
 
     ok = True
     steps = (
-        ("transformer_engine.pytorch", "import transformer_engine, transformer_engine.pytorch as te; "
-         "v = transformer_engine.__version__"),
+        (
+            "transformer_engine.pytorch",
+            "import transformer_engine, transformer_engine.pytorch as te; v = transformer_engine.__version__",
+        ),
         ("megatron.core", "import megatron.core; v = megatron.core.__version__"),
         ("megatron.bridge", "import megatron.bridge; from megatron.bridge.package_info import __version__ as v"),
         ("verl.workers.engine.megatron", "import verl, verl.workers.engine.megatron; v = 'verl ' + verl.__version__"),
         ("verl.models.mcore.bridge", "from verl.models.mcore.bridge import AutoBridge; v = 'Megatron-Bridge path'"),
     )
-    print(f"torch {torch.__version__} cuda {torch.version.cuda} device "
-          f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
+    print(
+        f"torch {torch.__version__} cuda {torch.version.cuda} device "
+        f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}"
+    )
     for name, code in steps:
         try:
             ns: dict = {}
@@ -166,7 +189,9 @@ def main(argv: list[str]) -> int:
             fa = [f"{n} {dist_version(n)}" for n in ("flash-attn", "flash-attn-3", "flash-attn-4") if _has(n)]
         except Exception:  # noqa: BLE001
             fa = []
-        print(f"attn flash: {'available via ' + ', '.join(fa) if fa else 'no flash-attn 2/3/4 distribution: not usable'}")
+        print(
+            f"attn flash: {'available via ' + ', '.join(fa) if fa else 'no flash-attn 2/3/4 distribution: not usable'}"
+        )
     print(f"probe {'OK' if ok else 'FAILED'} in {time.time() - t0:.1f} s")
     return 0 if ok else 1
 
