@@ -39,6 +39,10 @@ else
     [ -f /tmp/site-fa4/.installed ] || { echo "run gpu/fa4-install.sh first (GPU_FA4=1)"; exit 2; }
     HOST_PYTHONPATH=/tmp/site-fa4:/tmp/site-fa4/nvidia_cutlass_dsl/dsl_packages:/tmp/site  # .pth not run: fa4-install.sh
   fi
+  if [ "${GPU_MEGA:-0}" = 1 ]; then  # the Megatron route (gpu/megatron-install.sh): megatron-core, Megatron-Bridge, TE first
+    [ -f /tmp/site-mega/.installed ] || { echo "run gpu/megatron-install.sh first (GPU_MEGA=1)"; exit 2; }
+    HOST_PYTHONPATH=/tmp/site-mega:$HOST_PYTHONPATH
+  fi
   TINY=/tmp/p/tiny; BIG=/tmp/p/big
   SMI=nvidia-smi
   [ -f /tmp/site/.installed ] || { echo "run gpu/install.sh first (after the piece calls)"; exit 2; }
@@ -97,16 +101,19 @@ stop_sampler() { [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null; wait "$SA
 
 # ---- the recipe's tiny GRPO/DAPO settings, as the tool's settings in the environment (dapo_ops/control/settings.py names;
 # flags > env, so a scenario's own flags win); everything else the recipe sets goes as --override (ovr)
-export FRAMEWORK=fsdp ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \
+export FRAMEWORK=${GPU_FRAMEWORK:-fsdp} ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \
   MAX_PROMPT_LENGTH=128 MAX_RESPONSE_LENGTH=64 GPU_MEMORY_UTILIZATION=0.3 MAX_OOM_RETRIES=3 HANG_TIMEOUT=900 \
   ROLLOUT_EAGER=true USER_FEATURES=${GPU_USER_FEATURES--flash_attn,-dynamic_batch,-remove_padding,-gradient_checkpointing}
 TINY_FLAGS=(--link-wait 0)
 RECIPE_OVERRIDES=(data.dataloader_num_workers=0 actor_rollout_ref.actor.optim.lr=1e-6
-  actor_rollout_ref.actor.use_torch_compile=False actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
+  actor_rollout_ref.actor.use_torch_compile=False
   actor_rollout_ref.rollout.max_num_seqs=64 reward.num_workers=1
   trainer.val_before_train=False trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=False
   actor_rollout_ref.rollout.agent.num_workers=1
   reward.custom_reward_function.path=$ROOT/len_reward.py reward.custom_reward_function.name=len_mod3)
+# the FSDP engine's own compile key (engine/fsdp.yaml:54); verl 0.9.1's Megatron actor config has no fsdp_config
+# (Hydra: "Key 'fsdp_config' is not in struct")
+[ "$FRAMEWORK" = fsdp ] && RECIPE_OVERRIDES+=(actor_rollout_ref.actor.fsdp_config.use_torch_compile=False)
 ovr() { local o; for o in "${RECIPE_OVERRIDES[@]}" "$@"; do printf -- '--override\n%s\n' "$o"; done; }
 model_flags() { echo --model "$1/model" --train-file "$1/data/train.parquet" --val-file "$1/data/test.parquet"; }
 

@@ -246,19 +246,23 @@ def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkey
     spec = _spec(tmp_path)
     spec["framework"] = "megatron"
     req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
-    assert req["modules"] == ["transfer_queue", "megatron.bridge"]
+    # on GPU Megatron-Bridge needs Transformer Engine (megatron/bridge/peft/lora_layers.py:20)
+    assert req["modules"] == ["transfer_queue", "megatron.bridge", "transformer_engine"]
     checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
     assert checks["transfer_queue"].status == "fail" and "verl-core" in checks["transfer_queue"].fix
     assert checks["megatron.bridge"].status == "fail" and "megatron-bridge" in checks["megatron.bridge"].fix
-    assert {"transfer_queue", "megatron.bridge"} <= set(pc.QUICK_CHECKS)  # a launch stops on them
+    assert (
+        checks["transformer_engine"].status == "fail"
+        and "transformer-engine[pytorch" in checks["transformer_engine"].fix
+    )
+    assert {"transfer_queue", "megatron.bridge", "transformer_engine"} <= set(pc.QUICK_CHECKS)  # a launch stops on them
     site = tmp_path / "site"
-    (site / "transfer_queue").mkdir(parents=True)
-    (site / "transfer_queue" / "__init__.py").write_text("")
-    (site / "megatron" / "bridge").mkdir(parents=True)
-    (site / "megatron" / "bridge" / "__init__.py").write_text("")
+    for mod in ("transfer_queue", "megatron/bridge", "transformer_engine"):
+        (site / mod).mkdir(parents=True)
+        (site / mod / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(site))
     checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
-    assert checks["transfer_queue"].status == "ok" and checks["megatron.bridge"].status == "ok"
+    assert all(checks[m].status == "ok" for m in ("transfer_queue", "megatron.bridge", "transformer_engine"))
     spec["framework"], spec["profile"] = "fsdp", "0.8"
     assert pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"] == []
 
@@ -527,6 +531,10 @@ def test_the_probe_get_says_which_step_failed(monkeypatch):
         ("fsdp", "dapo", "gpu", "-flash_attn", []),  # sdpa: nothing more
         ("fsdp", "one-step-off", "gpu", "-flash_attn", ["cupy"]),  # nccl_checkpoint_engine.py:22 imports cupy
         ("megatron", "dapo", "npu", "", ["mindspeed"]),  # mindspeed/transformer_impl.py:18-21 skips silently
+        # Megatron-Bridge imports transformer_engine.pytorch (megatron/bridge/peft/lora_layers.py:20), TE layers only
+        ("megatron", "dapo", "gpu", "", ["transformer_engine"]),
+        ("megatron", "dapo", "gpu", "-flash_attn", ["transformer_engine"]),
+        ("megatron", "one-step-off", "gpu", "", ["transformer_engine", "cupy"]),
         ("megatron", "one-step-off", "npu", "", ["mindspeed"]),
         ("fsdp", "dapo", "npu", "", []),
     ],

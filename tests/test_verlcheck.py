@@ -153,6 +153,30 @@ def test_pool_arithmetic_names_the_key(root):
     assert any("does not divide the rollout pool's 4 devices" in e for e in errs), errs
 
 
+def test_megatron_flash_backend_without_any_flash_attn_on_cuda(root):
+    """Megatron on GPU with flash_attn on: attention_backend=flash leaves TE only its flash backend, which needs a
+    flash-attn 2/3/4 distribution; without one verl dies at the first forward ('No dot product attention backend is
+    available', TE 2.20.2 dot_product_attention.py:2900). unfused (-flash_attn) and an override to fused pass."""
+    spec = _spec(mode="dapo", framework="megatron", accelerator="gpu")
+    cfg, _ = _composed(root, spec)
+    assert verlcheck._get(cfg, verlcheck.MEG_ATTN_KEY) == "flash"
+    missing = verlcheck.attention_errors(cfg, find_spec=lambda n: None)
+    assert len(missing) == 1 and missing[0].startswith(f"{verlcheck.MEG_ATTN_KEY}=flash but no flash-attn")
+    assert f"--override {verlcheck.MEG_ATTN_KEY}=fused" in missing[0] and "--features -flash_attn" in missing[0]
+    for present in ("flash_attn", "flash_attn_interface"):  # flash-attn 2 or 4 / flash-attn-3
+        assert verlcheck.attention_errors(cfg, find_spec=lambda n, p=present: object() if n == p else None) == []
+    unfused, _ = _composed(root, spec, "-flash_attn")
+    assert verlcheck._get(unfused, verlcheck.MEG_ATTN_KEY) == "unfused"
+    assert verlcheck.attention_errors(unfused, find_spec=lambda n: None) == []
+    fused, _ = _composed(
+        root, _spec(mode="dapo", framework="megatron", accelerator="gpu", extra=[f"{verlcheck.MEG_ATTN_KEY}=fused"])
+    )
+    assert verlcheck._get(fused, verlcheck.MEG_ATTN_KEY) == "fused"
+    assert verlcheck.attention_errors(fused, find_spec=lambda n: None) == []
+    npu, _ = _composed(root, _spec(mode="dapo", framework="megatron", accelerator="npu"))
+    assert verlcheck.attention_errors(npu, find_spec=lambda n: None) == []  # MindSpeed's attention, not TE's
+
+
 def test_flash_attention_without_flash_attn_on_cuda(root):
     cfg, _ = _composed(root, _spec(mode="dapo", framework="fsdp", accelerator="gpu"))
     missing = verlcheck.attention_errors(cfg, find_spec=lambda n: None)

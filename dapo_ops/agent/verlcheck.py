@@ -19,7 +19,13 @@ line naming the key and the fix. The checks, in verl's start-up order:
   rollout replica = TP x DP x PP devices, ``verl/workers/rollout/replica.py:107-116``; Megatron TP x PP x CP
   divides the trainer's devices, ``verl/utils/config.py:104-114``).
 - ``attention``: the attention implementation against the installed packages (``flash_attention_2`` is the
-  default, ``verl/workers/config/model.py:185``; on CUDA it needs ``flash_attn``).
+  default, ``verl/workers/config/model.py:185``; on CUDA it needs ``flash_attn``). Megatron on CUDA: the
+  ``attention_backend`` ``flash`` (verl's default, ``engine/megatron.yaml:90``, and the provider's,
+  ``verl/workers/engine/megatron/transformer_impl.py:367``) leaves Transformer Engine only its flash backend
+  (``megatron/core/models/common/language_module/language_module.py:127-130``), which needs a flash-attn 2/3/4
+  distribution (``transformer_engine/pytorch/attention/dot_product_attention/backends.py:107,151,186``); without
+  one TE's first attention forward raises ``No dot product attention backend is available``
+  (``dot_product_attention.py:2900``, TE 2.20.2), minutes into the launch.
 
 :func:`startup_report` is the entry point: ``{"errors": [line, ...], "skipped": [line, ...]}``.
 """
@@ -33,6 +39,7 @@ from typing import Any, Callable
 
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
+MEG_ATTN_KEY = "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend"
 
 
 def _get(cfg: dict[str, Any], dotted: str, default: Any = None) -> Any:
@@ -178,10 +185,23 @@ def pool_errors(cfg: dict[str, Any]) -> list[str]:
 
 
 def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = importlib.util.find_spec) -> list[str]:
-    """``flash_attention_2`` (verl's default, ``verl/workers/config/model.py:185``) on CUDA without ``flash_attn``."""
-    if _get(cfg, "actor_rollout_ref.actor.strategy") not in ("fsdp", "fsdp2"):
-        return []
+    """On CUDA: FSDP's ``flash_attention_2`` (verl's default, ``verl/workers/config/model.py:185``) without
+    ``flash_attn``; Megatron's ``attention_backend=flash`` without any flash-attn 2 / 3 / 4 (module docstring:
+    ``flash_attn`` is flash-attn 2's and flash-attn-4's module, ``flash_attn_interface`` flash-attn-3's)."""
     if str(_get(cfg, "trainer.device", "cuda")) != "cuda":
+        return []
+    if _get(cfg, "actor_rollout_ref.actor.strategy") == "megatron":
+        backend = str(_get(cfg, MEG_ATTN_KEY) or "flash")
+        if backend == "flash" and find_spec("flash_attn") is None and find_spec("flash_attn_interface") is None:
+            return [
+                f"{MEG_ATTN_KEY}=flash but no flash-attn (2, 3 or 4) is installed in the container: Megatron then "
+                f"allows Transformer Engine only its flash backend and the first forward fails with 'No dot product "
+                f"attention backend is available': pip install flash-attn --no-build-isolation, or --override "
+                f"{MEG_ATTN_KEY}=fused (cuDNN fused attention, packed sequences kept), or --features -flash_attn "
+                f"(unfused; on Megatron it turns remove_padding off too)"
+            ]
+        return []
+    if _get(cfg, "actor_rollout_ref.actor.strategy") not in ("fsdp", "fsdp2"):
         return []
     attn = _get(cfg, ATTN_KEY) or "flash_attention_2"
     if attn == "flash_attention_2" and find_spec("flash_attn") is None:

@@ -49,6 +49,7 @@ QUICK_CHECKS = (
     "verl-startup",
     "transfer_queue",
     "megatron.bridge",
+    "transformer_engine",
     "flash_attn",
     "cupy",
     "mindspeed",

@@ -112,7 +112,10 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
     it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
     (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
-    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False).
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False); on GPU
+    that import needs Transformer Engine (``megatron/bridge/peft/lora_layers.py:20`` imports
+    ``transformer_engine.pytorch`` unconditionally, Megatron-Bridge 0.6.2) and so does every layer it builds
+    (``megatron/bridge/models/gpt_provider.py:120-125``: the TE layer spec, no local fallback): ``transformer_engine``.
     By mode x framework x accelerator: FSDP on GPU with ``flash_attn`` loads the model with
     ``attn_implementation=flash_attention_2`` (``verl/workers/config/model.py:185``) and remove-padding patches
     transformers' flash-attention forward (``verl/models/transformers/monkey_patch.py:544-552``): ``flash_attn``;
@@ -134,6 +137,15 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
                     "verl 0.9's Megatron engine builds the model with Megatron-Bridge (verl/models/mcore/bridge.py:17)",
                 )
             )
+    if accel == "gpu" and fw == "megatron" and pv.spec["profile"] == "0.9":
+        out.append(
+            (
+                "transformer_engine",
+                "verl 0.9's Megatron engine imports Megatron-Bridge, which imports transformer_engine.pytorch "
+                "(megatron/bridge/peft/lora_layers.py:20) and builds only Transformer Engine layers "
+                "(megatron/bridge/models/gpt_provider.py:120-125)",
+            )
+        )
     if accel == "gpu" and fw == "fsdp" and "flash_attn" in pv.feature_names:
         out.append(
             (

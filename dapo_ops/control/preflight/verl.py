@@ -152,6 +152,8 @@ def _overrides_check(comp: dict) -> Check:
 _MODULE_FIX = {
     "transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
     "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
+    "transformer_engine": "pip install --no-build-isolation 'transformer-engine[pytorch,core_cu13]' (core_cu12 on "
+    "CUDA 12) in the container (or use verl's Megatron image); gpu/README.md says how it was carried to the H200",
     "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
     "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
     "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
