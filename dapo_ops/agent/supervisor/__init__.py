@@ -22,6 +22,6 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
 4. SIGTERM/SIGINT to the supervisor (``inv stop``) stops the verl group and marks the run ``stopped``.
 
 The state machine is :class:`~dapo_ops.agent.supervisor.machine.Supervisor` (:mod:`.machine`); tunables are listed
-in :mod:`.config`. This package re-exports nothing: tests, bench/ and gpu/ import each name from the module that
-defines it (the log grammar from :mod:`dapo_ops.core.logformat`, process handling from :mod:`dapo_ops.agent.procs`).
+in :mod:`.config`. Nothing is re-exported here: import from the module that defines a name (the log
+grammar from :mod:`dapo_ops.core.logformat`, process handling from :mod:`dapo_ops.agent.procs`).
 """

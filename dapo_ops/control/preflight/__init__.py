@@ -39,6 +39,6 @@ Checks (names are stable; ``--json`` uses them):
 Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
 round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
 ``inputs`` (model/data/disk), ``memory`` (memory-fit), ``network`` (proxy/swanlab/ray-port/swanlab-key),
-``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group). This package
-re-exports nothing: import each name from the module that defines it.
+``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group). Nothing is
+re-exported here: import from the module that defines a name.
 """
