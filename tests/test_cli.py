@@ -507,6 +507,7 @@ class TestModeFlags:
         from invoke import Context
 
         from dapo_ops.cli import preflight as cp
+        from dapo_ops.control.preflight import group as preflight_group
 
         seen = {}
 
@@ -517,7 +518,7 @@ class TestModeFlags:
             seen.update({h: j.plan for h, j in jobs.items()})
             raise Stop
 
-        monkeypatch.setattr(cp.pc, "run_fleet", fake_run_fleet)
+        monkeypatch.setattr(preflight_group, "run_fleet", fake_run_fleet)  # cli/preflight.py looks it up there
         monkeypatch.delenv("DAPO_MODE", raising=False)
         with pytest.raises(Stop):
             cp.preflight(

@@ -105,13 +105,13 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
 
     from dapo_ops.control.launch import service as svc
     from dapo_ops.control.launch import errors as launch_errors
-    from dapo_ops.control import preflight
+    from dapo_ops.control.preflight import checks as preflight_checks
     from dapo_ops.control.preflight.network import tracker_check
 
     dns = "cannot resolve api.swanlab.cn: Temporary failure in name resolution"
     probe = {"http": {"swanlab": {"url": "https://api.swanlab.cn", "reachable": False, "kind": "dns", "error": dns}}}
     monkeypatch.setattr(svc, "refuse_if_busy", lambda *a, **k: None)
-    monkeypatch.setattr(preflight, "quick", lambda *a, **k: [tracker_check(probe)])
+    monkeypatch.setattr(preflight_checks, "quick", lambda *a, **k: [tracker_check(probe)])
 
     def fn(t):  # what cli/launch.py's per-host function does with a refusal
         t = SimpleNamespace(host=t.host, container_state=lambda: SimpleNamespace(running=True), container="verl")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.agent import supervisor
+from dapo_ops.core.logformat import parse_metrics_line
 
 pytestmark = pytest.mark.bench
 
@@ -100,7 +100,7 @@ def training_steps(sandbox, host, run_id) -> dict[int, list[int]]:
             cur = int(m.group(1))
             out[cur] = []
             continue
-        p = supervisor.parse_metrics_line(line)
+        p = parse_metrics_line(line)
         if p and cur is not None and "training/global_step" in p[1]:
             out[cur].append(p[0])
     return out

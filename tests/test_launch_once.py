@@ -20,7 +20,8 @@ from dapo_ops.agent import runstart
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import errors as launch_errors
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control import preflight
+from dapo_ops.control.preflight import checks as preflight_checks
+from dapo_ops.control.preflight import memory as preflight_memory
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.status import probe as status_mod
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_memfit import QWEN3_8B  # noqa: E402
 
 HOST = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=1, workdir="/work", runs_dir="/runs")
-#: what the probe reads on HOST (preflight.memory_facts): Qwen3-8B does not fit one 80 GiB device as planned
+#: what the probe reads on HOST (preflight.memory.memory_facts): Qwen3-8B does not fit one 80 GiB device as planned
 MEMORY = {
     "model_config": QWEN3_8B,
     "device_gib": 80.0,
@@ -116,8 +117,8 @@ def launch_env(monkeypatch):
         facts_out.update(probe={"devices": {"rc": 0}, "model": {"config": QWEN3_8B}})
         return []
 
-    monkeypatch.setattr(preflight, "quick", quick)
-    monkeypatch.setattr(preflight, "memory_facts", lambda host, p: dict(MEMORY) if p else None)
+    monkeypatch.setattr(preflight_checks, "quick", quick)
+    monkeypatch.setattr(preflight_memory, "memory_facts", lambda host, p: dict(MEMORY) if p else None)
     stops: list[dict] = []
     monkeypatch.setattr(status_mod, "probe", lambda target, req: stops.append(req) or {})
     return SimpleNamespace(counts=counts, stops=stops)

@@ -184,7 +184,7 @@ def test_skip_preflight_lets_failing_checks_through_but_keeps_the_probes_facts(m
 
     import pytest
 
-    from dapo_ops.control import preflight
+    from dapo_ops.control.preflight import checks as preflight_checks
     from dapo_ops.control.launch import errors as launch_errors
     from dapo_ops.control.launch import service as svc
     from dapo_ops.control.preflight.result import Check
@@ -197,7 +197,7 @@ def test_skip_preflight_lets_failing_checks_through_but_keeps_the_probes_facts(m
         return [disk]
 
     monkeypatch.setattr(svc, "refuse_if_busy", lambda *a, **k: None)
-    monkeypatch.setattr(preflight, "quick", fake_quick)
+    monkeypatch.setattr(preflight_checks, "quick", fake_quick)
     t = SimpleNamespace(host=HOST, container_state=lambda: SimpleNamespace(running=True), container="")
     view = SimpleNamespace(spec={"python": "python3"})
     got = svc.quick_checks(t, view, True)

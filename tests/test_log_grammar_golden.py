@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.agent import supervisor
 from dapo_ops.agent.supervisor import follow, record
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.core import classify, logformat
@@ -156,7 +155,6 @@ def test_the_shared_grammar_is_what_each_reader_uses():
     """The readers hold no line regex of their own for these facts (a copy would drift)."""
     assert statusview.parse_metrics_line is logformat.parse_metrics_line
     assert statusview.normalise_line is logformat.normalise_line
-    assert supervisor.parse_metrics_line is logformat.parse_metrics_line
     assert follow.parse_metrics_line is logformat.parse_metrics_line
     # no regex of its own for the total, resume and save lines: the grammar's parse functions
     assert getattr(follow, "TOTAL_RE", logformat.TOTAL_RE) is logformat.TOTAL_RE

@@ -159,7 +159,7 @@ def test_cluster_module_ships_in_the_stdlib_bundle_and_imports_without_site(tmp_
     for name, data in files.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_bytes(data)
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.topology, dapo_ops.agent.raysession, dapo_ops.agent.supervisor"
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import dapo_ops.core.topology, dapo_ops.agent.raysession, dapo_ops.agent.supervisor.machine"
     res = subprocess.run(
         [sys.executable, "-S", "-I", "-c", code],
         capture_output=True,

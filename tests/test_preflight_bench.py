@@ -16,7 +16,7 @@ import pytest
 
 from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control import preflight as pc
+from dapo_ops.control.preflight.checks import quick, run_all
 from dapo_ops.control.remote.target import Target
 from inputs_helpers import make_model, make_parquet
 
@@ -73,7 +73,7 @@ def _by_name(checks):
 
 
 def _run_all(sandbox, host, plan, **kw):
-    return _by_name(pc.run_all(Target(_host(sandbox, host, kw.pop("inv_path", None))), plan, **kw))
+    return _by_name(run_all(Target(_host(sandbox, host, kw.pop("inv_path", None))), plan, **kw))
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_healthy_host_all_ok(sandbox, h1):
         assert checks[name].status == "ok", checks[name]
     assert "12 rows" in checks["data:train.parquet"].message
     assert "verl 0.9.1" in checks["verl"].message
-    assert pc.quick(Target(_host(sandbox, h1)), _plan(sandbox, h1)) == []
+    assert quick(Target(_host(sandbox, h1)), _plan(sandbox, h1)) == []
     # verl's start-up checks ran on the composed config; the stand-in's verl does not import: said, not hidden
     st = checks["verl-startup"]
     assert st.status == "ok" and "dataclass: skipped: verl not importable" in st.message, st
@@ -152,7 +152,7 @@ def test_missing_column_and_short_context(sandbox, h1):
     assert "reward_model" in d.fix
     m = checks["model"]
     assert m.status == "fail" and "exceeds the model's max_position_embeddings 1024" in m.message
-    assert {c.name for c in pc.quick(Target(_host(sandbox, h1)), _plan(sandbox, h1))} >= {"model", "data:train.parquet"}
+    assert {c.name for c in quick(Target(_host(sandbox, h1)), _plan(sandbox, h1))} >= {"model", "data:train.parquet"}
 
 
 def test_unknown_override_fails_in_verls_words(sandbox, h1):

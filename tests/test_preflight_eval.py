@@ -1,5 +1,5 @@
 """Preflight evaluation without hosts: the real probe runs in this process (stand-in npu-smi on PATH, files in
-tmp_path), then :func:`dapo_ops.control.preflight.evaluate` judges the facts."""
+tmp_path), then :func:`dapo_ops.control.preflight.checks.evaluate` judges the facts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from dapo_ops.control import preflight as pc
+from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate
+from dapo_ops.control.preflight.inputs import CKPT_FACTOR
+from dapo_ops.control.preflight.network import swanlab_key_check
+from dapo_ops.control.preflight.plan import plan_view
+from dapo_ops.control.preflight.probe import probe_request
+from dapo_ops.control.preflight.result import Check, to_json, worst
 from dapo_ops.agent import preflight as preflight_probe
 from inputs_helpers import make_model, make_parquet
 
@@ -78,13 +83,13 @@ def test_container_states_from_inspect():
         ("restarting 1 false true false", "is restarting (last exit code 1)"),
         ("paused 0 false false true", "is paused"),
     ):
-        checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": text}, "probe": None})
+        checks = evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": text}, "probe": None})
         c = _by(checks)["container"]
         assert c.status == "fail" and want in c.message, c
         assert [x.name for x in checks] == ["ssh", "docker", "container"]
-    checks = pc.evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 127, "text": "sh: 1: docker: not found"}})
+    checks = evaluate(h, None, {"ssh": {"ok": True}, "inspect": {"rc": 127, "text": "sh: 1: docker: not found"}})
     assert _by(checks)["docker"].status == "fail"
-    checks = pc.evaluate(
+    checks = evaluate(
         h,
         None,
         {
@@ -103,8 +108,8 @@ def test_full_probe_in_process_ok_and_profile_mismatch(tmp_path, standin):
     make_model(tmp_path / "m", max_pos=4096)
     make_parquet(tmp_path / "t.parquet", 10)
     spec = _spec(tmp_path)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
-    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    req = probe_request(_host(), plan_view(spec), full=False)
+    checks = _by(evaluate(_host(), spec, _facts(req), full=False))
     for n in ("devices", "leftover", "device-mem", "model", "data:t.parquet", "disk"):
         assert checks[n].status == "ok", checks[n]
     assert checks["verl"].status == "fail"  # no verl in this test interpreter's path
@@ -118,7 +123,7 @@ def test_full_probe_in_process_ok_and_profile_mismatch(tmp_path, standin):
     }
     facts = _facts(req)
     facts["probe"]["verl"] = v
-    checks = _by(pc.evaluate(_host(), spec8, facts, full=False))
+    checks = _by(evaluate(_host(), spec8, facts, full=False))
     assert checks["verl"].status == "fail" and "VERL_PROFILE=0.9" in checks["verl"].fix
     assert checks["entry"].status == "fail" and "git submodule update --init recipe" in checks["entry"].fix
 
@@ -127,17 +132,17 @@ def test_disk_estimate_from_model_size(tmp_path, standin):
     make_model(tmp_path / "m", max_pos=4096)
     make_parquet(tmp_path / "t.parquet", 10)
     spec = _spec(tmp_path, max_actor_ckpt_to_keep=None)  # null: keep every save (verl's own default)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     facts = _facts(req)
     wb = facts["probe"]["model"]["weights_bytes"]
-    one = wb * pc.CKPT_FACTOR
+    one = wb * CKPT_FACTOR
     for free, want in ((one * 100, "ok"), (one * 5, "warn"), (one / 2, "fail")):
         facts["probe"]["disk"]["free"] = int(free)
-        d = _by(pc.evaluate(_host(), spec, facts, full=False))["disk"]
+        d = _by(evaluate(_host(), spec, facts, full=False))["disk"]
         assert d.status == want, (free, d)
     assert "10 save(s)" in d.message
     # a spec without the key keeps the defaults table's 3: up to 2 x 3 on disk across attempts (stays_on_disk)
-    d = _by(pc.evaluate(_host(), _spec(tmp_path), facts, full=False))["disk"]
+    d = _by(evaluate(_host(), _spec(tmp_path), facts, full=False))["disk"]
     assert "6 save(s)" in d.message
 
 
@@ -145,49 +150,49 @@ def test_one_step_off_needs_both_pools(tmp_path, standin):
     standin.write_text('{"count": 6}')
     spec = _spec(tmp_path, trainer_gpus=4, rollout_gpus=4)
     spec["mode"] = "one-step-off"
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
-    d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["devices"]
+    req = probe_request(_host(), plan_view(spec), full=False)
+    d = _by(evaluate(_host(), spec, _facts(req), full=False))["devices"]
     assert d.status == "fail" and "the plan needs 8 (trainer + rollout pools)" in d.message
 
 
 def test_swanlab_key_check_tty_and_modes(tmp_path):
     spec = {"logger": ["console", "swanlab"], "env": {}}
     env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
-    c = pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=False)
+    c = swanlab_key_check(spec, env=env, file_cfg={}, isatty=False)
     assert c.status == "fail" and "stdin is not a terminal" in c.message and "SWANLAB_API_KEY" in c.fix
-    assert pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=True).status == "warn"
-    ok = pc.swanlab_key_check(spec, env={**env, "SWANLAB_API_KEY": "abc123"}, file_cfg={}, isatty=False)
+    assert swanlab_key_check(spec, env=env, file_cfg={}, isatty=True).status == "warn"
+    ok = swanlab_key_check(spec, env={**env, "SWANLAB_API_KEY": "abc123"}, file_cfg={}, isatty=False)
     assert ok.status == "ok" and "abc123" not in str(ok)
-    assert pc.swanlab_key_check(spec, env=env, file_cfg={}, isatty=False, mode_flag="local").status == "ok"
-    assert pc.swanlab_key_check({"logger": ["console"], "env": {}}, env=env, file_cfg={}) is None
+    assert swanlab_key_check(spec, env=env, file_cfg={}, isatty=False, mode_flag="local").status == "ok"
+    assert swanlab_key_check({"logger": ["console"], "env": {}}, env=env, file_cfg={}) is None
 
 
 def test_check_str_and_json():
-    c = pc.Check("devices", "fail", "2 NPU(s)\nusable", "give more")
+    c = Check("devices", "fail", "2 NPU(s)\nusable", "give more")
     assert str(c) == "devices fail: 2 NPU(s) usable; fix: give more"
-    assert pc.worst([c, pc.Check("x", "warn", "w")]) == "fail"
-    assert '"status": "fail"' in pc.to_json({"h1": [c]})
+    assert worst([c, Check("x", "warn", "w")]) == "fail"
+    assert '"status": "fail"' in to_json({"h1": [c]})
     with pytest.raises(ValueError, match="status 'bad' is not one of ok, warn, fail"):  # also under python -O
-        pc.Check("x", "bad", "m")
+        Check("x", "bad", "m")
 
 
 def test_proxy_and_python_checks(tmp_path, standin, monkeypatch):
     spec = _spec(tmp_path)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     monkeypatch.delenv("http_proxy", raising=False)
     monkeypatch.delenv("https_proxy", raising=False)
     monkeypatch.delenv("HTTP_PROXY", raising=False)
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     facts = _facts(req)
     inv_proxy = {"http_proxy": "http://10.0.0.1:3128", "https_proxy": "", "no_proxy": ""}
-    p = _by(pc.evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
+    p = _by(evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
     assert p.status == "warn" and "sees no proxy" in p.message
     monkeypatch.setenv("http_proxy", "http://u:pw@10.0.0.1:3128")
     facts = _facts(req)
-    p = _by(pc.evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
+    p = _by(evaluate(_host(), spec, facts, inv_proxy=inv_proxy))["proxy"]
     assert p.status == "ok" and "u:***@10.0.0.1" in p.message and "pw" not in p.message
     facts["probe"]["python"] = "3.8.10"
-    assert _by(pc.evaluate(_host(), spec, facts))["python"].status == "warn"
+    assert _by(evaluate(_host(), spec, facts))["python"].status == "warn"
 
 
 def test_plan_view_forms():
@@ -206,15 +211,15 @@ def test_plan_view_forms():
         {"spec": spec, "argv": ["python3", "-m", "x.y"]},
         SimpleNamespace(spec=spec, argv=["python3", "-m", "x.y"]),
     ):
-        pv = pc.plan_view(plan)
+        pv = plan_view(plan)
         assert pv.devices_needed == 8 and pv.data_files == ["/a.parquet"]
-    assert pc.plan_view({"spec": spec, "argv": ["python3", "-m", "x.y"]}).entry_module == "x.y"
-    assert pc.plan_view(None) is None
+    assert plan_view({"spec": spec, "argv": ["python3", "-m", "x.y"]}).entry_module == "x.y"
+    assert plan_view(None) is None
 
 
 def test_remote_error_kinds_map_to_checks():
     h = _host()
-    t = pc.evaluate(
+    t = evaluate(
         h,
         None,
         {
@@ -226,7 +231,7 @@ def test_remote_error_kinds_map_to_checks():
         },
     )
     assert [(c.name, c.status) for c in t] == [("ssh", "ok"), ("probe", "fail")]
-    k = pc.evaluate(
+    k = evaluate(
         h,
         None,
         {
@@ -245,26 +250,26 @@ def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkey
     """The real probe looks the modules up in this interpreter: missing -> fail with a fix; present -> ok."""
     spec = _spec(tmp_path)
     spec["framework"] = "megatron"
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     # on GPU Megatron-Bridge needs Transformer Engine (megatron/bridge/peft/lora_layers.py:20)
     assert req["modules"] == ["transfer_queue", "megatron.bridge", "transformer_engine"]
-    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    checks = _by(evaluate(_host(), spec, _facts(req), full=False))
     assert checks["transfer_queue"].status == "fail" and "verl-core" in checks["transfer_queue"].fix
     assert checks["megatron.bridge"].status == "fail" and "megatron-bridge" in checks["megatron.bridge"].fix
     assert (
         checks["transformer_engine"].status == "fail"
         and "transformer-engine[pytorch" in checks["transformer_engine"].fix
     )
-    assert {"transfer_queue", "megatron.bridge", "transformer_engine"} <= set(pc.QUICK_CHECKS)  # a launch stops on them
+    assert {"transfer_queue", "megatron.bridge", "transformer_engine"} <= set(QUICK_CHECKS)  # a launch stops on them
     site = tmp_path / "site"
     for mod in ("transfer_queue", "megatron/bridge", "transformer_engine"):
         (site / mod).mkdir(parents=True)
         (site / mod / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(site))
-    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    checks = _by(evaluate(_host(), spec, _facts(req), full=False))
     assert all(checks[m].status == "ok" for m in ("transfer_queue", "megatron.bridge", "transformer_engine"))
     spec["framework"], spec["profile"] = "fsdp", "0.8"
-    assert pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"] == []
+    assert probe_request(_host(), plan_view(spec), full=False)["modules"] == []
 
 
 def test_swanlab_local_mode_needs_swanboard_in_the_container(tmp_path, standin, monkeypatch):
@@ -272,50 +277,50 @@ def test_swanlab_local_mode_needs_swanboard_in_the_container(tmp_path, standin, 
     quick checks) fail on it with the fix; offline and cloud need no swanboard."""
     spec = _spec(tmp_path)
     spec["logger"], spec["env"] = ["console", "swanlab"], {"SWANLAB_MODE": "local"}
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     assert "swanboard" in req["modules"]
-    checks = _by(pc.evaluate(_host(), spec, _facts(req), full=False))
+    checks = _by(evaluate(_host(), spec, _facts(req), full=False))
     assert (
         checks["swanboard"].status == "fail"
         and "swanboard is not importable in the container" in checks["swanboard"].message
     )
     assert "swanlab[dashboard]" in checks["swanboard"].fix and "--swanlab-mode offline" in checks["swanboard"].fix
-    assert "swanboard" in pc.QUICK_CHECKS  # a launch stops on it
+    assert "swanboard" in QUICK_CHECKS  # a launch stops on it
     site = tmp_path / "site"
     (site / "swanboard").mkdir(parents=True)
     (site / "swanboard" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(site))
-    assert _by(pc.evaluate(_host(), spec, _facts(req), full=False))["swanboard"].status == "ok"
+    assert _by(evaluate(_host(), spec, _facts(req), full=False))["swanboard"].status == "ok"
     for mode in ("offline", "cloud", "disabled"):
         spec["env"] = {"SWANLAB_MODE": mode}
-        assert "swanboard" not in pc.probe_request(_host(), pc.plan_view(spec), full=False)["modules"]
+        assert "swanboard" not in probe_request(_host(), plan_view(spec), full=False)["modules"]
 
 
 def test_cann_check_says_which_set_env_it_found(tmp_path, standin, monkeypatch):
     spec = _spec(tmp_path)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     assert req["cann_files"][0] == "/usr/local/Ascend/ascend-toolkit/set_env.sh"
     f = tmp_path / "set_env.sh"
     f.write_text("")
     req["cann_files"] = [str(f), str(tmp_path / "atb_set_env.sh")]
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
-    c = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"]
+    c = _by(evaluate(_host(), spec, _facts(req), full=False))["cann"]
     assert c.status == "ok" and str(f) in c.message and "atb_set_env" not in c.message
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
-    c = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"]
+    c = _by(evaluate(_host(), spec, _facts(req), full=False))["cann"]
     assert c.status == "ok" and "ASCEND_TOOLKIT_HOME=/usr/local/Ascend" in c.message
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME")
     req["cann_files"] = [str(tmp_path / "none.sh")]
-    assert _by(pc.evaluate(_host(), spec, _facts(req), full=False))["cann"].status == "warn"
-    assert "cann_files" not in pc.probe_request(_host(accelerator="gpu"), pc.plan_view(spec), full=False)
+    assert _by(evaluate(_host(), spec, _facts(req), full=False))["cann"].status == "warn"
+    assert "cann_files" not in probe_request(_host(accelerator="gpu"), plan_view(spec), full=False)
 
 
 def test_disk_check_counts_the_bounded_checkpoints(tmp_path, standin):
     make_model(tmp_path / "m", max_pos=4096)
     make_parquet(tmp_path / "t.parquet", 10)
     spec = _spec(tmp_path, max_actor_ckpt_to_keep=3)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
-    d = _by(pc.evaluate(_host(), spec, _facts(req), full=False))["disk"]
+    req = probe_request(_host(), plan_view(spec), full=False)
+    d = _by(evaluate(_host(), spec, _facts(req), full=False))["disk"]
     # verl's rotation restarts at every attempt (checkpoint_manager.py:59): 3 kept from before a retry + 3 of its own
     assert "6 save(s) on disk at once" in d.message
 
@@ -356,7 +361,7 @@ def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(
 
 def test_a_missing_container_is_named_as_the_plan_has_it_not_as_the_inventory_does(tmp_path):
     spec = dict(_spec(tmp_path), container="nosuch")
-    checks = pc.evaluate(
+    checks = evaluate(
         _host(),
         {"spec": spec, "argv": []},
         {"ssh": {"ok": True}, "inspect": {"rc": 1, "text": "Error: No such object: nosuch"}},
@@ -371,7 +376,7 @@ def test_a_full_runs_dir_is_named_as_space_not_permissions():
         "cannot install the dapo-ops bundle in container 'verl' on h1 under /verl/dapo_runs/.dapo_ops: tar: "
         "dapo_ops/core/ladder.py: Cannot write: No space left on device"
     )
-    checks = pc.evaluate(
+    checks = evaluate(
         _host(),
         None,
         {
@@ -384,7 +389,7 @@ def test_a_full_runs_dir_is_named_as_space_not_permissions():
     c = _by(checks)["bundle"]
     assert c.status == "fail" and c.fix.startswith("free space on the filesystem of runs_dir "), c
     assert "writable" not in c.fix and "df -h" in c.fix
-    perm = pc.evaluate(
+    perm = evaluate(
         _host(),
         None,
         {
@@ -402,7 +407,7 @@ def test_a_missing_workdir_is_named_not_blamed_on_python():
         "the probe printed no result (OCI runtime exec failed: exec failed: unable to start container process: "
         'chdir to cwd ("/nosuch") set in config.json failed: no such file or directory: unknown)'
     )
-    checks = pc.evaluate(
+    checks = evaluate(
         _host(workdir="/nosuch"),
         None,
         {
@@ -422,19 +427,17 @@ def test_tracker_url_only_in_cloud_mode_and_for_launch_without_the_rest_of_the_n
         "logger": ["console", "swanlab"],
         "env": {"SWANLAB_MODE": "cloud", "SWANLAB_API_HOST": "http://10.0.0.5:8000/api"},
     }
-    pv = pc.plan_view(spec)
-    assert "http_urls" not in pc.probe_request(_host(), pv, full=False)  # preflight --quick: unchanged
-    req = pc.probe_request(_host(), pv, full=False, tracker=True)
+    pv = plan_view(spec)
+    assert "http_urls" not in probe_request(_host(), pv, full=False)  # preflight --quick: unchanged
+    req = probe_request(_host(), pv, full=False, tracker=True)
     assert req["http_urls"] == {"swanlab": "http://10.0.0.5:8000/api"} and "tcp" not in req and "compose" not in req
-    cloud = pc.plan_view({"logger": ["console", "swanlab"], "env": {}})
-    assert pc.probe_request(_host(), cloud, full=False, tracker=True)["http_urls"] == {
-        "swanlab": "https://api.swanlab.cn"
-    }
+    cloud = plan_view({"logger": ["console", "swanlab"], "env": {}})
+    assert probe_request(_host(), cloud, full=False, tracker=True)["http_urls"] == {"swanlab": "https://api.swanlab.cn"}
     for mode in ("local", "offline", "disabled"):
-        off = pc.plan_view({"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": mode}})
-        assert "http_urls" not in pc.probe_request(_host(), off, full=True, tracker=True), mode
-    console = pc.plan_view({"logger": ["console"], "env": {"SWANLAB_MODE": "cloud"}})
-    assert "http_urls" not in pc.probe_request(_host(), console, full=False, tracker=True)
+        off = plan_view({"logger": ["console", "swanlab"], "env": {"SWANLAB_MODE": mode}})
+        assert "http_urls" not in probe_request(_host(), off, full=True, tracker=True), mode
+    console = plan_view({"logger": ["console"], "env": {"SWANLAB_MODE": "cloud"}})
+    assert "http_urls" not in probe_request(_host(), console, full=False, tracker=True)
 
 
 def _tracker(kind, error, env=None):
@@ -546,12 +549,12 @@ def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, m
 
     spec = _spec(tmp_path)
     spec.update(framework=framework, mode=mode, accelerator=accel, features=resolve(feats).to_json())
-    req = pc.probe_request(_host(accelerator=accel), pc.plan_view(spec), full=False)
+    req = probe_request(_host(accelerator=accel), plan_view(spec), full=False)
     base = ["transfer_queue"] + (["megatron.bridge"] if framework == "megatron" else [])
     assert req["modules"] == base + want
-    checks = _by(pc.evaluate(_host(accelerator=accel), spec, _facts(req), full=False))
+    checks = _by(evaluate(_host(accelerator=accel), spec, _facts(req), full=False))
     for mod in want:
-        assert checks[mod].status == "fail" and checks[mod].fix and mod in pc.QUICK_CHECKS
+        assert checks[mod].status == "fail" and checks[mod].fix and mod in QUICK_CHECKS
 
 
 def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_container_name():
@@ -562,7 +565,7 @@ def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_con
     )
     (c,) = [
         c
-        for c in pc.evaluate(
+        for c in evaluate(
             h,
             None,
             {"ssh": {"ok": True}, "inspect": {"rc": 0, "text": "running 0 false false false"}, "python_error": msg},
@@ -575,7 +578,7 @@ def test_a_python_that_cannot_run_is_the_python_check_and_a_bare_host_has_no_con
     )
     assert "make runs_dir writable" not in c.fix
     bare = _host(runtime="host", container="")
-    checks = pc.evaluate(
+    checks = evaluate(
         bare,
         None,
         {
@@ -596,11 +599,11 @@ def test_disk_check_with_save_freq_off_counts_no_checkpoint(tmp_path, standin):
     make_model(tmp_path / "m", max_pos=4096)
     make_parquet(tmp_path / "t.parquet", 10)
     spec = _spec(tmp_path, save_freq=-1)
-    req = pc.probe_request(_host(), pc.plan_view(spec), full=False)
+    req = probe_request(_host(), plan_view(spec), full=False)
     facts = _facts(req)
-    one = facts["probe"]["model"]["weights_bytes"] * pc.CKPT_FACTOR
+    one = facts["probe"]["model"]["weights_bytes"] * CKPT_FACTOR
     facts["probe"]["disk"]["free"] = int(one / 2)
-    d = _by(pc.evaluate(_host(), spec, facts, full=False))["disk"]
+    d = _by(evaluate(_host(), spec, facts, full=False))["disk"]
     assert d.status == "ok" and "verl saves no checkpoint" in d.message, d
-    d = _by(pc.evaluate(_host(), _spec(tmp_path, save_freq=5), facts, full=False))["disk"]
+    d = _by(evaluate(_host(), _spec(tmp_path, save_freq=5), facts, full=False))["disk"]
     assert d.status == "fail" and "one checkpoint" in d.message, d

@@ -13,7 +13,7 @@ import pytest
 
 from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control import preflight as pc
+from dapo_ops.control.preflight.result import worst
 from dapo_ops.control.preflight import group
 from dapo_ops.control.preflight import probe as preflight_probe
 from inputs_helpers import make_model, make_parquet
@@ -66,7 +66,7 @@ def _fleet(sandbox, names, *, extra=()):
         "max_response_length": 1024,
     }
     jobs = {
-        h.name: pc.HostJob(
+        h.name: group.HostJob(
             plan=planning.make_plan(
                 s, h, mode="dapo", run_id="20261201-000000-grp0", swanlab_logger=False, extra_overrides=list(extra)
             )
@@ -74,7 +74,7 @@ def _fleet(sandbox, names, *, extra=()):
         for h in hosts
     }
     facts: dict = {}
-    checks = pc.run_fleet(hosts, jobs, timeout=170, facts_out=facts, reuse=True)
+    checks = group.run_fleet(hosts, jobs, timeout=170, facts_out=facts, reuse=True)
     return {n: {c.name: c for c in cs} for n, cs in checks.items()}, facts
 
 
@@ -129,7 +129,7 @@ def test_overrides_that_fail_fail_on_every_host_of_the_group(fleet, counted):
     for h in HOSTS:
         ov = checks[h]["overrides"]
         assert ov.status == "fail" and "not_a_key" in ov.message and ov.fix
-        assert pc.worst(list(checks[h].values())) == "fail"
+        assert worst(list(checks[h].values())) == "fail"
     assert "composed on h1" in checks["h3"]["overrides"].message
 
 

@@ -15,7 +15,7 @@ import pytest
 from dapo_ops.core import classify
 from dapo_ops.agent import probe as remote_probe
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.agent import supervisor
+from dapo_ops.core.logformat import SAVE_RE, parse_metrics_line
 import supervisor_helpers
 from supervisor_helpers import new_run
 
@@ -62,9 +62,9 @@ def test_supervisor_parsing_reads_real_logs(name):
 def test_real_save_line_comes_before_its_step_line():
     order = [
         ("save", int(m.group(1)))
-        if (m := supervisor.SAVE_RE.search(ln))
-        else ("step", supervisor.parse_metrics_line(ln)[0])
-        if supervisor.parse_metrics_line(ln)
+        if (m := SAVE_RE.search(ln))
+        else ("step", parse_metrics_line(ln)[0])
+        if parse_metrics_line(ln)
         else None
         for ln in lines("verl-run-1-grpo-3steps.log")
     ]
@@ -73,7 +73,7 @@ def test_real_save_line_comes_before_its_step_line():
 
 
 def test_real_metrics_values():
-    pm = [supervisor.parse_metrics_line(ln) for ln in lines("verl-run-1-grpo-3steps.log")]
+    pm = [parse_metrics_line(ln) for ln in lines("verl-run-1-grpo-3steps.log")]
     step, metrics = [x for x in pm if x][-1]
     assert step == 3 and metrics["training/global_step"] == 3.0
     assert metrics["timing_s/step"] > 0 and "critic/score/mean" in metrics

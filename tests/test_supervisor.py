@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.agent import runfiles
-from dapo_ops.agent import supervisor
+from dapo_ops.agent.supervisor import machine
+from dapo_ops.agent.procs import own_processes
+from dapo_ops.agent.supervisor.checkpoints import TRACKER_NAME, latest_checkpoint
+from dapo_ops.agent.supervisor.config import parse_env_file
+from dapo_ops.agent.supervisor.machine import Supervisor
+from dapo_ops.core.logformat import parse_metrics_line, parse_swanlab_url, swanlab_run_id
 from supervisor_helpers import FAST, new_run, run_to_end, start, wait_for  # noqa: F401 (run_to_end: other tests)
 
 
@@ -57,14 +62,14 @@ def steps_per_attempt(train_log: str):
             cur = int(m.group(1))
             out[cur] = []
             continue
-        parsed = supervisor.parse_metrics_line(line)
+        parsed = parse_metrics_line(line)
         if parsed and cur is not None:
             out[cur].append(parsed[0])
     return out
 
 
 def no_marker_processes(run_id):
-    return not supervisor.own_processes(None, ("DAPO_OPS_RUN_ID=%s" % run_id).encode())
+    return not own_processes(None, ("DAPO_OPS_RUN_ID=%s" % run_id).encode())
 
 
 # ---------------------------------------------------------------------------- pure parsing
@@ -76,23 +81,23 @@ def test_parse_metrics_line_numpy2_tqdm_and_ansi():
         " - critic/score/mean:0.25 - timing_s/step:123.456 - perf/throughput:np.int64(12) - x:nan - "
         "flag:np.True_ - training/global_step:3"
     )
-    step, m = supervisor.parse_metrics_line(line)
+    step, m = parse_metrics_line(line)
     assert step == 3
     assert m["actor/pg_loss"] == pytest.approx(-0.0123) and m["critic/score/mean"] == 0.25
     assert m["timing_s/step"] == pytest.approx(123.456) and m["perf/throughput"] == 12.0
     assert m["x"] != m["x"]  # nan kept
     assert "flag" not in m
-    assert supervisor.parse_metrics_line("\x1b[36m(TaskRunner pid=1)\x1b[0m step:7 - a:1")[0] == 7
-    assert supervisor.parse_metrics_line("timing_s/step:12.0 - a:1") is None
-    assert supervisor.parse_metrics_line("training/global_step:3") is None
-    assert supervisor.parse_metrics_line("the step:3 of the plan") is None
+    assert parse_metrics_line("\x1b[36m(TaskRunner pid=1)\x1b[0m step:7 - a:1")[0] == 7
+    assert parse_metrics_line("timing_s/step:12.0 - a:1") is None
+    assert parse_metrics_line("training/global_step:3") is None
+    assert parse_metrics_line("the step:3 of the plan") is None
 
 
 def test_swanlab_url_and_env_file():
     url = "https://swanlab.cn/@me/dapo/runs/abcdefghijklmnopqrstu"
-    assert supervisor.parse_swanlab_url("(TaskRunner pid=9) swanlab: \U0001f680 View run x at " + url) == url
-    assert supervisor.swanlab_run_id(url) == "abcdefghijklmnopqrstu"
-    env = supervisor.parse_env_file("# c\nexport A=1\nB='two words'\nbad line\nC=\"x=y\"\n")
+    assert parse_swanlab_url("(TaskRunner pid=9) swanlab: \U0001f680 View run x at " + url) == url
+    assert swanlab_run_id(url) == "abcdefghijklmnopqrstu"
+    env = parse_env_file("# c\nexport A=1\nB='two words'\nbad line\nC=\"x=y\"\n")
     assert env == {"A": "1", "B": "two words", "C": "x=y"}
 
 
@@ -103,10 +108,10 @@ def test_latest_checkpoint_falls_back_from_torn_save(tmp_path):
     (ck / "global_step_3" / "transfer_queue").mkdir(parents=True)  # rotated by verl: actor/ deleted, the rest stays
     (ck / "global_step_3" / "data.pt").write_text("x")
     (ck / "global_step_4").mkdir()  # torn: empty
-    (ck / supervisor.TRACKER_NAME).write_text("4")
-    assert supervisor.latest_checkpoint(str(ck)) == 2
-    assert (ck / supervisor.TRACKER_NAME).read_text() == "2"
-    assert supervisor.latest_checkpoint(str(tmp_path / "none")) is None
+    (ck / TRACKER_NAME).write_text("4")
+    assert latest_checkpoint(str(ck)) == 2
+    assert (ck / TRACKER_NAME).read_text() == "2"
+    assert latest_checkpoint(str(tmp_path / "none")) is None
 
 
 def _ckpt(root, step, complete=True):
@@ -129,8 +134,8 @@ def test_prune_keeps_max_actor_ckpt_to_keep_across_attempts_never_the_resumed_on
         _ckpt(ck, n)
     _ckpt(ck, 5, complete=False)  # rotated by an earlier attempt: data.pt + transfer_queue/ left
     _ckpt(ck, 12)  # saved after the tracker's step: cut off before the tracker was written
-    (ck / supervisor.TRACKER_NAME).write_text("10")
-    step = supervisor.latest_checkpoint(str(ck))
+    (ck / TRACKER_NAME).write_text("10")
+    step = latest_checkpoint(str(ck))
     assert step == 10
     assert prune_checkpoints(str(ck), 2, step) == [2, 4, 5, 6, 12]
     assert sorted(p.name for p in ck.glob("global_step_*")) == ["global_step_10", "global_step_8"]
@@ -442,7 +447,7 @@ def test_verl_gets_the_tracker_secret_but_not_the_notifier_webhooks(tmp_path):
             "DAPO_NOTIFY_SIGN_0": "s1gn",
         },
     )
-    sup = supervisor.Supervisor(str(run_dir))
+    sup = Supervisor(str(run_dir))
     sup._load()
     env = sup._child_env(1)
     assert env["SWANLAB_API_KEY"] == "sk-xyz" and env["FAKE_ENV"] == "1"
@@ -453,7 +458,7 @@ def test_verl_gets_the_tracker_secret_but_not_the_notifier_webhooks(tmp_path):
 
 def test_supervisor_log_redacts_secrets_but_not_token_budgets(tmp_path):
     run_dir = make_run(tmp_path, {"steps": 1}, secret={"SWANLAB_API_KEY": "sk-abcdef"})
-    sup = supervisor.Supervisor(str(run_dir))
+    sup = Supervisor(str(run_dir))
     sup._load()
     shown = sup._redact_argv(
         [
@@ -475,9 +480,9 @@ def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
     """The supervisor's own import path (the directory holding dapo_ops/, what remote/bundle.py puts on PYTHONPATH)
     is dropped from verl's PYTHONPATH; the rest of it stays."""
     run_dir = make_run(tmp_path, {"steps": 1})
-    bundle = str(Path(supervisor.__file__).resolve().parents[3])
+    bundle = str(Path(machine.__file__).resolve().parents[3])
     assert (Path(bundle) / "dapo_ops" / "agent" / "supervisor" / "__init__.py").is_file()
-    sup = supervisor.Supervisor(str(run_dir))
+    sup = Supervisor(str(run_dir))
     sup._load()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([bundle, "/opt/site"]))
     assert sup._child_env(1)["PYTHONPATH"] == "/opt/site"

@@ -226,7 +226,7 @@ def test_installed_swanlab_reads_our_public_env(tmp_path):
 
 
 def test_env_file_text_round_trips_through_the_supervisors_parser():
-    from dapo_ops.agent.supervisor import parse_env_file
+    from dapo_ops.agent.supervisor.config import parse_env_file
 
     secrets = {
         "SWANLAB_API_KEY": KEY,

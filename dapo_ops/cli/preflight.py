@@ -19,7 +19,11 @@ from rich.text import Text
 
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.control import preflight as pc
+from dapo_ops.control.preflight import group as preflight_group
+from dapo_ops.control.preflight.checks import run_all
+from dapo_ops.control.preflight.group import HostJob
+from dapo_ops.control.preflight.network import swanlab_key_check
+from dapo_ops.control.preflight.result import FAIL, Check, to_json, worst
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings
 from dapo_ops.control import userconfig
@@ -106,7 +110,7 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
 
 def render_host(name: str, checks: list, file=None) -> None:
     """One rich table for one host: check | status | message | fix."""
-    st = pc.worst(checks)
+    st = worst(checks)
     style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
     t = Table(title=f"{name}: {st}", title_justify="left", pad_edge=False)
     t.add_column("check", no_wrap=True)
@@ -122,7 +126,7 @@ def summary_line(results: dict) -> str:
     """``preflight: 3 hosts: h1 ok, h2 FAIL (devices, leftover), h3 warn (disk)``."""
     parts = []
     for h, cs in results.items():
-        st = pc.worst(cs)
+        st = worst(cs)
         names = [c.name for c in cs if c.status == st] if st != "ok" else []
         parts.append(f"{h} {'FAIL' if st == 'fail' else st}" + (f" ({', '.join(names)})" if names else ""))
     n = len(results)
@@ -206,9 +210,9 @@ def preflight(
         if cluster and len(chosen) > 1:
             ray = {"head": head.address, "port": int(ray_port), "is_head": h.name == head.name}
         plan = plans[h.name]
-        jobs[h.name] = pc.HostJob(plan=plan, ray=ray, container=plan.spec["container"] or "")  # CONTAINER wins
+        jobs[h.name] = HostJob(plan=plan, ray=ray, container=plan.spec["container"] or "")  # CONTAINER wins
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
-    per_host = pc.run_fleet(
+    per_host = preflight_group.run_fleet(
         chosen,
         jobs,
         quick=quick,
@@ -223,7 +227,7 @@ def preflight(
         reuse=True,
     )
     if not quick and logger_on:
-        kc = pc.swanlab_key_check(
+        kc = swanlab_key_check(
             plans[chosen[0].name],
             env=dict(os.environ),
             file_cfg=(file_cfg or {}).get("swanlab", {}),
@@ -234,19 +238,17 @@ def preflight(
                 per_host[h] = per_host[h] + [kc]
     elif sw is None and sw_err:
         for h in per_host:
-            per_host[h] = per_host[h] + [pc.Check("swanlab-key", pc.FAIL, sw_err, "fix the SwanLab settings")]
-    status = pc.worst([ck for cs in per_host.values() for ck in cs])
+            per_host[h] = per_host[h] + [Check("swanlab-key", FAIL, sw_err, "fix the SwanLab settings")]
+    status = worst([ck for cs in per_host.values() for ck in cs])
     if json:
-        print(pc.to_json(per_host))
+        print(to_json(per_host))
     else:
         for h, cs in per_host.items():
             render_host(h, cs)
         print(summary_line(per_host))
-    if status == pc.FAIL:
+    if status == FAIL:
         raise_exit = [
-            f"{h}: {next(str(ck) for ck in cs if ck.status == pc.FAIL)}"
-            for h, cs in per_host.items()
-            if pc.worst(cs) == pc.FAIL
+            f"{h}: {next(str(ck) for ck in cs if ck.status == FAIL)}" for h, cs in per_host.items() if worst(cs) == FAIL
         ]
         fail(
             raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
@@ -274,6 +276,6 @@ def bench_fn(target) -> Row:
         "max_response_length": 1024,
     }
     plan = planning.make_plan(s, target.host, mode="dapo", run_id="20261129-000000-bnch", swanlab_logger=False)
-    checks = pc.run_all(target, plan)
-    bad = [c for c in checks if c.status == pc.FAIL]
+    checks = run_all(target, plan)
+    bad = [c for c in checks if c.status == FAIL]
     return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "", data={"checks": checks})

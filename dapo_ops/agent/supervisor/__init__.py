@@ -21,64 +21,7 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
    run id; on GPU after the device memory is free again, :mod:`.devices`) or stop with the suggestions;
 4. SIGTERM/SIGINT to the supervisor (``inv stop``) stops the verl group and marks the run ``stopped``.
 
-The state machine is :class:`Supervisor` (:mod:`.machine`); tunables are listed in :mod:`.config`. The names
-below are this package's public interface (tests, bench/, gpu/ use them from here).
+The state machine is :class:`~dapo_ops.agent.supervisor.machine.Supervisor` (:mod:`.machine`); tunables are listed
+in :mod:`.config`. Nothing is re-exported here: import from the module that defines a name (the log
+grammar from :mod:`dapo_ops.core.logformat`, process handling from :mod:`dapo_ops.agent.procs`).
 """
-
-from dapo_ops.agent.procs import own_processes, stop_process_group
-from dapo_ops.agent.supervisor.attempt import RAY_TMP_ROOT, child_env, ray_tmpdir, redact_argv
-from dapo_ops.agent.supervisor.checkpoints import TRACKER_NAME, latest_checkpoint
-from dapo_ops.agent.supervisor.config import DEFAULT_TUNABLES, NOTIFY_SECRET_PREFIX, parse_env_file
-from dapo_ops.agent.supervisor.devices import (
-    OOM_COUNTER_FILES,
-    device_memory_used_mib,
-    gpu_compute_pids,
-    oom_kill_count,
-    wait_gpu_release,
-)
-from dapo_ops.agent.supervisor.escalate import LOST_NODE_CLASSES
-from dapo_ops.agent.supervisor.machine import Supervisor, main
-from dapo_ops.agent.supervisor.record import KEY_METRICS, ending_line, log
-from dapo_ops.core.logformat import (
-    ANSI_RE,
-    RESUME_RE,
-    SAVE_RE,
-    SCRATCH_MARK,
-    TOTAL_RE,
-    parse_metrics_line,
-    parse_swanlab_url,
-    swanlab_run_id,
-)
-
-__all__ = [
-    "ANSI_RE",
-    "DEFAULT_TUNABLES",
-    "KEY_METRICS",
-    "LOST_NODE_CLASSES",
-    "NOTIFY_SECRET_PREFIX",
-    "OOM_COUNTER_FILES",
-    "RAY_TMP_ROOT",
-    "RESUME_RE",
-    "SAVE_RE",
-    "SCRATCH_MARK",
-    "TOTAL_RE",
-    "TRACKER_NAME",
-    "Supervisor",
-    "child_env",
-    "device_memory_used_mib",
-    "ending_line",
-    "gpu_compute_pids",
-    "latest_checkpoint",
-    "log",
-    "main",
-    "oom_kill_count",
-    "own_processes",
-    "parse_env_file",
-    "parse_metrics_line",
-    "parse_swanlab_url",
-    "ray_tmpdir",
-    "redact_argv",
-    "stop_process_group",
-    "swanlab_run_id",
-    "wait_gpu_release",
-]

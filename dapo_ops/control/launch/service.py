@@ -5,7 +5,7 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
 
 1. :func:`gather_facts`: the run's container, ``--resume``'s earlier run (:func:`dapo_ops.control.launch.resume.read_facts`),
    and the checks that would make the launch fail at once (:func:`quick_checks`: container stopped, a run already
-   active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.quick``), whose one probe round trip also reads the
+   active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.checks.quick``), whose one probe round trip also reads the
    device memory, the model's config.json and the learned-start memos (:class:`LaunchFacts`);
 2. :func:`build_plan`: the facts + the :class:`LaunchRequest` -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`
    (``check_spec`` once, the learned start or memory fit, ``--resume``, the run's env and notifier);
@@ -111,7 +111,7 @@ class LaunchFacts:
     ``host``: the inventory ``Host`` (a multi-host run: its head, with the cluster's device count). ``run_id``: the
     new run's id (:func:`dapo_ops.core.runstate.new_run_id`). ``resume``: the run ``--resume`` continues, as its
     container has it (:class:`~dapo_ops.control.launch.resume.ResumeFacts`), else None. ``memory``: the launch probe's
-    device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory_facts`), None
+    device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory.memory_facts`), None
     without a probe (a multi-host run, the CLI's check before any host). ``topology``: a
     multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None. ``skipped``: one line
     per failing quick check ``--skip-preflight`` let through (the launch prints them).
@@ -423,7 +423,7 @@ def quick_checks(
     target, view, skip_preflight: bool, req: "LaunchRequest | None" = None, *, need_facts: bool = True
 ) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
-    (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.quick`` (devices, leftovers, python/verl,
+    (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.checks.quick`` (devices, leftovers, python/verl,
     model/data, disk, the memory fit); ``skip_preflight`` turns the failures of the last into lines
     (``facts[SKIPPED_KEY]``) instead of a refusal, and the probe still runs: its facts (device memory, config.json,
     learned-start memos) are inputs of the plan, not checks (a skipped probe silently turned off learned starts and
@@ -451,12 +451,12 @@ def quick_checks(
     facts: dict = {}
     if skip_preflight and not need_facts:
         return facts
-    from dapo_ops.control import preflight
+    from dapo_ops.control.preflight import checks as preflight_checks
 
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
     failed = [
         ck
-        for ck in preflight.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
+        for ck in preflight_checks.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
         if ck.status == "fail"
     ]
     if skip_preflight:
@@ -479,7 +479,7 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, run
     the quick checks (:func:`quick_checks` on :func:`probe_view`) and keep their probe's memory facts. Reads and
     refusals only: nothing of the new run is written. Raises LaunchRefused / RemoteError / PlanError (one line)."""
-    from dapo_ops.control.preflight import memory_facts
+    from dapo_ops.control.preflight import memory as preflight_memory
 
     host = target.host
     target.container = planning.container_for(req.settings, host)  # --container / CONTAINER over the inventory's
@@ -488,7 +488,9 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
         facts = dataclasses.replace(facts, resume=resume_mod.read_facts(target, req.resume))
     probe = quick_checks(target, probe_view(facts, req), req.skip_preflight, req)
     return dataclasses.replace(
-        facts, memory=memory_facts(host, probe.get("probe")), skipped=tuple(probe.get(SKIPPED_KEY) or ())
+        facts,
+        memory=preflight_memory.memory_facts(host, probe.get("probe")),
+        skipped=tuple(probe.get(SKIPPED_KEY) or ()),
     )
 
 

@@ -110,7 +110,7 @@ def normalize_host(value: str, source: str) -> str:
 def env_file_text(secret_env: Mapping[str, str]) -> str:
     """``KEY=VALUE`` lines for ``<run_dir>/secret.env`` (write it 0600 via stdin, e.g. ``Target.put_text``).
 
-    Matches ``supervisor.parse_env_file``: a value that itself starts and ends with the same
+    Matches ``supervisor.config.parse_env_file``: a value that itself starts and ends with the same
     quote, or has leading/trailing blanks, is wrapped in one more pair of quotes so it
     survives that parser's whitespace and one-level quote stripping.
     Raises :class:`SwanlabConfigError` for an invalid name or a value with a newline, CR or NUL.

@@ -33,46 +33,12 @@ Checks (names are stable; ``--json`` uses them):
 ``ray-port``   multi-host: the head's Ray port is free; workers reach the head on it
 ============== =====================================================================================
 
-:func:`quick` is the cheap subset ``inv launch`` runs automatically (no compose; of the network probes only the
+:func:`~dapo_ops.control.preflight.checks.quick` is the cheap subset ``inv launch`` runs automatically (no compose; of the network probes only the
 ``swanlab`` GET, which launch asks for with ``tracker=True``, in the same round trip).
 
 Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
 round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
 ``inputs`` (model/data/disk), ``memory`` (memory-fit), ``network`` (proxy/swanlab/ray-port/swanlab-key),
-``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group).
+``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group). Nothing is
+re-exported here: import from the module that defines a name.
 """
-
-from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate, quick, quick_all, run_all
-from dapo_ops.control.preflight.group import HostJob, run_fleet
-from dapo_ops.control.preflight.inputs import CKPT_FACTOR, GIB
-from dapo_ops.control.preflight.memory import memory_facts
-from dapo_ops.control.preflight.network import swanlab_key_check
-from dapo_ops.control.preflight.plan import PlanView, needed_modules, plan_view
-from dapo_ops.control.preflight.probe import collect, probe_request
-from dapo_ops.control.preflight.result import FAIL, OK, STATUSES, WARN, Check, to_json, worst
-
-__all__ = [
-    "CKPT_FACTOR",
-    "FAIL",
-    "GIB",
-    "OK",
-    "QUICK_CHECKS",
-    "STATUSES",
-    "WARN",
-    "Check",
-    "HostJob",
-    "PlanView",
-    "collect",
-    "evaluate",
-    "memory_facts",
-    "needed_modules",
-    "plan_view",
-    "probe_request",
-    "quick",
-    "quick_all",
-    "run_all",
-    "run_fleet",
-    "swanlab_key_check",
-    "to_json",
-    "worst",
-]

@@ -423,7 +423,7 @@ def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
 
 def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
     """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
-    a dead supervisor, or by an older supervisor); same form as ``supervisor.ending_line``."""
+    a dead supervisor, or by an older supervisor); same form as ``supervisor.record.ending_line``."""
     status = run.get("status") or "unknown"
     decision = run.get("decision") or {}
     step = run.get("step") if step is None else step
