@@ -6,6 +6,11 @@
 #                             (<runs>/.learned/<fingerprint>.json)
 #   bash gpu/j-learned.sh 2   the same configuration launched again: the plan starts on the learned rung
 #                             (source learned: the launch's `start:` line, run.json's memory_rungs), and succeeds
+#   bash gpu/j-learned.sh seed  instead of part 1 (~60 s instead of ~10.5 min): file the memo from the REAL record
+#                             of part 1's run of 2026-12-02 (tests/fixtures/real-verl/tool-runs/j-learned, whose
+#                             supervisor filed none: its launch skipped the probe, fixed since) with the key a launch
+#                             made now computes (launched, stopped at once: gpu/seed_memo.py), then part 2
+#                             (SEED_FROM=<run dir> takes another record, e.g. the rehearsal's own part 1)
 # The model: Qwen3-4B's config.json shape with 48 layers instead of 36 (5.23 B params, random weights, the real
 # 151 936-id vocabulary; gpu/make_tiny.py), so that the default rollout share puts the weight sync where the recipe's
 # scenario (c) put it with an explicit 0.9 (memfit: weight-sync 145.5 GiB at 0.6, 131.6 at 0.5, device 139.8).
@@ -34,6 +39,14 @@ if [ "$PART" = 1 ]; then
   MEMORY_FIT=warn launch j "${ARGS[@]}" || exit 1
 else
   standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
+  if [ "$PART" = seed ]; then
+    launch jkey "${ARGS[@]}" > "$OUT/launch-key.txt" 2>&1 || { tail -3 "$OUT/launch-key.txt"; exit 1; }
+    rid=$(cat "$STATE/jkey.run_id"); inv stop -H gpu --run "$rid" | tail -1
+    for _ in $(seq 60); do  # the next launch's leftover check wants the device free again
+      [ -z "$("$SMI" --query-compute-apps=pid --format=csv,noheader 2>/dev/null)" ] && break; sleep 1; done
+    SEED_FROM=${SEED_FROM:-$REPO/tests/fixtures/real-verl/tool-runs/j-learned}
+    "$PY" "$REPO/gpu/seed_memo.py" "$SEED_FROM" "$RUNS/$rid/spec.json" "$RUNS" || exit 1
+  fi
   launch j "${ARGS[@]}" || exit 1
 fi
 WATCH_S=${WATCH_S:-480} follow j; rc=$?

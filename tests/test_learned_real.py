@@ -205,3 +205,24 @@ def test_skip_preflight_lets_failing_checks_through_but_keeps_the_probes_facts(m
     assert got[svc.SKIPPED_KEY] == ["disk failed: 52.2 GiB free at /tmp/dapo/runs; one checkpoint ~68.2 GiB"]
     with pytest.raises(launch_errors.LaunchRefused, match="preflight disk failed: .*--skip-preflight to launch anyway"):
         svc.quick_checks(t, view, False)
+
+
+def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path):
+    """gpu/seed_memo.py (``gpu/j-learned.sh seed``): with the spec.json of a launch of the same configuration it
+    files the memo the supervisor would have filed from the real record; another configuration is refused."""
+    import importlib.util
+
+    spec_of = importlib.util.spec_from_file_location("seed_memo", RUN.parents[4] / "gpu" / "seed_memo.py")
+    seed = importlib.util.module_from_spec(spec_of)
+    spec_of.loader.exec_module(seed)
+    p = plan_for("20261202-090000-0004")
+    (tmp_path / "spec.json").write_text(json.dumps(p.spec))
+    assert seed.main([str(RUN), str(tmp_path / "spec.json"), str(tmp_path / "runs")]) == 0
+    memo = json.loads(Path(learned.memo_path(str(tmp_path / "runs"), p.spec["learn"]["fingerprint"])).read_text())
+    assert memo["run_id"] == RID and memo["key"] == p.spec["learn"]["key"]
+    assert memo["rung"]["setting_changes"]["gpu_memory_utilization"] == 0.5
+    assert plan_for("20261202-090000-0005", memos=[memo]).spec["learned"]["used"] is True
+    other = plan_for("20261202-090000-0006", {"MAX_RESPONSE_LENGTH": "512"})
+    (tmp_path / "other.json").write_text(json.dumps(other.spec))
+    assert seed.main([str(RUN), str(tmp_path / "other.json"), str(tmp_path / "runs2")]) == 2
+    assert not (tmp_path / "runs2").exists()
