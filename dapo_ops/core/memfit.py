@@ -34,6 +34,13 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
   Colocated phases add both; ``weight-sync`` resumes the KV cache after the actor offloaded its params
   (``verl/workers/engine_workers.py:810-823``) only when offload is on; the sync bucket is
   :data:`SYNC_BUCKET_GIB` (``update_weights_bucket_megabytes: 2048``).
+- One-step-off (V1 ``separate_async``; ``Setup.colocated`` False): the trainer pool's devices hold no rollout; the
+  weight sync goes through the NCCL / HCCL checkpoint engine, which allocates a send and a receive buffer of the
+  bucket on every rank of BOTH sides (``verl/checkpoint_engine/nccl_checkpoint_engine.py:121-124,165-172``,
+  ``hccl_checkpoint_engine.py:139-140``; bucket ``update_weights_bucket_megabytes``,
+  ``verl/workers/engine_workers.py:681``), outside vLLM's share. ``weight-sync`` is the larger side: the trainer
+  (context + its resident state + 2 buckets) or the rollout pool (its share ``u*T`` + 2 buckets); the ``weight-bucket``
+  rung halves the bucket (:mod:`dapo_ops.core.memladder`). ``terms["weight_sync_side"]`` says which.
 """
 
 from __future__ import annotations
@@ -176,6 +183,7 @@ class Setup:
     pp: int = 1
     cp: int = 1
     logprob: bool = True  # False: old log-probs are the rollout's (bypass_mode), no log-prob forward runs
+    bucket_gib: float = SYNC_BUCKET_GIB  # the weight-sync bucket (update_weights_bucket_megabytes / 1024)
 
 
 @dataclass
@@ -245,12 +253,17 @@ def estimate(m: Model, s: Setup) -> Estimate:
     ) / max(1, s.tp * s.cp)  # no-grad forward: one layer's transients
     resident = 0.0 if s.offload else params_b + opt_b  # between phases (grads freed by zero_grad)
     rollout_w = 2 * P / max(1, s.rollout_tp)
-    sync_actor = params_b + (0 if s.offload else opt_b) + SYNC_BUCKET_GIB * GIB
+    buffers = (1 if s.colocated else 2) * s.bucket_gib * GIB  # separate_async: send + receive buffer per rank
+    sync_actor = params_b + (0 if s.offload else opt_b) + buffers
     ctx = ACTOR_CTX_GIB
     awake = s.util * s.device_gib if s.colocated else 0.0
     asleep = ROLLOUT_ASLEEP_GIB if s.colocated else 0.0
+    side = "trainer"
     if not s.colocated:
         wsync = ctx + g(sync_actor)
+        rollout_side = s.util * s.device_gib + g(buffers)  # the rollout pool's devices: its share + the buffers
+        if rollout_side > wsync:
+            wsync, side = rollout_side, "rollout"
     elif s.offload or pol:
         wsync = ctx + max(g(sync_actor + rollout_w), awake)
     else:
@@ -273,6 +286,7 @@ def estimate(m: Model, s: Setup) -> Estimate:
         "state_gib": g(params_b + (0 if pol else grads_b) + opt_b),
         "activations_gib": g(act),
         "rollout_gib": awake,
+        "weight_sync_side": side,
     }
     return Estimate({k: round(v, 2) for k, v in phases.items()}, s.device_gib, round(alloc, 2), P, terms)
 
@@ -284,6 +298,8 @@ MEGATRON_PARALLEL_KEYS = {
     "cp": "actor_rollout_ref.actor.megatron.context_parallel_size",
 }
 BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
+#: the weight-sync bucket's verl key (``memladder.BUCKET_KEY``: its ``weight-bucket`` rung sets ``weight_sync_bucket_mb``)
+BUCKET_OVERRIDE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
 
 
 def override_values(spec: dict[str, Any]) -> dict[str, Any]:
@@ -382,6 +398,7 @@ def setup_from_spec(
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
         bypass = spec.get("mode") == "one-step-off" and spec["profile"] == "0.9"
     micro = int(s["micro_batch_size"])
+    bucket_mb = s.get("weight_sync_bucket_mb") or ov.get(BUCKET_OVERRIDE_KEY)
     one_step_off = spec.get("mode") == "one-step-off"
     world = _trainer_world(s, one_step_off)
     if "dynamic_batch" in names:
@@ -409,6 +426,7 @@ def setup_from_spec(
         pp=par["pp"],
         cp=par["cp"],
         logprob=not bypass,
+        bucket_gib=int(str(bucket_mb)) / 1024 if str(bucket_mb or "").isdigit() else SYNC_BUCKET_GIB,
     )
 
 
