@@ -207,6 +207,33 @@ def test_skip_preflight_lets_failing_checks_through_but_keeps_the_probes_facts(m
         svc.quick_checks(t, view, False)
 
 
+def test_a_run_that_fails_at_once_after_skip_preflight_names_the_checks_it_was_launched_past(monkeypatch):
+    """``inv launch --profile 0.8 --skip-preflight`` on a verl 0.9.1 container (sandbox, round 8 trial): verl
+    failed at once (``No module named 'recipe'``) and the launch printed only ``run ... failed at once:
+    crash-other ...``: the ``skipped: preflight verl failed ...`` line, the likely cause, was printed only for a
+    run that started. Now the failure line ends with the checks the launch went past."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.remote.fanout import Row
+
+    skipped = ("verl failed: container has verl 0.9.1 (profile 0.9); the plan uses profile 0.8",)
+    facts = SimpleNamespace(skipped=skipped, resume=None)
+    at_once = "run R failed at once: crash-other: stop and report the innermost error (exit code 1)"
+    monkeypatch.setattr(svc, "gather_facts", lambda t, r: facts)
+    monkeypatch.setattr(svc, "build_plan", lambda f, r: SimpleNamespace(memory=[]))
+    monkeypatch.setattr(svc, "run_secret_env", lambda r: {})
+    monkeypatch.setattr(svc, "start_run", lambda *a, **k: Row(ok=False, kind="failed", message=at_once))
+    req = SimpleNamespace(link_wait=0.0, sw=SimpleNamespace(logger_enabled=False), progress=None)
+    row = svc.launch_one(SimpleNamespace(host=HOST), req)
+    assert not row.ok and "\n" not in row.message
+    assert row.message == at_once + "; launched past preflight " + skipped[0] + " (--skip-preflight)"
+    # a run that started keeps the lines for the text output, its message untouched
+    monkeypatch.setattr(svc, "start_run", lambda *a, **k: Row(data={"run_id": "R"}))
+    row = svc.launch_one(SimpleNamespace(host=HOST), req)
+    assert row.ok and row.data["skipped"] == list(skipped) and row.message == ""
+
+
 def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path):
     """gpu/seed_memo.py (``gpu/j-learned.sh seed``): with the spec.json of a launch of the same configuration it
     files the memo the supervisor would have filed from the real record; another configuration is refused."""

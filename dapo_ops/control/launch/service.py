@@ -644,7 +644,9 @@ def launch_one(target, req: LaunchRequest) -> Row:
     earlier run ``--resume`` continues when its supervisor died, :func:`start_run`).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
-    learned-start / memory-fit lines, and ``resume``: one line naming the checkpoint when resuming). Raises
+    learned-start / memory-fit lines, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and
+    ``resume``: one line naming the checkpoint when resuming; a run that failed at once: ``ok=False`` kind ``failed``,
+    its one-line message ending in the checks it was launched past). Raises
     RemoteError / PlanError / LaunchRefused with one line; nothing is left behind when the start itself fails.
     """
     facts = gather_facts(target, req)
@@ -658,4 +660,6 @@ def launch_one(target, req: LaunchRequest) -> Row:
     if row.ok:
         row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
         row.data["skipped"] = list(facts.skipped)
+    elif row.kind == "failed" and facts.skipped:  # failed at once: the check it launched past is the first suspect
+        row.message += "; launched past " + "; ".join(f"preflight {s}" for s in facts.skipped) + " (--skip-preflight)"
     return row
