@@ -288,3 +288,16 @@ def test_the_oom_hint_names_the_phase_ladder_in_its_order(phase):
     at = [hint.find(RUNG_KEY[r]) for r in rungs]
     assert all(i >= 0 for i in at), f"{phase}: the hint does not name {[r for r, i in zip(rungs, at) if i < 0]}: {hint}"
     assert at == sorted(at), f"{phase}: the hint names {rungs} out of the ladder's order: {hint}"
+
+
+@pytest.mark.parametrize("phase", ["update", "log-prob"])
+def test_the_oom_hint_says_by_how_much_the_ladder_shrinks_the_micro_batch(phase):
+    """Without dynamic batch the update / log-prob rungs divide the micro-batch by memladder.MICRO_DIVISOR (4;
+    docs/troubleshooting.md "Device OOM by phase": "micro-batch / 4"); the hints said "halve" (sandbox trial, round
+    8: `inv classify` on tests/cases/handed/case-04 told the user the micro-batch is halved)."""
+    hint = mk("oom-device", {"phase": phase}, []).to_json()["hint"]
+    assert f"micro_batch_size_per_gpu by {memladder.MICRO_DIVISOR}" in hint, hint
+    assert (
+        f"micro-batch / {memladder.MICRO_DIVISOR}"
+        in Path(__file__).parents[1].joinpath("docs", "troubleshooting.md").read_text()
+    )

@@ -147,9 +147,9 @@ HINTS: dict[str, str] = {
     "oom-device/update": (
         "Accelerator memory ran out in the actor update${at} (forward, backward and optimizer step of one "
         "micro-batch; the rollout sleeps meanwhile, so its gpu_memory_utilization does not change this peak). "
-        "dapo-ops follows the update ladder: halve the update micro-batch "
-        "(actor_rollout_ref.actor.ppo_max_token_len_per_gpu with dynamic batch, never below prompt + response; else "
-        "ppo_micro_batch_size_per_gpu), twice; FSDP then its CPU offload policy "
+        "dapo-ops follows the update ladder: shrink the update micro-batch (halve "
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu with dynamic batch, never below prompt + response; else "
+        "divide ppo_micro_batch_size_per_gpu by 4), twice; FSDP then its CPU offload policy "
         "(actor_rollout_ref.actor.fsdp_config.offload_policy=True); then recompute "
         "(actor_rollout_ref.model.enable_activation_offload=True with gradient checkpointing; Megatron "
         "override_transformer_config.recompute_granularity=full). Parameter/optimizer offload is not a rung here: "
@@ -158,8 +158,9 @@ HINTS: dict[str, str] = {
     "oom-device/log-prob": (
         "Accelerator memory ran out in the log-prob forward${at} (no-grad forward over a micro-batch: its logits "
         "are tokens x vocabulary). dapo-ops follows the log-prob ladder: halve "
-        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu (and .ref.) with dynamic batch, else "
-        "log_prob_micro_batch_size_per_gpu, twice; then it stops with suggestions (a smaller max_response_length, "
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu (and .ref.) with dynamic batch, never below prompt "
+        "+ response; else divide log_prob_micro_batch_size_per_gpu by 4), twice; then it stops with suggestions (a "
+        "smaller max_response_length, "
         "more trainer devices)."
     ),
     "oom-device": (
