@@ -52,7 +52,9 @@ OPTIONS_HELP = {
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here; a key a setting "
     "sets is refused: use the setting, docs/params.md)",
     "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
-    "skip_preflight": "launch even if a quick pre-launch check fails (devices, python/verl, model/data, disk); printed as skipped",
+    "skip_preflight": "launch even if a quick pre-launch check fails (devices, leftovers, python/verl, model/data, disk, memory fit, "
+    "SwanLab reachability; not a stopped container or another active run); printed as skipped (one host; several "
+    "hosts skip these checks unprinted)",
     "link_wait": "seconds to wait for the SwanLab run link after the start (0: do not wait)",
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
     "on a Ray cluster",
