@@ -127,7 +127,10 @@ HINTS: dict[str, str] = {
         "re-allocates its weights and KV cache while the actor's state is still on the device). dapo-ops follows the "
         "weight-sync ladder: lower actor_rollout_ref.rollout.gpu_memory_utilization, then actor offload "
         "(actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the actor's state "
-        "leaves before the rollout wakes. Recompute does not change this peak."
+        "leaves before the rollout wakes. Recompute does not change this peak. With one-step-off (separate trainer "
+        "and rollout pools) the ladder follows the side that ran out: trainer: halve the checkpoint engine's bucket "
+        "(actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes), twice; rollout: lower the "
+        "rollout pool's gpu_memory_utilization, then the bucket."
     ),
     "oom-device/rollout-init": (
         "Accelerator memory ran out while the rollout engine started${at} (its weights, KV cache and CUDA-graph "
