@@ -291,3 +291,23 @@ def test_start_line_names_every_rung_and_phase():
         "starting on the learned rungs rollout-util(weight-sync), update-batch(update) (run r1 ran out in phase "
         "weight-sync, update without them on 1970-01-01)"
     )
+
+
+def test_a_memo_of_a_phaseless_oom_reads_without_unknown():
+    """A device OOM whose log names no phase (the unknown ladder: offload first): the start line says so in words
+    instead of 'offload(unknown) ... ran out in phase unknown' (sandbox trial of 2026-12-02)."""
+    m = {
+        "run_id": "r1",
+        "recorded_at": 0,
+        "ran_out": {"phase": "unknown", "phases": ["unknown"]},
+        "rung": {
+            "features": [{"name": "offload", "source": "oom-retry-1"}],
+            "setting_changes": {"memory_rungs": [{"rung": "offload", "phase": "unknown"}]},
+        },
+    }
+    assert learned.rung_names(m) == ["offload"]
+    assert learned.start_line(m) == (
+        "starting on the learned rung offload (run r1 ran out of device memory (its log named no phase) without it "
+        "on 1970-01-01)"
+    )
+    assert "unknown" not in learned.not_used_line(m, ["it adds offload, which you turned off (-offload)"])

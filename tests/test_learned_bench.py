@@ -47,7 +47,10 @@ def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_
 
     res, rid2 = launch(host_ready, "h1", *args)
     assert res.returncode == 0, res.stderr
-    line = f"starting on the learned rung offload(unknown) (run {rid1} ran out in phase unknown without it on "
+    line = (
+        f"starting on the learned rung offload (run {rid1} ran out of device memory (its log named no phase) "
+        "without it on "
+    )
     assert f"  start:   {line}" in res.stdout, res.stdout
     spec2 = json.loads((sandbox.runs_dir("h1") / rid2 / "spec.json").read_text())
     assert spec2["learned"]["used"] is True and spec2["learned"]["run_id"] == rid1
@@ -62,7 +65,7 @@ def test_a_rung_is_learned_the_next_launch_starts_there_and_an_explicit_setting_
     res, rid3 = launch(host_ready, "h1", *args, "--features", "-offload")
     assert res.returncode == 0, res.stderr
     assert (
-        f"  start:   learned start not used: run {rid1} ran on offload(unknown)" in res.stdout
+        f"  start:   learned start not used: run {rid1} ran on offload (" in res.stdout
         and "it adds offload, which you turned off (-offload)" in res.stdout
     ), res.stdout
     spec3 = json.loads((sandbox.runs_dir("h1") / rid3 / "spec.json").read_text())

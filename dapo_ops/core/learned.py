@@ -189,7 +189,7 @@ def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, st
 def rung_names(memo: dict[str, Any]) -> list[str]:
     """``["rollout-util(weight-sync)", "offload(weight-sync)"]``: the rungs of a memo, in the order applied."""
     rungs = ((memo.get("rung") or {}).get("setting_changes") or {}).get("memory_rungs") or []
-    return [f"{r['rung']}({r['phase']})" for r in rungs]
+    return [r["rung"] if r.get("phase") in (None, "", "unknown") else f"{r['rung']}({r['phase']})" for r in rungs]
 
 
 def apply(memo: dict[str, Any], fs: FeatureSet) -> tuple[FeatureSet, dict[str, Any]]:
@@ -217,10 +217,11 @@ def start_line(memo: dict[str, Any]) -> str:
     <date>)`` for the plan and the launch output."""
     names = rung_names(memo) or [f["name"] for f in (memo.get("rung") or {}).get("features") or []]
     ran = memo.get("ran_out") or {}
-    phases = ", ".join(dict.fromkeys(p for p in ran.get("phases") or [ran.get("phase")] if p)) or "unknown"
+    known = [p for p in dict.fromkeys(ran.get("phases") or [ran.get("phase")]) if p and p != "unknown"]
+    where = f"ran out in phase {', '.join(known)}" if known else "ran out of device memory (its log named no phase)"
     what = "rung" if len(names) == 1 else "rungs"
     return (
-        f"starting on the learned {what} {', '.join(names)} (run {memo.get('run_id')} ran out in phase {phases} "
+        f"starting on the learned {what} {', '.join(names)} (run {memo.get('run_id')} {where} "
         f"without {'it' if len(names) == 1 else 'them'} on {when(memo)})"
     )
 
