@@ -855,3 +855,26 @@ def test_an_oom_after_the_training_bar_is_not_the_checkpoint_load_that_ended_bef
     # without the bar, the resume line is still the context it was (a load that ran out)
     v = C.classify("\n".join(log.splitlines()[:1] + log.splitlines()[2:]), exit_code=1)
     assert v.cls == "oom-device" and v.detail.get("phase") == "checkpoint-load", v.detail
+
+
+def test_a_missing_entry_module_is_a_config_error_naming_the_module():
+    """``python -m recipe.dapo.main_dapo`` on a verl without the recipe submodule (sandbox trial, 2026-12-02: the
+    verdict was crash-other with only 'exit code 1' as evidence). runpy's own message only: verl's 'engine is not
+    available: ModuleNotFoundError(...)' warnings of every healthy run must not match."""
+    from dapo_ops.core import classify as C
+
+    text = (
+        "Traceback (most recent call last):\n"
+        "/usr/bin/python3: Error while finding module specification for 'recipe.dapo.main_dapo' "
+        "(ModuleNotFoundError: No module named 'recipe')\n"
+    )
+    v = C.classify(text, exit_code=1)
+    assert v.cls == "config-error" and v.detail.get("cause") == "entry-module", v
+    assert any("recipe.dapo.main_dapo" in e for e in v.evidence)
+    assert "recipe submodule" in v.to_json()["hint"] and "VERL_PROFILE" in v.to_json()["hint"]
+    healthy = (
+        "(WorkerDict pid=1) UserWarning: megatron engine is not available: "
+        "ModuleNotFoundError(\"No module named 'megatron'\")\n"
+        "step:1 - actor/pg_loss:0.1\n"
+    )
+    assert C.classify(healthy, exit_code=None).cls != "config-error"

@@ -294,7 +294,7 @@ def test_the_oom_hint_names_the_phase_ladder_in_its_order(phase):
 def test_the_oom_hint_says_by_how_much_the_ladder_shrinks_the_micro_batch(phase):
     """Without dynamic batch the update / log-prob rungs divide the micro-batch by memladder.MICRO_DIVISOR (4;
     docs/troubleshooting.md "Device OOM by phase": "micro-batch / 4"); the hints said "halve" (sandbox trial, round
-    8: `inv classify` on tests/cases/handed/case-04 told the user the micro-batch is halved)."""
+    8: `inv classify` on tests/cases/handed/case-04-npu-oom-update-actor-raywrapped.log told the user the micro-batch is halved)."""
     hint = mk("oom-device", {"phase": phase}, []).to_json()["hint"]
     assert f"micro_batch_size_per_gpu by {memladder.MICRO_DIVISOR}" in hint, hint
     assert (

@@ -307,6 +307,7 @@ CONFIG_CAUSES: dict[str, str] = {
     "resume-megatron": "resume-layout",
     "data-missing": "data-missing",
     "model-path": "model-path",
+    "entry-module": "entry-module",
     "raylet-register": "ray-cpus",
     "chat-template": "chat-template",
     "visible-devices": "visible-devices",

@@ -56,6 +56,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "config-error",
         "data-missing",
         "model-path",
+        "entry-module",
         "ray-cpus",
         "stale-key",
         "gpus",
@@ -224,6 +225,13 @@ HINTS: dict[str, str] = {
         "repo id and rejected it: the host path is not mounted (docker -v) or is misspelt. Set "
         "actor_rollout_ref.model.path to the path as seen INSIDE the container (check with `ls` via docker exec); "
         "preflight checks it. Not a network problem."
+    ),
+    "config-error/entry-module": (
+        "python -m could not find the trainer's entry module in the container: its verl does not have it. verl 0.9.1 "
+        "runs DAPO on verl.trainer.main_ppo (the V1 trainer, VERL_PROFILE=0.9); the older recipe entry "
+        "recipe.dapo.main_dapo (VERL_PROFILE=0.8) needs the recipe submodule (git submodule update --init recipe). "
+        "Set the profile that matches the container's verl (inv preflight's verl / entry checks say which) and "
+        "relaunch; a retry would fail the same way."
     ),
     "config-error/ray-cpus": (
         "A Ray worker could not register with its own raylet right after start-up: ray.init() sized the worker pool "

@@ -326,6 +326,16 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         r"(?:filenotfounderror|no such file or directory|unable to find|failed to open local file|does not exist)"
         r"[^\n]{0,200}\.(?:parquet|jsonl?|csv|arrow)\b|datafilesnotfounderror|no \(supported\) data files",
     ),
+    # `python -m <entry>` (runpy) could not find the trainer's entry module: the container's verl lacks it (the DAPO
+    # recipe's recipe.dapo.main_dapo without the recipe submodule, a profile for another verl). Only runpy's own
+    # message: verl logs "... engine is not available: ModuleNotFoundError(...)" warnings in every healthy run.
+    (
+        "entry-module",
+        "config-error",
+        ROOT,
+        "error while finding module specification",
+        r"error while finding module specification for '([^']+)'",
+    ),
     # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
     # (huggingface_hub validate_repo_id, transformers cached_file)
     (
