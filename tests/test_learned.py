@@ -311,3 +311,12 @@ def test_a_memo_of_a_phaseless_oom_reads_without_unknown():
         "on 1970-01-01)"
     )
     assert "unknown" not in learned.not_used_line(m, ["it adds offload, which you turned off (-offload)"])
+
+
+def test_the_dry_run_says_when_no_checkpoint_is_saved():
+    """``--save-freq -1``: verl saves nothing (verl/trainer/ppo/v1/trainer_base.py:481), so the dry run does not
+    print a checkpoint dir as if it would fill (sandbox trial, 2026-12-02)."""
+    off = render_text(plan({"save_freq": -1}), width=400)
+    assert "checkpoints:   none (save_freq -1: a retry after a failure starts over from step 0)" in off
+    on = render_text(plan({"save_freq": 2}), width=400)
+    assert "checkpoints:   /runs/" in on and "(every 2 steps and the last)" in on

@@ -82,7 +82,11 @@ def render(plan: Plan, console: Console | None = None) -> None:
     env = redact_env(spec.get("env") or {})
     if env:
         con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
-    con.print(f"checkpoints:   {plan.ckpt_dir}")
+    freq = int((plan.spec.get("settings") or {}).get("save_freq") or 0)
+    if freq > 0:
+        con.print(f"checkpoints:   {plan.ckpt_dir} (every {freq} steps and the last)")
+    else:  # verl saves only when save_freq > 0 (verl/trainer/ppo/v1/trainer_base.py:481)
+        con.print(f"checkpoints:   none (save_freq {freq}: a retry after a failure starts over from step 0)")
     con.print(f"log:           {plan.log_path}")
     given = [(k, v) for k, v in plan.sources.items() if v != "default"]
     if given:
