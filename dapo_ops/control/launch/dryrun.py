@@ -82,7 +82,7 @@ def render(plan: Plan, console: Console | None = None) -> None:
     env = redact_env(spec.get("env") or {})
     if env:
         con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
-    freq = int((plan.spec.get("settings") or {}).get("save_freq") or 0)
+    freq = int(plan.spec["settings"]["save_freq"])  # a plan's spec is complete (core/defaults.py)
     if freq > 0:
         con.print(f"checkpoints:   {plan.ckpt_dir} (every {freq} steps and the last)")
     else:  # verl saves only when save_freq > 0 (verl/trainer/ppo/v1/trainer_base.py:481)
