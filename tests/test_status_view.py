@@ -598,3 +598,16 @@ def test_watch_prints_a_progress_line_at_most_once_a_minute_between_state_change
     assert w.progress(120.0)[0].startswith("h1 20261129-150000-abcd: running, step 6/10")
     assert w.see([look(7, attempt=3)], now=150.0)  # a new attempt: its line resets the timer
     assert w.progress(200.0) == [] and len(w.progress(210.0)) == 1
+
+
+def test_a_feature_the_plan_started_on_for_memory_shows_its_source():
+    """A learned start's or the memory fit's start rung reads apart from an asked feature (sandbox trial of
+    2026-12-02: ``inv status`` showed a learned ``offload`` like an explicit one)."""
+    feats = [
+        {"name": "dynamic_batch", "source": "default"},
+        {"name": "offload", "source": "learned"},
+        {"name": "recompute", "source": "estimate"},
+        {"name": "flash_attn", "source": "explicit"},
+    ]
+    rows = [{"name": f["name"], "source": f["source"], "oom_added": sv.is_oom_added(f["source"])} for f in feats]
+    assert st.fmt_features(rows) == "dynamic_batch,offload(learned),recompute(estimate),flash_attn"

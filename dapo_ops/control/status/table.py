@@ -40,11 +40,15 @@ def fmt_num(v: float, unit: str = "") -> str:
 
 
 def fmt_features(features: list) -> str:
-    """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source."""
+    """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source; features
+    the plan started on for memory (source ``learned``: a learned start, ``estimate``: the memory fit's start rung,
+    core/features.py) show their source, so they do not read like ones the user or the defaults asked for."""
     parts = []
     for f in features:
         if f.get("oom_added"):
             parts.append("+%s(%s)" % (f["name"], f["source"]))
+        elif f.get("source") in ("learned", "estimate"):
+            parts.append("%s(%s)" % (f["name"], f["source"]))
         else:
             parts.append(str(f.get("name")))
     return ",".join(parts) or "-"
