@@ -184,28 +184,24 @@ def make_plan(
     Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
     ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
     """
-    try:
-        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        plan = _make_plan(
-            settings,
-            host,
-            mode,
-            run_id,
-            swanlab_logger,
-            profile,
-            model_max_len,
-            proxy,
-            extra_overrides,
-            memory,
-            resume=resume,
-            topology=topology,
-            public_env=public_env,
-            notify=notify,
-        )
-        assert isinstance(plan, Plan)  # not a draft
-        return plan
-    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
-        raise PlanError(str(e)) from None
+    plan = _make_plan(
+        settings,
+        host,
+        mode,
+        run_id,
+        swanlab_logger,
+        profile,
+        model_max_len,
+        proxy,
+        extra_overrides,
+        memory,
+        resume=resume,
+        topology=topology,
+        public_env=public_env,
+        notify=notify,
+    )
+    assert isinstance(plan, Plan)  # not a draft
+    return plan
 
 
 def draft_view(
@@ -227,28 +223,24 @@ def draft_view(
     check, memory fit and ``--resume`` (argv: the entry only, ``[.., python, -m, module]``). Not a plan and never
     launched: the launch builds its one plan with :func:`make_plan` from the probe's facts. Same arguments as
     :func:`make_plan` without the facts; raises :class:`PlanError` (one line) as it does."""
-    try:
-        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        draft_ = _make_plan(
-            settings,
-            host,
-            mode,
-            run_id,
-            swanlab_logger,
-            profile,
-            None,
-            proxy,
-            extra_overrides,
-            None,
-            topology=topology,
-            public_env=public_env,
-            notify=notify,
-            draft=True,
-        )
-        assert isinstance(draft_, dict)  # draft=True
-        return draft_
-    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
-        raise PlanError(str(e)) from None
+    draft_ = _make_plan(
+        settings,
+        host,
+        mode,
+        run_id,
+        swanlab_logger,
+        profile,
+        None,
+        proxy,
+        extra_overrides,
+        None,
+        topology=topology,
+        public_env=public_env,
+        notify=notify,
+        draft=True,
+    )
+    assert isinstance(draft_, dict)  # draft=True
+    return draft_
 
 
 def container_for(settings, host=None) -> str:
@@ -258,7 +250,17 @@ def container_for(settings, host=None) -> str:
     return run_values(settings)["container"] or _host_attr(host, "container")
 
 
-def _make_plan(
+def _make_plan(settings, host, mode, run_id, swanlab_logger, *rest, **kw) -> Plan | dict[str, Any]:
+    """:func:`make_plan` / :func:`draft_view`'s one body: the tracker-name check, then :func:`_build` (same
+    arguments), with the planner's own errors turned into one :class:`PlanError` line."""
+    try:
+        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
+        return _build(settings, host, mode, run_id, swanlab_logger, *rest, **kw)
+    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
+        raise PlanError(str(e)) from None
+
+
+def _build(
     settings,
     host,
     mode,
