@@ -19,6 +19,7 @@ from rich.text import Text
 
 from dapo_ops.core import features as features_mod
 from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
+from dapo_ops.control.preflight.inputs import NO_CHECKPOINTS, checkpoint_saves
 from dapo_ops.core.redact import redact_env
 
 
@@ -82,11 +83,11 @@ def render(plan: Plan, console: Console | None = None) -> None:
     env = redact_env(spec.get("env") or {})
     if env:
         con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
-    freq = int(plan.spec["settings"]["save_freq"])  # a plan's spec is complete (core/defaults.py)
-    if freq > 0:
-        con.print(f"checkpoints:   {plan.ckpt_dir} (every {freq} steps and the last)")
-    else:  # verl saves only when save_freq > 0 (verl/trainer/ppo/v1/trainer_base.py:481)
-        con.print(f"checkpoints:   none (save_freq {freq}: a retry after a failure starts over from step 0)")
+    s = plan.spec["settings"]  # a plan's spec is complete (core/defaults.py)
+    if checkpoint_saves(int(s["steps"]), int(s["save_freq"])):
+        con.print(f"checkpoints:   {plan.ckpt_dir} (every {s['save_freq']} steps and the last)")
+    else:
+        con.print(f"checkpoints:   none (save_freq {s['save_freq']}: {NO_CHECKPOINTS})")
     con.print(f"log:           {plan.log_path}")
     given = [(k, v) for k, v in plan.sources.items() if v != "default"]
     if given:

@@ -16,6 +16,18 @@ CKPT_FACTOR = 7.0
 GIB = 1 << 30
 
 
+#: what a run with ``save_freq <= 0`` leaves for a retry (the preflight disk check and the dry run say it)
+NO_CHECKPOINTS = "a retry after a failure starts over from step 0"
+
+
+def checkpoint_saves(steps: int, save_freq: int) -> int:
+    """Checkpoints verl writes in ``steps`` steps: every ``save_freq`` steps and the last, none when ``save_freq <= 0``
+    (``verl/trainer/ppo/v1/trainer_base.py:481-483``); ``steps`` 0 (unknown): 1."""
+    if save_freq <= 0:
+        return 0
+    return steps // save_freq + (1 if steps % save_freq else 0) if steps else 1
+
+
 def stays_on_disk(saves: int, keep: int) -> int:
     """Full checkpoints on disk at once for ``saves`` saves with ``trainer.max_actor_ckpt_to_keep`` = ``keep``.
 
@@ -94,11 +106,7 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 one = wb * CKPT_FACTOR
                 saves = 1
                 if pv is not None:
-                    steps, freq = int(pv.settings["steps"]), int(pv.settings["save_freq"])
-                    if freq <= 0:  # verl saves only when save_freq > 0 (verl/trainer/ppo/v1/trainer_base.py:481)
-                        saves = 0
-                    elif steps:
-                        saves = steps // freq + (1 if steps % freq else 0)
+                    saves = checkpoint_saves(int(pv.settings["steps"]), int(pv.settings["save_freq"]))
                     keep = pv.settings["max_actor_ckpt_to_keep"]
                     if keep and saves:  # what stays: see stays_on_disk
                         saves = stays_on_disk(saves, int(keep))
@@ -107,14 +115,13 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                     f"{free / GIB:.1f} GiB free at {disk['checked']}; one checkpoint ~{one / GIB:.1f} GiB, "
                     f"{saves} save(s) on disk at once ~{total / GIB:.1f} GiB"
                 )
-                if not saves:
+                if not saves:  # only with a plan (pv): without one a save is assumed
+                    freq = pv.settings["save_freq"] if pv is not None else None
                     out.append(
                         Check(
                             "disk",
                             OK,
-                            f"{free / GIB:.1f} GiB free at {disk['checked']}; save_freq "
-                            f"{pv.settings['save_freq'] if pv is not None else '-'}: verl saves no checkpoint "
-                            "(a retry after a failure starts over from step 0)",
+                            f"{free / GIB:.1f} GiB free at {disk['checked']}; save_freq {freq}: verl saves no checkpoint ({NO_CHECKPOINTS})",
                         )
                     )
                 elif free < one:
