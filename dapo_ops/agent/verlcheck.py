@@ -190,7 +190,8 @@ def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = i
     ``flash_attn`` is flash-attn 2's and flash-attn-4's module, ``flash_attn_interface`` flash-attn-3's)."""
     if str(_get(cfg, "trainer.device", "cuda")) != "cuda":
         return []
-    if _get(cfg, "actor_rollout_ref.actor.strategy") == "megatron":
+    strategy = _get(cfg, "actor_rollout_ref.actor.strategy")
+    if strategy == "megatron":
         backend = str(_get(cfg, MEG_ATTN_KEY) or "flash")
         if backend == "flash" and find_spec("flash_attn") is None and find_spec("flash_attn_interface") is None:
             return [
@@ -201,7 +202,7 @@ def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = i
                 f"(unfused; on Megatron it turns remove_padding off too)"
             ]
         return []
-    if _get(cfg, "actor_rollout_ref.actor.strategy") not in ("fsdp", "fsdp2"):
+    if strategy not in ("fsdp", "fsdp2"):
         return []
     attn = _get(cfg, ATTN_KEY) or "flash_attention_2"
     if attn == "flash_attention_2" and find_spec("flash_attn") is None:

@@ -147,7 +147,8 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
 
     def one(t):
         try:
-            launch_svc.quick_checks(t, plan, skip_preflight, req, need_facts=False)  # the cluster plans without
+            # the cluster's plan takes no probe facts: with --skip-preflight the probe is skipped too
+            launch_svc.quick_checks(t, plan, skip_preflight, req, need_facts=False)
             return None
         except (RemoteError, LaunchRefused) as e:
             return _prefixed(t.name, str(e))

@@ -164,8 +164,7 @@ HINTS: dict[str, str] = {
         "are tokens x vocabulary). dapo-ops follows the log-prob ladder: halve "
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu (and .ref.) with dynamic batch, never below prompt "
         "+ response; else divide log_prob_micro_batch_size_per_gpu by 4), twice; then it stops with suggestions (a "
-        "smaller max_response_length, "
-        "more trainer devices)."
+        "smaller max_response_length, more trainer devices)."
     ),
     "oom-device": (
         "Accelerator memory ran out${inph}${at}. dapo-ops retries with the next rung of the memory ladder: "
