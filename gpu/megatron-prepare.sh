@@ -35,7 +35,10 @@ fi
 if ! ls "$SRC"/transformer_engine_torch-$TE.tar.gz >/dev/null 2>&1 || ! ls "$BLD"/transformer_engine_torch-$TE-*.whl >/dev/null 2>&1; then
   V=.whl-cache/te-venv
   if [ ! -x "$V/bin/python" ]; then
-    PY312=$(command -v python3.12 || ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -1)
+    PY312=""  # the first python3.12 that runs (a pyenv shim exists but may refuse: "python3.12: command not found")
+    for c in "$(command -v python3.12 || true)" /root/.pyenv/versions/3.12*/bin/python3.12; do
+      [ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { PY312=$c; break; }
+    done
     [ -n "$PY312" ] || { echo "need a python3.12 to build transformer-engine-torch (or MEGA_FROM=<checkout with the caches>)"; exit 2; }
     "$PY312" -m venv "$V"
     "$V/bin/pip" install -q torch==2.11.0 wheel "setuptools<82" pybind11 ninja numpy "nvidia-cuda-crt==13.0.*" "nvidia-cuda-cccl==13.0.*"
