@@ -25,7 +25,11 @@ GPU_FRAMEWORK=megatron GPU_MEGA=${GPU_MEGA:-1}
 SCEN=k; . "$(dirname "$0")/lib.sh"
 start_sampler; trap stop_sampler EXIT
 standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
-EXTRA=(); [ "$MEGA_ATTN" = fused ] && EXTRA=(actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=fused)
+# megatron-core's gradient_accumulation_fusion defaults to True in Megatron-Bridge's provider and needs apex's
+# fused_weight_gradient_mlp_cuda (not carried): "ColumnParallelLinear was called with gradient_accumulation_fusion
+# set to True but ... not found" (H200, 2026-12-02 11:46); verl's Megatron yaml has no such key, hence the "+"
+EXTRA=(+actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=False)
+[ "$MEGA_ATTN" = fused ] && EXTRA+=(actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=fused)
 mapfile -t OV < <(ovr "${EXTRA[@]}")
 echo "framework $FRAMEWORK; features: USER_FEATURES='$USER_FEATURES'; attention_backend route: $MEGA_ATTN"
 

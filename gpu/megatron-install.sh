@@ -18,7 +18,12 @@ P=/tmp/payload-mega; SITE=/tmp/site-mega; W=/tmp/megaw
 mode=${1:-install}
 t0=$(date +%s)
 if [ "$mode" = stash ]; then
-  mkdir -p "$P" && mv "$REPO"/.carry/m[0-9][0-9]/* "$P"/ && ls "$P" | tr '\n' ' ' && du -sh "$P"; exit
+  # .carry/e00: megatron-energon 7.4.1 + the import-time dependencies the image lacks (Megatron-Bridge's training
+  # config imports megatron.bridge.data -> builders/energon.py -> megatron.energon, reached by verl's
+  # utils/megatron_utils.py:456 make_megatron_module; the H200 run of 2026-12-02 11:27 stopped there)
+  if compgen -G "$REPO/.carry/e00/*.whl" > /dev/null; then mkdir -p "$P-extra" && mv "$REPO"/.carry/e00/*.whl "$P-extra"/; fi
+  if compgen -G "$REPO/.carry/m[0-9][0-9]/*" > /dev/null; then mkdir -p "$P" && mv "$REPO"/.carry/m[0-9][0-9]/* "$P"/; fi
+  ls "$P" "$P-extra" 2>/dev/null | tr '\n' ' '; du -sh "$P" "$P-extra" 2>/dev/null; exit
 fi
 [ -f /tmp/site/.installed ] || { echo "run gpu/install.sh first (the verl payload: /tmp/site)"; exit 2; }
 export PYTHONPATH=$SITE:/tmp/site PATH=/tmp/site/bin:$PATH
@@ -32,6 +37,13 @@ install_wheels() {  # install_wheels [REBUILT_TE_TORCH_WHEEL]: one pip command (
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" $wheels 2>&1 \
     | grep -v -i 'warning' || true
   [ -f "$SITE/transformer_engine/wheel_lib/libtransformer_engine.so" ] || { echo "install incomplete: no libtransformer_engine.so"; return 1; }
+  if compgen -G "$P-extra/*.whl" > /dev/null; then  # megatron-energon shares megatron/: install apart, then merge
+    local T; T=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$T" "$P-extra"/*.whl 2>&1 \
+      | grep -v -i 'warning' || true
+    cp -r "$T/megatron/energon" "$SITE/megatron/" && rm -rf "$T/megatron" && cp -r --update=none "$T"/. "$SITE"/ && rm -rf "$T"
+    echo "installed $(ls "$P-extra"/*.whl | wc -l) extra wheels (megatron-energon and its imports) into $SITE"
+  fi
   touch "$SITE/.installed"
   echo "installed $(echo "$wheels" | wc -l) wheels into $SITE in $(( $(date +%s) - t0 )) s"
 }
@@ -73,6 +85,7 @@ case "$mode" in
       (cd "$W" && sha256sum -c --quiet "$REPO/gpu/megatron-wheels.sha256") || { echo "wheel checksum mismatch against gpu/megatron-wheels.sha256"; exit 2; }
       install_wheels || exit 1
     fi
+    [ "${MEGA_PROBE:-1}" = 0 ] && { echo "megatron-install: installed, probe skipped (MEGA_PROBE=0), $(( $(date +%s) - t0 )) s"; exit 0; }
     probe; rc=$?
     echo "megatron-install: probe rc=$rc, $(( $(date +%s) - t0 )) s"
     exit $rc ;;
