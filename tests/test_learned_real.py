@@ -8,8 +8,10 @@ launch of the same configuration (tool-runs/j-learned-again/) ran out again on 0
 
 Here the fixed planner rebuilds that configuration from the settings gpu/lib.sh + gpu/j-learned.sh gave (checked
 against the recorded spec and the supervisor's logged verl command), the supervisor's own memo code files the memo
-from the real run.json, and the next plan starts on the learned rung. What is NOT shown here: a real second launch
-on the learned rung (the session's device time was spent; gpu/README.md)."""
+from the real run.json, and the next plan starts on the learned rung. The REAL launch on the learned rung ran on the
+H200 the next session (tests/fixtures/real-verl/tool-runs/j-learned-start/, run 20261202-113015-85e1, ``gpu/j-learned.sh
+seed``: the memo filed by ``gpu/seed_memo.py`` from j-learned's record under the key that launch computed): it
+started on ``rollout-util(weight-sync)`` with source ``learned``, verl got 0.5, and it succeeded 2/2 in one attempt."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from dapo_ops.core import learned
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs" / "j-learned"
 AGAIN = RUN.parent / "j-learned-again"
+START = RUN.parent / "j-learned-start"
 RID = "20261202-065903-4ae6"
 H200_MIB = 143771  # nvidia-smi memory.total of the lent H200 (gpu-mem.csv)
 HOST = Host(
@@ -253,3 +256,37 @@ def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path)
     (tmp_path / "other.json").write_text(json.dumps(other.spec))
     assert seed.main([str(RUN), str(tmp_path / "other.json"), str(tmp_path / "runs2")]) == 2
     assert not (tmp_path / "runs2").exists()
+
+
+def test_the_real_launch_on_the_learned_rung(tmp_path):
+    """j-learned-start: the H200 launch that started on the learned rung. The planner, given the probe's facts and the
+    memo the device held (memo.json, copied from its runs dir), rebuilds that launch: the same learned-start key and
+    fingerprint, the same start line, the same verl command as the supervisor logged; and the run on it needed no
+    ladder rung (one attempt, succeeded 2/2), with verl's printed config at 0.5."""
+    rec = runfiles.read_run(START)
+    spec = runfiles.read_spec(START)
+    memo = json.loads((START / "memo.json").read_text())
+    assert rec["status"] == "succeeded" and rec["step"] == 2 and len(rec["attempts"]) == 1
+    assert rec["attempts"][0]["verdict"]["cls"] == "success"
+    # the memo came from the real record of the OOM run, under the key this launch computed
+    assert memo["run_id"] == RID and memo["fingerprint"] == spec["learn"]["fingerprint"]
+    assert learned.fingerprint(memo["key"]) == memo["fingerprint"] == spec["learn"]["fingerprint"]
+    # the planner rebuilds that launch from the settings, the probe's facts and the memo
+    rid = rec["run_id"]
+    p = plan_for(rid, memos=[memo])
+    assert p.spec["learn"] == spec["learn"]
+    assert p.spec["setting_changes"] == spec["setting_changes"]
+    assert p.spec["learned"]["used"] is True and p.spec["learned"]["run_id"] == RID
+    start_line = next(ln for ln in (START / "launch.txt").read_text().splitlines() if "start:" in ln)
+    assert start_line.split("start:", 1)[1].strip() == spec["learned"]["line"]
+    assert any(ln == spec["learned"]["line"] for ln in p.memory)
+    log = (START / "supervisor.log").read_text()
+    real_argv = re.search(r"attempt 1: python3 -m verl\.trainer\.main_ppo (.*)", log).group(1).split()
+    argv = p.argv[p.argv.index("verl.trainer.main_ppo") + 1 :]
+    assert argv == [a.strip("'") for a in real_argv]
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.5" in argv
+    # verl ran on the rung: its printed rollout config says 0.5, never the default 0.6
+    printed = re.findall(r"'gpu_memory_utilization': ([0-9.]+)", (START / "train.log").read_text())
+    assert printed and set(printed) == {"0.5"}
+    # the run's own supervisor filed no new memo (nothing ran out)
+    assert Memos(dict(spec), str(tmp_path)).check(dict(rec)) is None

@@ -60,6 +60,9 @@ WANT = {
     # DEFAULT rollout share 0.6: attempt 1 ran out in the weight sync before its step-1 line; no checkpoints
     # (save_freq -1), so attempt 2 on the rung trained steps 1 and 2 from scratch
     "j-learned": ("20261202-065903-4ae6", 2, None, [1, 2], 2),
+    # 2026-12-02 session 4 (gpu/j-learned.sh seed): the same configuration launched on the learned rung (0.5): one
+    # attempt, no OOM (tests/test_learned_real.py replays the plan)
+    "j-learned-start": ("20261202-113015-85e1", 2, None, [1, 2], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)

@@ -189,3 +189,75 @@ def test_flash_attention_without_flash_attn_on_cuda(root):
     assert verlcheck._get(sdpa, "actor_rollout_ref.model.use_remove_padding") is True
     assert verlcheck._get(sdpa, "actor_rollout_ref.actor.use_dynamic_bsz") is True
     assert verlcheck._get(sdpa, "actor_rollout_ref.model.enable_gradient_checkpointing") is True
+
+
+def _bridge(tmp_path, energon=True, modelopt=True):
+    """A Megatron-Bridge package dir holding the import lines of 0.6.2's own sources (megatron_bridge-0.6.2 wheel:
+    data/energon/base_energon_datamodule.py:19, models/conversion/auto_bridge.py:1127); ``False`` leaves a line out
+    (another Megatron-Bridge version that does not import the module)."""
+    d = tmp_path / "megatron" / "bridge"
+    (d / "data" / "energon").mkdir(parents=True)
+    (d / "models" / "conversion").mkdir(parents=True)
+    (d / "data" / "energon" / "base_energon_datamodule.py").write_text(
+        "from megatron.core.process_groups_config import ProcessGroupCollection\n"
+        + ("from megatron.energon import WorkerConfig, get_savable_loader, get_train_dataset\n" if energon else "")
+    )
+    (d / "models" / "conversion" / "auto_bridge.py").write_text(
+        "        model_instance = self._get_model_instance(model)\n"
+        + ("        from modelopt.torch.quantization.utils import is_quantized\n" if modelopt else "")
+    )
+    spec = type("Spec", (), {"submodule_search_locations": [str(d)], "origin": None})()
+    return spec
+
+
+def _finder(bridge, present):
+    """find_spec of a container with Megatron-Bridge ``bridge`` and the modules ``present``."""
+    return lambda n: bridge if n == "megatron.bridge" else (object() if n in present else None)
+
+
+def test_megatron_modules_the_h200_runs_died_on_are_refused_before_launch(root, tmp_path):
+    """The three start-up deaths of the real Megatron runs on the H200 (tests/fixtures/real-verl/tool-runs/
+    k-megatron-energon, -apex, -modelopt), in the order they happened, each refused by the startup check with its fix;
+    a container with the modules (or the override / no checkpoints) passes; FSDP and NPU are not concerned."""
+    spec = _spec(mode="dapo", framework="megatron", accelerator="gpu")
+    spec["settings"]["save_freq"] = 1
+    cfg, _ = _composed(root, spec)
+    bridge = _bridge(tmp_path)
+    everything = {"megatron.energon", "transformer_engine", "fused_weight_gradient_mlp_cuda", "modelopt"}
+    assert verlcheck.megatron_errors(cfg, _finder(bridge, everything)) == []
+
+    errs = verlcheck.megatron_errors(cfg, _finder(bridge, {"transformer_engine"}))
+    assert len(errs) == 3, errs
+    assert errs[0].startswith("megatron.energon is not installed") and "pip install megatron-energon" in errs[0]
+    assert errs[1].startswith(f"{verlcheck.GRAD_FUSION_KEY} is on by default")
+    assert f"--override +{verlcheck.GRAD_FUSION_KEY}=False" in errs[1]
+    assert errs[2].startswith("modelopt is not installed") and "after step 1" in errs[2]
+    assert "pip install nvidia-modelopt" in errs[2] and "--save-freq -1" in errs[2]
+    # each refusal is one line, and reaches the preflight check through startup_report
+    assert all("\n" not in e for e in errs)
+    rep = verlcheck.startup_report(cfg, root, use_import=False, find_spec=_finder(bridge, {"transformer_engine"}))
+    assert [e for e in rep["errors"] if e in errs] == errs
+
+    # the fixes named in the lines make the check pass
+    off, _ = _composed(
+        root,
+        dict(spec, settings=dict(spec["settings"], extra_overrides=[f"+{verlcheck.GRAD_FUSION_KEY}=False"])),
+    )
+    assert verlcheck._get(off, verlcheck.GRAD_FUSION_KEY) is False
+    have = {"megatron.energon", "transformer_engine", "modelopt"}
+    assert verlcheck.megatron_errors(off, _finder(bridge, have)) == []
+    no_ckpt, _ = _composed(root, dict(spec, settings=dict(spec["settings"], save_freq=-1)))
+    assert not any("modelopt" in e for e in verlcheck.megatron_errors(no_ckpt, _finder(bridge, set())))
+    # a Megatron-Bridge whose sources do not import energon / modelopt asks for neither
+    other = _bridge(tmp_path / "other", energon=False, modelopt=False)
+    assert (
+        verlcheck.megatron_errors(cfg, _finder(other, {"transformer_engine", "fused_weight_gradient_mlp_cuda"})) == []
+    )
+    # without Transformer Engine the provider leaves the fusion off (megatron/bridge/utils/fusions.py:34-60)
+    assert not any("fusion" in e for e in verlcheck.megatron_errors(cfg, _finder(bridge, {"megatron.energon"})))
+    # FSDP and Megatron on NPU (MindSpeed) are not concerned by these three
+    fsdp, _ = _composed(root, _spec(mode="dapo", framework="fsdp", accelerator="gpu"))
+    assert verlcheck.megatron_errors(fsdp, _finder(bridge, set())) == []
+    npu_spec = _spec(mode="dapo", framework="megatron", accelerator="npu")
+    npu, _ = _composed(root, npu_spec)
+    assert not any("fusion" in e for e in verlcheck.megatron_errors(npu, _finder(bridge, {"transformer_engine"})))

@@ -26,6 +26,19 @@ line naming the key and the fix. The checks, in verl's start-up order:
   distribution (``transformer_engine/pytorch/attention/dot_product_attention/backends.py:107,151,186``); without
   one TE's first attention forward raises ``No dot product attention backend is available``
   (``dot_product_attention.py:2900``, TE 2.20.2), minutes into the launch.
+- ``megatron``: what the installed Megatron-Bridge imports on verl's Megatron path but does not declare, each found
+  on the H200 (tests/fixtures/real-verl/tool-runs/k-megatron-*): ``megatron.energon`` when verl builds the model
+  (``verl/utils/megatron_utils.py:456`` imports ``megatron.bridge.training.config``, whose ``:53`` imports
+  ``megatron.bridge.data`` -> ``data/builders/energon.py:25`` -> ``data/energon/base_energon_datamodule.py:19``;
+  Megatron-Bridge 0.6.2); on CUDA, apex's
+  ``fused_weight_gradient_mlp_cuda`` while ``gradient_accumulation_fusion`` is on (the provider's default whenever
+  Transformer Engine imports, ``megatron/bridge/models/gpt_provider.py:205``, ``utils/fusions.py:34-60``; Megatron's
+  non-TE output layer then raises at the first forward, ``megatron/core/tensor_parallel/layers.py``); ``modelopt`` when
+  checkpoints save the model in HF format (``save_contents`` with ``model`` and ``use_dist_checkpointing`` False,
+  verl's defaults: ``verl/utils/checkpoint/megatron_checkpoint_manager.py:245-249,1282``), because
+  ``save_hf_weights`` imports it (``megatron/bridge/models/conversion/auto_bridge.py:1127``): the run would train
+  ``save_freq`` steps and die at its first save. The installed Megatron-Bridge's own sources say whether it imports
+  them (another version may not); without Megatron-Bridge the module check says so instead.
 
 :func:`startup_report` is the entry point: ``{"errors": [line, ...], "skipped": [line, ...]}``.
 """
@@ -214,6 +227,83 @@ def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = i
     return []
 
 
+MEG_TC_KEY = "actor_rollout_ref.actor.megatron.override_transformer_config"
+GRAD_FUSION_KEY = f"{MEG_TC_KEY}.gradient_accumulation_fusion"
+
+
+def _bridge_source_has(find_spec: Callable[[str], object], rel: str, needle: str) -> bool:
+    """True when the installed Megatron-Bridge's file ``rel`` (relative to ``megatron/bridge/``) contains ``needle``.
+    False without Megatron-Bridge or that file (the module check reports a missing Megatron-Bridge)."""
+    try:
+        spec = find_spec("megatron.bridge")
+    except (ImportError, ValueError):
+        return False
+    for d in getattr(spec, "submodule_search_locations", None) or []:
+        try:
+            with open(os.path.join(d, rel), encoding="utf-8") as fh:
+                if needle in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _missing(find_spec: Callable[[str], object], name: str) -> bool:
+    try:
+        return find_spec(name) is None
+    except (ImportError, ValueError):  # a parent package that fails to import
+        return True
+
+
+def megatron_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = importlib.util.find_spec) -> list[str]:
+    """The ``megatron`` check of the module docstring: modules verl's Megatron path reaches through Megatron-Bridge
+    that the container lacks, each one line with the fix. ``cfg``: the composed config (plain containers)."""
+    if _get(cfg, "actor_rollout_ref.actor.strategy") != "megatron":
+        return []
+    out: list[str] = []
+    if _bridge_source_has(find_spec, "data/energon/base_energon_datamodule.py", "from megatron.energon") and _missing(
+        find_spec, "megatron.energon"
+    ):
+        out.append(
+            "megatron.energon is not installed in the container, and Megatron-Bridge imports it when verl builds the "
+            "model (verl/utils/megatron_utils.py:456 -> megatron/bridge/training/config.py:53 -> "
+            "data/builders/energon.py:25 -> data/energon/base_energon_datamodule.py:19): pip install megatron-energon "
+            "in the container"
+        )
+    grad_fusion = _get(cfg, GRAD_FUSION_KEY)
+    if (
+        str(_get(cfg, "trainer.device", "cuda")) == "cuda"
+        and grad_fusion is not False
+        and not _missing(find_spec, "transformer_engine")
+        and _missing(find_spec, "fused_weight_gradient_mlp_cuda")
+    ):
+        out.append(
+            f"{GRAD_FUSION_KEY} is {'on' if grad_fusion else 'on by default'} (Megatron-Bridge turns it on whenever "
+            f"Transformer Engine imports, megatron/bridge/models/gpt_provider.py:205) but apex's "
+            f"fused_weight_gradient_mlp_cuda is not installed: Megatron's output layer fails at the first forward. "
+            f"--override +{GRAD_FUSION_KEY}=False, or install apex with --cpp_ext --cuda_ext in the container"
+        )
+    save_freq = _get(cfg, "trainer.save_freq", -1)
+    contents = _get(cfg, "actor_rollout_ref.actor.checkpoint.save_contents") or []
+    dist = bool(_get(cfg, "actor_rollout_ref.actor.megatron.use_dist_checkpointing", False))
+    hf_save = "hf_model" in contents or ("model" in contents and not dist)
+    if (
+        isinstance(save_freq, int)
+        and save_freq > 0
+        and hf_save
+        and _bridge_source_has(find_spec, "models/conversion/auto_bridge.py", "from modelopt")
+        and _missing(find_spec, "modelopt")
+    ):
+        out.append(
+            f"modelopt is not installed in the container, and every checkpoint of this Megatron run saves the model "
+            f"in HF format through Megatron-Bridge, whose save_hf_weights imports it "
+            f"(verl/utils/checkpoint/megatron_checkpoint_manager.py:245-249,1282; "
+            f"megatron/bridge/models/conversion/auto_bridge.py:1127): the run would die at its first save, after step "
+            f"{save_freq}. pip install nvidia-modelopt in the container, or --save-freq -1 (no checkpoints, no resume)"
+        )
+    return out
+
+
 def dataclass_errors(cfg_obj: Any) -> tuple[list[str], list[str]]:
     """``(errors, skipped)`` of verl's ``validate_config`` + the rollout / checkpoint-engine dataclass conversion on
     the composed OmegaConf config ``cfg_obj`` (module docstring)."""
@@ -273,4 +363,5 @@ def startup_report(
     skipped += s
     errors += pool_errors(cfg)
     errors += attention_errors(cfg, find_spec)
+    errors += megatron_errors(cfg, find_spec)
     return {"errors": errors, "skipped": skipped}

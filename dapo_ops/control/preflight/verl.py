@@ -108,12 +108,14 @@ def _startup_check(comp: dict) -> Check | None:
             "verl-startup",
             FAIL,
             errs[0] + more,
-            "change the key it names (inv launch --dry-run shows the "
-            "plan's value); verl refuses this config at start-up",
+            "do what the line says: change the key it names (inv launch --dry-run shows the plan's value) or "
+            "install the module it names; verl refuses or dies on this config at start-up",
         )
     if skipped:
         return Check("verl-startup", OK, "verl's start-up checks pass; " + "; ".join(skipped))
-    return Check("verl-startup", OK, "verl's start-up checks pass (dataclasses, checkpoint engine, pools, attention)")
+    return Check(
+        "verl-startup", OK, "verl's start-up checks pass (dataclasses, checkpoint engine, pools, attention, megatron)"
+    )
 
 
 def _overrides_check(comp: dict) -> Check:
