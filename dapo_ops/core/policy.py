@@ -176,6 +176,12 @@ POLICY: dict[str, tuple[Rule, ...]] = {
     "config-error": (
         Rule(
             Kind.STOP,
+            "stop: the trainer cannot import ${module_what}; ${module_fix}; never retried unchanged",
+            "missing or broken Python module in the container: not retried; install it (the hint names the package)",
+            when=("cause", "missing-module"),
+        ),
+        Rule(
+            Kind.STOP,
             "stop: fix the configuration${key_paren}; never retried unchanged",
             "configuration error: not retried unchanged; fix the setting named in the evidence",
         ),

@@ -12,7 +12,8 @@ Precedence (docs/troubleshooting.md, generated from ``dapo_ops/core/classify/doc
     2. container state: ``OOMKilled=true`` -> ``oom-host``; container gone -> ``container-missing``;
     3. the earliest specific root cause across all ranks (device / KV-cache / Ray / host
        OOM, config, data, auth, network, container, specific crashes such as thread
-       exhaustion or an impossible allocation size);
+       exhaustion or an impossible allocation size); a module the trainer cannot import (config-error, cause
+       ``missing-module``) only when no other root cause is in the log, network trouble last;
     4. collective (HCCL/NCCL) timeouts and errors -> ``hccl-timeout`` (usually a symptom), unless a real
        traceback on another rank came first (then that error is the cause: ``crash-other``, ``earlier-error``);
     5. weak network exceptions (``Connection refused`` ...) -> ``network``;
@@ -33,6 +34,7 @@ from typing import Any
 from dapo_ops.core.classify import device_codes as _codes
 from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.classify.logtail import (
+    STEP_RX,
     Facts,
     Hit,
     Log,
@@ -55,7 +57,15 @@ from dapo_ops.core.classify.phase import (
     role_of,
     side_of,
 )
-from dapo_ops.core.classify.signatures import COLLECTIVE, GENERIC, OOM_WORDS_RX, ROOT, WEAK, divisible_key
+from dapo_ops.core.classify.signatures import (
+    COLLECTIVE,
+    GENERIC,
+    OOM_WORDS_RX,
+    ROOT,
+    WEAK,
+    divisible_key,
+    import_failure,
+)
 from dapo_ops.core.classify.verdict import Verdict
 from dapo_ops.core.policy import kind as policy_kind
 
@@ -159,6 +169,10 @@ def decide(
         # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
         # the local cache): any other specific root cause wins over it, whatever the order.
         main = [h for h in root if h.sig.cls != "network"] or root
+        # an import failure is the cause only when no other root cause is: a caught import (an optional
+        # dependency, logged with its traceback) must not hide the real failure, and a more specific row on the
+        # same line reads it better (runtime-env: "ImportError: libhccl.so: cannot open shared object file")
+        main = [h for h in main if h.sig.name != "missing-module"] or main
         # a device list naming devices the container lacks explains the device errors printed before it
         main = [h for h in main if h.sig.name == "visible-devices"] + [
             h for h in main if h.sig.name != "visible-devices"
@@ -308,6 +322,7 @@ CONFIG_CAUSES: dict[str, str] = {
     "data-missing": "data-missing",
     "model-path": "model-path",
     "entry-module": "entry-module",
+    "missing-module": "missing-module",
     "raylet-register": "ray-cpus",
     "chat-template": "chat-template",
     "visible-devices": "visible-devices",
@@ -435,6 +450,8 @@ def _host_oom(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit
 
 def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
+    if name == "missing-module":
+        return _missing_module(log, f, d, i)
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
     if name == "data-missing":
@@ -454,6 +471,32 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         if m:
             d["value"], d["need"] = int(m.group(1)), int(m.group(2))
     return mk(h.sig.cls, d, ev(log, i, *_full_key_line(log, i)))
+
+
+def _missing_module(log: Log, f: Facts, d: dict[str, Any], i: int) -> Verdict:
+    """config-error, cause ``missing-module``: the import failure at line ``i`` (``form`` / ``module`` / ``name`` of
+    :func:`~dapo_ops.core.classify.signatures.import_failure`; a wrapper line, ``RayTaskError(ModuleNotFoundError)``
+    or transformers' ``Failed to import ... because of the following error``, names no module: the first import
+    failure after it that names one does, within 200 lines and not past a ``step:`` line). ``phase``: where it died
+    (``checkpoint-save`` for Megatron-Bridge's HF save after a trained step: a resume reaches the same import)."""
+    form, mod, name = import_failure(log.lines[i]) or ("other", None, None)
+    at = i
+    if mod is None:
+        for j in range(i + 1, min(len(log.lines), i + 200)):
+            if STEP_RX.search(log.low_line(j)):
+                break
+            if log.is_echo(j):
+                continue
+            got = import_failure(log.lines[j])
+            if got is None and j <= i + 2:  # transformers: the message continues on the next line, unprefixed
+                got = import_failure("ImportError: " + log.lines[j].strip())
+            if got is not None and got[1] is not None:
+                (form, mod, name), at = got, j
+                break
+    d.update(cause=CONFIG_CAUSES["missing-module"], form=form, module=mod, name=name, phase=phase_of(log, i))
+    if d["phase"] == "checkpoint-save":
+        d["ckpt_step"] = f.ckpt_step
+    return mk("config-error", d, ev(log, at, *ray_call_line(log, at), i))
 
 
 def _data(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:

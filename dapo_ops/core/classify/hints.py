@@ -57,6 +57,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "data-missing",
         "model-path",
         "entry-module",
+        "missing-module",
         "ray-cpus",
         "stale-key",
         "gpus",
@@ -231,6 +232,12 @@ HINTS: dict[str, str] = {
         "recipe.dapo.main_dapo (VERL_PROFILE=0.8) needs the recipe submodule (git submodule update --init recipe). "
         "Set the profile that matches the container's verl (inv preflight's verl / entry checks say which) and "
         "relaunch; a retry would fail the same way."
+    ),
+    "config-error/missing-module": (
+        "The trainer died importing ${module_what}${inph}${ckpt_paren}: the container's Python environment lacks it "
+        "or holds a build that does not fit (the environment, not a value verl checks). Fix: ${module_fix}. Do it in "
+        "the image every Ray node runs (`python -c 'import ...'` inside the container checks it), then relaunch; "
+        "dapo-ops never retries it unchanged: a retry or a resume reaches the same import again."
     ),
     "config-error/ray-cpus": (
         "A Ray worker could not register with its own raylet right after start-up: ray.init() sized the worker pool "
@@ -452,6 +459,109 @@ HINTS: dict[str, str] = {
     ),
 }
 
+#: module -> the fix when the trainer cannot import it (``module_fix``; looked up by the longest dotted prefix of the
+#: module, a shared object's ``lib`` prefix dropped; other modules get the fix of their import-failure form, below).
+#: Sources: megatron-core 0.19.2's ``[dev]`` extra (METADATA: megatron-energon[av_decode]~=7.0,
+#: nvidia-modelopt[torch]>=0.44); Megatron-Bridge 0.6.2 training/config.py:53 (imports megatron.bridge.data ->
+#: data/builders/energon.py -> megatron.energon; reached from verl/utils/megatron_utils.py:456 make_megatron_module),
+#: models/conversion/auto_bridge.py:1127 (save_hf_weights imports modelopt.torch.quantization.utils), gpt_provider.py:205
+#: + utils/fusions.py:34-60 (gradient_accumulation_fusion defaults to True whenever transformer_engine imports);
+#: megatron-core tensor_parallel/layers.py:1070-1079 (ColumnParallelLinear then needs apex's
+#: fused_weight_gradient_mlp_cuda); verl 0.9.1 utils/checkpoint/megatron_checkpoint_manager.py:245-249
+#: (should_save_hf_model: 'hf_model' in save_contents, or 'model' without use_dist_checkpointing, default False:
+#: trainer/config/engine/megatron.yaml:35), :1019/:1282 (the HF save through the bridge),
+#: workers/engine/megatron/transformer_impl.py:499-502 (use_dist_checkpointing=True loads the initial weights from
+#: dist_checkpointing_path), :326-344 + models/mcore/mbridge.py:21 (vanilla_mbridge imports mbridge).
+MODULE_FIXES: dict[str, str] = {
+    "megatron.energon": (
+        "pip install megatron-energon (megatron-core[dev] pins megatron-energon[av_decode]~=7.0; Megatron-Bridge "
+        "imports it while verl builds the model)"
+    ),
+    "modelopt": (
+        "pip install nvidia-modelopt (megatron-core[dev] pins nvidia-modelopt[torch]>=0.44): Megatron-Bridge's "
+        "save_hf_weights imports it at every HF-format save, which verl makes when checkpoint.save_contents holds "
+        "'hf_model', or 'model' with actor_rollout_ref.actor.megatron.use_dist_checkpointing=False (the default); "
+        "use_dist_checkpointing=True avoids that save only together with loading the initial weights from "
+        "megatron.dist_checkpointing_path (a converted Megatron checkpoint)"
+    ),
+    "fused_weight_gradient_mlp_cuda": (
+        "--override +actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=False "
+        "(Megatron-Bridge turns the fusion on whenever transformer_engine imports, and the non-TE output layer then "
+        "needs apex's CUDA extension; verl's megatron.yaml has no such key, hence the +), or install NVIDIA apex "
+        "with --cpp_ext --cuda_ext"
+    ),
+    "apex": (
+        "build NVIDIA apex from source with --cpp_ext --cuda_ext in the container (the PyPI package named apex is "
+        "another project)"
+    ),
+    "flash_attn": (
+        "pip install flash-attn built for the container's torch / CUDA, or launch with --features=-flash_attn "
+        "(sdpa attention)"
+    ),
+    "flash_attn_2_cuda": (
+        "reinstall flash-attn built for the container's torch / CUDA, or launch with --features=-flash_attn "
+        "(sdpa attention)"
+    ),
+    "transformer_engine": "pip install transformer-engine[pytorch] built for the container's torch / CUDA",
+    "megatron.core": "pip install megatron-core (verl's Megatron engine, model_engine=megatron)",
+    "megatron.bridge": (
+        "pip install megatron-bridge (verl 0.9.1's Megatron engine builds the model through it: "
+        "actor_rollout_ref.actor.megatron.use_mbridge=True)"
+    ),
+    "mbridge": (
+        "pip install mbridge (verl's vanilla bridge, actor_rollout_ref.actor.megatron.vanilla_mbridge=True), or set "
+        "vanilla_mbridge=False to use Megatron-Bridge"
+    ),
+    "vllm": "install vLLM built for the container's torch / CUDA (actor_rollout_ref.rollout.name=vllm needs it)",
+    "sglang": "install SGLang built for the container's torch / CUDA, or set actor_rollout_ref.rollout.name=vllm",
+    "verl": "install verl in the container on every node (pip install -e <verl checkout>) or put it on PYTHONPATH",
+    "swanlab": "pip install swanlab, or drop swanlab from trainer.logger",
+    "wandb": "pip install wandb, or drop wandb from trainer.logger",
+}
+#: import-failure form (``detail["form"]``, :data:`dapo_ops.core.classify.signatures.IMPORT_FORMS`) -> (what could
+#: not be imported, the fix when :data:`MODULE_FIXES` has none); ``{m}``: the module, ``{n}``: the name / symbol
+IMPORT_TEXTS: dict[str, tuple[str, str]] = {
+    "missing": ("module '{m}'", "pip install the package that provides '{m}' in the container"),
+    "name": (
+        "'{n}' from '{m}' (the installed {m} is another version than its caller was written for)",
+        "install the version of '{m}' that has '{n}' (pip show; the versions verl's requirements pin)",
+    ),
+    "symbol": (
+        "the compiled extension '{m}' (undefined symbol {n}: built for another torch / CUDA)",
+        "reinstall the package that ships '{m}', built for the container's torch / CUDA",
+    ),
+    "library": (
+        "the native library '{m}'",
+        "install the package that ships '{m}' in the container, or put its directory on LD_LIBRARY_PATH",
+    ),
+    "version": (
+        "'{m}' (its installed version is rejected)",
+        "install a version of '{m}' that meets the requirement in the evidence",
+    ),
+    "extension": ("the CUDA extension '{m}'", "install the package that provides the CUDA extension '{m}'"),
+    "unknown": ("a module (the evidence names it)", "install what the import error in the evidence names"),
+}
+
+
+def _module_key(mod: str) -> str | None:
+    """The :data:`MODULE_FIXES` key for a module: its longest dotted prefix there (``lib<x>.so`` read as ``x``)."""
+    if mod.startswith("lib") and mod.endswith(".so"):
+        mod = mod[3:-3]
+    parts = mod.split(".")
+    return next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in MODULE_FIXES), None)
+
+
+def _import_texts(d: dict[str, Any]) -> tuple[str, str]:
+    """(what could not be imported, the fix) of a ``missing-module`` verdict's detail."""
+    mod, name, form = d.get("module"), d.get("name"), d.get("form")
+    if not mod or form not in IMPORT_TEXTS or (form == "name" and not name):
+        form = "missing" if mod else "unknown"
+    what, fix = IMPORT_TEXTS[form]
+    key = _module_key(mod) if mod and form != "name" else None
+    fix = MODULE_FIXES[key] if key else fix
+    return what.format(m=mod, n=name), fix.format(m=mod, n=name)
+
+
 #: fragments some fields add (texts too, so they live here)
 FRAGMENTS: dict[str, str] = {
     "oom-device/critic": (
@@ -518,6 +628,9 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "of_total_gib": lambda d: " (" + format(d["total_gib"], ".2f") + " GiB total)" if d.get("total_gib") else "",
     "code": lambda d: f" ({d['code']})" if d.get("code") else "",
     "kill": lambda d: _KILL_SIGNALS.get(d.get("exit_code"), "killed by a signal"),
+    "module_what": lambda d: _import_texts(d)[0],
+    "module_fix": lambda d: _import_texts(d)[1],
+    "ckpt_paren": lambda d: f" (saving global_step_{d['ckpt_step']})" if d.get("ckpt_step") is not None else "",
 }
 
 

@@ -146,6 +146,91 @@ _UNAVAIL_CODE_PAT = _code_pat("device-unavailable")
 _KERNEL_CODE_PAT = _code_pat("kernel-fault")
 
 
+# --------------------------------------------------------------------------- import failures
+
+# A fatal import failure: the exception line itself (Ray strips its prefix, so it starts the line: never the
+# "UserWarning: torchtitan engine is not available: ModuleNotFoundError(...)" warnings verl 0.9.1 prints in every
+# healthy run, verl/workers/engine/__init__.py:32-50, nor runpy's entry-module message).
+_IMPORT_EXC = r"^\s*(?:[\w.]+\.)?(?:modulenotfounderror|importerror): "
+#: the import-failure forms, ``(form, regex)`` in lookup order (the ``missing-module`` row is their union; the
+#: ``mod`` / ``name`` groups are read on the original-case line by :func:`import_failure`). Sources: CPython
+#: Python/import.c and Lib/importlib ("No module named 'x'", "cannot import name 'n' from 'x' (path)", "from
+#: partially initialized module"), the dynamic loader's dlopen errors re-raised as ImportError (or OSError by
+#: ctypes), Ray's RaySystemError for a function whose module a worker cannot import (ray/exceptions.py), transformers
+#: utils/versions.py require_version ("x>=v is required for a normal functioning of this module"),
+#: modeling_utils.py ("the package flash_attn seems to be not installed"), dynamic_module_utils.py check_imports
+#: ("... requires the following packages that were not found in your environment: x"), utils/import_utils.py
+#: _LazyModule ("Failed to import transformers.x because of the following error (look up to see its traceback):",
+#: the error on the next line), megatron-core 0.19.2 tensor_parallel/layers.py:1070-1079 ("... the custom CUDA
+#: extension fused_weight_gradient_mlp_cuda module is not found"), Ray's RayTaskError(<cls>) wrapper line.
+IMPORT_FORMS: tuple[tuple[str, str], ...] = (
+    (
+        "missing",
+        r"^\s*(?:[\w.]+\.)?(?:modulenotfounderror|importerror|raysystemerror): (?:system error: )?"
+        r"no module named '?(?P<mod>[\w.]+)",
+    ),
+    (
+        "name",
+        _IMPORT_EXC
+        + r"cannot import name '?(?P<name>\w+)'?(?: from (?:partially initialized module )?'(?P<mod>[\w.]+)')?",
+    ),
+    (
+        "symbol",
+        r"^\s*(?:[\w.]+\.)?(?:importerror|oserror): (?P<mod>\S+?\.so)[.\d]*: undefined symbol: (?P<name>\S+)",
+    ),
+    (
+        "library",
+        r"^\s*(?:[\w.]+\.)?(?:importerror|oserror): (?P<mod>[^\s:]+?\.so)[.\d]*: cannot open shared object file",
+    ),
+    ("library", _IMPORT_EXC + r"\S+: version `[^'\s]+' not found \(required by (?P<mod>\S+?\.so)"),
+    ("version", _IMPORT_EXC + r"(?P<mod>[a-z][\w.-]*?)(?:[<>=!~]=?[\w.*+-]+,?)+ is required for a normal functioning"),
+    ("missing", _IMPORT_EXC + r".{0,200}?the package (?P<mod>[\w.-]+) seems to be not installed"),
+    ("missing", _IMPORT_EXC + r".{0,200}?packages that were not found in your environment: (?P<mod>[\w.-]+)"),
+    ("extension", r"custom cuda extension (?P<mod>\w+) module is not found"),
+    ("wrapped", r"^\s*(?:[\w.]+\.)?raytaskerror\((?:modulenotfounderror|importerror)\)"),
+    ("wrapped", r"failed to import [\w.]+ because of the following error \(look up to see its traceback\)"),
+    ("other", _IMPORT_EXC + r"\S"),
+)
+_IMPORT_RXS = tuple((form, re.compile(rx, re.I)) for form, rx in IMPORT_FORMS)
+IMPORT_FAILURE_PAT = "|".join(re.sub(r"\(\?P<\w+>", "(?:", rx) for _form, rx in IMPORT_FORMS)
+IMPORT_FAILURE_NEEDLES = (
+    "modulenotfounderror:",
+    "importerror:",
+    "no module named",
+    "undefined symbol",
+    "cannot open shared object file",
+    "module is not found",
+    "raytaskerror(",
+    "because of the following error",
+)
+
+
+def import_failure(line: str) -> tuple[str, str | None, str | None] | None:
+    """``(form, module, name)`` of an import-failure line (original case; the first of :data:`IMPORT_FORMS` that
+    matches), else ``None``. ``form``: ``missing`` (not installed), ``name`` (``cannot import name``: another version),
+    ``symbol`` (a compiled extension built for another torch / CUDA: ``name`` is the symbol), ``library`` (a native
+    library the extension needs), ``version`` (rejected version), ``extension`` (a CUDA extension the code requires),
+    ``wrapped`` (a wrapper: the module is named on a later line), ``other``. ``module``: the dotted module, or a
+    shared object's file name (``flash_attn_2_cuda``, ``libcudart.so``); ``None`` when the line names none."""
+    for form, rx in _IMPORT_RXS:
+        m = rx.search(line)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        mod, name = groups.get("mod"), groups.get("name")
+        if mod and mod.endswith(".so"):  # a shared object: libX.so as named, a Python extension as its module
+            base = mod.rsplit("/", 1)[-1]
+            if base.startswith("lib"):
+                mod = base
+            else:
+                rel = mod.split("-packages/", 1)[1] if "-packages/" in mod else base
+                mod = ".".join(rel.split("/")[:-1] + [base.split(".")[0]])
+        if mod:
+            mod = mod.rstrip(".-")
+        return form, mod, name
+    return None
+
+
 # --------------------------------------------------------------------------- configuration-error rows
 
 CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
@@ -329,12 +414,25 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
     # `python -m <entry>` (runpy) could not find the trainer's entry module: the container's verl lacks it (the DAPO
     # recipe's recipe.dapo.main_dapo without the recipe submodule, a profile for another verl). Only runpy's own
     # message: verl logs "... engine is not available: ModuleNotFoundError(...)" warnings in every healthy run.
+    # (CPython Lib/runpy.py _get_module_details: "Error while finding module specification for 'x' (<exc>)" when a
+    # parent package cannot be imported, "No module named x" when it imports but has no such module; both printed
+    # by _run_module_as_main as "<sys.executable>: <message>")
     (
         "entry-module",
         "config-error",
         ROOT,
-        "error while finding module specification",
-        r"error while finding module specification for '([^']+)'",
+        ("error while finding module specification", "no module named"),
+        r"error while finding module specification for '([^']+)'|^\s*\S*python[\d.]*: no module named ([\w.]+)\s*$",
+    ),
+    # the trainer died on a module, compiled extension or native library it cannot import (IMPORT_FORMS above):
+    # the container's environment, never retried unchanged; classify/decide.py names the module and prefers any
+    # other root cause (a caught, logged import traceback must not hide the real failure)
+    (
+        "missing-module",
+        "config-error",
+        ROOT,
+        IMPORT_FAILURE_NEEDLES,
+        IMPORT_FAILURE_PAT,
     ),
     # the Hub validator rejects a local path that does not exist: the model dir is not visible in the container
     # (huggingface_hub validate_repo_id, transformers cached_file)
