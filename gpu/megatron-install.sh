@@ -12,46 +12,50 @@
 #   bash gpu/megatron-install.sh build-wait   a later call: waits for that build again, then reinstalls + probes
 #   bash gpu/megatron-install.sh probe        the probe alone
 # No .pth file is carried (gpu/megatron-prepare.sh refuses one): PYTHONPATH alone is enough.
+# The payload is ONE set (gpu/megatron-prepare.sh): megatron-core, Megatron-Bridge, TE, megatron-energon,
+# nvidia-modelopt and the import-time dependencies of gpu/wheels-megatron-extra.txt; none of it may shadow
+# /tmp/site or the image (checked after every install: gpu/megatron_probe.py shadow).
+# MEGA_PAYLOAD, MEGA_SITE, MEGA_W, VERL_SITE, MEGA_PYTHON, MEGA_TINY, MEGA_IMAGE_PATH move the paths / python for
+# a rehearsal HERE
+# (gpu/megatron-check-here.sh); the device uses the defaults.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-P=/tmp/payload-mega; SITE=/tmp/site-mega; W=/tmp/megaw
+P=${MEGA_PAYLOAD:-/tmp/payload-mega}; SITE=${MEGA_SITE:-/tmp/site-mega}; W=${MEGA_W:-/tmp/megaw}
+VSITE_T=${VERL_SITE:-/tmp/site}; PY=${MEGA_PYTHON:-python3}
+export MEGA_SITE=$SITE
 mode=${1:-install}
 t0=$(date +%s)
 if [ "$mode" = stash ]; then
-  # .carry/e00: megatron-energon 7.4.1 + the import-time dependencies the image lacks (Megatron-Bridge's training
-  # config imports megatron.bridge.data -> builders/energon.py -> megatron.energon, reached by verl's
-  # utils/megatron_utils.py:456 make_megatron_module; the H200 run of 2026-12-02 11:27 stopped there)
-  if compgen -G "$REPO/.carry/e00/*.whl" > /dev/null; then mkdir -p "$P-extra" && mv "$REPO"/.carry/e00/*.whl "$P-extra"/; fi
   if compgen -G "$REPO/.carry/m[0-9][0-9]/*" > /dev/null; then mkdir -p "$P" && mv "$REPO"/.carry/m[0-9][0-9]/* "$P"/; fi
-  ls "$P" "$P-extra" 2>/dev/null | tr '\n' ' '; du -sh "$P" "$P-extra" 2>/dev/null; exit
+  ls "$P" 2>/dev/null | tr '\n' ' '; du -sh "$P" 2>/dev/null; exit
 fi
-[ -f /tmp/site/.installed ] || { echo "run gpu/install.sh first (the verl payload: /tmp/site)"; exit 2; }
-export PYTHONPATH=$SITE:/tmp/site PATH=/tmp/site/bin:$PATH
+[ -f "$VSITE_T/.installed" ] || { echo "run gpu/install.sh first (the verl payload: $VSITE_T)"; exit 2; }
+export PYTHONPATH=$SITE:$VSITE_T${MEGA_IMAGE_PATH:+:$MEGA_IMAGE_PATH} PATH=$VSITE_T/bin:$PATH  # MEGA_IMAGE_PATH: HERE only
 
-install_wheels() {  # install_wheels [REBUILT_TE_TORCH_WHEEL]: one pip command (the TE wheels share transformer_engine/)
+install_wheels() {  # install_wheels [REBUILT_TE_TORCH_WHEEL]: ONE pip command for every wheel
+  # pip --target installs all wheels into one temporary tree, then moves each top-level entry into $SITE, skipping
+  # an entry that is already there: in one command the TE wheels merge in transformer_engine/ and megatron-core,
+  # Megatron-Bridge and megatron-energon in the megatron/ namespace dir (no __init__.py); two commands would not.
   local te_torch=${1:-}
   local wheels; wheels=$(ls "$W"/*.whl | grep -v '^$')
   [ -n "$te_torch" ] && wheels=$(echo "$wheels" | grep -v '/transformer_engine_torch-'; echo "$te_torch")
   rm -rf "$SITE"; mkdir -p "$SITE"
   # shellcheck disable=SC2086
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" $wheels 2>&1 \
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" $wheels 2>&1 \
     | grep -v -i 'warning' || true
   [ -f "$SITE/transformer_engine/wheel_lib/libtransformer_engine.so" ] || { echo "install incomplete: no libtransformer_engine.so"; return 1; }
-  if compgen -G "$P-extra/*.whl" > /dev/null; then  # megatron-energon shares megatron/: install apart, then merge
-    local T; T=$(mktemp -d)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$T" "$P-extra"/*.whl 2>&1 \
-      | grep -v -i 'warning' || true
-    cp -r "$T/megatron/energon" "$SITE/megatron/" && rm -rf "$T/megatron" && cp -r --update=none "$T"/. "$SITE"/ && rm -rf "$T"
-    echo "installed $(ls "$P-extra"/*.whl | wc -l) extra wheels (megatron-energon and its imports) into $SITE"
-  fi
+  local d; for d in megatron/core megatron/bridge megatron/energon modelopt; do
+    [ -d "$SITE/$d" ] || { echo "install incomplete: no $SITE/$d (stash every piece; gpu/megatron-wheels.sha256 current?)"; return 1; }
+  done
+  "$PY" "$REPO/gpu/megatron_probe.py" shadow || return 1
   touch "$SITE/.installed"
   echo "installed $(echo "$wheels" | wc -l) wheels into $SITE in $(( $(date +%s) - t0 )) s"
 }
 
 probe() {
-  local tiny=/tmp/p/tiny/model
+  local tiny=${MEGA_TINY:-/tmp/p/tiny/model}
   [ -d "$tiny" ] || tiny=""
-  PYTHONUNBUFFERED=1 timeout 240 python3 "$REPO/gpu/megatron_probe.py" $tiny 2>&1 \
+  PYTHONUNBUFFERED=1 timeout 240 "$PY" "$REPO/gpu/megatron_probe.py" $tiny 2>&1 \
     | grep -v -E 'SyntaxWarning|Evict LRU|torch_dtype|^\s*"""|UserWarning|warnings.warn'
   return "${PIPESTATUS[0]}"
 }
@@ -79,9 +83,10 @@ case "$mode" in
   install)
     if [ ! -f "$SITE/.installed" ]; then
       S=$(ls "$P"/mega.sha256 2>/dev/null) || { echo "no mega.sha256 in $P: stash every piece first (m00..; the last piece carries it)"; exit 2; }
-      cat "$P"/mega.tar.[0-9][0-9] > /tmp/mega.tar
-      (cd /tmp && sha256sum -c "$S") || { echo "payload checksum mismatch: a piece is missing or torn ($(ls "$P" | tr '\n' ' '))"; exit 2; }
-      rm -rf "$W" && tar -xf /tmp/mega.tar -C /tmp && mv /tmp/mega "$W" && rm -f /tmp/mega.tar
+      WD=$(dirname "$W")  # mega.sha256 names mega.tar, which holds mega/
+      cat "$P"/mega.tar.[0-9][0-9] > "$WD/mega.tar"
+      (cd "$WD" && sha256sum -c "$S") || { echo "payload checksum mismatch: a piece is missing or torn ($(ls "$P" | tr '\n' ' '))"; exit 2; }
+      rm -rf "$W" "$WD/mega" && tar -xf "$WD/mega.tar" -C "$WD" && mv "$WD/mega" "$W" && rm -f "$WD/mega.tar"
       (cd "$W" && sha256sum -c --quiet "$REPO/gpu/megatron-wheels.sha256") || { echo "wheel checksum mismatch against gpu/megatron-wheels.sha256"; exit 2; }
       install_wheels || exit 1
     fi

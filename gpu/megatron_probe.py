@@ -1,10 +1,20 @@
 """Device probe of the Megatron route (issue 33 item 2), run by ``gpu/megatron-install.sh`` after the install.
 
 ``python3 gpu/megatron_probe.py [TINY_MODEL_DIR]`` prints one line per check, exit 1 on any failure:
+0. shadowing: no top-level module of ``/tmp/site-mega`` (``$MEGA_SITE``, first on PYTHONPATH) may also exist later on
+   ``sys.path`` (``/tmp/site``, the image): the H200 run of 2026-12-02 lost Ray's dashboard agent to a newer
+   ``opentelemetry-api`` carried for multi-storage-client (``cannot import name '_ExtendedAttributes' from
+   'opentelemetry.util.types'``). ``python3 gpu/megatron_probe.py shadow`` runs this check alone (no imports);
 1. versions: torch, transformer_engine (+ its torch extension), megatron.core, megatron.bridge, verl;
 2. ``import verl.workers.engine.megatron`` and ``from verl.models.mcore.bridge import AutoBridge`` (verl 0.9.1's
    default Megatron-Bridge path, ``verl/workers/engine/megatron/transformer_impl.py:340-399``;
-   ``megatron/bridge/peft/lora_layers.py:20`` imports ``transformer_engine.pytorch`` unconditionally);
+   ``megatron/bridge/peft/lora_layers.py:20`` imports ``transformer_engine.pytorch`` unconditionally), then the
+   imports a run reaches only after start-up, which failed one by one on the H200 (2026-12-02): Megatron-Bridge's
+   training config (``megatron/bridge/training/config.py:53`` -> ``data/builders/energon.py:25`` -> megatron-energon;
+   reached by verl ``utils/megatron_utils.py:456`` at model build), nvidia-modelopt (``megatron/bridge/models/
+   conversion/auto_bridge.py:1127`` in ``save_hf_weights``, reached on every checkpoint save by verl
+   ``utils/checkpoint/megatron_checkpoint_manager.py:1019``), verl's Megatron checkpoint manager, and Ray's dashboard
+   reporter agent (which opentelemetry it gets: ``/tmp/site``'s);
 3. with a model dir: the Megatron-Bridge provider exactly as verl builds it (``from_hf_pretrained`` ->
    ``to_megatron_provider(load_weights=False)`` -> ``apply_overrides_and_finalize`` with verl's overrides and the
    tool's ``override_transformer_config``) and its layer spec (TE modules: ``gpt_provider.py:120-125``);
@@ -14,7 +24,8 @@
    forward + backward in ``bshd`` (verl's ``use_remove_padding=False``) and ``thd`` (packed, ``True``) against
    torch sdpa. ``flash`` needs a flash-attn 2/3/4 distribution (``transformer_engine/pytorch/attention/
    dot_product_attention/backends.py:106-230``): none is carried, so it is reported, not run.
-``python3 gpu/megatron_probe.py attn BACKEND`` is the child (4). Needs a CUDA GPU for (4) only.
+``python3 gpu/megatron_probe.py attn BACKEND`` is the child (4). Needs a CUDA GPU for (4) only; 0-3 also run on CPU
+(``gpu/megatron-check-here.sh``).
 """
 
 import os
@@ -140,31 +151,106 @@ def provider_check(model_dir: str) -> None:
     )
 
 
+MEGA_SITE = os.environ.get("MEGA_SITE", "/tmp/site-mega")
+
+# import name -> code binding ``v`` (the version or origin printed); fixed strings, exec'd in order
+IMPORT_STEPS = (
+    (
+        "transformer_engine.pytorch",
+        "import transformer_engine, transformer_engine.pytorch as te; v = transformer_engine.__version__",
+    ),
+    ("megatron.core", "import megatron.core; v = megatron.core.__version__"),
+    ("megatron.bridge", "import megatron.bridge; from megatron.bridge.package_info import __version__ as v"),
+    ("verl.workers.engine.megatron", "import verl, verl.workers.engine.megatron; v = 'verl ' + verl.__version__"),
+    ("verl.models.mcore.bridge", "from verl.models.mcore.bridge import AutoBridge; v = 'Megatron-Bridge path'"),
+    (
+        "megatron.bridge.training.config",
+        "import megatron.bridge.training.config, megatron.energon; "
+        "from importlib.metadata import version; v = 'megatron-energon ' + version('megatron-energon')",
+    ),
+    (
+        "modelopt.torch.quantization.utils",
+        "from modelopt.torch.quantization.utils import is_quantized; import modelopt; v = 'modelopt ' + modelopt.__version__",
+    ),
+    (
+        "verl.utils.checkpoint.megatron_checkpoint_manager",
+        "import verl.utils.checkpoint.megatron_checkpoint_manager; v = 'checkpoint save path'",
+    ),
+    (
+        "ray.dashboard.modules.reporter.reporter_agent",
+        "import ray.dashboard.modules.reporter.reporter_agent, opentelemetry.util.types as t; "
+        "v = 'opentelemetry from ' + os.path.dirname(os.path.dirname(os.path.dirname(t.__file__)))",
+    ),
+)
+
+
+def shadowed(site: str, path: list[str]) -> list[str]:
+    """Top-level modules of ``site`` that also exist in an entry of ``path`` after ``site``.
+
+    Returns ``"NAME (also in DIR)"`` strings, empty when none (or when ``site`` is not on ``path``). A name counts
+    as a package dir, ``NAME.py`` or an extension ``NAME.*.so``; ``*.dist-info``, ``*.data``, ``bin`` and
+    ``__pycache__`` are not modules. Imports nothing; reads directory listings only.
+    """
+    site = os.path.realpath(site)
+    real = [os.path.realpath(p) if p else os.getcwd() for p in path]
+    if site not in real:
+        return []
+    later = [p for p in real[real.index(site) + 1 :] if os.path.isdir(p) and p != site]
+
+    def names(d: str) -> set[str]:
+        out = set()
+        for e in os.listdir(d):
+            if e.endswith((".dist-info", ".data", ".egg-info", ".pth")) or e in ("bin", "__pycache__"):
+                continue
+            if os.path.isdir(os.path.join(d, e)):
+                out.add(e)
+            elif e.endswith(".py"):
+                out.add(e[:-3])
+            elif e.endswith(".so"):
+                out.add(e.split(".")[0])
+        return out
+
+    mine = names(site)
+    hits = []
+    for d in later:
+        for n in sorted(mine & names(d)):
+            hits.append(f"{n} (also in {d})")
+    return hits
+
+
+def shadow_check() -> bool:
+    """Print the shadowing verdict for ``MEGA_SITE`` against ``sys.path``; True when nothing is shadowed."""
+    if not os.path.isdir(MEGA_SITE):
+        print(f"shadow: FAILED no {MEGA_SITE}: run bash gpu/megatron-install.sh first")
+        return False
+    hits = shadowed(MEGA_SITE, sys.path)
+    if hits:
+        print(
+            f"shadow: FAILED {MEGA_SITE} hides {len(hits)} module(s) of /tmp/site or the image: {', '.join(hits)[:600]}"
+            " -> drop the package from gpu/wheels-megatron-extra.txt and rerun gpu/megatron-prepare.sh"
+        )
+        return False
+    print(f"shadow: OK (no module of {MEGA_SITE} is also later on sys.path)")
+    return True
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["attn"]:
         return attn_child(argv[1])
+    if argv[:1] == ["shadow"]:
+        return 0 if shadow_check() else 1
     warnings.simplefilter("ignore")
     t0 = time.time()
     import torch
 
-    ok = True
-    steps = (
-        (
-            "transformer_engine.pytorch",
-            "import transformer_engine, transformer_engine.pytorch as te; v = transformer_engine.__version__",
-        ),
-        ("megatron.core", "import megatron.core; v = megatron.core.__version__"),
-        ("megatron.bridge", "import megatron.bridge; from megatron.bridge.package_info import __version__ as v"),
-        ("verl.workers.engine.megatron", "import verl, verl.workers.engine.megatron; v = 'verl ' + verl.__version__"),
-        ("verl.models.mcore.bridge", "from verl.models.mcore.bridge import AutoBridge; v = 'Megatron-Bridge path'"),
-    )
+    ok = shadow_check()
     print(
         f"torch {torch.__version__} cuda {torch.version.cuda} device "
         f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}"
     )
-    for name, code in steps:
+    for name, code in IMPORT_STEPS:
         try:
-            ns: dict = {}
+            ns: dict = {"os": os}
             exec(code, ns)  # noqa: S102 - fixed strings above
             print(f"import {name}: OK ({ns['v']})")
         except Exception as e:  # noqa: BLE001
