@@ -218,7 +218,9 @@ def import_failure(line: str) -> tuple[str, str | None, str | None] | None:
             continue
         groups = m.groupdict()
         mod, name = groups.get("mod"), groups.get("name")
-        if mod and mod.endswith(".so"):  # a shared object: libX.so as named, a Python extension as its module
+        # a shared object's path (the symbol / library forms only: "No module named 'a.so'" names module a.so):
+        # libX.so as named, a Python extension as its module
+        if mod and form in ("symbol", "library") and mod.endswith(".so"):
             base = mod.rsplit("/", 1)[-1]
             if base.startswith("lib"):
                 mod = base
