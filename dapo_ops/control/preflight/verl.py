@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+from dapo_ops.core.classify.hints import MODULE_FIXES
 
 
 MIN_PYTHON = (3, 10)
@@ -151,19 +152,6 @@ def _overrides_check(comp: dict) -> Check:
     return Check("overrides", OK, f"generated overrides compose against the container's verl config{via}")
 
 
-_MODULE_FIX = {
-    "transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
-    "megatron.bridge": "pip install megatron-bridge in the container (or use verl's Megatron image)",
-    "transformer_engine": "pip install --no-build-isolation 'transformer-engine[pytorch,core_cu13]' (core_cu12 on "
-    "CUDA 12) in the container (or use verl's Megatron image); gpu/README.md says how it was carried to the H200",
-    "flash_attn": "pip install flash-attn --no-build-isolation in the container, or --features -flash_attn",
-    "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
-    "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
-    "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
-    "'swanlab[dashboard]' in the container",
-}
-
-
 def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
     found = p.get("modules")
     if pv is None or found is None:
@@ -173,7 +161,7 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
         if found.get(mod):
             out.append(Check(mod, OK, f"{mod} at {found[mod]}"))
         else:
-            out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", _MODULE_FIX[mod]))
+            out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", MODULE_FIXES[mod]))
     return out
 
 

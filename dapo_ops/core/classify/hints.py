@@ -459,8 +459,9 @@ HINTS: dict[str, str] = {
     ),
 }
 
-#: module -> the fix when the trainer cannot import it (``module_fix``; looked up by the longest dotted prefix of the
-#: module, a shared object's ``lib`` prefix dropped; other modules get the fix of their import-failure form, below).
+#: module -> the fix when the container lacks it: the one table for the classifier's ``module_fix`` (looked up by the
+#: longest dotted prefix of the module, a shared object's ``lib`` prefix dropped; other modules get the fix of their
+#: import-failure form, below) and preflight's module checks (``control/preflight/verl.py``, before launch).
 #: Sources: megatron-core 0.19.2's ``[dev]`` extra (METADATA: megatron-energon[av_decode]~=7.0,
 #: nvidia-modelopt[torch]>=0.44); Megatron-Bridge 0.6.2 training/config.py:53 (imports megatron.bridge.data ->
 #: data/builders/energon.py -> megatron.energon; reached from verl/utils/megatron_utils.py:456 make_megatron_module),
@@ -495,18 +496,22 @@ MODULE_FIXES: dict[str, str] = {
         "another project)"
     ),
     "flash_attn": (
-        "pip install flash-attn built for the container's torch / CUDA, or launch with --features=-flash_attn "
-        "(sdpa attention)"
+        "pip install flash-attn --no-build-isolation (built for the container's torch / CUDA) in the container, or "
+        "launch with --features=-flash_attn (sdpa attention)"
     ),
     "flash_attn_2_cuda": (
         "reinstall flash-attn built for the container's torch / CUDA, or launch with --features=-flash_attn "
         "(sdpa attention)"
     ),
-    "transformer_engine": "pip install transformer-engine[pytorch] built for the container's torch / CUDA",
+    "transformer_engine": (
+        "pip install --no-build-isolation 'transformer-engine[pytorch,core_cu13]' (core_cu12 on CUDA 12), built for "
+        "the container's torch / CUDA, in the container (or use verl's Megatron image); gpu/README.md says how it was "
+        "carried to the H200"
+    ),
     "megatron.core": "pip install megatron-core (verl's Megatron engine, model_engine=megatron)",
     "megatron.bridge": (
-        "pip install megatron-bridge (verl 0.9.1's Megatron engine builds the model through it: "
-        "actor_rollout_ref.actor.megatron.use_mbridge=True)"
+        "pip install megatron-bridge in the container (or use verl's Megatron image): verl 0.9.1's Megatron engine "
+        "builds the model through it (actor_rollout_ref.actor.megatron.use_mbridge=True)"
     ),
     "mbridge": (
         "pip install mbridge (verl's vanilla bridge, actor_rollout_ref.actor.megatron.vanilla_mbridge=True), or set "
@@ -517,6 +522,11 @@ MODULE_FIXES: dict[str, str] = {
     "verl": "install verl in the container on every node (pip install -e <verl checkout>) or put it on PYTHONPATH",
     "swanlab": "pip install swanlab, or drop swanlab from trainer.logger",
     "wandb": "pip install wandb, or drop wandb from trainer.logger",
+    "transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
+    "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
+    "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
+    "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
+    "'swanlab[dashboard]' in the container",
 }
 #: import-failure form (``detail["form"]``, :data:`dapo_ops.core.classify.signatures.IMPORT_FORMS`) -> (what could
 #: not be imported, the fix when :data:`MODULE_FIXES` has none); ``{m}``: the module, ``{n}``: the name / symbol
