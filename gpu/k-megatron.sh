@@ -6,20 +6,21 @@
 #   bash gpu/k-megatron.sh a | b    one part (b resumes this machine's ka); a part still running: bash gpu/watch.sh ka|kb
 # Needs gpu/install.sh (verl payload) and gpu/megatron-install.sh (megatron-core 0.19.2, Megatron-Bridge 0.6.2,
 # Transformer Engine 2.20.2: /tmp/site-mega, GPU_MEGA=1 puts it first on PYTHONPATH).
-# Features: no flash-attn wheel, so the Megatron spelling of the sdpa route (gpu/g-features.sh):
-#   MEGA_ATTN=unfused (default): USER_FEATURES=-flash_attn -> attention_backend=unfused, and on Megatron -flash_attn
-#     implies -remove_padding (dapo_ops/core/features.py implies_off): bshd; dynamic_batch and gradient checkpointing
-#     (selective recompute, recompute_modules [core_attn]) stay on. TE's UnfusedDotProductAttention.
-#   MEGA_ATTN=fused: all four features on in the plan (remove_padding: thd packing) and the tool's
-#     attention_backend=flash replaced by fused (cuDNN; TE's flash backend needs a flash-attn 2/3/4 distribution,
-#     transformer_engine/pytorch/attention/dot_product_attention/backends.py:106-230). Feature keys stay open to
-#     --override (dapo_ops/core/overrides.py PLAN_SETTING_KEYS); the plain key wins as the last override.
-# gpu/megatron_probe.py (run by megatron-install.sh) says which of the two works on this GPU.
+# Features: no flash-attn wheel, so one of these attention routes (MEGA_ATTN; gpu/megatron_probe.py says which work):
+#   MEGA_ATTN=fused (default; what ran on 2026-12-02: k-megatron-a/-b): all four features on in the plan and the
+#     tool's attention_backend=flash replaced by fused (cuDNN; TE's flash backend needs a flash-attn 2/3/4
+#     distribution, transformer_engine/pytorch/attention/dot_product_attention/backends.py:106-230) as the last
+#     --override (the plain key wins as the last override, dapo_ops/core/overrides.py PLAN_SETTING_KEYS).
+#   MEGA_ATTN=noflash: USER_FEATURES=-flash_attn, the plan's own spelling of the same route on a GPU Megatron
+#     (attention_backend=fused, remove_padding kept: dapo_ops/core/profiles.py); features flash_attn off.
+#   MEGA_ATTN=unfused: -flash_attn + --override attention_backend=unfused, packed sequences (thd; TP 1). The probe's
+#     TE-level check passes (attn unfused thd: OK); never run end-to-end. The old spelling, unfused with
+#     remove_padding off (bshd), died in the first forward (k-megatron-unfused-bshd) and preflight refuses it now.
 PART=${1:-ab}
 T0=$(date +%s); CALL_S=${CALL_S:-585}  # one device call is at most 600 s: the b part watches what is left
-MEGA_ATTN=${MEGA_ATTN:-unfused}
-case "$MEGA_ATTN" in unfused) GPU_USER_FEATURES="-flash_attn";; fused) GPU_USER_FEATURES="";;
-  *) echo "MEGA_ATTN is unfused or fused"; exit 2;; esac
+MEGA_ATTN=${MEGA_ATTN:-fused}
+case "$MEGA_ATTN" in unfused|noflash) GPU_USER_FEATURES="-flash_attn";; fused) GPU_USER_FEATURES="";;
+  *) echo "MEGA_ATTN is fused, noflash or unfused"; exit 2;; esac
 GPU_FRAMEWORK=megatron GPU_MEGA=${GPU_MEGA:-1}
 [ "${GPU_REHEARSAL:-0}" = 1 ] && GPU_MEGA=0  # the stand-in needs no Megatron wheels
 SCEN=k; . "$(dirname "$0")/lib.sh"
@@ -30,6 +31,7 @@ standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
 # set to True but ... not found" (H200, 2026-12-02 11:46); verl's Megatron yaml has no such key, hence the "+"
 EXTRA=(+actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=False)
 [ "$MEGA_ATTN" = fused ] && EXTRA+=(actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=fused)
+[ "$MEGA_ATTN" = unfused ] && EXTRA+=(actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=unfused)
 mapfile -t OV < <(ovr "${EXTRA[@]}")
 echo "framework $FRAMEWORK; features: USER_FEATURES='$USER_FEATURES'; attention_backend route: $MEGA_ATTN"
 

@@ -171,7 +171,28 @@ def test_flash_attn_off_on_fsdp_09_keeps_remove_padding_and_the_rest_on():
     pm = planning.make_plan(
         st(features="-flash_attn", framework="megatron"), None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
     )
-    assert not pm.features.has("remove_padding")  # Megatron's unfused backend: still implied off
+    assert not pm.features.has("remove_padding")  # an NPU Megatron (the default host): still implied off
+
+
+def test_flash_attn_off_on_a_gpu_megatron_is_fused_attention_with_packed_sequences():
+    """On a GPU Megatron -flash_attn is TE's cuDNN fused attention and keeps remove_padding (thd): the H200 runs
+    k-megatron-a/-b trained and resumed that way; the old spelling (unfused, remove_padding implied off: bshd) died
+    in its first forward (k-megatron-unfused-bshd). The plan no longer says "implies"; an NPU keeps the old rule."""
+    gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
+    p = planning.make_plan(
+        st(features="-flash_attn", framework="megatron"), gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
+    assert sorted(p.features.names()) == ["dynamic_batch", "gradient_checkpointing", "remove_padding"]
+    assert p.features.disabled == frozenset({"flash_attn"})
+    assert "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=fused" in p.argv
+    assert "actor_rollout_ref.model.use_remove_padding=True" in p.argv
+    assert "implies" not in plan_mod.render_text(p, width=400)
+    npu = Host(name="n", address="x", accelerator="npu", devices=8)
+    pn = planning.make_plan(
+        st(features="-flash_attn", framework="megatron"), npu, mode="dapo", run_id=RUN_ID, swanlab_logger=False
+    )
+    assert "remove_padding" in pn.features.disabled
+    assert "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=unfused" in pn.argv
 
 
 def test_checkpoints_are_bounded_by_default_on_09():

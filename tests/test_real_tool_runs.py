@@ -63,6 +63,10 @@ WANT = {
     # 2026-12-02 session 4 (gpu/j-learned.sh seed): the same configuration launched on the learned rung (0.5): one
     # attempt, no OOM (tests/test_learned_real.py replays the plan)
     "j-learned-start": ("20261202-113015-85e1", 2, None, [1, 2], 1),
+    # 2026-12-02 session 5 (gpu/k-megatron.sh, MEGA_ATTN=fused): `inv launch --framework megatron`, the four
+    # features on (TE fused attention), a saved every step, b resumed a's global_step_3 and trained step 4
+    "k-megatron-a": ("20261202-144823-bd89", 3, None, [1, 2, 3], 1),
+    "k-megatron-b": ("20261202-145927-91cd", 4, 3, [4], 1),
 }
 # scenario -> (exit code of attempt 1, phase, rung, the one setting it changes, new value, old value, the spec
 # setting that held the old value: MICRO_BATCH_SIZE -> settings.micro_batch_size, dapo_ops/control/settings.py)
@@ -174,6 +178,7 @@ def test_supervisor_parsing_of_the_whole_train_log(name):
         ("b3-resume", "a3-success"),
         ("b5-resume", "a5-success"),
         ("g-features-b", "g-features-a"),
+        ("k-megatron-b", "k-megatron-a"),
     ],
 )
 def test_resume_redoes_no_earlier_step(name, earlier):
@@ -379,3 +384,48 @@ def test_storm_record_and_status():
     # the log alone (no storm timing): the exit code from the supervisor's attempt end line, SIGABRT, never a success
     v2 = classify.classify(gzip.decompress((STORM / "train.log.gz").read_bytes()).decode("utf-8", "replace"))
     assert (v2.cls, v2.detail["exit_code"], v2.detail["cause"]) == ("crash-other", 134, "abort"), v2
+
+
+# ---- 2026-12-02 session 5 (issue 33 item 2): Megatron through the tool, trained and resumed ------------------
+MEGATRON_RUNS = ("k-megatron-a", "k-megatron-b")
+_MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
+
+
+@pytest.mark.parametrize("name", MEGATRON_RUNS)
+def test_megatron_run_command_is_the_supervisors_and_verl_took_megatron(name):
+    """spec.json of the real Megatron run rebuilt by the supervisor's command builder (attempt.build_argv) gives the
+    exact verl command the supervisor logged on the H200: ``model_engine=megatron``, the four features on in their
+    Megatron spelling (remove padding, dynamic batch, selective recompute; attention_backend flash from the plan,
+    replaced by the run's last override ``fused``: no flash-attn wheel), the apex fusion off. verl's printed config
+    says it ran the Megatron engine with those keys."""
+    spec = runfiles.read_spec(RUNS / name)
+    assert (spec["framework"], spec["accelerator"]) == ("megatron", "gpu")
+    fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or ())
+    assert sorted(fs.names()) == sorted(PERF) and not fs.disabled
+    built, logged = attempt.build_argv(None, attempt.attempt_spec(spec, 1), fs, {}), _logged_argv(name, 1)
+    assert built[built.index("verl.trainer.main_ppo") + 1 :] == logged
+    assert logged[0] == "model_engine=megatron"
+    assert _last_override(logged, f"{_MTC}.attention_backend") == "fused"
+    assert _last_override(logged, f"{_MTC}.recompute_granularity") == "selective"
+    assert _last_override(logged, f"{_MTC}.gradient_accumulation_fusion") == "False"
+    for key in ("actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.actor.use_dynamic_bsz"):
+        assert _last_override(logged, key) == "True", key
+    body = logformat.strip_ansi(log_text(name))
+    for printed in ("'strategy': 'megatron'", "'attention_backend': 'fused'", "'use_mbridge': True"):
+        assert printed in body, printed
+
+
+def test_megatron_resume_trained_only_the_next_step_and_memory_held():
+    """b resumed a's global_step_3 (verl's own 'Resuming from' line, read by the supervisor's grammar) and trained
+    step 4 only; every step line of both runs carries the actor's peak memory, ~2.1 GB for the tiny model on the
+    Megatron engine (bench/memory_fit.csv holdout rows k-megatron-*)."""
+    from dapo_ops.core.logformat import parse_metrics_line, split_lines
+
+    assert run_of("k-megatron-b")["attempts"][0]["resumed_from"] == 3
+    assert runfiles.read_spec(RUNS / "k-megatron-b")["resume_of"] == WANT["k-megatron-a"][0]
+    for name in MEGATRON_RUNS:
+        rows = dict(filter(None, (parse_metrics_line(ln) for ln in split_lines(log_text(name)))))
+        assert sorted(rows) == WANT[name][3]
+        for m in rows.values():
+            assert 1.5 < m["actor/perf/max_memory_allocated_gb"] < 3.0
+            assert m["perf/total_num_tokens"] > 0

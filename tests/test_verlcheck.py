@@ -156,25 +156,40 @@ def test_pool_arithmetic_names_the_key(root):
 def test_megatron_flash_backend_without_any_flash_attn_on_cuda(root):
     """Megatron on GPU with flash_attn on: attention_backend=flash leaves TE only its flash backend, which needs a
     flash-attn 2/3/4 distribution; without one verl dies at the first forward ('No dot product attention backend is
-    available', TE 2.20.2 dot_product_attention.py:2900). unfused (-flash_attn) and an override to fused pass."""
+    available', TE 2.20.2 dot_product_attention.py:2900). -flash_attn (cuDNN fused, packed sequences kept) passes;
+    so does fused by override. unfused with padded (bshd) batches is refused: the H200 run k-megatron-unfused-bshd
+    died in its first forward that way; unfused with packed sequences passes."""
     spec = _spec(mode="dapo", framework="megatron", accelerator="gpu")
     cfg, _ = _composed(root, spec)
     assert verlcheck._get(cfg, verlcheck.MEG_ATTN_KEY) == "flash"
     missing = verlcheck.attention_errors(cfg, find_spec=lambda n: None)
     assert len(missing) == 1 and missing[0].startswith(f"{verlcheck.MEG_ATTN_KEY}=flash but no flash-attn")
-    assert f"--override {verlcheck.MEG_ATTN_KEY}=fused" in missing[0] and "--features -flash_attn" in missing[0]
+    assert "--features -flash_attn" in missing[0] and f"{verlcheck.MEG_ATTN_KEY}=fused" in missing[0]
     for present in ("flash_attn", "flash_attn_interface"):  # flash-attn 2 or 4 / flash-attn-3
         assert verlcheck.attention_errors(cfg, find_spec=lambda n, p=present: object() if n == p else None) == []
-    unfused, _ = _composed(root, spec, "-flash_attn")
-    assert verlcheck._get(unfused, verlcheck.MEG_ATTN_KEY) == "unfused"
-    assert verlcheck.attention_errors(unfused, find_spec=lambda n: None) == []
+    noflash, _ = _composed(root, spec, "-flash_attn")  # the fix the message names
+    assert verlcheck._get(noflash, verlcheck.MEG_ATTN_KEY) == "fused"
+    assert verlcheck._get(noflash, verlcheck.RMPAD_KEY) is True
+    assert verlcheck.attention_errors(noflash, find_spec=lambda n: None) == []
     fused, _ = _composed(
         root, _spec(mode="dapo", framework="megatron", accelerator="gpu", extra=[f"{verlcheck.MEG_ATTN_KEY}=fused"])
     )
     assert verlcheck._get(fused, verlcheck.MEG_ATTN_KEY) == "fused"
     assert verlcheck.attention_errors(fused, find_spec=lambda n: None) == []
+    unfused = _spec(mode="dapo", framework="megatron", accelerator="gpu", extra=[f"{verlcheck.MEG_ATTN_KEY}=unfused"])
+    packed, _ = _composed(root, unfused)
+    assert verlcheck.attention_errors(packed, find_spec=lambda n: None) == []
+    bshd, _ = _composed(root, unfused, "-remove_padding")
+    assert verlcheck._get(bshd, verlcheck.RMPAD_KEY) is False
+    refused = verlcheck.attention_errors(bshd, find_spec=lambda n: None)
+    assert len(refused) == 1 and refused[0].startswith(
+        f"{verlcheck.MEG_ATTN_KEY}=unfused with {verlcheck.RMPAD_KEY}=False"
+    )
+    assert f"use {verlcheck.MEG_ATTN_KEY}=fused" in refused[0]
     npu, _ = _composed(root, _spec(mode="dapo", framework="megatron", accelerator="npu"))
     assert verlcheck.attention_errors(npu, find_spec=lambda n: None) == []  # MindSpeed's attention, not TE's
+    npu_off, _ = _composed(root, _spec(mode="dapo", framework="megatron", accelerator="npu"), "-flash_attn")
+    assert verlcheck.attention_errors(npu_off, find_spec=lambda n: None) == []  # the check is CUDA's only
 
 
 def test_flash_attention_without_flash_attn_on_cuda(root):
@@ -261,3 +276,65 @@ def test_megatron_modules_the_h200_runs_died_on_are_refused_before_launch(root, 
     npu_spec = _spec(mode="dapo", framework="megatron", accelerator="npu")
     npu, _ = _composed(root, npu_spec)
     assert not any("fusion" in e for e in verlcheck.megatron_errors(npu, _finder(bridge, {"transformer_engine"})))
+
+
+_TOOL_RUNS = Path(__file__).parent / "fixtures" / "real-verl" / "tool-runs"
+
+
+def _logged_argv(name: str) -> list[str]:
+    """Attempt 1's verl command as the supervisor logged it on the real H200 run (supervisor.log)."""
+    import re
+
+    log = (_TOOL_RUNS / name / "supervisor.log").read_text()
+    return re.search(r"attempt 1: (python3 -m verl\.trainer\.main_ppo .*)", log).group(1).split()
+
+
+def _composed_argv(root, argv):
+    req = validate.request_for(argv, root)
+    got = {}
+    errs = compose_errors(
+        req["config_root"],
+        req["config_dir"],
+        req["config_name"],
+        req["overrides"],
+        on_composed=lambda c: got.update(cfg=c),
+    )
+    assert not errs, errs
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(got["cfg"], resolve=True)
+
+
+def test_the_real_megatron_runs_against_the_attention_check(root):
+    """The H200's three Megatron runs of 2026-12-02 (tool-runs/k-megatron-*), their logged verl commands composed
+    against verl 0.9.1's config: the run that died in its first forward (unfused + padded batches: TE get_full_mask
+    could not broadcast verl's [batch, seq] mask) is refused before launch; the two that trained and resumed
+    (fused, packed) pass. Today's plan for the failed run's own spec and USER_FEATURES (-flash_attn on a GPU host)
+    sets the route that trained: fused with packed sequences, remove_padding no longer implied off."""
+    from dapo_ops.core.features import implies_off
+
+    died = _composed_argv(root, _logged_argv("k-megatron-unfused-bshd"))
+    assert (verlcheck._get(died, verlcheck.MEG_ATTN_KEY), verlcheck._get(died, verlcheck.RMPAD_KEY)) == (
+        "unfused",
+        False,
+    )
+    assert "The size of tensor a (116) must match" in (_TOOL_RUNS / "k-megatron-unfused-bshd" / "train.log").read_text()
+    refused = verlcheck.attention_errors(died, find_spec=lambda n: None)
+    assert len(refused) == 1 and "unfused" in refused[0] and "--features -flash_attn" in refused[0]
+    for name in ("k-megatron-a", "k-megatron-b"):
+        ran = _composed_argv(root, _logged_argv(name))
+        assert (verlcheck._get(ran, verlcheck.MEG_ATTN_KEY), verlcheck._get(ran, verlcheck.RMPAD_KEY)) == (
+            "fused",
+            True,
+        )
+        assert verlcheck.attention_errors(ran, find_spec=lambda n: None) == []
+    spec = json.loads((_TOOL_RUNS / "k-megatron-unfused-bshd" / "spec.json").read_text())
+    assert spec["disabled_features"] == ["flash_attn", "remove_padding"]  # what the old plan made of -flash_attn
+    fs = resolve("-flash_attn", implied_off=implies_off(spec["profile"], spec["framework"], spec["accelerator"]))
+    assert fs.has("remove_padding") and fs.disabled == frozenset({"flash_attn"})
+    today = _composed_argv(root, overrides.build_command(spec, fs))
+    assert (verlcheck._get(today, verlcheck.MEG_ATTN_KEY), verlcheck._get(today, verlcheck.RMPAD_KEY)) == (
+        "fused",
+        True,
+    )
+    assert verlcheck.attention_errors(today, find_spec=lambda n: None) == []

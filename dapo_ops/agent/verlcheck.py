@@ -53,6 +53,8 @@ from typing import Any, Callable
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 MEG_ATTN_KEY = "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend"
+#: the remove-padding key verl 0.9.1's engine workers read for both FSDP and Megatron (V1 copies it into the engine)
+RMPAD_KEY = "actor_rollout_ref.model.use_remove_padding"
 
 
 def _get(cfg: dict[str, Any], dotted: str, default: Any = None) -> Any:
@@ -210,9 +212,16 @@ def attention_errors(cfg: dict[str, Any], find_spec: Callable[[str], object] = i
             return [
                 f"{MEG_ATTN_KEY}=flash but no flash-attn (2, 3 or 4) is installed in the container: Megatron then "
                 f"allows Transformer Engine only its flash backend and the first forward fails with 'No dot product "
-                f"attention backend is available': pip install flash-attn --no-build-isolation, or --override "
-                f"{MEG_ATTN_KEY}=fused (cuDNN fused attention, packed sequences kept), or --features -flash_attn "
-                f"(unfused; on Megatron it turns remove_padding off too)"
+                f"attention backend is available': pip install flash-attn --no-build-isolation, or --features "
+                f"-flash_attn (Transformer Engine's cuDNN fused attention, {MEG_ATTN_KEY}=fused; packed sequences "
+                f"and the other three features kept)"
+            ]
+        if backend == "unfused" and _get(cfg, RMPAD_KEY) is False:
+            return [
+                f"{MEG_ATTN_KEY}=unfused with {RMPAD_KEY}=False: verl 0.9.1 hands Transformer Engine's unfused "
+                f"attention a [batch, seq] padding mask it cannot broadcast and the first forward fails ('The size "
+                f"of tensor a ... must match the size of tensor b', TE get_full_mask; H200, 2026-12-02): use "
+                f"{MEG_ATTN_KEY}=fused (what --features -flash_attn sets), or keep remove_padding on"
             ]
         return []
     if strategy not in ("fsdp", "fsdp2"):

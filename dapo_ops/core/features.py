@@ -226,8 +226,15 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
     return on, off
 
 
-#: ``-flash_attn`` turns ``remove_padding`` off too on Megatron (profile 0.9): Megatron's unfused attention backend
-#: has no packed (THD) support. Not on FSDP with profile 0.9 (``resolve``'s ``implied_off`` is False there): verl
+#: ``-flash_attn`` turns ``remove_padding`` off too on an NPU Megatron (profile 0.9): there the attention without
+#: flash has no packed (TND) path. Not on a GPU: there ``-flash_attn`` on Megatron is Transformer Engine's cuDNN fused
+#: attention (``core/profiles.py``), which takes packed (THD) sequences: the H200 runs k-megatron-a/-b trained 3
+#: steps and resumed to 4 with fused + remove_padding + dynamic_batch + selective recompute. TE's unfused backend
+#: with padded (BSHD) batches is what this used to imply there, and it dies in the first forward: verl 0.9.1's bshd
+#: path hands TE a ``[batch, seq]`` mask (``verl/models/mcore/util.py`` ``preprocess_bshd_engine``) that the unfused
+#: backend cannot broadcast (``RuntimeError: The size of tensor a (116) must match the size of tensor b (4)``, TE
+#: 2.20.2 ``dot_product_attention/utils.py`` ``get_full_mask``; tests/fixtures/real-verl/tool-runs/
+#: k-megatron-unfused-bshd). Not on FSDP with profile 0.9 (``resolve``'s ``implied_off`` is False there): verl
 #: 0.9.1 unpads with pure-torch fallbacks when ``flash_attn`` is absent (``verl/utils/attention_utils.py:23-77``),
 #: calls the model with ``attention_mask=None`` and packed ``position_ids`` (``verl/workers/engine/fsdp/
 #: transformer_impl.py:1256-1260``), and transformers >= 5.5 (verl 0.9.1 pins ``>=5.5.3,<5.11``) builds a
@@ -237,11 +244,11 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
 IMPLIED_OFF = {"flash_attn": ("remove_padding",)}
 
 
-def implies_off(profile: str, framework: str) -> bool:
+def implies_off(profile: str, framework: str, accelerator: str) -> bool:
     """Whether :data:`IMPLIED_OFF` applies (``resolve``'s ``implied_off``): profile ``"0.9"`` on ``"megatron"``
-    only. FSDP on 0.9 keeps ``remove_padding`` with sdpa (see :data:`IMPLIED_OFF`); the 0.8 profile never applied
-    it (its behaviour is kept)."""
-    return profile == "0.9" and framework == "megatron"
+    on an ``"npu"`` only. FSDP on 0.9 and Megatron on a GPU keep ``remove_padding`` (see :data:`IMPLIED_OFF`); the
+    0.8 profile never applied it (its behaviour is kept)."""
+    return profile == "0.9" and framework == "megatron" and accelerator == "npu"
 
 
 def resolve(user_features: str | None, enable_offload: bool = False, *, implied_off: bool = False) -> FeatureSet:
@@ -251,7 +258,7 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
     defaults not turned off (source ``default``). ``enable_offload=True`` is an explicit
     ``offload``; combined with ``-offload`` it raises :class:`FeatureError` (contradiction).
     ``-name`` of a non-default feature is recorded in ``disabled`` too (the ladder then
-    never adds it). ``implied_off`` (:func:`implies_off`: 0.9 on Megatron): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
+    never adds it). ``implied_off`` (:func:`implies_off`: 0.9 on an NPU Megatron): a ``-name`` of :data:`IMPLIED_OFF` turns its dependents
     off too (recorded in ``disabled``); asking for a dependent explicitly then raises :class:`FeatureError`.
     Raises :class:`FeatureError` (one line, valid names listed).
     """
@@ -263,7 +270,7 @@ def resolve(user_features: str | None, enable_offload: bool = False, *, implied_
             for dep in deps:
                 if dep in on:
                     raise FeatureError(
-                        f"{dep} needs {name} on Megatron (its unfused attention has no packed "
+                        f"{dep} needs {name} on an NPU Megatron (its attention without flash has no packed "
                         f"sequences); drop -{name} or {dep} from USER_FEATURES"
                     )
                 if dep not in off:
@@ -289,7 +296,7 @@ def implied_notes(fs: FeatureSet, user_features: str | None) -> list[str]:
     """One line per dependent that :func:`resolve` turned off because of :data:`IMPLIED_OFF` (for the plan)."""
     _, off = parse_user_features(user_features)
     return [
-        f"-{name} implies -{dep}: on Megatron packed sequences (remove_padding) need flash attention"
+        f"-{name} implies -{dep}: on an NPU Megatron packed sequences (remove_padding) need flash attention"
         for name, deps in IMPLIED_OFF.items()
         if name in off
         for dep in deps

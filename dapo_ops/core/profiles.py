@@ -200,9 +200,10 @@ def feature_overrides(
     npu = accelerator == "npu"
     meg = framework == "megatron"
 
-    # flash_attn (verl/trainer/config/actor/actor.yaml "attention impl")
+    # flash_attn (verl/trainer/config/actor/actor.yaml "attention impl"). Off on a GPU Megatron: Transformer
+    # Engine's cuDNN fused attention, which keeps packed sequences (core/features.py IMPLIED_OFF says why not unfused)
     if meg:
-        out.append((f"{_MTC}.attention_backend", "flash" if on("flash_attn") else "unfused"))
+        out.append((f"{_MTC}.attention_backend", "flash" if on("flash_attn") else ("unfused" if npu else "fused")))
         if npu:
             out.append((PLUS_FLASH_NPU_MEGATRON, on("flash_attn")))
     else:

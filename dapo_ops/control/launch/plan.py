@@ -292,7 +292,9 @@ def _build(
     v09 = profile == "0.9"
     user_features = v["features"]
     fs = features_mod.resolve(
-        user_features, bool(v["offload"]), implied_off=features_mod.implies_off(profile, framework)
+        user_features,
+        bool(v["offload"]),
+        implied_off=features_mod.implies_off(profile, framework, _host_attr(host, "accelerator")),
     )
 
     workdir = _host_attr(host, "workdir")
