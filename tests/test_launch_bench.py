@@ -288,6 +288,24 @@ def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_read
         assert len(lines) == 1 and "config-error" in lines[0], res.stderr
 
 
+def test_a_missing_data_file_past_skip_preflight_dies_like_real_verl(sandbox, host_ready):
+    """--skip-preflight lets the refused data check through; the trainer then dies the way real verl 0.9.1 does
+    (its dataset's ``datasets.load_dataset`` raises ``FileNotFoundError: Unable to find '<path>'`` inside the
+    TaskRunner, before 'Total training steps'): config-error, one attempt, the path in the verdict's evidence.
+    The stand-in used to train on without reading the file."""
+    host_ready("h1", {"step_time": 0.2})
+    missing = f"{IN}/no-such-train.parquet"
+    flags = ["--model", f"{IN}/model", "--train-file", missing, "--val-file", f"{IN}/val.parquet"]
+    res = inv(host_ready, "launch", "-H", "h1", *flags, "--steps", "2", "--skip-preflight")
+    m = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout + res.stderr)
+    assert m, res.stdout + res.stderr
+    rec = wait_end(sandbox, "h1", m.group(1))
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1
+    assert rec["verdict"]["cls"] == "config-error"
+    assert any(f"Unable to find '{missing}'" in e for e in rec["verdict"]["evidence"]), rec["verdict"]
+    assert "Total training steps" not in (sandbox.runs_dir("h1") / m.group(1) / "train.log").read_text()
+
+
 def test_training_survives_ssh_link_cut(sandbox, host_ready):
     host_ready("h2", {"step_time": 0.5})
     res, rid = launch(host_ready, "h2", "--steps", "40", "--framework", "fsdp")

@@ -56,6 +56,11 @@ def _spec(mode="one-step-off", framework="megatron", accelerator="npu", extra=()
 
 def _composed(root, spec, features=""):
     argv = overrides.build_command(spec, resolve(features))
+    return _composed_argv(root, argv), argv
+
+
+def _composed_argv(root, argv):
+    """verl 0.9.1's config composed by the project's own compose path (validate.request_for + compose_errors)."""
     req = validate.request_for(argv, root)
     got = {}
     errs = compose_errors(
@@ -68,7 +73,7 @@ def _composed(root, spec, features=""):
     assert not errs, errs
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(got["cfg"], resolve=True), argv
+    return OmegaConf.to_container(got["cfg"], resolve=True)
 
 
 def test_verl_registers_its_ascend_engine_as_nccl_and_no_hccl(root):
@@ -287,22 +292,6 @@ def _logged_argv(name: str) -> list[str]:
 
     log = (_TOOL_RUNS / name / "supervisor.log").read_text()
     return re.search(r"attempt 1: (python3 -m verl\.trainer\.main_ppo .*)", log).group(1).split()
-
-
-def _composed_argv(root, argv):
-    req = validate.request_for(argv, root)
-    got = {}
-    errs = compose_errors(
-        req["config_root"],
-        req["config_dir"],
-        req["config_name"],
-        req["overrides"],
-        on_composed=lambda c: got.update(cfg=c),
-    )
-    assert not errs, errs
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(got["cfg"], resolve=True)
 
 
 def test_the_real_megatron_runs_against_the_attention_check(root):

@@ -279,6 +279,7 @@ class StandinTrainer:
         elif self.one_step_off:
             # one-step-off ray_trainer.py:88 (0.9.1): bare assert
             assert not bool(_sel(cfg, "actor_rollout_ref.hybrid_engine", True))
+        self._check_inputs()
         startup = float(self.scn.get("startup_time", 0.0))
         total = _sel(cfg, "trainer.total_training_steps")
         if total is None:
@@ -359,6 +360,40 @@ class StandinTrainer:
         ray_init = {"address": "auto", "logging_level": "ERROR", "log_to_driver": False}
         print(f"ray init kwargs: {ray_init}", flush=True)
         ray.init(**ray_init)
+
+    def _check_inputs(self):
+        """What the real trainer's constructor does before ``Total training steps`` (inside ``TaskRunnerV1.run``,
+        so the error comes wrapped in a RayTaskError): the tokenizer from ``actor_rollout_ref.model.path``
+        (transformers on a missing absolute path: ``HFValidationError: Repo id must be in the form ...``), then
+        the train and val datasets (``verl/utils/dataset/rl_dataset.py:169-178``: ``datasets.load_dataset`` on a
+        missing file raises ``FileNotFoundError: Unable to find '<path>'``; another suffix ``ValueError:
+        Unsupported file format``). Remote paths (``hdfs://``, ...) are not checked: the real code copies them."""
+        cfg = self.cfg
+        header = texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng)
+        model = str(_sel(cfg, "actor_rollout_ref.model.path", "") or "")
+        if model.startswith("/") and not os.path.isdir(model):
+            msg = (
+                f'{header}\n  File "{texts.VERL_SITE}/utils/tokenizer.py", line 58, in hf_tokenizer\n'
+                f"huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+                f"'namespace/repo_name': '{model}'. Use `repo_type` argument if needed."
+            )
+            raise texts.fake_exc("RayTaskError", "HFValidationError", msg)
+        for key in ("data.train_files", "data.val_files"):
+            files = _sel(cfg, key)
+            for f in [files] if isinstance(files, str) else list(files or []):
+                f = str(f)
+                if "://" in f:
+                    continue
+                if not f.endswith((".parquet", ".json", ".jsonl")):
+                    line = f"ValueError: Unsupported file format: {f}"
+                    raise texts.fake_exc("RayTaskError", "ValueError", f"{header}\n{line}")
+                if not os.path.exists(f):
+                    msg = (
+                        f'{header}\n  File "{texts.VERL_SITE}/utils/dataset/rl_dataset.py", line 174, in '
+                        f'_read_files_and_tokenize\n    dataframe = datasets.load_dataset("parquet", '
+                        f"data_files=parquet_file)[\"train\"]\nFileNotFoundError: Unable to find '{f}'"
+                    )
+                    raise texts.fake_exc("RayTaskError", "FileNotFoundError", msg)
 
     def _check_resources(self, nnodes: int):
         cfg = self.cfg
