@@ -361,6 +361,17 @@ class StandinTrainer:
         print(f"ray init kwargs: {ray_init}", flush=True)
         ray.init(**ray_init)
 
+    def _gate(self, step: int) -> None:
+        """Scenario ``gate`` (``{"after_step": N, "file": path, "timeout_s": 120}``): after step N's line, wait
+        until ``file`` exists (a test opens it once it has acted on step N: an event instead of a race against
+        short steps), at most ``timeout_s``, then go on."""
+        gate = self.scn.get("gate") or {}
+        if not gate or step != int(gate.get("after_step", -1)):
+            return
+        end = time.time() + float(gate.get("timeout_s", 120))
+        while not os.path.exists(str(gate["file"])) and time.time() < end:
+            time.sleep(0.05)
+
     def _check_inputs(self):
         """What the real trainer's constructor does before ``Total training steps`` (inside ``TaskRunnerV1.run``,
         so the error comes wrapped in a RayTaskError): the tokenizer from ``actor_rollout_ref.model.path``
@@ -777,6 +788,7 @@ class StandinTrainer:
                     o.line(texts.swanlab_401(self.rng))
             self._log(metrics, step)
             bar.update(1)
+            self._gate(step)
         if not last_val and test_freq != 0 and not self.v1:
             last_val = self._val_metrics(total)
         # V1 trainer: None unless a test_freq validation ran (real runs: 'Final validation metrics: None')
