@@ -351,7 +351,10 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
         "w61-qwen3-0.6b-r1024-offload",
         "j1-qwen3-4b-48l-u0.6",
         "j1-qwen3-4b-48l-u0.5",
+        "k-megatron-a",
+        "k-megatron-b-resume",
     }
+    assert {r["framework"] for r in hold} == {"fsdp", "megatron"}  # the Megatron rows: tool-runs/k-megatron-a, -b
     for r in hold:
         if "tool-runs/" in r["source"]:
             fixture = r["source"].split("tool-runs/")[1].split()[0]
@@ -368,10 +371,10 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
     }
     assert {r["offload"] for r in real_shapes} == {"0", "1"} and max(int(r["response"]) for r in real_shapes) == 8192
     lines = bench.split_report(bench.evaluate(rows, models))
-    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 18 measured rows")
+    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 21 measured rows")
     assert lines[1].endswith("OOM rows predicted 1/1")
-    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 7 rows") for ln in lines)
-    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 10 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 8 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 12 rows") for ln in lines)
     res = bench.evaluate(hold, models)
     errs = [r["error"] for r in res if r["error"] is not None]
     assert max(map(abs, errs)) <= 0.15  # issue 33: holdout max relative error <= 15 % per phase peak
