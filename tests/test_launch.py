@@ -723,7 +723,7 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
         resume.resumed_settings(st, facts.spec), one_gpu, mode="dapo", run_id="20261202-000000-new0",
         swanlab_logger=False, resume=facts,
     )  # fmt: skip
-    line = resume.line(plan, facts)
+    line = plan.resume_line
     assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
     # the supervisor's later attempts build their argv from the spec: they keep it too
     from dapo_ops.core import overrides

@@ -58,7 +58,7 @@ def _resume(monkeypatch, given: dict | None = None, rec: dict | None = None):
     facts = resume.read_facts(_Container(rec or OLD_REC), OLD_ID)
     st = resume.resumed_settings(now, facts.spec)
     plan = planning.make_plan(st, host, mode="dapo", run_id="20261202-044356-b4d7", swanlab_logger=False, resume=facts)
-    return plan, resume.line(plan, facts)
+    return plan, plan.resume_line
 
 
 def _supervise_ooms(spec: dict, n: int) -> list:

@@ -211,7 +211,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
             resume_mod.close_earlier(ht, facts.resume)
         except RemoteError as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-        resumed = resume_mod.line(plan, facts.resume)
+        resumed = plan.resume_line
     no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
     try:
         try:

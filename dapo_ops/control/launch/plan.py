@@ -94,6 +94,7 @@ class Plan:
     ``spec["workdir"]``). ``ladder``: human lines of the escalation that would follow.
     ``ckpt_dir``, ``log_path``, ``run_dir``: absolute paths in the container. ``sources``: setting
     name -> flag | env | file | default. ``notes``: one-line remarks (e.g. relative paths resolved).
+    ``resume_line``: with ``resume=``, the launch output's line about what the resume continues (made here, once).
     Another note: ``dataclasses.replace(plan, notes=[*plan.notes, line])`` (a new plan, this one unchanged).
     """
 
@@ -107,6 +108,7 @@ class Plan:
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     memory: list = field(default_factory=list)  # memory-fit estimate lines (dapo_ops.core.memfit), empty if unknown
+    resume_line: str | None = None  # --resume: the launch output's line (control/launch/resume.py line), else None
 
     def __post_init__(self) -> None:
         for f in ("spec", "argv", "ladder", "sources", "notes", "memory"):
@@ -416,6 +418,7 @@ def _build(
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     mem_lines = learned_lines + mem_lines
+    resume_line = None
     if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
         from dapo_ops.control.launch import resume as resume_mod
 
@@ -425,10 +428,11 @@ def _build(
         spec["resume_of"] = resume.run_id
         if resume.strategy:  # FSDP: the strategy its checkpoint was written with (fsdp / fsdp2 do not load across)
             spec["strategy"] = resume.strategy
-        rungs, _ = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))
+        rungs, not_kept = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))
         if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
             spec["setting_changes"] = rungs
         ckpt_dir = s["ckpt_dir"]
+        resume_line = resume_mod.line(spec, fs, resume, not_kept)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
     lad = ladder.plan_ladder(
@@ -446,6 +450,7 @@ def _build(
         sources=sources,
         notes=notes,
         memory=mem_lines,
+        resume_line=resume_line,
     )
 
 

@@ -191,24 +191,24 @@ def close_earlier(target, facts: ResumeFacts) -> None:
         )
 
 
-def line(plan, facts: ResumeFacts) -> str:
-    """One line for the launch output: which checkpoint the plan resumes from, and the features its ladder added."""
-    added = [f.name for f in plan.features.enabled if f.source.startswith("oom-retry")]
-    carried, not_kept = ladder_changes(facts.record, plan.spec["settings"], plan.sources)
+def line(spec: dict, fs, facts: ResumeFacts, not_kept: str) -> str:
+    """One line for the launch output, built by the planner once (``Plan.resume_line``): which checkpoint the plan
+    resumes from, the features and memory rungs its ladder added (``spec["setting_changes"]``, from
+    :func:`ladder_changes`), why the ladder's setting rungs were not kept (``not_kept``, its second value), and the
+    FSDP strategy kept for the checkpoint when the plan's own choice would differ. Pure."""
+    added = [f.name for f in fs.enabled if f.source.startswith("oom-retry")]
     added += [
         f"{r.get('rung')}({r.get('phase')})"
-        for r in (carried or {}).get("memory_rungs") or []
+        for r in (spec.get("setting_changes") or {}).get("memory_rungs") or []
         if str(r.get("source", "")).startswith("oom-retry")
     ]
     planned = (
-        _strategy_of(
-            overrides.verl_argv(dict(plan.spec, strategy=None), plan.features, plan.spec.get("setting_changes"))
-        )
+        _strategy_of(overrides.verl_argv(dict(spec, strategy=None), fs, spec.get("setting_changes")))
         if facts.strategy
         else None
     )  # the plan's own choice without the checkpoint's
     return (
-        f"run {facts.run_id}'s checkpoints in {plan.spec['settings']['ckpt_dir']}, "
+        f"run {facts.run_id}'s checkpoints in {spec['settings']['ckpt_dir']}, "
         + (f"from global_step_{facts.step}" if facts.step.isdigit() else "no checkpoint yet: from step 0")
         + (f"; keeps {', '.join(added)} (its OOM ladder)" if added else "")
         + (f"; does not keep its ladder's setting rungs: {not_kept}" if not_kept else "")
@@ -218,43 +218,6 @@ def line(plan, facts: ResumeFacts) -> str:
             else ""
         )
     )
-
-
-def _ladder_changes(rec: dict, plan) -> tuple[dict, str]:
-    """The setting changes the resumed run's first attempt starts on: the earlier run's own, from its run.json
-    ``setting_changes`` (what its last attempt ran on, or what its supervisor decided the next attempt runs on when it
-    was stopped mid-retry: the memory ladder's setting rungs (``update-batch``, ``logprob-batch``, ``rollout-util``,
-    ``weight-bucket``, ``offload-policy``, ...) with their ``memory_rungs`` record, and the estimate's or learned start
-    it began on), with every token budget kept at least prompt+response of the settings now
-    (:func:`dapo_ops.core.memladder.keep_token_budgets`).
-
-    Why: the ladder is a sequence (:func:`dapo_ops.core.memladder.next_rung` consumes the rungs listed in
-    ``memory_rungs``); a resumed run that starts without them climbs it again from the bottom, repeats rungs that
-    were already tried against the same OOM and spends its own ``MAX_OOM_RETRIES`` on them (chaos soak seed 1202,
-    episode 21: update-batch tried twice, the resumed run failed before reaching the rungs it had not tried). Each
-    run has its own ``MAX_OOM_RETRIES`` budget; the rungs carry over, the budget does not.
-
-    Precedence now > the resumed run: when a change would override a setting given now (flag, env var, config file:
-    ``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an ``--override`` of the key a rung changes;
-    :func:`dapo_ops.core.learned.conflicts`, the rule of learned starts) none is kept (the rungs were tried
-    together) and the second value says why. Returns ``(changes or {}, why not kept or "")``; ``({}, "")`` when the
-    earlier run had none (its plan's own start, the estimate's, stands)."""
-    from dapo_ops.core import learned, memladder
-
-    ch = dict(rec.get("setting_changes") or {})
-    if not ch:
-        return {}, ""
-    sources = getattr(plan, "sources", None) or {}
-    s = plan.spec["settings"]
-    given = {
-        name: f"{name}={s.get(name)!r}"
-        for name in set(learned.SETTING_OF_CHANGE.values())
-        if sources.get(name, "default") not in ("default", "resume")
-    }
-    why = learned.conflicts({"rung": {"setting_changes": ch}}, (), given, s.get("extra_overrides") or [])
-    if why:
-        return {}, "; ".join(why)
-    return memladder.keep_token_budgets(defaults.complete_settings(dict(s)), ch), ""
 
 
 def ladder_changes(record: dict, new_settings: dict, sources: dict) -> tuple[dict, str]:

@@ -656,7 +656,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     link_wait = req.link_wait if req.sw.logger_enabled else 0.0
     row = start_run(target, plan, run_secret_env(req), link_wait=link_wait, progress=req.progress)
     if row.ok and facts.resume is not None:
-        row.data["resume"] = resume_mod.line(plan, facts.resume)
+        row.data["resume"] = plan.resume_line
     if row.ok:
         row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
         row.data["skipped"] = list(facts.skipped)
