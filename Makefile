@@ -7,6 +7,11 @@ APT_PKGS := openssh-server openssh-client iproute2 docker.io busybox-static tmux
 PYTEST_ARGS ?=
 # test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
 PYTEST_WORKERS ?= 3
+# how the workers get their tests: one at a time, in the order tests/conftest.py gives (the sandbox tests first, round-
+# robin over their files; the short pure tests last, so that the workers end together). xdist's default sends
+# contiguous chunks of up to 1/6 of what is left, which can pin a long sandbox file (test_multihost_bench.py: ~450 s of
+# Ray clusters) to one worker while the others run out of tests
+PYTEST_DIST ?= --dist load --maxschedchunk 1
 
 .PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo soak
 
@@ -36,7 +41,7 @@ verl-config: venv
 
 # the suite's benches are ids DAPO_BENCH_ID+k, default base 1: the demo's bench (id 0) stays up as the README says
 test: deps
-	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-1} $(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-1} $(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
 # the checks .ci/run runs before the tests (mypy: [tool.mypy] in pyproject.toml, strict for core/ and agent/, the default
 # level for control/ and cli/)

@@ -40,7 +40,16 @@ ns_of() { echo "$NSP${1#h}"; }            # h2 -> dapo0-h2
 addr_of() { echo "$NET.$((10 + ${1#h}))"; }
 veth_of() { echo "vd$ID-${1}"; }         # root-side veth name (<= 15 chars)
 sock_of() { echo "unix://$RUN/$1/docker.sock"; }
-alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+# a live process: kill -0 answers and it is not a zombie. A daemon that exited (sshd, dockerd: their parent is PID 1)
+# stays a zombie until PID 1 reaps it, ~1.7 s on the CI machine (whose init reaps on a timer); it has closed its
+# sockets already, and waiting for the reap made every `bench.sh down` and `sshd hN stop` ~2 s per host slower.
+alive() {
+  local s
+  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+  { read -r s < "/proc/$1/stat"; } 2>/dev/null || return 1
+  s=${s##*) }   # the fields after "(comm) ": the state first
+  [ "${s%% *}" != Z ]
+}
 DAEMON_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin   # the only env sshd/dockerd get
 pidfile_pid() { [ -f "$1" ] && cat "$1" 2>/dev/null || true; }
 

@@ -35,6 +35,30 @@ DEFAULT_SCENARIO: dict = {}
 DEFAULT_DEVICES: dict = {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test``): the tests on the sandbox hosts first, module by module in turn; the pure
+    tests after them, in collection order.
+
+    ``make test`` hands the tests out one at a time in this order (``--dist load --maxschedchunk 1``): a worker that
+    finishes a test takes the next one. The sandbox tests are the long ones (up to ~90 s: Ray clusters, retry delays,
+    the stall timeout); started first they overlap, and the ~2700 short pure tests fill the workers' ends evenly.
+    The sandbox tests go round-robin over their modules (every module's first test, then every module's second ...)
+    so that the workers run different kinds at once, not three Ray clusters of test_multihost_bench.py on 2 cores.
+    Without xdist the order is pytest's own."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    on_hosts = [item for item in items if "sandbox" in item.fixturenames]
+    pure = [item for item in items if "sandbox" not in item.fixturenames]
+    nth: dict[str, int] = {}
+    turn = []
+    for item in on_hosts:
+        module = item.nodeid.split("::", 1)[0]
+        turn.append(nth.get(module, 0))
+        nth[module] = turn[-1] + 1
+    order = sorted(range(len(on_hosts)), key=lambda k: turn[k])  # stable: collection order within a turn
+    items[:] = [on_hosts[k] for k in order] + pure
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--bench-keep",

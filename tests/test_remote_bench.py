@@ -70,9 +70,12 @@ def test_secret_env_arrives_and_is_never_left_on_the_host(target, secret):
 
 def test_secret_env_file_is_0600_and_not_on_any_command_line(target):
     # the env-file exists while docker exec runs: the container command waits until a spy on the host has
-    # looked at the file and at every process's argv, then the spy releases it
+    # looked at the file and at every process's argv, then the spy releases it. The flag is cleared before the spy
+    # starts: cleared by the command itself, it raced the spy (the env file exists before docker exec starts the
+    # command; a spy that touched the flag first saw it removed and the command waited out its 60 s)
+    target.run("rm -f /tmp/spy-done")
     cmd = (
-        "rm -f /tmp/spy-done; python3 -c 'import os; print(os.environ[\"S\"])'; "
+        "python3 -c 'import os; print(os.environ[\"S\"])'; "
         "i=0; while [ ! -e /tmp/spy-done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
     )
     seen = {}
