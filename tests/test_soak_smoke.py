@@ -3,8 +3,8 @@
 in compute_log_prob that is never avoided -> ``failed: oom-device`` after 3 attempts; episode 2 the supervisor
 SIGKILLed at step 2 of 10 (0.27 s a step), whose verl finishes -> the ``inv stop`` the tool names), every invariant
 checked after each. (Seed 31 of the old draw gave the same two; under the cycle it draws the kill first, at step 2 of
-8 runs of 0.26 s, which can end before the harness sees step 2: skipped, which this test refuses. Seed 67 did too
-under load: CI's first try of 2026-12-02 session 5 skipped the kill. In ``--quick`` mode the stand-in now holds after
+8 runs of 0.26 s, which can end before the harness sees step 2: skipped, which this test refuses. Seed 67 did too:
+the full-suite runs of 2026-12-02 session 5 skipped the kill, 3 times of 3 on one branch. In ``--quick`` mode the stand-in now holds after
 the fault's step until the harness has acted: the scenario ``gate``, opened by ``Soak.inject``.) The full soak (14 fault kinds, 3 hosts, 30 minutes) is
 ``make soak``; this keeps its harness and its invariants working in CI at the cost of about a minute of one worker.
 """
