@@ -18,7 +18,10 @@ pytestmark = pytest.mark.bench
 
 MAIN_PPO = "verl.trainer.main_ppo"
 ONE_STEP = "verl.experimental.one_step_off_policy.main_ppo"
-BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt"]
+#: the sample RL data the sandbox image holds in /verl (sandbox/sample_inputs.py): the stand-in opens the data files
+#: like real verl 0.9.1 does (verl's yaml defaults, ~/data/rlhf/gsm8k/*.parquet, are not there: Unable to find ...)
+DATA = ["data.train_files=/verl/dapo-math-17k.parquet", "data.val_files=/verl/aime-2024.parquet"]
+BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt", *DATA]
 
 
 def verl(sandbox, host, overrides, module=MAIN_PPO, env=None, log="train.log", timeout=120, wrap=""):
@@ -119,6 +122,7 @@ def test_main_ppo_three_steps_over_ssh(sandbox, h1):
             "trainer.total_training_steps=3",
             "'trainer.logger=[console]'",
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
+            *DATA,
         ],
         capture_output=True,
         text=True,
@@ -439,7 +443,7 @@ def test_hang_prints_nothing_more(sandbox, h1):
     sandbox.exec(
         h1,
         "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
-        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
+        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 " + " ".join(DATA) + " "
         "> /verl/dapo_runs/hang.log 2>&1 & echo $! > /verl/dapo_runs/hang.pid; wait $!; "
         "echo EXIT=$? >> /verl/dapo_runs/hang.log; } >/dev/null 2>&1 &",
         check=True,
@@ -471,6 +475,7 @@ def test_swanlab_local_run_and_link_line(sandbox, h1):
         [
             "trainer.logger=[console,swanlab]",
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
+            *DATA,
             "trainer.project_name=bench",
             "trainer.experiment_name=exp1",
             "trainer.total_training_steps=2",
