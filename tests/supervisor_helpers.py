@@ -19,6 +19,17 @@ from dapo_ops.core import runstate
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
+
+
+def logged_verl_argv(run_dir: Path, k: int = 1) -> list[str]:
+    """Attempt ``k``'s verl overrides (the words after ``-m verl.trainer.main_ppo``) as the supervisor logged them in
+    ``run_dir/supervisor.log`` (``attempt k: python3 -m verl.trainer.main_ppo ...``, agent/supervisor/machine.py)."""
+    import re
+
+    log = (run_dir / "supervisor.log").read_text()
+    return re.search(r"attempt %d: python3 -m verl\.trainer\.main_ppo (.*)" % k, log).group(1).split()
+
+
 #: tunables (seconds) that keep a supervised run short (dapo_ops/agent/supervisor/config.py)
 FAST = {"poll_interval_s": 0.1, "oom_grace_s": 0.3, "kill_grace_s": 3, "retry_delay_s": 0.2, "write_interval_s": 0.2}
 

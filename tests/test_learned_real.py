@@ -25,6 +25,7 @@ from dapo_ops.control import settings
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.core import learned
+from supervisor_helpers import logged_verl_argv
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs" / "j-learned"
 AGAIN = RUN.parent / "j-learned-again"
@@ -100,8 +101,7 @@ def plan_for(run_id: str, env_extra=None, memos=()):
 
 
 def logged_argv(k: int) -> list[str]:
-    log = (RUN / "supervisor.log").read_text()
-    return re.search(r"attempt %d: python3 -m verl\.trainer\.main_ppo (.*)" % k, log).group(1).split()
+    return logged_verl_argv(RUN, k)
 
 
 def test_the_real_run_ran_out_at_the_default_share_and_got_past_it_on_the_rung_but_filed_no_memo(tmp_path):
@@ -280,8 +280,7 @@ def test_the_real_launch_on_the_learned_rung(tmp_path):
     start_line = next(ln for ln in (START / "launch.txt").read_text().splitlines() if "start:" in ln)
     assert start_line.split("start:", 1)[1].strip() == spec["learned"]["line"]
     assert any(ln == spec["learned"]["line"] for ln in p.memory)
-    log = (START / "supervisor.log").read_text()
-    real_argv = re.search(r"attempt 1: python3 -m verl\.trainer\.main_ppo (.*)", log).group(1).split()
+    real_argv = logged_verl_argv(START, 1)
     argv = p.argv[p.argv.index("verl.trainer.main_ppo") + 1 :]
     assert argv == [a.strip("'") for a in real_argv]
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.5" in argv

@@ -27,7 +27,7 @@ from dapo_ops.core import ladder
 from dapo_ops.core import logformat
 from dapo_ops.agent import runfiles
 from dapo_ops.control.status import rows as statusview
-from supervisor_helpers import log_facts
+from supervisor_helpers import log_facts, logged_verl_argv
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
 
@@ -243,8 +243,7 @@ def _verl_value(argv: list[str], key: str) -> str:
 
 def _logged_argv(name: str, k: int) -> list[str]:
     """Attempt ``k``'s verl command as the supervisor logged it on the real run (supervisor.log)."""
-    log = (RUNS / name / "supervisor.log").read_text()
-    return re.search(r"attempt %d: python3 -m verl\.trainer\.main_ppo (.*)" % k, log).group(1).split()
+    return logged_verl_argv(RUNS / name, k)
 
 
 @pytest.mark.parametrize("name", sorted(OOMS))

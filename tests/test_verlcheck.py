@@ -21,6 +21,7 @@ from dapo_ops.core.features import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from fetch_verl_config import verl_config_root  # noqa: E402
+from supervisor_helpers import logged_verl_argv  # noqa: E402
 
 KEY = verlcheck.ENGINE_KEY
 
@@ -288,10 +289,7 @@ _TOOL_RUNS = Path(__file__).parent / "fixtures" / "real-verl" / "tool-runs"
 
 def _logged_argv(name: str) -> list[str]:
     """Attempt 1's verl command as the supervisor logged it on the real H200 run (supervisor.log)."""
-    import re
-
-    log = (_TOOL_RUNS / name / "supervisor.log").read_text()
-    return re.search(r"attempt 1: (python3 -m verl\.trainer\.main_ppo .*)", log).group(1).split()
+    return ["python3", "-m", "verl.trainer.main_ppo", *logged_verl_argv(_TOOL_RUNS / name, 1)]
 
 
 def test_the_real_megatron_runs_against_the_attention_check(root):
