@@ -1,68 +1,124 @@
-"""Tool vs verl's own command: seconds per step, rollout tokens/s, peak memory from two verl train.logs.
+"""Tool vs verl's own command: seconds per step, rollout tokens/s, peak memory, per-phase times and the resolved
+configs' differences, from two verl train.logs.
 
 Usage: ``python bench/speed_table.py TOOL_TRAIN_LOG VERL_TRAIN_LOG [--skip 1] [--gpu-mem TOOL.csv VERL.csv]``.
-Reads verl's console step lines (``step:N - key:value - ...``; ``verl/utils/tracking.py`` console logger):
-``timing_s/step`` (s), ``perf/throughput`` (tokens/s/GPU over the whole step), ``timing_s/gen`` and
-``response_length/mean`` x batch for rollout tokens/s, ``actor/perf/max_memory_allocated_gb`` (older: ``perf/...``). The first ``--skip``
-steps (warm-up: CUDA graphs, JIT) are left out of the means. Prints a markdown table with ratio tool/verl
-(for s/step the ratio verl/tool: >= 1.0 means the tool is not slower)."""
+Reads verl's console step lines with the project's one log grammar (``dapo_ops.core.logformat.parse_metrics_line``:
+``step:N - key:value - ...``, ``verl/utils/logger/aggregate_logger.py``): ``timing_s/step`` (s),
+``perf/total_num_tokens`` (tokens of the step), ``timing_s/<phase>`` (gen, old_log_prob, update_actor,
+update_weights, adv), ``actor/perf/max_memory_allocated_gb`` (older: ``perf/...``). The first ``--skip`` steps
+(warm-up: CUDA graphs, JIT) are left out of the means. Also reads the config verl prints at start
+(``verl/trainer/main_ppo.py``: ``pprint(OmegaConf.to_container(config, resolve=True))``) and lists the keys whose
+resolved values differ. Prints markdown tables; ratios are tool/verl, except for times (s/step, phases), where the
+ratio is verl/tool: >= 1.0 means the tool is not slower."""
+
+from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import re
 import statistics
+import sys
+from pathlib import Path
+from typing import Any
 
-_STEP = re.compile(r"step:(\d+) - (.*)")
-_KV = re.compile(r"([\w/@.\-]+):(?:np\.\w+\()?([-+0-9.eE]+|nan|inf)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from dapo_ops.core import logformat  # noqa: E402
 
-
-def steps(path: str) -> dict[int, dict[str, float]]:
-    """``{step: {metric: value}}`` from a verl train.log (ANSI codes stripped; last line per step wins)."""
-    out: dict[int, dict[str, float]] = {}
-    with open(path, errors="replace") as f:
-        for line in f:
-            m = _STEP.search(re.sub(r"\x1b\[[0-9;]*m", "", line))
-            if m:
-                out[int(m.group(1))] = {k: float(v) for k, v in _KV.findall(m.group(2))}
-    return out
+PHASES = ("gen", "old_log_prob", "update_actor", "update_weights", "adv")
+# resolved-config keys that name files, runs or directories: bookkeeping, not behaviour
+_BOOKKEEPING = re.compile(r"(_dir|path|_files|experiment_name|project_name)$")
 
 
-def figures(path: str, skip: int) -> dict[str, float]:
-    """Means over the steps after ``skip``: s/step, throughput, rollout tokens/s, peak GB (max)."""
+def steps(path: str | Path) -> dict[int, dict[str, float]]:
+    """``{step: {metric: value}}`` of a verl train.log (the last line of a step wins)."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    return dict(filter(None, (logformat.parse_metrics_line(ln) for ln in logformat.split_lines(text))))
+
+
+def figures(path: str | Path, skip: int = 1) -> dict[str, float]:
+    """Means over the steps after ``skip``: s/step, tokens/s, peak allocated GB (max), and ``<phase> s`` for
+    each of :data:`PHASES`. Raises ``SystemExit`` when the log has no step line."""
     st = steps(path)
     rows = [v for k, v in sorted(st.items()) if k > skip] or list(st.values())
     if not rows:
         raise SystemExit(f"{path}: no 'step:N - ...' lines")
 
-    def mean(key):
+    def mean(key: str) -> float:
         vals = [r[key] for r in rows if key in r]
         return statistics.mean(vals) if vals else float("nan")
 
     tps = [
         r["perf/total_num_tokens"] / r["timing_s/step"]
         for r in rows
-        if "perf/total_num_tokens" in r and r.get("timing_s/step")
+        if r.get("timing_s/step") and "perf/total_num_tokens" in r
     ]
-    return {
-        "steps": len(rows),
+    out = {
+        "steps": float(len(rows)),
         "s/step": mean("timing_s/step"),
-        "gen s": mean("timing_s/gen"),
-        "throughput tok/s/gpu": mean("perf/throughput"),
         "tokens/s (total_num_tokens/step)": statistics.mean(tps) if tps else float("nan"),
         "peak alloc GB": max(
-            (
-                r.get(
-                    "actor/perf/max_memory_allocated_gb",  # verl 0.9.1's key (V1 trainer)
-                    r.get("perf/max_memory_allocated_gb", float("nan")),
-                )
-                for r in rows
-            ),
-            default=0,
+            r.get("actor/perf/max_memory_allocated_gb", r.get("perf/max_memory_allocated_gb", float("nan")))
+            for r in rows
         ),
+    }
+    out.update({f"{p} s": mean(f"timing_s/{p}") for p in PHASES})
+    return out
+
+
+def ratio(key: str, tool: float, verl: float) -> float:
+    """tool/verl for amounts, verl/tool for times (``s/step``, ``<phase> s``): >= 1.0 = the tool is not worse."""
+    if key == "s/step" or key.endswith(" s"):
+        return verl / tool if tool else float("nan")
+    return tool / verl if verl else float("nan")
+
+
+def printed_config(path: str | Path) -> dict[str, Any]:
+    """The resolved config verl printed at start, flattened to dotted keys (``actor_rollout_ref.actor.strategy``).
+    The pprint spans many lines, each behind Ray's ``(TaskRunnerV1 pid=N)`` prefix. Raises ``ValueError`` when the
+    log holds none."""
+    buf: str | None = None
+    for raw in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        line = logformat.strip_prefixes(logformat.strip_ansi(raw))
+        if buf is None:
+            i = line.find("{'actor_rollout_ref'")
+            if i < 0:
+                continue
+            buf = line[i:]
+        else:
+            buf += "\n" + line
+        if buf.count("{") != buf.count("}"):  # not closed yet: parse only when the braces balance (linear)
+            continue
+        try:
+            tree = ast.literal_eval(buf.strip())
+        except SyntaxError:
+            continue
+        return _flat(tree)
+    raise ValueError(f"{path}: no printed config")
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_diff(tool_log: str | Path, verl_log: str | Path) -> dict[str, tuple[Any, Any]]:
+    """``{key: (tool value, verl value)}`` for every resolved key that differs (absent = ``'<absent>'``), names,
+    paths and directories left out."""
+    a, b = printed_config(tool_log), printed_config(verl_log)
+    return {
+        k: (a.get(k, "<absent>"), b.get(k, "<absent>"))
+        for k in sorted(set(a) | set(b))
+        if a.get(k, "<absent>") != b.get(k, "<absent>") and not _BOOKKEEPING.search(k)
     }
 
 
-def smi_peak(path: str) -> float:
+def smi_peak(path: str | Path) -> float:
     """Peak ``memory.used`` MiB of an nvidia-smi CSV sample file (gpu/lib.sh start_sampler)."""
     peak = 0.0
     with open(path) as f:
@@ -87,9 +143,17 @@ def main() -> None:
     print("| figure | tool | verl's command | ratio |")
     print("|---|---|---|---|")
     for k in t:
-        inv = k in ("s/step", "gen s")  # lower is better: verl/tool
-        r = (v[k] / t[k]) if inv and t[k] else (t[k] / v[k] if v[k] else float("nan"))
-        print(f"| {k} | {t[k]:.3f} | {v[k]:.3f} | {r:.3f}{' (verl/tool)' if inv else ''} |")
+        inv = k == "s/step" or k.endswith(" s")
+        print(f"| {k} | {t[k]:.3f} | {v[k]:.3f} | {ratio(k, t[k], v[k]):.3f}{' (verl/tool)' if inv else ''} |")
+    try:
+        diff = config_diff(a.tool_log, a.verl_log)
+    except ValueError as e:
+        print(f"\n(no config diff: {e})")
+        return
+    print("\n| resolved key that differs | tool | verl's command |")
+    print("|---|---|---|")
+    for k, (x, y) in diff.items():
+        print(f"| `{k}` | {x!r} | {y!r} |")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #     everything else, changed to fit one GPU and this data: n_gpus 1, rollout TP 1, batch 8 x n 4, prompt/response
 #     128/64 (gen_batch_size = train_batch_size), filter_groups off and the len_mod3 reward (random model),
 #     gpu_memory_utilization = the tool's, the same attn_implementation as (1), save_freq -1, no validation.
+#     agent.num_workers: verl's default (8) in both runs (the first comparison passed 1 here only).
 #     NOT changed: enforce_eager (verl default: CUDA graphs), compile, prefix caching, chunked prefill.
 # $OUT: tool/ (run files), verl.log, gpu-mem-tool.csv, gpu-mem-verl.csv, speed.md (bench/speed_table.py).
 # HALF=tool | HALF=verl: only that run (two back-to-back calls when the ~220 s start-up of each does not leave room
@@ -56,7 +57,7 @@ t0=$(date +%s.%N)
   actor_rollout_ref.actor.ppo_max_token_len_per_gpu=384 actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=576 \
   actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True actor_rollout_ref.actor.optim.lr=1e-6 \
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
-  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION" actor_rollout_ref.rollout.agent.num_workers=1 \
+  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEMORY_UTILIZATION" \
   reward.num_workers=1 "reward.custom_reward_function.path=$ROOT/len_reward.py" reward.custom_reward_function.name=len_mod3 \
   trainer.logger='[console]' trainer.val_before_train=False trainer.test_freq=-1 trainer.save_freq=-1 \
   trainer.resume_mode=disable trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.total_training_steps="$STEPS" \
