@@ -66,9 +66,14 @@ def figures(path: str | Path, skip: int = 1) -> dict[str, float]:
     return out
 
 
+def is_time(key: str) -> bool:
+    """A figure where lower is better (``s/step``, ``<phase> s``)."""
+    return key == "s/step" or key.endswith(" s")
+
+
 def ratio(key: str, tool: float, verl: float) -> float:
-    """tool/verl for amounts, verl/tool for times (``s/step``, ``<phase> s``): >= 1.0 = the tool is not worse."""
-    if key == "s/step" or key.endswith(" s"):
+    """tool/verl for amounts, verl/tool for times (:func:`is_time`): >= 1.0 = the tool is not worse."""
+    if is_time(key):
         return verl / tool if tool else float("nan")
     return tool / verl if verl else float("nan")
 
@@ -143,8 +148,7 @@ def main() -> None:
     print("| figure | tool | verl's command | ratio |")
     print("|---|---|---|---|")
     for k in t:
-        inv = k == "s/step" or k.endswith(" s")
-        print(f"| {k} | {t[k]:.3f} | {v[k]:.3f} | {ratio(k, t[k], v[k]):.3f}{' (verl/tool)' if inv else ''} |")
+        print(f"| {k} | {t[k]:.3f} | {v[k]:.3f} | {ratio(k, t[k], v[k]):.3f}{' (verl/tool)' if is_time(k) else ''} |")
     try:
         diff = config_diff(a.tool_log, a.verl_log)
     except ValueError as e:
