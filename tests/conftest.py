@@ -9,6 +9,7 @@ unless ``DAPO_BENCH_KEEP=1`` (or ``--bench-keep``) asks to keep it for the next 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -30,6 +32,22 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 REPO = Path(__file__).resolve().parent.parent
 BENCH_SH = REPO / "sandbox" / "bench.sh"
 N_HOSTS = 3
+
+
+def repo_module(rel: str) -> ModuleType:
+    """A repository file outside the package (``tasks.py``, ``bench/*.py``, ``gpu/*.py``) loaded as a fresh module
+    and registered in ``sys.modules`` under its path's name behind ``repo_`` (``bench/soak.py`` ->
+    ``repo_bench_soak``: dataclasses look their module up there; the prefix keeps ``tasks.py`` from shadowing a
+    ``tasks`` module). Raises ``FileNotFoundError`` when ``rel`` is not a file of the repository."""
+    name = "repo_" + rel.removesuffix(".py").replace("/", "_")
+    spec = importlib.util.spec_from_file_location(name, REPO / rel)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(REPO / rel)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
 
 DEFAULT_SCENARIO: dict = {}
 DEFAULT_DEVICES: dict = {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536}

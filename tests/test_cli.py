@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import repo_module
 from invoke import Collection, Program, task
 
 from dapo_ops import cli
@@ -22,12 +24,7 @@ BIN = Path(sys.executable).parent
 
 def repo_tasks():
     """The repository's tasks.py as a module (the dev tasks live there, outside the package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("repo_tasks", REPO / "tasks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("tasks.py")
 
 
 def make_recording_ns(calls):

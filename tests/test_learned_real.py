@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from conftest import repo_module
 
 from dapo_ops.agent import runfiles
 from dapo_ops.agent.supervisor.learn import Memos
@@ -240,11 +241,7 @@ def test_a_run_that_fails_at_once_after_skip_preflight_names_the_checks_it_was_l
 def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path):
     """gpu/seed_memo.py (``gpu/j-learned.sh seed``): with the spec.json of a launch of the same configuration it
     files the memo the supervisor would have filed from the real record; another configuration is refused."""
-    import importlib.util
-
-    spec_of = importlib.util.spec_from_file_location("seed_memo", RUN.parents[4] / "gpu" / "seed_memo.py")
-    seed = importlib.util.module_from_spec(spec_of)
-    spec_of.loader.exec_module(seed)
+    seed = repo_module("gpu/seed_memo.py")
     p = plan_for("20261202-090000-0004")
     (tmp_path / "spec.json").write_text(json.dumps(p.spec))
     assert seed.main([str(RUN), str(tmp_path / "spec.json"), str(tmp_path / "runs")]) == 0

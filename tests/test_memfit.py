@@ -1,12 +1,13 @@
 """The memory-fit estimate (dapo_ops/core/memfit.py): arithmetic against hand-computed figures, the start rung
 (source estimate) in the plan and its argv, the one-line refusal, and the calibration CSV kept in sync."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+
+from conftest import repo_module
 
 from dapo_ops.core import memfit
 from dapo_ops.control.launch import plan as planning
@@ -242,9 +243,7 @@ def test_missing_config_keys_say_which_and_refuse_nothing():
 
 
 def test_calibration_csv_estimates_are_current_and_adding_a_row_is_one_line():
-    spec = importlib.util.spec_from_file_location("memory_fit_bench", ROOT / "bench" / "memory_fit.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench("memory_fit")
     rows, models = bench.load()
     assert len({(r["config"], r["phase"], r["measure"]) for r in rows if r["measure"] != "oom"}) >= 6
     for r in bench.evaluate(rows, models):
@@ -319,10 +318,7 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
 
 
 def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module(f"bench/{name}.py")
 
 
 HOLDOUT = ROOT / "tests" / "fixtures" / "real-verl" / "holdout"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import repo_module
+
 from dapo_ops.agent.supervisor import attempt
 from dapo_ops.core import classify
 from dapo_ops.core import features
@@ -325,9 +327,10 @@ def _last_override(overrides: list[str], key: str) -> str:
 @pytest.mark.parametrize("name", FEATURE_RUNS)
 def test_features_on_are_recorded_and_reached_verl(name):
     """spec.json read by FeatureSet: the performance features on (source default; only flash_attn may be disabled,
-    by USER_FEATURES, on the sdpa route), every attempt ran them; the supervisor's command builder (attempt.build_argv) on that spec turns each on in verl's
-    argv, as the real run's logged command did. The attention verl got is sdpa (no flash-attn wheel on the device:
-    the scripts' ``++...attn_implementation=sdpa`` came last, gpu/README.md), as verl's printed config says."""
+    by USER_FEATURES, on the sdpa route), every attempt ran them; the supervisor's command builder
+    (attempt.build_argv) on that spec turns each on in verl's argv, as the real run's logged command did. The
+    attention verl got is sdpa (no flash-attn wheel on the device: the plan's spelling of ``-flash_attn``, or the
+    scripts' ``++...attn_implementation=sdpa`` last, gpu/README.md), as verl's printed config says."""
     spec = runfiles.read_spec(RUNS / name)
     fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or ())
     # the h-speed-fsdp runs took the sdpa route through the plan (USER_FEATURES=-flash_attn: FSDP spells it sdpa),
@@ -443,12 +446,7 @@ SPEED_PAIRS = ("h-speed-fsdp-a", "h-speed-fsdp-b")
 
 def _speed_table():
     """bench/speed_table.py, the script gpu/h-speed.sh runs on the device (bench/speed.md's tables)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("speed_table", RUNS.parents[3] / "bench" / "speed_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/speed_table.py")
 
 
 @pytest.mark.parametrize("name", SPEED_PAIRS)

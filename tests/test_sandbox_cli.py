@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from conftest import repo_module
 from invoke import Context
 from invoke.exceptions import Exit
 
@@ -17,12 +19,7 @@ BENCH_SH = REPO / "sandbox" / "bench.sh"
 
 def repo_tasks():
     """The repository's tasks.py, where the sandbox tasks live (outside the installed package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("repo_tasks", REPO / "tasks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("tasks.py")
 
 
 def bench(*args, env=None, user=None):

@@ -8,23 +8,17 @@ every kind per seed.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import repo_module
 
 
 @pytest.fixture(scope="module")
 def soak():
-    spec = importlib.util.spec_from_file_location("soak", REPO / "bench" / "soak.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["soak"] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/soak.py")
 
 
 def test_seed_1202s_soak_draws_every_kind(soak):

@@ -11,23 +11,15 @@ the fault's step until the harness has acted: the scenario ``gate``, opened by `
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from conftest import repo_module
 
 pytestmark = [pytest.mark.bench, pytest.mark.soak_smoke]
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def _soak():
-    spec = importlib.util.spec_from_file_location("soak", REPO / "bench" / "soak.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["soak"] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_module("bench/soak.py")
 
 
 def test_soak_smoke_two_faults_hold_every_invariant(sandbox, tmp_path):
