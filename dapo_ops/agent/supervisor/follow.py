@@ -323,13 +323,11 @@ def follow(
                 % (t - last, stall.NO_STEP_FACTOR, lim)
             )
             return "stall"
-        idle = scanner.counters.sample(t) if scanner.counters is not None else None
-        if idle is not None:
+        watch = scanner.counters
+        idle = watch.sample(t) if watch is not None else None
+        if idle is not None and watch is not None:
             scanner.idle_s, scanner.stall_by = idle, "counters"
-            log(
-                "devices idle, memory flat, no CPU for %.0f s: stall (%s)"
-                % (idle, "; ".join(scanner.counters.evidence))
-            )
+            log("devices idle, memory flat, no CPU for %.0f s: stall (%s)" % (idle, "; ".join(watch.evidence)))
             return "stall"
         if writer.dirty:
             writer.write(rec, force=False)

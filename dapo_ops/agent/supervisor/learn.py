@@ -17,6 +17,17 @@ from dapo_ops.agent.supervisor.record import log
 from dapo_ops.core import learned
 
 
+def _file(path: str, data: Dict[str, Any], what: str) -> bool:
+    """Write ``data`` to ``path`` atomically (its folder made); False (logged, ``what`` names it) on a failed write."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        runfiles.write_json_atomic(path, data)
+    except OSError as e:
+        log("could not file %s %s: %s" % (what, path, e))
+        return False
+    return True
+
+
 class Memos:
     """Files at most one memo per distinct rung set of one run (``spec["learn"]`` names the configuration; a spec
     without it, e.g. a launch that could not read the model's config.json or the devices, files none)."""
@@ -41,11 +52,7 @@ class Memos:
             return None
         self.filed.add(sig)
         path = learned.memo_path(self.runs_dir, fp)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            runfiles.write_json_atomic(path, memo)
-        except OSError as e:
-            log("could not file the learned start %s: %s" % (path, e))
+        if not _file(path, memo, "the learned start"):
             return None
         rec["learned_memo"] = {
             "path": path,
@@ -80,11 +87,4 @@ class Memos:
         path = self._timing_path()
         if not path or not measured.get("steps"):
             return None
-        merged = stall.merge_learned(self.timing(), measured)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            runfiles.write_json_atomic(path, merged)
-        except OSError as e:
-            log("could not file the step timings %s: %s" % (path, e))
-            return None
-        return path
+        return path if _file(path, stall.merge_learned(self.timing(), measured), "the step timings") else None

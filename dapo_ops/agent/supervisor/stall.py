@@ -1,11 +1,11 @@
 """Stalls sized to the run, and where each process stood (STDLIB ONLY, shipped).
 
-A stall: after the attempt's first ``step:`` line, nothing progresses (no step line and no new byte in the attempt
-log: rollout progress, warnings, anything) for ``stall_factor`` x the run's median step time, at least
-``stall_floor_s`` seconds and at most the run's ``hang_timeout_s`` (the cap, HANG_TIMEOUT, which alone applies
-before the first step: start-up, model load and the first step's warm-up are not sized by steps). The first step is
-timed apart: it holds the warm-up (compile, cache allocation), so the median is over the later steps while there
-are any (:func:`stall_after`).
+A stall: nothing progresses (no step line and no new byte in the attempt log) for :class:`StepClock`'s limit,
+``stall_factor`` x the longest step the run has shown (its save / validation added on the steps that save or
+validate), at least ``stall_floor_s``, at most ``hang_timeout_s`` (HANG_TIMEOUT, which alone applies before the
+first step unless a run of the same configuration left its timings: :func:`merge_learned`); output without a step
+line for :data:`NO_STEP_FACTOR` x that; or, with no log line at all, the host's counters (:class:`CounterWatch`).
+The verdict reads its own dumps (:func:`parse_dump`, :func:`merge_ranks`: stuck vs missing ranks).
 
 Before the supervisor stops a stalled (or hung) attempt it writes ``py-spy dump --pid`` of verl's driver and of
 each of the attempt's own processes (Ray workers included: process group + ``DAPO_OPS_RUN_ID``, never by name) to
