@@ -73,6 +73,7 @@ FAULTS = {
     "oom": ("single", "independent"),
     "storm": ("single",),
     "stall": ("single",),
+    "stall-after-step-1": ("single",),
     "kill-supervisor": ("single", "independent", "ray"),
     "kill-verl": ("single", "independent", "ray"),
     "kill-ray-worker": ("ray",),
@@ -444,7 +445,7 @@ def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = Fals
 
 
 #: fault kinds the stand-in fires itself from its scenario cue (no harness action at the step)
-CUED = ("oom", "storm", "stall")
+CUED = ("oom", "storm", "stall", "stall-after-step-1")
 
 
 class Soak:
@@ -512,6 +513,8 @@ class Soak:
                 scn["failure"]["hang_s"] = 30.0  # the retry window the stop lands in (the attempt hangs after OOM)
         elif ep.kind == "stall":
             scn["failure"] = {"kind": "stall", "step": p["at_step"], "times": 1}
+        elif ep.kind == "stall-after-step-1":  # issue 42: fast steps, then silence right after step 1's line
+            scn["failure"] = {"kind": "stall", "step": 2, "times": 1}
         if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry"):
             # the CI smoke's short runs (8-10 steps of 0.2-0.3 s) can end before the harness sees at_step under
             # load: the stand-in holds after that step's line until inject() opens the gate (an event, not a race)
@@ -797,6 +800,7 @@ class Soak:
             "oom": {"oom-device"},
             "storm": {"error-storm"},
             "stall": {"hang", "stall"},
+            "stall-after-step-1": {"hang"},
             "kill-supervisor": {"supervisor-dead"},
             "kill-verl": {"crash-other"},
             "kill-ray-worker": {"crash-other", "network"},

@@ -74,6 +74,18 @@ def proc_stat(pid: int) -> Optional[Tuple[int, int, int]]:
         return None
 
 
+def cpu_seconds(pid: int) -> Optional[float]:
+    """CPU time ``pid`` has used (user + system, seconds: fields 14 and 15 of /proc/<pid>/stat over
+    ``SC_CLK_TCK``), or None (gone or unreadable)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def own_processes(pgid: Optional[int], marker: Optional[bytes], cmd_marker: Optional[bytes] = None) -> List[int]:
     """PIDs that belong to one attempt: members of process group / session ``pgid`` (verl was started
     with ``start_new_session``, so pgid == sid == its pid), every process whose environment holds

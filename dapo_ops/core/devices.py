@@ -45,6 +45,8 @@ class Device:
     mem_used_mb: int
     health: str = ""
     bus_id: str = ""
+    #: busy percent (npu-smi's ``AICore(%)``, nvidia-smi's ``utilization.gpu``); None when the text has none
+    util_pct: int | None = None
 
     @property
     def mem_free_mb(self) -> int:
@@ -148,8 +150,17 @@ def parse_npu_smi(text: str) -> DeviceReport:
             used = total = 0
             if pairs:
                 used, total = int(pairs[-1][0]), int(pairs[-1][1])
+            aicore = rest.split()[:1]  # AICore(%) comes first: "<aicore> <mem used> / <mem total> <hbm used> / ..."
             report.devices.append(
-                Device(index=idx, name=name, mem_total_mb=total, mem_used_mb=used, health=health, bus_id=bus)
+                Device(
+                    index=idx,
+                    name=name,
+                    mem_total_mb=total,
+                    mem_used_mb=used,
+                    health=health,
+                    bus_id=bus,
+                    util_pct=int(aicore[0]) if aicore and aicore[0].isdigit() else None,
+                )
             )
             idx += 1
             pending = None

@@ -433,6 +433,15 @@ def _stop(
     if cls == "oom-device":
         reason, sugg = STOP_FIXES[phase_of(detail)]
         return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
+    if cls == "hang" and detail.get("cause") == "workload" and not detail.get("repeat"):
+        return Decision(
+            "stop",
+            features,
+            {},
+            f"hang in the workload: every process at work waits in {detail.get('frame')}: not retried blindly",
+            [],
+            [str(detail.get("fix") or "read the stack dumps"), "then `inv launch --resume <run id>`"],
+        )
     if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
         at = detail.get("user_frame") or detail.get("frame")
         return Decision(

@@ -156,6 +156,13 @@ def memo_path(runs_dir: str, fp: str) -> str:
     return os.path.join(str(runs_dir), DIRNAME, fp + ".json")
 
 
+def timing_path(runs_dir: str, fp: str) -> str:
+    """``<runs_dir>/.learned/timing/<fingerprint>.json``: the step timings a run of this configuration showed (the
+    supervisor's stall timer, ``dapo_ops/agent/supervisor/stall.py`` ``StepClock`` / ``merge_learned``); a folder
+    of its own, so the probe's memo read (one file per memo) never takes it for a memo."""
+    return os.path.join(str(runs_dir), DIRNAME, "timing", fp + ".json")
+
+
 def find(memos: list[Any], k: dict[str, Any]) -> dict[str, Any] | None:
     """The memo whose key equals ``k`` (the newest one by ``recorded_at`` if several), else None."""
     hits = [m for m in memos or [] if isinstance(m, dict) and m.get("key") == k and m.get("rung")]

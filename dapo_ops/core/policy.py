@@ -268,6 +268,33 @@ POLICY: dict[str, tuple[Rule, ...]] = {
     "success": (Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),),
     "hang": (
         Rule(
+            Kind.STOP,
+            "stop: ${restarts} restarts in a row brought no new checkpoint; never restarted again without one",
+            "restarts that bring no new checkpoint: stopped (the NVIDIA resiliency extension's rule)",
+            when=("no_new_checkpoint", SET),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: the same hang again at the same step, every process in the same frames (${wait_frame}); "
+            "never retried again",
+            "the hang repeats at the same step with the same frames: not retried again",
+            when=("repeat", SET),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: every process at work waits in ${wait_frame} (the workload, not the cluster): ${wait_fix}; "
+            "no blind retry",
+            "every process waits in the same frame of the workload: not retried; fix what the verdict names",
+            when=("cause", "workload"),
+        ),
+        Rule(
+            Kind.RETRY_ONCE,
+            "ranks wait in a collective (${wait_frame}) for ranks that never joined: clean up and retry once, "
+            "stop if it hangs again",
+            "ranks missing from a collective (infrastructure): retrying once after cleanup",
+            when=("cause", ("collective-missing", "collective")),
+        ),
+        Rule(
             Kind.RETRY_ONCE,
             "stack dumps taken; clean up and retry once, stop if it stalls again",
             "stalled (no step and no output): retrying once after cleanup",
@@ -290,6 +317,11 @@ POLICY: dict[str, tuple[Rule, ...]] = {
 }
 """Class -> its rules in order; the first that holds is the policy of a verdict. Every class of
 ``dapo_ops.core.classify.verdict.CLASSES`` plus the supervisor's ``hang`` and ``error-storm``."""
+
+#: restarts in a row that may bring no new checkpoint; the next hang stops (the NVIDIA resiliency extension restarts
+#: a job only while it progresses: ``TrainingProgressTracker(max_no_progress_restarts=3)``,
+#: NVIDIA/nvidia-resiliency-ext src/nvidia_resiliency_ext/fault_tolerance/progress_tracker.py)
+MAX_RESTARTS_WITHOUT_CHECKPOINT = 3
 
 SUPERVISOR_CLASSES: tuple[str, ...] = ("hang", "error-storm")
 """Classes the supervisor adds from what it watches (never from a log's text alone)."""

@@ -35,7 +35,9 @@ DEFAULT_TUNABLES = {
     "write_interval_s": 1.0,
     "release_wait_max_s": 60.0,
     "stall_factor": 5.0,  # stall.STALL_FACTOR
-    "stall_floor_s": 300.0,  # stall.STALL_FLOOR_S
+    "stall_floor_s": 60.0,  # stall.STALL_FLOOR_S
+    "counter_window_s": 180.0,  # stall.COUNTER_WINDOW_S
+    "counter_sample_s": 15.0,  # stall.COUNTER_SAMPLE_S
     "storm_min_span_s": 10.0,  # storm.MIN_SPAN_S
     "storm_slow_span_s": 60.0,  # storm.SLOW_SPAN_S
     "log_rate_bytes_s": 16384.0,  # logcap.RATE_BYTES_S

@@ -3,6 +3,8 @@
 * NVIDIA: ``nvidia-smi --query-compute-apps=pid`` (who holds device memory) and ``--query-gpu=memory.used``
   (MiB per GPU); :func:`wait_gpu_release` is the GPU retry delay (it ends once the stopped attempt's memory is
   free again). Every query answers None when nvidia-smi is missing, fails or hangs (callers fall back).
+* How busy the devices are (:func:`device_load`: busy % and used MiB per device, nvidia-smi or npu-smi): the
+  counter stall watch (:class:`.stall.CounterWatch`) reads it.
 * The kernel / cgroup OOM-kill counter (:func:`oom_kill_count`): a SIGKILLed verl plus a grown counter is a
   host OOM (class ``oom-host``, docs/design.md "Failure classes"), which ``docker inspect`` cannot tell from inside the container.
 
@@ -16,6 +18,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from dapo_ops.agent.supervisor.record import log, now
+from dapo_ops.core import devices as core_devices
 
 
 def _smi(*query: str, timeout_s: float = 10.0) -> Optional[List[str]]:
@@ -118,6 +121,37 @@ def device_memory_used_mib(timeout_s: float = 10.0) -> Optional[List[int]]:
         return None if out is None else [int(float(x)) for x in out if x.strip()]
     except ValueError:
         return None
+
+
+def device_load(accelerator: str = "gpu", timeout_s: float = 10.0) -> Optional[List[Tuple[int, int]]]:
+    """``[(busy %, used MiB)]`` per device, or None when the tool is missing, fails or prints no busy figure.
+    NVIDIA: ``nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits``; Ascend:
+    ``npu-smi info``'s ``AICore(%)`` and HBM usage (:func:`dapo_ops.core.devices.parse_npu_smi`)."""
+    if accelerator == "npu":
+        try:
+            r = subprocess.run(
+                ["npu-smi", "info"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                timeout=timeout_s,
+                check=False,
+            )
+            rep = core_devices.parse_npu_smi(r.stdout.decode("utf-8", "replace")) if r.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, core_devices.DeviceParseError):
+            return None
+        if rep is None or not rep.devices or any(d.util_pct is None for d in rep.devices):
+            return None
+        return [(int(d.util_pct or 0), int(d.mem_used_mb)) for d in rep.devices]
+    out = _smi("--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits", timeout_s=timeout_s)
+    if not out:
+        return None
+    vals = [x.strip(",") for x in out if x.strip(",")]
+    try:
+        nums = [int(float(x)) for x in vals]
+    except ValueError:  # "[N/A]" on a device that reports no utilisation
+        return None
+    return [(nums[i], nums[i + 1]) for i in range(0, len(nums) - 1, 2)]
 
 
 # Where the OOM-kill counter of this container is visible from inside it: cgroup v2, cgroup v1, then the

@@ -15,7 +15,7 @@ import sys
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from dapo_ops.agent.supervisor import devices
+from dapo_ops.agent.supervisor import devices, stall
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, ladder, policy, topology
@@ -123,41 +123,121 @@ def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[in
 
 def stall_verdict(
     idle_s: float,
-    threshold_s: float,
+    threshold_s: Optional[float],
     step_s: List[float],
     step: Optional[int],
     total: Optional[int],
     stacks: List[Dict[str, Any]],
     stacks_file: str,
+    stall_by: Optional[str] = None,
+    counters: Optional[List[str]] = None,
 ) -> Dict[str, Any]:
-    """Nothing progressed (no step line, no output) for ``idle_s`` >= ``threshold_s`` seconds after the attempt's
-    first step (``step_s``: its step durations): class ``hang`` (one retry after cleanup, as a hang), with where
-    each process stood (``stacks``: :func:`.stall.dump_stacks`'s entries, the dumps in ``stacks_file``)."""
-    med = sorted(step_s[1:] or step_s)[len(step_s[1:] or step_s) // 2] if step_s else None
+    """The attempt stopped making progress (``stall_by``: ``silence`` = no step line and no output for ``idle_s`` >=
+    ``threshold_s`` seconds, :class:`.stall.StepClock`; ``no-step`` = output but no step line for
+    :data:`.stall.NO_STEP_FACTOR` x that; ``counters`` = devices idle, memory flat, no CPU, ``counters`` the
+    evidence, :class:`.stall.CounterWatch`): class ``hang`` with where each process stood (``stacks``:
+    :func:`.stall.dump_stacks`' entries, the dumps in ``stacks_file``) merged across ranks
+    (:func:`.stall.merge_ranks`: its ``cause`` picks the policy row, ``dapo_ops/core/policy.py``)."""
+    merged = stall.merge_ranks(stacks)
     stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
     detail = {
         "step": step,
         "total": total,
         "stalled": True,
+        "stall_by": stall_by or "silence",
         "idle_s": round(idle_s, 1),
         "threshold_s": threshold_s,
-        "median_step_s": med,
+        "stall_after_s": threshold_s,
+        "step_s": [round(x, 3) for x in step_s[-8:]],
         "stacks_file": stacks_file,
         "stacks": stacks[:16],
+        "cause": merged["cause"],
+        "frame": merged.get("frame"),
+        "wait_kind": merged.get("kind"),
+        "missing": merged.get("missing"),
+        "roles": merged.get("roles"),
     }
+    if merged.get("fix"):
+        detail["fix"] = merged["fix"]
+    if counters:
+        detail["counters"] = list(counters)
+    return _hang_with_stacks(detail, stood, stacks_file)
+
+
+def _why(detail: Dict[str, Any]) -> str:
+    by = detail.get("stall_by")
+    lim = detail.get("threshold_s")
+    if by == "counters":
+        return "devices idle, memory flat and no CPU for %.0f s" % detail["idle_s"]
+    if by == "no-step":
+        return "output but no step line for %.0f s (%.0f x the limit %.0f s)" % (
+            detail["idle_s"],
+            stall.NO_STEP_FACTOR,
+            lim or 0,
+        )
+    if by == "hang":
+        return "no training progress for %.0f min" % (detail["idle_s"] / 60.0)
+    return "no step and no output for %.0f s (limit %.0f s: %.0f x the longest step seen)" % (
+        detail["idle_s"],
+        lim or 0,
+        stall.STALL_FACTOR,
+    )
+
+
+def _where(detail: Dict[str, Any]) -> str:
+    cause, frame = detail.get("cause"), detail.get("frame")
+    if cause == "workload":
+        return "every process at work waits in %s" % frame
+    if cause == "collective-missing":
+        return "ranks wait in %s for %d rank(s) that never joined: %s" % (
+            frame,
+            len(detail.get("missing") or []),
+            ", ".join((detail.get("missing") or [])[:4]),
+        )
+    if cause == "collective":
+        return "every rank waits in the collective %s" % frame
+    return "no common frame across the processes"
+
+
+def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str) -> Dict[str, Any]:
+    name = stacks_file.rsplit("/", 1)[-1]
     return {
         "cls": "hang",
         "action_kind": policy.kind("hang", detail).value,
-        "action": "stalled: no step and no output for %.0f s (limit %.0f s = max(floor, k x median step %.1f s)); "
-        "stack dumps in %s; attempt stopped; %s"
-        % (idle_s, threshold_s, med or 0, stacks_file.rsplit("/", 1)[-1], action_text("hang", detail)),
-        "hint": "Where each process stood is in %s (py-spy dump). A driver waiting in ray.get and workers in a "
-        "collective (NCCL/HCCL all_reduce, broadcast) is a stuck collective; a worker in a data loader or a "
-        "reward call is that code. Raise the supervisor's stall_factor / stall_floor_s (spec supervisor) if "
-        "steps legitimately pause this long." % stacks_file,
-        "evidence": stood[:16],
+        "action": "stalled: %s; %s (stack dumps: %s); attempt stopped; %s"
+        % (_why(detail), _where(detail), name, action_text("hang", detail)),
+        "hint": "Where each process stood is in %s (py-spy dump), merged across ranks: ranks parked in a "
+        "collective (NCCL/HCCL all_reduce, broadcast) waiting for ranks that never joined is the cluster (one "
+        "retry after cleanup); every process in the same frame of the workload (a reward function, the data "
+        "loader, the weight sync) is that code (no retry: fix it, then `inv launch --resume <run id>`). The limit "
+        "is learned from the run's own steps (docs/troubleshooting.md \"Stalls\"); raise the supervisor's "
+        "stall_factor / stall_floor_s (spec supervisor) if steps legitimately pause this long." % stacks_file,
+        "evidence": (stood + list(detail.get("counters") or []))[:16],
         "detail": detail,
     }
+
+
+def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_without_checkpoint: int) -> None:
+    """Set ``detail.repeat`` on hang verdict ``v`` when an earlier attempt's verdict (``earlier``: run.json attempt
+    entries) was a hang at the same step with the same cause and frame, and ``detail.no_new_checkpoint`` when
+    ``restarts_without_checkpoint`` reached :data:`dapo_ops.core.policy.MAX_RESTARTS_WITHOUT_CHECKPOINT`; the
+    action kind follows (``dapo_ops/core/policy.py``)."""
+    d = v.setdefault("detail", {})
+    for a in earlier:
+        pv = a.get("verdict") or {}
+        pd = pv.get("detail") or {}
+        if (
+            pv.get("cls") == "hang"
+            and pd.get("step") == d.get("step")
+            and pd.get("frame")
+            and (pd.get("cause"), pd.get("frame")) == (d.get("cause"), d.get("frame"))
+        ):
+            d["repeat"] = True
+    if restarts_without_checkpoint >= policy.MAX_RESTARTS_WITHOUT_CHECKPOINT:
+        d["no_new_checkpoint"] = restarts_without_checkpoint
+    v["action_kind"] = policy.kind("hang", d).value
+    if d.get("repeat") or d.get("no_new_checkpoint"):
+        v["action"] = v["action"].rsplit("; ", 1)[0] + "; " + action_text("hang", d)
 
 
 def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:

@@ -139,6 +139,9 @@ class Scanner:
         is_oom: Callable[[str], bool],
         tun: Optional[Dict[str, float]] = None,
         hang_timeout_s: float = float(defaults.SPEC["hang_timeout_s"]),
+        learned_timing: Optional[Dict[str, Any]] = None,
+        settings: Optional[Dict[str, Any]] = None,
+        counters: Optional[stall.CounterWatch] = None,
     ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
@@ -152,22 +155,35 @@ class Scanner:
         self.storm: Optional[Dict[str, Any]] = None  # the storm called (storm.StormDetector's dict)
         self.step_s: List[float] = []  # this attempt's step durations (s), the first one (warm-up) included
         self._step_at: Optional[float] = None
-        self.stall_factor = float(tun.get("stall_factor", stall.STALL_FACTOR))
-        self.stall_floor_s = float(tun.get("stall_floor_s", stall.STALL_FLOOR_S))
         self.hang_timeout_s = float(hang_timeout_s)
-        self.stall_after_s: Optional[float] = None  # None before the attempt's first step
-        self.idle_s: Optional[float] = None  # a stall: seconds without a step or output when it was called
+        self.clock = stall.StepClock(
+            learned_timing,
+            float(tun.get("stall_factor", stall.STALL_FACTOR)),
+            float(tun.get("stall_floor_s", stall.STALL_FLOOR_S)),
+            self.hang_timeout_s,
+        )
+        self.settings = dict(settings or {})
+        self.counters = counters
+        # None before the attempt's first step unless a run of this configuration left its timings
+        self.stall_after_s: Optional[float] = self.clock.limit(None, None, self.settings)
+        if self.stall_after_s is not None:
+            rec["stall_after_s"] = self.stall_after_s
+        self.idle_s: Optional[float] = None  # a stall: seconds without a step (or output) when it was called
+        self.stall_by: Optional[str] = None  # what called it: "silence", "no-step" or "counters"
 
-    def _on_step(self, metrics: Dict[str, float], t: float) -> None:
+    def _on_step(self, step: int, metrics: Dict[str, float], t: float) -> None:
         """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
-        step of the attempt is measured from the attempt's start) and the stall threshold it gives."""
+        step of the attempt is measured from the attempt's start), what the clock learns from its phases and the
+        stall threshold that gives for the next step."""
+        interval = t - (self._step_at if self._step_at is not None else self.att.get("started_at", t))
         st = metrics.get("timing_s/step")
-        if st is None:
-            st = t - (self._step_at if self._step_at is not None else self.att.get("started_at", t))
         self._step_at = t
-        self.step_s.append(float(st))
+        self.step_s.append(float(st if st is not None else interval))
+        self.clock.observe(metrics, interval)
         self.storms.progress()
-        self.stall_after_s = stall.stall_after(self.step_s, self.hang_timeout_s, self.stall_factor, self.stall_floor_s)
+        if self.counters is not None:
+            self.counters.progress()
+        self.stall_after_s = self.clock.limit(step + 1, self.rec.get("total_steps"), self.settings)
         self.rec["stall_after_s"] = self.stall_after_s
 
     def scan(self, lines: List[str]) -> None:
@@ -180,7 +196,7 @@ class Scanner:
                 parsed = parse_metrics_line(line)
                 if parsed is not None:
                     record.on_step(rec, att, parsed[0], parsed[1])
-                    self._on_step(parsed[1], t)
+                    self._on_step(parsed[0], parsed[1], t)
                     self.writer.dirty = True
             if self.storm is None:
                 found = self.storms.feed(line, t)
@@ -268,8 +284,9 @@ def follow(
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
-    :mod:`.storm`), ``"stall"`` (after the first step, no step line and no new output for ``scanner.stall_after_s``
-    s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
+    :mod:`.storm`), ``"stall"`` (no step line and no new output for ``scanner.stall_after_s`` s; output but no step
+    line for :data:`.stall.NO_STEP_FACTOR` x that; or the counters idle, ``scanner.counters``: :mod:`.stall`;
+    ``scanner.stall_by`` says which) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
     the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
     when nothing is new. ``tick()`` is called after each read that brought new output (the learned-start memo)."""
     grew_at = att["started_at"]
@@ -296,8 +313,21 @@ def follow(
             return "hang"
         lim = scanner.stall_after_s
         if lim is not None and t - max(last, grew_at) > lim:
-            scanner.idle_s = round(t - max(last, grew_at), 1)
+            scanner.idle_s, scanner.stall_by = round(t - max(last, grew_at), 1), "silence"
             log("no step and no output for %.0f s (stall threshold %.0f s): stall" % (t - max(last, grew_at), lim))
+            return "stall"
+        if lim is not None and scanner.step_s and t - last > stall.NO_STEP_FACTOR * lim:
+            scanner.idle_s, scanner.stall_by = round(t - last, 1), "no-step"
+            log(
+                "output but no step line for %.0f s (%.0f x the stall threshold %.0f s): stall"
+                % (t - last, stall.NO_STEP_FACTOR, lim)
+            )
+            return "stall"
+        watch = scanner.counters
+        idle = watch.sample(t) if watch is not None else None
+        if idle is not None and watch is not None:
+            scanner.idle_s, scanner.stall_by = idle, "counters"
+            log("devices idle, memory flat, no CPU for %.0f s: stall (%s)" % (idle, "; ".join(watch.evidence)))
             return "stall"
         if writer.dirty:
             writer.write(rec, force=False)

@@ -1,5 +1,6 @@
 """The supervisor's half of learned starts: file a memo once an attempt on a ladder rung got past the phase that
-ran out (STDLIB ONLY, shipped). What a memo holds, when it is due and how a launch uses it:
+ran out (STDLIB ONLY, shipped); and the step timings of the configuration (the stall timer's, :mod:`.stall`), in
+``<runs_dir>/.learned/timing/<fingerprint>.json`` (:func:`dapo_ops.core.learned.timing_path`). What a memo holds, when it is due and how a launch uses it:
 :mod:`dapo_ops.core.learned`. Written atomically (:func:`dapo_ops.agent.runfiles.write_json_atomic`) to
 ``<runs_dir>/.learned/<fingerprint>.json``; a failed write (a full disk) is logged, never fatal.
 """
@@ -11,8 +12,20 @@ import os
 from typing import Any, Dict, Optional, Set
 
 from dapo_ops.agent import runfiles
+from dapo_ops.agent.supervisor import stall
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.core import learned
+
+
+def _file(path: str, data: Dict[str, Any], what: str) -> bool:
+    """Write ``data`` to ``path`` atomically (its folder made); False (logged, ``what`` names it) on a failed write."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        runfiles.write_json_atomic(path, data)
+    except OSError as e:
+        log("could not file %s %s: %s" % (what, path, e))
+        return False
+    return True
 
 
 class Memos:
@@ -39,11 +52,7 @@ class Memos:
             return None
         self.filed.add(sig)
         path = learned.memo_path(self.runs_dir, fp)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            runfiles.write_json_atomic(path, memo)
-        except OSError as e:
-            log("could not file the learned start %s: %s" % (path, e))
+        if not _file(path, memo, "the learned start"):
             return None
         rec["learned_memo"] = {
             "path": path,
@@ -56,3 +65,26 @@ class Memos:
             % (path, ran["phase"], rec.get("step"), ", ".join(learned.rung_names(memo)) or "its features")
         )
         return path
+
+    def _timing_path(self) -> Optional[str]:
+        fp = (self.spec.get("learn") or {}).get("fingerprint")
+        return learned.timing_path(self.runs_dir, fp) if fp else None
+
+    def timing(self) -> Optional[Dict[str, Any]]:
+        """The step timings earlier runs of this configuration left (:func:`.stall.merge_learned`'s dict), or None
+        (none, unreadable, or a spec without ``learn``)."""
+        path = self._timing_path()
+        try:
+            data = runfiles.read_json(path) if path else None
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def file_timing(self, measured: Dict[str, Any]) -> Optional[str]:
+        """Merge an attempt's step timings (:meth:`.stall.StepClock.to_json`) into the configuration's file
+        (:func:`.stall.merge_learned`). Returns the path written, None when nothing was (no step, no ``learn``, a
+        failed write: logged)."""
+        path = self._timing_path()
+        if not path or not measured.get("steps"):
+            return None
+        return path if _file(path, stall.merge_learned(self.timing(), measured), "the step timings") else None

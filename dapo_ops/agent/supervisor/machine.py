@@ -219,6 +219,14 @@ class Supervisor:
             classify.is_device_oom_line,
             self.tun,
             self.hang_timeout_s,
+            learned_timing=self.memos.timing() if self.memos is not None else None,
+            settings=self._clock_settings(),
+            counters=stall.CounterWatch(
+                lambda: devices.device_load(str(self.spec.get("accelerator") or "npu")),
+                self._attempt_cpu_s,
+                self.tun["counter_window_s"],
+                self.tun["counter_sample_s"],
+            ),
         )
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
         killed_by = follow.follow(
@@ -247,6 +255,8 @@ class Supervisor:
         self.att_pids = attempt.teardown(self.proc, self.marker, self.cmd_marker, self.tun["kill_grace_s"], att, gpu)
         follower.finish()
         self._learn()  # the last lines may hold the step that got past the OOM
+        if self.memos is not None and self.memos.file_timing(scanner.clock.to_json()):
+            log("step timings of attempt %d filed (stall timer of the next run of this configuration)" % k)
         code = attempt.exit_code(self.proc.returncode)
         container_state = attempt.kernel_oom(oom0, code, att) if killed_by is None else None
         return {
@@ -260,8 +270,41 @@ class Supervisor:
             "idle_s": idle_s,
             "step_s": list(scanner.step_s),
             "stall_after_s": scanner.stall_after_s,
+            "stall_by": scanner.stall_by,
+            "counters": list(scanner.counters.evidence) if scanner.counters is not None else [],
             "evidence": ev,
         }
+
+    def _clock_settings(self) -> Dict[str, Any]:
+        """``save_freq`` / ``test_freq`` the run's verl uses (the settings, else an ``--override`` of
+        ``trainer.save_freq`` / ``trainer.test_freq``): which steps save or validate (:class:`.stall.StepClock`)."""
+        s = self._settings()
+        out = {"save_freq": s.get("save_freq"), "test_freq": s.get("test_freq")}
+        for o in s.get("extra_overrides") or []:
+            key, _, val = str(o).lstrip("+~").partition("=")
+            name = {"trainer.save_freq": "save_freq", "trainer.test_freq": "test_freq"}.get(key.strip())
+            if name:
+                try:
+                    out[name] = int(val.strip().strip("'\""))
+                except ValueError:
+                    pass
+        return out
+
+    def _attempt_cpu_s(self) -> Optional[float]:
+        """CPU seconds the current attempt's processes have used together (None when none is readable)."""
+        vals = [procs.cpu_seconds(p) for p in procs.own_processes(self.pgid, self.marker, self.cmd_marker)]
+        got = [v for v in vals if v is not None]
+        return sum(got) if got else None
+
+    def _restarts_without_checkpoint(self, ckpt: Optional[int]) -> int:
+        """Restarts (attempts after the run's first) in a row, the last attempt included, that started from checkpoint
+        ``ckpt`` (the newest now): none of them brought a new checkpoint."""
+        n = 0
+        for a in reversed(self.rec.get("attempts") or []):
+            if a.get("resumed_from") != ckpt:
+                break
+            n += 1 if int(a.get("n") or 1) > 1 else 0
+        return n
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
         """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
@@ -417,22 +460,26 @@ class Supervisor:
                 return self._stopped()
             if out["killed_by"] == "storm":
                 verdict = escalate.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
-            elif out["killed_by"] == "stall":
+            elif out["killed_by"] in ("stall", "hang") and (out["killed_by"] == "stall" or out["stacks"] is not None):
+                hang = out["killed_by"] == "hang"
                 verdict = escalate.stall_verdict(
                     out["idle_s"],
-                    out["stall_after_s"],
+                    self.hang_timeout_s if hang else out["stall_after_s"],
                     out["step_s"],
                     self.rec.get("step"),
                     self.rec.get("total_steps"),
                     out["stacks"] or [],
                     str(Path(self.run_dir) / att.get("stacks", "")),
+                    "hang" if hang else out.get("stall_by"),
+                    out.get("counters") if out.get("stall_by") == "counters" else None,
+                )
+                escalate.mark_repeat(
+                    verdict,
+                    self.rec["attempts"][:-1],
+                    self._restarts_without_checkpoint(latest_checkpoint(self._settings().get("ckpt_dir"))),
                 )
             elif out["killed_by"] == "hang":
                 verdict = escalate.hang_verdict(self.hang_timeout_s, self.rec.get("step"), self.rec.get("total_steps"))
-                if out["stacks"] is not None:
-                    verdict["detail"].update(
-                        stacks_file=str(Path(self.run_dir) / att.get("stacks", "")), stacks=out["stacks"][:16]
-                    )
             elif out["killed_by"] == "disk-full" or (
                 out["killed_by"] is None and out["exit_code"] != 0 and self.disk.check(force=True)
             ):  # verl died of it first

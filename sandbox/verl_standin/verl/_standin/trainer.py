@@ -636,15 +636,65 @@ class StandinTrainer:
             except Exception as e:  # noqa: BLE001 - the user's error, as verl's agent loop sees it
                 reward.storm(self.out, fn, kw, e, float(self.scn.get("storm_rate", 29.0)), self.ip)
 
+    def _util(self, pct: int) -> None:
+        """The devices' busy % the nvidia-smi / npu-smi stand-ins report (/tmp/dapo-standin/util.json): busy while
+        it steps, 0 once it stalls (what a real device shows when every rank waits)."""
+        try:
+            os.makedirs("/tmp/dapo-standin", exist_ok=True)
+            with open("/tmp/dapo-standin/util.json.tmp", "w") as f:
+                f.write(json.dumps({"util": int(pct)}))
+            os.replace("/tmp/dapo-standin/util.json.tmp", "/tmp/dapo-standin/util.json")
+        except OSError:
+            pass
+
     def _stall(self):
-        """Hang with the processes alive: a child process stands in for a Ray worker (a Python process blocked in
-        a collective-like wait, so ``py-spy dump`` shows a stack), the driver waits on it without output."""
+        """Hang with the processes alive, each stand-in Ray worker really parked in the Python frame a real hang
+        shows, so ``py-spy dump`` reads it (their process titles are Ray's ``ray::<Actor>.<method>``):
+        ``failure.where`` = ``collective`` (default: ``failure.ranks`` actor ranks in ``all_reduce`` of a module at
+        ``torch/distributed/distributed_c10d.py``, ``failure.missing`` of them parked in ``generate_sequences``
+        instead: ranks missing from the collective) or ``user`` (``ranks`` reward workers in the user's
+        ``compute_score``). The driver waits on them without output, as ``ray.get`` on workers that never answer."""
         import subprocess
 
-        code = "import time\ndef all_reduce_wait():\n    while True:\n        time.sleep(1)\nall_reduce_wait()\n"
-        child = subprocess.Popen([sys.executable, "-c", code], pass_fds=tuple(getattr(self, "dev_fds", ())))
-        self.out.line(f"stand-in Ray worker pid={child.pid} started; waiting for it (stall cue)", None)
-        while True:  # ray.get() on a worker that never answers
+        where = str(self.fail.get("where", "collective"))
+        ranks = int(self.fail.get("ranks", 2))
+        missing = int(self.fail.get("missing", 0))
+        root = "/tmp/dapo-standin/stall"
+        os.makedirs(os.path.join(root, "torch", "distributed"), exist_ok=True)
+        files = {
+            "torch/__init__.py": "",
+            "torch/distributed/__init__.py": "",
+            "torch/distributed/distributed_c10d.py": "import time\n\n\ndef all_reduce(tensor, group=None):\n"
+            "    while True:  # the NCCL/HCCL kernel never completes\n        time.sleep(1)\n",
+            "rollout_worker.py": "import time\n\n\ndef generate_sequences(prompts):\n    while True:\n"
+            "        time.sleep(1)\n",
+            "my_reward.py": "import time\n\n\ndef compute_score(data_source, solution_str, ground_truth, "
+            "extra_info=None):\n    while True:  # a reward call that never returns\n        time.sleep(1)\n",
+        }
+        for name, text in files.items():
+            with open(os.path.join(root, name), "w") as f:
+                f.write(text)
+        if where == "user":
+            plan = [("ray::RewardLoopWorker.compute_score", "import my_reward; my_reward.compute_score('', '', '')")]
+            plan *= ranks
+        else:
+            coll = (
+                "ray::WorkerDict.actor_rollout_update_actor",
+                "from torch.distributed import distributed_c10d as d; d.all_reduce(None)",
+            )
+            gen = (
+                "ray::WorkerDict.actor_rollout_update_actor",
+                "import rollout_worker; rollout_worker.generate_sequences(None)",
+            )
+            plan = [coll] * max(0, ranks - missing) + [gen] * missing
+        env = dict(os.environ, PYTHONPATH=root)
+        for title, code in plan:
+            child = subprocess.Popen(
+                [title, "-c", code], executable=sys.executable, env=env, pass_fds=tuple(getattr(self, "dev_fds", ()))
+            )
+            self.out.line(f"stand-in Ray worker pid={child.pid} started; waiting for it (stall cue)", None)
+        self._util(0)
+        while True:  # ray.get() on workers that never answer
             time.sleep(float(self.fail.get("hang_s", 10**9)))
 
     def _worker_error(self):
@@ -731,6 +781,7 @@ class StandinTrainer:
         score_fn = self._reward_fn()
         for step in range(start + 1, total + 1):
             t = time.time()
+            self._util(90)
             at_fail = fail is not None and step == fstep
             if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
                 time.sleep(float(fail.get("hang_s", 10**9)))
