@@ -45,8 +45,9 @@ def train_feed(pv: PlanView, data: list[dict]) -> datafeed.DataFeed | None:
     (``data``: one dict per file, ``path``, ``ok``, ``rows``), or None when a train file is unreadable or uncounted."""
     train = pv.s("train_file")
     names = {str(x) for x in (train if isinstance(train, (list, tuple)) else [train]) if x}
-    rows = [d.get("rows") for d in data if d.get("path") in names]
-    if not rows or any(not isinstance(r, int) for r in rows):
+    got = [d.get("rows") for d in data if d.get("path") in names]
+    rows = [r for r in got if isinstance(r, int)]
+    if not rows or len(rows) != len(got):
         return None
     extra = list(pv.settings["extra_overrides"] or [])
     return datafeed.DataFeed(
