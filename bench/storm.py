@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Error-storm benchmark (no hosts: the real supervisor process with a fake verl on this machine; issue 29).
 
-1. **Healthy logs** (``--healthy``, the measurement behind ``dapo_ops/agent/supervisor/storm.py``'s thresholds): per
+1. **Healthy logs** (``--healthy``, the measurement behind ``dapo_ops/core/classify/storm.py``'s thresholds): per
    log we hold (tests/fixtures/real-verl: the 8 H200 runs + the tool runs; tests/cases: 35 public reports and their
    variants), the most tracebacks of one key (innermost exception type + innermost frame) with no step between them.
 2. **Time to verdict**: a fake verl prints 2 steps, then verl 0.9.1's reward-function storm (the stand-in's traceback
@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dapo_ops.agent.supervisor.storm import repeats_without_progress  # noqa: E402
+from dapo_ops.core.classify.storm import repeats_without_progress  # noqa: E402
 from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.core.logformat import parse_metrics_line, split_lines  # noqa: E402
 from reaction import make_run, proc_cpu_rss, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dapo_ops.agent.supervisor import diskspace, stall, storm
+from dapo_ops.agent.supervisor import diskspace, stall
+from dapo_ops.core.classify import storm
 from dapo_ops.control.status import table as statustable
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.core import ladder

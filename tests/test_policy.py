@@ -22,6 +22,7 @@ from dapo_ops.agent.supervisor import escalate
 from dapo_ops.agent.supervisor.diskspace import DiskWatch
 from dapo_ops.core import classify as C
 from dapo_ops.core import ladder, memladder, topology
+from dapo_ops.core.classify import storm as stormmod
 from dapo_ops.core.classify.decide import mk
 from dapo_ops.core.features import resolve
 
@@ -136,9 +137,9 @@ def _walk():
         "user_func": "score",
         "evidence": ["x"],
     }
-    out.append(("error-storm/user-frame", escalate.storm_verdict(storm, 3, 10), SETTINGS))
+    out.append(("error-storm/user-frame", stormmod.storm_verdict(storm, 3, 10), SETTINGS))
     out.append(
-        ("error-storm/framework", escalate.storm_verdict(dict(storm, user_frame=None, user_path=None), 3, 10), SETTINGS)
+        ("error-storm/framework", stormmod.storm_verdict(dict(storm, user_frame=None, user_path=None), 3, 10), SETTINGS)
     )
     disk = DiskWatch("/runs/r1", reserve_bytes=0)
     disk.full = {"path": "/runs/r1/train.log", "error": "No space left on device"}

@@ -390,9 +390,10 @@ def test_storm_record_and_status():
     row = done_row(rec)
     assert row.state == "failed" and row.verdict == "error-storm" and (row.step, row.total) == (1, 4)
     assert "bad_reward.py:5" in statusview.ending_line(rec)
-    # the log alone (no storm timing): the exit code from the supervisor's attempt end line, SIGABRT, never a success
+    # the log alone, after the fact: the live rules replayed on the log's own clock (issue 42 item 6; before it, the
+    # classifier read only the SIGABRT of the kill: crash-other) give the supervisor's verdict, never a success
     v2 = classify.classify(gzip.decompress((STORM / "train.log.gz").read_bytes()).decode("utf-8", "replace"))
-    assert (v2.cls, v2.detail["exit_code"], v2.detail["cause"]) == ("crash-other", 134, "abort"), v2
+    assert (v2.cls, v2.detail["user_frame"], v2.action_kind) == ("error-storm", "bad_reward.py:5", "stop"), v2
 
 
 # ---- 2026-12-02 session 5 (issue 33 item 2): Megatron through the tool, trained and resumed ------------------

@@ -1,5 +1,5 @@
 """Error storms, stalls sized to the run and train.log's bound (issue 29): pure tests of the supervisor's own code
-(dapo_ops/agent/supervisor/storm.py, stall.py, logcap.py, follow.Scanner) and one supervisor run with the fake verl.
+(dapo_ops/core/classify/storm.py, stall.py, logcap.py, follow.Scanner) and one supervisor run with the fake verl.
 
 The real H200 storm is tests/fixtures/real-verl/tool-runs/f-storm/attempt-1.log.gz (gpu/f-storm.sh through the
 tool's own tasks, 2026-12-02: verl 0.9.1's agent loop retrying gpu/bad_reward.py's KeyError; the whole attempt log,
@@ -11,20 +11,18 @@ synthetic-rate tests; the healthy logs are every real one we hold (tests/fixture
 
 from __future__ import annotations
 
-import calendar
 import glob
 import gzip
 import json
 import os
-import re
-import time
 from pathlib import Path
 
 import pytest
 
-from dapo_ops.agent.supervisor import escalate, follow, logcap, record, stall, storm
+from dapo_ops.agent.supervisor import follow, logcap, record, stall
+from dapo_ops.core.classify import storm
 from dapo_ops.core import features, ladder
-from dapo_ops.core.logformat import TracebackReader, normalise_line, parse_metrics_line, split_lines
+from dapo_ops.core.logformat import TracebackReader, normalise_line, parse_log_time, parse_metrics_line, split_lines
 
 from supervisor_helpers import new_run, run_to_end
 
@@ -83,21 +81,16 @@ def test_storm_replay_is_called_with_the_users_frame_and_the_ladder_stops(monkey
     assert found["user_frame"] == "bad_reward.py:5" and found["user_path"] == "/tmp/dapo/bad_reward.py"
     assert found["count"] >= storm.MIN_REPEATS and found["span_s"] >= storm.MIN_SPAN_S
     assert called_at - 1000.0 < 120  # within 2 minutes of the first traceback
-    v = escalate.storm_verdict(found, 1, 4)
+    v = storm.storm_verdict(found, 1, 4)
     assert v["cls"] == "error-storm" and "bad_reward.py:5" in v["action"] and "KeyError" in v["action"]
     assert any("bad_reward.py" in e for e in v["evidence"])
     d = ladder.decide(features.resolve(None), v["cls"], v["detail"], 0, 2, {}, {})
     assert d.action == "stop"  # never retried unchanged
 
 
-#: the wall-clock stamps verl's loggers and Ray's C++ logger print (``ERROR:2026-12-02 01:32:01,674:``,
-#: ``[2026-12-02 01:32:17,693 E ...]``, Ray's ``2026-12-02 01:28:47,343\tINFO``), UTC on the device
-_STAMP = re.compile(r"(20\d\d-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})")
-
-
 def _stamp(line):
-    m = _STAMP.search(line)
-    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000.0 if m else None
+    """The line's own wall-clock stamp (the one grammar: dapo_ops/core/logformat.py parse_log_time)."""
+    return parse_log_time(line)
 
 
 def test_real_h200_storm_is_called_on_the_logs_own_clock_and_the_ladder_stops(monkeypatch):
@@ -128,7 +121,7 @@ def test_real_h200_storm_is_called_on_the_logs_own_clock_and_the_ladder_stops(mo
     assert 0 <= called_at - first_tb < 120, (first_tb, called_at)  # 01:32:01.674 -> called within 2 minutes
     rec = json.loads((REAL_STORM / "run.json").read_text())
     on_device = rec["attempts"][0]["verdict"]
-    v = escalate.storm_verdict(found, 1, 4)
+    v = storm.storm_verdict(found, 1, 4)
     assert v["cls"] == on_device["cls"] == "error-storm"
     assert v["detail"]["user_frame"] == on_device["detail"]["user_frame"] == "bad_reward.py:5"
     assert "bad_reward.py:5" in v["action"] and "KeyError" in v["action"]

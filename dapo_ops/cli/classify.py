@@ -1,7 +1,9 @@
 """``dapo-ops classify LOGFILE [--exit-code N]``: read a training log and say what happened and what to do.
 
 Thin wrapper around :func:`dapo_ops.core.classify.classify_file` (which reads only the last 4 MiB, so a
-multi-GB ``train.log`` costs the same as a small one). Output contract (scripts may rely on it): the
+multi-GB ``train.log`` costs the same as a small one); a gzip log (``attempt-<k>.log.gz``) is streamed and its
+last 4 MiB of text classified the same way. The classifier replays the live supervisor's detectors on the log's
+own clock (``dapo_ops/core/classify/replay.py``): a storm reads ``error-storm`` here as it did on the run. Output contract (scripts may rely on it): the
 first two lines are exactly ``class: <name>`` and ``action: <text>``; then ``kind:``, ``detail:``,
 the evidence lines and the hint. Exit 0 whenever the file could be read (whatever the verdict); a
 one-line error and exit 2 otherwise.
@@ -9,8 +11,10 @@ one-line error and exit 2 otherwise.
 
 from __future__ import annotations
 
+import gzip
 import json
 import textwrap
+import zlib
 
 from invoke.exceptions import Exit
 
@@ -81,16 +85,14 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
     state = {"OOMKilled": oom} if oom is not None else None
     if int(tail_mib) <= 0:
         raise Exit("classify: --tail-mib must be a positive number of MiB, e.g. 4", code=EXIT_USAGE)
+    kw = {"exit_code": code, "container_state": state, "planned_total": int(total) or None}
     try:
-        v = classifier.classify_file(
-            logfile,
-            tail_bytes=int(tail_mib) << 20,
-            exit_code=code,
-            container_state=state,
-            planned_total=int(total) or None,
-        )
-    except OSError as exc:
-        raise Exit(f"classify: cannot read {logfile}: {exc.strerror or exc}", code=EXIT_USAGE)
+        if _is_gzip(logfile):  # a kept log (attempt-<k>.log.gz): the same tail of its text
+            v = classifier.classify(_gzip_tail(logfile, int(tail_mib) << 20), **kw)
+        else:
+            v = classifier.classify_file(logfile, tail_bytes=int(tail_mib) << 20, **kw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise Exit(f"classify: cannot read {logfile}: {getattr(exc, 'strerror', None) or exc}", code=EXIT_USAGE)
     if json:
         print(f"class: {v.cls}")
         print(f"action: {v.action}")
@@ -99,6 +101,24 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
         print(_json_dumps(v.to_json()))
     else:
         print(render(v))
+
+
+def _is_gzip(path: str) -> bool:
+    """True when the file starts with the gzip magic bytes (1f 8b). Raises OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _gzip_tail(path: str, tail_bytes: int) -> str:
+    """The last ``tail_bytes`` bytes of a gzip file's text (streamed; the first partial line dropped), decoded as
+    UTF-8 with replacement. Raises OSError / EOFError / zlib.error on a broken file."""
+    tail = b""
+    with gzip.open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            tail = (tail + chunk)[-tail_bytes - 1 :]
+    if len(tail) > tail_bytes:
+        tail = tail[tail.find(b"\n") + 1 :] if b"\n" in tail else tail[1:]
+    return tail.decode("utf-8", errors="replace")
 
 
 def _json_dumps(obj) -> str:

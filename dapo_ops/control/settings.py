@@ -377,6 +377,14 @@ PARAMS: tuple[Param, ...] = (
         flag=None,
         choices=("start", "warn"),
     ),
+    _p(
+        "allow_short_data",
+        "ALLOW_SHORT_DATA",
+        "bool",
+        "run --steps beyond what the train data feeds (rows // train_batch_size x trainer.total_epochs, verl's epoch "
+        "limit: verl/trainer/ppo/v1/trainer_base.py:467) with a warning instead of refusing it; verl then ends the "
+        "run early (verdict: the training data ran out)",
+    ),
     _p("hang_timeout", "HANG_TIMEOUT", "int", "no new step for this long = hang", unit="seconds", minimum=60),
     _p("project", "PROJECT_NAME", "str", "trainer.project_name (SwanLab project)", tracker=SWANLAB_PROJECT),
     _p(

@@ -67,6 +67,9 @@ RUN: Mapping[str, Any] = MappingProxyType(
         "hccl_host_socket_port_range": "60000-60050",
         "hccl_npu_socket_port_range": "61000-61050",
         "memory_fit": "start",
+        # False: preflight and launch refuse --steps beyond what the train data feeds before verl's epoch limit
+        # (dapo_ops/core/datafeed.py); True: warn, and the run ends early with verl (verdict data-ran-out)
+        "allow_short_data": False,
         "hang_timeout": 1800,  # seconds without a new step
         "project": "dapo-ops",
         "experiment": "",
@@ -120,6 +123,7 @@ SPEC_SETTINGS: Mapping[str, Any] = MappingProxyType(
         "trainer_mode": RUN["trainer_mode"],
         "max_staleness": RUN["max_staleness"],
         "memory_fit": RUN["memory_fit"],
+        "allow_short_data": RUN["allow_short_data"],
         "parameter_sync_step": RUN["parameter_sync_step"],
         "max_actor_ckpt_to_keep": RUN["max_actor_ckpt_to_keep"] or None,  # NONE_IN_SPEC
         "project": RUN["project"],

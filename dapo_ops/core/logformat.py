@@ -26,6 +26,7 @@ Real logs: ``tests/fixtures/real-verl/`` (8 H200 runs and the tool runs).
 
 from __future__ import annotations
 
+import calendar
 import re
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -145,6 +146,31 @@ def parse_metrics_line(line: str) -> Optional[Tuple[int, Dict[str, float]]]:
         if val is not None:
             metrics[k] = val
     return step, metrics
+
+
+#: the wall-clock stamps verl's loggers and Ray print near a line's start: verl's ``ERROR:2026-12-02 01:32:01,674:``
+#: (``logging`` ``%(levelname)s:%(asctime)s:``), Ray's C++ ``[2026-12-02 01:32:17,693 E 16535 16535]`` and Python
+#: ``2026-12-02 01:28:47,343\tINFO``; read as UTC (only differences between them are used)
+LOG_TIME_RE = re.compile(r"(?<!\d)(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,6}))?")
+#: how far into a line (after ANSI and Ray prefixes are counted in) a stamp is looked for
+LOG_TIME_WINDOW = 80
+
+
+def parse_log_time(line: str) -> Optional[float]:
+    """The wall-clock stamp near the start of a log line (:data:`LOG_TIME_RE`), as seconds since the epoch (UTC),
+    else None. A stamp further in than :data:`LOG_TIME_WINDOW` characters (inside a message or a path) is not the
+    line's own time."""
+    if "-" not in line[:LOG_TIME_WINDOW]:
+        return None
+    m = LOG_TIME_RE.search(line, 0, LOG_TIME_WINDOW + 26)
+    if m is None or m.start() > LOG_TIME_WINDOW:
+        return None
+    y, mo, d, h, mi, sec, frac = m.groups()
+    try:
+        t = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(sec), 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    return t + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
 def parse_total(line: str) -> Optional[int]:

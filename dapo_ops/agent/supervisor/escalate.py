@@ -80,47 +80,6 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
     )
 
 
-def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
-    """The same exception repeated with no step in between (``found``: :class:`.storm.StormDetector`'s dict): the
-    attempt was stopped; class ``error-storm`` (stop: the same code fails again; ``dapo_ops/core/policy.py``)."""
-    at = found.get("user_frame") or found.get("frame")
-    who = (
-        "in your code at %s (%s)" % (at, found.get("user_path"))
-        if found.get("user_frame")
-        else "at %s (inside the framework: no frame of your own code)" % at
-    )
-    msg = (": %s" % found["message"][:120]) if found.get("message") else ""
-    return verdict(
-        "error-storm",
-        "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s"
-        % (
-            found.get("exc"),
-            msg,
-            found.get("count") or 0,
-            found.get("span_s") or 0,
-            who,
-            action_text("error-storm", {}),
-        ),
-        "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
-        "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
-        "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
-        "<run id>` continues from the last checkpoint." % (at or "the code in the evidence"),
-        list(found.get("evidence") or []),
-        {
-            "step": step,
-            "total": total,
-            "exc": found.get("exc"),
-            "message": found.get("message"),
-            "count": found.get("count"),
-            "span_s": found.get("span_s"),
-            "frame": found.get("frame"),
-            "user_frame": found.get("user_frame"),
-            "user_path": found.get("user_path"),
-            "user_func": found.get("user_func"),
-        },
-    )
-
-
 def stall_verdict(
     idle_s: float,
     threshold_s: Optional[float],

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
-from dapo_ops.agent.supervisor import logcap, record, stall, storm
+from dapo_ops.agent.supervisor import logcap, record, stall
 from dapo_ops.agent.supervisor.record import iso, log, now
 from dapo_ops.core import defaults
+from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import (
     ANSI_RE,
     LinkScanner,

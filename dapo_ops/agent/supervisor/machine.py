@@ -37,6 +37,7 @@ from dapo_ops.agent.supervisor import (
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import classify, defaults, features, runstate
+from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import swanlab_run_id
 
 DESCRIPTION = "The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes."
@@ -459,7 +460,7 @@ class Supervisor:
                 self.train_log.end(k, out["exit_code"], "stopped")
                 return self._stopped()
             if out["killed_by"] == "storm":
-                verdict = escalate.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
+                verdict = storm.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
             elif out["killed_by"] in ("stall", "hang") and (out["killed_by"] == "stall" or out["stacks"] is not None):
                 hang = out["killed_by"] == "hang"
                 verdict = escalate.stall_verdict(

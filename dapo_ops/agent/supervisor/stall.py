@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from dapo_ops.agent.supervisor import storm
+from dapo_ops.core.classify import storm
 
 #: stall = no progress for this many times the longest step the run has shown (NVIDIA resiliency extension's
 #: safety factor: ``TimeoutsCalc.__init__(safety_factor=5.0)`` in NVIDIA/nvidia-resiliency-ext

@@ -57,6 +57,7 @@ QUICK_CHECKS = (
     "cann",
     "model",
     "data",
+    "data-feed",
     "disk",
     "memory-fit",
     "swanlab",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dapo_ops.control.preflight.plan import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+from dapo_ops.core import datafeed
 
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
@@ -37,6 +38,42 @@ def stays_on_disk(saves: int, keep: int) -> int:
     up to ``keep`` earlier ones plus ``keep`` of its own: ``min(saves, 2 * keep)`` (``keep`` < 1: every save).
     """
     return saves if keep < 1 else min(saves, 2 * keep)
+
+
+def train_feed(pv: PlanView, data: list[dict]) -> datafeed.DataFeed | None:
+    """What the train files feed (:class:`dapo_ops.core.datafeed.DataFeed`) from the probe's parquet facts
+    (``data``: one dict per file, ``path``, ``ok``, ``rows``), or None when a train file is unreadable or uncounted."""
+    train = pv.s("train_file")
+    names = {str(x) for x in (train if isinstance(train, (list, tuple)) else [train]) if x}
+    got = [d.get("rows") for d in data if d.get("path") in names]
+    rows = [r for r in got if isinstance(r, int)]
+    if not rows or len(rows) != len(got):
+        return None
+    extra = list(pv.settings["extra_overrides"] or [])
+    return datafeed.DataFeed(
+        rows=sum(rows),
+        train_batch_size=int(pv.settings["train_batch_size"]),
+        epochs=datafeed.total_epochs(extra),
+        upper_bound=datafeed.filters_overlong(extra),
+    )
+
+
+def _data_feed_check(pv: PlanView | None, data: list[dict]) -> Check | None:
+    """Check ``data-feed``: the steps the train data feeds before verl's epoch limit against ``--steps``
+    (issue 42 item 4): fail with the numbers and the fix, warn under ``allow_short_data``, ok with the figure."""
+    if pv is None:
+        return None
+    feed = train_feed(pv, data)
+    if feed is None:
+        return None
+    steps = int(pv.settings["steps"])
+    short = feed.shortfall(steps)
+    if short is None:
+        bound = " (data.filter_overlong_prompts may drop rows: an upper bound)" if feed.upper_bound else ""
+        return Check("data-feed", OK, "%s >= --steps %d%s" % (feed.figure(), steps, bound))
+    if feed.steps_per_epoch and pv.s("allow_short_data"):
+        return Check("data-feed", WARN, short.split(" (--allow-short-data", 1)[0], "allowed by allow_short_data")
+    return Check("data-feed", FAIL, short.split("; use ", 1)[0], "use " + short.split("; use ", 1)[1])
 
 
 def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
@@ -84,6 +121,9 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 fix = "re-create the file (verl's examples/data_preprocess) or `inv prepare` to fetch it again"
             more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
             out.append(Check(name, FAIL, probs[0] + more, fix))
+    feed = _data_feed_check(pv, p.get("data") or [])
+    if feed is not None:
+        out.append(feed)
     disk = p.get("disk")
     if disk:
         if disk.get("error"):

@@ -348,14 +348,34 @@ def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT
     ]
 
 
-def _evidence_for(text: str, recorded: dict | None) -> tuple[str | None, list[str]]:
-    """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded."""
+#: what a live attempt's log (no exit yet) may read as without being a failure: no error (``success`` of the steps
+#: so far) or ``crash-other`` (a generic traceback, or nothing: a crash needs the process to have ended)
+LIVE_NOT_FAILURE = ("success", "crash-other")
+
+
+def attempt_is_live(run_rec: dict, n: int | None) -> bool:
+    """True when attempt ``n`` of the run record ``run_rec`` (run.json) is still running: the run is not terminal
+    and the attempt has no recorded end (``ended_at`` / ``exit_code`` / ``verdict``). A dead supervisor's run stays
+    "running" in run.json; its attempt counts as live here, and status names the dead supervisor."""
+    if run_rec.get("status") in TERMINAL_STATUSES:
+        return False
+    for a in run_rec.get("attempts") or []:
+        if a.get("n") == n:
+            return a.get("ended_at") is None and a.get("exit_code") is None and not a.get("verdict")
+    return False
+
+
+def _evidence_for(text: str, recorded: dict | None, live: bool = False) -> tuple[str | None, list[str]]:
+    """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded. ``live``
+    (the attempt is still running, :func:`attempt_is_live`): a verdict of :data:`LIVE_NOT_FAILURE` is no failure
+    (issue 42 item 6: ``logs --errors`` on a healthy running run printed ``attempt 1: crash-other``); what the
+    live supervisor would call (an OOM line, an error storm replayed on the log's clock) still shows."""
     from dapo_ops.core import classify  # heavy-ish: only ``logs --errors`` needs it
 
     cls, ev = None, []
     if text:
         v = classify.classify(text)
-        if v.cls != "success":
+        if v.cls not in (LIVE_NOT_FAILURE if live else ("success",)):
             cls, ev = v.cls, list(v.evidence)
     if recorded and recorded.get("cls") != "success":
         cls = recorded.get("cls") or cls
@@ -377,7 +397,8 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
     n = 0
     for entry in res["logs"]:
         text = runlogs.decode_tail(entry)
-        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]))
+        live = attempt_is_live(res.get("run") or {}, entry["attempt"])
+        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]), live)
         blocks = error_excerpts(text, ev)
         if not blocks and not ev:
             continue

@@ -53,6 +53,7 @@ from dapo_ops.core.classify.decide import decide as _decide
 from dapo_ops.core.classify.decide import mk as _mk
 from dapo_ops.core.classify.docs import CLASS_TABLE
 from dapo_ops.core.classify.logtail import is_device_oom_line
+from dapo_ops.core.classify.replay import replay as _replay
 from dapo_ops.core.classify.verdict import CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
 
 __all__ = [
@@ -73,6 +74,11 @@ __all__ = [
 #: ``troubleshooting_section() -> str`` (markdown starting with ``## ``), rendered after the OOM phases and the
 #: device-code families, in this order. The memory ladder (dapo_ops/core/ladder.py) adds its phase -> rungs table.
 DOC_SECTION_MODULES: tuple[str, ...] = ("dapo_ops.core.ladder",)
+
+
+#: verdicts the live supervisor puts before an error storm (``follow.outcome``: a device-OOM line wins; a finished
+#: run is no storm): every other verdict of the text gives way to the storm the replay calls (issue 42 item 6)
+_LIVE_FIRST = ("success", "oom-device")
 
 
 def classify(
@@ -96,12 +102,20 @@ def classify(
         planned_total: planned training steps (``trainer.total_training_steps``); defaults to
             ``Total training steps: N`` / the progress bar total found in the log.
 
+    The live supervisor's detectors are replayed over the text on its own clock
+    (:mod:`dapo_ops.core.classify.replay`): an error storm is ``error-storm`` here too, the same verdict the
+    supervisor records (issue 42 item 6).
+
     Returns:
         The verdict. A log with no evidence at all gives ``crash-other`` with
         ``detail["inconclusive"] = True`` (the supervisor turns that into ``hang`` from timing).
     """
     try:
-        return _decide(text, exit_code, container_state, planned_total)
+        v = _decide(text, exit_code, container_state, planned_total)
+        if v.cls in _LIVE_FIRST:
+            return v
+        found = _replay(text if isinstance(text, str) else text.decode("utf-8", errors="replace")).verdict()
+        return Verdict(**found) if found is not None else v
     except Exception as exc:  # pragma: no cover - last line of defence for the supervisor
         return _mk(
             "crash-other",

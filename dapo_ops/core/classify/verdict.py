@@ -24,7 +24,7 @@ CLASSES: tuple[str, ...] = (
     "success",
 )
 """The failure classes (exact names, docs/design.md). ``hang`` (no progress: the hang cap or a stall sized to the run)
-and ``error-storm`` (the same exception repeating with no step: ``dapo_ops/agent/supervisor/storm.py``) are added by
+and ``error-storm`` (the same exception repeating with no step: ``dapo_ops/core/classify/storm.py``) are added by
 the supervisor from what it watches, never from a log's text alone."""
 
 PHASES: tuple[str, ...] = (

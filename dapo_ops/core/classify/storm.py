@@ -1,4 +1,9 @@
-"""Error storms: the same exception again and again while training does not move (STDLIB ONLY, shipped).
+"""Error storms: the same exception again and again while training does not move (STDLIB ONLY, shipped; pure).
+
+One rule, two readers (issue 42 item 6): the live supervisor feeds every line of the attempt with its arrival time
+(``dapo_ops/agent/supervisor/follow.py`` ``Scanner``); :func:`dapo_ops.core.classify.classify` replays a finished
+log through the same :class:`StormDetector` (:mod:`dapo_ops.core.classify.replay`) with the log's own timestamps
+(:func:`dapo_ops.core.logformat.parse_log_time`), or, in a log without any, by :data:`COUNT_REPEATS` alone.
 
 verl 0.9.1 catches a failing agent-loop session and re-queues its prompt group: ``AgentLoopWorkerTQ._run_prompt``
 logs ``Error in _run_prompt for uid=...`` with the traceback (``verl/trainer/ppo/v1/agent_loop_tq.py:133-146``) and
@@ -31,6 +36,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from dapo_ops.core import policy
+from dapo_ops.core.classify.hints import action_text
 from dapo_ops.core.logformat import RAY_PREFIX_RE, Traceback, TracebackReader, strip_ansi, strip_prefixes
 
 #: a fast storm: this many tracebacks of one key ...
@@ -41,6 +48,9 @@ MIN_SPAN_S = 10.0
 SLOW_REPEATS = 10
 #: ... over at least this many seconds (called within 2 minutes of the first traceback at >= 1 per 6 s)
 SLOW_SPAN_S = 60.0
+#: a log with no timestamp at all (replayed after the fact): this many tracebacks of one key with no step between,
+#: by count alone; above one traceback per rank of a crash burst on any fleet we drive (16 hosts x 16 devices)
+COUNT_REPEATS = 300
 #: keys / sources kept at most (a log of ever-new tracebacks must not grow the supervisor's memory)
 MAX_KEYS = 256
 #: framework path parts: a frame whose path holds one is verl's, Ray's, torch's, vLLM's or the interpreter's
@@ -90,8 +100,14 @@ class StormDetector:
         min_span_s: float = MIN_SPAN_S,
         slow_repeats: int = SLOW_REPEATS,
         slow_span_s: float = SLOW_SPAN_S,
+        count_repeats: Optional[int] = None,
     ):
-        self.rules = ((int(min_repeats), float(min_span_s)), (int(slow_repeats), float(slow_span_s)))
+        """``count_repeats``: also call a storm after this many repeats whatever their span (only for a log with no
+        clock: :mod:`dapo_ops.core.classify.replay` passes :data:`COUNT_REPEATS`; the live supervisor never)."""
+        rules = [(int(min_repeats), float(min_span_s)), (int(slow_repeats), float(slow_span_s))]
+        if count_repeats is not None:
+            rules.append((int(count_repeats), 0.0))
+        self.rules = tuple(rules)
         self.readers: Dict[str, TracebackReader] = {}
         self.counts: Dict[Tuple[str, str, int], List[Any]] = {}
         self.storm: Optional[Dict[str, Any]] = None
@@ -182,3 +198,41 @@ def repeats_without_progress(lines: Iterable[str], step_of: Callable[[str], obje
     det.flush(0.0)
     keep()
     return best
+
+
+def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
+    """The same exception repeated with no step in between (``found``: :class:`StormDetector`'s dict): the attempt
+    was (or, read after the fact, would have been) stopped; class ``error-storm`` (stop: the same code fails again;
+    ``dapo_ops/core/policy.py``). Returns the verdict as run.json stores it (``cls``, ``action_kind``, ``action``,
+    ``hint``, ``evidence``, ``detail``): the live supervisor records it, the classifier returns it as a Verdict."""
+    at = found.get("user_frame") or found.get("frame")
+    who = (
+        "in your code at %s (%s)" % (at, found.get("user_path"))
+        if found.get("user_frame")
+        else "at %s (inside the framework: no frame of your own code)" % at
+    )
+    msg = (": %s" % found["message"][:120]) if found.get("message") else ""
+    detail = {"step": step, "total": total}
+    detail.update(
+        (k, found.get(k))
+        for k in ("exc", "message", "count", "span_s", "frame", "user_frame", "user_path", "user_func")
+    )
+    return {
+        "cls": "error-storm",
+        "action_kind": policy.kind("error-storm", detail).value,
+        "action": "%s%s raised %d times in %.0f s with no training step, %s: attempt stopped; %s"
+        % (
+            found.get("exc"),
+            msg,
+            found.get("count") or 0,
+            found.get("span_s") or 0,
+            who,
+            action_text("error-storm", {}),
+        ),
+        "hint": "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
+        "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
+        "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
+        "<run id>` continues from the last checkpoint." % (at or "the code in the evidence"),
+        "evidence": list(found.get("evidence") or []),
+        "detail": detail,
+    }

@@ -1,0 +1,91 @@
+"""Data sufficiency before launch (issue 42 item 4): the steps the train data feeds before verl 0.9.1's epoch limit
+(dapo_ops/core/datafeed.py) and preflight's ``data-feed`` check (dapo_ops/control/preflight/inputs.py), a quick
+check, so ``inv launch`` refuses the run too. On main's code the H200 case (train.parquet: 8 rows, --steps 40,
+batch 8) passed preflight silently: the check did not exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dapo_ops.control.preflight import inputs
+from dapo_ops.control.preflight.checks import QUICK_CHECKS
+from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.core import datafeed
+
+VERL = Path("/tmp/verl091/verl")
+
+
+def _pv(**settings):
+    s = {"train_file": "/data/train.parquet", "val_file": "/data/val.parquet", "steps": 40, "train_batch_size": 8}
+    s.update(settings)
+    return PlanView({"settings": s}, [])
+
+
+def _data(rows, val_rows=30):
+    return [
+        {"path": "/data/train.parquet", "ok": True, "rows": rows},
+        {"path": "/data/val.parquet", "ok": True, "rows": val_rows},
+    ]
+
+
+def _feed_check(pv, data):
+    return {c.name: c for c in inputs._input_checks(None, pv, {"data": data})}["data-feed"]
+
+
+def test_the_h200_case_is_refused_with_the_numbers_and_the_fix():
+    """8 rows, batch 8, --steps 40: one step per epoch x verl's 30 epochs = 30 steps; refused in one line."""
+    ck = _feed_check(_pv(), _data(8))
+    assert ck.status == "fail"
+    assert "--steps 40 is more than the data feeds: 8 rows // batch 8 = 1 step(s)/epoch x 30 epochs = 30 steps" in (
+        ck.message
+    )
+    assert "step 30" in ck.message and "\n" not in ck.message
+    assert "trainer.total_epochs=40" in ck.fix and "--steps 30" in ck.fix and "--allow-short-data" in ck.fix
+    assert "data-feed" in QUICK_CHECKS  # a launch stops on it (--skip-preflight lets it through)
+
+
+def test_allow_short_data_warns_and_enough_data_is_ok():
+    ck = _feed_check(_pv(allow_short_data=True), _data(8))
+    assert ck.status == "warn" and "30 steps" in ck.message
+    ok = _feed_check(_pv(), _data(16))  # 2 steps/epoch x 30 = 60 >= 40
+    assert ok.status == "ok" and "= 60 steps >= --steps 40" in ok.message
+    more_epochs = _feed_check(_pv(extra_overrides=["trainer.total_epochs=40"]), _data(8))
+    assert more_epochs.status == "ok" and "x 40 epochs = 40 steps" in more_epochs.message
+
+
+def test_whole_batches_only_and_fewer_rows_than_a_batch_fails_even_when_allowed():
+    """verl's steps_per_epoch = len(dataset) // train_batch_size (drop_last=True); 0 divides by zero at start."""
+    assert datafeed.DataFeed(rows=15, train_batch_size=8, epochs=30).max_steps == 30
+    ck = _feed_check(_pv(allow_short_data=True), _data(7))
+    assert ck.status == "fail" and "fewer than one batch of 8" in ck.message and "--train-batch-size <= 7" in ck.fix
+
+
+def test_filter_overlong_prompts_makes_the_figure_an_upper_bound():
+    ok = _feed_check(_pv(extra_overrides=["data.filter_overlong_prompts=True"]), _data(64))
+    assert ok.status == "ok" and "at most 64 rows" in ok.message and "upper bound" in ok.message
+    assert not datafeed.filters_overlong(["data.filter_overlong_prompts=False"])
+
+
+def test_unreadable_train_data_gives_no_figure():
+    bad = [{"path": "/data/train.parquet", "ok": False, "problems": ["missing"]}]
+    assert "data-feed" not in {c.name for c in inputs._input_checks(None, _pv(), {"data": bad})}
+
+
+def test_verl_facts_the_rule_is_built_on():
+    """The cited lines of the pinned verl 0.9.1 (skipped where the unpacked wheel is absent)."""
+    import pytest
+
+    src = VERL / "trainer/ppo/v1/trainer_base.py"
+    if not src.exists():
+        pytest.skip("verl 0.9.1 not unpacked at /tmp/verl091")
+    lines = src.read_text().splitlines()
+    assert "while current_epoch < self.config.trainer.total_epochs" in lines[466]
+    assert "self.steps_per_epoch = len(self.train_dataset) // self.config.data.train_batch_size" in lines[764]
+    assert "current_epoch = (self.global_steps - 1) // self.steps_per_epoch" in lines[521]
+    assert "total_epochs: 30" in (VERL / "trainer/config/ppo_trainer.yaml").read_text().splitlines()[143]
+    assert datafeed.VERL_TOTAL_EPOCHS == 30
+
+
+def test_ran_out_line():
+    assert datafeed.ran_out(30, 40, 30) == "ended at step 30 of 40: the training data ran out after 30 epochs"
+    assert datafeed.ran_out(40, 40, 30) is None and datafeed.ran_out(None, 40, 30) is None
