@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
 from dapo_ops.agent.supervisor import logcap, record, stall, storm
 from dapo_ops.agent.supervisor.record import iso, log, now
-from dapo_ops.core import defaults
+from dapo_ops.core import defaults, health
 from dapo_ops.core.logformat import (
     ANSI_RE,
     LinkScanner,
@@ -139,6 +139,7 @@ class Scanner:
         is_oom: Callable[[str], bool],
         tun: Optional[Dict[str, float]] = None,
         hang_timeout_s: float = float(defaults.SPEC["hang_timeout_s"]),
+        watch: Optional[health.HealthWatch] = None,
     ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
@@ -157,6 +158,8 @@ class Scanner:
         self.hang_timeout_s = float(hang_timeout_s)
         self.stall_after_s: Optional[float] = None  # None before the attempt's first step
         self.idle_s: Optional[float] = None  # a stall: seconds without a step or output when it was called
+        self.health = watch if watch is not None else health.HealthWatch()  # the run's, across attempts
+        self.bad: Optional[health.Flag] = None  # the first bad training metric of this attempt (core/health.py)
 
     def _on_step(self, metrics: Dict[str, float], t: float) -> None:
         """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
@@ -170,6 +173,17 @@ class Scanner:
         self.stall_after_s = stall.stall_after(self.step_s, self.hang_timeout_s, self.stall_factor, self.stall_floor_s)
         self.rec["stall_after_s"] = self.stall_after_s
 
+    def _on_health(self, flag: Optional[health.Flag]) -> None:
+        """After a step line or a skip print: run.json ``health.trend`` (what ``inv status`` shows) and, the first
+        time a metric goes bad, :attr:`bad` (:func:`follow` then stops the attempt: ``"diverged"``)."""
+        trend = self.health.trend()
+        if trend is not None:
+            self.rec.setdefault("health", {})["trend"] = trend
+        if flag is not None and self.bad is None:
+            self.bad = flag
+            self.rec.setdefault("health", {})["flag"] = flag.to_json()
+            log("training metrics went bad in attempt %d: %s" % (self.att["n"], flag.words()))
+
     def scan(self, lines: List[str]) -> None:
         rec, att = self.rec, self.att
         t = now()
@@ -181,7 +195,10 @@ class Scanner:
                 if parsed is not None:
                     record.on_step(rec, att, parsed[0], parsed[1])
                     self._on_step(parsed[1], t)
+                    self._on_health(self.health.feed(parsed[0], parsed[1]))
                     self.writer.dirty = True
+            if "finite" in line or "step failed" in line:  # verl's skipped update (core/health.py SKIP_MARKS)
+                self._on_health(self.health.feed_line(line))
             if self.storm is None:
                 found = self.storms.feed(line, t)
                 if found is not None:
@@ -268,7 +285,8 @@ def follow(
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
-    :mod:`.storm`), ``"stall"`` (after the first step, no step line and no new output for ``scanner.stall_after_s``
+    :mod:`.storm`), ``"diverged"`` (a training metric went bad: ``scanner.bad``, :mod:`dapo_ops.core.health`),
+    ``"stall"`` (after the first step, no step line and no new output for ``scanner.stall_after_s``
     s, :mod:`.stall`) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
     the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
     when nothing is new. ``tick()`` is called after each read that brought new output (the learned-start memo)."""
@@ -290,6 +308,8 @@ def follow(
             return "oom"
         if scanner.storm is not None and scanner.oom_at is None:
             return "storm"
+        if scanner.bad is not None and scanner.oom_at is None:
+            return "diverged"
         last = rec.get("last_progress_at") or att["started_at"]
         if t - last > hang_timeout_s:
             log("no progress for %.0f s: hang" % (t - last))
