@@ -260,7 +260,7 @@ def trend_text(health: Optional[Dict[str, Any]]) -> Optional[str]:
     if not shown:
         return None
     bad = health.get("flag") or health.get("first_bad")
-    return shown + (" (%s)" % bad.get("reason") if isinstance(bad, dict) and bad.get("reason") else "")
+    return str(shown) + (" (%s)" % bad.get("reason") if isinstance(bad, dict) and bad.get("reason") else "")
 
 
 def scan_lines(lines: Iterable[str]) -> Tuple[Optional[Flag], Optional[int], HealthWatch]:
