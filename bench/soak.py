@@ -58,6 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from dapo_ops.core import health  # noqa: E402
 from dapo_ops.core.logformat import parse_metrics_line, parse_resume, parse_save, split_lines  # noqa: E402
 
 BENCH_SH = REPO / "sandbox" / "bench.sh"
@@ -85,6 +86,7 @@ FAULTS = {
     "second-launch": ("single", "independent", "ray"),
     "resume-while-running": ("single", "ray"),
     "stop-mid-retry": ("single",),
+    "divergence": ("single",),
 }
 INVARIANTS = ("one-training", "steps", "verdict", "rungs", "status-truth", "secrets", "devices", "run-json")
 
@@ -441,11 +443,14 @@ def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = Fals
         p["down_s"] = rng.randint(5, 60)
     if kind == "kill-verl":
         p["sig"] = "KILL"
+    if kind == "divergence":  # the stand-in's diverge cue (sandbox/README.md): which metric, then what
+        p["metric"] = rng.choice(["grad_norm", "lr"])
+        p["then"] = rng.choice(["continue", "filter-loop"])
     return Episode(n=n, kind=kind, shape=shape, hosts=hosts, params=p)
 
 
 #: fault kinds the stand-in fires itself from its scenario cue (no harness action at the step)
-CUED = ("oom", "storm", "stall", "stall-after-step-1")
+CUED = ("oom", "storm", "stall", "stall-after-step-1", "divergence")
 
 
 class Soak:
@@ -515,6 +520,14 @@ class Soak:
             scn["failure"] = {"kind": "stall", "step": p["at_step"], "times": 1}
         elif ep.kind == "stall-after-step-1":  # issue 42: fast steps, then silence right after step 1's line
             scn["failure"] = {"kind": "stall", "step": 2, "times": 1}
+        elif ep.kind == "divergence":  # the attempt and its one retry diverge; a --resume after it trains cleanly
+            scn["failure"] = {
+                "kind": "diverge",
+                "step": p["at_step"],
+                "times": 2,
+                "metric": p["metric"],
+                "then": p["then"],
+            }
         if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry"):
             # the CI smoke's short runs (8-10 steps of 0.2-0.3 s) can end before the harness sees at_step under
             # load: the stand-in holds after that step's line until inject() opens the gate (an event, not a race)
@@ -809,6 +822,7 @@ class Soak:
             "docker-restart": {"supervisor-dead", "crash-other", "network"},
             "disk-full": {"disk-full"},
             "stop-mid-retry": {"stop", "oom-device"},
+            "divergence": {"diverged"},
         }.get(k, set())
         if k == "stop-mid-retry" and recs[0].get("status") == "stopped":
             # the resumed run meets the same OOM cue: it succeeds once a rung avoids it, or it ends with the OOM's
@@ -861,8 +875,11 @@ class Soak:
                 )
 
     def check_steps(self, ep: Episode, run: Run) -> None:
-        """Every attempt of the chain starts at or after the newest checkpoint completed before it."""
+        """Every attempt of the chain starts at or after the newest HEALTHY checkpoint completed before it: one of a
+        step at or after the first bad training step (dapo_ops/core/health.py, the supervisor's own rule) holds the
+        bad update and is never resumed from."""
         complete: set[int] = set()
+        bad_from: int | None = None
         for rid in run.rids:
             d = self.bench.runs_dir(run.head) / rid
             rec = read_run(self.bench, run.head, rid)
@@ -871,21 +888,37 @@ class Soak:
                     text = (d / (a.get("log") or f"attempt-{a.get('n')}.log")).read_text(errors="replace")
                 except OSError:
                     continue
-                start, saving, steps = 0, None, []
+                start, saving, steps, flagged = 0, None, [], False
+                watch = health.HealthWatch()
                 for line in split_lines(text):
                     r = parse_resume(line)
                     if r is not None:
                         start = r
+                        watch.rewind(r)
+                    flag = watch.feed_line(line)
                     s = parse_save(line)
                     if s is not None:
                         saving = s
                     m = parse_metrics_line(line)
                     if m and "training/global_step" in m[1]:
+                        flag = watch.feed(m[0], m[1]) or flag
                         steps.append(m[0])
                         if saving == m[0]:
                             complete.add(m[0])
                             saving = None
-                before = max((c for c in complete if not steps or c < steps[0]), default=0)
+                    if flag is not None:
+                        flagged = True
+                        bad_from = flag.step if bad_from is None else min(bad_from, flag.step)
+                if bad_from is not None and start >= bad_from and not flagged:
+                    ep.violations.append(
+                        (
+                            "steps",
+                            f"{rid} attempt {a.get('n')} resumed from global_step_{start}, at or after the bad "
+                            f"step {bad_from}",
+                        )
+                    )
+                healthy = {c for c in complete if bad_from is None or c < bad_from}
+                before = max((c for c in healthy if not steps or c < steps[0]), default=0)
                 if steps and steps[0] - 1 < before:
                     ep.violations.append(
                         (
@@ -894,6 +927,8 @@ class Soak:
                             f"global_step_{before} was complete",
                         )
                     )
+                if bad_from is not None and not flagged and steps and max(steps) >= bad_from:
+                    bad_from = None  # this attempt trained past it cleanly: later checkpoints are healthy again
                 if steps and start and steps[0] != start + 1:
                     ep.violations.append(
                         ("steps", f"{rid} attempt {a.get('n')}: resumed from {start}, first step {steps[0]}")

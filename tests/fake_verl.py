@@ -6,7 +6,13 @@
 ``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
    "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
-   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
+   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null,
+   "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm"}``
+
+``diverge_at``: at that step (in attempts up to ``diverge_attempts``) the metrics go bad as verl prints them: ``grad_norm``
+-> the worker's ``WARN: grad_norm is not finite: nan`` (verl/workers/engine/fsdp/transformer_impl.py:824) and NaN
+``actor/grad_norm`` / ``actor/pg_loss`` in the step line, the run going on; ``lr`` -> ``actor/lr:1e+30`` in the step
+line, then no step line and generation chatter for ever (DAPO filter_groups regenerating, issue 42).
 
 Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
@@ -124,6 +130,11 @@ def main() -> int:
                     c.write_text("oom 0\noom_kill %d\n" % (n + 1))
                 os.kill(os.getpid(), 9)
             return int(cfg.get("exit_code", 1))
+        bad = cfg.get("diverge_at") is not None and step >= cfg["diverge_at"]
+        bad = bad and attempt <= int(cfg.get("diverge_attempts", 99))
+        metric = cfg.get("diverge_metric", "grad_norm")
+        if bad and metric == "grad_norm":
+            out("(WorkerDict pid=7) WARN: grad_norm is not finite: nan")
         # like verl 0.9.1 (real-verl README): the step's checkpoint is saved before its step:N line
         if save_freq and (step % save_freq == 0 or step == steps):
             d = ckpt / ("global_step_%d" % step)
@@ -133,10 +144,23 @@ def main() -> int:
             out("local_global_step_folder: %s" % d)
         sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))
         out(
-            "step:%d - actor/pg_loss:np.float64(-0.0123) - critic/score/mean:np.float64(0.%d) - "
-            "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:%s - training/global_step:%d"
-            % (step, step, st, step)
+            "step:%d - actor/pg_loss:np.float64(%s) - actor/grad_norm:np.float64(%s) - actor/lr:%s - "
+            "critic/score/mean:np.float64(0.%d) - response_length/mean:812.0 - perf/throughput:1234.5 - "
+            "timing_s/step:%s - training/global_step:%d"
+            % (
+                step,
+                "nan" if bad and metric == "grad_norm" else "-0.0123",
+                "nan" if bad and metric == "grad_norm" else "0.3%d" % (step % 10),
+                "1e+30" if bad and metric == "lr" else "1e-06",
+                step,
+                st,
+                step,
+            )
         )
+        if bad and metric == "lr":  # filter_groups drops every group: generation goes on, no step line
+            while True:
+                out("(AgentLoopWorkerTQ pid=9) INFO [loggers.py:123] Engine 000: Avg generation throughput: 3120.7")
+                time.sleep(0.2)
     out("Final validation metrics: {'val-core/acc': 0.5}")
     return 0
 

@@ -125,3 +125,16 @@ def test_a_setting_given_now_wins_over_the_resumed_runs_rungs(monkeypatch):
     assert not plan.spec.get("setting_changes"), plan.spec.get("setting_changes")
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.7" in plan.argv
     assert "does not keep its ladder's setting rungs: it sets gpu_memory_utilization=0.5, but you set" in line, line
+
+
+def test_a_resume_of_a_diverged_run_starts_from_the_last_healthy_checkpoint(monkeypatch):
+    """Issue 42 item 1: the earlier run's metrics went bad at step 3 (run.json ``health``) while its tracker still
+    names global_step_3 (a supervisor that died before setting it back): the plan says it resumes from the last
+    healthy checkpoint (2) and carries ``diverged_at``, which the supervisor resumes below (tests/test_diverge_supervisor.py)."""
+    rec = copy.deepcopy(OLD_REC)
+    rec["health"] = {"bad_step": 3, "healthy_step": 2, "first_bad": {"metric": "actor/grad_norm", "step": 3}}
+    plan, line = _resume(monkeypatch, rec=rec)
+    assert plan.spec["diverged_at"] == {"metric": "actor/grad_norm", "step": 3}
+    assert "from global_step_2 (the last healthy one: its metrics went bad at step 3)" in line, line
+    plain, plain_line = _resume(monkeypatch)
+    assert "diverged_at" not in plain.spec and "from global_step_3" in plain_line

@@ -80,3 +80,55 @@ def test_the_operator_reads_status_again_after_the_stop_before_a_resume(soak):
     ep = soak.Episode(n=24, kind="kill-supervisor", shape="ray", hosts=["h2", "h3"], params={"steps": 13})
     assert s.follow_up(ep, run, "supervisor-gone") is False
     assert [c[0] for c in calls] == ["stop"] and not ep.violations  # no --resume launched after the stop
+
+
+def test_divergence_is_a_drawn_cued_kind_with_its_cue_and_verdict(soak):
+    """Issue 42 item 1: the soak draws ``divergence`` (the stand-in's ``diverge`` cue, sandbox/README.md) and
+    judges it by the ``diverged`` verdict."""
+    assert "divergence" in soak.FAULTS and "divergence" in soak.CUED
+    drawn = [soak.draw(7, n, list(soak.FAULTS), 3) for n in range(1, len(soak.FAULTS) + 1)]
+    ep = next(e for e in drawn if e.kind == "divergence")
+    assert ep.params["metric"] in ("grad_norm", "lr") and ep.params["then"] in ("continue", "filter-loop")
+
+
+def _attempt(d: Path, rid: str, n: int, lines: list[str]) -> dict:
+    (d / rid).mkdir(parents=True, exist_ok=True)
+    (d / rid / f"attempt-{n}.log").write_text("\n".join(lines) + "\n")
+    return {"n": n, "log": f"attempt-{n}.log"}
+
+
+def _step(n: int, grad_norm: str = "0.3") -> str:
+    return f"step:{n} - training/global_step:{n} - actor/grad_norm:np.float64({grad_norm}) - actor/lr:1e-06"
+
+
+def test_the_steps_invariant_never_asks_to_resume_from_a_checkpoint_after_the_bad_step(soak, tmp_path):
+    """A diverged attempt saved global_step_4 and printed step 4's line with NaN: the supervisor's retry resumes from
+    global_step_3 (the last healthy one) and that is no violation; resuming from the bad global_step_4 is one."""
+    import json
+    from types import SimpleNamespace
+
+    save = "INFO:x:Saving checkpoint to /c/global_step_%d"
+    a1 = [save % 1, _step(1), save % 2, _step(2), save % 3, _step(3), save % 4, _step(4, "nan")]
+
+    def check(resumed_from: int) -> list:
+        rid = f"20260101-000000-000{resumed_from}"
+        d = tmp_path / str(resumed_from)
+        atts = [
+            _attempt(d, rid, 1, a1),
+            _attempt(
+                d,
+                rid,
+                2,
+                [f"INFO:x:Resuming from /c/global_step_{resumed_from}, setting global step to {resumed_from}"]
+                + [_step(n) for n in range(resumed_from + 1, 6)],
+            ),
+        ]
+        (d / rid / "run.json").write_text(json.dumps({"attempts": atts}))
+        s = soak.Soak.__new__(soak.Soak)
+        s.bench = SimpleNamespace(runs_dir=lambda h: d)
+        ep = soak.Episode(n=1, kind="divergence", shape="single", hosts=["h1"], params={})
+        s.check_steps(ep, soak.Run(head="h1", hosts=["h1"], rids=[rid]))
+        return ep.violations
+
+    assert check(3) == []
+    assert [v[0] for v in check(4)] == ["steps"]

@@ -611,3 +611,33 @@ def test_a_feature_the_plan_started_on_for_memory_shows_its_source():
     ]
     rows = [{"name": f["name"], "source": f["source"], "oom_added": sv.is_oom_added(f["source"])} for f in feats]
     assert st.fmt_features(rows) == "dynamic_batch,offload(learned),recompute(estimate),flash_attn"
+
+
+def test_row_shows_the_watched_metrics_trend_and_json_carries_it():
+    """Issue 42 item 1: run.json ``health`` (the supervisor's core/health.py watch) -> the row's trend line, the
+    flag's reason when a metric went bad, and ``status --json``'s ``health``."""
+    import io
+
+    from dapo_ops.cli import status as cli_status
+
+    h = {
+        "trend": {
+            "metric": "actor/grad_norm",
+            "first": 0.8,
+            "last": 3e12,
+            "step": 3,
+            "shown": "grad_norm 0.8 -> 3e+12 (step 3)",
+        },
+        "flag": {"metric": "actor/grad_norm", "step": 3, "reason": "explosion", "shown": "3e+12"},
+        "bad_step": 3,
+        "healthy_step": 2,
+    }
+    row = sv.build_row("h1", {"run": _run(status="failed", health=h), "tail": "", "now": 1010.0})
+    assert row.health["shown"] == "grad_norm 0.8 -> 3e+12 (step 3) (explosion)"
+    j = json.loads(json.dumps(row.to_json()))
+    assert j["health"]["trend"]["last"] == 3e12 and j["health"]["healthy_step"] == 2
+    buf = io.StringIO()
+    cli_status.render_table([row], out=buf, width=200)
+    assert "h1 20261129-150000-abcd: grad_norm 0.8 -> 3e+12 (step 3) (explosion)" in buf.getvalue()
+    plain = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0})
+    assert plain.health is None

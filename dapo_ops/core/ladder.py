@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dapo_ops.core import defaults
-from dapo_ops.core import policy
+from dapo_ops.core import health, policy
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
@@ -460,7 +460,19 @@ def _stop(
         )
     if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
         return _crash_stop(features, detail, settings)
+    if cls == "diverged":
+        return Decision("stop", features, {}, rule.reason, [], _diverged_suggestions(detail, settings))
     return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
+
+
+def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """What to change after a ``diverged`` stop: the likely causes (:data:`dapo_ops.core.health.CAUSES`), then the
+    resume that starts from the last healthy checkpoint (before ``detail["bad_step"]``)."""
+    at = detail.get("bad_step")
+    return [f"check {c}" for c in health.CAUSES] + [
+        f"then `inv launch --resume {settings.get('run_id') or '<run id>'}` continues from the last checkpoint "
+        f"before step {at if at is not None else '?'} (the last healthy one)"
+    ]
 
 
 def decide(
@@ -524,6 +536,10 @@ def decide(
             reason = f"{what} again after rolling back offload: stopped"
         return Decision("stop", features, {}, reason, [], _host_suggestions(cls, settings))
     # Kind.RETRY_ONCE
+    if cls == "diverged" and other.get(cls, 0) >= 1:  # bad again, at another step or metric: one retry per run
+        return Decision(
+            "stop", features, {}, "diverged again after one retry: stopped", [], _diverged_suggestions(detail, settings)
+        )
     if other.get(cls, 0) >= 1:
         sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
         return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])

@@ -265,6 +265,23 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             "unclassified crash: not retried; read the evidence in the log",
         ),
     ),
+    "diverged": (
+        Rule(
+            Kind.STOP,
+            "stop: ${metric_short} went bad again at step ${bad_step} after one retry from a checkpoint before it "
+            "(persistent); fix the cause the hint names, then resume: it starts from the last healthy checkpoint",
+            "the same training metric went bad again at the same step after one retry from a healthy checkpoint "
+            "(persistent): diverged, stopped",
+            when=("recurred", SET),
+        ),
+        Rule(
+            Kind.RETRY_ONCE,
+            "stop the attempt and retry once from the last checkpoint saved before step ${bad_step}; "
+            "stop if ${metric_short} goes bad again there",
+            "a training metric went bad (dapo_ops/core/health.py): retrying once from the last checkpoint before "
+            "the bad step",
+        ),
+    ),
     "success": (Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),),
     "hang": (
         Rule(

@@ -122,3 +122,36 @@ def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[
         except OSError as e:
             log("could not repair checkpoint tracker: %s" % e)
     return m
+
+
+def roll_back(ckpt_dir: Optional[str], before_step: int) -> Optional[int]:
+    """Point verl's tracker at the newest complete checkpoint saved BEFORE ``before_step`` (the first bad step of a
+    diverging run, ``dapo_ops/core/health.py``) and return its step; None when there is none (the tracker is moved
+    aside to ``<tracker>.diverged``, so verl's ``resume_mode=auto`` trains from scratch:
+    ``verl/trainer/ppo/v1/trainer_base.py:856-863``, ``find_latest_ckpt_path`` returns None without a tracker).
+
+    verl saves step N before it prints step N's metrics line (``trainer_base.py:479-484`` then ``:511``), so
+    ``global_step_N`` of a bad step N already holds the bad update: only ``M < N`` is healthy. Checkpoints at or
+    after ``before_step`` stay on disk (the next attempt's :func:`prune_checkpoints` removes them as saves newer than
+    its resume step when ``max_actor_ckpt_to_keep`` is set). Never raises: a failed write is logged."""
+    if not ckpt_dir:
+        return None
+    root = Path(ckpt_dir)
+    healthy = [s for s in saved_steps(root) if s < before_step and complete(root, s)]
+    m = max(healthy) if healthy else None
+    tracker = root / TRACKER_NAME
+    try:
+        if m is None:
+            if tracker.exists():
+                os.replace(str(tracker), str(root / (TRACKER_NAME + ".diverged")))
+        else:
+            tmp = root / (TRACKER_NAME + ".tmp")
+            tmp.write_text(str(m))
+            os.replace(str(tmp), str(tracker))
+        log(
+            "checkpoints: the metrics went bad at step %d; resuming from %s"
+            % (before_step, "global_step_%d (the last healthy one)" % m if m is not None else "scratch")
+        )
+    except OSError as e:
+        log("could not roll the checkpoint tracker back before step %d: %s" % (before_step, e))
+    return m

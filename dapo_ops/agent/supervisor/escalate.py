@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 from dapo_ops.agent.supervisor import devices, stall
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
-from dapo_ops.core import classify, ladder, policy, topology
-from dapo_ops.core.classify.hints import action_text
+from dapo_ops.core import classify, health, ladder, policy, topology
+from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.features import FeatureSet
 
 if TYPE_CHECKING:
@@ -77,6 +77,41 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
         "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
         "`hang_timeout_s` if steps are legitimately slower." % mins,
         detail=detail,
+    )
+
+
+def diverged_verdict(
+    flag: health.Flag, first: Optional[Dict[str, Any]], step: Optional[int], total: Optional[int]
+) -> Dict[str, Any]:
+    """A training metric went bad (``flag``, :mod:`dapo_ops.core.health`); ``first``: the run's first bad step
+    (run.json ``health.first_bad``, or the spec's ``diverged_at`` of a resumed run). Class ``diverged``: the first
+    time, one retry from the last checkpoint before the bad step; the same metric bad again at that step or earlier
+    (:func:`dapo_ops.core.health.persistent`) is persistent: stop (``dapo_ops/core/policy.py``)."""
+    recurred = health.persistent(first, flag)
+    detail = dict(health.verdict_detail(flag, first, recurred), step=step, total=total)
+    return verdict(
+        "diverged",
+        "training metrics went bad: %s; attempt stopped; %s" % (flag.words(), action_text("diverged", detail)),
+        hint_text("diverged", detail),
+        [flag.words()],
+        detail,
+    )
+
+
+def flag_of(v: Dict[str, Any]) -> Optional[health.Flag]:
+    """The :class:`dapo_ops.core.health.Flag` a ``diverged`` verdict of the classifier carries (verl ended by itself
+    after its metrics went bad), else None."""
+    d = v.get("detail") or {}
+    if v.get("cls") != "diverged" or d.get("bad_step") is None:
+        return None
+    value = d.get("value")
+    return health.Flag(
+        str(d.get("metric")),
+        int(d["bad_step"]),
+        float(value) if value is not None else float(d.get("shown") or "nan"),
+        str(d.get("reason")),
+        tuple(d.get("history") or ()),
+        d.get("largest"),
     )
 
 

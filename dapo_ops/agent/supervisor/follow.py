@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Union
 
 from dapo_ops.agent.supervisor import logcap, record, stall
 from dapo_ops.agent.supervisor.record import iso, log, now
-from dapo_ops.core import defaults
+from dapo_ops.core import defaults, health
 from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import (
     ANSI_RE,
@@ -143,6 +143,7 @@ class Scanner:
         learned_timing: Optional[Dict[str, Any]] = None,
         settings: Optional[Dict[str, Any]] = None,
         counters: Optional[stall.CounterWatch] = None,
+        watch: Optional[health.HealthWatch] = None,
     ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
@@ -171,6 +172,8 @@ class Scanner:
             rec["stall_after_s"] = self.stall_after_s
         self.idle_s: Optional[float] = None  # a stall: seconds without a step (or output) when it was called
         self.stall_by: Optional[str] = None  # what called it: "silence", "no-step" or "counters"
+        self.health = watch if watch is not None else health.HealthWatch()  # the run's, across attempts
+        self.bad: Optional[health.Flag] = None  # the first bad training metric of this attempt (core/health.py)
 
     def _on_step(self, step: int, metrics: Dict[str, float], t: float) -> None:
         """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
@@ -187,6 +190,17 @@ class Scanner:
         self.stall_after_s = self.clock.limit(step + 1, self.rec.get("total_steps"), self.settings)
         self.rec["stall_after_s"] = self.stall_after_s
 
+    def _on_health(self, flag: Optional[health.Flag]) -> None:
+        """After a step line or a skip print: run.json ``health.trend`` (what ``inv status`` shows) and, the first
+        time a metric goes bad, :attr:`bad` (:func:`follow` then stops the attempt: ``"diverged"``)."""
+        trend = self.health.trend()
+        if trend is not None:
+            self.rec.setdefault("health", {})["trend"] = trend
+        if flag is not None and self.bad is None:
+            self.bad = flag
+            self.rec.setdefault("health", {})["flag"] = flag.to_json()
+            log("training metrics went bad in attempt %d: %s" % (self.att["n"], flag.words()))
+
     def scan(self, lines: List[str]) -> None:
         rec, att = self.rec, self.att
         t = now()
@@ -198,7 +212,10 @@ class Scanner:
                 if parsed is not None:
                     record.on_step(rec, att, parsed[0], parsed[1])
                     self._on_step(parsed[0], parsed[1], t)
+                    self._on_health(self.health.feed(parsed[0], parsed[1]))
                     self.writer.dirty = True
+            if "finite" in line or "step failed" in line:  # verl's skipped update (core/health.py SKIP_MARKS)
+                self._on_health(self.health.feed_line(line))
             if self.storm is None:
                 found = self.storms.feed(line, t)
                 if found is not None:
@@ -285,7 +302,8 @@ def follow(
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
-    :mod:`.storm`), ``"stall"`` (no step line and no new output for ``scanner.stall_after_s`` s; output but no step
+    :mod:`.storm`), ``"diverged"`` (a training metric went bad: ``scanner.bad``, :mod:`dapo_ops.core.health`),
+    ``"stall"`` (no step line and no new output for ``scanner.stall_after_s`` s; output but no step
     line for :data:`.stall.NO_STEP_FACTOR` x that; or the counters idle, ``scanner.counters``: :mod:`.stall`;
     ``scanner.stall_by`` says which) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
     the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
@@ -308,6 +326,8 @@ def follow(
             return "oom"
         if scanner.storm is not None and scanner.oom_at is None:
             return "storm"
+        if scanner.bad is not None and scanner.oom_at is None:
+            return "diverged"
         last = rec.get("last_progress_at") or att["started_at"]
         if t - last > hang_timeout_s:
             log("no progress for %.0f s: hang" % (t - last))

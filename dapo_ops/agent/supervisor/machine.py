@@ -34,9 +34,9 @@ from dapo_ops.agent.supervisor import (
     record,
     stall,
 )
-from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints
+from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints, roll_back
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import classify, defaults, features, runstate
+from dapo_ops.core import classify, defaults, features, health, runstate
 from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import swanlab_run_id
 
@@ -81,6 +81,9 @@ class Supervisor:
         self.lock_taken = False
         self.swanlab_id: Optional[str] = None
         self.memos: Optional[learn.Memos] = None  # learned starts (core/learned.py), set once the spec is read
+        self.health = health.HealthWatch()  # the run's training metrics, across attempts (core/health.py)
+        self.first_bad: Optional[Dict[str, Any]] = None  # the run's first bad step (health.Flag.to_json())
+        self.roll_back_before: Optional[int] = None  # the next attempt resumes from a checkpoint before this step
 
     # -- setup -------------------------------------------------------------
 
@@ -94,6 +97,10 @@ class Supervisor:
         self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
         self.links = follow.LinkFinder(self.spec.get("env") or {})
         self.memos = learn.Memos(self.spec, self._runs_dir())
+        bad = self.spec.get("diverged_at")  # --resume of a diverged run (control/launch/resume.py carry)
+        if isinstance(bad, dict) and isinstance(bad.get("step"), int):
+            self.first_bad = dict(bad)
+            self.roll_back_before = bad["step"]
 
     def _runs_dir(self) -> str:
         return str(Path(self.run_dir).resolve().parent)
@@ -178,7 +185,11 @@ class Supervisor:
         entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
         alog = self.paths.attempt_log(k)
         ckpt_dir = self._settings().get("ckpt_dir")
+        if self.roll_back_before is not None:  # after a diverged verdict: never resume at or after the bad step
+            roll_back(ckpt_dir, self.roll_back_before)
+            self.roll_back_before = None
         resume_step = latest_checkpoint(ckpt_dir)
+        self.health.rewind(resume_step)
         prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
         att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
@@ -228,6 +239,7 @@ class Supervisor:
                 self.tun["counter_window_s"],
                 self.tun["counter_sample_s"],
             ),
+            watch=self.health,
         )
         follower = follow.Follower(str(alog), self._tee, scanner.scan)
         killed_by = follow.follow(
@@ -274,6 +286,7 @@ class Supervisor:
             "stall_by": scanner.stall_by,
             "counters": list(scanner.counters.evidence) if scanner.counters is not None else [],
             "evidence": ev,
+            "bad": scanner.bad,
         }
 
     def _clock_settings(self) -> Dict[str, Any]:
@@ -306,6 +319,21 @@ class Supervisor:
                 break
             n += 1 if int(a.get("n") or 1) > 1 else 0
         return n
+    def _on_diverged(self, bad: health.Flag, retry: bool) -> None:
+        """A ``diverged`` verdict: the run's first bad step is kept (run.json ``health.first_bad``, the recurrence
+        test of the next one); a retry resumes from the last checkpoint before ``bad.step``; a stop points verl's
+        tracker there now, so ``inv launch --resume`` starts from the last healthy checkpoint (run.json
+        ``health.bad_step`` / ``healthy_step``)."""
+        if self.first_bad is None:
+            self.first_bad = bad.to_json()
+        h = self.rec.setdefault("health", {})
+        h["first_bad"] = dict(self.first_bad)
+        h["bad_step"] = bad.step
+        if retry:
+            self.roll_back_before = bad.step
+        else:
+            h["healthy_step"] = roll_back(self._settings().get("ckpt_dir"), bad.step)
+        self.writer.dirty = True
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
         """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
@@ -461,6 +489,10 @@ class Supervisor:
                 return self._stopped()
             if out["killed_by"] == "storm":
                 verdict = storm.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
+            elif out["killed_by"] == "diverged":
+                verdict = escalate.diverged_verdict(
+                    out["bad"], self.first_bad, self.rec.get("step"), self.rec.get("total_steps")
+                )
             elif out["killed_by"] in ("stall", "hang") and (out["killed_by"] == "stall" or out["stacks"] is not None):
                 hang = out["killed_by"] == "hang"
                 verdict = escalate.stall_verdict(
@@ -489,6 +521,11 @@ class Supervisor:
             else:
                 planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
                 verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
+            bad = escalate.flag_of(verdict) if out["killed_by"] is None else out["bad"]
+            if bad is not None and out["killed_by"] is None:  # verl ended by itself after its metrics went bad
+                verdict = escalate.diverged_verdict(
+                    bad, self.first_bad, self.rec.get("step"), self.rec.get("total_steps")
+                )
             hostevidence.apply(verdict, out.get("evidence"))
             att["verdict"] = verdict
             self.rec["verdict"] = verdict
@@ -503,6 +540,8 @@ class Supervisor:
                 dj["evidence"] = where
             self.rec["decision"] = dj
             log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))
+            if cls == "diverged" and bad is not None:
+                self._on_diverged(bad, d.action == "retry")
             if d.action == "retry":
                 self.ladder.count(d)
                 fs = d.features

@@ -427,6 +427,9 @@ def _build(
         s.update(carried)
         spec["features"] = fs.to_json()
         spec["resume_of"] = resume.run_id
+        bad = resume_mod.diverged_at(resume)
+        if bad is not None:  # its metrics went bad: the supervisor resumes from the checkpoint before that step
+            spec["diverged_at"] = bad
         if resume.strategy:  # FSDP: the strategy its checkpoint was written with (fsdp / fsdp2 do not load across)
             spec["strategy"] = resume.strategy
         rungs, not_kept = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))

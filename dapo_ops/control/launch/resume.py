@@ -127,6 +127,31 @@ def carry(facts: ResumeFacts, fs):
     return carried, fs
 
 
+def diverged_at(facts: ResumeFacts) -> dict | None:
+    """``{"metric", "step"}`` of the first bad step of a run whose training metrics went bad (its run.json
+    ``health``: ``bad_step``, ``first_bad``; ``dapo_ops/core/health.py``), else None. The new spec carries it as
+    ``diverged_at``: its supervisor resumes from the last checkpoint saved BEFORE that step, never a later one (verl
+    saves step N before printing its metrics line, verl/trainer/ppo/v1/trainer_base.py:479-511), and the same metric
+    bad again at that step stops it at once (persistent). Pure."""
+    h = facts.record.get("health") or {}
+    step = h.get("bad_step")
+    if not isinstance(step, int):
+        return None
+    first = h.get("first_bad") or {}
+    return {"metric": first.get("metric"), "step": step}
+
+
+def resume_step(facts: ResumeFacts) -> str:
+    """The checkpoint step a resume of ``facts``'s run starts from: its tracker's step (``facts.step``), or the last
+    healthy one (run.json ``health.healthy_step``) when the tracker names a step at or after its bad step (a
+    supervisor that died before setting the tracker back); "" from step 0."""
+    bad = diverged_at(facts)
+    if bad is None or not facts.step.isdigit() or int(facts.step) < bad["step"]:
+        return facts.step
+    healthy = (facts.record.get("health") or {}).get("healthy_step")
+    return str(healthy) if isinstance(healthy, int) and healthy < bad["step"] else ""
+
+
 def check(plan, facts: ResumeFacts) -> None:
     """Refuse a ``plan`` (built with ``resume=facts``) that cannot continue ``facts``'s run from its checkpoints.
 
@@ -163,11 +188,12 @@ def check(plan, facts: ResumeFacts) -> None:
             + ", ".join(changed)
             + " (launch on the same host(s) with the same settings, or start a new run)",
         )
-    if facts.step.isdigit() and int(new_s["steps"]) <= int(facts.step):
+    step = resume_step(facts)
+    if step.isdigit() and int(new_s["steps"]) <= int(step):
         raise LaunchRefused(
             "resume",
-            f"run {run_id}'s checkpoint is at step {facts.step}, so --steps {new_s['steps']} "
-            f"would train nothing: --steps is the total, ask for more than {facts.step}",
+            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
+            f"would train nothing: --steps is the total, ask for more than {step}",
         )
 
 
@@ -207,9 +233,15 @@ def line(spec: dict, fs, facts: ResumeFacts, not_kept: str) -> str:
         if facts.strategy
         else None
     )  # the plan's own choice without the checkpoint's
+    step, bad = resume_step(facts), diverged_at(facts)
     return (
         f"run {facts.run_id}'s checkpoints in {spec['settings']['ckpt_dir']}, "
-        + (f"from global_step_{facts.step}" if facts.step.isdigit() else "no checkpoint yet: from step 0")
+        + (f"from global_step_{step}" if step.isdigit() else "no checkpoint yet: from step 0")
+        + (
+            f" (the last healthy one: its metrics went bad at step {bad['step']})"
+            if bad is not None and step.isdigit()
+            else (f" (its metrics went bad at step {bad['step']}: no checkpoint before it)" if bad else "")
+        )
         + (f"; keeps {', '.join(added)} (its OOM ladder)" if added else "")
         + (f"; does not keep its ladder's setting rungs: {not_kept}" if not_kept else "")
         + (

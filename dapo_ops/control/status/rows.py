@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from dapo_ops.core import logformat
+from dapo_ops.core import health, logformat
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
@@ -159,6 +159,8 @@ class StatusRow:
     log_read: str | None = None  # the log the probe read: train.log, or the attempt's own log (supervisor gone)
     resume_from: int | None = None  # a run a --resume may continue: step of its last complete checkpoint
     resume_redo: int | None = None  # ... and the steps past it (done, not saved) that the resume does again
+    health: dict | None = None  # run.json health (core/health.py): "trend" {metric, first, last, step, shown},
+    # "flag" / "first_bad" when a metric went bad, "bad_step", "healthy_step"; "shown": the one line status prints
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -281,6 +283,9 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         elif tail.bar_remaining_s is not None:
             row.eta_s = tail.bar_remaining_s
 
+    h = run.get("health")
+    if isinstance(h, dict) and health.trend_text(h):
+        row.health = dict(h, shown=health.trend_text(h))
     row.features = _features(run.get("features"))
     for a in run.get("attempts") or []:
         if isinstance(a, dict):

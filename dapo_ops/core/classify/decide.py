@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dapo_ops.core import health
 from dapo_ops.core.classify import device_codes as _codes
 from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.classify.logtail import (
@@ -131,6 +132,10 @@ def decide(
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
 
+    # training health (dapo_ops/core/health.py, the rule the live supervisor runs): a NaN / exploding metric, verl's
+    # skipped update or an absurd lr names a run that goes on, or one that "succeeded" learning nothing
+    bad = _diverged(log, base)
+
     # 1. success facts
     done_line = max(
         f.final_val,
@@ -139,6 +144,8 @@ def decide(
         f.step_line if (f.step is not None and total and f.step >= total) else -1,
     )
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
+        if bad is not None:
+            return bad
         d = dict(base)
         if done_line >= 0 and any(h.line > done_line for h in fatal):
             d["teardown_error"] = True
@@ -178,6 +185,8 @@ def decide(
             h for h in main if h.sig.name != "visible-devices"
         ]
         return verdict_for(log, f, base, main[0], main, fatal)
+    if bad is not None:  # the metrics went bad before whatever generic end followed
+        return bad
     if killed is not None:
         d = dict(base, cause="killed", phase=phase_of(log, killed, back=12, frames_only=False), ckpt_step=f.ckpt_step)
         return mk("oom-host", d, ev(log, killed) + exit_ev(exit_code))
@@ -235,6 +244,16 @@ _SYMPTOM_EXC_RX = re.compile(
     r"connection (?:closed|reset|refused|aborted)|broken pipe|timed? ?out|distbackenderror|nccl|hccl|gloo"
     r"|raytaskerror|actordiederror|worker died|process group|watchdog|socket|store|rendezvous|sigterm|keyboardinterrupt"
 )
+
+
+def _diverged(log: Log, base: dict[str, Any]) -> Verdict | None:
+    """The ``diverged`` verdict of a log whose training metrics went bad (:func:`dapo_ops.core.health.scan_lines`),
+    else None. Recurrence is the supervisor's to judge: a log alone gives the first-occurrence policy (retry once
+    from the last checkpoint before the bad step)."""
+    flag, i, _ = health.scan_lines(log.lines)
+    if flag is None or i is None:
+        return None
+    return mk("diverged", dict(base, **health.verdict_detail(flag)), ev(log, i))
 
 
 def _earlier_crash(log: Log, coll: list[Hit], fatal: list[Hit]) -> Hit | None:

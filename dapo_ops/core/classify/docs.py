@@ -150,6 +150,26 @@ CLASS_TABLE: dict[str, dict[str, Any]] = {
         "tool": "Stops and reports the innermost error; no memory escalation.",
         "you": "Read the evidence; for thread limits raise --pids-limit / ulimit -u or cap OMP_NUM_THREADS; for SIGKILL check who stopped the container; shm: --shm-size / --ipc=host; device-unavailable: the device mounts and ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES; kernel-fault: matching CANN / torch_npu / driver versions.",
     },
+    "diverged": {
+        "symptoms": [
+            "step:5 - ... - actor/pg_loss:nan - actor/grad_norm:nan - ... (a run that goes on)",
+            "WARN: grad_norm is not finite: nan (verl skipped the optimizer step)",
+            "step:1 - ... - actor/lr:1e+30 - ... (then no step line: DAPO filter_groups generates for ever)",
+            "actor/grad_norm 10x the largest seen so far (3e+12 after 0.8)",
+            "NotImplementedError: Megatron optimizer step failed. This should not happen",
+        ],
+        "cause": "The training metrics went bad: NaN/inf loss or grad_norm, verl skipping non-finite updates, an "
+        "explosion against the run's own history or an absurd learning rate (dapo_ops/core/health.py). verl only "
+        "warns and skips the update (verl/workers/engine/fsdp/transformer_impl.py:822-824), so the run steps on and "
+        "learns nothing; a model whose answers all score the same makes DAPO's filter_groups drop every group and "
+        "generate for ever (the V1 ReplayBuffer ignores max_num_gen_batches, verl/trainer/ppo/v1/trainer_base.py:205-211).",
+        "tool": "Stops the attempt at the first bad step and retries once from the last checkpoint saved before it; "
+        "the same metric bad again at that step or earlier is persistent: `diverged`, stopped. The checkpoint "
+        "tracker is set back to that healthy checkpoint, so `inv launch --resume` starts there.",
+        "you": "Check the learning rate (actor_rollout_ref.actor.optim.lr), a reward function that returns NaN/inf, "
+        "fp16 (use bf16) and the data at that step; then `inv launch --resume <run id>` continues from the last "
+        "healthy checkpoint.",
+    },
     "success": {
         "symptoms": [
             "step:300 ... with Total training steps: 300 (or Training Progress: 100%)",

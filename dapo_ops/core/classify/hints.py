@@ -24,7 +24,7 @@ from __future__ import annotations
 from string import Template
 from typing import Any, Callable
 
-from dapo_ops.core import policy
+from dapo_ops.core import health, policy
 from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
 from dapo_ops.core.policy import ABSENT, SET
 
@@ -74,6 +74,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "container-missing": (),
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
+    "diverged": (("recurred", SET, "diverged/persistent"),),
     "crash-other": (("external", SET, "crash-other/external-kill"),)
     + _causes(
         "crash-other",
@@ -102,6 +103,17 @@ _LADDER = (
 )
 
 HINTS: dict[str, str] = {
+    "diverged": (
+        "The training metrics went bad: ${flag_words} (dapo_ops/core/health.py). verl only warns and skips a "
+        "non-finite update (verl/workers/engine/fsdp/transformer_impl.py:822-824), so the run would step on learning "
+        "nothing. A retry from the last checkpoint before step ${bad_step} tells a transient fault from a persistent "
+        "one. Likely causes: ${causes}."
+    ),
+    "diverged/persistent": (
+        "${flag_words}, again after a retry from a checkpoint before it: persistent, not chance. Likely causes: "
+        "${causes}. Fix it, then `inv launch --resume <run id>`: it starts from the last healthy checkpoint (before "
+        "step ${bad_step}), never a later one."
+    ),
     "oom-device/checkpoint-load": (
         "Accelerator memory ran out while loading a checkpoint on resume${at}: the saved shards are torch.load()ed "
         "straight onto the device (no map_location) while the colocated rollout already holds its share, so "
@@ -644,6 +656,10 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "kill": lambda d: _KILL_SIGNALS.get(d.get("exit_code"), "killed by a signal"),
     "module_what": lambda d: _import_texts(d)[0],
     "module_fix": lambda d: _import_texts(d)[1],
+    "metric_short": lambda d: str(d.get("metric") or "a training metric").rsplit("/", 1)[-1],
+    "bad_step": lambda d: str(d.get("bad_step", "?")),
+    "flag_words": health.words,
+    "causes": lambda d: "; ".join(d.get("causes") or health.CAUSES),
     "ckpt_paren": lambda d: f" (saving global_step_{d['ckpt_step']})" if d.get("ckpt_step") is not None else "",
 }
 

@@ -21,6 +21,7 @@ CLASSES: tuple[str, ...] = (
     "container-missing",
     "auth-error",
     "crash-other",
+    "diverged",
     "success",
 )
 """The failure classes (exact names, docs/design.md). ``hang`` (no progress: the hang cap or a stall sized to the run)

@@ -27,6 +27,7 @@ FAILURE_KINDS = (
     "data-error",
     "network",
     "stall",
+    "diverge",
 )
 
 

@@ -181,6 +181,17 @@ def _metrics(step: int, rng: random.Random, step_time: float, world: int, one_st
     return m
 
 
+def _diverged(metric: str, np) -> dict:
+    """The metrics of a diverged step as verl 0.9.1 logs them: ``grad_norm`` -> NaN loss, grad_norm, entropy and KL
+    (the update skipped: verl/workers/engine/fsdp/transformer_impl.py:822-824; values are ``.item()`` floats reduced
+    per key, verl/workers/engine_workers.py:195-216); ``lr`` -> ``actor/lr`` 1e+30 (an lr scheduler / config gone
+    wrong, the H200's held-back case of issue 42)."""
+    if metric == "lr":
+        return {"actor/lr": 1e30}
+    nan = np.float64("nan")
+    return {"actor/grad_norm": nan, "actor/pg_loss": nan, "actor/entropy": nan, "actor/ppo_kl": nan}
+
+
 def concat_dict_to_str(dict_: dict, step: int) -> str:
     """verl's console format (verl/utils/logger/aggregate_logger.py): ``step:N - k:pformat(v) - ...``."""
     import numbers
@@ -697,6 +708,18 @@ class StandinTrainer:
         while True:  # ray.get() on workers that never answer
             time.sleep(float(self.fail.get("hang_s", 10**9)))
 
+    def _filter_loop(self):
+        """DAPO's filter_groups after divergence: every group scores the same, so every group is dropped and
+        regenerated; the V1 ReplayBuffer ignores ``max_num_gen_batches`` (verl/trainer/ppo/v1/trainer_base.py:205-211),
+        so no step line ever comes while vLLM's engine keeps logging (vllm/v1/metrics/loggers.py ``log``)."""
+        while True:
+            self.out.line(
+                "INFO %s [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation "
+                "throughput: 3120.7 tokens/s, Running: 64 reqs, Waiting: 0 reqs" % time.strftime("%m-%d %H:%M:%S"),
+                "vLLMHttpServer",
+            )
+            time.sleep(float(self.fail.get("loop_s", 1.0)))
+
     def _worker_error(self):
         """Scenario ``failure.worker_error``: before the head fails, a rank on another node of the Ray cluster (a
         Ray worker host) fails first. A Ray task pinned to that node writes torch_npu's PTA error line and a
@@ -779,10 +802,17 @@ class StandinTrainer:
         fstep = self.fail_step()
         last_val = {}
         score_fn = self._reward_fn()
+        bad = False  # diverge: the metrics went bad at fstep and stay bad (a NaN model does not heal)
         for step in range(start + 1, total + 1):
             t = time.time()
             self._util(90)
             at_fail = fail is not None and step == fstep
+            if at_fail and kind == "diverge" and cues.fire_allowed(self.scn):
+                bad = True
+            if bad and fail.get("metric", "grad_norm") == "grad_norm":
+                # verl/workers/engine/fsdp/transformer_impl.py:822-824: every rank prints it and skips the update
+                for _ in range(2):
+                    o.line("WARN: grad_norm is not finite: nan", "WorkerDict")
             if at_fail and kind == "hang" and cues.fire_allowed(self.scn):
                 time.sleep(float(fail.get("hang_s", 10**9)))
             if at_fail and kind == "stall" and cues.fire_allowed(self.scn):
@@ -830,6 +860,8 @@ class StandinTrainer:
                 metrics["timing_s/save_checkpoint"] = round(time.time() - ts, 4)
             step_s = time.time() - t
             m = _metrics(step, self.rng, step_s, self._world(), self.one_step_off, np)
+            if bad:
+                m.update(_diverged(fail.get("metric", "grad_norm"), np))
             metrics = {**m, **metrics}
             if kind == "noisy-success" or (kind == "swanlab-auth" and fail.get("variant") == "401"):
                 if kind == "swanlab-auth":
@@ -840,6 +872,8 @@ class StandinTrainer:
             self._log(metrics, step)
             bar.update(1)
             self._gate(step)
+            if bad and fail.get("then") == "filter-loop":
+                self._filter_loop()
         if not last_val and test_freq != 0 and not self.v1:
             last_val = self._val_metrics(total)
         # V1 trainer: None unless a test_freq validation ran (real runs: 'Final validation metrics: None')

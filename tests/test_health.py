@@ -1,0 +1,190 @@
+"""The training-health rule (dapo_ops/core/health.py, issue 42 item 1, issue 44 family 6): pure, no hosts.
+
+Metric keys and prints are verl 0.9.1's: ``actor/grad_norm`` / ``actor/lr`` (verl/workers/engine_workers.py:212-216,
+prefixed at verl/trainer/ppo/v1/trainer_base.py:1861), ``WARN: grad_norm is not finite: nan``
+(verl/workers/engine/fsdp/transformer_impl.py:824). The explosion rule is Megatron-LM's spiky-loss rule
+(``SPIKY_LOSS_FACTOR = 10``, megatron/core/rerun_state_machine.py ``is_unexpectedly_large``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dapo_ops.core import health
+from dapo_ops.core.logformat import parse_metrics_line
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _line(step: int, **kv: str) -> str:
+    return " - ".join([f"step:{step}"] + [f"actor/{k}:{v}" for k, v in kv.items()])
+
+
+def _feed(w: health.HealthWatch, line: str):
+    parsed = parse_metrics_line(line)
+    assert parsed is not None
+    return w.feed(*parsed)
+
+
+def test_a_nan_grad_norm_in_verls_line_format_is_flagged_at_its_step():
+    w = health.HealthWatch()
+    for s in (1, 2):
+        assert _feed(w, _line(s, grad_norm="np.float64(0.35)", pg_loss="np.float64(0.01)", lr="1e-06")) is None
+    f = _feed(w, _line(3, grad_norm="np.float64(nan)", pg_loss="np.float64(nan)", lr="1e-06"))
+    assert f is not None and f.reason == "non-finite" and f.step == 3
+    assert f.metric in ("actor/pg_loss", "actor/grad_norm") and math.isnan(f.value)
+    assert w.flag == f
+    assert _feed(w, _line(4, grad_norm="nan")) is None  # raised once
+    j = f.to_json()
+    assert j["value"] is None and j["shown"] == "nan"  # run.json is strict JSON
+
+
+def test_inf_loss_is_flagged():
+    w = health.HealthWatch()
+    f = w.feed(1, {"actor/pg_loss": INF, "actor/grad_norm": 0.4})
+    assert f is not None and f.metric == "actor/pg_loss" and f.reason == "non-finite"
+
+
+def test_a_nan_score_is_flagged_a_reward_returning_nan():
+    f = health.HealthWatch().feed(2, {"critic/score/mean": NAN, "actor/grad_norm": 0.3})
+    assert f is not None and f.metric == "critic/score/mean"
+
+
+def test_verls_skip_print_belongs_to_the_step_after_the_last_line():
+    w = health.HealthWatch()
+    w.feed(4, {"actor/grad_norm": 0.3})
+    assert w.feed_line("(WorkerDict pid=12) an unrelated line") is None
+    f = w.feed_line("(WorkerDict pid=12) WARN: grad_norm is not finite: nan")
+    assert f is not None and f.reason == "skip" and f.step == 5 and f.metric == health.GRAD_NORM
+    assert w.feed_line("(WorkerDict pid=13) WARN: grad_norm is not finite: nan") is None  # other ranks: once
+
+
+def test_torchtitan_warning_and_megatron_failed_step_are_skips():
+    w = health.HealthWatch()
+    assert w.feed_line("WARNING:verl.workers.engine.torchtitan:grad_norm is not finite: inf").reason == "skip"
+    w2 = health.HealthWatch()
+    w2.feed(7, {"actor/grad_norm": 0.5})
+    f = w2.feed_line("NotImplementedError: Megatron optimizer step failed. This should not happen")
+    assert f is not None and f.step == 8
+
+
+def test_absurd_lr_is_flagged_at_step_one():
+    w = health.HealthWatch()
+    f = _feed(w, _line(1, grad_norm="np.float64(0.81)", lr="1e+30"))
+    assert f is not None and f.reason == "lr" and f.metric == health.LR and f.value == 1e30
+    assert "lr 1e+30 at step 1" in f.words()
+
+
+def test_a_normal_lr_is_not():
+    assert health.HealthWatch().feed(1, {"actor/lr": 1e-5, "actor/grad_norm": 0.5}) is None
+
+
+def test_explosion_needs_ten_times_the_largest_seen_and_history():
+    w = health.HealthWatch()
+    for s, g in enumerate((0.8, 0.6, 0.7), start=1):
+        assert w.feed(s, {"actor/grad_norm": g}) is None
+    assert w.feed(4, {"actor/grad_norm": 7.9}) is None  # < 10 x 0.8
+    f = w.feed(5, {"actor/grad_norm": 3e12})
+    assert f is not None and f.reason == "explosion" and f.largest == 7.9 and f.history[-1] == 7.9
+    assert "grad_norm 3e+12 at step 5" in f.words()
+
+
+def test_no_explosion_on_the_first_steps_or_below_the_floor():
+    w = health.HealthWatch()
+    assert w.feed(1, {"actor/grad_norm": 0.01}) is None
+    assert w.feed(2, {"actor/grad_norm": 5.0}) is None  # history too short
+    w2 = health.HealthWatch()
+    for s in range(1, 6):
+        w2.feed(s, {"actor/pg_loss": 0.001})
+    assert w2.feed(6, {"actor/pg_loss": 0.05}) is None  # 50 x, but a pg_loss of 0.05 is noise (floor 1.0)
+
+
+@given(st.lists(st.floats(min_value=1e-4, max_value=5.0), min_size=1, max_size=60))
+def test_healthy_bounded_series_never_flag(values):
+    """Finite grad norms that never jump 10 x above their running maximum (the clip range of a healthy run) are
+    never flagged, whatever their order."""
+    w = health.HealthWatch()
+    big = 0.0
+    for s, v in enumerate(values, start=1):
+        f = w.feed(s, {"actor/grad_norm": v, "actor/lr": 1e-6})
+        if big and v >= 10 * big and v >= 10.0:
+            continue  # cannot happen with max 5.0: the floor keeps it healthy
+        assert f is None, (s, v)
+        big = max(big, v)
+
+
+@given(
+    st.lists(st.floats(min_value=0.05, max_value=2.0), min_size=0, max_size=20),
+    st.sampled_from(["nan", "inf", "-inf"]),
+    st.sampled_from(sorted(health.FINITE_KEYS)),
+)
+def test_any_non_finite_watched_metric_flags_at_its_step(prefix, bad, key):
+    w = health.HealthWatch()
+    for s, v in enumerate(prefix, start=1):
+        assert w.feed(s, {key: v}) is None
+    step = len(prefix) + 1
+    f = w.feed(step, {key: float(bad)})
+    assert f is not None and f.step == step and f.metric == key and f.reason == "non-finite"
+
+
+def test_rewind_forgets_the_steps_a_resumed_attempt_repeats():
+    w = health.HealthWatch()
+    for s in range(1, 6):
+        w.feed(s, {"actor/grad_norm": 0.5 + s})
+    w.feed(6, {"actor/grad_norm": NAN})
+    assert w.flag is not None
+    w.rewind(3)
+    assert w.flag is None and [s for s, _ in w.hist[health.GRAD_NORM]] == [1, 2, 3]
+    assert w.largest[health.GRAD_NORM] == 3.5
+    f = w.feed(4, {"actor/grad_norm": NAN})
+    assert f is not None and f.step == 4
+
+
+def test_persistent_is_the_same_metric_at_the_same_step_or_earlier():
+    first = health.Flag(health.GRAD_NORM, 5, NAN, "non-finite").to_json()
+    assert health.persistent(first, health.Flag(health.GRAD_NORM, 5, NAN, "skip"))
+    assert health.persistent(first, health.Flag(health.GRAD_NORM, 4, INF, "non-finite"))
+    assert not health.persistent(first, health.Flag(health.GRAD_NORM, 6, NAN, "non-finite"))
+    assert not health.persistent(first, health.Flag(health.LR, 5, 1e30, "lr"))
+    assert not health.persistent(None, health.Flag(health.GRAD_NORM, 5, NAN, "skip"))
+
+
+def test_trend_shows_first_and_latest_then_the_bad_value():
+    w = health.HealthWatch()
+    w.feed(1, {"actor/grad_norm": 0.8})
+    w.feed(2, {"actor/grad_norm": 0.9})
+    t = w.trend()
+    assert t is not None and t["shown"] == "grad_norm 0.8 -> 0.9 (step 2)"
+    for s in (3, 4):
+        w.feed(s, {"actor/grad_norm": 0.7})
+    w.feed(5, {"actor/grad_norm": 3e12})
+    t = w.trend()
+    assert t is not None and t["shown"] == "grad_norm 0.8 -> 3e+12 (step 5)"
+    assert health.trend_text({"trend": t, "flag": w.flag.to_json()}) == "grad_norm 0.8 -> 3e+12 (step 5) (explosion)"
+    assert health.trend_text(None) is None and health.trend_text({}) is None
+
+
+def test_scan_lines_reads_a_whole_log_and_rewinds_on_resume():
+    lines = [
+        _line(1, grad_norm="0.5"),
+        _line(2, grad_norm="0.6"),
+        "(WorkerDict pid=3) WARN: grad_norm is not finite: nan",
+        "INFO:2026-01-01 00:00:00,000:Resuming from /c/global_step_1, setting global step to 1",
+        _line(2, grad_norm="0.55"),
+    ]
+    f, i, _ = health.scan_lines(lines)
+    assert f is not None and f.step == 3 and i == 2
+    f2, _, w = health.scan_lines(lines[:2] + lines[3:])
+    assert f2 is None and w.step == 2
+
+
+def test_verdict_detail_names_metric_step_value_and_causes():
+    f = health.Flag(health.GRAD_NORM, 5, NAN, "skip", (0.3, 0.4))
+    d = health.verdict_detail(f)
+    assert (d["metric"], d["bad_step"], d["shown"], d["recurred"]) == (health.GRAD_NORM, 5, "nan", False)
+    assert d["first_bad"]["step"] == 5 and len(d["causes"]) == 4
+    assert any("learning rate" in c for c in d["causes"]) and any("NaN/inf" in c for c in d["causes"])
+    assert any("fp16" in c for c in d["causes"]) and any("data" in c for c in d["causes"])
