@@ -6,7 +6,10 @@
 ``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
    "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
-   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
+   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null, "data_steps": null}``
+
+``data_steps`` N: the data feeds N steps (1 step per epoch, ``total_epochs`` = N): like verl 0.9.1's V1 loop
+(verl/trainer/ppo/v1/trainer_base.py:467) it stops after step N with no ``Final validation metrics`` and exits 0.
 
 Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
@@ -73,6 +76,9 @@ def main() -> int:
     if cfg.get("kv_text") and not a["changes"].get("gpu_memory_utilization"):
         out(cfg["kv_text"])
         return 1
+    data_steps = cfg.get("data_steps")
+    if data_steps:  # the config echo verl pprints (verl/trainer/main_ppo.py:144)
+        out("(TaskRunnerV1 pid=2) {'trainer': {'total_epochs': %d, 'total_training_steps': %d}}" % (data_steps, steps))
     out("Total training steps: %d" % steps)
     start = 0
     try:
@@ -90,6 +96,8 @@ def main() -> int:
         out("swanlab-env SWANLAB_RUN_ID=%s" % os.environ.get("SWANLAB_RUN_ID", ""))
     noise = "x" * 200
     for step in range(start + 1, steps + 1):
+        if data_steps and step > data_steps:  # the epoch limit ends the loop (trainer_base.py:467): exit 0
+            return 0
         time.sleep(st)
         for _ in range(int(cfg.get("noise_lines", 0))):
             out("(WorkerDict pid=7) " + noise)

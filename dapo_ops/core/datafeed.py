@@ -114,9 +114,11 @@ def passes_per_step(kept_groups: float, generated_groups: float) -> Optional[flo
     return generated_groups / kept_groups
 
 
-def ran_out(step: Optional[int], total: Optional[int], epochs: int) -> Optional[str]:
+def ran_out(step: Optional[int], total: Optional[int], epochs: Optional[int]) -> Optional[str]:
     """The verdict line of a run verl ended early at its epoch limit: ``ended at step 30 of 40: the training data
-    ran out after 30 epochs``, or None when the run reached ``total`` (or either is unknown)."""
+    ran out after 30 epochs`` (``epochs`` None: ``... ran out at verl's epoch limit (trainer.total_epochs)``), or
+    None when the run reached ``total`` (or either is unknown)."""
     if step is None or not total or step >= total:
         return None
-    return "ended at step %d of %d: the training data ran out after %d epochs" % (step, total, epochs)
+    why = "after %d epochs" % epochs if epochs else "at verl's epoch limit (trainer.total_epochs)"
+    return "ended at step %d of %d: the training data ran out %s" % (step, total, why)

@@ -181,6 +181,8 @@ def ending_line(status: str, reason: Optional[str], step: Optional[int], total: 
     if status == "succeeded":
         return "succeeded %s" % where
     reason = (reason or "").rstrip(". ")
+    if reason.startswith("ended at step "):  # data-ran-out: the reason names the step (datafeed.ran_out)
+        return "%s: %s" % (status, reason)
     if not reason or reason.startswith(status):  # "stopped by the operator"
         return "%s %s" % (reason or status, where)
     return "%s: %s %s" % (status, reason, where)
