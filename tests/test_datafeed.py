@@ -89,3 +89,31 @@ def test_verl_facts_the_rule_is_built_on():
 def test_ran_out_line():
     assert datafeed.ran_out(30, 40, 30) == "ended at step 30 of 40: the training data ran out after 30 epochs"
     assert datafeed.ran_out(40, 40, 30) is None and datafeed.ran_out(None, 40, 30) is None
+
+
+def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
+    """``inv launch --dry-run`` reads the train parquet's row count when the file is on this machine and shows the
+    figure (8 rows, batch 8, --steps 40: the shortfall line); a file not here shows nothing (preflight reads it)."""
+    from inputs_helpers import make_parquet
+
+    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control.launch import dryrun, plan as planning
+
+    train = make_parquet(tmp_path / "train.parquet", n=8)
+
+    def note(steps, extra=()):
+        st = settings_mod.resolve(
+            {"steps": steps, "train_file": str(train), "train_batch_size": 8, "ppo_mini_batch_size": 8}, {}, {}
+        )
+        plan = planning.make_plan(
+            st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False, extra_overrides=list(extra)
+        )
+        return dryrun.local_data_note(plan)
+
+    assert note(40).startswith("data:    --steps 40 is more than the data feeds: 8 rows // batch 8 = 1 step(s)/epoch")
+    assert note(40, ["trainer.total_epochs=40"]) == (
+        "data:    8 rows // batch 8 = 1 step(s)/epoch x 40 epochs = 40 steps >= --steps 40"
+    )
+    st = settings_mod.resolve({"steps": 40, "train_file": str(tmp_path / "absent.parquet")}, {}, {})
+    plan = planning.make_plan(st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False)
+    assert dryrun.local_data_note(plan) is None
