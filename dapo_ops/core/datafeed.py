@@ -116,9 +116,9 @@ def passes_per_step(kept_groups: float, generated_groups: float) -> Optional[flo
 
 def ran_out(step: Optional[int], total: Optional[int], epochs: Optional[int]) -> Optional[str]:
     """The verdict line of a run verl ended early at its epoch limit: ``ended at step 30 of 40: the training data
-    ran out after 30 epochs`` (``epochs`` None: ``... ran out at verl's epoch limit (trainer.total_epochs)``), or
+    ran out after 30 epochs`` (``epochs`` None: ``... ran out at verl's epoch limit``), or
     None when the run reached ``total`` (or either is unknown)."""
     if step is None or not total or step >= total:
         return None
-    why = "after %d epochs" % epochs if epochs else "at verl's epoch limit (trainer.total_epochs)"
+    why = "after %d epoch%s" % (epochs, "" if epochs == 1 else "s") if epochs else "at verl's epoch limit"
     return "ended at step %d of %d: the training data ran out %s" % (step, total, why)
