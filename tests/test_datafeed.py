@@ -117,3 +117,35 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
     st = settings_mod.resolve({"steps": 40, "train_file": str(tmp_path / "absent.parquet")}, {}, {})
     plan = planning.make_plan(st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False)
     assert dryrun.local_data_note(plan) is None
+
+
+def test_a_falling_filter_groups_keep_rate_warns_in_status():
+    """verl 0.9.1's V1 replay buffer logs the prompt groups DAPO evicted per step
+    (``training/filter_groups/evicted_samples``, replay_buffer.py:374); the supervisor keeps them per training step
+    (run.json ``filter_evicted``) and ``inv status`` warns on a running run when the keep-rate fell below half its
+    early level and below 50 % (on main's code nothing watched it)."""
+    from dapo_ops.agent.supervisor import record
+    from dapo_ops.control.status import rows
+
+    if VERL.exists():  # the metric name is verl's own
+        src = (VERL / "trainer/ppo/v1/replay_buffer.py").read_text().splitlines()
+        assert 'metrics[f"{prefix}/filter_groups/evicted_samples"] = len(dapo_uids)' in src[373]
+    assert datafeed.keep_rates([0, 8, 24], 8) == [1.0, 0.5, 0.25]
+    assert datafeed.falling_keep_rate([0, 8, 24, 40, 56], 8) is None  # 5 steps: fewer than two windows of 3
+    rec = {"step": None, "spec": {"settings": {"train_batch_size": 8}}, "status": "running", "run_id": "r"}
+    att: dict = {}
+    for step, evicted in enumerate([0, 1, 0, 8, 24, 40, 56], start=1):
+        m = {"training/global_step": step, "actor/pg_loss": 0.1}
+        if evicted:
+            m[datafeed.FILTER_EVICTED_KEY] = float(evicted)
+        record.on_step(rec, att, step, m)
+    record.on_step(rec, att, 0, {"val-core/acc": 0.5})  # a validation line is no training step
+    assert rec["filter_evicted"] == [0.0, 1.0, 0.0, 8.0, 24.0, 40.0, 56.0]
+    warn = datafeed.falling_keep_rate(rec["filter_evicted"], 8)
+    assert warn and warn.startswith("DAPO filter_groups keep-rate fell from 96% (first 3 steps) to 18% (last 3)")
+    row = rows.build_row("h1", {"run": rec, "tail": "", "now": 1.0})
+    assert warn in (row.hint or "")
+    done = rows.build_row("h1", {"run": dict(rec, status="succeeded"), "tail": "", "now": 1.0})
+    assert warn not in (done.hint or "")  # a finished run says what ended it
+    steady = [4.0] * 8  # a steady 67 % keeps quiet
+    assert datafeed.falling_keep_rate(steady, 8) is None
