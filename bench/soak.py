@@ -84,6 +84,7 @@ FAULTS = {
     "second-launch": ("single", "independent", "ray"),
     "resume-while-running": ("single", "ray"),
     "stop-mid-retry": ("single",),
+    "data-runs-out": ("single", "independent"),
 }
 INVARIANTS = ("one-training", "steps", "verdict", "rungs", "status-truth", "secrets", "devices", "run-json")
 
@@ -440,6 +441,11 @@ def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = Fals
         p["down_s"] = rng.randint(5, 60)
     if kind == "kill-verl":
         p["sig"] = "KILL"
+    if kind == "data-runs-out":  # one epoch of the sample data (512 rows // batch 64 = 8 steps) below --steps
+        p["epochs"] = 1
+        p["fed"] = 8 * p["epochs"]
+        p["steps"] = max(p["steps"], p["fed"] + rng.randint(2, 4))
+        p["step_time"] = round(rng.uniform(1.0, 1.5), 2)  # 8 steps outlast the launch's settle: no "failed at once"
     return Episode(n=n, kind=kind, shape=shape, hosts=hosts, params=p)
 
 
@@ -512,13 +518,15 @@ class Soak:
                 scn["failure"]["hang_s"] = 30.0  # the retry window the stop lands in (the attempt hangs after OOM)
         elif ep.kind == "stall":
             scn["failure"] = {"kind": "stall", "step": p["at_step"], "times": 1}
-        if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry"):
+        if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry", "data-runs-out"):
             # the CI smoke's short runs (8-10 steps of 0.2-0.3 s) can end before the harness sees at_step under
             # load: the stand-in holds after that step's line until inject() opens the gate (an event, not a race)
             scn["gate"] = {"after_step": p["at_step"], "file": "/sandbox/gate-open"}
         for h in involved:
             b.set_scenario(h, scn if (h == p["target"] or ep.kind == "oom") else {"step_time": p["step_time"]})
         extra: tuple[str, ...] = ()
+        if ep.kind == "data-runs-out":  # verl's epoch limit ends the run at step fed (trainer_base.py:467)
+            extra = ("--override", f"trainer.total_epochs={p['epochs']}", "--allow-short-data")
         if ep.kind == "storm":
             (b.runs_dir(p["target"]) / "bad_reward.py").write_text((REPO / "gpu" / "bad_reward.py").read_text())
             extra = (
@@ -566,6 +574,13 @@ class Soak:
     def _inject(self, ep: Episode, run: Run) -> float | None:
         b, p, k = self.bench, ep.params, ep.kind
         h = p["target"]
+        if k == "data-runs-out":  # the first sign: the last step the data feeds; the verdict follows verl's exit
+            self.wait(
+                lambda: (self.rec(run).get("step") or 0) >= p["fed"] or self.rec(run).get("status") in TERMINAL,
+                240,
+                every=0.3,
+            )
+            return now()
         if k in CUED:  # cued: the stand-in fires it itself, at (storm: in) at_step
             before = 0 if k == "storm" else p["at_step"] - 1
             self.wait(
@@ -754,7 +769,7 @@ class Soak:
             return False
         if rec.get("status") == "succeeded" or run.resumes >= 2:
             return False
-        if ep.kind in ("storm",):
+        if ep.kind in ("storm", "data-runs-out"):  # the fix is code / more data, not a resume
             return False
         total = rec.get("total_steps") or ep.params["steps"]
         r = self.op.inv("launch", "-H", ",".join(run.hosts), "--steps", str(total), "--resume", run.rid, timeout=400)
@@ -790,8 +805,8 @@ class Soak:
         if last.get("status") not in TERMINAL:
             return False, f"{run.rid} not ended: {last.get('status')}"
         if last.get("status") == "succeeded":
-            if k == "storm":
-                return False, "a storm run succeeded"
+            if k in ("storm", "data-runs-out"):
+                return False, f"a {k} run succeeded"
             return True, ""
         names = {
             "oom": {"oom-device"},
@@ -805,6 +820,7 @@ class Soak:
             "docker-restart": {"supervisor-dead", "crash-other", "network"},
             "disk-full": {"disk-full"},
             "stop-mid-retry": {"stop", "oom-device"},
+            "data-runs-out": {"data-ran-out"},
         }.get(k, set())
         if k == "stop-mid-retry" and recs[0].get("status") == "stopped":
             # the resumed run meets the same OOM cue: it succeeds once a rung avoids it, or it ends with the OOM's

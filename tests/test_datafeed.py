@@ -149,3 +149,19 @@ def test_a_falling_filter_groups_keep_rate_warns_in_status():
     assert warn not in (done.hint or "")  # a finished run says what ended it
     steady = [4.0] * 8  # a steady 67 % keeps quiet
     assert datafeed.falling_keep_rate(steady, 8) is None
+
+
+def test_a_resume_past_the_epoch_limit_is_data_ran_out_not_success():
+    """A resume of a run that ran out trains no step (verl 0.9.1: current_epoch = global_steps // steps_per_epoch
+    is already total_epochs, trainer_base.py:450,467) and exits 0: still data-ran-out at the resumed step."""
+    from dapo_ops.core import classify
+
+    log = (
+        "(TaskRunnerV1 pid=2) {'trainer': {'total_epochs': 1, 'total_training_steps': 10}}\n"
+        "(TaskRunnerV1 pid=2) INFO:2026-12-01 07:41:46,103:Resuming from /verl/dapo_runs/r/checkpoints/global_step_8, "
+        "setting global step to 8\n"
+        "(TaskRunnerV1 pid=2) Training Progress:  80%|########  | 8/10 [00:00<?, ?it/s]\n"
+    )
+    v = classify.classify(log, exit_code=0, planned_total=10)
+    assert (v.cls, v.detail["step"], v.detail["epochs"]) == ("data-ran-out", 8, 1), v
+    assert v.action.startswith("stop: ended at step 8 of 10: the training data ran out after 1 epoch;")

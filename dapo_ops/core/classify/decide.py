@@ -141,9 +141,11 @@ def decide(
     )
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
         d = dict(base)
-        if done_line < 0 and f.step is not None and total and f.step < total:
+        last = f.step if f.step is not None else f.resumed  # a resume past the epoch limit trains no step
+        if done_line < 0 and last is not None and total and last < total:
             # exit 0 below the planned total and no "Final validation metrics": verl's V1 loop ran out of epochs
             # (verl/trainer/ppo/v1/trainer_base.py:467; its last step prints the final line, :525-529)
+            d["step"] = last
             return mk("data-ran-out", dict(d, epochs=f.epochs), ev(log, f.step_line) + exit_ev(exit_code))
         if done_line >= 0 and any(h.line > done_line for h in fatal):
             d["teardown_error"] = True

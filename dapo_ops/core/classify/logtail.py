@@ -293,6 +293,7 @@ class Facts:
     exit_code: int | None = None  # from the text: EXIT=<n>, "exited with code <n>", the attempt end delimiter
     ckpt_step: int | None = None  # newest global_step_N seen (may be partial)
     epochs: int | None = None  # trainer.total_epochs: verl's config echo 'total_epochs': N, else last epoch + 1
+    resumed: int | None = None  # the step a resumed attempt continues from (logformat.RESUME_RE)
 
 
 def last_step(low: str) -> tuple[int | None, int]:
@@ -354,6 +355,9 @@ def read_facts(log: Log) -> Facts:
     m = _last(_GLOBAL_STEP_RX, low, "global_step_")
     if m:
         f.ckpt_step = int(m.group(1))
+    m = _last(logformat.RESUME_RE, log.text, "lobal step")
+    if m:
+        f.resumed = int(m.group(1) or m.group(2))
     m = _last(_EPOCHS_RX, low, "'total_epochs': ")
     if m:
         f.epochs = int(m.group(1))
