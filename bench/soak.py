@@ -87,6 +87,7 @@ FAULTS = {
     "resume-while-running": ("single", "ray"),
     "stop-mid-retry": ("single",),
     "divergence": ("single",),
+    "data-runs-out": ("single", "independent"),
 }
 INVARIANTS = ("one-training", "steps", "verdict", "rungs", "status-truth", "secrets", "devices", "run-json")
 
@@ -446,6 +447,11 @@ def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = Fals
     if kind == "divergence":  # the stand-in's diverge cue (sandbox/README.md): which metric, then what
         p["metric"] = rng.choice(["grad_norm", "lr"])
         p["then"] = rng.choice(["continue", "filter-loop"])
+    if kind == "data-runs-out":  # one epoch of the sample data (512 rows // batch 64 = 8 steps) below --steps
+        p["epochs"] = 1
+        p["fed"] = 8 * p["epochs"]
+        p["steps"] = max(p["steps"], p["fed"] + rng.randint(2, 4))
+        p["step_time"] = round(rng.uniform(1.0, 1.5), 2)  # 8 steps outlast the launch's settle: no "failed at once"
     return Episode(n=n, kind=kind, shape=shape, hosts=hosts, params=p)
 
 
@@ -528,13 +534,15 @@ class Soak:
                 "metric": p["metric"],
                 "then": p["then"],
             }
-        if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry"):
+        if self.args.quick and ep.shape == "single" and ep.kind not in (*CUED, "stop-mid-retry", "data-runs-out"):
             # the CI smoke's short runs (8-10 steps of 0.2-0.3 s) can end before the harness sees at_step under
             # load: the stand-in holds after that step's line until inject() opens the gate (an event, not a race)
             scn["gate"] = {"after_step": p["at_step"], "file": "/sandbox/gate-open"}
         for h in involved:
             b.set_scenario(h, scn if (h == p["target"] or ep.kind == "oom") else {"step_time": p["step_time"]})
         extra: tuple[str, ...] = ()
+        if ep.kind == "data-runs-out":  # verl's epoch limit ends the run at step fed (trainer_base.py:467)
+            extra = ("--override", f"trainer.total_epochs={p['epochs']}", "--allow-short-data")
         if ep.kind == "storm":
             (b.runs_dir(p["target"]) / "bad_reward.py").write_text((REPO / "gpu" / "bad_reward.py").read_text())
             extra = (
@@ -582,6 +590,13 @@ class Soak:
     def _inject(self, ep: Episode, run: Run) -> float | None:
         b, p, k = self.bench, ep.params, ep.kind
         h = p["target"]
+        if k == "data-runs-out":  # the first sign: the last step the data feeds; the verdict follows verl's exit
+            self.wait(
+                lambda: (self.rec(run).get("step") or 0) >= p["fed"] or self.rec(run).get("status") in TERMINAL,
+                240,
+                every=0.3,
+            )
+            return now()
         if k in CUED:  # cued: the stand-in fires it itself, at (storm: in) at_step
             before = 0 if k == "storm" else p["at_step"] - 1
             self.wait(
@@ -770,7 +785,7 @@ class Soak:
             return False
         if rec.get("status") == "succeeded" or run.resumes >= 2:
             return False
-        if ep.kind in ("storm",):
+        if ep.kind in ("storm", "data-runs-out"):  # the fix is code / more data, not a resume
             return False
         total = rec.get("total_steps") or ep.params["steps"]
         r = self.op.inv("launch", "-H", ",".join(run.hosts), "--steps", str(total), "--resume", run.rid, timeout=400)
@@ -806,8 +821,8 @@ class Soak:
         if last.get("status") not in TERMINAL:
             return False, f"{run.rid} not ended: {last.get('status')}"
         if last.get("status") == "succeeded":
-            if k == "storm":
-                return False, "a storm run succeeded"
+            if k in ("storm", "data-runs-out"):
+                return False, f"a {k} run succeeded"
             return True, ""
         names = {
             "oom": {"oom-device"},
@@ -823,6 +838,7 @@ class Soak:
             "disk-full": {"disk-full"},
             "stop-mid-retry": {"stop", "oom-device"},
             "divergence": {"diverged"},
+            "data-runs-out": {"data-ran-out"},
         }.get(k, set())
         if k == "stop-mid-retry" and recs[0].get("status") == "stopped":
             # the resumed run meets the same OOM cue: it succeeds once a rung avoids it, or it ends with the OOM's

@@ -68,8 +68,10 @@ def rl_table(
     return pa.Table.from_pylist(rows)
 
 
-def make_parquet(path: Path, n: int = 8, **kw) -> Path:
-    """Write :func:`rl_table` to ``path`` (parents created); returns ``path``."""
+def make_parquet(path: Path, n: int = 512, **kw) -> Path:
+    """Write :func:`rl_table` to ``path`` (parents created); returns ``path``. ``n`` rows: by default enough for the
+    runbook's batch of 64 prompts to feed 240 steps before verl's 30-epoch limit (512 // 64 x 30; preflight's
+    data-feed check and the stand-in end a run there, as verl 0.9.1's V1 loop does: trainer_base.py:467)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(rl_table(n, **kw), str(path))
     return path
@@ -78,7 +80,7 @@ def make_parquet(path: Path, n: int = 8, **kw) -> Path:
 def write_runbook_defaults(root: Path) -> None:
     """The runbook's default inputs under ``root``: Qwen3-8B/ (tiny), dapo-math-17k.parquet, aime-2024.parquet."""
     make_model(root / "Qwen3-8B", max_pos=40960)
-    make_parquet(root / "dapo-math-17k.parquet", n=64)
+    make_parquet(root / "dapo-math-17k.parquet")
     make_parquet(root / "aime-2024.parquet", n=16, data_source="aime-2024")
 
 

@@ -7,12 +7,15 @@
    "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null,
-   "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm"}``
+   "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm", "data_steps": null}``
 
 ``diverge_at``: at that step (in attempts up to ``diverge_attempts``) the metrics go bad as verl prints them: ``grad_norm``
 -> the worker's ``WARN: grad_norm is not finite: nan`` (verl/workers/engine/fsdp/transformer_impl.py:824) and NaN
 ``actor/grad_norm`` / ``actor/pg_loss`` in the step line, the run going on; ``lr`` -> ``actor/lr:1e+30`` in the step
 line, then no step line and generation chatter for ever (DAPO filter_groups regenerating, issue 42).
+
+``data_steps`` N: the data feeds N steps (1 step per epoch, ``total_epochs`` = N): like verl 0.9.1's V1 loop
+(verl/trainer/ppo/v1/trainer_base.py:467) it stops after step N with no ``Final validation metrics`` and exits 0.
 
 Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
@@ -79,6 +82,9 @@ def main() -> int:
     if cfg.get("kv_text") and not a["changes"].get("gpu_memory_utilization"):
         out(cfg["kv_text"])
         return 1
+    data_steps = cfg.get("data_steps")
+    if data_steps:  # the config echo verl pprints (verl/trainer/main_ppo.py:144)
+        out("(TaskRunnerV1 pid=2) {'trainer': {'total_epochs': %d, 'total_training_steps': %d}}" % (data_steps, steps))
     out("Total training steps: %d" % steps)
     start = 0
     try:
@@ -96,6 +102,8 @@ def main() -> int:
         out("swanlab-env SWANLAB_RUN_ID=%s" % os.environ.get("SWANLAB_RUN_ID", ""))
     noise = "x" * 200
     for step in range(start + 1, steps + 1):
+        if data_steps and step > data_steps:  # the epoch limit ends the loop (trainer_base.py:467): exit 0
+            return 0
         time.sleep(st)
         for _ in range(int(cfg.get("noise_lines", 0))):
             out("(WorkerDict pid=7) " + noise)

@@ -89,3 +89,79 @@ def test_verl_facts_the_rule_is_built_on():
 def test_ran_out_line():
     assert datafeed.ran_out(30, 40, 30) == "ended at step 30 of 40: the training data ran out after 30 epochs"
     assert datafeed.ran_out(40, 40, 30) is None and datafeed.ran_out(None, 40, 30) is None
+
+
+def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
+    """``inv launch --dry-run`` reads the train parquet's row count when the file is on this machine and shows the
+    figure (8 rows, batch 8, --steps 40: the shortfall line); a file not here shows nothing (preflight reads it)."""
+    from inputs_helpers import make_parquet
+
+    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control.launch import dryrun, plan as planning
+
+    train = make_parquet(tmp_path / "train.parquet", n=8)
+
+    def note(steps, extra=()):
+        st = settings_mod.resolve(
+            {"steps": steps, "train_file": str(train), "train_batch_size": 8, "ppo_mini_batch_size": 8}, {}, {}
+        )
+        plan = planning.make_plan(
+            st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False, extra_overrides=list(extra)
+        )
+        return dryrun.local_data_note(plan)
+
+    assert note(40).startswith("data:    --steps 40 is more than the data feeds: 8 rows // batch 8 = 1 step(s)/epoch")
+    assert note(40, ["trainer.total_epochs=40"]) == (
+        "data:    8 rows // batch 8 = 1 step(s)/epoch x 40 epochs = 40 steps >= --steps 40"
+    )
+    st = settings_mod.resolve({"steps": 40, "train_file": str(tmp_path / "absent.parquet")}, {}, {})
+    plan = planning.make_plan(st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False)
+    assert dryrun.local_data_note(plan) is None
+
+
+def test_a_falling_filter_groups_keep_rate_warns_in_status():
+    """verl 0.9.1's V1 replay buffer logs the prompt groups DAPO evicted per step
+    (``training/filter_groups/evicted_samples``, replay_buffer.py:374); the supervisor keeps them per training step
+    (run.json ``filter_evicted``) and ``inv status`` warns on a running run when the keep-rate fell below half its
+    early level and below 50 % (on main's code nothing watched it)."""
+    from dapo_ops.agent.supervisor import record
+    from dapo_ops.control.status import rows
+
+    if VERL.exists():  # the metric name is verl's own
+        src = (VERL / "trainer/ppo/v1/replay_buffer.py").read_text().splitlines()
+        assert 'metrics[f"{prefix}/filter_groups/evicted_samples"] = len(dapo_uids)' in src[373]
+    assert datafeed.keep_rates([0, 8, 24], 8) == [1.0, 0.5, 0.25]
+    assert datafeed.falling_keep_rate([0, 8, 24, 40, 56], 8) is None  # 5 steps: fewer than two windows of 3
+    rec = {"step": None, "spec": {"settings": {"train_batch_size": 8}}, "status": "running", "run_id": "r"}
+    att: dict = {}
+    for step, evicted in enumerate([0, 1, 0, 8, 24, 40, 56], start=1):
+        m = {"training/global_step": step, "actor/pg_loss": 0.1}
+        if evicted:
+            m[datafeed.FILTER_EVICTED_KEY] = float(evicted)
+        record.on_step(rec, att, step, m)
+    record.on_step(rec, att, 0, {"val-core/acc": 0.5})  # a validation line is no training step
+    assert rec["filter_evicted"] == [0.0, 1.0, 0.0, 8.0, 24.0, 40.0, 56.0]
+    warn = datafeed.falling_keep_rate(rec["filter_evicted"], 8)
+    assert warn and warn.startswith("DAPO filter_groups keep-rate fell from 96% (first 3 steps) to 18% (last 3)")
+    row = rows.build_row("h1", {"run": rec, "tail": "", "now": 1.0})
+    assert warn in (row.hint or "")
+    done = rows.build_row("h1", {"run": dict(rec, status="succeeded"), "tail": "", "now": 1.0})
+    assert warn not in (done.hint or "")  # a finished run says what ended it
+    steady = [4.0] * 8  # a steady 67 % keeps quiet
+    assert datafeed.falling_keep_rate(steady, 8) is None
+
+
+def test_a_resume_past_the_epoch_limit_is_data_ran_out_not_success():
+    """A resume of a run that ran out trains no step (verl 0.9.1: current_epoch = global_steps // steps_per_epoch
+    is already total_epochs, trainer_base.py:450,467) and exits 0: still data-ran-out at the resumed step."""
+    from dapo_ops.core import classify
+
+    log = (
+        "(TaskRunnerV1 pid=2) {'trainer': {'total_epochs': 1, 'total_training_steps': 10}}\n"
+        "(TaskRunnerV1 pid=2) INFO:2026-12-01 07:41:46,103:Resuming from /verl/dapo_runs/r/checkpoints/global_step_8, "
+        "setting global step to 8\n"
+        "(TaskRunnerV1 pid=2) Training Progress:  80%|########  | 8/10 [00:00<?, ?it/s]\n"
+    )
+    v = classify.classify(log, exit_code=0, planned_total=10)
+    assert (v.cls, v.detail["step"], v.detail["epochs"]) == ("data-ran-out", 8, 1), v
+    assert v.action.startswith("stop: ended at step 8 of 10: the training data ran out after 1 epoch;")

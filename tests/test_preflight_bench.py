@@ -38,7 +38,7 @@ def _inputs(sandbox, host, *, max_pos=16384, drop_gt=False):
     if base.exists():
         shutil.rmtree(base)
     make_model(base / "model", max_pos=max_pos)
-    make_parquet(base / "train.parquet", 12, drop_ground_truth=drop_gt)
+    make_parquet(base / "train.parquet", 256, drop_ground_truth=drop_gt)
     make_parquet(base / "val.parquet", 4)
     return base
 
@@ -104,7 +104,7 @@ def test_healthy_host_all_ok(sandbox, h1):
         "proxy",
     ):
         assert checks[name].status == "ok", checks[name]
-    assert "12 rows" in checks["data:train.parquet"].message
+    assert "256 rows" in checks["data:train.parquet"].message
     assert "verl 0.9.1" in checks["verl"].message
     assert quick(Target(_host(sandbox, h1)), _plan(sandbox, h1)) == []
     # verl's start-up checks ran on the composed config; the stand-in's verl does not import: said, not hidden

@@ -31,7 +31,7 @@ def fleet(sandbox):
         base = sandbox.runs_dir(h) / "pf-inputs"
         shutil.rmtree(base, ignore_errors=True)
         make_model(base / "model", max_pos=16384)
-        make_parquet(base / "train.parquet", 12)
+        make_parquet(base / "train.parquet", 256)
         make_parquet(base / "val.parquet", 4)
     yield sandbox
     for h in HOSTS:

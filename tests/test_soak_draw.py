@@ -41,7 +41,7 @@ def test_every_kind_once_per_cycle_of_len_kinds_episodes(soak, seed, kinds):
 def test_an_episode_replayed_alone_draws_what_the_whole_soak_drew(soak):
     kinds = list(soak.FAULTS)
     whole = [soak.draw(4242, n, kinds, 3) for n in range(1, 40)]
-    for n in (1, 14, 15, 29, 39):  # first, cycle ends and starts, late
+    for n in (1, 15, 16, 30, 39):  # first, cycle ends and starts, late (15 kinds)
         alone = soak.draw(4242, n, kinds, 3)
         ep = whole[n - 1]
         assert (alone.kind, alone.shape, alone.hosts, alone.params) == (ep.kind, ep.shape, ep.hosts, ep.params)
@@ -132,3 +132,23 @@ def test_the_steps_invariant_never_asks_to_resume_from_a_checkpoint_after_the_ba
 
     assert check(3) == []
     assert [v[0] for v in check(4)] == ["steps"]
+
+
+def test_data_runs_out_is_drawn_with_steps_beyond_what_one_epoch_feeds(soak, monkeypatch):
+    """Issue 42: the soak draws ``data-runs-out`` (the sample data's 512 rows // batch 64 = 8 steps per epoch, one
+    epoch, --steps above it, --allow-short-data); its right verdict is ``data-ran-out``, never a success."""
+    kinds = list(soak.FAULTS)
+    assert "data-runs-out" in kinds and soak.FAULTS["data-runs-out"] == ("single", "independent")
+    eps = [soak.draw(s, n, kinds, 3, quick=q) for s in (1, 31, 1202) for n in range(1, 46) for q in (False, True)]
+    drawn = [e for e in eps if e.kind == "data-runs-out"]
+    assert drawn
+    for e in drawn:
+        assert e.params["epochs"] == 1 and e.params["fed"] == 8 and e.params["steps"] >= 10, e.params
+    s = soak.Soak.__new__(soak.Soak)
+    s.bench = None
+    run = soak.Run(head="h1", hosts=["h1"], rids=["20261207-000000-abcd"])
+    ep = drawn[0]
+    failed = {"status": "failed", "attempts": [{"verdict": {"cls": "data-ran-out"}}], "decision": {"ended": "x"}}
+    for rec, ok in ((failed, True), ({"status": "succeeded", "attempts": []}, False)):
+        monkeypatch.setattr(soak, "read_run", lambda b, h, rid, rec=rec: rec)
+        assert s.verdict_ok(ep, run)[0] is ok

@@ -488,3 +488,18 @@ def test_verl_does_not_get_the_bundle_on_its_pythonpath(tmp_path, monkeypatch):
     assert sup._child_env(1)["PYTHONPATH"] == "/opt/site"
     monkeypatch.setenv("PYTHONPATH", bundle + "/")
     assert "PYTHONPATH" not in sup._child_env(1)
+
+
+def test_data_that_runs_out_ends_failed_with_the_true_verdict_never_succeeded(tmp_path):
+    """verl's V1 loop ends at its epoch limit with exit 0 before the planned steps (trainer_base.py:467): the run is
+    recorded failed, data-ran-out, with the ending line naming the step, the total and the epochs (issue 42 item 4);
+    on main's code it was ``succeeded``."""
+    run_dir = make_run(tmp_path, {"step_time": 0.02, "oom_at": None, "data_steps": 3, "save_freq": 1})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "failed", rec
+    assert rec["verdict"]["cls"] == "data-ran-out" and rec["verdict"]["detail"]["epochs"] == 3
+    assert rec["step"] == 3 and rec["total_steps"] == 6 and rec["attempt"] == 1  # never retried
+    assert rec["decision"]["ended"] == "failed: ended at step 3 of 6: the training data ran out after 3 epochs"
+    assert "--override trainer.total_epochs=6" in rec["decision"]["suggestions"][0]
+    log = (run_dir / "train.log").read_text()
+    assert re.search(r"^===== dapo-ops attempt 1 end exit=0 class=data-ran-out =====$", log, re.M)

@@ -114,9 +114,45 @@ def passes_per_step(kept_groups: float, generated_groups: float) -> Optional[flo
     return generated_groups / kept_groups
 
 
-def ran_out(step: Optional[int], total: Optional[int], epochs: int) -> Optional[str]:
+#: prompt groups DAPO dynamic sampling evicted (all-equal rewards) while one step was sampled
+#: (verl/trainer/ppo/v1/replay_buffer.py:374, prefix ``training`` :238-239; absent from a step line: none)
+FILTER_EVICTED_KEY = "training/filter_groups/evicted_samples"
+#: steps per window of :func:`falling_keep_rate` (the first and the last ``KEEP_WINDOW`` steps are compared)
+KEEP_WINDOW = 3
+
+
+def keep_rates(evicted: Iterable[float], train_batch_size: int) -> list[float]:
+    """Per step, the share of sampled prompt groups DAPO kept: ``batch / (batch + evicted)`` (``evicted``: each
+    step's :data:`FILTER_EVICTED_KEY`, 0 when absent)."""
+    b = max(1, int(train_batch_size))
+    return [b / (b + max(0.0, float(e))) for e in evicted]
+
+
+def falling_keep_rate(evicted: Iterable[float], train_batch_size: int) -> Optional[str]:
+    """One warning line when DAPO's filter_groups keep-rate fell to under half its early level and under 50 %
+    (the mean of the last :data:`KEEP_WINDOW` steps against the first), else None. A falling keep-rate means the
+    prompts turn all-correct or all-wrong for the model: each step draws more generation batches (slower steps;
+    verl's legacy DAPO trainer gives up at ``algorithm.filter_groups.max_num_gen_batches``, which V1 ignores,
+    trainer_base.py:205-211, and keeps drawing)."""
+    rates = keep_rates(evicted, train_batch_size)
+    w = KEEP_WINDOW
+    if len(rates) < 2 * w:
+        return None
+    early, recent = sum(rates[:w]) / w, sum(rates[-w:]) / w
+    if recent >= 0.5 or recent >= early / 2:
+        return None
+    return (
+        "DAPO filter_groups keep-rate fell from %.0f%% (first %d steps) to %.0f%% (last %d): each step draws ~%.1f "
+        "prompt groups per kept one (%s); the prompts turn all-correct or all-wrong for the model: check the reward "
+        "and the data's difficulty" % (100 * early, w, 100 * recent, w, 1 / recent, FILTER_EVICTED_KEY)
+    )
+
+
+def ran_out(step: Optional[int], total: Optional[int], epochs: Optional[int]) -> Optional[str]:
     """The verdict line of a run verl ended early at its epoch limit: ``ended at step 30 of 40: the training data
-    ran out after 30 epochs``, or None when the run reached ``total`` (or either is unknown)."""
+    ran out after 30 epochs`` (``epochs`` None: ``... ran out at verl's epoch limit``), or
+    None when the run reached ``total`` (or either is unknown)."""
     if step is None or not total or step >= total:
         return None
-    return "ended at step %d of %d: the training data ran out after %d epochs" % (step, total, epochs)
+    why = "after %d epoch%s" % (epochs, "" if epochs == 1 else "s") if epochs else "at verl's epoch limit"
+    return "ended at step %d of %d: the training data ran out %s" % (step, total, why)

@@ -60,7 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dapo_ops.core import defaults
+from dapo_ops.core import datafeed, defaults
 from dapo_ops.core import health, policy
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
@@ -462,6 +462,25 @@ def _stop(
         return _crash_stop(features, detail, settings)
     if cls == "diverged":
         return Decision("stop", features, {}, rule.reason, [], _diverged_suggestions(detail, settings))
+    if cls == "data-ran-out":  # the ending line is the verdict's own: "ended at step 30 of 40: ... 30 epochs"
+        epochs, step = detail.get("epochs"), detail.get("step")
+        total = detail.get("total") or settings.get("steps")
+        line = datafeed.ran_out(step, total, epochs)
+        # the loop ended at steps_per_epoch x epochs (trainer_base.py:467,522): the epochs that feed ``total``
+        per_epoch = step // epochs if epochs and step else 0
+        more = "--override trainer.total_epochs=%s" % (-(-int(total) // per_epoch) if per_epoch and total else "N")
+        return Decision(
+            "stop",
+            features,
+            {},
+            line or rule.reason,
+            [],
+            [
+                f"add training data, raise the epochs ({more}) or ask fewer --steps "
+                "(`inv preflight` shows the steps the data feeds: check data-feed)",
+                f"then `{resume_command(settings)}` continues from the last checkpoint",
+            ],
+        )
     return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
 
 

@@ -282,6 +282,14 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             "the bad step",
         ),
     ),
+    "data-ran-out": (
+        Rule(
+            Kind.STOP,
+            "stop: ${ran_out}; add data, raise trainer.total_epochs or ask fewer --steps, then resume",
+            "verl ended the run at its epoch limit with exit 0 before the planned steps: not a success; "
+            "the training data ran out",
+        ),
+    ),
     "success": (Rule(Kind.DONE, "done: the run reached its final step", "training reached its final step"),),
     "hang": (
         Rule(

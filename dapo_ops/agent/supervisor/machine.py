@@ -319,6 +319,7 @@ class Supervisor:
                 break
             n += 1 if int(a.get("n") or 1) > 1 else 0
         return n
+
     def _on_diverged(self, bad: health.Flag, retry: bool) -> None:
         """A ``diverged`` verdict: the run's first bad step is kept (run.json ``health.first_bad``, the recurrence
         test of the next one); a retry resumes from the last checkpoint before ``bad.step``; a stop points verl's

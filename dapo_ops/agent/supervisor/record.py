@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import runfiles
-from dapo_ops.core import runstate
+from dapo_ops.core import datafeed, runstate
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
@@ -137,7 +137,9 @@ def new_attempt(
 
 def on_step(rec: Dict[str, Any], att: Dict[str, Any], step: int, metrics: Dict[str, float]) -> None:
     """A ``step:N - k:v`` line: step, step time (``timing_s/step``, else the time since the previous step line of
-    this attempt, seconds), last progress, the kept metrics (:data:`KEY_METRICS` and ``val-core/*``)."""
+    this attempt, seconds), last progress, the kept metrics (:data:`KEY_METRICS` and ``val-core/*``), and per
+    training step the prompt groups DAPO evicted (``filter_evicted``, last :data:`MAX_STEP_TIMES`: the keep-rate trend
+    ``inv status`` warns on, :func:`dapo_ops.core.datafeed.falling_keep_rate`)."""
     t = now()
     prev_t = rec.get("last_progress_at")
     prev_step = rec.get("step")
@@ -151,6 +153,9 @@ def on_step(rec: Dict[str, Any], att: Dict[str, Any], step: int, metrics: Dict[s
             rec["step_times"] = (list(rec.get("step_times") or []) + [round(st, 3)])[-MAX_STEP_TIMES:]
         att["_had_step"] = True
     rec["last_progress_at"] = t
+    if step > 0 and "training/global_step" in metrics:  # a training step: DAPO's evicted groups (0 when absent)
+        ev = metrics.get(datafeed.FILTER_EVICTED_KEY) or 0.0
+        rec["filter_evicted"] = (list(rec.get("filter_evicted") or []) + [ev])[-MAX_STEP_TIMES:]
     keep = {k: v for k, v in metrics.items() if k in KEY_METRICS or k.startswith("val-core/")}
     if keep:
         merged = dict(rec.get("metrics") or {})
@@ -181,6 +186,8 @@ def ending_line(status: str, reason: Optional[str], step: Optional[int], total: 
     if status == "succeeded":
         return "succeeded %s" % where
     reason = (reason or "").rstrip(". ")
+    if reason.startswith("ended at step "):  # data-ran-out: the reason names the step (datafeed.ran_out)
+        return "%s: %s" % (status, reason)
     if not reason or reason.startswith(status):  # "stopped by the operator"
         return "%s %s" % (reason or status, where)
     return "%s: %s %s" % (status, reason, where)

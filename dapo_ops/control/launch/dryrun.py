@@ -140,6 +140,35 @@ def _local_memory_facts(st, host) -> dict | None:
         return None
 
 
+def local_data_note(plan: Plan) -> str | None:
+    """The data-feed line of the plan (issue 42 item 4) when every train file is a parquet readable on this machine
+    (rows from its footer, :func:`dapo_ops.agent.parquet.parquet_schema`): ``data:    8 rows // batch 8 = 1
+    step(s)/epoch x 30 epochs = 30 steps < --steps 40: ...`` (:class:`dapo_ops.core.datafeed.DataFeed`); None
+    when a file is not here (``inv preflight`` reads it on the host: check data-feed)."""
+    from dapo_ops.agent.parquet import parquet_schema
+    from dapo_ops.core import datafeed
+
+    s = plan.spec["settings"]
+    files = s.get("train_file")
+    names = [str(f) for f in (files if isinstance(files, (list, tuple)) else [files]) if f]
+    rows = 0
+    for f in names:
+        if not f.endswith(".parquet") or not os.path.isfile(f):
+            return None
+        try:
+            rows += parquet_schema(f)[0]
+        except (OSError, ValueError, IndexError):
+            return None
+    if not names:
+        return None
+    extra = list(s.get("extra_overrides") or [])
+    feed = datafeed.DataFeed(
+        rows, int(s["train_batch_size"]), datafeed.total_epochs(extra), datafeed.filters_overlong(extra)
+    )
+    short = feed.shortfall(int(s["steps"]))
+    return "data:    " + (short or "%s >= --steps %d" % (feed.figure(), int(s["steps"])))
+
+
 def dry_run(
     flags: Mapping,
     *,
@@ -184,6 +213,9 @@ def dry_run(
         memory=_local_memory_facts(st, host),
     )
     notes = [sw_note]
+    data_note = local_data_note(plan)
+    if data_note:
+        notes.append(data_note)
     if host is not None and len(chosen) > 1:  # --independent: one run per host
         shape = lambda h: (h.accelerator, int(h.devices), h.container, h.workdir, h.runs_path)  # noqa: E731
         other = [h.name for h in chosen[1:] if shape(h) != shape(host)]

@@ -23,6 +23,7 @@ from dapo_ops.core import memfit
 from dapo_ops.core import overrides
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
+from dapo_ops.core import sanity
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import display_url, has_credentials, redact_argv
@@ -439,6 +440,8 @@ def _build(
         resume_line = resume_mod.line(spec, fs, resume, not_kept)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
+    trainer_devs = memfit._trainer_world(s, mode == "one-step-off")
+    notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # issue 42 item 5: warn only
     lad = ladder.plan_ladder(
         fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode)
     )

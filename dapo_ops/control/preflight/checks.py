@@ -9,7 +9,7 @@ from typing import Any
 
 from dapo_ops.control.launch.plan import HOST_DEFAULTS
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
-from dapo_ops.control.preflight.inputs import _input_checks
+from dapo_ops.control.preflight.inputs import _input_checks, sanity_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
 from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
@@ -58,6 +58,7 @@ QUICK_CHECKS = (
     "model",
     "data",
     "data-feed",
+    "sanity",
     "disk",
     "memory-fit",
     "swanlab",
@@ -122,6 +123,7 @@ def evaluate(
     out += _module_checks(pv, p)
     out += _cann_checks(p)
     out += _input_checks(host, pv, p)
+    out += sanity_checks(pv)
     out += _memfit_checks(host, pv, p)
     if full:
         out += _network_checks(host, pv, p, inv_proxy, ray)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dapo_ops.control.preflight.plan import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
-from dapo_ops.core import datafeed
+from dapo_ops.core import datafeed, memfit, sanity
 
 
 #: checkpoint bytes per byte of bf16 weights for one FSDP save: fp32 model shards (2x) + Adam m, v (4x) + the
@@ -74,6 +74,31 @@ def _data_feed_check(pv: PlanView | None, data: list[dict]) -> Check | None:
     if feed.steps_per_epoch and pv.s("allow_short_data"):
         return Check("data-feed", WARN, short.split(" (--allow-short-data", 1)[0], "allowed by allow_short_data")
     return Check("data-feed", FAIL, short.split("; use ", 1)[0], "use " + short.split("; use ", 1)[1])
+
+
+def sanity_checks(pv: PlanView | None) -> list[Check]:
+    """Checks ``sanity:<key>`` (warn, never fail: the run still starts): the plan's verl values far outside what RL
+    fine-tuning uses (:data:`dapo_ops.core.sanity.RANGES`), one line each (issue 42 item 5)."""
+    if pv is None:
+        return []
+    try:  # the trainer pool's devices (memfit's one rule)
+        devices = memfit._trainer_world(pv.settings, pv.spec.get("mode") == "one-step-off")
+    except (KeyError, TypeError, ValueError):
+        devices = None
+    out = []
+    for line in sanity.warnings(pv.argv, devices):
+        key = line.split("=", 1)[0]
+        out.append(
+            Check(
+                "sanity:" + key,
+                WARN,
+                line,
+                "the run still starts; if it is not deliberate, set it with --override %s=<value>" % key
+                if "train_batch_size" not in key
+                else "the run still starts; if it is not deliberate, raise --train-batch-size",
+            )
+        )
+    return out
 
 
 def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from dapo_ops.core import health, logformat
+from dapo_ops.core import datafeed, health, logformat
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
@@ -309,6 +309,11 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         row.hint = row.ended
         if row.status == FAILED:
             row.suggestions = [str(x) for x in decision.get("suggestions") or []]
+    if row.status in ACTIVE_STATUSES:  # DAPO's keep-rate falling: said before the steps slow to a crawl
+        batch = ((run.get("spec") or {}).get("settings") or {}).get("train_batch_size")
+        keep = datafeed.falling_keep_rate(run.get("filter_evicted") or [], int(batch)) if batch else None
+        if keep:
+            row.hint = "%s; %s" % (row.hint, keep) if row.hint else keep
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
 
     ref = last_progress or run.get("started_at")
@@ -371,7 +376,7 @@ def _finished(checkpoint, total) -> bool:
 
 def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: half the
-    supervisor's own stall limit (run.json ``stall_after_s``: factor x median step time, floored, capped by the
+    supervisor's own stall limit (run.json ``stall_after_s``: factor x the longest step seen, floored, capped by the
     hang timeout; ``dapo_ops/agent/supervisor/stall.py``), so status says it before the supervisor acts; without
     it (an older supervisor, or none yet) 3 x the recent step time. None when no step time is known."""
     lim = run.get("stall_after_s")

@@ -8,7 +8,8 @@ hint texts of ``dapo_ops/core/classify/hints.py``, the action kind of the failur
 
 Precedence (docs/troubleshooting.md, generated from ``dapo_ops/core/classify/docs.py``):
     1. success facts: last ``step:N`` >= planned total (``Total training steps: N`` or
-       the ``Training Progress`` bar), ``Final validation metrics``, exit code 0;
+       the ``Training Progress`` bar), ``Final validation metrics``, exit code 0; exit 0 with the last step below the
+       planned total and no final line -> ``data-ran-out`` (verl's epoch limit ended the loop early);
     2. container state: ``OOMKilled=true`` -> ``oom-host``; container gone -> ``container-missing``;
     3. the earliest specific root cause across all ranks (device / KV-cache / Ray / host
        OOM, config, data, auth, network, container, specific crashes such as thread
@@ -147,6 +148,12 @@ def decide(
         if bad is not None:
             return bad
         d = dict(base)
+        last = f.step if f.step is not None else f.resumed  # a resume past the epoch limit trains no step
+        if done_line < 0 and last is not None and total and last < total:
+            # exit 0 below the planned total and no "Final validation metrics": verl's V1 loop ran out of epochs
+            # (verl/trainer/ppo/v1/trainer_base.py:467; its last step prints the final line, :525-529)
+            d["step"] = last
+            return mk("data-ran-out", dict(d, epochs=f.epochs), ev(log, f.step_line) + exit_ev(exit_code))
         if done_line >= 0 and any(h.line > done_line for h in fatal):
             d["teardown_error"] = True
         return mk(

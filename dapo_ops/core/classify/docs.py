@@ -170,6 +170,15 @@ CLASS_TABLE: dict[str, dict[str, Any]] = {
         "fp16 (use bf16) and the data at that step; then `inv launch --resume <run id>` continues from the last "
         "healthy checkpoint.",
     },
+    "data-ran-out": {
+        "symptoms": [
+            "exit 0 with the last step:30 below the planned 40 and no 'Final validation metrics' line",
+            "'total_epochs': 30 in the config verl prints at start (training/epoch:29 on the last step line)",
+        ],
+        "cause": "verl 0.9.1's V1 loop ends when trainer.total_epochs is used up, even before trainer.total_training_steps, and exits 0 (verl/trainer/ppo/v1/trainer_base.py:467): the train data holds len(dataset) // data.train_batch_size steps per epoch (:765).",
+        "tool": "Stops (run status failed, never 'succeeded'): 'ended at step 30 of 40: the training data ran out after 30 epochs'. Preflight's data-feed check refuses such a --steps before launch (--allow-short-data runs it anyway).",
+        "you": "Add training data, raise the epochs (--override trainer.total_epochs=N) or ask fewer --steps; `inv launch --resume <run id>` continues from the last checkpoint.",
+    },
     "success": {
         "symptoms": [
             "step:300 ... with Total training steps: 300 (or Training Progress: 100%)",
@@ -205,7 +214,8 @@ def render(section_modules: tuple[str, ...]) -> str:
         "names the innermost frame outside verl/Ray/torch/vLLM (`detail.user_frame`, e.g. `bad_reward.py:5`); never",
         "retried unchanged.",
         "",
-        "Precedence: success facts (last `step:N` = planned total, `Final validation metrics`, exit 0) -> container",
+        "Precedence: success facts (last `step:N` = planned total, `Final validation metrics`, exit 0; exit 0 below the",
+        "planned total is `data-ran-out`) -> container",
         "state (`OOMKilled`) -> the earliest specific root cause on any rank -> collective timeouts -> crash-other.",
         "Echoed overrides, `+ cmd` shell traces, the printed config and Ray's OOM-killer boilerplate are never evidence.",
         "An error followed by later `step:` lines did not stop the run (non-fatal). Exit 137 counts as `oom-host` only",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from string import Template
 from typing import Any, Callable
 
-from dapo_ops.core import health, policy
+from dapo_ops.core import datafeed, health, policy
 from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
 from dapo_ops.core.policy import ABSENT, SET
 
@@ -75,6 +75,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
     "diverged": (("recurred", SET, "diverged/persistent"),),
+    "data-ran-out": (),
     "crash-other": (("external", SET, "crash-other/external-kill"),)
     + _causes(
         "crash-other",
@@ -388,6 +389,14 @@ HINTS: dict[str, str] = {
         "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
         "metrics (sync the local swanlog).${teardown}"
     ),
+    "data-ran-out": (
+        "verl 0.9.1's V1 loop ends when trainer.total_epochs (default 30) is used up, even before the planned "
+        "steps, and exits 0 (verl/trainer/ppo/v1/trainer_base.py:467): the train data holds len(dataset) // "
+        "data.train_batch_size steps per epoch (:765, after data.filter_overlong_prompts). The checkpoints are "
+        "good: add training data, raise the epochs (--override trainer.total_epochs=N) or ask fewer --steps, then "
+        "`inv launch --resume <run id>` continues from the last checkpoint. Preflight's data-feed check shows the "
+        "figure before launch."
+    ),
     "crash-other/thread-limit": (
         "A worker could not create threads (pids / ulimit -u limit), not OOM. Raise the container pids limit (docker "
         "run --pids-limit, or -1) / `ulimit -u`, or cap OMP_NUM_THREADS and Ray's thread counts; then relaunch."
@@ -660,6 +669,9 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bad_step": lambda d: str(d.get("bad_step", "?")),
     "flag_words": health.words,
     "causes": lambda d: "; ".join(d.get("causes") or health.CAUSES),
+    "ran_out": lambda d: (
+        datafeed.ran_out(d.get("step"), d.get("total"), d.get("epochs")) or "the training data ran out"
+    ),
     "ckpt_paren": lambda d: f" (saving global_step_{d['ckpt_step']})" if d.get("ckpt_step") is not None else "",
 }
 

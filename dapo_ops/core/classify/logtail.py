@@ -249,6 +249,10 @@ _EXIT_RXS = (  # (needle, regex): an EXIT=<n> trailer, "... exited with code <n>
 )
 #: any ``global_step_N`` (save, resume or a path): the newest checkpoint seen, which may be partial
 _GLOBAL_STEP_RX = re.compile(r"global_step_(\d+)")
+#: trainer.total_epochs in the config verl pprints at start (verl/trainer/main_ppo.py:144)
+_EPOCHS_RX = re.compile(r"'total_epochs': (\d+)")
+#: the step's epoch, 0-based (training/epoch: ``(global_steps - 1) // steps_per_epoch``, trainer_base.py:522)
+_EPOCH_RX = re.compile(r"(?<![\w/])training/epoch:(\d+)")
 # (torch_npu for an absurd size: "Tried to allocate more than 1EB memory")
 _ALLOC_RX = re.compile(r"tried to allocate (?:more than )?(-?[\d.,]+)\s*([kmgtpe]?i?b|bytes)\b")
 _IP_RX = re.compile(r"(?:\bip=|ip: ?|worker ip address: ?)(\d{1,3}(?:\.\d{1,3}){3})")
@@ -288,6 +292,8 @@ class Facts:
     total_time: int = -1  # line of "Total time: N seconds" (verl's last line)
     exit_code: int | None = None  # from the text: EXIT=<n>, "exited with code <n>", the attempt end delimiter
     ckpt_step: int | None = None  # newest global_step_N seen (may be partial)
+    epochs: int | None = None  # trainer.total_epochs: verl's config echo 'total_epochs': N, else last epoch + 1
+    resumed: int | None = None  # the step a resumed attempt continues from (logformat.RESUME_RE)
 
 
 def last_step(low: str) -> tuple[int | None, int]:
@@ -349,6 +355,16 @@ def read_facts(log: Log) -> Facts:
     m = _last(_GLOBAL_STEP_RX, low, "global_step_")
     if m:
         f.ckpt_step = int(m.group(1))
+    m = _last(logformat.RESUME_RE, log.text, "lobal step")
+    if m:
+        f.resumed = int(m.group(1) or m.group(2))
+    m = _last(_EPOCHS_RX, low, "'total_epochs': ")
+    if m:
+        f.epochs = int(m.group(1))
+    elif f.step_line >= 0:  # the config echo left the tail: the last step's own epoch (0-based) + 1
+        m = _EPOCH_RX.search(log.low_line(f.step_line))
+        if m:
+            f.epochs = int(m.group(1)) + 1
     return f
 
 

@@ -22,6 +22,7 @@ CLASSES: tuple[str, ...] = (
     "auth-error",
     "crash-other",
     "diverged",
+    "data-ran-out",
     "success",
 )
 """The failure classes (exact names, docs/design.md). ``hang`` (no progress: the hang cap or a stall sized to the run)
@@ -81,7 +82,8 @@ class Verdict:
             ``value``/``need`` (token budget), ``length``/``limit`` (data),
             ``inconclusive`` (True when the text holds no evidence at all: the
             supervisor's no-progress timer decides ``hang``), ``teardown_error`` (True:
-            success, but an error followed the last step).
+            success, but an error followed the last step), ``epochs`` (int, ``trainer.total_epochs`` read from the
+            log, data-ran-out).
     """
 
     cls: str

@@ -293,9 +293,10 @@ class StandinTrainer:
         self._check_inputs()
         startup = float(self.scn.get("startup_time", 0.0))
         total = _sel(cfg, "trainer.total_training_steps")
+        self.steps_per_epoch = self._steps_per_epoch()
         if total is None:
-            total = DATALOADER_LEN * int(_sel(cfg, "trainer.total_epochs", 30))
-            o.line(f"Size of train dataloader: {DATALOADER_LEN}, Size of val dataloader: 1")
+            total = self.steps_per_epoch * int(_sel(cfg, "trainer.total_epochs", 30))
+            o.line(f"Size of train dataloader: {self.steps_per_epoch}, Size of val dataloader: 1")
         total = int(total)
         if self.v1:
             o.info(f"Total training steps: {total}")
@@ -309,6 +310,26 @@ class StandinTrainer:
         self._init_tracking()
         start = self._load_checkpoint()
         self._fit(start, total)
+
+    def _steps_per_epoch(self) -> int:
+        """verl 0.9.1's ``steps_per_epoch = len(self.train_dataset) // data.train_batch_size``
+        (verl/trainer/ppo/v1/trainer_base.py:765; the train dataloader drops the last partial batch, :747): the rows
+        of the local train parquet files (pyarrow's footer count; ``data.filter_overlong_prompts`` is not applied),
+        else :data:`DATALOADER_LEN` (remote or unreadable files). 0 rows per batch fails as verl's first
+        ``global_steps // steps_per_epoch`` does (:450)."""
+        files = _sel(self.cfg, "data.train_files")
+        rows = 0
+        try:
+            import pyarrow.parquet as pq
+
+            for f in [files] if isinstance(files, str) else list(files or []):
+                rows += pq.ParquetFile(str(f)).metadata.num_rows
+        except Exception:  # noqa: BLE001  (remote, json, unreadable: the stand-in's fixed length)
+            return DATALOADER_LEN
+        spe = rows // max(1, int(_sel(self.cfg, "data.train_batch_size", 1) or 1))
+        if spe == 0:
+            raise ZeroDivisionError("integer division or modulo by zero")
+        return spe
 
     def _hold_devices(self):
         """Open this node's stand-in device files (``/tmp/dapo-standin/devices/<npu|gpu><i>``, one per device of
@@ -803,7 +824,15 @@ class StandinTrainer:
         last_val = {}
         score_fn = self._reward_fn()
         bad = False  # diverge: the metrics went bad at fstep and stay bad (a NaN model does not heal)
+        epochs = int(_sel(cfg, "trainer.total_epochs", 30))
+        ran_out = False
         for step in range(start + 1, total + 1):
+            # verl's V1 loop: ``while current_epoch < trainer.total_epochs and global_steps <= total_training_steps``
+            # with ``current_epoch = (global_steps - 1) // steps_per_epoch`` (trainer_base.py:467, :522): the data
+            # runs out at steps_per_epoch x total_epochs, whatever total_training_steps says
+            if (step - 1) // self.steps_per_epoch >= epochs:
+                ran_out = True
+                break
             t = time.time()
             self._util(90)
             at_fail = fail is not None and step == fstep
@@ -862,6 +891,7 @@ class StandinTrainer:
             m = _metrics(step, self.rng, step_s, self._world(), self.one_step_off, np)
             if bad:
                 m.update(_diverged(fail.get("metric", "grad_norm"), np))
+            m["training/epoch"] = (step - 1) // self.steps_per_epoch  # trainer_base.py:522
             metrics = {**m, **metrics}
             if kind == "noisy-success" or (kind == "swanlab-auth" and fail.get("variant") == "401"):
                 if kind == "swanlab-auth":
@@ -874,6 +904,12 @@ class StandinTrainer:
             self._gate(step)
             if bad and fail.get("then") == "filter-loop":
                 self._filter_loop()
+        if ran_out:  # the loop ended without its last step: no final line, exit 0 (trainer_base.py:531-533)
+            if self.tracker is not None:
+                self.tracker.finish()
+            if self.ray is not None:
+                self.ray.shutdown()
+            return
         if not last_val and test_freq != 0 and not self.v1:
             last_val = self._val_metrics(total)
         # V1 trainer: None unless a test_freq validation ran (real runs: 'Final validation metrics: None')
