@@ -621,6 +621,11 @@ WRAPPER_RX = re.compile(
 UNPICKLE_RX = re.compile(r"typeerror: (\w+)\.__init__\(\) missing \d+ required (?:keyword-only |positional )?argument")
 
 
+#: a vLLM / Python logging record's head ("ERROR 08-06 21:18:16 [core.py:700] ", V0 "ERROR 07-01 08:12:10
+#: async_llm_engine.py:52] "), dropped from the error a wrapper hides
+_LOG_RECORD_RX = re.compile(r"^(?:ERROR|CRITICAL) [\d-]+ [\d:.]+ (?:\[[^\]]*\]|[\w.]+:\d+\]) ")
+
+
 def _wrapped_error(log: Log, generic: list[Hit]) -> tuple[dict[str, Any], list[int]] | None:
     """The error a wrapper line hides (:data:`WRAPPER_RX`), as ``(detail, evidence lines)``, or None when the tail
     holds no wrapper. The FIRST exception line from 300 lines before the first wrapper up to the last one that is
@@ -641,9 +646,9 @@ def _wrapped_error(log: Log, generic: list[Hit]) -> tuple[dict[str, Any], list[i
             continue
         m = UNPICKLE_RX.search(ll)
         if m:
-            unpickle = unpickle or (h.line, m.group(1))
+            unpickle = unpickle or (h.line, log.lines[h.line][m.start(1) : m.end(1)])
             continue
-        d["error"] = log.lines[h.line].strip()[:200]
+        d["error"] = _LOG_RECORD_RX.sub("", log.lines[h.line].strip(), count=1)[:200]
         return d, [h.line, first_w]
     if unpickle is not None:
         d["wrapped_class"] = unpickle[1]

@@ -804,7 +804,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
         else "an error"
     ),
     "tracker_fix": lambda d: TRACKER_FIXES.get(d.get("tracker") or "", TRACKER_FIXES[""]),
-    "data_source": lambda d: repr(d["data_source"]) if d.get("data_source") not in (None, "") else "(empty)",
+    "data_source": lambda d: f"{d['data_source']}" if d.get("data_source") not in (None, "") else "(missing)",
     "wrapper_what": lambda d: (
         "vLLM's engine death (EngineDeadError)" if d.get("cause") == "engine-dead" else "Ray's unpickling error"
     ),

@@ -666,7 +666,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         "data-error",
         ROOT,
         ("reward function is not implemented", "notimplementederror", "has no attribute 'startswith'"),
-        r"reward function is not implemented for (?:data_source=)?(.*)$"
+        r"reward function is not implemented for (?:data_source=)?(?!\{)(.*)$"
         r"|^\s*(?:[\w.]+\.)?notimplementederror\s*$"
         r"|^\s*attributeerror: 'nonetype' object has no attribute 'startswith'",
     ),
