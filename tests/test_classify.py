@@ -580,15 +580,15 @@ def test_oom_that_makes_no_physical_sense_is_not_memory_pressure(line, cause):
         ),
         (
             "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
-            ("crash-other", "stop", "runtime-env"),
+            ("config-error", "stop", "runtime-env"),
         ),
         (
             "ImportError: libascendcl.so: cannot open shared object file: No such file or directory",
-            ("crash-other", "stop", "runtime-env"),
+            ("config-error", "stop", "runtime-env"),
         ),
         (
             "ImportError: libatb.so: cannot open shared object file: No such file or directory",  # vllm-ascend#152
-            ("crash-other", "stop", "runtime-env"),
+            ("config-error", "stop", "runtime-env"),
         ),
         # another library's harmless probe for CUDA libraries is no root cause: the device OOM after it still escalates
         (

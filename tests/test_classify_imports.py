@@ -251,7 +251,7 @@ KIND = [
         ("pip install the package that provides 'flashinfer'",),
     ),
     (
-        TB + "ImportError: numpy.core.multiarray failed to import\n",
+        TB + "ImportError: attempted relative import with no known parent package\n",
         "other",
         None,
         None,
@@ -305,11 +305,12 @@ NOT_THE_KIND = [
         "entry-module",
     ),
     ("/usr/bin/python3: No module named verl.trainer.main_dapo\n", 1, "config-error", "entry-module"),
-    # CANN's libraries that torch_npu cannot open: the runtime-env row reads that line better
+    # CANN's libraries that torch_npu cannot open: the runtime-env row reads that line better (the container's
+    # environment: config-error since issue 44)
     (
         "(TaskRunner pid=1201) ImportError: libhccl.so: cannot open shared object file: No such file or directory\n",
         1,
-        "crash-other",
+        "config-error",
         "runtime-env",
     ),
 ]

@@ -175,6 +175,30 @@ POLICY: dict[str, tuple[Rule, ...]] = {
     ),
     "config-error": (
         Rule(
+            Kind.KEEP_RUNNING,
+            "keep running: the ${tracker_name} server answers this client with ${tracker_status} while training "
+            "continues; alert, and pair the tracker client with its server's version before the next run",
+            "the tracker server rejects this client's uploads while training continues: alert, never restart",
+            when=("fatal", False),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: the ${tracker_name} server answers this client with ${tracker_status} (a client / server version "
+            "pairing, or the server's own fault, not credentials or the network); ${tracker_fix}; never retried "
+            "unchanged",
+            "the tracker server rejects this client: not retried; pair the tracker SDK with its server or run it "
+            "offline",
+            when=("cause", "tracker-version"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: ${env_what} (the container's environment, not a fault of the run); ${env_fix}; never retried "
+            "unchanged",
+            "the container's native libraries / toolchain do not fit: not retried; fix the image (the hint names the "
+            "version pairing to check)",
+            when=("cause", ("runtime-env", "driver-lib", "toolchain", "numpy-abi", "cann-env")),
+        ),
+        Rule(
             Kind.STOP,
             "stop: the trainer cannot import ${module_what}; ${module_fix}; never retried unchanged",
             "missing or broken Python module in the container: not retried; install it (the hint names the package)",
@@ -187,6 +211,15 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
     ),
     "data-error": (
+        Rule(
+            Kind.STOP,
+            "stop: verl's default reward function has no scorer for data_source ${data_source}; set each row's "
+            "data_source to a built-in key (openai/gsm8k, math_dapo, ...) or point reward.custom_reward_function.path "
+            "/ .name at your scorer; never retried, no memory change",
+            "no reward function for the rows' data_source: not retried; fix the dataset's data_source or set "
+            "reward.custom_reward_function",
+            when=("cause", "reward-source"),
+        ),
         Rule(
             Kind.STOP,
             "stop: the dataset violates a limit; filter/truncate the data or raise the limit; never retried unchanged",
@@ -258,6 +291,21 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             Kind.STOP,
             "stop: the disk is full; free space (see the hint), then resume from the last checkpoint",
             when=("cause", "disk-full"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: torch.compile failed in a worker and Ray could not unpickle its BackendCompilerFailed; fix the "
+            "compile error in the worker log (compiler, headers, libcuda link) or relaunch with "
+            "actor_rollout_ref.actor.use_torch_compile=False; no memory escalation",
+            "torch.compile failed in a worker (hidden by Ray's unpickling error): not retried unchanged",
+            when=("cause", "torch-compile"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: ${wrapper_what} hides the real error${first_error}; fix that error, then relaunch; no memory "
+            "escalation",
+            "a wrapper (Ray's unpickling error / vLLM's engine death) hides the real error: not retried unchanged",
+            when=("cause", ("engine-dead", "ray-unpickle")),
         ),
         Rule(
             Kind.STOP,

@@ -129,6 +129,8 @@ def decide(
             h.sig.name == "kernel-fault" and (_comm_echo(log, h.line) or any(abs(h.line - o) <= 10 for o in oom_lines))
         )
     ]
+    # a bare NotImplementedError / the None.startswith AttributeError is the reward dispatcher's only under its frame
+    hits = [h for h in hits if h.sig.name != "reward-source" or h.m.group(1) is not None or _reward_frame(log, h.line)]
     # An error followed by later progress did not stop the run: it is a non-fatal signal.
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
@@ -187,6 +189,11 @@ def decide(
         # dependency, logged with its traceback) must not hide the real failure, and a more specific row on the
         # same line reads it better (runtime-env: "ImportError: libhccl.so: cannot open shared object file")
         main = [h for h in main if h.sig.name != "missing-module"] or main
+        # numpy 2 beside modules built for numpy 1 (a banner, often only a warning) is the cause only when nothing
+        # else is, or when what else there is are the CANN / runtime codes it explains (issue 44, family 1)
+        numpy = [h for h in main if h.sig.name == "numpy-abi"]
+        rest = [h for h in main if h.sig.name != "numpy-abi"]
+        main = numpy if numpy and all(h.sig.name in NUMPY_EXPLAINS for h in rest) else (rest or main)
         # a device list naming devices the container lacks explains the device errors printed before it
         main = [h for h in main if h.sig.name == "visible-devices"] + [
             h for h in main if h.sig.name != "visible-devices"
@@ -230,6 +237,10 @@ def decide(
         return mk("crash-other", dict(base, cause="segfault"), generic_ev(log, generic) + exit_ev(exit_code))
     if generic or (exit_code not in (None, 0)):
         d = dict(base)
+        wrapped = _wrapped_error(log, generic)
+        if wrapped is not None:  # Ray's unpickle failure / vLLM's engine death: the error they wrap is the verdict
+            d.update(wrapped[0])
+            return mk("crash-other", d, ev(log, *wrapped[1]) + exit_ev(exit_code))
         if exit_code == 143:
             d["cause"] = "sigterm"
             if not generic:
@@ -241,6 +252,9 @@ def decide(
     nf_auth = [h for h in nonfatal if h.sig.cls == "auth-error"]
     if nf_auth:
         return mk("auth-error", dict(base, fatal=False), ev(log, nf_auth[-1].line))
+    nf_cfg = [h for h in nonfatal if h.sig.cls == "config-error" and h.sig.name in TRACKER_SERVER_SIGS]
+    if nf_cfg:
+        return mk("config-error", _tracker_detail(log, dict(base), nf_cfg[-1], fatal=False), ev(log, nf_cfg[-1].line))
     nf_net = [h for h in nonfatal if h.sig.cls == "network"]
     if nf_net:
         return mk("network", dict(base, fatal=False, cause="tracker"), ev(log, nf_net[-1].line))
@@ -351,6 +365,13 @@ CONFIG_CAUSES: dict[str, str] = {
     "missing-module": "missing-module",
     "raylet-register": "ray-cpus",
     "chat-template": "chat-template",
+    "runtime-env": "runtime-env",
+    "driver-lib": "driver-lib",
+    "toolchain": "toolchain",
+    "numpy-abi": "numpy-abi",
+    "cann-env": "cann-env",
+    "tracker-server": "tracker-version",
+    "tracker-server-log": "tracker-version",
     "visible-devices": "visible-devices",
 }
 #: oom-host signature -> cause (default ``kernel-oom``)
@@ -371,7 +392,13 @@ KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
 #: network signatures -> cause (the Ray head, the hub / a proxy)
 RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance", "gcs-lost")
 #: crash-other signature -> ``detail["cause"]`` where it is not the signature's name
-CRASH_CAUSES: dict[str, str] = {"driver-lib": "device-unavailable"}
+CRASH_CAUSES: dict[str, str] = {}
+#: the tracker-server rows (a tracker server that answers this client with 404 / 5xx: issue 44, family 2)
+TRACKER_SERVER_SIGS = ("tracker-server", "tracker-server-log")
+#: root-cause rows a numpy-2 hit explains (CANN's op compiler and the runtime codes it prints once numpy 2 broke it)
+NUMPY_EXPLAINS = ("kernel-fault", "device-unavailable", "cann-env", "missing-module")
+#: data-error signature -> the detail it carries beside key / cause (the reward dispatcher's data_source)
+_REWARD_FRAME_RX = re.compile(r"in (?:default_compute_score|_default_compute_score|_select_rm_score_fn)\b")
 HUB_SIGS = ("proxy", "hub")
 
 # communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
@@ -478,6 +505,10 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
     i, name = h.line, h.sig.name
     if name == "missing-module":
         return _missing_module(log, f, d, i)
+    if name in TRACKER_SERVER_SIGS:
+        return mk("config-error", _tracker_detail(log, d, h, fatal=True), ev(log, i))
+    if name in ENV_SIGS:
+        return mk("config-error", _env_detail(log, d, h, same_tier), ev(log, i, *_env_more(log, h)))
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
     if name == "data-missing":
@@ -520,13 +551,146 @@ def _missing_module(log: Log, f: Facts, d: dict[str, Any], i: int) -> Verdict:
                 (form, mod, name), at = got, j
                 break
     d.update(cause=CONFIG_CAUSES["missing-module"], form=form, module=mod, name=name, phase=phase_of(log, i))
+    if form in ("symbol", "library"):
+        low_at = log.low_line(at)
+        d["pairing"] = next((key for word, key in PAIRING_WORDS if word in low_at), None)
     if d["phase"] == "checkpoint-save":
         d["ckpt_step"] = f.ckpt_step
     return mk("config-error", d, ev(log, at, *ray_call_line(log, at), i))
 
 
+#: (words in the path of a shared object that failed to load, the version pairing to check: hints.ABI_PAIRS), first
+#: match wins (ATB's libraries live under Ascend/nnal/atb; torch_npu's under torch_npu/lib)
+PAIRING_WORDS: tuple[tuple[str, str], ...] = (
+    ("/nnal/", "atb"),
+    ("/atb/", "atb"),
+    ("libatb", "atb"),
+    ("vllm_ascend", "vllm_ascend"),
+    ("torch_npu", "torch_npu"),
+    ("flash_attn", "flash_attn"),
+    ("transformer_engine", "transformer_engine"),
+    ("/vllm/", "vllm"),
+    ("apex", "apex"),
+    ("/torch/lib/", "torch"),
+    ("libc10", "torch"),
+)
+#: the container-environment rows (issue 44, family 1): their detail is :func:`_env_detail`'s
+ENV_SIGS = ("runtime-env", "driver-lib", "toolchain", "numpy-abi", "cann-env")
+_NUMPY_RX = re.compile(r"compiled using numpy 1\.x|_array_api not found|removed in the numpy 2\.0 release")
+
+
+def _env_detail(log: Log, d: dict[str, Any], h: Hit, same_tier: list[Hit]) -> dict[str, Any]:
+    """The detail of a container-environment verdict: ``cause`` (the row's, ``numpy-abi`` for CANN's op compiler
+    when numpy 2's banner or errors are in the tail), ``library`` (the ``-l<lib>`` the linker missed, the header a
+    compile missed, or the shared object the loader could not open)."""
+    d["cause"] = CONFIG_CAUSES[h.sig.name]
+    ll = log.low_line(h.line)
+    if (
+        h.sig.name == "cann-env"
+        and any(x.sig.name == "numpy-abi" for x in same_tier)
+        or (h.sig.name == "cann-env" and _NUMPY_RX.search(log.low))
+    ):
+        d["cause"] = "numpy-abi"
+    if h.sig.name == "toolchain":
+        d["library"] = next((g for g in h.m.groups() if g), None) or ("cuda" if "libcuda" in ll else None)
+    else:
+        m = re.search(r"(lib[\w.+-]*?\.so)[.\d]*: cannot open shared object file", log.lines[h.line], re.I)
+        if m:
+            d["library"] = m.group(1)
+    return d
+
+
+def _env_more(log: Log, h: Hit) -> list[int]:
+    """Evidence after an environment hit: the failed command (Triton's gcc / CalledProcessError) or numpy's
+    failure after its banner, within 6 lines."""
+    for j in range(h.line + 1, min(len(log.lines), h.line + 7)):
+        lj = log.low_line(j)
+        if "calledprocesserror" in lj or "returned non-zero exit status" in lj or "_array_api not found" in lj:
+            return [j]
+    return []
+
+
+def _tracker_detail(log: Log, d: dict[str, Any], h: Hit, fatal: bool) -> dict[str, Any]:
+    """The detail of a tracker-server verdict: ``cause`` ``tracker-version``, ``fatal``, ``tracker`` (swanlab /
+    wandb / mlflow, from the line) and ``status`` (the HTTP status the server answered, ``schema`` for a GraphQL
+    field the server does not know)."""
+    ll = log.low_line(h.line)
+    d.update(cause="tracker-version", fatal=fatal)
+    d["tracker"] = next((t for t in ("swanlab", "wandb", "mlflow") if t in ll), None)
+    if d["tracker"] is None:
+        d["tracker"] = "wandb" if "graphql" in ll or "w&b" in ll else "swanlab" if "/api/" in ll else None
+    d["status"] = next((g for g in h.m.groups() if g), None) or ("schema" if "cannot query field" in ll else None)
+    return d
+
+
+def _reward_frame(log: Log, i: int) -> bool:
+    """True when one of the 4 lines above ``i`` is a frame of verl's reward dispatcher (``default_compute_score``,
+    verl <= 0.2 ``_select_rm_score_fn``)."""
+    return any(_REWARD_FRAME_RX.search(log.low_line(j)) for j in range(max(0, i - 4), i))
+
+
+#: lines that only wrap another error (issue 44, families 4 and 5): Ray could not unpickle the exception a worker
+#: raised (ray/exceptions.py from_ray_exception: "RaySystemError: System error: Failed to unpickle serialized
+#: exception", older Ray "RuntimeError: Failed to unpickle serialized exception"; ray#54341, verl#2360, verl#3618),
+#: vLLM's engine died (V1 vllm/v1/engine/exceptions.py EngineDeadError "EngineCore encountered an issue. See stack
+#: trace (above) for the root cause.", v1/engine/core.py "EngineCore encountered a fatal error."; V0
+#: engine/async_llm_engine.py _log_task_completion "Engine background task failed", AsyncEngineDeadError "Task finished
+#: unexpectedly. This should never happen! ..." / "Background loop has errored already.")
+WRAPPER_RX = re.compile(
+    r"failed to unpickle serialized exception|(?:async)?enginedeaderror|engine background task failed"
+    r"|background loop has (?:errored|stopped)|enginecore encountered (?:an issue|a fatal error)"
+    r"|task finished unexpectedly\. this should never happen"
+)
+#: the TypeError Ray's unpickling raises for an exception class whose __init__ wants more arguments than it pickled
+#: ("TypeError: BackendCompilerFailed.__init__() missing 1 required positional argument: 'inner_exception'": a
+#: torch.compile failure; "APIStatusError.__init__() missing 2 required keyword-only arguments": Mem-alpha#12)
+UNPICKLE_RX = re.compile(r"typeerror: (\w+)\.__init__\(\) missing \d+ required (?:keyword-only |positional )?argument")
+
+
+#: a vLLM / Python logging record's head ("ERROR 08-06 21:18:16 [core.py:700] ", V0 "ERROR 07-01 08:12:10
+#: async_llm_engine.py:52] "), dropped from the error a wrapper hides
+_LOG_RECORD_RX = re.compile(r"^(?:ERROR|CRITICAL) [\d-]+ [\d:.]+ (?:\[[^\]]*\]|[\w.]+:\d+\]) ")
+
+
+def _wrapped_error(log: Log, generic: list[Hit]) -> tuple[dict[str, Any], list[int]] | None:
+    """The error a wrapper line hides (:data:`WRAPPER_RX`), as ``(detail, evidence lines)``, or None when the tail
+    holds no wrapper. The FIRST exception line from 300 lines before the first wrapper up to the last one that is
+    neither a wrapper nor Ray's unpickling TypeError is the error (``detail["error"]``); with none, Ray's unpickling
+    TypeError names the class (``wrapped_class``; ``BackendCompilerFailed``: cause ``torch-compile``)."""
+    marks = [log.line_of(m.start()) for m in WRAPPER_RX.finditer(log.low)]
+    if not marks:
+        return None
+    first_w, last_w = marks[0], marks[-1]
+    engine = any("engine" in log.low_line(i) or "background loop" in log.low_line(i) for i in marks)
+    d: dict[str, Any] = {"cause": "engine-dead" if engine else "ray-unpickle"}
+    unpickle = None
+    for h in generic:
+        if h.sig.name != "exception" or not first_w - 300 <= h.line <= last_w:
+            continue
+        ll = log.low_line(h.line)
+        if WRAPPER_RX.search(ll):
+            continue
+        m = UNPICKLE_RX.search(ll)
+        if m:
+            unpickle = unpickle or (h.line, log.lines[h.line][m.start(1) : m.end(1)])
+            continue
+        d["error"] = _LOG_RECORD_RX.sub("", log.lines[h.line].strip(), count=1)[:200]
+        return d, [h.line, first_w]
+    if unpickle is not None:
+        d["wrapped_class"] = unpickle[1]
+        if unpickle[1] == "BackendCompilerFailed":
+            d["cause"] = "torch-compile"
+        return d, [unpickle[0], first_w]
+    return d, [first_w]
+
+
 def _data(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     i, name = h.line, h.sig.name
+    if name == "reward-source":
+        d.update(cause="reward-source", key="reward.custom_reward_function.path")
+        src = h.m.group(1)
+        d["data_source"] = src.strip() if src is not None else None
+        return mk(h.sig.cls, d, ev(log, *ray_call_line(log, i), i))
     if name in ("seq-too-long", "prompt-too-long"):
         nums = [int(x) for x in h.m.groups() if x] if h.m else []
         if len(nums) < 2:

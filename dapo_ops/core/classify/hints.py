@@ -52,7 +52,8 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     ),
     "oom-ray": (("phase", "checkpoint-save", "oom-ray/checkpoint-save"),),
     "oom-host": (),
-    "config-error": _causes(
+    "config-error": (("kind", "keep-running", "config-error/tracker-version"),)
+    + _causes(
         "config-error",
         "data-missing",
         "model-path",
@@ -66,8 +67,14 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "resume-layout",
         "chat-template",
         "visible-devices",
+        "runtime-env",
+        "driver-lib",
+        "toolchain",
+        "numpy-abi",
+        "cann-env",
+        "tracker-version",
     ),
-    "data-error": _causes("data-error", "schema", "too-difficult", "empty"),
+    "data-error": _causes("data-error", "schema", "too-difficult", "empty", "reward-source"),
     "network": (("kind", "keep-running", "network/keep-running"),)
     + _causes("network", "ray-head", "hub", "tracker", "ssh"),
     "hccl-timeout": (("cause", "hccp-busy", "hccl-timeout/hccp-busy"), ("init", SET, "hccl-timeout/init")),
@@ -90,7 +97,9 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "illegal-memory",
         "device-fault",
         "node-died",
-        "runtime-env",
+        "engine-dead",
+        "ray-unpickle",
+        "torch-compile",
     )
     + (("inconclusive", SET, "crash-other/inconclusive"),),
 }
@@ -293,6 +302,51 @@ HINTS: dict[str, str] = {
         "original trainer.nnodes x n_gpus_per_node (and one-step-off split), or set trainer.resume_mode=disable / a "
         "fresh trainer.default_local_dir."
     ),
+    "config-error/runtime-env": (
+        "The accelerator runtime cannot be loaded in the container: CANN's environment is not set (source "
+        "/usr/local/Ascend/ascend-toolkit/set_env.sh, and nnal/atb/set_env.sh for ATB, in the shell that starts Ray; "
+        "the ascend-toolkit is missing or of another release than torch_npu wants), or the CUDA runtime / driver pair "
+        "does not match (the driver must be as new as the CUDA the torch wheel names). Fix the image or the "
+        "environment, then relaunch; no retry helps until then."
+    ),
+    "config-error/driver-lib": (
+        "The Ascend driver's library (libascend_hal.so, from /usr/local/Ascend/driver) is not in the container: mount "
+        "the driver directory (docker -v /usr/local/Ascend/driver:/usr/local/Ascend/driver) and put its lib64 on "
+        "LD_LIBRARY_PATH, with the devices (/dev/davinci*, /dev/davinci_manager, /dev/hisi_hdc, /dev/devmm_svm); the "
+        "driver release must be one the container's CANN supports. Then relaunch; no retry helps until then."
+    ),
+    "config-error/toolchain": (
+        "A just-in-time build in a worker (Triton's launcher stub, torch.compile / inductor, a JIT extension) could "
+        "not compile or link${library_paren}. For -lcuda: Triton links against libcuda.so, and the container has only "
+        "the driver's libcuda.so.1 (or none): run `ldconfig` after the driver is mounted, create the libcuda.so link "
+        "next to libcuda.so.1, or set TRITON_LIBCUDA_PATH (and LIBRARY_PATH) to the directory holding it; for a "
+        "missing compiler or header install build-essential / python3-dev in the image. Or avoid the build: "
+        "actor_rollout_ref.actor.use_torch_compile=False, actor_rollout_ref.rollout.enforce_eager=True. Not a kernel "
+        "fault and not memory."
+    ),
+    "config-error/numpy-abi": (
+        "numpy 2 is installed beside code built for numpy 1: CANN up to 8.2 (its te / tbe op compiler, which torch_npu "
+        "starts at the first set_device: 'AclSetCompileopt ... error code is 500001') and older torch / torch_npu / "
+        "extension wheels. pip install 'numpy<2' in the image (vllm-ascend pins numpy<2 with CANN 8.2), or move to a "
+        "CANN / torch_npu / wheel release built for numpy 2; then relaunch. The CANN error codes printed with it are "
+        "its echo, not an operator fault."
+    ),
+    "config-error/cann-env": (
+        "CANN's op compiler could not start, so torch_npu's first set_device failed (AclSetCompileopt / TbeInit): its "
+        "Python side (te / tbe in the ascend-toolkit) does not import. Source the toolkit's set_env.sh in the shell "
+        "that starts Ray, install CANN's Python dependencies (numpy<2 for CANN <= 8.2, decorator, attrs, psutil, "
+        "sympy, scipy, cloudpickle, tornado), and keep CANN, torch_npu and the driver at one release pairing; then "
+        "relaunch. Not an operator fault."
+    ),
+    "config-error/tracker-version": (
+        "The ${tracker_name} server answered this client with ${tracker_status}: not a credential (401/403) or "
+        "network problem. With a self-hosted server this is a client / server version pairing: an SDK too old for the "
+        "server (SwanLab self-hosted v2.5+ wants swanlab >= 0.7.4: 'too many 500 error responses', '404 Not Found' on "
+        "/api/resources/presigned/put) or too new for it (wandb 'Cannot query field ... on type ...'; MLflow 3.x "
+        "'logged-models ... 404'): install the SDK release the server's docs pair with it, or upgrade the server; with "
+        "the cloud service it is the service's fault. Meanwhile run the tracker offline (SWANLAB_MODE=offline then "
+        "`swanlab sync`, WANDB_MODE=offline, or drop it from trainer.logger)."
+    ),
     "config-error": (
         "The configuration is rejected${key_colon}. Fix that value (see the evidence line) and relaunch; dapo-ops "
         "never retries a config error unchanged. Keys: Hydra names the failing override; topology keys are "
@@ -313,6 +367,15 @@ HINTS: dict[str, str] = {
         "The tokenizer has no chat template (a base model) while verl's RL dataset applies one to each prompt. Set "
         "actor_rollout_ref.model.custom_chat_template (and data.apply_chat_template_kwargs.chat_template for the "
         "dataset's own tokenizer) to a Jinja template, or train an instruct model; then relaunch."
+    ),
+    "data-error/reward-source": (
+        "verl's default reward function (verl/utils/reward_score/__init__.py:107 default_compute_score) has no scorer "
+        "for the rows' data_source ${data_source}: the column is empty, missing, or holds a name it does not know (a "
+        "local path or mirror name instead of the logical key). Set data_source in the parquet to a built-in key "
+        "(openai/gsm8k, lighteval/MATH, math_dapo, aime*, codecontests, hiyouga/geometry3k, ...; the GSM8K quickstart "
+        "writes openai/gsm8k), or write a scorer and set reward.custom_reward_function.path=<file.py> and "
+        ".name=<function> (verl 0.9.1; older verl: custom_reward_function.*). Memory settings are irrelevant; no "
+        "retry unchanged."
     ),
     "data-error/too-difficult": (
         "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches. Use "
@@ -463,11 +526,24 @@ HINTS: dict[str, str] = {
         "the node is up (dmesg for the OOM killer, uptime), `ray start --address=<head>` it again, then resume from "
         "the last complete checkpoint. No memory rung."
     ),
-    "crash-other/runtime-env": (
-        "The accelerator runtime cannot be loaded in the container: CANN's environment is not set (source "
-        "/usr/local/Ascend/ascend-toolkit/set_env.sh in the shell that starts Ray; the ascend-toolkit is missing or "
-        "of another version than torch_npu wants), or the CUDA runtime / driver pair does not match. Fix the image or "
-        "the environment, then relaunch; no retry helps until then."
+    "crash-other/engine-dead": (
+        "vLLM's engine died (EngineDeadError / 'Engine background task failed'): that line only says so, the cause is "
+        "the first error printed before it${first_error_paren}. Fix that error (a build or link error, an OOM, a kernel "
+        "fault each have their own class when their text is in the log; the engine's worker log under "
+        "/tmp/ray/session_latest/logs has the full traceback), then relaunch; no memory escalation for the wrapper."
+    ),
+    "crash-other/ray-unpickle": (
+        "Ray could not unpickle the exception a worker raised (RaySystemError / 'Failed to unpickle serialized "
+        "exception'): the real error${wrapped_paren} is the one the worker printed before it${first_error_paren}; "
+        "read the worker's log (/tmp/ray/session_latest/logs/worker-*.err) and fix that error. No memory escalation "
+        "for the wrapper."
+    ),
+    "crash-other/torch-compile": (
+        "torch.compile (inductor / Triton) failed in a worker and Ray could not unpickle its BackendCompilerFailed, so "
+        "the driver shows only a TypeError. The compile error is in the worker's log above it (often a missing "
+        "compiler / header, `ld: cannot find -lcuda`, or an op the backend does not support, e.g. on Ascend with "
+        "use_remove_padding). Fix the toolchain, or relaunch with actor_rollout_ref.actor.use_torch_compile=False "
+        "(the ref follows it); vLLM's own compile: actor_rollout_ref.rollout.enforce_eager=True."
     ),
     "crash-other/inconclusive": (
         "The log holds no error and no completion. If the process is still running, only the supervisor's "
@@ -574,6 +650,33 @@ IMPORT_TEXTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: a compiled extension that does not fit the libraries beside it (import-failure forms ``symbol`` / ``library``) ->
+#: the version pairing to check (``detail["pairing"]``, from the path of the shared object: classify/decide.py
+#: :data:`~dapo_ops.core.classify.decide.PAIRING_WORDS`). Sources: Ascend/pytorch#35 / vllm-ascend#117 (torch_npu
+#: vs torch / ATB), Ascend/pytorch#99 (torch_npu 2.7.1 vs CANN 8.3.RC1 ATB: libtbe_adapter.so undefined symbol),
+#: triton-ascend#328 (torch-npu 2.7.1 vs CANN 9.0: MsprofSysCycleTime), vllm#20361 / #21226 (vllm/_C.abi3.so built for
+#: another torch), vllm-ascend#1033 (the vllm._C warning on Ascend is harmless: VLLM_TARGET_DEVICE=empty builds).
+ABI_PAIRS: dict[str, str] = {
+    "torch_npu": "torch_npu must be the release of the installed torch (torch_npu 2.5.1 with torch 2.5.1) and be "
+    "built for the installed CANN (Ascend/pytorch's version table); reinstall that pair and source its CANN's set_env.sh",
+    "atb": "the ATB / NNAL package (Ascend/nnal/atb) must be the release of the installed CANN toolkit, and torch_npu "
+    "one built for that CANN: reinstall NNAL for this CANN (or CANN + NNAL for this torch_npu) and source "
+    "nnal/atb/set_env.sh",
+    "vllm_ascend": "vllm-ascend must be the release made for the installed vLLM (same version line) and built "
+    "against the container's torch / torch_npu / CANN (vllm-ascend's installation table)",
+    "vllm": "install vLLM built for the container's torch / CUDA: its compiled ops (vllm/_C) fit one torch release "
+    "(the torch vLLM pins, pip show vllm), or install that torch",
+    "flash_attn": "reinstall flash-attn built for the container's torch, CUDA and C++ ABI (pip install flash-attn "
+    "--no-build-isolation against this torch, or the wheel named for torch X.Y / cuXY / cxx11abi), or launch with "
+    "--features=-flash_attn",
+    "transformer_engine": "transformer-engine must be built for the container's torch and CUDA (pip install "
+    "--no-build-isolation), or use verl's Megatron image",
+    "apex": "apex's CUDA extensions must be built for the container's torch and CUDA (--cpp_ext --cuda_ext)",
+    "torch": "torch's own libraries disagree with what loads them: reinstall torch together with torchvision / "
+    "torchaudio / the extensions of the same release",
+}
+
+
 def _module_key(mod: str) -> str | None:
     """The :data:`MODULE_FIXES` key for a module: its longest dotted prefix there (``lib<x>.so`` read as ``x``)."""
     if mod.startswith("lib") and mod.endswith(".so"):
@@ -590,7 +693,56 @@ def _import_texts(d: dict[str, Any]) -> tuple[str, str]:
     what, fix = IMPORT_TEXTS[form]
     key = _module_key(mod) if mod and form != "name" else None
     fix = MODULE_FIXES[key] if key else fix
+    if form in ("symbol", "library") and d.get("pairing") in ABI_PAIRS:
+        fix = ABI_PAIRS[d["pairing"]]
     return what.format(m=mod, n=name), fix.format(m=mod, n=name)
+
+
+#: environment cause (``detail["cause"]`` of the container-environment rows) -> (what is wrong, the fix), for the
+#: policy's action line; ``{lib}``: ``detail["library"]``
+ENV_TEXTS: dict[str, tuple[str, str]] = {
+    "runtime-env": (
+        "the accelerator runtime library {lib} cannot be loaded",
+        "source CANN's set_env.sh (ascend-toolkit, nnal/atb) in the shell that starts Ray, with the CANN release "
+        "torch_npu was built for (CUDA: a driver as new as the torch wheel's CUDA)",
+    ),
+    "driver-lib": (
+        "the Ascend driver library {lib} is not in the container",
+        "mount /usr/local/Ascend/driver (and the /dev/davinci* devices) into the container and put its lib64 on "
+        "LD_LIBRARY_PATH",
+    ),
+    "toolchain": (
+        "a JIT build in a worker cannot compile or link (-l{lib})",
+        "give the linker libcuda.so (ldconfig, a libcuda.so link to libcuda.so.1, or TRITON_LIBCUDA_PATH / "
+        "LIBRARY_PATH), install build-essential / python3-dev, or set actor_rollout_ref.actor.use_torch_compile=False",
+    ),
+    "numpy-abi": (
+        "numpy 2 sits beside code built for numpy 1 (CANN <= 8.2's op compiler, older torch / torch_npu wheels)",
+        "pip install 'numpy<2' in the image, or use CANN / torch_npu / wheels built for numpy 2",
+    ),
+    "cann-env": (
+        "CANN's op compiler (te / tbe) cannot start, so torch_npu's set_device fails",
+        "source set_env.sh, install CANN's Python dependencies (numpy<2 for CANN <= 8.2, decorator, attrs, psutil, "
+        "sympy) and keep CANN, torch_npu and the driver at one release pairing",
+    ),
+}
+#: tracker -> the fix for a tracker server that rejects this client (the policy's stop action)
+TRACKER_FIXES: dict[str, str] = {
+    "swanlab": "install the swanlab SDK release its self-hosted server pairs with (self-hosted v2.5+ wants "
+    "swanlab >= 0.7.4), or upgrade the server, or use --swanlab-mode offline and sync later",
+    "wandb": "install the wandb SDK release the W&B server supports (or upgrade wandb/local), or WANDB_MODE=offline",
+    "mlflow": "install the mlflow client of the tracking server's major version (a 3.x client calls endpoints a 2.x "
+    "server lacks), or upgrade the server",
+    "": "pair the tracker SDK with its server's version, or run the tracker offline and sync later",
+}
+
+
+def _env_texts(d: dict[str, Any]) -> tuple[str, str]:
+    """(what is wrong, the fix) of a container-environment verdict's detail (:data:`ENV_TEXTS`)."""
+    what, fix = ENV_TEXTS.get(d.get("cause") or "", ("the container's environment does not fit", "fix the image"))
+    lib = d.get("library")
+    what = what.format(lib=lib or "") if lib else what.replace(" {lib}", "").replace(" (-l{lib})", "")
+    return what, fix
 
 
 #: fragments some fields add (texts too, so they live here)
@@ -672,6 +824,25 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "ran_out": lambda d: (
         datafeed.ran_out(d.get("step"), d.get("total"), d.get("epochs")) or "the training data ran out"
     ),
+    "library_paren": lambda d: f" ({d['library']})" if d.get("library") else "",
+    "env_what": lambda d: _env_texts(d)[0],
+    "env_fix": lambda d: _env_texts(d)[1],
+    "tracker_name": lambda d: f"{d.get('tracker') or 'tracker'}",
+    "tracker_status": lambda d: (
+        "a GraphQL schema error (a field it does not know)"
+        if d.get("status") == "schema"
+        else f"HTTP {d['status']}"
+        if d.get("status")
+        else "an error"
+    ),
+    "tracker_fix": lambda d: TRACKER_FIXES.get(d.get("tracker") or "", TRACKER_FIXES[""]),
+    "data_source": lambda d: f"{d['data_source']}" if d.get("data_source") not in (None, "") else "(missing)",
+    "wrapper_what": lambda d: (
+        "vLLM's engine death (EngineDeadError)" if d.get("cause") == "engine-dead" else "Ray's unpickling error"
+    ),
+    "first_error": lambda d: f": {d['error']}" if d.get("error") else "",
+    "first_error_paren": lambda d: f" ({d['error']})" if d.get("error") else "",
+    "wrapped_paren": lambda d: f", a {d['wrapped_class']}," if d.get("wrapped_class") else "",
     "ckpt_paren": lambda d: f" (saving global_step_{d['ckpt_step']})" if d.get("ckpt_step") is not None else "",
 }
 

@@ -482,6 +482,58 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         "chat_template is not set",
         r"tokenizer\.chat_template is not set and no template argument was passed",
     ),
+    # ---- the container's native toolchain and libraries (issue 44, family 1): environment, never a kernel fault
+    # A JIT build (Triton's launcher stub, torch inductor, DeepSpeed / flash-attn ops) cannot compile or link: GNU ld
+    # "cannot find -l<lib>" (-lcuda: only libcuda.so.1, no libcuda.so link; Triton third_party/nvidia/backend/
+    # driver.py libcuda_dirs, TRITON_LIBCUDA_PATH; pytorch#103417, mamba#123, vllm#16984, Seg-Zero#63), Triton <= 2.1
+    # "libcuda.so cannot found!" (triton/common/build.py libcuda_dirs assert), Triton runtime/build.py "Failed to find
+    # C compiler. Please specify via CC environment variable.", a missing header ("fatal error: stdlib.h: No such file
+    # or directory": xorbitsai/inference#2925, build-essential), setuptools "error: command '/usr/bin/gcc' failed"
+    (
+        "toolchain",
+        "config-error",
+        ROOT,
+        (
+            "cannot find -l",
+            "libcuda.so cannot found",
+            "failed to find c compiler",
+            ".h: no such file",
+            "error: command '",
+        ),
+        r"\bld(?:\.\w+)?: cannot find -l([\w.+-]+)|libcuda\.so cannot found"
+        r"|failed to find c compiler\. please specify via cc"
+        r"|fatal error: ([\w./+-]+\.h(?:pp)?): no such file or directory"
+        r"|^\s*error: command '[^']*?(?:gcc|g\+\+|cc|c\+\+|nvcc|clang)[^']*' failed",
+    ),
+    # numpy 2 beside modules compiled for numpy 1 (CANN <= 8.2's te / tbe op compiler among them: vllm-ascend#2210
+    # "we still need to pin numpy < 2.0 with CANN 8.2.1"): numpy/core/_multiarray_umath.py's banner "A module that was
+    # compiled using NumPy 1.x cannot be run in NumPy 2.x.y as it may crash." (a warning alone: classify/decide.py
+    # takes it only when no other root cause is in the log), the failures that follow it ("AttributeError:
+    # _ARRAY_API not found", "ImportError: numpy.core.multiarray failed to import"), and numpy 2's removed names
+    # ("`np.float_` was removed in the NumPy 2.0 release"; atrain_core#10). torch's "UserWarning: Failed to
+    # initialize NumPy: _ARRAY_API not found" is a warning (not an exception line): never matched.
+    (
+        "numpy-abi",
+        "config-error",
+        ROOT,
+        ("compiled using numpy 1.x", "_array_api not found", "failed to import", "removed in the numpy 2.0 release"),
+        r"a module that was compiled using numpy 1\.x cannot be run in\s*(?:numpy 2|$)"
+        r"|^\s*(?:[\w.]+\.)?(?:attributeerror|importerror): _array_api not found"
+        r"|^\s*(?:[\w.]+\.)?importerror: numpy\.(?:_?core\.)?(?:multiarray|_multiarray_umath|umath) failed to import"
+        r"|`np\.\w+` was removed in the numpy 2\.0 release",
+    ),
+    # CANN's op compiler (GE / TBE, its Python side te / tbe in the toolkit) cannot start, so torch_npu's first
+    # set_device fails: "SetPrecisionMode:... NPU function error: at_npu::native::AclSetCompileopt(aclCompileOpt::
+    # ACL_PRECISION_MODE, precision_mode), error code is 500001" (vllm-ascend#2210: numpy 2 with CANN 8.2.1;
+    # MinerU#2258), TEFUSION "TbeInit Failed" / "InitCannKB call CannKbInit failed" after "No module named
+    # 'tbe.common'" (Ascend/pytorch#29): the environment, not an operator fault (its ACL code is its echo)
+    (
+        "cann-env",
+        "config-error",
+        ROOT,
+        ("aclsetcompileopt", "tbeinit failed", "cannkbinit failed"),
+        r"aclsetcompileopt\(aclcompileopt::\w+|tbeinit failed|initcannkb call cannkbinit failed",
+    ),
 )
 
 
@@ -602,6 +654,22 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # ---- config (Hydra / verl asserts / resources / resume layout): CONFIG_ROWS above
     *CONFIG_ROWS,
     # ---- data
+    # the reward function has no scorer for the rows' data_source (issue 44, family 3): verl 0.9.1
+    # utils/reward_score/__init__.py:107 default_compute_score 'raise NotImplementedError(f"Reward function is not
+    # implemented for {data_source=}")' ("... for data_source=''": AReaL#105; "... data_source='medical_consultation'":
+    # DoctorAgent-RL#10; verl#3450 (the GSM8K quickstart with a blank column), verl#5558 (in _validate)); verl <= 0.2's
+    # _select_rm_score_fn raised a bare NotImplementedError, and a missing data_source (None) fails at :59
+    # data_source.startswith("aime") with "AttributeError: 'NoneType' object has no attribute 'startswith'" (those two
+    # count only with a default_compute_score / _select_rm_score_fn frame just above: classify/decide.py)
+    (
+        "reward-source",
+        "data-error",
+        ROOT,
+        ("reward function is not implemented", "notimplementederror", "has no attribute 'startswith'"),
+        r"reward function is not implemented for (?:data_source=)?(?!\{)(.*)$"
+        r"|^\s*(?:[\w.]+\.)?notimplementederror\s*$"
+        r"|^\s*attributeerror: 'nonetype' object has no attribute 'startswith'",
+    ),
     (
         "seq-too-long",
         "data-error",
@@ -811,6 +879,43 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface|cannot access gated repo for url"
         r"|you are trying to access a gated repo|access to model \S+ is restricted",
     ),
+    # ---- the tracker's server answers this client with an error (issue 44, family 2): a client / server version
+    # pairing (or the server's own fault), neither credentials nor the network. Exception forms end tracker init
+    # (fatal): urllib3 util/retry.py's ResponseError "too many 500 error responses" inside requests' RetryError /
+    # "Max retries exceeded with url: /api/project/<u>/runs/<id>/sts" (SwanHubX/self-hosted#94: self-hosted v2.6.2 with
+    # an old SDK, fixed by swanlab 0.7.4), swanlab.error.ApiError "('Trace id: ...', 'GET <url>', '404 Not Found')",
+    # wandb's GraphQL schema refusing a newer client ('Cannot query field "versionOnThisInstanceString" on type
+    # "LocalVersionInfo"': wandb#6770, client 0.16.1 on an older wandb/local), wandb "Error while calling W&B API: An
+    # internal error occurred. Please contact support. (<Response [500]>)" (wandb#7267), MLflow rest_utils
+    # "API request to endpoint /api/2.0/mlflow/logged-models failed with error code 404 != 200" (a 3.x client on a
+    # server without that endpoint: Azure/azure-sdk-for-python#44896) and "API request to <url> failed with exception
+    # ... too many 500 error responses". The SDK's own log lines while the run goes on are the NONFATAL row below.
+    (
+        "tracker-server",
+        "config-error",
+        ROOT,
+        ("error responses", "apierror", "cannot query field", "error while calling w&b api", "failed with error code"),
+        r"(?:swanlab|wandb|mlflow|with url: /(?:api/(?:project|house|login|resources|exp|user)|graphql|files"
+        r"|api/2\.0/mlflow))[^\n]{0,300}caused by responseerror\('too many (\d{3}) error responses'\)"
+        r"|swanlab\.error\.apierror: \('trace id: [^']*', '(?:get|post|put|patch|delete) [^']*', '(404|5\d\d)\b"
+        r"|cannot query field \\?\"\w+\\?\" on type \\?\"\w+\\?\""
+        r"|error while calling w&b api: .{0,200}\(<response \[(404|500)\]>\)"
+        r"|api request to endpoint \S*mlflow\S* failed with error code (404|5\d\d) != 200"
+        r"|api request to \S*mlflow\S* failed with exception .{0,300}too many (\d{3}) error responses",
+    ),
+    # the same while training goes on: swanlab's upload thread logs "swanlab: swanlab api error ('Trace id: ...',
+    # 'POST http://<host>/api/resources/presigned/put', '404 Not Found')" (SwanHubX/self-hosted#85: SDK 0.7.4 on a
+    # v2.5.0 server) or, up to 0.5, "swanlab api error, status code: 404, reason: Not Found" (self-hosted#13: SDK 0.5.6
+    # on a v1.1 server); wandb "ERROR Error uploading ...: CommError, <Response [404]>"
+    (
+        "tracker-server-log",
+        "config-error",
+        ROOT,
+        ("swanlab api error", "error uploading"),
+        r"swanlab api error,? (?:status code: (404|500)\b|\('trace id: [^']*', '[^']*', '(404|500)\b)"
+        r"|wandb: error error uploading .{0,200}commerror, <response \[(404|500)\]>",
+        NONFATAL,
+    ),
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     ("tracker-401", "auth-error", ROOT, "401", r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
     # (swanlab <= 0.7 "swanlab: swanlab api error, status code: 499"; 0.9 SDK "Upload failed due to network or
@@ -913,18 +1018,19 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         r"|nodediederror|localrayletdiederror|the task's local raylet died",
     ),
     # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
-    # mounted) -> device unavailable; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
+    # mounted) -> driver-lib; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
     # Only libraries torch_npu cannot start without: CUDA libraries are probed (and missed harmlessly) by others.
+    # Both are the container's environment (config-error, issue 44 family 1), fixed in the image, never a fault.
     (
         "driver-lib",
-        "crash-other",
+        "config-error",
         ROOT,
         "cannot open shared object file",
         r"lib(?:ascend_hal|drvdsmi_host)\.so[.\d]*: cannot open shared object file",
     ),
     (
         "runtime-env",
-        "crash-other",
+        "config-error",
         ROOT,
         ("cannot open shared object file", "driver on your system is too old", "driver version is insufficient"),
         r"lib(?:hccl|ascendcl|acl_op_compiler|ge_runner|graph|runtime|opapi|nnopbase|torch_npu|atb)\.so[.\d]*: cannot open "
@@ -1090,7 +1196,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         "crash-other",
         GENERIC,
         ("error", "exception", "interrupt"),
-        r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ \[[^\]\n]*\] )?"
+        r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ (?:\[[^\]\n]*\]|[\w.]+:\d+\]) )?"
         r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*",
     ),
 )
