@@ -147,6 +147,23 @@ def parse_metrics_line(line: str) -> Optional[Tuple[int, Dict[str, float]]]:
     return step, metrics
 
 
+#: verl's validation metrics: ``val-core/<data source>/<var>/<metric>@N`` for the core variable (``acc`` when the
+#: reward reports it, else ``reward``) at the largest N, the rest ``val-aux/...``
+#: (``verl/trainer/ppo/v1/trainer_base.py:1357-1371``)
+VAL_PREFIX = "val-core/"
+
+
+def validation_score(metrics: Dict[str, float]) -> Optional[Tuple[str, float]]:
+    """``(key, value)`` of the validation score in a metrics dict: the first (sorted) ``val-core/.../mean@N`` key
+    (``acc`` before ``reward``), else the first ``val-core/`` key; None without one."""
+    keys = sorted(k for k in metrics if k.startswith(VAL_PREFIX))
+    if not keys:
+        return None
+    mean = [k for k in keys if "/mean@" in k]
+    best = ([k for k in mean if "/acc/" in k] or mean or keys)[0]
+    return best, metrics[best]
+
+
 def parse_total(line: str) -> Optional[int]:
     """N of ``Total training steps: N`` (the planned total, steps), else None."""
     m = TOTAL_RE.search(line) if "otal training steps" in line or "OTAL TRAINING" in line else None
