@@ -55,7 +55,7 @@ MATRIX = (
     "Megatron gradient checkpointing (spec setting `megatron_recompute`, `dapo_ops/core/profiles.py` "
     "`MEGATRON_RECOMPUTE`): on devices of <= 64 GiB it runs full recompute, `recompute_granularity=full`, "
     "`recompute_method=uniform`, `recompute_num_layers=1` (every layer keeps only its input; what verl's NPU Megatron "
-    "scripts run, `tests/special_npu/nightly_ci_ascend/run_dapo_moonlight-16b_megatron_npu.sh:144-146`); on larger "
+    "scripts run: the DAPO nightly `run_dapo_moonlight-16b_megatron_npu.sh:144-146` of verl's Ascend CI); on larger "
     'devices verl\'s own `selective` recompute of `recompute_modules: ["core_attn"]` (`engine/megatron.yaml:75-87`), '
     "which with flash attention keeps every layer's activations. The memory-fit estimate counts what runs: the "
     "runbook's default (Megatron, Qwen3-8B, 8 x 64 GiB NPUs, TP 2 PP 2, one host or two) has update 36.7 GiB per "

@@ -86,7 +86,6 @@ PLAN_SETTING_KEYS: dict[str, str] = {
     "trainer.project_name": "project",
     "trainer.experiment_name": "experiment",
     "trainer.save_freq": "save_freq",
-    "trainer.test_freq": "test_freq",
     "trainer.max_actor_ckpt_to_keep": "max_actor_ckpt_to_keep",
     "model_engine": "framework",  # the entry's config group (megatron)
 }

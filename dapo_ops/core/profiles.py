@@ -157,7 +157,7 @@ _MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
 #: What the ``gradient_checkpointing`` feature runs on Megatron (spec setting ``megatron_recompute``), by device memory:
 #: ``full`` (``recompute_granularity=full``, ``recompute_method=uniform``, ``recompute_num_layers=1``: every layer's
 #: input kept, the layer recomputed) on devices of <= :data:`FULL_RECOMPUTE_MAX_GIB`, what verl's NPU Megatron scripts
-#: run (verl's ``tests/special_npu/nightly_ci_ascend/run_dapo_moonlight-16b_megatron_npu.sh:144-146``, its 910B DAPO
+#: run (the DAPO nightly ``run_dapo_moonlight-16b_megatron_npu.sh:144-146`` of verl's Ascend CI, its 910B DAPO
 #: practice); ``selective`` on larger devices: verl's own modules ``["core_attn"]`` (``engine/megatron.yaml:79``),
 #: which recompute only the attention core: with flash attention that keeps almost every activation (what the real
 #: H200 Megatron runs ran, tests/fixtures/real-verl/tool-runs/k-megatron-*). A spec without the key (before issue 43)

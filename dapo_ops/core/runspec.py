@@ -209,6 +209,7 @@ def _batch_split_problems(spec: dict[str, Any], s: dict[str, Any], world: int, t
     == 0``). The 0.8 profile's legacy trainers split the whole step over every device: both batches are checked there.
     """
     nodes = max(1, as_int(s, "nnodes", "--nnodes"))
+    sizes: tuple[tuple[str, int], ...]
     if spec["profile"] == "0.8":
         dp, how, sizes = world, "", (("train_batch_size", tbs), ("ppo_mini_batch_size", mini))
     else:
