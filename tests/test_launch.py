@@ -125,9 +125,8 @@ def test_launch_without_H_on_three_hosts_says_it_is_one_run_across_every_host(tm
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip() == (
         "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the inventory; -H h1 plans one "
-        "host, --independent one run per host): responses per step do not split evenly over 24 trainer devices "
-        "(3 nodes x 8): "
-        "train_batch_size=64 x rollout_n=8 = 512 (try --train-batch-size 66 or 63); ppo_mini_batch_size=16 x "
+        "host, --independent one run per host): responses per mini-batch do not split evenly over 24 trainer "
+        "devices (3 nodes x 8): ppo_mini_batch_size=16 x "
         "rollout_n=8 = 128 (try --ppo-mini-batch-size 18 or 15) (each must be a multiple of 3; or change "
         "--rollout-n / the hosts)"
     )
@@ -731,7 +730,8 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     assert f"actor_rollout_ref.actor.strategy={want}" in overrides.build_command(
         dict(plan.spec, attempt=2), plan.features
     )
-    assert plan.spec.get("strategy") == (want if version else None)
+    # a one-device plan pins its strategy (issue 43 F1: the ladder and a rollback keep what the checkpoints hold)
+    assert plan.spec.get("strategy") == want
     assert ("keeps actor strategy fsdp2 (its checkpoint's FSDP version; fsdp would not load it)" in line) == (
         want == "fsdp2"
     ), line

@@ -310,11 +310,14 @@ def test_one_step_off_trainer_side_weight_sync_oom_halves_the_bucket_never_the_r
     assert f"{BUCKET}=1024" in argv and f"{BUCKET}=4096" not in argv  # the rung wins over the raw override
 
 
-def test_one_step_off_rollout_side_weight_sync_lowers_the_share_first():
-    ds, _ = run_ladder(
-        resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8}, side="rollout"
-    )
-    assert rungs(ds) == ["rollout-util", "weight-bucket", "rollout-util"]
+def test_one_step_off_rollout_side_weight_sync_halves_the_bucket_first():
+    """issue 43 F6: verl frees the rollout's KV cache for the sync (tests/test_issue43.py reads it in the wheel): the
+    share cannot lower the sync peak, the bucket can; the share comes last (the KV cache's re-allocation after)."""
+    for side in ("rollout", None):
+        ds, _ = run_ladder(
+            resolve(""), "weight-sync", {"mode": "one-step-off", "gpu_memory_utilization": 0.8}, side=side
+        )
+        assert rungs(ds) == ["weight-bucket", "weight-bucket", "rollout-util"], side
 
 
 def test_classifier_records_the_side_of_a_weight_sync_oom():
@@ -356,7 +359,9 @@ def test_plan_shows_one_weight_sync_ladder_per_side_in_one_step_off():
     by = {ln.split(":")[0]: ln for ln in lines if ln.startswith("device OOM in weight-sync")}
     assert "weight-bucket" in by["device OOM in weight-sync (trainer side)"]
     assert "rollout-util" not in by["device OOM in weight-sync (trainer side)"]
-    assert "rollout-util" in by["device OOM in weight-sync (rollout side)"]
+    # issue 43 F6: the bucket first on the rollout side too (the share would not lower the sync peak)
+    assert "weight-bucket" in by["device OOM in weight-sync (rollout side)"]
+    assert "rollout-util" not in by["device OOM in weight-sync (rollout side)"]  # third, past MAX_OOM_RETRIES=2
 
 
 # ---------------------------------------------------------------- every rung changes the argv (issue 34 F5)

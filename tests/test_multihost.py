@@ -444,12 +444,12 @@ def test_a_plan_error_is_a_usage_error_before_any_host(fake_launch):
     err, fc = fake_launch(n=3)  # 3 x 8 devices: the batch does not split (see above)
     assert isinstance(err, mh.ClusterLaunchError) and err.usage and fc.log == []
     assert str(err).startswith(
-        "planning a 3-node run on a Ray cluster across h1,h2,h3: responses per step do not "
+        "planning a 3-node run on a Ray cluster across h1,h2,h3: responses per mini-batch do not "
         "split evenly over 24 trainer devices"
     ), err
     # issue 32 item 6: `inv launch` without -H is every inventory host; the refusal says so, as the dry run does
     err, fc = fake_launch(n=3, hosts_given=False)
     assert str(err).startswith(
         "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the "
-        "inventory; -H h1 plans one host, --independent one run per host): responses per step"
+        "inventory; -H h1 plans one host, --independent one run per host): responses per mini-batch"
     ), err

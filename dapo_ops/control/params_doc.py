@@ -19,12 +19,14 @@ MATRIX = (
     "|---|---|---|---|---|---|",
     "| `inv launch` | megatron | npu | V1 `colocate_async`, Megatron engine (`model_engine=megatron`, MindSpeed "
     "patches), vLLM-Ascend rollout colocated | TP/PP `TRAINER_TP`/`TRAINER_PP` (8B on 64 GiB: 2/2), flash attention "
-    "(`use_flash_attn`), remove padding, dynamic batch, selective recompute, vLLM graph mode (`enforce_eager=False`), "
+    "(`use_flash_attn`), remove padding, dynamic batch, gradient checkpointing as full recompute (below), vLLM graph "
+    "mode (`enforce_eager=False`), "
     "prefix caching, chunked prefill | the runbook's default; verl's 1/1 (`engine/megatron.yaml:11,20`) needs 75 GiB "
     "per device for Qwen3-8B, TP2/PP2 fits 64 GiB like verl's 8B Megatron examples; graph mode is what verl's NPU "
     "examples run (eager: `ROLLOUT_EAGER=true`); prefix caching and chunked prefill are verl's defaults "
     "(`rollout.yaml:87,90`) and `rollout.n=8` shares each prompt |",
-    "| `inv launch` | megatron | gpu | same, vLLM rollout | same (TP/PP by model size: 8B on 80 GiB: 2/1) | "
+    "| `inv launch` | megatron | gpu | same, vLLM rollout | same (TP/PP by model size: 8B on 80 GiB: 2/1; gradient "
+    "checkpointing: full recompute on <= 64 GiB devices, else verl's selective `core_attn`) | "
     "as above; no `enforce_eager` key (verl's default graph mode) |",
     "| `inv launch` | fsdp | npu | V1 `colocate_async`, FSDP2 engine, vLLM-Ascend | flash attention "
     "(`attn_implementation`), remove padding, dynamic batch, gradient checkpointing, graph mode, prefix caching, "
@@ -49,6 +51,20 @@ MATRIX = (
     "validates at start by default, `trainer_base.py:439-442`): the first attempt has validated this model already "
     "(`--override trainer.val_before_train=True` keeps it). On NPU every Ray node gets the run's HCCL timeouts and port "
     "ranges (`HCCL_*` settings), as verl's Ascend multi-node guide sets them on all nodes.",
+    "",
+    "Megatron gradient checkpointing (spec setting `megatron_recompute`, `dapo_ops/core/profiles.py` "
+    "`MEGATRON_RECOMPUTE`): on devices of <= 64 GiB it runs full recompute, `recompute_granularity=full`, "
+    "`recompute_method=uniform`, `recompute_num_layers=1` (every layer keeps only its input; what verl's NPU Megatron "
+    "scripts run: the DAPO nightly `run_dapo_moonlight-16b_megatron_npu.sh:144-146` of verl's Ascend CI); on larger "
+    'devices verl\'s own `selective` recompute of `recompute_modules: ["core_attn"]` (`engine/megatron.yaml:75-87`), '
+    "which with flash attention keeps every layer's activations. The memory-fit estimate counts what runs: the "
+    "runbook's default (Megatron, Qwen3-8B, 8 x 64 GiB NPUs, TP 2 PP 2, one host or two) has update 36.7 GiB per "
+    "device with full recompute (activations 19.5 GiB for the 20 480-token budget) and fits; selective would be "
+    "109.8 GiB. The `recompute` rung is then skipped on Megatron (it would set the same keys).",
+    "",
+    "Validation: every `test_freq` steps (`trainer.test_freq`; verl validates only when it is > 0, "
+    "`trainer_base.py:491-492`), besides the first attempt's validation before step 1; `inv status` shows the last "
+    "score (`val-core/<data source>/acc/mean@N`, `trainer_base.py:1357-1371`) and its step.",
 )
 
 
@@ -143,8 +159,29 @@ def render_markdown() -> str:
         env = ", ".join(f"`{e}`" for e in p.env)
         flag = f"`{p.flag}`" if p.flag else "(env / file only)"
         lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
-    lines += ["", *_plan_keys(cell)]
+    lines += ["", *_recipe_keys(cell), "", *_plan_keys(cell)]
     return "\n".join(lines)
+
+
+def _recipe_keys(cell) -> list[str]:
+    """The DAPO recipe section: the verl keys the plan takes from verl's DAPO scripts where the runbook is silent
+    (:data:`dapo_ops.core.defaults.DAPO_RECIPE`), each with its source."""
+    from dapo_ops.core.defaults import DAPO_RECIPE
+    from dapo_ops.core.overrides import hydra_value
+
+    out = [
+        "## DAPO recipe keys (where the runbook is silent)",
+        "",
+        "The runbook names no optimizer schedule, prompt truncation or validation sampling: the plan takes verl's DAPO",
+        "recipe's (0.9 profile; every key composes on both engines: `optim/fsdp.yaml`, `optim/megatron.yaml`).",
+        "`optim.clip_grad=1.0` is verl's own default already (`optim/fsdp.yaml:30`, `optim/megatron.yaml:22`) and is",
+        "not emitted. `--override KEY=VALUE` changes any of them; a spec written before these keys keeps none of them.",
+        "",
+        "| verl key | value | source |",
+        "|---|---|---|",
+    ]
+    out += [f"| `{k}` | `{cell(hydra_value(v))}` | {cell(src)} |" for k, v, src in DAPO_RECIPE]
+    return out
 
 
 def _plan_keys(cell) -> list[str]:

@@ -234,6 +234,18 @@ PARAMS: tuple[Param, ...] = (
         minimum=1,
         also=(-1,),
     ),
+    _p(
+        "test_freq",
+        "TEST_FREQ",
+        "int",
+        "validate every N steps (trainer.test_freq; -1 = never), sampling like verl's DAPO recipe (temperature 1.0, "
+        "top_p 0.7); the runbook names no cadence: 10 is the recipe's (verl's own default -1 validates only before "
+        "step 1)",
+        flag=None,
+        unit="steps",
+        minimum=1,
+        also=(-1,),
+    ),
     _p("rollout_tp", "ROLLOUT_TP", "int", "rollout tensor parallel size; must divide the rollout devices", minimum=1),
     _p(
         "trainer_tp",

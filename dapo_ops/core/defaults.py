@@ -23,7 +23,17 @@ import copy
 from types import MappingProxyType
 from typing import Any, Mapping
 
-__all__ = ["NONE_IN_SPEC", "RUN", "SPEC", "SPEC_SETTINGS", "complete_settings", "complete_spec", "run_settings"]
+__all__ = [
+    "DAPO_RECIPE",
+    "DAPO_RECIPE_SOURCE",
+    "NONE_IN_SPEC",
+    "RUN",
+    "SPEC",
+    "SPEC_SETTINGS",
+    "complete_settings",
+    "complete_spec",
+    "run_settings",
+]
 
 #: The default of every run setting (names: ``dapo_ops.control.settings.PARAMS``; the runbook's defaults:
 #: FRAMEWORK=megatron, MODEL_PATH=Qwen3-8B, TRAIN_STEPS=100, ...). An empty string means "not set: decided
@@ -44,6 +54,10 @@ RUN: Mapping[str, Any] = MappingProxyType(
         "max_oom_retries": 2,
         "container": "",
         "save_freq": 10,
+        # validate every 10 steps: the runbook names no cadence; verl's DAPO recipe's (trainer.test_freq=10,
+        # verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh). verl's own default is -1
+        # (verl/trainer/config/ppo_trainer.yaml:205): no validation after the one before step 1.
+        "test_freq": 10,
         "rollout_tp": 2,
         "trainer_tp": 0,  # 0: by model size and device memory (dapo_ops/core/memfit.py default_parallel)
         "trainer_pp": 0,
@@ -133,7 +147,28 @@ SPEC_SETTINGS: Mapping[str, Any] = MappingProxyType(
         "rollout_eager": RUN["rollout_eager"],
         "trainer_tp": None,
         "trainer_pp": None,
+        # keys a spec written before issue 43 lacks, completed to what that run ran: no trainer.test_freq (verl's -1),
+        # gradient checkpointing = Megatron selective recompute, none of DAPO_RECIPE; the planner writes
+        # RUN["test_freq"], the recompute by device memory (dapo_ops/core/profiles.py MEGATRON_RECOMPUTE) and True
+        "test_freq": None,
+        "megatron_recompute": "selective",
+        "dapo_recipe": False,
     }
+)
+
+#: verl's DAPO recipe keys the plan emits where the runbook is silent (``spec["settings"]["dapo_recipe"]``; profile
+#: 0.9), as ``(verl key, value, source)``. Each key exists in verl 0.9.1's yaml for both engines
+#: (``optim/fsdp.yaml:21,24``, ``optim/megatron.yaml:13,16``, ``data/legacy_data.yaml:92`` ``truncation``,
+#: ``rollout/rollout.yaml:151-170`` ``val_kwargs``). ``optim.clip_grad=1.0`` is verl's own default already
+#: (``optim/fsdp.yaml:30``, ``optim/megatron.yaml:22``): not emitted. ``trainer.test_freq`` is the setting ``test_freq``.
+DAPO_RECIPE_SOURCE = "verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh"
+DAPO_RECIPE: tuple[tuple[str, Any, str], ...] = (
+    ("actor_rollout_ref.actor.optim.lr_warmup_steps", 10, DAPO_RECIPE_SOURCE + " (verl: -1, no warm-up)"),
+    ("actor_rollout_ref.actor.optim.weight_decay", 0.1, DAPO_RECIPE_SOURCE + " (verl: 0.01)"),
+    ("data.truncation", "left", DAPO_RECIPE_SOURCE + " (verl: error, a long prompt stops the run)"),
+    ("actor_rollout_ref.rollout.val_kwargs.do_sample", True, DAPO_RECIPE_SOURCE + " (verl: greedy)"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", 1.0, DAPO_RECIPE_SOURCE + " (verl: 0)"),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p", 0.7, DAPO_RECIPE_SOURCE + " (val_top_p; verl: 1.0)"),
 )
 
 

@@ -43,7 +43,8 @@ CATALOG: dict[str, tuple[str, str]] = {
     "remove_padding": ("performance", "Remove padding / packed sequences (use_remove_padding)"),
     "gradient_checkpointing": (
         "performance",
-        "Activation checkpointing (FSDP enable_gradient_checkpointing, Megatron selective recompute)",
+        "Activation checkpointing (FSDP enable_gradient_checkpointing; Megatron full recompute on <= 64 GiB devices, "
+        "else verl's selective core_attn recompute)",
     ),
     "offload": ("memory", "Offload parameters and optimizer state of actor/ref to host memory"),
     "recompute": (

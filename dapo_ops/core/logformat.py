@@ -171,6 +171,21 @@ def parse_log_time(line: str) -> Optional[float]:
     except (ValueError, OverflowError):
         return None
     return t + (int(frac) / 10 ** len(frac) if frac else 0.0)
+#: verl's validation metrics: ``val-core/<data source>/<var>/<metric>@N`` for the core variable (``acc`` when the
+#: reward reports it, else ``reward``) at the largest N, the rest ``val-aux/...``
+#: (``verl/trainer/ppo/v1/trainer_base.py:1357-1371``)
+VAL_PREFIX = "val-core/"
+
+
+def validation_score(metrics: Dict[str, float]) -> Optional[Tuple[str, float]]:
+    """``(key, value)`` of the validation score in a metrics dict: the first (sorted) ``val-core/.../mean@N`` key
+    (``acc`` before ``reward``), else the first ``val-core/`` key; None without one."""
+    keys = sorted(k for k in metrics if k.startswith(VAL_PREFIX))
+    if not keys:
+        return None
+    mean = [k for k in keys if "/mean@" in k]
+    best = ([k for k in mean if "/acc/" in k] or mean or keys)[0]
+    return best, metrics[best]
 
 
 def parse_total(line: str) -> Optional[int]:

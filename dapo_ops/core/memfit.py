@@ -20,8 +20,11 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
 - Activations, per token and layer: ``30h + 6*kv*d + 8i`` bytes (bf16 tensors HF Qwen2/3 layers save:
   two fp32 RMSNorm inputs, q/k/v and rotary q/k, repeat_kv for sdpa, attention out, 4 SwiGLU tensors of
   ``i``); run 8: 23.8 GiB for 8192 tokens x 24 layers. Gradient checkpointing keeps ``2h`` per layer plus one
-  layer; ``recompute`` = FSDP activation offload (one layer + 2 inputs) / Megatron full recompute (like
-  checkpointing). Logits in the update: ``10V`` bytes per token (bf16 logits, fp32 upcast, fp32 log-softmax).
+  layer: FSDP's, and Megatron's where it runs full/uniform/1 (``Setup.megatron_recompute`` ``full``:
+  :data:`dapo_ops.core.profiles.MEGATRON_RECOMPUTE`); Megatron's selective ``core_attn`` recompute keeps every
+  layer's activations (``engine/megatron.yaml:79``). ``recompute`` = FSDP activation offload (one layer + 2 inputs) /
+  Megatron full recompute. FSDP parameter and optimizer state leave the device under ``offload_policy`` only with
+  ``Setup.strategy`` fsdp2: verl's FSDP1 never reads it (``verl/workers/engine/fsdp/transformer_impl.py:423-463``). Logits in the update: ``10V`` bytes per token (bf16 logits, fp32 upcast, fp32 log-softmax).
   Logits in the no-grad log-prob forward: ``6V`` (:data:`LOGPROB_LOGIT_BYTES`): verl 0.9.1's FSDP engine keeps the
   model's bf16 logits (``verl/workers/engine/fsdp/transformer_impl.py`` ``prepare_model_outputs``: no copy at
   temperature 1), computes the entropy with ``softmax`` + ``softmax * logits`` (two more bf16 ``V`` tensors,
@@ -39,7 +42,10 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
   bucket on every rank of BOTH sides (``verl/checkpoint_engine/nccl_checkpoint_engine.py:121-124,165-172``,
   ``hccl_checkpoint_engine.py:139-140``; bucket ``update_weights_bucket_megabytes``,
   ``verl/workers/engine_workers.py:681``), outside vLLM's share. ``weight-sync`` is the larger side: the trainer
-  (context + its resident state + 2 buckets) or the rollout pool (its share ``u*T`` + 2 buckets); the ``weight-bucket``
+  (context + its resident state + 2 buckets) or the rollout pool: verl frees vLLM's KV cache before it allocates the
+  buckets and restores it after the engine's ``finalize`` freed them (``verl/checkpoint_engine/base.py:532-556``,
+  ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:875-892``), so that side peaks at
+  ``max(context + vLLM's weights 2P/rollout_tp + 2 buckets, u*T)``; the ``weight-bucket``
   rung halves the bucket (:mod:`dapo_ops.core.memladder`). ``terms["weight_sync_side"]`` says which.
 """
 
@@ -49,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dapo_ops.core import defaults
+from dapo_ops.core.profiles import fsdp_strategy
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
@@ -184,6 +191,10 @@ class Setup:
     cp: int = 1
     logprob: bool = True  # False: old log-probs are the rollout's (bypass_mode), no log-prob forward runs
     bucket_gib: float = SYNC_BUCKET_GIB  # the weight-sync bucket (update_weights_bucket_megabytes / 1024)
+    strategy: str = "fsdp2"  # FSDP actor.strategy (profiles.fsdp_strategy): offload_policy is read by fsdp2 only
+    megatron_recompute: str | None = (
+        "selective"  # what gradient checkpointing runs on Megatron (profiles.MEGATRON_RECOMPUTE)
+    )
 
 
 @dataclass
@@ -232,14 +243,21 @@ def estimate(m: Model, s: Setup) -> Estimate:
         params_b, opt_b, grads_b, step_extra = 4 * P / s.world, 8 * P / s.world, 4 * P / s.world, 4 * P / s.world
     layer_full = act_tl
     layer_in = 2 * m.hidden
-    if s.recompute and s.framework != "megatron":  # activation offload: inputs go to the CPU;
+    meg = s.framework == "megatron"
+    # Megatron: full recompute (the recompute rung, or gradient checkpointing where it runs full/uniform/1); its
+    # selective core_attn recompute (engine/megatron.yaml:79) re-runs only the attention core, whose flash-attention
+    # output the layer keeps anyway: nothing of the per-layer activations counted here is dropped
+    full = s.recompute or (s.gc and s.megatron_recompute == "full") if meg else s.gc
+    if s.recompute and not meg:  # activation offload: inputs go to the CPU;
         per_token = (layer_full + 2 * layer_in) if s.gc else 2 * layer_full  # without checkpointing 2 layers stay
-    elif s.gc or (s.recompute and s.framework == "megatron"):
+    elif full:
         per_token = m.layers * layer_in + layer_full  # checkpointing: inputs kept, one layer recomputed
     else:
         per_token = m.layers * layer_full
     act = s.update_tokens * (per_token + LOGIT_BYTES * m.vocab) / max(1, s.tp * s.cp)
-    pol = s.offload_policy and s.framework != "megatron"  # FSDP2 CPUOffloadPolicy: sharded state lives on the CPU
+    # FSDP2 CPUOffloadPolicy: sharded state lives on the CPU; verl's FSDP1 branch never reads offload_policy
+    # (verl/workers/engine/fsdp/transformer_impl.py:423-449; the policy: :450-463)
+    pol = s.offload_policy and not meg and s.strategy == "fsdp2"
     layer_bf16 = 2 * 2 * P / max(1, m.layers)  # current + prefetched layer, unsharded bf16
     if pol:
         params_b = opt_b = 0.0
@@ -261,7 +279,10 @@ def estimate(m: Model, s: Setup) -> Estimate:
     side = "trainer"
     if not s.colocated:
         wsync = ctx + g(sync_actor)
-        rollout_side = s.util * s.device_gib + g(buffers)  # the rollout pool's devices: its share + the buffers
+        # the rollout pool's devices: verl frees the KV cache before the buckets and restores it after they are freed
+        # (verl/checkpoint_engine/base.py:532-556, vllm_async_server.py:875-892): vLLM's weights + the buffers, then
+        # the share again
+        rollout_side = max(ctx + g(rollout_w + buffers), s.util * s.device_gib)
         if rollout_side > wsync:
             wsync, side = rollout_side, "rollout"
     elif s.offload or pol:
@@ -370,7 +391,7 @@ def default_parallel(params_b: float | None, device_gib: float | None, world: in
     return tp, pp
 
 
-def _trainer_world(s: dict[str, Any], one_step_off: bool) -> int:
+def trainer_world(s: dict[str, Any], one_step_off: bool) -> int:
     """Trainer devices of complete settings ``s``: the trainer pool (one-step-off) or the devices per node, x nodes."""
     return int(s["trainer_gpus"] if one_step_off else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
 
@@ -400,7 +421,7 @@ def setup_from_spec(
     micro = int(s["micro_batch_size"])
     bucket_mb = s.get("weight_sync_bucket_mb") or ov.get(BUCKET_OVERRIDE_KEY)
     one_step_off = spec.get("mode") == "one-step-off"
-    world = _trainer_world(s, one_step_off)
+    world = trainer_world(s, one_step_off)
     if "dynamic_batch" in names:
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
@@ -427,6 +448,8 @@ def setup_from_spec(
         cp=par["cp"],
         logprob=not bypass,
         bucket_gib=int(str(bucket_mb)) / 1024 if str(bucket_mb or "").isdigit() else SYNC_BUCKET_GIB,
+        strategy=fsdp_strategy(world, spec.get("strategy"), bool(s.get("fsdp_offload_policy"))),
+        megatron_recompute=s["megatron_recompute"],
     )
 
 
@@ -474,7 +497,7 @@ def propose_parallel(
         return ""
     s = dict(spec["settings"])
     now = parallel_sizes(spec, changes)
-    world = _trainer_world(s, spec.get("mode") == "one-step-off")
+    world = trainer_world(s, spec.get("mode") == "one-step-off")
     tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
     keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
     cands = sorted(
@@ -507,7 +530,9 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
     planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
     fs, est = features, planned
     rungs: list[str] = []
-    settings = dict(spec["settings"], framework=spec["framework"], mode=spec.get("mode"))
+    # a pinned strategy (a --resume's checkpoint) is the ladder's; unpinned, nothing ran yet: a one-device FSDP run
+    # that needs the policy starts on fsdp2 (the planner pins it, profiles.fsdp_strategy)
+    settings = dict(spec["settings"], framework=spec["framework"], mode=spec.get("mode"), strategy=spec.get("strategy"))
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest
         rung, fs2, ch, _ = memladder.apply_rung(fs, phase, dict(settings, **changes), "estimate")

@@ -15,7 +15,10 @@ One-step-off weight sync (V1 ``separate_async``) is chosen by the side that ran 
 (``verl/workers/engine_workers.py:755-766``) through a checkpoint engine that holds two buffers of
 ``update_weights_bucket_megabytes`` on each side (``verl/checkpoint_engine/nccl_checkpoint_engine.py:124-125,169-173``;
 default 2048 MB, ``verl/workers/config/rollout.py:135``): only ``weight-bucket`` (bucket / 2) lowers the trainer's
-peak, the rollout pool's share (``rollout-util``) never does.
+peak, the rollout pool's share (``rollout-util``) never does. On the rollout side the share does not lower the sync
+peak either: verl's standalone rollout frees its KV cache before the buckets are allocated and restores it after
+(``verl/checkpoint_engine/base.py:532-556``, ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:875-892``,
+``free_cache_engine`` default True): the bucket is halved first there too.
 """
 
 from __future__ import annotations
@@ -114,9 +117,12 @@ def phase_rungs(
     if phase == "weight-sync" and not colocated:
         if side == "trainer":  # the trainer's peak: its bucket buffers; the rollout's share is on other devices
             return ("weight-bucket", "weight-bucket")
-        if side == "rollout":
-            return ("rollout-util", "weight-bucket", "rollout-util")
-        return ("weight-bucket", "rollout-util", "weight-bucket", "rollout-util")  # the bucket is on both sides
+        # the rollout side (and an unknown side: the bucket is on both): V1 standalone rollout frees the KV cache
+        # before the buckets are allocated and restores it after the engine's finalize freed them
+        # (verl/checkpoint_engine/base.py:532-556, workers/rollout/vllm_rollout/vllm_async_server.py:875-892,
+        # free_cache_engine default True, workers/config/rollout.py:190): the sync peak is vLLM's weights + 2 buckets,
+        # which only the bucket lowers; the share last, for the KV cache's re-allocation after the sync
+        return ("weight-bucket", "weight-bucket", "rollout-util")
     if phase == "rollout-init":  # the KV cache and the graph capture (vLLM captures its graphs at start-up)
         return (
             ("rollout-util", "rollout-eager", "offload")
@@ -141,6 +147,19 @@ def rung_status(features: FeatureSet, rung: str) -> str | None:
     src = features.source_of(rung)
     if src is not None:
         return f"{rung}: skipped, already on ({src})"
+    return None
+
+
+def _full_recompute_already(features: FeatureSet, rung: str, settings: dict[str, Any]) -> str | None:
+    """Why the ``recompute`` rung would change nothing on Megatron: gradient checkpointing already runs full/uniform/1
+    there (``settings["megatron_recompute"]`` ``full``, :data:`dapo_ops.core.profiles.MEGATRON_RECOMPUTE`); else None."""
+    if (
+        rung == "recompute"
+        and settings.get("framework") == "megatron"
+        and settings.get("megatron_recompute") == "full"
+        and features.has("gradient_checkpointing")
+    ):
+        return "recompute: skipped, gradient checkpointing already runs Megatron's full recompute (full/uniform/1)"
     return None
 
 
@@ -226,6 +245,12 @@ def _setting_rung(
     if rung == "offload-policy":
         if settings.get("fsdp_offload_policy"):
             return None, "offload-policy: skipped, already on"
+        if settings.get("strategy") == "fsdp":
+            return None, (
+                "offload-policy: skipped, the actor runs verl's FSDP1 (strategy fsdp), which never reads "
+                "offload_policy (verl/workers/engine/fsdp/transformer_impl.py:423-449), and its checkpoint does not "
+                "load into fsdp2"
+            )
         return {"fsdp_offload_policy": True}, None
     raise ValueError(f"unknown rung {rung!r}")
 
@@ -249,7 +274,7 @@ def next_rung(
             used[rung] -= 1
             continue
         if rung in ("offload", "recompute"):
-            why = rung_status(features, rung)
+            why = rung_status(features, rung) or _full_recompute_already(features, rung, settings)
             if why:
                 skipped.append(why)
                 continue
@@ -313,7 +338,7 @@ def troubleshooting_md() -> str:
         (
             "weight-sync",
             "vLLM wake-up (weights, then KV cache) while the actor's state is still resident; one-step-off: the checkpoint engine's 2 x bucket buffers on each side",
-            "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: rollout-util, bucket / 2, rollout-util",
+            "rollout-util -0.1, then + offload: the actor leaves the device before the KV cache resumes; one-step-off by the side that ran out: trainer: bucket / 2 (twice), rollout: bucket / 2 (twice; verl frees the KV cache for the sync), then rollout-util",
             "same as rollout-init; one-step-off: `rollout.checkpoint_engine.update_weights_bucket_megabytes` (verl's CI: 1024)",
         ),
         (

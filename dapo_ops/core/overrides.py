@@ -20,6 +20,7 @@ import shlex
 from typing import Any
 
 from dapo_ops.core import defaults
+from dapo_ops.core import memfit
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
@@ -268,6 +269,8 @@ def overrides_for(
     out += profiles.filter_groups_overrides(profile, ent)
     out += profiles.reward_overrides(profile, ent, resp)
     out.append(("actor_rollout_ref.actor.ppo_mini_batch_size", int(s["ppo_mini_batch_size"])))
+    if s.get("dapo_recipe") and profile == "0.9":  # verl's DAPO recipe where the runbook is silent (a spec before
+        out += [(k, v) for k, v, _ in defaults.DAPO_RECIPE]  # issue 43 has none: core/defaults.py SPEC_SETTINGS)
 
     # rollout engine
     out += [
@@ -285,8 +288,10 @@ def overrides_for(
         out += parallel_overrides(int(s["trainer_tp"]), int(s["trainer_pp"] or 1))
 
     # features
-    train_world = int(s["nnodes"]) * int(s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"])
-    out += profiles.strategy_overrides(str(framework or ""), train_world, spec.get("strategy"))
+    train_world = memfit.trainer_world(s, mode == "one-step-off")
+    out += profiles.strategy_overrides(
+        str(framework or ""), train_world, spec.get("strategy"), bool(s.get("fsdp_offload_policy"))
+    )
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(
         profile,
@@ -298,6 +303,7 @@ def overrides_for(
         micro_batch_size=int(s["micro_batch_size"]),
         token_budget_overrides=budgets,
         disabled=features.disabled,
+        megatron_recompute=s["megatron_recompute"],
     )
 
     out += [
@@ -343,6 +349,7 @@ def overrides_for(
         ("trainer.experiment_name", s["experiment"] or spec.get("run_id") or "dapo"),
         ("trainer.total_training_steps", int(s["steps"])),
         ("trainer.save_freq", int(s["save_freq"])),
+        *([("trainer.test_freq", int(s["test_freq"]))] if s.get("test_freq") is not None else []),
         ("trainer.default_local_dir", ckpt),
         ("trainer.resume_mode", "auto"),
     ]

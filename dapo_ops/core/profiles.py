@@ -154,6 +154,23 @@ PLUS_MAX_POS_ROLLOUT = "+actor_rollout_ref.rollout.engine_kwargs.vllm.hf_overrid
 _MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
 
 
+#: What the ``gradient_checkpointing`` feature runs on Megatron (spec setting ``megatron_recompute``), by device memory:
+#: ``full`` (``recompute_granularity=full``, ``recompute_method=uniform``, ``recompute_num_layers=1``: every layer's
+#: input kept, the layer recomputed) on devices of <= :data:`FULL_RECOMPUTE_MAX_GIB`, what verl's NPU Megatron scripts
+#: run (the DAPO nightly ``run_dapo_moonlight-16b_megatron_npu.sh:144-146`` of verl's Ascend CI, its 910B DAPO
+#: practice); ``selective`` on larger devices: verl's own modules ``["core_attn"]`` (``engine/megatron.yaml:79``),
+#: which recompute only the attention core: with flash attention that keeps almost every activation (what the real
+#: H200 Megatron runs ran, tests/fixtures/real-verl/tool-runs/k-megatron-*). A spec without the key (before issue 43)
+#: ran ``selective``.
+MEGATRON_RECOMPUTE = ("full", "selective")
+FULL_RECOMPUTE_MAX_GIB = 64.5
+
+
+def megatron_recompute_for(device_gib: float) -> str:
+    """``full`` on devices of <= :data:`FULL_RECOMPUTE_MAX_GIB` GiB (an Ascend 910B's 64), else ``selective``."""
+    return "full" if float(device_gib) <= FULL_RECOMPUTE_MAX_GIB else "selective"
+
+
 def token_budgets(max_prompt_length: int, max_response_length: int) -> dict[str, int]:
     """Dynamic-batch token budgets (tokens per device), after verl's DAPO scripts.
 
@@ -182,6 +199,7 @@ def feature_overrides(
     micro_batch_size: int = 1,
     token_budget_overrides: dict[str, Any] | None = None,
     disabled: frozenset[str] = frozenset(),
+    megatron_recompute: str | None = "selective",
 ) -> list[tuple[str, object]]:
     """All feature keys for ``framework`` as ``(key, value)`` pairs, on AND off states explicit.
 
@@ -193,6 +211,9 @@ def feature_overrides(
     nothing in DAPO (entropy runs with grads only when ``entropy_coeff`` != 0, ``trainer_base.py:1831-1833``). Keys carry their ``+`` where the yaml lacks them. Values are
     Python values (formatted by :func:`dapo_ops.core.overrides.hydra_value`). ``token_budget_overrides``
     may replace individual budgets (never below prompt + response: raises :class:`OverrideError`).
+    ``megatron_recompute`` (the spec setting, :data:`MEGATRON_RECOMPUTE`): what ``gradient_checkpointing`` runs on
+    Megatron: ``full`` = full/uniform/1, ``selective`` = verl's ``recompute_modules: ["core_attn"]``
+    (``verl/trainer/config/engine/megatron.yaml:75-87``).
     """
     on = names.__contains__
     seq = int(max_prompt_length) + int(max_response_length)
@@ -252,7 +273,7 @@ def feature_overrides(
 
     # gradient_checkpointing + recompute
     if meg:
-        if on("recompute"):
+        if on("recompute") or (on("gradient_checkpointing") and megatron_recompute == "full"):
             gran, method, layers = "full", "uniform", 1
         elif on("gradient_checkpointing"):
             gran, method, layers = "selective", None, None
@@ -458,8 +479,20 @@ def filter_groups_overrides(profile: str, ent: Entry) -> list[tuple[str, object]
     return out
 
 
+def fsdp_strategy(world: int | None, strategy: str | None = None, offload_policy: bool = False) -> str:
+    """The FSDP ``actor.strategy`` a run uses: ``strategy`` when pinned (the spec's ``strategy``: a ``--resume`` keeps
+    its checkpoint's, the planner pins a one-device run's), else ``fsdp`` (FSDP1) on a one-device training pool
+    (``world`` 1, see :func:`strategy_overrides`) unless ``offload_policy`` (the ``fsdp_offload_policy`` setting) is
+    on, else ``fsdp2``. verl's FSDP1 branch never reads ``offload_policy`` (``verl/workers/engine/fsdp/
+    transformer_impl.py:423-449``; ``CPUOffloadPolicy`` exists only in the fsdp2 branch, ``:450-463``): a run that
+    needs the policy runs fsdp2."""
+    if strategy:
+        return strategy
+    return "fsdp" if world == 1 and not offload_policy else "fsdp2"
+
+
 def strategy_overrides(
-    framework: str, world: int | None = None, strategy: str | None = None
+    framework: str, world: int | None = None, strategy: str | None = None, offload_policy: bool = False
 ) -> list[tuple[str, object]]:
     """Training strategy keys. The runbook's ``FRAMEWORK=fsdp`` is FSDP2 (its one-step-off script sets
     ``ACTOR_STRATEGY=fsdp2``); in 0.9.1 ``actor.strategy`` is copied into ``fsdp_config.strategy``, so the
@@ -475,10 +508,11 @@ def strategy_overrides(
 
     ``strategy`` (spec ``strategy``, ``fsdp`` | ``fsdp2``) pins it: a ``--resume`` keeps the strategy its checkpoint
     was written with (dapo_ops/control/launch/resume.py; the two do not load into each other, docs/design.md "Run spec").
+    ``offload_policy``: the FSDP2 ``CPUOffloadPolicy`` rung is on: fsdp2 even on one device (:func:`fsdp_strategy`).
     """
     if framework != "fsdp":
         return []
-    strategy = strategy or ("fsdp" if world == 1 else "fsdp2")
+    strategy = fsdp_strategy(world, strategy, offload_policy)
     return [
         ("actor_rollout_ref.actor.strategy", strategy),
         ("actor_rollout_ref.ref.strategy", strategy),

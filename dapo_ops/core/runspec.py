@@ -13,10 +13,11 @@ import math
 from typing import Any
 
 from dapo_ops.core import defaults
+from dapo_ops.core import memfit
 from dapo_ops.core import profiles
 from dapo_ops.core.profiles import OverrideError
 
-__all__ = ["MAX_STEPS", "as_int", "check_spec", "effective_settings", "parameter_sync_step"]
+__all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
 
 
 def effective_settings(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -142,21 +143,9 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
                 f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
                 f"(0: train_batch_size / ppo_mini_batch_size)"
             )
-    bad = [(k, v) for k, v in (("train_batch_size", tbs), ("ppo_mini_batch_size", mini)) if (v * n) % world]
+    bad = _batch_split_problems(spec, s, world, tbs, mini, n)
     if bad:  # every batch problem at once, each with the nearest values that split evenly
-        step, nodes = world // math.gcd(world, n), max(1, as_int(s, "nnodes", "--nnodes"))
-        parts = [
-            f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
-            + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1)
-            + ")"
-            for k, v in bad
-        ]
-        where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
-        raise OverrideError(
-            f"responses per step do not split evenly over {where}: "
-            + "; ".join(parts)
-            + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)"
-        )
+        raise OverrideError(bad)
     seq = prompt + resp
     mpe = s.get("max_position_embeddings")
     if mpe not in (None, "", 0):
@@ -196,6 +185,55 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
                 f"latest_checkpointed_iteration.txt (trainer_base.py:1012) and nothing finalizes the async save, so a "
                 f"retry or --resume would start from step 0; drop the override (saves are synchronous)"
             )
+
+
+def data_parallel_size(spec: dict[str, Any], world: int) -> tuple[int, str]:
+    """``(dp, how)``: the trainer's data-parallel size on ``world`` trainer devices and how it comes about. FSDP: every
+    device is a data-parallel rank. Megatron: ``world / (TP x PP x CP)`` (megatron-core's ``initialize_model_parallel``;
+    the sizes the spec runs with, :func:`dapo_ops.core.memfit.parallel_sizes`, settings then ``--override``)."""
+    par = memfit.parallel_sizes(spec)
+    shard = par["tp"] * par["pp"] * par["cp"]
+    if shard <= 1:
+        return world, ""
+    cp = f" x CP {par['cp']}" if par["cp"] > 1 else ""
+    return max(1, world // shard), f" / (TP {par['tp']} x PP {par['pp']}{cp})"
+
+
+def _batch_split_problems(spec: dict[str, Any], s: dict[str, Any], world: int, tbs: int, mini: int, n: int) -> str:
+    """The one line refusing batch sizes verl cannot split over the trainer's data-parallel ranks, or "".
+
+    verl 0.9.1's V1 trainer (profile 0.9) pads each step's batch to a multiple of ``lcm(dp, ppo_mini_batch_size x
+    rollout_n)`` itself (``verl/trainer/ppo/v1/trainer_base.py:1589-1605``, ``_balance_batch`` :1620-1622), so
+    ``train_batch_size`` needs nothing; what it asserts is that one mini-batch's responses split over the
+    data-parallel ranks (``verl/workers/engine_workers.py:267-269``: ``mini_batch_size % get_data_parallel_size()
+    == 0``). The 0.8 profile's legacy trainers split the whole step over every device: both batches are checked there.
+    """
+    nodes = max(1, as_int(s, "nnodes", "--nnodes"))
+    sizes: tuple[tuple[str, int], ...]
+    if spec["profile"] == "0.8":
+        dp, how, sizes = world, "", (("train_batch_size", tbs), ("ppo_mini_batch_size", mini))
+    else:
+        dp, how = data_parallel_size(spec, world)
+        sizes = (("ppo_mini_batch_size", mini),)
+    bad = [(k, v) for k, v in sizes if (v * n) % dp]
+    if not bad:
+        return ""
+    step = dp // math.gcd(dp, n)
+    parts = [
+        f"{k}={v} x rollout_n={n} = {v * n} (try --{k.replace('_', '-')} "
+        + " or ".join(str(x) for x in (v - v % step + step, v - v % step) if x >= 1)
+        + ")"
+        for k, v in bad
+    ]
+    where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
+    if how:
+        where = f"{dp} data-parallel ranks ({where}{how})"
+    what = "responses per step" if spec["profile"] == "0.8" else "responses per mini-batch"
+    return (
+        f"{what} do not split evenly over {where}: "
+        + "; ".join(parts)
+        + f" (each must be a multiple of {step}; or change --rollout-n / the hosts)"
+    )
 
 
 def parameter_sync_step(s: dict[str, Any]) -> int:

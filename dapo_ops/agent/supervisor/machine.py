@@ -36,7 +36,7 @@ from dapo_ops.agent.supervisor import (
 )
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints, roll_back
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import classify, defaults, features, health, runstate
+from dapo_ops.core import classify, defaults, features, health, memfit, profiles, runstate
 from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import swanlab_run_id
 
@@ -110,6 +110,16 @@ class Supervisor:
         s.update(self.rec.get("setting_changes") or {})
         s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
         s.setdefault("mode", self.spec.get("mode"))
+        if self.spec.get("framework") == "fsdp":  # the FSDP strategy the attempts run: no offload-policy rung on FSDP1
+            full = defaults.complete_settings(s)
+            s.setdefault(
+                "strategy",
+                profiles.fsdp_strategy(
+                    memfit.trainer_world(full, s["mode"] == "one-step-off"),
+                    self.spec.get("strategy"),
+                    bool(full.get("fsdp_offload_policy")),
+                ),
+            )
         s.setdefault("run_id", self.spec.get("run_id"))  # the `--resume <run_id>` of a stop's suggestions
         s.setdefault(
             "hosts", [n.get("name") for n in (self.spec.get("ray") or {}).get("nodes") or []] or [self.spec.get("host")]

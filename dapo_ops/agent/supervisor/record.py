@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from dapo_ops.agent import runfiles
 from dapo_ops.core import datafeed, runstate
+from dapo_ops.core.logformat import VAL_PREFIX
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
@@ -137,9 +138,11 @@ def new_attempt(
 
 def on_step(rec: Dict[str, Any], att: Dict[str, Any], step: int, metrics: Dict[str, float]) -> None:
     """A ``step:N - k:v`` line: step, step time (``timing_s/step``, else the time since the previous step line of
-    this attempt, seconds), last progress, the kept metrics (:data:`KEY_METRICS` and ``val-core/*``), and per
+    this attempt, seconds), last progress, the kept metrics (:data:`KEY_METRICS` and ``val-core/*``), per
     training step the prompt groups DAPO evicted (``filter_evicted``, last :data:`MAX_STEP_TIMES`: the keep-rate trend
-    ``inv status`` warns on, :func:`dapo_ops.core.datafeed.falling_keep_rate`)."""
+    ``inv status`` warns on, :func:`dapo_ops.core.datafeed.falling_keep_rate`) and, when the line carries
+    ``val-core/*`` (verl's validation metrics, ``verl/trainer/ppo/v1/trainer_base.py:1357-1371``), run.json
+    ``validation``: ``{"step", "metrics"}`` of the last validation."""
     t = now()
     prev_t = rec.get("last_progress_at")
     prev_step = rec.get("step")
@@ -156,7 +159,10 @@ def on_step(rec: Dict[str, Any], att: Dict[str, Any], step: int, metrics: Dict[s
     if step > 0 and "training/global_step" in metrics:  # a training step: DAPO's evicted groups (0 when absent)
         ev = metrics.get(datafeed.FILTER_EVICTED_KEY) or 0.0
         rec["filter_evicted"] = (list(rec.get("filter_evicted") or []) + [ev])[-MAX_STEP_TIMES:]
-    keep = {k: v for k, v in metrics.items() if k in KEY_METRICS or k.startswith("val-core/")}
+    keep = {k: v for k, v in metrics.items() if k in KEY_METRICS or k.startswith(VAL_PREFIX)}
+    val = {k: v for k, v in keep.items() if k.startswith(VAL_PREFIX)}
+    if val:  # a validation ran at this step (trainer.test_freq, or the one before step 1 at step 0)
+        rec["validation"] = {"step": step, "metrics": val}
     if keep:
         merged = dict(rec.get("metrics") or {})
         merged.update(keep)

@@ -359,6 +359,8 @@ def _build(
     }
     s["rollout_eager"] = bool(v["rollout_eager"])
     s["allow_short_data"] = bool(v["allow_short_data"])
+    s["test_freq"] = int(v["test_freq"])
+    s["dapo_recipe"] = v09  # verl's DAPO recipe keys where the runbook is silent (core/defaults.py DAPO_RECIPE)
     notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
     if topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
         s.update(topology)
@@ -417,8 +419,11 @@ def _build(
     # the one check of the plan (with the host's device count; a topology checked its own per node)
     host_devices = devices if host is not None and not topology else None
     runspec.check_spec(spec, host_devices=host_devices, model_max_len=model_max_len)
+    if resume is not None and resume.strategy:  # FSDP: its checkpoint's strategy (fsdp / fsdp2 do not load across)
+        spec["strategy"] = resume.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, mem_lines = _memory_fit(spec, fs, memory)
+    _pin_fsdp_strategy(spec)
     mem_lines = learned_lines + mem_lines
     resume_line = None
     if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
@@ -431,8 +436,6 @@ def _build(
         bad = resume_mod.diverged_at(resume)
         if bad is not None:  # its metrics went bad: the supervisor resumes from the checkpoint before that step
             spec["diverged_at"] = bad
-        if resume.strategy:  # FSDP: the strategy its checkpoint was written with (fsdp / fsdp2 do not load across)
-            spec["strategy"] = resume.strategy
         rungs, not_kept = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))
         if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
             spec["setting_changes"] = rungs
@@ -440,10 +443,12 @@ def _build(
         resume_line = resume_mod.line(spec, fs, resume, not_kept)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, user_features)
-    trainer_devs = memfit._trainer_world(s, mode == "one-step-off")
+    trainer_devs = memfit.trainer_world(s, mode == "one-step-off")
     notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # issue 42 item 5: warn only
     lad = ladder.plan_ladder(
-        fs, spec["max_oom_retries"], dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode)
+        fs,
+        spec["max_oom_retries"],
+        dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode, strategy=spec.get("strategy")),
     )
     sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(
@@ -459,6 +464,21 @@ def _build(
         memory=mem_lines,
         resume_line=resume_line,
     )
+
+
+def _pin_fsdp_strategy(spec: dict) -> None:
+    """Pin ``spec["strategy"]`` of a one-device FSDP training pool (``inv launch`` on one device, ``one-step-off
+    --trainer-gpus 1``): ``fsdp2`` when the first attempt starts with the FSDP2 offload policy (an estimate or learned
+    rung: verl's FSDP1 never reads it, ``verl/workers/engine/fsdp/transformer_impl.py:423-463``), else ``fsdp``
+    (:func:`dapo_ops.core.profiles.fsdp_strategy`). Every attempt then runs the strategy its checkpoints were written
+    with (the two do not load into each other): the ladder skips the offload-policy rung on ``fsdp`` and a rollback of
+    the policy keeps ``fsdp2``. In place; a strategy already pinned (``--resume``) stays."""
+    s = dict(spec["settings"], **(spec.get("setting_changes") or {}))
+    if spec["framework"] != "fsdp" or spec.get("strategy"):
+        return
+    world = memfit.trainer_world(s, spec["mode"] == "one-step-off")
+    if world == 1:
+        spec["strategy"] = profiles.fsdp_strategy(world, None, bool(s.get("fsdp_offload_policy")))
 
 
 def _given(settings, name: str) -> bool:
@@ -491,7 +511,7 @@ def _parallel(v: dict, s: dict, framework: str, mode: str, model: str, memory, a
                 f"TRAINER_TP={tp} / TRAINER_PP={pp} set Megatron's parallel sizes, but FRAMEWORK=fsdp; "
                 "unset them or use FRAMEWORK=megatron"
             )
-        s["trainer_tp"] = s["trainer_pp"] = None
+        s["trainer_tp"] = s["trainer_pp"] = s["megatron_recompute"] = None
         return []
     world = (s["trainer_gpus"] if mode == "one-step-off" else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
     cfg = (memory or {}).get("model_config")
@@ -501,15 +521,24 @@ def _parallel(v: dict, s: dict, framework: str, mode: str, model: str, memory, a
         params_b = None
     params_b = params_b or memfit.params_from_name(model)
     gib = (memory or {}).get("device_gib")
-    dtp, dpp = memfit.default_parallel(params_b, gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0), world)
+    dev_gib = gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(accelerator, 64.0)
+    dtp, dpp = memfit.default_parallel(params_b, dev_gib, world)
+    # what gradient checkpointing runs: full/uniform/1 on <= 64 GiB devices like verl's NPU Megatron scripts
+    s["megatron_recompute"] = profiles.megatron_recompute_for(dev_gib)
     s["trainer_tp"], s["trainer_pp"] = tp or dtp, pp or dpp
     if (s["trainer_tp"] * s["trainer_pp"]) and world % (s["trainer_tp"] * s["trainer_pp"]):
         raise PlanError(
             f"TRAINER_TP={s['trainer_tp']} x TRAINER_PP={s['trainer_pp']} does not divide the "
             f"{world} trainer devices; choose sizes whose product divides {world}"
         )
+    rec = (
+        "Megatron gradient checkpointing: full recompute (recompute_granularity=full, method uniform, 1 layer) on "
+        f"{dev_gib:g} GiB devices, like verl's NPU Megatron scripts"
+        if s["megatron_recompute"] == "full"
+        else f"Megatron gradient checkpointing: verl's selective core_attn recompute on {dev_gib:g} GiB devices"
+    )
     if tp and pp:
-        return []
+        return [rec]
     size = f"~{params_b:.1f}B parameters" if params_b else "model size unknown"
     where = (
         f"{gib:g} GiB"
@@ -518,7 +547,8 @@ def _parallel(v: dict, s: dict, framework: str, mode: str, model: str, memory, a
     )
     return [
         f"Megatron trainer TP {s['trainer_tp']} PP {s['trainer_pp']} (TRAINER_TP/TRAINER_PP unset: {size}, "
-        f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)"
+        f"{where} devices, like verl's Megatron examples; dapo_ops/core/memfit.py PARALLEL_TABLE)",
+        rec,
     ]
 
 

@@ -63,6 +63,7 @@ class TailInfo:
     attempt_events: list = field(default_factory=list)
     swanlab_url: str | None = None
     last_line: str | None = None
+    validation: dict | None = None  # ``{"step", "metrics"}`` of the last line carrying ``val-core/*`` (any attempt)
     total: int | None = None  # ``Total training steps: N`` of the current attempt
     resumed_from: int | None = None  # ``Resuming from .../global_step_N`` of the current attempt
 
@@ -105,6 +106,8 @@ def parse_tail(text: str) -> TailInfo:
         pm = parse_metrics_line(line)
         if pm:
             info.step, info.metrics = pm[0], pm[1]
+            if logformat.validation_score(pm[1]):
+                info.validation = {"step": pm[0], "metrics": pm[1]}
             st = pm[1].get("timing_s/step")
             if st is not None and math.isfinite(st) and pm[0] > 0:
                 info.step_times.append(st)
@@ -161,10 +164,24 @@ class StatusRow:
     resume_redo: int | None = None  # ... and the steps past it (done, not saved) that the resume does again
     health: dict | None = None  # run.json health (core/health.py): "trend" {metric, first, last, step, shown},
     # "flag" / "first_bad" when a metric went bad, "bad_step", "healthy_step"; "shown": the one line status prints
+    validation: dict | None = None  # the last validation: {"step", "key", "score"} (trainer.test_freq; step 0: before
+    #                                 training), from run.json ``validation`` or a fresher log line
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
         return asdict(self)
+
+
+def last_validation(recorded: dict | None, logged: dict | None) -> dict | None:
+    """The run's last validation as ``{"step", "key", "score"}``: run.json's ``validation`` (the supervisor's
+    record of the last ``val-core/*`` line) or the log tail's, whichever is at the later step; None when neither."""
+    best = None
+    for v in (recorded, logged):
+        if isinstance(v, dict) and isinstance(v.get("step"), int) and isinstance(v.get("metrics"), dict):
+            if best is None or v["step"] >= best["step"]:
+                best = v
+    hit = logformat.validation_score(best["metrics"]) if best else None
+    return {"step": best["step"], "key": hit[0], "score": hit[1]} if best and hit else None
 
 
 def is_oom_added(source: str | None) -> bool:
@@ -275,6 +292,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if step is not None and total:
         row.percent = round(100.0 * step / total, 1)
     row.metrics = {k: metrics[k] for k in KEY_METRICS if k in metrics}
+    row.validation = last_validation(run.get("validation"), tail.validation)
 
     step_time = _recent_step_time(run, tail)
     if row.status in ACTIVE_STATUSES and step is not None and total:

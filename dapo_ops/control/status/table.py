@@ -110,7 +110,8 @@ def cells(row: StatusRow) -> dict[str, str]:
         % (fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
         "attempt": "-" if row.attempt is None else str(row.attempt),
         "features": fmt_features(row.features),
-        "score": fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-",
+        "score": (fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-")
+        + (" (val %s @%d)" % (fmt_num(row.validation["score"]), row.validation["step"]) if row.validation else ""),
         "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
         "tput": fmt_num(m["perf/throughput"], "tok/s") if "perf/throughput" in m else "-",
         "verdict": verdict,
