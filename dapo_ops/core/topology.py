@@ -10,7 +10,8 @@ computed here from the inventory.
 
 Every Ray process is started as ``ray start ... --block`` in its own session, so the run owns
 exactly that session: stopping it (SIGTERM to the session) stops only the Ray processes this
-run started, never another user's. The Ray processes keep Ray's own GCS reconnect timeout (60 s,
+run started, never another user's. The Ray processes keep Ray's own GCS reconnect timeout (60 s, Ray's
+src/ray/common/ray_config_def.h
 ``RAY_gcs_rpc_server_reconnect_timeout_s``): a GCS blip shorter than that costs the training nothing. The tool's own
 teardown is shorter: a worker's session leader (:func:`dapo_ops.agent.raysession.run_session`) ends its node once
 the head's GCS port refuses connections :data:`HEAD_GONE_REFUSALS` probes in a row (the head is gone: final failure,

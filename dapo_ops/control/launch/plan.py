@@ -357,6 +357,7 @@ def _build(
         "extra_overrides": list(extra_overrides or []),
     }
     s["rollout_eager"] = bool(v["rollout_eager"])
+    s["vanilla_mbridge"] = bool(v["vanilla_mbridge"]) and framework == "megatron"
     notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
     if topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
         s.update(topology)

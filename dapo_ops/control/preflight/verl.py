@@ -160,6 +160,17 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
     for mod, why in needed_modules(pv):
         if found.get(mod):
             out.append(Check(mod, OK, f"{mod} at {found[mod]}"))
+        elif mod == "megatron.bridge" and found.get("mbridge"):  # verl's Ascend images: mbridge, no Megatron-Bridge
+            out.append(
+                Check(
+                    mod,
+                    FAIL,
+                    f"{mod} is not importable in the container, but mbridge is ({found['mbridge']}); {why}",
+                    "set VANILLA_MBRIDGE=True (--vanilla-mbridge): verl then builds the model with mbridge "
+                    "(actor_rollout_ref.actor.megatron.vanilla_mbridge=True, as verl's Ascend CI runs), or "
+                    + MODULE_FIXES[mod],
+                )
+            )
         else:
             out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", MODULE_FIXES[mod]))
     return out
