@@ -73,3 +73,35 @@ def test_a_missing_megatron_bridge_beside_mbridge_says_set_vanilla_mbridge():
     (c,) = [c for c in verl_checks._module_checks(pv, {"modules": found}) if c.name == "megatron.bridge"]
     assert c.status == "fail" and "mbridge is (/site/mbridge/__init__.py)" in c.message
     assert c.fix.startswith("set VANILLA_MBRIDGE=True (--vanilla-mbridge)")
+
+
+# F7 ------------------------------------------------------------------------------------------------------------
+def test_the_startup_check_runs_under_the_trainings_cann_launcher(monkeypatch, tmp_path):
+    """main ran the compose child (verl's start-up checks) as a bare ``docker exec`` child: on an image whose CANN
+    comes only from set_env.sh, ``import torch`` (torch_npu autoload) failed and the step said "skipped"."""
+    from dapo_ops.agent import preflight as agent_preflight
+    from dapo_ops.control.launch.plan import CANN_LAUNCHER
+    from dapo_ops.control.preflight.probe import probe_request
+
+    p = plan()
+    assert p.spec["launcher"] == list(CANN_LAUNCHER)
+    req = probe_request(NPU8, PlanView(p.spec, p.argv), compose_request={"config_root": "/verl"}, full=True)
+    assert req["compose"]["launcher"] == list(CANN_LAUNCHER)
+    ran = []
+    monkeypatch.setattr(agent_preflight, "_run", lambda argv, **kw: ran.append(argv) or {"rc": 1, "stdout": ""})
+    monkeypatch.setattr(agent_preflight, "COMPOSE_CACHE", str(tmp_path))
+    agent_preflight._compose(dict(req["compose"]), "fp")
+    assert ran[0][: len(CANN_LAUNCHER)] == list(CANN_LAUNCHER)
+    assert ran[0][len(CANN_LAUNCHER) :] == [sys.executable, "-m", "dapo_ops.agent.compose"]
+    # the cached answer of a bare run is never reused for one under the launcher
+    assert agent_preflight._compose_key("fp") != agent_preflight._compose_key("fp", list(CANN_LAUNCHER))
+
+
+def test_verl_not_importable_is_a_warning_never_ok_beside_skipped():
+    import json
+
+    ans = {"errors": [], "skipped": ["dataclass: skipped: verl not importable (No module named 'torch')"]}
+    c = verl_checks._startup_check({"stdout": json.dumps({"ok": True, "startup": ans})})
+    assert c.status == "warn" and "(No module named 'torch')" in c.message and "skipped" not in c.message
+    ok = verl_checks._startup_check({"stdout": json.dumps({"ok": True, "startup": {"errors": [], "skipped": []}})})
+    assert ok.status == "ok" and "skipped" not in ok.message

@@ -65,6 +65,8 @@ def probe_request(
                 req["tcp"] = [{"name": "ray-head", "host": ray["head"], "port": int(ray["port"])}]
         if compose_request is not None:  # run in the container by the bundle op dapo_ops.agent.compose
             req["compose"] = {"request": compose_request}
+            if pv is not None and pv.spec.get("launcher"):  # verl's own start-up, as the training starts it
+                req["compose"]["launcher"] = list(pv.spec["launcher"])
     return req
 
 
