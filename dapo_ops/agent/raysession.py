@@ -86,15 +86,24 @@ def head_refuses(host: str, port: int, timeout_s: float = 2.0) -> bool:
 def watch_head(child: "subprocess.Popen[bytes]", head: tuple[str, int], every_s: float = HEAD_PROBE_S) -> None:
     """Until ``child`` (a worker's ``ray start``) ends: probe ``head`` every ``every_s`` seconds; after
     :data:`~dapo_ops.core.topology.HEAD_GONE_REFUSALS` refusals in a row, SIGTERM ``child`` (the run's head is
-    gone; Ray's own 60 s GCS reconnect timeout would keep this node's raylet and workers a minute longer)."""
+    gone; Ray's own 60 s GCS reconnect timeout would keep this node's raylet and workers a minute longer), SIGKILL
+    when it has not ended a few seconds later."""
     refused = 0
     while child.poll() is None:
         refused = refused + 1 if head_refuses(*head) else 0
         if refused >= HEAD_GONE_REFUSALS:
-            try:
-                child.send_signal(signal.SIGTERM)
-            except OSError:
-                pass
+            # SIGTERM, then SIGKILL after ``every_s`` x HEAD_GONE_REFUSALS seconds: a ``ray start --block`` whose
+            # GCS is gone can sit in its graceful shutdown while Ray's agents live on; the leader ends those next
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    child.send_signal(sig)
+                except OSError:
+                    return
+                end = time.time() + max(every_s * HEAD_GONE_REFUSALS, 3.0)
+                while child.poll() is None and time.time() < end:
+                    time.sleep(0.1)
+                if child.poll() is not None:
+                    return
             return
         time.sleep(every_s)
 
