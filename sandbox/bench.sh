@@ -7,7 +7,8 @@
 #   bench.sh up [N]            create or complete N hosts (default 3); idempotent; prints the hosts.toml path
 #   bench.sh down              remove exactly what `up` made (processes, mounts, namespaces, bridge, state)
 #   bench.sh status            one line per host; exit 0 when every host is healthy, 3 when the bench is not up
-#   bench.sh container hN      (re)create the container if it is missing or stopped (used by the test fixture)
+#   bench.sh container hN [P]  (re)create the container if it is missing, stopped or of another profile P (default |
+#                              ascend: the Ascend-like image, sandbox/ascend_image/README.md; used by the test fixture)
 #   bench.sh sshd hN start|stop    start / stop that host's sshd (fault injection)
 #   bench.sh link hN up|down       bring that host's network link up / down (fault injection)
 #
@@ -34,6 +35,7 @@ BR=dapobr$ID
 NET=198.51.$((100 + ID))
 NSP=dapo$ID-h                      # namespace prefix: dapo<id>-h<N>
 IMAGE=dapo-sandbox/verl:0.9.1
+IMAGE_ASCEND=dapo-sandbox/verl:0.9.1-ascend   # the Ascend-like profile (sandbox/ascend_image/README.md)
 CONTAINER=verl
 
 ns_of() { echo "$NSP${1#h}"; }            # h2 -> dapo0-h2
@@ -103,14 +105,30 @@ build_rootfs() {
   echo "$sha"
 }
 
-container_run_args() {   # container_run_args hN -> docker run argv (one per line)
-  local h=$1 pyprefix d
+build_ascend_rootfs() {   # build_ascend_rootfs SHA: the Ascend-like rootfs over the base one; prints its hash
+  local base=$1 sha R=$STATE/image/rootfs-ascend
+  sha=$( (echo "$base"; cd "$HERE" && find ascend_image -type f ! -name '*.pyc' ! -path '*__pycache__*' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
+  if [ "$(cat "$STATE/image/sha-ascend" 2>/dev/null || true)" != "$sha" ]; then
+    rm -rf "$R"; cp -a "$STATE/image/rootfs" "$R"
+    rm -rf "$R/verl/megatron/bridge"                       # mbridge installed, Megatron-Bridge absent
+    (cd "$HERE/ascend_image" && tar --exclude=__pycache__ --exclude='*.pyc' --exclude=README.md -c .) | tar -C "$R" -x
+    mkdir -p "$R/root/ascend/log/debug/plog"               # CANN's slog directory
+    echo "$sha" > "$STATE/image/sha-ascend"
+  fi
+  echo "$sha"
+}
+
+container_run_args() {   # container_run_args hN [profile] -> docker run argv (one per line)
+  local h=$1 profile=${2:-default} pyprefix d
   pyprefix=$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)')
   local venv_real; venv_real=$(cd "$VENV" && pwd -P)
   printf '%s\n' run -d --name "$CONTAINER" --network host --add-host "$h:127.0.0.1" --shm-size=1g \
     --label dapo.bench="$ID" --workdir /verl \
     -e "PATH=$venv_real/bin:/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin" \
     -e "VIRTUAL_ENV=$venv_real" -e HOME=/root
+  # the Ascend-like image's packages (torch, torch_npu, mbridge stand-ins) are on its PYTHONPATH, like verl's Ascend
+  # Dockerfile's ENV PYTHONPATH=/Megatron-LM; CANN's variables are NOT in the env (only in set_env.sh)
+  [ "$profile" = ascend ] && printf '%s\n' -e PYTHONPATH=/opt/site
   for d in bin sbin lib lib32 lib64 libexec share include; do
     [ -d "/usr/$d" ] && [ ! -L "/usr/$d" ] && printf '%s\n' -v "/usr/$d:/usr/$d:ro"
   done
@@ -118,18 +136,22 @@ container_run_args() {   # container_run_args hN -> docker run argv (one per lin
   case "$pyprefix" in /usr|/usr/*) ;; *) printf '%s\n' -v "$pyprefix:$pyprefix:ro" ;; esac
   printf '%s\n' -v "$venv_real:$venv_real:ro" \
     -v "$STATE/hosts/$h/sandbox:/sandbox:ro" -v "$STATE/hosts/$h/runs:/verl/dapo_runs" \
-    "$IMAGE" sh -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done'
+    "$([ "$profile" = ascend ] && echo "$IMAGE_ASCEND" || echo "$IMAGE")" \
+    sh -c 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done'
 }
 
-ensure_image_and_container() {   # ensure_image_and_container hN SHA
-  local h=$1 sha=$2 cur state
+ensure_image_and_container() {   # ensure_image_and_container hN SHA [profile]
+  local h=$1 sha=$2 profile=${3:-default} cur state image=$IMAGE rootfs=$STATE/image/rootfs
+  if [ "$profile" = ascend ]; then
+    image=$IMAGE_ASCEND; rootfs=$STATE/image/rootfs-ascend; sha=$(build_ascend_rootfs "$sha")
+  fi
   export DOCKER_HOST; DOCKER_HOST=$(sock_of "$h")
-  cur=$(docker image inspect -f '{{index .Config.Labels "dapo.sha"}}' "$IMAGE" 2>/dev/null || true)
+  cur=$(docker image inspect -f '{{index .Config.Labels "dapo.sha"}}' "$image" 2>/dev/null || true)
   if [ "$cur" != "$sha" ]; then
-    tar -C "$STATE/image/rootfs" -c . | docker import -c "LABEL dapo.sha=$sha" -c "WORKDIR /verl" - "$IMAGE" >/dev/null
+    tar -C "$rootfs" -c . | docker import -c "LABEL dapo.sha=$sha" -c "WORKDIR /verl" - "$image" >/dev/null
     docker rm -f "$CONTAINER" >/dev/null 2>&1 || true       # recreate on the new image
   fi
-  local -a args; mapfile -t args < <(container_run_args "$h")
+  local -a args; mapfile -t args < <(container_run_args "$h" "$profile")
   local cfg; cfg=$(printf '%s\n' "${args[@]}" | sha256sum | cut -c1-16)
   state=$(docker inspect -f '{{.State.Status}} {{index .Config.Labels "dapo.cfg"}}' "$CONTAINER" 2>/dev/null || true)
   if [ "$state" != "running $cfg" ]; then       # missing, stopped, or made with other run arguments
@@ -359,11 +381,12 @@ case "${1:-}" in
   up) cmd_up "${2:-3}" ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  container) need_host "${2:-}"; check_packages; take_lock
-             wait_docker "$2"; ensure_image_and_container "$2" "$(build_rootfs)" ;;
+  container) need_host "${2:-}"; check_packages
+             case "${3:-default}" in default|ascend) ;; *) fail 2 "unknown profile '${3}': use default or ascend" ;; esac
+             take_lock; wait_docker "$2"; ensure_image_and_container "$2" "$(build_rootfs)" "${3:-default}" ;;
   sshd) need_host "${2:-}"
         case "${3:-}" in start) start_sshd "$2" ;; stop) stop_sshd "$2" ;; *) fail 2 "usage: $PROG sshd hN start|stop" ;; esac ;;
   link) need_host "${2:-}"
         case "${3:-}" in up|down) ip -n "$(ns_of "$2")" link set eth0 "$3" ;; *) fail 2 "usage: $PROG link hN up|down" ;; esac ;;
-  *) fail 2 "usage: $PROG up [N] | down | status | container hN | sshd hN start|stop | link hN up|down" ;;
+  *) fail 2 "usage: $PROG up [N] | down | status | container hN [default|ascend] | sshd hN start|stop | link hN up|down" ;;
 esac

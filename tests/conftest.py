@@ -227,6 +227,12 @@ class Sandbox:
         for child in runs.iterdir():
             subprocess.run(["rm", "-rf", "--", str(child)], check=True)
 
+    def profile(self, host: str, name: str) -> None:
+        """Recreate ``host``'s container on image profile ``name`` (``default`` | ``ascend``: the Ascend-like image,
+        sandbox/ascend_image/README.md; ``bench.sh container hN ascend``). :meth:`reset` puts it back on default."""
+        self._check(host)
+        run_bench("container", host, name, bench=self.id)
+
     @contextlib.contextmanager
     def memory_limit(self, host: str, mib: int = 768):
         """``host``'s container under a memory limit of ``mib`` MiB (``docker update --memory``, no swap) while the

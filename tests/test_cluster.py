@@ -75,12 +75,29 @@ def test_collective_env_for_ascend_and_nvidia():
         [H1, H2],
         "eth0",
         base_no_proxy="corp.example",
-        run_env={"HCCL_CONNECT_TIMEOUT": "7200", "SWANLAB_MODE": "local"},
+        run_env={
+            "HCCL_CONNECT_TIMEOUT": "7200",
+            "SWANLAB_MODE": "local",
+            "VERL_LOGGING_LEVEL": "INFO",
+            "RAY_ADDRESS": "198.51.100.11:6379",
+            "no_proxy": "ignored.example",
+        },
     )
     assert npu["HCCL_IF_IP"] == H2.address and npu["HCCL_SOCKET_IFNAME"] == "eth0"
     assert npu["GLOO_SOCKET_IFNAME"] == "eth0" and npu["HCCL_CONNECT_TIMEOUT"] == "7200"
-    assert "SWANLAB_MODE" not in npu  # only the run's collective variables
+    # issue 43 F2: the whole run env reaches the raylet, whose workers (verl's TaskRunner too) inherit it
+    assert npu["SWANLAB_MODE"] == "local" and npu["VERL_LOGGING_LEVEL"] == "INFO"
+    assert "RAY_ADDRESS" not in npu  # ray start has its own --address
     assert npu["no_proxy"].split(",") == ["corp.example", "localhost", "127.0.0.1", "::1", H1.address, H2.address]
     gpu = cluster.ray_process_env("gpu", H1, [H1, H2], "eth0")
     assert gpu["NCCL_SOCKET_IFNAME"] == "eth0" and "HCCL_IF_IP" not in gpu
     assert "NCCL_SOCKET_IFNAME" not in cluster.ray_process_env("gpu", H1, [H1], None)
+
+
+def test_ray_nodes_keep_rays_own_gcs_reconnect_timeout():
+    """Issue 43 F5: main set RAY_gcs_rpc_server_reconnect_timeout_s=5 on every node, which every raylet and worker
+    reads (Ray's default is 60 s): a GCS blip over 5 s killed every worker. No node env carries it now."""
+    for accel in ("npu", "gpu"):
+        for node in (H1, H2):
+            env = cluster.ray_process_env(accel, node, [H1, H2], "eth0", run_env={"HCCL_EXEC_TIMEOUT": "1"})
+            assert not [k for k in env if k.startswith("RAY_gcs")], env

@@ -5,6 +5,8 @@ launch service's steps and teardown driven through a fake Target (no SSH), the s
 from __future__ import annotations
 
 import os
+import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -232,6 +234,7 @@ class FakeCluster:
         self.up: dict[str, str] = {}  # host -> address of a Ray session that was started
         self.fail_host, self.fail_step, self.run_status = fail_host, fail_step, run_status
         self.specs: dict[str, str] = {}  # host -> the spec.json text written there
+        self.envs: dict[tuple[str, str], dict] = {}  # (host, step) -> the env the command was given
         self.lock = threading.Lock()
 
 
@@ -273,6 +276,8 @@ class FakeTarget:
     def run(self, cmd, env=None, timeout=None, check=True, workdir=None, **kw):
         step = _step(cmd)
         self._do(step, cmd if isinstance(cmd, str) else " ".join(cmd))
+        with self.fc.lock:
+            self.fc.envs[(self.name, step)] = dict(env or {})
         out = ""
         if step == "occupancy":
             out = _json.dumps({"active": None, "verl": [], "ray": []})
@@ -453,3 +458,50 @@ def test_a_plan_error_is_a_usage_error_before_any_host(fake_launch):
         "planning a 3-node run on a Ray cluster across h1,h2,h3 (no -H: every host of the "
         "inventory; -H h1 plans one host, --independent one run per host): responses per mini-batch"
     ), err
+
+
+def test_every_ray_node_starts_under_the_cann_launcher_with_the_runs_env(fake_launch):
+    """Issue 43 F2: Ray's workers (verl's TaskRunner too, verl/trainer/main_ppo.py:92) inherit the raylet's
+    environment, so each node's ``ray start`` runs under the run's CANN launcher with the spec's env (main: a bare
+    ``sh -c`` with only the topology env, so torch_npu failed on every worker of an image that needs set_env.sh)."""
+    from dapo_ops.control.launch.plan import CANN_LAUNCHER
+
+    run, fc = fake_launch()
+    assert isinstance(run, mh.ClusterRun), run
+    assert run.spec["launcher"] == list(CANN_LAUNCHER)
+    for host, step in (("h1", "head"), ("h2", "worker")):
+        text = next(t for h, s, t in fc.log if (h, s) == (host, step))
+        assert "setsid " + " ".join(shlex.quote(a) for a in CANN_LAUNCHER) + " sh -c " in text, text
+        env = fc.envs[(host, step)]
+        assert (
+            env["VERL_LOGGING_LEVEL"] == "INFO"
+            and env["HCCL_IF_IP"] == run.spec["ray"]["nodes"][["h1", "h2"].index(host)]["address"]
+        )
+        assert "RAY_ADDRESS" not in env and "RAY_gcs_rpc_server_reconnect_timeout_s" not in env
+
+
+def test_a_worker_leader_ends_its_node_once_the_heads_gcs_port_refuses():
+    """Issue 43 F5: Ray's 60 s GCS reconnect timeout stays for the training processes; the tool's teardown of a
+    worker node is its session leader seeing the head's port refuse (topology.HEAD_GONE_REFUSALS probes)."""
+    head = socket.socket()
+    head.bind(("127.0.0.1", 0))
+    head.listen(8)
+    port = head.getsockname()[1]
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        t = threading.Thread(target=raysession.watch_head, args=(child, ("127.0.0.1", port), 0.05))
+        t.start()
+        t.join(1.0)
+        assert t.is_alive() and child.poll() is None  # the head answers: the node stays
+        head.close()  # the head's GCS is gone: connections are refused
+        t.join(60)
+        assert not t.is_alive() and child.wait(timeout=30) == -15
+    finally:
+        head.close()
+        child.kill()
+    assert raysession.head_of(cluster.ray_worker_argv("ray", H_W, H_HEAD, "npu")) == (H_HEAD.address, 6379)
+    assert raysession.head_of(cluster.ray_head_argv("ray", H_HEAD, "npu")) is None
+
+
+H_HEAD = cluster.Node("h1", "198.51.100.11", 8)
+H_W = cluster.Node("h2", "198.51.100.12", 8)

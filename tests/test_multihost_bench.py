@@ -405,3 +405,45 @@ def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sa
     assert left == [], left
     assert wait_for(sandbox, "h1", run_id_of(res), ended)["status"] == "succeeded"
     assert wait_no_ray(sandbox, timeout=30) == {}
+
+
+# ------------------------------------------------------------------ the Ascend-like image (issue 43)
+@pytest.fixture
+def ascend(sandbox, cli):
+    """h1 and h2 on the Ascend-like image (sandbox/ascend_image/README.md: CANN only through set_env.sh, torch
+    auto-loading torch_npu, mbridge without Megatron-Bridge); put back on the default image afterwards."""
+    for h in HOSTS:
+        sandbox.profile(h, "ascend")
+    yield
+    for h in HOSTS:
+        sandbox.reset(h)
+
+
+def test_on_the_ascend_like_image_preflight_runs_verl_startup_and_a_two_host_run_trains(sandbox, cli, ascend):
+    """Issue 43 F2 + F7 + the image profile. The image: a bare ``docker exec`` has no CANN environment, so torch's
+    auto-load of torch_npu fails with torch_npu's own text; sourced, it imports. Preflight's verl-startup step runs
+    verl's checks under the CANN launcher (main: "skipped: verl not importable"); the launch's Ray workers on both
+    nodes import verl -> torch -> torch_npu through set_env.sh (main: a bare ``ray start``, every worker failed with
+    libhccl.so) and see the run's HCCL variables in their own process."""
+    bare = sandbox.exec("h2", "python3 -c 'import torch'")
+    assert bare.returncode != 0 and "Please run 'source set_env.sh' in the CANN installation path." in bare.stderr
+    assert "libhccl.so: cannot open shared object file" in bare.stderr and "ERR00008" in bare.stderr
+    sourced = sandbox.exec("h2", "bash -c '. /usr/local/Ascend/ascend-toolkit/set_env.sh; python3 -c \"import torch\"'")
+    assert sourced.returncode == 0, sourced.stderr
+    env = {"VANILLA_MBRIDGE": "True"}  # the image has mbridge, not Megatron-Bridge (verl's Ascend Dockerfile)
+    pf = cli("preflight", "-H", "h1", "--json", *INPUT_FLAGS, extra_env=env)
+    checks = {c["name"]: c for c in json.loads(pf.stdout)["hosts"]["h1"]["checks"]}
+    st = checks["verl-startup"]
+    assert st["status"] == "ok" and "skipped" not in st["message"], st
+    assert checks["mbridge"]["status"] == "ok" and "megatron.bridge" not in checks, checks
+    assert checks["cann"]["status"] == "ok" and "set_env.sh" in checks["cann"]["message"], checks["cann"]
+    res = cli("launch", "-H", "h1,h2", "--steps", "2", *INPUT_FLAGS, extra_env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_id = run_id_of(res)
+    rec = wait_for(sandbox, "h1", run_id, ended)
+    assert rec["status"] == "succeeded", (rec.get("verdict"), train_log(sandbox, "h1", run_id)[-3000:])
+    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in verl_overrides(sandbox, "h1", run_id)
+    for h in HOSTS:  # HCCL's settings reach each node's worker processes through their raylet
+        hccl = json.loads(sandbox.exec(h, "cat /tmp/dapo-standin/hccl-env.json").stdout)
+        assert hccl["HCCL_IF_IP"] == sandbox.addresses[h] and hccl["HCCL_CONNECT_TIMEOUT"] == "7200", hccl
+    assert wait_no_ray(sandbox) == {}

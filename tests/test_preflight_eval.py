@@ -252,7 +252,8 @@ def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkey
     spec["framework"] = "megatron"
     req = probe_request(_host(), plan_view(spec), full=False)
     # on GPU Megatron-Bridge needs Transformer Engine (megatron/bridge/peft/lora_layers.py:20)
-    assert req["modules"] == ["transfer_queue", "megatron.bridge", "transformer_engine"]
+    # + mbridge, the other model builder, looked up to name VANILLA_MBRIDGE in the fix when it is there (issue 43 F4)
+    assert req["modules"] == ["transfer_queue", "megatron.bridge", "transformer_engine", "mbridge"]
     checks = _by(evaluate(_host(), spec, _facts(req), full=False))
     assert checks["transfer_queue"].status == "fail" and "verl-core" in checks["transfer_queue"].fix
     assert checks["megatron.bridge"].status == "fail" and "megatron-bridge" in checks["megatron.bridge"].fix
@@ -551,7 +552,7 @@ def test_preflight_looks_for_what_the_mode_needs(tmp_path, standin, framework, m
     spec.update(framework=framework, mode=mode, accelerator=accel, features=resolve(feats).to_json())
     req = probe_request(_host(accelerator=accel), plan_view(spec), full=False)
     base = ["transfer_queue"] + (["megatron.bridge"] if framework == "megatron" else [])
-    assert req["modules"] == base + want
+    assert req["modules"] == base + want + (["mbridge"] if framework == "megatron" else [])
     checks = _by(evaluate(_host(accelerator=accel), spec, _facts(req), full=False))
     for mod in want:
         assert checks[mod].status == "fail" and checks[mod].fix and mod in QUICK_CHECKS

@@ -102,9 +102,9 @@ def test_separate_async_refuses_the_naive_engine(root):
 
 
 def test_the_compose_op_answers_startup_and_preflight_makes_one_check_of_it(root):
-    """The op as preflight runs it (a child Python, request on stdin): hccl -> one FAIL line; nccl -> ok, with the
-    dataclass step honestly skipped (verl does not import without torch)."""
-    for extra, want in (([], "fail"), ([f"{KEY}=nccl"], "ok")):
+    """The op as preflight runs it (a child Python, request on stdin): hccl -> one FAIL line; nccl -> a WARN saying
+    verl does not import here (no torch), never "ok" beside "skipped" (issue 43 finding 7)."""
+    for extra, want in (([], "fail"), ([f"{KEY}=nccl"], "warn")):
         argv = overrides.build_command(_spec(extra=extra), resolve(""))
         req = dict(validate.request_for(argv, root), startup=True)
         p = subprocess.run(
@@ -123,7 +123,8 @@ def test_the_compose_op_answers_startup_and_preflight_makes_one_check_of_it(root
         if want == "fail":
             assert f"{KEY}=hccl" in c.message and "\n" not in c.message
         else:
-            assert "dataclass: skipped: verl not importable" in c.message
+            assert c.message.startswith("verl does not import in the container (") and "did not run" in c.message
+            assert "set_env.sh" in c.fix
 
 
 def test_without_verl_sources_or_import_the_step_says_skipped(tmp_path):

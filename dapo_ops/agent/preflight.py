@@ -9,7 +9,8 @@ hydra. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok
 Request keys (all optional): ``accelerator`` (npu|gpu), ``model`` (path), ``data`` (paths), ``prompt_key``,
 ``disk_path`` (where checkpoints go), ``entry_module``, ``http_urls`` ({name: url} to GET, e.g. the SwanLab
 host), ``tcp`` ([{name, host, port}] to connect to, e.g. the Ray head), ``listen_port`` (a port that must be
-free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?, "run"?}: the answer
+free here, e.g. the Ray head port), ``compose`` ({"request": {...}, "timeout"?, "cache"?, "run"?, "launcher"?}:
+the compose child starts under ``launcher`` (the run spec's: CANN's ``set_env.sh`` on NPU, as verl starts), the answer
 has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`), and unless
 ``"run": false`` the compose result ``compose``), ``modules``
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
@@ -268,15 +269,15 @@ def _port_free(port: int) -> dict[str, Any]:
 COMPOSE_CACHE = "/tmp/dapo-ops-preflight-cache"
 
 
-def _compose_key(fp: str | None) -> str | None:
+def _compose_key(fp: str | None, launcher: list[str] | None = None) -> str | None:
     """Cache key of a compose check: its fingerprint (:func:`dapo_ops.agent.composefp.fingerprint`: the request,
-    the checker, hydra/omegaconf versions, the bytes of every yaml it can load) and this Python's path. ``None``
-    (no cache) when there is no fingerprint."""
+    the checker, hydra/omegaconf versions, the bytes of every yaml it can load), this Python's path and the
+    launcher it runs under. ``None`` (no cache) when there is no fingerprint."""
     import hashlib
 
     if fp is None:
         return None
-    return hashlib.sha256((fp + "\0" + sys.executable).encode()).hexdigest()[:32]
+    return hashlib.sha256("\0".join([fp, sys.executable, *(launcher or [])]).encode()).hexdigest()[:32]
 
 
 def installed_config_root(rq: dict[str, Any]) -> dict[str, Any]:
@@ -315,10 +316,13 @@ def installed_config_root(rq: dict[str, Any]) -> dict[str, Any]:
 
 def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
     """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) of ``comp["request"]``
-    (already through :func:`installed_config_root`) in a child Python; results are cached in the container by
-    content key (:func:`_compose_key` of the fingerprint ``fp``), so a repeated preflight with the same
-    overrides against the same config files costs no compose."""
-    key = _compose_key(fp) if comp.get("cache", True) else None
+    (already through :func:`installed_config_root`) in a child Python, started under ``comp["launcher"]`` when given
+    (the run spec's ``launcher``: on NPU the CANN launcher sources ``set_env.sh`` first, as for verl itself, so the
+    start-up check imports verl (torch, torch_npu) the way the training does; issue 43 finding 7); results are cached
+    in the container by content key (:func:`_compose_key` of the fingerprint ``fp`` and the launcher), so a repeated
+    preflight with the same overrides against the same config files costs no compose."""
+    launcher = [str(a) for a in comp.get("launcher") or []]
+    key = _compose_key(fp, launcher) if comp.get("cache", True) else None
     path = os.path.join(COMPOSE_CACHE, key + ".json") if key else None
     if path and os.path.isfile(path):
         try:
@@ -329,7 +333,7 @@ def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
         except (OSError, ValueError):
             pass
     r = _run(
-        [sys.executable, "-m", "dapo_ops.agent.compose"],
+        [*launcher, sys.executable, "-m", "dapo_ops.agent.compose"],
         timeout=float(comp.get("timeout", 120)),
         cwd=comp["request"].get("config_root"),
         stdin=json.dumps(comp["request"]),

@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from dapo_ops.core.topology import RAY_PORT, RAY_RUN_ENV, RETRY_CHECK_S
+from dapo_ops.core.topology import HEAD_GONE_REFUSALS, HEAD_PROBE_S, RAY_PORT, RAY_RUN_ENV, RETRY_CHECK_S
 
 #: exit status of ``wait`` when fewer nodes than wanted are alive at the deadline
 FEWER_NODES_RC = 3
@@ -57,12 +57,63 @@ def session_members(sid: int, marker: bytes | None = None) -> list[int]:
     return out
 
 
+def head_of(argv: list[str]) -> tuple[str, int] | None:
+    """``(host, port)`` of the head's GCS a worker's ``ray start`` argv joins (its ``--address=<host>:<port>``,
+    :func:`dapo_ops.core.topology.ray_worker_argv`); None for a head's argv."""
+    for a in argv:
+        if a.startswith("--address="):
+            host, _, port = a.split("=", 1)[1].rpartition(":")
+            try:
+                return host, int(port)
+            except ValueError:
+                return None
+    return None
+
+
+def head_refuses(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """True when a TCP connect to the head's GCS port is refused (ECONNREFUSED: the host answers, nothing listens:
+    the GCS is gone); False when it connects, times out or the host is unreachable (a network blip)."""
+    import errno
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+        return False
+    except OSError as e:
+        return e.errno == errno.ECONNREFUSED
+
+
+def watch_head(child: "subprocess.Popen[bytes]", head: tuple[str, int], every_s: float = HEAD_PROBE_S) -> None:
+    """Until ``child`` (a worker's ``ray start``) ends: probe ``head`` every ``every_s`` seconds; after
+    :data:`~dapo_ops.core.topology.HEAD_GONE_REFUSALS` refusals in a row, SIGTERM ``child`` (the run's head is
+    gone; Ray's own 60 s GCS reconnect timeout would keep this node's raylet and workers a minute longer), SIGKILL
+    when it has not ended a few seconds later."""
+    refused = 0
+    while child.poll() is None:
+        refused = refused + 1 if head_refuses(*head) else 0
+        if refused >= HEAD_GONE_REFUSALS:
+            # SIGTERM, then SIGKILL after ``every_s`` x HEAD_GONE_REFUSALS seconds: a ``ray start --block`` whose
+            # GCS is gone can sit in its graceful shutdown while Ray's agents live on; the leader ends those next
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    child.send_signal(sig)
+                except OSError:
+                    return
+                end = time.time() + max(every_s * HEAD_GONE_REFUSALS, 3.0)
+                while child.poll() is None and time.time() < end:
+                    time.sleep(0.1)
+                if child.poll() is not None:
+                    return
+            return
+        time.sleep(every_s)
+
+
 def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> int:
     """Leader of a ``ray start --block`` session (what ``control/launch/raycluster.py`` starts under ``setsid``): run
-    ``argv``, forward SIGTERM/SIGINT/SIGHUP to it, and once it has ended — stopped, or by itself when a worker's
-    raylet lost the head (``topology.WORKER_GCS_RECONNECT_S``) — end every process left in this session or
-    carrying ``marker`` (Ray's DashboardAgent / RuntimeEnvAgent outlive the raylet for minutes otherwise):
-    SIGTERM, up to ``grace_s`` seconds, SIGKILL. Returns ``argv``'s exit code."""
+    ``argv``, forward SIGTERM/SIGINT/SIGHUP to it, on a worker node end it once the head's GCS is gone
+    (:func:`watch_head`, in a thread), and once it has ended — stopped, or by itself — end every process left in
+    this session or carrying ``marker`` (Ray's DashboardAgent / RuntimeEnvAgent outlive the raylet for minutes
+    otherwise): SIGTERM, up to ``grace_s`` seconds, SIGKILL. Returns ``argv``'s exit code."""
     child = subprocess.Popen(argv)
 
     def forward(signum: int, _frame: object) -> None:
@@ -73,6 +124,11 @@ def run_session(argv: list[str], marker: bytes | None, grace_s: float = 5.0) -> 
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    head = head_of(argv)
+    if head is not None:
+        import threading
+
+        threading.Thread(target=watch_head, args=(child, head), daemon=True).start()
     rc = child.wait()
     sid = os.getsid(0)
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):

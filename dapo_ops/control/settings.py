@@ -274,6 +274,14 @@ PARAMS: tuple[Param, ...] = (
         flag=None,
     ),
     _p(
+        "vanilla_mbridge",
+        "VANILLA_MBRIDGE",
+        "bool",
+        "Megatron: build the model with the mbridge package (actor_rollout_ref.actor.megatron.vanilla_mbridge=True) "
+        "instead of Megatron-Bridge (verl's default); verl's Ascend images install mbridge, not Megatron-Bridge, and "
+        "its Ascend CI runs VANILLA_MBRIDGE=True (verl/workers/engine/megatron/transformer_impl.py:326-341)",
+    ),
+    _p(
         "gpu_memory_utilization",
         "GPU_MEMORY_UTILIZATION",
         "float",

@@ -62,6 +62,7 @@ RUN: Mapping[str, Any] = MappingProxyType(
         "trainer_tp": 0,  # 0: by model size and device memory (dapo_ops/core/memfit.py default_parallel)
         "trainer_pp": 0,
         "rollout_eager": False,  # verl's default: graph mode (actor_rollout_ref.rollout.enforce_eager=False)
+        "vanilla_mbridge": False,  # verl's default: Megatron-Bridge (verl/trainer/config/engine/megatron.yaml:99)
         "gpu_memory_utilization": 0.6,
         "train_batch_size": 64,
         "ppo_mini_batch_size": 16,
@@ -145,6 +146,7 @@ SPEC_SETTINGS: Mapping[str, Any] = MappingProxyType(
         "ckpt_dir": "",
         "extra_overrides": [],
         "rollout_eager": RUN["rollout_eager"],
+        "vanilla_mbridge": RUN["vanilla_mbridge"],
         "trainer_tp": None,
         "trainer_pp": None,
         # keys a spec written before issue 43 lacks, completed to what that run ran: no trainer.test_freq (verl's -1),

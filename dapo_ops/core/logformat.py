@@ -171,6 +171,8 @@ def parse_log_time(line: str) -> Optional[float]:
     except (ValueError, OverflowError):
         return None
     return t + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
 #: verl's validation metrics: ``val-core/<data source>/<var>/<metric>@N`` for the core variable (``acc`` when the
 #: reward reports it, else ``reward``) at the largest N, the rest ``val-aux/...``
 #: (``verl/trainer/ppo/v1/trainer_base.py:1357-1371``)

@@ -72,6 +72,7 @@ PLAN_SETTING_KEYS: dict[str, str] = {
     # the ladder's kv-cache rung changes the setting: a raw override of the key would beat the ladder
     "actor_rollout_ref.rollout.gpu_memory_utilization": "gpu_memory_utilization",
     "actor_rollout_ref.rollout.enforce_eager": "rollout_eager",
+    "actor_rollout_ref.actor.megatron.vanilla_mbridge": "vanilla_mbridge",
     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": "trainer_tp",
     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size": "trainer_pp",
     "actor_rollout_ref.ref.megatron.tensor_model_parallel_size": "trainer_tp",
@@ -286,6 +287,10 @@ def overrides_for(
         out.append(("actor_rollout_ref.rollout.enforce_eager", bool(s.get("rollout_eager"))))
     if framework == "megatron" and s.get("trainer_tp"):
         out += parallel_overrides(int(s["trainer_tp"]), int(s["trainer_pp"] or 1))
+    # the model builder: mbridge instead of Megatron-Bridge (engine/megatron.yaml:99; the ref follows the actor's key,
+    # ref/megatron_ref.yaml:25; verl/workers/engine/megatron/transformer_impl.py:326-341)
+    if framework == "megatron" and s.get("vanilla_mbridge"):
+        out.append(("actor_rollout_ref.actor.megatron.vanilla_mbridge", True))
 
     # features
     train_world = memfit.trainer_world(s, mode == "one-step-off")

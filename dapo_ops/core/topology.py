@@ -10,12 +10,16 @@ computed here from the inventory.
 
 Every Ray process is started as ``ray start ... --block`` in its own session, so the run owns
 exactly that session: stopping it (SIGTERM to the session) stops only the Ray processes this
-run started, never another user's. Workers get a short GCS reconnect timeout, so when the head
-goes away (final failure, ``inv stop``) their raylets exit by themselves within seconds.
+run started, never another user's. The Ray processes keep Ray's own GCS reconnect timeout (60 s, Ray's
+src/ray/common/ray_config_def.h
+``RAY_gcs_rpc_server_reconnect_timeout_s``): a GCS blip shorter than that costs the training nothing. The tool's own
+teardown is shorter: a worker's session leader (:func:`dapo_ops.agent.raysession.run_session`) ends its node once
+the head's GCS port refuses connections :data:`HEAD_GONE_REFUSALS` probes in a row (the head is gone: final failure,
+``inv stop``; a refused port is a head that stopped, not a network blip, which times out instead).
 
 Facts: verl/trainer/ppo/v1/trainer_separate_async.py (pools add up; trainer pool = ``trainer.nnodes`` x ``trainer.n_gpus_per_node``,
 rollout pool = ``rollout.nnodes`` x ``rollout.n_gpus_per_node``), verl/utils/device.py and verl's Ascend
-scripts and Ascend multi-node guide (the HCCL env every node needs: :data:`RUN_ENV_NAMES`), verl/single_controller/ray/base.py (verl counts ``GPU`` or,
+scripts and Ascend multi-node guide (the HCCL env every node needs, :func:`ray_process_env`), verl/single_controller/ray/base.py (verl counts ``GPU`` or,
 when no GPU exists, ``NPU`` Ray resources).
 """
 
@@ -30,22 +34,16 @@ from dapo_ops.core import policy, raynodes
 
 RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
-#: seconds a worker raylet keeps retrying a vanished GCS before it exits (Ray default: 60)
-WORKER_GCS_RECONNECT_S = 5
+#: seconds between a worker session leader's probes of the head's GCS port (:func:`dapo_ops.agent.raysession.run_session`)
+HEAD_PROBE_S = 1.0
+#: refused connections in a row after which a worker's leader ends its node: the head's GCS is gone (no Redis-backed
+#: GCS fault tolerance here, so a restarted GCS would not know this cluster). A probe that times out or finds the host
+#: unreachable (a network blip) resets the count: Ray's own reconnect timeout governs that case.
+HEAD_GONE_REFUSALS = 3
 
-#: The run's collective variables every Ray node gets from the run spec's ``env`` (the settings of the same name,
-#: ``dapo_ops/control/launch/plan.py`` ``HCCL_SETTINGS``). verl's Ascend multi-node guide sets them on all nodes
-#: (verl's docs/ascend_tutorial .../multi-machine_task_startup_practice.rst: HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT,
-#: HCCL_HOST_SOCKET_PORT_RANGE, HCCL_NPU_SOCKET_PORT_RANGE, HCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME). Ray's workers
-#: inherit their raylet's environment, and verl adds the two port ranges (as ``auto``) to the job's runtime env only
-#: when the driver lacks them (``verl/trainer/constants_ppo.py:94-97,125-127``): a driver that sets them leaves a
-#: worker node without any unless its ``ray start`` carries them.
-RUN_ENV_NAMES = (
-    "HCCL_CONNECT_TIMEOUT",
-    "HCCL_EXEC_TIMEOUT",
-    "HCCL_HOST_SOCKET_PORT_RANGE",
-    "HCCL_NPU_SOCKET_PORT_RANGE",
-)
+#: Run-spec ``env`` names that never reach ``ray start``: the driver's pointer at this cluster (``ray start`` has
+#: its own ``--address``) and the proxy exclusions (:func:`ray_process_env` merges its own).
+NOT_FOR_RAY_NODES = ("RAY_ADDRESS", "no_proxy", "NO_PROXY")
 
 
 class TopologyError(ValueError):
@@ -210,18 +208,25 @@ def ray_process_env(
 ) -> dict[str, str]:
     """Environment for ``ray start`` on ``node`` (inherited by every Ray worker process there).
 
-    - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME`` + the run's HCCL timeouts and socket port
-      ranges (:data:`RUN_ENV_NAMES` from ``run_env``, the spec's ``env``: the same values the driver gets),
-      or NCCL ``NCCL_SOCKET_IFNAME`` (NVIDIA); ``GLOO_SOCKET_IFNAME`` on both — derived from the
-      host's address and the interface that carries it (``iface``; omitted when unknown);
+    - the run spec's ``env`` (``run_env``; e.g. ``VERL_LOGGING_LEVEL``, ``SWANLAB_MODE``, the proxies, the HCCL
+      timeouts and socket port ranges): Ray's workers, verl's TaskRunner among them (``verl/trainer/main_ppo.py:92``
+      ``task_runner_class.remote()``), inherit their raylet's environment, not the driver's; verl's job runtime env
+      adds only its own fixed list (``verl/trainer/constants_ppo.py:94-97,125-127``: the two HCCL port ranges as
+      ``auto`` and only when the driver lacks them). verl's Ascend multi-node guide sets the HCCL variables on all
+      nodes (its Ascend multi-machine startup guide). Not :data:`NOT_FOR_RAY_NODES`;
+    - collectives: HCCL (Ascend) ``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME``, or NCCL ``NCCL_SOCKET_IFNAME`` (NVIDIA);
+      ``GLOO_SOCKET_IFNAME`` on both — derived from the host's address and the interface that carries it
+      (``iface``; omitted when unknown);
     - ``no_proxy``/``NO_PROXY`` with loopback and every cluster address, so Ray's gRPC and the
-      collectives never go through an HTTP proxy (ray-project/ray#6662);
-    - ``RAY_gcs_rpc_server_reconnect_timeout_s`` so a worker exits soon after the head is gone.
+      collectives never go through an HTTP proxy (ray-project/ray#6662).
+
+    Ray's own GCS reconnect timeout stays (module docstring). Values are strings; empty or None values are left out.
     """
-    env: dict[str, str] = {}
+    env: dict[str, str] = {
+        k: str(v) for k, v in (run_env or {}).items() if k not in NOT_FOR_RAY_NODES and v not in (None, "")
+    }
     if accelerator == "npu":
         env["HCCL_IF_IP"] = node.address
-        env.update({k: str(v) for k, v in (run_env or {}).items() if k in RUN_ENV_NAMES and v not in (None, "")})
         if iface:
             env["HCCL_SOCKET_IFNAME"] = iface
     elif iface:
@@ -230,7 +235,6 @@ def ray_process_env(
         env["GLOO_SOCKET_IFNAME"] = iface
     no_proxy = merge_no_proxy(base_no_proxy, [n.address for n in cluster])
     env["no_proxy"] = env["NO_PROXY"] = no_proxy
-    env["RAY_gcs_rpc_server_reconnect_timeout_s"] = str(WORKER_GCS_RECONNECT_S)
     return env
 
 

@@ -316,8 +316,8 @@ def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def teardown_cluster(spec: Dict[str, Any], grace_s: float) -> None:
     """End the head's ``ray start`` session of a multi-host run (its pid file is
-    ``spec["ray"]["nodes"][0]["pid_file"]``); the workers' raylets lose the head and exit by themselves
-    within seconds (``topology.WORKER_GCS_RECONNECT_S``). Never raises."""
+    ``spec["ray"]["nodes"][0]["pid_file"]``); each worker's session leader sees the head's GCS port refuse and ends
+    its node within seconds (``topology.HEAD_GONE_REFUSALS`` probes, ``raysession.watch_head``). Never raises."""
     nodes = (spec.get("ray") or {}).get("nodes") or []
     if not nodes or not nodes[0].get("pid_file"):
         return

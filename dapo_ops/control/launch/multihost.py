@@ -224,6 +224,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
                 base_no_proxy=no_proxy,
                 join_timeout=join_timeout(),
                 run_env=spec["env"],
+                launcher=spec.get("launcher") or (),
             )
         except cluster_ops.ClusterError as e:  # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None

@@ -361,6 +361,7 @@ def _build(
     s["allow_short_data"] = bool(v["allow_short_data"])
     s["test_freq"] = int(v["test_freq"])
     s["dapo_recipe"] = v09  # verl's DAPO recipe keys where the runbook is silent (core/defaults.py DAPO_RECIPE)
+    s["vanilla_mbridge"] = bool(v["vanilla_mbridge"]) and framework == "megatron"
     notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
     if topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
         s.update(topology)

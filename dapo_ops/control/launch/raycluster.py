@@ -65,11 +65,20 @@ def _ray_cmd(python: str) -> str:
 
 
 def _start_node(
-    target: Target, argv: list[str], env: dict, run_dir: str, name: str, python: str, info: dict | None = None
+    target: Target,
+    argv: list[str],
+    env: dict,
+    run_dir: str,
+    name: str,
+    python: str,
+    info: dict | None = None,
+    launcher: list[str] | tuple[str, ...] = (),
 ) -> None:
     """Start one blocking ``ray start`` detached in its own session under the ``raysession lead`` op of the bundle
     (installed by :func:`_iface`, the first op on every host), with ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of
-    ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned."""
+    ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned.
+    ``launcher``: the run spec's ``launcher`` (the CANN launcher on NPU, ``launch.plan.CANN_LAUNCHER``): the session
+    starts under it, so the raylet, and every Ray worker it forks, has the environment verl's driver has."""
     run_id = posixpath.basename(run_dir.rstrip("/"))
     pid_file, log = raynodes.node_file(run_dir, name, raynodes.PID), raynodes.node_file(run_dir, name, raynodes.LOG)
     ray_args = " ".join(shlex.quote(a) for a in argv[1:])
@@ -84,7 +93,8 @@ def _start_node(
     script = (
         f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
         f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
-        f"setsid sh -c {shlex.quote(inner)} > {shlex.quote(log)} 2>&1 < /dev/null &"
+        f"setsid {' '.join(shlex.quote(a) for a in launcher)}{' ' if launcher else ''}sh -c {shlex.quote(inner)} "
+        f"> {shlex.quote(log)} 2>&1 < /dev/null &"
     )
     target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
@@ -107,6 +117,7 @@ def start(
     base_no_proxy: str = "",
     join_timeout: float = JOIN_TIMEOUT_S,
     run_env: dict | None = None,
+    launcher: list[str] | tuple[str, ...] = (),
 ) -> ClusterHandle:
     """Start the Ray head on ``topo.head`` and workers on the other nodes, then wait for all of them.
 
@@ -116,7 +127,10 @@ def start(
     join (two bounds: a head slow to start on a loaded host is not a worker that cannot reach it, and each error
     names the one that ran out). On any failure everything started is torn down and :class:`ClusterError` names
     the host (a node that never joined, an unreachable container, a head that did not start). ``run_env``: the run
-    spec's ``env``; its HCCL variables reach every node's ``ray start`` (:func:`topology.ray_process_env`).
+    spec's ``env``, which reaches every node's ``ray start`` (:func:`topology.ray_process_env`); ``launcher``: the
+    run spec's ``launcher`` (:func:`_start_node`): Ray's workers on every node inherit the raylet's environment
+    (verl's TaskRunner too, ``verl/trainer/main_ppo.py:92``), so on NPU they need CANN's ``set_env.sh`` exactly as
+    the driver does.
     """
     head = topo.head
     nodes = list(topo.nodes)
@@ -138,6 +152,7 @@ def start(
             head.name,
             python,
             {**info, "role": "head"},
+            launcher,
         )
         started.append(head)
         workers = nodes[1:]
@@ -160,6 +175,7 @@ def start(
                 n.name,
                 python,
                 {**info, "role": "worker"},
+                launcher,
             )
             started.append(n)  # as soon as it runs: a failing sibling must not leave this one up
 

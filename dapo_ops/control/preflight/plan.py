@@ -112,7 +112,10 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``transfer_queue`` (``verl/trainer/main_ppo.py:137``, ``verl/trainer/ppo/v1/trainer_base.py:30``; the wheel lists
     it only under the ``verl-core`` extra); Megatron's engine builds the model through Megatron-Bridge
     (``verl/models/mcore/bridge.py:17`` ``from megatron.bridge import AutoBridge``, used at
-    ``verl/workers/engine/megatron/transformer_impl.py:340-348`` unless ``vanilla_mbridge``, default False); on GPU
+    ``verl/workers/engine/megatron/transformer_impl.py:340-348``) unless the setting ``vanilla_mbridge``
+    (``actor_rollout_ref.actor.megatron.vanilla_mbridge``, verl's default False) picks mbridge instead
+    (``transformer_impl.py:326-329`` -> ``verl/models/mcore/mbridge.py:21`` ``from mbridge import AutoBridge``; no
+    ``megatron.bridge`` import on that path, ``verl/utils/megatron_utils.py:372-375``); on GPU
     that import needs Transformer Engine (``megatron/bridge/peft/lora_layers.py:20`` imports
     ``transformer_engine.pytorch`` unconditionally, Megatron-Bridge 0.6.2) and so does every layer it builds
     (``megatron/bridge/models/gpt_provider.py:120-125``: the TE layer spec, no local fallback): ``transformer_engine``.
@@ -130,11 +133,22 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     fw, accel, mode = pv.spec.get("framework"), pv.spec.get("accelerator", "gpu"), pv.spec.get("mode")
     if pv.spec["profile"] == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
-        if fw == "megatron":
+        if fw == "megatron" and pv.s("vanilla_mbridge"):
+            out.append(
+                (
+                    "mbridge",
+                    "with actor_rollout_ref.actor.megatron.vanilla_mbridge=True (VANILLA_MBRIDGE) verl 0.9's Megatron "
+                    "engine builds the model with mbridge (verl/workers/engine/megatron/transformer_impl.py:326-329, "
+                    "verl/models/mcore/mbridge.py:21)",
+                )
+            )
+        elif fw == "megatron":
             out.append(
                 (
                     "megatron.bridge",
-                    "verl 0.9's Megatron engine builds the model with Megatron-Bridge (verl/models/mcore/bridge.py:17)",
+                    "verl 0.9's Megatron engine builds the model with Megatron-Bridge (verl/models/mcore/bridge.py:17; "
+                    "unless actor_rollout_ref.actor.megatron.vanilla_mbridge, "
+                    "verl/workers/engine/megatron/transformer_impl.py:326-341)",
                 )
             )
     if accel == "gpu" and fw == "megatron" and pv.spec["profile"] == "0.9":

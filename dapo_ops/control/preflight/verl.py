@@ -87,9 +87,11 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
 
 def _startup_check(comp: dict) -> Check | None:
     """The ``verl-startup`` check: verl's own start-up checks on the composed config
-    (:mod:`dapo_ops.agent.verlcheck`, run by the compose op). FAIL with the first problem (and how many more),
-    WARN when every check was skipped (verl not importable, e.g. the sandbox's stand-in), else OK naming what was
-    skipped. None when the compose gave no start-up answer (it did not compose, or an older bundle)."""
+    (:mod:`dapo_ops.agent.verlcheck`, run by the compose op under the training's launcher: CANN's ``set_env.sh`` on
+    NPU). FAIL with the first problem (and how many more); WARN when verl does not import in the container (then its
+    own dataclass checks did not run, and the training imports verl the same way: issue 43 finding 7, never an ``ok``
+    beside ``skipped``); else OK, naming any other check that was skipped. None when the compose gave no start-up
+    answer (it did not compose, or an older bundle)."""
     import json
 
     ans = None
@@ -112,8 +114,22 @@ def _startup_check(comp: dict) -> Check | None:
             "do what the line says: change the key it names (inv launch --dry-run shows the plan's value) or "
             "install the module it names; verl refuses or dies on this config at start-up",
         )
+    not_importable = [s for s in skipped if "verl not importable" in s]
+    if not_importable:
+        why = not_importable[0].split("verl not importable", 1)[1].strip(" ()") or "no reason given"
+        return Check(
+            "verl-startup",
+            WARN,
+            f"verl does not import in the container ({why}): its own start-up checks (validate_config, the rollout "
+            "and checkpoint-engine dataclasses) did not run; the checks that need no import pass (pools, attention, "
+            "megatron"
+            + ("" if any(s.startswith("checkpoint-engine") for s in not_importable) else ", checkpoint engine")
+            + ")",
+            "the training imports verl the same way: make `python3 -c 'import verl.utils.config'` work in the "
+            "container (on NPU under CANN's set_env.sh, which inv launch and this check source)",
+        )
     if skipped:
-        return Check("verl-startup", OK, "verl's start-up checks pass; " + "; ".join(skipped))
+        return Check("verl-startup", OK, "verl's start-up checks pass, but not all ran: " + "; ".join(skipped))
     return Check(
         "verl-startup", OK, "verl's start-up checks pass (dataclasses, checkpoint engine, pools, attention, megatron)"
     )
@@ -160,6 +176,17 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
     for mod, why in needed_modules(pv):
         if found.get(mod):
             out.append(Check(mod, OK, f"{mod} at {found[mod]}"))
+        elif mod == "megatron.bridge" and found.get("mbridge"):  # verl's Ascend images: mbridge, no Megatron-Bridge
+            out.append(
+                Check(
+                    mod,
+                    FAIL,
+                    f"{mod} is not importable in the container, but mbridge is ({found['mbridge']}); {why}",
+                    "set VANILLA_MBRIDGE=True (--vanilla-mbridge): verl then builds the model with mbridge "
+                    "(actor_rollout_ref.actor.megatron.vanilla_mbridge=True, as verl's Ascend CI runs), or "
+                    + MODULE_FIXES[mod],
+                )
+            )
         else:
             out.append(Check(mod, FAIL, f"{mod} is not importable in the container; {why}", MODULE_FIXES[mod]))
     return out

@@ -303,6 +303,8 @@ class StandinTrainer:
         else:
             o.line(f"Total training steps: {total}")
         self._check_resources(nnodes)
+        if self.ray is not None:
+            self._workers_import()
         self._hold_devices()
         if startup > 0:
             time.sleep(startup)
@@ -740,6 +742,48 @@ class StandinTrainer:
                 "vLLMHttpServer",
             )
             time.sleep(float(self.fail.get("loop_s", 1.0)))
+
+    def _workers_import(self):
+        """verl's workers (and its TaskRunner, verl/trainer/main_ppo.py:92) are Ray actors on every node of the
+        cluster, each importing verl, hence torch (verl/__init__.py:32), which auto-loads torch_npu on an Ascend image:
+        a Ray task per alive node does the same import from this workdir (the verl checkout every node has) in a
+        process of that node's raylet, with the raylet's environment, not the driver's. Only on an image with torch
+        (the Ascend-like profile, sandbox/ascend_image/): the default image has none to import. Each task records the
+        ``HCCL_*`` variables its process inherited in its container's ``/tmp/dapo-standin/hccl-env.json`` (HCCL reads
+        its settings in each rank's own process). A failed import raises out of ``ray.get`` as Ray's
+        ``RayTaskError`` with the worker's traceback (torch's RuntimeError and torch_npu's ImportError), as verl
+        does when its workers cannot start."""
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self.ray
+
+        def import_verl(workdir):
+            import json
+            import os
+            import sys
+
+            sys.path.insert(0, workdir)
+            import verl  # noqa: F401  (-> torch -> torch_npu, as verl's workers import it)
+
+            os.makedirs("/tmp/dapo-standin", exist_ok=True)
+            with open("/tmp/dapo-standin/hccl-env.json", "w") as f:
+                json.dump({k: v for k, v in os.environ.items() if k.startswith("HCCL_")}, f)
+            return os.getpid()
+
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+        task = ray.remote(import_verl)
+        ray.get(
+            [
+                task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(
+                    os.getcwd()
+                )
+                for n in nodes
+            ]
+        )
 
     def _worker_error(self):
         """Scenario ``failure.worker_error``: before the head fails, a rank on another node of the Ray cluster (a

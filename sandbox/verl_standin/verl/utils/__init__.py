@@ -1,0 +1,1 @@
+"""verl STAND-IN utils (sandbox only)."""
