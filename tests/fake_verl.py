@@ -6,7 +6,8 @@
 ``{"step_time": 0.05, "oom_at": 4, "oom_unless": ["offload"], "oom_always": false,
    "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
-   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null}``
+   "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null,
+   "swanlab_offline": null}`` (``swanlab_offline``: a log dir; each attempt prints its offline ``swanlab sync <dir>``)
 
 Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
@@ -88,6 +89,9 @@ def main() -> int:
     if cfg.get("swanlab_url"):
         out("(TaskRunner pid=1) swanlab: \U0001f680 View run demo at %s" % cfg["swanlab_url"])
         out("swanlab-env SWANLAB_RUN_ID=%s" % os.environ.get("SWANLAB_RUN_ID", ""))
+    if cfg.get("swanlab_offline"):  # swanlab 0.10 offline mode: one run-<timestamp>-<id> dir per process
+        d = "%s/run-2026010%d_000000-%s" % (cfg["swanlab_offline"], attempt, os.environ.get("SWANLAB_RUN_ID", "x"))
+        out("(TaskRunner pid=1) swanlab: \u26a1\ufe0f Run `swanlab sync %s` to sync this run" % d)
     noise = "x" * 200
     for step in range(start + 1, steps + 1):
         time.sleep(st)

@@ -136,8 +136,11 @@ def plan_settings(facts: LaunchFacts, req: LaunchRequest):
 def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
     """The arguments :func:`build_plan` and :func:`probe_view` give the planner: the request's, and the run's public
     env (docs/design.md "SwanLab and secrets": the proxy variables of ``req.extra_public`` and SwanLab's public env;
-    a resumed run continues the earlier run's SwanLab run)."""
+    a resumed run continues the earlier run's SwanLab run: the ``SWANLAB_RUN_ID`` of the earlier spec, which is the
+    chain's first run's, so ``A -> B -> C`` all log to A's SwanLab run, issue 44)."""
     run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
+    earlier = facts.resume.spec if facts.resume is not None else {}
+    chain_id = str((earlier.get("env") or {}).get("SWANLAB_RUN_ID") or "")
     return {
         "mode": req.mode,
         "run_id": facts.run_id,
@@ -145,7 +148,10 @@ def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
         "proxy": req.inv_proxy,
         "extra_overrides": req.extra_overrides,
         "topology": facts.topology,
-        "public_env": {**req.extra_public, **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id)},
+        "public_env": {
+            **req.extra_public,
+            **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id, swanlab_id=chain_id),
+        },
         "notify": req.notify_cfg,
     }
 
