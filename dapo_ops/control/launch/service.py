@@ -301,6 +301,8 @@ def refuse_bad_overrides(extra: list) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    from dapo_ops.control.settings import SHOWN_MAX, shown
+
     parser = OverridesParser.create()
     for o in extra:
         if "=" not in o:  # not key=value at all: runspec.check_spec says so in its own words
@@ -310,10 +312,15 @@ def refuse_bad_overrides(extra: list) -> None:
         except OverrideParseException as e:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
+            example = f"{key}='{val}'" if len(o) <= SHOWN_MAX else "key='value'"
             raise LaunchUsageError(
-                f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
-                f"special characters for Hydra, e.g. --override \"{key}='{val}'\""
+                f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}); quote a value with "
+                f'special characters for Hydra, e.g. --override "{example}"'
             ) from None
+        if not str(parsed.key_or_group or "").strip():  # '=5': Hydra's grammar takes an empty key; verl then dies
+            raise LaunchUsageError(  # with "Config group override must be a string or a list. Got int"
+                f"--override {shown(o)} names no key; give key=value, e.g. --override trainer.val_before_train=False"
+            )
         _refuse_resolvers(o.partition("=")[0], parsed.value())
 
 

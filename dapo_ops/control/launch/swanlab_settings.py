@@ -202,8 +202,12 @@ def resolve(
     save: Callable[[str, dict], list[str]] | None = None,
     config_path: str | None = None,
     notes: list[str] | None = None,
+    require_key: bool = True,
 ) -> SwanlabSettings:
     """Resolve SwanLab settings: ``mode_flag`` > env > ``file_cfg`` (``[swanlab]`` table) > prompt.
+
+    ``require_key=False`` (a dry run): every value is checked as for a launch, but cloud mode without a key
+    returns the settings without the key instead of asking or raising (the dry run says what the launch would do).
 
     ``env``: the operator's environment (``SWANLAB_HOST`` or ``SWANLAB_API_HOST``,
     ``SWANLAB_WEB_HOST``, ``SWANLAB_API_KEY``, ``SWANLAB_MODE``, ``SWANLAB_LOG_DIR``,
@@ -277,7 +281,7 @@ def resolve(
         workspace=workspace,
         sources=sources,
     )
-    if mode != "cloud" or api_key:
+    if mode != "cloud" or api_key or not require_key:
         return settings
     if not stdin_isatty:
         raise SwanlabConfigError(_missing_key_message(cfg_path))
