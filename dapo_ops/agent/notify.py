@@ -92,7 +92,7 @@ def url_problem(url: str) -> str:
     return ""
 
 
-def check_webhooks(hooks) -> None:
+def check_webhooks(hooks: "list[Any] | None") -> None:
     """The ``[notify] webhooks`` entries as the config file gives them: a known ``kind`` and, for a literal
     ``url``, :func:`url_problem`. Called when the config file is read (:func:`dapo_ops.control.userconfig.load`),
     so a dry run, a preflight and a launch refuse the same file. Raises ``ValueError`` (one line, no URL shown)."""

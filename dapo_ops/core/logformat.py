@@ -248,7 +248,7 @@ def join_swanlab_links(old: Optional[str], new: Optional[str]) -> Optional[str]:
     ``SWANLAB_RESUME=allow``, swanlab 0.10 ``sdk/cmd/init.py``). Offline mode cannot hold one directory: swanlab
     writes ``run-<timestamp>-<run id>`` per process (0.10 ``sdk/cmd/init.py`` ``_generate_run_dir_name``), so an
     OOM retry writes a second one. Their ``swanlab sync`` commands are joined into one command over every directory
-    in attempt order (``swanlab sync d1 d2``: the CLI takes several paths, 0.10 ``cli/sync/__init__.py`` ``nargs=-1``;
+    in attempt order (``swanlab sync d1 d2``: the CLI takes several paths, 0.10 ``swanlab/cli/sync/__init__.py`` ``nargs=-1``;
     each replays into the run id its records carry, the same id for every attempt). Anything else keeps ``old``."""
     if not old or not new:
         return old or new
