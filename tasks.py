@@ -23,7 +23,7 @@ from pathlib import Path
 from invoke import Collection
 from invoke.exceptions import Exit
 
-from dapo_ops.cli import modules_for, build_namespace
+from dapo_ops.cli import modules_for, build_namespace, program
 from dapo_ops.cli._common import dapo_task
 
 REPO = Path(__file__).resolve().parent
@@ -170,4 +170,7 @@ def namespace(argv: list[str] | None = None) -> Collection:
     return ns
 
 
+program.quiet_closed_pipe_for_printouts(sys.argv)  # `inv --help | head -1`: no traceback (invoke prints it)
 ns = namespace()
+if _twice := program.repeated_flag(sys.argv[1:], ns):  # invoke's parser would say "No idea what 'megatron' is!"
+    raise Exit(_twice, code=EXIT_USAGE)

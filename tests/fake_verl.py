@@ -7,7 +7,8 @@
    "oom_unless_changes": ["token_budgets"], "oom_frame": '  File "dp_actor.py", line 1, in update_policy',
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null,
-   "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm", "data_steps": null}``
+   "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm", "data_steps": null,
+   "swanlab_offline": null}`` (``swanlab_offline``: a log dir; each attempt prints its offline ``swanlab sync <dir>``)
 
 ``diverge_at``: at that step (in attempts up to ``diverge_attempts``) the metrics go bad as verl prints them: ``grad_norm``
 -> the worker's ``WARN: grad_norm is not finite: nan`` (verl/workers/engine/fsdp/transformer_impl.py:824) and NaN
@@ -100,6 +101,9 @@ def main() -> int:
     if cfg.get("swanlab_url"):
         out("(TaskRunner pid=1) swanlab: \U0001f680 View run demo at %s" % cfg["swanlab_url"])
         out("swanlab-env SWANLAB_RUN_ID=%s" % os.environ.get("SWANLAB_RUN_ID", ""))
+    if cfg.get("swanlab_offline"):  # swanlab 0.10 offline mode: one run-<timestamp>-<id> dir per process
+        d = "%s/run-2026010%d_000000-%s" % (cfg["swanlab_offline"], attempt, os.environ.get("SWANLAB_RUN_ID", "x"))
+        out("(TaskRunner pid=1) swanlab: \u26a1\ufe0f Run `swanlab sync %s` to sync this run" % d)
     noise = "x" * 200
     for step in range(start + 1, steps + 1):
         if data_steps and step > data_steps:  # the epoch limit ends the loop (trainer_base.py:467): exit 0

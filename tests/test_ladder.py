@@ -200,7 +200,9 @@ def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(ca
     d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1})
     assert d.action == "stop" and len(d.suggestions) == 1 and word in d.suggestions[0], d.suggestions
     if cause == "tracker":
-        assert "HCCL" not in d.suggestions[0] and "--swanlab-mode local" in d.suggestions[0]
+        assert (
+            "HCCL" not in d.suggestions[0] and "--swanlab-mode offline" in d.suggestions[0]
+        )  # issue 44: offline syncs
 
 
 def test_the_stop_after_the_ladder_ran_dry_names_the_rungs_it_applied_and_no_change_already_made():

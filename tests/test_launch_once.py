@@ -340,3 +340,21 @@ def test_the_start_op_answers_at_once_when_the_supervisor_died_or_at_its_deadlin
     ans, t = _wait(tmp_path, {0.1: {"status": "starting"}}, start_wait=3.0)
     assert ans == {"started": False, "record": {"status": "starting"}, "supervisor_exit": None}
     assert t == pytest.approx(3.0)
+
+
+def test_a_resume_chain_keeps_its_first_runs_swanlab_run_id(launch_env):
+    """Issue 44 major 2: the chain ``A -> B -> C`` had spec.json ``SWANLAB_RUN_ID`` values ``h(A)``, ``h(A)`` and
+    then ``h(B)`` (service.py hashed ``req.resume``, the direct predecessor), so C's metrics went to a new SwanLab
+    run. Every run of the chain keeps A's id (docs/design.md: a resumed run keeps the earlier run's id)."""
+    from dapo_ops.control.launch.resume import ResumeFacts
+
+    sw = SwanlabSettings(mode="offline")
+    ids, earlier = [], None
+    for rid in ("20261201-000000-aaaa", "20261201-000100-bbbb", "20261201-000200-cccc"):
+        resume = ResumeFacts(run_id=earlier[0], spec=earlier[1]) if earlier else None
+        req = _req(resume=earlier[0] if earlier else "")
+        req.sw = sw
+        plan = svc.build_plan(svc.LaunchFacts(host=HOST, run_id=rid, resume=resume), req)
+        ids.append(plan.spec["env"]["SWANLAB_RUN_ID"])
+        earlier = (rid, plan.spec)
+    assert ids[0] == ids[1] == ids[2], ids

@@ -349,6 +349,19 @@ def test_swanlab_link_recorded_and_reused_on_retry(tmp_path):
     assert "SWANLAB_RUN_ID=abcdefghijklmnopqrstu" in a2
 
 
+def test_offline_swanlab_link_names_every_attempts_dir_in_one_sync(tmp_path):
+    """Issue 44 major 1: an offline run with one OOM retry wrote two swanlab dirs (one per process, swanlab 0.10
+    sdk/cmd/init.py ``run-<timestamp>-<id>``) and run.json kept only the first: following ``inv status`` uploaded
+    the part before the retry. Now ONE ``swanlab sync`` names both, in attempt order."""
+    run_dir = make_run(tmp_path, {"step_time": 0.03, "oom_at": 3, "swanlab_offline": "/s"})
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded", rec.get("verdict")
+    assert len(rec["attempts"]) == 2
+    dirs = rec["swanlab_url"].removeprefix("swanlab sync ").split()
+    assert [d.split("_")[0] for d in dirs] == ["/s/run-20260101", "/s/run-20260102"], rec["swanlab_url"]
+    assert len({d.rsplit("-", 1)[1] for d in dirs}) == 1  # one SwanLab run id for both attempts
+
+
 def test_notifier_failure_never_crashes_the_run(tmp_path):
     notify = {
         "on_escalation": True,

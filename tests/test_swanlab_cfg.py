@@ -244,14 +244,18 @@ def test_env_file_text_round_trips_through_the_supervisors_parser():
         swanlab_values.env_file_text({"1K": "a"})
 
 
-def test_resolve_for_launch_reads_the_user_file_and_warns_about_a_loose_mode(tmp_path):
+def test_resolve_for_launch_reads_the_user_file_and_refuses_a_loose_mode(tmp_path):
+    """Issue 44: an API key in a 0644 file only warned, and ``--skip-preflight`` launched anyway; bench/soak.md says
+    the tool refuses such a file: it does now (userconfig.load, so every task that reads the file)."""
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[swanlab]\nhost = "http://192.0.2.10:8000"\napi_key = "{KEY}"\n')
     os.chmod(cfg, 0o644)
-    notes = []
-    s = swanlab_cfg.resolve_for_launch(env={"DAPO_OPS_CONFIG": str(cfg)}, stdin_isatty=False, notes=notes)
+    with pytest.raises(SwanlabConfigError, match=r"mode 0644\) and holds \[swanlab\] api_key: run `chmod 600") as e:
+        swanlab_cfg.resolve_for_launch(env={"DAPO_OPS_CONFIG": str(cfg)}, stdin_isatty=False, notes=[])
+    assert KEY not in str(e.value)
+    os.chmod(cfg, 0o600)
+    s = swanlab_cfg.resolve_for_launch(env={"DAPO_OPS_CONFIG": str(cfg)}, stdin_isatty=False, notes=[])
     assert s.api_key == KEY and s.sources["api_key"] == "file" and s.host == "http://192.0.2.10:8000"
-    assert len(notes) == 1 and "0644" in notes[0] and "chmod 600" in notes[0]
     cfg.write_text("[swanlab\n")
     with pytest.raises(SwanlabConfigError, match="invalid TOML"):
         swanlab_cfg.resolve_for_launch(env={"DAPO_OPS_CONFIG": str(cfg)}, stdin_isatty=False)

@@ -75,6 +75,37 @@ def should_notify(event_kind: str, notify_cfg: dict[str, Any] | None) -> bool:
     return False
 
 
+def url_problem(url: str) -> str:
+    """What is wrong with a webhook URL, in words that never show it (it is a secret), else ``""``: an http(s) URL
+    with a host and no blank or control character (a URL with a space reached ``urllib`` only at the first send,
+    recorded in supervisor.log alone, issue 44)."""
+    from urllib.parse import urlsplit
+
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+        return "holds a blank or control character"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host"
+    return ""
+
+
+def check_webhooks(hooks: "list[Any] | None") -> None:
+    """The ``[notify] webhooks`` entries as the config file gives them: a known ``kind`` and, for a literal
+    ``url``, :func:`url_problem`. Called when the config file is read (:func:`dapo_ops.control.userconfig.load`),
+    so a dry run, a preflight and a launch refuse the same file. Raises ``ValueError`` (one line, no URL shown)."""
+    for i, hook in enumerate(hooks or []):
+        hook = dict(hook or {})
+        kind = str(hook.get("kind", "generic")).lower()
+        if kind not in KINDS:
+            raise ValueError(f"[notify] webhook {i}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        bad = url_problem(str(hook["url"])) if hook.get("url") else ""
+        if bad:
+            raise ValueError(f"[notify] webhook {i} ({kind}): its url {bad}; give the webhook's https://... URL")
+
+
 def spec_from_user_config(
     user_notify: dict[str, Any] | None, env: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -97,15 +128,18 @@ def spec_from_user_config(
     if cfg.get("timeout_s") is not None:
         spec["timeout_s"] = float(cfg["timeout_s"])
     secrets: dict[str, Any] = {}
+    check_webhooks(cfg.get("webhooks"))
     for i, hook in enumerate(cfg.get("webhooks") or []):
         hook = dict(hook or {})
         kind = str(hook.get("kind", "generic")).lower()
-        if kind not in KINDS:
-            raise ValueError(f"[notify] webhook {i}: kind {kind!r} is not one of {', '.join(KINDS)}")
         url = hook.get("url") or (env.get(hook["url_env"]) if hook.get("url_env") else None)
         if not url:
             where = f"${hook['url_env']} is empty" if hook.get("url_env") else "no url"
             raise ValueError(f'[notify] webhook {i} ({kind}): {where}; set url = "https://..." or url_env')
+        bad = url_problem(str(url))
+        if bad:
+            where = f"${hook['url_env']}" if not hook.get("url") else "its url"
+            raise ValueError(f"[notify] webhook {i} ({kind}): {where} {bad}; give the webhook's https://... URL")
         entry = {"kind": kind, "url_env": f"DAPO_NOTIFY_URL_{i}"}
         secrets[entry["url_env"]] = str(url)
         sign = hook.get("sign_secret") or hook.get("secret")

@@ -99,7 +99,11 @@ class TaskFlag(Argument):
     ``ParseError`` (invoke/program.py ``Program.run``)."""
 
     def set_value(self, value: Any, cast: bool = True) -> None:
+        from dapo_ops.control.settings import parse_float, parse_int, shown
+
         try:
+            if cast and isinstance(value, str) and self.kind in (int, float):
+                value = (parse_int if self.kind is int else parse_float)(value)  # ASCII digits only (settings.py)
             super().set_value(value, cast)
         except (TypeError, ValueError):
             if self.kind not in (int, float):
@@ -111,7 +115,7 @@ class TaskFlag(Argument):
                 if isinstance(self.default, (int, float)) and self.default > 0
                 else ""
             )
-            raise Exit(f"{flag}: {value!r} is not {what}{example}", code=EXIT_USAGE) from None
+            raise Exit(f"{flag}: {shown(value)} is not {what} in ASCII digits{example}", code=EXIT_USAGE) from None
 
     def __repr__(self) -> str:
         # invoke's parser names a flag by its repr in its own errors ("Flag <Argument: lines (n) [int]> needed value
@@ -140,6 +144,7 @@ class FanoutTask(Task):
     that ends quietly (:func:`closed_pipe`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        degrade_to_ascii()
         try:
             return super().__call__(*args, **kwargs)
         except KeyboardInterrupt:
@@ -165,6 +170,54 @@ class FanoutTask(Task):
         if "help" not in opts and name in COMMON_HELP:
             opts["help"] = COMMON_HELP[name]
         return opts
+
+
+#: what a character the output's encoding lacks becomes (:func:`degrade_to_ascii`): tqdm's bar blocks
+#: (``█▏▎▍▌▋▊▉``, tqdm/std.py ``Bar.UTF``), the ellipsis and dashes of messages, rich's table rules; else ``?``
+ASCII_FALLBACK = {
+    **{ch: "#" for ch in "█▉▊▋▌▍▎▏"},
+    "…": "...",
+    "—": "-",
+    "–": "-",
+    "─": "-",
+    "━": "-",
+    "│": "|",
+    "┃": "|",
+    "→": "->",
+    "≥": ">=",
+    "≤": "<=",
+}
+_ASCII_ERRORS = "dapo-ops-ascii"
+
+
+def _ascii_fallback(err: UnicodeError) -> tuple[str, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    return "".join(ASCII_FALLBACK.get(ch, "?") for ch in err.object[err.start : err.end]), err.end
+
+
+def degrade_to_ascii(*streams) -> None:
+    """Make ``streams`` (default stdout and stderr) write what their encoding cannot hold as ASCII
+    (:data:`ASCII_FALLBACK`) instead of raising ``UnicodeEncodeError``: ``PYTHONIOENCODING=ascii`` / ``latin-1``, or
+    an ``LC_ALL=C`` terminal, printing tqdm's ``█`` of a training log (``inv logs``) was a traceback. A stream that
+    can encode them is left alone. Every task calls it first (:class:`FanoutTask`)."""
+    import codecs
+
+    try:
+        codecs.lookup_error(_ASCII_ERRORS)
+    except LookupError:
+        codecs.register_error(_ASCII_ERRORS, _ascii_fallback)
+    for st in streams or (sys.stdout, sys.stderr):
+        enc = getattr(st, "encoding", None)
+        if not enc or not hasattr(st, "reconfigure"):
+            continue
+        try:
+            "█…".encode(enc)
+        except (UnicodeEncodeError, LookupError):
+            try:
+                st.reconfigure(errors=_ASCII_ERRORS)
+            except (ValueError, OSError, AttributeError):
+                pass
 
 
 def dapo_task(*args, **kwargs):
@@ -268,7 +321,7 @@ def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) 
     if (
         allow_missing
         and not path
-        and not os.environ.get(inventory.ENV_VAR)
+        and os.environ.get(inventory.ENV_VAR) is None  # set but empty: refused by inventory.resolve_path
         and not os.path.exists(inventory.DEFAULT_FILE)
     ):
         return inventory.empty()

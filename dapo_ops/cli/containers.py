@@ -150,7 +150,7 @@ def list_(c, hosts="", inventory="", accept_new_host_keys=False, json=False, tim
                     Text(ct["status"]),
                     Text(ct["verl"] or ""),
                 )
-        fanout._console().print(t)
+        fanout.console().print(t)
         print("* = the inventory's container for that host")
     if fanout.exit_code(results):
         fail(fanout.summary(results), EXIT_FAILED)

@@ -157,6 +157,10 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
     return code, "%s: run %s %s" % (host, row.run_id, detail)
 
 
+#: the most lines ``inv logs -n`` shows; a larger count is refused, not cut in silence
+MAX_LINES = 1_000_000
+
+
 def follow(pairs, lines: int, out=None) -> int:
     """Follow every (Target, resolve answer) pair's log until its run ends, lines prefixed by host when several.
 
@@ -262,6 +266,12 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
     if int(lines) < 0 or int(attempt) < 0:
         fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
+    if int(lines) > MAX_LINES:  # `-n 99999999999` quietly returned the whole log (960 lines)
+        fail(
+            f"logs: --lines {int(lines)} is above the maximum {MAX_LINES}; give at most {MAX_LINES} "
+            f"(more than any train.log holds: the supervisor caps its growth)",
+            EXIT_USAGE,
+        )
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     multi = len(chosen) > 1

@@ -108,18 +108,44 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
             return None, str(e2)
 
 
+def _longest_word(texts) -> int:
+    return max([len(w) for t in texts for w in str(t).split()] + [1])
+
+
 def render_host(name: str, checks: list, file=None) -> None:
-    """One rich table for one host: check | status | message | fix."""
+    """One host's checks for the width of the printout (:func:`dapo_ops.control.remote.fanout.output_width`, the one
+    width rule): a table (check | status | found | fix) when it fits with no word of ``found`` / ``fix`` split, else
+    one block per check (``status check: found``, then ``fix: ...``) wrapped at spaces only. No layout splits a
+    path or any other word: a word wider than the printout sticks out whole."""
+    import textwrap
+
     st = worst(checks)
     style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
-    t = Table(title=f"{name}: {st}", title_justify="left", pad_edge=False)
-    t.add_column("check", no_wrap=True)
-    t.add_column("status", no_wrap=True)
-    t.add_column("found", overflow="fold")
-    t.add_column("fix", overflow="fold")
+    con = fanout.console(file)
+    mins = {"found": _longest_word(c.message for c in checks), "fix": _longest_word(c.fix for c in checks)}
+    need = max(len(c.name) for c in checks) + len("status") + mins["found"] + mins["fix"] + 3 * 4 + 1 if checks else 0
+    if need <= con.width:
+        t = Table(title=f"{name}: {st}", title_justify="left", pad_edge=False)
+        t.add_column("check", no_wrap=True)
+        t.add_column("status", no_wrap=True)
+        t.add_column("found", overflow="fold", min_width=mins["found"])
+        t.add_column("fix", overflow="fold", min_width=mins["fix"])
+        for c in checks:
+            t.add_row(Text(c.name), Text(c.status, style=style[c.status]), Text(c.message), Text(c.fix))
+        con.print(t)
+        return
+
+    def wrap(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(
+            text, con.width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        ) or [text]
+
+    con.print(Text(f"{name}: {st}", style="bold"))
     for c in checks:
-        t.add_row(Text(c.name), Text(c.status, style=style[c.status]), Text(c.message), Text(c.fix))
-    fanout._console(file).print(t)
+        head = wrap(f"{c.status:<4} {c.name}: {c.message}", "     ")
+        con.print(Text(head[0], style=style[c.status] if c.status != "ok" else ""), overflow="ignore", crop=False)
+        for ln in head[1:] + (wrap(f"     fix: {c.fix}", "          ") if c.fix else []):
+            con.print(Text(ln), overflow="ignore", crop=False)
 
 
 def summary_line(results: dict) -> str:

@@ -246,7 +246,7 @@ def prepare(
                     Text(_size(it.get("downloaded") or 0)),
                     Text(prob or extra),
                 )
-        fanout._console().print(t)
+        fanout.console().print(t)
     if fanout.exit_code(results):
         bad = [r for r in results if not r.ok]
         msg = f"{bad[0].host.name}: {bad[0].row.message or bad[0].row.kind}"

@@ -117,6 +117,9 @@ class DapoOps(Program):
             super().parse_core_args()
 
     def parse_tasks(self) -> None:
+        twice = repeated_flag(list(self.core.unparsed), self.collection) if self.core is not None else None
+        if twice:
+            raise Exit(twice, code=EXIT_USAGE)
         with _usage_errors():
             super().parse_tasks()
 
@@ -161,6 +164,67 @@ class DapoOps(Program):
             connect_kwargs["timeout"] = self.args["connect-timeout"].value
         self.config._overrides["connect_kwargs"] = connect_kwargs
         self.config.merge()
+
+
+def repeated_flag(argv: list[str], collection) -> str | None:
+    """The one-line refusal of a value flag given twice to one task of ``collection`` in ``argv`` (without the
+    program name), e.g. ``--framework was given twice ('fsdp', then 'megatron'); give it once``, else None.
+    invoke's parser takes a flag's first value and then reads the second value as a task name
+    (invoke/parser/parser.py ``ParseMachine.waiting_for_flag_value``: "you already gave that flag" is a TODO there),
+    so ``--framework fsdp --framework megatron`` said ``No idea what 'megatron' is!``. Checked before invoke parses:
+    by :class:`DapoOps` and, under plain ``inv``, by the repository's tasks.py."""
+    flags: dict[str, str] = {}  # flag token -> the task parameter it sets, for the current task
+    given: dict[str, str] = {}
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-"):
+            try:
+                t = collection[tok]
+            except (KeyError, ValueError, TypeError):
+                continue
+            flags, given = {}, {}
+            for a in t.get_arguments():
+                if a.kind is not bool and a.kind is not list and not a.incrementable:
+                    for n in a.names:
+                        flags[("--" if len(n) > 1 else "-") + n.replace("_", "-")] = a.name
+            continue
+        name, eq, val = tok.partition("=")
+        if name not in flags:
+            continue
+        if not eq:
+            val = args[i] if i < len(args) else ""
+            i += 1
+        key = flags[name]
+        if key in given:
+            flag = "--" + key.replace("_", "-")
+            return f"{flag} was given twice ({given[key]!r}, then {val!r}); give it once"
+        given[key] = val
+    return None
+
+
+#: the core flags with which invoke's Program prints and exits without running a task (invoke/program.py
+#: ``Program.core_args``: ``--help``, ``--list``, ``--version``)
+PRINT_ONLY_FLAGS = frozenset({"-h", "--help", "-l", "--list", "-V", "--version"})
+
+
+def quiet_closed_pipe_for_printouts(argv: list[str]) -> bool:
+    """Under plain ``inv`` (invoke's own Program, which :class:`DapoOps` cannot wrap): ``inv --help | head -1`` and
+    ``inv launch --help | head -1`` were a ``BrokenPipeError`` traceback from invoke's help printer
+    (invoke/program.py ``print_columns``), raised outside any task. A command line that only prints
+    (:data:`PRINT_ONLY_FLAGS` before ``--``) opens no socket and runs no task, so SIGPIPE's default action is safe for
+    it: the process ends quietly with 141 when the reader goes, as a shell tool does. Any other command line keeps
+    Python's ignored SIGPIPE (a dropped SSH socket stays an error, :func:`dapo_ops.cli._common.closed_pipe`).
+    Called by the repository's tasks.py with ``sys.argv``; returns True when it applied."""
+    import signal
+
+    args = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
+    if not PRINT_ONLY_FLAGS.intersection(args) or not hasattr(signal, "SIGPIPE"):
+        return False
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    return True
 
 
 def make_program(namespace) -> Program:

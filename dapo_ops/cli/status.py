@@ -16,6 +16,7 @@ import time
 
 from invoke.exceptions import Exit
 
+from dapo_ops.control.remote import fanout as fanout_mod
 from dapo_ops.control.status import probe as svc
 from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import table as statustable
@@ -55,21 +56,15 @@ WRAP_MIN = {"features": 16, "verdict": 16}
 #: the table's columns: the SwanLab link is a line of its own under the table (a link folded inside a cell can be
 #: neither clicked nor copied)
 TABLE_COLUMNS = tuple(c for c in statustable.COLUMNS if c != "swanlab")
-#: width of a piped (not a terminal) printout without an explicit width: one physical line per row
-PIPE_WIDTH = 250
 
 
 def _console(f, width: int | None):
-    from rich.console import Console
+    """The status printout's Console: ``width`` (tests), else the one width rule
+    (:func:`dapo_ops.control.remote.fanout.output_width`: ``$COLUMNS`` if valid, the terminal's, the pipe default);
+    a piped table without ``$COLUMNS`` then grows to keep one physical line per row (:func:`render_table`)."""
+    from dapo_ops.control.remote import fanout
 
-    if width:
-        return Console(file=f, width=width, highlight=False, color_system=None, soft_wrap=False)
-    if hasattr(f, "isatty") and f.isatty():
-        return Console(file=f, highlight=False)  # the terminal's own width (rich asks the tty)
-    import os
-
-    w = int(os.environ.get("COLUMNS", "0") or 0) or PIPE_WIDTH
-    return Console(file=f, width=max(w, 160), highlight=False, color_system=None, soft_wrap=False)
+    return fanout.console(f, width=width)
 
 
 def _wrap_min(col: str, all_cells: list[dict]) -> int:
@@ -137,8 +132,9 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
 
     A terminal wide enough for :func:`table_width` gets a table (one row per run; features and verdict wrap inside
     their columns; the SwanLab link is a line below it, whole); a narrower one gets one block of labelled lines per run (:func:`_block`). No
-    layout cuts the host name or the run id. Not a terminal: a table of one physical line per row (``width``
-    ``$COLUMNS``, at least 160, default :data:`PIPE_WIDTH`, more when a row needs it).
+    layout cuts the host name or the run id. The width is the one rule's
+    (:func:`dapo_ops.control.remote.fanout.output_width`); piped without ``$COLUMNS``: a table of one physical line
+    per row (wider than the pipe default when a row needs it).
 
     :param out: a file (default stdout); its ``isatty()`` picks the terminal layout.
     :param width: columns to lay out for (tests; default: the terminal's, see above).
@@ -150,7 +146,7 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
     f = out or sys.stdout
     console = _console(f, width)
     all_cells = [_row_cells(r) for r in rows]
-    if not width and not (hasattr(f, "isatty") and f.isatty()):  # piped: nothing wraps, one line per row
+    if not width and not fanout_mod.is_terminal(f) and not fanout_mod.columns_env():  # piped: one line per row
         console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:

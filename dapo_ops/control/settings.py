@@ -532,6 +532,45 @@ def _where(p: Param, source: str, origin: str) -> str:
     return p.name
 
 
+#: THE number syntax of every setting and every numeric task flag (:func:`parse_int`, :func:`parse_float`): ASCII
+#: digits only. Python's ``int()`` / ``float()`` also take other scripts' digits (``int('٣')`` is 3) and ``_``
+#: separators (``int('1_000')``), which a user never means as a step count (issue 44).
+INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+#: the most characters of a refused value a message echoes (:func:`shown`): a 10,000-character value is cut
+SHOWN_MAX = 80
+
+
+def parse_int(text) -> int:
+    """``text`` (str, surrounding blanks allowed) as an integer in ASCII digits, e.g. ``"-1"``, ``"100"``.
+
+    :raises ValueError: anything else (``"1_000"``, ``"٣"``, ``"1.5"``, ``""``)."""
+    t = str(text).strip()
+    if not INT_RE.fullmatch(t):
+        raise ValueError(f"not an ASCII integer: {shown(text)}")
+    return int(t)
+
+
+def parse_float(text) -> float:
+    """``text`` as a decimal number in ASCII digits (``0.6``, ``.5``, ``1e-3``); no ``nan``/``inf``/``_``.
+
+    :raises ValueError: anything else."""
+    t = str(text).strip()
+    if not FLOAT_RE.fullmatch(t):
+        raise ValueError(f"not an ASCII number: {shown(text)}")
+    return float(t)
+
+
+def shown(value) -> str:
+    """THE way a message echoes a value the user gave: its ``repr``, cut to :data:`SHOWN_MAX` characters with the
+    length said (``'aaaa…' (10000 characters)``), so a refused 10,000-character value is one readable line."""
+    text = repr(value)
+    if len(text) <= SHOWN_MAX:
+        return text
+    n = len(value) if isinstance(value, (str, bytes, list, tuple)) else len(text)
+    return f"{text[: SHOWN_MAX - 1]}… ({n} characters)"
+
+
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
 
@@ -540,7 +579,7 @@ def convert(p: Param, raw, where: str):
     """Convert ``raw`` (str from env/flags, or a TOML value) to ``p.type``; :class:`SettingsError` if impossible."""
 
     def bad(expect: str, example) -> SettingsError:
-        return SettingsError(f"{where}={raw!r} is not {expect}; set it to e.g. {example}")
+        return SettingsError(f"{where}={shown(raw)} is not {expect}; set it to e.g. {example}")
 
     t = p.type
     val: Any  # bool | int | float | str, as p.type says (compared with the bounds below)
@@ -558,14 +597,14 @@ def convert(p: Param, raw, where: str):
             val = raw
         else:
             try:
-                val = int(str(raw).strip())
+                val = parse_int(raw)
             except ValueError:
                 raise bad("an integer", p.default) from None
     elif t == "float":
         if isinstance(raw, bool):
             raise bad("a number", p.default)
         try:
-            val = float(raw) if not isinstance(raw, str) else float(raw.strip())
+            val = float(raw) if not isinstance(raw, str) else parse_float(raw)
         except ValueError:
             raise bad("a number", p.default) from None
     elif t == "features":
@@ -576,7 +615,7 @@ def convert(p: Param, raw, where: str):
             raise SettingsError(f"{where}: {e}") from None
         if val.strip() and not on and not off and not re.search(r"default|默认", val, re.I):
             raise SettingsError(
-                f"{where}={raw!r} names no feature; give feature names (e.g. "
+                f"{where}={shown(raw)} names no feature; give feature names (e.g. "
                 f"{FEATURE_NAMES[0]},-{FEATURE_NAMES[1]}) or drop it for the defaults"
             )
     else:
@@ -591,20 +630,20 @@ def convert(p: Param, raw, where: str):
             )
     if p.choices and val not in p.choices:
         raise SettingsError(
-            f"{where}={raw!r} is not one of {', '.join(repr(c) for c in p.choices if c != '')}; use one of them"
+            f"{where}={shown(raw)} is not one of {', '.join(repr(c) for c in p.choices if c != '')}; use one of them"
         )
     number = isinstance(val, (int, float)) and not isinstance(val, bool) and val not in p.also
     also = "".join(f" or {a}" for a in p.also)
     if p.minimum is not None and number and val < p.minimum:
         lo = _num(p.minimum)
-        raise SettingsError(f"{where}={raw!r} is below the minimum {lo}; use a value >= {lo}{also}")
+        raise SettingsError(f"{where}={shown(raw)} is below the minimum {lo}; use a value >= {lo}{also}")
     if p.maximum is not None and number and val > p.maximum:
         hi = _num(p.maximum)
-        raise SettingsError(f"{where}={raw!r} is above the maximum {hi}; use a value <= {hi}{also}")
+        raise SettingsError(f"{where}={shown(raw)} is above the maximum {hi}; use a value <= {hi}{also}")
     if p.pattern and isinstance(val, str) and val and not re.fullmatch(p.pattern[0], val):
-        raise SettingsError(f"{where}={raw!r} is not {p.pattern[1]}; fix {where}")
+        raise SettingsError(f"{where}={shown(raw)} is not {p.pattern[1]}; fix {where}")
     if p.name == "gpu_memory_utilization" and not 0 < val <= 1:
-        raise SettingsError(f"{where}={raw!r} must be a fraction in (0, 1], e.g. 0.6")
+        raise SettingsError(f"{where}={shown(raw)} must be a fraction in (0, 1], e.g. 0.6")
     return val
 
 
@@ -729,7 +768,7 @@ def check_tracker_names(st: "Settings | Mapping", loggers) -> None:
             continue
         where = origins.get(p.name) or p.flag or p.name
         raise SettingsError(
-            f"{where}={val!r} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
+            f"{where}={shown(val)} is refused by {r.logger} ({p.name} names: 1-{r.max_len} {r.allowed}; "
             f"{r.source}): rename it, e.g. {re.sub(r'[^0-9A-Za-z_.+-]+', '_', val)[: r.max_len]!r}, "
             f"or run without {r.logger} (--swanlab-mode disabled)"
         )

@@ -120,7 +120,36 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
         text = p.read_text(encoding="utf-8") if p.exists() else ""
     except (OSError, UnicodeDecodeError) as exc:
         raise UserConfigError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return _validate(text, p)
+    data = _validate(text, p)
+    from dapo_ops.agent import notify
+
+    try:
+        notify.check_webhooks(data["notify"].get("webhooks"))
+    except ValueError as exc:
+        raise UserConfigError(f"{p}: {exc}") from None
+    held = secrets_held(data)
+    loose = mode_warning(p) if held else None
+    if loose:
+        raise UserConfigError(
+            f"{p} is readable by others (mode {stat.S_IMODE(p.stat().st_mode):04o}) and holds "
+            f"{', '.join(held)}: run `chmod 600 {p}`; dapo-ops refuses to use it until then"
+        )
+    return data
+
+
+def secrets_held(data: Mapping[str, Any]) -> list[str]:
+    """Where the parsed config file holds a secret: ``[swanlab] api_key``, a ``[notify]`` webhook's url or signing
+    secret, a ``[proxy]`` URL with a password. Such a file must be mode 0600 (:func:`load` refuses it otherwise)."""
+    out = []
+    if (data.get("swanlab") or {}).get("api_key"):
+        out.append("[swanlab] api_key")
+    for i, hook in enumerate((data.get("notify") or {}).get("webhooks") or []):
+        if any((hook or {}).get(k) for k in ("url", "sign_secret", "secret")):
+            out.append(f"[notify] webhook {i}")
+    for k, v in (data.get("proxy") or {}).items():
+        if isinstance(v, str) and "@" in v and ":" in v.split("@", 1)[0].split("//")[-1]:
+            out.append(f"[proxy] {k} password")
+    return out
 
 
 def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:

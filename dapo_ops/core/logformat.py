@@ -280,6 +280,28 @@ def swanlab_run_id(url: Optional[str]) -> Optional[str]:
     return rid or None
 
 
+#: the offline-mode command SwanLab prints per process (``swanlab sync <dir>``, 0.10 ``sdk/internal/run/greeting.py``)
+SWANLAB_SYNC = "swanlab sync "
+
+
+def join_swanlab_links(old: Optional[str], new: Optional[str]) -> Optional[str]:
+    """The run's ONE SwanLab link after an attempt found ``new``, given the link of the earlier attempts ``old``.
+
+    A cloud run keeps its first URL: every attempt logs to that SwanLab run (``SWANLAB_RUN_ID`` +
+    ``SWANLAB_RESUME=allow``, swanlab 0.10 ``sdk/cmd/init.py``). Offline mode cannot hold one directory: swanlab
+    writes ``run-<timestamp>-<run id>`` per process (0.10 ``sdk/cmd/init.py`` ``_generate_run_dir_name``), so an
+    OOM retry writes a second one. Their ``swanlab sync`` commands are joined into one command over every directory
+    in attempt order (``swanlab sync d1 d2``: the CLI takes several paths, 0.10 ``swanlab/cli/sync/__init__.py`` ``nargs=-1``;
+    each replays into the run id its records carry, the same id for every attempt). Anything else keeps ``old``."""
+    if not old or not new:
+        return old or new
+    if old.startswith(SWANLAB_SYNC) and new.startswith(SWANLAB_SYNC):
+        dirs = old[len(SWANLAB_SYNC) :].split()
+        extra = [d for d in new[len(SWANLAB_SYNC) :].split() if d not in dirs]
+        return SWANLAB_SYNC + " ".join(dirs + extra)
+    return old
+
+
 class LinkScanner:
     """Find SwanLab's run link in training output, fed one line at a time.
 

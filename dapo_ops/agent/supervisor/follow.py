@@ -30,6 +30,7 @@ from dapo_ops.core.logformat import (
     parse_metrics_line,
     parse_resume,
     parse_save,
+    SWANLAB_SYNC,
     parse_swanlab_url,
     parse_total,
 )
@@ -147,6 +148,7 @@ class Scanner:
     ):
         self.rec, self.att, self.writer, self.links = rec, att, writer, links
         self.on_link, self.is_oom = on_link, is_oom
+        self.link_seen = False  # this attempt's SwanLab link was found
         self.oom_line: Optional[str] = None
         self.oom_at: Optional[float] = None
         tun = tun or {}
@@ -201,6 +203,13 @@ class Scanner:
             self.rec.setdefault("health", {})["flag"] = flag.to_json()
             log("training metrics went bad in attempt %d: %s" % (self.att["n"], flag.words()))
 
+    def _wants_link(self) -> bool:
+        """This attempt still looks for SwanLab's link: the run has none yet, or it is an offline run's
+        ``swanlab sync`` command, to which each attempt adds its own directory
+        (:func:`dapo_ops.core.logformat.join_swanlab_links`)."""
+        url = self.rec.get("swanlab_url")
+        return not self.link_seen and (not url or str(url).startswith(SWANLAB_SYNC))
+
     def scan(self, lines: List[str]) -> None:
         rec, att = self.rec, self.att
         t = now()
@@ -236,9 +245,10 @@ class Scanner:
             if saved is not None:
                 att["saved_step"] = saved  # a save started (complete = on disk: latest_checkpoint)
                 self.writer.dirty = True
-            if not rec.get("swanlab_url") and ("View run" in line or "swanlab" in line or self.links.pending()):
+            if self._wants_link() and ("View run" in line or "swanlab" in line or self.links.pending()):
                 url = self.links.feed(line)
                 if url:
+                    self.link_seen = True
                     self.on_link(url)
             if self.oom_line is None and self.is_oom(line):
                 self.oom_line = ANSI_RE.sub("", line).strip()[:500]

@@ -38,7 +38,7 @@ from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_check
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import classify, defaults, features, health, memfit, profiles, runstate
 from dapo_ops.core.classify import storm
-from dapo_ops.core.logformat import swanlab_run_id
+from dapo_ops.core.logformat import join_swanlab_links, swanlab_run_id
 
 DESCRIPTION = "The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes."
 OPERATOR = "stopped by the operator"
@@ -156,8 +156,10 @@ class Supervisor:
         self.writer.dirty = True
 
     def _on_link(self, url: str) -> None:
-        self.rec["swanlab_url"] = url
-        self.swanlab_id = swanlab_run_id(url)
+        """An attempt found its SwanLab link: the run keeps ONE (the first cloud URL, or one ``swanlab sync`` over
+        every attempt's offline directory: :func:`dapo_ops.core.logformat.join_swanlab_links`)."""
+        self.rec["swanlab_url"] = join_swanlab_links(self.rec.get("swanlab_url"), url)
+        self.swanlab_id = swanlab_run_id(url) or self.swanlab_id
         self._write()
 
     def _notify(
@@ -232,6 +234,7 @@ class Supervisor:
         self.rec["last_progress_at"] = att["started_at"]
         self._set_status("running")
 
+        self.links = follow.LinkFinder(self.spec.get("env") or {})  # each attempt prints its own banner
         scanner = follow.Scanner(
             self.rec,
             att,

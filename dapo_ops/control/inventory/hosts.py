@@ -192,10 +192,19 @@ def explain(err: msgspec.ValidationError, table: dict, model: type[msgspec.Struc
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
-    """Which inventory file to read: ``path`` > ``$DAPO_OPS_INVENTORY`` > ``./hosts.toml``."""
+    """Which inventory file to read: ``path`` > ``$DAPO_OPS_INVENTORY`` > ``./hosts.toml``.
+
+    :raises InventoryError: ``$DAPO_OPS_INVENTORY`` is set but empty (or blank): the settings table's empty-value
+        rule (:data:`dapo_ops.control.settings.EMPTY_RULES` ``refuse``: an empty value is never the default's
+        ``./hosts.toml`` in silence; ``DAPO_OPS_INVENTORY=$INV`` with INV unset is a forgotten path)."""
     if path:
         return Path(os.path.expanduser(str(path)))
     env = os.environ.get(ENV_VAR)
+    if env is not None and not env.strip():
+        raise InventoryError(
+            f"{ENV_VAR} is set but empty; set it to a hosts.toml path (e.g. {ENV_VAR}=/etc/dapo-ops/hosts.toml), "
+            f"or unset it (`unset {ENV_VAR}`) for ./{DEFAULT_FILE}"
+        )
     if env:
         return Path(os.path.expanduser(env))
     return Path(DEFAULT_FILE)

@@ -45,8 +45,11 @@ def _features_table(plan: Plan) -> Table:
 
 
 def render(plan: Plan, console: Console | None = None) -> None:
-    """Print the plan to ``console`` (a new stdout :class:`rich.console.Console` by default)."""
-    con = console or Console()
+    """Print the plan to ``console`` (default: stdout's, laid out by the one width rule,
+    :func:`dapo_ops.control.remote.fanout.output_width`)."""
+    from dapo_ops.control.remote import fanout
+
+    con = console or fanout.console()
     spec = plan.spec
     s = spec["settings"]
     nodes = int(s["nnodes"])

@@ -177,6 +177,16 @@ def build(
     if args.dry_run and args.json:
         raise LaunchUsageError("--json prints the started runs and --dry-run starts none: drop one of them")
     if args.dry_run:
+        try:  # the SwanLab values the launch resolves, checked the same way (only a missing cloud key is left open)
+            swanlab_cfg.resolve(
+                env,
+                file_cfg.get("swanlab") or {},
+                mode_flag=args.swanlab_mode or None,
+                stdin_isatty=False,
+                require_key=False,
+            )
+        except swanlab_values.SwanlabConfigError as e:
+            raise LaunchUsageError(str(e)) from None
         return DryRun(
             mode=args.mode,
             flags={**flags, "swanlab_mode": args.swanlab_mode} if args.swanlab_mode else flags,

@@ -136,8 +136,11 @@ def plan_settings(facts: LaunchFacts, req: LaunchRequest):
 def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
     """The arguments :func:`build_plan` and :func:`probe_view` give the planner: the request's, and the run's public
     env (docs/design.md "SwanLab and secrets": the proxy variables of ``req.extra_public`` and SwanLab's public env;
-    a resumed run continues the earlier run's SwanLab run)."""
+    a resumed run continues the earlier run's SwanLab run: the ``SWANLAB_RUN_ID`` of the earlier spec, which is the
+    chain's first run's, so ``A -> B -> C`` all log to A's SwanLab run, issue 44)."""
     run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
+    earlier = facts.resume.spec if facts.resume is not None else {}
+    chain_id = str((earlier.get("env") or {}).get("SWANLAB_RUN_ID") or "")
     return {
         "mode": req.mode,
         "run_id": facts.run_id,
@@ -145,7 +148,10 @@ def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
         "proxy": req.inv_proxy,
         "extra_overrides": req.extra_overrides,
         "topology": facts.topology,
-        "public_env": {**req.extra_public, **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id)},
+        "public_env": {
+            **req.extra_public,
+            **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id, swanlab_id=chain_id),
+        },
         "notify": req.notify_cfg,
     }
 
@@ -295,6 +301,8 @@ def refuse_bad_overrides(extra: list) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    from dapo_ops.control.settings import SHOWN_MAX, shown
+
     parser = OverridesParser.create()
     for o in extra:
         if "=" not in o:  # not key=value at all: runspec.check_spec says so in its own words
@@ -304,10 +312,15 @@ def refuse_bad_overrides(extra: list) -> None:
         except OverrideParseException as e:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
+            example = f"{key}='{val}'" if len(o) <= SHOWN_MAX else "key='value'"
             raise LaunchUsageError(
-                f"--override {o!r} is not a valid Hydra override ({why}); quote a value with "
-                f"special characters for Hydra, e.g. --override \"{key}='{val}'\""
+                f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}); quote a value with "
+                f'special characters for Hydra, e.g. --override "{example}"'
             ) from None
+        if not str(parsed.key_or_group or "").strip():  # '=5': Hydra's grammar takes an empty key; verl then dies
+            raise LaunchUsageError(  # with "Config group override must be a string or a list. Got int"
+                f"--override {shown(o)} names no key; give key=value, e.g. --override trainer.val_before_train=False"
+            )
         _refuse_resolvers(o.partition("=")[0], parsed.value())
 
 

@@ -38,6 +38,7 @@ from dapo_ops.control import userconfig
 from dapo_ops.control.launch.swanlab_values import (
     SwanlabConfigError,
     clean_value,
+    is_swanlab_run_id,
     normalize_host,
     normalize_mode,
     swanlab_run_id,
@@ -103,7 +104,9 @@ class SwanlabSettings:
         """``trainer.logger`` value: ``["console", "swanlab"]`` or ``["console"]``."""
         return ["console", "swanlab"] if self.logger_enabled else ["console"]
 
-    def public_env(self, *, run_dir: str | None = None, run_id: str | None = None) -> dict[str, str]:
+    def public_env(
+        self, *, run_dir: str | None = None, run_id: str | None = None, swanlab_id: str | None = None
+    ) -> dict[str, str]:
         """Non-secret env for the verl process (goes into spec.json ``env``; safe to print).
 
         * ``SWANLAB_MODE``: always (``disabled`` too, so a stray setting in the image cannot
@@ -115,7 +118,10 @@ class SwanlabSettings:
           a private server (works on 0.7 and 0.10, swanlab 0.10 sdk/internal/settings/compat/env.py).
         * ``SWANLAB_WORKSPACE`` when set (verl passes no workspace to ``init``).
         * ``SWANLAB_RUN_ID`` (21 chars, from ``run_id``) + ``SWANLAB_RESUME=allow`` so the
-          retries of one run continue the same SwanLab run (swanlab 0.10 sdk/cmd/init.py).
+          retries of one run continue the same SwanLab run (swanlab 0.10 sdk/cmd/init.py). ``swanlab_id``: the
+          id to keep instead (a ``--resume`` chain's: the earlier run's own ``SWANLAB_RUN_ID``, so every run of
+          the chain logs to its first run's SwanLab run), used when it has SwanLab's run-id shape
+          (:func:`~dapo_ops.control.launch.swanlab_values.is_swanlab_run_id`).
         * ``SWANLAB_INTERACTIVE=false``: never prompt inside the container (0.10).
         """
         env: dict[str, str] = {"SWANLAB_MODE": self.mode}
@@ -129,7 +135,10 @@ class SwanlabSettings:
             env["SWANLAB_WEB_HOST"] = self.web_host or self.host
         if self.workspace:
             env["SWANLAB_WORKSPACE"] = self.workspace
-        if run_id:
+        if swanlab_id and is_swanlab_run_id(swanlab_id):
+            env["SWANLAB_RUN_ID"] = swanlab_id
+            env["SWANLAB_RESUME"] = "allow"
+        elif run_id:
             env["SWANLAB_RUN_ID"] = swanlab_run_id(run_id)
             env["SWANLAB_RESUME"] = "allow"
         env["SWANLAB_INTERACTIVE"] = "false"
@@ -193,8 +202,12 @@ def resolve(
     save: Callable[[str, dict], list[str]] | None = None,
     config_path: str | None = None,
     notes: list[str] | None = None,
+    require_key: bool = True,
 ) -> SwanlabSettings:
     """Resolve SwanLab settings: ``mode_flag`` > env > ``file_cfg`` (``[swanlab]`` table) > prompt.
+
+    ``require_key=False`` (a dry run): every value is checked as for a launch, but cloud mode without a key
+    returns the settings without the key instead of asking or raising (the dry run says what the launch would do).
 
     ``env``: the operator's environment (``SWANLAB_HOST`` or ``SWANLAB_API_HOST``,
     ``SWANLAB_WEB_HOST``, ``SWANLAB_API_KEY``, ``SWANLAB_MODE``, ``SWANLAB_LOG_DIR``,
@@ -268,7 +281,7 @@ def resolve(
         workspace=workspace,
         sources=sources,
     )
-    if mode != "cloud" or api_key:
+    if mode != "cloud" or api_key or not require_key:
         return settings
     if not stdin_isatty:
         raise SwanlabConfigError(_missing_key_message(cfg_path))

@@ -40,6 +40,12 @@ def swanlab_run_id(run_id: str) -> str:
     return "".join(out)
 
 
+def is_swanlab_run_id(value: str) -> bool:
+    """True for the shape :func:`swanlab_run_id` gives (21 characters ``[a-z0-9]``): a ``SWANLAB_RUN_ID`` read back
+    from an earlier run's spec.json is kept only in that shape."""
+    return len(value) == 21 and all(ch in string.digits + string.ascii_lowercase for ch in value)
+
+
 def normalize_mode(value: str, source: str) -> str:
     """``cloud|online|local|offline|disabled`` (any case) → canonical mode; else SwanlabConfigError."""
     v = clean_value(value).lower()

@@ -118,9 +118,8 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                         FAIL,
                         f"max_prompt_length + max_response_length = {need} exceeds the model's "
                         f"max_position_embeddings {ctx} ({m['path']}/config.json)",
-                        f"lower max_response_length to <= {ctx - int(s['max_prompt_length'])}, or add "
-                        f"+actor_rollout_ref.model.override_config.max_position_embeddings={need} if the model "
-                        "supports it",
+                        f"lower --max-response-length to <= {ctx - int(s['max_prompt_length'])}, or give "
+                        f"--max-position-embeddings {need} (MAX_POSITION_EMBEDDINGS) if the model supports it",
                     )
                 )
             else:

@@ -169,15 +169,62 @@ def run(
     return results
 
 
-def _console(file=None):
+#: columns of a printout that goes to a pipe or a file when ``$COLUMNS`` does not say (:func:`output_width`)
+PIPE_WIDTH = 160
+
+
+def is_terminal(file=None) -> bool:
+    """True when ``file`` (default stdout) is a terminal."""
+    f = file or sys.stdout
+    try:
+        return bool(f.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def columns_env(env=None) -> int | None:
+    """``$COLUMNS`` (of ``env``, default the process's) when it is a positive number in ASCII digits, else None."""
+    import os
+
+    cols = (os.environ if env is None else env).get("COLUMNS", "").strip()
+    return int(cols) if cols.isascii() and cols.isdigit() and int(cols) > 0 else None
+
+
+def output_width(file=None, env=None) -> int:
+    """THE width rule of every task's printout (tables, the dry-run plan, status): ``$COLUMNS`` when it is a
+    positive number in ASCII digits (anything else, ``COLUMNS=abc``, is ignored), else the terminal's width when
+    ``file`` (default stdout) is one, else :data:`PIPE_WIDTH`. A table whose rows must stay one physical line each
+    in a pipe (status, a fan-out's host rows) may grow past it (:func:`console`)."""
+    import os
+    import shutil
+
+    cols = columns_env(env)
+    if cols:
+        return cols
+    f = file or sys.stdout
+    if is_terminal(f):
+        try:
+            return os.get_terminal_size(f.fileno()).columns or shutil.get_terminal_size().columns
+        except (AttributeError, ValueError, OSError):
+            return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+    return PIPE_WIDTH
+
+
+def console(file=None, width: int | None = None):
+    """A rich Console for ``file`` (default stdout) laid out for :func:`output_width` (or ``width``); colours only
+    on a terminal."""
     from rich.console import Console
 
     f = file or sys.stdout
-    is_tty = hasattr(f, "isatty") and f.isatty()
-    if is_tty:
-        return Console(file=f, highlight=False)
-    # not a terminal (pipe, CI log, test capture): never wrap, a row stays one physical line whatever its length
-    return Console(file=f, width=100_000, highlight=False, color_system=None, soft_wrap=False)
+    tty = is_terminal(f)
+    return Console(
+        file=f,
+        width=width or output_width(f),
+        highlight=False,
+        color_system="auto" if tty else None,
+        force_terminal=tty,
+        soft_wrap=False,
+    )
 
 
 def render(
@@ -198,8 +245,8 @@ def render(
         table.add_column(c, no_wrap=True)
     if show_time:
         table.add_column("time", justify="right", no_wrap=True)
-    console = _console(file)
-    table.add_column("detail", overflow="fold", no_wrap=not console.is_terminal)
+    con = console(file)
+    table.add_column("detail", overflow="fold")
     for r in results:
         status = Text("ok", style="green") if r.ok else Text(f"FAIL {r.row.kind or 'error'}", style="bold red")
         cells = [Text(r.host.name), status]
@@ -208,10 +255,16 @@ def render(
             cells.append(Text(f"{r.seconds:.1f}s"))
         cells.append(Text(r.row.message))
         table.add_row(*cells)
-    console.print(table)
+    if not is_terminal(file) and not columns_env():
+        con.width = max(con.width, _natural_width(table, con))  # piped: one physical line per host (greppable)
+    con.print(table)
 
 
-console = _console  # public name: a Console that never wraps rows when stdout is not a terminal
+def _natural_width(table, con) -> int:
+    """The width ``table`` takes when nothing wraps (rich's own measure of each column, plus its borders)."""
+    from rich.measure import Measurement
+
+    return Measurement.get(con, con.options.update(width=100_000), table).maximum
 
 
 def exit_code(results: list[HostResult]) -> int:
