@@ -16,7 +16,7 @@ pq.write_table(t.slice(0, n), sys.argv[2]); print("train.parquet:", n, "of", t.n
 PY
 mapfile -t OV < <(ovr "trainer.total_epochs=${EPOCHS:-3}")
 t0=$(date +%s)
-inv preflight -H gpu $(model_flags "$DRY") --steps "${STEPS:-10}" "${OV[@]}" > "$OUT/preflight.txt" 2>&1; echo "preflight rc=$?"
+[ "${PREFLIGHT:-1}" = 1 ] && inv preflight -H gpu $(model_flags "$DRY") --steps "${STEPS:-10}" "${OV[@]}" > "$OUT/preflight.txt" 2>&1; echo "preflight rc=$?"
 tail -25 "$OUT/preflight.txt"
 # shellcheck disable=SC2086
 launch m "${TINY_FLAGS[@]}" $(model_flags "$DRY") --steps "${STEPS:-10}" --save-freq 2 ${ALLOW:-} "${OV[@]}" || exit 1

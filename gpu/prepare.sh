@@ -37,7 +37,7 @@ verl_ok() {  # the pieces in .carry reassemble to the payload.sha256 they carry
   [ "$(cat .carry/p[0-9][0-9]/part[0-9][0-9] | sha256sum | cut -d' ' -f1)" = "$(cut -d' ' -f1 "$sums")" ]
 }
 # a device call carries the working tree + one piece, 64 MiB in all: a piece leaves PIECE_ROOM for the tree
-PIECE=54525952      # 52 MiB
+PIECE=50331648      # 48 MiB
 if verl_ok && [ -n "$(find .carry/p[0-9][0-9] -name 'part[0-9][0-9]' -size +${PIECE}c)" ]; then
   echo "verl payload: re-splitting the pieces to $((PIECE >> 20)) MiB (the tree grew)"
   S=$(mktemp -d); cat .carry/p[0-9][0-9]/part[0-9][0-9] > "$S/payload.tar"; sums=$(ls .carry/p*/payload.sha256 | tail -1)
