@@ -10,9 +10,10 @@ output still collected after the OOM line before the kill), ``kill_grace_s`` (15
 as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.devices.wait_gpu_release`),
 ``release_wait_max_s`` (60: the bound on the latter), ``write_interval_s`` (1.0: run.json progress throttle),
 ``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`),
-``stall_factor`` / ``stall_floor_s`` (a stall: no progress for factor x median step time, at least the floor;
-:mod:`.stall`), ``storm_min_span_s`` / ``storm_slow_span_s`` (:mod:`.storm`), ``log_rate_bytes_s`` /
-``log_burst_bytes`` (train.log's bound, :mod:`.logcap`), ``evidence_s`` (30: the bound on how long the worker nodes of
+``stall_factor`` / ``stall_floor_s`` (a stall: no progress for factor x the longest step seen, at least the floor;
+:class:`.stall.StepClock`), ``counter_window_s`` / ``counter_sample_s`` (:class:`.stall.CounterWatch`),
+``storm_min_span_s`` / ``storm_slow_span_s`` (:mod:`.storm`), ``log_rate_bytes_s`` / ``log_burst_bytes`` (train.log's
+bound, :mod:`.logcap`), ``evidence_s`` (30: the bound on how long the worker nodes of
 a multi-host run take to hand in a failed attempt's evidence, all at once; it ends as soon as every node answered,
 usually the few seconds Ray takes to start one worker process per node; :mod:`.hostevidence`).
 ``hang_timeout_s`` and ``max_oom_retries`` are top-level in the spec (defaults: :data:`dapo_ops.core.defaults.SPEC`).

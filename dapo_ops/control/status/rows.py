@@ -366,7 +366,7 @@ def _finished(checkpoint, total) -> bool:
 
 def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: half the
-    supervisor's own stall limit (run.json ``stall_after_s``: factor x median step time, floored, capped by the
+    supervisor's own stall limit (run.json ``stall_after_s``: factor x the longest step seen, floored, capped by the
     hang timeout; ``dapo_ops/agent/supervisor/stall.py``), so status says it before the supervisor acts; without
     it (an older supervisor, or none yet) 3 x the recent step time. None when no step time is known."""
     lim = run.get("stall_after_s")
