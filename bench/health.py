@@ -31,20 +31,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.agent.supervisor.stall import STALL_FACTOR  # noqa: E402
-from reaction import make_run, stamps, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)
+from reaction import FACTORY, FAKE_HEAD, make_run, stamps, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)
 
 #: the fake verl of the stall kinds: ``cfg`` = {"steps", "stall_after", "step_s", "ranks"}; attempt 1 stalls after
 #: step ``stall_after``: no output, the driver alive, ``ranks`` child processes titled as Ray's actor ranks
 #: (``ray::WorkerDict...``) parked in a collective-named frame; a later attempt runs to the end
-STALL_FAKE = r"""
-import json, os, sys, time
-a = json.loads(sys.argv[1])
-cfg = a["cfg"]
-attempt = int(os.environ.get("DAPO_OPS_ATTEMPT", "0"))
-def out(s):
-    sys.stdout.write(s + "\n"); sys.stdout.flush()
-out("FAKE_T start %r attempt=%d" % (time.time(), attempt))
-out("Total training steps: %d" % cfg["steps"])
+STALL_FAKE = (
+    FAKE_HEAD
+    + r"""
 for step in range(1, cfg["steps"] + 1):
     st = cfg["step_s"] if attempt == 1 else min(cfg["step_s"], 0.3)  # the retry only has to finish
     time.sleep(st)
@@ -68,6 +62,7 @@ for step in range(1, cfg["steps"] + 1):
         while True:  # the driver: ray.get() on ranks that never answer
             time.sleep(1)
 """
+)
 
 
 #: the stall kinds: the step after which attempt 1 stalls
@@ -122,12 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dapo-health-") as d:
         root = Path(d)
         (root / "bench_fake_verl.py").write_text(STALL_FAKE.replace('os.environ["FAKE_ROOT"]', repr(str(root))))
-        (root / "bench_factory.py").write_text(
-            "import json, os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
-            "def factory(spec, fs, changes=None):\n"
-            "    cfg = json.load(open(os.path.join(spec['run_dir'], 'bench.json')))\n"
-            "    return [sys.executable, os.path.join(HERE, 'bench_fake_verl.py'), json.dumps({'cfg': cfg})]\n"
-        )
+        (root / "bench_factory.py").write_text(FACTORY)
         for kind, n in kinds.items():
             rows[kind] = [stall_after_step(root, tun, a.step_s, n) for _ in range(a.repeats)]
     print(
