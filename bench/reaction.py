@@ -29,7 +29,8 @@ from dapo_ops.core import features  # noqa: E402
 from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.core import runstate  # noqa: E402
 
-FAKE = r"""
+#: the head of every fake verl here and in bench/health.py: its ``cfg`` (argv[1]), attempt, ``out()`` and start stamp
+FAKE_HEAD = r"""
 import json, os, sys, time
 a = json.loads(sys.argv[1])
 cfg = a["cfg"]
@@ -38,6 +39,11 @@ def out(s):
     sys.stdout.write(s + "\n"); sys.stdout.flush()
 out("FAKE_T start %r attempt=%d" % (time.time(), attempt))
 out("Total training steps: %d" % cfg["steps"])
+"""
+
+FAKE = (
+    FAKE_HEAD
+    + r"""
 if cfg["mode"] == "oom" and attempt == 1:
     time.sleep(1.0)
     out("step:1 - critic/score/mean:0.1 - timing_s/step:1.0")
@@ -60,6 +66,7 @@ while time.time() - t0 < cfg["seconds"]:
             "response_length/mean:812.0 - perf/throughput:1234.5 - timing_s/step:1.0" % step)
     time.sleep(0.02)
 """
+)
 
 FACTORY = r"""
 import json, os, sys

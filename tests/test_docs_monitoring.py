@@ -25,9 +25,9 @@ def test_the_monitoring_section_describes_the_narrow_layout_with_the_codes_label
     assert "one block per run" in MON and "host <whole run id> state" in MON
     for key in ("eta", "resp_len", "tput", "age"):
         assert statustable.LABELS[key] in MON, key
-    from dapo_ops.cli import status as cli_status
+    from dapo_ops.control.remote import fanout
 
-    assert "default %d" % cli_status.PIPE_WIDTH in MON and "at least 160" in MON
+    assert "default %d" % fanout.PIPE_WIDTH in MON and "wider when a row needs it" in MON
 
 
 def test_the_monitoring_section_describes_stalled_with_the_codes_limits():

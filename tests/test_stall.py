@@ -8,9 +8,9 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from dapo_ops.agent.supervisor import escalate, stall
+from dapo_ops.agent.supervisor import escalate, follow, record, stall
 from dapo_ops.core import devices as core_devices
-from dapo_ops.core import ladder, policy
+from dapo_ops.core import ladder, logformat, policy
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.logformat import parse_metrics_line
 
@@ -70,6 +70,27 @@ def test_a_30s_step_1_is_called_within_minutes_not_at_the_cap():
     assert c.limit(10, 40, {"save_freq": 10}) == 60.0  # 5 x (4 + 4): still the floor
     c.observe({"timing_s/step": 30.0, "timing_s/save_checkpoint": 25.0}, 30.0)
     assert c.limit(20, 40, {"save_freq": 10}) == 5 * (5.0 + 25.0)  # the longest save seen is added
+
+
+def test_the_validation_before_training_is_not_step_1(monkeypatch):
+    """verl logs the validation before training as ``step:0`` (trainer_base.py:439-445, val-* keys only); the
+    sandbox showed the clock taking it for step 1 (step 1 then counted as a later step)."""
+    t = [1000.0]
+    monkeypatch.setattr(follow, "now", lambda: t[0])
+    rec = {"attempts": [], "step": None, "metrics": {}}
+    att = {"n": 1, "started_at": t[0]}
+    sc = follow.Scanner(
+        rec, att, record.RecordWriter("/nonexistent"), follow.LinkFinder({}), lambda u: None, lambda ln: False, {}
+    )
+    t[0] += 120.0
+    sc.scan(["step:0 - val-core/openai/gsm8k/acc/mean@1:0.25 - val-aux/num_turns/mean:1.0"])
+    assert sc.step_s == [] and sc.clock.steps == 0 and sc.stall_after_s is None  # only the cap before step 1
+    t[0] += 40.0
+    sc.scan(["step:1 - training/global_step:1 - timing_s/step:30.0 - timing_s/gen:20.0"])
+    assert sc.step_s == [30.0] and sc.clock.steps == 1 and sc.clock.first_s == 160.0  # from the attempt's start
+    assert sc.stall_after_s == 150.0 and rec["stall_after_s"] == 150.0  # 5 x step 1's 30 s of work
+    assert logformat.is_validation_only({"val-core/x": 1.0}) and not logformat.is_validation_only({})
+    assert not logformat.is_validation_only({"val-core/x": 1.0, "timing_s/step": 2.0})  # a step that validated
 
 
 def test_validation_steps_get_their_allowance():

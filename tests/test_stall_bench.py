@@ -3,7 +3,12 @@
 1. The stand-in hangs mid-run with its processes alive (cue ``stall``: a child Python process stands in for a Ray
    worker): `inv status` shows `stalled` (no ETA) before the supervisor acts; the supervisor writes the py-spy dumps of
    the driver and the worker into the run dir, stops the attempt, retries once (the cue fires once) and finishes.
-2. The supervisor is SIGKILLed mid-run: verl goes on; `inv status --json` (and `--all`) shows the step verl really
+2. (issue 42) A stall right after step 1 of a run with fast steps is called at the limit the run's own step 1 gives
+   (5 x its ``timing_s/step``, floored at ``stall_floor_s``), far below HANG_TIMEOUT; its dumps show one actor rank
+   parked outside the collective the other waits in (``collective-missing``): one retry, and the run finishes.
+3. (issue 42) Every reward worker parked in the user's ``compute_score``: the verdict names that frame and the run
+   stops (no blind retry).
+4. The supervisor is SIGKILLed mid-run: verl goes on; `inv status --json` (and `--all`) shows the step verl really
    reached (read from the attempt's own log, not train.log's), and `inv stop` records it.
 """
 
@@ -16,6 +21,8 @@ import time
 import pytest
 
 import test_launch_bench
+from dapo_ops.agent.supervisor import stall
+from dapo_ops.core import defaults
 from test_launch_bench import inv, launch, read_run, wait_end
 
 pytestmark = pytest.mark.bench
@@ -56,6 +63,40 @@ def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready)
     assert "all_reduce (torch/distributed/distributed_c10d.py" in stacks  # the stand-in ranks' stacks, by py-spy
     roles = {e["role"] for e in a1["verdict"]["detail"]["stacks"]}
     assert "actor" in roles and a1["verdict"]["detail"]["cause"] == "collective"  # every rank in the collective
+
+
+def test_a_stall_right_after_step_1_is_called_at_step_1s_limit_and_a_missing_rank_retries_once(sandbox, host_ready):
+    failure = {"kind": "stall", "step": 2, "times": 1, "ranks": 2, "missing": 1}
+    host_ready("h1", {"step_time": 0.3, "failure": failure})
+    res, rid = launch(host_ready, "h1", "--steps", "4", "--framework", "fsdp")  # HANG_TIMEOUT: the default 1800 s
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid, timeout=400)
+    assert rec["status"] == "succeeded" and len(rec["attempts"]) == 2, rec.get("decision")
+    a1 = rec["attempts"][0]
+    d = a1["verdict"]["detail"]
+    assert a1["killed_by"] == "stall" and a1["verdict"]["cls"] == "hang" and d["stall_by"] == "silence", d
+    assert d["step"] == 1 and len(d["step_s"]) == 1  # called before step 2: only step 1 sized it
+    # the limit step 1 gave: 5 x its 0.3 s of work is below the floor, so the floor (60 s), not HANG_TIMEOUT
+    assert d["stall_after_s"] == stall.STALL_FLOOR_S < defaults.SPEC["hang_timeout_s"], d
+    assert d["idle_s"] >= d["stall_after_s"]
+    assert d["cause"] == "collective-missing" and d["frame"].startswith("all_reduce (torch/distributed/"), d
+    assert len(d["missing"]) == 1 and "generate_sequences (rollout_worker.py:" in d["missing"][0], d["missing"]
+    assert a1["verdict"]["action_kind"] == "retry-once"
+    assert "for 1 rank(s) that never joined" in a1["verdict"]["action"]
+
+
+def test_every_reward_worker_in_user_code_stops_naming_the_frame(sandbox, host_ready):
+    host_ready("h1", {"step_time": 0.3, "failure": {"kind": "stall", "step": 2, "times": 1, "where": "user"}})
+    res, rid = launch(host_ready, "h1", "--steps", "4", "--framework", "fsdp")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid, timeout=300)
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1, rec.get("decision")
+    v = rec["attempts"][0]["verdict"]
+    d = v["detail"]
+    assert v["cls"] == "hang" and d["cause"] == "workload" and d["wait_kind"] == "user", d
+    assert d["frame"].startswith("compute_score (my_reward.py:"), d["frame"]  # real py-spy on the parked workers
+    assert len(d["roles"].get("reward") or []) == 2, d
+    assert v["action_kind"] == "stop" and d["frame"] in v["action"] and "no blind retry" in v["action"], v["action"]
 
 
 def test_killed_supervisor_status_shows_the_step_verl_reached(sandbox, host_ready):

@@ -190,6 +190,14 @@ def validation_score(metrics: Dict[str, float]) -> Optional[Tuple[str, float]]:
     return best, metrics[best]
 
 
+def is_validation_only(metrics: Dict[str, float]) -> bool:
+    """True when a step line's ``metrics`` (:func:`parse_metrics_line`) are the validation before training alone
+    (``trainer.val_before_train``, verl/trainer/ppo/v1/trainer_base.py:439-445, logged at the start or resume step,
+    so ``step:0`` on a fresh run): every key ``val-core/*`` / ``val-aux/*`` (trainer_base.py:1367-1377). A training
+    step's line carries ``timing_s/step`` and ``training/global_step`` besides (trainer_base.py:473, :1935)."""
+    return bool(metrics) and all(k.startswith("val-") for k in metrics)
+
+
 def parse_total(line: str) -> Optional[int]:
     """N of ``Total training steps: N`` (the planned total, steps), else None."""
     m = TOTAL_RE.search(line) if "otal training steps" in line or "OTAL TRAINING" in line else None

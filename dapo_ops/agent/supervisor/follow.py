@@ -27,6 +27,7 @@ from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import (
     ANSI_RE,
     LinkScanner,
+    is_validation_only,
     parse_metrics_line,
     parse_resume,
     parse_save,
@@ -180,15 +181,18 @@ class Scanner:
     def _on_step(self, step: int, metrics: Dict[str, float], t: float) -> None:
         """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
         step of the attempt is measured from the attempt's start), what the clock learns from its phases and the
-        stall threshold that gives for the next step."""
+        stall threshold that gives for the next step. The line of the validation before training
+        (:func:`dapo_ops.core.logformat.is_validation_only`) is progress but not a step: step 1's interval spans it."""
+        self.storms.progress()
+        if self.counters is not None:
+            self.counters.progress()
+        if is_validation_only(metrics):
+            return
         interval = t - (self._step_at if self._step_at is not None else self.att.get("started_at", t))
         st = metrics.get("timing_s/step")
         self._step_at = t
         self.step_s.append(float(st if st is not None else interval))
         self.clock.observe(metrics, interval)
-        self.storms.progress()
-        if self.counters is not None:
-            self.counters.progress()
         self.stall_after_s = self.clock.limit(step + 1, self.rec.get("total_steps"), self.settings)
         self.rec["stall_after_s"] = self.stall_after_s
 
