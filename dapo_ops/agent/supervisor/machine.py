@@ -353,7 +353,13 @@ class Supervisor:
         """``py-spy dump`` of the driver and the attempt's own processes into ``stacks-attempt-<k>.txt``."""
         path = str(Path(self.run_dir) / ("stacks-attempt-%d.txt" % k))
         pids = procs.own_processes(self.pgid, self.marker, self.cmd_marker)
-        stacks = stall.dump_stacks(pids, self.proc.pid if self.proc else None, path, self.spec.get("python"))
+        stacks = stall.dump_stacks(
+            pids,
+            self.proc.pid if self.proc else None,
+            path,
+            self.spec.get("python"),
+            user_files=stall.user_files(self._settings().get("extra_overrides") or []),
+        )
         att["stacks"] = Path(path).name
         log("stack dumps of %d process(es) of attempt %d: %s" % (len(stacks), k, path))
         return stacks

@@ -366,12 +366,32 @@ def _fmt(fr: Tuple[str, str, int]) -> str:
     return "%s (%s:%d)" % fr
 
 
-def wait_kind(frames: Sequence[Tuple[str, str, int]]) -> Tuple[str, Optional[Tuple[str, str, int]]]:
+def is_user_path(path: str, user_files: Sequence[str] = ()) -> bool:
+    """True when a py-spy frame's ``path`` is the user's code, not verl, a library or the standard library. py-spy
+    prints a file under a ``sys.path`` entry relative to it (``zmq/sugar/poll.py``, ``verl/trainer/...``: an
+    importable package, never the user's script) and any other file by its absolute path; verl adds a custom
+    reward function's directory to ``sys.path`` (the real H200 dump of tests/fixtures/real-verl/tool-runs/n-stall
+    shows ``compute_score (hang_reward.py:10)``). So: a file named in ``user_files`` (basenames of the run's own
+    code, e.g. ``reward.custom_reward_function.path``) is the user's; a framework path
+    (:func:`dapo_ops.core.classify.storm.is_framework`) is not; an absolute path or a bare file name outside the
+    standard library is; a relative path with a directory (an installed package) is not."""
+    base = path.rsplit("/", 1)[-1]
+    if base in user_files:
+        return True
+    if storm.is_framework(path) or _is_stdlib(path) or path.startswith("<"):
+        return False
+    return path.startswith("/") or "/" not in path
+
+
+def wait_kind(
+    frames: Sequence[Tuple[str, str, int]], user_files: Sequence[str] = ()
+) -> Tuple[str, Optional[Tuple[str, str, int]]]:
     """What one thread waits in, from its frames (innermost first): ``(kind, frame)``. Kinds, first match from
     the innermost frame out: ``collective`` (a torch.distributed / NCCL / HCCL call), ``data-loader``,
-    ``weight-sync``, ``user`` (the innermost frame outside verl, Ray, torch, vLLM, installed packages and the
-    standard library: :func:`.storm.is_framework`), ``ray-wait`` (waiting on Ray: the driver's ``ray.get`` or an
-    idle Ray worker's task loop), else ``compute`` (the innermost frame that is not the standard library)."""
+    ``weight-sync``, ``user`` (the innermost frame outside the standard library is the user's code:
+    :func:`is_user_path`), ``ray-wait`` (waiting on Ray: the driver's ``ray.get`` or an idle Ray worker's task
+    loop), ``idle`` (standard-library frames only: a thread parked in ``threading`` / ``selectors``), else
+    ``compute`` (the innermost frame that is not the standard library)."""
     if not frames:
         return "unknown", None
     for fr in frames:
@@ -385,33 +405,68 @@ def wait_kind(frames: Sequence[Tuple[str, str, int]]) -> Tuple[str, Optional[Tup
             return "data-loader", fr
         if _SYNC_RE.search(fr[0]) or _SYNC_RE.search(fr[1]):
             return "weight-sync", fr
-    for fr in frames:
-        if _is_stdlib(fr[1]):
-            continue
-        if not storm.is_framework(fr[1]):
-            return "user", fr
-        break
-    inner = next((fr for fr in frames if not _is_stdlib(fr[1])), frames[0])
+    inner = next((fr for fr in frames if not _is_stdlib(fr[1])), None)
+    if inner is None:
+        return "idle", frames[0]
+    if is_user_path(inner[1], user_files):
+        return "user", inner
     if _RAY_WAIT_RE.search(inner[1]):
         return "ray-wait", inner
     return "compute", inner
 
 
-def where_process(parsed: Dict[str, Any]) -> Tuple[str, Optional[str]]:
-    """``(kind, "func (file:line)")`` of a parsed dump: the main thread, unless another thread is the one at work
-    (a Ray actor runs its task off the main thread while the main one idles in Ray's loop): the first thread,
-    main first, whose kind is not ``ray-wait`` / ``unknown``."""
+#: which thread of a process tells where it stands, best first (:func:`where_process`)
+_THREAD_RANK = ("collective", "user", "data-loader", "weight-sync", "compute", "ray-wait", "idle", "unknown")
+
+
+def where_process(parsed: Dict[str, Any], user_files: Sequence[str] = ()) -> Tuple[str, Optional[str]]:
+    """``(kind, "func (file:line)")`` of a parsed dump: the thread that says most (:data:`_THREAD_RANK`: a
+    collective, then the user's code, ... then a thread parked in the standard library), the main thread first
+    among equals. A Ray actor runs its task off the main thread while the main one idles in Ray's loop (the real
+    reward worker of tests/fixtures/real-verl/tool-runs/n-stall: MainThread in ``main_loop``, the ``uvloop_N``
+    threads in the user's ``compute_score``)."""
     ths = sorted(parsed.get("threads") or [], key=lambda t: t.get("name") != "MainThread")
-    best: Optional[Tuple[str, Optional[Tuple[str, str, int]]]] = None
+    best: Optional[Tuple[int, str, Optional[Tuple[str, str, int]]]] = None
     for t in ths:
-        k, fr = wait_kind(t["frames"])
-        if best is None and fr is not None:
-            best = (k, fr)
-        if k not in ("ray-wait", "unknown"):
-            return k, _fmt(fr) if fr else None
+        k, fr = wait_kind(t["frames"], user_files)
+        rank = _THREAD_RANK.index(k)
+        if best is None or rank < best[0]:
+            best = (rank, k, fr)
     if best is None:
         return "unknown", None
-    return best[0], _fmt(best[1]) if best[1] else None
+    return best[1], _fmt(best[2]) if best[2] else None
+
+
+def user_files(overrides: Sequence[str]) -> Tuple[str, ...]:
+    """Basenames of the user's own code a run names in its verl overrides (``reward.custom_reward_function.path``,
+    verl 0.9.1's ``trainer/config/reward/reward.yaml``; the older top-level ``custom_reward_function.path``)."""
+    out = []
+    for o in overrides:
+        key, _, val = str(o).lstrip("+~").partition("=")
+        if key.strip().endswith("custom_reward_function.path") and val.strip():
+            out.append(val.strip().strip("'\"").rsplit("/", 1)[-1])
+    return tuple(out)
+
+
+def read_stacks(text: str, user_files: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """The entries of a written ``stacks-attempt-<k>.txt`` (:func:`dump_stacks`' sections ``===== pid N (role)
+    cmd =====``), as :func:`dump_stacks` returns them: what a finished run's dumps say after the fact."""
+    parts = re.split(r"^===== pid (\d+) \((\S+)\) ?(.*?) =====$", text, flags=re.M)
+    out: List[Dict[str, Any]] = []
+    for i in range(1, len(parts) - 3, 4):
+        parsed = parse_dump(parts[i + 3])
+        kind, where = where_process(parsed, user_files) if parsed["threads"] else ("unknown", None)
+        out.append(
+            {
+                "pid": int(parts[i]),
+                "role": parts[i + 1],
+                "cmd": parts[i + 2],
+                "kind": kind,
+                "where": where,
+                "error": None if parsed["threads"] else (parts[i + 3].strip().splitlines() or ["no dump"])[-1][:200],
+            }
+        )
+    return out
 
 
 def merge_ranks(stacks: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -423,7 +478,8 @@ def merge_ranks(stacks: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     * ``collective-missing``: some actor ranks wait in a collective, others are elsewhere or gave no dump (the
       missing ones are named): infrastructure, one retry after cleanup;
     * ``collective``: every rank waits in the same collective: a peer or the network, one retry after cleanup;
-    * ``workload``: every process at work (not waiting on Ray) stands in the same frame, outside a collective
+    * ``workload``: a process stands in the user's own code (:func:`is_user_path`; the frame most of them share),
+      or every process at work (not waiting on Ray) stands in the same frame, outside a collective
       (the user's code, the data loader, the weight sync, a compute loop): no blind retry, ``frame`` and ``fix``
       say where and what;
     * ``unknown``: none of these (or no dumps)."""
@@ -457,7 +513,14 @@ def merge_ranks(stacks: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         else:
             out["cause"] = "collective"
         return out
-    busy = [e for e in ents if e.get("kind") not in (None, "ray-wait", "unknown") and e.get("role") != "driver"]
+    user = [e for e in ents if e.get("kind") == "user" and e.get("role") != "driver"]
+    if user:  # processes parked in the user's own code while the rest wait for them (the H200's n-stall run)
+        frames = [str(e.get("where")) for e in user]
+        top = max(sorted(set(frames)), key=frames.count)
+        out.update(cause="workload", kind="user", frame=top, waiting=[e["pid"] for e in user if e.get("where") == top])
+        out["fix"] = FIXES["user"]
+        return out
+    busy = [e for e in ents if e.get("kind") not in (None, "ray-wait", "unknown", "idle") and e.get("role") != "driver"]
     if busy and len({(e.get("kind"), e.get("where")) for e in busy}) == 1:
         k = str(busy[0].get("kind"))
         out.update(cause="workload", kind=k, frame=busy[0].get("where"), waiting=[e["pid"] for e in busy])
@@ -471,10 +534,12 @@ def dump_stacks(
     out_path: str,
     python: Optional[str] = None,
     timeout_s: float = DUMP_TIMEOUT_S,
+    user_files: Sequence[str] = (),
 ) -> List[Dict[str, Any]]:
     """``py-spy dump --pid`` of ``driver`` and each of ``pids`` into ``out_path`` (text, one section per process).
     Returns ``[{"pid", "role": "driver" | a :data:`ROLES` name | "worker", "cmd", "kind": :func:`wait_kind`'s,
     "where": "func (file:line)" | None, "error": str | None}]``.
+    ``user_files``: basenames of the run's own code (:func:`user_files`), read as the user's wherever they stand.
     Never raises: a missing py-spy or a failed dump is written into the file and the entry's ``error``."""
     order = ([driver] if driver else []) + [p for p in pids if p != driver]
     order = order[:MAX_DUMPS]
@@ -511,7 +576,7 @@ def dump_stacks(
                 text = r.stdout.decode("utf-8", "replace")
                 if r.returncode == 0:
                     parsed = parse_dump(text)
-                    ent["kind"], ent["where"] = where_process(parsed)
+                    ent["kind"], ent["where"] = where_process(parsed, user_files)
                     ent["role"] = role(parsed["cmd"] or ent["cmd"]) if role_of is None else role_of
                     if pid == driver:
                         ent["role"] = "driver"

@@ -1,0 +1,82 @@
+"""Issue 42 on real verl 0.9.1 (H100 of the device tool, 2026-12-07; gpu/README.md "2026-12-07 session"): the
+runs' files replayed through the project's code, no GPU.
+
+* ``n-stall`` (gpu/n-stall.sh): the tiny model, a reward function (gpu/hang_reward.py) that never returns from its
+  41st call. The live supervisor called the stall 120 s after step 1's line (output but no step line for 2 x the
+  60 s limit step 1 gave), not at HANG_TIMEOUT (900 s), and dumped 30 processes with py-spy. Its verdict then read
+  "no common frame" and retried: the dump reader took a thread parked in ``threading.run`` for the reward worker's
+  place and called ``zmq/sugar/poll.py`` user code. The replay below runs today's reader on the same dumps.
+* ``m-data-dry`` (gpu/m-data-dry.sh): 16 rows, batch 8, ``trainer.total_epochs=3``, ``--steps 10
+  --allow-short-data``: verl ended after step 6 with exit 0 (verl/trainer/ppo/v1/trainer_base.py:467) and the
+  supervisor's verdict was ``data-ran-out``, "ended at step 6 of 10".
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from dapo_ops.agent.supervisor import escalate, stall
+from dapo_ops.core import classify, datafeed, ladder
+from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.logformat import parse_metrics_line
+
+RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
+N = RUNS / "n-stall"
+M = RUNS / "m-data-dry"
+
+
+def _json(p: Path) -> dict:
+    return json.loads(p.read_text())
+
+
+def _n_entries() -> list:
+    spec = _json(N / "spec.json")
+    files = stall.user_files(spec["settings"]["extra_overrides"])
+    assert files == ("hang_reward.py",)
+    return stall.read_stacks(gzip.open(N / "stacks-attempt-1.txt.gz", "rt").read(), files)
+
+
+def test_the_real_stall_after_step_1_was_called_within_minutes_not_at_hang_timeout():
+    rec = _json(N / "run.json")
+    live = rec["attempts"][0]["verdict"]["detail"]
+    assert live["step"] == 1 and live["stall_by"] == "no-step" and rec["spec"]["hang_timeout_s"] == 900.0
+    # step 1's own figures (the real train.log's step line) size the timer: 5 x timing_s/step, at least the floor
+    step1 = [parse_metrics_line(x) for x in gzip.open(N / "train.log.gz", "rt") if "step:1 -" in x]
+    metrics = next(p[1] for p in step1 if p is not None and p[0] == 1)
+    clock = stall.StepClock(None, cap_s=900.0)
+    clock.observe(metrics, metrics["timing_s/step"])
+    limit = clock.limit(2, 6, {"save_freq": 1, "test_freq": -1})
+    assert limit == live["stall_after_s"] == 60.0  # the floor: 5 x 11.4 s of step 1 is below it
+    assert live["idle_s"] == stall.NO_STEP_FACTOR * limit <= 300.0  # called 2 minutes after step 1, not 15
+
+
+def test_the_real_stall_dumps_name_the_reward_workers_frame_and_stop():
+    ents = _n_entries()
+    assert len(ents) == 30
+    reward = [e for e in ents if e["role"] == "reward"]
+    assert [(e["kind"], e["where"]) for e in reward] == [("user", "compute_score (hang_reward.py:10)")]
+    runner = next(e for e in ents if e["role"] == "task-runner")
+    assert runner["where"] == "_wait_for_next_poll (verl/trainer/ppo/v1/replay_buffer.py:409)"  # waits for samples
+    assert not [e for e in ents if e["kind"] == "user" and e["role"] != "reward"]  # zmq / aiohttp are libraries
+    merged = stall.merge_ranks(ents)
+    assert merged["cause"] == "workload" and merged["frame"] == "compute_score (hang_reward.py:10)"
+    v = escalate.stall_verdict(120.0, 60.0, [11.378], 1, 6, ents, "stacks-attempt-1.txt", stall_by="no-step")
+    assert v["action_kind"] == "stop" and "compute_score (hang_reward.py:10)" in v["action"]
+    d = ladder.decide(FeatureSet.from_json([]), "hang", v["detail"], 0, 3, {}, {})
+    assert d.action == "stop"  # no blind retry into the same hang (the live run of 2026-12-07 retried)
+    live = _json(N / "run.json")["attempts"][0]["verdict"]["detail"]
+    assert live["cause"] == "unknown"  # what the reader said on the device before this fix
+
+
+def test_the_real_data_dry_run_is_data_ran_out_never_success():
+    rec = _json(M / "run.json")
+    assert rec["status"] == "failed" and rec["verdict"]["cls"] == "data-ran-out" and rec["step"] == 6
+    assert rec["total_steps"] == 10
+    text = gzip.open(M / "train.log.gz", "rt").read()
+    v = classify.classify(text, exit_code=0, planned_total=10)
+    assert v.cls == "data-ran-out" and "ended at step 6 of 10" in v.action and "after 3 epochs" in v.action
+    assert classify.classify(text, exit_code=0, planned_total=6).cls == "success"  # all it was asked for
+    feed = datafeed.DataFeed(rows=16, train_batch_size=8, epochs=3, upper_bound=False)
+    assert feed.max_steps == 6
