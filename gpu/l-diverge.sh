@@ -7,13 +7,8 @@
 # utilisation + memory every 1 s, the run's processes' CPU time every 5 s -> $OUT/l.tgz (one file: the device tool
 # brings back at most 8).
 SCEN=l; . "$(dirname "$0")/lib.sh"
-start_sampler
-"$SMI" --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 1000 > "$OUT/gpu-util.csv" 2>&1 &
-UTIL=$!
-( while :; do echo "== $(date +%s.%N)"; ps -eo pid,ppid,stat,etimes,times,pcpu,rss,args --sort=pid \
-    | grep -E 'ray::|VLLM|vllm|main_ppo|dapo_ops|python' | grep -v -E 'grep|ps -eo' | cut -c1-220; sleep 5; done ) > "$OUT/proc-cpu.txt" 2>&1 &
-PROCS=$!
-trap 'stop_sampler; kill $UTIL $PROCS 2>/dev/null' EXIT
+start_sampler; start_health_samplers
+trap 'stop_sampler; stop_health_samplers' EXIT
 RO=(); for o in "${RECIPE_OVERRIDES[@]}"; do case $o in actor_rollout_ref.actor.optim.lr=*) ;; *) RO+=("$o");; esac; done
 RECIPE_OVERRIDES=("${RO[@]}" "actor_rollout_ref.actor.optim.lr=${LR:-1e30}")
 mapfile -t OV < <(ovr)
@@ -34,7 +29,7 @@ inv stop -H gpu > "$OUT/stop.txt" 2>&1
 collect l
 d=$OUT/$rid
 cp "$R"/attempt-*.log "$R"/stacks-attempt-*.txt "$d/" 2>/dev/null
-stop_sampler; kill $UTIL $PROCS 2>/dev/null
+stop_sampler; stop_health_samplers
 mv "$OUT/gpu-util.csv" "$OUT/proc-cpu.txt" "$OUT/gpu-mem.csv" "$OUT/launch.txt" "$OUT/status-before-stop.txt" "$OUT/stop.txt" "$d/" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/l.tgz" "$rid" && rm -rf "$d"
 ls -la "$OUT"; echo "scenario l done in $(( $(date +%s) - t0 )) s"

@@ -99,6 +99,18 @@ start_sampler() {
 }
 stop_sampler() { [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; return 0; }
 
+# ---- issue 42's counters (the stall rule's device / process evidence): nvidia-smi utilisation + memory every 1 s
+# into $OUT/gpu-util.csv, the run's processes' CPU time every 5 s into $OUT/proc-cpu.txt
+start_health_samplers() {
+  [ "$REHEARSAL" = 1 ] && return 0
+  "$SMI" --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 1000 > "$OUT/gpu-util.csv" 2>&1 &
+  UTIL=$!
+  ( while :; do echo "== $(date +%s.%N)"; ps -eo pid,ppid,stat,etimes,times,pcpu,rss,args --sort=pid \
+      | grep -E 'ray::|VLLM|vllm|main_ppo|dapo_ops|python' | grep -v -E 'grep|ps -eo' | cut -c1-220; sleep 5; done ) > "$OUT/proc-cpu.txt" 2>&1 &
+  PROCS=$!
+}
+stop_health_samplers() { kill ${UTIL:-} ${PROCS:-} 2>/dev/null; return 0; }
+
 # ---- the recipe's tiny GRPO/DAPO settings, as the tool's settings in the environment (dapo_ops/control/settings.py names;
 # flags > env, so a scenario's own flags win); everything else the recipe sets goes as --override (ovr)
 export FRAMEWORK=${GPU_FRAMEWORK:-fsdp} ROLLOUT_TP=1 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 ROLLOUT_N=4 MICRO_BATCH_SIZE=8 \

@@ -5,13 +5,8 @@
 # worker in hang_reward.py), and it does not retry blindly into the same hang. Captured into $OUT/n.tgz (the run
 # files, attempt logs, stacks-attempt-*.txt, nvidia-smi utilisation + memory, the processes' CPU time).
 SCEN=n; . "$(dirname "$0")/lib.sh"
-start_sampler
-"$SMI" --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 1000 > "$OUT/gpu-util.csv" 2>&1 &
-UTIL=$!
-( while :; do echo "== $(date +%s.%N)"; ps -eo pid,ppid,stat,etimes,times,pcpu,rss,args --sort=pid \
-    | grep -E 'ray::|VLLM|vllm|main_ppo|dapo_ops|python' | grep -v -E 'grep|ps -eo' | cut -c1-220; sleep 5; done ) > "$OUT/proc-cpu.txt" 2>&1 &
-PROCS=$!
-trap 'stop_sampler; kill $UTIL $PROCS 2>/dev/null' EXIT
+start_sampler; start_health_samplers
+trap 'stop_sampler; stop_health_samplers' EXIT
 cp "$REPO/gpu/hang_reward.py" "$ROOT/hang_reward.py"
 RO=(); for o in "${RECIPE_OVERRIDES[@]}"; do case $o in reward.custom_reward_function.*) ;; *) RO+=("$o");; esac; done
 RECIPE_OVERRIDES=("${RO[@]}" "reward.custom_reward_function.path=$ROOT/hang_reward.py"
@@ -37,7 +32,7 @@ else
 fi
 d=$OUT/$rid
 cp "$R"/attempt-*.log "$R"/stacks-attempt-*.txt "$d/" 2>/dev/null
-stop_sampler; kill $UTIL $PROCS 2>/dev/null
+stop_sampler; stop_health_samplers
 mv "$OUT"/gpu-util.csv "$OUT"/proc-cpu.txt "$OUT"/gpu-mem.csv "$OUT"/launch.txt "$OUT"/watch.txt "$OUT"/status-before-stop.txt "$OUT"/stop.txt "$d/" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/n.tgz" "$rid" && rm -rf "$d"
 echo "scenario n: watch rc=$rc (1 = failed: expected, the workload stall verdict) in $(( $(date +%s) - t0 )) s"
