@@ -58,6 +58,7 @@ KEY_METRICS = (
     "response_length/mean",
     "response_length/clip_ratio",
     "perf/throughput",
+    "perf/mfu/actor",  # verl's MFU of the actor update (verl/trainer/ppo/ray_trainer.py:1373): inv status shows it
     "perf/time_per_step",
     "perf/max_memory_allocated_gb",
     "actor/pg_loss",

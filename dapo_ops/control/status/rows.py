@@ -19,12 +19,13 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from dapo_ops.core import datafeed, health, logformat
+from dapo_ops.core import datafeed, health, logformat, mfu
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
 
-#: the three key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device.
-KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput")
+#: the key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device
+#: (metric_utils.py:687), ``perf/mfu/actor`` verl's MFU of the actor update (ray_trainer.py:1373; core/mfu.py).
+KEY_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput", "perf/mfu/actor")
 #: default bound of the log tail a status probe reads (bytes).
 DEFAULT_TAIL_BYTES = 64 << 10
 #: a running run with no progress line for at least this long is flagged stale (seconds), unless recent step
@@ -166,6 +167,8 @@ class StatusRow:
     # "flag" / "first_bad" when a metric went bad, "bad_step", "healthy_step"; "shown": the one line status prints
     validation: dict | None = None  # the last validation: {"step", "key", "score"} (trainer.test_freq; step 0: before
     #                                 training), from run.json ``validation`` or a fresher log line
+    mfu: dict | None = None  # how close to the device: core/mfu.py figures() (verl's perf/mfu/actor, the step MFU
+    #                          6 x params x tokens/s/device / peak from run.json spec.learn's model shape and device)
 
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
@@ -292,6 +295,8 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if step is not None and total:
         row.percent = round(100.0 * step / total, 1)
     row.metrics = {k: metrics[k] for k in KEY_METRICS if k in metrics}
+    learned_key = ((run.get("spec") or {}).get("learn") or {}).get("key") or {}
+    row.mfu = mfu.figures(row.metrics, learned_key.get("model"), (learned_key.get("host") or {}).get("device_name"))
     row.validation = last_validation(run.get("validation"), tail.validation)
 
     step_time = _recent_step_time(run, tail)

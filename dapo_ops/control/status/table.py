@@ -113,11 +113,29 @@ def cells(row: StatusRow) -> dict[str, str]:
         "score": (fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-")
         + (" (val %s @%d)" % (fmt_num(row.validation["score"]), row.validation["step"]) if row.validation else ""),
         "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
-        "tput": fmt_num(m["perf/throughput"], "tok/s") if "perf/throughput" in m else "-",
+        "tput": tput_text(row),
         "verdict": verdict,
         "age": age(row) + ("!" if row.stale else ""),
         "swanlab": row.swanlab_url or "-",
     }
+
+
+def mfu_text(row: StatusRow) -> str | None:
+    """``MFU actor 31.2%`` (verl's ``perf/mfu/actor``: the actor update) or ``MFU step 12.5%`` (computed: 6 x params
+    x tokens/s/device / peak, :mod:`dapo_ops.core.mfu`); None when the row has neither."""
+    f = row.mfu or {}
+    v = f.get(f.get("shown") or "")
+    return "MFU %s %s%%" % (f["shown"], "%.3g" % (100.0 * v)) if isinstance(v, (int, float)) else None
+
+
+def tput_text(row: StatusRow, per: str = "") -> str:
+    """The ``tput/device`` cell: verl's ``perf/throughput`` (tokens/s/device) and :func:`mfu_text`:
+    ``919 tok/s, MFU actor 0.00307%``; ``per`` follows the unit (``/device`` in the one-line summary)."""
+    m = row.metrics
+    parts = [fmt_num(m["perf/throughput"], "tok/s") + per] if "perf/throughput" in m else []
+    if mfu_text(row):
+        parts.append(str(mfu_text(row)))
+    return ", ".join(parts) or "-"
 
 
 def swanlab_text(url: str) -> str:
@@ -145,7 +163,7 @@ def age(row: StatusRow) -> str:
 
 def summary_line(row: StatusRow) -> str | None:
     """One line for a live run, whole run id first (copyable for ``--run`` / ``--resume``): ``h1 <run id>: running,
-    step 5/10 (50%), ETA 55s, 44.6k tok/s/device``; None for a row that is not an active run."""
+    step 5/10 (50%), ETA 55s, 44.6k tok/s/device, MFU actor 31.2%``; None for a row that is not an active run."""
     if not row.run_id or row.status not in ACTIVE_STATUSES or row.state in (ERROR, SUPERVISOR_DEAD):
         return None
     c = cells(row)
@@ -154,6 +172,6 @@ def summary_line(row: StatusRow) -> str | None:
         parts.append("step " + c["step"])
     if row.eta_s is not None:
         parts.append("ETA " + c["eta"])
-    if "perf/throughput" in row.metrics:
-        parts.append(c["tput"] + "/device")
+    if "perf/throughput" in row.metrics or row.mfu:
+        parts.append(tput_text(row, "/device"))
     return "%s %s: %s" % (row.host, row.run_id, ", ".join(parts))
