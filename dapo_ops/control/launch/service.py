@@ -23,6 +23,7 @@ Never prints or exits: returns values (:class:`~dapo_ops.control.remote.fanout.R
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -230,13 +231,26 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
     """Raise :class:`LaunchUsageError` when an ``--override`` carries a secret: a value holding a secret dapo-ops
     knows, or a key that looks secret by the one redaction rule (:func:`dapo_ops.core.redact.is_secret_name`:
     ``+trainer.api_key=...``, ``+x.hf_token=...``) and is not one of verl's own name keys (:data:`VERL_NAME_KEYS`).
+    Such a key without ``+`` (``trainer.nonexistent_key=1``) is refused as an unknown key, not as a secret: verl's
+    config has every secret-looking key of its own in :data:`VERL_NAME_KEYS`, and Hydra refuses an unknown key
+    without ``+`` (``Could not override ... Key '...' is not in struct``); the nearest name key is named when close.
     An override is printed by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of
     the value is shown: one line naming the key and the fix."""
     from dapo_ops.core import redact
 
     for o in extra:
         key, sep, _ = o.partition("=")
-        if sep and redact.is_secret_name(key) and key.lstrip("+~") not in VERL_NAME_KEYS:
+        name = key.strip().lstrip("+~")
+        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS and not key.strip().startswith("+"):
+            # every key of verl's own config whose name looks secret is in VERL_NAME_KEYS (tests/test_launch.py), so
+            # a plain (no +) key here is one verl lacks: Hydra refuses it ("Could not override ... is not in struct")
+            near = difflib.get_close_matches(name, sorted(VERL_NAME_KEYS), n=1, cutoff=0.75)
+            raise LaunchUsageError(
+                f"--override {key}=...: unknown key: verl's config has no {name}"
+                + (f" (did you mean {near[0]}?)" if near else " (Hydra would refuse it at verl's start)")
+                + "; fix the key or drop the override"
+            )
+        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS:
             raise LaunchUsageError(
                 f"--override {key}=...: the key looks secret (a key/token/secret/password name); secrets never go on "
                 f"verl's command line: set them by env var or the config file (SWANLAB_API_KEY, [notify], [proxy]) "

@@ -1,0 +1,63 @@
+"""Issue 44's remaining minors (operator pass 4, second part): one test per item, each run against project code and
+each failing on the code before its fix. Pure where possible; the compose tests read the pinned verl 0.9.1 config
+from sandbox/fetch_verl_config.py's cache (as tests/test_overrides_compose.py does). No host is contacted."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dapo_ops.agent import compose
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.preflight import verl as preflight_verl
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def verl_root() -> str:
+    sys.path.insert(0, str(REPO / "sandbox"))
+    from fetch_verl_config import verl_config_root
+
+    return str(verl_config_root())
+
+
+# ------------------------------------------------------------------ 1. an unknown key is not a "secret" key
+
+
+@pytest.mark.parametrize(
+    "override, near",
+    [("trainer.nonexistent_key=1", None), ("data.promt_key=question", "data.prompt_key")],
+)
+def test_an_unknown_key_that_looks_secret_is_refused_as_unknown(override, near):
+    """``--override trainer.nonexistent_key=1`` was refused as "the key looks secret": it is a key verl's config lacks
+    (every secret-looking key verl has is in VERL_NAME_KEYS), which Hydra refuses without ``+``."""
+    with pytest.raises(LaunchUsageError) as e:
+        svc.refuse_secret_overrides([override], [])
+    msg = str(e.value)
+    assert "unknown key" in msg and "secret" not in msg, msg
+    assert len(msg.splitlines()) == 1
+    assert (f"did you mean {near}?" in msg) if near else ("did you mean" not in msg), msg
+    with pytest.raises(LaunchUsageError, match=r"the key looks secret"):  # a new (+) key with a secret name still is
+        svc.refuse_secret_overrides(["+trainer.api_key=abc"], [])
+    svc.refuse_secret_overrides(["data.prompt_key=question"], [])  # verl's own name key passes
+
+
+def test_preflight_names_the_nearest_known_key_of_the_hosts_verl_config(verl_root):
+    """Preflight's compose (run with the host's own verl config) adds the nearest known key to an unknown key's
+    Hydra error, and the ``overrides`` check's fix names it (verl 0.9.1 has trainer.total_training_steps,
+    verl/trainer/config/ppo_trainer.yaml)."""
+    cdir = f"{verl_root}/verl/trainer/config"
+    errs = compose.compose_errors(verl_root, cdir, "ppo_trainer", ["trainer.total_training_step=5", "trainer.x_y_z=1"])
+    flat = [line for block in errs for line in block]
+    assert compose.NEAREST_PREFIX + "trainer.total_training_steps" in flat, flat
+    assert sum(line.startswith(compose.NEAREST_PREFIX) for line in flat) == 1, flat  # none for a key nothing is near
+    check = preflight_verl._overrides_check({"stdout": json.dumps({"ok": False, "errors": errs})})
+    assert check.status == "fail"
+    assert "did you mean trainer.total_training_steps?" in check.fix, check
+    assert "Could not override 'trainer.total_training_step'" in check.message
+    assert compose.NEAREST_PREFIX not in check.message
