@@ -61,3 +61,47 @@ def test_preflight_names_the_nearest_known_key_of_the_hosts_verl_config(verl_roo
     assert "did you mean trainer.total_training_steps?" in check.fix, check
     assert "Could not override 'trainer.total_training_step'" in check.message
     assert compose.NEAREST_PREFIX not in check.message
+
+
+# ------------------------------------------------------------------ 2. watch: "stopped" is not the usage error's 2
+
+
+def test_watch_exit_codes_are_distinct_and_documented(tmp_path):
+    """``inv watch`` exit 2 meant both "stopped" and a usage error (_common.EXIT_USAGE). Stopped is 5 now, a
+    run stopped on one host and failed on another still exits with the worse (stopped, as before), and README.md
+    and docs/workflow.md list every code."""
+    from types import SimpleNamespace
+
+    from dapo_ops.cli import _common
+    from dapo_ops.cli import logs as cli_logs
+    from dapo_ops.control.status import rows as sv
+    from dapo_ops.control.status import watch as watchloop
+    from dapo_ops.core.runstate import FAILED, STOPPED
+
+    codes = watchloop.WATCH_CODES
+    assert codes[STOPPED] not in (_common.EXIT_USAGE, _common.EXIT_INTERRUPTED, _common.EXIT_CLOSED_PIPE)
+    assert len({codes[s] for s in (sv.SUCCEEDED, FAILED, STOPPED, sv.SUPERVISOR_DEAD, sv.NO_RUN)}) == 5
+    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4}
+    w = watchloop.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
+    w.see(
+        [
+            sv.build_row("h1", {"run": dict(run, status="stopped", stop={"by": "inv stop"}), "tail": "", "now": 2.0}),
+            sv.build_row("h2", {"run": dict(run, run_id="r2", status="failed"), "tail": "", "now": 2.0}),
+        ]
+    )
+    code, msg = w.outcome()
+    assert code == codes[STOPPED] == 5 and msg.startswith("h1: run r1 stopped"), (code, msg)
+    assert watchloop.worst_code([0, 1, 5]) == 5 and watchloop.worst_code([5, 3]) == 3
+    stopped = {"run": dict(run, status="stopped"), "tail": "", "now": 2.0}
+    assert cli_logs.ending("h1", stopped)[0] == 5  # inv logs -f: the same code
+    for doc in ("README.md", "docs/workflow.md"):
+        text = " ".join((REPO / doc).read_text().split())
+        for words in (
+            "0 succeeded",
+            "1 failed",
+            "3 supervisor died",
+            "4 no run / probe error",
+            "5 stopped",
+            "2 a usage",
+        ):
+            assert words in text, (doc, words)
