@@ -105,3 +105,36 @@ def test_watch_exit_codes_are_distinct_and_documented(tmp_path):
             "2 a usage",
         ):
             assert words in text, (doc, words)
+
+
+# ------------------------------------------------------------------ 3. preflight says a run is active
+
+
+def test_preflight_says_a_run_is_active_in_launchs_words(tmp_path):
+    """``inv preflight`` was all green on a host where a run was active, and launch then refused. The full probe
+    asks for the container's occupancy (agent/occupancy.py, the one rule, read without sweeping) and preflight fails
+    ``active-run`` with launch's own words (busy_reason)."""
+    from types import SimpleNamespace
+
+    from dapo_ops.agent import occupancy
+    from dapo_ops.agent import preflight as agent_preflight
+    from dapo_ops.control.preflight import checks
+    from dapo_ops.control.preflight.probe import probe_request
+
+    host = SimpleNamespace(name="h1", accelerator="gpu", runs_path=str(tmp_path), container="verl")
+    req = probe_request(host, None, full=True)
+    assert req["occupancy"] == {"runs_dir": str(tmp_path), "name": "h1"}
+    assert "occupancy" not in probe_request(host, None, full=False)  # launch asks with --sweep itself
+    facts = agent_preflight.probe({"occupancy": req["occupancy"]})
+    assert facts["occupancy"]["active"] is None  # an empty runs_dir: nothing holds it
+    rid = "20261129-151200-a1b2"
+    p = {"occupancy": {"active": {"run_id": rid}, "verl": [], "ray": []}}
+    [check] = checks._occupancy_checks(host, "verl", p)
+    assert check.status == "fail" and check.name == "active-run", check
+    assert check.message == f"run {rid} is already active on h1 (container verl)"
+    assert f"inv stop -H h1 --run {rid}" in check.fix
+    line = occupancy.busy_reason(p["occupancy"], "h1", "container verl")["line"]
+    assert line == f"{check.message}; {check.fix}"  # launch refuses with this same line (refuse_if_busy)
+    ok = checks._occupancy_checks(host, "verl", {"occupancy": {"active": None, "verl": [], "ray": []}})
+    assert [c.status for c in ok] == ["ok"]
+    assert checks._occupancy_checks(host, "verl", {}) == []

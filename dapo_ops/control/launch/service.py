@@ -413,32 +413,12 @@ def refuse_if_busy(target, py: str) -> dict:
             host.name,
             "the occupancy check gave no answer: " + ((res.stderr or "").strip().splitlines() or ["no output"])[-1],
         ) from None
-    active = occ.get("active")
-    if active:
-        raise LaunchRefused(
-            "active-run",
-            f"run {active['run_id']} is already active on {host.name} "
-            f"({'host shell' if getattr(target, 'bare', False) else f'container {target.container}'}); follow it with `inv status -H {host.name}` or stop "
-            f"it with `inv stop -H {host.name} --run {active['run_id']}`",
-        )
-    for v in occ.get("verl") or []:
-        pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
-        n = f"{v['pids']} process" + ("es" if v["pids"] != 1 else "")
-        raise LaunchRefused(
-            "active-run",
-            f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
-            f"its supervisor is gone: end it with `inv stop -H {host.name} "
-            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
-            f"continues from its checkpoints",
-        )
-    for r in occ.get("ray") or []:
-        head = r.get("head") or "<its head>"
-        raise LaunchRefused(
-            "active-run",
-            f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
-            f"(head {head} {r.get('head_address') or ''}): stop that run first "
-            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts",
-        )
+    from dapo_ops.agent.occupancy import busy_reason
+
+    where = "host shell" if getattr(target, "bare", False) else f"container {target.container}"
+    busy = busy_reason(occ, host.name, where)
+    if busy:
+        raise LaunchRefused("active-run", busy["line"])
     return occ
 
 

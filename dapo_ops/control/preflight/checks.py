@@ -14,7 +14,7 @@ from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
 from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
-from dapo_ops.control.preflight.result import FAIL, Check, on_host
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_workdir_missing
@@ -118,6 +118,7 @@ def evaluate(
             )
         )
         return out
+    out += _occupancy_checks(host, container, p)
     out += _device_checks(host, pv, p)
     out += _verl_checks(host, pv, p)
     out += _module_checks(pv, p)
@@ -132,6 +133,24 @@ def evaluate(
     if getattr(host, "runtime", "docker") == "host":
         out = [on_host(c) for c in out]
     return out
+
+
+def _occupancy_checks(host, container: str, p: dict) -> list[Check]:
+    """The ``active-run`` check (full preflight only: launch refuses a busy container itself before its quick checks,
+    dapo_ops/control/launch/service.py refuse_if_busy): the probe's ``occupancy`` answer worded by the one rule,
+    :func:`dapo_ops.agent.occupancy.busy_reason`. None when the probe was not asked."""
+    from dapo_ops.agent.occupancy import busy_reason
+
+    occ = p.get("occupancy")
+    if occ is None:
+        return []
+    if occ.get("error"):
+        return [Check("active-run", WARN, f"could not tell whether a run holds the container: {occ['error']}")]
+    where = "host shell" if getattr(host, "runtime", "docker") == "host" else f"container {container}"
+    busy = busy_reason(occ, getattr(host, "name", "?"), where)
+    if busy:
+        return [Check("active-run", FAIL, busy["what"], busy["fix"])]
+    return [Check("active-run", OK, "no run holds the container")]
 
 
 def quick_all(
