@@ -138,3 +138,48 @@ def test_preflight_says_a_run_is_active_in_launchs_words(tmp_path):
     ok = checks._occupancy_checks(host, "verl", {"occupancy": {"active": None, "verl": [], "ray": []}})
     assert [c.status for c in ok] == ["ok"]
     assert checks._occupancy_checks(host, "verl", {}) == []
+
+
+# ------------------------------------------------------------------ 4. a multi-host refusal: one line per host
+
+
+def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys):
+    """``inv launch -H h1,h2`` with h1 busy and h2's sshd stopped showed only h1's reason; h2's hid behind
+    ``(+1 more host(s) refused)``. Each refused host has its own line (its reason and fix), then the count."""
+    from types import SimpleNamespace
+
+    import invoke
+
+    from dapo_ops.cli import multihost as cli_multihost
+    from dapo_ops.control.launch import multihost
+    from dapo_ops.control.launch.errors import LaunchRefused
+    from dapo_ops.control.remote.errors import RemoteError
+
+    busy = "run 20261129-151200-a1b2 is already active on h1 (container verl); follow it with `inv status -H h1`"
+
+    def quick_checks(t, plan, skip, req, need_facts):
+        if t.name == "h1":
+            raise LaunchRefused("active-run", busy)
+        if t.name == "h2":
+            raise RemoteError("refused", "h2", "ssh connection refused on port 22: is sshd running?")
+
+    monkeypatch.setattr(multihost.launch_svc, "quick_checks", quick_checks)
+    targets = {n: SimpleNamespace(name=n) for n in ("h1", "h2", "h3")}
+    with pytest.raises(multihost.ClusterLaunchError) as e:
+        multihost.check_hosts(targets, None, False)
+    assert e.value.hosts == (f"h1: {busy}", "h2: ssh connection refused on port 22: is sshd running?")
+    assert str(e.value) == "2 of 3 hosts refused (each said above); nothing was started"
+    with pytest.raises(multihost.ClusterLaunchError) as one:
+        multihost.check_hosts({"h1": targets["h1"], "h3": targets["h3"]}, None, False)
+    assert str(one.value) == f"h1: {busy}; nothing was started" and one.value.hosts == ()
+
+    def launch_cluster(req, chosen, targets, hosts_given):
+        raise e.value
+
+    monkeypatch.setattr(cli_multihost.svc, "launch_cluster", launch_cluster)
+    c = SimpleNamespace(config={})
+    with pytest.raises(invoke.exceptions.Exit) as ex:
+        cli_multihost.launch(c, None, [], accept_new_host_keys=False, secrets_all=[])
+    err = capsys.readouterr().err.splitlines()
+    assert err == list(e.value.hosts), err
+    assert ex.value.message == str(e.value) and ex.value.code == 1

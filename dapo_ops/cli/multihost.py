@@ -48,6 +48,8 @@ def launch(
     try:
         run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
     except svc.ClusterLaunchError as e:
+        for line in e.hosts:  # several hosts refused: one line each, then the count
+            print(" ".join(redact.scrub(line, secrets_all).split()), file=sys.stderr, flush=True)
         fail(redact.scrub(str(e), secrets_all), EXIT_USAGE if e.usage else EXIT_FAILED)
     finally:
         for t in targets.values():
