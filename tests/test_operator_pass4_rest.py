@@ -183,3 +183,56 @@ def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys
     err = capsys.readouterr().err.splitlines()
     assert err == list(e.value.hosts), err
     assert ex.value.message == str(e.value) and ex.value.code == 1
+
+
+# ------------------------------------------------------------------ 5. a full runs disk at the bundle upload
+
+
+def test_a_full_runs_disk_at_the_bundle_upload_is_one_line_with_the_path_and_fix():
+    """A full runs disk printed raw ``cat: write error: No space left on device`` (Target.put_text's ``cat >``).
+    The upload says the path and preflight's fix (control/remote/errors.py space_fix, preflight's ``bundle``)."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control.remote import bundle
+    from dapo_ops.control.remote.errors import RemoteError, command_error, space_fix
+
+    class Full:
+        name, where = "h1", "in container verl on h1"
+
+        def __init__(self, fail_at):
+            self.fail_at = fail_at
+
+        def put_text(self, text, path, mode=0o644, timeout=60):
+            if self.fail_at == "put":
+                res = SimpleNamespace(exited=1, stderr="cat: write error: No space left on device\n", stdout="")
+                raise command_error(self.name, f"write {path}", res, where=self.where)
+
+        def run(self, cmd, **kw):
+            res = SimpleNamespace(exited=1, stderr="OSError: [Errno 28] No space left on device\n", stdout="")
+            raise command_error(self.name, "python3 -c ...", res, where=self.where)
+
+    bdir = bundle.bundle_dir("/verl/dapo_runs")
+    for at in ("put", "run"):
+        with pytest.raises(RemoteError) as e:
+            bundle.install(Full(at), bdir, files={"x.py": b""})
+        msg = str(e.value)
+        assert msg.startswith("h1: no space left on device writing the dapo-ops bundle to /verl/dapo_runs/.dapo_ops/")
+        assert msg.endswith(space_fix("/verl/dapo_runs")) and "cat: write error" not in msg, msg
+        assert "\n" not in msg
+
+
+def test_another_bundle_upload_failure_keeps_its_own_words():
+    from types import SimpleNamespace
+
+    from dapo_ops.control.remote import bundle
+    from dapo_ops.control.remote.errors import RemoteError, command_error
+
+    class ReadOnly:
+        name, where = "h1", "in container verl on h1"
+
+        def put_text(self, text, path, mode=0o644, timeout=60):
+            res = SimpleNamespace(exited=1, stderr="mkdir: cannot create directory: Read-only file system\n", stdout="")
+            raise command_error(self.name, f"write {path}", res, where=self.where)
+
+    with pytest.raises(RemoteError, match="Read-only file system"):
+        bundle.install(ReadOnly(), bundle.bundle_dir("/verl/dapo_runs"), files={"x.py": b""})

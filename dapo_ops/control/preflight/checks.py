@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dapo_ops.control.launch.plan import HOST_DEFAULTS
@@ -17,20 +16,12 @@ from dapo_ops.control.preflight.probe import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote.target import Target
-from dapo_ops.control.remote.errors import is_workdir_missing
-
-
-#: a write that failed for want of space (ENOSPC, EDQUOT) as tar, sh and Python print it
-_NO_SPACE_RX = re.compile(r"no space left on device|errno 28\b|enospc|disk quota exceeded|edquot", re.I)
+from dapo_ops.control.remote.errors import is_no_space, is_workdir_missing, space_fix
 
 
 def _space_fix(host) -> str:
-    """The fix of a full runs_dir: space, not permissions (issue 32)."""
-    runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None) or "runs_dir"
-    return (
-        f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
-        "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume"
-    )
+    """The fix of a full runs_dir (:func:`dapo_ops.control.remote.errors.space_fix`)."""
+    return space_fix(getattr(host, "runs_path", None) or getattr(host, "runs_dir", None))
 
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
@@ -90,7 +81,7 @@ def evaluate(
                 FAIL,
                 facts["bundle_error"],
                 _space_fix(host)
-                if _NO_SPACE_RX.search(facts["bundle_error"])
+                if is_no_space(facts["bundle_error"])
                 else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
                 "the container's python3 runs",
             )
