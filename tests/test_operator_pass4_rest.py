@@ -236,3 +236,22 @@ def test_another_bundle_upload_failure_keeps_its_own_words():
 
     with pytest.raises(RemoteError, match="Read-only file system"):
         bundle.install(ReadOnly(), bundle.bundle_dir("/verl/dapo_runs"), files={"x.py": b""})
+
+
+# ------------------------------------------------------------------ 8. no "last step" before a step exists
+
+
+def test_a_multi_host_row_at_step_0_shows_no_last_step_age():
+    """Multi-host status showed ``0/8 ... last step 1s ago`` before the first step: the head's run.json says step 0,
+    and verl's first step is 1 (verl/trainer/ppo/ray_trainer.py:1426,1451)."""
+    from dapo_ops.control.status import rows as sv
+    from dapo_ops.control.status import table
+
+    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 0, "total_steps": 8, "started_at": 99.0}
+    head = sv.build_row("h1", {"run": run, "tail": "", "now": 100.0, "supervisor_alive": True})
+    worker = sv.worker_row(sv.build_row("h2", {"error": "h2: no run"}), head)
+    for row in (head, worker):
+        cell = table.age(row)
+        assert cell.startswith("no step yet (started "), (row.host, row.step, cell)
+    stepped = sv.build_row("h1", {"run": dict(run, step=3), "tail": "", "now": 100.0, "supervisor_alive": True})
+    assert table.age(stepped) == "1s ago"
