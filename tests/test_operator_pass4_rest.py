@@ -255,3 +255,41 @@ def test_a_multi_host_row_at_step_0_shows_no_last_step_age():
         assert cell.startswith("no step yet (started "), (row.host, row.step, cell)
     stepped = sv.build_row("h1", {"run": dict(run, step=3), "tail": "", "now": 100.0, "supervisor_alive": True})
     assert table.age(stepped) == "1s ago"
+
+
+# ------------------------------------------------------------------ 7. a plan that leaves devices idle says so
+
+
+def test_one_step_off_on_two_hosts_says_it_leaves_devices_idle(tmp_path):
+    """``inv one-step-off -H h1,h2 --dry-run`` used 8 of 16 NPUs with no note (trainer 4 on h1, rollout 4 on h2)."""
+    from dapo_ops.cli import multihost as cli_multihost
+    from dapo_ops.core import topology as t
+
+    h = [t.Node("h1", "10.0.0.1", 8), t.Node("h2", "10.0.0.2", 8)]
+    topo = t.plan_topology("one-step-off", h, 4, 4)
+    note = topo.unused_note()
+    assert note is not None and note.startswith("uses 8 of 16 devices (h1 4 of 8, h2 4 of 8)"), note
+    assert "up to 8" in note
+    assert t.plan_topology("one-step-off", h, 8, 8).unused_note() is None
+    assert t.plan_topology("dapo", h).unused_note() is None
+    assert "uses 6 of 8" in t.plan_topology("one-step-off", h[:1], 4, 2).unused_note()
+
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h1]\naddress = "10.0.0.1"\ndevices = 8\n\n[hosts.h2]\naddress = "10.0.0.2"\ndevices = 8\n')
+    lines: list[str] = []
+
+    class Console:
+        def print(self, *a, **k):
+            lines.append(" ".join(str(x) for x in a))
+
+    plan = cli_multihost.dry_run(
+        {"trainer_gpus": 4, "rollout_gpus": 4},
+        mode="one-step-off",
+        hosts="h1,h2",
+        inventory=str(inv),
+        env={},
+        file_cfg={},
+        console=Console(),
+    )
+    assert plan is not None
+    assert any(ln.startswith("Note:") and "uses 8 of 16 devices" in ln for ln in lines), lines

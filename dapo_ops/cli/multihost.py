@@ -181,4 +181,7 @@ def dry_run(
         + "; pools: "
         + ", ".join(f"{k}: {v}" for k, v in topo.placement.items())
     )
+    note = topo.unused_note()
+    if note:  # idle devices are said, never left unsaid (issue 44: 8 of 16 NPUs with no note)
+        out(f"Note:          {note}")
     return plan
