@@ -161,7 +161,7 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
         raise ClusterLaunchError(bad[0] + "; nothing was started")
     if bad:  # one line per host: each host's own reason and fix (a busy h1 must not hide h2's stopped sshd)
         raise ClusterLaunchError(
-            f"{len(bad)} of {len(targets)} hosts refused (each said above); nothing was started", hosts=bad
+            f"{len(bad)} of {len(targets)} hosts refused (each said above); nothing was started", hosts=tuple(bad)
         )
 
 
