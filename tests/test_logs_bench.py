@@ -199,7 +199,7 @@ def test_follow_of_a_run_that_already_ended_returns_at_once(sandbox):
     # a look, not a follow: the command ends by itself (cli's bound: a follow of an ended run would never end), with
     # no tail following the log in the container
     out = cli(sandbox, "-H", "h2", "logs", "-f", "-n", "2", timeout=60)
-    assert out.returncode == 2, (out.stdout, out.stderr)  # inv watch: 2 = stopped
+    assert out.returncode == 5, (out.stdout, out.stderr)  # inv watch: 5 = stopped
     assert "tail" not in container_pids(sandbox, "h2").values()
     assert out.stdout.splitlines() == steps_log(1, 1, 3).splitlines()[-2:] + [
         "h2: run %s stopped by `inv stop` at step 4/10" % rid

@@ -372,7 +372,7 @@ def test_watch_failed_stopped_and_dead_supervisor_exit_nonzero(sandbox):
     sandbox.reset("h1")
     make_run(sandbox, "h1", status="stopped", step=3)
     proc = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
-    assert proc.returncode == 2 and "stopped by the operator at step 3/10" in proc.stderr
+    assert proc.returncode == 5 and "stopped by the operator at step 3/10" in proc.stderr
 
     sandbox.reset("h1")
     make_run(sandbox, "h1", status="running", step=3)

@@ -313,7 +313,7 @@ def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_e
     )
     assert w.finished
     code, msg = w.outcome()
-    assert code == 2 and msg == "h2: run r2 stopped by `inv stop` at step 2/4"
+    assert code == 5 and msg == "h2: run r2 stopped by `inv stop` at step 2/4"
 
 
 RID = "20261201-170121-93c1"

@@ -66,7 +66,7 @@ def test_stop_real_supervisor(sandbox, host_ready):  # noqa: F811
     assert (rd / "train.log").stat().st_size > 0 and (rd / "checkpoints" / "global_step_2").is_dir()
     assert "already stopped" in cli(sandbox, "-H", "h1", "stop", check=0).stdout
     w = cli(sandbox, "-H", "h1", "watch", "--interval", "0.2")
-    assert w.returncode == 2 and "stopped by the operator at step" in w.stderr
+    assert w.returncode == 5 and "stopped by the operator at step" in w.stderr
 
 
 def test_oom_forever_watch_status_and_errors_say_failed_with_the_suggestions(sandbox, host_ready):  # noqa: F811

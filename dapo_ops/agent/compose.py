@@ -18,6 +18,7 @@ What a compose result depends on, read without importing hydra, is :func:`dapo_o
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -65,6 +66,58 @@ def _culprit(lines: Iterable[str], overrides: Sequence[str]) -> Optional[int]:
     return None
 
 
+#: Hydra's line for an override of a key the config lacks (hydra/_internal/config_loader_impl.py, OmegaConf's
+#: ``ConfigKeyError``: ``Key 'x' is not in struct``)
+_UNKNOWN_RE = re.compile(r"Key '[^']+' is not in struct")
+#: the line :func:`compose_errors` adds to an unknown key's block (read by dapo_ops/control/preflight/verl.py)
+NEAREST_PREFIX = "nearest known key: "
+
+
+def config_keys(cfg: Any) -> list[str]:
+    """Every dotted leaf key of a composed OmegaConf config (``trainer.total_training_steps``), dicts walked, lists
+    and values are leaves."""
+    from omegaconf import OmegaConf
+
+    out: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for k in node.keys():
+            child = node._get_node(k)  # noqa: SLF001 - no interpolation resolved while walking
+            full = f"{prefix}.{k}" if prefix else str(k)
+            if OmegaConf.is_dict(child):
+                walk(child, full)
+            else:
+                out.append(full)
+
+    walk(cfg, "")
+    return out
+
+
+def nearest_key(key: str, keys: Sequence[str]) -> Optional[str]:
+    """The known key nearest to an unknown ``key`` (difflib): first among the keys of the same section
+    (``trainer.total_training_step`` -> ``trainer.total_training_steps``), then among all; None when none is close."""
+    key = key.lstrip("+~")
+    parent = key.rpartition(".")[0]
+    same = [k for k in keys if k.rpartition(".")[0] == parent]
+    for pool in (same, list(keys)):
+        hit = difflib.get_close_matches(key, pool, n=1, cutoff=0.75)
+        if hit:
+            return hit[0]
+    return None
+
+
+def _add_nearest(errors: list[list[str]], cfg: Any) -> None:
+    """Append ``nearest known key: <key>`` to each unknown-key block of ``errors`` that has a close known key."""
+    keys = config_keys(cfg)
+    for block in errors:
+        if not any(_UNKNOWN_RE.search(line) for line in block):
+            continue
+        m = next((_KEY_RES[0].search(line) for line in block if _KEY_RES[0].search(line)), None)
+        near = nearest_key(m.group(1), keys) if m else None
+        if near:
+            block.append(NEAREST_PREFIX + near)
+
+
 def _compose_resolved(config_dir: str, config_name: str, overrides: list[str]) -> Any:
     """Compose + resolve as verl's ``@hydra.main`` + ``main_ppo.py:144`` see it (CWD and GlobalHydra set by the
     caller); returns the DictConfig, raises Hydra's / OmegaConf's exception."""
@@ -107,6 +160,9 @@ def compose_errors(
     ``on_composed``: called with the composed, resolved OmegaConf config when the full override list composes
     (before Hydra is cleared; :mod:`dapo_ops.agent.verlcheck` runs verl's start-up checks on it).
 
+    An unknown key's block (``Key 'x' is not in struct``) ends with ``nearest known key: <key>`` when the config,
+    composed without the failing overrides, has a close key (:func:`nearest_key`).
+
     :raises ImportError: hydra-core / omegaconf not importable in this Python.
     """
     from hydra.core.global_hydra import GlobalHydra
@@ -123,6 +179,7 @@ def compose_errors(
                 cfg = _compose_resolved(config_dir, config_name, overrides)
                 if on_composed is not None and not errors:
                     on_composed(cfg)
+                _add_nearest(errors, cfg)
                 return errors
             except Exception as exc:  # Hydra raises several exception types; the text is what matters
                 lines = error_lines(exc)

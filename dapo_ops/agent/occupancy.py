@@ -135,6 +135,43 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
     return {"active": lock, "verl": verl, "ray": ray, "cleaned": cleaned}
 
 
+def busy_reason(occ: Dict[str, Any], host: str, where: str) -> Optional[Dict[str, str]]:
+    """Why a container is busy, from an :func:`occupancy` answer, as ``{"what", "fix", "line"}`` (``line``: the one
+    line ``inv launch`` refuses with, what and fix joined); None when nothing holds it. ``host``: the inventory name;
+    ``where``: ``container verl`` / ``host shell``. The one wording of launch's refusal
+    (dapo_ops/control/launch/service.py refuse_if_busy) and preflight's ``active-run`` check."""
+
+    def reason(what: str, sep: str, fix: str) -> Dict[str, str]:
+        return {"what": what, "fix": fix, "line": what + sep + fix}
+
+    active = occ.get("active")
+    if active:
+        rid = active.get("run_id")
+        return reason(
+            "run %s is already active on %s (%s)" % (rid, host, where),
+            "; ",
+            "follow it with `inv status -H %s` or stop it with `inv stop -H %s --run %s`" % (host, host, rid),
+        )
+    for v in occ.get("verl") or []:
+        pg = ", pgid %s" % v["pgid"] if v.get("pgid") else ""
+        n = "%s process%s" % (v["pids"], "es" if v["pids"] != 1 else "")
+        return reason(
+            "%s: verl of run %s still runs (%s%s) although its supervisor is gone" % (host, v["run_id"], n, pg),
+            ": ",
+            "end it with `inv stop -H %s --run %s`, then `inv launch -H %s --resume %s` continues from its "
+            "checkpoints" % (host, v["run_id"], host, v["run_id"]),
+        )
+    for r in occ.get("ray") or []:
+        head = r.get("head") or "<its head>"
+        return reason(
+            "%s is already a Ray node of multi-host run %s (head %s %s)"
+            % (host, r["run_id"], head, r.get("head_address") or ""),
+            ": ",
+            "stop that run first (inv stop -H %s --run %s) or pick other hosts" % (head, r["run_id"]),
+        )
+    return None
+
+
 def end_pids(pids: List[int], grace_s: float = SWEEP_GRACE_S) -> int:
     """SIGTERM ``pids``, wait up to ``grace_s`` seconds, SIGKILL what is left (:func:`dapo_ops.agent.procs.terminate`);
     returns how many there were."""

@@ -16,7 +16,9 @@ has ``compose_fp``, the compose's fingerprint (:func:`dapo_ops.agent.composefp.f
 (module names to locate without importing them, e.g. ``transfer_queue``), ``cann_files`` (CANN ``set_env.sh``
 paths whose presence to report, with ``ASCEND_TOOLKIT_HOME``), ``learned_dir`` (``<runs_dir>/.learned``: the
 memos of :mod:`dapo_ops.core.learned`, answered as ``learned``: a list of their JSON, newest first, bounded by
-``learned.MAX_MEMOS`` files of at most ``learned.MAX_BYTES`` bytes; unreadable or broken ones are skipped).
+``learned.MAX_MEMOS`` files of at most ``learned.MAX_BYTES`` bytes; unreadable or broken ones are skipped),
+``occupancy`` ({"runs_dir", "name"}: what holds this container, :func:`dapo_ops.agent.occupancy.occupancy` without
+sweeping, answered as ``occupancy``; ``{"error": ...}`` when it could not be read).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Iterable
 
 from dapo_ops.agent.composefp import fingerprint
 from dapo_ops.agent.inputs import check_model_dir
+from dapo_ops.agent.occupancy import occupancy
 from dapo_ops.agent.parquet import check_parquet
 from dapo_ops.agent.verlinfo import verl_info
 
@@ -409,6 +412,12 @@ def probe(req: dict[str, Any]) -> dict[str, Any]:
         out["cann"] = _cann(req["cann_files"])
     if req.get("learned_dir"):
         out["learned"] = _learned(req["learned_dir"])
+    occ = req.get("occupancy")
+    if occ:  # what holds the container: launch's one rule, read only (no sweep)
+        try:
+            out["occupancy"] = occupancy(occ["runs_dir"], occ.get("name"))
+        except Exception as exc:  # facts, not verdicts: an unreadable runs_dir is said, not raised
+            out["occupancy"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     comp = req.get("compose")
     if comp:
         comp = dict(comp, request=installed_config_root(comp["request"]))

@@ -244,11 +244,11 @@ def follow(pairs, lines: int, out=None) -> int:
         with lock:
             f.write(line + "\n")
             f.flush()
-    if failed:  # a host whose follow could not start (said above)
-        from dapo_ops.control.status.watch import WATCH_CODES
+    from dapo_ops.control.status.watch import WATCH_CODES, worst_code
 
+    if failed:  # a host whose follow could not start (said above)
         codes.append(WATCH_CODES[ERROR])
-    return max(codes)
+    return worst_code(codes)
 
 
 @fanout_task(

@@ -48,6 +48,8 @@ def launch(
     try:
         run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
     except svc.ClusterLaunchError as e:
+        for line in e.hosts:  # several hosts refused: one line each, then the count
+            print(" ".join(redact.scrub(line, secrets_all).split()), file=sys.stderr, flush=True)
         fail(redact.scrub(str(e), secrets_all), EXIT_USAGE if e.usage else EXIT_FAILED)
     finally:
         for t in targets.values():
@@ -179,4 +181,7 @@ def dry_run(
         + "; pools: "
         + ", ".join(f"{k}: {v}" for k, v in topo.placement.items())
     )
+    note = topo.unused_note()
+    if note:  # idle devices are said, never left unsaid (issue 44: 8 of 16 NPUs with no note)
+        out(f"Note:          {note}")
     return plan

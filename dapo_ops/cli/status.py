@@ -293,8 +293,9 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
 
     On a terminal, a run that made no such line for a minute gets a progress line (run id, step, rate, ETA).
 
-    Exit 0 when every watched run succeeded; else 1 failed, 2 stopped, 3 supervisor died, 4 no run / error,
-    with the verdict as the message. A host that is briefly unreachable does not end the watch. ``--json``: one
+    Exit 0 when every watched run succeeded; else the worst host's: 1 failed, 5 stopped, 3 supervisor died, 4 no run /
+    error (:data:`~dapo_ops.control.status.watch.WATCH_CODES`), with the verdict as the message; 2 a usage error
+    (nothing contacted), 130 Ctrl-C, 141 a closed pipe. A host that is briefly unreachable does not end the watch. ``--json``: one
     JSON object per line (:meth:`~dapo_ops.control.status.watch.Watch.see_events`, no progress lines), the last one
     the outcome (:meth:`~dapo_ops.control.status.watch.Watch.outcome_json`).
     """

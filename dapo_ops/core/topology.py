@@ -84,6 +84,38 @@ class Topology:
     def total_devices(self) -> int:
         return sum(n.devices for n in self.nodes)
 
+    def used(self) -> dict[str, int]:
+        """``{host name: devices the pools use on it}``: trainer hosts ``trainer_per_node``, rollout hosts
+        ``rollout_per_node`` (one host: both), DAPO every host ``trainer_per_node``."""
+        if self.mode == "one-step-off" and len(self.nodes) == 1:
+            return {self.nodes[0].name: self.trainer_per_node + self.rollout_per_node}
+        if self.mode == "one-step-off":
+            trainer = self.nodes[: self.trainer_nodes]
+            return {n.name: self.trainer_per_node if n in trainer else self.rollout_per_node for n in self.nodes}
+        return {n.name: self.trainer_per_node for n in self.nodes}
+
+    def unused_note(self) -> str | None:
+        """One line when the pools leave devices of the hosts idle (``-H h1,h2`` of 8 devices each with
+        ``--trainer-gpus 4 --rollout-gpus 4``: the trainer pool takes h1, the rollout pool h2, 4 of each), naming the
+        hosts and how to use them; None when every device is used."""
+        used = self.used()
+        idle = [n for n in self.nodes if used[n.name] < n.devices]
+        if not idle:
+            return None
+        total = sum(used.values())
+        where = ", ".join(f"{n.name} {used[n.name]} of {n.devices}" for n in idle)
+        if self.mode == "one-step-off" and len(self.nodes) > 1:
+            per = min(n.devices for n in self.nodes)
+            fix = (
+                f"--trainer-gpus / --rollout-gpus are per host: up to {per} each uses them "
+                f"(the trainer pool takes {self.trainer_nodes} host(s), the rollout pool the rest)"
+            )
+        elif self.mode == "one-step-off":
+            fix = "raise --trainer-gpus / --rollout-gpus to use them (the pools add up)"
+        else:
+            fix = "every host gives the smallest host's device count (fix `devices` in hosts.toml if it is wrong)"
+        return f"uses {total} of {self.total_devices} devices ({where}): {fix}"
+
     def settings(self) -> dict[str, Any]:
         """Settings for the run spec (keys of docs/design.md "Run spec" ``settings``)."""
         out = {"nnodes": self.trainer_nodes, "n_gpus_per_node": self.trainer_per_node}

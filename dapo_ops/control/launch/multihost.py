@@ -51,11 +51,13 @@ JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
 class ClusterLaunchError(Exception):
     """A multi-host launch failed; ``str()`` is one line naming the host and the fix. ``usage``: bad input (plan /
     topology; nothing was contacted), else a host refused or failed. ``torn_down``: a Ray cluster had been
-    started and was torn down."""
+    started and was torn down. ``hosts``: when several hosts refused, one line per host (each naming its host and
+    its fix), to print before ``str()``, which then only counts them."""
 
-    def __init__(self, message: str, *, usage: bool = False, torn_down: bool = False):
+    def __init__(self, message: str, *, usage: bool = False, torn_down: bool = False, hosts: tuple = ()):
         self.usage = usage
         self.torn_down = torn_down
+        self.hosts = tuple(hosts)
         super().__init__(message)
 
 
@@ -140,8 +142,8 @@ def _prefixed(name: str, msg: str) -> str:
 
 def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | None = None) -> None:
     """The quick checks (:func:`launch.service.quick_checks`, the same rule as one host; each op installs the bundle where
-    it is missing) on every host in parallel. Raises :class:`ClusterLaunchError` with the first host's one-line refusal
-    (and how many others refused); nothing is started by the checks. ``req``: every host also checks the tracker
+    it is missing) on every host in parallel. Raises :class:`ClusterLaunchError` with the host's one-line refusal, or,
+    when several refused, one line per host in ``hosts`` (inventory order) and their count as the message; nothing is started by the checks. ``req``: every host also checks the tracker
     (verl's ``Tracking``, ``verl/trainer/ppo/v1/trainer_base.py:423``, runs in the ``TaskRunnerV1`` Ray actor,
     ``verl/trainer/main_ppo.py:92``, which Ray may place on any node)."""
 
@@ -155,9 +157,12 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
 
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
         bad = [v for v in pool.map(one, targets.values()) if v is not None]
-    if bad:
-        more = f" (+{len(bad) - 1} more host(s) refused)" if len(bad) > 1 else ""
-        raise ClusterLaunchError(bad[0] + more + "; nothing was started")
+    if len(bad) == 1:
+        raise ClusterLaunchError(bad[0] + "; nothing was started")
+    if bad:  # one line per host: each host's own reason and fix (a busy h1 must not hide h2's stopped sshd)
+        raise ClusterLaunchError(
+            f"{len(bad)} of {len(targets)} hosts refused (each said above); nothing was started", hosts=tuple(bad)
+        )
 
 
 def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_given: bool = True) -> ClusterRun:

@@ -23,6 +23,7 @@ Never prints or exits: returns values (:class:`~dapo_ops.control.remote.fanout.R
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -230,13 +231,26 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
     """Raise :class:`LaunchUsageError` when an ``--override`` carries a secret: a value holding a secret dapo-ops
     knows, or a key that looks secret by the one redaction rule (:func:`dapo_ops.core.redact.is_secret_name`:
     ``+trainer.api_key=...``, ``+x.hf_token=...``) and is not one of verl's own name keys (:data:`VERL_NAME_KEYS`).
+    Such a key without ``+`` (``trainer.nonexistent_key=1``) is refused as an unknown key, not as a secret: verl's
+    config has every secret-looking key of its own in :data:`VERL_NAME_KEYS`, and Hydra refuses an unknown key
+    without ``+`` (``Could not override ... Key '...' is not in struct``); the nearest name key is named when close.
     An override is printed by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of
     the value is shown: one line naming the key and the fix."""
     from dapo_ops.core import redact
 
     for o in extra:
         key, sep, _ = o.partition("=")
-        if sep and redact.is_secret_name(key) and key.lstrip("+~") not in VERL_NAME_KEYS:
+        name = key.strip().lstrip("+~")
+        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS and not key.strip().startswith("+"):
+            # every key of verl's own config whose name looks secret is in VERL_NAME_KEYS (tests/test_launch.py), so
+            # a plain (no +) key here is one verl lacks: Hydra refuses it ("Could not override ... is not in struct")
+            near = difflib.get_close_matches(name, sorted(VERL_NAME_KEYS), n=1, cutoff=0.75)
+            raise LaunchUsageError(
+                f"--override {key}=...: unknown key: verl's config has no {name}"
+                + (f" (did you mean {near[0]}?)" if near else " (Hydra would refuse it at verl's start)")
+                + "; fix the key or drop the override"
+            )
+        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS:
             raise LaunchUsageError(
                 f"--override {key}=...: the key looks secret (a key/token/secret/password name); secrets never go on "
                 f"verl's command line: set them by env var or the config file (SWANLAB_API_KEY, [notify], [proxy]) "
@@ -399,32 +413,12 @@ def refuse_if_busy(target, py: str) -> dict:
             host.name,
             "the occupancy check gave no answer: " + ((res.stderr or "").strip().splitlines() or ["no output"])[-1],
         ) from None
-    active = occ.get("active")
-    if active:
-        raise LaunchRefused(
-            "active-run",
-            f"run {active['run_id']} is already active on {host.name} "
-            f"({'host shell' if getattr(target, 'bare', False) else f'container {target.container}'}); follow it with `inv status -H {host.name}` or stop "
-            f"it with `inv stop -H {host.name} --run {active['run_id']}`",
-        )
-    for v in occ.get("verl") or []:
-        pg = f", pgid {v['pgid']}" if v.get("pgid") else ""
-        n = f"{v['pids']} process" + ("es" if v["pids"] != 1 else "")
-        raise LaunchRefused(
-            "active-run",
-            f"{host.name}: verl of run {v['run_id']} still runs ({n}{pg}) although "
-            f"its supervisor is gone: end it with `inv stop -H {host.name} "
-            f"--run {v['run_id']}`, then `inv launch -H {host.name} --resume {v['run_id']}` "
-            f"continues from its checkpoints",
-        )
-    for r in occ.get("ray") or []:
-        head = r.get("head") or "<its head>"
-        raise LaunchRefused(
-            "active-run",
-            f"{host.name} is already a Ray node of multi-host run {r['run_id']} "
-            f"(head {head} {r.get('head_address') or ''}): stop that run first "
-            f"(inv stop -H {head} --run {r['run_id']}) or pick other hosts",
-        )
+    from dapo_ops.agent.occupancy import busy_reason
+
+    where = "host shell" if getattr(target, "bare", False) else f"container {target.container}"
+    busy = busy_reason(occ, host.name, where)
+    if busy:
+        raise LaunchRefused("active-run", busy["line"])
     return occ
 
 

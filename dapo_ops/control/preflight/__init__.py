@@ -19,6 +19,7 @@ Checks (names are stable; ``--json`` uses them):
 ``devices``    accelerators visible inside the container (``npu-smi info`` / ``nvidia-smi``) >= the plan's need
 ``visible``    ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` vs the devices mounted
 ``leftover``   processes already holding device memory (a leftover run), with their PIDs
+``active-run`` a run of this runs_dir already holds the container (launch's refusal, agent/occupancy.py's one rule)
 ``device-mem`` free memory per needed device vs rollout ``gpu_memory_utilization``
 ``python``     Python version in the container
 ``verl``       verl found (from the workdir), version -> profile, matches the plan's profile

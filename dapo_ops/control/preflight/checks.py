@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dapo_ops.control.launch.plan import HOST_DEFAULTS
@@ -14,23 +13,15 @@ from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
 from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.probe import collect, probe_request
-from dapo_ops.control.preflight.result import FAIL, Check, on_host
+from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote.target import Target
-from dapo_ops.control.remote.errors import is_workdir_missing
-
-
-#: a write that failed for want of space (ENOSPC, EDQUOT) as tar, sh and Python print it
-_NO_SPACE_RX = re.compile(r"no space left on device|errno 28\b|enospc|disk quota exceeded|edquot", re.I)
+from dapo_ops.control.remote.errors import is_no_space, is_workdir_missing, space_fix
 
 
 def _space_fix(host) -> str:
-    """The fix of a full runs_dir: space, not permissions (issue 32)."""
-    runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None) or "runs_dir"
-    return (
-        f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
-        "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume"
-    )
+    """The fix of a full runs_dir (:func:`dapo_ops.control.remote.errors.space_fix`)."""
+    return space_fix(getattr(host, "runs_path", None) or getattr(host, "runs_dir", None))
 
 
 #: names of the checks :func:`quick` may return (the rest are only in :func:`run_all`)
@@ -90,7 +81,7 @@ def evaluate(
                 FAIL,
                 facts["bundle_error"],
                 _space_fix(host)
-                if _NO_SPACE_RX.search(facts["bundle_error"])
+                if is_no_space(facts["bundle_error"])
                 else "make runs_dir writable there (or fix runs_dir in hosts.toml) and check that "
                 "the container's python3 runs",
             )
@@ -118,6 +109,7 @@ def evaluate(
             )
         )
         return out
+    out += _occupancy_checks(host, container, p)
     out += _device_checks(host, pv, p)
     out += _verl_checks(host, pv, p)
     out += _module_checks(pv, p)
@@ -132,6 +124,24 @@ def evaluate(
     if getattr(host, "runtime", "docker") == "host":
         out = [on_host(c) for c in out]
     return out
+
+
+def _occupancy_checks(host, container: str, p: dict) -> list[Check]:
+    """The ``active-run`` check (full preflight only: launch refuses a busy container itself before its quick checks,
+    dapo_ops/control/launch/service.py refuse_if_busy): the probe's ``occupancy`` answer worded by the one rule,
+    :func:`dapo_ops.agent.occupancy.busy_reason`. None when the probe was not asked."""
+    from dapo_ops.agent.occupancy import busy_reason
+
+    occ = p.get("occupancy")
+    if occ is None:
+        return []
+    if occ.get("error"):
+        return [Check("active-run", WARN, f"could not tell whether a run holds the container: {occ['error']}")]
+    where = "host shell" if getattr(host, "runtime", "docker") == "host" else f"container {container}"
+    busy = busy_reason(occ, getattr(host, "name", "?"), where)
+    if busy:
+        return [Check("active-run", FAIL, busy["what"], busy["fix"])]
+    return [Check("active-run", OK, "no run holds the container")]
 
 
 def quick_all(

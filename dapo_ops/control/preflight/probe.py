@@ -58,6 +58,8 @@ def probe_request(
     if (full or tracker) and tracker_urls(pv):
         req["http_urls"] = tracker_urls(pv)
     if full:
+        if runs:  # a run already holding the container: launch's refusal (agent/occupancy.py), said by preflight
+            req["occupancy"] = {"runs_dir": str(runs), "name": getattr(host, "name", None)}
         if ray:
             if ray.get("is_head"):
                 req["listen_port"] = int(ray["port"])

@@ -158,12 +158,16 @@ def _overrides_check(comp: dict) -> Check:
             "overrides", FAIL, f"{e}" + (f" ({err[-1]})" if err else ""), "install hydra-core in the container's Python"
         )
     if errs:
-        first = " / ".join(errs[:3])
+        from dapo_ops.agent.compose import NEAREST_PREFIX
+
+        near = [e[len(NEAREST_PREFIX) :] for e in errs if e.startswith(NEAREST_PREFIX)]
+        first = " / ".join([e for e in errs if not e.startswith(NEAREST_PREFIX)][:3])
         return Check(
             "overrides",
             FAIL,
             f"overrides do not compose against the container's verl: {first}{via}",
-            "fix or remove that override (--profile must match the container's verl)",
+            (f"unknown key: did you mean {' / '.join(near)}? " if near else "")
+            + "fix or remove that override (--profile must match the container's verl)",
         )
     return Check("overrides", OK, f"generated overrides compose against the container's verl config{via}")
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dapo_ops import __version__
 
-from dapo_ops.control.remote.errors import RemoteError
+from dapo_ops.control.remote.errors import RemoteError, is_no_space, space_fix
 from dapo_ops.control.remote.errors import python_cannot_run
 
 PKG_DIR = Path(__file__).resolve().parents[2]  # dapo_ops/ (this file: dapo_ops/control/remote/bundle.py)
@@ -167,14 +167,37 @@ def install(
 
     files = bundle_files() if files is None else files
     staged = f"{bdir}.tar.gz.b64.{secrets.token_hex(4)}"  # its own file: a concurrent install stages another
-    target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), staged, mode=0o644, timeout=timeout)
+    try:
+        target.put_text(base64.b64encode(bundle_tar(files)).decode("ascii"), staged, mode=0o644, timeout=timeout)
+    except RemoteError as e:
+        raise _no_space(target, e, staged, bdir) or e from None
     try:
         target.run(install_command(bdir, python, staged), timeout=timeout, workdir="")
     except RemoteError as e:  # the interpreter itself cannot run: say which inventory field to fix
         why = python_cannot_run(target, python, e.result) if e.kind == "command" and e.result is not None else None
         if why:
             raise RemoteError("command", target.name, why, exit_code=e.exit_code, result=e.result) from None
-        raise
+        raise _no_space(target, e, bdir, bdir) or e from None
+
+
+def _no_space(target, e: RemoteError, path: str, bdir: str) -> RemoteError | None:
+    """The one-line :class:`RemoteError` for a bundle write that failed for want of space (``cat: write error: No
+    space left on device`` from :meth:`Target.put_text`, ENOSPC from the unpacking): the path and the fix, as
+    preflight's ``bundle`` check words it (:func:`dapo_ops.control.remote.errors.space_fix`); None for any other
+    failure."""
+    res = e.result
+    if e.kind != "command" or not is_no_space(
+        " ".join([e.message, res.stderr or "", res.stdout or ""] if res else [e.message])
+    ):
+        return None
+    runs = posixpath.dirname(posixpath.dirname(bdir.rstrip("/")))  # <runs_dir>/.dapo_ops/<version>-<hash>
+    return RemoteError(
+        "command",
+        target.name,
+        f"no space left on device writing the dapo-ops bundle to {path} {target.where}: {space_fix(runs)}",
+        exit_code=e.exit_code,
+        result=res,
+    )
 
 
 def ensure_bundle(target, runs_dir: str, python: str = "python3", *, timeout: float = 60) -> str:

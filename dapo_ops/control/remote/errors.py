@@ -311,6 +311,26 @@ def exec_start_failure(res: Result) -> str | None:
     return None
 
 
+#: a write that failed for want of space (ENOSPC, EDQUOT) as tar, cat, sh and Python print it
+NO_SPACE_RX = re.compile(r"no space left on device|errno 28\b|enospc|disk quota exceeded|edquot", re.I)
+
+
+def is_no_space(text: str) -> bool:
+    """True when ``text`` (a command's output or a one-line message) says a write failed for want of space
+    (``cat: write error: No space left on device``, ``OSError: [Errno 28] ...``, ``Disk quota exceeded``)."""
+    return bool(NO_SPACE_RX.search(text or ""))
+
+
+def space_fix(runs_dir: str | None) -> str:
+    """The fix of a full runs_dir (preflight's ``bundle`` check, the bundle upload): space, not permissions (issue
+    32)."""
+    runs = runs_dir or "runs_dir"
+    return (
+        f"free space on the filesystem of runs_dir {runs} (`df -h {runs}` in the container; old runs' "
+        "checkpoints are under it), or point runs_dir in hosts.toml at a bigger volume"
+    )
+
+
 def is_workdir_missing(text: str) -> bool:
     """True when ``text`` (a docker exec's output, either stream) says the exec's working directory does not
     exist in the container: runc's ``... chdir to cwd ("/x") set in config.json failed: no such file or

@@ -152,12 +152,13 @@ def swanlab_text(url: str) -> str:
 def age(row: StatusRow) -> str:
     """The ``last step`` cell: how long ago the last step came (``2m05s ago``); a run that reached no step says so
     and since when its attempt runs (``no step yet (started 5m00s ago)``; ended: ``no step (started ...)``), never
-    a step age it does not have (a new user's trial: ``5m00s ago`` under ``last step`` before the first step)."""
+    a step age it does not have (a new user's trial: ``5m00s ago`` under ``last step`` before the first step; a
+    multi-host run's ``0/8 ... 1s ago``: step 0 is no step)."""
     if row.progress_age_s is None:
         return "-"
     ago = fmt_duration(row.progress_age_s) + " ago"
-    if row.step is not None:
-        return ago
+    if row.step:  # verl's first step is 1 (verl/trainer/ppo/ray_trainer.py:1426,1451: global_steps = 0, then += 1
+        return ago  # before the loop): step 0 (a multi-host head's run.json before its first step line) is no step
     return "no step%s (started %s)" % (" yet" if row.status in ACTIVE_STATUSES else "", ago)
 
 

@@ -11,17 +11,29 @@ from dapo_ops.control.status.probe import cluster_heads, worker_of
 from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
 from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
 
-#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states).
+#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states); ``inv
+#: logs -f`` exits with the same. 2 is every task's usage error (:data:`dapo_ops.cli._common.EXIT_USAGE`: a bad flag or
+#: inventory, nothing contacted), so "stopped" has its own 5. README.md and docs/workflow.md list them all.
 WATCH_CODES = {
     SUCCEEDED: 0,
     FAILED: 1,
-    STOPPED: 2,
+    STOPPED: 5,
     SUPERVISOR_DEAD: 3,
     NO_RUN: 4,
     ERROR: 4,
     statusview.INCOMPLETE: 4,
     statusview.RAY_WORKER: 4,
 }
+#: the codes of :data:`WATCH_CODES` from best to worst: several hosts exit with the worst (stopped ranks between
+#: failed and a dead supervisor, as it did when its code was 2)
+WATCH_SEVERITY = (0, 1, 5, 3, 4)
+
+
+def worst_code(codes) -> int:
+    """The worst of ``codes`` (:data:`WATCH_SEVERITY`; a code outside it ranks worst); 0 for none."""
+    return max(codes, key=lambda c: WATCH_SEVERITY.index(c) if c in WATCH_SEVERITY else len(WATCH_SEVERITY), default=0)
+
+
 #: seconds without a line about a live run after which ``watch`` on a terminal prints its progress line
 PROGRESS_EVERY_S = 60.0
 
@@ -145,8 +157,8 @@ class Watch:
     def outcome(self) -> tuple[int, str]:
         """``(exit code, message)`` of the worst finished host (:data:`WATCH_CODES`); message "" for code 0."""
         own = [r for h, r in self.done.items() if h not in self.workers] or list(self.done.values())
-        worst = max(own, key=lambda r: WATCH_CODES.get(r.state, 4))
-        code = WATCH_CODES.get(worst.state, 4)
+        code = worst_code([WATCH_CODES.get(r.state, 4) for r in own])
+        worst = next(r for r in own if WATCH_CODES.get(r.state, 4) == code)
         if not code:
             return 0, ""
         if worst.state == statusview.RAY_WORKER:  # its head is not watched
