@@ -626,7 +626,8 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
     ]
 
     def argv(mode, framework, host, profile, **changed):
-        mega = {"trainer_tp": 2, "trainer_pp": 2} if framework == "megatron" else {}
+        # vanilla_mbridge: the key is emitted only when set (verl's default False: Megatron-Bridge)
+        mega = {"trainer_tp": 2, "trainer_pp": 2, "vanilla_mbridge": True} if framework == "megatron" else {}
         st = settings.resolve({**base, **mega, "framework": framework, "profile": profile, **changed}, {}, {})
         # a KL loss needs the reference policy: its Megatron keys are emitted then (profiles.drop_inert)
         kl = ["actor_rollout_ref.actor.use_kl_loss=True"] if framework == "megatron" else []
@@ -669,6 +670,7 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
         "experiment": "e2",
         "save_freq": 5,
         "max_actor_ckpt_to_keep": 2,
+        "vanilla_mbridge": False,
     }
     for key, name in overrides.PLAN_SETTING_KEYS.items():
         assert name in settings.BY_NAME, name
