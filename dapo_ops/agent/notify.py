@@ -265,7 +265,15 @@ def _scrub_obj(obj: Any, secrets: list[str]) -> Any:
 def send_event(
     notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | None, event: dict[str, Any]
 ) -> list[str]:
-    """Post ``event`` to every configured webhook; return error lines, never raise.
+    """Post ``event`` to every configured webhook; return error lines, never raise: the ``line`` of each of
+    :func:`post_event`'s failures (the caller logs them to ``supervisor.log``)."""
+    return [f["line"] for f in post_event(notify_cfg, secret_env, event)]
+
+
+def post_event(
+    notify_cfg: dict[str, Any] | None, secret_env: dict[str, Any] | None, event: dict[str, Any]
+) -> list[dict[str, str]]:
+    """Post ``event`` to every configured webhook; return one dict per failed webhook, never raise.
 
     ``notify_cfg`` (spec.json ``notify``): ``{"on_escalation": bool, "on_success": bool,
     "timeout_s": float (seconds, default 5), "webhooks": [{"kind": "generic|feishu|lark|dingtalk|slack|wecom",
@@ -274,10 +282,17 @@ def send_event(
     :func:`format_message` (``kind`` one of :data:`EVENT_KINDS`).
 
     Returns ``[]`` when nothing is due (:func:`should_notify` is false) or all posts
-    succeeded; otherwise one line per failed webhook, naming its index, kind and
-    ``url_env`` (never the URL). The caller logs them to ``supervisor.log``.
+    succeeded; otherwise one ``{"kind": webhook kind, "error": what went wrong, "line": the whole line}`` per failed
+    webhook, the line naming its index, kind and ``url_env`` (never the URL, nor a secret: scrubbed). The supervisor
+    logs each line to ``supervisor.log`` and records kind and error in run.json ``notify_failures``
+    (:func:`dapo_ops.agent.supervisor.record.note_notify_failures`).
     """
-    errors: list[str] = []
+    errors: list[dict[str, str]] = []
+
+    def failed(kind: str, label: str, err: str, hidden: "list[Any]") -> None:
+        err = scrub(err, hidden)
+        errors.append({"kind": kind, "error": err, "line": f"{label}: {err}"})
+
     try:
         cfg = notify_cfg or {}
         secrets = dict(secret_env or {})
@@ -292,16 +307,17 @@ def send_event(
             label = f"webhook {i} ({kind}, {url_env or 'no url_env'})"
             url = secrets.get(url_env) if url_env else None
             if kind not in KINDS:
-                errors.append(f"{label}: unknown kind; use one of {', '.join(KINDS)}")
+                failed(kind, label, f"unknown kind; use one of {', '.join(KINDS)}", [])
                 continue
             if not url:
-                errors.append(f"{label}: {url_env or 'url_env'} is not set in secret.env; nothing sent")
+                failed(kind, label, f"{url_env or 'url_env'} is not set in secret.env; nothing sent", [])
                 continue
             err = _post(kind, url, hook, secrets, text, event, timeout)
             if err:
-                errors.append(scrub(f"{label}: {err}", [url, *url_secrets(url), *secrets.values()]))
+                failed(kind, label, err, [url, *url_secrets(url), *secrets.values()])
     except Exception as exc:  # the notifier must never take the supervisor down
-        errors.append(f"notifier error: {type(exc).__name__}: {scrub(str(exc), (secret_env or {}).values())}")
+        err = f"{type(exc).__name__}: {scrub(str(exc), (secret_env or {}).values())}"
+        errors.append({"kind": "notifier", "error": err, "line": f"notifier error: {err}"})
     return errors
 
 

@@ -170,6 +170,7 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
         if r.health and r.run_id:  # the watched training metric's trend (core/health.py)
             notes.append("%s %s: %s" % (r.host, r.run_id, r.health["shown"]))
+        notes += [x for x in (statusview.notify_line(r),) if x]  # failed webhook sends (run.json notify_failures)
         notes += statusevents.suggestion_lines(r)
     notes += [x for x in (statustable.summary_line(r) for r in rows) if x]
     need = table_width(all_cells)

@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from dapo_ops.agent import notify, procs, runfiles
 from dapo_ops.agent.supervisor import (
@@ -78,6 +78,10 @@ class Supervisor:
         self.cmd_marker: Optional[bytes] = None  # the current attempt's Ray temp dir (ray_tmpdir)
         self.att_pids: List[int] = []  # the current attempt's processes when its teardown began
         self._notify_threads: List[threading.Thread] = []
+        # failed webhook sends the notify threads found, not yet in run.json (:meth:`_write` takes them)
+        self._notify_failed: List[Tuple[str, List[Dict[str, str]], float]] = []
+        self._notify_lock = threading.Lock()
+        self.writer.before = self._take_notify_failures
         self.lock_taken = False
         self.swanlab_id: Optional[str] = None
         self.memos: Optional[learn.Memos] = None  # learned starts (core/learned.py), set once the spec is read
@@ -137,6 +141,14 @@ class Supervisor:
     def _write(self, force: bool = True) -> None:
         self.writer.write(self.rec, force)
 
+    def _take_notify_failures(self, rec: Dict[str, Any]) -> None:
+        """The notify threads' failed sends join ``rec`` (run.json ``notify_failures``) on the writing thread, at
+        every run.json write (``RecordWriter.before``): the follow loop's as well as :meth:`_write`'s."""
+        with self._notify_lock:
+            taken, self._notify_failed = self._notify_failed, []
+        for event, failures, at in taken:
+            record.note_notify_failures(rec, event, failures, at)
+
     def _set_status(self, status: str) -> None:
         self.rec["status"] = status
         self._write()
@@ -171,7 +183,9 @@ class Supervisor:
     ) -> None:
         """Post ``event`` (escalation|failure|hang|success) via ``notify.send_event`` in a daemon thread
         (payload: :func:`record.notify_payload`); whether it is due is ``notify.should_notify``'s call (spec
-        ``notify``). Never fatal: errors go to supervisor.log."""
+        ``notify``). Never fatal: each failed send is a supervisor.log line and, at the next write, an entry of
+        run.json ``notify_failures`` (:func:`record.note_notify_failures`; the webhook kind and error, never its
+        URL), which ``inv status`` shows."""
         cfg = self.spec.get("notify") or {}
         if not cfg.get("webhooks"):
             return
@@ -179,11 +193,16 @@ class Supervisor:
 
         def send() -> None:
             try:
-                errors = notify.send_event(cfg, self.secret_env, payload) or []
+                failures = notify.post_event(cfg, self.secret_env, payload) or []
             except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
-                errors = ["notifier error: %s" % (str(e).splitlines()[0] if str(e) else type(e).__name__)]
-            for err in errors:
-                log("notification %s: %s" % (event, err))
+                err = str(e).splitlines()[0] if str(e) else type(e).__name__
+                failures = [{"kind": "notifier", "error": err, "line": "notifier error: %s" % err}]
+            for f in failures:
+                log("notification %s: %s" % (event, f["line"]))
+            if failures:
+                with self._notify_lock:
+                    self._notify_failed.append((event, failures, now()))
+                self.writer.dirty = True  # the follow loop writes it; after the run's end, run()'s finally does
 
         t = threading.Thread(target=send, name="notify-" + event, daemon=True)
         t.start()
@@ -478,6 +497,8 @@ class Supervisor:
                 runfiles.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
             for t in self._notify_threads:
                 t.join(timeout=20)
+            if self._notify_failed:  # a send of the run's end (success/failure) failed after the last write
+                self._write()
 
     def _supervise(self) -> int:
         fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())

@@ -76,7 +76,9 @@ class RecordWriter:
 
     ``dirty``: the record changed since the last write (set by the readers of the log, flushed by the
     follow loop). A failed write (disk full) is logged and never raises: supervision goes on, run.json stays the
-    last good record, and ``on_error(path, err)`` (the supervisor's ``diskspace.DiskWatch.note``) hears of it."""
+    last good record, and ``on_error(path, err)`` (the supervisor's ``diskspace.DiskWatch.note``) hears of it.
+    ``before(rec)``, when set, runs first on the writing thread: it adds what other threads found (the notify
+    threads' failed sends, ``Supervisor._take_notify_failures``)."""
 
     def __init__(
         self, run_dir: str, interval_s: float = 1.0, on_error: Optional[Callable[[str, BaseException], Any]] = None
@@ -86,8 +88,11 @@ class RecordWriter:
         self.dirty = False
         self._last = 0.0
         self.on_error = on_error
+        self.before: Optional[Callable[[Dict[str, Any]], None]] = None
 
     def write(self, rec: Dict[str, Any], force: bool = True) -> None:
+        if self.before is not None:
+            self.before(rec)
         t = now()
         if not force and t - self._last < self.interval_s:
             self.dirty = True
@@ -101,6 +106,29 @@ class RecordWriter:
             self.dirty = True
             if self.on_error is not None:
                 self.on_error(str(runstate.RunPaths(self.run_dir).run_json), e)
+
+
+#: the most notifier failures run.json ``notify_failures.recent`` keeps (the count goes on: ``total``)
+MAX_NOTIFY_FAILURES = 10
+
+
+def note_notify_failures(rec: Dict[str, Any], event: str, failures: List[Dict[str, str]], at: float) -> None:
+    """Record webhook sends that failed (:func:`dapo_ops.agent.notify.post_event`'s dicts) in run.json
+    ``notify_failures``: ``{"total": int, "recent": [{"at": seconds since the epoch, "event": escalation|failure|
+    hang|success, "kind": the webhook kind (generic, feishu, ...), "error": one line}]}``, the last
+    :data:`MAX_NOTIFY_FAILURES` only. Never the URL, the ``url_env`` name's value or a signing secret: ``error`` is
+    already scrubbed by the notifier. ``inv status`` shows them (:func:`dapo_ops.control.status.rows.notify_line`)."""
+    if not failures:
+        return
+    nf = rec.get("notify_failures") or {"total": 0, "recent": []}
+    recent = list(nf.get("recent") or []) + [
+        {"at": at, "event": event, "kind": str(f.get("kind") or ""), "error": str(f.get("error") or "")}
+        for f in failures
+    ]
+    rec["notify_failures"] = {
+        "total": int(nf.get("total") or 0) + len(failures),
+        "recent": recent[-MAX_NOTIFY_FAILURES:],
+    }
 
 
 def cluster_summary(ray_spec: Dict[str, Any]) -> Dict[str, Any]:

@@ -167,6 +167,8 @@ class StatusRow:
     # "flag" / "first_bad" when a metric went bad, "bad_step", "healthy_step"; "shown": the one line status prints
     validation: dict | None = None  # the last validation: {"step", "key", "score"} (trainer.test_freq; step 0: before
     #                                 training), from run.json ``validation`` or a fresher log line
+    notify_failures: dict | None = None  # webhook sends that failed: run.json ``notify_failures`` {"total",
+    #                                      "recent": [{"at", "event", "kind", "error"}]} (agent/supervisor/record.py)
     mfu: dict | None = None  # how close to the device: core/mfu.py figures() (verl's perf/mfu/actor, the step MFU
     #                          6 x params x tokens/s/device / peak from run.json spec.learn's model shape and device)
 
@@ -185,6 +187,27 @@ def last_validation(recorded: dict | None, logged: dict | None) -> dict | None:
                 best = v
     hit = logformat.validation_score(best["metrics"]) if best else None
     return {"step": best["step"], "key": hit[0], "score": hit[1]} if best and hit else None
+
+
+def notify_line(row: StatusRow) -> str | None:
+    """The one ``inv status`` line of a run's failed webhook sends (run.json ``notify_failures``, written by the
+    supervisor: :func:`dapo_ops.agent.supervisor.record.note_notify_failures`), e.g. ``h1 <run>: notify: 2 webhook
+    sends failed (last: generic: HTTP 500 Internal Server Error); the sends: <run_dir>/supervisor.log``; None when
+    none failed. Names the webhook kind, never its URL (the record holds none)."""
+    nf = row.notify_failures or {}
+    total = int(nf.get("total") or 0)
+    if not total:
+        return None
+    recent = [x for x in nf.get("recent") or [] if isinstance(x, dict)]
+    last = recent[-1] if recent else {}
+    what = "%s: %s" % (last.get("kind") or "webhook", one_line(last.get("error"), 100) or "-") if last else "-"
+    return "%s %s: notify: %d webhook send%s failed (last: %s); each is in supervisor.log" % (
+        row.host,
+        row.run_id,
+        total,
+        "" if total == 1 else "s",
+        what,
+    )
 
 
 def is_oom_added(source: str | None) -> bool:
@@ -338,6 +361,9 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         if keep:
             row.hint = "%s; %s" % (row.hint, keep) if row.hint else keep
     row.swanlab_url = run.get("swanlab_url") or tail.swanlab_url
+    nf = run.get("notify_failures")
+    if isinstance(nf, dict) and nf.get("total"):
+        row.notify_failures = nf
 
     ref = last_progress or run.get("started_at")
     if ref and now:

@@ -1,0 +1,120 @@
+"""Issue 44's last three minors (operator pass 4, third part): one test per item, each run against project code and
+each failing on the code before its fix. Pure, except the notifier item, which runs the real supervisor process on
+fake verl (tests/supervisor_helpers.py) against a loopback webhook; no host, no sandbox bench."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ 3. failed webhook sends reach run.json and status
+
+
+@pytest.fixture
+def hooks():
+    from test_notify import Hooks  # the loopback webhook receiver
+
+    h = Hooks()
+    yield h
+    h.close()
+
+
+def test_failed_webhook_sends_are_recorded_in_run_json_without_the_url(tmp_path, hooks):
+    """A webhook that answers HTTP 500 was only a supervisor.log line; run.json ``notify_failures`` now records each
+    failed send (when, which event, the webhook kind, the error) and never the URL or its token."""
+    from test_supervisor import make_run, run_to_end
+
+    token = "tok-5f3a9c"
+    run_dir = make_run(
+        tmp_path,
+        {"step_time": 0.03, "oom_at": 3},  # one OOM escalation, then success
+        extra={
+            "notify": {
+                "webhooks": [{"kind": "generic", "url_env": "DAPO_NOTIFY_URL_0"}],
+                "timeout_s": 5,
+                "on_escalation": True,
+                "on_success": True,
+            }
+        },
+        secret={"DAPO_NOTIFY_URL_0": hooks.base + "/status500?token=" + token},
+    )
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded"
+    assert [p["body"]["event"] for p in hooks.posts] == ["escalation", "success"]
+    nf = rec["notify_failures"]
+    assert nf["total"] == 2, nf
+    assert [(x["event"], x["kind"]) for x in nf["recent"]] == [("escalation", "generic"), ("success", "generic")]
+    assert all(x["error"].startswith("HTTP 500") and isinstance(x["at"], float) for x in nf["recent"]), nf
+    text = (run_dir / "run.json").read_text()
+    assert hooks.base not in text and token not in text and "DAPO_NOTIFY_URL_0" not in json.dumps(nf)
+
+
+def test_the_failures_list_is_bounded_and_keeps_counting():
+    from dapo_ops.agent.supervisor import record
+
+    rec: dict = {}
+    for i in range(record.MAX_NOTIFY_FAILURES + 3):
+        record.note_notify_failures(rec, "hang", [{"kind": "feishu", "error": "HTTP %d" % i, "line": "x"}], float(i))
+    nf = rec["notify_failures"]
+    assert nf["total"] == record.MAX_NOTIFY_FAILURES + 3
+    assert len(nf["recent"]) == record.MAX_NOTIFY_FAILURES
+    assert nf["recent"][-1] == {
+        "at": float(record.MAX_NOTIFY_FAILURES + 2),
+        "event": "hang",
+        "kind": "feishu",
+        "error": "HTTP %d" % (record.MAX_NOTIFY_FAILURES + 2),
+    }
+    record.note_notify_failures(rec, "hang", [], 99.0)  # nothing failed: nothing changes
+    assert rec["notify_failures"]["total"] == record.MAX_NOTIFY_FAILURES + 3
+
+
+def _status_row(notify_failures):
+    from dapo_ops.control.status import rows as sv
+
+    run = {
+        "run_id": "20261129-150000-abcd",
+        "status": "succeeded",
+        "attempt": 2,
+        "step": 10,
+        "total_steps": 10,
+        "started_at": 900.0,
+        "ended_at": 1000.0,
+        "pids": {"supervisor": 10, "verl_pgid": 11},
+        "decision": {"ended": "succeeded: 10/10 steps"},
+    }
+    if notify_failures is not None:
+        run["notify_failures"] = notify_failures
+    return sv.build_row("h1", {"run": run, "tail": "", "now": 1010.0, "supervisor_alive": False, "verl_alive": False})
+
+
+def test_status_shows_failed_webhook_sends_in_one_line_and_json_carries_them():
+    """``inv status`` said nothing of failed notifications: one line now, with the count and the last kind and error;
+    ``--json`` carries the record."""
+    from dapo_ops.cli import status as cli_status
+    from dapo_ops.control.status import rows as sv
+
+    nf = {
+        "total": 2,
+        "recent": [
+            {"at": 950.0, "event": "escalation", "kind": "generic", "error": "HTTP 500 Internal Server Error"},
+            {"at": 999.0, "event": "success", "kind": "generic", "error": "HTTP 500 Internal Server Error"},
+        ],
+    }
+    row = _status_row(nf)
+    line = sv.notify_line(row)
+    assert line == (
+        "h1 20261129-150000-abcd: notify: 2 webhook sends failed (last: generic: HTTP 500 Internal Server Error); "
+        "each is in supervisor.log"
+    )
+    assert row.to_json()["notify_failures"] == nf
+    buf = io.StringIO()
+    cli_status.render_table([row], out=buf, width=200)
+    assert [ln for ln in buf.getvalue().splitlines() if "notify:" in ln] == [line]
+    quiet = _status_row(None)  # no failures: no line, null in --json
+    assert sv.notify_line(quiet) is None and quiet.to_json()["notify_failures"] is None
