@@ -93,6 +93,26 @@ DEMO_SCENARIO = {
 }  # phase-less: the offload rung
 
 
+def bench_state(bench_id: str) -> Path:
+    """The state directory of sandbox bench ``bench_id`` (sandbox/bench.sh: ``/var/tmp/dapo-bench-<id>``)."""
+    return Path(f"/var/tmp/dapo-bench-{bench_id}")
+
+
+def scenario_path(state: Path, host: str = "h1") -> Path:
+    """Sandbox host ``host``'s scenario file under bench ``state`` (``/sandbox/scenario.json`` in its container:
+    sandbox/README.md "scenario.json")."""
+    return state / "hosts" / host / "sandbox" / "scenario.json"
+
+
+def clear_demo_cue(state: Path) -> None:
+    """Give h1 back a healthy stand-in (scenario ``{}``, sandbox/README.md "scenario.json") once the demo's run
+    ended: the demo's OOM cue stayed, so the README's next ``inv launch -H h1`` hit the OOM at step 8 again."""
+    path = scenario_path(state)
+    if path.parent.is_dir():
+        path.write_text("{}")
+        print(f"sandbox cue cleared: h1 runs a healthy stand-in again ({path})")
+
+
 def _sh(argv: list[str], *, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     print("$ " + " ".join(shlex.quote(a) for a in argv), flush=True)
     proc = subprocess.run(argv, env={**os.environ, **(env or {})}, text=True)
@@ -124,16 +144,16 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         "log formats and checkpoints, simulated accelerator. SSH, Docker, the supervisor and the retries are real."
     )
     _sh(["bash", str(BENCH_SH), "up", "1"], env=env)
-    state = Path(f"/var/tmp/dapo-bench-{bid}")
+    state = bench_state(bid)
     inventory = str(state / "hosts.toml")
     scenario = dict(DEMO_SCENARIO) if oom_step > 0 else {"step_time": DEMO_SCENARIO["step_time"]}
     if oom_step > 0:
         scenario["failure"] = {**DEMO_SCENARIO["failure"], "step": int(oom_step)}
         print(
             f"sandbox cue: a device OOM at step {oom_step} unless offload is on "
-            f"({state}/hosts/h1/sandbox/scenario.json)"
+            f"({scenario_path(state)}; cleared when the demo ends)"
         )
-    (state / "hosts" / "h1" / "sandbox" / "scenario.json").write_text(json.dumps(scenario))
+    scenario_path(state).write_text(json.dumps(scenario))
     inv = [sys.executable, "-m", "invoke", "-r", str(REPO)]
     base = ["-H", "h1", "--inventory", inventory]
     demo_env = {
@@ -141,10 +161,13 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"),
         "DAPO_OPS_CONFIG": os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml")),
     }
-    _sh(inv + ["preflight", *base], env=demo_env)
-    _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)
-    rc = _sh(inv + ["watch", *base, "--interval", "1"], check=False, env=demo_env).returncode
-    _sh(inv + ["status", *base], check=False, env=demo_env)
+    try:
+        _sh(inv + ["preflight", *base], env=demo_env)
+        _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)
+        rc = _sh(inv + ["watch", *base, "--interval", "1"], check=False, env=demo_env).returncode
+        _sh(inv + ["status", *base], check=False, env=demo_env)
+    finally:  # the cue is the demo's: the next run on h1 (the README's `inv launch -H h1`) starts healthy
+        clear_demo_cue(state)
     if not keep:
         _sh(["bash", str(BENCH_SH), "down"], env=env)
     if rc != 0:
