@@ -173,3 +173,73 @@ def test_ci_run_has_its_own_benches_and_the_readme_says_how_to_run_both():
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "`.ci/run` benches 100-103" in readme and "`make demo` uses bench 0" in readme
     assert "beside a demo run `DAPO_BENCH_ID=100 make test`" in readme
+
+
+# ------------------------------------------------------------------ 1. logs -f says a silent link, as watch does
+
+
+def test_logs_follow_says_a_silent_link_once_as_watch_does():
+    """``inv logs -f`` printed nothing while a link was down for 25 s, where ``inv watch`` says ``... (still
+    watching)``. The follow now hears a heartbeat; after SILENT_S seconds with neither a line nor a heartbeat it
+    prints watch's line (one rule: watch.still_watching), once per silence, and goes on."""
+    import threading
+
+    from dapo_ops.cli import logs as cli_logs
+    from dapo_ops.control.status import rows as sv
+    from dapo_ops.control.status import watch as watchloop
+
+    out = io.StringIO()
+    w = cli_logs.LineWriter("", threading.Lock(), out, host="h1")
+    w.write("step:3 - loss:0.5" + cli_logs.HEARTBEAT)  # a heartbeat inside a half-written line does not split it
+    w.write(" - score:0.2\n")
+    assert out.getvalue() == "step:3 - loss:0.5 - score:0.2\n"
+    t0 = w.heard_at
+    assert w.silence(t0 + cli_logs.SILENT_S - 1) is None  # a quiet log with its heartbeat: nothing to say
+    line = w.silence(t0 + 25)
+    assert line == "h1: unreachable: no answer for 25 s (link down?) (still watching)"
+    assert w.silence(t0 + 40) is None  # once per silence
+    w.write(cli_logs.HEARTBEAT)  # the link is back (heartbeat only: nothing printed) ...
+    assert out.getvalue() == "step:3 - loss:0.5 - score:0.2\n"
+    assert w.silence(w.heard_at + cli_logs.SILENT_S) is not None  # ... and the next silence is said again
+
+    # the same rule as watch's line for an unreachable host
+    first = sv.build_row("h1", {"run": {"run_id": "r1", "status": "running", "started_at": 1.0}, "tail": "", "now": 2})
+    lost = sv.StatusRow(host="h1", state=sv.ERROR, error="h1: unreachable: timed out")
+    wl = watchloop.Watch([type("H", (), {"name": "h1"})()])
+    wl.see([first])
+    assert wl.see([lost]) == [watchloop.still_watching("h1: unreachable: timed out")]
+    assert line == watchloop.still_watching("h1: unreachable: no answer for 25 s (link down?)")
+
+
+def test_the_follow_script_sends_its_heartbeat(tmp_path):
+    """The follow command itself (FOLLOW_SCRIPT, run here by sh on a local file, the supervisor pid a live one)
+    sends the heartbeat while the log is quiet, and ends when its stdin closes (the SSH client went away)."""
+    import os
+    import select
+    import subprocess
+
+    from dapo_ops.cli import logs as cli_logs
+
+    log = tmp_path / "train.log"
+    log.write_text("step:1\n")
+    script = cli_logs.FOLLOW_SCRIPT.replace('"$END_MARK"', "END")
+    p = subprocess.Popen(
+        ["sh", "-c", script, str(log), "5", str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        got = b""
+        while b"\x00" not in got:  # waits on the event: the heartbeat byte (every HEARTBEAT_S seconds)
+            ready, _, _ = select.select([p.stdout], [], [], 60)  # a guard against the old script (no heartbeat)
+            assert ready, "no heartbeat in 60 s: %r" % got
+            b = os.read(p.stdout.fileno(), 4096)
+            assert b, "the follow ended without a heartbeat: %r" % got
+            got += b
+        assert got.replace(b"\x00", b"") == b"step:1\n"
+        p.stdin.close()  # the client went away: the script kills its tail and exits
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -36,6 +36,13 @@ from dapo_ops.cli._common import (
 from dapo_ops.cli.status import CONTAINER_HELP
 
 
+#: the follow's heartbeat: one NUL byte every :data:`HEARTBEAT_S` seconds (FOLLOW_SCRIPT's loop), dropped by
+#: :class:`LineWriter`; a follow that hears nothing for :data:`SILENT_S` says so (:meth:`LineWriter.silence`)
+HEARTBEAT = "\x00"
+HEARTBEAT_S = 5.0
+SILENT_S = 15.0
+
+
 class LineWriter(io.TextIOBase):
     """A file-like ``out_stream`` that prints whole lines only, each prefixed, under a shared lock.
 
@@ -43,8 +50,20 @@ class LineWriter(io.TextIOBase):
     from a pty becomes ``\\n``. ``flush_rest()`` prints a last line without newline.
     """
 
-    def __init__(self, prefix: str, lock: threading.Lock, out=None, drop_ctrl_c: bool = False, end_mark: str = ""):
+    def __init__(
+        self,
+        prefix: str,
+        lock: threading.Lock,
+        out=None,
+        drop_ctrl_c: bool = False,
+        end_mark: str = "",
+        host: str = "",
+    ):
         super().__init__()
+        self.host = host
+        #: when (time.monotonic, seconds) bytes last came: a log line or the follow's heartbeat (:data:`HEARTBEAT`)
+        self.heard_at = time.monotonic()
+        self.silent = False  # said "still watching" for the current silence
         self.prefix, self.lock, self.out = prefix, lock, out or sys.stdout
         self.drop_ctrl_c = drop_ctrl_c
         self.end_mark = end_mark
@@ -56,11 +75,28 @@ class LineWriter(io.TextIOBase):
         return True
 
     def write(self, s: str) -> int:
+        self.heard_at = time.monotonic()
+        self.silent = False
+        n = len(s)
+        s = s.replace(HEARTBEAT, "")  # one character: never split across two writes
         self.buf += s
         if "\n" in self.buf:
             *lines, self.buf = self.buf.split("\n")
             self._emit(lines)
-        return len(s)
+        return n
+
+    def silence(self, now: float, after_s: float = SILENT_S) -> str | None:
+        """The line to print when nothing (no log line, no heartbeat) came for ``after_s`` seconds up to ``now``
+        (time.monotonic): the link is down or the host stopped answering. Said once per silence, as ``inv watch``
+        says an unreachable host (:func:`dapo_ops.control.status.watch.still_watching`); None otherwise."""
+        from dapo_ops.control.status.watch import still_watching
+
+        if self.silent or now - self.heard_at < after_s:
+            return None
+        self.silent = True
+        return still_watching(
+            "%s: unreachable: no answer for %d s (link down?)" % (self.host or "host", now - self.heard_at)
+        )
 
     def _emit(self, lines):
         shown = []
@@ -101,13 +137,16 @@ class LineWriter(io.TextIOBase):
 # go to its stdout (2>&1): docker exec carries stdout and stderr as two streams, and GNU tail writes "tail: " and
 # the note in two writes, so a log line could land between them on the operator's terminal ("tail: after rotation
 # ..."); one stream keeps tail's order.
+# The loop also prints :data:`HEARTBEAT` every 10th turn (0.5 s each: :data:`HEARTBEAT_S`), so a quiet log and a
+# link that is down differ on the operator's side.
 FOLLOW_SCRIPT = (
-    "exec 3<&0; cat <&3 >/dev/null & c=$!; "
+    "exec 3<&0; cat <&3 >/dev/null & c=$!; n=0; "
     'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
     'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
     "trap 'kill $t $c 2>/dev/null; exit 0' INT TERM HUP; "
     "while kill -0 $t 2>/dev/null; do "
-    "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; done; "
+    "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; "
+    "n=$((n + 1)); [ $((n % 10)) -ne 0 ] || printf '\\000'; done; "
     "kill $c 2>/dev/null; printf '\\n%s' \"$END_MARK\"; "
 )
 #: what the follow command prints before the run's final state (the status probe's JSON answer, same line)
@@ -179,7 +218,9 @@ def follow(pairs, lines: int, out=None) -> int:
     promises = []
     failed = []
     for t, info in pairs:
-        writer = LineWriter("%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK)
+        writer = LineWriter(
+            "%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK, host=t.name
+        )
         script = FOLLOW_SCRIPT.replace('"$END_MARK"', _q(END_MARK)) + _end_line(t, info)  # one sh -c argument
         cmd = t.exec_command(
             ["sh", "-c", script, info["log"], str(int(lines)), str(info.get("supervisor_pid") or "")],
@@ -208,6 +249,12 @@ def follow(pairs, lines: int, out=None) -> int:
     interrupted = False
     try:
         while not all(p.runner.process_is_finished for _, p, _ in promises):
+            for _, p, w in promises:  # a link down: said once, as `inv watch` says it, and the follow goes on
+                quiet = None if p.runner.process_is_finished else w.silence(time.monotonic())
+                if quiet:
+                    with lock:
+                        (out or sys.stdout).write(quiet + "\n")
+                        (out or sys.stdout).flush()
             time.sleep(0.1)
     except KeyboardInterrupt:
         interrupted = True

@@ -34,6 +34,13 @@ def worst_code(codes) -> int:
     return max(codes, key=lambda c: WATCH_SEVERITY.index(c) if c in WATCH_SEVERITY else len(WATCH_SEVERITY), default=0)
 
 
+def still_watching(error: str) -> str:
+    """The one line for a watched host that stopped answering (``error``: one line naming the host, e.g. ``h1:
+    unreachable: timed out``): said once per outage, the watch goes on. ``inv watch`` (:meth:`Watch.see_events`)
+    and ``inv logs -f`` (:meth:`dapo_ops.cli.logs.LineWriter.silence`) both word it so."""
+    return "%s (still watching)" % error
+
+
 #: seconds without a line about a live run after which ``watch`` on a terminal prints its progress line
 PROGRESS_EVERY_S = 60.0
 
@@ -101,7 +108,7 @@ class Watch:
                 continue
             if row.state == ERROR and row.host in self.prev:  # transient: keep watching
                 if row.host not in self.unreachable:
-                    add("unreachable", row, "%s (still watching)" % row.error)
+                    add("unreachable", row, still_watching(str(row.error)))
                     self.unreachable.add(row.host)
                 continue
             self.unreachable.discard(row.host)
