@@ -306,10 +306,12 @@ def test_the_oom_hint_says_by_how_much_the_ladder_shrinks_the_micro_batch(phase)
 
 def test_the_weight_sync_hint_names_the_one_step_off_ladder_by_side():
     """The verdict's detail does not say the mode, so the weight-sync hint gives both ladders: colocated (share, then
-    offload) and one-step-off by side (memladder.phase_rungs: trainer = the bucket twice, rollout = share first)."""
+    offload) and one-step-off by side (memladder.phase_rungs: trainer = the bucket twice; rollout = the bucket twice,
+    then the share: issue 43 finding 6, verl frees the rollout's KV cache before the buckets)."""
     hint = mk("oom-device", {"phase": "weight-sync"}, []).to_json()["hint"]
     assert memladder.phase_rungs("weight-sync", "megatron", "one-step-off", "trainer") == ("weight-bucket",) * 2
-    assert memladder.phase_rungs("weight-sync", "megatron", "one-step-off", "rollout")[0] == "rollout-util"
+    rollout = memladder.phase_rungs("weight-sync", "megatron", "one-step-off", "rollout")
+    assert rollout == ("weight-bucket", "weight-bucket", "rollout-util")
     tail = hint[hint.index("one-step-off") :]
     assert tail.index("trainer:") < tail.index("update_weights_bucket_megabytes") < tail.index("rollout:")
-    assert tail.index("rollout:") < tail.rindex("gpu_memory_utilization") < tail.rindex("bucket")
+    assert tail.index("rollout:") < tail.rindex("bucket") < tail.rindex("gpu_memory_utilization")

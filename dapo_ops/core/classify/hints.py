@@ -153,8 +153,9 @@ HINTS: dict[str, str] = {
         "(actor_rollout_ref.actor.fsdp_config.param_offload=True / optimizer_offload=True) so the actor's state "
         "leaves before the rollout wakes. Recompute does not change this peak. With one-step-off (separate trainer "
         "and rollout pools) the ladder follows the side that ran out: trainer: halve the checkpoint engine's bucket "
-        "(actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes), twice; rollout: lower the "
-        "rollout pool's gpu_memory_utilization, then the bucket."
+        "(actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes), twice; rollout: the bucket "
+        "too, twice (verl frees the rollout's KV cache before it allocates the buckets, checkpoint_engine/base.py:"
+        "532-556, so its share is not in this peak), then the rollout pool's gpu_memory_utilization."
     ),
     "oom-device/rollout-init": (
         "Accelerator memory ran out while the rollout engine started${at} (its weights, KV cache and CUDA-graph "
