@@ -447,11 +447,11 @@ def draw(seed: int, n: int, kinds: list[str], max_hosts: int, quick: bool = Fals
     if kind == "divergence":  # the stand-in's diverge cue (sandbox/README.md): which metric, then what
         p["metric"] = rng.choice(["grad_norm", "lr"])
         p["then"] = rng.choice(["continue", "filter-loop"])
-    if kind == "data-runs-out":  # one epoch of the sample data (512 rows // batch 64 = 8 steps) below --steps
+    if kind == "data-runs-out":  # one epoch of the sample data (1024 rows // batch 64 = 16 steps) below --steps
         p["epochs"] = 1
-        p["fed"] = 8 * p["epochs"]
+        p["fed"] = 16 * p["epochs"]
         p["steps"] = max(p["steps"], p["fed"] + rng.randint(2, 4))
-        p["step_time"] = round(rng.uniform(1.0, 1.5), 2)  # 8 steps outlast the launch's settle: no "failed at once"
+        p["step_time"] = round(rng.uniform(0.5, 0.75), 2)  # 16 steps outlast the launch's settle: no "failed at once"
     return Episode(n=n, kind=kind, shape=shape, hosts=hosts, params=p)
 
 

@@ -271,6 +271,17 @@ def _keep(config) -> bool:
     return bool(config.getoption("--bench-keep")) or os.environ.get("DAPO_BENCH_KEEP", "") not in ("", "0")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_inherited_columns():
+    """The tests see what an operator's pipe sees: no ``COLUMNS`` / ``LINES`` unless a test sets them. pytest-xdist's
+    workers start with ``COLUMNS=80`` in their environment, which the one width rule (fanout.output_width) obeys:
+    under ``make test`` every table and status line was laid out for 80 columns (the fresh-clone CI run of
+    2026-12-07 failed 5 tests on it) while a plain ``pytest`` run saw a pipe's default."""
+    saved = {k: os.environ.pop(k) for k in ("COLUMNS", "LINES") if k in os.environ}
+    yield
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def sandbox(request):
     """The session's bench (docs/design.md "Sandbox"): 3 hosts for ``DAPO_BENCH_ID``, reused when up."""

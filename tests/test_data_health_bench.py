@@ -42,7 +42,8 @@ def test_data_that_runs_out_is_refused_then_ends_with_the_true_verdict(sandbox, 
     assert rec["attempts"][0]["exit_code"] == 0
     assert rec["decision"]["ended"] == "failed: ended at step 8 of 10: the training data ran out after 1 epoch"
     status = inv(host_ready, "status", "-H", "h1")
-    assert "ended at step 8 of 10: the training data ran out after 1 epoch" in status.stdout, status.stdout
+    said = " ".join(status.stdout.split())  # status wraps its lines at the output width (fanout.output_width)
+    assert "ended at step 8 of 10: the training data ran out after 1 epoch" in said, status.stdout
     assert "succeeded" not in status.stdout
 
 

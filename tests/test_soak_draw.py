@@ -135,7 +135,7 @@ def test_the_steps_invariant_never_asks_to_resume_from_a_checkpoint_after_the_ba
 
 
 def test_data_runs_out_is_drawn_with_steps_beyond_what_one_epoch_feeds(soak, monkeypatch):
-    """Issue 42: the soak draws ``data-runs-out`` (the sample data's 512 rows // batch 64 = 8 steps per epoch, one
+    """Issue 42: the soak draws ``data-runs-out`` (the sample data's 1024 rows // batch 64 = 16 steps per epoch, one
     epoch, --steps above it, --allow-short-data); its right verdict is ``data-ran-out``, never a success."""
     kinds = list(soak.FAULTS)
     assert "data-runs-out" in kinds and soak.FAULTS["data-runs-out"] == ("single", "independent")
@@ -143,7 +143,7 @@ def test_data_runs_out_is_drawn_with_steps_beyond_what_one_epoch_feeds(soak, mon
     drawn = [e for e in eps if e.kind == "data-runs-out"]
     assert drawn
     for e in drawn:
-        assert e.params["epochs"] == 1 and e.params["fed"] == 8 and e.params["steps"] >= 10, e.params
+        assert e.params["epochs"] == 1 and e.params["fed"] == 16 and e.params["steps"] >= 18, e.params
     s = soak.Soak.__new__(soak.Soak)
     s.bench = None
     run = soak.Run(head="h1", hosts=["h1"], rids=["20261207-000000-abcd"])
