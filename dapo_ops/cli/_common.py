@@ -28,6 +28,7 @@ line exits :data:`EXIT_USAGE`) is :class:`dapo_ops.cli.program.DapoOps`'. Nothin
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
 import os
 import sys
@@ -115,6 +116,12 @@ class TaskFlag(Argument):
                 if isinstance(self.default, (int, float)) and self.default > 0
                 else ""
             )
+            digits = str(value).strip().lstrip("+-")
+            if self.kind is int and digits.isascii() and digits.isdigit():  # past Python's int() digit limit (4300)
+                raise Exit(
+                    f"{flag}: {shown(value)} is too large ({len(digits)} digits); give a smaller whole number{example}",
+                    code=EXIT_USAGE,
+                ) from None
             raise Exit(f"{flag}: {shown(value)} is not {what} in ASCII digits{example}", code=EXIT_USAGE) from None
 
     def __repr__(self) -> str:
@@ -151,6 +158,10 @@ class FanoutTask(Task):
             raise interrupted(self.name) from None
         except BrokenPipeError:
             raise closed_pipe() from None
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) and not _stdout_writable(e):
+                raise output_failed(e) from None
+            raise
 
     def get_arguments(self, ignore_unknown_help=None):
         # invoke's arg_opts pops entries from self.help, so a second parse in the same process (tests, or
@@ -287,6 +298,34 @@ def closed_pipe() -> Exit:
     except (OSError, ValueError):
         pass
     return Exit(code=EXIT_CLOSED_PIPE)
+
+
+def _stdout_writable(e: OSError) -> bool:
+    """False when ``e`` was raised writing to stdout (``inv status > /dev/full``: ENOSPC): the innermost frame is a
+    write of rich's Console to stdout (rich/console.py ``_write_buffer``), or a flush of stdout itself fails."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and getattr(tb.tb_frame.f_locals.get("self"), "file", None) in (sys.stdout, sys.__stdout__):
+        return False
+    try:
+        sys.stdout.flush()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def output_failed(e: OSError) -> Exit:
+    """The :class:`Exit` (code 1, one stderr line) an output that cannot be written becomes (a full disk or quota
+    under a redirected stdout), instead of rich's write traceback; stdout is pointed at /dev/null as for a closed
+    pipe so the flushes at exit do not raise again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return Exit(
+        f"cannot write the output: {e.strerror or e}; free space where stdout goes, or send it elsewhere", code=1
+    )
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -291,7 +292,6 @@ def refuse_plan_overrides(extra: list) -> None:
     why dapo-ops sets it (:data:`dapo_ops.core.overrides.PLAN_FIXED_KEYS`: resume, checkpoint dir, logger, layout).
     ``+key``, ``++key`` and ``~key`` count as the key. A value is shown only when it is a number or a boolean (it may
     hold a secret dapo-ops learns only later, a proxy password). Every other key stays open."""
-    from dapo_ops.control.settings import BY_NAME
     from dapo_ops.core.overrides import PLAN_FIXED_KEYS, PLAN_SETTING_KEYS
 
     for o in extra:
@@ -303,9 +303,21 @@ def refuse_plan_overrides(extra: list) -> None:
         head = f"--override {key}" + (f"={shown}" if sep else "")
         if name in PLAN_FIXED_KEYS:
             raise LaunchUsageError(f"{head}: dapo-ops sets {name} itself: {PLAN_FIXED_KEYS[name]}; drop the override")
-        p = BY_NAME[PLAN_SETTING_KEYS[name]]
-        where = f"{p.flag} ({p.env[0]})" if p.flag else f"{p.env[0]} (or {p.key} in [run] of the config file)"
-        raise LaunchUsageError(f"{head}: use {where}")
+        raise LaunchUsageError(f"{head}: use {_setting_owning(name)}")
+
+
+def _setting_owning(key: str) -> str | None:
+    """How a user sets the verl key ``key`` (``+``/``~`` prefixes ignored) that a dapo-ops setting owns
+    (core/overrides.py PLAN_SETTING_KEYS): ``--project (PROJECT_NAME)``, or the env / config key of a setting with
+    no flag; None for any other key."""
+    from dapo_ops.control.settings import BY_NAME
+    from dapo_ops.core.overrides import PLAN_SETTING_KEYS
+
+    name = key.strip().lstrip("+~")
+    if name not in PLAN_SETTING_KEYS:
+        return None
+    p = BY_NAME[PLAN_SETTING_KEYS[name]]
+    return f"{p.flag} ({p.env[0]})" if p.flag else f"{p.env[0]} (or {p.key} in [run] of the config file)"
 
 
 def refuse_bad_overrides(extra: list) -> None:
@@ -327,9 +339,15 @@ def refuse_bad_overrides(extra: list) -> None:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
             example = f"{key}='{val}'" if len(o) <= SHOWN_MAX else "key='value'"
-            raise LaunchUsageError(
+            owner = _setting_owning(key)
+            if owner:  # quoting would only lead to the next refusal (refuse_plan_overrides): say the real fix now
+                raise LaunchUsageError(
+                    f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}), and "
+                    f"{key.strip().lstrip('+~')} is a setting of dapo-ops: use {owner} instead of --override"
+                ) from None
+            raise LaunchUsageError(  # the example shell-quoted as a whole: pasted into a shell it runs nothing
                 f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}); quote a value with "
-                f'special characters for Hydra, e.g. --override "{example}"'
+                f"special characters for Hydra, e.g. --override {shlex.quote(example)}"
             ) from None
         if not str(parsed.key_or_group or "").strip():  # '=5': Hydra's grammar takes an empty key; verl then dies
             raise LaunchUsageError(  # with "Config group override must be a string or a list. Got int"
