@@ -62,3 +62,19 @@ def test_a_ten_thousand_digit_step_count_is_too_large_not_non_digits():
     r = inv("launch", "--dry-run", "--steps", "9" * 10_000)
     assert r.returncode == 2 and "is too large (10000 digits)" in r.stderr, r.stderr[-300:]
     assert "not a whole number" not in r.stderr
+
+
+def test_an_empty_dapo_ops_config_is_refused_like_an_empty_inventory():
+    """``DAPO_OPS_CONFIG=''`` was ignored in silence (the default config file read instead) while
+    ``DAPO_OPS_INVENTORY=''`` is refused: the settings table's empty-value rule holds for both."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWANLAB_", "DAPO_OPS_"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), "launch", "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=dict(env, DAPO_OPS_CONFIG=" "),
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode != 0 and "DAPO_OPS_CONFIG is set but empty" in r.stderr, r.stderr[-500:]
+    assert "Traceback" not in r.stderr

@@ -100,8 +100,17 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 
     ``env`` defaults to ``os.environ``. Order: ``DAPO_OPS_CONFIG`` >
     ``$XDG_CONFIG_HOME/dapo-ops/config.toml`` > ``~/.config/dapo-ops/config.toml``.
+
+    :raises UserConfigError: ``DAPO_OPS_CONFIG`` is set but empty or blank (the settings table's empty-value rule, as
+        for ``DAPO_OPS_INVENTORY``: ``DAPO_OPS_CONFIG=$CFG`` with CFG unset is a forgotten path, never the default
+        file in silence).
     """
     env = os.environ if env is None else env
+    if ENV_VAR in env and not env[ENV_VAR].strip():
+        raise UserConfigError(
+            f"{ENV_VAR} is set but empty; set it to a config.toml path, or unset it (`unset {ENV_VAR}`) for "
+            f"~/.config/dapo-ops/config.toml"
+        )
     if env.get(ENV_VAR):
         return Path(env[ENV_VAR]).expanduser()
     base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
