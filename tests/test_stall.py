@@ -11,6 +11,7 @@ from pathlib import Path
 from dapo_ops.agent.supervisor import escalate, follow, record, stall
 from dapo_ops.core import devices as core_devices
 from dapo_ops.core import ladder, logformat, policy
+from dapo_ops.core.classify.hints import action_text
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.logformat import parse_metrics_line
 
@@ -202,3 +203,14 @@ def test_npu_smi_aicore_is_read():
 """
     rep = core_devices.parse_npu_smi(sample)
     assert rep.devices[0].util_pct == 87 and rep.devices[0].mem_used_mb == 33400
+
+
+def test_a_repeated_hangs_action_is_rebuilt_whole_not_cut_at_a_semicolon_of_the_policy_text():
+    """The policy's hang texts hold "; " themselves: cutting the old action at its last "; " left "...; stack dumps
+    taken; stop: the same hang again" (the review of 2026-12-07)."""
+    ents = _entries("collective-rank0.txt", "collective-rank1.txt", "missing-rank2.txt")
+    first = escalate.stall_verdict(150.0, 150.0, [30.0], 1, 40, ents, "/r/stacks-attempt-1.txt")
+    again = escalate.stall_verdict(150.0, 150.0, [30.0], 1, 40, ents, "/r/stacks-attempt-2.txt")
+    escalate.mark_repeat(again, [{"verdict": first}], 1)
+    assert again["action"].startswith("stalled: ") and "(stack dumps: stacks-attempt-2.txt)" in again["action"]
+    assert again["action"].split("attempt stopped; ", 1)[1] == action_text("hang", again["detail"])  # nothing left over

@@ -126,7 +126,7 @@ class Flag(NamedTuple):
 def words(d: Dict[str, Any]) -> str:
     """One line for a flag as :meth:`Flag.to_json` or a ``diverged`` verdict's detail (:func:`verdict_detail`) give
     it: ``grad_norm nan at step 5 (was 0.35, 0.36)``, ``lr 1e+30 at step 1 (an RL fine-tune runs at ~1e-7..1e-5)``."""
-    step = d.get("step", d.get("bad_step"))
+    step = d.get("bad_step", d.get("step"))  # a verdict's detail: "step" is the run's last, "bad_step" the flag's
     was = ", ".join(fmt(v) for v in (d.get("history") or [])[-3:])
     why = {
         "skip": " (verl skipped the update: grad_norm is not finite)",

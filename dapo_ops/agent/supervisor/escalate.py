@@ -194,12 +194,10 @@ def _where(detail: Dict[str, Any]) -> str:
 
 
 def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str) -> Dict[str, Any]:
-    name = stacks_file.rsplit("/", 1)[-1]
     return {
         "cls": "hang",
         "action_kind": policy.kind("hang", detail).value,
-        "action": "stalled: %s; %s (stack dumps: %s); attempt stopped; %s"
-        % (_why(detail), _where(detail), name, action_text("hang", detail)),
+        "action": _hang_action(detail, stacks_file),
         "hint": "Where each process stood is in %s (py-spy dump), merged across ranks: ranks parked in a "
         "collective (NCCL/HCCL all_reduce, broadcast) waiting for ranks that never joined is the cluster (one "
         "retry after cleanup); every process in the same frame of the workload (a reward function, the data "
@@ -209,6 +207,17 @@ def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str
         "evidence": (stood + list(detail.get("counters") or []))[:16],
         "detail": detail,
     }
+
+
+def _hang_action(detail: Dict[str, Any], stacks_file: str) -> str:
+    """The one-line action of a hang verdict with stack dumps: why, where the ranks stood, and the policy's action for
+    ``detail`` (rebuilt whole by :func:`mark_repeat`: the policy texts hold "; " themselves)."""
+    return "stalled: %s; %s (stack dumps: %s); attempt stopped; %s" % (
+        _why(detail),
+        _where(detail),
+        stacks_file.rsplit("/", 1)[-1],
+        action_text("hang", detail),
+    )
 
 
 def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_without_checkpoint: int) -> None:
@@ -231,7 +240,10 @@ def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_witho
         d["no_new_checkpoint"] = restarts_without_checkpoint
     v["action_kind"] = policy.kind("hang", d).value
     if d.get("repeat") or d.get("no_new_checkpoint"):
-        v["action"] = v["action"].rsplit("; ", 1)[0] + "; " + action_text("hang", d)
+        if d.get("stacks_file"):
+            v["action"] = _hang_action(d, str(d["stacks_file"]))
+        else:  # hang_verdict's one clause before the policy's text
+            v["action"] = v["action"].split("; ", 1)[0] + "; " + action_text("hang", d)
 
 
 def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:

@@ -36,7 +36,7 @@ from dapo_ops.agent.supervisor import (
 )
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints, roll_back
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import classify, defaults, features, health, memfit, profiles, runstate
+from dapo_ops.core import classify, defaults, features, health, memfit, profiles, redact, runstate
 from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import join_swanlab_links, swanlab_run_id
 
@@ -195,7 +195,7 @@ class Supervisor:
             try:
                 failures = notify.post_event(cfg, self.secret_env, payload) or []
             except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
-                err = str(e).splitlines()[0] if str(e) else type(e).__name__
+                err = redact.scrub(str(e).splitlines()[0] if str(e) else type(e).__name__, self.secret_env.values())
                 failures = [{"kind": "notifier", "error": err, "line": "notifier error: %s" % err}]
             for f in failures:
                 log("notification %s: %s" % (event, f["line"]))
@@ -352,20 +352,17 @@ class Supervisor:
             n += 1 if int(a.get("n") or 1) > 1 else 0
         return n
 
-    def _on_diverged(self, bad: health.Flag, retry: bool) -> None:
+    def _on_diverged(self, bad: health.Flag) -> None:
         """A ``diverged`` verdict: the run's first bad step is kept (run.json ``health.first_bad``, the recurrence
-        test of the next one); a retry resumes from the last checkpoint before ``bad.step``; a stop points verl's
-        tracker there now, so ``inv launch --resume`` starts from the last healthy checkpoint (run.json
-        ``health.bad_step`` / ``healthy_step``)."""
+        test of the next one); verl's tracker is pointed at the last checkpoint before ``bad.step`` now, whether a
+        retry follows or not (a run that ends before its retry - an ``inv stop`` while it waits, a lost node - must
+        not leave the bad checkpoint for ``inv launch --resume``): run.json ``health.bad_step`` / ``healthy_step``."""
         if self.first_bad is None:
             self.first_bad = bad.to_json()
         h = self.rec.setdefault("health", {})
         h["first_bad"] = dict(self.first_bad)
         h["bad_step"] = bad.step
-        if retry:
-            self.roll_back_before = bad.step
-        else:
-            h["healthy_step"] = roll_back(self._settings().get("ckpt_dir"), bad.step)
+        h["healthy_step"] = roll_back(self._settings().get("ckpt_dir"), bad.step)
         self.writer.dirty = True
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -534,7 +531,7 @@ class Supervisor:
                 verdict = escalate.diverged_verdict(
                     out["bad"], self.first_bad, self.rec.get("step"), self.rec.get("total_steps")
                 )
-            elif out["killed_by"] in ("stall", "hang") and (out["killed_by"] == "stall" or out["stacks"] is not None):
+            elif out["killed_by"] in ("stall", "hang"):  # both dumped their stacks (_run_attempt)
                 hang = out["killed_by"] == "hang"
                 verdict = escalate.stall_verdict(
                     out["idle_s"],
@@ -552,8 +549,6 @@ class Supervisor:
                     self.rec["attempts"][:-1],
                     self._restarts_without_checkpoint(latest_checkpoint(self._settings().get("ckpt_dir"))),
                 )
-            elif out["killed_by"] == "hang":
-                verdict = escalate.hang_verdict(self.hang_timeout_s, self.rec.get("step"), self.rec.get("total_steps"))
             elif out["killed_by"] == "disk-full" or (
                 out["killed_by"] is None and out["exit_code"] != 0 and self.disk.check(force=True)
             ):  # verl died of it first
@@ -582,7 +577,7 @@ class Supervisor:
             self.rec["decision"] = dj
             log("attempt %d: class=%s exit=%s -> %s (%s)" % (k, cls, out["exit_code"], d.action, d.reason))
             if cls == "diverged" and bad is not None:
-                self._on_diverged(bad, d.action == "retry")
+                self._on_diverged(bad)
             if d.action == "retry":
                 self.ladder.count(d)
                 fs = d.features

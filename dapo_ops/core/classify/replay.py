@@ -83,7 +83,8 @@ def replay(text: str) -> Replayed:
             total = parse_total(ln)
             if total is not None:
                 out.total = total
-        # detectors: the storm detector (and, once merged, divergence / stall replays) see the same line and time
+        # detectors: the storm detector sees each line and its time here; divergence is decided from the same log by
+        # decide._diverged (core/health.py), stalls need the live clock and dumps (agent/supervisor/stall.py)
         if det.storm is None:
             found = det.feed(ln, t)
             if found is not None:
