@@ -113,3 +113,16 @@ def test_a_collector_that_does_not_answer_in_time_is_killed_and_every_worker_nam
 def test_a_single_host_run_collects_nothing(tmp_path):
     assert hostevidence.collect({"ray": None}, str(tmp_path), 0.0, 1.0) is None
     assert not (tmp_path / "evidence").exists()
+
+
+def test_a_ray_worker_log_line_of_torch_npu_is_dated_by_its_own_time_not_the_files_mtime():
+    """The Ray worker log's evidence line is torch_npu's own ``[ERROR] <time> (PID:.., RankID:9) ...``: it is dated
+    by that time, so the verdict's line says when (it read "host h2 rank 9 (worker-...err: ...)" with no time when
+    the file's mtime ordered it first; a fresh-clone .ci/run of 2026-12-07)."""
+    from dapo_ops.core import evidence
+
+    line = "[ERROR] 2026-12-07-02:26:18 (PID:207, Device:1, RankID:9) ERR02200 DIST call hccl api failed."
+    found = {"ray_logs": [{"name": "worker-1.err", "mtime": 1.0, "text": line + "\n"}]}
+    [f] = [x for x in evidence.findings("h2", found) if x["source"] == "worker-1.err"]
+    assert f["time"] == "2026-12-07-02:26:18" and f["ts"] > 1.0 and f["rank"] == 9
+    assert evidence.summary_line(f, []).startswith("earliest error: host h2 rank 9 at 2026-12-07-02:26:18 ")

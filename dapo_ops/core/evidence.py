@@ -35,7 +35,9 @@ def _tier(cls: str, inconclusive: bool) -> str:
 def findings(host: str, found: "Dict[str, Any]") -> "List[Dict[str, Any]]":
     """The errors one host's collector found, each ``{"host", "rank" (int or None), "ts" (seconds), "time" (text),
     "source" (file name), "line" (the error line), "cls" (the classifier's class), "tier"}``. A plog line is judged
-    alone; a Ray worker log tail is judged whole (its verdict's first evidence line, dated by the file's mtime)."""
+    alone; a Ray worker log tail is judged whole (its verdict's first evidence line, dated by its own time when it
+    is a plog / torch_npu line, else by the file's mtime: the mtime alone could place it before the plog line of the
+    same error and leave the verdict's line without a time, a fresh-clone CI run of 2026-12-07)."""
     out: List[Dict[str, Any]] = []
     for e in found.get("plog") or []:
         v = classify(e.get("line") or e.get("msg") or "")
@@ -65,12 +67,13 @@ def findings(host: str, found: "Dict[str, Any]") -> "List[Dict[str, Any]]":
                 rank = plog.rank_of(ln)
                 if rank is not None:
                     break
+        dated = plog.parse_line(line)  # torch_npu's own line carries its time: "[ERROR] 2026-12-07-02:26:18 (PID:..."
         out.append(
             {
                 "host": host,
                 "rank": rank,
-                "ts": float(lg.get("mtime") or 0.0),
-                "time": None,
+                "ts": float(dated["ts"]) if dated else float(lg.get("mtime") or 0.0),
+                "time": dated["time"] if dated else None,
                 "source": lg.get("name"),
                 "line": line,
                 "cls": v.cls,
