@@ -221,7 +221,7 @@ def _hang_action(detail: Dict[str, Any], stacks_file: str) -> str:
 
 
 def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_without_checkpoint: int) -> None:
-    """Set ``detail.repeat`` on hang verdict ``v`` when an earlier attempt's verdict (``earlier``: run.json attempt
+    """Set ``detail.repeat`` on hang verdict ``v`` (:func:`stall_verdict`'s) when an earlier attempt's verdict (``earlier``: run.json attempt
     entries) was a hang at the same step with the same cause and frame, and ``detail.no_new_checkpoint`` when
     ``restarts_without_checkpoint`` reached :data:`dapo_ops.core.policy.MAX_RESTARTS_WITHOUT_CHECKPOINT`; the
     action kind follows (``dapo_ops/core/policy.py``)."""
@@ -240,10 +240,7 @@ def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_witho
         d["no_new_checkpoint"] = restarts_without_checkpoint
     v["action_kind"] = policy.kind("hang", d).value
     if d.get("repeat") or d.get("no_new_checkpoint"):
-        if d.get("stacks_file"):
-            v["action"] = _hang_action(d, str(d["stacks_file"]))
-        else:  # hang_verdict's one clause before the policy's text
-            v["action"] = v["action"].split("; ", 1)[0] + "; " + action_text("hang", d)
+        v["action"] = _hang_action(d, str(d["stacks_file"]))  # stall_verdict's detail always names its dumps
 
 
 def build_error_verdict(k: int, err: Exception, changes: Dict[str, Any]) -> Dict[str, Any]:
