@@ -933,6 +933,9 @@ class StandinTrainer:
                 metrics["timing_s/save_checkpoint"] = round(time.time() - ts, 4)
             step_s = time.time() - t
             m = _metrics(step, self.rng, step_s, self._world(), self.one_step_off, np)
+            # actor/lr is the optimizer's lr, as configured (verl/workers/engine_workers.py:212-216; the scheduler is
+            # constant without warm-up, verl/trainer/config/actor/actor.yaml:151-170): an lr of 1e30 prints 1e+30
+            m["actor/lr"] = float(_sel(self.cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
             if bad:
                 m.update(_diverged(fail.get("metric", "grad_norm"), np))
             m["training/epoch"] = (step - 1) // self.steps_per_epoch  # trainer_base.py:522
