@@ -270,6 +270,47 @@ def test_setting_changes_apply():
     assert d["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.75"
 
 
+#: the memory ladder's setting rungs (dapo_ops/core/memladder.py ``_setting_rung``; ``offload`` / ``recompute`` are
+#: feature rungs)
+SETTING_RUNGS = ("rollout-util", "update-batch", "logprob-batch", "weight-bucket", "rollout-eager", "offload-policy")
+
+
+@pytest.mark.parametrize("accelerator", ["gpu", "npu"])
+@pytest.mark.parametrize("user_features", ["", "-dynamic_batch"])
+@pytest.mark.parametrize("rung", SETTING_RUNGS)
+def test_one_ladder_key_table_the_argv_and_a_learned_start_agree_on(rung, user_features, accelerator):
+    """Every setting change a ladder rung makes names its verl keys in the one table (core/overrides.py
+    SETTING_KEYS; ``token_budgets`` carries its keys in its value), and both readers of that table agree: in the
+    retry's argv the ladder's value beats a raw ``--override`` of the key (build_command drops the override), and a
+    learned memo making the same change is not used when the user set that key with ``--override``
+    (learned.conflicts). Before: learned.py kept its own copy with ``gpu_memory_utilization``, overrides.py's had
+    none, so the ladder's kv-cache rung lost to a raw override of ``rollout.gpu_memory_utilization`` in the argv; and
+    neither had ``rollout_eager`` (the rollout-eager rung's ``enforce_eager``)."""
+    from dapo_ops.core import defaults, learned, memladder
+    from dapo_ops.core.overrides import SETTING_KEYS
+
+    fs = resolve(user_features)
+    sp = spec(accelerator=accelerator, nnodes=1, n_gpus_per_node=8, micro_batch_size=8)
+    settings = defaults.complete_settings(dict(sp["settings"]))
+    changes, why_not = memladder._setting_rung(rung, fs, settings)
+    assert changes, why_not
+    for name, value in changes.items():
+        keys = list(value) if name == "token_budgets" else list(SETTING_KEYS.get(name, ()))
+        assert keys, f"the ladder's change {name} has no verl keys in overrides.SETTING_KEYS"
+        for key in keys:
+            want = hydra_value(value[key] if name == "token_budgets" else value)
+            raw = f"{key}={'False' if isinstance(value, bool) else 12345}"
+            sp_raw = spec(
+                accelerator=accelerator, nnodes=1, n_gpus_per_node=8, micro_batch_size=8, extra_overrides=[raw]
+            )
+            argv = build_command(sp_raw, fs, {name: value})
+            last = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == key]
+            # a key the plan does not set here (the ref's budget without a reference model) is simply not overridden
+            assert raw not in argv and (not last or last[-1] == want), (key, last)
+            memo = {"rung": {"setting_changes": {name: value, "memory_rungs": []}}}
+            assert learned.conflicts(memo, (), {}, [raw]) == [f"it changes {key}, which you set with --override"]
+
+
 def test_fsdp_means_fsdp2_strategy():
     d = kv(build_command(spec(framework="fsdp"), resolve("")))
     assert d["actor_rollout_ref.actor.strategy"] == "fsdp2" and "critic.strategy" not in d  # no critic for GRPO

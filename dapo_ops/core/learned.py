@@ -43,6 +43,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
+from dapo_ops.core.overrides import SETTING_KEYS
+
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
 
@@ -83,19 +85,9 @@ ASKED_SOURCES = ("explicit", "default")
 #: a memo's setting change -> the run setting whose explicit value it would override (control/settings.py names)
 SETTING_OF_CHANGE = {
     "gpu_memory_utilization": "gpu_memory_utilization",
+    "rollout_eager": "rollout_eager",
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
     "log_prob_micro_batch_size_per_gpu": "micro_batch_size",
-}
-#: a memo's setting change -> the verl keys an ``--override`` of which it would override (core/overrides.py)
-OVERRIDE_OF_CHANGE = {
-    "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
-    "log_prob_micro_batch_size_per_gpu": (
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-    ),
-    "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
-    "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
-    "gpu_memory_utilization": ("actor_rollout_ref.rollout.gpu_memory_utilization",),
 }
 
 
@@ -172,7 +164,8 @@ def find(memos: list[Any], k: dict[str, Any]) -> dict[str, Any] | None:
 def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, str], overrides: list[Any]) -> list[str]:
     """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
     features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)
-    for the settings the user set; ``overrides``: the user's ``--override`` items. Empty: usable."""
+    for the settings the user set; ``overrides``: the user's ``--override`` items, matched against the verl keys a
+    change sets (the ladder's one table, :data:`dapo_ops.core.overrides.SETTING_KEYS`). Empty: usable."""
     rung = memo.get("rung") or {}
     out = []
     for f in rung.get("features") or []:
@@ -185,7 +178,7 @@ def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, st
         setting = SETTING_OF_CHANGE.get(name)
         if setting and setting in (given or {}):
             out.append(f"it sets {name}={val!r}, but you set {given[setting]}")
-        hit = [x for x in OVERRIDE_OF_CHANGE.get(name, ()) if x in keys]
+        hit = [x for x in SETTING_KEYS.get(name, ()) if x in keys]
         if name == "token_budgets":
             hit = [x for x in (val or {}) if x in keys]
         if hit:

@@ -37,10 +37,17 @@ __all__ = [
     "verl_argv",
 ]
 
-#: Memory-ladder settings -> the verl keys they set (dapo_ops/core/memladder.py rungs), appended after the feature
-#: keys so they win; a ladder change also replaces the same key in ``extra_overrides`` (see build_command).
+#: The one table of the memory ladder's setting changes (dapo_ops/core/memladder.py setting rungs; ``token_budgets``
+#: carries its verl keys in its value) -> the verl keys each sets. Read by :func:`overrides_for` (appended after the
+#: feature keys so they win), :func:`verl_argv` (a ladder change replaces the same key in ``extra_overrides``) and
+#: :func:`dapo_ops.core.learned.conflicts` (a learned change of a key the user set with ``--override`` is not used).
 #: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
-SETTING_KEYS: dict[str, Any] = {
+SETTING_KEYS: dict[str, tuple[str, ...]] = {
+    # the rollout-util rung; also a run setting, set with the rollout engine's keys in overrides_for
+    # (verl/workers/config/rollout.py:185, RolloutConfig.gpu_memory_utilization)
+    "gpu_memory_utilization": ("actor_rollout_ref.rollout.gpu_memory_utilization",),
+    # the rollout-eager rung; also a run setting, set with the rollout engine's keys (rollout.py:188)
+    "rollout_eager": ("actor_rollout_ref.rollout.enforce_eager",),
     "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
     "log_prob_micro_batch_size_per_gpu": (
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
@@ -51,13 +58,17 @@ SETTING_KEYS: dict[str, Any] = {
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
 }
 
+#: the ladder changes of :data:`SETTING_KEYS` that are run settings too: :func:`overrides_for` sets their keys with the
+#: rollout engine's (``enforce_eager`` only on NPU or when on), not again with the ladder's
+RUN_SETTING_RUNGS = ("gpu_memory_utilization", "rollout_eager")
+
 #: verl keys the plan sets from a run setting (the settings table, docs/params.md) -> that setting: the setting is the
 #: one way to set the key, so an ``--override`` of it (which comes last in the argv and would win silently against
 #: the setting, the plan's checks and what the supervisor, status and ``--resume`` read from the spec) is refused
-#: naming the setting's flag / variable (dapo_ops/control/launch/service.py ``refuse_plan_overrides``). The keys of the OOM
-#: ladder's setting rungs (:data:`SETTING_KEYS`, the token budgets) stay open: the ladder's change replaces such an
-#: override (:func:`build_command`) and a learned start respects it (dapo_ops/core/learned.py); so do the feature
-#: keys (``--features`` switches a feature, which sets several keys per framework; an override sets one key).
+#: naming the setting's flag / variable (dapo_ops/control/launch/service.py ``refuse_plan_overrides``). The other keys
+#: of the OOM ladder's setting rungs (:data:`SETTING_KEYS` but :data:`RUN_SETTING_RUNGS`, the token budgets) stay
+#: open: the ladder's change replaces such an override (:func:`build_command`) and a learned start respects it
+#: (dapo_ops/core/learned.py); so do the feature keys (``--features`` switches a feature, which sets several keys per framework; an override sets one key).
 PLAN_SETTING_KEYS: dict[str, str] = {
     "trainer.total_training_steps": "steps",
     "actor_rollout_ref.model.path": "model",
@@ -314,7 +325,7 @@ def overrides_for(
     out += [
         (k, s[name])
         for name, keys in SETTING_KEYS.items()
-        if s.get(name) is not None
+        if s.get(name) is not None and name not in RUN_SETTING_RUNGS
         for k in keys
         if framework == "fsdp" or name != "fsdp_offload_policy"
     ]
