@@ -43,11 +43,12 @@ verl-config: venv
 test: deps
 	DAPO_BENCH_ID=$${DAPO_BENCH_ID:-1} $(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
-# the checks .ci/run runs before the tests (mypy: [tool.mypy] in pyproject.toml, strict for core/ and agent/, the default
-# level for control/ and cli/)
+# the checks .ci/run runs before the tests (the C901 ratchet: .ci/complexity.py against .ci/complexity.txt; mypy:
+# [tool.mypy] in pyproject.toml, strict for core/ and agent/, the default level for control/ and cli/)
 lint: venv
-	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox
-	$(VENV)/bin/ruff format --check dapo_ops tests bench tasks.py gpu sandbox
+	$(VENV)/bin/ruff check dapo_ops tests bench tasks.py gpu sandbox .ci/complexity.py
+	$(VENV)/bin/ruff format --check dapo_ops tests bench tasks.py gpu sandbox .ci/complexity.py
+	$(VENV)/bin/python .ci/complexity.py
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
