@@ -1,5 +1,5 @@
 """One host's evidence of a failed or stalled multi-host attempt, and the collection from every node of the run
-(STDLIB ONLY, shipped; ``ray`` is imported by the ``cluster`` op alone, inside a function; issue 29 item 5).
+(STDLIB ONLY, shipped; ``ray`` is imported by the ``cluster`` op alone, inside a function).
 
 What one host holds, all written since the attempt started (``since``, seconds since the epoch):
 

@@ -78,7 +78,7 @@ def should_notify(event_kind: str, notify_cfg: dict[str, Any] | None) -> bool:
 def url_problem(url: str) -> str:
     """What is wrong with a webhook URL, in words that never show it (it is a secret), else ``""``: an http(s) URL
     with a host and no blank or control character (a URL with a space reached ``urllib`` only at the first send,
-    recorded in supervisor.log alone, issue 44)."""
+    recorded in supervisor.log alone)."""
     from urllib.parse import urlsplit
 
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):

@@ -321,7 +321,7 @@ def _compose(comp: dict[str, Any], fp: str | None) -> dict[str, Any]:
     """Run the Hydra compose check (``python -m dapo_ops.agent.compose``, this bundle) of ``comp["request"]``
     (already through :func:`installed_config_root`) in a child Python, started under ``comp["launcher"]`` when given
     (the run spec's ``launcher``: on NPU the CANN launcher sources ``set_env.sh`` first, as for verl itself, so the
-    start-up check imports verl (torch, torch_npu) the way the training does; issue 43 finding 7); results are cached
+    start-up check imports verl (torch, torch_npu) the way the training does); results are cached
     in the container by content key (:func:`_compose_key` of the fingerprint ``fp`` and the launcher), so a repeated
     preflight with the same overrides against the same config files costs no compose."""
     launcher = [str(a) for a in comp.get("launcher") or []]

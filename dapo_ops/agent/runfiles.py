@@ -59,7 +59,7 @@ def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o6
 
     A concurrent reader sees the old or the new content, never a torn file: ``os.write`` may write less than asked
     on a filling disk, so it loops until every byte is down, and a failed write (ENOSPC, EDQUOT, EIO) removes the
-    temporary file and leaves ``path`` as it was (issue 32: an empty ``run.json.tmp`` on a full runs disk).
+    temporary file and leaves ``path`` as it was (never an empty ``run.json.tmp`` on a full runs disk).
     Non-finite floats become ``null`` (:func:`dapo_ops.core.runstate.json_safe`). Raises ``OSError`` when the
     directory is not writable or the disk is full.
     """

@@ -182,6 +182,6 @@ def dry_run(
         + ", ".join(f"{k}: {v}" for k, v in topo.placement.items())
     )
     note = topo.unused_note()
-    if note:  # idle devices are said, never left unsaid (issue 44: 8 of 16 NPUs with no note)
+    if note:  # idle devices are said, never left unsaid (not 8 of 16 NPUs with no note)
         out(f"Note:          {note}")
     return plan

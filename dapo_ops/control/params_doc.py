@@ -11,7 +11,7 @@ from dapo_ops.control import settings
 
 
 #: docs/params.md's mode x framework x accelerator table (docs/workflow.md shows the same rows): which verl trainer
-#: and engine run, which performance features are on, and why (issue 34; every fact cited from verl 0.9.1).
+#: and engine run, which performance features are on, and why (every fact cited from verl 0.9.1).
 MATRIX = (
     "## What runs, per mode x framework x accelerator (verl 0.9 profile)",
     "",

@@ -1,5 +1,5 @@
 """Data sufficiency: how many training steps verl 0.9.1's V1 loop runs on the data before its epoch limit ends it
-(stdlib only, pure; issue 42 item 4).
+(stdlib only, pure).
 
 verl's facts (0.9.1, ``verl/trainer/ppo/v1/trainer_base.py``):
 

@@ -149,7 +149,7 @@ SPEC_SETTINGS: Mapping[str, Any] = MappingProxyType(
         "vanilla_mbridge": RUN["vanilla_mbridge"],
         "trainer_tp": None,
         "trainer_pp": None,
-        # keys a spec written before issue 43 lacks, completed to what that run ran: no trainer.test_freq (verl's -1),
+        # keys an older dapo-ops' spec lacks, completed to what that run ran: no trainer.test_freq (verl's -1),
         # gradient checkpointing = Megatron selective recompute, none of DAPO_RECIPE; the planner writes
         # RUN["test_freq"], the recompute by device memory (dapo_ops/core/profiles.py MEGATRON_RECOMPUTE) and True
         "test_freq": None,

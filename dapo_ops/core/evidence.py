@@ -1,4 +1,4 @@
-"""Multi-host evidence: which host and rank erred first (STDLIB ONLY, shipped; issue 29 item 5).
+"""Multi-host evidence: which host and rank erred first (STDLIB ONLY, shipped).
 
 Input: per host, what its collector found (:mod:`dapo_ops.agent.evidence`): the tails of its Ray worker logs
 (``{"name", "text", "mtime"}``: Python tracebacks carry no time of their own, so a tail is dated by its file's last

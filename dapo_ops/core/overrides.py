@@ -68,7 +68,8 @@ RUN_SETTING_RUNGS = ("gpu_memory_utilization", "rollout_eager")
 #: naming the setting's flag / variable (dapo_ops/control/launch/service.py ``refuse_plan_overrides``). The other keys
 #: of the OOM ladder's setting rungs (:data:`SETTING_KEYS` but :data:`RUN_SETTING_RUNGS`, the token budgets) stay
 #: open: the ladder's change replaces such an override (:func:`build_command`) and a learned start respects it
-#: (dapo_ops/core/learned.py); so do the feature keys (``--features`` switches a feature, which sets several keys per framework; an override sets one key).
+#: (dapo_ops/core/learned.py); so do the feature keys (``--features`` switches a feature, which sets several keys
+#: per framework; an override sets one key).
 PLAN_SETTING_KEYS: dict[str, str] = {
     "trainer.total_training_steps": "steps",
     "actor_rollout_ref.model.path": "model",
@@ -281,8 +282,8 @@ def overrides_for(
     out += profiles.filter_groups_overrides(profile, ent)
     out += profiles.reward_overrides(profile, ent, resp)
     out.append(("actor_rollout_ref.actor.ppo_mini_batch_size", int(s["ppo_mini_batch_size"])))
-    if s.get("dapo_recipe") and profile == "0.9":  # verl's DAPO recipe where the runbook is silent (a spec before
-        out += [(k, v) for k, v, _ in defaults.DAPO_RECIPE]  # issue 43 has none: core/defaults.py SPEC_SETTINGS)
+    if s.get("dapo_recipe") and profile == "0.9":  # verl's DAPO recipe where the runbook is silent (an older
+        out += [(k, v) for k, v, _ in defaults.DAPO_RECIPE]  # dapo-ops' spec has none: core/defaults.py SPEC_SETTINGS)
 
     # rollout engine
     out += [

@@ -160,7 +160,7 @@ _MTC = "actor_rollout_ref.actor.megatron.override_transformer_config"
 #: run (the DAPO nightly ``run_dapo_moonlight-16b_megatron_npu.sh:144-146`` of verl's Ascend CI, its 910B DAPO
 #: practice); ``selective`` on larger devices: verl's own modules ``["core_attn"]`` (``engine/megatron.yaml:79``),
 #: which recompute only the attention core: with flash attention that keeps almost every activation (what the real
-#: H200 Megatron runs ran, tests/fixtures/real-verl/tool-runs/k-megatron-*). A spec without the key (before issue 43)
+#: H200 Megatron runs ran, tests/fixtures/real-verl/tool-runs/k-megatron-*). A spec without the key (an older dapo-ops')
 #: ran ``selective``.
 MEGATRON_RECOMPUTE = ("full", "selective")
 FULL_RECOMPUTE_MAX_GIB = 64.5

@@ -1,4 +1,4 @@
-"""Sanity of the numbers a run sets (issue 42 item 5): ONE table of the ranges RL fine-tuning with verl uses, and
+"""Sanity of the numbers a run sets: ONE table of the ranges RL fine-tuning with verl uses, and
 the warning lines for values far outside them. Stdlib only, pure.
 
 A warning never stops a run: preflight shows it as check ``sanity`` (warn) and the plan as ``sanity:`` lines. The

@@ -1,6 +1,6 @@
 """The runs disk filling up during a run: notice it, stop verl, keep room for the verdict (STDLIB ONLY, shipped).
 
-What a full disk did before (issue 32, a 20 MB runs dir filled mid-run): a traceback in supervisor.log, an empty
+What a full disk did before (a 20 MB runs dir filled mid-run): a traceback in supervisor.log, an empty
 ``run.json.tmp`` and run.json stuck at ``running``, so ``inv status`` said ``supervisor-dead`` without naming the
 disk. Now:
 

@@ -1,5 +1,5 @@
 """A failed or stalled multi-host attempt's evidence from every node, before anything is torn down (STDLIB ONLY,
-shipped; issue 29 item 5).
+shipped).
 
 The supervisor runs on the head, in its container, with no SSH to the other hosts. It collects the head's own
 files in-process (:func:`dapo_ops.agent.evidence.collect`: no Ray needed, so a dead Ray head still leaves the head's

@@ -1,7 +1,7 @@
 """The bound on train.log's growth (STDLIB ONLY, shipped): a log that grows faster than a bound is capped.
 
 Measured (tests/fixtures/real-verl/tool-runs, 13 real H200 runs through the tool): a healthy attempt writes
-~130 KB in all, < 600 B/s on average; the printed config is most of it. The reward-function storm of issue 29 wrote
+~130 KB in all, < 600 B/s on average; the printed config is most of it. A reward-function storm (H200) wrote
 133 KB/s (64 MB in 8 minutes, ~11 GB a day). :class:`LogCap` is a token bucket: :data:`BURST_BYTES` may come at
 once (over a hundred healthy attempts), then :data:`RATE_BYTES_S` per second (27 x the healthy average). Past it,
 train.log keeps its head (what was written), every line of the log grammar (``step:``, totals, saves, links,

@@ -41,7 +41,7 @@ def iso(t: Optional[float] = None) -> str:
 
 def log(msg: str) -> None:
     """One line to the supervisor's own log (its stderr is ``<run_dir>/supervisor.log``). Never raises: on a full
-    disk (ENOSPC) the line is lost, the supervision goes on (issue 32: a traceback from here ended it)."""
+    disk (ENOSPC) the line is lost, the supervision goes on (a traceback from here once ended it)."""
     try:
         sys.stderr.write("%s supervisor[%d]: %s\n" % (iso(), os.getpid(), msg))
         sys.stderr.flush()

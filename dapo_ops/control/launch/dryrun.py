@@ -144,7 +144,7 @@ def _local_memory_facts(st, host) -> dict | None:
 
 
 def local_data_note(plan: Plan) -> str | None:
-    """The data-feed line of the plan (issue 42 item 4) when every train file is a parquet readable on this machine
+    """The data-feed line of the plan when every train file is a parquet readable on this machine
     (rows from its footer, :func:`dapo_ops.agent.parquet.parquet_schema`): ``data:    8 rows // batch 8 = 1
     step(s)/epoch x 30 epochs = 30 steps < --steps 40: ...`` (:class:`dapo_ops.core.datafeed.DataFeed`); None
     when a file is not here (``inv preflight`` reads it on the host: check data-feed)."""

@@ -59,8 +59,8 @@ def train_feed(pv: PlanView, data: list[dict]) -> datafeed.DataFeed | None:
 
 
 def _data_feed_check(pv: PlanView | None, data: list[dict]) -> Check | None:
-    """Check ``data-feed``: the steps the train data feeds before verl's epoch limit against ``--steps``
-    (issue 42 item 4): fail with the numbers and the fix, warn under ``allow_short_data``, ok with the figure."""
+    """Check ``data-feed``: the steps the train data feeds before verl's epoch limit against ``--steps``:
+    fail with the numbers and the fix, warn under ``allow_short_data``, ok with the figure."""
     if pv is None:
         return None
     feed = train_feed(pv, data)
@@ -78,7 +78,7 @@ def _data_feed_check(pv: PlanView | None, data: list[dict]) -> Check | None:
 
 def sanity_checks(pv: PlanView | None) -> list[Check]:
     """Checks ``sanity:<key>`` (warn, never fail: the run still starts): the plan's verl values far outside what RL
-    fine-tuning uses (:data:`dapo_ops.core.sanity.RANGES`), one line each (issue 42 item 5)."""
+    fine-tuning uses (:data:`dapo_ops.core.sanity.RANGES`), one line each."""
     if pv is None:
         return []
     try:  # the trainer pool's devices (memfit's one rule)

@@ -89,7 +89,7 @@ def _startup_check(comp: dict) -> Check | None:
     """The ``verl-startup`` check: verl's own start-up checks on the composed config
     (:mod:`dapo_ops.agent.verlcheck`, run by the compose op under the training's launcher: CANN's ``set_env.sh`` on
     NPU). FAIL with the first problem (and how many more); WARN when verl does not import in the container (then its
-    own dataclass checks did not run, and the training imports verl the same way: issue 43 finding 7, never an ``ok``
+    own dataclass checks did not run, and the training imports verl the same way: never an ``ok``
     beside ``skipped``); else OK, naming any other check that was skipped. None when the compose gave no start-up
     answer (it did not compose, or an older bundle)."""
     import json

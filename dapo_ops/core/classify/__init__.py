@@ -77,7 +77,7 @@ DOC_SECTION_MODULES: tuple[str, ...] = ("dapo_ops.core.ladder",)
 
 
 #: verdicts the live supervisor puts before an error storm (``follow.outcome``: a device-OOM line wins; a finished
-#: run is no storm): every other verdict of the text gives way to the storm the replay calls (issue 42 item 6)
+#: run is no storm): every other verdict of the text gives way to the storm the replay calls
 _LIVE_FIRST = ("success", "oom-device")
 
 
@@ -104,7 +104,7 @@ def classify(
 
     The live supervisor's detectors are replayed over the text on its own clock
     (:mod:`dapo_ops.core.classify.replay`): an error storm is ``error-storm`` here too, the same verdict the
-    supervisor records (issue 42 item 6).
+    supervisor records.
 
     Returns:
         The verdict. A log with no evidence at all gives ``crash-other`` with

@@ -190,7 +190,7 @@ def decide(
         # same line reads it better (runtime-env: "ImportError: libhccl.so: cannot open shared object file")
         main = [h for h in main if h.sig.name != "missing-module"] or main
         # numpy 2 beside modules built for numpy 1 (a banner, often only a warning) is the cause only when nothing
-        # else is, or when what else there is are the CANN / runtime codes it explains (issue 44, family 1)
+        # else is, or when what else there is are the CANN / runtime codes it explains
         numpy = [h for h in main if h.sig.name == "numpy-abi"]
         rest = [h for h in main if h.sig.name != "numpy-abi"]
         main = numpy if numpy and all(h.sig.name in NUMPY_EXPLAINS for h in rest) else (rest or main)
@@ -393,7 +393,7 @@ KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
 RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance", "gcs-lost")
 #: crash-other signature -> ``detail["cause"]`` where it is not the signature's name
 CRASH_CAUSES: dict[str, str] = {}
-#: the tracker-server rows (a tracker server that answers this client with 404 / 5xx: issue 44, family 2)
+#: the tracker-server rows (a tracker server that answers this client with 404 / 5xx)
 TRACKER_SERVER_SIGS = ("tracker-server", "tracker-server-log")
 #: root-cause rows a numpy-2 hit explains (CANN's op compiler and the runtime codes it prints once numpy 2 broke it)
 NUMPY_EXPLAINS = ("kernel-fault", "device-unavailable", "cann-env", "missing-module")
@@ -574,7 +574,7 @@ PAIRING_WORDS: tuple[tuple[str, str], ...] = (
     ("/torch/lib/", "torch"),
     ("libc10", "torch"),
 )
-#: the container-environment rows (issue 44, family 1): their detail is :func:`_env_detail`'s
+#: the container-environment rows: their detail is :func:`_env_detail`'s
 ENV_SIGS = ("runtime-env", "driver-lib", "toolchain", "numpy-abi", "cann-env")
 _NUMPY_RX = re.compile(r"compiled using numpy 1\.x|_array_api not found|removed in the numpy 2\.0 release")
 
@@ -629,7 +629,7 @@ def _reward_frame(log: Log, i: int) -> bool:
     return any(_REWARD_FRAME_RX.search(log.low_line(j)) for j in range(max(0, i - 4), i))
 
 
-#: lines that only wrap another error (issue 44, families 4 and 5): Ray could not unpickle the exception a worker
+#: lines that only wrap another error: Ray could not unpickle the exception a worker
 #: raised (ray/exceptions.py from_ray_exception: "RaySystemError: System error: Failed to unpickle serialized
 #: exception", older Ray "RuntimeError: Failed to unpickle serialized exception"; ray#54341, verl#2360, verl#3618),
 #: vLLM's engine died (V1 vllm/v1/engine/exceptions.py EngineDeadError "EngineCore encountered an issue. See stack

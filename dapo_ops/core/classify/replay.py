@@ -9,7 +9,7 @@ class with the same thresholds, fed every line of the (last) attempt with the lo
 times. A log with no timestamp at all is judged by counts (:data:`dapo_ops.core.classify.storm.COUNT_REPEATS`).
 A ``step:`` line clears the counts as it does live; a storm followed by a step line was not one (training moved on).
 
-Hook for the other detectors of issue 42 (divergence: the ``health`` module of dapo_ops/core, stalls:
+Hook for the other detectors (divergence: the ``health`` module of dapo_ops/core, stalls:
 ``dapo_ops/agent/supervisor/stall.py``): each one that is pure gets a ``feed(line, t)`` / ``progress()`` pair and a
 verdict builder, and is fed in :func:`replay`'s one loop beside the storm detector (see ``# detectors`` below); its
 found verdict joins :class:`Replayed`.

@@ -482,7 +482,7 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         "chat_template is not set",
         r"tokenizer\.chat_template is not set and no template argument was passed",
     ),
-    # ---- the container's native toolchain and libraries (issue 44, family 1): environment, never a kernel fault
+    # ---- the container's native toolchain and libraries: environment, never a kernel fault
     # A JIT build (Triton's launcher stub, torch inductor, DeepSpeed / flash-attn ops) cannot compile or link: GNU ld
     # "cannot find -l<lib>" (-lcuda: only libcuda.so.1, no libcuda.so link; Triton third_party/nvidia/backend/
     # driver.py libcuda_dirs, TRITON_LIBCUDA_PATH; pytorch#103417, mamba#123, vllm#16984, Seg-Zero#63), Triton <= 2.1
@@ -654,7 +654,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # ---- config (Hydra / verl asserts / resources / resume layout): CONFIG_ROWS above
     *CONFIG_ROWS,
     # ---- data
-    # the reward function has no scorer for the rows' data_source (issue 44, family 3): verl 0.9.1
+    # the reward function has no scorer for the rows' data_source: verl 0.9.1
     # utils/reward_score/__init__.py:107 default_compute_score 'raise NotImplementedError(f"Reward function is not
     # implemented for {data_source=}")' ("... for data_source=''": AReaL#105; "... data_source='medical_consultation'":
     # DoctorAgent-RL#10; verl#3450 (the GSM8K quickstart with a blank column), verl#5558 (in _validate)); verl <= 0.2's
@@ -879,7 +879,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         r"gatedrepoerror|401 client error: unauthorized for url: https://huggingface|cannot access gated repo for url"
         r"|you are trying to access a gated repo|access to model \S+ is restricted",
     ),
-    # ---- the tracker's server answers this client with an error (issue 44, family 2): a client / server version
+    # ---- the tracker's server answers this client with an error: a client / server version
     # pairing (or the server's own fault), neither credentials nor the network. Exception forms end tracker init
     # (fatal): urllib3 util/retry.py's ResponseError "too many 500 error responses" inside requests' RetryError /
     # "Max retries exceeded with url: /api/project/<u>/runs/<id>/sts" (SwanHubX/self-hosted#94: self-hosted v2.6.2 with
@@ -1020,7 +1020,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
     # mounted) -> driver-lib; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
     # Only libraries torch_npu cannot start without: CUDA libraries are probed (and missed harmlessly) by others.
-    # Both are the container's environment (config-error, issue 44 family 1), fixed in the image, never a fault.
+    # Both are the container's environment (config-error), fixed in the image, never a fault.
     (
         "driver-lib",
         "config-error",

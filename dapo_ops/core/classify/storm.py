@@ -1,6 +1,6 @@
 """Error storms: the same exception again and again while training does not move (STDLIB ONLY, shipped; pure).
 
-One rule, two readers (issue 42 item 6): the live supervisor feeds every line of the attempt with its arrival time
+One rule, two readers: the live supervisor feeds every line of the attempt with its arrival time
 (``dapo_ops/agent/supervisor/follow.py`` ``Scanner``); :func:`dapo_ops.core.classify.classify` replays a finished
 log through the same :class:`StormDetector` (:mod:`dapo_ops.core.classify.replay`) with the log's own timestamps
 (:func:`dapo_ops.core.logformat.parse_log_time`), or, in a log without any, by :data:`COUNT_REPEATS` alone.
@@ -10,7 +10,7 @@ logs ``Error in _run_prompt for uid=...`` with the traceback (``verl/trainer/ppo
 tags the group ``failure``; the replay buffer hands it out again. A reward function that raises
 (``reward.custom_reward_function.path``; ``verl/experimental/reward_loop/reward_loop.py:148`` ->
 ``reward_manager/dapo.py:84-86``, called through ``agent_loop.py:1026`` ``_compute_score``) therefore fails for
-ever: on the H200, 13,984 identical tracebacks in 8 minutes, no step, no exit (issue 29).
+ever: on the H200, 13,984 identical tracebacks in 8 minutes, no step, no exit.
 
 :class:`StormDetector` reads every line of the attempt (the supervisor's scanner feeds it), cuts Python tracebacks
 out of it per Ray source (:class:`dapo_ops.core.logformat.TracebackReader`; one reader per ``pid=`` prefix, so
