@@ -93,32 +93,31 @@ def _truthy(v: object) -> bool:
     return bool(v)
 
 
-def decide(
-    text: object, exit_code: int | None, container_state: dict[str, Any] | None, planned_total: int | None
-) -> Verdict:
-    """The verdict for a log text (arguments as :func:`dapo_ops.core.classify.classify`, which never raises)."""
+def _as_text(text: object) -> str:
+    """``text`` as a str: bytes decoded as UTF-8 (undecodable bytes replaced), anything else ``str()``-ed."""
     if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    elif not isinstance(text, str):
-        text = str(text)
-    log = Log(text)
-    f = read_facts(log)
+        return bytes(text).decode("utf-8", errors="replace")
+    return text if isinstance(text, str) else str(text)
+
+
+def _exit_code(given: int | None, logged: int | None, container_state: dict[str, Any] | None) -> int | None:
+    """The attempt's exit status: ``given`` (the caller's), else the one the log states, else an exited container's
+    ``State.ExitCode``; a negative one (a signal, as Python reports it) becomes the shell's ``128 - code``."""
+    exit_code = given if given is not None else logged
     if exit_code is None:
-        exit_code = f.exit_code
-        if exit_code is None:
-            ec = _state_get(container_state, "ExitCode")
-            if ec is not None and str(_state_get(container_state, "Status") or "").lower() == "exited":
-                try:
-                    exit_code = int(ec)
-                except (TypeError, ValueError):
-                    exit_code = None
+        ec = _state_get(container_state, "ExitCode")
+        if ec is not None and str(_state_get(container_state, "Status") or "").lower() == "exited":
+            try:
+                exit_code = int(ec)
+            except (TypeError, ValueError):
+                exit_code = None
     if exit_code is not None and exit_code < 0:
         exit_code = 128 - exit_code
-    total = planned_total if planned_total else f.total
-    base: dict[str, Any] = {"step": f.step, "total": total}
-    if exit_code is not None:
-        base["exit_code"] = exit_code
+    return exit_code
 
+
+def _screened_hits(log: Log) -> list[Hit]:
+    """The signature hits of ``log`` (:func:`scan`) less the ones that only echo another error."""
     hits = scan(log)
     # a runtime / operator code printed next to an OOM or a collective failure is its echo, not a kernel fault
     oom_lines = [h.line for h in hits if h.sig.name == "device-oom"]
@@ -130,7 +129,41 @@ def decide(
         )
     ]
     # a bare NotImplementedError / the None.startswith AttributeError is the reward dispatcher's only under its frame
-    hits = [h for h in hits if h.sig.name != "reward-source" or h.m.group(1) is not None or _reward_frame(log, h.line)]
+    return [h for h in hits if h.sig.name != "reward-source" or h.m.group(1) is not None or _reward_frame(log, h.line)]
+
+
+def _root_causes(root: list[Hit]) -> list[Hit]:
+    """The specific root-cause hits (tier ``ROOT``, non-empty) in the order :func:`decide` trusts them: the first
+    is the verdict's."""
+    # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
+    # the local cache): any other specific root cause wins over it, whatever the order.
+    main = [h for h in root if h.sig.cls != "network"] or root
+    # an import failure is the cause only when no other root cause is: a caught import (an optional
+    # dependency, logged with its traceback) must not hide the real failure, and a more specific row on the
+    # same line reads it better (runtime-env: "ImportError: libhccl.so: cannot open shared object file")
+    main = [h for h in main if h.sig.name != "missing-module"] or main
+    # numpy 2 beside modules built for numpy 1 (a banner, often only a warning) is the cause only when nothing
+    # else is, or when what else there is are the CANN / runtime codes it explains
+    numpy = [h for h in main if h.sig.name == "numpy-abi"]
+    rest = [h for h in main if h.sig.name != "numpy-abi"]
+    main = numpy if numpy and all(h.sig.name in NUMPY_EXPLAINS for h in rest) else (rest or main)
+    # a device list naming devices the container lacks explains the device errors printed before it
+    return [h for h in main if h.sig.name == "visible-devices"] + [h for h in main if h.sig.name != "visible-devices"]
+
+
+def decide(
+    text: object, exit_code: int | None, container_state: dict[str, Any] | None, planned_total: int | None
+) -> Verdict:
+    """The verdict for a log text (arguments as :func:`dapo_ops.core.classify.classify`, which never raises)."""
+    log = Log(_as_text(text))
+    f = read_facts(log)
+    exit_code = _exit_code(exit_code, f.exit_code, container_state)
+    total = planned_total if planned_total else f.total
+    base: dict[str, Any] = {"step": f.step, "total": total}
+    if exit_code is not None:
+        base["exit_code"] = exit_code
+
+    hits = _screened_hits(log)
     # An error followed by later progress did not stop the run: it is a non-fatal signal.
     fatal = [h for h in hits if h.sig.fatal and h.line > f.step_line]
     nonfatal = [h for h in hits if not h.sig.fatal or h.line <= f.step_line]
@@ -147,34 +180,12 @@ def decide(
         f.step_line if (f.step is not None and total and f.step >= total) else -1,
     )
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
-        if bad is not None:
-            return bad
-        d = dict(base)
-        last = f.step if f.step is not None else f.resumed  # a resume past the epoch limit trains no step
-        if done_line < 0 and last is not None and total and last < total:
-            # exit 0 below the planned total and no "Final validation metrics": verl's V1 loop ran out of epochs
-            # (verl/trainer/ppo/v1/trainer_base.py:467; its last step prints the final line, :525-529)
-            d["step"] = last
-            return mk("data-ran-out", dict(d, epochs=f.epochs), ev(log, f.step_line) + exit_ev(exit_code))
-        if done_line >= 0 and any(h.line > done_line for h in fatal):
-            d["teardown_error"] = True
-        return mk(
-            "success", d, ev(log, *(x for x in (f.step_line, f.final_val, f.progress_done, f.total_time) if x >= 0))
-        )
+        return bad if bad is not None else _ended_verdict(log, f, base, done_line, exit_code, fatal)
 
     # 2. container state
-    if _truthy(_state_get(container_state, "OOMKilled")):
-        d = dict(
-            base,
-            cause="oom-killed",
-            phase=phase_of(log, len(log.lines) - 1, back=12, frames_only=False),
-            ckpt_step=f.ckpt_step,
-        )
-        return mk("oom-host", d, ["docker inspect: State.OOMKilled=true"] + ev(log, len(log.lines) - 1))
-    exists = _state_get(container_state, "exists")
-    status = str(_state_get(container_state, "Status") or "").lower()
-    if (exists is not None and not _truthy(exists)) or status in ("missing", "removed", "not-found"):
-        return mk("container-missing", dict(base), [f"container state: {status or 'does not exist'}"])
+    by_state = _container_verdict(log, f, base, container_state)
+    if by_state is not None:
+        return by_state
 
     # 3. specific root cause: earliest across ranks
     root = [h for h in fatal if h.sig.tier == ROOT]
@@ -182,22 +193,7 @@ def decide(
     if killed is not None and killed < f.step_line:  # something was killed, but training went on
         killed = None
     if root:
-        # network trouble is often printed as a warning before the real failure (the hub lookup falls back to
-        # the local cache): any other specific root cause wins over it, whatever the order.
-        main = [h for h in root if h.sig.cls != "network"] or root
-        # an import failure is the cause only when no other root cause is: a caught import (an optional
-        # dependency, logged with its traceback) must not hide the real failure, and a more specific row on the
-        # same line reads it better (runtime-env: "ImportError: libhccl.so: cannot open shared object file")
-        main = [h for h in main if h.sig.name != "missing-module"] or main
-        # numpy 2 beside modules built for numpy 1 (a banner, often only a warning) is the cause only when nothing
-        # else is, or when what else there is are the CANN / runtime codes it explains
-        numpy = [h for h in main if h.sig.name == "numpy-abi"]
-        rest = [h for h in main if h.sig.name != "numpy-abi"]
-        main = numpy if numpy and all(h.sig.name in NUMPY_EXPLAINS for h in rest) else (rest or main)
-        # a device list naming devices the container lacks explains the device errors printed before it
-        main = [h for h in main if h.sig.name == "visible-devices"] + [
-            h for h in main if h.sig.name != "visible-devices"
-        ]
+        main = _root_causes(root)
         return verdict_for(log, f, base, main[0], main, fatal)
     if bad is not None:  # the metrics went bad before whatever generic end followed
         return bad
@@ -220,7 +216,59 @@ def decide(
     weak = [h for h in fatal if h.sig.tier == WEAK]
     if weak:
         return verdict_for(log, f, base, weak[0], weak, fatal)
-    # 6. exit code and generic crashes
+    # 6. exit code and generic crashes; 7. non-fatal signals
+    return _exit_verdict(log, f, base, exit_code, hits, fatal, nonfatal)
+
+
+def _container_verdict(
+    log: Log, f: Facts, base: dict[str, Any], container_state: dict[str, Any] | None
+) -> Verdict | None:
+    """What the container's ``docker inspect`` ``.State`` says by itself: ``oom-host`` when the kernel's OOM killer
+    ended it, ``container-missing`` when it is gone; else None."""
+    if _truthy(_state_get(container_state, "OOMKilled")):
+        d = dict(
+            base,
+            cause="oom-killed",
+            phase=phase_of(log, len(log.lines) - 1, back=12, frames_only=False),
+            ckpt_step=f.ckpt_step,
+        )
+        return mk("oom-host", d, ["docker inspect: State.OOMKilled=true"] + ev(log, len(log.lines) - 1))
+    exists = _state_get(container_state, "exists")
+    status = str(_state_get(container_state, "Status") or "").lower()
+    if (exists is not None and not _truthy(exists)) or status in ("missing", "removed", "not-found"):
+        return mk("container-missing", dict(base), [f"container state: {status or 'does not exist'}"])
+    return None
+
+
+def _ended_verdict(
+    log: Log, f: Facts, base: dict[str, Any], done_line: int, exit_code: int | None, fatal: list[Hit]
+) -> Verdict:
+    """:func:`decide`'s verdict for a run that ended by itself (``done_line``: the last line that says so, -1 when
+    only exit 0 did): ``success``, or ``data-ran-out`` below the planned total (``base["total"]``)."""
+    d = dict(base)
+    total = base["total"]
+    last = f.step if f.step is not None else f.resumed  # a resume past the epoch limit trains no step
+    if done_line < 0 and last is not None and total and last < total:
+        # exit 0 below the planned total and no "Final validation metrics": verl's V1 loop ran out of epochs
+        # (verl/trainer/ppo/v1/trainer_base.py:467; its last step prints the final line, :525-529)
+        d["step"] = last
+        return mk("data-ran-out", dict(d, epochs=f.epochs), ev(log, f.step_line) + exit_ev(exit_code))
+    if done_line >= 0 and any(h.line > done_line for h in fatal):
+        d["teardown_error"] = True
+    return mk("success", d, ev(log, *(x for x in (f.step_line, f.final_val, f.progress_done, f.total_time) if x >= 0)))
+
+
+def _exit_verdict(
+    log: Log,
+    f: Facts,
+    base: dict[str, Any],
+    exit_code: int | None,
+    hits: list[Hit],
+    fatal: list[Hit],
+    nonfatal: list[Hit],
+) -> Verdict:
+    """:func:`decide`'s last steps, for a log with no root-cause, collective or weak-network error: the exit code
+    and the generic tracebacks, then the non-fatal signals (:func:`_nonfatal_verdict`)."""
     generic = [h for h in fatal if h.sig.tier == GENERIC]
     late_401 = [h for h in hits if h.sig.name == "tracker-401" and h.line > f.step_line]
     if late_401 and generic and exit_code not in (None, 0, 137):
@@ -248,7 +296,13 @@ def decide(
         elif exit_code == 134:
             d["cause"] = "abort"
         return mk("crash-other", d, generic_ev(log, generic) + exit_ev(exit_code))
-    # 7. non-fatal signals while the process runs (or its state is unknown)
+    # non-fatal signals while the process runs (or its state is unknown)
+    return _nonfatal_verdict(log, f, base, nonfatal)
+
+
+def _nonfatal_verdict(log: Log, f: Facts, base: dict[str, Any], nonfatal: list[Hit]) -> Verdict:
+    """:func:`decide`'s last step, for a log with no fatal error: a non-fatal auth, tracker-server or network signal
+    (the run goes on), else ``crash-other`` marked ``inconclusive``."""
     nf_auth = [h for h in nonfatal if h.sig.cls == "auth-error"]
     if nf_auth:
         return mk("auth-error", dict(base, fatal=False), ev(log, nf_auth[-1].line))
