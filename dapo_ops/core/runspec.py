@@ -89,6 +89,48 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         raise OverrideError(
             "save_freq=0 is invalid: use a positive step interval (--save-freq 10), or -1 for no checkpoints"
         )
+    _check_pools(mode, s, host_devices, tp)
+    world = (
+        as_int(s, "trainer_gpus", "--trainer-gpus")
+        if mode == "one-step-off"
+        else as_int(s, "n_gpus_per_node", "--trainer-gpus")
+    ) * max(1, as_int(s, "nnodes", "--nnodes"))
+    tbs = as_int(s, "train_batch_size", "--train-batch-size")
+    mini = as_int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
+    n = as_int(s, "rollout_n", "--rollout-n")
+    if min(tbs, mini, n) <= 0:
+        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
+    if mini > tbs:
+        raise OverrideError(
+            f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; set --ppo-mini-batch-size <= {tbs}"
+        )
+    ent = profiles.entry(profile, mode, framework)
+    profiles.v1_mode(ent, s["trainer_mode"])  # raises for --mode sync on one-step-off
+    if profiles.v1_mode(ent) == "separate_async":
+        pss = parameter_sync_step(s)
+        if tbs != pss * mini:
+            raise OverrideError(
+                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
+                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
+                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
+                f"(0: train_batch_size / ppo_mini_batch_size)"
+            )
+    bad = _batch_split_problems(spec, s, world, tbs, mini, n)
+    if bad:  # every batch problem at once, each with the nearest values that split evenly
+        raise OverrideError(bad)
+    _check_context(s, prompt, resp, model_max_len)
+    _check_gpu_memory_utilization(s)
+    ckpt = s["ckpt_dir"]
+    if not str(ckpt).startswith("/"):
+        raise OverrideError(
+            f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
+        )
+    _check_extra_overrides(s)
+
+
+def _check_pools(mode: str | None, s: dict[str, Any], host_devices: int | None, tp: int) -> None:
+    """:func:`check_spec`'s device pools: one-step-off's trainer + rollout devices, else ``n_gpus_per_node``, against
+    the host's devices and the rollout TP. Raises :class:`OverrideError`."""
     if mode == "one-step-off":
         tg = as_int(s, "trainer_gpus", "TRAINER_GPUS / --trainer-gpus")
         rg = as_int(s, "rollout_gpus", "ROLLOUT_GPUS / --rollout-gpus")
@@ -118,34 +160,11 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
                 f"{n} devices are not divisible by the rollout tensor parallel size {tp}; "
                 f"choose --rollout-tp that divides {n}"
             )
-    world = (
-        as_int(s, "trainer_gpus", "--trainer-gpus")
-        if mode == "one-step-off"
-        else as_int(s, "n_gpus_per_node", "--trainer-gpus")
-    ) * max(1, as_int(s, "nnodes", "--nnodes"))
-    tbs = as_int(s, "train_batch_size", "--train-batch-size")
-    mini = as_int(s, "ppo_mini_batch_size", "--ppo-mini-batch-size")
-    n = as_int(s, "rollout_n", "--rollout-n")
-    if min(tbs, mini, n) <= 0:
-        raise OverrideError(f"train_batch_size={tbs}, ppo_mini_batch_size={mini}, rollout_n={n} must all be >= 1")
-    if mini > tbs:
-        raise OverrideError(
-            f"ppo_mini_batch_size={mini} is larger than train_batch_size={tbs}; set --ppo-mini-batch-size <= {tbs}"
-        )
-    ent = profiles.entry(profile, mode, framework)
-    profiles.v1_mode(ent, s["trainer_mode"])  # raises for --mode sync on one-step-off
-    if profiles.v1_mode(ent) == "separate_async":
-        pss = parameter_sync_step(s)
-        if tbs != pss * mini:
-            raise OverrideError(
-                f"train_batch_size={tbs} must equal parameter_sync_step={pss} x ppo_mini_batch_size={mini} = "
-                f"{pss * mini} for one-step-off (verl's separate_async asserts it, trainer_separate_async.py:59); "
-                f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
-                f"(0: train_batch_size / ppo_mini_batch_size)"
-            )
-    bad = _batch_split_problems(spec, s, world, tbs, mini, n)
-    if bad:  # every batch problem at once, each with the nearest values that split evenly
-        raise OverrideError(bad)
+
+
+def _check_context(s: dict[str, Any], prompt: int, resp: int, model_max_len: int | None) -> None:
+    """:func:`check_spec`'s context check: prompt + response within ``max_position_embeddings`` when set, else within
+    the model's context (``model_max_len``, when known). Raises :class:`OverrideError`."""
     seq = prompt + resp
     mpe = s.get("max_position_embeddings")
     if mpe not in (None, "", 0):
@@ -161,6 +180,10 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
             f"{model_max_len}; lower --max-response-length to <= {int(model_max_len) - prompt} "
             f"or set --max-position-embeddings {seq} if the model supports it"
         )
+
+
+def _check_gpu_memory_utilization(s: dict[str, Any]) -> None:
+    """:func:`check_spec`'s ``gpu_memory_utilization``: a number in (0, 1]. Raises :class:`OverrideError`."""
     g: Any = s.get("gpu_memory_utilization")
     try:
         g = float(g)
@@ -168,11 +191,11 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
         raise OverrideError(f"gpu_memory_utilization={g!r} is not a number; use a fraction like 0.6") from None
     if not 0 < g <= 1:
         raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
-    ckpt = s["ckpt_dir"]
-    if not str(ckpt).startswith("/"):
-        raise OverrideError(
-            f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
-        )
+
+
+def _check_extra_overrides(s: dict[str, Any]) -> None:
+    """:func:`check_spec`'s ``extra_overrides``: each ``key=value`` (or ``~key``), and no async checkpoint save
+    (:data:`ASYNC_SAVE_KEY`). Raises :class:`OverrideError`."""
     for x in s.get("extra_overrides") or []:
         if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
             raise OverrideError(
