@@ -256,6 +256,49 @@ def _median(vals: list) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
+def _progress(
+    run: dict, tail: TailInfo, attempt: object, log_mtime: float | None
+) -> tuple[int | None, int | None, dict, float | None]:
+    """``(step, total, metrics, last_progress_at)`` of a run: run.json's, or the log tail's where it is fresher."""
+    # progress: the log tail (current attempt) is at least as fresh as run.json, which the supervisor writes
+    # after each progress line; with a dead supervisor only the log moves on.
+    step, total = run.get("step"), run.get("total_steps")
+    metrics = dict(run.get("metrics") or {})
+    last_progress = run.get("last_progress_at")
+    tail_step = tail.step if tail.step is not None else tail.bar_step
+    starts = [ev[0] for ev in tail.attempt_events if ev[1] == "start"]
+    new_segment = bool(starts) and isinstance(attempt, int) and starts[-1] > attempt
+    # parse_tail keeps only the segment after the last attempt-start delimiter; an attempt run.json does not know
+    # yet (new_segment: it may resume below run.json's step) wins, otherwise the larger step is the fresher one
+    if tail_step is not None and (step is None or tail_step >= step or new_segment):
+        if step is None or tail_step > step:
+            # newer than run.json: the supervisor did not record it (dead or lagging); the log's mtime bounds it
+            last_progress = max(last_progress or 0.0, log_mtime or 0.0) or last_progress
+        step = tail_step
+        metrics.update({k: v for k, v in tail.metrics.items()})
+    if total is None:
+        total = tail.total if tail.total is not None else tail.bar_total
+    return step, total, metrics, last_progress
+
+
+def _attempt_rows(attempts: object) -> list[dict]:
+    """One ``{"n", "features", "cls", "step_reached", "rungs"}`` per attempt of run.json's ``attempts``."""
+    out = []
+    for a in attempts if isinstance(attempts, list) else []:
+        if isinstance(a, dict):
+            rungs = (a.get("setting_changes") or {}).get("memory_rungs") or []
+            out.append(
+                {
+                    "n": a.get("n"),
+                    "features": _features(a.get("features")),
+                    "cls": (a.get("verdict") or {}).get("cls"),
+                    "step_reached": a.get("step_reached"),
+                    "rungs": [r for r in rungs if isinstance(r, dict)],
+                }
+            )
+    return out
+
+
 def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> StatusRow:
     """Turn one probe result (see :func:`dapo_ops.agent.probe.probe_status`) into a :class:`StatusRow`.
 
@@ -296,24 +339,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.supervisor_pid, row.verl_pgid = pids.get("supervisor"), pids.get("verl_pgid")
     row.supervisor_alive, row.verl_alive = probe.get("supervisor_alive"), probe.get("verl_alive")
 
-    # progress: the log tail (current attempt) is at least as fresh as run.json, which the supervisor writes
-    # after each progress line; with a dead supervisor only the log moves on.
-    step, total = run.get("step"), run.get("total_steps")
-    metrics = dict(run.get("metrics") or {})
-    last_progress = run.get("last_progress_at")
-    tail_step = tail.step if tail.step is not None else tail.bar_step
-    starts = [ev[0] for ev in tail.attempt_events if ev[1] == "start"]
-    new_segment = bool(starts) and isinstance(row.attempt, int) and starts[-1] > row.attempt
-    # parse_tail keeps only the segment after the last attempt-start delimiter; an attempt run.json does not know
-    # yet (new_segment: it may resume below run.json's step) wins, otherwise the larger step is the fresher one
-    if tail_step is not None and (step is None or tail_step >= step or new_segment):
-        if step is None or tail_step > step:
-            # newer than run.json: the supervisor did not record it (dead or lagging); the log's mtime bounds it
-            last_progress = max(last_progress or 0.0, probe.get("log_mtime") or 0.0) or last_progress
-        step = tail_step
-        metrics.update({k: v for k, v in tail.metrics.items()})
-    if total is None:
-        total = tail.total if tail.total is not None else tail.bar_total
+    step, total, metrics, last_progress = _progress(run, tail, row.attempt, probe.get("log_mtime"))
     row.step, row.total = step, total
     if step is not None and total:
         row.percent = round(100.0 * step / total, 1)
@@ -333,18 +359,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if isinstance(h, dict) and health.trend_text(h):
         row.health = dict(h, shown=health.trend_text(h))
     row.features = _features(run.get("features"))
-    for a in run.get("attempts") or []:
-        if isinstance(a, dict):
-            rungs = (a.get("setting_changes") or {}).get("memory_rungs") or []
-            row.attempts.append(
-                {
-                    "n": a.get("n"),
-                    "features": _features(a.get("features")),
-                    "cls": (a.get("verdict") or {}).get("cls"),
-                    "step_reached": a.get("step_reached"),
-                    "rungs": [r for r in rungs if isinstance(r, dict)],
-                }
-            )
+    row.attempts += _attempt_rows(run.get("attempts"))
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")
