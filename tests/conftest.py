@@ -399,7 +399,58 @@ def test_report():
     return add
 
 
+#: how many test files the time-by-file table shows
+TIME_FILES_SHOWN = 15
+
+
+def time_by_file_and_worker(reports) -> tuple[list[tuple[str, float, int]], list[tuple[str, float, float, float]]]:
+    """``(files, workers)`` of a run's test reports (setup, call and teardown each one report).
+
+    ``files``: ``(path, seconds, tests)`` per test file, most seconds first (seconds: the sum of its reports'
+    durations on whichever worker ran them). ``workers``: ``(worker id, busy s, first start, last stop)`` per
+    pytest-xdist worker (``"main"`` without xdist), by id; start and stop are epoch seconds (``TestReport.start`` /
+    ``.stop``): a worker that stops long before the others waited for nothing at the end of the run."""
+    files: dict[str, list] = {}
+    workers: dict[str, list[float]] = {}
+    for r in reports:
+        dur = float(getattr(r, "duration", 0.0) or 0.0)
+        f = files.setdefault(r.nodeid.split("::", 1)[0], [0.0, set()])
+        f[0] += dur
+        f[1].add(r.nodeid)
+        node = getattr(r, "node", None)
+        wid = node.gateway.id if node is not None and hasattr(node, "gateway") else "main"
+        w = workers.setdefault(wid, [0.0, float("inf"), 0.0])
+        w[0] += dur
+        w[1] = min(w[1], float(getattr(r, "start", 0.0) or float("inf")))
+        w[2] = max(w[2], float(getattr(r, "stop", 0.0) or 0.0))
+    by_file = sorted(((k, v[0], len(v[1])) for k, v in files.items()), key=lambda x: -x[1])
+    return by_file, [(k, v[0], v[1], v[2]) for k, v in sorted(workers.items())]
+
+
+def _time_summary(terminalreporter) -> None:
+    """With ``--durations`` (``.ci/run`` passes it): the test files that took longest and each xdist worker's busy
+    time and end, so a CI run shows which files grew and whether a worker idled at the end."""
+    reports = [
+        r
+        for key in ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "")
+        for r in terminalreporter.stats.get(key, [])
+        if getattr(r, "when", None) in ("setup", "call", "teardown")
+    ]
+    if not reports:
+        return
+    files, workers = time_by_file_and_worker(reports)
+    terminalreporter.section("test time by file (setup + call + teardown, summed over workers)")
+    for path, secs, n in files[:TIME_FILES_SHOWN]:
+        terminalreporter.write_line(f"{secs:8.1f} s  {n:5d} tests  {path}")
+    terminalreporter.write_line(f"{sum(f[1] for f in files):8.1f} s  in all, {len(files)} files")
+    t0 = min(w[2] for w in workers)
+    for wid, busy, _start, stop in workers:
+        terminalreporter.write_line(f"worker {wid}: busy {busy:.0f} s, last test ended at +{stop - t0:.0f} s")
+
+
 def pytest_terminal_summary(terminalreporter):
+    if terminalreporter.config.getoption("durations", None) is not None:
+        _time_summary(terminalreporter)
     path = os.environ.get(_REPORT_ENV)
     if os.environ.get("PYTEST_XDIST_WORKER") or not path or not os.path.exists(path):
         return
