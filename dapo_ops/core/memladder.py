@@ -26,6 +26,7 @@ from typing import Any
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.overrides import SETTING_KEYS
 from dapo_ops.core.policy import NO_RUNG_PHASES
 from dapo_ops.core.profiles import token_budgets as _default_budgets
 
@@ -41,7 +42,7 @@ LOGPROB_BUDGETS = (
 )
 #: the weight-sync bucket (MB): verl's key, its default (verl/workers/config/rollout.py:135, rollout/rollout.yaml:296)
 #: and the floor the ``weight-bucket`` rung stops at (verl's separate_async CI runs 1024)
-BUCKET_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+BUCKET_KEY = SETTING_KEYS["weight_sync_bucket_mb"][0]
 BUCKET_MB_DEFAULT = 2048
 BUCKET_MB_FLOOR = 256
 #: the sides a device OOM can be on (``Verdict.detail["side"]``)
@@ -193,8 +194,11 @@ def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str,
     return {"token_budgets": new} if new != budgets else None
 
 
-def _shrink_micro(settings: dict[str, Any], name: str, key: str) -> dict[str, Any] | None:
-    cur = int(settings.get(name) or _extra_value(settings, key) or settings["micro_batch_size"])
+def _shrink_micro(settings: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The micro-batch rung's change of setting ``name`` (a key of the ladder's table,
+    :data:`dapo_ops.core.overrides.SETTING_KEYS`): its value (the setting, else an ``--override`` of its first verl
+    key, else ``micro_batch_size``) divided by :data:`MICRO_DIVISOR`; None at 1."""
+    cur = int(settings.get(name) or _extra_value(settings, SETTING_KEYS[name][0]) or settings["micro_batch_size"])
     new = max(1, cur // MICRO_DIVISOR)
     return {name: new} if new < cur else None
 
@@ -216,17 +220,7 @@ def _setting_rung(
             ch = _shrink_budget(settings, (ACTOR_BUDGET,) if upd else LOGPROB_BUDGETS)
             what = "token budget at the floor prompt+response = %d" % _seq_len(settings)
         else:
-            ch = (
-                _shrink_micro(
-                    settings, "ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
-                )
-                if upd
-                else _shrink_micro(
-                    settings,
-                    "log_prob_micro_batch_size_per_gpu",
-                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                )
-            )
+            ch = _shrink_micro(settings, "ppo_micro_batch_size_per_gpu" if upd else "log_prob_micro_batch_size_per_gpu")
             what = "micro-batch already 1"
         return (ch, None) if ch else (None, f"{rung}: skipped, {what}")
     if rung == "weight-bucket":
