@@ -1,6 +1,7 @@
-"""One defaults table (dapo_ops/core/defaults.py): no module reads a run setting with a literal fallback of its own,
-the settings table takes its defaults from it, make_plan writes a complete spec, and an older spec is completed
-from the table in one place."""
+"""One defaults table (dapo_ops/core/defaults.py): no module reads a run setting or a host field with a literal
+fallback of its own, the settings table and the inventory's Host model take their defaults from it, make_plan writes a
+complete spec, an older spec is completed from the table in one place, and no module but control/settings.py reads
+a run setting's environment variable."""
 
 import ast
 import json
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control import settings
+from dapo_ops.control.inventory import model as inventory_model
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import resume
 from dapo_ops.agent import runfiles
@@ -42,7 +44,7 @@ def _literal(n: ast.AST) -> bool:
     return False
 
 
-def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
+def _read(n: ast.AST, keys: frozenset = KEYS) -> tuple[str, ast.AST | None] | None:
     """``(key, default or None)`` when ``n`` reads a table key through a reader, else None."""
     if not isinstance(n, ast.Call):
         return None
@@ -54,7 +56,7 @@ def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
     if len(n.args) <= at:
         return None
     k = n.args[at]
-    if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in KEYS):
+    if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in keys):
         return None
     if len(n.args) > at + 1:
         return k.value, n.args[at + 1]
@@ -62,18 +64,19 @@ def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
     return k.value, kw.get("default")
 
 
-def literal_fallbacks(source: str) -> list[tuple[int, str]]:
+def literal_fallbacks(source: str, keys: frozenset = KEYS) -> list[tuple[int, str]]:
     """``(line, code)`` of every read of a table key with a literal fallback in ``source``: the reader's default
     (``x.get("steps", 100)``, ``getattr(spec, "steps", 100)``, ``_get(s, "steps", 100)``) or an ``or`` after a read
-    without one (``x.get("steps") or 100``; an empty list / dict / tuple after ``or`` only says "none")."""
+    without one (``x.get("steps") or 100``; an empty list / dict / tuple after ``or`` only says "none"). ``keys``: the
+    table's names (default :data:`KEYS`, the run settings'; :data:`HOST_KEYS` for the host fields)."""
     out = []
     for n in ast.walk(ast.parse(source)):
-        r = _read(n)
+        r = _read(n, keys)
         if r is not None and r[1] is not None and _literal(r[1]):
             out.append((n.lineno, ast.unparse(n)))
         if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or):
             for i, v in enumerate(n.values[:-1]):
-                r = _read(v)
+                r = _read(v, keys)
                 rest = n.values[i + 1 :]
                 if r is not None and r[1] is None and any(_literal(w) and not _empty(w) for w in rest):
                     out.append((n.lineno, ast.unparse(n)))
@@ -207,3 +210,75 @@ def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
     plan = planning.make_plan(st, None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
+
+
+#: the host fields the one table gives a value (not None): a read of one with a literal fallback is a second copy of
+#: the default (``spec.get("accelerator", "gpu")`` in core/overrides.py vs ``"npu"`` in the supervisor, issue 46)
+HOST_KEYS = frozenset(k for k, v in defaults.HOST.items() if v is not None) | {"runs_dir"}
+
+#: reads the host scan flags that are not of a host field's default, each with why: (file, code) -> reason
+NOT_A_HOST_DEFAULT = {
+    ("dapo_ops/agent/supervisor/record.py", "n.get('devices') or 0"): "a Ray node spec's device count, summed: "
+    "a node without one adds none",
+    ("dapo_ops/cli/hosts.py", "info.get('python') or '?'"): "the verl probe's answer (the python it ran), '?' when "
+    "it gave none",
+    ("dapo_ops/control/preflight/verl.py", "p.get('python', '?')"): "the probe's answer: the container's Python "
+    "version, '?' when it gave none",
+    ("dapo_ops/control/preflight/checks.py", "getattr(host, 'workdir', '?')"): "a message placeholder for a host "
+    "object without a workdir",
+    ("dapo_ops/control/remote/errors.py", "getattr(getattr(target, 'host', None), 'workdir', '?')"): "a message "
+    "placeholder when Docker's error names no cwd and the target has no host",
+    ("dapo_ops/control/status/probe.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    "`docker start <container>` for a run.json without its container, not a value a run uses",
+}
+
+
+def test_the_host_model_takes_every_default_from_the_one_table():
+    """The inventory's Host model and defaults.HOST say the same for every field but name/address/env; a host
+    without a table of its own runs the runbook's Ascend host (8 NPUs, container verl, workdir /verl)."""
+    import dataclasses
+
+    fields = {
+        f.name: f.default for f in dataclasses.fields(inventory_model.Host) if f.name not in ("name", "address", "env")
+    }
+    assert fields == dict(defaults.HOST)
+    h = inventory_model.Host(name="h1", address="10.0.0.1")
+    assert (h.accelerator, h.devices, h.container, h.workdir, h.runs_path) == (
+        "npu",
+        8,
+        "verl",
+        "/verl",
+        "/verl/dapo_runs",
+    )
+    assert defaults.runs_path() == h.runs_path
+
+
+def test_no_module_reads_a_host_field_with_a_literal_fallback():
+    """One table of host defaults: ``getattr(host, "accelerator", "npu")`` / ``spec.get("accelerator", "gpu")`` /
+    ``spec.get("python") or "python3"`` are refused anywhere in the package (read ``defaults.HOST[...]``)."""
+    found, exempt = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG.parent))
+        for line, code in literal_fallbacks(path.read_text(encoding="utf-8"), HOST_KEYS):
+            if (rel, code) in NOT_A_HOST_DEFAULT:
+                exempt.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    assert exempt == set(NOT_A_HOST_DEFAULT), f"stale NOT_A_HOST_DEFAULT entries: {set(NOT_A_HOST_DEFAULT) - exempt}"
+    assert not found, f"{len(found)} read(s) of a host field with a literal fallback:\n" + "\n".join(found)
+
+
+def test_the_host_scan_sees_the_forms_that_disagreed():
+    src = """
+spec.get("accelerator", "gpu")
+getattr(host, "runtime", "docker")
+spec.get("python") or "python3"
+x.get("devices", 0)
+"""
+    assert [ln for ln, _ in literal_fallbacks(src, HOST_KEYS)] == [2, 3, 4, 5]
+    fine = """
+spec.get("accelerator", defaults.HOST["accelerator"])
+getattr(host, "runtime", None)
+x.get("name", "local")
+"""
+    assert literal_fallbacks(fine, HOST_KEYS) == []

@@ -42,6 +42,7 @@ from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote.fanout import HostResult, Row
 from dapo_ops.control.inventory.hosts import Inventory, InventoryError
 from dapo_ops.control.inventory.model import Host
+from dapo_ops.core import defaults
 
 #: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
 #: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
@@ -480,7 +481,10 @@ def with_container(chosen: list[Host], container: str = "", env=None) -> list[Ho
     if not name:
         return chosen
     # a bare-metal host (runtime = "host") has no container to name
-    return [h if getattr(h, "runtime", "docker") == "host" else dataclasses.replace(h, container=name) for h in chosen]
+    return [
+        h if getattr(h, "runtime", defaults.HOST["runtime"]) == "host" else dataclasses.replace(h, container=name)
+        for h in chosen
+    ]
 
 
 def connect_timeout_override(c) -> float | None:

@@ -3,8 +3,8 @@
 Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.launch.dryrun`),
 by ``launch`` (:func:`dapo_ops.control.launch.service.build_plan`: the facts first, then ONE plan, whose ``spec`` it writes
 as ``<run_dir>/spec.json``) and by preflight (which composes ``plan.argv`` against the container's verl). Pure: no
-SSH, no file reads; works with ``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir
-``/verl``). A :class:`Plan` is immutable (its spec, argv and lists too): what a launch learns later is passed in as
+SSH, no file reads; works with ``host=None`` (the inventory's defaults, :data:`dapo_ops.core.defaults.HOST`: NPU, 8
+devices, container ``verl``, workdir ``/verl``). A :class:`Plan` is immutable (its spec, argv and lists too): what a launch learns later is passed in as
 facts, never copied into a plan (invoke's ``Executor.execute``: expand once, then run).
 """
 
@@ -29,18 +29,9 @@ from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import display_url, has_credentials, redact_argv
 
 SPEC_VERSION = 1
-#: Inventory defaults used when no host is known (docs/design.md "Inventory").
-HOST_DEFAULTS = {
-    "name": "local",
-    "container": "verl",
-    "workdir": "/verl",
-    "python": "python3",
-    "accelerator": "npu",
-    "devices": 8,
-    "runs_dir": None,
-    "model_dir": None,
-    "data_dir": None,
-}
+#: the spec's ``host`` of a plan made without a host (``--dry-run`` without an inventory); every other host field of
+#: such a plan is the inventory's default (:data:`dapo_ops.core.defaults.HOST`, the ``Host`` model's)
+NO_HOST_NAME = "local"
 
 
 class PlanError(ValueError):
@@ -122,10 +113,12 @@ class Plan:
 
 
 def _host_attr(host, name: str):
-    if host is None:
-        return HOST_DEFAULTS[name]
+    """``host``'s field ``name``; the inventory's default (:data:`dapo_ops.core.defaults.HOST`) when there is no host
+    or the field is None (:data:`NO_HOST_NAME` for ``name``)."""
     v = getattr(host, name, None)
-    return HOST_DEFAULTS[name] if v is None else v
+    if v is not None:
+        return v
+    return NO_HOST_NAME if name == "name" else defaults.HOST[name]
 
 
 def _resolve_path(value: str, base: str | None, workdir: str) -> str:
@@ -282,7 +275,7 @@ def _build(
     draft=False,
 ) -> Plan | dict[str, Any]:
     v = run_values(settings)
-    if getattr(host, "runtime", "docker") == "host" and v["container"]:
+    if _host_attr(host, "runtime") == "host" and v["container"]:
         raise PlanError(
             f"container '{v['container']}' was given (--container / CONTAINER) but host "
             f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
@@ -302,9 +295,7 @@ def _build(
 
     workdir = _host_attr(host, "workdir")
     runs_dir = (
-        host.runs_path
-        if host is not None and hasattr(host, "runs_path")
-        else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs"
+        host.runs_path if hasattr(host, "runs_path") else defaults.runs_path(getattr(host, "runs_dir", None), workdir)
     )
     run_dir = f"{runs_dir.rstrip('/')}/{run_id}"
     ckpt_dir = f"{run_dir}/checkpoints"
@@ -575,7 +566,7 @@ def _learned_start(
         fs.to_json(),
         fs.disabled,
         learned.model_identity(mem["model_config"], spec["settings"]["model_path"]),
-        learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]),
+        learned.host_class(spec["accelerator"], mem.get("device_name") or "", mem["device_mib"]),
     )
     fp = learned.fingerprint(k)
     spec["learn"] = {"fingerprint": fp, "key": k}
@@ -617,7 +608,7 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
     except memfit.EstimateUnavailable as e:
         return fs, [str(e)]
     if not gib:  # dry run: judged against the accelerator's usual memory, nothing changed (launch re-plans)
-        assumed = memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator") or "", 64.0)
+        assumed = memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec["accelerator"], 64.0)
         m = memfit.Model.from_config(cfg)
         est = memfit.estimate(m, memfit.setup_from_spec(spec, fs, assumed))
         par = memfit.parallel_sizes(spec)
