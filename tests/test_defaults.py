@@ -89,6 +89,22 @@ def _empty(n: ast.AST) -> bool:
     )
 
 
+def scan(find, exempt_table: dict, skip: tuple[str, ...] = ()) -> tuple[list[str], set]:
+    """Run ``find(source) -> [(line, code)]`` over every package module but ``skip``: ``(found, exempt)``, the hits
+    not in ``exempt_table`` as ``file:line: code`` and the ``(file, code)`` entries of the table that were hit."""
+    found, exempt = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG.parent))
+        if rel in skip:
+            continue
+        for line, code in find(path.read_text(encoding="utf-8")):
+            if (rel, code) in exempt_table:
+                exempt.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    return found, exempt
+
+
 def test_the_scanner_finds_every_form_of_a_literal_fallback():
     src = """
 x.get("steps", 100)
@@ -125,14 +141,7 @@ NOT_A_SETTING = {
 def test_no_module_reads_a_run_setting_with_a_literal_fallback():
     """The defaults live in dapo_ops/core/defaults.py only: a reader that falls back to a literal of its own is a
     second copy of a default, which drifts (``max_actor_ckpt_to_keep`` was 3 in the planner, None in runspec)."""
-    found, exempt = [], set()
-    for path in sorted(PKG.rglob("*.py")):
-        rel = str(path.relative_to(PKG.parent))
-        for line, code in literal_fallbacks(path.read_text(encoding="utf-8")):
-            if (rel, code) in NOT_A_SETTING:
-                exempt.add((rel, code))
-            else:
-                found.append(f"{rel}:{line}: {code}")
+    found, exempt = scan(literal_fallbacks, NOT_A_SETTING)
     assert exempt == set(NOT_A_SETTING), f"stale NOT_A_SETTING entries: {set(NOT_A_SETTING) - exempt}"
     assert not found, f"{len(found)} read(s) of a run setting with a literal fallback:\n" + "\n".join(found)
 
@@ -256,14 +265,7 @@ def test_the_host_model_takes_every_default_from_the_one_table():
 def test_no_module_reads_a_host_field_with_a_literal_fallback():
     """One table of host defaults: ``getattr(host, "accelerator", "npu")`` / ``spec.get("accelerator", "gpu")`` /
     ``spec.get("python") or "python3"`` are refused anywhere in the package (read ``defaults.HOST[...]``)."""
-    found, exempt = [], set()
-    for path in sorted(PKG.rglob("*.py")):
-        rel = str(path.relative_to(PKG.parent))
-        for line, code in literal_fallbacks(path.read_text(encoding="utf-8"), HOST_KEYS):
-            if (rel, code) in NOT_A_HOST_DEFAULT:
-                exempt.add((rel, code))
-            else:
-                found.append(f"{rel}:{line}: {code}")
+    found, exempt = scan(lambda src: literal_fallbacks(src, HOST_KEYS), NOT_A_HOST_DEFAULT)
     assert exempt == set(NOT_A_HOST_DEFAULT), f"stale NOT_A_HOST_DEFAULT entries: {set(NOT_A_HOST_DEFAULT) - exempt}"
     assert not found, f"{len(found)} read(s) of a host field with a literal fallback:\n" + "\n".join(found)
 
@@ -282,3 +284,74 @@ getattr(host, "runtime", None)
 x.get("name", "local")
 """
     assert literal_fallbacks(fine, HOST_KEYS) == []
+
+
+#: every environment variable of a run setting (``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``, ...)
+SETTING_VARS = frozenset(v for p in settings.PARAMS for v in p.env)
+#: what a read of the operator's environment looks like: ``os.environ``, a mapping named ``env`` / ``environ``
+ENV_NAMES = frozenset({"env", "environ"})
+
+
+def _is_env(n: ast.AST) -> bool:
+    if isinstance(n, ast.Attribute):
+        return n.attr == "environ"
+    return isinstance(n, ast.Name) and n.id in ENV_NAMES
+
+
+def env_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, code)`` of every read of a run setting's variable from the environment: ``os.environ.get("X", ...)``,
+    ``env.get("X")``, ``os.environ["X"]`` (read, not written), ``os.getenv("X")``."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(n, ast.Call) and n.args:
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr == "get" and _is_env(f.value):
+                key = n.args[0]
+            elif isinstance(f, ast.Attribute) and f.attr == "getenv":
+                key = n.args[0]
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and _is_env(n.value):
+            key = n.slice
+        if isinstance(key, ast.Constant) and key.value in SETTING_VARS:
+            out.append((n.lineno, ast.unparse(n)))
+    return out
+
+
+#: reads of a setting's variable outside control/settings.py, each with why: (file, code) -> reason
+NOT_A_SETTINGS_READ = {
+    ("dapo_ops/cli/_common.py", "env.get('CONTAINER', '')"): "status / logs / stop find the container a run was "
+    "launched in (--container > $CONTAINER > the inventory's) without loading the settings table",
+    ("dapo_ops/cli/quickstart.py", "env.get('CONTAINER', '')"): "quickstart asks only what no flag or variable "
+    "gave (issue 46 item 2 hands launch one request)",
+    ("dapo_ops/cli/quickstart.py", "env.get('USER_FEATURES', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('SWANLAB_MODE', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('http_proxy', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('https_proxy', '')"): "quickstart's question, as above",
+}
+
+
+def test_the_env_scan_sees_every_form_of_a_read():
+    src = """
+os.environ.get("TRAIN_STEPS", 100)
+env.get("MODEL_PATH")
+os.environ["FRAMEWORK"]
+os.getenv("SAVE_FREQ")
+"""
+    assert [ln for ln, _ in env_reads(src)] == [2, 3, 4, 5]
+    fine = """
+env["SWANLAB_MODE"] = "offline"
+os.environ.get("HOME")
+plan.env.get("SWANLAB_MODE")
+settings.resolve(flags, os.environ, file_cfg)
+"""
+    assert env_reads(fine) == []
+
+
+def test_only_the_settings_table_reads_a_run_settings_variable():
+    """``TRAIN_STEPS`` is the settings table's (flag > env > file > default): quickstart's
+    ``os.environ.get('TRAIN_STEPS', 100)`` printed 100 where the config file said otherwise (issue 46)."""
+    found, exempt = scan(env_reads, NOT_A_SETTINGS_READ, skip=("dapo_ops/control/settings.py",))
+    assert exempt == set(NOT_A_SETTINGS_READ), f"stale entries: {set(NOT_A_SETTINGS_READ) - exempt}"
+    assert not found, f"{len(found)} read(s) of a run setting's variable outside the settings table:\n" + "\n".join(
+        found
+    )

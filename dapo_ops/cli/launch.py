@@ -37,6 +37,7 @@ from dapo_ops.cli._common import (
     given_flags,
     on_interrupt,
     refuse_job_as_mode,
+    run_config,
     select_hosts,
 )
 from dapo_ops.control.launch import request as launch_request
@@ -135,6 +136,7 @@ def _dry_run(d: launch_request.DryRun) -> None:
         env=d.env,
         file_cfg=d.file_cfg,
         extra_overrides=d.overrides,
+        config=d.config,
     )
     try:
         p = None
@@ -254,7 +256,11 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
     with on_interrupt(lambda: interrupted_line(progress)):
         try:
             got = launch_request.build(
-                args, os.environ, select_hosts=lambda: select_hosts(c, args.hosts, args.inventory), progress=progress
+                args,
+                os.environ,
+                select_hosts=lambda: select_hosts(c, args.hosts, args.inventory),
+                progress=progress,
+                config=run_config(c),
             )
         except LaunchUsageError as e:
             fail(str(e), EXIT_USAGE)

@@ -26,7 +26,6 @@ from dapo_ops.control.preflight.network import swanlab_key_check
 from dapo_ops.control.preflight.result import FAIL, Check, to_json, worst
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings
-from dapo_ops.control import userconfig
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
     EXIT_FAILED,
@@ -82,11 +81,7 @@ def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
     from dapo_ops.control.launch import swanlab_values
 
     env = dict(os.environ if env is None else env)
-    if file_cfg is None:
-        try:
-            file_cfg = (userconfig.load() or {}).get("swanlab", {})
-        except userconfig.UserConfigError as e:
-            return None, str(e)
+    file_cfg = file_cfg or {}  # the [swanlab] table of the program run's config file (cli/_common.py user_config)
     try:
         return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
     except swanlab_values.SwanlabConfigError as e:
@@ -204,8 +199,8 @@ def preflight(
         container=container,
         trainer_mode=trainer_mode,
     )
-    file_cfg = user_config()
-    st = run_settings(flags, file_cfg)
+    file_cfg = user_config(c)
+    st = run_settings(c, flags)
     inv, chosen = select_hosts(c, hosts, inventory)
     sw, sw_err = swanlab_for_preflight(swanlab_mode, file_cfg=(file_cfg or {}).get("swanlab", {}))
     logger_on = bool(sw and sw.mode != "disabled")

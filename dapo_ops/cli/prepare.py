@@ -36,7 +36,6 @@ from dapo_ops.cli._common import (
     fanout_task,
     run_settings,
     select_hosts,
-    user_config,
 )
 
 #: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl/utils/dataset/rl_dataset.py, recipe
@@ -167,7 +166,7 @@ def prepare(
 ):
     """Make sure model and data exist in each container; fetch what is missing (resumable, verified)."""
     flags = {k: v for k, v in dict(model=model, train_file=train_file, val_file=val_file).items() if v}
-    st = run_settings(flags, user_config())
+    st = run_settings(c, flags)
     inv, chosen = select_hosts(c, hosts, inventory)
     endpoint = hf_endpoint or os.environ.get("HF_ENDPOINT", "")
     try:

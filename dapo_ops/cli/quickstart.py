@@ -33,8 +33,10 @@ from dapo_ops.cli._common import (
     UNSET,
     fail,
     fanout_task,
+    given_flags,
     refuse_empty_env,
     refuse_job_as_mode,
+    run_settings,
     select_hosts,
     user_config,
 )
@@ -104,7 +106,7 @@ def _equivalent(
     env = []
     if container:
         env.append(f"CONTAINER={shlex.quote(container)}")
-    env.append(f"TRAIN_STEPS={steps if steps != UNSET else os.environ.get('TRAIN_STEPS', 100)}")
+    env.append(f"TRAIN_STEPS={steps}")
     if swanlab_host:
         env.append(f"SWANLAB_HOST={shlex.quote(swanlab_host)}")
     if swanlab_mode == "cloud":
@@ -172,7 +174,7 @@ def quickstart(
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
     env = os.environ
-    file_cfg = user_config()
+    file_cfg = user_config(c)
     # a variable set but empty is refused as launch refuses it (settings.EMPTY_RULES), not taken as a question
     refuse_empty_env(env, *(v for v, given in (("CONTAINER", container), ("SWANLAB_MODE", swanlab_mode)) if not given))
 
@@ -247,7 +249,9 @@ def quickstart(
         mode_choice = _ask_swanlab_mode()
     while True:
         try:
-            sw = swanlab_cfg.resolve_for_launch(mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty)
+            sw = swanlab_cfg.resolve_for_launch(
+                mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty, tables=file_cfg
+            )
             break
         except swanlab_values.SwanlabConfigError as e:
             if not tty:
@@ -301,7 +305,7 @@ def quickstart(
             container or chosen[0].container,
             proxies,
             features,
-            steps,
+            run_settings(c, given_flags(steps=steps))["steps"],  # what the launch ran: flag > env > file > default
             sw.host or "",
             sw.mode,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +19,9 @@ from rich.text import Text
 
 from dapo_ops.core import features as features_mod
 from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
+
+if TYPE_CHECKING:
+    from dapo_ops.control.userconfig import RunConfig
 from dapo_ops.control.preflight.inputs import NO_CHECKPOINTS, checkpoint_saves
 from dapo_ops.core.redact import redact_env
 
@@ -183,19 +186,24 @@ def dry_run(
     console: Console | None = None,
     run_id: str | None = None,
     extra_overrides: list[str] | None = None,
+    config: RunConfig | None = None,
 ) -> Plan:
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
+    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, which resolved the launch's
+    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables).
 
     Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
     :class:`dapo_ops.control.inventory.hosts.InventoryError` (all one line) for a task to turn into ``Exit``.
     """
     from dapo_ops.control.inventory import hosts as inv_mod
     from dapo_ops.core import runstate
-    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control import userconfig
 
     env = os.environ if env is None else env
-    st = settings_mod.resolve(flags, env, file_cfg or {})
+    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
+    st = config.settings(flags, env)
+    file_cfg = config.file()
     host = None
     proxy = None
     path = inv_mod.resolve_path(inventory or None)

@@ -320,16 +320,26 @@ def cluster_what(chosen: list, *, hosts_given: bool) -> str:
 
 
 def dry_run_plan(
-    flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict, extra_overrides: list | None = None
+    flags: dict,
+    *,
+    mode: str,
+    hosts: str,
+    inventory: str,
+    env,
+    file_cfg: dict,
+    extra_overrides: list | None = None,
+    config=None,
 ):
     """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
     None when fewer than two hosts are selected (or there is no inventory): the single-host plan applies.
+    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, whose settings the launch resolved
+    (None: one over ``env`` and ``file_cfg``).
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
     """
     from dapo_ops.control.inventory import hosts as inv_mod
     from dapo_ops.control.launch import dryrun as plan_mod
-    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control import userconfig
 
     path = inv_mod.resolve_path(inventory or None)
     if not (inventory or path.exists()):
@@ -338,8 +348,9 @@ def dry_run_plan(
     chosen = inv_mod.select(inv, hosts or None)
     if len(chosen) < 2:
         return None
-    st = settings_mod.resolve(flags, env, file_cfg or {})
-    sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
+    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
+    st = config.settings(flags, env)
+    sw_on, sw_note = plan_mod.swanlab_status(st, env, config.file())
     what = cluster_what(chosen, hosts_given=bool(hosts))
     try:
         plan, topo = cluster_plan(

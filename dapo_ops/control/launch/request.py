@@ -80,7 +80,8 @@ class DryRun:
     """What ``--dry-run`` renders (:func:`dapo_ops.control.launch.dryrun.dry_run`, or the multi-host plan of several hosts
     unless ``independent``): no host is contacted and nothing is asked. ``flags`` include ``swanlab_mode`` when
     given; ``env`` is the operator's environment as the plan must see it (``--swanlab-host`` as ``SWANLAB_HOST``);
-    ``resume``: the run id the launch would continue ("" = none)."""
+    ``resume``: the run id the launch would continue ("" = none). ``config``: the program run's
+    :class:`~dapo_ops.control.userconfig.RunConfig` (the plan takes the settings it resolved, not a second copy)."""
 
     mode: str
     flags: dict[str, Any]
@@ -88,6 +89,7 @@ class DryRun:
     inventory: str
     env: Mapping[str, str]
     file_cfg: dict[str, Any]
+    config: userconfig.RunConfig
     overrides: list[str]
     independent: bool
     resume: str
@@ -123,6 +125,7 @@ def build(
     select_hosts: Callable[[], tuple[Inventory, list[Host]]],
     progress: LaunchProgress | None = None,
     stdin_isatty: bool | None = None,
+    config: userconfig.RunConfig | None = None,
 ) -> DryRun | Launch:
     """Check the launch tasks' arguments and resolve them into what to do: :class:`DryRun` for ``--dry-run``,
     else :class:`Launch` (the refusals and their order: module docstring).
@@ -133,8 +136,11 @@ def build(
     :param progress: what the task's Ctrl-C line reads (:class:`~dapo_ops.control.launch.service.LaunchProgress`): its
         ``hosts`` are set here; a new one when None.
     :param stdin_isatty: whether the SwanLab setup may ask for a missing key (None: whether stdin is a terminal).
+    :param config: the program run's user config and settings (:class:`~dapo_ops.control.userconfig.RunConfig`, read
+        and resolved once per program run: ``dapo_ops.cli._common.run_config``); None: a new one over ``env``.
     :raises LaunchUsageError: one line saying what is wrong and how to fix it; nothing was contacted or started.
     """
+    config = userconfig.RunConfig(env) if config is None else config
     env = dict(env)
     flags = dict(args.flags)
     if flags.get("swanlab_host"):  # named as the flag's in an error, not as "(from env)"
@@ -154,7 +160,7 @@ def build(
         )
     extra = [o for o in args.overrides if o]
     try:
-        file_cfg = userconfig.load(userconfig.config_path(env))
+        file_cfg = config.file()
     except userconfig.UserConfigError as e:
         raise LaunchUsageError(str(e)) from None
     known = svc.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
@@ -170,7 +176,7 @@ def build(
                 f"or drop them"
             )
     try:
-        st = settings_mod.resolve(flags, env, file_cfg)
+        st = config.settings(flags, env)
     except settings_mod.SettingsError as e:
         raise LaunchUsageError(str(e)) from None
     svc.refuse_secret_settings(st, known)
@@ -194,6 +200,7 @@ def build(
             inventory=args.inventory,
             env=env,
             file_cfg=file_cfg,
+            config=config,
             overrides=extra,
             independent=args.independent,
             resume=resume,
@@ -210,7 +217,7 @@ def build(
     notes: list[str] = []
     try:
         sw = swanlab_cfg.resolve_for_launch(
-            mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes
+            mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes, tables=file_cfg
         )
     except (swanlab_values.SwanlabConfigError, userconfig.UserConfigError) as e:
         raise LaunchUsageError(str(e)) from None
