@@ -11,51 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from supervisor_helpers import wait_for
+from supervisor_helpers import bare_host, wait_for
 
 from dapo_ops.cli import build_namespace, program
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.preflight import group as preflight_group
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory):
     root = tmp_path_factory.mktemp("plan-once")
-    tree = root / "host"
-    subprocess.run(
-        ["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")],
-        check=True,
-        capture_output=True,
-    )
-    (tree / "sandbox").mkdir()
-    (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
+    tree, _ = bare_host(root)
     (tree / "sandbox" / "scenario.json").write_text(json.dumps({"accelerator": "gpu", "step_time": 0.1}))
-    py = Path(sys.executable)
-    (root / "hosts.toml").write_text(f"""
-[hosts.dev]
-runtime = "host"
-transport = "local"
-workdir = "{tree}"
-runs_dir = "{tree}/dapo_runs"
-python = "{py}"
-accelerator = "gpu"
-devices = 1
-device_mounts = false
-[hosts.dev.env]
-PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
-DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
-DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
-""")
     # a [notify] section: the notifier's public config must reach the spec preflight checks and the one launch writes
     (root / "config.toml").write_text("[notify]\non_success = true\n")
     return SimpleNamespace(root=root, runs=tree / "dapo_runs")
