@@ -163,7 +163,9 @@ def test_the_settings_table_takes_every_default_from_the_one_table():
 def test_make_plan_writes_every_key_of_the_table(mode, framework, profile):
     """No reader of a spec make_plan wrote needs a default: every key is there, and completing it changes nothing."""
     st = settings.resolve({"framework": framework, "profile": profile}, {}, {})
-    spec = planning.make_plan(st, None, mode=mode, run_id=RUN_ID, swanlab_logger=False).spec
+    spec = planning.make_plan(
+        planning.draft_plan(planning.PlanInputs(settings=st, host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False))
+    ).spec
     assert set(defaults.SPEC) <= set(spec) and set(defaults.SPEC_SETTINGS) <= set(spec["settings"])
     assert defaults.complete_spec(spec) == spec
 
@@ -216,7 +218,11 @@ def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in overrides.build_command(spec, fs))
     st = resume.resumed_settings(settings.resolve({}, {}, {}), spec)
     assert (st["max_actor_ckpt_to_keep"], st.source("max_actor_ckpt_to_keep")) == (0, "resume")
-    plan = planning.make_plan(st, None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+        )
+    )
     assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
 

@@ -267,25 +267,34 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
         if isinstance(got, launch_request.DryRun):
             _dry_run(got)
             return
-        for n in got.notes:
-            print(n, file=sys.stderr)
-        if got.cluster:  # ONE run on a Ray cluster across the hosts
-            from dapo_ops.cli import multihost
+        start(c, got, accept_new_host_keys=kw["accept_new_host_keys"], json_=args.json)
 
-            multihost.launch(
-                c,
-                got.request,
-                got.hosts,
-                accept_new_host_keys=kw["accept_new_host_keys"],
-                secrets_all=got.secrets,
-                json_=args.json,
-                hosts_given=got.hosts_given,
-            )
-            return
-        results = launch_request.start(
-            got, accept_new_host_keys=kw["accept_new_host_keys"], connect_timeout=connect_timeout_override(c)
+
+def start(c, got: launch_request.Launch, *, accept_new_host_keys: bool, json_: bool) -> None:
+    """Start the launch ``got`` (:func:`dapo_ops.control.launch.request.build`'s, the launch tasks' and quickstart's)
+    and print it: its notes, then ONE run on a Ray cluster across the hosts (:mod:`dapo_ops.cli.multihost`) or one run
+    per host (:func:`dapo_ops.control.launch.request.start`, each finishing its host's draft); one line and exit 1
+    when a host failed. Call it inside the task's :func:`~dapo_ops.cli._common.on_interrupt` of the launch's
+    progress."""
+    for n in got.notes:
+        print(n, file=sys.stderr)
+    if got.cluster:  # ONE run on a Ray cluster across the hosts
+        from dapo_ops.cli import multihost
+
+        multihost.launch(
+            c,
+            got.request,
+            got.hosts,
+            accept_new_host_keys=accept_new_host_keys,
+            secrets_all=got.secrets,
+            json_=json_,
+            hosts_given=got.hosts_given,
         )
-        _print_results(results, got.secrets, json_=args.json)
+        return
+    results = launch_request.start(
+        got, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c)
+    )
+    _print_results(results, got.secrets, json_=json_)
 
 
 def _launch_task(name: str, job: str, doc: str) -> FanoutTask:

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
+from dapo_ops.control.launch.plan import Plan, PlanInputs, draft_plan, make_plan, trainer_note
 
 if TYPE_CHECKING:
     from dapo_ops.control.userconfig import RunConfig
@@ -213,16 +213,16 @@ def dry_run(
         chosen = inv_mod.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
-    plan = make_plan(
-        st,
-        host,
+    inputs = PlanInputs(
+        settings=st,
+        host=host,
         mode=mode,
         run_id=run_id or runstate.new_run_id(),
         swanlab_logger=sw_on,
         proxy=proxy,
-        extra_overrides=extra_overrides,
-        memory=_local_memory_facts(st, host),
+        extra_overrides=tuple(extra_overrides or ()),
     )
+    plan = make_plan(draft_plan(inputs), _local_memory_facts(st, host))
     notes = [sw_note]
     data_note = local_data_note(plan)
     if data_note:

@@ -114,7 +114,8 @@ def cluster_plan(
     extra_overrides: list,
     memory=None,
 ):
-    """The plan of a multi-host run (``--dry-run``): :func:`planning.make_plan` for the head with the whole cluster's
+    """The plan of a multi-host run (``--dry-run``): both stages of the planner (:func:`planning.draft_plan`,
+    :func:`planning.make_plan`) for the head with the whole cluster's
     devices and the topology's settings (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``,
     ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
     builds the same plan through :func:`dapo_ops.control.launch.service.build_plan`.
@@ -122,17 +123,17 @@ def cluster_plan(
     Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
     """
     topo = cluster_topology(st, nodes_hosts, mode)
-    plan = planning.make_plan(
-        st,
-        dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
+    inputs = planning.PlanInputs(
+        settings=st,
+        host=dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
         mode=mode,
         run_id=run_id,
         swanlab_logger=swanlab_logger,
         proxy=inv_proxy,
-        extra_overrides=extra_overrides,
-        memory=memory,
+        extra_overrides=tuple(extra_overrides),
         topology=topo.settings(),
     )
+    plan = planning.make_plan(planning.draft_plan(inputs), memory)
     return plan, topo
 
 
