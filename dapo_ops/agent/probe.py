@@ -344,7 +344,11 @@ def handler(ops: Dict[str, Callable[[str, Dict[str, Any]], Dict[str, Any]]]) -> 
     :mod:`dapo_ops.agent.runlogs`) answers its own ops with it."""
 
     def handle(req: Dict[str, Any]) -> Dict[str, Any]:
-        runs_dir = req.get("runs_dir") or "/verl/dapo_runs"
+        runs_dir = req.get("runs_dir")
+        if not runs_dir:  # a request without one: the inventory's default (defaults loads typing: only here)
+            from dapo_ops.core import defaults
+
+            runs_dir = defaults.runs_path()
         try:
             op = req.get("op")
             fn = ops.get(op) if isinstance(op, str) else None

@@ -9,6 +9,10 @@ Like invoke's ``Config.global_defaults()``: every layer starts from this table a
   the spec's top-level keys that come from settings, and its ``settings`` table, where a few settings have their
   spec names and forms (``model`` -> ``model_path``, ``hang_timeout`` -> ``hang_timeout_s``, 0 -> None where
   None is verl's own "unset", :data:`SPEC_SETTINGS`).
+- :data:`HOST`: the default of every ``hosts.toml`` host field (the runbook's Ascend host: 8 NPUs, container ``verl``,
+  verl checked out at ``/verl``). The inventory's model, ``dapo_ops.control.inventory.model.Host``, takes every
+  field default from it (a test keeps them equal); a reader that has no ``Host`` (the agent reading a run spec, the
+  planner without a host) reads this table, never a literal of its own (tests/test_defaults.py walks the source).
 - :func:`complete_spec` / :func:`complete_settings`: the one place a spec (or its ``settings``) that lacks keys
   gets them: a ``spec.json`` / ``run.json`` written by an older dapo-ops, a spec a test writes by hand. A key that is
   there keeps its value, ``None`` included (``max_actor_ckpt_to_keep: null`` = keep every save).
@@ -26,6 +30,7 @@ from typing import Any, Mapping
 __all__ = [
     "DAPO_RECIPE",
     "DAPO_RECIPE_SOURCE",
+    "HOST",
     "NONE_IN_SPEC",
     "RUN",
     "SPEC",
@@ -33,6 +38,7 @@ __all__ = [
     "complete_settings",
     "complete_spec",
     "run_settings",
+    "runs_path",
 ]
 
 #: The default of every run setting (names: ``dapo_ops.control.settings.PARAMS``; the runbook's defaults:
@@ -95,6 +101,43 @@ RUN: Mapping[str, Any] = MappingProxyType(
         "https_proxy": "",
     }
 )
+
+#: The default of every host field of ``hosts.toml`` (``[defaults]`` and ``[hosts.<name>]`` tables; ``name`` and
+#: ``address`` have none, ``env`` is empty): the inventory's ``Host`` model takes each from here. The runbook's host
+#: (/work/shared/reference/runbook-zh.txt: Ascend NPUs, the ``verl`` container, verl at ``/verl``): ``accelerator``
+#: npu, 8 ``devices``; the agent and the core read a run spec's ``accelerator`` / ``python`` / ``workdir`` with these
+#: as the fallback of a spec that lacks them (it used to be "gpu" in core/overrides.py and "npu" in the supervisor).
+#: ``connect_timeout``: seconds. ``runs_dir`` None: ``<workdir>/dapo_runs`` (:func:`runs_path`).
+HOST: Mapping[str, Any] = MappingProxyType(
+    {
+        "port": None,
+        "user": None,
+        "identity_file": None,
+        "known_hosts": None,
+        "connect_timeout": 10,
+        "container": "verl",
+        "workdir": "/verl",
+        "python": "python3",
+        "accelerator": "npu",
+        "devices": 8,
+        "runs_dir": None,
+        "device_mounts": True,
+        "ssh_config": None,
+        "proxy_jump": None,
+        "model_dir": None,
+        "data_dir": None,
+        "ckpt_dir": None,
+        "runtime": "docker",
+        "transport": "ssh",
+    }
+)
+
+
+def runs_path(runs_dir: str | None = None, workdir: str | None = None) -> str:
+    """The run directories' parent inside the container: ``runs_dir``, else ``<workdir>/dapo_runs`` (``workdir``
+    None: :data:`HOST`'s). The inventory's ``Host.runs_path`` and the agent's probe both answer with it."""
+    return runs_dir or f"{(workdir or HOST['workdir']).rstrip('/')}/dapo_runs"
+
 
 #: Settings whose 0 the spec holds as None, verl's own "unset" (no key emitted: the model's own context; keep every
 #: save). A None read back from a spec (``--resume``) is the setting's 0.

@@ -243,13 +243,13 @@ def overrides_for(
     s = effective_settings(spec, setting_changes)
     prompt, resp = int(s["max_prompt_length"]), int(s["max_response_length"])
     seq = prompt + resp
-    accel = spec.get("accelerator", "gpu")
+    accel = spec.get("accelerator", defaults.HOST["accelerator"])
     run_dir = str(spec.get("run_dir") or "").rstrip("/")
     ckpt = s["ckpt_dir"]
     out: list[tuple[str, object]] = []
 
     if ent.searchpath:
-        verl_root = str(spec.get("verl_root") or spec.get("workdir") or "/verl").rstrip("/")
+        verl_root = str(spec.get("verl_root") or spec.get("workdir") or defaults.HOST["workdir"]).rstrip("/")
         out.append(("hydra.searchpath", [f"file://{verl_root}/verl/trainer/config"]))
     if run_dir:
         out.append(("hydra.run.dir", f"{run_dir}/hydra"))
@@ -446,7 +446,11 @@ def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[
         if k not in vals:
             order.append(k)
         vals[k] = v
-    argv = list(spec.get("launcher") or []) + [spec.get("python") or "python3", "-m", ent.module] + ent.config_args()
+    argv = (
+        list(spec.get("launcher") or [])
+        + [spec.get("python") or defaults.HOST["python"], "-m", ent.module]
+        + ent.config_args()
+    )
     for k in order:
         check_literal(k, vals[k])
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]

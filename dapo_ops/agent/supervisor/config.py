@@ -25,6 +25,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Dict
+from dapo_ops.core import defaults
 
 #: secret.env names the notifier owns (notify.spec_from_user_config: DAPO_NOTIFY_URL_<i>, DAPO_NOTIFY_SIGN_<i>)
 NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
@@ -95,5 +96,5 @@ def tunables(spec: Dict[str, Any]) -> Dict[str, float]:
     sup = spec.get("supervisor") or {}
     tun.update({k: float(v) for k, v in sup.items() if k in DEFAULT_TUNABLES or k == "retry_delay_s"})
     if "retry_delay_s" not in tun:
-        tun["retry_delay_s"] = 10.0 if spec.get("accelerator", "npu") == "npu" else 3.0
+        tun["retry_delay_s"] = 10.0 if spec.get("accelerator", defaults.HOST["accelerator"]) == "npu" else 3.0
     return tun

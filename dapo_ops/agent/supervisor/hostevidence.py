@@ -25,6 +25,7 @@ from dapo_ops.agent import evidence as host_evidence
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import evidence
 from dapo_ops.core.topology import RAY_PORT
+from dapo_ops.core import defaults
 
 #: seconds before the attempt's start from which files count (clocks of NTP-synced nodes differ a little)
 CLOCK_SLACK_S = 5.0
@@ -98,7 +99,7 @@ def _start_workers(
     )
     nodes = json.dumps([{"name": n["name"], "address": n.get("address")} for n in workers])
     argv = [
-        spec.get("python") or "python3",
+        spec.get("python") or defaults.HOST["python"],
         "-m",
         "dapo_ops.agent.evidence",
         "cluster",

@@ -266,7 +266,7 @@ class Supervisor:
             learned_timing=self.memos.timing() if self.memos is not None else None,
             settings=self._clock_settings(),
             counters=stall.CounterWatch(
-                lambda: devices.device_load(str(self.spec.get("accelerator") or "npu")),
+                lambda: devices.device_load(str(self.spec.get("accelerator") or defaults.HOST["accelerator"])),
                 self._attempt_cpu_s,
                 self.tun["counter_window_s"],
                 self.tun["counter_sample_s"],
