@@ -14,17 +14,17 @@ def report(nodeid, when, duration, worker, start, stop):
 
 def test_time_by_file_sums_every_phase_and_workers_say_when_they_ended():
     reports = [
-        report("tests/test_a.py::t1", "setup", 2.0, "gw0", 100.0, 102.0),
-        report("tests/test_a.py::t1", "call", 30.0, "gw0", 102.0, 132.0),
-        report("tests/test_a.py::t1", "teardown", 1.0, "gw0", 132.0, 133.0),
-        report("tests/test_b.py::t2[x]", "call", 5.0, "gw1", 100.5, 105.5),
-        report("tests/test_b.py::t2[y]", "call", 4.0, "gw1", 105.5, 109.5),
+        report("test_a.py::t1", "setup", 2.0, "gw0", 100.0, 102.0),
+        report("test_a.py::t1", "call", 30.0, "gw0", 102.0, 132.0),
+        report("test_a.py::t1", "teardown", 1.0, "gw0", 132.0, 133.0),
+        report("test_b.py::t2[x]", "call", 5.0, "gw1", 100.5, 105.5),
+        report("test_b.py::t2[y]", "call", 4.0, "gw1", 105.5, 109.5),
     ]
     files, workers = time_by_file_and_worker(reports)
-    assert files == [("tests/test_a.py", 33.0, 1), ("tests/test_b.py", 9.0, 2)]
+    assert files == [("test_a.py", 33.0, 1), ("test_b.py", 9.0, 2)]
     assert workers == [("gw0", 33.0, 100.0, 133.0), ("gw1", 9.0, 100.5, 109.5)]
     # without xdist the reports carry no node: one "main" worker
-    assert time_by_file_and_worker([report("tests/test_a.py::t", "call", 1.0, None, 5.0, 6.0)])[1] == [
+    assert time_by_file_and_worker([report("test_a.py::t", "call", 1.0, None, 5.0, 6.0)])[1] == [
         ("main", 1.0, 5.0, 6.0)
     ]
 

@@ -279,7 +279,7 @@ SETTING_RUNGS = ("rollout-util", "update-batch", "logprob-batch", "weight-bucket
 @pytest.mark.parametrize("user_features", ["", "-dynamic_batch"])
 @pytest.mark.parametrize("rung", SETTING_RUNGS)
 def test_one_ladder_key_table_the_argv_and_a_learned_start_agree_on(rung, user_features, accelerator):
-    """Every setting change a ladder rung makes names its verl keys in the one table (core/overrides.py
+    """Every setting change a ladder rung makes names its verl keys in the one table (core/memladder.py
     SETTING_KEYS; ``token_budgets`` carries its keys in its value), and both readers of that table agree: in the
     retry's argv the ladder's value beats a raw ``--override`` of the key (build_command drops the override), and a
     learned memo making the same change is not used when the user set that key with ``--override``
@@ -287,7 +287,7 @@ def test_one_ladder_key_table_the_argv_and_a_learned_start_agree_on(rung, user_f
     none, so the ladder's kv-cache rung lost to a raw override of ``rollout.gpu_memory_utilization`` in the argv; and
     neither had ``rollout_eager`` (the rollout-eager rung's ``enforce_eager``)."""
     from dapo_ops.core import defaults, learned, memladder
-    from dapo_ops.core.overrides import SETTING_KEYS
+    from dapo_ops.core.memladder import SETTING_KEYS
 
     fs = resolve(user_features)
     sp = spec(accelerator=accelerator, nnodes=1, n_gpus_per_node=8, micro_batch_size=8)
@@ -296,7 +296,7 @@ def test_one_ladder_key_table_the_argv_and_a_learned_start_agree_on(rung, user_f
     assert changes, why_not
     for name, value in changes.items():
         keys = list(value) if name == "token_budgets" else list(SETTING_KEYS.get(name, ()))
-        assert keys, f"the ladder's change {name} has no verl keys in overrides.SETTING_KEYS"
+        assert keys, f"the ladder's change {name} has no verl keys in memladder.SETTING_KEYS"
         for key in keys:
             want = hydra_value(value[key] if name == "token_budgets" else value)
             raw = f"{key}={'False' if isinstance(value, bool) else 12345}"

@@ -43,7 +43,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
-from dapo_ops.core.overrides import SETTING_KEYS
+from dapo_ops.core.memladder import SETTING_KEYS
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
@@ -165,7 +165,7 @@ def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, st
     """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
     features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)
     for the settings the user set; ``overrides``: the user's ``--override`` items, matched against the verl keys a
-    change sets (the ladder's one table, :data:`dapo_ops.core.overrides.SETTING_KEYS`). Empty: usable."""
+    change sets (the ladder's one table, :data:`dapo_ops.core.memladder.SETTING_KEYS`). Empty: usable."""
     rung = memo.get("rung") or {}
     out = []
     for f in rung.get("features") or []:

@@ -26,7 +26,6 @@ from typing import Any
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.overrides import SETTING_KEYS
 from dapo_ops.core.policy import NO_RUNG_PHASES
 from dapo_ops.core.profiles import token_budgets as _default_budgets
 
@@ -40,6 +39,28 @@ LOGPROB_BUDGETS = (
     "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
 )
+#: The one table of the ladder's setting changes (the setting rungs below; ``token_budgets`` carries its verl keys in
+#: its value) -> the verl keys each sets. Read here, by :func:`dapo_ops.core.overrides.overrides_for` (appended after
+#: the feature keys so they win), :func:`dapo_ops.core.overrides.verl_argv` (a ladder change replaces the same key in
+#: ``extra_overrides``) and :func:`dapo_ops.core.learned.conflicts` (a learned change of a key the user set with
+#: ``--override`` is not used).
+#: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
+SETTING_KEYS: dict[str, tuple[str, ...]] = {
+    # the rollout-util rung; also a run setting, set with the rollout engine's keys in overrides.overrides_for
+    # (verl/workers/config/rollout.py:185, RolloutConfig.gpu_memory_utilization)
+    "gpu_memory_utilization": ("actor_rollout_ref.rollout.gpu_memory_utilization",),
+    # the rollout-eager rung; also a run setting, set with the rollout engine's keys (rollout.py:188)
+    "rollout_eager": ("actor_rollout_ref.rollout.enforce_eager",),
+    "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
+    "log_prob_micro_batch_size_per_gpu": (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    ),
+    "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
+    # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
+    "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
+}
+
 #: the weight-sync bucket (MB): verl's key, its default (verl/workers/config/rollout.py:135, rollout/rollout.yaml:296)
 #: and the floor the ``weight-bucket`` rung stops at (verl's separate_async CI runs 1024)
 BUCKET_KEY = SETTING_KEYS["weight_sync_bucket_mb"][0]
@@ -196,7 +217,7 @@ def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str,
 
 def _shrink_micro(settings: dict[str, Any], name: str) -> dict[str, Any] | None:
     """The micro-batch rung's change of setting ``name`` (a key of the ladder's table,
-    :data:`dapo_ops.core.overrides.SETTING_KEYS`): its value (the setting, else an ``--override`` of its first verl
+    :data:`SETTING_KEYS`): its value (the setting, else an ``--override`` of its first verl
     key, else ``micro_batch_size``) divided by :data:`MICRO_DIVISOR`; None at 1."""
     cur = int(settings.get(name) or _extra_value(settings, SETTING_KEYS[name][0]) or settings["micro_batch_size"])
     new = max(1, cur // MICRO_DIVISOR)

@@ -21,6 +21,7 @@ from typing import Any
 
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
+from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
@@ -37,39 +38,18 @@ __all__ = [
     "verl_argv",
 ]
 
-#: The one table of the memory ladder's setting changes (dapo_ops/core/memladder.py setting rungs; ``token_budgets``
-#: carries its verl keys in its value) -> the verl keys each sets. Read by :func:`overrides_for` (appended after the
-#: feature keys so they win), :func:`verl_argv` (a ladder change replaces the same key in ``extra_overrides``) and
-#: :func:`dapo_ops.core.learned.conflicts` (a learned change of a key the user set with ``--override`` is not used).
-#: Keys read at verl/workers/engine_workers.py:619-628 and verl/workers/engine/fsdp/transformer_impl.py:456.
-SETTING_KEYS: dict[str, tuple[str, ...]] = {
-    # the rollout-util rung; also a run setting, set with the rollout engine's keys in overrides_for
-    # (verl/workers/config/rollout.py:185, RolloutConfig.gpu_memory_utilization)
-    "gpu_memory_utilization": ("actor_rollout_ref.rollout.gpu_memory_utilization",),
-    # the rollout-eager rung; also a run setting, set with the rollout engine's keys (rollout.py:188)
-    "rollout_eager": ("actor_rollout_ref.rollout.enforce_eager",),
-    "ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",),
-    "log_prob_micro_batch_size_per_gpu": (
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-    ),
-    "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
-    # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
-    "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
-}
-
-#: the ladder changes of :data:`SETTING_KEYS` that are run settings too: :func:`overrides_for` sets their keys with the
-#: rollout engine's (``enforce_eager`` only on NPU or when on), not again with the ladder's
+#: the ladder changes of :data:`dapo_ops.core.memladder.SETTING_KEYS` that are run settings too: :func:`overrides_for`
+#: sets their keys with the rollout engine's (``enforce_eager`` only on NPU or when on), not again with the ladder's
 RUN_SETTING_RUNGS = ("gpu_memory_utilization", "rollout_eager")
 
 #: verl keys the plan sets from a run setting (the settings table, docs/params.md) -> that setting: the setting is the
 #: one way to set the key, so an ``--override`` of it (which comes last in the argv and would win silently against
 #: the setting, the plan's checks and what the supervisor, status and ``--resume`` read from the spec) is refused
 #: naming the setting's flag / variable (dapo_ops/control/launch/service.py ``refuse_plan_overrides``). The other keys
-#: of the OOM ladder's setting rungs (:data:`SETTING_KEYS` but :data:`RUN_SETTING_RUNGS`, the token budgets) stay
-#: open: the ladder's change replaces such an override (:func:`build_command`) and a learned start respects it
-#: (dapo_ops/core/learned.py); so do the feature keys (``--features`` switches a feature, which sets several keys
-#: per framework; an override sets one key).
+#: of the OOM ladder's setting rungs (:data:`dapo_ops.core.memladder.SETTING_KEYS` but :data:`RUN_SETTING_RUNGS`, the
+#: token budgets) stay open: the ladder's change replaces such an override (:func:`build_command`) and a learned start
+#: respects it (dapo_ops/core/learned.py); so do the feature keys (``--features`` switches a feature, which sets
+#: several keys per framework; an override sets one key).
 PLAN_SETTING_KEYS: dict[str, str] = {
     "trainer.total_training_steps": "steps",
     "actor_rollout_ref.model.path": "model",
@@ -325,7 +305,7 @@ def overrides_for(
 
     out += [
         (k, s[name])
-        for name, keys in SETTING_KEYS.items()
+        for name, keys in memladder.SETTING_KEYS.items()
         if s.get(name) is not None and name not in RUN_SETTING_RUNGS
         for k in keys
         if framework == "fsdp" or name != "fsdp_offload_policy"
@@ -419,7 +399,8 @@ def build_command(
 
     ``spec``: the run spec (docs/design.md "Run spec"); ``features``: this attempt's features;
     ``setting_changes``: the ladder's changes to ``spec["settings"]`` (e.g.
-    ``{"gpu_memory_utilization": 0.75}``; :data:`SETTING_KEYS` names map to verl keys, and replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
+    ``{"gpu_memory_utilization": 0.75}``; :data:`dapo_ops.core.memladder.SETTING_KEYS` names map to verl keys, and
+    replace the same keys in ``extra_overrides``). Runs :func:`check_spec` first (without host facts) and
     raises :class:`OverrideError` on a bad spec, then :func:`verl_argv`. The argv carries no secrets (none are in
     the spec).
     """
@@ -454,7 +435,7 @@ def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[
     for k in order:
         check_literal(k, vals[k])
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
-    laddered = {k for name in (setting_changes or {}) for k in SETTING_KEYS.get(name, ())}
+    laddered = {k for name in (setting_changes or {}) for k in memladder.SETTING_KEYS.get(name, ())}
     laddered |= set((setting_changes or {}).get("token_budgets") or {})
     argv += [
         str(x)
