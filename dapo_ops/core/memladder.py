@@ -4,9 +4,9 @@ Used by :mod:`dapo_ops.core.ladder` (the supervisor's decisions) and :mod:`dapo_
 start rung). Why each rung lowers its phase's peak is in :mod:`dapo_ops.core.ladder`'s docstring, with the
 verl files it was read in. Rung names: ``rollout-util``, ``offload``, ``update-batch``,
 ``offload-policy``, ``recompute``, ``logprob-batch``, ``weight-bucket``, ``rollout-eager``. Setting rungs change run settings that
-:mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``token_budgets``,
+:mod:`dapo_ops.core.overrides` turns into verl keys (``gpu_memory_utilization``, ``rollout_eager``, ``token_budgets``,
 ``ppo_micro_batch_size_per_gpu``, ``log_prob_micro_batch_size_per_gpu``, ``fsdp_offload_policy``,
-``weight_sync_bucket_mb``). The ``settings`` every function here takes are complete (every key of
+``weight_sync_bucket_mb``): which keys, :data:`SETTING_KEYS` says, the one table of them. The ``settings`` every function here takes are complete (every key of
 :data:`dapo_ops.core.defaults.SPEC_SETTINGS`: :func:`dapo_ops.core.defaults.complete_settings`, which
 :func:`dapo_ops.core.ladder.decide` and :func:`dapo_ops.core.memfit.fit` apply).
 
