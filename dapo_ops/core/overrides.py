@@ -311,7 +311,20 @@ def overrides_for(
         if framework == "fsdp" or name != "fsdp_offload_policy"
     ]
 
-    # resources
+    out += _pool_overrides(s, mode, ent)
+    out += _trainer_overrides(spec, s, ckpt, accel)
+    if ent.v1:  # keys no code reads without a reference policy / a critic (profiles.drop_inert)
+        use_ref, use_critic = needs_ref_critic(spec)
+        out = profiles.drop_inert(out, use_ref=use_ref, use_critic=use_critic)
+    if ent.group_overrides:
+        out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out
+    return out
+
+
+def _pool_overrides(s: dict[str, Any], mode: str | None, ent: profiles.Entry) -> list[tuple[str, object]]:
+    """:func:`overrides_for`'s resources: the trainer pool's nodes and devices, and one-step-off's rollout pool (V1
+    ``separate_async`` reads it from the rollout config, the 0.8 profile's legacy entry from ``rollout.*``)."""
+    out: list[tuple[str, object]] = []
     nnodes = int(s["nnodes"])
     if mode == "one-step-off" and ent.v1:  # V1 separate_async reads the pool from the rollout config
         out += [
@@ -334,8 +347,13 @@ def overrides_for(
         ]
     else:
         out += [("trainer.nnodes", nnodes), ("trainer.n_gpus_per_node", int(s["n_gpus_per_node"]))]
+    return out
 
-    # trainer bookkeeping (supervisor depends on console, resume and the checkpoint dir)
+
+def _trainer_overrides(spec: dict[str, Any], s: dict[str, Any], ckpt: str, accel: str) -> list[tuple[str, object]]:
+    """:func:`overrides_for`'s trainer bookkeeping: loggers (console first: the supervisor reads it), names, steps,
+    saves, validation, the checkpoint dir and ``resume_mode=auto`` (every retry resumes), the device."""
+    out: list[tuple[str, object]] = []
     logger = ["console"]
     for name in spec.get("logger") or []:
         if name not in logger:
@@ -356,11 +374,6 @@ def overrides_for(
         out.append(("trainer.max_actor_ckpt_to_keep", int(s["max_actor_ckpt_to_keep"])))
     if accel == "npu":
         out.append(("trainer.device", "npu"))
-    if ent.v1:  # keys no code reads without a reference policy / a critic (profiles.drop_inert)
-        use_ref, use_critic = needs_ref_critic(spec)
-        out = profiles.drop_inert(out, use_ref=use_ref, use_critic=use_critic)
-    if ent.group_overrides:
-        out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out
     return out
 
 
