@@ -147,7 +147,9 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
             rec = read_run(run_dir)
         except (ValueError, OSError):
             continue
-        out.append(rec if rec is not None else {"run_id": name, "status": "unknown", "run_dir": run_dir})
+        out.append(
+            rec if rec is not None else {"run_id": name, "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
+        )
     return out
 
 

@@ -1,6 +1,6 @@
 """The supervisor's state machine: one run from its spec to its end, attempt after attempt (STDLIB ONLY, shipped).
 
-States (run.json ``status``, :data:`dapo_ops.core.runstate.STATUSES`): ``starting`` -> ``running`` (an attempt is up) ->
+States (run.json ``status``, :class:`dapo_ops.core.runstate.RunStatus`): ``starting`` -> ``running`` (an attempt is up) ->
 ``retrying`` (the ladder chose a retry; the delay / GPU release wait) -> ``running`` ... -> ``succeeded`` |
 ``failed`` | ``stopped``. The pieces: :mod:`.config` (spec, secret.env, tunables), :mod:`.attempt` (command,
 environment, start, teardown), :mod:`.follow` (the attempt log as it grows), :mod:`.escalate` (verdict ->
@@ -149,8 +149,8 @@ class Supervisor:
         for event, failures, at in taken:
             record.note_notify_failures(rec, event, failures, at)
 
-    def _set_status(self, status: str) -> None:
-        self.rec["status"] = status
+    def _set_status(self, status: runstate.RunStatus) -> None:
+        self.rec["status"] = status.value
         self._write()
 
     def _tee(self, data: bytes) -> None:
@@ -251,7 +251,7 @@ class Supervisor:
         att["pid"] = self.proc.pid
         self.rec["pids"]["verl_pgid"] = self.pgid
         self.rec["last_progress_at"] = att["started_at"]
-        self._set_status("running")
+        self._set_status(runstate.RunStatus.RUNNING)
 
         self.links = follow.LinkFinder(self.spec.get("env") or {})  # each attempt prints its own banner
         scanner = follow.Scanner(
@@ -411,7 +411,11 @@ class Supervisor:
     # -- the end ---------------------------------------------------------------
 
     def _final(
-        self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any], announce: bool = True
+        self,
+        status: runstate.RunStatus,
+        verdict: Optional[Dict[str, Any]],
+        decision: Dict[str, Any],
+        announce: bool = True,
     ) -> int:
         """End the run: record the end (:func:`record.end_run`), end every process of the run still alive (Ray agents
         outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
@@ -426,18 +430,20 @@ class Supervisor:
         self.disk.release()  # verl is gone: the reserved space takes the final run.json
         self._set_status(status)
         log("run %s: %s" % (status, decision["summary"]))
-        if announce and status == "succeeded":
+        if announce and status is runstate.RunStatus.SUCCEEDED:
             self._notify("success", verdict, decision["summary"])
-        elif announce and status == "failed":
+        elif announce and status is runstate.RunStatus.FAILED:
             self._notify("failure", verdict, decision["ended"], suggestions=decision.get("suggestions"))
-        return 0 if status in ("succeeded", "stopped") else 1
+        return 0 if status in (runstate.RunStatus.SUCCEEDED, runstate.RunStatus.STOPPED) else 1
 
     def _stopped(self, verdict: Optional[Dict[str, Any]] = None) -> int:
-        return self._final("stopped", verdict, {"action": "stop", "reason": OPERATOR})
+        return self._final(runstate.RunStatus.STOPPED, verdict, {"action": "stop", "reason": OPERATOR})
 
     def _failed(self, verdict: Dict[str, Any]) -> int:
         """A final failure the ladder was not asked about (its action is the reason; no suggestions)."""
-        return self._final("failed", verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []})
+        return self._final(
+            runstate.RunStatus.FAILED, verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []}
+        )
 
     # -- main ------------------------------------------------------------------
 
@@ -470,7 +476,7 @@ class Supervisor:
         except runfiles.LockHeld as e:
             self.rec["ended_at"] = now()
             self.rec["verdict"] = escalate.lock_held_verdict(e)
-            self.rec["status"] = "failed"
+            self.rec["status"] = runstate.RunStatus.FAILED.value
             self._write()
             log(str(e))
             return 1
@@ -584,7 +590,7 @@ class Supervisor:
                 changes.update(d.setting_changes or {})
                 self.rec["setting_changes"] = dict(changes)
                 self.rec["features"] = fs.to_json()
-                self._set_status("retrying")
+                self._set_status(runstate.RunStatus.RETRYING)
                 self._notify("escalation", verdict, "%s; %s" % (d.reason, where) if where else d.reason)
                 self._wait_to_retry(k, att)
                 if self.stop_requested:
@@ -596,7 +602,7 @@ class Supervisor:
                     return self._failed(lost)
                 continue
             if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
-                return self._final("succeeded", verdict, dj)
+                return self._final(runstate.RunStatus.SUCCEEDED, verdict, dj)
             if cls in escalate.LOST_NODE_CLASSES:  # multi-host: a lost node is the likelier cause; say which one
                 lost = escalate.cluster_lost(self.spec)
                 if lost is not None:
@@ -605,8 +611,8 @@ class Supervisor:
                     att["verdict"] = self.rec["verdict"] = lost
                     return self._failed(lost)
             if cls == "hang":  # already notified as a hang
-                return self._final("failed", verdict, dj, announce=False)
-            return self._final("failed", verdict, dj)
+                return self._final(runstate.RunStatus.FAILED, verdict, dj, announce=False)
+            return self._final(runstate.RunStatus.FAILED, verdict, dj)
 
 
 def _load_factory(spec: str) -> Callable[..., List[str]]:
