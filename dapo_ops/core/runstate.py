@@ -27,7 +27,7 @@ from enum import Enum
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
     from pathlib import Path  # probe imports this module on every look (bench/status.py "look" rows)
-    from typing import Any, Dict, Iterable, List, Optional
+    from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 SCHEMA_VERSION = 1
 
@@ -190,7 +190,7 @@ def json_safe(obj: Any) -> Any:
 _SPEC_KEYS_IN_RECORD = ("host", "container", "mode", "framework", "profile", "accelerator", "workdir")
 
 
-def new_record(spec: Dict[str, Any], supervisor_pid: int, now: Optional[float] = None) -> Dict[str, Any]:
+def new_record(spec: Mapping[str, Any], supervisor_pid: int, now: Optional[float] = None) -> Dict[str, Any]:
     """The initial run.json record for ``spec`` (status ``starting``, attempt 0).
 
     Schema: docs/design.md "Run directory and run.json". The spec is embedded without its

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from dapo_ops.agent import runfiles
 from dapo_ops.core import datafeed, runstate
@@ -256,7 +256,7 @@ def end_run(
 
 
 def notify_payload(
-    spec: Dict[str, Any],
+    spec: Mapping[str, Any],
     rec: Dict[str, Any],
     event: str,
     verdict: Optional[Dict[str, Any]],
