@@ -642,7 +642,7 @@ def start_run(
         )
     if not answer.get("started"):
         raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; {follow}")
-    if rec.get("status") == "failed":
+    if rec.get("status") == runstate.RunStatus.FAILED:
         active = ((rec.get("verdict") or {}).get("detail") or {}).get("active_run")
         if active:
             # lost a launch race to another run (the supervisor's lock): leave no record of the loser, and say so
