@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dapo_ops.agent import procs
 from dapo_ops.agent.supervisor import devices
@@ -50,10 +50,11 @@ def build_argv(
         raise BuildError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
 
 
-def attempt_spec(spec: defaults.RunSpec, k: int) -> defaults.RunSpec:
+def attempt_spec(spec: Mapping[str, Any], k: int) -> defaults.RunSpec:
     """The spec attempt ``k`` is built from: ``spec`` itself for the first, a copy with ``attempt`` = k after it
-    (:func:`dapo_ops.core.overrides.skips_validation`: a retry does not validate again)."""
-    return spec.with_attempt(k)
+    (:func:`dapo_ops.core.overrides.skips_validation`: a retry does not validate again). ``spec``: a
+    :class:`~dapo_ops.core.defaults.RunSpec`, or a plan's spec mapping (completed here, once)."""
+    return defaults.RunSpec.read(spec).with_attempt(k)
 
 
 def ray_tmpdir(spec: defaults.RunSpec, k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
