@@ -1,5 +1,7 @@
-"""The fastest configuration that fits: every choice that trades device memory for speed, taken from the memory-fit
-estimate (:mod:`dapo_ops.core.memfit`) after the user's explicit settings (stdlib only; core tier).
+"""The fastest configuration that fits: the plan's memory-for-speed choices, from the memory-fit estimate (stdlib only).
+
+Every choice that trades device memory for speed is taken from the estimate (:mod:`dapo_ops.core.memfit`), after the
+user's explicit settings (core tier).
 
 Precedence (:mod:`dapo_ops.core.features`): explicit > defaults > learned / estimate > OOM-appended. A value the user
 set (a flag / variable / config file, an ``--override`` of the verl key, a ``--features`` name or ``-name``) is never
