@@ -50,7 +50,7 @@ forward) plus fp32 logits of ``max_num_seqs`` rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
@@ -175,7 +175,7 @@ def _capped(knob: str, ran_out: Iterable[str]) -> str | None:
     return hit[0] if hit else None
 
 
-def _largest(lo: int, hi: int, ok) -> int | None:
+def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     """The largest ``x`` in ``[lo, hi]`` with ``ok(x)`` (``ok`` monotone: true up to a point), None if not ``ok(lo)``."""
     if hi < lo or not ok(lo):
         return None
@@ -260,7 +260,7 @@ def choose(
         )
         upd_cap = max(seq, per_dev_mini * seq)
 
-        def upd_ok(feats: FeatureSet):
+        def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
             return lambda k: fits(
                 "update", {"token_budgets": {**_budgets(base, out), ACTOR_BUDGET: _tok(k, seq)}}, feats
             )
@@ -270,7 +270,7 @@ def choose(
         default_upd = int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"])
         divs = [d for d in range(1, per_dev_mini + 1) if per_dev_mini % d == 0]
 
-        def upd_ok(feats: FeatureSet):
+        def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
             return lambda i: fits("update", {"ppo_micro_batch_size_per_gpu": divs[i]}, feats)
 
         lo_k, hi_k = 0, len(divs) - 1
@@ -330,8 +330,8 @@ def choose(
             lp_default = int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
             lp_divs = [d for d in range(1, per_dev_batch + 1) if per_dev_batch % d == 0]
 
-            def lp_ok(i: int) -> bool:
-                return fits("log-prob", {"log_prob_micro_batch_size_per_gpu": lp_divs[i]}, fs)
+            def lp_ok(k: int) -> bool:
+                return fits("log-prob", {"log_prob_micro_batch_size_per_gpu": lp_divs[k]}, fs)
 
             lo, hi = 0, len(lp_divs) - 1
         if not hold(lp_knob, lp_default):
