@@ -314,3 +314,100 @@ def test_memory_fit_warn_reports_the_choices_without_applying_them(warn):
     assert fit
     assert ("fit" in p.spec) is not warn
     assert all(ln.endswith("(MEMORY_FIT=warn: not applied)") for ln in fit) is warn
+
+
+# the rollout share against vLLM's preemption (issue 45 item 1 follow-up) ------------------------------------------
+def _kv_bytes(cfg: dict, seq: int) -> int:
+    """One sequence's bf16 KV cache at full length in vLLM's 16-token blocks (keys + values of every layer)."""
+    return -(-seq // 16) * 16 * 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg["head_dim"] * 2
+
+
+def _rollout_fits(m, spec, c, gib, share) -> bool:
+    trial = dict(spec, settings={**spec["settings"], **c.settings, "gpu_memory_utilization": share})
+    e = memfit.estimate(m, memfit.setup_from_spec(trial, c.features, gib))
+    return all(
+        e.phases[p] * (1 + fastfit.FIT_MARGIN) <= gib + 1e-9 for p in ("rollout-init", "generation", "weight-sync")
+    )
+
+
+@hsettings(**HS)
+@given(models, runs, dynamic, st.floats(16.0, 160.0))
+def test_the_share_holds_max_num_seqs_at_full_length_with_the_margin_or_is_the_largest_that_fits(cfg, run, dyn, gib):
+    """vLLM preempts the newest running sequence when the KV cache is short and recomputes it from its prompt
+    (vllm/v1/core/sched/scheduler.py Scheduler.schedule): a share chosen down to the bare need makes generation
+    slower. So the chosen share holds vLLM's weights + max_num_seqs sequences at the full prompt + response, raised
+    by the margin, unless no larger share fits the rollout-side phases (or it is the ladder's ceiling 0.9)."""
+    m = memfit.Model.from_config(cfg)
+    spec = spec_for(**run, mini=run["batch"])
+    c = fastfit.choose(m, spec, feats(dyn), gib)
+    if "gpu_memory_utilization" not in c.settings:
+        return  # no share fits: the line says it falls back
+    u, nseq = c.settings["gpu_memory_utilization"], c.settings["rollout_max_num_seqs"]
+    assert nseq == -(-run["batch"] * run["n"] // run["world"])  # a replica per device: its responses, all at once
+    need = (1 + fastfit.FIT_MARGIN) * (
+        2 * memfit.param_count(m) + nseq * _kv_bytes(cfg, run["prompt"] + run["response"])
+    )
+    if u * gib * memfit.GIB < need:
+        assert u >= 0.9 - 1e-9 or not _rollout_fits(m, spec, c, gib, round(u + 0.05, 2)), (u, need / memfit.GIB)
+        why = {x.name: x.why for x in c.chosen}["max_num_seqs"]
+        assert "beyond that vLLM preempts" in why
+
+
+def test_the_speed_shape_gets_the_least_share_whose_kv_cache_holds_the_batch_with_the_margin():
+    """gpu/o-speed.sh's shape at the runbook batch (32 x 8 = 256 responses of 512 + 2048 tokens) on one H200: 0.6, not
+    the 0.55 whose KV cache would hold the 256 responses only without the margin (vLLM would preempt when the
+    estimate of vLLM's own memory is short by more than a few GiB)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec_for(), feats(True), 139.8)
+    u = c.settings["gpu_memory_utilization"]
+    kv = 256 * _kv_bytes(QWEN3_1_7B, 2560)
+    weights = 2 * memfit.param_count(m)
+    assert u == 0.6
+    assert u * 139.8 * memfit.GIB >= (1 + fastfit.FIT_MARGIN) * (weights + kv)
+    assert 0.55 * 139.8 * memfit.GIB >= weights + kv  # enough without the margin: the margin decided it
+    assert 0.55 * 139.8 * memfit.GIB < (1 + fastfit.FIT_MARGIN) * (weights + kv)
+    why = {x.name: x.why for x in c.chosen}
+    assert "none preempted" in why["max_num_seqs"] and "preempt and recompute" in why["gpu_memory_utilization"]
+
+
+def test_a_users_max_num_seqs_sets_the_kv_cache_the_share_holds():
+    """``--override actor_rollout_ref.rollout.max_num_seqs=64``: the share is sized for 64 sequences at once, not for
+    the 256 the batch has (vLLM never runs more than max_num_seqs at once)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(extra_overrides=["actor_rollout_ref.rollout.max_num_seqs=64"])
+    c = fastfit.choose(m, spec, feats(True), 139.8)
+    assert "rollout_max_num_seqs" not in c.settings
+    assert {x.name: x.value for x in c.kept}["max_num_seqs"] == 64
+    assert c.settings["gpu_memory_utilization"] == 0.4  # 64 x 2560 tokens need ~20 GiB: the ladder's floor
+
+
+def _feature_row(text: str, name: str) -> list[str]:
+    [row] = [ln for ln in text.splitlines() if ln.strip().startswith(name + " ")]
+    return [c.strip() for c in row.split("│")]
+
+
+def test_the_plans_features_table_names_the_fit_as_the_source_of_what_it_turned_off():
+    """The dry-run table must not contradict the fit: gradient checkpointing turned off by the fit shows ``off`` with
+    the fit's why as its source (not ``off | default``); a dry run (device memory unknown: the fit is only reported)
+    shows it on, pointing at the ``fit:`` line."""
+    from test_learned_real import ENV, FLAGS, HOST
+    from dapo_ops.control.launch import dryrun
+
+    p = real_plan("20261207-000000-0003")
+    assert not p.features.has("gradient_checkpointing")
+    row = _feature_row(dryrun.render_text(p, width=400), "gradient_checkpointing")
+    assert row[2] == "off" and row[3].startswith("fit: the update fits without it at ppo_max_token_len_per_gpu "), row
+    assert "actor_rollout_ref.model.enable_gradient_checkpointing=False" in p.argv
+
+    dry = planning.make_plan(
+        settings.resolve(FLAGS, ENV, {}),
+        HOST,
+        mode="dapo",
+        run_id="20261207-000000-0004",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_1_7B, "device_gib": None},  # 80 GiB assumed per GPU
+    )
+    assert dry.features.has("gradient_checkpointing") and "fit" not in dry.spec
+    assert any(ln.startswith("fit: gradient_checkpointing off: ") and "not applied" in ln for ln in dry.memory)
+    row = _feature_row(dryrun.render_text(dry, width=400), "gradient_checkpointing")
+    assert row[2] == "on" and "inv launch's fit may change it" in row[3], row

@@ -28,13 +28,20 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
 - ``gradient_checkpointing`` off (FSDP; it recomputes the forward in the backward, ~1/3 more update compute) when the
   update fits without it at a budget (micro-batch) no smaller than the plan's default: nothing is lost for it.
   ``offload`` / ``recompute`` stay off unless the user, a learned memo or the estimate's start rung needs them.
-- ``gpu_memory_utilization``: vLLM's share (its KV cache fills it; ``rollout.yaml:46``): the share the batch needs
-  (vLLM's weights + the KV cache of every response a rollout replica generates at once + its profile run), at most
-  the largest the rollout-side phases (rollout-init, generation, weight-sync) fit, between the ladder's
-  floor and ceiling (:data:`dapo_ops.core.memladder.KV_FLOOR`, :data:`dapo_ops.core.ladder.KV_CEILING`).
+- ``gpu_memory_utilization``: vLLM's share (its KV cache fills it; ``rollout.yaml:46``): the share the sequences a
+  rollout replica runs at once need at the full prompt + response (vLLM's weights + their KV cache + its profile run,
+  raised by the margin), at most the largest the rollout-side phases (rollout-init, generation, weight-sync) fit,
+  between the ladder's floor and ceiling (:data:`dapo_ops.core.memladder.KV_FLOOR`,
+  :data:`dapo_ops.core.ladder.KV_CEILING`). Why not less: a KV cache too short for the running sequences does not
+  fail, vLLM preempts the newest running sequence, frees its blocks and recomputes it from its prompt later
+  (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``: ``preempted_req = self.running.pop()``,
+  ``num_computed_tokens = 0``): generation gets slower. Invariant: the KV cache holds ``max_num_seqs`` sequences
+  at full length with the margin.
 - ``rollout_max_num_seqs`` -> ``actor_rollout_ref.rollout.max_num_seqs`` (vLLM's concurrent sequences per engine
   step, passed through at ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:333``; verl's default 256,
-  ``rollout.yaml:84``): the responses one replica generates per batch, as many as the KV cache holds at full length.
+  ``rollout.yaml:84``): the responses one replica generates per batch, cut to what the share's KV cache holds at
+  full length with the margin when the share cannot hold them all (the rest wait, none is preempted). A user's
+  ``max_num_seqs`` stays; its line says when vLLM may preempt beyond what the KV cache holds.
 - ``rollout_max_num_batched_tokens`` -> ``actor_rollout_ref.rollout.max_num_batched_tokens`` (vLLM's tokens per
   engine step, the chunked-prefill chunk, ``vllm_async_server.py:335``; verl's default 8192, ``rollout.yaml:78``):
   the prompts of the whole batch in one step, as far as the share still holds the batch's KV cache after vLLM's
@@ -61,6 +68,8 @@ from dapo_ops.core.features import FeatureSet
 #: bench/memory_fit.csv (measured / estimated - 1; w61-qwen3-0.6b-r1024-offload peak: 46.68 / 43.10 = +8.3 %),
 #: rounded up to the next whole percent. tests/test_fastfit.py recomputes it from the CSV.
 FIT_MARGIN = 0.09
+#: the plan's lines start with it (the launch output prints them after ``fit:``, dapo_ops/cli/launch.py)
+LINE_PREFIX = "fit: "
 #: budgets are chosen in steps of this many tokens (then raised to prompt + response when that is larger)
 BUDGET_STEP = 1024
 #: the rollout share is chosen in steps of this fraction (rounded down)
@@ -68,6 +77,9 @@ SHARE_STEP = 0.05
 #: verl 0.9.1's rollout defaults (``verl/trainer/config/rollout/rollout.yaml:78,84``)
 VERL_MAX_NUM_BATCHED_TOKENS = 8192
 VERL_MAX_NUM_SEQS = 256
+#: tokens per vLLM KV block: vLLM's CUDA default 16 (``vllm/config/cache.py`` ``block_size``), vllm-ascend's 128
+#: (``vllm_ascend/platform.py`` ``check_and_update_config``: ``cache_config.block_size = 128`` when unset)
+VLLM_BLOCK_TOKENS = {"gpu": 16, "npu": 128}
 #: the most prefill tokens per vLLM engine step the plan asks for (4x verl's 8192): prefill of this many tokens
 #: already keeps the device busy; an assumption that gpu/o-speed.sh's runs check, not a measured optimum
 PREFILL_CAP = 32768
@@ -83,6 +95,73 @@ UTIL_KEY = "actor_rollout_ref.rollout.gpu_memory_utilization"
 PPO_MICRO_KEY = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
 LOGPROB_MICRO_KEY = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
 
+#: docs/params.md "The plan's fastest fit" (rendered by :mod:`dapo_ops.control.params_doc`), one row per ``fit:``
+#: line: ``(name, verl key(s), what verl bounds with it and how the plan chooses it, where verl reads it)``.
+KNOBS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "ppo_max_token_len_per_gpu",
+        ACTOR_BUDGET,
+        "tokens of one update micro-batch per device under dynamic batch: the largest (in steps of "
+        f"{BUDGET_STEP}) whose update fits; never below prompt + response, never above the tokens of a device's "
+        "mini-batch",
+        "verl/workers/engine_workers.py:626 (max_token_len_per_gpu); default 16384, "
+        "verl/trainer/config/actor/actor.yaml:33; verl/utils/seqlen_balancing.py:384-386 (>= the sequence length)",
+    ),
+    (
+        "log_prob_max_token_len_per_gpu",
+        ", ".join(LOGPROB_BUDGETS),
+        "tokens of one no-grad log-prob forward micro-batch per device: the largest whose log-prob forward fits, at "
+        "most the tokens of a device's whole batch",
+        "verl/workers/engine_workers.py:620-621 (infer_max_token_len_per_gpu); default the actor's, "
+        "verl/trainer/config/rollout/rollout.yaml:117",
+    ),
+    (
+        "ppo_micro_batch_size_per_gpu",
+        PPO_MICRO_KEY,
+        "without dynamic batch: sequences of one update micro-batch: the largest divisor of a device's mini-batch "
+        "whose update fits",
+        "verl/workers/engine_workers.py:627-628; verl/workers/config/actor.py:233 (the mini-batch divides by it)",
+    ),
+    (
+        "log_prob_micro_batch_size_per_gpu",
+        LOGPROB_MICRO_KEY,
+        "without dynamic batch: sequences of one log-prob forward: the largest divisor of a device's batch that fits",
+        "verl/workers/engine_workers.py:623-624",
+    ),
+    (
+        "gradient_checkpointing",
+        "actor_rollout_ref.model.enable_gradient_checkpointing",
+        "FSDP: off when the update fits without it at a budget (micro-batch) no smaller than the plan's default "
+        "(it recomputes the forward in the backward); the user's, recompute's or a learned memo's stays",
+        "verl/trainer/config/model/hf_model.yaml:34 (default True); verl/workers/engine/fsdp/transformer_impl.py:335",
+    ),
+    (
+        "gpu_memory_utilization",
+        UTIL_KEY,
+        "vLLM's share of the device (weights, profile run, the rest KV cache): what the sequences a rollout replica "
+        "runs at once need at the full prompt + response (+ the margin), in steps of "
+        f"{SHARE_STEP:g}, between the ladder's floor 0.4 and ceiling 0.9, at most the largest the rollout-side phases "
+        "(rollout-init, generation, weight-sync) fit. A smaller KV cache does not fail: vLLM preempts the newest "
+        "running sequence and recomputes it from its prompt (vllm/v1/core/sched/scheduler.py Scheduler.schedule)",
+        "verl/trainer/config/rollout/rollout.yaml:46; verl/workers/rollout/vllm_rollout/vllm_async_server.py:340",
+    ),
+    (
+        "max_num_seqs",
+        MAX_NUM_SEQS_KEY,
+        "vLLM's sequences at once per engine: the responses a replica generates per batch, cut to what the share's KV "
+        "cache holds at the full prompt + response with the margin (the rest wait instead of being preempted)",
+        "verl/workers/rollout/vllm_rollout/vllm_async_server.py:333; default 256, rollout.yaml:84",
+    ),
+    (
+        "max_num_batched_tokens",
+        MAX_BATCHED_KEY,
+        "vLLM's tokens per engine step (the chunked-prefill chunk): the prompts of max_num_seqs sequences in one step, "
+        f"at most {PREFILL_CAP}, as far as the share still holds their KV cache after vLLM's profile run of that "
+        "many tokens; never below verl's 8192, max_num_seqs or (chunked prefill off) prompt + response",
+        "vllm_async_server.py:335, 1113-1119 (raised to max_model_len without chunked prefill); default 8192, "
+        "rollout.yaml:78",
+    ),
+)
 #: knob -> the OOM phases whose peak it moves (a learned memo that ran out in one of them caps it)
 PHASES_OF = {
     "ppo_max_token_len_per_gpu": ("update",),
@@ -135,7 +214,7 @@ class Choices:
 
     def lines(self) -> list[str]:
         """The plan's lines: one per knob, ``fit: <name> <value>: <why>``."""
-        return [f"fit: {c.line()}" for c in self.chosen + self.kept]
+        return [LINE_PREFIX + c.line() for c in self.chosen + self.kept]
 
     def record(self) -> dict[str, Any]:
         """``spec["fit"]``: ``{"margin", "device_gib", "choices": [{name, value, why}], "kept": [...]}``."""
@@ -233,8 +312,8 @@ def choose(
     def fits(phase: str, settings_over: dict[str, Any], feats: FeatureSet) -> bool:
         return est(settings_over, feats).phases.get(phase, 0.0) <= limit
 
-    def hold(knob: str, value: Any) -> bool:
-        """True (and a kept line) when the knob is the user's, the learned memo's, or capped by it."""
+    def why_held(knob: str) -> str | None:
+        """Why the knob stays as planned: the user's, the start rung's, or capped by a learned memo; None: free."""
         why = _given(knob, given, ov)
         if why is None and knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
             tb = changes.get("token_budgets") or {}
@@ -245,6 +324,11 @@ def choose(
         if why is None:
             phase = _capped(knob, ran_out)
             why = f"a learned run ran out in {phase}: kept as planned" if phase else None
+        return why
+
+    def hold(knob: str, value: Any) -> bool:
+        """True (and a kept line) when the knob is held (:func:`why_held`)."""
+        why = why_held(knob)
         if why:
             kept.append(Choice(knob, value, why))
         return bool(why)
@@ -305,6 +389,10 @@ def choose(
             peak = est({}, fs).phases["update"]
             top = "all of a device's mini-batch" if k == hi_k else "largest that fits"
             chosen.append(Choice(upd_knob, v, f"{top}: update at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
+        else:
+            kept.append(
+                Choice(upd_knob, default_upd, _falls_back("its smallest value does not fit update", device_gib, pct))
+            )
 
     # the log-prob forward
     lp_knob = "log_prob_max_token_len_per_gpu" if dynamic else "log_prob_micro_batch_size_per_gpu"
@@ -346,8 +434,21 @@ def choose(
                 cap = lp_cap if dynamic else per_dev_batch
                 top = "all of a device's batch" if v >= cap else "largest that fits"
                 chosen.append(Choice(lp_knob, v, f"{top}: log-prob at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
+            else:
+                kept.append(
+                    Choice(
+                        lp_knob, lp_default, _falls_back("its smallest value does not fit log-prob", device_gib, pct)
+                    )
+                )
 
-    # the rollout: the share the batch's KV cache needs, within what the rollout-side phases fit
+    # the rollout. vLLM runs at most max_num_seqs sequences at once and admits one while KV blocks are free; when a
+    # running sequence needs a block and none is free it preempts the newest running sequence, frees its blocks and
+    # later recomputes it from its prompt (vllm/v1/core/sched/scheduler.py Scheduler.schedule: ``preempted_req =
+    # self.running.pop()``, ``num_computed_tokens = 0``), so a share that is too small makes generation slower, not
+    # fail. Invariant: the KV cache holds max_num_seqs sequences at the full prompt + response with the margin: the
+    # share is chosen to hold every response a replica generates per batch at once; where the rollout-side phases
+    # cannot afford that share, max_num_seqs is cut to what the share holds (the rest wait instead of being
+    # preempted and recomputed).
     rollout_devs = (
         int(s["rollout_gpus"]) * max(1, int(s.get("rollout_nnodes") or s["nnodes"])) if one_step_off else world
     )
@@ -355,12 +456,16 @@ def choose(
     replicas = max(1, rollout_devs // rtp)
     seqs = max(1, -(-int(s["train_batch_size"]) * n // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
+    block = VLLM_BLOCK_TOKENS.get(str(spec.get("accelerator") or "gpu"), VLLM_BLOCK_TOKENS["gpu"])
+    seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
     weights = 2 * memfit.param_count(m) / rtp
     prompt = int(s["max_prompt_length"])
-    batched = max(
-        VERL_MAX_NUM_BATCHED_TOKENS, seq if "chunked_prefill" in fs.disabled else 0, min(seqs, VERL_MAX_NUM_SEQS)
-    )
-    need_b = weights + seqs * seq * kv_tok + _profile_bytes(m, batched, seqs)
+    nseq_why = why_held("max_num_seqs")
+    nseq_given = int(ov.get(MAX_NUM_SEQS_KEY) or VERL_MAX_NUM_SEQS) if nseq_why else None
+    at_once = min(seqs, nseq_given) if nseq_given else seqs  # sequences a replica runs at once
+    # vLLM's profile run: at least the least max_num_batched_tokens the plan gives (below)
+    batched = max(VERL_MAX_NUM_BATCHED_TOKENS, seq if "chunked_prefill" in fs.disabled else 0, at_once)
+    need_b = (weights + at_once * seq_kv + _profile_bytes(m, batched, at_once)) * (1.0 + margin)
     need = need_b / (device_gib * memfit.GIB)
     rollout_phases = ("rollout-init", "generation", "weight-sync")
 
@@ -373,21 +478,33 @@ def choose(
 
     step = round(SHARE_STEP * 100)
     cur_u = float(s["gpu_memory_utilization"])
+    u_need = max(KV_FLOOR, min(KV_CEILING, -(-need * 100 // step) * step / 100))
     if not hold("gpu_memory_utilization", cur_u):
         i = _largest(round(KV_FLOOR * 100) // step, round(KV_CEILING * 100) // step, lambda j: share_ok(j * step))
-        if i is not None:
+        if i is None:
+            kept.append(
+                Choice(
+                    "gpu_memory_utilization",
+                    cur_u,
+                    _falls_back(f"no share from {KV_FLOOR:g} up fits the rollout-side phases", device_gib, pct),
+                )
+            )
+        else:
             u_fit = i * step / 100
-            u_need = max(KV_FLOOR, min(KV_CEILING, -(-need * 100 // step) * step / 100))
             u = min(u_fit, u_need)
             out["gpu_memory_utilization"] = u
             e = est({}, fs)
             tight = max(rollout_phases, key=lambda p: e.phases.get(p, 0.0))
+            what = (
+                f"{at_once} sequences at once x {seq} tokens of KV cache per replica + vLLM's weights and profile "
+                f"run, + the margin: {need_b / memfit.GIB:.1f} GiB"
+            )
             why = (
-                f"what the batch needs ({seqs} responses x {seq} tokens of KV cache per replica + vLLM's weights: "
-                f"{need_b / memfit.GIB:.1f} GiB); {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct})"
-                if u == u_need
+                f"what the batch needs ({what}; a shorter KV cache makes vLLM preempt and recompute); {tight} at "
+                f"{e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct})"
+                if u >= u_need
                 else f"largest that fits {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct}); the batch "
-                f"needs {u_need:g} ({seqs} responses x {seq} tokens of KV cache per replica)"
+                f"needs {u_need:g} ({what})"
             )
             chosen.append(Choice("gpu_memory_utilization", u, why))
     u = float(out.get("gpu_memory_utilization", cur_u))
@@ -395,28 +512,33 @@ def choose(
         u = float(changes["gpu_memory_utilization"])
     share_b = u * device_gib * memfit.GIB
 
-    # vLLM's scheduler: every response a replica generates per batch at once (vLLM preempts, not fails, when the
-    # KV cache runs short: responses are mostly shorter than the maximum, so the batch is not cut to the worst case)
-    kv_room = share_b - weights - _profile_bytes(m, batched, seqs)
-    kv_seqs = int(max(0.0, kv_room) // (seq * kv_tok))
-    if not hold("max_num_seqs", VERL_MAX_NUM_SEQS):
+    def holds(nseq: int, tokens: int) -> int:
+        """How many sequences at full length the KV cache of the share holds with the margin."""
+        room = share_b - weights - _profile_bytes(m, tokens, nseq)
+        return int(max(0.0, room) // ((1.0 + margin) * seq_kv))
+
+    kv_seqs = holds(at_once, batched)
+    short = (
+        f"; the KV cache holds {kv_seqs} at the full {seq} tokens with the margin: beyond that vLLM preempts and "
+        f"recomputes (responses shorter than the maximum fit more)"
+    )
+    if nseq_why is None:
         out["rollout_max_num_seqs"] = seqs
-        chosen.append(
-            Choice(
-                "max_num_seqs",
-                seqs,
-                f"the {seqs} responses a rollout replica generates per batch, all at once (its KV cache holds "
-                f"{kv_seqs} at the full {seq} tokens)",
-            )
+        why = f"the {seqs} responses a rollout replica generates per batch, all at once" + (
+            f": the KV cache holds {kv_seqs} at the full {seq} tokens with the margin (none preempted)"
+            if kv_seqs >= seqs
+            else short
         )
-    nseq = int(out.get("rollout_max_num_seqs") or VERL_MAX_NUM_SEQS)
+        chosen.append(Choice("max_num_seqs", seqs, why))
+    else:
+        kept.append(Choice("max_num_seqs", nseq_given, nseq_why + (short if at_once > kv_seqs else "")))
+    nseq = int(out.get("rollout_max_num_seqs") or nseq_given or VERL_MAX_NUM_SEQS)
     if not hold("max_num_batched_tokens", VERL_MAX_NUM_BATCHED_TOKENS):
         want = max(VERL_MAX_NUM_BATCHED_TOKENS, min(PREFILL_CAP, -(-nseq * prompt // BUDGET_STEP) * BUDGET_STEP))
         floor = max(VERL_MAX_NUM_BATCHED_TOKENS, nseq, seq if "chunked_prefill" in fs.disabled else 0)
 
         def batched_ok(k: int) -> bool:
-            t = max(floor, k * BUDGET_STEP)
-            return share_b - weights - _profile_bytes(m, t, nseq) >= nseq * seq * kv_tok
+            return holds(min(nseq, seqs), max(floor, k * BUDGET_STEP)) >= min(nseq, seqs)
 
         k = _largest(_steps(floor), _steps(max(floor, want)), batched_ok)
         v = max(floor, k * BUDGET_STEP) if k is not None else floor
@@ -427,9 +549,20 @@ def choose(
             + (f" (at most {PREFILL_CAP})" if want == PREFILL_CAP else "")
             if v >= want
             else f"largest whose profile run leaves the KV cache of {nseq} x {seq} tokens in the share {u:g}"
+            if k is not None
+            else f"the least (verl's {VERL_MAX_NUM_BATCHED_TOKENS}, max_num_seqs or the model length): the share "
+            f"{u:g} cannot hold {min(nseq, seqs)} x {seq} tokens of KV cache anyway"
         )
         chosen.append(Choice("max_num_batched_tokens", v, why))
     return Choices(out, fs, chosen, kept, margin, float(device_gib))
+
+
+def _falls_back(what: str, device_gib: float, pct: str) -> str:
+    """The why of a knob left as planned because not even its smallest value fits (``what`` says which phase)."""
+    return (
+        f"falls back: {what} in {device_gib:.1f} GiB ({pct}): kept as planned; the estimate's start rung and the "
+        f"OOM ladder take over"
+    )
 
 
 def _steps(tokens: int) -> int:
