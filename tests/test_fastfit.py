@@ -411,3 +411,43 @@ def test_the_plans_features_table_names_the_fit_as_the_source_of_what_it_turned_
     assert any(ln.startswith("fit: gradient_checkpointing off: ") and "not applied" in ln for ln in dry.memory)
     row = _feature_row(dryrun.render_text(dry, width=400), "gradient_checkpointing")
     assert row[2] == "on" and "inv launch's fit may change it" in row[3], row
+
+
+def test_a_holdout_row_of_a_fitted_run_re_estimates_to_the_plans_own_estimate(tmp_path):
+    """gpu/p-holdout.sh's rows come from runs at the plan's own choices (budgets, share, checkpointing off):
+    bench/holdout_rows.py writes the run's budgets into ``update_tokens`` / ``logprob_tokens`` and its share and
+    checkpointing into ``util`` / ``gc``, so bench/memory_fit.py re-estimates the row to exactly what the plan
+    estimated (without the two columns it would assume the old 2x / 3x budgets and miss the run by a factor)."""
+    from conftest import repo_module
+    from test_learned_real import ENV, FLAGS, HOST
+
+    hr, bench = repo_module("bench/holdout_rows.py"), repo_module("bench/memory_fit.py")
+    m_dir = "/tmp/p/qwen3-1.7b-p512"
+    env = {k: v for k, v in ENV.items() if k not in ("MICRO_BATCH_SIZE",)} | {"MAX_RESPONSE_LENGTH": "2048"}
+    flags = dict(FLAGS, model=f"{m_dir}/model", steps=1)
+    p = planning.make_plan(
+        settings.resolve(flags, env, {}),
+        HOST,
+        mode="dapo",
+        run_id="20261207-000000-0005",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_1_7B, "device_gib": 139.8},
+    )
+    spec = json.loads(json.dumps(p.spec))
+    budgets = spec["settings"]["token_budgets"]
+    assert not p.features.has("gradient_checkpointing") and spec["settings"]["gpu_memory_utilization"] == 0.4
+    run = tmp_path / "p31"
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps(spec))
+    (run / "run.json").write_text(json.dumps({"status": "succeeded", "step": 1, "features": spec["features"]}))
+    (run / "train.log").write_text("step:1 - actor/perf/max_memory_allocated_gb:120.00 - x:1\n")
+    [line] = hr.rows_of(run, {}, 139.8, "H200", "gpu/p-holdout.sh")
+    header = (ROOT / "bench" / "memory_fit.csv").read_text().splitlines()[0].split(",")
+    row = dict(zip(header, next(csv.reader([line]))))
+    assert row["model"] == "qwen3-1.7b" and row["config"] == "p31-qwen3-1.7b-r2048" and row["gc"] == "0"
+    assert row["update_tokens"] == str(budgets[fastfit.ACTOR_BUDGET]) != str(2 * 2560)
+    assert row["source"].startswith("real-verl gpu/p-holdout.sh run 20261207-000000-0005 (succeeded, step 1/1)")
+    [res] = bench.evaluate([row], json.loads((ROOT / "bench" / "memory_fit_models.json").read_text()))
+    fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or [])
+    want = memfit.estimate(memfit.Model.from_config(QWEN3_1_7B), memfit.setup_from_spec(spec, fs, 139.8))
+    assert res["estimate"] == round(want.actor_alloc_gib, 2)
