@@ -82,7 +82,7 @@ def rows_of(
         str(s["micro_batch_size"]), str(s["micro_batch_size"]), "1" if "dynamic_batch" in feats else "0",
         "1" if "gradient_checkpointing" in feats else "0", "1" if "offload" in feats else "0", str(s["steps"]),
     ]  # fmt: skip
-    src = f"real-verl {script} run {rid} ({rec['status']}, step {rec.get('step')}/{s['steps']})"
+    src = f"real-verl {script} run {rid} ({rec['status']}, step {rec.get('step') or 0}/{s['steps']})"
     out = []
     log = run_dir / "train.log"
     vals = [float(v) for v in PEAK.findall(ANSI.sub("", log.read_text(errors="replace")))] if log.exists() else []

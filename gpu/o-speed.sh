@@ -3,8 +3,11 @@
 # dapo_ops/core/fastfit.py) against verl 0.9.1's own DAPO keys by hand, at a real shape, >= 10 steps after warm-up.
 #   HALF=tool PAIR=1 bash gpu/o-speed.sh   then   HALF=verl PAIR=1 bash gpu/o-speed.sh   (then PAIR=2: interleaved)
 #   HALF=watch PAIR=N bash gpu/o-speed.sh: keep watching the tool half (its supervisor is detached) and collect
-# Model: Qwen3-1.7B's config.json shape, random weights (gpu/make_tiny.py '2048 28 6144 16 8 151936 qwen3 1 128').
-# Shape: MAX_PROMPT_LENGTH 512, MAX_RESPONSE_LENGTH 2048 (a random model rarely samples EOS: responses run to 2048).
+# Model: Qwen3-1.7B's config.json shape, random weights (gpu/make_tiny.py '2048 28 6144 16 8 151936 qwen3 1 128
+# --prompt-tokens 512').
+# Shape: MAX_PROMPT_LENGTH 512, MAX_RESPONSE_LENGTH 2048 (a random model rarely samples EOS: responses run to 2048);
+# every prompt padded to 512 tokens (make_tiny.py --prompt-tokens 512: the bare problems are ~200 tokens), shared
+# with gpu/p-holdout.sh's build of the same shape (/tmp/p/qwen3-1.7b-p512).
 # Batch: the runbook's 64 prompts x n 8 over 8 devices (mini-batch 16) scaled to ONE device with the same work per
 # device: TRAIN_BATCH_SIZE 8, ROLLOUT_N 8 (64 responses), PPO_MINI_BATCH_SIZE 2. STEPS 12 = 2 warm-up + 10 measured.
 # (a) the tool: `inv launch` with nothing memory-related set (no GPU_MEMORY_UTILIZATION / MICRO_BATCH_SIZE /
@@ -30,7 +33,7 @@ unset GPU_MEMORY_UTILIZATION MICRO_BATCH_SIZE ROLLOUT_EAGER   # lib.sh's recipe 
 export TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=2 ROLLOUT_N=8 MAX_PROMPT_LENGTH=512 MAX_RESPONSE_LENGTH=2048
 export USER_FEATURES=-flash_attn MAX_OOM_RETRIES=3
 STEPS=${STEPS:-12}; PAIR=${PAIR:-1}; HALF=${HALF:-tool}
-M=/tmp/p/qwen3-1.7b
+M=/tmp/p/qwen3-1.7b-p512
 standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
 if [ "$REHEARSAL" = 1 ]; then
   mkdir -p "$M"; cp -rL "$TINY/." "$M/" 2>/dev/null
@@ -48,7 +51,8 @@ c.update(model_type="qwen3", hidden_size=2048, num_hidden_layers=28, intermediat
 json.dump(c, open(p, "w"))
 PYEOF
 elif [ ! -f "$M/model/config.json" ]; then
-  t=$(date +%s); python3 "$REPO/gpu/make_tiny.py" "$M" 2048 28 6144 16 8 151936 qwen3 1 128 > "$OUT/build.txt" 2>&1 \
+  t=$(date +%s); python3 "$REPO/gpu/make_tiny.py" "$M" 2048 28 6144 16 8 151936 qwen3 1 128 \
+    --prompt-tokens "$MAX_PROMPT_LENGTH" > "$OUT/build.txt" 2>&1 \
     || { echo "build failed"; tail -3 "$OUT/build.txt"; exit 1; }
   echo "built $M in $(( $(date +%s) - t )) s"
 fi
