@@ -230,6 +230,20 @@ def test_the_chosen_keys_compose_against_verl_091(tmp_path):
 H200_MIB = 143771
 
 
+def gpu_plan(run_id: str, memory: dict, flags: dict | None = None, env: dict | None = None):
+    """gpu/lib.sh's bare H200 host planned by today's planner (tests/test_learned_real.py's recipe by default)."""
+    from test_learned_real import ENV, FLAGS, HOST
+
+    return planning.make_plan(
+        settings.resolve(FLAGS if flags is None else flags, ENV if env is None else env, {}),
+        HOST,
+        mode="dapo",
+        run_id=run_id,
+        swanlab_logger=False,
+        memory=memory,
+    )
+
+
 def real_plan(run_id: str):
     from test_learned_real import ENV, FLAGS, HOST
 
@@ -297,19 +311,11 @@ KNOB_TAILS = {
 
 @pytest.mark.parametrize("warn", [True, False])
 def test_memory_fit_warn_reports_the_choices_without_applying_them(warn):
-    from test_learned_real import ENV, FLAGS, HOST
+    from test_learned_real import ENV
 
-    env = dict(ENV, MEMORY_FIT="warn") if warn else ENV
-    st_ = settings.resolve(FLAGS, env, {})
     cfg = json.loads((RUN / "model-config.json").read_text())
-    p = planning.make_plan(
-        st_,
-        HOST,
-        mode="dapo",
-        run_id="20261207-000000-0002",
-        swanlab_logger=False,
-        memory={"model_config": cfg, "device_gib": H200_MIB / 1024},
-    )
+    env = dict(ENV, MEMORY_FIT="warn") if warn else ENV
+    p = gpu_plan("20261207-000000-0002", {"model_config": cfg, "device_gib": H200_MIB / 1024}, env=env)
     fit = [ln for ln in p.memory if ln.startswith("fit: ")]
     assert fit
     assert ("fit" in p.spec) is not warn
@@ -390,7 +396,6 @@ def test_the_plans_features_table_names_the_fit_as_the_source_of_what_it_turned_
     """The dry-run table must not contradict the fit: gradient checkpointing turned off by the fit shows ``off`` with
     the fit's why as its source (not ``off | default``); a dry run (device memory unknown: the fit is only reported)
     shows it on, pointing at the ``fit:`` line."""
-    from test_learned_real import ENV, FLAGS, HOST
     from dapo_ops.control.launch import dryrun
 
     p = real_plan("20261207-000000-0003")
@@ -399,14 +404,7 @@ def test_the_plans_features_table_names_the_fit_as_the_source_of_what_it_turned_
     assert row[2] == "off" and row[3].startswith("fit: the update fits without it at ppo_max_token_len_per_gpu "), row
     assert "actor_rollout_ref.model.enable_gradient_checkpointing=False" in p.argv
 
-    dry = planning.make_plan(
-        settings.resolve(FLAGS, ENV, {}),
-        HOST,
-        mode="dapo",
-        run_id="20261207-000000-0004",
-        swanlab_logger=False,
-        memory={"model_config": QWEN3_1_7B, "device_gib": None},  # 80 GiB assumed per GPU
-    )
+    dry = gpu_plan("20261207-000000-0004", {"model_config": QWEN3_1_7B, "device_gib": None})  # 80 GiB assumed
     assert dry.features.has("gradient_checkpointing") and "fit" not in dry.spec
     assert any(ln.startswith("fit: gradient_checkpointing off: ") and "not applied" in ln for ln in dry.memory)
     row = _feature_row(dryrun.render_text(dry, width=400), "gradient_checkpointing")
@@ -419,20 +417,13 @@ def test_a_holdout_row_of_a_fitted_run_re_estimates_to_the_plans_own_estimate(tm
     checkpointing into ``util`` / ``gc``, so bench/memory_fit.py re-estimates the row to exactly what the plan
     estimated (without the two columns it would assume the old 2x / 3x budgets and miss the run by a factor)."""
     from conftest import repo_module
-    from test_learned_real import ENV, FLAGS, HOST
+    from test_learned_real import ENV, FLAGS
 
     hr, bench = repo_module("bench/holdout_rows.py"), repo_module("bench/memory_fit.py")
     m_dir = "/tmp/p/qwen3-1.7b-p512"
     env = {k: v for k, v in ENV.items() if k not in ("MICRO_BATCH_SIZE",)} | {"MAX_RESPONSE_LENGTH": "2048"}
     flags = dict(FLAGS, model=f"{m_dir}/model", steps=1)
-    p = planning.make_plan(
-        settings.resolve(flags, env, {}),
-        HOST,
-        mode="dapo",
-        run_id="20261207-000000-0005",
-        swanlab_logger=False,
-        memory={"model_config": QWEN3_1_7B, "device_gib": 139.8},
-    )
+    p = gpu_plan("20261207-000000-0005", {"model_config": QWEN3_1_7B, "device_gib": 139.8}, flags, env)
     spec = json.loads(json.dumps(p.spec))
     budgets = spec["settings"]["token_budgets"]
     assert not p.features.has("gradient_checkpointing") and spec["settings"]["gpu_memory_utilization"] == 0.4

@@ -18,10 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.core.fastfit import LINE_PREFIX
 from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
 from dapo_ops.control.preflight.inputs import NO_CHECKPOINTS, checkpoint_saves
 from dapo_ops.core.redact import redact_env
+from dapo_ops.core.fastfit import LINE_PREFIX
 
 
 def _features_table(plan: Plan) -> Table:
