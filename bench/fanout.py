@@ -14,8 +14,9 @@ Two measurements per host count (median of ``--repeat`` runs, after one warm-up)
 Target: time(N hosts) <= 1.5 x time(1 host). Exit 0 always (a benchmark reports, it does not judge CI).
 
 Hook for other fan-out tasks (e.g. preflight): ``--task preflight --task-args "--model /m ..."`` times the CLI
-form; the in-process form is timed when ``dapo_ops.cli.<task>`` exposes ``bench_fn(target) -> Row`` (or a
-``check_host(target)`` like ``dapo_ops/cli/hosts.py``), otherwise only ``cli`` is reported.
+form; the in-process form is timed with the task's per-host function: :func:`preflight_host` for ``preflight``,
+``dapo_ops.cli.<task>.check_host(target)`` where it exists (``dapo_ops/cli/hosts.py``); otherwise only ``cli`` is
+reported.
 """
 
 from __future__ import annotations
@@ -42,9 +43,44 @@ from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
 TARGET_RATIO = 1.5
 
 
+#: container dir holding ``model/``, ``train.parquet``, ``val.parquet`` for :func:`preflight_host`
+PREFLIGHT_INPUTS_ENV = "DAPO_PREFLIGHT_BENCH_INPUTS"
+
+
+def preflight_host(target):
+    """Per-host function of ``--task preflight``: every check (compose included) of a DAPO draft whose inputs live
+    in ``$DAPO_PREFLIGHT_BENCH_INPUTS`` (default ``/verl/dapo_runs/pf-inputs``; made by ``bench/preflight_fanout.py``),
+    drafted as the launch drafts (:func:`dapo_ops.control.launch.service.draft_for`). SwanLab off (no network wait in
+    a timing)."""
+    from dapo_ops.control.launch import service as svc
+    from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
+    from dapo_ops.control.preflight.checks import run_all
+    from dapo_ops.control.preflight.result import FAIL
+    from dapo_ops.control.remote.fanout import Row
+
+    base = os.environ.get(PREFLIGHT_INPUTS_ENV, "/verl/dapo_runs/pf-inputs").rstrip("/")
+    settings = {
+        "model": f"{base}/model",
+        "train_file": f"{base}/train.parquet",
+        "val_file": f"{base}/val.parquet",
+        "framework": "fsdp",
+        "steps": 4,
+        "save_freq": 2,
+        "max_prompt_length": 512,
+        "max_response_length": 1024,
+    }
+    req = svc.LaunchRequest(mode="dapo", settings=settings, sw=SwanlabSettings(mode="disabled"))
+    draft = svc.draft_for(svc.LaunchFacts(host=target.host, run_id="20261129-000000-bnch"), req)
+    checks = run_all(target, draft)
+    bad = [c for c in checks if c.status == FAIL]
+    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "", data={"checks": checks})
+
+
 def per_host_fn(task: str):
+    if task == "preflight":
+        return preflight_host
     mod = importlib.import_module(f"dapo_ops.cli.{task}")
-    return getattr(mod, "bench_fn", None) or getattr(mod, "check_host", None)
+    return getattr(mod, "check_host", None)
 
 
 def time_inproc(hosts, fn, reuse: bool = False) -> tuple[float, float, int, float]:

@@ -83,7 +83,7 @@ def main() -> int:
 
     def once(sw, with_req: bool) -> float:
         req = svc.LaunchRequest(mode="dapo", settings=st, sw=sw)
-        view = svc.probe_view(svc.LaunchFacts(host=h, run_id="20261201-000000-bnch"), req)
+        view = svc.draft_for(svc.LaunchFacts(host=h, run_id="20261201-000000-bnch"), req)
         with Target(h) as t:
             t0 = time.monotonic()
             facts = svc.quick_checks(t, view, False, req if with_req else None)

@@ -7,7 +7,7 @@ Brings the bench up to the largest count itself (``sandbox/bench.sh up N``).
 
 Puts a tiny model and two RL parquet files into each host's runs dir (host side of /verl/dapo_runs, so the
 checks pass), then runs ``bench/fanout.py --task preflight`` (the remote engineer's scaling harness) with
-``dapo_ops.cli.preflight.bench_fn`` as the per-host function (``inproc``: ``run_all`` per host, so every host
+``bench/fanout.py``'s ``preflight_host`` as the per-host function (``inproc``: ``run_all`` per host, so every host
 composes: no grouping) and ``inv preflight`` as the CLI form. Those runs repeat one command line, so after the
 warm-up every container answers the compose from its cache (``warm``). The ``cold`` table that follows times
 the CLI with a fresh ``--override trainer.log_val_generations=<n>`` per run: a request no container has

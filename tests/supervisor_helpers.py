@@ -179,3 +179,36 @@ def log_facts(lines) -> tuple[list[int], list[int], list[int], list[int]]:
             if n is not None:
                 out.append(n)
     return steps, totals, resumes, saves
+
+
+def bare_host(root: Path) -> tuple[Path, Path]:
+    """A bare host of THIS machine under ``root`` (``runtime = "host"``, ``transport = "local"``): the verl stand-in's
+    tree (sandbox/host_tree.sh) with one GPU stand-in, and ``root/hosts.toml`` naming it ``dev`` (the stand-in reads
+    ``<tree>/sandbox/scenario.json``). Returns ``(tree, hosts.toml)``."""
+    repo = Path(__file__).resolve().parents[1]
+    tree = root / "host"
+    subprocess.run(
+        ["bash", str(repo / "sandbox" / "host_tree.sh"), str(tree), str(repo / ".venv")],
+        check=True,
+        capture_output=True,
+    )
+    (tree / "sandbox").mkdir()
+    (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
+    py = Path(sys.executable)
+    inv_path = root / "hosts.toml"
+    inv_path.write_text(f"""
+[hosts.dev]
+runtime = "host"
+transport = "local"
+workdir = "{tree}"
+runs_dir = "{tree}/dapo_runs"
+python = "{py}"
+accelerator = "gpu"
+devices = 1
+device_mounts = false
+[hosts.dev.env]
+PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
+DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
+DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
+""")
+    return tree, inv_path

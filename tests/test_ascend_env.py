@@ -32,7 +32,12 @@ def verl():
 
 def plan(flags=None, env=None):
     st = settings.resolve({"model": "/m", **(flags or {})}, env or {}, {})
-    return planning.make_plan(st, NPU8, mode="dapo", run_id=RUN_ID, swanlab_logger=False, memory=None)
+    return planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=NPU8, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+        ),
+        None,
+    )
 
 
 def kv(argv):

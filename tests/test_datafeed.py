@@ -106,7 +106,16 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
             {"steps": steps, "train_file": str(train), "train_batch_size": 8, "ppo_mini_batch_size": 8}, {}, {}
         )
         plan = planning.make_plan(
-            st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False, extra_overrides=list(extra)
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings=st,
+                    host=None,
+                    mode="dapo",
+                    run_id="20260101-000000-abcd",
+                    swanlab_logger=False,
+                    extra_overrides=list(extra),
+                )
+            )
         )
         return dryrun.local_data_note(plan)
 
@@ -115,7 +124,13 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
         "data:    8 rows // batch 8 = 1 step(s)/epoch x 40 epochs = 40 steps >= --steps 40"
     )
     st = settings_mod.resolve({"steps": 40, "train_file": str(tmp_path / "absent.parquet")}, {}, {})
-    plan = planning.make_plan(st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False)
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st, host=None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False
+            )
+        )
+    )
     assert dryrun.local_data_note(plan) is None
 
 

@@ -1,6 +1,7 @@
-"""One defaults table (dapo_ops/core/defaults.py): no module reads a run setting with a literal fallback of its own,
-the settings table takes its defaults from it, make_plan writes a complete spec, and an older spec is completed
-from the table in one place."""
+"""One defaults table (dapo_ops/core/defaults.py): no module reads a run setting or a host field with a literal
+fallback of its own, the settings table and the inventory's Host model take their defaults from it, make_plan writes a
+complete spec, an older spec is completed from the table in one place, and no module but control/settings.py reads
+a run setting's environment variable."""
 
 import ast
 import json
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control import settings
+from dapo_ops.control.inventory import model as inventory_model
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import resume
 from dapo_ops.agent import runfiles
@@ -42,7 +44,7 @@ def _literal(n: ast.AST) -> bool:
     return False
 
 
-def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
+def _read(n: ast.AST, keys: frozenset = KEYS) -> tuple[str, ast.AST | None] | None:
     """``(key, default or None)`` when ``n`` reads a table key through a reader, else None."""
     if not isinstance(n, ast.Call):
         return None
@@ -54,7 +56,7 @@ def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
     if len(n.args) <= at:
         return None
     k = n.args[at]
-    if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in KEYS):
+    if not (isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value in keys):
         return None
     if len(n.args) > at + 1:
         return k.value, n.args[at + 1]
@@ -62,18 +64,19 @@ def _read(n: ast.AST) -> tuple[str, ast.AST | None] | None:
     return k.value, kw.get("default")
 
 
-def literal_fallbacks(source: str) -> list[tuple[int, str]]:
+def literal_fallbacks(source: str, keys: frozenset = KEYS) -> list[tuple[int, str]]:
     """``(line, code)`` of every read of a table key with a literal fallback in ``source``: the reader's default
     (``x.get("steps", 100)``, ``getattr(spec, "steps", 100)``, ``_get(s, "steps", 100)``) or an ``or`` after a read
-    without one (``x.get("steps") or 100``; an empty list / dict / tuple after ``or`` only says "none")."""
+    without one (``x.get("steps") or 100``; an empty list / dict / tuple after ``or`` only says "none"). ``keys``: the
+    table's names (default :data:`KEYS`, the run settings'; :data:`HOST_KEYS` for the host fields)."""
     out = []
     for n in ast.walk(ast.parse(source)):
-        r = _read(n)
+        r = _read(n, keys)
         if r is not None and r[1] is not None and _literal(r[1]):
             out.append((n.lineno, ast.unparse(n)))
         if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or):
             for i, v in enumerate(n.values[:-1]):
-                r = _read(v)
+                r = _read(v, keys)
                 rest = n.values[i + 1 :]
                 if r is not None and r[1] is None and any(_literal(w) and not _empty(w) for w in rest):
                     out.append((n.lineno, ast.unparse(n)))
@@ -84,6 +87,22 @@ def _empty(n: ast.AST) -> bool:
     return isinstance(n, (ast.List, ast.Tuple, ast.Dict, ast.Set)) and not (
         getattr(n, "elts", None) or getattr(n, "keys", None)
     )
+
+
+def scan(find, exempt_table: dict, skip: tuple[str, ...] = ()) -> tuple[list[str], set]:
+    """Run ``find(source) -> [(line, code)]`` over every package module but ``skip``: ``(found, exempt)``, the hits
+    not in ``exempt_table`` as ``file:line: code`` and the ``(file, code)`` entries of the table that were hit."""
+    found, exempt = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG.parent))
+        if rel in skip:
+            continue
+        for line, code in find(path.read_text(encoding="utf-8")):
+            if (rel, code) in exempt_table:
+                exempt.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    return found, exempt
 
 
 def test_the_scanner_finds_every_form_of_a_literal_fallback():
@@ -122,14 +141,7 @@ NOT_A_SETTING = {
 def test_no_module_reads_a_run_setting_with_a_literal_fallback():
     """The defaults live in dapo_ops/core/defaults.py only: a reader that falls back to a literal of its own is a
     second copy of a default, which drifts (``max_actor_ckpt_to_keep`` was 3 in the planner, None in runspec)."""
-    found, exempt = [], set()
-    for path in sorted(PKG.rglob("*.py")):
-        rel = str(path.relative_to(PKG.parent))
-        for line, code in literal_fallbacks(path.read_text(encoding="utf-8")):
-            if (rel, code) in NOT_A_SETTING:
-                exempt.add((rel, code))
-            else:
-                found.append(f"{rel}:{line}: {code}")
+    found, exempt = scan(literal_fallbacks, NOT_A_SETTING)
     assert exempt == set(NOT_A_SETTING), f"stale NOT_A_SETTING entries: {set(NOT_A_SETTING) - exempt}"
     assert not found, f"{len(found)} read(s) of a run setting with a literal fallback:\n" + "\n".join(found)
 
@@ -151,7 +163,9 @@ def test_the_settings_table_takes_every_default_from_the_one_table():
 def test_make_plan_writes_every_key_of_the_table(mode, framework, profile):
     """No reader of a spec make_plan wrote needs a default: every key is there, and completing it changes nothing."""
     st = settings.resolve({"framework": framework, "profile": profile}, {}, {})
-    spec = planning.make_plan(st, None, mode=mode, run_id=RUN_ID, swanlab_logger=False).spec
+    spec = planning.make_plan(
+        planning.draft_plan(planning.PlanInputs(settings=st, host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False))
+    ).spec
     assert set(defaults.SPEC) <= set(spec) and set(defaults.SPEC_SETTINGS) <= set(spec["settings"])
     assert defaults.complete_spec(spec) == spec
 
@@ -204,6 +218,201 @@ def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in overrides.build_command(spec, fs))
     st = resume.resumed_settings(settings.resolve({}, {}, {}), spec)
     assert (st["max_actor_ckpt_to_keep"], st.source("max_actor_ckpt_to_keep")) == (0, "resume")
-    plan = planning.make_plan(st, None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+        )
+    )
     assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
+
+
+#: the host fields the one table gives a value (not None): a read of one with a literal fallback is a second copy of
+#: the default (``spec.get("accelerator", "gpu")`` in core/overrides.py vs ``"npu"`` in the supervisor, issue 46)
+HOST_KEYS = frozenset(k for k, v in defaults.HOST.items() if v is not None) | {"runs_dir"}
+
+#: reads the host scan flags that are not of a host field's default, each with why: (file, code) -> reason
+NOT_A_HOST_DEFAULT = {
+    ("dapo_ops/agent/supervisor/record.py", "n.get('devices') or 0"): "a Ray node spec's device count, summed: "
+    "a node without one adds none",
+    ("dapo_ops/cli/hosts.py", "info.get('python') or '?'"): "the verl probe's answer (the python it ran), '?' when "
+    "it gave none",
+    ("dapo_ops/control/preflight/verl.py", "p.get('python', '?')"): "the probe's answer: the container's Python "
+    "version, '?' when it gave none",
+    ("dapo_ops/control/preflight/checks.py", "getattr(host, 'workdir', '?')"): "a message placeholder for a host "
+    "object without a workdir",
+    ("dapo_ops/control/remote/errors.py", "getattr(getattr(target, 'host', None), 'workdir', '?')"): "a message "
+    "placeholder when Docker's error names no cwd and the target has no host",
+    ("dapo_ops/control/status/probe.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    "`docker start <container>` for a run.json without its container, not a value a run uses",
+}
+
+
+def test_the_host_model_takes_every_default_from_the_one_table():
+    """The inventory's Host model and defaults.HOST say the same for every field but name/address/env; a host
+    without a table of its own runs the runbook's Ascend host (8 NPUs, container verl, workdir /verl)."""
+    import dataclasses
+
+    fields = {
+        f.name: f.default for f in dataclasses.fields(inventory_model.Host) if f.name not in ("name", "address", "env")
+    }
+    assert fields == dict(defaults.HOST)
+    h = inventory_model.Host(name="h1", address="10.0.0.1")
+    assert (h.accelerator, h.devices, h.container, h.workdir, h.runs_path) == (
+        "npu",
+        8,
+        "verl",
+        "/verl",
+        "/verl/dapo_runs",
+    )
+    assert defaults.runs_path() == h.runs_path
+
+
+def test_no_module_reads_a_host_field_with_a_literal_fallback():
+    """One table of host defaults: ``getattr(host, "accelerator", "npu")`` / ``spec.get("accelerator", "gpu")`` /
+    ``spec.get("python") or "python3"`` are refused anywhere in the package (read ``defaults.HOST[...]``)."""
+    found, exempt = scan(lambda src: literal_fallbacks(src, HOST_KEYS), NOT_A_HOST_DEFAULT)
+    assert exempt == set(NOT_A_HOST_DEFAULT), f"stale NOT_A_HOST_DEFAULT entries: {set(NOT_A_HOST_DEFAULT) - exempt}"
+    assert not found, f"{len(found)} read(s) of a host field with a literal fallback:\n" + "\n".join(found)
+
+
+def test_the_host_scan_sees_the_forms_that_disagreed():
+    src = """
+spec.get("accelerator", "gpu")
+getattr(host, "runtime", "docker")
+spec.get("python") or "python3"
+x.get("devices", 0)
+"""
+    assert [ln for ln, _ in literal_fallbacks(src, HOST_KEYS)] == [2, 3, 4, 5]
+    fine = """
+spec.get("accelerator", defaults.HOST["accelerator"])
+getattr(host, "runtime", None)
+x.get("name", "local")
+"""
+    assert literal_fallbacks(fine, HOST_KEYS) == []
+
+
+#: every environment variable of a run setting (``TRAIN_STEPS``, ``FRAMEWORK``, ``MODEL_PATH``, ...)
+SETTING_VARS = frozenset(v for p in settings.PARAMS for v in p.env)
+#: what a read of the operator's environment looks like: ``os.environ``, a mapping named ``env`` / ``environ``
+ENV_NAMES = frozenset({"env", "environ"})
+
+
+def _is_env(n: ast.AST) -> bool:
+    if isinstance(n, ast.Attribute):
+        return n.attr == "environ"
+    return isinstance(n, ast.Name) and n.id in ENV_NAMES
+
+
+def env_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, code)`` of every read of a run setting's variable from the environment: ``os.environ.get("X", ...)``,
+    ``env.get("X")``, ``os.environ["X"]`` (read, not written), ``os.getenv("X")``."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(n, ast.Call) and n.args:
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr == "get" and _is_env(f.value):
+                key = n.args[0]
+            elif isinstance(f, ast.Attribute) and f.attr == "getenv":
+                key = n.args[0]
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and _is_env(n.value):
+            key = n.slice
+        if isinstance(key, ast.Constant) and key.value in SETTING_VARS:
+            out.append((n.lineno, ast.unparse(n)))
+    return out
+
+
+#: reads of a setting's variable outside control/settings.py, each with why: (file, code) -> reason
+NOT_A_SETTINGS_READ = {
+    ("dapo_ops/cli/_common.py", "env.get('CONTAINER', '')"): "status / logs / stop find the container a run was "
+    "launched in (--container > $CONTAINER > the inventory's) without loading the settings table",
+    ("dapo_ops/cli/quickstart.py", "env.get('CONTAINER', '')"): "quickstart asks only what no flag or variable "
+    "gave (issue 46 item 2 hands launch one request)",
+    ("dapo_ops/cli/quickstart.py", "env.get('USER_FEATURES', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('SWANLAB_MODE', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('http_proxy', '')"): "quickstart's question, as above",
+    ("dapo_ops/cli/quickstart.py", "env.get('https_proxy', '')"): "quickstart's question, as above",
+}
+
+
+def test_the_env_scan_sees_every_form_of_a_read():
+    src = """
+os.environ.get("TRAIN_STEPS", 100)
+env.get("MODEL_PATH")
+os.environ["FRAMEWORK"]
+os.getenv("SAVE_FREQ")
+"""
+    assert [ln for ln, _ in env_reads(src)] == [2, 3, 4, 5]
+    fine = """
+env["SWANLAB_MODE"] = "offline"
+os.environ.get("HOME")
+plan.env.get("SWANLAB_MODE")
+settings.resolve(flags, os.environ, file_cfg)
+"""
+    assert env_reads(fine) == []
+
+
+def test_only_the_settings_table_reads_a_run_settings_variable():
+    """``TRAIN_STEPS`` is the settings table's (flag > env > file > default): quickstart's
+    ``os.environ.get('TRAIN_STEPS', 100)`` printed 100 where the config file said otherwise (issue 46)."""
+    found, exempt = scan(env_reads, NOT_A_SETTINGS_READ, skip=("dapo_ops/control/settings.py",))
+    assert exempt == set(NOT_A_SETTINGS_READ), f"stale entries: {set(NOT_A_SETTINGS_READ) - exempt}"
+    assert not found, f"{len(found)} read(s) of a run setting's variable outside the settings table:\n" + "\n".join(
+        found
+    )
+
+
+# ------------------------------------------------------------------ RunSpec: completed once when read (issue 46 item 3)
+
+
+def _counting(monkeypatch) -> list:
+    calls: list = []
+    real = defaults.complete_spec
+
+    def counted(spec):
+        calls.append(1)
+        return real(spec)
+
+    monkeypatch.setattr(defaults, "complete_spec", counted)
+    return calls
+
+
+def test_one_argv_completes_the_spec_once(monkeypatch):
+    """overrides.build_command completed the same spec 7 times for one argv on main (build_command, check_spec,
+    two effective_settings, verl_argv, overrides_for, memfit.parallel_sizes): now the spec is read into a RunSpec
+    once where it enters, and every reader below takes the RunSpec as it is."""
+    spec = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
+    fs = features.FeatureSet.from_json(spec["features"], spec["disabled_features"])
+    calls = _counting(monkeypatch)
+    argv = overrides.build_command(spec, fs, {"gpu_memory_utilization": 0.5})
+    assert len(calls) == 1 and "actor_rollout_ref.rollout.gpu_memory_utilization=0.5" in argv
+    calls.clear()
+    rs = defaults.RunSpec.read(spec)
+    assert overrides.build_command(rs, fs) == overrides.build_command(spec, fs) and len(calls) == 2
+
+
+def test_the_supervisor_reads_its_spec_once_and_each_attempt_builds_on_it(monkeypatch, tmp_path):
+    """runfiles.read_spec completes spec.json once; attempt 2's spec (attempt_spec) and its argv complete nothing
+    again. spec.json on disk is left as the plan wrote it, and the RunSpec is frozen."""
+    from dapo_ops.agent.supervisor import attempt
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    text = REAL_SPEC.read_text(encoding="utf-8")
+    (run_dir / "spec.json").write_text(text, encoding="utf-8")
+    calls = _counting(monkeypatch)
+    spec = runfiles.read_spec(run_dir)
+    assert len(calls) == 1 and isinstance(spec, defaults.RunSpec)
+    fs = features.FeatureSet.from_json(list(spec.features), spec.disabled_features)
+    second = attempt.attempt_spec(spec, 2)
+    argv = attempt.build_argv(None, second, fs, {"gpu_memory_utilization": 0.5})
+    assert len(calls) == 1 and second.attempt == 2 and spec.attempt == 1 and argv
+    # the typed keys and the Mapping are the same completed spec; the file is untouched
+    assert spec.to_json() == defaults.complete_spec(json.loads(text)) == dict(spec)
+    assert (spec.run_id, spec.framework, spec.settings["steps"]) == (spec["run_id"], spec["framework"], 3)
+    assert (run_dir / "spec.json").read_text(encoding="utf-8") == text
+    with pytest.raises(AttributeError):
+        spec.run_id = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.settings["steps"] = 9  # type: ignore[index]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor_helpers import wait_for
+from supervisor_helpers import bare_host, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,31 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory):
     root = tmp_path_factory.mktemp("bare")
-    tree = root / "host"
-    subprocess.run(
-        ["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")],
-        check=True,
-        capture_output=True,
-    )
-    (tree / "sandbox").mkdir()
-    (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
-    inv_path = root / "hosts.toml"
-    py = Path(sys.executable)
-    inv_path.write_text(f"""
-[hosts.dev]
-runtime = "host"
-transport = "local"
-workdir = "{tree}"
-runs_dir = "{tree}/dapo_runs"
-python = "{py}"
-accelerator = "gpu"
-devices = 1
-device_mounts = false
-[hosts.dev.env]
-PATH = "{tree}/bin:{py.parent}:/usr/bin:/bin"
-DAPO_STANDIN_DEVICES = "{tree}/sandbox/devices.json"
-DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
-""")
+    tree, inv_path = bare_host(root)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
     env.update(
         DAPO_OPS_INVENTORY=str(inv_path),

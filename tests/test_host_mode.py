@@ -60,11 +60,15 @@ def test_container_setting_refused_for_bare_host():
     h = _load(BARE).hosts["dev"]
     with pytest.raises(planning.PlanError) as e:
         planning.make_plan(
-            {"container": "verl", "framework": "fsdp", "rollout_tp": 1},
-            h,
-            mode="dapo",
-            run_id="20261201-000000-abcd",
-            swanlab_logger=False,
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings={"container": "verl", "framework": "fsdp", "rollout_tp": 1},
+                    host=h,
+                    mode="dapo",
+                    run_id="20261201-000000-abcd",
+                    swanlab_logger=False,
+                )
+            )
         )
     assert 'runtime = "host"' in str(e.value) and "\n" not in str(e.value)
 

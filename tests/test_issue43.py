@@ -37,7 +37,12 @@ def kv(argv):
 
 def plan(host, mode="dapo", flags=None, env=None, memory=None):
     st = settings.resolve(flags or {}, env or {}, {})
-    return planning.make_plan(st, host, mode=mode, run_id=RUN_ID, swanlab_logger=False, memory=memory)
+    return planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=host, mode=mode, run_id=RUN_ID, swanlab_logger=False)
+        ),
+        memory,
+    )
 
 
 # F1 -------------------------------------------------------------------------------------------------------------

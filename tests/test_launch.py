@@ -637,13 +637,17 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
         # a KL loss needs the reference policy: its Megatron keys are emitted then (profiles.drop_inert)
         kl = ["actor_rollout_ref.actor.use_kl_loss=True"] if framework == "megatron" else []
         p = planning.make_plan(
-            st,
-            host,
-            mode=mode,
-            run_id="20261202-000000-abcd",
-            swanlab_logger=False,
-            profile=profile,
-            extra_overrides=kl,
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings=st,
+                    host=host,
+                    mode=mode,
+                    run_id="20261202-000000-abcd",
+                    swanlab_logger=False,
+                    profile=profile,
+                    extra_overrides=kl,
+                )
+            )
         )
         return {
             a.split("=", 1)[0].lstrip("+"): a.split("=", 1)[1] for a in p.argv if "=" in a and not a.startswith("-")
@@ -703,7 +707,13 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
 
     one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
     st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})
-    plan = planning.make_plan(st, one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False)
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st, host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False
+            )
+        )
+    )
     assert "actor_rollout_ref.actor.strategy=fsdp" in plan.argv  # the plan's own choice on one device
     old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 10}}
     answers = {
@@ -725,10 +735,7 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     answers["/r/old/spec.json"] = json.dumps(old)
     facts = resume.read_facts(T(), "old")
     assert facts.strategy == (want if version else None)
-    plan = planning.make_plan(
-        resume.resumed_settings(st, facts.spec), one_gpu, mode="dapo", run_id="20261202-000000-new0",
-        swanlab_logger=False, resume=facts,
-    )  # fmt: skip
+    plan = planning.make_plan(planning.draft_plan(planning.PlanInputs(settings=resume.resumed_settings(st, facts.spec), host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False, resume=facts)))  # fmt: skip
     line = plan.resume_line
     assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
     # the supervisor's later attempts build their argv from the spec: they keep it too

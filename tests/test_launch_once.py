@@ -175,7 +175,11 @@ def test_the_cli_precheck_and_the_launch_share_one_builder(launch_env):
 def _old_run(tmp_status="running", step="3"):
     """The files of run ``old`` on HOST: its spec (a plan of FLAGS with 20 steps), run.json, checkpoint tracker."""
     old = planning.make_plan(
-        settings_mod.resolve(FLAGS, {}, {}), HOST, mode="dapo", run_id="old", swanlab_logger=False
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=settings_mod.resolve(FLAGS, {}, {}), host=HOST, mode="dapo", run_id="old", swanlab_logger=False
+            )
+        )
     ).spec
     rec = {
         "status": tmp_status,
@@ -219,7 +223,15 @@ def test_a_refused_resume_leaves_the_earlier_runs_record_alone(launch_env):
 
 def test_a_plan_cannot_be_changed():
     p = planning.make_plan(
-        settings_mod.resolve(FLAGS, {}, {}), HOST, mode="dapo", run_id="20261201-000000-abcd", swanlab_logger=False
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=settings_mod.resolve(FLAGS, {}, {}),
+                host=HOST,
+                mode="dapo",
+                run_id="20261201-000000-abcd",
+                swanlab_logger=False,
+            )
+        )
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.argv = []  # type: ignore[misc]

@@ -137,6 +137,7 @@ def test_a_dry_run_selects_no_host_and_carries_what_the_plan_needs(tmp_path):
         inventory="",
         env=_env(tmp_path),
         file_cfg=got.file_cfg,
+        config=got.config,
         overrides=["trainer.x=1"],
         independent=False,
         resume="20261129-151200-a1b2",

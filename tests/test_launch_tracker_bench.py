@@ -126,7 +126,7 @@ def _quick(sandbox, host: str, sw_env: dict, extra_public: dict | None = None):
         "max_response_length": 1024,
     }
     req = svc.LaunchRequest(mode="dapo", settings=st, sw=sw, extra_public=dict(extra_public or {}))
-    view = svc.probe_view(svc.LaunchFacts(host=h, run_id="20261201-000000-trk0"), req)
+    view = svc.draft_for(svc.LaunchFacts(host=h, run_id="20261201-000000-trk0"), req)
     with Target(h) as t:
         return svc.quick_checks(t, view, False, req)
 

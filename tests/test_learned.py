@@ -54,7 +54,10 @@ def memory(cfg=TINY_146B, mib=H200_MIB, name="NVIDIA H200", memos=()):
 def plan(flags=None, env=None, mem=None, run_id=RID):
     st = settings.resolve(dict(FLAGS, **(flags or {})), env or {}, {})
     return planning.make_plan(
-        st, ONE_GPU, mode="dapo", run_id=run_id, swanlab_logger=False, memory=mem if mem is not None else memory()
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=ONE_GPU, mode="dapo", run_id=run_id, swanlab_logger=False)
+        ),
+        mem if mem is not None else memory(),
     )
 
 
@@ -109,13 +112,17 @@ def test_a_different_model_device_or_memory_setting_does_not_match():
     }
     st = settings.resolve(FLAGS, {}, {})
     others["run.overrides"] = planning.make_plan(
-        st,
-        ONE_GPU,
-        mode="dapo",
-        run_id=RID,
-        swanlab_logger=False,
-        memory=memory(),
-        extra_overrides=["trainer.val_before_train=False"],
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st,
+                host=ONE_GPU,
+                mode="dapo",
+                run_id=RID,
+                swanlab_logger=False,
+                extra_overrides=["trainer.val_before_train=False"],
+            )
+        ),
+        memory(),
     )
     for what, p in others.items():
         k = p.spec["learn"]["key"]
@@ -196,14 +203,18 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
 def test_an_override_of_the_key_a_rung_changes_wins():
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
     st = settings.resolve(FLAGS, {}, {})
-    mk = lambda memos: planning.make_plan(  # noqa: E731
-        st,
-        ONE_GPU,
-        mode="dapo",
-        run_id=RID,
-        swanlab_logger=False,
-        memory=memory(memos=memos),
-        extra_overrides=[f"{key}=4096"],
+    mk = lambda memos: planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st,
+                host=ONE_GPU,
+                mode="dapo",
+                run_id=RID,
+                swanlab_logger=False,
+                extra_overrides=[f"{key}=4096"],
+            )
+        ),
+        memory(memos=memos),
     )
     m = memo_of(mk([]), rung="update-batch", phase="update", changes={"token_budgets": {key: 2048}})
     p = mk([m])

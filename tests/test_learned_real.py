@@ -103,13 +103,17 @@ def memory(memos=()) -> dict:
 def plan_for(run_id: str, env_extra=None, memos=()):
     st = settings.resolve(FLAGS, {**ENV, **(env_extra or {})}, {})
     return planning.make_plan(
-        st,
-        HOST,
-        mode="dapo",
-        run_id=run_id,
-        swanlab_logger=False,
-        extra_overrides=list(real_spec()["settings"]["extra_overrides"]),
-        memory=memory(memos),
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st,
+                host=HOST,
+                mode="dapo",
+                run_id=run_id,
+                swanlab_logger=False,
+                extra_overrides=list(real_spec()["settings"]["extra_overrides"]),
+            )
+        ),
+        memory(memos),
     )
 
 

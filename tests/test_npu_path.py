@@ -50,7 +50,12 @@ def kv(argv):
 
 def plan(mode="dapo", flags=None, env=None, memory=NPU_64, host=NPU8):
     st = settings.resolve(flags or {}, env or {}, {})
-    return planning.make_plan(st, host, mode=mode, run_id=RUN_ID, swanlab_logger=False, memory=memory)
+    return planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(settings=st, host=host, mode=mode, run_id=RUN_ID, swanlab_logger=False)
+        ),
+        memory,
+    )
 
 
 def registered_backends(verl: Path) -> dict:

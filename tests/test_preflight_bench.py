@@ -56,12 +56,16 @@ def _plan(sandbox, host, *, swanlab=False, extra=(), **settings):
     }
     s.update(settings)
     return planning.make_plan(
-        s,
-        _host(sandbox, host),
-        mode="dapo",
-        run_id="20261129-000000-pf00",
-        swanlab_logger=swanlab,
-        extra_overrides=list(extra),
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=s,
+                host=_host(sandbox, host),
+                mode="dapo",
+                run_id="20261129-000000-pf00",
+                swanlab_logger=swanlab,
+                extra_overrides=list(extra),
+            )
+        )
     )
 
 
@@ -132,12 +136,16 @@ def test_npu_one_step_off_with_an_unregistered_checkpoint_engine_is_refused(sand
             "rollout_gpus": 4,
         }
         plan = planning.make_plan(
-            s,
-            _host(sandbox, h1),
-            mode="one-step-off",
-            run_id="20261129-000000-pf01",
-            swanlab_logger=False,
-            extra_overrides=[f"{key}={backend}"],
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings=s,
+                    host=_host(sandbox, h1),
+                    mode="one-step-off",
+                    run_id="20261129-000000-pf01",
+                    swanlab_logger=False,
+                    extra_overrides=[f"{key}={backend}"],
+                )
+            )
         )
         st = _run_all(sandbox, h1, plan)["verl-startup"]
         assert st.status == want, st

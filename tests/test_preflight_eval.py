@@ -250,6 +250,7 @@ def test_v1_modules_transfer_queue_and_megatron_bridge(tmp_path, standin, monkey
     """The real probe looks the modules up in this interpreter: missing -> fail with a fix; present -> ok."""
     spec = _spec(tmp_path)
     spec["framework"] = "megatron"
+    spec["accelerator"] = "gpu"  # a spec without one is the inventory's default, npu (core/defaults.py HOST, issue 46)
     req = probe_request(_host(), plan_view(spec), full=False)
     # on GPU Megatron-Bridge needs Transformer Engine (megatron/bridge/peft/lora_layers.py:20)
     # + mbridge, the other model builder, looked up to name VANILLA_MBRIDGE in the fix when it is there (issue 43 F4)

@@ -68,7 +68,16 @@ def _fleet(sandbox, names, *, extra=()):
     jobs = {
         h.name: group.HostJob(
             plan=planning.make_plan(
-                s, h, mode="dapo", run_id="20261201-000000-grp0", swanlab_logger=False, extra_overrides=list(extra)
+                planning.draft_plan(
+                    planning.PlanInputs(
+                        settings=s,
+                        host=h,
+                        mode="dapo",
+                        run_id="20261201-000000-grp0",
+                        swanlab_logger=False,
+                        extra_overrides=list(extra),
+                    )
+                )
             )
         )
         for h in hosts

@@ -57,7 +57,13 @@ def _resume(monkeypatch, given: dict | None = None, rec: dict | None = None):
     now = settings.resolve(dict({"steps": 17}, **(given or {})), {}, {})
     facts = resume.read_facts(_Container(rec or OLD_REC), OLD_ID)
     st = resume.resumed_settings(now, facts.spec)
-    plan = planning.make_plan(st, host, mode="dapo", run_id="20261202-044356-b4d7", swanlab_logger=False, resume=facts)
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st, host=host, mode="dapo", run_id="20261202-044356-b4d7", swanlab_logger=False, resume=facts
+            )
+        )
+    )
     return plan, plan.resume_line
 
 

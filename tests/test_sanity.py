@@ -21,7 +21,16 @@ VERL = Path("/tmp/verl091/verl")
 def _plan(extra=(), **flags):
     st = settings_mod.resolve({"steps": 10, **flags}, {}, {})
     return planning.make_plan(
-        st, None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False, extra_overrides=list(extra)
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st,
+                host=None,
+                mode="dapo",
+                run_id="20260101-000000-abcd",
+                swanlab_logger=False,
+                extra_overrides=list(extra),
+            )
+        )
     )
 
 

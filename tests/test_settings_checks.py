@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control import settings as S
-from dapo_ops.control.launch.plan import PlanError, make_plan
+from dapo_ops.control.launch.plan import PlanError, PlanInputs, draft_plan, make_plan
 from dapo_ops.control.settings import SettingsError, check_tracker_names, resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,8 +87,10 @@ def test_swanlab_rule_is_swanlabs_own():
 def test_make_plan_refuses_the_name_with_the_swanlab_logger_only():
     st = resolve({"project": "my project"}, {}, {})
     with pytest.raises(PlanError, match="--project='my project' is refused by swanlab"):
-        make_plan(st, mode="dapo", run_id="20261201-120000-abcd", swanlab_logger=True)
-    plan = make_plan(st, mode="dapo", run_id="20261201-120000-abcd", swanlab_logger=False)
+        make_plan(draft_plan(PlanInputs(settings=st, mode="dapo", run_id="20261201-120000-abcd", swanlab_logger=True)))
+    plan = make_plan(
+        draft_plan(PlanInputs(settings=st, mode="dapo", run_id="20261201-120000-abcd", swanlab_logger=False))
+    )
     assert "trainer.project_name='my project'" in plan.argv  # hydra-quoted (core/overrides.py)
 
 

@@ -33,6 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
     from typing import Any, Dict, List, Optional  # probe imports this module on every look
 
+    from dapo_ops.core.defaults import RunSpec
+
 
 class LockHeld(RuntimeError):
     """Another live supervisor holds ``<runs_dir>/.lock``.
@@ -106,16 +108,16 @@ def read_json(path: "os.PathLike[str] | str") -> Optional[Any]:
         return None
 
 
-def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
-    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed from the one defaults table
-    (:func:`dapo_ops.core.defaults.complete_spec`: a spec of an older dapo-ops lacks the keys added since).
+def read_spec(run_dir: "os.PathLike[str] | str") -> "RunSpec":
+    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed ONCE from the one defaults table
+    (:meth:`dapo_ops.core.defaults.RunSpec.read`: a spec of an older dapo-ops lacks the keys added since).
     Raises ``FileNotFoundError``."""
     spec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.SPEC_NAME))
     if spec is None:
         raise FileNotFoundError("no spec.json in %s" % run_dir)
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
-    return defaults.complete_spec(spec)
+    return defaults.RunSpec.read(spec)
 
 
 def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
@@ -147,7 +149,9 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
             rec = read_run(run_dir)
         except (ValueError, OSError):
             continue
-        out.append(rec if rec is not None else {"run_id": name, "status": "unknown", "run_dir": run_dir})
+        out.append(
+            rec if rec is not None else {"run_id": name, "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
+        )
     return out
 
 

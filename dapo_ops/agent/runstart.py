@@ -63,7 +63,7 @@ def spawn(run_dir: str, workdir: str) -> "subprocess.Popen[bytes]":
 
 
 def _pending(rec: Optional[Dict[str, Any]]) -> bool:
-    return not rec or rec.get("status") in (None, "starting")
+    return not rec or rec.get("status") in (None, runstate.RunStatus.STARTING)
 
 
 def wait(
@@ -95,7 +95,7 @@ def wait(
     assert rec is not None
     settle_end = clock() + settle
     link_end = clock() + link_wait
-    while rec.get("status") not in runstate.TERMINAL_STATUSES:
+    while not runstate.RunStatus.of(rec.get("status")).terminal:
         now = clock()
         if now >= settle_end and (rec.get("swanlab_url") or now >= link_end):
             break

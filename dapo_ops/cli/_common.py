@@ -42,6 +42,7 @@ from dapo_ops.control.inventory import hosts as inventory
 from dapo_ops.control.remote.fanout import HostResult, Row
 from dapo_ops.control.inventory.hosts import Inventory, InventoryError
 from dapo_ops.control.inventory.model import Host
+from dapo_ops.core import defaults
 
 #: Default of a numeric settings flag that was not given. invoke types a flag by its default value, so "not
 #: given" needs a number nobody types: 0 and -1 are real values that the settings layer must see and judge
@@ -402,29 +403,47 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     return inv, apply_core_overrides(c, chosen)
 
 
-def user_config() -> dict:
-    """The user config file (``~/.config/dapo-ops/config.toml`` or ``$DAPO_OPS_CONFIG``) as a dict.
+def run_config(c):
+    """The program run's :class:`~dapo_ops.control.userconfig.RunConfig` (the user config file, read once, and the
+    run settings resolved from it), kept on the run's invoke ``Config`` (one object for every task of one ``inv`` /
+    ``dapo-ops`` command line, as invoke's Executor hands every task the same config; quickstart's calls of preflight
+    and launch share it too). Made on the first call; ``c`` without a config (a bare object) gets a fresh one."""
+    from dapo_ops.control import userconfig
+
+    config = getattr(c, "config", None)
+    held = getattr(config, "__dict__", {}).get("_dapo_run_config")
+    if held is None:
+        held = userconfig.RunConfig()
+        if config is not None and hasattr(config, "_set"):
+            config._set(_dapo_run_config=held)  # invoke's DataProxy: a real attribute, not a config key
+    return held
+
+
+def user_config(c) -> dict:
+    """The user config file (``~/.config/dapo-ops/config.toml`` or ``$DAPO_OPS_CONFIG``) as a dict, read once per
+    program run (:func:`run_config`).
 
     :raises Exit: code :data:`EXIT_USAGE`, one line naming the file and the problem.
     """
     from dapo_ops.control import userconfig
 
     try:
-        return userconfig.load()
+        return run_config(c).file()
     except userconfig.UserConfigError as e:
         fail(str(e), EXIT_USAGE)
 
 
-def run_settings(flags: dict, file_cfg: dict):
-    """Resolve the run settings: ``flags`` > environment > ``file_cfg`` > defaults (:func:`dapo_ops.control.settings.resolve`).
+def run_settings(c, flags: dict):
+    """The run settings of ``flags``: ``flags`` > environment > the user config file > defaults, resolved once per
+    program run (:meth:`dapo_ops.control.userconfig.RunConfig.settings`).
 
-    :raises Exit: code :data:`EXIT_USAGE`, one line naming the variable/flag/key and the fix.
+    :raises Exit: code :data:`EXIT_USAGE`, one line naming the file, or the variable/flag/key, and the fix.
     """
-    from dapo_ops.control import settings
+    from dapo_ops.control import settings, userconfig
 
     try:
-        return settings.resolve(flags, os.environ, file_cfg)
-    except settings.SettingsError as e:
+        return run_config(c).settings(flags)
+    except (settings.SettingsError, userconfig.UserConfigError) as e:
         fail(str(e), EXIT_USAGE)
 
 
@@ -480,7 +499,10 @@ def with_container(chosen: list[Host], container: str = "", env=None) -> list[Ho
     if not name:
         return chosen
     # a bare-metal host (runtime = "host") has no container to name
-    return [h if getattr(h, "runtime", "docker") == "host" else dataclasses.replace(h, container=name) for h in chosen]
+    return [
+        h if getattr(h, "runtime", defaults.HOST["runtime"]) == "host" else dataclasses.replace(h, container=name)
+        for h in chosen
+    ]
 
 
 def connect_timeout_override(c) -> float | None:
@@ -544,6 +566,9 @@ __all__ = [
     "fail",
     "load_inventory",
     "select_hosts",
+    "run_config",
+    "user_config",
+    "run_settings",
     "with_container",
     "apply_core_overrides",
     "run_fanout",

@@ -37,6 +37,7 @@ from dapo_ops.cli._common import (
     given_flags,
     on_interrupt,
     refuse_job_as_mode,
+    run_config,
     select_hosts,
 )
 from dapo_ops.control.launch import request as launch_request
@@ -135,6 +136,7 @@ def _dry_run(d: launch_request.DryRun) -> None:
         env=d.env,
         file_cfg=d.file_cfg,
         extra_overrides=d.overrides,
+        config=d.config,
     )
     try:
         p = None
@@ -256,32 +258,45 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
     with on_interrupt(lambda: interrupted_line(progress)):
         try:
             got = launch_request.build(
-                args, os.environ, select_hosts=lambda: select_hosts(c, args.hosts, args.inventory), progress=progress
+                args,
+                os.environ,
+                select_hosts=lambda: select_hosts(c, args.hosts, args.inventory),
+                progress=progress,
+                config=run_config(c),
             )
         except LaunchUsageError as e:
             fail(str(e), EXIT_USAGE)
         if isinstance(got, launch_request.DryRun):
             _dry_run(got)
             return
-        for n in got.notes:
-            print(n, file=sys.stderr)
-        if got.cluster:  # ONE run on a Ray cluster across the hosts
-            from dapo_ops.cli import multihost
+        start(c, got, accept_new_host_keys=kw["accept_new_host_keys"], json_=args.json)
 
-            multihost.launch(
-                c,
-                got.request,
-                got.hosts,
-                accept_new_host_keys=kw["accept_new_host_keys"],
-                secrets_all=got.secrets,
-                json_=args.json,
-                hosts_given=got.hosts_given,
-            )
-            return
-        results = launch_request.start(
-            got, accept_new_host_keys=kw["accept_new_host_keys"], connect_timeout=connect_timeout_override(c)
+
+def start(c, got: launch_request.Launch, *, accept_new_host_keys: bool, json_: bool) -> None:
+    """Start the launch ``got`` (:func:`dapo_ops.control.launch.request.build`'s, the launch tasks' and quickstart's)
+    and print it: its notes, then ONE run on a Ray cluster across the hosts (:mod:`dapo_ops.cli.multihost`) or one run
+    per host (:func:`dapo_ops.control.launch.request.start`, each finishing its host's draft); one line and exit 1
+    when a host failed. Call it inside the task's :func:`~dapo_ops.cli._common.on_interrupt` of the launch's
+    progress."""
+    for n in got.notes:
+        print(n, file=sys.stderr)
+    if got.cluster:  # ONE run on a Ray cluster across the hosts
+        from dapo_ops.cli import multihost
+
+        multihost.launch(
+            c,
+            got.request,
+            got.hosts,
+            accept_new_host_keys=accept_new_host_keys,
+            secrets_all=got.secrets,
+            json_=json_,
+            hosts_given=got.hosts_given,
         )
-        _print_results(results, got.secrets, json_=args.json)
+        return
+    results = launch_request.start(
+        got, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c)
+    )
+    _print_results(results, got.secrets, json_=json_)
 
 
 def _launch_task(name: str, job: str, doc: str) -> FanoutTask:

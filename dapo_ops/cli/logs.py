@@ -23,7 +23,7 @@ from dapo_ops.control.remote.commands import q as _q
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR
-from dapo_ops.core.runstate import FAILED
+from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -188,7 +188,7 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
     if row.state == ERROR or not row.run_id:
         return code, row.error or "%s: no run" % host
     if row.ended:
-        detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == FAILED else "")
+        detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == RunStatus.FAILED else "")
         if row.suggestions:
             detail += "; what to change: `inv status -H %s`" % host
     else:

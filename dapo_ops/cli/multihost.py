@@ -158,6 +158,7 @@ def dry_run(
     file_cfg: dict,
     extra_overrides: list | None = None,
     console=None,
+    config=None,
 ):
     """``--dry-run`` with several hosts: print the multi-host plan and its Ray cluster (no host is contacted).
     Returns the Plan, or None when fewer than two hosts are selected (or there is no inventory).
@@ -167,7 +168,14 @@ def dry_run(
     from dapo_ops.control.launch import dryrun as plan_mod
 
     got = svc.dry_run_plan(
-        flags, mode=mode, hosts=hosts, inventory=inventory, env=env, file_cfg=file_cfg, extra_overrides=extra_overrides
+        flags,
+        mode=mode,
+        hosts=hosts,
+        inventory=inventory,
+        env=env,
+        file_cfg=file_cfg,
+        extra_overrides=extra_overrides,
+        config=config,
     )
     if got is None:
         return None

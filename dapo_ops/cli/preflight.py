@@ -11,23 +11,24 @@ exit 1 if any check fails.
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from collections.abc import Mapping
 
 from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch import request as launch_request
+from dapo_ops.control.launch import service as svc
+from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.preflight import group as preflight_group
-from dapo_ops.control.preflight.checks import run_all
 from dapo_ops.control.preflight.group import HostJob
 from dapo_ops.control.preflight.network import swanlab_key_check
 from dapo_ops.control.preflight.result import FAIL, Check, to_json, worst
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings
-from dapo_ops.control import userconfig
-from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -72,40 +73,6 @@ HELP = {
 
 #: run id of the plans preflight checks (a launch makes its own); constant so the in-container compose cache hits
 PREFLIGHT_RUN_ID = "00000000-000000-pref"
-
-
-def swanlab_for_preflight(mode_flag: str, env=None, file_cfg=None):
-    """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
-    check's job): returns ``(SwanlabSettings or None, error line or "")``. With a missing cloud key the host and
-    mode are still resolved (a placeholder key is used only inside this function, never returned or shown)."""
-    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-    from dapo_ops.control.launch import swanlab_values
-
-    env = dict(os.environ if env is None else env)
-    if file_cfg is None:
-        try:
-            file_cfg = (userconfig.load() or {}).get("swanlab", {})
-        except userconfig.UserConfigError as e:
-            return None, str(e)
-    try:
-        return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
-    except swanlab_values.SwanlabConfigError as e:
-        try:
-            s = swanlab_cfg.resolve(
-                {**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False
-            )
-            return swanlab_cfg.SwanlabSettings(
-                mode=s.mode,
-                host=s.host,
-                web_host=s.web_host,
-                api_key=None,
-                log_dir=s.log_dir,
-                project=s.project,
-                workspace=s.workspace,
-                sources=s.sources,
-            ), str(e)
-        except swanlab_values.SwanlabConfigError as e2:
-            return None, str(e2)
 
 
 def _longest_word(texts) -> int:
@@ -204,69 +171,103 @@ def preflight(
         container=container,
         trainer_mode=trainer_mode,
     )
-    file_cfg = user_config()
-    st = run_settings(flags, file_cfg)
+    file_cfg = user_config(c)
+    st = run_settings(c, flags)
     inv, chosen = select_hosts(c, hosts, inventory)
-    sw, sw_err = swanlab_for_preflight(swanlab_mode, file_cfg=(file_cfg or {}).get("swanlab", {}))
-    logger_on = bool(sw and sw.mode != "disabled")
     extra = [o for o in (override or []) if o]
-    run_id = PREFLIGHT_RUN_ID  # fixed: the compose result is cached in the container by content
-    plans = {}
+    env = dict(os.environ)
+    try:
+        req, sw_err = launch_request.preflight_request(
+            job, st, extra, file_cfg, env, inv, chosen, swanlab_mode=swanlab_mode
+        )
+    except LaunchUsageError as e:
+        fail(str(e), EXIT_USAGE)
+    per_host = check_request(
+        c,
+        req,
+        chosen,
+        env=env,
+        file_cfg=file_cfg,
+        sw_err=sw_err,
+        swanlab_mode=swanlab_mode,
+        quick=quick,
+        compose=not no_compose,
+        cluster=cluster,
+        ray_port=ray_port,
+        timeout=timeout,
+        accept_new_host_keys=accept_new_host_keys,
+    )
+    report(per_host, json_=json)
+
+
+def check_request(
+    c,
+    req: LaunchRequest,
+    chosen: list,
+    *,
+    env: Mapping[str, str],
+    file_cfg: Mapping,
+    sw_err: str = "",
+    swanlab_mode: str = "",
+    quick: bool = False,
+    compose: bool = True,
+    cluster: bool = False,
+    ray_port: int = 6379,
+    timeout: float = 180,
+    accept_new_host_keys: bool = False,
+) -> dict[str, list[Check]]:
+    """Every check of the launch request ``req`` on the hosts ``chosen``, in parallel: each host's run as the launch
+    drafts it (``req.drafts[host name]``, the launch's own run: ``inv quickstart``; a host without one is drafted here
+    from ``req`` with :data:`PREFLIGHT_RUN_ID`, :func:`dapo_ops.control.launch.service.draft_for`), one SSH round trip per
+    host and one compose per group of identical hosts (:func:`dapo_ops.control.preflight.group.run_fleet`), then
+    the operator-side SwanLab key check once (``sw_err``: the SwanLab error :func:`preflight_request
+    <dapo_ops.control.launch.request.preflight_request>` returned). A plan error is one line and exit 2.
+    Returns ``{host name: checks}``."""
+    jobs = {}
+    head = chosen[0]
     for h in chosen:
         try:
-            plans[h.name] = planning.make_plan(
-                st, h, mode=job, run_id=run_id, swanlab_logger=logger_on, proxy=inv.proxy, extra_overrides=extra
-            )
+            draft = req.drafts.get(h.name) or svc.draft_for(svc.LaunchFacts(host=h, run_id=PREFLIGHT_RUN_ID), req)
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
-    try:  # the proxy launch will use (credentials: through a 0600 file to the probe, never argv)
-        proxy_public, proxy_secret = proxy.run_proxy_env(
-            st, (file_cfg or {}).get("proxy"), inv.proxy, os.environ, [h.address for h in chosen]
-        )
-    except proxy.ProxyError as e:
-        fail(str(e), EXIT_USAGE)
-    for name, plan in plans.items():  # as launch's public env: the plan's proxy variables give way to the run's
-        env = {k: v for k, v in plan.spec.get("env", {}).items() if k.lower() not in proxy.PROXY_VARS}
-        plans[name] = dataclasses.replace(plan, spec={**plan.spec, "env": env})
-    extra_env = {**proxy_public, **(sw.public_env() if sw is not None else {})}
-    head = chosen[0]
-    jobs = {}
-    for h in chosen:
         ray = None
         if cluster and len(chosen) > 1:
             ray = {"head": head.address, "port": int(ray_port), "is_head": h.name == head.name}
-        plan = plans[h.name]
-        jobs[h.name] = HostJob(plan=plan, ray=ray, container=plan.spec["container"] or "")  # CONTAINER wins
+        jobs[h.name] = HostJob(plan=draft, ray=ray, container=draft.spec["container"] or "")  # CONTAINER wins
+    # the proxy credentials reach the probe through a 0600 file, never argv
+    secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
     per_host = preflight_group.run_fleet(
         chosen,
         jobs,
         quick=quick,
-        compose=not no_compose,
-        inv_proxy=inv.proxy,
-        extra_env=extra_env,
-        secret_env=proxy_secret or None,
+        compose=compose,
+        inv_proxy=req.inv_proxy,
+        secret_env=secret or None,
         timeout=timeout + 2 * max(h.connect_timeout for h in chosen) + 5,
         cmd_timeout=max(30.0, timeout - 10),
         accept_new_host_keys=accept_new_host_keys,
         connect_timeout=connect_timeout_override(c),
         reuse=True,
     )
-    if not quick and logger_on:
+    if not quick and req.sw.mode != "disabled":
         kc = swanlab_key_check(
-            plans[chosen[0].name],
-            env=dict(os.environ),
-            file_cfg=(file_cfg or {}).get("swanlab", {}),
-            mode_flag=swanlab_mode,
+            jobs[head.name].plan, env=dict(env), file_cfg=file_cfg.get("swanlab") or {}, mode_flag=swanlab_mode
         )
         if kc is not None:
             for h in per_host:
                 per_host[h] = per_host[h] + [kc]
-    elif sw is None and sw_err:
+    elif sw_err and req.sw.mode == "disabled":
         for h in per_host:
             per_host[h] = per_host[h] + [Check("swanlab-key", FAIL, sw_err, "fix the SwanLab settings")]
+    return per_host
+
+
+def report(per_host: dict[str, list[Check]], *, json_: bool = False) -> None:
+    """Print every host's checks (tables, or ``--json``) and the summary line; exit 1 with the first failing host's
+    line when a check failed."""
     status = worst([ck for cs in per_host.values() for ck in cs])
-    if json:
+    if json_:
         print(to_json(per_host))
     else:
         for h, cs in per_host.items():
@@ -280,28 +281,3 @@ def preflight(
             raise_exit[0] + (f" (+{len(raise_exit) - 1} more host(s) failing)" if len(raise_exit) > 1 else ""),
             EXIT_FAILED,
         )
-
-
-#: container dir holding ``model/``, ``train.parquet``, ``val.parquet`` for :func:`bench_fn`
-BENCH_INPUTS_ENV = "DAPO_PREFLIGHT_BENCH_INPUTS"
-
-
-def bench_fn(target) -> Row:
-    """Per-host function for ``bench/fanout.py --task preflight``: every check (compose included) for a DAPO plan
-    whose inputs live in ``$DAPO_PREFLIGHT_BENCH_INPUTS`` (default ``/verl/dapo_runs/pf-inputs``; made by
-    ``bench/preflight_fanout.py``). SwanLab off (no network wait in a timing)."""
-    base = os.environ.get(BENCH_INPUTS_ENV, "/verl/dapo_runs/pf-inputs").rstrip("/")
-    s = {
-        "model": f"{base}/model",
-        "train_file": f"{base}/train.parquet",
-        "val_file": f"{base}/val.parquet",
-        "framework": "fsdp",
-        "steps": 4,
-        "save_freq": 2,
-        "max_prompt_length": 512,
-        "max_response_length": 1024,
-    }
-    plan = planning.make_plan(s, target.host, mode="dapo", run_id="20261129-000000-bnch", swanlab_logger=False)
-    checks = run_all(target, plan)
-    bad = [c for c in checks if c.status == FAIL]
-    return Row(ok=not bad, kind="preflight" if bad else "", message=str(bad[0]) if bad else "", data={"checks": checks})

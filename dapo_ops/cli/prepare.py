@@ -23,6 +23,8 @@ from rich.text import Text
 
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch.service import LaunchFacts, LaunchRequest, draft_for
+from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
 from dapo_ops.agent import preflight as preflight_probe
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.inventory import proxy as proxy_mod
@@ -36,7 +38,6 @@ from dapo_ops.cli._common import (
     fanout_task,
     run_settings,
     select_hosts,
-    user_config,
 )
 
 #: file name -> (hub dataset repo, path in the repo): the runbook's defaults (verl/utils/dataset/rl_dataset.py, recipe
@@ -167,7 +168,7 @@ def prepare(
 ):
     """Make sure model and data exist in each container; fetch what is missing (resumable, verified)."""
     flags = {k: v for k, v in dict(model=model, train_file=train_file, val_file=val_file).items() if v}
-    st = run_settings(flags, user_config())
+    st = run_settings(c, flags)
     inv, chosen = select_hosts(c, hosts, inventory)
     endpoint = hf_endpoint or os.environ.get("HF_ENDPOINT", "")
     try:
@@ -181,9 +182,11 @@ def prepare(
     reqs = {}
     containers: dict = {}
     run_id = runstate.new_run_id()
+    # the paths and container a launch of these settings would use: its request's draft (no SwanLab: no run starts)
+    req = LaunchRequest(mode="dapo", settings=st, sw=SwanlabSettings(mode="disabled"), inv_proxy=inv.proxy)
     for h in chosen:
         try:
-            plan = planning.make_plan(st, h, mode="dapo", run_id=run_id, swanlab_logger=False, proxy=inv.proxy)
+            plan = draft_for(LaunchFacts(host=h, run_id=run_id), req)
         except planning.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
         containers[h.name] = plan.spec.get("container")

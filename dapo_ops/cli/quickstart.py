@@ -7,7 +7,10 @@ host and key if not configured (a blank key asks the mode again, nothing answere
 what flags, env vars (the runbook's CONTAINER, USER_FEATURES, http(s)_proxy, SWANLAB_HOST,
 SWANLAB_API_KEY, ...) and the config file leave open, and only on a TTY. Then it runs preflight,
 launches, and prints the run id, the SwanLab link, the three monitoring commands and the equivalent
-non-interactive command line for a runbook.
+non-interactive command line for a runbook. The answers make ONE launch request
+(:func:`dapo_ops.control.launch.request.build`, over a copy of the environment: nothing is written into
+``os.environ``); the preflight checks its runs' drafts (:func:`dapo_ops.cli.preflight.check_request`) and the start
+finishes and runs those same drafts (:func:`dapo_ops.cli.launch.start`): no task calls another task.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
 from dapo_ops.control.launch import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
+from dapo_ops.control.launch import request as launch_request
+from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.service import LaunchProgress
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.cli._common import (
@@ -33,8 +39,11 @@ from dapo_ops.cli._common import (
     UNSET,
     fail,
     fanout_task,
+    given_flags,
+    on_interrupt,
     refuse_empty_env,
     refuse_job_as_mode,
+    run_config,
     select_hosts,
     user_config,
 )
@@ -104,7 +113,7 @@ def _equivalent(
     env = []
     if container:
         env.append(f"CONTAINER={shlex.quote(container)}")
-    env.append(f"TRAIN_STEPS={steps if steps != UNSET else os.environ.get('TRAIN_STEPS', 100)}")
+    env.append(f"TRAIN_STEPS={steps}")
     if swanlab_host:
         env.append(f"SWANLAB_HOST={shlex.quote(swanlab_host)}")
     if swanlab_mode == "cloud":
@@ -163,16 +172,16 @@ def quickstart(
     inventory="",
 ):
     """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
-    from dapo_ops.cli.launch import launch as launch_task, one_step_off as osp_task
-    from dapo_ops.cli.preflight import preflight as preflight_task
+    from dapo_ops.cli import launch as launch_cli
+    from dapo_ops.cli import preflight as preflight_cli
 
     refuse_job_as_mode(mode, "quickstart")
     if job not in JOBS:
         fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
-    env = os.environ
-    file_cfg = user_config()
+    env = dict(os.environ)  # the answers go into this copy (the launch request's environment), never os.environ
+    file_cfg = user_config(c)
     # a variable set but empty is refused as launch refuses it (settings.EMPTY_RULES), not taken as a question
     refuse_empty_env(env, *(v for v, given in (("CONTAINER", container), ("SWANLAB_MODE", swanlab_mode)) if not given))
 
@@ -238,7 +247,7 @@ def quickstart(
 
     # 4. SwanLab (flag > env > config file > the question on a TTY; without a TTY a missing key is one line)
     if swanlab_host:
-        os.environ["SWANLAB_HOST"] = swanlab_host
+        env["SWANLAB_HOST"] = swanlab_host
     notes: list[str] = []
     sw_file = file_cfg.get("swanlab") or {}
     mode_choice = swanlab_mode or env.get("SWANLAB_MODE", "") or sw_file.get("mode", "")
@@ -247,7 +256,9 @@ def quickstart(
         mode_choice = _ask_swanlab_mode()
     while True:
         try:
-            sw = swanlab_cfg.resolve_for_launch(mode_flag=mode_choice or None, notes=notes, stdin_isatty=tty)
+            sw = swanlab_cfg.resolve_for_launch(
+                mode_flag=mode_choice or None, env=env, notes=notes, stdin_isatty=tty, tables=file_cfg
+            )
             break
         except swanlab_values.SwanlabConfigError as e:
             if not tty:
@@ -258,33 +269,47 @@ def quickstart(
             fail(str(e) or "quickstart: input ended before all questions were answered", EXIT_USAGE)
     for n in notes:
         print(redact.scrub(n, list(sw.secrets())), file=sys.stderr)
-    # hand the answers to preflight/launch in this process only (never on a command line)
+    # ONE launch request for the preflight and the start: the answers in the environment copy (never a command line)
     if sw.api_key:
-        os.environ["SWANLAB_API_KEY"] = sw.api_key
+        env["SWANLAB_API_KEY"] = sw.api_key
     if sw.host:
-        os.environ["SWANLAB_HOST"] = sw.host
-    os.environ["SWANLAB_MODE"] = sw.mode
+        env["SWANLAB_HOST"] = sw.host
+    env["SWANLAB_MODE"] = sw.mode
     for k, v in proxies.items():
         if v:
-            os.environ[k] = v
+            env[k] = v
     names = ",".join(h.name for h in chosen) if hosts else ""
-
-    if not skip_preflight:
-        print("preflight:")
-        preflight_task(c, job=job, mode=mode, hosts=hosts, inventory=inventory, quick=False)
-    task = launch_task if job == "dapo" else osp_task
-    # unanswered = not given (None): launch refuses a setting given empty (control/settings.py EMPTY_RULES)
-    task(
-        c,
-        steps=steps,
-        features=features or None,
-        container=container or None,
+    # unanswered = not given: launch refuses a setting given empty (control/settings.py EMPTY_RULES)
+    args = launch_request.TaskArgs(
+        mode=job,
+        flags=given_flags(
+            steps=steps, features=features or None, container=container or None, trainer_mode=mode or None
+        ),
+        swanlab_mode=sw.mode,
         hosts=hosts,
         inventory=inventory,
-        skip_preflight=True,
-        swanlab_mode=sw.mode,
-        mode=mode or None,
+        skip_preflight=True,  # the full preflight below (or --skip-preflight); the launch's probe still reads its facts
     )
+    progress = LaunchProgress()
+    with on_interrupt(lambda: launch_cli.interrupted_line(progress)):
+        try:
+            got = launch_request.build(
+                args,
+                env,
+                select_hosts=lambda: (inv, chosen),
+                progress=progress,
+                stdin_isatty=tty,
+                config=run_config(c),
+            )
+        except LaunchUsageError as e:
+            fail(str(e), EXIT_USAGE)
+        assert isinstance(got, launch_request.Launch)  # not a dry run
+        if not skip_preflight:  # the runs' own drafts: what the start then finishes and runs
+            print("preflight:")
+            preflight_cli.report(
+                preflight_cli.check_request(c, got.request, got.hosts, env=env, file_cfg=file_cfg or {})
+            )
+        launch_cli.start(c, got, accept_new_host_keys=False, json_=False)
     print("monitor:")
     sel = f" -H {names}" if names else ""
     inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""
@@ -301,7 +326,7 @@ def quickstart(
             container or chosen[0].container,
             proxies,
             features,
-            steps,
+            got.request.settings["steps"],  # what the launch ran: flag > env > file > default
             sw.host or "",
             sw.mode,
         )

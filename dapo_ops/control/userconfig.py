@@ -294,3 +294,62 @@ def _write_private(p: Path, text: str) -> None:
         raise UserConfigError(f"cannot write {p}: {exc.strerror or exc}") from None
     finally:
         os.umask(old_umask)
+
+
+class RunConfig:
+    """What one program run reads once and hands to its tasks (invoke's ``Config``: built once by the Program, handed
+    to every task in its context; :func:`dapo_ops.cli._common.run_config`): the user config file and the run settings
+    resolved from it, flag > env > file > default (:func:`dapo_ops.control.settings.resolve`).
+
+    ``env``: the operator's environment, read when asked and never written (default ``os.environ``). ``tables``: the
+    file's tables when the caller already holds them (a test, a dry run handed its file): the file is then not read.
+    The file is read on the first :meth:`file` and kept for the program run; a file that changed since (a save of
+    ``[swanlab]`` from the SwanLab question) is read again. :meth:`settings` resolves each set of flags once: the
+    same flags, the same values of the settings' variables and the same file give the same :class:`Settings`.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None, tables: Mapping[str, Any] | None = None) -> None:
+        self.env = os.environ if env is None else env
+        self._tables = dict(tables) if tables is not None else None
+        self._read: tuple[Any, dict[str, dict[str, Any]]] | None = None  # (file stamp, tables)
+        self._resolved: dict[Any, settings.Settings] = {}
+
+    @property
+    def path(self) -> Path:
+        """The config file (:func:`config_path` of :attr:`env`). Raises :class:`UserConfigError`."""
+        return config_path(self.env)
+
+    def _stamp(self, path: Path) -> Any:
+        try:
+            st = path.stat()
+        except OSError:
+            return (str(path), None)
+        return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def file(self) -> dict[str, Any]:
+        """The config file's tables (:func:`load`: ``{"run": ..., "swanlab": ..., "notify": ..., "proxy": ...}``),
+        read once. Raises :class:`UserConfigError` (one line; not kept: the next call reads the file again)."""
+        if self._tables is not None:
+            return self._tables
+        path = self.path
+        stamp = self._stamp(path)
+        if self._read is None or self._read[0] != stamp:
+            self._read = (stamp, load(path))
+        return self._read[1]
+
+    def settings(
+        self, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+    ) -> settings.Settings:
+        """The run settings of ``flags`` (setting name -> value given; :func:`dapo_ops.control.settings.resolve`)
+        over ``env`` (default :attr:`env`; launch's copy carries ``--swanlab-host``) and :meth:`file`: THE place a
+        program run resolves them. Raises :class:`UserConfigError` or :class:`dapo_ops.control.settings.SettingsError`."""
+        env = self.env if env is None else env
+        tables = self.file()
+        key = (
+            repr(sorted((flags or {}).items())),
+            tuple(env.get(var) for p in settings.PARAMS for var in p.env),
+            None if self._tables is not None else self._read and self._read[0],
+        )
+        if key not in self._resolved:
+            self._resolved[key] = settings.resolve(flags, env, tables)
+        return self._resolved[key]

@@ -19,6 +19,7 @@ import shlex
 from dataclasses import dataclass
 
 from dapo_ops.core.redact import has_credentials
+from dapo_ops.core import defaults
 
 __all__ = [
     "AcceleratorSpec",
@@ -121,7 +122,7 @@ def docker_run_argv(
     Returns ``(argv, env)``: ``argv`` starts with ``docker``; ``env`` must be exported for the ``docker``
     process. Raises :class:`ContainerSpecError` (unknown accelerator, bad volume, bad name).
     """
-    acc = accelerator or getattr(host, "accelerator", "npu")
+    acc = accelerator or getattr(host, "accelerator", defaults.HOST["accelerator"])
     if acc not in ACCELERATORS:
         raise ContainerSpecError(f"accelerator {acc!r} is unknown: use one of {', '.join(sorted(ACCELERATORS))}")
     spec = ACCELERATORS[acc]
@@ -129,8 +130,10 @@ def docker_run_argv(
         raise ContainerSpecError(f"container name {name!r} is invalid: use letters, digits, '_', '.', '-'")
     if not image:
         raise ContainerSpecError("no image given: pass --image IMAGE (e.g. the verl Ascend image tag)")
-    mounts_on = getattr(host, "device_mounts", True) if device_mounts is None else device_mounts
-    n = int(getattr(host, "devices", 0) if devices is None else devices)
+    mounts_on = (
+        getattr(host, "device_mounts", defaults.HOST["device_mounts"]) if device_mounts is None else device_mounts
+    )
+    n = int(getattr(host, "devices", defaults.HOST["devices"]) if devices is None else devices)
 
     argv = [
         "docker",

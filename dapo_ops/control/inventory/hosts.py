@@ -33,6 +33,7 @@ from pathlib import Path
 import msgspec
 from msgspec import UNSET
 
+from dapo_ops.core.defaults import HOST
 from dapo_ops.control.inventory.model import (
     NAME_PATTERN,
     SECRET_WORDS,
@@ -349,7 +350,7 @@ def _build(data: dict, lines: TomlLines, p: Path | None) -> Inventory:
                 host=hname,
                 field="address",
             )
-        if merged.get("runtime", "docker") == "docker" and merged.get("container") == "":
+        if merged.get("runtime", HOST["runtime"]) == "docker" and merged.get("container") == "":
             raise InventoryError(
                 'container is empty: name the container, or set runtime = "host" (no container)',
                 path=p,

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from dapo_ops.core.defaults import HOST, runs_path
+
 # host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
 # ("$(?!\n)": msgspec matches with Python's re.search, whose "$" also matches before a final newline)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$(?!\n)"
@@ -110,38 +112,39 @@ class Host:
 
     ``user``/``port``/``identity_file``/``known_hosts`` left as None fall back to the ``ssh_config`` file
     (if any), then to OpenSSH defaults (local user, port 22, ``~/.ssh/known_hosts``).
-    Units: ``connect_timeout`` in seconds; ``devices`` = accelerator count on the host (>= 1).
+    Units: ``connect_timeout`` in seconds; ``devices`` = accelerator count on the host (>= 1). Every default is
+    :data:`dapo_ops.core.defaults.HOST`'s, the one table of host defaults (readers without a Host read it too).
     ``runtime = "host"``: no container (``container`` is ""); ``transport = "local"``: commands run by a local
     subprocess (``address`` may be omitted: "localhost"). ``env``: non-secret variables for host mode.
     """
 
     name: str
     address: Address
-    port: Port | None = None
-    user: User | None = None
-    identity_file: Text | None = None
-    known_hosts: Text | None = None
-    connect_timeout: Seconds = 10
-    container: Container = "verl"
-    workdir: ContainerPath = "/verl"
-    python: Python = "python3"
-    accelerator: Accelerator = "npu"
-    devices: Devices = 8
-    runs_dir: ContainerPath | None = None
-    device_mounts: bool = True
-    ssh_config: Text | None = None
-    proxy_jump: Jump | None = None
-    model_dir: Text | None = None
-    data_dir: Text | None = None
-    ckpt_dir: Text | None = None
-    runtime: Runtime = "docker"
-    transport: Transport = "ssh"
+    port: Port | None = HOST["port"]
+    user: User | None = HOST["user"]
+    identity_file: Text | None = HOST["identity_file"]
+    known_hosts: Text | None = HOST["known_hosts"]
+    connect_timeout: Seconds = HOST["connect_timeout"]
+    container: Container = HOST["container"]
+    workdir: ContainerPath = HOST["workdir"]
+    python: Python = HOST["python"]
+    accelerator: Accelerator = HOST["accelerator"]
+    devices: Devices = HOST["devices"]
+    runs_dir: ContainerPath | None = HOST["runs_dir"]
+    device_mounts: bool = HOST["device_mounts"]
+    ssh_config: Text | None = HOST["ssh_config"]
+    proxy_jump: Jump | None = HOST["proxy_jump"]
+    model_dir: Text | None = HOST["model_dir"]
+    data_dir: Text | None = HOST["data_dir"]
+    ckpt_dir: Text | None = HOST["ckpt_dir"]
+    runtime: Runtime = HOST["runtime"]
+    transport: Transport = HOST["transport"]
     env: Env = field(default_factory=dict, hash=False)
 
     @property
     def runs_path(self) -> str:
-        """``runs_dir`` or ``<workdir>/dapo_runs`` (inside the container)."""
-        return self.runs_dir or f"{self.workdir.rstrip('/')}/dapo_runs"
+        """``runs_dir`` or ``<workdir>/dapo_runs`` (inside the container; :func:`dapo_ops.core.defaults.runs_path`)."""
+        return runs_path(self.runs_dir, self.workdir)
 
     @property
     def ssh_target(self) -> str:

@@ -11,14 +11,17 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features as features_mod
-from dapo_ops.control.launch.plan import Plan, make_plan, trainer_note
+from dapo_ops.control.launch.plan import Plan, PlanInputs, draft_plan, make_plan, trainer_note
+
+if TYPE_CHECKING:
+    from dapo_ops.control.userconfig import RunConfig
 from dapo_ops.control.preflight.inputs import NO_CHECKPOINTS, checkpoint_saves
 from dapo_ops.core.redact import redact_env
 from dapo_ops.core.fastfit import LINE_PREFIX
@@ -190,19 +193,24 @@ def dry_run(
     console: Console | None = None,
     run_id: str | None = None,
     extra_overrides: list[str] | None = None,
+    config: RunConfig | None = None,
 ) -> Plan:
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
+    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, which resolved the launch's
+    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables).
 
     Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
     :class:`dapo_ops.control.inventory.hosts.InventoryError` (all one line) for a task to turn into ``Exit``.
     """
     from dapo_ops.control.inventory import hosts as inv_mod
     from dapo_ops.core import runstate
-    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control import userconfig
 
     env = os.environ if env is None else env
-    st = settings_mod.resolve(flags, env, file_cfg or {})
+    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
+    st = config.settings(flags, env)
+    file_cfg = config.file()
     host = None
     proxy = None
     path = inv_mod.resolve_path(inventory or None)
@@ -212,16 +220,16 @@ def dry_run(
         chosen = inv_mod.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
-    plan = make_plan(
-        st,
-        host,
+    inputs = PlanInputs(
+        settings=st,
+        host=host,
         mode=mode,
         run_id=run_id or runstate.new_run_id(),
         swanlab_logger=sw_on,
         proxy=proxy,
-        extra_overrides=extra_overrides,
-        memory=_local_memory_facts(st, host),
+        extra_overrides=tuple(extra_overrides or ()),
     )
+    plan = make_plan(draft_plan(inputs), _local_memory_facts(st, host))
     notes = [sw_note]
     data_note = local_data_note(plan)
     if data_note:

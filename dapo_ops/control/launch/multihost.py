@@ -114,7 +114,8 @@ def cluster_plan(
     extra_overrides: list,
     memory=None,
 ):
-    """The plan of a multi-host run (``--dry-run``): :func:`planning.make_plan` for the head with the whole cluster's
+    """The plan of a multi-host run (``--dry-run``): both stages of the planner (:func:`planning.draft_plan`,
+    :func:`planning.make_plan`) for the head with the whole cluster's
     devices and the topology's settings (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``,
     ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
     builds the same plan through :func:`dapo_ops.control.launch.service.build_plan`.
@@ -122,17 +123,17 @@ def cluster_plan(
     Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
     """
     topo = cluster_topology(st, nodes_hosts, mode)
-    plan = planning.make_plan(
-        st,
-        dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
+    inputs = planning.PlanInputs(
+        settings=st,
+        host=dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
         mode=mode,
         run_id=run_id,
         swanlab_logger=swanlab_logger,
         proxy=inv_proxy,
-        extra_overrides=extra_overrides,
-        memory=memory,
+        extra_overrides=tuple(extra_overrides),
         topology=topo.settings(),
     )
+    plan = planning.make_plan(planning.draft_plan(inputs), memory)
     return plan, topo
 
 
@@ -320,16 +321,26 @@ def cluster_what(chosen: list, *, hosts_given: bool) -> str:
 
 
 def dry_run_plan(
-    flags: dict, *, mode: str, hosts: str, inventory: str, env, file_cfg: dict, extra_overrides: list | None = None
+    flags: dict,
+    *,
+    mode: str,
+    hosts: str,
+    inventory: str,
+    env,
+    file_cfg: dict,
+    extra_overrides: list | None = None,
+    config=None,
 ):
     """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
     None when fewer than two hosts are selected (or there is no inventory): the single-host plan applies.
+    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, whose settings the launch resolved
+    (None: one over ``env`` and ``file_cfg``).
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
     """
     from dapo_ops.control.inventory import hosts as inv_mod
     from dapo_ops.control.launch import dryrun as plan_mod
-    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control import userconfig
 
     path = inv_mod.resolve_path(inventory or None)
     if not (inventory or path.exists()):
@@ -338,8 +349,9 @@ def dry_run_plan(
     chosen = inv_mod.select(inv, hosts or None)
     if len(chosen) < 2:
         return None
-    st = settings_mod.resolve(flags, env, file_cfg or {})
-    sw_on, sw_note = plan_mod.swanlab_status(st, env, file_cfg)
+    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
+    st = config.settings(flags, env)
+    sw_on, sw_note = plan_mod.swanlab_status(st, env, config.file())
     what = cluster_what(chosen, hosts_given=bool(hosts))
     try:
         plan, topo = cluster_plan(

@@ -1,15 +1,26 @@
 """Settings + host (+ the host's facts) -> a launch plan: the run spec, features, verl argv, ladder, paths.
 
-Used by ``inv launch --dry-run`` / ``inv one-step-off --dry-run`` (rendered by :mod:`dapo_ops.control.launch.dryrun`),
-by ``launch`` (:func:`dapo_ops.control.launch.service.build_plan`: the facts first, then ONE plan, whose ``spec`` it writes
-as ``<run_dir>/spec.json``) and by preflight (which composes ``plan.argv`` against the container's verl). Pure: no
-SSH, no file reads; works with ``host=None`` (inventory defaults: NPU, 8 devices, container ``verl``, workdir
-``/verl``). A :class:`Plan` is immutable (its spec, argv and lists too): what a launch learns later is passed in as
-facts, never copied into a plan (invoke's ``Executor.execute``: expand once, then run).
+Two stages, each run once per run (invoke's ``Executor.execute``: expand once, then run):
+
+1. :func:`draft_plan`: :class:`PlanInputs` (the settings, host, mode, run id, env, notifier: known before any host
+   is contacted) -> a :class:`Draft`, checked once (:func:`dapo_ops.core.runspec.check_spec`). What launch's quick
+   checks and ``inv preflight`` check (preflight composes ``draft.argv`` against the container's verl);
+2. :func:`make_plan`: the draft + the host's facts (device memory, config.json, learned-start memos, read by the
+   launch's probe) -> the :class:`Plan` launch runs (the learned start or memory fit, ``--resume``'s carry, the
+   verl argv, the ladder), whose ``spec`` launch writes as ``<run_dir>/spec.json``.
+
+Launch, preflight and prepare make their inputs from one launch request
+(:func:`dapo_ops.control.launch.service.plan_inputs`); ``inv launch --dry-run`` / ``inv one-step-off --dry-run``
+from their settings (rendered by :mod:`dapo_ops.control.launch.dryrun`). Pure: no SSH, no file reads; works with
+``host=None`` (the inventory's defaults, :data:`dapo_ops.core.defaults.HOST`: NPU, 8 devices, container ``verl``,
+workdir ``/verl``). A :class:`Draft` and a
+:class:`Plan` are immutable (their spec, argv and lists too): what a launch learns later is passed in as facts,
+never copied into them.
 """
 
 from __future__ import annotations
 
+import copy
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NoReturn
@@ -29,18 +40,9 @@ from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import display_url, has_credentials, redact_argv
 
 SPEC_VERSION = 1
-#: Inventory defaults used when no host is known (docs/design.md "Inventory").
-HOST_DEFAULTS = {
-    "name": "local",
-    "container": "verl",
-    "workdir": "/verl",
-    "python": "python3",
-    "accelerator": "npu",
-    "devices": 8,
-    "runs_dir": None,
-    "model_dir": None,
-    "data_dir": None,
-}
+#: the spec's ``host`` of a plan made without a host (``--dry-run`` without an inventory); every other host field of
+#: such a plan is the inventory's default (:data:`dapo_ops.core.defaults.HOST`, the ``Host`` model's)
+NO_HOST_NAME = "local"
 
 
 class PlanError(ValueError):
@@ -122,10 +124,12 @@ class Plan:
 
 
 def _host_attr(host, name: str):
-    if host is None:
-        return HOST_DEFAULTS[name]
+    """``host``'s field ``name``; the inventory's default (:data:`dapo_ops.core.defaults.HOST`) when there is no host
+    or the field is None (:data:`NO_HOST_NAME` for ``name``)."""
     v = getattr(host, name, None)
-    return HOST_DEFAULTS[name] if v is None else v
+    if v is not None:
+        return v
+    return NO_HOST_NAME if name == "name" else defaults.HOST[name]
 
 
 def _resolve_path(value: str, base: str | None, workdir: str) -> str:
@@ -141,109 +145,106 @@ def run_values(settings) -> dict:
     return defaults.run_settings(settings.values if isinstance(settings, Settings) else settings)
 
 
-def make_plan(
-    settings,
-    host=None,
-    *,
-    mode: str,
-    run_id: str,
-    swanlab_logger: bool,
-    profile: str = "0.9",
-    model_max_len: int | None = None,
-    proxy: Mapping[str, str] | None = None,
-    extra_overrides: list[str] | None = None,
-    memory: Mapping | None = None,
-    resume: Any = None,
-    topology: Mapping | None = None,
-    public_env: Mapping[str, str] | None = None,
-    notify: Mapping | None = None,
-) -> Plan:
-    """Build the :class:`Plan` for one launch: :func:`dapo_ops.core.runspec.check_spec` runs here, once (with the
-    host's device count and ``model_max_len``), then the learned start / memory fit, ``--resume`` and the verl argv
-    (:func:`dapo_ops.core.overrides.verl_argv`).
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """What one run is planned from: the planner's ONE parameter list (:func:`draft_plan`). Launch, preflight and
+    prepare make it from a launch request (:func:`dapo_ops.control.launch.service.plan_inputs`); the dry run and the
+    multi-host dry run from their settings. Known before any host is contacted, except a ``--resume`` run's, whose
+    settings and ``resume`` come from the earlier run's spec on the host. Immutable.
 
-    ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names).
-    ``host``: inventory ``Host`` or None (defaults). ``mode``: ``dapo`` | ``one-step-off``.
-    ``run_id``: e.g. ``runstate.new_run_id()``. ``swanlab_logger``: add ``swanlab`` to
-    ``trainer.logger``. ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set).
-    ``model_max_len``: the model's ``max_position_embeddings`` if known (checked). ``proxy``: the
-    inventory's ``[proxy]`` (settings' ``http_proxy``/``https_proxy`` win). ``memory``:
-    ``{"model_config": config.json dict, "device_gib": float | None}`` for the memory-fit estimate
-    (:func:`dapo_ops.core.memfit.fit`): when the first attempt cannot fit, the plan starts on the first rung that
-    fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib`` only
-    the per-phase peaks are shown. With the host class too (``device_name``, ``device_mib``: the probe's) the spec
-    gets its configuration key (``spec["learn"]``, :mod:`dapo_ops.core.learned`), and ``memos`` (the host's
-    ``<runs_dir>/.learned``, the same probe) give a learned start: a memo of the same key, not contrary to an
-    explicit setting, starts the plan on its rungs (source ``learned``; the estimate then only reports);
-    ``memos`` None: not looked up (``--resume``, with ``learned_skip``: why).
-    ``resume``: :class:`dapo_ops.control.launch.resume.ResumeFacts` of the run ``--resume`` continues (``settings`` are
-    already :func:`~dapo_ops.control.launch.resume.resumed_settings`): the plan takes its checkpoint dir, experiment and
-    project, keeps its explicit, learned and ladder-added features and sets ``spec["resume_of"]``
-    (:func:`dapo_ops.control.launch.resume.carry`). ``topology``: a multi-host run's settings
-    (:meth:`dapo_ops.core.topology.Topology.settings`: ``nnodes``, ``n_gpus_per_node``, the pools), over the
-    settings before the check (which then skips the per-host device count: the topology checked it).
-    ``public_env``: the launch's public env of verl (its proxy variables and SwanLab's, ``control.launch.service``): the
-    plan's proxy variables give way to it. ``notify``: the spec's ``notify`` (the notifier's public config).
-    Raises :class:`PlanError` (one line) for unknown features, impossible splits, bad values, names the tracker of
-    ``trainer.logger`` would refuse (:func:`dapo_ops.control.settings.check_tracker_names`).
+    ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names). ``host``:
+    inventory ``Host`` or None (:data:`HOST_DEFAULTS`). ``mode``: ``dapo`` | ``one-step-off``. ``run_id``: e.g.
+    :func:`dapo_ops.core.runstate.new_run_id`. ``swanlab_logger``: add ``swanlab`` to ``trainer.logger``.
+    ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set). ``proxy``: the inventory's ``[proxy]``
+    (settings' ``http_proxy``/``https_proxy`` win). ``extra_overrides``: ``--override`` values, appended last.
+    ``topology``: a multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`: ``nnodes``,
+    ``n_gpus_per_node``, the pools), over the settings before the check (which then skips the per-host device count:
+    the topology checked it). ``public_env``: the launch's public env of verl (its proxy variables and SwanLab's,
+    :func:`dapo_ops.control.launch.service.plan_inputs`): the plan's proxy variables give way to it; None: the
+    settings' and inventory's proxy only (the dry run). ``notify``: the spec's ``notify`` (the notifier's public
+    config). ``resume``: :class:`dapo_ops.control.launch.resume.ResumeFacts` of the run ``--resume`` continues
+    (``settings`` are already :func:`~dapo_ops.control.launch.resume.resumed_settings`), else None: the plan's
+    second stage takes its checkpoint dir, experiment and project, keeps its explicit, learned and ladder-added
+    features and sets ``spec["resume_of"]`` (:func:`dapo_ops.control.launch.resume.carry`).
     """
-    plan = _make_plan(
-        settings,
-        host,
-        mode,
-        run_id,
-        swanlab_logger,
-        profile,
-        model_max_len,
-        proxy,
-        extra_overrides,
-        memory,
-        resume=resume,
-        topology=topology,
-        public_env=public_env,
-        notify=notify,
-    )
-    assert isinstance(plan, Plan)  # not a draft
-    return plan
+
+    settings: Any
+    host: Any = None
+    mode: str
+    run_id: str
+    swanlab_logger: bool
+    profile: str = "0.9"
+    proxy: Mapping[str, str] | None = None
+    extra_overrides: tuple[str, ...] = ()
+    topology: Mapping | None = None
+    public_env: Mapping[str, str] | None = None
+    notify: Mapping | None = None
+    resume: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra_overrides", tuple(self.extra_overrides or ()))
 
 
-def draft_view(
-    settings,
-    host=None,
-    *,
-    mode: str,
-    run_id: str,
-    swanlab_logger: bool,
-    profile: str = "0.9",
-    proxy: Mapping[str, str] | None = None,
-    extra_overrides: list[str] | None = None,
-    topology: Mapping | None = None,
-    public_env: Mapping[str, str] | None = None,
-    notify: Mapping | None = None,
-) -> dict:
-    """``{"spec", "argv"}``: what a launch's probe looks at before the host's facts are known (the model and data
-    paths, the entry module, the modules and tracker the run needs, its env): :func:`make_plan`'s spec before its
-    check, memory fit and ``--resume`` (argv: the entry only, ``[.., python, -m, module]``). Not a plan and never
-    launched: the launch builds its one plan with :func:`make_plan` from the probe's facts. Same arguments as
-    :func:`make_plan` without the facts; raises :class:`PlanError` (one line) as it does."""
-    draft_ = _make_plan(
-        settings,
-        host,
-        mode,
-        run_id,
-        swanlab_logger,
-        profile,
-        None,
-        proxy,
-        extra_overrides,
-        None,
-        topology=topology,
-        public_env=public_env,
-        notify=notify,
-        draft=True,
-    )
-    assert isinstance(draft_, dict)  # draft=True
-    return draft_
+@dataclass(frozen=True)
+class Draft:
+    """Stage 1 of a plan (:func:`draft_plan`): the run spec of ``inputs``, checked once
+    (:func:`dapo_ops.core.runspec.check_spec`, with the host's device count), before the host's facts are known: no
+    learned start, memory fit, ``--resume`` carry or pinned FSDP strategy yet (:func:`make_plan` adds them).
+    ``features``: the first attempt's as set (:class:`~dapo_ops.core.features.FeatureSet`). ``argv``: the verl argv
+    of this spec and these features (``[launcher.., python, -m, module, overrides..]``): what a probe and preflight's
+    compose look at; the plan's may start on memory rungs. ``notes``: the plan's one-line remarks so far.
+    Immutable as :class:`Plan` is (:func:`freeze`). What launch's quick checks and preflight check, and what
+    :func:`make_plan` finishes: ONE draft per run."""
+
+    inputs: PlanInputs
+    spec: dict
+    features: FeatureSet
+    argv: list
+    notes: list
+
+    def __post_init__(self) -> None:
+        for f in ("spec", "argv", "notes"):
+            object.__setattr__(self, f, freeze(getattr(self, f)))
+
+
+def draft_plan(inputs: PlanInputs) -> Draft:
+    """Stage 1 of the planner: ``inputs`` -> the run's :class:`Draft` (paths, settings, features, env, notifier,
+    verl entry), checked once (:func:`dapo_ops.core.runspec.check_spec` with the host's device count; a topology's
+    per-node split was checked by :func:`dapo_ops.core.topology.plan_topology`). Pure: no host is contacted.
+
+    :raises PlanError: one line: unknown features, impossible splits, bad values, a container setting on a bare
+        host, names the tracker of ``trainer.logger`` would refuse
+        (:func:`dapo_ops.control.settings.check_tracker_names`).
+    """
+    try:
+        check_tracker_names(inputs.settings, ["swanlab"] if inputs.swanlab_logger else [])
+        return _draft(inputs)
+    except (FeatureError, OverrideError, SettingsError) as e:
+        raise PlanError(str(e)) from None
+
+
+def make_plan(draft: Draft, memory: Mapping | None = None) -> Plan:
+    """Stage 2 of the planner: ``draft`` finished with the host's facts -> the one immutable :class:`Plan` a launch
+    runs: the FSDP strategy of the run ``--resume`` continues, the learned start, else the memory fit, the pinned
+    one-device FSDP strategy, ``--resume``'s checkpoint dir, names and features, the verl argv
+    (:func:`dapo_ops.core.overrides.verl_argv`), the sanity warnings and the ladder. Pure; ``draft`` is unchanged.
+
+    ``memory``: the host's facts, ``{"model_config": config.json dict, "device_gib": float | None}`` for the
+    memory-fit estimate (:func:`dapo_ops.core.memfit.fit`): when the first attempt cannot fit, the plan starts on the
+    first rung that fits (features and ``spec["setting_changes"]`` with source ``estimate``); without ``device_gib``
+    only the per-phase peaks are shown. With the host class too (``device_name``, ``device_mib``: the probe's) the
+    spec gets its configuration key (``spec["learn"]``, :mod:`dapo_ops.core.learned`), and ``memos`` (the host's
+    ``<runs_dir>/.learned``, the same probe) give a learned start: a memo of the same key, not contrary to an
+    explicit setting, starts the plan on its rungs (source ``learned``; the estimate then only reports); ``memos``
+    None: not looked up (``--resume``, with ``learned_skip``: why). None: no facts (a dry run, a multi-host run).
+
+    :raises PlanError: one line (nothing fits the device memory, with ``memory_fit`` = ``start``; a value the verl
+        argv cannot carry).
+    """
+    try:
+        return _finish(draft, memory)
+    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
+        raise PlanError(str(e)) from None
 
 
 def container_for(settings, host=None) -> str:
@@ -253,58 +254,29 @@ def container_for(settings, host=None) -> str:
     return run_values(settings)["container"] or _host_attr(host, "container")
 
 
-def _make_plan(settings, host, mode, run_id, swanlab_logger, *rest, **kw) -> Plan | dict[str, Any]:
-    """:func:`make_plan` / :func:`draft_view`'s one body: the tracker-name check, then :func:`_build` (same
-    arguments), with the planner's own errors turned into one :class:`PlanError` line."""
-    try:
-        check_tracker_names(settings, ["swanlab"] if swanlab_logger else [])
-        return _build(settings, host, mode, run_id, swanlab_logger, *rest, **kw)
-    except (FeatureError, OverrideError, memfit.FitError, SettingsError) as e:
-        raise PlanError(str(e)) from None
-
-
-def _build(
-    settings,
-    host,
-    mode,
-    run_id,
-    swanlab_logger,
-    profile,
-    model_max_len,
-    proxy,
-    extra_overrides,
-    memory=None,
-    *,
-    resume=None,
-    topology=None,
-    public_env=None,
-    notify=None,
-    draft=False,
-) -> Plan | dict[str, Any]:
+def _draft(inputs: PlanInputs) -> Draft:
+    settings, host, mode, run_id = inputs.settings, inputs.host, inputs.mode, inputs.run_id
     v = run_values(settings)
-    if getattr(host, "runtime", "docker") == "host" and v["container"]:
+    if _host_attr(host, "runtime") == "host" and v["container"]:
         raise PlanError(
             f"container '{v['container']}' was given (--container / CONTAINER) but host "
             f"'{_host_attr(host, 'name')}' has runtime = \"host\" (no container); drop the setting or "
             'use a runtime = "docker" host'
         )
-    profile = v["profile"] or profile
+    profile = v["profile"] or inputs.profile
     framework = v["framework"]
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     v09 = profile == "0.9"
-    user_features = v["features"]
     fs = features_mod.resolve(
-        user_features,
+        v["features"],
         bool(v["offload"]),
         implied_off=features_mod.implies_off(profile, framework, _host_attr(host, "accelerator")),
     )
 
     workdir = _host_attr(host, "workdir")
     runs_dir = (
-        host.runs_path
-        if host is not None and hasattr(host, "runs_path")
-        else _host_attr(host, "runs_dir") or f"{workdir.rstrip('/')}/dapo_runs"
+        host.runs_path if hasattr(host, "runs_path") else defaults.runs_path(getattr(host, "runs_dir", None), workdir)
     )
     run_dir = f"{runs_dir.rstrip('/')}/{run_id}"
     ckpt_dir = f"{run_dir}/checkpoints"
@@ -355,19 +327,20 @@ def _build(
         "project": v["project"],
         "experiment": v["experiment"] or run_id,
         "ckpt_dir": ckpt_dir,
-        "extra_overrides": list(extra_overrides or []),
+        "extra_overrides": list(inputs.extra_overrides),
     }
     s["rollout_eager"] = bool(v["rollout_eager"])
     s["allow_short_data"] = bool(v["allow_short_data"])
     s["test_freq"] = int(v["test_freq"])
     s["dapo_recipe"] = v09  # verl's DAPO recipe keys where the runbook is silent (core/defaults.py DAPO_RECIPE)
     s["vanilla_mbridge"] = bool(v["vanilla_mbridge"]) and framework == "megatron"
-    notes += _parallel(v, s, framework, mode, model, memory, _host_attr(host, "accelerator"))
-    if topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
-        s.update(topology)
+    # the Megatron sizes by the accelerator's usual memory: the host's facts are not known yet
+    notes += _parallel(v, s, framework, mode, model, None, _host_attr(host, "accelerator"))
+    if inputs.topology:  # a multi-host run: the pools of the topology (the per-node split was checked by plan_topology)
+        s.update(inputs.topology)
     env: dict[str, str] = {}
     for k in ("http_proxy", "https_proxy", "no_proxy"):
-        val = v.get(k) or (proxy or {}).get(k) or ""  # no_proxy: the inventory's only
+        val = v.get(k) or (inputs.proxy or {}).get(k) or ""  # no_proxy: the inventory's only
         if val and k != "no_proxy" and has_credentials(val):
             # credentials never enter the spec or the plan: launch sends them in secret.env (proxy.split_secret)
             notes.append(f"{k} carries credentials ({display_url(val)}): sent in secret.env, not in the spec")
@@ -377,10 +350,11 @@ def _build(
         env["SWANLAB_MODE"] = v["swanlab_mode"]
     env.update(run_env(v, profile, _host_attr(host, "accelerator")))
     if (
-        public_env is not None
-    ):  # the launch's: its proxy variables (control.inventory.proxy.run_proxy_env) and SwanLab's
+        inputs.public_env is not None
+    ):  # the launch's: its proxy variables (control.inventory.proxy.run_proxy_env), SwanLab's
         env = {k: x for k, x in env.items() if k.lower() not in PROXY_VARS}
-        env.update(public_env)
+        env.update(inputs.public_env)
+    notify = inputs.notify
     spec = {
         "version": SPEC_VERSION,
         "run_id": run_id,
@@ -398,7 +372,7 @@ def _build(
         "disabled_features": sorted(fs.disabled),
         "max_oom_retries": int(v["max_oom_retries"]),
         "hang_timeout_s": int(v["hang_timeout"]),
-        "logger": ["console", "swanlab"] if swanlab_logger else ["console"],
+        "logger": ["console", "swanlab"] if inputs.swanlab_logger else ["console"],
         "env": env,
         "notify": dict(notify) if notify is not None else {"on_escalation": False, "on_success": False, "webhooks": []},
         "ray": None,
@@ -414,12 +388,25 @@ def _build(
         "validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
         "--resume skip it (--override trainer.val_before_train=True keeps it)"
     )
-    if draft:
-        ent = profiles.entry(profile, mode, framework)
-        return {"spec": spec, "argv": [*spec.get("launcher", []), spec["python"], "-m", ent.module]}
     # the one check of the plan (with the host's device count; a topology checked its own per node)
-    host_devices = devices if host is not None and not topology else None
-    runspec.check_spec(spec, host_devices=host_devices, model_max_len=model_max_len)
+    host_devices = devices if host is not None and not inputs.topology else None
+    runspec.check_spec(spec, host_devices=host_devices)
+    return Draft(inputs=inputs, spec=spec, features=fs, argv=overrides.verl_argv(spec, fs), notes=notes)
+
+
+def _finish(draft: Draft, memory: Mapping | None) -> Plan:
+    inputs = draft.inputs
+    settings, resume = inputs.settings, inputs.resume
+    spec = copy.deepcopy(draft.spec)  # plain dicts and lists: the draft stays as it is
+    s = spec["settings"]
+    fs, notes = draft.features, list(draft.notes)
+    mode, framework, run_dir, ckpt_dir = spec["mode"], spec["framework"], spec["run_dir"], s["ckpt_dir"]
+    if framework == "megatron" and memory and (memory.get("model_config") or memory.get("device_gib")):
+        # the Megatron sizes by the model's config.json and the device memory the host's facts give (the draft sized
+        # them by the model's name and the accelerator's usual memory): its notes replaced where they stood
+        at = [i for i, n in enumerate(notes) if n.startswith(MEGATRON_NOTES)]
+        sized = _parallel(run_values(settings), s, framework, mode, s["model_path"], memory, spec["accelerator"])
+        notes[at[0] : at[-1] + 1] = sized
     if resume is not None and resume.strategy:  # FSDP: its checkpoint's strategy (fsdp / fsdp2 do not load across)
         spec["strategy"] = resume.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
@@ -444,7 +431,7 @@ def _build(
         ckpt_dir = s["ckpt_dir"]
         resume_line = resume_mod.line(spec, fs, resume, not_kept)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
-    notes += features_mod.implied_notes(fs, user_features)
+    notes += features_mod.implied_notes(fs, run_values(settings)["features"])
     trainer_devs = memfit.trainer_world(s, mode == "one-step-off")
     notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # issue 42 item 5: warn only
     lad = ladder.plan_ladder(
@@ -452,7 +439,6 @@ def _build(
         spec["max_oom_retries"],
         dict(s, **(spec.get("setting_changes") or {}), framework=framework, mode=mode, strategy=spec.get("strategy")),
     )
-    sources = dict(getattr(settings, "sources", {}) or {})
     return Plan(
         spec=spec,
         features=fs,
@@ -461,7 +447,7 @@ def _build(
         ckpt_dir=ckpt_dir,
         log_path=f"{run_dir}/train.log",
         run_dir=run_dir,
-        sources=sources,
+        sources=dict(getattr(settings, "sources", {}) or {}),
         notes=notes,
         memory=mem_lines,
         resume_line=resume_line,
@@ -501,6 +487,10 @@ def _rollout_share(settings, v: dict, mode: str) -> float:
     if mode == "one-step-off" and not _given(settings, "gpu_memory_utilization"):
         return DEDICATED_ROLLOUT_SHARE
     return float(v["gpu_memory_utilization"])
+
+
+#: how the notes of :func:`_parallel` begin (the plan's second stage replaces the draft's with the host's facts)
+MEGATRON_NOTES = ("Megatron trainer TP ", "Megatron gradient checkpointing: ")
 
 
 def _parallel(v: dict, s: dict, framework: str, mode: str, model: str, memory, accelerator: str) -> list[str]:
@@ -576,7 +566,7 @@ def _learned_start(
         fs.to_json(),
         fs.disabled,
         learned.model_identity(mem["model_config"], spec["settings"]["model_path"]),
-        learned.host_class(spec.get("accelerator") or "", mem.get("device_name") or "", mem["device_mib"]),
+        learned.host_class(spec["accelerator"], mem.get("device_name") or "", mem["device_mib"]),
     )
     fp = learned.fingerprint(k)
     spec["learn"] = {"fingerprint": fp, "key": k}
@@ -655,7 +645,7 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
     except memfit.EstimateUnavailable as e:
         return fs, [str(e)]
     if not gib:  # dry run: judged against the accelerator's usual memory, nothing changed (launch re-plans)
-        assumed = memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator") or "", 64.0)
+        assumed = memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec["accelerator"], 64.0)
         m = memfit.Model.from_config(cfg)
         est = memfit.estimate(m, memfit.setup_from_spec(spec, fs, assumed))
         par = memfit.parallel_sizes(spec)

@@ -21,6 +21,7 @@ Never prints or exits: returns :class:`DryRun` or :class:`Launch`, raises :class
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,8 @@ class DryRun:
     """What ``--dry-run`` renders (:func:`dapo_ops.control.launch.dryrun.dry_run`, or the multi-host plan of several hosts
     unless ``independent``): no host is contacted and nothing is asked. ``flags`` include ``swanlab_mode`` when
     given; ``env`` is the operator's environment as the plan must see it (``--swanlab-host`` as ``SWANLAB_HOST``);
-    ``resume``: the run id the launch would continue ("" = none)."""
+    ``resume``: the run id the launch would continue ("" = none). ``config``: the program run's
+    :class:`~dapo_ops.control.userconfig.RunConfig` (the plan takes the settings it resolved, not a second copy)."""
 
     mode: str
     flags: dict[str, Any]
@@ -88,6 +90,7 @@ class DryRun:
     inventory: str
     env: Mapping[str, str]
     file_cfg: dict[str, Any]
+    config: userconfig.RunConfig
     overrides: list[str]
     independent: bool
     resume: str
@@ -123,6 +126,7 @@ def build(
     select_hosts: Callable[[], tuple[Inventory, list[Host]]],
     progress: LaunchProgress | None = None,
     stdin_isatty: bool | None = None,
+    config: userconfig.RunConfig | None = None,
 ) -> DryRun | Launch:
     """Check the launch tasks' arguments and resolve them into what to do: :class:`DryRun` for ``--dry-run``,
     else :class:`Launch` (the refusals and their order: module docstring).
@@ -133,8 +137,11 @@ def build(
     :param progress: what the task's Ctrl-C line reads (:class:`~dapo_ops.control.launch.service.LaunchProgress`): its
         ``hosts`` are set here; a new one when None.
     :param stdin_isatty: whether the SwanLab setup may ask for a missing key (None: whether stdin is a terminal).
+    :param config: the program run's user config and settings (:class:`~dapo_ops.control.userconfig.RunConfig`, read
+        and resolved once per program run: ``dapo_ops.cli._common.run_config``); None: a new one over ``env``.
     :raises LaunchUsageError: one line saying what is wrong and how to fix it; nothing was contacted or started.
     """
+    config = userconfig.RunConfig(env) if config is None else config
     env = dict(env)
     flags = dict(args.flags)
     if flags.get("swanlab_host"):  # named as the flag's in an error, not as "(from env)"
@@ -154,7 +161,7 @@ def build(
         )
     extra = [o for o in args.overrides if o]
     try:
-        file_cfg = userconfig.load(userconfig.config_path(env))
+        file_cfg = config.file()
     except userconfig.UserConfigError as e:
         raise LaunchUsageError(str(e)) from None
     known = svc.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
@@ -170,7 +177,7 @@ def build(
                 f"or drop them"
             )
     try:
-        st = settings_mod.resolve(flags, env, file_cfg)
+        st = config.settings(flags, env)
     except settings_mod.SettingsError as e:
         raise LaunchUsageError(str(e)) from None
     svc.refuse_secret_settings(st, known)
@@ -194,6 +201,7 @@ def build(
             inventory=args.inventory,
             env=env,
             file_cfg=file_cfg,
+            config=config,
             overrides=extra,
             independent=args.independent,
             resume=resume,
@@ -210,7 +218,7 @@ def build(
     notes: list[str] = []
     try:
         sw = swanlab_cfg.resolve_for_launch(
-            mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes
+            mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes, tables=file_cfg
         )
     except (swanlab_values.SwanlabConfigError, userconfig.UserConfigError) as e:
         raise LaunchUsageError(str(e)) from None
@@ -243,13 +251,18 @@ def build(
         progress=progress,
     )
     cluster = len(chosen) > 1 and not args.independent
-    if not cluster:  # a plan error is the same on every host kind: refused before any host is contacted
+    drafts = {}
+    for i, h in enumerate(chosen if not cluster and not resume else []):
+        # a run per host: each run's own draft (its run id), finished by its launch; a plan error of the first host is
+        # the same on every host kind: refused before any host is contacted (another host's: its row, kind plan, from
+        # its launch). A --resume run's settings come from the earlier run's spec: drafted once that is read.
         try:
-            svc.build_plan(svc.LaunchFacts(host=chosen[0], run_id=runstate.new_run_id()), req)
+            drafts[h.name] = svc.draft_for(svc.LaunchFacts(host=h, run_id=runstate.new_run_id()), req)
         except planning.PlanError as e:
-            raise LaunchUsageError(str(e)) from None
+            if i == 0:
+                raise LaunchUsageError(str(e)) from None
     return Launch(
-        request=req,
+        request=dataclasses.replace(req, drafts=drafts),
         hosts=chosen,
         inventory=inv,
         cluster=cluster,
@@ -262,8 +275,8 @@ def build(
 def start(
     launch: Launch, *, accept_new_host_keys: bool = False, connect_timeout: float | None = None
 ) -> list[HostResult]:
-    """Start one single-host run on every host of ``launch`` in parallel (:func:`dapo_ops.control.launch.service.launch_one`)
-    within :attr:`Launch.timeout_s`. A host's plan error or refusal is its failed row (kind ``plan`` or the
+    """Start one single-host run on every host of ``launch`` in parallel (:func:`dapo_ops.control.launch.service.launch_one`,
+    each finishing its run's draft of ``launch.request.drafts``) within :attr:`Launch.timeout_s`. A host's plan error or refusal is its failed row (kind ``plan`` or the
     refusal's kind); every host is reported.
 
     :param connect_timeout: seconds per SSH connect (the program's ``-t``), None = the inventory's.
@@ -285,3 +298,71 @@ def start(
         accept_new_host_keys=accept_new_host_keys,
         connect_timeout=connect_timeout,
     )
+
+
+def swanlab_for_preflight(mode_flag: str, env: Mapping[str, str], file_cfg: Mapping | None):
+    """SwanLab settings without prompting and without failing on a missing key (that is the ``swanlab-key``
+    check's job): returns ``(SwanlabSettings or None, error line or "")``. With a missing cloud key the host and
+    mode are still resolved (a placeholder key is used only inside this function, never returned or shown).
+    ``file_cfg``: the config file's ``[swanlab]``."""
+    env = dict(env)
+    file_cfg = dict(file_cfg or {})
+    try:
+        return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
+    except swanlab_values.SwanlabConfigError as e:
+        try:
+            s = swanlab_cfg.resolve(
+                {**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False
+            )
+            return swanlab_cfg.SwanlabSettings(
+                mode=s.mode,
+                host=s.host,
+                web_host=s.web_host,
+                api_key=None,
+                log_dir=s.log_dir,
+                project=s.project,
+                workspace=s.workspace,
+                sources=s.sources,
+            ), str(e)
+        except swanlab_values.SwanlabConfigError as e2:
+            return None, str(e2)
+
+
+def preflight_request(
+    mode: str,
+    st: settings_mod.Settings,
+    extra: list[str],
+    file_cfg: Mapping[str, Any],
+    env: Mapping[str, str],
+    inv: Inventory,
+    chosen: list[Host],
+    *,
+    swanlab_mode: str = "",
+) -> tuple[LaunchRequest, str]:
+    """The launch request ``inv preflight`` checks: the one :func:`build` would make of the same settings (the run's
+    SwanLab public env, the notifier, the proxy variables: :func:`dapo_ops.control.launch.service.plan_inputs` plans
+    both alike), without asking anything and without failing on a missing SwanLab key (the ``swanlab-key`` check
+    says it: :func:`swanlab_for_preflight`). Returns the request and the SwanLab error line ("" = none; its SwanLab
+    is then off). Raises :class:`LaunchUsageError` (one line) for a bad ``[notify]`` or proxy, as the launch does."""
+    sw, sw_err = swanlab_for_preflight(swanlab_mode, env, file_cfg.get("swanlab"))
+    try:
+        notify_cfg, notify_secret = notify.spec_from_user_config(file_cfg.get("notify"), dict(env))
+    except ValueError as e:
+        raise LaunchUsageError(str(e)) from None
+    try:  # the proxy launch will use (credentials: through a 0600 file to the probe, never argv)
+        proxy_public, proxy_secret = proxy.run_proxy_env(
+            st.values, file_cfg.get("proxy"), inv.proxy, env, [h.address for h in chosen]
+        )
+    except proxy.ProxyError as e:
+        raise LaunchUsageError(str(e)) from None
+    req = LaunchRequest(
+        mode=mode,
+        settings=st,
+        sw=sw if sw is not None else swanlab_cfg.SwanlabSettings(mode="disabled"),
+        notify_cfg=notify_cfg,
+        extra_public=proxy_public,
+        extra_secret={**proxy_secret, **notify_secret},
+        inv_proxy=inv.proxy,
+        extra_overrides=list(extra),
+    )
+    return req, sw_err

@@ -202,7 +202,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
     occupancy check found no live one). Closed as failed by the status probe's ``stop`` op, never as stopped by
     ``inv stop``: nobody ran stop. Call it after :func:`check` and the quick checks passed: a refused resume
     leaves the earlier run's record as it was."""
-    if facts.record.get("status") in ("starting", "running", "retrying"):
+    if runstate.RunStatus.of(facts.record.get("status")).active:
         from dapo_ops.control.status.probe import probe
 
         probe(

@@ -7,8 +7,9 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
    and the checks that would make the launch fail at once (:func:`quick_checks`: container stopped, a run already
    active: :func:`refuse_if_busy`; ``dapo_ops.control.preflight.checks.quick``), whose one probe round trip also reads the
    device memory, the model's config.json and the learned-start memos (:class:`LaunchFacts`);
-2. :func:`build_plan`: the facts + the :class:`LaunchRequest` -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`
-   (``check_spec`` once, the learned start or memory fit, ``--resume``, the run's env and notifier);
+2. :func:`build_plan`: the run's draft (:func:`draft_for`, made from :func:`plan_inputs` of the :class:`LaunchRequest`
+   before the probe: ``check_spec`` once, the run's env and notifier) + the facts -> one immutable
+   :class:`~dapo_ops.control.launch.plan.Plan` (the learned start or memory fit, ``--resume``);
 3. execute: close an earlier run ``--resume`` continues whose supervisor died, write ``spec.json`` and ``secret.env``
    (0600), and start the supervisor with ONE call of the bundle op :mod:`dapo_ops.agent.runstart`, which answers
    once verl has started (:func:`start_run`). The multi-host path (:mod:`dapo_ops.control.launch.multihost`) uses the same
@@ -89,7 +90,10 @@ class LaunchRequest:
     ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_cfg.SwanlabSettings`.
     ``extra_public`` / ``extra_secret``: env for verl (proxy variables; secret ones go to ``secret.env`` only).
     ``inv_proxy``: hosts.toml ``[proxy]``. ``link_wait``: seconds to wait for the SwanLab link.
-    ``resume``: a run id to continue. ``progress``: what was begun where (:class:`LaunchProgress`).
+    ``resume``: a run id to continue. ``progress``: what was begun where (:class:`LaunchProgress`). ``drafts``: the
+    drafts of its runs by host name (:func:`draft_for`), made before any host was contacted
+    (:func:`dapo_ops.control.launch.request.build`: a run per host, without ``--resume``): what ``inv quickstart``'s
+    preflight checks and each host's launch finishes (:func:`gather_facts`); a run without one is drafted on its way.
     """
 
     mode: str
@@ -104,6 +108,7 @@ class LaunchRequest:
     link_wait: float = 20.0
     resume: str = ""
     progress: LaunchProgress = field(default_factory=LaunchProgress)
+    drafts: Mapping[str, planning.Draft] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,8 @@ class LaunchFacts:
     device memory, model config.json and learned-start memos (:func:`dapo_ops.control.preflight.memory.memory_facts`), None
     without a probe (a multi-host run, the CLI's check before any host). ``topology``: a
     multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None. ``skipped``: one line
-    per failing quick check ``--skip-preflight`` let through (the launch prints them).
+    per failing quick check ``--skip-preflight`` let through (the launch prints them). ``draft``: the run's first
+    stage (:func:`draft_for`), once made: what the probe checked and :func:`build_plan` finishes.
     """
 
     host: Any
@@ -125,6 +131,7 @@ class LaunchFacts:
     memory: Mapping | None = None
     topology: Mapping | None = None
     skipped: tuple[str, ...] = ()
+    draft: planning.Draft | None = None
 
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
@@ -135,56 +142,61 @@ def plan_settings(facts: LaunchFacts, req: LaunchRequest):
     return resume_mod.resumed_settings(req.settings, facts.resume.spec)
 
 
-def _plan_args(facts: LaunchFacts, req: LaunchRequest) -> dict:
-    """The arguments :func:`build_plan` and :func:`probe_view` give the planner: the request's, and the run's public
-    env (docs/design.md "SwanLab and secrets": the proxy variables of ``req.extra_public`` and SwanLab's public env;
-    a resumed run continues the earlier run's SwanLab run: the ``SWANLAB_RUN_ID`` of the earlier spec, which is the
-    chain's first run's, so ``A -> B -> C`` all log to A's SwanLab run, issue 44)."""
+def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> planning.PlanInputs:
+    """THE planner inputs of ``req`` on ``facts.host``: the one place a launch request becomes
+    :class:`~dapo_ops.control.launch.plan.PlanInputs` (launch, ``inv preflight``, ``inv prepare``, quickstart). The
+    settings (:func:`plan_settings`), the run's public env (docs/design.md "SwanLab and secrets": the proxy
+    variables of ``req.extra_public`` and SwanLab's public env; a resumed run continues the earlier run's SwanLab
+    run: the ``SWANLAB_RUN_ID`` of the earlier spec, which is the chain's first run's, so ``A -> B -> C`` all log to
+    A's SwanLab run, issue 44), the notifier, the topology and the run ``--resume`` continues."""
     run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
     earlier = facts.resume.spec if facts.resume is not None else {}
     chain_id = str((earlier.get("env") or {}).get("SWANLAB_RUN_ID") or "")
-    return {
-        "mode": req.mode,
-        "run_id": facts.run_id,
-        "swanlab_logger": req.sw.logger_enabled,
-        "proxy": req.inv_proxy,
-        "extra_overrides": req.extra_overrides,
-        "topology": facts.topology,
-        "public_env": {
+    return planning.PlanInputs(
+        settings=plan_settings(facts, req),
+        host=facts.host,
+        mode=req.mode,
+        run_id=facts.run_id,
+        # SwanLab's mode, not its key: a launch's cloud mode has its key (request.build refuses one without), and the
+        # run preflight checks without one logs to SwanLab too (its swanlab-key check says the key is missing)
+        swanlab_logger=req.sw.mode != "disabled",
+        proxy=req.inv_proxy,
+        extra_overrides=tuple(req.extra_overrides),
+        topology=facts.topology,
+        public_env={
             **req.extra_public,
             **req.sw.public_env(run_dir=run_dir, run_id=req.resume or facts.run_id, swanlab_id=chain_id),
         },
-        "notify": req.notify_cfg,
-    }
+        notify=req.notify_cfg,
+        resume=facts.resume,
+    )
+
+
+def draft_for(facts: LaunchFacts, req: LaunchRequest) -> planning.Draft:
+    """Stage 1 of the plan of ``req`` on ``facts.host`` (:func:`dapo_ops.control.launch.plan.draft_plan` of
+    :func:`plan_inputs`): what the launch's probe, ``inv preflight`` and the CLI's check before any host look at,
+    checked once. Pure. Raises PlanError (one line)."""
+    return planning.draft_plan(plan_inputs(facts, req))
 
 
 def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
-    """THE plan of one launch: ``req`` with ``facts`` -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`
-    (:func:`dapo_ops.control.launch.plan.make_plan`, called once: ``check_spec`` once, the learned start, else the
-    memory fit, from the probe's facts, ``--resume``'s checkpoint dir, names and features; the run's env, loggers
-    and notifier). Pure. The CLI calls it with ``LaunchFacts(host, run_id)`` before contacting any host.
+    """THE plan of one launch: the run's draft (``facts.draft``, else :func:`draft_for`) finished with the probe's
+    facts (:func:`dapo_ops.control.launch.plan.make_plan`, called once: the learned start, else the memory fit,
+    ``--resume``'s checkpoint dir, names and features) -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`.
+    Pure. A multi-host run plans with no probe facts.
 
     A learned start is not looked up with ``--resume``, which continues the earlier run's own features.
-    :raises PlanError: one line (settings, features, the memory fit).
+    :raises PlanError: one line (settings, features: a draft made here; the memory fit).
     :raises LaunchRefused: kind ``resume``: the plan cannot continue the earlier run's checkpoints
         (:func:`dapo_ops.control.launch.resume.check`).
     """
     memory = facts.memory
     if memory is not None and req.resume:
         memory = dict(memory, memos=None, learned_skip=f"--resume continues run {req.resume} with its own features")
-    plan = planning.make_plan(
-        plan_settings(facts, req), facts.host, memory=memory, resume=facts.resume, **_plan_args(facts, req)
-    )
+    plan = planning.make_plan(facts.draft or draft_for(facts, req), memory)
     if facts.resume is not None:
         resume_mod.check(plan, facts.resume)
     return plan
-
-
-def probe_view(facts: LaunchFacts, req: LaunchRequest) -> dict:
-    """What the launch probe looks at before the plan exists (:func:`dapo_ops.control.launch.plan.draft_view`: the
-    paths, entry module, modules, tracker and env of the run ``req`` asks for; the same arguments as
-    :func:`build_plan` without the probe's facts). Raises PlanError (one line)."""
-    return planning.draft_view(plan_settings(facts, req), facts.host, **_plan_args(facts, req))
 
 
 def run_secret_env(req: LaunchRequest) -> dict:
@@ -457,14 +469,14 @@ def quick_checks(
     trip, the
     tracker's reachability from the container (``swanlab``: cloud mode only, with the run's env: its proxy and
     SwanLab host; the proxy variables that carry credentials reach the probe through a 0600 file, never argv).
-    ``view``: what the run reads (:func:`probe_view`, or a multi-host run's plan). Raises :class:`LaunchRefused`
+    ``view``: what the run reads (its :class:`~dapo_ops.control.launch.plan.Draft`, or a multi-host run's plan). Raises :class:`LaunchRefused`
     or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
     and memos :func:`build_plan` fits the plan to."""
     from dapo_ops.control.preflight.plan import plan_view
 
     host = target.host
     pv = plan_view(view)
-    assert pv is not None, "quick_checks needs what the run reads (probe_view, or a plan)"
+    assert pv is not None, "quick_checks needs what the run reads (its draft, or a plan)"
     state = target.container_state()  # a bare host (runtime = "host") has no container: always "running"
     if not state.running:
         raise LaunchRefused(
@@ -501,17 +513,21 @@ def quick_checks(
 
 
 def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
-    """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, run
-    the quick checks (:func:`quick_checks` on :func:`probe_view`) and keep their probe's memory facts. Reads and
-    refusals only: nothing of the new run is written. Raises LaunchRefused / RemoteError / PlanError (one line)."""
+    """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, take
+    the run's draft (``req.drafts``, made before any host was contacted, with its run id; else :func:`draft_for`:
+    a ``--resume`` run is drafted from the earlier run's spec), run the quick checks on it (:func:`quick_checks`)
+    and keep their probe's memory facts. Reads and refusals only: nothing of the new run is written. Raises
+    LaunchRefused / RemoteError / PlanError (one line)."""
     from dapo_ops.control.preflight import memory as preflight_memory
 
     host = target.host
     target.container = planning.container_for(req.settings, host)  # --container / CONTAINER over the inventory's
-    facts = LaunchFacts(host=host, run_id=runstate.new_run_id())
+    draft = None if req.resume else req.drafts.get(host.name)
+    facts = LaunchFacts(host=host, run_id=draft.inputs.run_id if draft is not None else runstate.new_run_id())
     if req.resume:
         facts = dataclasses.replace(facts, resume=resume_mod.read_facts(target, req.resume))
-    probe = quick_checks(target, probe_view(facts, req), req.skip_preflight, req)
+    facts = dataclasses.replace(facts, draft=draft or draft_for(facts, req))
+    probe = quick_checks(target, facts.draft, req.skip_preflight, req)
     return dataclasses.replace(
         facts,
         memory=preflight_memory.memory_facts(host, probe.get("probe")),
@@ -626,7 +642,7 @@ def start_run(
         )
     if not answer.get("started"):
         raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; {follow}")
-    if rec.get("status") == "failed":
+    if rec.get("status") == runstate.RunStatus.FAILED:
         active = ((rec.get("verdict") or {}).get("detail") or {}).get("active_run")
         if active:
             # lost a launch race to another run (the supervisor's lock): leave no record of the loser, and say so
@@ -665,8 +681,9 @@ START_LINES = (
 
 
 def launch_one(target, req: LaunchRequest) -> Row:
-    """Launch one run on ``target``: :func:`gather_facts`, :func:`build_plan` (once), then execute it (close the
-    earlier run ``--resume`` continues when its supervisor died, :func:`start_run`).
+    """Launch one run on ``target``: :func:`gather_facts` (the run's draft and the probe's facts),
+    :func:`build_plan` (once: the draft finished), then execute it (close the earlier run ``--resume`` continues
+    when its supervisor died, :func:`start_run`).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
     learned-start / memory-fit lines, ``fit``: the fastest fit's lines without their ``fit: `` prefix, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and

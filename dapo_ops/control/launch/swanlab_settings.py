@@ -345,8 +345,12 @@ def resolve_for_launch(
     env: Mapping[str, str] | None = None,
     stdin_isatty: bool | None = None,
     notes: list[str] | None = None,
+    tables: Mapping[str, Any] | None = None,
 ) -> SwanlabSettings:
     """Convenience for the launch task: read ``os.environ``, the user config and the real TTY.
+
+    ``tables``: the user config file's tables as the program run read them (:class:`dapo_ops.control.userconfig.RunConfig`);
+    None: read the file here.
 
     Raises :class:`SwanlabConfigError` or :class:`dapo_ops.control.userconfig.UserConfigError`.
     """
@@ -355,7 +359,7 @@ def resolve_for_launch(
     env = os.environ if env is None else env
     path = userconfig.config_path(env)
     try:
-        data = userconfig.load(path)
+        data = userconfig.RunConfig(env, tables).file()
     except userconfig.UserConfigError as exc:
         raise SwanlabConfigError(str(exc)) from None
     warn = userconfig.mode_warning(path)
@@ -364,5 +368,10 @@ def resolve_for_launch(
     if stdin_isatty is None:
         stdin_isatty = sys.stdin is not None and sys.stdin.isatty()
     return resolve(
-        env, data["swanlab"], mode_flag=mode_flag, stdin_isatty=stdin_isatty, config_path=str(path), notes=notes
+        env,
+        data.get("swanlab") or {},
+        mode_flag=mode_flag,
+        stdin_isatty=stdin_isatty,
+        config_path=str(path),
+        notes=notes,
     )

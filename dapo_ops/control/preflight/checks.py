@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dapo_ops.control.launch.plan import HOST_DEFAULTS
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks, sanity_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
@@ -17,6 +16,7 @@ from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.remote.errors import is_no_space, is_workdir_missing, space_fix
+from dapo_ops.core import defaults
 
 
 def _space_fix(host) -> str:
@@ -64,7 +64,7 @@ def evaluate(
     pv = plan_view(plan)
     # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
     container = str(
-        (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", HOST_DEFAULTS["container"])
+        (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", defaults.HOST["container"])
     )
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):
@@ -89,7 +89,11 @@ def evaluate(
         return out
     if p is None and is_workdir_missing(facts.get("probe_error", "")):
         wd = getattr(host, "workdir", "?")
-        where = "on the host" if getattr(host, "runtime", "docker") == "host" else f"in container '{container}'"
+        where = (
+            "on the host"
+            if getattr(host, "runtime", defaults.HOST["runtime"]) == "host"
+            else f"in container '{container}'"
+        )
         out.append(
             Check(
                 "workdir",
@@ -105,7 +109,7 @@ def evaluate(
                 "python",
                 FAIL,
                 facts.get("probe_error") or "the probe gave no answer",
-                f"check that {getattr(host, 'python', 'python3')} runs in the container",
+                f"check that {getattr(host, 'python', defaults.HOST['python'])} runs in the container",
             )
         )
         return out
@@ -121,7 +125,7 @@ def evaluate(
         out += _network_checks(host, pv, p, inv_proxy, ray)
     elif (tracker := tracker_check(p)) is not None:
         out.append(tracker)
-    if getattr(host, "runtime", "docker") == "host":
+    if getattr(host, "runtime", defaults.HOST["runtime"]) == "host":
         out = [on_host(c) for c in out]
     return out
 
@@ -137,7 +141,7 @@ def _occupancy_checks(host, container: str, p: dict) -> list[Check]:
         return []
     if occ.get("error"):
         return [Check("active-run", WARN, f"could not tell whether a run holds the container: {occ['error']}")]
-    where = "host shell" if getattr(host, "runtime", "docker") == "host" else f"container {container}"
+    where = "host shell" if getattr(host, "runtime", defaults.HOST["runtime"]) == "host" else f"container {container}"
     busy = busy_reason(occ, getattr(host, "name", "?"), where)
     if busy:
         return [Check("active-run", FAIL, busy["what"], busy["fix"])]

@@ -121,7 +121,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     d = p.get("devices")
     if d is None:
         return out
-    acc = getattr(host, "accelerator", "npu")
+    acc = getattr(host, "accelerator", defaults.HOST["accelerator"])
     tool = d.get("tool", "npu-smi info")
     if d.get("rc") != 0:
         err = (d.get("stderr") or "").strip().splitlines()
@@ -141,7 +141,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         return out
     env = p.get("env") or {}
     var = "ASCEND_RT_VISIBLE_DEVICES" if acc == "npu" else "CUDA_VISIBLE_DEVICES"
-    mounted = len(d.get("nodes") or []) if getattr(host, "device_mounts", True) else None
+    mounted = len(d.get("nodes") or []) if getattr(host, "device_mounts", defaults.HOST["device_mounts"]) else None
     try:
         visible = devmod.parse_visible(env.get(var))
     except ValueError as e:
@@ -175,7 +175,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     usable = [dv for dv in rep.devices if visible is None or dv.index in visible]
     need = pv.devices_needed if pv is not None else None
     if need is None:
-        need = int(getattr(host, "devices", 0) or 0) or None
+        need = int(getattr(host, "devices", None) or 0) or None  # a host object without a count: no check
     label = "NPU" if acc == "npu" else "GPU"
     if need is not None and len(usable) < need:
         out.append(

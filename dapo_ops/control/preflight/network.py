@@ -154,11 +154,7 @@ def swanlab_key_check(
     env = dict(os.environ if env is None else env)
     if pv is not None and pv.env.get("SWANLAB_MODE") and "SWANLAB_MODE" not in env:
         env["SWANLAB_MODE"] = pv.env["SWANLAB_MODE"]
-    if file_cfg is None:
-        try:
-            file_cfg = (userconfig.load() or {}).get("swanlab", {})
-        except Exception:  # noqa: BLE001 - an unreadable user config is reported by launch itself
-            file_cfg = {}
+    file_cfg = file_cfg or {}  # the caller's [swanlab] table: the program run read the file once
     tty = sys.stdin.isatty() if isatty is None else isatty
     try:
         s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)

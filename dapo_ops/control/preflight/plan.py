@@ -130,7 +130,11 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``verl/utils/tracking.py:134``: without it every run logs ``Please install swanboard to use 'local' mode`` and
     ``swanlab watch`` has no dashboard to show)."""
     out: list[tuple[str, str]] = []
-    fw, accel, mode = pv.spec.get("framework"), pv.spec.get("accelerator", "gpu"), pv.spec.get("mode")
+    fw, accel, mode = (
+        pv.spec.get("framework"),
+        pv.spec.get("accelerator", defaults.HOST["accelerator"]),
+        pv.spec.get("mode"),
+    )
     if pv.spec["profile"] == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
         if fw == "megatron" and pv.s("vanilla_mbridge"):

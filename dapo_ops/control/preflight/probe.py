@@ -17,6 +17,7 @@ from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.remote.commands import q
 from dapo_ops.control.remote.errors import INSPECT_FORMAT, RemoteError
 from dapo_ops.control.remote.target import Target
+from dapo_ops.core import defaults
 
 
 INSPECT_MARK = "@@DAPO-INSPECT "
@@ -34,7 +35,7 @@ def probe_request(
     """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure. ``full``: the network
     probes too (tracker, Ray port) and the compose; ``tracker``: the tracker GET alone (``inv launch``'s quick
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
-    req: dict = {"accelerator": getattr(host, "accelerator", "npu")}
+    req: dict = {"accelerator": getattr(host, "accelerator", defaults.HOST["accelerator"])}
     if req["accelerator"] == "npu":
         from dapo_ops.control.launch.plan import CANN_SET_ENV
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dapo_ops.control.preflight.plan import PlanView, needed_modules
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 from dapo_ops.core.classify.hints import MODULE_FIXES
+from dapo_ops.core import defaults
 
 
 MIN_PYTHON = (3, 10)
@@ -35,13 +36,13 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     else:
         out.append(Check("python", OK, f"Python {pyv} ({p.get('executable')})"))
     v = p.get("verl") or {}
-    wd = getattr(host, "workdir", "")
+    wd = getattr(host, "workdir", defaults.HOST["workdir"])
     if not v.get("found"):
         out.append(
             Check(
                 "verl",
                 FAIL,
-                f"verl not found by {getattr(host, 'python', 'python3')} in {wd}",
+                f"verl not found by {getattr(host, 'python', defaults.HOST['python'])} in {wd}",
                 "install verl in the image, or set workdir in hosts.toml to the verl checkout",
             )
         )
@@ -228,7 +229,9 @@ def _compose_request(host, pv: PlanView | None) -> dict | None:
     from dapo_ops.control.preflight import compose as validate
 
     try:
-        req = validate.request_for(pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", "/verl")))
+        req = validate.request_for(
+            pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", defaults.HOST["workdir"]))
+        )
     except ValueError:
         return None
     return dict(req, startup=True)  # + verl's own start-up checks on the composed config (agent/verlcheck.py)

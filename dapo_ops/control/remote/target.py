@@ -32,6 +32,7 @@ from dapo_ops.control.remote.errors import (
     take_state,
 )
 from dapo_ops.control.remote.hostkeys import accept_new_policy
+from dapo_ops.core import defaults
 
 if TYPE_CHECKING:
     import fabric
@@ -137,12 +138,12 @@ class Target(CommandLines):
     @property
     def bare(self) -> bool:
         """``runtime = "host"``: commands run in the host's own shell, no container."""
-        return getattr(self.host, "runtime", "docker") == "host"
+        return getattr(self.host, "runtime", defaults.HOST["runtime"]) == "host"
 
     @property
     def local(self) -> bool:
         """``transport = "local"``: the host is this machine, commands run by a local subprocess."""
-        return getattr(self.host, "transport", "ssh") == "local"
+        return getattr(self.host, "transport", defaults.HOST["transport"]) == "local"
 
     @property
     def where(self) -> str:
@@ -274,7 +275,13 @@ class Target(CommandLines):
         With ``reuse`` (and no pty, output hidden, not ``direct``) through the host's control master
         (:func:`dapo_ops.control.remote.sshmux.run`); when no master can serve, over this Target's own connection.
         """
-        if self.reuse and not direct and not pty and hide is True and getattr(self.host, "transport", "ssh") == "ssh":
+        if (
+            self.reuse
+            and not direct
+            and not pty
+            and hide is True
+            and getattr(self.host, "transport", defaults.HOST["transport"]) == "ssh"
+        ):
             from dapo_ops.control.remote import sshmux
 
             if sshmux.persist_s() > 0:

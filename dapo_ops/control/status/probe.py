@@ -31,7 +31,7 @@ from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
-from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
+from dapo_ops.core.runstate import RunStatus
 
 #: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
 PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
@@ -97,7 +97,7 @@ def worker_of(row: StatusRow, head: tuple[str | None, str | None]) -> bool:
         return row.status is None and bool(row.run_id) and row.run_id == head[1]
     if row.state == statusview.RAY_WORKER:
         return True
-    return row.status not in ACTIVE_STATUSES and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
+    return not row.run_status.active and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
 
 
 def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
@@ -357,7 +357,7 @@ def attempt_is_live(run_rec: dict, n: int | None) -> bool:
     """True when attempt ``n`` of the run record ``run_rec`` (run.json) is still running: the run is not terminal
     and the attempt has no recorded end (``ended_at`` / ``exit_code`` / ``verdict``). A dead supervisor's run stays
     "running" in run.json; its attempt counts as live here, and status names the dead supervisor."""
-    if run_rec.get("status") in TERMINAL_STATUSES:
+    if RunStatus.of(run_rec.get("status")).terminal:
         return False
     for a in run_rec.get("attempts") or []:
         if a.get("n") == n:
@@ -415,7 +415,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
             ]
         n += len(blocks) or 1
     run_rec = res.get("run") or {}
-    if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change
+    if n and RunStatus.of(run_rec.get("status")).terminal:  # what ended the run, and what to change
         row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
         out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
         out += [prefix + ln for ln in statusevents.suggestion_lines(row, "")]
