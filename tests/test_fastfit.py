@@ -234,14 +234,9 @@ def gpu_plan(run_id: str, memory: dict, flags: dict | None = None, env: dict | N
     """gpu/lib.sh's bare H200 host planned by today's planner (tests/test_learned_real.py's recipe by default)."""
     from test_learned_real import ENV, FLAGS, HOST
 
-    return planning.make_plan(
-        settings.resolve(FLAGS if flags is None else flags, ENV if env is None else env, {}),
-        HOST,
-        mode="dapo",
-        run_id=run_id,
-        swanlab_logger=False,
-        memory=memory,
-    )
+    st_ = settings.resolve(FLAGS if flags is None else flags, ENV if env is None else env, {})
+    inputs = planning.PlanInputs(settings=st_, host=HOST, mode="dapo", run_id=run_id, swanlab_logger=False)
+    return planning.make_plan(planning.draft_plan(inputs), memory)
 
 
 def real_plan(run_id: str):
@@ -251,15 +246,15 @@ def real_plan(run_id: str):
     cfg = json.loads((RUN / "model-config.json").read_text())
     mem = {"model_config": cfg, "device_gib": H200_MIB / 1024, "device_mib": H200_MIB, "device_name": "NVIDIA H200"}
     spec = runfiles.read_spec(RUN)
-    return planning.make_plan(
-        st_,
-        HOST,
+    inputs = planning.PlanInputs(
+        settings=st_,
+        host=HOST,
         mode="dapo",
         run_id=run_id,
         swanlab_logger=False,
         extra_overrides=list(spec["settings"]["extra_overrides"]),
-        memory=dict(mem, memos=[]),
     )
+    return planning.make_plan(planning.draft_plan(inputs), dict(mem, memos=[]))
 
 
 def test_a_real_run_replayed_through_todays_planner_records_its_choices_and_rebuilds_from_them():
