@@ -370,3 +370,25 @@ def test_a_resume_chain_keeps_its_first_runs_swanlab_run_id(launch_env):
         ids.append(plan.spec["env"]["SWANLAB_RUN_ID"])
         earlier = (rid, plan.spec)
     assert ids[0] == ids[1] == ids[2], ids
+
+
+def test_the_launch_output_prints_the_fit_lines_and_says_when_it_falls_back(launch_env, capsys):
+    """Issue 45: ``inv launch`` (not only ``--dry-run``) prints the fastest fit's lines, each value with its why, from
+    the row control returns (control prints nothing). Qwen3-8B on one 80 GiB device: the update does not fit even at
+    the smallest budget, so its line says ``falls back`` and the estimate's start rungs follow as ``start:`` lines."""
+    from dapo_ops.cli import launch as cli_launch
+
+    t = FakeTarget()
+    row = svc.launch_one(t, _req())
+    assert row.ok, row.message
+    assert capsys.readouterr().out == ""  # control returned the lines, printed nothing
+    spec = _spec(t)
+    recorded = [f"{c['name']} {c['value']}: {c['why']}" for c in spec["fit"]["choices"] + spec["fit"]["kept"]]
+    assert row.data["fit"] == recorded and recorded
+    assert any(ln.startswith("ppo_max_token_len_per_gpu ") and ": falls back: " in ln for ln in row.data["fit"])
+    cli_launch._print_run(HOST, row.data, [])
+    out = capsys.readouterr().out.splitlines()
+    fit = [ln for ln in out if ln.startswith("  fit:     ")]
+    assert [ln[len("  fit:     ") :] for ln in fit] == recorded
+    start = [ln for ln in out if ln.startswith("  start:   memory-fit: starts on rung(s) ")]
+    assert start and out.index(start[0]) < out.index(fit[0])  # the estimate's rungs, then what the fit chose

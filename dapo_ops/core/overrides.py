@@ -49,6 +49,9 @@ SETTING_KEYS: dict[str, Any] = {
     "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
     # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
+    # the plan's rollout scheduler choices (dapo_ops/core/fastfit.py; rollout.yaml:78,84, vllm_async_server.py:333-335)
+    "rollout_max_num_seqs": ("actor_rollout_ref.rollout.max_num_seqs",),
+    "rollout_max_num_batched_tokens": ("actor_rollout_ref.rollout.max_num_batched_tokens",),
 }
 
 #: verl keys the plan sets from a run setting (the settings table, docs/params.md) -> that setting: the setting is the

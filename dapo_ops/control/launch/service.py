@@ -44,7 +44,7 @@ from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
-from dapo_ops.core import runstate
+from dapo_ops.core import fastfit, runstate
 
 #: seconds the start op waits for run.json to leave ``starting`` after it started the supervisor
 START_WAIT_S = 30.0
@@ -686,7 +686,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     when its supervisor died, :func:`start_run`).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
-    learned-start / memory-fit lines, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and
+    learned-start / memory-fit lines, ``fit``: the fastest fit's lines without their ``fit: `` prefix, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and
     ``resume``: one line naming the checkpoint when resuming; a run that failed at once: ``ok=False`` kind ``failed``,
     its one-line message ending in the checks it was launched past). Raises
     RemoteError / PlanError / LaunchRefused with one line; nothing is left behind when the start itself fails.
@@ -701,6 +701,8 @@ def launch_one(target, req: LaunchRequest) -> Row:
         row.data["resume"] = plan.resume_line
     if row.ok:
         row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
+        fit = fastfit.LINE_PREFIX  # the fastest fit's lines: each chosen value and why, or kept / falls back
+        row.data["fit"] = [ln[len(fit) :] for ln in plan.memory if ln.startswith(fit)]
         row.data["skipped"] = list(facts.skipped)
     elif row.kind == "failed" and facts.skipped:  # failed at once: the check it launched past is the first suspect
         row.message += "; launched past " + "; ".join(f"preflight {s}" for s in facts.skipped) + " (--skip-preflight)"
