@@ -456,7 +456,7 @@ def choose(
     replicas = max(1, rollout_devs // rtp)
     seqs = max(1, -(-int(s["train_batch_size"]) * n // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
-    block = VLLM_BLOCK_TOKENS.get(str(spec.get("accelerator") or "gpu"), VLLM_BLOCK_TOKENS["gpu"])
+    block = VLLM_BLOCK_TOKENS.get(str(spec.get("accelerator", defaults.HOST["accelerator"])), VLLM_BLOCK_TOKENS["gpu"])
     seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
     weights = 2 * memfit.param_count(m) / rtp
     prompt = int(s["max_prompt_length"])
