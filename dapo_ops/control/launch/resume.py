@@ -73,10 +73,11 @@ def read_facts(target, run_id: str) -> ResumeFacts:
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
     old = defaults.complete_spec(old)  # a spec of an older dapo-ops lacks the keys added since
+    record = got.get("record")
     return ResumeFacts(
         run_id=run_id,
         spec=old,
-        record=got.get("record") if isinstance(got.get("record"), dict) else {},
+        record=record if isinstance(record, dict) else {},
         step=str(got.get("step") or ""),
         strategy=_checkpoint_strategy(got.get("fsdp_version")),
     )
