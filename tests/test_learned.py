@@ -203,6 +203,7 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
 def test_an_override_of_the_key_a_rung_changes_wins():
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
     st = settings.resolve(FLAGS, {}, {})
+
     def mk(memos):
         return planning.make_plan(
             planning.draft_plan(
@@ -217,6 +218,7 @@ def test_an_override_of_the_key_a_rung_changes_wins():
             ),
             memory(memos=memos),
         )
+
     m = memo_of(mk([]), rung="update-batch", phase="update", changes={"token_budgets": {key: 2048}})
     p = mk([m])
     assert p.spec["learned"]["used"] is False and not p.spec.get("setting_changes")

@@ -96,6 +96,9 @@ RUN_NAME = "run.json"
 TRAIN_LOG_NAME = "train.log"
 SUPERVISOR_LOG_NAME = "supervisor.log"
 SECRET_ENV_NAME = "secret.env"
+#: verl's checkpoint tracker in a run's ckpt dir: the step ``trainer.resume_mode=auto`` resumes from (written at each
+#: save, verl/trainer/ppo/ray_trainer.py:1046-1050)
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 
 # ---------------------------------------------------------------------------- ids and paths

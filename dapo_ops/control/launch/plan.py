@@ -606,7 +606,9 @@ def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -
     except memfit.EstimateUnavailable:
         return fs, []
     gib = (memory or {}).get("device_gib")
-    dev = float(gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator", defaults.HOST["accelerator"]), 64.0))
+    dev = float(
+        gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator", defaults.HOST["accelerator"]), 64.0)
+    )
     rungs = (spec.get("setting_changes") or {}).get("memory_rungs") or []
     c = fastfit.choose(
         m,

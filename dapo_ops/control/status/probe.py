@@ -309,18 +309,40 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
 
 
 def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, dict[str, Any] | str]]:
-    """``tail -n <lines>`` of each found log: ``[(host, {"text": str} | error line)]`` in host order."""
+    """``tail -n <lines>`` of each found log (the bundle op ``runlogs tail``, :func:`dapo_ops.agent.runlogs.main`):
+    ``[(host, {"text": str} | error line)]`` in host order."""
     logs_by_host = {h.name: info["log"] for h, info in pairs}
     return fan(
         [h for h, _ in pairs],
         lambda t: {
-            "text": t.run(
-                ["tail", "-n", str(int(lines)), logs_by_host[t.name]], timeout=PROBE_TIMEOUT_S, workdir=""
+            "text": remote_bundle.run_op(
+                t, "runlogs", ["tail", str(int(lines)), logs_by_host[t.name]], site=False, timeout=PROBE_TIMEOUT_S,
+                workdir="",
             ).stdout
         },
         PROBE_TIMEOUT_S + 15,
         connect_timeout,
-    )
+    )  # fmt: skip
+
+
+def follow_log(target: Target, info: dict, lines: int, out_stream):
+    """Start following one found log (``info``: a :func:`resolve_logs` answer) until its run ends: the bundle op
+    ``runlogs follow`` (:data:`dapo_ops.agent.runlogs.FOLLOW_SCRIPT`: ``tail -n <lines> -F --pid=<supervisor>``,
+    a heartbeat, then the run's final state from the status probe after
+    :data:`~dapo_ops.agent.runlogs.END_MARK`) with a pty, its output streamed to ``out_stream`` as it comes
+    (:func:`dapo_ops.control.remote.bundle.start_op`; the resolve ran an op of the same bundle just before). Returns
+    the :class:`invoke.runners.Promise` (the CLI prints, waits and interrupts it: ``dapo_ops/cli/logs.py`` ``follow``).
+
+    :raises RemoteError: the host cannot be reached."""
+    req = {
+        "op": "status",
+        "run_id": info.get("run_id"),
+        "runs_dir": target.host.runs_path,
+        "host": target.name,
+        "tail_bytes": 4096,
+    }
+    args = ["follow", info["log"], str(int(lines)), str(info.get("supervisor_pid") or ""), json.dumps(req)]
+    return remote_bundle.start_op(target, "runlogs", args, out_stream=out_stream, site=False)
 
 
 def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
