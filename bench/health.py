@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from dapo_ops.agent.supervisor import follow, record  # noqa: E402
 from dapo_ops.core import classify, health  # noqa: E402
+from dapo_ops.core.runstate import RunStatus  # noqa: E402
 from dapo_ops.agent import runfiles  # noqa: E402
 from dapo_ops.agent.supervisor.stall import STALL_FACTOR  # noqa: E402
 from reaction import FACTORY, FAKE_HEAD, make_run, stamps, start  # noqa: E402  (bench/reaction.py: the same supervisor harness)
@@ -85,7 +86,7 @@ def time_to_verdict(root: Path) -> tuple[float, float]:
         atts = rec.get("attempts") or []
         if t0 is not None and t1 is None and atts and atts[0].get("verdict"):
             t1 = time.monotonic()
-        if t0 is not None and rec.get("status") in ("failed", "succeeded", "stopped"):
+        if t0 is not None and RunStatus.of(rec.get("status")).terminal:
             assert rec["verdict"]["cls"] == "diverged", rec["verdict"]
             p.wait(timeout=30)
             return t1 - t0, time.monotonic() - t0

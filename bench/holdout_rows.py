@@ -12,8 +12,15 @@ Per run dir (``spec.json``, ``run.json``, ``train.log`` as the tool wrote them):
 * ``<phase>`` / ``oom``: a run whose attempt ended ``oom-device`` (a real OOM; the measured figure is a lower bound:
   the run's device memory at the failure).
 
-Usage: ``python3 bench/holdout_rows.py RUNS_DIR [--proc-mem CSV] [--device-gib 139.80]`` (RUNS_DIR holds one dir per
-inventory host). Prints the lines; a run without a figure prints a ``#`` comment saying why.
+The run's own token budgets (``spec.json`` ``settings.token_budgets``: what the plan's fastest fit chose,
+``dapo_ops/core/fastfit.py``) go to ``update_tokens`` / ``logprob_tokens`` (empty: the run had none, so verl got the
+tool's 2x / 3x (prompt + response) budgets); ``util`` and ``gc`` are the share and gradient checkpointing the run
+got (the fit's, when it chose them). A model dir named ``<shape>-p<N>`` (gpu/p-holdout.sh: prompts padded to N
+tokens) is the shape ``<shape>`` of bench/memory_fit_models.json.
+
+Usage: ``python3 bench/holdout_rows.py RUNS_DIR [--proc-mem CSV] [--device-gib 139.80] [--device H200]
+[--script gpu/i-holdout.sh]`` (RUNS_DIR holds one dir per inventory host). Prints the lines; a run without a figure
+prints a ``#`` comment saying why.
 """
 
 from __future__ import annotations
@@ -50,34 +57,45 @@ def _line(fields: list[str]) -> str:
     return buf.getvalue()
 
 
-def rows_of(run_dir: Path, peaks: dict[str, float], device_gib: float) -> list[str]:
+UPDATE_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+LOGPROB_BUDGET = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
+
+
+def rows_of(
+    run_dir: Path, peaks: dict[str, float], device_gib: float, device: str = "H200", script: str = "gpu/i-holdout.sh"
+) -> list[str]:
     spec = json.loads((run_dir / "spec.json").read_text())
     rec = json.loads((run_dir / "run.json").read_text())
     s = spec["settings"]
     feats = {f["name"] for f in rec.get("features") or spec.get("features") or []}
-    model = Path(s["model_path"]).parent.name
+    model = re.sub(r"-p[0-9]+$", "", Path(s["model_path"]).parent.name)
     rid = spec["run_id"]
+    budgets = s.get("token_budgets") or {}
+    tail = [str(budgets.get(UPDATE_BUDGET) or ""), str(budgets.get(LOGPROB_BUDGET) or "")]
+    name = f"{run_dir.name}-{model}-r{s['max_response_length']}" + (
+        "-megatron" if spec["framework"] == "megatron" else ""
+    )
     cols = [
-        f"{run_dir.name}-{model}-r{s['max_response_length']}{'-offload' if 'offload' in feats else ''}",
-        "holdout", "H200", f"{device_gib:.2f}", model, spec["framework"], "dapo", "1", str(s["rollout_tp"]),
+        name + ("-offload" if "offload" in feats else ""),
+        "holdout", device, f"{device_gib:.2f}", model, spec["framework"], "dapo", "1", str(s["rollout_tp"]),
         str(s["gpu_memory_utilization"]), str(s["max_prompt_length"]), str(s["max_response_length"]),
         str(s["micro_batch_size"]), str(s["micro_batch_size"]), "1" if "dynamic_batch" in feats else "0",
         "1" if "gradient_checkpointing" in feats else "0", "1" if "offload" in feats else "0", str(s["steps"]),
     ]  # fmt: skip
-    src = f"real-verl gpu/i-holdout.sh run {rid} ({rec['status']}, step {rec.get('step')}/{s['steps']})"
+    src = f"real-verl {script} run {rid} ({rec['status']}, step {rec.get('step') or 0}/{s['steps']})"
     out = []
     log = run_dir / "train.log"
     vals = [float(v) for v in PEAK.findall(ANSI.sub("", log.read_text(errors="replace")))] if log.exists() else []
     if vals:
-        out.append(_line(cols + ["update", "torch-max-allocated", f"{max(vals):.2f}", "", src + " train.log"]))
+        out.append(_line(cols + ["update", "torch-max-allocated", f"{max(vals):.2f}", "", src + " train.log"] + tail))
     mib = peaks.get(rid)
     verdict = (rec.get("verdict") or {}) if rec["status"] != "succeeded" else {}
     if verdict.get("cls") == "oom-device":
         phase = (verdict.get("detail") or {}).get("phase") or "update"
         low = f"{mib / 1024:.2f}" if mib else f"{device_gib - 1:.2f}"
-        out.append(_line(cols + [phase, "oom", low, "", f"{src}: real OOM in {phase}, a lower bound"]))
+        out.append(_line(cols + [phase, "oom", low, "", f"{src}: real OOM in {phase}, a lower bound"] + tail))
     elif mib and rec["status"] == "succeeded":
-        out.append(_line(cols + ["peak", "nvidia-smi", f"{mib / 1024:.2f}", "", src + f" proc-mem {mib} MiB"]))
+        out.append(_line(cols + ["peak", "nvidia-smi", f"{mib / 1024:.2f}", "", src + f" proc-mem {mib} MiB"] + tail))
     if not out:
         out.append(f"# {run_dir.name}: no figure ({rec['status']}, verdict {verdict.get('cls')})")
     return out
@@ -88,11 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs")
     p.add_argument("--proc-mem", type=Path, default=None)
     p.add_argument("--device-gib", type=float, default=139.80)
+    p.add_argument("--device", default="H200", help="the device column (nvidia-smi's name, short)")
+    p.add_argument("--script", default="gpu/i-holdout.sh", help="the script named in the source column")
     a = p.parse_args(argv)
     peaks = proc_mem_peaks(a.proc_mem)
     for d in sorted(Path(a.runs).iterdir()):
         if (d / "spec.json").exists() and (d / "run.json").exists():
-            print("\n".join(rows_of(d, peaks, a.device_gib)))
+            print("\n".join(rows_of(d, peaks, a.device_gib, a.device, a.script)))
         else:
             print(f"# {d.name}: no run files", file=sys.stderr)
     return 0

@@ -13,11 +13,14 @@ phase (``phase``/``measure``) and overall, apart from the fit residual.
 
 ``--write`` stores the recomputed estimates in the ``estimate_gib`` column. To add a measured run, append ONE
 line to the CSV (columns: ``config,device,device_gib,model,framework,mode,world,rollout_tp,util,prompt,
-response,ppo_micro,logprob_micro,dynamic,gc,offload,steps,phase,measure,measured_gib,estimate_gib,source``;
+response,ppo_micro,logprob_micro,dynamic,gc,offload,steps,phase,measure,measured_gib,estimate_gib,source,
+update_tokens,logprob_tokens``;
 ``measure``: ``nvidia-smi`` (device peak of ``phase``, MiB/1024; phase ``peak``: the whole run's peak vs the
 tightest estimated phase), ``torch-max-allocated`` (verl's
 ``actor/perf/max_memory_allocated_gb``: the actor process), ``oom``; ``dynamic=1``: verl's dynamic batch with the
-budgets dapo-ops sets, 2x / 3x (prompt + response) for update / log-prob), and run ``--write``.
+budgets dapo-ops sets, 2x / 3x (prompt + response) for update / log-prob, unless ``update_tokens`` /
+``logprob_tokens`` give the run's own: the budgets the plan's fastest fit chose, ``dapo_ops/core/fastfit.py``; empty
+on the rows before it), and run ``--write``.
 ``bench/memory_fit_device.sh`` runs two more configurations on the GPU and prints their lines.
 """
 
@@ -52,8 +55,8 @@ def row_setup(r: dict) -> memfit.Setup:
         rollout_tp=int(r["rollout_tp"]),
         util=float(r["util"]),
         seq=seq,
-        update_tokens=(2 * seq if dyn else int(r["ppo_micro"]) * seq),
-        logprob_tokens=(3 * seq if dyn else int(r["logprob_micro"]) * seq),
+        update_tokens=(int(r.get("update_tokens") or 2 * seq) if dyn else int(r["ppo_micro"]) * seq),
+        logprob_tokens=(int(r.get("logprob_tokens") or 3 * seq) if dyn else int(r["logprob_micro"]) * seq),
         gc=one("gc"),
         offload=one("offload"),
         adam_in_forward=int(r["steps"]) > 1,

@@ -59,6 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dapo_ops.core import health  # noqa: E402
+from dapo_ops.core.runstate import RunStatus  # noqa: E402
 from dapo_ops.core.logformat import parse_metrics_line, parse_resume, parse_save, split_lines  # noqa: E402
 
 BENCH_SH = REPO / "sandbox" / "bench.sh"
@@ -66,7 +67,7 @@ RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
 DEVICE_DIR = "/tmp/dapo-standin/devices"  # sandbox/verl_standin/verl/_standin/trainer.py DEVICE_DIR
 CANARY_KEY = "sk-soak-CANARY-31313131"
 CANARY_HOOK = "HOOK-soak-CANARY-4242"
-TERMINAL = ("succeeded", "failed", "stopped")
+TERMINAL = tuple(s.value for s in RunStatus if s.terminal)
 TMPFS_HOST = "h1"
 TMPFS_MB = 48
 #: every fault kind and the run shapes it is drawn with

@@ -361,3 +361,58 @@ def test_only_the_settings_table_reads_a_run_settings_variable():
     assert not found, f"{len(found)} read(s) of a run setting's variable outside the settings table:\n" + "\n".join(
         found
     )
+
+
+# ------------------------------------------------------------------ RunSpec: completed once when read (issue 46 item 3)
+
+
+def _counting(monkeypatch) -> list:
+    calls: list = []
+    real = defaults.complete_spec
+
+    def counted(spec):
+        calls.append(1)
+        return real(spec)
+
+    monkeypatch.setattr(defaults, "complete_spec", counted)
+    return calls
+
+
+def test_one_argv_completes_the_spec_once(monkeypatch):
+    """overrides.build_command completed the same spec 7 times for one argv on main (build_command, check_spec,
+    two effective_settings, verl_argv, overrides_for, memfit.parallel_sizes): now the spec is read into a RunSpec
+    once where it enters, and every reader below takes the RunSpec as it is."""
+    spec = json.loads(REAL_SPEC.read_text(encoding="utf-8"))
+    fs = features.FeatureSet.from_json(spec["features"], spec["disabled_features"])
+    calls = _counting(monkeypatch)
+    argv = overrides.build_command(spec, fs, {"gpu_memory_utilization": 0.5})
+    assert len(calls) == 1 and "actor_rollout_ref.rollout.gpu_memory_utilization=0.5" in argv
+    calls.clear()
+    rs = defaults.RunSpec.read(spec)
+    assert overrides.build_command(rs, fs) == overrides.build_command(spec, fs) and len(calls) == 2
+
+
+def test_the_supervisor_reads_its_spec_once_and_each_attempt_builds_on_it(monkeypatch, tmp_path):
+    """runfiles.read_spec completes spec.json once; attempt 2's spec (attempt_spec) and its argv complete nothing
+    again. spec.json on disk is left as the plan wrote it, and the RunSpec is frozen."""
+    from dapo_ops.agent.supervisor import attempt
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    text = REAL_SPEC.read_text(encoding="utf-8")
+    (run_dir / "spec.json").write_text(text, encoding="utf-8")
+    calls = _counting(monkeypatch)
+    spec = runfiles.read_spec(run_dir)
+    assert len(calls) == 1 and isinstance(spec, defaults.RunSpec)
+    fs = features.FeatureSet.from_json(list(spec.features), spec.disabled_features)
+    second = attempt.attempt_spec(spec, 2)
+    argv = attempt.build_argv(None, second, fs, {"gpu_memory_utilization": 0.5})
+    assert len(calls) == 1 and second.attempt == 2 and spec.attempt == 1 and argv
+    # the typed keys and the Mapping are the same completed spec; the file is untouched
+    assert spec.to_json() == defaults.complete_spec(json.loads(text)) == dict(spec)
+    assert (spec.run_id, spec.framework, spec.settings["steps"]) == (spec["run_id"], spec["framework"], 3)
+    assert (run_dir / "spec.json").read_text(encoding="utf-8") == text
+    with pytest.raises(AttributeError):
+        spec.run_id = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.settings["steps"] = 9  # type: ignore[index]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import fake_ops
 from dapo_ops.core import features
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.agent import runfiles
@@ -726,10 +727,10 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
         )
 
     class T:
-        host = SimpleNamespace(runs_path="/r")
+        host = SimpleNamespace(runs_path="/r", python="python3")
 
-        def run(self, argv, **kw):
-            return SimpleNamespace(stdout=answers.get(argv[-1], ""), exited=0 if argv[-1] in answers else 1)
+        def run(self, cmd, **kw):  # the bundle op `runfiles resume-facts` over these files (fake_ops)
+            return fake_ops.runfiles_answer(fake_ops.op_of(cmd)[1:], answers)
 
     monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
     answers["/r/old/spec.json"] = json.dumps(old)

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import fake_ops
 from dapo_ops.agent import runstart
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import errors as launch_errors
@@ -71,10 +72,19 @@ class FakeTarget:
         text = cmd if isinstance(cmd, str) else shlex.join(cmd)
         self.calls.append(("run", text))
         out, rc = "", 0
+        op = fake_ops.op_of(cmd) or [""]
         if "dapo_ops.agent.occupancy" in text:
             out = json.dumps({"active": None, "verl": [], "ray": []})
+        elif op[0] == "runfiles":
+            return fake_ops.runfiles_answer(op[1:], self.files)
         elif "dapo_ops.agent.runstart" in text:
-            rid = shlex.split(text.split("dapo_ops.agent.runstart", 1)[1])[0].rsplit("/", 1)[-1]
+            run_dir = op[1]
+            if kw.get("stdin") is not None:  # the op writes spec.json (+ secret.env) from its stdin first
+                for key, name in (("spec", "spec.json"), ("secret_env", "secret.env")):
+                    data = json.loads(kw["stdin"])
+                    if key in data:
+                        self.written[f"{run_dir}/{name}"] = data[key]
+            rid = run_dir.rsplit("/", 1)[-1]
             ans = self.start(rid)
             if isinstance(ans, BaseException):
                 raise ans
@@ -148,12 +158,13 @@ def test_one_launch_builds_one_plan_checks_it_once_and_starts_in_one_call(launch
     spec = _spec(t)
     assert [r["source"] for r in spec["setting_changes"]["memory_rungs"]] == ["estimate", "estimate"]
     assert row.data["start"] and row.data["start"][0].startswith("memory-fit: starts on rung(s) update-batch")
-    # the container calls: the state, the occupancy op, spec.json, the start op (which waits there): nothing else
+    # the container calls: the state, the occupancy op, the start op (which writes spec.json from its stdin and
+    # waits there): nothing else (issue 46: spec.json was a call of its own, Target.put_text)
     kinds = [
         k if k != "run" else ("occupancy" if "agent.occupancy" in c else "runstart" if "agent.runstart" in c else c)
         for k, c in t.calls
     ]
-    assert kinds == ["inspect", "occupancy", "put", "runstart"], t.calls
+    assert kinds == ["inspect", "occupancy", "runstart"], t.calls
     # every call into the container is a bundle op line (remote_bundle.run_op: the one way in)
     for k, c in t.calls:
         if k == "run":
@@ -269,9 +280,11 @@ def test_start_run_failures_say_what_started(launch_env):
 
     t, e = start("could not start the supervisor of /runs/20261201-000000-abcd: [Errno 2] No such file")
     assert e.kind == "command" and "[Errno 2]" in str(e)
-    assert t.calls[-1] == ("run", "rm -rf /runs/20261201-000000-abcd")  # nothing runs: the run dir goes
+    # nothing runs: the run dir goes (the bundle op `runfiles remove`; issue 46: it was `rm -rf` through Target.run)
+    assert fake_ops.op_of(t.calls[-1][1]) == ["runfiles", "remove", "/runs/20261201-000000-abcd"]
     t, e = start(RemoteError("unreachable", "h1", "connection to h1 lost"))
-    assert "may have started: `inv status -H h1`" in str(e) and not any("rm -rf" in c for _, c in t.calls)
+    assert "may have started: `inv status -H h1`" in str(e)
+    assert not any((fake_ops.op_of(c) or [""])[:2] == ["runfiles", "remove"] for _, c in t.calls)
     t, e = start({"started": False, "record": None, "supervisor_exit": 1})
     assert str(e) == (
         "h1: run 20261201-000000-abcd did not start: its supervisor exited (1) before verl started; see "
@@ -289,7 +302,10 @@ def test_the_start_call_quotes_every_value(launch_env):
     plan = svc.build_plan(svc.LaunchFacts(host=host, run_id="20261201-000000-abcd"), _req())
     t = FakeTarget(host=host)
     assert svc.start_run(t, plan, {"SWANLAB_API_KEY": "sk-0123456789"}, link_wait=2.5).ok
-    assert [k for k, _ in t.calls] == ["put", "put", "run"]  # spec.json, secret.env, the start op
+    # ONE call: the start op, spec.json and secret.env on its stdin (issue 46: they were two Target.put_text calls)
+    assert [k for k, _ in t.calls] == ["run"]
+    assert sorted(t.written) == ["/runs x/20261201-000000-abcd/secret.env", "/runs x/20261201-000000-abcd/spec.json"]
+    assert "sk-0123456789" in t.written["/runs x/20261201-000000-abcd/secret.env"]
     [line] = [c for k, c in t.calls if k == "run"]
     assert "sk-0123456789" not in line
     assert shlex.split(line.split(" exec ", 1)[1]) == [
@@ -305,6 +321,7 @@ def test_the_start_call_quotes_every_value(launch_env):
         "4",
         "--link-wait",
         "2.5",
+        "--stdin",
     ]
 
 
@@ -370,3 +387,25 @@ def test_a_resume_chain_keeps_its_first_runs_swanlab_run_id(launch_env):
         ids.append(plan.spec["env"]["SWANLAB_RUN_ID"])
         earlier = (rid, plan.spec)
     assert ids[0] == ids[1] == ids[2], ids
+
+
+def test_the_launch_output_prints_the_fit_lines_and_says_when_it_falls_back(launch_env, capsys):
+    """Issue 45: ``inv launch`` (not only ``--dry-run``) prints the fastest fit's lines, each value with its why, from
+    the row control returns (control prints nothing). Qwen3-8B on one 80 GiB device: the update does not fit even at
+    the smallest budget, so its line says ``falls back`` and the estimate's start rungs follow as ``start:`` lines."""
+    from dapo_ops.cli import launch as cli_launch
+
+    t = FakeTarget()
+    row = svc.launch_one(t, _req())
+    assert row.ok, row.message
+    assert capsys.readouterr().out == ""  # control returned the lines, printed nothing
+    spec = _spec(t)
+    recorded = [f"{c['name']} {c['value']}: {c['why']}" for c in spec["fit"]["choices"] + spec["fit"]["kept"]]
+    assert row.data["fit"] == recorded and recorded
+    assert any(ln.startswith("ppo_max_token_len_per_gpu ") and ": falls back: " in ln for ln in row.data["fit"])
+    cli_launch._print_run(HOST, row.data, [])
+    out = capsys.readouterr().out.splitlines()
+    fit = [ln for ln in out if ln.startswith("  fit:     ")]
+    assert [ln[len("  fit:     ") :] for ln in fit] == recorded
+    start = [ln for ln in out if ln.startswith("  start:   memory-fit: starts on rung(s) ")]
+    assert start and out.index(start[0]) < out.index(fit[0])  # the estimate's rungs, then what the fit chose

@@ -203,19 +203,22 @@ def test_an_explicit_contrary_setting_wins_and_the_plan_says_why():
 def test_an_override_of_the_key_a_rung_changes_wins():
     key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
     st = settings.resolve(FLAGS, {}, {})
-    mk = lambda memos: planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st,
-                host=ONE_GPU,
-                mode="dapo",
-                run_id=RID,
-                swanlab_logger=False,
-                extra_overrides=[f"{key}=4096"],
-            )
-        ),
-        memory(memos=memos),
-    )
+
+    def mk(memos):
+        return planning.make_plan(
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings=st,
+                    host=ONE_GPU,
+                    mode="dapo",
+                    run_id=RID,
+                    swanlab_logger=False,
+                    extra_overrides=[f"{key}=4096"],
+                )
+            ),
+            memory(memos=memos),
+        )
+
     m = memo_of(mk([]), rung="update-batch", phase="update", changes={"token_budgets": {key: 2048}})
     p = mk([m])
     assert p.spec["learned"]["used"] is False and not p.spec.get("setting_changes")

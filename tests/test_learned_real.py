@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+
+import pytest
 from conftest import repo_module
 
 from dapo_ops.agent import runfiles
@@ -68,6 +70,16 @@ FLAGS = {
     "steps": 2,
     "save_freq": -1,
 }
+
+
+@pytest.fixture
+def planner_of_that_day(monkeypatch):
+    """The planner as it was when these runs were launched (2026-12-02): before issue 45's fastest fit
+    (core/fastfit.py), which now chooses the rollout share, the token budgets and vLLM's scheduler limits of a launch
+    of this configuration (tests/test_fastfit.py replays the same record through today's planner)."""
+    from dapo_ops.core import fastfit
+
+    monkeypatch.setattr(fastfit, "choose", lambda m, spec, fs, dev, **kw: fastfit.Choices({}, fs))
 
 
 def real_spec() -> dict:
@@ -164,7 +176,7 @@ def test_the_rebuilt_plan_is_the_real_runs_configuration():
     assert p.spec["learn"]["key"]["model"]["num_hidden_layers"] == 48
 
 
-def test_the_real_record_files_a_memo_and_the_next_launch_starts_on_the_learned_rung(tmp_path):
+def test_the_real_record_files_a_memo_and_the_next_launch_starts_on_the_learned_rung(tmp_path, planner_of_that_day):
     """With the key in its spec, the supervisor's Memos.check files the memo from the REAL run.json; the next launch
     of the same configuration (the product's default MEMORY_FIT=start: the estimate says 0.6 does not fit) starts on
     ``rollout-util`` with source ``learned`` from that run, and verl gets 0.5."""
@@ -261,7 +273,7 @@ def test_a_run_that_fails_at_once_after_skip_preflight_names_the_checks_it_was_l
     assert row.ok and row.data["skipped"] == list(skipped) and row.message == ""
 
 
-def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path):
+def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path, planner_of_that_day):
     """gpu/seed_memo.py (``gpu/j-learned.sh seed``): with the spec.json of a launch of the same configuration it
     files the memo the supervisor would have filed from the real record; another configuration is refused."""
     seed = repo_module("gpu/seed_memo.py")
@@ -278,7 +290,7 @@ def test_gpu_seed_memo_files_the_real_records_memo_under_a_launchs_key(tmp_path)
     assert not (tmp_path / "runs2").exists()
 
 
-def test_the_real_launch_on_the_learned_rung(tmp_path):
+def test_the_real_launch_on_the_learned_rung(tmp_path, planner_of_that_day):
     """j-learned-start: the H200 launch that started on the learned rung. The planner, given the probe's facts and the
     memo the device held (memo.json, copied from its runs dir), rebuilds that launch: the same learned-start key and
     fingerprint, the same start line, the same verl command as the supervisor logged; and the run on it needed no

@@ -5,13 +5,14 @@ launch service's steps and teardown driven through a fake Target (no SSH), the s
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+import fake_ops
 
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
@@ -239,20 +240,20 @@ class FakeCluster:
 
 
 def _step(cmd) -> str:
-    """Which launch step a command is (what the fake answers, and where it fails): the bundle ops' argv words."""
-    text = cmd if isinstance(cmd, str) else " ".join(cmd)
-    words = text.split()
-    if "dapo_ops.agent.occupancy" in text:
+    """Which launch step a command is (what the fake answers, and where it fails): the bundle op it runs
+    (:func:`fake_ops.op_of`); a node's ``raysession start`` is its ``ray start --block`` (head or worker)."""
+    op = fake_ops.op_of(cmd) or [""]
+    if op[0] == "occupancy":
         return "occupancy"
-    if "--block" in words:
-        return "head" if "--head" in words else "worker"
-    if "dapo_ops.agent.raysession" in words:
-        for op in ("stop", "wait", "iface"):
-            if op in words[words.index("dapo_ops.agent.raysession") :]:
-                return op
-    if "dapo_ops.agent.runstart" in text:
+    if op[:2] == ["raysession", "start"]:
+        args = _json.loads(op[2])["args"]
+        assert "--block" in args, args
+        return "head" if "--head" in args else "worker"
+    if op[0] == "raysession" and op[1] in ("stop", "wait", "iface"):
+        return op[1]
+    if op[0] == "runstart":
         return "supervisor"
-    if text.startswith("rm -rf"):
+    if op[:2] == ["runfiles", "remove"]:
         return "rm"
     return "bundle-check"
 
@@ -273,8 +274,12 @@ class FakeTarget:
         if (self.fc.fail_step, self.fc.fail_host or self.name) == (step, self.name):
             raise RemoteError("unreachable", self.name, f"{step} failed (injected)")
 
-    def run(self, cmd, env=None, timeout=None, check=True, workdir=None, **kw):
+    def run(self, cmd, env=None, timeout=None, check=True, workdir=None, stdin=None, **kw):
         step = _step(cmd)
+        if step == "supervisor" and stdin is not None:  # the start op writes spec.json from its stdin first
+            spec = _json.loads(stdin)["spec"]
+            self._do("spec", spec)
+            self.fc.specs[self.name] = spec
         self._do(step, cmd if isinstance(cmd, str) else " ".join(cmd))
         with self.fc.lock:
             self.fc.envs[(self.name, step)] = dict(env or {})
@@ -471,7 +476,9 @@ def test_every_ray_node_starts_under_the_cann_launcher_with_the_runs_env(fake_la
     assert run.spec["launcher"] == list(CANN_LAUNCHER)
     for host, step in (("h1", "head"), ("h2", "worker")):
         text = next(t for h, s, t in fc.log if (h, s) == (host, step))
-        assert "setsid " + " ".join(shlex.quote(a) for a in CANN_LAUNCHER) + " sh -c " in text, text
+        # the node's session starts under the launcher (raysession start, agent/raysession.py start_node: issue 46;
+        # it was a `setsid <launcher> sh -c` script around the op line)
+        assert _json.loads(fake_ops.op_of(text)[2])["launcher"] == list(CANN_LAUNCHER), text
         env = fc.envs[(host, step)]
         assert (
             env["VERL_LOGGING_LEVEL"] == "INFO"

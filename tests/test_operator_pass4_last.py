@@ -218,11 +218,11 @@ def test_the_follow_script_sends_its_heartbeat(tmp_path):
     import select
     import subprocess
 
-    from dapo_ops.cli import logs as cli_logs
+    from dapo_ops.agent import runlogs
 
     log = tmp_path / "train.log"
     log.write_text("step:1\n")
-    script = cli_logs.FOLLOW_SCRIPT.replace('"$END_MARK"', "END")
+    script = runlogs.FOLLOW_SCRIPT  # the bundle op `runlogs follow` runs it (issue 46: it was cli/logs.py's)
     p = subprocess.Popen(
         ["sh", "-c", script, str(log), "5", str(os.getpid())],
         stdin=subprocess.PIPE,

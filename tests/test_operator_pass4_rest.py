@@ -76,11 +76,13 @@ def test_watch_exit_codes_are_distinct_and_documented(tmp_path):
     from dapo_ops.cli import logs as cli_logs
     from dapo_ops.control.status import rows as sv
     from dapo_ops.control.status import watch as watchloop
-    from dapo_ops.core.runstate import FAILED, STOPPED
+    from dapo_ops.core.runstate import RunStatus
+
+    FAILED, STOPPED = RunStatus.FAILED, RunStatus.STOPPED
 
     codes = watchloop.WATCH_CODES
     assert codes[STOPPED] not in (_common.EXIT_USAGE, _common.EXIT_INTERRUPTED, _common.EXIT_CLOSED_PIPE)
-    assert len({codes[s] for s in (sv.SUCCEEDED, FAILED, STOPPED, sv.SUPERVISOR_DEAD, sv.NO_RUN)}) == 5
+    assert len({codes[s] for s in (RunStatus.SUCCEEDED, FAILED, STOPPED, sv.SUPERVISOR_DEAD, sv.NO_RUN)}) == 5
     run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 2, "total_steps": 4}
     w = watchloop.Watch([SimpleNamespace(name="h1"), SimpleNamespace(name="h2")])
     w.see(

@@ -13,6 +13,7 @@ hang (``stop`` in the supervisor's verdict, retried once by the ladder).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -315,3 +316,61 @@ def test_the_weight_sync_hint_names_the_one_step_off_ladder_by_side():
     tail = hint[hint.index("one-step-off") :]
     assert tail.index("trainer:") < tail.index("update_weights_bucket_megabytes") < tail.index("rollout:")
     assert tail.index("rollout:") < tail.rindex("bucket") < tail.rindex("gpu_memory_utilization")
+
+
+# ------------------------------------------------------------------ Kind owns the dispatch (issue 46 item 3)
+
+
+class _Recorder:
+    """A policy.Steps that says which step it was asked for."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda: self.calls.append(name) or name
+
+
+def test_every_kind_takes_the_step_of_its_own_name():
+    """Kind.dispatch calls exactly one method of the Steps, the one named after the kind, and returns its result."""
+    from dapo_ops.core.policy import Kind
+
+    for k in Kind:
+        rec = _Recorder()
+        assert k.dispatch(rec) == k.name.lower() and rec.calls == [k.name.lower()], (k, rec.calls)
+    # the ladder's Steps has a step for every kind and nothing else (its fields are decide's arguments)
+    fields = {f.name for f in dataclasses.fields(ladder._Steps)}
+    assert {k.name.lower() for k in Kind} == {m for m in dir(ladder._Steps) if not m.startswith("_")} - fields
+
+
+@pytest.mark.parametrize("kind", sorted(FIRST))
+def test_the_ladder_decides_through_the_kind(kind, monkeypatch):
+    """ladder.decide holds no if-chain on the kind: it hands its Steps to Kind.dispatch, which picks the step. A
+    verdict of every kind (from WALK) is dispatched once, as its own kind, and the decision is the one FIRST names."""
+    from dapo_ops.core.policy import Kind
+
+    name, v, settings = next(c for c in WALK if c[1]["action_kind"] == kind)
+    seen = []
+    real = Kind.dispatch
+
+    def spy(self, steps):
+        seen.append((self, type(steps).__name__))
+        return real(self, steps)
+
+    monkeypatch.setattr(Kind, "dispatch", spy)
+    d = ladder.decide(_features(kind), v["cls"], v["detail"], 0, 2, {}, settings)
+    assert seen == [(Kind(kind), "_Steps")] and d.action == FIRST[kind], (name, seen, d)
+
+
+def test_a_verdict_holds_its_kind_as_the_policy_kind_and_run_json_the_string():
+    from dapo_ops.core.policy import Kind
+
+    verdict = mk("oom-device", {"phase": "update"}, [])
+    assert verdict.action_kind is Kind.ESCALATE_MEMORY
+    data = verdict.to_json()
+    assert type(data["action_kind"]) is str and data["action_kind"] == "escalate-memory"
+    assert C.Verdict(**data).action_kind is Kind.ESCALATE_MEMORY  # read back from run.json: the Kind again
+    with pytest.raises(ValueError):
+        C.Verdict(cls="x", action_kind="retry-forever", action="", hint="")

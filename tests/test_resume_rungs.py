@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import fake_ops
 from dapo_ops.agent.supervisor import escalate
 from dapo_ops.control import settings
 from dapo_ops.control.inventory.model import Host
@@ -33,9 +34,10 @@ BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
 
 
 class _Container:
-    """The earlier run's files as the resume reads them (``cat``); anything else is missing."""
+    """The earlier run's files as the resume reads them (the bundle op ``runfiles resume-facts``); anything else is
+    missing."""
 
-    host = SimpleNamespace(runs_path="/verl/dapo_runs", name="h3")
+    host = SimpleNamespace(runs_path="/verl/dapo_runs", name="h3", python="python3")
 
     def __init__(self, rec: dict):
         self.files = {
@@ -44,9 +46,8 @@ class _Container:
             f"/verl/dapo_runs/{OLD_ID}/spec.json": json.dumps(OLD_SPEC),
         }
 
-    def run(self, argv, **kw):
-        out = self.files.get(argv[-1])
-        return SimpleNamespace(stdout=out or "", exited=0 if out is not None else 1)
+    def run(self, cmd, **kw):  # the bundle op `runfiles resume-facts` over these files (fake_ops)
+        return fake_ops.runfiles_answer(fake_ops.op_of(cmd)[1:], self.files)
 
 
 def _resume(monkeypatch, given: dict | None = None, rec: dict | None = None):

@@ -1,7 +1,9 @@
 """core/runstate: run ids, the run.json record, the lock record and the supervisor-argv rule. Pure: no file, no
 process (the machine side is tests/test_runfiles.py)."""
 
+import ast
 import json
+from pathlib import Path
 
 from dapo_ops.core import runstate
 
@@ -91,3 +93,90 @@ def test_a_supervisor_argv_for_its_run_dir_and_not_a_recycled_pid():
     assert runstate.is_supervisor_argv(argv, "/other/mount/20261129-151200-aaaa")  # same run dir, another mount
     assert not runstate.is_supervisor_argv(argv, "/verl/dapo_runs/20261129-151300-bbbb")
     assert not runstate.is_supervisor_argv(b"sleep\x00600\x00")  # a PID recycled after a container restart
+
+
+# ------------------------------------------------------------------------------------------ RunStatus (issue 46 item 3)
+
+PKG = Path(__file__).resolve().parents[1] / "dapo_ops"
+
+
+def _status_members(tree: ast.AST, call_names: tuple, status_keys: bool) -> set:
+    """The ``RunStatus.<NAME>`` members passed first to a call of one of ``call_names`` (``self._final(...)``) or,
+    with ``status_keys``, assigned to ``<x>["status"]`` (``.value`` or not), in ``tree``."""
+    out = set()
+
+    def member(node):
+        if isinstance(node, ast.Attribute) and node.attr == "value":
+            node = node.value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "RunStatus":
+            return runstate.RunStatus[node.attr]
+        return None if isinstance(node, ast.Name) else ("not a RunStatus", ast.unparse(node))  # a variable: passed on
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in call_names and n.args:
+            out.add(member(n.args[0]))
+        if status_keys and isinstance(n, ast.Assign):
+            t = n.targets[0]
+            if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value == "status":
+                out.add(member(n.value))
+    return out - {None}
+
+
+def test_run_status_active_and_terminal_split_what_run_json_can_hold():
+    RS = runstate.RunStatus
+    assert {s.value for s in RS if s.active} == {"starting", "running", "retrying"}
+    assert {s.value for s in RS if s.terminal} == {"succeeded", "failed", "stopped"}
+    assert {s for s in RS if s.written} == {s for s in RS if s.active or s.terminal}
+    assert not RS.UNKNOWN.active and not RS.UNKNOWN.terminal and not RS.UNKNOWN.written
+    # a member is its run.json string: equal, same hash, printed and dumped as it
+    assert RS.RUNNING == "running" and "running" in {RS.RUNNING} and RS.RUNNING in {"running"}
+    assert f"{RS.FAILED}" == "%s" % RS.FAILED == str(RS.FAILED) == "failed"
+    assert json.dumps({"status": RS.STOPPED}) == '{"status": "stopped"}'
+    # what a reader gets from a record: None, a missing record or a word no supervisor writes is UNKNOWN
+    assert RS.of("retrying") is RS.RETRYING and RS.of(RS.FAILED) is RS.FAILED
+    assert RS.of(None) is RS.of("bogus") is RS.of({}) is RS.UNKNOWN
+    assert runstate.new_record({"run_id": "r"}, 1, now=0.0)["status"] is RS.STARTING.value
+
+
+def test_terminal_is_exactly_what_the_supervisor_and_stop_end_a_run_with():
+    """RunStatus.terminal is read by every "is the run over?" (runstart.wait, occupancy, stop, status, watch): it
+    must be exactly the set of statuses the supervisor's ``_final`` and ``inv stop`` (runstop.py) write, and
+    ``.active`` exactly the ones the supervisor writes before (``new_record``'s starting, ``_set_status``)."""
+    machine = ast.parse((PKG / "agent/supervisor/machine.py").read_text())
+    stop = ast.parse((PKG / "agent/runstop.py").read_text())
+    finals = _status_members(machine, ("_final",), False) | _status_members(stop, (), True)
+    terminal = {s for s in runstate.RunStatus if s.terminal}
+    assert finals == terminal, finals
+    along = _status_members(machine, ("_set_status",), False) - finals
+    assert along | {runstate.RunStatus.STARTING} == {s for s in runstate.RunStatus if s.active}, along
+
+
+def test_no_module_spells_a_run_status_as_a_literal():
+    """Every comparison of a run.json ``status`` goes through RunStatus: no ``.get("status") in ("starting",
+    "running", "retrying")`` (control/launch/resume.py had one), no ``in ("succeeded", "unknown")`` (agent/probe.py),
+    no ``rec.get("status") == "failed"`` (control/launch/service.py)."""
+    words = {"starting", "running", "retrying", "succeeded", "failed", "stopped", "unknown"}
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.name == "runstate.py":
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(n, ast.Compare):
+                continue
+            for side in [n.left, *n.comparators]:
+                elts = side.elts if isinstance(side, (ast.Tuple, ast.Set, ast.List)) else [side]
+                lits = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                reads_status = any(
+                    (
+                        isinstance(x, ast.Call)
+                        and getattr(x.func, "attr", "") == "get"
+                        and x.args
+                        and getattr(x.args[0], "value", None) == "status"
+                    )
+                    or (isinstance(x, ast.Subscript) and getattr(x.slice, "value", None) == "status")
+                    for x in [n.left, *n.comparators]
+                )
+                if (len(lits) >= 2 and set(lits) <= words) or (reads_status and lits and set(lits) <= words):
+                    found.append("%s:%d" % (path.relative_to(PKG), n.lineno))
+    assert not found, found
+    assert words == {s.value for s in runstate.RunStatus}

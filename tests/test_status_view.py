@@ -280,8 +280,9 @@ def test_every_state_watch_stops_at_has_an_exit_code_and_statuses_come_from_runs
     from dapo_ops.core import runstate
 
     assert set(watchloop.WATCH_CODES) == set(sv.FINISHED_STATES)
-    assert sv.TERMINAL_STATUSES is runstate.TERMINAL_STATUSES and sv.ACTIVE_STATUSES is runstate.ACTIVE_STATUSES
-    assert set(runstate.STATUSES) == set(runstate.ACTIVE_STATUSES) | runstate.TERMINAL_STATUSES
+    assert sv.RunStatus is runstate.RunStatus
+    written = {s for s in runstate.RunStatus if s.written}
+    assert written == {s for s in written if s.active} | {s for s in written if s.terminal}
 
 
 def test_watch_keeps_watching_a_briefly_unreachable_host_and_reports_the_worst_end():

@@ -93,7 +93,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
             continue
         rec = runfiles.read_run(rdir)
         status = (rec or {}).get("status")
-        if status in runstate.TERMINAL_STATUSES:  # the run is over: what is left of it (Ray agents) goes
+        if runstate.RunStatus.of(status).terminal:  # the run is over: what is left of it (Ray agents) goes
             if sweep:
                 cleaned.append({"run_id": rid, "processes": end_pids(pids)})
             continue

@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # annotations only (postponed): typing does not load at impor
 DEFAULT_TAIL_BYTES = 64 << 10
 #: ``logs --errors`` reads at most this many bytes from the end of each attempt log (classify_file's bound).
 DEFAULT_ERRORS_TAIL_BYTES = 4 << 20
-ACTIVE = _rs.ACTIVE_STATUSES
 
 
 class ProbeError(Exception):
@@ -222,7 +221,7 @@ def serves_instead(runs_dir: str, host: Optional[str], run_id: Optional[str]) ->
     except ProbeError:
         run_dir = None
     own = (runfiles.read_run(run_dir) or {}) if run_dir else {}
-    if own.get("status") in _rs.ACTIVE_STATUSES:
+    if _rs.RunStatus.of(own.get("status")).active:
         return None
     serves = _serves(runs_dir, host, os.path.basename(run_dir or ""))
     return serves if serves and (not run_id or serves.get("run_id") == run_id) else None
@@ -245,7 +244,7 @@ def probe_status(
         return {"run": None, "now": now, "serves": serves}
     run = runfiles.read_run(run_dir)
     if run is None:  # launched but the supervisor never wrote run.json
-        run = {"run_id": os.path.basename(run_dir), "status": "unknown", "run_dir": run_dir}
+        run = {"run_id": os.path.basename(run_dir), "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
     sup_alive, verl_alive = _liveness(run, run_dir)
     return dict(
         log_facts(run, run_dir, sup_alive, tail_bytes),
@@ -264,7 +263,7 @@ def current_log(run: Optional[Dict[str, Any]], run_dir: str, sup_alive: bool) ->
     current attempt's own log (:func:`attempt_log_path`; verl goes on writing it, train.log stops with the
     supervisor). What ``status`` (every form) and ``logs`` read."""
     path = log_path(run, run_dir)
-    if (run or {}).get("status") in ACTIVE and not sup_alive:
+    if _rs.RunStatus.of((run or {}).get("status")).active and not sup_alive:
         path = attempt_log_path(run, run_dir) or path
     return path
 
@@ -301,7 +300,7 @@ def resume_checkpoint(run: Dict[str, Any], sup_alive: bool) -> Optional[int]:
     """The step of the last complete checkpoint a ``--resume`` of ``run`` would start from (what the supervisor's
     next attempt would load: :func:`dapo_ops.agent.supervisor.checkpoints.latest_checkpoint`, read-only), or None:
     no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more)."""
-    if sup_alive or run.get("status") in ("succeeded", "unknown") or not run.get("ckpt_dir"):
+    if sup_alive or run.get("status") in (_rs.RunStatus.SUCCEEDED, _rs.RunStatus.UNKNOWN) or not run.get("ckpt_dir"):
         return None
     from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint  # only for a run a resume may continue
 
@@ -331,7 +330,7 @@ def probe_list(runs_dir: str, tail_bytes: int = DEFAULT_TAIL_BYTES) -> Dict[str,
         run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, str(rec.get("run_id")))
         sup_alive, verl_alive = _liveness(rec, run_dir)
         item = {"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive}
-        if rec.get("status") in ACTIVE and not sup_alive:
+        if _rs.RunStatus.of(rec.get("status")).active and not sup_alive:
             item.update(log_facts(rec, run_dir, sup_alive, tail_bytes))
         out.append(item)
     return {"runs": out, "now": time.time()}

@@ -5,6 +5,7 @@ runs verl: the run needs Ray there anyway).
 One op of the shipped bundle (``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.raysession <sub> ...``, built by
 :func:`dapo_ops.control.remote.bundle.op_line`)::
 
+    start <request JSON>           start one node's ``ray start --block`` detached under ``lead`` (:func:`start_node`)
     lead  <marker> <ray argv...>   leader of one ``ray start --block`` session (:func:`run_session`); exit = ray's
     stop  <pid_file> <grace_s>     end that session (:func:`stop_session`); prints how many processes it had
     iface <address>                the interface that carries ``address`` (:func:`iface_for`); prints it or ""
@@ -189,6 +190,50 @@ def stop_session(pid_file: str, grace_s: float = 15.0) -> int:
     return len(found)
 
 
+def ray_cli(python: str) -> list[str]:
+    """The Ray CLI: ``ray`` where it is on PATH, else ``<python> -m ray.scripts.scripts`` (an image whose ray has no
+    console script on PATH)."""
+    import shutil
+
+    found = shutil.which("ray")
+    return [found] if found else [python, "-m", "ray.scripts.scripts"]
+
+
+def start_node(req: dict[str, Any], python: str) -> int:
+    """Start one node's ``ray start --block`` detached in its own session (``setsid``) under the ``lead`` op of this
+    bundle, and return its session id (the leader's pid) once it is spawned (what ``control/launch/raycluster.py``
+    asks for; its one remote call per node).
+
+    ``req``: ``{"run_dir": the run's cluster dir, "name": the inventory host, "info": what the node is (head,
+    head_address, port, role), "launcher": argv it starts under (the CANN launcher on NPU, may be []), "args": the
+    ``ray start`` arguments after ``ray``}``. Writes ``<run_dir>/ray/<name>.json`` (``{"run_id", "name", **info}``),
+    starts ``[*launcher, python, -m, dapo_ops.agent.raysession, lead, DAPO_OPS_RAY_RUN=<run_id>, *ray, *args]``
+    (``ray``: :func:`ray_cli`; this process's environment, the bundle first on PYTHONPATH, ``DAPO_OPS_RAY_RUN`` set)
+    with stdin from ``/dev/null`` and stdout + stderr into ``<run_dir>/ray/<name>.log``, and writes its pid to
+    ``<run_dir>/ray/<name>.pid`` (the launcher ``exec``s: the pid is the leader's and the session's id; the paths
+    are :mod:`dapo_ops.core.raynodes`'). It outlives this op, the ``docker exec`` and the SSH session.
+
+    :raises OSError: the run dir cannot be written, the launcher or python cannot be started."""
+    from dapo_ops.core import raynodes
+
+    run_dir, name = str(req["run_dir"]), str(req["name"])
+    run_id = os.path.basename(run_dir.rstrip("/"))
+    os.makedirs(raynodes.ray_dir(run_dir), exist_ok=True)
+    with open(raynodes.node_file(run_dir, name, raynodes.INFO), "w") as fh:
+        fh.write(json.dumps({"run_id": run_id, "name": name, **(req.get("info") or {})}) + "\n")
+    marker = "%s=%s" % (RAY_RUN_ENV, run_id)
+    argv = [*(req.get("launcher") or []), python, "-m", "dapo_ops.agent.raysession", "lead", marker]
+    argv += ray_cli(python) + [str(a) for a in req.get("args") or []]
+    env = dict(os.environ, **{RAY_RUN_ENV: run_id})
+    with open(raynodes.node_file(run_dir, name, raynodes.LOG), "wb") as log:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    with open(raynodes.node_file(run_dir, name, raynodes.PID), "w") as fh:
+        fh.write("%d\n" % child.pid)
+    return child.pid
+
+
 def iface_for(address: str) -> str:
     """Name of the network interface whose IPv4 address is ``address`` (``SIOCGIFADDR`` = 0x8915, linux/sockios.h),
     ``""`` when none carries it."""
@@ -261,8 +306,8 @@ def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY
 
 
 USAGE = (
-    "usage: python3 -m dapo_ops.agent.raysession lead <marker> <ray argv...> | stop <pid_file> <grace_s> | "
-    "iface <address> | wait <timeout_s> <want>"
+    "usage: python3 -m dapo_ops.agent.raysession start <request json> | lead <marker> <ray argv...> | "
+    "stop <pid_file> <grace_s> | iface <address> | wait <timeout_s> <want>"
 )
 
 
@@ -270,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     """The op's command line (module docstring). Exit 2 with :data:`USAGE` on a malformed call."""
     argv = sys.argv[1:] if argv is None else argv
     sub, args = (argv[0], argv[1:]) if argv else ("", [])
+    if sub == "start" and len(args) == 1:
+        try:
+            print(start_node(json.loads(args[0]), sys.executable))
+        except (OSError, ValueError, KeyError) as e:
+            sys.stderr.write("could not start the Ray session: %s\n" % e)
+            return 1
+        return 0
     if sub == "lead" and len(args) >= 2:
         return run_session(args[1:], args[0].encode() or None)
     if sub == "stop" and len(args) == 2:

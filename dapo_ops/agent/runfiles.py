@@ -12,9 +12,12 @@ a multi-host run's node files); this module is what touches the disk and ``/proc
   :func:`is_supervisor_pid`), :class:`LockHeld`;
 - :func:`ray_sessions`: the node files of multi-host runs whose Ray session leader is alive.
 
-One op of the bundle (what the launch reads right after starting a supervisor)::
+One op of the bundle (:func:`main`; through ``bundle.run_op``, the one way in)::
 
-    python3 -m dapo_ops.agent.runfiles show <run_dir>      # prints one run.json as JSON; exit 1 when there is none
+    python3 -m dapo_ops.agent.runfiles show <run_dir>          # one run.json as JSON; exit 1 when there is none
+    python3 -m dapo_ops.agent.runfiles show-spec <run_dir>     # its spec.json as JSON; exit 1 when there is none
+    python3 -m dapo_ops.agent.runfiles resume-facts <run_dir>  # what --resume reads (resume_facts), one JSON line
+    python3 -m dapo_ops.agent.runfiles remove <run_dir>        # rm -rf a run dir a launch that started nothing left
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from dapo_ops.core import runstate as _rs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
-    from typing import Any, Dict, List, Optional  # probe imports this module on every look
+    from typing import Any, Callable, Dict, List, Optional  # probe imports this module on every look
+
+    from dapo_ops.core.defaults import RunSpec
 
 
 class LockHeld(RuntimeError):
@@ -106,16 +111,16 @@ def read_json(path: "os.PathLike[str] | str") -> Optional[Any]:
         return None
 
 
-def read_spec(run_dir: "os.PathLike[str] | str") -> Dict[str, Any]:
-    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed from the one defaults table
-    (:func:`dapo_ops.core.defaults.complete_spec`: a spec of an older dapo-ops lacks the keys added since).
+def read_spec(run_dir: "os.PathLike[str] | str") -> "RunSpec":
+    """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed ONCE from the one defaults table
+    (:meth:`dapo_ops.core.defaults.RunSpec.read`: a spec of an older dapo-ops lacks the keys added since).
     Raises ``FileNotFoundError``."""
     spec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.SPEC_NAME))
     if spec is None:
         raise FileNotFoundError("no spec.json in %s" % run_dir)
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
-    return defaults.complete_spec(spec)
+    return defaults.RunSpec.read(spec)
 
 
 def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
@@ -147,7 +152,9 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
             rec = read_run(run_dir)
         except (ValueError, OSError):
             continue
-        out.append(rec if rec is not None else {"run_id": name, "status": "unknown", "run_dir": run_dir})
+        out.append(
+            rec if rec is not None else {"run_id": name, "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
+        )
     return out
 
 
@@ -284,22 +291,97 @@ def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None)
 # ---------------------------------------------------------------------------- the op
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """``python3 -m dapo_ops.agent.runfiles show <run_dir>``: print ``<run_dir>/run.json`` as one JSON line.
+def _read_text(path: str) -> Optional[str]:
+    """The text of ``path``, None when it cannot be read (missing, a directory, no permission)."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
-    Exit 0 with the record; 1 (one stderr line) when there is no run.json or it is not JSON; 2 for a usage error.
+
+def _json_object(text: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``text`` parsed when it is a JSON object, else None (empty, not JSON, another JSON value)."""
+    try:
+        data = json.loads(text) if text and text.strip() else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _read_text) -> Dict[str, Any]:
+    """What ``inv launch --resume`` reads of an earlier run, in one call (``dapo_ops/control/launch/resume.py``
+    ``read_facts``): ``{"spec": spec.json as written | None, "record": run.json | None, "step": str,
+    "fsdp_version": int | None}``.
+
+    ``step``: the text of the checkpoint tracker ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (stripped; "" when
+    there is none), ``ckpt_dir`` from the spec completed from the defaults table (a spec of an older dapo-ops lacks
+    the keys added since); verl resumes from that file itself (``trainer.resume_mode=auto``,
+    verl/trainer/ppo/ray_trainer.py:1046-1050). ``fsdp_version``: for an FSDP run whose tracker names a step, the
+    ``FSDP_version`` verl records beside the actor's shards, ``<ckpt_dir>/global_step_<N>/actor/fsdp_config.json``
+    (verl/utils/checkpoint/fsdp_checkpoint_manager.py:409-416). A file that is missing or not a JSON object reads as
+    None. ``read_text(path) -> text | None`` reads a file (tests give their own)."""
+    spec = _json_object(read_text(os.path.join(run_dir, _rs.SPEC_NAME)))
+    if spec is None:
+        return {"spec": None, "record": None, "step": "", "fsdp_version": None}
+    from dapo_ops.core import defaults  # here: the status probe imports this module on every look
+
+    done = defaults.complete_spec(json.loads(json.dumps(spec)))
+    ckpt = (done.get("settings") or {}).get("ckpt_dir")
+    step = ((read_text("%s/%s" % (ckpt, _rs.TRACKER_NAME)) if ckpt else None) or "").strip()
+    version = None
+    if ckpt and done.get("framework") == "fsdp" and step.isdigit():
+        cfg = _json_object(read_text("%s/global_step_%s/actor/fsdp_config.json" % (ckpt, step))) or {}
+        version = cfg.get("FSDP_version") if isinstance(cfg.get("FSDP_version"), int) else None
+    return {
+        "spec": spec,
+        "record": _json_object(read_text(os.path.join(run_dir, _rs.RUN_NAME))),
+        "step": step,
+        "fsdp_version": version,
+    }
+
+
+def remove_run_dir(run_dir: str) -> None:
+    """Remove ``run_dir`` and everything in it (what a launch that started nothing leaves behind); a dir that is not
+    there is no error. Errors inside are skipped (``rm -rf``)."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+USAGE = "usage: python3 -m dapo_ops.agent.runfiles show|show-spec|resume-facts|remove <run_dir>"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The op's command line (``python3 -m dapo_ops.agent.runfiles <sub> <run_dir>``), each answer ONE JSON line:
+
+    - ``show``: ``<run_dir>/run.json`` (what the launch reads right after starting a supervisor);
+    - ``show-spec``: ``<run_dir>/spec.json`` as written (``inv stop`` of a multi-host run reads its ``ray`` nodes);
+    - ``resume-facts``: :func:`resume_facts` (exit 0, also when there is no such run: ``"spec": null``);
+    - ``remove``: :func:`remove_run_dir`, prints nothing.
+
+    Exit 0 with the answer; 1 (one stderr line) when ``show`` / ``show-spec`` find no file or no JSON; 2 for a usage
+    error.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or args[0] != "show":
-        sys.stderr.write("usage: python3 -m dapo_ops.agent.runfiles show <run_dir>\n")
+    if len(args) != 2 or args[0] not in ("show", "show-spec", "resume-facts", "remove"):
+        sys.stderr.write(USAGE + "\n")
         return 2
+    sub, run_dir = args
+    if sub == "remove":
+        remove_run_dir(run_dir)
+        return 0
+    if sub == "resume-facts":
+        sys.stdout.write(json.dumps(resume_facts(run_dir)) + "\n")
+        return 0
+    name = _rs.RUN_NAME if sub == "show" else _rs.SPEC_NAME
     try:
-        rec = read_run(args[1])
+        rec = read_json(os.path.join(run_dir, name))
     except (ValueError, OSError) as e:
-        sys.stderr.write("cannot read run.json in %s: %s\n" % (args[1], e))
+        sys.stderr.write("cannot read %s in %s: %s\n" % (name, run_dir, e))
         return 1
     if rec is None:
-        sys.stderr.write("no run.json in %s\n" % args[1])
+        sys.stderr.write("no %s in %s\n" % (name, run_dir))
         return 1
     sys.stdout.write(json.dumps(rec) + "\n")
     return 0

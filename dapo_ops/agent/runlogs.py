@@ -6,6 +6,13 @@ answer forms, :func:`dapo_ops.agent.probe.handler`; a module of its own so a sta
 are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes`` bytes from the end of each file,
 default 4 MiB) and shipped zlib level 6 + base64. Raises
 :class:`dapo_ops.agent.probe.ProbeError` (no such run or attempt).
+
+Two more forms of the op print a log as it is, for ``inv logs`` (``dapo_ops/control/status/probe.py``
+``tail_texts`` and ``follow``, through ``bundle.run_op`` / ``bundle.start_op``: the one way in)::
+
+    python3 -S -m dapo_ops.agent.runlogs tail <lines> <log>                    # GNU ``tail -n <lines> <log>``
+    python3 -S -m dapo_ops.agent.runlogs follow <log> <lines> <pid> <request>  # :data:`FOLLOW_SCRIPT`, then the
+                                                                               # status probe of <request>
 """
 
 from __future__ import annotations
@@ -112,6 +119,83 @@ handle = probe.handler(
 )
 
 
+# ------------------------------------------------------------------------------------------ tail and follow
+
+#: the follow's heartbeat: one NUL byte every 5 s (every 10th turn of :data:`FOLLOW_SCRIPT`'s 0.5 s loop), dropped by
+#: the operator side's line writer (``dapo_ops/cli/logs.py`` ``LineWriter``): a quiet log and a link that is down differ
+HEARTBEAT = "\x00"
+#: seconds between two heartbeats
+HEARTBEAT_S = 5.0
+#: what the follow prints before the run's final state (the status probe's JSON answer, same line)
+END_MARK = "@@DAPO-FOLLOW-END "
+
+# In the container (sh -c SCRIPT <log> <lines> <supervisor pid> <python> <request>): tail follows the log by name
+# until the run's supervisor exits (``--pid``: GNU tail reads what is left, then ends; the supervisor writes
+# run.json's terminal status before it exits, dapo_ops/agent/supervisor/); with no live supervisor (the run ended,
+# or it died) a plain tail prints the last lines and ends at once. Then the same command reads the run's final
+# state with the status probe op (``<python> -S -m dapo_ops.agent.probe <request>``, the bundle on PYTHONPATH as
+# the op line put it), one line after END_MARK (no second SSH command). ``cat`` holds the exec's stdin and returns
+# at EOF, which comes when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed,
+# client killed): the loop then kills the tail and exits without the final read. ``docker exec -t`` + ``\x03``
+# alone leaves the tail running when the client vanishes. tail's notes (rotation: "has become inaccessible" /
+# "has appeared") go to its stdout (2>&1): docker exec carries stdout and stderr as two streams, and GNU tail
+# writes "tail: " and the note in two writes, so a log line could land between them on the operator's terminal
+# ("tail: after rotation ..."); one stream keeps tail's order.
+# The loop also prints :data:`HEARTBEAT` every 10th turn (0.5 s each: :data:`HEARTBEAT_S`), so a quiet log and a
+# link that is down differ on the operator's side.
+FOLLOW_SCRIPT = (
+    "exec 3<&0; cat <&3 >/dev/null & c=$!; n=0; "
+    'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
+    'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
+    "trap 'kill $t $c 2>/dev/null; exit 0' INT TERM HUP; "
+    "while kill -0 $t 2>/dev/null; do "
+    "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; "
+    "n=$((n + 1)); [ $((n % 10)) -ne 0 ] || printf '\\000'; done; "
+    "kill $c 2>/dev/null; printf '\\n%s' '" + END_MARK + "'; "
+    'exec "$3" -S -m dapo_ops.agent.probe "$4"'
+)
+
+
+def tail_argv(lines: int, log: str) -> List[str]:
+    """``tail -n <lines> <log>`` (GNU tail: its output, its error line and exit status are the op's)."""
+    return ["tail", "-n", str(int(lines)), log]
+
+
+def follow_argv(log: str, lines: int, pid: str, request: str, python: str) -> List[str]:
+    """``sh -c`` :data:`FOLLOW_SCRIPT` with its positional arguments (``$0`` log, ``$1`` lines, ``$2`` supervisor
+    pid or "", ``$3`` the python that runs the final status probe, ``$4`` its request JSON)."""
+    return ["sh", "-c", FOLLOW_SCRIPT, log, str(int(lines)), pid, python, request]
+
+
+USAGE = (
+    "usage: python3 -m dapo_ops.agent.runlogs '<request json>' | tail <lines> <log> | "
+    "follow <log> <lines> <supervisor pid> <request json>"
+)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The op's command line: ``tail`` / ``follow`` replace this process (``exec``: their output, signals and exit
+    status are the op's own); anything else is a probe request (:func:`dapo_ops.agent.probe.main`). Exit 2 with
+    :data:`USAGE` for a malformed ``tail`` / ``follow``."""
+    argv = sys.argv[1:] if argv is None else argv
+    sub = argv[0] if argv else ""
+    try:
+        if sub == "tail" and len(argv) == 3:
+            cmd = tail_argv(int(argv[1]), argv[2])
+        elif sub == "follow" and len(argv) == 5:
+            cmd = follow_argv(argv[1], int(argv[2]), argv[3], argv[4], sys.executable)
+        elif sub in ("tail", "follow"):
+            raise ValueError(sub)
+        else:
+            return probe.main(argv, handle=handle)
+    except ValueError:
+        sys.stderr.write(USAGE + "\n")
+        return 2
+    sys.stdout.flush()
+    os.execvp(cmd[0], cmd)
+    return 127  # pragma: no cover - execvp returns only by raising
+
+
 # ------------------------------------------------------------------------------------------ operator side
 
 
@@ -121,4 +205,4 @@ def decode_tail(entry: Dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(probe.main(handle=handle))
+    sys.exit(main())

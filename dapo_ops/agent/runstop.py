@@ -69,7 +69,7 @@ def probe_stop(
     run_dir = probe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise probe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
-    run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": "unknown"}
+    run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": _rs.RunStatus.UNKNOWN.value}
     before = run.get("status")
     actions: List[str] = []
     pids = run.get("pids") or {}
@@ -112,7 +112,7 @@ def probe_stop(
             left = signal_own(signal.SIGKILL)
             actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]), kill_grace_s))
             _wait(lambda: not probe.own_processes(run), 5.0)
-    if run.get("status") not in _rs.TERMINAL_STATUSES and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
+    if not _rs.RunStatus.of(run.get("status")).terminal and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
         now = time.time()
         # the attempt's own log: verl goes on writing it after its supervisor died, train.log stops with the supervisor
         logged = last_logged_step(probe.current_log(run, run_dir, False))
@@ -122,11 +122,11 @@ def probe_stop(
         run["ended_at"] = now
         run["stop"] = {"at": now, "by": by or STOP_BY, "supervisor": sup_state}
         if (by or STOP_BY) == STOP_BY:
-            run["status"] = "stopped"
+            run["status"] = _rs.RunStatus.STOPPED.value
         else:
             step, total = run.get("step"), run.get("total_steps")
             where = "before the first step" if step is None else "at step %s/%s" % (step, total or "?")
-            run["status"] = "failed"
+            run["status"] = _rs.RunStatus.FAILED.value
             run["decision"] = dict(
                 run.get("decision") or {},
                 action="stop",

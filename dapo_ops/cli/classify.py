@@ -46,7 +46,7 @@ def _parse_bool(name: str, value: str) -> bool | None:
 
 def render(v: "classifier.Verdict", width: int = 100) -> str:
     """Human text for a verdict: ``class:`` and ``action:`` lines first (stable), then the rest."""
-    lines = [f"class: {v.cls}", f"action: {v.action}", f"kind: {v.action_kind}"]
+    lines = [f"class: {v.cls}", f"action: {v.action}", f"kind: {v.action_kind.value}"]
     if v.detail.get("phase"):  # the OOM phase (dapo_ops.core.classify.PHASES): which memory ladder applies
         lines.append(f"phase: {v.detail['phase']}")
     if v.detail:

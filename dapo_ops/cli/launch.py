@@ -189,6 +189,8 @@ def _print_run(h, d: dict, secrets_all: list) -> None:
         print(f"  resume:  {d['resume']}")
     for line in d.get("start") or []:  # the learned start (or why not) and the estimate's start rung
         print(f"  start:   {line}")
+    for line in d.get("fit") or []:  # the fastest fit: each chosen value and why (kept / falls back)
+        print(f"  fit:     {line}")
     for line in d.get("skipped") or []:  # failing quick checks --skip-preflight let through
         print(f"  skipped: preflight {line} (--skip-preflight)")
     if d.get("swanlab_url"):

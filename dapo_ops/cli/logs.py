@@ -2,8 +2,8 @@
 ending line and ``inv watch``'s exit code), ``--errors`` for the failure evidence of each attempt only.
 
 Replaces the runbook's ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
-Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.probe` (resolve, tails, errors) and the
-follow is one SSH command per host (:func:`follow`); output is printed by the main thread only, whole lines,
+Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.probe` (resolve, tails, errors, and the
+follow: one SSH command per host, :func:`dapo_ops.control.status.probe.follow_log`, printed by :func:`follow`); output is printed by the main thread only, whole lines,
 prefixed by host name when several hosts answer.
 """
 
@@ -17,13 +17,13 @@ import time
 
 from invoke.exceptions import Exit
 
+from dapo_ops.agent.runlogs import END_MARK, HEARTBEAT
 from dapo_ops.control.status import probe as svc
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.control.remote.commands import q as _q
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR
-from dapo_ops.core.runstate import FAILED
+from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -36,10 +36,8 @@ from dapo_ops.cli._common import (
 from dapo_ops.cli.status import CONTAINER_HELP
 
 
-#: the follow's heartbeat: one NUL byte every :data:`HEARTBEAT_S` seconds (FOLLOW_SCRIPT's loop), dropped by
-#: :class:`LineWriter`; a follow that hears nothing for :data:`SILENT_S` says so (:meth:`LineWriter.silence`)
-HEARTBEAT = "\x00"
-HEARTBEAT_S = 5.0
+#: a follow that hears nothing (no log line, no heartbeat: :data:`dapo_ops.agent.runlogs.HEARTBEAT` every
+#: :data:`~dapo_ops.agent.runlogs.HEARTBEAT_S` seconds) for this many seconds says so (:meth:`LineWriter.silence`)
 SILENT_S = 15.0
 
 
@@ -126,50 +124,6 @@ class LineWriter(io.TextIOBase):
         self.buf = ""
 
 
-# In the container (sh -c SCRIPT <log> <lines> <supervisor pid>): tail follows the log by name until the run's
-# supervisor exits (``--pid``: GNU tail reads what is left, then ends; the supervisor writes run.json's terminal
-# status before it exits, dapo_ops/agent/supervisor/); with no live supervisor (the run ended, or it died) a plain
-# tail prints the last lines and ends at once. Then the same command reads the run's final state with the status
-# probe op, one line after END_MARK (no second SSH command). ``cat`` holds the exec's stdin and returns at EOF,
-# which comes when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed, client
-# killed): the loop then kills the tail and exits without the final read. ``docker exec -t`` + ``\x03`` alone leaves
-# the tail running when the client vanishes. tail's notes (rotation: "has become inaccessible" / "has appeared")
-# go to its stdout (2>&1): docker exec carries stdout and stderr as two streams, and GNU tail writes "tail: " and
-# the note in two writes, so a log line could land between them on the operator's terminal ("tail: after rotation
-# ..."); one stream keeps tail's order.
-# The loop also prints :data:`HEARTBEAT` every 10th turn (0.5 s each: :data:`HEARTBEAT_S`), so a quiet log and a
-# link that is down differ on the operator's side.
-FOLLOW_SCRIPT = (
-    "exec 3<&0; cat <&3 >/dev/null & c=$!; n=0; "
-    'if [ -n "$2" ]; then tail -n "$1" -F --pid="$2" "$0" 2>&1 & t=$!; '
-    'else tail -n "$1" "$0" 2>&1 & t=$!; fi; '
-    "trap 'kill $t $c 2>/dev/null; exit 0' INT TERM HUP; "
-    "while kill -0 $t 2>/dev/null; do "
-    "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; "
-    "n=$((n + 1)); [ $((n % 10)) -ne 0 ] || printf '\\000'; done; "
-    "kill $c 2>/dev/null; printf '\\n%s' \"$END_MARK\"; "
-)
-#: what the follow command prints before the run's final state (the status probe's JSON answer, same line)
-END_MARK = "@@DAPO-FOLLOW-END "
-
-
-def _end_line(t: Target, info: dict) -> str:
-    """The shell line that prints the run's final state: the status probe op (``dapo_ops.agent.probe``, a small
-    log tail) of ``info["run_id"]``, after :data:`END_MARK`."""
-    from dapo_ops.control.remote import bundle as remote_bundle
-
-    req = {
-        "op": "status",
-        "run_id": info.get("run_id"),
-        "runs_dir": t.host.runs_path,
-        "host": t.name,
-        "tail_bytes": 4096,
-    }
-    return remote_bundle.op_line(
-        remote_bundle.bundle_dir(t.host.runs_path), t.host.python, "probe", [_json.dumps(req)], site=False
-    )
-
-
 def ending(host: str, answer: dict | None) -> tuple[int, str]:
     """``(exit code, one line)`` for a followed run's final state (the status probe's ``answer``, None when the
     follow ended without one): the code is ``inv watch``'s (:data:`dapo_ops.control.status.watch.WATCH_CODES`), the line what ended the run as
@@ -188,7 +142,7 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
     if row.state == ERROR or not row.run_id:
         return code, row.error or "%s: no run" % host
     if row.ended:
-        detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == FAILED else "")
+        detail = row.ended + (" (%s)" % row.verdict if row.verdict and row.state == RunStatus.FAILED else "")
         if row.suggestions:
             detail += "; what to change: `inv status -H %s`" % host
     else:
@@ -203,8 +157,9 @@ MAX_LINES = 1_000_000
 def follow(pairs, lines: int, out=None) -> int:
     """Follow every (Target, resolve answer) pair's log until its run ends, lines prefixed by host when several.
 
-    One SSH command per host, with a pty: :data:`FOLLOW_SCRIPT` (``tail -n <lines> -F --pid=<supervisor>``) and
-    then the run's final state (:func:`_end_line`), printed as one ending line per host (:func:`ending`).
+    One SSH command per host, with a pty (:func:`dapo_ops.control.status.probe.follow_log`: the bundle op
+    ``runlogs follow``, :data:`dapo_ops.agent.runlogs.FOLLOW_SCRIPT`, ``tail -n <lines> -F --pid=<supervisor>``) and
+    then the run's final state, printed as one ending line per host (:func:`ending`).
     ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same
     file) keep streaming. A run that already ended (no live supervisor: the resolve answer's ``supervisor_pid``)
     prints its last lines and its ending at once. Ctrl-C (KeyboardInterrupt) sends ``\\x03`` through each SSH pty
@@ -221,24 +176,8 @@ def follow(pairs, lines: int, out=None) -> int:
         writer = LineWriter(
             "%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK, host=t.name
         )
-        script = FOLLOW_SCRIPT.replace('"$END_MARK"', _q(END_MARK)) + _end_line(t, info)  # one sh -c argument
-        cmd = t.exec_command(
-            ["sh", "-c", script, info["log"], str(int(lines)), str(info.get("supervisor_pid") or "")],
-            interactive=True,
-            workdir="",
-        )
         try:
-            t.connect()
-            p = t.connection().run(
-                cmd,
-                pty=True,
-                asynchronous=True,
-                hide=False,
-                warn=True,
-                in_stream=False,
-                out_stream=writer,
-                err_stream=writer,
-            )
+            p = svc.follow_log(t, info, lines, writer)
         except RemoteError as e:  # e.g. the host went away between resolve and follow
             failed.append(str(e) if str(e).startswith(t.name) else "%s: %s" % (t.name, e))
             print(failed[-1], file=sys.stderr)

@@ -22,7 +22,7 @@ from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import table as statustable
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD
-from dapo_ops.core.runstate import FAILED, SUCCEEDED
+from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -87,9 +87,9 @@ def table_width(all_cells: list[dict], natural: bool = False) -> int:
 
 
 def _style(r: statusview.StatusRow) -> str | None:
-    if r.state in (FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
+    if r.state in (RunStatus.FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
         return "bold red"
-    return "green" if r.state == SUCCEEDED else None
+    return "green" if r.state == RunStatus.SUCCEEDED else None
 
 
 def _row_cells(r: statusview.StatusRow) -> dict:

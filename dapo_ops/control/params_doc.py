@@ -159,7 +159,7 @@ def render_markdown() -> str:
         env = ", ".join(f"`{e}`" for e in p.env)
         flag = f"`{p.flag}`" if p.flag else "(env / file only)"
         lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
-    lines += ["", *_recipe_keys(cell), "", *_plan_keys(cell)]
+    lines += ["", *_recipe_keys(cell), "", *_fit_keys(cell), "", *_plan_keys(cell)]
     return "\n".join(lines)
 
 
@@ -181,6 +181,33 @@ def _recipe_keys(cell) -> list[str]:
         "|---|---|---|",
     ]
     out += [f"| `{k}` | `{cell(hydra_value(v))}` | {cell(src)} |" for k, v, src in DAPO_RECIPE]
+    return out
+
+
+def _fit_keys(cell) -> list[str]:
+    """The fastest-fit section: the memory-for-speed keys the plan chooses from the memory-fit estimate
+    (:data:`dapo_ops.core.fastfit.KNOBS`), what verl bounds with each and where verl reads it, and the margin."""
+    from dapo_ops.core import fastfit
+
+    out = [
+        "## The plan's fastest fit (`fit:` lines)",
+        "",
+        "`inv launch` takes every key that trades device memory for speed at the largest value whose estimated phase",
+        "peak (`dapo_ops/core/memfit.py`) fits the device with a margin: `estimate x (1 + "
+        f"{fastfit.FIT_MARGIN:g}) <= device memory`",
+        "(`dapo_ops/core/fastfit.py` `FIT_MARGIN`). The margin is the largest underestimate of a measured peak on the",
+        "holdout rows of `bench/memory_fit.csv` (measured / estimated - 1), rounded up to the whole percent",
+        "(`bench/memory_fit.md` names the row; `tests/test_fastfit.py` recomputes it from the CSV). The launch",
+        "prints one `fit:` line per key, its value and why; `--dry-run` shows them against the accelerator's usual",
+        "memory, not applied. A value you set (its setting, `--override` of the key, `--features`) stays, and so do the",
+        "keys of the phases a used learned memo ran out in; a key whose smallest value does not fit says `falls back`",
+        "(the estimate's start rung and the OOM ladder take over; `update-batch` halves the chosen budget).",
+        "`MEMORY_FIT=warn` reports the choices without applying them. The run's spec.json records them (`fit`).",
+        "",
+        "| fit | verl key | what verl bounds with it; how the plan chooses it | verl source |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| `fit: {n}` | `{cell(k)}` | {cell(what)} | {cell(src)} |" for n, k, what, src in fastfit.KNOBS]
     return out
 
 

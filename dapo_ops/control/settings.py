@@ -534,7 +534,7 @@ def _where(p: Param, source: str, origin: str) -> str:
 
 #: THE number syntax of every setting and every numeric task flag (:func:`parse_int`, :func:`parse_float`): ASCII
 #: digits only. Python's ``int()`` / ``float()`` also take other scripts' digits (``int('٣')`` is 3) and ``_``
-#: separators (``int('1_000')``), which a user never means as a step count (issue 44).
+#: separators (``int('1_000')``), which a user never means as a step count.
 INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 #: the most characters of a refused value a message echoes (:func:`shown`): a 10,000-character value is cut

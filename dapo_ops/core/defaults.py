@@ -13,6 +13,8 @@ Like invoke's ``Config.global_defaults()``: every layer starts from this table a
   verl checked out at ``/verl``). The inventory's model, ``dapo_ops.control.inventory.model.Host``, takes every
   field default from it (a test keeps them equal); a reader that has no ``Host`` (the agent reading a run spec, the
   planner without a host) reads this table, never a literal of its own (tests/test_defaults.py walks the source).
+- :class:`RunSpec`: a run spec completed ONCE when read (:meth:`RunSpec.read`), frozen, its keys typed attributes;
+  every reader that needs the complete spec takes one (a plain dict is read into one where it enters).
 - :func:`complete_spec` / :func:`complete_settings`: the one place a spec (or its ``settings``) that lacks keys
   gets them: a ``spec.json`` / ``run.json`` written by an older dapo-ops, a spec a test writes by hand. A key that is
   there keeps its value, ``None`` included (``max_actor_ckpt_to_keep: null`` = keep every save).
@@ -24,8 +26,9 @@ made is already complete; no reader falls back to a literal of its own (tests/te
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Optional, Tuple
 
 __all__ = [
     "DAPO_RECIPE",
@@ -33,6 +36,7 @@ __all__ = [
     "HOST",
     "NONE_IN_SPEC",
     "RUN",
+    "RunSpec",
     "SPEC",
     "SPEC_SETTINGS",
     "complete_settings",
@@ -259,3 +263,122 @@ def complete_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         s["ckpt_dir"] = f"{run_dir}/checkpoints" if run_dir else ""
     out["settings"] = s
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec(Mapping[str, Any]):
+    """A run spec (docs/design.md "Run spec": ``spec.json``) completed ONCE when read (:meth:`read`:
+    :func:`complete_spec`), frozen, with its keys as typed attributes. Also a read-only ``Mapping`` of the completed
+    spec (``spec["settings"]``, ``dict(spec)``, ``==`` with a dict), so a reader not yet converted and a test's
+    command factory see the same JSON object; ``spec.json`` on disk is the plan's dict, never rewritten from this.
+
+    Attributes are the spec's keys (None / empty where a hand-written spec lacks an optional one): ``run_id``,
+    ``run_dir``, ``host``, ``container``, ``mode`` (``dapo`` | ``one-step-off``), ``framework``, ``profile``,
+    ``accelerator`` (``npu`` | ``gpu``), ``workdir``, ``python``, ``settings`` (read-only: every key of
+    :data:`SPEC_SETTINGS`), ``features`` (``[{"name", "source"}]``), ``disabled_features``, ``max_oom_retries``,
+    ``hang_timeout_s`` (seconds), ``env`` (name -> value; no secrets), ``ray`` (a multi-host run's cluster, or
+    None), ``strategy`` (FSDP: ``fsdp`` | ``fsdp2`` pinned by a resume), ``setting_changes`` (the start rung),
+    ``supervisor`` (tunables), ``notify``, ``learn``, ``logger``, ``launcher``, ``attempt`` (the supervisor's
+    attempt number, 1 unless :meth:`with_attempt`), ``resume_of``. Nested values (``settings``' lists, ``ray``) are
+    the spec's own: read them, never change them.
+    """
+
+    data: Mapping[str, Any] = field(repr=False)
+    run_id: Optional[str] = None
+    run_dir: Optional[str] = None
+    host: Optional[str] = None
+    container: Optional[str] = None
+    mode: Optional[str] = None
+    framework: str = RUN["framework"]
+    profile: str = SPEC["profile"]
+    accelerator: Optional[str] = None
+    workdir: Optional[str] = None
+    python: Optional[str] = None
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    features: Tuple[Any, ...] = ()
+    disabled_features: Tuple[str, ...] = ()
+    max_oom_retries: int = RUN["max_oom_retries"]
+    hang_timeout_s: float = RUN["hang_timeout"]
+    env: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    ray: Optional[Mapping[str, Any]] = None
+    strategy: Optional[str] = None
+    setting_changes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    supervisor: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    notify: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    learn: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    logger: Tuple[str, ...] = ()
+    launcher: Tuple[str, ...] = ()
+    attempt: int = 1
+    resume_of: Optional[str] = None
+
+    @classmethod
+    def read(cls, spec: Mapping[str, Any]) -> "RunSpec":
+        """``spec`` completed from the table (:func:`complete_spec`) as a RunSpec; a RunSpec comes back as it is
+        (completed already: never twice). ``ValueError`` / ``TypeError`` for a value of the wrong kind
+        (``max_oom_retries`` not a whole number, ``hang_timeout_s`` not a number)."""
+        if isinstance(spec, RunSpec):
+            return spec
+        return cls._of(complete_spec(spec))
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> "RunSpec":
+        """The RunSpec of ``d``, a completed spec (:func:`complete_spec`'s result)."""
+
+        def ro(key: str) -> Mapping[str, Any]:
+            return MappingProxyType(dict(d.get(key) or {}))
+
+        return cls(
+            data=MappingProxyType(d),
+            run_id=d.get("run_id"),
+            run_dir=d.get("run_dir"),
+            host=d.get("host"),
+            container=d.get("container"),
+            mode=d.get("mode"),
+            framework=d["framework"],
+            profile=d["profile"],
+            accelerator=d.get("accelerator"),
+            workdir=d.get("workdir"),
+            python=d.get("python"),
+            settings=MappingProxyType(d["settings"]),
+            features=tuple(d.get("features") or ()),
+            disabled_features=tuple(d.get("disabled_features") or ()),
+            max_oom_retries=int(d["max_oom_retries"]),
+            hang_timeout_s=float(d["hang_timeout_s"]),
+            env=ro("env"),
+            ray=d.get("ray") or None,
+            strategy=d.get("strategy"),
+            setting_changes=ro("setting_changes"),
+            supervisor=ro("supervisor"),
+            notify=ro("notify"),
+            learn=ro("learn"),
+            logger=tuple(d.get("logger") or ()),
+            launcher=tuple(d.get("launcher") or ()),
+            attempt=int(d.get("attempt") or 1),
+            resume_of=d.get("resume_of"),
+        )
+
+    def with_attempt(self, k: int) -> "RunSpec":
+        """This spec for attempt ``k`` (``attempt`` set; the spec of attempt 1 is this one): not completed again."""
+        if k <= 1:
+            return self
+        return RunSpec._of(dict(self.data, attempt=k))
+
+    def with_settings(self, setting_changes: Optional[Mapping[str, Any]]) -> "RunSpec":
+        """This spec with ``setting_changes`` (the ladder's) laid over its settings: the spec an attempt runs
+        (``dapo_ops.core.runspec.effective_settings`` as a spec); not completed again."""
+        if not setting_changes:
+            return self
+        return RunSpec._of(dict(self.data, settings=dict(self.settings, **setting_changes)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The completed spec as a plain dict (a deep copy: JSON-serialisable, the caller's to change)."""
+        return copy.deepcopy(dict(self.data))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)

@@ -79,7 +79,7 @@ from dapo_ops.core.memladder import (
     phase_rungs,
     troubleshooting_md,
 )
-from dapo_ops.core.policy import NO_RUNG_PHASES, Kind
+from dapo_ops.core.policy import NO_RUNG_PHASES
 
 #: docs/troubleshooting.md section hook (dapo_ops.core.classify.DOC_SECTION_MODULES): the device-OOM-by-phase table
 troubleshooting_section = troubleshooting_md
@@ -505,8 +505,9 @@ def decide(
 ) -> Decision:
     """Decide the next step after an attempt ended with a verdict of class ``verdict_cls``.
 
-    The failure policy (:func:`dapo_ops.core.policy.rule` of the class and detail) chooses what kind of step; this
-    function works out its changes. ``verdict_detail``: the verdict's ``detail`` (``phase``, ``side``,
+    The failure policy (:func:`dapo_ops.core.policy.rule` of the class and detail) chooses what kind of step, and
+    the kind takes its step (:meth:`dapo_ops.core.policy.Kind.dispatch` on :class:`_Steps`); this module works out
+    its changes. ``verdict_detail``: the verdict's ``detail`` (``phase``, ``side``,
     ``kv_direction``, ``step``, ``total``, ``fatal``, ``cause``, ``external``, ...). ``oom_retries_used``: device-OOM
     retries so far (the ``MAX_OOM_RETRIES`` budget); ``other_retries_used``: other retries so far by counter key
     (see :attr:`Decision.counter`). ``settings``: the run spec's ``settings`` with earlier ``setting_changes``
@@ -515,27 +516,50 @@ def decide(
     a key it lacks is the defaults table's (:func:`dapo_ops.core.defaults.complete_settings`). Returns a :class:`Decision`; never raises for an unknown class (it stops).
     """
     detail = dict(verdict_detail or {})
-    other = dict(other_retries_used or {})
     settings = defaults.complete_settings(settings)
-    cls = verdict_cls
-    rule = policy.rule(cls, detail)
+    rule = policy.rule(verdict_cls, detail)
     if rule is None:
-        return Decision("stop", features, {}, f"unknown failure class {cls!r}: stopped", [], [])
-    kind = rule.kind
+        return Decision("stop", features, {}, f"unknown failure class {verdict_cls!r}: stopped", [], [])
+    steps = _Steps(
+        features, verdict_cls, rule, detail, oom_retries_used, max_oom_retries, dict(other_retries_used or {}), settings
+    )
+    return rule.kind.dispatch(steps)
 
-    if kind is Kind.DONE:
-        return Decision("done", features, {}, rule.reason)
-    if kind is Kind.KEEP_RUNNING:
-        return Decision("keep-running", features, {}, rule.reason)
-    if kind is Kind.STOP:
-        return _stop(features, cls, rule, detail, settings)
-    if kind is Kind.ESCALATE_MEMORY:
-        return _oom_decide(features, detail, oom_retries_used, max_oom_retries, settings)
-    if kind is Kind.ADJUST_ROLLOUT_MEMORY:
-        dec = _kv_decide(features, detail, other, settings, max_oom_retries)
-        dec.setting_changes = keep_token_budgets(settings, dec.setting_changes)
+
+@dataclass
+class _Steps:
+    """The step of each :class:`~dapo_ops.core.policy.Kind` for one verdict (a :class:`dapo_ops.core.policy.Steps`:
+    ``Kind.dispatch`` picks the method); the arguments are :func:`decide`'s (``other``: ``other_retries_used``,
+    ``settings`` completed)."""
+
+    features: FeatureSet
+    cls: str
+    rule: policy.Rule
+    detail: dict[str, Any]
+    oom_retries_used: int
+    max_oom_retries: int
+    other: dict[str, int]
+    settings: dict[str, Any]
+
+    def done(self) -> Decision:
+        return Decision("done", self.features, {}, self.rule.reason)
+
+    def keep_running(self) -> Decision:
+        return Decision("keep-running", self.features, {}, self.rule.reason)
+
+    def stop(self) -> Decision:
+        return _stop(self.features, self.cls, self.rule, self.detail, self.settings)
+
+    def escalate_memory(self) -> Decision:
+        return _oom_decide(self.features, self.detail, self.oom_retries_used, self.max_oom_retries, self.settings)
+
+    def adjust_rollout_memory(self) -> Decision:
+        dec = _kv_decide(self.features, self.detail, self.other, self.settings, self.max_oom_retries)
+        dec.setting_changes = keep_token_budgets(self.settings, dec.setting_changes)
         return dec
-    if kind is Kind.ROLLBACK_OFFLOAD:
+
+    def rollback_offload(self) -> Decision:
+        features, cls, other, settings = self.features, self.cls, self.other, self.settings
         what = "host (kernel/cgroup) OOM" if cls == "oom-host" else "Ray host-memory monitor killed a worker"
         key = "rollback-offload"
         back = _host_rollback(features, settings)
@@ -554,15 +578,22 @@ def decide(
         if other.get(key, 0) >= 1:
             reason = f"{what} again after rolling back offload: stopped"
         return Decision("stop", features, {}, reason, [], _host_suggestions(cls, settings))
-    # Kind.RETRY_ONCE
-    if cls == "diverged" and other.get(cls, 0) >= 1:  # bad again, at another step or metric: one retry per run
-        return Decision(
-            "stop", features, {}, "diverged again after one retry: stopped", [], _diverged_suggestions(detail, settings)
-        )
-    if other.get(cls, 0) >= 1:
-        sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
-        return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
-    return Decision("retry", features, {}, rule.reason, [], [], cls)
+
+    def retry_once(self) -> Decision:
+        features, cls, detail, other, settings = self.features, self.cls, self.detail, self.other, self.settings
+        if cls == "diverged" and other.get(cls, 0) >= 1:  # bad again, at another step or metric: one retry per run
+            return Decision(
+                "stop",
+                features,
+                {},
+                "diverged again after one retry: stopped",
+                [],
+                _diverged_suggestions(detail, settings),
+            )
+        if other.get(cls, 0) >= 1:
+            sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
+            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
+        return Decision("retry", features, {}, self.rule.reason, [], [], cls)
 
 
 def plan_ladder(features: FeatureSet, max_oom_retries: int, settings: dict[str, Any] | None = None) -> list[str]:

@@ -41,7 +41,7 @@ import hashlib
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from dapo_ops.core.memladder import SETTING_KEYS
 
@@ -261,7 +261,7 @@ def passed(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def memo(
-    spec: dict[str, Any], rec: dict[str, Any], ran_out: dict[str, Any], now: float | None = None
+    spec: Mapping[str, Any], rec: dict[str, Any], ran_out: dict[str, Any], now: float | None = None
 ) -> dict[str, Any]:
     """The memo of a run whose attempt got past the phase that ran out: the spec's ``learn`` (``key``,
     ``fingerprint``), the rung (features added by ``oom-retry-*`` / ``estimate`` / ``learned`` and the run's

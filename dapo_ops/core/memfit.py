@@ -52,7 +52,7 @@ Formulas (bytes; ``P`` parameters, ``W`` trainer devices, ``T`` device memory, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, TYPE_CHECKING
 
 from dapo_ops.core import defaults
 from dapo_ops.core.profiles import fsdp_strategy
@@ -323,7 +323,7 @@ BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 BUCKET_OVERRIDE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
 
 
-def override_values(spec: dict[str, Any]) -> dict[str, Any]:
+def override_values(spec: Mapping[str, Any]) -> dict[str, Any]:
     """``{key: value text}`` of the spec's ``extra_overrides`` (``+`` stripped; the last one of a key wins)."""
     out = {}
     for x in ((spec or {}).get("settings") or {}).get("extra_overrides") or []:
@@ -332,14 +332,14 @@ def override_values(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parallel_sizes(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
+def parallel_sizes(spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The trainer's Megatron ``{"tp", "pp", "cp"}`` a spec runs with: the settings ``trainer_tp`` /
     ``trainer_pp`` (resolved by the planner, :func:`default_parallel`), then any ``--override`` of
     :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1."""
-    spec = defaults.complete_spec(spec)
-    if spec["framework"] != "megatron":
+    spec = defaults.RunSpec.read(spec)
+    if spec.framework != "megatron":
         return {"tp": 1, "pp": 1, "cp": 1}
-    s = dict(spec["settings"], **(setting_changes or {}))
+    s = dict(spec.settings, **(setting_changes or {}))
     out = {"tp": int(s["trainer_tp"] or 1), "pp": int(s["trainer_pp"] or 1), "cp": 1}
     ov = override_values(spec)
     for name, key in MEGATRON_PARALLEL_KEYS.items():
@@ -397,14 +397,14 @@ def trainer_world(s: dict[str, Any], one_step_off: bool) -> int:
 
 
 def setup_from_spec(
-    spec: dict[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
+    spec: Mapping[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
 ) -> Setup:
     """The :class:`Setup` of a run spec (docs/design.md "Run spec") + its features + setting changes: the Megatron
     parallel sizes from :func:`parallel_sizes`; no log-prob phase when the old log-probs are the rollout's
     (``algorithm.rollout_correction.bypass_mode``, ``verl/trainer/ppo/v1/trainer_base.py:1641-1648``). A key the
     spec lacks is the defaults table's (:func:`dapo_ops.core.defaults.complete_spec`)."""
-    spec = defaults.complete_spec(spec)
-    s = dict(spec["settings"])
+    spec = defaults.RunSpec.read(spec)
+    s = dict(spec.settings)
     s.update(setting_changes or {})
     names = features.names()
     seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
@@ -417,10 +417,10 @@ def setup_from_spec(
     if BYPASS_KEY in ov:
         bypass = ov[BYPASS_KEY].lower() == "true"
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
-        bypass = spec.get("mode") == "one-step-off" and spec["profile"] == "0.9"
+        bypass = spec.mode == "one-step-off" and spec.profile == "0.9"
     micro = int(s["micro_batch_size"])
     bucket_mb = s.get("weight_sync_bucket_mb") or ov.get(BUCKET_OVERRIDE_KEY)
-    one_step_off = spec.get("mode") == "one-step-off"
+    one_step_off = spec.mode == "one-step-off"
     world = trainer_world(s, one_step_off)
     if "dynamic_batch" in names:
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
@@ -430,7 +430,7 @@ def setup_from_spec(
         lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro) * seq
     return Setup(
         device_gib=float(device_gib),
-        framework=spec["framework"],
+        framework=spec.framework,
         colocated=not one_step_off,
         world=world,
         rollout_tp=int(s["rollout_tp"]),
@@ -448,7 +448,7 @@ def setup_from_spec(
         cp=par["cp"],
         logprob=not bypass,
         bucket_gib=int(str(bucket_mb)) / 1024 if str(bucket_mb or "").isdigit() else SYNC_BUCKET_GIB,
-        strategy=fsdp_strategy(world, spec.get("strategy"), bool(s.get("fsdp_offload_policy"))),
+        strategy=fsdp_strategy(world, spec.strategy, bool(s.get("fsdp_offload_policy"))),
         megatron_recompute=s["megatron_recompute"],
     )
 
@@ -487,17 +487,17 @@ class Fit:
 
 
 def propose_parallel(
-    m: Model, spec: dict[str, Any], features: FeatureSet, device_gib: float, changes: dict[str, Any] | None = None
+    m: Model, spec: Mapping[str, Any], features: FeatureSet, device_gib: float, changes: dict[str, Any] | None = None
 ) -> str:
     """Advice for a Megatron plan that does not fit as planned: the smallest trainer ``tp * pp`` (tp, pp in 1, 2, 4,
     8; dividing the trainer devices; larger than today's) whose estimate fits without any rung, as
     ``"TRAINER_TP=4 TRAINER_PP=2 fits without rungs: tightest ..."``; "" when none does or for FSDP."""
-    spec = defaults.complete_spec(spec)
-    if spec["framework"] != "megatron":
+    spec = defaults.RunSpec.read(spec)
+    if spec.framework != "megatron":
         return ""
-    s = dict(spec["settings"])
+    s = dict(spec.settings)
     now = parallel_sizes(spec, changes)
-    world = trainer_world(s, spec.get("mode") == "one-step-off")
+    world = trainer_world(s, spec.mode == "one-step-off")
     tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
     keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
     cands = sorted(
@@ -517,7 +517,9 @@ def propose_parallel(
     return ""
 
 
-def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_gib: float, max_rungs: int = 6) -> Fit:
+def fit(
+    cfg: dict[str, Any], spec: Mapping[str, Any], features: FeatureSet, device_gib: float, max_rungs: int = 6
+) -> Fit:
     """Estimate the first attempt; if its tightest phase does not fit, apply that phase's ladder rungs
     (:func:`dapo_ops.core.memladder.apply_rung`, source ``estimate``) until it fits. Raises :class:`FitError`
     (one line with the numbers) when no rung makes it fit, :class:`EstimateUnavailable` when ``cfg`` lacks a key.
@@ -525,14 +527,14 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
     from dapo_ops.core import memladder
 
     m = Model.from_config(cfg)
-    spec = defaults.complete_spec(spec)
-    changes = dict(spec.get("setting_changes") or {})  # a plan that already starts on estimate rungs
+    spec = defaults.RunSpec.read(spec)
+    changes = dict(spec.setting_changes)  # a plan that already starts on estimate rungs
     planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
     fs, est = features, planned
     rungs: list[str] = []
     # a pinned strategy (a --resume's checkpoint) is the ladder's; unpinned, nothing ran yet: a one-device FSDP run
     # that needs the policy starts on fsdp2 (the planner pins it, profiles.fsdp_strategy)
-    settings = dict(spec["settings"], framework=spec["framework"], mode=spec.get("mode"), strategy=spec.get("strategy"))
+    settings = dict(spec.settings, framework=spec.framework, mode=spec.mode, strategy=spec.strategy)
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest
         rung, fs2, ch, _ = memladder.apply_rung(fs, phase, dict(settings, **changes), "estimate")
@@ -541,9 +543,7 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
         fs, rungs = fs2, rungs + [f"{rung}({phase})"]
         changes.update(ch)
         est = estimate(m, setup_from_spec(spec, fs, device_gib, changes))
-    proposal = (
-        "" if planned.fits else propose_parallel(m, spec, features, device_gib, dict(spec.get("setting_changes") or {}))
-    )
+    proposal = "" if planned.fits else propose_parallel(m, spec, features, device_gib, dict(spec.setting_changes))
     if not est.fits:
         t = est.terms
         raise FitError(
@@ -553,5 +553,5 @@ def fit(cfg: dict[str, Any], spec: dict[str, Any], features: FeatureSet, device_
             + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
             + "; use more devices, shorter responses (--max-response-length) or a smaller model"
         )
-    par = parallel_sizes(spec, spec.get("setting_changes")) if spec["framework"] == "megatron" else {}
+    par = parallel_sizes(spec, dict(spec.setting_changes)) if spec.framework == "megatron" else {}
     return Fit(fs, changes, planned, est, rungs, par, proposal)

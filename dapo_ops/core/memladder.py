@@ -40,7 +40,7 @@ LOGPROB_BUDGETS = (
     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
 )
 #: The one table of the ladder's setting changes (the setting rungs below; ``token_budgets`` carries its verl keys in
-#: its value) -> the verl keys each sets. Read here, by :func:`dapo_ops.core.overrides.overrides_for` (appended after
+#: its value) and the plan's fit choices (:mod:`dapo_ops.core.fastfit`) -> the verl keys each sets. Read here, by :func:`dapo_ops.core.overrides.overrides_for` (appended after
 #: the feature keys so they win), :func:`dapo_ops.core.overrides.verl_argv` (a ladder change replaces the same key in
 #: ``extra_overrides``) and :func:`dapo_ops.core.learned.conflicts` (a learned change of a key the user set with
 #: ``--override`` is not used).
@@ -59,6 +59,10 @@ SETTING_KEYS: dict[str, tuple[str, ...]] = {
     "fsdp_offload_policy": ("actor_rollout_ref.actor.fsdp_config.offload_policy",),
     # verl/workers/config/rollout.py:135 (CheckpointEngineConfig), read by both sides' engines
     "weight_sync_bucket_mb": ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",),
+    # no rung's: the plan's rollout scheduler choices (dapo_ops/core/fastfit.py; rollout.yaml:78,84,
+    # vllm_async_server.py:333-335), set the same way
+    "rollout_max_num_seqs": ("actor_rollout_ref.rollout.max_num_seqs",),
+    "rollout_max_num_batched_tokens": ("actor_rollout_ref.rollout.max_num_batched_tokens",),
 }
 
 #: the weight-sync bucket (MB): verl's key, its default (verl/workers/config/rollout.py:135, rollout/rollout.yaml:296)

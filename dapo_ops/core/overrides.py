@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import Any, Mapping
 
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
@@ -191,12 +191,12 @@ def check_literal(key: str, value: object) -> None:
             )
 
 
-def needs_ref_critic(spec: dict[str, Any]) -> tuple[bool, bool]:
+def needs_ref_critic(spec: defaults.RunSpec) -> tuple[bool, bool]:
     """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
     algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
     ``critic.enable=True`` the critic)."""
     extra = {}
-    for x in (spec.get("settings") or {}).get("extra_overrides") or []:
+    for x in spec.settings.get("extra_overrides") or []:
         if isinstance(x, str) and "=" in x:
             k, v = x.split("=", 1)
             extra[k.lstrip("+")] = v.strip().lower()
@@ -209,27 +209,26 @@ def needs_ref_critic(spec: dict[str, Any]) -> tuple[bool, bool]:
 
 
 def overrides_for(
-    spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
+    spec: Mapping[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
 ) -> list[tuple[str, object]]:
     """The ordered ``(key, value)`` overrides (keys carry ``+`` where needed), before rendering.
 
     Later entries win when a key repeats (``extra_overrides`` are appended verbatim by
     :func:`build_command`, after everything else).
     """
-    spec = defaults.complete_spec(spec)
-    mode, framework = spec.get("mode"), spec["framework"]
-    profile = spec["profile"]
+    spec = defaults.RunSpec.read(spec)
+    mode, framework, profile = spec.mode, spec.framework, spec.profile
     ent = profiles.entry(profile, mode, framework)
     s = effective_settings(spec, setting_changes)
     prompt, resp = int(s["max_prompt_length"]), int(s["max_response_length"])
     seq = prompt + resp
     accel = spec.get("accelerator", defaults.HOST["accelerator"])
-    run_dir = str(spec.get("run_dir") or "").rstrip("/")
+    run_dir = str(spec.run_dir or "").rstrip("/")
     ckpt = s["ckpt_dir"]
     out: list[tuple[str, object]] = []
 
     if ent.searchpath:
-        verl_root = str(spec.get("verl_root") or spec.get("workdir") or defaults.HOST["workdir"]).rstrip("/")
+        verl_root = str(spec.get("verl_root") or spec.workdir or defaults.HOST["workdir"]).rstrip("/")
         out.append(("hydra.searchpath", [f"file://{verl_root}/verl/trainer/config"]))
     if run_dir:
         out.append(("hydra.run.dir", f"{run_dir}/hydra"))
@@ -287,7 +286,7 @@ def overrides_for(
     # features
     train_world = memfit.trainer_world(s, mode == "one-step-off")
     out += profiles.strategy_overrides(
-        str(framework or ""), train_world, spec.get("strategy"), bool(s.get("fsdp_offload_policy"))
+        str(framework or ""), train_world, spec.strategy, bool(s.get("fsdp_offload_policy"))
     )
     budgets = {k: v for k, v in (s.get("token_budgets") or {}).items()}
     out += profiles.feature_overrides(
@@ -350,18 +349,18 @@ def _pool_overrides(s: dict[str, Any], mode: str | None, ent: profiles.Entry) ->
     return out
 
 
-def _trainer_overrides(spec: dict[str, Any], s: dict[str, Any], ckpt: str, accel: str) -> list[tuple[str, object]]:
+def _trainer_overrides(spec: defaults.RunSpec, s: dict[str, Any], ckpt: str, accel: str) -> list[tuple[str, object]]:
     """:func:`overrides_for`'s trainer bookkeeping: loggers (console first: the supervisor reads it), names, steps,
     saves, validation, the checkpoint dir and ``resume_mode=auto`` (every retry resumes), the device."""
     out: list[tuple[str, object]] = []
     logger = ["console"]
-    for name in spec.get("logger") or []:
+    for name in spec.logger:
         if name not in logger:
             logger.append(name)
     out += [
         ("trainer.logger", logger),
         ("trainer.project_name", s["project"]),
-        ("trainer.experiment_name", s["experiment"] or spec.get("run_id") or "dapo"),
+        ("trainer.experiment_name", s["experiment"] or spec.run_id or "dapo"),
         ("trainer.total_training_steps", int(s["steps"])),
         ("trainer.save_freq", int(s["save_freq"])),
         *([("trainer.test_freq", int(s["test_freq"]))] if s.get("test_freq") is not None else []),
@@ -397,16 +396,16 @@ def parallel_overrides(tp: int, pp: int) -> list[tuple[str, object]]:
     return [kv for keys in MEGATRON_TP_PP for kv in zip(keys, (tp, pp))]
 
 
-def skips_validation(spec: dict[str, Any]) -> bool:
+def skips_validation(spec: defaults.RunSpec) -> bool:
     """True when this attempt skips verl's validation before training (``trainer.val_before_train=False``;
     verl validates at start by default, ``trainer_base.py:439-442``): every attempt after the first (the
     supervisor sets ``spec["attempt"]``) and a ``--resume`` (``spec["resume_of"]``). A user's
     ``--override trainer.val_before_train=True`` comes last in the argv and wins."""
-    return int(spec.get("attempt") or 1) > 1 or bool(spec.get("resume_of"))
+    return spec.attempt > 1 or bool(spec.resume_of)
 
 
 def build_command(
-    spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
+    spec: Mapping[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
 ) -> list[str]:
     """The verl argv for one attempt, e.g. ``["python3", "-m", "verl.trainer.main_ppo", "k=v", ...]``.
 
@@ -417,21 +416,19 @@ def build_command(
     raises :class:`OverrideError` on a bad spec, then :func:`verl_argv`. The argv carries no secrets (none are in
     the spec).
     """
-    spec = defaults.complete_spec(spec)  # a spec.json of an older dapo-ops, a hand-written one: the table's defaults
-    merged = dict(spec)
-    merged["settings"] = effective_settings(spec, setting_changes)
-    check_spec(merged)
+    spec = defaults.RunSpec.read(spec)  # completed once here (a spec.json of an older dapo-ops, a hand-written one)
+    check_spec(spec.with_settings(setting_changes))
     return verl_argv(spec, features, setting_changes)
 
 
-def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None) -> list[str]:
+def verl_argv(
+    spec: Mapping[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
+) -> list[str]:
     """:func:`build_command` without its :func:`check_spec`: for a spec its caller has checked (the planner checks
     once, with the host's device count and the model's context length). Raises :class:`OverrideError` for a
     generated value OmegaConf would interpolate (:func:`check_literal`)."""
-    spec = defaults.complete_spec(spec)
-    merged = dict(spec)
-    merged["settings"] = effective_settings(spec, setting_changes)
-    ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
+    spec = defaults.RunSpec.read(spec)
+    ent = profiles.entry(spec.profile, spec.mode, spec.framework)
     pairs = overrides_for(spec, features, setting_changes)
     # de-duplicate: last value per key wins, first position kept (Hydra would reject some duplicates)
     order: list[str] = []
@@ -440,11 +437,7 @@ def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[
         if k not in vals:
             order.append(k)
         vals[k] = v
-    argv = (
-        list(spec.get("launcher") or [])
-        + [spec.get("python") or defaults.HOST["python"], "-m", ent.module]
-        + ent.config_args()
-    )
+    argv = list(spec.launcher) + [spec.python or defaults.HOST["python"], "-m", ent.module] + ent.config_args()
     for k in order:
         check_literal(k, vals[k])
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
@@ -452,7 +445,7 @@ def verl_argv(spec: dict[str, Any], features: FeatureSet, setting_changes: dict[
     laddered |= set((setting_changes or {}).get("token_budgets") or {})
     argv += [
         str(x)
-        for x in (merged["settings"].get("extra_overrides") or [])
+        for x in (effective_settings(spec, setting_changes).get("extra_overrides") or [])
         if str(x).split("=", 1)[0].lstrip("+~") not in laddered
     ]  # the ladder's change wins over a raw override
     return argv

@@ -9,7 +9,7 @@ Everything that states or acts on the policy reads this table:
   ``mk``, rendered by ``dapo_ops/core/classify/hints.py``);
 - the supervisor's own verdicts (``hang``, ``error-storm``, disk full, a lost Ray node:
   ``dapo_ops/agent/supervisor/escalate.py``, ``dapo_ops/core/topology.py``);
-- the supervisor's decision (:func:`dapo_ops.core.ladder.decide` dispatches on the rule's kind);
+- the supervisor's decision (:func:`dapo_ops.core.ladder.decide`: the rule's kind takes its step, :meth:`Kind.dispatch`);
 - docs/troubleshooting.md ("Failure policy", rendered by :func:`policy_md` via ``dapo_ops/core/classify/docs.py``).
 
 Action texts are :class:`string.Template` strings; ``$name`` is a fragment of
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Protocol, TypeVar
 
 SET = object()
 """Condition value: the detail value is truthy."""
@@ -32,12 +32,39 @@ NO_RUNG_PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-
 """Device-OOM phases no memory rung shrinks (``dapo_ops/core/memladder.py`` says why per phase): stop with the fix."""
 
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Steps(Protocol[T_co]):
+    """One step per :class:`Kind`, each a method of the kind's name (``Kind.ESCALATE_MEMORY`` ->
+    ``escalate_memory``): what :meth:`Kind.dispatch` calls. ``dapo_ops/core/ladder.py`` ``decide`` implements it
+    (each method works out the rungs / counters of its step and returns a ``Decision``); mypy checks that an
+    implementation has every method."""
+
+    def escalate_memory(self) -> T_co: ...
+
+    def adjust_rollout_memory(self) -> T_co: ...
+
+    def rollback_offload(self) -> T_co: ...
+
+    def retry_once(self) -> T_co: ...
+
+    def stop(self) -> T_co: ...
+
+    def keep_running(self) -> T_co: ...
+
+    def done(self) -> T_co: ...
+
+
 class Kind(str, Enum):
     """What the supervisor does with a verdict (``Verdict.action_kind``, docs/design.md "Action kinds").
 
-    Each kind carries its behaviour: :attr:`retries` (the supervisor may start another attempt),
+    Each kind carries its behaviour: :meth:`dispatch` (which step of a :class:`Steps` it takes: the supervisor's
+    decision, :func:`dapo_ops.core.ladder.decide`), :attr:`retries` (the supervisor may start another attempt),
     :attr:`first_decisions` (the decisions :func:`dapo_ops.core.ladder.decide` can give the first time a verdict of
-    this kind ends an attempt) and :attr:`doc` (one line for docs/troubleshooting.md).
+    this kind ends an attempt) and :attr:`doc` (one line for docs/troubleshooting.md). A member compares and hashes
+    equal to its string (``Kind.STOP == "stop"``: run.json's verdicts hold the string).
     """
 
     ESCALATE_MEMORY = "escalate-memory"
@@ -47,6 +74,19 @@ class Kind(str, Enum):
     STOP = "stop"
     KEEP_RUNNING = "keep-running"
     DONE = "done"
+
+    def dispatch(self, steps: Steps[T]) -> T:
+        """Take this kind's step of ``steps`` (the method of the kind's name) and return what it returns."""
+        table: dict[Kind, Callable[[], T]] = {
+            Kind.ESCALATE_MEMORY: steps.escalate_memory,
+            Kind.ADJUST_ROLLOUT_MEMORY: steps.adjust_rollout_memory,
+            Kind.ROLLBACK_OFFLOAD: steps.rollback_offload,
+            Kind.RETRY_ONCE: steps.retry_once,
+            Kind.STOP: steps.stop,
+            Kind.KEEP_RUNNING: steps.keep_running,
+            Kind.DONE: steps.done,
+        }
+        return table[self]()
 
     @property
     def retries(self) -> bool:

@@ -10,7 +10,7 @@ supervisor: the ladder's changes make each attempt's spec its own).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
@@ -20,11 +20,11 @@ from dapo_ops.core.profiles import OverrideError
 __all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
 
 
-def effective_settings(spec: dict[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
+def effective_settings(spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The settings an attempt runs with: ``spec["settings"]`` completed from the one defaults table
-    (:func:`dapo_ops.core.defaults.complete_spec`: only missing keys; a None that is there stays None) <-
+    (:meth:`dapo_ops.core.defaults.RunSpec.read`: only missing keys; a None that is there stays None) <-
     ``setting_changes`` (the ladder's changes win)."""
-    s: dict[str, Any] = defaults.complete_spec(spec)["settings"]
+    s = dict(defaults.RunSpec.read(spec).settings)
     s.update(setting_changes or {})
     return s
 
@@ -48,7 +48,7 @@ MAX_STEPS = 1_000_000  #: upper bound of TRAIN_STEPS
 ASYNC_SAVE_KEY = "actor_rollout_ref.actor.checkpoint.async_save"
 
 
-def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_len: int | None = None) -> None:
+def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_max_len: int | None = None) -> None:
     """Reject a run spec that cannot work, before anything is launched.
 
     ``host_devices``: accelerators per host (inventory ``devices`` / what npu-smi reports); ``None``
@@ -63,10 +63,8 @@ def check_spec(spec: dict[str, Any], host_devices: int | None = None, model_max_
     an ``extra_overrides`` entry ``actor_rollout_ref.actor.checkpoint.async_save=True`` (:data:`ASYNC_SAVE_KEY`:
     nothing could be resumed from).
     """
-    spec = defaults.complete_spec(spec)
-    mode = spec.get("mode")
-    framework = spec["framework"]
-    profile = spec["profile"]
+    spec = defaults.RunSpec.read(spec)
+    mode, framework, profile = spec.mode, spec.framework, spec.profile
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(profile, profiles.PROFILES, "verl profile", "--profile")
@@ -210,7 +208,7 @@ def _check_extra_overrides(s: dict[str, Any]) -> None:
             )
 
 
-def data_parallel_size(spec: dict[str, Any], world: int) -> tuple[int, str]:
+def data_parallel_size(spec: Mapping[str, Any], world: int) -> tuple[int, str]:
     """``(dp, how)``: the trainer's data-parallel size on ``world`` trainer devices and how it comes about. FSDP: every
     device is a data-parallel rank. Megatron: ``world / (TP x PP x CP)`` (megatron-core's ``initialize_model_parallel``;
     the sizes the spec runs with, :func:`dapo_ops.core.memfit.parallel_sizes`, settings then ``--override``)."""
@@ -222,7 +220,7 @@ def data_parallel_size(spec: dict[str, Any], world: int) -> tuple[int, str]:
     return max(1, world // shard), f" / (TP {par['tp']} x PP {par['pp']}{cp})"
 
 
-def _batch_split_problems(spec: dict[str, Any], s: dict[str, Any], world: int, tbs: int, mini: int, n: int) -> str:
+def _batch_split_problems(spec: defaults.RunSpec, s: dict[str, Any], world: int, tbs: int, mini: int, n: int) -> str:
     """The one line refusing batch sizes verl cannot split over the trainer's data-parallel ranks, or "".
 
     verl 0.9.1's V1 trainer (profile 0.9) pads each step's batch to a multiple of ``lcm(dp, ppo_mini_batch_size x
@@ -233,7 +231,7 @@ def _batch_split_problems(spec: dict[str, Any], s: dict[str, Any], world: int, t
     """
     nodes = max(1, as_int(s, "nnodes", "--nnodes"))
     sizes: tuple[tuple[str, int], ...]
-    if spec["profile"] == "0.8":
+    if spec.profile == "0.8":
         dp, how, sizes = world, "", (("train_batch_size", tbs), ("ppo_mini_batch_size", mini))
     else:
         dp, how = data_parallel_size(spec, world)
@@ -251,7 +249,7 @@ def _batch_split_problems(spec: dict[str, Any], s: dict[str, Any], world: int, t
     where = f"{world} trainer devices" + (f" ({nodes} nodes x {world // nodes})" if nodes > 1 else "")
     if how:
         where = f"{dp} data-parallel ranks ({where}{how})"
-    what = "responses per step" if spec["profile"] == "0.8" else "responses per mini-batch"
+    what = "responses per step" if spec.profile == "0.8" else "responses per mini-batch"
     return (
         f"{what} do not split evenly over {where}: "
         + "; ".join(parts)

@@ -22,29 +22,70 @@ import datetime as _dt
 import os
 import re
 import time
+from enum import Enum
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
     from pathlib import Path  # probe imports this module on every look (bench/status.py "look" rows)
-    from typing import Any, Dict, Iterable, List, Optional
+    from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 SCHEMA_VERSION = 1
-#: the one set of run statuses: ``run.json`` ``status`` is one of these strings (docs/design.md "Run directory and
-#: run.json"). The supervisor writes starting -> running (-> retrying -> running ...) -> succeeded | failed |
-#: stopped; ``inv stop`` writes stopped for a dead supervisor. Every reader compares against these names.
-STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED = (
-    "starting",
-    "running",
-    "retrying",
-    "succeeded",
-    "failed",
-    "stopped",
-)
-STATUSES = (STARTING, RUNNING, RETRYING, SUCCEEDED, FAILED, STOPPED)
-#: a supervisor is expected to be alive (its PID is in run.json ``pids.supervisor``)
-ACTIVE_STATUSES = (STARTING, RUNNING, RETRYING)
-#: the run is over; run.json is not written again (except ``inv launch --resume``, which starts a new record)
-TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, STOPPED})
+
+
+class RunStatus(str, Enum):
+    """The one set of run statuses (docs/design.md "Run directory and run.json"), with what each one means for a
+    reader (SkyPilot's ``JobStatus.is_terminal()``, ``sky/skylet/job_lib.py``, is the model).
+
+    ``run.json`` ``status`` holds the member's value, a plain string: the supervisor
+    (``dapo_ops/agent/supervisor/machine.py``) writes starting -> running (-> retrying -> running ...) -> succeeded |
+    failed | stopped; ``inv stop`` writes stopped (or failed, ``--by``) for a dead supervisor
+    (``dapo_ops/agent/runstop.py``). :attr:`UNKNOWN` is written by no one: it is the status readers give a run dir
+    whose supervisor never wrote run.json (a launch that died first: ``dapo_ops/agent/runfiles.py`` ``list_runs``,
+    ``dapo_ops/agent/probe.py`` ``probe_status``, ``dapo_ops/agent/runstop.py``); it is neither active nor terminal.
+    A member compares and hashes equal to its string (``RunStatus.RUNNING == "running"``) and prints as it.
+    """
+
+    STARTING = "starting"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @property
+    def active(self) -> bool:
+        """A supervisor is expected to be alive (its PID is in run.json ``pids.supervisor``): starting, running,
+        retrying."""
+        return self in (RunStatus.STARTING, RunStatus.RUNNING, RunStatus.RETRYING)
+
+    @property
+    def terminal(self) -> bool:
+        """The run is over; run.json is not written again (``inv launch --resume`` starts a new record): succeeded,
+        failed, stopped."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.STOPPED)
+
+    @property
+    def written(self) -> bool:
+        """A status run.json can hold (every member but :attr:`UNKNOWN`)."""
+        return self is not RunStatus.UNKNOWN
+
+    @classmethod
+    def of(cls, value: object) -> RunStatus:
+        """The member a run.json ``status`` value names; :attr:`UNKNOWN` for None, a missing record or a string
+        that is no status (never raises)."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+
 LOCK_NAME = ".lock"
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 # argv marker of a live supervisor process (python3 -m dapo_ops.agent.supervisor <run_dir>)
@@ -55,6 +96,9 @@ RUN_NAME = "run.json"
 TRAIN_LOG_NAME = "train.log"
 SUPERVISOR_LOG_NAME = "supervisor.log"
 SECRET_ENV_NAME = "secret.env"
+#: verl's checkpoint tracker in a run's ckpt dir: the step ``trainer.resume_mode=auto`` resumes from (written at each
+#: save, verl/trainer/ppo/ray_trainer.py:1046-1050)
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 
 # ---------------------------------------------------------------------------- ids and paths
@@ -149,7 +193,7 @@ def json_safe(obj: Any) -> Any:
 _SPEC_KEYS_IN_RECORD = ("host", "container", "mode", "framework", "profile", "accelerator", "workdir")
 
 
-def new_record(spec: Dict[str, Any], supervisor_pid: int, now: Optional[float] = None) -> Dict[str, Any]:
+def new_record(spec: Mapping[str, Any], supervisor_pid: int, now: Optional[float] = None) -> Dict[str, Any]:
     """The initial run.json record for ``spec`` (status ``starting``, attempt 0).
 
     Schema: docs/design.md "Run directory and run.json". The spec is embedded without its
@@ -163,7 +207,7 @@ def new_record(spec: Dict[str, Any], supervisor_pid: int, now: Optional[float] =
     rec: Dict[str, Any] = {
         "version": SCHEMA_VERSION,
         "run_id": spec.get("run_id"),
-        "status": STARTING,
+        "status": RunStatus.STARTING.value,
         "attempt": 0,
         "step": None,
         "total_steps": settings.get("steps"),

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dapo_ops.agent import procs
 from dapo_ops.agent.supervisor import devices
 from dapo_ops.agent.supervisor.config import NOTIFY_SECRET_PREFIX
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import overrides, redact
+from dapo_ops.core import defaults, overrides, redact
 
 if TYPE_CHECKING:
     from dapo_ops.core.features import FeatureSet
@@ -38,7 +38,7 @@ class BuildError(Exception):
 
 
 def build_argv(
-    factory: Optional[Callable[..., List[str]]], spec: Dict[str, Any], fs: FeatureSet, changes: Dict[str, Any]
+    factory: Optional[Callable[..., List[str]]], spec: defaults.RunSpec, fs: FeatureSet, changes: Dict[str, Any]
 ) -> List[str]:
     """argv of the attempt with features ``fs`` and ``changes`` (``factory`` or ``overrides.build_command``).
 
@@ -50,24 +50,25 @@ def build_argv(
         raise BuildError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
 
 
-def attempt_spec(spec: Dict[str, Any], k: int) -> Dict[str, Any]:
+def attempt_spec(spec: Mapping[str, Any], k: int) -> defaults.RunSpec:
     """The spec attempt ``k`` is built from: ``spec`` itself for the first, a copy with ``attempt`` = k after it
-    (:func:`dapo_ops.core.overrides.skips_validation`: a retry does not validate again)."""
-    return spec if k <= 1 else dict(spec, attempt=k)
+    (:func:`dapo_ops.core.overrides.skips_validation`: a retry does not validate again). ``spec``: a
+    :class:`~dapo_ops.core.defaults.RunSpec`, or a plan's spec mapping (completed here, once)."""
+    return defaults.RunSpec.read(spec).with_attempt(k)
 
 
-def ray_tmpdir(spec: Dict[str, Any], k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
+def ray_tmpdir(spec: defaults.RunSpec, k: int, env: Optional[Dict[str, str]] = None) -> Optional[str]:
     """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
     cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never
     another run's. None for a multi-host run (spec ``ray`` / ``RAY_ADDRESS``: the cluster is
     ``cluster_ops``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
     env = dict(os.environ) if env is None else env
-    if spec.get("ray") or env.get("RAY_ADDRESS") or (spec.get("env") or {}).get("RAY_TMPDIR"):
+    if spec.ray or env.get("RAY_ADDRESS") or spec.env.get("RAY_TMPDIR"):
         return None
-    return "%s/%s.%d" % (RAY_TMP_ROOT, spec.get("run_id"), k)
+    return "%s/%s.%d" % (RAY_TMP_ROOT, spec.run_id, k)
 
 
-def child_env(spec: Dict[str, Any], secret_env: Dict[str, str], k: int, swanlab_id: Optional[str]) -> Dict[str, str]:
+def child_env(spec: defaults.RunSpec, secret_env: Dict[str, str], k: int, swanlab_id: Optional[str]) -> Dict[str, str]:
     """verl's environment for attempt ``k``: the supervisor's own minus the bundle on PYTHONPATH, the spec's
     ``env``, the secrets except the notifier's, ``RAY_TMPDIR`` (:func:`ray_tmpdir`), the run/attempt markers and
     the SwanLab run id of an earlier attempt (same SwanLab run across attempts: ``SWANLAB_RUN_ID`` +
@@ -78,7 +79,7 @@ def child_env(spec: Dict[str, Any], secret_env: Dict[str, str], k: int, swanlab_
         env["PYTHONPATH"] = os.pathsep.join(pp)
     else:
         env.pop("PYTHONPATH", None)
-    for key, val in (spec.get("env") or {}).items():
+    for key, val in spec.env.items():
         env[str(key)] = str(val)
     # the webhook URLs / signing secrets are the notifier's, not verl's: keep them out of its environment
     env.update({n: v for n, v in secret_env.items() if not n.startswith(NOTIFY_SECRET_PREFIX)})
@@ -86,7 +87,7 @@ def child_env(spec: Dict[str, Any], secret_env: Dict[str, str], k: int, swanlab_
     rtd = ray_tmpdir(spec, k, env)
     if rtd:
         env["RAY_TMPDIR"] = rtd
-    env["DAPO_OPS_RUN_ID"] = str(spec.get("run_id"))
+    env["DAPO_OPS_RUN_ID"] = str(spec.run_id)
     env["DAPO_OPS_ATTEMPT"] = str(k)
     if swanlab_id and "SWANLAB_RUN_ID" not in env:
         env["SWANLAB_RUN_ID"] = swanlab_id

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from dapo_ops.agent.supervisor.record import log
-
-TRACKER_NAME = "latest_checkpointed_iteration.txt"
+from dapo_ops.core.runstate import TRACKER_NAME
 
 
 def saved_steps(root: Path) -> list[int]:

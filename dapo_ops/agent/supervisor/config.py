@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Mapping
 from dapo_ops.core import defaults
 
 #: secret.env names the notifier owns (notify.spec_from_user_config: DAPO_NOTIFY_URL_<i>, DAPO_NOTIFY_SIGN_<i>)
@@ -86,7 +86,7 @@ def take_secret_env(path: Path) -> Dict[str, str]:
     return out
 
 
-def tunables(spec: Dict[str, Any]) -> Dict[str, float]:
+def tunables(spec: Mapping[str, Any]) -> Dict[str, float]:
     """:data:`DEFAULT_TUNABLES` updated from ``spec["supervisor"]``, plus ``retry_delay_s`` (seconds; 10 on NPU,
     3 on GPU unless the spec sets it). ``oom_counter_files`` is read from the spec where it is used.
 

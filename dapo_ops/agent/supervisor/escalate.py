@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from os import PathLike
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from dapo_ops.agent.supervisor import devices, stall
 from dapo_ops.agent.supervisor.record import log
@@ -309,7 +309,7 @@ class Ladder:
             self.other_used[counter] = self.other_used.get(counter, 0) + 1
 
 
-def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def cluster_lost(spec: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """A stop verdict naming the lost node(s) of a multi-host run, or None when every node of ``spec["ray"]`` is
     still alive (or the run is single-host). Asks the head's Ray (``raysession.cluster_view``, at most
     ``topology.RETRY_CHECK_S`` seconds) with the spec's ``python``."""
@@ -323,7 +323,7 @@ def cluster_lost(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return v
 
 
-def teardown_cluster(spec: Dict[str, Any], grace_s: float) -> None:
+def teardown_cluster(spec: Mapping[str, Any], grace_s: float) -> None:
     """End the head's ``ray start`` session of a multi-host run (its pid file is
     ``spec["ray"]["nodes"][0]["pid_file"]``); each worker's session leader sees the head's GCS port refuse and ends
     its node within seconds (``topology.HEAD_GONE_REFUSALS`` probes, ``raysession.watch_head``). Never raises."""

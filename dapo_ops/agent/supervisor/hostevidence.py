@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import subprocess
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from dapo_ops.agent import evidence as host_evidence
 from dapo_ops.agent.supervisor.record import log, now
@@ -33,7 +33,7 @@ CLOCK_SLACK_S = 5.0
 CHILD_EXTRA_S = 10.0
 
 
-def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> Optional[Dict[str, Any]]:
+def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) -> Optional[Dict[str, Any]]:
     """The evidence of every node of a multi-host run (``spec["ray"]["nodes"]``, the head first), written under
     ``<run_dir>/evidence/``; None for a single-host run. ``since``: the attempt's start (seconds since the epoch);
     ``wait_s``: how long the workers' tasks may take (seconds). Returns ``{"dir", "hosts" (answered), "lost":
@@ -85,7 +85,7 @@ def collect(spec: Dict[str, Any], run_dir: str, since: float, wait_s: float) -> 
 
 
 def _start_workers(
-    spec: Dict[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float, wait_s: float
+    spec: Mapping[str, Any], run_dir: str, workers: List[Dict[str, Any]], since: float, wait_s: float
 ) -> Union["subprocess.Popen[str]", str]:
     """Start the ``evidence cluster`` op for ``workers`` with the spec's ``python`` and this bundle on its
     PYTHONPATH (``RAY_ADDRESS``: the run's head). Returns the Popen, or the one-line error when it cannot start."""

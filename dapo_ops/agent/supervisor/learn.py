@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict, Mapping, Optional, Set
 
 from dapo_ops.agent import runfiles
 from dapo_ops.agent.supervisor import stall
@@ -32,7 +32,7 @@ class Memos:
     """Files at most one memo per distinct rung set of one run (``spec["learn"]`` names the configuration; a spec
     without it, e.g. a launch that could not read the model's config.json or the devices, files none)."""
 
-    def __init__(self, spec: Dict[str, Any], runs_dir: str):
+    def __init__(self, spec: Mapping[str, Any], runs_dir: str):
         self.spec = spec
         self.runs_dir = runs_dir
         self.filed: Set[str] = set()

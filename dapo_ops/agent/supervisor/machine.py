@@ -1,6 +1,6 @@
 """The supervisor's state machine: one run from its spec to its end, attempt after attempt (STDLIB ONLY, shipped).
 
-States (run.json ``status``, :data:`dapo_ops.core.runstate.STATUSES`): ``starting`` -> ``running`` (an attempt is up) ->
+States (run.json ``status``, :class:`dapo_ops.core.runstate.RunStatus`): ``starting`` -> ``running`` (an attempt is up) ->
 ``retrying`` (the ladder chose a retry; the delay / GPU release wait) -> ``running`` ... -> ``succeeded`` |
 ``failed`` | ``stopped``. The pieces: :mod:`.config` (spec, secret.env, tunables), :mod:`.attempt` (command,
 environment, start, teardown), :mod:`.follow` (the attempt log as it grows), :mod:`.escalate` (verdict ->
@@ -62,7 +62,7 @@ class Supervisor:
         self.paths = runstate.RunPaths(run_dir)
         self.command_factory = command_factory
         self.stop_requested = False
-        self.spec: Dict[str, Any] = {}
+        self.spec = defaults.RunSpec(data={})  # read by _load (runfiles.read_spec)
         self.secret_env: Dict[str, str] = {}
         self.rec: Dict[str, Any] = {}
         self.tun = dict(config.DEFAULT_TUNABLES)
@@ -96,10 +96,10 @@ class Supervisor:
         self.secret_env = config.take_secret_env(self.paths.secret_env)
         self.tun = config.tunables(self.spec)
         self.writer.interval_s = self.tun["write_interval_s"]
-        self.hang_timeout_s = float(self.spec["hang_timeout_s"])  # read_spec completed it from the defaults table
-        self.ladder = escalate.Ladder(int(self.spec["max_oom_retries"]))
-        self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.get("run_id")).encode()
-        self.links = follow.LinkFinder(self.spec.get("env") or {})
+        self.hang_timeout_s = self.spec.hang_timeout_s  # read_spec completed it from the defaults table
+        self.ladder = escalate.Ladder(self.spec.max_oom_retries)
+        self.marker = ("DAPO_OPS_RUN_ID=%s" % self.spec.run_id).encode()
+        self.links = follow.LinkFinder(dict(self.spec.env))
         self.memos = learn.Memos(self.spec, self._runs_dir())
         bad = self.spec.get("diverged_at")  # --resume of a diverged run (control/launch/resume.py carry)
         if isinstance(bad, dict) and isinstance(bad.get("step"), int):
@@ -110,24 +110,22 @@ class Supervisor:
         return str(Path(self.run_dir).resolve().parent)
 
     def _settings(self) -> Dict[str, Any]:
-        s = dict(self.spec.get("settings") or {})
+        s = dict(self.spec.settings)
         s.update(self.rec.get("setting_changes") or {})
-        s.setdefault("framework", self.spec.get("framework"))  # the memory ladder's rungs depend on both
-        s.setdefault("mode", self.spec.get("mode"))
-        if self.spec.get("framework") == "fsdp":  # the FSDP strategy the attempts run: no offload-policy rung on FSDP1
+        s.setdefault("framework", self.spec.framework)  # the memory ladder's rungs depend on both
+        s.setdefault("mode", self.spec.mode)
+        if self.spec.framework == "fsdp":  # the FSDP strategy the attempts run: no offload-policy rung on FSDP1
             full = defaults.complete_settings(s)
             s.setdefault(
                 "strategy",
                 profiles.fsdp_strategy(
                     memfit.trainer_world(full, s["mode"] == "one-step-off"),
-                    self.spec.get("strategy"),
+                    self.spec.strategy,
                     bool(full.get("fsdp_offload_policy")),
                 ),
             )
-        s.setdefault("run_id", self.spec.get("run_id"))  # the `--resume <run_id>` of a stop's suggestions
-        s.setdefault(
-            "hosts", [n.get("name") for n in (self.spec.get("ray") or {}).get("nodes") or []] or [self.spec.get("host")]
-        )
+        s.setdefault("run_id", self.spec.run_id)  # the `--resume <run_id>` of a stop's suggestions
+        s.setdefault("hosts", [n.get("name") for n in (self.spec.ray or {}).get("nodes") or []] or [self.spec.host])
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:
@@ -149,8 +147,8 @@ class Supervisor:
         for event, failures, at in taken:
             record.note_notify_failures(rec, event, failures, at)
 
-    def _set_status(self, status: str) -> None:
-        self.rec["status"] = status
+    def _set_status(self, status: runstate.RunStatus) -> None:
+        self.rec["status"] = status.value
         self._write()
 
     def _tee(self, data: bytes) -> None:
@@ -186,14 +184,14 @@ class Supervisor:
         ``notify``). Never fatal: each failed send is a supervisor.log line and, at the next write, an entry of
         run.json ``notify_failures`` (:func:`record.note_notify_failures`; the webhook kind and error, never its
         URL), which ``inv status`` shows."""
-        cfg = self.spec.get("notify") or {}
+        cfg = self.spec.notify
         if not cfg.get("webhooks"):
             return
         payload = record.notify_payload(self.spec, self.rec, event, verdict, reason, suggestions)
 
         def send() -> None:
             try:
-                failures = notify.post_event(cfg, self.secret_env, payload) or []
+                failures = notify.post_event(dict(cfg), self.secret_env, payload) or []
             except Exception as e:  # noqa: BLE001 - a notifier problem must never crash the run
                 err = redact.scrub(str(e).splitlines()[0] if str(e) else type(e).__name__, self.secret_env.values())
                 failures = [{"kind": "notifier", "error": err, "line": "notifier error: %s" % err}]
@@ -224,7 +222,7 @@ class Supervisor:
         prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
         att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
-        counters = (self.spec.get("supervisor") or {}).get("oom_counter_files") or devices.OOM_COUNTER_FILES
+        counters = self.spec.supervisor.get("oom_counter_files") or devices.OOM_COUNTER_FILES
         oom0 = devices.oom_kill_count(tuple(counters))
         gpu = self.spec.get("accelerator") == "gpu"
         if gpu and k == 1:
@@ -243,7 +241,7 @@ class Supervisor:
         self.cmd_marker = (rtd + "/").encode() if rtd else None  # a path component: never <rtd>0 / <rtd>-x
         att["ray_tmpdir"] = rtd
         try:
-            self.proc = attempt.spawn(argv, alog, env, self.spec.get("workdir"))
+            self.proc = attempt.spawn(argv, alog, env, self.spec.workdir)
         except OSError as e:
             self._tee((attempt.start_error(argv, e) + "\n").encode())
             return {"exit_code": 127, "killed_by": None, "oom_line": None, "att": att, "container_state": None}
@@ -251,9 +249,9 @@ class Supervisor:
         att["pid"] = self.proc.pid
         self.rec["pids"]["verl_pgid"] = self.pgid
         self.rec["last_progress_at"] = att["started_at"]
-        self._set_status("running")
+        self._set_status(runstate.RunStatus.RUNNING)
 
-        self.links = follow.LinkFinder(self.spec.get("env") or {})  # each attempt prints its own banner
+        self.links = follow.LinkFinder(dict(self.spec.env))  # each attempt prints its own banner
         scanner = follow.Scanner(
             self.rec,
             att,
@@ -373,7 +371,7 @@ class Supervisor:
             pids,
             self.proc.pid if self.proc else None,
             path,
-            self.spec.get("python"),
+            self.spec.python,
             user_files=stall.user_files(self._settings().get("extra_overrides") or []),
         )
         att["stacks"] = Path(path).name
@@ -411,7 +409,11 @@ class Supervisor:
     # -- the end ---------------------------------------------------------------
 
     def _final(
-        self, status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any], announce: bool = True
+        self,
+        status: runstate.RunStatus,
+        verdict: Optional[Dict[str, Any]],
+        decision: Dict[str, Any],
+        announce: bool = True,
     ) -> int:
         """End the run: record the end (:func:`record.end_run`), end every process of the run still alive (Ray agents
         outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
@@ -426,18 +428,20 @@ class Supervisor:
         self.disk.release()  # verl is gone: the reserved space takes the final run.json
         self._set_status(status)
         log("run %s: %s" % (status, decision["summary"]))
-        if announce and status == "succeeded":
+        if announce and status is runstate.RunStatus.SUCCEEDED:
             self._notify("success", verdict, decision["summary"])
-        elif announce and status == "failed":
+        elif announce and status is runstate.RunStatus.FAILED:
             self._notify("failure", verdict, decision["ended"], suggestions=decision.get("suggestions"))
-        return 0 if status in ("succeeded", "stopped") else 1
+        return 0 if status in (runstate.RunStatus.SUCCEEDED, runstate.RunStatus.STOPPED) else 1
 
     def _stopped(self, verdict: Optional[Dict[str, Any]] = None) -> int:
-        return self._final("stopped", verdict, {"action": "stop", "reason": OPERATOR})
+        return self._final(runstate.RunStatus.STOPPED, verdict, {"action": "stop", "reason": OPERATOR})
 
     def _failed(self, verdict: Dict[str, Any]) -> int:
         """A final failure the ladder was not asked about (its action is the reason; no suggestions)."""
-        return self._final("failed", verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []})
+        return self._final(
+            runstate.RunStatus.FAILED, verdict, {"action": "stop", "reason": verdict["action"], "suggestions": []}
+        )
 
     # -- main ------------------------------------------------------------------
 
@@ -461,16 +465,16 @@ class Supervisor:
             log("cannot read the run spec: %s" % e)
             return 2
         self.rec = runstate.new_record(self.spec, os.getpid())
-        if self.spec.get("ray"):  # multi-host run: what `inv status` shows
-            self.rec["cluster"] = record.cluster_summary(self.spec["ray"])
+        if self.spec.ray:  # multi-host run: what `inv status` shows
+            self.rec["cluster"] = record.cluster_summary(dict(self.spec.ray))
         try:
-            runfiles.acquire_lock(self._runs_dir(), str(self.spec.get("run_id")), os.getpid(), self.run_dir)
+            runfiles.acquire_lock(self._runs_dir(), str(self.spec.run_id), os.getpid(), self.run_dir)
             self.lock_taken = True
             self.disk.reserve()
         except runfiles.LockHeld as e:
             self.rec["ended_at"] = now()
             self.rec["verdict"] = escalate.lock_held_verdict(e)
-            self.rec["status"] = "failed"
+            self.rec["status"] = runstate.RunStatus.FAILED.value
             self._write()
             log(str(e))
             return 1
@@ -491,15 +495,15 @@ class Supervisor:
             if self.train_log is not None:
                 self.train_log.close()
             if self.lock_taken:
-                runfiles.release_lock(self._runs_dir(), str(self.spec.get("run_id")))
+                runfiles.release_lock(self._runs_dir(), str(self.spec.run_id))
             for t in self._notify_threads:
                 t.join(timeout=20)
             if self._notify_failed:  # a send of the run's end (success/failure) failed after the last write
                 self._write()
 
     def _supervise(self) -> int:
-        fs = features.FeatureSet.from_json(self.spec.get("features") or [], self.spec.get("disabled_features") or ())
-        changes: Dict[str, Any] = dict(self.spec.get("setting_changes") or {})  # memfit's start rung (source estimate)
+        fs = features.FeatureSet.from_json(list(self.spec.features), self.spec.disabled_features)
+        changes: Dict[str, Any] = dict(self.spec.setting_changes)  # memfit's start rung (source estimate)
         self.rec["setting_changes"] = dict(changes)
         self.train_log = follow.TrainLog(
             str(self.paths.train_log),
@@ -507,7 +511,7 @@ class Supervisor:
             self._on_cap,
             on_error=self.disk.note,
         )
-        follow.link_workdir_log(self.spec.get("workdir"), self.paths.train_log)
+        follow.link_workdir_log(self.spec.workdir, self.paths.train_log)
         k = 0
         while True:
             k += 1
@@ -555,7 +559,7 @@ class Supervisor:
                 self.disk.release()  # verl is gone: room for the end line and the final run.json
                 verdict = self.disk.verdict(self.rec.get("step"), self.rec.get("total_steps"))
             else:
-                planned = self.rec.get("total_steps") or (self.spec.get("settings") or {}).get("steps")
+                planned = self.rec.get("total_steps") or self.spec.settings.get("steps")
                 verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
             bad = escalate.flag_of(verdict) if out["killed_by"] is None else out["bad"]
             if bad is not None and out["killed_by"] is None:  # verl ended by itself after its metrics went bad
@@ -584,7 +588,7 @@ class Supervisor:
                 changes.update(d.setting_changes or {})
                 self.rec["setting_changes"] = dict(changes)
                 self.rec["features"] = fs.to_json()
-                self._set_status("retrying")
+                self._set_status(runstate.RunStatus.RETRYING)
                 self._notify("escalation", verdict, "%s; %s" % (d.reason, where) if where else d.reason)
                 self._wait_to_retry(k, att)
                 if self.stop_requested:
@@ -596,7 +600,7 @@ class Supervisor:
                     return self._failed(lost)
                 continue
             if d.action == "done" or (d.action == "keep-running" and out["exit_code"] == 0):
-                return self._final("succeeded", verdict, dj)
+                return self._final(runstate.RunStatus.SUCCEEDED, verdict, dj)
             if cls in escalate.LOST_NODE_CLASSES:  # multi-host: a lost node is the likelier cause; say which one
                 lost = escalate.cluster_lost(self.spec)
                 if lost is not None:
@@ -605,8 +609,8 @@ class Supervisor:
                     att["verdict"] = self.rec["verdict"] = lost
                     return self._failed(lost)
             if cls == "hang":  # already notified as a hang
-                return self._final("failed", verdict, dj, announce=False)
-            return self._final("failed", verdict, dj)
+                return self._final(runstate.RunStatus.FAILED, verdict, dj, announce=False)
+            return self._final(runstate.RunStatus.FAILED, verdict, dj)
 
 
 def _load_factory(spec: str) -> Callable[..., List[str]]:

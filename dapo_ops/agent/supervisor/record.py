@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from dapo_ops.agent import runfiles
 from dapo_ops.core import datafeed, runstate
@@ -212,13 +212,13 @@ def tried(rec: Dict[str, Any]) -> List[Dict[str, Any]]:
     ]
 
 
-def ending_line(status: str, reason: Optional[str], step: Optional[int], total: Optional[int]) -> str:
+def ending_line(status: runstate.RunStatus, reason: Optional[str], step: Optional[int], total: Optional[int]) -> str:
     """What ended a run, one line, as ``status`` / ``watch`` / the notifier show it (run.json ``decision.ended``):
     ``failed: device OOM after 2 OOM retries (MAX_OOM_RETRIES=2) at step 4/20``, ``succeeded at step 6/6``,
     ``stopped: stopped by the operator before the first step``. ``reason`` is the terminal decision's reason
     (ladder.Decision.reason) or the verdict's action; ``step``/``total`` in steps (None: no step reached)."""
     where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
-    if status == "succeeded":
+    if status == runstate.RunStatus.SUCCEEDED:
         return "succeeded %s" % where
     reason = (reason or "").rstrip(". ")
     if reason.startswith("ended at step "):  # data-ran-out: the reason names the step (datafeed.ran_out)
@@ -228,7 +228,9 @@ def ending_line(status: str, reason: Optional[str], step: Optional[int], total: 
     return "%s: %s %s" % (status, reason, where)
 
 
-def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]) -> None:
+def end_run(
+    rec: Dict[str, Any], status: runstate.RunStatus, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]
+) -> None:
     """Fill the run's end into ``rec``: ``decision`` with ``tried``, ``summary`` and ``ended``, the verdict
     (when given) and ``ended_at``. The status itself is set by the caller once the run's processes are gone."""
     t = tried(rec)
@@ -244,7 +246,7 @@ def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]],
         status, decision.get("reason") or (verdict or {}).get("action"), rec.get("step"), rec.get("total_steps")
     )
     where = (((verdict or {}).get("detail") or {}).get("evidence") or {}).get("line")
-    if where and status == "failed":  # multi-host: the host and rank of the earliest error
+    if where and status == runstate.RunStatus.FAILED:  # multi-host: the host and rank of the earliest error
         decision["evidence"] = where
         decision["ended"] += "; " + where
     rec["decision"] = decision
@@ -254,7 +256,7 @@ def end_run(rec: Dict[str, Any], status: str, verdict: Optional[Dict[str, Any]],
 
 
 def notify_payload(
-    spec: Dict[str, Any],
+    spec: Mapping[str, Any],
     rec: Dict[str, Any],
     event: str,
     verdict: Optional[Dict[str, Any]],

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dapo_ops.control.userconfig import RunConfig
 from dapo_ops.control.preflight.inputs import NO_CHECKPOINTS, checkpoint_saves
 from dapo_ops.core.redact import redact_env
+from dapo_ops.core.fastfit import LINE_PREFIX
 
 
 def _features_table(plan: Plan) -> Table:
@@ -32,10 +33,16 @@ def _features_table(plan: Plan) -> Table:
     t.add_column("kind")
     t.add_column("state")
     t.add_column("source")
+    fit = {c["name"]: c for c in (plan.spec.get("fit") or {}).get("choices") or []}  # the fastest fit, applied
+    proposed = {ln[len(LINE_PREFIX) :].split(" ", 1)[0] for ln in plan.memory if ln.startswith(LINE_PREFIX)}
     for name, (kind, help_) in features_mod.CATALOG.items():
         src = plan.features.source_of(name)
-        if src is not None:
+        if name in fit:  # e.g. gradient checkpointing off: the update fits without it
+            state, src = str(fit[name]["value"]), f"fit: {fit[name]['why']}"
+        elif src is not None:
             state = "on"
+            if name in proposed:  # a dry run: the fit's line says what the launch would choose on the real device
+                src += " (inv launch's fit may change it: fit: line below)"
         elif kind == "verl-default" and name not in plan.features.disabled:
             state, src = "on", "verl's default (-%s turns it off)" % name
         elif name in plan.features.disabled:

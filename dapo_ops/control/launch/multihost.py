@@ -34,6 +34,7 @@ from dapo_ops.control.launch import resume as resume_mod
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.launch.errors import LaunchRefused
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.core import topology as cluster
 from dapo_ops.core import raynodes
@@ -239,7 +240,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
         merged = cluster.merge_no_proxy(no_proxy, [n.address for n in topo.nodes])
         env = {**spec["env"], "RAY_ADDRESS": f"{handle.head}:{handle.port}", "no_proxy": merged, "NO_PROXY": merged}
         written = {**spec, "ray": handle.to_json(), "env": env}
-        started.append(("run dir", lambda: ht.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)))
+        started.append(("run dir", lambda: launch_svc.remove_run_dir(ht, plan.run_dir)))
         row = launch_svc.start_run(
             ht,
             plan,
@@ -277,7 +278,9 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
     h = hosts[host_name]
     t = make_target(h, h.container)
     try:
-        res = t.run(["cat", posixpath.join(run_dir, "spec.json")], workdir="", check=False, timeout=30)
+        res = remote_bundle.run_op(
+            t, "runfiles", ["show-spec", run_dir], site=False, workdir="", check=False, timeout=30
+        )
         spec = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else {}
     except (RemoteError, ValueError):
         spec = {}

@@ -410,9 +410,10 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
     if resume is not None and resume.strategy:  # FSDP: its checkpoint's strategy (fsdp / fsdp2 do not load across)
         spec["strategy"] = resume.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
+    fs, fit_lines = _fastest_fit(spec, fs, memory, settings)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     _pin_fsdp_strategy(spec)
-    mem_lines = learned_lines + mem_lines
+    mem_lines = learned_lines + fit_lines + mem_lines
     resume_line = None
     if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
         from dapo_ops.control.launch import resume as resume_mod
@@ -432,7 +433,7 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += features_mod.implied_notes(fs, run_values(settings)["features"])
     trainer_devs = memfit.trainer_world(s, mode == "one-step-off")
-    notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # issue 42 item 5: warn only
+    notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # warn only
     lad = ladder.plan_ladder(
         fs,
         spec["max_oom_retries"],
@@ -589,6 +590,45 @@ def _learned_start(
     line = learned.start_line(memo)
     spec["learned"] = {"used": True, "run_id": memo.get("run_id"), "fingerprint": fp, "line": line}
     return fs, [line]
+
+
+def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -> tuple[FeatureSet, list[str]]:
+    """The fastest configuration that fits (:func:`dapo_ops.core.fastfit.choose`: token budgets or
+    micro-batches, gradient checkpointing, the rollout share, vLLM's ``max_num_seqs`` / ``max_num_batched_tokens``),
+    after the user's explicit settings and under a used learned memo's phases. In place on ``spec`` (``settings``,
+    ``features``, ``fit``); returns the features and the plan's ``fit:`` lines. Without the model's shape: nothing;
+    without the device memory (a dry run) or with ``MEMORY_FIT=warn``: reported (a dry run: against the
+    accelerator's usual memory), not applied; the launch chooses on the real figure."""
+    from dapo_ops.core import fastfit
+
+    try:
+        m = memfit.Model.from_config((memory or {}).get("model_config") or {})
+    except memfit.EstimateUnavailable:
+        return fs, []
+    gib = (memory or {}).get("device_gib")
+    dev = float(
+        gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator", defaults.HOST["accelerator"]), 64.0)
+    )
+    rungs = (spec.get("setting_changes") or {}).get("memory_rungs") or []
+    c = fastfit.choose(
+        m,
+        spec,
+        fs,
+        dev,
+        given=[n for n in ("gpu_memory_utilization", "micro_batch_size") if _given(settings, n)],
+        ran_out=[r.get("phase") for r in rungs if r.get("source") == "learned"],
+    )
+    if not gib:  # a dry run: what a device of the usual memory would get; the launch chooses on the real figure
+        why = (
+            f"{dev:g} GiB assumed per {spec.get('accelerator')} device: not applied, inv launch chooses on the real one"
+        )
+        return fs, [f"{ln} ({why})" for ln in c.lines()]
+    if spec["settings"].get("memory_fit") == "warn":
+        return fs, [ln + " (MEMORY_FIT=warn: not applied)" for ln in c.lines()]
+    spec["settings"].update(c.settings)
+    spec["features"] = c.features.to_json()
+    spec["fit"] = c.record()
+    return c.features, c.lines()
 
 
 def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:

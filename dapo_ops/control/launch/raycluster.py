@@ -2,8 +2,8 @@
 
 The pure parts (topology, ``ray start`` argv, per-node collective env) are in
 :mod:`dapo_ops.core.topology`; this module does the remote calls through :class:`dapo_ops.control.remote.target.Target`,
-each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|wait|lead|stop> ...``
-(:func:`dapo_ops.control.remote.bundle.run_op`: the bundle is installed first where it is missing).
+each one bundle op ``python3 -m dapo_ops.agent.raysession <iface|start|wait|stop> ...``
+(:func:`dapo_ops.control.remote.bundle.run_op`, the one way in: the bundle is installed first where it is missing).
 
 Each ``ray start --block`` runs detached in its own session inside the container (``setsid``) under a
 stdlib leader (``raysession lead``: :func:`dapo_ops.agent.raysession.run_session`), the session id written to ``<run_dir>/ray/<host>.pid``
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,15 +54,6 @@ class ClusterHandle:
         return {"head": self.head, "port": self.port, "nodes": self.nodes, "resources": self.resources}
 
 
-def _ray_cmd(python: str) -> str:
-    """Shell snippet whose output is the Ray CLI: ``ray`` when on PATH, else ``<python> -m ray.scripts.scripts``.
-
-    Used unquoted (``exec $RAY ...``) so the fallback splits into words; the python path comes from
-    the inventory and must not contain spaces.
-    """
-    return f"$(command -v ray || echo {shlex.quote(python)} -m ray.scripts.scripts)"
-
-
 def _start_node(
     target: Target,
     argv: list[str],
@@ -76,27 +66,18 @@ def _start_node(
 ) -> None:
     """Start one blocking ``ray start`` detached in its own session under the ``raysession lead`` op of the bundle
     (installed by :func:`_iface`, the first op on every host), with ``DAPO_OPS_RAY_RUN=<run id>`` (the last part of
-    ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned.
-    ``launcher``: the run spec's ``launcher`` (the CANN launcher on NPU, ``launch.plan.CANN_LAUNCHER``): the session
-    starts under it, so the raylet, and every Ray worker it forks, has the environment verl's driver has."""
+    ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned: ONE bundle op,
+    ``raysession start`` (:func:`dapo_ops.agent.raysession.start_node`; the Ray CLI is ``ray`` on the container's
+    PATH, else ``<python> -m ray.scripts.scripts``). ``launcher``: the run spec's ``launcher`` (the CANN launcher on
+    NPU, ``launch.plan.CANN_LAUNCHER``): the session starts under it, so the raylet, and every Ray worker it forks,
+    has the environment verl's driver has.
+
+    :raises RemoteError: the op failed (kind ``command``, its one line) or the host cannot be reached."""
     run_id = posixpath.basename(run_dir.rstrip("/"))
-    pid_file, log = raynodes.node_file(run_dir, name, raynodes.PID), raynodes.node_file(run_dir, name, raynodes.LOG)
-    ray_args = " ".join(shlex.quote(a) for a in argv[1:])
-    marker = f"{topology.RAY_RUN_ENV}={run_id}"
-    bdir = remote_bundle.bundle_dir(target.host.runs_path)
-    inner = (
-        f"echo $$ > {shlex.quote(pid_file)}; "
-        f"{remote_bundle.op_line(bdir, python, 'raysession', ['lead', marker])} $RAY {ray_args}"
+    req = {"run_dir": run_dir, "name": name, "info": info or {}, "launcher": list(launcher), "args": list(argv[1:])}
+    remote_bundle.run_op(
+        target, "raysession", ["start", json.dumps(req)], python=python, env={**env, topology.RAY_RUN_ENV: run_id}
     )
-    node_info = json.dumps({"run_id": run_id, "name": name, **(info or {})})
-    info_file = raynodes.node_file(run_dir, name, raynodes.INFO)
-    script = (
-        f"mkdir -p {shlex.quote(raynodes.ray_dir(run_dir))} && printf '%s\\n' {shlex.quote(node_info)} > "
-        f"{shlex.quote(info_file)} && RAY={_ray_cmd(python)} && export RAY && "
-        f"setsid {' '.join(shlex.quote(a) for a in launcher)}{' ' if launcher else ''}sh -c {shlex.quote(inner)} "
-        f"> {shlex.quote(log)} 2>&1 < /dev/null &"
-    )
-    target.run(script, env={**env, topology.RAY_RUN_ENV: run_id}, timeout=60)
 
 
 def _iface(target: Target, python: str, address: str) -> str | None:

@@ -20,21 +20,22 @@ import json
 from dataclasses import dataclass, field
 
 from dapo_ops.control.launch.errors import LaunchRefused
+from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.core import defaults, overrides, runstate
 
 
-def _cat(target, path: str) -> str | None:
-    res = target.run(["cat", path], workdir="", timeout=30, check=False)
-    return res.stdout if res.exited == 0 else None
+def _read(target, run_dir: str) -> dict:
+    """The earlier run's files, in ONE call of the bundle op ``runfiles resume-facts``
+    (:func:`dapo_ops.agent.runfiles.resume_facts`): ``{"spec", "record", "step", "fsdp_version"}``.
 
-
-def _cat_json(target, path: str) -> dict | None:
-    text = _cat(target, path)
+    :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached, or the op failed (kind
+        ``command``, its one line)."""
+    res = remote_bundle.run_op(target, "runfiles", ["resume-facts", run_dir], site=False, workdir="", timeout=30)
     try:
-        data = json.loads(text) if text and text.strip() else None
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+        answer = json.loads((res.stdout or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        answer = None
+    return answer if isinstance(answer, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def read_facts(target, run_id: str) -> ResumeFacts:
     """
     host = target.host
     old_dir = runstate.run_dir_for(host.runs_path, run_id)
-    old = _cat_json(target, f"{old_dir}/spec.json")
+    got = _read(target, old_dir)
+    old = got.get("spec") if isinstance(got.get("spec"), dict) else None
     if old is None:
         raise LaunchRefused(
             "resume",
@@ -71,15 +73,13 @@ def read_facts(target, run_id: str) -> ResumeFacts:
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
     old = defaults.complete_spec(old)  # a spec of an older dapo-ops lacks the keys added since
-    ckpt = old["settings"].get("ckpt_dir")
-    text = _cat(target, f"{ckpt}/latest_checkpointed_iteration.txt") if ckpt else None
-    step = (text or "").strip()
+    record = got.get("record")
     return ResumeFacts(
         run_id=run_id,
         spec=old,
-        record=_cat_json(target, f"{old_dir}/run.json") or {},
-        step=step,
-        strategy=_checkpoint_strategy(target, ckpt, step) if ckpt and old.get("framework") == "fsdp" else None,
+        record=record if isinstance(record, dict) else {},
+        step=str(got.get("step") or ""),
+        strategy=_checkpoint_strategy(got.get("fsdp_version")),
     )
 
 
@@ -202,7 +202,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
     occupancy check found no live one). Closed as failed by the status probe's ``stop`` op, never as stopped by
     ``inv stop``: nobody ran stop. Call it after :func:`check` and the quick checks passed: a refused resume
     leaves the earlier run's record as it was."""
-    if facts.record.get("status") in ("starting", "running", "retrying"):
+    if runstate.RunStatus.of(facts.record.get("status")).active:
         from dapo_ops.control.status.probe import probe
 
         probe(
@@ -291,7 +291,7 @@ def ladder_changes(record: dict, new_settings: dict, sources: dict) -> tuple[dic
 _FSDP_STRATEGY = {1: "fsdp", 2: "fsdp2"}
 
 
-def _checkpoint_strategy(target, ckpt_dir: str, step: str) -> str | None:
+def _checkpoint_strategy(version) -> str | None:
     """The actor strategy (``fsdp`` | ``fsdp2``) the checkpoint a resume loads was written with, or None (no
     checkpoint yet, no record: the plan's own choice stands).
 
@@ -303,11 +303,10 @@ def _checkpoint_strategy(target, ckpt_dir: str, step: str) -> str | None:
     FSDP1 optimizer holds one flat parameter per wrapped module (``use_orig_params: false``,
     verl/trainer/config/engine/fsdp.yaml:36) against FSDP2's one DTensor per parameter, so ``load_checkpoint``
     (:211-237, ``self.model.load_state_dict`` / ``self.optimizer.load_state_dict``) fails across them. A run the
-    tool started with ``fsdp2`` on one device (before the plan chose ``fsdp`` there) must resume as ``fsdp2``."""
-    if not step.isdigit():
-        return None
-    cfg = _cat_json(target, f"{ckpt_dir}/global_step_{step}/actor/fsdp_config.json") or {}
-    version = cfg.get("FSDP_version")
+    tool started with ``fsdp2`` on one device (before the plan chose ``fsdp`` there) must resume as ``fsdp2``.
+
+    ``version``: that file's ``FSDP_version`` as the op ``runfiles resume-facts`` read it (None for a Megatron run,
+    no tracker step or no file)."""
     return _FSDP_STRATEGY.get(version) if isinstance(version, int) else None
 
 

@@ -10,9 +10,10 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
 2. :func:`build_plan`: the run's draft (:func:`draft_for`, made from :func:`plan_inputs` of the :class:`LaunchRequest`
    before the probe: ``check_spec`` once, the run's env and notifier) + the facts -> one immutable
    :class:`~dapo_ops.control.launch.plan.Plan` (the learned start or memory fit, ``--resume``);
-3. execute: close an earlier run ``--resume`` continues whose supervisor died, write ``spec.json`` and ``secret.env``
-   (0600), and start the supervisor with ONE call of the bundle op :mod:`dapo_ops.agent.runstart`, which answers
-   once verl has started (:func:`start_run`). The multi-host path (:mod:`dapo_ops.control.launch.multihost`) uses the same
+3. execute: close an earlier run ``--resume`` continues whose supervisor died, and start the supervisor with ONE
+   call of the bundle op :mod:`dapo_ops.agent.runstart`, which writes ``spec.json`` and ``secret.env`` (0600) from its
+   stdin (never a command line) and answers once verl has started (:func:`start_run`). The multi-host path
+   (:mod:`dapo_ops.control.launch.multihost`) uses the same
    builder, checks and start.
 
 Every call into the container goes through :func:`dapo_ops.control.remote.bundle.run_op` (the one way in).
@@ -44,7 +45,7 @@ from dapo_ops.control.launch import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
-from dapo_ops.core import runstate
+from dapo_ops.core import fastfit, runstate
 
 #: seconds the start op waits for run.json to leave ``starting`` after it started the supervisor
 START_WAIT_S = 30.0
@@ -148,7 +149,7 @@ def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> planning.PlanInputs:
     settings (:func:`plan_settings`), the run's public env (docs/design.md "SwanLab and secrets": the proxy
     variables of ``req.extra_public`` and SwanLab's public env; a resumed run continues the earlier run's SwanLab
     run: the ``SWANLAB_RUN_ID`` of the earlier spec, which is the chain's first run's, so ``A -> B -> C`` all log to
-    A's SwanLab run, issue 44), the notifier, the topology and the run ``--resume`` continues."""
+    A's SwanLab run), the notifier, the topology and the run ``--resume`` continues."""
     run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
     earlier = facts.resume.spec if facts.resume is not None else {}
     chain_id = str((earlier.get("env") or {}).get("SWANLAB_RUN_ID") or "")
@@ -548,6 +549,24 @@ def verdict_line(rec: dict) -> str:
     return line
 
 
+def remove_run_dir(target, run_dir: str) -> None:
+    """Remove ``run_dir`` in ``target``'s container (the bundle op ``runfiles remove``): what a launch that started
+    nothing leaves behind. Never raises for the op's own failure (a run dir left behind is shown by ``inv status``).
+
+    :raises RemoteError: the host cannot be reached."""
+    remote_bundle.run_op(target, "runfiles", ["remove", run_dir], site=False, workdir="", check=False, timeout=30)
+
+
+def start_input(spec: Mapping, secret_env: dict) -> bytes:
+    """The stdin of the start op (:func:`dapo_ops.agent.runstart.read_input`): ``{"spec": <spec.json text>,
+    "secret_env": <secret.env text>}`` as UTF-8 JSON; the spec's text is what spec.json holds (``json.dumps(spec,
+    indent=1)`` and a newline), ``secret_env`` only when there are secrets (:func:`swanlab_values.env_file_text`)."""
+    data = {"spec": json.dumps(spec, indent=1) + "\n"}
+    if secret_env:
+        data["secret_env"] = swanlab_values.env_file_text(secret_env)
+    return json.dumps(data).encode("utf-8")
+
+
 def start_run(
     target,
     plan: planning.Plan,
@@ -558,16 +577,18 @@ def start_run(
     cleanup=None,
     progress: LaunchProgress | None = None,
 ) -> Row:
-    """Write ``spec.json`` (``spec``, default ``plan.spec``; + ``secret.env``, 0600) into ``plan.run_dir`` and start
-    the supervisor with the bundle op :mod:`dapo_ops.agent.runstart` (ONE remote call): it answers once the run left
+    """Start the supervisor of ``plan.run_dir`` with the bundle op :mod:`dapo_ops.agent.runstart` (ONE remote call):
+    it writes ``spec.json`` (``spec``, default ``plan.spec``; + ``secret.env``, 0600) from its stdin
+    (:func:`start_input`: secrets never on a command line), starts the supervisor and answers once the run left
     ``starting`` (up to :data:`START_WAIT_S`), after :data:`SETTLE_S` more and up to ``link_wait`` seconds for the
     SwanLab link (0: the run logs no SwanLab).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container; ``ok=False`` kind
-    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir) runs when nothing was
-    started (a write failed, the supervisor could not be started); raises RemoteError with one line,
-    :class:`LaunchRefused` (kind ``interrupted``) when ``progress`` was cancelled before anything of the run was
-    written.
+    ``failed`` when the run failed at once). ``cleanup()`` (default: remove the run dir, :func:`remove_run_dir`) runs
+    when nothing was started (the op could not write a file or start the supervisor: its exit
+    :data:`dapo_ops.agent.runstart.SPAWN_FAILED`); raises RemoteError with one line (a failure of the call itself:
+    the run may have started, and the line says how to look), :class:`LaunchRefused` (kind ``interrupted``) when
+    ``progress`` was cancelled before anything of the run was written.
     """
     host = target.host
     spec = plan.spec if spec is None else spec
@@ -581,17 +602,10 @@ def start_run(
         if cleanup is not None:
             cleanup()
         else:
-            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+            remove_run_dir(target, plan.run_dir)
 
-    try:
-        target.put_text(json.dumps(spec, indent=1) + "\n", f"{plan.run_dir}/spec.json", mode=0o644)
-        if secret_env:
-            target.put_text(swanlab_values.env_file_text(secret_env), f"{plan.run_dir}/secret.env", mode=0o600)
-    except Exception:
-        undo()
-        raise
     args = [plan.run_dir, "--workdir", spec["workdir"], "--start-wait", f"{START_WAIT_S:g}"]
-    args += ["--settle", f"{SETTLE_S:g}", "--link-wait", f"{link_wait:g}"]
+    args += ["--settle", f"{SETTLE_S:g}", "--link-wait", f"{link_wait:g}", "--stdin"]
     try:
         res = remote_bundle.run_op(
             target,
@@ -601,6 +615,7 @@ def start_run(
             workdir="",
             check=False,
             timeout=START_WAIT_S + SETTLE_S + link_wait + 60,
+            stdin=start_input(spec, secret_env),
         )
     except RemoteError as e:  # the supervisor may be running: its run dir stays, for `inv status` / `inv stop`
         raise RemoteError(
@@ -642,12 +657,12 @@ def start_run(
         )
     if not answer.get("started"):
         raise RemoteError("timeout", host.name, f"run {run_id} did not start within {START_WAIT_S:g} s; {follow}")
-    if rec.get("status") == "failed":
+    if rec.get("status") == runstate.RunStatus.FAILED:
         active = ((rec.get("verdict") or {}).get("detail") or {}).get("active_run")
         if active:
             # lost a launch race to another run (the supervisor's lock): leave no record of the loser, and say so
             # as refuse_if_busy does for a run that was active before this launch looked
-            target.run(["rm", "-rf", plan.run_dir], workdir="", check=False, timeout=30)
+            remove_run_dir(target, plan.run_dir)
             return Row(
                 ok=False,
                 kind="active-run",
@@ -686,7 +701,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     when its supervisor died, :func:`start_run`).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
-    learned-start / memory-fit lines, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and
+    learned-start / memory-fit lines, ``fit``: the fastest fit's lines without their ``fit: `` prefix, ``skipped``: the failing quick checks ``--skip-preflight`` let through, and
     ``resume``: one line naming the checkpoint when resuming; a run that failed at once: ``ok=False`` kind ``failed``,
     its one-line message ending in the checks it was launched past). Raises
     RemoteError / PlanError / LaunchRefused with one line; nothing is left behind when the start itself fails.
@@ -701,6 +716,8 @@ def launch_one(target, req: LaunchRequest) -> Row:
         row.data["resume"] = plan.resume_line
     if row.ok:
         row.data["start"] = [ln for ln in plan.memory if ln.startswith(START_LINES)]
+        fit = fastfit.LINE_PREFIX  # the fastest fit's lines: each chosen value and why, or kept / falls back
+        row.data["fit"] = [ln[len(fit) :] for ln in plan.memory if ln.startswith(fit)]
         row.data["skipped"] = list(facts.skipped)
     elif row.kind == "failed" and facts.skipped:  # failed at once: the check it launched past is the first suspect
         row.message += "; launched past " + "; ".join(f"preflight {s}" for s in facts.skipped) + " (--skip-preflight)"

@@ -2,8 +2,8 @@
 shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
 probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
 answer into facts. The probe itself is the bundle op :mod:`dapo_ops.agent.preflight` (stdlib, runs in the
-container; :func:`dapo_ops.control.remote.bundle.op_line`); a container without the bundle gets it installed and
-the round trip once more (:func:`collect`).
+container, through :func:`dapo_ops.control.remote.bundle.run_op`: the one way in); a container without the bundle gets
+it installed and the round trip once more (:func:`collect`).
 """
 
 from __future__ import annotations
@@ -73,26 +73,17 @@ def probe_request(
     return req
 
 
-def probe_command(target: Target, req: dict, env: dict, env_file: str | None = None) -> str:
-    """The host command line that runs the probe with ``req`` in the container (``docker exec``; a bare host: its
-    own shell), with ``env`` (``env_file``: a shell expansion naming a 0600 env file, for secrets) and the
-    inventory's workdir. The only place that knows how the probe is invoked: the bundle op line (exit
-    :data:`~dapo_ops.control.remote.bundle.MISSING_RC` + mark when the bundle is missing)."""
-    line = remote_bundle.op_line(
-        remote_bundle.bundle_dir(target.host.runs_path), target.host.python, "preflight", [json.dumps(req)]
-    )
-    return target.exec_command(line, env=env, workdir=target.host.workdir, env_file=env_file)
-
-
-def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None = None) -> tuple[str, bytes | None]:
-    """One host shell line (and its stdin): exec the probe in the container and, only when that fails, ``docker
+def _host_command(target: Target, line: str, env: dict, secret_env: dict | None = None) -> tuple[str, bytes | None]:
+    """One host shell line (and its stdin) around the probe's op ``line`` (built by
+    :func:`dapo_ops.control.remote.bundle.run_op`: exit :data:`~dapo_ops.control.remote.bundle.MISSING_RC` + mark when
+    the bundle is missing), with ``env`` and the inventory's workdir: exec the probe in the container and, only when that fails, ``docker
     inspect`` it (a healthy host costs one docker CLI call; a missing / stopped / paused container, a missing Docker
     or a failed probe get the inspect answer in the same round trip). The mark line says ``<inspect rc> <inspect
     text>``; after a successful exec it is ``0 running 0 false false false`` (what inspect prints for a running
     container). A bare host (``runtime = "host"``): no inspect; the mark says ``0 running host`` and the probe
     runs in the host's shell. ``secret_env`` (e.g. a proxy URL with credentials) reaches the probe through a 0600
     env file fed on stdin (:meth:`~dapo_ops.control.remote.target.Target.with_secret_file`), never the command line."""
-    exec_line = probe_command(target, req, env, env_file='"$f"' if secret_env else None)
+    exec_line = target.exec_command(line, env=env, workdir=target.host.workdir, env_file='"$f"' if secret_env else None)
     if target.bare:
         after = "exit 0"
         head = f"printf '{INSPECT_MARK}0 running host\\n'; "
@@ -114,8 +105,9 @@ def _host_command(target: Target, req: dict, env: dict, secret_env: dict | None 
 def collect(
     target: Target, req: dict, *, env: dict | None = None, secret_env: dict | None = None, timeout: float = 120
 ) -> dict:
-    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip; when the container lacks the
-    bundle, install it (:func:`dapo_ops.control.remote.bundle.install`) and run once more. ``env``: public env of
+    """Run the probe (+ inspect when it fails) on ``target`` in ONE SSH round trip, through
+    :func:`dapo_ops.control.remote.bundle.run_op` (``around``: :func:`_host_command`); when the container lacks the
+    bundle, run_op installs it and runs once more. ``env``: public env of
     the probe (``docker exec -e``); ``secret_env``: env it gets through a 0600 file (:func:`_host_command`).
     Returns facts:
     ``{"ssh": {"ok", "kind", "message"}, "inspect": {"rc", "text"}, "probe": dict | None, "probe_error": str,
@@ -129,25 +121,30 @@ def collect(
         "bare": target.bare,
         "local": target.local,
     }
-    for first in (True, False):
-        try:
-            cmd, stdin = _host_command(target, req, env or {}, secret_env)
-            res = target.host_run(cmd, timeout=timeout, check=False, stdin=stdin)
-            if not (first and remote_bundle.MISSING_MARK in (res.stderr or "")):
-                break
-            remote_bundle.install(target, remote_bundle.bundle_dir(target.host.runs_path), target.host.python)
-        except RemoteError as e:
-            if not first or e.kind != "command":
-                facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
-                return facts
-            if "(hosts.toml `python`)" in e.message:  # remote_bundle.install: the interpreter cannot run
-                facts["python_error"] = e.message
-            else:
-                facts["bundle_error"] = (
-                    f"cannot install the dapo-ops bundle {target.where} under "
-                    f"{target.host.runs_path}/.dapo_ops: {e.message}"
-                )
-            break
+    failed: list[RemoteError] = []  # the bundle's install, when it failed (run_op then answers the first result)
+    try:
+        res = remote_bundle.run_op(
+            target,
+            "preflight",
+            [json.dumps(req)],
+            check=False,
+            timeout=timeout,
+            around=lambda line: _host_command(target, line, env or {}, secret_env),
+            on_install_error=failed.append,
+        )
+    except RemoteError as e:
+        facts["ssh"] = {"ok": False, "kind": e.kind, "message": e.message}
+        return facts
+    if failed and failed[0].kind != "command":
+        facts["ssh"] = {"ok": False, "kind": failed[0].kind, "message": failed[0].message}
+        return facts
+    if failed and "(hosts.toml `python`)" in failed[0].message:  # remote_bundle.install: the interpreter cannot run
+        facts["python_error"] = failed[0].message
+    elif failed:
+        facts["bundle_error"] = (
+            f"cannot install the dapo-ops bundle {target.where} under "
+            f"{target.host.runs_path}/.dapo_ops: {failed[0].message}"
+        )
     out = res.stdout or ""
     for line in out.splitlines():
         if line.startswith(INSPECT_MARK):

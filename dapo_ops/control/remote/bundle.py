@@ -28,6 +28,7 @@ import posixpath
 import shlex
 import time
 from pathlib import Path
+from typing import Callable
 
 from dapo_ops import __version__
 
@@ -253,27 +254,53 @@ def run_op(
     site: bool = True,
     check: bool = True,
     timeout: float = 60,
+    stdin: bytes | None = None,
+    around: Callable[[str], tuple[str, bytes | None]] | None = None,
+    on_install_error: Callable[[RemoteError], None] | None = None,
     **run_kw,
 ):
     """Run bundle op ``op`` with ``args`` in ``target``'s container (bare host: its shell) through
     ``target.run``: ONE command when the bundle is installed; when it is missing, :func:`install` and once more.
 
     ``runs_dir`` (default the host's ``runs_path``) picks the bundle dir, ``python`` (default the host's) runs it;
-    ``run_kw`` goes to :meth:`dapo_ops.control.remote.target.Target.run` (``env``, ``secret_env``, ``workdir``,
-    ``state_on_failure``). Returns its result (``.stdout``, ``.stderr``, ``.exited``).
+    ``stdin`` (bytes) is the op's stdin (``docker exec -i``: what must never be on a command line, e.g. the run's
+    spec and secrets for :mod:`dapo_ops.agent.runstart`); ``run_kw`` goes to
+    :meth:`dapo_ops.control.remote.target.Target.run` (``env``, ``secret_env``, ``workdir``, ``state_on_failure``,
+    ``look``). ``around(op line) -> (host command, its stdin)``: a caller whose one round trip does more on the
+    host around the op (preflight's ``docker inspect`` when the exec fails,
+    :func:`dapo_ops.control.preflight.probe.collect`) builds that host command from the op line with the Target's
+    command builders (:meth:`~dapo_ops.control.remote.target.Target.exec_command`,
+    :meth:`~dapo_ops.control.remote.target.Target.with_secret_file`); it runs with ``host_run`` and the bundle is
+    missing when :data:`MISSING_MARK` is on its stderr (the host command may exit 0 after the op).
+    ``on_install_error(e)``: a bundle that cannot be installed is handed to it and the first result is returned (a
+    caller that reports the install's failure beside what that result says, e.g. the container's state), instead of
+    raising. Returns its result (``.stdout``, ``.stderr``, ``.exited``).
 
     :raises dapo_ops.control.remote.errors.RemoteError: remote failures; kind ``command`` when ``check`` and the op
-        exits non-zero.
+        exits non-zero, or when the bundle cannot be installed.
     """
     h = target.host
     python = python or h.python
     files = bundle_files()
     bdir = bundle_dir(runs_dir or h.runs_path, files)
     line = op_line(bdir, python, op, args, site=site)
-    res = target.run(line, check=False, timeout=timeout, **run_kw)
-    if bundle_missing(res):
-        install(target, bdir, python, files=files, timeout=max(timeout, 60))
-        res = target.run(line, check=False, timeout=timeout, **run_kw)
+
+    def once():
+        if around is None:
+            return target.run(line, check=False, timeout=timeout, stdin=stdin, **run_kw)
+        cmd, body = around(line)
+        return target.host_run(cmd, timeout=timeout, check=False, stdin=body)
+
+    res = once()
+    if bundle_missing(res) or (around is not None and MISSING_MARK in (res.stderr or "")):
+        try:
+            install(target, bdir, python, files=files, timeout=max(timeout, 60))
+        except RemoteError as e:
+            if on_install_error is None:
+                raise
+            on_install_error(e)
+            return res
+        res = once()
     if check and res.exited != 0:
         lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
         raise RemoteError(
@@ -285,6 +312,22 @@ def run_op(
             result=res,
         )
     return res
+
+
+def start_op(target, op: str, args=(), *, out_stream, err_stream=None, site: bool = True):
+    """Start bundle op ``op`` in ``target``'s container with a pty on the SSH side and return at once: the
+    :class:`invoke.runners.Promise` of :meth:`dapo_ops.control.remote.target.Target.stream` (output to
+    ``out_stream`` as it comes). For an op that streams until something ends (``inv logs -f``:
+    ``runlogs follow``). The bundle is not installed here: a stream has no second try, so the caller asks a
+    :func:`run_op` of the same bundle first (``logs -f`` resolves the log with the status probe). An op line whose
+    bundle is missing prints :data:`MISSING_MARK` and exits :data:`MISSING_RC`.
+
+    :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached.
+    """
+    h = target.host
+    return target.stream(
+        op_line(bundle_dir(h.runs_path), h.python, op, args, site=site), out_stream=out_stream, err_stream=err_stream
+    )
 
 
 def stdin_install_line(bdir: str, python: str = "python3") -> str:

@@ -398,6 +398,7 @@ class Target(CommandLines):
         pty: bool = False,
         state_on_failure: bool = False,
         look: bool = False,
+        stdin: bytes | None = None,
     ) -> Result:
         """Run a command inside the container with ``docker exec``.
 
@@ -414,15 +415,22 @@ class Target(CommandLines):
             (one round trip for a stopped container too; not with ``pty`` or ``secret_env``).
         :param look: a short read-only look (a string ``cmd``, no env, ``workdir=""``): entered with ``nsenter``
             where the host allows it (:meth:`look_command`), else ``docker exec``; not with ``pty`` or secrets.
+        :param stdin: bytes fed to the command's stdin, then EOF (``docker exec -i``; through the SSH channel, never
+            a command line: how a bundle op gets a run's spec and secrets, :func:`dapo_ops.control.remote.bundle.run_op`).
+            Not with ``secret_env`` (whose env-file is fed through stdin) or ``pty``.
         :returns: :class:`invoke.runners.Result` (``.stdout``, ``.stderr``, ``.exited``, ``.ok``).
-        :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values.
+        :raises RemoteError: any kind in :data:`KINDS`; ``ValueError`` for invalid env names/values, or ``stdin``
+            with ``secret_env`` or ``pty``.
         """
         wd = self.host.workdir if workdir is None else workdir
+        if stdin is not None and (secret_env or pty):
+            raise ValueError("stdin cannot go with secret_env (its env-file is fed through stdin) or pty")
         if (
             look
             and self._nsenter_ok
             and not self.bare
             and isinstance(cmd, str)
+            and stdin is None
             and not (env or secret_env or pty or wd)
         ):
             command = self.look_command(cmd)
@@ -442,11 +450,34 @@ class Target(CommandLines):
             )
             res = self._raw(command, timeout=timeout, stdin=body, pty=False)
         else:
-            command = self.exec_command(cmd, env=env, workdir=wd, tty=pty)
+            command = self.exec_command(cmd, env=env, workdir=wd, tty=pty, interactive=stdin is not None)
             if state_on_failure and not pty:
                 command = self._with_state(command)
-            res = self._raw(command, timeout=timeout, pty=pty)
+            res = self._raw(command, timeout=timeout, pty=pty, stdin=stdin)
         return self._checked(cmd, res, check, take_state(res) if state_on_failure else None)
+
+    def stream(self, cmd: str, *, out_stream, err_stream=None, workdir: str = ""):
+        """Start ``cmd`` in the container (``docker exec -i``; a bare host: its shell) with a pty on the SSH side and
+        return at once: an :class:`invoke.runners.Promise` (``.runner.process_is_finished``,
+        ``.runner.send_interrupt``, ``.join()``) whose output goes to ``out_stream`` / ``err_stream`` as it comes.
+        Ctrl-C (``send_interrupt``) sends ``\\x03`` through the pty (fabric/connection.py): the docker CLI on the host
+        gets SIGINT and the exec's stdin closes. For a follow that streams until the run ends
+        (:func:`dapo_ops.control.remote.bundle.start_op`).
+
+        :raises RemoteError: unreachable / refused / auth / hostkey (the connection is opened first).
+        """
+        self.connect()
+        command = self.exec_command(cmd, interactive=True, workdir=workdir)
+        return self.connection().run(
+            command,
+            pty=True,
+            asynchronous=True,
+            hide=False,
+            warn=True,
+            in_stream=False,
+            out_stream=out_stream,
+            err_stream=err_stream if err_stream is not None else out_stream,
+        )
 
     def with_secret_file(self, secrets: dict, inner: str, after: str = "exit $rc") -> tuple[str, bytes]:
         """The host command (and its stdin) that writes ``secrets`` to a 0600 temp file ``$f`` fed through stdin,

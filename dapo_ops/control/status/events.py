@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dapo_ops.control.status.table import fmt_duration, fmt_features
 from dapo_ops.control.status.rows import FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line
-from dapo_ops.core.runstate import FAILED, TERMINAL_STATUSES
+from dapo_ops.core.runstate import RunStatus
 
 
 def _changes_text(changes: dict) -> str:
@@ -53,9 +53,9 @@ def suggestion_lines(row: StatusRow, indent: str = "  ") -> list[str]:
 
 
 def _finished_line(cur: StatusRow) -> str | None:
-    if cur.state in TERMINAL_STATUSES:
+    if RunStatus.of(cur.state).terminal:
         line = "%s: finished: %s" % (cur.host, cur.ended or ending_line({"status": cur.state}, cur.step, cur.total))
-        if cur.state == FAILED and cur.verdict:
+        if cur.state == RunStatus.FAILED and cur.verdict:
             line += " (%s)" % cur.verdict
         return "\n".join([line] + suggestion_lines(cur, "%s:   " % cur.host))
     if cur.state == SUPERVISOR_DEAD:

@@ -31,7 +31,7 @@ from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
-from dapo_ops.core.runstate import ACTIVE_STATUSES, TERMINAL_STATUSES
+from dapo_ops.core.runstate import RunStatus
 
 #: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
 PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
@@ -97,7 +97,7 @@ def worker_of(row: StatusRow, head: tuple[str | None, str | None]) -> bool:
         return row.status is None and bool(row.run_id) and row.run_id == head[1]
     if row.state == statusview.RAY_WORKER:
         return True
-    return row.status not in ACTIVE_STATUSES and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
+    return not row.run_status.active and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
 
 
 def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
@@ -309,18 +309,40 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
 
 
 def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) -> list[tuple[str, dict[str, Any] | str]]:
-    """``tail -n <lines>`` of each found log: ``[(host, {"text": str} | error line)]`` in host order."""
+    """``tail -n <lines>`` of each found log (the bundle op ``runlogs tail``, :func:`dapo_ops.agent.runlogs.main`):
+    ``[(host, {"text": str} | error line)]`` in host order."""
     logs_by_host = {h.name: info["log"] for h, info in pairs}
     return fan(
         [h for h, _ in pairs],
         lambda t: {
-            "text": t.run(
-                ["tail", "-n", str(int(lines)), logs_by_host[t.name]], timeout=PROBE_TIMEOUT_S, workdir=""
+            "text": remote_bundle.run_op(
+                t, "runlogs", ["tail", str(int(lines)), logs_by_host[t.name]], site=False, timeout=PROBE_TIMEOUT_S,
+                workdir="",
             ).stdout
         },
         PROBE_TIMEOUT_S + 15,
         connect_timeout,
-    )
+    )  # fmt: skip
+
+
+def follow_log(target: Target, info: dict, lines: int, out_stream):
+    """Start following one found log (``info``: a :func:`resolve_logs` answer) until its run ends: the bundle op
+    ``runlogs follow`` (:data:`dapo_ops.agent.runlogs.FOLLOW_SCRIPT`: ``tail -n <lines> -F --pid=<supervisor>``,
+    a heartbeat, then the run's final state from the status probe after
+    :data:`~dapo_ops.agent.runlogs.END_MARK`) with a pty, its output streamed to ``out_stream`` as it comes
+    (:func:`dapo_ops.control.remote.bundle.start_op`; the resolve ran an op of the same bundle just before). Returns
+    the :class:`invoke.runners.Promise` (the CLI prints, waits and interrupts it: ``dapo_ops/cli/logs.py`` ``follow``).
+
+    :raises RemoteError: the host cannot be reached."""
+    req = {
+        "op": "status",
+        "run_id": info.get("run_id"),
+        "runs_dir": target.host.runs_path,
+        "host": target.name,
+        "tail_bytes": 4096,
+    }
+    args = ["follow", info["log"], str(int(lines)), str(info.get("supervisor_pid") or ""), json.dumps(req)]
+    return remote_bundle.start_op(target, "runlogs", args, out_stream=out_stream, site=False)
 
 
 def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
@@ -357,7 +379,7 @@ def attempt_is_live(run_rec: dict, n: int | None) -> bool:
     """True when attempt ``n`` of the run record ``run_rec`` (run.json) is still running: the run is not terminal
     and the attempt has no recorded end (``ended_at`` / ``exit_code`` / ``verdict``). A dead supervisor's run stays
     "running" in run.json; its attempt counts as live here, and status names the dead supervisor."""
-    if run_rec.get("status") in TERMINAL_STATUSES:
+    if RunStatus.of(run_rec.get("status")).terminal:
         return False
     for a in run_rec.get("attempts") or []:
         if a.get("n") == n:
@@ -368,7 +390,7 @@ def attempt_is_live(run_rec: dict, n: int | None) -> bool:
 def _evidence_for(text: str, recorded: dict | None, live: bool = False) -> tuple[str | None, list[str]]:
     """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded. ``live``
     (the attempt is still running, :func:`attempt_is_live`): a verdict of :data:`LIVE_NOT_FAILURE` is no failure
-    (issue 42 item 6: ``logs --errors`` on a healthy running run printed ``attempt 1: crash-other``); what the
+    (``logs --errors`` on a healthy running run never prints ``attempt 1: crash-other``); what the
     live supervisor would call (an OOM line, an error storm replayed on the log's clock) still shows."""
     from dapo_ops.core import classify  # heavy-ish: only ``logs --errors`` needs it
 
@@ -415,7 +437,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
             ]
         n += len(blocks) or 1
     run_rec = res.get("run") or {}
-    if n and run_rec.get("status") in TERMINAL_STATUSES:  # what ended the run, and what to change
+    if n and RunStatus.of(run_rec.get("status")).terminal:  # what ended the run, and what to change
         row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
         out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
         out += [prefix + ln for ln in statusevents.suggestion_lines(row, "")]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import datafeed, health, logformat, mfu
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
-from dapo_ops.core.runstate import ACTIVE_STATUSES, FAILED, STOPPED, SUCCEEDED, TERMINAL_STATUSES
+from dapo_ops.core.runstate import RunStatus
 
 #: the key metrics shown in a row (verl/trainer/ppo/metric_utils.py); ``perf/throughput`` is tokens/s/device
 #: (metric_utils.py:687), ``perf/mfu/actor`` verl's MFU of the actor update (ray_trainer.py:1373; core/mfu.py).
@@ -41,7 +41,9 @@ NO_RUN, ERROR, INCOMPLETE, RAY_WORKER, SUPERVISOR_DEAD = (
     "supervisor-dead",
 )
 #: row states in which ``watch`` stops following a host.
-FINISHED_STATES = frozenset(TERMINAL_STATUSES | {SUPERVISOR_DEAD, NO_RUN, ERROR, INCOMPLETE, RAY_WORKER})
+FINISHED_STATES = frozenset(
+    {s for s in RunStatus if s.terminal} | {SUPERVISOR_DEAD, NO_RUN, ERROR, INCOMPLETE, RAY_WORKER}
+)
 
 
 @dataclass
@@ -175,6 +177,11 @@ class StatusRow:
     def to_json(self) -> dict:
         """The ``status --json`` record of this row (a plain dict)."""
         return asdict(self)
+
+    @property
+    def run_status(self) -> RunStatus:
+        """:attr:`status` as a :class:`RunStatus` (``UNKNOWN`` for no run or a status no supervisor writes)."""
+        return RunStatus.of(self.status)
 
 
 def last_validation(recorded: dict | None, logged: dict | None) -> dict | None:
@@ -313,7 +320,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         return row
     run = probe.get("run")
     serves = probe.get("serves")
-    if serves and (not run or run.get("status") not in ACTIVE_STATUSES):
+    if serves and (not run or not RunStatus.of(run.get("status")).active):
         # a Ray worker of a live multi-host run: that run, not an old one or no-run (run.json lives on its head)
         row.state, row.run_id, row.serves = RAY_WORKER, serves.get("run_id"), dict(serves)
         row.hint = "Ray worker of multi-host run %s (head %s %s); follow it with `inv status -H %s`" % (
@@ -349,7 +356,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.validation = last_validation(run.get("validation"), tail.validation)
 
     step_time = _recent_step_time(run, tail)
-    if row.status in ACTIVE_STATUSES and step is not None and total:
+    if row.run_status.active and step is not None and total:
         if step_time:
             row.eta_s = round(max(0, total - step) * step_time, 1)
         elif tail.bar_remaining_s is not None:
@@ -364,13 +371,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if verdict:
         row.verdict = verdict.get("cls")
         row.hint = one_line(verdict.get("action") or verdict.get("hint"))
-    if row.status in TERMINAL_STATUSES:  # a finished run says what ended it, never the verdict's "retry ..." text
+    if row.run_status.terminal:  # a finished run says what ended it, never the verdict's "retry ..." text
         decision = run.get("decision") or {}
         row.ended = decision.get("ended") or ending_line(run, step, total)
         row.hint = row.ended
-        if row.status == FAILED:
+        if row.run_status is RunStatus.FAILED:
             row.suggestions = [str(x) for x in decision.get("suggestions") or []]
-    if row.status in ACTIVE_STATUSES:  # DAPO's keep-rate falling: said before the steps slow to a crawl
+    if row.run_status.active:  # DAPO's keep-rate falling: said before the steps slow to a crawl
         batch = ((run.get("spec") or {}).get("settings") or {}).get("train_batch_size")
         keep = datafeed.falling_keep_rate(run.get("filter_evicted") or [], int(batch)) if batch else None
         if keep:
@@ -384,13 +391,13 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     if ref and now:
         row.progress_age_s = round(max(0.0, now - float(ref)), 1)
 
-    row.state = row.status or "unknown"
-    if row.state == "unknown" and not run.get("started_at"):
+    row.state = row.status or RunStatus.UNKNOWN.value
+    if row.state == RunStatus.UNKNOWN and not run.get("started_at"):
         row.state = INCOMPLETE  # a launch that died before its supervisor wrote run.json (spec.json only)
         row.hint = "launch did not finish (no run.json): nothing runs; remove %s or ignore it" % (
             run.get("run_dir") or "the run dir"
         )
-    if row.status in ACTIVE_STATUSES and row.supervisor_alive is False:
+    if row.run_status.active and row.supervisor_alive is False:
         row.state = SUPERVISOR_DEAD
         row.eta_s = None
         gone = "supervisor process %s is gone but run.json says %s" % (row.supervisor_pid, row.status)
@@ -413,16 +420,20 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
                 "%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
                 "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id)
             )
-    if row.status in ACTIVE_STATUSES and row.progress_age_s is not None:
+    if row.run_status.active and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
     row.log_read = probe.get("log_read")
     row.step_time_s = round(step_time, 3) if step_time else None
-    if row.status in ACTIVE_STATUSES and step is not None and last_progress:
+    if row.run_status.active and step is not None and last_progress:
         row.last_step_at = float(last_progress)
         limit = stalled_after(run, step_time)
         if limit is not None and row.progress_age_s is not None and row.progress_age_s >= limit:
             row.stalled_s, row.eta_s = row.progress_age_s, None  # no ETA for a run that does not move
-    if row.state in (SUPERVISOR_DEAD, STOPPED, FAILED) and step is not None and "checkpoint" in probe:
+    if (
+        row.state in (SUPERVISOR_DEAD, RunStatus.STOPPED, RunStatus.FAILED)
+        and step is not None
+        and "checkpoint" in probe
+    ):
         row.resume_from = probe.get("checkpoint")
         row.resume_redo = redo_steps(step, row.resume_from)
         if _finished(row.resume_from, total):
@@ -498,14 +509,14 @@ def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
 def ending_line(run: dict, step: int | None = None, total: int | None = None) -> str:
     """What ended a terminal run, for a run.json without ``decision.ended`` (written by ``inv stop`` on behalf of
     a dead supervisor, or by an older supervisor); same form as ``supervisor.record.ending_line``."""
-    status = run.get("status") or "unknown"
+    status = run.get("status") or RunStatus.UNKNOWN.value
     decision = run.get("decision") or {}
     step = run.get("step") if step is None else step
     total = run.get("total_steps") if total is None else total
     where = "before the first step" if step is None else "at step %s/%s" % (step, total if total else "?")
-    if status == SUCCEEDED:
+    if status == RunStatus.SUCCEEDED:
         return "succeeded %s" % where
-    if status == STOPPED:
+    if status == RunStatus.STOPPED:
         return "stopped %s %s" % ("by `inv stop`" if run.get("stop") else "by the operator", where)
     verdict = run.get("verdict") or {}
     v_action = str(verdict.get("action") or "")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD, StatusRow
-from dapo_ops.core.runstate import ACTIVE_STATUSES
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -159,13 +158,13 @@ def age(row: StatusRow) -> str:
     ago = fmt_duration(row.progress_age_s) + " ago"
     if row.step:  # verl's first step is 1 (verl/trainer/ppo/ray_trainer.py:1426,1451: global_steps = 0, then += 1
         return ago  # before the loop): step 0 (a multi-host head's run.json before its first step line) is no step
-    return "no step%s (started %s)" % (" yet" if row.status in ACTIVE_STATUSES else "", ago)
+    return "no step%s (started %s)" % (" yet" if row.run_status.active else "", ago)
 
 
 def summary_line(row: StatusRow) -> str | None:
     """One line for a live run, whole run id first (copyable for ``--run`` / ``--resume``): ``h1 <run id>: running,
     step 5/10 (50%), ETA 55s, 44.6k tok/s/device, MFU actor 31.2%``; None for a row that is not an active run."""
-    if not row.run_id or row.status not in ACTIVE_STATUSES or row.state in (ERROR, SUPERVISOR_DEAD):
+    if not row.run_id or not row.run_status.active or row.state in (ERROR, SUPERVISOR_DEAD):
         return None
     c = cells(row)
     parts = [c["state"]]

@@ -9,15 +9,15 @@ from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.control.status.probe import cluster_heads, worker_of
 from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
-from dapo_ops.core.runstate import FAILED, STOPPED, SUCCEEDED
+from dapo_ops.core.runstate import RunStatus
 
-#: ``watch`` exit codes by final row state (:data:`dapo_ops.core.runstate.STATUSES`, statusview's row states); ``inv
+#: ``watch`` exit codes by final row state (:class:`dapo_ops.core.runstate.RunStatus`, statusview's row states); ``inv
 #: logs -f`` exits with the same. 2 is every task's usage error (:data:`dapo_ops.cli._common.EXIT_USAGE`: a bad flag or
 #: inventory, nothing contacted), so "stopped" has its own 5. README.md and docs/workflow.md list them all.
 WATCH_CODES = {
-    SUCCEEDED: 0,
-    FAILED: 1,
-    STOPPED: 5,
+    RunStatus.SUCCEEDED: 0,
+    RunStatus.FAILED: 1,
+    RunStatus.STOPPED: 5,
     SUPERVISOR_DEAD: 3,
     NO_RUN: 4,
     ERROR: 4,
@@ -177,7 +177,9 @@ class Watch:
         if worst.state in (NO_RUN, ERROR):
             return code, worst.error or "%s: no run to watch" % worst.host
         if worst.ended:  # "failed: device OOM after 2 OOM retries (...) at step 4/20"
-            detail = worst.ended + (" (%s)" % worst.verdict if worst.verdict and worst.state == FAILED else "")
+            detail = worst.ended + (
+                " (%s)" % worst.verdict if worst.verdict and worst.state == RunStatus.FAILED else ""
+            )
             if worst.suggestions:
                 detail += "; suggestions above (also `inv status -H %s`)" % worst.host
         else:

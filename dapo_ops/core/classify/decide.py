@@ -488,7 +488,7 @@ def mk(cls: str, detail: dict[str, Any], evidence: list[str]) -> Verdict:
     detail = {k: v for k, v in detail.items() if v is not None}
     return Verdict(
         cls=cls,
-        action_kind=policy_kind(cls, detail).value,
+        action_kind=policy_kind(cls, detail),
         action=action_text(cls, detail),
         hint=hint_text(cls, detail),
         evidence=evidence,

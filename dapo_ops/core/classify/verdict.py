@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dapo_ops.core.policy import Kind
+
 CLASSES: tuple[str, ...] = (
     "oom-device",
     "oom-kv-cache",
@@ -59,7 +61,9 @@ class Verdict:
 
     Attributes:
         cls: one of :data:`CLASSES` (or ``"hang"``, set by the supervisor).
-        action_kind: a :class:`dapo_ops.core.policy.Kind` value (the policy's, for ``cls`` and ``detail``).
+        action_kind: the :class:`dapo_ops.core.policy.Kind` (the policy's, for ``cls`` and ``detail``); given as its
+            string (a verdict read back from run.json / :meth:`to_json`) it is made the Kind (``ValueError`` for a
+            string that is no kind).
         action: one line: what the supervisor does / what to do.
         hint: one paragraph for the human naming the key / env var to change and to what.
         evidence: normalised evidence lines (ANSI codes and Ray prefixes stripped), at most 6.
@@ -87,12 +91,15 @@ class Verdict:
     """
 
     cls: str
-    action_kind: str
+    action_kind: Kind
     action: str
     hint: str
     evidence: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.action_kind = Kind(self.action_kind)
+
     def to_json(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict (keys as the attribute names)."""
-        return asdict(self)
+        """Return a JSON-serialisable dict (keys as the attribute names; ``action_kind`` as its string)."""
+        return dict(asdict(self), action_kind=self.action_kind.value)

@@ -1,0 +1,587 @@
+"""The fastest configuration that fits: the plan's memory-for-speed choices, from the memory-fit estimate (stdlib only).
+
+Every choice that trades device memory for speed is taken from the estimate (:mod:`dapo_ops.core.memfit`), after the
+user's explicit settings (core tier).
+
+Precedence (:mod:`dapo_ops.core.features`): explicit > defaults > learned / estimate > OOM-appended. A value the user
+set (a flag / variable / config file, an ``--override`` of the verl key, a ``--features`` name or ``-name``) is never
+changed; a used learned memo (:mod:`dapo_ops.core.learned`) caps the knobs of the phases its run ran out in (they stay
+at the planned defaults; the memo's own setting changes win over any choice anyway: they are ``setting_changes``).
+The rest is the largest value whose estimated phase peak, raised by :data:`FIT_MARGIN`, stays within the device:
+``estimate * (1 + FIT_MARGIN) <= device`` (bench/memory_fit.md says how the margin was measured). The OOM ladder
+stays the safety net: its rungs start from the chosen values (``update-batch`` halves the chosen budget).
+
+The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
+
+- ``token_budgets`` ``actor_rollout_ref.actor.ppo_max_token_len_per_gpu``: tokens of one update micro-batch per
+  device under dynamic batch (the engine's ``max_token_len_per_gpu``, ``verl/workers/engine_workers.py:626``; verl's
+  default 16384, ``verl/trainer/config/actor/actor.yaml:33``); never below prompt + response
+  (``verl/utils/seqlen_balancing.py:384-386``: ``max_token_len must be greater than the sequence length``) and never
+  above the tokens one device gets per mini-batch (more buys nothing).
+- ``token_budgets`` ``actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`` (and the ref's): the no-grad
+  log-prob forward's micro-batch (``infer_max_token_len_per_gpu``, ``engine_workers.py:620-621``; verl's default
+  follows the actor's, ``verl/trainer/config/rollout/rollout.yaml:117``); capped at the tokens of the whole batch per
+  device.
+- without dynamic batch: ``ppo_micro_batch_size_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``
+  (``engine_workers.py:623-628``), the largest divisor of the per-device mini-batch / batch that fits (verl: the
+  mini-batch must divide by the micro-batch, ``verl/workers/config/actor.py:233``).
+- ``gradient_checkpointing`` off (FSDP; it recomputes the forward in the backward, ~1/3 more update compute) when the
+  update fits without it at a budget (micro-batch) no smaller than the plan's default: nothing is lost for it.
+  ``offload`` / ``recompute`` stay off unless the user, a learned memo or the estimate's start rung needs them.
+- ``gpu_memory_utilization``: vLLM's share (its KV cache fills it; ``rollout.yaml:46``): the share the sequences a
+  rollout replica runs at once need at the full prompt + response (vLLM's weights + their KV cache + its profile run,
+  raised by the margin), at most the largest the rollout-side phases (rollout-init, generation, weight-sync) fit,
+  between the ladder's floor and ceiling (:data:`dapo_ops.core.memladder.KV_FLOOR`,
+  :data:`dapo_ops.core.ladder.KV_CEILING`). Why not less: a KV cache too short for the running sequences does not
+  fail, vLLM preempts the newest running sequence, frees its blocks and recomputes it from its prompt later
+  (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``: ``preempted_req = self.running.pop()``,
+  ``num_computed_tokens = 0``): generation gets slower. Invariant: the KV cache holds ``max_num_seqs`` sequences
+  at full length with the margin.
+- ``rollout_max_num_seqs`` -> ``actor_rollout_ref.rollout.max_num_seqs`` (vLLM's concurrent sequences per engine
+  step, passed through at ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:333``; verl's default 256,
+  ``rollout.yaml:84``): the responses one replica generates per batch, cut to what the share's KV cache holds at
+  full length with the margin when the share cannot hold them all (the rest wait, none is preempted). A user's
+  ``max_num_seqs`` stays; its line says when vLLM may preempt beyond what the KV cache holds.
+- ``rollout_max_num_batched_tokens`` -> ``actor_rollout_ref.rollout.max_num_batched_tokens`` (vLLM's tokens per
+  engine step, the chunked-prefill chunk, ``vllm_async_server.py:335``; verl's default 8192, ``rollout.yaml:78``):
+  the prompts of the whole batch in one step, as far as the share still holds the batch's KV cache after vLLM's
+  profile run of that many tokens; never below verl's 8192, ``max_num_seqs`` or (chunked prefill off) the model
+  length (verl raises it itself then, ``vllm_async_server.py:1113-1119``).
+
+vLLM's side of the share (not calibrated: the measured rows of bench/memory_fit.csv see the share whole):
+weights ``2P / rollout_tp``, KV ``2 * layers * kv_heads * head_dim * 2`` bytes per token over ``rollout_tp`` (bf16),
+the profile run ``tokens * (4h + 6i)`` bytes (one layer's transients, as :data:`memfit.LOGPROB_LOGIT_BYTES`' log-prob
+forward) plus fp32 logits of ``max_num_seqs`` rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from dapo_ops.core import defaults
+from dapo_ops.core import memfit
+from dapo_ops.core import profiles
+from dapo_ops.core.features import FeatureSet
+
+#: Safety margin over the estimate (fraction): the largest underestimate of a measured peak on the holdout rows of
+#: bench/memory_fit.csv (measured / estimated - 1; w61-qwen3-0.6b-r1024-offload peak: 46.68 / 43.10 = +8.3 %),
+#: rounded up to the next whole percent. tests/test_fastfit.py recomputes it from the CSV.
+FIT_MARGIN = 0.09
+#: the plan's lines start with it (the launch output prints them after ``fit:``, dapo_ops/cli/launch.py)
+LINE_PREFIX = "fit: "
+#: budgets are chosen in steps of this many tokens (then raised to prompt + response when that is larger)
+BUDGET_STEP = 1024
+#: the rollout share is chosen in steps of this fraction (rounded down)
+SHARE_STEP = 0.05
+#: verl 0.9.1's rollout defaults (``verl/trainer/config/rollout/rollout.yaml:78,84``)
+VERL_MAX_NUM_BATCHED_TOKENS = 8192
+VERL_MAX_NUM_SEQS = 256
+#: tokens per vLLM KV block: vLLM's CUDA default 16 (``vllm/config/cache.py`` ``block_size``), vllm-ascend's 128
+#: (``vllm_ascend/platform.py`` ``check_and_update_config``: ``cache_config.block_size = 128`` when unset)
+VLLM_BLOCK_TOKENS = {"gpu": 16, "npu": 128}
+#: the most prefill tokens per vLLM engine step the plan asks for (4x verl's 8192): prefill of this many tokens
+#: already keeps the device busy; an assumption that gpu/o-speed.sh's runs check, not a measured optimum
+PREFILL_CAP = 32768
+
+ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+LOGPROB_BUDGETS = (
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+)
+MAX_NUM_SEQS_KEY = "actor_rollout_ref.rollout.max_num_seqs"
+MAX_BATCHED_KEY = "actor_rollout_ref.rollout.max_num_batched_tokens"
+UTIL_KEY = "actor_rollout_ref.rollout.gpu_memory_utilization"
+PPO_MICRO_KEY = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+LOGPROB_MICRO_KEY = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+
+#: docs/params.md "The plan's fastest fit" (rendered by :mod:`dapo_ops.control.params_doc`), one row per ``fit:``
+#: line: ``(name, verl key(s), what verl bounds with it and how the plan chooses it, where verl reads it)``.
+KNOBS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "ppo_max_token_len_per_gpu",
+        ACTOR_BUDGET,
+        "tokens of one update micro-batch per device under dynamic batch: the largest (in steps of "
+        f"{BUDGET_STEP}) whose update fits; never below prompt + response, never above the tokens of a device's "
+        "mini-batch",
+        "verl/workers/engine_workers.py:626 (max_token_len_per_gpu); default 16384, "
+        "verl/trainer/config/actor/actor.yaml:33; verl/utils/seqlen_balancing.py:384-386 (>= the sequence length)",
+    ),
+    (
+        "log_prob_max_token_len_per_gpu",
+        ", ".join(LOGPROB_BUDGETS),
+        "tokens of one no-grad log-prob forward micro-batch per device: the largest whose log-prob forward fits, at "
+        "most the tokens of a device's whole batch",
+        "verl/workers/engine_workers.py:620-621 (infer_max_token_len_per_gpu); default the actor's, "
+        "verl/trainer/config/rollout/rollout.yaml:117",
+    ),
+    (
+        "ppo_micro_batch_size_per_gpu",
+        PPO_MICRO_KEY,
+        "without dynamic batch: sequences of one update micro-batch: the largest divisor of a device's mini-batch "
+        "whose update fits",
+        "verl/workers/engine_workers.py:627-628; verl/workers/config/actor.py:233 (the mini-batch divides by it)",
+    ),
+    (
+        "log_prob_micro_batch_size_per_gpu",
+        LOGPROB_MICRO_KEY,
+        "without dynamic batch: sequences of one log-prob forward: the largest divisor of a device's batch that fits",
+        "verl/workers/engine_workers.py:623-624",
+    ),
+    (
+        "gradient_checkpointing",
+        "actor_rollout_ref.model.enable_gradient_checkpointing",
+        "FSDP: off when the update fits without it at a budget (micro-batch) no smaller than the plan's default "
+        "(it recomputes the forward in the backward); the user's, recompute's or a learned memo's stays",
+        "verl/trainer/config/model/hf_model.yaml:34 (default True); verl/workers/engine/fsdp/transformer_impl.py:335",
+    ),
+    (
+        "gpu_memory_utilization",
+        UTIL_KEY,
+        "vLLM's share of the device (weights, profile run, the rest KV cache): what the sequences a rollout replica "
+        "runs at once need at the full prompt + response (+ the margin), in steps of "
+        f"{SHARE_STEP:g}, between the ladder's floor 0.4 and ceiling 0.9, at most the largest the rollout-side phases "
+        "(rollout-init, generation, weight-sync) fit. A smaller KV cache does not fail: vLLM preempts the newest "
+        "running sequence and recomputes it from its prompt (vllm/v1/core/sched/scheduler.py Scheduler.schedule)",
+        "verl/trainer/config/rollout/rollout.yaml:46; verl/workers/rollout/vllm_rollout/vllm_async_server.py:340",
+    ),
+    (
+        "max_num_seqs",
+        MAX_NUM_SEQS_KEY,
+        "vLLM's sequences at once per engine: the responses a replica generates per batch, cut to what the share's KV "
+        "cache holds at the full prompt + response with the margin (the rest wait instead of being preempted)",
+        "verl/workers/rollout/vllm_rollout/vllm_async_server.py:333; default 256, rollout.yaml:84",
+    ),
+    (
+        "max_num_batched_tokens",
+        MAX_BATCHED_KEY,
+        "vLLM's tokens per engine step (the chunked-prefill chunk): the prompts of max_num_seqs sequences in one step, "
+        f"at most {PREFILL_CAP}, as far as the share still holds their KV cache after vLLM's profile run of that "
+        "many tokens; never below verl's 8192, max_num_seqs or (chunked prefill off) prompt + response",
+        "vllm_async_server.py:335, 1113-1119 (raised to max_model_len without chunked prefill); default 8192, "
+        "rollout.yaml:78",
+    ),
+)
+#: knob -> the OOM phases whose peak it moves (a learned memo that ran out in one of them caps it)
+PHASES_OF = {
+    "ppo_max_token_len_per_gpu": ("update",),
+    "ppo_micro_batch_size_per_gpu": ("update",),
+    "gradient_checkpointing": ("update",),
+    "log_prob_max_token_len_per_gpu": ("log-prob",),
+    "log_prob_micro_batch_size_per_gpu": ("log-prob",),
+    "gpu_memory_utilization": ("rollout-init", "generation", "weight-sync"),
+    "max_num_seqs": ("rollout-init", "generation", "weight-sync"),
+    "max_num_batched_tokens": ("rollout-init", "generation", "weight-sync"),
+}
+#: knob -> (run setting names, verl keys) whose explicit value keeps the knob as the user set it
+EXPLICIT_OF = {
+    "ppo_max_token_len_per_gpu": ((), (ACTOR_BUDGET,)),
+    "log_prob_max_token_len_per_gpu": ((), LOGPROB_BUDGETS),
+    "ppo_micro_batch_size_per_gpu": (("micro_batch_size",), (PPO_MICRO_KEY,)),
+    "log_prob_micro_batch_size_per_gpu": (("micro_batch_size",), (LOGPROB_MICRO_KEY,)),
+    "gpu_memory_utilization": (("gpu_memory_utilization",), (UTIL_KEY,)),
+    "max_num_seqs": ((), (MAX_NUM_SEQS_KEY,)),
+    "max_num_batched_tokens": ((), (MAX_BATCHED_KEY,)),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One chosen value: the knob's name (verl key tail), the value and why (one phrase with the numbers)."""
+
+    name: str
+    value: Any
+    why: str
+
+    def line(self) -> str:
+        """``ppo_max_token_len_per_gpu 40960: largest that fits update at 61.2 of 64.0 GiB (margin 9 %)``."""
+        return f"{self.name} {self.value}: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "why": self.why}
+
+
+@dataclass
+class Choices:
+    """What :func:`choose` decided: the spec ``settings`` to update, the first attempt's features, and the lines."""
+
+    settings: dict[str, Any]
+    features: FeatureSet
+    chosen: list[Choice] = field(default_factory=list)
+    kept: list[Choice] = field(default_factory=list)  # explicit / learned: left as they are, and why
+    margin: float = FIT_MARGIN
+    device_gib: float = 0.0
+
+    def lines(self) -> list[str]:
+        """The plan's lines: one per knob, ``fit: <name> <value>: <why>``."""
+        return [LINE_PREFIX + c.line() for c in self.chosen + self.kept]
+
+    def record(self) -> dict[str, Any]:
+        """``spec["fit"]``: ``{"margin", "device_gib", "choices": [{name, value, why}], "kept": [...]}``."""
+        return {
+            "margin": self.margin,
+            "device_gib": round(self.device_gib, 2),
+            "choices": [c.to_json() for c in self.chosen],
+            "kept": [c.to_json() for c in self.kept],
+        }
+
+
+def kv_bytes_per_token(m: memfit.Model, rollout_tp: int = 1) -> float:
+    """vLLM's KV cache bytes per token per rollout device (bf16 keys and values of every layer; the KV heads split
+    over the rollout's tensor-parallel ranks, at least one head each)."""
+    heads = max(1.0, m.kv_heads / max(1, rollout_tp))
+    return 2 * m.layers * heads * m.head_dim * 2
+
+
+def _profile_bytes(m: memfit.Model, tokens: int, seqs: int) -> float:
+    inter = m.moe_intermediate * m.top_k if m.experts else m.intermediate
+    return tokens * (4 * m.hidden + 6 * inter) + 4 * seqs * m.vocab
+
+
+def _given(knob: str, given: Iterable[str], overrides: dict[str, Any]) -> str | None:
+    names, keys = EXPLICIT_OF.get(knob, ((), ()))
+    for n in names:
+        if n in given:
+            return f"you set {n}"
+    for k in keys:
+        if k in overrides:
+            return f"you set it with --override {k}={overrides[k]}"
+    return None
+
+
+def _capped(knob: str, ran_out: Iterable[str]) -> str | None:
+    hit = [p for p in PHASES_OF.get(knob, ()) if p in set(ran_out)]
+    return hit[0] if hit else None
+
+
+def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """The largest ``x`` in ``[lo, hi]`` with ``ok(x)`` (``ok`` monotone: true up to a point), None if not ``ok(lo)``."""
+    if hi < lo or not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def choose(
+    m: memfit.Model,
+    spec: dict[str, Any],
+    features: FeatureSet,
+    device_gib: float,
+    *,
+    given: Iterable[str] = (),
+    ran_out: Iterable[str] = (),
+    margin: float = FIT_MARGIN,
+) -> Choices:
+    """The fastest configuration of ``spec`` (docs/design.md "Run spec"; its ``setting_changes``: an estimate or
+    learned start, applied over the choice) that fits ``device_gib`` (GiB per device) with ``margin``.
+
+    ``given``: run setting names the user set (``gpu_memory_utilization``, ``micro_batch_size``); the spec's
+    ``extra_overrides`` and the features' ``explicit`` sources / ``-name`` are read here. ``ran_out``: the phases a
+    used learned memo's run ran out in (their knobs stay as planned). Returns :class:`Choices`; a knob whose smallest
+    value does not fit is left as planned (the estimate's start rung, :func:`dapo_ops.core.memfit.fit`, handles
+    it). Pure; raises :class:`dapo_ops.core.memfit.EstimateUnavailable` only through ``m``'s construction (not here).
+    """
+    spec = defaults.complete_spec(spec)
+    given = frozenset(given)
+    ran_out = frozenset(ran_out)
+    base = dict(spec["settings"])
+    changes = dict(spec.get("setting_changes") or {})
+    s = dict(base, **changes)
+    ov = memfit.override_values(spec)
+    one_step_off = spec.get("mode") == "one-step-off"
+    world = memfit.trainer_world(s, one_step_off)
+    seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
+    n = int(s["rollout_n"])
+    limit = float(device_gib) / (1.0 + margin)
+    pct = f"margin {round(margin * 100):g} %"
+    out: dict[str, Any] = {}
+    chosen: list[Choice] = []
+    kept: list[Choice] = []
+    fs = features
+    dynamic = "dynamic_batch" in fs.names()
+
+    def est(settings_over: dict[str, Any], feats: FeatureSet) -> memfit.Estimate:
+        trial = dict(spec, settings={**base, **out, **settings_over})
+        return memfit.estimate(m, memfit.setup_from_spec(trial, feats, device_gib, changes))
+
+    def fits(phase: str, settings_over: dict[str, Any], feats: FeatureSet) -> bool:
+        return est(settings_over, feats).phases.get(phase, 0.0) <= limit
+
+    def why_held(knob: str) -> str | None:
+        """Why the knob stays as planned: the user's, the start rung's, or capped by a learned memo; None: free."""
+        why = _given(knob, given, ov)
+        if why is None and knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
+            tb = changes.get("token_budgets") or {}
+            key = ACTOR_BUDGET if knob.startswith("ppo") else LOGPROB_BUDGETS[0]
+            why = "the start rung sets it" if key in tb else None
+        elif why is None and knob in changes:
+            why = "the start rung sets it"
+        if why is None:
+            phase = _capped(knob, ran_out)
+            why = f"a learned run ran out in {phase}: kept as planned" if phase else None
+        return why
+
+    def hold(knob: str, value: Any) -> bool:
+        """True (and a kept line) when the knob is held (:func:`why_held`)."""
+        why = why_held(knob)
+        if why:
+            kept.append(Choice(knob, value, why))
+        return bool(why)
+
+    # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
+    per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // world))
+    per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // world))
+    gc_on = fs.has("gradient_checkpointing")
+    if dynamic:
+        default_upd = (
+            int((s.get("token_budgets") or {}).get(ACTOR_BUDGET) or ov.get(ACTOR_BUDGET) or 0)
+            or profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))[ACTOR_BUDGET]
+        )
+        upd_cap = max(seq, per_dev_mini * seq)
+
+        def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
+            return lambda k: fits(
+                "update", {"token_budgets": {**_budgets(base, out), ACTOR_BUDGET: _tok(k, seq)}}, feats
+            )
+
+        lo_k, hi_k = _steps(seq), _steps(upd_cap)
+    else:
+        default_upd = int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"])
+        divs = [d for d in range(1, per_dev_mini + 1) if per_dev_mini % d == 0]
+
+        def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
+            return lambda i: fits("update", {"ppo_micro_batch_size_per_gpu": divs[i]}, feats)
+
+        lo_k, hi_k = 0, len(divs) - 1
+    upd_knob = "ppo_max_token_len_per_gpu" if dynamic else "ppo_micro_batch_size_per_gpu"
+    upd_val = (lambda k: _tok(k, seq)) if dynamic else (lambda i: divs[i])
+    gc_free = (
+        spec["framework"] == "fsdp"
+        and gc_on
+        and fs.source_of("gradient_checkpointing") == "default"
+        and not fs.has("recompute")
+        and not _capped("gradient_checkpointing", ran_out)
+        and not _given(upd_knob, given, ov)
+    )
+    if gc_free:
+        no_gc = FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
+        k = _largest(lo_k, hi_k, upd_ok(no_gc))
+        if k is not None and upd_val(k) >= default_upd:
+            fs = no_gc
+            chosen.append(
+                Choice(
+                    "gradient_checkpointing",
+                    "off",
+                    f"the update fits without it at {upd_knob} {upd_val(k)} (>= the default {default_upd}): "
+                    f"no recomputed forward",
+                )
+            )
+    if not hold(upd_knob, default_upd):
+        k = _largest(lo_k, hi_k, upd_ok(fs))
+        if k is not None:
+            v = upd_val(k)
+            _set_upd(dynamic, base, out, v)
+            peak = est({}, fs).phases["update"]
+            top = "all of a device's mini-batch" if k == hi_k else "largest that fits"
+            chosen.append(Choice(upd_knob, v, f"{top}: update at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
+        else:
+            kept.append(
+                Choice(upd_knob, default_upd, _falls_back("its smallest value does not fit update", device_gib, pct))
+            )
+
+    # the log-prob forward
+    lp_knob = "log_prob_max_token_len_per_gpu" if dynamic else "log_prob_micro_batch_size_per_gpu"
+    if "log-prob" in est({}, fs).phases:
+        if dynamic:
+            lp_default = (
+                int((s.get("token_budgets") or {}).get(LOGPROB_BUDGETS[0]) or ov.get(LOGPROB_BUDGETS[0]) or 0)
+                or profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))[
+                    LOGPROB_BUDGETS[0]
+                ]
+            )
+            lp_cap = max(seq, per_dev_batch * seq)
+            lp_divs: list[int] = []
+
+            def lp_ok(k: int) -> bool:
+                b = _tok(k, seq)
+                return fits(
+                    "log-prob", {"token_budgets": {**_budgets(base, out), **dict.fromkeys(LOGPROB_BUDGETS, b)}}, fs
+                )
+
+            lo, hi = _steps(seq), _steps(lp_cap)
+        else:
+            lp_default = int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
+            lp_divs = [d for d in range(1, per_dev_batch + 1) if per_dev_batch % d == 0]
+
+            def lp_ok(k: int) -> bool:
+                return fits("log-prob", {"log_prob_micro_batch_size_per_gpu": lp_divs[k]}, fs)
+
+            lo, hi = 0, len(lp_divs) - 1
+        if not hold(lp_knob, lp_default):
+            k = _largest(lo, hi, lp_ok)
+            if k is not None:
+                v = _tok(k, seq) if dynamic else lp_divs[k]
+                if dynamic:
+                    out["token_budgets"] = {**_budgets(base, out), **dict.fromkeys(LOGPROB_BUDGETS, v)}
+                else:
+                    out["log_prob_micro_batch_size_per_gpu"] = v
+                peak = est({}, fs).phases["log-prob"]
+                cap = lp_cap if dynamic else per_dev_batch
+                top = "all of a device's batch" if v >= cap else "largest that fits"
+                chosen.append(Choice(lp_knob, v, f"{top}: log-prob at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
+            else:
+                kept.append(
+                    Choice(
+                        lp_knob, lp_default, _falls_back("its smallest value does not fit log-prob", device_gib, pct)
+                    )
+                )
+
+    # the rollout. vLLM runs at most max_num_seqs sequences at once and admits one while KV blocks are free; when a
+    # running sequence needs a block and none is free it preempts the newest running sequence, frees its blocks and
+    # later recomputes it from its prompt (vllm/v1/core/sched/scheduler.py Scheduler.schedule: ``preempted_req =
+    # self.running.pop()``, ``num_computed_tokens = 0``), so a share that is too small makes generation slower, not
+    # fail. Invariant: the KV cache holds max_num_seqs sequences at the full prompt + response with the margin: the
+    # share is chosen to hold every response a replica generates per batch at once; where the rollout-side phases
+    # cannot afford that share, max_num_seqs is cut to what the share holds (the rest wait instead of being
+    # preempted and recomputed).
+    rollout_devs = (
+        int(s["rollout_gpus"]) * max(1, int(s.get("rollout_nnodes") or s["nnodes"])) if one_step_off else world
+    )
+    rtp = max(1, int(s["rollout_tp"]))
+    replicas = max(1, rollout_devs // rtp)
+    seqs = max(1, -(-int(s["train_batch_size"]) * n // replicas))
+    kv_tok = kv_bytes_per_token(m, rtp)
+    block = VLLM_BLOCK_TOKENS.get(str(spec.get("accelerator", defaults.HOST["accelerator"])), VLLM_BLOCK_TOKENS["gpu"])
+    seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
+    weights = 2 * memfit.param_count(m) / rtp
+    prompt = int(s["max_prompt_length"])
+    nseq_why = why_held("max_num_seqs")
+    nseq_given = int(ov.get(MAX_NUM_SEQS_KEY) or VERL_MAX_NUM_SEQS) if nseq_why else None
+    at_once = min(seqs, nseq_given) if nseq_given else seqs  # sequences a replica runs at once
+    # vLLM's profile run: at least the least max_num_batched_tokens the plan gives (below)
+    batched = max(VERL_MAX_NUM_BATCHED_TOKENS, seq if "chunked_prefill" in fs.disabled else 0, at_once)
+    need_b = (weights + at_once * seq_kv + _profile_bytes(m, batched, at_once)) * (1.0 + margin)
+    need = need_b / (device_gib * memfit.GIB)
+    rollout_phases = ("rollout-init", "generation", "weight-sync")
+
+    def share_ok(i: int) -> bool:
+        e = est({"gpu_memory_utilization": i / 100}, fs)
+        return all(e.phases.get(p, 0.0) <= limit for p in rollout_phases)
+
+    from dapo_ops.core.ladder import KV_CEILING
+    from dapo_ops.core.memladder import KV_FLOOR
+
+    step = round(SHARE_STEP * 100)
+    cur_u = float(s["gpu_memory_utilization"])
+    u_need = max(KV_FLOOR, min(KV_CEILING, -(-need * 100 // step) * step / 100))
+    if not hold("gpu_memory_utilization", cur_u):
+        i = _largest(round(KV_FLOOR * 100) // step, round(KV_CEILING * 100) // step, lambda j: share_ok(j * step))
+        if i is None:
+            kept.append(
+                Choice(
+                    "gpu_memory_utilization",
+                    cur_u,
+                    _falls_back(f"no share from {KV_FLOOR:g} up fits the rollout-side phases", device_gib, pct),
+                )
+            )
+        else:
+            u_fit = i * step / 100
+            u = min(u_fit, u_need)
+            out["gpu_memory_utilization"] = u
+            e = est({}, fs)
+            tight = max(rollout_phases, key=lambda p: e.phases.get(p, 0.0))
+            what = (
+                f"{at_once} sequences at once x {seq} tokens of KV cache per replica + vLLM's weights and profile "
+                f"run, + the margin: {need_b / memfit.GIB:.1f} GiB"
+            )
+            why = (
+                f"what the batch needs ({what}; a shorter KV cache makes vLLM preempt and recompute); {tight} at "
+                f"{e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct})"
+                if u >= u_need
+                else f"largest that fits {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct}); the batch "
+                f"needs {u_need:g} ({what})"
+            )
+            chosen.append(Choice("gpu_memory_utilization", u, why))
+    u = float(out.get("gpu_memory_utilization", cur_u))
+    if "gpu_memory_utilization" in changes:
+        u = float(changes["gpu_memory_utilization"])
+    share_b = u * device_gib * memfit.GIB
+
+    def holds(nseq: int, tokens: int) -> int:
+        """How many sequences at full length the KV cache of the share holds with the margin."""
+        room = share_b - weights - _profile_bytes(m, tokens, nseq)
+        return int(max(0.0, room) // ((1.0 + margin) * seq_kv))
+
+    kv_seqs = holds(at_once, batched)
+    short = (
+        f"; the KV cache holds {kv_seqs} at the full {seq} tokens with the margin: beyond that vLLM preempts and "
+        f"recomputes (responses shorter than the maximum fit more)"
+    )
+    if nseq_why is None:
+        out["rollout_max_num_seqs"] = seqs
+        why = f"the {seqs} responses a rollout replica generates per batch, all at once" + (
+            f": the KV cache holds {kv_seqs} at the full {seq} tokens with the margin (none preempted)"
+            if kv_seqs >= seqs
+            else short
+        )
+        chosen.append(Choice("max_num_seqs", seqs, why))
+    else:
+        kept.append(Choice("max_num_seqs", nseq_given, nseq_why + (short if at_once > kv_seqs else "")))
+    nseq = int(out.get("rollout_max_num_seqs") or nseq_given or VERL_MAX_NUM_SEQS)
+    if not hold("max_num_batched_tokens", VERL_MAX_NUM_BATCHED_TOKENS):
+        want = max(VERL_MAX_NUM_BATCHED_TOKENS, min(PREFILL_CAP, -(-nseq * prompt // BUDGET_STEP) * BUDGET_STEP))
+        floor = max(VERL_MAX_NUM_BATCHED_TOKENS, nseq, seq if "chunked_prefill" in fs.disabled else 0)
+
+        def batched_ok(k: int) -> bool:
+            return holds(min(nseq, seqs), max(floor, k * BUDGET_STEP)) >= min(nseq, seqs)
+
+        k = _largest(_steps(floor), _steps(max(floor, want)), batched_ok)
+        v = max(floor, k * BUDGET_STEP) if k is not None else floor
+        v = min(v, max(floor, want))
+        out["rollout_max_num_batched_tokens"] = v
+        why = (
+            f"the prompts of {nseq} sequences ({prompt} tokens each) in one engine step"
+            + (f" (at most {PREFILL_CAP})" if want == PREFILL_CAP else "")
+            if v >= want
+            else f"largest whose profile run leaves the KV cache of {nseq} x {seq} tokens in the share {u:g}"
+            if k is not None
+            else f"the least (verl's {VERL_MAX_NUM_BATCHED_TOKENS}, max_num_seqs or the model length): the share "
+            f"{u:g} cannot hold {min(nseq, seqs)} x {seq} tokens of KV cache anyway"
+        )
+        chosen.append(Choice("max_num_batched_tokens", v, why))
+    return Choices(out, fs, chosen, kept, margin, float(device_gib))
+
+
+def _falls_back(what: str, device_gib: float, pct: str) -> str:
+    """The why of a knob left as planned because not even its smallest value fits (``what`` says which phase)."""
+    return (
+        f"falls back: {what} in {device_gib:.1f} GiB ({pct}): kept as planned; the estimate's start rung and the "
+        f"OOM ladder take over"
+    )
+
+
+def _steps(tokens: int) -> int:
+    return max(1, -(-int(tokens) // BUDGET_STEP))
+
+
+def _tok(k: int, seq: int) -> int:
+    return max(int(seq), int(k) * BUDGET_STEP)
+
+
+def _budgets(base: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    return dict(out.get("token_budgets") or base.get("token_budgets") or {})
+
+
+def _upd_over(dynamic: bool, base: dict[str, Any], out: dict[str, Any], v: int) -> dict[str, Any]:
+    if dynamic:
+        return {"token_budgets": {**_budgets(base, out), ACTOR_BUDGET: v}}
+    return {"ppo_micro_batch_size_per_gpu": v}
+
+
+def _set_upd(dynamic: bool, base: dict[str, Any], out: dict[str, Any], v: int) -> None:
+    out.update(_upd_over(dynamic, base, out, v))
