@@ -133,7 +133,11 @@ def main() -> int:
             sys.stdout.buffer.flush()
         if cfg.get("hang_at") == step:
             time.sleep(600)
-        if cfg.get("exit_at") == step and (not cfg.get("exit_if_feature") or cfg["exit_if_feature"] in feats):
+        if (
+            cfg.get("exit_at") == step
+            and (not cfg.get("exit_if_feature") or cfg["exit_if_feature"] in feats)
+            and attempt >= int(cfg.get("exit_from_attempt", 0))
+        ):
             out(cfg.get("final_text", "RuntimeError: boom"))
             if cfg.get("exit_code") == 137:
                 if cfg.get("oom_counter"):  # play the kernel: count an OOM kill, then SIGKILL

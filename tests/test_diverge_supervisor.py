@@ -114,3 +114,19 @@ def test_roll_back_never_names_a_checkpoint_at_or_after_the_bad_step(tmp_path):
     assert (tmp_path / TRACKER_NAME).read_text() == "3"
     assert roll_back(str(tmp_path), 1) is None  # nothing before step 1: from scratch
     assert not (tmp_path / TRACKER_NAME).exists() and (tmp_path / (TRACKER_NAME + ".diverged")).exists()
+
+
+def test_a_retry_from_an_earlier_checkpoint_puts_the_runs_step_back_to_it(tmp_path):
+    """The run's step is what the current attempt trains from, not the step a lost attempt reached: on the H200
+    (tests/fixtures/real-verl/tool-runs/l-diverge) `inv status` showed "1/6, ETA 41s" while a retry from scratch was
+    still starting. Attempt 1 goes bad at step 3 (global_step_2 saved); attempt 2 resumes from 2 and fails before
+    its step 3: the run stood at step 2."""
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    cfg = {"diverge_at": 3, "diverge_attempts": 1, "save_freq": 1, "exit_at": 3, "exit_from_attempt": 2}
+    run_dir = new_run(tmp_path, steps=6, workdir=wd, files={"fake.json": cfg})
+    rec = run_to_end(run_dir)
+    assert rec["attempts"][0]["verdict"]["cls"] == "diverged" and rec["attempts"][0]["step_reached"] == 3
+    assert rec["attempts"][1]["resumed_from"] == 2 and rec["attempts"][1]["step_reached"] != 3
+    assert rec["step"] == 2, rec["step"]
+    assert "step 2/6" in rec["decision"]["ended"], rec["decision"]

@@ -6,6 +6,11 @@ runs' files replayed through the project's code, no GPU.
   60 s limit step 1 gave), not at HANG_TIMEOUT (900 s), and dumped 30 processes with py-spy. Its verdict then read
   "no common frame" and retried: the dump reader took a thread parked in ``threading.run`` for the reward worker's
   place and called ``zmq/sugar/poll.py`` user code. The replay below runs today's reader on the same dumps.
+* ``l-diverge`` (gpu/l-diverge.sh, H200, 2026-12-07 second session): the tiny model with actor lr 1e30. Attempt 1
+  ran into the scenario's own HANG_TIMEOUT (240 s: the cold machine's start-up took longer, no step yet); attempt 2's
+  step 1 printed ``actor/lr:1e+29`` (verl's linear warm-up, 10 steps: 1e30 x 1/10), the live health watch flagged it
+  on that line, stopped the attempt and retried once from scratch (no checkpoint before step 1). The device budget
+  ended while attempt 3 was starting: its own step 1 is not in the fixture.
 * ``m-data-dry`` (gpu/m-data-dry.sh): 16 rows, batch 8, ``trainer.total_epochs=3``, ``--steps 10
   --allow-short-data``: verl ended after step 6 with exit 0 (verl/trainer/ppo/v1/trainer_base.py:467) and the
   supervisor's verdict was ``data-ran-out``, "ended at step 6 of 10".
@@ -17,7 +22,7 @@ import gzip
 import json
 from pathlib import Path
 
-from dapo_ops.agent.supervisor import escalate, stall
+from dapo_ops.agent.supervisor import escalate, follow, record, stall
 from dapo_ops.core import classify, datafeed, ladder
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.logformat import parse_metrics_line
@@ -25,6 +30,7 @@ from dapo_ops.core.logformat import parse_metrics_line
 RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
 N = RUNS / "n-stall"
 M = RUNS / "m-data-dry"
+L = RUNS / "l-diverge"
 
 
 def _json(p: Path) -> dict:
@@ -80,3 +86,54 @@ def test_the_real_data_dry_run_is_data_ran_out_never_success():
     assert classify.classify(text, exit_code=0, planned_total=6).cls == "success"  # all it was asked for
     feed = datafeed.DataFeed(rows=16, train_batch_size=8, epochs=3, upper_bound=False)
     assert feed.max_steps == 6
+
+
+def _scan(text: str, tmp_path: Path, watch=None) -> follow.Scanner:
+    """The supervisor's scanner over one real attempt log, as follow.Follower hands it the lines."""
+    rec: dict = {"total_steps": 6}
+    scanner = follow.Scanner(
+        rec,
+        {"n": 2, "started_at": 0.0},
+        record.RecordWriter(str(tmp_path)),
+        follow.LinkFinder({}),
+        lambda url: None,
+        classify.is_device_oom_line,
+        watch=watch,
+    )
+    scanner.scan(text.splitlines())
+    return scanner
+
+
+def test_the_real_absurd_lr_was_flagged_at_step_1_and_retried_once_from_scratch():
+    rec, spec = _json(L / "run.json"), _json(L / "spec.json")
+    a1, a2, a3 = rec["attempts"]
+    # attempt 1: the scenario's HANG_TIMEOUT (240 s) is below the cold start-up: no step yet, a hang (not a flag)
+    assert (a1["killed_by"], a1["step_reached"], spec["hang_timeout_s"]) == ("hang", None, 240)
+    v = a2["verdict"]
+    d = v["detail"]
+    assert (v["cls"], v["action_kind"], a2["killed_by"]) == ("diverged", "retry-once", "diverged")
+    assert (d["metric"], d["bad_step"], d["shown"], d["reason"], d["recurred"]) == ("actor/lr", 1, "1e+29", "lr", False)
+    assert a3["resumed_from"] is None  # no checkpoint before step 1: the retry is from scratch
+    sup = (L / "supervisor.log").read_text()
+    assert "training metrics went bad in attempt 2: lr 1e+29 at step 1" in sup
+    # verl's warm-up (verl/utils/torch_functional.py:785-788, current_step / num_warmup_steps): 1e30 x 1 / 10
+    assert "actor_rollout_ref.actor.optim.lr_warmup_steps=10" in sup and "actor_rollout_ref.actor.optim.lr=1e30" in sup
+
+
+def test_the_real_lr_line_replayed_through_the_scanner_flags_step_1_and_a_recurrence_stops(tmp_path):
+    text = gzip.open(L / "attempt-2.log.gz", "rt").read()
+    scanner = _scan(text, tmp_path)
+    flag = scanner.bad
+    assert flag is not None and (flag.metric, flag.step, flag.reason) == ("actor/lr", 1, "lr")
+    assert flag.value == _json(L / "run.json")["attempts"][1]["verdict"]["detail"]["value"]
+    fs = FeatureSet.from_json([])
+    first = escalate.diverged_verdict(flag, None, 1, 6)
+    assert first["action_kind"] == "retry-once"
+    assert ladder.decide(fs, "diverged", first["detail"], 0, 3, {}, {}).action == "retry"
+    # the retry runs the same schedule from scratch, so its step 1 prints the same lr: the same metric bad at the
+    # same step after one retry is persistent (core/health.py persistent): stop, no third attempt
+    again = _scan(text, tmp_path).bad
+    assert again is not None
+    second = escalate.diverged_verdict(again, flag.to_json(), 1, 6)
+    assert second["detail"]["recurred"] is True and second["action_kind"] == "stop"
+    assert ladder.decide(fs, "diverged", second["detail"], 0, 3, {"diverged": 1}, {}).action == "stop"

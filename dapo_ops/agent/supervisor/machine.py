@@ -219,6 +219,11 @@ class Supervisor:
             self.roll_back_before = None
         resume_step = latest_checkpoint(ckpt_dir)
         self.health.rewind(resume_step)
+        if k > 1 and self.rec.get("step") is not None:
+            # the run's progress is what this attempt trains from (verl resumes at the latest checkpoint, or from
+            # scratch): not the step an earlier attempt reached and lost (`inv status` showed "1/6, ETA 41s" for a
+            # retry starting from scratch on the H200, tests/fixtures/real-verl/tool-runs/l-diverge)
+            self.rec["step"] = resume_step or 0
         prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
         att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
