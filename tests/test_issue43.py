@@ -96,7 +96,9 @@ def test_a_retry_on_fsdp1_skips_the_offload_policy_rung():
     from dapo_ops.agent.supervisor import machine
 
     sup = machine.Supervisor.__new__(machine.Supervisor)
-    sup.spec = {"framework": "fsdp", "mode": "dapo", "settings": {"n_gpus_per_node": 1, "nnodes": 1}}
+    sup.spec = defaults.RunSpec.read(
+        {"framework": "fsdp", "mode": "dapo", "settings": {"n_gpus_per_node": 1, "nnodes": 1}}
+    )
     sup.rec = {"setting_changes": {}}
     assert sup._settings()["strategy"] == "fsdp"
 
