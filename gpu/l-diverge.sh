@@ -13,7 +13,7 @@ trap 'stop_sampler; stop_health_samplers' EXIT
 RO=(); for o in "${RECIPE_OVERRIDES[@]}"; do case $o in actor_rollout_ref.actor.optim.lr=*) ;; *) RO+=("$o");; esac; done
 RECIPE_OVERRIDES=("${RO[@]}" "actor_rollout_ref.actor.optim.lr=${LR:-1e30}")
 mapfile -t OV < <(ovr)
-export HANG_TIMEOUT=${HANG:-240}
+export HANG_TIMEOUT=${HANG:-900}  # a cold H200 took > 240 s to reach step 1 (2026-12-07, l-diverge attempt 1)
 t0=$(date +%s)
 launch l "${TINY_FLAGS[@]}" $(model_flags "$TINY") --steps "${STEPS:-6}" --save-freq 1 "${OV[@]}" || exit 1
 rid=$(cat "$STATE/l.run_id"); R=$RUNS/$rid
