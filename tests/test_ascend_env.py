@@ -85,7 +85,7 @@ def test_the_startup_check_runs_under_the_trainings_cann_launcher(monkeypatch, t
     """main ran the compose child (verl's start-up checks) as a bare ``docker exec`` child: on an image whose CANN
     comes only from set_env.sh, ``import torch`` (torch_npu autoload) failed and the step said "skipped"."""
     from dapo_ops.agent import preflight as agent_preflight
-    from dapo_ops.control.launch.plan import CANN_LAUNCHER
+    from dapo_ops.core.topology import CANN_LAUNCHER
     from dapo_ops.control.preflight.probe import probe_request
 
     p = plan()

@@ -28,7 +28,7 @@ from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.status import probe as status_mod
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote.errors import RemoteError
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
+from dapo_ops.control.swanlab_settings import SwanlabSettings
 from dapo_ops.core import overrides, runspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -224,7 +224,7 @@ from types import SimpleNamespace  # noqa: E402
 from dapo_ops.control.launch import service as launch_svc  # noqa: E402
 from dapo_ops.control.launch import multihost as mh  # noqa: E402
 from dapo_ops.control.remote.errors import RemoteError  # noqa: E402
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings  # noqa: E402
+from dapo_ops.control.swanlab_settings import SwanlabSettings  # noqa: E402
 
 
 class FakeCluster:
@@ -469,7 +469,7 @@ def test_every_ray_node_starts_under_the_cann_launcher_with_the_runs_env(fake_la
     """Issue 43 F2: Ray's workers (verl's TaskRunner too, verl/trainer/main_ppo.py:92) inherit the raylet's
     environment, so each node's ``ray start`` runs under the run's CANN launcher with the spec's env (main: a bare
     ``sh -c`` with only the topology env, so torch_npu failed on every worker of an image that needs set_env.sh)."""
-    from dapo_ops.control.launch.plan import CANN_LAUNCHER
+    from dapo_ops.core.topology import CANN_LAUNCHER
 
     run, fc = fake_launch()
     assert isinstance(run, mh.ClusterRun), run

@@ -24,7 +24,7 @@ from rich.text import Text
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch.service import LaunchFacts, LaunchRequest, draft_for
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
+from dapo_ops.control.swanlab_settings import SwanlabSettings
 from dapo_ops.agent import preflight as preflight_probe
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.inventory import proxy as proxy_mod

@@ -24,8 +24,8 @@ from invoke.exceptions import Exit
 from dapo_ops.core import features as features_mod
 from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.control import settings
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control import swanlab_settings as swanlab_cfg
+from dapo_ops.control import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.launch import request as launch_request

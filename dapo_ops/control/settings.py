@@ -10,7 +10,7 @@ flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``,
 them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
 Secrets are not settings: the SwanLab API key and webhook URLs are handled by
-:mod:`dapo_ops.control.launch.swanlab_settings` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
+:mod:`dapo_ops.control.swanlab_settings` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
 """
 
 from __future__ import annotations

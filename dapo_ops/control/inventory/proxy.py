@@ -136,7 +136,7 @@ def check_no_proxy(value: str | None, where: str) -> str:
 def check_flag(value: str | None, flag: str) -> str:
     """A proxy given on the command line (``--http-proxy``): :func:`check_url`, and refused when it carries
     credentials (they would show in ``ps`` and the shell history), as ``--swanlab-host`` is
-    (:func:`dapo_ops.control.launch.swanlab_values.normalize_host`). The message never echoes the password."""
+    (:func:`dapo_ops.control.swanlab_values.normalize_host`). The message never echoes the password."""
     if value and has_credentials(str(value)):
         var = flag.lstrip("-").replace("-", "_")
         raise ProxyError(

@@ -6,7 +6,6 @@ error), :mod:`~dapo_ops.control.launch.plan` (settings + host + facts -> the fro
 ``--dry-run``, secrets redacted), :mod:`~dapo_ops.control.launch.service` (one run on one host: facts, plan,
 start), :mod:`~dapo_ops.control.launch.errors` (the typed refusals), :mod:`~dapo_ops.control.launch.resume`
 (``--resume``), :mod:`~dapo_ops.control.launch.multihost` (one run across hosts on a Ray cluster),
-:mod:`~dapo_ops.control.launch.raycluster` (that cluster's bring-up and teardown),
-:mod:`~dapo_ops.control.launch.swanlab_settings` and :mod:`~dapo_ops.control.launch.swanlab_values` (the run's
-SwanLab settings). Nothing is re-exported here: import from the module that defines a name.
+:mod:`~dapo_ops.control.launch.raycluster` (that cluster's bring-up and teardown). The run's SwanLab settings are
+:mod:`dapo_ops.control.swanlab_settings` and :mod:`dapo_ops.control.swanlab_values` (preflight reads them too). Nothing is re-exported here: import from the module that defines a name.
 """

@@ -118,11 +118,11 @@ def render_text(plan: Plan, width: int = 160) -> str:
 
 def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
     """``(logger_enabled, note)`` by the rule a real launch applies
-    (:meth:`dapo_ops.control.launch.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
+    (:meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
     line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
     not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
-    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-    from dapo_ops.control.launch import swanlab_values
+    from dapo_ops.control import swanlab_settings as swanlab_cfg
+    from dapo_ops.control import swanlab_values
 
     try:
         sw = swanlab_cfg.resolve(

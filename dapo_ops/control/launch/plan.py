@@ -35,6 +35,7 @@ from dapo_ops.core import overrides
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
 from dapo_ops.core import sanity
+from dapo_ops.core import topology
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import display_url, has_credentials, redact_argv
@@ -378,10 +379,10 @@ def _draft(inputs: PlanInputs) -> Draft:
         "ray": None,
     }
     if v09 and spec["accelerator"] == "npu":
-        spec["launcher"] = list(CANN_LAUNCHER)
+        spec["launcher"] = list(topology.CANN_LAUNCHER)
         notes.append(
             "CANN: verl starts through bash, which sources "
-            + " and ".join(CANN_SET_ENV)
+            + " and ".join(topology.CANN_SET_ENV)
             + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found"
         )
     notes.append(
@@ -690,20 +691,6 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         spec["features"] = f.features.to_json()
         spec["setting_changes"] = dict(f.setting_changes)
     return f.features, f.lines()
-
-
-#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
-CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
-#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
-#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
-CANN_LAUNCHER = (
-    "bash",
-    "-c",
-    'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in '
-    + " ".join(CANN_SET_ENV)
-    + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"',
-    "dapo-ops-cann",
-)
 
 
 #: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO

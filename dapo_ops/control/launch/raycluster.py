@@ -69,7 +69,7 @@ def _start_node(
     ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned: ONE bundle op,
     ``raysession start`` (:func:`dapo_ops.agent.raysession.start_node`; the Ray CLI is ``ray`` on the container's
     PATH, else ``<python> -m ray.scripts.scripts``). ``launcher``: the run spec's ``launcher`` (the CANN launcher on
-    NPU, ``launch.plan.CANN_LAUNCHER``): the session starts under it, so the raylet, and every Ray worker it forks,
+    NPU, ``core.topology.CANN_LAUNCHER``): the session starts under it, so the raylet, and every Ray worker it forks,
     has the environment verl's driver has.
 
     :raises RemoteError: the op failed (kind ``command``, its one line) or the host cannot be reached."""

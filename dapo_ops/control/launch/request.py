@@ -32,8 +32,8 @@ from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control import swanlab_settings as swanlab_cfg
+from dapo_ops.control import swanlab_values
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote.fanout import HostResult, Row
 from dapo_ops.control.inventory.hosts import Inventory

@@ -41,7 +41,7 @@ from dapo_ops.control.inventory import proxy
 from dapo_ops.control.launch import resume as resume_mod
 from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
 from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts

@@ -1,6 +1,6 @@
 """Network checks: ``proxy`` variables the container sees, ``swanlab`` reachable from the container, the
 multi-host ``ray-port``; and the operator-side ``swanlab-key`` check (once per preflight, not per host:
-:mod:`dapo_ops.control.launch.swanlab_settings`). Pure except :func:`swanlab_key_check` reading the user config.
+:mod:`dapo_ops.control.swanlab_settings`). Pure except :func:`swanlab_key_check` reading the user config.
 
 The ``swanlab`` check is shared with ``inv launch`` (:func:`tracker_urls` asks the probe for one GET of the
 tracker's API root, :func:`tracker_check` reads the answer): both run it in the probe's one round trip.
@@ -31,7 +31,7 @@ _KIND_WORDS = {"dns": "DNS", "connect": "connect", "timeout": "timeout", "proxy"
 
 def tracker_urls(pv: PlanView | None) -> dict:
     """``{"swanlab": url}`` the probe GETs from the container when the run logs to SwanLab in cloud mode (the API
-    host the run's env names, ``SWANLAB_API_HOST`` from :meth:`dapo_ops.control.launch.swanlab_settings.SwanlabSettings.public_env`,
+    host the run's env names, ``SWANLAB_API_HOST`` from :meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.public_env`,
     else :data:`SWANLAB_CLOUD_API`); ``{}`` for ``local`` / ``offline`` / ``disabled`` or no SwanLab logger. Pure."""
     if pv is None or "swanlab" not in pv.logger:
         return {}
@@ -140,12 +140,12 @@ def swanlab_key_check(
     plan: Any, env: dict | None = None, file_cfg: dict | None = None, isatty: bool | None = None, mode_flag: str = ""
 ) -> Check | None:
     """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
-    models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.launch.swanlab_settings.resolve` with the operator's
+    models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.swanlab_settings.resolve` with the operator's
     env and user config. ``None`` when the plan does not log to SwanLab."""
     import os
 
-    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-    from dapo_ops.control.launch import swanlab_values
+    from dapo_ops.control import swanlab_settings as swanlab_cfg
+    from dapo_ops.control import swanlab_values
     from dapo_ops.control import userconfig
 
     pv = plan_view(plan)

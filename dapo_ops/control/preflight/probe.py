@@ -18,6 +18,7 @@ from dapo_ops.control.remote.commands import q
 from dapo_ops.control.remote.errors import INSPECT_FORMAT, RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import defaults
+from dapo_ops.core import topology
 
 
 INSPECT_MARK = "@@DAPO-INSPECT "
@@ -37,9 +38,7 @@ def probe_request(
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
     req: dict = {"accelerator": getattr(host, "accelerator", defaults.HOST["accelerator"])}
     if req["accelerator"] == "npu":
-        from dapo_ops.control.launch.plan import CANN_SET_ENV
-
-        req["cann_files"] = list(CANN_SET_ENV)
+        req["cann_files"] = list(topology.CANN_SET_ENV)
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
     if pv is not None:
         req["model"] = pv.s("model_path")

@@ -198,7 +198,7 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
 
 
 def _cann_checks(p: dict) -> list[Check]:
-    """Which CANN environment verl gets (the NPU launcher, ``launch.plan.CANN_LAUNCHER``)."""
+    """Which CANN environment verl gets (the NPU launcher, ``core.topology.CANN_LAUNCHER``)."""
     c = p.get("cann")
     if c is None:
         return []
