@@ -38,7 +38,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from dapo_ops.control.remote import fanout  # noqa: E402
-from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.inventory import hosts_file as inventory  # noqa: E402
 
 TARGET_RATIO = 1.5
 

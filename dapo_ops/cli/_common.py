@@ -38,9 +38,9 @@ from invoke import Argument, Task, task
 from invoke.exceptions import Exit
 
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Inventory, InventoryError
+from dapo_ops.control.inventory.hosts_file import Inventory, InventoryError
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.core import defaults
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from dapo_ops.control.inventory import hosts as inventory_mod
+from dapo_ops.control.inventory import hosts_file as inventory_mod
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.inventory.model import Host

@@ -11,7 +11,7 @@ Afterwards it is silent: errors reach the operator through ``status`` / ``watch`
 
 ``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
 With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.cli.multihost` prints,
-:mod:`dapo_ops.control.launch.multihost` does it); ``--independent`` gives each host its own single-host run instead.
+:mod:`dapo_ops.control.launch.multihost_service` does it); ``--independent`` gives each host its own single-host run instead.
 Every flag's help comes from the settings table (:func:`dapo_ops.control.settings.task_help`) or
 :data:`OPTIONS_HELP` (how to launch, not what to train).
 """
@@ -45,7 +45,7 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.remote.fanout import HostResult
 from dapo_ops.control.launch.service import LaunchProgress
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.core import redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
@@ -127,7 +127,7 @@ def _dry_run(d: launch_request.DryRun) -> None:
     """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``) and, with
     ``--resume``, what the launch would take from the earlier run. A plan error is one line, exit 2."""
     from dapo_ops.control.launch import dryrun as plan_mod
-    from dapo_ops.control.inventory.hosts import InventoryError
+    from dapo_ops.control.inventory.hosts_file import InventoryError
 
     kw: dict[str, Any] = dict(
         mode=d.mode,

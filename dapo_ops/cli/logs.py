@@ -2,8 +2,8 @@
 ending line and ``inv watch``'s exit code), ``--errors`` for the failure evidence of each attempt only.
 
 Replaces the runbook's ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
-Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.probe` (resolve, tails, errors, and the
-follow: one SSH command per host, :func:`dapo_ops.control.status.probe.follow_log`, printed by :func:`follow`); output is printed by the main thread only, whole lines,
+Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.look` (resolve, tails, errors, and the
+follow: one SSH command per host, :func:`dapo_ops.control.status.look.follow_log`, printed by :func:`follow`); output is printed by the main thread only, whole lines,
 prefixed by host name when several hosts answer.
 """
 
@@ -18,7 +18,7 @@ import time
 from invoke.exceptions import Exit
 
 from dapo_ops.agent.runlogs import END_MARK, HEARTBEAT
-from dapo_ops.control.status import probe as svc
+from dapo_ops.control.status import look as svc
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
@@ -157,7 +157,7 @@ MAX_LINES = 1_000_000
 def follow(pairs, lines: int, out=None) -> int:
     """Follow every (Target, resolve answer) pair's log until its run ends, lines prefixed by host when several.
 
-    One SSH command per host, with a pty (:func:`dapo_ops.control.status.probe.follow_log`: the bundle op
+    One SSH command per host, with a pty (:func:`dapo_ops.control.status.look.follow_log`: the bundle op
     ``runlogs follow``, :data:`dapo_ops.agent.runlogs.FOLLOW_SCRIPT`, ``tail -n <lines> -F --pid=<supervisor>``) and
     then the run's final state, printed as one ending line per host (:func:`ending`).
     ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same

@@ -1,7 +1,7 @@
 """Printing side of the multi-host launch (docs/workflow.md): ONE run on a Ray cluster across the ``-H`` hosts.
 
 :mod:`dapo_ops.cli.launch` comes here with several hosts (``--independent`` keeps one run per host);
-the steps and their teardown are :func:`dapo_ops.control.launch.multihost.launch_cluster`. This module makes the
+the steps and their teardown are :func:`dapo_ops.control.launch.multihost_service.launch_cluster`. This module makes the
 SSH targets, calls the service, prints the run id, head, nodes joined and devices, or one line and a non-zero
 exit (exit 2 for plan/topology errors, 1 otherwise), with nothing left running. ``inv stop`` calls
 :func:`stop_cluster`; ``--dry-run`` calls :func:`dry_run`. It imports nothing of :mod:`dapo_ops.cli.launch`.
@@ -13,7 +13,7 @@ import json
 import sys
 
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
-from dapo_ops.control.launch import multihost as svc
+from dapo_ops.control.launch import multihost_service as svc
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import topology as cluster
@@ -133,7 +133,7 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
 
 def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0, out=None) -> dict[str, str]:
     """After ``inv stop`` stopped a run on ``host_name``: stop a multi-host run's Ray sessions on every node
-    (:func:`dapo_ops.control.launch.multihost.stop_cluster`) and print one line per node. Returns
+    (:func:`dapo_ops.control.launch.multihost_service.stop_cluster`) and print one line per node. Returns
     ``{host: "stopped N processes" | error line}`` ({} for a single-host run). Never raises for a host."""
     timeout = connect_timeout_override(c)
     run_id, result = svc.stop_cluster(

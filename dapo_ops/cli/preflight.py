@@ -21,7 +21,7 @@ from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import request as launch_request
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.preflight import group as preflight_group
 from dapo_ops.control.preflight.group import HostJob

@@ -1,7 +1,7 @@
 """``inv prepare``: make sure the model and data files of the run settings exist where the container sees them.
 
-Per host (in parallel), ONE ``docker exec`` running the bundle op ``python3 -m dapo_ops.agent.prepare``
-(:func:`dapo_ops.agent.prepare.prepare`) inside the container: what
+Per host (in parallel), ONE ``docker exec`` running the bundle op ``python3 -m dapo_ops.agent.download``
+(:func:`dapo_ops.agent.download.prepare`) inside the container: what
 is complete is kept without any request; what is missing is fetched **inside the container** through the
 inventory's proxy from the hub the host can reach (``--hf-endpoint`` > ``HF_ENDPOINT`` of the operator >
 the container's own ``HF_ENDPOINT`` > huggingface.co; ``huggingface_hub`` when the container has it, else
@@ -25,7 +25,7 @@ from dapo_ops.control.remote import fanout
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch.service import LaunchFacts, LaunchRequest, draft_for
 from dapo_ops.control.swanlab_settings import SwanlabSettings
-from dapo_ops.agent import preflight as preflight_probe
+from dapo_ops.agent import preflight_probe as preflight_probe
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.inventory import proxy as proxy_mod
 from dapo_ops.core import runstate
@@ -66,7 +66,7 @@ def build_request(
     val_repo_file: str = "",
     endpoint: str = "",
 ) -> dict:
-    """The in-container request for :func:`dapo_ops.agent.prepare.prepare` from a plan and the repo flags. Pure."""
+    """The in-container request for :func:`dapo_ops.agent.download.prepare` from a plan and the repo flags. Pure."""
     s = plan.spec["settings"]
     req: dict = {
         "model": {"path": s["model_path"], "repo": model_repo or model_repo_for(s["model_path"])},
@@ -111,7 +111,7 @@ def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) 
     h = target.host
     res = remote_bundle.run_op(
         target,
-        "prepare",
+        "download",
         [jsonlib.dumps(req)],
         python=h.python,
         env=env,

@@ -29,7 +29,7 @@ from dapo_ops.control import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
 from dapo_ops.control.launch import request as launch_request
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.launch.service import LaunchProgress
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target

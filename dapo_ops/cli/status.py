@@ -1,6 +1,6 @@
 """``status``, ``stop``, ``watch``: every run on every host in one glance, cheaply (``logs``: :mod:`dapo_ops.cli.logs`).
 
-These tasks parse flags, call :mod:`dapo_ops.control.status.probe` (one probe per host per look, in parallel, over each
+These tasks parse flags, call :mod:`dapo_ops.control.status.look` (one probe per host per look, in parallel, over each
 host's reused SSH connection), print and exit; output is printed by the main thread only, whole lines, prefixed by
 host name when several hosts answer.
 
@@ -17,7 +17,7 @@ import time
 from invoke.exceptions import Exit
 
 from dapo_ops.control.remote import fanout as fanout_mod
-from dapo_ops.control.status import probe as svc
+from dapo_ops.control.status import look as svc
 from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import table as statustable
 from dapo_ops.control.status import rows as statusview
@@ -39,7 +39,7 @@ CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the
 def collect_rows(
     c, chosen: list, run: str = "", all_runs: bool = False, stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S
 ) -> list[statusview.StatusRow]:
-    """:func:`dapo_ops.control.status.probe.collect_rows` with the ``-t`` connect timeout of context ``c``."""
+    """:func:`dapo_ops.control.status.look.collect_rows` with the ``-t`` connect timeout of context ``c``."""
     return svc.collect_rows(
         chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s, connect_timeout=connect_timeout_override(c)
     )
@@ -150,7 +150,7 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:
-        if r.cluster:  # multi-host run (control/launch/multihost.py)
+        if r.cluster:  # multi-host run (control/launch/multihost_service.py)
             cl = r.cluster
             notes.append(
                 "%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s"

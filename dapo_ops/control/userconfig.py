@@ -30,7 +30,7 @@ import msgspec
 
 from dapo_ops.control import settings
 from dapo_ops.agent.notify import DEFAULT_TIMEOUT_S
-from dapo_ops.control.inventory.hosts import TomlLines, explain, toml_error
+from dapo_ops.control.inventory.hosts_file import TomlLines, explain, toml_error
 from dapo_ops.control.inventory.model import ProxyTable
 from dapo_ops.control.inventory.model import rule
 

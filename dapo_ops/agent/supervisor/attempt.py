@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dapo_ops.agent import procs
-from dapo_ops.agent.supervisor import devices
+from dapo_ops.agent.supervisor import accelerator
 from dapo_ops.agent.supervisor.config import NOTIFY_SECRET_PREFIX
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import defaults, overrides, redact
@@ -148,7 +148,7 @@ def teardown(
     att["teardown_s"] = round(now() - t_stop, 3)
     if killed:
         log("SIGKILLed leftover own processes: %s" % killed)
-    mem = devices.device_memory_used_mib() if gpu else None
+    mem = accelerator.device_memory_used_mib() if gpu else None
     if mem is not None:
         att["device_mem_after_mib"] = mem
         log("attempt %d torn down in %.1f s; device memory used now (MiB): %s" % (att["n"], att["teardown_s"], mem))
@@ -163,12 +163,12 @@ def exit_code(rc: Optional[int]) -> Optional[int]:
 def kernel_oom(oom0: Optional[Tuple[str, int]], code: Optional[int], att: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The container state of an attempt that verl did not survive: ``{"OOMKilled": True, "source": file}`` when
     it was SIGKILLed (``code`` 137 or 9) and the OOM-kill counter read before it started (``oom0``,
-    :func:`devices.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
+    :func:`accelerator.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
     records the counter either way (``att["oom_counter"]``: file, before, after), the evidence of an external
-    kill (:func:`devices.kill_evidence`)."""
+    kill (:func:`accelerator.kill_evidence`)."""
     if code not in (137, 9) or oom0 is None:
         return None
-    oom1 = devices.oom_kill_count((oom0[0],))
+    oom1 = accelerator.oom_kill_count((oom0[0],))
     att["oom_counter"] = {"file": oom0[0], "before": oom0[1], "after": None if oom1 is None else oom1[1]}
     if oom1 is None or oom1[1] <= oom0[1]:
         return None

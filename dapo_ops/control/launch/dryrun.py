@@ -201,9 +201,9 @@ def dry_run(
     settings already (None: one over ``env`` and ``file_cfg``, the config file's tables).
 
     Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
-    :class:`dapo_ops.control.inventory.hosts.InventoryError` (all one line) for a task to turn into ``Exit``.
+    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``.
     """
-    from dapo_ops.control.inventory import hosts as inv_mod
+    from dapo_ops.control.inventory import hosts_file as inv_mod
     from dapo_ops.core import runstate
     from dapo_ops.control import userconfig
 

@@ -36,11 +36,11 @@ from dapo_ops.control import swanlab_settings as swanlab_cfg
 from dapo_ops.control import swanlab_values
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Inventory
+from dapo_ops.control.inventory.hosts_file import Inventory
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch.service import LaunchProgress, LaunchRequest
-from dapo_ops.control.launch.errors import LaunchRefused
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchRefused
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import redact
 from dapo_ops.core import runstate
@@ -99,7 +99,7 @@ class DryRun:
 @dataclass(frozen=True)
 class Launch:
     """A launch to start: the request, the selected hosts (head first), ``cluster`` (True: ONE run on a Ray cluster
-    across them, :func:`dapo_ops.control.launch.multihost.launch_cluster`; False: one run per host, :func:`start`),
+    across them, :func:`dapo_ops.control.launch.multihost_service.launch_cluster`; False: one run per host, :func:`start`),
     ``hosts_given`` (False when no ``-H`` chose them: every host of the inventory), ``secrets`` (every secret value
     known, to redact whatever is printed) and ``notes`` (redacted lines for the operator, e.g. a config file others
     can read)."""

@@ -13,7 +13,7 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
 3. execute: close an earlier run ``--resume`` continues whose supervisor died, and start the supervisor with ONE
    call of the bundle op :mod:`dapo_ops.agent.runstart`, which writes ``spec.json`` and ``secret.env`` (0600) from its
    stdin (never a command line) and answers once verl has started (:func:`start_run`). The multi-host path
-   (:mod:`dapo_ops.control.launch.multihost`) uses the same
+   (:mod:`dapo_ops.control.launch.multihost_service`) uses the same
    builder, checks and start.
 
 Every call into the container goes through :func:`dapo_ops.control.remote.bundle.run_op` (the one way in).
@@ -39,7 +39,7 @@ from dapo_ops.agent import runstart
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.inventory import proxy
 from dapo_ops.control.launch import resume as resume_mod
-from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchRefused, LaunchUsageError
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import swanlab_values
 from dapo_ops.control.remote.fanout import Row
@@ -473,7 +473,7 @@ def quick_checks(
     ``view``: what the run reads (its :class:`~dapo_ops.control.launch.plan.Draft`, or a multi-host run's plan). Raises :class:`LaunchRefused`
     or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
     and memos :func:`build_plan` fits the plan to."""
-    from dapo_ops.control.preflight.plan import plan_view
+    from dapo_ops.control.preflight.plan_view import plan_view
 
     host = target.host
     pv = plan_view(view)

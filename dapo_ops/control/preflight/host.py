@@ -1,4 +1,4 @@
-"""Host and container checks from the facts of :func:`dapo_ops.control.preflight.probe.collect`: ``ssh``,
+"""Host and container checks from the facts of :func:`dapo_ops.control.preflight.gather.collect`: ``ssh``,
 ``docker``, ``container`` / ``host`` (bare host), ``workdir``, and the devices inside the container (``devices``,
 ``visible``, ``leftover``, ``device-mem``; parsed by :mod:`dapo_ops.core.devices`). Pure.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dapo_ops.core import defaults
 from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dapo_ops.core import defaults
 from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode
+from dapo_ops.control.preflight.plan_view import PlanView, memory_fit_mode
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 

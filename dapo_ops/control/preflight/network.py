@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from dapo_ops.control.preflight.plan import PlanView, plan_view
+from dapo_ops.control.preflight.plan_view import PlanView, plan_view
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 
 
@@ -25,7 +25,7 @@ def _display_url(url: str) -> str:
 #: sdk/internal/settings: ``api_host`` default; docs/params.md ``SWANLAB_HOST``)
 SWANLAB_CLOUD_API = "https://api.swanlab.cn"
 
-#: what failed (the probe's ``kind``, dapo_ops/agent/preflight.py ``_http_kind``) -> the word of the one line
+#: what failed (the probe's ``kind``, dapo_ops/agent/preflight_probe.py ``_http_kind``) -> the word of the one line
 _KIND_WORDS = {"dns": "DNS", "connect": "connect", "timeout": "timeout", "proxy": "proxy", "tls": "TLS"}
 
 

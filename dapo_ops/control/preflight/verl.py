@@ -1,12 +1,12 @@
 """verl checks from the probe's facts: ``python``, ``verl`` (version -> profile, :mod:`dapo_ops.core.profiles`),
 ``entry``, the Hydra ``overrides`` compose result, the modules verl 0.9 imports besides itself
 (``transfer_queue``, ``megatron.bridge``) and the ``cann`` environment; and the compose request sent to the
-container (:mod:`dapo_ops.control.preflight.compose`). Pure.
+container (:mod:`dapo_ops.control.preflight.compose_check`). Pure.
 """
 
 from __future__ import annotations
 
-from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.preflight.plan_view import PlanView, needed_modules
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 from dapo_ops.core.classify.hints import MODULE_FIXES
 from dapo_ops.core import defaults
@@ -140,7 +140,7 @@ def _overrides_check(comp: dict) -> Check:
     """The ``overrides`` check from a compose answer (:mod:`dapo_ops.agent.compose` run by the probe). An answer
     shared from another host of the fleet (:mod:`dapo_ops.control.preflight.group`) carries ``from`` and says so;
     ``error``: round 2 of the fleet could not run this host's compose."""
-    from dapo_ops.control.preflight import compose as validate
+    from dapo_ops.control.preflight import compose_check as validate
 
     if comp.get("error"):
         return Check(
@@ -226,7 +226,7 @@ def _cann_checks(p: dict) -> list[Check]:
 def _compose_request(host, pv: PlanView | None) -> dict | None:
     if pv is None or not pv.argv:
         return None
-    from dapo_ops.control.preflight import compose as validate
+    from dapo_ops.control.preflight import compose_check as validate
 
     try:
         req = validate.request_for(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dapo_ops.control.status import events as statusevents
-from dapo_ops.control.status import probe as look
+from dapo_ops.control.status import look as look
 
 
 @dataclass

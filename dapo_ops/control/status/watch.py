@@ -1,13 +1,13 @@
 """The ``watch`` loop's state across looks (operator side, pure: rows in, lines and an exit code out): the last row
 per host, the hosts whose run ended, the hosts briefly unreachable, the Ray worker hosts of a watched head's run
-(:func:`dapo_ops.control.status.probe.worker_of`). What a change prints is :mod:`dapo_ops.control.status.events`'s; the
-looks themselves are :func:`dapo_ops.control.status.probe.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
+(:func:`dapo_ops.control.status.look.worker_of`). What a change prints is :mod:`dapo_ops.control.status.events`'s; the
+looks themselves are :func:`dapo_ops.control.status.look.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
 
 from __future__ import annotations
 
 from dapo_ops.control.status import events as statusevents
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.control.status.probe import cluster_heads, worker_of
+from dapo_ops.control.status.look import cluster_heads, worker_of
 from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
 from dapo_ops.core.runstate import RunStatus
 

@@ -33,7 +33,7 @@ from dapo_ops.control.launch import service as launch_svc
 from dapo_ops.control.launch import resume as resume_mod
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch.service import LaunchRequest
-from dapo_ops.control.launch.errors import LaunchRefused
+from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.core import topology as cluster
@@ -341,7 +341,7 @@ def dry_run_plan(
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
     """
-    from dapo_ops.control.inventory import hosts as inv_mod
+    from dapo_ops.control.inventory import hosts_file as inv_mod
     from dapo_ops.control.launch import dryrun as plan_mod
     from dapo_ops.control import userconfig
 

@@ -3,9 +3,9 @@ head's run), log paths and ``logs --errors`` excerpts (operator side; returns va
 prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.status.stop`, the ``watch`` loop
 :mod:`dapo_ops.control.status.watch`; both look through this module's :func:`probe` / :func:`fan`.
 
-Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
+Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.runprobe <request>`` in the container, entered
 with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.target.Target.look_command`; the
-bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
+bundle op :mod:`dapo_ops.agent.runprobe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.status.rows` turns that
 into a row. Hosts are probed in parallel (:func:`dapo_ops.control.remote.fanout.run`, one thread per host) over each host's
@@ -33,8 +33,8 @@ from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import RunStatus
 
-#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
-PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
+#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/runprobe.py)
+PROBE_OPS = {"status": "runprobe", "list": "runprobe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
 #: lines of context around each evidence line in ``logs --errors``.
@@ -113,7 +113,7 @@ def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
 
 
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.probe` request in the target's container (through the op module
+    """Run one :mod:`dapo_ops.agent.runprobe` request in the target's container (through the op module
     :data:`PROBE_OPS` names for ``req["op"]``); returns its JSON answer.
 
     ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
@@ -125,7 +125,7 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
-    op, look = PROBE_OPS.get(str(req.get("op")), "probe"), req.get("op") != "stop"
+    op, look = PROBE_OPS.get(str(req.get("op")), "runprobe"), req.get("op") != "stop"
     res = remote_bundle.run_op(
         target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="", state_on_failure=True, look=look
     )
@@ -220,7 +220,7 @@ def collect_rows(
 
     :param run: a run id (else the host's current run).
     :param all_runs: every recorded run per host, newest first (run.json; a log tail only for an active run whose
-        supervisor is gone, :func:`dapo_ops.agent.probe.probe_list`).
+        supervisor is gone, :func:`dapo_ops.agent.runprobe.probe_list`).
     :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
     """
     req: dict[str, Any]

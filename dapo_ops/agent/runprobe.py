@@ -1,6 +1,6 @@
 """The in-container probe behind ``status``, ``stop``, ``watch`` and ``logs --errors`` (STDLIB ONLY).
 
-One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.probe
+One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.runprobe
 '<request json>'`` (:func:`dapo_ops.control.remote.bundle.run_op`). It reads ``run.json`` (via
 :mod:`dapo_ops.agent.runfiles`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
 not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process group, and
@@ -18,7 +18,7 @@ Requests (``{"op": ..., ...}``), each answered by the function of the same name:
   dir / log paths for ``logs``; op module ``runlogs``)
 
 ``stop``, ``resolve`` and ``errors`` are bundle ops of their own (``python3 -S -m dapo_ops.agent.runstop|runlogs
-'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.probe.PROBE_OPS` picks the module), so
+'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.look.PROBE_OPS` picks the module), so
 a status look loads this module, :mod:`dapo_ops.agent.runfiles` (with :mod:`dapo_ops.agent.procs`,
 :mod:`dapo_ops.core.runstate` and :mod:`dapo_ops.core.raynodes`), nothing else of the package; they import this module's helpers.
 
@@ -54,7 +54,7 @@ DEFAULT_ERRORS_TAIL_BYTES = 4 << 20
 class ProbeError(Exception):
     """A one-line problem the operator can fix (no such run, no runs dir); printed as ``{"error": msg}``, with
     ``"run_id"`` when the run asked for has no dir here (a Ray worker host of a multi-host run has none: run.json
-    lives on its head, dapo_ops/control/status/probe.py ``worker_of``)."""
+    lives on its head, dapo_ops/control/status/look.py ``worker_of``)."""
 
     def __init__(self, msg: str, run_id: Optional[str] = None):
         super().__init__(msg)
