@@ -1,13 +1,19 @@
-"""Names a reader can trust (issue 46 item 5): one module name, one module.
+"""Names a reader can trust (issue 46 item 5): one module name, one module, and one name for it in every import.
 
 A module's file name is what a reader sees in a traceback, a ``:mod:`` cite and an import line; when two modules of
 the package share one (``probe.py`` three times: the in-container status op, the preflight round trip and the
 status look), ``probe.collect`` says nothing about which. Every module of ``dapo_ops/`` has its own file name; the
 package markers ``__init__.py`` and ``__main__.py`` are the only names that repeat.
+
+Inside the package a module of the package is imported under its own name (``from dapo_ops.control.status import
+look``), never renamed (``... import look as svc``: ``svc`` meant three different modules); where a local name would
+shadow it, the module is imported fully qualified (``import dapo_ops.control.launch.plan``). No name imported from
+the package is renamed either. Third-party and stdlib aliases (``import pyarrow as pa``) are not this test's.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 from pathlib import Path
 
@@ -41,3 +47,56 @@ def test_the_check_sees_twins(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text('"""x."""\n')
     assert repeated_module_names(tmp_path) == {"probe.py": ["a/probe.py", "b/probe.py"]}
+
+
+def renaming_imports(pkg: Path) -> list[str]:
+    """``path:line: statement`` for every import inside ``pkg`` that renames a name of the package (``dapo_ops.*``
+    or a relative import) with ``as``."""
+    out = []
+    for p in sorted(pkg.rglob("*.py")):
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").split(".")[0] == "dapo_ops"):
+                src = "." * n.level + (n.module or "")
+                out += [
+                    f"{p.relative_to(pkg).as_posix()}:{n.lineno}: from {src} import {a.name} as {a.asname}"
+                    for a in n.names
+                    if a.asname and a.asname != a.name
+                ]
+            elif isinstance(n, ast.Import):
+                out += [
+                    f"{p.relative_to(pkg).as_posix()}:{n.lineno}: import {a.name} as {a.asname}"
+                    for a in n.names
+                    if a.asname and a.name.split(".")[0] == "dapo_ops"
+                ]
+    return out
+
+
+def test_no_import_inside_the_package_renames_a_module_or_name_of_the_package():
+    renamed = renaming_imports(PKG)
+    assert not renamed, (
+        "imports that rename a dapo_ops module or name (import it under its own name; where a local name shadows "
+        "it, `import dapo_ops.<path>` and write the qualified name): " + "; ".join(renamed)
+    )
+
+
+def test_the_alias_check_sees_renames(tmp_path):
+    """Not blind: a renamed module, a renamed name, a relative rename and an ``import ... as`` of the package are
+    reported; stdlib aliases and plain imports are not."""
+    (tmp_path / "m.py").write_text(
+        "import json as jsonlib\n"
+        "import pyarrow as pa\n"
+        "import dapo_ops.core.runstate as rs\n"
+        "from dapo_ops.control.status import look\n"
+        "from dapo_ops.control.status import look as svc\n"
+        "from dapo_ops.core.features import ALL as FEATURE_NAMES\n"
+        "from . import sibling as sib\n"
+        "def f():\n"
+        "    from dapo_ops.core import runstate as _rs\n"
+    )
+    assert [r.split(": ", 1)[1] for r in renaming_imports(tmp_path)] == [
+        "import dapo_ops.core.runstate as rs",
+        "from dapo_ops.control.status import look as svc",
+        "from dapo_ops.core.features import ALL as FEATURE_NAMES",
+        "from . import sibling as sib",
+        "from dapo_ops.core import runstate as _rs",
+    ]

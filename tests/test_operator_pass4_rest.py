@@ -165,7 +165,7 @@ def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys
         if t.name == "h2":
             raise RemoteError("refused", "h2", "ssh connection refused on port 22: is sshd running?")
 
-    monkeypatch.setattr(multihost_service.launch_svc, "quick_checks", quick_checks)
+    monkeypatch.setattr(multihost_service.service, "quick_checks", quick_checks)
     targets = {n: SimpleNamespace(name=n) for n in ("h1", "h2", "h3")}
     with pytest.raises(multihost_service.ClusterLaunchError) as e:
         multihost_service.check_hosts(targets, None, False)
@@ -178,7 +178,7 @@ def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys
     def launch_cluster(req, chosen, targets, hosts_given):
         raise e.value
 
-    monkeypatch.setattr(cli_multihost.svc, "launch_cluster", launch_cluster)
+    monkeypatch.setattr(cli_multihost.multihost_service, "launch_cluster", launch_cluster)
     c = SimpleNamespace(config={})
     with pytest.raises(invoke.exceptions.Exit) as ex:
         cli_multihost.launch(c, None, [], accept_new_host_keys=False, secrets_all=[])

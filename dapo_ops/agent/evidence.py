@@ -47,7 +47,7 @@ EVIDENCE_DIR = "evidence"
 
 def ray_logs_dir() -> str:
     """This host's Ray session log directory: ``<RAY_TMPDIR | TMPDIR | /tmp>/ray/session_latest/logs`` (the temp dir
-    ray/_common/utils.py ``get_user_temp_dir`` picks; ``ray start`` without ``--temp-dir``, as cluster_ops starts it)."""
+    ray/_common/utils.py ``get_user_temp_dir`` picks; ``ray start`` without ``--temp-dir``, as control/launch/raycluster.py starts it)."""
     base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
     return os.path.join(base, "ray", "session_latest", "logs")
 

@@ -23,7 +23,7 @@ import sys
 import zlib
 
 from dapo_ops.agent import runprobe, runfiles
-from dapo_ops.core import runstate as _rs
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
@@ -52,7 +52,7 @@ def probe_resolve(
         if n.startswith("attempt-") and n.endswith(".log") and n[8:-4].isdigit()
     )
     if attempt:
-        log = str(_rs.RunPaths(run_dir).attempt_log(attempt))
+        log = str(runstate.RunPaths(run_dir).attempt_log(attempt))
         if not os.path.exists(log):
             raise runprobe.ProbeError(
                 "run %s has no attempt %s (attempts: %s)"
@@ -87,7 +87,7 @@ def probe_logs_tails(
     info = probe_resolve(runs_dir, run_id, attempt)
     run_dir = info["run_dir"]
     ks = [int(attempt)] if attempt else info["attempts"]
-    paths: List[Tuple[Optional[int], str]] = [(k, str(_rs.RunPaths(run_dir).attempt_log(k))) for k in ks] or [
+    paths: List[Tuple[Optional[int], str]] = [(k, str(runstate.RunPaths(run_dir).attempt_log(k))) for k in ks] or [
         (None, info["log"])
     ]
     logs = []

@@ -16,7 +16,7 @@ import time
 
 from dapo_ops.agent import runprobe, runfiles
 from dapo_ops.agent.procs import pid_alive
-from dapo_ops.core import runstate as _rs
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
@@ -69,7 +69,10 @@ def probe_stop(
     run_dir = runprobe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
         raise runprobe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
-    run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": _rs.RunStatus.UNKNOWN.value}
+    run = runfiles.read_run(run_dir) or {
+        "run_id": os.path.basename(run_dir),
+        "status": runstate.RunStatus.UNKNOWN.value,
+    }
     before = run.get("status")
     actions: List[str] = []
     pids = run.get("pids") or {}
@@ -112,7 +115,9 @@ def probe_stop(
             left = signal_own(signal.SIGKILL)
             actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]), kill_grace_s))
             _wait(lambda: not runprobe.own_processes(run), 5.0)
-    if not _rs.RunStatus.of(run.get("status")).terminal and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
+    if not runstate.RunStatus.of(run.get("status")).terminal and os.path.exists(
+        os.path.join(run_dir, runstate.RUN_NAME)
+    ):
         now = time.time()
         # the attempt's own log: verl goes on writing it after its supervisor died, train.log stops with the supervisor
         logged = last_logged_step(runprobe.current_log(run, run_dir, False))
@@ -122,11 +127,11 @@ def probe_stop(
         run["ended_at"] = now
         run["stop"] = {"at": now, "by": by or STOP_BY, "supervisor": sup_state}
         if (by or STOP_BY) == STOP_BY:
-            run["status"] = _rs.RunStatus.STOPPED.value
+            run["status"] = runstate.RunStatus.STOPPED.value
         else:
             step, total = run.get("step"), run.get("total_steps")
             where = "before the first step" if step is None else "at step %s/%s" % (step, total or "?")
-            run["status"] = _rs.RunStatus.FAILED.value
+            run["status"] = runstate.RunStatus.FAILED.value
             run["decision"] = dict(
                 run.get("decision") or {},
                 action="stop",

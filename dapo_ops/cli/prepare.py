@@ -22,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.launch import plan as planning
+import dapo_ops.control.launch.plan
 from dapo_ops.control.launch.service import LaunchFacts, LaunchRequest, draft_for
 from dapo_ops.control.swanlab_settings import SwanlabSettings
-from dapo_ops.agent import preflight_probe as preflight_probe
-from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.inventory import proxy as proxy_mod
+from dapo_ops.agent import preflight_probe
+from dapo_ops.control.remote import bundle
+from dapo_ops.control.inventory import proxy
 from dapo_ops.core import runstate
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
@@ -109,7 +109,7 @@ def item_problem(it: dict) -> str:
 
 def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) -> Row:
     h = target.host
-    res = remote_bundle.run_op(
+    res = bundle.run_op(
         target,
         "download",
         [jsonlib.dumps(req)],
@@ -172,10 +172,10 @@ def prepare(
     inv, chosen = select_hosts(c, hosts, inventory)
     endpoint = hf_endpoint or os.environ.get("HF_ENDPOINT", "")
     try:
-        penv = proxy_mod.container_proxy_env(inv.proxy, os.environ, [h.address for h in chosen])
-    except proxy_mod.ProxyError as e:
+        penv = proxy.container_proxy_env(inv.proxy, os.environ, [h.address for h in chosen])
+    except proxy.ProxyError as e:
         fail(str(e), EXIT_USAGE)
-    public, secret = proxy_mod.split_secret(penv)
+    public, secret = proxy.split_secret(penv)
     hf_token = os.environ.get("HF_TOKEN")
     if hf_token:
         secret["HF_TOKEN"] = hf_token
@@ -187,7 +187,7 @@ def prepare(
     for h in chosen:
         try:
             plan = draft_for(LaunchFacts(host=h, run_id=run_id), req)
-        except planning.PlanError as e:
+        except dapo_ops.control.launch.plan.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
         containers[h.name] = plan.spec.get("container")
         reqs[h.name] = build_request(

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: under the 107-byte AF_UNIX limit.
 RAY_TMP_ROOT = "/tmp/dray"
 #: the directory that holds the ``dapo_ops`` package (<bundle>/dapo_ops/agent/supervisor/attempt.py): what
-#: the bundle op line (``remote_bundle.op_line``, run by ``dapo_ops.agent.runstart``) puts on the supervisor's
+#: the bundle op line (``bundle.op_line``, run by ``dapo_ops.agent.runstart``) puts on the supervisor's
 #: PYTHONPATH; verl does not get it
 BUNDLE_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -61,7 +61,7 @@ def ray_tmpdir(spec: defaults.RunSpec, k: int, env: Optional[Dict[str, str]] = N
     """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
     cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never
     another run's. None for a multi-host run (spec ``ray`` / ``RAY_ADDRESS``: the cluster is
-    ``cluster_ops``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
+    ``raycluster``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
     env = dict(os.environ) if env is None else env
     if spec.ray or env.get("RAY_ADDRESS") or spec.env.get("RAY_TMPDIR"):
         return None

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from dapo_ops.agent import evidence as host_evidence
+from dapo_ops.agent import evidence
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import first_error
 from dapo_ops.core.topology import RAY_PORT
@@ -43,7 +43,7 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
     if len(nodes) < 2:
         return None
     t0 = now()
-    base = os.path.join(run_dir, host_evidence.EVIDENCE_DIR)
+    base = os.path.join(run_dir, evidence.EVIDENCE_DIR)
     shutil.rmtree(base, ignore_errors=True)
     since = since - CLOCK_SLACK_S
     by_host: Dict[str, Dict[str, Any]] = {}
@@ -51,8 +51,8 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
     child = _start_workers(spec, run_dir, nodes[1:], since, wait_s)
     head = nodes[0]
     try:
-        found = dict(host_evidence.collect(None, since), node=head.get("name"), address=head.get("address"))
-        host_evidence.write(run_dir, head["name"], found)
+        found = dict(evidence.collect(None, since), node=head.get("name"), address=head.get("address"))
+        evidence.write(run_dir, head["name"], found)
         by_host[head["name"]] = found
     except Exception as e:  # noqa: BLE001 - the head's own files: said, never fatal
         lost.append({"name": head.get("name"), "address": head.get("address"), "why": "not readable here: %s" % e})

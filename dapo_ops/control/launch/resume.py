@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 
 from dapo_ops.control.launch.refusals import LaunchRefused
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.remote import bundle
 from dapo_ops.core import defaults, overrides, runstate
 
 
@@ -30,7 +30,7 @@ def _read(target, run_dir: str) -> dict:
 
     :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached, or the op failed (kind
         ``command``, its one line)."""
-    res = remote_bundle.run_op(target, "runfiles", ["resume-facts", run_dir], site=False, workdir="", timeout=30)
+    res = bundle.run_op(target, "runfiles", ["resume-facts", run_dir], site=False, workdir="", timeout=30)
     try:
         answer = json.loads((res.stdout or "").strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from dapo_ops.agent import preflight_probe as preflight_probe
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.agent import preflight_probe
+from dapo_ops.control.remote import bundle
 from dapo_ops.control.preflight.network import tracker_urls
 from dapo_ops.control.preflight.plan_view import PlanView, needed_modules
 from dapo_ops.control.remote.commands import q
@@ -122,7 +122,7 @@ def collect(
     }
     failed: list[RemoteError] = []  # the bundle's install, when it failed (run_op then answers the first result)
     try:
-        res = remote_bundle.run_op(
+        res = bundle.run_op(
             target,
             "preflight_probe",
             [json.dumps(req)],
@@ -137,7 +137,7 @@ def collect(
     if failed and failed[0].kind != "command":
         facts["ssh"] = {"ok": False, "kind": failed[0].kind, "message": failed[0].message}
         return facts
-    if failed and "(hosts.toml `python`)" in failed[0].message:  # remote_bundle.install: the interpreter cannot run
+    if failed and "(hosts.toml `python`)" in failed[0].message:  # bundle.install: the interpreter cannot run
         facts["python_error"] = failed[0].message
     elif failed:
         facts["bundle_error"] = (

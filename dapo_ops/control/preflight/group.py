@@ -64,7 +64,7 @@ def definite(comp: dict | None) -> bool:
     (``{"ok", "errors"}``, composing or not); not a timeout, a crash or a missing answer. Pure."""
     if not comp or comp.get("rc") != 0 or comp.get("error"):
         return False
-    for line in reversed((comp.get("stdout") or "").strip().splitlines()):  # as validate.parse_remote_result
+    for line in reversed((comp.get("stdout") or "").strip().splitlines()):  # as compose_check.parse_remote_result
         if line.strip().startswith("{"):
             try:
                 ans = json.loads(line)

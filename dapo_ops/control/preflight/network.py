@@ -144,7 +144,7 @@ def swanlab_key_check(
     env and user config. ``None`` when the plan does not log to SwanLab."""
     import os
 
-    from dapo_ops.control import swanlab_settings as swanlab_cfg
+    from dapo_ops.control import swanlab_settings
     from dapo_ops.control import swanlab_values
     from dapo_ops.control import userconfig
 
@@ -157,7 +157,7 @@ def swanlab_key_check(
     file_cfg = file_cfg or {}  # the caller's [swanlab] table: the program run read the file once
     tty = sys.stdin.isatty() if isatty is None else isatty
     try:
-        s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
+        s = swanlab_settings.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
     except swanlab_values.SwanlabConfigError as e:
         if tty:
             return Check(
