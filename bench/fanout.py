@@ -38,7 +38,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from dapo_ops.control.remote import fanout  # noqa: E402
-from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.inventory import hosts_file as inventory  # noqa: E402
 
 TARGET_RATIO = 1.5
 
@@ -53,7 +53,7 @@ def preflight_host(target):
     drafted as the launch drafts (:func:`dapo_ops.control.launch.service.draft_for`). SwanLab off (no network wait in
     a timing)."""
     from dapo_ops.control.launch import service as svc
-    from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
+    from dapo_ops.control.swanlab_settings import SwanlabSettings
     from dapo_ops.control.preflight.checks import run_all
     from dapo_ops.control.preflight.result import FAIL
     from dapo_ops.control.remote.fanout import Row

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg  # noqa: E402
+from dapo_ops.control.inventory import hosts_file as inventory  # noqa: E402
+from dapo_ops.control import swanlab_settings as swanlab_cfg  # noqa: E402
 from dapo_ops.control.launch import service as svc  # noqa: E402
 from dapo_ops.control.remote.target import Target  # noqa: E402
 from inputs_helpers import make_model, make_parquet  # noqa: E402

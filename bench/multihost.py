@@ -28,7 +28,7 @@ from rich.table import Table  # noqa: E402
 from dapo_ops.core import raynodes  # noqa: E402
 from dapo_ops.core import topology as cluster  # noqa: E402
 from dapo_ops.control.launch import raycluster as cluster_ops  # noqa: E402
-from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.inventory import hosts_file as inventory  # noqa: E402
 from dapo_ops.control.remote import bundle as remote_bundle  # noqa: E402
 from dapo_ops.control.remote.target import Target  # noqa: E402
 

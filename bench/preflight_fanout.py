@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 
-from dapo_ops.control.inventory import hosts as inventory  # noqa: E402
+from dapo_ops.control.inventory import hosts_file as inventory  # noqa: E402
 
 
 def main() -> int:

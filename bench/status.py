@@ -135,10 +135,10 @@ def timed(cmd: list[str], env: dict | None = None) -> float:
 
 def timed_look(host_name: str, rid: str, reuse: bool) -> float:
     """One status look in-process: a new Target (direct SSH connection, or the control master) + one probe."""
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import hosts_file as inventory
     from dapo_ops.control.status import rows as statusview
     from dapo_ops.control.remote.target import Target
-    from dapo_ops.control.status.probe import probe
+    from dapo_ops.control.status.look import probe
 
     inv = inventory.load(str(STATE / "hosts.toml"))
     target = Target(inv.hosts[host_name], reuse=reuse)
@@ -185,7 +185,7 @@ def import_seconds(argv: list[str], env: dict) -> tuple[float, float, float]:
 
 
 def hosts_in_bench() -> int:
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import hosts_file as inventory
 
     try:
         return len(inventory.load(str(STATE / "hosts.toml")).hosts)

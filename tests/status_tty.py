@@ -3,7 +3,7 @@ with each host's probe answer replayed from a recorded file instead of asked ove
 
     python tests/status_tty.py ANSWERS.json HOSTS.toml [status flags...]
 
-``ANSWERS.json``: ``{host: probe answer}`` as :func:`dapo_ops.control.status.probe.fan` returns them
+``ANSWERS.json``: ``{host: probe answer}`` as :func:`dapo_ops.control.status.look.fan` returns them
 (tests/fixtures/status/probe-answers.json). tests/test_status_layout.py runs it in tmux panes of fixed widths.
 """
 
@@ -12,7 +12,7 @@ import sys
 
 from dapo_ops.cli import namespace_for
 from dapo_ops.cli.program import make_program
-from dapo_ops.control.status import probe as svc
+from dapo_ops.control.status import look as svc
 
 
 def main(argv: list[str]) -> None:

@@ -12,7 +12,7 @@ from dapo_ops.control import settings
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight import verl as verl_checks
-from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.preflight.plan_view import PlanView, needed_modules
 from dapo_ops.core import overrides
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
@@ -84,9 +84,9 @@ def test_a_missing_megatron_bridge_beside_mbridge_says_set_vanilla_mbridge():
 def test_the_startup_check_runs_under_the_trainings_cann_launcher(monkeypatch, tmp_path):
     """main ran the compose child (verl's start-up checks) as a bare ``docker exec`` child: on an image whose CANN
     comes only from set_env.sh, ``import torch`` (torch_npu autoload) failed and the step said "skipped"."""
-    from dapo_ops.agent import preflight as agent_preflight
-    from dapo_ops.control.launch.plan import CANN_LAUNCHER
-    from dapo_ops.control.preflight.probe import probe_request
+    from dapo_ops.agent import preflight_probe as agent_preflight
+    from dapo_ops.core.topology import CANN_LAUNCHER
+    from dapo_ops.control.preflight.gather import probe_request
 
     p = plan()
     assert p.spec["launcher"] == list(CANN_LAUNCHER)

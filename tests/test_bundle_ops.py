@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.agent import raysession, runfiles, runlogs, runstart
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import service as launch_svc
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.errors import RemoteError
@@ -175,7 +175,7 @@ def test_runfiles_show_spec_remove_and_resume_facts(tmp_path):
 
 
 def test_runlogs_tail_is_tail(tmp_path):
-    from dapo_ops.control.status import probe as status_probe
+    from dapo_ops.control.status import look as status_probe
 
     t = _target(tmp_path)
     log = tmp_path / "a log's dir" / "train.log"
@@ -286,7 +286,7 @@ def test_preflight_installs_a_missing_bundle_through_run_op_and_answers_in_the_r
     """preflight's probe goes through run_op (``around``: its host command with the inspect step); a host
     without the bundle gets it installed and the probe answers in the one retry (preflight had its own copy of
     this loop)."""
-    from dapo_ops.control.preflight import probe as preflight_probe
+    from dapo_ops.control.preflight import gather as preflight_probe
 
     t = _target(tmp_path)
     seen = _spy(monkeypatch, t)
@@ -295,7 +295,7 @@ def test_preflight_installs_a_missing_bundle_through_run_op_and_answers_in_the_r
     facts = preflight_probe.collect(t, {"accelerator": "gpu", "disk_path": str(tmp_path)})
     assert facts["ssh"] == {"ok": True} and not facts["bundle_error"] and facts["probe"] is not None, facts
     assert Path(bdir, "dapo_ops", remote_bundle.COMPLETE_MARK).exists()
-    probes = [c for c, _ in seen if "dapo_ops.agent.preflight" in c]
+    probes = [c for c, _ in seen if "dapo_ops.agent.preflight_probe" in c]
     assert len(probes) == 2  # the missing bundle's answer, then the retry
     facts = preflight_probe.collect(t, {"accelerator": "gpu", "disk_path": str(tmp_path)})
-    assert facts["probe"] is not None and len([c for c, _ in seen if "dapo_ops.agent.preflight" in c]) == 3
+    assert facts["probe"] is not None and len([c for c, _ in seen if "dapo_ops.agent.preflight_probe" in c]) == 3

@@ -319,7 +319,7 @@ class TestImportBudget:
         code = (
             "import sys; from dapo_ops import cli; from dapo_ops.cli import program; "
             "program.make_program(cli.namespace_for(['status', '--json'])); "
-            "from dapo_ops.cli import status; from dapo_ops.control.status.probe import probe; "
+            "from dapo_ops.cli import status; from dapo_ops.control.status.look import probe; "
             "print(' '.join(sorted(m for m in sys.modules)))"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)

@@ -4,7 +4,7 @@ import pytest
 
 from dapo_ops.core import topology as cluster
 from dapo_ops.control.launch import raycluster as cluster_ops
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote.target import Target
 
 pytestmark = pytest.mark.bench

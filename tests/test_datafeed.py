@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dapo_ops.control.preflight import inputs
 from dapo_ops.control.preflight.checks import QUICK_CHECKS
-from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.core import datafeed
 
 VERL = Path("/tmp/verl091/verl")

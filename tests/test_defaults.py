@@ -133,7 +133,7 @@ x.get("max_position_embeddings", None)
 NOT_A_SETTING = {
     ("dapo_ops/cli/quickstart.py", "env.get('http_proxy', '')"): "os.environ's http_proxy variable (unset: '')",
     ("dapo_ops/cli/quickstart.py", "env.get('https_proxy', '')"): "os.environ's https_proxy variable (unset: '')",
-    ("dapo_ops/control/status/probe.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    ("dapo_ops/control/status/look.py", "run.get('container') or '<container>'"): "a placeholder in the message "
     "`docker start <container>` for a run.json without its container, not a value a run uses",
 }
 
@@ -243,7 +243,7 @@ NOT_A_HOST_DEFAULT = {
     "object without a workdir",
     ("dapo_ops/control/remote/errors.py", "getattr(getattr(target, 'host', None), 'workdir', '?')"): "a message "
     "placeholder when Docker's error names no cwd and the target has no host",
-    ("dapo_ops/control/status/probe.py", "run.get('container') or '<container>'"): "a placeholder in the message "
+    ("dapo_ops/control/status/look.py", "run.get('container') or '<container>'"): "a placeholder in the message "
     "`docker start <container>` for a run.json without its container, not a value a run uses",
 }
 

@@ -9,9 +9,9 @@ spans of prose and in the code blocks:
   dropped; a path with a ``<placeholder>`` or a ``*`` is a pattern and stops there);
 - dotted names whose first part is ``dapo_ops``, ``tasks`` (the repository's tasks.py) or the name of a module or
   package of the package (``ladder.decide``, ``bundle.run_op``, ``control.launch.service.LaunchProgress``,
-  ``dapo_ops.agent.probe``): the module is imported and each further part must be a submodule, an attribute, or an
+  ``dapo_ops.agent.runprobe``): the module is imported and each further part must be a submodule, an attribute, or an
   attribute or field of a class the module defines (``target.put_text`` is ``Target.put_text``); where a short
-  name fits several modules (``prepare``: agent/prepare.py and cli/prepare.py) one of them must have it;
+  name fits several modules (``preflight``: cli/preflight.py and the package control/preflight/) one of them must have it;
 - a ``<name>.py`` file name: some module of the package has that name.
 
 verl's own modules (``verl.trainer.main_ppo``) and files are verl's, not checked here. The few dotted spellings
@@ -145,7 +145,7 @@ def exists(kind: str, cited: str) -> bool:
         stem, dot, attr = p.name.partition(".")
         if p.exists() or p.with_name(p.name + ".py").exists():  # core/runstate.py, core/runstate, tests/fixtures/
             return True
-        mod = p.with_name(stem + ".py")  # core/evidence.earliest: a module's attribute in path form
+        mod = p.with_name(stem + ".py")  # core/first_error.earliest: a module's attribute in path form
         return bool(dot) and mod.exists() and _resolve(".".join(mod.relative_to(REPO).with_suffix("").parts), [attr])
     if kind == "file":
         return cited in MODULES
@@ -165,8 +165,8 @@ def test_the_check_sees_what_the_old_design_doc_got_wrong(tmp_path):
     doc.write_text(
         "`core/runstate.py` `python3 -m dapo_ops.core.runstate show` `raynodes.ray_sessions` `agent/nosuch.py`\n"
         "```python\ntasks.launch.prepare_spec_env(plan)\ndryrun.dry_run(flags)\n```\n"
-        "`runfiles.ray_sessions` `ladder.decide` `target.put_text` `dapo_ops/agent/probe.py` `verl.trainer.main_ppo`\n"
-        "`core/evidence.earliest` `control/status/probe.NO_SUCH` `[hosts.h1]` `agent.num_workers=1` `nosuch.py`\n"
+        "`runfiles.ray_sessions` `ladder.decide` `target.put_text` `dapo_ops/agent/runprobe.py` `verl.trainer.main_ppo`\n"
+        "`core/first_error.earliest` `control/status/probe.NO_SUCH` `[hosts.h1]` `agent.num_workers=1` `nosuch.py`\n"
     )
     bad = {c for _, kind, c in cites(doc) if not exists(kind, c)}
     assert bad == {

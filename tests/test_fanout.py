@@ -90,7 +90,7 @@ def test_a_hung_host_does_not_keep_the_process_alive_after_the_deadline():
     import sys
 
     code = (
-        "import time; from dapo_ops.control.remote import fanout; from dapo_ops.control.inventory.hosts import Host; "
+        "import time; from dapo_ops.control.remote import fanout; from dapo_ops.control.inventory.hosts_file import Host; "
         "r = fanout.run([Host(name='h1', address='192.0.2.1')], lambda t: time.sleep(3600), timeout=0.2); "
         "print(r[0].row.kind)"
     )
@@ -104,7 +104,7 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     from types import SimpleNamespace
 
     from dapo_ops.control.launch import service as svc
-    from dapo_ops.control.launch import errors as launch_errors
+    from dapo_ops.control.launch import refusals as launch_errors
     from dapo_ops.control.preflight import checks as preflight_checks
     from dapo_ops.control.preflight.network import tracker_check
 

@@ -211,7 +211,7 @@ def test_the_h200_one_device_shape_of_the_speed_table_chooses_every_knob_with_it
 def test_the_chosen_keys_compose_against_verl_091(tmp_path):
     sys.path.insert(0, str(ROOT / "sandbox"))
     from fetch_verl_config import verl_config_root
-    from dapo_ops.control.preflight import compose as validate
+    from dapo_ops.control.preflight import compose_check as validate
 
     root = str(verl_config_root())
     m = memfit.Model.from_config(QWEN3_1_7B)

@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control.remote.errors import RemoteError

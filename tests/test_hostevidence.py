@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from dapo_ops.agent.supervisor import hostevidence, record
-from dapo_ops.core import evidence
+from dapo_ops.core import first_error
 
 WATCHDOG = (
     "[rank0]:[E1204 14:46:40.1 ProcessGroupHCCL.cpp:543] [Rank 0] Watchdog caught collective operation "
@@ -88,8 +88,8 @@ def test_every_host_is_collected_the_lost_one_named_and_the_worker_rank_that_fai
     assert "Watchdog caught" in (run_dir / "evidence" / "h1" / "ray-worker-logs.txt").read_text()
     assert not (run_dir / "evidence" / "h3").exists()
     # the head's watchdog line alone is an error too (it says no "error"), rank 0
-    alone = evidence.earliest({"h1": head})
-    assert (alone["host"], alone["rank"], alone["tier"]) == ("h1", 0, evidence.COLLECTIVE), alone
+    alone = first_error.earliest({"h1": head})
+    assert (alone["host"], alone["rank"], alone["tier"]) == ("h1", 0, first_error.COLLECTIVE), alone
     # the verdict, run.json's decision and the ending line (status, watch, the failure notice) name it
     verdict = {"cls": "crash-other", "action": "unclassified crash", "detail": {}}
     hostevidence.apply(verdict, got)
@@ -119,10 +119,10 @@ def test_a_ray_worker_log_line_of_torch_npu_is_dated_by_its_own_time_not_the_fil
     """The Ray worker log's evidence line is torch_npu's own ``[ERROR] <time> (PID:.., RankID:9) ...``: it is dated
     by that time, so the verdict's line says when (it read "host h2 rank 9 (worker-...err: ...)" with no time when
     the file's mtime ordered it first; a fresh-clone .ci/run of 2026-12-07)."""
-    from dapo_ops.core import evidence
+    from dapo_ops.core import first_error
 
     line = "[ERROR] 2026-12-07-02:26:18 (PID:207, Device:1, RankID:9) ERR02200 DIST call hccl api failed."
     found = {"ray_logs": [{"name": "worker-1.err", "mtime": 1.0, "text": line + "\n"}]}
-    [f] = [x for x in evidence.findings("h2", found) if x["source"] == "worker-1.err"]
+    [f] = [x for x in first_error.findings("h2", found) if x["source"] == "worker-1.err"]
     assert f["time"] == "2026-12-07-02:26:18" and f["ts"] > 1.0 and f["rank"] == 9
-    assert evidence.summary_line(f, []).startswith("earliest error: host h2 rank 9 at 2026-12-07-02:26:18 ")
+    assert first_error.summary_line(f, []).startswith("earliest error: host h2 rank 9 at 2026-12-07-02:26:18 ")

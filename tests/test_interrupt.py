@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch import errors as launch_errors
+from dapo_ops.control.launch import refusals as launch_errors
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ DRIVER = r"""
 import os, signal, sys, time
 what, argv = sys.argv[1], sys.argv[2:]
 if what == "inventory":
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import hosts_file as inventory
     def load(*a, **k):
         raise KeyboardInterrupt
     inventory.load = load

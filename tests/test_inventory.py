@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.inventory import model as inventory_model
-from dapo_ops.control.inventory.hosts import InventoryError
+from dapo_ops.control.inventory.hosts_file import InventoryError
 from dapo_ops.control.inventory.model import Host
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_json_schema_in_docs_is_generated_from_the_model_and_agrees_with_it():
     jsonschema = pytest.importorskip("jsonschema")
     schema = inventory_model.json_schema()
     assert json.loads((REPO / "docs" / "hosts.schema.json").read_text()) == schema, (
-        "regenerate it: python -m dapo_ops.control.inventory.hosts > docs/hosts.schema.json"
+        "regenerate it: python -m dapo_ops.control.inventory.hosts_file > docs/hosts.schema.json"
     )
     jsonschema.Draft202012Validator.check_schema(schema)
 

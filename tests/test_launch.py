@@ -491,7 +491,7 @@ class _Occupancy:
 )
 def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys):
     from dapo_ops.control.launch import service as svc
-    from dapo_ops.control.launch import errors as launch_errors
+    from dapo_ops.control.launch import refusals as launch_errors
 
     t = _Occupancy(answer)
     with pytest.raises(launch_errors.LaunchRefused) as e:
@@ -508,7 +508,7 @@ def test_a_busy_container_is_a_typed_refusal_not_a_print(answer, starts, capsys)
 
 def test_override_refusals_raise_one_line_usage_errors():
     from dapo_ops.control.launch import service as svc
-    from dapo_ops.control.launch import errors as launch_errors
+    from dapo_ops.control.launch import refusals as launch_errors
 
     with pytest.raises(launch_errors.LaunchUsageError) as e:
         svc.refuse_secret_overrides(["trainer.x=abc-SECRET-123"], ["SECRET-123"])

@@ -19,16 +19,16 @@ import pytest
 import fake_ops
 from dapo_ops.agent import runstart
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch import errors as launch_errors
+from dapo_ops.control.launch import refusals as launch_errors
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight import checks as preflight_checks
 from dapo_ops.control.preflight import memory as preflight_memory
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control.status import probe as status_mod
+from dapo_ops.control.status import look as status_mod
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote.errors import RemoteError
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
+from dapo_ops.control.swanlab_settings import SwanlabSettings
 from dapo_ops.core import overrides, runspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import request as lr
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 
 KEY = "sk-swan-0123456789abcdef"
 PROXY_PW = "PROXYPW-5551234"

@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch import errors as launch_errors
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control.launch import refusals as launch_errors
+from dapo_ops.control import swanlab_settings as swanlab_cfg
 from dapo_ops.control.remote.target import Target
 import test_launch_bench
 from test_launch_bench import IN, launch

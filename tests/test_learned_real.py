@@ -224,7 +224,7 @@ def test_skip_preflight_lets_failing_checks_through_but_keeps_the_probes_facts(m
     import pytest
 
     from dapo_ops.control.preflight import checks as preflight_checks
-    from dapo_ops.control.launch import errors as launch_errors
+    from dapo_ops.control.launch import refusals as launch_errors
     from dapo_ops.control.launch import service as svc
     from dapo_ops.control.preflight.result import Check
 

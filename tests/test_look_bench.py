@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 

@@ -259,7 +259,7 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     """MEMORY_FIT=warn (dapo_ops/control/settings.py): the estimate is shown, no rung is applied, nothing is refused,
     and preflight's memory-fit check warns instead of failing (the real-OOM ladder runs of gpu/ need this)."""
     from dapo_ops.control.preflight import memory as preflight_checks
-    from dapo_ops.control.preflight import plan as preflight_plan
+    from dapo_ops.control.preflight import plan_view as preflight_plan
     from dapo_ops.control.preflight import result as preflight_result
 
     flags = {

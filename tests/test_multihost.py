@@ -1,4 +1,4 @@
-"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (control/launch/multihost.cluster_plan), the
+"""Pure tests of the multi-host launch path: the plan of a run on a Ray cluster (control/launch/multihost_service.cluster_plan), the
 launch service's steps and teardown driven through a fake Target (no SSH), the supervisor-side cluster helpers
 (topology.lost_nodes_verdict, raysession.stop_session) and the stdlib bundle."""
 
@@ -17,12 +17,12 @@ import fake_ops
 from dapo_ops.agent import raysession
 from dapo_ops.core import topology as cluster
 from dapo_ops.control.launch import raycluster as cluster_ops
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.core.topology import TopologyError
 from dapo_ops.control.launch.plan import PlanError
-from dapo_ops.control.launch.multihost import cluster_plan
+from dapo_ops.control.launch.multihost_service import cluster_plan
 from dapo_ops.core.raynodes import cluster_dir
 
 RAY = {
@@ -222,9 +222,9 @@ import threading  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from dapo_ops.control.launch import service as launch_svc  # noqa: E402
-from dapo_ops.control.launch import multihost as mh  # noqa: E402
+from dapo_ops.control.launch import multihost_service as mh  # noqa: E402
 from dapo_ops.control.remote.errors import RemoteError  # noqa: E402
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings  # noqa: E402
+from dapo_ops.control.swanlab_settings import SwanlabSettings  # noqa: E402
 
 
 class FakeCluster:
@@ -469,7 +469,7 @@ def test_every_ray_node_starts_under_the_cann_launcher_with_the_runs_env(fake_la
     """Issue 43 F2: Ray's workers (verl's TaskRunner too, verl/trainer/main_ppo.py:92) inherit the raylet's
     environment, so each node's ``ray start`` runs under the run's CANN launcher with the spec's env (main: a bare
     ``sh -c`` with only the topology env, so torch_npu failed on every worker of an image that needs set_env.sh)."""
-    from dapo_ops.control.launch.plan import CANN_LAUNCHER
+    from dapo_ops.core.topology import CANN_LAUNCHER
 
     run, fc = fake_launch()
     assert isinstance(run, mh.ClusterRun), run

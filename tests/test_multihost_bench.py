@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.control.launch import raycluster as cluster_ops
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import raynodes
 

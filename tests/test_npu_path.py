@@ -114,7 +114,7 @@ def test_runbook_default_plan_on_one_host_of_64gib_npus_fits_with_tp2_pp2():
 
 
 def test_runbook_default_plan_on_two_hosts_fits_with_tp_pp_shown():
-    from dapo_ops.control.launch import multihost
+    from dapo_ops.control.launch import multihost_service
 
     h2 = Host(
         name="h2",
@@ -126,7 +126,7 @@ def test_runbook_default_plan_on_two_hosts_fits_with_tp_pp_shown():
         container="verl",
     )
     st = settings.resolve({}, {}, {})
-    p, topo = multihost.cluster_plan(
+    p, topo = multihost_service.cluster_plan(
         st,
         NPU8,
         [NPU8, h2],

@@ -1,6 +1,6 @@
 """One analyzer (issue 42 item 6): the live supervisor and ``dapo-ops classify`` / ``inv logs --errors`` / a dead
 supervisor's status run the same rules on the same log (dapo_ops/core/classify/replay.py), and a live run with no
-terminal evidence is never shown as a failure (dapo_ops/control/status/probe.py ``_evidence_for``).
+terminal evidence is never shown as a failure (dapo_ops/control/status/look.py ``_evidence_for``).
 
 On main's code ``dapo-ops classify`` on the real storm said ``crash-other`` with no frame and ``_evidence_for`` on a
 healthy running log said ``crash-other``: the first two tests and the live test fail there."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from dapo_ops.control.status import probe as statusprobe
+from dapo_ops.control.status import look as statusprobe
 from dapo_ops.core import classify
 from dapo_ops.core.classify import replay, storm
 from dapo_ops.core.logformat import parse_log_time, split_lines

@@ -115,7 +115,7 @@ def test_every_allowed_exception_is_still_needed():
 
 
 def test_the_walk_finds_the_ways_around_run_op(tmp_path):
-    """The checker is not blind: what launch/service.py, status/probe.py and cli/logs.py did before issue 46 is
+    """The checker is not blind: what launch/service.py, status/look.py and cli/logs.py did before issue 46 is
     what it reports, and a module's own function ``run`` (``fanout.run``, ``subprocess.run``) is not."""
     src = """
 import subprocess
@@ -131,7 +131,7 @@ def tails(hosts):
     subprocess.run(["true"])
     return fanout.run(hosts, lambda t: t.run(["tail", "-n", "5", "x"]).stdout, timeout=5)
 def line(bdir):
-    return remote_bundle.op_line(bdir, "python3", "probe")
+    return remote_bundle.op_line(bdir, "python3", "runprobe")
 """
     p = tmp_path / "old_service.py"
     p.write_text(src)

@@ -19,10 +19,10 @@ from dapo_ops.cli import _common, program
 from dapo_ops.cli import preflight as cli_preflight
 from dapo_ops.cli import status as cli_status
 from dapo_ops.control import settings, userconfig
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import request as lr
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.preflight import inputs as preflight_inputs
 from dapo_ops.control.preflight.result import Check
 from dapo_ops.control.remote import fanout
@@ -187,7 +187,9 @@ def test_preflights_context_fix_names_the_flag_launch_takes():
         "max_position_embeddings": 40960,
     }
     settings = {"max_prompt_length": 2048, "max_response_length": 10_000_000, "extra_overrides": []}
-    pv = SimpleNamespace(settings=settings, spec={}, s=settings.get)  # a PlanView's reads (control/preflight/plan.py)
+    pv = SimpleNamespace(
+        settings=settings, spec={}, s=settings.get
+    )  # a PlanView's reads (control/preflight/plan_view.py)
     [c] = [c for c in preflight_inputs._input_checks(None, pv, {"model": model}) if c.name == "model"]
     assert c.status == "fail" and "--max-position-embeddings 10002048" in c.fix and "--max-response-length" in c.fix
     assert "+actor_rollout_ref" not in c.fix

@@ -12,7 +12,7 @@ import pytest
 
 from dapo_ops.agent import compose
 from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.preflight import verl as preflight_verl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,9 +119,9 @@ def test_preflight_says_a_run_is_active_in_launchs_words(tmp_path):
     from types import SimpleNamespace
 
     from dapo_ops.agent import occupancy
-    from dapo_ops.agent import preflight as agent_preflight
+    from dapo_ops.agent import preflight_probe as agent_preflight
     from dapo_ops.control.preflight import checks
-    from dapo_ops.control.preflight.probe import probe_request
+    from dapo_ops.control.preflight.gather import probe_request
 
     host = SimpleNamespace(name="h1", accelerator="gpu", runs_path=str(tmp_path), container="verl")
     req = probe_request(host, None, full=True)
@@ -153,8 +153,8 @@ def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys
     import invoke
 
     from dapo_ops.cli import multihost as cli_multihost
-    from dapo_ops.control.launch import multihost
-    from dapo_ops.control.launch.errors import LaunchRefused
+    from dapo_ops.control.launch import multihost_service
+    from dapo_ops.control.launch.refusals import LaunchRefused
     from dapo_ops.control.remote.errors import RemoteError
 
     busy = "run 20261129-151200-a1b2 is already active on h1 (container verl); follow it with `inv status -H h1`"
@@ -165,20 +165,20 @@ def test_a_multi_host_launch_says_every_refused_hosts_reason(monkeypatch, capsys
         if t.name == "h2":
             raise RemoteError("refused", "h2", "ssh connection refused on port 22: is sshd running?")
 
-    monkeypatch.setattr(multihost.launch_svc, "quick_checks", quick_checks)
+    monkeypatch.setattr(multihost_service.service, "quick_checks", quick_checks)
     targets = {n: SimpleNamespace(name=n) for n in ("h1", "h2", "h3")}
-    with pytest.raises(multihost.ClusterLaunchError) as e:
-        multihost.check_hosts(targets, None, False)
+    with pytest.raises(multihost_service.ClusterLaunchError) as e:
+        multihost_service.check_hosts(targets, None, False)
     assert e.value.hosts == (f"h1: {busy}", "h2: ssh connection refused on port 22: is sshd running?")
     assert str(e.value) == "2 of 3 hosts refused (each said above); nothing was started"
-    with pytest.raises(multihost.ClusterLaunchError) as one:
-        multihost.check_hosts({"h1": targets["h1"], "h3": targets["h3"]}, None, False)
+    with pytest.raises(multihost_service.ClusterLaunchError) as one:
+        multihost_service.check_hosts({"h1": targets["h1"], "h3": targets["h3"]}, None, False)
     assert str(one.value) == f"h1: {busy}; nothing was started" and one.value.hosts == ()
 
     def launch_cluster(req, chosen, targets, hosts_given):
         raise e.value
 
-    monkeypatch.setattr(cli_multihost.svc, "launch_cluster", launch_cluster)
+    monkeypatch.setattr(cli_multihost.multihost_service, "launch_cluster", launch_cluster)
     c = SimpleNamespace(config={})
     with pytest.raises(invoke.exceptions.Exit) as ex:
         cli_multihost.launch(c, None, [], accept_new_host_keys=False, secrets_all=[])

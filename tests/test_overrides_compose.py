@@ -5,7 +5,7 @@ The feature dimension is the full product: each of the 8 catalog features explic
 ``ladder.decide`` for device OOM 0, 1 and 2 times. Every combination's argv is generated (and its
 invariants checked); identical argvs are composed once. Composition uses Hydra itself: the entry's
 defaults are composed once, each argv's job overrides are applied with Hydra's override machinery
-(:class:`dapo_ops.control.preflight.compose.BatchComposer`), and one argv per entry x rung also goes through the full
+(:class:`dapo_ops.control.preflight.compose_check.BatchComposer`), and one argv per entry x rung also goes through the full
 ``compose_check`` (hydra.searchpath, hydra.run.dir, config-group overrides included).
 """
 
@@ -19,7 +19,7 @@ from dapo_ops.core import features
 from dapo_ops.core import ladder
 from dapo_ops.core import overrides
 from dapo_ops.core import profiles
-from dapo_ops.control.preflight import compose as validate
+from dapo_ops.control.preflight import compose_check as validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from fetch_verl_config import verl_config_root  # noqa: E402

@@ -79,7 +79,7 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
     import json
 
     from dapo_ops.agent import evidence as agent_ev
-    from dapo_ops.core import evidence
+    from dapo_ops.core import first_error
 
     hosts = {}
     for h in ("h1", "h2"):
@@ -104,25 +104,25 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
         )
     assert [lg["name"] for lg in hosts["h1"]["ray_logs"]] == ["worker-aa-01000000-4001.err"]
     assert len(hosts["h2"]["plog"]) == 3 and hosts["h2"]["plog"][0]["file"] == "plog-60570_20251204144600.log"
-    err = evidence.earliest(hosts)
+    err = first_error.earliest(hosts)
     # both are collective trouble (the classifier's hccl-timeout class): the earlier one, on h2, is named
-    assert (err["host"], err["cls"], err["tier"]) == ("h2", "hccl-timeout", evidence.COLLECTIVE), err
-    line = evidence.summary_line(err, [])
+    assert (err["host"], err["cls"], err["tier"]) == ("h2", "hccl-timeout", first_error.COLLECTIVE), err
+    line = first_error.summary_line(err, [])
     # the error lines name no rank; the same pid's HCCL init line did (userRank[9])
     assert (err["rank"], hosts["h2"]["plog"][0]["rank_from"]) == (9, "pid"), err
     assert line.startswith("earliest error: host h2 rank 9 at 2025-12-04-14:46:07.911.312 (plog-60570"), line
     # the EI0002 notify wait (collective) beats the bare PTA line; its own rank is named, not the waited-for one
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(NOTIFY)
     hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])
-    err = evidence.earliest(hosts)
+    err = first_error.earliest(hosts)
     assert (err["host"], err["rank"], err["cls"]) == ("h2", 25, "hccl-timeout"), err  # its own rank, not remote 24
     # a specific root cause beats a collective symptom even when the symptom came first (decide.py's rule)
     (tmp_path / "h2" / "plog" / "plog-60570_20251204144600.log").write_text(VISIBLE.replace("2025-11-18", "2025-12-05"))
     hosts["h2"] = agent_ev.collect(str(tmp_path / "h2" / "logs"), since=0.0, plog_dirs=[str(tmp_path / "h2" / "plog")])
-    err = evidence.earliest(hosts)
-    assert (err["host"], err["tier"], err["cls"]) == ("h2", evidence.ROOT, "config-error"), err
+    err = first_error.earliest(hosts)
+    assert (err["host"], err["tier"], err["cls"]) == ("h2", first_error.ROOT, "config-error"), err
     # a lost host is named, and nothing of it is made up
-    assert "no evidence from h3 (lost" in evidence.summary_line(err, ["h3"])
+    assert "no evidence from h3 (lost" in first_error.summary_line(err, ["h3"])
     # the files land in the run dir, one directory per host
     for h, found in hosts.items():
         d = agent_ev.write(str(tmp_path / "run"), h, found)
@@ -133,7 +133,9 @@ def test_two_hosts_evidence_names_the_host_and_rank_of_the_earliest_root_cause(t
 
 
 def test_no_error_anywhere_is_said_as_such():
-    from dapo_ops.core import evidence
+    from dapo_ops.core import first_error
 
-    assert evidence.earliest({"h1": {"ray_logs": [{"name": "w.out", "mtime": 1.0, "text": "step:1 - a:1\n"}]}}) is None
-    assert evidence.summary_line(None, []) == "no error found in any host's Ray worker logs or plogs"
+    assert (
+        first_error.earliest({"h1": {"ray_logs": [{"name": "w.out", "mtime": 1.0, "text": "step:1 - a:1\n"}]}}) is None
+    )
+    assert first_error.summary_line(None, []) == "no error found in any host's Ray worker logs or plogs"

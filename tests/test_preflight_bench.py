@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight.checks import quick, run_all
 from dapo_ops.control.remote.target import Target

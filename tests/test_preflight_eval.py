@@ -12,10 +12,10 @@ import pytest
 from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate
 from dapo_ops.control.preflight.inputs import CKPT_FACTOR
 from dapo_ops.control.preflight.network import swanlab_key_check
-from dapo_ops.control.preflight.plan import plan_view
-from dapo_ops.control.preflight.probe import probe_request
+from dapo_ops.control.preflight.plan_view import plan_view
+from dapo_ops.control.preflight.gather import probe_request
 from dapo_ops.control.preflight.result import Check, to_json, worst
-from dapo_ops.agent import preflight as preflight_probe
+from dapo_ops.agent import preflight_probe as preflight_probe
 from inputs_helpers import make_model, make_parquet
 
 REPO = Path(__file__).resolve().parent.parent
@@ -334,7 +334,7 @@ def test_a_name_that_never_resolves_costs_the_dns_bound_not_resolv_conf_retries(
     import socket
     import threading
 
-    from dapo_ops.agent import preflight as preflight_probe
+    from dapo_ops.agent import preflight_probe as preflight_probe
 
     for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(k, raising=False)
@@ -477,12 +477,12 @@ def test_tracker_check_names_what_failed_and_the_fix_for_it():
 
 
 def test_the_probe_get_says_which_step_failed(monkeypatch):
-    """dapo_ops/agent/preflight.py ``_http`` in-process against this machine: connect, proxy, TLS, 407."""
+    """dapo_ops/agent/preflight_probe.py ``_http`` in-process against this machine: connect, proxy, TLS, 407."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     import socket
 
-    from dapo_ops.agent import preflight as preflight_probe
+    from dapo_ops.agent import preflight_probe as preflight_probe
 
     for k in (
         "http_proxy",

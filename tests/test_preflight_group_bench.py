@@ -2,7 +2,7 @@
 each): identical hosts compose once and each gets its own per-host rows; a host whose verl config differs (one
 yaml edited in its container) composes on its own in a second round and its check reflects ITS config; overrides
 that do not compose fail on every host of the group; one host is one round trip. The round trips are counted at
-:func:`dapo_ops.control.preflight.probe.collect` (the real one, wrapped); composes from the probe answers."""
+:func:`dapo_ops.control.preflight.gather.collect` (the real one, wrapped); composes from the probe answers."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight.result import worst
 from dapo_ops.control.preflight import group
-from dapo_ops.control.preflight import probe as preflight_probe
+from dapo_ops.control.preflight import gather as preflight_probe
 from inputs_helpers import make_model, make_parquet
 
 pytestmark = pytest.mark.bench

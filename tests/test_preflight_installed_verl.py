@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from dapo_ops.agent import preflight as preflight_probe
+from dapo_ops.agent import preflight_probe as preflight_probe
 
 
 def _fake_verl(tmp_path):

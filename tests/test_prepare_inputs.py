@@ -1,29 +1,31 @@
-"""agent/inputs.py, agent/parquet.py, agent/prepare.py in-process: model/parquet checks and the resumable, verified
+"""agent/input_files.py, agent/parquet.py, agent/download.py in-process: model/parquet checks and the resumable, verified
 hub download (loopback hub)."""
 
 import os
 
 
-from dapo_ops.agent import inputs
+from dapo_ops.agent import input_files
 from dapo_ops.agent import parquet
-from dapo_ops.agent import prepare
+from dapo_ops.agent import download
 from inputs_helpers import Hub, make_model, make_parquet, safetensors_bytes
 
 
 def test_model_dir_checks(tmp_path):
     m = make_model(tmp_path / "m", max_pos=4096)
-    r = inputs.check_model_dir(str(m))
+    r = input_files.check_model_dir(str(m))
     assert r["ok"], r["problems"]
     assert r["max_position_embeddings"] == 4096 and r["weights"] == ["model.safetensors"]
     (m / "tokenizer.json").unlink()
     os.truncate(m / "model.safetensors", 100)
-    r = inputs.check_model_dir(str(m))
+    r = input_files.check_model_dir(str(m))
     assert not r["ok"]
     assert any("model.safetensors is incomplete" in p for p in r["problems"])
     assert any("no tokenizer" in p for p in r["problems"])
     (m / "config.json").unlink()
-    assert "no config.json" in inputs.check_model_dir(str(m))["problems"][0]
-    assert inputs.check_model_dir(str(tmp_path / "nope"))["problems"] == [f"model dir {tmp_path}/nope does not exist"]
+    assert "no config.json" in input_files.check_model_dir(str(m))["problems"][0]
+    assert input_files.check_model_dir(str(tmp_path / "nope"))["problems"] == [
+        f"model dir {tmp_path}/nope does not exist"
+    ]
 
 
 def test_sharded_model_missing_shard(tmp_path):
@@ -32,7 +34,7 @@ def test_sharded_model_missing_shard(tmp_path):
     (m / "model.safetensors.index.json").write_text(
         '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
     )
-    r = inputs.check_model_dir(str(m))
+    r = input_files.check_model_dir(str(m))
     assert (
         "weight shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing"
         in r["problems"][0]
@@ -121,23 +123,23 @@ def test_fetch_model_then_nothing_then_resume(tmp_path):
     with Hub() as hub:
         hub.add_model("org/tiny", src)
         dest = tmp_path / "dst" / "tiny"
-        first = prepare.fetch_model("org/tiny", str(dest), hub.url)
+        first = download.fetch_model("org/tiny", str(dest), hub.url)
         assert first["status"] == "downloaded", first
         assert first["check"]["ok"] and not (dest / "README.md").exists()
         n = len(hub.log)
-        second = prepare.fetch_model("org/tiny", str(dest), hub.url)
+        second = download.fetch_model("org/tiny", str(dest), hub.url)
         assert second["status"] == "present" and len(hub.log) == n  # no request at all
 
         # an interrupted transfer: not taken as complete, .part kept, then resumed with Range
         (dest / "model.safetensors").unlink()
         hub.cut["/org/tiny/resolve/main/model.safetensors"] = 70000
-        third = prepare.fetch_model("org/tiny", str(dest), hub.url)
+        third = download.fetch_model("org/tiny", str(dest), hub.url)
         assert third["status"] == "error" and ("interrupted" in third["error"] or "expected" in third["error"])
         assert not (dest / "model.safetensors").exists()
         assert (dest / "model.safetensors.part").stat().st_size == 70000
-        assert not inputs.check_model_dir(str(dest))["ok"]
+        assert not input_files.check_model_dir(str(dest))["ok"]
         del hub.cut["/org/tiny/resolve/main/model.safetensors"]
-        fourth = prepare.fetch_model("org/tiny", str(dest), hub.url)
+        fourth = download.fetch_model("org/tiny", str(dest), hub.url)
         assert fourth["status"] == "downloaded", fourth
         assert ("GET", "/org/tiny/resolve/main/model.safetensors", "bytes=70000-") in hub.log
         assert (dest / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
@@ -148,7 +150,7 @@ def test_corrupt_download_is_removed_not_renamed(tmp_path):
     with Hub() as hub:
         bad = safetensors_bytes(100)[:-16]  # server sends a short file with a correct Content-Length
         hub.add_dataset_file("org/d", "x.safetensors", bad)
-        r = prepare.fetch_file(hub.url + "/datasets/org/d/resolve/main/x.safetensors", str(tmp_path / "x.safetensors"))
+        r = download.fetch_file(hub.url + "/datasets/org/d/resolve/main/x.safetensors", str(tmp_path / "x.safetensors"))
         assert r["status"] == "error" and "failed verification" in r["error"]
         assert not (tmp_path / "x.safetensors").exists() and not (tmp_path / "x.safetensors.part").exists()
 
@@ -157,6 +159,6 @@ def test_fetch_dataset_reports_missing_column(tmp_path):
     p = make_parquet(tmp_path / "src" / "train.parquet", 4, drop_ground_truth=True)
     with Hub() as hub:
         hub.add_dataset_file("org/ds", "data/train.parquet", p.read_bytes())
-        r = prepare.fetch_dataset_file("org/ds", "data/train.parquet", str(tmp_path / "d" / "train.parquet"), hub.url)
+        r = download.fetch_dataset_file("org/ds", "data/train.parquet", str(tmp_path / "d" / "train.parquet"), hub.url)
         assert r["status"] == "downloaded"
         assert r["check"]["missing"] == ["reward_model.ground_truth"]

@@ -106,7 +106,7 @@ VERL_KEY = {
 
 
 def done_row(rec):
-    """The status row of a recorded run as ``inv status --all`` builds it (control/status/probe.collect_rows): run.json
+    """The status row of a recorded run as ``inv status --all`` builds it (control/status/look.collect_rows): run.json
     alone, no log tail, 6 s after it ended."""
     return statusview.build_row("gpu", {"run": rec, "tail": "", "now": rec["ended_at"] + 6, "supervisor_alive": None})
 
@@ -301,7 +301,7 @@ def test_status_view_renders_the_record(name):
 
 @pytest.mark.parametrize("name", sorted(WANT))
 def test_status_view_with_the_real_tail(name):
-    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/probe.py)."""
+    """What ``inv status`` reads: run.json + the last 64 KiB of train.log (dapo_ops/agent/runprobe.py)."""
     _, total, _, _, _ = WANT[name]
     rec = run_of(name)
     tail = log_text(name)[-(64 << 10) :]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.core import classify
-from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runprobe as remote_probe
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.core.logformat import SAVE_RE, parse_metrics_line
 import supervisor_helpers

@@ -9,7 +9,7 @@ import pytest
 
 from dapo_ops.control.inventory import container_spec
 from dapo_ops.control.inventory import proxy
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
+from dapo_ops.control import swanlab_settings as swanlab_cfg
 from dapo_ops.core import redact
 
 # (proxy URL, carries credentials): a bare user part counts (proxies take tokens as the user name)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.inventory import model as inventory_model
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target

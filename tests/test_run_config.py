@@ -115,6 +115,6 @@ def _calls(name: str) -> list[str]:
 def test_settings_are_resolved_in_one_place_and_the_file_is_read_by_the_run_config():
     """Before issue 46 the run settings were resolved in 5 places (cli/_common.py, request.py, dryrun.py,
     multihost.py) and the user config file read in 8. Now RunConfig resolves them; the file is read by RunConfig and
-    by a save of ``[swanlab]`` (the section it merges into, control/launch/swanlab_settings.py)."""
+    by a save of ``[swanlab]`` (the section it merges into, control/swanlab_settings.py)."""
     assert [c.split(":")[0] for c in _calls("resolve")] == ["dapo_ops/control/userconfig.py"]
-    assert [c.split(":")[0] for c in _calls("load")] == ["dapo_ops/control/launch/swanlab_settings.py"]
+    assert [c.split(":")[0] for c in _calls("load")] == ["dapo_ops/control/swanlab_settings.py"]

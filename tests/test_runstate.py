@@ -153,7 +153,7 @@ def test_terminal_is_exactly_what_the_supervisor_and_stop_end_a_run_with():
 
 def test_no_module_spells_a_run_status_as_a_literal():
     """Every comparison of a run.json ``status`` goes through RunStatus: no ``.get("status") in ("starting",
-    "running", "retrying")`` (control/launch/resume.py had one), no ``in ("succeeded", "unknown")`` (agent/probe.py),
+    "running", "retrying")`` (control/launch/resume.py had one), no ``in ("succeeded", "unknown")`` (agent/runprobe.py),
     no ``rec.get("status") == "failed"`` (control/launch/service.py)."""
     words = {"starting", "running", "retrying", "succeeded", "failed", "stopped", "unknown"}
     found = []

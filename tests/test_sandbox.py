@@ -409,7 +409,7 @@ def test_kv_cache_fits_at_lower_utilization(sandbox, h1):
 
 def oom_kills(sandbox, host) -> int:
     """The container cgroup's ``oom_kill`` counter (cgroup v2 memory.events, else v1 memory.oom_control): what the
-    supervisor reads (dapo_ops/agent/supervisor/devices.py ``oom_kill_count``)."""
+    supervisor reads (dapo_ops/agent/supervisor/accelerator.py ``oom_kill_count``)."""
     out = sandbox.exec(
         host, "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control", check=True
     ).stdout
@@ -562,7 +562,7 @@ def test_a_bench_brought_down_and_up_again_is_reached_again(sandbox):
     reconnect (the new host has a new key)."""
     import json
 
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import hosts_file as inventory
     from dapo_ops.control.remote import sshmux
     from dapo_ops.control.remote.target import Target
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from dapo_ops.control import settings as settings_mod
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight.inputs import sanity_checks
-from dapo_ops.control.preflight.plan import plan_view
+from dapo_ops.control.preflight.plan_view import plan_view
 from dapo_ops.control.preflight.result import WARN
 from dapo_ops.core import sanity
 

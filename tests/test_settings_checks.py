@@ -137,7 +137,7 @@ def test_max_oom_retries_bound_is_documented_in_the_table():
 )
 def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg, where):
     from dapo_ops.control.launch.service import refuse_secret_settings
-    from dapo_ops.control.launch.errors import LaunchUsageError
+    from dapo_ops.control.launch.refusals import LaunchUsageError
 
     st = resolve(flags, env, file_cfg)
     with pytest.raises(LaunchUsageError) as ei:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.remote import sshmux
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target

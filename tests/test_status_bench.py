@@ -383,7 +383,7 @@ def test_watch_failed_stopped_and_dead_supervisor_exit_nonzero(sandbox):
 def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_command_per_look(sandbox):
     """The bundle op's gate (remote_bundle.run_op): a container whose bundle is gone answers MISSING_RC, the bundle
     is installed and the look retried once; the next look is ONE command (the control master's own count)."""
-    from dapo_ops.control.inventory import hosts as inventory
+    from dapo_ops.control.inventory import hosts_file as inventory
     from dapo_ops.control.remote.target import Target
 
     sandbox.reset("h1")
@@ -397,7 +397,7 @@ def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_comma
     t.run = lambda *a, **kw: calls.append(a[0]) or real_run(*a, **kw)
     try:
         first = remote_bundle.run_op(
-            t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
+            t, "runprobe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
         )
         assert json.loads(first.stdout)["run"]["run_id"] == rid
         # look, install (its own staged file), look
@@ -405,7 +405,7 @@ def test_a_container_without_the_bundle_gets_it_on_the_first_look_then_one_comma
         assert sandbox.exec("h1", "test -f %s/dapo_ops/.complete && echo yes" % bdir).stdout.strip() == "yes"
         calls.clear()
         again = remote_bundle.run_op(
-            t, "probe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
+            t, "runprobe", [json.dumps({"op": "status", "runs_dir": RUNS_IN_CONTAINER})], site=False, workdir=""
         )
         assert json.loads(again.stdout)["run"]["run_id"] == rid and len(calls) == 1
     finally:

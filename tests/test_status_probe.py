@@ -1,5 +1,5 @@
-"""The in-container probe (dapo_ops.agent.probe) run in its shipped form, the bundle op line
-(``remote_bundle.op_line``: ``python3 -S -m dapo_ops.agent.probe`` from an installed bundle, no site-packages, no
+"""The in-container probe (dapo_ops.agent.runprobe) run in its shipped form, the bundle op line
+(``remote_bundle.op_line``: ``python3 -S -m dapo_ops.agent.runprobe`` from an installed bundle, no site-packages, no
 PYTHONPATH of ours) against a local runs dir, with real processes standing in for the supervisor and the verl process
 group. No hosts needed."""
 
@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from dapo_ops.agent import probe as remote_probe
+from dapo_ops.agent import runprobe as remote_probe
 from dapo_ops.agent import runlogs
 from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.status.probe import PROBE_OPS
+from dapo_ops.control.status.look import PROBE_OPS
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
@@ -57,7 +57,7 @@ BUNDLE = None
 
 
 def probe(req):
-    """One request run as shipped: the bundle op that answers its op (control/status/probe.PROBE_OPS), ``-S``, cwd /."""
+    """One request run as shipped: the bundle op that answers its op (control/status/look.PROBE_OPS), ``-S``, cwd /."""
     return _run_op(req)[0]
 
 
@@ -74,8 +74,8 @@ def _run_op(req, python_flags=""):
 
 def test_the_probe_runs_from_the_bundle_alone(tmp_path):
     # the shipped form imports the bundle's copy: -S (no site-packages, so not this checkout's install), cwd /
-    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", ["{}"], site=False)
-    line = line.replace("-m dapo_ops.agent.probe", "-c 'import dapo_ops.agent.probe as p; print(p.__file__)'")
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "runprobe", ["{}"], site=False)
+    line = line.replace("-m dapo_ops.agent.runprobe", "-c 'import dapo_ops.agent.runprobe as p; print(p.__file__)'")
     out = subprocess.run(
         ["sh", "-c", line],
         capture_output=True,
@@ -84,11 +84,11 @@ def test_the_probe_runs_from_the_bundle_alone(tmp_path):
         cwd="/",
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
-    assert out.stdout.strip() == os.path.join(BUNDLE, "dapo_ops", "agent", "probe.py"), out.stderr
+    assert out.stdout.strip() == os.path.join(BUNDLE, "dapo_ops", "agent", "runprobe.py"), out.stderr
 
 
 def test_a_missing_bundle_is_its_own_exit_code_and_mark(tmp_path):
-    line = remote_bundle.op_line(str(tmp_path / "nope"), sys.executable, "probe", ["{}"], site=False)
+    line = remote_bundle.op_line(str(tmp_path / "nope"), sys.executable, "runprobe", ["{}"], site=False)
     out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
     assert out.returncode == remote_bundle.MISSING_RC and remote_bundle.MISSING_MARK in out.stderr
     assert out.stdout == ""
@@ -121,9 +121,9 @@ def test_a_status_look_loads_only_the_probe_and_run_state_and_each_op_its_own_mo
             "error": "no run 20200101-000000-ffff in %s; list runs with `inv status --all`" % tmp_path,
             "run_id": "20200101-000000-ffff",
         }  # the run asked for (a Ray worker host has no dir of it)
-        assert "dapo_ops.agent.probe" in mods and other not in mods, mods
+        assert "dapo_ops.agent.runprobe" in mods and other not in mods, mods
     # an op sent to a module that does not answer it is a one-line answer, not a traceback
-    line = remote_bundle.op_line(BUNDLE, sys.executable, "probe", [json.dumps({"op": "stop"})], site=False)
+    line = remote_bundle.op_line(BUNDLE, sys.executable, "runprobe", [json.dumps({"op": "stop"})], site=False)
     out = subprocess.run(
         ["sh", "-c", line],
         capture_output=True,

@@ -1,12 +1,12 @@
 """Status tells the truth (issue 29 item 3): a run whose step does not move shows `stalled <duration>` and its last
 step time instead of an ETA; a run whose supervisor is gone is read from the attempt's own log (verl goes on writing
-attempt-<k>.log; train.log is the supervisor's copy). Pure: control/status/rows.py, statustable.py, agent/probe.py."""
+attempt-<k>.log; train.log is the supervisor's copy). Pure: control/status/rows.py, statustable.py, agent/runprobe.py."""
 
 from __future__ import annotations
 
 import json
 
-from dapo_ops.agent import probe
+from dapo_ops.agent import runprobe
 from dapo_ops.control.status import table as statustable
 from dapo_ops.control.status import rows as statusview
 from dapo_ops.agent import runfiles
@@ -69,7 +69,7 @@ def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):
         + "".join("step:%d - timing_s/step:2.0\n" % k for k in range(1, 4))
     )
     (d / "attempt-1.log").write_text(steps)
-    ans = probe.probe_status(str(runs), rid)
+    ans = runprobe.probe_status(str(runs), rid)
     assert ans["supervisor_alive"] is False and ans["log_read"] == str(d / "attempt-1.log")
     row = statusview.build_row("gpu", json.loads(json.dumps(ans)))
     assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
@@ -124,10 +124,10 @@ def test_status_all_and_logs_of_a_killed_supervisors_run_read_the_attempts_own_l
     stale step (and offered a resume of a run verl had finished), `inv logs` showed train.log, which stopped with
     the supervisor. Both read the attempt's own log now, as `inv status` does."""
     from dapo_ops.agent import runlogs
-    from dapo_ops.control.status import probe as status
+    from dapo_ops.control.status import look as status
 
     runs, rid, d = _killed_supervisor_run(tmp_path, reached=8, total=12)
-    monkeypatch.setattr(status, "fan", lambda chosen, fn, *a, **k: [("gpu", probe.probe_list(str(runs)))])
+    monkeypatch.setattr(status, "fan", lambda chosen, fn, *a, **k: [("gpu", runprobe.probe_list(str(runs)))])
     (row,) = status.collect_rows(["gpu"], all_runs=True)
     assert row.state == statusview.SUPERVISOR_DEAD and row.step == 8 and row.total == 12
     assert row.log_read == str(d / "attempt-1.log")
@@ -141,7 +141,7 @@ def test_status_all_and_logs_of_a_killed_supervisors_run_read_the_attempts_own_l
 
     # a run whose supervisor lives (or an ended run) is listed from run.json alone: no log is read
     runfiles.write_json_atomic(d / "run.json", dict(runfiles.read_run(str(d)), status="stopped"))
-    (item,) = probe.probe_list(str(runs))["runs"]
+    (item,) = runprobe.probe_list(str(runs))["runs"]
     assert "tail" not in item and "log_read" not in item
     assert runlogs.probe_resolve(str(runs), rid)["log"] == str(d / "train.log")
 

@@ -151,7 +151,7 @@ def test_events_attempt_escalation_and_finish():
 
 
 def test_sort_newest_first():
-    def row(host, **kw):  # what status --all builds per recorded run (control/status/probe.collect_rows)
+    def row(host, **kw):  # what status --all builds per recorded run (control/status/look.collect_rows)
         return sv.build_row(host, {"run": _run(**kw), "tail": "", "now": 0.0, "supervisor_alive": None})
 
     rows = [
@@ -383,7 +383,7 @@ def test_an_error_row_names_its_host_once(monkeypatch):
     transport is replaced: the probe raises what the remote layer raises, the fan calls ``fn`` in-process."""
     from types import SimpleNamespace
 
-    from dapo_ops.control.status import probe as svc
+    from dapo_ops.control.status import look as svc
     from dapo_ops.control.remote.errors import RemoteError
 
     def probe(t, req, timeout=0):
@@ -407,7 +407,7 @@ def test_a_long_hint_is_cut_at_a_word_boundary():
 
 
 def test_status_shows_a_ray_worker_host_as_part_of_its_chosen_heads_run_live_and_after_it_ended():
-    from dapo_ops.control.status import probe as svc
+    from dapo_ops.control.status import look as svc
 
     head_live = sv.build_row("h1", {"run": _cluster_head_run(), "tail": "", "now": 1.0, "supervisor_alive": True})
     live = svc.with_cluster_workers([head_live, sv.build_row("h2", {"run": None, "now": 1.0, "serves": SERVES})])
@@ -544,14 +544,14 @@ def _dead_run_dir(tmp_path, tracker: int, steps_on_disk: dict, step: int):
 
 
 def test_after_docker_stop_start_status_says_how_many_steps_a_resume_redoes(tmp_path):
-    from dapo_ops.agent import probe
+    from dapo_ops.agent import runprobe
 
-    ans = probe.probe_status(str(_dead_run_dir(tmp_path, 8, {4: True, 8: True}, 10)))
+    ans = runprobe.probe_status(str(_dead_run_dir(tmp_path, 8, {4: True, 8: True}, 10)))
     row = sv.build_row("h1", ans)
     assert row.state == "supervisor-dead" and (row.resume_from, row.resume_redo) == (8, 2)
     assert row.hint.endswith("a resume redoes 2 steps (steps 9-10: past the last complete checkpoint global_step_8)")
     # a save torn by the stop: the tracker names global_step_8 but it is empty; the resume loads global_step_4
-    ans = probe.probe_status(str(_dead_run_dir(tmp_path / "torn", 8, {4: True, 8: False}, 10)))
+    ans = runprobe.probe_status(str(_dead_run_dir(tmp_path / "torn", 8, {4: True, 8: False}, 10)))
     assert sv.build_row("h1", ans).resume_redo == 6
     assert (tmp_path / "torn" / "runs").rglob("latest_checkpointed_iteration.txt")  # read-only: not repaired
     assert next((tmp_path / "torn").rglob("latest_checkpointed_iteration.txt")).read_text() == "8"
@@ -561,15 +561,15 @@ def test_supervisor_dead_after_verl_finished_every_step_does_not_offer_a_resume(
     """Chaos soak (bench/soak.py, seed 1 episode 1: kill-supervisor at step 5 of 19): verl went on to its last step
     and saved it; the old hint said ``--resume`` continues, and that launch is refused (`--steps 19 would train
     nothing`). Now: verl finished, nothing to resume, ``inv stop`` records it."""
-    from dapo_ops.agent import probe
+    from dapo_ops.agent import runprobe
 
-    ans = probe.probe_status(str(_dead_run_dir(tmp_path, 10, {8: True, 10: True}, 10)))
+    ans = runprobe.probe_status(str(_dead_run_dir(tmp_path, 10, {8: True, 10: True}, 10)))
     row = sv.build_row("h1", ans)
     assert row.state == "supervisor-dead" and row.resume_from == 10, row
     assert "--resume" not in row.hint and "redoes" not in row.hint, row.hint
     assert "verl finished all 10 steps" in row.hint and "`inv stop -H h1 --run 20261129-150000-abcd`" in row.hint
     # one step short of the total: the resume is still the way on
-    row = sv.build_row("h1", probe.probe_status(str(_dead_run_dir(tmp_path / "b", 8, {8: True}, 9))))
+    row = sv.build_row("h1", runprobe.probe_status(str(_dead_run_dir(tmp_path / "b", 8, {8: True}, 9))))
     assert "--resume 20261129-150000-abcd" in row.hint and "redoes 1 step" in row.hint, row.hint
 
 

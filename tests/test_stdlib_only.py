@@ -91,11 +91,13 @@ def test_every_op_the_control_side_emits_names_a_module_of_the_bundle():
                 (f.name, m.group(1))
                 for m in re.finditer(r"\b(?:run_op|op_line|op_argv)\(.{0,200}?[\"'](\w+)[\"']", src, re.S)
             }
-    from dapo_ops.control.status import probe as status  # the probe's request ops -> the op modules that answer them
+    from dapo_ops.control.status import look as status  # the probe's request ops -> the op modules that answer them
 
     emitted |= {("status.py", m) for m in status.PROBE_OPS.values()}
     ops = {m for _, m in emitted}
-    assert {"probe", "preflight", "prepare", "verlinfo", "raysession", "occupancy", "runstart"} <= ops, emitted
+    assert {"runprobe", "preflight_probe", "download", "verlinfo", "raysession", "occupancy", "runstart"} <= ops, (
+        emitted
+    )
     assert ops <= set(remote_bundle.OPS), sorted(e for e in emitted if e[1] not in remote_bundle.OPS)
     for op in ops:
         assert _op_file(op), op

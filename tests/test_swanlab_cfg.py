@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-from dapo_ops.control.launch import swanlab_values
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings, resolve
-from dapo_ops.control.launch.swanlab_values import SwanlabConfigError
+from dapo_ops.control import swanlab_settings as swanlab_cfg
+from dapo_ops.control import swanlab_values
+from dapo_ops.control.swanlab_settings import SwanlabSettings, resolve
+from dapo_ops.control.swanlab_values import SwanlabConfigError
 
 KEY = "sk-dapo-SECRET-123456789"
 
@@ -262,7 +262,7 @@ def test_resolve_for_launch_reads_the_user_file_and_refuses_a_loose_mode(tmp_pat
 
 
 def test_a_swanlab_host_with_credentials_is_refused_without_echoing_them():
-    from dapo_ops.control.launch.swanlab_values import SwanlabConfigError, normalize_host
+    from dapo_ops.control.swanlab_values import SwanlabConfigError, normalize_host
 
     with pytest.raises(SwanlabConfigError) as e:
         normalize_host("http://bob:Pa55w0rd-x@10.1.1.1:8000", "--swanlab-host")

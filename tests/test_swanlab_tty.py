@@ -15,7 +15,7 @@ from dapo_ops.control import userconfig
 KEY = "sk-dapo-SECRET-123456789"
 CHILD = (
     "import sys\n"
-    "from dapo_ops.control.launch import swanlab_settings as swanlab_cfg\n"
+    "from dapo_ops.control import swanlab_settings as swanlab_cfg\n"
     "notes = []\n"
     "try:\n"
     "    s = swanlab_cfg.resolve_for_launch(notes=notes)\n"

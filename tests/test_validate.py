@@ -11,7 +11,7 @@ import pytest
 
 from dapo_ops.agent import compose
 from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.preflight import compose as validate
+from dapo_ops.control.preflight import compose_check as validate
 from dapo_ops.core import features
 from dapo_ops.core import overrides
 

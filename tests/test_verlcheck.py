@@ -14,7 +14,7 @@ import pytest
 
 from dapo_ops.agent import verlcheck
 from dapo_ops.agent.compose import compose_errors
-from dapo_ops.control.preflight import compose as validate
+from dapo_ops.control.preflight import compose_check as validate
 from dapo_ops.control.preflight.verl import _startup_check
 from dapo_ops.core import overrides
 from dapo_ops.core.features import resolve

@@ -3,7 +3,7 @@ config (stdlib at import; ``hydra`` / ``omegaconf`` are imported inside :func:`c
 Python that runs verl: verl's entry points are ``@hydra.main`` apps, so that Python has them).
 
 ``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.compose < request.json`` (preflight runs it as a child of
-:mod:`dapo_ops.agent.preflight`; :mod:`dapo_ops.control.preflight.compose` calls :func:`compose_errors` in-process) reads
+:mod:`dapo_ops.agent.preflight_probe`; :mod:`dapo_ops.control.preflight.compose_check` calls :func:`compose_errors` in-process) reads
 ``{"config_root", "config_dir", "config_name", "overrides"[, "startup": true]}`` on stdin and prints one JSON line
 ``{"ok": bool, "errors": [[line, ...], ...][, "startup": {"errors": [...], "skipped": [...]}]}``; a missing hydra
 is the single error. ``startup``: verl's own start-up checks on the composed config (:mod:`dapo_ops.agent.verlcheck`).

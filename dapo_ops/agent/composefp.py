@@ -1,7 +1,7 @@
 """The fingerprint of a Hydra compose check (:mod:`dapo_ops.agent.compose`): what its result depends on, read
 without importing hydra (stdlib, ~5-10 ms). Two Pythons with the same fingerprint compose the same request
 identically, so ``inv preflight`` composes once per group of hosts (:mod:`dapo_ops.control.preflight.group`)
-and the probe keys its in-container compose cache by it (:mod:`dapo_ops.agent.preflight`).
+and the probe keys its in-container compose cache by it (:mod:`dapo_ops.agent.preflight_probe`).
 
 Where the facts come from: Hydra loads the primary config from ``config_dir`` and the groups of its defaults
 list from the search path, ``hydra.searchpath`` (``file://verl/trainer/config`` in

@@ -15,7 +15,7 @@ the head; the ``cluster`` op (a child of the supervisor, run with the Python tha
 runs :func:`read_host` as a Ray task pinned to each live worker node (``NodeAffinitySchedulingStrategy``, 0 CPUs,
 pickled by value: nothing of the bundle is imported there), all nodes at once, each bounded in time; a node that
 is not alive or does not answer in time is named as lost. :func:`write` puts one host's answer under
-``<run_dir>/evidence/<host>/`` and :func:`dapo_ops.core.evidence.earliest` picks the error the verdict names.
+``<run_dir>/evidence/<host>/`` and :func:`dapo_ops.core.first_error.earliest` picks the error the verdict names.
 
 Ops::
 
@@ -47,7 +47,7 @@ EVIDENCE_DIR = "evidence"
 
 def ray_logs_dir() -> str:
     """This host's Ray session log directory: ``<RAY_TMPDIR | TMPDIR | /tmp>/ray/session_latest/logs`` (the temp dir
-    ray/_common/utils.py ``get_user_temp_dir`` picks; ``ray start`` without ``--temp-dir``, as cluster_ops starts it)."""
+    ray/_common/utils.py ``get_user_temp_dir`` picks; ``ray start`` without ``--temp-dir``, as control/launch/raycluster.py starts it)."""
     base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
     return os.path.join(base, "ray", "session_latest", "logs")
 

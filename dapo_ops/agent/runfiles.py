@@ -30,7 +30,7 @@ import time
 
 from dapo_ops.agent.procs import pid_alive, pid_cmdline
 from dapo_ops.core import raynodes
-from dapo_ops.core import runstate as _rs
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed), so neither typing nor pathlib loads at import: the status
@@ -70,7 +70,7 @@ def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o6
     """
     p = str(path)
     tmp = p + ".tmp"
-    text = json.dumps(_rs.json_safe(data), indent=1, sort_keys=False, allow_nan=False)
+    text = json.dumps(runstate.json_safe(data), indent=1, sort_keys=False, allow_nan=False)
     buf = memoryview(text.encode("utf-8") + b"\n")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -115,7 +115,7 @@ def read_spec(run_dir: "os.PathLike[str] | str") -> "RunSpec":
     """The run spec ``<run_dir>/spec.json`` (written by ``launch``), completed ONCE from the one defaults table
     (:meth:`dapo_ops.core.defaults.RunSpec.read`: a spec of an older dapo-ops lacks the keys added since).
     Raises ``FileNotFoundError``."""
-    spec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.SPEC_NAME))
+    spec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), runstate.SPEC_NAME))
     if spec is None:
         raise FileNotFoundError("no spec.json in %s" % run_dir)
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
@@ -125,14 +125,14 @@ def read_spec(run_dir: "os.PathLike[str] | str") -> "RunSpec":
 
 def read_run(run_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
     """The run record ``<run_dir>/run.json``, or None when the supervisor has not written it yet."""
-    rec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), _rs.RUN_NAME))
+    rec: Optional[Dict[str, Any]] = read_json(os.path.join(str(run_dir), runstate.RUN_NAME))
     return rec
 
 
 def write_run(run_dir: "os.PathLike[str] | str", record: Dict[str, Any]) -> None:
     """Atomically replace ``<run_dir>/run.json`` with ``record`` (``updated_at`` is set to now)."""
     record["updated_at"] = time.time()
-    write_json_atomic(os.path.join(str(run_dir), _rs.RUN_NAME), record)
+    write_json_atomic(os.path.join(str(run_dir), runstate.RUN_NAME), record)
 
 
 def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
@@ -143,7 +143,7 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
     """
     out: List[Dict[str, Any]] = []
     try:
-        names = _rs.run_ids_newest_first(os.listdir(str(runs_dir)))
+        names = runstate.run_ids_newest_first(os.listdir(str(runs_dir)))
     except FileNotFoundError:
         return out
     for name in names:
@@ -153,7 +153,7 @@ def list_runs(runs_dir: "os.PathLike[str] | str") -> List[Dict[str, Any]]:
         except (ValueError, OSError):
             continue
         out.append(
-            rec if rec is not None else {"run_id": name, "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
+            rec if rec is not None else {"run_id": name, "status": runstate.RunStatus.UNKNOWN.value, "run_dir": run_dir}
         )
     return out
 
@@ -171,13 +171,13 @@ def is_supervisor_pid(pid: Optional[int], run_dir: Optional[str] = None) -> bool
     if not pid or not pid_alive(pid):
         return False
     cmd = pid_cmdline(int(pid))
-    return True if cmd is None else _rs.is_supervisor_argv(cmd, run_dir)
+    return True if cmd is None else runstate.is_supervisor_argv(cmd, run_dir)
 
 
 def read_lock(runs_dir: "os.PathLike[str] | str") -> Optional[Dict[str, Any]]:
     """The content of ``<runs_dir>/.lock`` (dict with run_id, pid, run_dir, since) or None."""
     try:
-        data = read_json(os.path.join(str(runs_dir), _rs.LOCK_NAME))
+        data = read_json(os.path.join(str(runs_dir), runstate.LOCK_NAME))
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -205,7 +205,7 @@ class _Guard:
     judge a stale lock and both take it."""
 
     def __init__(self, runs_dir: str):
-        self.path = os.path.join(runs_dir, _rs.LOCK_NAME + ".guard")
+        self.path = os.path.join(runs_dir, runstate.LOCK_NAME + ".guard")
         self.fd = -1
 
     def __enter__(self) -> "_Guard":
@@ -233,7 +233,9 @@ def acquire_lock(runs_dir: "os.PathLike[str] | str", run_id: str, pid: int, run_
         if cur and not (cur.get("run_id") == run_id and int(cur.get("pid") or 0) == int(pid)):
             if lock_is_live(cur):
                 raise LockHeld(str(cur.get("run_id")), int(cur.get("pid") or 0), cur.get("run_dir"))
-        write_json_atomic(os.path.join(root, _rs.LOCK_NAME), _rs.lock_record(root, run_id, pid, run_dir, time.time()))
+        write_json_atomic(
+            os.path.join(root, runstate.LOCK_NAME), runstate.lock_record(root, run_id, pid, run_dir, time.time())
+        )
 
 
 def release_lock(runs_dir: "os.PathLike[str] | str", run_id: str) -> bool:
@@ -243,7 +245,7 @@ def release_lock(runs_dir: "os.PathLike[str] | str", run_id: str) -> bool:
         with _Guard(root):
             cur = read_lock(root)
             if cur and cur.get("run_id") == run_id:
-                os.unlink(os.path.join(root, _rs.LOCK_NAME))
+                os.unlink(os.path.join(root, runstate.LOCK_NAME))
                 return True
     except OSError:
         return False
@@ -261,7 +263,7 @@ def ray_sessions(runs_dir: "os.PathLike[str] | str", name: Optional[str] = None)
     root = "%s/%s" % (str(runs_dir).rstrip("/"), raynodes.CLUSTER_DIR_NAME)
     out: List[Dict[str, Any]] = []
     try:
-        runs = _rs.run_ids_newest_first(os.listdir(root))
+        runs = runstate.run_ids_newest_first(os.listdir(root))
     except OSError:
         return out
     for rid in runs:
@@ -321,21 +323,21 @@ def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _re
     ``FSDP_version`` verl records beside the actor's shards, ``<ckpt_dir>/global_step_<N>/actor/fsdp_config.json``
     (verl/utils/checkpoint/fsdp_checkpoint_manager.py:409-416). A file that is missing or not a JSON object reads as
     None. ``read_text(path) -> text | None`` reads a file (tests give their own)."""
-    spec = _json_object(read_text(os.path.join(run_dir, _rs.SPEC_NAME)))
+    spec = _json_object(read_text(os.path.join(run_dir, runstate.SPEC_NAME)))
     if spec is None:
         return {"spec": None, "record": None, "step": "", "fsdp_version": None}
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
     done = defaults.complete_spec(json.loads(json.dumps(spec)))
     ckpt = (done.get("settings") or {}).get("ckpt_dir")
-    step = ((read_text("%s/%s" % (ckpt, _rs.TRACKER_NAME)) if ckpt else None) or "").strip()
+    step = ((read_text("%s/%s" % (ckpt, runstate.TRACKER_NAME)) if ckpt else None) or "").strip()
     version = None
     if ckpt and done.get("framework") == "fsdp" and step.isdigit():
         cfg = _json_object(read_text("%s/global_step_%s/actor/fsdp_config.json" % (ckpt, step))) or {}
         version = cfg.get("FSDP_version") if isinstance(cfg.get("FSDP_version"), int) else None
     return {
         "spec": spec,
-        "record": _json_object(read_text(os.path.join(run_dir, _rs.RUN_NAME))),
+        "record": _json_object(read_text(os.path.join(run_dir, runstate.RUN_NAME))),
         "step": step,
         "fsdp_version": version,
     }
@@ -374,7 +376,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if sub == "resume-facts":
         sys.stdout.write(json.dumps(resume_facts(run_dir)) + "\n")
         return 0
-    name = _rs.RUN_NAME if sub == "show" else _rs.SPEC_NAME
+    name = runstate.RUN_NAME if sub == "show" else runstate.SPEC_NAME
     try:
         rec = read_json(os.path.join(run_dir, name))
     except (ValueError, OSError) as e:

@@ -2,12 +2,12 @@
 ``logs --errors`` (STDLIB ONLY, shipped; :func:`decode_tail` is the operator side's reader of what it ships).
 
 The bundle op ``python3 -S -m dapo_ops.agent.runlogs '{"op": "resolve" | "errors", ...}'`` (the probe's request and
-answer forms, :func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it). Tails
-are read with :func:`dapo_ops.agent.probe.read_tail` (at most ``tail_bytes`` bytes from the end of each file,
+answer forms, :func:`dapo_ops.agent.runprobe.handler`; a module of its own so a status look never loads it). Tails
+are read with :func:`dapo_ops.agent.runprobe.read_tail` (at most ``tail_bytes`` bytes from the end of each file,
 default 4 MiB) and shipped zlib level 6 + base64. Raises
-:class:`dapo_ops.agent.probe.ProbeError` (no such run or attempt).
+:class:`dapo_ops.agent.runprobe.ProbeError` (no such run or attempt).
 
-Two more forms of the op print a log as it is, for ``inv logs`` (``dapo_ops/control/status/probe.py``
+Two more forms of the op print a log as it is, for ``inv logs`` (``dapo_ops/control/status/look.py``
 ``tail_texts`` and ``follow``, through ``bundle.run_op`` / ``bundle.start_op``: the one way in)::
 
     python3 -S -m dapo_ops.agent.runlogs tail <lines> <log>                    # GNU ``tail -n <lines> <log>``
@@ -22,8 +22,8 @@ import os
 import sys
 import zlib
 
-from dapo_ops.agent import probe, runfiles
-from dapo_ops.core import runstate as _rs
+from dapo_ops.agent import runprobe, runfiles
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
@@ -35,16 +35,16 @@ def probe_resolve(
 ) -> Dict[str, Any]:
     """Paths for ``logs``: ``{"run_id", "run_dir", "log", "attempts": [k...], "status", "cluster",
     "supervisor_pid"}`` (``supervisor_pid``: the run's live supervisor, :func:`dapo_ops.agent.runfiles.is_supervisor_pid`,
-    else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log (an active run whose supervisor is gone: the current attempt's log, :func:`dapo_ops.agent.probe.current_log`); ``cluster`` is
+    else None: what ``logs -f`` follows until it exits); ``log`` is ``attempt-<attempt>.log`` when ``attempt`` is given (probe.ProbeError when missing), else train.log (an active run whose supervisor is gone: the current attempt's log, :func:`dapo_ops.agent.runprobe.current_log`); ``cluster`` is
     run.json's (a multi-host run's head). A live Ray worker of another host's run (``host`` given, no attempt
-    asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.probe.serves_instead`: the run's log is
+    asked for) answers ``{"serves": {...}}`` instead (:func:`dapo_ops.agent.runprobe.serves_instead`: the run's log is
     on its head)."""
-    serves = None if attempt else probe.serves_instead(runs_dir, host, run_id)
+    serves = None if attempt else runprobe.serves_instead(runs_dir, host, run_id)
     if serves:
         return {"serves": serves}
-    run_dir = probe.resolve_run_dir(runs_dir, run_id)
+    run_dir = runprobe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
-        raise probe.ProbeError("no runs in %s: launch one with `inv launch`" % runs_dir)
+        raise runprobe.ProbeError("no runs in %s: launch one with `inv launch`" % runs_dir)
     run = runfiles.read_run(run_dir) or {}
     attempts = sorted(
         int(n[8:-4])
@@ -52,16 +52,16 @@ def probe_resolve(
         if n.startswith("attempt-") and n.endswith(".log") and n[8:-4].isdigit()
     )
     if attempt:
-        log = str(_rs.RunPaths(run_dir).attempt_log(attempt))
+        log = str(runstate.RunPaths(run_dir).attempt_log(attempt))
         if not os.path.exists(log):
-            raise probe.ProbeError(
+            raise runprobe.ProbeError(
                 "run %s has no attempt %s (attempts: %s)"
                 % (os.path.basename(run_dir), attempt, ",".join(map(str, attempts)) or "none")
             )
     sup = (run.get("pids") or {}).get("supervisor")
     sup_alive = bool(sup) and runfiles.is_supervisor_pid(sup, run_dir)
     if not attempt:  # train.log, or the attempt's own log once the supervisor is gone (probe.current_log)
-        log = probe.current_log(run, run_dir, sup_alive)
+        log = runprobe.current_log(run, run_dir, sup_alive)
     return {
         "run_id": os.path.basename(run_dir),
         "run_dir": run_dir,
@@ -76,7 +76,7 @@ def probe_resolve(
 def probe_logs_tails(
     runs_dir: str,
     run_id: Optional[str] = None,
-    tail_bytes: int = probe.DEFAULT_ERRORS_TAIL_BYTES,
+    tail_bytes: int = runprobe.DEFAULT_ERRORS_TAIL_BYTES,
     attempt: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Bounded tails of every attempt log (or of one attempt) for ``logs --errors``, zlib+base64 encoded.
@@ -87,12 +87,12 @@ def probe_logs_tails(
     info = probe_resolve(runs_dir, run_id, attempt)
     run_dir = info["run_dir"]
     ks = [int(attempt)] if attempt else info["attempts"]
-    paths: List[Tuple[Optional[int], str]] = [(k, str(_rs.RunPaths(run_dir).attempt_log(k))) for k in ks] or [
+    paths: List[Tuple[Optional[int], str]] = [(k, str(runstate.RunPaths(run_dir).attempt_log(k))) for k in ks] or [
         (None, info["log"])
     ]
     logs = []
     for k, p in paths:
-        text, size, _ = probe.read_tail(p, tail_bytes)
+        text, size, _ = runprobe.read_tail(p, tail_bytes)
         logs.append(
             {"attempt": k, "path": p, "size": size, "offset": max(0, (size or 0) - int(tail_bytes)), "z": _b64z(text)}
         )
@@ -104,7 +104,7 @@ def _b64z(text: str) -> str:
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
 
-handle = probe.handler(
+handle = runprobe.handler(
     {
         "resolve": lambda runs_dir, req: probe_resolve(
             runs_dir, req.get("run_id"), req.get("attempt"), req.get("host")
@@ -112,7 +112,7 @@ handle = probe.handler(
         "errors": lambda runs_dir, req: probe_logs_tails(
             runs_dir,
             req.get("run_id"),
-            int(req.get("tail_bytes") or probe.DEFAULT_ERRORS_TAIL_BYTES),
+            int(req.get("tail_bytes") or runprobe.DEFAULT_ERRORS_TAIL_BYTES),
             req.get("attempt"),
         ),
     }
@@ -133,7 +133,7 @@ END_MARK = "@@DAPO-FOLLOW-END "
 # until the run's supervisor exits (``--pid``: GNU tail reads what is left, then ends; the supervisor writes
 # run.json's terminal status before it exits, dapo_ops/agent/supervisor/); with no live supervisor (the run ended,
 # or it died) a plain tail prints the last lines and ends at once. Then the same command reads the run's final
-# state with the status probe op (``<python> -S -m dapo_ops.agent.probe <request>``, the bundle on PYTHONPATH as
+# state with the status probe op (``<python> -S -m dapo_ops.agent.runprobe <request>``, the bundle on PYTHONPATH as
 # the op line put it), one line after END_MARK (no second SSH command). ``cat`` holds the exec's stdin and returns
 # at EOF, which comes when the docker CLI on the host ends (Ctrl-C through the SSH pty, SSH connection closed,
 # client killed): the loop then kills the tail and exits without the final read. ``docker exec -t`` + ``\x03``
@@ -152,7 +152,7 @@ FOLLOW_SCRIPT = (
     "kill -0 $c 2>/dev/null || { kill $t 2>/dev/null; wait $t 2>/dev/null; exit 0; }; sleep 0.5; "
     "n=$((n + 1)); [ $((n % 10)) -ne 0 ] || printf '\\000'; done; "
     "kill $c 2>/dev/null; printf '\\n%s' '" + END_MARK + "'; "
-    'exec "$3" -S -m dapo_ops.agent.probe "$4"'
+    'exec "$3" -S -m dapo_ops.agent.runprobe "$4"'
 )
 
 
@@ -175,7 +175,7 @@ USAGE = (
 
 def main(argv: Optional[List[str]] = None) -> int:
     """The op's command line: ``tail`` / ``follow`` replace this process (``exec``: their output, signals and exit
-    status are the op's own); anything else is a probe request (:func:`dapo_ops.agent.probe.main`). Exit 2 with
+    status are the op's own); anything else is a probe request (:func:`dapo_ops.agent.runprobe.main`). Exit 2 with
     :data:`USAGE` for a malformed ``tail`` / ``follow``."""
     argv = sys.argv[1:] if argv is None else argv
     sub = argv[0] if argv else ""
@@ -187,7 +187,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif sub in ("tail", "follow"):
             raise ValueError(sub)
         else:
-            return probe.main(argv, handle=handle)
+            return runprobe.main(argv, handle=handle)
     except ValueError:
         sys.stderr.write(USAGE + "\n")
         return 2

@@ -1,10 +1,10 @@
 """``inv stop`` inside the container: stop one run, touching only its own processes (STDLIB ONLY, shipped).
 
 The bundle op ``python3 -S -m dapo_ops.agent.runstop '{"op": "stop", ...}'`` (the probe's request and answer forms,
-:func:`dapo_ops.agent.probe.handler`; a module of its own so a status look never loads it): SIGTERM the run's
+:func:`dapo_ops.agent.runprobe.handler`; a module of its own so a status look never loads it): SIGTERM the run's
 supervisor (``run.json`` ``pids.supervisor``, checked against ``/proc/<pid>/cmdline``), then the run's own processes
-(:func:`dapo_ops.agent.probe.own_processes`), SIGKILL after the grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
-are kept. Raises :class:`dapo_ops.agent.probe.ProbeError` (no runs to stop, a bad run id).
+(:func:`dapo_ops.agent.runprobe.own_processes`), SIGKILL after the grace periods (seconds), and ``run.json`` marked ``stopped`` when its supervisor could not do it. Checkpoints and logs
+are kept. Raises :class:`dapo_ops.agent.runprobe.ProbeError` (no runs to stop, a bad run id).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import signal
 import sys
 import time
 
-from dapo_ops.agent import probe, runfiles
+from dapo_ops.agent import runprobe, runfiles
 from dapo_ops.agent.procs import pid_alive
-from dapo_ops.core import runstate as _rs
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import
@@ -59,17 +59,20 @@ def probe_stop(
 
     A live Ray worker of another host's run (``host`` given, no active run of its own) stops nothing: its Ray
     session ends with the head's stop, so the answer is ``{"serves": {...}}``
-    (:func:`dapo_ops.agent.probe.serves_instead`).
+    (:func:`dapo_ops.agent.runprobe.serves_instead`).
 
     :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}`` or ``{"serves": {...}}``.
     """
-    serves = probe.serves_instead(runs_dir, host, run_id)
+    serves = runprobe.serves_instead(runs_dir, host, run_id)
     if serves:
         return {"serves": serves}
-    run_dir = probe.resolve_run_dir(runs_dir, run_id)
+    run_dir = runprobe.resolve_run_dir(runs_dir, run_id)
     if run_dir is None:
-        raise probe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
-    run = runfiles.read_run(run_dir) or {"run_id": os.path.basename(run_dir), "status": _rs.RunStatus.UNKNOWN.value}
+        raise runprobe.ProbeError("no runs in %s: nothing to stop" % runs_dir)
+    run = runfiles.read_run(run_dir) or {
+        "run_id": os.path.basename(run_dir),
+        "status": runstate.RunStatus.UNKNOWN.value,
+    }
     before = run.get("status")
     actions: List[str] = []
     pids = run.get("pids") or {}
@@ -85,7 +88,7 @@ def probe_stop(
     pgid = (run.get("pids") or {}).get("verl_pgid")
 
     def signal_own(sig: signal.Signals) -> Tuple[List[int], List[int]]:
-        procs = probe.own_processes(run)
+        procs = runprobe.own_processes(run)
         in_group = [p for p, how in procs if how == "pgid"]
         by_env = [p for p, how in procs if how == "env"]
         if in_group and pgid:  # own_processes reports group members only when the run records its verl_pgid
@@ -108,25 +111,27 @@ def probe_stop(
         if by_env:
             what.append("%d processes with DAPO_OPS_RUN_ID=%s" % (len(by_env), run.get("run_id")))
         actions.append("SIGTERM " + " and ".join(what))
-        if not _wait(lambda: not probe.own_processes(run), kill_grace_s):
+        if not _wait(lambda: not runprobe.own_processes(run), kill_grace_s):
             left = signal_own(signal.SIGKILL)
             actions.append("%d processes still alive after %gs: SIGKILL" % (len(left[0]) + len(left[1]), kill_grace_s))
-            _wait(lambda: not probe.own_processes(run), 5.0)
-    if not _rs.RunStatus.of(run.get("status")).terminal and os.path.exists(os.path.join(run_dir, _rs.RUN_NAME)):
+            _wait(lambda: not runprobe.own_processes(run), 5.0)
+    if not runstate.RunStatus.of(run.get("status")).terminal and os.path.exists(
+        os.path.join(run_dir, runstate.RUN_NAME)
+    ):
         now = time.time()
         # the attempt's own log: verl goes on writing it after its supervisor died, train.log stops with the supervisor
-        logged = last_logged_step(probe.current_log(run, run_dir, False))
+        logged = last_logged_step(runprobe.current_log(run, run_dir, False))
         if logged is not None and logged > int(run.get("step") or 0):  # verl outlived its supervisor and went on
             run["step"] = logged
         sup_state = "terminated" if actions and "supervisor" in actions[0] else "dead"
         run["ended_at"] = now
         run["stop"] = {"at": now, "by": by or STOP_BY, "supervisor": sup_state}
         if (by or STOP_BY) == STOP_BY:
-            run["status"] = _rs.RunStatus.STOPPED.value
+            run["status"] = runstate.RunStatus.STOPPED.value
         else:
             step, total = run.get("step"), run.get("total_steps")
             where = "before the first step" if step is None else "at step %s/%s" % (step, total or "?")
-            run["status"] = _rs.RunStatus.FAILED.value
+            run["status"] = runstate.RunStatus.FAILED.value
             run["decision"] = dict(
                 run.get("decision") or {},
                 action="stop",
@@ -145,13 +150,13 @@ def probe_stop(
     }
 
 
-def last_logged_step(log: str, tail_bytes: int = probe.DEFAULT_TAIL_BYTES) -> Optional[int]:
+def last_logged_step(log: str, tail_bytes: int = runprobe.DEFAULT_TAIL_BYTES) -> Optional[int]:
     """The step of the last metrics line (``step:N - ...``, :func:`dapo_ops.core.logformat.parse_metrics_line`)
     in the last ``tail_bytes`` of ``log``, or None. What ``stop`` records when verl went on training after its
     supervisor died (run.json then lags behind the log)."""
     from dapo_ops.core import logformat
 
-    text, _, _ = probe.read_tail(log, tail_bytes)
+    text, _, _ = runprobe.read_tail(log, tail_bytes)
     for line in reversed(logformat.split_lines(text)):
         parsed = logformat.parse_metrics_line(line)
         if parsed is not None:
@@ -159,7 +164,7 @@ def last_logged_step(log: str, tail_bytes: int = probe.DEFAULT_TAIL_BYTES) -> Op
     return None
 
 
-handle = probe.handler(
+handle = runprobe.handler(
     {
         "stop": lambda runs_dir, req: probe_stop(
             runs_dir,
@@ -174,4 +179,4 @@ handle = probe.handler(
 
 
 if __name__ == "__main__":
-    sys.exit(probe.main(handle=handle))
+    sys.exit(runprobe.main(handle=handle))

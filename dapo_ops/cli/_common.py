@@ -38,9 +38,9 @@ from invoke import Argument, Task, task
 from invoke.exceptions import Exit
 
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.inventory import hosts as inventory
+from dapo_ops.control.inventory import hosts_file
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Inventory, InventoryError
+from dapo_ops.control.inventory.hosts_file import Inventory, InventoryError
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.core import defaults
 
@@ -361,12 +361,12 @@ def load_inventory(c, inventory_path: str = "", *, allow_missing: bool = False) 
     if (
         allow_missing
         and not path
-        and os.environ.get(inventory.ENV_VAR) is None  # set but empty: refused by inventory.resolve_path
-        and not os.path.exists(inventory.DEFAULT_FILE)
+        and os.environ.get(hosts_file.ENV_VAR) is None  # set but empty: refused by inventory.resolve_path
+        and not os.path.exists(hosts_file.DEFAULT_FILE)
     ):
-        return inventory.empty()
+        return hosts_file.empty()
     try:
-        return inventory.load(path)
+        return hosts_file.load(path)
     except InventoryError as e:
         fail(str(e), EXIT_USAGE)
 
@@ -392,10 +392,10 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
     if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
         fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host", EXIT_USAGE)
-    adhoc_only = bool(items) and all(inventory.looks_adhoc(s) for s in items)
+    adhoc_only = bool(items) and all(hosts_file.looks_adhoc(s) for s in items)
     inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
     try:
-        chosen = inventory.select(inv, hosts or None)
+        chosen = hosts_file.select(inv, hosts or None)
     except InventoryError as e:
         fail(str(e), EXIT_USAGE)
     if not chosen:  # the inventory loader already refuses a file without hosts; kept as the one guarantee

@@ -19,7 +19,7 @@ import zlib
 from invoke.exceptions import Exit
 
 from dapo_ops.cli._common import dapo_task
-from dapo_ops.core import classify as classifier
+import dapo_ops.core.classify
 
 EXIT_USAGE = 2
 
@@ -44,7 +44,7 @@ def _parse_bool(name: str, value: str) -> bool | None:
     raise Exit(f"classify: --{name.replace('_', '-')} must be true or false, got {value!r}", code=EXIT_USAGE)
 
 
-def render(v: "classifier.Verdict", width: int = 100) -> str:
+def render(v: "dapo_ops.core.classify.Verdict", width: int = 100) -> str:
     """Human text for a verdict: ``class:`` and ``action:`` lines first (stable), then the rest."""
     lines = [f"class: {v.cls}", f"action: {v.action}", f"kind: {v.action_kind.value}"]
     if v.detail.get("phase"):  # the OOM phase (dapo_ops.core.classify.PHASES): which memory ladder applies
@@ -88,9 +88,9 @@ def classify(c, logfile, exit_code="", oom_killed="", total=0, tail_mib=4, json=
     kw = {"exit_code": code, "container_state": state, "planned_total": int(total) or None}
     try:
         if _is_gzip(logfile):  # a kept log (attempt-<k>.log.gz): the same tail of its text
-            v = classifier.classify(_gzip_tail(logfile, int(tail_mib) << 20), **kw)
+            v = dapo_ops.core.classify.classify(_gzip_tail(logfile, int(tail_mib) << 20), **kw)
         else:
-            v = classifier.classify_file(logfile, tail_bytes=int(tail_mib) << 20, **kw)
+            v = dapo_ops.core.classify.classify_file(logfile, tail_bytes=int(tail_mib) << 20, **kw)
     except (OSError, EOFError, zlib.error) as exc:
         raise Exit(f"classify: cannot read {logfile}: {getattr(exc, 'strerror', None) or exc}", code=EXIT_USAGE)
     if json:

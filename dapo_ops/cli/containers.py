@@ -24,8 +24,8 @@ from rich.text import Text
 
 from dapo_ops.control.inventory import container_spec
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.inventory import proxy as proxy_mod
+from dapo_ops.control.remote import bundle
+import dapo_ops.control.inventory.proxy
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.commands import q
 from dapo_ops.control.remote.errors import RemoteError
@@ -42,8 +42,8 @@ def list_command(python: str, workdir: str) -> str:
 
     Its stdin is the bundle (:func:`dapo_ops.control.remote.bundle.bundle_b64`), kept in a host temp file and fed
     to each container that lacks the bundle (:func:`~dapo_ops.control.remote.bundle.stdin_install_line`)."""
-    bdir = remote_bundle.bundle_dir(LIST_ROOT)
-    inner = f"{{ {remote_bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; " + remote_bundle.op_line(
+    bdir = bundle.bundle_dir(LIST_ROOT)
+    inner = f"{{ {bundle.stdin_install_line(bdir, python)}; }} >/dev/null 2>&1; " + bundle.op_line(
         bdir, python, "verlinfo", [workdir]
     )
     return (
@@ -94,7 +94,7 @@ def parse_list(stdout: str) -> list[dict]:
 def list_one(target) -> Row:
     """Containers on one host (one round trip). Raises RemoteError for SSH/docker failures."""
     h = target.host
-    res = target.host_run(list_command(h.python, h.workdir), timeout=120, check=False, stdin=remote_bundle.bundle_b64())
+    res = target.host_run(list_command(h.python, h.workdir), timeout=120, check=False, stdin=bundle.bundle_b64())
     err = target._docker_error(res, inspect=False) if res.exited != 0 else None  # noqa: SLF001 - same package
     if err:
         raise err
@@ -278,8 +278,10 @@ def create(
     if any(proxy.get(k) for k in ("http_proxy", "https_proxy")):
         # no_proxy also gets loopback and every inventory host: Ray / HCCL traffic between the hosts stays direct
         try:
-            proxy = proxy_mod.container_proxy_env(inv.proxy, {}, [h.address for h in inv.hosts.values()])
-        except proxy_mod.ProxyError as e:
+            proxy = dapo_ops.control.inventory.proxy.container_proxy_env(
+                inv.proxy, {}, [h.address for h in inv.hosts.values()]
+            )
+        except dapo_ops.control.inventory.proxy.ProxyError as e:
             fail(str(e), EXIT_USAGE)
     plans = {}
     for h in chosen:

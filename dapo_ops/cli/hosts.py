@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from dapo_ops.control.inventory import hosts as inventory_mod
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.inventory import hosts_file
+from dapo_ops.control.remote import bundle
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.remote.errors import ContainerState, RemoteError
@@ -47,7 +47,7 @@ def check_host(target: Target, *, timeout: float = 60) -> Row:
     # one round trip when all is well: docker exec straight away; Docker's own error says missing/stopped, and
     # only then Target.run asks `docker inspect` for the state (status, exit code, OOMKilled)
     try:
-        res = remote_bundle.run_op(target, "verlinfo", check=False, timeout=timeout)
+        res = bundle.run_op(target, "verlinfo", check=False, timeout=timeout)
     except RemoteError as e:
         if e.kind == "container-missing":
             cells["container"] = "missing"
@@ -141,8 +141,8 @@ def hosts(c, hosts="", inventory="", accept_new_host_keys=False, timeout=60, che
     chosen = with_container(chosen, container)
     if check:  # select_hosts exited 2 with one line on any problem; nothing was contacted
         try:
-            inventory_mod.check_key_files(inv, chosen, accept_new_host_keys=accept_new_host_keys)
-        except inventory_mod.InventoryError as e:
+            hosts_file.check_key_files(inv, chosen, accept_new_host_keys=accept_new_host_keys)
+        except hosts_file.InventoryError as e:
             fail(str(e), EXIT_USAGE)
         if json:
             _print_json(inv, {h.name: {"ok": True, "kind": "", "message": describe(h), "cells": {}} for h in chosen})

@@ -11,7 +11,7 @@ Afterwards it is silent: errors reach the operator through ``status`` / ``watch`
 
 ``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
 With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.cli.multihost` prints,
-:mod:`dapo_ops.control.launch.multihost` does it); ``--independent`` gives each host its own single-host run instead.
+:mod:`dapo_ops.control.launch.multihost_service` does it); ``--independent`` gives each host its own single-host run instead.
 Every flag's help comes from the settings table (:func:`dapo_ops.control.settings.task_help`) or
 :data:`OPTIONS_HELP` (how to launch, not what to train).
 """
@@ -40,12 +40,12 @@ from dapo_ops.cli._common import (
     run_config,
     select_hosts,
 )
-from dapo_ops.control.launch import request as launch_request
-from dapo_ops.control.launch import plan as planning
-from dapo_ops.control import settings as settings_mod
+from dapo_ops.control.launch import request
+from dapo_ops.control.launch import plan
+from dapo_ops.control import settings
 from dapo_ops.control.remote.fanout import HostResult
 from dapo_ops.control.launch.service import LaunchProgress
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.core import redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
@@ -65,7 +65,7 @@ OPTIONS_HELP = {
     "json": "print the started runs as a JSON list (one object per host: run_id, host, state, log, follow) instead "
     "of text; exit codes are the same",
 }
-HELP = {**settings_mod.task_help(), **OPTIONS_HELP}
+HELP = {**settings.task_help(), **OPTIONS_HELP}
 
 #: a settings flag's default when not given, by the table's type (invoke types a flag by its default; a string or
 #: features flag left off is None, so one given empty, ``--model ''``, is told apart: the table's EMPTY_RULES judge it)
@@ -92,22 +92,22 @@ SIGNATURE = inspect.Signature(
         inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD),
         *(
             inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_NOT_GIVEN.get(p.type))
-            for arg, p in settings_mod.BY_ARG.items()
+            for arg, p in settings.BY_ARG.items()
         ),
         *(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d) for arg, d in OPTIONS.items()),
     ]
 )
 
 
-def task_args(job: str, kw: Mapping[str, Any]) -> launch_request.TaskArgs:
+def task_args(job: str, kw: Mapping[str, Any]) -> request.TaskArgs:
     """The request's view of one call of a launch task: ``kw`` holds every parameter of :data:`SIGNATURE` but the
     context; the settings flags given (not at their "not given" default) become ``flags`` by setting name, a string
     flag given empty included; ``--swanlab-mode`` goes to the SwanLab setup (it decides with the key and host), not
     into the settings."""
-    raw = {p.name: kw[arg] for arg, p in settings_mod.BY_ARG.items() if arg != "swanlab_mode"}
+    raw = {p.name: kw[arg] for arg, p in settings.BY_ARG.items() if arg != "swanlab_mode"}
     flags = given_flags(**raw)
     flags.update({name: "" for name, v in raw.items() if v == ""})
-    return launch_request.TaskArgs(
+    return request.TaskArgs(
         mode=job,
         flags=flags,
         swanlab_mode=kw["swanlab_mode"] or "",
@@ -123,11 +123,11 @@ def task_args(job: str, kw: Mapping[str, Any]) -> launch_request.TaskArgs:
     )
 
 
-def _dry_run(d: launch_request.DryRun) -> None:
+def _dry_run(d: request.DryRun) -> None:
     """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``) and, with
     ``--resume``, what the launch would take from the earlier run. A plan error is one line, exit 2."""
-    from dapo_ops.control.launch import dryrun as plan_mod
-    from dapo_ops.control.inventory.hosts import InventoryError
+    from dapo_ops.control.launch import dryrun
+    from dapo_ops.control.inventory.hosts_file import InventoryError
 
     kw: dict[str, Any] = dict(
         mode=d.mode,
@@ -145,8 +145,8 @@ def _dry_run(d: launch_request.DryRun) -> None:
 
             p = multihost.dry_run(d.flags, **kw)
         if p is None:
-            plan_mod.dry_run(d.flags, **kw)
-    except (settings_mod.SettingsError, planning.PlanError, InventoryError) as e:
+            dryrun.dry_run(d.flags, **kw)
+    except (settings.SettingsError, plan.PlanError, InventoryError) as e:
         fail(str(e), EXIT_USAGE)
     if d.resume:
         print(
@@ -257,7 +257,7 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
     progress = LaunchProgress()
     with on_interrupt(lambda: interrupted_line(progress)):
         try:
-            got = launch_request.build(
+            got = request.build(
                 args,
                 os.environ,
                 select_hosts=lambda: select_hosts(c, args.hosts, args.inventory),
@@ -266,13 +266,13 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
             )
         except LaunchUsageError as e:
             fail(str(e), EXIT_USAGE)
-        if isinstance(got, launch_request.DryRun):
+        if isinstance(got, request.DryRun):
             _dry_run(got)
             return
         start(c, got, accept_new_host_keys=kw["accept_new_host_keys"], json_=args.json)
 
 
-def start(c, got: launch_request.Launch, *, accept_new_host_keys: bool, json_: bool) -> None:
+def start(c, got: request.Launch, *, accept_new_host_keys: bool, json_: bool) -> None:
     """Start the launch ``got`` (:func:`dapo_ops.control.launch.request.build`'s, the launch tasks' and quickstart's)
     and print it: its notes, then ONE run on a Ray cluster across the hosts (:mod:`dapo_ops.cli.multihost`) or one run
     per host (:func:`dapo_ops.control.launch.request.start`, each finishing its host's draft); one line and exit 1
@@ -293,9 +293,7 @@ def start(c, got: launch_request.Launch, *, accept_new_host_keys: bool, json_: b
             hosts_given=got.hosts_given,
         )
         return
-    results = launch_request.start(
-        got, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c)
-    )
+    results = request.start(got, accept_new_host_keys=accept_new_host_keys, connect_timeout=connect_timeout_override(c))
     _print_results(results, got.secrets, json_=json_)
 
 

@@ -2,8 +2,8 @@
 ending line and ``inv watch``'s exit code), ``--errors`` for the failure evidence of each attempt only.
 
 Replaces the runbook's ``tail -f`` and ``grep -E "Error|error|OOM|Exception"`` (runbook-zh.txt, monitoring section).
-Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.probe` (resolve, tails, errors, and the
-follow: one SSH command per host, :func:`dapo_ops.control.status.probe.follow_log`, printed by :func:`follow`); output is printed by the main thread only, whole lines,
+Flags are parsed here; the look goes through :mod:`dapo_ops.control.status.look` (resolve, tails, errors, and the
+follow: one SSH command per host, :func:`dapo_ops.control.status.look.follow_log`, printed by :func:`follow`); output is printed by the main thread only, whole lines,
 prefixed by host name when several hosts answer.
 """
 
@@ -18,8 +18,8 @@ import time
 from invoke.exceptions import Exit
 
 from dapo_ops.agent.runlogs import END_MARK, HEARTBEAT
-from dapo_ops.control.status import probe as svc
-from dapo_ops.control.status import rows as statusview
+from dapo_ops.control.status import look
+from dapo_ops.control.status import rows
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.control.status.rows import ERROR
@@ -127,7 +127,7 @@ class LineWriter(io.TextIOBase):
 def ending(host: str, answer: dict | None) -> tuple[int, str]:
     """``(exit code, one line)`` for a followed run's final state (the status probe's ``answer``, None when the
     follow ended without one): the code is ``inv watch``'s (:data:`dapo_ops.control.status.watch.WATCH_CODES`), the line what ended the run as
-    ``status``/``watch`` word it (run.json ``decision.ended``, :func:`statusview.ending_line`)."""
+    ``status``/``watch`` word it (run.json ``decision.ended``, :func:`rows.ending_line`)."""
     from dapo_ops.control.status.watch import WATCH_CODES
 
     if not answer:
@@ -137,7 +137,7 @@ def ending(host: str, answer: dict | None) -> tuple[int, str]:
             host,
             host,
         )
-    row = statusview.build_row(host, answer)
+    row = rows.build_row(host, answer)
     code = WATCH_CODES.get(row.state, WATCH_CODES[ERROR])
     if row.state == ERROR or not row.run_id:
         return code, row.error or "%s: no run" % host
@@ -157,7 +157,7 @@ MAX_LINES = 1_000_000
 def follow(pairs, lines: int, out=None) -> int:
     """Follow every (Target, resolve answer) pair's log until its run ends, lines prefixed by host when several.
 
-    One SSH command per host, with a pty (:func:`dapo_ops.control.status.probe.follow_log`: the bundle op
+    One SSH command per host, with a pty (:func:`dapo_ops.control.status.look.follow_log`: the bundle op
     ``runlogs follow``, :data:`dapo_ops.agent.runlogs.FOLLOW_SCRIPT`, ``tail -n <lines> -F --pid=<supervisor>``) and
     then the run's final state, printed as one ending line per host (:func:`ending`).
     ``-F`` follows the file name, so a rotated/recreated ``train.log`` and a new attempt (appended to the same
@@ -177,7 +177,7 @@ def follow(pairs, lines: int, out=None) -> int:
             "%s | " % t.name if multi else "", lock, out, drop_ctrl_c=True, end_mark=END_MARK, host=t.name
         )
         try:
-            p = svc.follow_log(t, info, lines, writer)
+            p = look.follow_log(t, info, lines, writer)
         except RemoteError as e:  # e.g. the host went away between resolve and follow
             failed.append(str(e) if str(e).startswith(t.name) else "%s: %s" % (t.name, e))
             print(failed[-1], file=sys.stderr)
@@ -264,7 +264,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
     ct = connect_timeout_override(c)
     if errors:
         found, failures = 0, []
-        for name, res in svc.fan(chosen, lambda t: _capture_errors(t, run, attempt, multi), 180, ct):
+        for name, res in look.fan(chosen, lambda t: _capture_errors(t, run, attempt, multi), 180, ct):
             if isinstance(res, str):
                 failures.append(res)
                 print(res, file=sys.stderr)
@@ -277,8 +277,8 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
             print("no failure evidence in the logs", file=sys.stderr)
         return
     try:
-        logs_found = svc.resolve_logs(chosen, run, attempt, ct)
-    except svc.StatusError as e:
+        logs_found = look.resolve_logs(chosen, run, attempt, ct)
+    except look.StatusError as e:
         fail(str(e), e.code)
     errs = list(logs_found.errors)
     for line in logs_found.notes + logs_found.errors:
@@ -289,7 +289,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
             raise Exit(code=code)  # the ending line above says why
         return
     lock = threading.Lock()
-    for name, res in svc.tail_texts(logs_found.found, lines, ct):
+    for name, res in look.tail_texts(logs_found.found, lines, ct):
         if isinstance(res, str):
             errs.append(res)
             print(res, file=sys.stderr)
@@ -302,7 +302,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
 
 
 def _capture_errors(t, run, attempt, multi):
-    text, n = svc.errors_text(t, run, attempt, "%s | " % t.name if multi else "")
+    text, n = look.errors_text(t, run, attempt, "%s | " % t.name if multi else "")
     return {"blocks": n, "text": text}
 
 

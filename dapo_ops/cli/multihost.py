@@ -1,7 +1,7 @@
 """Printing side of the multi-host launch (docs/workflow.md): ONE run on a Ray cluster across the ``-H`` hosts.
 
 :mod:`dapo_ops.cli.launch` comes here with several hosts (``--independent`` keeps one run per host);
-the steps and their teardown are :func:`dapo_ops.control.launch.multihost.launch_cluster`. This module makes the
+the steps and their teardown are :func:`dapo_ops.control.launch.multihost_service.launch_cluster`. This module makes the
 SSH targets, calls the service, prints the run id, head, nodes joined and devices, or one line and a non-zero
 exit (exit 2 for plan/topology errors, 1 otherwise), with nothing left running. ``inv stop`` calls
 :func:`stop_cluster`; ``--dry-run`` calls :func:`dry_run`. It imports nothing of :mod:`dapo_ops.cli.launch`.
@@ -13,17 +13,17 @@ import json
 import sys
 
 from dapo_ops.cli._common import EXIT_FAILED, EXIT_USAGE, connect_timeout_override, fail
-from dapo_ops.control.launch import multihost as svc
+from dapo_ops.control.launch import multihost_service
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.remote.target import Target
-from dapo_ops.core import topology as cluster
+from dapo_ops.core import topology
 from dapo_ops.core import raynodes
 from dapo_ops.core import redact
 
 # names the tests and other modules use
 cluster_dir = raynodes.cluster_dir
-cluster_plan = svc.cluster_plan
-join_timeout = svc.join_timeout
+cluster_plan = multihost_service.cluster_plan
+join_timeout = multihost_service.join_timeout
 
 
 def launch(
@@ -46,8 +46,8 @@ def launch(
         for h in chosen
     }  # the service points each at the plan's container
     try:
-        run = svc.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
-    except svc.ClusterLaunchError as e:
+        run = multihost_service.launch_cluster(req, chosen, targets, hosts_given=hosts_given)
+    except multihost_service.ClusterLaunchError as e:
         for line in e.hosts:  # several hosts refused: one line each, then the count
             print(" ".join(redact.scrub(line, secrets_all).split()), file=sys.stderr, flush=True)
         fail(redact.scrub(str(e), secrets_all), EXIT_USAGE if e.usage else EXIT_FAILED)
@@ -133,10 +133,10 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
 
 def stop_cluster(c, inv, host_name: str, run_dir: str, *, grace_s: float = 15.0, out=None) -> dict[str, str]:
     """After ``inv stop`` stopped a run on ``host_name``: stop a multi-host run's Ray sessions on every node
-    (:func:`dapo_ops.control.launch.multihost.stop_cluster`) and print one line per node. Returns
+    (:func:`dapo_ops.control.launch.multihost_service.stop_cluster`) and print one line per node. Returns
     ``{host: "stopped N processes" | error line}`` ({} for a single-host run). Never raises for a host."""
     timeout = connect_timeout_override(c)
-    run_id, result = svc.stop_cluster(
+    run_id, result = multihost_service.stop_cluster(
         inv.hosts if inv is not None else {},
         host_name,
         run_dir,
@@ -165,9 +165,9 @@ def dry_run(
 
     Raises SettingsError / PlanError / InventoryError (one line).
     """
-    from dapo_ops.control.launch import dryrun as plan_mod
+    from dapo_ops.control.launch import dryrun
 
-    got = svc.dry_run_plan(
+    got = multihost_service.dry_run_plan(
         flags,
         mode=mode,
         hosts=hosts,
@@ -180,11 +180,11 @@ def dry_run(
     if got is None:
         return None
     plan, topo = got
-    plan_mod.render(plan, console)
+    dryrun.render(plan, console)
     head = topo.head
     out = console.print if console is not None else print
     out(
-        f"Ray cluster:   head {head.name} ({head.address}:{cluster.RAY_PORT}), workers "
+        f"Ray cluster:   head {head.name} ({head.address}:{topology.RAY_PORT}), workers "
         + ", ".join(f"{n.name} ({n.address})" for n in topo.nodes[1:])
         + "; pools: "
         + ", ".join(f"{k}: {v}" for k, v in topo.placement.items())

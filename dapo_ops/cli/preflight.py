@@ -18,12 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.launch import plan as planning
-from dapo_ops.control.launch import request as launch_request
-from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch import plan
+from dapo_ops.control.launch import request
+from dapo_ops.control.launch import service
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.launch.service import LaunchRequest
-from dapo_ops.control.preflight import group as preflight_group
+from dapo_ops.control.preflight import group
 from dapo_ops.control.preflight.group import HostJob
 from dapo_ops.control.preflight.network import swanlab_key_check
 from dapo_ops.control.preflight.result import FAIL, Check, to_json, worst
@@ -177,9 +177,7 @@ def preflight(
     extra = [o for o in (override or []) if o]
     env = dict(os.environ)
     try:
-        req, sw_err = launch_request.preflight_request(
-            job, st, extra, file_cfg, env, inv, chosen, swanlab_mode=swanlab_mode
-        )
+        req, sw_err = request.preflight_request(job, st, extra, file_cfg, env, inv, chosen, swanlab_mode=swanlab_mode)
     except LaunchUsageError as e:
         fail(str(e), EXIT_USAGE)
     per_host = check_request(
@@ -227,8 +225,10 @@ def check_request(
     head = chosen[0]
     for h in chosen:
         try:
-            draft = req.drafts.get(h.name) or svc.draft_for(svc.LaunchFacts(host=h, run_id=PREFLIGHT_RUN_ID), req)
-        except planning.PlanError as e:
+            draft = req.drafts.get(h.name) or service.draft_for(
+                service.LaunchFacts(host=h, run_id=PREFLIGHT_RUN_ID), req
+            )
+        except plan.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
         ray = None
         if cluster and len(chosen) > 1:
@@ -237,7 +237,7 @@ def check_request(
     # the proxy credentials reach the probe through a 0600 file, never argv
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts
-    per_host = preflight_group.run_fleet(
+    per_host = group.run_fleet(
         chosen,
         jobs,
         quick=quick,

@@ -1,7 +1,7 @@
 """``inv prepare``: make sure the model and data files of the run settings exist where the container sees them.
 
-Per host (in parallel), ONE ``docker exec`` running the bundle op ``python3 -m dapo_ops.agent.prepare``
-(:func:`dapo_ops.agent.prepare.prepare`) inside the container: what
+Per host (in parallel), ONE ``docker exec`` running the bundle op ``python3 -m dapo_ops.agent.download``
+(:func:`dapo_ops.agent.download.prepare`) inside the container: what
 is complete is kept without any request; what is missing is fetched **inside the container** through the
 inventory's proxy from the hub the host can reach (``--hf-endpoint`` > ``HF_ENDPOINT`` of the operator >
 the container's own ``HF_ENDPOINT`` > huggingface.co; ``huggingface_hub`` when the container has it, else
@@ -22,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.launch import plan as planning
+import dapo_ops.control.launch.plan
 from dapo_ops.control.launch.service import LaunchFacts, LaunchRequest, draft_for
-from dapo_ops.control.launch.swanlab_settings import SwanlabSettings
-from dapo_ops.agent import preflight as preflight_probe
-from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.inventory import proxy as proxy_mod
+from dapo_ops.control.swanlab_settings import SwanlabSettings
+from dapo_ops.agent import preflight_probe
+from dapo_ops.control.remote import bundle
+from dapo_ops.control.inventory import proxy
 from dapo_ops.core import runstate
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.cli._common import (
@@ -66,7 +66,7 @@ def build_request(
     val_repo_file: str = "",
     endpoint: str = "",
 ) -> dict:
-    """The in-container request for :func:`dapo_ops.agent.prepare.prepare` from a plan and the repo flags. Pure."""
+    """The in-container request for :func:`dapo_ops.agent.download.prepare` from a plan and the repo flags. Pure."""
     s = plan.spec["settings"]
     req: dict = {
         "model": {"path": s["model_path"], "repo": model_repo or model_repo_for(s["model_path"])},
@@ -109,9 +109,9 @@ def item_problem(it: dict) -> str:
 
 def prepare_one(target, req: dict, env: dict, secret_env: dict, timeout: float) -> Row:
     h = target.host
-    res = remote_bundle.run_op(
+    res = bundle.run_op(
         target,
-        "prepare",
+        "download",
         [jsonlib.dumps(req)],
         python=h.python,
         env=env,
@@ -172,10 +172,10 @@ def prepare(
     inv, chosen = select_hosts(c, hosts, inventory)
     endpoint = hf_endpoint or os.environ.get("HF_ENDPOINT", "")
     try:
-        penv = proxy_mod.container_proxy_env(inv.proxy, os.environ, [h.address for h in chosen])
-    except proxy_mod.ProxyError as e:
+        penv = proxy.container_proxy_env(inv.proxy, os.environ, [h.address for h in chosen])
+    except proxy.ProxyError as e:
         fail(str(e), EXIT_USAGE)
-    public, secret = proxy_mod.split_secret(penv)
+    public, secret = proxy.split_secret(penv)
     hf_token = os.environ.get("HF_TOKEN")
     if hf_token:
         secret["HF_TOKEN"] = hf_token
@@ -187,7 +187,7 @@ def prepare(
     for h in chosen:
         try:
             plan = draft_for(LaunchFacts(host=h, run_id=run_id), req)
-        except planning.PlanError as e:
+        except dapo_ops.control.launch.plan.PlanError as e:
             fail(f"{h.name}: {e}", EXIT_USAGE)
         containers[h.name] = plan.spec.get("container")
         reqs[h.name] = build_request(

@@ -21,15 +21,15 @@ import sys
 
 from invoke.exceptions import Exit
 
-from dapo_ops.core import features as features_mod
-from dapo_ops.control.inventory import proxy as proxy_mod
+import dapo_ops.core.features
+from dapo_ops.control.inventory import proxy
 from dapo_ops.control import settings
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control import swanlab_settings
+from dapo_ops.control import swanlab_values
 from dapo_ops.core import redact
 from dapo_ops.control import userconfig
-from dapo_ops.control.launch import request as launch_request
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch import request
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.launch.service import LaunchProgress
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
@@ -172,8 +172,8 @@ def quickstart(
     inventory="",
 ):
     """Quick start: ask what is missing (container, proxy, features, SwanLab), preflight, launch, print how to follow."""
-    from dapo_ops.cli import launch as launch_cli
-    from dapo_ops.cli import preflight as preflight_cli
+    from dapo_ops.cli import launch
+    from dapo_ops.cli import preflight
 
     refuse_job_as_mode(mode, "quickstart")
     if job not in JOBS:
@@ -205,21 +205,19 @@ def quickstart(
         try:
             proxies = {
                 k: (
-                    proxy_mod.check_flag(v, f"--{k.replace('_', '-')}")
-                    if v == flag
-                    else proxy_mod.check_url(v, f"env var {k}")
+                    proxy.check_flag(v, f"--{k.replace('_', '-')}") if v == flag else proxy.check_url(v, f"env var {k}")
                 )
                 for (k, v), flag in zip(proxies.items(), (http_proxy, https_proxy))
             }
-        except proxy_mod.ProxyError as e:
+        except proxy.ProxyError as e:
             fail(str(e), EXIT_USAGE)
         if not proxies["https_proxy"]:
             proxies["https_proxy"] = proxies["http_proxy"]
     elif not configured and tty:
         print("2. proxy for the container (answer none if not needed):")
         try:
-            proxies = proxy_mod.ask(lambda q: _ask("   " + q))
-        except proxy_mod.ProxyError as e:
+            proxies = proxy.ask(lambda q: _ask("   " + q))
+        except proxy.ProxyError as e:
             fail(str(e), EXIT_USAGE)
 
     # 3. features ("default" keeps the defaults)
@@ -234,15 +232,15 @@ def quickstart(
             ans = _ask("   custom features? comma list, -name turns a default off, or 'default': ")
             features = "" if ans.lower() in ("", "default", "默认") else ans
             try:
-                features_mod.resolve(features or None)
+                dapo_ops.core.features.resolve(features or None)
                 break
-            except features_mod.FeatureError as e:
+            except dapo_ops.core.features.FeatureError as e:
                 print(f"   {e}")
     elif features.lower() in ("default", "默认"):
         features = ""
     try:
-        features_mod.resolve(features or None)
-    except features_mod.FeatureError as e:
+        dapo_ops.core.features.resolve(features or None)
+    except dapo_ops.core.features.FeatureError as e:
         fail(str(e), EXIT_USAGE)
 
     # 4. SwanLab (flag > env > config file > the question on a TTY; without a TTY a missing key is one line)
@@ -256,7 +254,7 @@ def quickstart(
         mode_choice = _ask_swanlab_mode()
     while True:
         try:
-            sw = swanlab_cfg.resolve_for_launch(
+            sw = swanlab_settings.resolve_for_launch(
                 mode_flag=mode_choice or None, env=env, notes=notes, stdin_isatty=tty, tables=file_cfg
             )
             break
@@ -280,7 +278,7 @@ def quickstart(
             env[k] = v
     names = ",".join(h.name for h in chosen) if hosts else ""
     # unanswered = not given: launch refuses a setting given empty (control/settings.py EMPTY_RULES)
-    args = launch_request.TaskArgs(
+    args = request.TaskArgs(
         mode=job,
         flags=given_flags(
             steps=steps, features=features or None, container=container or None, trainer_mode=mode or None
@@ -291,9 +289,9 @@ def quickstart(
         skip_preflight=True,  # the full preflight below (or --skip-preflight); the launch's probe still reads its facts
     )
     progress = LaunchProgress()
-    with on_interrupt(lambda: launch_cli.interrupted_line(progress)):
+    with on_interrupt(lambda: launch.interrupted_line(progress)):
         try:
-            got = launch_request.build(
+            got = request.build(
                 args,
                 env,
                 select_hosts=lambda: (inv, chosen),
@@ -303,13 +301,11 @@ def quickstart(
             )
         except LaunchUsageError as e:
             fail(str(e), EXIT_USAGE)
-        assert isinstance(got, launch_request.Launch)  # not a dry run
+        assert isinstance(got, request.Launch)  # not a dry run
         if not skip_preflight:  # the runs' own drafts: what the start then finishes and runs
             print("preflight:")
-            preflight_cli.report(
-                preflight_cli.check_request(c, got.request, got.hosts, env=env, file_cfg=file_cfg or {})
-            )
-        launch_cli.start(c, got, accept_new_host_keys=False, json_=False)
+            preflight.report(preflight.check_request(c, got.request, got.hosts, env=env, file_cfg=file_cfg or {}))
+        launch.start(c, got, accept_new_host_keys=False, json_=False)
     print("monitor:")
     sel = f" -H {names}" if names else ""
     inv_opt = f" --inventory {shlex.quote(inventory)}" if inventory else ""

@@ -1,6 +1,6 @@
 """``status``, ``stop``, ``watch``: every run on every host in one glance, cheaply (``logs``: :mod:`dapo_ops.cli.logs`).
 
-These tasks parse flags, call :mod:`dapo_ops.control.status.probe` (one probe per host per look, in parallel, over each
+These tasks parse flags, call :mod:`dapo_ops.control.status.look` (one probe per host per look, in parallel, over each
 host's reused SSH connection), print and exit; output is printed by the main thread only, whole lines, prefixed by
 host name when several hosts answer.
 
@@ -16,11 +16,11 @@ import time
 
 from invoke.exceptions import Exit
 
-from dapo_ops.control.remote import fanout as fanout_mod
-from dapo_ops.control.status import probe as svc
-from dapo_ops.control.status import events as statusevents
-from dapo_ops.control.status import table as statustable
-from dapo_ops.control.status import rows as statusview
+import dapo_ops.control.remote.fanout
+from dapo_ops.control.status import look
+from dapo_ops.control.status import events
+import dapo_ops.control.status.table
+import dapo_ops.control.status.rows
 from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD
 from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
@@ -37,16 +37,20 @@ CONTAINER_HELP = "container the run was launched in (env CONTAINER; default: the
 
 
 def collect_rows(
-    c, chosen: list, run: str = "", all_runs: bool = False, stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S
-) -> list[statusview.StatusRow]:
-    """:func:`dapo_ops.control.status.probe.collect_rows` with the ``-t`` connect timeout of context ``c``."""
-    return svc.collect_rows(
+    c,
+    chosen: list,
+    run: str = "",
+    all_runs: bool = False,
+    stale_after_s: float = dapo_ops.control.status.rows.DEFAULT_STALE_AFTER_S,
+) -> list[dapo_ops.control.status.rows.StatusRow]:
+    """:func:`dapo_ops.control.status.look.collect_rows` with the ``-t`` connect timeout of context ``c``."""
+    return look.collect_rows(
         chosen, run=run, all_runs=all_runs, stale_after_s=stale_after_s, connect_timeout=connect_timeout_override(c)
     )
 
 
 def _stale_after(c) -> float:
-    return svc.stale_after(getattr(c, "config", None))
+    return look.stale_after(getattr(c, "config", None))
 
 
 #: the table's columns that wrap at spaces (every other column keeps its whole text on one line), with the narrowest
@@ -55,7 +59,7 @@ def _stale_after(c) -> float:
 WRAP_MIN = {"features": 16, "verdict": 16}
 #: the table's columns: the SwanLab link is a line of its own under the table (a link folded inside a cell can be
 #: neither clicked nor copied)
-TABLE_COLUMNS = tuple(c for c in statustable.COLUMNS if c != "swanlab")
+TABLE_COLUMNS = tuple(c for c in dapo_ops.control.status.table.COLUMNS if c != "swanlab")
 
 
 def _console(f, width: int | None):
@@ -68,7 +72,7 @@ def _console(f, width: int | None):
 
 
 def _wrap_min(col: str, all_cells: list[dict]) -> int:
-    words = [w for c in all_cells for w in c[col].split()] + [statustable.HEADERS.get(col, col)]
+    words = [w for c in all_cells for w in c[col].split()] + [dapo_ops.control.status.table.HEADERS.get(col, col)]
     return max([WRAP_MIN[col]] + [len(w) for w in words])
 
 
@@ -82,29 +86,29 @@ def table_width(all_cells: list[dict], natural: bool = False) -> int:
         if col in WRAP_MIN:
             total += max([_wrap_min(col, all_cells)] + [len(c[col]) for c in all_cells if natural])
         else:
-            total += max([len(statustable.HEADERS.get(col, col))] + [len(c[col]) for c in all_cells])
+            total += max([len(dapo_ops.control.status.table.HEADERS.get(col, col))] + [len(c[col]) for c in all_cells])
     return total + 3 * len(TABLE_COLUMNS) + 1
 
 
-def _style(r: statusview.StatusRow) -> str | None:
+def _style(r: dapo_ops.control.status.rows.StatusRow) -> str | None:
     if r.state in (RunStatus.FAILED, SUPERVISOR_DEAD, ERROR) or r.stale:
         return "bold red"
     return "green" if r.state == RunStatus.SUCCEEDED else None
 
 
-def _row_cells(r: statusview.StatusRow) -> dict:
-    cells = statustable.cells(r)
+def _row_cells(r: dapo_ops.control.status.rows.StatusRow) -> dict:
+    cells = dapo_ops.control.status.table.cells(r)
     cells["verdict"] = r.verdict or ("-" if r.state != ERROR else "error")
     cells["features"] = cells["features"].replace(",", ", ")  # wraps at the spaces
     return cells
 
 
-def _block(r: statusview.StatusRow, cells: dict):
+def _block(r: dapo_ops.control.status.rows.StatusRow, cells: dict):
     """One run as a few labelled lines (a narrow terminal): host, whole run id and state first, then progress,
     metrics with units, features, verdict and the SwanLab link (long values wrap, never cut)."""
     from rich.text import Text
 
-    L = statustable.LABELS
+    L = dapo_ops.control.status.table.LABELS
     head = Text(r.host, style="bold")
     head.append("  " + (r.run_id or "no run") + "  ")
     head.append(cells["state"], style=_style(r) or "")
@@ -122,11 +126,11 @@ def _block(r: statusview.StatusRow, cells: dict):
     if cells["verdict"] != "-":
         lines.append(Text("  verdict " + cells["verdict"], overflow="fold"))
     if cells["swanlab"] != "-":
-        lines.append(Text("  swanlab " + statustable.swanlab_text(cells["swanlab"]), overflow="fold"))
+        lines.append(Text("  swanlab " + dapo_ops.control.status.table.swanlab_text(cells["swanlab"]), overflow="fold"))
     return lines
 
 
-def render_table(rows: list[statusview.StatusRow], out=None, width: int | None = None) -> None:
+def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, width: int | None = None) -> None:
     """Print rows for the terminal they land on, then one note line per row that has a hint (verdict hint, dead
     supervisor) and one summary line per live run (its whole run id, step, ETA, throughput).
 
@@ -146,11 +150,15 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
     f = out or sys.stdout
     console = _console(f, width)
     all_cells = [_row_cells(r) for r in rows]
-    if not width and not fanout_mod.is_terminal(f) and not fanout_mod.columns_env():  # piped: one line per row
+    if (
+        not width
+        and not dapo_ops.control.remote.fanout.is_terminal(f)
+        and not dapo_ops.control.remote.fanout.columns_env()
+    ):  # piped: one line per row
         console.width = max(console.width, table_width(all_cells, natural=True))
     notes = []
     for r in rows:
-        if r.cluster:  # multi-host run (control/launch/multihost.py)
+        if r.cluster:  # multi-host run (control/launch/multihost_service.py)
             cl = r.cluster
             notes.append(
                 "%s %s: Ray cluster, %s nodes joined (%s), %s devices, head %s:%s"
@@ -170,9 +178,11 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
             notes.append(note if note.startswith(r.host + ":") else "%s: %s" % (head, note))
         if r.health and r.run_id:  # the watched training metric's trend (core/health.py)
             notes.append("%s %s: %s" % (r.host, r.run_id, r.health["shown"]))
-        notes += [x for x in (statusview.notify_line(r),) if x]  # failed webhook sends (run.json notify_failures)
-        notes += statusevents.suggestion_lines(r)
-    notes += [x for x in (statustable.summary_line(r) for r in rows) if x]
+        notes += [
+            x for x in (dapo_ops.control.status.rows.notify_line(r),) if x
+        ]  # failed webhook sends (run.json notify_failures)
+        notes += events.suggestion_lines(r)
+    notes += [x for x in (dapo_ops.control.status.table.summary_line(r) for r in rows) if x]
     need = table_width(all_cells)
     if need <= console.width:
         # the room left goes to the wrapping columns, the features first, each up to its widest cell
@@ -185,13 +195,16 @@ def render_table(rows: list[statusview.StatusRow], out=None, width: int | None =
         for col in TABLE_COLUMNS:
             wrap = col in WRAP_MIN
             table.add_column(
-                statustable.HEADERS.get(col, col), no_wrap=not wrap, overflow="fold", min_width=mins.get(col)
+                dapo_ops.control.status.table.HEADERS.get(col, col),
+                no_wrap=not wrap,
+                overflow="fold",
+                min_width=mins.get(col),
             )
         for r, cells in zip(rows, all_cells):
             table.add_row(*[Text(cells[c], style=(_style(r) or "") if c == "state" else "") for c in TABLE_COLUMNS])
         console.print(table)
         notes = [
-            "%s %s: swanlab %s" % (r.host, r.run_id, statustable.swanlab_text(r.swanlab_url))
+            "%s %s: swanlab %s" % (r.host, r.run_id, dapo_ops.control.status.table.swanlab_text(r.swanlab_url))
             for r in rows
             if r.swanlab_url
         ] + notes
@@ -227,9 +240,9 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
     chosen = with_container(chosen, container)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
     if all_:
-        rows = statusview.sort_newest_first(rows)
+        rows = dapo_ops.control.status.rows.sort_newest_first(rows)
     else:  # a Ray worker host of a chosen head's multi-host run: that run's row, live or ended
-        rows = svc.with_cluster_workers(rows)
+        rows = look.with_cluster_workers(rows)
     if json_:
         print(_json.dumps([r.to_json() for r in rows], indent=1, default=str))
     else:
@@ -259,9 +272,9 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     every node."""
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    from dapo_ops.control.status import stop as stopruns  # here: `inv status` does not load it
+    import dapo_ops.control.status.stop
 
-    results = stopruns.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
+    results = dapo_ops.control.status.stop.stop_runs(chosen, run, float(grace), connect_timeout_override(c))
     for r in results:
         if r.kind in ("stopped", "already", "with-head"):
             print(r.message)
@@ -304,9 +317,9 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
-    from dapo_ops.control.status import watch as watchloop  # here: `inv status` does not load it
+    import dapo_ops.control.status.watch
 
-    w = watchloop.Watch(chosen)
+    w = dapo_ops.control.status.watch.Watch(chosen)
     stale_s = _stale_after(c)
     tty = sys.stdout.isatty()
     try:

@@ -10,7 +10,7 @@ flag, environment variable (the runbook's names: ``TRAIN_STEPS``, ``FRAMEWORK``,
 them in sync) and so is every settings flag's ``--help`` (:func:`flag_help`, :func:`task_help`).
 
 Secrets are not settings: the SwanLab API key and webhook URLs are handled by
-:mod:`dapo_ops.control.launch.swanlab_settings` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
+:mod:`dapo_ops.control.swanlab_settings` / :mod:`dapo_ops.agent.notify` and never enter a run spec or a plan.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, Mapping
 
 from dapo_ops.control.inventory.model import NAME_PATTERN
 from dapo_ops.core import defaults
-from dapo_ops.core.features import ALL as FEATURE_NAMES, FeatureError, parse_user_features
+from dapo_ops.core import features
+from dapo_ops.core.features import FeatureError, parse_user_features
 from dapo_ops.core.runspec import MAX_STEPS
 
 
@@ -204,7 +205,7 @@ PARAMS: tuple[Param, ...] = (
         "features",
         "USER_FEATURES",
         "features",
-        "explicit features, comma list; -name turns a default off (" + ", ".join(FEATURE_NAMES) + ")",
+        "explicit features, comma list; -name turns a default off (" + ", ".join(features.ALL) + ")",
     ),
     _p("offload", "ENABLE_OFFLOAD", "bool", "start with offload on (an explicit feature)"),
     # at most 10: each retry restarts verl (model load + checkpoint resume, minutes) one rung up the OOM ladder, which
@@ -616,7 +617,7 @@ def convert(p: Param, raw, where: str):
         if val.strip() and not on and not off and not re.search(r"default|默认", val, re.I):
             raise SettingsError(
                 f"{where}={shown(raw)} names no feature; give feature names (e.g. "
-                f"{FEATURE_NAMES[0]},-{FEATURE_NAMES[1]}) or drop it for the defaults"
+                f"{features.ALL[0]},-{features.ALL[1]}) or drop it for the defaults"
             )
     else:
         if isinstance(raw, (dict, list)):

@@ -8,7 +8,7 @@ run record: ``[swanlab]`` (``host``, ``web_host``, ``api_key``, ``mode``, ``log_
 each :data:`dapo_ops.control.settings.PARAMS` entry). :data:`TABLES` is the model (msgspec);
 an unknown table or key, or a value of the wrong type, is a :class:`UserConfigError` naming
 the file, the line, the table and the key. The values themselves are checked where they are
-used (:mod:`dapo_ops.control.settings`, :mod:`dapo_ops.control.launch.swanlab_settings`, :mod:`dapo_ops.agent.notify`).
+used (:mod:`dapo_ops.control.settings`, :mod:`dapo_ops.control.swanlab_settings`, :mod:`dapo_ops.agent.notify`).
 
 Path: ``$DAPO_OPS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/dapo-ops/config.toml``, else
 ``~/.config/dapo-ops/config.toml``. Writing refuses a path inside the git work tree of this
@@ -30,7 +30,7 @@ import msgspec
 
 from dapo_ops.control import settings
 from dapo_ops.agent.notify import DEFAULT_TIMEOUT_S
-from dapo_ops.control.inventory.hosts import TomlLines, explain, toml_error
+from dapo_ops.control.inventory.hosts_file import TomlLines, explain, toml_error
 from dapo_ops.control.inventory.model import ProxyTable
 from dapo_ops.control.inventory.model import rule
 
@@ -49,7 +49,7 @@ class UserConfigError(ValueError):
     """One-line problem with the user config file (path, what is wrong, how to fix)."""
 
 
-#: ``[swanlab]`` (strings; :func:`dapo_ops.control.launch.swanlab_settings.resolve` checks the mode and the hosts) and one
+#: ``[swanlab]`` (strings; :func:`dapo_ops.control.swanlab_settings.resolve` checks the mode and the hosts) and one
 #: ``[notify] webhooks`` entry (:func:`dapo_ops.agent.notify.spec_from_user_config` checks its kind and URL)
 SwanlabTable = msgspec.defstruct(
     "SwanlabTable",

@@ -27,7 +27,7 @@ from typing import Any
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.policy import NO_RUNG_PHASES
-from dapo_ops.core.profiles import token_budgets as _default_budgets
+from dapo_ops.core import profiles
 
 #: Memory rungs of the phase-less (``unknown``) ladder, in order (docs/troubleshooting.md oom-device).
 RUNGS = ("offload", "recompute")
@@ -204,7 +204,7 @@ def _extra_value(settings: dict[str, Any], key: str) -> int | None:
 def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     """The dynamic-batch token budget ``key`` an attempt with ``settings`` runs with (tokens): the ladder's
     ``token_budgets``, else the user's override, else the profile's default (dapo_ops/core/profiles.py)."""
-    budgets = _default_budgets(int(settings["max_prompt_length"]), int(settings["max_response_length"]))
+    budgets = profiles.token_budgets(int(settings["max_prompt_length"]), int(settings["max_response_length"]))
     return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or budgets[key])
 
 

@@ -459,6 +459,6 @@ def command_string(argv: list[str], workdir: str | None = None) -> str:
 
 def config_location(spec: dict[str, Any]) -> tuple[str, str, list[str]]:
     """``(config_dir relative to the verl root, config_name, group_overrides)`` of the spec's entry,
-    for the compose check (:mod:`dapo_ops.control.preflight.compose`)."""
+    for the compose check (:mod:`dapo_ops.control.preflight.compose_check`)."""
     ent = profiles.entry(spec["profile"], spec["mode"], spec["framework"])
     return ent.config_dir, ent.config_name, list(ent.group_overrides)

@@ -6,7 +6,7 @@ a secret is shown (:data:`REDACTED`, :func:`display_url`), and how text, argv an
 :func:`redact_argv`, :func:`redact_env`). Callers: the dry-run plan (``dapo_ops/control/launch/plan.py``,
 ``dapo_ops/control/launch/dryrun.py``), proxy settings (``dapo_ops/control/inventory/proxy.py``), ``docker run`` (``-e VAR`` without a
 value for a proxy with credentials, ``dapo_ops/control/inventory/container_spec.py``), SwanLab settings and launch output
-(``dapo_ops/control/launch/swanlab_settings.py``, ``dapo_ops/cli/launch.py``, ``dapo_ops/cli/multihost.py``), the supervisor's
+(``dapo_ops/control/swanlab_settings.py``, ``dapo_ops/cli/launch.py``, ``dapo_ops/cli/multihost.py``), the supervisor's
 own log of the verl command (``dapo_ops/agent/supervisor/``) and the webhook notifier's errors
 (``dapo_ops/agent/notify.py``).
 """

@@ -41,7 +41,7 @@ class RunStatus(str, Enum):
     failed | stopped; ``inv stop`` writes stopped (or failed, ``--by``) for a dead supervisor
     (``dapo_ops/agent/runstop.py``). :attr:`UNKNOWN` is written by no one: it is the status readers give a run dir
     whose supervisor never wrote run.json (a launch that died first: ``dapo_ops/agent/runfiles.py`` ``list_runs``,
-    ``dapo_ops/agent/probe.py`` ``probe_status``, ``dapo_ops/agent/runstop.py``); it is neither active nor terminal.
+    ``dapo_ops/agent/runprobe.py`` ``probe_status``, ``dapo_ops/agent/runstop.py``); it is neither active nor terminal.
     A member compares and hashes equal to its string (``RunStatus.RUNNING == "running"``) and prints as it.
     """
 

@@ -1,4 +1,5 @@
-"""Multi-host topology, Ray head/worker commands and per-node collective environment (pure, stdlib only).
+"""Multi-host topology, Ray head/worker commands and the environment of verl's processes: per-node collectives, and
+the Ascend CANN launcher (pure, stdlib only).
 
 The Ray session processes on the hosts (leader, teardown, cluster view) are :mod:`dapo_ops.agent.raysession`.
 
@@ -44,6 +45,21 @@ HEAD_GONE_REFUSALS = 3
 #: Run-spec ``env`` names that never reach ``ray start``: the driver's pointer at this cluster (``ray start`` has
 #: its own ``--address``) and the proxy exclusions (:func:`ray_process_env` merges its own).
 NOT_FOR_RAY_NODES = ("RAY_ADDRESS", "no_proxy", "NO_PROXY")
+
+#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
+CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+#: ``spec["launcher"]`` on NPU (planning: :mod:`dapo_ops.control.launch.plan`; the Ray session of a multi-host run
+#: starts under it too): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is unset, source the
+#: CANN files that exist, then ``exec`` verl (bash: the files use bash syntax). Preflight reports which of
+#: :data:`CANN_SET_ENV` a container has.
+CANN_LAUNCHER = (
+    "bash",
+    "-c",
+    'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in '
+    + " ".join(CANN_SET_ENV)
+    + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"',
+    "dapo-ops-cann",
+)
 
 
 class TopologyError(ValueError):

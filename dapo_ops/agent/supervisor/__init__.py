@@ -18,7 +18,7 @@ Per run (``<run_dir>/spec.json``, docs/design.md "Run spec"):
    then SIGKILL; own processes only, never by name: :mod:`dapo_ops.agent.procs`), classify the attempt log's
    tail, ask ``ladder.decide`` (:mod:`.escalate`) and either retry (next FeatureSet / setting changes,
    ``trainer.resume_mode=auto`` on the same checkpoint dir (:mod:`.checkpoints`), same experiment, same SwanLab
-   run id; on GPU after the device memory is free again, :mod:`.devices`) or stop with the suggestions;
+   run id; on GPU after the device memory is free again, :mod:`.accelerator`) or stop with the suggestions;
 4. SIGTERM/SIGINT to the supervisor (``inv stop``) stops the verl group and marks the run ``stopped``.
 
 The state machine is :class:`~dapo_ops.agent.supervisor.machine.Supervisor` (:mod:`.machine`); tunables are listed

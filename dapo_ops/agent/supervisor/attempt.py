@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dapo_ops.agent import procs
-from dapo_ops.agent.supervisor import devices
+from dapo_ops.agent.supervisor import accelerator
 from dapo_ops.agent.supervisor.config import NOTIFY_SECRET_PREFIX
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import defaults, overrides, redact
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: under the 107-byte AF_UNIX limit.
 RAY_TMP_ROOT = "/tmp/dray"
 #: the directory that holds the ``dapo_ops`` package (<bundle>/dapo_ops/agent/supervisor/attempt.py): what
-#: the bundle op line (``remote_bundle.op_line``, run by ``dapo_ops.agent.runstart``) puts on the supervisor's
+#: the bundle op line (``bundle.op_line``, run by ``dapo_ops.agent.runstart``) puts on the supervisor's
 #: PYTHONPATH; verl does not get it
 BUNDLE_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -61,7 +61,7 @@ def ray_tmpdir(spec: defaults.RunSpec, k: int, env: Optional[Dict[str, str]] = N
     """``/tmp/dray/<run_id>.<k>``: attempt ``k``'s own Ray temp dir (verl's ``ray.init()`` starts a local
     cluster there), so its Ray daemons can be found by command line and stopped with the attempt, and never
     another run's. None for a multi-host run (spec ``ray`` / ``RAY_ADDRESS``: the cluster is
-    ``cluster_ops``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
+    ``raycluster``'s) or when the run's env sets ``RAY_TMPDIR`` itself."""
     env = dict(os.environ) if env is None else env
     if spec.ray or env.get("RAY_ADDRESS") or spec.env.get("RAY_TMPDIR"):
         return None
@@ -148,7 +148,7 @@ def teardown(
     att["teardown_s"] = round(now() - t_stop, 3)
     if killed:
         log("SIGKILLed leftover own processes: %s" % killed)
-    mem = devices.device_memory_used_mib() if gpu else None
+    mem = accelerator.device_memory_used_mib() if gpu else None
     if mem is not None:
         att["device_mem_after_mib"] = mem
         log("attempt %d torn down in %.1f s; device memory used now (MiB): %s" % (att["n"], att["teardown_s"], mem))
@@ -163,12 +163,12 @@ def exit_code(rc: Optional[int]) -> Optional[int]:
 def kernel_oom(oom0: Optional[Tuple[str, int]], code: Optional[int], att: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The container state of an attempt that verl did not survive: ``{"OOMKilled": True, "source": file}`` when
     it was SIGKILLed (``code`` 137 or 9) and the OOM-kill counter read before it started (``oom0``,
-    :func:`devices.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
+    :func:`accelerator.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
     records the counter either way (``att["oom_counter"]``: file, before, after), the evidence of an external
-    kill (:func:`devices.kill_evidence`)."""
+    kill (:func:`accelerator.kill_evidence`)."""
     if code not in (137, 9) or oom0 is None:
         return None
-    oom1 = devices.oom_kill_count((oom0[0],))
+    oom1 = accelerator.oom_kill_count((oom0[0],))
     att["oom_counter"] = {"file": oom0[0], "before": oom0[1], "after": None if oom1 is None else oom1[1]}
     if oom1 is None or oom1[1] <= oom0[1]:
         return None

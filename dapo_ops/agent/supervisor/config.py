@@ -7,9 +7,9 @@ in verl's environment only, never on disk, in argv or in run.json.
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
 output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM -> SIGKILL),
 ``retry_delay_s`` (10 on NPU -- HCCL ``EJ0001`` if restarted too soon --; on GPU at most 3: the wait ends as soon
-as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.devices.wait_gpu_release`),
+as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.accelerator.wait_gpu_release`),
 ``release_wait_max_s`` (60: the bound on the latter), ``write_interval_s`` (1.0: run.json progress throttle),
-``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.devices.OOM_COUNTER_FILES`),
+``oom_counter_files`` (list of paths, default :data:`dapo_ops.agent.supervisor.accelerator.OOM_COUNTER_FILES`),
 ``stall_factor`` / ``stall_floor_s`` (a stall: no progress for factor x the longest step seen, at least the floor;
 :class:`.stall.StepClock`), ``counter_window_s`` / ``counter_sample_s`` (:class:`.stall.CounterWatch`),
 ``storm_min_span_s`` / ``storm_slow_span_s`` (:mod:`.storm`), ``log_rate_bytes_s`` / ``log_burst_bytes`` (train.log's

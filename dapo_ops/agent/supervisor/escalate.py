@@ -15,7 +15,7 @@ import sys
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
-from dapo_ops.agent.supervisor import devices, stall
+from dapo_ops.agent.supervisor import accelerator, stall
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, health, ladder, policy, topology
@@ -58,7 +58,7 @@ def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optio
         container_state=outcome.get("container_state"),
     ).to_json()
     if (v.get("detail") or {}).get("external") and outcome.get("att") is not None:  # a kill nobody here ordered
-        seen = devices.kill_evidence(outcome["att"])
+        seen = accelerator.kill_evidence(outcome["att"])
         v["evidence"] = list(v.get("evidence") or []) + seen
         v["detail"]["kill_evidence"] = seen
         log("attempt %s killed from outside: %s" % (outcome["att"].get("n"), "; ".join(seen)))

@@ -10,7 +10,7 @@ node; the wait ends as soon as every node answered); the child is bounded too (i
 The head's own files are read while the child starts. A node that is not
 alive, or does not answer in time, is named as lost: its files stay on that host. Everything lands in
 ``<run_dir>/evidence/<host>/`` (the latest failed attempt's; an earlier one's is replaced), and
-:func:`dapo_ops.core.evidence.earliest` names the host and rank of the earliest error (the root-cause rule).
+:func:`dapo_ops.core.first_error.earliest` names the host and rank of the earliest error (the root-cause rule).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import shutil
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from dapo_ops.agent import evidence as host_evidence
+from dapo_ops.agent import evidence
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import evidence
+from dapo_ops.core import first_error
 from dapo_ops.core.topology import RAY_PORT
 from dapo_ops.core import defaults
 
@@ -37,13 +37,13 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
     """The evidence of every node of a multi-host run (``spec["ray"]["nodes"]``, the head first), written under
     ``<run_dir>/evidence/``; None for a single-host run. ``since``: the attempt's start (seconds since the epoch);
     ``wait_s``: how long the workers' tasks may take (seconds). Returns ``{"dir", "hosts" (answered), "lost":
-    [{"name", "address", "why"}], "earliest" (:func:`dapo_ops.core.evidence.earliest`'s finding, trimmed, or None),
-    "line" (:func:`dapo_ops.core.evidence.summary_line`), "took_s"}``. Never raises."""
+    [{"name", "address", "why"}], "earliest" (:func:`dapo_ops.core.first_error.earliest`'s finding, trimmed, or None),
+    "line" (:func:`dapo_ops.core.first_error.summary_line`), "took_s"}``. Never raises."""
     nodes = list(((spec.get("ray") or {}).get("nodes")) or [])
     if len(nodes) < 2:
         return None
     t0 = now()
-    base = os.path.join(run_dir, host_evidence.EVIDENCE_DIR)
+    base = os.path.join(run_dir, evidence.EVIDENCE_DIR)
     shutil.rmtree(base, ignore_errors=True)
     since = since - CLOCK_SLACK_S
     by_host: Dict[str, Dict[str, Any]] = {}
@@ -51,8 +51,8 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
     child = _start_workers(spec, run_dir, nodes[1:], since, wait_s)
     head = nodes[0]
     try:
-        found = dict(host_evidence.collect(None, since), node=head.get("name"), address=head.get("address"))
-        host_evidence.write(run_dir, head["name"], found)
+        found = dict(evidence.collect(None, since), node=head.get("name"), address=head.get("address"))
+        evidence.write(run_dir, head["name"], found)
         by_host[head["name"]] = found
     except Exception as e:  # noqa: BLE001 - the head's own files: said, never fatal
         lost.append({"name": head.get("name"), "address": head.get("address"), "why": "not readable here: %s" % e})
@@ -70,7 +70,7 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
                     "why": why.get(n["name"]) or answer.get("error") or "no answer",
                 }
             )
-    err = evidence.earliest({n["name"]: by_host[n["name"]] for n in nodes if n["name"] in by_host})
+    err = first_error.earliest({n["name"]: by_host[n["name"]] for n in nodes if n["name"] in by_host})
     if err is not None:
         err = dict(
             {k: err.get(k) for k in ("host", "rank", "time", "ts", "source", "cls", "tier")},
@@ -78,7 +78,7 @@ def collect(spec: Mapping[str, Any], run_dir: str, since: float, wait_s: float) 
         )
     hosts = [n["name"] for n in nodes if n["name"] in by_host]
     took_s = round(now() - t0, 2)
-    line = evidence.summary_line(err, [x["name"] for x in lost])
+    line = first_error.summary_line(err, [x["name"] for x in lost])
     out = {"dir": base, "hosts": hosts, "lost": lost, "earliest": err, "line": line, "took_s": took_s}
     log("evidence of %d host(s) in %s in %.1f s: %s" % (len(hosts), base, took_s, line))
     return out

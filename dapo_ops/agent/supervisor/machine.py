@@ -4,7 +4,7 @@ States (run.json ``status``, :class:`dapo_ops.core.runstate.RunStatus`): ``start
 ``retrying`` (the ladder chose a retry; the delay / GPU release wait) -> ``running`` ... -> ``succeeded`` |
 ``failed`` | ``stopped``. The pieces: :mod:`.config` (spec, secret.env, tunables), :mod:`.attempt` (command,
 environment, start, teardown), :mod:`.follow` (the attempt log as it grows), :mod:`.escalate` (verdict ->
-decision), :mod:`.record` (run.json), :mod:`.devices` (nvidia-smi, OOM-kill counter), :mod:`.checkpoints`.
+decision), :mod:`.record` (run.json), :mod:`.accelerator` (nvidia-smi, OOM-kill counter), :mod:`.checkpoints`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from dapo_ops.agent import notify, procs, runfiles
 from dapo_ops.agent.supervisor import (
+    accelerator,
     attempt,
     config,
-    devices,
     diskspace,
     escalate,
     follow,
@@ -227,11 +227,13 @@ class Supervisor:
         prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
         att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
-        counters = self.spec.supervisor.get("oom_counter_files") or devices.OOM_COUNTER_FILES
-        oom0 = devices.oom_kill_count(tuple(counters))
+        counters = self.spec.supervisor.get("oom_counter_files") or accelerator.OOM_COUNTER_FILES
+        oom0 = accelerator.oom_kill_count(tuple(counters))
         gpu = self.spec.get("accelerator") == "gpu"
         if gpu and k == 1:
-            att["device_mem_before_mib"] = devices.device_memory_used_mib()  # the baseline the retry waits return to
+            att["device_mem_before_mib"] = (
+                accelerator.device_memory_used_mib()
+            )  # the baseline the retry waits return to
         self.rec["attempts"].append(att)
         self.rec["attempt"] = k
         self.rec["features"] = fs.to_json()
@@ -269,7 +271,7 @@ class Supervisor:
             learned_timing=self.memos.timing() if self.memos is not None else None,
             settings=self._clock_settings(),
             counters=stall.CounterWatch(
-                lambda: devices.device_load(str(self.spec.get("accelerator") or defaults.HOST["accelerator"])),
+                lambda: accelerator.device_load(str(self.spec.get("accelerator") or defaults.HOST["accelerator"])),
                 self._attempt_cpu_s,
                 self.tun["counter_window_s"],
                 self.tun["counter_sample_s"],
@@ -397,7 +399,7 @@ class Supervisor:
         if self.spec.get("accelerator") == "gpu" and not self.stop_requested:
             # GPU: the delay only waits out device-memory release (HCCL needs the full one on NPU)
             base = (self.rec["attempts"][0] or {}).get("device_mem_before_mib")
-            devices.wait_before_retry(
+            accelerator.wait_before_retry(
                 att,
                 k,
                 self.att_pids,

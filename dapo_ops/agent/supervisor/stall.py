@@ -199,7 +199,7 @@ class CounterWatch:
     attempt's processes' CPU time growing by less than :data:`CPU_IDLE_SHARE` of a core, at every sample for
     ``window_s`` seconds. Armed only once a device was seen busy in this attempt (start-up, model load and a
     download are not training). ``read_devices()``: ``[(busy %, used MiB)]`` or None (no tool: never calls a
-    stall), :func:`.devices.device_load`; ``read_cpu()``: CPU seconds of the attempt's processes, or None.
+    stall), :func:`.accelerator.device_load`; ``read_cpu()``: CPU seconds of the attempt's processes, or None.
 
     A diverged DAPO run that generates for ever (verl 0.9.1's V1 ReplayBuffer ignores ``max_num_gen_batches``,
     verl/trainer/ppo/v1/trainer_base.py:205-211) keeps the devices busy: the counters never call it; the step

@@ -1,8 +1,8 @@
 """The ``hosts.toml`` model: :class:`Host` (types, ranges, enums and patterns as msgspec ``Annotated`` metadata,
 each with its one-line ``problem`` text: :func:`rule`), the per-table msgspec types (:data:`HostTable`,
 :class:`ProxyTable`), the whole file (:class:`HostsFile`) and its JSON Schema (:func:`json_schema`, written to
-``docs/hosts.schema.json`` by ``python -m dapo_ops.control.inventory.hosts``). Loading and the error messages are
-:mod:`dapo_ops.control.inventory.hosts`.
+``docs/hosts.schema.json`` by ``python -m dapo_ops.control.inventory.hosts_file``). Loading and the error messages are
+:mod:`dapo_ops.control.inventory.hosts_file`.
 """
 
 import dataclasses
@@ -200,7 +200,7 @@ def _host_proxy_check(self) -> None:
     """A host table's ``env`` proxy entries (the per-host proxy of ``runtime = "host"``) follow the one proxy rule
     (:func:`dapo_ops.control.inventory.proxy.problem`, :func:`~dapo_ops.control.inventory.proxy.no_proxy_problem`) and carry no
     credentials: that env is exported on the host's command line (dapo_ops/control/remote/commands.py
-    ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.hosts.explain`)."""
+    ``_bare_command``). ValueError ``env: <why>`` (msgspec wraps it; :func:`dapo_ops.control.inventory.hosts_file.explain`)."""
     from dapo_ops.control.inventory import proxy
     from dapo_ops.core import redact
 
@@ -246,7 +246,7 @@ class ProxyTable(msgspec.Struct, forbid_unknown_fields=True):
     def __post_init__(self):
         """The one proxy rule (:func:`dapo_ops.control.inventory.proxy.problem`, :func:`~dapo_ops.control.inventory.proxy.no_proxy_problem`;
         also used by the settings and quickstart); msgspec turns the ValueError into its ValidationError, whose text
-        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.hosts.explain` reads."""
+        ``<field>: <problem>`` :func:`dapo_ops.control.inventory.hosts_file.explain` reads."""
         from dapo_ops.control.inventory import proxy
 
         for k in ("http_proxy", "https_proxy"):
@@ -274,7 +274,7 @@ class HostsFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 #: a word of an env name that marks a secret (``HF_TOKEN``, ``API_KEY``; not ``TOKENIZERS_PARALLELISM``): refused in
-#: a host's ``env`` (hosts.toml is kept in git), :func:`dapo_ops.control.inventory.hosts.loads`
+#: a host's ``env`` (hosts.toml is kept in git), :func:`dapo_ops.control.inventory.hosts_file.loads`
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
 
 

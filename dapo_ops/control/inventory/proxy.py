@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 # the one credential rule and how a URL with credentials is shown (core/redact.py)
-from dapo_ops.core.redact import REDACTED, display_url as display, has_credentials
+from dapo_ops.core.redact import REDACTED, display_url, has_credentials
 
 PROXY_VARS: tuple[str, ...] = ("http_proxy", "https_proxy")
 LOOPBACK: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
@@ -41,7 +41,7 @@ def shown(value: str) -> str:
     """``value`` safe for a message: :func:`dapo_ops.core.redact.display_url`, and for a URL too broken to parse
     everything between ``scheme://`` and the last ``@`` hidden (a password is never echoed)."""
     v = str(value)
-    d = display(v)
+    d = display_url(v)
     if d == v and "@" in v:
         head = v[: v.index("://") + 3] if "://" in v.split("@", 1)[0] else ""
         d = head + REDACTED + "@" + v.rpartition("@")[2]
@@ -136,7 +136,7 @@ def check_no_proxy(value: str | None, where: str) -> str:
 def check_flag(value: str | None, flag: str) -> str:
     """A proxy given on the command line (``--http-proxy``): :func:`check_url`, and refused when it carries
     credentials (they would show in ``ps`` and the shell history), as ``--swanlab-host`` is
-    (:func:`dapo_ops.control.launch.swanlab_values.normalize_host`). The message never echoes the password."""
+    (:func:`dapo_ops.control.swanlab_values.normalize_host`). The message never echoes the password."""
     if value and has_credentials(str(value)):
         var = flag.lstrip("-").replace("-", "_")
         raise ProxyError(
@@ -254,7 +254,7 @@ def ask(prompt: Callable[[str], str], current: Mapping[str, str] | None = None) 
     out: dict[str, str] = {}
     for var in PROXY_VARS:
         default = cur.get(var) or (out["http_proxy"] if var == "https_proxy" else "")  # http is asked first
-        hint = f" [{display(default)}]" if default else ""
+        hint = f" [{display_url(default)}]" if default else ""
         why = ""
         for attempt in range(3):
             ans = prompt(f"{why}{var} (e.g. http://proxy:8080; 'none' for no proxy){hint}: ")

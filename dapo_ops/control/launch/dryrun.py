@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.core import features as features_mod
+from dapo_ops.core import features
 from dapo_ops.control.launch.plan import Plan, PlanInputs, draft_plan, make_plan, trainer_note
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def _features_table(plan: Plan) -> Table:
     t.add_column("source")
     fit = {c["name"]: c for c in (plan.spec.get("fit") or {}).get("choices") or []}  # the fastest fit, applied
     proposed = {ln[len(LINE_PREFIX) :].split(" ", 1)[0] for ln in plan.memory if ln.startswith(LINE_PREFIX)}
-    for name, (kind, help_) in features_mod.CATALOG.items():
+    for name, (kind, help_) in features.CATALOG.items():
         src = plan.features.source_of(name)
         if name in fit:  # e.g. gradient checkpointing off: the update fits without it
             state, src = str(fit[name]["value"]), f"fit: {fit[name]['why']}"
@@ -46,7 +46,7 @@ def _features_table(plan: Plan) -> Table:
         elif kind == "verl-default" and name not in plan.features.disabled:
             state, src = "on", "verl's default (-%s turns it off)" % name
         elif name in plan.features.disabled:
-            by = [n for n, deps in features_mod.IMPLIED_OFF.items() if name in deps and n in plan.features.disabled]
+            by = [n for n, deps in features.IMPLIED_OFF.items() if name in deps and n in plan.features.disabled]
             state, src = "off", (f"-{by[0]} implies it" if by else "explicit (-%s)" % name)
         else:
             state, src = "off", "default" if kind != "memory" else "ladder may add"
@@ -118,14 +118,14 @@ def render_text(plan: Plan, width: int = 160) -> str:
 
 def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
     """``(logger_enabled, note)`` by the rule a real launch applies
-    (:meth:`dapo_ops.control.launch.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
+    (:meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
     line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
     not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
-    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-    from dapo_ops.control.launch import swanlab_values
+    from dapo_ops.control import swanlab_settings
+    from dapo_ops.control import swanlab_values
 
     try:
-        sw = swanlab_cfg.resolve(
+        sw = swanlab_settings.resolve(
             env,
             (file_cfg or {}).get("swanlab") or {},
             mode_flag=settings.get("swanlab_mode") or None,
@@ -201,9 +201,9 @@ def dry_run(
     settings already (None: one over ``env`` and ``file_cfg``, the config file's tables).
 
     Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
-    :class:`dapo_ops.control.inventory.hosts.InventoryError` (all one line) for a task to turn into ``Exit``.
+    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``.
     """
-    from dapo_ops.control.inventory import hosts as inv_mod
+    from dapo_ops.control.inventory import hosts_file
     from dapo_ops.core import runstate
     from dapo_ops.control import userconfig
 
@@ -213,11 +213,11 @@ def dry_run(
     file_cfg = config.file()
     host = None
     proxy = None
-    path = inv_mod.resolve_path(inventory or None)
+    path = hosts_file.resolve_path(inventory or None)
     if inventory or path.exists():
-        inv = inv_mod.load(inventory or None)
+        inv = hosts_file.load(inventory or None)
         proxy = inv.proxy
-        chosen = inv_mod.select(inv, hosts or None)
+        chosen = hosts_file.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
     inputs = PlanInputs(

@@ -28,13 +28,14 @@ from typing import Any, Mapping, NoReturn
 from dapo_ops.control.inventory.proxy import PROXY_VARS
 from dapo_ops.control.settings import Settings, SettingsError, check_tracker_names
 from dapo_ops.core import defaults
-from dapo_ops.core import features as features_mod
+import dapo_ops.core.features
 from dapo_ops.core import ladder
 from dapo_ops.core import memfit
 from dapo_ops.core import overrides
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
 from dapo_ops.core import sanity
+from dapo_ops.core import topology
 from dapo_ops.core.features import FeatureError, FeatureSet
 from dapo_ops.core.profiles import OverrideError
 from dapo_ops.core.redact import display_url, has_credentials, redact_argv
@@ -51,7 +52,7 @@ class PlanError(ValueError):
 
 def _immutable(self, *args, **kwargs) -> NoReturn:
     raise TypeError(
-        f"a Plan is immutable ({type(self).__name__}): build another with planning.make_plan, or copy it "
+        f"a Plan is immutable ({type(self).__name__}): build another with make_plan, or copy it "
         f"(dict(...), list(...)) to change the copy"
     )
 
@@ -268,10 +269,10 @@ def _draft(inputs: PlanInputs) -> Draft:
     profiles.check_choice(mode, profiles.MODES, "mode", "inv launch (dapo) / inv one-step-off")
     profiles.check_choice(framework, profiles.FRAMEWORKS, "framework", "FRAMEWORK / --framework")
     v09 = profile == "0.9"
-    fs = features_mod.resolve(
+    fs = dapo_ops.core.features.resolve(
         v["features"],
         bool(v["offload"]),
-        implied_off=features_mod.implies_off(profile, framework, _host_attr(host, "accelerator")),
+        implied_off=dapo_ops.core.features.implies_off(profile, framework, _host_attr(host, "accelerator")),
     )
 
     workdir = _host_attr(host, "workdir")
@@ -378,10 +379,10 @@ def _draft(inputs: PlanInputs) -> Draft:
         "ray": None,
     }
     if v09 and spec["accelerator"] == "npu":
-        spec["launcher"] = list(CANN_LAUNCHER)
+        spec["launcher"] = list(topology.CANN_LAUNCHER)
         notes.append(
             "CANN: verl starts through bash, which sources "
-            + " and ".join(CANN_SET_ENV)
+            + " and ".join(topology.CANN_SET_ENV)
             + " (those present) when ASCEND_TOOLKIT_HOME is unset; inv preflight says which it found"
         )
     notes.append(
@@ -396,7 +397,7 @@ def _draft(inputs: PlanInputs) -> Draft:
 
 def _finish(draft: Draft, memory: Mapping | None) -> Plan:
     inputs = draft.inputs
-    settings, resume = inputs.settings, inputs.resume
+    settings, earlier = inputs.settings, inputs.resume
     spec = copy.deepcopy(draft.spec)  # plain dicts and lists: the draft stays as it is
     s = spec["settings"]
     fs, notes = draft.features, list(draft.notes)
@@ -407,31 +408,31 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         at = [i for i, n in enumerate(notes) if n.startswith(MEGATRON_NOTES)]
         sized = _parallel(run_values(settings), s, framework, mode, s["model_path"], memory, spec["accelerator"])
         notes[at[0] : at[-1] + 1] = sized
-    if resume is not None and resume.strategy:  # FSDP: its checkpoint's strategy (fsdp / fsdp2 do not load across)
-        spec["strategy"] = resume.strategy
+    if earlier is not None and earlier.strategy:  # FSDP: its checkpoint's strategy (fsdp / fsdp2 do not load across)
+        spec["strategy"] = earlier.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, fit_lines = _fastest_fit(spec, fs, memory, settings)
     fs, mem_lines = _memory_fit(spec, fs, memory)
     _pin_fsdp_strategy(spec)
     mem_lines = learned_lines + fit_lines + mem_lines
     resume_line = None
-    if resume is not None:  # --resume: the earlier run's checkpoint dir, names and features
-        from dapo_ops.control.launch import resume as resume_mod
+    if earlier is not None:  # --resume: the earlier run's checkpoint dir, names and features
+        from dapo_ops.control.launch import resume
 
-        carried, fs = resume_mod.carry(resume, fs)
+        carried, fs = resume.carry(earlier, fs)
         s.update(carried)
         spec["features"] = fs.to_json()
-        spec["resume_of"] = resume.run_id
-        bad = resume_mod.diverged_at(resume)
+        spec["resume_of"] = earlier.run_id
+        bad = resume.diverged_at(earlier)
         if bad is not None:  # its metrics went bad: the supervisor resumes from the checkpoint before that step
             spec["diverged_at"] = bad
-        rungs, not_kept = resume_mod.ladder_changes(resume.record, s, dict(getattr(settings, "sources", {}) or {}))
+        rungs, not_kept = resume.ladder_changes(earlier.record, s, dict(getattr(settings, "sources", {}) or {}))
         if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
             spec["setting_changes"] = rungs
         ckpt_dir = s["ckpt_dir"]
-        resume_line = resume_mod.line(spec, fs, resume, not_kept)
+        resume_line = resume.line(spec, fs, earlier, not_kept)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
-    notes += features_mod.implied_notes(fs, run_values(settings)["features"])
+    notes += dapo_ops.core.features.implied_notes(fs, run_values(settings)["features"])
     trainer_devs = memfit.trainer_world(s, mode == "one-step-off")
     notes += ["sanity:  " + w for w in sanity.warnings(argv, trainer_devs)]  # warn only
     lad = ladder.plan_ladder(
@@ -690,20 +691,6 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         spec["features"] = f.features.to_json()
         spec["setting_changes"] = dict(f.setting_changes)
     return f.features, f.lines()
-
-
-#: Ascend CANN environment files verl's NPU images source from a shell profile (not the image ENV), in order.
-CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
-#: ``spec["launcher"]`` on NPU (planning): a ``docker exec`` has no login shell, so when ``ASCEND_TOOLKIT_HOME`` is
-#: unset, source the CANN files that exist, then ``exec`` verl (bash: the files use bash syntax).
-CANN_LAUNCHER = (
-    "bash",
-    "-c",
-    'if [ -z "${ASCEND_TOOLKIT_HOME:-}" ]; then for f in '
-    + " ".join(CANN_SET_ENV)
-    + '; do if [ -f "$f" ]; then . "$f"; fi; done; fi; exec "$@"',
-    "dapo-ops-cann",
-)
 
 
 #: verl 0.9.1 sends the total-steps, save and resume lines the supervisor reads through Python logging at INFO

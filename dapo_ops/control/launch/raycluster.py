@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.remote import bundle
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import raynodes, topology
@@ -69,21 +69,19 @@ def _start_node(
     ``run_dir``) in its env and ``info`` in ``<run_dir>/ray/<name>.json``; returns once it is spawned: ONE bundle op,
     ``raysession start`` (:func:`dapo_ops.agent.raysession.start_node`; the Ray CLI is ``ray`` on the container's
     PATH, else ``<python> -m ray.scripts.scripts``). ``launcher``: the run spec's ``launcher`` (the CANN launcher on
-    NPU, ``launch.plan.CANN_LAUNCHER``): the session starts under it, so the raylet, and every Ray worker it forks,
+    NPU, ``core.topology.CANN_LAUNCHER``): the session starts under it, so the raylet, and every Ray worker it forks,
     has the environment verl's driver has.
 
     :raises RemoteError: the op failed (kind ``command``, its one line) or the host cannot be reached."""
     run_id = posixpath.basename(run_dir.rstrip("/"))
     req = {"run_dir": run_dir, "name": name, "info": info or {}, "launcher": list(launcher), "args": list(argv[1:])}
-    remote_bundle.run_op(
+    bundle.run_op(
         target, "raysession", ["start", json.dumps(req)], python=python, env={**env, topology.RAY_RUN_ENV: run_id}
     )
 
 
 def _iface(target: Target, python: str, address: str) -> str | None:
-    res = remote_bundle.run_op(
-        target, "raysession", ["iface", address], python=python, site=False, timeout=30, check=False
-    )
+    res = bundle.run_op(target, "raysession", ["iface", address], python=python, site=False, timeout=30, check=False)
     name = (res.stdout or "").strip()
     return name or None
 
@@ -214,7 +212,7 @@ def _wait(head: Target, python: str, want: int, timeout: float, address: str) ->
     last: dict[str, Any] = {"nodes": []}
     while True:
         left = max(deadline - time.monotonic(), 1.0)
-        res = remote_bundle.run_op(
+        res = bundle.run_op(
             head,
             "raysession",
             ["wait", f"{left:.1f}", str(want)],
@@ -243,7 +241,7 @@ def stop(nodes, targets: dict[str, Target], *, run_dir: str, python: str, grace_
     def one(name: str) -> str:
         try:
             pid_file = raynodes.node_file(run_dir, name, raynodes.PID)
-            res = remote_bundle.run_op(
+            res = bundle.run_op(
                 targets[name],
                 "raysession",
                 ["stop", pid_file, str(grace_s)],

@@ -28,19 +28,19 @@ from typing import Any
 
 from dapo_ops.agent import notify
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.launch import service as svc
-from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch import service
+from dapo_ops.control.launch import plan
 from dapo_ops.control.inventory import proxy
-from dapo_ops.control import settings as settings_mod
-from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-from dapo_ops.control.launch import swanlab_values
+from dapo_ops.control import settings
+from dapo_ops.control import swanlab_settings
+from dapo_ops.control import swanlab_values
 from dapo_ops.control import userconfig
 from dapo_ops.control.remote.fanout import HostResult, Row
-from dapo_ops.control.inventory.hosts import Inventory
+from dapo_ops.control.inventory.hosts_file import Inventory
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch.service import LaunchProgress, LaunchRequest
-from dapo_ops.control.launch.errors import LaunchRefused
-from dapo_ops.control.launch.errors import LaunchUsageError
+from dapo_ops.control.launch.refusals import LaunchRefused
+from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import redact
 from dapo_ops.core import runstate
@@ -99,7 +99,7 @@ class DryRun:
 @dataclass(frozen=True)
 class Launch:
     """A launch to start: the request, the selected hosts (head first), ``cluster`` (True: ONE run on a Ray cluster
-    across them, :func:`dapo_ops.control.launch.multihost.launch_cluster`; False: one run per host, :func:`start`),
+    across them, :func:`dapo_ops.control.launch.multihost_service.launch_cluster`; False: one run per host, :func:`start`),
     ``hosts_given`` (False when no ``-H`` chose them: every host of the inventory), ``secrets`` (every secret value
     known, to redact whatever is printed) and ``notes`` (redacted lines for the operator, e.g. a config file others
     can read)."""
@@ -116,7 +116,7 @@ class Launch:
     def timeout_s(self) -> float:
         """Seconds the start of every host may take in all (:func:`start`): the run's start and settle time, the
         SwanLab link wait and :data:`HOST_WORK_S`."""
-        return svc.START_WAIT_S + svc.SETTLE_S + max(0.0, self.request.link_wait) + HOST_WORK_S
+        return service.START_WAIT_S + service.SETTLE_S + max(0.0, self.request.link_wait) + HOST_WORK_S
 
 
 def build(
@@ -164,10 +164,10 @@ def build(
         file_cfg = config.file()
     except userconfig.UserConfigError as e:
         raise LaunchUsageError(str(e)) from None
-    known = svc.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
-    svc.refuse_secret_overrides(extra, known)
-    svc.refuse_bad_overrides(extra)
-    svc.refuse_plan_overrides(extra)
+    known = service.known_secrets(file_cfg, env)  # before any host: SwanLab key (env / file), [notify]
+    service.refuse_secret_overrides(extra, known)
+    service.refuse_bad_overrides(extra)
+    service.refuse_plan_overrides(extra)
     if args.mode == "dapo":
         given = [f"--{k.replace('_', '-')}" for k in ("trainer_gpus", "rollout_gpus") if k in flags]
         if given:
@@ -178,14 +178,14 @@ def build(
             )
     try:
         st = config.settings(flags, env)
-    except settings_mod.SettingsError as e:
+    except settings.SettingsError as e:
         raise LaunchUsageError(str(e)) from None
-    svc.refuse_secret_settings(st, known)
+    service.refuse_secret_settings(st, known)
     if args.dry_run and args.json:
         raise LaunchUsageError("--json prints the started runs and --dry-run starts none: drop one of them")
     if args.dry_run:
         try:  # the SwanLab values the launch resolves, checked the same way (only a missing cloud key is left open)
-            swanlab_cfg.resolve(
+            swanlab_settings.resolve(
                 env,
                 file_cfg.get("swanlab") or {},
                 mode_flag=args.swanlab_mode or None,
@@ -217,7 +217,7 @@ def build(
         )
     notes: list[str] = []
     try:
-        sw = swanlab_cfg.resolve_for_launch(
+        sw = swanlab_settings.resolve_for_launch(
             mode_flag=args.swanlab_mode or None, env=env, stdin_isatty=stdin_isatty, notes=notes, tables=file_cfg
         )
     except (swanlab_values.SwanlabConfigError, userconfig.UserConfigError) as e:
@@ -234,8 +234,8 @@ def build(
         raise LaunchUsageError(str(e)) from None
     secrets = [*sw.secrets(), *proxy_secret.values(), *notify_secret.values()]
     later = [s for s in secrets if s not in known]  # the SwanLab key asked for, proxy credentials of hosts.toml
-    svc.refuse_secret_overrides(extra, later)
-    svc.refuse_secret_settings(st, later)
+    service.refuse_secret_overrides(extra, later)
+    service.refuse_secret_settings(st, later)
     req = LaunchRequest(
         mode=args.mode,
         settings=st,
@@ -257,8 +257,8 @@ def build(
         # the same on every host kind: refused before any host is contacted (another host's: its row, kind plan, from
         # its launch). A --resume run's settings come from the earlier run's spec: drafted once that is read.
         try:
-            drafts[h.name] = svc.draft_for(svc.LaunchFacts(host=h, run_id=runstate.new_run_id()), req)
-        except planning.PlanError as e:
+            drafts[h.name] = service.draft_for(service.LaunchFacts(host=h, run_id=runstate.new_run_id()), req)
+        except plan.PlanError as e:
             if i == 0:
                 raise LaunchUsageError(str(e)) from None
     return Launch(
@@ -285,8 +285,8 @@ def start(
 
     def one(target: Target) -> Row:
         try:
-            return svc.launch_one(target, launch.request)
-        except planning.PlanError as e:
+            return service.launch_one(target, launch.request)
+        except plan.PlanError as e:
             return Row(ok=False, kind="plan", message=str(e))
         except LaunchRefused as e:
             return Row(ok=False, kind=e.kind, message=str(e))
@@ -308,13 +308,16 @@ def swanlab_for_preflight(mode_flag: str, env: Mapping[str, str], file_cfg: Mapp
     env = dict(env)
     file_cfg = dict(file_cfg or {})
     try:
-        return swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
+        return swanlab_settings.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False), ""
     except swanlab_values.SwanlabConfigError as e:
         try:
-            s = swanlab_cfg.resolve(
-                {**env, swanlab_cfg.ENV_KEY: "placeholder"}, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False
+            s = swanlab_settings.resolve(
+                {**env, swanlab_settings.ENV_KEY: "placeholder"},
+                file_cfg,
+                mode_flag=mode_flag or None,
+                stdin_isatty=False,
             )
-            return swanlab_cfg.SwanlabSettings(
+            return swanlab_settings.SwanlabSettings(
                 mode=s.mode,
                 host=s.host,
                 web_host=s.web_host,
@@ -330,7 +333,7 @@ def swanlab_for_preflight(mode_flag: str, env: Mapping[str, str], file_cfg: Mapp
 
 def preflight_request(
     mode: str,
-    st: settings_mod.Settings,
+    st: settings.Settings,
     extra: list[str],
     file_cfg: Mapping[str, Any],
     env: Mapping[str, str],
@@ -358,7 +361,7 @@ def preflight_request(
     req = LaunchRequest(
         mode=mode,
         settings=st,
-        sw=sw if sw is not None else swanlab_cfg.SwanlabSettings(mode="disabled"),
+        sw=sw if sw is not None else swanlab_settings.SwanlabSettings(mode="disabled"),
         notify_cfg=notify_cfg,
         extra_public=proxy_public,
         extra_secret={**proxy_secret, **notify_secret},

@@ -1,5 +1,5 @@
 """``--resume``: a new run that continues an earlier one from its checkpoints (operator side; returns values or
-raises :class:`~dapo_ops.control.launch.errors.LaunchRefused`, never prints).
+raises :class:`~dapo_ops.control.launch.refusals.LaunchRefused`, never prints).
 
 The launch gathers the facts first: :func:`read_facts` reads the earlier run's spec.json, run.json and checkpoint
 step from its container (:class:`ResumeFacts`); :func:`resumed_settings` takes the settings not given now from its
@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from dapo_ops.control.launch.errors import LaunchRefused
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.launch.refusals import LaunchRefused
+from dapo_ops.control.remote import bundle
 from dapo_ops.core import defaults, overrides, runstate
 
 
@@ -30,7 +30,7 @@ def _read(target, run_dir: str) -> dict:
 
     :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached, or the op failed (kind
         ``command``, its one line)."""
-    res = remote_bundle.run_op(target, "runfiles", ["resume-facts", run_dir], site=False, workdir="", timeout=30)
+    res = bundle.run_op(target, "runfiles", ["resume-facts", run_dir], site=False, workdir="", timeout=30)
     try:
         answer = json.loads((res.stdout or "").strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -203,7 +203,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
     ``inv stop``: nobody ran stop. Call it after :func:`check` and the quick checks passed: a refused resume
     leaves the earlier run's record as it was."""
     if runstate.RunStatus.of(facts.record.get("status")).active:
-        from dapo_ops.control.status.probe import probe
+        from dapo_ops.control.status.look import probe
 
         probe(
             target,

@@ -13,7 +13,7 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
 3. execute: close an earlier run ``--resume`` continues whose supervisor died, and start the supervisor with ONE
    call of the bundle op :mod:`dapo_ops.agent.runstart`, which writes ``spec.json`` and ``secret.env`` (0600) from its
    stdin (never a command line) and answers once verl has started (:func:`start_run`). The multi-host path
-   (:mod:`dapo_ops.control.launch.multihost`) uses the same
+   (:mod:`dapo_ops.control.launch.multihost_service`) uses the same
    builder, checks and start.
 
 Every call into the container goes through :func:`dapo_ops.control.remote.bundle.run_op` (the one way in).
@@ -36,12 +36,12 @@ from typing import Any, Mapping
 
 from dapo_ops.agent import notify
 from dapo_ops.agent import runstart
-from dapo_ops.control.launch import plan as planning
+import dapo_ops.control.launch.plan
 from dapo_ops.control.inventory import proxy
-from dapo_ops.control.launch import resume as resume_mod
-from dapo_ops.control.launch.errors import LaunchRefused, LaunchUsageError
-from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.launch import swanlab_values
+import dapo_ops.control.launch.resume
+from dapo_ops.control.launch.refusals import LaunchRefused, LaunchUsageError
+from dapo_ops.control.remote import bundle
+from dapo_ops.control import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
@@ -88,7 +88,7 @@ class LaunchProgress:
 class LaunchRequest:
     """Everything a launch needs besides the host: resolved settings and the operator-side secrets.
 
-    ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_cfg.SwanlabSettings`.
+    ``settings``: :class:`dapo_ops.control.settings.Settings`. ``sw``: :class:`swanlab_settings.SwanlabSettings`.
     ``extra_public`` / ``extra_secret``: env for verl (proxy variables; secret ones go to ``secret.env`` only).
     ``inv_proxy``: hosts.toml ``[proxy]``. ``link_wait``: seconds to wait for the SwanLab link.
     ``resume``: a run id to continue. ``progress``: what was begun where (:class:`LaunchProgress`). ``drafts``: the
@@ -109,7 +109,7 @@ class LaunchRequest:
     link_wait: float = 20.0
     resume: str = ""
     progress: LaunchProgress = field(default_factory=LaunchProgress)
-    drafts: Mapping[str, planning.Draft] = field(default_factory=dict)
+    drafts: Mapping[str, dapo_ops.control.launch.plan.Draft] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class LaunchFacts:
     memory: Mapping | None = None
     topology: Mapping | None = None
     skipped: tuple[str, ...] = ()
-    draft: planning.Draft | None = None
+    draft: dapo_ops.control.launch.plan.Draft | None = None
 
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
@@ -140,10 +140,10 @@ def plan_settings(facts: LaunchFacts, req: LaunchRequest):
     continues (:func:`dapo_ops.control.launch.resume.resumed_settings`)."""
     if facts.resume is None:
         return req.settings
-    return resume_mod.resumed_settings(req.settings, facts.resume.spec)
+    return dapo_ops.control.launch.resume.resumed_settings(req.settings, facts.resume.spec)
 
 
-def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> planning.PlanInputs:
+def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launch.plan.PlanInputs:
     """THE planner inputs of ``req`` on ``facts.host``: the one place a launch request becomes
     :class:`~dapo_ops.control.launch.plan.PlanInputs` (launch, ``inv preflight``, ``inv prepare``, quickstart). The
     settings (:func:`plan_settings`), the run's public env (docs/design.md "SwanLab and secrets": the proxy
@@ -153,7 +153,7 @@ def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> planning.PlanInputs:
     run_dir = runstate.run_dir_for(facts.host.runs_path, facts.run_id)
     earlier = facts.resume.spec if facts.resume is not None else {}
     chain_id = str((earlier.get("env") or {}).get("SWANLAB_RUN_ID") or "")
-    return planning.PlanInputs(
+    return dapo_ops.control.launch.plan.PlanInputs(
         settings=plan_settings(facts, req),
         host=facts.host,
         mode=req.mode,
@@ -173,14 +173,14 @@ def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> planning.PlanInputs:
     )
 
 
-def draft_for(facts: LaunchFacts, req: LaunchRequest) -> planning.Draft:
+def draft_for(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launch.plan.Draft:
     """Stage 1 of the plan of ``req`` on ``facts.host`` (:func:`dapo_ops.control.launch.plan.draft_plan` of
     :func:`plan_inputs`): what the launch's probe, ``inv preflight`` and the CLI's check before any host look at,
     checked once. Pure. Raises PlanError (one line)."""
-    return planning.draft_plan(plan_inputs(facts, req))
+    return dapo_ops.control.launch.plan.draft_plan(plan_inputs(facts, req))
 
 
-def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
+def build_plan(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launch.plan.Plan:
     """THE plan of one launch: the run's draft (``facts.draft``, else :func:`draft_for`) finished with the probe's
     facts (:func:`dapo_ops.control.launch.plan.make_plan`, called once: the learned start, else the memory fit,
     ``--resume``'s checkpoint dir, names and features) -> one immutable :class:`~dapo_ops.control.launch.plan.Plan`.
@@ -194,9 +194,9 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> planning.Plan:
     memory = facts.memory
     if memory is not None and req.resume:
         memory = dict(memory, memos=None, learned_skip=f"--resume continues run {req.resume} with its own features")
-    plan = planning.make_plan(facts.draft or draft_for(facts, req), memory)
+    plan = dapo_ops.control.launch.plan.make_plan(facts.draft or draft_for(facts, req), memory)
     if facts.resume is not None:
-        resume_mod.check(plan, facts.resume)
+        dapo_ops.control.launch.resume.check(plan, facts.resume)
     return plan
 
 
@@ -433,9 +433,7 @@ def refuse_if_busy(target, py: str) -> dict:
     that is still up; Ray left over from a finished cluster run is ended first (``--sweep``). Raises
     :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
     host = target.host
-    res = remote_bundle.run_op(
-        target, "occupancy", [host.runs_path, host.name, "--sweep"], python=py, workdir="", timeout=60
-    )
+    res = bundle.run_op(target, "occupancy", [host.runs_path, host.name, "--sweep"], python=py, workdir="", timeout=60)
     try:
         occ = json.loads((res.stdout or "").strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -473,7 +471,7 @@ def quick_checks(
     ``view``: what the run reads (its :class:`~dapo_ops.control.launch.plan.Draft`, or a multi-host run's plan). Raises :class:`LaunchRefused`
     or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
     and memos :func:`build_plan` fits the plan to."""
-    from dapo_ops.control.preflight.plan import plan_view
+    from dapo_ops.control.preflight.plan_view import plan_view
 
     host = target.host
     pv = plan_view(view)
@@ -489,12 +487,12 @@ def quick_checks(
     facts: dict = {}
     if skip_preflight and not need_facts:
         return facts
-    from dapo_ops.control.preflight import checks as preflight_checks
+    from dapo_ops.control.preflight import checks
 
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
     failed = [
         ck
-        for ck in preflight_checks.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
+        for ck in checks.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
         if ck.status == "fail"
     ]
     if skip_preflight:
@@ -519,19 +517,21 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     a ``--resume`` run is drafted from the earlier run's spec), run the quick checks on it (:func:`quick_checks`)
     and keep their probe's memory facts. Reads and refusals only: nothing of the new run is written. Raises
     LaunchRefused / RemoteError / PlanError (one line)."""
-    from dapo_ops.control.preflight import memory as preflight_memory
+    from dapo_ops.control.preflight import memory
 
     host = target.host
-    target.container = planning.container_for(req.settings, host)  # --container / CONTAINER over the inventory's
+    target.container = dapo_ops.control.launch.plan.container_for(
+        req.settings, host
+    )  # --container / CONTAINER over the inventory's
     draft = None if req.resume else req.drafts.get(host.name)
     facts = LaunchFacts(host=host, run_id=draft.inputs.run_id if draft is not None else runstate.new_run_id())
     if req.resume:
-        facts = dataclasses.replace(facts, resume=resume_mod.read_facts(target, req.resume))
+        facts = dataclasses.replace(facts, resume=dapo_ops.control.launch.resume.read_facts(target, req.resume))
     facts = dataclasses.replace(facts, draft=draft or draft_for(facts, req))
     probe = quick_checks(target, facts.draft, req.skip_preflight, req)
     return dataclasses.replace(
         facts,
-        memory=preflight_memory.memory_facts(host, probe.get("probe")),
+        memory=memory.memory_facts(host, probe.get("probe")),
         skipped=tuple(probe.get(SKIPPED_KEY) or ()),
     )
 
@@ -554,7 +554,7 @@ def remove_run_dir(target, run_dir: str) -> None:
     nothing leaves behind. Never raises for the op's own failure (a run dir left behind is shown by ``inv status``).
 
     :raises RemoteError: the host cannot be reached."""
-    remote_bundle.run_op(target, "runfiles", ["remove", run_dir], site=False, workdir="", check=False, timeout=30)
+    bundle.run_op(target, "runfiles", ["remove", run_dir], site=False, workdir="", check=False, timeout=30)
 
 
 def start_input(spec: Mapping, secret_env: dict) -> bytes:
@@ -569,7 +569,7 @@ def start_input(spec: Mapping, secret_env: dict) -> bytes:
 
 def start_run(
     target,
-    plan: planning.Plan,
+    plan: dapo_ops.control.launch.plan.Plan,
     secret_env: dict,
     *,
     link_wait: float,
@@ -607,7 +607,7 @@ def start_run(
     args = [plan.run_dir, "--workdir", spec["workdir"], "--start-wait", f"{START_WAIT_S:g}"]
     args += ["--settle", f"{SETTLE_S:g}", "--link-wait", f"{link_wait:g}", "--stdin"]
     try:
-        res = remote_bundle.run_op(
+        res = bundle.run_op(
             target,
             "runstart",
             args,
@@ -709,7 +709,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     facts = gather_facts(target, req)
     plan = build_plan(facts, req)
     if facts.resume is not None:
-        resume_mod.close_earlier(target, facts.resume)
+        dapo_ops.control.launch.resume.close_earlier(target, facts.resume)
     link_wait = req.link_wait if req.sw.logger_enabled else 0.0
     row = start_run(target, plan, run_secret_env(req), link_wait=link_wait, progress=req.progress)
     if row.ok and facts.resume is not None:

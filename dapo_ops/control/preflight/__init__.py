@@ -2,8 +2,8 @@
 
 Cost model: ONE SSH round trip per host, and one Hydra compose per group of hosts that would compose identically
 (:mod:`~dapo_ops.control.preflight.group`: same overrides, verl config files, hydra and omegaconf; a host that
-differs composes in a second round trip of its own). :func:`~dapo_ops.control.preflight.probe.collect` sends a host shell
-command that ``docker exec``s the bundle op :mod:`dapo_ops.agent.preflight` (devices, verl, model, data, disk, network and
+differs composes in a second round trip of its own). :func:`~dapo_ops.control.preflight.gather.collect` sends a host shell
+command that ``docker exec``s the bundle op :mod:`dapo_ops.agent.preflight_probe` (devices, verl, model, data, disk, network and
 optionally the Hydra compose check, all in one process) and, only when that fails, ``docker inspect``s the
 container. :func:`~dapo_ops.control.preflight.checks.evaluate` is pure: facts in,
 :class:`~dapo_ops.control.preflight.result.Check` list out; the tests feed it both sandbox facts and hand-made ones.
@@ -37,9 +37,10 @@ Checks (names are stable; ``--json`` uses them):
 :func:`~dapo_ops.control.preflight.checks.quick` is the cheap subset ``inv launch`` runs automatically (no compose; of the network probes only the
 ``swanlab`` GET, which launch asks for with ``tracker=True``, in the same round trip).
 
-Modules: ``result`` (Check, statuses, JSON), ``plan`` (what is read from a plan), ``probe`` (request + the one
-round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
+Modules: ``result`` (Check, statuses, JSON), ``plan_view`` (what is read from a plan), ``gather`` (probe request +
+the one round trip), ``host`` (ssh/docker/container/devices), ``verl`` (python/verl/entry/overrides/modules/cann),
 ``inputs`` (model/data/disk), ``memory`` (memory-fit), ``network`` (proxy/swanlab/ray-port/swanlab-key),
-``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group). Nothing is
+``checks`` (evaluate, quick, run_all), ``group`` (run_fleet: the fleet, one compose per group), ``compose_check``
+(the overrides composed with hydra-core, here or by the bundle op). Nothing is
 re-exported here: import from the module that defines a name.
 """

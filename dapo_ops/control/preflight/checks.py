@@ -10,8 +10,8 @@ from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks, sanity_checks
 from dapo_ops.control.preflight.memory import _memfit_checks
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
-from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
-from dapo_ops.control.preflight.probe import collect, probe_request
+from dapo_ops.control.preflight.plan_view import plan_view, ray_for, with_env
+from dapo_ops.control.preflight.gather import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, on_host
 from dapo_ops.control.preflight.verl import _cann_checks, _compose_request, _module_checks, _verl_checks
 from dapo_ops.control.remote.target import Target

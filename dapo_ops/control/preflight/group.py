@@ -26,8 +26,8 @@ from typing import Any
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.preflight.checks import evaluate, quick_all
-from dapo_ops.control.preflight.plan import plan_view, ray_for, with_env
-from dapo_ops.control.preflight.probe import collect, probe_request
+from dapo_ops.control.preflight.plan_view import plan_view, ray_for, with_env
+from dapo_ops.control.preflight.gather import collect, probe_request
 from dapo_ops.control.preflight.result import FAIL, Check
 from dapo_ops.control.preflight.verl import _compose_request
 
@@ -35,7 +35,7 @@ from dapo_ops.control.preflight.verl import _compose_request
 @dataclass
 class HostJob:
     """What to check on one host: ``plan`` (``launch.plan.make_plan`` result, spec dict or None), ``ray`` (the
-    multi-host Ray facts or None, :func:`dapo_ops.control.preflight.plan.ray_for`) and ``container`` (the
+    multi-host Ray facts or None, :func:`dapo_ops.control.preflight.plan_view.ray_for`) and ``container`` (the
     container the run uses, "" = the inventory's)."""
 
     plan: Any
@@ -64,7 +64,7 @@ def definite(comp: dict | None) -> bool:
     (``{"ok", "errors"}``, composing or not); not a timeout, a crash or a missing answer. Pure."""
     if not comp or comp.get("rc") != 0 or comp.get("error"):
         return False
-    for line in reversed((comp.get("stdout") or "").strip().splitlines()):  # as validate.parse_remote_result
+    for line in reversed((comp.get("stdout") or "").strip().splitlines()):  # as compose_check.parse_remote_result
         if line.strip().startswith("{"):
             try:
                 ans = json.loads(line)
@@ -113,7 +113,7 @@ def run_fleet(
     **fanout_kw,
 ) -> dict[str, list[Check]]:
     """Preflight every host of ``hosts`` (inventory Hosts; ``jobs[host.name]`` says what to check), in parallel:
-    round 1 is each host's one round trip (:func:`~dapo_ops.control.preflight.probe.collect`, the compose only
+    round 1 is each host's one round trip (:func:`~dapo_ops.control.preflight.gather.collect`, the compose only
     on :func:`composers`), round 2 composes on the hosts :func:`assign` leaves without a shared result (compose
     only, one round trip each). ``quick``: :func:`~dapo_ops.control.preflight.checks.quick_all` per host (no
     compose, no network). ``timeout``: seconds for both rounds together (a host without an answer by then gets

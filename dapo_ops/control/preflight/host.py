@@ -1,4 +1,4 @@
-"""Host and container checks from the facts of :func:`dapo_ops.control.preflight.probe.collect`: ``ssh``,
+"""Host and container checks from the facts of :func:`dapo_ops.control.preflight.gather.collect`: ``ssh``,
 ``docker``, ``container`` / ``host`` (bare host), ``workdir``, and the devices inside the container (``devices``,
 ``visible``, ``leftover``, ``device-mem``; parsed by :mod:`dapo_ops.core.devices`). Pure.
 """
@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from dapo_ops.core import defaults
-from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.core import devices
+from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
@@ -135,15 +135,15 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         out.append(Check("devices", FAIL, f"`{tool}` failed inside the container: {why}", fix))
         return out
     try:
-        rep = devmod.parse(acc, d.get("stdout", ""))
-    except devmod.DeviceParseError as e:
+        rep = devices.parse(acc, d.get("stdout", ""))
+    except devices.DeviceParseError as e:
         out.append(Check("devices", FAIL, str(e), f"check `{tool}` inside the container by hand"))
         return out
     env = p.get("env") or {}
     var = "ASCEND_RT_VISIBLE_DEVICES" if acc == "npu" else "CUDA_VISIBLE_DEVICES"
     mounted = len(d.get("nodes") or []) if getattr(host, "device_mounts", defaults.HOST["device_mounts"]) else None
     try:
-        visible = devmod.parse_visible(env.get(var))
+        visible = devices.parse_visible(env.get(var))
     except ValueError as e:
         out.append(Check("visible", FAIL, f"{var}={env.get(var)!r}: {e}", f"use device indices, e.g. {var}=0,1,2,3"))
         visible = None

@@ -4,7 +4,7 @@ response), each ``data:<file>`` parquet (verl RL schema) and the ``disk`` space 
 
 from __future__ import annotations
 
-from dapo_ops.control.preflight.plan import PlanView
+from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 from dapo_ops.core import datafeed, memfit, sanity
 

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from dapo_ops.core import defaults
-from dapo_ops.core import devices as devmod
-from dapo_ops.control.preflight.plan import PlanView, memory_fit_mode
+from dapo_ops.core import devices
+from dapo_ops.control.preflight.plan_view import PlanView, memory_fit_mode
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
 
@@ -20,8 +20,8 @@ def memory_facts(host, p: dict | None) -> dict | None:
     if not cfg or d.get("rc") != 0:
         return None
     try:
-        rep = devmod.parse(getattr(host, "accelerator", defaults.HOST["accelerator"]), d.get("stdout", ""))
-    except devmod.DeviceParseError:
+        rep = devices.parse(getattr(host, "accelerator", defaults.HOST["accelerator"]), d.get("stdout", ""))
+    except devices.DeviceParseError:
         return None
     devs = sorted((x for x in rep.devices if x.mem_total_mb), key=lambda x: x.mem_total_mb)
     if not devs:

@@ -1,6 +1,6 @@
 """Network checks: ``proxy`` variables the container sees, ``swanlab`` reachable from the container, the
 multi-host ``ray-port``; and the operator-side ``swanlab-key`` check (once per preflight, not per host:
-:mod:`dapo_ops.control.launch.swanlab_settings`). Pure except :func:`swanlab_key_check` reading the user config.
+:mod:`dapo_ops.control.swanlab_settings`). Pure except :func:`swanlab_key_check` reading the user config.
 
 The ``swanlab`` check is shared with ``inv launch`` (:func:`tracker_urls` asks the probe for one GET of the
 tracker's API root, :func:`tracker_check` reads the answer): both run it in the probe's one round trip.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from dapo_ops.control.preflight.plan import PlanView, plan_view
+from dapo_ops.control.preflight.plan_view import PlanView, plan_view
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 
 
@@ -25,13 +25,13 @@ def _display_url(url: str) -> str:
 #: sdk/internal/settings: ``api_host`` default; docs/params.md ``SWANLAB_HOST``)
 SWANLAB_CLOUD_API = "https://api.swanlab.cn"
 
-#: what failed (the probe's ``kind``, dapo_ops/agent/preflight.py ``_http_kind``) -> the word of the one line
+#: what failed (the probe's ``kind``, dapo_ops/agent/preflight_probe.py ``_http_kind``) -> the word of the one line
 _KIND_WORDS = {"dns": "DNS", "connect": "connect", "timeout": "timeout", "proxy": "proxy", "tls": "TLS"}
 
 
 def tracker_urls(pv: PlanView | None) -> dict:
     """``{"swanlab": url}`` the probe GETs from the container when the run logs to SwanLab in cloud mode (the API
-    host the run's env names, ``SWANLAB_API_HOST`` from :meth:`dapo_ops.control.launch.swanlab_settings.SwanlabSettings.public_env`,
+    host the run's env names, ``SWANLAB_API_HOST`` from :meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.public_env`,
     else :data:`SWANLAB_CLOUD_API`); ``{}`` for ``local`` / ``offline`` / ``disabled`` or no SwanLab logger. Pure."""
     if pv is None or "swanlab" not in pv.logger:
         return {}
@@ -140,12 +140,12 @@ def swanlab_key_check(
     plan: Any, env: dict | None = None, file_cfg: dict | None = None, isatty: bool | None = None, mode_flag: str = ""
 ) -> Check | None:
     """Cloud-mode SwanLab without an API key and without a TTY fails at verl's ``Tracking()`` init, after the
-    models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.launch.swanlab_settings.resolve` with the operator's
+    models loaded (swanlab 0.10.3, observed: tests/test_swanlab_tty.py): catch it here. Uses :func:`dapo_ops.control.swanlab_settings.resolve` with the operator's
     env and user config. ``None`` when the plan does not log to SwanLab."""
     import os
 
-    from dapo_ops.control.launch import swanlab_settings as swanlab_cfg
-    from dapo_ops.control.launch import swanlab_values
+    from dapo_ops.control import swanlab_settings
+    from dapo_ops.control import swanlab_values
     from dapo_ops.control import userconfig
 
     pv = plan_view(plan)
@@ -157,7 +157,7 @@ def swanlab_key_check(
     file_cfg = file_cfg or {}  # the caller's [swanlab] table: the program run read the file once
     tty = sys.stdin.isatty() if isatty is None else isatty
     try:
-        s = swanlab_cfg.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
+        s = swanlab_settings.resolve(env, file_cfg, mode_flag=mode_flag or None, stdin_isatty=False)
     except swanlab_values.SwanlabConfigError as e:
         if tty:
             return Check(

@@ -1,12 +1,12 @@
 """verl checks from the probe's facts: ``python``, ``verl`` (version -> profile, :mod:`dapo_ops.core.profiles`),
 ``entry``, the Hydra ``overrides`` compose result, the modules verl 0.9 imports besides itself
 (``transfer_queue``, ``megatron.bridge``) and the ``cann`` environment; and the compose request sent to the
-container (:mod:`dapo_ops.control.preflight.compose`). Pure.
+container (:mod:`dapo_ops.control.preflight.compose_check`). Pure.
 """
 
 from __future__ import annotations
 
-from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.preflight.plan_view import PlanView, needed_modules
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
 from dapo_ops.core.classify.hints import MODULE_FIXES
 from dapo_ops.core import defaults
@@ -140,7 +140,7 @@ def _overrides_check(comp: dict) -> Check:
     """The ``overrides`` check from a compose answer (:mod:`dapo_ops.agent.compose` run by the probe). An answer
     shared from another host of the fleet (:mod:`dapo_ops.control.preflight.group`) carries ``from`` and says so;
     ``error``: round 2 of the fleet could not run this host's compose."""
-    from dapo_ops.control.preflight import compose as validate
+    from dapo_ops.control.preflight import compose_check
 
     if comp.get("error"):
         return Check(
@@ -152,7 +152,7 @@ def _overrides_check(comp: dict) -> Check:
     src = comp.get("from")
     via = f", composed on {src} (same verl config and hydra)" if src else ""
     try:
-        errs = validate.parse_remote_result(comp.get("stdout", ""))
+        errs = compose_check.parse_remote_result(comp.get("stdout", ""))
     except ValueError as e:
         err = (comp.get("stderr") or "").strip().splitlines()
         return Check(
@@ -198,7 +198,7 @@ def _module_checks(pv: PlanView | None, p: dict) -> list[Check]:
 
 
 def _cann_checks(p: dict) -> list[Check]:
-    """Which CANN environment verl gets (the NPU launcher, ``launch.plan.CANN_LAUNCHER``)."""
+    """Which CANN environment verl gets (the NPU launcher, ``core.topology.CANN_LAUNCHER``)."""
     c = p.get("cann")
     if c is None:
         return []
@@ -226,10 +226,10 @@ def _cann_checks(p: dict) -> list[Check]:
 def _compose_request(host, pv: PlanView | None) -> dict | None:
     if pv is None or not pv.argv:
         return None
-    from dapo_ops.control.preflight import compose as validate
+    from dapo_ops.control.preflight import compose_check
 
     try:
-        req = validate.request_for(
+        req = compose_check.request_for(
             pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", defaults.HOST["workdir"]))
         )
     except ValueError:

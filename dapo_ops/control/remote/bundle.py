@@ -42,12 +42,12 @@ COMPLETE_MARK = ".complete"
 #: the ops of the bundle: ``python3 -m dapo_ops.agent.<op>`` (each a module of ``dapo_ops/agent`` with a ``main``)
 OPS = (
     "supervisor",
-    "probe",
+    "runprobe",
     "runstop",
     "runlogs",
-    "preflight",
+    "preflight_probe",
     "compose",
-    "prepare",
+    "download",
     "verlinfo",
     "occupancy",
     "raysession",
@@ -268,7 +268,7 @@ def run_op(
     :meth:`dapo_ops.control.remote.target.Target.run` (``env``, ``secret_env``, ``workdir``, ``state_on_failure``,
     ``look``). ``around(op line) -> (host command, its stdin)``: a caller whose one round trip does more on the
     host around the op (preflight's ``docker inspect`` when the exec fails,
-    :func:`dapo_ops.control.preflight.probe.collect`) builds that host command from the op line with the Target's
+    :func:`dapo_ops.control.preflight.gather.collect`) builds that host command from the op line with the Target's
     command builders (:meth:`~dapo_ops.control.remote.target.Target.exec_command`,
     :meth:`~dapo_ops.control.remote.target.Target.with_secret_file`); it runs with ``host_run`` and the bundle is
     missing when :data:`MISSING_MARK` is on its stderr (the host command may exit 0 after the op).

@@ -40,7 +40,7 @@ def check_env(env: dict | None, what: str) -> dict[str, str]:
 
 class CommandLines:
     """Mixed into :class:`~dapo_ops.control.remote.target.Target`: builds (never runs) its host command lines
-    from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.hosts.Host`), ``self.container`` and ``self.bare``."""
+    from ``self.host`` (inventory :class:`~dapo_ops.control.inventory.hosts_file.Host`), ``self.container`` and ``self.bare``."""
 
     if TYPE_CHECKING:  # provided by the class it is mixed into (Target)
         host: Host

@@ -53,7 +53,7 @@ class _ChunkReader:
 class Target(CommandLines):
     """An inventory host and the container remote commands run in.
 
-    :param host: the :class:`~dapo_ops.control.inventory.hosts.Host`.
+    :param host: the :class:`~dapo_ops.control.inventory.hosts_file.Host`.
     :param container: container name; defaults to ``host.container``.
     :param accept_new_host_keys: accept and record host keys missing from known_hosts (explicit opt-in).
     :param connect_timeout: seconds; defaults to ``host.connect_timeout``.
@@ -202,7 +202,7 @@ class Target(CommandLines):
         cxn = self.connection()
         if self.local or cxn.is_connected:
             return
-        from dapo_ops.control.inventory.hosts import key_file_problem
+        from dapo_ops.control.inventory.hosts_file import key_file_problem
 
         why = key_file_problem(self.host, "identity_file")
         if why:

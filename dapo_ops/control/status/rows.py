@@ -1,6 +1,6 @@
 """Status rows: ``run.json`` + a bounded log tail -> one row per host/run (pure, stdlib only).
 
-Inputs come from :mod:`dapo_ops.agent.probe` (one ``docker exec`` per host): the run's ``run.json`` as a dict
+Inputs come from :mod:`dapo_ops.agent.runprobe` (one ``docker exec`` per host): the run's ``run.json`` as a dict
 (schema: docs/design.md "Run directory and run.json"), at most ``tail_bytes`` (default 64 KiB) from the end of its
 ``train.log``, liveness of the recorded supervisor PID and verl process group, and the container's clock.
 Nothing here reads a file or talks to a host, so the cost of a row never depends on the log's size. The table's display
@@ -307,7 +307,7 @@ def _attempt_rows(attempts: object) -> list[dict]:
 
 
 def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> StatusRow:
-    """Turn one probe result (see :func:`dapo_ops.agent.probe.probe_status`) into a :class:`StatusRow`.
+    """Turn one probe result (see :func:`dapo_ops.agent.runprobe.probe_status`) into a :class:`StatusRow`.
 
     :param host: inventory host name.
     :param probe: ``{"run": run.json dict | None, "tail": str, "now": float, "supervisor_alive": bool | None,

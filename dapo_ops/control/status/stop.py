@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dapo_ops.control.status import events as statusevents
-from dapo_ops.control.status import probe as look
+from dapo_ops.control.status import events
+from dapo_ops.control.status import look
 
 
 @dataclass
@@ -46,7 +46,7 @@ def stop_runs(
             continue
         if res.get("serves"):
             sv = res["serves"]
-            line = statusevents.worker_line(name, sv.get("run_id"), sv.get("head"))
+            line = events.worker_line(name, sv.get("run_id"), sv.get("head"))
             if sv.get("head") in names:
                 out.append(StopResult(name, "with-head", line + "; its Ray session ends with the head's stop"))
             else:

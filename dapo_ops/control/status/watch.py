@@ -1,17 +1,17 @@
 """The ``watch`` loop's state across looks (operator side, pure: rows in, lines and an exit code out): the last row
 per host, the hosts whose run ended, the hosts briefly unreachable, the Ray worker hosts of a watched head's run
-(:func:`dapo_ops.control.status.probe.worker_of`). What a change prints is :mod:`dapo_ops.control.status.events`'s; the
-looks themselves are :func:`dapo_ops.control.status.probe.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
+(:func:`dapo_ops.control.status.look.worker_of`). What a change prints is :mod:`dapo_ops.control.status.events`'s; the
+looks themselves are :func:`dapo_ops.control.status.look.collect_rows` (``dapo_ops/cli/status.py`` loops)."""
 
 from __future__ import annotations
 
-from dapo_ops.control.status import events as statusevents
-from dapo_ops.control.status import rows as statusview
-from dapo_ops.control.status.probe import cluster_heads, worker_of
+from dapo_ops.control.status import events
+import dapo_ops.control.status.rows
+from dapo_ops.control.status.look import cluster_heads, worker_of
 from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
 from dapo_ops.core.runstate import RunStatus
 
-#: ``watch`` exit codes by final row state (:class:`dapo_ops.core.runstate.RunStatus`, statusview's row states); ``inv
+#: ``watch`` exit codes by final row state (:class:`dapo_ops.core.runstate.RunStatus`, rows.py's row states); ``inv
 #: logs -f`` exits with the same. 2 is every task's usage error (:data:`dapo_ops.cli._common.EXIT_USAGE`: a bad flag or
 #: inventory, nothing contacted), so "stopped" has its own 5. README.md and docs/workflow.md list them all.
 WATCH_CODES = {
@@ -21,8 +21,8 @@ WATCH_CODES = {
     SUPERVISOR_DEAD: 3,
     NO_RUN: 4,
     ERROR: 4,
-    statusview.INCOMPLETE: 4,
-    statusview.RAY_WORKER: 4,
+    dapo_ops.control.status.rows.INCOMPLETE: 4,
+    dapo_ops.control.status.rows.RAY_WORKER: 4,
 }
 #: the codes of :data:`WATCH_CODES` from best to worst: several hosts exit with the worst (stopped ranks between
 #: failed and a dead supervisor, as it did when its code was 2)
@@ -67,7 +67,7 @@ class Watch:
         return len(self.done) == len(self.hosts)
 
     def see(self, rows: list[StatusRow], now: float = 0.0) -> list[str]:
-        """Lines for one look: state changes (:func:`statusevents.events`), an unreachable host once (it does not
+        """Lines for one look: state changes (:func:`events.events`), an unreachable host once (it does not
         end the watch once it was seen), and why a host without a run stops being watched. ``now``: the caller's
         clock in seconds (a state change resets that host's :meth:`progress` timer)."""
         return [e["line"] for e in self.see_events(rows, now)]
@@ -98,13 +98,15 @@ class Watch:
         watched = {h.name for h in self.hosts}
         for row in rows:
             head = heads.get(row.host) or (
-                ((row.serves or {}).get("head"), row.run_id) if row.state == statusview.RAY_WORKER else None
+                ((row.serves or {}).get("head"), row.run_id)
+                if row.state == dapo_ops.control.status.rows.RAY_WORKER
+                else None
             )
             if head and head[0] in watched and worker_of(row, head):
                 hn, rid = head
                 # a Ray worker of a watched head's run (live, or its session already ended): the head's run decides
                 self.workers[row.host] = self.done[row.host] = row
-                add("ray-worker", row, statusevents.worker_line(row.host, rid, hn))
+                add("ray-worker", row, events.worker_line(row.host, rid, hn))
                 continue
             if row.state == ERROR and row.host in self.prev:  # transient: keep watching
                 if row.host not in self.unreachable:
@@ -112,13 +114,13 @@ class Watch:
                     self.unreachable.add(row.host)
                 continue
             self.unreachable.discard(row.host)
-            changes = statusevents.events(self.prev.get(row.host), row)
+            changes = events.events(self.prev.get(row.host), row)
             if changes or row.host not in self.said_at:
                 self.said_at[row.host] = now
             for line in changes:
                 add("change", row, line)
             self.prev[row.host] = row
-            if statusevents.is_finished(row):
+            if events.is_finished(row):
                 self.done[row.host] = row
                 if row.state in (NO_RUN, ERROR) and len(self.hosts) > 1:
                     add("no-run", row, row.error or "%s: no run to watch" % row.host)
@@ -168,10 +170,10 @@ class Watch:
         worst = next(r for r in own if WATCH_CODES.get(r.state, 4) == code)
         if not code:
             return 0, ""
-        if worst.state == statusview.RAY_WORKER:  # its head is not watched
+        if worst.state == dapo_ops.control.status.rows.RAY_WORKER:  # its head is not watched
             head = (worst.serves or {}).get("head")
             return code, "%s, not a run of its own: watch the run with `inv watch -H %s`" % (
-                statusevents.worker_line(worst.host, worst.run_id, head),
+                events.worker_line(worst.host, worst.run_id, head),
                 head,
             )
         if worst.state in (NO_RUN, ERROR):

@@ -48,12 +48,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dapo_ops.core.classify import docs as _docs
-from dapo_ops.core.classify.decide import decide as _decide
-from dapo_ops.core.classify.decide import mk as _mk
+from dapo_ops.core.classify import decide, docs, replay
 from dapo_ops.core.classify.docs import CLASS_TABLE
 from dapo_ops.core.classify.logtail import is_device_oom_line
-from dapo_ops.core.classify.replay import replay as _replay
 from dapo_ops.core.classify.verdict import CLASSES, IMPOSSIBLE_ALLOC_GIB, PHASES, ClassifierTableError, Verdict
 
 __all__ = [
@@ -111,13 +108,13 @@ def classify(
         ``detail["inconclusive"] = True`` (the supervisor turns that into ``hang`` from timing).
     """
     try:
-        v = _decide(text, exit_code, container_state, planned_total)
+        v = decide.decide(text, exit_code, container_state, planned_total)
         if v.cls in _LIVE_FIRST:
             return v
-        found = _replay(text if isinstance(text, str) else text.decode("utf-8", errors="replace")).verdict()
+        found = replay.replay(text if isinstance(text, str) else text.decode("utf-8", errors="replace")).verdict()
         return Verdict(**found) if found is not None else v
     except Exception as exc:  # pragma: no cover - last line of defence for the supervisor
-        return _mk(
+        return decide.mk(
             "crash-other",
             {"cause": "classifier-error", "inconclusive": True},
             [f"classifier error: {type(exc).__name__}: {exc}"],
@@ -154,4 +151,4 @@ def troubleshooting_md() -> str:
     Raises:
         ImportError: a module of :data:`DOC_SECTION_MODULES` cannot be imported.
     """
-    return _docs.render(DOC_SECTION_MODULES)
+    return docs.render(DOC_SECTION_MODULES)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import sys
 
-from dapo_ops.core import classify as _classify
+from dapo_ops.core import classify
 
 
 def main(argv: list[str]) -> int:
     """Run the module CLI on ``argv`` (without the program name); returns the exit status."""
     if argv[:1] == ["--troubleshooting-md"]:
-        sys.stdout.write(_classify.troubleshooting_md())
+        sys.stdout.write(classify.troubleshooting_md())
         return 0
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m dapo_ops.core.classify LOGFILE [--exit-code N] | --troubleshooting-md")
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
             print("classify: --exit-code needs an integer, e.g. --exit-code 137", file=sys.stderr)
             return 2
     try:
-        v = _classify.classify_file(path, exit_code=ec)
+        v = classify.classify_file(path, exit_code=ec)
     except OSError as exc:
         print(f"classify: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 2

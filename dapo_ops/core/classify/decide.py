@@ -33,7 +33,7 @@ import re
 from typing import Any
 
 from dapo_ops.core import health
-from dapo_ops.core.classify import device_codes as _codes
+from dapo_ops.core.classify import device_codes
 from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.classify.logtail import (
     STEP_RX,
@@ -69,7 +69,7 @@ from dapo_ops.core.classify.signatures import (
     import_failure,
 )
 from dapo_ops.core.classify.verdict import Verdict
-from dapo_ops.core.policy import kind as policy_kind
+from dapo_ops.core import policy
 
 # --------------------------------------------------------------------------- which hit is the verdict
 
@@ -488,7 +488,7 @@ def mk(cls: str, detail: dict[str, Any], evidence: list[str]) -> Verdict:
     detail = {k: v for k, v in detail.items() if v is not None}
     return Verdict(
         cls=cls,
-        action_kind=policy_kind(cls, detail),
+        action_kind=policy.kind(cls, detail),
         action=action_text(cls, detail),
         hint=hint_text(cls, detail),
         evidence=evidence,
@@ -843,7 +843,7 @@ def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], 
         m = re.search(r"(?:address|ip):? (\d{1,3}(?:\.\d{1,3}){3})", log.low_line(i))
         d["node"] = m.group(1) if m else None
     if name in ("device-unavailable", "kernel-fault"):
-        d["code"] = next((t for _f, _c, t in _codes.find_codes(log.low_line(i))), None)
+        d["code"] = next((t for _f, _c, t in device_codes.find_codes(log.low_line(i))), None)
     generic = [x for x in fatal if x.sig.tier == GENERIC]
     return mk("crash-other", d, ev(log, i) + generic_ev(log, generic))
 

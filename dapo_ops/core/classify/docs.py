@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Iterable
 
-from dapo_ops.core.classify import device_codes as _codes
+from dapo_ops.core.classify import device_codes
 from dapo_ops.core import policy
 from dapo_ops.core.classify.verdict import CLASSES, PHASES, ClassifierTableError
 
@@ -366,7 +366,7 @@ def _codes_section() -> list[str]:
         "| family | category | codes | source |",
         "|---|---|---|---|",
     ]
-    for fam, _rx, cat, meaning, src in _codes.FAMILIES:
+    for fam, _rx, cat, meaning, src in device_codes.FAMILIES:
         out.append(f"| {fam} | `{cat}` | {meaning} | {src} |")
     return out
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from dapo_ops.core.classify import storm as _storm
+import dapo_ops.core.classify.storm
 from dapo_ops.core.logformat import ATTEMPT_RE, parse_log_time, parse_metrics_line, parse_total, split_lines
 
 
@@ -42,7 +42,7 @@ class Replayed:
     def verdict(self) -> Optional[Dict[str, Any]]:
         """The verdict the supervisor would have recorded (run.json form), or None when no detector called one."""
         if self.storm is not None:
-            return _storm.storm_verdict(self.storm, self.step, self.total)
+            return dapo_ops.core.classify.storm.storm_verdict(self.storm, self.step, self.total)
         return None
 
 
@@ -62,7 +62,9 @@ def replay(text: str) -> Replayed:
     clock. Pure; never raises on any text."""
     lines = _last_attempt(split_lines(text))
     clocked = any(parse_log_time(ln) is not None for ln in lines)
-    det = _storm.StormDetector(count_repeats=None if clocked else _storm.COUNT_REPEATS)
+    det = dapo_ops.core.classify.storm.StormDetector(
+        count_repeats=None if clocked else dapo_ops.core.classify.storm.COUNT_REPEATS
+    )
     out = Replayed(clocked=clocked)
     t = 0.0
     for ln in lines:

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from dapo_ops.core.classify import device_codes as _codes
+from dapo_ops.core.classify import device_codes
 from dapo_ops.core.classify.verdict import CLASSES, ClassifierTableError
 
 # --------------------------------------------------------------------------- the row format
@@ -102,7 +102,7 @@ def build_signatures(rows: Iterable[object], classes: Iterable[str] = CLASSES) -
 
 
 def _code_pat(category: str) -> str:
-    return "|".join(rx for _fam, rx, cat, _m, _src in _codes.FAMILIES if cat == category)
+    return "|".join(rx for _fam, rx, cat, _m, _src in device_codes.FAMILIES if cat == category)
 
 
 # A device OOM needs a device allocator's own words or a memory error CODE (dapo_ops/core/classify/device_codes.py: EL0004,

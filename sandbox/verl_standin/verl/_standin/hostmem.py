@@ -2,7 +2,7 @@
 
 A real trainer that runs out of host RAM in a container with a memory limit is ended by the kernel's
 cgroup OOM killer: SIGKILL (exit 137), no traceback, and the cgroup's ``oom_kill`` counter grows. That counter is
-what the supervisor reads from inside the container (``dapo_ops/agent/supervisor/devices.py`` ``oom_kill_count``,
+what the supervisor reads from inside the container (``dapo_ops/agent/supervisor/accelerator.py`` ``oom_kill_count``,
 ``attempt.py`` ``kernel_oom``: a SIGKILL plus a grown counter is ``oom-host``; a bare SIGKILL is ``crash-other``).
 So the cue takes host memory, page by page, until the kernel kills the process: every part of that signature
 is the kernel's own.

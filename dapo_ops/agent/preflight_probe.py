@@ -1,7 +1,7 @@
 """The preflight probe: ONE ``docker exec`` that gathers every fact preflight needs from inside the container.
 
 Stdlib only (it runs in arbitrary training images; Python 3.8+). A bundle op:
-``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.preflight '<request json>'``
+``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.preflight_probe '<request json>'``
 (:func:`dapo_ops.control.remote.bundle.op_line`); the answer is one JSON line prefixed by :data:`MARK`. The
 compose check runs as a child ``python3 -m dapo_ops.agent.compose`` of the same bundle, with the container's own
 hydra. Facts, not verdicts: :mod:`dapo_ops.control.preflight` turns them into ok/warn/fail.
@@ -32,7 +32,7 @@ import time
 from typing import Any, Iterable
 
 from dapo_ops.agent.composefp import fingerprint
-from dapo_ops.agent.inputs import check_model_dir
+from dapo_ops.agent.input_files import check_model_dir
 from dapo_ops.agent.occupancy import occupancy
 from dapo_ops.agent.parquet import check_parquet
 from dapo_ops.agent.verlinfo import verl_info

@@ -1,6 +1,6 @@
 """SwanLab values checked one at a time: modes, hosts, the run id derived from a dapo-ops run id, and the
 ``secret.env`` text; :class:`SwanlabConfigError` for every bad one. Stdlib only;
-:mod:`dapo_ops.control.launch.swanlab_settings` (the resolution: env > config file > prompt) uses these; callers import
+:mod:`dapo_ops.control.swanlab_settings` (the resolution: env > config file > prompt) uses these; callers import
 them from here.
 
 Facts (swanlab.md = the project's SwanLab reference): SwanLab 0.10 reads a host without a scheme as ``https://``

@@ -5,8 +5,8 @@
 - :func:`file_complete`: the content check a download must pass before it gets its final name (safetensors,
   parquet: :mod:`dapo_ops.agent.parquet`, json).
 
-Parquet data files: :mod:`dapo_ops.agent.parquet`; downloads from a hub: :mod:`dapo_ops.agent.prepare`. These run
-through the bundle ops ``dapo_ops.agent.preflight`` and ``dapo_ops.agent.prepare``.
+Parquet data files: :mod:`dapo_ops.agent.parquet`; downloads from a hub: :mod:`dapo_ops.agent.download`. These run
+through the bundle ops ``dapo_ops.agent.preflight_probe`` and ``dapo_ops.agent.download``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import devices as core_devices
+from dapo_ops.core import devices
 
 
 def _smi(*query: str, timeout_s: float = 10.0) -> Optional[List[str]]:
@@ -137,8 +137,8 @@ def device_load(accelerator: str = "gpu", timeout_s: float = 10.0) -> Optional[L
                 timeout=timeout_s,
                 check=False,
             )
-            rep = core_devices.parse_npu_smi(r.stdout.decode("utf-8", "replace")) if r.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, core_devices.DeviceParseError):
+            rep = devices.parse_npu_smi(r.stdout.decode("utf-8", "replace")) if r.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, devices.DeviceParseError):
             return None
         if rep is None or not rep.devices or any(d.util_pct is None for d in rep.devices):
             return None

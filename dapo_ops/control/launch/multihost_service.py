@@ -28,15 +28,15 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable
 
-from dapo_ops.control.launch import raycluster as cluster_ops
-from dapo_ops.control.launch import service as launch_svc
-from dapo_ops.control.launch import resume as resume_mod
-from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch import raycluster
+from dapo_ops.control.launch import service
+from dapo_ops.control.launch import resume
+import dapo_ops.control.launch.plan
 from dapo_ops.control.launch.service import LaunchRequest
-from dapo_ops.control.launch.errors import LaunchRefused
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.control.launch.refusals import LaunchRefused
+from dapo_ops.control.remote import bundle
 from dapo_ops.control.remote.errors import RemoteError
-from dapo_ops.core import topology as cluster
+from dapo_ops.core import topology
 from dapo_ops.core import raynodes
 from dapo_ops.core.raynodes import cluster_dir
 from dapo_ops.core import runstate
@@ -45,8 +45,8 @@ from dapo_ops.core.topology import Node, TopologyError
 if TYPE_CHECKING:
     from dapo_ops.control.remote.fanout import Row
 
-#: seconds the Ray workers get to join once the head is up (cluster_ops.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
-JOIN_TIMEOUT_S = cluster_ops.JOIN_TIMEOUT_S
+#: seconds the Ray workers get to join once the head is up (raycluster.start); env ``DAPO_OPS_RAY_JOIN_TIMEOUT``
+JOIN_TIMEOUT_S = raycluster.JOIN_TIMEOUT_S
 
 
 class ClusterLaunchError(Exception):
@@ -70,10 +70,10 @@ class ClusterRun:
 
     run_id: str
     head: str
-    plan: planning.Plan
+    plan: dapo_ops.control.launch.plan.Plan
     spec: dict
-    topo: cluster.Topology
-    handle: cluster_ops.ClusterHandle
+    topo: topology.Topology
+    handle: raycluster.ClusterHandle
     row: Row
     resumed: str | None = None
 
@@ -87,7 +87,7 @@ def join_timeout(env=None) -> float:
         return JOIN_TIMEOUT_S
 
 
-def cluster_topology(st, nodes_hosts: list, mode: str) -> cluster.Topology:
+def cluster_topology(st, nodes_hosts: list, mode: str) -> topology.Topology:
     """The pools of a multi-host run of settings ``st`` on ``nodes_hosts`` (head first):
     :func:`dapo_ops.core.topology.plan_topology`. Raises :class:`TopologyError` (one line), also for hosts of mixed
     accelerators."""
@@ -99,8 +99,8 @@ def cluster_topology(st, nodes_hosts: list, mode: str) -> cluster.Topology:
             + "): one Ray cluster needs one kind; fix `accelerator` in hosts.toml or pick other -H hosts"
         )
     nodes = [Node(h.name, h.address, int(h.devices)) for h in nodes_hosts]
-    v = planning.run_values(st)
-    return cluster.plan_topology(mode, nodes, int(v["trainer_gpus"]), int(v["rollout_gpus"]))
+    v = dapo_ops.control.launch.plan.run_values(st)
+    return topology.plan_topology(mode, nodes, int(v["trainer_gpus"]), int(v["rollout_gpus"]))
 
 
 def cluster_plan(
@@ -115,16 +115,16 @@ def cluster_plan(
     extra_overrides: list,
     memory=None,
 ):
-    """The plan of a multi-host run (``--dry-run``): both stages of the planner (:func:`planning.draft_plan`,
-    :func:`planning.make_plan`) for the head with the whole cluster's
+    """The plan of a multi-host run (``--dry-run``): both stages of the planner (:func:`plan.draft_plan`,
+    :func:`plan.make_plan`) for the head with the whole cluster's
     devices and the topology's settings (``nnodes``, ``n_gpus_per_node``; one-step-off: ``trainer_gpus``,
     ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
     builds the same plan through :func:`dapo_ops.control.launch.service.build_plan`.
 
-    Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`planning.PlanError` (one line).
+    Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`plan.PlanError` (one line).
     """
     topo = cluster_topology(st, nodes_hosts, mode)
-    inputs = planning.PlanInputs(
+    inputs = dapo_ops.control.launch.plan.PlanInputs(
         settings=st,
         host=dataclasses.replace(head, devices=topo.total_devices),  # the per-node split was checked by plan_topology
         mode=mode,
@@ -134,7 +134,7 @@ def cluster_plan(
         extra_overrides=tuple(extra_overrides),
         topology=topo.settings(),
     )
-    plan = planning.make_plan(planning.draft_plan(inputs), memory)
+    plan = dapo_ops.control.launch.plan.make_plan(dapo_ops.control.launch.plan.draft_plan(inputs), memory)
     return plan, topo
 
 
@@ -152,7 +152,7 @@ def check_hosts(targets: dict, plan, skip_preflight: bool, req: LaunchRequest | 
     def one(t):
         try:
             # the cluster's plan takes no probe facts: with --skip-preflight the probe is skipped too
-            launch_svc.quick_checks(t, plan, skip_preflight, req, need_facts=False)
+            service.quick_checks(t, plan, skip_preflight, req, need_facts=False)
             return None
         except (RemoteError, LaunchRefused) as e:
             return _prefixed(t.name, str(e))
@@ -178,21 +178,21 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     head = chosen[0]
     run_id = runstate.new_run_id()
     for t in targets.values():  # the run's container on every host (what gather_facts does for one host)
-        t.container = planning.container_for(req.settings, head)
+        t.container = dapo_ops.control.launch.plan.container_for(req.settings, head)
     ht = targets[head.name]
-    facts = launch_svc.LaunchFacts(host=head, run_id=run_id)
+    facts = service.LaunchFacts(host=head, run_id=run_id)
     if req.resume:  # settings not given now come from the run it continues
         try:
-            facts = dataclasses.replace(facts, resume=resume_mod.read_facts(ht, req.resume))
+            facts = dataclasses.replace(facts, resume=resume.read_facts(ht, req.resume))
         except (LaunchRefused, RemoteError) as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     try:  # the one plan: against the whole cluster's devices, with the topology's settings
-        topo = cluster_topology(launch_svc.plan_settings(facts, req), chosen, req.mode)
+        topo = cluster_topology(service.plan_settings(facts, req), chosen, req.mode)
         facts = dataclasses.replace(
             facts, host=dataclasses.replace(head, devices=topo.total_devices), topology=topo.settings()
         )
-        plan = launch_svc.build_plan(facts, req)
-    except (TopologyError, planning.PlanError) as e:
+        plan = service.build_plan(facts, req)
+    except (TopologyError, dapo_ops.control.launch.plan.PlanError) as e:
         raise ClusterLaunchError(
             f"planning a {cluster_what(chosen, hosts_given=hosts_given)}: {e}", usage=True
         ) from None
@@ -215,14 +215,14 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     resumed = None
     if facts.resume is not None:
         try:
-            resume_mod.close_earlier(ht, facts.resume)
+            resume.close_earlier(ht, facts.resume)
         except RemoteError as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
         resumed = plan.resume_line
     no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
     try:
         try:
-            handle = cluster_ops.start(
+            handle = raycluster.start(
                 topo,
                 targets,
                 accelerator=spec["accelerator"],
@@ -233,18 +233,18 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
                 run_env=spec["env"],
                 launcher=spec.get("launcher") or (),
             )
-        except cluster_ops.ClusterError as e:  # start() already tore down what it started
+        except raycluster.ClusterError as e:  # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None
-        started.append(("ray", lambda: cluster_ops.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
+        started.append(("ray", lambda: raycluster.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
         # what the cluster's start gave the run: its handle, and verl's ray.init joins it (RAY_ADDRESS)
-        merged = cluster.merge_no_proxy(no_proxy, [n.address for n in topo.nodes])
+        merged = topology.merge_no_proxy(no_proxy, [n.address for n in topo.nodes])
         env = {**spec["env"], "RAY_ADDRESS": f"{handle.head}:{handle.port}", "no_proxy": merged, "NO_PROXY": merged}
         written = {**spec, "ray": handle.to_json(), "env": env}
-        started.append(("run dir", lambda: launch_svc.remove_run_dir(ht, plan.run_dir)))
-        row = launch_svc.start_run(
+        started.append(("run dir", lambda: service.remove_run_dir(ht, plan.run_dir)))
+        row = service.start_run(
             ht,
             plan,
-            launch_svc.run_secret_env(req),
+            service.run_secret_env(req),
             link_wait=req.link_wait if req.sw.logger_enabled else 0.0,
             spec=written,
             cleanup=teardown,
@@ -267,7 +267,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
 
 def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Callable, grace_s: float = 15.0):
     """After ``inv stop`` stopped a run on ``host_name``: if the run is multi-host (its ``spec.json`` has ``ray``),
-    stop this run's Ray sessions on every node (:func:`cluster_ops.stop`, pid files only; idempotent).
+    stop this run's Ray sessions on every node (:func:`raycluster.stop`, pid files only; idempotent).
 
     ``hosts``: the inventory's ``{name: Host}``; ``make_target(host, container)`` builds a Target. Returns
     ``(run_id, {host: "stopped N processes" | error line})`` (``(None, {})`` for a single-host run). Never raises
@@ -278,9 +278,7 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
     h = hosts[host_name]
     t = make_target(h, h.container)
     try:
-        res = remote_bundle.run_op(
-            t, "runfiles", ["show-spec", run_dir], site=False, workdir="", check=False, timeout=30
-        )
+        res = bundle.run_op(t, "runfiles", ["show-spec", run_dir], site=False, workdir="", check=False, timeout=30)
         spec = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else {}
     except (RemoteError, ValueError):
         spec = {}
@@ -297,7 +295,7 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
         if n["name"] in hosts
     }
     try:
-        result = cluster_ops.stop(
+        result = raycluster.stop(
             [n for n in nodes if n["name"] in targets],
             targets,
             run_dir=cdir,
@@ -341,20 +339,20 @@ def dry_run_plan(
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
     """
-    from dapo_ops.control.inventory import hosts as inv_mod
-    from dapo_ops.control.launch import dryrun as plan_mod
+    from dapo_ops.control.inventory import hosts_file
+    from dapo_ops.control.launch import dryrun
     from dapo_ops.control import userconfig
 
-    path = inv_mod.resolve_path(inventory or None)
+    path = hosts_file.resolve_path(inventory or None)
     if not (inventory or path.exists()):
         return None
-    inv = inv_mod.load(inventory or None)
-    chosen = inv_mod.select(inv, hosts or None)
+    inv = hosts_file.load(inventory or None)
+    chosen = hosts_file.select(inv, hosts or None)
     if len(chosen) < 2:
         return None
     config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
     st = config.settings(flags, env)
-    sw_on, sw_note = plan_mod.swanlab_status(st, env, config.file())
+    sw_on, sw_note = dryrun.swanlab_status(st, env, config.file())
     what = cluster_what(chosen, hosts_given=bool(hosts))
     try:
         plan, topo = cluster_plan(
@@ -366,8 +364,8 @@ def dry_run_plan(
             swanlab_logger=sw_on,
             inv_proxy=inv.proxy,
             extra_overrides=extra_overrides or [],
-            memory=plan_mod._local_memory_facts(st, chosen[0]),
+            memory=dryrun._local_memory_facts(st, chosen[0]),
         )
-    except (TopologyError, planning.PlanError) as e:
-        raise planning.PlanError(f"planning a {what}: {e}") from None
+    except (TopologyError, dapo_ops.control.launch.plan.PlanError) as e:
+        raise dapo_ops.control.launch.plan.PlanError(f"planning a {what}: {e}") from None
     return dataclasses.replace(plan, notes=[*plan.notes, f"planning a {what}", sw_note]), topo

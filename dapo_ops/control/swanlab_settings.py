@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from dapo_ops.control import userconfig
-from dapo_ops.control.launch.swanlab_values import (
+from dapo_ops.control.swanlab_values import (
     SwanlabConfigError,
     clean_value,
     is_swanlab_run_id,
@@ -121,7 +121,7 @@ class SwanlabSettings:
           retries of one run continue the same SwanLab run (swanlab 0.10 sdk/cmd/init.py). ``swanlab_id``: the
           id to keep instead (a ``--resume`` chain's: the earlier run's own ``SWANLAB_RUN_ID``, so every run of
           the chain logs to its first run's SwanLab run), used when it has SwanLab's run-id shape
-          (:func:`~dapo_ops.control.launch.swanlab_values.is_swanlab_run_id`).
+          (:func:`~dapo_ops.control.swanlab_values.is_swanlab_run_id`).
         * ``SWANLAB_INTERACTIVE=false``: never prompt inside the container (0.10).
         """
         env: dict[str, str] = {"SWANLAB_MODE": self.mode}

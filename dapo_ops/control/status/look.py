@@ -3,9 +3,9 @@ head's run), log paths and ``logs --errors`` excerpts (operator side; returns va
 prints or exits). ``stop`` across hosts is :mod:`dapo_ops.control.status.stop`, the ``watch`` loop
 :mod:`dapo_ops.control.status.watch`; both look through this module's :func:`probe` / :func:`fan`.
 
-Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.probe <request>`` in the container, entered
+Each host costs one SSH command per look: ``python3 -S -m dapo_ops.agent.runprobe <request>`` in the container, entered
 with ``nsenter`` where the host allows it, else ``docker exec`` (:meth:`dapo_ops.control.remote.target.Target.look_command`; the
-bundle op :mod:`dapo_ops.agent.probe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
+bundle op :mod:`dapo_ops.agent.runprobe`, :func:`dapo_ops.control.remote.bundle.run_op`), which reads ``run.json``, at most 64 KiB from the end of ``train.log`` and
 ``/proc`` (never the whole log), and answers one JSON line; when ``docker exec`` fails, the same host command reads
 the container's state (a stopped container costs no second command). :mod:`dapo_ops.control.status.rows` turns that
 into a row. Hosts are probed in parallel (:func:`dapo_ops.control.remote.fanout.run`, one thread per host) over each host's
@@ -22,9 +22,9 @@ from typing import Any
 
 from dapo_ops.agent import runlogs
 from dapo_ops.control.remote import fanout
-from dapo_ops.control.remote import bundle as remote_bundle
-from dapo_ops.control.status import events as statusevents
-from dapo_ops.control.status import rows as statusview
+from dapo_ops.control.remote import bundle
+from dapo_ops.control.status import events
+import dapo_ops.control.status.rows
 from dapo_ops.core import logformat
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
@@ -33,8 +33,8 @@ from dapo_ops.control.status.rows import ERROR, NO_RUN, StatusRow
 from dapo_ops.core import raynodes
 from dapo_ops.core.runstate import RunStatus
 
-#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/probe.py)
-PROBE_OPS = {"status": "probe", "list": "probe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
+#: the bundle op (module under dapo_ops/agent/) that answers each probe request op (dapo_ops/agent/runprobe.py)
+PROBE_OPS = {"status": "runprobe", "list": "runprobe", "stop": "runstop", "resolve": "runlogs", "errors": "runlogs"}
 #: seconds for one probe command (status/list/resolve); stop adds its grace periods.
 PROBE_TIMEOUT_S = 60.0
 #: lines of context around each evidence line in ``logs --errors``.
@@ -95,25 +95,27 @@ def worker_of(row: StatusRow, head: tuple[str | None, str | None]) -> bool:
     dir of it (the probe's error names the run: run.json lives on the head). Any other probe error is never one."""
     if row.state == ERROR:  # only the probe's "no run <id>" (no status: a stopped container's row has its run's)
         return row.status is None and bool(row.run_id) and row.run_id == head[1]
-    if row.state == statusview.RAY_WORKER:
+    if row.state == dapo_ops.control.status.rows.RAY_WORKER:
         return True
     return not row.run_status.active and (row.state == NO_RUN or (row.run_id or "") < (head[1] or ""))
 
 
 def with_cluster_workers(rows: list[StatusRow]) -> list[StatusRow]:
     """``rows`` with each Ray worker host of a chosen head's multi-host run shown as part of that run
-    (:func:`statusview.worker_row`: the head's state, live or ended), not as ``no-run`` or an old run of its own.
+    (:func:`rows.worker_row`: the head's state, live or ended), not as ``no-run`` or an old run of its own.
     Rows of hosts whose head was not chosen are kept (a live worker alone stays ``ray-worker``)."""
     heads = cluster_heads((r.host, r.run_id, r.cluster) for r in rows)
     by_run = {(r.host, r.run_id): r for r in rows if r.run_id}
     return [
-        statusview.worker_row(r, by_run[heads[r.host]]) if r.host in heads and worker_of(r, heads[r.host]) else r
+        dapo_ops.control.status.rows.worker_row(r, by_run[heads[r.host]])
+        if r.host in heads and worker_of(r, heads[r.host])
+        else r
         for r in rows
     ]
 
 
 def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
-    """Run one :mod:`dapo_ops.agent.probe` request in the target's container (through the op module
+    """Run one :mod:`dapo_ops.agent.runprobe` request in the target's container (through the op module
     :data:`PROBE_OPS` names for ``req["op"]``); returns its JSON answer.
 
     ``runs_dir`` defaults to the host's inventory ``runs_dir``. The answer may be ``{"error": "..."}``
@@ -125,8 +127,8 @@ def probe(target: Target, req: dict, timeout: float = PROBE_TIMEOUT_S) -> dict:
     req.setdefault("runs_dir", target.host.runs_path)
     # site=False (-S): the probe is stdlib only, so the container's site-packages (.pth files) are not even looked at
     # look=True: read-only ops enter with nsenter where the host allows it (Target.look_command); stop execs
-    op, look = PROBE_OPS.get(str(req.get("op")), "probe"), req.get("op") != "stop"
-    res = remote_bundle.run_op(
+    op, look = PROBE_OPS.get(str(req.get("op")), "runprobe"), req.get("op") != "stop"
+    res = bundle.run_op(
         target, op, [json.dumps(req)], site=False, timeout=timeout, workdir="", state_on_failure=True, look=look
     )
     try:
@@ -175,11 +177,13 @@ def _status_probe(t: Target, req: dict) -> dict:
 
 def stale_after(config) -> float:
     """``status.stale_after_s`` from the invoke/dapo_ops config (a mapping or invoke ``Config``), else
-    :data:`statusview.DEFAULT_STALE_AFTER_S` (seconds)."""
+    :data:`rows.DEFAULT_STALE_AFTER_S` (seconds)."""
     try:
-        return float((config.get("status", {}) or {}).get("stale_after_s") or statusview.DEFAULT_STALE_AFTER_S)
+        return float(
+            (config.get("status", {}) or {}).get("stale_after_s") or dapo_ops.control.status.rows.DEFAULT_STALE_AFTER_S
+        )
     except (AttributeError, TypeError, ValueError):
-        return statusview.DEFAULT_STALE_AFTER_S
+        return dapo_ops.control.status.rows.DEFAULT_STALE_AFTER_S
 
 
 # ------------------------------------------------------------------------------------------ status rows
@@ -188,7 +192,7 @@ def stale_after(config) -> float:
 def _stopped_row(name: str, res: dict) -> StatusRow:
     """docker stop: the run the container held, its last step, and how to go on."""
     run = res["stopped_run"]
-    row = statusview.build_row(
+    row = dapo_ops.control.status.rows.build_row(
         name, {"run": run, "tail": "", "now": time.time(), "supervisor_alive": False, "verl_alive": False}
     )
     row.state, row.eta_s = ERROR, None
@@ -213,41 +217,45 @@ def collect_rows(
     chosen: list,
     run: str = "",
     all_runs: bool = False,
-    stale_after_s: float = statusview.DEFAULT_STALE_AFTER_S,
+    stale_after_s: float = dapo_ops.control.status.rows.DEFAULT_STALE_AFTER_S,
     connect_timeout: float | None = None,
 ) -> list[StatusRow]:
     """Status rows for every host (one probe each, in parallel).
 
     :param run: a run id (else the host's current run).
     :param all_runs: every recorded run per host, newest first (run.json; a log tail only for an active run whose
-        supervisor is gone, :func:`dapo_ops.agent.probe.probe_list`).
+        supervisor is gone, :func:`dapo_ops.agent.runprobe.probe_list`).
     :returns: rows in host order; an unreachable host gives a row with ``state="error"``.
     """
     req: dict[str, Any]
     if all_runs:
         req = {"op": "list"}
     else:
-        req = {"op": "status", "run_id": run or None, "tail_bytes": statusview.DEFAULT_TAIL_BYTES}
+        req = {"op": "status", "run_id": run or None, "tail_bytes": dapo_ops.control.status.rows.DEFAULT_TAIL_BYTES}
     rows: list[StatusRow] = []
     for name, res in fan(chosen, lambda t: _status_probe(t, req), PROBE_TIMEOUT_S + 15, connect_timeout):
         if isinstance(res, str):
-            rows.append(statusview.build_row(name, {"error": res}))
+            rows.append(dapo_ops.control.status.rows.build_row(name, {"error": res}))
         elif res.get("stopped_run"):
             rows.append(_stopped_row(name, res))
         elif res.get("error"):
-            rows.append(statusview.build_row(name, {"error": named(name, res["error"]), "run_id": res.get("run_id")}))
+            rows.append(
+                dapo_ops.control.status.rows.build_row(
+                    name, {"error": named(name, res["error"]), "run_id": res.get("run_id")}
+                )
+            )
         elif all_runs:
             runs = res.get("runs") or []
             if not runs:
                 rows.append(StatusRow(host=name))
             for item in runs:  # run.json, and the log's facts of a run whose supervisor is gone (probe_list)
                 rows.append(
-                    statusview.build_row(
+                    dapo_ops.control.status.rows.build_row(
                         name, dict(item, tail=item.get("tail") or "", now=res.get("now")), stale_after_s
                     )
                 )
         else:
-            rows.append(statusview.build_row(name, res, stale_after_s))
+            rows.append(dapo_ops.control.status.rows.build_row(name, res, stale_after_s))
     return rows
 
 
@@ -296,7 +304,7 @@ def resolve_logs(chosen: list, run: str = "", attempt: int = 0, connect_timeout:
             sv = res["serves"]
             out.notes.append(
                 "%s; its log is the head's (`inv logs -H %s`), its Ray log is %s in its container"
-                % (statusevents.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log"))
+                % (events.worker_line(name, sv.get("run_id"), sv.get("head")), sv.get("head"), sv.get("ray_log"))
             )
         elif res.get("error"):
             (out.notes if res["error"].startswith("no runs") else out.errors).append(named(name, res["error"]))
@@ -315,7 +323,7 @@ def tail_texts(pairs: list, lines: int, connect_timeout: float | None = None) ->
     return fan(
         [h for h, _ in pairs],
         lambda t: {
-            "text": remote_bundle.run_op(
+            "text": bundle.run_op(
                 t, "runlogs", ["tail", str(int(lines)), logs_by_host[t.name]], site=False, timeout=PROBE_TIMEOUT_S,
                 workdir="",
             ).stdout
@@ -342,7 +350,7 @@ def follow_log(target: Target, info: dict, lines: int, out_stream):
         "tail_bytes": 4096,
     }
     args = ["follow", info["log"], str(int(lines)), str(info.get("supervisor_pid") or ""), json.dumps(req)]
-    return remote_bundle.start_op(target, "runlogs", args, out_stream=out_stream, site=False)
+    return bundle.start_op(target, "runlogs", args, out_stream=out_stream, site=False)
 
 
 def error_excerpts(text: str, evidence: list[str], context: int = ERRORS_CONTEXT) -> list[list[str]]:
@@ -438,7 +446,7 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
         n += len(blocks) or 1
     run_rec = res.get("run") or {}
     if n and RunStatus.of(run_rec.get("status")).terminal:  # what ended the run, and what to change
-        row = statusview.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
+        row = dapo_ops.control.status.rows.build_row(target.name, {"run": run_rec, "tail": "", "now": 0.0})
         out += ["%s===== %s %s =====" % (prefix, res["run_id"], row.ended)]
-        out += [prefix + ln for ln in statusevents.suggestion_lines(row, "")]
+        out += [prefix + ln for ln in events.suggestion_lines(row, "")]
     return "".join(ln + "\n" for ln in out), n

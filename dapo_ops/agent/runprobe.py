@@ -1,6 +1,6 @@
 """The in-container probe behind ``status``, ``stop``, ``watch`` and ``logs --errors`` (STDLIB ONLY).
 
-One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.probe
+One op of the shipped bundle per host and call: ``PYTHONPATH=<bundle> python3 -S -m dapo_ops.agent.runprobe
 '<request json>'`` (:func:`dapo_ops.control.remote.bundle.run_op`). It reads ``run.json`` (via
 :mod:`dapo_ops.agent.runfiles`), at most ``tail_bytes`` from the end of the log (``seek`` + ``read``: the cost does
 not grow with the log's size), checks ``/proc/<pid>`` for the recorded supervisor and verl process group, and
@@ -18,7 +18,7 @@ Requests (``{"op": ..., ...}``), each answered by the function of the same name:
   dir / log paths for ``logs``; op module ``runlogs``)
 
 ``stop``, ``resolve`` and ``errors`` are bundle ops of their own (``python3 -S -m dapo_ops.agent.runstop|runlogs
-'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.probe.PROBE_OPS` picks the module), so
+'<request json>'``, the same request and answer forms; :data:`dapo_ops.control.status.look.PROBE_OPS` picks the module), so
 a status look loads this module, :mod:`dapo_ops.agent.runfiles` (with :mod:`dapo_ops.agent.procs`,
 :mod:`dapo_ops.core.runstate` and :mod:`dapo_ops.core.raynodes`), nothing else of the package; they import this module's helpers.
 
@@ -37,7 +37,7 @@ import time
 
 from dapo_ops.agent import runfiles
 from dapo_ops.core import raynodes
-from dapo_ops.core import runstate as _rs
+from dapo_ops.core import runstate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only (postponed): typing does not load at import (every status look runs this)
@@ -54,7 +54,7 @@ DEFAULT_ERRORS_TAIL_BYTES = 4 << 20
 class ProbeError(Exception):
     """A one-line problem the operator can fix (no such run, no runs dir); printed as ``{"error": msg}``, with
     ``"run_id"`` when the run asked for has no dir here (a Ray worker host of a multi-host run has none: run.json
-    lives on its head, dapo_ops/control/status/probe.py ``worker_of``)."""
+    lives on its head, dapo_ops/control/status/look.py ``worker_of``)."""
 
     def __init__(self, msg: str, run_id: Optional[str] = None):
         super().__init__(msg)
@@ -160,30 +160,30 @@ def resolve_run_dir(runs_dir: str, run_id: Optional[str] = None) -> Optional[str
     """
     runs_dir = str(runs_dir).rstrip("/") or "/"
     if run_id:
-        if not _rs.is_run_id(run_id):
+        if not runstate.is_run_id(run_id):
             raise ProbeError(
                 "run id %r is not of the form YYYYMMDD-HHMMSS-xxxx; list runs with `inv status --all`" % run_id
             )
-        d = _rs.run_dir_for(runs_dir, run_id)
+        d = runstate.run_dir_for(runs_dir, run_id)
         if not os.path.isdir(d):
             raise ProbeError("no run %s in %s; list runs with `inv status --all`" % (run_id, runs_dir), run_id)
         return d
     if not os.path.isdir(runs_dir):
         return None
     lock = runfiles.read_lock(runs_dir)
-    if lock and lock.get("run_id") and os.path.isdir(_rs.run_dir_for(runs_dir, lock["run_id"])):
-        return _rs.run_dir_for(runs_dir, lock["run_id"])
-    names = _rs.run_ids_newest_first(os.listdir(runs_dir))
+    if lock and lock.get("run_id") and os.path.isdir(runstate.run_dir_for(runs_dir, lock["run_id"])):
+        return runstate.run_dir_for(runs_dir, lock["run_id"])
+    names = runstate.run_ids_newest_first(os.listdir(runs_dir))
     for n in names:
-        if os.path.exists(os.path.join(runs_dir, n, _rs.RUN_NAME)):
-            return _rs.run_dir_for(runs_dir, n)
-    return _rs.run_dir_for(runs_dir, names[0]) if names else None
+        if os.path.exists(os.path.join(runs_dir, n, runstate.RUN_NAME)):
+            return runstate.run_dir_for(runs_dir, n)
+    return runstate.run_dir_for(runs_dir, names[0]) if names else None
 
 
 def log_path(run: Optional[Dict[str, Any]], run_dir: str) -> str:
     log = (run or {}).get("log") or ""
     if not log or not log.startswith("/"):
-        log = os.path.join(run_dir, _rs.TRAIN_LOG_NAME)
+        log = os.path.join(run_dir, runstate.TRAIN_LOG_NAME)
     return log
 
 
@@ -221,7 +221,7 @@ def serves_instead(runs_dir: str, host: Optional[str], run_id: Optional[str]) ->
     except ProbeError:
         run_dir = None
     own = (runfiles.read_run(run_dir) or {}) if run_dir else {}
-    if _rs.RunStatus.of(own.get("status")).active:
+    if runstate.RunStatus.of(own.get("status")).active:
         return None
     serves = _serves(runs_dir, host, os.path.basename(run_dir or ""))
     return serves if serves and (not run_id or serves.get("run_id") == run_id) else None
@@ -244,7 +244,7 @@ def probe_status(
         return {"run": None, "now": now, "serves": serves}
     run = runfiles.read_run(run_dir)
     if run is None:  # launched but the supervisor never wrote run.json
-        run = {"run_id": os.path.basename(run_dir), "status": _rs.RunStatus.UNKNOWN.value, "run_dir": run_dir}
+        run = {"run_id": os.path.basename(run_dir), "status": runstate.RunStatus.UNKNOWN.value, "run_dir": run_dir}
     sup_alive, verl_alive = _liveness(run, run_dir)
     return dict(
         log_facts(run, run_dir, sup_alive, tail_bytes),
@@ -263,7 +263,7 @@ def current_log(run: Optional[Dict[str, Any]], run_dir: str, sup_alive: bool) ->
     current attempt's own log (:func:`attempt_log_path`; verl goes on writing it, train.log stops with the
     supervisor). What ``status`` (every form) and ``logs`` read."""
     path = log_path(run, run_dir)
-    if _rs.RunStatus.of((run or {}).get("status")).active and not sup_alive:
+    if runstate.RunStatus.of((run or {}).get("status")).active and not sup_alive:
         path = attempt_log_path(run, run_dir) or path
     return path
 
@@ -300,7 +300,11 @@ def resume_checkpoint(run: Dict[str, Any], sup_alive: bool) -> Optional[int]:
     """The step of the last complete checkpoint a ``--resume`` of ``run`` would start from (what the supervisor's
     next attempt would load: :func:`dapo_ops.agent.supervisor.checkpoints.latest_checkpoint`, read-only), or None:
     no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more)."""
-    if sup_alive or run.get("status") in (_rs.RunStatus.SUCCEEDED, _rs.RunStatus.UNKNOWN) or not run.get("ckpt_dir"):
+    if (
+        sup_alive
+        or run.get("status") in (runstate.RunStatus.SUCCEEDED, runstate.RunStatus.UNKNOWN)
+        or not run.get("ckpt_dir")
+    ):
         return None
     from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint  # only for a run a resume may continue
 
@@ -327,10 +331,10 @@ def probe_list(runs_dir: str, tail_bytes: int = DEFAULT_TAIL_BYTES) -> Dict[str,
     really reached, from the attempt's own log; a new user's trial saw ``status --all`` show run.json's stale step)."""
     out = []
     for rec in runfiles.list_runs(runs_dir):
-        run_dir = rec.get("run_dir") or _rs.run_dir_for(runs_dir, str(rec.get("run_id")))
+        run_dir = rec.get("run_dir") or runstate.run_dir_for(runs_dir, str(rec.get("run_id")))
         sup_alive, verl_alive = _liveness(rec, run_dir)
         item = {"run": rec, "supervisor_alive": sup_alive, "verl_alive": verl_alive}
-        if _rs.RunStatus.of(rec.get("status")).active and not sup_alive:
+        if runstate.RunStatus.of(rec.get("status")).active and not sup_alive:
             item.update(log_facts(rec, run_dir, sup_alive, tail_bytes))
         out.append(item)
     return {"runs": out, "now": time.time()}

@@ -1,7 +1,7 @@
 """Collecting a host's preflight facts in ONE SSH round trip: the probe request (:func:`probe_request`), the host
 shell line that executes the probe in the container (:func:`probe_command`, the one place that knows how the
 probe is invoked) and ``docker inspect``s the container only when that fails, and :func:`collect`, which turns the
-answer into facts. The probe itself is the bundle op :mod:`dapo_ops.agent.preflight` (stdlib, runs in the
+answer into facts. The probe itself is the bundle op :mod:`dapo_ops.agent.preflight_probe` (stdlib, runs in the
 container, through :func:`dapo_ops.control.remote.bundle.run_op`: the one way in); a container without the bundle gets
 it installed and the round trip once more (:func:`collect`).
 """
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 
-from dapo_ops.agent import preflight as preflight_probe
-from dapo_ops.control.remote import bundle as remote_bundle
+from dapo_ops.agent import preflight_probe
+from dapo_ops.control.remote import bundle
 from dapo_ops.control.preflight.network import tracker_urls
-from dapo_ops.control.preflight.plan import PlanView, needed_modules
+from dapo_ops.control.preflight.plan_view import PlanView, needed_modules
 from dapo_ops.control.remote.commands import q
 from dapo_ops.control.remote.errors import INSPECT_FORMAT, RemoteError
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import defaults
+from dapo_ops.core import topology
 
 
 INSPECT_MARK = "@@DAPO-INSPECT "
@@ -32,14 +33,12 @@ def probe_request(
     compose_request: dict | None = None,
     tracker: bool = False,
 ) -> dict:
-    """The probe request (:mod:`dapo_ops.agent.preflight`) for ``host`` and the plan. Pure. ``full``: the network
+    """The probe request (:mod:`dapo_ops.agent.preflight_probe`) for ``host`` and the plan. Pure. ``full``: the network
     probes too (tracker, Ray port) and the compose; ``tracker``: the tracker GET alone (``inv launch``'s quick
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
     req: dict = {"accelerator": getattr(host, "accelerator", defaults.HOST["accelerator"])}
     if req["accelerator"] == "npu":
-        from dapo_ops.control.launch.plan import CANN_SET_ENV
-
-        req["cann_files"] = list(CANN_SET_ENV)
+        req["cann_files"] = list(topology.CANN_SET_ENV)
     runs = getattr(host, "runs_path", None) or getattr(host, "runs_dir", None)
     if pv is not None:
         req["model"] = pv.s("model_path")
@@ -123,9 +122,9 @@ def collect(
     }
     failed: list[RemoteError] = []  # the bundle's install, when it failed (run_op then answers the first result)
     try:
-        res = remote_bundle.run_op(
+        res = bundle.run_op(
             target,
-            "preflight",
+            "preflight_probe",
             [json.dumps(req)],
             check=False,
             timeout=timeout,
@@ -138,7 +137,7 @@ def collect(
     if failed and failed[0].kind != "command":
         facts["ssh"] = {"ok": False, "kind": failed[0].kind, "message": failed[0].message}
         return facts
-    if failed and "(hosts.toml `python`)" in failed[0].message:  # remote_bundle.install: the interpreter cannot run
+    if failed and "(hosts.toml `python`)" in failed[0].message:  # bundle.install: the interpreter cannot run
         facts["python_error"] = failed[0].message
     elif failed:
         facts["bundle_error"] = (

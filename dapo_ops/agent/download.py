@@ -1,11 +1,11 @@
 """``inv prepare`` inside the container: downloads from a Hugging Face compatible hub (STDLIB ONLY;
 ``huggingface_hub`` when the image has it).
 
-``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.prepare '<request json>'`` prints the answer of :func:`prepare` as
-one line prefixed by :data:`dapo_ops.agent.preflight.MARK`.
+``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.download '<request json>'`` prints the answer of :func:`prepare` as
+one line prefixed by :data:`dapo_ops.agent.preflight_probe.MARK`.
 
 :func:`fetch_file` / :func:`fetch_model` / :func:`fetch_dataset_file` download into ``<dest>.part``, resume with
-``Range``, verify (:func:`dapo_ops.agent.inputs.file_complete`), then rename. A file under its final name is
+``Range``, verify (:func:`dapo_ops.agent.input_files.file_complete`), then rename. A file under its final name is
 therefore complete; nothing complete is downloaded again (no network call at all).
 
 URL layout (the hub's): model file ``<endpoint>/<repo>/resolve/<rev>/<file>``, dataset file
@@ -26,9 +26,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from dapo_ops.agent.inputs import check_model_dir, file_complete
+from dapo_ops.agent.input_files import check_model_dir, file_complete
 from dapo_ops.agent.parquet import check_parquet
-from dapo_ops.agent.preflight import emit
+from dapo_ops.agent.preflight_probe import emit
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 #: Model repo files worth fetching (the rest -- README, images, .gitattributes, original/ -- is skipped).

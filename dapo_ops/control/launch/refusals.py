@@ -1,5 +1,5 @@
 """The typed errors of the launch service (:mod:`dapo_ops.control.launch.service`, :mod:`dapo_ops.control.launch.resume`,
-:mod:`dapo_ops.control.launch.multihost`): each ``str()`` is one line saying what is wrong and how to fix it."""
+:mod:`dapo_ops.control.launch.multihost_service`): each ``str()`` is one line saying what is wrong and how to fix it."""
 
 from __future__ import annotations
 

@@ -500,7 +500,7 @@ def empty(defaults: dict | None = None) -> Inventory:
     return Inventory(path=None, hosts={}, proxy={k: "" for k in PROXY_KEYS}, defaults=dict(defaults or {}))
 
 
-if __name__ == "__main__":  # python -m dapo_ops.control.inventory.hosts > docs/hosts.schema.json
+if __name__ == "__main__":  # python -m dapo_ops.control.inventory.hosts_file > docs/hosts.schema.json
     import json
 
     print(json.dumps(json_schema(), indent=2))
