@@ -192,6 +192,19 @@ def _diverged(metric: str, np) -> dict:
     return {"actor/grad_norm": nan, "actor/pg_loss": nan, "actor/entropy": nan, "actor/ppo_kl": nan}
 
 
+def _scheduled_lr(cfg, step: int) -> float:
+    """``actor/lr`` after step ``step``: the scheduler's lr (verl/workers/engine_workers.py:212-216), constant with a
+    linear warm-up of ``optim.lr_warmup_steps`` (<= 0: ``lr_warmup_steps_ratio`` x total steps;
+    verl/workers/engine/fsdp/transformer_impl.py:509-522, verl/utils/torch_functional.py:785-788): lr 1e30 with 10
+    warm-up steps prints 1e+29 at step 1 (the H200, tests/fixtures/real-verl/tool-runs/l-diverge)."""
+    lr = float(_sel(cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
+    warm = int(_sel(cfg, "actor_rollout_ref.actor.optim.lr_warmup_steps", -1) or -1)
+    if warm <= 0:
+        ratio = float(_sel(cfg, "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0) or 0.0)
+        warm = int(ratio * int(_sel(cfg, "trainer.total_training_steps", 0) or 0))
+    return lr * (min(step, warm) / warm if warm > 0 else 1.0)
+
+
 def concat_dict_to_str(dict_: dict, step: int) -> str:
     """verl's console format (verl/utils/logger/aggregate_logger.py): ``step:N - k:pformat(v) - ...``."""
     import numbers
@@ -933,16 +946,7 @@ class StandinTrainer:
                 metrics["timing_s/save_checkpoint"] = round(time.time() - ts, 4)
             step_s = time.time() - t
             m = _metrics(step, self.rng, step_s, self._world(), self.one_step_off, np)
-            # actor/lr is the scheduler's lr after step k (verl/workers/engine_workers.py:212-216): constant with a
-            # linear warm-up of optim.lr_warmup_steps (<= 0: lr_warmup_steps_ratio x total steps;
-            # verl/workers/engine/fsdp/transformer_impl.py:509-522, verl/utils/torch_functional.py:785-788): lr 1e30
-            # with 10 warm-up steps prints 1e+29 at step 1 (the H200, tests/fixtures/real-verl/tool-runs/l-diverge)
-            lr = float(_sel(self.cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
-            warm = int(_sel(self.cfg, "actor_rollout_ref.actor.optim.lr_warmup_steps", -1) or -1)
-            if warm <= 0:
-                ratio = float(_sel(self.cfg, "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio", 0.0) or 0.0)
-                warm = int(ratio * int(_sel(self.cfg, "trainer.total_training_steps", 0) or 0))
-            m["actor/lr"] = lr * (min(step, warm) / warm if warm > 0 else 1.0)
+            m["actor/lr"] = _scheduled_lr(self.cfg, step)
             if bad:
                 m.update(_diverged(fail.get("metric", "grad_norm"), np))
             m["training/epoch"] = (step - 1) // self.steps_per_epoch  # trainer_base.py:522
