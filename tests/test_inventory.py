@@ -178,7 +178,7 @@ def test_host_fields_match_the_design_contract():
     documented = (
         "name, address, port, user, identity_file, known_hosts, connect_timeout, container, workdir, "
         "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
-        "data_dir, ckpt_dir, runtime, transport, env"
+        "data_dir, ckpt_dir, runtime, transport, supervisor, env"
     ).split(", ")
     assert list(Host.__dataclass_fields__) == documented
 
@@ -265,3 +265,42 @@ def test_the_schema_refuses_every_bad_file_the_loader_refuses(raw):
     jsonschema = pytest.importorskip("jsonschema")
     data = tomllib.loads(raw.decode("utf-8"))
     assert list(jsonschema.Draft202012Validator(inventory_model.json_schema()).iter_errors(data))
+
+
+def test_a_hosts_supervisor_table_reaches_the_run_spec_and_the_supervisors_tunables(tmp_path):
+    """``[hosts.<name>.supervisor]``: what the stall / hang hints tell an operator to raise (stall_floor_s,
+    stall_factor) and the retry delay HCCL may need, per host; written into the spec only when set."""
+    from dapo_ops.agent.supervisor import config as sup_config
+    from dapo_ops.control import settings
+    from dapo_ops.control.launch import plan
+    from dapo_ops.core import defaults
+
+    p = tmp_path / "hosts.toml"
+    p.write_text(
+        '[hosts.h1]\naddress = "10.0.0.1"\naccelerator = "gpu"\ndevices = 1\n'
+        "[hosts.h1.supervisor]\nstall_floor_s = 300\nretry_delay_s = 30\n"
+        '[hosts.h2]\naddress = "10.0.0.2"\naccelerator = "gpu"\ndevices = 1\n'
+    )
+    inv = inventory.load(str(p))
+    st = settings.resolve({"steps": 3}, {"FRAMEWORK": "fsdp", "ROLLOUT_TP": "1"}, {})
+
+    def spec(name: str) -> dict:
+        inputs = plan.PlanInputs(
+            settings=st, host=inv.hosts[name], mode="dapo", run_id="20261207-000000-abcd", swanlab_logger=False
+        )
+        return plan.draft_plan(inputs).spec
+
+    s1, s2 = spec("h1"), spec("h2")
+    assert s1["supervisor"] == {"stall_floor_s": 300.0, "retry_delay_s": 30.0} and "supervisor" not in s2
+    tun = sup_config.tunables(defaults.RunSpec.read(s1))
+    assert (tun["stall_floor_s"], tun["retry_delay_s"], tun["stall_factor"]) == (300.0, 30.0, 5.0)
+    assert sup_config.tunables(defaults.RunSpec.read(s2))["retry_delay_s"] == 3.0  # GPU's own
+
+
+def test_the_stall_and_hang_hints_name_what_an_operator_can_set():
+    from dapo_ops.agent.supervisor import escalate
+
+    v = escalate.stall_verdict(120.0, 60.0, [11.0], 1, 6, [], "stacks-attempt-1.txt", stall_by="no-step")
+    assert "[hosts.<name>.supervisor]" in v["hint"] and "spec supervisor" not in v["hint"]
+    h = escalate.hang_verdict(900.0, 3, 6)
+    assert "--hang-timeout" in h["hint"] and "HANG_TIMEOUT" in h["hint"]

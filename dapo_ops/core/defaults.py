@@ -133,6 +133,7 @@ HOST: Mapping[str, Any] = MappingProxyType(
         "ckpt_dir": None,
         "runtime": "docker",
         "transport": "ssh",
+        "supervisor": None,
     }
 )
 

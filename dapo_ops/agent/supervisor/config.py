@@ -47,6 +47,10 @@ DEFAULT_TUNABLES = {
     "evidence_s": 30.0,  # hostevidence: how long the worker nodes get to hand in a failed attempt's evidence
 }
 
+#: the tunables an inventory host may set (``[hosts.<name>.supervisor]``, written into the spec's ``supervisor``):
+#: :data:`DEFAULT_TUNABLES` and ``retry_delay_s``
+HOST_TUNABLES = tuple(DEFAULT_TUNABLES) + ("retry_delay_s",)
+
 
 def parse_env_file(text: str) -> Dict[str, str]:
     """``KEY=VALUE`` lines (``export`` prefix, ``#`` comments, one level of matching quotes allowed)."""

@@ -75,7 +75,7 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
         "no training progress for %.0f min: process group stopped; %s" % (mins, action_text("hang", detail)),
         "No new `step:` line for %.0f minutes. Look at the end of the log (`inv logs --errors`) for a rank "
         "stuck in a collective (HCCL/NCCL), a missing Ray head or a stalled data loader; raise "
-        "`hang_timeout_s` if steps are legitimately slower." % mins,
+        "HANG_TIMEOUT (`--hang-timeout`, seconds) if steps are legitimately slower." % mins,
         detail=detail,
     )
 
@@ -202,8 +202,9 @@ def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str
         "collective (NCCL/HCCL all_reduce, broadcast) waiting for ranks that never joined is the cluster (one "
         "retry after cleanup); every process in the same frame of the workload (a reward function, the data "
         "loader, the weight sync) is that code (no retry: fix it, then `inv launch --resume <run id>`). The limit "
-        "is learned from the run's own steps (docs/troubleshooting.md \"Stalls\"); raise the supervisor's "
-        "stall_factor / stall_floor_s (spec supervisor) if steps legitimately pause this long." % stacks_file,
+        'is learned from the run\'s own steps (docs/troubleshooting.md "Stalls"); raise `stall_floor_s` / '
+        "`stall_factor` in the host's `[hosts.<name>.supervisor]` table of hosts.toml if steps legitimately pause "
+        "this long." % stacks_file,
         "evidence": (stood + list(detail.get("counters") or []))[:16],
         "detail": detail,
     }

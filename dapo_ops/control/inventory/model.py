@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from dapo_ops.agent.supervisor.config import HOST_TUNABLES
 from dapo_ops.core.defaults import HOST, runs_path
 
 # host / container names: safe in -H comma lists, file names and `docker exec <name>` (Docker's own name rule)
@@ -105,6 +106,15 @@ Env = Annotated[
     rule("keys must be environment variable names ([A-Za-z_][A-Za-z0-9_]*), values strings"),
 ]
 
+#: ``[hosts.<name>.supervisor]``: the on-host supervisor's tunables for this host's runs (seconds, except
+#: ``stall_factor`` and ``log_*``; :data:`dapo_ops.agent.supervisor.config.DEFAULT_TUNABLES`), e.g.
+#: ``stall_floor_s = 300`` on a cluster whose steps legitimately pause, ``retry_delay_s = 30`` where HCCL needs longer
+#: to release its links; written into the run spec's ``supervisor`` table
+Tunables = Annotated[
+    dict[Literal[HOST_TUNABLES], Annotated[float, Meta(gt=0)]],  # type: ignore[valid-type]
+    rule("keys: %s; values numbers > 0" % ", ".join(HOST_TUNABLES)),
+]
+
 
 @dataclass(frozen=True)
 class Host:
@@ -139,6 +149,7 @@ class Host:
     ckpt_dir: Text | None = HOST["ckpt_dir"]
     runtime: Runtime = HOST["runtime"]
     transport: Transport = HOST["transport"]
+    supervisor: Tunables | None = HOST["supervisor"]
     env: Env = field(default_factory=dict, hash=False)
 
     @property
@@ -182,6 +193,7 @@ _DOCS = {  # for editors (docs/hosts.schema.json); the example hosts.toml says t
     "transport": "ssh | local subprocess",
     "runtime": "docker: in the container | host: in the host's own shell",
     "env": "non-secret env for runtime = 'host'",
+    "supervisor": "the on-host supervisor's tunables for this host's runs (stall_floor_s, retry_delay_s, ...)",
 }
 
 

@@ -378,6 +378,9 @@ def _draft(inputs: PlanInputs) -> Draft:
         "notify": dict(notify) if notify is not None else {"on_escalation": False, "on_success": False, "webhooks": []},
         "ray": None,
     }
+    tunables = _host_attr(host, "supervisor")
+    if tunables:  # the host's [hosts.<name>.supervisor] table: the supervisor's tunables for this run
+        spec["supervisor"] = dict(tunables)
     if v09 and spec["accelerator"] == "npu":
         spec["launcher"] = list(topology.CANN_LAUNCHER)
         notes.append(
