@@ -123,8 +123,10 @@ def launch_env(monkeypatch):
     monkeypatch.setattr(runspec, "check_spec", check_spec)
     monkeypatch.setattr(overrides, "check_spec", check_spec)  # build_command's own check (imported by name)
 
-    def quick(target, plan, *, facts_out=None, tracker=False, secret_env=None, timeout=90):
+    def quick(target, plan, *, facts_out=None, tracker=False, secret_env=None, timeout=90, finish=None):
         facts_out.update(probe={"devices": {"rc": 0}, "model": {"config": QWEN3_8B}})
+        if finish is not None:  # as the real one: the checks judge the plan finish makes of the probe's memory facts
+            finish(preflight_memory.memory_facts(target.host, facts_out["probe"]))
         return []
 
     monkeypatch.setattr(preflight_checks, "quick", quick)

@@ -257,7 +257,7 @@ def test_a_run_that_fails_at_once_after_skip_preflight_names_the_checks_it_was_l
     from dapo_ops.control.remote.fanout import Row
 
     skipped = ("verl failed: container has verl 0.9.1 (profile 0.9); the plan uses profile 0.8",)
-    facts = SimpleNamespace(skipped=skipped, resume=None)
+    facts = SimpleNamespace(skipped=skipped, resume=None, plan=None)  # LaunchFacts: no plan made by the probe
     at_once = "run R failed at once: crash-other: stop and report the innermost error (exit code 1)"
     monkeypatch.setattr(svc, "gather_facts", lambda t, r: facts)
     monkeypatch.setattr(svc, "build_plan", lambda f, r: SimpleNamespace(memory=[]))

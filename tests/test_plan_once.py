@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +25,11 @@ from supervisor_helpers import bare_host, wait_for
 from dapo_ops.cli import build_namespace, program
 from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import service as svc
+from dapo_ops.core import features, overrides
+from dapo_ops.control.preflight import checks as preflight_checks
+from dapo_ops.control.preflight import compose_check
 from dapo_ops.control.preflight import group as preflight_group
+from dapo_ops.control.preflight.plan_view import plan_view
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +42,39 @@ def bare(tmp_path_factory):
     return SimpleNamespace(root=root, runs=tree / "dapo_runs")
 
 
+#: tool-runs/j-learned's device (NVIDIA H200, MiB as nvidia-smi reports it) and model (Qwen3-4B's shape, 48 layers)
+H200_MIB = 143771
+J_LEARNED = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs" / "j-learned"
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory):
+    """A bare host like ``bare`` whose one GPU has the H200's memory and whose model has j-learned's shape: the
+    fastest fit (dapo_ops/core/fastfit.py) changes the draft's token budgets, checkpointing, share and vLLM limits."""
+    root = tmp_path_factory.mktemp("plan-once-h200")
+    tree, _ = bare_host(root)
+    (tree / "sandbox" / "scenario.json").write_text(json.dumps({"accelerator": "gpu", "step_time": 0.1}))
+    (tree / "sandbox" / "devices.json").write_text(
+        json.dumps({"accelerator": "gpu", "count": 1, "hbm_total_mb": H200_MIB})
+    )
+    shutil.copy(J_LEARNED / "model-config.json", tree / "Qwen3-8B" / "config.json")
+    (root / "config.toml").write_text("[notify]\non_success = true\n")
+    return SimpleNamespace(root=root, runs=tree / "dapo_runs")
+
+
 @pytest.fixture
 def counted(bare, monkeypatch):
     """Run a task in this process against the bare host with the planner's stages (and what is checked) recorded."""
+    return _counted(bare, monkeypatch)
+
+
+@pytest.fixture
+def counted_h200(h200, monkeypatch):
+    """``counted`` on the ``h200`` host."""
+    return _counted(h200, monkeypatch)
+
+
+def _counted(bare, monkeypatch):
     for k in list(os.environ):
         if k.startswith(("DAPO_OPS_", "SWANLAB_")) or k in ("CONTAINER", "USER_FEATURES", "TRAIN_STEPS"):
             monkeypatch.delenv(k)
@@ -46,12 +84,14 @@ def counted(bare, monkeypatch):
     monkeypatch.setenv("ROLLOUT_TP", "1")
     monkeypatch.setenv("FRAMEWORK", "fsdp")
     monkeypatch.chdir(bare.root)
-    seen = SimpleNamespace(drafts=[], finished=[], probed=[], preflighted=[])
-    real_draft, real_make, real_quick, real_fleet = (
+    seen = SimpleNamespace(drafts=[], finished=[], probed=[], preflighted=[], judged=[], composed=[])
+    real_draft, real_make, real_quick, real_fleet, real_eval, real_collect = (
         planning.draft_plan,
         planning.make_plan,
         svc.quick_checks,
         preflight_group.run_fleet,
+        preflight_checks.evaluate,
+        preflight_group.collect,
     )
 
     def draft_plan(inputs):
@@ -71,6 +111,16 @@ def counted(bare, monkeypatch):
         seen.preflighted.extend(j.plan for j in jobs.values())
         return real_fleet(hosts, jobs, **kw)
 
+    def evaluate(host, plan, facts, **kw):  # what the checks judge (device-mem, memory-fit, sanity): its argv
+        seen.judged.append(("full" if kw.get("full", True) else "quick", list(plan_view(plan).argv)))
+        return real_eval(host, plan, facts, **kw)
+
+    def collect(target, req, **kw):  # the compose requests preflight's probe runs (not the fingerprint-only ones)
+        comp = req.get("compose")
+        if comp is not None and comp.get("run", True):
+            seen.composed.append(list(comp["request"]["overrides"]))
+        return real_collect(target, req, **kw)
+
     # the planner's stages wherever a module holds them (dryrun.py imports them by name: whether it was imported
     # before this test depends on the test order)
     for mod in [m for name, m in list(sys.modules.items()) if name.startswith("dapo_ops.") and m is not None]:
@@ -79,6 +129,9 @@ def counted(bare, monkeypatch):
                 monkeypatch.setattr(mod, attr, spy)
     monkeypatch.setattr(svc, "quick_checks", quick_checks)
     monkeypatch.setattr(preflight_group, "run_fleet", run_fleet)
+    monkeypatch.setattr(preflight_group, "evaluate", evaluate)
+    monkeypatch.setattr(preflight_checks, "evaluate", evaluate)
+    monkeypatch.setattr(preflight_group, "collect", collect)
 
     def run(*argv: str) -> None:
         try:
@@ -93,7 +146,7 @@ def counted(bare, monkeypatch):
         wait_for(ended, timeout=120, what=f"run {run_id} ended")
         return json.loads((bare.runs / run_id / "spec.json").read_text())
 
-    seen.run, seen.finished_run = run, finished_run
+    seen.run, seen.finished_run, seen.runs_dir = run, finished_run, bare.runs
     return seen
 
 
@@ -124,3 +177,30 @@ def test_quickstart_hands_one_request_to_preflight_and_start(counted, monkeypatc
     spec = counted.finished_run(draft.inputs.run_id)
     assert spec["env"] == draft.spec["env"] and spec["env"]["SWANLAB_MODE"] == "disabled"  # SwanLab's public env
     assert spec["notify"] == draft.spec["notify"] and spec["notify"]["on_success"] is True
+
+
+def test_preflight_and_the_launchs_probe_judge_and_compose_the_argv_the_launch_runs(counted_h200):
+    """Issue 46 item 2's reviewer finding: with device memory and config.json that make the fastest fit change the
+    draft (j-learned's model on an H200: token budgets, gradient checkpointing, the rollout share, vLLM's
+    max_num_seqs / max_num_batched_tokens), quickstart's preflight judges (device-mem, memory-fit, sanity) and
+    composes the argv the launch runs, not the draft's; so does the launch's own quick probe. The run's spec.json
+    rebuilds that argv, and the supervisor's attempt 1 ran it. On main's code preflight judged and composed the
+    draft (``ppo_max_token_len_per_gpu=1536``, ``gpu_memory_utilization=0.6``, no vLLM limits)."""
+    c = counted_h200
+    c.run("quickstart", "-H", "dev", "--steps", "2", "--http-proxy", "none")
+    [draft] = c.drafts
+    spec = c.finished_run(draft.inputs.run_id)
+    fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or [])
+    runs = list(overrides.build_command(spec, fs))  # the argv spec.json gives attempt 1
+    assert runs != list(draft.argv), "the fit changed nothing: this host's facts do not exercise stage 2"
+    seqs = f"max_num_seqs={spec['settings']['rollout_max_num_seqs']}"  # a key the draft's argv does not have
+    assert any(a.endswith(seqs) for a in runs) and not any("max_num_seqs=" in a for a in draft.argv)
+    tail = runs[runs.index("-m") + 2 :]
+    log = (c.runs_dir / draft.inputs.run_id / "supervisor.log").read_text()
+    logged = shlex.split(re.search(r"attempt 1: \S+ -m verl\.trainer\.main_ppo (.*)", log).group(1))
+    assert logged == tail  # the supervisor's attempt 1 ran exactly the plan's argv
+    # preflight (full) and the launch's probe (quick) judged that argv, once each
+    assert c.judged == [("full", runs), ("quick", runs)]
+    # the compose whose verdict preflight reports is of that argv (round 1 composed the draft's, round 2 the run's)
+    assert c.composed[-1] == compose_check.request_for(runs, spec["workdir"])["overrides"]
+    assert len(c.finished) == 1  # made once: the launch starts the plan preflight judged

@@ -216,8 +216,11 @@ def check_request(
 ) -> dict[str, list[Check]]:
     """Every check of the launch request ``req`` on the hosts ``chosen``, in parallel: each host's run as the launch
     drafts it (``req.drafts[host name]``, the launch's own run: ``inv quickstart``; a host without one is drafted here
-    from ``req`` with :data:`PREFLIGHT_RUN_ID`, :func:`dapo_ops.control.launch.service.draft_for`), one SSH round trip per
-    host and one compose per group of identical hosts (:func:`dapo_ops.control.preflight.group.run_fleet`), then
+    from ``req`` with :data:`PREFLIGHT_RUN_ID`, :func:`dapo_ops.control.launch.service.draft_for`) and finishes it with
+    the facts the probe reads (:func:`dapo_ops.control.launch.service.finisher`: the launch's own
+    :func:`~dapo_ops.control.launch.service.build_plan`, so the checks judge the plan the launch runs), one SSH round
+    trip per host and one compose per group of identical hosts (:func:`dapo_ops.control.preflight.group.run_fleet`;
+    a host whose finished argv differs from its draft's composes it in a second round trip), then
     the operator-side SwanLab key check once (``sw_err``: the SwanLab error :func:`preflight_request
     <dapo_ops.control.launch.request.preflight_request>` returned). A plan error is one line and exit 2.
     Returns ``{host name: checks}``."""
@@ -233,7 +236,12 @@ def check_request(
         ray = None
         if cluster and len(chosen) > 1:
             ray = {"head": head.address, "port": int(ray_port), "is_head": h.name == head.name}
-        jobs[h.name] = HostJob(plan=draft, ray=ray, container=draft.spec["container"] or "")  # CONTAINER wins
+        jobs[h.name] = HostJob(
+            plan=draft,
+            ray=ray,
+            container=draft.spec["container"] or "",  # CONTAINER wins
+            finish=service.finisher(service.LaunchFacts(host=h, run_id=draft.inputs.run_id, draft=draft), req),
+        )
     # the proxy credentials reach the probe through a 0600 file, never argv
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS}
     # the control masters (dapo_ops/control/remote/sshmux.py) as status; one compose per group of identical hosts

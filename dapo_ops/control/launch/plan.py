@@ -3,11 +3,12 @@
 Two stages, each run once per run (invoke's ``Executor.execute``: expand once, then run):
 
 1. :func:`draft_plan`: :class:`PlanInputs` (the settings, host, mode, run id, env, notifier: known before any host
-   is contacted) -> a :class:`Draft`, checked once (:func:`dapo_ops.core.runspec.check_spec`). What launch's quick
-   checks and ``inv preflight`` check (preflight composes ``draft.argv`` against the container's verl);
+   is contacted) -> a :class:`Draft`, checked once (:func:`dapo_ops.core.runspec.check_spec`). What the launch's
+   probe and ``inv preflight``'s are asked from (model, data, modules: stage 2 does not change them);
 2. :func:`make_plan`: the draft + the host's facts (device memory, config.json, learned-start memos, read by the
    launch's probe) -> the :class:`Plan` launch runs (the learned start or memory fit, ``--resume``'s carry, the
-   verl argv, the ladder), whose ``spec`` launch writes as ``<run_dir>/spec.json``.
+   verl argv, the ladder), whose ``spec`` launch writes as ``<run_dir>/spec.json``. What the launch's quick checks
+   and ``inv preflight`` judge and compose (:func:`dapo_ops.control.launch.service.finisher`).
 
 Launch, preflight and prepare make their inputs from one launch request
 (:func:`dapo_ops.control.launch.service.plan_inputs`); ``inv launch --dry-run`` / ``inv one-step-off --dry-run``
@@ -192,10 +193,10 @@ class Draft:
     (:func:`dapo_ops.core.runspec.check_spec`, with the host's device count), before the host's facts are known: no
     learned start, memory fit, ``--resume`` carry or pinned FSDP strategy yet (:func:`make_plan` adds them).
     ``features``: the first attempt's as set (:class:`~dapo_ops.core.features.FeatureSet`). ``argv``: the verl argv
-    of this spec and these features (``[launcher.., python, -m, module, overrides..]``): what a probe and preflight's
-    compose look at; the plan's may start on memory rungs. ``notes``: the plan's one-line remarks so far.
-    Immutable as :class:`Plan` is (:func:`freeze`). What launch's quick checks and preflight check, and what
-    :func:`make_plan` finishes: ONE draft per run."""
+    of this spec and these features (``[launcher.., python, -m, module, overrides..]``); the plan's may differ (the
+    fastest fit, memory rungs). ``notes``: the plan's one-line remarks so far. Immutable as :class:`Plan` is
+    (:func:`freeze`). What the launch's probe and preflight's are asked from, and what :func:`make_plan` finishes
+    (the checks judge the finished plan): ONE draft per run."""
 
     inputs: PlanInputs
     spec: dict

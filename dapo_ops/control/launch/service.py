@@ -9,7 +9,8 @@ the shape of invoke's ``Executor.execute`` (expand once, then run):
    device memory, the model's config.json and the learned-start memos (:class:`LaunchFacts`);
 2. :func:`build_plan`: the run's draft (:func:`draft_for`, made from :func:`plan_inputs` of the :class:`LaunchRequest`
    before the probe: ``check_spec`` once, the run's env and notifier) + the facts -> one immutable
-   :class:`~dapo_ops.control.launch.plan.Plan` (the learned start or memory fit, ``--resume``);
+   :class:`~dapo_ops.control.launch.plan.Plan` (the learned start or memory fit, ``--resume``), made inside step 1
+   as soon as the probe answers, so the quick checks judge the plan that runs (:func:`finisher`);
 3. execute: close an earlier run ``--resume`` continues whose supervisor died, and start the supervisor with ONE
    call of the bundle op :mod:`dapo_ops.agent.runstart`, which writes ``spec.json`` and ``secret.env`` (0600) from its
    stdin (never a command line) and answers once verl has started (:func:`start_run`). The multi-host path
@@ -95,6 +96,9 @@ class LaunchRequest:
     drafts of its runs by host name (:func:`draft_for`), made before any host was contacted
     (:func:`dapo_ops.control.launch.request.build`: a run per host, without ``--resume``): what ``inv quickstart``'s
     preflight checks and each host's launch finishes (:func:`gather_facts`); a run without one is drafted on its way.
+    ``finished``: ``{host name: (draft, memory facts, plan)}``, the last plan :func:`finisher` made of a draft:
+    :func:`dapo_ops.control.launch.plan.make_plan` is pure, so the launch after a preflight of the same request
+    (``inv quickstart``) whose probe reads the same facts starts the plan preflight checked, made once.
     """
 
     mode: str
@@ -110,6 +114,7 @@ class LaunchRequest:
     resume: str = ""
     progress: LaunchProgress = field(default_factory=LaunchProgress)
     drafts: Mapping[str, dapo_ops.control.launch.plan.Draft] = field(default_factory=dict)
+    finished: dict[str, tuple[Any, Mapping | None, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,9 @@ class LaunchFacts:
     without a probe (a multi-host run, the CLI's check before any host). ``topology``: a
     multi-host run's settings (:meth:`dapo_ops.core.topology.Topology.settings`), else None. ``skipped``: one line
     per failing quick check ``--skip-preflight`` let through (the launch prints them). ``draft``: the run's first
-    stage (:func:`draft_for`), once made: what the probe checked and :func:`build_plan` finishes.
+    stage (:func:`draft_for`), once made: what the probe reads and :func:`build_plan` finishes. ``plan``: the plan
+    :func:`build_plan` made of ``draft`` and ``memory`` (:func:`gather_facts`: the one its quick checks judged),
+    else None.
     """
 
     host: Any
@@ -133,6 +140,7 @@ class LaunchFacts:
     topology: Mapping | None = None
     skipped: tuple[str, ...] = ()
     draft: dapo_ops.control.launch.plan.Draft | None = None
+    plan: dapo_ops.control.launch.plan.Plan | None = None
 
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
@@ -198,6 +206,26 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launc
     if facts.resume is not None:
         dapo_ops.control.launch.resume.check(plan, facts.resume)
     return plan
+
+
+def finisher(facts: LaunchFacts, req: LaunchRequest):
+    """The plan's second stage for a probe (:attr:`dapo_ops.control.preflight.group.HostJob.finish`,
+    :func:`dapo_ops.control.preflight.checks.quick_all`'s ``finish``): memory facts (or None) -> :func:`build_plan` of
+    ``facts`` with them, i.e. ``inv preflight`` and the launch's quick checks finish a draft exactly as the launch
+    does. The same draft with the same facts again (the launch after ``inv quickstart``'s preflight) gets the plan
+    made the first time (``req.finished``): the plan preflight judged is the plan that starts, made once. Raises
+    what :func:`build_plan` raises."""
+
+    def finish(memory: Mapping | None) -> dapo_ops.control.launch.plan.Plan:
+        done = req.finished.get(facts.host.name)
+        if done is not None and facts.draft is not None and done[0] is facts.draft and done[1] == memory:
+            return done[2]
+        plan = build_plan(dataclasses.replace(facts, memory=memory), req)
+        if facts.draft is not None:
+            req.finished[facts.host.name] = (facts.draft, memory, plan)
+        return plan
+
+    return finish
 
 
 def run_secret_env(req: LaunchRequest) -> dict:
@@ -456,7 +484,13 @@ SKIPPED_KEY = "skipped_checks"
 
 
 def quick_checks(
-    target, view, skip_preflight: bool, req: "LaunchRequest | None" = None, *, need_facts: bool = True
+    target,
+    view,
+    skip_preflight: bool,
+    req: "LaunchRequest | None" = None,
+    *,
+    need_facts: bool = True,
+    finish=None,
 ) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.checks.quick`` (devices, leftovers, python/verl,
@@ -468,7 +502,11 @@ def quick_checks(
     trip, the
     tracker's reachability from the container (``swanlab``: cloud mode only, with the run's env: its proxy and
     SwanLab host; the proxy variables that carry credentials reach the probe through a 0600 file, never argv).
-    ``view``: what the run reads (its :class:`~dapo_ops.control.launch.plan.Draft`, or a multi-host run's plan). Raises :class:`LaunchRefused`
+    ``view``: what the run reads (its :class:`~dapo_ops.control.launch.plan.Draft`, or a multi-host run's plan): the
+    probe is asked from it. ``finish``: the draft's second stage (:func:`finisher`, as :func:`gather_facts` passes
+    it): the checks judge the plan it makes of the probe's memory facts, the plan the launch runs (the fastest fit
+    changes the rollout share ``device-mem`` compares, the features and budgets ``memory-fit`` estimates); None:
+    ``view`` is judged (a multi-host run's plan, finished without probe facts). Raises :class:`LaunchRefused`
     or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
     and memos :func:`build_plan` fits the plan to."""
     from dapo_ops.control.preflight.plan_view import plan_view
@@ -492,7 +530,7 @@ def quick_checks(
     secret = {k: v for k, v in req.extra_secret.items() if k.lower() in proxy.PROXY_VARS} if req is not None else {}
     failed = [
         ck
-        for ck in checks.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret)
+        for ck in checks.quick(target, pv, facts_out=facts, tracker=req is not None, secret_env=secret, finish=finish)
         if ck.status == "fail"
     ]
     if skip_preflight:
@@ -514,11 +552,11 @@ def quick_checks(
 def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, take
     the run's draft (``req.drafts``, made before any host was contacted, with its run id; else :func:`draft_for`:
-    a ``--resume`` run is drafted from the earlier run's spec), run the quick checks on it (:func:`quick_checks`)
-    and keep their probe's memory facts. Reads and refusals only: nothing of the new run is written. Raises
-    LaunchRefused / RemoteError / PlanError (one line)."""
-    from dapo_ops.control.preflight import memory
-
+    a ``--resume`` run is drafted from the earlier run's spec), probe what it reads and finish it with the probe's
+    memory facts (:func:`build_plan`, once), and run the quick checks on that plan (:func:`quick_checks`): the
+    facts keep the memory facts and the plan. When the plan cannot be made the draft is judged and the plan's
+    error is raised after the checks (a failing check speaks first, as before the two stages met). Reads and
+    refusals only: nothing of the new run is written. Raises LaunchRefused / RemoteError / PlanError (one line)."""
     host = target.host
     target.container = dapo_ops.control.launch.plan.container_for(
         req.settings, host
@@ -528,12 +566,23 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     if req.resume:
         facts = dataclasses.replace(facts, resume=dapo_ops.control.launch.resume.read_facts(target, req.resume))
     facts = dataclasses.replace(facts, draft=draft or draft_for(facts, req))
-    probe = quick_checks(target, facts.draft, req.skip_preflight, req)
-    return dataclasses.replace(
-        facts,
-        memory=memory.memory_facts(host, probe.get("probe")),
-        skipped=tuple(probe.get(SKIPPED_KEY) or ()),
-    )
+    made: list[tuple[Mapping | None, dapo_ops.control.launch.plan.Plan]] = []
+    refused: list[Exception] = []
+    stage2 = finisher(facts, req)
+
+    def finish(memory: Mapping | None):
+        try:
+            made.append((memory, stage2(memory)))
+        except (dapo_ops.control.launch.plan.PlanError, LaunchRefused) as e:
+            refused.append(e)
+            return facts.draft
+        return made[-1][1]
+
+    probe = quick_checks(target, facts.draft, req.skip_preflight, req, finish=finish)
+    if refused:
+        raise refused[0]
+    mem, plan = made[-1] if made else (None, None)
+    return dataclasses.replace(facts, memory=mem, plan=plan, skipped=tuple(probe.get(SKIPPED_KEY) or ()))
 
 
 def verdict_line(rec: dict) -> str:
@@ -696,8 +745,8 @@ START_LINES = (
 
 
 def launch_one(target, req: LaunchRequest) -> Row:
-    """Launch one run on ``target``: :func:`gather_facts` (the run's draft and the probe's facts),
-    :func:`build_plan` (once: the draft finished), then execute it (close the earlier run ``--resume`` continues
+    """Launch one run on ``target``: :func:`gather_facts` (the run's draft, the probe's facts and the plan it
+    finished: :func:`build_plan`, once), then execute it (close the earlier run ``--resume`` continues
     when its supervisor died, :func:`start_run`).
 
     Returns a :class:`Row` (``data``: run_id, run_dir, log, swanlab_url, status, container, ``start``: the plan's
@@ -707,7 +756,7 @@ def launch_one(target, req: LaunchRequest) -> Row:
     RemoteError / PlanError / LaunchRefused with one line; nothing is left behind when the start itself fails.
     """
     facts = gather_facts(target, req)
-    plan = build_plan(facts, req)
+    plan = facts.plan or build_plan(facts, req)
     if facts.resume is not None:
         dapo_ops.control.launch.resume.close_earlier(target, facts.resume)
     link_wait = req.link_wait if req.sw.logger_enabled else 0.0

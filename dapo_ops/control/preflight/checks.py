@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from dapo_ops.control.preflight.host import _container_checks, _device_checks
 from dapo_ops.control.preflight.inputs import _input_checks, sanity_checks
-from dapo_ops.control.preflight.memory import _memfit_checks
+from dapo_ops.control.preflight.memory import _memfit_checks, memory_facts
 from dapo_ops.control.preflight.network import _network_checks, tracker_check
 from dapo_ops.control.preflight.plan_view import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.gather import collect, probe_request
@@ -156,6 +156,7 @@ def quick_all(
     facts_out: dict | None = None,
     tracker: bool = False,
     secret_env: dict | None = None,
+    finish: Callable[[Mapping | None], Any] | None = None,
 ) -> list[Check]:
     """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
     leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
@@ -163,13 +164,24 @@ def quick_all(
     container when the plan logs to SwanLab in cloud mode, with the plan's env: its proxy and SwanLab host).
     ``plan``: ``launch.plan.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None. ``secret_env``: env the
     probe gets through a 0600 file (a proxy URL with credentials). Returns checks named in :data:`QUICK_CHECKS`;
-    never raises for remote failures. ``facts_out``: a dict that receives the facts (e.g. for
-    :func:`memory_facts`)."""
+    never raises for remote failures (``finish``'s own errors pass through). ``facts_out``: a dict that receives the
+    facts (e.g. for :func:`memory_facts`).
+
+    ``finish``: the plan's second stage (``plan`` is a draft): called once with the probe's memory facts
+    (:func:`memory_facts`, None when unknown) it returns the plan the run starts with, and the checks judge THAT
+    (``device-mem`` its rollout share, ``memory-fit`` its features and token budgets, ``sanity`` its argv); the
+    probe itself is asked from ``plan``: what it reads (model, data, entry module, the extra modules of
+    :func:`~dapo_ops.control.preflight.plan_view.needed_modules`, env) the second stage does not change (it changes
+    token budgets, the rollout share, vLLM's batch limits, the memory rungs ``offload`` / ``recompute``, Megatron's
+    TP/PP and ``--resume``'s checkpoint dir, whose free space is the runs_dir's as the draft's is). None: ``plan`` is
+    judged as given."""
     pv = plan_view(plan)
     req = probe_request(target.host, pv, full=False, tracker=tracker)
     facts = collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env, timeout=timeout)
     if facts_out is not None:
         facts_out.update(facts)
+    if finish is not None:
+        pv = plan_view(finish(memory_facts(target.host, facts.get("probe"))))
     return evaluate(target.host, pv, facts, full=False)
 
 
@@ -181,13 +193,16 @@ def quick(
     facts_out: dict | None = None,
     tracker: bool = False,
     secret_env: dict | None = None,
+    finish: Callable[[Mapping | None], Any] | None = None,
 ) -> list[Check]:
     """What ``inv launch`` calls before starting: the **failing** checks of :func:`quick_all` (empty = go).
 
     ``str(check)`` is one line with the fix, fit for launch's error message."""
     return [
         c
-        for c in quick_all(target, plan, timeout=timeout, facts_out=facts_out, tracker=tracker, secret_env=secret_env)
+        for c in quick_all(
+            target, plan, timeout=timeout, facts_out=facts_out, tracker=tracker, secret_env=secret_env, finish=finish
+        )
         if c.status == FAIL
     ]
 

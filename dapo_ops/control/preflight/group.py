@@ -10,6 +10,20 @@ every other host that needs one (another fingerprint, no fingerprint, its group'
 composes on its own in round 2 (:func:`assign`). One host is one round trip; a fleet of identical hosts is one
 round trip per host and one compose in all. A mismatch never reuses another host's result.
 
+Preflight checks the plan the launch runs, not its draft: a host's job may carry the plan's second stage
+(:attr:`HostJob.finish`, the launch's own :func:`dapo_ops.control.launch.service.build_plan`), which round 1's
+probe feeds with the memory facts it read (device memory, config.json, learned-start memos:
+:func:`dapo_ops.control.preflight.memory.memory_facts`, what the launch finishes its draft with); every check is
+then judged on the finished plan. Round 1 composes the draft's argv (asked before the facts exist); a host whose
+finished argv composes another request (the fastest fit, a learned or estimate start, Megatron's TP/PP change
+values or add keys) composes that request in round 2, on its own: its round-1 verdict is dropped. Why not one
+round: an argv "covering" the finished one (the draft's plus each fit knob's key with a value of its type) would
+not be judged the same, because the compose runs verl's start-up checks on the values
+(:mod:`dapo_ops.agent.verlcheck`: ``validate_config``'s batch arithmetic and the dataclasses' ``__post_init__``,
+``verl/utils/config.py:88-``; the pools' TP x PP arithmetic), and the rungs add keys no table lists in advance. The
+in-container compose cache (:data:`dapo_ops.agent.preflight_probe.COMPOSE_CACHE`, keyed by the request's
+fingerprint) makes a repeated preflight of the same finished plan a cache hit.
+
 :func:`run_fleet` runs both rounds over :func:`dapo_ops.control.remote.fanout.run` and returns every host's checks
 (:func:`dapo_ops.control.preflight.checks.evaluate`, the same per-host rows as
 :func:`~dapo_ops.control.preflight.checks.run_all`). The decisions (:func:`composers`, :func:`definite`,
@@ -21,26 +35,44 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.preflight.checks import evaluate, quick_all
 from dapo_ops.control.preflight.plan_view import plan_view, ray_for, with_env
 from dapo_ops.control.preflight.gather import collect, probe_request
-from dapo_ops.control.preflight.result import FAIL, Check
+from dapo_ops.control.preflight.memory import memory_facts
+from dapo_ops.control.preflight.result import FAIL, Check, split_fix
 from dapo_ops.control.preflight.verl import _compose_request
 
 
 @dataclass
 class HostJob:
-    """What to check on one host: ``plan`` (``launch.plan.make_plan`` result, spec dict or None), ``ray`` (the
-    multi-host Ray facts or None, :func:`dapo_ops.control.preflight.plan_view.ray_for`) and ``container`` (the
-    container the run uses, "" = the inventory's)."""
+    """What to check on one host: ``plan`` (a ``launch.plan.Draft`` / ``Plan``, spec dict or None), ``ray`` (the
+    multi-host Ray facts or None, :func:`dapo_ops.control.preflight.plan_view.ray_for`), ``container`` (the
+    container the run uses, "" = the inventory's) and ``finish``: the plan's second stage when ``plan`` is a draft
+    (memory facts of :func:`dapo_ops.control.preflight.memory.memory_facts`, or None -> the plan the launch runs;
+    raises ``ValueError``, e.g. ``PlanError``, when none can be made), else None (``plan`` is checked as it is)."""
 
     plan: Any
     ray: dict | None = None
     container: str = ""
+    finish: Callable[[Mapping | None], Any] | None = None
+
+
+def finished(job: HostJob, memory: Mapping | None) -> tuple[Any, list[Check]]:
+    """The plan to judge: ``job.finish`` of the host's ``memory`` facts (:func:`memory_facts` of its probe), or
+    ``job.plan`` without a ``finish``. When the second stage refuses (``ValueError``: nothing fits the device memory,
+    a value the argv cannot carry) the draft is judged and one failing ``plan`` check carries the refusal (the
+    launch would stop with it). Returns ``(plan, extra checks)``."""
+    if job.finish is None:
+        return job.plan, []
+    try:
+        return job.finish(memory), []
+    except ValueError as e:
+        msg, fix = split_fix(str(e))
+        return job.plan, [Check("plan", FAIL, msg, fix or "see the message")]
 
 
 def request_key(creq: dict | None) -> str | None:
@@ -134,7 +166,16 @@ def run_fleet(
         name = target.host.name
         target.container = jobs[name].container or target.container  # the plan's container wins
         if quick:
-            return Row(data={"checks": quick_all(target, jobs[name].plan, timeout=per_cmd, secret_env=secret_env)})
+            job, refused = jobs[name], []
+
+            def finish(mem):
+                plan, more = finished(job, mem)
+                refused.extend(more)
+                return plan
+
+            fin = finish if job.finish is not None else None
+            checks = quick_all(target, job.plan, timeout=per_cmd, secret_env=secret_env, finish=fin)
+            return Row(data={"checks": checks + refused})
         pv = pvs[name]
         req = probe_request(target.host, pv, full=True, ray=rays[name], compose_request=creqs[name])
         if "compose" in req and name not in first:
@@ -150,9 +191,27 @@ def run_fleet(
     res1 = fanout.run(hosts, round1, timeout=timeout, **fanout_kw)
     facts = {r.host.name: r.row.data.get("facts") for r in res1}
     probes = {n: f["probe"] for n, f in facts.items() if f is not None and f.get("probe") is not None}
-    need = {n: p.get("compose_fp") for n, p in probes.items() if creqs[n] is not None}
-    composed = {n: probes[n]["compose"] for n in need if "compose" in probes[n]}
-    reuse, own = assign(need, composed)
+    # the plan each host's launch runs: its draft finished with the facts round 1 read (quick: done in round 1)
+    judged: dict[str, tuple[Any, list[Check]]] = {}
+    for h in hosts:
+        if not quick and facts.get(h.name) is not None:
+            p, extra = finished(jobs[h.name], memory_facts(h, probes.get(h.name)))
+            judged[h.name] = (p, extra)
+            if jobs[h.name].finish is not None:
+                pvs[h.name] = with_env(plan_view(p), extra_env)
+    # a host whose finished argv composes another request than round 1's: round 2 composes that one, on its own
+    # (round 1's answer, of the draft's request, may still answer a host whose plan kept that request)
+    fps = {n: p.get("compose_fp") for n, p in probes.items() if creqs[n] is not None}
+    composed = {n: probes[n]["compose"] for n in fps if "compose" in probes[n]}
+    changed = set()
+    for h in hosts:
+        if h.name in probes and creqs[h.name] is not None and jobs[h.name].finish is not None:
+            final = _compose_request(h, pvs[h.name])
+            if final is not None and request_key(final) != request_key(creqs[h.name]):
+                creqs[h.name] = final
+                changed.add(h.name)
+    reuse, own = assign({n: fp for n, fp in fps.items() if n not in changed or n in composed}, composed)
+    own += [n for n in fps if n in changed]
     for name, src in reuse.items():
         probes[name]["compose"] = dict(composed[src], **{"from": src})
     if own:
@@ -185,7 +244,8 @@ def run_fleet(
         if quick and r.row.data.get("checks") is not None:
             out[name] = r.row.data["checks"]
         elif (f := facts.get(name)) is not None:
-            out[name] = evaluate(r.host, pvs[name], f, full=True, inv_proxy=inv_proxy, ray=rays[name])
+            extra = judged[name][1] if name in judged else []
+            out[name] = evaluate(r.host, pvs[name], f, full=True, inv_proxy=inv_proxy, ray=rays[name]) + extra
         else:  # the host's function itself failed (bug or deadline): one failing check
             out[name] = [Check("preflight", FAIL, r.row.message or r.row.kind or "no answer", "see the message")]
     if facts_out is not None:

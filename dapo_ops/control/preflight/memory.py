@@ -36,7 +36,10 @@ def memory_facts(host, p: dict | None) -> dict | None:
 
 
 def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
-    """The memory-fit estimate (:mod:`dapo_ops.core.memfit`): per-phase peak, tightest phase, start rung or refusal."""
+    """The memory-fit estimate (:mod:`dapo_ops.core.memfit`): per-phase peak, tightest phase, start rung or refusal.
+    ``pv`` is a draft (the rungs the launch would add) or the finished plan the launch runs (its ``setting_changes``
+    ``memory_rungs``: the estimate or learned rungs it already starts on, :func:`dapo_ops.core.memfit.fit` counts
+    them)."""
     from dapo_ops.core import features
     from dapo_ops.core import memfit
 
@@ -77,6 +80,19 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 WARN,
                 f"first attempt as planned: {f.planned.line()}",
                 f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}",
+            )
+        ]
+    started = [r for r in (pv.spec.get("setting_changes") or {}).get("memory_rungs") or [] if isinstance(r, dict)]
+    if started:  # a finished plan (the launch's) already starts on rungs: say so, as for a draft that would
+        names = ", ".join(f"{r.get('rung')}({r.get('phase')})" for r in started)
+        src = ", ".join(sorted({str(r.get("source")) for r in started}))
+        return [
+            Check(
+                "memory-fit",
+                WARN,
+                f"inv launch starts on {names} (source: {src}): {f.planned.line()}",
+                "the device-OOM ladder goes on from there; a larger device, shorter responses or a smaller batch "
+                "start without them",
             )
         ]
     return [Check("memory-fit", OK, f"estimate: {f.planned.line()}")]
