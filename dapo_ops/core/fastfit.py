@@ -35,12 +35,16 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
   :data:`dapo_ops.core.ladder.KV_CEILING`). Why not less: a KV cache too short for the running sequences does not
   fail, vLLM preempts the newest running sequence, frees its blocks and recomputes it from its prompt later
   (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``: ``preempted_req = self.running.pop()``,
-  ``num_computed_tokens = 0``): generation gets slower. Invariant: the KV cache holds ``max_num_seqs`` sequences
-  at full length with the margin.
+  ``num_computed_tokens = 0``): generation gets slower. So the share aims at a KV cache that holds
+  ``max_num_seqs`` sequences at full length with the margin; where the rollout-side phases cannot afford that, it
+  is the largest share that fits and vLLM may preempt.
 - ``rollout_max_num_seqs`` -> ``actor_rollout_ref.rollout.max_num_seqs`` (vLLM's concurrent sequences per engine
   step, passed through at ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:333``; verl's default 256,
-  ``rollout.yaml:84``): the responses one replica generates per batch, cut to what the share's KV cache holds at
-  full length with the margin when the share cannot hold them all (the rest wait, none is preempted). A user's
+  ``rollout.yaml:84``): the responses one replica generates per batch, all at once, never cut to the KV cache.
+  Its line reports how many sequences the share's KV cache holds at the full prompt + response with the margin;
+  beyond that vLLM preempts the newest running sequence and recomputes it (``vllm/v1/core/sched/scheduler.py``).
+  Not cut because responses are mostly shorter than the maximum: vLLM admits a sequence while KV blocks are free,
+  so the cache holds more than the full-length count, and a cut would keep waiting sequences that fit. A user's
   ``max_num_seqs`` stays; its line says when vLLM may preempt beyond what the KV cache holds.
 - ``rollout_max_num_batched_tokens`` -> ``actor_rollout_ref.rollout.max_num_batched_tokens`` (vLLM's tokens per
   engine step, the chunked-prefill chunk, ``vllm_async_server.py:335``; verl's default 8192, ``rollout.yaml:78``):
@@ -148,8 +152,9 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
     (
         "max_num_seqs",
         MAX_NUM_SEQS_KEY,
-        "vLLM's sequences at once per engine: the responses a replica generates per batch, cut to what the share's KV "
-        "cache holds at the full prompt + response with the margin (the rest wait instead of being preempted)",
+        "vLLM's sequences at once per engine: the responses a replica generates per batch, all at once; the line "
+        "says how many the share's KV cache holds at the full prompt + response with the margin: beyond that vLLM "
+        "preempts and recomputes (vllm/v1/core/sched/scheduler.py), shorter responses fit more",
         "verl/workers/rollout/vllm_rollout/vllm_async_server.py:333; default 256, rollout.yaml:84",
     ),
     (
@@ -445,10 +450,11 @@ def choose(
     # running sequence needs a block and none is free it preempts the newest running sequence, frees its blocks and
     # later recomputes it from its prompt (vllm/v1/core/sched/scheduler.py Scheduler.schedule: ``preempted_req =
     # self.running.pop()``, ``num_computed_tokens = 0``), so a share that is too small makes generation slower, not
-    # fail. Invariant: the KV cache holds max_num_seqs sequences at the full prompt + response with the margin: the
-    # share is chosen to hold every response a replica generates per batch at once; where the rollout-side phases
-    # cannot afford that share, max_num_seqs is cut to what the share holds (the rest wait instead of being
-    # preempted and recomputed).
+    # fail. The share is chosen to hold every response a replica generates per batch at once, at the full prompt +
+    # response with the margin; where the rollout-side phases cannot afford that share it is the largest that fits.
+    # max_num_seqs stays every response of a replica either way (not cut to the KV cache: responses shorter than the
+    # maximum fit more, and vLLM admits while blocks are free); its line says how many full-length sequences the
+    # KV cache holds, beyond which vLLM preempts and recomputes.
     rollout_devs = (
         int(s["rollout_gpus"]) * max(1, int(s.get("rollout_nnodes") or s["nnodes"])) if one_step_off else world
     )
