@@ -609,3 +609,17 @@ def test_disk_check_with_save_freq_off_counts_no_checkpoint(tmp_path, standin):
     assert d.status == "ok" and "verl saves no checkpoint" in d.message, d
     d = _by(evaluate(_host(), _spec(tmp_path, save_freq=5), facts, full=False))["disk"]
     assert d.status == "fail" and "one checkpoint" in d.message, d
+
+
+def test_device_mem_compares_the_share_attempt_1_runs_with(tmp_path, standin):
+    """A finished plan that starts on a rung lowering the share (``setting_changes``, e.g. a learned
+    ``rollout-util``): ``device-mem`` compares the free memory with THAT share, the one verl gets
+    (core/overrides.py overrides_for reads effective_settings), not the draft's setting."""
+    make_model(tmp_path / "m", max_pos=4096)
+    make_parquet(tmp_path / "t.parquet", 10)
+    standin.write_text('{"count": 8, "hbm_total_mb": 1000, "used_mb": [500, 500, 500, 500, 500, 500, 500, 500]}')
+    spec = _spec(tmp_path)  # share 0.6 of 1000 MB: 500 MB free is too little
+    req = probe_request(_host(), plan_view(spec), full=False)
+    assert _by(evaluate(_host(), spec, _facts(req), full=False))["device-mem"].status == "fail"
+    started = dict(spec, setting_changes={"gpu_memory_utilization": 0.4})
+    assert _by(evaluate(_host(), started, _facts(req), full=False))["device-mem"].status == "ok"

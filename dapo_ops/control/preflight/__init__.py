@@ -2,7 +2,8 @@
 
 Cost model: ONE SSH round trip per host, and one Hydra compose per group of hosts that would compose identically
 (:mod:`~dapo_ops.control.preflight.group`: same overrides, verl config files, hydra and omegaconf; a host that
-differs composes in a second round trip of its own). :func:`~dapo_ops.control.preflight.gather.collect` sends a host shell
+differs composes in a second round trip of its own, and so does a host whose plan, finished with the facts the
+probe read, has another argv than its draft: the checks judge the plan the launch runs). :func:`~dapo_ops.control.preflight.gather.collect` sends a host shell
 command that ``docker exec``s the bundle op :mod:`dapo_ops.agent.preflight_probe` (devices, verl, model, data, disk, network and
 optionally the Hydra compose check, all in one process) and, only when that fails, ``docker inspect``s the
 container. :func:`~dapo_ops.control.preflight.checks.evaluate` is pure: facts in,
@@ -21,6 +22,7 @@ Checks (names are stable; ``--json`` uses them):
 ``leftover``   processes already holding device memory (a leftover run), with their PIDs
 ``active-run`` a run of this runs_dir already holds the container (launch's refusal, agent/occupancy.py's one rule)
 ``device-mem`` free memory per needed device vs rollout ``gpu_memory_utilization``
+``plan``       the launch's plan cannot be made of the host's facts (nothing fits the device memory, ...)
 ``python``     Python version in the container
 ``verl``       verl found (from the workdir), version -> profile, matches the plan's profile
 ``entry``      the plan's entry module exists (the DAPO recipe needs the ``recipe`` submodule)

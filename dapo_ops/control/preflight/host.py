@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dapo_ops.core import defaults
 from dapo_ops.core import devices
+from dapo_ops.core import runspec
 from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check, split_fix
 
@@ -204,7 +205,12 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         )
     else:
         out.append(Check("leftover", OK, "no process holds device memory"))
-    util = float(pv.settings["gpu_memory_utilization"] if pv is not None else defaults.RUN["gpu_memory_utilization"])
+    # the share attempt 1 runs with: a finished plan's start rungs (learned / estimate ``setting_changes``) win
+    util = float(
+        runspec.effective_settings(pv.spec, pv.spec.get("setting_changes"))["gpu_memory_utilization"]
+        if pv is not None
+        else defaults.RUN["gpu_memory_utilization"]
+    )
     low = [dv for dv in needed if dv.mem_total_mb and dv.mem_free_mb / dv.mem_total_mb < util]
     if low:
         desc = ", ".join(f"{label} {dv.index}: {dv.mem_free_mb}/{dv.mem_total_mb} MB free" for dv in low)
