@@ -74,7 +74,8 @@ def counted_h200(h200, monkeypatch):
     return _counted(h200, monkeypatch)
 
 
-def _counted(bare, monkeypatch):
+def _bare_env(bare, monkeypatch) -> None:
+    """The operator's environment of these tests: the bare host's inventory and config, nothing inherited."""
     for k in list(os.environ):
         if k.startswith(("DAPO_OPS_", "SWANLAB_")) or k in ("CONTAINER", "USER_FEATURES", "TRAIN_STEPS"):
             monkeypatch.delenv(k)
@@ -84,6 +85,26 @@ def _counted(bare, monkeypatch):
     monkeypatch.setenv("ROLLOUT_TP", "1")
     monkeypatch.setenv("FRAMEWORK", "fsdp")
     monkeypatch.chdir(bare.root)
+
+
+def _spy_everywhere(monkeypatch, pairs) -> None:
+    """Each ``(name, real, spy)`` wherever a dapo_ops module holds ``real`` as ``name`` (dryrun.py imports the
+    planner's stages by name: whether it was imported before this test depends on the test order)."""
+    for mod in [m for name, m in list(sys.modules.items()) if name.startswith("dapo_ops.") and m is not None]:
+        for attr, real, spy in pairs:
+            if getattr(mod, attr, None) is real:
+                monkeypatch.setattr(mod, attr, spy)
+
+
+def _run_task(*argv: str) -> None:
+    try:
+        program.make_program(build_namespace()).run(["dapo-ops", *argv], exit=False)
+    except SystemExit as e:  # a task's fail(): the test shows its code
+        assert e.code in (0, None), f"dapo-ops {' '.join(argv)} exited {e.code}"
+
+
+def _counted(bare, monkeypatch):
+    _bare_env(bare, monkeypatch)
     seen = SimpleNamespace(drafts=[], finished=[], probed=[], preflighted=[], judged=[], composed=[])
     real_draft, real_make, real_quick, real_fleet, real_eval, real_collect = (
         planning.draft_plan,
@@ -121,23 +142,12 @@ def _counted(bare, monkeypatch):
             seen.composed.append(list(comp["request"]["overrides"]))
         return real_collect(target, req, **kw)
 
-    # the planner's stages wherever a module holds them (dryrun.py imports them by name: whether it was imported
-    # before this test depends on the test order)
-    for mod in [m for name, m in list(sys.modules.items()) if name.startswith("dapo_ops.") and m is not None]:
-        for attr, real, spy in (("draft_plan", real_draft, draft_plan), ("make_plan", real_make, make_plan)):
-            if getattr(mod, attr, None) is real:
-                monkeypatch.setattr(mod, attr, spy)
+    _spy_everywhere(monkeypatch, (("draft_plan", real_draft, draft_plan), ("make_plan", real_make, make_plan)))
     monkeypatch.setattr(svc, "quick_checks", quick_checks)
     monkeypatch.setattr(preflight_group, "run_fleet", run_fleet)
     monkeypatch.setattr(preflight_group, "evaluate", evaluate)
     monkeypatch.setattr(preflight_checks, "evaluate", evaluate)
     monkeypatch.setattr(preflight_group, "collect", collect)
-
-    def run(*argv: str) -> None:
-        try:
-            program.make_program(build_namespace()).run(["dapo-ops", *argv], exit=False)
-        except SystemExit as e:  # a task's fail(): the test shows its code
-            assert e.code in (0, None), f"dapo-ops {' '.join(argv)} exited {e.code}"
 
     def finished_run(run_id: str) -> dict:
         """The spec.json of run ``run_id`` once the run ended (the next launch would find it active)."""
@@ -146,7 +156,7 @@ def _counted(bare, monkeypatch):
         wait_for(ended, timeout=120, what=f"run {run_id} ended")
         return json.loads((bare.runs / run_id / "spec.json").read_text())
 
-    seen.run, seen.finished_run, seen.runs_dir = run, finished_run, bare.runs
+    seen.run, seen.finished_run, seen.runs_dir = _run_task, finished_run, bare.runs
     return seen
 
 

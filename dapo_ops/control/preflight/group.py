@@ -130,6 +130,51 @@ def assign(fps: dict[str, str | None], composed: dict[str, dict]) -> tuple[dict[
     return reuse, own
 
 
+def _finish_hosts(hosts: list, jobs: dict, facts: dict, probes: dict, pvs: dict, extra_env) -> dict:
+    """The plan each host's launch runs: its draft finished with the facts round 1 read (:func:`finished`);
+    ``pvs`` (the plan views the checks judge) take the finished plans. Returns ``{host: (plan, extra checks)}``."""
+    judged: dict[str, tuple[Any, list[Check]]] = {}
+    for h in hosts:
+        if facts.get(h.name) is not None:
+            p, extra = finished(jobs[h.name], memory_facts(h, probes.get(h.name)))
+            judged[h.name] = (p, extra)
+            if jobs[h.name].finish is not None:
+                pvs[h.name] = with_env(plan_view(p), extra_env)
+    return judged
+
+
+def _assign_composes(hosts: list, jobs: dict, probes: dict, creqs: dict, pvs: dict) -> list:
+    """Who answers each host's compose after round 1: a host whose finished argv composes another request than
+    round 1's gets that one (``creqs`` updated) and composes it on its own in round 2; round 1's answer, of the
+    draft's request, may still answer a host whose plan kept that request (:func:`assign`; ``probes`` take the
+    shared answers). Returns the hosts round 2 composes on."""
+    fps = {n: p.get("compose_fp") for n, p in probes.items() if creqs[n] is not None}
+    composed = {n: probes[n]["compose"] for n in fps if "compose" in probes[n]}
+    changed = set()
+    for h in hosts:
+        if h.name in probes and creqs[h.name] is not None and jobs[h.name].finish is not None:
+            final = _compose_request(h, pvs[h.name])
+            if final is not None and request_key(final) != request_key(creqs[h.name]):
+                creqs[h.name] = final
+                changed.add(h.name)
+    reuse, own = assign({n: fp for n, fp in fps.items() if n not in changed or n in composed}, composed)
+    for name, src in reuse.items():
+        probes[name]["compose"] = dict(composed[src], **{"from": src})
+    return list(own) + [n for n in fps if n in changed]
+
+
+def _take_composes(probes: dict, results) -> None:
+    """Round 2's answers into ``probes`` (a host without one gets a failed compose naming why)."""
+    for r in results:
+        f2 = r.row.data.get("facts") or {}
+        p2 = f2.get("probe") or {}
+        if "compose" in p2:
+            probes[r.host.name]["compose"] = p2["compose"]
+        else:
+            why = (f2.get("ssh") or {}).get("message") or f2.get("probe_error") or r.row.message or r.row.kind
+            probes[r.host.name]["compose"] = {"rc": -1, "stdout": "", "stderr": "", "error": why or "no answer"}
+
+
 def run_fleet(
     hosts: list,
     jobs: dict[str, HostJob],
@@ -191,29 +236,8 @@ def run_fleet(
     res1 = fanout.run(hosts, round1, timeout=timeout, **fanout_kw)
     facts = {r.host.name: r.row.data.get("facts") for r in res1}
     probes = {n: f["probe"] for n, f in facts.items() if f is not None and f.get("probe") is not None}
-    # the plan each host's launch runs: its draft finished with the facts round 1 read (quick: done in round 1)
-    judged: dict[str, tuple[Any, list[Check]]] = {}
-    for h in hosts:
-        if not quick and facts.get(h.name) is not None:
-            p, extra = finished(jobs[h.name], memory_facts(h, probes.get(h.name)))
-            judged[h.name] = (p, extra)
-            if jobs[h.name].finish is not None:
-                pvs[h.name] = with_env(plan_view(p), extra_env)
-    # a host whose finished argv composes another request than round 1's: round 2 composes that one, on its own
-    # (round 1's answer, of the draft's request, may still answer a host whose plan kept that request)
-    fps = {n: p.get("compose_fp") for n, p in probes.items() if creqs[n] is not None}
-    composed = {n: probes[n]["compose"] for n in fps if "compose" in probes[n]}
-    changed = set()
-    for h in hosts:
-        if h.name in probes and creqs[h.name] is not None and jobs[h.name].finish is not None:
-            final = _compose_request(h, pvs[h.name])
-            if final is not None and request_key(final) != request_key(creqs[h.name]):
-                creqs[h.name] = final
-                changed.add(h.name)
-    reuse, own = assign({n: fp for n, fp in fps.items() if n not in changed or n in composed}, composed)
-    own += [n for n in fps if n in changed]
-    for name, src in reuse.items():
-        probes[name]["compose"] = dict(composed[src], **{"from": src})
+    judged = {} if quick else _finish_hosts(hosts, jobs, facts, probes, pvs, extra_env)
+    own = _assign_composes(hosts, jobs, probes, creqs, pvs)
     if own:
 
         def round2(target) -> Row:
@@ -230,14 +254,7 @@ def run_fleet(
             return Row(data={"facts": f})
 
         left = max(5.0, t_end - time.monotonic())
-        for r in fanout.run([h for h in hosts if h.name in own], round2, timeout=left, **fanout_kw):
-            f2 = r.row.data.get("facts") or {}
-            p2 = f2.get("probe") or {}
-            if "compose" in p2:
-                probes[r.host.name]["compose"] = p2["compose"]
-            else:
-                why = (f2.get("ssh") or {}).get("message") or f2.get("probe_error") or r.row.message or r.row.kind
-                probes[r.host.name]["compose"] = {"rc": -1, "stdout": "", "stderr": "", "error": why or "no answer"}
+        _take_composes(probes, fanout.run([h for h in hosts if h.name in own], round2, timeout=left, **fanout_kw))
     out: dict[str, list[Check]] = {}
     for r in res1:
         name = r.host.name
