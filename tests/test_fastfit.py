@@ -437,3 +437,19 @@ def test_a_holdout_row_of_a_fitted_run_re_estimates_to_the_plans_own_estimate(tm
     fs = features.FeatureSet.from_json(spec["features"], spec.get("disabled_features") or [])
     want = memfit.estimate(memfit.Model.from_config(QWEN3_1_7B), memfit.setup_from_spec(spec, fs, 139.8))
     assert res["estimate"] == round(want.actor_alloc_gib, 2)
+
+
+def test_a_value_the_user_set_is_never_called_not_applied():
+    """A value the user set applies whether the fit's choices do or not (a dry run, MEMORY_FIT=warn): its line
+    says "you set" and nothing else; the chosen values say they are only reported (a new-user trial read "you set
+    gpu_memory_utilization ... (not applied, inv launch chooses on the real one)")."""
+    from test_learned_real import ENV
+
+    cfg = json.loads((RUN / "model-config.json").read_text())
+    env = dict(ENV, MEMORY_FIT="warn", GPU_MEMORY_UTILIZATION="0.5")
+    p = gpu_plan("20261207-000000-0003", {"model_config": cfg, "device_gib": H200_MIB / 1024}, env=env)
+    fit = [ln for ln in p.memory if ln.startswith("fit: ")]
+    kept = [ln for ln in fit if "gpu_memory_utilization" in ln]
+    assert kept and all("you set" in ln and "not applied" not in ln for ln in kept), kept
+    chosen = [ln for ln in fit if "you set" not in ln]
+    assert chosen and all(ln.endswith("(MEMORY_FIT=warn: not applied)") for ln in chosen), chosen

@@ -199,7 +199,9 @@ def _fit_keys(cell) -> list[str]:
         "holdout rows of `bench/memory_fit.csv` (measured / estimated - 1), rounded up to the whole percent",
         "(`bench/memory_fit.md` names the row; `tests/test_fastfit.py` recomputes it from the CSV). The launch",
         "prints one `fit:` line per key, its value and why; `--dry-run` shows them against the accelerator's usual",
-        "memory, not applied. A value you set (its setting, `--override` of the key, `--features`) stays, and so do the",
+        "memory, not applied. A value you set (its setting's flag / env / config key, e.g. `--gpu-memory-utilization`;"
+        " `--override` of a key no setting owns, e.g. `max_num_seqs`: launch refuses an `--override` of a key a setting"
+        " sets; `--features`) stays, and so do the",
         "keys of the phases a used learned memo ran out in; a key whose smallest value does not fit says `falls back`",
         "(the estimate's start rung and the OOM ladder take over; `update-batch` halves the chosen budget).",
         "`MEMORY_FIT=warn` reports the choices without applying them. The run's spec.json records them (`fit`).",

@@ -217,9 +217,12 @@ class Choices:
     margin: float = FIT_MARGIN
     device_gib: float = 0.0
 
-    def lines(self) -> list[str]:
-        """The plan's lines: one per knob, ``fit: <name> <value>: <why>``."""
-        return [LINE_PREFIX + c.line() for c in self.chosen + self.kept]
+    def lines(self, not_applied: str = "") -> list[str]:
+        """The plan's lines: one per knob, ``fit: <name> <value>: <why>``; ``not_applied`` (why the choices are
+        only reported: a dry run, ``MEMORY_FIT=warn``) follows each chosen value in parentheses, never a value
+        the user set (that one applies either way)."""
+        tail = f" ({not_applied})" if not_applied else ""
+        return [LINE_PREFIX + c.line() + tail for c in self.chosen] + [LINE_PREFIX + c.line() for c in self.kept]
 
     def record(self) -> dict[str, Any]:
         """``spec["fit"]``: ``{"margin", "device_gib", "choices": [{name, value, why}], "kept": [...]}``."""

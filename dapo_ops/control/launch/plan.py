@@ -627,9 +627,9 @@ def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -
         why = (
             f"{dev:g} GiB assumed per {spec.get('accelerator')} device: not applied, inv launch chooses on the real one"
         )
-        return fs, [f"{ln} ({why})" for ln in c.lines()]
+        return fs, c.lines(why)
     if spec["settings"].get("memory_fit") == "warn":
-        return fs, [ln + " (MEMORY_FIT=warn: not applied)" for ln in c.lines()]
+        return fs, c.lines("MEMORY_FIT=warn: not applied")
     spec["settings"].update(c.settings)
     spec["features"] = c.features.to_json()
     spec["fit"] = c.record()
