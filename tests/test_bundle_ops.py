@@ -197,7 +197,9 @@ def test_runlogs_follow_prints_the_log_then_the_runs_final_state(tmp_path):
     runfiles.write_run(rd, {"run_id": rd.name, "status": "succeeded", "step": 2, "total_steps": 2})
     (rd / "train.log").write_text("step:1\nstep:2\n")
     req = {"op": "status", "run_id": rd.name, "runs_dir": str(runs), "host": "h1", "tail_bytes": 4096}
-    res = subprocess.run(
+    # stdin held open while the follow runs (subprocess.run would close it at once: EOF = the client went away,
+    # which ends a follow early, before tail printed: a race the CI machine under load lost)
+    with subprocess.Popen(
         [
             sys.executable,
             "-S",
@@ -209,13 +211,17 @@ def test_runlogs_follow_prints_the_log_then_the_runs_final_state(tmp_path):
             "",
             json.dumps(req),
         ],
-        stdin=subprocess.PIPE,  # held open: only the client going away (EOF) ends a follow early
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
-        timeout=120,
-    )
+    ) as proc:
+        stdout = proc.stdout.read()  # to EOF: the follow ends by itself (no supervisor pid), stdin still open
+        stderr = proc.stderr.read()
+        proc.stdin.close()
+        res = subprocess.CompletedProcess(proc.args, proc.wait(timeout=120), stdout, stderr)
     assert res.returncode == 0, res.stderr
     text, _, end = res.stdout.partition("\n" + runlogs.END_MARK)
     assert text.replace(runlogs.HEARTBEAT, "") == "step:1\nstep:2\n"

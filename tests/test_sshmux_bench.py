@@ -47,7 +47,7 @@ def test_calls_and_processes_share_one_ssh_login(sandbox, inv):
         with reusing(inv) as t:
             assert t.run("hostname", workdir="").stdout.strip() == "h1"
     code = (
-        "import sys; from dapo_ops.control.inventory import hosts as inventory; from dapo_ops.control.remote.target import Target; "
+        "import sys; from dapo_ops.control.inventory import hosts_file as inventory; from dapo_ops.control.remote.target import Target; "
         "t = Target(inventory.load(sys.argv[1]).hosts['h1'], reuse=True); print(t.host_run('hostname').stdout)"
     )
     out = subprocess.run(
