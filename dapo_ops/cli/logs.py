@@ -26,6 +26,7 @@ from dapo_ops.control.status.rows import ERROR
 from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     connect_timeout_override,
     fanout_task,
@@ -221,7 +222,7 @@ def follow(pairs, lines: int, out=None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        return 0
+        return EXIT_INTERRUPTED  # as `inv watch` (and a shell) says a Ctrl-C: 130
     codes = []
     f = out or sys.stdout
     for t, _, w in promises:
