@@ -181,10 +181,9 @@ def log_facts(lines) -> tuple[list[int], list[int], list[int], list[int]]:
     return steps, totals, resumes, saves
 
 
-def bare_host(root: Path) -> tuple[Path, Path]:
-    """A bare host of THIS machine under ``root`` (``runtime = "host"``, ``transport = "local"``): the verl stand-in's
-    tree (sandbox/host_tree.sh) with one GPU stand-in, and ``root/hosts.toml`` naming it ``dev`` (the stand-in reads
-    ``<tree>/sandbox/scenario.json``). Returns ``(tree, hosts.toml)``."""
+def stand_in_tree(root: Path) -> Path:
+    """``root/host``: the verl stand-in's host tree (sandbox/host_tree.sh) with one GPU stand-in (it reads
+    ``<tree>/sandbox/scenario.json``)."""
     repo = Path(__file__).resolve().parents[1]
     tree = root / "host"
     subprocess.run(
@@ -194,6 +193,13 @@ def bare_host(root: Path) -> tuple[Path, Path]:
     )
     (tree / "sandbox").mkdir()
     (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
+    return tree
+
+
+def bare_host(root: Path) -> tuple[Path, Path]:
+    """A bare host of THIS machine under ``root`` (``runtime = "host"``, ``transport = "local"``): the verl stand-in's
+    tree (:func:`stand_in_tree`), and ``root/hosts.toml`` naming it ``dev``. Returns ``(tree, hosts.toml)``."""
+    tree = stand_in_tree(root)
     py = Path(sys.executable)
     inv_path = root / "hosts.toml"
     inv_path.write_text(f"""

@@ -11,6 +11,7 @@ from dapo_ops.control.preflight import inputs
 from dapo_ops.control.preflight.checks import QUICK_CHECKS
 from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.core import datafeed
+from plan_helpers import plan_for
 
 VERL = Path("/tmp/verl091/verl")
 
@@ -97,7 +98,7 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
     from inputs_helpers import make_parquet
 
     from dapo_ops.control import settings as settings_mod
-    from dapo_ops.control.launch import dryrun, plan as planning
+    from dapo_ops.control.launch import dryrun
 
     train = make_parquet(tmp_path / "train.parquet", n=8)
 
@@ -105,17 +106,13 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
         st = settings_mod.resolve(
             {"steps": steps, "train_file": str(train), "train_batch_size": 8, "ppo_mini_batch_size": 8}, {}, {}
         )
-        plan = planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st,
-                    host=None,
-                    mode="dapo",
-                    run_id="20260101-000000-abcd",
-                    swanlab_logger=False,
-                    extra_overrides=list(extra),
-                )
-            )
+        plan = plan_for(
+            settings=st,
+            host=None,
+            mode="dapo",
+            run_id="20260101-000000-abcd",
+            swanlab_logger=False,
+            extra_overrides=list(extra),
         )
         return dryrun.local_data_note(plan)
 
@@ -124,13 +121,7 @@ def test_the_dry_run_shows_the_data_figure_when_the_data_is_here(tmp_path):
         "data:    8 rows // batch 8 = 1 step(s)/epoch x 40 epochs = 40 steps >= --steps 40"
     )
     st = settings_mod.resolve({"steps": 40, "train_file": str(tmp_path / "absent.parquet")}, {}, {})
-    plan = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False
-            )
-        )
-    )
+    plan = plan_for(settings=st, host=None, mode="dapo", run_id="20260101-000000-abcd", swanlab_logger=False)
     assert dryrun.local_data_note(plan) is None
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from dapo_ops.control import settings
 from dapo_ops.control.inventory import model as inventory_model
-from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import resume
 from dapo_ops.agent import runfiles
 from dapo_ops.core import defaults, features, overrides
+from plan_helpers import plan_for
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "dapo_ops"
@@ -163,9 +163,7 @@ def test_the_settings_table_takes_every_default_from_the_one_table():
 def test_make_plan_writes_every_key_of_the_table(mode, framework, profile):
     """No reader of a spec make_plan wrote needs a default: every key is there, and completing it changes nothing."""
     st = settings.resolve({"framework": framework, "profile": profile}, {}, {})
-    spec = planning.make_plan(
-        planning.draft_plan(planning.PlanInputs(settings=st, host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False))
-    ).spec
+    spec = plan_for(settings=st, host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False).spec
     assert set(defaults.SPEC) <= set(spec) and set(defaults.SPEC_SETTINGS) <= set(spec["settings"])
     assert defaults.complete_spec(spec) == spec
 
@@ -218,11 +216,7 @@ def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in overrides.build_command(spec, fs))
     st = resume.resumed_settings(settings.resolve({}, {}, {}), spec)
     assert (st["max_actor_ckpt_to_keep"], st.source("max_actor_ckpt_to_keep")) == (0, "resume")
-    plan = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-        )
-    )
+    plan = plan_for(settings=st, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
 

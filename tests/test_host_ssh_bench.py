@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from supervisor_helpers import stand_in_tree
 
 pytestmark = pytest.mark.bench
 
@@ -20,14 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_bare_host_over_ssh(sandbox, tmp_path, cli):
-    tree = tmp_path / "host"
-    subprocess.run(
-        ["bash", str(REPO / "sandbox" / "host_tree.sh"), str(tree), str(REPO / ".venv")],
-        check=True,
-        capture_output=True,
-    )
-    (tree / "sandbox").mkdir()
-    (tree / "sandbox" / "devices.json").write_text(json.dumps({"accelerator": "gpu", "count": 1}))
+    tree = stand_in_tree(tmp_path)
     (tree / "sandbox" / "scenario.json").write_text(
         json.dumps(
             {

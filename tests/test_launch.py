@@ -16,6 +16,7 @@ from dapo_ops.core import features
 from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
+from plan_helpers import plan_for
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -619,7 +620,6 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
     """The two tables of core/overrides.py name keys the plan really emits (in some mode x framework x accelerator x
     profile), and each setting key follows its setting: changing the setting changes that key's value."""
     from dapo_ops.control import settings
-    from dapo_ops.control.launch import plan as planning
     from dapo_ops.control.inventory.model import Host
     from dapo_ops.core import overrides
 
@@ -637,18 +637,14 @@ def test_every_refused_override_key_is_one_the_plan_sets_from_that_setting():
         st = settings.resolve({**base, **mega, "framework": framework, "profile": profile, **changed}, {}, {})
         # a KL loss needs the reference policy: its Megatron keys are emitted then (profiles.drop_inert)
         kl = ["actor_rollout_ref.actor.use_kl_loss=True"] if framework == "megatron" else []
-        p = planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st,
-                    host=host,
-                    mode=mode,
-                    run_id="20261202-000000-abcd",
-                    swanlab_logger=False,
-                    profile=profile,
-                    extra_overrides=kl,
-                )
-            )
+        p = plan_for(
+            settings=st,
+            host=host,
+            mode=mode,
+            run_id="20261202-000000-abcd",
+            swanlab_logger=False,
+            profile=profile,
+            extra_overrides=kl,
         )
         return {
             a.split("=", 1)[0].lstrip("+"): a.split("=", 1)[1] for a in p.argv if "=" in a and not a.startswith("-")
@@ -702,19 +698,12 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     from types import SimpleNamespace
 
     from dapo_ops.control import settings
-    from dapo_ops.control.launch import plan as planning
     from dapo_ops.control.launch import resume
     from dapo_ops.control.inventory.model import Host
 
     one_gpu = Host(name="g", address="x", accelerator="gpu", devices=1, runs_dir="/r")
     st = settings.resolve({"framework": "fsdp", "rollout_tp": 1, "steps": 10}, {}, {})
-    plan = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False
-            )
-        )
-    )
+    plan = plan_for(settings=st, host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False)
     assert "actor_rollout_ref.actor.strategy=fsdp" in plan.argv  # the plan's own choice on one device
     old = {"mode": "dapo", "framework": "fsdp", "settings": {"ckpt_dir": "/r/old/checkpoints", "steps": 10}}
     answers = {
@@ -736,7 +725,7 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     answers["/r/old/spec.json"] = json.dumps(old)
     facts = resume.read_facts(T(), "old")
     assert facts.strategy == (want if version else None)
-    plan = planning.make_plan(planning.draft_plan(planning.PlanInputs(settings=resume.resumed_settings(st, facts.spec), host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False, resume=facts)))  # fmt: skip
+    plan = plan_for(settings=resume.resumed_settings(st, facts.spec), host=one_gpu, mode="dapo", run_id="20261202-000000-new0", swanlab_logger=False, resume=facts)  # fmt: skip
     line = plan.resume_line
     assert f"actor_rollout_ref.actor.strategy={want}" in plan.argv
     # the supervisor's later attempts build their argv from the spec: they keep it too

@@ -33,6 +33,7 @@ from dapo_ops.core import overrides, runspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_memfit import QWEN3_8B  # noqa: E402
+from plan_helpers import plan_for
 
 HOST = Host(name="h1", address="198.51.100.11", accelerator="gpu", devices=1, workdir="/work", runs_dir="/runs")
 #: what the probe reads on HOST (preflight.memory.memory_facts): Qwen3-8B does not fit one 80 GiB device as planned
@@ -187,12 +188,8 @@ def test_the_cli_precheck_and_the_launch_share_one_builder(launch_env):
 
 def _old_run(tmp_status="running", step="3"):
     """The files of run ``old`` on HOST: its spec (a plan of FLAGS with 20 steps), run.json, checkpoint tracker."""
-    old = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings_mod.resolve(FLAGS, {}, {}), host=HOST, mode="dapo", run_id="old", swanlab_logger=False
-            )
-        )
+    old = plan_for(
+        settings=settings_mod.resolve(FLAGS, {}, {}), host=HOST, mode="dapo", run_id="old", swanlab_logger=False
     ).spec
     rec = {
         "status": tmp_status,
@@ -235,16 +232,12 @@ def test_a_refused_resume_leaves_the_earlier_runs_record_alone(launch_env):
 
 
 def test_a_plan_cannot_be_changed():
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings_mod.resolve(FLAGS, {}, {}),
-                host=HOST,
-                mode="dapo",
-                run_id="20261201-000000-abcd",
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=settings_mod.resolve(FLAGS, {}, {}),
+        host=HOST,
+        mode="dapo",
+        run_id="20261201-000000-abcd",
+        swanlab_logger=False,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.argv = []  # type: ignore[misc]

@@ -5,10 +5,10 @@ import copy
 import re
 
 from dapo_ops.control import settings
-from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.control.launch.dryrun import render_text
 from dapo_ops.core import learned
+from plan_helpers import plan_for
 
 ONE_GPU = Host(
     name="h1",
@@ -53,11 +53,13 @@ def memory(cfg=TINY_146B, mib=H200_MIB, name="NVIDIA H200", memos=()):
 
 def plan(flags=None, env=None, mem=None, run_id=RID):
     st = settings.resolve(dict(FLAGS, **(flags or {})), env or {}, {})
-    return planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st, host=ONE_GPU, mode="dapo", run_id=run_id, swanlab_logger=False)
-        ),
-        mem if mem is not None else memory(),
+    return plan_for(
+        settings=st,
+        host=ONE_GPU,
+        mode="dapo",
+        run_id=run_id,
+        swanlab_logger=False,
+        memory=mem if mem is not None else memory(),
     )
 
 
@@ -111,18 +113,14 @@ def test_a_different_model_device_or_memory_setting_does_not_match():
         "run.overrides": None,
     }
     st = settings.resolve(FLAGS, {}, {})
-    others["run.overrides"] = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st,
-                host=ONE_GPU,
-                mode="dapo",
-                run_id=RID,
-                swanlab_logger=False,
-                extra_overrides=["trainer.val_before_train=False"],
-            )
-        ),
-        memory(),
+    others["run.overrides"] = plan_for(
+        settings=st,
+        host=ONE_GPU,
+        mode="dapo",
+        run_id=RID,
+        swanlab_logger=False,
+        extra_overrides=["trainer.val_before_train=False"],
+        memory=memory(),
     )
     for what, p in others.items():
         k = p.spec["learn"]["key"]
@@ -205,18 +203,14 @@ def test_an_override_of_the_key_a_rung_changes_wins():
     st = settings.resolve(FLAGS, {}, {})
 
     def mk(memos):
-        return planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st,
-                    host=ONE_GPU,
-                    mode="dapo",
-                    run_id=RID,
-                    swanlab_logger=False,
-                    extra_overrides=[f"{key}=4096"],
-                )
-            ),
-            memory(memos=memos),
+        return plan_for(
+            settings=st,
+            host=ONE_GPU,
+            mode="dapo",
+            run_id=RID,
+            swanlab_logger=False,
+            extra_overrides=[f"{key}=4096"],
+            memory=memory(memos=memos),
         )
 
     m = memo_of(mk([]), rung="update-batch", phase="update", changes={"token_budgets": {key: 2048}})

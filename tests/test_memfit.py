@@ -14,6 +14,7 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings
 from dapo_ops.core.features import resolve
 from dapo_ops.control.inventory.model import Host
+from plan_helpers import plan_for
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -138,13 +139,13 @@ def test_plan_starts_on_the_first_rung_that_fits_and_records_the_source():
         "steps": 3,
     }
     st = settings.resolve(flags, {}, {})
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
-            )
-        ),
-        {"model_config": TINY_146B, "device_gib": 139.8},
+    p = plan_for(
+        settings=st,
+        host=ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": TINY_146B, "device_gib": 139.8},
     )
     ch = p.spec["setting_changes"]
     assert ch["gpu_memory_utilization"] == 0.8
@@ -198,13 +199,13 @@ def test_nothing_fits_refuses_in_one_line_with_the_numbers():
         {},
     )
     with pytest.raises(planning.PlanError) as ei:
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st, host=ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
-                )
-            ),
-            {"model_config": QWEN3_8B, "device_gib": 24.0},
+        plan_for(
+            settings=st,
+            host=ONE_GPU,
+            mode="dapo",
+            run_id="20261129-151200-a1b2",
+            swanlab_logger=False,
+            memory={"model_config": QWEN3_8B, "device_gib": 24.0},
         )
     msg = str(ei.value)
     assert "\n" not in msg and msg.startswith("memory-fit: the run cannot fit: tightest ")
@@ -215,13 +216,13 @@ def test_nothing_fits_refuses_in_one_line_with_the_numbers():
 
 def test_without_device_memory_the_plan_shows_peaks_only():
     st = settings.resolve({"framework": "fsdp"}, {}, {})
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
-            )
-        ),
-        {"model_config": QWEN3_8B, "device_gib": None},
+    p = plan_for(
+        settings=st,
+        host=None,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_8B, "device_gib": None},
     )
     assert "setting_changes" not in p.spec and "fit" not in p.spec
     est = [ln for ln in p.memory if ln.startswith("memory-fit")]
@@ -235,13 +236,13 @@ def test_missing_config_keys_say_which_and_refuse_nothing():
     with pytest.raises(memfit.EstimateUnavailable, match="hidden_size"):
         memfit.Model.from_config({"model_type": "qwen3"})
     st = settings.resolve({"framework": "fsdp"}, {}, {})
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
-            )
-        ),
-        {"model_config": {"model_type": "qwen2", "hidden_size": 16}, "device_gib": 8.0},
+    p = plan_for(
+        settings=st,
+        host=None,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": {"model_type": "qwen2", "hidden_size": 16}, "device_gib": 8.0},
     )
     assert p.memory == ["memory-fit estimate unavailable: config.json lacks 'num_attention_heads'"]
 
@@ -276,13 +277,13 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
         "steps": 3,
     }
     st = settings.resolve(flags, {"MEMORY_FIT": "warn"}, {})
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st, host=ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False
-            )
-        ),
-        {"model_config": TINY_146B, "device_gib": 139.8},
+    p = plan_for(
+        settings=st,
+        host=ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": TINY_146B, "device_gib": 139.8},
     )
     assert "setting_changes" not in p.spec
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.9" in p.argv
@@ -293,45 +294,33 @@ def test_memory_fit_warn_reports_the_rung_but_launches_as_planned(monkeypatch):
     # nothing fits (Qwen3-8B, 32k responses on 24 GiB): start refuses, warn reports and plans
     big = dict(flags, max_response_length=32768, features="", micro_batch_size=1)
     with pytest.raises(planning.PlanError):
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=settings.resolve(big, {}, {}),
-                    host=ONE_GPU,
-                    mode="dapo",
-                    run_id="20261129-151200-a1b2",
-                    swanlab_logger=False,
-                )
-            ),
-            {"model_config": QWEN3_8B, "device_gib": 24.0},
+        plan_for(
+            settings=settings.resolve(big, {}, {}),
+            host=ONE_GPU,
+            mode="dapo",
+            run_id="20261129-151200-a1b2",
+            swanlab_logger=False,
+            memory={"model_config": QWEN3_8B, "device_gib": 24.0},
         )
-    p2 = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve(big, {"MEMORY_FIT": "warn"}, {}),
-                host=ONE_GPU,
-                mode="dapo",
-                run_id="20261129-151200-a1b2",
-                swanlab_logger=False,
-            )
-        ),
-        {"model_config": QWEN3_8B, "device_gib": 24.0},
+    p2 = plan_for(
+        settings=settings.resolve(big, {"MEMORY_FIT": "warn"}, {}),
+        host=ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
+        memory={"model_config": QWEN3_8B, "device_gib": 24.0},
     )
     assert any("cannot fit" in ln and "MEMORY_FIT=warn" in ln for ln in p2.memory)
     facts = {"model_config": QWEN3_8B, "device_gib": 24.0}
     monkeypatch.setattr(preflight_checks, "memory_facts", lambda host, p: facts)
     [warn] = preflight_checks._memfit_checks(ONE_GPU, preflight_plan.plan_view(p2), {})
     assert warn.status == preflight_result.WARN and "cannot fit" in warn.message and "MEMORY_FIT=warn" in warn.fix
-    started = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve(big, {}, {}),
-                host=ONE_GPU,
-                mode="dapo",
-                run_id="20261129-151200-a1b2",
-                swanlab_logger=False,
-            )
-        )
+    started = plan_for(
+        settings=settings.resolve(big, {}, {}),
+        host=ONE_GPU,
+        mode="dapo",
+        run_id="20261129-151200-a1b2",
+        swanlab_logger=False,
     )  # no memory facts at plan time: preflight judges
     [fail] = preflight_checks._memfit_checks(ONE_GPU, preflight_plan.plan_view(started), {})
     assert fail.status == preflight_result.FAIL

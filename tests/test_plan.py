@@ -12,6 +12,7 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control import settings
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.core import redact
+from plan_helpers import plan_for
 
 RUN_ID = "20261129-151200-a1b2"
 
@@ -21,13 +22,7 @@ def st(**flags):
 
 
 def test_plan_without_host_uses_defaults_and_is_complete():
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(steps=100, framework="fsdp"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
-            )
-        )
-    )
+    p = plan_for(settings=st(steps=100, framework="fsdp"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert p.spec["host"] == "local" and p.spec["container"] == "verl" and p.spec["accelerator"] == "npu"
     assert p.run_dir == f"/verl/dapo_runs/{RUN_ID}"
     assert p.ckpt_dir == f"/verl/dapo_runs/{RUN_ID}/checkpoints" and p.log_path == f"/verl/dapo_runs/{RUN_ID}/train.log"
@@ -54,11 +49,7 @@ def test_plan_with_inventory_host():
         data_dir="/data",
         container="c1",
     )
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st(), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
-        )
-    )
+    p = plan_for(settings=st(), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
     assert p.spec["host"] == "h1" and p.spec["container"] == "c1" and p.spec["workdir"] == "/work"
     assert p.run_dir == f"/runs/{RUN_ID}"
     s = p.spec["settings"]
@@ -66,13 +57,7 @@ def test_plan_with_inventory_host():
     assert "trainer.logger=[console,swanlab]" in p.argv
     assert "trainer.v1.trainer_mode=separate_async" in p.argv and not any("hydra.searchpath" in a for a in p.argv)
     assert "trainer.device=npu" not in p.argv
-    p8 = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(profile="0.8"), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True
-            )
-        )
-    )
+    p8 = plan_for(settings=st(profile="0.8"), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=True)
     assert "hydra.searchpath=[file:///work/verl/trainer/config]" in p8.argv
 
 
@@ -85,11 +70,7 @@ def test_plan_with_inventory_host():
     ],
 )
 def test_plan_says_which_verl_trainer_and_mode_runs(mode, flags, want):
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st(**flags), host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False)
-        )
-    )
+    p = plan_for(settings=st(**flags), host=None, mode=mode, run_id=RUN_ID, swanlab_logger=False)
     text = plan_mod.render_text(p, width=400)
     line = [ln for ln in text.splitlines() if ln.startswith("trainer: ")]
     assert line and "verl.trainer.main_ppo V1 " + want in line[0], text
@@ -98,46 +79,30 @@ def test_plan_says_which_verl_trainer_and_mode_runs(mode, flags, want):
 
 def test_plan_env_pins_verl_logging_info_and_shows_overridable_hccl_defaults():
     """trainer_base.py:102: the lines the supervisor reads are INFO logging; HCCL defaults of verl's NPU scripts."""
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-        )
-    )
+    p = plan_for(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     env = p.spec["env"]
     assert env["VERL_LOGGING_LEVEL"] == "INFO"
     assert env["HCCL_CONNECT_TIMEOUT"] == "7200" and env["HCCL_EXEC_TIMEOUT"] == "60000"
     assert env["HCCL_HOST_SOCKET_PORT_RANGE"] == "60000-60050" and env["HCCL_NPU_SOCKET_PORT_RANGE"] == "61000-61050"
     text = plan_mod.render_text(p, width=400)
     assert "HCCL_CONNECT_TIMEOUT=7200" in text and "VERL_LOGGING_LEVEL=INFO" in text
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve({}, {"HCCL_CONNECT_TIMEOUT": "1800", "HCCL_NPU_SOCKET_PORT_RANGE": ""}, {}),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=settings.resolve({}, {"HCCL_CONNECT_TIMEOUT": "1800", "HCCL_NPU_SOCKET_PORT_RANGE": ""}, {}),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert p.spec["env"]["HCCL_CONNECT_TIMEOUT"] == "1800"
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
     assert not any(
         k.startswith("HCCL_")
-        for k in planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(settings=st(), host=gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-            )
-        ).spec["env"]
+        for k in plan_for(settings=st(), host=gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec["env"]
     )
 
 
 def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path):
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-        )
-    )
+    p = plan_for(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert p.argv[:2] == ["bash", "-c"] and p.argv[3] == "dapo-ops-cann"
     ascend = tmp_path / "set_env.sh"
     ascend.write_text("export ASCEND_TOOLKIT_HOME=/x; export FROM_CANN=yes\n")
@@ -156,60 +121,29 @@ def test_npu_plan_sources_cann_set_env_when_the_toolkit_env_is_missing(tmp_path)
     env["ASCEND_TOOLKIT_HOME"] = "/already"  # the image's ENV has it: nothing sourced
     assert subprocess.run(probe, capture_output=True, text=True, env=env).stdout.strip() == "None"
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
-    assert (
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(settings=st(), host=gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-            )
-        ).argv[0]
-        == "python3"
-    )
+    assert plan_for(settings=st(), host=gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False).argv[0] == "python3"
     assert (
         "launcher"
-        not in planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st(profile="0.8"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
-                )
-            )
-        ).spec
+        not in plan_for(settings=st(profile="0.8"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False).spec
     )
 
 
 def test_flash_attn_off_implies_remove_padding_off_and_the_plan_says_so():
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
-            )
-        )
-    )
+    p = plan_for(settings=st(features="-flash_attn"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert not p.features.has("remove_padding") and "remove_padding" in p.features.disabled
     assert "actor_rollout_ref.model.use_remove_padding=False" in p.argv
     text = plan_mod.render_text(p, width=400)
     assert "-flash_attn implies -remove_padding" in text
     with pytest.raises(planning.PlanError, match="remove_padding needs flash_attn"):
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st(features="-flash_attn,remove_padding"),
-                    host=None,
-                    mode="dapo",
-                    run_id=RUN_ID,
-                    swanlab_logger=False,
-                )
-            )
+        plan_for(
+            settings=st(features="-flash_attn,remove_padding"),
+            host=None,
+            mode="dapo",
+            run_id=RUN_ID,
+            swanlab_logger=False,
         )
-    p8 = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn", profile="0.8"),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p8 = plan_for(
+        settings=st(features="-flash_attn", profile="0.8"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
     )
     assert p8.features.has("remove_padding")  # the 0.8 profile keeps its behaviour
 
@@ -218,16 +152,12 @@ def test_flash_attn_off_on_fsdp_09_keeps_remove_padding_and_the_rest_on():
     """verl 0.9.1 FSDP unpads without flash_attn (pure-torch fallbacks) and transformers >= 5.5 masks each packed
     sequence apart for sdpa (core/features.py IMPLIED_OFF); the real H200 runs g-features-a/-b trained and resumed
     with sdpa + remove_padding + dynamic_batch + gradient checkpointing. Old code turned remove_padding off."""
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn", framework="fsdp"),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=st(features="-flash_attn", framework="fsdp"),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert sorted(p.features.names()) == ["dynamic_batch", "gradient_checkpointing", "remove_padding"]
     assert p.features.disabled == frozenset({"flash_attn"})
@@ -239,28 +169,20 @@ def test_flash_attn_off_on_fsdp_09_keeps_remove_padding_and_the_rest_on():
     ):
         assert on in p.argv, on
     assert "implies" not in plan_mod.render_text(p, width=400)
-    p2 = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn,remove_padding", framework="fsdp"),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p2 = plan_for(
+        settings=st(features="-flash_attn,remove_padding", framework="fsdp"),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )  # asking for it explicitly is fine on FSDP
     assert p2.features.source_of("remove_padding") == "explicit"
-    pm = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn", framework="megatron"),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    pm = plan_for(
+        settings=st(features="-flash_attn", framework="megatron"),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert not pm.features.has("remove_padding")  # an NPU Megatron (the default host): still implied off
 
@@ -270,16 +192,12 @@ def test_flash_attn_off_on_a_gpu_megatron_is_fused_attention_with_packed_sequenc
     k-megatron-a/-b trained and resumed that way; the old spelling (unfused, remove_padding implied off: bshd) died
     in its first forward (k-megatron-unfused-bshd). The plan no longer says "implies"; an NPU keeps the old rule."""
     gpu = Host(name="g", address="x", accelerator="gpu", devices=8)
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn", framework="megatron"),
-                host=gpu,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=st(features="-flash_attn", framework="megatron"),
+        host=gpu,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert sorted(p.features.names()) == ["dynamic_batch", "gradient_checkpointing", "remove_padding"]
     assert p.features.disabled == frozenset({"flash_attn"})
@@ -287,38 +205,26 @@ def test_flash_attn_off_on_a_gpu_megatron_is_fused_attention_with_packed_sequenc
     assert "actor_rollout_ref.model.use_remove_padding=True" in p.argv
     assert "implies" not in plan_mod.render_text(p, width=400)
     npu = Host(name="n", address="x", accelerator="npu", devices=8)
-    pn = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(features="-flash_attn", framework="megatron"),
-                host=npu,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    pn = plan_for(
+        settings=st(features="-flash_attn", framework="megatron"),
+        host=npu,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert "remove_padding" in pn.features.disabled
     assert "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=unfused" in pn.argv
 
 
 def test_checkpoints_are_bounded_by_default_on_09():
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
-        )
-    )
+    p = plan_for(settings=st(), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     assert p.spec["settings"]["max_actor_ckpt_to_keep"] == 3 and "trainer.max_actor_ckpt_to_keep=3" in p.argv
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve({}, {"MAX_CKPT_TO_KEEP": "0"}, {}),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=settings.resolve({}, {"MAX_CKPT_TO_KEEP": "0"}, {}),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert p.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any("max_actor_ckpt_to_keep" in a for a in p.argv)
@@ -327,40 +233,20 @@ def test_checkpoints_are_bounded_by_default_on_09():
 def test_plan_errors_are_one_line():
     h = Host(name="h1", address="x", devices=8)
     with pytest.raises(planning.PlanError, match="TRAINER_GPUS=6 \\+ ROLLOUT_GPUS=4"):
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st(trainer_gpus=6), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=False
-                )
-            )
-        )
+        plan_for(settings=st(trainer_gpus=6), host=h, mode="one-step-off", run_id=RUN_ID, swanlab_logger=False)
     with pytest.raises(planning.PlanError, match="unknown feature"):
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings={"features": "warp"}, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
-                )
-            )
-        )
+        plan_for(settings={"features": "warp"}, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     with pytest.raises(planning.PlanError, match="unknown mode"):
-        planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(settings=st(), host=None, mode="async", run_id=RUN_ID, swanlab_logger=False)
-            )
-        )
+        plan_for(settings=st(), host=None, mode="async", run_id=RUN_ID, swanlab_logger=False)
 
 
 def test_rendered_plan_shows_sources_ladder_command_and_paths():
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve({"steps": 100}, {"USER_FEATURES": "-offload,prefix_cache"}, {}),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=settings.resolve({"steps": 100}, {"USER_FEATURES": "-offload,prefix_cache"}, {}),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     text = plan_mod.render_text(p, width=400)
     assert "prefix_cache" in text and "explicit" in text
@@ -393,30 +279,20 @@ def test_secrets_are_redacted_defensively():
         "SWANLAB_API_KEY": "***",
         "http_proxy": "p",
     }
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-                extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"],
-            )
-        )
+    p = plan_for(
+        settings=st(),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
+        extra_overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=zzz"],
     )
     assert "zzz" not in plan_mod.render_text(p, width=400)
 
 
 def test_dapo_fsdp_runbook_defaults_argv(test_report):
     """The argv the 0.9 dapo/fsdp plan produces for the runbook defaults (printed for the record)."""
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st(framework="fsdp"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False
-            )
-        )
-    )
+    p = plan_for(settings=st(framework="fsdp"), host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
     test_report("[plan] runbook defaults, dapo/fsdp: " + p.command)
     for item in (
         "data.train_files=/verl/dapo-math-17k.parquet",
@@ -450,18 +326,14 @@ def test_dry_run_task_works_with_no_inventory_and_no_hosts(tmp_path):
 
 def test_proxy_credentials_never_in_spec_or_plan():
     pw = "s3cr3t-pw"
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=settings.resolve(
-                    {}, {"http_proxy": f"http://bob:{pw}@proxy:3128", "https_proxy": "http://proxy:3128"}, {}
-                ),
-                host=None,
-                mode="dapo",
-                run_id=RUN_ID,
-                swanlab_logger=False,
-            )
-        )
+    p = plan_for(
+        settings=settings.resolve(
+            {}, {"http_proxy": f"http://bob:{pw}@proxy:3128", "https_proxy": "http://proxy:3128"}, {}
+        ),
+        host=None,
+        mode="dapo",
+        run_id=RUN_ID,
+        swanlab_logger=False,
     )
     assert "http_proxy" not in p.spec["env"] and p.spec["env"]["https_proxy"] == "http://proxy:3128"
     text = plan_mod.render_text(p, width=400)

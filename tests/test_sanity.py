@@ -9,28 +9,24 @@ import re
 from pathlib import Path
 
 from dapo_ops.control import settings as settings_mod
-from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight.inputs import sanity_checks
 from dapo_ops.control.preflight.plan_view import plan_view
 from dapo_ops.control.preflight.result import WARN
 from dapo_ops.core import sanity
+from plan_helpers import plan_for
 
 VERL = Path("/tmp/verl091/verl")
 
 
 def _plan(extra=(), **flags):
     st = settings_mod.resolve({"steps": 10, **flags}, {}, {})
-    return planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=st,
-                host=None,
-                mode="dapo",
-                run_id="20260101-000000-abcd",
-                swanlab_logger=False,
-                extra_overrides=list(extra),
-            )
-        )
+    return plan_for(
+        settings=st,
+        host=None,
+        mode="dapo",
+        run_id="20260101-000000-abcd",
+        swanlab_logger=False,
+        extra_overrides=list(extra),
     )
 
 
