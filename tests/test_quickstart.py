@@ -133,6 +133,65 @@ def test_an_empty_swanlab_mode_or_container_is_refused_as_launch_refuses_it(tmp_
     assert proc.stderr.startswith(f"{var} is set but empty; set it ") and f"`unset {var}`" in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["tf", "FSDP", ""])
+def test_a_bad_framework_is_refused_in_launchs_own_line_before_any_question(tmp_path, value):
+    """A new user's trial: ``inv quickstart --framework fsdp`` said ``No idea what '--framework' is!``, so quickstart
+    always ran the runbook's default (megatron) unless FRAMEWORK was set. ``--framework`` takes what ``inv launch
+    --framework`` takes (the settings table's choices, control/settings.py ``framework``) and a bad value is launch's
+    one line, exit 2, before a question is asked."""
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
+    env = _base_env(tmp_path, SWANLAB_MODE="disabled")
+    env.pop("FRAMEWORK", None)
+    runs = {
+        task: subprocess.run(
+            INV + [task, "--inventory", str(inv), "--framework", value, *extra],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        for task, extra in (("quickstart", []), ("launch", ["--dry-run"]))
+    }
+    qs, launch = runs["quickstart"], runs["launch"]
+    assert (qs.returncode, launch.returncode) == (2, 2), qs.stderr + launch.stderr
+    assert qs.stderr.strip().splitlines() == [launch.stderr.strip()], qs.stderr
+    assert "--framework" in qs.stderr and "megatron" in qs.stderr and "fsdp" in qs.stderr
+    assert qs.stdout == "", qs.stdout  # no question, no preflight
+
+
+def test_the_framework_flag_reaches_the_launch_request_and_the_repeat_line(monkeypatch, tmp_path):
+    """``--framework fsdp`` is the launch request's setting (flag source, as ``inv launch --framework``), and the
+    "repeat non-interactively" line names the framework the launch ran."""
+    from invoke.exceptions import Exit
+
+    from dapo_ops import cli
+    from dapo_ops.cli import program, quickstart
+    from dapo_ops.control.launch import request
+
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.n1]\naddress = "192.0.2.1"\n')
+    for k, v in _base_env(tmp_path, SWANLAB_MODE="disabled").items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("FRAMEWORK", raising=False)
+    seen = []
+
+    def build(args, env, **kw):  # the request quickstart makes; no host is contacted
+        seen.append(kw["config"].settings(args.flags, env))
+        raise Exit("stopped before the launch", code=9)
+
+    monkeypatch.setattr(request, "build", build)
+    with pytest.raises(SystemExit) as ex:
+        program.make_program(cli.namespace_for(["quickstart"])).run(
+            ["dapo-ops", "quickstart", "--inventory", str(inv), "--framework", "fsdp"]
+        )
+    assert ex.value.code == 9
+    assert (seen[0]["framework"], seen[0].source("framework")) == ("fsdp", "flag")
+    line = quickstart._equivalent("dapo", "", "n1", "", "verl", {}, "", 5, "", "disabled", framework="fsdp")
+    assert " --framework fsdp " in line and line.startswith("CONTAINER=verl TRAIN_STEPS=5 inv quickstart"), line
+
+
 @pytest.mark.bench
 def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     host = "h1"
@@ -195,6 +254,7 @@ def test_interactive_flow_on_a_pty_ends_in_a_launched_run(sandbox, tmp_path):
     # the printed line repeats it on a TTY without a single question and with every answer kept
     line = out.split("repeat non-interactively:")[1].strip().splitlines()[0]
     assert "--swanlab-mode offline" in line and "--features default" in line and "--http-proxy none" in line, line
+    assert " --framework fsdp " in line, line  # FRAMEWORK=fsdp above: the repeat runs the same backend
     line = line.replace("inv quickstart", " ".join(INV + ["quickstart"]))
     p2 = Pty(["sh", "-c", line], env=env, cwd=tmp_path)
     try:

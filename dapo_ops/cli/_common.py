@@ -154,7 +154,12 @@ class FanoutTask(Task):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         degrade_to_ascii()
         try:
-            return super().__call__(*args, **kwargs)
+            try:
+                return super().__call__(*args, **kwargs)
+            finally:  # the task's last output (a piped stdout is block-buffered: `inv status --json` is one write
+                # at exit) is flushed here, under the handlers below, not at interpreter exit, where a closed pipe
+                # was "Exception ignored ... BrokenPipeError" and exit 120
+                _flush_stdout()
         except KeyboardInterrupt:
             raise interrupted(self.name) from None
         except BrokenPipeError:
@@ -293,12 +298,29 @@ def closed_pipe() -> Exit:
     """The :class:`Exit` (code :data:`EXIT_CLOSED_PIPE`, no line) a BrokenPipeError on stdout becomes: the reader
     closed the pipe, so the program ends quietly instead of with a traceback. stdout is pointed at /dev/null first,
     so the flushes at exit do not raise again. SIGPIPE itself stays ignored (Python's default), so a dropped SSH
-    socket is still an error, not a silent death."""
+    socket is still an error, not a silent death.
+
+    141 whenever a write met the closed pipe, whatever printed it: ``print``, a :class:`LineWriter`-style
+    ``sys.stdout.write``, the last flush (:class:`FanoutTask`), or rich's Console (the one factory,
+    :func:`dapo_ops.control.remote.fanout.console`, hands the error on instead of rich's own silent ``SystemExit(1)``,
+    rich/console.py ``Console.on_broken_pipe``). As ``git log | head -1``: an output that fitted in the pipe (64 KiB
+    on Linux) before the reader left met no closed pipe and exits 0 (``git log -1 | head -1``), one that did not
+    exits 141; which of the two a small output gets depends on when the reader closes, for git as for us."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):
         pass
     return Exit(code=EXIT_CLOSED_PIPE)
+
+
+def _flush_stdout() -> None:
+    """Flush ``sys.stdout`` (a BrokenPipeError or a full disk propagates to :class:`FanoutTask`'s handlers); a
+    stdout that is gone or closed (None, ``ValueError``) has nothing to flush."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except ValueError:
+        pass
 
 
 def _stdout_writable(e: OSError) -> bool:

@@ -44,6 +44,7 @@ from dapo_ops.cli._common import (
     refuse_empty_env,
     refuse_job_as_mode,
     run_config,
+    run_settings,
     select_hosts,
     user_config,
 )
@@ -54,6 +55,7 @@ QS_HELP = {
     "https_proxy": "HTTPS proxy for the container, or 'none' (env https_proxy; default: the http one)",
     "features": "comma list, -name turns a default off, 'default' keeps the defaults (env USER_FEATURES)",
     "steps": settings.flag_help(settings.BY_NAME["steps"]),
+    **settings.task_help("framework"),  # what `inv launch --framework` takes, from the settings table
     "job": "dapo | one-step-off: which launch, `inv launch` or `inv one-step-off` (default dapo)",
     "mode": settings.flag_help(settings.BY_NAME["trainer_mode"]),
     "swanlab_host": "SwanLab server, e.g. http://192.0.2.10:8000 (env SWANLAB_HOST); the key only via "
@@ -106,10 +108,12 @@ def _equivalent(
     steps: int,
     swanlab_host: str,
     swanlab_mode: str,
+    framework: str = "",
 ) -> str:
     """The command line that repeats this quickstart without a single prompt, every answer in it: container,
-    steps, proxy (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a
-    placeholder: it is never printed)."""
+    steps, framework (the training backend the launch ran: flag > env FRAMEWORK > config file > default), proxy
+    (``none`` when there is none), features (``default``), SwanLab mode (and host; the key stays a placeholder: it is
+    never printed)."""
     env = []
     if container:
         env.append(f"CONTAINER={shlex.quote(container)}")
@@ -123,6 +127,8 @@ def _equivalent(
         cmd += ["--job", job]
     if mode:
         cmd += ["--mode", mode]
+    if framework:
+        cmd += ["--framework", framework]
     if hosts:
         cmd += ["-H", hosts]
     if inventory:
@@ -163,6 +169,7 @@ def quickstart(
     https_proxy="",
     features="",
     steps=UNSET,
+    framework=None,
     job="dapo",
     mode="",
     swanlab_host="",
@@ -178,6 +185,11 @@ def quickstart(
     refuse_job_as_mode(mode, "quickstart")
     if job not in JOBS:
         fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
+    # --framework as `inv launch --framework` takes it (None: not given; "" given empty is refused as launch
+    # refuses it, control/settings.py EMPTY_RULES), judged by the settings table before any question is asked
+    framework_flag = {} if framework is None else {"framework": framework}
+    if framework_flag:
+        run_settings(c, framework_flag)
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
     env = dict(os.environ)  # the answers go into this copy (the launch request's environment), never os.environ
@@ -280,9 +292,12 @@ def quickstart(
     # unanswered = not given: launch refuses a setting given empty (control/settings.py EMPTY_RULES)
     args = request.TaskArgs(
         mode=job,
-        flags=given_flags(
-            steps=steps, features=features or None, container=container or None, trainer_mode=mode or None
-        ),
+        flags={
+            **given_flags(
+                steps=steps, features=features or None, container=container or None, trainer_mode=mode or None
+            ),
+            **framework_flag,
+        },
         swanlab_mode=sw.mode,
         hosts=hosts,
         inventory=inventory,
@@ -325,5 +340,6 @@ def quickstart(
             got.request.settings["steps"],  # what the launch ran: flag > env > file > default
             sw.host or "",
             sw.mode,
+            framework=got.request.settings["framework"],  # what the launch ran: flag > env > file > default
         )
     )

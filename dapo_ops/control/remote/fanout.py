@@ -17,6 +17,7 @@ Usage (what a fan-out task does, see ``dapo_ops/cli/hosts.py``)::
 
 from __future__ import annotations
 
+import errno
 import sys
 import threading
 import time
@@ -212,12 +213,19 @@ def output_width(file=None, env=None) -> int:
 
 def console(file=None, width: int | None = None):
     """A rich Console for ``file`` (default stdout) laid out for :func:`output_width` (or ``width``); colours only
-    on a terminal."""
+    on a terminal. A reader that closed the pipe raises ``BrokenPipeError`` out of ``print`` (the task class ends
+    it quietly, exit 141: dapo_ops/cli/_common.py ``closed_pipe``) instead of rich's default, which points stdout at
+    /dev/null and raises ``SystemExit(1)`` with no line (rich/console.py ``Console.on_broken_pipe``)."""
     from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to this reader
+            raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
 
     f = file or sys.stdout
     tty = is_terminal(f)
-    return Console(
+    return _Console(
         file=f,
         width=width or output_width(f),
         highlight=False,

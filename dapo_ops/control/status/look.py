@@ -395,9 +395,29 @@ def attempt_is_live(run_rec: dict, n: int | None) -> bool:
     return False
 
 
+def attempt_stopped(run_rec: dict, n: int | None) -> bool:
+    """True when attempt ``n`` of the run record ``run_rec`` (run.json) was ended by the operator (``inv stop``): the
+    supervisor recorded ``killed_by: "stop"`` for it (agent/supervisor/machine.py, its follow loop saw the stop), or
+    the run is ``stopped`` and ``n`` is its last attempt with no verdict of its own (the supervisor was stopped
+    before it judged the attempt, or was dead and agent/runstop.py closed the run: run.json ``stop``)."""
+    atts = run_rec.get("attempts") or []
+    for a in atts:
+        if a.get("n") == n and a.get("killed_by") == "stop":
+            return True
+    if RunStatus.of(run_rec.get("status")) is not RunStatus.STOPPED or not atts:
+        return False
+    last = max(atts, key=lambda a: a.get("n") or 0)
+    return last.get("n") == n and not last.get("verdict")
+
+
+#: the header ``logs --errors`` gives an attempt the operator stopped that shows no failure (:func:`errors_text`)
+STOPPED_ATTEMPT = "stopped by the operator (inv stop), no failure"
+
+
 def _evidence_for(text: str, recorded: dict | None, live: bool = False) -> tuple[str | None, list[str]]:
     """(class, evidence lines) from the classifier on ``text``, plus the verdict the supervisor recorded. ``live``
-    (the attempt is still running, :func:`attempt_is_live`): a verdict of :data:`LIVE_NOT_FAILURE` is no failure
+    (the attempt is still running, :func:`attempt_is_live`, or the operator stopped it, :func:`attempt_stopped`:
+    the traceback of its SIGTERM is the stop's): a verdict of :data:`LIVE_NOT_FAILURE` is no failure
     (``logs --errors`` on a healthy running run never prints ``attempt 1: crash-other``); what the
     live supervisor would call (an OOM line, an error storm replayed on the log's clock) still shows."""
     from dapo_ops.core import classify  # heavy-ish: only ``logs --errors`` needs it
@@ -428,9 +448,15 @@ def errors_text(target: Target, run: str, attempt: int, prefix: str) -> tuple[st
     for entry in res["logs"]:
         text = runlogs.decode_tail(entry)
         live = attempt_is_live(res.get("run") or {}, entry["attempt"])
-        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]), live)
+        stopped = attempt_stopped(res.get("run") or {}, entry["attempt"])
+        cls, ev = _evidence_for(text, recorded.get(entry["attempt"]), live or stopped)
         blocks = error_excerpts(text, ev)
         if not blocks and not ev:
+            if stopped:  # said, so the stop is not mistaken for a failure nor for a missing log; no evidence block
+                out.append(
+                    "%s===== %s attempt %s: %s ====="
+                    % (prefix, res["run_id"], entry["attempt"] or "-", STOPPED_ATTEMPT)
+                )
             continue
         out.append("%s===== %s attempt %s: %s =====" % (prefix, res["run_id"], entry["attempt"] or "-", cls or "-"))
         for b in blocks:
