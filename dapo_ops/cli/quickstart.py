@@ -161,6 +161,16 @@ def _ask_swanlab_mode(default: str = "cloud") -> str:
         print(f"   {ans!r} is not a mode: answer one of {', '.join(SWANLAB_MODES)}")
 
 
+def _framework_flag(c, framework: str | None) -> dict:
+    """``--framework`` as `inv launch --framework` takes it: ``{}`` when not given (None); a value given (``""`` given
+    empty is refused as launch refuses it, control/settings.py EMPTY_RULES) is judged by the settings table before
+    any question is asked (:func:`run_settings`: one line, exit 2)."""
+    if framework is None:
+        return {}
+    run_settings(c, {"framework": framework})
+    return {"framework": framework}
+
+
 @fanout_task(help=QS_HELP)
 def quickstart(
     c,
@@ -185,11 +195,7 @@ def quickstart(
     refuse_job_as_mode(mode, "quickstart")
     if job not in JOBS:
         fail(f"unknown job {job!r}: --job takes dapo (`inv launch`) or one-step-off (`inv one-step-off`)", EXIT_USAGE)
-    # --framework as `inv launch --framework` takes it (None: not given; "" given empty is refused as launch
-    # refuses it, control/settings.py EMPTY_RULES), judged by the settings table before any question is asked
-    framework_flag = {} if framework is None else {"framework": framework}
-    if framework_flag:
-        run_settings(c, framework_flag)
+    framework_flag = _framework_flag(c, framework)
     tty = sys.stdin is not None and sys.stdin.isatty()
     inv, chosen = select_hosts(c, hosts, inventory)
     env = dict(os.environ)  # the answers go into this copy (the launch request's environment), never os.environ
