@@ -101,8 +101,9 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
     :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
     from dapo_ops.control.settings import Settings
 
-    old_s = dict(old_spec.get("settings") or {})
-    old_s.setdefault("framework", old_spec.get("framework"))  # the spec keeps it at its top level
+    old = defaults.RunSpec.read(old_spec)  # ResumeFacts.spec: read once already, kept as it is
+    old_s = dict(old.settings)
+    old_s.setdefault("framework", old.framework)  # the spec keeps it at its top level
     values, sources = dict(settings.values), dict(settings.sources)
     for name in values:
         key = _SPEC_KEY.get(name, name)
