@@ -14,11 +14,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "dapo_ops"
 
-#: module -> its string reads of a spec today (:func:`spec_reads`). 213 before the RunSpec, 195 when it landed on
-#: the agent and core, 152 once preflight, resume and multihost_service read attributes. What stays: the planner's
-#: spec under construction (control/launch/plan.py ``_draft`` builds a dict by design, dryrun.py reads the plan it
-#: prints), keys RunSpec does not type (``diverged_at``, ``fit``, ``learned``), and control/remote's ``spec``,
-#: which is the SSH master's (host, socket), not a run spec. A module not listed may read none.
+#: module -> its string reads of a spec today (:func:`spec_reads`): 195 in 32 modules when the RunSpec landed on the
+#: agent and core, 127 in 22 once preflight, resume, service, dryrun and multihost_service read a RunSpec (a launch
+#: Plan's ``run_spec``). What stays: the planner's spec under construction (control/launch/plan.py ``_draft``
+#: builds a dict by design; resume.py ``line`` reads it), keys RunSpec does not type (``diverged_at``, ``fit``,
+#: ``learned``), cli/ and the agent not converted yet, and control/remote's ``spec``, which is the SSH master's
+#: (host, socket), not a run spec. A module not listed may read none.
 BASELINE = {
     "dapo_ops/agent/notify.py": 2,
     "dapo_ops/agent/raysession.py": 3,
@@ -32,10 +33,9 @@ BASELINE = {
     "dapo_ops/cli/multihost.py": 3,
     "dapo_ops/cli/preflight.py": 1,
     "dapo_ops/cli/prepare.py": 2,
-    "dapo_ops/control/launch/dryrun.py": 17,
+    "dapo_ops/control/launch/dryrun.py": 1,
     "dapo_ops/control/launch/plan.py": 52,
-    "dapo_ops/control/launch/resume.py": 7,
-    "dapo_ops/control/launch/service.py": 5,
+    "dapo_ops/control/launch/resume.py": 3,
     "dapo_ops/control/remote/master.py": 6,
     "dapo_ops/control/remote/sshmux.py": 3,
     "dapo_ops/core/defaults.py": 1,
@@ -151,3 +151,39 @@ def test_complete_spec_is_called_only_in_runspec_read():
     assert calls and all(
         c.startswith("dapo_ops/core/defaults.py:") and c.endswith(" in RunSpec.read") for c in calls
     ), "complete_spec called outside RunSpec.read (read the spec with defaults.RunSpec.read):\n" + "\n".join(calls)
+
+
+def test_a_plan_spec_is_read_once_for_the_launch_preflight_and_the_dry_run(monkeypatch):
+    """The finished plan's spec is read into a RunSpec once (``Plan.run_spec``): the dry run's render, preflight's
+    PlanView (``plan_view``) and the launch's typed reads share it; none completes the spec again. On main preflight
+    completed it in PlanView and multihost_service / service read it by string."""
+    import io
+
+    from rich.console import Console
+
+    from dapo_ops.control import settings
+    from dapo_ops.control.launch import dryrun
+    from dapo_ops.control.launch import plan as planning
+    from dapo_ops.control.preflight.plan_view import plan_view
+    from dapo_ops.core import defaults
+
+    plan = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=settings.resolve({}, {}, {}),
+                host=None,
+                mode="dapo",
+                run_id="20261129-151200-a1b2",
+                swanlab_logger=False,
+            )
+        )
+    )
+    calls: list = []
+    real = defaults.complete_spec
+    monkeypatch.setattr(defaults, "complete_spec", lambda spec: calls.append(1) or real(spec))
+    rs = plan.run_spec
+    assert isinstance(rs, defaults.RunSpec) and dict(rs) == dict(plan.spec) and len(calls) == 1
+    assert plan_view(plan).spec is rs and plan.run_spec is rs
+    out = io.StringIO()
+    dryrun.render(plan, Console(file=out, width=200))
+    assert f"run id:        {rs.run_id}" in out.getvalue() and len(calls) == 1

@@ -166,8 +166,9 @@ def check(plan, facts: ResumeFacts) -> None:
         the checkpoint's step.
     """
     run_id, old = facts.run_id, facts.spec
-    spec, new_s, old_s = plan.spec, plan.spec["settings"], old.settings
-    if (old.mode, old.framework) != (spec["mode"], spec["framework"]):
+    spec, old_s = plan.run_spec, old.settings
+    new_s = spec.settings
+    if (old.mode, old.framework) != (spec.mode, spec.framework):
         cmd = "launch" if old.mode == "dapo" else "one-step-off"
         raise LaunchRefused(
             "resume",
@@ -185,7 +186,7 @@ def check(plan, facts: ResumeFacts) -> None:
         for k in RESUME_FIXED
         if k in old_s
         and old_s.get(k) != new_s.get(k)
-        and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))
+        and (spec.mode == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))
     ]
     if changed:
         raise LaunchRefused(

@@ -96,7 +96,8 @@ def plan_view(plan: Any) -> PlanView | None:
     argv = getattr(plan, "argv", None) or []
     if spec is None:
         raise TypeError(f"preflight cannot read a plan of type {type(plan).__name__}: it needs .spec and .argv")
-    return PlanView(defaults.RunSpec.read(spec), list(argv))
+    read = getattr(plan, "run_spec", None)  # a launch Plan's spec, read once for the launch and preflight alike
+    return PlanView(read if isinstance(read, defaults.RunSpec) else defaults.RunSpec.read(spec), list(argv))
 
 
 def with_env(pv: PlanView | None, extra_env: dict | None) -> PlanView | None:
