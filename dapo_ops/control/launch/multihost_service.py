@@ -199,7 +199,7 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
     except LaunchRefused as e:  # --resume: the checkpoints cannot be continued
         raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
     spec = plan.run_spec  # typed reads; the spec.json written is the plan's dict (+ ray, env)
-    py = spec.python
+    py = spec.python or defaults.HOST["python"]  # a plan's spec names it (the host's interpreter)
     cdir = cluster_dir(head.runs_path, run_id)
     started: list[tuple[str, Callable[[], object]]] = []  # (what, how to undo it), oldest first
 

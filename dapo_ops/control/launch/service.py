@@ -521,7 +521,7 @@ def quick_checks(
             f"container '{target.container}' on {host.name} is "
             f"{state.status}: start it (docker start {target.container}) and launch again",
         )
-    refuse_if_busy(target, pv.spec.python)
+    refuse_if_busy(target, pv.spec.python or defaults.HOST["python"])
     facts: dict = {}
     if skip_preflight and not need_facts:
         return facts
@@ -642,7 +642,7 @@ def start_run(
     host = target.host
     spec = plan.spec if spec is None else spec  # what spec.json holds: the plan's dict (multi-host: + ray, env)
     rs = plan.run_spec if spec is plan.spec else defaults.RunSpec.read(spec)
-    run_id, py = rs.run_id, rs.python
+    run_id, py = str(rs.run_id), rs.python or defaults.HOST["python"]  # a plan's spec names both
     if progress is not None and not progress.begin(host.name, run_id):
         raise LaunchRefused(
             "interrupted", f"{host.name}: launch interrupted before run {run_id} was started; nothing was started"
