@@ -328,11 +328,11 @@ def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _re
         return {"spec": None, "record": None, "step": "", "fsdp_version": None}
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
-    done = defaults.complete_spec(json.loads(json.dumps(spec)))
-    ckpt = (done.get("settings") or {}).get("ckpt_dir")
+    done = defaults.RunSpec.read(spec)
+    ckpt = done.settings.get("ckpt_dir")
     step = ((read_text("%s/%s" % (ckpt, runstate.TRACKER_NAME)) if ckpt else None) or "").strip()
     version = None
-    if ckpt and done.get("framework") == "fsdp" and step.isdigit():
+    if ckpt and done.framework == "fsdp" and step.isdigit():
         cfg = _json_object(read_text("%s/global_step_%s/actor/fsdp_config.json" % (ckpt, step))) or {}
         version = cfg.get("FSDP_version") if isinstance(cfg.get("FSDP_version"), int) else None
     return {

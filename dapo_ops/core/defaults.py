@@ -371,6 +371,10 @@ class RunSpec(Mapping[str, Any]):
             return self
         return RunSpec._of(dict(self.data, settings=dict(self.settings, **setting_changes)))
 
+    def with_env(self, env: Mapping[str, Any]) -> "RunSpec":
+        """This spec with ``env`` (name -> value; no secrets) as its ``env``: not completed again."""
+        return RunSpec._of(dict(self.data, env=dict(env)))
+
     def to_json(self) -> dict[str, Any]:
         """The completed spec as a plain dict (a deep copy: JSON-serialisable, the caller's to change)."""
         return copy.deepcopy(dict(self.data))

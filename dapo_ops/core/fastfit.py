@@ -294,14 +294,14 @@ def choose(
     value does not fit is left as planned (the estimate's start rung, :func:`dapo_ops.core.memfit.fit`, handles
     it). Pure; raises :class:`dapo_ops.core.memfit.EstimateUnavailable` only through ``m``'s construction (not here).
     """
-    spec = defaults.complete_spec(spec)
+    rs = defaults.RunSpec.read(spec)
     given = frozenset(given)
     ran_out = frozenset(ran_out)
-    base = dict(spec["settings"])
-    changes = dict(spec.get("setting_changes") or {})
+    base = dict(rs.settings)
+    changes = dict(rs.setting_changes)
     s = dict(base, **changes)
-    ov = memfit.override_values(spec)
-    one_step_off = spec.get("mode") == "one-step-off"
+    ov = memfit.override_values(rs)
+    one_step_off = rs.mode == "one-step-off"
     world = memfit.trainer_world(s, one_step_off)
     seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
     n = int(s["rollout_n"])
@@ -314,7 +314,7 @@ def choose(
     dynamic = "dynamic_batch" in fs.names()
 
     def est(settings_over: dict[str, Any], feats: FeatureSet) -> memfit.Estimate:
-        trial = dict(spec, settings={**base, **out, **settings_over})
+        trial = dict(rs, settings={**base, **out, **settings_over})
         return memfit.estimate(m, memfit.setup_from_spec(trial, feats, device_gib, changes))
 
     def fits(phase: str, settings_over: dict[str, Any], feats: FeatureSet) -> bool:
@@ -369,7 +369,7 @@ def choose(
     upd_knob = "ppo_max_token_len_per_gpu" if dynamic else "ppo_micro_batch_size_per_gpu"
     upd_val = (lambda k: _tok(k, seq)) if dynamic else (lambda i: divs[i])
     gc_free = (
-        spec["framework"] == "fsdp"
+        rs.framework == "fsdp"
         and gc_on
         and fs.source_of("gradient_checkpointing") == "default"
         and not fs.has("recompute")
@@ -465,7 +465,7 @@ def choose(
     replicas = max(1, rollout_devs // rtp)
     seqs = max(1, -(-int(s["train_batch_size"]) * n // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
-    block = VLLM_BLOCK_TOKENS.get(str(spec.get("accelerator", defaults.HOST["accelerator"])), VLLM_BLOCK_TOKENS["gpu"])
+    block = VLLM_BLOCK_TOKENS.get(str(rs.accelerator or defaults.HOST["accelerator"]), VLLM_BLOCK_TOKENS["gpu"])
     seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
     weights = 2 * memfit.param_count(m) / rtp
     prompt = int(s["max_prompt_length"])

@@ -391,7 +391,7 @@ def default_parallel(params_b: float | None, device_gib: float | None, world: in
     return tp, pp
 
 
-def trainer_world(s: dict[str, Any], one_step_off: bool) -> int:
+def trainer_world(s: Mapping[str, Any], one_step_off: bool) -> int:
     """Trainer devices of complete settings ``s``: the trainer pool (one-step-off) or the devices per node, x nodes."""
     return int(s["trainer_gpus"] if one_step_off else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
 

@@ -60,43 +60,42 @@ def render(plan: Plan, console: Console | None = None) -> None:
     from dapo_ops.control.remote import fanout
 
     con = console or fanout.console()
-    spec = plan.spec
-    s = spec["settings"]
+    spec = plan.run_spec
+    s = spec.settings
     nodes = int(s["nnodes"])
-    if spec["mode"] == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
+    if spec.mode == "one-step-off" and s.get("rollout_nnodes"):  # pools on separate hosts: both count
         nodes += int(s["rollout_nnodes"])
-    ctr = f"container {spec['container']}" if spec.get("container") else "host shell, no container"
-    where = f"{spec['host']} ({ctr})" if nodes == 1 else f"a {nodes}-node Ray cluster, head {spec['host']} ({ctr})"
+    ctr = f"container {spec.container}" if spec.container else "host shell, no container"
+    where = f"{spec.host} ({ctr})" if nodes == 1 else f"a {nodes}-node Ray cluster, head {spec.host} ({ctr})"
     con.print(
         Text(
-            f"dry run: {spec['mode']} on {where}, "
-            f"{spec['framework']}, verl profile {spec['profile']}, {spec['accelerator']}",
+            f"dry run: {spec.mode} on {where}, {spec.framework}, verl profile {spec.profile}, {spec.accelerator}",
             style="bold",
         )
     )
-    con.print(f"run id:        {spec['run_id']}")
-    con.print(Text(trainer_note(spec)))
+    con.print(f"run id:        {spec.run_id}")
+    con.print(Text(trainer_note(plan.spec)))
     per_node = "" if nodes == 1 else f" per node x {nodes} nodes"
     con.print(
         f"steps:         {s['steps']}   max response {s['max_response_length']}   "
         + (
             f"trainer pool {s['trainer_gpus']} + rollout pool {s['rollout_gpus']} devices"
-            if spec["mode"] == "one-step-off"
+            if spec.mode == "one-step-off"
             else f"{s['n_gpus_per_node']} devices{per_node} (colocated)"
         )
     )
     con.print(_features_table(plan))
-    con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec["max_oom_retries"], style="bold"))
+    con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec.max_oom_retries, style="bold"))
     for line in plan.ladder:
         con.print(Text("  " + line))
     for line in plan.memory:
         con.print(Text(line))
     con.print(Text("command (run in the container):", style="bold"))
     con.print(Text(plan.command), soft_wrap=True)
-    env = redact_env(spec.get("env") or {})
+    env = redact_env(spec.env)
     if env:
         con.print(Text("environment: " + " ".join(f"{k}={v}" for k, v in sorted(env.items()))))
-    s = plan.spec["settings"]  # a plan's spec is complete (core/defaults.py)
+    s = spec.settings
     if checkpoint_saves(int(s["steps"]), int(s["save_freq"])):
         con.print(f"checkpoints:   {plan.ckpt_dir} (every {s['save_freq']} steps and the last)")
     else:
@@ -161,7 +160,7 @@ def local_data_note(plan: Plan) -> str | None:
     from dapo_ops.agent.parquet import parquet_schema
     from dapo_ops.core import datafeed
 
-    s = plan.spec["settings"]
+    s = plan.run_spec.settings
     files = s.get("train_file")
     names = [str(f) for f in (files if isinstance(files, (list, tuple)) else [files]) if f]
     rows = 0

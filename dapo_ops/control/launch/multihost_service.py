@@ -36,7 +36,7 @@ from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle
 from dapo_ops.control.remote.errors import RemoteError
-from dapo_ops.core import topology
+from dapo_ops.core import defaults, topology
 from dapo_ops.core import raynodes
 from dapo_ops.core.raynodes import cluster_dir
 from dapo_ops.core import runstate
@@ -198,8 +198,8 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
         ) from None
     except LaunchRefused as e:  # --resume: the checkpoints cannot be continued
         raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
-    spec = plan.spec
-    py = spec["python"]
+    spec = plan.run_spec  # typed reads; the spec.json written is the plan's dict (+ ray, env)
+    py = spec.python or defaults.HOST["python"]  # a plan's spec names it (the host's interpreter)
     cdir = cluster_dir(head.runs_path, run_id)
     started: list[tuple[str, Callable[[], object]]] = []  # (what, how to undo it), oldest first
 
@@ -219,27 +219,27 @@ def launch_cluster(req: LaunchRequest, chosen: list, targets: dict, *, hosts_giv
         except RemoteError as e:
             raise ClusterLaunchError(f"{_prefixed(head.name, str(e))}; nothing was started") from None
         resumed = plan.resume_line
-    no_proxy = spec["env"].get("no_proxy") or spec["env"].get("NO_PROXY") or ""
+    no_proxy = spec.env.get("no_proxy") or spec.env.get("NO_PROXY") or ""
     try:
         try:
             handle = raycluster.start(
                 topo,
                 targets,
-                accelerator=spec["accelerator"],
+                accelerator=spec.accelerator or defaults.HOST["accelerator"],
                 python=py,
                 run_dir=cdir,
                 base_no_proxy=no_proxy,
                 join_timeout=join_timeout(),
-                run_env=spec["env"],
-                launcher=spec.get("launcher") or (),
+                run_env=dict(spec.env),
+                launcher=spec.launcher,
             )
         except raycluster.ClusterError as e:  # start() already tore down what it started
             raise ClusterLaunchError(str(e)) from None
         started.append(("ray", lambda: raycluster.stop(list(topo.nodes), targets, run_dir=cdir, python=py)))
         # what the cluster's start gave the run: its handle, and verl's ray.init joins it (RAY_ADDRESS)
         merged = topology.merge_no_proxy(no_proxy, [n.address for n in topo.nodes])
-        env = {**spec["env"], "RAY_ADDRESS": f"{handle.head}:{handle.port}", "no_proxy": merged, "NO_PROXY": merged}
-        written = {**spec, "ray": handle.to_json(), "env": env}
+        env = {**spec.env, "RAY_ADDRESS": f"{handle.head}:{handle.port}", "no_proxy": merged, "NO_PROXY": merged}
+        written = {**plan.spec, "ray": handle.to_json(), "env": env}
         started.append(("run dir", lambda: service.remove_run_dir(ht, plan.run_dir)))
         row = service.start_run(
             ht,
@@ -279,18 +279,18 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
     t = make_target(h, h.container)
     try:
         res = bundle.run_op(t, "runfiles", ["show-spec", run_dir], site=False, workdir="", check=False, timeout=30)
-        spec = json.loads(res.stdout) if res.exited == 0 and res.stdout.strip() else {}
-    except (RemoteError, ValueError):
-        spec = {}
+        spec = defaults.RunSpec.read(json.loads(res.stdout)) if res.exited == 0 and res.stdout.strip() else None
+    except (RemoteError, ValueError, TypeError):  # TypeError: spec.json is not a JSON object / has a wrong value
+        spec = None
     finally:
         t.close()
-    nodes = (spec.get("ray") or {}).get("nodes") or []
-    if not nodes:
+    nodes = ((spec.ray if spec is not None else None) or {}).get("nodes") or []
+    if spec is None or not nodes:
         return None, {}
     cdir = posixpath.dirname(posixpath.dirname(nodes[0]["pid_file"]))
     missing = [n["name"] for n in nodes if n["name"] not in hosts]
     targets = {
-        n["name"]: make_target(hosts[n["name"]], spec.get("container") or hosts[n["name"]].container)
+        n["name"]: make_target(hosts[n["name"]], spec.container or hosts[n["name"]].container)
         for n in nodes
         if n["name"] in hosts
     }
@@ -299,7 +299,7 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
             [n for n in nodes if n["name"] in targets],
             targets,
             run_dir=cdir,
-            python=spec.get("python") or h.python,
+            python=spec.python or h.python,
             grace_s=grace_s,
         )
     finally:
@@ -308,7 +308,7 @@ def stop_cluster(hosts: dict, host_name: str, run_dir: str, *, make_target: Call
     for name in missing:
         pid_file = raynodes.node_file(cdir, name, raynodes.PID)
         result[name] = f"host '{name}' is not in the inventory: stop its Ray session by hand ({pid_file})"
-    return spec.get("run_id"), result
+    return spec.run_id, result
 
 
 def cluster_what(chosen: list, *, hosts_given: bool) -> str:

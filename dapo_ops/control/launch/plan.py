@@ -22,6 +22,7 @@ never copied into them.
 from __future__ import annotations
 
 import copy
+import functools
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NoReturn
@@ -118,6 +119,13 @@ class Plan:
     def __post_init__(self) -> None:
         for f in ("spec", "argv", "ladder", "sources", "notes", "memory"):
             object.__setattr__(self, f, freeze(getattr(self, f)))
+
+    @functools.cached_property
+    def run_spec(self) -> defaults.RunSpec:
+        """``spec`` as a :class:`~dapo_ops.core.defaults.RunSpec` (typed keys: ``plan.run_spec.python``), read once
+        per plan (:meth:`~dapo_ops.core.defaults.RunSpec.read`; a plan's spec is complete, so it reads back equal):
+        what the launch, its quick checks and preflight's ``PlanView`` read of this plan."""
+        return defaults.RunSpec.read(self.spec)
 
     @property
     def command(self) -> str:

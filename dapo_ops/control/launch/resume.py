@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle
@@ -40,16 +41,21 @@ def _read(target, run_dir: str) -> dict:
 
 @dataclass(frozen=True)
 class ResumeFacts:
-    """What the host says of run ``run_id`` (the one ``--resume`` continues): ``spec`` (its spec.json), ``record``
+    """What the host says of run ``run_id`` (the one ``--resume`` continues): ``spec`` (its spec.json as a
+    :class:`~dapo_ops.core.defaults.RunSpec`, completed once when read: a spec of an older dapo-ops lacks the keys
+    added since; a dict given here is read so), ``record``
     (its run.json; empty when unreadable), ``step``: the step of its checkpoint tracker
     (``<ckpt_dir>/latest_checkpointed_iteration.txt``; "" when there is none yet) and, for FSDP, ``strategy``: the
     actor strategy that checkpoint was written with (None: no checkpoint or no record)."""
 
     run_id: str
-    spec: dict
+    spec: defaults.RunSpec
     record: dict = field(default_factory=dict)
     step: str = ""
     strategy: str | None = None  # fsdp | fsdp2 of that checkpoint (:func:`_checkpoint_strategy`), None: unknown
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", defaults.RunSpec.read(self.spec))
 
 
 #: settings that fix a checkpoint's layout (world size, parallelism): a resumed run must keep them
@@ -72,11 +78,10 @@ def read_facts(target, run_id: str) -> ResumeFacts:
             f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
-    old = defaults.complete_spec(old)  # a spec of an older dapo-ops lacks the keys added since
     record = got.get("record")
     return ResumeFacts(
         run_id=run_id,
-        spec=old,
+        spec=defaults.RunSpec.read(old),  # a spec of an older dapo-ops lacks the keys added since
         record=record if isinstance(record, dict) else {},
         step=str(got.get("step") or ""),
         strategy=_checkpoint_strategy(got.get("fsdp_version")),
@@ -87,7 +92,7 @@ def read_facts(target, run_id: str) -> ResumeFacts:
 _SPEC_KEY = {"model": "model_path"}
 
 
-def resumed_settings(settings, old_spec: dict):
+def resumed_settings(settings, old_spec: Mapping[str, Any]):
     """``settings`` for a run that continues ``old_spec``'s: every setting still at its default (not given by flag,
     env var or config file now) takes the earlier run's value, source ``resume`` — its model, data, lengths,
     framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
@@ -96,8 +101,9 @@ def resumed_settings(settings, old_spec: dict):
     :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
     from dapo_ops.control.settings import Settings
 
-    old_s = dict(old_spec.get("settings") or {})
-    old_s.setdefault("framework", old_spec.get("framework"))  # the spec keeps it at its top level
+    old = defaults.RunSpec.read(old_spec)  # ResumeFacts.spec: read once already, kept as it is
+    old_s = dict(old.settings)
+    old_s.setdefault("framework", old.framework)  # the spec keeps it at its top level
     values, sources = dict(settings.values), dict(settings.sources)
     for name in values:
         key = _SPEC_KEY.get(name, name)
@@ -116,9 +122,9 @@ def carry(facts: ResumeFacts, fs):
     earlier run (the spec's ``strategy`` is ``facts.strategy``: the planner sets it), and ``fs`` (:class:`~dapo_ops.core.features.FeatureSet`) with the features the earlier run asked for
     explicitly, began with from a learned start or had its OOM ladder add (unless turned off now). Pure; called by
     :func:`dapo_ops.control.launch.plan.make_plan`."""
-    old_s = facts.spec.get("settings") or {}
+    old_s = facts.spec.settings
     carried = {k: old_s[k] for k in ("ckpt_dir", "experiment", "project") if old_s.get(k)}
-    for f in facts.record.get("features") or facts.spec.get("features") or []:
+    for f in facts.record.get("features") or facts.spec.features:
         src = str(f.get("source", ""))
         # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
         # and what its OOM ladder added (or a learned start began with) stays, unless turned off now
@@ -160,13 +166,14 @@ def check(plan, facts: ResumeFacts) -> None:
         the checkpoint's step.
     """
     run_id, old = facts.run_id, facts.spec
-    spec, new_s, old_s = plan.spec, plan.spec["settings"], old.get("settings") or {}
-    if (old.get("mode"), old.get("framework")) != (spec["mode"], spec["framework"]):
-        cmd = "launch" if old.get("mode") == "dapo" else "one-step-off"
+    spec, old_s = plan.run_spec, old.settings
+    new_s = spec.settings
+    if (old.mode, old.framework) != (spec.mode, spec.framework):
+        cmd = "launch" if old.mode == "dapo" else "one-step-off"
         raise LaunchRefused(
             "resume",
-            f"run {run_id} is a {old.get('mode')} run with framework {old.get('framework')}: "
-            f"resume it with `inv {cmd} --framework {old.get('framework')} --resume {run_id}`",
+            f"run {run_id} is a {old.mode} run with framework {old.framework}: "
+            f"resume it with `inv {cmd} --framework {old.framework} --resume {run_id}`",
         )
     if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
         raise LaunchRefused(
@@ -179,7 +186,7 @@ def check(plan, facts: ResumeFacts) -> None:
         for k in RESUME_FIXED
         if k in old_s
         and old_s.get(k) != new_s.get(k)
-        and (spec["mode"] == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))
+        and (spec.mode == "one-step-off" or k not in ("trainer_gpus", "rollout_gpus"))
     ]
     if changed:
         raise LaunchRefused(

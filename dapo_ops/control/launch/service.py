@@ -46,7 +46,7 @@ from dapo_ops.control import swanlab_values
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.remote.errors import RemoteError
 from dapo_ops.control.launch.resume import ResumeFacts
-from dapo_ops.core import fastfit, runstate
+from dapo_ops.core import defaults, fastfit, runstate
 
 #: seconds the start op waits for run.json to leave ``starting`` after it started the supervisor
 START_WAIT_S = 30.0
@@ -521,7 +521,7 @@ def quick_checks(
             f"container '{target.container}' on {host.name} is "
             f"{state.status}: start it (docker start {target.container}) and launch again",
         )
-    refuse_if_busy(target, pv.spec["python"])
+    refuse_if_busy(target, pv.spec.python or defaults.HOST["python"])
     facts: dict = {}
     if skip_preflight and not need_facts:
         return facts
@@ -640,8 +640,9 @@ def start_run(
     ``progress`` was cancelled before anything of the run was written.
     """
     host = target.host
-    spec = plan.spec if spec is None else spec
-    run_id, py = spec["run_id"], spec["python"]
+    spec = plan.spec if spec is None else spec  # what spec.json holds: the plan's dict (multi-host: + ray, env)
+    rs = plan.run_spec if spec is plan.spec else defaults.RunSpec.read(spec)
+    run_id, py = str(rs.run_id), rs.python or defaults.HOST["python"]  # a plan's spec names both
     if progress is not None and not progress.begin(host.name, run_id):
         raise LaunchRefused(
             "interrupted", f"{host.name}: launch interrupted before run {run_id} was started; nothing was started"
@@ -653,7 +654,7 @@ def start_run(
         else:
             remove_run_dir(target, plan.run_dir)
 
-    args = [plan.run_dir, "--workdir", spec["workdir"], "--start-wait", f"{START_WAIT_S:g}"]
+    args = [plan.run_dir, "--workdir", str(rs.workdir), "--start-wait", f"{START_WAIT_S:g}"]
     args += ["--settle", f"{SETTLE_S:g}", "--link-wait", f"{link_wait:g}", "--stdin"]
     try:
         res = bundle.run_op(
@@ -730,7 +731,7 @@ def start_run(
             "log": plan.log_path,
             "status": rec.get("status"),
             "swanlab_url": rec.get("swanlab_url"),
-            "container": spec["container"],
+            "container": rs.container,
         },
     )
 

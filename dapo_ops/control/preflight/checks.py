@@ -64,7 +64,7 @@ def evaluate(
     pv = plan_view(plan)
     # the container the run will use: the plan's (--container / CONTAINER) before the inventory's
     container = str(
-        (pv.spec.get("container") if pv is not None else None) or getattr(host, "container", defaults.HOST["container"])
+        (pv.spec.container if pv is not None else None) or getattr(host, "container", defaults.HOST["container"])
     )
     out = _container_checks(getattr(host, "name", "?"), container, facts)
     if any(c.status == FAIL for c in out):

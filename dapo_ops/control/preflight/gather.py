@@ -44,7 +44,7 @@ def probe_request(
         req["model"] = pv.s("model_path")
         req["data"] = pv.data_files
         req["entry_module"] = pv.entry_module
-        req["disk_path"] = pv.s("ckpt_dir") or pv.spec.get("run_dir") or runs
+        req["disk_path"] = pv.s("ckpt_dir") or pv.spec.run_dir or runs
         req["prompt_key"] = pv.s("prompt_key", "prompt")
         req["modules"] = [m for m, _ in needed_modules(pv)]
         if "megatron.bridge" in req["modules"]:  # the other model builder: named in the fix when it is the one there
@@ -67,8 +67,8 @@ def probe_request(
                 req["tcp"] = [{"name": "ray-head", "host": ray["head"], "port": int(ray["port"])}]
         if compose_request is not None:  # run in the container by the bundle op dapo_ops.agent.compose
             req["compose"] = {"request": compose_request}
-            if pv is not None and pv.spec.get("launcher"):  # verl's own start-up, as the training starts it
-                req["compose"]["launcher"] = list(pv.spec["launcher"])
+            if pv is not None and pv.spec.launcher:  # verl's own start-up, as the training starts it
+                req["compose"]["launcher"] = list(pv.spec.launcher)
     return req
 
 

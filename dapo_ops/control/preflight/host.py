@@ -184,7 +184,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 "devices",
                 FAIL,
                 f"{len(usable)} {label}(s) usable inside the container, the plan needs {need}"
-                + (" (trainer + rollout pools)" if pv is not None and pv.spec.get("mode") == "one-step-off" else ""),
+                + (" (trainer + rollout pools)" if pv is not None and pv.spec.mode == "one-step-off" else ""),
                 "lower trainer_gpus/rollout_gpus (or n_gpus_per_node), or give the container more devices",
             )
         )
@@ -207,7 +207,7 @@ def _device_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
         out.append(Check("leftover", OK, "no process holds device memory"))
     # the share attempt 1 runs with: a finished plan's start rungs (learned / estimate ``setting_changes``) win
     util = float(
-        runspec.effective_settings(pv.spec, pv.spec.get("setting_changes"))["gpu_memory_utilization"]
+        runspec.effective_settings(pv.spec, dict(pv.spec.setting_changes))["gpu_memory_utilization"]
         if pv is not None
         else defaults.RUN["gpu_memory_utilization"]
     )

@@ -82,7 +82,7 @@ def sanity_checks(pv: PlanView | None) -> list[Check]:
     if pv is None:
         return []
     try:  # the trainer pool's devices (memfit's one rule)
-        devices = memfit.trainer_world(pv.settings, pv.spec.get("mode") == "one-step-off")
+        devices = memfit.trainer_world(pv.settings, pv.spec.mode == "one-step-off")
     except (KeyError, TypeError, ValueError):
         devices = None
     out = []

@@ -46,7 +46,7 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     mem = memory_facts(host, p)
     if pv is None or mem is None:
         return []
-    fs = features.FeatureSet.from_json(pv.spec.get("features") or [], pv.spec.get("disabled_features") or ())
+    fs = features.FeatureSet.from_json(list(pv.spec.features), pv.spec.disabled_features)
     try:
         f = memfit.fit(mem["model_config"], pv.spec, fs, mem["device_gib"])
     except memfit.EstimateUnavailable as e:
@@ -82,7 +82,7 @@ def _memfit_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
                 f"inv launch starts on {', '.join(f.rungs)} (source: estimate): {f.started.line()}",
             )
         ]
-    started = [r for r in (pv.spec.get("setting_changes") or {}).get("memory_rungs") or [] if isinstance(r, dict)]
+    started = [r for r in pv.spec.setting_changes.get("memory_rungs") or [] if isinstance(r, dict)]
     if started:  # a finished plan (the launch's) already starts on rungs: say so, as for a draft that would
         names = ", ".join(f"{r.get('rung')}({r.get('phase')})" for r in started)
         src = ", ".join(sorted({str(r.get("source")) for r in started}))

@@ -6,7 +6,7 @@ multi-host Ray facts. Pure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from dapo_ops.core import defaults
 
@@ -15,19 +15,20 @@ from dapo_ops.core import defaults
 class PlanView:
     """What preflight reads from a plan (``launch.plan.make_plan`` result, a spec dict, or None).
 
-    ``spec``: the run spec (docs/design.md "Run spec"), completed from the one defaults table
-    (:func:`dapo_ops.core.defaults.complete_spec`); ``argv``: the verl argv (``[python, -m, module, ...]``).
+    ``spec``: the run spec (docs/design.md "Run spec") as a :class:`dapo_ops.core.defaults.RunSpec`, completed once
+    from the one defaults table when read (a spec dict given here is read so; a RunSpec is kept as it is);
+    ``argv``: the verl argv (``[python, -m, module, ...]``).
     """
 
-    spec: dict
+    spec: defaults.RunSpec
     argv: list
 
     def __post_init__(self) -> None:
-        self.spec = defaults.complete_spec(self.spec)
+        self.spec = defaults.RunSpec.read(self.spec)
 
     @property
-    def settings(self) -> dict:
-        return self.spec.get("settings") or {}
+    def settings(self) -> Mapping[str, Any]:
+        return self.spec.settings
 
     def s(self, key: str, default=None):
         v = self.settings.get(key)
@@ -46,7 +47,7 @@ class PlanView:
         """Devices this host must offer: trainer + rollout pools on one node for one-step-off, else
         ``n_gpus_per_node`` (verl/trainer/ppo/v1/trainer_separate_async.py: the pools add up)."""
         nnodes = int(self.settings["nnodes"])
-        if self.spec.get("mode") == "one-step-off":
+        if self.spec.mode == "one-step-off":
             t, r = self.s("trainer_gpus"), self.s("rollout_gpus")
             if t is not None and r is not None and self.s("rollout_nnodes"):
                 return max(int(t), int(r))  # multi-host (cluster.Topology): each host carries one pool
@@ -58,16 +59,15 @@ class PlanView:
     @property
     def feature_names(self) -> frozenset:
         """Names of the plan's enabled features (spec ``features``: ``[{"name", "source"}]``)."""
-        return frozenset(str(f.get("name") if isinstance(f, dict) else f) for f in self.spec.get("features") or [])
+        return frozenset(str(f.get("name") if isinstance(f, dict) else f) for f in self.spec.features)
 
     @property
     def logger(self) -> list:
-        lg = self.spec.get("logger") or []
-        return list(lg) if isinstance(lg, (list, tuple)) else [lg]
+        return list(self.spec.logger)
 
     @property
     def env(self) -> dict:
-        return dict(self.spec.get("env") or {})
+        return dict(self.spec.env)
 
     @property
     def data_files(self) -> list[str]:
@@ -90,13 +90,14 @@ def plan_view(plan: Any) -> PlanView | None:
         return plan
     if isinstance(plan, dict):
         if "spec" in plan:
-            return PlanView(dict(plan["spec"]), list(plan.get("argv") or []))
-        return PlanView(dict(plan), [])
+            return PlanView(defaults.RunSpec.read(plan["spec"]), list(plan.get("argv") or []))
+        return PlanView(defaults.RunSpec.read(plan), [])
     spec = getattr(plan, "spec", None)
     argv = getattr(plan, "argv", None) or []
     if spec is None:
         raise TypeError(f"preflight cannot read a plan of type {type(plan).__name__}: it needs .spec and .argv")
-    return PlanView(dict(spec), list(argv))
+    read = getattr(plan, "run_spec", None)  # a launch Plan's spec, read once for the launch and preflight alike
+    return PlanView(read if isinstance(read, defaults.RunSpec) else defaults.RunSpec.read(spec), list(argv))
 
 
 def with_env(pv: PlanView | None, extra_env: dict | None) -> PlanView | None:
@@ -104,7 +105,7 @@ def with_env(pv: PlanView | None, extra_env: dict | None) -> PlanView | None:
     over its spec's ``env``: the environment the probe runs with. ``pv`` itself when there is nothing to add."""
     if pv is None or not extra_env:
         return pv
-    return PlanView(dict(pv.spec, env={**pv.env, **extra_env}), pv.argv)
+    return PlanView(pv.spec.with_env({**pv.env, **extra_env}), pv.argv)
 
 
 def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
@@ -131,11 +132,11 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
     ``swanlab watch`` has no dashboard to show)."""
     out: list[tuple[str, str]] = []
     fw, accel, mode = (
-        pv.spec.get("framework"),
-        pv.spec.get("accelerator", defaults.HOST["accelerator"]),
-        pv.spec.get("mode"),
+        pv.spec.framework,
+        pv.spec.accelerator or defaults.HOST["accelerator"],
+        pv.spec.mode,
     )
-    if pv.spec["profile"] == "0.9":
+    if pv.spec.profile == "0.9":
         out.append(("transfer_queue", "verl 0.9's V1 trainer imports it (verl/trainer/main_ppo.py:137)"))
         if fw == "megatron" and pv.s("vanilla_mbridge"):
             out.append(
@@ -155,7 +156,7 @@ def needed_modules(pv: PlanView) -> list[tuple[str, str]]:
                     "verl/workers/engine/megatron/transformer_impl.py:326-341)",
                 )
             )
-    if accel == "gpu" and fw == "megatron" and pv.spec["profile"] == "0.9":
+    if accel == "gpu" and fw == "megatron" and pv.spec.profile == "0.9":
         out.append(
             (
                 "transformer_engine",
@@ -199,7 +200,7 @@ def memory_fit_mode(pv: PlanView) -> str:
 
 
 def ray_for(host, pv: PlanView | None, ray: dict | None) -> dict | None:
-    r = ray if ray is not None else (pv.spec.get("ray") if pv is not None else None)
+    r = ray if ray is not None else (pv.spec.ray if pv is not None else None)
     if not r:
         return None
     r = dict(r)

@@ -54,7 +54,7 @@ def _verl_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             out.append(Check("verl", FAIL, f"verl {ver} at {v.get('path')}: {e}", "use a verl 0.9.x image"))
             prof = None
         if prof is not None:
-            want = pv.spec.get("profile") if pv is not None else None
+            want = pv.spec.profile if pv is not None else None
             if want and want != prof:
                 out.append(
                     Check(
@@ -230,7 +230,7 @@ def _compose_request(host, pv: PlanView | None) -> dict | None:
 
     try:
         req = compose_check.request_for(
-            pv.argv, str(pv.spec.get("workdir") or getattr(host, "workdir", defaults.HOST["workdir"]))
+            pv.argv, str(pv.spec.workdir or getattr(host, "workdir", defaults.HOST["workdir"]))
         )
     except ValueError:
         return None
