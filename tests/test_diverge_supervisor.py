@@ -126,7 +126,9 @@ def test_a_retry_from_an_earlier_checkpoint_puts_the_runs_step_back_to_it(tmp_pa
     cfg = {"diverge_at": 3, "diverge_attempts": 1, "save_freq": 1, "exit_at": 3, "exit_from_attempt": 2}
     run_dir = new_run(tmp_path, steps=6, workdir=wd, files={"fake.json": cfg})
     rec = run_to_end(run_dir)
-    assert rec["attempts"][0]["verdict"]["cls"] == "diverged" and rec["attempts"][0]["step_reached"] >= 3  # the stop may land after step 4
+    assert (
+        rec["attempts"][0]["verdict"]["cls"] == "diverged" and rec["attempts"][0]["step_reached"] >= 3
+    )  # the stop may land after step 4
     assert rec["attempts"][1]["resumed_from"] == 2 and rec["attempts"][1]["step_reached"] != 3
     assert rec["step"] == 2, rec["step"]
     assert "step 2/6" in rec["decision"]["ended"], rec["decision"]
