@@ -17,6 +17,7 @@ import pytest
 
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import refusals as launch_errors
+from dapo_ops.core import defaults
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -143,7 +144,8 @@ def test_start_run_after_cancel_writes_nothing():
     p = svc.LaunchProgress()
     p.cancel()
     target = SimpleNamespace(host=SimpleNamespace(name="h2"))
-    plan = SimpleNamespace(spec={"run_id": "20261201-120000-ffff", "python": "python3"}, run_dir="/r/x")
+    spec = {"run_id": "20261201-120000-ffff", "python": "python3"}
+    plan = SimpleNamespace(spec=spec, run_spec=defaults.RunSpec.read(spec), run_dir="/r/x")  # as a Plan holds both
     with pytest.raises(launch_errors.LaunchRefused) as e:
         svc.start_run(target, plan, {}, link_wait=0, progress=p)
     assert e.value.kind == "interrupted"
