@@ -60,18 +60,27 @@ class LockHeld(RuntimeError):
 
 
 def write_json_atomic(path: "os.PathLike[str] | str", data: Any, mode: int = 0o644) -> None:
-    """Write ``data`` as JSON to ``path`` atomically: ``<path>.tmp``, fsync, rename, fsync the dir.
+    """Write ``data`` as JSON to ``path`` atomically (:func:`write_bytes_atomic`). Non-finite floats become ``null``
+    (:func:`dapo_ops.core.runstate.json_safe`). Raises ``OSError`` when the directory is not writable or the disk is
+    full."""
+    text = json.dumps(runstate.json_safe(data), indent=1, sort_keys=False, allow_nan=False)
+    write_bytes_atomic(path, text.encode("utf-8") + b"\n", mode)
+
+
+def write_bytes_atomic(
+    path: "os.PathLike[str] | str", data: bytes, mode: int = 0o644, tmp_suffix: str = ".tmp"
+) -> None:
+    """Write ``data`` to ``path`` atomically: ``<path><tmp_suffix>`` (created with ``mode``, less the umask), fsync,
+    rename, fsync the dir.
 
     A concurrent reader sees the old or the new content, never a torn file: ``os.write`` may write less than asked
     on a filling disk, so it loops until every byte is down, and a failed write (ENOSPC, EDQUOT, EIO) removes the
-    temporary file and leaves ``path`` as it was (never an empty ``run.json.tmp`` on a full runs disk).
-    Non-finite floats become ``null`` (:func:`dapo_ops.core.runstate.json_safe`). Raises ``OSError`` when the
-    directory is not writable or the disk is full.
+    temporary file and leaves ``path`` as it was (never an empty ``run.json.tmp`` on a full runs disk). Raises
+    ``OSError`` when the directory is not writable or the disk is full.
     """
     p = str(path)
-    tmp = p + ".tmp"
-    text = json.dumps(runstate.json_safe(data), indent=1, sort_keys=False, allow_nan=False)
-    buf = memoryview(text.encode("utf-8") + b"\n")
+    tmp = p + tmp_suffix
+    buf = memoryview(data)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         try:

@@ -85,8 +85,9 @@ def read_input(data: str) -> Dict[str, str]:
 def write_files(run_dir: str, files: Dict[str, str]) -> None:
     """Write ``files`` (from :func:`read_input`) into ``run_dir`` as :data:`STDIN_FILES` says: under umask 077 (the
     run dir and its parents too, as ``Target.put_text``'s ``umask 077 && mkdir -p`` made them), each through
-    ``<name>.dapo-tmp``, ``chmod`` to its mode, then renamed: never readable by others before it has its final mode.
-    The umask is restored after (the supervisor started next keeps the container's own).
+    ``<name>.dapo-tmp`` (:func:`dapo_ops.agent.runfiles.write_bytes_atomic`: a full disk leaves no torn file), then
+    ``chmod`` to its mode: never readable by others before it has its final mode. The umask is restored after (the
+    supervisor started next keeps the container's own).
 
     :raises StartInputError: a write failed (one line naming the file: a full disk, a read-only runs dir)."""
     old = os.umask(0o077)
@@ -97,11 +98,8 @@ def write_files(run_dir: str, files: Dict[str, str]) -> None:
             if key not in files:
                 continue
             path = os.path.join(run_dir, name)
-            tmp = path + ".dapo-tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(files[key].encode("utf-8"))
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
+            runfiles.write_bytes_atomic(path, files[key].encode("utf-8"), mode, tmp_suffix=".dapo-tmp")
+            os.chmod(path, mode)
     except OSError as e:
         raise StartInputError("cannot write %s: %s" % (path, e.strerror or e))
     finally:
