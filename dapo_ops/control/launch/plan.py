@@ -14,9 +14,8 @@ Launch, preflight and prepare make their inputs from one launch request
 (:func:`dapo_ops.control.launch.service.plan_inputs`); ``inv launch --dry-run`` / ``inv one-step-off --dry-run``
 from their settings (rendered by :mod:`dapo_ops.control.launch.dryrun`). Pure: no SSH, no file reads; works with
 ``host=None`` (the inventory's defaults, :data:`dapo_ops.core.defaults.HOST`: NPU, 8 devices, container ``verl``,
-workdir ``/verl``). A :class:`Draft` and a
-:class:`Plan` are immutable (their spec, argv and lists too): what a launch learns later is passed in as facts,
-never copied into them.
+workdir ``/verl``). A :class:`Draft` and a :class:`Plan` are immutable (their spec, argv and lists too): what a
+launch learns later is passed in as facts, never copied into them.
 """
 
 from __future__ import annotations
@@ -163,7 +162,7 @@ class PlanInputs:
     settings and ``resume`` come from the earlier run's spec on the host. Immutable.
 
     ``settings``: :class:`dapo_ops.control.settings.Settings` (or a plain dict with the same names). ``host``:
-    inventory ``Host`` or None (:data:`HOST_DEFAULTS`). ``mode``: ``dapo`` | ``one-step-off``. ``run_id``: e.g.
+    inventory ``Host`` or None (its fields: :data:`dapo_ops.core.defaults.HOST`). ``mode``: ``dapo`` | ``one-step-off``. ``run_id``: e.g.
     :func:`dapo_ops.core.runstate.new_run_id`. ``swanlab_logger``: add ``swanlab`` to ``trainer.logger``.
     ``profile``: ``0.9`` | ``0.8`` (``settings["profile"]`` wins when set). ``proxy``: the inventory's ``[proxy]``
     (settings' ``http_proxy``/``https_proxy`` win). ``extra_overrides``: ``--override`` values, appended last.
