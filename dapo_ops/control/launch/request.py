@@ -317,16 +317,7 @@ def swanlab_for_preflight(mode_flag: str, env: Mapping[str, str], file_cfg: Mapp
                 mode_flag=mode_flag or None,
                 stdin_isatty=False,
             )
-            return swanlab_settings.SwanlabSettings(
-                mode=s.mode,
-                host=s.host,
-                web_host=s.web_host,
-                api_key=None,
-                log_dir=s.log_dir,
-                project=s.project,
-                workspace=s.workspace,
-                sources=s.sources,
-            ), str(e)
+            return dataclasses.replace(s, api_key=None), str(e)
         except swanlab_values.SwanlabConfigError as e2:
             return None, str(e2)
 
