@@ -57,6 +57,8 @@ elif [ ! -f "$M/model/config.json" ]; then
   echo "built $M in $(( $(date +%s) - t )) s"
 fi
 NAME=o$PAIR
+# until_deadline DEFAULT_S: seconds left before $DEADLINE (epoch s, set by gpu/o-drive.sh), else DEFAULT_S
+until_deadline() { if [ -n "${DEADLINE:-}" ]; then echo $(( DEADLINE - $(date +%s) > 5 ? DEADLINE - $(date +%s) : 5 )); else echo "$1"; fi; }
 case $HALF in
 tool)
   start_sampler; echo "$SAMPLER" > "$STATE/$NAME.sampler"
@@ -66,12 +68,16 @@ tool)
   launch "$NAME" $(model_flags "$M") --steps "$STEPS" --save-freq -1 "${OV[@]}" || exit 1
   "$PY" -c 'import json,sys; f=json.load(open(sys.argv[1])).get("fit") or {}; [print("fit:", c["name"], c["value"], "-", c["why"]) for c in f.get("choices", []) + f.get("kept", [])]' \
     "$RUNS/$(cat "$STATE/$NAME.run_id")/spec.json" | tee "$OUT/fit-lines.txt"   # the plan's choices (spec "fit")
-  WATCH_S=${WATCH_S_TOOL:-480} follow "$NAME"; rc=$?
+  WATCH_S=$(until_deadline "${WATCH_S_TOOL:-480}") follow "$NAME"; rc=$?
   echo "tool: watch rc=$rc (124: still running: HALF=watch PAIR=$PAIR next)"
   stop_sampler; mv "$OUT/gpu-mem.csv" "$OUT/gpu-mem-tool.csv"; cp "$OUT/gpu-mem-tool.csv" "$STATE/$NAME-gpu-mem-tool.csv"
+  exit $rc
   ;;
 watch)
-  WATCH_S=${WATCH_S_TOOL:-540} follow "$NAME"; echo "tool: watch rc=$?" ;;
+  start_sampler
+  WATCH_S=$(until_deadline "${WATCH_S_TOOL:-540}") follow "$NAME"; rc=$?; echo "tool: watch rc=$rc"
+  stop_sampler; cat "$OUT/gpu-mem.csv" >> "$STATE/$NAME-gpu-mem-tool.csv"; rm -f "$OUT/gpu-mem.csv"
+  exit $rc ;;
 verl|verlwatch)
   if [ "$HALF" = verl ]; then
     SEQ=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
@@ -103,7 +109,8 @@ verl|verlwatch)
   fi
   start_sampler
   pid=$(cat "$STATE/$NAME-verl.pid"); waited=0
-  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${VERL_WAIT_S:-540}" ]; do sleep 5; waited=$((waited + 5)); done
+  wait_s=$(until_deadline "${VERL_WAIT_S:-540}")
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$wait_s" ]; do sleep 5; waited=$((waited + 5)); done
   stop_sampler; cat "$OUT/gpu-mem.csv" >> "$STATE/$NAME-gpu-mem-verl.csv"; rm -f "$OUT/gpu-mem.csv"
   cp "$STATE/$NAME-verl.log" "$OUT/verl.log"; cp "$STATE/$NAME-gpu-mem-verl.csv" "$OUT/gpu-mem-verl.csv"
   if kill -0 "$pid" 2>/dev/null; then echo "verl by hand still running: HALF=verlwatch PAIR=$PAIR next"; exit 0; fi
