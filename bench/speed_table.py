@@ -1,7 +1,10 @@
 """Tool vs verl's own command: seconds per step, rollout tokens/s, peak memory, per-phase times and the resolved
 configs' differences, from two verl train.logs.
 
-Usage: ``python bench/speed_table.py TOOL_TRAIN_LOG VERL_TRAIN_LOG [--skip 1] [--gpu-mem TOOL.csv VERL.csv]``.
+Usage: ``python bench/speed_table.py TOOL_TRAIN_LOG VERL_TRAIN_LOG [--skip 1] [--gpu-mem TOOL.csv VERL.csv]
+[--csv bench/speed.csv --spec TOOL_SPEC_JSON --model NAME --device NAME]``.
+With ``--csv`` the pair also becomes one row of ``bench/speed.csv`` (:data:`CSV_COLUMNS`; :func:`csv_row`), added
+or replacing the row of the same model, device and measured means.
 Reads verl's console step lines with the project's one log grammar (``dapo_ops.core.logformat.parse_metrics_line``:
 ``step:N - key:value - ...``, ``verl/utils/logger/aggregate_logger.py``): ``timing_s/step`` (s),
 ``perf/total_num_tokens`` (tokens of the step), ``timing_s/<phase>`` (gen, old_log_prob, update_actor,
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import json
 import re
 import statistics
 import sys
@@ -23,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dapo_ops.core import logformat  # noqa: E402
+from dapo_ops.core import logformat, memfit  # noqa: E402
 
+CSV_COLUMNS = ("model", "params_b", "prompt", "response", "steps", "tool_s_step", "verl_s_step", "device")
 PHASES = ("gen", "old_log_prob", "update_actor", "update_weights", "adv")
 # resolved-config keys that name files, runs or directories: bookkeeping, not behaviour
 _BOOKKEEPING = re.compile(r"(_dir|path|_files|experiment_name|project_name)$")
@@ -135,13 +140,67 @@ def smi_peak(path: str | Path) -> float:
     return peak
 
 
+def csv_row(
+    tool_log: str | Path, verl_log: str | Path, spec: dict[str, Any], model: str, device: str, skip: int
+) -> dict[str, str]:
+    """One ``bench/speed.csv`` row of a measured pair: ``params_b`` from the model shape the tool's spec recorded
+    (``spec.learn.key.model``, :func:`dapo_ops.core.memfit.param_count`, billions), ``prompt`` / ``response`` from
+    the config verl printed (``data.max_prompt_length`` / ``data.max_response_length``, tokens; both runs must
+    agree), ``steps`` the measured steps (after ``skip``) of the shorter run, s/step the means of
+    :func:`figures`. Raises ``ValueError`` when the runs' shapes differ or the spec has no model shape."""
+    cfg_t, cfg_v = printed_config(tool_log), printed_config(verl_log)
+    shape = [(cfg_t.get(k), cfg_v.get(k)) for k in ("data.max_prompt_length", "data.max_response_length")]
+    if any(a != b for a, b in shape):
+        raise ValueError(f"the two runs' prompt/response lengths differ: {shape}")
+    cfg = ((spec.get("learn") or {}).get("key") or {}).get("model")
+    if not cfg:
+        raise ValueError("the tool's spec.json records no model shape (spec.learn.key.model)")
+    params = memfit.param_count(memfit.Model.from_config(cfg))
+    t, v = figures(tool_log, skip), figures(verl_log, skip)
+    return {
+        "model": model,
+        "params_b": f"{params / 1e9:.3f}",
+        "prompt": str(shape[0][0]),
+        "response": str(shape[1][0]),
+        "steps": str(int(min(t["steps"], v["steps"]))),
+        "tool_s_step": f"{t['s/step']:.3f}",
+        "verl_s_step": f"{v['s/step']:.3f}",
+        "device": device,
+    }
+
+
+def write_row(path: str | Path, row: dict[str, str]) -> list[dict[str, str]]:
+    """Add ``row`` to the CSV at ``path`` (created with :data:`CSV_COLUMNS`), dropping an equal row first; returns
+    the rows written."""
+    p = Path(path)
+    rows = list(csv.DictReader(p.open())) if p.exists() else []
+    rows = [r for r in rows if r != row] + [row]
+    with p.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("tool_log")
     ap.add_argument("verl_log")
     ap.add_argument("--skip", type=int, default=1)
     ap.add_argument("--gpu-mem", nargs=2, metavar=("TOOL_CSV", "VERL_CSV"))
+    ap.add_argument("--csv", help="add the pair as a row of this CSV (bench/speed.csv)")
+    ap.add_argument("--spec", help="the tool run's spec.json (the model shape, for params_b)")
+    ap.add_argument("--model", help="the model's name in the row (e.g. qwen3-1.7b)")
+    ap.add_argument("--device", help="the device's name in the row (e.g. H200)")
     a = ap.parse_args()
+    if a.csv:
+        if not (a.spec and a.model and a.device):
+            ap.error("--csv needs --spec, --model and --device")
+        try:
+            row = csv_row(a.tool_log, a.verl_log, json.loads(Path(a.spec).read_text()), a.model, a.device, a.skip)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"speed_table: {e}") from None
+        write_row(a.csv, row)
     t, v = figures(a.tool_log, a.skip), figures(a.verl_log, a.skip)
     if a.gpu_mem:
         t["peak nvidia-smi MiB"], v["peak nvidia-smi MiB"] = smi_peak(a.gpu_mem[0]), smi_peak(a.gpu_mem[1])

@@ -117,7 +117,10 @@ verl|verlwatch)
   echo "verl by hand: done ($(grep -c 'step:' "$OUT/verl.log") step lines)"
   TOOL_LOG=$RUNS/$(cat "$STATE/$NAME.run_id")/train.log
   cp "$STATE/$NAME-gpu-mem-tool.csv" "$OUT/gpu-mem-tool.csv" 2>/dev/null
-  "$PY" "$REPO/bench/speed_table.py" "$TOOL_LOG" "$OUT/verl.log" --gpu-mem "$OUT/gpu-mem-tool.csv" "$OUT/gpu-mem-verl.csv" \
+  DEV=$("$SMI" --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/NVIDIA //; s/ .*//')
+  "$PY" "$REPO/bench/speed_table.py" "$TOOL_LOG" "$OUT/verl.log" --skip 2 \
+    --gpu-mem "$OUT/gpu-mem-tool.csv" "$OUT/gpu-mem-verl.csv" \
+    --csv "$OUT/speed.csv" --spec "$(dirname "$TOOL_LOG")/spec.json" --model qwen3-1.7b --device "${DEV:-gpu}" \
     | tee "$OUT/speed.md"
   ;;
 *) echo "HALF=tool|watch|verl|verlwatch"; exit 2 ;;
