@@ -514,3 +514,34 @@ def test_the_named_key_reached_verl_and_no_actor_key_differs(name):
     assert diff["trainer.v1.trainer_mode"] == ("colocate_async", "sync")
     old = st.config_diff(RUNS / "h-speed" / "train.log", RUNS / "h-speed" / "verl.log")
     assert old["actor_rollout_ref.actor.strategy"] == ("fsdp2", "fsdp")
+
+
+def test_a_measured_pair_becomes_one_speed_csv_row(tmp_path):
+    """bench/speed_table.py's ``csv_row`` / ``write_row`` (issue 45's bench/speed.csv) on pair b's real logs and
+    spec: params from the spec's recorded model shape (the tiny Qwen2: ~1.3 M), prompt/response from the config verl
+    printed (128/64), the measured steps and the two means of ``figures``; writing it twice keeps one row. A pair of
+    different shapes is refused."""
+    st = _speed_table()
+    d = RUNS / "h-speed-fsdp-b"
+    spec = runfiles.read_spec(d)
+    row = st.csv_row(d / "train.log", d / "verl.log", spec, "tiny", "H200", 1)
+    t, v = st.figures(d / "train.log"), st.figures(d / "verl.log")
+    assert row == {
+        "model": "tiny",
+        "params_b": "0.001",
+        "prompt": "128",
+        "response": "64",
+        "steps": "3",
+        "tool_s_step": f"{t['s/step']:.3f}",
+        "verl_s_step": f"{v['s/step']:.3f}",
+        "device": "H200",
+    }
+    assert float(row["verl_s_step"]) / float(row["tool_s_step"]) > 1.2
+    out = tmp_path / "speed.csv"
+    st.write_row(out, row)
+    assert st.write_row(out, row) == [row]
+    assert out.read_text().splitlines()[0] == ",".join(st.CSV_COLUMNS)
+    longer = tmp_path / "verl.log"  # verl's run at another response length
+    longer.write_text((d / "verl.log").read_text().replace("'max_response_length': 64", "'max_response_length': 2048"))
+    with pytest.raises(ValueError, match="differ"):
+        st.csv_row(d / "train.log", longer, spec, "tiny", "H200", 1)
