@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from dapo_ops.agent.supervisor import attempt
 from dapo_ops.control import settings
 from dapo_ops.control.launch import plan as planning
-from dapo_ops.core import defaults, fastfit, features, memfit, overrides
+from dapo_ops.core import defaults, fastfit, features, memfit, overrides, profiles
 from dapo_ops.agent import runfiles
 from supervisor_helpers import logged_verl_argv
 
@@ -202,10 +202,42 @@ def test_the_h200_one_device_shape_of_the_speed_table_chooses_every_knob_with_it
         "max_num_seqs",
         "max_num_batched_tokens",
     }
-    assert got["ppo_max_token_len_per_gpu"].value > 2 * 2560 and got["max_num_seqs"].value == 256
+    # 32 prompts x 8, twice: colocate_async keeps a warm-up batch in flight beside the step's own
+    assert got["ppo_max_token_len_per_gpu"].value > 2 * 2560 and got["max_num_seqs"].value == 512
     assert got["ppo_max_token_len_per_gpu"].line().startswith("ppo_max_token_len_per_gpu ")
     assert "of 139.8 GiB (margin 9 %)" in got["ppo_max_token_len_per_gpu"].why
     assert not c.features.has("gradient_checkpointing")
+
+
+@pytest.mark.parametrize(
+    "mode, trainer_mode, world, rollout_gpus, want",
+    [
+        ("dapo", "async", 1, None, 2 * 32 * 8),  # colocate_async: the step's batch + one warm-up batch
+        ("dapo", "sync", 1, None, 32 * 8),  # sync: one batch
+        ("dapo", "async", 4, None, 2 * 32 * 8 // 4),  # four replicas share the in-flight batches
+        ("one-step-off", "async", 2, 1, 2 * 32 * 8),  # separate_async: the rollout pool's one replica
+    ],
+)
+def test_max_num_seqs_is_what_a_replica_has_in_flight_in_the_trainer_mode(
+    mode, trainer_mode, world, rollout_gpus, want
+):
+    """verl 0.9.1's async V1 modes submit ``num_warmup_batches`` (the plan's 1) batches of prompts ahead and one more
+    each step (``trainer_base.py`` ``_add_async_warmup_batches`` / ``prepare_step``), aborting what is unfinished at
+    the sample's end and resuming it after the weight update: vLLM decodes both batches at once. The fit's
+    ``max_num_seqs`` covers them (a cap of one batch would queue the prefetched one behind the step's), and the
+    share is sized for that many sequences; ``--mode sync`` has one batch in flight."""
+    extra = {"trainer_mode": trainer_mode}
+    if rollout_gpus:
+        extra.update(trainer_gpus=world - rollout_gpus, rollout_gpus=rollout_gpus, ppo_mini_batch_size=8)
+    spec = spec_for(world=world, mode=mode, **extra)
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec, feats(True), 139.8)
+    assert c.settings["rollout_max_num_seqs"] == want
+    why = {x.name: x.why for x in c.chosen}["max_num_seqs"]
+    assert ("warm-up batch" in why) == (trainer_mode == "async"), why
+    assert profiles.v1_overrides(profiles.entry("0.9", mode, "fsdp"), trainer_mode).count(
+        (f"trainer.v1.{'separate' if mode == 'one-step-off' else 'colocate'}_async.num_warmup_batches", 1)
+    ) == (trainer_mode == "async")
 
 
 def test_the_chosen_keys_compose_against_verl_091(tmp_path):
@@ -222,7 +254,7 @@ def test_the_chosen_keys_compose_against_verl_091(tmp_path):
         )
         c = fastfit.choose(m, spec, feats(dyn), 139.8)
         argv = overrides.build_command(applied(spec, c), c.features)
-        assert "actor_rollout_ref.rollout.max_num_seqs=256" in argv
+        assert "actor_rollout_ref.rollout.max_num_seqs=512" in argv
         assert validate.compose_check(argv, root) == [], (fw, dyn)
 
 
@@ -344,7 +376,8 @@ def test_the_share_holds_max_num_seqs_at_full_length_with_the_margin_or_is_the_l
     if "gpu_memory_utilization" not in c.settings:
         return  # no share fits: the line says it falls back
     u, nseq = c.settings["gpu_memory_utilization"], c.settings["rollout_max_num_seqs"]
-    assert nseq == -(-run["batch"] * run["n"] // run["world"])  # a replica per device: its responses, all at once
+    # a replica per device: its responses in flight (the step's batch + colocate_async's warm-up batch), all at once
+    assert nseq == -(-run["batch"] * run["n"] * profiles.batches_in_flight("colocate_async") // run["world"])
     need = (1 + fastfit.FIT_MARGIN) * (
         2 * memfit.param_count(m) + nseq * _kv_bytes(cfg, run["prompt"] + run["response"])
     )
@@ -355,11 +388,11 @@ def test_the_share_holds_max_num_seqs_at_full_length_with_the_margin_or_is_the_l
 
 
 def test_the_speed_shape_gets_the_least_share_whose_kv_cache_holds_the_batch_with_the_margin():
-    """gpu/o-speed.sh's shape at the runbook batch (32 x 8 = 256 responses of 512 + 2048 tokens) on one H200: 0.6, not
-    the 0.55 whose KV cache would hold the 256 responses only without the margin (vLLM would preempt when the
-    estimate of vLLM's own memory is short by more than a few GiB)."""
+    """gpu/o-speed.sh's shape at the runbook batch (32 x 8 = 256 responses of 512 + 2048 tokens) on one H200, one
+    batch in flight (``--mode sync``): 0.6, not the 0.55 whose KV cache would hold the 256 responses only without the
+    margin (vLLM would preempt when the estimate of vLLM's own memory is short by more than a few GiB)."""
     m = memfit.Model.from_config(QWEN3_1_7B)
-    c = fastfit.choose(m, spec_for(), feats(True), 139.8)
+    c = fastfit.choose(m, spec_for(trainer_mode="sync"), feats(True), 139.8)
     u = c.settings["gpu_memory_utilization"]
     kv = 256 * _kv_bytes(QWEN3_1_7B, 2560)
     weights = 2 * memfit.param_count(m)

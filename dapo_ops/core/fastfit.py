@@ -40,7 +40,9 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
   is the largest share that fits and vLLM may preempt.
 - ``rollout_max_num_seqs`` -> ``actor_rollout_ref.rollout.max_num_seqs`` (vLLM's concurrent sequences per engine
   step, passed through at ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:333``; verl's default 256,
-  ``rollout.yaml:84``): the responses one replica generates per batch, all at once, never cut to the KV cache.
+  ``rollout.yaml:84``): the responses one replica has in flight, all at once, never cut to the KV cache: one
+  batch's in ``sync``, 1 + the warm-up batches' in the async modes (:func:`dapo_ops.core.profiles.batches_in_flight`:
+  the prefetched batch decodes beside the step's own; a cap of one batch would queue it behind).
   Its line reports how many sequences the share's KV cache holds at the full prompt + response with the margin;
   beyond that vLLM preempts the newest running sequence and recomputes it (``vllm/v1/core/sched/scheduler.py``).
   Not cut because responses are mostly shorter than the maximum: vLLM admits a sequence while KV blocks are free,
@@ -152,7 +154,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
     (
         "max_num_seqs",
         MAX_NUM_SEQS_KEY,
-        "vLLM's sequences at once per engine: the responses a replica generates per batch, all at once; the line "
+        "vLLM's sequences at once per engine: the responses a replica has in flight, all at once (one batch; two in the async modes, whose warm-up batch decodes beside the step's); the line "
         "says how many the share's KV cache holds at the full prompt + response with the margin: beyond that vLLM "
         "preempts and recomputes (vllm/v1/core/sched/scheduler.py), shorter responses fit more",
         "verl/workers/rollout/vllm_rollout/vllm_async_server.py:333; default 256, rollout.yaml:84",
@@ -463,7 +465,11 @@ def choose(
     )
     rtp = max(1, int(s["rollout_tp"]))
     replicas = max(1, rollout_devs // rtp)
-    seqs = max(1, -(-int(s["train_batch_size"]) * n // replicas))
+    # the async modes keep a warm-up batch of prompts in flight beside the step's own (partial rollout): vLLM runs
+    # both batches' responses at once (profiles.batches_in_flight)
+    v1 = profiles.v1_mode(profiles.entry(rs.profile, rs.mode, rs.framework), str(s.get("trainer_mode") or "async"))
+    in_flight = profiles.batches_in_flight(v1)
+    seqs = max(1, -(-int(s["train_batch_size"]) * n * in_flight // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
     block = VLLM_BLOCK_TOKENS.get(str(rs.accelerator or defaults.HOST["accelerator"]), VLLM_BLOCK_TOKENS["gpu"])
     seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
@@ -533,7 +539,13 @@ def choose(
     )
     if nseq_why is None:
         out["rollout_max_num_seqs"] = seqs
-        why = f"the {seqs} responses a rollout replica generates per batch, all at once" + (
+        what = (
+            f"the {seqs} responses a rollout replica has in flight ({in_flight} batches: the step's and "
+            f"{v1}'s warm-up batch of prefetch)"
+            if in_flight > 1
+            else f"the {seqs} responses a rollout replica generates per batch"
+        )
+        why = f"{what}, all at once" + (
             f": the KV cache holds {kv_seqs} at the full {seq} tokens with the margin (none preempted)"
             if kv_seqs >= seqs
             else short

@@ -402,6 +402,21 @@ SEPARATE_ASYNC_BYPASS: tuple[tuple[str, object], ...] = (
 CHECKPOINT_ENGINE_BACKEND = "nccl"
 
 
+#: The async V1 modes' prefetch: batches of prompts submitted ahead of the one a step trains on
+#: (``trainer.v1.<mode>.num_warmup_batches``, ``trainer_base.py:624-651`` ``_add_async_warmup_batches``, called by
+#: ``trainer_colocate_async.py`` / ``trainer_separate_async.py`` ``on_train_begin``). :func:`v1_overrides` sets it.
+ASYNC_WARMUP_BATCHES = 1
+
+
+def batches_in_flight(v1: str | None) -> int:
+    """Batches of prompts the rollout has submitted at once under the V1 mode ``v1`` (:func:`v1_mode`): the async
+    modes keep :data:`ASYNC_WARMUP_BATCHES` ahead of the step's own (each step's ``prepare_step`` submits one more,
+    ``trainer_base.py:1524-1530``; the trainer aborts what is unfinished at the sample's end and resumes it after the
+    weight update, partial rollout: ``trainer_colocate_async.py`` ``on_sample_end`` / ``on_step_end``), so vLLM
+    runs 1 + :data:`ASYNC_WARMUP_BATCHES` batches' responses concurrently; ``sync`` (and a non-V1 entry) runs one."""
+    return 1 + ASYNC_WARMUP_BATCHES if v1 in ("colocate_async", "separate_async") else 1
+
+
 def v1_overrides(
     ent: Entry,
     trainer_mode: str,
@@ -429,10 +444,10 @@ def v1_overrides(
         return []
     out: list[tuple[str, object]] = [("trainer.v1.trainer_mode", mode)]
     if mode == "colocate_async":
-        out.append(("trainer.v1.colocate_async.num_warmup_batches", 1))
+        out.append(("trainer.v1.colocate_async.num_warmup_batches", ASYNC_WARMUP_BATCHES))
     elif mode == "separate_async":
         out += [
-            ("trainer.v1.separate_async.num_warmup_batches", 1),
+            ("trainer.v1.separate_async.num_warmup_batches", ASYNC_WARMUP_BATCHES),
             ("trainer.v1.separate_async.parameter_sync_step", int(parameter_sync_step)),
             ("actor_rollout_ref.rollout.checkpoint_engine.backend", CHECKPOINT_ENGINE_BACKEND),
         ]
