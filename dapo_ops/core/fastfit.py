@@ -515,7 +515,7 @@ def choose(
                 f"run, + the margin: {need_b / memfit.GIB:.1f} GiB"
             )
             why = (
-                f"what the batch needs ({what}; a shorter KV cache makes vLLM preempt and recompute); {tight} at "
+                f"what the responses in flight need ({what}; a shorter KV cache makes vLLM preempt and recompute); {tight} at "
                 f"{e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct})"
                 if u >= u_need
                 else f"largest that fits {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct}); the batch "
