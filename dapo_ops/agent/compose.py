@@ -26,6 +26,8 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from dapo_ops.core.hydra_override import key_of
+
 
 def error_lines(exc: Optional[BaseException]) -> list[str]:
     """The distinct non-empty lines of ``exc`` and its causes / contexts, outermost first."""
@@ -60,8 +62,7 @@ def _culprit(lines: Iterable[str], overrides: Sequence[str]) -> Optional[int]:
                 continue
             key = m.group(1)
             for i, ov in enumerate(overrides):
-                k = ov.split("=", 1)[0].lstrip("+~")
-                if ov == key or k == key:
+                if ov == key or key_of(ov) == key:
                     return i
     return None
 
@@ -95,8 +96,8 @@ def config_keys(cfg: Any) -> list[str]:
 
 def nearest_key(key: str, keys: Sequence[str]) -> Optional[str]:
     """The known key nearest to an unknown ``key`` (difflib): first among the keys of the same section
-    (``trainer.total_training_step`` -> ``trainer.total_training_steps``), then among all; None when none is close."""
-    key = key.lstrip("+~")
+    (``trainer.total_training_step`` -> ``trainer.total_training_steps``), then among all; None when none is close.
+    ``key`` is Hydra's ``key_or_group`` as its error names it (no ``+``/``~`` prefix)."""
     parent = key.rpartition(".")[0]
     same = [k for k in keys if k.rpartition(".")[0] == parent]
     for pool in (same, list(keys)):

@@ -26,31 +26,23 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from dapo_ops.core.hydra_override import value_of
+
 #: ``trainer.total_epochs`` when no override sets it (verl/trainer/config/ppo_trainer.yaml:144)
 VERL_TOTAL_EPOCHS = 30
-_EPOCHS_RE = re.compile(r"^\+{0,2}trainer\.total_epochs=[\"']?(\d+)[\"']?$")
-_FILTER_RE = re.compile(r"^\+{0,2}data\.filter_overlong_prompts=[\"']?(true|false|True|False|1|0)[\"']?$")
 
 
 def total_epochs(overrides: Iterable[str]) -> int:
-    """``trainer.total_epochs`` the run gets: the last ``trainer.total_epochs=N`` of ``overrides`` (the user's
-    ``--override`` values, Hydra syntax with optional ``+``/``++``), else :data:`VERL_TOTAL_EPOCHS`."""
-    n = VERL_TOTAL_EPOCHS
-    for o in overrides:
-        m = _EPOCHS_RE.match(str(o).strip())
-        if m:
-            n = int(m.group(1))
-    return n
+    """``trainer.total_epochs`` the run gets: what the last override of it in ``overrides`` (the user's
+    ``--override`` values) gives it when that is a whole number (:func:`dapo_ops.core.hydra_override.value_of`),
+    else :data:`VERL_TOTAL_EPOCHS`."""
+    v = value_of(overrides, "trainer.total_epochs")
+    return int(v) if v is not None and re.fullmatch(r"[0-9]+", v) else VERL_TOTAL_EPOCHS
 
 
 def filters_overlong(overrides: Iterable[str]) -> bool:
     """True when the overrides turn on ``data.filter_overlong_prompts`` (verl's default: off, legacy_data.yaml:83)."""
-    on = False
-    for o in overrides:
-        m = _FILTER_RE.match(str(o).strip())
-        if m:
-            on = m.group(1).lower() in ("true", "1")
-    return on
+    return (value_of(overrides, "data.filter_overlong_prompts") or "").lower() in ("true", "1")
 
 
 @dataclass(frozen=True)

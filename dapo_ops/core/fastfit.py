@@ -83,6 +83,10 @@ SHARE_STEP = 0.05
 #: verl 0.9.1's rollout defaults (``verl/trainer/config/rollout/rollout.yaml:78,84``)
 VERL_MAX_NUM_BATCHED_TOKENS = 8192
 VERL_MAX_NUM_SEQS = 256
+#: ``RolloutConfig.max_num_seqs`` (``verl/workers/config/rollout.py:206``): what vLLM gets when an override
+#: ``~actor_rollout_ref.rollout.max_num_seqs`` deletes the yaml's key (verl/utils/config.py:60-64 merges the config
+#: over the dataclass; :mod:`dapo_ops.core.hydra_override`)
+VERL_MAX_NUM_SEQS_DELETED = 1024
 #: tokens per vLLM KV block: vLLM's CUDA default 16 (``vllm/config/cache.py`` ``block_size``), vllm-ascend's 128
 #: (``vllm_ascend/platform.py`` ``check_and_update_config``: ``cache_config.block_size = 128`` when unset)
 VLLM_BLOCK_TOKENS = {"gpu": 16, "npu": 128}
@@ -249,14 +253,28 @@ def _profile_bytes(m: memfit.Model, tokens: int, seqs: int) -> float:
 
 
 def _given(knob: str, given: Iterable[str], overrides: dict[str, Any]) -> str | None:
+    """Why the user's choice holds ``knob``: a setting in ``given``, or an ``--override`` of one of its keys
+    (``overrides``: :func:`dapo_ops.core.memfit.override_values`, a ``~key`` deletion included: the plan's value
+    would be removed by it, or trip its guard); None when the user left it to the plan."""
     names, keys = EXPLICIT_OF.get(knob, ((), ()))
     for n in names:
         if n in given:
             return f"you set {n}"
     for k in keys:
+        if k in overrides and overrides[k] is None:
+            return f"you removed it with --override ~{k}"
         if k in overrides:
             return f"you set it with --override {k}={overrides[k]}"
     return None
+
+
+def _max_num_seqs(overrides: dict[str, Any]) -> int:
+    """vLLM's ``max_num_seqs`` under the user's ``--override`` of it (``overrides``:
+    :func:`dapo_ops.core.memfit.override_values`): its value, verl's dataclass default after a ``~key`` deletion
+    (:data:`VERL_MAX_NUM_SEQS_DELETED`), else the yaml's :data:`VERL_MAX_NUM_SEQS`."""
+    if MAX_NUM_SEQS_KEY in overrides and overrides[MAX_NUM_SEQS_KEY] is None:
+        return VERL_MAX_NUM_SEQS_DELETED
+    return int(overrides.get(MAX_NUM_SEQS_KEY) or VERL_MAX_NUM_SEQS)
 
 
 def _capped(knob: str, ran_out: Iterable[str]) -> str | None:
@@ -476,7 +494,7 @@ def choose(
     weights = 2 * memfit.param_count(m) / rtp
     prompt = int(s["max_prompt_length"])
     nseq_why = why_held("max_num_seqs")
-    nseq_given = int(ov.get(MAX_NUM_SEQS_KEY) or VERL_MAX_NUM_SEQS) if nseq_why else None
+    nseq_given = _max_num_seqs(ov) if nseq_why else None
     at_once = min(seqs, nseq_given) if nseq_given else seqs  # sequences a replica runs at once
     # vLLM's profile run: at least the least max_num_batched_tokens the plan gives (below)
     batched = max(VERL_MAX_NUM_BATCHED_TOKENS, seq if "chunked_prefill" in fs.disabled else 0, at_once)

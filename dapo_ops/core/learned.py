@@ -43,6 +43,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from dapo_ops.core.hydra_override import key_of
 from dapo_ops.core.memladder import SETTING_KEYS
 
 if TYPE_CHECKING:
@@ -165,13 +166,15 @@ def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, st
     """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
     features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)
     for the settings the user set; ``overrides``: the user's ``--override`` items, matched against the verl keys a
-    change sets (the ladder's one table, :data:`dapo_ops.core.memladder.SETTING_KEYS`). Empty: usable."""
+    change sets (the ladder's one table, :data:`dapo_ops.core.memladder.SETTING_KEYS`) whatever their op
+    (:func:`dapo_ops.core.hydra_override.key_of`: a ``~key`` deletion counts, the user chose what verl runs with
+    there). Empty: usable."""
     rung = memo.get("rung") or {}
     out = []
     for f in rung.get("features") or []:
         if f["name"] in set(disabled or ()):
             out.append(f"it adds {f['name']}, which you turned off (-{f['name']})")
-    keys = {str(o).split("=", 1)[0].strip().lstrip("+~") for o in overrides or []}
+    keys = {key_of(o) for o in overrides or []}
     for name, val in (rung.get("setting_changes") or {}).items():
         if name == "memory_rungs":
             continue

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, TYPE_CHECKING
 
 from dapo_ops.core import defaults
+from dapo_ops.core.hydra_override import key_of, last_by_key
 from dapo_ops.core.profiles import fsdp_strategy
 
 if TYPE_CHECKING:
@@ -323,13 +324,13 @@ BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 BUCKET_OVERRIDE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
 
 
-def override_values(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``{key: value text}`` of the spec's ``extra_overrides`` (``+`` stripped; the last one of a key wins)."""
-    out = {}
-    for x in ((spec or {}).get("settings") or {}).get("extra_overrides") or []:
-        k, _, v = str(x).partition("=")
-        out[k.strip().lstrip("+")] = v.strip().strip("'\"")
-    return out
+def override_values(spec: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{key: value text}`` of the spec's ``extra_overrides``: what the last override of each key gives it
+    (:func:`dapo_ops.core.hydra_override.last_by_key`; ``+``/``++`` prefixes and quotes gone), None for a key that
+    override deletes (``~key``: verl then runs its config dataclass's default, :mod:`dapo_ops.core.hydra_override`).
+    Every key here is one the user touched."""
+    items = ((spec or {}).get("settings") or {}).get("extra_overrides") or []
+    return {k: o.text for k, o in last_by_key(items).items()}
 
 
 def parallel_sizes(spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -343,8 +344,9 @@ def parallel_sizes(spec: Mapping[str, Any], setting_changes: dict[str, Any] | No
     out = {"tp": int(s["trainer_tp"] or 1), "pp": int(s["trainer_pp"] or 1), "cp": 1}
     ov = override_values(spec)
     for name, key in MEGATRON_PARALLEL_KEYS.items():
-        if ov.get(key, "").isdigit() and int(ov[key]) > 0:
-            out[name] = int(ov[key])
+        v = ov.get(key) or ""
+        if v.isdigit() and int(v) > 0:
+            out[name] = int(v)
     return out
 
 
@@ -411,11 +413,13 @@ def setup_from_spec(
     budgets = dict(s.get("token_budgets") or {})
     ov = override_values(spec)
     for k, v in ov.items():
-        if k.endswith("max_token_len_per_gpu") and v.isdigit():
+        if k.endswith("max_token_len_per_gpu") and v and v.isdigit():
             budgets.setdefault(k, int(v))
     par = parallel_sizes(spec, setting_changes)
-    if BYPASS_KEY in ov:
-        bypass = ov[BYPASS_KEY].lower() == "true"
+    if (
+        BYPASS_KEY in ov
+    ):  # deleted (None): RolloutCorrectionConfig's default False (verl/trainer/config/algorithm.py:184)
+        bypass = (ov[BYPASS_KEY] or "").lower() == "true"
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
         bypass = spec.mode == "one-step-off" and spec.profile == "0.9"
     micro = int(s["micro_batch_size"])
@@ -499,7 +503,7 @@ def propose_parallel(
     now = parallel_sizes(spec, changes)
     world = trainer_world(s, spec.mode == "one-step-off")
     tp_pp = (MEGATRON_PARALLEL_KEYS["tp"], MEGATRON_PARALLEL_KEYS["pp"])
-    keep = [x for x in s.get("extra_overrides") or [] if str(x).split("=", 1)[0].strip().lstrip("+") not in tp_pp]
+    keep = [x for x in s.get("extra_overrides") or [] if key_of(x) not in tp_pp]
     cands = sorted(
         (
             (tp, pp)

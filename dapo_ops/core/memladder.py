@@ -26,6 +26,7 @@ from typing import Any
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.hydra_override import value_of
 from dapo_ops.core.policy import NO_RUNG_PHASES
 from dapo_ops.core import profiles
 
@@ -190,15 +191,14 @@ def _full_recompute_already(features: FeatureSet, rung: str, settings: dict[str,
 
 
 def _extra_value(settings: dict[str, Any], key: str) -> int | None:
-    """Value of ``key`` in ``settings["extra_overrides"]`` (the user's raw ``key=value``), or None."""
-    for x in settings.get("extra_overrides") or []:
-        k, _, v = str(x).partition("=")
-        if k.lstrip("+") == key:
-            try:
-                return int(v)
-            except ValueError:
-                return None
-    return None
+    """The whole number the user's last ``--override`` of ``key`` in ``settings["extra_overrides"]`` gives it
+    (:func:`dapo_ops.core.hydra_override.value_of`: the last one wins, as in Hydra), or None (none, not a number, or
+    a ``~key`` deletion)."""
+    v = value_of(settings.get("extra_overrides") or [], key)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
 
 
 def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:

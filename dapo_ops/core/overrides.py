@@ -24,6 +24,7 @@ from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
+from dapo_ops.core.hydra_override import key_of, last_by_key
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, effective_settings, parameter_sync_step
 
@@ -194,12 +195,10 @@ def check_literal(key: str, value: object) -> None:
 def needs_ref_critic(spec: defaults.RunSpec) -> tuple[bool, bool]:
     """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
     algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
-    ``critic.enable=True`` the critic)."""
-    extra = {}
-    for x in spec.settings.get("extra_overrides") or []:
-        if isinstance(x, str) and "=" in x:
-            k, v = x.split("=", 1)
-            extra[k.lstrip("+")] = v.strip().lower()
+    ``critic.enable=True`` the critic). The last override of a key decides it; a ``~key`` deletion gives it no value
+    (:mod:`dapo_ops.core.hydra_override`): the KL switches then are their dataclass defaults, off
+    (``verl/workers/config/actor.py:171``, ``verl/trainer/config/algorithm.py:659``)."""
+    extra = {k: (o.text or "").lower() for k, o in last_by_key(spec.settings.get("extra_overrides") or []).items()}
     use_ref = (
         extra.get("actor_rollout_ref.actor.use_kl_loss") == "true" or extra.get("algorithm.use_kl_in_reward") == "true"
     )
@@ -446,7 +445,7 @@ def verl_argv(
     argv += [
         str(x)
         for x in (effective_settings(spec, setting_changes).get("extra_overrides") or [])
-        if str(x).split("=", 1)[0].lstrip("+~") not in laddered
+        if key_of(x) not in laddered
     ]  # the ladder's change wins over a raw override
     return argv
 

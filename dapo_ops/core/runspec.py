@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
 from dapo_ops.core import profiles
+from dapo_ops.core.hydra_override import parse_override
 from dapo_ops.core.profiles import OverrideError
 
 __all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
@@ -192,15 +193,16 @@ def _check_gpu_memory_utilization(s: dict[str, Any]) -> None:
 
 
 def _check_extra_overrides(s: dict[str, Any]) -> None:
-    """:func:`check_spec`'s ``extra_overrides``: each ``key=value`` (or ``~key``), and no async checkpoint save
-    (:data:`ASYNC_SAVE_KEY`). Raises :class:`OverrideError`."""
+    """:func:`check_spec`'s ``extra_overrides``: each one a Hydra override (``key=value``, ``+``/``++``, ``~key``:
+    :func:`dapo_ops.core.hydra_override.parse_override`), and no async checkpoint save (:data:`ASYNC_SAVE_KEY`).
+    Raises :class:`OverrideError`."""
     for x in s.get("extra_overrides") or []:
-        if not isinstance(x, str) or "=" not in x and not x.startswith("~"):
+        o = parse_override(x) if isinstance(x, str) else None
+        if o is None:
             raise OverrideError(
                 f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)"
             )
-        k, _, v = x.partition("=")
-        if k.lstrip("+") == ASYNC_SAVE_KEY and v.strip().lower() in ("true", "1", "yes", "on"):
+        if o.key == ASYNC_SAVE_KEY and (o.text or "").lower() in ("true", "1", "yes", "on"):
             raise OverrideError(
                 f"{ASYNC_SAVE_KEY}=True cannot be resumed: verl's V1 trainer then never writes "
                 f"latest_checkpointed_iteration.txt (trainer_base.py:1012) and nothing finalizes the async save, so a "

@@ -2,8 +2,9 @@
 the warning lines for values far outside them. Stdlib only, pure.
 
 A warning never stops a run: preflight shows it as check ``sanity`` (warn) and the plan as ``sanity:`` lines. The
-value read is the one verl gets: the last ``key=value`` (``+``/``++`` allowed) of the verl overrides (dapo-ops'
-own, then the user's ``--override``), else verl 0.9.1's default (within range by construction).
+value read is the one verl gets: the last override of the key in the verl argv (dapo-ops' own, then the user's
+``--override``; :func:`dapo_ops.core.hydra_override.value_of`: ``+``/``++`` set it, a ``~key`` leaves no value to
+check), else verl 0.9.1's default (within range by construction).
 
 Sources of the ranges (cited per row in :data:`RANGES`):
 
@@ -21,9 +22,10 @@ plan refuses it (``dapo_ops/core/runspec.py`` ``check_spec``) and preflight's ``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
+
+from dapo_ops.core.hydra_override import value_of
 
 
 @dataclass(frozen=True)
@@ -97,17 +99,6 @@ RANGES: tuple[Range, ...] = (
     ),
 )
 """The one table of usual ranges (module docstring: sources)."""
-
-
-def value_of(overrides: Iterable[str], key: str) -> Optional[str]:
-    """The value the last ``[+|++]key=value`` of ``overrides`` gives ``key`` (quotes stripped), or None."""
-    rx = re.compile(r"^\+{0,2}" + re.escape(key) + r"=(.*)$")
-    got = None
-    for o in overrides:
-        m = rx.match(str(o).strip())
-        if m:
-            got = m.group(1).strip().strip("'\"")
-    return got
 
 
 def _num(text: Optional[str]) -> Optional[float]:

@@ -36,7 +36,7 @@ from dapo_ops.agent.supervisor import (
 )
 from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints, roll_back
 from dapo_ops.agent.supervisor.record import log, now
-from dapo_ops.core import classify, defaults, features, health, memfit, profiles, redact, runstate
+from dapo_ops.core import classify, defaults, features, health, hydra_override, memfit, profiles, redact, runstate
 from dapo_ops.core.classify import storm
 from dapo_ops.core.logformat import join_swanlab_links, swanlab_run_id
 
@@ -327,18 +327,17 @@ class Supervisor:
         }
 
     def _clock_settings(self) -> Dict[str, Any]:
-        """``save_freq`` / ``test_freq`` the run's verl uses (the settings, else an ``--override`` of
-        ``trainer.save_freq`` / ``trainer.test_freq``): which steps save or validate (:class:`.stall.StepClock`)."""
+        """``save_freq`` / ``test_freq`` the run's verl uses (the settings, else the value the last ``--override`` of
+        ``trainer.save_freq`` / ``trainer.test_freq`` gives it; a ``~key`` deletion gives none,
+        :func:`dapo_ops.core.hydra_override.value_of`): which steps save or validate (:class:`.stall.StepClock`)."""
         s = self._settings()
         out = {"save_freq": s.get("save_freq"), "test_freq": s.get("test_freq")}
-        for o in s.get("extra_overrides") or []:
-            key, _, val = str(o).lstrip("+~").partition("=")
-            name = {"trainer.save_freq": "save_freq", "trainer.test_freq": "test_freq"}.get(key.strip())
-            if name:
-                try:
-                    out[name] = int(val.strip().strip("'\""))
-                except ValueError:
-                    pass
+        for name in ("save_freq", "test_freq"):
+            val = hydra_override.value_of(s.get("extra_overrides") or [], "trainer." + name)
+            try:
+                out[name] = int(val) if val is not None else out[name]
+            except ValueError:
+                pass
         return out
 
     def _attempt_cpu_s(self) -> Optional[float]:

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from dapo_ops.core import hydra_override
 from dapo_ops.core.classify import storm
 
 #: stall = no progress for this many times the longest step the run has shown (NVIDIA resiliency extension's
@@ -439,12 +440,13 @@ def where_process(parsed: Dict[str, Any], user_files: Sequence[str] = ()) -> Tup
 
 def user_files(overrides: Sequence[str]) -> Tuple[str, ...]:
     """Basenames of the user's own code a run names in its verl overrides (``reward.custom_reward_function.path``,
-    verl 0.9.1's ``trainer/config/reward/reward.yaml``; the older top-level ``custom_reward_function.path``)."""
+    verl 0.9.1's ``trainer/config/reward/reward.yaml``; the older top-level ``custom_reward_function.path``): the
+    value the last override of each such key gives it (a ``~key`` deletion names no file,
+    :func:`dapo_ops.core.hydra_override.last_by_key`)."""
     out = []
-    for o in overrides:
-        key, _, val = str(o).lstrip("+~").partition("=")
-        if key.strip().endswith("custom_reward_function.path") and val.strip():
-            out.append(val.strip().strip("'\"").rsplit("/", 1)[-1])
+    for key, o in hydra_override.last_by_key(overrides).items():
+        if key.endswith("custom_reward_function.path") and o.text:
+            out.append(o.text.rsplit("/", 1)[-1])
     return tuple(out)
 
 

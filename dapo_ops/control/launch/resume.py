@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle
 from dapo_ops.core import defaults, overrides, runstate
+from dapo_ops.core.hydra_override import value_of
 
 
 def _read(target, run_dir: str) -> dict:
@@ -318,8 +319,6 @@ def _checkpoint_strategy(version) -> str | None:
 
 
 def _strategy_of(argv: list) -> str | None:
-    """``actor_rollout_ref.actor.strategy`` in a verl argv (None for Megatron)."""
-    for a in argv:
-        if str(a).startswith("actor_rollout_ref.actor.strategy="):
-            return str(a).split("=", 1)[1]
-    return None
+    """``actor_rollout_ref.actor.strategy`` in a verl argv: what its last override gives it
+    (:func:`dapo_ops.core.hydra_override.value_of`; None for Megatron)."""
+    return value_of(argv, "actor_rollout_ref.actor.strategy")

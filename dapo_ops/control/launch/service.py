@@ -279,11 +279,14 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
     An override is printed by ``--dry-run`` and stored in spec.json, run.json, verl's argv and train.log. Nothing of
     the value is shown: one line naming the key and the fix."""
     from dapo_ops.core import redact
+    from dapo_ops.core.hydra_override import ADD, FORCE_ADD, parse_override
 
     for o in extra:
-        key, sep, _ = o.partition("=")
-        name = key.strip().lstrip("+~")
-        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS and not key.strip().startswith("+"):
+        key = o.partition("=")[0]
+        ov = parse_override(o)
+        name = ov.key if ov and ov.value is not None else ""  # a key given a value (or ~key=value's guard)
+        plain = ov is not None and ov.op not in (ADD, FORCE_ADD)
+        if name and redact.is_secret_name(name) and name not in VERL_NAME_KEYS and plain:
             # every key of verl's own config whose name looks secret is in VERL_NAME_KEYS (tests/test_launch.py), so
             # a plain (no +) key here is one verl lacks: Hydra refuses it ("Could not override ... is not in struct")
             near = difflib.get_close_matches(name, sorted(VERL_NAME_KEYS), n=1, cutoff=0.75)
@@ -292,7 +295,7 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
                 + (f" (did you mean {near[0]}?)" if near else " (Hydra would refuse it at verl's start)")
                 + "; fix the key or drop the override"
             )
-        if sep and redact.is_secret_name(key) and name not in VERL_NAME_KEYS:
+        if name and redact.is_secret_name(name) and name not in VERL_NAME_KEYS:
             raise LaunchUsageError(
                 f"--override {key}=...: the key looks secret (a key/token/secret/password name); secrets never go on "
                 f"verl's command line: set them by env var or the config file (SWANLAB_API_KEY, [notify], [proxy]) "
@@ -333,28 +336,29 @@ def refuse_plan_overrides(extra: list) -> None:
     why dapo-ops sets it (:data:`dapo_ops.core.overrides.PLAN_FIXED_KEYS`: resume, checkpoint dir, logger, layout).
     ``+key``, ``++key`` and ``~key`` count as the key. A value is shown only when it is a number or a boolean (it may
     hold a secret dapo-ops learns only later, a proxy password). Every other key stays open."""
+    from dapo_ops.core.hydra_override import parse_override
     from dapo_ops.core.overrides import PLAN_FIXED_KEYS, PLAN_SETTING_KEYS
 
     for o in extra:
-        key, sep, val = str(o).partition("=")
-        name = key.strip().lstrip("+~")
-        if name not in PLAN_SETTING_KEYS and name not in PLAN_FIXED_KEYS:
+        ov = parse_override(o)
+        if ov is None or ov.key not in PLAN_SETTING_KEYS and ov.key not in PLAN_FIXED_KEYS:
             continue
+        name, val = ov.key, ov.value or ""
         shown = val if re.fullmatch(r"-?[0-9][0-9._e+-]*|(?i:true|false|null)", val.strip()) else "..."
-        head = f"--override {key}" + (f"={shown}" if sep else "")
+        head = f"--override {ov.head}" + (f"={shown}" if ov.value is not None else "")
         if name in PLAN_FIXED_KEYS:
             raise LaunchUsageError(f"{head}: dapo-ops sets {name} itself: {PLAN_FIXED_KEYS[name]}; drop the override")
         raise LaunchUsageError(f"{head}: use {_setting_owning(name)}")
 
 
-def _setting_owning(key: str) -> str | None:
-    """How a user sets the verl key ``key`` (``+``/``~`` prefixes ignored) that a dapo-ops setting owns
-    (core/overrides.py PLAN_SETTING_KEYS): ``--project (PROJECT_NAME)``, or the env / config key of a setting with
-    no flag; None for any other key."""
+def _setting_owning(name: str) -> str | None:
+    """How a user sets the verl key ``name`` (an override's key without its op prefix,
+    :attr:`dapo_ops.core.hydra_override.Override.key`) that a dapo-ops setting owns (core/overrides.py
+    PLAN_SETTING_KEYS): ``--project (PROJECT_NAME)``, or the env / config key of a setting with no flag; None for any
+    other key."""
     from dapo_ops.control.settings import BY_NAME
     from dapo_ops.core.overrides import PLAN_SETTING_KEYS
 
-    name = key.strip().lstrip("+~")
     if name not in PLAN_SETTING_KEYS:
         return None
     p = BY_NAME[PLAN_SETTING_KEYS[name]]
@@ -369,10 +373,12 @@ def refuse_bad_overrides(extra: list) -> None:
     from hydra.errors import OverrideParseException
 
     from dapo_ops.control.settings import SHOWN_MAX, shown
+    from dapo_ops.core.hydra_override import parse_override
 
     parser = OverridesParser.create()
     for o in extra:
-        if "=" not in o:  # not key=value at all: runspec.check_spec says so in its own words
+        ov = parse_override(o)
+        if ov is None and "=" not in o:  # neither key=value nor ~key: runspec.check_spec says so in its own words
             continue
         try:
             parsed = parser.parse_overrides([o])[0]
@@ -380,21 +386,25 @@ def refuse_bad_overrides(extra: list) -> None:
             key, _, val = o.partition("=")
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
             example = f"{key}='{val}'" if len(o) <= SHOWN_MAX else "key='value'"
-            owner = _setting_owning(key)
-            if owner:  # quoting would only lead to the next refusal (refuse_plan_overrides): say the real fix now
+            owner = _setting_owning(ov.key) if ov else None
+            if (
+                ov and owner
+            ):  # quoting would only lead to the next refusal (refuse_plan_overrides): say the real fix now
                 raise LaunchUsageError(
                     f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}), and "
-                    f"{key.strip().lstrip('+~')} is a setting of dapo-ops: use {owner} instead of --override"
+                    f"{ov.key} is a setting of dapo-ops: use {owner} instead of --override"
                 ) from None
             raise LaunchUsageError(  # the example shell-quoted as a whole: pasted into a shell it runs nothing
                 f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}); quote a value with "
                 f"special characters for Hydra, e.g. --override {shlex.quote(example)}"
             ) from None
-        if not str(parsed.key_or_group or "").strip():  # '=5': Hydra's grammar takes an empty key; verl then dies
-            raise LaunchUsageError(  # with "Config group override must be a string or a list. Got int"
+        # '=5': Hydra's grammar takes an empty key; verl then dies with "Config group override must be a string or a
+        # list. Got int"
+        if ov is None or not str(parsed.key_or_group or "").strip():
+            raise LaunchUsageError(
                 f"--override {shown(o)} names no key; give key=value, e.g. --override trainer.val_before_train=False"
             )
-        _refuse_resolvers(o.partition("=")[0], parsed.value())
+        _refuse_resolvers(ov.head, parsed.value())
 
 
 def _strings(v):

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from dapo_ops.agent import compose
 from dapo_ops.core import profiles
+from dapo_ops.core.hydra_override import key_of
 
 
 def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
@@ -75,7 +76,7 @@ def rewrite_searchpath(overrides: list[str], config_root: str) -> list[str]:
     """
     root = os.path.abspath(config_root)
     sp = f"hydra.searchpath=[file://{root}/verl/trainer/config]"
-    return [sp if o.split("=", 1)[0].lstrip("+") == "hydra.searchpath" else o for o in overrides]
+    return [sp if key_of(o) == "hydra.searchpath" else o for o in overrides]
 
 
 def request_for(
@@ -190,7 +191,7 @@ class BatchComposer:
 
         from omegaconf import OmegaConf
 
-        job = [o for o in overrides if o not in self.groups and not o.lstrip("+").startswith("hydra.")]
+        job = [o for o in overrides if o not in self.groups and not (key_of(o) or "").startswith("hydra.")]
         if self._apply is None:  # pragma: no cover
             return compose_check(self.groups + job, self.config_root, self.config_name, config_dir=self.config_dir)
         cfg = pickle.loads(self._pickled)
