@@ -353,7 +353,7 @@ def refuse_plan_overrides(extra: list) -> None:
 
 def _setting_owning(name: str) -> str | None:
     """How a user sets the verl key ``name`` (an override's key without its op prefix,
-    :attr:`dapo_ops.core.hydra_override.Override.key`) that a dapo-ops setting owns (core/overrides.py
+    ``key`` of :class:`dapo_ops.core.hydra_override.Override`) that a dapo-ops setting owns (core/overrides.py
     PLAN_SETTING_KEYS): ``--project (PROJECT_NAME)``, or the env / config key of a setting with no flag; None for any
     other key."""
     from dapo_ops.control.settings import BY_NAME
