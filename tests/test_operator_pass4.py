@@ -51,7 +51,7 @@ def test_a_setting_takes_ascii_digits_only(raw):
     if raw.strip():  # a blank variable is the empty rule's (refused too, in its own words)
         with pytest.raises(settings.SettingsError, match="TRAIN_STEPS=.* is not an integer"):
             settings.resolve({}, {"TRAIN_STEPS": raw}, {})
-    assert settings.resolve({"steps": " 12 "}, {}, {})["steps"] == 12
+    assert settings.resolve({"steps": "12"}, {}, {})["steps"] == 12
     assert settings.parse_float("0.5") == 0.5
     with pytest.raises(ValueError):
         settings.parse_float("٠.٥")
@@ -64,6 +64,30 @@ def test_a_task_flag_takes_ascii_digits_only(prog, raw, tmp_path):
     out = _run(prog, ["launch", "--dry-run", "--steps", raw], tmp_path)
     assert out.returncode == _common.EXIT_USAGE, out.stdout + out.stderr
     assert out.stderr.strip().splitlines() == [f"--steps: {raw!r} is not a whole number in ASCII digits"], out.stderr
+
+
+@pytest.mark.parametrize("raw", [" 5", "5 ", "\t5\n"])
+def test_a_number_with_blanks_around_it_is_refused_from_every_source_naming_where_and_the_number(raw):
+    """``--steps ' 5'`` was trimmed to 5 while ``int()`` elsewhere would take it too: one rule (settings.INT_RE,
+    nothing around the digits) refuses it from the flag, the variable and the config file alike, in one line."""
+    for flags, env, file_cfg, where in (
+        ({"steps": raw}, {}, {}, "--steps"),
+        ({}, {"TRAIN_STEPS": raw}, {}, "TRAIN_STEPS"),
+        ({}, {}, {"run": {"steps": raw}}, "[run] steps in the config file"),
+    ):
+        with pytest.raises(settings.SettingsError) as e:
+            settings.resolve(flags, env, file_cfg)
+        assert str(e.value) == f"{where}={raw!r} has blanks around the number; set it to 5"
+    with pytest.raises(settings.SettingsError, match="has blanks around the number; set it to 0.5"):
+        settings.resolve({}, {"GPU_MEMORY_UTILIZATION": raw.replace("5", "0.5")}, {})
+
+
+@pytest.mark.parametrize("prog", PROGS)
+def test_a_task_flag_with_blanks_around_its_number_is_refused(prog, tmp_path):
+    """The task flag (cli/_common.py TaskFlag) says the same before any setting is resolved: exit 2, one line."""
+    out = _run(prog, ["launch", "--dry-run", "--steps", " 5"], tmp_path)
+    assert out.returncode == _common.EXIT_USAGE, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == ["--steps: ' 5' has blanks around the number; give --steps 5"]
 
 
 def test_a_refused_long_value_is_cut_in_the_message():

@@ -101,7 +101,7 @@ class TaskFlag(Argument):
     ``ParseError`` (invoke/program.py ``Program.run``)."""
 
     def set_value(self, value: Any, cast: bool = True) -> None:
-        from dapo_ops.control.settings import parse_float, parse_int, shown
+        from dapo_ops.control.settings import blanks_fix, parse_float, parse_int, shown
 
         try:
             if cast and isinstance(value, str) and self.kind in (int, float):
@@ -117,6 +117,9 @@ class TaskFlag(Argument):
                 if isinstance(self.default, (int, float)) and self.default > 0
                 else ""
             )
+            fix = blanks_fix(value, self.kind)
+            if fix is not None:  # the settings table's rule (settings.INT_RE): blanks are refused, not trimmed
+                raise Exit(f"{flag}: {shown(value)} has blanks around the number; give {flag} {fix}", code=EXIT_USAGE)
             digits = str(value).strip().lstrip("+-")
             if self.kind is int and digits.isascii() and digits.isdigit():  # past Python's int() digit limit (4300)
                 raise Exit(

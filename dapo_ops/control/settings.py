@@ -534,8 +534,10 @@ def _where(p: Param, source: str, origin: str) -> str:
 
 
 #: THE number syntax of every setting and every numeric task flag (:func:`parse_int`, :func:`parse_float`): ASCII
-#: digits only. Python's ``int()`` / ``float()`` also take other scripts' digits (``int('٣')`` is 3) and ``_``
-#: separators (``int('1_000')``), which a user never means as a step count.
+#: digits only, nothing around them. Python's ``int()`` / ``float()`` also take other scripts' digits (``int('٣')`` is
+#: 3), ``_`` separators (``int('1_000')``) and blanks (``int(' 5')``), which a user never means as a step count: a
+#: blank around a number is refused in one line naming the flag / variable / file key and the number without it
+#: (:func:`blanks_fix`), from every source alike.
 INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 #: the most characters of a refused value a message echoes (:func:`shown`): a 10,000-character value is cut
@@ -543,23 +545,34 @@ SHOWN_MAX = 80
 
 
 def parse_int(text) -> int:
-    """``text`` (str, surrounding blanks allowed) as an integer in ASCII digits, e.g. ``"-1"``, ``"100"``.
+    """``text`` (str) as an integer in ASCII digits and nothing else, e.g. ``"-1"``, ``"100"``.
 
-    :raises ValueError: anything else (``"1_000"``, ``"٣"``, ``"1.5"``, ``""``)."""
-    t = str(text).strip()
+    :raises ValueError: anything else (``"1_000"``, ``"٣"``, ``"1.5"``, ``""``, ``" 5"``: :func:`blanks_fix`)."""
+    t = str(text)
     if not INT_RE.fullmatch(t):
         raise ValueError(f"not an ASCII integer: {shown(text)}")
     return int(t)
 
 
 def parse_float(text) -> float:
-    """``text`` as a decimal number in ASCII digits (``0.6``, ``.5``, ``1e-3``); no ``nan``/``inf``/``_``.
+    """``text`` as a decimal number in ASCII digits and nothing else (``0.6``, ``.5``, ``1e-3``); no
+    ``nan``/``inf``/``_``/blanks.
 
     :raises ValueError: anything else."""
-    t = str(text).strip()
+    t = str(text)
     if not FLOAT_RE.fullmatch(t):
         raise ValueError(f"not an ASCII number: {shown(text)}")
     return float(t)
+
+
+def blanks_fix(text, kind: type = int) -> str | None:
+    """The number ``text`` would be without the blanks around it (``" 5"`` -> ``"5"``), when blanks are all that
+    keeps :func:`parse_int` (``kind`` int) / :func:`parse_float` (float) from taking it; else None. For the one line
+    that refuses it: ``--steps: ' 5' has blanks around the number; give --steps 5``."""
+    t = str(text).strip() if isinstance(text, str) else ""
+    if not t or t == text:
+        return None
+    return t if (INT_RE if kind is int else FLOAT_RE).fullmatch(t) else None
 
 
 def shown(value) -> str:
@@ -580,6 +593,9 @@ def convert(p: Param, raw, where: str):
     """Convert ``raw`` (str from env/flags, or a TOML value) to ``p.type``; :class:`SettingsError` if impossible."""
 
     def bad(expect: str, example) -> SettingsError:
+        fix = blanks_fix(raw, int if t == "int" else float) if t in ("int", "float") else None
+        if fix is not None:
+            return SettingsError(f"{where}={shown(raw)} has blanks around the number; set it to {fix}")
         return SettingsError(f"{where}={shown(raw)} is not {expect}; set it to e.g. {example}")
 
     t = p.type
