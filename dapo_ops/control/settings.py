@@ -589,14 +589,23 @@ _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
 
 
+_NUMBER_KIND = {"int": int, "float": float}
+
+
+def _bad_value(where: str, raw, expect: str, example, kind: type | None) -> SettingsError:
+    """:func:`convert`'s one line for ``raw`` that is not ``expect``; a number of ``kind`` with blanks around it says
+    so and gives the number without them (:func:`blanks_fix`)."""
+    fix = blanks_fix(raw, kind) if kind is not None else None
+    if fix is not None:
+        return SettingsError(f"{where}={shown(raw)} has blanks around the number; set it to {fix}")
+    return SettingsError(f"{where}={shown(raw)} is not {expect}; set it to e.g. {example}")
+
+
 def convert(p: Param, raw, where: str):
     """Convert ``raw`` (str from env/flags, or a TOML value) to ``p.type``; :class:`SettingsError` if impossible."""
 
     def bad(expect: str, example) -> SettingsError:
-        fix = blanks_fix(raw, int if t == "int" else float) if t in ("int", "float") else None
-        if fix is not None:
-            return SettingsError(f"{where}={shown(raw)} has blanks around the number; set it to {fix}")
-        return SettingsError(f"{where}={shown(raw)} is not {expect}; set it to e.g. {example}")
+        return _bad_value(where, raw, expect, example, _NUMBER_KIND.get(t))
 
     t = p.type
     val: Any  # bool | int | float | str, as p.type says (compared with the bounds below)
