@@ -84,8 +84,8 @@ SHARE_STEP = 0.05
 VERL_MAX_NUM_BATCHED_TOKENS = 8192
 VERL_MAX_NUM_SEQS = 256
 #: ``RolloutConfig.max_num_seqs`` (``verl/workers/config/rollout.py:206``): what vLLM gets when an override
-#: ``~actor_rollout_ref.rollout.max_num_seqs`` deletes the yaml's key (verl/utils/config.py:60-64 merges the config
-#: over the dataclass; :mod:`dapo_ops.core.hydra_override`)
+#: ``~actor_rollout_ref.rollout.max_num_seqs`` deletes the yaml's key (verl/workers/rollout/replica.py:104 builds the
+#: rollout's RolloutConfig from the yaml's ``_target_``, verl/utils/config.py:42-50; :mod:`dapo_ops.core.hydra_override`)
 VERL_MAX_NUM_SEQS_DELETED = 1024
 #: tokens per vLLM KV block: vLLM's CUDA default 16 (``vllm/config/cache.py`` ``block_size``), vllm-ascend's 128
 #: (``vllm_ascend/platform.py`` ``check_and_update_config``: ``cache_config.block_size = 128`` when unset)

@@ -12,8 +12,9 @@ Hydra 1.3's override grammar (``hydra/grammar/OverrideParser.g4`` rule ``overrid
 - ``~key`` / ``~key=value`` (DEL, :data:`DELETE`): removes the key; with a value, only when the config holds that
   value ("Could not delete from config. The value of 'k' is 5 and not 6" otherwise). The value is a guard, never a
   value of the key: after ``~key`` the key is not in the composed config, and verl reads its config dataclass's
-  default instead (``verl/utils/config.py:60-64`` ``omega_conf_to_dataclass`` merges the config over
-  ``OmegaConf.structured(dataclass)``: ``~actor_rollout_ref.rollout.max_num_seqs`` runs vLLM with
+  default instead (``verl/utils/config.py:42-64`` ``omega_conf_to_dataclass`` instantiates the ``_target_``
+  dataclass or merges the config over it; the rollout's, ``verl/workers/rollout/replica.py:104``:
+  ``~actor_rollout_ref.rollout.max_num_seqs`` runs vLLM with
   ``RolloutConfig.max_num_seqs = 1024``, ``verl/workers/config/rollout.py:206``, not the yaml's 256) or fails where
   it reads the key straight from the DictConfig (``trainer.test_freq``: ``verl/trainer/ppo/v1/trainer_base.py:491``).
 
