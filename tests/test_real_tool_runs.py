@@ -13,6 +13,7 @@ real run fails here.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import re
@@ -31,7 +32,8 @@ from dapo_ops.agent import runfiles
 from dapo_ops.control.status import rows as statusview
 from supervisor_helpers import log_facts, logged_verl_argv
 
-RUNS = Path(__file__).resolve().parent / "fixtures" / "real-verl" / "tool-runs"
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "tests" / "fixtures" / "real-verl" / "tool-runs"
 
 # scenario -> (run id, final step == total, resumed_from of the last attempt, steps printed in train.log, attempts)
 WANT = {
@@ -545,3 +547,20 @@ def test_a_measured_pair_becomes_one_speed_csv_row(tmp_path):
     longer.write_text((d / "verl.log").read_text().replace("'max_response_length': 64", "'max_response_length': 2048"))
     with pytest.raises(ValueError, match="differ"):
         st.csv_row(d / "train.log", longer, spec, "tiny", "H200", 1)
+
+
+#: every measured pair of bench/speed.csv: its fixture (tool train.log + spec.json, verl's keys in verl.log), model
+#: name and device; the CSV is what bench/speed_table.py --csv writes from them, row for row
+SPEED_CSV_PAIRS = (("h-speed-fsdp-a", "tiny-qwen2", "H200"), ("h-speed-fsdp-b", "tiny-qwen2", "H200"))
+
+
+def test_bench_speed_csv_is_the_measured_pairs_rows():
+    """bench/speed.csv (issue 45) holds one row per measured pair, each equal to what ``csv_row`` computes from the
+    pair's real logs now (warm-up step 1 left out, as bench/speed.md's tables): no row typed by hand."""
+    st = _speed_table()
+    rows = list(csv.DictReader((ROOT / "bench" / "speed.csv").open()))
+    want = [
+        st.csv_row(RUNS / n / "train.log", RUNS / n / "verl.log", runfiles.read_spec(RUNS / n), model, dev, 1)
+        for n, model, dev in SPEED_CSV_PAIRS
+    ]
+    assert rows == want
