@@ -485,7 +485,7 @@ def choose(
     replicas = max(1, rollout_devs // rtp)
     # the async modes keep a warm-up batch of prompts in flight beside the step's own (partial rollout): vLLM runs
     # both batches' responses at once (profiles.batches_in_flight)
-    v1 = profiles.v1_mode(profiles.entry(rs.profile, rs.mode, rs.framework), str(s.get("trainer_mode") or "async"))
+    v1 = profiles.v1_mode(profiles.entry(rs.profile, rs.mode, rs.framework), s["trainer_mode"])
     in_flight = profiles.batches_in_flight(v1)
     seqs = max(1, -(-int(s["train_batch_size"]) * n * in_flight // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
