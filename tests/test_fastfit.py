@@ -234,10 +234,30 @@ def test_max_num_seqs_is_what_a_replica_has_in_flight_in_the_trainer_mode(
     c = fastfit.choose(m, spec, feats(True), 139.8)
     assert c.settings["rollout_max_num_seqs"] == want
     why = {x.name: x.why for x in c.chosen}["max_num_seqs"]
-    assert ("warm-up batch" in why) == (trainer_mode == "async"), why
+    assert ("warm-up prefetch" in why) == (trainer_mode == "async"), why
     assert profiles.v1_overrides(profiles.entry("0.9", mode, "fsdp"), trainer_mode).count(
         (f"trainer.v1.{'separate' if mode == 'one-step-off' else 'colocate'}_async.num_warmup_batches", 1)
     ) == (trainer_mode == "async")
+
+
+@pytest.mark.parametrize(
+    "trainer_mode, extra, want",
+    [
+        ("async", ["trainer.v1.colocate_async.num_warmup_batches=2"], 3 * 32 * 8),
+        ("async", ["trainer.v1.colocate_async.num_warmup_batches=0.5"], (32 + 16) * 8),
+        ("async", ["trainer.v1.colocate_async.num_warmup_batches=0"], 32 * 8),
+        ("sync", ["algorithm.filter_groups.max_inflight_gen_batches=3"], 3 * 32 * 8),
+        ("sync", ["algorithm.filter_groups.max_inflight_gen_batches=3", "algorithm.filter_groups.enable=False"], 256),
+    ],
+)
+def test_the_users_in_flight_keys_size_max_num_seqs(trainer_mode, extra, want):
+    """The two verl keys that change what is in flight, when the user overrides them (the override comes after the
+    plan's and wins): the async warm-up ``num_warmup_batches`` (``floor(x * train_batch_size)`` prompts,
+    ``trainer_base.py:624-651``), and sync DAPO's ``max_inflight_gen_batches`` (``replay_buffer.py:445-484``; only
+    with ``filter_groups`` on)."""
+    spec = spec_for(trainer_mode=trainer_mode, extra_overrides=extra)
+    c = fastfit.choose(memfit.Model.from_config(QWEN3_1_7B), spec, feats(True), 139.8)
+    assert c.settings["rollout_max_num_seqs"] == want
 
 
 def test_the_chosen_keys_compose_against_verl_091(tmp_path):
@@ -377,7 +397,7 @@ def test_the_share_holds_max_num_seqs_at_full_length_with_the_margin_or_is_the_l
         return  # no share fits: the line says it falls back
     u, nseq = c.settings["gpu_memory_utilization"], c.settings["rollout_max_num_seqs"]
     # a replica per device: its responses in flight (the step's batch + colocate_async's warm-up batch), all at once
-    assert nseq == -(-run["batch"] * run["n"] * profiles.batches_in_flight("colocate_async") // run["world"])
+    assert nseq == -(-profiles.prompts_in_flight("colocate_async", run["batch"], {}) * run["n"] // run["world"])
     need = (1 + fastfit.FIT_MARGIN) * (
         2 * memfit.param_count(m) + nseq * _kv_bytes(cfg, run["prompt"] + run["response"])
     )

@@ -41,7 +41,7 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
 - ``rollout_max_num_seqs`` -> ``actor_rollout_ref.rollout.max_num_seqs`` (vLLM's concurrent sequences per engine
   step, passed through at ``verl/workers/rollout/vllm_rollout/vllm_async_server.py:333``; verl's default 256,
   ``rollout.yaml:84``): the responses one replica has in flight, all at once, never cut to the KV cache: one
-  batch's in ``sync``, 1 + the warm-up batches' in the async modes (:func:`dapo_ops.core.profiles.batches_in_flight`:
+  batch's in ``sync``, 1 + the warm-up batches' in the async modes (:func:`dapo_ops.core.profiles.prompts_in_flight`:
   the prefetched batch decodes beside the step's own; a cap of one batch would queue it behind).
   Its line reports how many sequences the share's KV cache holds at the full prompt + response with the margin;
   beyond that vLLM preempts the newest running sequence and recomputes it (``vllm/v1/core/sched/scheduler.py``).
@@ -484,10 +484,11 @@ def choose(
     rtp = max(1, int(s["rollout_tp"]))
     replicas = max(1, rollout_devs // rtp)
     # the async modes keep a warm-up batch of prompts in flight beside the step's own (partial rollout): vLLM runs
-    # both batches' responses at once (profiles.batches_in_flight)
+    # both batches' responses at once (profiles.prompts_in_flight)
     v1 = profiles.v1_mode(profiles.entry(rs.profile, rs.mode, rs.framework), s["trainer_mode"])
-    in_flight = profiles.batches_in_flight(v1)
-    seqs = max(1, -(-int(s["train_batch_size"]) * n * in_flight // replicas))
+    tbs = int(s["train_batch_size"])
+    in_flight = profiles.prompts_in_flight(v1, tbs, ov)
+    seqs = max(1, -(-in_flight * n // replicas))
     kv_tok = kv_bytes_per_token(m, rtp)
     block = VLLM_BLOCK_TOKENS.get(str(rs.accelerator or defaults.HOST["accelerator"]), VLLM_BLOCK_TOKENS["gpu"])
     seq_kv = -(-seq // block) * block * kv_tok  # one sequence at full length, in whole KV blocks
@@ -558,9 +559,9 @@ def choose(
     if nseq_why is None:
         out["rollout_max_num_seqs"] = seqs
         what = (
-            f"the {seqs} responses a rollout replica has in flight ({in_flight} batches: the step's and "
-            f"{v1}'s warm-up batch of prefetch)"
-            if in_flight > 1
+            f"the {seqs} responses a rollout replica has in flight ({in_flight} prompts: the step's batch of {tbs} "
+            + (f"and {v1}'s warm-up prefetch)" if v1 != "sync" else "and DAPO's refills)")
+            if in_flight > tbs
             else f"the {seqs} responses a rollout replica generates per batch"
         )
         why = f"{what}, all at once" + (

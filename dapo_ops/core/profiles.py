@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 PROFILES = ("0.9", "0.8")
 MODES = ("dapo", "one-step-off")
@@ -408,13 +408,35 @@ CHECKPOINT_ENGINE_BACKEND = "nccl"
 ASYNC_WARMUP_BATCHES = 1
 
 
-def batches_in_flight(v1: str | None) -> int:
-    """Batches of prompts the rollout has submitted at once under the V1 mode ``v1`` (:func:`v1_mode`): the async
-    modes keep :data:`ASYNC_WARMUP_BATCHES` ahead of the step's own (each step's ``prepare_step`` submits one more,
-    ``trainer_base.py:1524-1530``; the trainer aborts what is unfinished at the sample's end and resumes it after the
-    weight update, partial rollout: ``trainer_colocate_async.py`` ``on_sample_end`` / ``on_step_end``), so vLLM
-    runs 1 + :data:`ASYNC_WARMUP_BATCHES` batches' responses concurrently; ``sync`` (and a non-V1 entry) runs one."""
-    return 1 + ASYNC_WARMUP_BATCHES if v1 in ("colocate_async", "separate_async") else 1
+def prompts_in_flight(v1: str | None, train_batch_size: int, overrides: Mapping[str, str | None]) -> int:
+    """Prompts the rollout has submitted at once under the V1 mode ``v1`` (:func:`v1_mode`), with the user's
+    ``overrides`` (``{key: value text}``, :func:`dapo_ops.core.memfit.override_values`; unparsable values count as
+    verl's default).
+
+    - async modes: the step's batch + the warm-up prompts, ``floor(num_warmup_batches x train_batch_size)`` (the
+      prefetch window ``trainer_base.py:624-651`` ``_add_async_warmup_batches``; ``gen_batch_size`` is forced to 1
+      there, ``:727-740``), kept full: each step's ``prepare_step`` submits one more batch (``:1524-1530``) and the
+      trainer aborts what is unfinished at the sample's end and resumes it after the weight update (partial rollout,
+      ``trainer_colocate_async.py`` ``on_sample_end`` / ``on_step_end``). The plan's warm-up is
+      :data:`ASYNC_WARMUP_BATCHES`; ``trainer.v1.<mode>.num_warmup_batches`` overrides it.
+    - ``sync``: one batch; with DAPO's ``filter_groups`` on, the replay buffer refills dropped groups up to
+      ``algorithm.filter_groups.max_inflight_gen_batches`` x ``train_batch_size`` prompts (``replay_buffer.py:445-484``,
+      default 1, ``ppo_trainer.yaml:99``).
+    A non-V1 entry: one batch."""
+    tbs = max(1, int(train_batch_size))
+
+    def number(key: str, default: float) -> float:
+        try:
+            v = float(overrides.get(key) or default)
+        except (TypeError, ValueError):
+            return default
+        return v if v >= 0 else default
+
+    if v1 in ("colocate_async", "separate_async"):
+        return tbs + int(number(f"trainer.v1.{v1}.num_warmup_batches", ASYNC_WARMUP_BATCHES) * tbs)
+    if v1 == "sync" and str(overrides.get("algorithm.filter_groups.enable", "true")).lower() not in ("false", "0"):
+        return tbs * max(1, int(number("algorithm.filter_groups.max_inflight_gen_batches", 1)))
+    return tbs
 
 
 def v1_overrides(
