@@ -340,6 +340,8 @@ def test_a_known_secret_in_an_override_is_refused_and_never_printed(tmp_path):
     "override,starts",
     [
         ("+trainer.api_key=abc123", "--override +trainer.api_key=...: the key looks secret"),
+        ("+~trainer.api_key=sk-LIVE-123", "--override +~trainer.api_key=...: the key looks secret"),  # not Hydra
+        ("~+trainer.api_key=sk-LIVE-123", "--override ~+trainer.api_key=...: the key looks secret"),
         (
             "+actor_rollout_ref.model.hf_token=x",
             "--override +actor_rollout_ref.model.hf_token=...: the key looks secret",
@@ -362,6 +364,7 @@ def test_an_override_with_a_secret_key_or_a_resolver_is_refused_in_one_line(tmp_
     environment (the SwanLab key) into the config verl prints to train.log."""
     line = _one_line(inv(["launch", "--dry-run", "--override", override], tmp_path))
     assert line.startswith(starts), line
+    assert "LIVE" not in line
 
 
 def test_an_override_may_interpolate_config_keys_and_name_verls_own_key_fields(tmp_path):

@@ -285,6 +285,8 @@ def refuse_secret_overrides(extra: list, secrets: list) -> None:
         key = o.partition("=")[0]
         ov = parse_override(o)
         name = ov.key if ov and ov.value is not None else ""  # a key given a value (or ~key=value's guard)
+        if ov is None and "=" in o:  # not an override ('+~key=v'): refused later, where the text is shown, so its
+            name = key.strip().lstrip("+~")  # value must not be a secret's
         plain = ov is not None and ov.op not in (ADD, FORCE_ADD)
         if name and redact.is_secret_name(name) and name not in VERL_NAME_KEYS and plain:
             # every key of verl's own config whose name looks secret is in VERL_NAME_KEYS (tests/test_launch.py), so
