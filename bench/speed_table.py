@@ -198,9 +198,10 @@ def main() -> None:
             ap.error("--csv needs --spec, --model and --device")
         try:
             row = csv_row(a.tool_log, a.verl_log, json.loads(Path(a.spec).read_text()), a.model, a.device, a.skip)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f"speed_table: {e}") from None
-        write_row(a.csv, row)
+        except (OSError, ValueError) as e:  # the table below still prints: the row is the part that failed
+            print(f"speed_table: no {a.csv} row: {e}", file=sys.stderr)
+        else:
+            write_row(a.csv, row)
     t, v = figures(a.tool_log, a.skip), figures(a.verl_log, a.skip)
     if a.gpu_mem:
         t["peak nvidia-smi MiB"], v["peak nvidia-smi MiB"] = smi_peak(a.gpu_mem[0]), smi_peak(a.gpu_mem[1])

@@ -38,7 +38,7 @@ standin_cue '{"accelerator": "gpu", "step_time": 0.5}'
 if [ "$REHEARSAL" = 1 ]; then
   mkdir -p "$M"; cp -rL "$TINY/." "$M/" 2>/dev/null
   # the stand-in image's tiny sample model has no head counts: give the estimate Qwen3-1.7B's config.json shape
-  rm -f "$M/model"; mkdir -p "$M/model"; cp -rL "$TINY/model/." "$M/model/"
+  rm -rf "$M/model"; mkdir -p "$M/model"; cp -rL "$TINY/model/." "$M/model/"
   "$PY" - "$M/model/config.json" <<'PYEOF'
 import json, sys
 p = sys.argv[1]
@@ -65,7 +65,7 @@ tool)
   mapfile -t OV < <(printf -- '--override\n%s\n' data.dataloader_num_workers=0 reward.num_workers=1 \
     trainer.val_before_train=False trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=False \
     "reward.custom_reward_function.path=$ROOT/len_reward.py" reward.custom_reward_function.name=len_mod3)
-  launch "$NAME" $(model_flags "$M") --steps "$STEPS" --save-freq -1 "${OV[@]}" || exit 1
+  launch "$NAME" $(model_flags "$M") --steps "$STEPS" --save-freq -1 "${OV[@]}" || { stop_sampler; exit 9; }
   "$PY" -c 'import json,sys; f=json.load(open(sys.argv[1])).get("fit") or {}; [print("fit:", c["name"], c["value"], "-", c["why"]) for c in f.get("choices", []) + f.get("kept", [])]' \
     "$RUNS/$(cat "$STATE/$NAME.run_id")/spec.json" | tee "$OUT/fit-lines.txt"   # the plan's choices (spec "fit")
   WATCH_S=$(until_deadline "${WATCH_S_TOOL:-480}") follow "$NAME"; rc=$?

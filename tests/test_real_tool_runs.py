@@ -564,3 +564,22 @@ def test_bench_speed_csv_is_the_measured_pairs_rows():
         for n, model, dev in SPEED_CSV_PAIRS
     ]
     assert rows == want
+
+
+def test_speed_table_prints_the_table_when_the_csv_row_cannot_be_made(tmp_path):
+    """A spec without the model shape costs the bench/speed.csv row only: the table still prints (gpu/o-speed.sh
+    keeps it as speed.md) and the reason goes to stderr."""
+    import subprocess
+    import sys
+
+    d = RUNS / "h-speed-fsdp-b"
+    (tmp_path / "spec.json").write_text("{}")
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "speed_table.py"), str(d / "train.log"), str(d / "verl.log")]
+        + ["--csv", str(tmp_path / "s.csv"), "--spec", str(tmp_path / "spec.json"), "--model", "m", "--device", "H200"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "| s/step | 2.896 | 3.687 | 1.273 (verl/tool) |" in res.stdout
+    assert "records no model shape" in res.stderr and not (tmp_path / "s.csv").exists()
