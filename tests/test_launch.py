@@ -342,6 +342,9 @@ def test_a_known_secret_in_an_override_is_refused_and_never_printed(tmp_path):
         ("+trainer.api_key=abc123", "--override +trainer.api_key=...: the key looks secret"),
         ("+~trainer.api_key=sk-LIVE-123", "--override +~trainer.api_key=...: the key looks secret"),  # not Hydra
         ("~+trainer.api_key=sk-LIVE-123", "--override ~+trainer.api_key=...: the key looks secret"),
+        ("+trainer.hf_token:=sk-LIVE-123", "--override +trainer.hf_token:=...: the key looks secret"),  # a typo
+        ("+trainer.hfToken=sk-LIVE-123", "--override +trainer.hfToken=...: the key looks secret"),  # camelCase
+        ("+trainer.mypassword=sk-LIVE-123", "--override +trainer.mypassword=...: the key looks secret"),
         (
             "+actor_rollout_ref.model.hf_token=x",
             "--override +actor_rollout_ref.model.hf_token=...: the key looks secret",

@@ -36,6 +36,8 @@ SECRET_MARKERS = (
     "authorization",
     "cookie",
 )
+#: a word ending in one of these is a secret word run together (``mypassword``, ``accesstoken``, ``openaiapikey``)
+SECRET_SUFFIXES = ("apikey", "secret", "token", "password", "passwd", "passphrase", "credential", "credentials")
 #: a marker followed by one of these is a size, not a secret (``ppo_max_token_len_per_gpu``)
 NOT_SECRET_NEXT = ("len", "length", "lengths", "budget", "count", "num", "limit")
 
@@ -43,13 +45,16 @@ NOT_SECRET_NEXT = ("len", "length", "lengths", "budget", "count", "num", "limit"
 def is_secret_name(name: str) -> bool:
     """True when a variable/override name looks secret: a ``KEY``/``TOKEN``/``SECRET``/``PASSWORD`` word.
 
-    Words are split on ``.``, ``_``, ``-`` and ``+``; a marker followed by a size word (``len``,
-    ``budget``, ...) is not a secret (``actor_rollout_ref.actor.ppo_max_token_len_per_gpu``), and
-    neither is ``max_num_batched_tokens``. ``SWANLAB_API_KEY``, ``HF_TOKEN``, ``aws_secret`` are.
+    Words are split on anything but letters and digits and at a camelCase hump (``hfToken`` = ``hf token``); a
+    marker followed by a size word (``len``, ``budget``, ...) is not a secret
+    (``actor_rollout_ref.actor.ppo_max_token_len_per_gpu``), and neither is ``max_num_batched_tokens``.
+    ``SWANLAB_API_KEY``, ``HF_TOKEN``, ``aws_secret``, ``accessToken``, ``mypassword`` are (a word ending in one of
+    :data:`SECRET_SUFFIXES`).
     """
-    words = [w for w in re.split(r"[._+\-]+", str(name).lower()) if w]
+    humps = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name))
+    words = [w for w in re.split(r"[^a-z0-9]+", humps.lower()) if w]
     for i, w in enumerate(words):
-        if w in SECRET_MARKERS or w.endswith("apikey") or w.endswith("secret"):
+        if w in SECRET_MARKERS or w.endswith(SECRET_SUFFIXES):
             nxt = words[i + 1] if i + 1 < len(words) else ""
             if nxt not in NOT_SECRET_NEXT:
                 return True
