@@ -506,3 +506,24 @@ def test_a_value_the_user_set_is_never_called_not_applied():
     assert kept and all("you set" in ln and "not applied" not in ln for ln in kept), kept
     chosen = [ln for ln in fit if "you set" not in ln]
     assert chosen and all(ln.endswith("(MEMORY_FIT=warn: not applied)") for ln in chosen), chosen
+
+
+@pytest.mark.parametrize("value", ["abc", "null", "1e3", "64.7", "${data.train_batch_size}", "0", "-5"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "actor_rollout_ref.rollout.max_num_seqs",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    ],
+)
+def test_an_override_the_fit_cannot_read_as_a_count_stays_the_users_without_a_traceback(key, value):
+    """A new user's ``--override actor_rollout_ref.rollout.max_num_seqs=abc`` (or an interpolation, null, a float)
+    ended the dry run in ``ValueError: invalid literal for int()``: the fit keeps the value as the user's (verl and
+    Hydra judge it at the start) and estimates from verl's default."""
+    spec = spec_for(extra_overrides=[f"{key}={value}"])
+    c = fastfit.choose(memfit.Model.from_config(QWEN3_1_7B), spec, feats(True), 139.8)
+    knob = key.rsplit(".", 1)[1]
+    kept = {x.name: x for x in c.kept}
+    assert knob in kept and "you set it" in kept[knob].why, [x.line() for x in c.kept]
+    assert knob not in {x.name for x in c.chosen}

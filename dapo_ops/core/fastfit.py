@@ -268,13 +268,24 @@ def _given(knob: str, given: Iterable[str], overrides: dict[str, Any]) -> str | 
     return None
 
 
+def _count(text: Any, default: int) -> int:
+    """A positive whole number from an override's value text (``"64"``), else ``default``: a value the fit cannot
+    read as one (an interpolation ``${data.train_batch_size}``, ``null``, ``1e3``, ``abc``, ``0``) stays the user's,
+    the estimate goes on from verl's default (verl or Hydra judge the value at the start)."""
+    try:
+        v = int(str(text).strip())
+    except (TypeError, ValueError):
+        return default
+    return v if v > 0 else default
+
+
 def _max_num_seqs(overrides: dict[str, Any]) -> int:
     """vLLM's ``max_num_seqs`` under the user's ``--override`` of it (``overrides``:
     :func:`dapo_ops.core.memfit.override_values`): its value, verl's dataclass default after a ``~key`` deletion
     (:data:`VERL_MAX_NUM_SEQS_DELETED`), else the yaml's :data:`VERL_MAX_NUM_SEQS`."""
     if MAX_NUM_SEQS_KEY in overrides and overrides[MAX_NUM_SEQS_KEY] is None:
         return VERL_MAX_NUM_SEQS_DELETED
-    return int(overrides.get(MAX_NUM_SEQS_KEY) or VERL_MAX_NUM_SEQS)
+    return _count(overrides.get(MAX_NUM_SEQS_KEY), VERL_MAX_NUM_SEQS)
 
 
 def _capped(knob: str, ran_out: Iterable[str]) -> str | None:
@@ -367,7 +378,7 @@ def choose(
     gc_on = fs.has("gradient_checkpointing")
     if dynamic:
         default_upd = (
-            int((s.get("token_budgets") or {}).get(ACTOR_BUDGET) or ov.get(ACTOR_BUDGET) or 0)
+            _count((s.get("token_budgets") or {}).get(ACTOR_BUDGET) or ov.get(ACTOR_BUDGET), 0)
             or profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))[ACTOR_BUDGET]
         )
         upd_cap = max(seq, per_dev_mini * seq)
@@ -427,7 +438,7 @@ def choose(
     if "log-prob" in est({}, fs).phases:
         if dynamic:
             lp_default = (
-                int((s.get("token_budgets") or {}).get(LOGPROB_BUDGETS[0]) or ov.get(LOGPROB_BUDGETS[0]) or 0)
+                _count((s.get("token_budgets") or {}).get(LOGPROB_BUDGETS[0]) or ov.get(LOGPROB_BUDGETS[0]), 0)
                 or profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))[
                     LOGPROB_BUDGETS[0]
                 ]
@@ -571,7 +582,10 @@ def choose(
         )
         chosen.append(Choice("max_num_seqs", seqs, why))
     else:
-        kept.append(Choice("max_num_seqs", nseq_given, nseq_why + (short if at_once > kv_seqs else "")))
+        text = ov.get(MAX_NUM_SEQS_KEY)  # shown as the user wrote it when the fit cannot read it as a count
+        shown = nseq_given if text is None or _count(text, -1) == nseq_given else text
+        read = "" if shown == nseq_given else f" (sized as verl's {nseq_given})"
+        kept.append(Choice("max_num_seqs", shown, nseq_why + read + (short if at_once > kv_seqs else "")))
     nseq = int(out.get("rollout_max_num_seqs") or nseq_given or VERL_MAX_NUM_SEQS)
     if not hold("max_num_batched_tokens", VERL_MAX_NUM_BATCHED_TOKENS):
         want = max(VERL_MAX_NUM_BATCHED_TOKENS, min(PREFILL_CAP, -(-nseq * prompt // BUDGET_STEP) * BUDGET_STEP))
