@@ -527,3 +527,26 @@ def test_an_override_the_fit_cannot_read_as_a_count_stays_the_users_without_a_tr
     kept = {x.name: x for x in c.kept}
     assert knob in kept and "you set it" in kept[knob].why, [x.line() for x in c.kept]
     assert knob not in {x.name for x in c.chosen}
+
+
+@pytest.mark.parametrize("value, gib", [("False", 40.0), ("True", 139.8)])
+def test_an_override_of_gradient_checkpointing_is_what_the_update_is_estimated_with(value, gib):
+    """``--override actor_rollout_ref.model.enable_gradient_checkpointing=False`` comes last in verl's argv and wins:
+    on a 40 GiB device the fit kept checkpointing on and sized the update's token budget for it (9216), which verl
+    then ran without checkpointing (an OOM waiting at step 1); ``=True`` on an H200, where the fit turns it off, got
+    the line "gradient_checkpointing off" and budgets sized without it. Now the override is the feature the estimate
+    sees, kept with its line, never chosen over."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    ov = [f"actor_rollout_ref.model.enable_gradient_checkpointing={value}"]
+    c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=ov), feats(True), gib)
+    plain = fastfit.choose(m, spec_for(batch=8, mini=2), feats(True), gib)
+    assert "gradient_checkpointing" not in {x.name for x in c.chosen}
+    kept = {x.name: x for x in c.kept}["gradient_checkpointing"]
+    assert kept.value == ("on" if value == "True" else "off") and "you set it with --override" in kept.why
+    assert c.features.has("gradient_checkpointing") == (value == "True")
+    budget = fastfit.ACTOR_BUDGET
+    if value == "False":  # the plain plan keeps it on here; without it a token costs more: a smaller budget
+        assert plain.features.has("gradient_checkpointing")
+        assert c.settings["token_budgets"][budget] < plain.settings["token_budgets"][budget]
+    else:  # the plain plan turns it off here and budgets for that; with it on the budget is not that one's
+        assert not plain.features.has("gradient_checkpointing")

@@ -185,6 +185,8 @@ PHASES_OF = {
     "max_num_batched_tokens": ("rollout-init", "generation", "weight-sync"),
 }
 #: knob -> (run setting names, verl keys) whose explicit value keeps the knob as the user set it
+#: verl's gradient-checkpointing key (``hf_model.yaml:34``); the ``gradient_checkpointing`` feature emits it
+GC_KEY = "actor_rollout_ref.model.enable_gradient_checkpointing"
 EXPLICIT_OF = {
     "ppo_max_token_len_per_gpu": ((), (ACTOR_BUDGET,)),
     "log_prob_max_token_len_per_gpu": ((), LOGPROB_BUDGETS),
@@ -193,6 +195,7 @@ EXPLICIT_OF = {
     "gpu_memory_utilization": (("gpu_memory_utilization",), (UTIL_KEY,)),
     "max_num_seqs": ((), (MAX_NUM_SEQS_KEY,)),
     "max_num_batched_tokens": ((), (MAX_BATCHED_KEY,)),
+    "gradient_checkpointing": ((), (GC_KEY,)),
 }
 
 
@@ -266,6 +269,25 @@ def _given(knob: str, given: Iterable[str], overrides: dict[str, Any]) -> str | 
         if k in overrides:
             return f"you set it with --override {k}={overrides[k]}"
     return None
+
+
+def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, Any], kept: list[Choice]) -> FeatureSet:
+    """The features the estimate sees under a user's ``--override`` of :data:`GC_KEY` (appended last to verl's argv,
+    so it wins there): ``False`` takes a default ``gradient_checkpointing`` off, ``True`` puts it on; the choice is
+    kept with its line. An explicit feature (``--features``) or a value that is no boolean stays as it is."""
+    if GC_KEY not in overrides:
+        return fs
+    text = str(overrides[GC_KEY]).strip().lower()
+    want = {"true": True, "false": False}.get(text)
+    if want is None or fs.source_of("gradient_checkpointing") == "explicit" or "gradient_checkpointing" in fs.disabled:
+        return fs
+    if want and not fs.has("gradient_checkpointing"):
+        fs = fs.add("gradient_checkpointing", "explicit")
+    elif not want and fs.has("gradient_checkpointing"):
+        fs = FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
+    why = f"you set it with --override {GC_KEY}={overrides[GC_KEY]}: the update is estimated with it"
+    kept.append(Choice("gradient_checkpointing", "on" if want else "off", why))
+    return fs
 
 
 def _count(text: Any, default: int) -> int:
@@ -375,6 +397,7 @@ def choose(
     # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
     per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // world))
     per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // world))
+    fs = _gc_as_overridden(fs, ov, kept)
     gc_on = fs.has("gradient_checkpointing")
     if dynamic:
         default_upd = (
@@ -406,6 +429,7 @@ def choose(
         and not fs.has("recompute")
         and not _capped("gradient_checkpointing", ran_out)
         and not _given(upd_knob, given, ov)
+        and not _given("gradient_checkpointing", given, ov)
     )
     if gc_free:
         no_gc = FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
