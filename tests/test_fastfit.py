@@ -404,7 +404,7 @@ def test_the_share_holds_max_num_seqs_at_full_length_with_the_margin_or_is_the_l
     if u * gib * memfit.GIB < need:
         assert u >= 0.9 - 1e-9 or not _rollout_fits(m, spec, c, gib, round(u + 0.05, 2)), (u, need / memfit.GIB)
         why = {x.name: x.why for x in c.chosen}["max_num_seqs"]
-        assert "beyond that vLLM preempts" in why
+        assert "beyond that vLLM preempts" in why or "vLLM refuses to start" in why
 
 
 def test_the_speed_shape_gets_the_least_share_whose_kv_cache_holds_the_batch_with_the_margin():
@@ -550,3 +550,39 @@ def test_an_override_of_gradient_checkpointing_is_what_the_update_is_estimated_w
         assert c.settings["token_budgets"][budget] < plain.settings["token_budgets"][budget]
     else:  # the plain plan turns it off here and budgets for that; with it on the budget is not that one's
         assert not plain.features.has("gradient_checkpointing")
+
+
+def test_a_kept_line_shows_the_users_value_and_what_the_estimate_goes_on_with():
+    """``--override actor_rollout_ref.rollout.max_num_batched_tokens=4096`` printed ``max_num_batched_tokens 8192: you
+    set it with ...=4096`` (the value the estimate used, not the user's); a budget of 0 printed its default."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    ov = [
+        "actor_rollout_ref.rollout.max_num_batched_tokens=4096",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=0",
+    ]
+    kept = {x.name: x for x in fastfit.choose(m, spec_for(extra_overrides=ov), feats(True), 139.8).kept}
+    assert kept["max_num_batched_tokens"].line().startswith("max_num_batched_tokens 4096: you set it with --override")
+    assert "(the estimate goes on with 8192)" in kept["max_num_batched_tokens"].why
+    assert kept["ppo_max_token_len_per_gpu"].value == "0"
+    assert "the estimate goes on with" in kept["ppo_max_token_len_per_gpu"].why
+
+
+def test_a_kv_cache_that_holds_no_full_sequence_says_vllm_refuses_to_start():
+    """vLLM raises "To serve at least one request with the models's max seq len ..." at start when not one sequence
+    of max_model_len fits its KV cache (vllm/v1/core/kv_cache_utils.py): the line said "beyond that vLLM preempts"."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(response=40000, extra_overrides=["actor_rollout_ref.rollout.max_num_seqs=64"])
+    spec["settings"]["gpu_memory_utilization"] = 0.05
+    c = fastfit.choose(m, spec, feats(True), 79.2, given=("gpu_memory_utilization",))
+    why = {x.name: x.why for x in c.kept}["max_num_seqs"]
+    assert "holds no sequence" in why and "vLLM refuses to start" in why, why
+
+
+def test_max_num_batched_tokens_at_least_max_num_seqs_says_why():
+    """A huge batch: max_num_batched_tokens is max_num_seqs (vLLM requires it), not "the prompts of ... (at most
+    32768)" above 32768."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec_for(batch=4000, mini=4000), feats(True), 139.8)
+    got = {x.name: x for x in c.chosen}["max_num_batched_tokens"]
+    assert got.value == c.settings["rollout_max_num_seqs"] > fastfit.PREFILL_CAP
+    assert "vLLM needs max_num_batched_tokens >= max_num_seqs" in got.why

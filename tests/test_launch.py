@@ -745,3 +745,18 @@ def test_a_resume_keeps_the_fsdp_strategy_its_checkpoint_was_written_with(monkey
     assert ("keeps actor strategy fsdp2 (its checkpoint's FSDP version; fsdp would not load it)" in line) == (
         want == "fsdp2"
     ), line
+
+
+@pytest.mark.parametrize(
+    "override, prefix", [("+~trainer.foo=1", "+~"), ("++~trainer.foo=1", "++~"), ("+++trainer.x=1", "+++")]
+)
+def test_an_override_with_a_prefix_hydra_lacks_is_told_so_not_to_quote_its_value(tmp_path, override, prefix):
+    """A new user's ``--override +~trainer.foo=1`` was told to quote the value (``'+~trainer.foo='"'"'1'"'"''``),
+    which fails the same way: the fault is the prefix (Hydra's grammar: none, ``+``, ``++`` or ``~``)."""
+    res = inv(["launch", "--dry-run", "--override", override], tmp_path)
+    line = _one_line(res)
+    assert res.returncode == 2
+    assert line == (
+        f"--override {override.partition('=')[0]}=...: {prefix!r} is not a Hydra prefix; use key=value, "
+        "+key=value (add), ++key=value (add or set) or ~key (delete)"
+    )

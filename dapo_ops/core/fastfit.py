@@ -290,6 +290,31 @@ def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, Any], kept: list[Choi
     return fs
 
 
+def _held(knob: str, value: Any, why: str, overrides: dict[str, Any]) -> Choice:
+    """The kept line of a held knob: ``value`` (what the estimate goes on with), or the user's ``--override`` text
+    when it reads otherwise (``0``, ``abc``, ``${...}``: shown as written, with the value the estimate used)."""
+    text = next((overrides[k] for k in EXPLICIT_OF.get(knob, ((), ()))[1] if overrides.get(k) is not None), None)
+    if text is not None and str(text).strip() != str(value):
+        return Choice(knob, text, f"{why} (the estimate goes on with {value})")
+    return Choice(knob, value, why)
+
+
+def _kv_short(kv_seqs: int, seq: int) -> str:
+    """The clause of a max_num_seqs line whose sequences the KV cache does not all hold at ``seq`` tokens: vLLM
+    preempts beyond ``kv_seqs``, or refuses to start when not one fits ("To serve at least one request with the
+    models's max seq len ...", ``vllm/v1/core/kv_cache_utils.py``)."""
+    if kv_seqs:
+        return (
+            f"; the KV cache holds {kv_seqs} at the full {seq} tokens with the margin: beyond that vLLM preempts and "
+            f"recomputes (responses shorter than the maximum fit more)"
+        )
+    return (
+        f"; the KV cache holds no sequence at the full {seq} tokens with the margin: vLLM refuses to start when not "
+        f"one fits ('To serve at least one request with the models's max seq len ...'): raise gpu_memory_utilization "
+        f"or shorten prompt + response"
+    )
+
+
 def _count(text: Any, default: int) -> int:
     """A positive whole number from an override's value text (``"64"``), else ``default``: a value the fit cannot
     read as one (an interpolation ``${data.train_batch_size}``, ``null``, ``1e3``, ``abc``, ``0``) stays the user's,
@@ -391,7 +416,7 @@ def choose(
         """True (and a kept line) when the knob is held (:func:`why_held`)."""
         why = why_held(knob)
         if why:
-            kept.append(Choice(knob, value, why))
+            kept.append(_held(knob, value, why, ov))
         return bool(why)
 
     # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
@@ -572,8 +597,10 @@ def choose(
                 f"what the responses in flight need ({what}; a shorter KV cache makes vLLM preempt and recompute); {tight} at "
                 f"{e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct})"
                 if u >= u_need
-                else f"largest that fits {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct}); the batch "
-                f"needs {u_need:g} ({what})"
+                else f"largest that fits {tight} at {e.phases[tight]:.1f} of {device_gib:.1f} GiB ({pct}); the "
+                f"responses in flight need {u_need:g}"
+                + (f" (unclamped {need:.2f} of the device)" if need > u_need else "")
+                + f" ({what})"
             )
             chosen.append(Choice("gpu_memory_utilization", u, why))
     u = float(out.get("gpu_memory_utilization", cur_u))
@@ -587,10 +614,7 @@ def choose(
         return int(max(0.0, room) // ((1.0 + margin) * seq_kv))
 
     kv_seqs = holds(at_once, batched)
-    short = (
-        f"; the KV cache holds {kv_seqs} at the full {seq} tokens with the margin: beyond that vLLM preempts and "
-        f"recomputes (responses shorter than the maximum fit more)"
-    )
+    short = _kv_short(kv_seqs, seq)
     if nseq_why is None:
         out["rollout_max_num_seqs"] = seqs
         what = (
@@ -623,7 +647,9 @@ def choose(
         v = min(v, max(floor, want))
         out["rollout_max_num_batched_tokens"] = v
         why = (
-            f"the prompts of {nseq} sequences ({prompt} tokens each) in one engine step"
+            f"max_num_seqs {nseq}: vLLM needs max_num_batched_tokens >= max_num_seqs"
+            if v > want and v == nseq
+            else f"the prompts of {nseq} sequences ({prompt} tokens each) in one engine step"
             + (f" (at most {PREFILL_CAP})" if want == PREFILL_CAP else "")
             if v >= want
             else f"largest whose profile run leaves the KV cache of {nseq} x {seq} tokens in the share {u:g}"

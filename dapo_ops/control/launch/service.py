@@ -382,6 +382,12 @@ def refuse_bad_overrides(extra: list) -> None:
         ov = parse_override(o)
         if ov is None and "=" not in o:  # neither key=value nor ~key: runspec.check_spec says so in its own words
             continue
+        prefix = o[: len(o) - len(o.lstrip("+~"))]
+        if prefix not in ("", "+", "++", "~"):  # the fault is the prefix: quoting the value would not help
+            raise LaunchUsageError(
+                f"--override {shown(o.partition('=')[0])[1:-1]}=...: {prefix!r} is not a Hydra prefix; use key=value, "
+                "+key=value (add), ++key=value (add or set) or ~key (delete)"
+            )
         try:
             parsed = parser.parse_overrides([o])[0]
         except OverrideParseException as e:
