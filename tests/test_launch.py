@@ -760,3 +760,14 @@ def test_an_override_with_a_prefix_hydra_lacks_is_told_so_not_to_quote_its_value
         f"--override {override.partition('=')[0]}=...: {prefix!r} is not a Hydra prefix; use key=value, "
         "+key=value (add), ++key=value (add or set) or ~key (delete)"
     )
+
+
+@pytest.mark.parametrize("override", ["+trainer.x=a,b", "trainer.project_name=choice(a,b)", "+x=range(1,3)"])
+def test_a_hydra_sweep_override_is_refused_before_verl_refuses_it(tmp_path, override):
+    """``--override +trainer.x=a,b`` is Hydra's simple choice sweep: verl's ``@hydra.main`` single run refuses it
+    ("Ambiguous value for argument ... --multirun") at its start, after the launch; the dry run accepted it.
+    A list (``[a,b]``) or a quoted value (``'a,b'``) is one value and passes."""
+    res = inv(["launch", "--dry-run", "--override", override], tmp_path)
+    assert res.returncode == 2 and "is a Hydra sweep" in _one_line(res)
+    for one in ("+trainer.x=[a,b]", "+trainer.x='a,b'"):
+        assert inv(["launch", "--dry-run", "--override", one], tmp_path).returncode == 0

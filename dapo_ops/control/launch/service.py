@@ -412,6 +412,13 @@ def refuse_bad_overrides(extra: list) -> None:
             raise LaunchUsageError(
                 f"--override {shown(o)} names no key; give key=value, e.g. --override trainer.val_before_train=False"
             )
+        if parsed.is_sweep_override():  # 'a,b', choice(...), range(...): verl's @hydra.main refuses a sweep
+            raise LaunchUsageError(  # ("Ambiguous value for argument ... --multirun"); a value with a comma is quoted
+                f"--override {shown(o)} is a Hydra sweep (a multirun over several values), which verl's single run "
+                f"refuses; quote a value with a comma, e.g. --override {shlex.quote(ov.head + '=' + repr(ov.value))}"
+                if ov.value is not None and "(" not in ov.value
+                else f"--override {shown(o)} is a Hydra sweep, which verl's single run refuses"
+            )
         _refuse_resolvers(ov.head, parsed.value())
 
 
