@@ -284,10 +284,16 @@ def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, Any], kept: list[Choi
     if want and not fs.has("gradient_checkpointing"):
         fs = fs.add("gradient_checkpointing", "explicit")
     elif not want and fs.has("gradient_checkpointing"):
-        fs = FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
+        fs = _no_gc(fs)
     why = f"you set it with --override {GC_KEY}={overrides[GC_KEY]}: the update is estimated with it"
     kept.append(Choice("gradient_checkpointing", "on" if want else "off", why))
     return fs
+
+
+def _no_gc(fs: FeatureSet) -> FeatureSet:
+    """``fs`` without ``gradient_checkpointing`` (not recorded as ``-name``: the fit or the user's override turned it
+    off, not a feature rule)."""
+    return FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
 
 
 def _held(knob: str, value: Any, why: str, overrides: dict[str, Any]) -> Choice:
@@ -457,7 +463,7 @@ def choose(
         and not _given("gradient_checkpointing", given, ov)
     )
     if gc_free:
-        no_gc = FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
+        no_gc = _no_gc(fs)
         k = _largest(lo_k, hi_k, upd_ok(no_gc))
         if k is not None and upd_val(k) >= default_upd:
             fs = no_gc
@@ -630,10 +636,8 @@ def choose(
         )
         chosen.append(Choice("max_num_seqs", seqs, why))
     else:
-        text = ov.get(MAX_NUM_SEQS_KEY)  # shown as the user wrote it when the fit cannot read it as a count
-        shown = nseq_given if text is None or _count(text, -1) == nseq_given else text
-        read = "" if shown == nseq_given else f" (sized as verl's {nseq_given})"
-        kept.append(Choice("max_num_seqs", shown, nseq_why + read + (short if at_once > kv_seqs else "")))
+        held = _held("max_num_seqs", nseq_given, nseq_why, ov)
+        kept.append(Choice(held.name, held.value, held.why + (short if at_once > kv_seqs else "")))
     nseq = int(out.get("rollout_max_num_seqs") or nseq_given or VERL_MAX_NUM_SEQS)
     if not hold("max_num_batched_tokens", VERL_MAX_NUM_BATCHED_TOKENS):
         want = max(VERL_MAX_NUM_BATCHED_TOKENS, min(PREFILL_CAP, -(-nseq * prompt // BUDGET_STEP) * BUDGET_STEP))

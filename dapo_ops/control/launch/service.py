@@ -375,7 +375,7 @@ def refuse_bad_overrides(extra: list) -> None:
     from hydra.errors import OverrideParseException
 
     from dapo_ops.control.settings import SHOWN_MAX, shown
-    from dapo_ops.core.hydra_override import parse_override
+    from dapo_ops.core.hydra_override import PREFIX, parse_override
 
     parser = OverridesParser.create()
     for o in extra:
@@ -383,7 +383,7 @@ def refuse_bad_overrides(extra: list) -> None:
         if ov is None and "=" not in o:  # neither key=value nor ~key: runspec.check_spec says so in its own words
             continue
         prefix = o[: len(o) - len(o.lstrip("+~"))]
-        if prefix not in ("", "+", "++", "~"):  # the fault is the prefix: quoting the value would not help
+        if prefix not in PREFIX.values():  # the fault is the prefix: quoting the value would not help
             raise LaunchUsageError(
                 f"--override {shown(o.partition('=')[0])[1:-1]}=...: {prefix!r} is not a Hydra prefix; use key=value, "
                 "+key=value (add), ++key=value (add or set) or ~key (delete)"
