@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import io
 import json
 import re
@@ -39,16 +40,24 @@ PEAK = re.compile(r"actor/perf/max_memory_allocated_gb:([0-9.]+)")
 
 def proc_mem_peaks(path: Path | None) -> dict[str, float]:
     """Run id -> the largest MiB the run's processes held together at one sample."""
-    if path is None or not path.exists():
+    if path is None:
         return {}
     per_t: dict[tuple[str, str], int] = {}
-    for line in path.read_text().splitlines():
+    for line in _text(path).splitlines():
         t, rid, mib = line.split(",")
         per_t[(t, rid)] = per_t.get((t, rid), 0) + int(mib)
     out: dict[str, float] = {}
     for (_, rid), mib in per_t.items():
         out[rid] = max(out.get(rid, 0), mib)
     return out
+
+
+def _text(path: Path) -> str:
+    """``path``'s text, or its gzipped copy ``path.gz``'s (the fixtures keep logs gzipped); "" when neither is."""
+    if path.exists():
+        return path.read_text(errors="replace")
+    gz = path.with_name(path.name + ".gz")
+    return gzip.decompress(gz.read_bytes()).decode(errors="replace") if gz.exists() else ""
 
 
 def _line(fields: list[str]) -> str:
@@ -84,8 +93,7 @@ def rows_of(
     ]  # fmt: skip
     src = f"real-verl {script} run {rid} ({rec['status']}, step {rec.get('step') or 0}/{s['steps']})"
     out = []
-    log = run_dir / "train.log"
-    vals = [float(v) for v in PEAK.findall(ANSI.sub("", log.read_text(errors="replace")))] if log.exists() else []
+    vals = [float(v) for v in PEAK.findall(ANSI.sub("", _text(run_dir / "train.log")))]
     if vals:
         out.append(_line(cols + ["update", "torch-max-allocated", f"{max(vals):.2f}", "", src + " train.log"] + tail))
     mib = peaks.get(rid)

@@ -586,3 +586,105 @@ def test_max_num_batched_tokens_at_least_max_num_seqs_says_why():
     got = {x.name: x for x in c.chosen}["max_num_batched_tokens"]
     assert got.value == c.settings["rollout_max_num_seqs"] > fastfit.PREFILL_CAP
     assert "vLLM needs max_num_batched_tokens >= max_num_seqs" in got.why
+
+
+# packed attention: FSDP + remove_padding without flash_attn (sdpa under a block-diagonal mask) ------------------------
+SPEED_RUN = ROOT / "tests" / "fixtures" / "real-verl" / "tool-runs" / "o-speed-tool1-h100"
+
+
+@pytest.mark.parametrize("dyn", [True, False])
+def test_without_flash_attn_the_budgets_stop_at_the_packed_cap_and_with_it_they_do_not(dyn):
+    """sdpa attends a packed micro-batch whole: the largest budget that fits is the slowest. The cap holds for the
+    update and the log-prob forward (tokens, or sequences x prompt + response without dynamic batch); with flash
+    attention (varlen) or on Megatron (TE's fused attention, per sequence) the budgets are the largest that fit."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(batch=8, mini=2)  # the speed run's shape: 8 x 8, prompt 512, response 2048
+    sdpa = features.resolve("-flash_attn" + ("" if dyn else ",-dynamic_batch"), False)
+    c = fastfit.choose(m, spec, sdpa, 79.65)
+    got = {x.name: x for x in c.chosen}
+    seq = 512 + 2048
+    if dyn:
+        upd, lp = got["ppo_max_token_len_per_gpu"], got["log_prob_max_token_len_per_gpu"]
+        assert upd.value == lp.value == max(seq, fastfit.PACKED_TOKENS) == 4096
+    else:
+        upd, lp = got["ppo_micro_batch_size_per_gpu"], got["log_prob_micro_batch_size_per_gpu"]
+        assert upd.value == lp.value == 1  # 2 x 2560 tokens > 4096: one sequence per micro-batch
+    for x in (upd, lp):
+        assert x.why.startswith("no flash_attn: sdpa attends the packed micro-batch whole")
+    assert not c.features.has("gradient_checkpointing")  # fits without it at the cap: nothing lost
+    want = "(the packed-attention cap)" if dyn else "(>= the default 1)"  # micro-batch 1 is the plan's default
+    assert want in got["gradient_checkpointing"].why
+    flash = fastfit.choose(m, spec, feats(dyn), 79.65)
+    fgot = {x.name: x.value for x in flash.chosen}
+    assert fgot[upd.name] > upd.value and fgot[lp.name] > lp.value
+    meg = fastfit.choose(m, spec_for(fw="megatron", batch=8, mini=2), sdpa, 79.65)
+    assert {x.name: x.value for x in meg.chosen}[upd.name] > upd.value
+
+
+def test_a_sequence_longer_than_the_packed_cap_is_one_micro_batch():
+    """prompt + response above PACKED_TOKENS: the budget is one sequence (verl refuses less, seqlen_balancing.py)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(batch=8, mini=2, prompt=1024, response=8192)
+    c = fastfit.choose(m, spec, features.resolve("-flash_attn", False), 139.8)
+    got = {x.name: x.value for x in c.chosen}
+    assert got["ppo_max_token_len_per_gpu"] == got["log_prob_max_token_len_per_gpu"] == 1024 + 8192
+
+
+@hsettings(**HS)
+@given(models, runs, dynamic, st.floats(16.0, 160.0))
+def test_under_packed_attention_no_budget_passes_the_cap(cfg, run, dyn, gib):
+    m = memfit.Model.from_config(cfg)
+    spec = spec_for(**run, mini=run["batch"])
+    seq = run["prompt"] + run["response"]
+    fs = features.resolve("-flash_attn" + ("" if dyn else ",-dynamic_batch"), False)
+    c = fastfit.choose(m, spec, fs, gib)
+    assert fastfit.packed_attention(spec["framework"], fs) is (run["fw"] == "fsdp")
+    cap = max(seq, fastfit.PACKED_TOKENS) if run["fw"] == "fsdp" else 10**9  # Megatron: TE's fused, per sequence
+    for ch in c.chosen:
+        if ch.name.endswith("max_token_len_per_gpu"):
+            assert seq <= ch.value <= -(-cap // fastfit.BUDGET_STEP) * fastfit.BUDGET_STEP
+        elif ch.name.endswith("micro_batch_size_per_gpu"):
+            assert ch.value == 1 or ch.value * seq <= cap
+
+
+def test_the_real_speed_run_replayed_through_todays_planner():
+    """tool-runs/o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048, 8 x 8 on one H100, sdpa): its
+    pre-fit settings (the learned key the launch recorded, ``spec["learn"]["key"]["run"]``) through today's
+    ``fastfit.choose`` give the rollout choices the run got, word for word (share 0.55, max_num_seqs 128,
+    max_num_batched_tokens 32768), and the token budgets the packed-attention cap: the run's own 11264 / 57344 (the
+    largest that fit) are what that run measured as slow. The record matches what verl was given."""
+    spec = runfiles.read_spec(SPEED_RUN)
+    key = spec["learn"]["key"]
+    assert {k: QWEN3_1_7B[k] for k in key["model"] if k in QWEN3_1_7B} == {
+        k: v for k, v in key["model"].items() if k in QWEN3_1_7B
+    }
+    pre = dict(
+        spec["settings"],
+        gpu_memory_utilization=key["run"]["gpu_memory_utilization"],
+        token_budgets=key["run"]["token_budgets"],
+        rollout_max_num_seqs=None,
+        rollout_max_num_batched_tokens=None,
+    )
+    fs = features.FeatureSet.from_json(
+        [{"name": n, "source": "default"} for n in key["run"]["features"]], key["run"]["disabled"]
+    )
+    h100_mib = 81559  # gpu-mem-tool.csv's memory.total (the record keeps device_gib rounded: 79.65)
+    assert spec["fit"]["device_gib"] == round(h100_mib / 1024, 2)
+    c = fastfit.choose(memfit.Model.from_config(QWEN3_1_7B), dict(spec, settings=pre), fs, h100_mib / 1024)
+    then = {x["name"]: x for x in spec["fit"]["choices"]}
+    now = {x.name: x.to_json() for x in c.chosen}
+    assert set(now) == set(then)
+    for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "gradient_checkpointing"):
+        assert now[name]["value"] == then[name]["value"], name
+    for name in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens"):
+        assert now[name] == then[name]
+    assert (
+        then["ppo_max_token_len_per_gpu"]["value"] == 11264 and then["log_prob_max_token_len_per_gpu"]["value"] == 57344
+    )
+    assert now["ppo_max_token_len_per_gpu"]["value"] == now["log_prob_max_token_len_per_gpu"]["value"] == 4096
+    # the record is what verl got (the supervisor's logged argv of attempt 1)
+    argv = dict(a.strip("'").split("=", 1) for a in logged_verl_argv(SPEED_RUN, 1) if "=" in a)
+    assert argv[fastfit.ACTOR_BUDGET] == "11264" and argv[fastfit.LOGPROB_BUDGETS[0]] == "57344"
+    assert argv[fastfit.UTIL_KEY] == "0.55" and argv[fastfit.MAX_NUM_SEQS_KEY] == "128"
+    assert argv[fastfit.MAX_BATCHED_KEY] == "32768" and argv[fastfit.GC_KEY] == "False"
+    assert argv["+actor_rollout_ref.model.override_config.attn_implementation"] == "sdpa"

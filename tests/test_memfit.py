@@ -358,6 +358,8 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
         "j1-qwen3-4b-48l-u0.5",
         "k-megatron-a",
         "k-megatron-b-resume",
+        "p11-qwen2.5-0.5b-r2048",
+        "o1-tool1-qwen3-1.7b-r2048",
     }
     assert {r["framework"] for r in hold} == {"fsdp", "megatron"}  # the Megatron rows: tool-runs/k-megatron-a, -b
     for r in hold:
@@ -376,10 +378,10 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
     }
     assert {r["offload"] for r in real_shapes} == {"0", "1"} and max(int(r["response"]) for r in real_shapes) == 8192
     lines = bench.split_report(bench.evaluate(rows, models))
-    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 21 measured rows")
+    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 24 measured rows")
     assert lines[1].endswith("OOM rows predicted 1/1")
-    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 8 rows") for ln in lines)
-    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 12 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 9 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 14 rows") for ln in lines)
     res = bench.evaluate(hold, models)
     errs = [r["error"] for r in res if r["error"] is not None]
     assert max(map(abs, errs)) <= 0.15  # issue 33: holdout max relative error <= 15 % per phase peak
@@ -471,3 +473,26 @@ def test_one_step_off_weight_sync_counts_both_sides_and_the_bucket_rung_fits_the
     low = memfit.estimate(m, memfit.Setup(util=0.1, **base))
     assert low.phases["weight-sync"] - half.phases["weight-sync"] == pytest.approx(2.0, abs=0.01)
     assert low.terms["weight_sync_side"] == "trainer"
+
+
+def test_the_h100_real_shape_holdout_rows_are_what_the_real_runs_recorded(tmp_path):
+    """bench/memory_fit.csv's p11 (Qwen2.5-0.5B, response 2048, gpu/p-holdout.sh) and o1-tool1 (Qwen3-1.7B, response
+    2048, the speed run's tool half, gpu/o-speed.sh) rows, H100 2026-12-07: bench/holdout_rows.py's reading of the
+    fixtures (gzipped train.log / proc-mem samples), every column but the estimate; at the plan's own budgets."""
+    import shutil
+
+    hr = _bench("holdout_rows")
+    o1 = tmp_path / "o1-tool1"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "real-verl" / "tool-runs" / "o-speed-tool1-h100", o1)
+    got = [ln for ln in hr.rows_of(HOLDOUT / "p11", hr.proc_mem_peaks(HOLDOUT / "p11" / "proc-mem.csv"), 79.65,
+                                   "H100", "gpu/p-holdout.sh")]  # fmt: skip
+    got += hr.rows_of(o1, {}, 79.65, "H100", "tool-runs/o-speed-tool1-h100")  # the source names the fixture
+    import csv as _csv
+
+    header = (ROOT / "bench" / "memory_fit.csv").read_text().splitlines()[0].split(",")
+    have = [dict(zip(header, r)) for r in _csv.reader(got)]
+    rows, _ = _bench("memory_fit").load()
+    want = [r for r in rows if r["config"].startswith(("p11-", "o1-tool1-"))]
+    drop = lambda r: {k: v for k, v in r.items() if k != "estimate_gib"}  # noqa: E731
+    assert [drop(r) for r in have] == [drop(r) for r in want] and len(want) == 3
+    assert {r["response"] for r in want} == {"2048"} and all(r["update_tokens"] for r in want)

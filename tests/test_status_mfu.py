@@ -10,6 +10,7 @@ test's own, not the project's log grammar. The computed step MFU is checked agai
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -30,7 +31,12 @@ TINY_PARAMS = 147456 + 2 * 590848 + 256
 
 def _replay(name: str) -> tuple[statusrows.StatusRow, str]:
     run = json.loads((RUNS / name / "run.json").read_text())
-    log = (RUNS / name / "train.log").read_text(errors="replace")
+    plain = RUNS / name / "train.log"
+    log = (
+        plain.read_text(errors="replace")
+        if plain.exists()
+        else gzip.decompress((RUNS / name / "train.log.gz").read_bytes()).decode(errors="replace")
+    )
     row = statusrows.build_row("gpu", {"run": run, "tail": log, "now": run["updated_at"]})
     return row, log
 
@@ -64,15 +70,42 @@ def test_status_replays_a_real_run_and_shows_verls_tokens_per_s_and_mfu():
     assert rec["metrics"]["perf/mfu/actor"] == actor
 
 
+#: Qwen3-1.7B's parameters worked by hand (bench/memory_fit_models.json: V 151936, h 2048, 28 layers, i 6144, 16
+#: heads x 128, 8 kv heads, tied, q/k norms): embeddings 151936*2048 = 311164928; per layer q+o 2*2048*2048, k+v
+#: 2*2048*1024, q/k norms 2*128, MLP 3*2048*6144, norms 2*2048 = 50336000; final norm 2048.
+QWEN3_1_7B_PARAMS = 151936 * 2048 + 28 * 50336000 + 2048
+
+
+def test_status_on_the_real_shape_run_shows_verls_figures_checked_by_hand():
+    """o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048, 8 x 8, one H100, 12 steps): what
+    ``inv status`` showed on the device (its status.txt) is today's row of the run's record and log: verl's last
+    perf/throughput (= perf/total_num_tokens / timing_s/step of step 12, by hand) and perf/mfu/actor, and the step
+    MFU 6 x P x tokens/s / 989 TFLOP/s (H100 bf16 dense) with P worked by hand."""
+    row, log = _replay("o-speed-tool1-h100")
+    tput, actor = _printed(log, "perf/throughput")[-1], _printed(log, "perf/mfu/actor")[-1]
+    tokens, step = _printed(log, "perf/total_num_tokens")[-1], _printed(log, "timing_s/step")[-1]
+    assert (tokens, round(step, 2)) == (163449.0, 86.67) and tput == pytest.approx(tokens / step, rel=1e-12)
+    assert row.metrics["perf/throughput"] == tput and row.mfu["actor"] == actor
+    assert (row.mfu["device"], row.mfu["peak_tflops"]) == ("NVIDIA H100 80GB HBM3", 989.0)
+    assert row.mfu["params"] == QWEN3_1_7B_PARAMS == 1720574976
+    assert row.mfu["step"] == pytest.approx(6 * QWEN3_1_7B_PARAMS * tput / H200, rel=1e-12)
+    assert round(row.mfu["step"], 4) == 0.0197
+    shown = table.cells(row)["tput"]
+    assert shown == "1.89k tok/s, MFU actor 4.9%"
+    assert shown in (RUNS / "o-speed-tool1-h100" / "status.txt").read_text()  # what the device printed
+
+
 @pytest.mark.parametrize(
-    "name", ["h-speed-fsdp-a", "h-speed-fsdp-b", "j-learned-start", "k-megatron-a", "k-megatron-b"]
+    "name",
+    ["h-speed-fsdp-a", "h-speed-fsdp-b", "j-learned-start", "k-megatron-a", "k-megatron-b", "o-speed-tool1-h100"],
 )
 def test_shape_and_peak_reproduce_verls_actor_mfu_within_25_percent(name):
     """Check by hand of P and the peak against verl's own figure, every step of every run that recorded its shape
     and device (one H200 each, trainer world 1): 6 x P x perf/total_num_tokens / (timing_s/update_actor x peak)
     is 0.75-1.0 x verl's perf/mfu/actor. Lower, never higher: timing_s/update_actor spans more than the
     ``train_batch`` time verl divides by (engine_workers.py:371), and verl adds the attention term
-    (flops_counter.py:118-125). Measured: 0.79-0.84 on the 1.3 M shape, 0.905-0.908 on j-learned-start's 5.2 B."""
+    (flops_counter.py:118-125). Measured: 0.79-0.84 on the 1.3 M shape, 0.905-0.908 on j-learned-start's 5.2 B, 0.784-0.787 on
+    o-speed-tool1-h100's Qwen3-1.7B at 2 560 tokens a sequence (H100; verl's attention term grows with the length)."""
     row, log = _replay(name)
     tokens, update = _printed(log, "perf/total_num_tokens"), _printed(log, "timing_s/update_actor")
     verl = _printed(log, "perf/mfu/actor")

@@ -17,16 +17,20 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
   device under dynamic batch (the engine's ``max_token_len_per_gpu``, ``verl/workers/engine_workers.py:626``; verl's
   default 16384, ``verl/trainer/config/actor/actor.yaml:33``); never below prompt + response
   (``verl/utils/seqlen_balancing.py:384-386``: ``max_token_len must be greater than the sequence length``) and never
-  above the tokens one device gets per mini-batch (more buys nothing).
+  above the tokens one device gets per mini-batch (more buys nothing). Under packed attention (FSDP with
+  ``remove_padding`` and without ``flash_attn``: :func:`packed_attention`) at most :data:`PACKED_TOKENS` or one
+  sequence: sdpa attends the packed micro-batch whole, so a larger budget is slower, not faster.
 - ``token_budgets`` ``actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`` (and the ref's): the no-grad
   log-prob forward's micro-batch (``infer_max_token_len_per_gpu``, ``engine_workers.py:620-621``; verl's default
   follows the actor's, ``verl/trainer/config/rollout/rollout.yaml:117``); capped at the tokens of the whole batch per
-  device.
+  device; under packed attention at most :data:`PACKED_TOKENS` or one sequence, as the update's.
 - without dynamic batch: ``ppo_micro_batch_size_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``
   (``engine_workers.py:623-628``), the largest divisor of the per-device mini-batch / batch that fits (verl: the
-  mini-batch must divide by the micro-batch, ``verl/workers/config/actor.py:233``).
+  mini-batch must divide by the micro-batch, ``verl/workers/config/actor.py:233``); under packed attention only
+  those whose tokens stay within :data:`PACKED_TOKENS` (or 1).
 - ``gradient_checkpointing`` off (FSDP; it recomputes the forward in the backward, ~1/3 more update compute) when the
-  update fits without it at a budget (micro-batch) no smaller than the plan's default: nothing is lost for it.
+  update fits without it at a budget (micro-batch) no smaller than the plan's default, or than the most the plan
+  gives it (all of a device's mini-batch, the packed-attention cap): nothing is lost for it.
   ``offload`` / ``recompute`` stay off unless the user, a learned memo or the estimate's start rung needs them.
 - ``gpu_memory_utilization``: vLLM's share (its KV cache fills it; ``rollout.yaml:46``): the share the sequences a
   rollout replica runs at once need at the full prompt + response (vLLM's weights + their KV cache + its profile run,
@@ -93,6 +97,19 @@ VLLM_BLOCK_TOKENS = {"gpu": 16, "npu": 128}
 #: the most prefill tokens per vLLM engine step the plan asks for (4x verl's 8192): prefill of this many tokens
 #: already keeps the device busy; an assumption that gpu/o-speed.sh's runs check, not a measured optimum
 PREFILL_CAP = 32768
+#: the token budget (micro-batch tokens) the plan stops at when attention is PACKED: FSDP with ``remove_padding`` and
+#: without ``flash_attn`` (sdpa). verl 0.9.1 then calls the model with ``attention_mask=None`` and the micro-batch's
+#: sequences packed into one row with per-sequence ``position_ids`` (``verl/workers/engine/fsdp/transformer_impl.py``
+#: ``prepare_model_inputs``), and transformers builds a block-diagonal ``[tokens, tokens]`` mask from them for sdpa
+#: (``transformers/masking_utils.py`` ``find_packed_sequence_indices``): torch's sdpa kernels that take a mask compute
+#: every pair of the micro-batch's tokens, so the attention work per token grows with the budget, not with one
+#: sequence (flash attention's varlen kernel stops at each sequence's end). The largest budget that fits is then the
+#: slowest: tests/fixtures/real-verl/tool-runs/o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048,
+#: H100, sdpa) spent 26 s of a 78 s step in the log-prob forward at 57 344 tokens and 40 s in the update (forward +
+#: backward) at 11 264: read as ``linear + c * budget`` per token, about 60 us linear and 16 s of the log-prob's 26
+#: in the budget-bound attention. At 4096 tokens that part is ~12 % of the forward; smaller micro-batches buy little
+#: more and get launch-bound. Never below prompt + response (verl's ``seqlen_balancing.py:384-386``).
+PACKED_TOKENS = 4096
 
 ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
 LOGPROB_BUDGETS = (
@@ -113,7 +130,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         ACTOR_BUDGET,
         "tokens of one update micro-batch per device under dynamic batch: the largest (in steps of "
         f"{BUDGET_STEP}) whose update fits; never below prompt + response, never above the tokens of a device's "
-        "mini-batch",
+        f"mini-batch; packed attention (FSDP, remove_padding, no flash_attn): at most {PACKED_TOKENS} or one sequence",
         "verl/workers/engine_workers.py:626 (max_token_len_per_gpu); default 16384, "
         "verl/trainer/config/actor/actor.yaml:33; verl/utils/seqlen_balancing.py:384-386 (>= the sequence length)",
     ),
@@ -121,7 +138,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         "log_prob_max_token_len_per_gpu",
         ", ".join(LOGPROB_BUDGETS),
         "tokens of one no-grad log-prob forward micro-batch per device: the largest whose log-prob forward fits, at "
-        "most the tokens of a device's whole batch",
+        f"most the tokens of a device's whole batch; packed attention: at most {PACKED_TOKENS} or one sequence",
         "verl/workers/engine_workers.py:620-621 (infer_max_token_len_per_gpu); default the actor's, "
         "verl/trainer/config/rollout/rollout.yaml:117",
     ),
@@ -129,20 +146,22 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         "ppo_micro_batch_size_per_gpu",
         PPO_MICRO_KEY,
         "without dynamic batch: sequences of one update micro-batch: the largest divisor of a device's mini-batch "
-        "whose update fits",
+        f"whose update fits (packed attention: whose tokens stay within {PACKED_TOKENS}, or 1)",
         "verl/workers/engine_workers.py:627-628; verl/workers/config/actor.py:233 (the mini-batch divides by it)",
     ),
     (
         "log_prob_micro_batch_size_per_gpu",
         LOGPROB_MICRO_KEY,
-        "without dynamic batch: sequences of one log-prob forward: the largest divisor of a device's batch that fits",
+        "without dynamic batch: sequences of one log-prob forward: the largest divisor of a device's batch that fits "
+        f"(packed attention: whose tokens stay within {PACKED_TOKENS}, or 1)",
         "verl/workers/engine_workers.py:623-624",
     ),
     (
         "gradient_checkpointing",
         "actor_rollout_ref.model.enable_gradient_checkpointing",
-        "FSDP: off when the update fits without it at a budget (micro-batch) no smaller than the plan's default "
-        "(it recomputes the forward in the backward); the user's, recompute's or a learned memo's stays",
+        "FSDP: off when the update fits without it at a budget (micro-batch) no smaller than the plan's default, or "
+        "than the most the plan gives it (it recomputes the forward in the backward); the user's, recompute's or a "
+        "learned memo's stays",
         "verl/trainer/config/model/hf_model.yaml:34 (default True); verl/workers/engine/fsdp/transformer_impl.py:335",
     ),
     (
@@ -430,12 +449,16 @@ def choose(
     per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // world))
     fs = _gc_as_overridden(fs, ov, kept)
     gc_on = fs.has("gradient_checkpointing")
+    # attention over the whole packed micro-batch (PACKED_TOKENS): the budgets stop at one small micro-batch
+    packed = packed_attention(rs.framework, fs)
+    packed_cap = max(seq, PACKED_TOKENS) if packed else None
     if dynamic:
         default_upd = (
             _count((s.get("token_budgets") or {}).get(ACTOR_BUDGET) or ov.get(ACTOR_BUDGET), 0)
             or profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))[ACTOR_BUDGET]
         )
-        upd_cap = max(seq, per_dev_mini * seq)
+        upd_full = _tok(_steps(max(seq, per_dev_mini * seq)), seq)  # all of a device's mini-batch
+        upd_cap = _packed(max(seq, per_dev_mini * seq), packed_cap)
 
         def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
             return lambda k: fits(
@@ -445,7 +468,8 @@ def choose(
         lo_k, hi_k = _steps(seq), _steps(upd_cap)
     else:
         default_upd = int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"])
-        divs = [d for d in range(1, per_dev_mini + 1) if per_dev_mini % d == 0]
+        upd_full = per_dev_mini
+        divs = _micro_divisors(per_dev_mini, seq, packed_cap)
 
         def upd_ok(feats: FeatureSet) -> Callable[[int], bool]:
             return lambda i: fits("update", {"ppo_micro_batch_size_per_gpu": divs[i]}, feats)
@@ -465,14 +489,22 @@ def choose(
     if gc_free:
         no_gc = _no_gc(fs)
         k = _largest(lo_k, hi_k, upd_ok(no_gc))
-        if k is not None and upd_val(k) >= default_upd:
+        # nothing is lost for it: the budget it leaves is the default's, or the most this run would take anyway
+        enough = min(default_upd, upd_val(hi_k))
+        if k is not None and upd_val(k) >= enough:
             fs = no_gc
+            than = (
+                f">= the default {default_upd}"
+                if enough == default_upd
+                else "the packed-attention cap"
+                if packed and upd_val(hi_k) < upd_full
+                else "all of a device's mini-batch"
+            )
             chosen.append(
                 Choice(
                     "gradient_checkpointing",
                     "off",
-                    f"the update fits without it at {upd_knob} {upd_val(k)} (>= the default {default_upd}): "
-                    f"no recomputed forward",
+                    f"the update fits without it at {upd_knob} {upd_val(k)} ({than}): no recomputed forward",
                 )
             )
     if not hold(upd_knob, default_upd):
@@ -481,7 +513,7 @@ def choose(
             v = upd_val(k)
             _set_upd(dynamic, base, out, v)
             peak = est({}, fs).phases["update"]
-            top = "all of a device's mini-batch" if k == hi_k else "largest that fits"
+            top = _top(k == hi_k, upd_val(hi_k) < upd_full, "mini-batch")
             chosen.append(Choice(upd_knob, v, f"{top}: update at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
         else:
             kept.append(
@@ -498,7 +530,8 @@ def choose(
                     LOGPROB_BUDGETS[0]
                 ]
             )
-            lp_cap = max(seq, per_dev_batch * seq)
+            lp_full = _tok(_steps(max(seq, per_dev_batch * seq)), seq)
+            lp_cap = _packed(max(seq, per_dev_batch * seq), packed_cap)
             lp_divs: list[int] = []
 
             def lp_ok(k: int) -> bool:
@@ -510,7 +543,8 @@ def choose(
             lo, hi = _steps(seq), _steps(lp_cap)
         else:
             lp_default = int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
-            lp_divs = [d for d in range(1, per_dev_batch + 1) if per_dev_batch % d == 0]
+            lp_full = per_dev_batch
+            lp_divs = _micro_divisors(per_dev_batch, seq, packed_cap)
 
             def lp_ok(k: int) -> bool:
                 return fits("log-prob", {"log_prob_micro_batch_size_per_gpu": lp_divs[k]}, fs)
@@ -525,8 +559,8 @@ def choose(
                 else:
                     out["log_prob_micro_batch_size_per_gpu"] = v
                 peak = est({}, fs).phases["log-prob"]
-                cap = lp_cap if dynamic else per_dev_batch
-                top = "all of a device's batch" if v >= cap else "largest that fits"
+                top_v = _tok(hi, seq) if dynamic else lp_divs[hi]
+                top = _top(v >= top_v, top_v < lp_full, "batch")
                 chosen.append(Choice(lp_knob, v, f"{top}: log-prob at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
             else:
                 kept.append(
@@ -663,6 +697,39 @@ def choose(
         )
         chosen.append(Choice("max_num_batched_tokens", v, why))
     return Choices(out, fs, chosen, kept, margin, float(device_gib))
+
+
+def packed_attention(framework: str | None, fs: FeatureSet) -> bool:
+    """Whether a micro-batch's attention runs over all its packed tokens (:data:`PACKED_TOKENS`): FSDP with
+    ``remove_padding`` and without ``flash_attn`` (sdpa under a block-diagonal mask). Megatron packs for Transformer
+    Engine's fused (cuDNN) attention, which stops at each sequence's end (``cu_seqlens``); not packed."""
+    return framework != "megatron" and fs.has("remove_padding") and not fs.has("flash_attn")
+
+
+_PACKED_WHY = (
+    "no flash_attn: sdpa attends the packed micro-batch whole (block-diagonal mask), work per token grows with the "
+    f"budget: at most {PACKED_TOKENS} tokens or one sequence"
+)
+
+
+def _top(at_top: bool, packed_cut: bool, of: str) -> str:
+    """The head of a budget's why: the packed-attention cap, all of a device's ``of`` (mini-batch / batch), or the
+    largest that fits."""
+    if at_top and packed_cut:
+        return _PACKED_WHY
+    return f"all of a device's {of}" if at_top else "largest that fits"
+
+
+def _packed(cap: int, packed_cap: int | None) -> int:
+    """A token budget's upper bound ``cap``, cut to ``packed_cap`` under packed attention (None: not packed)."""
+    return cap if packed_cap is None else min(cap, packed_cap)
+
+
+def _micro_divisors(per_dev: int, seq: int, packed_cap: int | None) -> list[int]:
+    """The micro-batch sizes verl accepts (divisors of ``per_dev``, ``verl/workers/config/actor.py:233``); under
+    packed attention (``packed_cap`` tokens) only those whose ``d * seq`` tokens stay within it (1 always)."""
+    divs = [d for d in range(1, per_dev + 1) if per_dev % d == 0]
+    return divs if packed_cap is None else [d for d in divs if d == 1 or d * seq <= packed_cap]
 
 
 def _falls_back(what: str, device_gib: float, pct: str) -> str:
