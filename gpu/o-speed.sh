@@ -22,11 +22,11 @@
 #     validation; dynamic batch with verl's script budgets (P+R)x2 / x3 (run_dapo.sh sets micro 2 without dynamic
 #     batch; the DAPO recipe scripts use the budgets: dapo_7b_math_*_4_12.sh); gpu_memory_utilization 0.8 and
 #     max_num_batched_tokens P+R as those scripts; gradient checkpointing on (verl's default).
-# Device time, from h-speed's figures (gpu/README.md 2026-12-02 sixth session: start-up ~220 s for the tiny model)
-# plus this shape: start-up ~250-300 s (1.7 B load, CUDA graphs), a step ~25-35 s (64 x 2048 decode steps, the
-# update of ~164 k tokens), 12 steps ~300-420 s: one half ~550-720 s. A PAIR DOES NOT FIT ONE 10-MINUTE CALL, and a
-# half may not either: the tool half launches detached (HALF=watch goes on), the verl half runs under nohup and is
-# collected by the next call (HALF=verlwatch). Two pairs ~4-5 calls, ~40 min: more than one session's 30 min.
+# Device time, MEASURED (gpu/README.md 2026-12-07 fourth session, H100): start-up ~255 s, a step ~80 s with the
+# plan of then (sdpa, budgets 11264 / 57344; the packed-attention cap should bring it to ~55 s), 12 steps: one half
+# ~15-20 min, a pair ~35 min: MORE THAN ONE SESSION'S 30 DEVICE MINUTES. The tool half launches detached (HALF=watch
+# goes on), the verl half runs under nohup and is collected by the next call (HALF=verlwatch); o-drive.sh chains
+# the calls. One half per session (O_SEQ=verl1, then O_SEQ=tool1), both on nvidia-h100-x1.
 # $OUT: tool/ (run files), verl.log, gpu-mem-*.csv, speed.md (bench/speed_table.py, once both halves are in).
 SCEN=o; . "$(dirname "$0")/lib.sh"
 unset GPU_MEMORY_UTILIZATION MICRO_BATCH_SIZE ROLLOUT_EAGER   # lib.sh's recipe values would be explicit settings

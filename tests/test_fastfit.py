@@ -688,3 +688,25 @@ def test_the_real_speed_run_replayed_through_todays_planner():
     assert argv[fastfit.UTIL_KEY] == "0.55" and argv[fastfit.MAX_NUM_SEQS_KEY] == "128"
     assert argv[fastfit.MAX_BATCHED_KEY] == "32768" and argv[fastfit.GC_KEY] == "False"
     assert argv["+actor_rollout_ref.model.override_config.attn_implementation"] == "sdpa"
+
+
+@pytest.mark.parametrize(
+    "feats_spec, override, capped",
+    [
+        ("-flash_attn", "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2", False),
+        (None, "+actor_rollout_ref.model.override_config.attn_implementation=sdpa", True),
+        (None, "+actor_rollout_ref.model.override_config.attn_implementation='eager'", True),
+        ("-flash_attn", "actor_rollout_ref.model.use_remove_padding=False", False),
+        ("-flash_attn,-remove_padding", "actor_rollout_ref.model.use_remove_padding=True", True),
+    ],
+)
+def test_an_override_of_the_attention_or_remove_padding_decides_packed_attention(feats_spec, override, capped):
+    """The user's ``--override`` is appended last to verl's argv and wins over the features there (review): an
+    override to flash attention is varlen (not capped), one to sdpa / eager on a flash plan is packed (capped), and
+    ``use_remove_padding=False`` packs nothing."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(batch=8, mini=2, extra_overrides=[override])
+    c = fastfit.choose(m, spec, features.resolve(feats_spec, False), 79.65)
+    got = {x.name: x for x in c.chosen}
+    upd = got["ppo_max_token_len_per_gpu"]
+    assert (upd.value == 4096) is capped and upd.why.startswith("no flash_attn") is capped

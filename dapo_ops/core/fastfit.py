@@ -18,12 +18,12 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
   default 16384, ``verl/trainer/config/actor/actor.yaml:33``); never below prompt + response
   (``verl/utils/seqlen_balancing.py:384-386``: ``max_token_len must be greater than the sequence length``) and never
   above the tokens one device gets per mini-batch (more buys nothing). Under packed attention (FSDP with
-  ``remove_padding`` and without ``flash_attn``: :func:`packed_attention`) at most :data:`PACKED_TOKENS` or one
-  sequence: sdpa attends the packed micro-batch whole, so a larger budget is slower, not faster.
+  ``remove_padding`` and sdpa: :func:`packed_attention`) at most :data:`PACKED_TOKENS`, or one sequence rounded
+  up to :data:`BUDGET_STEP`: sdpa attends the packed micro-batch whole, so a larger budget is slower, not faster.
 - ``token_budgets`` ``actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`` (and the ref's): the no-grad
   log-prob forward's micro-batch (``infer_max_token_len_per_gpu``, ``engine_workers.py:620-621``; verl's default
   follows the actor's, ``verl/trainer/config/rollout/rollout.yaml:117``); capped at the tokens of the whole batch per
-  device; under packed attention at most :data:`PACKED_TOKENS` or one sequence, as the update's.
+  device; under packed attention at most :data:`PACKED_TOKENS`, or one sequence rounded up, as the update's.
 - without dynamic batch: ``ppo_micro_batch_size_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``
   (``engine_workers.py:623-628``), the largest divisor of the per-device mini-batch / batch that fits (verl: the
   mini-batch must divide by the micro-batch, ``verl/workers/config/actor.py:233``); under packed attention only
@@ -105,9 +105,9 @@ PREFILL_CAP = 32768
 #: every pair of the micro-batch's tokens, so the attention work per token grows with the budget, not with one
 #: sequence (flash attention's varlen kernel stops at each sequence's end). The largest budget that fits is then the
 #: slowest: tests/fixtures/real-verl/tool-runs/o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048,
-#: H100, sdpa) spent 26 s of a 78 s step in the log-prob forward at 57 344 tokens and 40 s in the update (forward +
-#: backward) at 11 264: read as ``linear + c * budget`` per token, about 60 us linear and 16 s of the log-prob's 26
-#: in the budget-bound attention. At 4096 tokens that part is ~12 % of the forward; smaller micro-batches buy little
+#: H100, sdpa) spent 26 s of an ~80 s step in the log-prob forward at 57 344 tokens and 41 s in the update (forward
+#: + backward) at 11 264 (means over its 12 steps): read as ``linear + c * budget`` per token (fitted to those two
+#: phases, not measured apart), about 60 us linear and 16 s of the log-prob's 26 in the budget-bound attention. At 4096 tokens that part is ~12 % of the forward; smaller micro-batches buy little
 #: more and get launch-bound. Never below prompt + response (verl's ``seqlen_balancing.py:384-386``).
 PACKED_TOKENS = 4096
 
@@ -130,7 +130,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         ACTOR_BUDGET,
         "tokens of one update micro-batch per device under dynamic batch: the largest (in steps of "
         f"{BUDGET_STEP}) whose update fits; never below prompt + response, never above the tokens of a device's "
-        f"mini-batch; packed attention (FSDP, remove_padding, no flash_attn): at most {PACKED_TOKENS} or one sequence",
+        f"mini-batch; packed attention (FSDP, remove_padding, sdpa): at most {PACKED_TOKENS}, or one sequence rounded up",
         "verl/workers/engine_workers.py:626 (max_token_len_per_gpu); default 16384, "
         "verl/trainer/config/actor/actor.yaml:33; verl/utils/seqlen_balancing.py:384-386 (>= the sequence length)",
     ),
@@ -138,7 +138,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         "log_prob_max_token_len_per_gpu",
         ", ".join(LOGPROB_BUDGETS),
         "tokens of one no-grad log-prob forward micro-batch per device: the largest whose log-prob forward fits, at "
-        f"most the tokens of a device's whole batch; packed attention: at most {PACKED_TOKENS} or one sequence",
+        f"most the tokens of a device's whole batch; packed attention: at most {PACKED_TOKENS}, or one sequence rounded up",
         "verl/workers/engine_workers.py:620-621 (infer_max_token_len_per_gpu); default the actor's, "
         "verl/trainer/config/rollout/rollout.yaml:117",
     ),
@@ -450,7 +450,7 @@ def choose(
     fs = _gc_as_overridden(fs, ov, kept)
     gc_on = fs.has("gradient_checkpointing")
     # attention over the whole packed micro-batch (PACKED_TOKENS): the budgets stop at one small micro-batch
-    packed = packed_attention(rs.framework, fs)
+    packed = packed_attention(rs.framework, fs, ov)
     packed_cap = max(seq, PACKED_TOKENS) if packed else None
     if dynamic:
         default_upd = (
@@ -699,16 +699,35 @@ def choose(
     return Choices(out, fs, chosen, kept, margin, float(device_gib))
 
 
-def packed_attention(framework: str | None, fs: FeatureSet) -> bool:
+#: the FSDP keys that decide packed attention, as :func:`dapo_ops.core.memfit.override_values` names them (no ``+``):
+#: verl 0.9.1 reads the attention from the model's ``override_config`` (``verl/workers/config/model.py:185``, default
+#: ``flash_attention_2``) and copies ``model.use_remove_padding`` to the engine (core/profiles.py)
+ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
+RMPAD_KEY = "actor_rollout_ref.model.use_remove_padding"
+#: attention implementations that take the packed micro-batch's block-diagonal mask whole (transformers'
+#: ``sdpa_mask`` / ``eager_mask``); flash (varlen) and flex (block-sparse) stop at each sequence
+MASKED_ATTENTION = ("sdpa", "eager")
+
+
+def packed_attention(framework: str | None, fs: FeatureSet, overrides: dict[str, Any] | None = None) -> bool:
     """Whether a micro-batch's attention runs over all its packed tokens (:data:`PACKED_TOKENS`): FSDP with
-    ``remove_padding`` and without ``flash_attn`` (sdpa under a block-diagonal mask). Megatron packs for Transformer
-    Engine's fused (cuDNN) attention, which stops at each sequence's end (``cu_seqlens``); not packed."""
-    return framework != "megatron" and fs.has("remove_padding") and not fs.has("flash_attn")
+    ``remove_padding`` and an attention that takes the whole mask (:data:`MASKED_ATTENTION`: sdpa when
+    ``flash_attn`` is off). ``overrides`` (:func:`dapo_ops.core.memfit.override_values`): an ``--override`` of
+    :data:`ATTN_KEY` or :data:`RMPAD_KEY` is appended last to verl's argv and wins over the features, so it wins
+    here too. Megatron packs for Transformer Engine's fused (cuDNN) attention, which stops at each sequence's end
+    (``cu_seqlens``); not packed."""
+    if framework == "megatron":
+        return False
+    ov = overrides or {}
+    rmpad = str(ov[RMPAD_KEY]).strip().lower() == "true" if ov.get(RMPAD_KEY) else fs.has("remove_padding")
+    attn = str(ov[ATTN_KEY]).strip().strip("'\"") if ov.get(ATTN_KEY) else None
+    masked = attn in MASKED_ATTENTION if attn else not fs.has("flash_attn")
+    return rmpad and masked
 
 
 _PACKED_WHY = (
     "no flash_attn: sdpa attends the packed micro-batch whole (block-diagonal mask), work per token grows with the "
-    f"budget: at most {PACKED_TOKENS} tokens or one sequence"
+    f"budget: at most {PACKED_TOKENS} tokens, or one sequence in {BUDGET_STEP}-token steps"
 )
 
 
