@@ -710,3 +710,15 @@ def test_an_override_of_the_attention_or_remove_padding_decides_packed_attention
     got = {x.name: x for x in c.chosen}
     upd = got["ppo_max_token_len_per_gpu"]
     assert (upd.value == 4096) is capped and upd.why.startswith("no flash_attn") is capped
+
+
+def test_a_start_rungs_update_budget_keeps_gradient_checkpointing_as_planned():
+    """A start rung (learned or the estimate's) that sets the update budget made its memory decision with the plan's
+    features: the fit leaves gradient checkpointing on and names no budget it does not use (review: the line said
+    'fits without it at ppo_max_token_len_per_gpu 4096 (the packed-attention cap)' while the rung's 11264 ran)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = dict(spec_for(batch=8, mini=2), setting_changes={"token_budgets": {fastfit.ACTOR_BUDGET: 11264}})
+    c = fastfit.choose(m, spec, features.resolve("-flash_attn", False), 78.0)
+    assert c.features.has("gradient_checkpointing")
+    assert "gradient_checkpointing" not in {x.name for x in c.chosen}
+    assert any(x.name == "ppo_max_token_len_per_gpu" and "start rung" in x.why for x in c.kept)

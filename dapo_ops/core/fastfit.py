@@ -161,7 +161,7 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         "actor_rollout_ref.model.enable_gradient_checkpointing",
         "FSDP: off when the update fits without it at a budget (micro-batch) no smaller than the plan's default, or "
         "than the most the plan gives it (it recomputes the forward in the backward); the user's, recompute's or a "
-        "learned memo's stays",
+        "learned memo's stays, and so does the plan's when the update budget is the user's or a start rung's",
         "verl/trainer/config/model/hf_model.yaml:34 (default True); verl/workers/engine/fsdp/transformer_impl.py:335",
     ),
     (
@@ -483,7 +483,7 @@ def choose(
         and fs.source_of("gradient_checkpointing") == "default"
         and not fs.has("recompute")
         and not _capped("gradient_checkpointing", ran_out)
-        and not _given(upd_knob, given, ov)
+        and why_held(upd_knob) is None  # the user's, the start rung's or a learned cap: its memory decision stands
         and not _given("gradient_checkpointing", given, ov)
     )
     if gc_free:
