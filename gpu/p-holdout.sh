@@ -12,8 +12,10 @@
 # What the plan gets: nothing memory-related set (GPU_MEMORY_UTILIZATION and MICRO_BATCH_SIZE unset, no max_num_seqs
 # override), so the launch's fastest fit (dapo_ops/core/fastfit.py) chooses the token budgets, gradient
 # checkpointing, the rollout share, max_num_seqs and max_num_batched_tokens on the real device memory, and
-# MAX_OOM_RETRIES=0 makes a real OOM the row. The fit puts the update at ~device / (1 + FIT_MARGIN): these rows test
-# the margin where it is thinnest. p32 runs with MEMORY_FIT=warn at the planned defaults instead: the estimate says
+# MAX_OOM_RETRIES=0 makes a real OOM the row. The FSDP rows run sdpa (no flash-attn wheel): since 2026-12-07 fourth
+# session the fit caps their budgets at 4096 tokens or one sequence (fastfit.PACKED_TOKENS), so their update sits well
+# under the device; p11 and o1-tool1 (before the cap: update at 72.2 / 71.5 of 79.6 GiB) tested the margin where it
+# is thinnest, the Megatron rows (largest that fits) still do. p32 runs with MEMORY_FIT=warn at the planned defaults instead: the estimate says
 # it does not fit (Qwen2.5-7B, weight-sync 172 of 139.8 GiB), and it must really run out.
 # Models: gpu/make_tiny.py with the real config.json shapes (151 936 / 152 064-id vocabularies), random weights,
 # prompts padded to 512 tokens (--prompt-tokens 512: MAX_PROMPT_LENGTH 512 is filled). Batch: 4 prompts x n 4
