@@ -115,6 +115,8 @@ verl|verlwatch)
   cp "$STATE/$NAME-verl.log" "$OUT/verl.log"; cp "$STATE/$NAME-gpu-mem-verl.csv" "$OUT/gpu-mem-verl.csv"
   if kill -0 "$pid" 2>/dev/null; then echo "verl by hand still running: HALF=verlwatch PAIR=$PAIR next"; exit 0; fi
   echo "verl by hand: done ($(grep -c 'step:' "$OUT/verl.log") step lines)"
+  # the tool half of this pair on this machine, if any (one half per session: the table is made here later)
+  [ -f "$STATE/$NAME.run_id" ] || { echo "no tool half of pair $PAIR on this machine: speed.md from the fixtures"; exit 0; }
   TOOL_LOG=$RUNS/$(cat "$STATE/$NAME.run_id")/train.log
   cp "$STATE/$NAME-gpu-mem-tool.csv" "$OUT/gpu-mem-tool.csv" 2>/dev/null
   DEV=$("$SMI" --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/NVIDIA //; s/ .*//')
