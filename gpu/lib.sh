@@ -93,7 +93,8 @@ start_sampler() {
     ( while :; do "$SMI" --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits \
         | sed "s/^/$(date +%s.%N),/"; sleep 2; done ) > "$OUT/gpu-mem.csv" 2>&1 &
   else
-    "$SMI" --query-gpu=timestamp,memory.used,memory.total --format=csv -lms 500 > "$OUT/gpu-mem.csv" 2>&1 &
+    # utilization.gpu last (the readers take memory.used from column 2): whether a slow phase keeps the device busy
+    "$SMI" --query-gpu=timestamp,memory.used,memory.total,utilization.gpu --format=csv -lms 500 > "$OUT/gpu-mem.csv" 2>&1 &
   fi
   SAMPLER=$!
 }
