@@ -610,7 +610,7 @@ def test_without_flash_attn_the_budgets_stop_at_the_packed_cap_and_with_it_they_
         upd, lp = got["ppo_micro_batch_size_per_gpu"], got["log_prob_micro_batch_size_per_gpu"]
         assert upd.value == lp.value == 1  # 2 x 2560 tokens > 4096: one sequence per micro-batch
     for x in (upd, lp):
-        assert x.why.startswith("no flash_attn: sdpa attends the packed micro-batch whole")
+        assert x.why.startswith("attention without flash (sdpa / eager) takes the packed micro-batch whole")
     assert not c.features.has("gradient_checkpointing")  # fits without it at the cap: nothing lost
     want = "(the packed-attention cap)" if dyn else "(>= the default 1)"  # micro-batch 1 is the plan's default
     assert want in got["gradient_checkpointing"].why
@@ -698,6 +698,12 @@ def test_the_real_speed_run_replayed_through_todays_planner():
         (None, "+actor_rollout_ref.model.override_config.attn_implementation='eager'", True),
         ("-flash_attn", "actor_rollout_ref.model.use_remove_padding=False", False),
         ("-flash_attn,-remove_padding", "actor_rollout_ref.model.use_remove_padding=True", True),
+        # verl tests the flag by truthiness, no coercion (trial): 'no' is a non-empty string, 0 an int
+        ("-flash_attn,-remove_padding", "actor_rollout_ref.model.use_remove_padding=no", True),
+        ("-flash_attn", "actor_rollout_ref.model.use_remove_padding=0", False),
+        # a deletion runs verl's default: HFModelConfig.use_remove_padding True, attention flash_attention_2
+        ("-flash_attn,-remove_padding", "~actor_rollout_ref.model.use_remove_padding", True),
+        ("-flash_attn", "~actor_rollout_ref.model.override_config.attn_implementation", False),
     ],
 )
 def test_an_override_of_the_attention_or_remove_padding_decides_packed_attention(feats_spec, override, capped):
@@ -709,7 +715,7 @@ def test_an_override_of_the_attention_or_remove_padding_decides_packed_attention
     c = fastfit.choose(m, spec, features.resolve(feats_spec, False), 79.65)
     got = {x.name: x for x in c.chosen}
     upd = got["ppo_max_token_len_per_gpu"]
-    assert (upd.value == 4096) is capped and upd.why.startswith("no flash_attn") is capped
+    assert (upd.value == 4096) is capped and upd.why.startswith("attention without flash") is capped
 
 
 def test_a_start_rungs_update_budget_keeps_gradient_checkpointing_as_planned():
@@ -722,3 +728,15 @@ def test_a_start_rungs_update_budget_keeps_gradient_checkpointing_as_planned():
     assert c.features.has("gradient_checkpointing")
     assert "gradient_checkpointing" not in {x.name for x in c.chosen}
     assert any(x.name == "ppo_max_token_len_per_gpu" and "start rung" in x.why for x in c.kept)
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("null", False), ("1", True), ("yes", True), ("'false'", True)])
+def test_a_gradient_checkpointing_override_is_read_by_its_truthiness_in_verl(value, on):
+    """``enable_gradient_checkpointing=0`` runs without checkpointing in verl (an int 0, tested by truthiness at
+    transformer_impl.py:335); the fit estimated the update with it on (trial: an OOM at the first update)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(extra_overrides=[f"{fastfit.GC_KEY}={value}"])
+    c = fastfit.choose(m, spec, feats(True), 79.65)
+    assert c.features.has("gradient_checkpointing") is on
+    [line] = [k for k in c.kept if k.name == "gradient_checkpointing"]
+    assert line.value == ("on" if on else "off") and f"{fastfit.GC_KEY}={value}" in line.why

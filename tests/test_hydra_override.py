@@ -28,7 +28,7 @@ from dapo_ops.control import settings
 from dapo_ops.control.launch.refusals import LaunchUsageError
 from dapo_ops.control.launch.service import refuse_bad_overrides
 from dapo_ops.core import defaults, fastfit, features, learned, memfit, memladder, overrides, profiles
-from dapo_ops.core.hydra_override import ADD, CHANGE, DELETE, FORCE_ADD, Override, last_by_key, parse_override
+from dapo_ops.core.hydra_override import ADD, CHANGE, DELETE, FORCE_ADD, Override, last_by_key, parse_override, truth
 from dapo_ops.control.launch.plan import PlanError
 from plan_helpers import plan_for
 
@@ -79,6 +79,29 @@ def test_the_reader_agrees_with_hydras_own_parser(prefix, key, value):
         assert ours.text is None
     elif isinstance(hydra.value(), (str, int)) and not isinstance(hydra.value(), bool):
         assert ours.text == str(hydra.value())
+
+
+BOOLISH = ["0", "1", "-0", "+1", "0_0", "1_0", "true", "False", "TRUE", "null", "NULL", "no", "yes", "off", "",
+           "'false'", '""', "0.0", "1e3", ".5", "nan", "-inf", "0x1", " false ", "1.", "007", "1__0", "1_", "_1",
+           "1e", "e3", ".e3", "1.5e-3", "+.5", "Infinity", "-nan", "0e0", "0.", "-0.0e1_0"]  # fmt: skip
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.sampled_from(["", "+", "++", "~"]), st.sampled_from(BOOLISH))
+def test_truth_is_the_python_truthiness_of_the_value_hydra_gives(prefix, value):
+    """verl 0.9.1 tests its model flags by truthiness, with no type coercion (hydra_override.truth): ``=0`` is off,
+    ``=no`` is on. The reader's truth equals ``bool`` of hydra-core's own parsed value; a deletion has none."""
+    text = f"{prefix}actor_rollout_ref.model.use_remove_padding=" + value
+    try:
+        hydra = HYDRA.parse_overrides([text])[0]
+    except OverrideParseException:
+        return
+    o = parse_override(text)
+    assert o is not None
+    if o.deletes:
+        assert truth(o) is None
+    else:
+        assert truth(o) is bool(hydra.value()), text
 
 
 def _fit(extra):

@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from dapo_ops.core import defaults
+from dapo_ops.core import hydra_override
 from dapo_ops.core import memfit
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
@@ -290,21 +291,29 @@ def _given(knob: str, given: Iterable[str], overrides: dict[str, Any]) -> str | 
     return None
 
 
-def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, Any], kept: list[Choice]) -> FeatureSet:
+def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, hydra_override.Override], kept: list[Choice]) -> FeatureSet:
     """The features the estimate sees under a user's ``--override`` of :data:`GC_KEY` (appended last to verl's argv,
-    so it wins there): ``False`` takes a default ``gradient_checkpointing`` off, ``True`` puts it on; the choice is
-    kept with its line. An explicit feature (``--features``) or a value that is no boolean stays as it is."""
-    if GC_KEY not in overrides:
+    so it wins there; ``overrides``: :func:`dapo_ops.core.hydra_override.last_by_key`): a false value
+    (:func:`~dapo_ops.core.hydra_override.truth`: ``False``, ``0``, ``null``) takes a default
+    ``gradient_checkpointing`` off, a true one (``True``, ``1``, ``yes``) or a deletion (verl's default) puts it on;
+    the choice is kept with its line. An explicit feature (``--features``) stays as it is."""
+    o = overrides.get(GC_KEY)
+    if o is None:
         return fs
-    text = str(overrides[GC_KEY]).strip().lower()
-    want = {"true": True, "false": False}.get(text)
-    if want is None or fs.source_of("gradient_checkpointing") == "explicit" or "gradient_checkpointing" in fs.disabled:
+    want = hydra_override.truth(o)
+    if want is None:  # ~key: verl runs HFModelConfig's default, on (verl/workers/config/model.py:117)
+        want = True
+    if fs.source_of("gradient_checkpointing") == "explicit" or "gradient_checkpointing" in fs.disabled:
         return fs
     if want and not fs.has("gradient_checkpointing"):
         fs = fs.add("gradient_checkpointing", "explicit")
     elif not want and fs.has("gradient_checkpointing"):
         fs = _no_gc(fs)
-    why = f"you set it with --override {GC_KEY}={overrides[GC_KEY]}: the update is estimated with it"
+    why = (
+        f"you set it with --override {o.head}"
+        + ("" if o.deletes else f"={o.value}")
+        + ": the update is estimated with it"
+    )
     kept.append(Choice("gradient_checkpointing", "on" if want else "off", why))
     return fs
 
@@ -447,10 +456,11 @@ def choose(
     # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
     per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // world))
     per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // world))
-    fs = _gc_as_overridden(fs, ov, kept)
+    ovs = hydra_override.last_by_key(base.get("extra_overrides") or [])
+    fs = _gc_as_overridden(fs, ovs, kept)
     gc_on = fs.has("gradient_checkpointing")
     # attention over the whole packed micro-batch (PACKED_TOKENS): the budgets stop at one small micro-batch
-    packed = packed_attention(rs.framework, fs, ov)
+    packed = packed_attention(rs.framework, fs, ovs)
     packed_cap = max(seq, PACKED_TOKENS) if packed else None
     if dynamic:
         default_upd = (
@@ -513,7 +523,7 @@ def choose(
             v = upd_val(k)
             _set_upd(dynamic, base, out, v)
             peak = est({}, fs).phases["update"]
-            top = _top(k == hi_k, upd_val(hi_k) < upd_full, "mini-batch")
+            top = _top(k == hi_k, upd_val(hi_k) < upd_full, "mini-batch", dynamic)
             chosen.append(Choice(upd_knob, v, f"{top}: update at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
         else:
             kept.append(
@@ -560,7 +570,7 @@ def choose(
                     out["log_prob_micro_batch_size_per_gpu"] = v
                 peak = est({}, fs).phases["log-prob"]
                 top_v = _tok(hi, seq) if dynamic else lp_divs[hi]
-                top = _top(v >= top_v, top_v < lp_full, "batch")
+                top = _top(v >= top_v, top_v < lp_full, "batch", dynamic)
                 chosen.append(Choice(lp_knob, v, f"{top}: log-prob at {peak:.1f} of {device_gib:.1f} GiB ({pct})"))
             else:
                 kept.append(
@@ -709,33 +719,43 @@ RMPAD_KEY = "actor_rollout_ref.model.use_remove_padding"
 MASKED_ATTENTION = ("sdpa", "eager")
 
 
-def packed_attention(framework: str | None, fs: FeatureSet, overrides: dict[str, Any] | None = None) -> bool:
+def packed_attention(
+    framework: str | None, fs: FeatureSet, overrides: dict[str, hydra_override.Override] | None = None
+) -> bool:
     """Whether a micro-batch's attention runs over all its packed tokens (:data:`PACKED_TOKENS`): FSDP with
     ``remove_padding`` and an attention that takes the whole mask (:data:`MASKED_ATTENTION`: sdpa when
-    ``flash_attn`` is off). ``overrides`` (:func:`dapo_ops.core.memfit.override_values`): an ``--override`` of
+    ``flash_attn`` is off). ``overrides`` (:func:`dapo_ops.core.hydra_override.last_by_key`): an ``--override`` of
     :data:`ATTN_KEY` or :data:`RMPAD_KEY` is appended last to verl's argv and wins over the features, so it wins
-    here too. Megatron packs for Transformer Engine's fused (cuDNN) attention, which stops at each sequence's end
-    (``cu_seqlens``); not packed."""
+    here too: ``use_remove_padding`` by the value's truthiness (:func:`dapo_ops.core.hydra_override.truth`), a
+    deletion of either key by verl's default (``HFModelConfig.use_remove_padding`` True, ``model.py:120``; the
+    attention ``flash_attention_2``, ``model.py:185``). Megatron packs for Transformer Engine's fused (cuDNN)
+    attention, which stops at each sequence's end (``cu_seqlens``); not packed."""
     if framework == "megatron":
         return False
     ov = overrides or {}
-    rmpad = str(ov[RMPAD_KEY]).strip().lower() == "true" if ov.get(RMPAD_KEY) else fs.has("remove_padding")
-    attn = str(ov[ATTN_KEY]).strip().strip("'\"") if ov.get(ATTN_KEY) else None
-    masked = attn in MASKED_ATTENTION if attn else not fs.has("flash_attn")
+    r, a = ov.get(RMPAD_KEY), ov.get(ATTN_KEY)
+    rmpad = fs.has("remove_padding") if r is None else (r.deletes or bool(hydra_override.truth(r)))
+    masked = not fs.has("flash_attn") if a is None else (a.text or "flash_attention_2") in MASKED_ATTENTION
     return rmpad and masked
 
 
+#: the head of the why of a budget (micro-batch) the packed-attention cap cut
 _PACKED_WHY = (
-    "no flash_attn: sdpa attends the packed micro-batch whole (block-diagonal mask), work per token grows with the "
-    f"budget: at most {PACKED_TOKENS} tokens, or one sequence in {BUDGET_STEP}-token steps"
+    "attention without flash (sdpa / eager) takes the packed micro-batch whole (block-diagonal mask), its work per "
+    "token grows with the micro-batch: at most {cap}"
 )
 
 
-def _top(at_top: bool, packed_cut: bool, of: str) -> str:
-    """The head of a budget's why: the packed-attention cap, all of a device's ``of`` (mini-batch / batch), or the
-    largest that fits."""
+def _top(at_top: bool, packed_cut: bool, of: str, dynamic: bool) -> str:
+    """The head of a budget's (``dynamic``) or micro-batch's why: the packed-attention cap, all of a device's ``of``
+    (mini-batch / batch), or the largest that fits."""
     if at_top and packed_cut:
-        return _PACKED_WHY
+        cap = (
+            f"{PACKED_TOKENS} tokens, or one sequence in {BUDGET_STEP}-token steps"
+            if dynamic
+            else f"{PACKED_TOKENS} tokens of sequences, or one sequence"
+        )
+        return _PACKED_WHY.format(cap=cap)
     return f"all of a device's {of}" if at_top else "largest that fits"
 
 

@@ -28,6 +28,7 @@ A later override of a key wins (:func:`last_by_key`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
 
@@ -116,3 +117,35 @@ def value_of(items: Iterable[object], key: str) -> Optional[str]:
     when none sets it or the last one deletes it."""
     o = last_by_key(items).get(key)
     return o.text if o is not None else None
+
+
+#: Hydra 1.3's int literal (``OverrideLexer.g4`` ``INT``: ``0`` or a digit 1-9 then digits, single ``_`` between them,
+#: an optional sign; ``0_0`` and ``007`` are strings)
+_INT = re.compile(r"[+-]?(0|[1-9](_?[0-9])*)")
+_D = r"[0-9](_?[0-9])*"
+_POINT = rf"(({_D})?\.{_D}|{_D}\.)"
+#: Hydra 1.3's float literal (``FLOAT``: a point or exponent float, ``inf``, ``nan``, an optional sign)
+_FLOAT = re.compile(rf"[+-]?((({_POINT})|{_D})[eE][+-]?{_D}|{_POINT}|[iI][nN][fF]|[nN][aA][nN])")
+
+
+def truth(o: Override) -> Optional[bool]:
+    """Python truthiness of the value Hydra gives ``o``'s key, or None for a deletion (the config dataclass's default
+    then runs). verl 0.9.1 builds its model config from the composed DictConfig through ``_target_`` without type
+    coercion (``verl/utils/config.py:42-64``) and tests the flags by truthiness (``enable_gradient_checkpointing``,
+    ``verl/workers/engine/fsdp/transformer_impl.py:335``), so the value's Python type decides: Hydra's ``true`` /
+    ``false`` (any case) are bools, ``null`` is None, ``0`` / ``1`` ints, ``1e3`` / ``nan`` floats, a quoted value a
+    string even when it reads ``'false'``, anything else an unquoted string (``no`` is the non-empty string "no":
+    true). ``key=`` is the empty string: false. Raises nothing."""
+    if o.deletes or o.value is None:
+        return None
+    v = o.value.strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return len(v) > 2
+    low = v.lower()
+    if low in ("true", "false", "null"):
+        return low == "true"
+    if _INT.fullmatch(v):
+        return int(v.replace("_", "")) != 0
+    if _FLOAT.fullmatch(v):
+        return float(v.replace("_", "")) != 0.0
+    return bool(v)
