@@ -121,6 +121,20 @@ def test_update_without_dynamic_batch_divides_the_micro_batch_from_the_users_ove
     assert ds[1].setting_changes["ppo_micro_batch_size_per_gpu"] == 4
 
 
+@pytest.mark.parametrize("cur, steps", [(18, [3, 1]), (12, [3, 1]), (16, [4, 1]), (6, [1]), (9, [1])])
+def test_the_micro_batch_rung_steps_to_a_divisor_verl_accepts(cur, steps):
+    """The fit may choose a micro-batch that is a device's whole mini-batch, 18: /4 gave 4, which does not divide 18
+    and verl refuses at its start (trial); the rung takes the largest divisor of the micro-batch at or under /4."""
+    s0 = {"extra_overrides": [f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={cur}"]}
+    ds, _ = run_ladder(resolve("-dynamic_batch"), "update", s0)
+    got = [
+        d.setting_changes["ppo_micro_batch_size_per_gpu"]
+        for d in ds
+        if "ppo_micro_batch_size_per_gpu" in d.setting_changes
+    ]
+    assert got[: len(steps)] == steps and all(cur % g == 0 for g in got)
+
+
 def test_update_megatron_has_no_offload_policy_rung():
     ds, _ = run_ladder(resolve(""), "update", {"framework": "megatron"})
     assert rungs(ds) == ["update-batch", "recompute"]

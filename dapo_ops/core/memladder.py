@@ -222,9 +222,12 @@ def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str,
 def _shrink_micro(settings: dict[str, Any], name: str) -> dict[str, Any] | None:
     """The micro-batch rung's change of setting ``name`` (a key of the ladder's table,
     :data:`SETTING_KEYS`): its value (the setting, else an ``--override`` of its first verl
-    key, else ``micro_batch_size``) divided by :data:`MICRO_DIVISOR`; None at 1."""
+    key, else ``micro_batch_size``) divided by :data:`MICRO_DIVISOR`, down to a divisor of it: verl needs the
+    micro-batch to divide what a device gets (``verl/workers/config/actor.py:233``,
+    ``verl/workers/engine/utils.py:126`` "data size must be divisible by ... micro_batch_size_per_gpu"), and a
+    divisor of a micro-batch that divided it still does (18 -> 3, not 4); None at 1."""
     cur = int(settings.get(name) or _extra_value(settings, SETTING_KEYS[name][0]) or settings["micro_batch_size"])
-    new = max(1, cur // MICRO_DIVISOR)
+    new = max(d for d in range(1, max(1, cur // MICRO_DIVISOR) + 1) if cur % d == 0)
     return {name: new} if new < cur else None
 
 
