@@ -740,3 +740,14 @@ def test_a_gradient_checkpointing_override_is_read_by_its_truthiness_in_verl(val
     assert c.features.has("gradient_checkpointing") is on
     [line] = [k for k in c.kept if k.name == "gradient_checkpointing"]
     assert line.value == ("on" if on else "off") and f"{fastfit.GC_KEY}={value}" in line.why
+
+
+def test_megatron_model_parallel_ranks_share_a_data_parallel_ranks_mini_batch():
+    """verl splits the mini-batch over the data-parallel ranks only (engine_workers.py:267-270): with TP 2 on 2
+    devices one rank's update micro-batch can hold the whole mini-batch, 2 x 8 sequences (trial: the cap counted
+    every device, 'all of a device's mini-batch' at half of it)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(fw="megatron", world=2, tp=2, batch=8, mini=2, prompt=512, response=512)
+    c = fastfit.choose(m, spec, feats(True), 139.8)
+    upd = {x.name: x for x in c.chosen}["ppo_max_token_len_per_gpu"]
+    assert upd.value == 2 * 8 * 1024 and upd.why.startswith("all of a device's mini-batch")

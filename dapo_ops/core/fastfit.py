@@ -17,7 +17,8 @@ The knobs (run spec ``settings`` names; verl 0.9.1 keys and what each bounds):
   device under dynamic batch (the engine's ``max_token_len_per_gpu``, ``verl/workers/engine_workers.py:626``; verl's
   default 16384, ``verl/trainer/config/actor/actor.yaml:33``); never below prompt + response
   (``verl/utils/seqlen_balancing.py:384-386``: ``max_token_len must be greater than the sequence length``) and never
-  above the tokens one device gets per mini-batch (more buys nothing). Under packed attention (FSDP with
+  above the tokens one device (a data-parallel rank: Megatron's TP x PP x CP ranks share theirs) gets per
+  mini-batch (more buys nothing). Under packed attention (FSDP with
   ``remove_padding`` and sdpa: :func:`packed_attention`) at most :data:`PACKED_TOKENS`, or one sequence rounded
   up to :data:`BUDGET_STEP`: sdpa attends the packed micro-batch whole, so a larger budget is slower, not faster.
 - ``token_budgets`` ``actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu`` (and the ref's): the no-grad
@@ -454,8 +455,12 @@ def choose(
         return bool(why)
 
     # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
-    per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // world))
-    per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // world))
+    # what one data-parallel rank gets: Megatron's TP x PP x CP ranks share their sequences (verl splits the batch
+    # over the data-parallel ranks, verl/workers/engine_workers.py:270); FSDP: every device is one
+    ps = memfit.parallel_sizes(rs, changes)
+    dp = max(1, world // max(1, ps["tp"] * ps["pp"] * ps["cp"]))
+    per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // dp))
+    per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // dp))
     ovs = hydra_override.last_by_key(base.get("extra_overrides") or [])
     fs = _gc_as_overridden(fs, ovs, kept)
     gc_on = fs.has("gradient_checkpointing")
