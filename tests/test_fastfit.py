@@ -751,3 +751,17 @@ def test_megatron_model_parallel_ranks_share_a_data_parallel_ranks_mini_batch():
     c = fastfit.choose(m, spec, feats(True), 139.8)
     upd = {x.name: x for x in c.chosen}["ppo_max_token_len_per_gpu"]
     assert upd.value == 2 * 8 * 1024 and upd.why.startswith("all of a device's mini-batch")
+
+
+def test_a_users_value_the_start_rung_changes_shows_what_runs():
+    """The estimate's start rung halves an overridden budget that does not fit (its change wins in verl's argv): the
+    kept line showed the user's 65536 and 'you set it' (trial); it shows the 32768 that runs and says why."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = dict(
+        spec_for(batch=8, mini=2, extra_overrides=[f"{fastfit.ACTOR_BUDGET}=65536"]),
+        setting_changes={"token_budgets": {fastfit.ACTOR_BUDGET: 32768}},
+    )
+    c = fastfit.choose(m, spec, features.resolve("-flash_attn", False), 79.65)
+    [line] = [k for k in c.kept if k.name == "ppo_max_token_len_per_gpu"]
+    assert line.value == 32768
+    assert line.why.startswith(f"you set it with --override {fastfit.ACTOR_BUDGET}=65536; the estimate's start rung")

@@ -433,14 +433,17 @@ def choose(
     def fits(phase: str, settings_over: dict[str, Any], feats: FeatureSet) -> bool:
         return est(settings_over, feats).phases.get(phase, 0.0) <= limit
 
+    def rung_sets(knob: str) -> bool:
+        """Whether the start rung (the spec's ``setting_changes``: an estimate or learned start) sets the knob."""
+        if knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
+            key = ACTOR_BUDGET if knob.startswith("ppo") else LOGPROB_BUDGETS[0]
+            return key in (changes.get("token_budgets") or {})
+        return knob in changes
+
     def why_held(knob: str) -> str | None:
         """Why the knob stays as planned: the user's, the start rung's, or capped by a learned memo; None: free."""
         why = _given(knob, given, ov)
-        if why is None and knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
-            tb = changes.get("token_budgets") or {}
-            key = ACTOR_BUDGET if knob.startswith("ppo") else LOGPROB_BUDGETS[0]
-            why = "the start rung sets it" if key in tb else None
-        elif why is None and knob in changes:
+        if why is None and rung_sets(knob):
             why = "the start rung sets it"
         if why is None:
             phase = _capped(knob, ran_out)
@@ -448,9 +451,14 @@ def choose(
         return why
 
     def hold(knob: str, value: Any) -> bool:
-        """True (and a kept line) when the knob is held (:func:`why_held`)."""
+        """True (and a kept line) when the knob is held (:func:`why_held`). A value the user set that the start rung
+        changes shows what runs (the rung's change wins in verl's argv, as the OOM ladder's would)."""
         why = why_held(knob)
-        if why:
+        if why and why.startswith("you set") and rung_sets(knob):
+            kept.append(
+                Choice(knob, value, f"{why}; the estimate's start rung runs {value} instead (memory-fit's line)")
+            )
+        elif why:
             kept.append(_held(knob, value, why, ov))
         return bool(why)
 
