@@ -325,6 +325,14 @@ def _no_gc(fs: FeatureSet) -> FeatureSet:
     return FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
 
 
+def _rung_sets(knob: str, changes: dict[str, Any]) -> bool:
+    """Whether the start rung (the spec's ``setting_changes``: an estimate or learned start) sets ``knob``."""
+    if knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
+        key = ACTOR_BUDGET if knob.startswith("ppo") else LOGPROB_BUDGETS[0]
+        return key in (changes.get("token_budgets") or {})
+    return knob in changes
+
+
 def _held(knob: str, value: Any, why: str, overrides: dict[str, Any]) -> Choice:
     """The kept line of a held knob: ``value`` (what the estimate goes on with), or the user's ``--override`` text
     when it reads otherwise (``0``, ``abc``, ``${...}``: shown as written, with the value the estimate used)."""
@@ -433,17 +441,10 @@ def choose(
     def fits(phase: str, settings_over: dict[str, Any], feats: FeatureSet) -> bool:
         return est(settings_over, feats).phases.get(phase, 0.0) <= limit
 
-    def rung_sets(knob: str) -> bool:
-        """Whether the start rung (the spec's ``setting_changes``: an estimate or learned start) sets the knob."""
-        if knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
-            key = ACTOR_BUDGET if knob.startswith("ppo") else LOGPROB_BUDGETS[0]
-            return key in (changes.get("token_budgets") or {})
-        return knob in changes
-
     def why_held(knob: str) -> str | None:
         """Why the knob stays as planned: the user's, the start rung's, or capped by a learned memo; None: free."""
         why = _given(knob, given, ov)
-        if why is None and rung_sets(knob):
+        if why is None and _rung_sets(knob, changes):
             why = "the start rung sets it"
         if why is None:
             phase = _capped(knob, ran_out)
@@ -454,7 +455,7 @@ def choose(
         """True (and a kept line) when the knob is held (:func:`why_held`). A value the user set that the start rung
         changes shows what runs (the rung's change wins in verl's argv, as the OOM ladder's would)."""
         why = why_held(knob)
-        if why and why.startswith("you set") and rung_sets(knob):
+        if why and why.startswith("you set") and _rung_sets(knob, changes):
             kept.append(
                 Choice(knob, value, f"{why}; the estimate's start rung runs {value} instead (memory-fit's line)")
             )
