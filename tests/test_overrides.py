@@ -605,3 +605,24 @@ def test_async_checkpoint_saving_is_refused_with_one_line(value):
     assert "\n" not in msg and msg.startswith("actor_rollout_ref.actor.checkpoint.async_save=True cannot be resumed")
     s["settings"]["extra_overrides"] = ["actor_rollout_ref.actor.checkpoint.async_save=False"]
     assert "actor_rollout_ref.actor.checkpoint.async_save=False" in build_command(s, resolve(""))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        "++actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    ],
+)
+def test_a_token_budget_override_below_one_sequence_is_refused_under_dynamic_batch(key):
+    """verl asserts max_token_len >= the padded sequence length when it splits a batch (seqlen_balancing.py:384),
+    after minutes of start-up (trial: the dry run kept 2048 with prompt + response 2560)."""
+    s = spec(max_prompt_length=512, max_response_length=2048, extra_overrides=[f"{key}=2048"])
+    with pytest.raises(OverrideError) as e:
+        check_spec(dict(s, features=resolve("").to_json()))
+    msg = str(e.value)
+    assert "\n" not in msg and f"{key}=2048" in msg and "at least 2560" in msg
+    check_spec(dict(s, features=resolve("-dynamic_batch").to_json()))  # no budget without dynamic batch
+    s["settings"]["extra_overrides"] = [f"{key}=2560"]
+    check_spec(dict(s, features=resolve("").to_json()))

@@ -74,6 +74,7 @@ from dapo_ops.core import defaults
 from dapo_ops.core import hydra_override
 from dapo_ops.core import memfit
 from dapo_ops.core import profiles
+from dapo_ops.core import runspec
 from dapo_ops.core.features import FeatureSet
 
 #: Safety margin over the estimate (fraction): the largest underestimate of a measured peak on the holdout rows of
@@ -466,8 +467,7 @@ def choose(
     # the update: gradient checkpointing off where nothing is lost for it, then the largest micro-batch
     # what one data-parallel rank gets: Megatron's TP x PP x CP ranks share their sequences (verl splits the batch
     # over the data-parallel ranks, verl/workers/engine_workers.py:270); FSDP: every device is one
-    ps = memfit.parallel_sizes(rs, changes)
-    dp = max(1, world // max(1, ps["tp"] * ps["pp"] * ps["cp"]))
+    dp = runspec.data_parallel_size(rs, world)[0]
     per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // dp))
     per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // dp))
     ovs = hydra_override.last_by_key(base.get("extra_overrides") or [])
@@ -786,10 +786,12 @@ def _micro_divisors(per_dev: int, seq: int, packed_cap: int | None) -> list[int]
 
 
 def _falls_back(what: str, device_gib: float, pct: str) -> str:
-    """The why of a knob left as planned because not even its smallest value fits (``what`` says which phase)."""
+    """The why of a knob left as planned because not even its smallest value fits (``what`` says which phase). The
+    estimate's start rung (:func:`dapo_ops.core.memfit.fit`) acts only where the plan does not fit without the
+    margin, so the line promises the OOM ladder, not a rung (trial)."""
     return (
-        f"falls back: {what} in {device_gib:.1f} GiB ({pct}): kept as planned; the estimate's start rung and the "
-        f"OOM ladder take over"
+        f"falls back: {what} in {device_gib:.1f} GiB ({pct}): kept as planned; the memory-fit line says whether the "
+        f"estimate starts on a rung (only when even the margin-less estimate does not fit), the OOM ladder is the net"
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
 from dapo_ops.core import profiles
-from dapo_ops.core.hydra_override import parse_override
+from dapo_ops.core.hydra_override import last_by_key, parse_override
 from dapo_ops.core.profiles import OverrideError
 
 __all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
@@ -125,6 +125,23 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
             f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
         )
     _check_extra_overrides(s)
+    _check_budget_overrides(spec, s, prompt + resp)
+
+
+def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int) -> None:
+    """:func:`check_spec`'s token budgets given by ``--override`` under dynamic batch: none below prompt + response
+    (verl 0.9.1 asserts ``max_token_len >= max_seq_len`` when it splits a batch into micro-batches,
+    ``verl/utils/seqlen_balancing.py:384-386``, after minutes of start-up). Raises :class:`OverrideError`."""
+    if "dynamic_batch" not in {f.get("name") for f in spec.get("features") or [] if isinstance(f, dict)}:
+        return
+    budgets = profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))
+    for key, o in last_by_key(s.get("extra_overrides") or []).items():
+        text = o.text
+        if key in budgets and text is not None and text.lstrip("+-").isdigit() and int(text) < seq:
+            raise OverrideError(
+                f"--override {o.head}={text} is below max_prompt_length + MAX_RESPONSE_LENGTH = {seq}: verl asserts "
+                f"a token budget holds the longest sequence (seqlen_balancing.py:384); set it to at least {seq}"
+            )
 
 
 def _check_pools(mode: str | None, s: dict[str, Any], host_devices: int | None, tp: int) -> None:
