@@ -626,3 +626,24 @@ def test_a_token_budget_override_below_one_sequence_is_refused_under_dynamic_bat
     check_spec(dict(s, features=resolve("-dynamic_batch").to_json()))  # no budget without dynamic batch
     s["settings"]["extra_overrides"] = [f"{key}=2560"]
     check_spec(dict(s, features=resolve("").to_json()))
+
+
+def test_a_users_plus_override_of_a_key_the_plan_adds_replaces_the_plans_and_composes():
+    """The plan adds ``+...override_config.attn_implementation``; a user's ``+`` of the same key after it made Hydra
+    refuse ("Could not append to config. An item is already at ...") at verl's start (trial). The user's wins: the
+    plan's goes, and the argv composes against verl 0.9.1's own yaml."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
+    from fetch_verl_config import verl_config_root
+    from dapo_ops.control.preflight import compose_check as validate
+
+    key = "actor_rollout_ref.model.override_config.attn_implementation"
+    s = spec(extra_overrides=[f"+{key}=flash_attention_2"])
+    argv = build_command(s, resolve("-flash_attn"))
+    assert [a for a in argv if key in a] == [f"+{key}=flash_attention_2"]
+    assert validate.compose_check(argv, str(verl_config_root())) == []
+    # a plain (change) override after the plan's add is Hydra's own order: both stay
+    s2 = spec(extra_overrides=[f"{key}=eager"])
+    assert [a for a in build_command(s2, resolve("-flash_attn")) if key in a] == [f"+{key}=sdpa", f"{key}=eager"]

@@ -24,7 +24,7 @@ from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.hydra_override import key_of, last_by_key
+from dapo_ops.core.hydra_override import ADD, key_of, last_by_key, parse_override
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, effective_settings, parameter_sync_step
 
@@ -429,10 +429,18 @@ def verl_argv(
     spec = defaults.RunSpec.read(spec)
     ent = profiles.entry(spec.profile, spec.mode, spec.framework)
     pairs = overrides_for(spec, features, setting_changes)
+    extra = effective_settings(spec, setting_changes).get("extra_overrides") or []
+    laddered = {k for name in (setting_changes or {}) for k in memladder.SETTING_KEYS.get(name, ())}
+    laddered |= set((setting_changes or {}).get("token_budgets") or {})
+    # a key the user adds with '+key=v' that the plan adds too: the plan's goes (Hydra refuses a second add, "Could
+    # not append to config. An item is already at ..."; the user's value wins anyway), unless the ladder changes it
+    user_adds = {o.key for o in map(parse_override, extra) if o is not None and o.op == ADD} - laddered
     # de-duplicate: last value per key wins, first position kept (Hydra would reject some duplicates)
     order: list[str] = []
     vals: dict[str, object] = {}
     for k, v in pairs:
+        if k.lstrip("+") in user_adds:
+            continue
         if k not in vals:
             order.append(k)
         vals[k] = v
@@ -440,13 +448,7 @@ def verl_argv(
     for k in order:
         check_literal(k, vals[k])
     argv += [f"{k}={hydra_value(vals[k])}" for k in order]
-    laddered = {k for name in (setting_changes or {}) for k in memladder.SETTING_KEYS.get(name, ())}
-    laddered |= set((setting_changes or {}).get("token_budgets") or {})
-    argv += [
-        str(x)
-        for x in (effective_settings(spec, setting_changes).get("extra_overrides") or [])
-        if key_of(x) not in laddered
-    ]  # the ladder's change wins over a raw override
+    argv += [str(x) for x in extra if key_of(x) not in laddered]  # the ladder's change wins over a raw override
     return argv
 
 
