@@ -647,3 +647,26 @@ def test_a_users_plus_override_of_a_key_the_plan_adds_replaces_the_plans_and_com
     # a plain (change) override after the plan's add is Hydra's own order: both stay
     s2 = spec(extra_overrides=[f"{key}=eager"])
     assert [a for a in build_command(s2, resolve("-flash_attn")) if key in a] == [f"+{key}=sdpa", f"{key}=eager"]
+
+
+@pytest.mark.parametrize(
+    "settings, extra, where",
+    [
+        ({"micro_batch_size": 5}, [], "(--micro-batch-size / MICRO_BATCH_SIZE)"),
+        ({}, ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"], "ppo_micro_batch_size_per_gpu=3)"),
+        ({}, ["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=48"], "log_prob_micro_batch_size_per_gpu=48)"),
+    ],
+)
+def test_a_micro_batch_that_does_not_divide_a_devices_batch_is_refused_without_dynamic_batch(settings, extra, where):
+    """verl asserts "data size must be divisible by ... micro_batch_size_per_gpu" (engine/utils.py:126) at the first
+    update, after minutes of start-up (trial: '=3' passed the dry run with 16 sequences a device per mini-batch)."""
+    base = dict(n_gpus_per_node=1, rollout_tp=1, train_batch_size=8, ppo_mini_batch_size=2, rollout_n=8)
+    base["extra_overrides"] = extra
+    s = spec(**base, **settings)
+    with pytest.raises(OverrideError) as e:
+        check_spec(dict(s, features=resolve("-dynamic_batch").to_json()))
+    msg = str(e.value)
+    assert "\n" not in msg and where in msg and "engine/utils.py:126" in msg
+    check_spec(dict(s, features=resolve("").to_json()))  # dynamic batch: no micro-batch
+    base["extra_overrides"] = []
+    check_spec(dict(spec(**base, micro_batch_size=4), features=resolve("-dynamic_batch").to_json()))

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from dapo_ops.core import defaults
 from dapo_ops.core import memfit
+from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.hydra_override import last_by_key, parse_override
 from dapo_ops.core.profiles import OverrideError
@@ -126,13 +127,14 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
         )
     _check_extra_overrides(s)
     _check_budget_overrides(spec, s, prompt + resp)
+    _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], tbs, mini, n)
 
 
 def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int) -> None:
     """:func:`check_spec`'s token budgets given by ``--override`` under dynamic batch: none below prompt + response
     (verl 0.9.1 asserts ``max_token_len >= max_seq_len`` when it splits a batch into micro-batches,
     ``verl/utils/seqlen_balancing.py:384-386``, after minutes of start-up). Raises :class:`OverrideError`."""
-    if "dynamic_batch" not in {f.get("name") for f in spec.get("features") or [] if isinstance(f, dict)}:
+    if "dynamic_batch" not in _feature_names(spec):
         return
     budgets = profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))
     for key, o in last_by_key(s.get("extra_overrides") or []).items():
@@ -142,6 +144,45 @@ def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int
                 f"--override {o.head}={text} is below max_prompt_length + MAX_RESPONSE_LENGTH = {seq}: verl asserts "
                 f"a token budget holds the longest sequence (seqlen_balancing.py:384); set it to at least {seq}"
             )
+
+
+def _feature_names(spec: Mapping[str, Any]) -> set[str]:
+    """The names of the spec's first-attempt features (``spec["features"]``, :meth:`FeatureSet.to_json`)."""
+    return {str(f.get("name")) for f in spec.get("features") or [] if isinstance(f, dict)}
+
+
+def _check_micro_batches(spec: Mapping[str, Any], s: dict[str, Any], dp: int, tbs: int, mini: int, n: int) -> None:
+    """:func:`check_spec`'s micro-batches without dynamic batch: the update's divides what a data-parallel rank gets
+    of a mini-batch (``ppo_mini_batch_size x rollout_n / dp``), the log-prob forward's what it gets of the step's
+    batch: verl 0.9.1 asserts "data size must be divisible by ... micro_batch_size_per_gpu"
+    (``verl/workers/engine/utils.py:126``) at the first update, after minutes of start-up. The value verl gets: the
+    last ``--override`` of the key, else the setting (the fit's / ladder's), else ``--micro-batch-size``. Raises
+    :class:`OverrideError`."""
+    if "dynamic_batch" in _feature_names(spec) or not spec.get("features"):
+        return
+    ov = last_by_key(s.get("extra_overrides") or [])
+    for name, per, what in (
+        ("ppo_micro_batch_size_per_gpu", mini * n // dp, f"mini-batch (ppo_mini_batch_size {mini}"),
+        ("log_prob_micro_batch_size_per_gpu", tbs * n // dp, f"batch (train_batch_size {tbs}"),
+    ):
+        for key in memladder.SETTING_KEYS[name]:
+            o = ov.get(key)
+            text = o.text if o is not None else None
+            where, v = (
+                (f"--override {o.head}={text}", text)
+                if o is not None and text is not None
+                else (name, s.get(name))
+                if s.get(name)
+                else ("--micro-batch-size / MICRO_BATCH_SIZE", s.get("micro_batch_size"))
+            )
+            m = int(str(v)) if str(v).isdigit() else 0
+            if m > 0 and per % m:
+                divs = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
+                raise OverrideError(
+                    f"micro-batch {m} ({where}) does not divide the {per} sequences a device gets of a {what} x "
+                    f"rollout_n {n} / {dp} data-parallel rank(s)): verl refuses it (engine/utils.py:126); use one "
+                    f"of {divs}, or dynamic batch"
+                )
 
 
 def _check_pools(mode: str | None, s: dict[str, Any], host_devices: int | None, tp: int) -> None:
