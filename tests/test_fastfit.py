@@ -765,3 +765,12 @@ def test_a_users_value_the_start_rung_changes_shows_what_runs():
     [line] = [k for k in c.kept if k.name == "ppo_max_token_len_per_gpu"]
     assert line.value == 32768
     assert line.why.startswith(f"you set it with --override {fastfit.ACTOR_BUDGET}=65536; the estimate's start rung")
+
+
+def test_a_deleted_knob_shows_the_default_verl_then_runs():
+    """``~actor_rollout_ref.actor.ppo_max_token_len_per_gpu`` runs ActorConfig's 16384 (verl/workers/config/actor.py:156),
+    not the plan's 5120 the line showed (trial)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=[f"~{fastfit.ACTOR_BUDGET}"]), feats(True), 79.65)
+    [line] = [k for k in c.kept if k.name == "ppo_max_token_len_per_gpu"]
+    assert line.value == 16384 and "verl runs its config's default 16384" in line.why

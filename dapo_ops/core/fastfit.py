@@ -209,6 +209,17 @@ PHASES_OF = {
 #: knob -> (run setting names, verl keys) whose explicit value keeps the knob as the user set it
 #: verl's gradient-checkpointing key (``hf_model.yaml:34``); the ``gradient_checkpointing`` feature emits it
 GC_KEY = "actor_rollout_ref.model.enable_gradient_checkpointing"
+#: what verl 0.9.1 runs when an ``--override ~key`` deletes a knob's key: its config dataclass's default
+#: (:mod:`dapo_ops.core.hydra_override`): ``ActorConfig.ppo_max_token_len_per_gpu`` (``verl/workers/config/actor.py:156``),
+#: ``RolloutConfig`` ``log_prob_max_token_len_per_gpu`` / ``gpu_memory_utilization`` / ``max_num_batched_tokens`` /
+#: ``max_num_seqs`` (``verl/workers/config/rollout.py:212,185,196,206``)
+VERL_DELETED_DEFAULT: dict[str, Any] = {
+    ACTOR_BUDGET: 16384,
+    LOGPROB_BUDGETS[0]: 16384,
+    UTIL_KEY: 0.5,
+    MAX_BATCHED_KEY: 8192,
+    MAX_NUM_SEQS_KEY: VERL_MAX_NUM_SEQS_DELETED,
+}
 EXPLICIT_OF = {
     "ppo_max_token_len_per_gpu": ((), (ACTOR_BUDGET,)),
     "log_prob_max_token_len_per_gpu": ((), LOGPROB_BUDGETS),
@@ -337,7 +348,12 @@ def _rung_sets(knob: str, changes: dict[str, Any]) -> bool:
 def _held(knob: str, value: Any, why: str, overrides: dict[str, Any]) -> Choice:
     """The kept line of a held knob: ``value`` (what the estimate goes on with), or the user's ``--override`` text
     when it reads otherwise (``0``, ``abc``, ``${...}``: shown as written, with the value the estimate used)."""
-    text = next((overrides[k] for k in EXPLICIT_OF.get(knob, ((), ()))[1] if overrides.get(k) is not None), None)
+    keys = EXPLICIT_OF.get(knob, ((), ()))[1]
+    text = next((overrides[k] for k in keys if overrides.get(k) is not None), None)
+    gone = next((k for k in keys if k in overrides and overrides[k] is None), None)
+    if text is None and gone in VERL_DELETED_DEFAULT and VERL_DELETED_DEFAULT[gone] != value:
+        runs = VERL_DELETED_DEFAULT[gone]
+        return Choice(knob, runs, f"{why}: verl runs its config's default {runs} (the estimate goes on with {value})")
     if text is not None and str(text).strip() != str(value):
         return Choice(knob, text, f"{why} (the estimate goes on with {value})")
     return Choice(knob, value, why)
