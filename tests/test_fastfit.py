@@ -155,7 +155,9 @@ def test_explicit_settings_are_never_changed(cfg, run, gib):
         "gpu_memory_utilization",
         "max_num_seqs",
         "max_num_batched_tokens",
+        "gradient_checkpointing",  # every knob has its line (trial): "you set it (--features ...)"
     }
+    assert next(k for k in c.kept if k.name == "gradient_checkpointing").why.startswith("you set it")
     # the argv carries the user's values, last (core/overrides.py verl_argv)
     argv = overrides.verl_argv(applied(spec, c), c.features)
     assert argv[-4:] == ov and "actor_rollout_ref.rollout.gpu_memory_utilization=0.55" in argv

@@ -229,7 +229,12 @@ def test_without_device_memory_the_plan_shows_peaks_only():
     assert len(est) == 1 and "device memory unknown here" in est[0] and "update 52.4" in est[0]
     # the fastest-fit choices (core/fastfit.py) are shown for the assumed device but not applied (issue 45)
     fit = [ln for ln in p.memory if ln.startswith("fit: ")]
-    assert fit and all(ln.endswith("not applied, inv launch chooses on the real one)") for ln in fit)
+    chosen = [ln for ln in fit if not ln.endswith(": kept on")]  # a knob left as planned changes nothing
+    assert chosen and all(ln.endswith("not applied, inv launch chooses on the real one)") for ln in chosen)
+    assert fit[-1] == (
+        "fit: gradient_checkpointing on: the update does not fit without it at a budget as large as it gets with it: "
+        "kept on"
+    )
 
 
 def test_missing_config_keys_say_which_and_refuse_nothing():

@@ -331,6 +331,25 @@ def _gc_as_overridden(fs: FeatureSet, overrides: dict[str, hydra_override.Overri
     return fs
 
 
+def _gc_kept(kept: list[Choice], framework: str | None, fs: FeatureSet, tried: bool, held: str | None) -> None:
+    """Add the kept line of gradient checkpointing left on to ``kept`` (every knob has its line; none when it is off
+    or already has one): why the fit did not take it off. ``tried``: the fit tried the update without it; ``held``:
+    why the update budget is held (:func:`choose`'s ``why_held``), or the phase a learned memo capped."""
+    if not fs.has("gradient_checkpointing") or any(c.name == "gradient_checkpointing" for c in kept):
+        return
+    if fs.source_of("gradient_checkpointing") == "explicit":
+        why = "you set it (--features gradient_checkpointing)"
+    elif framework != "fsdp":
+        why = "Megatron's recompute (selective, as planned): the fit takes FSDP's off only"
+    elif fs.has("recompute"):
+        why = "recompute is on (the user's, a learned start's or the estimate's rung)"
+    elif tried:
+        why = "the update does not fit without it at a budget as large as it gets with it: kept on"
+    else:
+        why = f"the update budget is held ({held}): kept as planned" if held else "kept as planned"
+    kept.append(Choice("gradient_checkpointing", "on", why))
+
+
 def _no_gc(fs: FeatureSet) -> FeatureSet:
     """``fs`` without ``gradient_checkpointing`` (not recorded as ``-name``: the fit or the user's override turned it
     off, not a feature rule)."""
@@ -547,6 +566,7 @@ def choose(
                     f"the update fits without it at {upd_knob} {upd_val(k)} ({than}): no recomputed forward",
                 )
             )
+    _gc_kept(kept, rs.framework, fs, gc_free, why_held(upd_knob) or _capped("gradient_checkpointing", ran_out))
     if not hold(upd_knob, default_upd):
         k = _largest(lo_k, hi_k, upd_ok(fs))
         if k is not None:
