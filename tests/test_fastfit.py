@@ -776,3 +776,16 @@ def test_a_deleted_knob_shows_the_default_verl_then_runs():
     c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=[f"~{fastfit.ACTOR_BUDGET}"]), feats(True), 79.65)
     [line] = [k for k in c.kept if k.name == "ppo_max_token_len_per_gpu"]
     assert line.value == 16384 and "verl runs its config's default 16384" in line.why
+
+
+def test_a_micro_batch_override_is_what_the_update_is_estimated_with():
+    """Without dynamic batch an ``--override`` of the micro-batch wins in verl's argv: the estimate goes on with it
+    (trial: 'the estimate goes on with 1' beside a plain 16)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    spec = spec_for(batch=8, mini=2, extra_overrides=[f"{fastfit.PPO_MICRO_KEY}=16"])
+    fs = features.resolve("-flash_attn,-dynamic_batch", False)
+    c = fastfit.choose(m, spec, fs, 79.65)
+    [line] = [k for k in c.kept if k.name == "ppo_micro_batch_size_per_gpu"]
+    assert line.value == 16 and "estimate goes on" not in line.why
+    one = memfit.estimate(m, memfit.setup_from_spec(spec_for(batch=8, mini=2), fs, 79.65)).phases["update"]
+    assert memfit.estimate(m, memfit.setup_from_spec(spec, fs, 79.65)).phases["update"] > one

@@ -526,7 +526,7 @@ def choose(
 
         lo_k, hi_k = _steps(seq), _steps(upd_cap)
     else:
-        default_upd = int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"])
+        default_upd = _count(ov.get(PPO_MICRO_KEY), int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"]))
         upd_full = per_dev_mini
         divs = _micro_divisors(per_dev_mini, seq, packed_cap)
 
@@ -602,7 +602,9 @@ def choose(
 
             lo, hi = _steps(seq), _steps(lp_cap)
         else:
-            lp_default = int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
+            lp_default = _count(
+                ov.get(LOGPROB_MICRO_KEY), int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
+            )
             lp_full = per_dev_batch
             lp_divs = _micro_divisors(per_dev_batch, seq, packed_cap)
 

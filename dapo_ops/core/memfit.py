@@ -398,6 +398,17 @@ def trainer_world(s: Mapping[str, Any], one_step_off: bool) -> int:
     return int(s["trainer_gpus"] if one_step_off else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
 
 
+#: the micro-batch keys a user's ``--override`` sets without dynamic batch (verl/workers/engine_workers.py:623-628)
+PPO_MICRO_OVERRIDE_KEY = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+LOGPROB_MICRO_OVERRIDE_KEY = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+
+
+def _count_of(ov: Mapping[str, str | None], key: str, default: int) -> int:
+    """The whole positive count an override gives ``key`` (:func:`override_values`), else ``default``."""
+    v = (ov.get(key) or "").strip()
+    return int(v) if v.isdigit() and int(v) > 0 else default
+
+
 def setup_from_spec(
     spec: Mapping[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
 ) -> Setup:
@@ -429,9 +440,9 @@ def setup_from_spec(
     if "dynamic_batch" in names:
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
-    else:
-        upd = int(s.get("ppo_micro_batch_size_per_gpu") or micro) * seq
-        lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro) * seq
+    else:  # the user's --override of a micro-batch wins in verl's argv (appended last), so here too
+        upd = _count_of(ov, PPO_MICRO_OVERRIDE_KEY, int(s.get("ppo_micro_batch_size_per_gpu") or micro)) * seq
+        lp = _count_of(ov, LOGPROB_MICRO_OVERRIDE_KEY, int(s.get("log_prob_micro_batch_size_per_gpu") or micro)) * seq
     return Setup(
         device_gib=float(device_gib),
         framework=spec.framework,
