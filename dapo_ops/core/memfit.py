@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, TYPE_CHECKING
 
 from dapo_ops.core import defaults
-from dapo_ops.core.hydra_override import key_of, last_by_key
+from dapo_ops.core.hydra_override import key_of, last_by_key, truth
 from dapo_ops.core.profiles import fsdp_strategy
 
 if TYPE_CHECKING:
@@ -430,7 +430,7 @@ def setup_from_spec(
     if (
         BYPASS_KEY in ov
     ):  # deleted (None): RolloutCorrectionConfig's default False (verl/trainer/config/algorithm.py:184)
-        bypass = (ov[BYPASS_KEY] or "").lower() == "true"
+        bypass = bool(truth(last_by_key(spec.settings.get("extra_overrides") or [])[BYPASS_KEY]))
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
         bypass = spec.mode == "one-step-off" and spec.profile == "0.9"
     micro = int(s["micro_batch_size"])
