@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops.core import profiles
+from dapo_ops.core import defaults, overrides, profiles
 from dapo_ops.core.features import resolve
 from dapo_ops.core.overrides import OverrideError, build_command, hydra_value
 from dapo_ops.core.runspec import check_spec
@@ -670,3 +670,20 @@ def test_a_micro_batch_that_does_not_divide_a_devices_batch_is_refused_without_d
     check_spec(dict(s, features=resolve("").to_json()))  # dynamic batch: no micro-batch
     base["extra_overrides"] = []
     check_spec(dict(spec(**base, micro_batch_size=4), features=resolve("-dynamic_batch").to_json()))
+
+
+@pytest.mark.parametrize(
+    "extra, ref, critic",
+    [
+        (["actor_rollout_ref.actor.use_kl_loss=1"], True, False),  # verl: `or` of the DictConfig values, 1 is on
+        (["algorithm.use_kl_in_reward=yes"], True, False),  # a non-empty string: truthy in verl
+        (["actor_rollout_ref.actor.use_kl_loss=0"], False, False),
+        (["critic.enable=1"], False, True),
+        (["algorithm.adv_estimator=gae", "critic.enable=0"], False, False),  # bool(0): off though gae
+        (["algorithm.adv_estimator=gae", "critic.enable=null"], False, True),  # null: the estimator decides
+    ],
+)
+def test_the_reference_and_critic_follow_verls_truthiness_of_the_users_switches(extra, ref, critic):
+    """need_reference_policy / need_critic read the composed values by truthiness (verl/trainer/ppo/utils.py:75-107):
+    '=1' turns the KL loss on; the plan read only 'true' and left the reference's keys out (a ref without them)."""
+    assert overrides.needs_ref_critic(defaults.RunSpec.read(spec(extra_overrides=extra))) == (ref, critic)

@@ -24,7 +24,7 @@ from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.hydra_override import ADD, key_of, last_by_key, parse_override
+from dapo_ops.core.hydra_override import ADD, key_of, last_by_key, parse_override, truth
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, effective_settings, parameter_sync_step
 
@@ -197,13 +197,20 @@ def needs_ref_critic(spec: defaults.RunSpec) -> tuple[bool, bool]:
     algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
     ``critic.enable=True`` the critic). The last override of a key decides it; a ``~key`` deletion gives it no value
     (:mod:`dapo_ops.core.hydra_override`): the KL switches then are their dataclass defaults, off
-    (``verl/workers/config/actor.py:171``, ``verl/trainer/config/algorithm.py:659``)."""
-    extra = {k: (o.text or "").lower() for k, o in last_by_key(spec.settings.get("extra_overrides") or []).items()}
-    use_ref = (
-        extra.get("actor_rollout_ref.actor.use_kl_loss") == "true" or extra.get("algorithm.use_kl_in_reward") == "true"
+    (``verl/workers/config/actor.py:171``, ``verl/trainer/config/algorithm.py:659``). verl tests them by the
+    truthiness of the composed value (:func:`dapo_ops.core.hydra_override.truth`: ``=1`` is on)."""
+    last = last_by_key(spec.settings.get("extra_overrides") or [])
+
+    def on(key: str) -> bool | None:  # verl reads these DictConfig values by truthiness (utils.py:75-107)
+        return truth(last[key]) if key in last else None
+
+    use_ref = bool(on("actor_rollout_ref.actor.use_kl_loss") or on("algorithm.use_kl_in_reward"))
+    c = last.get("critic.enable")
+    null = c is None or c.deletes or (c.text or "").lower() == "null"  # verl then decides by the estimator
+    adv = last.get("algorithm.adv_estimator")
+    use_critic = (
+        bool(truth(c)) if c is not None and not null else (adv is not None and (adv.text or "").lower() == "gae")
     )
-    critic = extra.get("critic.enable")
-    use_critic = critic == "true" if critic in ("true", "false") else extra.get("algorithm.adv_estimator") == "gae"
     return use_ref, use_critic
 
 
