@@ -789,3 +789,17 @@ def test_a_micro_batch_override_is_what_the_update_is_estimated_with():
     assert line.value == 16 and "estimate goes on" not in line.why
     one = memfit.estimate(m, memfit.setup_from_spec(spec_for(batch=8, mini=2), fs, 79.65)).phases["update"]
     assert memfit.estimate(m, memfit.setup_from_spec(spec, fs, 79.65)).phases["update"] > one
+
+
+def test_an_override_of_the_reference_models_budget_holds_nothing_without_a_reference():
+    """No KL: verl builds no reference model, so ``actor_rollout_ref.ref.log_prob_max_token_len_per_gpu`` is inert;
+    it froze the rollout's log-prob budget at the planned 7680, above the packed cap (trial). With a KL loss it is
+    the user's, and holds the knob."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    ref = "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=65536"
+    sdpa = features.resolve("-flash_attn", False)
+    c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=[ref]), sdpa, 79.65)
+    assert {x.name: x.value for x in c.chosen}["log_prob_max_token_len_per_gpu"] == 4096
+    kl = spec_for(batch=8, mini=2, extra_overrides=[ref, "actor_rollout_ref.actor.use_kl_loss=True"])
+    c = fastfit.choose(m, kl, sdpa, 79.65)
+    assert "log_prob_max_token_len_per_gpu" in {x.name for x in c.kept}

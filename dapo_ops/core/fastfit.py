@@ -73,6 +73,7 @@ from typing import Any, Callable, Iterable
 from dapo_ops.core import defaults
 from dapo_ops.core import hydra_override
 from dapo_ops.core import memfit
+from dapo_ops.core.overrides import needs_ref_critic
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
 from dapo_ops.core.features import FeatureSet
@@ -356,6 +357,16 @@ def _no_gc(fs: FeatureSet) -> FeatureSet:
     return FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
 
 
+def _live_overrides(rs: defaults.RunSpec) -> dict[str, str | None]:
+    """The spec's ``--override`` values (:func:`dapo_ops.core.memfit.override_values`) that reach a worker: without a
+    reference model (no KL, :func:`dapo_ops.core.overrides.needs_ref_critic`) verl builds none, so its
+    ``actor_rollout_ref.ref.*`` keys are inert and hold no knob (trial)."""
+    ov = memfit.override_values(rs)
+    if needs_ref_critic(rs)[0]:
+        return ov
+    return {k: v for k, v in ov.items() if not k.startswith("actor_rollout_ref.ref.")}
+
+
 def _rung_sets(knob: str, changes: dict[str, Any]) -> bool:
     """Whether the start rung (the spec's ``setting_changes``: an estimate or learned start) sets ``knob``."""
     if knob in ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"):
@@ -457,7 +468,7 @@ def choose(
     base = dict(rs.settings)
     changes = dict(rs.setting_changes)
     s = dict(base, **changes)
-    ov = memfit.override_values(rs)
+    ov = _live_overrides(rs)
     one_step_off = rs.mode == "one-step-off"
     world = memfit.trainer_world(s, one_step_off)
     seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
