@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import gzip
 import json
 import re
 import statistics
@@ -35,9 +36,15 @@ PHASES = ("gen", "old_log_prob", "update_actor", "update_weights", "adv")
 _BOOKKEEPING = re.compile(r"(_dir|path|_files|experiment_name|project_name)$")
 
 
+def read_log(path: str | Path) -> str:
+    """A log's text; ``*.gz`` (the fixtures keep long logs gzipped) decompressed."""
+    raw = Path(path).read_bytes()
+    return (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode("utf-8", errors="replace")
+
+
 def steps(path: str | Path) -> dict[int, dict[str, float]]:
     """``{step: {metric: value}}`` of a verl train.log (the last line of a step wins)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = read_log(path)
     return dict(filter(None, (logformat.parse_metrics_line(ln) for ln in logformat.split_lines(text))))
 
 
@@ -88,7 +95,7 @@ def printed_config(path: str | Path) -> dict[str, Any]:
     The pprint spans many lines, each behind Ray's ``(TaskRunnerV1 pid=N)`` prefix. Raises ``ValueError`` when the
     log holds none."""
     buf: str | None = None
-    for raw in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+    for raw in read_log(path).splitlines():
         line = logformat.strip_prefixes(logformat.strip_ansi(raw))
         if buf is None:
             i = line.find("{'actor_rollout_ref'")

@@ -583,3 +583,20 @@ def test_speed_table_prints_the_table_when_the_csv_row_cannot_be_made(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "| s/step | 2.896 | 3.687 | 1.273 (verl/tool) |" in res.stdout
     assert "records no model shape" in res.stderr and not (tmp_path / "s.csv").exists()
+
+
+def test_the_real_shape_tool_half_figures_are_bench_speed_mds():
+    """bench/speed.md's table of o-speed-tool1-h100 (steps 3-12 of the tool's half at Qwen3-1.7B's shape) is
+    bench/speed_table.py's reading of the gzipped fixture: s/step, each phase and tokens/s, to the printed digits."""
+    f = _speed_table().figures(RUNS / "o-speed-tool1-h100" / "train.log.gz", skip=2)
+    md = (RUNS.parents[3] / "bench" / "speed.md").read_text()
+    table = md[md.index("The tool's half, steps 3-12") :].split("\n\n")[1]
+    rows = {r.split("|")[1].strip(): r.split("|")[2].strip() for r in table.splitlines()[2:]}
+    assert f["steps"] == 10
+    assert rows["s/step"] == f"{f['s/step']:.2f}"
+    assert rows["old_log_prob s (log-prob budget 57 344)"] == f"{f['old_log_prob s']:.2f}"
+    assert rows["update_actor s (update budget 11 264, no gradient checkpointing)"] == f"{f['update_actor s']:.2f}"
+    assert rows["gen s (colocate_async: the prefetched batch's rest)"] == f"{f['gen s']:.2f}"
+    assert rows[
+        "tokens/s/device (verl's `perf/throughput`)"
+    ] == f"{f['tokens/s (total_num_tokens/step)']:,.0f}".replace(",", " ")
