@@ -770,12 +770,22 @@ def test_a_users_value_the_start_rung_changes_shows_what_runs():
 
 
 def test_a_deleted_knob_shows_the_default_verl_then_runs():
-    """``~actor_rollout_ref.actor.ppo_max_token_len_per_gpu`` runs ActorConfig's 16384 (verl/workers/config/actor.py:156),
-    not the plan's 5120 the line showed (trial)."""
+    """``~actor_rollout_ref.rollout.gpu_memory_utilization`` runs RolloutConfig's 0.5 (verl/workers/config/rollout.py:185),
+    not the plan's share the line showed (trial). (A deleted token budget fails verl's start: the launch refuses it,
+    tests/test_overrides.py.)"""
     m = memfit.Model.from_config(QWEN3_1_7B)
-    c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=[f"~{fastfit.ACTOR_BUDGET}"]), feats(True), 79.65)
-    [line] = [k for k in c.kept if k.name == "ppo_max_token_len_per_gpu"]
-    assert line.value == 16384 and "verl runs its config's default 16384" in line.why
+    c = fastfit.choose(m, spec_for(batch=8, mini=2, extra_overrides=[f"~{fastfit.UTIL_KEY}"]), feats(True), 79.65)
+    [line] = [k for k in c.kept if k.name == "gpu_memory_utilization"]
+    assert line.value == 0.5 and "verl runs its config's default 0.5" in line.why
+
+
+def test_the_log_prob_micro_batch_divides_the_padded_per_rank_batch():
+    """The V1 trainer pads a step of 6 prompts to a multiple of the 4-prompt mini-batch, 8 (trainer_base.py:1589-1621):
+    the log-prob micro-batch must divide 8, not 6 (review: the fit chose 6)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec_for(batch=6, mini=4, n=1), feats(False), 139.8)
+    lp = {x.name: x.value for x in c.chosen}["log_prob_micro_batch_size_per_gpu"]
+    assert 8 % lp == 0
 
 
 def test_a_micro_batch_override_is_what_the_update_is_estimated_with():
@@ -803,3 +813,19 @@ def test_an_override_of_the_reference_models_budget_holds_nothing_without_a_refe
     kl = spec_for(batch=8, mini=2, extra_overrides=[ref, "actor_rollout_ref.actor.use_kl_loss=True"])
     c = fastfit.choose(m, kl, sdpa, 79.65)
     assert "log_prob_max_token_len_per_gpu" in {x.name for x in c.kept}
+
+
+def test_a_start_rungs_micro_batch_beats_the_users_override_in_the_estimate():
+    """The ladder's (start rung's) micro-batch drops the user's override from verl's argv (overrides.verl_argv): the
+    estimate goes on with the rung's 4, not the override's 16 (review: it kept 16 and added rungs it did not need)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    fs = features.resolve("-flash_attn,-dynamic_batch", False)
+    spec = dict(
+        spec_for(batch=8, mini=2, extra_overrides=[f"{fastfit.PPO_MICRO_KEY}=16"]),
+        setting_changes={"ppo_micro_batch_size_per_gpu": 4},
+    )
+    setup = memfit.setup_from_spec(spec, fs, 79.65, spec["setting_changes"])
+    assert setup.update_tokens == 4 * 2560
+    c = fastfit.choose(m, spec, fs, 79.65)
+    [line] = [k for k in c.kept if k.name == "ppo_micro_batch_size_per_gpu"]
+    assert line.value == 4 and "start rung runs 4" in line.why

@@ -83,7 +83,7 @@ def test_the_reader_agrees_with_hydras_own_parser(prefix, key, value):
 
 BOOLISH = ["0", "1", "-0", "+1", "0_0", "1_0", "true", "False", "TRUE", "null", "NULL", "no", "yes", "off", "",
            "'false'", '""', "0.0", "1e3", ".5", "nan", "-inf", "0x1", " false ", "1.", "007", "1__0", "1_", "_1",
-           "1e", "e3", ".e3", "1.5e-3", "+.5", "Infinity", "-nan", "0e0", "0.", "-0.0e1_0"]  # fmt: skip
+           "1e", "e3", ".e3", "1.5e-3", "+.5", "Infinity", "-nan", "0e0", "0.", "-0.0e1_0", "[]", "{}", "[ ]", "[0]"]  # fmt: skip
 
 
 @hsettings(max_examples=200, deadline=None)

@@ -211,12 +211,11 @@ PHASES_OF = {
 #: verl's gradient-checkpointing key (``hf_model.yaml:34``); the ``gradient_checkpointing`` feature emits it
 GC_KEY = "actor_rollout_ref.model.enable_gradient_checkpointing"
 #: what verl 0.9.1 runs when an ``--override ~key`` deletes a knob's key: its config dataclass's default
-#: (:mod:`dapo_ops.core.hydra_override`): ``ActorConfig.ppo_max_token_len_per_gpu`` (``verl/workers/config/actor.py:156``),
-#: ``RolloutConfig`` ``log_prob_max_token_len_per_gpu`` / ``gpu_memory_utilization`` / ``max_num_batched_tokens`` /
-#: ``max_num_seqs`` (``verl/workers/config/rollout.py:212,185,196,206``)
+#: (:mod:`dapo_ops.core.hydra_override`): ``RolloutConfig`` ``gpu_memory_utilization`` / ``max_num_batched_tokens`` /
+#: ``max_num_seqs`` (``verl/workers/config/rollout.py:185,196,206``). The token budgets and micro-batches are read
+#: straight from the config (``verl/workers/engine_workers.py:616-633``): deleting one fails verl's start, and the
+#: launch refuses it (:data:`dapo_ops.core.runspec.NOT_DELETABLE`)
 VERL_DELETED_DEFAULT: dict[str, Any] = {
-    ACTOR_BUDGET: 16384,
-    LOGPROB_BUDGETS[0]: 16384,
     UTIL_KEY: 0.5,
     MAX_BATCHED_KEY: 8192,
     MAX_NUM_SEQS_KEY: VERL_MAX_NUM_SEQS_DELETED,
@@ -355,6 +354,14 @@ def _no_gc(fs: FeatureSet) -> FeatureSet:
     """``fs`` without ``gradient_checkpointing`` (not recorded as ``-name``: the fit or the user's override turned it
     off, not a feature rule)."""
     return FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
+
+
+def _micro_of(name: str, key: str, s: dict[str, Any], changes: dict[str, Any], ov: dict[str, Any]) -> int:
+    """The micro-batch verl runs for setting ``name`` / verl ``key``: a start rung's (its change drops the user's
+    ``--override`` from the argv, core/overrides.py ``verl_argv``), else the override, else the plan's setting or
+    ``micro_batch_size`` (``s``: settings with ``changes`` applied)."""
+    planned = int(s.get(name) or s["micro_batch_size"])
+    return planned if name in changes else _count(ov.get(key), planned)
 
 
 def _live_overrides(rs: defaults.RunSpec) -> dict[str, str | None]:
@@ -515,7 +522,12 @@ def choose(
     # over the data-parallel ranks, verl/workers/engine_workers.py:270); FSDP: every device is one
     dp = runspec.data_parallel_size(rs, world)[0]
     per_dev_mini = max(1, -(-int(s["ppo_mini_batch_size"]) * n // dp))
-    per_dev_batch = max(1, -(-int(s["train_batch_size"]) * n // dp))
+    # the log-prob forward's per-rank batch: the V1 trainer pads a step to a multiple of lcm(dp, mini-batch x n)
+    # (verl/trainer/ppo/v1/trainer_base.py:1589-1621), one-step-off computes it per mini-batch-sized sample
+    # (:539,566): a multiple of the per-rank mini-batch either way (review)
+    per_dev_batch = per_dev_mini * (
+        1 if one_step_off else -(-int(s["train_batch_size"]) // int(s["ppo_mini_batch_size"]))
+    )
     ovs = hydra_override.last_by_key(base.get("extra_overrides") or [])
     fs = _gc_as_overridden(fs, ovs, kept)
     gc_on = fs.has("gradient_checkpointing")
@@ -537,7 +549,7 @@ def choose(
 
         lo_k, hi_k = _steps(seq), _steps(upd_cap)
     else:
-        default_upd = _count(ov.get(PPO_MICRO_KEY), int(s.get("ppo_micro_batch_size_per_gpu") or s["micro_batch_size"]))
+        default_upd = _micro_of("ppo_micro_batch_size_per_gpu", PPO_MICRO_KEY, s, changes, ov)
         upd_full = per_dev_mini
         divs = _micro_divisors(per_dev_mini, seq, packed_cap)
 
@@ -613,9 +625,7 @@ def choose(
 
             lo, hi = _steps(seq), _steps(lp_cap)
         else:
-            lp_default = _count(
-                ov.get(LOGPROB_MICRO_KEY), int(s.get("log_prob_micro_batch_size_per_gpu") or s["micro_batch_size"])
-            )
+            lp_default = _micro_of("log_prob_micro_batch_size_per_gpu", LOGPROB_MICRO_KEY, s, changes, ov)
             lp_full = per_dev_batch
             lp_divs = _micro_divisors(per_dev_batch, seq, packed_cap)
 
@@ -798,8 +808,17 @@ def packed_attention(
     ov = overrides or {}
     r, a = ov.get(RMPAD_KEY), ov.get(ATTN_KEY)
     rmpad = fs.has("remove_padding") if r is None else (r.deletes or bool(hydra_override.truth(r)))
-    masked = not fs.has("flash_attn") if a is None else (a.text or "flash_attention_2") in MASKED_ATTENTION
+    masked = not fs.has("flash_attn") if a is None else _attn_of(a) in MASKED_ATTENTION
     return rmpad and masked
+
+
+def _attn_of(o: hydra_override.Override) -> str:
+    """The attention an override of :data:`ATTN_KEY` runs: a deletion verl's default ``flash_attention_2``
+    (``model.py:185``); ``null`` passes None to transformers, which picks sdpa (review)."""
+    if o.deletes:
+        return "flash_attention_2"
+    text = o.text or ""
+    return "sdpa" if text.lower() == "null" and o.value and o.value.strip().lower() == "null" else text
 
 
 #: the head of the why of a budget (micro-batch) the packed-attention cap cut

@@ -141,6 +141,8 @@ def truth(o: Override) -> Optional[bool]:
     v = o.value.strip()
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
         return len(v) > 2
+    if re.fullmatch(r"\[\s*\]|\{\s*\}", v):  # Hydra's empty list / dict
+        return False
     low = v.lower()
     if low in ("true", "false", "null"):
         return low == "true"

@@ -441,8 +441,13 @@ def setup_from_spec(
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
     else:  # the user's --override of a micro-batch wins in verl's argv (appended last), so here too
-        upd = _count_of(ov, PPO_MICRO_OVERRIDE_KEY, int(s.get("ppo_micro_batch_size_per_gpu") or micro)) * seq
-        lp = _count_of(ov, LOGPROB_MICRO_OVERRIDE_KEY, int(s.get("log_prob_micro_batch_size_per_gpu") or micro)) * seq
+        rung = setting_changes or {}  # a rung's micro-batch drops the user's override from the argv (verl_argv)
+        upd = int(s.get("ppo_micro_batch_size_per_gpu") or micro)
+        upd = (upd if "ppo_micro_batch_size_per_gpu" in rung else _count_of(ov, PPO_MICRO_OVERRIDE_KEY, upd)) * seq
+        lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro)
+        lp = (
+            lp if "log_prob_micro_batch_size_per_gpu" in rung else _count_of(ov, LOGPROB_MICRO_OVERRIDE_KEY, lp)
+        ) * seq
     return Setup(
         device_gib=float(device_gib),
         framework=spec.framework,

@@ -16,7 +16,7 @@ from dapo_ops.core import defaults
 from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
-from dapo_ops.core.hydra_override import last_by_key, parse_override
+from dapo_ops.core.hydra_override import last_by_key, parse_override, truth
 from dapo_ops.core.profiles import OverrideError
 
 __all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
@@ -127,22 +127,61 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
         )
     _check_extra_overrides(s)
     _check_budget_overrides(spec, s, prompt + resp)
-    _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], tbs, mini, n)
+    _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], mini, n)
+
+
+#: keys verl 0.9.1 reads straight from the composed config (``verl/workers/engine_workers.py:616-633``: attribute
+#: access on a struct-mode DictConfig): a ``~key`` deletion fails verl's start with ConfigAttributeError
+NOT_DELETABLE = (
+    "actor_rollout_ref.actor.use_dynamic_bsz",
+    "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+)
+#: verl's one dynamic-batch switch of the actor (it asserts the rollout's log-prob one equals it,
+#: ``engine_workers.py:616``) and FSDP's Ulysses sequence-parallel size (``verl/workers/engine/utils.py:110``)
+DYNAMIC_KEY = "actor_rollout_ref.actor.use_dynamic_bsz"
+ULYSSES_KEY = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+
+
+def _dynamic(spec: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
+    """Whether verl splits batches by token budget: the user's ``--override`` of :data:`DYNAMIC_KEY` (its truthiness),
+    else the ``dynamic_batch`` feature."""
+    o = last.get(DYNAMIC_KEY)
+    return bool(truth(o)) if o is not None and not o.deletes else "dynamic_batch" in _feature_names(spec)
 
 
 def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int) -> None:
-    """:func:`check_spec`'s token budgets given by ``--override`` under dynamic batch: none below prompt + response
-    (verl 0.9.1 asserts ``max_token_len >= max_seq_len`` when it splits a batch into micro-batches,
-    ``verl/utils/seqlen_balancing.py:384-386``, after minutes of start-up). Raises :class:`OverrideError`."""
-    if "dynamic_batch" not in _feature_names(spec):
-        return
-    budgets = profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))
-    for key, o in last_by_key(s.get("extra_overrides") or []).items():
-        text = o.text
-        if key in budgets and text is not None and text.lstrip("+-").isdigit() and int(text) < seq:
+    """:func:`check_spec`'s token-budget and dynamic-batch keys given by ``--override``: no ``~`` deletion of one verl
+    reads straight from the config (:data:`NOT_DELETABLE`), and under dynamic batch no budget below prompt + response
+    over the sequence-parallel size (verl 0.9.1 asserts ``max_token_len_per_gpu x sp_size >= max_seq_len`` when it
+    splits a batch, ``verl/workers/engine/utils.py:110``, ``verl/utils/seqlen_balancing.py:384-386``; sp_size: Megatron's
+    CP, FSDP's Ulysses), after minutes of start-up. Raises :class:`OverrideError`."""
+    last = last_by_key(s.get("extra_overrides") or [])
+    for key in NOT_DELETABLE:
+        if key in last and last[key].deletes:
             raise OverrideError(
-                f"--override {o.head}={text} is below max_prompt_length + MAX_RESPONSE_LENGTH = {seq}: verl asserts "
-                f"a token budget holds the longest sequence (seqlen_balancing.py:384); set it to at least {seq}"
+                f"--override {last[key].head} deletes a key verl 0.9.1 reads straight from the config "
+                f"(engine_workers.py:616-633: its start fails with ConfigAttributeError); set a value instead"
+            )
+    if not spec.get("features") or not _dynamic(spec, last):
+        return
+    sp = memfit.parallel_sizes(spec)["cp"] if spec.get("framework") == "megatron" else 1
+    u = last.get(ULYSSES_KEY)
+    u_text = (u.text if u is not None else None) or ""
+    sp = max(sp, int(u_text) if u_text.isdigit() else 1)
+    budgets = profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"]))
+    for key, o in last.items():
+        text = o.text
+        if key in budgets and text is not None and text.lstrip("+-").isdigit() and int(text) * sp < seq:
+            need = -(-seq // sp)
+            raise OverrideError(
+                f"--override {o.head}={text} is below max_prompt_length + MAX_RESPONSE_LENGTH = {seq}"
+                + (f" over the sequence-parallel size {sp}" if sp > 1 else "")
+                + f": verl asserts a token budget holds the longest sequence (seqlen_balancing.py:384); set it to at "
+                f"least {need}"
             )
 
 
@@ -151,38 +190,35 @@ def _feature_names(spec: Mapping[str, Any]) -> set[str]:
     return {str(f.get("name")) for f in spec.get("features") or [] if isinstance(f, dict)}
 
 
-def _check_micro_batches(spec: Mapping[str, Any], s: dict[str, Any], dp: int, tbs: int, mini: int, n: int) -> None:
-    """:func:`check_spec`'s micro-batches without dynamic batch: the update's divides what a data-parallel rank gets
-    of a mini-batch (``ppo_mini_batch_size x rollout_n / dp``), the log-prob forward's what it gets of the step's
-    batch: verl 0.9.1 asserts "data size must be divisible by ... micro_batch_size_per_gpu"
-    (``verl/workers/engine/utils.py:126``) at the first update, after minutes of start-up. The value verl gets: the
-    last ``--override`` of the key, else the setting (the fit's / ladder's), else ``--micro-batch-size``. Raises
-    :class:`OverrideError`."""
-    if "dynamic_batch" in _feature_names(spec) or not spec.get("features"):
+def _check_micro_batches(spec: Mapping[str, Any], s: dict[str, Any], dp: int, mini: int, n: int) -> None:
+    """:func:`check_spec`'s update micro-batch without dynamic batch: it divides what a data-parallel rank gets of a
+    mini-batch (``ppo_mini_batch_size x rollout_n / dp``, ``verl/workers/engine_workers.py:267-270``): verl 0.9.1
+    asserts "data size must be divisible by ... micro_batch_size_per_gpu" (``verl/workers/engine/utils.py:126``) at
+    the first update, after minutes of start-up. The value verl gets: the last ``--override`` of the key, else the
+    setting (the fit's / ladder's), else ``--micro-batch-size``. The log-prob forward's is not checked here: its
+    per-rank batch depends on the trainer's padding and mode (fastfit.py sizes it). Raises :class:`OverrideError`."""
+    last = last_by_key(s.get("extra_overrides") or [])
+    if not spec.get("features") or _dynamic(spec, last):
         return
-    ov = last_by_key(s.get("extra_overrides") or [])
-    for name, per, what in (
-        ("ppo_micro_batch_size_per_gpu", mini * n // dp, f"mini-batch (ppo_mini_batch_size {mini}"),
-        ("log_prob_micro_batch_size_per_gpu", tbs * n // dp, f"batch (train_batch_size {tbs}"),
-    ):
-        for key in memladder.SETTING_KEYS[name]:
-            o = ov.get(key)
-            text = o.text if o is not None else None
-            where, v = (
-                (f"--override {o.head}={text}", text)
-                if o is not None and text is not None
-                else (name, s.get(name))
-                if s.get(name)
-                else ("--micro-batch-size / MICRO_BATCH_SIZE", s.get("micro_batch_size"))
-            )
-            m = int(str(v)) if str(v).isdigit() else 0
-            if m > 0 and per % m:
-                divs = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
-                raise OverrideError(
-                    f"micro-batch {m} ({where}) does not divide the {per} sequences a device gets of a {what} x "
-                    f"rollout_n {n} / {dp} data-parallel rank(s)): verl refuses it (engine/utils.py:126); use one "
-                    f"of {divs}, or dynamic batch"
-                )
+    name = "ppo_micro_batch_size_per_gpu"
+    per = mini * n // dp
+    o = last.get(memladder.SETTING_KEYS[name][0])
+    text = o.text if o is not None else None
+    where, v = (
+        (f"--override {o.head}={text}", text)
+        if o is not None and text is not None
+        else (name, s.get(name))
+        if s.get(name)
+        else ("--micro-batch-size / MICRO_BATCH_SIZE", s.get("micro_batch_size"))
+    )
+    m = int(str(v)) if str(v).isdigit() else 0
+    if m > 0 and per % m:
+        divs = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
+        raise OverrideError(
+            f"micro-batch {m} ({where}) does not divide the {per} sequences a device gets of a mini-batch "
+            f"(ppo_mini_batch_size {mini} x rollout_n {n} / {dp} data-parallel rank(s)): verl refuses it "
+            f"(engine/utils.py:126); use one of {divs}, or dynamic batch"
+        )
 
 
 def _check_pools(mode: str | None, s: dict[str, Any], host_devices: int | None, tp: int) -> None:
