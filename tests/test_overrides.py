@@ -724,3 +724,17 @@ def test_a_budget_over_the_sequence_parallel_size_is_accepted():
     s["settings"]["extra_overrides"] = extra[:1]
     with pytest.raises(OverrideError, match="at least 16384"):
         check_spec(dict(s, features=resolve("").to_json()))
+
+
+@pytest.mark.parametrize("value, ok", [("True", True), ("false", True), ("0", True), ("1", True), ("no", False),
+                                       ("null", False), ("yes", False), ("'False'", False)])  # fmt: skip
+def test_a_model_flag_override_must_mean_the_same_in_the_trainer_and_the_vllm_server(value, ok):
+    """enable_gradient_checkpointing / use_remove_padding reach HFModelConfig twice: by truthiness in the trainer and
+    as a typed bool in the vLLM server ('no' is on in one and off in the other; null fails the server) (review)."""
+    key = "actor_rollout_ref.model.enable_gradient_checkpointing"
+    s = dict(spec(extra_overrides=[f"{key}={value}"]), features=resolve("").to_json())
+    if ok:
+        check_spec(s)
+    else:
+        with pytest.raises(OverrideError, match="write True or False"):
+            check_spec(s)

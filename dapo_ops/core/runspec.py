@@ -130,6 +130,10 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
     _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], mini, n)
 
 
+#: the model's bool flags verl 0.9.1 builds into HFModelConfig twice: hydra-instantiated without coercion in the
+#: trainer (``verl/workers/engine_workers.py:540``) and by OmegaConf's structured merge in the vLLM server
+#: (``verl/workers/rollout/vllm_rollout/vllm_async_server.py:1099``); only True / False / 0 / 1 mean the same in both
+MODEL_FLAGS = ("actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.use_remove_padding")
 #: keys verl 0.9.1 reads straight from the composed config (``verl/workers/engine_workers.py:616-633``: attribute
 #: access on a struct-mode DictConfig): a ``~key`` deletion fails verl's start with ConfigAttributeError
 NOT_DELETABLE = (
@@ -295,6 +299,16 @@ def _check_extra_overrides(s: dict[str, Any]) -> None:
         if o is None:
             raise OverrideError(
                 f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)"
+            )
+        if (
+            o.key in MODEL_FLAGS
+            and not o.deletes
+            and (o.value or "").strip().lower() not in ("true", "false", "0", "1")
+        ):
+            raise OverrideError(
+                f"--override {o.head}={o.value}: verl 0.9.1 reads this model flag twice, by truthiness in the trainer "
+                f"(engine_workers.py:540) and as a typed bool in the vLLM server (vllm_async_server.py:1099, which "
+                f"refuses null and reads 'no' as False): write True or False"
             )
         if o.key == ASYNC_SAVE_KEY and (o.text or "").lower() in ("true", "1", "yes", "on"):
             raise OverrideError(
