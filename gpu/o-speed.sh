@@ -20,7 +20,8 @@
 #     gsm8k: filter_groups would regenerate forever); ref.fsdp_config.param_offload dropped (no KL: no ref);
 #     use_fused_kernels dropped (not in the 0.9.1 FSDP engine path used here); attn sdpa as (a); save_freq -1, no
 #     validation; dynamic batch with verl's script budgets (P+R)x2 / x3 (run_dapo.sh sets micro 2 without dynamic
-#     batch; the DAPO recipe scripts use the budgets: dapo_7b_math_*_4_12.sh); gpu_memory_utilization 0.8 and
+#     batch; the DAPO recipe scripts use the budgets: dapo_7b_math_*_4_12.sh); gpu_memory_utilization 0.8 (0.6 on an
+#     80 GB card: 0.8 runs out in the weight sync there, estimate 86.1 of 79.6 GiB) and
 #     max_num_batched_tokens P+R as those scripts; gradient checkpointing on (verl's default).
 # Device time, MEASURED (gpu/README.md 2026-12-07 fourth session, H100): start-up ~255 s, a step ~80 s with the
 # plan of then (sdpa, budgets 11264 / 57344; the packed-attention cap should bring it to ~55 s), 12 steps: one half
@@ -81,6 +82,11 @@ watch)
 verl|verlwatch)
   if [ "$HALF" = verl ]; then
     SEQ=$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))
+    # run_dapo.sh's 0.8 on an 80 GB card runs out in the weight sync at this shape (the estimate: 86.1 of 79.6 GiB,
+    # colocated, no actor offload; gpu/README.md 2026-12-07 fourth session): by hand one lowers it to 0.6 (70.2)
+    TOTAL_MIB=$("$SMI" --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc 0-9)
+    VERL_UTIL=${VERL_UTIL:-$([ "${TOTAL_MIB:-0}" -ge 100000 ] && echo 0.8 || echo 0.6)}
+    echo "verl by hand: gpu_memory_utilization $VERL_UTIL (device memory ${TOTAL_MIB:-?} MiB)"
     ( cd "$WORK" && env $(sed -n '/^\[hosts.gpu.env\]/,$p' "$ROOT/hosts.toml" | grep '=' | sed 's/ = "/=/; s/"$//') \
       nohup timeout "${VERL_S:-1500}" python3 -m verl.trainer.main_ppo \
       algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=False algorithm.kl_ctrl.kl_coef=0.0 \
@@ -98,7 +104,7 @@ verl|verlwatch)
       actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=$((3 * SEQ)) \
       actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True actor_rollout_ref.actor.optim.lr=1e-6 \
       actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=$ROLLOUT_N \
-      actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.8 \
+      actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization="$VERL_UTIL" \
       actor_rollout_ref.rollout.max_num_batched_tokens=$SEQ \
       reward.num_workers=1 "reward.custom_reward_function.path=$ROOT/len_reward.py" \
       reward.custom_reward_function.name=len_mod3 \
