@@ -150,14 +150,14 @@ DYNAMIC_KEY = "actor_rollout_ref.actor.use_dynamic_bsz"
 ULYSSES_KEY = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
 
 
-def _dynamic(spec: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
+def _dynamic(spec: defaults.RunSpec, last: Mapping[str, Any]) -> bool:
     """Whether verl splits batches by token budget: the user's ``--override`` of :data:`DYNAMIC_KEY` (its truthiness),
     else the ``dynamic_batch`` feature."""
     o = last.get(DYNAMIC_KEY)
     return bool(truth(o)) if o is not None and not o.deletes else "dynamic_batch" in _feature_names(spec)
 
 
-def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int) -> None:
+def _check_budget_overrides(spec: defaults.RunSpec, s: dict[str, Any], seq: int) -> None:
     """:func:`check_spec`'s token-budget and dynamic-batch keys given by ``--override``: no ``~`` deletion of one verl
     reads straight from the config (:data:`NOT_DELETABLE`), and under dynamic batch no budget below prompt + response
     over the sequence-parallel size (verl 0.9.1 asserts ``max_token_len_per_gpu x sp_size >= max_seq_len`` when it
@@ -170,9 +170,9 @@ def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int
                 f"--override {last[key].head} deletes a key verl 0.9.1 reads straight from the config "
                 f"(engine_workers.py:616-633: its start fails with ConfigAttributeError); set a value instead"
             )
-    if not spec.get("features") or not _dynamic(spec, last):
+    if not spec.features or not _dynamic(spec, last):
         return
-    sp = memfit.parallel_sizes(spec)["cp"] if spec.get("framework") == "megatron" else 1
+    sp = memfit.parallel_sizes(spec)["cp"] if spec.framework == "megatron" else 1
     u = last.get(ULYSSES_KEY)
     u_text = (u.text if u is not None else None) or ""
     sp = max(sp, int(u_text) if u_text.isdigit() else 1)
@@ -189,12 +189,12 @@ def _check_budget_overrides(spec: Mapping[str, Any], s: dict[str, Any], seq: int
             )
 
 
-def _feature_names(spec: Mapping[str, Any]) -> set[str]:
-    """The names of the spec's first-attempt features (``spec["features"]``, :meth:`FeatureSet.to_json`)."""
-    return {str(f.get("name")) for f in spec.get("features") or [] if isinstance(f, dict)}
+def _feature_names(spec: defaults.RunSpec) -> set[str]:
+    """The names of the spec's first-attempt features (its ``features``, :meth:`FeatureSet.to_json`)."""
+    return {str(f.get("name")) for f in spec.features if isinstance(f, dict)}
 
 
-def _check_micro_batches(spec: Mapping[str, Any], s: dict[str, Any], dp: int, mini: int, n: int) -> None:
+def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, mini: int, n: int) -> None:
     """:func:`check_spec`'s update micro-batch without dynamic batch: it divides what a data-parallel rank gets of a
     mini-batch (``ppo_mini_batch_size x rollout_n / dp``, ``verl/workers/engine_workers.py:267-270``): verl 0.9.1
     asserts "data size must be divisible by ... micro_batch_size_per_gpu" (``verl/workers/engine/utils.py:126``) at
@@ -202,7 +202,7 @@ def _check_micro_batches(spec: Mapping[str, Any], s: dict[str, Any], dp: int, mi
     setting (the fit's / ladder's), else ``--micro-batch-size``. The log-prob forward's is not checked here: its
     per-rank batch depends on the trainer's padding and mode (fastfit.py sizes it). Raises :class:`OverrideError`."""
     last = last_by_key(s.get("extra_overrides") or [])
-    if not spec.get("features") or _dynamic(spec, last):
+    if not spec.features or _dynamic(spec, last):
         return
     name = "ppo_micro_batch_size_per_gpu"
     per = mini * n // dp
