@@ -72,7 +72,7 @@ def test_status_task_exit_code_when_not_up():
     sb = repo_tasks()
 
     base = int(os.environ.get("DAPO_BENCH_ID", "1"))  # this session's own benches: base .. base + workers
-    idle = next(i for i in range(152, 400) if not base <= i <= base + 8)
+    idle = next(i for i in (152, 60, 30) if not base <= i <= base + 8)  # bench.sh takes ids 0..155
     with pytest.raises(Exit) as ei:
         sb.status(Context(), bench_id=idle)
     assert ei.value.code == 3
