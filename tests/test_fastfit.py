@@ -829,3 +829,12 @@ def test_a_start_rungs_micro_batch_beats_the_users_override_in_the_estimate():
     c = fastfit.choose(m, spec, fs, 79.65)
     [line] = [k for k in c.kept if k.name == "ppo_micro_batch_size_per_gpu"]
     assert line.value == 4 and "start rung runs 4" in line.why
+
+
+def test_megatrons_recompute_is_kept_with_a_line_that_names_the_plans_setting():
+    """Megatron runs the plan's recompute (megatron_recompute: full by default, core/profiles.py); the fit takes only
+    FSDP's checkpointing off, and says so instead of leaving the knob without a line (trial)."""
+    m = memfit.Model.from_config(QWEN3_1_7B)
+    c = fastfit.choose(m, spec_for(fw="megatron", batch=8, mini=2), feats(True), 139.8)
+    [line] = [k for k in c.kept if k.name == "gradient_checkpointing"]
+    assert line.value == "on" and line.why.startswith("Megatron's recompute as planned (megatron_recompute)")

@@ -340,7 +340,7 @@ def _gc_kept(kept: list[Choice], framework: str | None, fs: FeatureSet, tried: b
     if fs.source_of("gradient_checkpointing") == "explicit":
         why = "you set it (--features gradient_checkpointing)"
     elif framework != "fsdp":
-        why = "Megatron's recompute (selective, as planned): the fit takes FSDP's off only"
+        why = "Megatron's recompute as planned (megatron_recompute): the fit takes only FSDP's checkpointing off"
     elif fs.has("recompute"):
         why = "recompute is on (the user's, a learned start's or the estimate's rung)"
     elif tried:
