@@ -73,6 +73,7 @@ from typing import Any, Callable, Iterable
 from dapo_ops.core import defaults
 from dapo_ops.core import hydra_override
 from dapo_ops.core import memfit
+from dapo_ops.core.memladder import current_micro
 from dapo_ops.core.overrides import needs_ref_critic
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
@@ -111,8 +112,9 @@ PREFILL_CAP = 32768
 #: slowest: tests/fixtures/real-verl/tool-runs/o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048,
 #: H100, sdpa) spent 26 s of an ~80 s step in the log-prob forward at 57 344 tokens and 41 s in the update (forward
 #: + backward) at 11 264 (means over its 12 steps): read as ``linear + c * budget`` per token (fitted to those two
-#: phases, not measured apart), about 60 us linear and 16 s of the log-prob's 26 in the budget-bound attention. At 4096 tokens that part is ~12 % of the forward; smaller micro-batches buy little
-#: more and get launch-bound. Never below prompt + response (verl's ``seqlen_balancing.py:384-386``).
+#: phases, not measured apart), about 60 us linear and 16 s of the log-prob's 26 in the budget-bound attention. At
+#: 4096 tokens that part is ~12 % of the forward; smaller micro-batches buy little more and get launch-bound. Never
+#: below prompt + response (verl's ``seqlen_balancing.py:384-386``).
 PACKED_TOKENS = 4096
 
 ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
@@ -134,7 +136,8 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         ACTOR_BUDGET,
         "tokens of one update micro-batch per device under dynamic batch: the largest (in steps of "
         f"{BUDGET_STEP}) whose update fits; never below prompt + response, never above the tokens of a device's "
-        f"mini-batch; packed attention (FSDP, remove_padding, sdpa): at most {PACKED_TOKENS}, or one sequence rounded up",
+        f"mini-batch; packed attention (FSDP, remove_padding, sdpa): at most {PACKED_TOKENS}, or one sequence "
+        "rounded up",
         "verl/workers/engine_workers.py:626 (max_token_len_per_gpu); default 16384, "
         "verl/trainer/config/actor/actor.yaml:33; verl/utils/seqlen_balancing.py:384-386 (>= the sequence length)",
     ),
@@ -142,7 +145,8 @@ KNOBS: tuple[tuple[str, str, str, str], ...] = (
         "log_prob_max_token_len_per_gpu",
         ", ".join(LOGPROB_BUDGETS),
         "tokens of one no-grad log-prob forward micro-batch per device: the largest whose log-prob forward fits, at "
-        f"most the tokens of a device's whole batch; packed attention: at most {PACKED_TOKENS}, or one sequence rounded up",
+        f"most the tokens of a device's whole batch; packed attention: at most {PACKED_TOKENS}, or one sequence "
+        "rounded up",
         "verl/workers/engine_workers.py:620-621 (infer_max_token_len_per_gpu); default the actor's, "
         "verl/trainer/config/rollout/rollout.yaml:117",
     ),
@@ -356,14 +360,6 @@ def _no_gc(fs: FeatureSet) -> FeatureSet:
     return FeatureSet(tuple(f for f in fs.enabled if f.name != "gradient_checkpointing"), fs.disabled)
 
 
-def _micro_of(name: str, key: str, s: dict[str, Any], changes: dict[str, Any], ov: dict[str, Any]) -> int:
-    """The micro-batch verl runs for setting ``name`` / verl ``key``: a start rung's (its change drops the user's
-    ``--override`` from the argv, core/overrides.py ``verl_argv``), else the override, else the plan's setting or
-    ``micro_batch_size`` (``s``: settings with ``changes`` applied)."""
-    planned = int(s.get(name) or s["micro_batch_size"])
-    return planned if name in changes else _count(ov.get(key), planned)
-
-
 def _live_overrides(rs: defaults.RunSpec) -> dict[str, str | None]:
     """The spec's ``--override`` values (:func:`dapo_ops.core.memfit.override_values`) that reach a worker: without a
     reference model (no KL, :func:`dapo_ops.core.overrides.needs_ref_critic`) verl builds none, so its
@@ -549,7 +545,7 @@ def choose(
 
         lo_k, hi_k = _steps(seq), _steps(upd_cap)
     else:
-        default_upd = _micro_of("ppo_micro_batch_size_per_gpu", PPO_MICRO_KEY, s, changes, ov)
+        default_upd = current_micro(s, "ppo_micro_batch_size_per_gpu")
         upd_full = per_dev_mini
         divs = _micro_divisors(per_dev_mini, seq, packed_cap)
 
@@ -625,7 +621,7 @@ def choose(
 
             lo, hi = _steps(seq), _steps(lp_cap)
         else:
-            lp_default = _micro_of("log_prob_micro_batch_size_per_gpu", LOGPROB_MICRO_KEY, s, changes, ov)
+            lp_default = current_micro(s, "log_prob_micro_batch_size_per_gpu")
             lp_full = per_dev_batch
             lp_divs = _micro_divisors(per_dev_batch, seq, packed_cap)
 
@@ -817,8 +813,7 @@ def _attn_of(o: hydra_override.Override) -> str:
     (``model.py:185``); ``null`` passes None to transformers, which picks sdpa (review)."""
     if o.deletes:
         return "flash_attention_2"
-    text = o.text or ""
-    return "sdpa" if text.lower() == "null" and o.value and o.value.strip().lower() == "null" else text
+    return "sdpa" if o.null else (o.text or "")
 
 
 #: the head of the why of a budget (micro-batch) the packed-attention cap cut

@@ -59,6 +59,18 @@ class Override:
         return PREFIX[self.op] + self.key
 
     @property
+    def quoted(self) -> bool:
+        """True when the value (blanks around it dropped) is one quoted string (``'a b'``, ``"null"``): Hydra gives
+        the key a string then, whatever it reads."""
+        v = (self.value or "").strip()
+        return len(v) >= 2 and v[0] == v[-1] and v[0] in "'\""
+
+    @property
+    def null(self) -> bool:
+        """True for an unquoted ``null`` (any case): Hydra gives the key None (a quoted ``'null'`` is a string)."""
+        return not self.deletes and (self.value or "").strip().lower() == "null"
+
+    @property
     def text(self) -> Optional[str]:
         """The value the override gives its key, as text: :attr:`value` without surrounding blanks (Hydra drops
         them, ``OverrideLexer.g4`` ``EQUAL: '=' WS?``) and one pair of matching outer quotes (``'a b'`` -> ``a b``;
@@ -66,9 +78,7 @@ class Override:
         if self.deletes or self.value is None:
             return None
         v = self.value.strip()
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-            v = v[1:-1]
-        return v
+        return v[1:-1] if self.quoted else v
 
 
 def parse_override(item: object) -> Optional[Override]:
@@ -139,7 +149,7 @@ def truth(o: Override) -> Optional[bool]:
     if o.deletes or o.value is None:
         return None
     v = o.value.strip()
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+    if o.quoted:
         return len(v) > 2
     if re.fullmatch(r"\[\s*\]|\{\s*\}", v):  # Hydra's empty list / dict
         return False

@@ -56,6 +56,7 @@ from typing import Any, Mapping, TYPE_CHECKING
 
 from dapo_ops.core import defaults
 from dapo_ops.core.hydra_override import key_of, last_by_key, truth
+from dapo_ops.core.memladder import current_micro
 from dapo_ops.core.profiles import fsdp_strategy
 
 if TYPE_CHECKING:
@@ -398,17 +399,6 @@ def trainer_world(s: Mapping[str, Any], one_step_off: bool) -> int:
     return int(s["trainer_gpus"] if one_step_off else s["n_gpus_per_node"]) * max(1, int(s["nnodes"]))
 
 
-#: the micro-batch keys a user's ``--override`` sets without dynamic batch (verl/workers/engine_workers.py:623-628)
-PPO_MICRO_OVERRIDE_KEY = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
-LOGPROB_MICRO_OVERRIDE_KEY = "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
-
-
-def _count_of(ov: Mapping[str, str | None], key: str, default: int) -> int:
-    """The whole positive count an override gives ``key`` (:func:`override_values`), else ``default``."""
-    v = (ov.get(key) or "").strip()
-    return int(v) if v.isdigit() and int(v) > 0 else default
-
-
 def setup_from_spec(
     spec: Mapping[str, Any], features: FeatureSet, device_gib: float, setting_changes: dict[str, Any] | None = None
 ) -> Setup:
@@ -433,21 +423,15 @@ def setup_from_spec(
         bypass = bool(truth(last_by_key(spec.settings.get("extra_overrides") or [])[BYPASS_KEY]))
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
         bypass = spec.mode == "one-step-off" and spec.profile == "0.9"
-    micro = int(s["micro_batch_size"])
     bucket_mb = s.get("weight_sync_bucket_mb") or ov.get(BUCKET_OVERRIDE_KEY)
     one_step_off = spec.mode == "one-step-off"
     world = trainer_world(s, one_step_off)
     if "dynamic_batch" in names:
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
-    else:  # the user's --override of a micro-batch wins in verl's argv (appended last), so here too
-        rung = setting_changes or {}  # a rung's micro-batch drops the user's override from the argv (verl_argv)
-        upd = int(s.get("ppo_micro_batch_size_per_gpu") or micro)
-        upd = (upd if "ppo_micro_batch_size_per_gpu" in rung else _count_of(ov, PPO_MICRO_OVERRIDE_KEY, upd)) * seq
-        lp = int(s.get("log_prob_micro_batch_size_per_gpu") or micro)
-        lp = (
-            lp if "log_prob_micro_batch_size_per_gpu" in rung else _count_of(ov, LOGPROB_MICRO_OVERRIDE_KEY, lp)
-        ) * seq
+    else:  # what verl runs: the fit's or a rung's setting, else the user's --override (memladder.current_micro)
+        upd = current_micro(s, "ppo_micro_batch_size_per_gpu") * seq
+        lp = current_micro(s, "log_prob_micro_batch_size_per_gpu") * seq
     return Setup(
         device_gib=float(device_gib),
         framework=spec.framework,

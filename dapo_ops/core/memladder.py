@@ -208,6 +208,17 @@ def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or budgets[key])
 
 
+def current_micro(settings: dict[str, Any], name: str) -> int:
+    """The micro-batch (sequences per device) verl runs without dynamic batch for setting ``name``
+    (``ppo_micro_batch_size_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``, a key of :data:`SETTING_KEYS`) with
+    ``settings`` (rung changes applied): the setting (the plan's fit or a ladder rung: a rung's change drops the
+    user's override from verl's argv, core/overrides.py ``verl_argv``; the fit leaves a knob the user overrides
+    alone), else the user's last ``--override`` of its first verl key when a positive whole number, else
+    ``micro_batch_size``."""
+    given = _extra_value(settings, SETTING_KEYS[name][0])
+    return int(settings.get(name) or (given if given is not None and given > 0 else 0) or settings["micro_batch_size"])
+
+
 def _shrink_budget(settings: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
     budgets = dict(settings.get("token_budgets") or {})
     seq = _seq_len(settings)
@@ -226,7 +237,7 @@ def _shrink_micro(settings: dict[str, Any], name: str) -> dict[str, Any] | None:
     micro-batch to divide what a device gets (``verl/workers/config/actor.py:233``,
     ``verl/workers/engine/utils.py:126`` "data size must be divisible by ... micro_batch_size_per_gpu"), and a
     divisor of a micro-batch that divided it still does (18 -> 3, not 4); None at 1."""
-    cur = int(settings.get(name) or _extra_value(settings, SETTING_KEYS[name][0]) or settings["micro_batch_size"])
+    cur = current_micro(settings, name)
     new = max(d for d in range(1, max(1, cur // MICRO_DIVISOR) + 1) if cur % d == 0)
     return {name: new} if new < cur else None
 

@@ -206,9 +206,7 @@ def needs_ref_critic(spec: defaults.RunSpec) -> tuple[bool, bool]:
 
     use_ref = bool(on("actor_rollout_ref.actor.use_kl_loss") or on("algorithm.use_kl_in_reward"))
     c = last.get("critic.enable")
-    null = (
-        c is None or c.deletes or (c.value or "").strip().lower() == "null"
-    )  # the estimator decides ('null' quoted: on)
+    null = c is None or c.deletes or c.null  # the estimator decides ('null' quoted is a string: on)
     adv = last.get("algorithm.adv_estimator")
     use_critic = (
         bool(truth(c)) if c is not None and not null else (adv is not None and (adv.text or "").lower() == "gae")

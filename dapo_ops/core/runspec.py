@@ -198,24 +198,23 @@ def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, min
     """:func:`check_spec`'s update micro-batch without dynamic batch: it divides what a data-parallel rank gets of a
     mini-batch (``ppo_mini_batch_size x rollout_n / dp``, ``verl/workers/engine_workers.py:267-270``): verl 0.9.1
     asserts "data size must be divisible by ... micro_batch_size_per_gpu" (``verl/workers/engine/utils.py:126``) at
-    the first update, after minutes of start-up. The value verl gets: the last ``--override`` of the key, else the
-    setting (the fit's / ladder's), else ``--micro-batch-size``. The log-prob forward's is not checked here: its
-    per-rank batch depends on the trainer's padding and mode (fastfit.py sizes it). Raises :class:`OverrideError`."""
+    the first update, after minutes of start-up. The value verl gets: :func:`dapo_ops.core.memladder.current_micro`.
+    The log-prob forward's is not checked here: its per-rank batch depends on the trainer's padding and mode
+    (fastfit.py sizes it). Raises :class:`OverrideError`."""
     last = last_by_key(s.get("extra_overrides") or [])
     if not spec.features or _dynamic(spec, last):
         return
     name = "ppo_micro_batch_size_per_gpu"
     per = mini * n // dp
+    m = memladder.current_micro(s, name)
     o = last.get(memladder.SETTING_KEYS[name][0])
-    text = o.text if o is not None else None
-    where, v = (
-        (f"--override {o.head}={text}", text)
-        if o is not None and text is not None
-        else (name, s.get(name))
+    where = (
+        name
         if s.get(name)
-        else ("--micro-batch-size / MICRO_BATCH_SIZE", s.get("micro_batch_size"))
+        else f"--override {o.head}={o.text}"
+        if o is not None and o.text == str(m)
+        else "--micro-batch-size / MICRO_BATCH_SIZE"
     )
-    m = int(str(v)) if str(v).isdigit() else 0
     if m > 0 and per % m:
         divs = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
         raise OverrideError(
