@@ -395,9 +395,7 @@ def refuse_bad_overrides(extra: list) -> None:
             why = (str(e).strip().splitlines() or ["not parsable"])[0]
             example = f"{key}='{val}'" if len(o) <= SHOWN_MAX else "key='value'"
             owner = _setting_owning(ov.key) if ov else None
-            if (
-                ov and owner
-            ):  # quoting would only lead to the next refusal (refuse_plan_overrides): say the real fix now
+            if ov and owner:  # quoting would only lead to the next refusal (refuse_plan_overrides): the real fix now
                 raise LaunchUsageError(
                     f"--override {shown(o)} is not a valid Hydra override ({shown(why)[1:-1]}), and "
                     f"{ov.key} is a setting of dapo-ops: use {owner} instead of --override"
