@@ -90,11 +90,17 @@ def ratio(key: str, tool: float, verl: float) -> float:
     return tool / verl if verl else float("nan")
 
 
+_WARNING = re.compile(r"\S+\.py:\d+: \w*Warning: ")
+
+
 def printed_config(path: str | Path) -> dict[str, Any]:
     """The resolved config verl printed at start, flattened to dotted keys (``actor_rollout_ref.actor.strategy``).
-    The pprint spans many lines, each behind Ray's ``(TaskRunnerV1 pid=N)`` prefix. Raises ``ValueError`` when the
+    The pprint spans many lines, each behind Ray's ``(TaskRunnerV1 pid=N)`` prefix; the same process's Python
+    warnings (``file.py:N: UserWarning: ...`` + the source line) can land between them, even mid-line (stderr is not
+    buffered like stdout: verl's console by hand, 2026-12-07), and are left out. Raises ``ValueError`` when the
     log holds none."""
     buf: str | None = None
+    skip = False  # the source line Python prints under a warning
     for raw in read_log(path).splitlines():
         line = logformat.strip_prefixes(logformat.strip_ansi(raw))
         if buf is None:
@@ -102,8 +108,11 @@ def printed_config(path: str | Path) -> dict[str, Any]:
             if i < 0:
                 continue
             buf = line[i:]
-        else:
-            buf += "\n" + line
+            continue
+        if skip or _WARNING.match(line):  # stderr's warnings land inside the stdout pprint (a line break is harmless)
+            skip = not skip
+            continue
+        buf += "\n" + line
         if buf.count("{") != buf.count("}"):  # not closed yet: parse only when the braces balance (linear)
             continue
         try:

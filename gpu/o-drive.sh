@@ -33,8 +33,10 @@ for stage in ${O_SEQ:-tool1 verl1 tool2 verl2}; do
   [ -f "$ST/$stage.started" ] && h=$w
   touch "$ST/$stage.started"
   echo "== $stage: HALF=$h PAIR=$pair, $left s left ($(date +%T))"
-  OUT=$SCRATCH/$stage DEADLINE=$((DEADLINE - 15)) HALF=$h PAIR=$pair bash "$REPO/gpu/o-speed.sh" 2>&1 | tee "$SCRATCH/$stage.txt"
-  rc=${PIPESTATUS[0]}
+  # into a file, not through `| tee`: a pipe stays open while anything o-speed.sh started holds it, and the call
+  # then hung to the device's 600 s kill (2026-12-07 fifth session, call 12)
+  OUT=$SCRATCH/$stage DEADLINE=$((DEADLINE - 15)) HALF=$h PAIR=$pair bash "$REPO/gpu/o-speed.sh" > "$SCRATCH/$stage.txt" 2>&1
+  rc=$?; cat "$SCRATCH/$stage.txt"
   if [ "$half" = tool ]; then
     case $rc in
       124) echo "$stage: still running"; pack "$stage"; break ;;

@@ -26,7 +26,9 @@
 # Device time, MEASURED (gpu/README.md 2026-12-07 fourth session, H100): start-up ~255 s, a step ~80 s with the
 # plan of then (sdpa, budgets 11264 / 57344; the packed-attention cap should bring it to ~55 s), 12 steps: one half
 # ~15-20 min, a pair ~35 min: MORE THAN ONE SESSION'S 30 DEVICE MINUTES. The tool half launches detached (HALF=watch
-# goes on), the verl half runs under nohup and is collected by the next call (HALF=verlwatch); o-drive.sh chains
+# goes on), the verl half runs under setsid + nohup (its own session: the device ends a call by killing the call's
+# process group, which took a plain nohup'd verl down at step 4 in 2026-12-07 fifth session) and is collected by
+# the next call (HALF=verlwatch); o-drive.sh chains
 # the calls. One half per session (O_SEQ=verl1, then O_SEQ=tool1), both on nvidia-h100-x1.
 # $OUT: tool/ (run files), verl.log, gpu-mem-*.csv, speed.md (bench/speed_table.py, once both halves are in).
 SCEN=o; . "$(dirname "$0")/lib.sh"
@@ -88,7 +90,7 @@ verl|verlwatch)
     VERL_UTIL=${VERL_UTIL:-$([ "${TOTAL_MIB:-0}" -ge 100000 ] && echo 0.8 || echo 0.6)}
     echo "verl by hand: gpu_memory_utilization $VERL_UTIL (device memory ${TOTAL_MIB:-?} MiB)"
     ( cd "$WORK" && env $(sed -n '/^\[hosts.gpu.env\]/,$p' "$ROOT/hosts.toml" | grep '=' | sed 's/ = "/=/; s/"$//') \
-      nohup timeout "${VERL_S:-1500}" python3 -m verl.trainer.main_ppo \
+      setsid nohup timeout "${VERL_S:-1500}" python3 -m verl.trainer.main_ppo \
       algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=False algorithm.kl_ctrl.kl_coef=0.0 \
       actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.0 \
       actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28 \

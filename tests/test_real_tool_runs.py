@@ -600,3 +600,23 @@ def test_the_real_shape_tool_half_figures_are_bench_speed_mds():
     assert rows[
         "tokens/s/device (verl's `perf/throughput`)"
     ] == f"{f['tokens/s (total_num_tokens/step)']:,.0f}".replace(",", " ")
+
+
+def test_verls_cut_half_figures_are_bench_speed_mds():
+    """bench/speed.md's table of verl's half cut at step 4 (o-speed-verl1-h100-cut: steps 3-4 of verl's keys by
+    hand) is bench/speed_table.py's reading of the gzipped console log, and the tool column is o-speed-tool1-h100's."""
+    st = _speed_table()
+    verl = st.figures(RUNS / "o-speed-verl1-h100-cut" / "verl.log.gz", skip=2)
+    tool = st.figures(RUNS / "o-speed-tool1-h100" / "train.log.gz", skip=2)
+    md = (RUNS.parents[3] / "bench" / "speed.md").read_text()
+    table = md[md.index("| figure (steps 3-4) |") :].split("\n\n")[0]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:4]] for r in table.splitlines()[2:]}
+    assert verl["steps"] == 2 and tool["steps"] == 10
+    for label, key in (("s/step", "s/step"), ("gen s", "gen s"), ("actor peak allocated GB", "peak alloc GB")):
+        assert rows[label] == [f"{verl[key]:.2f}", f"{tool[key]:.2f}"], label
+    for label in ("old_log_prob s", "update_actor s"):
+        assert [c.split(" (")[0] for c in rows[label]] == [f"{verl[label]:.2f}", f"{tool[label]:.2f}"], label
+    # verl's budgets as its argv printed them (its printed config), beside the column's words
+    flat = st.printed_config(RUNS / "o-speed-verl1-h100-cut" / "verl.log.gz")  # its Python warnings interleave
+    assert flat.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") == 7680
+    assert flat.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == 5120
