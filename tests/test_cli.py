@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import shlex
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -256,6 +257,34 @@ class TestLaunchTasks:
             ("one-step-off", {"steps": 4}, True, 20),
         ]
         assert not {"job", "job_", "task"} & set(cl.SIGNATURE.parameters)  # --mode is verl's trainer mode
+
+    def test_a_bool_setting_flag_has_a_no_form_that_beats_the_env(self, monkeypatch):
+        """``ENABLE_OFFLOAD=True inv launch --no-offload`` was invoke's "No idea what '--no-offload' is!" (a bool flag
+        defaulting to False has no inverse): every bool setting flag is ``--name`` / ``--no-name`` now, and left off
+        it is not given (None), so the env or file decides."""
+        from invoke import Collection, Program
+
+        from dapo_ops.cli import launch as cl
+        from dapo_ops.control.launch import request as launch_request
+
+        seen = []
+
+        class Stop(Exception):
+            pass
+
+        def build(args, env, **kw):
+            seen.append(args.flags)
+            raise Stop
+
+        monkeypatch.setattr(launch_request, "build", build)
+        for argv in ("--no-offload", "--offload", "", "--no-allow-short-data --vanilla-mbridge"):
+            with pytest.raises(Stop):
+                Program(namespace=Collection(cl.launch), name="inv").run(f"inv launch --dry-run {argv}", exit=False)
+        assert seen == [{"offload": False}, {"offload": True}, {}, {"allow_short_data": False, "vanilla_mbridge": True}]
+        out = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        Program(namespace=Collection(cl.launch), name="inv").run("inv launch --help", exit=False)
+        assert "--[no-]offload" in out.getvalue() and "--[no-]allow-short-data" in out.getvalue()
 
     def test_a_launch_writes_nothing_into_the_environment(self, monkeypatch, tmp_path):
         """--swanlab-host reached the SwanLab setup by ``os.environ["SWANLAB_HOST"] = ...``, which stayed set for

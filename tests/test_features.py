@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from dapo_ops.core import features
-from dapo_ops.core.features import FeatureError, FeatureSet, resolve
+from dapo_ops.core.features import FeatureError, FeatureSet, parse_user_features, resolve
 
 
 def test_defaults_are_the_performance_features():
@@ -139,3 +139,12 @@ def test_pure_modules_import_with_the_stdlib_only():
     proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "retry"
+
+
+@pytest.mark.parametrize("item", ["--offload", "---offload", "+-offload", "-+offload", "++prefix_cache"])
+def test_a_feature_with_more_than_one_sign_is_refused(item):
+    """``USER_FEATURES=--offload`` meant offload off and ``+-offload`` on (``lstrip("+-")`` kept the first sign
+    only): one sign at most, the line says how to write it."""
+    with pytest.raises(FeatureError, match=r"has more than one sign; write -\w+ \(off\) or \w+ \(on\)"):
+        parse_user_features(f"flash_attn,{item}")
+    assert parse_user_features("-offload,+prefix_cache, recompute") == (["prefix_cache", "recompute"], ["offload"])

@@ -290,6 +290,20 @@ def test_start_run_failures_say_what_started(launch_env):
     failed = {"status": "failed", "run_id": "20261201-000000-abcd", "verdict": {"cls": "config-error", "action": "fix"}}
     row = svc.start_run(FakeTarget(start=lambda rid: {"started": True, "record": failed}), plan, {}, link_wait=0)
     assert not row.ok and row.message == "run 20261201-000000-abcd failed at once: config-error: fix"
+    # MAX_OOM_RETRIES=0: the verdict's policy says "retry ..." but the supervisor stopped, after step 2 (trial)
+    oom = {
+        "status": "failed",
+        "run_id": "20261201-000000-abcd",
+        "step": 2,
+        "total_steps": 8,
+        "verdict": {"cls": "oom-device", "action": "retry from the last checkpoint with the next memory rung"},
+        "decision": {"action": "stop", "reason": "device OOM in phase update after 0 OOM retries (MAX_OOM_RETRIES=0)"},
+    }
+    row = svc.start_run(FakeTarget(start=lambda rid: {"started": True, "record": oom}), plan, {}, link_wait=0)
+    assert row.message == (
+        "run 20261201-000000-abcd failed at step 2/8: oom-device: device OOM in phase update after 0 OOM retries "
+        "(MAX_OOM_RETRIES=0)"
+    )
 
 
 def test_the_start_call_quotes_every_value(launch_env):

@@ -300,3 +300,40 @@ def test_proxy_credentials_are_refused_in_the_flag_but_allowed_in_env_and_file()
     url = "http://u:pw@198.51.174.1:3128"
     assert resolve({}, {"http_proxy": url}, {})["http_proxy"] == url
     assert resolve({}, {}, {"proxy": {"https_proxy": url}})["https_proxy"] == url
+
+
+def test_offload_against_minus_offload_goes_to_the_higher_source():
+    """flags > env > file: ``ENABLE_OFFLOAD=True inv launch --features=-offload`` was refused as a contradiction (a
+    new-user trial): the flag's ``-offload`` wins; ``USER_FEATURES=-offload inv launch --offload`` drops the env's
+    ``-offload``; one source saying both is still refused."""
+    st = resolve({"features": "-offload"}, {"ENABLE_OFFLOAD": "True"}, {})
+    assert st["offload"] is False and st["features"] == "-offload"
+    st = resolve({"offload": True}, {"USER_FEATURES": "-offload, prefix_cache"}, {})
+    assert st["offload"] is True and st["features"] == "prefix_cache"
+    st = resolve({}, {"ENABLE_OFFLOAD": "1"}, {"run": {"features": "-offload"}})
+    assert st["offload"] is True and st["features"] == ""
+    with pytest.raises(SettingsError, match=r"^ENABLE_OFFLOAD turns offload on but USER_FEATURES='-offload'"):
+        resolve({}, {"ENABLE_OFFLOAD": "1", "USER_FEATURES": "-offload"}, {})
+    with pytest.raises(SettingsError, match="drop one of them"):
+        resolve({"offload": True, "features": "-offload"}, {}, {})
+
+
+@pytest.mark.parametrize(
+    "flags, env, file_cfg, line",
+    [
+        ({}, {"MODEL_PATH": "/verl/Qwen3-8B "}, {}, "MODEL_PATH='/verl/Qwen3-8B ' has blanks around it (they would be "
+         "part of it); set it to '/verl/Qwen3-8B'"),
+        ({}, {"MODEL_PATH": " "}, {}, "MODEL_PATH=' ' has blanks around it (they would be part of it); give a value or "
+         "unset it"),
+        ({"framework": " fsdp"}, {}, {}, "--framework=' fsdp' has blanks around it (they would be part of it); set it to "
+         "'fsdp'"),
+        ({}, {}, {"run": {"train_file": "/data/t.parquet\t"}}, "has blanks around it (they would be part of it); set "
+         "it to '/data/t.parquet'"),
+    ],
+)  # fmt: skip
+def test_a_string_setting_with_blanks_at_an_end_is_refused_naming_the_fix(flags, env, file_cfg, line):
+    """``MODEL_PATH=" "`` became the model dir ``/verl/ `` and ``"/verl/Qwen3-8B "`` failed as "does not exist"
+    with the space unseen (a new-user trial), while a number with blanks was refused: strings are judged the same."""
+    with pytest.raises(SettingsError) as e:
+        resolve(flags, env, file_cfg)
+    assert line in str(e.value) and "\n" not in str(e.value)

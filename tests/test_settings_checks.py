@@ -151,13 +151,20 @@ def test_a_secret_in_a_setting_is_reported_where_it_was_set(flags, env, file_cfg
         ({"offload": True, "features": "-offload"}, {}, {}, "--offload turns offload on but --features='-offload'"),
         (
             {},
-            {"ENABLE_OFFLOAD": "1"},
-            {"run": {"features": ["-offload"]}},
-            "ENABLE_OFFLOAD turns offload on but [run] features in the config file='-offload'",
+            {"ENABLE_OFFLOAD": "1", "USER_FEATURES": "-offload"},
+            {},
+            "ENABLE_OFFLOAD turns offload on but USER_FEATURES=",
+        ),
+        (
+            {},
+            {},
+            {"run": {"offload": True, "features": ["-offload"]}},
+            "[run] offload in the config file turns offload on but [run] features in the config file='-offload'",
         ),
     ],
 )
 def test_offload_on_and_off_names_both_sources(flags, env, file_cfg, start):
+    """From sources of one rank (from different ones the higher wins: tests/test_settings.py)."""
     with pytest.raises(SettingsError) as ei:
         resolve(flags, env, file_cfg)
     assert str(ei.value).startswith(start) and "ENABLE_OFFLOAD=True" not in str(ei.value)

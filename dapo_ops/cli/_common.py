@@ -52,9 +52,25 @@ UNSET = -(2**31)
 UNSET_FLOAT = float(UNSET)
 
 
+class _UnsetBool:
+    """Type of :data:`UNSET_BOOL` (invoke types a flag by its default's type: :meth:`TaskFlag.of` sees this one)."""
+
+    def __repr__(self) -> str:
+        return "UNSET_BOOL"
+
+
+#: Default of a boolean settings flag (``--offload``, ``--allow-short-data``): a flag that is ``--name`` AND
+#: ``--no-name`` and reaches the task as ``None`` when neither is given, so a flag can turn off what an environment
+#: variable turned on (``ENABLE_OFFLOAD=True inv launch --no-offload``: flags > env). :meth:`TaskFlag.of` makes it
+#: invoke's bool flag with default ``True`` (invoke adds the ``--no-`` form only then,
+#: invoke/parser/context.py ``add_arg``) whose value is ``None`` until given.
+UNSET_BOOL: Any = _UnsetBool()
+
+
 def given_flags(**kw) -> dict:
-    """The settings flags actually given: drops ``None``, ``""``, ``False`` (a bool flag left off) and :data:`UNSET`."""
-    return {k: v for k, v in kw.items() if not (v is None or v is False or v == "" or v == UNSET)}
+    """The settings flags actually given: drops ``None`` (a :data:`UNSET_BOOL` flag left off), ``""`` and
+    :data:`UNSET`; a boolean given either way (``--offload`` True, ``--no-offload`` False) stays."""
+    return {k: v for k, v in kw.items() if not (v is None or v is UNSET_BOOL or v == "" or v == UNSET)}
 
 
 # Exit codes of dapo-ops tasks (others may add theirs here).
@@ -133,19 +149,36 @@ class TaskFlag(Argument):
         # and was not given one!"): the same words as for invoke's class
         return super().__repr__().replace(f"<{type(self).__name__}:", "<Argument:", 1)
 
+    #: a :data:`UNSET_BOOL` flag: ``--name`` / ``--no-name``, value ``None`` until one is given
+    either_way = False
+
+    @property
+    def value(self) -> Any:
+        if self.either_way and self._value is None:
+            return None
+        return super().value
+
+    @value.setter
+    def value(self, arg: Any) -> None:
+        self.set_value(arg, cast=True)
+
     @classmethod
     def of(cls, arg: Argument) -> "TaskFlag":
-        """The same flag as invoke's ``arg`` (names, kind, default, help, positional/optional/incrementable)."""
-        return cls(
+        """The same flag as invoke's ``arg`` (names, kind, default, help, positional/optional/incrementable); an
+        ``arg`` defaulting to :data:`UNSET_BOOL` becomes a bool flag with its ``--no-`` form."""
+        either_way = arg.default is UNSET_BOOL
+        flag = cls(
             names=arg.names,
-            kind=arg.kind,
-            default=arg.default,
+            kind=bool if either_way else arg.kind,
+            default=True if either_way else arg.default,
             help=arg.help,
             positional=arg.positional,
             optional=arg.optional,
             incrementable=arg.incrementable,
             attr_name=arg.attr_name,
         )
+        flag.either_way = either_way
+        return flag
 
 
 class FanoutTask(Task):
@@ -582,6 +615,7 @@ __all__ = [
     "on_interrupt",
     "FanoutTask",
     "TaskFlag",
+    "UNSET_BOOL",
     "SHORT_FLAGS",
     "dapo_task",
     "fanout_task",

@@ -29,6 +29,7 @@ from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
     UNSET,
+    UNSET_BOOL,
     UNSET_FLOAT,
     FanoutTask,
     connect_timeout_override,
@@ -68,8 +69,9 @@ OPTIONS_HELP = {
 HELP = {**settings.task_help(), **OPTIONS_HELP}
 
 #: a settings flag's default when not given, by the table's type (invoke types a flag by its default; a string or
-#: features flag left off is None, so one given empty, ``--model ''``, is told apart: the table's EMPTY_RULES judge it)
-_NOT_GIVEN: dict[str, Any] = {"int": UNSET, "float": UNSET_FLOAT, "bool": False}
+#: features flag left off is None, so one given empty, ``--model ''``, is told apart: the table's EMPTY_RULES judge it;
+#: a bool is ``--name`` / ``--no-name``, None when left off)
+_NOT_GIVEN: dict[str, Any] = {"int": UNSET, "float": UNSET_FLOAT, "bool": UNSET_BOOL}
 #: the flags that say how to launch (not what to train) and their defaults; ``hosts``, ``inventory`` and
 #: ``accept_new_host_keys`` are every fan-out task's (:func:`dapo_ops.cli._common.fanout_task`)
 OPTIONS: dict[str, Any] = {

@@ -157,7 +157,8 @@ def render_markdown() -> str:
         if p.choices:
             typ += ": " + "/".join(c for c in p.choices if c)
         env = ", ".join(f"`{e}`" for e in p.env)
-        flag = f"`{p.flag}`" if p.flag else "(env / file only)"
+        # a bool flag is --name / --no-name (dapo_ops/cli/_common.py UNSET_BOOL): invoke's --help writes --[no-]name
+        flag = (f"`--[no-]{p.flag[2:]}`" if p.type == "bool" else f"`{p.flag}`") if p.flag else "(env / file only)"
         lines.append(f"| `{p.name}` | {flag} | {env} | {key} | `{cell(default)}` | {cell(typ)} | {cell(p.help)} |")
     lines += ["", *_recipe_keys(cell), "", *_fit_keys(cell), "", *_plan_keys(cell)]
     return "\n".join(lines)

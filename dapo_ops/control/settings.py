@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from dapo_ops.control.inventory.model import NAME_PATTERN
 from dapo_ops.core import defaults
 from dapo_ops.core import features
-from dapo_ops.core.features import FeatureError, parse_user_features
+from dapo_ops.core.features import FeatureError, parse_user_features, without_feature
 from dapo_ops.core.runspec import MAX_STEPS
 
 
@@ -647,13 +647,7 @@ def convert(p: Param, raw, where: str):
     else:
         if isinstance(raw, (dict, list)):
             raise bad("a string", repr(p.default))
-        val = str(raw)
-        if "${" in val:  # not echoed: the text may name a secret's variable (${oc.env:SWANLAB_API_KEY})
-            raise SettingsError(
-                f"{where} holds '${{', which verl's config (OmegaConf) evaluates as an interpolation (${{oc.env:VAR}} "
-                f"reads an environment variable into the config verl prints; verl/trainer/main_ppo.py:144-145 resolves "
-                f"it in place, so no escape keeps it literal); remove '${{' from {where}"
-            )
+        val = _text(str(raw), where)
     if p.choices and val not in p.choices:
         raise SettingsError(
             f"{where}={shown(raw)} is not one of {', '.join(repr(c) for c in p.choices if c != '')}; use one of them"
@@ -670,6 +664,22 @@ def convert(p: Param, raw, where: str):
         raise SettingsError(f"{where}={shown(raw)} is not {p.pattern[1]}; fix {where}")
     if p.name == "gpu_memory_utilization" and not 0 < val <= 1:
         raise SettingsError(f"{where}={shown(raw)} must be a fraction in (0, 1], e.g. 0.6")
+    return val
+
+
+def _text(val: str, where: str) -> str:
+    """A string setting's value ``val`` (given at ``where``), judged: blanks at an end (a path, name, host or choice:
+    a typo the user cannot see, ``MODEL_PATH="/verl/Qwen3-8B "``) and ``${`` are refused with
+    :class:`SettingsError`, one line."""
+    if val != val.strip():
+        fix = f"set it to {val.strip()!r}" if val.strip() else "give a value or unset it"
+        raise SettingsError(f"{where}={shown(val)} has blanks around it (they would be part of it); {fix}")
+    if "${" in val:  # not echoed: the text may name a secret's variable (${oc.env:SWANLAB_API_KEY})
+        raise SettingsError(
+            f"{where} holds '${{', which verl's config (OmegaConf) evaluates as an interpolation (${{oc.env:VAR}} "
+            f"reads an environment variable into the config verl prints; verl/trainer/main_ppo.py:144-145 resolves "
+            f"it in place, so no escape keeps it literal); remove '${{' from {where}"
+        )
     return val
 
 
@@ -769,12 +779,30 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
         out.values[p.name] = val
         out.sources[p.name] = source
         out.origins[p.name] = _where(p, source, origin)
-    if out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]:
+    _settle_offload(out)
+    return out
+
+
+#: how a source ranks (the precedence: flags > env > config file > defaults)
+_RANK = {"flag": 3, "env": 2, "file": 1, "default": 0}
+
+
+def _settle_offload(out: "Settings") -> None:
+    """``offload`` on (``--offload`` / ``ENABLE_OFFLOAD``) against ``-offload`` in the features: the higher source
+    wins (``ENABLE_OFFLOAD=True inv launch --features=-offload`` starts without offload; ``USER_FEATURES=-offload
+    inv launch --offload`` drops that ``-offload``); from sources of one rank :class:`SettingsError` (one line)."""
+    if not (out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]):
+        return
+    on_rank, off_rank = _RANK[out.sources["offload"]], _RANK[out.sources["features"]]
+    if on_rank == off_rank:
         raise SettingsError(
             f"{out.origins['offload']} turns offload on but {out.origins['features']}="
             f"{out.values['features']!r} turns it off ('-offload'); drop one of them"
         )
-    return out
+    if off_rank > on_rank:
+        out.values["offload"] = False
+    else:
+        out.values["features"] = without_feature(out.values["features"], "offload")
 
 
 def check_tracker_names(st: "Settings | Mapping", loggers) -> None:

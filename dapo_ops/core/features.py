@@ -197,6 +197,29 @@ def is_on(fs: "FeatureSet", name: str) -> bool:
     return fs.has(name) or (name in VERL_DEFAULT and name not in fs.disabled)
 
 
+def _items(user_features: str | None) -> list[str]:
+    """The items of a ``USER_FEATURES`` list (``,`` or ``;``), stripped, without empty ones and ``default``."""
+    items = [raw.strip() for raw in (user_features or "").replace(";", ",").split(",")]
+    return [i for i in items if i and i.lower() not in ("default", "defaults", "默认")]
+
+
+def _name(item: str) -> str:
+    """The catalog spelling of one item's name (``-Flash-Attn`` -> ``flash_attn``); at most one sign before it,
+    else :class:`FeatureError` (``--offload`` or ``+-offload`` read as one sign was the opposite of one of them)."""
+    bare = item[1:] if item[0] in "+-" else item
+    if bare[:1] in ("+", "-"):
+        raise FeatureError(
+            f"feature {item!r} has more than one sign; write -{bare.lstrip('+-')} (off) or {bare.lstrip('+-')} (on)"
+        )
+    return bare.strip().lower().replace("-", "_")
+
+
+def without_feature(user_features: str, name: str) -> str:
+    """``user_features`` without its items that name ``name`` (either sign), the rest as written, joined by ``,``
+    (the settings' precedence drops a lower source's ``-offload`` under a higher one's offload on)."""
+    return ",".join(i for i in _items(user_features) if _name(i) != name)
+
+
 def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]]:
     """Parse a ``USER_FEATURES`` comma list into ``(on, off)`` name lists.
 
@@ -206,12 +229,9 @@ def parse_user_features(user_features: str | None) -> tuple[list[str], list[str]
     """
     on: list[str] = []
     off: list[str] = []
-    for raw in (user_features or "").replace(";", ",").split(","):
-        item = raw.strip()
-        if not item or item.lower() in ("default", "defaults", "默认"):
-            continue
+    for item in _items(user_features):
         neg = item.startswith("-")
-        name = item.lstrip("+-").strip().lower().replace("-", "_")
+        name = _name(item)
         if name not in CATALOG:  # the user's own token, repr-quoted: not the normalized name ('rm _rf /')
             raise FeatureError(
                 f"unknown feature {item!r}; valid features: {_valid_names()} (prefix a default with '-' to turn it off)"

@@ -609,13 +609,20 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
 
 
 def verdict_line(rec: dict) -> str:
-    """One line for a run that failed at once: its verdict class, the action and the first evidence line."""
+    """One line for a run that failed within the launch's wait: its verdict class, the action and the first
+    evidence line; where it stopped when it had made steps (``failed at step 2/8``, else ``failed at once``). A
+    verdict whose action is a retry the supervisor did not take (``MAX_OOM_RETRIES=0``, retries used up) gives the
+    supervisor's reason instead, as ``inv status`` does (``status.rows.ending_line``)."""
     v = rec.get("verdict") or {}
     d = rec.get("decision") or {}
     cls = v.get("cls") or "failed"
-    what = v.get("action") or d.get("reason") or "see the log"
+    v_action = str(v.get("action") or "")
+    retry_not_taken = d.get("action") == "stop" and not (v.get("action_kind") == "stop" or v_action.startswith("stop"))
+    what = (d.get("reason") if retry_not_taken else None) or v_action or d.get("reason") or "see the log"
     ev = (v.get("evidence") or [""])[0]
-    line = f"run {rec.get('run_id')} failed at once: {cls}: {what}"
+    step, total = rec.get("step"), rec.get("total_steps")
+    when = f"at step {step}/{total or '?'}" if isinstance(step, int) and step > 0 else "at once"
+    line = f"run {rec.get('run_id')} failed {when}: {cls}: {what}"
     if ev and ev not in what:
         line += f" ({ev})"
     return line
