@@ -66,6 +66,9 @@ def inv(prep, *args, timeout=240) -> subprocess.CompletedProcess:
     )
 
 
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
+
+
 def launch(prep, host, *args) -> tuple[subprocess.CompletedProcess, str | None]:
     res = inv(prep, "launch", "-H", host, *INPUT_FLAGS, *args)
     m = re.search(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res.stdout + res.stderr)
@@ -275,9 +278,35 @@ def test_kv_cache_shortage_changes_rollout_memory_not_offload(sandbox, host_read
     assert f"gpu_memory_utilization={util}" in (sandbox.runs_dir("h1") / rid / "supervisor.log").read_text()
 
 
-def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_ready):
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("data.max_prompt_lenght=3", "data.max_prompt_lenght"),
+        ("~trainer.no_such_key", "trainer.no_such_key"),
+        ("+actor_rollout_ref.rollout.max_num_batched_tokens=16384", "max_num_batched_tokens"),
+    ],
+)
+def test_an_override_that_does_not_compose_is_refused_before_anything_starts(sandbox, host_ready, override, says):
+    """A mistyped ``--override`` (an unknown key, ``~`` of an absent key, ``+`` of a key verl has) made a run that
+    failed at once, while `inv preflight` refused it (a new-user trial): the launch's quick checks compose the
+    user's overrides against the container's verl config now: exit 1, one line naming the key, no run dir."""
     host_ready("h1", {"step_time": 0.2})
-    res, rid = launch(host_ready, "h1", "--steps", "3", "--override", "actor_rollout_ref.actor.no_such_knob=1")
+    runs = lambda: sorted(d.name for d in sandbox.runs_dir("h1").iterdir() if RUN_ID.fullmatch(d.name))  # noqa: E731
+    before = runs()
+    res, rid = launch(host_ready, "h1", "--steps", "3", "--override", override)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 1 and rid is None and res.stdout.strip() == "", (res.stdout, res.stderr)
+    assert len(lines) == 1 and "overrides do not compose" in lines[0] and says in lines[0], res.stderr
+    assert runs() == before, res.stderr
+
+
+def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_ready):
+    """Past the quick checks (--skip-preflight: the compose would refuse it), verl's own refusal is a config-error
+    the supervisor does not retry."""
+    host_ready("h1", {"step_time": 0.2})
+    res, rid = launch(
+        host_ready, "h1", "--steps", "3", "--skip-preflight", "--override", "actor_rollout_ref.actor.no_such_knob=1"
+    )
     assert rid
     rec = wait_end(sandbox, "h1", rid)
     assert rec["status"] == "failed" and len(rec["attempts"]) == 1

@@ -37,6 +37,7 @@ QUICK_CHECKS = (
     "python",
     "verl",
     "entry",
+    "overrides",
     "verl-startup",
     "transfer_queue",
     "megatron.bridge",
@@ -159,8 +160,9 @@ def quick_all(
     finish: Callable[[Mapping | None], Any] | None = None,
 ) -> list[Check]:
     """The cheap subset ``inv launch`` runs automatically, every verdict: container state, devices (count,
-    leftovers, free memory), python/verl/entry module, model and data files, disk. One SSH round trip, no
-    compose, no network probes but, with ``tracker``, the tracker's reachability (``swanlab``: one GET from the
+    leftovers, free memory), python/verl/entry module, model and data files, disk; the compose of the argv against
+    the container's verl config (and verl's start-up checks on it) only when the user gave ``--override``s. One SSH
+    round trip, no network probes but, with ``tracker``, the tracker's reachability (``swanlab``: one GET from the
     container when the plan logs to SwanLab in cloud mode, with the plan's env: its proxy and SwanLab host).
     ``plan``: ``launch.plan.make_plan`` result (``.spec``, ``.argv``), a spec dict, or None. ``secret_env``: env the
     probe gets through a 0600 file (a proxy URL with credentials). Returns checks named in :data:`QUICK_CHECKS`;
@@ -176,7 +178,10 @@ def quick_all(
     TP/PP and ``--resume``'s checkpoint dir, whose free space is the runs_dir's as the draft's is). None: ``plan`` is
     judged as given."""
     pv = plan_view(plan)
-    req = probe_request(target.host, pv, full=False, tracker=tracker)
+    # the user's --override keys are composed against the container's verl (the plan's own keys are known to compose):
+    # a mistyped key failed the run at once after a start (new-user trial), while `inv preflight` caught it
+    creq = _compose_request(target.host, pv) if pv is not None and pv.settings["extra_overrides"] else None
+    req = probe_request(target.host, pv, full=False, tracker=tracker, compose_request=creq)
     facts = collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env, timeout=timeout)
     if facts_out is not None:
         facts_out.update(facts)

@@ -34,7 +34,7 @@ def probe_request(
     tracker: bool = False,
 ) -> dict:
     """The probe request (:mod:`dapo_ops.agent.preflight_probe`) for ``host`` and the plan. Pure. ``full``: the network
-    probes too (tracker, Ray port) and the compose; ``tracker``: the tracker GET alone (``inv launch``'s quick
+    probes too (tracker, Ray port); ``compose_request``: the compose (whichever ``full``); ``tracker``: the tracker GET alone (``inv launch``'s quick
     checks, :func:`~dapo_ops.control.preflight.network.tracker_urls`)."""
     req: dict = {"accelerator": getattr(host, "accelerator", defaults.HOST["accelerator"])}
     if req["accelerator"] == "npu":
@@ -65,10 +65,11 @@ def probe_request(
                 req["listen_port"] = int(ray["port"])
             else:
                 req["tcp"] = [{"name": "ray-head", "host": ray["head"], "port": int(ray["port"])}]
-        if compose_request is not None:  # run in the container by the bundle op dapo_ops.agent.compose
-            req["compose"] = {"request": compose_request}
-            if pv is not None and pv.spec.launcher:  # verl's own start-up, as the training starts it
-                req["compose"]["launcher"] = list(pv.spec.launcher)
+    if compose_request is not None:  # run in the container by the bundle op dapo_ops.agent.compose (the full
+        # preflight's; the quick checks' when the user gave --override: control/preflight/checks.py quick_all)
+        req["compose"] = {"request": compose_request}
+        if pv is not None and pv.spec.launcher:  # verl's own start-up, as the training starts it
+            req["compose"]["launcher"] = list(pv.spec.launcher)
     return req
 
 
