@@ -216,7 +216,11 @@ def test_a_none_in_a_spec_stays_none_and_a_resume_keeps_every_save(tmp_path):
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in overrides.build_command(spec, fs))
     st = resume.resumed_settings(settings.resolve({}, {}, {}), spec)
     assert (st["max_actor_ckpt_to_keep"], st.source("max_actor_ckpt_to_keep")) == (0, "resume")
-    plan = plan_for(settings=st, host=None, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    # on the real run's one GPU: the resume keeps its -dynamic_batch (and its other turned-off features), so its
+    # micro-batch 8 must divide what one data-parallel rank gets, as it did there
+    one_gpu = inventory_model.Host(name="g", address="x", accelerator="gpu", devices=1)
+    plan = plan_for(settings=st, host=one_gpu, mode="dapo", run_id=RUN_ID, swanlab_logger=False)
+    assert "dynamic_batch" in plan.spec["disabled_features"]
     assert plan.spec["settings"]["max_actor_ckpt_to_keep"] is None
     assert not any(a.startswith("trainer.max_actor_ckpt_to_keep") for a in plan.argv)
 

@@ -553,6 +553,35 @@ def test_after_docker_stop_and_start_resume_continues_the_run(sandbox, host_read
     _resume_and_check(sandbox, host_ready, "h3", rid)
 
 
+def test_a_resume_and_its_dry_run_keep_the_overrides_features_and_limits_of_the_run(sandbox, host_ready):
+    """A new user's trial: a resume dropped the earlier run's --override (lr 3e-6 trained as 1e-6), its
+    --features=-flash_attn (sdpa came back as flash_attention_2), --hang-timeout and --max-oom-retries, and its
+    --dry-run printed a plan of the defaults (model_engine=megatron, a new checkpoint dir)."""
+    lr, attn = "actor_rollout_ref.actor.optim.lr", "+actor_rollout_ref.model.override_config.attn_implementation"
+    host_ready("h2", {"step_time": 0.2})
+    first = ["--steps", "4", "--save-freq", "2", "--framework", "fsdp", "--features=-flash_attn"]
+    limits = ["--hang-timeout", "300", "--max-oom-retries", "1", "--override", f"{lr}=3e-6"]
+    res, rid = launch(host_ready, "h2", *first, *limits)
+    assert res.returncode == 0, res.stderr
+    assert wait_end(sandbox, "h2", rid)["status"] == "succeeded"
+    dry = inv(host_ready, "launch", "-H", "h2", "--resume", rid, "--steps", "6", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    for want in (f"{lr}=3e-6", f"{attn}=sdpa", f"trainer.default_local_dir=/verl/dapo_runs/{rid}/checkpoints"):
+        assert want in dry.stdout, (want, dry.stdout)
+    assert "model_engine=megatron" not in dry.stdout and f"resume:        run {rid}'s checkpoints" in dry.stdout
+    res2 = inv(host_ready, "launch", "-H", "h2", "--resume", rid, "--steps", "6")
+    assert res2.returncode == 0, res2.stderr
+    rid2 = next(r for r in re.findall(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b", res2.stdout) if r != rid)
+    assert wait_end(sandbox, "h2", rid2)["status"] == "succeeded"
+    spec = json.loads((sandbox.runs_dir("h2") / rid2 / "spec.json").read_text())
+    assert spec["settings"]["extra_overrides"] == [f"{lr}=3e-6"] and "flash_attn" in spec["disabled_features"]
+    assert (spec["hang_timeout_s"], spec["max_oom_retries"], spec["framework"]) == (300, 1, "fsdp")
+    sup = (sandbox.runs_dir("h2") / rid2 / "supervisor.log").read_text().splitlines()
+    argv = next(ln for ln in sup if "attempt 1: " in ln and "main_ppo" in ln)
+    assert f"{lr}=3e-6" in argv and f"{attn}=sdpa" in argv, argv  # the verl argv the resumed run ran
+    assert training_steps(sandbox, "h2", rid2)[1] == [5, 6]
+
+
 def test_ctrl_c_while_launch_waits_names_the_run_that_goes_on(sandbox, host_ready):
     # a terminal's Ctrl-C: SIGINT to the whole foreground group (inv and its ssh children) while launch waits for
     # the started run to settle (control/launch/service.py start_run); the line names the run, status and stop find it

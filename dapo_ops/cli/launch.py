@@ -53,7 +53,8 @@ from dapo_ops.core import redact
 OPTIONS_HELP = {
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here; a key a setting "
     "sets is refused: use the setting, docs/params.md)",
-    "dry_run": "print the plan (features, ladder, command, paths) without touching any host",
+    "dry_run": "print the plan (features, ladder, command, paths) without touching any host (with --resume: the "
+    "resume's plan, reading the earlier run's spec on its host)",
     "skip_preflight": "launch even if a quick pre-launch check fails (devices, leftovers, python/verl, model/data, disk, memory fit, "
     "SwanLab reachability; not a stopped container or another active run); printed as skipped (one host; several "
     "hosts skip these checks unprinted)",
@@ -61,8 +62,8 @@ OPTIONS_HELP = {
     "independent": "with several -H hosts: one separate single-host run per host instead of one multi-host run "
     "on a Ray cluster",
     "resume": "continue an earlier run RUN_ID from its checkpoints: a new run reusing its checkpoint dir, "
-    "experiment, SwanLab run and the memory rungs its OOM ladder reached (same host(s), mode, framework and "
-    "devices)",
+    "experiment, SwanLab run, the memory rungs its OOM ladder reached and every setting, feature and --override it "
+    "ran with (same host(s), mode, framework and devices); a setting or --override key given now wins",
     "json": "print the started runs as a JSON list (one object per host: run_id, host, state, log, follow) instead "
     "of text; exit codes are the same",
 }
@@ -126,10 +127,14 @@ def task_args(job: str, kw: Mapping[str, Any]) -> request.TaskArgs:
 
 
 def _dry_run(d: request.DryRun) -> None:
-    """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``) and, with
-    ``--resume``, what the launch would take from the earlier run. A plan error is one line, exit 2."""
+    """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``); with ``--resume``
+    the plan of the resume, read from the earlier run's spec on its host (reads only). A plan error is one line,
+    exit 2; a resume the launch would refuse (no such run, its checkpoints cannot be continued) or a host that
+    cannot be reached: one line, exit 1."""
     from dapo_ops.control.launch import dryrun
     from dapo_ops.control.inventory.hosts_file import InventoryError
+    from dapo_ops.control.launch.refusals import LaunchRefused
+    from dapo_ops.control.remote.errors import RemoteError
 
     kw: dict[str, Any] = dict(
         mode=d.mode,
@@ -139,6 +144,7 @@ def _dry_run(d: request.DryRun) -> None:
         file_cfg=d.file_cfg,
         extra_overrides=d.overrides,
         config=d.config,
+        resume_id=d.resume,
     )
     try:
         p = None
@@ -150,13 +156,8 @@ def _dry_run(d: request.DryRun) -> None:
             dryrun.dry_run(d.flags, **kw)
     except (settings.SettingsError, plan.PlanError, InventoryError) as e:
         fail(str(e), EXIT_USAGE)
-    if d.resume:
-        print(
-            f"resume:  continues run {d.resume}: at launch the settings not given now (model, data, lengths, "
-            f"framework, batch sizes, features) come from its spec.json, and its checkpoint dir, experiment, "
-            f"SwanLab run and the memory rungs its OOM ladder reached are kept; the plan above is before that (--dry-run "
-            f"contacts no host)"
-        )
+    except (LaunchRefused, RemoteError) as e:
+        fail(str(e), EXIT_FAILED)
 
 
 def follow_commands(host: str) -> list[str]:

@@ -159,8 +159,10 @@ def dry_run(
     extra_overrides: list | None = None,
     console=None,
     config=None,
+    resume_id: str = "",
 ):
-    """``--dry-run`` with several hosts: print the multi-host plan and its Ray cluster (no host is contacted).
+    """``--dry-run`` with several hosts: print the multi-host plan and its Ray cluster (no host is contacted; with
+    ``resume_id``, the run ``--resume`` continues is read on the head: the resume's plan).
     Returns the Plan, or None when fewer than two hosts are selected (or there is no inventory).
 
     Raises SettingsError / PlanError / InventoryError (one line).
@@ -176,6 +178,7 @@ def dry_run(
         file_cfg=file_cfg,
         extra_overrides=extra_overrides,
         config=config,
+        resume_id=resume_id,
     )
     if got is None:
         return None

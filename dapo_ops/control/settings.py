@@ -454,6 +454,16 @@ PARAMS: tuple[Param, ...] = (
 )
 
 BY_NAME: dict[str, Param] = {p.name: p for p in PARAMS}
+
+#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl/utils/device.py; verl itself only
+#: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``): the run's env on an NPU
+#: (``dapo_ops.control.launch.plan.run_env``), where a ``--resume`` reads them back
+HCCL_SETTINGS = (
+    ("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"),
+    ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
+    ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
+    ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"),
+)
 SOURCES = ("flag", "env", "file", "default")
 
 

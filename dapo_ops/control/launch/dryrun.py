@@ -101,6 +101,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
     else:
         con.print(f"checkpoints:   none (save_freq {s['save_freq']}: {NO_CHECKPOINTS})")
     con.print(f"log:           {plan.log_path}")
+    if plan.resume_line:  # --resume: the earlier run's checkpoints, names and ladder this plan continues
+        con.print(Text(f"resume:        {plan.resume_line}"))
     given = [(k, v) for k, v in plan.sources.items() if v != "default"]
     if given:
         con.print("settings from: " + ", ".join(f"{k}={v}" for k, v in given))
@@ -181,6 +183,29 @@ def local_data_note(plan: Plan) -> str | None:
     return "data:    " + (short or "%s >= --steps %d" % (feed.figure(), int(s["steps"])))
 
 
+def resume_facts(run_id: str, host, settings):
+    """The run ``--resume`` continues, read on ``host`` (in the container the launch would target:
+    :func:`dapo_ops.control.launch.plan.container_for`) for a ``--dry-run`` of the resume: the dry run shows the plan
+    the resume runs (the earlier run's settings, overrides, features, checkpoint dir and experiment), so it reads that
+    run's spec.json, run.json and checkpoint step (:func:`dapo_ops.control.launch.resume.read_facts`; reads only).
+
+    :raises LaunchRefused: kind ``resume``: no inventory host to read it on (``host`` None), no such run.
+    :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached."""
+    from dapo_ops.control.launch import resume
+    from dapo_ops.control.launch.plan import container_for
+    from dapo_ops.control.launch.refusals import LaunchRefused
+    from dapo_ops.control.remote.target import Target
+
+    if host is None:
+        raise LaunchRefused(
+            "resume",
+            f"--dry-run --resume {run_id} shows the plan of the resume, read from run {run_id}'s spec on its host: "
+            "give its host with -H (an inventory host, hosts.toml)",
+        )
+    with Target(host, container_for(settings, host)) as t:
+        return resume.read_facts(t, run_id)
+
+
 def dry_run(
     flags: Mapping,
     *,
@@ -193,14 +218,19 @@ def dry_run(
     run_id: str | None = None,
     extra_overrides: list[str] | None = None,
     config: RunConfig | None = None,
+    resume_id: str = "",
 ) -> Plan:
     """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
     exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
     ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, which resolved the launch's
-    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables).
+    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables). ``resume_id``: the run id
+    ``--resume`` continues: its spec is read on the host (:func:`resume_facts`, reads only) and the plan is the
+    resume's (its settings, overrides, features, checkpoint dir, experiment), refused as the launch would refuse it.
 
     Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
-    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``.
+    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``;
+    with ``resume_id`` also :class:`~dapo_ops.control.launch.refusals.LaunchRefused` and
+    :class:`~dapo_ops.control.remote.errors.RemoteError` (one line).
     """
     from dapo_ops.control.inventory import hosts_file
     from dapo_ops.core import runstate
@@ -219,6 +249,10 @@ def dry_run(
         chosen = hosts_file.select(inv, hosts or None)
         host = chosen[0] if chosen else None
     sw_on, sw_note = swanlab_status(st, env, file_cfg)
+    facts = resume_facts(resume_id, host, st) if resume_id else None
+    from dapo_ops.control.launch import resume
+
+    st, extra = resume.resumed(st, extra_overrides or (), facts)
     inputs = PlanInputs(
         settings=st,
         host=host,
@@ -226,9 +260,12 @@ def dry_run(
         run_id=run_id or runstate.new_run_id(),
         swanlab_logger=sw_on,
         proxy=proxy,
-        extra_overrides=tuple(extra_overrides or ()),
+        extra_overrides=extra,
+        resume=facts,
     )
     plan = make_plan(draft_plan(inputs), _local_memory_facts(st, host))
+    if facts is not None:  # the refusals of the launch (control/launch/service.py build_plan)
+        resume.check(plan, facts)
     notes = [sw_note]
     data_note = local_data_note(plan)
     if data_note:

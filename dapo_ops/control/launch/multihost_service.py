@@ -114,6 +114,7 @@ def cluster_plan(
     inv_proxy: dict,
     extra_overrides: list,
     memory=None,
+    earlier=None,
 ):
     """The plan of a multi-host run (``--dry-run``): both stages of the planner (:func:`plan.draft_plan`,
     :func:`plan.make_plan`) for the head with the whole cluster's
@@ -121,7 +122,12 @@ def cluster_plan(
     ``rollout_gpus``, ``rollout_nnodes``; :func:`cluster_topology`), checked once after they are applied. The launch
     builds the same plan through :func:`dapo_ops.control.launch.service.build_plan`.
 
-    Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`plan.PlanError` (one line).
+    ``earlier``: the :class:`~dapo_ops.control.launch.resume.ResumeFacts` of the run ``--resume`` continues (``st``
+    and ``extra_overrides`` already merged with its: :func:`dapo_ops.control.launch.resume.resumed`), else
+    None.
+
+    Returns ``(plan, topology)``. Raises :class:`TopologyError` / :class:`plan.PlanError` (one line);
+    :class:`LaunchRefused` (``resume``): the plan cannot continue its checkpoints.
     """
     topo = cluster_topology(st, nodes_hosts, mode)
     inputs = dapo_ops.control.launch.plan.PlanInputs(
@@ -133,8 +139,11 @@ def cluster_plan(
         proxy=inv_proxy,
         extra_overrides=tuple(extra_overrides),
         topology=topo.settings(),
+        resume=earlier,
     )
     plan = dapo_ops.control.launch.plan.make_plan(dapo_ops.control.launch.plan.draft_plan(inputs), memory)
+    if earlier is not None:
+        resume.check(plan, earlier)
     return plan, topo
 
 
@@ -331,13 +340,16 @@ def dry_run_plan(
     file_cfg: dict,
     extra_overrides: list | None = None,
     config=None,
+    resume_id: str = "",
 ):
     """``--dry-run`` with several hosts: the multi-host plan (no host is contacted). Returns ``(plan, topo)``, or
     None when fewer than two hosts are selected (or there is no inventory): the single-host plan applies.
     ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, whose settings the launch resolved
-    (None: one over ``env`` and ``file_cfg``).
+    (None: one over ``env`` and ``file_cfg``). ``resume_id``: the run id ``--resume`` continues, read on the head
+    (:func:`dapo_ops.control.launch.dryrun.resume_facts`, reads only): the plan is the resume's.
 
-    Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError).
+    Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError); with
+    ``resume_id`` also LaunchRefused / RemoteError (one line).
     """
     from dapo_ops.control.inventory import hosts_file
     from dapo_ops.control.launch import dryrun
@@ -354,6 +366,8 @@ def dry_run_plan(
     st = config.settings(flags, env)
     sw_on, sw_note = dryrun.swanlab_status(st, env, config.file())
     what = cluster_what(chosen, hosts_given=bool(hosts))
+    facts = dryrun.resume_facts(resume_id, chosen[0], st) if resume_id else None
+    st, extra = resume.resumed(st, extra_overrides or (), facts)
     try:
         plan, topo = cluster_plan(
             st,
@@ -363,8 +377,9 @@ def dry_run_plan(
             run_id=runstate.new_run_id(),
             swanlab_logger=sw_on,
             inv_proxy=inv.proxy,
-            extra_overrides=extra_overrides or [],
+            extra_overrides=list(extra),
             memory=dryrun._local_memory_facts(st, chosen[0]),
+            earlier=facts,
         )
     except (TopologyError, dapo_ops.control.launch.plan.PlanError) as e:
         raise dapo_ops.control.launch.plan.PlanError(f"planning a {what}: {e}") from None

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NoReturn
 
 from dapo_ops.control.inventory.proxy import PROXY_VARS
-from dapo_ops.control.settings import Settings, SettingsError, check_tracker_names
+from dapo_ops.control.settings import HCCL_SETTINGS, Settings, SettingsError, check_tracker_names
 from dapo_ops.core import defaults
 import dapo_ops.core.features
 from dapo_ops.core import ladder
@@ -708,14 +708,6 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
 #: (``verl/trainer/ppo/v1/trainer_base.py:102``: ``logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))``):
 #: a container-wide WARN would hide them, so the run's environment pins INFO.
 VERL_LOGGING_LEVEL = "INFO"
-#: (setting, environment variable) of the HCCL defaults on NPU (verl's NPU scripts, verl/utils/device.py; verl itself only
-#: sets the port ranges to ``auto`` when unset: ``verl/trainer/constants_ppo.py:96-97``).
-HCCL_SETTINGS = (
-    ("hccl_connect_timeout", "HCCL_CONNECT_TIMEOUT"),
-    ("hccl_exec_timeout", "HCCL_EXEC_TIMEOUT"),
-    ("hccl_host_socket_port_range", "HCCL_HOST_SOCKET_PORT_RANGE"),
-    ("hccl_npu_socket_port_range", "HCCL_NPU_SOCKET_PORT_RANGE"),
-)
 
 
 def run_env(v: Mapping, profile: str, accelerator: str) -> dict:

@@ -2,13 +2,17 @@
 raises :class:`~dapo_ops.control.launch.refusals.LaunchRefused`, never prints).
 
 The launch gathers the facts first: :func:`read_facts` reads the earlier run's spec.json, run.json and checkpoint
-step from its container (:class:`ResumeFacts`); :func:`resumed_settings` takes the settings not given now from its
-spec (precedence: now > the resumed run > defaults). The plan is then built once
+step from its container (:class:`ResumeFacts`); :func:`resumed` takes everything the earlier run was launched with
+and is not given now from its spec: every setting of the table (:func:`resumed_settings`; :data:`NOT_CARRIED` names
+the few it does not take and why), its features turned on and off by name (:func:`resumed_features`) and its
+``--override`` values by key (:func:`resumed_overrides`); precedence: now > the resumed run > defaults. The launch
+and ``--dry-run --resume`` plan from the same (the dry run reads the facts too). The plan is then built once
 (:func:`dapo_ops.control.launch.plan.make_plan` with ``resume``: :func:`carry` points the new run at the earlier run's
 checkpoint dir and experiment, keeps its explicit and ladder-added features, the setting rungs its ladder
 reached (:func:`ladder_changes`) and the FSDP strategy its checkpoint was
 written with: fsdp and fsdp2 checkpoints do not load into each other); :func:`check` refuses a layout
-(:data:`RESUME_FIXED`), mode or step count the checkpoints cannot continue; only then :func:`close_earlier` marks an
+(:data:`RESUME_FIXED`), mode or step count the checkpoints cannot continue, :func:`check_logging` another SwanLab
+mode not asked for; only then :func:`close_earlier` marks an
 earlier run whose supervisor died as ended, and :func:`line` names the checkpoint it continues from. verl resumes by
 itself from ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (``trainer.resume_mode=auto``,
 verl/trainer/ppo/ray_trainer.py ``_load_checkpoint``).
@@ -22,8 +26,8 @@ from typing import Any, Mapping
 
 from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle
-from dapo_ops.core import defaults, overrides, runstate
-from dapo_ops.core.hydra_override import value_of
+from dapo_ops.core import defaults, features, overrides, runstate
+from dapo_ops.core.hydra_override import key_of, value_of
 
 
 def _read(target, run_dir: str) -> dict:
@@ -92,29 +96,139 @@ def read_facts(target, run_id: str) -> ResumeFacts:
 #: setting name -> its key in a spec's ``settings`` where they differ (planning resolves ``model`` to ``model_path``)
 _SPEC_KEY = {"model": "model_path"}
 
+#: settings the spec keeps at its top level (docs/design.md "Run spec"), read back as the setting's value
+_TOP: dict[str, Any] = {
+    "framework": lambda old: old.framework,
+    "profile": lambda old: old.profile,
+    "max_oom_retries": lambda old: int(old.max_oom_retries),
+    "hang_timeout": lambda old: int(old.hang_timeout_s),
+}
+
+#: settings a resume does not take from the earlier run's spec, and why. Every other setting of the table
+#: (:data:`dapo_ops.control.settings.PARAMS`) is carried (:func:`_earlier_value`; tests/test_launch.py keeps the two
+#: covering the table, so a new setting is carried unless it is named here with its reason)
+NOT_CARRIED = {
+    "container": "the resume reads the earlier run in the container this launch targets (--container / the "
+    "inventory's): that run's own",
+    "offload": "an explicit offload is a feature of the earlier run's spec: carried with features",
+    "http_proxy": "the host's way out, resolved at each launch (flag > env > hosts.toml > config file; its "
+    "credentials reach secret.env, never the spec)",
+    "https_proxy": "as http_proxy",
+    "swanlab_mode": "SwanLab's setup resolves it with its key at each launch; a resume that would log in another "
+    "mode than the earlier run without --swanlab-mode is refused (check_logging)",
+    "swanlab_host": "SwanLab's setup resolves it with its key at each launch (the SwanLab run id is carried)",
+}
+
+_MISSING = object()
+
+
+def _hccl_value(name: str, old: defaults.RunSpec):
+    """An HCCL setting (the spec keeps it in ``env``, on an NPU only: ``plan.run_env``): its value, "" for a port
+    range the earlier NPU run left unset (verl's own ``auto``), :data:`_MISSING` off an NPU (not emitted there)."""
+    from dapo_ops.control.settings import BY_NAME, HCCL_SETTINGS
+
+    var = dict(HCCL_SETTINGS)[name]
+    if old.accelerator != "npu":
+        return _MISSING
+    if var not in old.env:
+        return "" if BY_NAME[name].type == "str" else _MISSING
+    raw = old.env[var]
+    return int(raw) if BY_NAME[name].type == "int" and str(raw).isdigit() else str(raw)
+
+
+def _earlier_value(name: str, old: defaults.RunSpec):
+    """What the earlier run's spec ``old`` says setting ``name`` was, in the setting's form, or :data:`_MISSING`
+    (not recorded: a layout key :func:`check` compares, a Megatron size of an FSDP run). A None of
+    :data:`dapo_ops.core.defaults.NONE_IN_SPEC` is the setting's 0."""
+    from dapo_ops.control.settings import HCCL_SETTINGS
+
+    if name in _TOP:
+        return _TOP[name](old)
+    if name in dict(HCCL_SETTINGS):
+        return _hccl_value(name, old)
+    key = _SPEC_KEY.get(name, name)
+    if key not in old.settings or key in ("nnodes", "n_gpus_per_node"):
+        return _MISSING
+    if old.settings[key] is not None:
+        return old.settings[key]
+    return 0 if name in defaults.NONE_IN_SPEC else _MISSING
+
+
+def resumed_features(now: str, offload_now: bool, old: defaults.RunSpec) -> str:
+    """The ``features`` setting of a run that continues ``old``'s: the features its user asked for (source
+    ``explicit``, an ``--offload`` included) and turned off (``disabled_features``: ``-flash_attn``), each unless
+    ``now`` (the features given now) names it or ``offload_now`` turns offload on; then ``now``'s. A dependent
+    :data:`dapo_ops.core.features.IMPLIED_OFF` turned off with its feature is left to that rule (turning the feature
+    back on now turns it back on too). Pure."""
+    on, off = features.parse_user_features(now)
+    named = set(on) | set(off) | ({"offload"} if offload_now else set())
+    implied = {d for n, deps in features.IMPLIED_OFF.items() if n in old.disabled_features for d in deps}
+    old_on = [str(f.get("name")) for f in old.features if f.get("source") == "explicit"]
+    old_off = [n for n in old.disabled_features if n not in implied]
+    kept = [n for n in old_on if n not in named] + ["-" + n for n in old_off if n not in named]
+    return ",".join(kept + on + ["-" + n for n in off])
+
 
 def resumed_settings(settings, old_spec: Mapping[str, Any]):
-    """``settings`` for a run that continues ``old_spec``'s: every setting still at its default (not given by flag,
-    env var or config file now) takes the earlier run's value, source ``resume`` — its model, data, lengths,
-    framework, batch sizes, features asked for, pool sizes; what is given now wins (precedence: now > the resumed
-    run > defaults); a None of :data:`dapo_ops.core.defaults.NONE_IN_SPEC` is the setting's 0 (``max_actor_ckpt_to_keep``:
-    keep every save). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not taken:
-    :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`."""
+    """``settings`` for a run that continues ``old_spec``'s: every setting of the table not given now (flag, env
+    var, config file) takes the earlier run's value from its spec (:func:`_earlier_value`), source ``resume``: its
+    model, data, lengths, framework, batch sizes, pool sizes, hang timeout, ``max_oom_retries``, HCCL settings,
+    verl profile, ... (all but :data:`NOT_CARRIED`); the features merge by name (:func:`resumed_features`: its
+    ``-flash_attn`` stays off unless ``flash_attn`` is given now). What is given now wins (precedence: now > the
+    resumed run > defaults). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not
+    taken: :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`; the
+    ``--override`` values merge in :func:`resumed_overrides`."""
     from dapo_ops.control.settings import Settings
 
     old = defaults.RunSpec.read(old_spec)  # ResumeFacts.spec: read once already, kept as it is
-    old_s = dict(old.settings)
-    old_s.setdefault("framework", old.framework)  # the spec keeps it at its top level
     values, sources = dict(settings.values), dict(settings.sources)
     for name in values:
-        key = _SPEC_KEY.get(name, name)
-        if sources.get(name) != "default" or key not in old_s or key in ("nnodes", "n_gpus_per_node"):
+        if sources.get(name) != "default" or name in NOT_CARRIED or name == "features":
             continue
-        if old_s[key] is not None:
-            values[name], sources[name] = old_s[key], "resume"
-        elif name in defaults.NONE_IN_SPEC:
-            values[name], sources[name] = 0, "resume"
-    return Settings(values=values, sources=sources)
+        got = _earlier_value(name, old)
+        if got is not _MISSING:
+            values[name], sources[name] = got, "resume"
+    given = {name: sources[name] != "default" for name in ("features", "offload")}
+    now = str(values["features"]) if given["features"] else ""
+    merged = resumed_features(now, bool(values["offload"]) and given["offload"], old)
+    if merged != values["features"]:
+        values["features"], sources["features"] = merged, "resume"
+    return Settings(values=values, sources=sources, origins=dict(getattr(settings, "origins", {}) or {}))
+
+
+def resumed_overrides(now, old_spec: Mapping[str, Any]) -> list[str]:
+    """The ``--override`` values of a run that continues ``old_spec``'s: the earlier run's (spec
+    ``settings.extra_overrides``) whose key none given now sets (:func:`dapo_ops.core.hydra_override.key_of`: ``+k``,
+    ``++k`` and ``~k`` count as ``k``), then those given now (``now``), which win. Pure."""
+    old = defaults.RunSpec.read(old_spec)
+    keys = {key_of(o) for o in now}
+    return [str(o) for o in old.settings.get("extra_overrides") or [] if key_of(o) not in keys] + [str(o) for o in now]
+
+
+def resumed(settings, extra_overrides, facts: "ResumeFacts | None") -> tuple[Any, tuple[str, ...]]:
+    """THE settings and ``--override`` values a plan is made from (a launch: ``service.plan_settings`` /
+    ``plan_overrides``; a dry run): ``settings`` and ``extra_overrides`` as given, or, with ``facts`` (the run
+    ``--resume`` continues), merged with that run's (:func:`resumed_settings`, :func:`resumed_overrides`). Pure."""
+    extra = tuple(str(o) for o in extra_overrides or ())
+    if facts is None:
+        return settings, extra
+    return resumed_settings(settings, facts.spec), tuple(resumed_overrides(extra, facts.spec))
+
+
+def check_logging(facts: ResumeFacts, mode: str, given: bool) -> None:
+    """Refuse a resume that would log to SwanLab in another ``mode`` than the earlier run (its spec ``env``
+    ``SWANLAB_MODE``) when the mode was not given now (``given``: ``--swanlab-mode`` / ``SWANLAB_MODE`` / the config
+    file): the resumed run continues the earlier run's SwanLab run, which lives where that mode logged (a ``local``
+    run resumed in ``cloud`` would send its metrics off the site).
+
+    :raises LaunchRefused: kind ``resume``, one line naming the mode to give."""
+    old = str(facts.spec.env.get("SWANLAB_MODE") or "")
+    if old and old != mode and not given:
+        raise LaunchRefused(
+            "resume",
+            f"run {facts.run_id} logged to SwanLab in mode {old}, this launch would use mode {mode}: resume it with "
+            f"--swanlab-mode {old} (or give --swanlab-mode to choose another)",
+        )
 
 
 def carry(facts: ResumeFacts, fs):

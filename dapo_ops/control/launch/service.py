@@ -145,10 +145,14 @@ class LaunchFacts:
 
 def plan_settings(facts: LaunchFacts, req: LaunchRequest):
     """The settings the plan is made from: ``req``'s, with what is not given now taken from the run ``--resume``
-    continues (:func:`dapo_ops.control.launch.resume.resumed_settings`)."""
-    if facts.resume is None:
-        return req.settings
-    return dapo_ops.control.launch.resume.resumed_settings(req.settings, facts.resume.spec)
+    continues (:func:`dapo_ops.control.launch.resume.resumed`)."""
+    return dapo_ops.control.launch.resume.resumed(req.settings, (), facts.resume)[0]
+
+
+def plan_overrides(facts: LaunchFacts, req: LaunchRequest) -> tuple[str, ...]:
+    """The ``--override`` values the plan is made from: ``req``'s, after those of the run ``--resume`` continues
+    whose keys are not given now (:func:`dapo_ops.control.launch.resume.resumed`)."""
+    return dapo_ops.control.launch.resume.resumed(req.settings, req.extra_overrides, facts.resume)[1]
 
 
 def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launch.plan.PlanInputs:
@@ -170,7 +174,7 @@ def plan_inputs(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.laun
         # run preflight checks without one logs to SwanLab too (its swanlab-key check says the key is missing)
         swanlab_logger=req.sw.mode != "disabled",
         proxy=req.inv_proxy,
-        extra_overrides=tuple(req.extra_overrides),
+        extra_overrides=plan_overrides(facts, req),
         topology=facts.topology,
         public_env={
             **req.extra_public,
@@ -197,7 +201,8 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launc
     A learned start is not looked up with ``--resume``, which continues the earlier run's own features.
     :raises PlanError: one line (settings, features: a draft made here; the memory fit).
     :raises LaunchRefused: kind ``resume``: the plan cannot continue the earlier run's checkpoints
-        (:func:`dapo_ops.control.launch.resume.check`).
+        (:func:`dapo_ops.control.launch.resume.check`), or would log to SwanLab in another mode than it
+        (:func:`dapo_ops.control.launch.resume.check_logging`).
     """
     memory = facts.memory
     if memory is not None and req.resume:
@@ -205,6 +210,8 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launc
     plan = dapo_ops.control.launch.plan.make_plan(facts.draft or draft_for(facts, req), memory)
     if facts.resume is not None:
         dapo_ops.control.launch.resume.check(plan, facts.resume)
+        sw_given = (getattr(req.sw, "sources", None) or {}).get("mode", "default") != "default"
+        dapo_ops.control.launch.resume.check_logging(facts.resume, req.sw.mode, sw_given)
     return plan
 
 

@@ -1,0 +1,256 @@
+"""A ``--resume`` carries over everything the earlier run was launched with (a new user's trial).
+
+``inv launch -H h2 --steps 6 --framework fsdp --save-freq 2 --override actor_rollout_ref.actor.optim.lr=3e-6``, then
+``inv launch -H h2 --resume <id> --steps 10``: the resumed run trained with lr 1e-06 (its spec had
+``extra_overrides: []``), ``--features=-flash_attn`` came back as flash_attention_2 (the README's own fix for a
+missing flash-attn, so the resume would crash), ``--hang-timeout 300`` as 1800, ``--max-oom-retries 1`` as 2, a
+custom reward's ``--override reward.custom_reward_function.path=...`` and a data-ran-out run's
+``trainer.total_epochs=1`` were dropped, and ``--dry-run --resume`` printed a plan of the defaults
+(``model_engine=megatron``, a new experiment and checkpoint dir). ``control/launch/resume.py`` carried only a hand
+list. Pure: the earlier run's spec is a real plan's, read through ``resume.read_facts`` from a fake container.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import fake_ops
+from dapo_ops.control import settings
+from dapo_ops.control.inventory.model import Host
+from dapo_ops.control.launch import plan as planning
+from dapo_ops.control.launch import resume
+from dapo_ops.control.launch.refusals import LaunchRefused
+from dapo_ops.core import defaults
+
+GPU = Host(name="h2", address="x", accelerator="gpu", devices=2, runs_dir="/r")
+NPU = Host(name="n1", address="x", accelerator="npu", devices=8, runs_dir="/r")
+OLD_ID, NEW_ID = "20261202-000000-0a1d", "20261202-000100-0b2e"
+LR = "actor_rollout_ref.actor.optim.lr"
+REWARD = "reward.custom_reward_function.path"
+EPOCHS = "trainer.total_epochs"
+ATTN = "+actor_rollout_ref.model.override_config.attn_implementation"
+FIRST = {"steps": 6, "framework": "fsdp", "save_freq": 2, "rollout_tp": 1}
+FIRST_OVERRIDES = (f"{LR}=3e-6", f"{REWARD}=/verl/bad_reward.py", f"{EPOCHS}=1")
+
+
+def _old_plan(flags: dict, overrides=FIRST_OVERRIDES, host=GPU):
+    return planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=settings.resolve(flags, {}, {}),
+                host=host,
+                mode="dapo",
+                run_id=OLD_ID,
+                swanlab_logger=False,
+                extra_overrides=overrides,
+            )
+        )
+    )
+
+
+def _facts(monkeypatch, old_spec: dict, step: str = "4") -> resume.ResumeFacts:
+    """The earlier run as ``resume.read_facts`` reads it (the bundle op ``runfiles resume-facts``)."""
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    files = {
+        f"/r/{OLD_ID}/spec.json": json.dumps(old_spec),
+        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": int(step)}),
+        f"{old_spec['settings']['ckpt_dir']}/latest_checkpointed_iteration.txt": step + "\n",
+    }
+
+    class Container:
+        host = SimpleNamespace(runs_path="/r", name="h2", python="python3")
+
+        def run(self, cmd, **kw):
+            return fake_ops.runfiles_answer(fake_ops.op_of(cmd)[1:], files)
+
+    return resume.read_facts(Container(), OLD_ID)
+
+
+def _resume(facts, flags: dict, overrides=(), host=GPU):
+    """``inv launch -H h2 --resume OLD_ID`` with ``flags`` as the launch plans it (service.plan_inputs: the
+    settings and overrides of ``resume.resumed``, then make_plan with ``resume=`` and ``resume.check``)."""
+    st, extra = resume.resumed(settings.resolve(flags, {}, {}), overrides, facts)
+    p = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=st,
+                host=host,
+                mode="dapo",
+                run_id=NEW_ID,
+                swanlab_logger=False,
+                extra_overrides=extra,
+                resume=facts,
+            )
+        )
+    )
+    resume.check(p, facts)
+    return p
+
+
+def test_a_resume_trains_with_the_overrides_features_and_limits_of_the_run_it_continues(monkeypatch):
+    old = _old_plan({**FIRST, "features": "-flash_attn", "hang_timeout": 300, "max_oom_retries": 1})
+    assert f"{ATTN}=sdpa" in old.argv and f"{LR}=3e-6" in old.argv
+    p = _resume(_facts(monkeypatch, old.spec), {"steps": 10})
+    assert f"{LR}=3e-6" in p.argv and f"{REWARD}=/verl/bad_reward.py" in p.argv and f"{EPOCHS}=1" in p.argv
+    assert p.spec["settings"]["extra_overrides"] == list(FIRST_OVERRIDES)
+    assert f"{ATTN}=sdpa" in p.argv and "flash_attn" in p.spec["disabled_features"]
+    assert (p.spec["hang_timeout_s"], p.spec["max_oom_retries"]) == (300, 1)
+    assert p.spec["framework"] == "fsdp" and "model_engine=megatron" not in p.argv
+    assert p.spec["settings"]["steps"] == 10 and p.spec["settings"]["save_freq"] == 2
+    assert p.spec["settings"]["ckpt_dir"] == old.spec["settings"]["ckpt_dir"] and p.spec["resume_of"] == OLD_ID
+
+
+def test_an_override_given_now_replaces_the_earlier_one_of_its_key_and_the_others_stay(monkeypatch):
+    facts = _facts(monkeypatch, _old_plan(FIRST).spec)
+    p = _resume(facts, {"steps": 10}, [f"++{LR}=1e-5", "trainer.val_before_train=True"])
+    assert p.spec["settings"]["extra_overrides"] == [
+        f"{REWARD}=/verl/bad_reward.py",
+        f"{EPOCHS}=1",
+        f"++{LR}=1e-5",
+        "trainer.val_before_train=True",
+    ]
+    assert f"{LR}=3e-6" not in p.argv and f"++{LR}=1e-5" in p.argv
+
+
+def test_a_setting_or_feature_given_now_wins_over_the_earlier_runs(monkeypatch):
+    old = _old_plan({**FIRST, "features": "-flash_attn,offload", "hang_timeout": 300, "max_oom_retries": 1})
+    facts = _facts(monkeypatch, old.spec)
+    p = _resume(facts, {"steps": 10, "features": "flash_attn", "hang_timeout": 600})
+    assert f"{ATTN}=flash_attention_2" in p.argv and "flash_attn" not in p.spec["disabled_features"]
+    assert {"name": "offload", "source": "explicit"} in p.spec["features"]  # the one not named now stays
+    assert (p.spec["hang_timeout_s"], p.spec["max_oom_retries"]) == (600, 1)
+    off = _resume(facts, {"steps": 10, "features": "-offload"})
+    assert "offload" in off.spec["disabled_features"] and "offload" not in {f["name"] for f in off.spec["features"]}
+    assert f"{ATTN}=sdpa" in off.argv  # -flash_attn of the earlier run stays
+
+
+# a value other than the default for every setting a resume carries, in the setting's form (a spec keeps some at its
+# top level or in env, core/defaults.py SPEC / plan.run_env)
+_OTHER = {
+    "steps": 7,
+    "framework": "megatron",
+    "model": "/m/other",
+    "train_file": "/d/t.parquet",
+    "val_file": "/d/v.parquet",
+    "trainer_gpus": 4,
+    "rollout_gpus": 4,
+    "max_response_length": 1024,
+    "max_prompt_length": 512,
+    "features": "-flash_attn,offload",
+    "max_oom_retries": 5,
+    "save_freq": 3,
+    "test_freq": 4,
+    "rollout_tp": 4,
+    "trainer_tp": 4,
+    "trainer_pp": 2,
+    "rollout_eager": True,
+    "vanilla_mbridge": True,
+    "gpu_memory_utilization": 0.45,
+    "train_batch_size": 32,
+    "ppo_mini_batch_size": 8,
+    "rollout_n": 4,
+    "micro_batch_size": 2,
+    "max_position_embeddings": 4096,
+    "trainer_mode": "sync",
+    "max_staleness": 3,
+    "parameter_sync_step": 4,
+    "max_actor_ckpt_to_keep": 0,
+    "hccl_connect_timeout": 600,
+    "hccl_exec_timeout": 900,
+    "hccl_host_socket_port_range": "",
+    "hccl_npu_socket_port_range": "62000-62050",
+    "memory_fit": "warn",
+    "allow_short_data": True,
+    "hang_timeout": 120,
+    "project": "proj2",
+    "experiment": "exp2",
+    "profile": "0.9",
+}
+
+
+def test_every_setting_of_the_table_is_carried_by_a_resume_or_named_with_its_reason():
+    """Derived from the settings table: each setting the earlier run was given comes back from its spec (a new
+    setting must be carried, or named in resume.NOT_CARRIED with why)."""
+    assert set(_OTHER) | set(resume.NOT_CARRIED) == set(settings.BY_NAME), "a setting neither carried nor excused"
+    assert not set(_OTHER) & set(resume.NOT_CARRIED)
+    old = _old_plan({k: v for k, v in _OTHER.items() if k != "offload"}, (), host=NPU)
+    got = resume.resumed_settings(settings.resolve({}, {}, {}), old.spec)
+    for name, want in _OTHER.items():
+        if name == "features":
+            assert set(got[name].split(",")) == {"offload", "-flash_attn"}, got[name]
+        else:
+            assert got[name] == want, (name, got[name], want)
+        assert got.source(name) == "resume", name
+
+
+def test_carried_settings_come_back_unchanged_from_a_run_of_the_defaults():
+    old = _old_plan({}, (), host=NPU)
+    now = settings.resolve({}, {}, {})
+    got = resume.resumed_settings(now, old.spec)
+    # what the plan resolved: paths against the workdir, the run id as experiment, the Megatron sizes by model and
+    # device memory, the profile of the host's verl
+    resolved = {"model", "train_file", "val_file", "experiment", "trainer_tp", "trainer_pp", "profile"}
+    for name in settings.BY_NAME:
+        if name in resolved:
+            assert got[name] == resume._earlier_value(name, old.run_spec), name
+            continue
+        assert got[name] == now[name], (name, got[name], now[name])
+
+
+def test_a_resume_that_would_log_in_another_swanlab_mode_unasked_is_refused_in_one_line(monkeypatch):
+    spec = defaults.complete_spec(dict(_old_plan(FIRST).spec, env={"SWANLAB_MODE": "local"}))
+    facts = _facts(monkeypatch, spec)
+    with pytest.raises(LaunchRefused) as e:
+        resume.check_logging(facts, "cloud", given=False)
+    assert e.value.kind == "resume" and "\n" not in str(e.value)
+    assert str(e.value) == (
+        f"run {OLD_ID} logged to SwanLab in mode local, this launch would use mode cloud: resume it with "
+        "--swanlab-mode local (or give --swanlab-mode to choose another)"
+    )
+    resume.check_logging(facts, "cloud", given=True)  # asked for: allowed
+    resume.check_logging(facts, "local", given=False)
+
+
+def test_a_dry_run_of_a_resume_shows_the_plan_the_resume_runs(monkeypatch, tmp_path):
+    """``inv launch -H h2 --resume <fsdp run> --dry-run`` printed ``model_engine=megatron``, a new experiment and a
+    fresh checkpoint dir: it planned without the earlier run. It now reads it on the host (reads only)."""
+    from dapo_ops.control.launch import dryrun
+
+    old = _old_plan({**FIRST, "features": "-flash_attn", "hang_timeout": 300})
+    facts = _facts(monkeypatch, old.spec)
+    seen = []
+    monkeypatch.setattr(resume, "read_facts", lambda t, rid: seen.append((t.name, t.container, rid)) or facts)
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
+    from rich.console import Console
+    import io
+
+    buf = io.StringIO()
+    p = dryrun.dry_run(
+        {"steps": 10},
+        mode="dapo",
+        hosts="h2",
+        inventory=str(inv),
+        env={"SWANLAB_MODE": "disabled"},
+        console=Console(file=buf, width=400, color_system=None),
+        resume_id=OLD_ID,
+    )
+    out = buf.getvalue()
+    assert seen == [("h2", "verl", OLD_ID)]
+    assert "model_engine=megatron" not in p.argv and f"{LR}=3e-6" in p.argv and f"{ATTN}=sdpa" in p.argv
+    assert f"trainer.experiment_name={OLD_ID}" in p.argv
+    assert f"checkpoints:   {old.spec['settings']['ckpt_dir']}" in out
+    assert f"resume:        run {OLD_ID}'s checkpoints in {old.spec['settings']['ckpt_dir']}, from global_step_4" in out
+    with pytest.raises(LaunchRefused, match="would train nothing"):  # refused as the launch refuses it
+        dryrun.dry_run(
+            {"steps": 3},
+            mode="dapo",
+            hosts="h2",
+            inventory=str(inv),
+            env={"SWANLAB_MODE": "disabled"},
+            console=Console(file=io.StringIO()),
+            resume_id=OLD_ID,
+        )
