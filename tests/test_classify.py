@@ -878,3 +878,75 @@ def test_a_missing_entry_module_is_a_config_error_naming_the_module():
         "step:1 - actor/pg_loss:0.1\n"
     )
     assert C.classify(healthy, exit_code=None).cls != "config-error"
+
+
+# ------------------------------------------------------------------ Hydra overrides that cannot be applied
+
+_HYDRA_TAIL = "\n\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+
+
+def _hydra_refusal(*overrides: str) -> str:
+    """The message hydra-core itself raises applying ``overrides`` to a struct config shaped like verl's (the
+    ``ConfigCompositionException`` verl's ``@hydra.main`` prints before the HYDRA_FULL_ERROR line)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(
+        {"trainer": {"total_epochs": 15, "n_gpus_per_node": 8}, "actor_rollout_ref": {"rollout": {"n": 4}}}
+    )
+    OmegaConf.set_struct(cfg, True)
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    with pytest.raises(ConfigCompositionException) as e:
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+    cause = e.value.__cause__
+    return str(e.value) + ("\n" + str(cause) if cause is not None and "not in struct" in str(cause) else "")
+
+
+@pytest.mark.parametrize(
+    "override,key,op,fix",
+    [
+        ("~foo", "foo", "delete", "drop that --override"),
+        ("~trainer.total_epochs=3", "trainer.total_epochs", "delete-value", "drop the value (`~trainer.total_epochs`)"),
+        ("+trainer.total_epochs=3", "trainer.total_epochs", "append", "`++trainer.total_epochs=VALUE`"),
+        (
+            "actor_rollout_ref.rollout.nn=16",
+            "actor_rollout_ref.rollout.nn",
+            "override",
+            "`+actor_rollout_ref.rollout.nn",
+        ),
+    ],
+)
+def test_hydra_override_refusals_name_the_key_and_the_fix(override, key, op, fix):
+    """Every way hydra-core 1.3 refuses to apply an override (its own message, not a copy) is a config error that
+    names the key and how to fix the override; ``~foo`` of an absent key was ``crash-other (exit code 1)``."""
+    log = "+ python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=1 %s\n%s%s" % (
+        override,
+        _hydra_refusal(override),
+        _HYDRA_TAIL,
+    )
+    v = C.classify(log, exit_code=1)
+    assert (v.cls, v.action_kind, v.detail["key"], v.detail["cause"], v.detail["op"]) == (
+        "config-error",
+        "stop",
+        key,
+        "hydra-override",
+        op,
+    ), v
+    assert fix in v.action and key in v.action and "\n" not in v.action
+    assert fix in v.hint
+
+
+def test_hydra_group_override_is_a_group_not_a_key():
+    """defaults_list.py's refusals of a config group override (``Did you mean ...?`` / ``No match in the defaults
+    list``) say the group, not "not a key" with ``+key`` advice."""
+    for text in (
+        "Could not override 'rollout'.\nDid you mean to override one of hf, vllm?\n"
+        "To append to your default list use +rollout=vllmm",
+        "Could not delete 'rollout'. No match in the defaults list",
+        "Override rollout@x=vllm looks like a config group override, but config group 'rollout' does not exist.",
+    ):
+        v = C.classify(text + _HYDRA_TAIL, exit_code=1)
+        assert (v.cls, v.detail["key"], v.detail["op"]) == ("config-error", "rollout", "group"), (text, v)
+        assert "config group" in v.action and "+rollout" not in v.action

@@ -246,6 +246,12 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
+            "stop: Hydra could not apply an override: ${override_fix}; never retried unchanged",
+            "Hydra could not apply an override: not retried; fix or drop the --override the verdict names",
+            when=("cause", "hydra-override"),
+        ),
+        Rule(
+            Kind.STOP,
             "stop: fix the configuration${key_paren}; never retried unchanged",
             "configuration error: not retried unchanged; fix the setting named in the evidence",
         ),

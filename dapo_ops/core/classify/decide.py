@@ -400,13 +400,28 @@ CONFIG_KEYS: dict[str, str] = {
     "raylet-register": "ray_kwargs.ray_init.num_cpus",
     "chat-template": "actor_rollout_ref.model.custom_chat_template",
 }
+#: Hydra's override-application rows (cause ``hydra-override``) -> ``detail["op"]``: what the override tried
+#: (:data:`dapo_ops.core.classify.hints.OVERRIDE_FIXES` says how to fix each)
+HYDRA_OPS: dict[str, str] = {
+    "hydra-override": "override",
+    "hydra-struct": "override",
+    "hydra-append": "append",
+    "hydra-delete": "delete",
+    "hydra-delete-value": "delete-value",
+    "hydra-group": "group",
+    "hydra-merge": "merge",
+}
 #: config-error signature -> ``detail["cause"]`` (selects the hint); others have none
 CONFIG_CAUSES: dict[str, str] = {
-    "hydra-override": "stale-key",
-    "hydra-struct": "stale-key",
+    "hydra-override": "hydra-override",
+    "hydra-struct": "hydra-override",
+    "hydra-append": "hydra-override",
+    "hydra-delete": "hydra-override",
+    "hydra-delete-value": "hydra-override",
+    "hydra-group": "hydra-override",
+    "hydra-merge": "hydra-override",
     "dataclass-kwarg": "stale-key",
     "omegaconf-key": "stale-key",
-    "hydra-merge": "stale-key",
     "gpus-less": "gpus",
     "pool-unsatisfied": "gpus",
     "tp-divisible": "tp",
@@ -565,6 +580,7 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         return mk("config-error", _env_detail(log, d, h, same_tier), ev(log, i, *_env_more(log, h)))
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
+    d.update(_hydra_op(log, h))
     if name == "data-missing":
         m = re.search(r"'([^'\n]+\.(?:parquet|jsonl?|csv|arrow))'", log.lines[i], re.I) or re.search(
             r"(/[^\s'\"]+\.(?:parquet|jsonl?|csv|arrow))\b", log.lines[i], re.I
@@ -582,6 +598,21 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         if m:
             d["value"], d["need"] = int(m.group(1)), int(m.group(2))
     return mk(h.sig.cls, d, ev(log, i, *_full_key_line(log, i)))
+
+
+def _hydra_op(log: Log, h: Hit) -> dict[str, str]:
+    """``{"op": ...}`` of a Hydra override-application hit (:data:`HYDRA_OPS`), else ``{}``. A ``Could not override``
+    followed by ``Did you mean to override ...?`` / ``To append to your default list use ...`` is a config group's
+    (hydra-core hydra/_internal/defaults_list.py), not a key's."""
+    op = HYDRA_OPS.get(h.sig.name)
+    if op is None:
+        return {}
+    if op == "override" and any(
+        "default list use" in ln or "did you mean to override" in ln
+        for ln in (log.low_line(j) for j in range(h.line, min(len(log.lines), h.line + 4)))
+    ):
+        op = "group"
+    return {"op": op}
 
 
 def _missing_module(log: Log, f: Facts, d: dict[str, Any], i: int) -> Verdict:
@@ -950,7 +981,14 @@ def _config_key(log: Log, h: Hit) -> str | None:
         return log.lines[i][h.m.start(1) : h.m.end(1)] if h.m else None
     if name in ("interpolation", "dataclass-kwarg"):
         return h.m.group(1)
-    if name in ("hydra-append", "hydra-parse", "omegaconf-missing"):
+    if name in (
+        "hydra-append",
+        "hydra-parse",
+        "omegaconf-missing",
+        "hydra-delete",
+        "hydra-delete-value",
+        "hydra-group",
+    ):
         orig = log.lines[i]
         m = re.search(r"'([^']*)'|: ?([\w.]+)\s*$", orig[h.m.start() :])
         if m:

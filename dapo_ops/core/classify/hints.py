@@ -60,6 +60,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "entry-module",
         "missing-module",
         "ray-cpus",
+        "hydra-override",
         "stale-key",
         "gpus",
         "tp",
@@ -273,6 +274,13 @@ HINTS: dict[str, str] = {
         "removed, e.g. megatron.grad_offload is gone in 0.9.1). Drop it or use the current key (param_offload / "
         "optimizer_offload); never prepend '+' blindly (it creates a key nothing reads). Validate overrides with "
         "`dapo-ops` preflight before launch."
+    ),
+    "config-error/hydra-override": (
+        "Hydra could not apply an override to verl's config before training: ${override_fix}. The override came "
+        "from --override (or the user config file): `inv launch --dry-run` shows the overrides the run passes. "
+        "Hydra's prefixes: `key=value` sets a key the config has, `+key=value` adds a new one (only useful if "
+        "something reads it), `++key=value` sets or adds, `~key` deletes one. dapo-ops never retries a config error "
+        "unchanged."
     ),
     "config-error/gpus": (
         "Ray has fewer devices than the run asks for${have}: set trainer.nnodes x trainer.n_gpus_per_node "
@@ -775,6 +783,27 @@ def _host_ckpt(d: dict[str, Any]) -> str:
 
 _KILL_SIGNALS: dict[object, str] = {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}
 
+#: how to fix each Hydra override that could not be applied (``detail["op"]``, :data:`dapo_ops.core.classify.decide.
+#: HYDRA_OPS`; the wording of hydra-core 1.3 hydra/_internal/config_loader_impl.py _apply_overrides_to_config)
+OVERRIDE_FIXES: dict[str, str] = {
+    "delete": "`~{k}` deletes a key this verl's config does not have: drop that --override (or fix the key's name)",
+    "delete-value": "`~{k}=VALUE` names another value than the config holds: drop the value (`~{k}`) or the override",
+    "append": "`+{k}` adds a key the config already has: drop the '+' (`--override {k}=VALUE`), or use "
+    "`++{k}=VALUE` to set it either way",
+    "override": "`{k}` is not a key of this verl's config: fix its name (renamed or misspelt), or add it with "
+    "`+{k}=VALUE` (only if something reads it) / set-or-add with `++{k}=VALUE`",
+    "group": "`{k}` names no config group (or choice) in verl's defaults list: fix the group's name or its choice, "
+    "or drop that --override",
+    "merge": "`{k}` cannot be merged there (a typed or struct node refuses the key or the value): fix the key or "
+    "the value",
+}
+
+
+def _override_fix(d: dict[str, Any]) -> str:
+    text = OVERRIDE_FIXES.get(str(d.get("op")), OVERRIDE_FIXES["override"])
+    return text.format(k=d.get("key") or "KEY")
+
+
 #: text fragments from the detail (``""`` when the fact is unknown); each is computed only when a text uses it
 FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     # the step of the last metrics line: the failure came after it, in the step that followed
@@ -801,6 +830,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "key_paren": lambda d: " (" + d["key"] + ")" if d.get("key") else "",
     "key_colon": lambda d: ": " + d["key"] if d.get("key") else "",
     "key_repr": lambda d: f"{d.get('key')!r}",
+    "override_fix": _override_fix,
     "path": lambda d: f" ({d['path']})" if d.get("path") else "",
     "have": lambda d: f" ({d['available']:g} available, {d['desired']:g} requested)" if "desired" in d else "",
     "ws": lambda d: f" ({d['world_size']} devices, TP {d['tp']})" if "tp" in d else "",

@@ -236,7 +236,7 @@ def import_failure(line: str) -> tuple[str, str | None, str | None] | None:
 # --------------------------------------------------------------------------- configuration-error rows
 
 CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
-    ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'"),
+    ("hydra-override", "config-error", ROOT, "could not override", r"could not override '([^']+)'(?!\. no match)"),
     ("hydra-struct", "config-error", ROOT, "is not in struct", r"key '([^']+)' is not in struct"),
     # OmegaConf on a structured (dataclass) config: "Key 'x' not in 'SomeConfig'"; a read of an absent key:
     # "ConfigAttributeError: Missing key x" (omegaconf/dictconfig.py _get_node; both followed by full_key:)
@@ -253,6 +253,36 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         ROOT,
         "could not append",
         r"could not append to config\. an item is already at '([^']+)'",
+    ),
+    # the other ways Hydra 1.3 fails to apply an override to the composed config (hydra/_internal/
+    # config_loader_impl.py _apply_overrides_to_config: "Could not delete from config. '<k>' does not exist." /
+    # "... The value of '<k>' is <v> and not <w>.", "Override <o> looks like a config group override, but config group
+    # '<g>' does not exist."; hydra/_internal/defaults_list.py: "Could not override '<g>'. No match in the defaults
+    # list." / "Could not delete '<g>'. No match in the defaults list", "To append to your default list use +<g>=<c>",
+    # a config group's); "Could not override" (a
+    # key's) / "not in struct" / "Could not append" are the rows above
+    (
+        "hydra-delete",
+        "config-error",
+        ROOT,
+        "could not delete",
+        r"could not delete from config\. '([^']+)' does not exist",
+    ),
+    (
+        "hydra-delete-value",
+        "config-error",
+        ROOT,
+        "could not delete",
+        r"could not delete from config\. the value of '([^']+)' is .* and not ",
+    ),
+    (
+        "hydra-group",
+        "config-error",
+        ROOT,
+        ("looks like a config group override", "no match in the defaults list", "to your default list"),
+        r"looks like a config group override, but config group '([^']+)' does not exist"
+        r"|could not (?:override|delete) '([^']+)'\. no match in the defaults list"
+        r"|to append to your default list use \+([^=\s]+)",
     ),
     ("hydra-parse", "config-error", ROOT, "error parsing override", r"error parsing override '([^']*)'"),
     # Hydra's wrapper line for any +/~ override that cannot merge (the OmegaConf reason follows on the next line)
