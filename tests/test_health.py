@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -197,3 +198,71 @@ def test_a_diverged_verdicts_words_name_the_bad_step_not_the_runs_last():
     assert " at step 5" in health.words(detail) and "step 100" not in health.words(detail)
     flag = {"metric": "actor/grad_norm", "value": float("nan"), "step": 7, "reason": "non-finite"}  # Flag.to_json
     assert " at step 7" in health.words(flag)
+
+
+# ------------------------------------------------------------------ every metric, on verl 0.9.1's own step line
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from dapo_ops.core import classify  # noqa: E402
+
+REAL_LOG = Path(__file__).parent / "fixtures" / "real-verl" / "verl-run-5-dapo-async-3steps.log"
+
+
+def _with(text: str, step: int, **values: str) -> str:
+    """``text`` with ``key:value`` set in the step line of ``step`` (keys as verl prints them, ``/`` for ``__``)."""
+    lines = text.split("\n")
+    at = next(i for i, ln in enumerate(lines) if re.search(r"\bstep:%d - " % step, ln))
+    for key, value in values.items():
+        key = key.replace("__", "/")
+        new = re.sub(r"( - %s:)[^ ]+" % re.escape(key), lambda m: m.group(1) + value, lines[at])
+        assert new != lines[at], key
+        lines[at] = new
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "critic/rewards/mean",
+        "critic/advantages/mean",
+        "critic/returns/min",
+        "training/rollout_probs_diff_mean",
+        "rollout_corr/kl",
+        "actor/pg_clipfrac",
+        "response_length/mean",
+    ],
+)
+@pytest.mark.parametrize("bad", ["np.float64(nan)", "nan", "inf", "np.float64(-inf)"])
+def test_any_non_finite_step_metric_of_a_real_verl_line_is_a_bad_step(key, bad):
+    """A real verl 0.9.1 log with one metric of step 2 made NaN / inf (loss, grad_norm, entropy, KL and the score
+    finite): the classifier calls it diverged at step 2 on that metric; only the watched six were read before."""
+    text = _with(REAL_LOG.read_text(encoding="utf-8"), 2, **{key.replace("/", "__"): bad})
+    v = classify.classify(text)
+    assert (v.cls, v.detail.get("metric"), v.detail.get("bad_step")) == ("diverged", key, 2), (v.cls, v.detail)
+    assert health.short(key) in v.action  # the whole key: "mean" alone named no metric
+
+
+def test_verls_own_empty_set_values_are_no_bad_step():
+    """verl fills NaN into the score / rewards / advantages / returns / non-aborted lengths / log-prob differences of
+    a step whose every sample was aborted (metric_utils.py:474-526, utils/debug/metrics.py:102-111) and -inf / +inf
+    into a rollout_corr IS-weight / rejection max / min over no token (rollout_corr_helper.py:465-466,737-738): no
+    flag. The same NaN with
+    samples left is one."""
+    empty = {
+        "critic__score__mean": "nan",
+        "critic__rewards__mean": "nan",
+        "critic__advantages__max": "nan",
+        "critic__returns__min": "nan",
+        "response_length_non_aborted__mean": "nan",
+        "training__rollout_probs_diff_max": "nan",
+        "training__rollout_actor_probs_pearson_corr": "nan",
+    }
+    text = REAL_LOG.read_text(encoding="utf-8")
+    assert classify.classify(_with(text, 2, response__aborted_ratio="1.0", **empty)).cls == "success"
+    assert classify.classify(_with(text, 2, **empty)).cls == "diverged"
+    assert classify.classify(_with(text, 2, rollout_corr__log_ppl_diff_max="-inf")).cls == "diverged"
+    is_max = text.replace(" - rollout_corr/kl:", " - rollout_corr/rollout_is_max:-inf - rollout_corr/kl:", 1)
+    assert classify.classify(is_max).cls == "success"
+    assert classify.classify(is_max.replace("rollout_is_max:-inf", "rollout_is_max:inf")).cls == "diverged"

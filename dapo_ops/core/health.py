@@ -15,7 +15,9 @@ ever with no new step line; the bad value is already in the last step line print
 :func:`dapo_ops.core.logformat.parse_metrics_line`) and its other lines (:meth:`HealthWatch.feed_line`, the skip
 prints above); the first bad sign is a :class:`Flag`:
 
-- ``non-finite``: NaN/inf in a loss, ``actor/grad_norm``, entropy, KL or the score (:data:`FINITE_KEYS`);
+- ``non-finite``: NaN/inf in any step metric (a loss, ``actor/grad_norm``, entropy, KL, the score, the rewards, the
+  advantages, a log-prob difference ...; :data:`FINITE_KEYS` are named first), except the values verl itself fills in
+  for an empty set (:func:`nonfinite_metric`);
 - ``skip``: verl's ``grad_norm is not finite`` print (the update was skipped), or Megatron's failed step;
 - ``explosion``: ``|value| >= 10 x`` the largest ``|value|`` seen so far in this run (:data:`SPIKE_FACTOR`, Megatron-LM's
   spiky-loss rule: ``SPIKY_LOSS_FACTOR = 10`` in ``pretrain_gpt.py`` and
@@ -40,6 +42,7 @@ Metric keys are verl 0.9.1's: ``actor/pg_loss`` (``verl/workers/utils/losses.py:
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 GRAD_NORM = "actor/grad_norm"
@@ -53,6 +56,23 @@ FINITE_KEYS: Tuple[str, ...] = (
     "actor/ppo_kl",
     "critic/score/mean",
 )
+#: the metrics verl 0.9.1 sets to NaN when the step had no response token at all (every sample aborted, so the
+#: response mask is all False: ``response/aborted_ratio`` 1): means / max / min over an empty set
+#: (verl/trainer/ppo/metric_utils.py:474-526 score, rewards, advantages, returns, non-aborted lengths; :541-549 critic
+#: values; verl/utils/debug/metrics.py:102-111 rollout / actor log-prob differences)
+EMPTY_SET_PREFIXES: Tuple[str, ...] = (
+    "critic/score/",
+    "critic/rewards/",
+    "critic/advantages/",
+    "critic/returns/",
+    "critic/values/",
+    "critic/vf_explained_var",
+    "response_length_non_aborted/",
+    "training/rollout_probs_diff_",
+    "training/rollout_actor_probs_pearson_corr",
+)
+#: the step metric that says the step had no response token (verl/trainer/ppo/metric_utils.py:468,511,587)
+ABORTED_RATIO = "response/aborted_ratio"
 #: metric -> the absolute floor its explosion must also reach (a pg_loss near 0 jumps 10x on noise)
 SPIKE_KEYS: Dict[str, float] = {GRAD_NORM: 10.0, "actor/pg_loss": 1.0, "actor/loss": 1.0}
 #: Megatron-LM's spiky-loss factor (``pretrain_gpt.py`` ``SPIKY_LOSS_FACTOR = 10``)
@@ -92,6 +112,32 @@ def fmt(value: Optional[float]) -> str:
 
 def finite(value: Optional[float]) -> bool:
     return value is not None and not math.isnan(value) and not math.isinf(value)
+
+
+#: the rollout-correction max / min verl takes over a masked_fill(-inf / +inf) (rollout_corr_helper.py:445,465-466,
+#: 737-738; "rollout_corr/" prefixed at :892)
+_MASKED_EXTREME_RE = re.compile(r"rollout_corr/rollout_(?:rs_\w+|is)_(max|min)$")
+
+
+def _verl_fill(key: str, value: float, metrics: Dict[str, float]) -> bool:
+    """True when verl prints ``value`` of ``key`` for an empty set, not a broken number: :data:`EMPTY_SET_PREFIXES`
+    in a step with no response token, or a rejection-sampling / IS-weight max of -inf / min of +inf, the masked_fill
+    sentinel of a max / min over no token (:data:`_MASKED_EXTREME_RE`)."""
+    m = _MASKED_EXTREME_RE.match(key)
+    if m is not None and math.isinf(value):
+        return (m.group(1) == "max") == (value < 0)
+    return metrics.get(ABORTED_RATIO) == 1.0 and key.startswith(EMPTY_SET_PREFIXES)
+
+
+def nonfinite_metric(metrics: Dict[str, float]) -> Optional[str]:
+    """The step metric whose NaN / inf says the training is broken (:data:`FINITE_KEYS` first, then the line's
+    order), or None. Every metric counts: a NaN reward or advantage poisons the update as a NaN loss does; only
+    the empty-set values verl fills in itself are no sign (:func:`_verl_fill`)."""
+    for key in FINITE_KEYS + tuple(metrics):
+        v = metrics.get(key)
+        if v is not None and not finite(v) and not _verl_fill(key, v, metrics):
+            return key
+    return None
 
 
 class Flag(NamedTuple):
@@ -184,10 +230,9 @@ class HealthWatch:
         first flag when this step raises it."""
         self.step = step
         found: Optional[Flag] = None
-        for key in FINITE_KEYS:
-            v = metrics.get(key)
-            if v is not None and not finite(v):
-                found = found or self._flag(key, step, v, "non-finite")
+        bad = nonfinite_metric(metrics)
+        if bad is not None:
+            found = self._flag(bad, step, metrics[bad], "non-finite")
         lr = metrics.get(LR)
         if lr is not None and finite(lr) and lr >= ABSURD_LR:
             found = found or self._flag(LR, step, lr, "lr")

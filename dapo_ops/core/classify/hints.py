@@ -848,7 +848,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "kill": lambda d: _KILL_SIGNALS.get(d.get("exit_code"), "killed by a signal"),
     "module_what": lambda d: _import_texts(d)[0],
     "module_fix": lambda d: _import_texts(d)[1],
-    "metric_short": lambda d: str(d.get("metric") or "a training metric").rsplit("/", 1)[-1],
+    "metric_short": lambda d: health.short(str(d.get("metric") or "a training metric")),
     "bad_step": lambda d: str(d.get("bad_step", "?")),
     "flag_words": health.words,
     "causes": lambda d: "; ".join(d.get("causes") or health.CAUSES),
