@@ -44,7 +44,9 @@ def test_nan_grad_norm_retries_once_from_the_checkpoint_before_then_stops_diverg
     assert health.trend_text(h).startswith("grad_norm 0.31 -> nan (step 5)"), h
     # verl's tracker names the last healthy checkpoint: a --resume starts there
     assert (run_dir / "checkpoints" / TRACKER_NAME).read_text().strip() == "4"
-    assert any("inv launch --resume" in s and "before step 5" in s for s in rec["decision"]["suggestions"])
+    # the resume as a person pastes it: with -H (without it `inv launch` plans a run on every host)
+    want = "then `inv launch -H local --resume %s` continues" % rec["run_id"]
+    assert any(want in s and "before step 5" in s for s in rec["decision"]["suggestions"]), rec["decision"]
 
 
 def test_a_transient_bad_step_is_retried_and_the_run_goes_on(tmp_path):

@@ -119,7 +119,7 @@ def test_stop_and_resume_on_the_bare_host(bare):
         few.returncode != 0 and f"checkpoint is at step {saved}, so --steps {saved} would train nothing" in few.stderr
     )
     other = bare.inv("launch", "-H", "dev", "--mode", "sync", "--resume", rid)  # checkpoints of colocate_async
-    assert other.returncode != 0 and "resume it with `--mode async`" in other.stderr
+    assert other.returncode != 0 and f"resume it with `inv launch -H dev --resume {rid}`" in other.stderr
     assert len(few.stderr.strip().splitlines()) == 1 and len(other.stderr.strip().splitlines()) == 1
     _, rid2 = bare.launch("--steps", str(saved + 2), "--save-freq", "1", "--resume", rid)
     assert {"name": "offload", "source": "explicit"} in bare.record(rid2)["features"]  # asked for: never removed

@@ -122,7 +122,7 @@ def test_verl_of_an_earlier_run_whose_supervisor_is_gone_makes_the_container_bus
     verl = subprocess.Popen(["sleep", "300"], env=dict(os.environ, DAPO_OPS_RUN_ID=RID))
     try:
         occ = occupancy.occupancy(str(runs), "h1")
-        assert occ["verl"] == [{"run_id": RID, "pids": 1, "pgid": 4242, "status": "running"}]
+        assert occ["verl"] == [{"run_id": RID, "pids": 1, "pgid": 4242, "status": "running", "resume_settings": {}}]
     finally:
         verl.kill()
         verl.wait()

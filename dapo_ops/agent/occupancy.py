@@ -33,6 +33,7 @@ from dapo_ops.agent import procs, raysession, runfiles
 from dapo_ops.core import raynodes
 from dapo_ops.core import runstate
 from dapo_ops.core import topology
+from dapo_ops.core.ladder import resume_command, resume_settings
 
 #: seconds one TCP connect to a head's GCS may take before the head counts as gone
 GCS_CONNECT_TIMEOUT_S = 2.0
@@ -77,7 +78,7 @@ def gcs_up(address: Optional[str], port: Optional[int], timeout_s: float = GCS_C
 def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) -> Dict[str, Any]:
     """What holds this container (module docstring). ``name``: the inventory host name (Ray node files).
 
-    :returns: ``{"active": lock | None, "verl": [{"run_id", "pids", "pgid", "status"}],
+    :returns: ``{"active": lock | None, "verl": [{"run_id", "pids", "pgid", "status", "resume_settings"}],
         "ray": [{"run_id", "role", "head", "head_address", "port", "pids"}] (serving runs only),
         "cleaned": [{"run_id", "processes"}]}``.
     """
@@ -103,6 +104,7 @@ def occupancy(runs_dir: str, name: Optional[str] = None, sweep: bool = False) ->
                 "pids": len(pids),
                 "pgid": ((rec or {}).get("pids") or {}).get("verl_pgid"),
                 "status": status,
+                "resume_settings": resume_settings((rec or {}).get("spec")),  # busy_reason's resume command
             }
         )
     sessions = {s["run_id"]: s for s in runfiles.ray_sessions(runs_dir, name)}
@@ -158,8 +160,12 @@ def busy_reason(occ: Dict[str, Any], host: str, where: str) -> Optional[Dict[str
         return reason(
             "%s: verl of run %s still runs (%s%s) although its supervisor is gone" % (host, v["run_id"], n, pg),
             ": ",
-            "end it with `inv stop -H %s --run %s`, then `inv launch -H %s --resume %s` continues from its "
-            "checkpoints" % (host, v["run_id"], host, v["run_id"]),
+            "end it with `inv stop -H %s --run %s`, then `%s` continues from its checkpoints"
+            % (
+                host,
+                v["run_id"],
+                resume_command(dict({"hosts": [host], "run_id": v["run_id"]}, **v.get("resume_settings") or {})),
+            ),
         )
     for r in occ.get("ray") or []:
         head = r.get("head") or "<its head>"

@@ -370,6 +370,23 @@ def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[Feat
     return (fs, ch) if (fs != features or ch) else None
 
 
+def resume_settings(spec: Any) -> dict[str, Any]:
+    """What :func:`resume_command` reads, from a run's spec (a :class:`~dapo_ops.core.defaults.RunSpec`, or the
+    ``spec`` run.json embeds): ``run_id``, ``hosts`` (the Ray nodes of a multi-host run, head first, else the run's
+    host), ``mode`` and the settings' ``trainer_mode``. None / no spec: ``{}``; a fact the spec lacks is left out."""
+    if not spec:
+        return {}
+    rs = defaults.RunSpec.read(spec)
+    nodes = [n.get("name") for n in (rs.ray or {}).get("nodes") or [] if isinstance(n, dict)]
+    out = {
+        "run_id": rs.run_id,
+        "hosts": [h for h in nodes if h] or ([rs.host] if rs.host else []),
+        "mode": rs.mode,
+        "trainer_mode": rs.settings.get("trainer_mode"),
+    }
+    return {k: v for k, v in out.items() if v}
+
+
 def resume_command(settings: dict[str, Any]) -> str:
     """``inv launch -H <hosts> --resume <run_id>`` for the run of ``settings`` (the supervisor adds ``run_id`` and
     ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/launch/resume.py refuses
@@ -440,7 +457,7 @@ def _stop(
             {},
             f"hang in the workload: every process at work waits in {detail.get('frame')}: not retried blindly",
             [],
-            [str(detail.get("fix") or "read the stack dumps"), "then `inv launch --resume <run id>`"],
+            [str(detail.get("fix") or "read the stack dumps"), f"then `{resume_command(settings)}`"],
         )
     if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
         at = detail.get("user_frame") or detail.get("frame")
@@ -455,7 +472,7 @@ def _stop(
                 f"fix {detail.get('user_path') or at}"
                 + (f" ({detail['user_func']})" if detail.get("user_func") else "")
                 + f": {detail.get('exc')} {detail.get('message') or ''}".rstrip(),
-                "then `inv launch --resume <run id>` continues from the last checkpoint",
+                f"then `{resume_command(settings)}` continues from the last checkpoint",
             ],
         )
     if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
@@ -489,7 +506,7 @@ def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> l
     resume that starts from the last healthy checkpoint (before ``detail["bad_step"]``)."""
     at = detail.get("bad_step")
     return [f"check {c}" for c in health.CAUSES] + [
-        f"then `inv launch --resume {settings.get('run_id') or '<run id>'}` continues from the last checkpoint "
+        f"then `{resume_command(settings)}` continues from the last checkpoint "
         f"before step {at if at is not None else '?'} (the last healthy one)"
     ]
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dapo_ops.core import policy, raynodes
+from dapo_ops.core.ladder import resume_command
 
 RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
@@ -345,7 +346,7 @@ def lost_nodes_verdict(
     action = (
         f"{what}; {_network_action(detail)}; bring "
         f"{' and '.join(n['name'] for n in lost) or 'it'} back (inv preflight -H {hosts}) and relaunch with "
-        f"`inv {'one-step-off' if mode == 'one-step-off' else 'launch'} -H {hosts} --resume {run_id}`: it "
+        f"`{resume_command({'mode': mode, 'hosts': [n['name'] for n in nodes], 'run_id': run_id})}`: it "
         f"continues from the last checkpoint"
     )
     return {

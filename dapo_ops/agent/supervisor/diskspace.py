@@ -26,7 +26,7 @@ from typing import Any, Dict, Optional
 
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import policy
-from dapo_ops.core.classify.hints import action_text
+from dapo_ops.core.classify.hints import RESUME_CMD, action_text
 
 #: what the supervisor keeps free for its own last writes (the final run.json is ~5-30 KiB, the train.log end line
 #: and supervisor.log lines a few hundred bytes)
@@ -142,8 +142,8 @@ class DiskWatch:
                 "The filesystem of the runs dir %s is full (`df -h %s`). Free space there: remove old runs' "
                 "checkpoints (<runs_dir>/<run_id>/checkpoints/global_step_*), keep fewer checkpoints "
                 "(MAX_CKPT_TO_KEEP / trainer.max_actor_ckpt_to_keep), or point runs_dir / ckpt_dir in "
-                "hosts.toml at a bigger volume; then `inv launch --resume <run_id>` continues from the last "
-                "complete checkpoint." % (runs_dir, runs_dir)
+                "hosts.toml at a bigger volume; then a resume continues from the last complete checkpoint (%s)."
+                % (runs_dir, runs_dir, RESUME_CMD)
             ),
             "evidence": ["%s: %s" % (full["path"], full["error"])],
             "detail": detail,

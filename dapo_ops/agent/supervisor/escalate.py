@@ -19,7 +19,7 @@ from dapo_ops.agent.supervisor import accelerator, stall
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, health, ladder, policy, topology
-from dapo_ops.core.classify.hints import action_text, hint_text
+from dapo_ops.core.classify.hints import RESUME_CMD, action_text, hint_text
 from dapo_ops.core.features import FeatureSet
 
 if TYPE_CHECKING:
@@ -201,10 +201,10 @@ def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str
         "hint": "Where each process stood is in %s (py-spy dump), merged across ranks: ranks parked in a "
         "collective (NCCL/HCCL all_reduce, broadcast) waiting for ranks that never joined is the cluster (one "
         "retry after cleanup); every process in the same frame of the workload (a reward function, the data "
-        "loader, the weight sync) is that code (no retry: fix it, then `inv launch --resume <run id>`). The limit "
+        "loader, the weight sync) is that code (no retry: fix it, then resume: %s). The limit "
         'is learned from the run\'s own steps (docs/troubleshooting.md "Stalls"); raise `stall_floor_s` / '
         "`stall_factor` in the host's `[hosts.<name>.supervisor]` table of hosts.toml if steps legitimately pause "
-        "this long." % stacks_file,
+        "this long." % (stacks_file, RESUME_CMD),
         "evidence": (stood + list(detail.get("counters") or []))[:16],
         "detail": detail,
     }

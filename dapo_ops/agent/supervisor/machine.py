@@ -38,6 +38,7 @@ from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_check
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import classify, defaults, features, health, hydra_override, memfit, profiles, redact, runstate
 from dapo_ops.core.classify import storm
+from dapo_ops.core.ladder import resume_settings
 from dapo_ops.core.logformat import join_swanlab_links, swanlab_run_id
 
 DESCRIPTION = "The detached retry supervisor: runs verl attempts for one run, escalates on OOM, resumes."
@@ -124,8 +125,8 @@ class Supervisor:
                     bool(full.get("fsdp_offload_policy")),
                 ),
             )
-        s.setdefault("run_id", self.spec.run_id)  # the `--resume <run_id>` of a stop's suggestions
-        s.setdefault("hosts", [n.get("name") for n in (self.spec.ray or {}).get("nodes") or []] or [self.spec.host])
+        for k, v in resume_settings(self.spec).items():  # the `-H <hosts> --resume <run_id>` of a stop's suggestions
+            s.setdefault(k, v)
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:

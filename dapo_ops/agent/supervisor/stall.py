@@ -307,15 +307,14 @@ _RAY_WAIT_RE = re.compile(r"(?:^|/)ray/_private/worker\.py$|(?:^|/)ray/")
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) or frozenset(
     ("threading", "queue", "selectors", "socket", "subprocess", "asyncio", "concurrent", "time", "multiprocessing")
 )
-#: what to do about a workload that every process waits in, per kind of frame
+#: what to do about a workload that every process waits in, per kind of frame (the fix only: the stop's
+#: suggestions add the resume, dapo_ops/core/ladder.py resume_command)
 FIXES = {
-    "user": "fix or bound that code (a custom reward function: reward.custom_reward_function.path; give it a "
-    "timeout), then `inv launch --resume <run id>`",
-    "data-loader": "check the data files and data.dataloader_num_workers (a worker that never yields a batch); "
-    "then resume",
+    "user": "fix or bound that code (a custom reward function: reward.custom_reward_function.path; give it a timeout)",
+    "data-loader": "check the data files and data.dataloader_num_workers (a worker that never yields a batch)",
     "weight-sync": "the weight sync from the trainer to the rollout never ends: check "
-    "actor_rollout_ref.rollout.checkpoint_engine (backend, update_weights_bucket_megabytes); then resume",
-    "compute": "a kernel or a loop that never returns in that frame; read the dump, then resume",
+    "actor_rollout_ref.rollout.checkpoint_engine (backend, update_weights_bucket_megabytes)",
+    "compute": "a kernel or a loop that never returns in that frame; read the dump",
 }
 
 

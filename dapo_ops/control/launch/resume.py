@@ -28,6 +28,7 @@ from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.control.remote import bundle
 from dapo_ops.core import defaults, features, overrides, runstate
 from dapo_ops.core.hydra_override import key_of, value_of
+from dapo_ops.core.ladder import resume_command, resume_settings
 
 
 def _read(target, run_dir: str) -> dict:
@@ -284,17 +285,17 @@ def check(plan, facts: ResumeFacts) -> None:
     spec, old_s = plan.run_spec, old.settings
     new_s = spec.settings
     if (old.mode, old.framework) != (spec.mode, spec.framework):
-        cmd = "launch" if old.mode == "dapo" else "one-step-off"
         raise LaunchRefused(
             "resume",
             f"run {run_id} is a {old.mode} run with framework {old.framework}: "
-            f"resume it with `inv {cmd} --framework {old.framework} --resume {run_id}`",
+            f"resume it with `{resume_command(dict(resume_settings(old), run_id=run_id))}` (it keeps the run's framework)",
         )
     if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
         raise LaunchRefused(
             "resume",
             f"run {run_id} ran trainer mode {old_s['trainer_mode']} (its checkpoints hold "
-            f"that trainer's state): resume it with `--mode {old_s['trainer_mode']}`, or start a new run",
+            f"that trainer's state): resume it with `{resume_command(dict(resume_settings(old), run_id=run_id))}`, or start "
+            "a new run",
         )
     changed = [
         f"{k} {old_s.get(k)} -> {new_s.get(k)}"

@@ -197,8 +197,8 @@ def _stopped_row(name: str, res: dict) -> StatusRow:
     )
     row.state, row.eta_s = ERROR, None
     row.error = (
-        "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `inv launch -H %s "
-        "--resume %s` continues from its last checkpoint"
+        "%s: %s; run %s stopped with it at step %s/%s: `docker start %s`, then `%s` continues from its last "
+        "checkpoint"
         % (
             name,
             res["error"].split(": ", 1)[-1] if res["error"].startswith(name) else res["error"],
@@ -206,8 +206,7 @@ def _stopped_row(name: str, res: dict) -> StatusRow:
             row.step if row.step is not None else "-",
             row.total or "?",
             run.get("container") or "<container>",
-            name,
-            row.run_id,
+            dapo_ops.control.status.rows.resume_line(run, name),
         )
     )
     return row

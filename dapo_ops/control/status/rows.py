@@ -20,6 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import datafeed, health, logformat, mfu
+from dapo_ops.core.ladder import resume_command, resume_settings
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import RunStatus
 
@@ -404,8 +405,8 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         if row.verl_alive:
             row.hint = (
                 "%s; verl still runs (pgid %s) on the devices: end it with `inv stop -H %s --run %s`, then "
-                "`inv launch -H %s --resume %s` continues from its last checkpoint"
-                % (gone, row.verl_pgid, host, row.run_id, host, row.run_id)
+                "`%s` continues from its last checkpoint"
+                % (gone, row.verl_pgid, host, row.run_id, resume_line(run, host))
             )
         elif _finished(probe.get("checkpoint"), total):
             # verl went on after its supervisor died and saved the last step: a resume would train nothing (and
@@ -417,8 +418,8 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
             )
         else:
             row.hint = (
-                "%s; verl is not running: `inv launch -H %s --resume %s` continues from its last checkpoint; "
-                "`inv stop -H %s --run %s` marks it stopped" % (gone, host, row.run_id, host, row.run_id)
+                "%s; verl is not running: `%s` continues from its last checkpoint; "
+                "`inv stop -H %s --run %s` marks it stopped" % (gone, resume_line(run, host), host, row.run_id)
             )
     if row.run_status.active and row.progress_age_s is not None:
         row.stale = row.progress_age_s >= stale_threshold(step_time, stale_after_s)
@@ -458,6 +459,12 @@ def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     if isinstance(lim, (int, float)) and lim > 0:
         return float(lim) / 2.0
     return 3.0 * step_time_s if step_time_s else None
+
+
+def resume_line(run: dict, host: str) -> str:
+    """The ``inv launch|one-step-off -H <hosts> --resume <run_id>`` of the run of record ``run`` (run.json, which
+    embeds its spec: :func:`dapo_ops.core.ladder.resume_settings`), seen on ``host`` (the hosts when the spec names none)."""
+    return resume_command(dict({"hosts": [host], "run_id": run.get("run_id")}, **resume_settings(run.get("spec"))))
 
 
 def redo_steps(step: int, checkpoint: int | None) -> int:

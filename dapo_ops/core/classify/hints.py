@@ -35,6 +35,11 @@ def _causes(cls: str, *causes: str) -> tuple[tuple[str, object, str], ...]:
     return tuple(("cause", c, f"{cls}/{c}") for c in causes)
 
 
+#: where a verdict's paragraph sends the reader for the resume: the command itself, with the run's hosts, id and task,
+#: is the stop's last suggestion (dapo_ops/core/ladder.py resume_command), which `inv status` / `inv watch` print; a
+#: verdict of a log alone knows no run to name
+RESUME_CMD = "`inv status -H <host>` prints the run's `--resume` command"
+
 HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "oom-device": (
         ("phase", "checkpoint-load", "oom-device/checkpoint-load"),
@@ -122,7 +127,7 @@ HINTS: dict[str, str] = {
     ),
     "diverged/persistent": (
         "${flag_words}, again after a retry from a checkpoint before it: persistent, not chance. Likely causes: "
-        "${causes}. Fix it, then `inv launch --resume <run id>`: it starts from the last healthy checkpoint (before "
+        "${causes}. Fix it, then resume (" + RESUME_CMD + "): it starts from the last healthy checkpoint (before "
         "step ${bad_step}), never a later one."
     ),
     "oom-device/checkpoint-load": (
@@ -466,7 +471,7 @@ HINTS: dict[str, str] = {
         "steps, and exits 0 (verl/trainer/ppo/v1/trainer_base.py:467): the train data holds len(dataset) // "
         "data.train_batch_size steps per epoch (:765, after data.filter_overlong_prompts). The checkpoints are "
         "good: add training data, raise the epochs (--override trainer.total_epochs=N) or ask fewer --steps, then "
-        "`inv launch --resume <run id>` continues from the last checkpoint. Preflight's data-feed check shows the "
+        "a resume continues from the last checkpoint (" + RESUME_CMD + "). Preflight's data-feed check shows the "
         "figure before launch."
     ),
     "crash-other/thread-limit": (
@@ -489,8 +494,8 @@ HINTS: dict[str, str] = {
         "scheduler (kill, docker kill, a job manager), or the host's OOM killer where the supervisor could not read "
         "the kill counter. Look on the host: `dmesg -T | grep -i -e 'killed process' -e 'out of memory'`, the "
         "container cgroup's memory.events (oom_kill), `docker inspect -f '{{.State.OOMKilled}}' <container>`; the "
-        "supervisor's own look is in the evidence. dapo-ops does not retry a kill it did not order; `inv launch "
-        "--resume <run_id>` continues from the last checkpoint."
+        "supervisor's own look is in the evidence. dapo-ops does not retry a kill it did not order; a resume "
+        "continues from the last checkpoint (" + RESUME_CMD + ")."
     ),
     "crash-other/earlier-error": (
         "One rank died with the error in the evidence before the others timed out in a collective: the timeouts are "

@@ -37,7 +37,7 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dapo_ops.core import policy
-from dapo_ops.core.classify.hints import action_text
+from dapo_ops.core.classify.hints import RESUME_CMD, action_text
 from dapo_ops.core.logformat import RAY_PREFIX_RE, Traceback, TracebackReader, strip_ansi, strip_prefixes
 
 #: a fast storm: this many tracebacks of one key ...
@@ -231,8 +231,8 @@ def storm_verdict(found: Dict[str, Any], step: Optional[int], total: Optional[in
         ),
         "hint": "verl catches the exception and retries the same work for ever (a failing session's prompt group is "
         "re-queued: verl/trainer/ppo/v1/agent_loop_tq.py:133-146). Fix %s (a custom reward function: "
-        "reward.custom_reward_function.path; it must return a score for every sample), then `inv launch --resume "
-        "<run id>` continues from the last checkpoint." % (at or "the code in the evidence"),
+        "reward.custom_reward_function.path; it must return a score for every sample), then a resume continues from the "
+        "last checkpoint (%s)." % (at or "the code in the evidence", RESUME_CMD),
         "evidence": list(found.get("evidence") or []),
         "detail": detail,
     }
