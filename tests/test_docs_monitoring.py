@@ -57,3 +57,10 @@ def test_the_monitoring_section_names_the_new_verdicts_with_the_codes_figures():
     d = ladder._crash_stop(None, {"external": True, "exit_code": 137}, {})
     assert d.reason in MON, d.reason
     assert re.search(r"external kill .*exit 137/143", MON)
+
+
+def test_a_run_that_did_no_step_is_not_called_checkpointed():
+    """An error storm at step 0 read "a resume redoes no step (step 0 is checkpointed)": nothing was checkpointed."""
+    line = statusview.redo_line(0, None)
+    assert "checkpointed" not in line and "starts at step 1" in line, line
+    assert statusview.redo_line(5, 5) == "a resume redoes no step (step 5 is checkpointed)"

@@ -214,3 +214,26 @@ def test_a_repeated_hangs_action_is_rebuilt_whole_not_cut_at_a_semicolon_of_the_
     escalate.mark_repeat(again, [{"verdict": first}], 1)
     assert again["action"].startswith("stalled: ") and "(stack dumps: stacks-attempt-2.txt)" in again["action"]
     assert again["action"].split("attempt stopped; ", 1)[1] == action_text("hang", again["detail"])  # nothing left over
+
+
+def test_a_stalls_words_say_what_its_limit_was_made_of():
+    """A stall before step 1 (sized by an earlier run of this configuration) said "5 x the longest step seen"
+    though no step was seen; the words now follow the clock: the earlier run's time to step 1, step 1's own time
+    while it is the only one, the longest step seen, or the floor, with the configured factor."""
+    fresh = stall.StepClock({"first_s": 200.0, "work_s": 10.0}, factor=3.0, cap_s=1800)
+    lim = fresh.limit(None, None, {})
+    assert lim == 600.0 and fresh.basis(lim) == "3 x the time to step 1 of an earlier run of this configuration"
+    v = escalate.stall_verdict(
+        610.0, lim, [], None, 40, [], "/r/stacks-attempt-1.txt", "silence", None, fresh.basis(lim)
+    )
+    assert "limit 600 s: 3 x the time to step 1 of an earlier run" in v["action"], v["action"]
+    assert "longest step" not in v["action"]
+    c = stall.StepClock(None, cap_s=1800)
+    c.observe({"timing_s/step": 30.0}, 240.0)
+    assert c.basis(c.limit(2, 40, {})) == "5 x step 1's time, warm-up included"
+    c.observe({"timing_s/step": 40.0}, 40.0)
+    assert c.basis(c.limit(3, 40, {})) == "5 x the longest step seen"
+    c2 = stall.StepClock(None, cap_s=1800)
+    c2.observe({"timing_s/step": 2.0}, 2.0)
+    assert c2.basis(c2.limit(2, 40, {})) == "the floor stall_floor_s"
+    assert stall.StepClock(None).basis(None).startswith("no step yet")

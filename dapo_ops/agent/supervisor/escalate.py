@@ -125,13 +125,15 @@ def stall_verdict(
     stacks_file: str,
     stall_by: Optional[str] = None,
     counters: Optional[List[str]] = None,
+    basis: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The attempt stopped making progress (``stall_by``: ``silence`` = no step line and no output for ``idle_s`` >=
     ``threshold_s`` seconds, :class:`.stall.StepClock`; ``no-step`` = output but no step line for
     :data:`.stall.NO_STEP_FACTOR` x that; ``counters`` = devices idle, memory flat, no CPU, ``counters`` the
     evidence, :class:`.stall.CounterWatch`): class ``hang`` with where each process stood (``stacks``:
     :func:`.stall.dump_stacks`' entries, the dumps in ``stacks_file``) merged across ranks
-    (:func:`.stall.merge_ranks`: its ``cause`` picks the policy row, ``dapo_ops/core/policy.py``)."""
+    (:func:`.stall.merge_ranks`: its ``cause`` picks the policy row, ``dapo_ops/core/policy.py``). ``basis``: what
+    the limit was made of (:meth:`.stall.StepClock.basis`), the action's words for it."""
     merged = stall.merge_ranks(stacks)
     stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
     detail = {
@@ -142,6 +144,7 @@ def stall_verdict(
         "idle_s": round(idle_s, 1),
         "threshold_s": threshold_s,
         "stall_after_s": threshold_s,
+        "stall_basis": basis,
         "step_s": [round(x, 3) for x in step_s[-8:]],
         "stacks_file": stacks_file,
         "stacks": stacks[:16],
@@ -171,10 +174,10 @@ def _why(detail: Dict[str, Any]) -> str:
         )
     if by == "hang":
         return "no training progress for %.0f min" % (detail["idle_s"] / 60.0)
-    return "no step and no output for %.0f s (limit %.0f s: %.0f x the longest step seen)" % (
+    return "no step and no output for %.0f s (limit %.0f s: %s)" % (
         detail["idle_s"],
         lim or 0,
-        stall.STALL_FACTOR,
+        detail.get("stall_basis") or "%g x the longest step seen" % stall.STALL_FACTOR,
     )
 
 

@@ -173,6 +173,7 @@ class Scanner:
         self.stall_after_s: Optional[float] = self.clock.limit(None, None, self.settings)
         if self.stall_after_s is not None:
             rec["stall_after_s"] = self.stall_after_s
+        self.stall_basis = self.clock.basis(self.stall_after_s)  # what the limit is made of (the verdict's words)
         self.idle_s: Optional[float] = None  # a stall: seconds without a step (or output) when it was called
         self.stall_by: Optional[str] = None  # what called it: "silence", "no-step" or "counters"
         self.health = watch if watch is not None else health.HealthWatch()  # the run's, across attempts
@@ -194,6 +195,7 @@ class Scanner:
         self.step_s.append(float(st if st is not None else interval))
         self.clock.observe(metrics, interval)
         self.stall_after_s = self.clock.limit(step + 1, self.rec.get("total_steps"), self.settings)
+        self.stall_basis = self.clock.basis(self.stall_after_s)
         self.rec["stall_after_s"] = self.stall_after_s
 
     def _on_health(self, flag: Optional[health.Flag]) -> None:

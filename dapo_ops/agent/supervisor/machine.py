@@ -322,6 +322,7 @@ class Supervisor:
             "step_s": list(scanner.step_s),
             "stall_after_s": scanner.stall_after_s,
             "stall_by": scanner.stall_by,
+            "stall_basis": scanner.stall_basis,
             "counters": list(scanner.counters.evidence) if scanner.counters is not None else [],
             "evidence": ev,
             "bad": scanner.bad,
@@ -554,6 +555,7 @@ class Supervisor:
                     str(Path(self.run_dir) / att.get("stacks", "")),
                     "hang" if hang else out.get("stall_by"),
                     out.get("counters") if out.get("stall_by") == "counters" else None,
+                    basis=None if hang else out.get("stall_basis"),
                 )
                 escalate.mark_repeat(
                     verdict,

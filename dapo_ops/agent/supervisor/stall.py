@@ -151,6 +151,22 @@ class StepClock:
                 extra += seen
         return self._clamp(self.factor * (base + extra))
 
+    def basis(self, limit_s: Optional[float]) -> str:
+        """What ``limit_s`` (this clock's last :meth:`limit`) was made of, in words: the floor or the cap when it
+        is clamped to one, else the factor and what it multiplied (before step 1 only an earlier run of this
+        configuration can size it; after step 1 alone, that step's time, warm-up included)."""
+        if limit_s is None:
+            return "no step yet: only the cap hang_timeout_s applies"
+        if limit_s <= self.floor_s:
+            return "the floor stall_floor_s"
+        if limit_s >= self.cap_s:
+            return "the cap (a save or validation not seen yet, or hang_timeout_s)"
+        if self.steps == 0:
+            return "%g x the time to step 1 of an earlier run of this configuration" % self.factor
+        if self.work_s is None and not self.learned_work_s:
+            return "%g x step 1's time, warm-up included" % self.factor
+        return "%g x the longest step seen" % self.factor
+
     def to_json(self) -> Dict[str, Any]:
         """What this attempt measured, for :func:`merge_learned`: ``first_s``, ``work_s`` (None until a second
         step), ``phases`` (longest per phase, step 1 excluded while later steps exist but kept for the occasional

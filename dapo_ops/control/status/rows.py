@@ -474,8 +474,11 @@ def redo_steps(step: int, checkpoint: int | None) -> int:
 
 
 def redo_line(step: int, checkpoint: int | None) -> str:
-    """``a resume redoes 3 steps (8-10: past the last complete checkpoint global_step_7)``."""
+    """``a resume redoes 3 steps (8-10: past the last complete checkpoint global_step_7)``; no step done and no
+    checkpoint (an attempt that failed before its first step): it starts at step 1."""
     n = redo_steps(step, checkpoint)
+    if not n and not checkpoint:
+        return "a resume redoes no step (no step was done yet: it starts at step 1)"
     if not n:
         return "a resume redoes no step (step %s is checkpointed)" % step
     span = "step %s" % step if n == 1 else "steps %s-%s" % (step - n + 1, step)
