@@ -20,7 +20,6 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from dapo_ops.core import datafeed, health, logformat, mfu
-from dapo_ops.core.ladder import resume_command, resume_settings
 from dapo_ops.core.logformat import normalise_line, parse_metrics_line, split_lines
 from dapo_ops.core.runstate import RunStatus
 
@@ -464,6 +463,10 @@ def stalled_after(run: dict, step_time_s: float | None) -> float | None:
 def resume_line(run: dict, host: str) -> str:
     """The ``inv launch|one-step-off -H <hosts> --resume <run_id>`` of the run of record ``run`` (run.json, which
     embeds its spec: :func:`dapo_ops.core.ladder.resume_settings`), seen on ``host`` (the hosts when the spec names none)."""
+    # here, not at the top: the ladder imports the classifier, which `inv status` never needs otherwise (its import
+    # budget, tests/test_cli.py TestImportBudget); only a dead supervisor's or stopped container's line gets here
+    from dapo_ops.core.ladder import resume_command, resume_settings
+
     return resume_command(dict({"hosts": [host], "run_id": run.get("run_id")}, **resume_settings(run.get("spec"))))
 
 
