@@ -530,3 +530,14 @@ def test_the_h100_4b_and_7b_holdout_rows_are_what_the_real_runs_recorded():
     assert want[0]["offload"] == "1"  # the start rung ran (config name "-offload")
     [oom] = [r for r in bench.evaluate(want, models) if r["measure"] == "oom"]
     assert oom["estimate"] > float(oom["device_gib"])  # predicted "does not fit", observed
+
+
+def test_a_dry_run_without_the_models_config_says_the_fit_is_the_launchs():
+    """A dry run whose model lives only in the container (the usual case) printed the draft's budgets and rollout share
+    as if they ran (a new-user trial: 20480 / 30720 / 0.6 printed, 23552 / 48128 / 0.65 + vLLM limits ran): its
+    lines say the launch chooses them from the config.json and the device memory, and that a setting given stays."""
+    st = settings.resolve({"framework": "fsdp"}, {}, {})
+    p = plan_for(settings=st, host=None, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False)
+    assert p.memory[0].startswith("memory-fit estimate: the model's config.json is not readable here")
+    assert p.memory[1].startswith("fit: not chosen here (no config.json, no device memory): inv launch sets the token")
+    assert "(what you set stays)" in p.memory[1] and len(p.memory) == 2

@@ -651,7 +651,12 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
     if not cfg:
         return fs, [
             "memory-fit estimate: the model's config.json is not readable here (inv preflight reads it "
-            "in the container)"
+            "in the container)",
+            # the launch's fastest fit (core/fastfit.py) reads it there with the device memory: a new-user trial
+            # took this dry run's 20480 / 30720 / 0.6 for what ran (23552 / 48128 / 0.65 + vLLM's limits)
+            "fit: not chosen here (no config.json, no device memory): inv launch sets the token budgets, "
+            "gpu_memory_utilization, max_num_seqs / max_num_batched_tokens and gradient checkpointing from them "
+            "(what you set stays); the others in the command below are the defaults it starts from",
         ]
     gib = (memory or {}).get("device_gib")
     try:
