@@ -171,3 +171,11 @@ def test_a_resume_past_the_epoch_limit_is_data_ran_out_not_success():
     v = classify.classify(log, exit_code=0, planned_total=10)
     assert (v.cls, v.detail["step"], v.detail["epochs"]) == ("data-ran-out", 8, 1), v
     assert v.action.startswith("stop: ended at step 8 of 10: the training data ran out after 1 epoch;")
+
+
+def test_no_epochs_suggests_no_refused_step_count():
+    """``--override trainer.total_epochs=0``: the data feeds no step, and the fix named ``--steps 0``, itself refused
+    (minimum 1; a new-user trial); only the fixes that can be given are named."""
+    line = datafeed.DataFeed(rows=64, train_batch_size=8, epochs=0).shortfall(5)
+    assert line is not None and "--steps 0" not in line and "trainer.total_epochs=1 " in line
+    assert "or --steps 8 " in (datafeed.DataFeed(rows=64, train_batch_size=8, epochs=1).shortfall(9) or "")

@@ -89,11 +89,11 @@ class DataFeed:
         if steps <= self.max_steps:
             return None
         need = -(-steps // self.steps_per_epoch)
+        fewer = " or --steps %d" % self.max_steps if self.max_steps >= 1 else ""  # --steps 0 is refused (minimum 1)
         return (
             "--steps %d is more than the data feeds: %s; verl ends the run at step %d with exit 0 "
-            "(verl/trainer/ppo/v1/trainer_base.py:467); use more data, --override trainer.total_epochs=%d, or "
-            "--steps %d (--allow-short-data runs it anyway)"
-            % (steps, self.figure(), self.max_steps, need, self.max_steps)
+            "(verl/trainer/ppo/v1/trainer_base.py:467); use more data, --override trainer.total_epochs=%d%s "
+            "(--allow-short-data runs it anyway)" % (steps, self.figure(), self.max_steps, need, fewer)
         )
 
 
