@@ -678,3 +678,19 @@ def test_hosts_check_json(tmp_path):
     out = json.loads(r.stdout)
     assert out["inventory"] == str(inv) and out["hosts"]["h1"]["ok"] is True
     assert out["hosts"]["h1"]["message"].startswith("h1: ")
+
+
+@pytest.mark.parametrize("task", ["status", "stop", "watch", "logs"])
+def test_a_run_flag_that_is_no_run_id_is_a_usage_error_before_any_host(task, tmp_path):
+    """``inv status -r bogus`` printed a table and exited 1 (``inv stop --run bogus`` 1 too) while ``inv launch
+    --resume bogus`` was a usage error (a new-user trial): every --run is judged the same, before the inventory."""
+    from invoke import Context
+    from invoke.exceptions import Exit
+
+    from dapo_ops.cli import logs as cli_logs, status as cli_status
+
+    fn = cli_logs.logs if task == "logs" else getattr(cli_status, task)
+    with pytest.raises(Exit) as e:
+        fn(Context(), run="bogus", inventory=str(tmp_path / "none.toml"))
+    assert e.value.code == 2 and str(e.value.message).startswith("--run takes a run id like 20261129-151200-a1b2")
+    assert "'bogus'" in e.value.message and "\n" not in e.value.message

@@ -322,6 +322,18 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     raise Exit(" ".join(str(message).split()), code=code)
 
 
+def refuse_bad_run_id(run: str) -> None:
+    """``--run`` (status, stop, watch, logs) given but not a run id: ONE line and exit :data:`EXIT_USAGE`, nothing
+    contacted (it was a per-host "no run" row and exit 1, while ``inv launch --resume bogus`` was a usage error)."""
+    from dapo_ops.core import runstate
+
+    if run and not runstate.is_run_id(run):
+        fail(
+            f"--run takes a run id like 20261129-151200-a1b2 (got {run!r}); list runs with `inv status --all`",
+            EXIT_USAGE,
+        )
+
+
 def interrupted(task_name: str) -> Exit:
     """The :class:`Exit` (code :data:`EXIT_INTERRUPTED`, one line) a KeyboardInterrupt of task ``task_name``
     becomes when the task gave no line of its own (:func:`on_interrupt`); :class:`FanoutTask` applies it to every
@@ -623,6 +635,7 @@ __all__ = [
     "refuse_job_as_mode",
     "takes_hosts",
     "fail",
+    "refuse_bad_run_id",
     "load_inventory",
     "select_hosts",
     "run_config",

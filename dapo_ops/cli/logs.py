@@ -31,6 +31,7 @@ from dapo_ops.cli._common import (
     connect_timeout_override,
     fanout_task,
     fail,
+    refuse_bad_run_id,
     select_hosts,
     with_container,
 )
@@ -259,6 +260,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
             f"(more than any train.log holds: the supervisor caps its growth)",
             EXIT_USAGE,
         )
+    refuse_bad_run_id(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     multi = len(chosen) > 1

@@ -26,6 +26,7 @@ from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
+    refuse_bad_run_id,
     connect_timeout_override,
     fanout_task,
     fail,
@@ -236,6 +237,7 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
     A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
     ``status.stale_after_s`` in the program's config file (docs/workflow.md "Monitoring").
     """
+    refuse_bad_run_id(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
@@ -270,6 +272,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
     SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a dead supervisor,
     kill the run's own verl processes and mark it stopped. Own PIDs only. A multi-host run's Ray sessions end on
     every node."""
+    refuse_bad_run_id(run)
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     import dapo_ops.control.status.stop
@@ -315,6 +318,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
     """
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
+    refuse_bad_run_id(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     import dapo_ops.control.status.watch
