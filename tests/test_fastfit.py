@@ -838,3 +838,28 @@ def test_megatrons_recompute_is_kept_with_a_line_that_names_the_plans_setting():
     c = fastfit.choose(m, spec_for(fw="megatron", batch=8, mini=2), feats(True), 139.8)
     [line] = [k for k in c.kept if k.name == "gradient_checkpointing"]
     assert line.value == "on" and line.why.startswith("Megatron's recompute as planned (megatron_recompute)")
+
+
+def test_the_features_table_names_a_users_override_of_a_features_key():
+    """``--override ...enable_gradient_checkpointing=False`` / ``...fsdp_config.param_offload=True`` /
+    ``...use_remove_padding=False`` are appended last, so verl runs them; the table showed gradient checkpointing
+    on and offload "ladder may add" without a word (a new-user trial). Each row now names the override that decides;
+    a feature whose keys the user left alone says nothing more, and an override of an unrelated key names no row."""
+    from dapo_ops.control.launch import dryrun
+    from test_learned_real import ENV, FLAGS, HOST
+
+    mine = [
+        "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "trainer.val_before_train=False",
+    ]
+    st_ = settings.resolve(FLAGS, ENV, {})
+    inputs = planning.PlanInputs(
+        settings=st_, host=HOST, mode="dapo", run_id="20261207-000000-0005", swanlab_logger=False, extra_overrides=mine
+    )
+    text = dryrun.render_text(planning.make_plan(planning.draft_plan(inputs), None), width=400)
+    for name, o in (("gradient_checkpointing", mine[0]), ("offload", mine[1]), ("remove_padding", mine[2])):
+        assert _feature_row(text, name)[3].endswith(f"(your --override {o} decides)"), name
+    for name in ("flash_attn", "dynamic_batch", "recompute", "prefix_cache", "chunked_prefill"):
+        assert "your --override" not in _feature_row(text, name)[3], name

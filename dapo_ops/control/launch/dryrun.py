@@ -35,6 +35,7 @@ def _features_table(plan: Plan) -> Table:
     t.add_column("source")
     fit = {c["name"]: c for c in (plan.spec.get("fit") or {}).get("choices") or []}  # the fastest fit, applied
     proposed = {ln[len(LINE_PREFIX) :].split(" ", 1)[0] for ln in plan.memory if ln.startswith(LINE_PREFIX)}
+    by_user = _overridden_features(plan)
     for name, (kind, help_) in features.CATALOG.items():
         src = plan.features.source_of(name)
         if name in fit:  # e.g. gradient checkpointing off: the update fits without it
@@ -50,8 +51,36 @@ def _features_table(plan: Plan) -> Table:
             state, src = "off", (f"-{by[0]} implies it" if by else "explicit (-%s)" % name)
         else:
             state, src = "off", "default" if kind != "memory" else "ladder may add"
+        if name in by_user:  # the user's --override of the feature's own key decides what verl runs
+            src += f" (your --override {by_user[name]} decides)"
         t.add_row(name, kind, state, src)
     return t
+
+
+def _overridden_features(plan: Plan) -> dict[str, str]:
+    """``{feature: the user's --override that sets one of its keys}`` (``enable_gradient_checkpointing=False``,
+    ``...fsdp_config.param_offload=True``): it is appended last, so verl runs it whatever the table says (a new-user
+    trial: the table showed gradient checkpointing on and offload "ladder may add" while the override decided).
+    A feature's keys are those whose value :func:`dapo_ops.core.overrides.overrides_for` changes when the feature
+    alone is turned on or off (one source for the keys: the plan's own)."""
+    from dapo_ops.core import overrides
+    from dapo_ops.core.hydra_override import last_by_key
+
+    user = last_by_key(plan.run_spec.settings["extra_overrides"] or ())
+    if not user:
+        return {}
+    spec, fs, changes = plan.spec, plan.features, plan.spec.get("setting_changes")
+    out: dict[str, str] = {}
+    for name in features.CATALOG:
+        with_it = features.FeatureSet(fs.enabled + (features.Feature(name, "explicit"),), fs.disabled - {name})
+        without = features.FeatureSet(tuple(f for f in fs.enabled if f.name != name), fs.disabled | {name})
+        on, off = (dict(overrides.overrides_for(spec, x, changes)) for x in (with_it, without))
+        keys = {k.lstrip("+") for k in on.keys() | off.keys() if on.get(k) != off.get(k)}
+        hit = [o for k, o in user.items() if k in keys]
+        if hit:
+            o = hit[-1]
+            out[name] = o.head + ("" if o.value is None else f"={o.value}")
+    return out
 
 
 def render(plan: Plan, console: Console | None = None) -> None:
