@@ -62,7 +62,52 @@ def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optio
         v["evidence"] = list(v.get("evidence") or []) + seen
         v["detail"]["kill_evidence"] = seen
         log("attempt %s killed from outside: %s" % (outcome["att"].get("n"), "; ".join(seen)))
+    if outcome.get("killed_by") == "fatal" and outcome.get("storm"):
+        _stopped_on_repeat(v, outcome["storm"])
     return v
+
+
+def log_says(v: Mapping[str, Any]) -> str:
+    """What a classifier verdict ``v`` names, in a few words: ``network (ray-head, 198.51.140.99:6379)``; the
+    class, then the detail's ``cause``, ``address`` / ``key`` / ``module`` / ``phase`` and ``non-fatal`` where
+    ``fatal`` is false."""
+    d = v.get("detail") or {}
+    facts = [str(d[k]) for k in ("cause", "address", "key", "module", "phase") if d.get(k)]
+    if d.get("fatal") is False:
+        facts.append("non-fatal")
+    return "%s (%s)" % (v.get("cls"), ", ".join(facts)) if facts else str(v.get("cls"))
+
+
+def log_match(v: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The classifier's verdict ``v`` on an attempt's log as a hang verdict carries it (``detail.log_verdict``):
+    ``cls``, ``action_kind``, ``says`` (:func:`log_says`), ``detail``, ``evidence`` (its first line); None when the
+    log holds no match (``crash-other`` with ``inconclusive``: silence)."""
+    d = v.get("detail") or {}
+    if not v.get("cls") or d.get("inconclusive"):
+        return None
+    return {
+        "cls": v["cls"],
+        "action_kind": v.get("action_kind"),
+        "says": log_says(v),
+        "detail": dict(d),
+        "evidence": list(v.get("evidence") or [])[:1],
+    }
+
+
+def _stopped_on_repeat(v: Dict[str, Any], found: Mapping[str, Any]) -> None:
+    """Classifier verdict ``v`` of an attempt the supervisor stopped because a fatal error of the classifier's table
+    kept coming back with no step (``found``: :class:`dapo_ops.core.classify.storm.StormDetector`'s fatal dict):
+    ``detail.repeated`` says how often and its action line that the attempt was stopped, then the policy's."""
+    v.setdefault("detail", {})["repeated"] = {
+        k: found.get(k) for k in ("signature", "cls", "count", "span_s", "source", "line")
+    }
+    v["action"] = "%s repeated %d times in %.0f s with no training step (%s): attempt stopped; %s" % (
+        log_says(v),
+        found.get("count") or 0,
+        found.get("span_s") or 0,
+        str(found.get("line") or "")[:160],
+        v.get("action") or action_text(str(v.get("cls")), v["detail"]),
+    )
 
 
 def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int]) -> Dict[str, Any]:
@@ -126,6 +171,7 @@ def stall_verdict(
     stall_by: Optional[str] = None,
     counters: Optional[List[str]] = None,
     basis: Optional[str] = None,
+    log_verdict: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """The attempt stopped making progress (``stall_by``: ``silence`` = no step line and no output for ``idle_s`` >=
     ``threshold_s`` seconds, :class:`.stall.StepClock`; ``no-step`` = output but no step line for
@@ -133,7 +179,10 @@ def stall_verdict(
     evidence, :class:`.stall.CounterWatch`): class ``hang`` with where each process stood (``stacks``:
     :func:`.stall.dump_stacks`' entries, the dumps in ``stacks_file``) merged across ranks
     (:func:`.stall.merge_ranks`: its ``cause`` picks the policy row, ``dapo_ops/core/policy.py``). ``basis``: what
-    the limit was made of (:meth:`.stall.StepClock.basis`), the action's words for it."""
+    the limit was made of (:meth:`.stall.StepClock.basis`), the action's words for it. ``log_verdict``:
+    the classifier's verdict on the attempt's log (:func:`attempt_verdict`); a match there, fatal or not, is
+    ``detail.log_verdict`` (:func:`log_match`) and the action line says it (``the log shows network (ray-head,
+    198.51.140.99:6379)``), beside where the processes stood."""
     merged = stall.merge_ranks(stacks)
     stood = ["%s %d: %s" % (e["role"], e["pid"], e.get("where") or e.get("error") or "?") for e in stacks]
     detail = {
@@ -158,6 +207,9 @@ def stall_verdict(
         detail["fix"] = merged["fix"]
     if counters:
         detail["counters"] = list(counters)
+    said = log_match(log_verdict) if log_verdict else None
+    if said is not None:
+        detail["log_verdict"] = said
     return _hang_with_stacks(detail, stood, stacks_file)
 
 
@@ -208,7 +260,8 @@ def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str
         'is learned from the run\'s own steps (docs/troubleshooting.md "Stalls"); raise `stall_floor_s` / '
         "`stall_factor` in the host's `[hosts.<name>.supervisor]` table of hosts.toml if steps legitimately pause "
         "this long." % (stacks_file, RESUME_CMD),
-        "evidence": (stood + list(detail.get("counters") or []))[:16],
+        "evidence": (stood + list(detail.get("counters") or []))[:15]
+        + list((detail.get("log_verdict") or {}).get("evidence") or []),
         "detail": detail,
     }
 
@@ -216,10 +269,12 @@ def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str
 def _hang_action(detail: Dict[str, Any], stacks_file: str) -> str:
     """The one-line action of a hang verdict with stack dumps: why, where the ranks stood, and the policy's action for
     ``detail`` (rebuilt whole by :func:`mark_repeat`: the policy texts hold "; " themselves)."""
-    return "stalled: %s; %s (stack dumps: %s); attempt stopped; %s" % (
+    said = detail.get("log_verdict")
+    return "stalled: %s; %s (stack dumps: %s)%s; attempt stopped; %s" % (
         _why(detail),
         _where(detail),
         stacks_file.rsplit("/", 1)[-1],
+        "; the log shows %s: %s" % (said["says"], (said.get("evidence") or ["?"])[0][:160]) if said else "",
         action_text("hang", detail),
     )
 

@@ -24,6 +24,7 @@ from dapo_ops.agent.supervisor import logcap, record, stall
 from dapo_ops.agent.supervisor.record import iso, log, now
 from dapo_ops.core import defaults, health
 from dapo_ops.core.classify import storm
+from dapo_ops.core.classify.logtail import fatal_signature
 from dapo_ops.core.logformat import (
     ANSI_RE,
     LinkScanner,
@@ -156,8 +157,10 @@ class Scanner:
         self.storms = storm.StormDetector(
             min_span_s=tun.get("storm_min_span_s", storm.MIN_SPAN_S),
             slow_span_s=tun.get("storm_slow_span_s", storm.SLOW_SPAN_S),
+            fatal_of=fatal_signature,
         )
-        self.storm: Optional[Dict[str, Any]] = None  # the storm called (storm.StormDetector's dict)
+        # the storm called (storm.StormDetector's dict): an error storm, or a fatal error repeating (its "fatal")
+        self.storm: Optional[Dict[str, Any]] = None
         self.step_s: List[float] = []  # this attempt's step durations (s), the first one (warm-up) included
         self._step_at: Optional[float] = None
         self.hang_timeout_s = float(hang_timeout_s)
@@ -209,6 +212,22 @@ class Scanner:
             self.rec.setdefault("health", {})["flag"] = flag.to_json()
             log("training metrics went bad in attempt %d: %s" % (self.att["n"], flag.words()))
 
+    def _on_storm(self, found: Optional[Dict[str, Any]]) -> None:
+        """The storm detector called one (``found``, else None): kept in :attr:`storm` and said in supervisor.log."""
+        if found is None:
+            return
+        self.storm = found
+        if found.get("fatal"):
+            log(
+                "fatal %s error repeating in attempt %d: x%d in %.0f s with no step: %s"
+                % (found["cls"], self.att["n"], found["count"], found["span_s"], found["line"][:200])
+            )
+            return
+        log(
+            "error storm in attempt %d: %s x%d in %.0f s at %s (user code: %s)"
+            % (self.att["n"], found["exc"], found["count"], found["span_s"], found["frame"], found["user_frame"])
+        )
+
     def _wants_link(self) -> bool:
         """This attempt still looks for SwanLab's link: the run has none yet, or it is an offline run's
         ``swanlab sync`` command, to which each attempt adds its own directory
@@ -232,13 +251,7 @@ class Scanner:
             if "finite" in line or "step failed" in line:  # verl's skipped update (core/health.py SKIP_MARKS)
                 self._on_health(self.health.feed_line(line))
             if self.storm is None:
-                found = self.storms.feed(line, t)
-                if found is not None:
-                    self.storm = found
-                    log(
-                        "error storm in attempt %d: %s x%d in %.0f s at %s (user code: %s)"
-                        % (att["n"], found["exc"], found["count"], found["span_s"], found["frame"], found["user_frame"])
-                    )
+                self._on_storm(self.storms.feed(line, t))
             total = parse_total(line)
             if total is not None:
                 rec["total_steps"] = total
@@ -318,11 +331,13 @@ def follow(
     """Follow the attempt until it ends. Returns None (verl exited; its output is read to the end), or why the
     supervisor must stop it: ``"stop"`` (``stop()`` true; a string it returns, e.g. ``"disk-full"``, is returned as
     the reason), ``"oom"`` (``oom_grace_s`` s after the OOM line), ``"storm"`` (the scanner called an error storm,
-    :mod:`.storm`), ``"diverged"`` (a training metric went bad: ``scanner.bad``, :mod:`dapo_ops.core.health`),
-    ``"stall"`` (no step line and no new output for ``scanner.stall_after_s`` s; output but no step
-    line for :data:`.stall.NO_STEP_FACTOR` x that; or the counters idle, ``scanner.counters``: :mod:`.stall`;
-    ``scanner.stall_by`` says which) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for ``hang_timeout_s`` s:
-    the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
+    :mod:`.storm`), ``"fatal"`` (a fatal error of the classifier's table repeating with no step, ``scanner.storm``
+    with ``fatal``: :mod:`dapo_ops.core.classify.storm`), ``"diverged"`` (a training metric went bad: ``scanner.bad``,
+    :mod:`dapo_ops.core.health`), ``"stall"`` (no step line and no new output for ``scanner.stall_after_s`` s;
+    output but no step line for :data:`.stall.NO_STEP_FACTOR` x that, before step 1 too when a run of this
+    configuration left its start-up time; or the counters idle, ``scanner.counters``: :mod:`.stall`;
+    ``scanner.stall_by`` says which) or ``"hang"`` (no ``step:`` line, i.e. ``rec["last_progress_at"]``, for
+    ``hang_timeout_s`` s: the cap). Progress is written to run.json at most every ``writer.interval_s`` s; the loop sleeps ``poll_s`` s
     when nothing is new. ``tick()`` is called after each read that brought new output (the learned-start memo)."""
     grew_at = att["started_at"]
     while True:
@@ -341,7 +356,7 @@ def follow(
         if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
             return "oom"
         if scanner.storm is not None and scanner.oom_at is None:
-            return "storm"
+            return "fatal" if scanner.storm.get("fatal") else "storm"
         if scanner.bad is not None and scanner.oom_at is None:
             return "diverged"
         last = rec.get("last_progress_at") or att["started_at"]
@@ -353,7 +368,7 @@ def follow(
             scanner.idle_s, scanner.stall_by = round(t - max(last, grew_at), 1), "silence"
             log("no step and no output for %.0f s (stall threshold %.0f s): stall" % (t - max(last, grew_at), lim))
             return "stall"
-        if lim is not None and scanner.step_s and t - last > stall.NO_STEP_FACTOR * lim:
+        if lim is not None and t - last > stall.NO_STEP_FACTOR * lim:  # before step 1 too, once a limit is learned
             scanner.idle_s, scanner.stall_by = round(t - last, 1), "no-step"
             log(
                 "output but no step line for %.0f s (%.0f x the stall threshold %.0f s): stall"

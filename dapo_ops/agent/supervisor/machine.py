@@ -328,6 +328,12 @@ class Supervisor:
             "bad": scanner.bad,
         }
 
+    def _log_verdict(self, k: int, out: Dict[str, Any]) -> Dict[str, Any]:
+        """The classifier's verdict on attempt ``k``'s log (``out``: :meth:`_run_attempt`'s outcome), against the
+        planned total (verl's ``Total training steps`` line, else the spec's ``steps``)."""
+        planned = self.rec.get("total_steps") or self.spec.settings.get("steps")
+        return escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
+
     def _clock_settings(self) -> Dict[str, Any]:
         """``save_freq`` / ``test_freq`` the run's verl uses (the settings, else the value the last ``--override`` of
         ``trainer.save_freq`` / ``trainer.test_freq`` gives it; a ``~key`` deletion gives none,
@@ -556,6 +562,7 @@ class Supervisor:
                     "hang" if hang else out.get("stall_by"),
                     out.get("counters") if out.get("stall_by") == "counters" else None,
                     basis=None if hang else out.get("stall_basis"),
+                    log_verdict=self._log_verdict(k, out),
                 )
                 escalate.mark_repeat(
                     verdict,
@@ -567,9 +574,8 @@ class Supervisor:
             ):  # verl died of it first
                 self.disk.release()  # verl is gone: room for the end line and the final run.json
                 verdict = self.disk.verdict(self.rec.get("step"), self.rec.get("total_steps"))
-            else:
-                planned = self.rec.get("total_steps") or self.spec.settings.get("steps")
-                verdict = escalate.attempt_verdict(str(self.paths.attempt_log(k)), out, planned)
+            else:  # the classifier's: verl ended, a device-OOM line, a fatal error repeating ("fatal")
+                verdict = self._log_verdict(k, out)
             bad = escalate.flag_of(verdict) if out["killed_by"] is None else out["bad"]
             if bad is not None and out["killed_by"] is None:  # verl ended by itself after its metrics went bad
                 verdict = escalate.diverged_verdict(

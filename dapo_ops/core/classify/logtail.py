@@ -37,7 +37,14 @@ import re
 from dataclasses import dataclass
 
 from dapo_ops.core import logformat
-from dapo_ops.core.classify.signatures import DEVICE_OOM_NEEDLES, DEVICE_OOM_RX, SIGNATURES, WARNING_LINE_RX, Sig
+from dapo_ops.core.classify.signatures import (
+    DEVICE_OOM_NEEDLES,
+    DEVICE_OOM_RX,
+    ROOT,
+    SIGNATURES,
+    WARNING_LINE_RX,
+    Sig,
+)
 from dapo_ops.core.classify.verdict import IMPOSSIBLE_ALLOC_GIB
 
 # --------------------------------------------------------------------------- the normalised tail
@@ -505,6 +512,46 @@ def scan(log: Log) -> list[Hit]:
             hits.append(Hit(sig, i, m))
     hits.sort(key=lambda h: h.line)
     return hits
+
+
+#: signatures that never call a live fatal repeat (:func:`fatal_signature`): a device OOM has its own live path (the
+#: supervisor's OOM line, ``oom_grace_s``); the rows :func:`dapo_ops.core.classify.decide.decide` itself distrusts on
+#: their own: a caught import (``missing-module``), numpy 2's banner (``numpy-abi``), the reward dispatcher's bare
+#: errors (``reward-source``, only under its frame) and a device code beside an OOM or a collective (``kernel-fault``)
+LIVE_EXCLUDED = ("missing-module", "numpy-abi", "reward-source", "kernel-fault")
+#: the fatal root-cause signatures a live line is checked against, and one regex of all their needles (one search
+#: per line finds the candidates, as :func:`scan` does per tail)
+_LIVE_SIGS = tuple(
+    s for s in SIGNATURES if s.fatal and s.tier == ROOT and s.cls != "oom-device" and s.name not in LIVE_EXCLUDED
+)
+_LIVE_NEEDLES_RX = re.compile(
+    "|".join(sorted({re.escape(n) for s in _LIVE_SIGS for n in s.needles}, key=len, reverse=True))
+    + "".join("|" + f.pattern for f in {s.finder for s in _LIVE_SIGS if s.finder is not None})
+)
+
+
+def _live_match(sig: Sig, low: str) -> bool:
+    """``sig`` matches the lower-cased line ``low`` (its needles or its finder first, as :func:`scan`)."""
+    if not any(n in low for n in sig.needles) and (sig.finder is None or sig.finder.search(low) is None):
+        return False
+    return sig.rx.search(low) is not None
+
+
+def fatal_signature(line: str) -> Sig | None:
+    """The fatal root-cause signature (tier ``ROOT``, ``fatal``: the classifier's own table,
+    ``dapo_ops/core/classify/signatures.py``) one raw log line matches, or None: the check the supervisor runs on
+    every new line to count a fatal error that keeps coming back while verl runs (:mod:`.storm`). ANSI codes, the
+    Ray / rank prefix and boilerplate are stripped; echo lines (overrides, ``+ cmd``, the printed config) never
+    match; :data:`LIVE_EXCLUDED` rows and device OOMs are left to their own paths. Whether a match is the verdict
+    stays :func:`dapo_ops.core.classify.decide.decide`'s, over the whole log. About 15 us a line (one regex of all
+    the needles finds the few candidate lines)."""
+    if not line or _LIVE_NEEDLES_RX.search(line.lower()) is None:
+        return None
+    s = normalise_line(_ANSI_RX.sub("", line))
+    if is_echo_text(s):
+        return None
+    low = s.lower()
+    return next((sig for sig in _LIVE_SIGS if _live_match(sig, low)), None)
 
 
 def is_device_oom_line(line: str) -> bool:

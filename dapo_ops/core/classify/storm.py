@@ -29,6 +29,17 @@ storm (29 tracebacks/s) is called :data:`MIN_SPAN_S` seconds after its first tra
 
 The verdict names the innermost frame outside verl, Ray, torch, vLLM and the standard library (:func:`user_frame`):
 the user's file and line (``bad_reward.py:5``).
+
+Fatal repeats (the live supervisor only: it passes ``fatal_of``): a line of one of the classifier's fatal root-cause
+signatures (:func:`dapo_ops.core.classify.logtail.fatal_signature`) that one process prints again and again with no
+step in between, under the same two rules, is a process stuck in that error while it runs: Ray's GCS client retries
+an unreachable head for ever (``Failed to connect to GCS at address ...`` every 35 s in
+tests/cases/handed/case-31-ray-gcs-connect-timeout.log, every 5 s from the sandbox stand-in's ``network`` cue),
+which is no traceback and never exits. Counted per Ray source and class, so that one warning printed once by each
+rank (an offline hub lookup at start-up, tests/cases/variants/v-oom-device-after-hub-warning-first-step.log) never
+adds up; one match alone never stops a run (the classifier's own precedence notes that network lines are often a
+warning before the real failure). The verdict is the classifier's over the whole log (class, address, policy), not
+``error-storm``; the replay of a finished log does not count them, since the classifier names the same error there.
 """
 
 from __future__ import annotations
@@ -101,15 +112,21 @@ class StormDetector:
         slow_repeats: int = SLOW_REPEATS,
         slow_span_s: float = SLOW_SPAN_S,
         count_repeats: Optional[int] = None,
+        fatal_of: Optional[Callable[[str], Any]] = None,
     ):
         """``count_repeats``: also call a storm after this many repeats whatever their span (only for a log with no
-        clock: :mod:`dapo_ops.core.classify.replay` passes :data:`COUNT_REPEATS`; the live supervisor never)."""
+        clock: :mod:`dapo_ops.core.classify.replay` passes :data:`COUNT_REPEATS`; the live supervisor never).
+        ``fatal_of(raw_line)``: the classifier's fatal root-cause signature of a line, or None
+        (:func:`dapo_ops.core.classify.logtail.fatal_signature`; the live supervisor passes it): such lines are
+        counted too, per Ray source and class, under the same rules, and a call is a *fatal repeat* (the dict's
+        ``fatal`` true; see :meth:`_fatal`)."""
         rules = [(int(min_repeats), float(min_span_s)), (int(slow_repeats), float(slow_span_s))]
         if count_repeats is not None:
             rules.append((int(count_repeats), 0.0))
         self.rules = tuple(rules)
+        self.fatal_of = fatal_of
         self.readers: Dict[str, TracebackReader] = {}
-        self.counts: Dict[Tuple[str, str, int], List[Any]] = {}
+        self.counts: Dict[Tuple[str, str, Any], List[Any]] = {}
         self.storm: Optional[Dict[str, Any]] = None
         self.tracebacks = 0  # seen in this attempt (all keys)
 
@@ -120,11 +137,14 @@ class StormDetector:
     def feed(self, raw: str, t: float) -> Optional[Dict[str, Any]]:
         if self.storm is not None:
             return None
+        if self.fatal_of is not None:
+            sig = self.fatal_of(raw)
+            if sig is not None:
+                return self._fatal(sig, raw, t)
         if not self.readers and "Traceback (most" not in raw:
             return None  # the common line: no block open anywhere, none starting
         line = strip_ansi(raw)
-        m = RAY_PREFIX_RE.match(line)
-        src = m.group("pid") or "raylet" if m else "-"
+        src = _source(line)
         line = strip_prefixes(line)
         rd = self.readers.get(src)
         if rd is None:
@@ -148,19 +168,24 @@ class StormDetector:
         self.readers.clear()
         return out
 
-    def _count(self, tb: Traceback, t: float) -> Optional[Dict[str, Any]]:
-        self.tracebacks += 1
-        inner = tb.frames[-1]
-        key = (tb.exc, inner[0], inner[1])
+    def _tally(self, key: Tuple[str, str, Any], t: float) -> Optional[Tuple[int, float, float]]:
+        """One more of ``key`` at ``t``: ``(count, first_at, span_s)`` once a rule holds, else None."""
         c = self.counts.get(key)
         if c is None:
             if len(self.counts) >= MAX_KEYS:
                 self.counts.clear()
-            c = self.counts[key] = [0, t, tb]
+            c = self.counts[key] = [0, t]
         c[0] += 1
-        c[2] = tb
         span = t - c[1]
         if not any(c[0] >= n and span >= s for n, s in self.rules):
+            return None
+        return c[0], c[1], span
+
+    def _count(self, tb: Traceback, t: float) -> Optional[Dict[str, Any]]:
+        self.tracebacks += 1
+        inner = tb.frames[-1]
+        called = self._tally((tb.exc, inner[0], inner[1]), t)
+        if called is None:
             return None
         uf = user_frame(tb.frames)
         ev = ['File "%s", line %d, in %s' % f for f in tb.frames[-4:]]
@@ -168,9 +193,9 @@ class StormDetector:
         self.storm = {
             "exc": tb.exc,
             "message": tb.message,
-            "count": c[0],
-            "first_at": c[1],
-            "span_s": round(span, 1),
+            "count": called[0],
+            "first_at": called[1],
+            "span_s": round(called[2], 1),
             "frame": where(inner),
             "user_frame": where(uf),
             "user_path": uf[0] if uf else None,
@@ -178,6 +203,37 @@ class StormDetector:
             "evidence": ev,
         }
         return self.storm
+
+    def _fatal(self, sig: Any, raw: str, t: float) -> Optional[Dict[str, Any]]:
+        """A line of the classifier's fatal signature ``sig`` (``.name``, ``.cls``), counted per Ray source (one
+        process retrying, never one line per rank) and class (Ray's GCS loop alternates two rows,
+        tests/cases/handed/case-31-ray-gcs-connect-timeout.log). The dict when called: ``fatal`` (True), ``cls``,
+        ``signature``, ``source``, ``count``, ``first_at``, ``span_s``, ``line``, ``evidence``. Its verdict is the
+        classifier's over the whole log (``dapo_ops/agent/supervisor/escalate.py`` ``attempt_verdict``)."""
+        line = strip_ansi(raw)
+        src = _source(line)
+        called = self._tally(("fatal", src, sig.cls), t)
+        if called is None:
+            return None
+        text = strip_prefixes(line).strip()[:300]
+        self.storm = {
+            "fatal": True,
+            "cls": sig.cls,
+            "signature": sig.name,
+            "source": src,
+            "count": called[0],
+            "first_at": called[1],
+            "span_s": round(called[2], 1),
+            "line": text,
+            "evidence": [text],
+        }
+        return self.storm
+
+
+def _source(line: str) -> str:
+    """Which process wrote ``line`` (ANSI stripped): its Ray prefix's pid, ``raylet``, or ``-`` (the driver)."""
+    m = RAY_PREFIX_RE.match(line)
+    return (m.group("pid") or "raylet") if m else "-"
 
 
 def repeats_without_progress(lines: Iterable[str], step_of: Callable[[str], object]) -> Dict[Tuple[str, str, int], int]:
