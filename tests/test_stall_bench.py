@@ -23,6 +23,7 @@ import pytest
 import test_launch_bench
 from dapo_ops.agent.supervisor import stall
 from dapo_ops.core import defaults
+from dapo_ops.core.classify import storm
 from test_launch_bench import inv, launch, read_run, wait_end
 
 pytestmark = pytest.mark.bench
@@ -97,6 +98,25 @@ def test_every_reward_worker_in_user_code_stops_naming_the_frame(sandbox, host_r
     assert d["frame"].startswith("compute_score (my_reward.py:"), d["frame"]  # real py-spy on the parked workers
     assert len(d["roles"].get("reward") or []) == 2, d
     assert v["action_kind"] == "stop" and d["frame"] in v["action"] and "no blind retry" in v["action"], v["action"]
+
+
+def test_a_start_up_stuck_on_the_ray_head_is_stopped_as_network_not_a_hang(sandbox, host_ready):
+    """The new-user trial (tests/test_live_fatal.py): the stand-in's ``network`` cue prints Ray's GCS loop for ever,
+    never a step. HANG_TIMEOUT is the default 30 min; each attempt is stopped once the line repeated 10 times over
+    60 s (``killed_by`` ``fatal``) with the classifier's verdict (network, the head's address) and policy: one retry
+    after cleanup, then stop, and `inv status` names the address."""
+    host_ready("h1", {"failure": {"kind": "network", "head": "198.51.140.99"}})
+    res, rid = launch(host_ready, "h1", "--steps", "12", "--framework", "fsdp", "--save-freq", "2")
+    assert res.returncode == 0, res.stderr
+    rec = wait_end(sandbox, "h1", rid, timeout=600)
+    assert rec["status"] == "failed" and [a["killed_by"] for a in rec["attempts"]] == ["fatal", "fatal"], rec
+    for a in rec["attempts"]:
+        v = a["verdict"]
+        assert (v["cls"], v["detail"]["cause"], v["detail"]["address"]) == ("network", "ray-head", "198.51.140.99:6379")
+        assert v["detail"]["repeated"]["count"] >= storm.SLOW_REPEATS and "attempt stopped" in v["action"], v
+    assert rec["decision"]["action"] == "stop" and "network again after one retry" in rec["decision"]["reason"]
+    table = inv(host_ready, "status", "-H", "h1").stdout
+    assert "198.51.140.99:6379" in table, table
 
 
 def test_killed_supervisor_status_shows_the_step_verl_reached(sandbox, host_ready):

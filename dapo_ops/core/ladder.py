@@ -350,11 +350,18 @@ _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
     "and the HF_ENDPOINT mirror, or put the model and data on the host's disk (--model /path)",
     ("network", "http"): "an HTTP endpoint the run needs keeps failing (429/5xx): wait and launch again, or point "
     "the run at a local copy",
-    ("network", "ray-head"): "the Ray head cannot be reached: check the head's container, its address and port "
+    ("network", "ray-head"): "the Ray head{at} cannot be reached: check the head's container, its address and port "
     "(firewall, no_proxy) before launching again",
     None: "check the network, the Ray head and the HCCL/NCCL environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) "
     "before launching again",
 }
+
+
+def _retry_stop_suggestion(cls: str, detail: dict[str, Any]) -> str:
+    """What to check when ``cls`` failed again after its one retry (:data:`_RETRY_STOP_SUGGESTIONS`), naming the
+    verdict's ``address`` where the text has a place for it (``{at}``: the Ray head the GCS client could not reach)."""
+    text = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
+    return text.replace("{at}", " at %s" % detail["address"] if detail.get("address") else "")
 
 
 def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[FeatureSet, dict[str, Any]] | None:
@@ -608,7 +615,7 @@ class _Steps:
                 _diverged_suggestions(detail, settings),
             )
         if other.get(cls, 0) >= 1:
-            sugg = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
+            sugg = _retry_stop_suggestion(cls, detail)
             return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
         return Decision("retry", features, {}, self.rule.reason, [], [], cls)
 
