@@ -254,18 +254,24 @@ def _classified(tmp_path, lines):
 
 def test_a_hang_verdict_says_what_the_log_shows(tmp_path):
     lv = _classified(tmp_path, START + GCS)
-    v = escalate.stall_verdict(130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv)
+    v = escalate.stall_verdict(
+        130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv
+    )
     assert "no common frame across the processes" in v["action"]
     assert "the log shows network (ray-head, %s:6379): " % HEAD in v["action"]
     assert v["detail"]["log_verdict"]["cls"] == "network" and v["detail"]["log_verdict"]["detail"]["fatal"] is True
     assert GCS[0] in v["evidence"]
     # a non-fatal match is named too
     lv = _classified(tmp_path, START + ["(TaskRunner pid=1) swanlab: network error, swanlab will resume uploads"])
-    v = escalate.stall_verdict(130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv)
+    v = escalate.stall_verdict(
+        130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv
+    )
     assert "the log shows network (tracker, non-fatal): " in v["action"]
     # silence: nothing to name
     lv = _classified(tmp_path, START)
-    v = escalate.stall_verdict(130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv)
+    v = escalate.stall_verdict(
+        130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv
+    )
     assert "the log shows" not in v["action"] and "log_verdict" not in v["detail"]
 
 

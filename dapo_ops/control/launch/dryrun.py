@@ -69,7 +69,8 @@ def _overridden_features(plan: Plan) -> dict[str, str]:
     user = last_by_key(plan.run_spec.settings["extra_overrides"] or ())
     if not user:
         return {}
-    spec, fs, changes = plan.spec, plan.features, plan.spec.get("setting_changes")
+    spec, fs = plan.run_spec, plan.features
+    changes = dict(spec.setting_changes) or None
     out: dict[str, str] = {}
     for name in features.CATALOG:
         with_it = features.FeatureSet(fs.enabled + (features.Feature(name, "explicit"),), fs.disabled - {name})
