@@ -737,8 +737,10 @@ def test_table_checks_survive_python_O():
         (
             "RuntimeError: Failed to initialize SwanLab in online mode: no API key was provided, and interactive prompts "
             "are disabled.",
-            ("auth-error", "stop", None),
+            ("auth-error", "stop", "key-missing"),
         ),
+        # the key was passed and refused by its server (wandb's wording): not "pass the key", which it was
+        ("wandb: ERROR API key verification failed", ("auth-error", "stop", "key-rejected")),
         # vLLM's sampler warm-up OOM names the engine's own knobs: the rollout engine's memory, never the training ladder
         (
             "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering "
@@ -752,6 +754,10 @@ def test_engine_and_tracker_wordings_without_frames(text, want):
         "(TaskRunner pid=1) Using dataset class: RLHFDataset\n(WorkerDict pid=2) " + text + "\n", exit_code=1
     )
     assert (v.cls, v.action_kind, v.detail.get("cause")) == want, (v.evidence, v.detail)
+    if want[2] == "key-missing":
+        assert "no key in the container" in v.action and "pass the key as an env var" in v.action
+    if want[2] == "key-rejected":
+        assert "rejected the credentials" in v.action and "pass the key" not in v.action
     if want[0] == "oom-kv-cache":
         assert (v.detail["kv_direction"], v.detail["phase"]) == ("lower", "rollout-init")
 

@@ -29,7 +29,7 @@ _HELP = {
     "oom_killed": "docker inspect .State.OOMKilled of the container (true/false); empty = unknown",
     "total": "planned training steps (trainer.total_training_steps); 0 = take it from the log",
     "tail_mib": "MiB read from the end of the file",
-    "json": "print the verdict as JSON instead of text",
+    "json": "after the class: / action: lines, print the whole verdict as JSON (instead of evidence and hint)",
 }
 
 

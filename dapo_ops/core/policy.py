@@ -314,8 +314,17 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
-            "stop: tracker credentials missing or invalid; pass the key as an env var (or use local "
-            "mode), then relaunch",
+            "stop: the tracker has no key in the container and no TTY to ask for one; pass the key as an env var "
+            "(SWANLAB_API_KEY, never an override) or use local mode, then relaunch",
+            "tracker key missing: not retried; pass the tracker's key as an env var (SWANLAB_API_KEY, WANDB_API_KEY, "
+            "MLFLOW_TRACKING_*, CLEARML_API_*)",
+            when=("cause", "key-missing"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: the tracker's server rejected the credentials; check that the key belongs to that server and "
+            "account (SWANLAB_API_KEY for SWANLAB_HOST; a gated model needs HF_TOKEN with access) or use local "
+            "mode, then relaunch",
             "tracker credentials rejected: not retried; fix the tracker's key (SWANLAB_API_KEY / SWANLAB_HOST, "
             "WANDB_API_KEY, MLFLOW_TRACKING_*, CLEARML_API_*)",
         ),

@@ -857,8 +857,15 @@ def _collective(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[H
     return mk(h.sig.cls, d, ev(log, i, *more))
 
 
+#: auth-error signatures whose text says the key is absent (no TTY to prompt for it): ``detail["cause"]``
+#: ``key-missing`` selects the "pass the key" action; the rest were refused by a server (``key-rejected``): passing
+#: it again as an env var fixes nothing (a new-user trial got "credentials missing" for a key it had passed)
+AUTH_MISSING = ("no-tty-key", "swanlab-no-tty", "prompt-no-tty")
+
+
 def _auth(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     d["fatal"] = True
+    d["cause"] = "key-missing" if h.sig.name in AUTH_MISSING else "key-rejected"
     return mk(h.sig.cls, d, ev(log, h.line))
 
 

@@ -132,9 +132,9 @@ CLASS_TABLE: dict[str, dict[str, Any]] = {
             "RuntimeError: Failed to initialize SwanLab in online mode: no TTY is available for interactive login.",
             "swanlab: swanlab api error (... '401 Authorization Required') while step: lines continue (non-fatal)",
         ],
-        "cause": "Tracker credentials are missing or invalid inside the container; there is no TTY to prompt.",
+        "cause": "Tracker credentials are missing inside the container (there is no TTY to prompt: cause key-missing) or its server rejected them (cause key-rejected: passing the same key again fixes nothing).",
         "tool": "Fatal: stops, no retry until fixed. Non-fatal 401 during training: keeps running and alerts.",
-        "you": "Pass SWANLAB_API_KEY (or WANDB_API_KEY) as an env var into the container (never as an override), SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server, or SWANLAB_MODE=local.",
+        "you": "Missing: pass SWANLAB_API_KEY (or WANDB_API_KEY) as an env var into the container (never as an override), SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server, or SWANLAB_MODE=local. Rejected: check the key belongs to that server and account (a gated model: HF_TOKEN with access).",
     },
     "crash-other": {
         "symptoms": [
