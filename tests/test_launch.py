@@ -310,7 +310,7 @@ def test_help_lists_the_runbook_flags_long_only(tmp_path, task):
         "--rollout-gpus",
         "--max-response-length",
         "--features",
-        "--offload",
+        "--[no-]offload",
         "--max-oom-retries",
         "--container",
         "--dry-run",
