@@ -291,8 +291,8 @@ class StandinTrainer:
         if self.fires("network"):
             for ln in texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11")):
                 print(ln, flush=True)
-            while True:  # the real GCS loop never ends on its own
-                time.sleep(5)
+            while True:  # the real GCS loop never ends on its own (every ~5 s; the cue's every_s for a faster test)
+                time.sleep(float(self.fail.get("every_s", 5)))
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
