@@ -680,17 +680,21 @@ def test_hosts_check_json(tmp_path):
     assert out["hosts"]["h1"]["message"].startswith("h1: ")
 
 
-@pytest.mark.parametrize("task", ["status", "stop", "watch", "logs"])
-def test_a_run_flag_that_is_no_run_id_is_a_usage_error_before_any_host(task, tmp_path):
+@pytest.mark.parametrize("given", ["bogus", "", " "])
+@pytest.mark.parametrize("task", ["status", "stop", "watch", "logs", "launch"])
+def test_a_run_flag_that_is_no_run_id_is_a_usage_error_before_any_host(task, given, tmp_path):
     """``inv status -r bogus`` printed a table and exited 1 (``inv stop --run bogus`` 1 too) while ``inv launch
-    --resume bogus`` was a usage error (a new-user trial): every --run is judged the same, before the inventory."""
+    --resume bogus`` was a usage error (a new-user trial); ``--run "$RUN"`` / ``--resume "$RUN"`` with RUN unset
+    acted on the latest run (``inv stop`` stopped it) or started a new run (a second trial): every --run and
+    --resume is judged the same, before the inventory."""
     from invoke import Context
     from invoke.exceptions import Exit
 
-    from dapo_ops.cli import logs as cli_logs, status as cli_status
+    from dapo_ops.cli import launch as cli_launch, logs as cli_logs, status as cli_status
 
-    fn = cli_logs.logs if task == "logs" else getattr(cli_status, task)
+    fn = {"logs": cli_logs.logs, "launch": cli_launch.launch}.get(task) or getattr(cli_status, task)
+    flag = {"launch": "resume"}.get(task, "run")
     with pytest.raises(Exit) as e:
-        fn(Context(), run="bogus", inventory=str(tmp_path / "none.toml"))
-    assert e.value.code == 2 and str(e.value.message).startswith("--run takes a run id like 20261129-151200-a1b2")
-    assert "'bogus'" in e.value.message and "\n" not in e.value.message
+        fn(Context(), **{flag: given}, inventory=str(tmp_path / "none.toml"))
+    assert e.value.code == 2 and str(e.value.message).startswith(f"--{flag} takes a run id like 20261129-151200-a1b2")
+    assert f"(got {given!r})" in e.value.message and "\n" not in e.value.message

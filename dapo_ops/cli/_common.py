@@ -322,16 +322,20 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     raise Exit(" ".join(str(message).split()), code=code)
 
 
-def refuse_bad_run_id(run: str) -> None:
-    """``--run`` (status, stop, watch, logs) given but not a run id: ONE line and exit :data:`EXIT_USAGE`, nothing
+def run_id_flag(run: str | None, flag: str = "--run") -> str:
+    """The run id a ``--run`` (status, stop, watch, logs) or ``--resume`` flag gives, ``""`` when the flag was not
+    given (its task default is None). Given but not a run id, an empty one included (``--run "$RUN"`` with RUN
+    unset acted on the latest run: ``inv stop`` stopped it): ONE line and exit :data:`EXIT_USAGE`, nothing
     contacted (it was a per-host "no run" row and exit 1, while ``inv launch --resume bogus`` was a usage error)."""
     from dapo_ops.core import runstate
 
-    if run and not runstate.is_run_id(run):
+    if run is not None and not runstate.is_run_id(run):
         fail(
-            f"--run takes a run id like 20261129-151200-a1b2 (got {run!r}); list runs with `inv status --all`",
+            f"{flag} takes a run id like 20261129-151200-a1b2 (got {run!r}); list runs with `inv status --all`"
+            + (f" (leave {flag} out for the latest run)" if flag == "--run" else ""),
             EXIT_USAGE,
         )
+    return run or ""
 
 
 def interrupted(task_name: str) -> Exit:
@@ -635,7 +639,7 @@ __all__ = [
     "refuse_job_as_mode",
     "takes_hosts",
     "fail",
-    "refuse_bad_run_id",
+    "run_id_flag",
     "load_inventory",
     "select_hosts",
     "run_config",

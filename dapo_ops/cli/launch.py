@@ -37,6 +37,7 @@ from dapo_ops.cli._common import (
     fanout_task,
     given_flags,
     on_interrupt,
+    run_id_flag,
     refuse_job_as_mode,
     run_config,
     select_hosts,
@@ -84,7 +85,7 @@ OPTIONS: dict[str, Any] = {
     "link_wait": 20,
     "accept_new_host_keys": False,
     "independent": False,
-    "resume": "",
+    "resume": None,
     "json_": False,
 }
 #: THE parameters of both launch tasks (``launch`` and ``one-step-off`` are built from it, :func:`_launch_task`):
@@ -121,7 +122,7 @@ def task_args(job: str, kw: Mapping[str, Any]) -> request.TaskArgs:
         skip_preflight=bool(kw["skip_preflight"]),
         link_wait=kw["link_wait"],
         independent=bool(kw["independent"]),
-        resume=kw["resume"] or "",
+        resume=run_id_flag(kw["resume"], "--resume"),  # given empty ("$RUN" unset) is refused, not "a new run"
         json=bool(kw["json_"]),
     )
 

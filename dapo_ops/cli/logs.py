@@ -31,7 +31,7 @@ from dapo_ops.cli._common import (
     connect_timeout_override,
     fanout_task,
     fail,
-    refuse_bad_run_id,
+    run_id_flag,
     select_hosts,
     with_container,
 )
@@ -250,7 +250,7 @@ def follow(pairs, lines: int, out=None) -> int:
         "container": CONTAINER_HELP,
     }
 )
-def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run="", container=""):
+def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, attempt=0, run=None, container=""):
     """The run's train.log: last N lines, -f to follow, --errors for failure evidence only."""
     if int(lines) < 0 or int(attempt) < 0:
         fail("logs: --lines and --attempt take a number >= 0 (e.g. --lines 200, --attempt 2)", EXIT_USAGE)
@@ -260,7 +260,7 @@ def logs(c, hosts="", inventory="", lines=100, follow_=False, errors=False, atte
             f"(more than any train.log holds: the supervisor caps its growth)",
             EXIT_USAGE,
         )
-    refuse_bad_run_id(run)
+    run = run_id_flag(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     multi = len(chosen) > 1

@@ -26,7 +26,7 @@ from dapo_ops.core.runstate import RunStatus
 from dapo_ops.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
-    refuse_bad_run_id,
+    run_id_flag,
     connect_timeout_override,
     fanout_task,
     fail,
@@ -231,13 +231,13 @@ def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, w
         "container": CONTAINER_HELP,
     }
 )
-def status(c, hosts="", inventory="", json_=False, all_=False, run="", container=""):
+def status(c, hosts="", inventory="", json_=False, all_=False, run=None, container=""):
     """One row per host/run: state, step/total, ETA, attempt, features, key metrics, verdict, log age.
 
     A run is flagged STALE after max(900 s, 3 x its step time) without a progress line; the 900 s is
     ``status.stale_after_s`` in the program's config file (docs/workflow.md "Monitoring").
     """
-    refuse_bad_run_id(run)
+    run = run_id_flag(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     rows = collect_rows(c, chosen, run=run, all_runs=all_, stale_after_s=_stale_after(c))
@@ -266,13 +266,13 @@ def status(c, hosts="", inventory="", json_=False, all_=False, run="", container
         "container": CONTAINER_HELP,
     }
 )
-def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
+def stop(c, hosts="", inventory="", run=None, grace=60.0, container=""):
     """Stop the run (supervisor, verl, Ray sessions); keeps checkpoints and logs; idempotent.
 
     SIGTERM its supervisor (it stops its verl process group and marks run.json stopped); with a dead supervisor,
     kill the run's own verl processes and mark it stopped. Own PIDs only. A multi-host run's Ray sessions end on
     every node."""
-    refuse_bad_run_id(run)
+    run = run_id_flag(run)
     inv, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     import dapo_ops.control.status.stop
@@ -305,7 +305,7 @@ def stop(c, hosts="", inventory="", run="", grace=60.0, container=""):
         "are the same",
     }
 )
-def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=False):
+def watch(c, hosts="", inventory="", run=None, interval=10.0, container="", json_=False):
     """Block until the run ends, printing state changes (attempt started, OOM escalation, finished).
 
     On a terminal, a run that made no such line for a minute gets a progress line (run id, step, rate, ETA).
@@ -318,7 +318,7 @@ def watch(c, hosts="", inventory="", run="", interval=10.0, container="", json_=
     """
     if float(interval) <= 0:
         fail("watch: --interval takes seconds > 0 (e.g. --interval 10)", EXIT_USAGE)
-    refuse_bad_run_id(run)
+    run = run_id_flag(run)
     _, chosen = select_hosts(c, hosts, inventory)
     chosen = with_container(chosen, container)
     import dapo_ops.control.status.watch
