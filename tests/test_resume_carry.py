@@ -51,12 +51,13 @@ def _old_plan(flags: dict, overrides=FIRST_OVERRIDES, host=GPU):
     )
 
 
-def _facts(monkeypatch, old_spec: dict, step: str = "4") -> resume.ResumeFacts:
-    """The earlier run as ``resume.read_facts`` reads it (the bundle op ``runfiles resume-facts``)."""
+def _facts(monkeypatch, old_spec: dict, step: str = "4", record: dict | None = None) -> resume.ResumeFacts:
+    """The earlier run as ``resume.read_facts`` reads it (the bundle op ``runfiles resume-facts``); ``record``: more
+    of its run.json (the features its ladder added)."""
     monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
     files = {
         f"/r/{OLD_ID}/spec.json": json.dumps(old_spec),
-        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": int(step)}),
+        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": int(step), **(record or {})}),
         f"{old_spec['settings']['ckpt_dir']}/latest_checkpointed_iteration.txt": step + "\n",
     }
 
@@ -254,3 +255,31 @@ def test_a_dry_run_of_a_resume_shows_the_plan_the_resume_runs(monkeypatch, tmp_p
             console=Console(file=io.StringIO()),
             resume_id=OLD_ID,
         )
+
+
+def test_no_offload_given_now_starts_the_resume_without_the_offload_it_carried(monkeypatch):
+    """``--resume ID --no-offload`` (or ``ENABLE_OFFLOAD=false``) kept the earlier run's offload, explicit or added by
+    its OOM ladder (a second trial): given now it wins; the ladder may still add offload later (not disabled)."""
+    off = "actor_rollout_ref.actor.fsdp_config.param_offload"
+    old = _old_plan({**FIRST, "offload": True})
+    assert f"{off}=True" in old.argv
+    p = _resume(_facts(monkeypatch, old.spec), {"steps": 10})
+    assert f"{off}=True" in p.argv  # not given now: carried
+    for flags, env in (({"steps": 10, "offload": False}, {}), ({"steps": 10}, {"ENABLE_OFFLOAD": "false"})):
+        st, extra = resume.resumed(settings.resolve(flags, env, {}), (), _facts(monkeypatch, old.spec))
+        p = planning.make_plan(
+            planning.draft_plan(
+                planning.PlanInputs(
+                    settings=st, host=GPU, mode="dapo", run_id=NEW_ID, swanlab_logger=False, extra_overrides=extra,
+                    resume=_facts(monkeypatch, old.spec),
+                )
+            )
+        )  # fmt: skip
+        assert f"{off}=False" in p.argv and not p.features.has("offload"), (flags, env)
+        assert "offload" not in p.features.disabled
+    laddered = _old_plan(FIRST)
+    added = [*laddered.spec["features"], {"name": "offload", "source": "oom-retry-1"}]
+    facts = _facts(monkeypatch, laddered.spec, record={"features": added})
+    assert _resume(facts, {"steps": 10}).features.source_of("offload") == "oom-retry-1"
+    p = _resume(facts, {"steps": 10, "offload": False})
+    assert not p.features.has("offload") and f"{off}=False" in p.argv

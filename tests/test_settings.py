@@ -316,6 +316,16 @@ def test_offload_against_minus_offload_goes_to_the_higher_source():
         resolve({}, {"ENABLE_OFFLOAD": "1", "USER_FEATURES": "-offload"}, {})
     with pytest.raises(SettingsError, match="drop one of them"):
         resolve({"offload": True, "features": "-offload"}, {}, {})
+    # and the other way round: offload off given (--no-offload / ENABLE_OFFLOAD=false) against 'offload' (second trial)
+    st = resolve({"offload": False}, {"USER_FEATURES": "offload,prefix_cache"}, {})
+    assert st["offload"] is False and st["features"] == "prefix_cache"
+    st = resolve({"features": "offload"}, {"ENABLE_OFFLOAD": "false"}, {})
+    assert st["offload"] is True and st["features"] == "offload"
+    with pytest.raises(
+        SettingsError, match=r"^ENABLE_OFFLOAD turns offload off but USER_FEATURES='offload' turns it on"
+    ):
+        resolve({}, {"ENABLE_OFFLOAD": "false", "USER_FEATURES": "offload"}, {})
+    assert resolve({}, {"USER_FEATURES": "offload"}, {})["features"] == "offload"  # offload at its default: no say
 
 
 @pytest.mark.parametrize(

@@ -798,19 +798,24 @@ _RANK = {"flag": 3, "env": 2, "file": 1, "default": 0}
 
 
 def _settle_offload(out: "Settings") -> None:
-    """``offload`` on (``--offload`` / ``ENABLE_OFFLOAD``) against ``-offload`` in the features: the higher source
-    wins (``ENABLE_OFFLOAD=True inv launch --features=-offload`` starts without offload; ``USER_FEATURES=-offload
-    inv launch --offload`` drops that ``-offload``); from sources of one rank :class:`SettingsError` (one line)."""
-    if not (out.values["offload"] and "offload" in parse_user_features(out.values["features"])[1]):
+    """The ``offload`` setting (``--[no-]offload`` / ``ENABLE_OFFLOAD``) against ``offload`` / ``-offload`` in the
+    features, when they disagree: the higher source wins (``ENABLE_OFFLOAD=True inv launch --features=-offload``
+    starts without offload; ``USER_FEATURES=-offload inv launch --offload`` drops that ``-offload``;
+    ``USER_FEATURES=offload inv launch --no-offload`` drops that ``offload``); from sources of one rank
+    :class:`SettingsError` (one line). An ``offload`` left at its default (False) never disagrees."""
+    on, off = parse_user_features(out.values["features"])
+    want = bool(out.values["offload"])
+    if out.sources["offload"] == "default" or ("offload" not in off if want else "offload" not in on):
         return
-    on_rank, off_rank = _RANK[out.sources["offload"]], _RANK[out.sources["features"]]
-    if on_rank == off_rank:
+    flag_rank, feat_rank = _RANK[out.sources["offload"]], _RANK[out.sources["features"]]
+    if flag_rank == feat_rank:
         raise SettingsError(
-            f"{out.origins['offload']} turns offload on but {out.origins['features']}="
-            f"{out.values['features']!r} turns it off ('-offload'); drop one of them"
+            f"{out.origins['offload']} turns offload {'on' if want else 'off'} but {out.origins['features']}="
+            f"{out.values['features']!r} turns it {'off' if want else 'on'} "
+            f"({'-offload' if want else 'offload'!r}); drop one of them"
         )
-    if off_rank > on_rank:
-        out.values["offload"] = False
+    if feat_rank > flag_rank:
+        out.values["offload"] = not want
     else:
         out.values["features"] = without_feature(out.values["features"], "offload")
 

@@ -430,7 +430,10 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
     if earlier is not None:  # --resume: the earlier run's checkpoint dir, names and features
         from dapo_ops.control.launch import resume
 
-        carried, fs = resume.carry(earlier, fs)
+        # --no-offload / ENABLE_OFFLOAD=False given now: the resumed run starts without the offload it carried
+        sources = dict(getattr(settings, "sources", None) or {})  # a plain dict of settings has none: nothing given
+        off_now = sources.get("offload") not in (None, "default", "resume") and not run_values(settings)["offload"]
+        carried, fs = resume.carry(earlier, fs, frozenset({"offload"}) if off_now else frozenset())
         s.update(carried)
         spec["features"] = fs.to_json()
         spec["resume_of"] = earlier.run_id

@@ -155,14 +155,15 @@ def _earlier_value(name: str, old: defaults.RunSpec):
     return 0 if name in defaults.NONE_IN_SPEC else _MISSING
 
 
-def resumed_features(now: str, offload_now: bool, old: defaults.RunSpec) -> str:
+def resumed_features(now: str, offload_now: bool | None, old: defaults.RunSpec) -> str:
     """The ``features`` setting of a run that continues ``old``'s: the features its user asked for (source
     ``explicit``, an ``--offload`` included) and turned off (``disabled_features``: ``-flash_attn``), each unless
-    ``now`` (the features given now) names it or ``offload_now`` turns offload on; then ``now``'s. A dependent
+    ``now`` (the features given now) names it or ``offload_now`` (``--[no-]offload`` / ``ENABLE_OFFLOAD`` given now:
+    True / False; None: not given) decides offload; then ``now``'s. A dependent of
     :data:`dapo_ops.core.features.IMPLIED_OFF` turned off with its feature is left to that rule (turning the feature
     back on now turns it back on too). Pure."""
     on, off = features.parse_user_features(now)
-    named = set(on) | set(off) | ({"offload"} if offload_now else set())
+    named = set(on) | set(off) | ({"offload"} if offload_now is not None else set())
     implied = {d for n, deps in features.IMPLIED_OFF.items() if n in old.disabled_features for d in deps}
     old_on = [str(f.get("name")) for f in old.features if f.get("source") == "explicit"]
     old_off = [n for n in old.disabled_features if n not in implied]
@@ -191,7 +192,7 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
             values[name], sources[name] = got, "resume"
     given = {name: sources[name] != "default" for name in ("features", "offload")}
     now = str(values["features"]) if given["features"] else ""
-    merged = resumed_features(now, bool(values["offload"]) and given["offload"], old)
+    merged = resumed_features(now, bool(values["offload"]) if given["offload"] else None, old)
     if merged != values["features"]:
         values["features"], sources["features"] = merged, "resume"
     return Settings(values=values, sources=sources, origins=dict(getattr(settings, "origins", {}) or {}))
@@ -232,19 +233,21 @@ def check_logging(facts: ResumeFacts, mode: str, given: bool) -> None:
         )
 
 
-def carry(facts: ResumeFacts, fs):
+def carry(facts: ResumeFacts, fs, start_without: frozenset[str] = frozenset()):
     """What a plan that continues ``facts``'s run takes from it: ``(settings, features)``, the spec settings
     ``ckpt_dir`` (verl resumes from its ``latest_checkpointed_iteration.txt``), ``experiment`` and ``project`` of the
     earlier run (the spec's ``strategy`` is ``facts.strategy``: the planner sets it), and ``fs`` (:class:`~dapo_ops.core.features.FeatureSet`) with the features the earlier run asked for
-    explicitly, began with from a learned start or had its OOM ladder add (unless turned off now). Pure; called by
-    :func:`dapo_ops.control.launch.plan.make_plan`."""
+    explicitly, began with from a learned start or had its OOM ladder add, unless turned off now (``-name``: never
+    again) or named in ``start_without`` (``--no-offload`` given now: the resumed run starts without it, its ladder
+    may add it again). Pure; called by :func:`dapo_ops.control.launch.plan.make_plan`."""
     old_s = facts.spec.settings
     carried = {k: old_s[k] for k in ("ckpt_dir", "experiment", "project") if old_s.get(k)}
     for f in facts.record.get("features") or facts.spec.features:
         src = str(f.get("source", ""))
         # what the earlier run asked for explicitly stays asked for (README: an explicit feature is never removed),
         # and what its OOM ladder added (or a learned start began with) stays, unless turned off now
-        if (src.startswith("oom-retry") or src in ("explicit", "learned")) and f.get("name") not in fs.disabled:
+        keep = f.get("name") not in fs.disabled and f.get("name") not in start_without
+        if (src.startswith("oom-retry") or src in ("explicit", "learned")) and keep:
             fs = fs.add(f["name"], src)
     return carried, fs
 
