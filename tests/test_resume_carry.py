@@ -283,3 +283,51 @@ def test_no_offload_given_now_starts_the_resume_without_the_offload_it_carried(m
     assert _resume(facts, {"steps": 10}).features.source_of("offload") == "oom-retry-1"
     p = _resume(facts, {"steps": 10, "offload": False})
     assert not p.features.has("offload") and f"{off}=False" in p.argv
+
+
+def test_a_tilde_given_now_removes_an_override_the_earlier_run_added(monkeypatch):
+    """``--override '+trainer.my_extra=hello'`` at launch, ``--override '~trainer.my_extra'`` on resume: the carried
+    ``+`` was dropped but ``~trainer.my_extra`` was emitted alone, and verl's compose refused it ("does not exist"):
+    the carried override could not be removed (a second trial). ``~k`` of a key the earlier run added drops it; ``~k``
+    of a key verl's config has stays a deletion (what Hydra does with it)."""
+    old = _old_plan(FIRST, (*FIRST_OVERRIDES, "+trainer.my_extra=hello"))
+    p = _resume(_facts(monkeypatch, old.spec), {"steps": 10}, ("~trainer.my_extra",))
+    assert p.spec["settings"]["extra_overrides"] == list(FIRST_OVERRIDES)
+    assert not any("my_extra" in a for a in p.argv)
+    p = _resume(_facts(monkeypatch, old.spec), {"steps": 10}, (f"~{EPOCHS}",))
+    assert p.spec["settings"]["extra_overrides"][-1] == f"~{EPOCHS}" and f"{EPOCHS}=1" not in p.argv
+
+
+def test_a_resume_keeps_its_runs_values_over_the_config_file_and_names_what_flags_or_env_changed(monkeypatch):
+    """A config file's ``[run]`` values (``max_response_length = 4096``, ``save_freq = 3``) replaced the run's own
+    unsaid, and env vars too (a second trial): a config file is a standing default and the run's value wins; a flag
+    or env var given now wins and the resume line names each value it changed; ``--experiment`` / ``--project``
+    given with another value are refused (the SwanLab run goes on under the run's)."""
+    old = _old_plan({**FIRST, "max_response_length": 8192})
+    facts = _facts(monkeypatch, old.spec)
+    st, extra = resume.resumed(
+        settings.resolve({"steps": 10}, {}, {"run": {"max_response_length": 4096, "save_freq": 3}}), (), facts
+    )
+    assert (st["max_response_length"], st["save_freq"]) == (8192, 2)
+    st = settings.resolve({"steps": 10, "save_freq": 5}, {"MAX_RESPONSE_LENGTH": "4096"}, {})
+    rs, extra = resume.resumed(st, (), facts)
+    assert (rs["max_response_length"], rs["save_freq"]) == (4096, 5)
+    assert resume.replaced(rs, facts.spec) == [
+        "max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH)",
+        "save_freq 2 -> 5 (--save-freq)",
+    ]
+    p = planning.make_plan(
+        planning.draft_plan(
+            planning.PlanInputs(
+                settings=rs, host=GPU, mode="dapo", run_id=NEW_ID, swanlab_logger=False, extra_overrides=extra,
+                resume=facts,
+            )
+        )
+    )  # fmt: skip
+    assert p.resume_line.endswith(
+        "; given now: max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH), save_freq 2 -> 5 (--save-freq)"
+    )
+    for flags, env, where in (({"experiment": "newexp"}, {}, "--experiment"), ({}, {"PROJECT_NAME": "p2"}, "")):
+        with pytest.raises(LaunchRefused) as e:
+            resume.resumed(settings.resolve({"steps": 10, **flags}, env, {}), (), facts)
+        assert "a resume keeps the run's" in str(e.value) and where in str(e.value) and "\n" not in str(e.value)

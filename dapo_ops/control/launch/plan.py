@@ -444,7 +444,8 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
             spec["setting_changes"] = rungs
         ckpt_dir = s["ckpt_dir"]
-        resume_line = resume.line(spec, fs, earlier, not_kept)
+        changed = resume.replaced(settings, earlier.spec) if hasattr(settings, "sources") else []
+        resume_line = resume.line(spec, fs, earlier, not_kept, changed)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += dapo_ops.core.features.implied_notes(fs, run_values(settings)["features"])
     trainer_devs = memfit.trainer_world(s, mode == "one-step-off")

@@ -184,8 +184,11 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
 
     old = defaults.RunSpec.read(old_spec)  # ResumeFacts.spec: read once already, kept as it is
     values, sources = dict(settings.values), dict(settings.sources)
+    _refuse_renaming(settings, old)
     for name in values:
-        if sources.get(name) != "default" or name in NOT_CARRIED or name == "features":
+        # a config file's [run] value is a standing default, not given for this resume: the run's own wins (a
+        # second trial: a file's max_response_length 4096 replaced the run's 8192 unsaid)
+        if sources.get(name) not in ("default", "file") or name in NOT_CARRIED or name == "features":
             continue
         got = _earlier_value(name, old)
         if got is not _MISSING:
@@ -198,13 +201,55 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
     return Settings(values=values, sources=sources, origins=dict(getattr(settings, "origins", {}) or {}))
 
 
+#: settings a resume keeps from the earlier run whatever is given now (:func:`carry`): its SwanLab run continues
+_KEPT_NAMES = ("experiment", "project")
+
+
+def _refuse_renaming(settings, old: defaults.RunSpec) -> None:
+    """``--experiment`` / ``--project`` (or their env vars) given for a resume with another value than the earlier
+    run's: :func:`carry` keeps the earlier run's (its SwanLab run continues under them), so the value given would be
+    ignored unsaid (a second trial). :raises LaunchRefused: kind ``resume``, one line."""
+    for name in _KEPT_NAMES:
+        was = old.settings.get(name)
+        if settings.sources.get(name) in ("flag", "env") and was and settings.values.get(name) != was:
+            raise LaunchRefused(
+                "resume",
+                f"{settings.origins.get(name) or name}={settings.values.get(name)!r}: a resume keeps the run's {name} "
+                f"{was!r} (its SwanLab run goes on under it); drop it, or launch a new run for a new {name}",
+            )
+
+
+def replaced(settings, old_spec: Mapping[str, Any]) -> list[str]:
+    """``name earlier -> now (where)`` for each carried setting a flag or env var given now changed (the resume line
+    says so: the resumed run does not train as the earlier one did there). Pure."""
+    old = defaults.RunSpec.read(old_spec)
+    out = []
+    for name, value in settings.values.items():
+        # the total steps is what a resume gives anew (its checkpoint's step is below it: check)
+        if settings.sources.get(name) not in ("flag", "env") or name in (*NOT_CARRIED, *_KEPT_NAMES, "steps"):
+            continue
+        was = _earlier_value(name, old)
+        if was is not _MISSING and was != value and name != "features":
+            out.append(f"{name} {was} -> {value} ({settings.origins.get(name) or settings.sources[name]})")
+    return out
+
+
 def resumed_overrides(now, old_spec: Mapping[str, Any]) -> list[str]:
     """The ``--override`` values of a run that continues ``old_spec``'s: the earlier run's (spec
     ``settings.extra_overrides``) whose key none given now sets (:func:`dapo_ops.core.hydra_override.key_of`: ``+k``,
-    ``++k`` and ``~k`` count as ``k``), then those given now (``now``), which win. Pure."""
+    ``++k`` and ``~k`` count as ``k``), then those given now (``now``), which win. A bare ``~k`` given now for a key
+    the earlier run ADDED (``+k=v``) only drops that: ``k`` is not in verl's config, so emitting ``~k`` failed the
+    compose with "Could not delete ... does not exist" and the carried override could not be removed (a second
+    trial). Pure."""
+    from dapo_ops.core.hydra_override import ADD, parse_override
+
     old = defaults.RunSpec.read(old_spec)
+    earlier = [str(o) for o in old.settings.get("extra_overrides") or []]
+    added = {o.key for o in map(parse_override, earlier) if o is not None and o.op == ADD}
     keys = {key_of(o) for o in now}
-    return [str(o) for o in old.settings.get("extra_overrides") or [] if key_of(o) not in keys] + [str(o) for o in now]
+    mine = [str(o) for o in now]
+    drop_only = {o for o in mine if (p := parse_override(o)) is not None and p.deletes and p.key in added}
+    return [o for o in earlier if key_of(o) not in keys] + [o for o in mine if o not in drop_only]
 
 
 def resumed(settings, extra_overrides, facts: "ResumeFacts | None") -> tuple[Any, tuple[str, ...]]:
@@ -343,7 +388,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
         )
 
 
-def line(spec: dict, fs, facts: ResumeFacts, not_kept: str) -> str:
+def line(spec: dict, fs, facts: ResumeFacts, not_kept: str, changed: list[str] | None = None) -> str:
     """One line for the launch output, built by the planner once (``Plan.resume_line``): which checkpoint the plan
     resumes from, the features and memory rungs its ladder added (``spec["setting_changes"]``, from
     :func:`ladder_changes`), why the ladder's setting rungs were not kept (``not_kept``, its second value), and the
@@ -369,6 +414,7 @@ def line(spec: dict, fs, facts: ResumeFacts, not_kept: str) -> str:
             else (f" (its metrics went bad at step {bad['step']}: no checkpoint before it)" if bad else "")
         )
         + (f"; keeps {', '.join(added)} (its OOM ladder)" if added else "")
+        + (f"; given now: {', '.join(changed)}" if changed else "")
         + (f"; does not keep its ladder's setting rungs: {not_kept}" if not_kept else "")
         + (
             f"; keeps actor strategy {facts.strategy} (its checkpoint's FSDP version; {planned} would not load it)"
