@@ -409,6 +409,14 @@ def resume_command(settings: dict[str, Any]) -> str:
     )
 
 
+def then_resume(settings: dict[str, Any]) -> str:
+    """The last suggestion of a stop the user can fix: the run's own :func:`resume_command`, which continues from its
+    last checkpoint or, when it saved none, starts it over in the same run dir (verl's ``resume_mode=auto`` finds
+    nothing to load); a run stopped before its first save was told "continues from the last checkpoint" (a second
+    trial)."""
+    return f"then `{resume_command(settings)}` continues from the last checkpoint (from the start if none was saved)"
+
+
 def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
     """The stop of a full disk or an external kill: the ending line names it, the suggestions give the fix and the
     resume (module docstring: why neither is retried)."""
@@ -479,7 +487,7 @@ def _stop(
                 f"fix {detail.get('user_path') or at}"
                 + (f" ({detail['user_func']})" if detail.get("user_func") else "")
                 + f": {detail.get('exc')} {detail.get('message') or ''}".rstrip(),
-                f"then `{resume_command(settings)}` continues from the last checkpoint",
+                then_resume(settings),
             ],
         )
     if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
@@ -502,7 +510,7 @@ def _stop(
             [
                 f"add training data, raise the epochs ({more}) or ask fewer --steps "
                 "(`inv preflight` shows the steps the data feeds: check data-feed)",
-                f"then `{resume_command(settings)}` continues from the last checkpoint",
+                then_resume(settings),
             ],
         )
     return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
@@ -615,8 +623,8 @@ class _Steps:
                 _diverged_suggestions(detail, settings),
             )
         if other.get(cls, 0) >= 1:
-            sugg = _retry_stop_suggestion(cls, detail)
-            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], [sugg])
+            sugg = [_retry_stop_suggestion(cls, detail), then_resume(settings)]  # the run resumes once fixed
+            return Decision("stop", features, {}, f"{cls} again after one retry: stopped", [], sugg)
         return Decision("retry", features, {}, self.rule.reason, [], [], cls)
 
 
