@@ -642,3 +642,10 @@ def test_row_shows_the_watched_metrics_trend_and_json_carries_it():
     assert "h1 20261129-150000-abcd: grad_norm 0.8 -> 3e+12 (step 3) (explosion)" in buf.getvalue()
     plain = sv.build_row("h1", {"run": _run(), "tail": "", "now": 1010.0})
     assert plain.health is None
+
+
+def test_watch_of_a_run_id_that_is_not_there_prints_no_run_line():
+    """``inv watch --run 99999999-999999-ffff``: the row of a run the host does not have carries the id and nothing
+    else; watch printed "run ... None, attempt None, step 0/?" on stdout before the "no run" line (a second trial)."""
+    row = sv.StatusRow(host="h1", run_id="99999999-999999-ffff")
+    assert row.status is None and se.events(None, row) == []

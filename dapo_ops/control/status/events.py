@@ -95,7 +95,9 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
         same = prev is not None and prev.state == RAY_WORKER and prev.run_id == cur.run_id
         return [] if same else [worker_line(cur.host, cur.run_id, (cur.serves or {}).get("head"))]
     if prev is None or prev.run_id != cur.run_id:
-        if cur.run_id:
+        # a --run that names no run there has an id and nothing else: the "no run" line says so (a second trial
+        # got "run ... None, attempt None, step 0/?" printed as if it ran)
+        if cur.run_id and cur.status is not None:
             out.append(
                 "%s: run %s %s, attempt %s, step %s/%s"
                 % (
