@@ -331,3 +331,13 @@ def test_a_resume_keeps_its_runs_values_over_the_config_file_and_names_what_flag
         with pytest.raises(LaunchRefused) as e:
             resume.resumed(settings.resolve({"steps": 10, **flags}, env, {}), (), facts)
         assert "a resume keeps the run's" in str(e.value) and where in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_layout_refusal_gives_the_command_that_resumes_the_run_as_it_ran(monkeypatch):
+    """A resume planned on other devices than the checkpoint's was refused with "launch on the same host(s) with the
+    same settings" and no command (a second trial): the line names the run's own resume command."""
+    old = _old_plan(FIRST)
+    four = Host(name="h3", address="x", accelerator="gpu", devices=4, runs_dir="/r")
+    with pytest.raises(LaunchRefused) as e:
+        _resume(_facts(monkeypatch, old.spec), {"steps": 10}, host=four)
+    assert "need the same layout: " in str(e.value) and f"`inv launch -H h2 --resume {OLD_ID}`" in str(e.value)

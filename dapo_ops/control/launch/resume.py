@@ -357,7 +357,8 @@ def check(plan, facts: ResumeFacts) -> None:
             "resume",
             f"run {run_id}'s checkpoints need the same layout: "
             + ", ".join(changed)
-            + " (launch on the same host(s) with the same settings, or start a new run)",
+            + f" (resume it as it ran: `{resume_command(dict(resume_settings(old), run_id=run_id))}`, or start a new "
+            "run)",
         )
     step = resume_step(facts)
     if step.isdigit() and int(new_s["steps"]) <= int(step):
