@@ -70,10 +70,10 @@ def _facts(monkeypatch, old_spec: dict, step: str = "4", record: dict | None = N
     return resume.read_facts(Container(), OLD_ID)
 
 
-def _resume(facts, flags: dict, overrides=(), host=GPU):
-    """``inv launch -H h2 --resume OLD_ID`` with ``flags`` as the launch plans it (service.plan_inputs: the
-    settings and overrides of ``resume.resumed``, then make_plan with ``resume=`` and ``resume.check``)."""
-    st, extra = resume.resumed(settings.resolve(flags, {}, {}), overrides, facts)
+def _resume(facts, flags: dict, overrides=(), host=GPU, env=None):
+    """``inv launch -H h2 --resume OLD_ID`` with ``flags`` (and ``env``) as the launch plans it (service.plan_inputs:
+    the settings and overrides of ``resume.resumed``, then make_plan with ``resume=`` and ``resume.check``)."""
+    st, extra = resume.resumed(settings.resolve(flags, env or {}, {}), overrides, facts)
     p = planning.make_plan(
         planning.draft_plan(
             planning.PlanInputs(
@@ -266,15 +266,7 @@ def test_no_offload_given_now_starts_the_resume_without_the_offload_it_carried(m
     p = _resume(_facts(monkeypatch, old.spec), {"steps": 10})
     assert f"{off}=True" in p.argv  # not given now: carried
     for flags, env in (({"steps": 10, "offload": False}, {}), ({"steps": 10}, {"ENABLE_OFFLOAD": "false"})):
-        st, extra = resume.resumed(settings.resolve(flags, env, {}), (), _facts(monkeypatch, old.spec))
-        p = planning.make_plan(
-            planning.draft_plan(
-                planning.PlanInputs(
-                    settings=st, host=GPU, mode="dapo", run_id=NEW_ID, swanlab_logger=False, extra_overrides=extra,
-                    resume=_facts(monkeypatch, old.spec),
-                )
-            )
-        )  # fmt: skip
+        p = _resume(_facts(monkeypatch, old.spec), flags, env=env)
         assert f"{off}=False" in p.argv and not p.features.has("offload"), (flags, env)
         assert "offload" not in p.features.disabled
     laddered = _old_plan(FIRST)
@@ -316,14 +308,7 @@ def test_a_resume_keeps_its_runs_values_over_the_config_file_and_names_what_flag
         "max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH)",
         "save_freq 2 -> 5 (--save-freq)",
     ]
-    p = planning.make_plan(
-        planning.draft_plan(
-            planning.PlanInputs(
-                settings=rs, host=GPU, mode="dapo", run_id=NEW_ID, swanlab_logger=False, extra_overrides=extra,
-                resume=facts,
-            )
-        )
-    )  # fmt: skip
+    p = _resume(facts, {"steps": 10, "save_freq": 5}, env={"MAX_RESPONSE_LENGTH": "4096"})
     assert p.resume_line.endswith(
         "; given now: max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH), save_freq 2 -> 5 (--save-freq)"
     )
