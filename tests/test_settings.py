@@ -347,3 +347,11 @@ def test_a_string_setting_with_blanks_at_an_end_is_refused_naming_the_fix(flags,
     with pytest.raises(SettingsError) as e:
         resolve(flags, env, file_cfg)
     assert line in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("var", ["HTTP_PROXY", "https_proxy", "SWANLAB_HOST"])
+def test_blanks_around_a_url_that_may_hold_credentials_are_refused_without_echoing_it(var):
+    """The blanks refusal echoed the value twice: a proxy URL's password with it (a review)."""
+    with pytest.raises(SettingsError) as e:
+        resolve({}, {var: "http://bob:s3cretpw@proxy.corp:3128 "}, {})
+    assert "s3cretpw" not in str(e.value) and "has blanks around its value" in str(e.value) and var in str(e.value)

@@ -319,3 +319,29 @@ def test_storm_through_the_supervisor_stops_without_retry(tmp_path):
     assert rec["attempts"][0]["killed_by"] == "storm"
     assert rec["decision"]["action"] == "stop"
     assert "bad_reward.py:5" in rec["decision"]["ended"]
+
+
+@pytest.mark.parametrize(
+    "exc_line",
+    [
+        "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/dapo/ref.json'",
+        "MemoryError: Unable to allocate 8.00 GiB for an array with shape (1073741824,) and data type float64",
+    ],
+)
+def test_a_storm_whose_exception_line_is_a_fatal_signature_stays_the_users_storm(exc_line):
+    """The live detector counts the classifier's fatal lines too (a start-up that never reaches step 1); a reward
+    function raising FileNotFoundError / MemoryError again and again was then called a fatal repeat (config-error /
+    oom-host: offload rolled back and retried into the same bug) instead of the error storm naming the user's frame (a
+    review): a fatal line inside a traceback its source is printing belongs to that traceback."""
+    from dapo_ops.core.classify.logtail import fatal_signature
+
+    exc = exc_line.split(":")[0]
+    text = STORM_LOG.read_text().replace("KeyError: 'answer'", exc_line).replace("(KeyError)", f"({exc})")
+    assert fatal_signature("(AgentLoopWorkerTQ pid=52211) " + exc_line) is not None  # the case the rule is about
+    det = storm.StormDetector(fatal_of=fatal_signature)
+    called = None
+    for i, line in enumerate(text.splitlines()):
+        called = det.feed(line, i * 0.05) or called
+    called = det.flush(len(text) * 0.05) or called
+    assert called is not None and not called.get("fatal"), called
+    assert called["exc"] == exc and called["user_frame"] == "bad_reward.py:5" and det.tracebacks >= storm.MIN_REPEATS

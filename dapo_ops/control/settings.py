@@ -657,7 +657,7 @@ def convert(p: Param, raw, where: str):
     else:
         if isinstance(raw, (dict, list)):
             raise bad("a string", repr(p.default))
-        val = _text(str(raw), where)
+        val = _text(str(raw), where, quiet=p.name in (*_PROXY_SETTINGS, "swanlab_host"))
     if p.choices and val not in p.choices:
         raise SettingsError(
             f"{where}={shown(raw)} is not one of {', '.join(repr(c) for c in p.choices if c != '')}; use one of them"
@@ -677,11 +677,14 @@ def convert(p: Param, raw, where: str):
     return val
 
 
-def _text(val: str, where: str) -> str:
+def _text(val: str, where: str, quiet: bool = False) -> str:
     """A string setting's value ``val`` (given at ``where``), judged: blanks at an end (a path, name, host or choice:
     a typo the user cannot see, ``MODEL_PATH="/verl/Qwen3-8B "``) and ``${`` are refused with
-    :class:`SettingsError`, one line."""
+    :class:`SettingsError`, one line. ``quiet``: a value that may hold credentials (a proxy or SwanLab host URL,
+    ``http://user:pw@...``) is not echoed."""
     if val != val.strip():
+        if quiet:
+            raise SettingsError(f"{where} has blanks around its value (they would be part of it); remove them")
         fix = f"set it to {val.strip()!r}" if val.strip() else "give a value or unset it"
         raise SettingsError(f"{where}={shown(val)} has blanks around it (they would be part of it); {fix}")
     if "${" in val:  # not echoed: the text may name a secret's variable (${oc.env:SWANLAB_API_KEY})

@@ -139,8 +139,13 @@ class StormDetector:
             return None
         if self.fatal_of is not None:
             sig = self.fatal_of(raw)
-            if sig is not None:
-                return self._fatal(sig, raw, t)
+            # a fatal line inside a traceback its source is printing is that traceback's (its exception line): the
+            # traceback count decides (a reward function's FileNotFoundError / MemoryError storm stays error-storm
+            # naming the user's frame, a review); and a line not (yet) a repeat goes on to the traceback reader
+            if sig is not None and _source(strip_ansi(raw)) not in self.readers:
+                called = self._fatal(sig, raw, t)
+                if called is not None:
+                    return called
         if not self.readers and "Traceback (most" not in raw:
             return None  # the common line: no block open anywhere, none starting
         line = strip_ansi(raw)
