@@ -243,3 +243,18 @@ def test_the_stop_after_the_ladder_ran_dry_names_the_rungs_it_applied_and_no_cha
     d = dec(resolve(""), "oom-device", {"phase": "update"}, oom_used=2, max_oom=2, settings={**S, "mode": "dapo"})
     low = next(s for s in d.suggestions if s.startswith("lower the token budget"))
     assert f"toward {floor}" in low and " from " in low
+
+
+@pytest.mark.parametrize(
+    "cls, detail",
+    [("hang", {"repeat": True}), ("error-storm", {}), ("config-error", {"cause": "hydra-override"})],
+)
+def test_every_stop_the_user_can_act_on_ends_with_the_runs_resume(cls, detail):
+    """A hang that repeated and a storm with no frame stopped with no suggestion at all, while `inv status` pointed
+    at the run's --resume command (a review): every such stop ends with ``then_resume``, the one wording."""
+    d = dec(resolve(""), cls, detail, settings={**S, "run_id": "20261207-000000-abcd", "hosts": ["h1"]})
+    assert d.action == "stop", d
+    assert d.suggestions[-1] == (
+        "then `inv launch -H h1 --resume 20261207-000000-abcd` continues from the last checkpoint (from the start if "
+        "none was saved)"
+    )

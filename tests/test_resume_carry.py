@@ -275,6 +275,10 @@ def test_no_offload_given_now_starts_the_resume_without_the_offload_it_carried(m
     assert _resume(facts, {"steps": 10}).features.source_of("offload") == "oom-retry-1"
     p = _resume(facts, {"steps": 10, "offload": False})
     assert not p.features.has("offload") and f"{off}=False" in p.argv
+    # a run whose user said -offload (never) keeps it under --no-offload (a review: it was erased)
+    never = _old_plan({**FIRST, "features": "-offload"})
+    p = _resume(_facts(monkeypatch, never.spec), {"steps": 10, "offload": False})
+    assert "offload" in p.features.disabled
 
 
 def test_a_tilde_given_now_removes_an_override_the_earlier_run_added(monkeypatch):
@@ -286,6 +290,8 @@ def test_a_tilde_given_now_removes_an_override_the_earlier_run_added(monkeypatch
     p = _resume(_facts(monkeypatch, old.spec), {"steps": 10}, ("~trainer.my_extra",))
     assert p.spec["settings"]["extra_overrides"] == list(FIRST_OVERRIDES)
     assert not any("my_extra" in a for a in p.argv)
+    p = _resume(_facts(monkeypatch, old.spec), {"steps": 10}, ("trainer.my_extra=bye",))
+    assert p.spec["settings"]["extra_overrides"][-2:] == ["+trainer.my_extra=hello", "trainer.my_extra=bye"]
     p = _resume(_facts(monkeypatch, old.spec), {"steps": 10}, (f"~{EPOCHS}",))
     assert p.spec["settings"]["extra_overrides"][-1] == f"~{EPOCHS}" and f"{EPOCHS}=1" not in p.argv
 
@@ -304,11 +310,14 @@ def test_a_resume_keeps_its_runs_values_over_the_config_file_and_names_what_flag
     st = settings.resolve({"steps": 10, "save_freq": 5}, {"MAX_RESPONSE_LENGTH": "4096"}, {})
     rs, extra = resume.resumed(st, (), facts)
     assert (rs["max_response_length"], rs["save_freq"]) == (4096, 5)
-    assert resume.replaced(rs, facts.spec) == [
+    p = _resume(facts, {"steps": 10, "save_freq": 5}, env={"MAX_RESPONSE_LENGTH": "4096"})
+    assert resume.replaced(rs, facts.spec, p.spec) == [
         "max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH)",
         "save_freq 2 -> 5 (--save-freq)",
     ]
-    p = _resume(facts, {"steps": 10, "save_freq": 5}, env={"MAX_RESPONSE_LENGTH": "4096"})
+    # the same model given again as the env's relative name (the runbook's MODEL_PATH still exported): no change
+    same = _resume(facts, {"steps": 10}, env={"MODEL_PATH": old.spec["settings"]["model_path"].rsplit("/", 1)[-1]})
+    assert "model" not in (same.resume_line or "").split("given now:")[-1], same.resume_line
     assert p.resume_line.endswith(
         "; given now: max_response_length 8192 -> 4096 (MAX_RESPONSE_LENGTH), save_freq 2 -> 5 (--save-freq)"
     )
@@ -326,3 +335,15 @@ def test_a_layout_refusal_gives_the_command_that_resumes_the_run_as_it_ran(monke
     with pytest.raises(LaunchRefused) as e:
         _resume(_facts(monkeypatch, old.spec), {"steps": 10}, host=four)
     assert "need the same layout: " in str(e.value) and f"`inv launch -H h2 --resume {OLD_ID}`" in str(e.value)
+
+
+def test_a_resume_given_no_steps_is_told_its_runs_total_not_a_flag_it_did_not_give(monkeypatch):
+    """The run's total comes with the resume; at its checkpoint already, the refusal said "--steps 6" to a user who
+    gave none (a review): it names the run's own steps and what to give."""
+    old = _old_plan(FIRST)
+    with pytest.raises(LaunchRefused) as e:
+        _resume(_facts(monkeypatch, old.spec, "6"), {})
+    assert "so its 6 steps would train nothing" in str(e.value) and "give --steps above 6" in str(e.value)
+    with pytest.raises(LaunchRefused) as e:
+        _resume(_facts(monkeypatch, old.spec, "6"), {"steps": 5})
+    assert "so --steps 5 would train nothing" in str(e.value)

@@ -54,7 +54,7 @@ def test_external_sigkill_is_its_own_verdict_with_evidence_and_the_resume(tmp_pa
         "at step 2/6"
     )
     assert any("dmesg" in s and "memory.events" in s for s in d["suggestions"])
-    assert any(s.startswith("`inv launch -H local --resume %s`" % rid) for s in d["suggestions"])
+    assert any(s.startswith("then `inv launch -H local --resume %s`" % rid) for s in d["suggestions"])
 
 
 def test_external_sigterm_and_the_policy_are_in_the_ladder():
@@ -72,7 +72,7 @@ def test_external_sigterm_and_the_policy_are_in_the_ladder():
         {"run_id": "20260101-000000-abcd", "hosts": ["h1", "h2"], "mode": "dapo", "trainer_mode": "sync"},
     )
     assert d.action == "stop" and d.reason.startswith("killed from outside (SIGTERM, exit 143)")
-    assert d.suggestions[-1].startswith("`inv launch -H h1,h2 --mode sync --resume 20260101-000000-abcd`")
+    assert d.suggestions[-1].startswith("then `inv launch -H h1,h2 --mode sync --resume 20260101-000000-abcd`")
     crash = classify.classify("step:4 - a:1\nTraceback (most recent call last):\nValueError: x\n", exit_code=137)
     assert crash.detail.get("external") is None
     assert ladder.decide(features.resolve(None), crash.cls, crash.detail, 0, 2, {}, {}).reason.startswith(

@@ -420,7 +420,7 @@ def then_resume(settings: dict[str, Any]) -> str:
 def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
     """The stop of a full disk or an external kill: the ending line names it, the suggestions give the fix and the
     resume (module docstring: why neither is retried)."""
-    resume = f"`{resume_command(settings)}` continues from the last complete checkpoint"
+    resume = then_resume(settings)
     if detail.get("cause") == "disk-full":
         path = detail.get("path") or "the run's disk"
         return Decision(
@@ -434,7 +434,7 @@ def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str
                 "(<runs_dir>/<run_id>/checkpoints/global_step_*) or move them to a bigger volume",
                 "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
                 "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
-                "then " + resume,
+                resume,
             ],
         )
     signals: dict[object, str] = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}
@@ -472,7 +472,7 @@ def _stop(
             {},
             f"hang in the workload: every process at work waits in {detail.get('frame')}: not retried blindly",
             [],
-            [str(detail.get("fix") or "read the stack dumps"), f"then `{resume_command(settings)}`"],
+            [str(detail.get("fix") or "read the stack dumps"), then_resume(settings)],
         )
     if cls == "error-storm" and (detail.get("user_frame") or detail.get("frame")):
         at = detail.get("user_frame") or detail.get("frame")
@@ -513,7 +513,9 @@ def _stop(
                 then_resume(settings),
             ],
         )
-    return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [])
+    # every stop the user can act on ends with the run's resume (a hang that repeated, a storm with no frame: inv
+    # status pointed at a --resume command these had none of, a review)
+    return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [then_resume(settings)])
 
 
 def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:

@@ -431,8 +431,8 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         from dapo_ops.control.launch import resume
 
         # --no-offload / ENABLE_OFFLOAD=False given now: the resumed run starts without the offload it carried
-        sources = dict(getattr(settings, "sources", None) or {})  # a plain dict of settings has none: nothing given
-        off_now = sources.get("offload") not in (None, "default", "resume") and not run_values(settings)["offload"]
+        sources = getattr(settings, "sources", None)  # a plain dict of settings has none: nothing given
+        off_now = resume.given_now(sources, "offload") and not run_values(settings)["offload"]
         carried, fs = resume.carry(earlier, fs, frozenset({"offload"}) if off_now else frozenset())
         s.update(carried)
         spec["features"] = fs.to_json()
@@ -444,7 +444,7 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         if rungs:  # its ladder goes on where the earlier run's was (resume.ladder_changes)
             spec["setting_changes"] = rungs
         ckpt_dir = s["ckpt_dir"]
-        changed = resume.replaced(settings, earlier.spec) if hasattr(settings, "sources") else []
+        changed = resume.replaced(settings, earlier.spec, spec) if hasattr(settings, "sources") else []
         resume_line = resume.line(spec, fs, earlier, not_kept, changed)
     argv = overrides.verl_argv(spec, fs, spec.get("setting_changes"))
     notes += dapo_ops.core.features.implied_notes(fs, run_values(settings)["features"])

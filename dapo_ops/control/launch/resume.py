@@ -122,6 +122,15 @@ NOT_CARRIED = {
 
 _MISSING = object()
 
+#: the sources of a setting "given now" for a resume: a flag or an environment variable. A config file's ``[run]``
+#: value is a standing default, not given for this resume: the run's own value wins over it (a second trial)
+GIVEN_NOW = ("flag", "env")
+
+
+def given_now(sources: Mapping[str, str] | None, name: str) -> bool:
+    """Whether setting ``name`` was given for this resume (:data:`GIVEN_NOW`), by its source in ``sources``."""
+    return (sources or {}).get(name) in GIVEN_NOW
+
 
 def _hccl_value(name: str, old: defaults.RunSpec):
     """An HCCL setting (the spec keeps it in ``env``, on an NPU only: ``plan.run_env``): its value, "" for a port
@@ -163,11 +172,16 @@ def resumed_features(now: str, offload_now: bool | None, old: defaults.RunSpec) 
     :data:`dapo_ops.core.features.IMPLIED_OFF` turned off with its feature is left to that rule (turning the feature
     back on now turns it back on too). Pure."""
     on, off = features.parse_user_features(now)
-    named = set(on) | set(off) | ({"offload"} if offload_now is not None else set())
+    named = set(on) | set(off)
+    # --no-offload given now starts without an offload the earlier run asked for; it leaves its -offload (never)
+    named_on, named_off = (
+        named | ({"offload"} if offload_now is not None else set()),
+        named | ({"offload"} if offload_now else set()),
+    )
     implied = {d for n, deps in features.IMPLIED_OFF.items() if n in old.disabled_features for d in deps}
     old_on = [str(f.get("name")) for f in old.features if f.get("source") == "explicit"]
     old_off = [n for n in old.disabled_features if n not in implied]
-    kept = [n for n in old_on if n not in named] + ["-" + n for n in old_off if n not in named]
+    kept = [n for n in old_on if n not in named_on] + ["-" + n for n in old_off if n not in named_off]
     return ",".join(kept + on + ["-" + n for n in off])
 
 
@@ -188,12 +202,12 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
     for name in values:
         # a config file's [run] value is a standing default, not given for this resume: the run's own wins (a
         # second trial: a file's max_response_length 4096 replaced the run's 8192 unsaid)
-        if sources.get(name) not in ("default", "file") or name in NOT_CARRIED or name == "features":
+        if given_now(sources, name) or name in NOT_CARRIED or name == "features":
             continue
         got = _earlier_value(name, old)
         if got is not _MISSING:
             values[name], sources[name] = got, "resume"
-    given = {name: sources[name] != "default" for name in ("features", "offload")}
+    given = {name: given_now(sources, name) for name in ("features", "offload")}
     now = str(values["features"]) if given["features"] else ""
     merged = resumed_features(now, bool(values["offload"]) if given["offload"] else None, old)
     if merged != values["features"]:
@@ -211,7 +225,7 @@ def _refuse_renaming(settings, old: defaults.RunSpec) -> None:
     ignored unsaid (a second trial). :raises LaunchRefused: kind ``resume``, one line."""
     for name in _KEPT_NAMES:
         was = old.settings.get(name)
-        if settings.sources.get(name) in ("flag", "env") and was and settings.values.get(name) != was:
+        if given_now(settings.sources, name) and was and settings.values.get(name) != was:
             raise LaunchRefused(
                 "resume",
                 f"{settings.origins.get(name) or name}={settings.values.get(name)!r}: a resume keeps the run's {name} "
@@ -219,37 +233,46 @@ def _refuse_renaming(settings, old: defaults.RunSpec) -> None:
             )
 
 
-def replaced(settings, old_spec: Mapping[str, Any]) -> list[str]:
+def replaced(settings, old_spec: Mapping[str, Any], new_spec: Mapping[str, Any]) -> list[str]:
     """``name earlier -> now (where)`` for each carried setting a flag or env var given now changed (the resume line
-    says so: the resumed run does not train as the earlier one did there). Pure."""
-    old = defaults.RunSpec.read(old_spec)
+    says so: the resumed run does not train as the earlier one did there), both read from their specs the same way
+    (:func:`_earlier_value`: a relative ``MODEL_PATH`` resolved to the same model is no change). Pure."""
+    old, new = defaults.RunSpec.read(old_spec), defaults.RunSpec.read(new_spec)
     out = []
-    for name, value in settings.values.items():
+    for name in settings.values:
         # the total steps is what a resume gives anew (its checkpoint's step is below it: check)
-        if settings.sources.get(name) not in ("flag", "env") or name in (*NOT_CARRIED, *_KEPT_NAMES, "steps"):
+        if not given_now(settings.sources, name) or name in (*NOT_CARRIED, *_KEPT_NAMES, "steps", "features"):
             continue
-        was = _earlier_value(name, old)
-        if was is not _MISSING and was != value and name != "features":
-            out.append(f"{name} {was} -> {value} ({settings.origins.get(name) or settings.sources[name]})")
+        was, now = _earlier_value(name, old), _earlier_value(name, new)
+        if was is not _MISSING and now is not _MISSING and was != now:
+            out.append(f"{name} {was} -> {now} ({settings.origins.get(name) or settings.sources[name]})")
     return out
 
 
 def resumed_overrides(now, old_spec: Mapping[str, Any]) -> list[str]:
     """The ``--override`` values of a run that continues ``old_spec``'s: the earlier run's (spec
     ``settings.extra_overrides``) whose key none given now sets (:func:`dapo_ops.core.hydra_override.key_of`: ``+k``,
-    ``++k`` and ``~k`` count as ``k``), then those given now (``now``), which win. A bare ``~k`` given now for a key
-    the earlier run ADDED (``+k=v``) only drops that: ``k`` is not in verl's config, so emitting ``~k`` failed the
+    ``++k`` and ``~k`` count as ``k``), then those given now (``now``), which win (a plain ``k=v2`` after the earlier
+    ``+k=v1`` keeps that one first: the key is not in verl's config). A bare ``~k`` given now for a key the earlier run
+    ADDED (``+k=v`` / ``++k=v``) only drops that: ``k`` is not in verl's config, so emitting ``~k`` failed the
     compose with "Could not delete ... does not exist" and the carried override could not be removed (a second
     trial). Pure."""
-    from dapo_ops.core.hydra_override import ADD, parse_override
+    from dapo_ops.core.hydra_override import ADD, CHANGE, FORCE_ADD, parse_override
 
     old = defaults.RunSpec.read(old_spec)
     earlier = [str(o) for o in old.settings.get("extra_overrides") or []]
-    added = {o.key for o in map(parse_override, earlier) if o is not None and o.op == ADD}
-    keys = {key_of(o) for o in now}
+    added = {o.key for o in map(parse_override, earlier) if o is not None and o.op in (ADD, FORCE_ADD)}
     mine = [str(o) for o in now]
+    ops = {p.key: p.op for p in map(parse_override, mine) if p is not None}
     drop_only = {o for o in mine if (p := parse_override(o)) is not None and p.deletes and p.key in added}
-    return [o for o in earlier if key_of(o) not in keys] + [o for o in mine if o not in drop_only]
+
+    def keep(o: str) -> bool:
+        # a key given now replaces the earlier override, but a key the earlier run ADDED stays added under a plain
+        # change given now (k=v2 after +k=v1: Hydra adds, then changes; k=v2 alone is "not in struct", a review)
+        k = key_of(o)
+        return k not in ops or (k in added and ops[k] == CHANGE)
+
+    return [o for o in earlier if keep(o)] + [o for o in mine if o not in drop_only]
 
 
 def resumed(settings, extra_overrides, facts: "ResumeFacts | None") -> tuple[Any, tuple[str, ...]]:
@@ -362,10 +385,14 @@ def check(plan, facts: ResumeFacts) -> None:
         )
     step = resume_step(facts)
     if step.isdigit() and int(new_s["steps"]) <= int(step):
+        # not given now: the run's own total came with the resume (a second trial was told "--steps 100" unasked)
+        what = (
+            "--steps %s" % new_s["steps"] if new_s["steps"] != old_s.get("steps") else "its %s steps" % new_s["steps"]
+        )
         raise LaunchRefused(
             "resume",
-            f"run {run_id}'s checkpoint is at step {step}, so --steps {new_s['steps']} "
-            f"would train nothing: --steps is the total, ask for more than {step}",
+            f"run {run_id}'s checkpoint is at step {step}, so {what} would train nothing: --steps is the total, "
+            f"give --steps above {step}",
         )
 
 
@@ -439,8 +466,8 @@ def ladder_changes(record: dict, new_settings: dict, sources: dict) -> tuple[dic
     episode 21: update-batch tried twice, the resumed run failed before reaching the rungs it had not tried). Each
     run has its own ``MAX_OOM_RETRIES`` budget; the rungs carry over, the budget does not.
 
-    Precedence now > the resumed run: when a change would override a setting given now (``sources``: flag, env var,
-    config file: ``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an ``--override`` of the key a rung changes;
+    Precedence now > the resumed run: when a change would override a setting given now (``sources``: flag or env var,
+    :func:`given_now`: ``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an ``--override`` of the key a rung changes;
     :func:`dapo_ops.core.learned.conflicts`, the rule of learned starts) none is kept (the rungs were tried
     together) and the second value says why. Returns ``(changes or {}, why not kept or "")``; ``({}, "")`` when the
     earlier run had none (the plan's own start, the estimate's, stands). Pure."""
@@ -452,7 +479,7 @@ def ladder_changes(record: dict, new_settings: dict, sources: dict) -> tuple[dic
     given = {
         name: f"{name}={new_settings.get(name)!r}"
         for name in set(learned.SETTING_OF_CHANGE.values())
-        if (sources or {}).get(name, "default") not in ("default", "resume")
+        if given_now(sources, name)
     }
     why = learned.conflicts({"rung": {"setting_changes": ch}}, (), given, new_settings.get("extra_overrides") or [])
     if why:
