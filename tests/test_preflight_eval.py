@@ -623,3 +623,38 @@ def test_device_mem_compares_the_share_attempt_1_runs_with(tmp_path, standin):
     assert _by(evaluate(_host(), spec, _facts(req), full=False))["device-mem"].status == "fail"
     started = dict(spec, setting_changes={"gpu_memory_utilization": 0.4})
     assert _by(evaluate(_host(), started, _facts(req), full=False))["device-mem"].status == "ok"
+
+
+def test_the_launchs_quick_probe_composes_the_users_overrides_only_and_within_its_timeout(monkeypatch):
+    """``inv launch``'s quick checks compose the argv when the user gave ``--override``s (a mistyped key was a run that
+    failed at once): the keys only (verl's start-up checks would judge the draft's values, which the plan's second
+    stage changes), with a compose timeout inside the probe's; no ``--override``: no compose at all."""
+    from dapo_ops.control import settings
+    from dapo_ops.control.inventory.model import Host
+    from dapo_ops.control.launch import plan as planning
+    from dapo_ops.control.preflight import checks
+
+    host = Host(name="h1", address="x", accelerator="gpu", devices=1, runs_dir="/r")
+    seen = []
+
+    class Asked(Exception):
+        pass
+
+    def collect(target, req, **kw):
+        seen.append(req)
+        raise Asked
+
+    monkeypatch.setattr(checks, "collect", collect)
+    for extra in ((), ("data.max_prompt_lenght=3",)):
+        draft = planning.draft_plan(
+            planning.PlanInputs(
+                settings=settings.resolve({"framework": "fsdp", "rollout_tp": 1}, {}, {}), host=host, mode="dapo",
+                run_id="20261207-000000-0c0c", swanlab_logger=False, extra_overrides=extra,
+            )
+        )  # fmt: skip
+        with pytest.raises(Asked):
+            checks.quick_all(SimpleNamespace(host=host), draft, timeout=90)
+    assert "compose" not in seen[0]
+    comp = seen[1]["compose"]
+    assert comp["request"]["startup"] is False and comp["timeout"] < 90
+    assert any("data.max_prompt_lenght=3" in str(o) for o in comp["request"]["overrides"])

@@ -181,7 +181,12 @@ def quick_all(
     # the user's --override keys are composed against the container's verl (the plan's own keys are known to compose):
     # a mistyped key failed the run at once after a start (new-user trial), while `inv preflight` caught it
     creq = _compose_request(target.host, pv) if pv is not None and pv.settings["extra_overrides"] else None
+    if creq is not None:  # the keys only: verl's start-up checks would judge this draft's values, which the second
+        # stage below may still change (token budgets, Megatron TP/PP, vLLM's limits; a review)
+        creq = dict(creq, startup=False)
     req = probe_request(target.host, pv, full=False, tracker=tracker, compose_request=creq)
+    if "compose" in req:  # within the probe's own timeout: a slow compose is "did not answer", not a dead probe
+        req["compose"]["timeout"] = min(60.0, 0.66 * timeout)
     facts = collect(target, req, env=pv.env if pv is not None else {}, secret_env=secret_env, timeout=timeout)
     if facts_out is not None:
         facts_out.update(facts)
