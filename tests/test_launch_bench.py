@@ -512,7 +512,7 @@ def _resume_and_check(sandbox, host_ready, host, rid, stopped_by_operator=False)
         assert old_rec["status"] == "stopped"
     else:  # closed by the resume as failed (its supervisor died), never as if `inv stop` had run (issue 32 item 4)
         assert old_rec["status"] == "failed"
-        assert "closed by `inv launch --resume" in old_rec["decision"]["ended"], old_rec["decision"]
+        assert f"closed by `inv launch -H {host} --resume" in old_rec["decision"]["ended"], old_rec["decision"]
 
 
 def test_sigkilled_supervisor_refuses_a_launch_until_stopped_then_resume_continues(sandbox, host_ready):

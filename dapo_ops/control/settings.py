@@ -797,7 +797,7 @@ def resolve(flags: Mapping | None, env: Mapping | None, file_cfg: Mapping | None
 
 
 #: how a source ranks (the precedence: flags > env > config file > defaults)
-_RANK = {"flag": 3, "env": 2, "file": 1, "default": 0}
+_RANK = {source: len(SOURCES) - i for i, source in enumerate(SOURCES)}
 
 
 def _settle_offload(out: "Settings") -> None:

@@ -411,7 +411,7 @@ def close_earlier(target, facts: ResumeFacts) -> None:
                 "run_id": facts.run_id,
                 "grace_s": 5.0,
                 "kill_grace_s": 5.0,
-                "by": "`inv launch --resume %s`" % facts.run_id,
+                "by": "`%s`" % resume_command(dict(resume_settings(facts.spec), run_id=facts.run_id)),  # its task
             },
         )
 
