@@ -303,3 +303,19 @@ def test_the_supervisor_stops_a_gcs_loop_with_the_network_verdict_and_retries_on
     assert v["detail"]["repeated"]["cls"] == "network" and "repeated" in v["action"]
     assert rec["decision"]["action"] == "stop" and "network again after one retry" in rec["decision"]["reason"]
     assert "fatal network error repeating in attempt 1" in (run_dir / "supervisor.log").read_text()
+
+
+def test_a_fatal_stop_whose_tail_reads_no_failure_keeps_the_repeating_lines_verdict(monkeypatch, tmp_path):
+    """The attempt was stopped on a repeating fatal line, but the whole log's tail names no failure (a later healthy
+    line won, or the loop's line fell out of the tail): the verdict read "... attempt stopped; keep running" and the run
+    ended failed with no cause (a review). The repeating line's own verdict stands then."""
+    clock = Clock()
+    sc = _scanner(monkeypatch, clock)
+    why, _ = _follow(sc, clock, START + GCS + [GCS[0]], 5.0)
+    assert why == "fatal"
+    alog = tmp_path / "attempt-1.log"
+    alog.write_text("\n".join(START) + "\n")  # the tail holds no failure at all
+    out = {"killed_by": "fatal", "exit_code": 143, "storm": sc.storm, "att": sc.att}
+    v = escalate.attempt_verdict(str(alog), out, 12)
+    assert (v["cls"], v["detail"]["cause"], v["detail"]["address"]) == ("network", "ray-head", HEAD + ":6379")
+    assert "keep running" not in v["action"] and "attempt stopped" in v["action"]

@@ -63,7 +63,10 @@ def attempt_verdict(log_path: str, outcome: Dict[str, Any], planned_total: Optio
         v["detail"]["kill_evidence"] = seen
         log("attempt %s killed from outside: %s" % (outcome["att"].get("n"), "; ".join(seen)))
     if outcome.get("killed_by") == "fatal" and outcome.get("storm"):
-        _stopped_on_repeat(v, outcome["storm"])
+        found = outcome["storm"]
+        if _no_failure(v):  # the tail read no failure (the loop's line left it, or a later line won): the line's own
+            v = classify.classify(str(found.get("line") or "") + "\n", planned_total=planned_total).to_json()
+        _stopped_on_repeat(v, found)
     return v
 
 
@@ -92,6 +95,13 @@ def log_match(v: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         "detail": dict(d),
         "evidence": list(v.get("evidence") or [])[:1],
     }
+
+
+def _no_failure(v: Mapping[str, Any]) -> bool:
+    """A verdict that names no failure: success, keep running or an inconclusive crash (what an attempt stopped on a
+    repeating fatal line must not end with: "... attempt stopped; keep running", a review)."""
+    d = v.get("detail") or {}
+    return v.get("cls") == "success" or v.get("action_kind") == "keep-running" or bool(d.get("inconclusive"))
 
 
 def _stopped_on_repeat(v: Dict[str, Any], found: Mapping[str, Any]) -> None:
