@@ -347,3 +347,25 @@ def test_a_resume_given_no_steps_is_told_its_runs_total_not_a_flag_it_did_not_gi
     with pytest.raises(LaunchRefused) as e:
         _resume(_facts(monkeypatch, old.spec, "6"), {"steps": 5})
     assert "so --steps 5 would train nothing" in str(e.value)
+
+
+def test_a_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(monkeypatch, tmp_path):
+    """The launch refuses a resume that would log to SwanLab in another mode than its run unasked
+    (``resume.check_logging``); its dry run printed a clean plan (a review)."""
+    import io
+
+    from rich.console import Console
+
+    from dapo_ops.control.launch import dryrun
+
+    old = _old_plan(FIRST)
+    spec = dict(old.spec, env={**old.spec["env"], "SWANLAB_MODE": "local"})
+    facts = _facts(monkeypatch, spec)
+    monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
+    monkeypatch.setenv("DAPO_OPS_CONFIG", str(tmp_path / "none.toml"))
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
+    kw = dict(mode="dapo", hosts="h2", inventory=str(inv), console=Console(file=io.StringIO()), resume_id=OLD_ID)
+    with pytest.raises(LaunchRefused, match="logged to SwanLab in mode local"):
+        dryrun.dry_run({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
+    dryrun.dry_run({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode: planned

@@ -147,21 +147,25 @@ def render_text(plan: Plan, width: int = 160) -> str:
     return buf.getvalue()
 
 
+def _swanlab(settings, env: Mapping[str, str], file_cfg: Mapping | None):
+    """SwanLab's settings as a launch resolves them, without prompting
+    (:func:`dapo_ops.control.swanlab_settings.resolve`). :raises SwanlabConfigError: as the launch would."""
+    from dapo_ops.control import swanlab_settings
+
+    return swanlab_settings.resolve(
+        env, (file_cfg or {}).get("swanlab") or {}, mode_flag=settings.get("swanlab_mode") or None, stdin_isatty=False
+    )
+
+
 def swanlab_status(settings, env: Mapping[str, str], file_cfg: Mapping | None) -> tuple[bool, str]:
     """``(logger_enabled, note)`` by the rule a real launch applies
     (:meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.logger_enabled`), resolved without prompting; the note (one
     line) says what the launch would do about SwanLab, e.g. that cloud mode (the default) needs a key it does
     not have (counted as "no swanlab" here; the launch itself refuses in one line)."""
-    from dapo_ops.control import swanlab_settings
     from dapo_ops.control import swanlab_values
 
     try:
-        sw = swanlab_settings.resolve(
-            env,
-            (file_cfg or {}).get("swanlab") or {},
-            mode_flag=settings.get("swanlab_mode") or None,
-            stdin_isatty=False,
-        )
+        sw = _swanlab(settings, env, file_cfg)
     except swanlab_values.SwanlabConfigError as e:
         return False, f"SwanLab: a launch would stop here: {e}"
     if sw.logger_enabled:
@@ -296,6 +300,13 @@ def dry_run(
     plan = make_plan(draft_plan(inputs), _local_memory_facts(st, host))
     if facts is not None:  # the refusals of the launch (control/launch/service.py build_plan)
         resume.check(plan, facts)
+        try:  # the SwanLab mode the resume would log in, as the launch checks it (service.build_plan)
+            sw = _swanlab(st, env, file_cfg)
+        except Exception:  # noqa: BLE001 (SwanlabConfigError: the SwanLab note already says the launch stops there)
+            sw = None
+        if sw is not None:
+            given = (getattr(sw, "sources", None) or {}).get("mode", "default") != "default"
+            resume.check_logging(facts, sw.mode, given)
     notes = [sw_note]
     data_note = local_data_note(plan)
     if data_note:
