@@ -59,7 +59,7 @@ def new_run(
         "version": 1,
         "run_id": rid,
         "host": "local",
-        "container": "none",
+        "container": "verl",  # the usual name: hints carry no -c (core/ladder.py resume_settings)
         "mode": "dapo",
         "framework": "fsdp",
         "profile": "0.9",

@@ -74,3 +74,17 @@ def test_resumes_refusal_of_another_task_names_the_runs_own_command():
     with pytest.raises(LaunchRefused) as e:
         resume_mod.check(plan, resume_mod.ResumeFacts(run_id=RID, spec=old))
     assert "`inv one-step-off -H h1 --resume %s`" % RID in str(e.value), e.value
+
+
+def test_a_run_in_another_container_is_resumed_there():
+    """``inv launch -H h3 -c verl2 ...``: the hints said ``inv launch -H h3 --resume <id>``, which looks in the
+    inventory's container ("container 'verl' does not exist", a second trial): a container other than the usual
+    name is in the command; the usual one adds nothing."""
+    from dapo_ops.core import ladder
+
+    spec = {"run_id": "20261207-000000-abcd", "host": "h3", "mode": "dapo", "container": "verl2", "settings": {}}
+    assert (
+        ladder.resume_command(ladder.resume_settings(spec)) == "inv launch -H h3 -c verl2 --resume 20261207-000000-abcd"
+    )
+    spec["container"] = "verl"
+    assert ladder.resume_command(ladder.resume_settings(spec)) == "inv launch -H h3 --resume 20261207-000000-abcd"

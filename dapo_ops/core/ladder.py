@@ -380,7 +380,7 @@ def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[Feat
 def resume_settings(spec: Any) -> dict[str, Any]:
     """What :func:`resume_command` reads, from a run's spec (a :class:`~dapo_ops.core.defaults.RunSpec`, or the
     ``spec`` run.json embeds): ``run_id``, ``hosts`` (the Ray nodes of a multi-host run, head first, else the run's
-    host), ``mode`` and the settings' ``trainer_mode``. None / no spec: ``{}``; a fact the spec lacks is left out."""
+    host), ``mode``, the settings' ``trainer_mode`` and ``container`` when it is not the usual ``verl``. None / no spec: ``{}``; a fact the spec lacks is left out."""
     if not spec:
         return {}
     rs = defaults.RunSpec.read(spec)
@@ -390,20 +390,24 @@ def resume_settings(spec: Any) -> dict[str, Any]:
         "hosts": [h for h in nodes if h] or ([rs.host] if rs.host else []),
         "mode": rs.mode,
         "trainer_mode": rs.settings.get("trainer_mode"),
+        # a container other than the usual name came from --container / CONTAINER or the inventory: named, so the
+        # pasted command looks in the run's container (a second trial: "container 'verl' does not exist")
+        "container": rs.container if rs.container and rs.container != defaults.HOST["container"] else None,
     }
     return {k: v for k, v in out.items() if v}
 
 
 def resume_command(settings: dict[str, Any]) -> str:
-    """``inv launch -H <hosts> --resume <run_id>`` for the run of ``settings`` (the supervisor adds ``run_id`` and
-    ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/launch/resume.py refuses
+    """``inv launch -H <hosts> [-c <container>] --resume <run_id>`` for the run of ``settings`` (the supervisor adds
+    ``run_id`` and ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/launch/resume.py refuses
     another trainer mode)."""
     cmd = "inv one-step-off" if settings.get("mode") == "one-step-off" else "inv launch"
     hosts = [str(h) for h in settings.get("hosts") or [] if h]
     mode = " --mode sync" if settings.get("mode") != "one-step-off" and settings.get("trainer_mode") == "sync" else ""
-    return "%s%s%s --resume %s" % (
+    return "%s%s%s%s --resume %s" % (
         cmd,
         " -H " + ",".join(hosts) if hosts else "",
+        " -c " + str(settings["container"]) if settings.get("container") else "",
         mode,
         settings.get("run_id") or "<run_id>",
     )
