@@ -323,8 +323,8 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
 
 
 def run_id_flag(run: str | None, flag: str = "--run") -> str:
-    """The run id a ``--run`` (status, stop, watch, logs) or ``--resume`` flag gives, ``""`` when the flag was not
-    given (its task default is None). Given but not a run id, an empty one included (``--run "$RUN"`` with RUN
+    """The run id a ``--run`` flag (status, stop, watch, logs) gives, ``""`` when the flag was not given (its task
+    default is None; launch's ``--resume`` is judged by the launch request, the same rule). Given but not a run id, an empty one included (``--run "$RUN"`` with RUN
     unset acted on the latest run: ``inv stop`` stopped it): ONE line and exit :data:`EXIT_USAGE`, nothing
     contacted (it was a per-host "no run" row and exit 1, while ``inv launch --resume bogus`` was a usage error)."""
     from dapo_ops.core import runstate

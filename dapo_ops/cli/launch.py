@@ -37,7 +37,6 @@ from dapo_ops.cli._common import (
     fanout_task,
     given_flags,
     on_interrupt,
-    run_id_flag,
     refuse_job_as_mode,
     run_config,
     select_hosts,
@@ -122,7 +121,7 @@ def task_args(job: str, kw: Mapping[str, Any]) -> request.TaskArgs:
         skip_preflight=bool(kw["skip_preflight"]),
         link_wait=kw["link_wait"],
         independent=bool(kw["independent"]),
-        resume=run_id_flag(kw["resume"], "--resume"),  # given empty ("$RUN" unset) is refused, not "a new run"
+        resume=kw["resume"],  # None: not given; the request judges a given one (empty included)
         json=bool(kw["json_"]),
     )
 

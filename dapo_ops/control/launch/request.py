@@ -59,7 +59,7 @@ class TaskArgs:
     ``flags``: the settings flags given, by setting name (:data:`dapo_ops.control.settings.BY_ARG`; ``""`` = given
     empty, which the settings table's ``EMPTY_RULES`` judge). ``swanlab_mode``: ``--swanlab-mode`` ("" = not given;
     the SwanLab setup decides with the key and host, it is not a run setting). ``link_wait``: seconds (>= 0).
-    ``resume``: a run id to continue ("" = a new run). The rest as the flags of the same names.
+    ``resume``: a run id to continue (None = a new run; given, empty included, it must be a run id). The rest as the flags of the same names.
     """
 
     mode: str
@@ -72,7 +72,7 @@ class TaskArgs:
     skip_preflight: bool = False
     link_wait: int = 20
     independent: bool = False
-    resume: str = ""
+    resume: str | None = None
     json: bool = False
 
 
@@ -154,11 +154,11 @@ def build(
         raise LaunchUsageError(
             f"--link-wait={args.link_wait} is negative; give the seconds to wait for the SwanLab link (0: do not wait)"
         )
-    resume = (args.resume or "").strip()
-    if resume and not runstate.is_run_id(resume):
+    if args.resume is not None and not runstate.is_run_id(args.resume):  # given empty ("$RUN" unset) is refused too
         raise LaunchUsageError(
-            f"--resume takes a run id like 20261129-151200-a1b2 (got {resume!r}); list runs with `inv status --all`"
+            f"--resume takes a run id like 20261129-151200-a1b2 (got {args.resume!r}); list runs with `inv status --all`"
         )
+    resume = args.resume or ""
     extra = [o for o in args.overrides if o]
     try:
         file_cfg = config.file()
