@@ -45,8 +45,8 @@ for stage in ${O_SEQ:-tool1 verl1 tool2 verl2}; do
          pack "$stage"; exit 3 ;;
     esac
   else
-    pid=$(cat "$ROOT/state/o$pair-verl.pid" 2>/dev/null)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "$stage: still running"; break; fi
+    # verl by its argv (o-speed.sh verl_alive), not the pid file's setsid pid
+    if pgrep -f -- "trainer.default_local_dir=$ROOT/verl-ckpt-o$pair" > /dev/null; then echo "$stage: still running"; break; fi
     touch "$ST/$stage.done"; echo "$stage: ended"
   fi
   pack "$stage"

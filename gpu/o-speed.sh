@@ -116,12 +116,16 @@ verl|verlwatch)
       > "$STATE/$NAME-verl.log" 2>&1 & echo $! > "$STATE/$NAME-verl.pid" )
   fi
   start_sampler
-  pid=$(cat "$STATE/$NAME-verl.pid"); waited=0
+  # alive = a process with this half's checkpoint dir in its argv (timeout, python): NOT the pid file's pid, which is
+  # setsid's, and setsid started from a process-group leader forks and exits at once (2026-12-07 sixth session: the
+  # watch called a verl at step 2 "done")
+  verl_alive() { pgrep -f -- "trainer.default_local_dir=$ROOT/verl-ckpt-$NAME" > /dev/null; }
+  waited=0
   wait_s=$(until_deadline "${VERL_WAIT_S:-540}")
-  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$wait_s" ]; do sleep 5; waited=$((waited + 5)); done
+  while verl_alive && [ "$waited" -lt "$wait_s" ]; do sleep 5; waited=$((waited + 5)); done
   stop_sampler; cat "$OUT/gpu-mem.csv" >> "$STATE/$NAME-gpu-mem-verl.csv"; rm -f "$OUT/gpu-mem.csv"
   cp "$STATE/$NAME-verl.log" "$OUT/verl.log"; cp "$STATE/$NAME-gpu-mem-verl.csv" "$OUT/gpu-mem-verl.csv"
-  if kill -0 "$pid" 2>/dev/null; then echo "verl by hand still running: HALF=verlwatch PAIR=$PAIR next"; exit 0; fi
+  if verl_alive; then echo "verl by hand still running: HALF=verlwatch PAIR=$PAIR next"; exit 0; fi
   echo "verl by hand: done ($(grep -c 'step:' "$OUT/verl.log") step lines)"
   # the tool half of this pair on this machine, if any (one half per session: the table is made here later)
   [ -f "$STATE/$NAME.run_id" ] || { echo "no tool half of pair $PAIR on this machine: speed.md from the fixtures"; exit 0; }

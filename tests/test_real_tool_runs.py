@@ -551,7 +551,21 @@ def test_a_measured_pair_becomes_one_speed_csv_row(tmp_path):
 
 #: every measured pair of bench/speed.csv: its fixture (tool train.log + spec.json, verl's keys in verl.log), model
 #: name and device; the CSV is what bench/speed_table.py --csv writes from them, row for row
-SPEED_CSV_PAIRS = (("h-speed-fsdp-a", "tiny-qwen2", "H200"), ("h-speed-fsdp-b", "tiny-qwen2", "H200"))
+# (tool log, verl log, tool spec dir, model, device, warm-up steps left out): one per bench/speed.csv row
+SPEED_CSV_PAIRS = (
+    ("h-speed-fsdp-a/train.log", "h-speed-fsdp-a/verl.log", "h-speed-fsdp-a", "tiny-qwen2", "H200", 1),
+    ("h-speed-fsdp-b/train.log", "h-speed-fsdp-b/verl.log", "h-speed-fsdp-b", "tiny-qwen2", "H200", 1),
+    # the real shape's first pair: the tool half of the plan before the packed cap (fourth session) and verl's
+    # whole half (sixth session), two H100 machines (bench/speed.md says what that costs the ratio)
+    (
+        "o-speed-tool1-h100/train.log.gz",
+        "o-speed-verl1-h100/verl.log.gz",
+        "o-speed-tool1-h100",
+        "qwen3-1.7b",
+        "H100",
+        2,
+    ),
+)
 
 
 def test_bench_speed_csv_is_the_measured_pairs_rows():
@@ -560,8 +574,8 @@ def test_bench_speed_csv_is_the_measured_pairs_rows():
     st = _speed_table()
     rows = list(csv.DictReader((ROOT / "bench" / "speed.csv").open()))
     want = [
-        st.csv_row(RUNS / n / "train.log", RUNS / n / "verl.log", runfiles.read_spec(RUNS / n), model, dev, 1)
-        for n, model, dev in SPEED_CSV_PAIRS
+        st.csv_row(RUNS / tool, RUNS / verl, runfiles.read_spec(RUNS / spec), model, dev, skip)
+        for tool, verl, spec, model, dev, skip in SPEED_CSV_PAIRS
     ]
     assert rows == want
 
@@ -620,3 +634,31 @@ def test_verls_cut_half_figures_are_bench_speed_mds():
     flat = st.printed_config(RUNS / "o-speed-verl1-h100-cut" / "verl.log.gz")  # its Python warnings interleave
     assert flat.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") == 7680
     assert flat.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == 5120
+
+
+def test_the_first_real_shape_pair_is_bench_speed_mds():
+    """bench/speed.md's table of the real shape's first pair (the tool's half o-speed-tool1-h100, the plan before the
+    packed cap; verl's whole half o-speed-verl1-h100, 12/12 steps) is bench/speed_table.py's reading of the two
+    gzipped logs, steps 3-12, ratio verl / tool, and verl's budgets are those its printed config ran."""
+    st = _speed_table()
+    tool = st.figures(RUNS / "o-speed-tool1-h100" / "train.log.gz", skip=2)
+    verl = st.figures(RUNS / "o-speed-verl1-h100" / "verl.log.gz", skip=2)
+    md = (RUNS.parents[3] / "bench" / "speed.md").read_text()
+    table = md[md.index("| figure (steps 3-12) |") :].split("\n\n")[0]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:5]] for r in table.splitlines()[2:]}
+    assert tool["steps"] == verl["steps"] == 10
+    labels = {"s/step": "s/step", "gen s": "gen s", "old_log_prob s": "old_log_prob s"}
+    labels |= {"update_actor s": "update_actor s", "actor peak allocated GB": "peak alloc GB"}
+    for label, key in labels.items():
+        got = [c.split(" (")[0] for c in rows[label][:2]]
+        assert got == [f"{tool[key]:.2f}", f"{verl[key]:.2f}"], label
+        assert rows[label][2] == f"{verl[key] / tool[key]:.3f}", label
+    tput = [f"{f['tokens/s (total_num_tokens/step)']:,.0f}".replace(",", " ") for f in (tool, verl)]
+    assert rows["tokens/s/device"][:2] == tput
+    k = "tokens/s (total_num_tokens/step)"
+    assert rows["tokens/s/device"][2] == f"{verl[k] / tool[k]:.3f}"
+    flat = st.printed_config(RUNS / "o-speed-verl1-h100" / "verl.log.gz")
+    assert flat.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") == 7680
+    assert flat.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == 5120
+    assert flat.get("actor_rollout_ref.model.enable_gradient_checkpointing") is True
+    assert flat.get("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.6
