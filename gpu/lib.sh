@@ -93,8 +93,11 @@ start_sampler() {
     ( while :; do "$SMI" --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits \
         | sed "s/^/$(date +%s.%N),/"; sleep 2; done ) > "$OUT/gpu-mem.csv" 2>&1 &
   else
-    # utilization.gpu last (the readers take memory.used from column 2): whether a slow phase keeps the device busy
-    "$SMI" --query-gpu=timestamp,memory.used,memory.total,utilization.gpu --format=csv -lms 500 > "$OUT/gpu-mem.csv" 2>&1 &
+    # after memory.used (the readers take it from column 2): utilization.gpu (whether a slow phase keeps the device
+    # busy), the SM clock, power and the throttle reasons (two H100s ran one command's update 36.6 and 46.8 s a step,
+    # 2026-12-07 fifth / sixth sessions: whether a card was clocked down is only seen here)
+    "$SMI" --query-gpu=timestamp,memory.used,memory.total,utilization.gpu,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv -lms 500 > "$OUT/gpu-mem.csv" 2>&1 &
   fi
   SAMPLER=$!
 }

@@ -32,6 +32,8 @@
 # the calls. One half per session (O_SEQ=verl1, then O_SEQ=tool1), both on nvidia-h100-x1.
 # $OUT: tool/ (run files), verl.log, gpu-mem-*.csv, speed.md (bench/speed_table.py, once both halves are in).
 SCEN=o; . "$(dirname "$0")/lib.sh"
+# which card this half ran on (two cards of one kind differ: gpu/README.md 2026-12-07 sixth session)
+"$SMI" --query-gpu=name,uuid,serial,clocks.max.sm,power.limit,driver_version --format=csv > "$OUT/device.csv" 2>&1 || true
 unset GPU_MEMORY_UTILIZATION MICRO_BATCH_SIZE ROLLOUT_EAGER   # lib.sh's recipe values would be explicit settings
 export TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=2 ROLLOUT_N=8 MAX_PROMPT_LENGTH=512 MAX_RESPONSE_LENGTH=2048
 export USER_FEATURES=-flash_attn MAX_OOM_RETRIES=3
