@@ -955,15 +955,17 @@ def _full_key_line(log: Log, i: int) -> list[int]:
 
 
 def _config_key(log: Log, h: Hit) -> str | None:
-    """The failing key of a config-error hit: OmegaConf's ``full_key:``, Hydra's ``Could not override '<key>'``,
-    a key in the message itself, else :data:`CONFIG_KEYS`."""
+    """The failing key of a config-error hit: Hydra's ``Could not override '<key>'`` (the override the launch
+    passed, which is what the user must fix), else OmegaConf's ``full_key:`` (the node it missed: for an override
+    under an absent parent, e.g. ``reward_model.reward_kwargs.n`` with ``reward_kwargs`` absent, that is only the
+    parent), a key in the message itself, else :data:`CONFIG_KEYS`."""
     i = h.line
     for j in range(max(0, i - 3), min(len(log.lines), i + 8)):
-        m = re.search(r"full_key: ?([\w.\[\]-]+)", log.lines[j])
+        m = re.search(r"Could not override '([^']+)'", log.lines[j])
         if m:
             return m.group(1)
     for j in range(max(0, i - 3), min(len(log.lines), i + 8)):
-        m = re.search(r"Could not override '([^']+)'", log.lines[j])
+        m = re.search(r"full_key: ?([\w.\[\]-]+)", log.lines[j])
         if m:
             return m.group(1)
     name = h.sig.name
