@@ -471,11 +471,12 @@ _REWARD_FRAME_RX = re.compile(r"in (?:default_compute_score|_default_compute_sco
 HUB_SIGS = ("proxy", "hub")
 
 # communicator set-up (HCCL: communicator init, then transport / link set-up; hcclug "three phases"), not execution
-# (torch c10d: "is setting up NCCL communicator and retrieving ncclUniqueId ... via c10d key-value store"; vLLM's
+# (torch c10d: "is setting up NCCL communicator and retrieving ncclUniqueId ... via c10d key-value store", torch_npu
+# the same with HCCL / hcclUniqueId; vLLM's
 # worker init_device builds its communicator; the store's own connect timeout)
 _COMM_INIT_RX = re.compile(
     r"hcclcomminit|comminitrootinfo|\bei0009\b|transport init|createlink|create dest"
-    r"|init_communicator|ncclcomminit|failed to bind the ip port|nccluniqueid"
+    r"|init_communicator|ncclcomminit|failed to bind the ip port|[nh]ccluniqueid"
     r"|method init_device|client socket has timed out|tcp client failed to connect"
     r"|initcommrootinfo|hccl initialize failed|hcclcomm init"
 )

@@ -1151,14 +1151,22 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         r"|nccl communicator was aborted",
     ),
     ("dist-backend", "hccl-timeout", COLLECTIVE, "distbackenderror", r"distbackenderror"),
-    # the c10d rendezvous store (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the group never formed
+    # the c10d rendezvous store (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp): the group never formed.
+    # socket.cpp words its connect timeout two ways: the final "client socket has timed out after <n>ms while
+    # trying to connect to" and, per attempt, "The server socket on <addr> has timed out, will retry." (a run
+    # that hangs there shows only the latter); ProcessGroupNCCL's broadcastUniqueNCCLID (and torch_npu's HCCL
+    # twin) fails when the root rank's store does not answer: "[1] is setting up NCCL|HCCL communicator and
+    # retrieving ncclUniqueId|hcclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got
+    # error: ...". All three: the communicator was never built.
     (
         "dist-store",
         "hccl-timeout",
         COLLECTIVE,
-        ("diststoreerror", "client socket has timed out", "tcp client failed"),
+        ("diststoreerror", "socket", "tcp client failed", "uniqueid"),
         r"diststoreerror|\[c10d\] the client socket has timed out after \d+ms while trying to connect to"
-        r"|tcp client failed to connect/validate to host",
+        r"|\[c10d\] the server socket on \S{1,80} has timed out, will retry"
+        r"|tcp client failed to connect/validate to host"
+        r"|is setting up [nh]ccl communicator and retrieving [nh]ccluniqueid from \[\d+\] via c10d key-value store",
     ),
     # HCCL / HCCP's own error records on stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1): "[ERROR] HCCL(<pid>,...):<ts>
     # [<file>.cc:<n>] ... hccl initialize failed / call trace: hcclRet -> <n>"
