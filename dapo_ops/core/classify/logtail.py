@@ -101,6 +101,28 @@ def _strip_boilerplate(text: str) -> str:
     return text
 
 
+def _take_ray_prefixes(line: str, i: int, names: dict[int, str], ips: dict[int, str]) -> str:
+    """``line`` without its Ray prefixes (up to two), their facts recorded for line ``i``: the actor name and node
+    IP. Nested prefixes (a worker's output forwarded by its parent actor, ``(vLLMHttpServer pid=1) (Worker_TP0
+    pid=2)``, ``(WorkerDict pid=1) (VllmWorkerProcess pid=2)``) record the INNER prefix's facts where it has
+    them: the inner one is the process that printed the line (what :func:`~dapo_ops.core.classify.phase.side_of`
+    asks: a vLLM worker behind a WorkerDict is the rollout engine), the outer one only forwarded it."""
+    for _ in range(2):
+        pm = _RAY_PREFIX_RX.match(line)
+        if not pm:
+            break
+        if pm.group("name"):
+            names[i] = pm.group("name")
+        elif pm.group("pid") is None:
+            names[i] = "raylet"  # (raylet): the node's log monitor; a nameless (pid=N) has no actor
+        if pm.group("ip"):
+            ips[i] = pm.group("ip")
+        line = line[pm.end() :]
+        if not line.startswith("("):
+            break
+    return line
+
+
 _ATTEMPT_START_RX = re.compile(r"^===== dapo-ops attempt \d+ start .*$", re.MULTILINE)
 
 
@@ -132,19 +154,7 @@ class Log:
         ips: dict[int, str] = {}
         for i, line in enumerate(raw):
             if line.startswith(("(", " (", "[rank")):
-                pm = _RAY_PREFIX_RX.match(line)
-                if pm:
-                    if pm.group("name"):
-                        names[i] = pm.group("name")
-                    elif pm.group("pid") is None:
-                        names[i] = "raylet"  # (raylet): the node's log monitor; a nameless (pid=N) has no actor
-                    if pm.group("ip"):
-                        ips[i] = pm.group("ip")
-                    line = line[pm.end() :]
-                    if line.startswith("("):  # nested: (vLLMHttpServer pid=1) (Worker pid=2) ...; keep the outer name
-                        pm2 = _RAY_PREFIX_RX.match(line)
-                        if pm2:
-                            line = line[pm2.end() :]
+                line = _take_ray_prefixes(line, i, names, ips)
                 rm = _RANK_PREFIX_RX.match(line)
                 if rm:
                     line = line[rm.end() :]
