@@ -146,9 +146,17 @@ def _check_rules() -> None:
 _check_rules()
 
 
+#: the driver's call into a worker group, as a traceback's source line prints it (verl/trainer/ppo/ray_trainer.py
+#: ``self.actor_rollout_wg.generate_sequences(gen_batch)``, ``self.critic_wg.update_critic(batch)``): the same
+#: fact as a ``ray::WorkerDict.<method>()`` line, and the only one naming the worker's method when Ray raises the
+#: error in the driver without one (Ray 2.1's ``ray.exceptions.OutOfMemoryError`` re-raised by ``ray.get``)
+_WG_CALL_RX = re.compile(r"\b[a-z_]*_wg\.[a-z_]+\(")
+
+
 def is_frame(ll: str) -> bool:
-    """A traceback frame (``File "...", line N, in f``) or a Ray call line (``ray::WorkerDict.update_actor()``)."""
-    return 'file "' in ll or "ray::" in ll
+    """A traceback frame (``File "...", line N, in f``), a Ray call line (``ray::WorkerDict.update_actor()``) or a
+    worker-group call source line (:data:`_WG_CALL_RX`)."""
+    return 'file "' in ll or "ray::" in ll or _WG_CALL_RX.search(ll) is not None
 
 
 def frame_phase(ll: str) -> str | None:
