@@ -161,6 +161,8 @@ def demo(c, steps=20, oom_step=8, bench_id="", keep=True):
         "SWANLAB_MODE": os.environ.get("SWANLAB_MODE", "disabled"),
         "DAPO_OPS_CONFIG": os.environ.get("DAPO_OPS_CONFIG", str(state / "dapo-ops-config.toml")),
     }
+    if "DAPO_OPS_CONFIG" not in os.environ:  # the demo's own, empty (a named config file must exist)
+        (state / "dapo-ops-config.toml").touch(mode=0o600)
     try:
         _sh(inv + ["preflight", *base], env=demo_env)
         _sh(inv + ["launch", *base, "--steps", str(steps), "--framework", "fsdp", "--save-freq", "2"], env=demo_env)

@@ -109,6 +109,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
     tmp = Path(tempfile.mkdtemp(prefix="launch-calls-"))
     env.update(DAPO_OPS_INVENTORY=str(state / "hosts.toml"), DAPO_OPS_CONFIG=str(tmp / "none.toml"))
+    (tmp / "none.toml").touch(mode=0o600)  # no user config (a named one must exist)
     env["SWANLAB_MODE"] = "disabled"
     flags = ["--model", f"{cin}/model", "--train-file", f"{cin}/train.parquet", "--val-file", f"{cin}/val.parquet"]
     totals, walls = [], []

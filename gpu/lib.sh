@@ -53,6 +53,7 @@ RUNS=$ROOT/runs; STATE=$ROOT/state
 mkdir -p "$OUT" "$WORK" "$RUNS" "$STATE"
 cp "$REPO/gpu/len_reward.py" "$ROOT/len_reward.py"   # the working tree is replaced per call: runs read ROOT's copy
 export DAPO_OPS_INVENTORY=$ROOT/hosts.toml DAPO_OPS_CONFIG=$ROOT/no-user-config.toml SWANLAB_MODE=disabled
+[ -e "$ROOT/no-user-config.toml" ] || install -m 600 /dev/null "$ROOT/no-user-config.toml"  # no user config: empty (a named one must exist)
 
 # ---- the inventory: one bare host on this machine. Its env table is the Python environment verl runs in and
 # the variables the recipe says this machine forces (gpu/README.md "Settings").

@@ -18,6 +18,7 @@ from invoke import Collection, Program, task
 from dapo_ops import cli
 from dapo_ops.cli import program
 from dapo_ops.cli._common import EXIT_USAGE, FanoutTask, fanout_task
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -297,7 +298,7 @@ class TestLaunchTasks:
 
         for k in [k for k in os.environ if k.startswith(("SWANLAB_", "DAPO_OPS_"))]:
             monkeypatch.delenv(k)
-        monkeypatch.setenv("DAPO_OPS_CONFIG", str(tmp_path / "none.toml"))
+        monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
         monkeypatch.chdir(tmp_path)
         before = dict(os.environ)
         cl.launch(Context(), dry_run=True, swanlab_host="http://192.0.2.10:8000", swanlab_mode="disabled")

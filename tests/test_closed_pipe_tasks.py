@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from config_helpers import no_config
+
 SCRIPT = r"""
 import sys
 from invoke import Program
@@ -56,7 +58,7 @@ TASKS = [
 def _env(tmp_path) -> dict:
     """The user's environment: a block-buffered stdout into a pipe (no ``PYTHONUNBUFFERED``, which CI shells may
     set), no inventory, no user config."""
-    env = dict(os.environ, DAPO_OPS_CONFIG=str(tmp_path / "none.toml"), HOME=str(tmp_path))
+    env = dict(os.environ, DAPO_OPS_CONFIG=no_config(tmp_path), HOME=str(tmp_path))
     for var in ("PYTHONUNBUFFERED", "DAPO_OPS_INVENTORY"):
         env.pop(var, None)
     return env

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from supervisor_helpers import bare_host, wait_for
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def bare(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
     env.update(
         DAPO_OPS_INVENTORY=str(inv_path),
-        DAPO_OPS_CONFIG=str(root / "none.toml"),
+        DAPO_OPS_CONFIG=no_config(root),
         SWANLAB_MODE="disabled",
         ROLLOUT_TP="1",
         FRAMEWORK="fsdp",

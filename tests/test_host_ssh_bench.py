@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from supervisor_helpers import stand_in_tree
+from config_helpers import no_config
 
 pytestmark = pytest.mark.bench
 
@@ -54,7 +55,7 @@ DAPO_STANDIN_SCENARIO = "{tree}/sandbox/scenario.json"
 """)
     env = dict(
         DAPO_OPS_INVENTORY=str(inv_path),
-        DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+        DAPO_OPS_CONFIG=no_config(tmp_path),
         SWANLAB_MODE="disabled",
         ROLLOUT_TP="1",
         FRAMEWORK="fsdp",

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from config_helpers import no_config
+
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import refusals as launch_errors
 from dapo_ops.core import defaults
@@ -75,7 +77,7 @@ def drive(tmp_path, what: str, *argv: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
     env.update(
         DAPO_OPS_INVENTORY=str(tmp_path / "hosts.toml"),
-        DAPO_OPS_CONFIG=str(tmp_path / "none.toml"),
+        DAPO_OPS_CONFIG=no_config(tmp_path),
         SWANLAB_MODE="disabled",
     )
     return subprocess.run(

@@ -19,6 +19,7 @@ from dapo_ops.core.features import resolve
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 from fetch_verl_config import verl_config_root  # noqa: E402
 from test_memfit import QWEN3_8B  # noqa: E402
+from config_helpers import no_config
 
 RUN_ID = "20261129-151200-a1b2"
 GPU1 = Host(name="g1", address="198.51.100.21", accelerator="gpu", devices=1, workdir="/w", runs_dir="/runs")
@@ -133,7 +134,7 @@ def test_runbook_default_dry_run_estimates_the_recompute_verl_runs_and_fits(cli,
         hosts,
         "--inventory",
         inv,
-        env={"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "disabled"},
+        env={"DAPO_OPS_CONFIG": no_config(tmp_path), "SWANLAB_MODE": "disabled"},
     )
     out = " ".join(res.stdout.split())
     assert res.returncode == 0, res.stderr

@@ -17,6 +17,7 @@ from dapo_ops.control.remote import bundle as remote_bundle
 from dapo_ops.agent import runfiles
 from dapo_ops.core import runstate
 from plan_helpers import plan_for
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -24,7 +25,7 @@ TESTS = Path(__file__).resolve().parent
 
 def inv(args, tmp_path, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "TRAIN_STEPS"))}
-    env["DAPO_OPS_CONFIG"] = str(tmp_path / "no-config.toml")
+    env["DAPO_OPS_CONFIG"] = no_config(tmp_path, "no-config.toml")
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
@@ -559,7 +560,7 @@ def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
         "--dry-run",
         "--experiment",
         f"exp-{key}",
-        env={"SWANLAB_API_KEY": key, "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")},
+        env={"SWANLAB_API_KEY": key, "DAPO_OPS_CONFIG": no_config(tmp_path)},
     )
     assert res.returncode == 2 and "--experiment" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert key not in res.stdout + res.stderr

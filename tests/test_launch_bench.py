@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 from supervisor_helpers import wait_for  # noqa: E402
+from config_helpers import no_config  # noqa: E402
 
 IN = "/verl/dapo_runs/inputs"
 INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
@@ -36,9 +37,7 @@ def host_ready(sandbox, tmp_path):
     """Return ``prepare(host)``: inputs present (tiny model + parquet on the host-side runs mount), no run active,
     default scenario. Also yields the env for the CLI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(
-        DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"), SWANLAB_MODE="disabled"
-    )
+    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
 
     def prepare(host: str, scenario: dict) -> None:
         # a clean host: an earlier test on this worker's bench may have left a run (or a fabricated run.json whose

@@ -12,6 +12,7 @@ from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import request as lr
 from dapo_ops.control.launch.refusals import LaunchUsageError
+from config_helpers import no_config
 
 KEY = "sk-swan-0123456789abcdef"
 PROXY_PW = "PROXYPW-5551234"
@@ -19,7 +20,7 @@ PROXY_PW = "PROXYPW-5551234"
 
 def _env(tmp_path, **extra) -> dict:
     """An operator environment with no config file and SwanLab in cloud mode with a key."""
-    return {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": KEY, **extra}
+    return {"DAPO_OPS_CONFIG": no_config(tmp_path), "SWANLAB_MODE": "cloud", "SWANLAB_API_KEY": KEY, **extra}
 
 
 def _hosts(tmp_path, proxy: str = "", n: int = 1):

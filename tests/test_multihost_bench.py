@@ -27,6 +27,7 @@ pytestmark = pytest.mark.bench
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402
+from config_helpers import no_config  # noqa: E402
 
 RUNS = "/verl/dapo_runs"
 IN = f"{RUNS}/inputs"
@@ -39,9 +40,7 @@ RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
 def cli(sandbox, tmp_path):
     """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "RAY_"))}
-    env.update(
-        DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=str(tmp_path / "none.toml"), SWANLAB_MODE="disabled"
-    )
+    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
     for h in HOSTS:
         sandbox.reset(h)
         inputs = sandbox.runs_dir(h) / "inputs"

@@ -7,16 +7,18 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def inv(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWANLAB_", "DAPO_OPS_"))}
-    env["DAPO_OPS_CONFIG"] = str(REPO / "tests" / "fixtures" / "no-such-config.toml")  # no operator config
+    env["DAPO_OPS_CONFIG"] = no_config(tempfile.mkdtemp(prefix="dapo-no-config-"))  # no operator config
     return subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
         stdout=stdout,

@@ -27,6 +27,7 @@ from dapo_ops.control.preflight import inputs as preflight_inputs
 from dapo_ops.control.preflight.result import Check
 from dapo_ops.control.remote import fanout
 from dapo_ops.core import ladder
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -36,7 +37,7 @@ PROGS = ("inv", "dapo-ops")
 def _run(prog: str, argv: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
     cmd = [str(BIN / "inv"), "-r", str(REPO)] if prog == "inv" else [str(BIN / "dapo-ops")]
     e = {k: v for k, v in os.environ.items() if k not in ("DAPO_OPS_INVENTORY", "COLUMNS")}
-    e.update(env, DAPO_OPS_CONFIG=str(cwd / "none.toml"))
+    e.update(env, DAPO_OPS_CONFIG=no_config(cwd))
     return subprocess.run(cmd + argv, capture_output=True, text=True, cwd=cwd, timeout=60, env=e)
 
 
@@ -118,9 +119,8 @@ def test_an_override_without_a_key_is_refused_in_one_line():
 
 def _env(tmp_path, cfg_text: str | None = None, **extra) -> dict:
     cfg = tmp_path / "config.toml"
-    if cfg_text is not None:
-        cfg.write_text(cfg_text)
-        cfg.chmod(0o600)
+    cfg.write_text(cfg_text or "")  # no text: an empty config (a named one must exist)
+    cfg.chmod(0o600)
     return {"DAPO_OPS_CONFIG": str(cfg), "SWANLAB_MODE": "offline", **extra}
 
 

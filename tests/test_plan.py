@@ -13,6 +13,7 @@ from dapo_ops.control import settings
 from dapo_ops.control.inventory.model import Host
 from dapo_ops.core import redact
 from plan_helpers import plan_for
+from config_helpers import no_config
 
 RUN_ID = "20261129-151200-a1b2"
 
@@ -349,7 +350,7 @@ def test_dry_run_says_when_a_launch_would_stop_on_swanlab(tmp_path):
     from rich.console import Console
 
     buf = io.StringIO()
-    env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
+    env = {"DAPO_OPS_CONFIG": no_config(tmp_path)}
     plan_mod.dry_run(
         {"steps": 3},
         mode="dapo",
@@ -375,7 +376,7 @@ def test_dry_run_rejects_an_extra_override_the_launch_would_reject(tmp_path):
     import subprocess
     import sys
 
-    env = {"PATH": "/usr/bin:/bin", "DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "local"}
+    env = {"PATH": "/usr/bin:/bin", "DAPO_OPS_CONFIG": no_config(tmp_path), "SWANLAB_MODE": "local"}
     inv = [sys.executable, "-m", "invoke", "-r", str(Path(__file__).resolve().parent.parent)]
     bad = subprocess.run(
         inv + ["launch", "--dry-run", "--override", "x"],
@@ -412,7 +413,7 @@ def test_independent_dry_run_on_several_hosts_says_whose_plan_it_shows(cli, tmp_
         "a,b,c",
         "--inventory",
         inv,
-        env={"DAPO_OPS_CONFIG": str(tmp_path / "none.toml"), "SWANLAB_MODE": "disabled"},
+        env={"DAPO_OPS_CONFIG": no_config(tmp_path), "SWANLAB_MODE": "disabled"},
     )
     out = " ".join(res.stdout.split())
     assert res.returncode == 0, res.stderr

@@ -30,6 +30,7 @@ from dapo_ops.control.preflight import checks as preflight_checks
 from dapo_ops.control.preflight import compose_check
 from dapo_ops.control.preflight import group as preflight_group
 from dapo_ops.control.preflight.plan_view import plan_view
+from config_helpers import no_config
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def _bare_env(bare, monkeypatch) -> None:
         if k.startswith(("DAPO_OPS_", "SWANLAB_")) or k in ("CONTAINER", "USER_FEATURES", "TRAIN_STEPS"):
             monkeypatch.delenv(k)
     monkeypatch.setenv("DAPO_OPS_INVENTORY", str(bare.root / "hosts.toml"))
-    monkeypatch.setenv("DAPO_OPS_CONFIG", str(bare.root / "config.toml"))
+    monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(bare.root, "config.toml"))
     monkeypatch.setenv("SWANLAB_MODE", "disabled")
     monkeypatch.setenv("ROLLOUT_TP", "1")
     monkeypatch.setenv("FRAMEWORK", "fsdp")

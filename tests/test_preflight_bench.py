@@ -19,6 +19,7 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.preflight.checks import quick, run_all
 from dapo_ops.control.remote.target import Target
 from inputs_helpers import make_model, make_parquet
+from config_helpers import no_config
 
 pytestmark = pytest.mark.bench
 REPO = Path(__file__).resolve().parent.parent
@@ -299,7 +300,7 @@ def test_cli_no_key_without_tty_json_and_exit_code(sandbox, tmp_path, h1, cli):
         "--json",
         "--no-compose",
     ]
-    home = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml")}
+    home = {"HOME": str(tmp_path), "DAPO_OPS_CONFIG": no_config(tmp_path, "cfg.toml")}
     r = _inv_cli(cli, *common, env={**home, "SWANLAB_MODE": "cloud", "SWANLAB_HOST": f"http://{_bridge(sandbox)}:9"})
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
@@ -391,7 +392,7 @@ def test_cli_tables_for_three_hosts_one_failing(sandbox, tmp_path, cli):
             "fsdp",
             "--max-response-length",
             "1024",
-            env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"), "SWANLAB_MODE": "disabled"},
+            env={"HOME": str(tmp_path), "DAPO_OPS_CONFIG": no_config(tmp_path, "cfg.toml"), "SWANLAB_MODE": "disabled"},
         )
         assert r.returncode == 1
         # h1/h3 only warn: the sandbox image sources no CANN set_env.sh (cann) and its tiny model's config.json
@@ -419,7 +420,7 @@ def test_cli_reports_and_uses_the_credentialed_proxy_launch_uses(sandbox, tmp_pa
     pw = "pr0xy-pf-s3cret"
     env = {
         "HOME": str(tmp_path),
-        "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"),
+        "DAPO_OPS_CONFIG": no_config(tmp_path, "cfg.toml"),
         "SWANLAB_MODE": "cloud",
         "SWANLAB_API_KEY": "sk-pf-test-0123456789",
         "SWANLAB_HOST": "http://swanlab.example.internal:8000",

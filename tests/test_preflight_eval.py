@@ -17,6 +17,7 @@ from dapo_ops.control.preflight.gather import probe_request
 from dapo_ops.control.preflight.result import Check, to_json, worst
 from dapo_ops.agent import preflight_probe as preflight_probe
 from inputs_helpers import make_model, make_parquet
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -157,7 +158,7 @@ def test_one_step_off_needs_both_pools(tmp_path, standin):
 
 def test_swanlab_key_check_tty_and_modes(tmp_path):
     spec = {"logger": ["console", "swanlab"], "env": {}}
-    env = {"DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
+    env = {"DAPO_OPS_CONFIG": no_config(tmp_path)}
     c = swanlab_key_check(spec, env=env, file_cfg={}, isatty=False)
     assert c.status == "fail" and "stdin is not a terminal" in c.message and "SWANLAB_API_KEY" in c.fix
     assert swanlab_key_check(spec, env=env, file_cfg={}, isatty=True).status == "warn"

@@ -7,6 +7,7 @@ import pytest
 from dapo_ops.control.inventory import proxy
 from dapo_ops.core import redact
 from dapo_ops.control.inventory.proxy import ProxyError, container_proxy_env
+from config_helpers import no_config
 
 
 def test_no_proxy_always_has_loopback_and_cluster_addresses_even_without_a_proxy():
@@ -224,7 +225,7 @@ def _cli_env(tmp_path, **extra):
     inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\nconnect_timeout = 1\n')
     return inv, {
         "HOME": str(tmp_path),
-        "DAPO_OPS_CONFIG": str(tmp_path / "cfg.toml"),
+        "DAPO_OPS_CONFIG": no_config(tmp_path, "cfg.toml"),
         "SWANLAB_MODE": "disabled",
         **extra,
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from inputs_helpers import make_model, make_parquet
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parent.parent
 INV = [str(REPO / ".venv" / "bin" / "inv"), "-r", str(REPO)]
@@ -77,7 +78,7 @@ def _base_env(tmp_path, **extra):
         if not k.startswith(("SWANLAB_", "CONTAINER", "USER_FEATURES"))
         and k.lower() not in ("http_proxy", "https_proxy")
     }
-    env.update(DAPO_OPS_CONFIG=str(tmp_path / "config.toml"), TERM="dumb", COLUMNS="200", **extra)
+    env.update(DAPO_OPS_CONFIG=no_config(tmp_path, "config.toml"), TERM="dumb", COLUMNS="200", **extra)
     return env
 
 

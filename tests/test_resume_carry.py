@@ -24,6 +24,7 @@ from dapo_ops.control.launch import plan as planning
 from dapo_ops.control.launch import resume
 from dapo_ops.control.launch.refusals import LaunchRefused
 from dapo_ops.core import defaults
+from config_helpers import no_config
 
 GPU = Host(name="h2", address="x", accelerator="gpu", devices=2, runs_dir="/r")
 NPU = Host(name="n1", address="x", accelerator="npu", devices=8, runs_dir="/r")
@@ -362,7 +363,7 @@ def test_a_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(m
     spec = dict(old.spec, env={**old.spec["env"], "SWANLAB_MODE": "local"})
     facts = _facts(monkeypatch, spec)
     monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
-    monkeypatch.setenv("DAPO_OPS_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
     kw = dict(mode="dapo", hosts="h2", inventory=str(inv), console=Console(file=io.StringIO()), resume_id=OLD_ID)

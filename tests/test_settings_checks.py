@@ -10,6 +10,7 @@ import pytest
 from dapo_ops.control import settings as S
 from dapo_ops.control.launch.plan import PlanError, PlanInputs, draft_plan, make_plan
 from dapo_ops.control.settings import SettingsError, check_tracker_names, resolve
+from config_helpers import no_config
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -95,7 +96,7 @@ def test_make_plan_refuses_the_name_with_the_swanlab_logger_only():
 
 
 def _dapo_ops(*argv, tmp_path):
-    env = {"PATH": str(BIN), "HOME": str(tmp_path), "DAPO_OPS_CONFIG": str(tmp_path / "none.toml")}
+    env = {"PATH": str(BIN), "HOME": str(tmp_path), "DAPO_OPS_CONFIG": no_config(tmp_path)}
     return subprocess.run(
         [str(BIN / "dapo-ops"), *argv], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env
     )

@@ -71,7 +71,7 @@ class Pty:
 
 def _env(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWANLAB_", "DAPO_OPS_"))}
-    env["DAPO_OPS_CONFIG"] = str(tmp_path / "conf" / "config.toml")
+    env["XDG_CONFIG_HOME"] = str(tmp_path)  # the default path, not there yet: the prompt's save creates it
     env["HOME"] = str(tmp_path)
     return env
 
@@ -96,7 +96,7 @@ def test_tty_prompt_reads_key_without_echo_and_saves_0600(tmp_path):
     assert KEY not in text, "the key must never be echoed or printed"
     assert "api_key='***'" in text and "('api_key', 'prompt')" in text
     assert "LOGGERS ['console', 'swanlab']" in text
-    cfg = tmp_path / "conf" / "config.toml"
+    cfg = tmp_path / "dapo-ops" / "config.toml"
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
     assert userconfig.load(cfg)["swanlab"] == {"host": "http://192.0.2.10:8000", "api_key": KEY}
 
@@ -121,4 +121,4 @@ def test_no_tty_child_gets_the_one_line_error(tmp_path):
     assert out.returncode == 2
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1 and "SWANLAB_API_KEY" in lines[0] and "--swanlab-mode" in lines[0]
-    assert not (tmp_path / "conf").exists()
+    assert not (tmp_path / "dapo-ops").exists()

@@ -31,6 +31,48 @@ def test_missing_file_gives_empty_tables(tmp_path):
     assert {k: data[k] for k in userconfig.SECTIONS} == {"run": {}, "swanlab": {}, "notify": {}, "proxy": {}}
 
 
+def test_a_config_file_the_user_named_must_be_there_readable_and_toml(tmp_path):
+    """``DAPO_OPS_CONFIG=/no/such/file`` was read as an empty config in silence (every setting, key and webhook the
+    user meant dropped unsaid): a named file that is not there is one line naming the path and the fix, as one that
+    cannot be read or is not TOML. The default path may be missing (no config yet)."""
+    missing = tmp_path / "no" / "such.toml"
+    with pytest.raises(UserConfigError) as e:
+        userconfig.RunConfig({"DAPO_OPS_CONFIG": str(missing)}).file()
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"DAPO_OPS_CONFIG={missing}: no such file")
+    assert "unset DAPO_OPS_CONFIG" in line
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\n")
+    with pytest.raises(UserConfigError, match=rf"^{re.escape(str(bad))}:1: invalid TOML"):
+        userconfig.RunConfig({"DAPO_OPS_CONFIG": str(bad)}).file()
+    with pytest.raises(UserConfigError, match=rf"^{re.escape(str(tmp_path))}: cannot read"):
+        userconfig.RunConfig({"DAPO_OPS_CONFIG": str(tmp_path)}).file()  # a directory
+    assert userconfig.RunConfig({"XDG_CONFIG_HOME": str(tmp_path / "xdg")}).file()["run"] == {}
+
+
+def test_a_named_config_file_that_is_not_there_stops_the_task_before_anything(tmp_path):
+    """The task the report named: `DAPO_OPS_CONFIG=/no/such/file inv launch ...` planned (and would have launched)
+    without the user's config; now exit 2, one line on stderr, nothing on stdout (no plan, nothing contacted)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
+    env.update(DAPO_OPS_CONFIG=str(tmp_path / "no-such.toml"), SWANLAB_MODE="disabled")
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(repo), "launch", "--dry-run", "--steps", "5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stdout[-500:] + r.stderr[-500:]
+    assert r.stdout == "" and r.stderr.strip().count("\n") == 0, r.stderr
+    assert f"DAPO_OPS_CONFIG={tmp_path / 'no-such.toml'}: no such file" in r.stderr
+
+
 def test_save_section_creates_0600_file_and_0700_dir_even_with_umask_0(tmp_path):
     p = tmp_path / "cfg" / "dapo-ops" / "config.toml"
     old = os.umask(0)

@@ -117,14 +117,32 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(base).expanduser() / "dapo-ops" / "config.toml"
 
 
+def named_missing(path: Path, env: Mapping[str, str]) -> None:
+    """Refuse a config file the user named (``$DAPO_OPS_CONFIG``) that is not there: read as empty in silence, every
+    setting, key and webhook in it would be dropped unsaid (a typo in the path). Only the default path may be missing
+    (no config file yet). A path that exists but cannot be read, or is not valid TOML, is :func:`load`'s refusal.
+
+    :raises UserConfigError: one line naming the path and the fix."""
+    if env.get(ENV_VAR) and not path.exists():
+        raise UserConfigError(
+            f"{ENV_VAR}={path}: no such file; fix the path, create the file (`touch {path}; chmod 600 {path}`), "
+            f"or unset {ENV_VAR} for ~/.config/dapo-ops/config.toml"
+        )
+
+
 def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """Read the config file into ``{"run": {...}, "swanlab": {...}, "notify": {...}, "proxy": {...}}``.
 
-    A missing file gives empty tables; the dicts hold the file's own values (no defaults filled in).
+    A missing file gives empty tables (with ``path`` None, a missing ``$DAPO_OPS_CONFIG`` is refused:
+    :func:`named_missing`); the dicts hold the file's own values (no defaults filled in).
     Raises :class:`UserConfigError` (one line with the path and the TOML line) on a parse error,
     an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`).
     """
-    p = Path(path) if path is not None else config_path()
+    if path is None:
+        p = config_path()
+        named_missing(p, os.environ)
+    else:
+        p = Path(path)
     try:
         text = p.read_text(encoding="utf-8") if p.exists() else ""
     except (OSError, UnicodeDecodeError) as exc:
@@ -328,10 +346,12 @@ class RunConfig:
 
     def file(self) -> dict[str, Any]:
         """The config file's tables (:func:`load`: ``{"run": ..., "swanlab": ..., "notify": ..., "proxy": ...}``),
-        read once. Raises :class:`UserConfigError` (one line; not kept: the next call reads the file again)."""
+        read once. Raises :class:`UserConfigError` (one line; not kept: the next call reads the file again), also for a
+        ``$DAPO_OPS_CONFIG`` that names no file (:func:`named_missing`)."""
         if self._tables is not None:
             return self._tables
         path = self.path
+        named_missing(path, self.env)
         stamp = self._stamp(path)
         if self._read is None or self._read[0] != stamp:
             self._read = (stamp, load(path))
