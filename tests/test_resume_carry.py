@@ -225,6 +225,7 @@ def test_a_dry_run_of_a_resume_shows_the_plan_the_resume_runs(monkeypatch, tmp_p
     facts = _facts(monkeypatch, old.spec)
     seen = []
     monkeypatch.setattr(resume, "read_facts", lambda t, rid: seen.append((t.name, t.container, rid)) or facts)
+    _occupancy(monkeypatch, {"active": None, "verl": [], "ray": [], "cleaned": []})  # the container is free
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
     from rich.console import Console
@@ -363,6 +364,7 @@ def test_a_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(m
     spec = dict(old.spec, env={**old.spec["env"], "SWANLAB_MODE": "local"})
     facts = _facts(monkeypatch, spec)
     monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
+    _occupancy(monkeypatch, {"active": None, "verl": [], "ray": [], "cleaned": []})
     monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
@@ -370,3 +372,57 @@ def test_a_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(m
     with pytest.raises(LaunchRefused, match="logged to SwanLab in mode local"):
         dryrun.dry_run({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
     dryrun.dry_run({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode: planned
+
+
+def _occupancy(monkeypatch, answer: dict) -> list:
+    """The container's answer to the bundle op ``occupancy`` (``dapo_ops/agent/occupancy.py``); returns the list the
+    op's arguments are appended to, one list per call."""
+    from dapo_ops.control.remote import bundle
+
+    calls: list = []
+
+    def run_op(target, op, args=(), **kw):
+        assert op == "occupancy", op
+        calls.append(list(args))
+        return SimpleNamespace(exited=0, stdout=json.dumps(answer) + "\n", stderr="")
+
+    monkeypatch.setattr(bundle, "run_op", run_op)
+    return calls
+
+
+def test_a_dry_run_of_a_resume_of_a_run_still_active_is_refused_in_the_launchs_words(monkeypatch, tmp_path):
+    """``inv launch --dry-run --resume <id>`` of a run still active printed a clean plan while the launch refused it
+    as busy (a review): the dry run asks the container the launch's question (service.refuse_if_busy, the one rule,
+    without the sweep: a dry run ends nothing) and refuses with the same line."""
+    import io
+
+    from rich.console import Console
+
+    from dapo_ops.control.launch import dryrun, service
+
+    old = _old_plan(FIRST)
+    facts = _facts(monkeypatch, old.spec)
+    monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
+    active = {"active": {"run_id": OLD_ID, "pid": 4242}, "verl": [], "ray": [], "cleaned": []}
+    calls = _occupancy(monkeypatch, active)
+    monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
+    out = io.StringIO()
+    kw = dict(mode="dapo", hosts="h2", inventory=str(inv), console=Console(file=out), resume_id=OLD_ID)
+    with pytest.raises(LaunchRefused) as dry:
+        dryrun.dry_run({"steps": 10}, env={"SWANLAB_MODE": "disabled"}, **kw)
+    assert out.getvalue() == "" and calls == [["/r", "h2"]]  # no plan printed; nothing swept
+    target = SimpleNamespace(host=Host(name="h2", address="x", runs_dir="/r"), container="verl")
+    with pytest.raises(LaunchRefused) as real:
+        service.refuse_if_busy(target, "python3")  # what the launch's quick checks refuse it with
+    assert calls[-1] == ["/r", "h2", "--sweep"]
+    assert (
+        (dry.value.kind, str(dry.value))
+        == (real.value.kind, str(real.value))
+        == (
+            "active-run",
+            f"run {OLD_ID} is already active on h2 (container verl); follow it with `inv status -H h2` or stop it "
+            f"with `inv stop -H h2 --run {OLD_ID}`",
+        )
+    )

@@ -221,11 +221,14 @@ def resume_facts(run_id: str, host, settings):
     """The run ``--resume`` continues, read on ``host`` (in the container the launch would target:
     :func:`dapo_ops.control.launch.plan.container_for`) for a ``--dry-run`` of the resume: the dry run shows the plan
     the resume runs (the earlier run's settings, overrides, features, checkpoint dir and experiment), so it reads that
-    run's spec.json, run.json and checkpoint step (:func:`dapo_ops.control.launch.resume.read_facts`; reads only).
+    run's spec.json, run.json and checkpoint step (:func:`dapo_ops.control.launch.resume.read_facts`; reads only),
+    then asks whether the container is busy as the launch does (:func:`dapo_ops.control.launch.service.refuse_if_busy`,
+    without its sweep): a run still active there is refused in the launch's words, not planned (a review).
 
-    :raises LaunchRefused: kind ``resume``: no inventory host to read it on (``host`` None), no such run.
+    :raises LaunchRefused: kind ``resume``: no inventory host to read it on (``host`` None), no such run; kind
+        ``active-run``: the container is busy (the run itself still active, another run, verl left over).
     :raises dapo_ops.control.remote.errors.RemoteError: the host cannot be reached."""
-    from dapo_ops.control.launch import resume
+    from dapo_ops.control.launch import resume, service
     from dapo_ops.control.launch.plan import container_for
     from dapo_ops.control.launch.refusals import LaunchRefused
     from dapo_ops.control.remote.target import Target
@@ -237,7 +240,9 @@ def resume_facts(run_id: str, host, settings):
             "give its host with -H (an inventory host, hosts.toml)",
         )
     with Target(host, container_for(settings, host)) as t:
-        return resume.read_facts(t, run_id)
+        facts = resume.read_facts(t, run_id)
+        service.refuse_if_busy(t, host.python, sweep=False)
+        return facts
 
 
 def dry_run(

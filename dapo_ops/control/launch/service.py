@@ -484,14 +484,17 @@ def _refuse_resolvers(key: str, value) -> None:
 # ------------------------------------------------------------------------------- on the host
 
 
-def refuse_if_busy(target, py: str) -> dict:
+def refuse_if_busy(target, py: str, *, sweep: bool = True) -> dict:
     """The one rule for every launch path (:mod:`dapo_ops.agent.occupancy`, the bundle op run in the container by
     :func:`dapo_ops.control.remote.bundle.run_op` with interpreter ``py``): refuse while a run is active, while verl
     of an earlier run is still alive (its supervisor SIGKILLed), or while the host is a Ray node of a multi-host run
-    that is still up; Ray left over from a finished cluster run is ended first (``--sweep``). Raises
-    :class:`LaunchRefused` (kind ``active-run``) or RemoteError; returns the answer."""
+    that is still up; Ray left over from a finished cluster run is ended first (``--sweep``; ``sweep=False``: a
+    ``--dry-run --resume``, which only reads, leaves it: the refusal is the same, leftovers are no reason to refuse,
+    :func:`dapo_ops.agent.occupancy.occupancy`). Raises :class:`LaunchRefused` (kind ``active-run``) or RemoteError;
+    returns the answer."""
     host = target.host
-    res = bundle.run_op(target, "occupancy", [host.runs_path, host.name, "--sweep"], python=py, workdir="", timeout=60)
+    args = [host.runs_path, host.name] + (["--sweep"] if sweep else [])
+    res = bundle.run_op(target, "occupancy", args, python=py, workdir="", timeout=60)
     try:
         occ = json.loads((res.stdout or "").strip().splitlines()[-1])
     except (ValueError, IndexError):
