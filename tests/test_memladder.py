@@ -448,3 +448,26 @@ def test_activation_offload_needs_no_gradient_checkpointing_in_verl():
     assert "def enable_activation_offloading(model, strategy, enable_ckpt=False):" in src
     impl = (root / "verl/workers/engine/fsdp/transformer_impl.py").read_text()
     assert "if self.model_config.enable_activation_offload:" in impl
+
+
+PARAM_OFF = "actor_rollout_ref.actor.fsdp_config.param_offload"
+OPTIM_OFF = "actor_rollout_ref.actor.fsdp_config.optimizer_offload"
+
+
+def test_a_rung_the_users_overrides_already_set_is_skipped_for_the_next_that_lowers_the_peak():
+    """The ladder offered ``offload`` to a run whose ``--override`` already set the actor's param and optimizer
+    offload (a review): the retry would have run the same command again and spent an OOM retry. A rung that changes
+    nothing verl runs is skipped (the next rung of the phase is taken), and the user's overrides stay in the argv,
+    last, as given."""
+    both = [f"{PARAM_OFF}=True", f"{OPTIM_OFF}=True"]
+    ds, s = run_ladder(resolve(""), "unknown", {"extra_overrides": both})
+    assert rungs(ds) == ["recompute"]  # the phase-less ladder: offload, recompute
+    assert any("offload: skipped, it would change nothing" in x and PARAM_OFF in x for x in ds[0].skipped)
+    ds, _ = run_ladder(resolve(""), "generation", {"extra_overrides": both})
+    assert rungs(ds) == ["rollout-util"] and ds[-1].action == "stop"  # nothing after it lowers the rollout's peak
+    # one of the two left to change: the rung changes the other, and the user's value stays what verl runs
+    ds, s = run_ladder(resolve(""), "unknown", {"extra_overrides": [f"{PARAM_OFF}=False"]}, steps=1)
+    assert rungs(ds) == ["offload"]
+    spec = {"mode": "dapo", "framework": "fsdp", "settings": dict(s, extra_overrides=[f"{PARAM_OFF}=False"])}
+    argv = overrides.verl_argv(spec, ds[0].features)
+    assert argv[-1] == f"{PARAM_OFF}=False" and f"{OPTIM_OFF}=True" in argv

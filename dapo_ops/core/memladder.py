@@ -26,9 +26,9 @@ from typing import Any
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.hydra_override import value_of
+from dapo_ops.core.hydra_override import last_by_key, value_of
 from dapo_ops.core.policy import NO_RUNG_PHASES
-from dapo_ops.core import profiles
+from dapo_ops.core import defaults, profiles
 
 #: Memory rungs of the phase-less (``unknown``) ladder, in order (docs/troubleshooting.md oom-device).
 RUNGS = ("offload", "recompute")
@@ -190,6 +190,56 @@ def _full_recompute_already(features: FeatureSet, rung: str, settings: dict[str,
     return None
 
 
+def _feature_rung_skip(features: FeatureSet, rung: str, settings: dict[str, Any]) -> str | None:
+    """Why feature rung ``rung`` (``offload`` | ``recompute``) is not the next rung, else None: turned off or on
+    already (:func:`rung_status`), Megatron's full recompute running already, or every key it would change set by the
+    user's ``--override`` (:func:`_set_by_user`)."""
+    return (
+        rung_status(features, rung)
+        or _full_recompute_already(features, rung, settings)
+        or _set_by_user(features, rung, settings)
+    )
+
+
+def _set_by_user(features: FeatureSet, rung: str, settings: dict[str, Any]) -> str | None:
+    """Why feature rung ``rung`` would change nothing verl runs: every verl key it changes is set by the user's
+    ``--override`` (``settings["extra_overrides"]``), which verl's command line carries after the features' keys, so
+    the user's value decides (:func:`dapo_ops.core.overrides.verl_argv`; the ladder never removes it). E.g.
+    ``--override actor_rollout_ref.actor.fsdp_config.param_offload=True`` and ``...optimizer_offload=True`` on a DAPO
+    run with no reference policy nor critic: the ``offload`` rung would retry the same run. The rung's keys are those
+    whose value :func:`dapo_ops.core.profiles.feature_overrides` gives differently with it on and off, less the
+    ``ref.*`` / ``critic.*`` keys of roles the run does not have (:func:`dapo_ops.core.overrides.needs_ref_critic`,
+    :func:`dapo_ops.core.profiles.drop_inert`: no code reads them). None when one of them is left to change."""
+    from dapo_ops.core import overrides  # overrides imports this module
+
+    user = last_by_key(settings.get("extra_overrides") or [])
+    if not user:
+        return None
+    s = defaults.complete_settings(dict(settings))
+    spec = defaults.RunSpec.read({"settings": s})  # the run's roles and the default verl profile (0.9)
+    use_ref, use_critic = overrides.needs_ref_critic(spec)
+
+    def keys(names: frozenset[str]) -> dict[str, object]:
+        pairs = profiles.feature_overrides(
+            str(s.get("profile") or spec.profile),
+            s.get("framework"),
+            names,
+            max_prompt_length=int(s["max_prompt_length"]),
+            max_response_length=int(s["max_response_length"]),
+            accelerator=str(s.get("accelerator") or defaults.HOST["accelerator"]),
+            micro_batch_size=int(s["micro_batch_size"]),
+            disabled=features.disabled,
+            megatron_recompute=s["megatron_recompute"],
+        )
+        return {k.lstrip("+"): v for k, v in profiles.drop_inert(pairs, use_ref=use_ref, use_critic=use_critic)}
+
+    off, on = keys(features.names()), keys(features.names() | {rung})
+    changed = [k for k in on if on[k] != off.get(k)]
+    if not changed or any(k not in user for k in changed):
+        return None
+    return f"{rung}: skipped, it would change nothing: your --override sets {', '.join(changed)} (a user choice is never overridden)"
+
+
 def _extra_value(settings: dict[str, Any], key: str) -> int | None:
     """The whole number the user's last ``--override`` of ``key`` in ``settings["extra_overrides"]`` gives it
     (:func:`dapo_ops.core.hydra_override.value_of`: the last one wins, as in Hydra), or None (none, not a number, or
@@ -307,7 +357,7 @@ def next_rung(
             used[rung] -= 1
             continue
         if rung in ("offload", "recompute"):
-            why = rung_status(features, rung) or _full_recompute_already(features, rung, settings)
+            why = _feature_rung_skip(features, rung, settings)
             if why:
                 skipped.append(why)
                 continue
