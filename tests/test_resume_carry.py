@@ -182,7 +182,8 @@ def test_every_setting_of_the_table_is_carried_by_a_resume_or_named_with_its_rea
     got = resume.resumed_settings(settings.resolve({}, {}, {}), old.spec)
     for name, want in _OTHER.items():
         if name == "features":
-            assert set(got[name].split(",")) == {"offload", "-flash_attn"}, got[name]
+            # the NPU Megatron run had remove_padding off with -flash_attn (IMPLIED_OFF): it stays off too
+            assert set(got[name].split(",")) == {"offload", "-flash_attn", "-remove_padding"}, got[name]
         else:
             assert got[name] == want, (name, got[name], want)
         assert got.source(name) == "resume", name
@@ -426,3 +427,26 @@ def test_a_dry_run_of_a_resume_of_a_run_still_active_is_refused_in_the_launchs_w
             f"with `inv stop -H h2 --run {OLD_ID}`",
         )
     )
+
+
+def test_a_resume_turns_on_no_feature_the_run_had_off_unless_it_is_named_now():
+    """An NPU Megatron run launched with ``-flash_attn`` ran with ``remove_padding`` off too (core/features.py
+    IMPLIED_OFF; its spec's ``disabled_features`` holds both). Resumed with ``--features flash_attn`` it turned
+    ``remove_padding`` back on although nobody asked (a review): it stays off unless named now. On a GPU a
+    ``-remove_padding`` given beside ``-flash_attn`` was dropped by the same rule and is kept now."""
+    from dapo_ops.core import features
+
+    npu = defaults.RunSpec.read(
+        {"framework": "megatron", "accelerator": "npu", "disabled_features": ["flash_attn", "remove_padding"]}
+    )
+    now = resume.resumed_features("flash_attn", None, npu)
+    fs = features.resolve(now, implied_off=features.implies_off("0.9", "megatron", "npu"))
+    assert fs.has("flash_attn") and "remove_padding" in fs.disabled and not fs.has("remove_padding")
+    named = resume.resumed_features("flash_attn,remove_padding", None, npu)  # named now: on
+    assert features.resolve(named, implied_off=True).has("remove_padding")
+    kept = resume.resumed_features("", None, npu)  # nothing given now: both stay off
+    assert {"flash_attn", "remove_padding"} <= features.resolve(kept, implied_off=True).disabled
+    gpu = defaults.RunSpec.read(
+        {"framework": "megatron", "accelerator": "gpu", "disabled_features": ["flash_attn", "remove_padding"]}
+    )
+    assert "remove_padding" in features.resolve(resume.resumed_features("", None, gpu)).disabled

@@ -168,9 +168,12 @@ def resumed_features(now: str, offload_now: bool | None, old: defaults.RunSpec) 
     """The ``features`` setting of a run that continues ``old``'s: the features its user asked for (source
     ``explicit``, an ``--offload`` included) and turned off (``disabled_features``: ``-flash_attn``), each unless
     ``now`` (the features given now) names it or ``offload_now`` (``--[no-]offload`` / ``ENABLE_OFFLOAD`` given now:
-    True / False; None: not given) decides offload; then ``now``'s. A dependent of
-    :data:`dapo_ops.core.features.IMPLIED_OFF` turned off with its feature is left to that rule (turning the feature
-    back on now turns it back on too). Pure."""
+    True / False; None: not given) decides offload; then ``now``'s. ``disabled_features`` holds the dependents of
+    :data:`dapo_ops.core.features.IMPLIED_OFF` turned off with their feature too (``-flash_attn`` on an NPU Megatron:
+    ``remove_padding``, the plan records ``sorted(fs.disabled)``): they stay off like any other unless named now, so
+    ``--features flash_attn`` turns flash attention back on and leaves ``remove_padding`` off as the run had it (it
+    turned it back on unasked, a review), and on a GPU, where the rule does not apply, a ``-remove_padding`` the
+    user gave beside ``-flash_attn`` is kept. Pure."""
     on, off = features.parse_user_features(now)
     named = set(on) | set(off)
     # --no-offload given now starts without an offload the earlier run asked for; it leaves its -offload (never)
@@ -178,9 +181,8 @@ def resumed_features(now: str, offload_now: bool | None, old: defaults.RunSpec) 
         named | ({"offload"} if offload_now is not None else set()),
         named | ({"offload"} if offload_now else set()),
     )
-    implied = {d for n, deps in features.IMPLIED_OFF.items() if n in old.disabled_features for d in deps}
     old_on = [str(f.get("name")) for f in old.features if f.get("source") == "explicit"]
-    old_off = [n for n in old.disabled_features if n not in implied]
+    old_off = list(old.disabled_features)
     kept = [n for n in old_on if n not in named_on] + ["-" + n for n in old_off if n not in named_off]
     return ",".join(kept + on + ["-" + n for n in off])
 
@@ -190,7 +192,7 @@ def resumed_settings(settings, old_spec: Mapping[str, Any]):
     var, config file) takes the earlier run's value from its spec (:func:`_earlier_value`), source ``resume``: its
     model, data, lengths, framework, batch sizes, pool sizes, hang timeout, ``max_oom_retries``, HCCL settings,
     verl profile, ... (all but :data:`NOT_CARRIED`); the features merge by name (:func:`resumed_features`: its
-    ``-flash_attn`` stays off unless ``flash_attn`` is given now). What is given now wins (precedence: now > the
+    ``-flash_attn`` stays off unless ``flash_attn`` is given now, and what it turned off with it unless named now). What is given now wins (precedence: now > the
     resumed run > defaults). The layout keys of :data:`RESUME_FIXED` that the plan derives from the hosts are not
     taken: :func:`check` compares them. Returns a new :class:`~dapo_ops.control.settings.Settings`; the
     ``--override`` values merge in :func:`resumed_overrides`."""
