@@ -450,3 +450,29 @@ def test_a_resume_turns_on_no_feature_the_run_had_off_unless_it_is_named_now():
         {"framework": "megatron", "accelerator": "gpu", "disabled_features": ["flash_attn", "remove_padding"]}
     )
     assert "remove_padding" in features.resolve(resume.resumed_features("", None, gpu)).disabled
+
+
+def test_a_multi_host_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(monkeypatch, tmp_path):
+    """The multi-host ``inv launch --dry-run --resume <id> -H a,b`` skipped the SwanLab-mode refusal the one-host dry
+    run and the launch apply (``resume.check_logging``; a review): it printed a plan for a resume the launch refuses.
+    Both dry runs check it in one place (``dryrun.check_resume_logging``)."""
+    from dapo_ops.control.launch import multihost_service
+
+    old = _old_plan(FIRST)
+    spec = dict(
+        old.spec,
+        env={**old.spec["env"], "SWANLAB_MODE": "local"},
+        settings={**old.spec["settings"], "nnodes": 2},  # a 2-node run of 2 devices a node: h2 + h3
+    )
+    facts = _facts(monkeypatch, spec)
+    monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
+    _occupancy(monkeypatch, {"active": None, "verl": [], "ray": [], "cleaned": []})
+    monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
+    inv = tmp_path / "hosts.toml"
+    host = '\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n'
+    inv.write_text(f"[hosts.h2]{host}[hosts.h3]{host}")
+    kw = dict(mode="dapo", hosts="h2,h3", inventory=str(inv), file_cfg={}, resume_id=OLD_ID)
+    with pytest.raises(LaunchRefused, match="logged to SwanLab in mode local.*--swanlab-mode local"):
+        multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
+    plan, _ = multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode
+    assert plan.run_spec.settings["nnodes"] == 2

@@ -217,6 +217,24 @@ def local_data_note(plan: Plan) -> str | None:
     return "data:    " + (short or "%s >= --steps %d" % (feed.figure(), int(s["steps"])))
 
 
+def check_resume_logging(facts, settings, env: Mapping[str, str], file_cfg: Mapping | None) -> None:
+    """The SwanLab refusal of a resume for a dry run, single- or multi-host: the mode the launch would log in
+    (:func:`_swanlab`, resolved as the launch resolves it) against the earlier run's, by the one check the launch
+    applies (:func:`dapo_ops.control.launch.resume.check_logging`, from ``service.build_plan``). A SwanLab setup the
+    launch would refuse is the dry run's SwanLab note already (:func:`swanlab_status`), not checked here.
+
+    :raises LaunchRefused: kind ``resume``, one line."""
+    from dapo_ops.control import swanlab_values
+    from dapo_ops.control.launch import resume
+
+    try:
+        sw = _swanlab(settings, env, file_cfg)
+    except swanlab_values.SwanlabConfigError:
+        return
+    given = (getattr(sw, "sources", None) or {}).get("mode", "default") != "default"
+    resume.check_logging(facts, sw.mode, given)
+
+
 def resume_facts(run_id: str, host, settings):
     """The run ``--resume`` continues, read on ``host`` (in the container the launch would target:
     :func:`dapo_ops.control.launch.plan.container_for`) for a ``--dry-run`` of the resume: the dry run shows the plan
@@ -305,13 +323,7 @@ def dry_run(
     plan = make_plan(draft_plan(inputs), _local_memory_facts(st, host))
     if facts is not None:  # the refusals of the launch (control/launch/service.py build_plan)
         resume.check(plan, facts)
-        try:  # the SwanLab mode the resume would log in, as the launch checks it (service.build_plan)
-            sw = _swanlab(st, env, file_cfg)
-        except Exception:  # noqa: BLE001 (SwanlabConfigError: the SwanLab note already says the launch stops there)
-            sw = None
-        if sw is not None:
-            given = (getattr(sw, "sources", None) or {}).get("mode", "default") != "default"
-            resume.check_logging(facts, sw.mode, given)
+        check_resume_logging(facts, st, env, file_cfg)
     notes = [sw_note]
     data_note = local_data_note(plan)
     if data_note:

@@ -349,7 +349,8 @@ def dry_run_plan(
     (:func:`dapo_ops.control.launch.dryrun.resume_facts`, reads only): the plan is the resume's.
 
     Raises SettingsError / PlanError / InventoryError (one line; a topology error becomes a PlanError); with
-    ``resume_id`` also LaunchRefused / RemoteError (one line).
+    ``resume_id`` also LaunchRefused / RemoteError (one line): the refusals of the launch, its SwanLab mode
+    included (:func:`dapo_ops.control.launch.dryrun.check_resume_logging`).
     """
     from dapo_ops.control.inventory import hosts_file
     from dapo_ops.control.launch import dryrun
@@ -383,4 +384,6 @@ def dry_run_plan(
         )
     except (TopologyError, dapo_ops.control.launch.plan.PlanError) as e:
         raise dapo_ops.control.launch.plan.PlanError(f"planning a {what}: {e}") from None
+    if facts is not None:  # the SwanLab refusal the launch applies (service.build_plan), as the one-host dry run
+        dryrun.check_resume_logging(facts, st, env, config.file())
     return dataclasses.replace(plan, notes=[*plan.notes, f"planning a {what}", sw_note]), topo
