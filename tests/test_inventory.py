@@ -178,7 +178,7 @@ def test_host_fields_match_the_design_contract():
     documented = (
         "name, address, port, user, identity_file, known_hosts, connect_timeout, container, workdir, "
         "python, accelerator, devices, runs_dir, device_mounts, ssh_config, proxy_jump, model_dir, "
-        "data_dir, ckpt_dir, runtime, transport, supervisor, env"
+        "data_dir, ckpt_dir, runtime, transport, supervisor, env, container_from"
     ).split(", ")
     assert list(Host.__dataclass_fields__) == documented
 

@@ -175,6 +175,28 @@ def test_docker_messages_map_to_kinds(result, kind):
 
 
 @pytest.mark.parametrize(
+    "container,env,fix",
+    [
+        ("", {}, "fix container in the inventory"),
+        ("", {"CONTAINER": "nope"}, "fix the CONTAINER env var"),
+        ("nope", {}, "fix --container"),
+        ("nope", {"CONTAINER": "other"}, "fix --container"),
+    ],
+)
+def test_a_missing_container_names_where_its_name_came_from(container, env, fix):
+    """``CONTAINER=nope inv status`` said "fix container in the inventory" (the CLI's ``with_container`` had put the
+    env var's name into the host record, so the message could not tell): the host now records where it came from."""
+    from dapo_ops.cli._common import with_container
+
+    (host,) = with_container([HOST], container, env=env)
+    err = Target(host)._docker_error(
+        res(1, f"Error response from daemon: No such container: {host.container}\n"), inspect=False
+    )
+    assert err is not None and err.kind == "container-missing"
+    assert str(err).endswith(fix), str(err)
+
+
+@pytest.mark.parametrize(
     "stderr",
     [
         "Error response from daemon: Container 3f2a is not running\n",

@@ -572,9 +572,12 @@ def with_container(chosen: list[Host], container: str = "", env=None) -> list[Ho
     name = (container or env.get("CONTAINER", "")).strip()
     if not name:
         return chosen
+    source = "--container" if container else "CONTAINER"  # named by a message that says what to fix
     # a bare-metal host (runtime = "host") has no container to name
     return [
-        h if getattr(h, "runtime", defaults.HOST["runtime"]) == "host" else dataclasses.replace(h, container=name)
+        h
+        if getattr(h, "runtime", defaults.HOST["runtime"]) == "host"
+        else dataclasses.replace(h, container=name, container_from=source if name != h.container else "")
         for h in chosen
     ]
 

@@ -151,6 +151,9 @@ class Host:
     transport: Transport = HOST["transport"]
     supervisor: Tunables | None = HOST["supervisor"]
     env: Env = field(default_factory=dict, hash=False)
+    #: where ``container`` came from when it is not the inventory's: ``"--container"`` or ``"CONTAINER"`` (set by the
+    #: CLI's ``with_container``, never read from hosts.toml: not a table key), for messages that say what to fix
+    container_from: str = field(default="", compare=False)
 
     @property
     def runs_path(self) -> str:
@@ -234,7 +237,11 @@ def _host_proxy_check(self) -> None:
             )
 
 
-#: one table of the file ([defaults] or [hosts.<name>]): every Host field, each optional
+#: Host fields that are not keys of a hosts.toml table: the table's own name, and the CLI's record of a container
+#: given by flag or env var
+NOT_IN_TABLE = ("name", "container_from")
+
+#: one table of the file ([defaults] or [hosts.<name>]): every Host field but :data:`NOT_IN_TABLE`, each optional
 if typing.TYPE_CHECKING:  # fields built from Host at import (defstruct); to mypy it is a Struct class
 
     class HostTable(msgspec.Struct): ...
@@ -242,7 +249,7 @@ if typing.TYPE_CHECKING:  # fields built from Host at import (defstruct); to myp
 else:
     HostTable = msgspec.defstruct(
         "HostTable",
-        [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host) if f.name != "name"],
+        [(f.name, _field_type(f), UNSET) for f in dataclasses.fields(Host) if f.name not in NOT_IN_TABLE],
         forbid_unknown_fields=True,
         namespace={"__post_init__": _host_proxy_check},
     )

@@ -17,6 +17,7 @@ import errno
 import re
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 from invoke.runners import Result
 
@@ -270,12 +271,7 @@ def docker_error(
             result=res,
         )
     if re.search(r"No such (container|object): ?\S*", first) and (first.startswith("Error") or res.exited in (1, 125)):
-        # a container other than the host's came from the run setting (--container / CONTAINER, settings.py)
-        src = (
-            "container in the inventory"
-            if c == getattr(getattr(target, "host", None), "container", c)
-            else "--container / CONTAINER"
-        )
+        src = _container_source(c, getattr(target, "host", None))
         return RemoteError(
             "container-missing",
             target.name,
@@ -380,4 +376,20 @@ def python_cannot_run(target, python: str, res: Result) -> str | None:
         f"python {python!r} (hosts.toml `python`) cannot run {target.where}: {why[:200]}; set python in "
         f"hosts.toml to the interpreter's path or a name on {'the host' if target.bare else 'the container'}'s "
         f"PATH (e.g. python3)"
+    )
+
+
+def _container_source(container: str, host: Any) -> str:
+    """What the user fixes for a missing ``container``: the ``--container`` flag or the ``CONTAINER`` env var the CLI
+    took it from (``Host.container_from``), the run setting when the launch's target names another container than
+    its host (``--container`` / ``CONTAINER``, settings.py), else the inventory's ``container``."""
+    source = getattr(host, "container_from", "")
+    if source == "CONTAINER":
+        return "the CONTAINER env var"
+    if source:
+        return source
+    return (
+        "container in the inventory"
+        if container == getattr(host, "container", container)
+        else "--container / CONTAINER"
     )
