@@ -60,6 +60,8 @@ PHASE_FRAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"kv_cache|initialize_cache|init_device|_build_rollout|determine_available_memory|determine_num_available_blocks"
             r"|profile_run|init_memory_pool|_initialize_kv_caches|init_engine|launch_server|run_scheduler_process"
             r"|init_cache_engine|_init_rollout|_dummy_sampler_run|when warming up sampler"
+            # vLLM V0 builds the engine in from_engine_args (vllm/engine/multiprocessing/engine.py run_mp_engine)
+            r"|from_engine_args"
         ),
     ),
     (
@@ -274,10 +276,48 @@ def side_of(log: Log, i: int) -> str | None:
     return None
 
 
+#: the line that ends a traceback: the exception (``RuntimeError: ...``, ``torch.OutOfMemoryError: ...``)
+_EXC_LINE_RX = re.compile(r"[a-z_](?:error|exception): ")
+
+
+def _traceback_after(log: Log, i: int) -> range:
+    """The lines of the traceback that starts within 3 lines after the error line ``i`` (empty: none). vLLM's
+    ``logger.exception`` prints the message first, then ``Traceback (most recent call last):`` and the frames
+    (vllm/engine/multiprocessing/engine.py run_mp_engine); the traceback ends at its exception line, a ``step:``
+    line or 150 lines on."""
+    n = len(log.lines)
+    start = next((j for j in range(i + 1, min(n, i + 4)) if TRACEBACK_START in log.low_line(j)), None)
+    if start is None:
+        return range(0)
+    for j in range(start + 1, min(n, start + 150)):
+        ll = log.low_line(j)
+        if STEP_RX.search(ll) or (not is_frame(ll) and _EXC_LINE_RX.search(ll)):
+            return range(start + 1, j)
+    return range(start + 1, min(n, start + 150))
+
+
+def _side_after(log: Log, i: int) -> str | None:
+    """``rollout`` | ``training`` named by the innermost frame of the traceback printed after line ``i``."""
+    side = None
+    for j in _traceback_after(log, i):
+        ll = log.low_line(j)
+        if not is_frame(ll):
+            continue
+        if _ROLLOUT_FRAME_RX.search(ll):
+            side = "rollout"
+        elif _TRAIN_FRAME_RX.search(ll):
+            side = "training"
+    return side
+
+
 def oom_context(log: Log, i: int) -> str:
-    """``"rollout"`` or ``"training"`` for a device-OOM line, from its innermost frames."""
+    """``"rollout"`` or ``"training"`` for a device-OOM line, from its innermost frames (those above it, or those
+    of a traceback printed right after it: :func:`_traceback_after`)."""
     if _ROLLOUT_PREFIX_RX.match(log.names.get(i, "")) or _ROLLOUT_ALLOC_RX.search(log.low_line(i)):
         return "rollout"
+    after = _side_after(log, i)
+    if after:
+        return after
     for j in range(i + 1, min(len(log.lines), i + 10)):
         ll = log.low_line(j)
         if "enginecore failed to start" in ll or "engine core initialization failed" in ll:
