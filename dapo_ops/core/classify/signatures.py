@@ -998,6 +998,17 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         ("is not running", "is restarting", "is paused"),
         r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)",
     ),
+    # runc's refusal to exec into a container whose init has exited, passed through by docker exec
+    # ("OCI runtime exec failed: exec failed: cannot exec a container that has stopped: unknown"; runc before 1.0:
+    # "rpc error: code = 2 desc = oci runtime error: exec failed: cannot exec a container that has run and
+    # stopped"); docker ps may still say Up (moby/moby#37009): the training in it is gone
+    (
+        "container-exec-stopped",
+        "container-missing",
+        ROOT,
+        "cannot exec a container that has",
+        r"cannot exec a container that has (?:run and )?stopped",
+    ),
     (
         "docker-daemon",
         "container-missing",
