@@ -21,7 +21,10 @@ ONE_STEP = "verl.experimental.one_step_off_policy.main_ppo"
 #: the sample RL data the sandbox image holds in /verl (sandbox/sample_inputs.py): the stand-in opens the data files
 #: like real verl 0.9.1 does (verl's yaml defaults, ~/data/rlhf/gsm8k/*.parquet, are not there: Unable to find ...)
 DATA = ["data.train_files=/verl/dapo-math-17k.parquet", "data.val_files=/verl/aime-2024.parquet"]
-BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt", *DATA]
+#: verl's yaml defaults fail its own validate_config (dynamic batch off, no micro-batch: verl/workers/config/actor.py:207,
+#: which the stand-in runs as verl/trainer/main_ppo.py:177 does); dapo-ops always sets these two
+DYN = ["actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True"]
+BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt", *DATA, *DYN]
 
 
 def verl(sandbox, host, overrides, module=MAIN_PPO, env=None, log="train.log", timeout=120, wrap=""):
@@ -123,6 +126,7 @@ def test_main_ppo_three_steps_over_ssh(sandbox, h1):
             "'trainer.logger=[console]'",
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
             *DATA,
+            *DYN,
         ],
         capture_output=True,
         text=True,
@@ -443,7 +447,7 @@ def test_hang_prints_nothing_more(sandbox, h1):
     sandbox.exec(
         h1,
         "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
-        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 " + " ".join(DATA) + " "
+        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 " + " ".join(DATA + DYN) + " "
         "> /verl/dapo_runs/hang.log 2>&1 & echo $! > /verl/dapo_runs/hang.pid; wait $!; "
         "echo EXIT=$? >> /verl/dapo_runs/hang.log; } >/dev/null 2>&1 &",
         check=True,
@@ -476,6 +480,7 @@ def test_swanlab_local_run_and_link_line(sandbox, h1):
             "trainer.logger=[console,swanlab]",
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
             *DATA,
+            *DYN,
             "trainer.project_name=bench",
             "trainer.experiment_name=exp1",
             "trainer.total_training_steps=2",

@@ -128,6 +128,7 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
     _check_extra_overrides(s)
     _check_budget_overrides(spec, s, prompt + resp)
     _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], mini, n)
+    _check_step_batch(spec, s, world, tbs, n)
 
 
 #: the model's bool flags verl 0.9.1 builds into HFModelConfig twice: hydra-instantiated without coercion in the
@@ -221,6 +222,31 @@ def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, min
             f"micro-batch {m} ({where}) does not divide the {per} sequences a device gets of a mini-batch "
             f"(ppo_mini_batch_size {mini} x rollout_n {n} / {dp} data-parallel rank(s)): verl refuses it "
             f"(engine/utils.py:126); use one of {divs}, or dynamic batch"
+        )
+
+
+def _check_step_batch(spec: defaults.RunSpec, s: dict[str, Any], world: int, tbs: int, n: int) -> None:
+    """:func:`check_spec`'s whole step without dynamic batch (profile 0.9): verl 0.9.1's ``validate_config`` runs in the
+    driver before the V1 trainer pads anything (``verl/trainer/main_ppo.py:177``) and asserts that ``train_batch_size x
+    rollout_n`` splits into minimal batches: every trainer device on FSDP, ``dp x ppo_micro_batch_size_per_gpu`` on
+    Megatron (``verl/utils/config.py:103-127``). The mini-batch check (:func:`_batch_split_problems`) does not cover a
+    ``train_batch_size`` that is no multiple of ``ppo_mini_batch_size``. The 0.8 profile checks the step over every
+    device already. Raises :class:`OverrideError`."""
+    last = last_by_key(s.get("extra_overrides") or [])
+    if spec.profile == "0.8" or not spec.features or _dynamic(spec, last):
+        return
+    minimal, how = world, f"the {world} trainer devices"
+    if spec.framework == "megatron":
+        dp, shard = data_parallel_size(spec, world)
+        m = memladder.current_micro(s, "ppo_micro_batch_size_per_gpu")
+        minimal, how = dp * m, f"{dp} data-parallel rank(s) ({world} devices{shard}) x micro-batch {m}"
+    if (tbs * n) % minimal:
+        step = minimal // math.gcd(minimal, n)
+        fits = " or ".join(str(x) for x in (tbs - tbs % step + step, tbs - tbs % step) if x >= 1)
+        raise OverrideError(
+            f"train_batch_size={tbs} x rollout_n={n} = {tbs * n} responses per step do not split into minimal batches "
+            f"of {minimal} ({how}) without dynamic batch: verl refuses it at start-up (verl/utils/config.py:123); "
+            f"try --train-batch-size {fits}, or keep dynamic_batch on"
         )
 
 

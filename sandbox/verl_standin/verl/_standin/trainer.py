@@ -86,6 +86,21 @@ class Out:
         self.line(pprint.pformat(obj), actor)
 
 
+def _validate(cfg, entry: str, where: str) -> None:
+    """verl's ``validate_config`` with its ``need_reference_policy`` / ``need_critic`` (the stand-in's copies,
+    ``verl/utils/config.py``) where the entry runs it: ``main_ppo`` in the driver before ``ray.init``
+    (verl/trainer/main_ppo.py:177-181), the one-step-off entry in its TaskRunner after the config pprint
+    (verl/experimental/one_step_off_policy/main_ppo.py:45-56). A refused config raises its AssertionError /
+    ValueError, the pass line otherwise."""
+    if where != ("driver" if entry == "main_ppo" else "runner"):
+        return
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    sys.stdout.flush()
+
+
 def _features(cfg) -> dict:
     """Which memory features the composed config turns on (keys per verl/trainer/config/actor/actor.yaml / failure-classes.md)."""
     offload = any(
@@ -278,7 +293,7 @@ class StandinTrainer:
         cfg = self.cfg
         o = self.out
         OmegaConf.resolve(cfg)
-        print("[validate_config] All configuration checks passed successfully!", flush=True)
+        _validate(cfg, self.entry, "driver")
         nnodes = int(_sel(cfg, "trainer.nnodes", 1))
         if nnodes > 1 or os.environ.get("RAY_ADDRESS"):  # verl's ray.init() joins $RAY_ADDRESS's cluster
             self._ray_connect()
@@ -296,6 +311,7 @@ class StandinTrainer:
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
+        _validate(cfg, self.entry, "runner")
         if self.v1_mode is not None:
             import transfer_queue  # noqa: F401  (the real V1 TaskRunner does: verl/trainer/main_ppo.py:137)
 
