@@ -33,9 +33,10 @@ def verl():
 def standin_tree(tmp_path, verl):
     """``<tmp>/verl``: the stand-in package with the real 0.9.1 yaml at ``verl/trainer/config`` (the image's layout)."""
     root = tmp_path / "w"
-    shutil.copytree(REPO / "sandbox" / "verl_standin" / "verl", root / "verl")
+    shutil.copytree(REPO / "sandbox" / "verl_standin", root)  # verl/ and its sibling stand-ins (transfer_queue, ...)
     shutil.copytree(verl / "trainer" / "config", root / "verl" / "trainer" / "config")
     (tmp_path / "devices.json").write_text('{"count": 8}')
+    (tmp_path / "scenario.json").write_text('{"step_time": 0.01}')
     return root
 
 
@@ -43,7 +44,7 @@ def run_standin(root, *overrides):
     env = dict(
         os.environ,
         PYTHONPATH=str(root),
-        DAPO_STANDIN_SCENARIO=str(root / "no-scenario.json"),
+        DAPO_STANDIN_SCENARIO=str(root.parent / "scenario.json"),
         DAPO_STANDIN_DEVICES=str(root.parent / "devices.json"),
     )
     env.pop("RAY_ADDRESS", None)
@@ -136,3 +137,58 @@ def test_plan_refuses_a_megatron_step_that_does_not_split_into_dp_times_micro():
 def test_plan_keeps_steps_verl_accepts():
     plan(dict(NO_DYN_FSDP_12, train_batch_size=16))
     plan(dict(NO_DYN_FSDP_12, features=""))  # dynamic batch: verl skips the check (config.py:103)
+
+
+# verl's find_latest_ckpt_path on resume_mode=auto ------------------------------------------------------------------
+def train_args(ckpt, steps=2):
+    return (
+        "data.train_files=hdfs://d/train.parquet",
+        "data.val_files=hdfs://d/val.parquet",
+        "actor_rollout_ref.model.path=m",
+        f"trainer.total_training_steps={steps}",
+        f"trainer.default_local_dir={ckpt}",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=False",
+        "trainer.logger=[console]",
+        "trainer.n_gpus_per_node=8",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",  # verl's yaml defaults fail its own validate_config
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+    )
+
+
+def test_verl_trains_from_scratch_when_the_tracker_names_a_missing_checkpoint(verl):
+    src = (verl / "utils/checkpoint/checkpoint_manager.py").read_text()
+    body = src[src.index("def find_latest_ckpt_path") : src.index("def get_checkpoint_tracker_filename")]
+    assert 'print("Checkpoint does not exist: %s", ckpt_path)\n        return None' in body
+    assert 'print("Found checkpoint: %s", ckpt_path)' in body
+    v1 = (verl / "trainer/ppo/v1/trainer_base.py").read_text()
+    assert 'if global_step_folder is None:\n                logger.info("Training from scratch")\n' in v1
+
+
+def test_standin_trains_from_scratch_when_the_tracker_names_a_missing_checkpoint(standin_tree, tmp_path):
+    """The stand-in 'resumed' from the step the tracker named and died on the missing shard (FileNotFoundError);
+    verl prints 'Checkpoint does not exist: %s <dir>' and trains from step 1."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("5")
+    r = run_standin(standin_tree, *train_args(ckpt))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-2000:]
+    assert f"Checkpoint does not exist: %s {ckpt}/global_step_5" in out
+    assert "Training from scratch" in out and "Resuming from" not in out
+    assert "step:1 - " in out and "step:2 - " in out
+
+
+def test_standin_prints_verls_found_checkpoint_line_when_it_resumes(standin_tree, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    actor = ckpt / "global_step_1" / "actor"
+    actor.mkdir(parents=True)
+    (actor / "model_world_size_8_rank_0.pt").write_bytes(b"{}")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("1")
+    r = run_standin(standin_tree, *train_args(ckpt))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-2000:]
+    assert f"Found checkpoint: %s {ckpt}/global_step_1" in out
+    assert f"Resuming from {ckpt}/global_step_1, setting global step to 1" in out
+    assert "step:2 - " in out and "step:1 - " not in out

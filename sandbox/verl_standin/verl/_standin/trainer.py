@@ -606,16 +606,14 @@ class StandinTrainer:
             return 0
         d = self._ckpt_dir()
         if mode == "auto":
-            tracker = os.path.join(d, "latest_checkpointed_iteration.txt")
-            if not os.path.exists(tracker):
-                o.line(f"Checkpoint tracker file does not exist: {tracker}")
+            folder = self._find_latest_ckpt_path(d)
+            if folder is None:
                 if self.v1:
                     o.info("Training from scratch")
                 else:
                     o.line("Training from scratch")
                 return 0
-            step = int(open(tracker).read().strip())
-            folder = os.path.join(d, f"global_step_{step}")
+            step = int(folder.split("global_step_")[-1])
         elif mode == "resume_path":
             folder = str(_sel(self.cfg, "trainer.resume_from_path"))
             assert isinstance(folder, str) and "global_step_" in folder, "resume ckpt must specify the global_steps"
@@ -634,6 +632,24 @@ class StandinTrainer:
         if not os.path.exists(shard):
             raise FileNotFoundError(f"[Errno 2] No such file or directory: '{shard}'")
         return step
+
+    def _find_latest_ckpt_path(self, d: str) -> str | None:
+        """verl/utils/checkpoint/checkpoint_manager.py:222-252 ``find_latest_ckpt_path``, its prints included (their
+        ``print("...: %s", path)`` prints a literal ``%s`` before the path): no tracker, or a tracker naming a
+        ``global_step_N`` that does not exist -> None, and the V1 trainer trains from scratch
+        (verl/trainer/ppo/v1/trainer_base.py:860-864) instead of failing."""
+        tracker = os.path.join(d, "latest_checkpointed_iteration.txt")
+        if not os.path.exists(tracker):
+            self.out.line(f"Checkpoint tracker file does not exist: {tracker}")
+            return None
+        with open(tracker, "rb") as f:
+            iteration = int(f.read().decode())
+        folder = os.path.join(d, f"global_step_{iteration}")
+        if not os.path.exists(folder):
+            self.out.line(f"Checkpoint does not exist: %s {folder}")
+            return None
+        self.out.line(f"Found checkpoint: %s {folder}")
+        return folder
 
     def _save_checkpoint(self, step: int, kill_during: bool = False):
         o = self.out
