@@ -192,3 +192,48 @@ def test_standin_prints_verls_found_checkpoint_line_when_it_resumes(standin_tree
     assert f"Found checkpoint: %s {ckpt}/global_step_1" in out
     assert f"Resuming from {ckpt}/global_step_1, setting global step to 1" in out
     assert "step:2 - " in out and "step:1 - " not in out
+
+
+# verl's checkpoint tracker is written in place -----------------------------------------------------------------------
+def test_verl_writes_the_tracker_in_place_and_int_parses_it(verl):
+    v1 = (verl / "trainer/ppo/v1/trainer_base.py").read_text()
+    assert (
+        'with open(local_latest_checkpointed_iteration, "w") as f:\n            f.write(str(self.global_steps))' in v1
+    )
+    src = (verl / "utils/checkpoint/checkpoint_manager.py").read_text()
+    assert "iteration = int(f.read().decode())" in src
+
+
+def test_standin_fails_on_an_empty_tracker_as_verl_does(standin_tree, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_1" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("")
+    r = run_standin(standin_tree, *train_args(ckpt))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "invalid literal for int() with base 10: ''" in out, out[-2000:]
+
+
+def test_a_torn_empty_tracker_is_repaired_to_the_newest_complete_checkpoint(tmp_path):
+    """The supervisor read an empty tracker as 'fresh start' and left it: verl then failed every attempt on
+    int(b'')."""
+    from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint
+
+    for step in (2, 4):
+        actor = tmp_path / f"global_step_{step}" / "actor"
+        actor.mkdir(parents=True)
+        (actor / "model_world_size_8_rank_0.pt").write_bytes(b"{}")
+    (tmp_path / "global_step_6" / "actor").mkdir(parents=True)  # the save the kill cut short
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    tracker.write_text("")
+    assert latest_checkpoint(str(tmp_path), repair=False) == 4 and tracker.read_text() == ""
+    assert latest_checkpoint(str(tmp_path)) == 4
+    assert tracker.read_text() == "4"
+
+
+def test_a_torn_tracker_without_a_complete_checkpoint_is_moved_aside(tmp_path):
+    from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint
+
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    tracker.write_text("")
+    assert latest_checkpoint(str(tmp_path)) is None
+    assert not tracker.exists() and (tmp_path / "latest_checkpointed_iteration.txt.torn").exists()

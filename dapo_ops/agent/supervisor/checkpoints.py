@@ -89,25 +89,40 @@ def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step:
     return deleted
 
 
+def _tracker_step(root: Path) -> Optional[int]:
+    """The step verl's tracker names; None without a tracker (a fresh start); -1 when it is there but holds no number.
+
+    verl writes it in place (``open(..., "w")`` then ``write``, ``verl/trainer/ppo/v1/trainer_base.py:1021-1024``), so
+    a kill between the two leaves it empty, and verl's ``int(f.read().decode())``
+    (``verl/utils/checkpoint/checkpoint_manager.py:244-245``) then fails every attempt with a ValueError."""
+    try:
+        text = (root / TRACKER_NAME).read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
 def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[int]:
     """The step the next attempt resumes from (verl ``resume_mode=auto`` reads
     ``<ckpt_dir>/latest_checkpointed_iteration.txt``, verl/trainer/ppo/ray_trainer.py:1052), or None (fresh start).
 
     When the tracker names a ``global_step_N`` that is missing or empty (a kill during save), the
     newest non-empty older ``global_step_M`` is used and, with ``repair``, the tracker is rewritten to M
-    (a torn save must not fail the resumed attempt).
+    (a torn save must not fail the resumed attempt). A tracker that holds no number (torn by a kill while verl
+    rewrote it, :func:`_tracker_step`) is repaired the same way, to the newest complete checkpoint.
     """
     if not ckpt_dir:
         return None
     root = Path(ckpt_dir)
-    try:
-        n = int((root / TRACKER_NAME).read_text().strip())
-    except (OSError, ValueError):
+    n = _tracker_step(root)
+    if n is None:
         return None
-
-    if complete(root, n):
+    if n >= 0 and complete(root, n):
         return n
-    older = [s for s in saved_steps(root) if s < n and complete(root, s)]
+    older = [s for s in saved_steps(root) if (s < n or n < 0) and complete(root, s)]
     m = max(older) if older else None
     if repair:
         try:
@@ -117,7 +132,8 @@ def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[
             else:
                 tmp.write_text(str(m))
                 os.replace(str(tmp), str(root / TRACKER_NAME))
-            log("checkpoint global_step_%d is incomplete; resuming from %s" % (n, m if m is not None else "scratch"))
+            torn = "global_step_%d is incomplete" % n if n >= 0 else "tracker %s is torn" % TRACKER_NAME
+            log("checkpoint %s; resuming from %s" % (torn, m if m is not None else "scratch"))
         except OSError as e:
             log("could not repair checkpoint tracker: %s" % e)
     return m

@@ -675,10 +675,10 @@ class StandinTrainer:
                 hostmem.exhaust()  # the kernel's OOM killer ends the process mid-save
         with open(os.path.join(folder, "data.pt"), "wb") as f:
             f.write(payload)
-        tmp = os.path.join(d, ".latest_checkpointed_iteration.txt.tmp")
-        with open(tmp, "w") as f:
+        # in place, as verl writes it (verl/trainer/ppo/v1/trainer_base.py:1021-1024): a kill between the open and the
+        # write leaves it empty, and every later resume_mode=auto start fails on int(b'') (checkpoint_manager.py:245)
+        with open(os.path.join(d, "latest_checkpointed_iteration.txt"), "w") as f:
             f.write(str(step))
-        os.replace(tmp, os.path.join(d, "latest_checkpointed_iteration.txt"))
 
     def _val_metrics(self, step: int) -> dict:
         return {"val-core/openai/gsm8k/acc/mean@1": round(min(0.9, 0.2 + 0.03 * step), 4)}
