@@ -257,7 +257,7 @@ def test_a_hang_verdict_says_what_the_log_shows(tmp_path):
     v = escalate.stall_verdict(
         130.0, 60.0, [], None, 12, [], "/r/stacks-attempt-1.txt", "no-step", None, log_verdict=lv
     )
-    assert "no common frame across the processes" in v["action"]
+    assert "no common frame: no process could be dumped" in v["action"]
     assert "the log shows network (ray-head, %s:6379): " % HEAD in v["action"]
     assert v["detail"]["log_verdict"]["cls"] == "network" and v["detail"]["log_verdict"]["detail"]["fatal"] is True
     assert GCS[0] in v["evidence"]

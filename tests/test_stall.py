@@ -237,3 +237,37 @@ def test_a_stalls_words_say_what_its_limit_was_made_of():
     c2.observe({"timing_s/step": 2.0}, 2.0)
     assert c2.basis(c2.limit(2, 40, {})) == "the floor stall_floor_s"
     assert stall.StepClock(None).basis(None).startswith("no step yet")
+
+
+def test_a_plain_hang_says_what_the_dumps_show_and_blames_no_network():
+    """The trial's plain hang after step 1 (the stand-in's ``hang`` cue): the one dump shows the driver in its
+    trainer loop and no worker. The verdict said "no common frame across the processes" and, after the retry, "check
+    the network, the Ray head and the HCCL/NCCL environment" with no network evidence, and never that it repeated.
+    Now it names the driver's frame and the missing worker dumps, the second one is a repeat, and the hint points at
+    the dumps; ranks parked in a collective still get the network hint."""
+    ents = [{"pid": 41, "role": "driver", "kind": "compute", "where": "StandinTrainer._fit (trainer.py:903)"}]
+    first = escalate.stall_verdict(61.0, 60.0, [2.0], 1, 30, ents, "/r/stacks-attempt-1.txt")
+    assert "the driver stands in StandinTrainer._fit (trainer.py:903), no worker process dumped" in first["action"]
+    assert "network" not in first["action"] and first["action_kind"] == "retry-once"
+    d1 = ladder.decide(FeatureSet.from_json([]), "hang", first["detail"], 0, 3, {}, {})
+    assert d1.action == "retry"
+    ents2 = [dict(ents[0], pid=77)]
+    again = escalate.stall_verdict(61.0, 60.0, [2.0], 1, 30, ents2, "/r/stacks-attempt-2.txt")
+    escalate.mark_repeat(again, [{"verdict": first}], 1)
+    assert again["detail"]["repeat"] is True and "the same hang again" in again["action"]
+    assert "StandinTrainer._fit (trainer.py:903)" in again["action"].split("attempt stopped; ", 1)[1]
+    for other in ({}, {"hang": 1}):  # the repeat's stop, and the one-retry stop of a hang that was no repeat
+        det = again["detail"] if not other else first["detail"]
+        d2 = ladder.decide(FeatureSet.from_json([]), "hang", det, 0, 3, other, {})
+        assert d2.action == "stop"
+        assert not any("check the network" in s or "NCCL" in s for s in d2.suggestions), d2.suggestions
+        assert "stacks-attempt-" in d2.suggestions[0] and "no network evidence" in d2.suggestions[0]
+    # no dump at all: said, no guess
+    bare = escalate.stall_verdict(61.0, 60.0, [2.0], 1, 30, [], "/r/stacks-attempt-1.txt")
+    assert "no process could be dumped" in bare["action"]
+    # ranks in a collective: the network hint has its evidence
+    coll = escalate.stall_verdict(
+        150.0, 150.0, [30.0], 1, 40, _entries("collective-rank0.txt", "collective-rank1.txt"), "/r/s-1.txt"
+    )
+    d3 = ladder.decide(FeatureSet.from_json([]), "hang", coll["detail"], 0, 3, {"hang": 1}, {})
+    assert "HCCL/NCCL" in d3.suggestions[0]

@@ -352,6 +352,11 @@ _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
     "the run at a local copy",
     ("network", "ray-head"): "the Ray head{at} cannot be reached: check the head's container, its address and port "
     "(firewall, no_proxy) before launching again",
+    # a hang whose dumps show no rank in a collective: no network evidence, so no network hint (a trial's plain
+    # hang, the driver alone in its trainer loop, was told to check the network)
+    ("hang", "unknown"): "no rank waits in a collective (no network evidence): read where each process stood in "
+    "{stacks} and fix what holds the step there (the driver alone in its own loop with no worker at work is the "
+    "trainer's code, not the cluster)",
     None: "check the network, the Ray head and the HCCL/NCCL environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) "
     "before launching again",
 }
@@ -360,8 +365,20 @@ _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
 def _retry_stop_suggestion(cls: str, detail: dict[str, Any]) -> str:
     """What to check when ``cls`` failed again after its one retry (:data:`_RETRY_STOP_SUGGESTIONS`), naming the
     verdict's ``address`` where the text has a place for it (``{at}``: the Ray head the GCS client could not reach)."""
+    said = detail.get("log_verdict") or {}
+    if cls == "hang" and said.get("cls") == "network":  # the log is the network evidence: its own text
+        cls, detail = "network", dict(said.get("detail") or {}, stacks_file=detail.get("stacks_file"))
     text = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
-    return text.replace("{at}", " at %s" % detail["address"] if detail.get("address") else "")
+    stacks = str(detail.get("stacks_file") or "the stack dumps").rsplit("/", 1)[-1]
+    return text.replace("{at}", " at %s" % detail["address"] if detail.get("address") else "").replace(
+        "{stacks}", stacks
+    )
+
+
+def _repeat_suggestions(cls: str, detail: dict[str, Any]) -> list[str]:
+    """What to check before resuming a hang that repeated (``detail["repeat"]``): :func:`_retry_stop_suggestion`'s
+    text, which follows the dumps; nothing for any other stop."""
+    return [_retry_stop_suggestion(cls, detail)] if cls == "hang" and detail.get("repeat") else []
 
 
 def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[FeatureSet, dict[str, Any]] | None:
@@ -519,7 +536,14 @@ def _stop(
         )
     # every stop the user can act on ends with the run's resume (a hang that repeated, a storm with no frame: inv
     # status pointed at a --resume command these had none of, a review)
-    return Decision("stop", features, {}, rule.reason or f"{cls}: stopped", [], [then_resume(settings)])
+    return Decision(
+        "stop",
+        features,
+        {},
+        rule.reason or f"{cls}: stopped",
+        [],
+        _repeat_suggestions(cls, detail) + [then_resume(settings)],
+    )
 
 
 def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:

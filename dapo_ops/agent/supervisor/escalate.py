@@ -11,6 +11,7 @@ a run never retries on fewer nodes (its checkpoint is tied to the world size). V
 
 from __future__ import annotations
 
+import re
 import sys
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
@@ -212,6 +213,7 @@ def stall_verdict(
         "wait_kind": merged.get("kind"),
         "missing": merged.get("missing"),
         "roles": merged.get("roles"),
+        "place": merged.get("place"),
     }
     if merged.get("fix"):
         detail["fix"] = merged["fix"]
@@ -255,7 +257,7 @@ def _where(detail: Dict[str, Any]) -> str:
         )
     if cause == "collective":
         return "every rank waits in the collective %s" % frame
-    return "no common frame across the processes"
+    return "no common frame: %s" % (detail.get("place") or "no process could be dumped")
 
 
 def _hang_with_stacks(detail: Dict[str, Any], stood: List[str], stacks_file: str) -> Dict[str, Any]:
@@ -289,6 +291,18 @@ def _hang_action(detail: Dict[str, Any], stacks_file: str) -> str:
     )
 
 
+def _same_place(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    """Two hangs stood in the same place: the same cause and common frame, or with no common frame, the same
+    dumps in words (``place``: :func:`.stall.stood`, pids left out; the trial's plain hang, the driver twice in
+    ``StandinTrainer._fit``, was not called a repeat)."""
+    if a.get("cause") != b.get("cause"):
+        return False
+    if a.get("frame") or b.get("frame"):
+        return a.get("frame") == b.get("frame")
+    pa, pb = (re.sub(r" \d+ in ", " in ", str(x.get("place") or "")) for x in (a, b))
+    return bool(a.get("stacks")) and pa == pb and bool(pa)
+
+
 def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_without_checkpoint: int) -> None:
     """Set ``detail.repeat`` on hang verdict ``v`` (:func:`stall_verdict`'s) when an earlier attempt's verdict (``earlier``: run.json attempt
     entries) was a hang at the same step with the same cause and frame, and ``detail.no_new_checkpoint`` when
@@ -298,12 +312,7 @@ def mark_repeat(v: Dict[str, Any], earlier: List[Dict[str, Any]], restarts_witho
     for a in earlier:
         pv = a.get("verdict") or {}
         pd = pv.get("detail") or {}
-        if (
-            pv.get("cls") == "hang"
-            and pd.get("step") == d.get("step")
-            and pd.get("frame")
-            and (pd.get("cause"), pd.get("frame")) == (d.get("cause"), d.get("frame"))
-        ):
+        if pv.get("cls") == "hang" and pd.get("step") == d.get("step") and _same_place(pd, d):
             d["repeat"] = True
     if restarts_without_checkpoint >= policy.MAX_RESTARTS_WITHOUT_CHECKPOINT:
         d["no_new_checkpoint"] = restarts_without_checkpoint

@@ -499,7 +499,8 @@ def merge_ranks(stacks: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
       or every process at work (not waiting on Ray) stands in the same frame, outside a collective
       (the user's code, the data loader, the weight sync, a compute loop): no blind retry, ``frame`` and ``fix``
       say where and what;
-    * ``unknown``: none of these (or no dumps)."""
+    * ``unknown``: none of these (or no dumps); ``place`` then says what the dumps do show (:func:`stood`: the
+      driver's frame, the workers' or that none was dumped), never a guess at the cause."""
     ents = [e for e in stacks if e.get("role") not in ("ray-idle",)]
     roles: Dict[str, List[str]] = {}
     for e in ents:
@@ -542,7 +543,35 @@ def merge_ranks(stacks: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         k = str(busy[0].get("kind"))
         out.update(cause="workload", kind=k, frame=busy[0].get("where"), waiting=[e["pid"] for e in busy])
         out["fix"] = FIXES.get(k, FIXES["compute"])
+        return out
+    out["place"] = stood(stacks)
     return out
+
+
+def _at(e: Dict[str, Any]) -> str:
+    return str(e.get("where") or "(no dump: %s)" % (e.get("error") or "?"))
+
+
+def stood(stacks: Sequence[Dict[str, Any]]) -> str:
+    """What the dumps show when no frame is common to the processes (:func:`merge_ranks`' ``unknown``), in words
+    and with no cause guessed: where the driver stands, then the workers' frames or that none was dumped (a plain
+    hang in the driver's own loop: ``the driver stands in StandinTrainer._fit (trainer.py:903), no worker process
+    dumped``). No "; " inside: the hang's action joins its parts with it."""
+    if not stacks:
+        return "no process could be dumped"
+    drv = next((e for e in stacks if e.get("role") == "driver"), None)
+    parts = ["no dump of the driver"]
+    if drv is not None:
+        parts = ["the driver %s %s" % ("waits on Ray in" if drv.get("kind") == "ray-wait" else "stands in", _at(drv))]
+    workers = [e for e in stacks if e.get("role") not in ("driver", "ray-idle")]
+    idle = len(stacks) - len(workers) - (drv is not None)
+    if not workers:
+        parts.append("no worker process dumped" + (" (%d idle Ray worker(s))" % idle if idle else ""))
+    else:
+        shown = ", ".join("%s %s in %s" % (e.get("role"), e.get("pid"), _at(e)) for e in workers[:4])
+        more = " and %d more" % (len(workers) - 4) if len(workers) > 4 else ""
+        parts.append("workers in different frames (%s%s)" % (shown, more))
+    return ", ".join(parts)
 
 
 def dump_stacks(

@@ -814,7 +814,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     # the step of the last metrics line: the failure came after it, in the step that followed
     "at": lambda d: f" after step {d['step']}" if d.get("step") is not None else "",
     # a hang's frame and fix (dapo_ops/agent/supervisor/stall.py merge_ranks)
-    "wait_frame": lambda d: f"{d.get('frame') or 'one frame'}",
+    "wait_frame": lambda d: f"{d.get('frame') or d.get('place') or 'one frame'}",
     "wait_fix": lambda d: f"{d.get('fix') or 'read the stack dumps'}",
     "restarts": lambda d: f"{d.get('no_new_checkpoint') or 'several'}",
     "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
