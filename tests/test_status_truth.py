@@ -32,8 +32,8 @@ def _run(**kw):
 def test_a_run_that_does_not_move_shows_stalled_not_an_eta():
     # the H200 incident: step 1/4 at 1010, steps of ~2 s; the supervisor's stall limit 300 s (its floor)
     run = _run(stall_after_s=300.0)
-    fresh = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1020.0, "supervisor_alive": True})
-    assert fresh.eta_s == 6.0 and fresh.stalled_s is None
+    fresh = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1015.0, "supervisor_alive": True})
+    assert fresh.eta_s == 6.0 and fresh.stalled_s is None and fresh.no_step_s is None
     row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1010.0 + 151, "supervisor_alive": True})
     assert row.eta_s is None and row.stalled_s == 151.0 and row.last_step_at == 1010.0
     cells = statustable.cells(row)
@@ -43,6 +43,22 @@ def test_a_run_that_does_not_move_shows_stalled_not_an_eta():
     # an older run.json without the supervisor's limit: 3 x the recent step time
     old = statusview.build_row("gpu", {"run": _run(), "tail": "", "now": 1017.0, "supervisor_alive": True})
     assert old.stalled_s == 7.0 and old.eta_s is None
+
+
+def test_no_eta_once_the_step_time_cannot_explain_the_wait():
+    """A new user's trial: attempt 2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``running ...
+    ETA 10s`` for the first 30 s of its hang (half the floor). Past 3 x the step time the ETA cell and the summary
+    line say ``no step for ..`` instead; past half the supervisor's limit, ``stalled``."""
+    run = _run(stall_after_s=60.0, total_steps=6)
+    row = statusview.build_row("h3", {"run": run, "tail": "", "now": 1022.0, "supervisor_alive": True})
+    assert row.eta_s is None and row.no_step_s == 12.0 and row.stalled_s is None
+    assert statustable.cells(row)["eta"] == "no step for 12s"
+    line = statustable.summary_line(row)
+    assert line is not None and "ETA" not in line and "no step for 12s" in line, line
+    later = statusview.build_row("h3", {"run": run, "tail": "", "now": 1045.0, "supervisor_alive": True})
+    assert later.stalled_s == 35.0 and "stalled 35s" in (statustable.summary_line(later) or "")
+    fresh = statusview.build_row("h3", {"run": run, "tail": "", "now": 1013.0, "supervisor_alive": True})
+    assert fresh.eta_s == 10.0 and "ETA 10s" in (statustable.summary_line(fresh) or "")
 
 
 def test_dead_supervisor_status_reads_the_attempts_own_log(tmp_path):

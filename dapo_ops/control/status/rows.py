@@ -160,6 +160,7 @@ class StatusRow:
     suggestions: list = field(default_factory=list)  # failed runs: the ladder's next parameters to change
     serves: dict | None = None  # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
     stalled_s: float | None = None  # active run whose step has not moved for longer than expected: for how long
+    no_step_s: float | None = None  # active run with no step for longer than its step time explains (no ETA then)
     last_step_at: float | None = None  # when the last step line came (container clock, seconds since the epoch)
     step_time_s: float | None = None  # the recent median step time the expectation comes from
     log_read: str | None = None  # the log the probe read: train.log, or the attempt's own log (supervisor gone)
@@ -426,9 +427,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.step_time_s = round(step_time, 3) if step_time else None
     if row.run_status.active and step is not None and last_progress:
         row.last_step_at = float(last_progress)
-        limit = stalled_after(run, step_time)
-        if limit is not None and row.progress_age_s is not None and row.progress_age_s >= limit:
-            row.stalled_s, row.eta_s = row.progress_age_s, None  # no ETA for a run that does not move
+        _no_eta_when_idle(row, run, step_time)
     if (
         row.state in (SUPERVISOR_DEAD, RunStatus.STOPPED, RunStatus.FAILED)
         and step is not None
@@ -449,6 +448,25 @@ def _finished(checkpoint, total) -> bool:
     return isinstance(checkpoint, int) and bool(total) and checkpoint >= int(total)
 
 
+#: a run with no new step for this many times its recent step time shows no ETA (``no step for ..``): the step time
+#: does not explain the wait (:func:`_no_eta_when_idle`; :func:`stalled_after` without the supervisor's limit)
+IDLE_STEP_FACTOR = 3.0
+
+
+def _no_eta_when_idle(row: StatusRow, run: dict, step_time: float | None) -> None:
+    """No ETA for an active run whose step does not move: ``stalled_s`` past :func:`stalled_after` (the supervisor's
+    own limit), else ``no_step_s`` past :data:`IDLE_STEP_FACTOR` x the recent step time. A new user's trial: attempt
+    2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``ETA 10s`` for the first 30 s of its hang."""
+    age = row.progress_age_s
+    limit = stalled_after(run, step_time)
+    if age is None:
+        return
+    if limit is not None and age >= limit:
+        row.stalled_s, row.eta_s = age, None  # no ETA for a run that does not move
+    elif step_time and age >= IDLE_STEP_FACTOR * step_time:
+        row.no_step_s, row.eta_s = age, None
+
+
 def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: half the
     supervisor's own stall limit (run.json ``stall_after_s``: factor x the longest step seen, floored, capped by the
@@ -457,7 +475,7 @@ def stalled_after(run: dict, step_time_s: float | None) -> float | None:
     lim = run.get("stall_after_s")
     if isinstance(lim, (int, float)) and lim > 0:
         return float(lim) / 2.0
-    return 3.0 * step_time_s if step_time_s else None
+    return IDLE_STEP_FACTOR * step_time_s if step_time_s else None
 
 
 def resume_line(run: dict, host: str) -> str:
@@ -503,6 +521,8 @@ def worker_row(row: StatusRow, head: StatusRow) -> StatusRow:
         total=head.total,
         percent=head.percent,
         eta_s=head.eta_s,
+        no_step_s=head.no_step_s,
+        stalled_s=head.stalled_s,
         attempt=head.attempt,
         progress_age_s=head.progress_age_s,
         stale=head.stale,

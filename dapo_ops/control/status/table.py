@@ -103,10 +103,7 @@ def cells(row: StatusRow) -> dict[str, str]:
         "run": row.run_id or "-",
         "state": state,
         "step": step,
-        "eta": fmt_duration(row.eta_s)
-        if row.stalled_s is None
-        else "stalled %s%s"
-        % (fmt_duration(row.stalled_s), " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""),
+        "eta": eta_text(row),
         "attempt": "-" if row.attempt is None else str(row.attempt),
         "features": fmt_features(row.features),
         "score": (fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-")
@@ -161,6 +158,17 @@ def age(row: StatusRow) -> str:
     return "no step%s (started %s)" % (" yet" if row.run_status.active else "", ago)
 
 
+def eta_text(row: StatusRow) -> str:
+    """The ETA cell: ``stalled 40s (last step 14:03:27)`` past the supervisor's limit, ``no step for 12s`` past what
+    the step time explains (``rows._no_eta_when_idle``), else the ETA (``-`` when none)."""
+    if row.stalled_s is not None:
+        last = " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""
+        return "stalled %s%s" % (fmt_duration(row.stalled_s), last)
+    if row.no_step_s is not None:
+        return "no step for %s" % fmt_duration(row.no_step_s)
+    return fmt_duration(row.eta_s)
+
+
 def summary_line(row: StatusRow) -> str | None:
     """One line for a live run, whole run id first (copyable for ``--run`` / ``--resume``): ``h1 <run id>: running,
     step 5/10 (50%), ETA 55s, 44.6k tok/s/device, MFU actor 31.2%``; None for a row that is not an active run."""
@@ -172,6 +180,8 @@ def summary_line(row: StatusRow) -> str | None:
         parts.append("step " + c["step"])
     if row.eta_s is not None:
         parts.append("ETA " + c["eta"])
+    elif row.stalled_s is not None or row.no_step_s is not None:
+        parts.append(c["eta"])  # no ETA, and why
     if "perf/throughput" in row.metrics or row.mfu:
         parts.append(tput_text(row, "/device"))
     return "%s %s: %s" % (row.host, row.run_id, ", ".join(parts))
