@@ -649,3 +649,36 @@ def test_watch_of_a_run_id_that_is_not_there_prints_no_run_line():
     else; watch printed "run ... None, attempt None, step 0/?" on stdout before the "no run" line (a second trial)."""
     row = sv.StatusRow(host="h1", run_id="99999999-999999-ffff")
     assert row.status is None and se.events(None, row) == []
+
+
+def test_watch_first_line_is_the_rows_judgement_and_a_resumed_run_starts_from_its_own_state():
+    """A new user's trial: after ``kill -9`` of the supervisor ``watch`` printed ``run ... running`` before rc 3;
+    after ``docker stop verl`` it printed ``h3: run ... running, attempt 1, step 12/30`` before the container's
+    message and rc 4; a resumed run's first line showed a step it had not made. The first line is now the row's
+    own state (the same judgement as the exit code), none for a stopped container (its message is the outcome), and
+    an attempt that resumed from a checkpoint with no step past it says so."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control.status import look
+    from dapo_ops.control.status import watch as watchloop
+
+    run = {"run_id": "r1", "status": "running", "attempt": 1, "step": 12, "total_steps": 30, "pids": {"supervisor": 5}}
+    run["started_at"] = 1.0
+    dead = sv.build_row("h3", {"run": run, "tail": "", "now": 9.0, "supervisor_alive": False, "verl_alive": False})
+    w = watchloop.Watch([SimpleNamespace(name="h3")])
+    lines = w.see([dead])
+    assert lines[0] == "h3: run r1 supervisor-dead, attempt 1, step 12/30", lines
+    assert not any(" running," in ln for ln in lines) and w.finished and w.outcome()[0] == 3
+    stopped = look._stopped_row("h3", {"error": "h3: container verl is not running", "stopped_run": run})
+    w = watchloop.Watch([SimpleNamespace(name="h3")])
+    assert w.see([stopped]) == [] and w.finished
+    code, msg = w.outcome()
+    assert code == 4 and "container verl is not running" in msg and "step 12/30" in msg
+    resumed = dict(run, step=None, attempts=[{"n": 1, "features": [], "resumed_from": 10, "step_reached": 10}])
+    row = sv.build_row("h3", {"run": resumed, "tail": "", "now": 9.0, "supervisor_alive": True})
+    assert se.events(None, row) == [
+        "h3: run r1 running, attempt 1, resumes from checkpoint step 10/30, no step of its own yet"
+    ]
+    moved = dict(resumed, step=11)
+    row = sv.build_row("h3", {"run": moved, "tail": "", "now": 9.0, "supervisor_alive": True})
+    assert se.events(None, row) == ["h3: run r1 running, attempt 1, step 11/30"]

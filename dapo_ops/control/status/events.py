@@ -5,7 +5,14 @@ features it added, the finished line, suggestions, a Ray worker's one line (:fun
 from __future__ import annotations
 
 from dapo_ops.control.status.table import fmt_duration, fmt_features
-from dapo_ops.control.status.rows import FINISHED_STATES, RAY_WORKER, SUPERVISOR_DEAD, StatusRow, ending_line
+from dapo_ops.control.status.rows import (
+    ERROR,
+    FINISHED_STATES,
+    RAY_WORKER,
+    SUPERVISOR_DEAD,
+    StatusRow,
+    ending_line,
+)
 from dapo_ops.core.runstate import RunStatus
 
 
@@ -83,6 +90,17 @@ def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
     return out
 
 
+def _step_text(cur: StatusRow) -> str:
+    """``step 12/30`` of a run's first line; an attempt that resumed from a checkpoint and has logged no step past it
+    says so (``resumes from checkpoint step 10/30, no step of its own yet``), never a step it has not made."""
+    total = cur.total if cur.total is not None else "?"
+    now: dict = next((a for a in cur.attempts if a.get("n") == cur.attempt), {})
+    base = now.get("resumed_from")
+    if isinstance(base, int) and (cur.step is None or cur.step <= base):
+        return "resumes from checkpoint step %s/%s, no step of its own yet" % (base, total)
+    return "step %s/%s" % (cur.step if cur.step is not None else 0, total)
+
+
 def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
     """State changes between two rows of the same run, one line each (what ``watch`` prints).
 
@@ -97,17 +115,11 @@ def events(prev: StatusRow | None, cur: StatusRow) -> list[str]:
     if prev is None or prev.run_id != cur.run_id:
         # a --run that names no run there has an id and nothing else: the "no run" line says so (a second trial
         # got "run ... None, attempt None, step 0/?" printed as if it ran)
-        if cur.run_id and cur.status is not None:
+        # the row's judged state, never run.json's word: a dead supervisor's run said "running" first, then rc 3;
+        # a stopped container's (ERROR: its error is the watch's message) said "running ... step 12/30", then rc 4
+        if cur.run_id and cur.status is not None and cur.state != ERROR:
             out.append(
-                "%s: run %s %s, attempt %s, step %s/%s"
-                % (
-                    cur.host,
-                    cur.run_id,
-                    cur.status,
-                    cur.attempt,
-                    cur.step if cur.step is not None else 0,
-                    cur.total if cur.total is not None else "?",
-                )
+                "%s: run %s %s, attempt %s, %s" % (cur.host, cur.run_id, cur.state, cur.attempt, _step_text(cur))
             )
             out += _attempt_lines(cur, 1)
             fin = _finished_line(cur)

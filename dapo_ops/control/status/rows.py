@@ -290,7 +290,8 @@ def _progress(
 
 
 def _attempt_rows(attempts: object) -> list[dict]:
-    """One ``{"n", "features", "cls", "step_reached", "rungs"}`` per attempt of run.json's ``attempts``."""
+    """One ``{"n", "features", "cls", "step_reached", "resumed_from", "rungs"}`` per attempt of run.json's
+    ``attempts``."""
     out = []
     for a in attempts if isinstance(attempts, list) else []:
         if isinstance(a, dict):
@@ -301,6 +302,7 @@ def _attempt_rows(attempts: object) -> list[dict]:
                     "features": _features(a.get("features")),
                     "cls": (a.get("verdict") or {}).get("cls"),
                     "step_reached": a.get("step_reached"),
+                    "resumed_from": a.get("resumed_from"),
                     "rungs": [r for r in rungs if isinstance(r, dict)],
                 }
             )
