@@ -286,13 +286,56 @@ class HealthWatch:
         else:
             h = self.hist.get(key) or []
             step, last = h[-1] if h else self.first[key]
-        return {
-            "metric": key,
-            "first": first if finite(first) else None,
-            "last": last if finite(last) else None,
-            "step": step,
-            "shown": "%s %s -> %s (step %d)" % (short(key), fmt(first), fmt(last), step),
-        }
+        return _trend(key, first, last, step)
+
+
+def _trend(key: str, first: float, last: float, step: int) -> Dict[str, Any]:
+    return {
+        "metric": key,
+        "first": first if finite(first) else None,
+        "last": last if finite(last) else None,
+        "step": step,
+        "shown": "%s %s -> %s (step %d)" % (short(key), fmt(first), fmt(last), step),
+    }
+
+
+def trend_at(trend: Any, step: Optional[int], metrics: Dict[str, float]) -> Any:
+    """run.json's ``health.trend`` brought up to a newer step line (``step``, ``metrics``: the log tail's, fresher
+    than run.json, which the supervisor writes every few seconds): ``inv status`` showed ``grad_norm a -> b (step
+    4)`` beside step 5 of the step column. Unchanged when the line is not newer or lacks the metric."""
+    if not isinstance(trend, dict) or step is None or not isinstance(trend.get("step"), int):
+        return trend
+    key, first = str(trend.get("metric")), trend.get("first")
+    v = metrics.get(key)
+    if step <= trend["step"] or v is None or first is None:
+        return trend
+    return _trend(key, float(first), float(v), int(step))
+
+
+def bad_step_of(verdict: Optional[Dict[str, Any]]) -> Optional[int]:
+    """The bad step a ``diverged`` verdict names (``detail.bad_step``), else None (any other verdict)."""
+    d = (verdict or {}).get("detail") or {}
+    bad = d.get("bad_step") if (verdict or {}).get("cls") == "diverged" else None
+    return int(bad) if isinstance(bad, (int, float)) else None
+
+
+def step_reached(step: Optional[int], bad_step: Optional[int] = None) -> Optional[int]:
+    """A run's "step reached", the one definition the ending line, supervisor.log's summary, ``inv status`` and
+    the health trend use: the last step whose metrics line came, and when a metric went bad at ``bad_step`` the
+    last healthy step before it (a NaN caught by verl's skip print before step 3's line and a bad lr seen on step
+    2's own line both count only the steps before them). None: no step yet (step 0 is no step)."""
+    if step is None:
+        return None
+    if bad_step is not None:
+        step = min(int(step), int(bad_step) - 1)
+    return int(step) if step > 0 else None
+
+
+def reached_text(step: Optional[int], total: Optional[int]) -> str:
+    """``step reached 2/20`` of :func:`step_reached`'s step, ``no step reached yet (of 20)`` for None; never
+    ``None/3``."""
+    of = total if total else "?"
+    return "no step reached yet (of %s)" % of if step is None else "step reached %s/%s" % (step, of)
 
 
 def trend_text(health: Optional[Dict[str, Any]]) -> Optional[str]:

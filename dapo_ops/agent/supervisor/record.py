@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from dapo_ops.agent import runfiles
-from dapo_ops.core import datafeed, runstate
+from dapo_ops.core import datafeed, health, runstate
 from dapo_ops.core.logformat import VAL_PREFIX
 
 if TYPE_CHECKING:
@@ -228,17 +228,30 @@ def ending_line(status: runstate.RunStatus, reason: Optional[str], step: Optiona
     return "%s: %s %s" % (status, reason, where)
 
 
+def _settle_step(rec: Dict[str, Any], verdict: Optional[Dict[str, Any]]) -> None:
+    """run.json ``step`` (and the last attempt's ``step_reached``) at the run's end: :func:`dapo_ops.core.health.
+    step_reached`, so a diverged run counts its last healthy step whether the bad value came on the step's own
+    line (a bad lr at step 2: 1) or before it (a NaN skip print before step 3: 2)."""
+    bad = health.bad_step_of(verdict)
+    if bad is None:
+        return
+    rec["step"] = health.step_reached(rec.get("step"), bad)
+    if rec.get("attempts"):
+        last = rec["attempts"][-1]
+        last["step_reached"] = health.step_reached(last.get("step_reached"), bad)
+
+
 def end_run(
     rec: Dict[str, Any], status: runstate.RunStatus, verdict: Optional[Dict[str, Any]], decision: Dict[str, Any]
 ) -> None:
     """Fill the run's end into ``rec``: ``decision`` with ``tried``, ``summary`` and ``ended``, the verdict
     (when given) and ``ended_at``. The status itself is set by the caller once the run's processes are gone."""
+    _settle_step(rec, verdict)
     t = tried(rec)
     decision["tried"] = t
-    decision["summary"] = "%d attempt(s); step reached %s/%s; last features: %s; %s" % (
+    decision["summary"] = "%d attempt(s); %s; last features: %s; %s" % (
         len(t),
-        rec.get("step"),
-        rec.get("total_steps"),
+        health.reached_text(rec.get("step"), rec.get("total_steps")),
         ",".join(t[-1]["features"]) if t else "-",
         decision.get("reason") or status,
     )

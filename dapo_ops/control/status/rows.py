@@ -286,6 +286,9 @@ def _progress(
         metrics.update({k: v for k, v in tail.metrics.items()})
     if total is None:
         total = tail.total if tail.total is not None else tail.bar_total
+    bad = health.bad_step_of(run.get("verdict")) if RunStatus.of(run.get("status")).terminal else None
+    if bad is not None:  # the log's bad step line is no step reached (health.step_reached)
+        step = health.step_reached(step, bad)
     return step, total, metrics, last_progress
 
 
@@ -367,6 +370,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
 
     h = run.get("health")
     if isinstance(h, dict) and health.trend_text(h):
+        h = dict(h, trend=health.trend_at(h.get("trend"), tail.step, tail.metrics)) if not h.get("flag") else h
         row.health = dict(h, shown=health.trend_text(h))
     row.features = _features(run.get("features"))
     row.attempts += _attempt_rows(run.get("attempts"))
