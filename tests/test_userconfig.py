@@ -122,6 +122,23 @@ def test_refuses_to_write_inside_the_projects_or_cwds_git_work_tree(tmp_path, mo
     assert not p.exists()
 
 
+def test_a_file_holding_a_secret_inside_a_git_work_tree_is_refused_on_read(tmp_path, monkeypatch):
+    """design.md: the config file is "refused inside a git work tree"; a hand-written 0600 file at
+    ``<clone>/.cfg.toml`` holding ``[swanlab] api_key`` was used (only a save refused the path)."""
+    (tmp_path / "clone" / ".git").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "clone")
+    p = tmp_path / "clone" / ".cfg.toml"
+    p.write_text('[swanlab]\napi_key = "' + "k" * 21 + '"\n')
+    os.chmod(p, 0o600)
+    with pytest.raises(UserConfigError) as ei:
+        userconfig.load(p)
+    msg = str(ei.value)
+    assert "\n" not in msg and str(p) in msg and "[swanlab] api_key" in msg and "git work tree" in msg
+    assert "DAPO_OPS_CONFIG" in msg and "k" * 21 not in msg
+    p.write_text('[swanlab]\nmode = "local"\n')  # no secret: a project-local file of plain defaults is fine
+    assert userconfig.load(p)["swanlab"] == {"mode": "local"}
+
+
 def test_a_home_kept_in_git_does_not_block_the_default_path(tmp_path, monkeypatch):
     (tmp_path / "home" / ".git").mkdir(parents=True)  # dotfiles repo
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,8 @@ used (:mod:`dapo_ops.control.settings`, :mod:`dapo_ops.control.swanlab_settings`
 
 Path: ``$DAPO_OPS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/dapo-ops/config.toml``, else
 ``~/.config/dapo-ops/config.toml``. Writing refuses a path inside the git work tree of this
-project or of the current directory (secrets would be one ``git add`` away from a commit).
+project or of the current directory (secrets would be one ``git add`` away from a commit); reading refuses such a
+file when it holds a secret (:func:`secrets_held`), as it refuses one others can read.
 A save edits the file with tomlkit: only the saved table's changed lines change, the user's
 comments and order stay.
 """
@@ -136,7 +137,8 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     A missing file gives empty tables (with ``path`` None, a missing ``$DAPO_OPS_CONFIG`` is refused:
     :func:`named_missing`); the dicts hold the file's own values (no defaults filled in).
     Raises :class:`UserConfigError` (one line with the path and the TOML line) on a parse error,
-    an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`).
+    an unknown table or key, or a value of the wrong type (validated against :data:`TABLES`); and for a file holding
+    a secret that others can read or that lies inside a git work tree.
     """
     if path is None:
         p = config_path()
@@ -155,6 +157,7 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     except ValueError as exc:
         raise UserConfigError(f"{p}: {exc}") from None
     held = secrets_held(data)
+    _refuse_secrets_in_worktree(p, held)
     loose = mode_warning(p) if held else None
     if loose:
         raise UserConfigError(
@@ -162,6 +165,18 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
             f"{', '.join(held)}: run `chmod 600 {p}`; dapo-ops refuses to use it until then"
         )
     return data
+
+
+def _refuse_secrets_in_worktree(p: Path, held: list[str]) -> None:
+    """Refuse a file holding secrets inside the git work tree of this project or of the current directory
+    (:func:`_inside_git_worktree`): a secret there is one ``git add`` away from a commit. Raises :class:`UserConfigError`."""
+    repo = _inside_git_worktree(p) if held else None
+    if repo is not None:
+        raise UserConfigError(
+            f"{p} holds {', '.join(held)} and is inside the git work tree {repo} (one `git add` from a commit): "
+            f"move it outside the repository (e.g. `mv {p} ~/.config/dapo-ops/config.toml` and unset {ENV_VAR}, "
+            f"or point {ENV_VAR} at a path outside {repo}); dapo-ops refuses to use it until then"
+        )
 
 
 def secrets_held(data: Mapping[str, Any]) -> list[str]:
