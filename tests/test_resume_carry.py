@@ -476,3 +476,27 @@ def test_a_multi_host_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_la
         multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
     plan, _ = multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode
     assert plan.run_spec.settings["nnodes"] == 2
+
+
+def test_a_resume_in_another_swanlab_mode_is_refused_for_that_before_the_hosts_preflight(monkeypatch):
+    """Resuming an offline-SwanLab run with no ``--swanlab-mode`` (a key set, so cloud) was refused first by the
+    quick checks' tracker DNS check ("fix [proxy] in hosts.toml ..."); the real cause (``resume.check_logging``)
+    showed only with ``--skip-preflight``. The request's own refusal now comes before the host's checks."""
+    from dapo_ops.control.launch import service
+
+    old = _old_plan(FIRST)
+    facts = _facts(monkeypatch, dict(old.spec, env={**old.spec["env"], "SWANLAB_MODE": "offline"}))
+    monkeypatch.setattr(resume, "read_facts", lambda t, rid: facts)
+    checked = []
+
+    def host_checks(*a, **k):
+        checked.append(a)
+        raise LaunchRefused("preflight", "h2: preflight swanlab failed: cannot resolve; fix [proxy] in hosts.toml")
+
+    monkeypatch.setattr(service, "quick_checks", host_checks)
+    sw = SimpleNamespace(mode="cloud", sources={"mode": "default"}, public_env=lambda **k: {})
+    req = service.LaunchRequest(mode="dapo", settings=settings.resolve({"steps": 10}, {}, {}), sw=sw, resume=OLD_ID)
+    with pytest.raises(LaunchRefused) as e:
+        service.gather_facts(SimpleNamespace(host=GPU, container=""), req)
+    assert e.value.kind == "resume" and "logged to SwanLab in mode offline" in str(e.value), str(e.value)
+    assert "--swanlab-mode offline" in str(e.value) and checked == []

@@ -210,9 +210,19 @@ def build_plan(facts: LaunchFacts, req: LaunchRequest) -> dapo_ops.control.launc
     plan = dapo_ops.control.launch.plan.make_plan(facts.draft or draft_for(facts, req), memory)
     if facts.resume is not None:
         dapo_ops.control.launch.resume.check(plan, facts.resume)
+    refuse_resume_logging(facts, req)
+    return plan
+
+
+def refuse_resume_logging(facts: LaunchFacts, req: LaunchRequest) -> None:
+    """The request's own refusal of a ``--resume`` that would log to SwanLab in another mode than the run it
+    continues (:func:`dapo_ops.control.launch.resume.check_logging`; the mode counts as given unless it is the
+    default). Needs only the earlier run's facts and ``req``: :func:`gather_facts` calls it before the host's quick
+    checks, so a resume of an offline run without ``--swanlab-mode`` is refused for that, not for a tracker DNS check
+    of a mode the user never meant. Nothing without ``facts.resume``. Raises :class:`LaunchRefused` (``resume``)."""
+    if facts.resume is not None:
         sw_given = (getattr(req.sw, "sources", None) or {}).get("mode", "default") != "default"
         dapo_ops.control.launch.resume.check_logging(facts.resume, req.sw.mode, sw_given)
-    return plan
 
 
 def finisher(facts: LaunchFacts, req: LaunchRequest):
@@ -598,6 +608,7 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
     facts = LaunchFacts(host=host, run_id=draft.inputs.run_id if draft is not None else runstate.new_run_id())
     if req.resume:
         facts = dataclasses.replace(facts, resume=dapo_ops.control.launch.resume.read_facts(target, req.resume))
+    refuse_resume_logging(facts, req)  # the request's own refusal speaks before the host's checks
     facts = dataclasses.replace(facts, draft=draft or draft_for(facts, req))
     made: list[tuple[Mapping | None, dapo_ops.control.launch.plan.Plan]] = []
     refused: list[Exception] = []
