@@ -208,6 +208,15 @@ BAD_CONFIG = [
     ("[run]\nstep = 5\n", r":2: \[run\]: field 'step': unknown field \(valid fields: steps, framework,"),
     ("[run]\nsteps = true\n", r":2: \[run\]: field 'steps': expected an integer, got boolean True"),
     ('\n[swanlb]\nmode = "local"\n', r":2: unknown table \[swanlb\]: use \[run\], \[swanlab\], \[notify\], \[proxy\]"),
+    (  # a new user's trial: a top-level key was "unknown table [SWANLAB_API_KEY]"
+        'SWANLAB_API_KEY = "' + "k" * 21 + '"\n',
+        r":1: unknown key 'SWANLAB_API_KEY' at the top level: it belongs in a table: write `api_key = \.\.\.` "
+        r"under \[swanlab\]$",
+    ),
+    (
+        "\nfoo = 1\n",
+        r":2: unknown key 'foo' at the top level: every key goes in one of the tables \[run\], \[swanlab\]",
+    ),
     (
         '[proxy]\nhttps_proxy = "gopher://p:70"\n',
         r":2: \[proxy\]: field 'https_proxy': 'gopher://p:70' is not a proxy URL",

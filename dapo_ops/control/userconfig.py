@@ -205,10 +205,7 @@ def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:
     lines = TomlLines(text)
     for name, value in data.items():
         if name not in TABLES:
-            raise UserConfigError(
-                f"{at(lines.find_prefix(name) or lines.key_line(name))}: unknown table [{name}]: "
-                f"use {', '.join(f'[{s}]' for s in SECTIONS)}"
-            )
+            raise UserConfigError(_unknown_top_level(name, value, at(lines.find_prefix(name) or lines.key_line(name))))
         if not isinstance(value, dict):
             raise UserConfigError(
                 f"{at(lines.key_line(name))}: '{name}' must be a table ([{name}]), got {type(value).__name__}"
@@ -221,6 +218,30 @@ def _validate(text: str, p: Path) -> dict[str, dict[str, Any]]:
                 f"{at(lines.find(f'{name}.{key}') or lines.find(name, key))}: [{name}]: field '{key}': {reason}"
             ) from None
     return {**{name: {} for name in SECTIONS}, **data}
+
+
+def _home_of(name: str) -> tuple[str, str] | None:
+    """Where a key written at the top level belongs, as ``(table, key)``: ``SWANLAB_API_KEY`` / ``api_key`` ->
+    ``("swanlab", "api_key")`` (a table's own field, bare or prefixed with the table's name, any case), else None."""
+    low = name.lower()
+    for table, model in TABLES.items():
+        fields = getattr(model, "__struct_fields__", ())
+        for key in (low, low.removeprefix(f"{table}_")):
+            if key in fields:
+                return table, key
+    return None
+
+
+def _unknown_top_level(name: str, value: Any, where: str) -> str:
+    """The one-line refusal of a top-level ``name`` that is no table of :data:`TABLES`: a table (``[swanlb]``) is an
+    unknown table; a plain value (``SWANLAB_API_KEY = "..."``) is an unknown key, told where it belongs."""
+    tables = ", ".join(f"[{s}]" for s in SECTIONS)
+    if isinstance(value, dict):
+        return f"{where}: unknown table [{name}]: use {tables}"
+    home = _home_of(name)
+    if home is not None:
+        return f"{where}: unknown key '{name}' at the top level: it belongs in a table: write `{home[1]} = ...` under [{home[0]}]"
+    return f"{where}: unknown key '{name}' at the top level: every key goes in one of the tables {tables}"
 
 
 def mode_warning(path: str | Path | None = None) -> str | None:
