@@ -48,6 +48,31 @@ def test_a_ladder_run_dry_because_the_user_turned_rungs_off_says_so_and_fits_the
     assert "TRAINER_GPUS now 4" in " ".join(d2.suggestions)
 
 
+@pytest.mark.parametrize(
+    "step,total,late",
+    [
+        (3, 100, False),
+        (11, 20, True),
+        (10, 20, False),
+        (11, 100, False),
+        (26, 100, True),
+        (40, None, True),
+        (None, 9, False),
+    ],
+)
+def test_the_leak_hint_is_given_only_for_an_oom_after_many_healthy_steps(step, total, late):
+    """The update-OOM ``try:`` line said "a late OOM after healthy steps hints at a leak" for an OOM at step 3 (a new
+    user's trial). Late now means at least LATE_OOM_MIN_STEPS completed steps and LATE_OOM_FRACTION of the run."""
+    fs = resolve("offload,recompute")
+    detail = {"phase": "update", **({"step": step} if step is not None else {})}
+    d = dec(fs, "oom-device", detail, oom_used=2, max_oom=2, settings={**S, "steps": total})
+    where = [s for s in d.suggestions if s.startswith("device OOM reached at")]
+    assert len(where) == 1 and ("leak" in where[0]) is late, where
+    assert ladder.late_oom(step, total) is late
+    if late:
+        assert f"after {step - 1} healthy steps" in where[0]
+
+
 def test_oom_rungs_appended_even_when_user_chose_other_features():
     fs = resolve("prefix_cache,-flash_attn")
     d = dec(fs, "oom-device")

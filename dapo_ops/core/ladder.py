@@ -121,23 +121,51 @@ class Decision:
         }
 
 
+#: an OOM is "late" (:func:`late_oom`) when at least this many steps of the run completed before it ...
+LATE_OOM_MIN_STEPS = 10
+#: ... and at least this share of the run's steps (``trainer.total_training_steps``, the detail's ``total`` else the
+#: ``steps`` setting): an OOM in a run's first steps is the setup not fitting (the memory fit's estimate, a batch of
+#: long responses); one after many healthy steps of the same shapes hints at a leak or a version regression
+LATE_OOM_FRACTION = 0.25
+
+
+def late_oom(step: Any, total: Any) -> bool:
+    """Whether an OOM at ``step`` (verl's 1-based global step: ``step - 1`` steps completed healthy) of a run of
+    ``total`` steps (None: unknown) is late: ``step - 1 >= max(LATE_OOM_MIN_STEPS, LATE_OOM_FRACTION * total)``.
+    Pure."""
+    try:
+        done = int(step) - 1
+        need = max(float(LATE_OOM_MIN_STEPS), LATE_OOM_FRACTION * float(total or 0))
+    except (TypeError, ValueError):
+        return False
+    return done >= need
+
+
+def _oom_where(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """The ``device OOM reached at step s/total, phase p`` line (none without a step or phase); the leak hint only
+    for a late OOM (:func:`late_oom`)."""
+    where = []
+    total = detail.get("total") or settings.get("steps")
+    if detail.get("step") is not None:
+        where.append(f"step {detail['step']}" + (f"/{total}" if total else ""))
+    if detail.get("phase"):
+        where.append(f"phase {detail['phase']}")
+    if not where:
+        return []
+    why = ""
+    if late_oom(detail.get("step"), total):
+        why = (
+            f" (after {int(detail['step']) - 1} healthy steps: a late OOM hints at a leak or version regression; "
+            "report the step)"
+        )
+    return ["device OOM reached at " + ", ".join(where) + why]
+
+
 def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     prompt = int(settings["max_prompt_length"])
     resp = int(settings["max_response_length"])
     floor = prompt + resp
-    out = []
-    where = []
-    if detail.get("step") is not None:
-        total = detail.get("total") or settings.get("steps")
-        where.append(f"step {detail['step']}" + (f"/{total}" if total else ""))
-    if detail.get("phase"):
-        where.append(f"phase {detail['phase']}")
-    if where:
-        out.append(
-            "device OOM reached at "
-            + ", ".join(where)
-            + " (a late OOM after healthy steps hints at a leak or version regression; report the step)"
-        )
+    out = _oom_where(detail, settings)
     # every rung the attempts ran with: feature rungs (offload, recompute) and the ladder's setting rungs
     # (settings["memory_rungs"]: what the supervisor applied, dapo_ops/agent/supervisor/machine.py)
     applied = sorted(features.names() & set(RUNGS)) + [
