@@ -219,7 +219,13 @@ def test_property_token_budget_invariant(prompt, resp, changes):
 
 
 @pytest.mark.parametrize(
-    "cause,word", [("tracker", "SWANLAB_API_HOST"), ("hub", "HF_ENDPOINT"), ("ray-head", "Ray head"), (None, "HCCL")]
+    "cause,word",
+    [
+        ("tracker", "check SWANLAB_HOST (--swanlab-host"),
+        ("hub", "HF_ENDPOINT"),
+        ("ray-head", "Ray head"),
+        (None, "HCCL"),
+    ],
 )
 def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(cause, word):
     d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1})

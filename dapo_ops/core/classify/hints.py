@@ -416,7 +416,7 @@ HINTS: dict[str, str] = {
     ),
     "network/tracker": (
         "The tracker server is unreachable at init (swanlab reports it as an API-key problem after its [HTTP] retry "
-        "lines). Fix DNS/proxy (SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server) or set SWANLAB_MODE=local "
+        "lines). Fix DNS/proxy (a private server: SWANLAB_HOST / --swanlab-host, which dapo-ops hands to swanlab as SWANLAB_API_HOST and SWANLAB_WEB_HOST) or set SWANLAB_MODE=local "
         "and `swanlab sync` later."
     ),
     "network/ssh": (
