@@ -207,6 +207,25 @@ def test_stop_with_dead_supervisor_kills_own_group_and_is_idempotent(tmp_path):
             verl.kill()
 
 
+def test_inv_stop_of_a_run_whose_supervisor_died_says_supervisor_dead_not_running(tmp_path, monkeypatch):
+    """``inv stop`` on a run whose supervisor was dead said "running -> stopped" (a new user's trial): run.json's
+    status, not what the run was. The probe says whether the supervisor was alive; the line says supervisor-dead."""
+    from types import SimpleNamespace
+
+    from dapo_ops.control.status import look
+    from dapo_ops.control.status import stop
+
+    rid, rd = make_run(str(tmp_path), sup_pid=gone_pid())
+    res = probe({"op": "stop", "runs_dir": str(tmp_path), "kill_grace_s": 5})
+    assert res["before"] == "running" and res["supervisor_alive"] is False and res["after"] == "stopped"
+    monkeypatch.setattr(look, "fan", lambda chosen, fn, timeout, ct=None: [("h1", res)])
+    (out,) = stop.stop_runs([SimpleNamespace(name="h1")])
+    assert out.kind == "stopped" and f"h1: run {rid} supervisor-dead -> stopped (" in out.message, out.message
+    live = dict(res, supervisor_alive=True)
+    monkeypatch.setattr(look, "fan", lambda chosen, fn, timeout, ct=None: [("h1", live)])
+    assert f"run {rid} running -> stopped (" in stop.stop_runs([SimpleNamespace(name="h1")])[0].message
+
+
 def test_stop_after_the_supervisor_died_records_the_step_verl_reached(tmp_path):
     """The supervisor was killed at step 3 (its run.json says so), verl trained on to step 6: stop records 6."""
     log = "".join("(TaskRunner pid=4) step:%d - actor/pg_loss:0.1 - timing_s/step:1.0\n" % k for k in range(1, 7))

@@ -61,7 +61,9 @@ def probe_stop(
     session ends with the head's stop, so the answer is ``{"serves": {...}}``
     (:func:`dapo_ops.agent.runprobe.serves_instead`).
 
-    :returns: ``{"run_id", "before", "after", "actions": [str], "already": bool}`` or ``{"serves": {...}}``.
+    :returns: ``{"run_id", "before", "supervisor_alive", "after", "actions": [str], "already": bool}`` (``before``:
+        run.json's status; ``supervisor_alive``: whether its supervisor was alive when the stop began) or
+        ``{"serves": {...}}``.
     """
     serves = runprobe.serves_instead(runs_dir, host, run_id)
     if serves:
@@ -77,7 +79,9 @@ def probe_stop(
     actions: List[str] = []
     pids = run.get("pids") or {}
     sup = pids.get("supervisor")
+    sup_alive = False  # when the stop began (the answer's "supervisor_alive")
     if sup and runfiles.is_supervisor_pid(sup, run_dir):
+        sup_alive = True
         os.kill(int(sup), signal.SIGTERM)
         actions.append("SIGTERM supervisor pid %d" % sup)
         if not _wait(lambda: not runfiles.is_supervisor_pid(sup, run_dir), grace_s):
@@ -144,6 +148,7 @@ def probe_stop(
         "run_id": run.get("run_id"),
         "run_dir": run_dir,
         "before": before,
+        "supervisor_alive": sup_alive,
         "after": run.get("status"),
         "actions": actions,
         "already": not actions,

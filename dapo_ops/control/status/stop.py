@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from dapo_ops.control.status import events
 from dapo_ops.control.status import look
+from dapo_ops.control.status.rows import SUPERVISOR_DEAD
+from dapo_ops.core.runstate import RunStatus
 
 
 @dataclass
@@ -23,6 +25,16 @@ class StopResult:
     kind: str
     message: str = ""
     run_dir: str | None = None
+
+
+def was(res: dict) -> str:
+    """What the stopped run was, as ``inv status`` would have shown it: run.json's status (``res["before"]``), or
+    ``supervisor-dead`` (:data:`~dapo_ops.control.status.rows.SUPERVISOR_DEAD`) when run.json said an active status
+    but the stop found its supervisor gone (the probe's ``supervisor_alive``): not "running -> stopped"."""
+    before = res.get("before")
+    if res.get("supervisor_alive") is False and not RunStatus.of(before).terminal:
+        return SUPERVISOR_DEAD
+    return str(before)
 
 
 def stop_runs(
@@ -79,7 +91,7 @@ def stop_runs(
                     name,
                     "stopped",
                     "%s: run %s %s -> %s (%s); checkpoints and logs kept"
-                    % (name, res["run_id"], res["before"], res["after"], "; ".join(res["actions"])),
+                    % (name, res["run_id"], was(res), res["after"], "; ".join(res["actions"])),
                     rd,
                 )
             )
