@@ -148,7 +148,15 @@ class TestSelect:
         assert [h.name for h in inventory.select(inv, "")] == ["h1", "h2"]
 
     def test_comma_list_keeps_order_and_drops_duplicates(self, inv):
-        assert [h.name for h in inventory.select(inv, "h2, h1,h2,")] == ["h2", "h1"]
+        assert [h.name for h in inventory.select(inv, "h2, h1,h2")] == ["h2", "h1"]
+
+    @pytest.mark.parametrize("spec,n", [("h1,,h2", 2), ("h1,", 2), (",h1", 1), ("h1, ,h2", 2)])
+    def test_an_empty_entry_is_refused_not_dropped(self, inv, spec, n):
+        """``-H h1,,h2`` ran on h1 and h2 in silence (a new user's trial): a host left out (``-H h1,$H2,h3``)."""
+        with pytest.raises(inventory.InventoryError) as e:
+            inventory.select(inv, spec)
+        msg = str(e.value)
+        assert "\n" not in msg and f"-H '{spec}': entry {n} is empty" in msg and "e.g. -H h1,h2" in msg, msg
 
     def test_adhoc_user_host_port_takes_the_defaults(self, inv):
         (h,) = inventory.select(inv, "ops@198.51.100.7:2200")

@@ -471,14 +471,17 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
 
     :param spec: comma list of inventory names and/or ad hoc ``user@host:port``; None or "" = every host in the
         inventory, in file order. Duplicates are dropped, order is kept.
-    :raises InventoryError: an unknown name (the message lists the known ones).
+    :raises InventoryError: an unknown name (the message lists the known ones); an empty entry (``h1,,h2``,
+        ``h1,``: a host name left out, e.g. ``-H h1,$H2`` with ``H2`` unset, is never dropped in silence).
     """
     if not spec or not spec.strip():
         return list(inv.hosts.values())
+    items = [s.strip() for s in spec.split(",")]
+    _refuse_empty_entry(spec, items, inv)
     out: list[Host] = []
     seen: set[str] = set()
-    for item in (s.strip() for s in spec.split(",")):
-        if not item or item in seen:
+    for item in items:
+        if item in seen:
             continue
         seen.add(item)
         if item in inv.hosts:
@@ -493,6 +496,16 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
     if not out:
         raise InventoryError(f"-H '{spec}' names no host", path=inv.path)
     return out
+
+
+def _refuse_empty_entry(spec: str, items: list[str], inv: Inventory) -> None:
+    """Raise :class:`InventoryError` naming the first empty entry of the ``-H`` list ``spec`` (split into ``items``)."""
+    if "" in items:
+        raise InventoryError(
+            f"-H '{spec}': entry {items.index('') + 1} is empty (a doubled or trailing comma, or a host name left "
+            f"out): give a comma list of hosts with no empty entry, e.g. -H h1,h2",
+            path=inv.path,
+        )
 
 
 def empty(defaults: dict | None = None) -> Inventory:
