@@ -322,3 +322,21 @@ def test_the_bundle_install_names_a_python_that_cannot_run():
     with pytest.raises(RemoteError) as ei:
         remote_bundle.install(T(Host(name="h1", address="a", python="nopython3")), "/r/.dapo_ops/x", "nopython3")
     assert ei.value.message.startswith("python 'nopython3' (hosts.toml `python`) cannot run in container 'verl'")
+
+
+def test_an_address_where_no_ssh_server_answers_is_said_unreachable_over_ssh_not_a_banner_error():
+    """``-H root@10.255.255.1:22`` failed with paramiko's "Error reading SSH protocol banner" (a new user's trial):
+    the host could not be reached over SSH at that address and port; the line says so and how to check."""
+    from types import SimpleNamespace
+
+    import paramiko
+
+    from dapo_ops.control.remote.errors import ssh_error
+
+    cxn = SimpleNamespace(host="10.255.255.1", port=22, user="root")
+    target = SimpleNamespace(name="root@10.255.255.1:22", _where=lambda c: f"{c.user}@{c.host}:{c.port}")
+    for raw in ("Error reading SSH protocol banner", "Error reading SSH protocol banner[Errno 104] Connection reset"):
+        err = ssh_error(target, paramiko.SSHException(raw), cxn)
+        msg = err.message
+        assert err.kind == "unreachable" and "\n" not in msg and "protocol banner" not in msg, msg
+        assert "could not reach 10.255.255.1 port 22 over SSH" in msg and "ssh -p 22 root@10.255.255.1 true" in msg

@@ -150,6 +150,23 @@ def fingerprint(key) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
+#: paramiko's message when a TCP connection opened but no ``SSH-`` banner came within ``banner_timeout`` (or the peer
+#: closed it first): ``paramiko/transport.py`` ``_check_banner``, ``"Error reading SSH protocol banner" + str(e)``
+NO_BANNER = "Error reading SSH protocol banner"
+
+
+def no_banner_error(target, cxn, detail: str = "") -> RemoteError:
+    """Kind ``unreachable`` for :data:`NO_BANNER`: the host could not be reached over SSH at its address and port
+    (nothing answered as sshd: host down behind a NAT or proxy, a firewall, another service on the port)."""
+    why = f" ({detail.strip()})" if detail.strip() else ""
+    return RemoteError(
+        "unreachable",
+        target.name,
+        f"could not reach {cxn.host} port {cxn.port} over SSH: no SSH server answered{why}; check the address and "
+        f"port in the inventory or -H, and that sshd runs there (`ssh -p {cxn.port} {cxn.user}@{cxn.host} true`)",
+    )
+
+
 def ssh_error(target, e: BaseException, cxn) -> RemoteError:
     """The :class:`RemoteError` for an SSH-level exception ``e`` of ``target`` on connection ``cxn`` (paramiko's
     exception types, ``paramiko/ssh_exception.py``; socket errors). Never raises."""
@@ -229,6 +246,15 @@ def ssh_error(target, e: BaseException, cxn) -> RemoteError:
         return RemoteError(
             "unreachable", target.name, f"cannot connect to {where}: {e.strerror}; check the address and the network"
         )
+    return _other_ssh_error(target, e, cxn, where)
+
+
+def _other_ssh_error(target, e: BaseException, cxn, where: str) -> RemoteError:
+    """:func:`ssh_error`'s last cases: no SSH banner (:func:`no_banner_error`), else paramiko's / the OS's text."""
+    import paramiko
+
+    if isinstance(e, paramiko.SSHException) and str(e).startswith(NO_BANNER):
+        return no_banner_error(target, cxn, str(e)[len(NO_BANNER) :])
     if isinstance(e, (paramiko.SSHException, EOFError, OSError)):
         text = str(e) or type(e).__name__
         return RemoteError("unreachable", target.name, f"SSH to {where} failed: {text}")
