@@ -77,13 +77,18 @@ def make_parquet(path: Path, n: int = 512, **kw) -> Path:
     return path
 
 
+#: rows of the runbook's train file the sandbox image holds (``dapo-math-17k.parquet``; sandbox/README.md's figure,
+#: tests/test_datafeed.py checks it against this)
+TRAIN_ROWS = 1024
+
+
 def write_runbook_defaults(root: Path) -> None:
     """The runbook's default inputs under ``root``: Qwen3-8B/ (tiny), dapo-math-17k.parquet, aime-2024.parquet."""
     make_model(root / "Qwen3-8B", max_pos=40960)
     # 1024 rows: one batch at verl's own default data.train_batch_size (trainer/config/data/legacy_data.yaml:42), so
     # the stand-in's direct runs at verl's defaults (tests/test_sandbox.py) feed 30 steps before the epoch limit, as
     # the real 17k-row file does; the runbook's batch of 64 gets 16 steps per epoch
-    make_parquet(root / "dapo-math-17k.parquet", n=1024)
+    make_parquet(root / "dapo-math-17k.parquet", n=TRAIN_ROWS)
     make_parquet(root / "aime-2024.parquet", n=16, data_source="aime-2024")
 
 

@@ -5,6 +5,7 @@ batch 8) passed preflight silently: the check did not exist."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from dapo_ops.control.preflight import inputs
@@ -179,3 +180,27 @@ def test_no_epochs_suggests_no_refused_step_count():
     line = datafeed.DataFeed(rows=64, train_batch_size=8, epochs=0).shortfall(5)
     assert line is not None and "--steps 0" not in line and "trainer.total_epochs=1 " in line
     assert "or --steps 8 " in (datafeed.DataFeed(rows=64, train_batch_size=8, epochs=1).shortfall(9) or "")
+
+
+def test_sandbox_readme_states_the_rows_and_steps_of_the_images_train_file():
+    """sandbox/README.md said 512 train rows and 240 steps while sample_inputs.py writes 1024 (preflight said 480
+    steps): the README's figure is checked against the code that writes the file and preflight's own arithmetic."""
+    import inputs_helpers  # noqa: F401  (puts sandbox/ on sys.path)
+    import sample_inputs
+
+    from dapo_ops.core import datafeed, defaults
+
+    readme = (Path(__file__).resolve().parent.parent / "sandbox" / "README.md").read_text()
+    m = re.search(
+        r"`sandbox/sample_inputs\.py` writes (\d+) train rows \((\d+) steps at batch (\d+): (\d+) an epoch x (\d+) epochs",
+        readme,
+    )
+    assert m, "sandbox/README.md no longer states the train file's rows and steps"
+    rows, steps, batch, per_epoch, epochs = map(int, m.groups())
+    feed = datafeed.DataFeed(
+        rows=sample_inputs.TRAIN_ROWS,
+        train_batch_size=defaults.RUN["train_batch_size"],
+        epochs=datafeed.VERL_TOTAL_EPOCHS,
+    )
+    assert (rows, batch, epochs) == (feed.rows, feed.train_batch_size, feed.epochs)
+    assert (steps, per_epoch) == (feed.max_steps, feed.steps_per_epoch)
