@@ -247,13 +247,13 @@ NOT_A_HOST_DEFAULT = {
 
 
 def test_the_host_model_takes_every_default_from_the_one_table():
-    """The inventory's Host model and defaults.HOST say the same for every field but name/address/env; a host
-    without a table of its own runs the runbook's Ascend host (8 NPUs, container verl, workdir /verl)."""
+    """The inventory's Host model and defaults.HOST say the same for every hosts.toml field but address/env (the
+    model's ``NOT_IN_TABLE`` fields are no inventory keys); a host without a table of its own runs the runbook's
+    Ascend host (8 NPUs, container verl, workdir /verl)."""
     import dataclasses
 
-    fields = {
-        f.name: f.default for f in dataclasses.fields(inventory_model.Host) if f.name not in ("name", "address", "env")
-    }
+    skip = ("address", "env", *inventory_model.NOT_IN_TABLE)
+    fields = {f.name: f.default for f in dataclasses.fields(inventory_model.Host) if f.name not in skip}
     assert fields == dict(defaults.HOST)
     h = inventory_model.Host(name="h1", address="10.0.0.1")
     assert (h.accelerator, h.devices, h.container, h.workdir, h.runs_path) == (
