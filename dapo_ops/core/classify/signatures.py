@@ -1049,14 +1049,16 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     ),
     # a Ray node lost (GCS health check: "has been marked dead because the detector has missed too many heartbeats";
     # ray/exceptions.py ActorDiedError "The actor is dead because its node has died", NodeDiedError,
-    # LocalRayletDiedError). Ray's own text lists "OOM" among possible reasons: advice, not evidence.
+    # LocalRayletDiedError; a worker's exit detail "Owner's node has crashed." -- Worker exit type SYSTEM_ERROR,
+    # in the raylet's "A worker died or was killed ..." line and ActorDiedError's "its owner has died" line: the
+    # owner's node went, the worker with it). Ray's own text lists "OOM" among possible reasons: advice, not evidence.
     (
         "node-died",
         "crash-other",
         ROOT,
-        ("marked dead", "node has died", "nodediederror", "raylet died"),
+        ("marked dead", "node has died", "nodediederror", "raylet died", "node has crashed"),
         r"has been marked dead because the detector has missed too many heartbeats|because its node has died"
-        r"|nodediederror|localrayletdiederror|the task's local raylet died",
+        r"|nodediederror|localrayletdiederror|the task's local raylet died|owner's node has crashed",
     ),
     # the Ascend runtime cannot be loaded: the driver's library (libascend_hal.so, /usr/local/Ascend/driver not
     # mounted) -> driver-lib; CANN's (set_env.sh not sourced: libhccl.so, libascendcl.so ...) -> runtime env.
