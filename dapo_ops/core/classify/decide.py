@@ -874,13 +874,37 @@ def _container(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hi
     return mk(h.sig.cls, d, ev(log, h.line))
 
 
+#: a node-death line's own address ("... and address: a.b.c.d ... has been marked dead")
+_DIED_ADDR_RX = re.compile(r"(?:address|ip):? (\d{1,3}(?:\.\d{1,3}){3})")
+#: ActorDiedError's ``\tip: <addr>`` field (ray/exceptions.py:497-510: the fields class_name, actor_id, pid, name,
+#: namespace, ip follow "The actor died unexpectedly before finishing this task." and precede the cause line,
+#: "The actor died because its node has died. ..."): the dead actor's node
+_ACTOR_IP_RX = re.compile(r"^\s*ip: ?(\d{1,3}(?:\.\d{1,3}){3})\s*$")
+_ACTOR_FIELDS = 6
+
+
+def _died_node(log: Log, i: int) -> str | None:
+    """The node a node-death hit at line ``i`` names: an address on the line itself, else the ``ip:`` field of the
+    ActorDiedError message the line closes (read back no further than that message's first line)."""
+    m = _DIED_ADDR_RX.search(log.low_line(i))
+    if m:
+        return m.group(1)
+    for j in range(i - 1, max(-1, i - 1 - _ACTOR_FIELDS), -1):
+        ll = log.low_line(j)
+        m = _ACTOR_IP_RX.search(ll)
+        if m:
+            return m.group(1)
+        if "the actor died unexpectedly" in ll:
+            break
+    return None
+
+
 def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
     i, name = h.line, h.sig.name
     d["cause"] = CRASH_CAUSES.get(name, name)
     if name == "node-died":
-        m = re.search(r"(?:address|ip):? (\d{1,3}(?:\.\d{1,3}){3})", log.low_line(i))
-        d["node"] = m.group(1) if m else None
+        d["node"] = _died_node(log, i)
     if name in ("device-unavailable", "kernel-fault"):
         d["code"] = next((t for _f, _c, t in device_codes.find_codes(log.low_line(i))), None)
     generic = [x for x in fatal if x.sig.tier == GENERIC]
