@@ -128,8 +128,8 @@ def _screened_hits(log: Log) -> list[Hit]:
             h.sig.name == "kernel-fault" and (_comm_echo(log, h.line) or any(abs(h.line - o) <= 10 for o in oom_lines))
         )
     ]
-    # a bare NotImplementedError / the None.startswith AttributeError is the reward dispatcher's only under its frame
-    return [h for h in hits if h.sig.name != "reward-source" or h.m.group(1) is not None or _reward_frame(log, h.line)]
+    # hits that count only in their context (_SCREENS)
+    return [h for h in hits if _SCREENS.get(h.sig.name, _always)(log, h)]
 
 
 def _root_causes(root: list[Hit]) -> list[Hit]:
@@ -709,6 +709,39 @@ def _tracker_detail(log: Log, d: dict[str, Any], h: Hit, fatal: bool) -> dict[st
     return d
 
 
+def _always(log: Log, h: Hit) -> bool:
+    return True
+
+
+def _reward_source(log: Log, h: Hit) -> bool:
+    """A bare NotImplementedError / the None.startswith AttributeError is the reward dispatcher's only under its
+    frame."""
+    return h.m.group(1) is not None or _reward_frame(log, h.line)
+
+
+#: a frame of one-step-off's trainer loop (verl/experimental/one_step_off_policy/ray_trainer.py: fit :265,
+#: fit_step :323, _fit_generate :385, _async_gen_next_batch :206)
+_ONE_STEP_OFF_FRAME_RX = re.compile(
+    r"one_step_off_policy[/\\]ray_trainer\.py\"?, line \d+, in (?:fit|fit_step|_fit_generate|_async_gen_next_batch)\b"
+)
+#: _async_gen_next_batch's other None: an error it caught and printed (ray_trainer.py:214-216), not the data's end
+_GEN_ERROR = "error in async_gen_next_batch"
+_FRAME_BACK = 6
+
+
+def _one_step_off_ran_out(log: Log, h: Hit) -> bool:
+    """The None-unpack TypeError is one-step-off running out of data only right under that trainer's frames, and
+    only when _async_gen_next_batch printed no caught error before it."""
+    i = h.line
+    if not any(_ONE_STEP_OFF_FRAME_RX.search(log.low_line(j)) for j in range(max(0, i - _FRAME_BACK), i)):
+        return False
+    return _GEN_ERROR not in log.low[: log.starts[i]]
+
+
+#: signature -> whether its hit counts in its context (the rest always count)
+_SCREENS = {"reward-source": _reward_source, "one-step-off-ran-out": _one_step_off_ran_out}
+
+
 def _reward_frame(log: Log, i: int) -> bool:
     """True when one of the 4 lines above ``i`` is a frame of verl's reward dispatcher (``default_compute_score``,
     verl <= 0.2 ``_select_rm_score_fn``)."""
@@ -899,6 +932,14 @@ def _died_node(log: Log, i: int) -> str | None:
     return None
 
 
+def _ran_out(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
+    """data-ran-out read from an error (one-step-off's None unpack): the step it ran out at is the last one logged;
+    with no planned total above it the error is not the data's end but a crash."""
+    if f.step is None or not d.get("total") or f.step >= d["total"]:
+        return mk("crash-other", d, ev(log, h.line) + generic_ev(log, [x for x in fatal if x.sig.tier == GENERIC]))
+    return mk(h.sig.cls, dict(d, epochs=f.epochs, cause="one-step-off"), ev(log, f.step_line, h.line))
+
+
 def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
     i, name = h.line, h.sig.name
@@ -921,6 +962,7 @@ _BY_CLASS = {
     "hccl-timeout": _collective,
     "auth-error": _auth,
     "container-missing": _container,
+    "data-ran-out": _ran_out,
 }
 
 

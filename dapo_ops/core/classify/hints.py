@@ -88,7 +88,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
     "auth-error": (("kind", "keep-running", "auth-error/keep-running"),),
     "success": (),
     "diverged": (("recurred", SET, "diverged/persistent"),),
-    "data-ran-out": (),
+    "data-ran-out": _causes("data-ran-out", "one-step-off"),
     "crash-other": (("external", SET, "crash-other/external-kill"),)
     + _causes(
         "crash-other",
@@ -473,6 +473,14 @@ HINTS: dict[str, str] = {
         "good: add training data, raise the epochs (--override trainer.total_epochs=N) or ask fewer --steps, then "
         "a resume continues from the last checkpoint (" + RESUME_CMD + "). Preflight's data-feed check shows the "
         "figure before launch."
+    ),
+    "data-ran-out/one-step-off": (
+        "The one-step-off trainer used up its dataloader: _async_gen_next_batch returns None on StopIteration "
+        "(verl/experimental/one_step_off_policy/ray_trainer.py:206-213) and _fit_generate's unpack of it raises "
+        "'TypeError: cannot unpack non-iterable NoneType object' (:390), so the run exits non-zero before the "
+        "planned steps; not a code crash, and a retry unchanged ends the same way. The checkpoints are good: add "
+        "training data, raise the epochs (--override trainer.total_epochs=N) or ask fewer --steps, then a resume "
+        "continues from the last checkpoint (" + RESUME_CMD + ")."
     ),
     "crash-other/thread-limit": (
         "A worker could not create threads (pids / ulimit -u limit), not OOM. Raise the container pids limit (docker "

@@ -736,6 +736,17 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         ("generated too many", "max_num_gen_batches="),
         r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)",
     ),
+    # one-step-off's dataloader used up: _async_gen_next_batch returns None on StopIteration
+    # (verl/experimental/one_step_off_policy/ray_trainer.py:206-213) and _fit_generate unpacks that None (:390). Counts
+    # only under that trainer's frames and with no "Error in async_gen_next_batch" (its other None, :214-216) printed
+    # before it (classify/decide.py); the planned total decides the step it ran out at
+    (
+        "one-step-off-ran-out",
+        "data-ran-out",
+        ROOT,
+        "cannot unpack non-iterable nonetype",
+        r"typeerror: cannot unpack non-iterable nonetype object",
+    ),
     # an empty dataset: torch RandomSampler (verl/trainer/ppo/utils.py:163), verl/trainer/ppo/ray_trainer.py:427-428,
     # verl/utils/dataset/rl_dataset.py:538
     (
