@@ -389,7 +389,7 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         Rule(
             Kind.STOP,
             "stop: ${ran_out}; add data, raise trainer.total_epochs or ask fewer --steps, then resume",
-            "verl ended the run at its epoch limit with exit 0 before the planned steps: not a success; "
+            "verl ran out of training data before the planned steps (the V1 loop ends at its epoch limit with exit 0; one-step-off fails unpacking its empty batch): not a success; "
             "the training data ran out",
         ),
     ),
