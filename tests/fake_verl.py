@@ -8,7 +8,8 @@
    "exit_at": null, "exit_code": 1, "final_text": "...", "hang_at": null, "save_freq": 2,
    "kv_text": null, "spawn_child": true, "noise_bytes": 0, "swanlab_url": null,
    "diverge_at": null, "diverge_attempts": 99, "diverge_metric": "grad_norm", "data_steps": null,
-   "swanlab_offline": null}`` (``swanlab_offline``: a log dir; each attempt prints its offline ``swanlab sync <dir>``)
+   "swanlab_offline": null, "no_data_pt": false}`` (``swanlab_offline``: a log dir; each attempt prints its offline
+   ``swanlab sync <dir>``; ``no_data_pt``: saves without verl's dataloader state ``data.pt``)
 
 ``diverge_at``: at that step (in attempts up to ``diverge_attempts``) the metrics go bad as verl prints them: ``grad_norm``
 -> the worker's ``WARN: grad_norm is not finite: nan`` (verl/workers/engine/fsdp/transformer_impl.py:824) and NaN
@@ -57,6 +58,18 @@ def factory(spec, features, setting_changes=None):
 def out(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def save(ckpt, step: int, data_pt: bool) -> None:
+    """``global_step_<step>``: the actor, verl's dataloader state ``data.pt`` (after the actor, before the tracker:
+    verl/trainer/ppo/v1/trainer_base.py:996-999) unless ``data_pt`` is False, then the tracker."""
+    d = ckpt / ("global_step_%d" % step)
+    (d / "actor").mkdir(parents=True, exist_ok=True)
+    (d / "actor" / "model.pt").write_text("x")
+    if data_pt:
+        (d / "data.pt").write_text("x")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+    out("local_global_step_folder: %s" % d)
 
 
 def main() -> int:
@@ -153,11 +166,7 @@ def main() -> int:
             out("(WorkerDict pid=7) WARN: grad_norm is not finite: nan")
         # like verl 0.9.1 (real-verl README): the step's checkpoint is saved before its step:N line
         if save_freq and (step % save_freq == 0 or step == steps):
-            d = ckpt / ("global_step_%d" % step)
-            (d / "actor").mkdir(parents=True, exist_ok=True)
-            (d / "actor" / "model.pt").write_text("x")
-            (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
-            out("local_global_step_folder: %s" % d)
+            save(ckpt, step, not cfg.get("no_data_pt"))
         sys.stdout.write("\rTraining Progress:  50%%|#####     | %d/%d [00:01<00:01,  3.00it/s]" % (step, steps))
         out(
             "step:%d - actor/pg_loss:np.float64(%s) - actor/grad_norm:np.float64(%s) - actor/lr:%s - "

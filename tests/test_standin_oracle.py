@@ -237,3 +237,76 @@ def test_a_torn_tracker_without_a_complete_checkpoint_is_moved_aside(tmp_path):
     tracker.write_text("")
     assert latest_checkpoint(str(tmp_path)) is None
     assert not tracker.exists() and (tmp_path / "latest_checkpointed_iteration.txt.torn").exists()
+
+
+# verl's dataloader state (data.pt) on resume ------------------------------------------------------------------------
+def _checkpoint(ckpt, step, data_pt):
+    actor = ckpt / f"global_step_{step}" / "actor"
+    actor.mkdir(parents=True)
+    (actor / "model_world_size_8_rank_0.pt").write_bytes(b"{}")
+    if data_pt:
+        (ckpt / f"global_step_{step}" / "data.pt").write_bytes(b"{}")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def test_verl_warns_and_goes_on_when_the_checkpoint_has_no_dataloader_state(verl):
+    v1 = (verl / "trainer/ppo/v1/trainer_base.py").read_text()
+    body = v1[v1.index("# 4. load dataloader checkpoint") : v1.index("# 5. restore TransferQueue state")]
+    assert "if os.path.exists(dataloader_local_path):" in body and "raise" not in body
+    assert (
+        'logger.warning(f"Warning: No dataloader state found at {dataloader_local_path}, will start from scratch")'
+        in body
+    )
+    classic = (verl / "trainer/ppo/ray_trainer.py").read_text()  # the one-step-off trainer's _load_checkpoint
+    assert 'print(f"Warning: No dataloader state found at {dataloader_local_path}, will start from scratch")' in classic
+
+
+def test_standin_warns_like_verl_when_the_checkpoint_has_no_dataloader_state(standin_tree, tmp_path):
+    """The stand-in resumed a checkpoint without data.pt silently; verl warns that its dataloader starts from
+    scratch (and resumes the step)."""
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt, 1, data_pt=False)
+    r = run_standin(standin_tree, *train_args(ckpt))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-2000:]
+    warn = f"Warning: No dataloader state found at {ckpt}/global_step_1/data.pt, will start from scratch"
+    line = next(ln for ln in out.splitlines() if warn in ln)
+    assert line.split(":", 1)[0].endswith("WARNING") and line.endswith(warn), line
+    assert "step:2 - " in out and "step:1 - " not in out
+
+
+def test_standin_says_nothing_when_the_checkpoint_has_its_dataloader_state(standin_tree, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt, 1, data_pt=True)
+    r = run_standin(standin_tree, *train_args(ckpt))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "No dataloader state" not in out, out[-2000:]
+
+
+def test_a_resume_without_data_pt_is_recorded_as_a_restarted_data_order(tmp_path, capsys):
+    from dapo_ops.agent.supervisor.checkpoints import note_data_order
+
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt, 1, data_pt=False)
+    _checkpoint(ckpt, 2, data_pt=True)
+    att = {"n": 2}
+    assert note_data_order(att, str(ckpt), 1) and att["data_order_restarts"] is True
+    err = capsys.readouterr().err
+    assert "attempt 2 resumes from global_step_1 without data.pt" in err and "data order restarts" in err
+    fresh = {"n": 1}
+    assert not note_data_order(fresh, str(ckpt), 2) and not note_data_order(fresh, str(ckpt), None)
+    assert "data_order_restarts" not in fresh and capsys.readouterr().err == ""
+
+
+def test_status_says_a_resumed_attempt_restarts_its_data_order():
+    from dapo_ops.control.status import events as se
+    from dapo_ops.control.status import rows as sv
+
+    run = {"run_id": "r1", "status": "running", "attempt": 2, "step": None, "total_steps": 30, "started_at": 1.0}
+    run["pids"] = {"supervisor": 5}
+    att = {"n": 2, "features": [], "resumed_from": 10, "step_reached": 10, "data_order_restarts": True}
+    row = sv.build_row("h3", {"run": dict(run, attempts=[att]), "tail": "", "now": 9.0, "supervisor_alive": True})
+    assert se.events(None, row)[0] == (
+        "h3: run r1 running, attempt 2, resumes from checkpoint step 10/30 without its data order "
+        "(no data.pt: the data restarts), no step of its own yet"
+    )

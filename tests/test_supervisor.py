@@ -162,10 +162,30 @@ def test_supervisor_prunes_before_the_retry(tmp_path):
     )
     rec = run_to_end(run_dir)
     assert rec["status"] == "succeeded" and rec["attempts"][1]["resumed_from"] == 3, rec
+    assert "data_order_restarts" not in rec["attempts"][1]  # fake verl saved data.pt, as verl does
     ck = run_dir / "checkpoints"
     assert not (ck / "global_step_1").exists() and not (ck / "global_step_2").exists()
     assert (ck / "global_step_3" / "actor").is_dir()
     assert "max_actor_ckpt_to_keep=1" in (run_dir / "supervisor.log").read_text()
+
+
+def test_supervisor_records_a_resume_without_verls_dataloader_state(tmp_path):
+    """A checkpoint without data.pt resumes the weights and the step but verl restarts the data from its beginning
+    (trainer_base.py:892-898): the supervisor said 'resumed_from: 3' as if nothing were lost."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    fake = {"step_time": 0.03, "oom_at": 4, "oom_unless": ["offload"], "save_freq": 1, "no_data_pt": True}
+    run_dir = new_run(
+        tmp_path,
+        steps=6,
+        workdir=workdir,
+        files={"fake.json": fake},
+        settings={"gpu_memory_utilization": 0.6, "max_prompt_length": 2048, "max_response_length": 8192},
+    )
+    rec = run_to_end(run_dir)
+    assert rec["status"] == "succeeded" and rec["attempts"][1]["resumed_from"] == 3, rec
+    assert rec["attempts"][1]["data_order_restarts"] is True and "data_order_restarts" not in rec["attempts"][0]
+    assert "attempt 2 resumes from global_step_3 without data.pt" in (run_dir / "supervisor.log").read_text()
 
 
 # ---------------------------------------------------------------------------- state machine

@@ -18,10 +18,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.core.runstate import TRACKER_NAME
+
+
+#: verl's dataloader state in ``global_step_N`` (saved after the actor, before the tracker:
+#: ``verl/trainer/ppo/v1/trainer_base.py:996-999``)
+DATALOADER_STATE = "data.pt"
 
 
 def saved_steps(root: Path) -> list[int]:
@@ -170,3 +175,21 @@ def roll_back(ckpt_dir: Optional[str], before_step: int) -> Optional[int]:
     except OSError as e:
         log("could not roll the checkpoint tracker back before step %d: %s" % (before_step, e))
     return m
+
+
+def note_data_order(att: Dict[str, Any], ckpt_dir: Optional[str], resume_step: Optional[int]) -> bool:
+    """True (logged once, and ``att["data_order_restarts"] = True`` in run.json) when attempt ``att`` resumes from a
+    checkpoint without :data:`DATALOADER_STATE`: verl then warns ``No dataloader state found ..., will start from
+    scratch`` and restores the weights and the step but not the dataloader's position
+    (``verl/trainer/ppo/v1/trainer_base.py:892-898``): the resumed run re-reads its data from the start, prompts
+    the checkpoint already trained on included. False for a fresh start or a checkpoint with its dataloader state."""
+    if not ckpt_dir or resume_step is None:
+        return False
+    if (Path(ckpt_dir) / ("global_step_%d" % resume_step) / DATALOADER_STATE).exists():
+        return False
+    att["data_order_restarts"] = True
+    log(
+        "attempt %s resumes from global_step_%d without %s (verl's dataloader state): weights and step resume, the "
+        "data order restarts from the beginning of the dataset" % (att.get("n"), resume_step, DATALOADER_STATE)
+    )
+    return True

@@ -34,7 +34,7 @@ from dapo_ops.agent.supervisor import (
     record,
     stall,
 )
-from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, prune_checkpoints, roll_back
+from dapo_ops.agent.supervisor.checkpoints import latest_checkpoint, note_data_order, prune_checkpoints, roll_back
 from dapo_ops.agent.supervisor.record import log, now
 from dapo_ops.core import classify, defaults, features, health, hydra_override, memfit, profiles, redact, runstate
 from dapo_ops.core.classify import storm
@@ -227,6 +227,7 @@ class Supervisor:
             self.rec["step"] = resume_step or 0
         prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), resume_step)  # verl's own rotation
         att = record.new_attempt(k, fs, changes, resume_step, alog.name)  # restarts empty at every attempt
+        note_data_order(att, ckpt_dir, resume_step)  # a checkpoint without verl's dataloader state: said, not hidden
         argv = attempt.build_argv(self.command_factory, attempt.attempt_spec(self.spec, k), fs, changes)
         counters = self.spec.supervisor.get("oom_counter_files") or accelerator.OOM_COUNTER_FILES
         oom0 = accelerator.oom_kill_count(tuple(counters))

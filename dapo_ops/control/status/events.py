@@ -92,12 +92,15 @@ def _attempt_lines(cur: StatusRow, since: int) -> list[str]:
 
 def _step_text(cur: StatusRow) -> str:
     """``step 12/30`` of a run's first line; an attempt that resumed from a checkpoint and has logged no step past it
-    says so (``resumes from checkpoint step 10/30, no step of its own yet``), never a step it has not made."""
+    says so (``resumes from checkpoint step 10/30, no step of its own yet``; ``... step 10/30 without its data order
+    (no data.pt: the data restarts), ...`` when run.json says so), never a step it has not made."""
     total = cur.total if cur.total is not None else "?"
     now: dict = next((a for a in cur.attempts if a.get("n") == cur.attempt), {})
     base = now.get("resumed_from")
     if isinstance(base, int) and (cur.step is None or cur.step <= base):
-        return "resumes from checkpoint step %s/%s, no step of its own yet" % (base, total)
+        # a checkpoint without verl's data.pt: the weights resume, the data order does not (checkpoints.py)
+        data = " without its data order (no data.pt: the data restarts)" if now.get("data_order_restarts") else ""
+        return "resumes from checkpoint step %s/%s%s, no step of its own yet" % (base, total, data)
     return "step %s/%s" % (cur.step if cur.step is not None else 0, total)
 
 

@@ -293,8 +293,8 @@ def _progress(
 
 
 def _attempt_rows(attempts: object) -> list[dict]:
-    """One ``{"n", "features", "cls", "step_reached", "resumed_from", "rungs"}`` per attempt of run.json's
-    ``attempts``."""
+    """One ``{"n", "features", "cls", "step_reached", "resumed_from", "data_order_restarts", "rungs"}`` per attempt of
+    run.json's ``attempts``."""
     out = []
     for a in attempts if isinstance(attempts, list) else []:
         if isinstance(a, dict):
@@ -306,6 +306,7 @@ def _attempt_rows(attempts: object) -> list[dict]:
                     "cls": (a.get("verdict") or {}).get("cls"),
                     "step_reached": a.get("step_reached"),
                     "resumed_from": a.get("resumed_from"),
+                    "data_order_restarts": bool(a.get("data_order_restarts")),
                     "rungs": [r for r in rungs if isinstance(r, dict)],
                 }
             )

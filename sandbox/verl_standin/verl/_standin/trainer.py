@@ -68,11 +68,12 @@ class Out:
             return f"\x1b[36m({actor} pid={pid})\x1b[0m "
         return f"({actor} pid={pid}) "
 
-    def info(self, text: str, actor: str | None = "runner") -> None:
-        """A Python-logging line as verl's logger prints it: ``INFO:2026-12-01 07:35:56,297:<text>``."""
+    def info(self, text: str, actor: str | None = "runner", level: str = "INFO") -> None:
+        """A Python-logging line as verl's logger prints it: ``INFO:2026-12-01 07:35:56,297:<text>`` (``WARNING:...``
+        for ``logger.warning``, as tests/fixtures/real-verl/ shows)."""
         t = time.time()
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + ",%03d" % int((t % 1) * 1000)
-        self.line(f"INFO:{stamp}:{text}", actor)
+        self.line(f"{level}:{stamp}:{text}", actor)
 
     def line(self, text: str, actor: str | None = "runner", err: bool = False) -> None:
         actor = self.runner if actor == "runner" else actor
@@ -631,7 +632,21 @@ class StandinTrainer:
         shard = os.path.join(folder, "actor", f"model_world_size_{self._world()}_rank_0.pt")
         if not os.path.exists(shard):
             raise FileNotFoundError(f"[Errno 2] No such file or directory: '{shard}'")
+        self._load_dataloader_state(folder)
         return step
+
+    def _load_dataloader_state(self, folder: str) -> None:
+        """The dataloader's position: without ``<folder>/data.pt`` verl warns and the dataloader starts from the
+        beginning (V1: ``logger.warning``, verl/trainer/ppo/v1/trainer_base.py:892-898; the one-step-off trainer:
+        ``print``, verl/trainer/ppo/ray_trainer.py:1102-1117), and the resumed run goes on at the checkpoint's step."""
+        path = os.path.join(folder, "data.pt")
+        if os.path.exists(path):
+            return
+        text = f"Warning: No dataloader state found at {path}, will start from scratch"
+        if self.v1:
+            self.out.info(text, level="WARNING")
+        else:
+            self.out.line(text)
 
     def _find_latest_ckpt_path(self, d: str) -> str | None:
         """verl/utils/checkpoint/checkpoint_manager.py:222-252 ``find_latest_ckpt_path``, its prints included (their
