@@ -145,6 +145,7 @@ def train_args(ckpt, steps=2):
         "data.train_files=hdfs://d/train.parquet",
         "data.val_files=hdfs://d/val.parquet",
         "actor_rollout_ref.model.path=m",
+        "actor_rollout_ref.rollout.name=vllm",  # mandatory (???) in verl's yaml; the tool always sets it
         f"trainer.total_training_steps={steps}",
         f"trainer.default_local_dir={ckpt}",
         "trainer.save_freq=-1",
@@ -310,3 +311,95 @@ def test_status_says_a_resumed_attempt_restarts_its_data_order():
         "h3: run r1 running, attempt 2, resumes from checkpoint step 10/30 without its data order "
         "(no data.pt: the data restarts), no step of its own yet"
     )
+
+
+# verl's config dataclasses (__post_init__ / validate) ----------------------------------------------------------------
+def test_verl_builds_the_actor_and_rollout_dataclasses_with_these_checks(verl):
+    actor = (verl / "workers/config/actor.py").read_text()
+    assert "When using sequence parallelism for actor/ref policy, you must enable `use_remove_padding`." in actor
+    rollout = (verl / "workers/config/rollout.py").read_text()
+    assert "Rollout mode 'sync' has been removed." in rollout
+    assert 'f"Current rollout {self.name=} not implemented pipeline_model_parallel_size > 1 yet."' in rollout
+    engine = (verl / "workers/config/engine.py").read_text()
+    assert (
+        'assert self.strategy in ["fsdp", "fsdp2", "fsdp_turbo"], f"strategy {self.strategy} not supported"' in engine
+    )
+    workers = (verl / "workers/engine_workers.py").read_text()
+    assert "rollout_config: RolloutConfig = omega_conf_to_dataclass(self.config.rollout)" in workers
+
+
+def _dataclass_errors(root, *overrides):
+    """preflight's dataclass step (dapo_ops/agent/verlcheck.py) over the stand-in's verl, in a subprocess."""
+    code = (
+        "import sys, json\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from dapo_ops.agent.verlcheck import dataclass_errors\n"
+        f"with initialize_config_dir(config_dir={str(root / 'verl/trainer/config')!r}, version_base=None):\n"
+        "    cfg = compose(config_name='ppo_trainer', overrides=sys.argv[1:])\n"
+        "print(json.dumps(dataclass_errors(cfg)))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
+    r = subprocess.run(
+        [sys.executable, "-c", code, *overrides], env=env, capture_output=True, text=True, timeout=120, cwd=str(root)
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+DYN = ("actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True")
+
+
+def test_preflights_dataclass_step_runs_verls_post_init_checks_in_the_sandbox(standin_tree):
+    """The stand-in's omega_conf_to_dataclass returned the config unchanged: preflight's dataclass step passed a
+    rollout / actor config verl refuses."""
+    ok, _ = _dataclass_errors(standin_tree, *DYN, "actor_rollout_ref.rollout.name=vllm")
+    assert ok == []
+    bad, _ = _dataclass_errors(
+        standin_tree, *DYN, "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.mode=sync"
+    )
+    assert len(bad) == 1 and bad[0].startswith("actor_rollout_ref.rollout: Rollout mode 'sync' has been removed."), bad
+    pp = ("actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.pipeline_model_parallel_size=2")
+    bad, _ = _dataclass_errors(standin_tree, *DYN, *pp)
+    assert "Current rollout self.name='vllm' not implemented pipeline_model_parallel_size > 1 yet." in bad[0], bad
+    sp = (
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+        "actor_rollout_ref.model.use_remove_padding=False",
+    )
+    bad, _ = _dataclass_errors(standin_tree, *DYN, "actor_rollout_ref.rollout.name=vllm", *sp)
+    assert bad[0].startswith("validate_config (verl/trainer/main_ppo.py:177): When using sequence parallelism"), bad
+    fsdp = "actor_rollout_ref.actor.fsdp_config.strategy=ddp"
+    bad, _ = _dataclass_errors(standin_tree, *DYN, "actor_rollout_ref.rollout.name=vllm", fsdp)
+    assert "strategy ddp not supported" in bad[0], bad
+
+
+def test_standin_main_ppo_refuses_ulysses_without_remove_padding_as_verl_does(standin_tree, tmp_path):
+    r = run_standin(
+        standin_tree,
+        *train_args(tmp_path / "ckpt"),
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+        "actor_rollout_ref.model.use_remove_padding=False",
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert "you must enable `use_remove_padding`" in out and "ray init kwargs" not in out
+
+
+def plan_with(flags, *overrides):
+    st = settings.resolve(flags, {}, {})
+    inputs = planning.PlanInputs(
+        settings=st, host=NPU8, mode="dapo", run_id=RUN_ID, swanlab_logger=False, extra_overrides=overrides
+    )
+    return planning.make_plan(planning.draft_plan(inputs), None)
+
+
+def test_plan_refuses_ulysses_without_remove_padding():
+    flags = {"framework": "fsdp", "steps": 5, "features": "-remove_padding"}
+    with pytest.raises(planning.PlanError) as e:
+        plan_with(flags, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2")
+    msg = str(e.value)
+    assert "ulysses_sequence_parallel_size=2 needs packed sequences" in msg and "actor.py:339" in msg
+    assert "\n" not in msg
+    plan_with(dict(flags, features=""), "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2")
+    plan_with(flags, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1")

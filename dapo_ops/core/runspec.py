@@ -129,6 +129,7 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
     _check_budget_overrides(spec, s, prompt + resp)
     _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], mini, n)
     _check_step_batch(spec, s, world, tbs, n)
+    _check_ulysses_padding(spec, s)
 
 
 #: the model's bool flags verl 0.9.1 builds into HFModelConfig twice: hydra-instantiated without coercion in the
@@ -223,6 +224,26 @@ def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, min
             f"(ppo_mini_batch_size {mini} x rollout_n {n} / {dp} data-parallel rank(s)): verl refuses it "
             f"(engine/utils.py:126); use one of {divs}, or dynamic batch"
         )
+
+
+def _check_ulysses_padding(spec: defaults.RunSpec, s: dict[str, Any]) -> None:
+    """:func:`check_spec`'s FSDP Ulysses sequence parallelism (``--override`` :data:`ULYSSES_KEY` > 1): verl 0.9.1's
+    ``FSDPActorConfig.validate`` refuses it without ``actor_rollout_ref.model.use_remove_padding`` (verl/workers/config/
+    actor.py:333-342, reached through ``validate_config``, verl/utils/config.py:160), at start-up. The value verl gets:
+    the ``--override`` of the key (its truthiness; a ``~`` deletion reads as off there), else the ``remove_padding``
+    feature (core/profiles.py). Raises :class:`OverrideError`."""
+    last = last_by_key(s.get("extra_overrides") or [])
+    u = last.get(ULYSSES_KEY)
+    u_text = (u.text if u is not None and not u.deletes else None) or ""
+    if spec.framework != "fsdp" or not spec.features or not u_text.isdigit() or int(u_text) <= 1:
+        return
+    r = last.get(MODEL_FLAGS[1])
+    if bool(truth(r)) if r is not None else "remove_padding" in _feature_names(spec):
+        return
+    raise OverrideError(
+        f"--override {ULYSSES_KEY}={u_text} needs packed sequences: verl refuses Ulysses sequence parallelism without "
+        f"{MODEL_FLAGS[1]} (verl/workers/config/actor.py:339); keep the remove_padding feature on"
+    )
 
 
 def _check_step_batch(spec: defaults.RunSpec, s: dict[str, Any], world: int, tbs: int, n: int) -> None:

@@ -333,6 +333,9 @@ class StandinTrainer:
         else:
             o.line(f"Total training steps: {total}")
         self._check_resources(nnodes)
+        from verl.utils.config import omega_conf_to_dataclass
+
+        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # the rollout worker's RolloutConfig (engine_workers.py:651)
         if self.ray is not None:
             self._workers_import()
         self._hold_devices()
