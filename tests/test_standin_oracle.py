@@ -403,3 +403,31 @@ def test_plan_refuses_ulysses_without_remove_padding():
     assert "\n" not in msg
     plan_with(dict(flags, features=""), "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2")
     plan_with(flags, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1")
+
+
+# verl's unknown V1 trainer mode ---------------------------------------------------------------------------------------
+def test_verl_names_the_registered_trainers_when_the_mode_is_unknown(verl):
+    v1 = (verl / "trainer/ppo/v1/trainer_base.py").read_text()
+    assert "raise ValueError(f\"Unknown trainer '{name}'. Available trainers: {available}.\") from None" in v1
+    assert 'available = ", ".join(sorted(TRAINER_REGISTRY))' in v1
+    registered = sorted(
+        m.group(1)
+        for f in (verl / "trainer/ppo/v1").glob("*.py")
+        for m in __import__("re").finditer(r'@register_trainer\("(\w+)"\)', f.read_text())
+    )
+    assert registered == ["colocate_async", "separate_async", "sync"], registered
+
+
+def test_standin_says_verls_unknown_trainer_line_and_the_classifier_names_the_key(standin_tree, tmp_path):
+    """The stand-in said 'Unknown trainer mode: X', a wording verl 0.9.1 never prints; verl's own line was no config
+    error to the classifier (crash-other)."""
+    from dapo_ops.core import classify as C
+
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"), "trainer.v1.trainer_mode=colocate")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert "Unknown trainer 'colocate'. Available trainers: colocate_async, separate_async, sync." in out, out[-2000:]
+    log = tmp_path / "attempt.log"
+    log.write_text(out)
+    v = C.classify_file(log, exit_code=1)
+    assert v.cls == "config-error" and v.detail.get("key") == "trainer.v1.trainer_mode", (v.cls, v.detail)

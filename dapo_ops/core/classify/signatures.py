@@ -378,7 +378,16 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         r"|please use nccl/nixl/mooncake, etc\. backend) in separate async training|"
         r"backend for separate async training",
     ),
-    ("rollout-mode", "config-error", ROOT, "rollout.mode", r"assert .{0,40}rollout\.mode == ['\"]async['\"]"),
+    (
+        "rollout-mode",
+        "config-error",
+        ROOT,
+        "rollout.mode",
+        # the old assert; verl 0.9.1's RolloutConfig.__post_init__ (verl/workers/config/rollout.py:280-285)
+        r"assert .{0,40}rollout\.mode == ['\"]async['\"]|rollout mode 'sync' has been removed",
+    ),
+    # verl 0.9.1's get_trainer_cls (verl/trainer/ppo/v1/trainer_base.py:2023): trainer.v1.trainer_mode not registered
+    ("trainer-mode", "config-error", ROOT, "unknown trainer '", r"unknown trainer '[^']*'\. available trainers:"),
     (
         "micro-batch",
         "config-error",

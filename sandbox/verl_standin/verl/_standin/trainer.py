@@ -380,9 +380,10 @@ class StandinTrainer:
         """What verl 0.9.1's V1 trainer checks before it builds workers (same messages)."""
         cfg = self.cfg
         mode = self.v1_mode
-        # verl/trainer/ppo/v1/__init__.py get_trainer_cls: registered modes only
-        if mode not in ("sync", "colocate_async", "separate_async"):
-            raise ValueError(f"Unknown trainer mode: {mode}")
+        # verl/trainer/ppo/v1/trainer_base.py:2017-2023 get_trainer_cls: registered modes only, sorted
+        registered = ("colocate_async", "separate_async", "sync")
+        if mode not in registered:
+            raise ValueError(f"Unknown trainer '{mode}'. Available trainers: {', '.join(registered)}.")
         sampler = "trainer.v1.sampler."
         thr = _sel(cfg, sampler + "max_off_policy_threshold")
         if thr is not None:  # replay_buffer.py:165-177
