@@ -682,3 +682,32 @@ def test_watch_first_line_is_the_rows_judgement_and_a_resumed_run_starts_from_it
     moved = dict(resumed, step=11)
     row = sv.build_row("h3", {"run": moved, "tail": "", "now": 9.0, "supervisor_alive": True})
     assert se.events(None, row) == ["h3: run r1 running, attempt 1, step 11/30"]
+
+
+#: the resumed run's train.log as the sandbox wrote it before its first own step (bench 106, `inv launch --resume`
+#: of a run stopped at step 16 with global_step_10 saved): verl's tqdm bar starts at the checkpoint's step
+_RESUMED_TAIL = (
+    "===== dapo-ops attempt 1 start 2026-12-07T15:48:03Z features=dynamic_batch,flash_attn =====\n"
+    "\x1b[36m(TaskRunnerV1 pid=302)\x1b[0m Found checkpoint: %s /verl/dapo_runs/20261207-154723-81ac/checkpoints/"
+    "global_step_10\n"
+    "\x1b[36m(TaskRunnerV1 pid=302)\x1b[0m INFO:2026-12-07 15:48:10,927:Resuming from /verl/dapo_runs/"
+    "20261207-154723-81ac/checkpoints/global_step_10, setting global step to 10\n"
+    "\x1b[36m(TaskRunnerV1 pid=302)\x1b[0m Training Progress:  33%|###3      | 10/30 [00:00<?, ?it/s]\n"
+)
+
+
+def test_watch_of_a_just_resumed_run_reads_the_checkpoint_bar_as_no_step_of_its_own():
+    """A new user's trial: ``inv launch --resume <id>`` then at once ``inv watch --run <new id>`` showed
+    ``step 12/30`` in its first line, a step the new run had not made. Reproduced on the sandbox: the source is
+    verl's progress bar, which starts at the checkpoint's step (``10/30`` above) and is the row's step until the
+    first ``step:N`` line; the attempt record names the checkpoint (``resumed_from``) from its start. Neither
+    ``resolve_run_dir`` (``--run`` names the run; without it the live lock names the new run) nor the old run's
+    run.json is read. The run.json and log tail are the sandbox's at that moment."""
+    run = {"run_id": "20261207-154759-98e0", "status": "running", "attempt": 1, "step": None, "total_steps": 30}
+    run.update(pids={"supervisor": 5}, started_at=1.0, metrics={})
+    run["attempts"] = [{"n": 1, "features": [], "resumed_from": 10, "step_reached": 10}]
+    row = sv.build_row("h1", {"run": run, "tail": _RESUMED_TAIL, "now": 9.0, "supervisor_alive": True})
+    assert row.step == 10  # the bar's position: where training stands (status's 10/30)
+    assert se.events(None, row) == [
+        "h1: run 20261207-154759-98e0 running, attempt 1, resumes from checkpoint step 10/30, no step of its own yet"
+    ]
