@@ -956,3 +956,28 @@ def test_hydra_group_override_is_a_group_not_a_key():
         v = C.classify(text + _HYDRA_TAIL, exit_code=1)
         assert (v.cls, v.detail["key"], v.detail["op"]) == ("config-error", "rollout", "group"), (text, v)
         assert "config group" in v.action and "+rollout" not in v.action
+
+
+def test_every_tracker_fix_names_what_the_user_sets_and_the_mode_that_syncs_later():
+    """A new user's trial: auth-error's 'what you do' (docs/troubleshooting.md) told a private server's user to set
+    SWANLAB_API_HOST / SWANLAB_WEB_HOST, which dapo-ops derives from the SWANLAB_HOST the user sets (and would
+    override); the network/tracker hint said 'SWANLAB_MODE=local and `swanlab sync` later' while the ladder's stop
+    said offline is the mode that syncs (swanlab prints 'Run `swanlab sync <dir>` to sync this run' for an offline
+    run; local is the dashboard). Every text now reads both from core/policy.py."""
+    from dapo_ops.core import ladder, policy
+    from dapo_ops.core.classify import docs, hints
+
+    texts = {
+        "auth-error you": docs.CLASS_TABLE["auth-error"]["you"],
+        "network you": docs.CLASS_TABLE["network"]["you"],
+        "auth-error hint": hints.HINTS["auth-error"],
+        "network/tracker hint": hints.HINTS["network/tracker"],
+        "ladder stop": ladder._RETRY_STOP_SUGGESTIONS[("network", "tracker")],
+    }
+    for name, text in texts.items():
+        assert policy.SWANLAB_HOST_WORDS in text and policy.SWANLAB_OFFLINE_WORDS in text, name
+    with_sync = dict(texts, keep_running=hints.HINTS["network/keep-running"])
+    for name, text in with_sync.items():
+        assert "SWANLAB_MODE=local" not in text and "SWANLAB_API_HOST / SWANLAB_WEB_HOST" not in text, name
+        assert policy.SWANLAB_OFFLINE_WORDS in text, name
+    assert "SWANLAB_MODE=local" not in (ROOT / "docs" / "troubleshooting.md").read_text()

@@ -371,9 +371,10 @@ def _oom_decide(
 #: what to check after a retried network failure came back, by the verdict's ``detail["cause"]``
 #: (core/classify/decide.py ``_network``); None: the collective / unknown case
 _RETRY_STOP_SUGGESTIONS: dict[tuple[str, str | None] | None, str] = {
-    ("network", "tracker"): "the tracker server is unreachable from the container: check SWANLAB_HOST "
-    "(--swanlab-host or [swanlab] host; dapo-ops hands it to swanlab as SWANLAB_API_HOST) and the proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or "
-    "launch with --swanlab-mode offline and upload it later with `swanlab sync` (offline is the mode that syncs)",
+    ("network", "tracker"): "the tracker server is unreachable from the container: check "
+    + policy.SWANLAB_HOST_WORDS
+    + " and the proxy (https_proxy / no_proxy in hosts.toml [proxy]) from inside the container, or launch with "
+    + policy.SWANLAB_OFFLINE_WORDS,
     ("network", "hub"): "the model hub (or the proxy to it) is unreachable from the container: check http(s)_proxy "
     "and the HF_ENDPOINT mirror, or put the model and data on the host's disk (--model /path)",
     ("network", "http"): "an HTTP endpoint the run needs keeps failing (429/5xx): wait and launch again, or point "

@@ -28,6 +28,19 @@ SET = object()
 ABSENT = object()
 """Condition value: the detail key is missing."""
 
+#: a private SwanLab server, named by what the user sets (README: ``--swanlab-host`` / ``[swanlab] host`` /
+#: ``SWANLAB_HOST``); swanlab itself reads SWANLAB_API_HOST, which dapo-ops derives from it
+#: (:meth:`dapo_ops.control.swanlab_settings.SwanlabSettings.public_env`). Every text naming the server says this.
+SWANLAB_HOST_WORDS = "SWANLAB_HOST (--swanlab-host or [swanlab] host; dapo-ops hands it to swanlab as SWANLAB_API_HOST)"
+#: the SwanLab mode that logs without the server and uploads later: offline (swanlab prints "Run `swanlab sync
+#: <dir>` to sync this run" for it, core/logformat.py SWANLAB_SYNC; docs.swanlab.cn "Upload Offline Experiment
+#: Data"); local mode is the local dashboard (``swanlab watch``, needs swanboard), nothing to sync. Every text that
+#: offers running the tracker without its server says this.
+SWANLAB_OFFLINE_WORDS = (
+    "--swanlab-mode offline (SWANLAB_MODE=offline) and upload it later with `swanlab sync` (offline is the mode "
+    "that syncs; local is a dashboard on the host)"
+)
+
 NO_RUNG_PHASES: tuple[str, ...] = ("model-load", "checkpoint-load", "checkpoint-save")
 """Device-OOM phases no memory rung shrinks (``dapo_ops/core/memladder.py`` says why per phase): stop with the fix."""
 

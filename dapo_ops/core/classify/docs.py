@@ -102,7 +102,8 @@ CLASS_TABLE: dict[str, dict[str, Any]] = {
         ],
         "cause": "Cannot reach the Ray head, the model hub, a proxy or the tracker.",
         "tool": "Cleans up and retries once; tracker trouble while steps continue is non-fatal (keep running).",
-        "you": "Check the head address and TCP 6379, https_proxy / no_proxy in the container, HF_HUB_OFFLINE=1 with a local model, SWANLAB_MODE=local.",
+        "you": "Check the head address and TCP 6379, https_proxy / no_proxy in the container, HF_HUB_OFFLINE=1 with a local model; "
+        "for the tracker, " + policy.SWANLAB_HOST_WORDS + ", or " + policy.SWANLAB_OFFLINE_WORDS + ".",
     },
     "hccl-timeout": {
         "symptoms": [
@@ -134,7 +135,11 @@ CLASS_TABLE: dict[str, dict[str, Any]] = {
         ],
         "cause": "Tracker credentials are missing inside the container (there is no TTY to prompt: cause key-missing) or its server rejected them (cause key-rejected: passing the same key again fixes nothing).",
         "tool": "Fatal: stops, no retry until fixed. Non-fatal 401 during training: keeps running and alerts.",
-        "you": "Missing: pass SWANLAB_API_KEY (or WANDB_API_KEY) as an env var into the container (never as an override), SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private server, or SWANLAB_MODE=local. Rejected: check the key belongs to that server and account (a gated model: HF_TOKEN with access).",
+        "you": "Missing: pass SWANLAB_API_KEY (or WANDB_API_KEY) as an env var into the container (never as an override), "
+        + policy.SWANLAB_HOST_WORDS
+        + " for a private server, or launch with "
+        + policy.SWANLAB_OFFLINE_WORDS
+        + ". Rejected: check the key belongs to that server and account (a gated model: HF_TOKEN with access).",
     },
     "crash-other": {
         "symptoms": [

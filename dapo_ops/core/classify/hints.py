@@ -402,7 +402,7 @@ HINTS: dict[str, str] = {
     ),
     "network/keep-running": (
         "The tracker cannot upload right now but training continues. Nothing to restart; if it persists fix "
-        "DNS/proxy in the container or set SWANLAB_MODE=offline and `swanlab sync` later."
+        "DNS/proxy in the container or launch with " + policy.SWANLAB_OFFLINE_WORDS + "."
     ),
     "network/ray-head": (
         "The Ray head GCS${at_addr} is unreachable. `ray stop --force` on all nodes, check the head address and TCP "
@@ -416,8 +416,11 @@ HINTS: dict[str, str] = {
     ),
     "network/tracker": (
         "The tracker server is unreachable at init (swanlab reports it as an API-key problem after its [HTTP] retry "
-        "lines). Fix DNS/proxy (a private server: SWANLAB_HOST / --swanlab-host, which dapo-ops hands to swanlab as SWANLAB_API_HOST and SWANLAB_WEB_HOST) or set SWANLAB_MODE=local "
-        "and `swanlab sync` later."
+        "lines). Fix DNS/proxy (a private server: "
+        + policy.SWANLAB_HOST_WORDS
+        + ") or launch with "
+        + policy.SWANLAB_OFFLINE_WORDS
+        + "."
     ),
     "network/ssh": (
         "SSH to ${addr_or_host} failed: check the inventory address/port, the network path (proxy_jump) and that "
@@ -457,10 +460,11 @@ HINTS: dict[str, str] = {
     "auth-error": (
         "The tracker has no usable key inside the container and there is no TTY to prompt (SSH + docker exec), or "
         "its server rejected the credentials. Pass them as environment variables into the container, never as Hydra "
-        "overrides: SWANLAB_API_KEY (private server: SWANLAB_API_HOST, SWANLAB_WEB_HOST), WANDB_API_KEY, "
+        "overrides: SWANLAB_API_KEY (a private server: " + policy.SWANLAB_HOST_WORDS + "), WANDB_API_KEY, "
         "MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, CLEARML_API_ACCESS_KEY / "
-        "CLEARML_API_SECRET_KEY (HF_TOKEN for gated models); or run with SWANLAB_MODE=local / trainer.logger=['console']"
-        ". Not retried until fixed."
+        "CLEARML_API_SECRET_KEY (HF_TOKEN for gated models); or launch with "
+        + policy.SWANLAB_OFFLINE_WORDS
+        + ", or trainer.logger=['console']. Not retried until fixed."
     ),
     "success": (
         "The run reached its final step${step_sp}${of_total}. Tracker warnings, if any, only mean late or missing "
