@@ -266,3 +266,22 @@ def test_verls_own_empty_set_values_are_no_bad_step():
     is_max = text.replace(" - rollout_corr/kl:", " - rollout_corr/rollout_is_max:-inf - rollout_corr/kl:", 1)
     assert classify.classify(is_max).cls == "success"
     assert classify.classify(is_max.replace("rollout_is_max:-inf", "rollout_is_max:inf")).cls == "diverged"
+
+
+def test_a_diverged_verdicts_step_is_the_step_reached_not_the_raw_last_step():
+    """A diverged verdict's ``detail.step`` was run.json's raw step (the bad step's own line, or later) while the
+    run's ending line and ``inv status`` use :func:`health.step_reached` (the last healthy step): two numbers called
+    "step" that differ. ``step`` is now step_reached, ``bad_step`` the bad one, from the supervisor and the
+    classifier alike."""
+    from dapo_ops.agent.supervisor import escalate
+
+    flag = health.Flag(health.GRAD_NORM, 5, NAN, "non-finite", (0.3, 0.4))
+    v = escalate.diverged_verdict(flag, None, 7, 20)
+    assert (v["detail"]["step"], v["detail"]["bad_step"]) == (health.step_reached(7, 5), 5) == (4, 5)
+    log = "\n".join(
+        "step:%d - training/global_step:%d - actor/grad_norm:%s - actor/pg_loss:0.1"
+        % (n, n, "nan" if n == 3 else "0.3")
+        for n in (1, 2, 3)
+    )
+    d = classify.classify(log, exit_code=1).detail
+    assert (d["step"], d["bad_step"]) == (2, 3), d

@@ -374,11 +374,16 @@ def scan_lines(lines: Iterable[str]) -> Tuple[Optional[Flag], Optional[int], Hea
     return None, None, w
 
 
-def verdict_detail(flag: Flag, first: Optional[Dict[str, Any]] = None, recurred: bool = False) -> Dict[str, Any]:
+def verdict_detail(
+    flag: Flag, first: Optional[Dict[str, Any]] = None, recurred: bool = False, step: Optional[int] = None
+) -> Dict[str, Any]:
     """A ``diverged`` verdict's detail (``Verdict.detail``): the flag's facts, ``first_bad`` (the run's first flag,
-    this one when None), ``recurred`` (the policy's condition: stop) and the likely ``causes``."""
+    this one when None), ``recurred`` (the policy's condition: stop) and the likely ``causes``. ``step`` is the
+    run's :func:`step_reached` (the last healthy step, below ``bad_step``) from its last logged ``step`` (run.json's
+    or the log's), the same number the run's ending line and ``inv status`` show."""
     f = flag.to_json()
     return {
+        "step": step_reached(step, flag.step),
         "metric": flag.metric,
         "bad_step": flag.step,
         "value": f["value"],

@@ -144,7 +144,7 @@ def diverged_verdict(
     time, one retry from the last checkpoint before the bad step; the same metric bad again at that step or earlier
     (:func:`dapo_ops.core.health.persistent`) is persistent: stop (``dapo_ops/core/policy.py``)."""
     recurred = health.persistent(first, flag)
-    detail = dict(health.verdict_detail(flag, first, recurred), step=step, total=total)
+    detail = dict(health.verdict_detail(flag, first, recurred, step), total=total)
     return verdict(
         "diverged",
         "training metrics went bad: %s; attempt stopped; %s" % (flag.words(), action_text("diverged", detail)),

@@ -328,7 +328,7 @@ def _diverged(log: Log, base: dict[str, Any]) -> Verdict | None:
     flag, i, _ = health.scan_lines(log.lines)
     if flag is None or i is None:
         return None
-    return mk("diverged", dict(base, **health.verdict_detail(flag)), ev(log, i))
+    return mk("diverged", dict(base, **health.verdict_detail(flag, step=base.get("step"))), ev(log, i))
 
 
 def _earlier_crash(log: Log, coll: list[Hit], fatal: list[Hit]) -> Hit | None:
