@@ -335,7 +335,9 @@ class StandinTrainer:
         self._check_resources(nnodes)
         from verl.utils.config import omega_conf_to_dataclass
 
-        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # the rollout worker's RolloutConfig (engine_workers.py:651)
+        omega_conf_to_dataclass(
+            cfg.actor_rollout_ref.rollout
+        )  # the rollout worker's RolloutConfig (engine_workers.py:651)
         if self.ray is not None:
             self._workers_import()
         self._hold_devices()

@@ -61,7 +61,9 @@ def _rollout(c: Any) -> None:
         assert c.name == "trtllm", "moe_tensor_parallel_size is only supported for trtllm"
     if c.pipeline_model_parallel_size > 1 and c.name in ("vllm", "sglang", "trtllm"):
         name = c.name
-        raise NotImplementedError(f"Current rollout self.name={name!r} not implemented pipeline_model_parallel_size > 1 yet.")
+        raise NotImplementedError(
+            f"Current rollout self.name={name!r} not implemented pipeline_model_parallel_size > 1 yet."
+        )
     disagg = c.get("disaggregation") or {}
     if disagg.get("enabled") and c.name not in ("sglang", "vllm"):
         raise ValueError(
