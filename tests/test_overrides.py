@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from dapo_ops.core import defaults, overrides, profiles
+from dapo_ops.core import defaults, profiles
 from dapo_ops.core.features import resolve
 from dapo_ops.core.overrides import OverrideError, build_command, hydra_value
 from dapo_ops.core.runspec import check_spec
@@ -685,7 +685,9 @@ def test_a_micro_batch_that_does_not_divide_a_devices_batch_is_refused_without_d
 def test_the_reference_and_critic_follow_verls_truthiness_of_the_users_switches(extra, ref, critic):
     """need_reference_policy / need_critic read the composed values by truthiness (verl/trainer/ppo/utils.py:75-107):
     '=1' turns the KL loss on; the plan read only 'true' and left the reference's keys out (a ref without them)."""
-    assert overrides.needs_ref_critic(defaults.RunSpec.read(spec(extra_overrides=extra))) == (ref, critic)
+    assert profiles.needs_ref_critic(
+        defaults.RunSpec.read(spec(extra_overrides=extra)).settings["extra_overrides"]
+    ) == (ref, critic)
 
 
 def test_the_micro_batch_check_follows_verls_dynamic_switch_and_leaves_the_log_prob_forward_alone():

@@ -74,7 +74,6 @@ from dapo_ops.core import defaults
 from dapo_ops.core import hydra_override
 from dapo_ops.core import memfit
 from dapo_ops.core.memladder import current_micro
-from dapo_ops.core.overrides import needs_ref_critic
 from dapo_ops.core import profiles
 from dapo_ops.core import runspec
 from dapo_ops.core.features import FeatureSet
@@ -362,10 +361,10 @@ def _no_gc(fs: FeatureSet) -> FeatureSet:
 
 def _live_overrides(rs: defaults.RunSpec) -> dict[str, str | None]:
     """The spec's ``--override`` values (:func:`dapo_ops.core.memfit.override_values`) that reach a worker: without a
-    reference model (no KL, :func:`dapo_ops.core.overrides.needs_ref_critic`) verl builds none, so its
+    reference model (no KL, :func:`dapo_ops.core.profiles.needs_ref_critic`) verl builds none, so its
     ``actor_rollout_ref.ref.*`` keys are inert and hold no knob (trial)."""
     ov = memfit.override_values(rs)
-    if needs_ref_critic(rs)[0]:
+    if profiles.needs_ref_critic(rs.settings.get("extra_overrides") or [])[0]:
         return ov
     return {k: v for k, v in ov.items() if not k.startswith("actor_rollout_ref.ref.")}
 

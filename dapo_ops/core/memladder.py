@@ -208,16 +208,14 @@ def _set_by_user(features: FeatureSet, rung: str, settings: dict[str, Any]) -> s
     ``--override actor_rollout_ref.actor.fsdp_config.param_offload=True`` and ``...optimizer_offload=True`` on a DAPO
     run with no reference policy nor critic: the ``offload`` rung would retry the same run. The rung's keys are those
     whose value :func:`dapo_ops.core.profiles.feature_overrides` gives differently with it on and off, less the
-    ``ref.*`` / ``critic.*`` keys of roles the run does not have (:func:`dapo_ops.core.overrides.needs_ref_critic`,
+    ``ref.*`` / ``critic.*`` keys of roles the run does not have (:func:`dapo_ops.core.profiles.needs_ref_critic`,
     :func:`dapo_ops.core.profiles.drop_inert`: no code reads them). None when one of them is left to change."""
-    from dapo_ops.core import overrides  # overrides imports this module
-
     user = last_by_key(settings.get("extra_overrides") or [])
     if not user:
         return None
     s = defaults.complete_settings(dict(settings))
     spec = defaults.RunSpec.read({"settings": s})  # the run's roles and the default verl profile (0.9)
-    use_ref, use_critic = overrides.needs_ref_critic(spec)
+    use_ref, use_critic = profiles.needs_ref_critic(settings.get("extra_overrides") or [])
 
     def keys(names: frozenset[str]) -> dict[str, object]:
         pairs = profiles.feature_overrides(

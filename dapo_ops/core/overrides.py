@@ -24,7 +24,7 @@ from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.hydra_override import ADD, key_of, last_by_key, parse_override, truth
+from dapo_ops.core.hydra_override import ADD, key_of, parse_override
 from dapo_ops.core.profiles import OverrideError  # re-exported: the contract names overrides.OverrideError
 from dapo_ops.core.runspec import check_spec, effective_settings, parameter_sync_step
 
@@ -192,28 +192,6 @@ def check_literal(key: str, value: object) -> None:
             )
 
 
-def needs_ref_critic(spec: defaults.RunSpec) -> tuple[bool, bool]:
-    """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
-    algorithm keys plus the spec's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
-    ``critic.enable=True`` the critic). The last override of a key decides it; a ``~key`` deletion gives it no value
-    (:mod:`dapo_ops.core.hydra_override`): the KL switches then are their dataclass defaults, off
-    (``verl/workers/config/actor.py:171``, ``verl/trainer/config/algorithm.py:659``). verl tests them by the
-    truthiness of the composed value (:func:`dapo_ops.core.hydra_override.truth`: ``=1`` is on)."""
-    last = last_by_key(spec.settings.get("extra_overrides") or [])
-
-    def on(key: str) -> bool | None:  # verl reads these DictConfig values by truthiness (utils.py:75-107)
-        return truth(last[key]) if key in last else None
-
-    use_ref = bool(on("actor_rollout_ref.actor.use_kl_loss") or on("algorithm.use_kl_in_reward"))
-    c = last.get("critic.enable")
-    null = c is None or c.deletes or c.null  # the estimator decides ('null' quoted is a string: on)
-    adv = last.get("algorithm.adv_estimator")
-    use_critic = (
-        bool(truth(c)) if c is not None and not null else (adv is not None and (adv.text or "").lower() == "gae")
-    )
-    return use_ref, use_critic
-
-
 def overrides_for(
     spec: Mapping[str, Any], features: FeatureSet, setting_changes: dict[str, Any] | None = None
 ) -> list[tuple[str, object]]:
@@ -319,7 +297,7 @@ def overrides_for(
     out += _pool_overrides(s, mode, ent)
     out += _trainer_overrides(spec, s, ckpt, accel)
     if ent.v1:  # keys no code reads without a reference policy / a critic (profiles.drop_inert)
-        use_ref, use_critic = needs_ref_critic(spec)
+        use_ref, use_critic = profiles.needs_ref_critic(spec.settings.get("extra_overrides") or [])
         out = profiles.drop_inert(out, use_ref=use_ref, use_critic=use_critic)
     if ent.group_overrides:
         out = [(g.split("=", 1)[0], g.split("=", 1)[1]) for g in ent.group_overrides] + out

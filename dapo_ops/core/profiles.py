@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from dapo_ops.core.hydra_override import last_by_key, truth
+
 PROFILES = ("0.9", "0.8")
 MODES = ("dapo", "one-step-off")
 #: ``launch``'s DAPO trainer modes (setting ``trainer_mode``, flag ``--mode``): ``async`` = V1 ``colocate_async``
@@ -486,6 +488,28 @@ def v1_overrides(
 #: ``verl/trainer/ppo/utils.py:75-79``: ``algorithm.use_kl_in_reward or actor.use_kl_loss``) or no critic
 #: (``need_critic``, ``:96-107``: ``critic.enable``, else only for ``adv_estimator=gae``).
 REF_PREFIX, CRITIC_PREFIX = "actor_rollout_ref.ref.", "critic."
+
+
+def needs_ref_critic(extra_overrides: Iterable[str]) -> tuple[bool, bool]:
+    """``(use_ref, use_critic)`` as verl 0.9.1 decides them (``verl/trainer/ppo/utils.py:75-107``) for the DAPO
+    algorithm keys plus the user's ``extra_overrides`` (a KL loss / KL reward needs the reference, ``gae`` or
+    ``critic.enable=True`` the critic). The last override of a key decides it; a ``~key`` deletion gives it no value
+    (:mod:`dapo_ops.core.hydra_override`): the KL switches then are their dataclass defaults, off
+    (``verl/workers/config/actor.py:171``, ``verl/trainer/config/algorithm.py:659``). verl tests them by the
+    truthiness of the composed value (:func:`dapo_ops.core.hydra_override.truth`: ``=1`` is on)."""
+    last = last_by_key(list(extra_overrides))
+
+    def on(key: str) -> bool | None:  # verl reads these DictConfig values by truthiness (utils.py:75-107)
+        return truth(last[key]) if key in last else None
+
+    use_ref = bool(on("actor_rollout_ref.actor.use_kl_loss") or on("algorithm.use_kl_in_reward"))
+    c = last.get("critic.enable")
+    null = c is None or c.deletes or c.null  # the estimator decides ('null' quoted is a string: on)
+    adv = last.get("algorithm.adv_estimator")
+    use_critic = (
+        bool(truth(c)) if c is not None and not null else (adv is not None and (adv.text or "").lower() == "gae")
+    )
+    return use_ref, use_critic
 
 
 def drop_inert(pairs: list[tuple[str, object]], *, use_ref: bool, use_critic: bool) -> list[tuple[str, object]]:
