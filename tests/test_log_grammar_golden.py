@@ -28,7 +28,7 @@ import pytest
 
 from dapo_ops.agent.supervisor import follow, record
 from dapo_ops.control.status import rows as statusview
-from dapo_ops.core import classify, logformat
+from dapo_ops.core import classify, health, logformat
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "fixtures" / "log-grammar" / "golden.json"
@@ -100,7 +100,7 @@ def status_view_facts(text: str) -> dict:
 
 def classifier_facts(text: str) -> dict:
     d = classify.classify(text).detail
-    return {"step": d.get("step"), "total": d.get("total")}
+    return {"step": d.get("step"), "total": d.get("total"), "bad_step": d.get("bad_step")}
 
 
 def facts(rel: str) -> dict:
@@ -109,7 +109,10 @@ def facts(rel: str) -> dict:
     sup, sv, cl = supervisor_facts(text), status_view_facts(text), classifier_facts(text)
     for k in FIELDS:
         assert sup[k] == sv[k], "%s: supervisor %s=%r, status view %r" % (rel, k, sup[k], sv[k])
-    assert cl["step"] == sup["step"], "%s: classifier step %r, supervisor %r" % (rel, cl["step"], sup["step"])
+    # a diverged verdict's step is the step reached (core.health.step_reached: the last healthy step below its
+    # bad_step), of the same last logged step the supervisor read
+    want = sup["step"] if cl["bad_step"] is None else health.step_reached(sup["step"], cl["bad_step"])
+    assert cl["step"] == want, "%s: classifier step %r, supervisor %r (want %r)" % (rel, cl["step"], sup["step"], want)
     # the classifier's total is the Total-training-steps line, else the progress bar's total (as the status row's)
     want_total = sup["total"] if sup["total"] is not None else sv["bar_total"]
     assert cl["total"] == want_total, "%s: classifier total %r, log says %r" % (rel, cl["total"], want_total)
