@@ -24,7 +24,10 @@ DATA = ["data.train_files=/verl/dapo-math-17k.parquet", "data.val_files=/verl/ai
 #: verl's yaml defaults fail its own validate_config (dynamic batch off, no micro-batch: verl/workers/config/actor.py:207,
 #: which the stand-in runs as verl/trainer/main_ppo.py:177 does); dapo-ops always sets these two
 DYN = ["actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True"]
-BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt", *DATA, *DYN]
+#: ``actor_rollout_ref.rollout.name`` is ``???`` in verl's yaml (mandatory: the rollout's RolloutConfig reads it,
+#: verl/workers/engine_workers.py:651); dapo-ops always names vllm
+ROLLOUT = ["actor_rollout_ref.rollout.name=vllm"]
+BASE = ["trainer.logger=[console]", "trainer.default_local_dir=/verl/dapo_runs/ckpt", *DATA, *DYN, *ROLLOUT]
 
 
 def verl(sandbox, host, overrides, module=MAIN_PPO, env=None, log="train.log", timeout=120, wrap=""):
@@ -127,6 +130,7 @@ def test_main_ppo_three_steps_over_ssh(sandbox, h1):
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
             *DATA,
             *DYN,
+            *ROLLOUT,
         ],
         capture_output=True,
         text=True,
@@ -447,7 +451,9 @@ def test_hang_prints_nothing_more(sandbox, h1):
     sandbox.exec(
         h1,
         "cd /verl && { python3 -m verl.trainer.main_ppo 'trainer.logger=[console]' "
-        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 " + " ".join(DATA + DYN) + " "
+        "trainer.default_local_dir=/verl/dapo_runs/ckpt trainer.total_training_steps=3 "
+        + " ".join(DATA + DYN + ROLLOUT)
+        + " "
         "> /verl/dapo_runs/hang.log 2>&1 & echo $! > /verl/dapo_runs/hang.pid; wait $!; "
         "echo EXIT=$? >> /verl/dapo_runs/hang.log; } >/dev/null 2>&1 &",
         check=True,
@@ -481,6 +487,7 @@ def test_swanlab_local_run_and_link_line(sandbox, h1):
             "trainer.default_local_dir=/verl/dapo_runs/ckpt",
             *DATA,
             *DYN,
+            *ROLLOUT,
             "trainer.project_name=bench",
             "trainer.experiment_name=exp1",
             "trainer.total_training_steps=2",

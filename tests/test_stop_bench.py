@@ -74,7 +74,8 @@ def test_stop_run_id_across_hosts_and_nothing_to_stop(sandbox):
     keep_pids = start_fake_supervisor(sandbox, "h1", keep_crd, keep_rd)
     rid, rd, _ = make_run(sandbox, "h2", step=2)
     proc = cli(sandbox, "-H", "h1,h2", "stop", "--run", rid, check=0)
-    assert proc.stdout.strip().startswith("h2: run %s running -> stopped" % rid)
+    # h2's run has a run.json that says running and no supervisor process: stop says what it was (supervisor-dead)
+    assert proc.stdout.strip().startswith("h2: run %s supervisor-dead -> stopped" % rid)
     assert runfiles.read_run(rd)["status"] == "stopped"
     assert runfiles.read_run(keep_rd)["status"] == "running"
     assert keep_pids["supervisor"] in container_pids(sandbox, "h1")
