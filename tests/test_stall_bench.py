@@ -30,6 +30,18 @@ pytestmark = pytest.mark.bench
 host_ready = test_launch_bench.host_ready  # the fixture: inputs on the host, a clean host, the scenario cue
 
 
+def _stall_floor(prep, seconds: float, host: str = "h1") -> float:
+    """Run ``host`` at a stall floor of ``seconds`` for this test: the host tunable a user sets in hosts.toml
+    (``[hosts.<name>.supervisor] stall_floor_s``, dapo_ops/agent/supervisor/config.py; the default 60 s,
+    ``stall.STALL_FLOOR_S``) in a copy of the sandbox's inventory, so each stall is called in ``seconds`` instead of a
+    minute of CI. Returns ``seconds``."""
+    inv = prep.cwd / "hosts-stall-floor.toml"
+    text = open(prep.env["DAPO_OPS_INVENTORY"]).read()
+    inv.write_text(text + f"\n[hosts.{host}.supervisor]\nstall_floor_s = {seconds}\n")
+    prep.env["DAPO_OPS_INVENTORY"] = str(inv)
+    return seconds
+
+
 def _status_json(prep, host) -> dict:
     res = inv(prep, "status", "-H", host, "--json", timeout=120)
     rows = json.loads(res.stdout)
@@ -38,6 +50,7 @@ def _status_json(prep, host) -> dict:
 
 def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready):
     host_ready("h1", {"step_time": 1.0, "failure": {"kind": "stall", "step": 4, "times": 1}})
+    _stall_floor(host_ready, 30.0)  # status says stalled at half of it (15 s), the supervisor acts at 30 s
     res, rid = launch(host_ready, "h1", "--steps", "6", "--framework", "fsdp", "--hang-timeout", "60")
     assert res.returncode == 0, res.stderr
     seen_stalled = None
@@ -69,6 +82,7 @@ def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready)
 def test_a_stall_right_after_step_1_is_called_at_step_1s_limit_and_a_missing_rank_retries_once(sandbox, host_ready):
     failure = {"kind": "stall", "step": 2, "times": 1, "ranks": 2, "missing": 1}
     host_ready("h1", {"step_time": 0.3, "failure": failure})
+    floor = _stall_floor(host_ready, 20.0)
     res, rid = launch(host_ready, "h1", "--steps", "4", "--framework", "fsdp")  # HANG_TIMEOUT: the default 1800 s
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid, timeout=400)
@@ -77,8 +91,8 @@ def test_a_stall_right_after_step_1_is_called_at_step_1s_limit_and_a_missing_ran
     d = a1["verdict"]["detail"]
     assert a1["killed_by"] == "stall" and a1["verdict"]["cls"] == "hang" and d["stall_by"] == "silence", d
     assert d["step"] == 1 and len(d["step_s"]) == 1  # called before step 2: only step 1 sized it
-    # the limit step 1 gave: 5 x its 0.3 s of work is below the floor, so the floor (60 s), not HANG_TIMEOUT
-    assert d["stall_after_s"] == stall.STALL_FLOOR_S < defaults.SPEC["hang_timeout_s"], d
+    # the limit step 1 gave: 5 x its 0.3 s of work is below the floor, so the host's floor, not HANG_TIMEOUT
+    assert d["stall_after_s"] == floor < stall.STALL_FLOOR_S < defaults.SPEC["hang_timeout_s"], d
     assert d["idle_s"] >= d["stall_after_s"]
     assert d["cause"] == "collective-missing" and d["frame"].startswith("all_reduce (torch/distributed/"), d
     assert len(d["missing"]) == 1 and "generate_sequences (rollout_worker.py:" in d["missing"][0], d["missing"]
@@ -88,6 +102,7 @@ def test_a_stall_right_after_step_1_is_called_at_step_1s_limit_and_a_missing_ran
 
 def test_every_reward_worker_in_user_code_stops_naming_the_frame(sandbox, host_ready):
     host_ready("h1", {"step_time": 0.3, "failure": {"kind": "stall", "step": 2, "times": 1, "where": "user"}})
+    _stall_floor(host_ready, 20.0)
     res, rid = launch(host_ready, "h1", "--steps", "4", "--framework", "fsdp")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid, timeout=300)
