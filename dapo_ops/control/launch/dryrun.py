@@ -231,8 +231,7 @@ def check_resume_logging(facts, settings, env: Mapping[str, str], file_cfg: Mapp
         sw = _swanlab(settings, env, file_cfg)
     except swanlab_values.SwanlabConfigError:
         return
-    given = (getattr(sw, "sources", None) or {}).get("mode", "default") != "default"
-    resume.check_logging(facts, sw.mode, given)
+    resume.check_logging_with(facts, sw)
 
 
 def resume_facts(run_id: str, host, settings):

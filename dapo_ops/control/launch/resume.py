@@ -287,6 +287,15 @@ def resumed(settings, extra_overrides, facts: "ResumeFacts | None") -> tuple[Any
     return resumed_settings(settings, facts.spec), tuple(resumed_overrides(extra, facts.spec))
 
 
+def check_logging_with(facts: ResumeFacts, sw: Any) -> None:
+    """:func:`check_logging` with the SwanLab settings a launch (or its dry run) resolved
+    (:class:`dapo_ops.control.swanlab_settings.SwanlabSettings`): their mode, given unless its source is the default.
+
+    :raises LaunchRefused: as :func:`check_logging`."""
+    given = (getattr(sw, "sources", None) or {}).get("mode", "default") != "default"
+    check_logging(facts, sw.mode, given)
+
+
 def check_logging(facts: ResumeFacts, mode: str, given: bool) -> None:
     """Refuse a resume that would log to SwanLab in another ``mode`` than the earlier run (its spec ``env``
     ``SWANLAB_MODE``) when the mode was not given now (``given``: ``--swanlab-mode`` / ``SWANLAB_MODE`` / the config

@@ -221,8 +221,7 @@ def refuse_resume_logging(facts: LaunchFacts, req: LaunchRequest) -> None:
     checks, so a resume of an offline run without ``--swanlab-mode`` is refused for that, not for a tracker DNS check
     of a mode the user never meant. Nothing without ``facts.resume``. Raises :class:`LaunchRefused` (``resume``)."""
     if facts.resume is not None:
-        sw_given = (getattr(req.sw, "sources", None) or {}).get("mode", "default") != "default"
-        dapo_ops.control.launch.resume.check_logging(facts.resume, req.sw.mode, sw_given)
+        dapo_ops.control.launch.resume.check_logging_with(facts.resume, req.sw)
 
 
 def finisher(facts: LaunchFacts, req: LaunchRequest):
