@@ -296,17 +296,23 @@ def _traceback_after(log: Log, i: int) -> range:
     return range(start + 1, min(n, start + 150))
 
 
+def _frame_side(ll: str) -> str | None:
+    """``rollout`` | ``training`` named by the lower-cased line ``ll`` when it is a frame, else None."""
+    if not is_frame(ll):
+        return None
+    if _ROLLOUT_FRAME_RX.search(ll):
+        return "rollout"
+    if _TRAIN_FRAME_RX.search(ll):
+        return "training"
+    return None
+
+
 def _side_after(log: Log, i: int) -> str | None:
-    """``rollout`` | ``training`` named by the innermost frame of the traceback printed after line ``i``."""
+    """``rollout`` | ``training`` named by the innermost frame (the last that names one) of the traceback printed
+    after line ``i``."""
     side = None
     for j in _traceback_after(log, i):
-        ll = log.low_line(j)
-        if not is_frame(ll):
-            continue
-        if _ROLLOUT_FRAME_RX.search(ll):
-            side = "rollout"
-        elif _TRAIN_FRAME_RX.search(ll):
-            side = "training"
+        side = _frame_side(log.low_line(j)) or side
     return side
 
 
@@ -330,13 +336,10 @@ def oom_context(log: Log, i: int) -> str:
         ll = log.low_line(j)
         if STEP_RX.search(ll):
             break
-        if not is_frame(ll):
-            continue
-        if _ROLLOUT_FRAME_RX.search(ll):
-            return "rollout"
-        if _TRAIN_FRAME_RX.search(ll):
-            return "training"
-        if TRACEBACK_START in ll:
+        side = _frame_side(ll)
+        if side:
+            return side
+        if is_frame(ll) and TRACEBACK_START in ll:
             break
     return "training"
 
