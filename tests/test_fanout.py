@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
+from dapo_ops.core import policy
 from dapo_ops.control.remote import fanout
 from dapo_ops.control.remote.fanout import Row
 from dapo_ops.control.inventory.model import Host
@@ -124,9 +125,9 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     assert len(r.row.message) > 300 and "\n" not in r.row.message
     assert r.row.message.startswith("h1: preflight swanlab failed: SwanLab host https://api.swanlab.cn not reachable")
     assert dns in r.row.message
-    assert r.row.message.endswith(
-        "or use --swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"
-    ), r.row.message
+    assert r.row.message.endswith("or use " + policy.SWANLAB_OFFLINE_WORDS + " (--skip-preflight to launch anyway)"), (
+        r.row.message
+    )
     # a bug's exception text is still bounded (it can be anything)
     (b,) = fanout.run(HOSTS[:1], lambda t: (_ for _ in ()).throw(ValueError("x" * 1000)), timeout=60)
     assert b.row.kind == "error" and len(b.row.message) == fanout.BUG_TEXT_LIMIT

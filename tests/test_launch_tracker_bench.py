@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from dapo_ops.core import policy
 from dapo_ops.control.inventory import hosts_file as inventory
 from dapo_ops.control.launch import service as svc
 from dapo_ops.control.launch import refusals as launch_errors
@@ -78,9 +79,7 @@ def test_unreachable_tracker_is_refused_before_anything_is_written(sandbox, host
     line = _refused(sandbox, host_ready, "h1")
     assert f"SwanLab host {url}/api not reachable from the container: connect: " in line, line
     assert "Connection refused" in line and "fix [proxy] in hosts.toml or SWANLAB_HOST" in line, line
-    assert line.endswith("--swanlab-mode offline (swanlab sync later) (--skip-preflight to launch anyway)"), (
-        line
-    )  # whole, not cut
+    assert line.endswith(policy.SWANLAB_OFFLINE_WORDS + " (--skip-preflight to launch anyway)"), line  # whole, not cut
     # a TEST-NET address: nothing answers (no route / no ARP reply in the sandbox), refused within the probe's bound
     _cloud(host_ready, "http://192.0.2.1:8000")
     line = _refused(sandbox, host_ready, "h1")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from dapo_ops.core import policy
 from dapo_ops.control.preflight.checks import QUICK_CHECKS, evaluate
 from dapo_ops.control.preflight.inputs import CKPT_FACTOR
 from dapo_ops.control.preflight.network import swanlab_key_check
@@ -467,7 +468,7 @@ def test_tracker_check_names_what_failed_and_the_fix_for_it():
         "SwanLab host https://api.swanlab.cn not reachable from the container: "
         "DNS: cannot resolve api.swanlab.cn within 2 s"
     )
-    assert "SWANLAB_HOST" in c.fix and "--swanlab-mode offline (swanlab sync later)" in c.fix
+    assert policy.SWANLAB_HOST_WORDS in c.fix and policy.SWANLAB_OFFLINE_WORDS in c.fix
     assert "container: timeout: timed out" in _tracker("timeout", "timed out").message
     assert "container: connect: " in _tracker("connect", "[Errno 111] Connection refused").message
     p = _tracker("proxy", "Tunnel connection failed: 407", {"https_proxy": "http://u:secretpw@10.0.0.1:3128"})
@@ -659,3 +660,32 @@ def test_the_launchs_quick_probe_composes_the_users_overrides_only_and_within_it
     comp = seen[1]["compose"]
     assert comp["request"]["startup"] is False and comp["timeout"] < 90
     assert any("data.max_prompt_lenght=3" in str(o) for o in comp["request"]["overrides"])
+
+
+def test_every_tracker_preflight_fix_offers_offline_in_the_shared_words():
+    """Preflight's ``swanlab`` check kept its own "--swanlab-mode offline (swanlab sync later)" beside the one
+    wording in core/policy.py (SWANLAB_OFFLINE_WORDS, which also says local mode is not the one that syncs), and
+    named the server as "SWANLAB_HOST (--swanlab-host)" beside SWANLAB_HOST_WORDS. Each kind's fix now reads them."""
+    for kind in ("dns", "connect", "timeout", "proxy", "tls", "other"):
+        c = _tracker(kind, "failed")
+        assert c.fix.endswith(policy.SWANLAB_OFFLINE_WORDS), (kind, c.fix)
+    assert policy.SWANLAB_HOST_WORDS in _tracker("dns", "failed").fix
+
+
+def test_no_source_spells_the_offline_mode_advice_outside_policy():
+    """The kind, not the one string: no module under dapo_ops/ but core/policy.py writes its own "--swanlab-mode
+    offline ..." / "sync later" advice for SwanLab; they read policy.SWANLAB_OFFLINE_WORDS."""
+    import pathlib
+
+    import dapo_ops
+
+    root = pathlib.Path(dapo_ops.__file__).parent
+    own = []
+    for f in sorted(root.rglob("*.py")):
+        if f == root / "core" / "policy.py":
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0] if not line.lstrip().startswith(('"', "'")) else line
+            if "--swanlab-mode offline" in code or ("swanlab" in code.lower() and "sync later" in code):
+                own.append(f"{f.relative_to(root)}:{n}: {line.strip()}")
+    assert not own, own

@@ -13,6 +13,7 @@ from typing import Any
 
 from dapo_ops.control.preflight.plan_view import PlanView, plan_view
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+from dapo_ops.core import policy
 
 
 def _display_url(url: str) -> str:
@@ -57,14 +58,14 @@ def tracker_check(p: dict) -> Check | None:
     via = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY") or ""
     what = _KIND_WORDS.get(kind, kind) + (f" {_display_url(via)}" if kind == "proxy" and via else "")
     if kind == "proxy":
-        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy) or use --swanlab-mode offline (swanlab sync later)"
+        fix = "check the proxy (hosts.toml [proxy], --http-proxy/--https-proxy), or use " + policy.SWANLAB_OFFLINE_WORDS
     elif kind == "tls":
         fix = (
             "check SWANLAB_HOST's scheme (http:// for a plain-HTTP server) and the container's CA certificates, "
-            "or use --swanlab-mode offline (swanlab sync later)"
+            "or use " + policy.SWANLAB_OFFLINE_WORDS
         )
     else:
-        fix = "fix [proxy] in hosts.toml or SWANLAB_HOST (--swanlab-host), or use --swanlab-mode offline (swanlab sync later)"
+        fix = "fix [proxy] in hosts.toml or " + policy.SWANLAB_HOST_WORDS + ", or use " + policy.SWANLAB_OFFLINE_WORDS
     return Check(
         "swanlab", FAIL, f"SwanLab host {sw['url']} not reachable from the container: {what}: {sw.get('error')}", fix
     )

@@ -358,8 +358,9 @@ HINTS: dict[str, str] = {
         "server (SwanLab self-hosted v2.5+ wants swanlab >= 0.7.4: 'too many 500 error responses', '404 Not Found' on "
         "/api/resources/presigned/put) or too new for it (wandb 'Cannot query field ... on type ...'; MLflow 3.x "
         "'logged-models ... 404'): install the SDK release the server's docs pair with it, or upgrade the server; with "
-        "the cloud service it is the service's fault. Meanwhile run the tracker offline (SWANLAB_MODE=offline then "
-        "`swanlab sync`, WANDB_MODE=offline, or drop it from trainer.logger)."
+        "the cloud service it is the service's fault. Meanwhile run the tracker offline (SwanLab: "
+        + policy.SWANLAB_OFFLINE_WORDS
+        + "; wandb: WANDB_MODE=offline; or drop it from trainer.logger)."
     ),
     "config-error": (
         "The configuration is rejected${key_colon}. Fix that value (see the evidence line) and relaunch; dapo-ops "
@@ -648,8 +649,7 @@ MODULE_FIXES: dict[str, str] = {
     "transfer_queue": "pip install 'verl[verl-core]' (or pip install TransferQueue) in the container",
     "cupy": "pip install cupy-cuda12x in the container (verl's one-step-off image has it)",
     "mindspeed": "install MindSpeed in the container (verl's Ascend image has it; see verl's Ascend quick start)",
-    "swanboard": "use --swanlab-mode offline (then swanlab sync <dir>), or pip install "
-    "'swanlab[dashboard]' in the container",
+    "swanboard": "use " + policy.SWANLAB_OFFLINE_WORDS + ", or pip install 'swanlab[dashboard]' in the container",
 }
 #: import-failure form (``detail["form"]``, :data:`dapo_ops.core.classify.signatures.IMPORT_FORMS`) -> (what could
 #: not be imported, the fix when :data:`MODULE_FIXES` has none); ``{m}``: the module, ``{n}``: the name / symbol
@@ -755,7 +755,7 @@ ENV_TEXTS: dict[str, tuple[str, str]] = {
 #: tracker -> the fix for a tracker server that rejects this client (the policy's stop action)
 TRACKER_FIXES: dict[str, str] = {
     "swanlab": "install the swanlab SDK release its self-hosted server pairs with (self-hosted v2.5+ wants "
-    "swanlab >= 0.7.4), or upgrade the server, or use --swanlab-mode offline and sync later",
+    "swanlab >= 0.7.4), or upgrade the server, or use " + policy.SWANLAB_OFFLINE_WORDS,
     "wandb": "install the wandb SDK release the W&B server supports (or upgrade wandb/local), or WANDB_MODE=offline",
     "mlflow": "install the mlflow client of the tracking server's major version (a 3.x client calls endpoints a 2.x "
     "server lacks), or upgrade the server",
