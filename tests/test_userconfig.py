@@ -141,10 +141,45 @@ def test_a_file_holding_a_secret_inside_a_git_work_tree_is_refused_on_read(tmp_p
 
 def test_a_home_kept_in_git_does_not_block_the_default_path(tmp_path, monkeypatch):
     (tmp_path / "home" / ".git").mkdir(parents=True)  # dotfiles repo
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.chdir(tmp_path)
     p = tmp_path / "home" / ".config" / "dapo-ops" / "config.toml"
     assert userconfig.save_section("swanlab", {"mode": "local"}, p) == []
     assert userconfig.load(p)["swanlab"] == {"mode": "local"}
+
+
+def test_the_config_files_own_place_decides_not_the_current_directory(tmp_path, monkeypatch):
+    """A user whose home is kept in git (dotfiles) ran ``inv`` from inside it: the current directory's work tree
+    (the home) held the default ~/.config/dapo-ops/config.toml, so a 0600 file holding the SwanLab key was refused
+    on read. And a file inside some other clone was used as long as ``inv`` ran from outside that clone. The
+    tree that holds the file decides now; the home / config home kept in git is dotfiles, not a project."""
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    (home / "notes").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv(userconfig.ENV_VAR, raising=False)
+    monkeypatch.chdir(home / "notes")
+    default = userconfig.config_path()
+    assert default == home / ".config" / "dapo-ops" / "config.toml"
+    userconfig.save_section("swanlab", {"mode": "cloud", "api_key": "k" * 21}, default)
+    assert userconfig.load(default)["swanlab"]["api_key"] == "k" * 21
+    # a config home of its own kept in git ($XDG_CONFIG_HOME, e.g. ~/.config under version control): dotfiles too
+    (home / "xdg" / ".git").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    assert userconfig.save_section("swanlab", {"api_key": "k" * 21}, userconfig.config_path()) == []
+    # a project's clone under the home, the command run from elsewhere: the file's own tree refuses it
+    (home / "proj" / ".git").mkdir(parents=True)
+    inside = home / "proj" / "cfg" / "config.toml"
+    inside.parent.mkdir()
+    inside.write_text('[swanlab]\napi_key = "' + "k" * 21 + '"\n')
+    os.chmod(inside, 0o600)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserConfigError, match="inside the git work tree " + str(home / "proj")):
+        userconfig.load(inside)
+    with pytest.raises(UserConfigError, match="git work tree"):
+        userconfig.save_section("swanlab", {"api_key": "k" * 21}, home / "proj" / "new.toml")
 
 
 def test_unknown_section_and_bad_toml_are_one_line_errors(tmp_path):

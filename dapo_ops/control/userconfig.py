@@ -114,8 +114,12 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
         )
     if env.get(ENV_VAR):
         return Path(env[ENV_VAR]).expanduser()
-    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base).expanduser() / "dapo-ops" / "config.toml"
+    return _config_home(env) / "dapo-ops" / "config.toml"
+
+
+def _config_home(env: Mapping[str, str]) -> Path:
+    """The user's config home: ``$XDG_CONFIG_HOME``, else ``~/.config`` (the default file's base)."""
+    return Path(env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")).expanduser()
 
 
 def named_missing(path: Path, env: Mapping[str, str]) -> None:
@@ -168,8 +172,9 @@ def load(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def _refuse_secrets_in_worktree(p: Path, held: list[str]) -> None:
-    """Refuse a file holding secrets inside the git work tree of this project or of the current directory
-    (:func:`_inside_git_worktree`): a secret there is one ``git add`` away from a commit. Raises :class:`UserConfigError`."""
+    """Refuse a file holding secrets inside a project's git work tree (:func:`_inside_git_worktree`: where the
+    file lies, not the current directory): a secret there is one ``git add`` away from a commit. Raises
+    :class:`UserConfigError`."""
     repo = _inside_git_worktree(p) if held else None
     if repo is not None:
         raise UserConfigError(
@@ -264,16 +269,20 @@ def _worktree_of(path: Path) -> Path | None:
 
 
 def _inside_git_worktree(p: Path) -> Path | None:
-    """The git work tree of this project or of the current directory that would contain ``p``, else None.
+    """The git work tree that holds the file ``p`` (the nearest directory at or above it with a ``.git``), else None.
 
-    Only those two trees count: a home directory kept in git (dotfiles) must not block the default path.
+    The file's own location decides, never the current directory: running ``inv`` from inside some clone (or
+    from a home kept in git) says nothing about where the secret lies. A tree that is the home directory, the
+    config home (``$XDG_CONFIG_HOME`` / ``~/.config``) or above either is a dotfiles tree, not a project's: it
+    does not count, so a home kept in git never blocks the default path.
     """
-    target = p.expanduser().resolve()
-    for anchor in (Path(__file__).resolve().parent, Path.cwd().resolve()):
-        tree = _worktree_of(anchor)
-        if tree is not None and (target == tree or tree in target.parents):
-            return tree
-    return None
+    tree = _worktree_of(p.expanduser().resolve().parent)
+    if tree is None:
+        return None
+    dotfiles = (Path.home().resolve(), _config_home(os.environ).resolve())
+    if any(tree == d or tree in d.parents for d in dotfiles):
+        return None
+    return tree
 
 
 def save_section(name: str, values: Mapping[str, Any], path: str | Path | None = None) -> list[str]:
