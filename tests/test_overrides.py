@@ -740,3 +740,31 @@ def test_a_model_flag_override_must_mean_the_same_in_the_trainer_and_the_vllm_se
     else:
         with pytest.raises(OverrideError, match="write True or False"):
             check_spec(s)
+
+
+def test_check_spec_parses_each_extra_override_once(monkeypatch):
+    """check_spec's override checks (the syntax / model-flag / async-save one, the token budgets, the micro-batch,
+    the whole step, Ulysses padding) each parsed ``extra_overrides`` again: 5 parses of every ``--override`` per
+    check. One parse now, handed to the checks; what they refuse is kept (the tests above)."""
+    from dapo_ops.core import hydra_override, runspec
+
+    seen: list[str] = []
+    real = hydra_override.parse_override
+
+    def counting(item):
+        seen.append(str(item))
+        return real(item)
+
+    monkeypatch.setattr(hydra_override, "parse_override", counting)
+    monkeypatch.setattr(runspec, "parse_override", counting)
+    extra = [
+        "trainer.val_before_train=False",
+        "+actor_rollout_ref.actor.clip_ratio_c=10.0",
+        "~trainer.rollout_data_dir",
+    ]
+    sp = spec(extra_overrides=extra)
+    sp["features"] = resolve("").to_json()
+    check_spec(sp, host_devices=8)
+    assert sorted(seen) == sorted(extra), seen
+    with pytest.raises(OverrideError, match="async_save"):  # still refused, from the same one parse
+        check_spec(spec(extra_overrides=["actor_rollout_ref.actor.checkpoint.async_save=True"]))

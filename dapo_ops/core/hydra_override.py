@@ -113,10 +113,11 @@ def key_of(item: object) -> Optional[str]:
 def last_by_key(items: Iterable[object]) -> Dict[str, Override]:
     """``{key: the last override of that key}`` over ``items`` in order (Hydra applies them in order, so the last one
     decides the key: ``config_loader_impl.py`` ``_apply_overrides_to_config``); words that are not overrides are
-    skipped. A deletion stays in the map (the key was touched, :attr:`Override.text` is None)."""
+    skipped. A deletion stays in the map (the key was touched, :attr:`Override.text` is None). An item already
+    parsed (an :class:`Override`) is taken as it is, not parsed again."""
     out: Dict[str, Override] = {}
     for x in items or ():
-        o = parse_override(x)
+        o = x if isinstance(x, Override) else parse_override(x)
         if o is not None:
             out[o.key] = o
     return out

@@ -16,7 +16,7 @@ from dapo_ops.core import defaults
 from dapo_ops.core import memfit
 from dapo_ops.core import memladder
 from dapo_ops.core import profiles
-from dapo_ops.core.hydra_override import last_by_key, parse_override, truth
+from dapo_ops.core.hydra_override import Override, last_by_key, parse_override, truth
 from dapo_ops.core.profiles import OverrideError
 
 __all__ = ["MAX_STEPS", "as_int", "check_spec", "data_parallel_size", "effective_settings", "parameter_sync_step"]
@@ -125,11 +125,11 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
         raise OverrideError(
             f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
         )
-    _check_extra_overrides(s)
-    _check_budget_overrides(spec, s, prompt + resp)
-    _check_micro_batches(spec, s, data_parallel_size(spec, world)[0], mini, n)
-    _check_step_batch(spec, s, world, tbs, n)
-    _check_ulysses_padding(spec, s)
+    last = _check_extra_overrides(s)  # the one parse of extra_overrides every check below reads
+    _check_budget_overrides(spec, s, last, prompt + resp)
+    _check_micro_batches(spec, s, last, data_parallel_size(spec, world)[0], mini, n)
+    _check_step_batch(spec, s, last, world, tbs, n)
+    _check_ulysses_padding(spec, last)
 
 
 #: the model's bool flags verl 0.9.1 builds into HFModelConfig twice: hydra-instantiated without coercion in the
@@ -159,13 +159,13 @@ def _dynamic(spec: defaults.RunSpec, last: Mapping[str, Any]) -> bool:
     return bool(truth(o)) if o is not None and not o.deletes else "dynamic_batch" in _feature_names(spec)
 
 
-def _check_budget_overrides(spec: defaults.RunSpec, s: dict[str, Any], seq: int) -> None:
+def _check_budget_overrides(spec: defaults.RunSpec, s: dict[str, Any], last: Mapping[str, Override], seq: int) -> None:
     """:func:`check_spec`'s token-budget and dynamic-batch keys given by ``--override``: no ``~`` deletion of one verl
     reads straight from the config (:data:`NOT_DELETABLE`), and under dynamic batch no budget below prompt + response
     over the sequence-parallel size (verl 0.9.1 asserts ``max_token_len_per_gpu x sp_size >= max_seq_len`` when it
     splits a batch, ``verl/workers/engine/utils.py:110``, ``verl/utils/seqlen_balancing.py:384-386``; sp_size: Megatron's
-    CP, FSDP's Ulysses), after minutes of start-up. Raises :class:`OverrideError`."""
-    last = last_by_key(s.get("extra_overrides") or [])
+    CP, FSDP's Ulysses), after minutes of start-up. ``last``: the parsed ``extra_overrides`` (:func:`_check_extra_overrides`).
+    Raises :class:`OverrideError`."""
     for key in NOT_DELETABLE:
         if key in last and last[key].deletes:
             raise OverrideError(
@@ -196,14 +196,15 @@ def _feature_names(spec: defaults.RunSpec) -> set[str]:
     return {str(f.get("name")) for f in spec.features if isinstance(f, dict)}
 
 
-def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, mini: int, n: int) -> None:
+def _check_micro_batches(
+    spec: defaults.RunSpec, s: dict[str, Any], last: Mapping[str, Override], dp: int, mini: int, n: int
+) -> None:
     """:func:`check_spec`'s update micro-batch without dynamic batch: it divides what a data-parallel rank gets of a
     mini-batch (``ppo_mini_batch_size x rollout_n / dp``, ``verl/workers/engine_workers.py:267-270``): verl 0.9.1
     asserts "data size must be divisible by ... micro_batch_size_per_gpu" (``verl/workers/engine/utils.py:126``) at
     the first update, after minutes of start-up. The value verl gets: :func:`dapo_ops.core.memladder.current_micro`.
     The log-prob forward's is not checked here: its per-rank batch depends on the trainer's padding and mode
-    (fastfit.py sizes it). Raises :class:`OverrideError`."""
-    last = last_by_key(s.get("extra_overrides") or [])
+    (fastfit.py sizes it). ``last``: the parsed ``extra_overrides``. Raises :class:`OverrideError`."""
     if not spec.features or _dynamic(spec, last):
         return
     name = "ppo_micro_batch_size_per_gpu"
@@ -226,13 +227,12 @@ def _check_micro_batches(spec: defaults.RunSpec, s: dict[str, Any], dp: int, min
         )
 
 
-def _check_ulysses_padding(spec: defaults.RunSpec, s: dict[str, Any]) -> None:
+def _check_ulysses_padding(spec: defaults.RunSpec, last: Mapping[str, Override]) -> None:
     """:func:`check_spec`'s FSDP Ulysses sequence parallelism (``--override`` :data:`ULYSSES_KEY` > 1): verl 0.9.1's
     ``FSDPActorConfig.validate`` refuses it without ``actor_rollout_ref.model.use_remove_padding`` (verl/workers/config/
     actor.py:333-342, reached through ``validate_config``, verl/utils/config.py:160), at start-up. The value verl gets:
     the ``--override`` of the key (its truthiness; a ``~`` deletion reads as off there), else the ``remove_padding``
-    feature (core/profiles.py). Raises :class:`OverrideError`."""
-    last = last_by_key(s.get("extra_overrides") or [])
+    feature (core/profiles.py). ``last``: the parsed ``extra_overrides``. Raises :class:`OverrideError`."""
     u = last.get(ULYSSES_KEY)
     u_text = (u.text if u is not None and not u.deletes else None) or ""
     if spec.framework != "fsdp" or not spec.features or not u_text.isdigit() or int(u_text) <= 1:
@@ -246,14 +246,15 @@ def _check_ulysses_padding(spec: defaults.RunSpec, s: dict[str, Any]) -> None:
     )
 
 
-def _check_step_batch(spec: defaults.RunSpec, s: dict[str, Any], world: int, tbs: int, n: int) -> None:
+def _check_step_batch(
+    spec: defaults.RunSpec, s: dict[str, Any], last: Mapping[str, Override], world: int, tbs: int, n: int
+) -> None:
     """:func:`check_spec`'s whole step without dynamic batch (profile 0.9): verl 0.9.1's ``validate_config`` runs in the
     driver before the V1 trainer pads anything (``verl/trainer/main_ppo.py:177``) and asserts that ``train_batch_size x
     rollout_n`` splits into minimal batches: every trainer device on FSDP, ``dp x ppo_micro_batch_size_per_gpu`` on
     Megatron (``verl/utils/config.py:103-127``). The mini-batch check (:func:`_batch_split_problems`) does not cover a
     ``train_batch_size`` that is no multiple of ``ppo_mini_batch_size``. The 0.8 profile checks the step over every
-    device already. Raises :class:`OverrideError`."""
-    last = last_by_key(s.get("extra_overrides") or [])
+    device already. ``last``: the parsed ``extra_overrides``. Raises :class:`OverrideError`."""
     if spec.profile == "0.8" or not spec.features or _dynamic(spec, last):
         return
     minimal, how = world, f"the {world} trainer devices"
@@ -336,16 +337,19 @@ def _check_gpu_memory_utilization(s: dict[str, Any]) -> None:
         raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
 
 
-def _check_extra_overrides(s: dict[str, Any]) -> None:
+def _check_extra_overrides(s: dict[str, Any]) -> dict[str, Override]:
     """:func:`check_spec`'s ``extra_overrides``: each one a Hydra override (``key=value``, ``+``/``++``, ``~key``:
     :func:`dapo_ops.core.hydra_override.parse_override`), and no async checkpoint save (:data:`ASYNC_SAVE_KEY`).
-    Raises :class:`OverrideError`."""
+    Returns them parsed, the last of each key (:func:`dapo_ops.core.hydra_override.last_by_key` over this one
+    parse): what the other checks read. Raises :class:`OverrideError`."""
+    parsed: list[Override] = []
     for x in s.get("extra_overrides") or []:
         o = parse_override(x) if isinstance(x, str) else None
         if o is None:
             raise OverrideError(
                 f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)"
             )
+        parsed.append(o)
         if (
             o.key in MODEL_FLAGS
             and not o.deletes
@@ -362,6 +366,7 @@ def _check_extra_overrides(s: dict[str, Any]) -> None:
                 f"latest_checkpointed_iteration.txt (trainer_base.py:1012) and nothing finalizes the async save, so a "
                 f"retry or --resume would start from step 0; drop the override (saves are synchronous)"
             )
+    return last_by_key(parsed)
 
 
 def data_parallel_size(spec: Mapping[str, Any], world: int) -> tuple[int, str]:
