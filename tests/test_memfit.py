@@ -541,3 +541,48 @@ def test_a_dry_run_without_the_models_config_says_the_fit_is_the_launchs():
     assert p.memory[0].startswith("memory-fit estimate: the model's config.json is not readable here")
     assert p.memory[1].startswith("fit: not chosen here (no config.json, no device memory): inv launch sets the token")
     assert "(what you set stays)" in p.memory[1] and len(p.memory) == 2
+
+
+def test_the_estimate_reads_what_the_users_overrides_run():
+    """The estimate took the features alone: a run whose ``--override`` offloads the actor (param_offload=True and
+    optimizer_offload=True, appended after the features' keys, so verl runs them) was estimated without offload, did
+    not fit on 18 GiB, and the ladder's offload rung was skipped ("your --override sets ..."): the plan refused it
+    ("memory-fit: the run cannot fit"). The estimate now reads the user's overrides (the one parse, memfit.user_overrides): what
+    they turn on or off of a memory feature, and FSDP2's offload policy."""
+    over = [
+        "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+    ]
+    spec = {
+        "mode": "dapo",
+        "framework": "fsdp",
+        "settings": {
+            "gpu_memory_utilization": 0.4,
+            "max_prompt_length": 128,
+            "max_response_length": 64,
+            "n_gpus_per_node": 2,
+            "rollout_tp": 1,
+            "micro_batch_size": 8,
+            "steps": 3,
+            "extra_overrides": over,
+        },
+    }
+    fs = resolve("-dynamic_batch,-gradient_checkpointing")
+    bare = dict(spec, settings=dict(spec["settings"], extra_overrides=[]))
+    assert memfit.fit(TINY_146B, bare, fs, 18.0).rungs == ["offload(weight-sync)"]  # 18.5 of 18 GiB without it
+    f = memfit.fit(TINY_146B, spec, fs, 18.0)  # main's code: FitError "the run cannot fit: tightest weight-sync 18.5"
+    assert f.planned.fits and f.rungs == [], f.lines()
+    setup = memfit.setup_from_spec(spec, fs, 30.0)
+    assert setup.offload and not setup.gc
+
+    def setup_with(overrides, features="-dynamic_batch"):
+        s = dict(spec, settings=dict(spec["settings"], extra_overrides=overrides))
+        return memfit.setup_from_spec(s, resolve(features), 30.0)
+
+    assert not setup_with(over[:1]).offload  # the optimizer state stays: counted as the feature off, whole
+    assert not setup_with([over[0], "~actor_rollout_ref.actor.fsdp_config.optimizer_offload"]).offload
+    assert setup_with([]).gc and not setup_with(["actor_rollout_ref.model.enable_gradient_checkpointing=False"]).gc
+    assert setup_with(["actor_rollout_ref.model.enable_gradient_checkpointing=1"], "-gradient_checkpointing").gc
+    assert setup_with(["actor_rollout_ref.actor.fsdp_config.offload_policy=True"]).offload_policy
+    # a later override of the same key wins (Hydra applies them in order)
+    assert not setup_with(over + ["actor_rollout_ref.actor.fsdp_config.param_offload=False"]).offload

@@ -54,8 +54,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TYPE_CHECKING
 
-from dapo_ops.core import defaults
-from dapo_ops.core.hydra_override import key_of, last_by_key, truth
+from dapo_ops.core import defaults, memladder
+from dapo_ops.core.hydra_override import Override, key_of, last_by_key, truth
 from dapo_ops.core.memladder import current_micro
 from dapo_ops.core.profiles import fsdp_strategy
 
@@ -325,13 +325,59 @@ BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"
 BUCKET_OVERRIDE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
 
 
-def override_values(spec: Mapping[str, Any]) -> dict[str, str | None]:
-    """``{key: value text}`` of the spec's ``extra_overrides``: what the last override of each key gives it
-    (:func:`dapo_ops.core.hydra_override.last_by_key`; ``+``/``++`` prefixes and quotes gone), None for a key that
+def user_overrides(spec: Mapping[str, Any]) -> dict[str, Override]:
+    """The spec's ``extra_overrides`` parsed: the last override of each key
+    (:func:`dapo_ops.core.hydra_override.last_by_key`), every key one the user touched. The one parse the estimate
+    reads (:func:`override_values`, :func:`setup_from_spec`)."""
+    return last_by_key(((spec or {}).get("settings") or {}).get("extra_overrides") or [])
+
+
+def override_values(spec: Mapping[str, Any], user: Mapping[str, Override] | None = None) -> dict[str, str | None]:
+    """``{key: value text}`` of the spec's ``extra_overrides`` (``user``: :func:`user_overrides` of it, parsed
+    already): what the last override of each key gives it (``+``/``++`` prefixes and quotes gone), None for a key that
     override deletes (``~key``: verl then runs its config dataclass's default, :mod:`dapo_ops.core.hydra_override`).
     Every key here is one the user touched."""
-    items = ((spec or {}).get("settings") or {}).get("extra_overrides") or []
-    return {k: o.text for k, o in last_by_key(items).items()}
+    return {k: o.text for k, o in (user_overrides(spec) if user is None else user).items()}
+
+
+#: the memory features the estimate models (:class:`Setup` ``gc`` / ``offload`` / ``recompute``)
+MEMORY_FEATURES = ("gradient_checkpointing", "offload", "recompute")
+
+
+def _gives(o: Override, value: object) -> bool:
+    """Whether override ``o`` gives its key ``value`` (a feature's value in
+    :func:`dapo_ops.core.profiles.feature_overrides`) as verl reads it: a bool by truthiness
+    (:func:`dapo_ops.core.hydra_override.truth`; a ``~`` deletion is neither), None by ``null`` / a deletion, any
+    other value by its text."""
+    if isinstance(value, bool):
+        return truth(o) is value
+    if value is None:
+        return o.deletes or o.null
+    return o.text == str(value)
+
+
+def features_run(features: FeatureSet, settings: dict[str, Any], user: Mapping[str, Override]) -> frozenset[str]:
+    """The enabled features' names as verl runs them once the user's ``--override`` (``user``, :func:`user_overrides`)
+    is applied: it is appended after the features' keys, so the user's value decides
+    (:func:`dapo_ops.core.overrides.verl_argv`). A memory feature (:data:`MEMORY_FEATURES`) whose keys
+    (:func:`dapo_ops.core.memladder.feature_keys`) the user touched counts on when every one of them reads on (the
+    user's value, else the feature's own), else off: ``actor_rollout_ref.actor.fsdp_config.param_offload=True`` and
+    ``...optimizer_offload=True`` offload the actor as the ``offload`` feature does; one of them alone is counted as
+    no offload (the estimate models the feature whole, so it over-counts rather than under)."""
+    names = set(features.names())
+    for f in MEMORY_FEATURES:
+        changed = memladder.feature_keys(frozenset(names), f, features.disabled, settings)
+        if any(k in user for k in changed):
+            on = all(_gives(user[k], v) if k in user else f in names for k, (_, v) in changed.items())
+            names = names | {f} if on else names - {f}
+    return frozenset(names)
+
+
+def _offload_policy(s: Mapping[str, Any], user: Mapping[str, Override]) -> bool:
+    """FSDP2's CPU offload policy as verl runs it: the user's ``--override`` of its key (truthiness), else the
+    ``fsdp_offload_policy`` setting (:data:`dapo_ops.core.memladder.SETTING_KEYS`)."""
+    o = user.get(memladder.SETTING_KEYS["fsdp_offload_policy"][0])
+    return bool(truth(o)) if o is not None else bool(s.get("fsdp_offload_policy"))
 
 
 def parallel_sizes(spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -409,10 +455,11 @@ def setup_from_spec(
     spec = defaults.RunSpec.read(spec)
     s = dict(spec.settings)
     s.update(setting_changes or {})
-    names = features.names()
+    user = user_overrides(spec)  # the one parse of the user's --override every value below reads
+    names = features_run(features, dict(s, framework=spec.framework, profile=spec.profile), user)
     seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
     budgets = dict(s.get("token_budgets") or {})
-    ov = override_values(spec)
+    ov = override_values(spec, user)
     for k, v in ov.items():
         if k.endswith("max_token_len_per_gpu") and v and v.isdigit():
             budgets.setdefault(k, int(v))
@@ -420,7 +467,7 @@ def setup_from_spec(
     if (
         BYPASS_KEY in ov
     ):  # deleted (None): RolloutCorrectionConfig's default False (verl/trainer/config/algorithm.py:184)
-        bypass = bool(truth(last_by_key(spec.settings.get("extra_overrides") or [])[BYPASS_KEY]))
+        bypass = bool(truth(user[BYPASS_KEY]))
     else:  # the generator's one-step-off default (dapo_ops.core.profiles.v1_overrides)
         bypass = spec.mode == "one-step-off" and spec.profile == "0.9"
     bucket_mb = s.get("weight_sync_bucket_mb") or ov.get(BUCKET_OVERRIDE_KEY)
@@ -445,14 +492,14 @@ def setup_from_spec(
         gc="gradient_checkpointing" in names,
         offload="offload" in names,
         recompute="recompute" in names,
-        offload_policy=bool(s.get("fsdp_offload_policy")),
+        offload_policy=_offload_policy(s, user),
         adam_in_forward=int(s["steps"]) > 1,
         tp=par["tp"],
         pp=par["pp"],
         cp=par["cp"],
         logprob=not bypass,
         bucket_gib=int(str(bucket_mb)) / 1024 if str(bucket_mb or "").isdigit() else SYNC_BUCKET_GIB,
-        strategy=fsdp_strategy(world, spec.strategy, bool(s.get("fsdp_offload_policy"))),
+        strategy=fsdp_strategy(world, spec.strategy, bool(s.get("fsdp_offload_policy"))),  # the command's
         megatron_recompute=s["megatron_recompute"],
     )
 

@@ -213,29 +213,41 @@ def _set_by_user(features: FeatureSet, rung: str, settings: dict[str, Any]) -> s
     user = last_by_key(settings.get("extra_overrides") or [])
     if not user:
         return None
+    changed = feature_keys(features.names(), rung, features.disabled, settings)
+    if not changed or any(k not in user for k in changed):
+        return None
+    return f"{rung}: skipped, it would change nothing: your --override sets {', '.join(changed)} (a user choice is never overridden)"
+
+
+def feature_keys(
+    names: frozenset[str], feature: str, disabled: frozenset[str], settings: dict[str, Any]
+) -> dict[str, tuple[object, object]]:
+    """``{verl key: (its value with ``feature`` off, with it on)}`` for every key the feature changes, the features
+    ``names`` (less or plus ``feature``) on and ``disabled`` off, as
+    :func:`dapo_ops.core.profiles.feature_overrides` writes them for complete-able ``settings``: less the ``ref.*`` /
+    ``critic.*`` keys of roles the run does not have (:func:`dapo_ops.core.profiles.needs_ref_critic`,
+    :func:`dapo_ops.core.profiles.drop_inert`: no code reads them). The one table of a feature's keys that
+    :func:`_set_by_user` and the memory-fit estimate (:func:`dapo_ops.core.memfit.setup_from_spec`) read."""
     s = defaults.complete_settings(dict(settings))
     spec = defaults.RunSpec.read({"settings": s})  # the run's roles and the default verl profile (0.9)
     use_ref, use_critic = profiles.needs_ref_critic(settings.get("extra_overrides") or [])
 
-    def keys(names: frozenset[str]) -> dict[str, object]:
+    def keys(ns: frozenset[str]) -> dict[str, object]:
         pairs = profiles.feature_overrides(
             str(s.get("profile") or spec.profile),
             s.get("framework"),
-            names,
+            ns,
             max_prompt_length=int(s["max_prompt_length"]),
             max_response_length=int(s["max_response_length"]),
             accelerator=str(s.get("accelerator") or defaults.HOST["accelerator"]),
             micro_batch_size=int(s["micro_batch_size"]),
-            disabled=features.disabled,
+            disabled=disabled,
             megatron_recompute=s["megatron_recompute"],
         )
         return {k.lstrip("+"): v for k, v in profiles.drop_inert(pairs, use_ref=use_ref, use_critic=use_critic)}
 
-    off, on = keys(features.names()), keys(features.names() | {rung})
-    changed = [k for k in on if on[k] != off.get(k)]
-    if not changed or any(k not in user for k in changed):
-        return None
-    return f"{rung}: skipped, it would change nothing: your --override sets {', '.join(changed)} (a user choice is never overridden)"
+    off, on = keys(names - {feature}), keys(names | {feature})
+    return {k: (off.get(k), v) for k, v in on.items() if v != off.get(k)}
 
 
 def _extra_value(settings: dict[str, Any], key: str) -> int | None:
