@@ -271,3 +271,55 @@ def test_a_plain_hang_says_what_the_dumps_show_and_blames_no_network():
     )
     d3 = ladder.decide(FeatureSet.from_json([]), "hang", coll["detail"], 0, 3, {"hang": 1}, {})
     assert "HCCL/NCCL" in d3.suggestions[0]
+
+
+def _save_line() -> str:
+    """verl 0.9.1's save line as the real run printed it (a2-success: ``Saving checkpoint to
+    .../global_step_2``, verl/trainer/ppo/v1/trainer_base.py:955), Ray prefix and colour codes included."""
+    log = (TOOL_RUNS / "a2-success" / "train.log").read_text(errors="replace")
+    return next(ln for ln in log.splitlines() if "Saving checkpoint to" in ln and ln.endswith("global_step_2"))
+
+
+def test_a_checkpoint_save_in_flight_is_no_stall(monkeypatch):
+    """A save is not a stall: the counters (devices idle, memory flat, the processes waiting on the disk) called
+    one after 180 s of a long save, and a save on a step ``save_freq`` did not predict (an unknown total, an
+    override) kept the step's plain limit. verl's save line (the log grammar's parse_save) now holds the counters
+    until the step's line and gives the step its save allowance (the cap for a first save)."""
+    t = [1000.0]
+    monkeypatch.setattr(follow, "now", lambda: t[0])
+    dev, cpu = [[(95, 30000)]], [0.0]
+    watch = stall.CounterWatch(lambda: dev[0], lambda: cpu[0], window_s=180, sample_s=15)
+    rec = {"attempts": [], "step": None, "metrics": {}}
+    att = {"n": 1, "started_at": t[0]}
+    sc = follow.Scanner(
+        rec,
+        att,
+        record.RecordWriter("/nonexistent"),
+        follow.LinkFinder({}),
+        lambda u: None,
+        lambda ln: False,
+        {},
+        hang_timeout_s=1800.0,
+        settings={"save_freq": -1},
+        counters=watch,
+    )
+    t[0] += 2.0
+    sc.scan(["step:1 - training/global_step:1 - timing_s/step:2.0"])
+    assert sc.stall_after_s == 60.0 and watch.sample(t[0]) is None  # the floor; the counters armed (busy)
+    line = _save_line()
+    assert logformat.parse_save(line) == 2
+    sc.scan([line])  # step 2 saves before its step line (trainer_base.py:481-514)
+    assert sc.saving == 2 and att["saved_step"] == 2 and att["save_started_at"] == t[0]
+    assert sc.stall_after_s == 1800.0 and rec["stall_after_s"] == 1800.0  # no save seen yet: the cap
+    dev[0] = [(0, 30000)]  # the save: devices idle, memory flat, no CPU
+    start = t[0]
+    while t[0] < start + 600:
+        t[0] += 15
+        assert watch.sample(t[0]) is None, t[0] - start
+    sc.scan(["step:2 - training/global_step:2 - timing_s/step:602.0 - timing_s/save_checkpoint:600.0"])
+    assert sc.saving is None and sc.stall_after_s == 60.0  # the save is over; step 3 saves nothing (save_freq -1)
+    called = None
+    while called is None and t[0] < start + 1500:
+        t[0] += 15
+        called = watch.sample(t[0])
+    assert called is not None and 180 <= called <= 195  # idle after the step line: the counters call it again

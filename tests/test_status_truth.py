@@ -174,3 +174,39 @@ def test_stop_of_a_killed_supervisors_run_records_the_step_from_the_attempts_own
     assert rec["step"] == 12
     row = statusview.build_row("gpu", {"run": rec, "tail": "", "now": 2000.0})
     assert row.ended == "stopped by `inv stop` at step 12/12"
+
+
+def test_a_checkpoint_save_in_flight_is_said_not_no_step(monkeypatch):
+    """``inv status`` said ``no step for 40s`` (JSON ``no_step_s``), later ``stalled``, while verl was saving a
+    checkpoint: a long save is no stall. The supervisor reads verl's real save line (a2-success's ``Saving checkpoint
+    to .../global_step_2``, the log grammar's parse_save) into the attempt (``saved_step``, ``save_started_at``);
+    status now says ``saving checkpoint step 2 for 40s`` until step 2's line, and nothing of a stall."""
+    from pathlib import Path
+
+    from dapo_ops.agent.supervisor import follow, record
+
+    log = Path(__file__).parent / "fixtures" / "real-verl" / "tool-runs" / "a2-success" / "train.log"
+    save = next(ln for ln in log.read_text(errors="replace").splitlines() if ln.endswith("checkpoints/global_step_2"))
+    att = {"n": 1, "started_at": 1000.0}
+    run = _run(stall_after_s=60.0, total_steps=6, attempts=[att])
+    sc = follow.Scanner(
+        run, att, record.RecordWriter("/nonexistent"), follow.LinkFinder({}), lambda u: None, lambda ln: False, {}
+    )
+    monkeypatch.setattr(follow, "now", lambda: 1012.0)
+    sc.scan([save])
+    assert att["saved_step"] == 2 and att["save_started_at"] == 1012.0
+    row = statusview.build_row("h3", {"run": run, "tail": "", "now": 1052.0, "supervisor_alive": True})
+    assert row.no_step_s is None and row.stalled_s is None and not row.stale, row
+    assert (row.saving_step, row.saving_s) == (2, 40.0)
+    assert statustable.cells(row)["eta"] == "saving checkpoint step 2 for 40s"
+    line = statustable.summary_line(row) or ""
+    assert "saving checkpoint step 2 for 40s" in line and "no step" not in line and "ETA" not in line, line
+    js = row.to_json()
+    assert js["saving_step"] == 2 and js["saving_s"] == 40.0 and js["no_step_s"] is None
+    # step 2's line came (verl prints it after the save): the save is over, the usual reading again
+    tail = "(TaskRunnerV1 pid=1) step:2 - training/global_step:2 - timing_s/step:30.0\n"
+    done = statusview.build_row("h3", {"run": run, "tail": tail, "now": 1052.0, "supervisor_alive": True})
+    assert done.saving_step is None and done.step == 2
+    # an attempt with no save: unchanged (no step for ..)
+    plain = statusview.build_row("h3", {"run": _run(stall_after_s=60.0, total_steps=6), "tail": "", "now": 1022.0})
+    assert plain.no_step_s == 12.0 and plain.saving_step is None

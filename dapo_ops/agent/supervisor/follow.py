@@ -181,12 +181,15 @@ class Scanner:
         self.stall_by: Optional[str] = None  # what called it: "silence", "no-step" or "counters"
         self.health = watch if watch is not None else health.HealthWatch()  # the run's, across attempts
         self.bad: Optional[health.Flag] = None  # the first bad training metric of this attempt (core/health.py)
+        self.saving: Optional[int] = None  # the step whose checkpoint save verl started and has not finished
 
     def _on_step(self, step: int, metrics: Dict[str, float], t: float) -> None:
         """A step line: its duration (``timing_s/step``, else the time since the previous step line; the first
         step of the attempt is measured from the attempt's start), what the clock learns from its phases and the
         stall threshold that gives for the next step. The line of the validation before training
-        (:func:`dapo_ops.core.logformat.is_validation_only`) is progress but not a step: step 1's interval spans it."""
+        (:func:`dapo_ops.core.logformat.is_validation_only`) is progress but not a step: step 1's interval spans it.
+        A save in flight (:meth:`_on_save`) ends with it."""
+        self.saving = None
         self.storms.progress()
         if self.counters is not None:
             self.counters.progress()
@@ -200,6 +203,23 @@ class Scanner:
         self.stall_after_s = self.clock.limit(step + 1, self.rec.get("total_steps"), self.settings)
         self.stall_basis = self.clock.basis(self.stall_after_s)
         self.rec["stall_after_s"] = self.stall_after_s
+
+    def _on_save(self, step: int, t: float) -> None:
+        """verl started saving the checkpoint of ``step`` (:func:`dapo_ops.core.logformat.parse_save`); that step's
+        line ends it (verl logs the step's metrics after the save, verl/trainer/ppo/v1/trainer_base.py:481-514).
+        run.json's attempt gets ``saved_step`` (a save started; complete = on disk: latest_checkpoint) and
+        ``save_started_at`` (``inv status`` says "saving checkpoint step N for ..." until the step line). A save is
+        no stall: the limit gets the step's save allowance (:meth:`.stall.StepClock.save_limit`) and the counters
+        hold (:meth:`.stall.CounterWatch.hold`)."""
+        self.att["saved_step"], self.att["save_started_at"] = step, t
+        self.saving = step
+        lim = self.clock.save_limit(step, self.rec.get("total_steps"), self.settings)
+        if lim is not None and self.stall_after_s is not None and lim > self.stall_after_s:
+            self.stall_after_s = self.rec["stall_after_s"] = lim
+            self.stall_basis = self.clock.basis(lim)
+        if self.counters is not None:
+            self.counters.hold()
+        self.writer.dirty = True
 
     def _on_health(self, flag: Optional[health.Flag]) -> None:
         """After a step line or a skip print: run.json ``health.trend`` (what ``inv status`` shows) and, the first
@@ -262,8 +282,7 @@ class Scanner:
                 self.writer.dirty = True
             saved = parse_save(line)
             if saved is not None:
-                att["saved_step"] = saved  # a save started (complete = on disk: latest_checkpoint)
-                self.writer.dirty = True
+                self._on_save(saved, t)
             if self._wants_link() and ("View run" in line or "swanlab" in line or self.links.pending()):
                 url = self.links.feed(line)
                 if url:

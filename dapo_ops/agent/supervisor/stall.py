@@ -151,6 +151,13 @@ class StepClock:
                 extra += seen
         return self._clamp(self.factor * (base + extra))
 
+    def save_limit(self, step: int, total: Optional[int], settings: Dict[str, Any]) -> Optional[float]:
+        """:meth:`limit` for step ``step`` as a step that saves a checkpoint, whatever ``save_freq`` predicted: verl
+        printed that it is saving (``Saving checkpoint to .../global_step_<step>``, verl/trainer/ppo/v1/
+        trainer_base.py:955, :func:`dapo_ops.core.logformat.parse_save`), so the longest save seen (or the cap, for
+        a first save) is added to the step's allowance (a save runs inside ``timing_s/step``, trainer_base.py:481-485)."""
+        return self.limit(step, total, dict(settings, save_freq=1))
+
     def basis(self, limit_s: Optional[float]) -> str:
         """What ``limit_s`` (this clock's last :meth:`limit`) was made of, in words: the floor or the cap when it
         is clamped to one, else the factor and what it multiplied (before step 1 only an earlier run of this
@@ -235,15 +242,25 @@ class CounterWatch:
         self.idle_since: Optional[float] = None
         self._last: Optional[Tuple[float, List[Tuple[int, int]], Optional[float]]] = None
         self.evidence: List[str] = []
+        self.held = False  # a checkpoint save is in flight (:meth:`hold`)
 
     def progress(self) -> None:
-        """A step line: whatever idled before it was not a stall."""
+        """A step line: whatever idled before it was not a stall (and a save held since, :meth:`hold`, is done)."""
         self.idle_since = None
+        self.held = False
+
+    def hold(self) -> None:
+        """verl started saving a checkpoint (``Saving checkpoint to ...``, :func:`dapo_ops.core.logformat.parse_save`):
+        until the step's line (:meth:`progress`) the devices may idle, memory stay flat and the processes wait on the
+        disk (verl/trainer/ppo/v1/trainer_base.py:948-1030 writes the actor's shards, data.pt and the tracker), which
+        is not a stall. The counters call nothing meanwhile; the step clock (:meth:`StepClock.save_limit`) and the
+        hang cap still apply."""
+        self.held, self.idle_since, self._last = True, None, None
 
     def sample(self, t: float) -> Optional[float]:
         """Read the counters if ``sample_s`` passed since the last read. Returns the seconds the attempt has been
         idle by every counter once that reaches ``window_s``, else None."""
-        if self._last is not None and t - self._last[0] < self.sample_s:
+        if self.held or (self._last is not None and t - self._last[0] < self.sample_s):
             return None
         dev = self.read_devices()
         cpu = self.read_cpu()

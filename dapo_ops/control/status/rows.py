@@ -161,6 +161,8 @@ class StatusRow:
     serves: dict | None = None  # a Ray worker host: {"run_id", "head", "head_address"} of the cluster run it serves
     stalled_s: float | None = None  # active run whose step has not moved for longer than expected: for how long
     no_step_s: float | None = None  # active run with no step for longer than its step time explains (no ETA then)
+    saving_step: int | None = None  # active run whose verl is saving this step's checkpoint (started, not finished)
+    saving_s: float | None = None  # ... for this long (None when the supervisor did not record the start)
     last_step_at: float | None = None  # when the last step line came (container clock, seconds since the epoch)
     step_time_s: float | None = None  # the recent median step time the expectation comes from
     log_read: str | None = None  # the log the probe read: train.log, or the attempt's own log (supervisor gone)
@@ -434,7 +436,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     row.step_time_s = round(step_time, 3) if step_time else None
     if row.run_status.active and step is not None and last_progress:
         row.last_step_at = float(last_progress)
-        _no_eta_when_idle(row, run, step_time)
+        _no_eta_when_idle(row, run, step_time, now)
     if (
         row.state in (SUPERVISOR_DEAD, RunStatus.STOPPED, RunStatus.FAILED)
         and step is not None
@@ -460,18 +462,40 @@ def _finished(checkpoint, total) -> bool:
 IDLE_STEP_FACTOR = 3.0
 
 
-def _no_eta_when_idle(row: StatusRow, run: dict, step_time: float | None) -> None:
+def _no_eta_when_idle(row: StatusRow, run: dict, step_time: float | None, now: float = 0.0) -> None:
     """No ETA for an active run whose step does not move: ``stalled_s`` past :func:`stalled_after` (the supervisor's
     own limit), else ``no_step_s`` past :data:`IDLE_STEP_FACTOR` x the recent step time. A new user's trial: attempt
-    2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``ETA 10s`` for the first 30 s of its hang."""
+    2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``ETA 10s`` for the first 30 s of its hang.
+    A checkpoint save in flight (:func:`save_in_flight`) is neither: the row says ``saving_step`` / ``saving_s``
+    (the supervisor sizes its own limit for the save, dapo_ops/agent/supervisor/follow.py ``Scanner._on_save``)."""
     age = row.progress_age_s
     limit = stalled_after(run, step_time)
     if age is None:
+        return
+    saving = save_in_flight(run, row.step, now)
+    if saving is not None:
+        row.saving_step, row.saving_s = saving
+        row.eta_s, row.stale = None, False  # the step time does not hold the save; a save is no silence
         return
     if limit is not None and age >= limit:
         row.stalled_s, row.eta_s = age, None  # no ETA for a run that does not move
     elif step_time and age >= IDLE_STEP_FACTOR * step_time:
         row.no_step_s, row.eta_s = age, None
+
+
+def save_in_flight(run: dict, step: int | None, now: float) -> tuple[int, float | None] | None:
+    """``(N, seconds)`` when verl is saving the checkpoint of step ``N`` now, else None: the current attempt of run
+    record ``run`` started a save (``saved_step``, the supervisor's read of verl's ``Saving checkpoint to
+    .../global_step_N``, :func:`dapo_ops.core.logformat.parse_save`) past the run's last step ``step`` (verl prints
+    step N's line after its save, verl/trainer/ppo/v1/trainer_base.py:481-514). Seconds since ``save_started_at``
+    (the supervisor's clock, as ``last_progress_at``), None without it or without ``now``."""
+    attempts = run.get("attempts") or []
+    att = attempts[-1] if attempts and isinstance(attempts[-1], dict) else {}
+    n = att.get("saved_step")
+    if not isinstance(n, int) or (step is not None and step >= n):
+        return None
+    since = att.get("save_started_at")
+    return n, (round(max(0.0, now - float(since)), 1) if isinstance(since, (int, float)) and now else None)
 
 
 def stalled_after(run: dict, step_time_s: float | None) -> float | None:

@@ -160,12 +160,16 @@ def age(row: StatusRow) -> str:
 
 def eta_text(row: StatusRow) -> str:
     """The ETA cell: ``stalled 40s (last step 14:03:27)`` past the supervisor's limit, ``no step for 12s`` past what
-    the step time explains (``rows._no_eta_when_idle``), else the ETA (``-`` when none)."""
+    the step time explains (``rows._no_eta_when_idle``), ``saving checkpoint step 20 for 3m`` while verl saves
+    (``rows.save_in_flight``), else the ETA (``-`` when none)."""
     if row.stalled_s is not None:
         last = " (last step %s)" % _clock(row.last_step_at) if row.last_step_at else ""
         return "stalled %s%s" % (fmt_duration(row.stalled_s), last)
     if row.no_step_s is not None:
         return "no step for %s" % fmt_duration(row.no_step_s)
+    if row.saving_step is not None:
+        took = " for %s" % fmt_duration(row.saving_s) if row.saving_s is not None else ""
+        return "saving checkpoint step %d%s" % (row.saving_step, took)
     return fmt_duration(row.eta_s)
 
 
@@ -180,7 +184,7 @@ def summary_line(row: StatusRow) -> str | None:
         parts.append("step " + c["step"])
     if row.eta_s is not None:
         parts.append("ETA " + c["eta"])
-    elif row.stalled_s is not None or row.no_step_s is not None:
+    elif row.stalled_s is not None or row.no_step_s is not None or row.saving_step is not None:
         parts.append(c["eta"])  # no ETA, and why
     if "perf/throughput" in row.metrics or row.mfu:
         parts.append(tput_text(row, "/device"))
