@@ -316,6 +316,31 @@ def test_config_error_is_not_retried_and_says_why_in_one_line(sandbox, host_read
         assert len(lines) == 1 and "config-error" in lines[0], res.stderr
 
 
+@pytest.mark.parametrize("variant,cause", [("disk-full", "disk-full"), ("permission", "write-permission")])
+def test_a_failed_checkpoint_save_stops_with_its_fix_and_resume_skips_the_torn_save(
+    sandbox, host_ready, variant, cause
+):
+    """A save that fails in verl's workers (a full disk, a directory the container may not write: the stand-in ends
+    as verl 0.9.1 does, RayTaskError in the driver, no data.pt, tracker left on the previous save) is stopped, not
+    retried into the same failure, with a verdict that names the cause; the resume starts from the last complete
+    save, never the torn global_step_4."""
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "save-error", "step": 4, "variant": variant, "times": 1}})
+    res, rid = launch(host_ready, "h1", "--steps", "6", "--save-freq", "2", "--framework", "fsdp")
+    assert rid, res.stderr
+    rec = wait_end(sandbox, "h1", rid)
+    assert rec["status"] == "failed" and len(rec["attempts"]) == 1, rec.get("decision")
+    v = rec["attempts"][0]["verdict"]
+    assert (v["cls"], v["detail"].get("cause"), v["action_kind"]) == ("crash-other", cause, "stop"), v
+    ckpt = sandbox.runs_dir("h1") / rid / "checkpoints"
+    if variant == "permission":
+        assert v["detail"]["path"] == f"/verl/dapo_runs/{rid}/checkpoints/global_step_4"
+        assert "permission denied" in v["action"] and "writable" in v["hint"]
+    else:
+        assert (ckpt / "global_step_4" / "actor").is_dir()  # torn: rank 0's shard cut short, nothing else
+    assert training_steps(sandbox, "h1", rid)[1] == [1, 2, 3]
+    _resume_and_check(sandbox, host_ready, "h1", rid, stopped_by_operator=None)
+
+
 def test_a_missing_data_file_past_skip_preflight_dies_like_real_verl(sandbox, host_ready):
     """--skip-preflight lets the refused data check through; the trainer then dies the way real verl 0.9.1 does
     (its dataset's ``datasets.load_dataset`` raises ``FileNotFoundError: Unable to find '<path>'`` inside the
@@ -480,7 +505,7 @@ def _wait_step(sandbox, host, rid, step, timeout=180) -> dict:
     raise AssertionError(f"run {rid} on {host} did not reach step {step}: {read_run(sandbox, host, rid)}")
 
 
-def _resume_and_check(sandbox, host_ready, host, rid, stopped_by_operator=False):
+def _resume_and_check(sandbox, host_ready, host, rid, stopped_by_operator: bool | None = False):
     """``launch -H host --steps N --resume rid`` as the tool's own hints write it (no model, data or framework
     flags): a new run on rid's checkpoints with rid's settings that goes on after its last checkpoint. The old run
     ends ``stopped`` when the operator ran ``inv stop`` first, else the resume closes it as failed."""
@@ -507,7 +532,9 @@ def _resume_and_check(sandbox, host_ready, host, rid, stopped_by_operator=False)
     assert spec["framework"] == old_spec["framework"] == "fsdp" and spec["settings"]["model_path"] == f"{IN}/model"
     assert training_steps(sandbox, host, rid2)[1] == list(range(last + 1, steps + 1))  # continues, not anew
     old_rec = read_run(sandbox, host, rid)
-    if stopped_by_operator:
+    if stopped_by_operator is None:  # it had ended on its own (failed): the resume leaves its record alone
+        assert old_rec["status"] == "failed" and "closed by" not in old_rec["decision"].get("ended", "")
+    elif stopped_by_operator:
         assert old_rec["status"] == "stopped"
     else:  # closed by the resume as failed (its supervisor died), never as if `inv stop` had run (issue 32 item 4)
         assert old_rec["status"] == "failed"

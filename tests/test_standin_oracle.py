@@ -431,3 +431,71 @@ def test_standin_says_verls_unknown_trainer_line_and_the_classifier_names_the_ke
     log.write_text(out)
     v = C.classify_file(log, exit_code=1)
     assert v.cls == "config-error" and v.detail.get("key") == "trainer.v1.trainer_mode", (v.cls, v.detail)
+
+
+# a checkpoint save that fails in the workers ------------------------------------------------------------------------
+def test_verl_saves_the_workers_shards_before_data_pt_and_the_tracker(verl):
+    """verl 0.9.1's V1 ``_save_checkpoint``: the workers' blocking save first, then ``data.pt``, then the tracker; the
+    FSDP manager makes the actor dir with ``local_mkdir_safe`` (a failed makedirs is printed as a lock warning and
+    tried again) before its ``torch.save``s."""
+    v1 = (verl / "trainer/ppo/v1/trainer_base.py").read_text()
+    body = v1[v1.index("    def _save_checkpoint(self):") :]
+    wg, data, tracker = (
+        body.index("self.actor_rollout_wg.save_checkpoint("),
+        body.index("torch.save(self.train_dataloader.state_dict(), dataloader_local_path)"),
+        body.index('with open(local_latest_checkpointed_iteration, "w") as f:'),
+    )
+    assert wg < data < tracker
+    mgr = (verl / "utils/checkpoint/fsdp_checkpoint_manager.py").read_text().splitlines()
+    assert mgr[298].strip() == "local_path = local_mkdir_safe(local_path)"
+    assert mgr[346].strip() == "torch.save(model_state_dict, model_path)"
+    fs = (verl / "utils/fs.py").read_text()
+    assert 'print(f"Warning: Failed to acquire lock for {path}: {e}")' in fs
+
+
+def _save_error_run(standin_tree, tmp_path, variant):
+    (tmp_path / "scenario.json").write_text(
+        '{"step_time": 0.01, "failure": {"kind": "save-error", "step": 4, "variant": "%s"}}' % variant
+    )
+    ckpt = tmp_path / "ckpt"
+    args = [a for a in train_args(ckpt, steps=6) if not a.startswith("trainer.save_freq")]
+    r = run_standin(standin_tree, *args, "trainer.save_freq=2")
+    return r, ckpt
+
+
+@pytest.mark.parametrize(
+    "variant,cause,evidence",
+    [
+        ("disk-full", "disk-full", "PytorchStreamWriter failed writing file data/0: file write failed"),
+        ("permission", "write-permission", "PermissionError: [Errno 13] Permission denied: '{ckpt}/global_step_4'"),
+    ],
+)
+def test_a_failed_save_ends_like_verl_keeps_the_tracker_and_the_verdict_says_why(
+    standin_tree, tmp_path, variant, cause, evidence
+):
+    """The stand-in had no failing save (a full disk / a directory it may not write). verl raises the worker's error
+    in the driver (RayTaskError, exit 1) with no data.pt and the tracker on the previous save; the classifier
+    named a refused write no class (crash-other, 'matches no known class'), so its verdict said nothing of the
+    permission nor its fix."""
+    from dapo_ops.agent.supervisor import checkpoints
+    from dapo_ops.core import classify as C
+
+    r, ckpt = _save_error_run(standin_tree, tmp_path, variant)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert f"ray.exceptions.RayTaskError({'PermissionError' if variant == 'permission' else 'RuntimeError'}): " in out
+    assert "ray::WorkerDict.actor_rollout_save_checkpoint()" in out
+    assert evidence.format(ckpt=ckpt) in out
+    assert "step:3 - " in out and "step:4 - " not in out
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert not (ckpt / "global_step_4" / "data.pt").exists()
+    assert (ckpt / "global_step_4").exists() == (variant == "disk-full")  # a torn actor dir, or none at all
+    assert checkpoints.latest_checkpoint(str(ckpt)) == 2  # the next attempt resumes from the complete save
+    log = tmp_path / "attempt.log"
+    log.write_text(out)
+    v = C.classify_file(log, exit_code=1)
+    assert (v.cls, v.detail.get("cause"), v.action_kind) == ("crash-other", cause, "stop"), v.to_json()
+    if variant == "permission":
+        assert v.detail["path"] == f"{ckpt}/global_step_4"
+        assert "permission denied" in v.action and f"{ckpt}/global_step_4" in v.action
+        assert "writable" in v.hint and "resume" in v.hint

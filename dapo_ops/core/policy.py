@@ -362,6 +362,14 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
+            "stop: permission denied / read-only file system writing${path}; make it writable by the "
+            "container's user or move the checkpoints (see the hint), then resume from the last checkpoint",
+            "a write verl needs was refused (permission denied / read-only file system): not retried, it fails the "
+            "same way again",
+            when=("cause", "write-permission"),
+        ),
+        Rule(
+            Kind.STOP,
             "stop: torch.compile failed in a worker and Ray could not unpickle its BackendCompilerFailed; fix the "
             "compile error in the worker log (compiler, headers, libcuda link) or relaunch with "
             "actor_rollout_ref.actor.use_torch_compile=False; no memory escalation",

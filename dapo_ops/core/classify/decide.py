@@ -941,6 +941,16 @@ def _ran_out(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit]
     return mk(h.sig.cls, dict(d, epochs=f.epochs, cause="one-step-off"), ev(log, f.step_line, h.line))
 
 
+_DENIED_PATH_RX = re.compile(r"\[errno (?:13|30)\] [^:]+: '(.+)'\s*$", re.I)
+
+
+def _denied_path(line: str) -> str | None:
+    """The path of an ``[Errno 13] Permission denied: '<path>'`` / ``[Errno 30] Read-only file system: '<path>'``
+    line, or None."""
+    m = _DENIED_PATH_RX.search(line)
+    return m.group(1) if m else None
+
+
 def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """crash-other with a specific cause: the signature's name (thread-limit, segfault, shm, kernel-fault, ...)."""
     i, name = h.line, h.sig.name
@@ -949,6 +959,8 @@ def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], 
         d["node"] = _died_node(log, i)
     if name in ("device-unavailable", "kernel-fault"):
         d["code"] = next((t for _f, _c, t in device_codes.find_codes(log.low_line(i))), None)
+    if name == "write-permission":
+        d["path"] = _denied_path(log.lines[i])
     generic = [x for x in fatal if x.sig.tier == GENERIC]
     return mk("crash-other", d, ev(log, i) + generic_ev(log, generic))
 

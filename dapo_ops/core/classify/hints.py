@@ -97,6 +97,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "sigkill",
         "earlier-error",
         "disk-full",
+        "write-permission",
         "shm",
         "device-unavailable",
         "kernel-fault",
@@ -518,6 +519,13 @@ HINTS: dict[str, str] = {
     "crash-other/disk-full": (
         "A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a bigger volume; "
         "set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume."
+    ),
+    "crash-other/write-permission": (
+        "A write verl needs was refused${path}: permission denied or a read-only file system, e.g. a checkpoint "
+        "save (trainer.default_local_dir) the container's user may not write. Make that directory writable by the "
+        "container's user (`ls -ld` it inside the container; chown / chmod it, or mount it read-write) or point "
+        "ckpt_dir / runs_dir in hosts.toml at a writable volume; then resume (a failed save leaves the tracker "
+        "on the last complete checkpoint). A retry writes to the same place and fails again, so none is done."
     ),
     "crash-other/shm": (
         "Shared memory (/dev/shm) is too small: a DataLoader worker (or Ray's object store) died of SIGBUS. Not a "

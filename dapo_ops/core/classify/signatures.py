@@ -1136,6 +1136,17 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         r"no space left on device|disk quota exceeded|\bstoragefull\b|pytorchstreamwriter failed writing file"
         r"|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+",
     ),
+    # a write verl cannot make: EACCES / EROFS as the innermost exception (a checkpoint save's os.makedirs in the
+    # actor workers, verl/utils/fs.py:303 under verl/utils/checkpoint/fsdp_checkpoint_manager.py:299, comes back as
+    # RayTaskError(PermissionError)): the same write fails again on a retry
+    (
+        "write-permission",
+        "crash-other",
+        ROOT,
+        ("[errno 13] permission denied", "[errno 30] read-only file system"),
+        r"^\s*(?:permissionerror|oserror): \[errno 13\] permission denied: |^\s*oserror: \[errno 30\] read-only "
+        r"file system: ",
+    ),
     # device absent / not mounted / not visible (codes: dapo_ops/core/classify/device_codes.py)
     (
         "device-unavailable",

@@ -28,6 +28,7 @@ FAILURE_KINDS = (
     "network",
     "stall",
     "diverge",
+    "save-error",
 )
 
 

@@ -404,6 +404,76 @@ def crash(runner: str, pids: dict, ip: str, rng: random.Random):
     return fake_exc("RayTaskError", "ActorDiedError", msg)
 
 
+#: torch.save's words when a write of its zip archive comes up short (c10 caffe2/serialize/inline_container.cc; a
+#: full disk or quota: torch names no errno, the public reports of a full disk show this line)
+TORCH_WRITE_FAILED = "RuntimeError: [enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file data/0: file write failed"
+TORCH_SITE = "/usr/local/lib/python3.11/site-packages/torch"
+
+
+def save_error(variant: str, folder: str, world: int, runner: str, pids: dict, ip: str, rng: random.Random):
+    """(worker lines, exception) of a checkpoint save that fails in the actor workers, as verl 0.9.1's V1 trainer
+    ends: ``_save_checkpoint`` (verl/trainer/ppo/v1/trainer_base.py:948-1024) calls
+    ``actor_rollout_wg.save_checkpoint`` (:979, a blocking ``ray.get``, verl/single_controller/ray/base.py:56) BEFORE
+    ``data.pt`` (:996-999) and the tracker (:1021-1024); each rank's FSDPCheckpointManager.save_checkpoint
+    (verl/utils/checkpoint/fsdp_checkpoint_manager.py:272-) first makes ``global_step_N/actor`` with
+    ``local_mkdir_safe`` (:299; verl/utils/fs.py:277-305: a failed ``os.makedirs`` under its FileLock is printed as
+    ``Warning: Failed to acquire lock for <path>: <error>`` and tried again, which raises), then ``torch.save``s its
+    shards (:347). The worker's exception comes back to the TaskRunner as ``RayTaskError(<exc>)`` and ends the run
+    through Hydra (exit 1). ``variant``: ``disk-full`` (torch's short-write line) or ``permission`` (EACCES on the
+    directory)."""
+    actor = os.path.join(folder, "actor")
+    drv = [
+        task_header(runner, pids["runner"], ip, rng),
+        f'  File "{VERL_SITE}/trainer/main_ppo.py", line 155, in run',
+        "    self.trainer.fit(self.agent_loop_manager)",
+        f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 485, in fit',
+        "    self._save_checkpoint()",
+        f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 979, in _save_checkpoint',
+        "    self.actor_rollout_wg.save_checkpoint(",
+        f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
+        "    output = ray.get(output)",
+    ]
+    wframes = [
+        f'  File "{VERL_SITE}/workers/engine_workers.py", line 725, in save_checkpoint',
+        "    self.actor.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+        f'  File "{VERL_SITE}/workers/engine_workers.py", line 445, in save_checkpoint',
+        "    return self.engine.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+        f'  File "{VERL_SITE}/workers/engine/fsdp/transformer_impl.py", line 888, in save_checkpoint',
+        "    self.checkpoint_manager.save_checkpoint(",
+    ]
+    if variant == "permission":
+        err = f"[Errno 13] Permission denied: '{folder}'"
+        inner, last = "PermissionError", f"PermissionError: {err}"
+        wl = [f"Warning: Failed to acquire lock for {actor}: {err}"]
+        wframes += [
+            f'  File "{VERL_SITE}/utils/checkpoint/fsdp_checkpoint_manager.py", line 299, in save_checkpoint',
+            "    local_path = local_mkdir_safe(local_path)",
+            f'  File "{VERL_SITE}/utils/fs.py", line 303, in local_mkdir_safe',
+            "    os.makedirs(path, exist_ok=True)",
+            '  File "<frozen os>", line 225, in makedirs',
+        ]
+    else:
+        inner, last, wl = "RuntimeError", TORCH_WRITE_FAILED, []
+        wframes += [
+            f'  File "{VERL_SITE}/utils/checkpoint/fsdp_checkpoint_manager.py", line 347, in save_checkpoint',
+            "    torch.save(model_state_dict, model_path)",
+            f'  File "{TORCH_SITE}/serialization.py", line 967, in save',
+            "    _save(",
+            f'  File "{TORCH_SITE}/serialization.py", line 1268, in _save',
+            "    zip_file.write_record(name, storage, num_bytes)",
+        ]
+    msg = "\n".join(
+        [
+            *drv,
+            f"ray.exceptions.RayTaskError({inner}): "
+            f"{worker_header('actor_rollout_save_checkpoint', pids['worker'], ip, rng)}",
+            *wframes,
+            last,
+        ]
+    )
+    return wl, fake_exc("RayTaskError", inner, msg)
+
+
 def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length: int):
     msg = "\n".join(
         [

@@ -681,8 +681,9 @@ class StandinTrainer:
         else:
             o.line(f"local_global_step_folder: {folder}")
         actor = os.path.join(folder, "actor")
-        os.makedirs(actor, exist_ok=True)
         w = self._world()
+        self._save_fault(step, folder, w)
+        os.makedirs(actor, exist_ok=True)
         payload = json.dumps({"global_step": step, "world_size": w, "standin": True}).encode()
         for kind in ("model", "optim", "extra_state"):
             for r in range(w):
@@ -700,6 +701,25 @@ class StandinTrainer:
         # write leaves it empty, and every later resume_mode=auto start fails on int(b'') (checkpoint_manager.py:245)
         with open(os.path.join(d, "latest_checkpointed_iteration.txt"), "w") as f:
             f.write(str(step))
+
+    def _save_fault(self, step: int, folder: str, w: int) -> None:
+        """Scenario ``save-error`` at ``step`` (a save step): the save fails in the actor workers as in verl 0.9.1
+        (:func:`texts.save_error`): ``variant`` ``disk-full`` (default) leaves ``global_step_N/actor`` with rank 0's
+        model shard cut short and nothing else; ``permission`` leaves no ``global_step_N`` (``os.makedirs``
+        failed). Neither ``data.pt`` nor the tracker is written (both come after the workers' save,
+        verl/trainer/ppo/v1/trainer_base.py:996-1024), so the tracker still names the previous save."""
+        if not (self.fires("save-error") and step == self.fail_step() and cues.fire_allowed(self.scn)):
+            return
+        variant = str(self.fail.get("variant", "disk-full"))
+        wl, exc = texts.save_error(variant, folder, w, self.out.runner, self.pids, self.ip, self.rng)
+        if variant != "permission":
+            actor = os.path.join(folder, "actor")
+            os.makedirs(actor, exist_ok=True)
+            with open(os.path.join(actor, f"model_world_size_{w}_rank_0.pt"), "wb") as f:
+                f.write(b"PK\x03\x04")  # the zip writer's first bytes, then the disk was full
+        for ln in wl:
+            self.out.line(ln, "WorkerDict")
+        raise exc
 
     def _val_metrics(self, step: int) -> dict:
         return {"val-core/openai/gsm8k/acc/mean@1": round(min(0.9, 0.2 + 0.03 * step), 4)}
