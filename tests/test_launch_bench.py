@@ -257,6 +257,24 @@ def test_host_and_ray_oom_never_add_offload(sandbox, host_ready, kind):
         assert "offload" not in feature_sources(a["features"])
 
 
+def test_a_ray_worker_the_oom_killer_takes_is_a_host_oom_though_verl_exits_1(sandbox, host_ready):
+    """Ray loses a worker mid-step to the kernel's OOM killer (the stand-in's child really fills the container's
+    memory limit): verl's driver survives and ends with RayTaskError(ActorDiedError), exit 1. The supervisor read
+    the container's oom_kill counter only for exit 137, so the verdict was an unknown crash; now it is oom-host."""
+    host_ready("h1", {"step_time": 0.2, "failure": {"kind": "actor-died", "step": 3, "variant": "oom"}})
+    with sandbox.memory_limit("h1"):
+        res, rid = launch(host_ready, "h1", "--steps", "5", "--save-freq", "2", "--framework", "fsdp")
+        assert rid, res.stderr
+        rec = wait_end(sandbox, "h1", rid)
+    a1 = rec["attempts"][0]
+    assert a1["exit_code"] == 1 and a1["oom_kills"] >= 1, a1
+    assert a1["verdict"]["cls"] == "oom-host", a1["verdict"]
+    log = (sandbox.runs_dir("h1") / rid / "train.log").read_text(errors="replace")
+    assert "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task." in log
+    for a in rec["attempts"]:
+        assert "offload" not in feature_sources(a["features"])
+
+
 def test_kv_cache_shortage_changes_rollout_memory_not_offload(sandbox, host_ready):
     host_ready(
         "h1",

@@ -499,3 +499,48 @@ def test_a_failed_save_ends_like_verl_keeps_the_tracker_and_the_verdict_says_why
         assert v.detail["path"] == f"{ckpt}/global_step_4"
         assert "permission denied" in v.action and f"{ckpt}/global_step_4" in v.action
         assert "writable" in v.hint and "resume" in v.hint
+
+
+# Ray loses a worker mid-step -----------------------------------------------------------------------------------------
+def test_verl_raises_a_worker_groups_failure_out_of_the_taskrunner_and_the_driver(verl):
+    """A blocking worker-group call ray.get()s its workers (so a dead worker's ActorDiedError is raised in the
+    TaskRunner) and the driver ray.get()s the TaskRunner: the driver survives and fails (exit 1), not 137."""
+    base = (verl / "single_controller/ray/base.py").read_text().splitlines()
+    assert base[55].strip() == "output = ray.get(output)"
+    main = (verl / "trainer/main_ppo.py").read_text().splitlines()
+    assert main[92].strip() == "ray.get(runner.run.remote(config))"
+
+
+def test_standin_loses_a_worker_as_verl_does_exit_1_with_rays_actor_died_lines(standin_tree, tmp_path):
+    """The stand-in had no lost actor mid-step (its 'crash' cue is a thread-limit error): a real child process is
+    SIGKILLed and the driver ends with Ray's lines and exit 1; the classifier's verdict is a crash (stop)."""
+    from dapo_ops.core import classify as C
+
+    (tmp_path / "scenario.json").write_text('{"step_time": 0.01, "failure": {"kind": "actor-died", "step": 2}}')
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt", steps=4))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert "A worker died or was killed while executing a task by an unexpected system error." in out
+    assert "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunnerV1.run()" in out
+    assert "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task." in out
+    assert "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR" in out
+    assert "step:1 - " in out and "step:2 - " not in out
+    log = tmp_path / "attempt.log"
+    log.write_text(out)
+    v = C.classify_file(log, exit_code=1)
+    assert (v.cls, v.action_kind) == ("crash-other", "stop"), v.to_json()
+
+
+def test_a_failed_exit_after_the_kernel_oom_killer_fired_is_a_host_oom(tmp_path):
+    """The OOM killer takes a Ray worker (the largest process), the driver ends with ActorDiedError and exit 1: the
+    supervisor read the container's oom_kill counter only for exit 137/9, so a host OOM was an unknown crash."""
+    from dapo_ops.agent.supervisor import attempt
+
+    counter = tmp_path / "memory.events"
+    counter.write_text("oom 0\noom_kill 2\n")
+    oom0 = (str(counter), 1)
+    att: dict = {"n": 1}
+    assert attempt.kernel_oom(oom0, 1, att) == {"OOMKilled": True, "source": str(counter)}
+    assert att["oom_kills"] == 1
+    assert attempt.kernel_oom((str(counter), 2), 1, {"n": 1}) is None  # counter unchanged: no OOM
+    assert attempt.kernel_oom(oom0, 0, {"n": 1}) is None  # verl succeeded: nothing to explain

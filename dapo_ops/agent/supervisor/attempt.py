@@ -162,11 +162,14 @@ def exit_code(rc: Optional[int]) -> Optional[int]:
 
 def kernel_oom(oom0: Optional[Tuple[str, int]], code: Optional[int], att: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The container state of an attempt that verl did not survive: ``{"OOMKilled": True, "source": file}`` when
-    it was SIGKILLed (``code`` 137 or 9) and the OOM-kill counter read before it started (``oom0``,
-    :func:`accelerator.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. A SIGKILL
-    records the counter either way (``att["oom_counter"]``: file, before, after), the evidence of an external
-    kill (:func:`accelerator.kill_evidence`)."""
-    if code not in (137, 9) or oom0 is None:
+    it failed (any ``code`` but 0) and the OOM-kill counter read before it started (``oom0``,
+    :func:`accelerator.oom_kill_count`) has grown since (recorded as ``att["oom_kills"]``), else None. The failed
+    exit records the counter either way (``att["oom_counter"]``: file, before, after), the evidence of an external
+    kill (:func:`accelerator.kill_evidence`). Not only a SIGKILL of verl itself (137): the kernel's OOM killer
+    picks the largest process, most often one of verl's Ray workers, and the driver then ends with
+    ``RayTaskError(ActorDiedError)`` and exit 1 (verl/single_controller/ray/base.py:56 raises it out of the
+    TaskRunner, verl/trainer/main_ppo.py:93 out of the driver)."""
+    if code in (None, 0) or oom0 is None:
         return None
     oom1 = accelerator.oom_kill_count((oom0[0],))
     att["oom_counter"] = {"file": oom0[0], "before": oom0[1], "after": None if oom1 is None else oom1[1]}

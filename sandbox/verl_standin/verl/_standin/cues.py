@@ -29,6 +29,7 @@ FAILURE_KINDS = (
     "stall",
     "diverge",
     "save-error",
+    "actor-died",
 )
 
 

@@ -474,6 +474,48 @@ def save_error(variant: str, folder: str, world: int, runner: str, pids: dict, i
     return wl, fake_exc("RayTaskError", inner, msg)
 
 
+#: Ray's words for an actor whose worker process died (ray/exceptions.py ActorDiedError, the raylet's
+#: "A worker died or was killed" report; Worker exit type SYSTEM_ERROR: killed by a signal or crashed)
+RAY_WORKER_DIED = (
+    "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. "
+    "End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to "
+    "high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other "
+    "unexpected errors."
+)
+
+
+def actor_died(worker_pid: int, runner: str, pids: dict, ip: str, rng: random.Random):
+    """(raylet lines, exception) when Ray loses a verl worker mid-step (its process killed: ``kill -9``, the kernel's
+    OOM killer): the TaskRunner's blocking call on the worker group (verl/single_controller/ray/base.py:56) raises
+    ``ActorDiedError``, which comes back to the driver as ``RayTaskError(ActorDiedError)`` and ends the run through
+    Hydra (exit 1); the driver process itself is not killed, so no exit 137."""
+    raylet = [
+        "A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
+        f"problem, check the logs for the dead worker. RayTask ID: {_actor_id(rng)} Worker ID: {_actor_id(rng)} "
+        f"Node ID: {_actor_id(rng)} Worker IP address: {ip} Worker port: 10{rng.randrange(100, 999)} Worker PID: "
+        f"{worker_pid} {RAY_WORKER_DIED}"
+    ]
+    msg = "\n".join(
+        [
+            task_header(runner, pids["runner"], ip, rng),
+            f'  File "{VERL_SITE}/trainer/main_ppo.py", line 155, in run',
+            "    self.trainer.fit(self.agent_loop_manager)",
+            f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 477, in fit',
+            "    batch = self.step(metrics, self.timing_raw)",
+            f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
+            "    output = ray.get(output)",
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+            f"\tactor_id: {_actor_id(rng)}",
+            f"\tpid: {worker_pid}",
+            f"\tnamespace: {_actor_id(rng)[:8]}-{_actor_id(rng)[:4]}",
+            f"\tip: {ip}",
+            f"The actor is dead because its worker process has died. {RAY_WORKER_DIED}",
+        ]
+    )
+    return raylet, fake_exc("RayTaskError", "ActorDiedError", msg)
+
+
 def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length: int):
     msg = "\n".join(
         [

@@ -721,6 +721,43 @@ class StandinTrainer:
             self.out.line(ln, "WorkerDict")
         raise exc
 
+    def _crash_cues(self, kind: str | None) -> None:
+        """The cues that end the run with an error at the failure step: ``crash``, ``actor-died``, ``data-error``."""
+        if kind not in ("crash", "actor-died", "data-error") or not cues.fire_allowed(self.scn):
+            return
+        o = self.out
+        if kind == "crash":
+            raise texts.crash(o.runner, self.pids, self.ip, self.rng)
+        if kind == "actor-died":
+            self._lose_worker()
+        max_len = int(_sel(self.cfg, "data.max_prompt_length", 1024))
+        raise texts.data_error(o.runner, self.pids, self.ip, self.rng, max_len)
+
+    def _lose_worker(self) -> None:
+        """Scenario ``actor-died``: a real child process stands in for a Ray worker (``WorkerDict``) and dies by
+        SIGKILL mid-step: ``variant`` ``killed`` (default: killed from outside, ``kill -9``) or ``oom`` (it takes host
+        memory until the kernel's cgroup OOM killer ends it: the container's ``oom_kill`` counter grows; needs the
+        oom-host cue's memory limit). The driver then ends as verl's does (:func:`texts.actor_died`): Ray's raylet
+        line, ``RayTaskError(ActorDiedError)`` through Hydra, exit 1 (the driver itself survives)."""
+        import signal
+        import subprocess
+
+        code = "import time\nwhile True: time.sleep(1)"
+        if self.fail.get("variant") == "oom":
+            hostmem.require_limit()
+            code = "from verl._standin import hostmem; hostmem.exhaust()"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+        child = subprocess.Popen(
+            ["ray::WorkerDict.actor_rollout_update_actor", "-c", code], executable=sys.executable, env=env
+        )
+        if self.fail.get("variant") != "oom":
+            child.send_signal(signal.SIGKILL)
+        child.wait()
+        raylet, exc = texts.actor_died(child.pid, self.out.runner, self.pids, self.ip, self.rng)
+        for ln in raylet:
+            self.out.line(ln, "raylet")
+        raise exc
+
     def _val_metrics(self, step: int) -> dict:
         return {"val-core/openai/gsm8k/acc/mean@1": round(min(0.9, 0.2 + 0.03 * step), 4)}
 
@@ -1001,12 +1038,8 @@ class StandinTrainer:
                 raise exc
             if at_fail and fail.get("worker_error") and self.ray is not None:
                 self._worker_error()
-            if at_fail and kind == "crash" and cues.fire_allowed(self.scn):
-                raise texts.crash(o.runner, self.pids, self.ip, self.rng)
-            if at_fail and kind == "data-error" and cues.fire_allowed(self.scn):
-                raise texts.data_error(
-                    o.runner, self.pids, self.ip, self.rng, int(_sel(cfg, "data.max_prompt_length", 1024))
-                )
+            if at_fail:
+                self._crash_cues(kind)
             is_last = step == total
             metrics = {}
             if test_freq > 0 and (is_last or step % test_freq == 0):
