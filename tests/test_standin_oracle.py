@@ -544,3 +544,34 @@ def test_a_failed_exit_after_the_kernel_oom_killer_fired_is_a_host_oom(tmp_path)
     assert att["oom_kills"] == 1
     assert attempt.kernel_oom((str(counter), 2), 1, {"n": 1}) is None  # counter unchanged: no OOM
     assert attempt.kernel_oom(oom0, 0, {"n": 1}) is None  # verl succeeded: nothing to explain
+
+
+# rollout settings verl's RolloutConfig refuses -----------------------------------------------------------------------
+def test_verl_refuses_the_sync_rollout_and_rollout_pipeline_parallelism(verl):
+    src = (verl / "workers/config/rollout.py").read_text().splitlines()
+    assert src[280].strip() == 'if self.mode == "sync":' and src[281].strip() == "raise ValueError("
+    assert src[318].strip() == "if self.pipeline_model_parallel_size > 1:"
+    assert src[319].strip() == 'if self.name == "vllm" or self.name == "sglang" or self.name == "trtllm":'
+    assert src[320].strip() == "raise NotImplementedError("
+
+
+@pytest.mark.parametrize("flags", [{"framework": "fsdp", "steps": 5}, {"framework": "megatron", "steps": 5}])
+@pytest.mark.parametrize(
+    "override,says",
+    [
+        ("actor_rollout_ref.rollout.mode=sync", "removed the sync rollout"),
+        ("actor_rollout_ref.rollout.pipeline_model_parallel_size=2", "has no pipeline parallelism"),
+    ],
+)
+def test_plan_refuses_rollout_settings_verl_refuses_in_one_line(flags, override, says):
+    """Both passed the plan and reached verl, which raises them in the rollout worker after start-up."""
+    with pytest.raises(planning.PlanError) as e:
+        plan_with(flags, override)
+    msg = str(e.value)
+    assert "\n" not in msg and says in msg and override in msg, msg
+
+
+def test_plan_keeps_the_rollout_settings_verl_accepts():
+    flags = {"framework": "fsdp", "steps": 5}
+    for ok in ("actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.pipeline_model_parallel_size=1"):
+        assert plan_with(flags, ok) is not None

@@ -63,7 +63,8 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
     on V1 ``separate_async`` (0.9 one-step-off) ``train_batch_size != parameter_sync_step x ppo_mini_batch_size``
     (verl asserts it in ``verl/trainer/ppo/v1/trainer_separate_async.py:59-63``, after minutes of start-up);
     an ``extra_overrides`` entry ``actor_rollout_ref.actor.checkpoint.async_save=True`` (:data:`ASYNC_SAVE_KEY`:
-    nothing could be resumed from).
+    nothing could be resumed from); a rollout ``mode=sync`` or ``pipeline_model_parallel_size`` > 1 override
+    (verl's RolloutConfig refuses both, :func:`_rollout_refusal`).
     """
     spec = defaults.RunSpec.read(spec)
     mode, framework, profile = spec.mode, spec.framework, spec.profile
@@ -337,6 +338,33 @@ def _check_gpu_memory_utilization(s: dict[str, Any]) -> None:
         raise OverrideError(f"gpu_memory_utilization={g} must be in (0, 1]; use e.g. 0.6")
 
 
+#: rollout keys whose values verl 0.9.1's ``RolloutConfig.__post_init__`` refuses (verl/workers/config/rollout.py:281-285
+#: ``mode=sync``: ValueError; :319-323 ``pipeline_model_parallel_size > 1`` on vllm / sglang / trtllm:
+#: NotImplementedError), raised in the rollout worker's ``init_model`` (verl/workers/engine_workers.py:651) after the
+#: workers have started, in every mode dapo-ops launches (colocate_async and separate_async both build that worker)
+ROLLOUT_MODE_KEY = "actor_rollout_ref.rollout.mode"
+ROLLOUT_PP_KEY = "actor_rollout_ref.rollout.pipeline_model_parallel_size"
+
+
+def _rollout_refusal(o: Override) -> str | None:
+    """The one line :func:`_check_extra_overrides` refuses a parsed ``--override`` ``o`` of a rollout setting verl
+    refuses with (:data:`ROLLOUT_MODE_KEY` ``sync``, :data:`ROLLOUT_PP_KEY` > 1), or None."""
+    v = "" if o.deletes else (o.text or "").strip()
+    if o.key == ROLLOUT_MODE_KEY and v.lower() == "sync":
+        return (
+            f"--override {o.head}={v}: verl 0.9.1 removed the sync rollout (RolloutConfig raises 'Rollout mode "
+            f"'sync' has been removed', verl/workers/config/rollout.py:281); drop the override: the rollout is async "
+            f"in every mode dapo-ops launches"
+        )
+    if o.key == ROLLOUT_PP_KEY and v.isdigit() and int(v) > 1:
+        return (
+            f"--override {o.head}={v}: verl 0.9.1's vLLM / SGLang rollout has no pipeline parallelism "
+            f"(RolloutConfig raises NotImplementedError, verl/workers/config/rollout.py:319-323); drop it and split "
+            f"the rollout with --rollout-tp instead"
+        )
+    return None
+
+
 def _check_extra_overrides(s: dict[str, Any]) -> dict[str, Override]:
     """:func:`check_spec`'s ``extra_overrides``: each one a Hydra override (``key=value``, ``+``/``++``, ``~key``:
     :func:`dapo_ops.core.hydra_override.parse_override`), and no async checkpoint save (:data:`ASYNC_SAVE_KEY`).
@@ -360,6 +388,9 @@ def _check_extra_overrides(s: dict[str, Any]) -> dict[str, Override]:
                 f"(engine_workers.py:540) and as a typed bool in the vLLM server (vllm_async_server.py:1099, which "
                 f"refuses null and reads 'no' as False): write True or False"
             )
+        refusal = _rollout_refusal(o)
+        if refusal is not None:
+            raise OverrideError(refusal)
         if o.key == ASYNC_SAVE_KEY and (o.text or "").lower() in ("true", "1", "yes", "on"):
             raise OverrideError(
                 f"{ASYNC_SAVE_KEY}=True cannot be resumed: verl's V1 trainer then never writes "
