@@ -575,3 +575,34 @@ def test_plan_keeps_the_rollout_settings_verl_accepts():
     flags = {"framework": "fsdp", "steps": 5}
     for ok in ("actor_rollout_ref.rollout.mode=async", "actor_rollout_ref.rollout.pipeline_model_parallel_size=1"):
         assert plan_with(flags, ok) is not None
+
+
+@pytest.mark.parametrize(
+    "override,exc,key",
+    [
+        ("actor_rollout_ref.rollout.mode=sync", "ValueError", "actor_rollout_ref.rollout.mode"),
+        (
+            "actor_rollout_ref.rollout.pipeline_model_parallel_size=2",
+            "NotImplementedError",
+            "actor_rollout_ref.rollout.pipeline_model_parallel_size",
+        ),
+    ],
+)
+def test_standin_raises_the_rollout_check_out_of_the_ray_worker_and_the_classifier_names_the_key(
+    standin_tree, tmp_path, override, exc, key
+):
+    """The stand-in raised RolloutConfig's check in its own process (a bare ValueError); verl raises it in the rollout
+    worker's init_model (engine_workers.py:651), so the driver prints it twice wrapped in RayTaskError."""
+    from dapo_ops.core import classify as C
+
+    assert (REPO / "sandbox/verl_standin").exists()
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"), override)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert f"ray.exceptions.RayTaskError({exc}): ray::TaskRunnerV1.run()" in out, out[-2000:]
+    assert f"ray.exceptions.RayTaskError({exc}): ray::WorkerDict.actor_rollout_init_model()" in out
+    assert 'File "/verl/verl/workers/engine_workers.py", line 651, in init_model' in out
+    log = tmp_path / "attempt.log"
+    log.write_text(out)
+    v = C.classify_file(log, exit_code=1)
+    assert v.cls == "config-error" and v.detail.get("key") == key, (v.cls, v.detail)

@@ -384,6 +384,7 @@ CONFIG_KEYS: dict[str, str] = {
     "tp-divisible": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "n-gpus-zero": "trainer.n_gpus_per_node",
     "rollout-mode": "actor_rollout_ref.rollout.mode",
+    "rollout-pp": "actor_rollout_ref.rollout.pipeline_model_parallel_size",
     "trainer-mode": "trainer.v1.trainer_mode",
     "token-budget": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
     "model-len-pos": "actor_rollout_ref.rollout.max_model_len",

@@ -386,6 +386,14 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         # the old assert; verl 0.9.1's RolloutConfig.__post_init__ (verl/workers/config/rollout.py:280-285)
         r"assert .{0,40}rollout\.mode == ['\"]async['\"]|rollout mode 'sync' has been removed",
     ),
+    # verl 0.9.1's RolloutConfig.__post_init__ (verl/workers/config/rollout.py:319-323): no rollout pipeline parallelism
+    (
+        "rollout-pp",
+        "config-error",
+        ROOT,
+        "not implemented pipeline_model_parallel_size",
+        r"current rollout self\.name='[^']*' not implemented pipeline_model_parallel_size > 1",
+    ),
     # verl 0.9.1's get_trainer_cls (verl/trainer/ppo/v1/trainer_base.py:2023): trainer.v1.trainer_mode not registered
     ("trainer-mode", "config-error", ROOT, "unknown trainer '", r"unknown trainer '[^']*'\. available trainers:"),
     (

@@ -516,6 +516,35 @@ def actor_died(worker_pid: int, runner: str, pids: dict, ip: str, rng: random.Ra
     return raylet, fake_exc("RayTaskError", "ActorDiedError", msg)
 
 
+def rollout_init_error(err: BaseException, runner: str, pids: dict, ip: str, rng: random.Random) -> BaseException:
+    """The exception the driver raises when the rollout worker refuses its config: verl 0.9.1 builds
+    ``RolloutConfig`` (its ``__post_init__`` checks) in the worker's ``init_model`` (verl/workers/engine_workers.py:651),
+    which the V1 trainer calls on the worker group (verl/trainer/ppo/v1/trainer_base.py:329, a blocking ``ray.get``,
+    verl/single_controller/ray/base.py:56): a task error of a live actor, ``RayTaskError(<exc>)`` twice wrapped
+    (WorkerDict in TaskRunnerV1), not an ActorDiedError; exit 1 through Hydra."""
+    inner = type(err).__name__
+    msg = "\n".join(
+        [
+            task_header(runner, pids["runner"], ip, rng),
+            f'  File "{VERL_SITE}/trainer/main_ppo.py", line 154, in run',
+            "    self.trainer.init()",
+            f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 329, in init_workers',
+            "    self.actor_rollout_wg.init_model()",
+            f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
+            "    output = ray.get(output)",
+            f"ray.exceptions.RayTaskError({inner}): "
+            f"{worker_header('actor_rollout_init_model', pids['worker'], ip, rng)}",
+            f'  File "{VERL_SITE}/workers/engine_workers.py", line 651, in init_model',
+            "    rollout_config: RolloutConfig = omega_conf_to_dataclass(self.config.rollout)",
+            f'  File "{VERL_SITE}/utils/config.py", line 50, in omega_conf_to_dataclass',
+            '    return hydra.utils.instantiate(config, _convert_="partial")',
+            f'  File "{VERL_SITE}/workers/config/rollout.py", line 281, in __post_init__',
+            f"{inner}: {err}",
+        ]
+    )
+    return fake_exc("RayTaskError", inner, msg)
+
+
 def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length: int):
     msg = "\n".join(
         [

@@ -333,11 +333,7 @@ class StandinTrainer:
         else:
             o.line(f"Total training steps: {total}")
         self._check_resources(nnodes)
-        from verl.utils.config import omega_conf_to_dataclass
-
-        omega_conf_to_dataclass(
-            cfg.actor_rollout_ref.rollout
-        )  # the rollout worker's RolloutConfig (engine_workers.py:651)
+        self._rollout_config()
         if self.ray is not None:
             self._workers_import()
         self._hold_devices()
@@ -701,6 +697,16 @@ class StandinTrainer:
         # write leaves it empty, and every later resume_mode=auto start fails on int(b'') (checkpoint_manager.py:245)
         with open(os.path.join(d, "latest_checkpointed_iteration.txt"), "w") as f:
             f.write(str(step))
+
+    def _rollout_config(self) -> None:
+        """The rollout worker's ``RolloutConfig`` (verl/workers/engine_workers.py:651): its ``__post_init__`` refusal
+        comes out of the Ray worker, wrapped as verl's driver prints it (:func:`texts.rollout_init_error`)."""
+        from verl.utils.config import omega_conf_to_dataclass
+
+        try:
+            omega_conf_to_dataclass(self.cfg.actor_rollout_ref.rollout)
+        except (AssertionError, ValueError, NotImplementedError) as e:
+            raise texts.rollout_init_error(e, self.out.runner, self.pids, self.ip, self.rng) from None
 
     def _save_fault(self, step: int, folder: str, w: int) -> None:
         """Scenario ``save-error`` at ``step`` (a save step): the save fails in the actor workers as in verl 0.9.1
