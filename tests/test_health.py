@@ -72,6 +72,28 @@ def test_torchtitan_warning_and_megatron_failed_step_are_skips():
     assert f is not None and f.step == 8
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # older Megatron-LM: param_and_grad_buffer.py's assert (Pai-Megatron-Patch#366, Megatron-LM#780)
+        "AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication"
+        " collective. Device: 3",
+        # Megatron core's RerunStateMachine (slime#795, NeMo Speech#14348): the same check raised as a RuntimeError
+        "RuntimeError: Rank 2, node node-a, device 2, iteration -1: Unexpected result nan (message='found NaN in local"
+        " grad norm for bucket #0 in backward pass before data-parallel communication collective')",
+        "RuntimeError: Rank 0, node node-a, device 0, iteration 9: Unexpected result inf (message='found Inf in local"
+        " grad norm for bucket #1 in backward pass before data-parallel communication collective')",
+    ],
+)
+def test_megatrons_nan_grad_norm_check_is_a_skip_of_the_next_step(line):
+    """Megatron's NaN/Inf gradient-norm check raises during the gradient sync, before the optimizer step verl's
+    'Megatron optimizer step failed' comes from: the same non-finite gradient, the step after the last step line."""
+    w = health.HealthWatch()
+    w.feed(204, {"actor/grad_norm": 0.19})
+    f = w.feed_line(line)
+    assert f is not None and f.reason == "skip" and f.step == 205 and f.metric == health.GRAD_NORM
+
+
 def test_absurd_lr_is_flagged_at_step_one():
     w = health.HealthWatch()
     f = _feed(w, _line(1, grad_norm="np.float64(0.81)", lr="1e+30"))

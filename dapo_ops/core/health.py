@@ -6,7 +6,12 @@ optimizer step (``verl/workers/engine/fsdp/transformer_impl.py:822-824``; the sa
 ``torchtitan/transformer_impl.py:439-441`` logs it through ``logger.warning``), so a NaN loss steps on for hours.
 Megatron's optimizer returns ``update_successful=False`` for non-finite gradients and verl raises
 ``NotImplementedError("Megatron optimizer step failed. This should not happen")``
-(``verl/workers/engine/megatron/transformer_impl.py:700-706``). And a diverged DAPO run whose responses all score
+(``verl/workers/engine/megatron/transformer_impl.py:700-706``); with Megatron's NaN check on
+(``check_for_nan_in_grad``) the gradient sync itself raises first: ``found NaN in local grad norm in backward pass
+before data-parallel communication collective`` (an ``AssertionError`` in older Megatron-LM
+``megatron/core/distributed/param_and_grad_buffer.py``), or ``Unexpected result nan (message='found NaN in local grad
+norm for bucket #0 ...')`` (the RerunStateMachine's ``RuntimeError`` of newer Megatron core; ``found Inf`` for an
+infinite one). And a diverged DAPO run whose responses all score
 the same makes ``filter_groups`` drop every group: the V1 ReplayBuffer ignores
 ``algorithm.filter_groups.max_num_gen_batches`` (``verl/trainer/ppo/v1/trainer_base.py:205-211``) and generates for
 ever with no new step line; the bad value is already in the last step line printed.
@@ -18,7 +23,8 @@ prints above); the first bad sign is a :class:`Flag`:
 - ``non-finite``: NaN/inf in any step metric (a loss, ``actor/grad_norm``, entropy, KL, the score, the rewards, the
   advantages, a log-prob difference ...; :data:`FINITE_KEYS` are named first), except the values verl itself fills in
   for an empty set (:func:`nonfinite_metric`);
-- ``skip``: verl's ``grad_norm is not finite`` print (the update was skipped), or Megatron's failed step;
+- ``skip``: verl's ``grad_norm is not finite`` print (the update was skipped), Megatron's failed step, or Megatron's
+  NaN / Inf gradient-norm check raising before the step;
 - ``explosion``: ``|value| >= 10 x`` the largest ``|value|`` seen so far in this run (:data:`SPIKE_FACTOR`, Megatron-LM's
   spiky-loss rule: ``SPIKY_LOSS_FACTOR = 10`` in ``pretrain_gpt.py`` and
   ``RerunStateMachine.is_unexpectedly_large`` in ``megatron/core/rerun_state_machine.py``, which flags
@@ -87,6 +93,8 @@ TREND_METRIC = GRAD_NORM
 SKIP_MARKS: Tuple[Tuple[str, str], ...] = (
     ("grad_norm is not finite:", GRAD_NORM),
     ("Megatron optimizer step failed", GRAD_NORM),
+    ("found NaN in local grad norm", GRAD_NORM),
+    ("found Inf in local grad norm", GRAD_NORM),
 )
 #: likely causes a ``diverged`` verdict names, in order
 CAUSES: Tuple[str, ...] = (
@@ -262,11 +270,13 @@ class HealthWatch:
     def feed_line(self, line: str) -> Optional[Flag]:
         """A line that is no step line: verl's skip print (it comes before the step's metrics line, so it belongs
         to the step after the last one seen). Returns the first flag when this line raises it."""
-        if "finite" not in line and "optimizer step failed" not in line:
+        low = line.lower()  # a re-cased paste ('found nan in local grad norm') is the same line
+        if "finite" not in low and "optimizer step failed" not in low and "in local grad norm" not in low:
             return None
         for mark, key in SKIP_MARKS:
-            if mark in line:
-                raw = line.split(mark, 1)[1].strip().split()[:1] if mark.endswith(":") else []
+            mark = mark.lower()
+            if mark in low:
+                raw = low.split(mark, 1)[1].strip().split()[:1] if mark.endswith(":") else []
                 try:
                     v = float(raw[0]) if raw else float("nan")
                 except ValueError:
