@@ -981,3 +981,25 @@ def test_every_tracker_fix_names_what_the_user_sets_and_the_mode_that_syncs_late
         assert "SWANLAB_MODE=local" not in text and "SWANLAB_API_HOST / SWANLAB_WEB_HOST" not in text, name
         assert policy.SWANLAB_OFFLINE_WORDS in text, name
     assert "SWANLAB_MODE=local" not in (ROOT / "docs" / "troubleshooting.md").read_text()
+
+
+def test_escapes_written_out_as_text_are_stripped_like_esc():
+    """A syslog copy writes ESC as ``#033`` (rsyslog's control-character escape), ``cat -v`` as ``^[``: the same CSI
+    colour codes as a terminal's, stripped by the one grammar regex (vllm-project/vllm#1160)."""
+    from dapo_ops.core import logformat
+
+    assert logformat.strip_ansi("#033[2m#033[33m(raylet)#033[0m Refer to") == "(raylet) Refer to"
+    assert logformat.normalise_line("^[[36m(TaskRunner pid=1)^[[0m step:3 - a:1") == "step:3 - a:1"
+    assert logformat.strip_ansi("issue #0334 [x]") == "issue #0334 [x]"
+
+
+def test_raylet_oom_summary_wrapped_inside_tasks_actors_is_oom_ray():
+    """The raylet's 'N Workers (tasks / actors) killed due to memory pressure (OOM)' copied at a fixed width can break
+    inside the parenthetical; the rest of the line still names Ray's memory monitor (vllm-project/vllm#1160)."""
+    text = (
+        "#033[2m#033[33m(raylet)#033[0m [2023-09-23 10:11:20,566 E 412 412] (raylet) node_manager.cc:3007: 2 Workers"
+        " (tasks /\n actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID:"
+        " abd4\n"
+    )
+    v = C.classify(text, exit_code=1)
+    assert (v.cls, v.action_kind) == ("oom-ray", "rollback-offload"), v.evidence

@@ -30,8 +30,12 @@ import calendar
 import re
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-#: terminal escapes: CSI (colours, cursor moves), OSC (rich's hyperlinks, ended by BEL or ST) and two-byte escapes
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: terminal escapes: CSI (colours, cursor moves), OSC (rich's hyperlinks, ended by BEL or ST) and two-byte escapes;
+#: a CSI also where a copy wrote its ESC out as text: rsyslog's ``#033`` (``$EscapeControlCharactersOnReceive``,
+#: journald forwarded to syslog) or the caret form ``^[`` (``cat -v``, ``less``)
+ANSI_RE = re.compile(r"(?:\x1b|#033|\^\[)\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+#: the introducers :data:`ANSI_RE` knows (a cheap test before the regex runs)
+ESCAPE_MARKS = ("\x1b", "#033[", "^[[")
 #: Ray's log-forwarding prefix (``ray/_private/log_monitor.py``): ``(TaskRunner pid=123)``, ``(pid=123)`` (a task
 #: without a name), ``(WorkerDict pid=123, ip=192.0.2.1)``, ``(raylet)``, ``(raylet, ip=...)``
 RAY_PREFIX_RE = re.compile(
@@ -71,7 +75,12 @@ _URL_RE = re.compile(r"https?://\S+")
 
 def strip_ansi(line: str) -> str:
     """``line`` without terminal escapes (:data:`ANSI_RE`)."""
-    return ANSI_RE.sub("", line) if "\x1b" in line else line
+    return ANSI_RE.sub("", line) if has_escape(line) else line
+
+
+def has_escape(text: str) -> bool:
+    """True when ``text`` may hold a terminal escape of :data:`ANSI_RE` (:data:`ESCAPE_MARKS`)."""
+    return any(m in text for m in ESCAPE_MARKS)
 
 
 def strip_prefixes(line: str) -> str:

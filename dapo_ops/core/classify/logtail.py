@@ -10,10 +10,9 @@ error happened in is ``dapo_ops/core/classify/phase.py``; which hit is the verdi
 
 STDLIB ONLY (shipped into the training container with the classifier).
 
-Normalisation: ANSI codes, Ray / rank prefixes, boilerplate, echo lines. The ANSI regex here is wider than
-``dapo_ops.core.logformat.ANSI_RE`` (CSI with a letter final only): it also removes OSC sequences (terminal
-hyperlinks ``ESC ] 8;; url BEL``) and two-character escapes, so that error text wrapped in them still matches a
-signature. Ray prefixes (the grammar's, ``dapo_ops.core.logformat.RAY_PREFIX_RE``) and dedup suffixes
+Normalisation: ANSI codes, Ray / rank prefixes, boilerplate, echo lines. ANSI codes are the grammar's
+``dapo_ops.core.logformat.ANSI_RE`` (CSI, OSC hyperlinks ``ESC ] 8;; url BEL``, two-character escapes, and a CSI whose
+ESC a syslog copy wrote as ``#033``), so that error text wrapped in them still matches a signature. Ray prefixes (the grammar's, ``dapo_ops.core.logformat.RAY_PREFIX_RE``) and dedup suffixes
 (``ray/_private/log_monitor.py``), Ray's OOM advice text (``ray/exceptions.py``), Hydra's override echo
 (``hydra/_internal/utils.py``).
 
@@ -49,7 +48,7 @@ from dapo_ops.core.classify.verdict import IMPOSSIBLE_ALLOC_GIB
 
 # --------------------------------------------------------------------------- the normalised tail
 
-_ANSI_RX = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_RX = logformat.ANSI_RE
 # Ray / rank prefixes: THE log grammar's (dapo_ops/core/logformat.py): (WorkerDict pid=123[, ip=...]), the
 # nameless (pid=123) of tasks and (raylet[, ip=...]); [rank0]: / [rank-1]:
 _RAY_PREFIX_RX = logformat.RAY_PREFIX_RE
@@ -93,7 +92,7 @@ _BOILERPLATE = (
 
 
 def _strip_boilerplate(text: str) -> str:
-    if "\x1b" in text:
+    if logformat.has_escape(text):
         text = _ANSI_RX.sub("", text)
     for needle, rx in _BOILERPLATE:
         if needle in text:

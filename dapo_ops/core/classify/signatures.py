@@ -659,7 +659,9 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
             "rayoutofmemoryerror",
             "node_out_of_memory",
         ),
-        r"running low on memory|workers? \(tasks / actors\) killed due to memory pressure \(oom\)"
+        # (the raylet's summary "N Workers (tasks / actors) killed due to memory pressure (OOM)"; a copy wrapped at a
+        # fixed width can break inside "(tasks /\n actors)", so the match starts at "actors)")
+        r"running low on memory|actors\) killed due to memory pressure \(oom\)"
         r"|system memory low at node .{0,300}killing|rayoutofmemoryerror: more than [\d.]+% of the memory on node"
         # (the memory monitor's own worker exit type, WorkerExitType NODE_OUT_OF_MEMORY in ray common.proto)
         r"|worker exit type: node_out_of_memory",
