@@ -1003,3 +1003,16 @@ def test_raylet_oom_summary_wrapped_inside_tasks_actors_is_oom_ray():
     )
     v = C.classify(text, exit_code=1)
     assert (v.cls, v.action_kind) == ("oom-ray", "rollback-offload"), v.evidence
+
+
+def test_swanlab_object_upload_error_while_steps_go_on_is_nonfatal_network():
+    """SwanLab's object upload failing ('swanlab: Upload error: ... PutObject ...', SwanHubX/SwanLab#1348) between
+    two step lines is tracker network trouble: keep training, never a restart or a silence."""
+    text = (
+        "(TaskRunner pid=1) step:9 - actor/pg_loss:0.03\n"
+        "(TaskRunner pid=1) swanlab: Upload error: An error occurred (UserNetworkTooSlow) when calling the PutObject"
+        " operation: User network is too slow.\n"
+        "(TaskRunner pid=1) step:10 - actor/pg_loss:0.02\n"
+    )
+    v = C.classify(text)
+    assert (v.cls, v.action_kind, v.detail.get("fatal")) == ("network", "keep-running", False), v.evidence

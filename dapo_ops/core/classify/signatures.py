@@ -979,7 +979,9 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # ---- auth / network (non-fatal: tracker trouble while training continues)
     ("tracker-401", "auth-error", ROOT, "401", r"(?:swanlab|wandb|api/house).{0,300}\b401\b", NONFATAL),
     # (swanlab <= 0.7 "swanlab: swanlab api error, status code: 499"; 0.9 SDK "Upload failed due to network or
-    # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n")
+    # server issues, retrying automatically." / "swanlab: Upload recovered" / "[HTTP] retry #n"; the media/object
+    # upload's "swanlab: Upload error: An error occurred (UserNetworkTooSlow) when calling the PutObject operation",
+    # SwanLab#1348)
     (
         "tracker-net",
         "network",
@@ -991,11 +993,13 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
             "swanlab api error",
             "upload failed due to network",
             "upload recovered",
+            "swanlab: upload error",
             "[http] retry #",
             "entering retry loop",
         ),
         r"swanlab: network error|retrying \(retry\(total=.{0,300}/api/house/|swanlab will resume uploads"
         r"|swanlab: swanlab api error|upload failed due to network or server issues|swanlab: upload recovered"
+        r"|swanlab: upload error: "
         r"|swanlab\.\S*session\S* - \[http\] retry #\d+"
         # wandb sdk/lib/retry.py: "wandb: Network error (<Exception>), entering retry loop." (it reconnects itself)
         r"|wandb: network error \(\w+\), entering retry loop",
