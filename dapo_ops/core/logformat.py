@@ -226,6 +226,13 @@ def parse_save(line: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
+def parse_save_path(line: str) -> Optional[str]:
+    """The folder of a checkpoint save that started (the ``…/global_step_N`` of :func:`parse_save`'s line, as verl
+    printed it: ``verl/trainer/ppo/v1/trainer_base.py:955``), else None."""
+    m = SAVE_RE.search(line) if "global_step_" in line else None
+    return m.group(0).split()[-1] if m else None
+
+
 class ProgressBar(NamedTuple):
     """The last tqdm ``Training Progress`` bar of a line: ``step``/``total`` (steps), ``remaining_s`` and
     ``s_per_step`` (seconds; None when tqdm prints ``?``)."""

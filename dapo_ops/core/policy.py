@@ -357,7 +357,8 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
-            "stop: the disk is full; free space (see the hint), then resume from the last checkpoint",
+            "stop: the disk is full${path}; free space on that volume (see the hint), then resume from the last "
+            "checkpoint",
             when=("cause", "disk-full"),
         ),
         Rule(
@@ -367,6 +368,15 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             "a write verl needs was refused (permission denied / read-only file system): not retried, it fails the "
             "same way again",
             when=("cause", "write-permission"),
+        ),
+        Rule(
+            Kind.STOP,
+            "stop: a Ray worker died with no error of its own and no OOM evidence; look on its node (dmesg for a "
+            "kill or segfault, leftovers of an earlier `ray start`: `ray stop --force`), then resume from the last "
+            "checkpoint; no memory escalation",
+            "a Ray worker died with no error of its own and no OOM evidence: not retried; read dmesg and the worker "
+            "log on its node",
+            when=("cause", "worker-died"),
         ),
         Rule(
             Kind.STOP,

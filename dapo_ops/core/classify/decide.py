@@ -10,7 +10,9 @@ Precedence (docs/troubleshooting.md, generated from ``dapo_ops/core/classify/doc
     1. success facts: last ``step:N`` >= planned total (``Total training steps: N`` or
        the ``Training Progress`` bar), ``Final validation metrics``, exit code 0; exit 0 with the last step below the
        planned total and no final line -> ``data-ran-out`` (verl's epoch limit ended the loop early);
-    2. container state: ``OOMKilled=true`` -> ``oom-host``; container gone -> ``container-missing``;
+    2. container state: ``OOMKilled=true`` (or the supervisor's grown oom_kill counter) -> ``oom-host``, unless the
+       log names a stronger root cause (any but a lost node / Ray head or a host / Ray OOM row: then that cause,
+       ``detail["oom_killed"]`` set); container gone -> ``container-missing``;
     3. the earliest specific root cause across all ranks (device / KV-cache / Ray / host
        OOM, config, data, auth, network, container, specific crashes such as thread
        exhaustion or an impossible allocation size); a module the trainer cannot import (config-error, cause
@@ -32,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dapo_ops.core import health
+from dapo_ops.core import health, logformat
 from dapo_ops.core.classify import device_codes
 from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.classify.logtail import (
@@ -60,6 +62,7 @@ from dapo_ops.core.classify.phase import (
     side_of,
 )
 from dapo_ops.core.classify.signatures import (
+    SIGNATURES,
     COLLECTIVE,
     GENERIC,
     OOM_WORDS_RX,
@@ -182,18 +185,18 @@ def decide(
     if done_line >= 0 or (exit_code == 0 and not [h for h in fatal if h.sig.tier <= COLLECTIVE]):
         return bad if bad is not None else _ended_verdict(log, f, base, done_line, exit_code, fatal)
 
-    # 2. container state
-    by_state = _container_verdict(log, f, base, container_state)
+    # 2. container state: an OOM kill (docker's OOMKilled, or the supervisor's grown oom_kill counter) is the verdict
+    #    unless the log names a stronger cause (_stronger_than_oom_kill); a container that is gone always is
+    main = _root_causes([h for h in fatal if h.sig.tier == ROOT])
+    by_state = _container_verdict(log, f, base, container_state, _stronger_than_oom_kill(main))
     if by_state is not None:
         return by_state
 
     # 3. specific root cause: earliest across ranks
-    root = [h for h in fatal if h.sig.tier == ROOT]
     killed = killed_line(log)
     if killed is not None and killed < f.step_line:  # something was killed, but training went on
         killed = None
-    if root:
-        main = _root_causes(root)
+    if main:
         return verdict_for(log, f, base, main[0], main, fatal)
     if bad is not None:  # the metrics went bad before whatever generic end followed
         return bad
@@ -220,12 +223,25 @@ def decide(
     return _exit_verdict(log, f, base, exit_code, hits, fatal, nonfatal)
 
 
+def _stronger_than_oom_kill(main: list[Hit]) -> bool:
+    """Whether the log's root cause (``main[0]``, :func:`_root_causes`) beats an OOM kill of the container: a
+    specific error the kill does not explain (a device OOM, a config / data / disk error ...). A dead worker, a
+    collective timeout, a lost node or Ray head, a host / Ray OOM row are what the kill leaves behind."""
+    if not main:
+        return False
+    h = main[0]
+    return h.sig.name not in OOM_KILL_SYMPTOMS and h.sig.cls not in ("oom-host", "oom-ray")
+
+
 def _container_verdict(
-    log: Log, f: Facts, base: dict[str, Any], container_state: dict[str, Any] | None
+    log: Log, f: Facts, base: dict[str, Any], container_state: dict[str, Any] | None, stronger: bool = False
 ) -> Verdict | None:
     """What the container's ``docker inspect`` ``.State`` says by itself: ``oom-host`` when the kernel's OOM killer
-    ended it, ``container-missing`` when it is gone; else None."""
-    if _truthy(_state_get(container_state, "OOMKilled")):
+    ended it and the log names no ``stronger`` cause (then None: that cause is the verdict, with
+    ``detail["oom_killed"]`` added to ``base``), ``container-missing`` when it is gone; else None."""
+    if _truthy(_state_get(container_state, "OOMKilled")) and stronger:
+        base["oom_killed"] = True  # the kill is recorded beside the stronger cause, never lost
+    elif _truthy(_state_get(container_state, "OOMKilled")):
         d = dict(
             base,
             cause="oom-killed",
@@ -295,9 +311,25 @@ def _exit_verdict(
                 d["external"] = True
         elif exit_code == 134:
             d["cause"] = "abort"
+        elif _worker_died(log, generic):
+            d["cause"] = "worker-died"
         return mk("crash-other", d, generic_ev(log, generic) + exit_ev(exit_code))
     # non-fatal signals while the process runs (or its state is unknown)
     return _nonfatal_verdict(log, f, base, nonfatal)
+
+
+#: an exception line that only says a Ray worker / actor died (ray/exceptions.py ActorDiedError, RayActorError, the
+#: RayTaskError(ActorDiedError) wrapper): the worker's death itself, not an error it raised
+_DIED_EXC_RX = re.compile(r"actordiederror|rayactorerror|actorunavailableerror|workercrashederror")
+
+
+def _worker_died(log: Log, generic: list[Hit]) -> bool:
+    """Whether the generic evidence is a Ray worker that died with no error of its own: an ``actor-died`` line (Ray's
+    "The actor died unexpectedly" / the raylet's "A worker died or was killed") and no exception line but the death's
+    own. No OOM evidence either: an OOM row or the OOM-kill counter (the container state) decided before this."""
+    if not any(h.sig.name == "actor-died" for h in generic):
+        return False
+    return all(_DIED_EXC_RX.search(log.low_line(h.line)) for h in generic if h.sig.name == "exception")
 
 
 def _nonfatal_verdict(log: Log, f: Facts, base: dict[str, Any], nonfatal: list[Hit]) -> Verdict:
@@ -462,6 +494,9 @@ DATA_CAUSES: dict[str, str] = {"data-schema": "schema", "dapo-give-up": "too-dif
 KV_CLEANUP = ("kv-free-below-util", "kv-profiling-dirty")
 #: network signatures -> cause (the Ray head, the hub / a proxy)
 RAY_HEAD_SIGS = ("gcs-connect", "gcs-cluster-id", "ray-no-instance", "gcs-lost")
+#: root-cause rows an OOM kill explains: the OOM killer's victim was the raylet / GCS (a node marked dead, the Ray
+#: head unreachable) or the host-memory rows themselves; any other root cause the log names is stronger
+OOM_KILL_SYMPTOMS = ("node-died",) + RAY_HEAD_SIGS
 #: crash-other signature -> ``detail["cause"]`` where it is not the signature's name
 CRASH_CAUSES: dict[str, str] = {}
 #: the tracker-server rows (a tracker server that answers this client with 404 / 5xx)
@@ -821,7 +856,23 @@ def _data(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], f
     d["key"] = DATA_KEYS.get(name, "data.train_files")
     if name in DATA_CAUSES:
         d["cause"] = DATA_CAUSES[name]
+    if name == "dapo-give-up":
+        d["score_mean"] = _score_mean(log, f)
     return mk(h.sig.cls, d, ev(log, i))
+
+
+#: the step-line metric that says which way a DAPO give-up went: verl's mean sequence score of the step
+#: (verl/trainer/ppo/metric_utils.py:556 ``critic/score/mean``); near 1 every group is all-correct, near 0 (or
+#: the low end of the reward) all-wrong: either way the groups have no score spread for filter_groups to keep
+SCORE_MEAN_KEY = "critic/score/mean"
+
+
+def _score_mean(log: Log, f: Facts) -> float | None:
+    """The last step line's ``critic/score/mean`` (the give-up's direction: too easy or too hard), or None."""
+    if f.step_line < 0:
+        return None
+    parsed = logformat.parse_metrics_line(log.lines[f.step_line])
+    return parsed[1].get(SCORE_MEAN_KEY) if parsed else None
 
 
 def _network(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
@@ -848,7 +899,8 @@ def _network(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit]
         m = re.search(r"for url: https?://([^/\s]+)", log.low_line(i))
         d["address"] = m.group(1) if m else None
         d["cause"] = "hub" if m and re.search(r"huggingface|hf\.co|hf-mirror|modelscope", m.group(1)) else "http"
-    elif name == "tracker-init-timeout":
+    elif name in TRACKER_NET_SIGS or _after_tracker_retries(log, i):
+        # the tracker's own give-up, or a network exception after its retry lines: a tracker at init, not the hub
         d["cause"] = "tracker"
     elif name == "ssh":
         d["cause"] = "ssh"
@@ -860,6 +912,23 @@ def _network(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit]
             return mk("auth-error", dict(d, fatal=True, cause="bad-key"), ev(log, i))
         d["cause"] = "tracker"
     return mk(h.sig.cls, d, ev(log, i))
+
+
+#: network rows that are the tracker giving up by itself (cause ``tracker``)
+TRACKER_NET_SIGS = ("tracker-init-timeout", "tracker-comm")
+#: the tracker's NONFATAL retry lines (swanlab "network error ...", wandb "Network error (ReadTimeout), entering retry
+#: loop"): a network exception that ends the run after them is the tracker's, and how far back they count
+_TRACKER_RETRY = next(s for s in SIGNATURES if s.name == "tracker-net")
+_TRACKER_RETRY_BACK = 200
+
+
+def _after_tracker_retries(log: Log, i: int) -> bool:
+    """Whether the tracker's retry lines (:data:`_TRACKER_RETRY`) come shortly before line ``i``."""
+    for j in range(max(0, i - _TRACKER_RETRY_BACK), i):
+        ll = log.low_line(j)
+        if any(n in ll for n in _TRACKER_RETRY.needles) and _TRACKER_RETRY.rx.search(ll):
+            return True
+    return False
 
 
 def _collective(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
@@ -942,14 +1011,32 @@ def _ran_out(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit]
     return mk(h.sig.cls, dict(d, epochs=f.epochs, cause="one-step-off"), ev(log, f.step_line, h.line))
 
 
-_DENIED_PATH_RX = re.compile(r"\[errno (?:13|30)\] [^:]+: '(.+)'\s*$", re.I)
+_DENIED_PATH_RX = re.compile(r"\[errno (?:13|30|28|122)\] [^:]+: '(.+)'\s*$", re.I)
 
 
 def _denied_path(line: str) -> str | None:
-    """The path of an ``[Errno 13] Permission denied: '<path>'`` / ``[Errno 30] Read-only file system: '<path>'``
-    line, or None."""
+    """The path of an ``[Errno 13] Permission denied: '<path>'`` / ``[Errno 30] Read-only file system: '<path>'`` /
+    ``[Errno 28] No space left on device: '<path>'`` / ``[Errno 122] Disk quota exceeded: '<path>'`` line, or
+    None."""
     m = _DENIED_PATH_RX.search(line)
     return m.group(1) if m else None
+
+
+def _full_path(log: Log, i: int) -> str | None:
+    """Where a full disk (the disk-full hit at line ``i``) was written: the path the error names, else the folder of
+    the checkpoint save under way (verl's ``Saving checkpoint to …/global_step_N`` with no step line after it: the
+    log grammar's :func:`dapo_ops.core.logformat.parse_save_path`), else None."""
+    named = _denied_path(log.lines[i])
+    if named is not None:
+        return named
+    for j in range(i - 1, -1, -1):
+        line = log.lines[j]
+        if STEP_RX.search(line):
+            return None
+        path = logformat.parse_save_path(line)
+        if path is not None:
+            return path
+    return None
 
 
 def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
@@ -962,6 +1049,8 @@ def _crash(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit], 
         d["code"] = next((t for _f, _c, t in device_codes.find_codes(log.low_line(i))), None)
     if name == "write-permission":
         d["path"] = _denied_path(log.lines[i])
+    if name == "disk-full":
+        d["path"] = _full_path(log, i)
     generic = [x for x in fatal if x.sig.tier == GENERIC]
     return mk("crash-other", d, ev(log, i) + generic_ev(log, generic))
 

@@ -104,6 +104,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "illegal-memory",
         "device-fault",
         "node-died",
+        "worker-died",
         "engine-dead",
         "ray-unpickle",
         "torch-compile",
@@ -394,8 +395,9 @@ HINTS: dict[str, str] = {
         "retry unchanged."
     ),
     "data-error/too-difficult": (
-        "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches. Use "
-        "easier data or a stronger model, or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."
+        "DAPO dynamic sampling gave up: too few prompt groups had a score spread within max_num_gen_batches${spread}. "
+        "Use data that suits the model (harder if it solves everything, easier or a stronger model if it solves "
+        "nothing), or raise algorithm.filter_groups.max_num_gen_batches (0 = unlimited)."
     ),
     "data-error": (
         "A sample exceeds a length limit${size} (data.truncation=error) or the dataset is unreadable. Set "
@@ -422,7 +424,8 @@ HINTS: dict[str, str] = {
         + policy.SWANLAB_HOST_WORDS
         + ") or launch with "
         + policy.SWANLAB_OFFLINE_WORDS
-        + "."
+        + " (wandb: WANDB_MODE=offline, uploaded later with `wandb sync`; its 'Error communicating with wandb "
+        "process' after 'Network error (...), entering retry loop' lines is the same unreachable server)."
     ),
     "network/ssh": (
         "SSH to ${addr_or_host} failed: check the inventory address/port, the network path (proxy_jump) and that "
@@ -517,7 +520,7 @@ HINTS: dict[str, str] = {
         "/tmp/ray/session_latest/logs have its full traceback); no memory escalation is done."
     ),
     "crash-other/disk-full": (
-        "A disk filled up (checkpoints or logs). Free space or point trainer.default_local_dir to a bigger volume; "
+        "A disk filled up${path} (checkpoints or logs). Free space or point trainer.default_local_dir to a bigger volume; "
         "set trainer.max_actor_ckpt_to_keep to rotate checkpoints; then resume."
     ),
     "crash-other/write-permission": (
@@ -560,6 +563,15 @@ HINTS: dict[str, str] = {
         "preempted or rebooted, or its network dropped; Ray's mention of OOM is a possibility, not evidence). Check "
         "the node is up (dmesg for the OOM killer, uptime), `ray start --address=<head>` it again, then resume from "
         "the last complete checkpoint. No memory rung."
+    ),
+    "crash-other/worker-died": (
+        "A Ray worker process died (ActorDiedError / 'A worker died or was killed') without an error of its own and "
+        "with no OOM evidence in the log: Ray's list of common causes (the OOM killer, `ray stop`, SIGSEGV) names "
+        "possibilities, not what happened. On the worker's node read `dmesg -T | grep -iE 'segfault|killed "
+        "process|out of memory'` (a segfault or a kill), `docker inspect -f '{{.State.OOMKilled}}'` and the dead "
+        "worker's log (/tmp/ray/session_latest/logs/worker-*.err, python-core-worker-*.log); a Ray left over from an "
+        "earlier run (`ray status`) is stopped with `ray stop --force` before the relaunch. Then resume from the "
+        "last complete checkpoint. No memory rung without OOM evidence."
     ),
     "crash-other/engine-dead": (
         "vLLM's engine died (EngineDeadError / 'Engine background task failed'): that line only says so, the cause is "
@@ -824,6 +836,20 @@ OVERRIDE_FIXES: dict[str, str] = {
 }
 
 
+def _spread(d: dict[str, Any]) -> str:
+    """Which way a DAPO give-up went, from the last step's mean score (``detail["score_mean"]``, 0..1 rewards)."""
+    mean = d.get("score_mean")
+    if not isinstance(mean, (int, float)):
+        return ""
+    if mean >= 0.9:
+        return f" (the last step's critic/score/mean was {mean:g}: nearly every group is all-correct, the data is too easy)"
+    if mean <= 0.1:
+        return (
+            f" (the last step's critic/score/mean was {mean:g}: nearly every group is all-wrong, the data is too hard)"
+        )
+    return f" (the last step's critic/score/mean was {mean:g})"
+
+
 def _override_fix(d: dict[str, Any]) -> str:
     text = OVERRIDE_FIXES.get(str(d.get("op")), OVERRIDE_FIXES["override"])
     return text.format(k=d.get("key") or "KEY")
@@ -857,6 +883,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "key_repr": lambda d: f"{d.get('key')!r}",
     "override_fix": _override_fix,
     "path": lambda d: f" ({d['path']})" if d.get("path") else "",
+    "spread": _spread,
     "have": lambda d: f" ({d['available']:g} available, {d['desired']:g} requested)" if "desired" in d else "",
     "ws": lambda d: f" ({d['world_size']} devices, TP {d['tp']})" if "tp" in d else "",
     "need": lambda d: f" ({d['value']} < {d['need']})" if "need" in d else "",

@@ -747,13 +747,20 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # entropy/ after verl PR #4795 moved the recipes out) "... Generated too many. Please check if your data are too
     # difficult. You could also try set max_num_gen_batches=0 to enable endless trials."; verl-recipe PR #33
     # (2026-03, dapo/dapo_transfer_queue) "... Generated too many. Check data difficulty or set
-    # max_num_gen_batches=0." (verl 0.9.1's V1 trainer refills instead and never gives up: trainer_base.py:164-185)
+    # max_num_gen_batches=0." (verl 0.9.1's V1 trainer refills instead and never gives up: trainer_base.py:164-185,
+    # it only warns that max_num_gen_batches is ignored, :205-211). The same give-up in the other RL frameworks'
+    # words: EasyR1's online filtering (verl/trainer/ray_trainer.py _make_batch_data) "num_try_make_batch=20 >=
+    # max_try_make_batch=20. Generated too many. Please check your data."; NeMo-RL's DAPO / GRPO dynamic sampling
+    # (nemo_rl/algorithms/grpo.py, NVIDIA-NeMo/RL PR #602) "Dynamic sampling has reached the maximum allowed (PR #602:
+    # allowable) number of batches (10). Consider evaluating the complexity of your data ..."
     (
         "dapo-give-up",
         "data-error",
         ROOT,
-        ("generated too many", "max_num_gen_batches="),
-        r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)",
+        ("generated too many", "max_num_gen_batches=", "max_try_make_batch=", "dynamic sampling has reached"),
+        r"num_gen_batches=\d+ >=? max_num_gen_batches=\d+|generated too many\. (?:please check|check data difficulty)"
+        r"|num_try_make_batch=\d+ >=? max_try_make_batch=\d+"
+        r"|dynamic sampling has reached the maximum allow(?:ed|able) number of (?:generation )?batches",
     ),
     # one-step-off's dataloader used up: _async_gen_next_batch returns None on StopIteration
     # (verl/experimental/one_step_off_policy/ray_trainer.py:206-213) and _fit_generate unpacks that None (:390). Counts
@@ -1014,6 +1021,17 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         "run initialization has timed out",
         r"run initialization has timed out after [\d.]+ sec",
     ),
+    # wandb gave up reaching its server at init after its retry loop (wandb <= 0.15 sdk/wandb_init.py: "CommError:
+    # Error communicating with wandb process, exiting..." / UsageError "Error communicating with wandb process",
+    # wandb#5017; its FAQ: a network or proxy that keeps the run from reaching the server): the end of the run,
+    # unlike the NONFATAL retry lines above that may precede it
+    (
+        "tracker-comm",
+        "network",
+        ROOT,
+        "error communicating with wandb process",
+        r"(?:commerror|usageerror|error): error communicating with wandb process",
+    ),
     # ---- container
     (
         "no-such-container",
@@ -1024,24 +1042,41 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     ),
     # moby daemon/errors.go + daemon/exec.go: exec into a stopped, restarting or paused container is refused
     # ("Container %s is not running" / "is restarting, wait until the container is running" / "is paused, unpause
-    # the container before exec"); every exec'd process (the training) is dead or frozen either way
+    # the container before exec"); every exec'd process (the training) is dead or frozen either way. The same refusal
+    # one layer down, passed through by docker exec: docker 1.11-1.13's containerd 0.2 "rpc error: code = 2 desc =
+    # containerd: container not started" (intel/cc-oci-runtime#543) / "containerd: container not found" / "container
+    # not running"; containerd 1.x's task service "container <id> is not running"; the CRI
+    # "container is in CONTAINER_EXITED state"; podman "can only create exec sessions on running containers"
     (
         "container-not-running",
         "container-missing",
         ROOT,
-        ("is not running", "is restarting", "is paused"),
-        r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)",
+        (
+            "is not running",
+            "is restarting",
+            "is paused",
+            "containerd: container not",
+            "container not running",
+            "container_exited state",
+            "exec sessions on running containers",
+        ),
+        r"error response from daemon: container (\S+) is (?:not running|restarting, wait|paused, unpause)"
+        r"|containerd: container not (?:started|running|found)"
+        r"|(?:rpc error|oci runtime exec failed|error response from daemon)[^\n]{0,200}(?:\bcontainer not running"
+        r"|\bcontainer \\?\"?[\w.-]+\\?\"? is not running)"
+        r"|container is in container_exited state|can only create exec sessions on running containers",
     ),
     # runc's refusal to exec into a container whose init has exited, passed through by docker exec
     # ("OCI runtime exec failed: exec failed: cannot exec a container that has stopped: unknown"; runc before 1.0:
     # "rpc error: code = 2 desc = oci runtime error: exec failed: cannot exec a container that has run and
-    # stopped"); docker ps may still say Up (moby/moby#37009): the training in it is gone
+    # stopped"; runc 1.1+ "cannot exec in a stopped container"); docker ps may still say Up (moby/moby#37009): the
+    # training in it is gone
     (
         "container-exec-stopped",
         "container-missing",
         ROOT,
-        "cannot exec a container that has",
-        r"cannot exec a container that has (?:run and )?stopped",
+        ("cannot exec a container that has", "cannot exec in a stopped"),
+        r"cannot exec a container that has (?:run and )?stopped|cannot exec in a stopped (?:container|state)",
     ),
     (
         "docker-daemon",
@@ -1263,6 +1298,20 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         _COMM_CODE_PAT + r"|getting socket times out|wait execution of the notify register times out"
         r"|failed to initialize the hccp process|hccl error: ",
         CODES,
+    ),
+    # HCCL's own body lines of a collective task that timed out on the device, which hold without the EI / EZ code
+    # line above them (a tail that starts inside the block, lmdeploy#3354): the runtime's device_error_proc.cc
+    # ProcessStarsHcclFftsPlusTimeoutErrorInfo "hccl fftsplus task timeout occurred during task execution, stream_id:7,
+    # ..., stuck notify num:3, timeout:1836" and its "The 0 stuck notify wait context info:(context_id=13,
+    # notify_id=17)" lines; HCCL's "wait for notify timeout" / "notify wait timeout" and "HCCL execute failed"
+    (
+        "hccl-task-timeout",
+        "hccl-timeout",
+        COLLECTIVE,
+        ("fftsplus", "stuck notify", "notify timeout", "notify wait timeout", "execute failed"),
+        r"hccl (?:fftsplus )?task timeout occurred|stuck notify num:\s*\d+|\bthe \d+ stuck notify wait context"
+        r"|processstarshcclfftsplustimeouterrorinfo|wait for notify timeout|notify wait timeout"
+        r"|\bhccl ?execute failed",
     ),
     # ---- weak network: exception lines only
     (
