@@ -1303,15 +1303,15 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # line above them (a tail that starts inside the block, lmdeploy#3354): the runtime's device_error_proc.cc
     # ProcessStarsHcclFftsPlusTimeoutErrorInfo "hccl fftsplus task timeout occurred during task execution, stream_id:7,
     # ..., stuck notify num:3, timeout:1836" and its "The 0 stuck notify wait context info:(context_id=13,
-    # notify_id=17)" lines; HCCL's "wait for notify timeout" / "notify wait timeout" and "HCCL execute failed"
+    # notify_id=17)" lines; HCCL's "wait for notify timeout" / "notify wait timeout" (not "HCCL execute failed":
+    # any HCCL call's failure, a timeout or not)
     (
         "hccl-task-timeout",
         "hccl-timeout",
         COLLECTIVE,
-        ("fftsplus", "stuck notify", "notify timeout", "notify wait timeout", "execute failed"),
+        ("fftsplus", "stuck notify", "notify timeout", "notify wait timeout"),
         r"hccl (?:fftsplus )?task timeout occurred|stuck notify num:\s*\d+|\bthe \d+ stuck notify wait context"
-        r"|processstarshcclfftsplustimeouterrorinfo|wait for notify timeout|notify wait timeout"
-        r"|\bhccl ?execute failed",
+        r"|processstarshcclfftsplustimeouterrorinfo|wait for notify timeout|notify wait timeout",
     ),
     # ---- weak network: exception lines only
     (
