@@ -863,3 +863,22 @@ def test_the_features_table_names_a_users_override_of_a_features_key():
         assert _feature_row(text, name)[3].endswith(f"(your --override {o} decides)"), name
     for name in ("flash_attn", "dynamic_batch", "recompute", "prefix_cache", "chunked_prefill"):
         assert "your --override" not in _feature_row(text, name)[3], name
+
+
+def test_the_features_table_names_a_gradient_checkpointing_override_with_recompute_on():
+    """With ``recompute`` on, ``--override ...enable_gradient_checkpointing=False`` still decides gradient
+    checkpointing (verl reads the key alone, verl/workers/engine/fsdp/transformer_impl.py:335): its row names it, the
+    recompute row does not (its own keys, activation offload, are the plan's). The table reads the one place a
+    feature's keys are worked out, core/memladder.py feature_keys."""
+    from dapo_ops.control.launch import dryrun
+    from test_learned_real import ENV, FLAGS, HOST
+
+    mine = ["actor_rollout_ref.model.enable_gradient_checkpointing=False"]
+    st_ = settings.resolve(FLAGS, dict(ENV, USER_FEATURES="recompute"), {})
+    inputs = planning.PlanInputs(
+        settings=st_, host=HOST, mode="dapo", run_id="20261207-000000-0006", swanlab_logger=False, extra_overrides=mine
+    )
+    text = dryrun.render_text(planning.make_plan(planning.draft_plan(inputs), None), width=400)
+    assert _feature_row(text, "recompute")[2] == "on"
+    assert _feature_row(text, "gradient_checkpointing")[3].endswith(f"(your --override {mine[0]} decides)")
+    assert "your --override" not in _feature_row(text, "recompute")[3]

@@ -586,3 +586,32 @@ def test_the_estimate_reads_what_the_users_overrides_run():
     assert setup_with(["actor_rollout_ref.actor.fsdp_config.offload_policy=True"]).offload_policy
     # a later override of the same key wins (Hydra applies them in order)
     assert not setup_with(over + ["actor_rollout_ref.actor.fsdp_config.param_offload=False"]).offload
+
+
+GC_KEY = "actor_rollout_ref.model.enable_gradient_checkpointing"
+
+
+def test_one_place_works_out_a_features_keys_and_gradient_checkpointing_owns_its_key_under_recompute():
+    """Two copies worked out "which verl keys a feature sets": the dry run's table (overrides_for with the feature on
+    and off, its ``-name`` toggled too) and memladder.feature_keys (the estimate, the ladder's "set by the user"
+    skip; ``-name`` left as it was). They disagreed with the ``recompute`` feature on (FSDP): it turns gradient
+    checkpointing on unless ``-gradient_checkpointing``, so the ladder's copy gave ``gradient_checkpointing`` no keys
+    and the estimate never saw ``--override ...enable_gradient_checkpointing=False``. verl reads that key alone to
+    turn checkpointing on (verl/workers/engine/fsdp/transformer_impl.py:335) and the user's override comes last in the
+    argv: it is the feature's key. Now memladder.feature_keys is the one place (off = not on and ``-name``), and the
+    dry run's table reads it."""
+    from dapo_ops.core import memladder
+
+    s = {"framework": "fsdp", "profile": "0.9", "max_prompt_length": 128, "max_response_length": 64}
+    fs = resolve("recompute")
+    keys = memladder.feature_keys(fs.names(), "gradient_checkpointing", fs.disabled, s)
+    assert keys.get(GC_KEY) == (False, True)
+    assert GC_KEY not in memladder.feature_keys(fs.names(), "recompute", fs.disabled, s)
+    fs = resolve("-gradient_checkpointing,recompute")  # -gradient_checkpointing: recompute leaves it off
+    assert memladder.feature_keys(fs.names(), "gradient_checkpointing", fs.disabled, s)[GC_KEY] == (False, True)
+    spec = {
+        "mode": "dapo",
+        "framework": "fsdp",
+        "settings": dict(s, n_gpus_per_node=2, rollout_tp=1, extra_overrides=[f"{GC_KEY}=False"]),
+    }
+    assert not memfit.setup_from_spec(spec, resolve("recompute"), 30.0).gc  # main's code: gc counted on

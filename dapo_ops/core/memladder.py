@@ -222,17 +222,25 @@ def _set_by_user(features: FeatureSet, rung: str, settings: dict[str, Any]) -> s
 def feature_keys(
     names: frozenset[str], feature: str, disabled: frozenset[str], settings: dict[str, Any]
 ) -> dict[str, tuple[object, object]]:
-    """``{verl key: (its value with ``feature`` off, with it on)}`` for every key the feature changes, the features
-    ``names`` (less or plus ``feature``) on and ``disabled`` off, as
-    :func:`dapo_ops.core.profiles.feature_overrides` writes them for complete-able ``settings``: less the ``ref.*`` /
-    ``critic.*`` keys of roles the run does not have (:func:`dapo_ops.core.profiles.needs_ref_critic`,
-    :func:`dapo_ops.core.profiles.drop_inert`: no code reads them). The one table of a feature's keys that
-    :func:`_set_by_user` and the memory-fit estimate (:func:`dapo_ops.core.memfit.setup_from_spec`) read."""
+    """``{verl key: (its value with ``feature`` off, with it on)}`` for every key the feature changes, the other
+    features as ``names`` (on) and ``disabled`` (turned off with ``-name``) say. Off is the feature not enabled AND
+    turned off (``-feature``), on is it enabled and not turned off: a ``-name`` is part of what a feature's off writes
+    (``-gradient_checkpointing`` is what keeps the ``recompute`` feature from turning FSDP's gradient checkpointing
+    on, :func:`dapo_ops.core.profiles.feature_overrides`; ``-prefix_cache`` writes verl's key False). So
+    ``actor_rollout_ref.model.enable_gradient_checkpointing`` is a key of ``gradient_checkpointing`` whatever else is
+    on, as in verl, which reads it alone to turn checkpointing on (``verl/workers/engine/fsdp/transformer_impl.py:335``).
+    Keys as :func:`dapo_ops.core.profiles.feature_overrides` writes them (the table of feature -> verl keys the plan's
+    own :func:`dapo_ops.core.overrides.overrides_for` writes) for complete-able ``settings`` (``framework``,
+    ``profile``, ``accelerator`` read from it when there), less the ``ref.*`` / ``critic.*`` keys of roles the run
+    does not have (:func:`dapo_ops.core.profiles.needs_ref_critic`, :func:`dapo_ops.core.profiles.drop_inert`: no code
+    reads them). The one place a feature's keys are worked out: :func:`_set_by_user` (the ladder's "set by the user"
+    skip), the memory-fit estimate (:func:`dapo_ops.core.memfit.features_run`) and the dry run's features table
+    (dapo_ops/control/launch/dryrun.py, "your --override ... decides") read it."""
     s = defaults.complete_settings(dict(settings))
     spec = defaults.RunSpec.read({"settings": s})  # the run's roles and the default verl profile (0.9)
     use_ref, use_critic = profiles.needs_ref_critic(settings.get("extra_overrides") or [])
 
-    def keys(ns: frozenset[str]) -> dict[str, object]:
+    def keys(ns: frozenset[str], off: frozenset[str]) -> dict[str, object]:
         pairs = profiles.feature_overrides(
             str(s.get("profile") or spec.profile),
             s.get("framework"),
@@ -241,12 +249,12 @@ def feature_keys(
             max_response_length=int(s["max_response_length"]),
             accelerator=str(s.get("accelerator") or defaults.HOST["accelerator"]),
             micro_batch_size=int(s["micro_batch_size"]),
-            disabled=disabled,
+            disabled=off,
             megatron_recompute=s["megatron_recompute"],
         )
         return {k.lstrip("+"): v for k, v in profiles.drop_inert(pairs, use_ref=use_ref, use_critic=use_critic)}
 
-    off, on = keys(names - {feature}), keys(names | {feature})
+    off, on = keys(names - {feature}, disabled | {feature}), keys(names | {feature}, disabled - {feature})
     return {k: (off.get(k), v) for k, v in on.items() if v != off.get(k)}
 
 

@@ -61,22 +61,21 @@ def _overridden_features(plan: Plan) -> dict[str, str]:
     """``{feature: the user's --override that sets one of its keys}`` (``enable_gradient_checkpointing=False``,
     ``...fsdp_config.param_offload=True``): it is appended last, so verl runs it whatever the table says (a new-user
     trial: the table showed gradient checkpointing on and offload "ladder may add" while the override decided).
-    A feature's keys are those whose value :func:`dapo_ops.core.overrides.overrides_for` changes when the feature
-    alone is turned on or off (one source for the keys: the plan's own)."""
-    from dapo_ops.core import overrides
+    A feature's keys: :func:`dapo_ops.core.memladder.feature_keys`, the one place they are worked out (the OOM
+    ladder's "set by the user" skip and the memory-fit estimate read it too)."""
+    from dapo_ops.core import memladder
     from dapo_ops.core.hydra_override import last_by_key
+    from dapo_ops.core.runspec import effective_settings
 
-    user = last_by_key(plan.run_spec.settings["extra_overrides"] or ())
+    spec, fs = plan.run_spec, plan.features
+    s = effective_settings(spec, dict(spec.setting_changes) or None)
+    user = last_by_key(s["extra_overrides"] or ())
     if not user:
         return {}
-    spec, fs = plan.run_spec, plan.features
-    changes = dict(spec.setting_changes) or None
+    s.update(framework=spec.framework, profile=spec.profile, accelerator=spec.accelerator)
     out: dict[str, str] = {}
     for name in features.CATALOG:
-        with_it = features.FeatureSet(fs.enabled + (features.Feature(name, "explicit"),), fs.disabled - {name})
-        without = features.FeatureSet(tuple(f for f in fs.enabled if f.name != name), fs.disabled | {name})
-        on, off = (dict(overrides.overrides_for(spec, x, changes)) for x in (with_it, without))
-        keys = {k.lstrip("+") for k in on.keys() | off.keys() if on.get(k) != off.get(k)}
+        keys = memladder.feature_keys(fs.names(), name, fs.disabled, s)
         hit = [o for k, o in user.items() if k in keys]
         if hit:
             o = hit[-1]
