@@ -615,3 +615,28 @@ def test_one_place_works_out_a_features_keys_and_gradient_checkpointing_owns_its
         "settings": dict(s, n_gpus_per_node=2, rollout_tp=1, extra_overrides=[f"{GC_KEY}=False"]),
     }
     assert not memfit.setup_from_spec(spec, resolve("recompute"), 30.0).gc  # main's code: gc counted on
+
+
+def test_a_users_gradient_checkpointing_off_with_recompute_on_is_estimated_as_verl_runs_it():
+    """FSDP's ``recompute`` feature and ``gradient_checkpointing`` both write ``enable_gradient_checkpointing``.
+    The plan writes the features' keys first and the user's ``--override`` last (overrides.verl_argv), so Hydra
+    leaves the user's False; verl reads it apart from ``enable_activation_offload`` (transformer_impl.py:335,477-479):
+    activation offload runs without checkpointing. The estimate counted ``recompute`` off too (its keys were worked
+    out with gradient checkpointing already counted off, so the user's False read as "recompute's key off"), i.e.
+    neither checkpointing nor activation offload: now it is gradient checkpointing off, recompute on, and the update's
+    activations are those of activation offload alone (two layers' worth)."""
+    from dapo_ops.core import overrides
+
+    base = {"max_prompt_length": 128, "max_response_length": 64, "n_gpus_per_node": 2, "rollout_tp": 1}
+    spec = {"mode": "dapo", "framework": "fsdp", "settings": dict(base, extra_overrides=[f"{GC_KEY}=False"])}
+    fs = resolve("recompute")
+    argv = overrides.verl_argv(spec, fs)
+    assert argv.index(f"{GC_KEY}=True") < argv.index(f"{GC_KEY}=False")  # the user's comes later: Hydra keeps it
+    assert "actor_rollout_ref.model.enable_activation_offload=True" in argv
+    setup = memfit.setup_from_spec(spec, fs, 80.0)
+    assert (setup.gc, setup.recompute) == (False, True)
+    models = json.loads((Path(__file__).parents[1] / "bench" / "memory_fit_models.json").read_text())
+    m = memfit.Model.from_config(models["qwen3-1.7b"])
+    act = memfit.estimate(m, setup).terms["activations_gib"]
+    per_token = 2 * memfit.act_bytes_per_token_layer(m) + memfit.LOGIT_BYTES * m.vocab
+    assert act == pytest.approx(setup.update_tokens * per_token / memfit.GIB)

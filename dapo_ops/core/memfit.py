@@ -363,10 +363,21 @@ def features_run(features: FeatureSet, settings: dict[str, Any], user: Mapping[s
     (:func:`dapo_ops.core.memladder.feature_keys`) the user touched counts on when every one of them reads on (the
     user's value, else the feature's own), else off: ``actor_rollout_ref.actor.fsdp_config.param_offload=True`` and
     ``...optimizer_offload=True`` offload the actor as the ``offload`` feature does; one of them alone is counted as
-    no offload (the estimate models the feature whole, so it over-counts rather than under)."""
+    no offload (the estimate models the feature whole, so it over-counts rather than under).
+
+    Each feature's keys are worked out against the features as planned, not as counted so far: two features may
+    write the same key, and the user's value of it belongs to the one whose key it is there. FSDP's ``recompute``
+    turns gradient checkpointing on unless ``-gradient_checkpointing`` (:func:`dapo_ops.core.profiles.feature_overrides`);
+    with both on, ``...enable_gradient_checkpointing=False`` is ``gradient_checkpointing``'s key only, and verl runs
+    it: the plan writes the features' keys first and the user's ``extra_overrides`` last
+    (:func:`dapo_ops.core.overrides.verl_argv`), Hydra applies them in order, and verl reads
+    ``enable_gradient_checkpointing`` and ``enable_activation_offload`` apart
+    (``verl/workers/engine/fsdp/transformer_impl.py:335,477-479``: activation offload then runs with
+    ``enable_ckpt=False``): gradient checkpointing off, ``recompute`` (activation offload) on."""
     names = set(features.names())
+    planned = features.names()
     for f in MEMORY_FEATURES:
-        changed = memladder.feature_keys(frozenset(names), f, features.disabled, settings)
+        changed = memladder.feature_keys(planned, f, features.disabled, settings)
         if any(k in user for k in changed):
             on = all(_gives(user[k], v) if k in user else f in names for k, (_, v) in changed.items())
             names = names | {f} if on else names - {f}
