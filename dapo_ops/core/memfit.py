@@ -391,16 +391,20 @@ def _offload_policy(s: Mapping[str, Any], user: Mapping[str, Override]) -> bool:
     return bool(truth(o)) if o is not None else bool(s.get("fsdp_offload_policy"))
 
 
-def parallel_sizes(spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None) -> dict[str, Any]:
+def parallel_sizes(
+    spec: Mapping[str, Any], setting_changes: dict[str, Any] | None = None, user: Mapping[str, Override] | None = None
+) -> dict[str, Any]:
     """The trainer's Megatron ``{"tp", "pp", "cp"}`` a spec runs with: the settings ``trainer_tp`` /
     ``trainer_pp`` (resolved by the planner, :func:`default_parallel`), then any ``--override`` of
-    :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1."""
+    :data:`MEGATRON_PARALLEL_KEYS` (appended last to verl's argv, so it wins there too). FSDP: all 1. ``user``: the
+    spec's ``extra_overrides`` parsed already (:func:`user_overrides`, or the spec check's one parse), else parsed
+    here."""
     spec = defaults.RunSpec.read(spec)
     if spec.framework != "megatron":
         return {"tp": 1, "pp": 1, "cp": 1}
     s = dict(spec.settings, **(setting_changes or {}))
     out = {"tp": int(s["trainer_tp"] or 1), "pp": int(s["trainer_pp"] or 1), "cp": 1}
-    ov = override_values(spec)
+    ov = override_values(spec, user)
     for name, key in MEGATRON_PARALLEL_KEYS.items():
         v = ov.get(key) or ""
         if v.isdigit() and int(v) > 0:
@@ -474,7 +478,7 @@ def setup_from_spec(
     for k, v in ov.items():
         if k.endswith("max_token_len_per_gpu") and v and v.isdigit():
             budgets.setdefault(k, int(v))
-    par = parallel_sizes(spec, setting_changes)
+    par = parallel_sizes(spec, setting_changes, user)
     if (
         BYPASS_KEY in ov
     ):  # deleted (None): RolloutCorrectionConfig's default False (verl/trainer/config/algorithm.py:184)
@@ -488,8 +492,8 @@ def setup_from_spec(
         upd = int(budgets.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") or 2 * seq)
         lp = int(budgets.get("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu") or 3 * seq)
     else:  # what verl runs: the fit's or a rung's setting, else the user's --override (memladder.current_micro)
-        upd = current_micro(s, "ppo_micro_batch_size_per_gpu") * seq
-        lp = current_micro(s, "log_prob_micro_batch_size_per_gpu") * seq
+        upd = current_micro(s, "ppo_micro_batch_size_per_gpu", user) * seq
+        lp = current_micro(s, "log_prob_micro_batch_size_per_gpu", user) * seq
     return Setup(
         device_gib=float(device_gib),
         framework=spec.framework,

@@ -22,11 +22,11 @@ peak either: verl's standalone rollout frees its KV cache before the buckets are
 """
 
 from __future__ import annotations
-from typing import Any
+from typing import Any, Mapping
 
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
-from dapo_ops.core.hydra_override import last_by_key, value_of
+from dapo_ops.core.hydra_override import Override, last_by_key, value_of
 from dapo_ops.core.policy import NO_RUNG_PHASES
 from dapo_ops.core import defaults, profiles
 
@@ -258,11 +258,12 @@ def feature_keys(
     return {k: (off.get(k), v) for k, v in on.items() if v != off.get(k)}
 
 
-def _extra_value(settings: dict[str, Any], key: str) -> int | None:
+def _extra_value(settings: dict[str, Any], key: str, user: Mapping[str, Override] | None = None) -> int | None:
     """The whole number the user's last ``--override`` of ``key`` in ``settings["extra_overrides"]`` gives it
     (:func:`dapo_ops.core.hydra_override.value_of`: the last one wins, as in Hydra), or None (none, not a number, or
-    a ``~key`` deletion)."""
-    v = value_of(settings.get("extra_overrides") or [], key)
+    a ``~key`` deletion). ``user``: ``extra_overrides`` parsed already (:func:`dapo_ops.core.hydra_override.last_by_key`),
+    else parsed here."""
+    v = value_of(settings.get("extra_overrides") or [] if user is None else user.values(), key)
     try:
         return int(v) if v is not None else None
     except ValueError:
@@ -276,14 +277,14 @@ def current_budget(settings: dict[str, Any], key: str = ACTOR_BUDGET) -> int:
     return int((settings.get("token_budgets") or {}).get(key) or _extra_value(settings, key) or budgets[key])
 
 
-def current_micro(settings: dict[str, Any], name: str) -> int:
+def current_micro(settings: dict[str, Any], name: str, user: Mapping[str, Override] | None = None) -> int:
     """The micro-batch (sequences per device) verl runs without dynamic batch for setting ``name``
     (``ppo_micro_batch_size_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``, a key of :data:`SETTING_KEYS`) with
     ``settings`` (rung changes applied): the setting (the plan's fit or a ladder rung: a rung's change drops the
     user's override from verl's argv, core/overrides.py ``verl_argv``; the fit leaves a knob the user overrides
     alone), else the user's last ``--override`` of its first verl key when a positive whole number, else
-    ``micro_batch_size``."""
-    given = _extra_value(settings, SETTING_KEYS[name][0])
+    ``micro_batch_size``. ``user``: ``settings["extra_overrides"]`` parsed already, else parsed here."""
+    given = _extra_value(settings, SETTING_KEYS[name][0], user)
     return int(settings.get(name) or (given if given is not None and given > 0 else 0) or settings["micro_batch_size"])
 
 

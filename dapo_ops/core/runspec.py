@@ -116,7 +116,10 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
                 f"set --train-batch-size {pss * mini}, or PARAMETER_SYNC_STEP={tbs // mini if tbs % mini == 0 else 0} "
                 f"(0: train_batch_size / ppo_mini_batch_size)"
             )
-    bad = _batch_split_problems(spec, s, world, tbs, mini, n)
+    # the one parse of extra_overrides every check below reads (a Megatron --override of TP / PP / CP is read by the
+    # batch split): an override verl cannot read is refused before anything reads it
+    last = _check_extra_overrides(s)
+    bad = _batch_split_problems(spec, s, last, world, tbs, mini, n)
     if bad:  # every batch problem at once, each with the nearest values that split evenly
         raise OverrideError(bad)
     _check_context(s, prompt, resp, model_max_len)
@@ -126,9 +129,8 @@ def check_spec(spec: Mapping[str, Any], host_devices: int | None = None, model_m
         raise OverrideError(
             f"checkpoint dir {ckpt!r} is relative; verl joins it to the CWD on resume: use an absolute path"
         )
-    last = _check_extra_overrides(s)  # the one parse of extra_overrides every check below reads
     _check_budget_overrides(spec, s, last, prompt + resp)
-    _check_micro_batches(spec, s, last, data_parallel_size(spec, world)[0], mini, n)
+    _check_micro_batches(spec, s, last, data_parallel_size(spec, world, last)[0], mini, n)
     _check_step_batch(spec, s, last, world, tbs, n)
     _check_ulysses_padding(spec, last)
 
@@ -175,7 +177,7 @@ def _check_budget_overrides(spec: defaults.RunSpec, s: dict[str, Any], last: Map
             )
     if not spec.features or not _dynamic(spec, last):
         return
-    sp = memfit.parallel_sizes(spec)["cp"] if spec.framework == "megatron" else 1
+    sp = memfit.parallel_sizes(spec, user=last)["cp"] if spec.framework == "megatron" else 1
     u = last.get(ULYSSES_KEY)
     u_text = (u.text if u is not None else None) or ""
     sp = max(sp, int(u_text) if u_text.isdigit() else 1)
@@ -210,7 +212,7 @@ def _check_micro_batches(
         return
     name = "ppo_micro_batch_size_per_gpu"
     per = mini * n // dp
-    m = memladder.current_micro(s, name)
+    m = memladder.current_micro(s, name, last)
     o = last.get(memladder.SETTING_KEYS[name][0])
     where = (
         name
@@ -260,8 +262,8 @@ def _check_step_batch(
         return
     minimal, how = world, f"the {world} trainer devices"
     if spec.framework == "megatron":
-        dp, shard = data_parallel_size(spec, world)
-        m = memladder.current_micro(s, "ppo_micro_batch_size_per_gpu")
+        dp, shard = data_parallel_size(spec, world, last)
+        m = memladder.current_micro(s, "ppo_micro_batch_size_per_gpu", last)
         minimal, how = dp * m, f"{dp} data-parallel rank(s) ({world} devices{shard}) x micro-batch {m}"
     if (tbs * n) % minimal:
         step = minimal // math.gcd(minimal, n)
@@ -400,11 +402,14 @@ def _check_extra_overrides(s: dict[str, Any]) -> dict[str, Override]:
     return last_by_key(parsed)
 
 
-def data_parallel_size(spec: Mapping[str, Any], world: int) -> tuple[int, str]:
+def data_parallel_size(
+    spec: Mapping[str, Any], world: int, user: Mapping[str, Override] | None = None
+) -> tuple[int, str]:
     """``(dp, how)``: the trainer's data-parallel size on ``world`` trainer devices and how it comes about. FSDP: every
     device is a data-parallel rank. Megatron: ``world / (TP x PP x CP)`` (megatron-core's ``initialize_model_parallel``;
-    the sizes the spec runs with, :func:`dapo_ops.core.memfit.parallel_sizes`, settings then ``--override``)."""
-    par = memfit.parallel_sizes(spec)
+    the sizes the spec runs with, :func:`dapo_ops.core.memfit.parallel_sizes`, settings then ``--override``).
+    ``user``: the spec's ``extra_overrides`` parsed already (:func:`_check_extra_overrides`), else parsed here."""
+    par = memfit.parallel_sizes(spec, user=user)
     shard = par["tp"] * par["pp"] * par["cp"]
     if shard <= 1:
         return world, ""
@@ -412,7 +417,9 @@ def data_parallel_size(spec: Mapping[str, Any], world: int) -> tuple[int, str]:
     return max(1, world // shard), f" / (TP {par['tp']} x PP {par['pp']}{cp})"
 
 
-def _batch_split_problems(spec: defaults.RunSpec, s: dict[str, Any], world: int, tbs: int, mini: int, n: int) -> str:
+def _batch_split_problems(
+    spec: defaults.RunSpec, s: dict[str, Any], last: Mapping[str, Override], world: int, tbs: int, mini: int, n: int
+) -> str:
     """The one line refusing batch sizes verl cannot split over the trainer's data-parallel ranks, or "".
 
     verl 0.9.1's V1 trainer (profile 0.9) pads each step's batch to a multiple of ``lcm(dp, ppo_mini_batch_size x
@@ -420,13 +427,14 @@ def _batch_split_problems(spec: defaults.RunSpec, s: dict[str, Any], world: int,
     ``train_batch_size`` needs nothing; what it asserts is that one mini-batch's responses split over the
     data-parallel ranks (``verl/workers/engine_workers.py:267-269``: ``mini_batch_size % get_data_parallel_size()
     == 0``). The 0.8 profile's legacy trainers split the whole step over every device: both batches are checked there.
+    ``last``: the parsed ``extra_overrides`` (:func:`_check_extra_overrides`).
     """
     nodes = max(1, as_int(s, "nnodes", "--nnodes"))
     sizes: tuple[tuple[str, int], ...]
     if spec.profile == "0.8":
         dp, how, sizes = world, "", (("train_batch_size", tbs), ("ppo_mini_batch_size", mini))
     else:
-        dp, how = data_parallel_size(spec, world)
+        dp, how = data_parallel_size(spec, world, last)
         sizes = (("ppo_mini_batch_size", mini),)
     bad = [(k, v) for k, v in sizes if (v * n) % dp]
     if not bad:
