@@ -137,3 +137,24 @@ def test_the_real_lr_line_replayed_through_the_scanner_flags_step_1_and_a_recurr
     second = escalate.diverged_verdict(again, flag.to_json(), 1, 6)
     assert second["detail"]["recurred"] is True and second["action_kind"] == "stop"
     assert ladder.decide(fs, "diverged", second["detail"], 0, 3, {"diverged": 1}, {}).action == "stop"
+
+
+def test_the_supervisors_follow_reads_a_syslog_escaped_log_as_the_plain_one(tmp_path):
+    """A verl log copied through syslog carries its colour codes with ESC written out as text (rsyslog's ``#033[``,
+    ``cat -v``'s ``^[[``): the supervisor's follow reads it through the one log grammar's escape helper
+    (dapo_ops/core/logformat.py ``strip_ansi``), so the step, the total, the save and the OOM line it keeps are those of
+    the plain log."""
+    plain = [
+        "(TaskRunner pid=7) Total training steps: 6",
+        "(TaskRunner pid=7) step:1 - actor/pg_loss:0.5 - training/global_step:1",
+        "(TaskRunner pid=7) local_global_step_folder: /ckpt/global_step_2",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    for esc in ("#033", "^["):
+        escaped = [f"{esc}[36m{ln[:18]}{esc}[0m{ln[18:]}" for ln in plain[:3]]
+        escaped.append(f"{esc}[31m{plain[3]}{esc}[0m")
+        got, want = _scan("\n".join(escaped), tmp_path), _scan("\n".join(plain), tmp_path)
+        assert got.oom_line == want.oom_line == plain[3], esc
+        assert (got.rec.get("step"), got.rec.get("total_steps")) == (want.rec.get("step"), want.rec.get("total_steps"))
+        assert got.rec.get("step") == 1 and got.rec.get("total_steps") == 6
+        assert got.att.get("saved_step") == want.att.get("saved_step") == 2, esc

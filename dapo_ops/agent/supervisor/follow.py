@@ -26,7 +26,6 @@ from dapo_ops.core import defaults, health
 from dapo_ops.core.classify import storm
 from dapo_ops.core.classify.logtail import fatal_signature
 from dapo_ops.core.logformat import (
-    ANSI_RE,
     LinkScanner,
     is_validation_only,
     parse_metrics_line,
@@ -35,6 +34,7 @@ from dapo_ops.core.logformat import (
     SWANLAB_SYNC,
     parse_swanlab_url,
     parse_total,
+    strip_ansi,
 )
 
 #: bytes read from the attempt log per call
@@ -289,7 +289,7 @@ class Scanner:
                     self.link_seen = True
                     self.on_link(url)
             if self.oom_line is None and self.is_oom(line):
-                self.oom_line = ANSI_RE.sub("", line).strip()[:500]
+                self.oom_line = strip_ansi(line).strip()[:500]
                 self.oom_at = now()
                 att["oom_line_at"] = self.oom_at
                 log("device OOM line in attempt %d: %s" % (att["n"], self.oom_line[:200]))
