@@ -210,3 +210,24 @@ def test_a_checkpoint_save_in_flight_is_said_not_no_step(monkeypatch):
     # an attempt with no save: unchanged (no step for ..)
     plain = statusview.build_row("h3", {"run": _run(stall_after_s=60.0, total_steps=6), "tail": "", "now": 1022.0})
     assert plain.no_step_s == 12.0 and plain.saving_step is None
+
+
+def test_a_dead_supervisors_row_says_no_stall_and_no_save_it_cannot_know():
+    """With the supervisor gone nothing records a save verl starts (the supervisor writes ``saved_step`` from the log
+    as it reads it), and the log tail cannot date one: verl's log timestamps are the container's local time. A live
+    verl saving its checkpoint showed ``stalled 9m`` beside ``supervisor-dead``, and a save the supervisor recorded
+    before it died showed ``saving checkpoint step 2 for 9m`` while verl was not running at all. The row of a dead
+    supervisor now says neither: no ETA, the progress cell's ``.. ago`` and the hint's facts only."""
+    run = _run(stall_after_s=60.0, total_steps=6)
+    probe = {"run": run, "tail": "", "now": 1550.0, "supervisor_alive": False, "verl_alive": True, "verl_pgid": 7}
+    row = statusview.build_row("h3", probe)
+    assert row.state == "supervisor-dead" and row.eta_s is None
+    assert (row.stalled_s, row.no_step_s, row.saving_step) == (None, None, None), row
+    assert statustable.cells(row)["eta"] == "-"
+    assert row.progress_age_s == 540.0 and "verl still runs" in (row.hint or "")
+    saved = _run(stall_after_s=60.0, total_steps=6, attempts=[{"n": 1, "saved_step": 2, "save_started_at": 1012.0}])
+    dead = statusview.build_row("h3", dict(probe, run=saved, verl_alive=False))
+    assert dead.saving_step is None and "saving" not in statustable.cells(dead)["eta"]
+    # the supervisor alive: the same records read as before (stalled; a save in flight)
+    assert statusview.build_row("h3", dict(probe, supervisor_alive=True)).stalled_s == 540.0
+    assert statusview.build_row("h3", dict(probe, run=saved, supervisor_alive=True)).saving_step == 2

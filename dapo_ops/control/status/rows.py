@@ -467,10 +467,13 @@ def _no_eta_when_idle(row: StatusRow, run: dict, step_time: float | None, now: f
     own limit), else ``no_step_s`` past :data:`IDLE_STEP_FACTOR` x the recent step time. A new user's trial: attempt
     2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``ETA 10s`` for the first 30 s of its hang.
     A checkpoint save in flight (:func:`save_in_flight`) is neither: the row says ``saving_step`` / ``saving_s``
-    (the supervisor sizes its own limit for the save, dapo_ops/agent/supervisor/follow.py ``Scanner._on_save``)."""
+    (the supervisor sizes its own limit for the save, dapo_ops/agent/supervisor/follow.py ``Scanner._on_save``).
+    A dead supervisor's row (:data:`SUPERVISOR_DEAD`) says none of the three: nothing records a save verl starts
+    after its supervisor died and the log tail cannot date one (verl's log timestamps are the container's local
+    time), and a save recorded before it may have died with verl: the row keeps the progress age and the hint."""
     age = row.progress_age_s
     limit = stalled_after(run, step_time)
-    if age is None:
+    if age is None or row.state == SUPERVISOR_DEAD:
         return
     saving = save_in_flight(run, row.step, now)
     if saving is not None:
