@@ -109,13 +109,17 @@ def test_looser_existing_mode_is_fixed_and_reported(tmp_path):
     assert userconfig.mode_warning(p) is None
 
 
-def test_refuses_to_write_inside_the_projects_or_cwds_git_work_tree(tmp_path, monkeypatch):
+def test_refuses_to_write_a_config_file_whose_own_location_is_in_a_git_work_tree(tmp_path, monkeypatch):
+    """The config file's own location decides (the nearest ``.git`` at or above it), not the working directory:
+    inside this project's tree, or inside any other work tree while the CWD is outside every one, the save is
+    refused."""
     repo_file = Path(userconfig.__file__).resolve().parents[1] / "conf" / "config.toml"
     with pytest.raises(UserConfigError, match="git work tree"):
         userconfig.save_section("swanlab", {"api_key": "x" * 21}, repo_file)
     assert not repo_file.exists()
     (tmp_path / "proj" / ".git").mkdir(parents=True)
-    monkeypatch.chdir(tmp_path / "proj")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the CWD is in no work tree: the file's location decides
     p = tmp_path / "proj" / "sub" / "config.toml"
     with pytest.raises(UserConfigError, match="git work tree"):
         userconfig.save_section("swanlab", {"api_key": "x" * 21}, p)
