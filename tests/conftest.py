@@ -193,6 +193,19 @@ class Sandbox:
             host, f"docker exec {env_args} {wd} {self.container} sh -c {shlex.quote(cmd)}", timeout=timeout, check=check
         )
 
+    def tuned_inventory(self, dest: Path, tunables: dict[str, dict[str, float]]) -> Path:
+        """Write a copy of the bench's inventory to ``dest`` in which host ``h`` has the supervisor tunables
+        ``tunables[h]`` (``{"h1": {"retry_delay_s": 1.0}}``): the ``[hosts.<name>.supervisor]`` table a user writes in
+        hosts.toml (dapo_ops/agent/supervisor/config.py ``HOST_TUNABLES``), which the launch puts into each run's spec.
+        Returns ``dest``."""
+        text = self.inventory.read_text()
+        for host, tun in tunables.items():
+            self._check(host)
+            if tun:
+                text += f"\n[hosts.{host}.supervisor]\n" + "".join(f"{k} = {float(v)}\n" for k, v in tun.items())
+        dest.write_text(text)
+        return dest
+
     # --------------------------------------------------------------- cues
     def set_scenario(self, host: str, scenario: dict) -> None:
         """Write ``host``'s /sandbox/scenario.json (stand-in failure cues; schema in sandbox/README.md)."""

@@ -32,12 +32,27 @@ IN = "/verl/dapo_runs/inputs"
 INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
 
 
+#: the sandbox hosts' retry delay in these tests (seconds): the host tunable ``retry_delay_s`` a user sets in
+#: hosts.toml (``[hosts.<name>.supervisor]``) instead of the NPU default of 10 s, which waits out HCCL's EJ0001 on real
+#: devices; the stand-in has no HCCL to wait for. Every OOM / stall / divergence retry of a test is 9 s shorter.
+RETRY_DELAY_S = 1.0
+
+
 @pytest.fixture
 def host_ready(sandbox, tmp_path):
     """Return ``prepare(host)``: inputs present (tiny model + parquet on the host-side runs mount), no run active,
-    default scenario. Also yields the env for the CLI."""
+    default scenario. Also yields the env for the CLI, whose inventory is the bench's with every host at the
+    supervisor tunables ``prepare.tune(host, **tunables)`` set (from the start: ``retry_delay_s`` =
+    :data:`RETRY_DELAY_S`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_"))}
-    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
+    env.update(DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
+    tunables: dict[str, dict[str, float]] = {h: {"retry_delay_s": RETRY_DELAY_S} for h in sandbox.hosts}
+
+    def tune(host: str, **tun: float) -> None:
+        tunables[host].update(tun)
+        env["DAPO_OPS_INVENTORY"] = str(sandbox.tuned_inventory(tmp_path / "hosts-tuned.toml", tunables))
+
+    tune(sandbox.hosts[0])
 
     def prepare(host: str, scenario: dict) -> None:
         # a clean host: an earlier test on this worker's bench may have left a run (or a fabricated run.json whose
@@ -51,6 +66,7 @@ def host_ready(sandbox, tmp_path):
 
     prepare.env = env
     prepare.cwd = tmp_path
+    prepare.tune = tune
     return prepare
 
 

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402
 from config_helpers import no_config  # noqa: E402
+from test_launch_bench import RETRY_DELAY_S  # noqa: E402
 
 RUNS = "/verl/dapo_runs"
 IN = f"{RUNS}/inputs"
@@ -38,9 +39,13 @@ RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
 
 @pytest.fixture
 def cli(sandbox, tmp_path):
-    """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI."""
+    """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI, whose
+    inventory gives every host the retry delay of test_launch_bench.py's tests (``RETRY_DELAY_S``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "RAY_"))}
-    env.update(DAPO_OPS_INVENTORY=str(sandbox.inventory), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
+    tuned = sandbox.tuned_inventory(
+        tmp_path / "hosts-tuned.toml", {h: {"retry_delay_s": RETRY_DELAY_S} for h in sandbox.hosts}
+    )
+    env.update(DAPO_OPS_INVENTORY=str(tuned), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
     for h in HOSTS:
         sandbox.reset(h)
         inputs = sandbox.runs_dir(h) / "inputs"

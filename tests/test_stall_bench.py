@@ -33,12 +33,9 @@ host_ready = test_launch_bench.host_ready  # the fixture: inputs on the host, a 
 def _stall_floor(prep, seconds: float, host: str = "h1") -> float:
     """Run ``host`` at a stall floor of ``seconds`` for this test: the host tunable a user sets in hosts.toml
     (``[hosts.<name>.supervisor] stall_floor_s``, dapo_ops/agent/supervisor/config.py; the default 60 s,
-    ``stall.STALL_FLOOR_S``) in a copy of the sandbox's inventory, so each stall is called in ``seconds`` instead of a
-    minute of CI. Returns ``seconds``."""
-    inv = prep.cwd / "hosts-stall-floor.toml"
-    text = open(prep.env["DAPO_OPS_INVENTORY"]).read()
-    inv.write_text(text + f"\n[hosts.{host}.supervisor]\nstall_floor_s = {seconds}\n")
-    prep.env["DAPO_OPS_INVENTORY"] = str(inv)
+    ``stall.STALL_FLOOR_S``) in the fixture's copy of the sandbox's inventory (``prep.tune``), so each stall is called
+    in ``seconds`` instead of a minute of CI. Returns ``seconds``."""
+    prep.tune(host, stall_floor_s=seconds)
     return seconds
 
 
