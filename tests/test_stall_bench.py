@@ -114,11 +114,13 @@ def test_every_reward_worker_in_user_code_stops_naming_the_frame(sandbox, host_r
 
 def test_a_start_up_stuck_on_the_ray_head_is_stopped_as_network_not_a_hang(sandbox, host_ready):
     """The new-user trial (tests/test_live_fatal.py): the stand-in's ``network`` cue prints Ray's GCS loop for ever,
-    never a step. HANG_TIMEOUT is the default 30 min; each attempt is stopped once the line repeated 10 times over
-    60 s (``killed_by`` ``fatal``) with the classifier's verdict (network, the head's address) and policy: one retry
-    after cleanup, then stop, and `inv status` names the address."""
-    # the loop's line every 0.5 s instead of Ray's ~5 s: the slow rule (10 in 60 s) the same, ~100 s less of CI
-    host_ready("h1", {"failure": {"kind": "network", "head": "198.51.140.99", "every_s": 0.5}})
+    never a step. HANG_TIMEOUT is the default 30 min; each attempt is stopped once the line repeats as a storm (10
+    times over 60 s, or 50 times over 10 s: core/classify/storm.py; ``killed_by`` ``fatal``) with the classifier's
+    verdict (network, the head's address) and policy: one retry after cleanup, then stop, and `inv status` names the
+    address."""
+    # the loop's line every 0.2 s instead of Ray's ~5 s: the supervisor's own rules (storm.MIN_REPEATS = 50 repeats
+    # over at least MIN_SPAN_S = 10 s) call each attempt at 10 s instead of Ray's minute of the slow rule (10 in 60 s)
+    host_ready("h1", {"failure": {"kind": "network", "head": "198.51.140.99", "every_s": 0.2}})
     res, rid = launch(host_ready, "h1", "--steps", "12", "--framework", "fsdp", "--save-freq", "2")
     assert res.returncode == 0, res.stderr
     rec = wait_end(sandbox, "h1", rid, timeout=600)
