@@ -328,3 +328,44 @@ def test_the_dry_run_says_when_no_checkpoint_is_saved():
     assert "checkpoints:   none (save_freq -1: a retry after a failure starts over from step 0)" in off
     on = render_text(plan({"save_freq": 2}), width=400)
     assert "checkpoints:   /runs/" in on and "(every 2 steps and the last)" in on
+
+
+def test_an_explicit_no_offload_in_any_form_keeps_a_learned_offload_rung_off():
+    """A new-user trial: ``inv launch --framework fsdp --no-offload`` started on the learned rung offload (verl ran
+    param_offload=True) although the README says a learned rung is never over a setting given explicitly; only
+    ``--features -offload`` kept it off. Every form of "no offload" is that setting: the flag, ENABLE_OFFLOAD, the
+    config file, and an --override of the feature's own verl key."""
+    m = memo_of(plan(), rung="offload", phase="update", changes={}, features=("offload",))
+    forms = {
+        "--no-offload": (settings.resolve(dict(FLAGS, offload=False), {}, {}), []),
+        "ENABLE_OFFLOAD=false": (settings.resolve(FLAGS, {"ENABLE_OFFLOAD": "false"}, {}), []),
+        "[run] offload = false in the config file": (settings.resolve(FLAGS, {}, {"run": {"offload": False}}), []),
+        "actor_rollout_ref.actor.fsdp_config.param_offload, which you set with --override": (
+            settings.resolve(FLAGS, {}, {}),
+            ["actor_rollout_ref.actor.fsdp_config.param_offload=False"],
+        ),
+    }
+    for said, (st, extra) in forms.items():
+
+        def mk(memos, st=st, extra=extra):
+            return plan_for(
+                settings=st,
+                host=ONE_GPU,
+                mode="dapo",
+                run_id=RID,
+                swanlab_logger=False,
+                extra_overrides=extra,
+                memory=memory(memos=memos),
+            )
+
+        # the same configuration (an --override is part of the key: the memo of a run with the same override)
+        p = mk([m if not extra else memo_of(mk([]), rung="offload", phase="update", changes={}, features=("offload",))])
+        assert not p.features.has("offload"), said
+        assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" not in p.argv, said
+        assert p.spec["learned"]["used"] is False, said
+        (line,) = [ln for ln in p.memory if ln.startswith("learned start not used")]
+        assert said in line, (said, line)
+        # what the memo says may happen without the rung
+        assert "ran out of device memory in phase update at step 3, so this run may too" in line, line
+    # offload left at its default is no choice: the memo is used
+    assert plan(mem=memory(memos=[m])).features.source_of("offload") == "learned"

@@ -26,7 +26,8 @@ data files, run names, the model's path when its shape is known. Matching is equ
 
 *Precedence* (:mod:`dapo_ops.core.features`): explicit > defaults > learned / estimate > OOM-appended. A memo is
 never trusted over a user's explicit setting (:func:`conflicts`): a memo that would turn on a feature the user turned
-off (``-offload``) or change a setting the user set (``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an
+off (``-offload``, ``--no-offload`` / ``ENABLE_OFFLOAD=false`` / the config file's ``offload = false``, an
+``--override`` of one of the feature's verl keys) or change a setting the user set (``GPU_MEMORY_UTILIZATION``, ``MICRO_BATCH_SIZE``, an
 ``--override`` of the key a rung changes) is not used at all (a part of a memo was never measured alone), and the
 plan says which setting and why. *Learned and estimate*: a used memo is measured on this host class, the estimate is
 a model of it (max error ~10 %); the memo wins: the plan starts on the learned rungs and the estimate only reports
@@ -162,19 +163,31 @@ def find(memos: list[Any], k: dict[str, Any]) -> dict[str, Any] | None:
     return max(hits, key=lambda m: m.get("recorded_at") or 0) if hits else None
 
 
-def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, str], overrides: list[Any]) -> list[str]:
-    """Why a memo cannot be used: one phrase per explicit user choice it would override. ``disabled``: the ``-name``
-    features; ``given``: run setting name -> where the user set it (``GPU_MEMORY_UTILIZATION``, ``--micro-batch-size``)
-    for the settings the user set; ``overrides``: the user's ``--override`` items, matched against the verl keys a
-    change sets (the ladder's one table, :data:`dapo_ops.core.memladder.SETTING_KEYS`) whatever their op
-    (:func:`dapo_ops.core.hydra_override.key_of`: a ``~key`` deletion counts, the user chose what verl runs with
-    there). Empty: usable."""
+def conflicts(
+    memo: dict[str, Any],
+    disabled: Iterable[str],
+    given: dict[str, str],
+    overrides: list[Any],
+    settings: Mapping[str, Any] | None = None,
+    enabled: Iterable[str] = (),
+) -> list[str]:
+    """Why a memo cannot be used: one phrase per explicit user choice it would override, whatever form the user
+        gave it in. ``disabled``: the ``-name`` features; ``given``: run setting name -> where the user set it
+        (``GPU_MEMORY_UTILIZATION=0.6``, ``--micro-batch-size=4``, ``--no-offload``) for the settings the user set (a
+        setting named like a feature, ``offload``, is there only when the user turned it off: ``--no-offload`` /
+        ``ENABLE_OFFLOAD=false`` / ``[run] offload = false``); ``overrides``: the user's ``--override`` items, matched
+        against the verl keys a change sets (the ladder's one table, :data:`dapo_ops.core.memladder.SETTING_KEYS`) and,
+        with ``settings`` (the run's spec settings with ``framework`` / ``profile`` / ``accelerator``), the keys a
+        rung's feature sets (:func:`dapo_ops.core.memladder.feature_keys`, the one place they are worked out), whatever
+        their op; ``enabled``: the features the plan has on before the memo (what a feature's keys are worked out
+    against) (:func:`dapo_ops.core.hydra_override.key_of`: a ``~key`` deletion counts, the user chose what verl runs
+        with there). Empty: usable."""
     rung = memo.get("rung") or {}
     out = []
-    for f in rung.get("features") or []:
-        if f["name"] in set(disabled or ()):
-            out.append(f"it adds {f['name']}, which you turned off (-{f['name']})")
     keys = {key_of(o) for o in overrides or []}
+    off = set(disabled or ())
+    for f in rung.get("features") or []:
+        out += _feature_conflicts(f["name"], off, given or {}, keys, frozenset(enabled), settings)
     for name, val in (rung.get("setting_changes") or {}).items():
         if name == "memory_rungs":
             continue
@@ -187,6 +200,28 @@ def conflicts(memo: dict[str, Any], disabled: Iterable[str], given: dict[str, st
         if hit:
             out.append(f"it changes {hit[0]}, which you set with --override")
     return out
+
+
+def _feature_conflicts(
+    name: str,
+    off: set[str],
+    given: Mapping[str, str],
+    keys: set[Any],
+    enabled: frozenset[str],
+    settings: Mapping[str, Any] | None,
+) -> list[str]:
+    """:func:`conflicts` of one feature a memo's rung adds: turned off with ``-name``, turned off by its own setting
+    (``--no-offload``), or one of its verl keys set with ``--override``."""
+    if name in off:
+        return [f"it adds {name}, which you turned off (-{name})"]
+    if name in given:
+        return [f"it adds {name}, which you turned off ({given[name]})"]
+    if settings is None or not keys:
+        return []
+    from dapo_ops.core.memladder import feature_keys
+
+    hit = sorted(k for k in feature_keys(enabled, name, frozenset(off), dict(settings)) if k in keys)
+    return [f"it adds {name}, which sets {hit[0]}, which you set with --override"] if hit else []
 
 
 def rung_names(memo: dict[str, Any]) -> list[str]:
@@ -230,10 +265,16 @@ def start_line(memo: dict[str, Any]) -> str:
 
 
 def not_used_line(memo: dict[str, Any], why: list[str]) -> str:
-    """``learned start not used: run <id> ...; <why>: a memo never overrides an explicit setting``."""
+    """``learned start not used: run <id> ...; <why>: a memo never overrides an explicit setting; without it run <id>
+    ran out in phase <p>: this run may too (...)``: what was skipped, why, and what the memo says may happen."""
+    ran = memo.get("ran_out") or {}
+    known = [p for p in dict.fromkeys(ran.get("phases") or [ran.get("phase")]) if p and p != "unknown"]
+    where = f"in phase {', '.join(known)}" if known else "(its log named no phase)"
     return (
         f"learned start not used: run {memo.get('run_id')} ran on {', '.join(rung_names(memo)) or 'a rung'} "
-        f"({when(memo)}), but {'; '.join(why)}: a memo never overrides an explicit setting"
+        f"({when(memo)}), but {'; '.join(why)}: a memo never overrides an explicit setting; without it run "
+        f"{memo.get('run_id')} ran out of device memory {where} at step {ran.get('step') or '?'}, so this run may "
+        f"too (the device-OOM ladder then retries from the last checkpoint on a rung your settings allow)"
     )
 
 

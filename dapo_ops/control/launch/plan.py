@@ -596,7 +596,12 @@ def _learned_start(
         if _given(settings, name):
             where = (getattr(settings, "origins", None) or {}).get(name) or name
             given[name] = f"{where}={run_values(settings)[name]}"
-    why = learned.conflicts(memo, fs.disabled, given, spec["settings"].get("extra_overrides") or [])
+    said_no = _said_no_offload(settings)
+    if said_no:  # --no-offload / ENABLE_OFFLOAD=false / [run] offload = false: an explicit setting
+        given["offload"] = said_no
+    rs = defaults.RunSpec.read(spec)
+    keyed = dict(rs.settings, framework=rs.framework, profile=rs.profile, accelerator=rs.accelerator)
+    why = learned.conflicts(memo, fs.disabled, given, rs.settings.get("extra_overrides") or [], keyed, fs.names())
     if why:
         spec["learned"] = {"used": False, "run_id": memo.get("run_id"), "fingerprint": fp, "why": why}
         return fs, [learned.not_used_line(memo, why)]
@@ -606,6 +611,18 @@ def _learned_start(
     line = learned.start_line(memo)
     spec["learned"] = {"used": True, "run_id": memo.get("run_id"), "fingerprint": fp, "line": line}
     return fs, [line]
+
+
+def _said_no_offload(settings) -> str | None:
+    """Where the user turned offload off by its own setting (``--no-offload``, ``ENABLE_OFFLOAD=false``, ``[run]
+    offload = false in the config file``), as the settings' precedence settled it
+    (:func:`dapo_ops.control.settings.resolve`); None when offload is on or left at its default."""
+    if not _given(settings, "offload") or run_values(settings)["offload"]:
+        return None
+    if not isinstance(settings, Settings):  # a plain dict of settings: no source to name
+        return "offload=False"
+    where = {"flag": "--no-offload", "file": settings.origins["offload"].replace(" offload ", " offload = false ", 1)}
+    return where.get(settings.sources["offload"], f"{settings.origins['offload']}=false")
 
 
 def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -> tuple[FeatureSet, list[str]]:
