@@ -882,3 +882,35 @@ def test_the_features_table_names_a_gradient_checkpointing_override_with_recompu
     assert _feature_row(text, "recompute")[2] == "on"
     assert _feature_row(text, "gradient_checkpointing")[3].endswith(f"(your --override {mine[0]} decides)")
     assert "your --override" not in _feature_row(text, "recompute")[3]
+
+
+SANDBOX_MODEL = {"model_type": "qwen2", "hidden_size": 16}  # the sandbox's tiny stand-in: no attention-head counts
+
+
+@pytest.mark.parametrize(
+    "what, memory, env",
+    [
+        ("the sandbox's model without head counts", {"model_config": SANDBOX_MODEL, "device_gib": 140.0}, {}),
+        ("a dry run (no facts)", None, {}),
+        ("a dry run with the model's shape", {"model_config": QWEN3_1_7B, "device_gib": None}, {}),
+        ("MEMORY_FIT=warn", {"model_config": QWEN3_1_7B, "device_gib": 140.0}, {"MEMORY_FIT": "warn"}),
+    ],
+)
+def test_the_packed_cap_holds_under_sdpa_whatever_the_memory_estimate_knows(what, memory, env):
+    """A new-user trial: ``-flash_attn`` on the sandbox ran ``ppo_max_token_len_per_gpu=20480`` under sdpa, while the
+    README says the packed sdpa budgets stop at 4096: the cap was applied only inside the memory fit, which needs the
+    model's shape and the device memory. The cap is about sdpa's speed over a packed micro-batch, so it holds on
+    every plan with packed attention; with flash attention it does not apply."""
+    st_ = settings.resolve(
+        {"framework": "fsdp", "features": "-flash_attn", "max_prompt_length": 512, "max_response_length": 2048},
+        env,
+        {},
+    )
+    inputs = dict(settings=st_, host=None, mode="dapo", run_id="20261207-000000-0003", swanlab_logger=False)
+    p = planning.make_plan(planning.draft_plan(planning.PlanInputs(**inputs)), memory)
+    budgets = {a.split("=")[0]: int(a.split("=")[1]) for a in p.argv if "_max_token_len_per_gpu=" in a}
+    assert budgets and all(v <= fastfit.PACKED_TOKENS for v in budgets.values()), (what, budgets)
+    assert any(ln.startswith("fit: ppo_max_token_len_per_gpu") for ln in p.memory), (what, p.memory)
+    st_flash = settings.resolve({"framework": "fsdp", "max_prompt_length": 512, "max_response_length": 2048}, {}, {})
+    flash = planning.make_plan(planning.draft_plan(planning.PlanInputs(**dict(inputs, settings=st_flash))), None)
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=5120" in flash.argv  # profiles.token_budgets' default

@@ -777,6 +777,51 @@ def choose(
     return Choices(out, fs, chosen, kept, margin, float(device_gib))
 
 
+def packed_cap(spec: dict[str, Any], features: FeatureSet, *, given: Iterable[str] = ()) -> Choices:
+    """The packed-attention cap (:data:`PACKED_TOKENS`) alone, for a plan :func:`choose` did not apply to (no model
+    shape, no device memory, ``MEMORY_FIT=warn``): the cap is about the speed of sdpa over a packed micro-batch, not
+    about memory, so it holds whenever the attention is packed (:func:`packed_attention`). Each budget (dynamic
+    batch) or micro-batch above it is lowered to it (``max(prompt + response, PACKED_TOKENS)``; a micro-batch to
+    the largest divisor of a device's mini-batch / batch within it, 1 at least); one the user set (``given``, an
+    ``--override`` of its keys) or the start rung sets is left as it is. Returns :class:`Choices` (empty when not
+    packed); ``device_gib`` 0: no memory was judged. Pure."""
+    rs = defaults.RunSpec.read(spec)
+    changes = dict(rs.setting_changes)
+    s = dict(rs.settings, **changes)
+    ov = _live_overrides(rs)
+    out: dict[str, Any] = {}
+    chosen: list[Choice] = []
+    if not packed_attention(rs.framework, features, hydra_override.last_by_key(s.get("extra_overrides") or [])):
+        return Choices(out, features, chosen, [], 0.0, 0.0)
+    seq = int(s["max_prompt_length"]) + int(s["max_response_length"])
+    cap = max(seq, PACKED_TOKENS)
+    why = _PACKED_WHY.format(cap=f"{PACKED_TOKENS} tokens, or one sequence") + " (bench/speed.md; not a memory limit)"
+
+    def free(knob: str) -> bool:
+        return _given(knob, frozenset(given), ov) is None and not _rung_sets(knob, changes)
+
+    if "dynamic_batch" in features.names():
+        budgets = dict(profiles.token_budgets(int(s["max_prompt_length"]), int(s["max_response_length"])))
+        budgets.update(s.get("token_budgets") or {})
+        for knob, keys in (
+            ("ppo_max_token_len_per_gpu", (ACTOR_BUDGET,)),
+            ("log_prob_max_token_len_per_gpu", LOGPROB_BUDGETS),
+        ):
+            if free(knob) and int(budgets[keys[0]]) > cap:
+                out["token_budgets"] = {
+                    **out.get("token_budgets", s.get("token_budgets") or {}),
+                    **dict.fromkeys(keys, cap),
+                }
+                chosen.append(Choice(knob, cap, why))
+        return Choices(out, features, chosen, [], 0.0, 0.0)
+    for knob in ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu"):
+        mb = current_micro(s, knob)
+        if free(knob) and mb * seq > cap:  # a divisor of it divides the mini-batch it divides (actor.py:233)
+            out[knob] = max(d for d in range(1, mb + 1) if mb % d == 0 and (d == 1 or d * seq <= cap))
+            chosen.append(Choice(knob, out[knob], why))
+    return Choices(out, features, chosen, [], 0.0, 0.0)
+
+
 #: the FSDP keys that decide packed attention, as :func:`dapo_ops.core.memfit.override_values` names them (no ``+``):
 #: verl 0.9.1 reads the attention from the model's ``override_config`` (``verl/workers/config/model.py:185``, default
 #: ``flash_attention_2``) and copies ``model.use_remove_padding`` to the engine (core/profiles.py)

@@ -634,10 +634,11 @@ def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -
     accelerator's usual memory), not applied; the launch chooses on the real figure."""
     from dapo_ops.core import fastfit
 
+    given = [n for n in ("gpu_memory_utilization", "micro_batch_size") if _given(settings, n)]
     try:
         m = memfit.Model.from_config((memory or {}).get("model_config") or {})
     except memfit.EstimateUnavailable:
-        return fs, []
+        return _packed_cap(spec, fs, given, [])
     gib = (memory or {}).get("device_gib")
     dev = float(
         gib or memfit.DEVICE_GIB_BY_ACCELERATOR.get(spec.get("accelerator", defaults.HOST["accelerator"]), 64.0)
@@ -648,20 +649,34 @@ def _fastest_fit(spec: dict, fs: FeatureSet, memory: Mapping | None, settings) -
         spec,
         fs,
         dev,
-        given=[n for n in ("gpu_memory_utilization", "micro_batch_size") if _given(settings, n)],
+        given=given,
         ran_out=[r.get("phase") for r in rungs if r.get("source") == "learned"],
     )
     if not gib:  # a dry run: what a device of the usual memory would get; the launch chooses on the real figure
         why = (
             f"{dev:g} GiB assumed per {spec.get('accelerator')} device: not applied, inv launch chooses on the real one"
         )
-        return fs, c.lines(why)
+        return _packed_cap(spec, fs, given, c.lines(why), c)
     if spec["settings"].get("memory_fit") == "warn":
-        return fs, c.lines("MEMORY_FIT=warn: not applied")
+        return _packed_cap(spec, fs, given, c.lines("MEMORY_FIT=warn: not applied"), c)
     spec["settings"].update(c.settings)
     spec["features"] = c.features.to_json()
     spec["fit"] = c.record()
     return c.features, c.lines()
+
+
+def _packed_cap(spec: dict, fs: FeatureSet, given: list[str], lines: list[str], proposed=None):
+    """The packed-attention cap (:func:`dapo_ops.core.fastfit.packed_cap`) applied to ``spec`` (in place: its
+    ``settings``) where the fastest fit was not (no model shape, no device memory, ``MEMORY_FIT=warn``): the cap is
+    about sdpa's speed over a packed micro-batch, not memory, so it holds whatever the estimate knows. ``lines``: the
+    fit's lines so far, ``proposed``: its :class:`~dapo_ops.core.fastfit.Choices` (a knob it proposes a value for
+    keeps that line alone: its proposal is within the cap). Returns the features and the lines."""
+    from dapo_ops.core import fastfit
+
+    cap = fastfit.packed_cap(spec, fs, given=given)
+    spec["settings"].update(cap.settings)
+    said = {c.name for c in (proposed.chosen if proposed is not None else [])}
+    return fs, lines + [ln for c, ln in zip(cap.chosen, cap.lines()) if c.name not in said]
 
 
 def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
