@@ -473,7 +473,17 @@ def test_list_shows_whole_first_sentences():
     assert " ".join(entry).rstrip().endswith("idempotent."), entry
 
 
-@pytest.mark.parametrize("argv", [["status", "-H", ""], ["status", "-H", ","], ["status", "--hosts="]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "-H", ""],
+        ["status", "-H", ","],
+        ["status", "--hosts="],
+        # the launch's dry run plans before any host is selected: -H '' (an unset $HOSTS) planned every host
+        ["launch", "--dry-run", "--steps", "4", "-H", ""],
+        ["launch", "--dry-run", "--steps", "4", "--hosts="],
+    ],
+)
 def test_an_empty_host_list_is_refused_not_every_host(argv, tmp_path):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h1]\naddress = "192.0.2.1"\n')

@@ -418,3 +418,32 @@ def test_independent_dry_run_on_several_hosts_says_whose_plan_it_shows(cli, tmp_
     out = " ".join(res.stdout.split())
     assert res.returncode == 0, res.stderr
     assert "independent runs on a, b, c" in out and "this plan is a's; c differ" in out, out
+
+
+def test_an_override_that_contradicts_an_explicit_feature_choice_is_refused_naming_both():
+    """``--features -offload --override ...fsdp_config.param_offload=True`` was accepted (the features table said
+    "your override decides"): two explicit settings that contradict each other; refused in one line naming both.
+    An override that agrees, or one of a default feature's key, stays the user's."""
+    from dapo_ops.control import settings as settings_mod
+    from dapo_ops.control.launch import plan as planning
+
+    key = "actor_rollout_ref.actor.fsdp_config.param_offload"
+
+    def draft(flags, extra):
+        st = settings_mod.resolve({"framework": "fsdp", "rollout_tp": 1, **flags}, {}, {})
+        return planning.draft_plan(
+            planning.PlanInputs(
+                settings=st, mode="dapo", run_id="20261207-000000-0004", swanlab_logger=False, extra_overrides=extra
+            )
+        )
+
+    for flags, value, choice in (
+        ({"features": "-offload"}, "True", "-offload"),
+        ({"offload": True}, "false", "offload"),
+    ):
+        with pytest.raises(planning.PlanError) as e:
+            draft(flags, [f"{key}={value}"])
+        msg = str(e.value)
+        assert "\n" not in msg and f"--override {key}={value} contradicts {choice} " in msg and "drop one" in msg, msg
+    draft({"features": "-offload"}, [f"{key}=False"])  # agrees
+    draft({}, [f"{key}=True"])  # offload left to the ladder: the override decides

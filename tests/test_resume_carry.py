@@ -500,3 +500,17 @@ def test_a_resume_in_another_swanlab_mode_is_refused_for_that_before_the_hosts_p
         service.gather_facts(SimpleNamespace(host=GPU, container=""), req)
     assert e.value.kind == "resume" and "logged to SwanLab in mode offline" in str(e.value), str(e.value)
     assert "--swanlab-mode offline" in str(e.value) and checked == []
+
+
+def test_a_resume_with_another_model_is_refused_like_another_framework(monkeypatch):
+    """``--resume R --model /other`` was accepted as "given now" while ``--framework`` is refused on resume: the
+    checkpoints hold the earlier model's weights, so a resume with another model is another run."""
+    old = _old_plan(FIRST)
+    facts = _facts(monkeypatch, dict(old.spec))
+    with pytest.raises(LaunchRefused) as e:
+        _resume(facts, {"steps": 10, "model": "/models/other"})
+    msg = str(e.value)
+    assert "\n" not in msg and f"run {OLD_ID} trained model {old.spec['settings']['model_path']}" in msg, msg
+    assert "not /models/other" in msg and "resume it without --model / MODEL_PATH" in msg, msg
+    # the same model given again is no change
+    _resume(facts, {"steps": 10, "model": old.spec["settings"]["model_path"]})

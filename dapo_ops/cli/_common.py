@@ -456,6 +456,15 @@ def _empty_hosts_flag(argv: list[str]) -> bool:
     return False
 
 
+def refuse_empty_hosts(hosts: str) -> None:
+    """Exit (code :data:`EXIT_USAGE`, one line) when ``-H`` was given but names no host (``-H ''``, ``-H ,``,
+    ``--hosts=``: an unset ``$HOSTS``): only no ``-H`` at all means every host. Every path that reads ``-H`` calls
+    it first (:func:`select_hosts`, the launch's dry run, which plans before any host is selected)."""
+    items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
+    if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
+        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host", EXIT_USAGE)
+
+
 def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts named by ``-H`` (all hosts when empty).
 
@@ -464,8 +473,7 @@ def select_hosts(c, hosts: str = "", inventory_path: str = "") -> tuple[Inventor
     :raises Exit: code :data:`EXIT_USAGE`, one line (bad inventory, unknown host name).
     """
     items = [s.strip() for s in (hosts or "").split(",") if s.strip()]
-    if (hosts and not items) or (not hosts and _empty_hosts_flag(sys.argv)):
-        fail("-H names no host (got an empty list): name hosts (-H h1,h2) or leave -H out for every host", EXIT_USAGE)
+    refuse_empty_hosts(hosts)
     adhoc_only = bool(items) and all(hosts_file.looks_adhoc(s) for s in items)
     inv = load_inventory(c, inventory_path, allow_missing=adhoc_only)
     try:

@@ -34,6 +34,7 @@ from dapo_ops.cli._common import (
     FanoutTask,
     connect_timeout_override,
     fail,
+    refuse_empty_hosts,
     fanout_task,
     given_flags,
     on_interrupt,
@@ -257,6 +258,7 @@ def _launch(c, job: str, task_name: str, kw: dict[str, Any]) -> None:
     """The body of both launch tasks (``job`` fixed by the task): parse, build the request, start, print."""
     refuse_job_as_mode(kw["mode"], task_name)
     args = task_args(job, kw)
+    refuse_empty_hosts(args.hosts)  # the dry run plans before any host is selected: -H '' is not every host
     progress = LaunchProgress()
     with on_interrupt(lambda: interrupted_line(progress)):
         try:

@@ -258,6 +258,37 @@ def feature_keys(
     return {k: (off.get(k), v) for k, v in on.items() if v != off.get(k)}
 
 
+def feature_contradiction(features: FeatureSet, settings: dict[str, Any]) -> str | None:
+    """One line when the user's ``--override`` (``settings["extra_overrides"]``) sets a key of a feature the user
+    decided explicitly (``--features x`` / ``-x``, ``--offload``) to the value the other state writes
+    (``--features -offload --override ...fsdp_config.param_offload=True``): two explicit settings that contradict
+    each other, so neither is taken over the other. A key's value is compared as verl tests it: a bool by its
+    truthiness (:func:`dapo_ops.core.hydra_override.truth`), anything else as text; a ``~key`` deletion is not
+    compared. A default feature is not a decision: an override of its key decides (the dry run's table says so).
+    ``settings``: as :func:`feature_keys` takes them. None: no contradiction."""
+    from dapo_ops.core.hydra_override import last_by_key, truth
+
+    user = last_by_key(settings.get("extra_overrides") or [])
+    if not user:
+        return None
+    for name in sorted(features.disabled | {f.name for f in features.enabled if f.source == "explicit"}):
+        on = features.has(name)
+        for key, vals in feature_keys(features.names(), name, features.disabled, settings).items():
+            o = user.get(key)
+            if o is None or o.deletes:
+                continue
+            mine, other = (vals[1], vals[0]) if on else (vals[0], vals[1])
+            said = truth(o) if isinstance(mine, bool) else (o.value or "").strip()
+            if said != (mine if isinstance(mine, bool) else str(mine)):
+                choice = name if on else f"-{name}"
+                return (
+                    f"--override {o.head}={o.value} contradicts {choice} in the features (--features / "
+                    f"USER_FEATURES{', --offload / ENABLE_OFFLOAD' if name == 'offload' else ''}), which sets "
+                    f"{key}={mine}: drop one of them"
+                )
+    return None
+
+
 def _extra_value(settings: dict[str, Any], key: str, user: Mapping[str, Override] | None = None) -> int | None:
     """The whole number the user's last ``--override`` of ``key`` in ``settings["extra_overrides"]`` gives it
     (:func:`dapo_ops.core.hydra_override.value_of`: the last one wins, as in Hydra), or None (none, not a number, or

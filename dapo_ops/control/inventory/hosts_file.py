@@ -470,7 +470,7 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
     """Hosts named by a ``-H`` value.
 
     :param spec: comma list of inventory names and/or ad hoc ``user@host:port``; None or "" = every host in the
-        inventory, in file order. Duplicates are dropped, order is kept.
+        inventory, in file order; order is kept.
     :raises InventoryError: an unknown name (the message lists the known ones); an empty entry (``h1,,h2``,
         ``h1,``: a host name left out, e.g. ``-H h1,$H2`` with ``H2`` unset, is never dropped in silence).
     """
@@ -478,12 +478,9 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
         return list(inv.hosts.values())
     items = [s.strip() for s in spec.split(",")]
     _refuse_empty_entry(spec, items, inv)
+    _refuse_duplicate(spec, items, inv)
     out: list[Host] = []
-    seen: set[str] = set()
     for item in items:
-        if item in seen:
-            continue
-        seen.add(item)
         if item in inv.hosts:
             out.append(inv.hosts[item])
         elif looks_adhoc(item):
@@ -496,6 +493,16 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
     if not out:
         raise InventoryError(f"-H '{spec}' names no host", path=inv.path)
     return out
+
+
+def _refuse_duplicate(spec: str, items: list[str], inv: Inventory) -> None:
+    """Raise :class:`InventoryError` naming the first host the ``-H`` list ``spec`` names twice."""
+    twice = [x for i, x in enumerate(items) if x in items[:i]]
+    if twice:
+        raise InventoryError(
+            f"-H '{spec}' names {twice[0]} twice: name each host once (a typo for another host? e.g. -H h1,h2)",
+            path=inv.path,
+        )
 
 
 def _refuse_empty_entry(spec: str, items: list[str], inv: Inventory) -> None:

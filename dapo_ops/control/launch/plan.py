@@ -400,10 +400,24 @@ def _draft(inputs: PlanInputs) -> Draft:
         "validation before training (verl's trainer.val_before_train): the first attempt only; retries and "
         "--resume skip it (--override trainer.val_before_train=True keeps it)"
     )
+    _refuse_feature_contradiction(spec, fs)
     # the one check of the plan (with the host's device count; a topology checked its own per node)
     host_devices = devices if host is not None and not inputs.topology else None
     runspec.check_spec(spec, host_devices=host_devices)
     return Draft(inputs=inputs, spec=spec, features=fs, argv=overrides.verl_argv(spec, fs), notes=notes)
+
+
+def _refuse_feature_contradiction(spec: dict, fs: FeatureSet) -> None:
+    """Refuse an ``--override`` of a feature's key that contradicts the user's explicit choice of that feature
+    (:func:`dapo_ops.core.memladder.feature_contradiction`). :raises PlanError: one line naming both."""
+    from dapo_ops.core import memladder
+
+    rs = defaults.RunSpec.read(spec)
+    why = memladder.feature_contradiction(
+        fs, dict(rs.settings, framework=rs.framework, profile=rs.profile, accelerator=rs.accelerator)
+    )
+    if why:
+        raise PlanError(why)
 
 
 def _finish(draft: Draft, memory: Mapping | None) -> Plan:

@@ -372,6 +372,7 @@ def check(plan, facts: ResumeFacts) -> None:
             f"run {run_id} is a {old.mode} run with framework {old.framework}: "
             f"resume it with `{resume_command(dict(resume_settings(old), run_id=run_id))}` (it keeps the run's framework)",
         )
+    _refuse_other_model(run_id, old, old_s, new_s)
     if old_s.get("trainer_mode") and old_s.get("trainer_mode") != new_s.get("trainer_mode"):
         raise LaunchRefused(
             "resume",
@@ -404,6 +405,19 @@ def check(plan, facts: ResumeFacts) -> None:
             "resume",
             f"run {run_id}'s checkpoint is at step {step}, so {what} would train nothing: --steps is the total, "
             f"give --steps above {step}",
+        )
+
+
+def _refuse_other_model(run_id: str, old, old_s: Mapping, new_s: Mapping) -> None:
+    """A resume with another model (``--model`` / ``MODEL_PATH`` given now, resolved to another path) is another
+    run: its checkpoints hold the earlier model's weights and optimizer state, so it is refused like another
+    framework. :raises LaunchRefused: kind ``resume``, one line."""
+    if old_s.get("model_path") and new_s.get("model_path") and old_s["model_path"] != new_s["model_path"]:
+        raise LaunchRefused(
+            "resume",
+            f"run {run_id} trained model {old_s['model_path']} (its checkpoints hold that model's weights), not "
+            f"{new_s['model_path']}: resume it without --model / MODEL_PATH "
+            f"(`{resume_command(dict(resume_settings(old), run_id=run_id))}`), or start a new run with the other model",
         )
 
 
