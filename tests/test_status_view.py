@@ -711,3 +711,36 @@ def test_watch_of_a_just_resumed_run_reads_the_checkpoint_bar_as_no_step_of_its_
     assert se.events(None, row) == [
         "h1: run 20261207-154759-98e0 running, attempt 1, resumes from checkpoint step 10/30, no step of its own yet"
     ]
+
+
+def test_an_ended_run_whose_supervisor_still_finishes_up_reads_its_checkpoints_as_the_resume_would(tmp_path):
+    """A new user's trial: ``inv watch`` on a data-ran-out run (global_step_5, 10, 15 on disk, step 16) said "a resume
+    redoes 16 steps (steps 1-16: no checkpoint yet)" (its look came while the supervisor, run.json already failed,
+    still finished up: the probe read no checkpoint for a live supervisor); ``inv status`` afterwards said 1 step.
+    Now one reading, the resume's (latest_checkpoint), whatever the supervisor's liveness."""
+    import subprocess
+    import sys
+
+    from dapo_ops.agent import runprobe
+    from dapo_ops.core.runstate import SUPERVISOR_MARKER
+
+    runs = _dead_run_dir(tmp_path, 15, {5: True, 10: True, 15: True}, 16)
+    run_dir = next(runs.iterdir())
+    # a live process with a supervisor's argv for this run dir: the supervisor still finishing up
+    sup = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", SUPERVISOR_MARKER.decode(), str(run_dir)],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        rec = json.loads((run_dir / "run.json").read_text())
+        rec.update(status="failed", total_steps=20, pids={"supervisor": sup.pid, "verl_pgid": None})
+        (run_dir / "run.json").write_text(json.dumps(rec))
+        ans = runprobe.probe_status(str(runs))
+        assert ans["supervisor_alive"] is True
+        row = sv.build_row("h1", ans)
+    finally:
+        sup.stdin.close()
+        sup.wait()
+    assert (row.resume_from, row.resume_redo) == (15, 1), row
+    assert "a resume redoes 1 step (step 16: past the last complete checkpoint global_step_15)" in row.hint, row.hint
+    assert "no checkpoint yet" not in row.hint

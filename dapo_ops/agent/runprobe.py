@@ -299,10 +299,13 @@ def attempt_log_path(run: Optional[Dict[str, Any]], run_dir: str) -> Optional[st
 def resume_checkpoint(run: Dict[str, Any], sup_alive: bool) -> Optional[int]:
     """The step of the last complete checkpoint a ``--resume`` of ``run`` would start from (what the supervisor's
     next attempt would load: :func:`dapo_ops.agent.supervisor.checkpoints.latest_checkpoint`, read-only), or None:
-    no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more)."""
+    no checkpoint yet, or a run that is alive or succeeded (nothing to resume; the look then reads no more). A run
+    that ended (failed, stopped) is read even while its supervisor still finishes up: ``inv watch`` looks at it then,
+    and a None read as "no checkpoint yet" told a data-ran-out run with global_step_15 on disk to redo all 16 steps."""
+    status = runstate.RunStatus.of(run.get("status"))
     if (
-        sup_alive
-        or run.get("status") in (runstate.RunStatus.SUCCEEDED, runstate.RunStatus.UNKNOWN)
+        (sup_alive and status.active)
+        or status in (runstate.RunStatus.SUCCEEDED, runstate.RunStatus.UNKNOWN)
         or not run.get("ckpt_dir")
     ):
         return None
