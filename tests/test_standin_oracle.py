@@ -606,3 +606,39 @@ def test_standin_raises_the_rollout_check_out_of_the_ray_worker_and_the_classifi
     log.write_text(out)
     v = C.classify_file(log, exit_code=1)
     assert v.cls == "config-error" and v.detail.get("key") == key, (v.cls, v.detail)
+
+
+def test_a_killed_ray_worker_ends_on_a_line_naming_the_actor_died_error_the_worker_and_where_to_look(
+    standin_tree, tmp_path
+):
+    """A new user's trial (stand-in cue actor-died): the run ended "unclassified crash: not retried; read the
+    evidence in the log". Now the ending line status / watch / the notifier show names Ray's ActorDiedError and the
+    dead worker (actor, pid, node as Ray printed them), and the suggestions are commands with that pid, the run's
+    own `inv logs` and its resume."""
+    import re
+
+    from dapo_ops.agent.supervisor.record import ending_line
+    from dapo_ops.core import classify as C
+    from dapo_ops.core import ladder
+    from dapo_ops.core.features import FeatureSet
+    from dapo_ops.core.runstate import RunStatus
+
+    (tmp_path / "scenario.json").write_text('{"step_time": 0.01, "failure": {"kind": "actor-died", "step": 2}}')
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt", steps=4))
+    out = r.stdout + r.stderr
+    pid = re.search(r"Worker PID: (\d+)", out).group(1)
+    ip = re.search(r"Worker IP address: (\S+)", out).group(1)
+    (tmp_path / "attempt.log").write_text(out)
+    v = C.classify_file(tmp_path / "attempt.log", exit_code=1)
+    settings = {"steps": 4, "run_id": "20261129-150000-abcd", "hosts": ["h1"]}
+    d = ladder.decide(FeatureSet(), v.cls, v.detail, 0, 2, {}, settings)
+    line = ending_line(RunStatus.FAILED, d.reason, 1, 4)
+    assert line == (
+        f"failed: a Ray worker died (ActorDiedError: WorkerDict pid {pid} on {ip} was killed or crashed, no error "
+        "of its own, no OOM evidence): not retried at step 1/4"
+    ), line
+    said = "\n".join(d.suggestions)
+    assert f"/tmp/ray/session_latest/logs/*-{pid}.*" in said and "dmesg -T" in said, said
+    assert "`inv logs -H h1 --run 20261129-150000-abcd --errors`" in said, said
+    assert "`inv launch -H h1 --resume 20261129-150000-abcd`" in said, said
+    assert "<" not in said, said  # no placeholder

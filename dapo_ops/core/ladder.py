@@ -459,6 +459,16 @@ def resume_command(settings: dict[str, Any]) -> str:
     )
 
 
+def _logs_command(settings: dict[str, Any]) -> str:
+    """``inv logs -H <head> [-c <container>] --run <run_id>`` of the run of ``settings`` (as :func:`resume_command`'s)."""
+    hosts = [str(h) for h in settings.get("hosts") or [] if h]
+    return "inv logs%s%s --run %s" % (
+        " -H " + hosts[0] if hosts else "",
+        " -c " + str(settings["container"]) if settings.get("container") else "",
+        settings.get("run_id") or "<run_id>",
+    )
+
+
 def then_resume(settings: dict[str, Any]) -> str:
     """The last suggestion of a stop the user can fix: the run's own :func:`resume_command`, which continues from its
     last checkpoint or, when it saved none, starts it over in the same run dir (verl's ``resume_mode=auto`` finds
@@ -487,6 +497,8 @@ def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str
                 resume,
             ],
         )
+    if detail.get("cause") == "worker-died":
+        return _worker_died_stop(features, detail, settings)
     signals: dict[object, str] = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}
     sig = signals.get(detail.get("exit_code"), "a signal")
     return Decision(
@@ -502,6 +514,39 @@ def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str
             "if it was the OOM killer: lower host memory (data.train_batch_size, actor_rollout_ref.rollout.n, dataloader "
             "workers) or raise the container's --memory",
             resume,
+        ],
+    )
+
+
+#: where Ray keeps a worker's own log in the container (worker-<id>-<job>-<pid>.err, python-core-worker-<id>_<pid>.log)
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+
+
+def _worker_died_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
+    """The stop of a Ray worker that died with no error of its own (ActorDiedError, cause ``worker-died``): the
+    ending line names the dead worker (its actor, pid and node, as Ray printed them) and the suggestions where to look
+    for what killed it, as commands with its pid (a new user's trial read "unclassified crash: ... read the evidence
+    in the log")."""
+    pid, node = detail.get("worker_pid"), detail.get("node")
+    who = " ".join(
+        x
+        for x in (str(detail.get("actor") or "worker"), f"pid {pid}" if pid else "", f"on {node}" if node else "")
+        if x
+    )
+    logs = f"ls -l {RAY_LOGS}/*-{pid}.* {RAY_LOGS}/*_{pid}.log" if pid else f"ls -lt {RAY_LOGS}/worker-*.err | head"
+    return Decision(
+        "stop",
+        features,
+        {},
+        f"a Ray worker died (ActorDiedError: {who} was killed or crashed, no error of its own, no OOM evidence): "
+        "not retried",
+        [],
+        [
+            "what killed it, on the host%s: `dmesg -T | grep -iE 'segfault|killed process|out of memory'`"
+            % (f" of {node}" if node else ""),
+            f"its own log, in the run's container: `{logs}`; the driver's side: `{_logs_command(settings)} --errors`",
+            "a Ray left over from an earlier run (`ray status` in the container) is stopped with `ray stop --force`",
+            then_resume(settings),
         ],
     )
 
@@ -540,7 +585,7 @@ def _stop(
                 then_resume(settings),
             ],
         )
-    if cls == "crash-other" and (detail.get("cause") == "disk-full" or detail.get("external")):
+    if cls == "crash-other" and (detail.get("cause") in ("disk-full", "worker-died") or detail.get("external")):
         return _crash_stop(features, detail, settings)
     if cls == "diverged":
         return Decision("stop", features, {}, rule.reason, [], _diverged_suggestions(detail, settings))

@@ -312,7 +312,7 @@ def _exit_verdict(
         elif exit_code == 134:
             d["cause"] = "abort"
         elif _worker_died(log, generic):
-            d["cause"] = "worker-died"
+            d.update(_dead_worker(log, generic), cause="worker-died")
         return mk("crash-other", d, generic_ev(log, generic) + exit_ev(exit_code))
     # non-fatal signals while the process runs (or its state is unknown)
     return _nonfatal_verdict(log, f, base, nonfatal)
@@ -330,6 +330,32 @@ def _worker_died(log: Log, generic: list[Hit]) -> bool:
     if not any(h.sig.name == "actor-died" for h in generic):
         return False
     return all(_DIED_EXC_RX.search(log.low_line(h.line)) for h in generic if h.sig.name == "exception")
+
+
+#: the raylet's "A worker died or was killed ..." line: ``Worker IP address: <ip> Worker port: <n> Worker PID: <pid>``
+_RAYLET_WORKER_RX = re.compile(r"worker ip address: (\S+) .*?worker pid: (\d+)")
+#: ActorDiedError's fields (ray/exceptions.py:497-510): ``\tclass_name: ...``, ``\tpid: <pid>``, ``\tip: <ip>``
+_ACTOR_FIELD_RX = re.compile(r"^\s*(class_name|pid|ip): ?(\S+)\s*$")
+
+
+def _dead_worker(log: Log, generic: list[Hit]) -> dict[str, Any]:
+    """The dead Ray worker a ``worker-died`` verdict names: ``worker_pid``, ``node`` (its IP) and ``actor`` (the
+    actor class) from ActorDiedError's fields after its message, else from the raylet's "A worker died or was
+    killed" line; what neither gives is left out."""
+    out: dict[str, Any] = {}
+    for h in generic:
+        low = log.low_line(h.line)
+        m = _RAYLET_WORKER_RX.search(low)
+        if m:
+            out.setdefault("node", m.group(1))
+            out.setdefault("worker_pid", m.group(2))
+        if "actordiederror" in low:
+            for j in range(h.line + 1, min(len(log.lines), h.line + 1 + _ACTOR_FIELDS)):
+                f = _ACTOR_FIELD_RX.match(log.lines[j])
+                if f:
+                    key = {"class_name": "actor", "pid": "worker_pid", "ip": "node"}[f.group(1)]
+                    out[key] = f.group(2).rsplit(".", 1)[-1] if key == "actor" else f.group(2)
+    return out
 
 
 def _nonfatal_verdict(log: Log, f: Facts, base: dict[str, Any], nonfatal: list[Hit]) -> Verdict:
