@@ -642,3 +642,41 @@ def test_a_killed_ray_worker_ends_on_a_line_naming_the_actor_died_error_the_work
     assert "`inv logs -H h1 --run 20261129-150000-abcd --errors`" in said, said
     assert "`inv launch -H h1 --resume 20261129-150000-abcd`" in said, said
     assert "<" not in said, said  # no placeholder
+
+
+@pytest.mark.parametrize("variant", ["permission", "disk-full"])
+def test_a_failed_checkpoint_save_ends_naming_the_path_with_commands_on_the_runs_real_dirs(
+    standin_tree, tmp_path, variant
+):
+    """A new user's trial: a checkpoint save refused with permission denied ended with no path and no fix, and a full
+    disk's `try:` line said "`df -h the run's disk`". Every suggestion is now a command on the paths the tool knows:
+    the run's checkpoint dir and runs_dir (what the supervisor's settings carry), never a placeholder."""
+    import json
+
+    from dapo_ops.agent.supervisor.record import ending_line
+    from dapo_ops.core import classify as C
+    from dapo_ops.core import ladder
+    from dapo_ops.core.features import FeatureSet
+    from dapo_ops.core.runstate import RunStatus
+
+    runs = tmp_path / "dapo_runs"
+    ckpt = runs / "20261129-150000-abcd" / "checkpoints"
+    (tmp_path / "scenario.json").write_text(
+        json.dumps({"step_time": 0.01, "failure": {"kind": "save-error", "step": 2, "variant": variant}})
+    )
+    args = [a for a in train_args(ckpt, steps=4) if not a.startswith("trainer.save_freq")] + ["trainer.save_freq=1"]
+    r = run_standin(standin_tree, *args)
+    (tmp_path / "attempt.log").write_text(r.stdout + r.stderr)
+    v = C.classify_file(tmp_path / "attempt.log", exit_code=1)
+    run = {"steps": 4, "run_id": "20261129-150000-abcd", "hosts": ["h1"], "ckpt_dir": str(ckpt), "runs_dir": str(runs)}
+    d = ladder.decide(FeatureSet(), v.cls, v.detail, 0, 2, {}, run)
+    line = ending_line(RunStatus.FAILED, d.reason, 1, 4)
+    said = "\n".join(d.suggestions)
+    assert f"{ckpt}/global_step_2" in line, line
+    if variant == "permission":
+        assert line.startswith("failed: permission denied / read-only file system writing "), line
+        assert f"`ls -ld {ckpt} && id && touch {ckpt}/.w && rm {ckpt}/.w`" in said, said
+    else:
+        assert f"`df -h {runs}`" in said and f"`du -sh {runs}/*/checkpoints`" in said, said
+    assert "`inv launch -H h1 --resume 20261129-150000-abcd`" in said, said
+    assert "<" not in said and "the run's disk" not in said, said

@@ -58,6 +58,7 @@ max_response_length`` (verl asserts ``max_token_len must be greater than the seq
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import posixpath
 from typing import Any
 
 from dapo_ops.core import datafeed, defaults
@@ -477,28 +478,73 @@ def then_resume(settings: dict[str, Any]) -> str:
     return f"then `{resume_command(settings)}` continues from the last checkpoint (from the start if none was saved)"
 
 
+#: the ``crash-other`` causes whose stop :func:`_crash_stop` words itself (a path, a worker, a command to run)
+CRASH_STOPS = ("disk-full", "worker-died", "write-permission")
+
+
+def _run_paths(detail: dict[str, Any], settings: dict[str, Any]) -> tuple[str, str]:
+    """``(checkpoint dir, runs dir)`` of the run, as the commands of a stop's suggestions name them: the spec's
+    ``ckpt_dir`` (else the folder of the path the error named) and the ``runs_dir`` the supervisor adds (else the
+    checkpoint dir: a command on a real path, never a placeholder; a new user's trial was told
+    "`df -h the run's disk`")."""
+    path = str(detail.get("path") or "")
+    ckpt = str(settings.get("ckpt_dir") or posixpath.dirname(path.rstrip("/")) or path)
+    return ckpt, str(settings.get("runs_dir") or ckpt)
+
+
+def _disk_full_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
+    """The stop of a full disk: what is full, then commands on the run's real paths (``df`` on a folder that exists:
+    the failed save's own ``global_step_N`` may not)."""
+    ckpt, runs = _run_paths(detail, settings)
+    path = str(detail.get("path") or runs)
+    return Decision(
+        "stop",
+        features,
+        {},
+        f"disk full: {path} has no space left: not retried",
+        [],
+        [
+            f"free space on that volume, in the run's container: `df -h {runs}` shows it, `du -sh {runs}/*/checkpoints`"
+            " what each run's checkpoints take; delete the global_step_* of runs you no longer need or move them to a "
+            "bigger volume",
+            "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
+            "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
+            then_resume(settings),
+        ],
+    )
+
+
+def _write_denied_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
+    """The stop of a refused write (permission denied / read-only file system, cause ``write-permission``): the
+    path, and commands on the run's checkpoint dir (a new user's trial: a failed checkpoint save named neither)."""
+    ckpt, _runs = _run_paths(detail, settings)
+    path = str(detail.get("path") or ckpt)
+    return Decision(
+        "stop",
+        features,
+        {},
+        f"permission denied / read-only file system writing {path}: not retried (the same write fails again)",
+        [],
+        [
+            f"in the run's container, `ls -ld {ckpt} && id && touch {ckpt}/.w && rm {ckpt}/.w` shows its owner, "
+            "the user verl runs as and whether that user may write there; make it writable for that user (chown / "
+            "chmod it; a read-only mount: mount it read-write) or point ckpt_dir / runs_dir in hosts.toml at a "
+            "writable volume",
+            then_resume(settings),
+        ],
+    )
+
+
 def _crash_stop(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> Decision:
     """The stop of a full disk or an external kill: the ending line names it, the suggestions give the fix and the
     resume (module docstring: why neither is retried)."""
-    resume = then_resume(settings)
     if detail.get("cause") == "disk-full":
-        path = detail.get("path") or "the run's disk"
-        return Decision(
-            "stop",
-            features,
-            {},
-            f"disk full: {path} has no space left: not retried",
-            [],
-            [
-                f"free space on {path} (`df -h {path}`): remove old runs' checkpoints "
-                "(<runs_dir>/<run_id>/checkpoints/global_step_*) or move them to a bigger volume",
-                "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
-                "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
-                resume,
-            ],
-        )
+        return _disk_full_stop(features, detail, settings)
+    if detail.get("cause") == "write-permission":
+        return _write_denied_stop(features, detail, settings)
     if detail.get("cause") == "worker-died":
         return _worker_died_stop(features, detail, settings)
+    resume = then_resume(settings)
     signals: dict[object, str] = {137: "SIGKILL, exit 137", 143: "SIGTERM, exit 143"}
     sig = signals.get(detail.get("exit_code"), "a signal")
     return Decision(
@@ -585,7 +631,7 @@ def _stop(
                 then_resume(settings),
             ],
         )
-    if cls == "crash-other" and (detail.get("cause") in ("disk-full", "worker-died") or detail.get("external")):
+    if cls == "crash-other" and (detail.get("cause") in CRASH_STOPS or detail.get("external")):
         return _crash_stop(features, detail, settings)
     if cls == "diverged":
         return Decision("stop", features, {}, rule.reason, [], _diverged_suggestions(detail, settings))

@@ -127,6 +127,7 @@ class Supervisor:
             )
         for k, v in resume_settings(self.spec).items():  # the `-H <hosts> --resume <run_id>` of a stop's suggestions
             s.setdefault(k, v)
+        s.setdefault("runs_dir", self._runs_dir())  # the real path a full disk's `df -h` / `du -sh` names
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:
