@@ -289,3 +289,25 @@ def test_every_stop_the_user_can_act_on_ends_with_the_runs_resume(cls, detail):
         "then `inv launch -H h1 --resume 20261207-000000-abcd` continues from the last checkpoint (from the start if "
         "none was saved)"
     )
+
+
+def test_a_diverged_stop_names_the_metric_and_the_bad_step_in_its_ending_line():
+    """A new user's trial: "failed: the same training metric went bad again at the same step after one retry ...
+    stopped at step 3/12" named neither the metric nor the bad step (4), which README.md promises."""
+    from dapo_ops.agent.supervisor.record import ending_line
+    from dapo_ops.core import health, ladder
+    from dapo_ops.core.features import FeatureSet
+    from dapo_ops.core.runstate import RunStatus
+
+    flag = health.Flag("actor/grad_norm", 4, float("nan"), "non-finite", (0.35, 0.36))
+    d = ladder.decide(FeatureSet(), "diverged", health.verdict_detail(flag, recurred=True, step=4), 0, 2, {}, {})
+    assert d.action == "stop"
+    line = ending_line(RunStatus.FAILED, d.reason, 3, 12)
+    assert line == (
+        "failed: diverged: grad_norm nan at step 4 (was 0.35, 0.36) again after one retry from a checkpoint before "
+        "it: stopped at step 3/12"
+    ), line
+    # bad again at another step after its one retry: named the same way
+    again = health.Flag("actor/pg_loss", 6, float("inf"), "non-finite")
+    d = ladder.decide(FeatureSet(), "diverged", health.verdict_detail(again, step=6), 0, 2, {"diverged": 1}, {})
+    assert d.action == "stop" and d.reason.startswith("diverged: pg_loss inf at step 6 "), d.reason

@@ -634,7 +634,7 @@ def _stop(
     if cls == "crash-other" and (detail.get("cause") in CRASH_STOPS or detail.get("external")):
         return _crash_stop(features, detail, settings)
     if cls == "diverged":
-        return Decision("stop", features, {}, rule.reason, [], _diverged_suggestions(detail, settings))
+        return Decision("stop", features, {}, _diverged_reason(detail), [], _diverged_suggestions(detail, settings))
     if cls == "data-ran-out":  # the ending line is the verdict's own: "ended at step 30 of 40: ... 30 epochs"
         epochs, step = detail.get("epochs"), detail.get("step")
         total = detail.get("total") or settings.get("steps")
@@ -664,6 +664,13 @@ def _stop(
         [],
         _repeat_suggestions(cls, detail) + [then_resume(settings)],
     )
+
+
+def _diverged_reason(detail: dict[str, Any]) -> str:
+    """A ``diverged`` stop's headline (the run's ending line): the metric, its bad value and the bad step
+    (:func:`dapo_ops.core.health.words`: ``grad_norm nan at step 4 (was 0.35, 0.36)``), as README.md promises; a new
+    user's trial read "the same training metric went bad again at the same step ... stopped at step 3/12"."""
+    return "diverged: %s again after one retry from a checkpoint before it: stopped" % health.words(detail)
 
 
 def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
@@ -768,7 +775,7 @@ class _Steps:
                 "stop",
                 features,
                 {},
-                "diverged again after one retry: stopped",
+                _diverged_reason(detail),
                 [],
                 _diverged_suggestions(detail, settings),
             )
