@@ -36,9 +36,9 @@ def test_the_monitoring_section_describes_stalled_with_the_codes_limits():
     )
     cell = statustable.cells(row)["eta"]
     assert cell.startswith("stalled 7m12s (last step ") and "`stalled 7m12s (last step 14:03:27)`" in MON, cell
-    assert "half the supervisor's own stall limit" in MON
-    assert statusview.stalled_after({"stall_after_s": 600}, 10.0) == 300.0  # half
-    assert statusview.stalled_after({}, 10.0) == 30.0 and "3 x the recent step time" in MON
+    assert "for the supervisor's own stall limit (run.json `stall_after_s`, the one threshold of a stall" in MON
+    assert statusview.stalled_after({"stall_after_s": 600}) == 600.0  # the supervisor's own
+    assert statusview.stalled_after({}) is None and "a run.json without it never shows `stalled`" in MON
     assert "`stall_factor` (%s)" % _fmt(stall.STALL_FACTOR) in MON
     assert "`stall_floor_s` (%s s)" % _fmt(stall.STALL_FLOOR_S) in MON
 

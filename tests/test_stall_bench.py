@@ -47,7 +47,7 @@ def _status_json(prep, host) -> dict:
 
 def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready):
     host_ready("h1", {"step_time": 1.0, "failure": {"kind": "stall", "step": 4, "times": 1}})
-    _stall_floor(host_ready, 30.0)  # status says stalled at half of it (15 s), the supervisor acts at 30 s
+    _stall_floor(host_ready, 30.0)  # the supervisor calls a stall at 30 s; status says "no step for .." below it
     res, rid = launch(host_ready, "h1", "--steps", "6", "--framework", "fsdp", "--hang-timeout", "60")
     assert res.returncode == 0, res.stderr
     seen_stalled = None
@@ -57,14 +57,14 @@ def test_stall_shows_stalled_then_stack_dumps_and_one_retry(sandbox, host_ready)
         if rec.get("status") in ("succeeded", "failed", "stopped") or len(rec.get("attempts") or []) > 1:
             break
         row = _status_json(host_ready, "h1")
-        if row.get("stalled_s") is not None:
+        # status calls a stall only at the supervisor's own limit (one threshold): below it, "no step for .."
+        assert row.get("stalled_s") is None or row["stalled_s"] >= row.get("stall_after_s", 30.0), row
+        if row.get("no_step_s") is not None and row.get("stalled_s") is None:
             seen_stalled = row
             break
         time.sleep(2)
-    assert seen_stalled is not None, "status never said stalled before the supervisor acted"
+    assert seen_stalled is not None, "status never said 'no step for ..' before the supervisor acted"
     assert seen_stalled["eta_s"] is None and seen_stalled["state"] == "running"
-    table = inv(host_ready, "status", "-H", "h1").stdout
-    assert "stalled" in table
     rec = wait_end(sandbox, "h1", rid, timeout=300)
     assert rec["status"] == "succeeded" and len(rec["attempts"]) == 2, rec.get("decision")
     a1 = rec["attempts"][0]

@@ -34,29 +34,33 @@ def test_a_run_that_does_not_move_shows_stalled_not_an_eta():
     run = _run(stall_after_s=300.0)
     fresh = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1015.0, "supervisor_alive": True})
     assert fresh.eta_s == 6.0 and fresh.stalled_s is None and fresh.no_step_s is None
-    row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1010.0 + 151, "supervisor_alive": True})
-    assert row.eta_s is None and row.stalled_s == 151.0 and row.last_step_at == 1010.0
+    row = statusview.build_row("gpu", {"run": run, "tail": "", "now": 1010.0 + 301, "supervisor_alive": True})
+    assert row.eta_s is None and row.stalled_s == 301.0 and row.last_step_at == 1010.0
     cells = statustable.cells(row)
-    assert cells["eta"].startswith("stalled 2m") and "(last step " in cells["eta"]
+    assert cells["eta"].startswith("stalled 5m") and "(last step " in cells["eta"]
     js = row.to_json()
-    assert js["stalled_s"] == 151.0 and js["eta_s"] is None and js["last_step_at"] == 1010.0
-    # an older run.json without the supervisor's limit: 3 x the recent step time
+    assert js["stalled_s"] == 301.0 and js["eta_s"] is None and js["last_step_at"] == 1010.0
+    # an older run.json without the supervisor's limit: no stall is called, only no step for 3 x the step time
     old = statusview.build_row("gpu", {"run": _run(), "tail": "", "now": 1017.0, "supervisor_alive": True})
-    assert old.stalled_s == 7.0 and old.eta_s is None
+    assert old.stalled_s is None and old.no_step_s == 7.0 and old.eta_s is None
 
 
 def test_no_eta_once_the_step_time_cannot_explain_the_wait():
     """A new user's trial: attempt 2 stuck at step 1 (2 s steps, the supervisor's 60 s floor) showed ``running ...
     ETA 10s`` for the first 30 s of its hang (half the floor). Past 3 x the step time the ETA cell and the summary
-    line say ``no step for ..`` instead; past half the supervisor's limit, ``stalled``."""
+    line say ``no step for ..`` instead; past the supervisor's own limit (the one threshold), ``stalled``: a later
+    trial read ``stalled 33s`` while the state was running and the supervisor calls a stall at 60 s."""
     run = _run(stall_after_s=60.0, total_steps=6)
     row = statusview.build_row("h3", {"run": run, "tail": "", "now": 1022.0, "supervisor_alive": True})
     assert row.eta_s is None and row.no_step_s == 12.0 and row.stalled_s is None
     assert statustable.cells(row)["eta"] == "no step for 12s"
     line = statustable.summary_line(row)
     assert line is not None and "ETA" not in line and "no step for 12s" in line, line
-    later = statusview.build_row("h3", {"run": run, "tail": "", "now": 1045.0, "supervisor_alive": True})
-    assert later.stalled_s == 35.0 and "stalled 35s" in (statustable.summary_line(later) or "")
+    below = statusview.build_row("h3", {"run": run, "tail": "", "now": 1043.0, "supervisor_alive": True})
+    assert below.stalled_s is None and below.no_step_s == 33.0, below
+    assert statustable.cells(below)["eta"] == "no step for 33s" and "stalled" not in statustable.cells(below)["eta"]
+    later = statusview.build_row("h3", {"run": run, "tail": "", "now": 1070.0, "supervisor_alive": True})
+    assert later.stalled_s == 60.0 and "stalled 1m" in (statustable.summary_line(later) or "")
     fresh = statusview.build_row("h3", {"run": run, "tail": "", "now": 1013.0, "supervisor_alive": True})
     assert fresh.eta_s == 10.0 and "ETA 10s" in (statustable.summary_line(fresh) or "")
 

@@ -458,7 +458,7 @@ def _finished(checkpoint, total) -> bool:
 
 
 #: a run with no new step for this many times its recent step time shows no ETA (``no step for ..``): the step time
-#: does not explain the wait (:func:`_no_eta_when_idle`; :func:`stalled_after` without the supervisor's limit)
+#: does not explain the wait (:func:`_no_eta_when_idle`; ``stalled`` only past :func:`stalled_after`)
 IDLE_STEP_FACTOR = 3.0
 
 
@@ -472,7 +472,7 @@ def _no_eta_when_idle(row: StatusRow, run: dict, step_time: float | None, now: f
     after its supervisor died and the log tail cannot date one (verl's log timestamps are the container's local
     time), and a save recorded before it may have died with verl: the row keeps the progress age and the hint."""
     age = row.progress_age_s
-    limit = stalled_after(run, step_time)
+    limit = stalled_after(run)
     if age is None or row.state == SUPERVISOR_DEAD:
         return
     saving = save_in_flight(run, row.step, now)
@@ -501,15 +501,15 @@ def save_in_flight(run: dict, step: int | None, now: float) -> tuple[int, float 
     return n, (round(max(0.0, now - float(since)), 1) if isinstance(since, (int, float)) and now else None)
 
 
-def stalled_after(run: dict, step_time_s: float | None) -> float | None:
-    """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: half the
-    supervisor's own stall limit (run.json ``stall_after_s``: factor x the longest step seen, floored, capped by the
-    hang timeout; ``dapo_ops/agent/supervisor/stall.py``), so status says it before the supervisor acts; without
-    it (an older supervisor, or none yet) 3 x the recent step time. None when no step time is known."""
+def stalled_after(run: dict) -> float | None:
+    """Seconds without a new step after which an active run shows ``stalled`` instead of an ETA: the supervisor's own
+    stall limit (run.json ``stall_after_s``: factor x the longest step seen, at least the host's ``stall_floor_s``, at
+    most the hang timeout; ``dapo_ops/agent/supervisor/stall.py``), the one threshold of a stall: status calls it
+    exactly when the supervisor would (a new user's trial read ``stalled 33s`` on a run the supervisor calls stalled
+    at 60 s). None without it (an older supervisor, or none yet: no stall is called then); below it
+    :func:`_no_eta_when_idle` says ``no step for ..``."""
     lim = run.get("stall_after_s")
-    if isinstance(lim, (int, float)) and lim > 0:
-        return float(lim) / 2.0
-    return IDLE_STEP_FACTOR * step_time_s if step_time_s else None
+    return float(lim) if isinstance(lim, (int, float)) and lim > 0 else None
 
 
 def resume_line(run: dict, host: str) -> str:
