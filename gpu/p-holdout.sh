@@ -138,6 +138,8 @@ if [ "$CALL" != rows ]; then
   n_started=0
   while read -r h n fw resp mf est; do
     [ "${h:1:1}" = "$CALL" ] || continue
+    # P_ONLY="p12 p22": only these ids of the call (a fresh machine has no .done marks of an earlier machine's runs)
+    [ -n "${P_ONLY:-}" ] && [[ " $P_ONLY " != *" $h "* ]] && continue
     [ -f "$STATE/$h.done" ] && { echo "$h: done in an earlier call"; continue; }
     [ -f "$STATE/$h.run_id" ] && continue   # still running after the watch above: its next call collects it
     if [ "$n_started" -gt 0 ] && [ "$(left)" -lt "$est" ]; then
