@@ -8,10 +8,12 @@ PYTEST_ARGS ?=
 # test files run on this many pytest-xdist workers, each with its own sandbox bench (DAPO_BENCH_ID + worker index)
 PYTEST_WORKERS ?= 3
 # how the workers get their tests: one at a time, in the order tests/conftest.py gives (the sandbox tests first, round-
-# robin over their files; the short pure tests last, so that the workers end together). xdist's default sends
-# contiguous chunks of up to 1/6 of what is left, which can pin a long sandbox file (test_multihost_bench.py: ~450 s of
-# Ray clusters) to one worker while the others run out of tests
-PYTEST_DIST ?= --dist load --maxschedchunk 1
+# robin over their files; the short pure tests last, so that the workers end together), except that the tests of one
+# @pytest.mark.xdist_group go to one worker together (test_multihost_bench.py's group "two-host-run" shares one
+# two-host Ray run); loadgroup (xdist's loadscope by group) keeps 2-3 tests pending per worker, largest unit first.
+# xdist's plain `--dist load` sends contiguous chunks of up to 1/6 of what is left, which can pin a long sandbox file
+# (test_multihost_bench.py: ~450 s of Ray clusters) to one worker while the others run out of tests
+PYTEST_DIST ?= --dist loadgroup
 
 .PHONY: deps apt venv verl-config lint test test-pure bench-up bench-down bench-status demo soak
 

@@ -57,8 +57,9 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test``): the tests on the sandbox hosts first, module by module in turn; the pure
     tests after them, in collection order.
 
-    ``make test`` hands the tests out one at a time in this order (``--dist load --maxschedchunk 1``): a worker that
-    finishes a test takes the next one. The sandbox tests are the long ones (up to ~90 s: Ray clusters, retry delays,
+    ``make test`` hands the tests out one at a time in this order (``--dist loadgroup``): a worker that finishes a
+    test takes the next one; the tests of one ``@pytest.mark.xdist_group`` (which share a module fixture) go to one
+    worker together, first. The sandbox tests are the long ones (up to ~90 s: Ray clusters, retry delays,
     the stall timeout); started first they overlap, and the ~2700 short pure tests fill the workers' ends evenly.
     The sandbox tests go round-robin over their modules (every module's first test, then every module's second ...)
     so that the workers run different kinds at once, not three Ray clusters of test_multihost_bench.py on 2 cores.

@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -37,15 +39,15 @@ HOSTS = ["h1", "h2"]
 RUN_ID_RE = re.compile(r"\b(\d{8}-\d{6}-[0-9a-f]{4})\b")
 
 
-@pytest.fixture
-def cli(sandbox, tmp_path):
-    """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI, whose
-    inventory gives every host the retry delay of test_launch_bench.py's tests (``RETRY_DELAY_S``)."""
+def _prepare(sandbox, workdir: Path):
+    """Inputs on h1 and h2 (the quick checks look on every host), default cues, and ``run(*args)`` for the CLI (run in
+    ``workdir``), whose inventory gives every host the retry delay of test_launch_bench.py's tests
+    (``RETRY_DELAY_S``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_OPS_", "SWANLAB_", "RAY_"))}
     tuned = sandbox.tuned_inventory(
-        tmp_path / "hosts-tuned.toml", {h: {"retry_delay_s": RETRY_DELAY_S} for h in sandbox.hosts}
+        workdir / "hosts-tuned.toml", {h: {"retry_delay_s": RETRY_DELAY_S} for h in sandbox.hosts}
     )
-    env.update(DAPO_OPS_INVENTORY=str(tuned), DAPO_OPS_CONFIG=no_config(tmp_path), SWANLAB_MODE="disabled")
+    env.update(DAPO_OPS_INVENTORY=str(tuned), DAPO_OPS_CONFIG=no_config(workdir), SWANLAB_MODE="disabled")
     for h in HOSTS:
         sandbox.reset(h)
         inputs = sandbox.runs_dir(h) / "inputs"
@@ -58,19 +60,29 @@ def cli(sandbox, tmp_path):
             [sys.executable, "-m", "invoke", "-r", str(REPO), *args],
             capture_output=True,
             text=True,
-            cwd=tmp_path,
+            cwd=workdir,
             env={**env, **(extra_env or {})},
             timeout=timeout,
         )
 
-    yield run
-    # whatever happened: no Ray left behind for the next test
+    return run
+
+
+def _end_ray(sandbox) -> None:
+    """Whatever happened: no Ray of a run left behind on h1 / h2 for the next test."""
     for h in HOSTS:
         sandbox.exec(
             h,
             f'for f in {raynodes.ray_dir(raynodes.cluster_dir(RUNS, "*"))}/*.pid; do [ -f "$f" ] && '
             'kill -9 -$(cat "$f") 2>/dev/null; done; true',
         )
+
+
+@pytest.fixture
+def cli(sandbox, tmp_path):
+    """:func:`_prepare` for one test; no Ray left afterwards."""
+    yield _prepare(sandbox, tmp_path)
+    _end_ray(sandbox)
 
 
 def ray_processes(sandbox, host: str) -> list[str]:
@@ -131,16 +143,69 @@ def run_id_of(res) -> str:
     return m.group(1)
 
 
-def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandbox, cli):
-    sandbox.set_scenario("h1", {"step_time": 0.2})
-    res = cli("launch", "-H", "h1,h2", "--steps", "4", *INPUT_FLAGS)
+# ------------------------------------------------------------------ one two-host run, three tests
+#: steps of the shared two-host run (a checkpoint after each: the back-to-back test resumes it)
+SHARED_STEPS = 2
+#: the host-side file the stand-in's scenario ``gate`` waits for after step 1 (``/sandbox/gate-open`` in h1's container)
+GATE = "gate-open"
+
+
+@dataclass
+class TwoHostRun:
+    """One ``inv launch -H h1,h2`` of :data:`SHARED_STEPS` steps, shared by the tests of xdist group ``two-host-run``
+    (a Ray cluster costs ~20 s to bring up on the 2-core machine). ``launch``: the launch's CompletedProcess;
+    ``run_id``; ``live``: ``inv status -H h1,h2 --json`` taken while the run was held after step 1 (the stand-in's
+    scenario ``gate``; None when step 1 never came); ``live_rec``: run.json when step 1 was seen; ``rec``: run.json
+    once the run ended; ``ray_left``: :func:`wait_no_ray` (30 s) right after the end; ``cli``: the CLI runner."""
+
+    cli: Callable[..., subprocess.CompletedProcess]
+    launch: subprocess.CompletedProcess
+    run_id: str = ""
+    live: subprocess.CompletedProcess | None = None
+    live_rec: dict = field(default_factory=dict)
+    rec: dict = field(default_factory=dict)
+    ray_left: dict = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def two_host_run(sandbox, tmp_path_factory):
+    """:class:`TwoHostRun`: the run is launched once (step time 0.2 s, a checkpoint every step); the stand-in holds
+    after step 1 until the live ``inv status`` has been taken, then the run goes on to its end."""
+    run = _prepare(sandbox, tmp_path_factory.mktemp("two-host-run"))
+    gate = sandbox.host_dir("h1") / "sandbox" / GATE
+    gate.unlink(missing_ok=True)
+    hold = {"after_step": 1, "file": f"/sandbox/{GATE}", "timeout_s": 120}
+    sandbox.set_scenario("h1", {"step_time": 0.2, "gate": hold})
+    try:
+        res = run("launch", "-H", "h1,h2", "--steps", str(SHARED_STEPS), "--save-freq", "1", *INPUT_FLAGS)
+        shared = TwoHostRun(cli=run, launch=res)
+        m = RUN_ID_RE.search(res.stdout + res.stderr)
+        if res.returncode == 0 and m:
+            shared.run_id = m.group(1)
+            shared.live_rec = wait_for(sandbox, "h1", shared.run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
+            if not ended(shared.live_rec):
+                shared.live = run("status", "-H", "h1,h2", "--json")
+            gate.touch()
+            shared.rec = wait_for(sandbox, "h1", shared.run_id, ended)
+            shared.ray_left = wait_no_ray(sandbox, timeout=30)
+        gate.touch()
+        yield shared
+    finally:
+        gate.unlink(missing_ok=True)
+        sandbox.set_scenario("h1", {})
+        _end_ray(sandbox)
+
+
+@pytest.mark.xdist_group("two-host-run")
+def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandbox, two_host_run):
+    res, cli = two_host_run.launch, two_host_run.cli
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
     out = res.stdout
     assert "2 joined" in out and sandbox.addresses["h2"] in out and "NPU=16" in out, out
     # one run, on the head only: h2 runs a Ray worker, not a second run
     assert not (sandbox.runs_dir("h2") / run_id / "run.json").exists()
-    rec = wait_for(sandbox, "h1", run_id, ended)
+    rec = two_host_run.rec
     assert rec["status"] == "succeeded", rec.get("verdict")
     assert rec["cluster"]["nodes"] == 2 and rec["cluster"]["hosts"] == HOSTS and rec["cluster"]["devices"] == 16
     ovr = verl_overrides(sandbox, "h1", run_id)
@@ -160,29 +225,30 @@ def test_launch_on_two_hosts_is_one_run_on_a_ray_cluster_and_leaves_no_ray(sandb
         f"h2: Ray worker of run {run_id} (head h1); its log is the head's (`inv logs -H h1`), "
         f"its Ray log is /verl/dapo_runs/.cluster/{run_id}/ray/h2.log in its container"
     ), lg.stderr
+    assert two_host_run.ray_left == {}
     assert wait_no_ray(sandbox) == {}
 
 
-def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it_ended(sandbox, cli):
-    sandbox.set_scenario("h1", {"step_time": 1.0})
-    res = cli("launch", "-H", "h1,h2", "--steps", "3", *INPUT_FLAGS)
+@pytest.mark.xdist_group("two-host-run")
+def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it_ended(sandbox, two_host_run):
+    res, cli = two_host_run.launch, two_host_run.cli
     assert res.returncode == 0, res.stderr
     run_id = run_id_of(res)
-    rec = wait_for(sandbox, "h1", run_id, lambda r: (r.get("step") or 0) >= 1 or ended(r))
-    if not ended(rec):  # live: the worker's row is the head's run, running
-        st = cli("status", "-H", "h1,h2", "--json")
-        assert st.returncode == 0, st.stderr
-        h1, h2 = json.loads(st.stdout)
-        assert (h2["host"], h2["run_id"], h2["serves"]["head"]) == ("h2", run_id, "h1"), h2
-        assert h2["state"] == h1["state"] and h2["state"] in ("running", "succeeded"), (h1, h2)
-    rec = wait_for(sandbox, "h1", run_id, ended)
+    # live (held after step 1 by the scenario's gate): the worker's row is the head's run, running
+    assert not ended(two_host_run.live_rec) and two_host_run.live is not None, two_host_run.live_rec
+    st = two_host_run.live
+    assert st.returncode == 0, st.stderr
+    h1, h2 = json.loads(st.stdout)
+    assert (h2["host"], h2["run_id"], h2["serves"]["head"]) == ("h2", run_id, "h1"), h2
+    assert h2["state"] == h1["state"] and h2["state"] in ("running", "succeeded"), (h1, h2)
+    rec = two_host_run.rec
     assert rec["status"] == "succeeded", rec.get("verdict")
-    assert wait_no_ray(sandbox, timeout=30) == {}  # h2's Ray session ended with the run: the probe sees no worker
+    assert two_host_run.ray_left == {}  # h2's Ray session ended with the run: the probe sees no worker
     st = cli("status", "-H", "h1,h2", "--json")
     assert st.returncode == 0, st.stderr
     h1, h2 = json.loads(st.stdout)
     assert (h1["host"], h1["run_id"], h1["state"]) == ("h1", run_id, "succeeded"), h1
-    assert (h2["host"], h2["run_id"], h2["state"], h2["step"]) == ("h2", run_id, "succeeded", 3), h2
+    assert (h2["host"], h2["run_id"], h2["state"], h2["step"]) == ("h2", run_id, "succeeded", SHARED_STEPS), h2
     assert h2["serves"]["head"] == "h1" and h2["hint"].startswith(f"Ray worker of run {run_id} (head h1)"), h2
     # the table: h2's row is the run's, with one note naming its head; nothing says no-run
     table = cli("status", "-H", "h1,h2")
@@ -198,6 +264,35 @@ def test_status_shows_the_worker_host_as_part_of_the_heads_run_live_and_after_it
     assert (h2["run_id"], h2["state"], h2["error"], h2["serves"]["head"]) == (run_id, "succeeded", None, "h1"), h2
 
 
+@pytest.mark.xdist_group("two-host-run")
+def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_resumes_the_first(sandbox, two_host_run):
+    """Two cluster runs right after each other on the same hosts (the first is the shared run, a checkpoint every
+    step); the second is what the lost-node verdict tells the operator to run (`inv launch -H h1,h2 --resume <id>`):
+    it continues the first one's checkpoints and trains only the steps left. Last of its group: it adds a run."""
+    first, cli = two_host_run.launch, two_host_run.cli
+    assert first.returncode == 0, first.stderr
+    rid1 = run_id_of(first)
+    assert two_host_run.rec["status"] == "succeeded"
+    # the run's end tears Ray down on every node, the worker's agents included (no later launch needed)
+    assert two_host_run.ray_left == {}
+    # right away again on the same hosts: starts (within the join limit, else it fails) and ends cleanly
+    sandbox.set_scenario("h1", {"step_time": 0.2})
+    second = cli("launch", "-H", "h1,h2", "--steps", str(SHARED_STEPS + 2), "--resume", rid1, *INPUT_FLAGS)
+    assert second.returncode == 0, second.stderr
+    rid2 = next(r for r in RUN_ID_RE.findall(second.stdout) if r != rid1)
+    assert "2 joined" in second.stdout and f"run {rid1}'s checkpoints" in second.stdout, second.stdout
+    rec = wait_for(sandbox, "h1", rid2, ended)
+    assert rec["status"] == "succeeded" and rec["cluster"]["hosts"] == HOSTS, rec.get("verdict")
+    log = train_log(sandbox, "h1", rid2)
+    assert re.search(rf"Resuming from \S*{rid1}/checkpoints/global_step_{SHARED_STEPS}", log), log[-2000:]
+    # trained steps: metrics lines with the update's timing (the resumed run's validation line says step:N too,
+    # as verl's validation before training does)
+    steps = [int(m) for m in re.findall(r"\bstep:(\d+) - .*timing_s/step:", log)]
+    assert steps == [SHARED_STEPS + 1, SHARED_STEPS + 2], steps
+    assert wait_no_ray(sandbox, timeout=30) == {}
+
+
+# ------------------------------------------------------------------ one run each
 def test_one_step_off_across_hosts_puts_trainer_on_h1_and_rollout_on_h2(sandbox, cli):
     sandbox.set_scenario("h1", {"step_time": 0.2})
     res = cli("one-step-off", "-H", "h1,h2", "--steps", "3", "--trainer-gpus", "8", "--rollout-gpus", "8", *INPUT_FLAGS)
@@ -357,33 +452,6 @@ def test_independent_runs_cannot_share_one_resume_id(sandbox, cli):
         "launch", "-H", "h1,h2", "--independent", "--steps", "2", "--resume", "20261201-000000-abcd", *INPUT_FLAGS
     )
     assert res.returncode == 2 and "drop --independent" in res.stderr and "\n" not in res.stderr.strip(), res.stderr
-
-
-def test_back_to_back_cluster_runs_tear_ray_down_everywhere_and_the_second_resumes_the_first(sandbox, cli):
-    """Two cluster runs right after each other on the same hosts; the second is what the lost-node verdict tells
-    the operator to run (`inv launch -H h1,h2 --resume <id>`): it continues the first one's checkpoints and
-    trains only the steps left."""
-    sandbox.set_scenario("h1", {"step_time": 0.2})
-    first = cli("launch", "-H", "h1,h2", "--steps", "2", "--save-freq", "1", *INPUT_FLAGS)
-    assert first.returncode == 0, first.stderr
-    rid1 = run_id_of(first)
-    assert wait_for(sandbox, "h1", rid1, ended)["status"] == "succeeded"
-    # the run's end tears Ray down on every node, the worker's agents included (no later launch needed)
-    assert wait_no_ray(sandbox, timeout=30) == {}
-    # right away again on the same hosts: starts (within the join limit, else it fails) and ends cleanly
-    second = cli("launch", "-H", "h1,h2", "--steps", "4", "--resume", rid1, *INPUT_FLAGS)
-    assert second.returncode == 0, second.stderr
-    rid2 = next(r for r in RUN_ID_RE.findall(second.stdout) if r != rid1)
-    assert "2 joined" in second.stdout and f"run {rid1}'s checkpoints" in second.stdout, second.stdout
-    rec = wait_for(sandbox, "h1", rid2, ended)
-    assert rec["status"] == "succeeded" and rec["cluster"]["hosts"] == HOSTS, rec.get("verdict")
-    log = train_log(sandbox, "h1", rid2)
-    assert re.search(rf"Resuming from \S*{rid1}/checkpoints/global_step_2", log), log[-2000:]
-    # trained steps: metrics lines with the update's timing (the resumed run's validation line says step:2 too,
-    # as verl's validation before training does)
-    steps = [int(m) for m in re.findall(r"\bstep:(\d+) - .*timing_s/step:", log)]
-    assert steps == [3, 4], steps
-    assert wait_no_ray(sandbox, timeout=30) == {}
 
 
 def test_a_finished_runs_leftover_ray_on_a_worker_is_swept_by_the_next_launch(sandbox, cli):
