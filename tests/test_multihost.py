@@ -119,6 +119,65 @@ def test_lost_worker_verdict_names_host_and_address_and_never_shrinks():
     assert "\n" not in v["action"]
 
 
+class _FakeRay:
+    """``ray`` as :func:`raysession.cluster_wait` uses it: ``init`` and ``nodes``, which answers ``views`` in turn
+    (the last one again once they run out) and counts its calls."""
+
+    def __init__(self, *views):
+        self.views, self.calls = list(views), 0
+
+    def init(self, **_kw):
+        pass
+
+    def nodes(self):
+        self.calls += 1
+        return self.views[min(self.calls, len(self.views)) - 1]
+
+
+def _node(address, alive):
+    return {"NodeManagerAddress": address, "Alive": alive, "Resources": {"NPU": 8.0}}
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    """Install a :class:`_FakeRay` (``fake_ray(*views)``) for :func:`raysession.cluster_wait`; no SIGALRM armed in
+    this process, no real sleep."""
+    monkeypatch.setattr(raysession.signal, "alarm", lambda _s: 0)
+    monkeypatch.setattr(raysession.time, "sleep", lambda _s: None)
+
+    def install(*views):
+        fake = _FakeRay(*views)
+        monkeypatch.setitem(sys.modules, "ray", fake)
+        return fake
+
+    return install
+
+
+def test_the_cluster_check_stops_waiting_once_a_lost_node_is_listed_dead(fake_ray):
+    """The check before a retry: h2 is listed dead by the GCS (Ray never revives a dead node), so the answer is
+    decided at the first look, not at the end of the wait; the verdict names h2."""
+    head, worker = (n["address"] for n in RAY["nodes"])
+    fake = fake_ray([_node(head, True), _node(worker, False)])
+    view, rc = raysession.cluster_wait(3600.0, 2)
+    assert fake.calls == 1 and rc == raysession.FEWER_NODES_RC, (fake.calls, rc)
+    assert view == {"nodes": [{"address": head, "resources": {"NPU": 8.0}}], "gone": [worker]}
+    assert cluster.lost_nodes_verdict(RAY, view)["detail"]["host"] == "h2"
+
+
+def test_the_cluster_wait_goes_on_for_a_node_not_listed_yet_and_a_dead_entry_of_an_alive_address(fake_ray):
+    """Undecided: a node Ray has not listed yet (joining), or an address whose old node is dead while a new one is
+    alive; the wait goes on until every node is alive."""
+    head, worker = (n["address"] for n in RAY["nodes"])
+    fake = fake_ray(
+        [_node(head, True)],
+        [_node(head, True), _node(head, False)],
+        [_node(head, True), _node(worker, True)],
+    )
+    view, rc = raysession.cluster_wait(3600.0, 2)
+    assert (fake.calls, rc, view["gone"]) == (3, 0, []), (fake.calls, rc, view)
+    assert [n["address"] for n in view["nodes"]] == [head, worker]
+
+
 def test_lost_worker_verdict_of_a_one_step_off_run_names_its_own_task():
     alive = {"nodes": [{"address": RAY["nodes"][0]["address"]}]}
     v = cluster.lost_nodes_verdict(RAY, alive, "one-step-off")

@@ -9,8 +9,10 @@ One op of the shipped bundle (``PYTHONPATH=<bundle> python3 -m dapo_ops.agent.ra
     lead  <marker> <ray argv...>   leader of one ``ray start --block`` session (:func:`run_session`); exit = ray's
     stop  <pid_file> <grace_s>     end that session (:func:`stop_session`); prints how many processes it had
     iface <address>                the interface that carries ``address`` (:func:`iface_for`); prints it or ""
-    wait  <timeout_s> <want>       wait for ``want`` alive Ray nodes (:func:`cluster_wait`, ``RAY_ADDRESS`` from the
-                                   env); prints ``{"nodes": [{"address", "resources"}]}``; exit 0, or 3 when fewer
+    wait  <timeout_s> <want>       wait for ``want`` alive Ray nodes, no longer once every node is alive or dead
+                                   (:func:`cluster_wait`, ``RAY_ADDRESS`` from the env); prints
+                                   ``{"nodes": [{"address", "resources"}], "gone": [address]}``; exit 0, or 3 when
+                                   fewer
 
 Every Ray process of a run carries ``DAPO_OPS_RAY_RUN=<run_id>`` (:data:`dapo_ops.core.topology.RAY_RUN_ENV`):
 Ray's DashboardAgent / RuntimeEnvAgent may leave the leader's session, never their environment. Facts about the
@@ -257,7 +259,12 @@ def iface_for(address: str) -> str:
 
 def cluster_wait(timeout_s: float, want: int) -> tuple[dict[str, Any], int]:
     """Join the Ray cluster at ``RAY_ADDRESS`` (the env) and wait up to ``timeout_s`` seconds for ``want`` alive
-    nodes. Returns ``({"nodes": [{"address", "resources"}]}, rc)``, rc 0 or :data:`FEWER_NODES_RC`.
+    nodes. Returns ``({"nodes": [{"address", "resources"}], "gone": [address, ...]}, rc)``, rc 0 or
+    :data:`FEWER_NODES_RC`.
+
+    The wait ends early once it is decided: every one of the ``want`` nodes is alive or listed dead by the GCS
+    (``gone``: addresses whose node Ray marked dead and that no alive node has). Ray never revives a dead node (a
+    raylet started again registers as a new node), so waiting longer for it only delays the answer.
 
     ``ray.init`` can block on a dead GCS: ``SIGALRM`` ends this process ``timeout_s`` + 20 s after the start, so no
     probe outlives the caller's command timeout. Imports ``ray`` (the Python that runs verl has it)."""
@@ -269,18 +276,22 @@ def cluster_wait(timeout_s: float, want: int) -> tuple[dict[str, Any], int]:
     deadline = time.time() + float(timeout_s)
     ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
     while True:
-        nodes = [{"address": n["NodeManagerAddress"], "resources": n["Resources"]} for n in ray.nodes() if n["Alive"]]
-        if len(nodes) >= want or time.time() > deadline:
+        listed = ray.nodes()
+        nodes = [{"address": n["NodeManagerAddress"], "resources": n["Resources"]} for n in listed if n["Alive"]]
+        alive = {n["address"] for n in nodes}
+        gone = sorted({n["NodeManagerAddress"] for n in listed if not n["Alive"]} - alive)
+        if len(nodes) + len(gone) >= want or time.time() > deadline:
             break
         time.sleep(0.5)
-    return {"nodes": nodes}, (0 if len(nodes) >= want else FEWER_NODES_RC)
+    return {"nodes": nodes, "gone": gone}, (0 if len(nodes) >= want else FEWER_NODES_RC)
 
 
 def cluster_view(python: str, ray_spec: dict[str, Any], timeout_s: float = RETRY_CHECK_S) -> dict[str, Any] | None:
     """The supervisor's question to the Ray head: which nodes are alive. Runs the ``wait`` op with ``python``
     (which must have ``ray``) from this same bundle (this process's ``PYTHONPATH`` carries it), waiting up to
-    ``timeout_s`` seconds for every node of ``ray_spec`` (the run spec's ``ray``). Returns
-    ``{"nodes": [{"address", "resources"}]}`` or None when the head does not answer (its GCS is gone)."""
+    ``timeout_s`` seconds for every node of ``ray_spec`` (the run spec's ``ray``), less once each node is alive or
+    known dead (:func:`cluster_wait`). Returns ``{"nodes": [{"address", "resources"}], "gone": [address, ...]}`` or
+    None when the head does not answer (its GCS is gone)."""
     want = len(ray_spec.get("nodes") or [])
     bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     pp = [bundle] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != bundle]

@@ -305,7 +305,8 @@ def quoted(argv: list[str]) -> str:
 # ---------------------------------------------------------------------------- the run's Ray sessions
 # The processes themselves (session leader, teardown, cluster view) run on the hosts: dapo_ops/agent/raysession.py.
 
-#: seconds the supervisor waits for every node to answer before a retry
+#: seconds the supervisor waits at most for every node to answer before a retry (less once each node is alive or
+#: listed dead by Ray: dapo_ops/agent/raysession.py ``cluster_wait``)
 RETRY_CHECK_S = 10.0
 
 

@@ -204,9 +204,9 @@ def start(
 
 
 def _wait(head: Target, python: str, want: int, timeout: float, address: str) -> dict:
-    """Poll Ray on the head until ``want`` nodes are alive or ``timeout`` seconds pass. Each probe joins this
-    run's GCS at ``address`` (``<head>:6379``, never ``auto``: an earlier session's ``/tmp/ray`` files must not
-    pick the cluster) and ends itself within its budget + 20 s (``raysession wait``'s alarm), so no probe is left
+    """Poll Ray on the head until ``want`` nodes are alive, one that joined is dead (``gone``), or ``timeout``
+    seconds pass. Each probe joins this run's GCS at ``address`` (``<head>:6379``, never ``auto``: an earlier
+    session's ``/tmp/ray`` files must not pick the cluster) and ends itself within its budget + 20 s (``raysession wait``'s alarm), so no probe is left
     running in the container when the SSH command times out."""
     deadline = time.monotonic() + timeout
     last: dict[str, Any] = {"nodes": []}
@@ -225,7 +225,7 @@ def _wait(head: Target, python: str, want: int, timeout: float, address: str) ->
             last = json.loads((res.stdout or "").strip().splitlines()[-1])
         except (ValueError, IndexError):
             last = {"nodes": []}  # GCS not up yet: ray.init failed; retry until the deadline
-        if res.exited == 0 or time.monotonic() >= deadline:
+        if res.exited == 0 or last.get("gone") or time.monotonic() >= deadline:
             return last
         time.sleep(1.0)
 
