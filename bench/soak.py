@@ -306,7 +306,7 @@ class Operator:
     """Runs the real CLI as an operator does (``python -m invoke -r <repo> <task> ...``) with the canary secrets in
     the environment; keeps every printout for the secret scan."""
 
-    def __init__(self, bench: Bench, home: Path, swanlab_mode: str):
+    def __init__(self, bench: Bench, home: Path, swanlab_mode: str, inventory: Path | None = None):
         self.bench = bench
         home.mkdir(parents=True, exist_ok=True)
         cfg = home / "dapo-ops-config.toml"
@@ -321,7 +321,7 @@ class Operator:
             if not k.startswith(("SWANLAB_", "DAPO_OPS_")) and k.lower() not in ("http_proxy", "https_proxy")
         }
         env.update(
-            DAPO_OPS_INVENTORY=str(bench.inventory),
+            DAPO_OPS_INVENTORY=str(inventory or bench.inventory),
             DAPO_OPS_CONFIG=str(cfg),
             HOME=str(home),
             SWANLAB_API_KEY=CANARY_KEY,
@@ -1031,9 +1031,10 @@ class Soak:
     def replay_cmd(self, ep: Episode) -> str:
         kinds = "" if self.args.kinds == ",".join(FAULTS) else f" --kinds {self.args.kinds}"
         quick = " --quick" if self.args.quick else ""
+        inventory = f" --inventory {self.args.inventory}" if self.args.inventory else ""
         return (
             f"DAPO_BENCH_ID={self.args.bench_id} .venv/bin/python bench/soak.py --seed {self.args.seed} "
-            f"--episode {ep.n} --hosts {self.args.hosts}{kinds}{quick}"
+            f"--episode {ep.n} --hosts {self.args.hosts}{kinds}{quick}{inventory}"
         )
 
     def run(self) -> int:
@@ -1041,7 +1042,9 @@ class Soak:
         kinds = a.kinds.split(",")
         print(f"soak: seed {a.seed}, bench {a.bench_id}, {a.hosts} host(s), kinds {','.join(kinds)}", flush=True)
         self.bench.up(tmpfs="disk-full" in kinds)
-        self.op = Operator(self.bench, self.bench.state / "soak-home", a.swanlab_mode)
+        self.op = Operator(
+            self.bench, self.bench.state / "soak-home", a.swanlab_mode, Path(a.inventory) if a.inventory else None
+        )
         self.sampler = Sampler(self.bench)
         self.sampler.start()
         t_end = now() + a.minutes * 60
@@ -1138,6 +1141,12 @@ def main(argv=None) -> int:
     ap.add_argument("--swanlab-mode", default="disabled")
     ap.add_argument("--out", default="", help="also write the report (markdown) here")
     ap.add_argument("--keep", action="store_true", help="leave the bench up afterwards")
+    ap.add_argument(
+        "--inventory",
+        default="",
+        help="the inventory the CLI uses (default: the bench's hosts.toml); e.g. a copy of it whose "
+        "[hosts.<name>.supervisor] tables shorten retry_delay_s (the CI smoke)",
+    )
     a = ap.parse_args(argv)
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1, 10**6)
