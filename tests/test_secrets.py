@@ -22,6 +22,7 @@ from dapo_ops.control import userconfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from inputs_helpers import make_model, make_parquet  # noqa: E402  (tiny model + parquet, as test_launch_bench)
+from test_launch_bench import RETRY_DELAY_S  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DAPO_OPS = str(Path(sys.executable).parent / "dapo-ops")
@@ -61,10 +62,11 @@ IN = "/verl/dapo_runs/inputs"
 INPUT_FLAGS = ["--model", f"{IN}/model", "--train-file", f"{IN}/train.parquet", "--val-file", f"{IN}/val.parquet"]
 
 
-def _dapo_ops(sandbox, env, *args, timeout=300) -> subprocess.CompletedProcess:
+def _dapo_ops(sandbox, env, *args, timeout=300, inventory: Path | None = None) -> subprocess.CompletedProcess:
+    """``dapo-ops -H h1 <task> <inputs> <args> --inventory <inventory, default the bench's>``."""
     task, rest = args[0], list(args[1:])
     return subprocess.run(
-        [DAPO_OPS, "-H", "h1", task, *INPUT_FLAGS, *rest, "--inventory", str(sandbox.inventory)],
+        [DAPO_OPS, "-H", "h1", task, *INPUT_FLAGS, *rest, "--inventory", str(inventory or sandbox.inventory)],
         capture_output=True,
         text=True,
         env=env,
@@ -213,13 +215,17 @@ def test_proxy_password_stays_secret_and_no_proxy_covers_the_cluster(h1, tmp_pat
 
 def test_cloud_mode_key_reaches_verl_only_through_its_environment(h1, tmp_path):
     """Cloud mode against a closed port: verl's swanlab.login(key) runs (it only does when SWANLAB_API_KEY is in its
-    environment, verl tracking.py) and fails; the key is nowhere on disk, in ps, or in the output."""
+    environment, verl tracking.py) and fails; the key is nowhere on disk, in ps, or in the output. swanlab 0.10
+    retries the login itself (~15 s: 5 retries, backoff 0.5 s, fixed in its client session, no setting); the
+    supervisor's one network retry waits the retry delay of test_launch_bench.py's tests (``RETRY_DELAY_S``), not the
+    NPU's 10 s: nothing here depends on it."""
     env = _operator_env(tmp_path, mode="cloud")
     env["SWANLAB_HOST"] = "http://127.0.0.1:9"
+    tuned = h1.tuned_inventory(tmp_path / "hosts-tuned.toml", {"h1": {"retry_delay_s": RETRY_DELAY_S}})
     with _ps_samples(h1) as samples:
         # --skip-preflight: launch's quick checks refuse an unreachable tracker (tests/test_launch_tracker_bench.py);
         # this test is about the key's way into verl once a run starts anyway
-        out = _dapo_ops(h1, env, "launch", "--steps", "2", "--link-wait", "1", "--skip-preflight")
+        out = _dapo_ops(h1, env, "launch", "--steps", "2", "--link-wait", "1", "--skip-preflight", inventory=tuned)
         run_dir = _wait_run(h1, timeout=300)
     _assert_clean("host ps output during the run", "\n".join(samples))
     _assert_clean("the tool's output", out.stdout + out.stderr)
