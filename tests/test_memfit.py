@@ -640,3 +640,54 @@ def test_a_users_gradient_checkpointing_off_with_recompute_on_is_estimated_as_ve
     act = memfit.estimate(m, setup).terms["activations_gib"]
     per_token = 2 * memfit.act_bytes_per_token_layer(m) + memfit.LOGIT_BYTES * m.vocab
     assert act == pytest.approx(setup.update_tokens * per_token / memfit.GIB)
+
+
+def test_an_explicit_no_offload_keeps_the_estimates_offload_rung_off():
+    """A new-user trial: ``--no-offload`` (or ENABLE_OFFLOAD=false, or the config file's ``offload = false``) kept a
+    learned offload rung off (commit 9528817) but the memory-fit estimate still started on offload when the run did
+    not fit without it (verl ran param_offload=True). The estimate follows the same rule now: it never starts on
+    offload over that setting, the launch is refused in one line naming it, and MEMORY_FIT=warn launches as planned
+    with that line as its warning."""
+    flags = {
+        "framework": "fsdp",
+        "gpu_memory_utilization": 0.4,
+        "max_prompt_length": 128,
+        "max_response_length": 64,
+        "features": "-dynamic_batch,-gradient_checkpointing",
+        "micro_batch_size": 8,
+        "rollout_tp": 1,
+        "train_batch_size": 8,
+        "ppo_mini_batch_size": 8,
+        "rollout_n": 1,
+        "steps": 3,
+    }
+    mem = {"model_config": TINY_146B, "device_gib": 30.0}  # weight-sync 31.5 of 30 GiB: fits only with offload
+
+    def mk(st):
+        return plan_for(
+            settings=st, host=ONE_GPU, mode="dapo", run_id="20261129-151200-a1b2", swanlab_logger=False, memory=mem
+        )
+
+    # offload left at its default: the estimate starts on it
+    assert mk(settings.resolve(flags, {}, {})).features.source_of("offload") == "estimate"
+    forms = {
+        "--no-offload": settings.resolve(dict(flags, offload=False), {}, {}),
+        "ENABLE_OFFLOAD=false": settings.resolve(flags, {"ENABLE_OFFLOAD": "false"}, {}),
+        "offload = false": settings.resolve(flags, {}, {"run": {"offload": False}}),
+    }
+    for said, st in forms.items():
+        with pytest.raises(planning.PlanError) as e:
+            mk(st)
+        line = str(e.value)
+        assert "\n" not in line
+        assert line.startswith("memory-fit: the run does not fit without offload, which you turned off ("), line
+        assert said in line and "tightest weight-sync 31.5 of 30.0 GiB" in line, line
+        assert "MEMORY_FIT=warn" in line, line
+    warn = settings.resolve(dict(flags, offload=False), {"MEMORY_FIT": "warn"}, {})
+    p = mk(warn)
+    assert not p.features.has("offload")
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" not in p.argv
+    (line,) = [ln for ln in p.memory if "does not fit without offload" in ln]
+    assert "--no-offload" in line and line.endswith(
+        "(MEMORY_FIT=warn: launching as planned; the device-OOM ladder decides)"
+    )

@@ -583,27 +583,73 @@ def propose_parallel(
     return ""
 
 
+def _allowed_rung(
+    fs: FeatureSet, phase: str, settings: dict[str, Any], off: Mapping[str, str], passed: dict[str, str]
+) -> tuple[str | None, FeatureSet, dict[str, Any]]:
+    """The estimate's next rung of ``phase`` (:func:`dapo_ops.core.memladder.apply_rung`, source ``estimate``), passing
+    over a feature rung of ``off`` (the user turned it off by its own setting, :func:`fit`) as the ladder passes over
+    a ``-name`` one; such a rung is added to ``passed`` (name -> how it was turned off). Returns ``(rung or None,
+    features, setting changes)``; the features keep ``fs``'s own ``disabled``."""
+    from dataclasses import replace
+
+    rung, fs2, ch, _ = memladder.apply_rung(fs, phase, settings, "estimate")
+    if rung is None or rung not in off:
+        return rung, fs2, ch
+    passed[rung] = off[rung]
+    rung, fs2, ch, _ = memladder.apply_rung(
+        replace(fs, disabled=fs.disabled | frozenset(off)), phase, settings, "estimate"
+    )
+    return rung, replace(fs2, disabled=fs.disabled), ch
+
+
+def _cannot_fit(est: Estimate, rungs: list[str], proposal: str, passed: Mapping[str, str]) -> str:
+    """:func:`fit`'s refusal, one line: the numbers, the rungs tried, a rung it did not start on because the user
+    turned it off (``passed``: name -> how) and what to change."""
+    t = est.terms
+    head = "the run cannot fit"
+    if passed:  # the rung the user's own setting keeps off: named first, with the setting
+        how = "; ".join(f"{n}, which you turned off ({w})" for n, w in passed.items())
+        head = f"the run does not fit without {how}; the estimate never overrides an explicit setting"
+    return (
+        f"memory-fit: {head}: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
+        f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
+        + (f" after {', '.join(rungs)}" if rungs else "")
+        + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
+        + "; "
+        + (f"drop {' and '.join(passed.values())} (or MEMORY_FIT=warn to launch as planned), " if passed else "")
+        + "use more devices, shorter responses (--max-response-length) or a smaller model"
+    )
+
+
 def fit(
-    cfg: dict[str, Any], spec: Mapping[str, Any], features: FeatureSet, device_gib: float, max_rungs: int = 6
+    cfg: dict[str, Any],
+    spec: Mapping[str, Any],
+    features: FeatureSet,
+    device_gib: float,
+    max_rungs: int = 6,
+    off: Mapping[str, str] | None = None,
 ) -> Fit:
     """Estimate the first attempt; if its tightest phase does not fit, apply that phase's ladder rungs
     (:func:`dapo_ops.core.memladder.apply_rung`, source ``estimate``) until it fits. Raises :class:`FitError`
     (one line with the numbers) when no rung makes it fit, :class:`EstimateUnavailable` when ``cfg`` lacks a key.
-    """
-    from dapo_ops.core import memladder
 
+    ``off``: the feature rungs the user turned off by their own setting, feature -> how (``{"offload":
+    "--no-offload"}``, the plan's ``_said_no_offload``: the rule a learned start follows,
+    :func:`dapo_ops.core.learned.conflicts`): the estimate never starts on one (as with ``-offload``) and, when the
+    run does not fit without it, the :class:`FitError` names it and the setting."""
     m = Model.from_config(cfg)
     spec = defaults.RunSpec.read(spec)
     changes = dict(spec.setting_changes)  # a plan that already starts on estimate rungs
     planned = estimate(m, setup_from_spec(spec, features, device_gib, changes))
     fs, est = features, planned
     rungs: list[str] = []
+    passed: dict[str, str] = {}  # the rungs of ``off`` the estimate would have started on
     # a pinned strategy (a --resume's checkpoint) is the ladder's; unpinned, nothing ran yet: a one-device FSDP run
     # that needs the policy starts on fsdp2 (the planner pins it, profiles.fsdp_strategy)
     settings = dict(spec.settings, framework=spec.framework, mode=spec.mode, strategy=spec.strategy)
     while not est.fits and len(rungs) < max_rungs:
         phase = est.tightest
-        rung, fs2, ch, _ = memladder.apply_rung(fs, phase, dict(settings, **changes), "estimate")
+        rung, fs2, ch = _allowed_rung(fs, phase, dict(settings, **changes), off or {}, passed)
         if rung is None:
             break
         fs, rungs = fs2, rungs + [f"{rung}({phase})"]
@@ -611,13 +657,6 @@ def fit(
         est = estimate(m, setup_from_spec(spec, fs, device_gib, changes))
     proposal = "" if planned.fits else propose_parallel(m, spec, features, device_gib, dict(spec.setting_changes))
     if not est.fits:
-        t = est.terms
-        raise FitError(
-            f"memory-fit: the run cannot fit: {est.line()}; actor state {t['state_gib']:.1f} GiB, "
-            f"activations {t['activations_gib']:.1f} GiB, rollout share {t['rollout_gib']:.1f} GiB"
-            + (f" after {', '.join(rungs)}" if rungs else "")
-            + (f"; set {proposal.split(' fits')[0]} (it fits without rungs)" if proposal else "")
-            + "; use more devices, shorter responses (--max-response-length) or a smaller model"
-        )
+        raise FitError(_cannot_fit(est, rungs, proposal, passed))
     par = parallel_sizes(spec, dict(spec.setting_changes)) if spec.framework == "megatron" else {}
     return Fit(fs, changes, planned, est, rungs, par, proposal)

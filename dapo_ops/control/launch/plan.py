@@ -437,7 +437,7 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         spec["strategy"] = earlier.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, fit_lines = _fastest_fit(spec, fs, memory, settings)
-    fs, mem_lines = _memory_fit(spec, fs, memory)
+    fs, mem_lines = _memory_fit(spec, fs, memory, explicit_off(settings))
     _pin_fsdp_strategy(spec)
     mem_lines = learned_lines + fit_lines + mem_lines
     resume_line = None
@@ -610,9 +610,7 @@ def _learned_start(
         if _given(settings, name):
             where = (getattr(settings, "origins", None) or {}).get(name) or name
             given[name] = f"{where}={run_values(settings)[name]}"
-    said_no = _said_no_offload(settings)
-    if said_no:  # --no-offload / ENABLE_OFFLOAD=false / [run] offload = false: an explicit setting
-        given["offload"] = said_no
+    given.update(explicit_off(settings))  # --no-offload / ENABLE_OFFLOAD=false / [run] offload = false
     rs = defaults.RunSpec.read(spec)
     keyed = dict(rs.settings, framework=rs.framework, profile=rs.profile, accelerator=rs.accelerator)
     why = learned.conflicts(memo, fs.disabled, given, rs.settings.get("extra_overrides") or [], keyed, fs.names())
@@ -625,6 +623,14 @@ def _learned_start(
     line = learned.start_line(memo)
     spec["learned"] = {"used": True, "run_id": memo.get("run_id"), "fingerprint": fp, "line": line}
     return fs, [line]
+
+
+def explicit_off(settings) -> dict[str, str]:
+    """The feature rungs the user turned off by their own setting, feature -> how (``{"offload": "--no-offload"}``,
+    :func:`_said_no_offload`): neither a learned start (:func:`dapo_ops.core.learned.conflicts`) nor the memory-fit
+    estimate's start rung (:func:`dapo_ops.core.memfit.fit`'s ``off``) adds one."""
+    said_no = _said_no_offload(settings)
+    return {"offload": said_no} if said_no else {}
 
 
 def _said_no_offload(settings) -> str | None:
@@ -693,10 +699,14 @@ def _packed_cap(spec: dict, fs: FeatureSet, given: list[str], lines: list[str], 
     return fs, lines + [ln for c, ln in zip(cap.chosen, cap.lines()) if c.name not in said]
 
 
-def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[FeatureSet, list[str]]:
+def _memory_fit(
+    spec: dict, fs: FeatureSet, memory: Mapping | None, off: Mapping[str, str] | None = None
+) -> tuple[FeatureSet, list[str]]:
     """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
     Raises :class:`dapo_ops.core.memfit.FitError` when nothing fits, unless the ``memory_fit`` setting is ``warn``
-    (then the lines only report what the estimate says)."""
+    (then the lines only report what the estimate says). ``off``: the feature rungs the user turned off by their own
+    setting (:func:`explicit_off`): the estimate never starts on one; a run that fits only with it is refused (warned
+    under ``MEMORY_FIT=warn``) in one line naming it."""
     cfg = (memory or {}).get("model_config")
     if not cfg:
         return fs, [
@@ -730,7 +740,7 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         return fs, out
     if (spec.get("learned") or {}).get("used"):  # measured beats estimated: the estimate only reports
         try:
-            f = memfit.fit(cfg, spec, fs, float(gib))
+            f = memfit.fit(cfg, spec, fs, float(gib), off=off)
         except memfit.FitError as e:
             return fs, [f"{e} (not used: the learned start was measured on this host class)"]
         start = "memory-fit: starts on rung(s)"
@@ -743,7 +753,7 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
         ]
     if spec["settings"].get("memory_fit") == "warn":  # report only: the first attempt runs as planned
         try:
-            f = memfit.fit(cfg, spec, fs, float(gib))
+            f = memfit.fit(cfg, spec, fs, float(gib), off=off)
         except memfit.FitError as e:
             return fs, [f"{e} (MEMORY_FIT=warn: launching as planned; the device-OOM ladder decides)"]
         return fs, [
@@ -752,7 +762,7 @@ def _memory_fit(spec: dict, fs: FeatureSet, memory: Mapping | None) -> tuple[Fea
             )
             for ln in f.lines()
         ]
-    f = memfit.fit(cfg, spec, fs, float(gib))
+    f = memfit.fit(cfg, spec, fs, float(gib), off=off)
     if f.rungs:
         spec["features"] = f.features.to_json()
         spec["setting_changes"] = dict(f.setting_changes)
