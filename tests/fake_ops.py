@@ -26,13 +26,19 @@ def op_of(cmd) -> list[str] | None:
     return [argv[i + 1].rsplit(".", 1)[-1], *argv[i + 2 :]]
 
 
+def list_dir(files: dict[str, str], path: str) -> list[str]:
+    """The names directly in ``path`` of a container whose files are ``files`` (path -> text)."""
+    top = path.rstrip("/") + "/"
+    return sorted({p[len(top) :].split("/", 1)[0] for p in files if p.startswith(top)})
+
+
 def runfiles_answer(args: list[str], files: dict[str, str]) -> SimpleNamespace:
     """The result of ``python3 -m dapo_ops.agent.runfiles <args>`` in a container whose files are ``files``
-    (path -> text): ``resume-facts`` is :func:`dapo_ops.agent.runfiles.resume_facts` reading ``files``;
+    (path -> text): ``resume-facts`` is :func:`dapo_ops.agent.runfiles.resume_facts` reading and listing ``files``;
     ``show`` / ``show-spec`` print the file as JSON (exit 1 when missing); ``remove`` answers nothing."""
     sub, run_dir = args
     if sub == "resume-facts":
-        out = json.dumps(runfiles.resume_facts(run_dir, read_text=files.get))
+        out = json.dumps(runfiles.resume_facts(run_dir, read_text=files.get, list_dir=lambda d: list_dir(files, d)))
         return SimpleNamespace(exited=0, stdout=out + "\n", stderr="")
     if sub in ("show", "show-spec"):
         name = "run.json" if sub == "show" else "spec.json"

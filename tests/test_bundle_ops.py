@@ -156,13 +156,19 @@ def test_runfiles_show_spec_remove_and_resume_facts(tmp_path):
     res = remote_bundle.run_op(t, "runfiles", ["show-spec", str(old)], site=False, workdir="")
     assert json.loads(res.stdout) == spec
     facts = json.loads(remote_bundle.run_op(t, "runfiles", ["resume-facts", str(old)], workdir="").stdout)
-    assert facts == {"spec": spec, "record": {"status": "stopped", "step": 3}, "step": "3", "fsdp_version": 2}
+    assert facts == {
+        "spec": spec,
+        "record": {"status": "stopped", "step": 3},
+        "step": "3",
+        "fsdp_version": 2,
+        "later": [],  # no later run continues its checkpoints (runfiles.later_runs)
+    }
     # a Megatron run has no fsdp_config; a missing run answers no spec (exit 0: the launch refuses in one line)
     assert runfiles.resume_facts(str(old), {**{str(old / "spec.json"): json.dumps({**spec, "framework": "megatron"})}}.get)[
         "fsdp_version"
     ] is None  # fmt: skip
     none = json.loads(remote_bundle.run_op(t, "runfiles", ["resume-facts", str(runs / "nope")], workdir="").stdout)
-    assert none == {"spec": None, "record": None, "step": "", "fsdp_version": None}
+    assert none == {"spec": None, "record": None, "step": "", "fsdp_version": None, "later": []}
     missing = remote_bundle.run_op(t, "runfiles", ["show-spec", str(runs / "nope")], workdir="", check=False)
     assert (missing.exited, missing.stderr.strip()) == (1, f"no spec.json in {runs / 'nope'}")
 

@@ -514,3 +514,61 @@ def test_a_resume_with_another_model_is_refused_like_another_framework(monkeypat
     assert "not /models/other" in msg and "resume it without --model / MODEL_PATH" in msg, msg
     # the same model given again is no change
     _resume(facts, {"steps": 10, "model": old.spec["settings"]["model_path"]})
+
+
+def test_resuming_a_run_that_a_later_run_resumed_is_refused_naming_the_later_run(monkeypatch, tmp_path):
+    """A new user's trial: run R (lr 2e-6, -flash_attn) was resumed with ``--override ...lr=3e-6 --features
+    flash_attn`` as run R2 (same checkpoint dir), stopped; then ``--resume R`` went back to lr 2e-6 and sdpa on R2's
+    checkpoints, with no word. The resume of R is refused in one line naming the newest later run on R's checkpoints
+    and the command that resumes it, read in the same resume-facts round trip (the bundle op ``runfiles
+    resume-facts``); resuming that run is not refused, nor is R when a later run has checkpoints of its own."""
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    third = "20261202-000200-0c3f"
+    r = _old_plan({**FIRST, "features": "-flash_attn"}, overrides=(f"{LR}=2e-6",))
+    ckpt = r.spec["settings"]["ckpt_dir"]
+    files = {
+        f"/r/{OLD_ID}/spec.json": json.dumps(r.spec),
+        f"/r/{OLD_ID}/run.json": json.dumps({"status": "stopped", "step": 4}),
+        f"{ckpt}/latest_checkpointed_iteration.txt": "4\n",
+    }
+    calls: list[str] = []
+
+    class Container:
+        host = SimpleNamespace(runs_path="/r", name="h2", python="python3")
+
+        def run(self, cmd, **kw):
+            calls.append(fake_ops.op_of(cmd)[0])
+            return fake_ops.runfiles_answer(fake_ops.op_of(cmd)[1:], files)
+
+    r2 = _resume(resume.read_facts(Container(), OLD_ID), {"features": "flash_attn"}, overrides=(f"{LR}=3e-6",))
+    assert r2.spec["resume_of"] == OLD_ID and r2.spec["settings"]["ckpt_dir"] == ckpt
+    files[f"/r/{NEW_ID}/spec.json"] = json.dumps(r2.spec)
+    files[f"/r/{NEW_ID}/run.json"] = json.dumps({"status": "stopped", "step": 6})
+    # a later run of its own (another checkpoint dir) is no reason to refuse
+    other = _old_plan(FIRST, overrides=()).spec
+    own = dict(other["settings"], ckpt_dir=f"/r/{third}/checkpoints")
+    files[f"/r/{third}/spec.json"] = json.dumps(dict(other, run_id=third, settings=own))
+    assert resume.read_facts(Container(), NEW_ID).run_id == NEW_ID
+    calls.clear()
+    with pytest.raises(LaunchRefused) as e:
+        resume.read_facts(Container(), OLD_ID)
+    line = str(e.value)
+    assert e.value.kind == "resume" and "\n" not in line
+    assert line.startswith(
+        f"run {OLD_ID} on h2 was resumed later: run {NEW_ID} (stopped) continues its checkpoints ({ckpt})"
+    )
+    assert f"resume {NEW_ID} instead: `inv launch -H h2 --resume {NEW_ID}`" in line, line
+    assert calls == ["runfiles"]  # the one resume-facts round trip
+    # a resume of the resume (same checkpoint dir, resume_of R2) is the newest: it is the one named
+    files[f"/r/{third}/spec.json"] = json.dumps(dict(r2.spec, run_id=third, resume_of=NEW_ID))
+    with pytest.raises(LaunchRefused, match=f"resume {third} instead: `inv launch -H h2 --resume {third}`"):
+        resume.read_facts(Container(), OLD_ID)
+    # the op itself, over a real runs dir (os.listdir)
+    from dapo_ops.agent import runfiles
+
+    for path, text in files.items():
+        if path.startswith("/r/"):
+            (tmp_path / path[3:]).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path[3:]).write_text(text)
+    got = runfiles.resume_facts(str(tmp_path / OLD_ID))["later"]
+    assert [x["run_id"] for x in got] == [third, NEW_ID] and got[1]["status"] == "stopped"

@@ -320,10 +320,48 @@ def _json_object(text: Optional[str]) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _read_text) -> Dict[str, Any]:
+def _list_dir(path: str) -> List[str]:
+    """The names in ``path``, [] when it cannot be listed."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def later_runs(
+    run_dir: str,
+    ckpt_dir: Optional[str],
+    read_text: "Callable[[str], Optional[str]]" = _read_text,
+    list_dir: "Callable[[str], List[str]]" = _list_dir,
+) -> List[Dict[str, Any]]:
+    """The runs of the same runs dir started after the run of ``run_dir`` that continue its checkpoints: their
+    spec.json says ``resume_of`` is that run, or names the same ``ckpt_dir`` (a resume of a resume keeps the first
+    run's checkpoint dir). Newest first (run ids sort by start time), each ``{"run_id", "spec", "status"}`` (run.json's
+    status, None when unreadable). Reads only; the cost grows with the number of later runs."""
+    runs_dir, me = os.path.split(run_dir.rstrip("/"))
+    from dapo_ops.core import defaults  # here: the status probe imports this module on every look
+
+    out = []
+    for rid in [n for n in runstate.run_ids_newest_first(list_dir(runs_dir)) if n > me]:
+        spec = _json_object(read_text(os.path.join(runs_dir, rid, runstate.SPEC_NAME)))
+        if spec is None:
+            continue
+        rs = defaults.RunSpec.read(spec)
+        if rs.resume_of != me and not (ckpt_dir and rs.settings.get("ckpt_dir") == ckpt_dir):
+            continue
+        rec = _json_object(read_text(os.path.join(runs_dir, rid, runstate.RUN_NAME))) or {}
+        out.append({"run_id": rid, "spec": spec, "status": rec.get("status")})
+    return out
+
+
+def resume_facts(
+    run_dir: str,
+    read_text: "Callable[[str], Optional[str]]" = _read_text,
+    list_dir: "Callable[[str], List[str]]" = _list_dir,
+) -> Dict[str, Any]:
     """What ``inv launch --resume`` reads of an earlier run, in one call (``dapo_ops/control/launch/resume.py``
     ``read_facts``): ``{"spec": spec.json as written | None, "record": run.json | None, "step": str,
-    "fsdp_version": int | None}``.
+    "fsdp_version": int | None, "later": [...]}``.
 
     ``step``: the text of the checkpoint tracker ``<ckpt_dir>/latest_checkpointed_iteration.txt`` (stripped; "" when
     there is none), ``ckpt_dir`` from the spec completed from the defaults table (a spec of an older dapo-ops lacks
@@ -331,10 +369,12 @@ def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _re
     verl/trainer/ppo/ray_trainer.py:1046-1050). ``fsdp_version``: for an FSDP run whose tracker names a step, the
     ``FSDP_version`` verl records beside the actor's shards, ``<ckpt_dir>/global_step_<N>/actor/fsdp_config.json``
     (verl/utils/checkpoint/fsdp_checkpoint_manager.py:409-416). A file that is missing or not a JSON object reads as
-    None. ``read_text(path) -> text | None`` reads a file (tests give their own)."""
+    None. ``later``: the runs started after it that continue its checkpoints (:func:`later_runs`, newest first): a
+    resume of it would go back to its settings on their checkpoints. ``read_text(path) -> text | None`` reads a file,
+    ``list_dir(path) -> names`` lists a dir (tests give their own)."""
     spec = _json_object(read_text(os.path.join(run_dir, runstate.SPEC_NAME)))
     if spec is None:
-        return {"spec": None, "record": None, "step": "", "fsdp_version": None}
+        return {"spec": None, "record": None, "step": "", "fsdp_version": None, "later": []}
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
     done = defaults.RunSpec.read(spec)
@@ -349,6 +389,7 @@ def resume_facts(run_dir: str, read_text: "Callable[[str], Optional[str]]" = _re
         "record": _json_object(read_text(os.path.join(run_dir, runstate.RUN_NAME))),
         "step": step,
         "fsdp_version": version,
+        "later": later_runs(run_dir, ckpt, read_text, list_dir),
     }
 
 

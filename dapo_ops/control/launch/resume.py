@@ -84,6 +84,7 @@ def read_facts(target, run_id: str) -> ResumeFacts:
             f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
+    _refuse_later(run_id, host, old, got.get("later"))
     record = got.get("record")
     return ResumeFacts(
         run_id=run_id,
@@ -91,6 +92,31 @@ def read_facts(target, run_id: str) -> ResumeFacts:
         record=record if isinstance(record, dict) else {},
         step=str(got.get("step") or ""),
         strategy=_checkpoint_strategy(got.get("fsdp_version")),
+    )
+
+
+def _refuse_later(run_id: str, host: Any, old: Mapping[str, Any], later: Any) -> None:
+    """Refuse a resume of ``run_id`` when a later run continues its checkpoints (``later``: the op's answer,
+    :func:`dapo_ops.agent.runfiles.later_runs`, newest first): resuming ``run_id`` would go back to its own settings
+    (overrides, features) on the checkpoints the later run wrote with its changes, silently (a new-user trial: run R
+    with lr 2e-6 and -flash_attn, resumed as R2 with lr 3e-6 and flash_attn, then `--resume R` ran lr 2e-6 on sdpa).
+    One line: the newest such run and the command that resumes it.
+
+    :raises LaunchRefused: kind ``resume``."""
+    runs = [r for r in later or [] if isinstance(r, dict) and r.get("run_id")]
+    if not runs:
+        return
+    new = runs[0]
+    spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
+    ckpt = defaults.RunSpec.read(old).settings.get("ckpt_dir")
+    status = f" ({new['status']})" if new.get("status") else ""
+    more = f" (the newest of {len(runs)} later runs on them)" if len(runs) > 1 else ""
+    raise LaunchRefused(
+        "resume",
+        f"run {run_id} on {host.name} was resumed later: run {new['run_id']}{status} continues its checkpoints "
+        f"({ckpt}) with its own settings{more}, and resuming {run_id} would go back to {run_id}'s overrides and "
+        f"features on them: resume {new['run_id']} instead: `{resume_command(dict(resume_settings(spec), run_id=new['run_id']))}` "
+        f"(--override / --features change its settings)",
     )
 
 
