@@ -236,7 +236,7 @@ def test_a_dry_run_of_a_resume_shows_the_plan_the_resume_runs(monkeypatch, tmp_p
     p = dryrun.dry_run(
         {"steps": 10},
         mode="dapo",
-        hosts="h2",
+        hosts="",  # no -H: planned without the launch probe; the resume is read on the inventory's host
         inventory=str(inv),
         env={"SWANLAB_MODE": "disabled"},
         console=Console(file=buf, width=400, color_system=None),
@@ -252,7 +252,7 @@ def test_a_dry_run_of_a_resume_shows_the_plan_the_resume_runs(monkeypatch, tmp_p
         dryrun.dry_run(
             {"steps": 3},
             mode="dapo",
-            hosts="h2",
+            hosts="",
             inventory=str(inv),
             env={"SWANLAB_MODE": "disabled"},
             console=Console(file=io.StringIO()),
@@ -369,7 +369,7 @@ def test_a_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_launch_does(m
     monkeypatch.setenv("DAPO_OPS_CONFIG", no_config(tmp_path))
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
-    kw = dict(mode="dapo", hosts="h2", inventory=str(inv), console=Console(file=io.StringIO()), resume_id=OLD_ID)
+    kw = dict(mode="dapo", hosts="", inventory=str(inv), console=Console(file=io.StringIO()), resume_id=OLD_ID)
     with pytest.raises(LaunchRefused, match="logged to SwanLab in mode local"):
         dryrun.dry_run({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
     dryrun.dry_run({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode: planned
@@ -410,7 +410,7 @@ def test_a_dry_run_of_a_resume_of_a_run_still_active_is_refused_in_the_launchs_w
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.h2]\naddress = "x"\naccelerator = "gpu"\ndevices = 2\nruns_dir = "/r"\n')
     out = io.StringIO()
-    kw = dict(mode="dapo", hosts="h2", inventory=str(inv), console=Console(file=out), resume_id=OLD_ID)
+    kw = dict(mode="dapo", hosts="", inventory=str(inv), console=Console(file=out), resume_id=OLD_ID)
     with pytest.raises(LaunchRefused) as dry:
         dryrun.dry_run({"steps": 10}, env={"SWANLAB_MODE": "disabled"}, **kw)
     assert out.getvalue() == "" and calls == [["/r", "h2"]]  # no plan printed; nothing swept

@@ -59,7 +59,7 @@ def test_one_launch_reads_the_user_config_once_and_resolves_its_settings_once(co
 def test_one_dry_run_resolves_its_settings_once(counted, capsys):
     """``inv launch --dry-run`` resolved the settings in the request and again in the plan before issue 46."""
     Program(namespace=namespace_for(["launch"]), name="inv").run(
-        ["inv", "launch", "--dry-run", "-H", "h1", "--framework", "fsdp"], exit=False
+        ["inv", "launch", "--dry-run", "--framework", "fsdp"], exit=False
     )
     assert "trainer.total_training_steps=7" in capsys.readouterr().out
     assert (len(counted["reads"]), len(counted["resolved"])) == (1, 1)

@@ -9,7 +9,8 @@ refusal, the settings, the SwanLab / notifier / proxy secrets) and then the star
 the run id, host, container, log path, how to follow it and the SwanLab link, or one line and a non-zero exit.
 Afterwards it is silent: errors reach the operator through ``status`` / ``watch`` and the notifier.
 
-``--dry-run`` prints the plan without touching any host (works on a fresh clone without an inventory).
+``--dry-run`` prints the plan and starts nothing: with ``-H`` the launch's own plan, from the facts the launch reads on the
+host before starting anything; without ``-H`` no host is contacted (works on a fresh clone without an inventory).
 With several ``-H`` hosts: ONE run on a Ray cluster across them (:mod:`dapo_ops.cli.multihost` prints,
 :mod:`dapo_ops.control.launch.multihost_service` does it); ``--independent`` gives each host its own single-host run instead.
 Every flag's help comes from the settings table (:func:`dapo_ops.control.settings.task_help`) or
@@ -54,8 +55,10 @@ from dapo_ops.core import redact
 OPTIONS_HELP = {
     "override": "extra verl override KEY=VALUE, repeatable (appended last; never put secrets here; a key a setting "
     "sets is refused: use the setting, docs/params.md)",
-    "dry_run": "print the plan (features, ladder, command, paths) without touching any host (with --resume: the "
-    "resume's plan, reading the earlier run's spec on its host)",
+    "dry_run": "print the plan (features, ladder, command, paths) and start nothing; with -H the launch's own plan, "
+    "read on the host as the launch reads it (learned start, memory fit, quick checks; exit 1 when the launch would "
+    "be refused); without -H no host is contacted (with --resume: the resume's plan, reading the earlier run's spec "
+    "on its host)",
     "skip_preflight": "launch even if a quick pre-launch check fails (devices, leftovers, python/verl, model/data, disk, memory fit, "
     "SwanLab reachability; not a stopped container or another active run); printed as skipped (one host; several "
     "hosts skip these checks unprinted)",
@@ -129,9 +132,10 @@ def task_args(job: str, kw: Mapping[str, Any]) -> request.TaskArgs:
 
 def _dry_run(d: request.DryRun) -> None:
     """Print the plan of ``d`` (the multi-host plan for several hosts unless ``--independent``); with ``--resume``
-    the plan of the resume, read from the earlier run's spec on its host (reads only). A plan error is one line,
-    exit 2; a resume the launch would refuse (no such run, its checkpoints cannot be continued) or a host that
-    cannot be reached: one line, exit 1."""
+    the plan of the resume, read from the earlier run's spec on its host (reads only); with ``-H`` the launch's own
+    plan, from the facts it reads on the host before starting anything. A plan error is one line, exit 2; what the
+    launch would refuse (a failing quick check, no such run, checkpoints it cannot continue, a busy container) or a
+    host that cannot be reached: one line, exit 1."""
     from dapo_ops.control.launch import dryrun
     from dapo_ops.control.inventory.hosts_file import InventoryError
     from dapo_ops.control.launch.refusals import LaunchRefused
@@ -154,8 +158,8 @@ def _dry_run(d: request.DryRun) -> None:
 
             p = multihost.dry_run(d.flags, **kw)
         if p is None:
-            dryrun.dry_run(d.flags, **kw)
-    except (settings.SettingsError, plan.PlanError, InventoryError) as e:
+            dryrun.dry_run(d.flags, **kw, skip_preflight=d.skip_preflight)
+    except (settings.SettingsError, plan.PlanError, InventoryError, LaunchUsageError) as e:
         fail(str(e), EXIT_USAGE)
     except (LaunchRefused, RemoteError) as e:
         fail(str(e), EXIT_FAILED)

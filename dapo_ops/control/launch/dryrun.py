@@ -261,53 +261,75 @@ def resume_facts(run_id: str, host, settings):
         return facts
 
 
-def dry_run(
-    flags: Mapping,
+def host_plan(
+    st,
+    host,
+    inv,
+    chosen: list,
     *,
     mode: str,
-    hosts: str = "",
-    inventory: str = "",
-    env: Mapping[str, str] | None = None,
-    file_cfg: Mapping | None = None,
-    console: Console | None = None,
-    run_id: str | None = None,
-    extra_overrides: list[str] | None = None,
-    config: RunConfig | None = None,
-    resume_id: str = "",
+    env: Mapping[str, str],
+    file_cfg: Mapping,
+    extra,
+    resume_id: str,
+    skip_preflight: bool,
+    swanlab_mode: str | None = None,
+) -> tuple[Plan, list[str]]:
+    """The launch's own plan on ``host`` (``--dry-run -H``) and the notes that go with it: the request the launch
+    makes of the same settings, without asking anything (:func:`dapo_ops.control.launch.request.preflight_request`),
+    and the facts the launch reads before it starts anything (:func:`dapo_ops.control.launch.service.gather_facts`,
+    ``sweep=False``: the container's state, a busy container, ``--resume``'s earlier run, the quick checks' probe
+    with the device memory, config.json and learned-start memos, the data feed, the memory fit), finished into the
+    plan the launch would start (:func:`~dapo_ops.control.launch.service.build_plan`: the learned start, the fastest
+    fit, the estimate's start rung). No process of the run is started, no file of the run is written.
+
+    :raises LaunchRefused: what the launch would refuse (one line, its own); :raises PlanError: as the launch;
+        :raises LaunchUsageError: a bad ``[notify]`` or proxy; :raises RemoteError: the host cannot be reached."""
+    from dapo_ops.control.launch import request, service
+    from dapo_ops.control.launch.plan import container_for
+    from dapo_ops.control.remote.target import Target
+
+    req, sw_err = request.preflight_request(
+        mode, st, list(extra), file_cfg, env, inv, chosen, swanlab_mode=swanlab_mode or ""
+    )
+    req = dataclasses.replace(req, resume=resume_id, skip_preflight=skip_preflight)
+    with Target(host, container_for(st, host)) as t:
+        facts = service.gather_facts(t, req, sweep=False)
+    plan = facts.plan or service.build_plan(facts, req)
+    notes = [f"skipped: preflight {s} (--skip-preflight: the launch goes ahead)" for s in facts.skipped]
+    return plan, [*notes, still_checks(host.name, sw_err)]
+
+
+def still_checks(host: str, sw_err: str = "") -> str:
+    """The note of a ``--dry-run -H``: what the launch checks that the dry run cannot (``sw_err``: the SwanLab
+    key's problem the launch asks about or refuses, "" = none)."""
+    return (
+        f"the launch will still check: that no run took the container on {host} since (its occupancy check and the "
+        "start's lock)"
+        + (f"; the SwanLab key ({sw_err})" if sw_err else "")
+        + "; verl's own start-up (the launch waits for the run to leave 'starting')"
+    )
+
+
+#: the note of a dry run that contacted no host (no ``-H``): what it could not know
+NO_HOST_NOTE = (
+    "not checked here (no -H host): the container, devices, python/verl, the model and data files, the data feed, "
+    "disk and the memory fit, and the plan's learned start, fastest fit and start rung (no device facts): "
+    "`inv launch --dry-run -H <host> ...` reads them as the launch does, starting nothing"
+)
+
+
+def _no_host_plan(
+    st, host, proxy, *, mode: str, run_id: str | None, sw_on: bool, extra, resume_id: str, env, file_cfg
 ) -> Plan:
-    """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
-    exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
-    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, which resolved the launch's
-    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables). ``resume_id``: the run id
-    ``--resume`` continues: its spec is read on the host (:func:`resume_facts`, reads only) and the plan is the
-    resume's (its settings, overrides, features, checkpoint dir, experiment), refused as the launch would refuse it.
-
-    Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
-    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``;
-    with ``resume_id`` also :class:`~dapo_ops.control.launch.refusals.LaunchRefused` and
-    :class:`~dapo_ops.control.remote.errors.RemoteError` (one line).
-    """
-    from dapo_ops.control.inventory import hosts_file
-    from dapo_ops.core import runstate
-    from dapo_ops.control import userconfig
-
-    env = os.environ if env is None else env
-    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
-    st = config.settings(flags, env)
-    file_cfg = config.file()
-    host = None
-    proxy = None
-    path = hosts_file.resolve_path(inventory or None)
-    if inventory or path.exists():
-        inv = hosts_file.load(inventory or None)
-        proxy = inv.proxy
-        chosen = hosts_file.select(inv, hosts or None)
-        host = chosen[0] if chosen else None
-    sw_on, sw_note = swanlab_status(st, env, file_cfg)
-    facts = resume_facts(resume_id, host, st) if resume_id else None
+    """The plan of a dry run that contacts no host (no ``-H``): made without device facts (the model's config.json
+    only when it is readable here); ``--resume``'s earlier run read on ``host`` (:func:`resume_facts`) and refused
+    as the launch would."""
     from dapo_ops.control.launch import resume
+    from dapo_ops.core import runstate
 
-    st, extra = resume.resumed(st, extra_overrides or (), facts)
+    facts = resume_facts(resume_id, host, st) if resume_id else None
+    st, extra = resume.resumed(st, extra, facts)
     inputs = PlanInputs(
         settings=st,
         host=host,
@@ -322,7 +344,66 @@ def dry_run(
     if facts is not None:  # the refusals of the launch (control/launch/service.py build_plan)
         resume.check(plan, facts)
         check_resume_logging(facts, st, env, file_cfg)
-    notes = [sw_note]
+    return plan
+
+
+def dry_run(
+    flags: Mapping,
+    *,
+    mode: str,
+    hosts: str = "",
+    inventory: str = "",
+    env: Mapping[str, str] | None = None,
+    file_cfg: Mapping | None = None,
+    console: Console | None = None,
+    run_id: str | None = None,
+    extra_overrides: list[str] | None = None,
+    config: RunConfig | None = None,
+    resume_id: str = "",
+    skip_preflight: bool = False,
+) -> Plan:
+    """Resolve settings (flag > env > file > default), pick the first ``-H`` host if an inventory
+    exists (no host is contacted; without an inventory the defaults are used), make and print the plan.
+    ``config``: the program run's :class:`~dapo_ops.control.userconfig.RunConfig`, which resolved the launch's
+    settings already (None: one over ``env`` and ``file_cfg``, the config file's tables). ``resume_id``: the run id
+    ``--resume`` continues: its spec is read on the host (:func:`resume_facts`, reads only) and the plan is the
+    resume's (its settings, overrides, features, checkpoint dir, experiment), refused as the launch would refuse it.
+    With ``hosts`` (``-H``) and a single-host plan the plan is the launch's own on the first of them
+    (:func:`host_plan`: the facts the launch reads before starting anything, its quick checks and refusals;
+    ``skip_preflight`` as ``--skip-preflight``); without, no host is contacted and a note says what was not known.
+
+    Raises :class:`dapo_ops.control.settings.SettingsError`, :class:`dapo_ops.control.launch.plan.PlanError` or
+    :class:`dapo_ops.control.inventory.hosts_file.InventoryError` (all one line) for a task to turn into ``Exit``;
+    with ``resume_id`` also :class:`~dapo_ops.control.launch.refusals.LaunchRefused` and
+    :class:`~dapo_ops.control.remote.errors.RemoteError` (one line).
+    """
+    from dapo_ops.control.inventory import hosts_file
+    from dapo_ops.control import userconfig
+
+    env = os.environ if env is None else env
+    config = userconfig.RunConfig(env, file_cfg or {}) if config is None else config
+    st = config.settings(flags, env)
+    file_cfg = config.file()
+    host = inv = None
+    proxy = None
+    chosen: list = []
+    path = hosts_file.resolve_path(inventory or None)
+    if inventory or path.exists():
+        inv = hosts_file.load(inventory or None)
+        proxy = inv.proxy
+        chosen = hosts_file.select(inv, hosts or None)
+        host = chosen[0] if chosen else None
+    sw_on, sw_note = swanlab_status(st, env, file_cfg)
+    if host is not None and (hosts or "").strip():  # -H: the launch's own plan, from the facts it reads
+        plan, notes = host_plan(
+            st, host, inv, chosen, mode=mode, env=env, file_cfg=file_cfg, extra=extra_overrides or (),
+            resume_id=resume_id, skip_preflight=skip_preflight, swanlab_mode=st["swanlab_mode"],
+        )  # fmt: skip
+        notes.insert(0, sw_note)
+    else:
+        plan = _no_host_plan(st, host, proxy, mode=mode, run_id=run_id, sw_on=sw_on, extra=extra_overrides or (),
+                             resume_id=resume_id, env=env, file_cfg=file_cfg)  # fmt: skip
+        notes = [sw_note, NO_HOST_NOTE]
     data_note = local_data_note(plan)
     if data_note:
         notes.append(data_note)

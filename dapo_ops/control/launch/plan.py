@@ -437,7 +437,7 @@ def _finish(draft: Draft, memory: Mapping | None) -> Plan:
         spec["strategy"] = earlier.strategy
     fs, learned_lines = _learned_start(spec, fs, memory, settings, notes)
     fs, fit_lines = _fastest_fit(spec, fs, memory, settings)
-    fs, mem_lines = _memory_fit(spec, fs, memory, explicit_off(settings))
+    fs, mem_lines = _memory_fit(spec, fs, memory, explicit_off(settings), capped=bool(fit_lines))
     _pin_fsdp_strategy(spec)
     mem_lines = learned_lines + fit_lines + mem_lines
     resume_line = None
@@ -699,8 +699,30 @@ def _packed_cap(spec: dict, fs: FeatureSet, given: list[str], lines: list[str], 
     return fs, lines + [ln for c, ln in zip(cap.chosen, cap.lines()) if c.name not in said]
 
 
+def not_chosen_line(capped: bool) -> str:
+    """The ``fit:`` line of a plan made without config.json and device memory (a dry run without ``-H``): what the
+    launch's fastest fit chooses there, and what the command shows instead. ``capped``: the packed-attention cap
+    (:func:`_packed_cap`, its own ``fit:`` lines) changed a budget or micro-batch of this plan: it holds here as in
+    the launch, whose fastest fit stays within it (:func:`dapo_ops.core.fastfit.choose`)."""
+    head = (
+        "fit: not chosen here (no config.json, no device memory): inv launch sets the token budgets, "
+        "gpu_memory_utilization, max_num_seqs / max_num_batched_tokens and gradient checkpointing from them "
+        "(what you set stays"
+    )
+    if not capped:
+        return head + "); the others in the command below are the defaults it starts from"
+    return (
+        head + ", and so does the packed-attention cap of the fit: lines above: the launch chooses within it); the "
+        "command below has the defaults it starts from with that cap applied"
+    )
+
+
 def _memory_fit(
-    spec: dict, fs: FeatureSet, memory: Mapping | None, off: Mapping[str, str] | None = None
+    spec: dict,
+    fs: FeatureSet,
+    memory: Mapping | None,
+    off: Mapping[str, str] | None = None,
+    capped: bool = False,
 ) -> tuple[FeatureSet, list[str]]:
     """Apply the memory-fit estimate to ``spec`` (in place: features, ``setting_changes``); the plan's lines.
     Raises :class:`dapo_ops.core.memfit.FitError` when nothing fits, unless the ``memory_fit`` setting is ``warn``
@@ -714,9 +736,7 @@ def _memory_fit(
             "in the container)",
             # the launch's fastest fit (core/fastfit.py) reads it there with the device memory: a new-user trial
             # took this dry run's 20480 / 30720 / 0.6 for what ran (23552 / 48128 / 0.65 + vLLM's limits)
-            "fit: not chosen here (no config.json, no device memory): inv launch sets the token budgets, "
-            "gpu_memory_utilization, max_num_seqs / max_num_batched_tokens and gradient checkpointing from them "
-            "(what you set stays); the others in the command below are the defaults it starts from",
+            not_chosen_line(capped),
         ]
     gib = (memory or {}).get("device_gib")
     try:

@@ -79,7 +79,9 @@ class TaskArgs:
 @dataclass(frozen=True)
 class DryRun:
     """What ``--dry-run`` renders (:func:`dapo_ops.control.launch.dryrun.dry_run`, or the multi-host plan of several hosts
-    unless ``independent``): no host is contacted and nothing is asked. ``flags`` include ``swanlab_mode`` when
+    unless ``independent``): nothing is asked; with ``-H`` (a single-host plan) the host is read as the launch reads it
+    before starting anything (:func:`dapo_ops.control.launch.dryrun.host_plan`; ``skip_preflight`` as the launch's),
+    else no host is contacted. ``flags`` include ``swanlab_mode`` when
     given; ``env`` is the operator's environment as the plan must see it (``--swanlab-host`` as ``SWANLAB_HOST``);
     ``resume``: the run id the launch would continue ("" = none). ``config``: the program run's
     :class:`~dapo_ops.control.userconfig.RunConfig` (the plan takes the settings it resolved, not a second copy)."""
@@ -94,6 +96,7 @@ class DryRun:
     overrides: list[str]
     independent: bool
     resume: str
+    skip_preflight: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,7 @@ def build(
             overrides=extra,
             independent=args.independent,
             resume=resume,
+            skip_preflight=args.skip_preflight,
         )
 
     inv, chosen = select_hosts()

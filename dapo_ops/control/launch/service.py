@@ -533,6 +533,7 @@ def quick_checks(
     *,
     need_facts: bool = True,
     finish=None,
+    sweep: bool = True,
 ) -> dict:
     """The checks that would make the launch fail at once: container running, no active run on the container
     (:func:`refuse_if_busy`), and ``dapo_ops.control.preflight.checks.quick`` (devices, leftovers, python/verl,
@@ -548,7 +549,8 @@ def quick_checks(
     probe is asked from it. ``finish``: the draft's second stage (:func:`finisher`, as :func:`gather_facts` passes
     it): the checks judge the plan it makes of the probe's memory facts, the plan the launch runs (the fastest fit
     changes the rollout share ``device-mem`` compares, the features and budgets ``memory-fit`` estimates); None:
-    ``view`` is judged (a multi-host run's plan, finished without probe facts). Raises :class:`LaunchRefused`
+    ``view`` is judged (a multi-host run's plan, finished without probe facts). ``sweep``: :func:`refuse_if_busy`'s
+    (False: a ``--dry-run``, which only reads). Raises :class:`LaunchRefused`
     or RemoteError with one line. Returns the probe's facts (empty when skipped): the device memory, config.json
     and memos :func:`build_plan` fits the plan to."""
     from dapo_ops.control.preflight.plan_view import plan_view
@@ -563,7 +565,7 @@ def quick_checks(
             f"container '{target.container}' on {host.name} is "
             f"{state.status}: start it (docker start {target.container}) and launch again",
         )
-    refuse_if_busy(target, pv.spec.python or defaults.HOST["python"])
+    refuse_if_busy(target, pv.spec.python or defaults.HOST["python"], sweep=sweep)
     facts: dict = {}
     if skip_preflight and not need_facts:
         return facts
@@ -591,14 +593,16 @@ def quick_checks(
     return facts
 
 
-def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
+def gather_facts(target, req: LaunchRequest, *, sweep: bool = True) -> LaunchFacts:
     """Step 1 of a launch on ``target``: point it at the run's container, read the run ``--resume`` continues, take
     the run's draft (``req.drafts``, made before any host was contacted, with its run id; else :func:`draft_for`:
     a ``--resume`` run is drafted from the earlier run's spec), probe what it reads and finish it with the probe's
     memory facts (:func:`build_plan`, once), and run the quick checks on that plan (:func:`quick_checks`): the
     facts keep the memory facts and the plan. When the plan cannot be made the draft is judged and the plan's
     error is raised after the checks (a failing check speaks first, as before the two stages met). Reads and
-    refusals only: nothing of the new run is written. Raises LaunchRefused / RemoteError / PlanError (one line)."""
+    refusals only: nothing of the new run is written. ``sweep=False``: Ray left over from a finished cluster run is
+    left as it is (:func:`refuse_if_busy`): ``inv launch --dry-run -H``, which plans from these same facts and starts
+    nothing. Raises LaunchRefused / RemoteError / PlanError (one line)."""
     host = target.host
     target.container = dapo_ops.control.launch.plan.container_for(
         req.settings, host
@@ -621,7 +625,7 @@ def gather_facts(target, req: LaunchRequest) -> LaunchFacts:
             return facts.draft
         return made[-1][1]
 
-    probe = quick_checks(target, facts.draft, req.skip_preflight, req, finish=finish)
+    probe = quick_checks(target, facts.draft, req.skip_preflight, req, finish=finish, sweep=sweep)
     if refused:
         raise refused[0]
     mem, plan = made[-1] if made else (None, None)
