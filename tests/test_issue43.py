@@ -101,6 +101,7 @@ def test_a_retry_on_fsdp1_skips_the_offload_policy_rung():
         {"framework": "fsdp", "mode": "dapo", "settings": {"n_gpus_per_node": 1, "nnodes": 1}}
     )
     sup.rec = {"setting_changes": {}}
+    sup.run_dir = "/verl/dapo_runs/r1"  # the supervisor's settings also name the runs dir (a full disk's df -h)
     assert sup._settings()["strategy"] == "fsdp"
 
 
