@@ -212,7 +212,7 @@ def test_a_repeated_hangs_action_is_rebuilt_whole_not_cut_at_a_semicolon_of_the_
     first = escalate.stall_verdict(150.0, 150.0, [30.0], 1, 40, ents, "/r/stacks-attempt-1.txt")
     again = escalate.stall_verdict(150.0, 150.0, [30.0], 1, 40, ents, "/r/stacks-attempt-2.txt")
     escalate.mark_repeat(again, [{"verdict": first}], 1)
-    assert again["action"].startswith("stalled: ") and "(stack dumps: stacks-attempt-2.txt)" in again["action"]
+    assert again["action"].startswith("stalled: ") and "(stack dumps: /r/stacks-attempt-2.txt)" in again["action"]
     assert again["action"].split("attempt stopped; ", 1)[1] == action_text("hang", again["detail"])  # nothing left over
 
 

@@ -399,7 +399,7 @@ def _retry_stop_suggestion(cls: str, detail: dict[str, Any]) -> str:
     if cls == "hang" and said.get("cls") == "network":  # the log is the network evidence: its own text
         cls, detail = "network", dict(said.get("detail") or {}, stacks_file=detail.get("stacks_file"))
     text = _RETRY_STOP_SUGGESTIONS.get((cls, detail.get("cause")), _RETRY_STOP_SUGGESTIONS[None])
-    stacks = str(detail.get("stacks_file") or "the stack dumps").rsplit("/", 1)[-1]
+    stacks = str(detail.get("stacks_file") or "the stack dumps")  # its full path: a bare name says not where
     return text.replace("{at}", " at %s" % detail["address"] if detail.get("address") else "").replace(
         "{stacks}", stacks
     )

@@ -282,12 +282,15 @@ def _hang_action(detail: Dict[str, Any], stacks_file: str) -> str:
     """The one-line action of a hang verdict with stack dumps: why, where the ranks stood, and the policy's action for
     ``detail`` (rebuilt whole by :func:`mark_repeat`: the policy texts hold "; " themselves)."""
     said = detail.get("log_verdict")
-    return "stalled: %s; %s (stack dumps: %s)%s; attempt stopped; %s" % (
-        _why(detail),
-        _where(detail),
-        stacks_file.rsplit("/", 1)[-1],
-        "; the log shows %s: %s" % (said["says"], (said.get("evidence") or ["?"])[0][:160]) if said else "",
-        action_text("hang", detail),
+    return (
+        "stalled: %s; %s (stack dumps: %s)%s; attempt stopped; %s"
+        % (
+            _why(detail),
+            _where(detail),
+            stacks_file,  # the full path (the runs dir is the same path on the host): a bare name said not where
+            "; the log shows %s: %s" % (said["says"], (said.get("evidence") or ["?"])[0][:160]) if said else "",
+            action_text("hang", detail),
+        )
     )
 
 

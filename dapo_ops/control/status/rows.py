@@ -225,14 +225,17 @@ def is_oom_added(source: str | None) -> bool:
     return bool(source) and str(source).startswith("oom-retry")
 
 
-def one_line(text: str | None, limit: int = 120) -> str | None:
-    """First sentence / line of ``text``, at most ``limit`` characters (for the verdict hint column)."""
+def one_line(text: str | None, limit: int | None = 120) -> str | None:
+    """First sentence / line of ``text``, at most ``limit`` characters (a webhook's error text); ``limit`` None:
+    never cut (a verdict's action: its cause and its fix are one line, whole)."""
     if not text:
         return None
     first = str(text).strip().splitlines()[0].strip()
     m = re.match(r"(.+?\.)(\s|$)", first)
     if m:
         first = m.group(1)
+    if limit is None:
+        return first
     cut = first[: limit - 1]
     return first if len(first) <= limit else (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "\u2026"
 
@@ -380,7 +383,9 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")
-        row.hint = one_line(verdict.get("action") or verdict.get("hint"))
+        # whole: the action line carries the cause and the fix (a trial read "no common frame: the driver stands
+        # in…" and "stop with…"); status prints it on a line of its own under the table, watch in its lines
+        row.hint = one_line(verdict.get("action") or verdict.get("hint"), None)
     if row.run_status.terminal:  # a finished run says what ended it, never the verdict's "retry ..." text
         decision = run.get("decision") or {}
         row.ended = decision.get("ended") or ending_line(run, step, total)

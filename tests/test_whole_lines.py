@@ -1,0 +1,85 @@
+"""What a user reads about a run is whole: the verdict's cause and fix in ``inv status`` (table notes, ``--run``), in
+``inv watch``'s lines and its ending, never cut with an ellipsis; files named by their full path (a new user's trial:
+"no common frame: the driver stands in…", "stop with…", "read stacks-attempt-2.txt" with no path)."""
+
+from __future__ import annotations
+
+import io
+
+from dapo_ops.agent.supervisor import escalate
+from dapo_ops.cli import status as cli_status
+from dapo_ops.control.status import events
+from dapo_ops.control.status import rows as sv
+from dapo_ops.control.status.watch import Watch
+from dapo_ops.core import ladder
+from dapo_ops.core.classify.hints import action_text
+from dapo_ops.core.features import FeatureSet
+
+RUN_DIR = "/verl/dapo_runs/20261207-180000-abcd"
+STACKS = RUN_DIR + "/stacks-attempt-2.txt"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _hang_verdict() -> dict:
+    """The trial's plain hang: one dump, the driver in its own trainer loop, no worker dumped (stand-in ``hang``)."""
+    ents = [{"pid": 41, "role": "driver", "kind": "compute", "where": "StandinTrainer._fit (trainer.py:903)"}]
+    return escalate.stall_verdict(61.0, 60.0, [2.0], 1, 30, ents, STACKS)
+
+
+def _row(verdict: dict, attempt: int = 2, status: str = "running") -> sv.StatusRow:
+    run = {
+        "run_id": "20261207-180000-abcd",
+        "status": status,
+        "attempt": attempt,
+        "step": 1,
+        "total_steps": 30,
+        "step_times": [2.0],
+        "last_progress_at": 1000.0,
+        "started_at": 900.0,
+        "features": [{"name": "flash_attn", "source": "default"}],
+        "verdict": verdict,
+        "pids": {"supervisor": 10, "verl_pgid": 11},
+    }
+    return sv.build_row("h1", {"run": run, "tail": "", "now": 1001.0, "supervisor_alive": True, "verl_alive": True})
+
+
+def test_a_hang_verdict_reaches_status_and_watch_whole_with_the_dumps_full_path():
+    v = _hang_verdict()
+    action = v["action"]
+    assert len(action) > 120  # what the old one-line cut made "no common frame: the driver stands in…"
+    assert "(stack dumps: %s)" % STACKS in action  # the full path, not the bare file name
+    row = _row(v)
+    assert row.hint == action and "\u2026" not in row.hint
+    out = io.StringIO()
+    cli_status.render_table([row], out=out, width=100)
+    printed = _flat(out.getvalue())
+    assert _flat(action) in printed and "\u2026" not in printed, printed
+    # watch: the verdict's line, and the ending of a watch that stops on this row's state
+    before = _row(None, attempt=2)
+    lines = events.events(before, row)
+    assert any(_flat(action) in _flat(ln) for ln in lines), lines
+    w = Watch([type("H", (), {"name": "h1"})()])
+    dead = _row(v)
+    dead.state, dead.ended = sv.SUPERVISOR_DEAD, None
+    w.done["h1"] = dead
+    _code, message = w.outcome()
+    assert _flat(action) in _flat(message), message
+
+
+def test_the_demos_oom_action_is_whole_in_status():
+    action = action_text("oom-device", {"phase": "actor-update"})
+    assert len(action) > 120 and action.endswith("stop with suggestions when none is left")
+    row = _row({"cls": "oom-device", "action": action, "hint": "long paragraph"})
+    assert row.hint == action
+    out = io.StringIO()
+    cli_status.render_table([row], out=out, width=90)
+    assert _flat(action) in _flat(out.getvalue())
+
+
+def test_a_hang_that_stops_after_its_retry_names_the_dumps_by_full_path():
+    d = ladder.decide(FeatureSet.from_json([]), "hang", _hang_verdict()["detail"], 0, 3, {"hang": 1}, {})
+    assert d.action == "stop"
+    assert STACKS in d.suggestions[0], d.suggestions
