@@ -83,3 +83,29 @@ def test_a_hang_that_stops_after_its_retry_names_the_dumps_by_full_path():
     d = ladder.decide(FeatureSet.from_json([]), "hang", _hang_verdict()["detail"], 0, 3, {"hang": 1}, {})
     assert d.action == "stop"
     assert STACKS in d.suggestions[0], d.suggestions
+
+
+def test_the_features_column_shows_the_ladders_rungs_the_current_attempt_runs():
+    """A learned start (offload) then two OOM-ladder setting rungs: the trial's status showed only
+    ``offload(learned)``; the column now says what attempt 3 runs, the ladder's rungs marked as such."""
+    from dapo_ops.control.status import table
+
+    off = {"rung": "offload", "phase": "update", "source": "learned", "changes": {}}
+    budget = {"token_budgets": {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 10240}}
+    r1 = {"rung": "update-batch", "phase": "update", "source": "oom-retry-1", "changes": budget}
+    r2 = {"rung": "offload-policy", "phase": "update", "source": "oom-retry-2", "changes": {"fsdp_offload_policy": 1}}
+    feats = [{"name": "flash_attn", "source": "default"}, {"name": "offload", "source": "learned"}]
+    attempts = [
+        {"n": 1, "features": feats, "setting_changes": {"memory_rungs": [off]}, "verdict": {"cls": "oom-device"}},
+        {"n": 2, "features": feats, "setting_changes": {**budget, "memory_rungs": [off, r1]}},
+        {"n": 3, "features": feats, "setting_changes": {**budget, "memory_rungs": [off, r1, r2]}},
+    ]
+    row = _row(None, attempt=3)
+    row.attempts = sv._attempt_rows(attempts)
+    cell = table.cells(row)["features"]
+    assert cell == "flash_attn,offload(learned),+update-batch(oom-retry-1),+offload-policy(oom-retry-2)", cell
+    out = io.StringIO()
+    cli_status.render_table([row], out=out, width=200)
+    assert "+offload-policy(oom-retry-2)" in out.getvalue()
+    row.attempt = 1  # the first attempt ran only the learned start
+    assert table.cells(row)["features"] == "flash_attn,offload(learned)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.control.status.rows import ERROR, SUPERVISOR_DEAD, StatusRow, is_oom_added
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -38,10 +38,15 @@ def fmt_num(v: float, unit: str = "") -> str:
     return "%s %s" % (text, unit) if unit else text
 
 
-def fmt_features(features: list) -> str:
+def fmt_features(features: list, rungs: list | None = None) -> str:
     """``flash_attn,dynamic_batch,+offload(oom-retry-1)``: OOM-added features get ``+`` and their source; features
     the plan started on for memory (source ``learned``: a learned start, ``estimate``: the memory fit's start rung,
-    core/features.py) show their source, so they do not read like ones the user or the defaults asked for."""
+    core/features.py) show their source, so they do not read like ones the user or the defaults asked for.
+
+    ``rungs``: the memory rungs the attempt runs with (run.json ``attempts[].setting_changes.memory_rungs``): a
+    setting rung (``update-batch``, ``rollout-util``, ...) follows in the same form, ``+update-batch(oom-retry-2)``
+    for the OOM ladder's, ``rollout-util(learned)`` for a start's; a feature rung is its feature's entry already (a
+    trial's status showed only ``offload(learned)`` on an attempt that ran two ladder rungs)."""
     parts = []
     for f in features:
         if f.get("oom_added"):
@@ -50,7 +55,19 @@ def fmt_features(features: list) -> str:
             parts.append("%s(%s)" % (f["name"], f["source"]))
         else:
             parts.append(str(f.get("name")))
-    return ",".join(parts) or "-"
+    names = {f.get("name") for f in features}
+    for r in rungs or []:
+        if r.get("rung") in names:
+            continue
+        src = str(r.get("source") or "")
+        parts.append("%s%s(%s)" % ("+" if is_oom_added(src) else "", r.get("rung"), src or "ladder"))
+    return ",".join(dict.fromkeys(parts)) or "-"
+
+
+def attempt_rungs(row: StatusRow) -> list:
+    """The memory rungs the row's current attempt runs with (its ``attempts`` entry's ``rungs``), [] when unknown."""
+    now = next((a for a in row.attempts if a.get("n") == row.attempt), None)
+    return list((now or {}).get("rungs") or [])
 
 
 COLUMNS = (
@@ -105,7 +122,7 @@ def cells(row: StatusRow) -> dict[str, str]:
         "step": step,
         "eta": eta_text(row),
         "attempt": "-" if row.attempt is None else str(row.attempt),
-        "features": fmt_features(row.features),
+        "features": fmt_features(row.features, attempt_rungs(row)),
         "score": (fmt_num(m["critic/score/mean"]) if "critic/score/mean" in m else "-")
         + (" (val %s @%d)" % (fmt_num(row.validation["score"]), row.validation["step"]) if row.validation else ""),
         "resp_len": fmt_num(m["response_length/mean"], "tok") if "response_length/mean" in m else "-",
