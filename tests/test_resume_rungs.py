@@ -117,7 +117,7 @@ def test_the_resumed_ladder_goes_on_to_the_rungs_not_tried_and_never_repeats_one
     # the whole update ladder once each (core/memladder.py phase_rungs("update"): update-batch x2 -- the second is
     # skipped at the prompt+response floor 10240 --, offload-policy, recompute), then the stop
     assert tried == ["update-batch", "offload-policy", "recompute"], tried
-    assert decisions[-1].action == "stop" and "MAX_OOM_RETRIES=2" in decisions[-1].reason
+    assert decisions[-1].action == "stop" and "(max_oom_retries=2)" in decisions[-1].reason
 
 
 def test_a_setting_given_now_wins_over_the_resumed_runs_rungs(monkeypatch):

@@ -109,3 +109,31 @@ def test_the_features_column_shows_the_ladders_rungs_the_current_attempt_runs():
     assert "+offload-policy(oom-retry-2)" in out.getvalue()
     row.attempt = 1  # the first attempt ran only the learned start
     assert table.cells(row)["features"] == "flash_attn,offload(learned)"
+
+
+def test_the_oom_retry_limit_is_named_by_the_source_it_came_from():
+    """``--max-oom-retries 1`` ended in "after 1 OOM retries (MAX_OOM_RETRIES=1)": a variable the user never set.
+    The plan records the value in its source's words (the settings layer's flag / env / config / default), the
+    supervisor hands it to the ladder, and the stop and the dry run quote it."""
+    from dapo_ops.agent.supervisor import machine
+    from dapo_ops.control import settings
+    from dapo_ops.core import defaults
+    from plan_helpers import plan_for
+
+    def spec_of(flags, env, file_cfg):
+        st = settings.resolve(flags, env, file_cfg)
+        return plan_for(settings=st, host=None, mode="dapo", run_id="20261207-180000-abcd", swanlab_logger=False).spec
+
+    assert spec_of({"max_oom_retries": 1}, {}, {})["max_oom_retries_from"] == "--max-oom-retries 1"
+    assert spec_of({}, {"MAX_OOM_RETRIES": "1"}, {})["max_oom_retries_from"] == "MAX_OOM_RETRIES=1"
+    from_file = spec_of({}, {}, {"run": {"max_oom_retries": 3}})["max_oom_retries_from"]
+    assert from_file == "[run] max_oom_retries = 3 in the config file", from_file
+    assert spec_of({}, {}, {})["max_oom_retries_from"] == "the default max_oom_retries=2"
+
+    spec = spec_of({"max_oom_retries": 1, "framework": "fsdp"}, {}, {})
+    sup = machine.Supervisor.__new__(machine.Supervisor)
+    sup.spec, sup.rec, sup.run_dir = defaults.RunSpec.read(spec), {"setting_changes": {}}, "/verl/dapo_runs/x"
+    s = sup._settings()
+    d = ladder.decide(FeatureSet.from_json(spec["features"]), "oom-device", {"phase": "update"}, 1, 1, {}, s)
+    assert d.action == "stop" and "after 1 OOM retries (--max-oom-retries 1)" in d.reason, d.reason
+    assert "MAX_OOM_RETRIES" not in d.reason

@@ -532,6 +532,28 @@ class Settings:
         return [(p.name, self.values[p.name], self.sources[p.name]) for p in PARAMS]
 
 
+def given_as(settings: Any, name: str, value: Any = None) -> str:
+    """Setting ``name`` as the user gave it, in the words of its source, for a line that quotes the value:
+    ``--max-oom-retries 1`` (a flag), ``MAX_OOM_RETRIES=1`` (the environment), ``[run] max_oom_retries = 1 in the
+    config file``, ``max_oom_retries=1 of the resumed run`` (``--resume``), ``the default max_oom_retries=2``; a
+    plain dict of settings (no sources) counts as the default; ``value``: the value to quote (default: the
+    setting's). A trial given ``--max-oom-retries 1`` read
+    "MAX_OOM_RETRIES=1" and looked for a variable it never set."""
+    p = BY_NAME[name]
+    value = settings[name] if value is None else value
+    source = (getattr(settings, "sources", None) or {}).get(name, "default")
+    if source == "flag":
+        return f"{(getattr(settings, 'origins', None) or {}).get(name) or p.flag} {value}"
+    if source == "env":
+        return f"{(getattr(settings, 'origins', None) or {}).get(name) or p.env[0]}={value}"
+    if source == "file":
+        tbl, _, k = (p.key or "").rpartition(".")
+        return f"[{tbl or 'run'}] {k} = {value} in the config file"
+    if source == "resume":
+        return f"{name}={value} of the resumed run"
+    return f"the default {name}={value}"
+
+
 def _where(p: Param, source: str, origin: str) -> str:
     if source == "flag":
         return p.flag or p.name

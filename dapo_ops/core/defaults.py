@@ -277,7 +277,7 @@ class RunSpec(Mapping[str, Any]):
     ``run_dir``, ``host``, ``container``, ``mode`` (``dapo`` | ``one-step-off``), ``framework``, ``profile``,
     ``accelerator`` (``npu`` | ``gpu``), ``workdir``, ``python``, ``settings`` (read-only: every key of
     :data:`SPEC_SETTINGS`), ``features`` (``[{"name", "source"}]``), ``disabled_features``, ``max_oom_retries``,
-    ``hang_timeout_s`` (seconds), ``env`` (name -> value; no secrets), ``ray`` (a multi-host run's cluster, or
+    ``max_oom_retries_from`` (the value in the words of its source: ``--max-oom-retries 1``), ``hang_timeout_s`` (seconds), ``env`` (name -> value; no secrets), ``ray`` (a multi-host run's cluster, or
     None), ``strategy`` (FSDP: ``fsdp`` | ``fsdp2`` pinned by a resume), ``setting_changes`` (the start rung),
     ``supervisor`` (tunables), ``notify``, ``learn``, ``logger``, ``launcher``, ``attempt`` (the supervisor's
     attempt number, 1 unless :meth:`with_attempt`), ``resume_of``. Nested values (``settings``' lists, ``ray``) are
@@ -299,6 +299,7 @@ class RunSpec(Mapping[str, Any]):
     features: Tuple[Any, ...] = ()
     disabled_features: Tuple[str, ...] = ()
     max_oom_retries: int = RUN["max_oom_retries"]
+    max_oom_retries_from: Optional[str] = None
     hang_timeout_s: float = RUN["hang_timeout"]
     env: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     ray: Optional[Mapping[str, Any]] = None
@@ -344,6 +345,7 @@ class RunSpec(Mapping[str, Any]):
             features=tuple(d.get("features") or ()),
             disabled_features=tuple(d.get("disabled_features") or ()),
             max_oom_retries=int(d["max_oom_retries"]),
+            max_oom_retries_from=d.get("max_oom_retries_from"),
             hang_timeout_s=float(d["hang_timeout_s"]),
             env=ro("env"),
             ray=d.get("ray") or None,

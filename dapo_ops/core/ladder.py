@@ -321,6 +321,14 @@ def _short(changes: dict[str, Any], before: dict[str, Any]) -> str:
     return ", ".join(dict.fromkeys(out))
 
 
+def oom_limit_words(max_oom: int, settings: dict[str, Any]) -> str:
+    """The OOM-retry limit as the user gave it: the spec's ``max_oom_retries_from`` (``--max-oom-retries 1``,
+    ``MAX_OOM_RETRIES=1``, ``[run] max_oom_retries = 1 in the config file``, ``the default max_oom_retries=2``:
+    control/settings.py given_as), which the supervisor adds to the settings; a spec without it: the bare
+    ``max_oom_retries=N`` (never a variable the user did not set)."""
+    return str(settings.get("max_oom_retries_from") or f"max_oom_retries={max_oom}")
+
+
 def _oom_decide(
     features: FeatureSet, detail: dict[str, Any], oom_used: int, max_oom: int, settings: dict[str, Any]
 ) -> Decision:
@@ -332,7 +340,7 @@ def _oom_decide(
             "stop",
             features,
             {},
-            f"device OOM in phase {phase} after {oom_used} OOM retries (MAX_OOM_RETRIES={max_oom})",
+            f"device OOM in phase {phase} after {oom_used} OOM retries ({oom_limit_words(max_oom, settings)})",
             skipped,
             _oom_suggestions(features, detail, settings),
         )

@@ -127,7 +127,11 @@ class Supervisor:
             )
         for k, v in resume_settings(self.spec).items():  # the `-H <hosts> --resume <run_id>` of a stop's suggestions
             s.setdefault(k, v)
-        s.setdefault("runs_dir", self._runs_dir())  # the real path a full disk's `df -h` / `du -sh` names
+        s.setdefault("runs_dir", self._runs_dir())
+        if self.spec.max_oom_retries_from:  # "after 2 OOM retries (--max-oom-retries 2)": where the limit came from
+            s.setdefault(
+                "max_oom_retries_from", self.spec.max_oom_retries_from
+            )  # the real path a full disk's `df -h` / `du -sh` names
         return s
 
     def _child_env(self, k: int) -> Dict[str, str]:

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.core import features
+from dapo_ops.core import ladder
 from dapo_ops.control.launch.plan import Plan, PlanInputs, draft_plan, make_plan, trainer_note
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ def render(plan: Plan, console: Console | None = None) -> None:
         )
     )
     con.print(_features_table(plan))
-    con.print(Text("escalation ladder (MAX_OOM_RETRIES=%d):" % spec.max_oom_retries, style="bold"))
+    limit = ladder.oom_limit_words(spec.max_oom_retries, {"max_oom_retries_from": spec.max_oom_retries_from})
+    con.print(Text("escalation ladder (%s):" % limit, style="bold"))
     for line in plan.ladder:
         con.print(Text("  " + line))
     for line in plan.memory:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NoReturn
 
 from dapo_ops.control.inventory.proxy import PROXY_VARS
-from dapo_ops.control.settings import HCCL_SETTINGS, Settings, SettingsError, check_tracker_names
+from dapo_ops.control.settings import HCCL_SETTINGS, Settings, SettingsError, check_tracker_names, given_as
 from dapo_ops.core import defaults
 import dapo_ops.core.features
 from dapo_ops.core import ladder
@@ -380,6 +380,9 @@ def _draft(inputs: PlanInputs) -> Draft:
         "features": fs.to_json(),
         "disabled_features": sorted(fs.disabled),
         "max_oom_retries": int(v["max_oom_retries"]),
+        # where it came from, as the user gave it (`--max-oom-retries 1`, `MAX_OOM_RETRIES=1`, the config file, the
+        # default): the supervisor's "after N OOM retries (...)" and the dry run quote it
+        "max_oom_retries_from": given_as(settings, "max_oom_retries", int(v["max_oom_retries"])),
         "hang_timeout_s": int(v["hang_timeout"]),
         "logger": ["console", "swanlab"] if inputs.swanlab_logger else ["console"],
         "env": env,
