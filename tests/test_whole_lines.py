@@ -137,3 +137,28 @@ def test_the_oom_retry_limit_is_named_by_the_source_it_came_from():
     d = ladder.decide(FeatureSet.from_json(spec["features"]), "oom-device", {"phase": "update"}, 1, 1, {}, s)
     assert d.action == "stop" and "after 1 OOM retries (--max-oom-retries 1)" in d.reason, d.reason
     assert "MAX_OOM_RETRIES" not in d.reason
+
+
+def test_a_data_file_with_shell_metacharacters_is_shown_whole_and_quoted_never_run(tmp_path):
+    """``--train-file '/x/$(touch /tmp/pwned).parquet'``: preflight's row read ``data:pwned).parquet``. The row now
+    names the whole path, quoted; the probe's own check of that file (the agent, as the container runs it) executes
+    nothing, and the op line that carries it quotes it."""
+    import json
+    import shlex
+
+    from dapo_ops.agent import parquet
+    from dapo_ops.control.preflight import inputs
+    from dapo_ops.control.remote import bundle
+
+    marker = tmp_path / "pwned"
+    path = "/x/$(touch %s).parquet" % marker
+    d = parquet.check_parquet(path)  # what the probe answers for it in the container
+    assert d["path"] == path and not d["ok"], d
+    [c] = [c for c in inputs._input_checks(None, None, {"data": [d]}) if c.name.startswith("data")]
+    assert c.name == "data:" + shlex.quote(path), c.name
+    assert shlex.quote(path) in c.message and "pwned).parquet" not in c.name.replace(shlex.quote(path), "")
+    line = bundle.op_line("/b", "python3", "preflight_probe", [json.dumps({"data": [path]})])
+    assert json.loads(shlex.split(line)[-1]) == {"data": [path]}  # one quoted word: no shell expansion
+    assert not marker.exists()
+    plain = [c for c in inputs._input_checks(None, None, {"data": [dict(d, path="/d/train.parquet")]})]
+    assert plain[0].name == "data:train.parquet"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dapo_ops.control.preflight.plan_view import PlanView
 from dapo_ops.control.preflight.result import FAIL, OK, WARN, Check
+from dapo_ops.control.remote.commands import q
 from dapo_ops.core import datafeed, memfit, sanity
 
 
@@ -101,6 +102,13 @@ def sanity_checks(pv: PlanView | None) -> list[Check]:
     return out
 
 
+def data_check_name(path: str) -> str:
+    """The preflight row of a data file: ``data:<file name>`` for a plain path, else ``data:`` and the whole path
+    shell-quoted (a trial's ``--train-file '/x/$(touch /tmp/pwned).parquet'`` showed ``data:pwned).parquet``: the
+    last ``/`` inside the ``$(...)`` cut it, and the row named no file the user gave)."""
+    return "data:" + (path.rsplit("/", 1)[-1] if q(path) == path else q(path))
+
+
 def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
     out: list[Check] = []
     m = p.get("model")
@@ -129,11 +137,12 @@ def _input_checks(host, pv: PlanView | None, p: dict) -> list[Check]:
             more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
             out.append(Check("model", FAIL, probs[0] + more, "run `inv prepare` to fetch the model, or fix model_path"))
     for d in p.get("data") or []:
-        name = "data:" + d["path"].rsplit("/", 1)[-1]
+        path = str(d["path"])
+        name = data_check_name(path)
         if d.get("ok"):
-            out.append(Check(name, OK, f"{d['path']}: {d.get('rows')} rows, verl RL schema"))
+            out.append(Check(name, OK, f"{q(path)}: {d.get('rows')} rows, verl RL schema"))
         else:
-            probs = d.get("problems") or ["unusable"]
+            probs = [x.replace(path, q(path)) for x in d.get("problems") or ["unusable"]]
             if d.get("missing"):
                 fix = (
                     f"add column(s) {', '.join(d['missing'])} (verl/utils/dataset/rl_dataset.py: prompt = chat messages, data_source, "
