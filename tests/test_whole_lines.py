@@ -162,3 +162,32 @@ def test_a_data_file_with_shell_metacharacters_is_shown_whole_and_quoted_never_r
     assert not marker.exists()
     plain = [c for c in inputs._input_checks(None, None, {"data": [dict(d, path="/d/train.parquet")]})]
     assert plain[0].name == "data:train.parquet"
+
+
+def test_the_troubleshooting_doc_and_the_ending_line_of_a_refused_write_and_a_dead_worker_are_one_text():
+    """docs/troubleshooting.md (the policy table) quoted the older, general wording of these two stops while their
+    ending lines said more (the path; the dead worker): the ending line is now the policy rule's own text, which the
+    doc renders with its fields as ``<field>``."""
+    import re
+    from pathlib import Path
+
+    from dapo_ops.agent.supervisor.record import ending_line
+    from dapo_ops.core import policy
+    from dapo_ops.core.runstate import RunStatus
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md").read_text()
+    settings = {"run_id": "20261207-180000-abcd", "hosts": ["h1"], "ckpt_dir": RUN_DIR + "/checkpoints"}
+    cases = [
+        ({"cause": "write-permission", "path": RUN_DIR + "/checkpoints/global_step_4"}, "write_path"),
+        ({"cause": "worker-died", "actor": "WorkerDict", "worker_pid": 4242, "node": "10.0.0.2"}, "dead_worker"),
+    ]
+    for detail, field in cases:
+        d = ladder.decide(FeatureSet(), "crash-other", detail, 0, 2, {}, settings)
+        line = ending_line(RunStatus.FAILED, d.reason, 3, 6)
+        assert d.action == "stop" and line == "failed: %s at step 3/6" % d.reason, line
+        row = next(ln for ln in doc.splitlines() if "`cause` = `%s`" % detail["cause"] in ln)
+        shown = re.sub(r"\$\{?(\w+)\}?", r"<\1>", policy.rule("crash-other", detail).reason)
+        assert shown in row and "<%s>" % field in shown, (shown, row)  # the doc quotes the ending's text
+        value = {"write_path": detail.get("path"), "dead_worker": "WorkerDict pid 4242 on 10.0.0.2"}[field]
+        assert d.reason == shown.replace("<%s>" % field, str(value)), d.reason
+        assert action_text("crash-other", detail).startswith("stop: " + d.reason)  # the verdict's action too

@@ -63,6 +63,7 @@ from typing import Any
 
 from dapo_ops.core import datafeed, defaults
 from dapo_ops.core import health, policy
+from dapo_ops.core.classify import hints
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
 from dapo_ops.core.memladder import (
@@ -531,7 +532,7 @@ def _write_denied_stop(features: FeatureSet, detail: dict[str, Any], settings: d
         "stop",
         features,
         {},
-        f"permission denied / read-only file system writing {path}: not retried (the same write fails again)",
+        hints.reason_text("crash-other", dict(detail, path=path)),  # the policy's words: docs/troubleshooting.md's
         [],
         [
             f"in the run's container, `ls -ld {ckpt} && id && touch {ckpt}/.w && rm {ckpt}/.w` shows its owner, "
@@ -582,18 +583,12 @@ def _worker_died_stop(features: FeatureSet, detail: dict[str, Any], settings: di
     for what killed it, as commands with its pid (a new user's trial read "unclassified crash: ... read the evidence
     in the log")."""
     pid, node = detail.get("worker_pid"), detail.get("node")
-    who = " ".join(
-        x
-        for x in (str(detail.get("actor") or "worker"), f"pid {pid}" if pid else "", f"on {node}" if node else "")
-        if x
-    )
     logs = f"ls -l {RAY_LOGS}/*-{pid}.* {RAY_LOGS}/*_{pid}.log" if pid else f"ls -lt {RAY_LOGS}/worker-*.err | head"
     return Decision(
         "stop",
         features,
         {},
-        f"a Ray worker died (ActorDiedError: {who} was killed or crashed, no error of its own, no OOM evidence): "
-        "not retried",
+        hints.reason_text("crash-other", detail),  # the policy's words: docs/troubleshooting.md's
         [],
         [
             "what killed it, on the host%s: `dmesg -T | grep -iE 'segfault|killed process|out of memory'`"

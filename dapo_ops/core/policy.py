@@ -144,8 +144,9 @@ class Rule:
     """One row of :data:`POLICY`.
 
     ``kind``: the :class:`Kind`. ``action``: the one-line action (a Template, see the module docstring).
-    ``reason``: the supervisor's decision line (plain text; ``""``: the ladder words it from what it changes, the
-    memory kinds). ``when``: ``(detail key, value)`` the rule needs, value a literal, a tuple (any of),
+    ``reason``: the supervisor's decision line (a Template too, rendered by the ladder with
+    ``dapo_ops.core.classify.hints.reason_text`` where it has fields; ``""``: the ladder words it from what it
+    changes, the memory kinds). ``when``: ``(detail key, value)`` the rule needs, value a literal, a tuple (any of),
     :data:`SET` or :data:`ABSENT`; None: always (the last rule of a class).
     """
 
@@ -170,6 +171,16 @@ def holds(cond: tuple[str, Any], detail: dict[str, Any]) -> bool:
         return detail.get(key) in value
     return key in detail and detail.get(key) == value
 
+
+#: the ending line of a refused write and of a dead Ray worker (run.json ``decision.ended``: the ladder's stop reason,
+#: dapo_ops/core/ladder.py) and the cause of their action line (the verdict, docs/troubleshooting.md): ONE text each
+_WRITE_DENIED = (
+    "permission denied / read-only file system writing ${write_path}: not retried (the same write fails again)"
+)
+_WORKER_DIED = (
+    "a Ray worker died (ActorDiedError: ${dead_worker} was killed or crashed, no error of its own, no OOM evidence): "
+    "not retried"
+)
 
 _STOP_NO_RUNG = (
     "stop: device OOM in ${phase}, which no memory rung shrinks; relaunch with the fix in the hint, "
@@ -363,19 +374,18 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
-            "stop: permission denied / read-only file system writing${path}; make it writable by the "
-            "container's user or move the checkpoints (see the hint), then resume from the last checkpoint",
-            "a write verl needs was refused (permission denied / read-only file system): not retried, it fails the "
-            "same way again",
+            "stop: " + _WRITE_DENIED + "; make it writable for the user verl runs as or point ckpt_dir / runs_dir "
+            "in hosts.toml at a writable volume (the suggestions give the commands), then resume from the last "
+            "checkpoint",
+            _WRITE_DENIED,
             when=("cause", "write-permission"),
         ),
         Rule(
             Kind.STOP,
-            "stop: a Ray worker died with no error of its own and no OOM evidence; look on its node (dmesg for a "
-            "kill or segfault, leftovers of an earlier `ray start`: `ray stop --force`), then resume from the last "
-            "checkpoint; no memory escalation",
-            "a Ray worker died with no error of its own and no OOM evidence: not retried; read dmesg and the worker "
-            "log on its node",
+            "stop: " + _WORKER_DIED + "; look on its node (dmesg for a kill or segfault, its own Ray log, "
+            "leftovers of an earlier `ray start`: `ray stop --force`; the suggestions give the commands), then "
+            "resume from the last checkpoint; no memory escalation",
+            _WORKER_DIED,
             when=("cause", "worker-died"),
         ),
         Rule(

@@ -850,6 +850,14 @@ def _spread(d: dict[str, Any]) -> str:
     return f" (the last step's critic/score/mean was {mean:g})"
 
 
+def _dead_worker(d: dict[str, Any]) -> str:
+    """The Ray worker of an ActorDiedError as Ray named it: ``WorkerDict pid 4242 on 10.0.0.2`` (actor, pid, node;
+    ``worker`` when Ray named no actor)."""
+    pid, node = d.get("worker_pid"), d.get("node")
+    parts = (str(d.get("actor") or "worker"), f"pid {pid}" if pid else "", f"on {node}" if node else "")
+    return " ".join(x for x in parts if x)
+
+
 def _override_fix(d: dict[str, Any]) -> str:
     text = OVERRIDE_FIXES.get(str(d.get("op")), OVERRIDE_FIXES["override"])
     return text.format(k=d.get("key") or "KEY")
@@ -883,6 +891,8 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "key_repr": lambda d: f"{d.get('key')!r}",
     "override_fix": _override_fix,
     "path": lambda d: f" ({d['path']})" if d.get("path") else "",
+    "write_path": lambda d: f"{d.get('path') or 'the checkpoint dir'}",
+    "dead_worker": _dead_worker,
     "spread": _spread,
     "have": lambda d: f" ({d['available']:g} available, {d['desired']:g} requested)" if "desired" in d else "",
     "ws": lambda d: f" ({d['world_size']} devices, TP {d['tp']})" if "tp" in d else "",
@@ -966,6 +976,14 @@ def action_text(cls: str, d: dict[str, Any]) -> str:
     return Template(r.action).substitute(_Fields(d))
 
 
+def reason_text(cls: str, d: dict[str, Any]) -> str:
+    """The supervisor's decision line for a verdict of class ``cls`` with detail ``d``: its policy rule's ``reason``
+    with the detail's fields (the run's ending line; "" when the rule has none: the ladder words it)."""
+    r = policy.rule(cls, d) or policy.rule("crash-other", d)
+    assert r is not None
+    return Template(r.reason).substitute(_Fields(d))
+
+
 def hint_text(cls: str, d: dict[str, Any]) -> str:
     """The hint paragraph for a verdict of class ``cls`` with detail ``d`` (rules may test the policy's kind)."""
     return Template(HINTS[_select(HINT_RULES, cls, policy.kind(cls, d).value, d)]).substitute(_Fields(d))
@@ -994,7 +1012,7 @@ def check_texts(rules: dict[str, Any], texts: dict[str, str], fields: dict[str, 
 check_texts(HINT_RULES, HINTS)
 for _rules in policy.POLICY.values():  # every policy text uses known fields
     for _r in _rules:
-        for _m in Template.pattern.finditer(_r.action):
+        for _m in [*Template.pattern.finditer(_r.action), *Template.pattern.finditer(_r.reason)]:
             _name = _m.group("named") or _m.group("braced")
             if _m.group("invalid") is not None or (_name is not None and _name not in FIELDS):
                 raise ClassifierTableError(f"policy: text {_r.action[:40]!r} uses an unknown field")
