@@ -228,10 +228,11 @@ def test_property_token_budget_invariant(prompt, resp, changes):
     ],
 )
 def test_a_network_failure_that_came_back_after_its_retry_names_what_to_check(cause, word):
-    d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1})
+    s = dict(S, run_id="20261129-150000-abcd")
+    d = dec(resolve(""), "network", {"cause": cause} if cause else {}, other={"network": 1}, settings=s)
     assert d.action == "stop" and len(d.suggestions) == 2 and word in d.suggestions[0], d.suggestions
     # then the run's own resume (a second trial: a one-step-off hang retried and hung again had no command to paste)
-    assert d.suggestions[1].startswith("then `inv launch --resume <run_id>` continues from the last checkpoint")
+    assert d.suggestions[1].startswith("then `inv launch --resume 20261129-150000-abcd` continues from the last")
     if cause == "tracker":
         assert (
             "HCCL" not in d.suggestions[0] and "--swanlab-mode offline" in d.suggestions[0]

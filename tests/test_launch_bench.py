@@ -365,6 +365,10 @@ def test_a_failed_checkpoint_save_stops_with_its_fix_and_resume_skips_the_torn_s
     assert rec["status"] == "failed" and len(rec["attempts"]) == 1, rec.get("decision")
     v = rec["attempts"][0]["verdict"]
     assert (v["cls"], v["detail"].get("cause"), v["action_kind"]) == ("crash-other", cause, "stop"), v
+    # the fix's commands run on the host as they are: into the run's container (core/hostcmd.py), the run's own id
+    said = "\n".join(rec["decision"]["suggestions"])
+    assert "on h1: `docker exec " in said and "in the run's container" not in said, said
+    assert "--resume %s`" % rid in said and "<run_id>" not in said, said
     ckpt = sandbox.runs_dir("h1") / rid / "checkpoints"
     if variant == "permission":
         assert v["detail"]["path"] == f"/verl/dapo_runs/{rid}/checkpoints/global_step_4"

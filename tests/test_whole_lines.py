@@ -191,3 +191,64 @@ def test_the_troubleshooting_doc_and_the_ending_line_of_a_refused_write_and_a_de
         value = {"write_path": detail.get("path"), "dead_worker": "WorkerDict pid 4242 on 10.0.0.2"}[field]
         assert d.reason == shown.replace("<%s>" % field, str(value)), d.reason
         assert action_text("crash-other", detail).startswith("stop: " + d.reason)  # the verdict's action too
+
+
+def _supervisor_settings(runtime: str) -> dict:
+    """The settings the supervisor hands the ladder for a run planned on a host of ``runtime`` (docker | host)."""
+    from types import SimpleNamespace
+
+    from dapo_ops.agent.supervisor import machine
+    from dapo_ops.control import settings
+    from dapo_ops.core import defaults
+    from plan_helpers import plan_for
+
+    host = SimpleNamespace(name="h1", runtime=runtime, container="trainbox" if runtime == "docker" else None)
+    st = settings.resolve({"framework": "fsdp"}, {}, {})
+    spec = plan_for(settings=st, host=host, mode="dapo", run_id="20261207-180000-abcd", swanlab_logger=False).spec
+    assert spec["runtime"] == runtime
+    sup = machine.Supervisor.__new__(machine.Supervisor)
+    sup.spec, sup.rec, sup.run_dir = defaults.RunSpec.read(spec), {"setting_changes": {}}, RUN_DIR
+    return sup._settings()
+
+
+def test_disk_full_permission_and_dead_worker_suggestions_are_commands_that_run_as_they_are():
+    """They said "in the run's container, `ls -ld ...`": a line that runs nowhere as is. A container host's
+    suggestions are now ``docker exec <container> sh -c '...'`` (the one spelling of a host command, the one the
+    Target runs), a bare host's the command itself."""
+    import shlex
+
+    from dapo_ops.core import hostcmd
+
+    docker, bare = _supervisor_settings("docker"), _supervisor_settings("host")
+    write = {"cause": "write-permission", "path": RUN_DIR + "/checkpoints/global_step_4"}
+    full = {"cause": "disk-full", "path": RUN_DIR + "/checkpoints/global_step_4"}
+    died = {"cause": "worker-died", "actor": "WorkerDict", "worker_pid": 4242}
+    for detail in (write, full, died):
+        for s, container in ((docker, "trainbox"), (bare, "")):
+            said = "\n".join(ladder.decide(FeatureSet(), "crash-other", detail, 0, 2, {}, s).suggestions)
+            assert "in the run's container" not in said and "<" not in said, said
+            cmds = [c for c in said.split("`") if c.startswith(("docker exec", "ls ", "df ", "du ", "ray "))]
+            assert cmds, said
+            for c in cmds:
+                if container:
+                    words = shlex.split(c)
+                    assert words[:3] == ["docker", "exec", container] and words[3:5] == ["sh", "-c"], c
+                    assert c == hostcmd.in_container(words[5], container)
+                else:
+                    assert not c.startswith("docker"), c
+    ckpt = docker["ckpt_dir"]
+    said = "\n".join(ladder.decide(FeatureSet(), "crash-other", write, 0, 2, {}, docker).suggestions)
+    assert "on h1: `docker exec trainbox sh -c 'ls -ld %s && id" % ckpt in said, said
+
+
+def test_no_suggestion_prints_a_run_id_placeholder_as_a_command():
+    """Settings without a run id gave "`inv launch --resume <run_id>`" and "`inv logs --run <run_id> --errors`"."""
+    import pytest
+
+    died = {"cause": "worker-died", "actor": "WorkerDict", "worker_pid": 4242}
+    for cls, detail in (("crash-other", died), ("crash-other", {"cause": "disk-full", "path": "/r/c"})):
+        d = ladder.decide(FeatureSet(), cls, detail, 0, 2, {}, {"hosts": ["h1"]})
+        assert d.action == "stop" and d.suggestions
+        assert not any("<run_id>" in s or "--resume" in s or "inv logs" in s for s in d.suggestions), d.suggestions
+    with pytest.raises(ValueError):
+        ladder.resume_command({"hosts": ["h1"]})

@@ -274,7 +274,7 @@ class RunSpec(Mapping[str, Any]):
     command factory see the same JSON object; ``spec.json`` on disk is the plan's dict, never rewritten from this.
 
     Attributes are the spec's keys (None / empty where a hand-written spec lacks an optional one): ``run_id``,
-    ``run_dir``, ``host``, ``container``, ``mode`` (``dapo`` | ``one-step-off``), ``framework``, ``profile``,
+    ``run_dir``, ``host``, ``container``, ``runtime`` (the host's: ``docker`` | ``host``), ``mode`` (``dapo`` | ``one-step-off``), ``framework``, ``profile``,
     ``accelerator`` (``npu`` | ``gpu``), ``workdir``, ``python``, ``settings`` (read-only: every key of
     :data:`SPEC_SETTINGS`), ``features`` (``[{"name", "source"}]``), ``disabled_features``, ``max_oom_retries``,
     ``max_oom_retries_from`` (the value in the words of its source: ``--max-oom-retries 1``), ``hang_timeout_s`` (seconds), ``env`` (name -> value; no secrets), ``ray`` (a multi-host run's cluster, or
@@ -289,6 +289,7 @@ class RunSpec(Mapping[str, Any]):
     run_dir: Optional[str] = None
     host: Optional[str] = None
     container: Optional[str] = None
+    runtime: Optional[str] = None
     mode: Optional[str] = None
     framework: str = RUN["framework"]
     profile: str = SPEC["profile"]
@@ -335,6 +336,7 @@ class RunSpec(Mapping[str, Any]):
             run_dir=d.get("run_dir"),
             host=d.get("host"),
             container=d.get("container"),
+            runtime=d.get("runtime"),
             mode=d.get("mode"),
             framework=d["framework"],
             profile=d["profile"],

@@ -59,10 +59,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import posixpath
+from shlex import quote as q
 from typing import Any
 
 from dapo_ops.core import datafeed, defaults
-from dapo_ops.core import health, policy
+from dapo_ops.core import health, hostcmd, policy
 from dapo_ops.core.classify import hints
 from dapo_ops.core.classify.verdict import PHASES
 from dapo_ops.core.features import FeatureSet
@@ -109,6 +110,9 @@ class Decision:
     skipped: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     counter: str | None = None
+
+    def __post_init__(self) -> None:
+        self.suggestions = [s for s in self.suggestions if s]  # "": a suggestion left out (then_resume, no run id)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -465,17 +469,26 @@ def resume_command(settings: dict[str, Any]) -> str:
         " -H " + ",".join(hosts) if hosts else "",
         " -c " + str(settings["container"]) if settings.get("container") else "",
         mode,
-        settings.get("run_id") or "<run_id>",
+        _run_id(settings),
     )
 
 
+def _run_id(settings: dict[str, Any]) -> str:
+    """The run id of ``settings``: a command names the real run, never a ``<run_id>`` placeholder a user would paste.
+    :raises ValueError: settings without one."""
+    if not settings.get("run_id"):
+        raise ValueError("no run id in the settings: a command naming the run cannot be given")
+    return str(settings["run_id"])
+
+
 def _logs_command(settings: dict[str, Any]) -> str:
-    """``inv logs -H <head> [-c <container>] --run <run_id>`` of the run of ``settings`` (as :func:`resume_command`'s)."""
+    """``inv logs -H <head> [-c <container>] --run <run_id>`` of the run of ``settings`` (as :func:`resume_command`'s;
+    the caller checks it has a run id)."""
     hosts = [str(h) for h in settings.get("hosts") or [] if h]
     return "inv logs%s%s --run %s" % (
         " -H " + hosts[0] if hosts else "",
         " -c " + str(settings["container"]) if settings.get("container") else "",
-        settings.get("run_id") or "<run_id>",
+        _run_id(settings),
     )
 
 
@@ -483,8 +496,26 @@ def then_resume(settings: dict[str, Any]) -> str:
     """The last suggestion of a stop the user can fix: the run's own :func:`resume_command`, which continues from its
     last checkpoint or, when it saved none, starts it over in the same run dir (verl's ``resume_mode=auto`` finds
     nothing to load); a run stopped before its first save was told "continues from the last checkpoint" (a second
-    trial)."""
+    trial). "" (left out of the suggestions, :class:`Decision`) when the settings carry no run id: no placeholder
+    is printed as a command."""
+    if not settings.get("run_id"):
+        return ""
     return f"then `{resume_command(settings)}` continues from the last checkpoint (from the start if none was saved)"
+
+
+def on_host(settings: dict[str, Any], cmd: str, node: str | None = None) -> str:
+    """``cmd`` (a shell line that runs where verl runs) as the user runs it on the run's host, through the one
+    spelling of a host command (:func:`dapo_ops.core.hostcmd.in_container`): ``on h1: `docker exec verl sh -c 'df -h
+    /runs'``` for a container host, the line itself on a bare host (settings ``exec_container`` "", the supervisor
+    adds it from the spec's runtime and container); a spec that says neither (an older one): ``in the run's
+    container: `cmd```. ``node``: a multi-host run's node it concerns (``on the host of node 10.0.0.2``), else the run's
+    head. A trial was told "in the run's container, `ls -ld ...`", which runs nowhere as is."""
+    c = settings.get("exec_container")
+    if c is None:
+        return f"in the run's container: `{cmd}`"
+    hosts = [str(h) for h in settings.get("hosts") or [] if h]
+    where = f"the host of node {node}" if node and len(hosts) > 1 else (hosts[0] if hosts else "")
+    return "%s`%s`" % ("on %s: " % where if where else "", hostcmd.in_container(cmd, str(c)))
 
 
 #: the ``crash-other`` causes whose stop :func:`_crash_stop` words itself (a path, a worker, a command to run)
@@ -513,9 +544,9 @@ def _disk_full_stop(features: FeatureSet, detail: dict[str, Any], settings: dict
         f"disk full: {path} has no space left: not retried",
         [],
         [
-            f"free space on that volume, in the run's container: `df -h {runs}` shows it, `du -sh {runs}/*/checkpoints`"
-            " what each run's checkpoints take; delete the global_step_* of runs you no longer need or move them to a "
-            "bigger volume",
+            f"free space on that volume: {on_host(settings, 'df -h ' + q(runs))} shows it, "
+            f"{on_host(settings, 'du -sh ' + q(runs) + '/*/checkpoints')} what each run's checkpoints take; delete "
+            "the global_step_* of runs you no longer need or move them to a bigger volume",
             "keep fewer checkpoints (MAX_CKPT_TO_KEEP=2: trainer.max_actor_ckpt_to_keep) or point "
             "runs_dir / ckpt_dir in hosts.toml at a bigger volume",
             then_resume(settings),
@@ -535,10 +566,10 @@ def _write_denied_stop(features: FeatureSet, detail: dict[str, Any], settings: d
         hints.reason_text("crash-other", dict(detail, path=path)),  # the policy's words: docs/troubleshooting.md's
         [],
         [
-            f"in the run's container, `ls -ld {ckpt} && id && touch {ckpt}/.w && rm {ckpt}/.w` shows its owner, "
-            "the user verl runs as and whether that user may write there; make it writable for that user (chown / "
-            "chmod it; a read-only mount: mount it read-write) or point ckpt_dir / runs_dir in hosts.toml at a "
-            "writable volume",
+            on_host(settings, f"ls -ld {q(ckpt)} && id && touch {q(ckpt)}/.w && rm {q(ckpt)}/.w")
+            + " shows its owner, the user verl runs as and whether that user may write there; make it writable for "
+            "that user (chown / chmod it; a read-only mount: mount it read-write) or point ckpt_dir / runs_dir in "
+            "hosts.toml at a writable volume",
             then_resume(settings),
         ],
     )
@@ -593,8 +624,10 @@ def _worker_died_stop(features: FeatureSet, detail: dict[str, Any], settings: di
         [
             "what killed it, on the host%s: `dmesg -T | grep -iE 'segfault|killed process|out of memory'`"
             % (f" of {node}" if node else ""),
-            f"its own log, in the run's container: `{logs}`; the driver's side: `{_logs_command(settings)} --errors`",
-            "a Ray left over from an earlier run (`ray status` in the container) is stopped with `ray stop --force`",
+            f"its own log: {on_host(settings, logs, node)}"
+            + (f"; the driver's side: `{_logs_command(settings)} --errors`" if settings.get("run_id") else ""),
+            f"a Ray left over from an earlier run ({on_host(settings, 'ray status', node)}) is stopped with "
+            f"{on_host(settings, 'ray stop --force', node)}",
             then_resume(settings),
         ],
     )
@@ -680,10 +713,15 @@ def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> l
     """What to change after a ``diverged`` stop: the likely causes (:data:`dapo_ops.core.health.CAUSES`), then the
     resume that starts from the last healthy checkpoint (before ``detail["bad_step"]``)."""
     at = detail.get("bad_step")
-    return [f"check {c}" for c in health.CAUSES] + [
-        f"then `{resume_command(settings)}` continues from the last checkpoint "
-        f"before step {at if at is not None else '?'} (the last healthy one)"
-    ]
+    resume = (  # no run id: no resume command (never a placeholder)
+        [
+            f"then `{resume_command(settings)}` continues from the last checkpoint "
+            f"before step {at if at is not None else '?'} (the last healthy one)"
+        ]
+        if settings.get("run_id")
+        else []
+    )
+    return [f"check {c}" for c in health.CAUSES] + resume
 
 
 def decide(

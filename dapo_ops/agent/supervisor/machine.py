@@ -128,6 +128,9 @@ class Supervisor:
         for k, v in resume_settings(self.spec).items():  # the `-H <hosts> --resume <run_id>` of a stop's suggestions
             s.setdefault(k, v)
         s.setdefault("runs_dir", self._runs_dir())
+        # where verl runs, for the stop suggestions' commands (core/ladder.py on_host): "" a bare host, else its
+        # container (a spec without its runtime is a container host's: docker is the inventory's default)
+        s.setdefault("exec_container", "" if self.spec.runtime == "host" else self.spec.container)
         if self.spec.max_oom_retries_from:  # "after 2 OOM retries (--max-oom-retries 2)": where the limit came from
             s.setdefault(
                 "max_oom_retries_from", self.spec.max_oom_retries_from

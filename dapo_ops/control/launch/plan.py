@@ -369,6 +369,7 @@ def _draft(inputs: PlanInputs) -> Draft:
         "run_id": run_id,
         "host": _host_attr(host, "name"),
         "container": container_for(v, host),
+        "runtime": _host_attr(host, "runtime"),  # a bare host runs no container: its commands run as they are
         "mode": mode,
         "framework": framework,
         "profile": profile,

@@ -13,6 +13,8 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from dapo_ops.core import hostcmd
+
 if TYPE_CHECKING:
     from dapo_ops.control.inventory.model import Host
 
@@ -64,7 +66,7 @@ class CommandLines:
         transport's business there)."""
         if self.bare:
             return self._bare_command(cmd, env=env, workdir=workdir, env_file=env_file)
-        parts = ["docker", "exec"]
+        parts = []
         if interactive:
             parts.append("-i")
         if tty:
@@ -73,17 +75,10 @@ class CommandLines:
             parts += ["-w", workdir]
         for k, v in check_env(env, "env").items():
             parts += ["-e", f"{k}={v}"]
-        line = " ".join(q(p) for p in parts)
-        if env_file:
-            line += f" --env-file {env_file}"  # a shell expansion such as "$f", deliberately not quoted
-        line += " " + q(self.container)
-        if isinstance(cmd, str):
-            line += " sh -c " + q(cmd)
-        else:
-            if not cmd:
-                raise ValueError("empty argv")
-            line += " " + " ".join(q(a) for a in cmd)
-        return line
+        options = " ".join(q(p) for p in parts)
+        if env_file:  # a shell expansion such as "$f", deliberately not quoted
+            options = (options + " " if options else "") + f"--env-file {env_file}"
+        return hostcmd.in_container(cmd, str(self.container), options)  # a docker host: never the bare line
 
     def look_command(self, cmd: str) -> str:
         """The quoted host command line for a short read-only look (a bundle op such as the status probe): the
