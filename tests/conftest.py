@@ -53,6 +53,28 @@ DEFAULT_SCENARIO: dict = {}
 DEFAULT_DEVICES: dict = {"accelerator": "npu", "count": 8, "hbm_total_mb": 65536}
 
 
+try:  # pytest >= 9.2 keeps an item's id as a NodeId in ``_id``
+    from _pytest.nodeid import NodeId
+except ImportError:  # older pytest: pytest-xdist's own loadgroup suffix (``item._nodeid``) works there
+    NodeId = None  # type: ignore[assignment,misc]
+
+
+def _suffix_xdist_groups(config, items) -> None:
+    """Under ``--dist loadgroup`` give each ``@pytest.mark.xdist_group(NAME)`` test the ``@NAME`` suffix that sends a
+    group to one worker. pytest-xdist 3.8 adds it by setting ``item._nodeid`` (xdist/remote.py
+    ``pytest_collection_modifyitems``), which pytest 9.2 no longer reads (``Node.nodeid`` is ``str(self._id)``): the
+    group's tests then went to three workers, each launching the module's shared two-host run again (three ~60 s
+    setups in one CI run instead of one)."""
+    if NodeId is None or not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
+        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test``): the tests on the sandbox hosts first, module by module in turn; the pure
     tests after them, in collection order.
@@ -66,6 +88,7 @@ def pytest_collection_modifyitems(config, items):
     Without xdist the order is pytest's own."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    _suffix_xdist_groups(config, items)
     on_hosts = [item for item in items if "sandbox" in item.fixturenames]
     pure = [item for item in items if "sandbox" not in item.fixturenames]
     nth: dict[str, int] = {}
