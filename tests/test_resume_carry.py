@@ -476,6 +476,11 @@ def test_a_multi_host_dry_run_of_a_resume_refuses_another_swanlab_mode_as_the_la
         multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_API_KEY": "k" * 32}, **kw)
     plan, _ = multihost_service.dry_run_plan({"steps": 10}, env={"SWANLAB_MODE": "local"}, **kw)  # the same mode
     assert plan.run_spec.settings["nnodes"] == 2
+    # it contacts no host: it says what it did not check and the command that does (a new user's trial: a multi-host
+    # dry run exited 0 on a run the hosts' data-feed check then refused, with no word that nothing was checked)
+    unchecked = [n for n in plan.notes if n.startswith("not checked here")]
+    assert len(unchecked) == 1 and "the data feed" in unchecked[0], plan.notes
+    assert "`inv preflight -H h2,h3`" in unchecked[0], unchecked
 
 
 def test_a_resume_in_another_swanlab_mode_is_refused_for_that_before_the_hosts_preflight(monkeypatch):

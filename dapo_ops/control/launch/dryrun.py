@@ -313,11 +313,18 @@ def still_checks(host: str, sw_err: str = "") -> str:
     )
 
 
-#: the note of a dry run that contacted no host (no ``-H``): what it could not know
-NO_HOST_NOTE = (
-    "not checked here (no -H host): the container, devices, python/verl, the model and data files, the data feed, "
-    "disk and the memory fit, and the plan's learned start, fastest fit and start rung (no device facts): "
-    "`inv launch --dry-run -H <host> ...` reads them as the launch does, starting nothing"
+def not_checked_note(why: str, how: str) -> str:
+    """The note of a dry run that contacted no host: what it could not know (``why``: which dry run; ``how``: the
+    command that reads them, starting nothing)."""
+    return (
+        f"not checked here ({why}): the container, devices, python/verl, the model and data files, the data feed, "
+        f"disk and the memory fit, and the plan's learned start, fastest fit and start rung (no device facts): {how}"
+    )
+
+
+#: the note of a dry run that contacted no host (no ``-H``)
+NO_HOST_NOTE = not_checked_note(
+    "no -H host", "`inv launch --dry-run -H <host> ...` reads them as the launch does, starting nothing"
 )
 
 

@@ -386,4 +386,8 @@ def dry_run_plan(
         raise dapo_ops.control.launch.plan.PlanError(f"planning a {what}: {e}") from None
     if facts is not None:  # the SwanLab refusal the launch applies (service.build_plan), as the one-host dry run
         dryrun.check_resume_logging(facts, st, env, config.file())
-    return dataclasses.replace(plan, notes=[*plan.notes, f"planning a {what}", sw_note]), topo
+    unchecked = dryrun.not_checked_note(
+        "a dry run over several hosts contacts none",
+        f"`inv preflight -H {','.join(h.name for h in chosen)}` runs the launch's checks on every host, starting nothing",
+    )
+    return dataclasses.replace(plan, notes=[*plan.notes, f"planning a {what}", sw_note, unchecked]), topo
