@@ -312,3 +312,15 @@ def test_a_diverged_stop_names_the_metric_and_the_bad_step_in_its_ending_line():
     again = health.Flag("actor/pg_loss", 6, float("inf"), "non-finite")
     d = ladder.decide(FeatureSet(), "diverged", health.verdict_detail(again, step=6), 0, 2, {"diverged": 1}, {})
     assert d.action == "stop" and d.reason.startswith("diverged: pg_loss inf at step 6 "), d.reason
+
+
+def test_a_data_ran_out_stop_resumes_with_the_change_that_makes_the_data_last():
+    """A new user's trial: the stop suggested `inv launch -H h1 --resume R` unchanged, which ran out of data again at
+    once: the printed resume carries the epochs that feed the planned steps."""
+    rid = "20261207-000000-abcd"
+    detail = {"step": 6, "total": 10, "epochs": 3}
+    d = dec(resolve(""), "data-ran-out", detail, settings={**S, "run_id": rid, "hosts": ["h1"], "steps": 10})
+    assert d.action == "stop", d
+    assert d.suggestions[-1].startswith(
+        f"then `inv launch -H h1 --resume {rid} --override trainer.total_epochs=5` continues"
+    ), d.suggestions

@@ -457,19 +457,21 @@ def resume_settings(spec: Any) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v}
 
 
-def resume_command(settings: dict[str, Any]) -> str:
+def resume_command(settings: dict[str, Any], change: str = "") -> str:
     """``inv launch -H <hosts> [-c <container>] --resume <run_id>`` for the run of ``settings`` (the supervisor adds
     ``run_id`` and ``hosts``; one-step-off: ``inv one-step-off``; a sync run keeps ``--mode sync``: control/launch/resume.py refuses
-    another trainer mode)."""
+    another trainer mode). ``change``: flags the resume must carry (a data-ran-out stop's
+    ``--override trainer.total_epochs=N``: the same resume unchanged ran out again at once)."""
     cmd = "inv one-step-off" if settings.get("mode") == "one-step-off" else "inv launch"
     hosts = [str(h) for h in settings.get("hosts") or [] if h]
     mode = " --mode sync" if settings.get("mode") != "one-step-off" and settings.get("trainer_mode") == "sync" else ""
-    return "%s%s%s%s --resume %s" % (
+    return "%s%s%s%s --resume %s%s" % (
         cmd,
         " -H " + ",".join(hosts) if hosts else "",
         " -c " + str(settings["container"]) if settings.get("container") else "",
         mode,
         _run_id(settings),
+        " " + change if change else "",
     )
 
 
@@ -492,15 +494,16 @@ def _logs_command(settings: dict[str, Any]) -> str:
     )
 
 
-def then_resume(settings: dict[str, Any]) -> str:
+def then_resume(settings: dict[str, Any], change: str = "") -> str:
     """The last suggestion of a stop the user can fix: the run's own :func:`resume_command`, which continues from its
     last checkpoint or, when it saved none, starts it over in the same run dir (verl's ``resume_mode=auto`` finds
     nothing to load); a run stopped before its first save was told "continues from the last checkpoint" (a second
     trial). "" (left out of the suggestions, :class:`Decision`) when the settings carry no run id: no placeholder
-    is printed as a command."""
+    is printed as a command. ``change``: the flags the resume must carry (:func:`resume_command`)."""
     if not settings.get("run_id"):
         return ""
-    return f"then `{resume_command(settings)}` continues from the last checkpoint (from the start if none was saved)"
+    cmd = resume_command(settings, change)
+    return f"then `{cmd}` continues from the last checkpoint (from the start if none was saved)"
 
 
 def on_host(settings: dict[str, Any], cmd: str, node: str | None = None) -> str:
@@ -687,7 +690,8 @@ def _stop(
             [
                 f"add training data, raise the epochs ({more}) or ask fewer --steps "
                 "(`inv preflight` shows the steps the data feeds: check data-feed)",
-                then_resume(settings),
+                # the resume carries the change: unchanged it ran out again at once (a new user's trial)
+                then_resume(settings, more),
             ],
         )
     # every stop the user can act on ends with the run's resume (a hang that repeated, a storm with no frame: inv
