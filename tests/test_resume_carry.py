@@ -577,3 +577,38 @@ def test_resuming_a_run_that_a_later_run_resumed_is_refused_naming_the_later_run
             (tmp_path / path[3:]).write_text(text)
     got = runfiles.resume_facts(str(tmp_path / OLD_ID))["later"]
     assert [x["run_id"] for x in got] == [third, NEW_ID] and got[1]["status"] == "stopped"
+
+
+def test_a_later_resume_that_trained_no_step_does_not_block_resuming_the_run(monkeypatch):
+    """A new user's trial: ``--resume R`` ran out of data at once (no step trained, no checkpoint written); then
+    ``--resume R --override trainer.total_epochs=2`` was refused as "resumed later" by that failed attempt. It is
+    not refused, and the resume: line says it supersedes that attempt; a later run that trained a step still refuses."""
+    monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
+    r = _old_plan(FIRST, overrides=())
+    ckpt = r.spec["settings"]["ckpt_dir"]
+    files = {
+        f"/r/{OLD_ID}/spec.json": json.dumps(r.spec),
+        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": 6}),
+        f"{ckpt}/latest_checkpointed_iteration.txt": "6\n",
+        f"/r/{NEW_ID}/spec.json": json.dumps(dict(r.spec, run_id=NEW_ID, resume_of=OLD_ID)),
+        f"/r/{NEW_ID}/run.json": json.dumps(
+            {"status": "failed", "step": 6, "attempts": [{"step_reached": 6, "resumed_from": 6}]}
+        ),
+    }
+
+    class Container:
+        host = SimpleNamespace(runs_path="/r", name="h2", python="python3")
+
+        def run(self, cmd, **kw):
+            return fake_ops.runfiles_answer(fake_ops.op_of(cmd)[1:], files)
+
+    facts = resume.read_facts(Container(), OLD_ID)
+    assert facts.supersedes == (NEW_ID,), facts
+    p = _resume(facts, {"steps": 10}, overrides=(f"{EPOCHS}=2",))
+    assert f"supersedes the failed attempt {NEW_ID} (trained no step" in p.resume_line, p.resume_line
+    # the same later run having trained a step (7 from 6) still refuses
+    files[f"/r/{NEW_ID}/run.json"] = json.dumps(
+        {"status": "failed", "step": 7, "attempts": [{"step_reached": 7, "resumed_from": 6}]}
+    )
+    with pytest.raises(LaunchRefused, match="was resumed later"):
+        resume.read_facts(Container(), OLD_ID)

@@ -336,8 +336,8 @@ def later_runs(
 ) -> List[Dict[str, Any]]:
     """The runs of the same runs dir started after the run of ``run_dir`` that continue its checkpoints: their
     spec.json says ``resume_of`` is that run, or names the same ``ckpt_dir`` (a resume of a resume keeps the first
-    run's checkpoint dir). Newest first (run ids sort by start time), each ``{"run_id", "spec", "status"}`` (run.json's
-    status, None when unreadable). Reads only; the cost grows with the number of later runs."""
+    run's checkpoint dir). Newest first (run ids sort by start time), each ``{"run_id", "spec", "status", "trained"}`` (run.json's
+    status, None when unreadable; ``trained``: :func:`trained_a_step`). Reads only; the cost grows with the number of later runs."""
     runs_dir, me = os.path.split(run_dir.rstrip("/"))
     from dapo_ops.core import defaults  # here: the status probe imports this module on every look
 
@@ -350,8 +350,24 @@ def later_runs(
         if rs.resume_of != me and not (ckpt_dir and rs.settings.get("ckpt_dir") == ckpt_dir):
             continue
         rec = _json_object(read_text(os.path.join(runs_dir, rid, runstate.RUN_NAME))) or {}
-        out.append({"run_id": rid, "spec": spec, "status": rec.get("status")})
+        out.append({"run_id": rid, "spec": spec, "status": rec.get("status"), "trained": trained_a_step(rec)})
     return out
+
+
+def trained_a_step(rec: Dict[str, Any]) -> bool:
+    """Whether the run of run.json ``rec`` trained a step (so may have written a checkpoint): False only for a run
+    that ended (failed / stopped) with attempts none of which got past the step it started at (``step_reached`` vs
+    ``resumed_from``): a resume that ran out of data or failed at start wrote nothing on the checkpoints it shares.
+    Anything else (running, no attempts recorded, an older run.json) reads as True."""
+    atts = rec.get("attempts")
+    if rec.get("status") not in ("failed", "stopped") or not isinstance(atts, list) or not atts:
+        return True
+    return any(
+        isinstance(a, dict)
+        and isinstance(a.get("step_reached"), int)
+        and a["step_reached"] > (a.get("resumed_from") if isinstance(a.get("resumed_from"), int) else 0)
+        for a in atts
+    )
 
 
 def resume_facts(

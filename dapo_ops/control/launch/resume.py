@@ -59,6 +59,7 @@ class ResumeFacts:
     record: dict = field(default_factory=dict)
     step: str = ""
     strategy: str | None = None  # fsdp | fsdp2 of that checkpoint (:func:`_checkpoint_strategy`), None: unknown
+    supersedes: tuple[str, ...] = ()  # later runs on its checkpoints that trained no step (:func:`_refuse_later`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", defaults.RunSpec.read(self.spec))
@@ -84,7 +85,7 @@ def read_facts(target, run_id: str) -> ResumeFacts:
             f"no run {run_id} on {host.name} ({host.runs_path}): list runs with "
             f"`inv status --all -H {host.name}` (a multi-host run lives on its head, the first host)",
         )
-    _refuse_later(run_id, host, old, got.get("later"))
+    superseded = _refuse_later(run_id, host, old, got.get("later"))
     record = got.get("record")
     return ResumeFacts(
         run_id=run_id,
@@ -92,20 +93,26 @@ def read_facts(target, run_id: str) -> ResumeFacts:
         record=record if isinstance(record, dict) else {},
         step=str(got.get("step") or ""),
         strategy=_checkpoint_strategy(got.get("fsdp_version")),
+        supersedes=superseded,
     )
 
 
-def _refuse_later(run_id: str, host: Any, old: Mapping[str, Any], later: Any) -> None:
+def _refuse_later(run_id: str, host: Any, old: Mapping[str, Any], later: Any) -> tuple[str, ...]:
     """Refuse a resume of ``run_id`` when a later run continues its checkpoints (``later``: the op's answer,
     :func:`dapo_ops.agent.runfiles.later_runs`, newest first): resuming ``run_id`` would go back to its own settings
     (overrides, features) on the checkpoints the later run wrote with its changes, silently (a new-user trial: run R
     with lr 2e-6 and -flash_attn, resumed as R2 with lr 3e-6 and flash_attn, then `--resume R` ran lr 2e-6 on sdpa).
-    One line: the newest such run and the command that resumes it.
+    One line: the newest such run and the command that resumes it. A later run that ended having trained no step
+    (``trained`` false: a resume that ran out of data or failed at start, so no checkpoint of its own) blocks nothing:
+    its run ids are returned, the ones this resume supersedes (a new user's trial: a failed `--resume R` then refused
+    `--resume R --override trainer.total_epochs=2`).
 
     :raises LaunchRefused: kind ``resume``."""
     runs = [r for r in later or [] if isinstance(r, dict) and r.get("run_id")]
+    failed = tuple(str(r["run_id"]) for r in runs if r.get("trained") is False)
+    runs = [r for r in runs if r.get("trained") is not False]
     if not runs:
-        return
+        return failed
     new = runs[0]
     spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
     ckpt = defaults.RunSpec.read(old).settings.get("ckpt_dir")
@@ -491,6 +498,12 @@ def line(spec: dict, fs, facts: ResumeFacts, not_kept: str, changed: list[str] |
             f" (the last healthy one: its metrics went bad at step {bad['step']})"
             if bad is not None and step.isdigit()
             else (f" (its metrics went bad at step {bad['step']}: no checkpoint before it)" if bad else "")
+        )
+        + (
+            f"; supersedes the failed attempt{'s' if len(facts.supersedes) > 1 else ''} "
+            f"{', '.join(facts.supersedes)} (trained no step, no checkpoint of {'their' if len(facts.supersedes) > 1 else 'its'} own)"
+            if facts.supersedes
+            else ""
         )
         + (f"; keeps {', '.join(added)} (its OOM ladder)" if added else "")
         + (f"; given now: {', '.join(changed)}" if changed else "")
