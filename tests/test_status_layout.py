@@ -38,10 +38,22 @@ def _rows():
     return [sv.build_row(h, a) for h, a in answers.items()]
 
 
+def _notes() -> tuple[list[str], list[str]]:
+    """The notes every layout prints, and the SwanLab lines the table layout adds to them."""
+    rows = _rows()
+    swanlab = ["%s %s: swanlab %s" % (r.host, r.run_id, st.swanlab_text(r.swanlab_url)) for r in rows if r.swanlab_url]
+    return cli_status.note_lines(rows), swanlab
+
+
 def _check_screen(text: str, width: int) -> None:
+    """The table's (or blocks') lines fit the width; each note is one whole line, its commands unbroken (a copy of a
+    backticked command gets no newline; the terminal wraps it on screen)."""
     lines = [ln.rstrip() for ln in text.splitlines()]
-    too_long = [ln for ln in lines if len(ln) > width]
+    notes, swanlab = _notes()
+    assert any(len(n) > 80 for n in notes)  # the fixture has notes that a fold would cut
+    too_long = [ln for ln in lines if len(ln) > width and ln not in notes + swanlab]
     assert not too_long, (width, too_long)
+    assert not [n for n in notes if n not in lines], (width, text)
     for whole in (
         "npu-node-a01",
         "npu-node-b02",
@@ -100,12 +112,17 @@ def test_status_in_a_tmux_terminal_of_each_width(tmp_path, width):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[hosts.npu-node-a01]\naddress = "192.0.2.1"\n[hosts.npu-node-b02]\naddress = "192.0.2.2"\n')
     sock = "dapo-ops-status-%d-%d" % (os.getpid(), width)
-    shell = 'env -u COLUMNS -u LINES %s %s %s %s; echo "exit=$?"; tmux -L %s wait-for -S shown; exec cat' % (
-        sys.executable,
-        HERE / "status_tty.py",
-        ANSWERS,
-        inv,
-        sock,
+    # PYTHONPATH: the checkout under test, not whichever dapo_ops the interpreter has installed
+    shell = (
+        'env -u COLUMNS -u LINES PYTHONPATH=%s %s %s %s %s; echo "exit=$?"; tmux -L %s wait-for -S shown; exec cat'
+        % (
+            HERE.parent,
+            sys.executable,
+            HERE / "status_tty.py",
+            ANSWERS,
+            inv,
+            sock,
+        )
     )
     try:
         _tmux(sock, "new-session", "-d", "-x", str(width), "-y", "120", "-s", "st", "-c", str(HERE.parent), shell)

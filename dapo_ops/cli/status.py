@@ -131,32 +131,10 @@ def _block(r: dapo_ops.control.status.rows.StatusRow, cells: dict):
     return lines
 
 
-def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, width: int | None = None) -> None:
-    """Print rows for the terminal they land on, then one note line per row that has a hint (verdict hint, dead
-    supervisor) and one summary line per live run (its whole run id, step, ETA, throughput).
-
-    A terminal wide enough for :func:`table_width` gets a table (one row per run; features and verdict wrap inside
-    their columns; the SwanLab link is a line below it, whole); a narrower one gets one block of labelled lines per run (:func:`_block`). No
-    layout cuts the host name or the run id. The width is the one rule's
-    (:func:`dapo_ops.control.remote.fanout.output_width`); piped without ``$COLUMNS``: a table of one physical line
-    per row (wider than the pipe default when a row needs it).
-
-    :param out: a file (default stdout); its ``isatty()`` picks the terminal layout.
-    :param width: columns to lay out for (tests; default: the terminal's, see above).
-    """
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    f = out or sys.stdout
-    console = _console(f, width)
-    all_cells = [_row_cells(r) for r in rows]
-    if (
-        not width
-        and not dapo_ops.control.remote.fanout.is_terminal(f)
-        and not dapo_ops.control.remote.fanout.columns_env()
-    ):  # piped: one line per row
-        console.width = max(console.width, table_width(all_cells, natural=True))
+def note_lines(rows: list[dapo_ops.control.status.rows.StatusRow]) -> list[str]:
+    """The notes :func:`render_table` prints below the rows (each row's cluster, hint or error, health, failed
+    notifications, suggestions; then each live run's summary line), each one physical line: a backticked command in
+    one stays whole when copied (the terminal wraps it on screen, ``soft_wrap``)."""
     notes = []
     for r in rows:
         if r.cluster:  # multi-host run (control/launch/multihost_service.py)
@@ -184,6 +162,36 @@ def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, w
         ]  # failed webhook sends (run.json notify_failures)
         notes += events.suggestion_lines(r)
     notes += [x for x in (dapo_ops.control.status.table.summary_line(r) for r in rows) if x]
+    return notes
+
+
+def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, width: int | None = None) -> None:
+    """Print rows for the terminal they land on, then one note line per row that has a hint (verdict hint, dead
+    supervisor) and one summary line per live run (its whole run id, step, ETA, throughput).
+
+    A terminal wide enough for :func:`table_width` gets a table (one row per run; features and verdict wrap inside
+    their columns; the SwanLab link is a line below it, whole); a narrower one gets one block of labelled lines per run (:func:`_block`). No
+    layout cuts the host name or the run id. The width is the one rule's
+    (:func:`dapo_ops.control.remote.fanout.output_width`); piped without ``$COLUMNS``: a table of one physical line
+    per row (wider than the pipe default when a row needs it).
+
+    :param out: a file (default stdout); its ``isatty()`` picks the terminal layout.
+    :param width: columns to lay out for (tests; default: the terminal's, see above).
+    """
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    f = out or sys.stdout
+    console = _console(f, width)
+    all_cells = [_row_cells(r) for r in rows]
+    if (
+        not width
+        and not dapo_ops.control.remote.fanout.is_terminal(f)
+        and not dapo_ops.control.remote.fanout.columns_env()
+    ):  # piped: one line per row
+        console.width = max(console.width, table_width(all_cells, natural=True))
+    notes = note_lines(rows)
     need = table_width(all_cells)
     if need <= console.width:
         # the room left goes to the wrapping columns, the features first, each up to its widest cell
@@ -217,7 +225,7 @@ def render_table(rows: list[dapo_ops.control.status.rows.StatusRow], out=None, w
                 console.print(t)
         console.print()
     for n in notes:
-        console.print(Text(n, overflow="fold"))
+        console.print(Text(n), soft_wrap=True)  # one physical line: a copied command is not cut by a newline
 
 
 # ------------------------------------------------------------------------------------------ status
