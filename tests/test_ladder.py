@@ -33,7 +33,7 @@ def test_device_oom_adds_offload_then_recompute_then_stops():
     d3 = dec(d2.features, "oom-device", {"step": 4, "total": 100, "phase": "unknown"}, oom_used=2, max_oom=5)
     assert d3.action == "stop"
     text = " ".join(d3.suggestions)
-    assert "step 4/100" in text and "phase unknown" in text
+    assert "step 4/100" in d3.reason and "phase unknown" in d3.reason  # facts: the reason, not a try: line
     assert "--max-response-length" in text and "more devices" in text
     assert any("token budget" in s or "micro" in s for s in d3.suggestions)
 
@@ -66,8 +66,10 @@ def test_the_leak_hint_is_given_only_for_an_oom_after_many_healthy_steps(step, t
     fs = resolve("offload,recompute")
     detail = {"phase": "update", **({"step": step} if step is not None else {})}
     d = dec(fs, "oom-device", detail, oom_used=2, max_oom=2, settings={**S, "steps": total})
-    where = [s for s in d.suggestions if s.startswith("device OOM reached at")]
-    assert len(where) == 1 and ("leak" in where[0]) is late, where
+    where = [s for s in d.reason.split("; ") if s.startswith("reached at")]
+    assert len(where) == 1 and ("leak" in where[0]) is late, d.reason
+    # a try: line is something to do: where the OOM was reached and the rungs on are the reason's facts
+    assert not [s for s in d.suggestions if "reached at" in s or s.startswith("memory rungs on")], d.suggestions
     assert ladder.late_oom(step, total) is late
     if late:
         assert f"after {step - 1} healthy steps" in where[0]
@@ -267,7 +269,7 @@ def test_the_stop_after_the_ladder_ran_dry_names_the_rungs_it_applied_and_no_cha
     }
     d = dec(resolve(""), "oom-device", {"phase": "update", "step": 1, "total": 6}, oom_used=2, max_oom=2, settings=ran)
     assert d.action == "stop"
-    on = next(s for s in d.suggestions if s.startswith("memory rungs on:"))
+    on = next(s for s in d.reason.split("; ") if s.startswith("memory rungs on:"))
     assert "update-batch" in on and "offload-policy" in on and "none" not in on, on
     assert not any(s.startswith("lower the token budget") for s in d.suggestions), d.suggestions
     assert any(f"token budget already at its floor: ppo_max_token_len_per_gpu={floor}" in s for s in d.suggestions)
@@ -324,3 +326,14 @@ def test_a_data_ran_out_stop_resumes_with_the_change_that_makes_the_data_last():
     assert d.suggestions[-1].startswith(
         f"then `inv launch -H h1 --resume {rid} --override trainer.total_epochs=5` continues"
     ), d.suggestions
+
+
+def test_a_stop_suggestion_reads_as_a_sentence_before_a_host_command():
+    """A new user's trial read "a Ray left over from an earlier run (...) is stopped with on h1: `docker exec ...`":
+    the host command's ``on h1:`` follows a label, never "with"."""
+    ran = {**S, "exec_container": "verl", "hosts": ["h1"], "run_id": "r1"}
+    d = dec(resolve(""), "crash-other", {"cause": "worker-died", "worker_pid": 42}, settings=ran)
+    assert d.action == "stop"
+    text = "\n".join(d.suggestions)
+    assert "to stop it, on h1: `docker exec verl sh -c 'ray stop --force'`" in text, text
+    assert "with on " not in text and "with `" not in text, text

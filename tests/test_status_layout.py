@@ -146,3 +146,13 @@ def test_an_offline_or_local_swanlab_run_says_what_to_do_without_doubling_the_wo
         assert "swanlab swanlab" not in text, text
         assert "swanlab %s `%s`" % (what, row.swanlab_url) in " ".join(text.split()), text
     assert st.swanlab_text(URL) == URL
+
+
+@pytest.mark.parametrize("cause", ("write-permission", "disk-full"))
+def test_the_verdict_column_names_a_crash_cause(cause):
+    """A new user's trial: a full disk and a refused write showed only ``crash-other``; the column names the cause."""
+    answer = json.loads(ANSWERS.read_text())["npu-node-b02"]
+    answer["run"]["verdict"] = {"cls": "crash-other", "action": "stop", "detail": {"cause": cause}}
+    row = sv.build_row("npu-node-b02", answer)
+    assert row.verdict == "crash-other"  # the class itself stays the policy's name (--json, watch)
+    assert st.cells(row)["verdict"].startswith("crash-other (%s)" % cause), st.cells(row)

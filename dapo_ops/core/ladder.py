@@ -148,8 +148,8 @@ def late_oom(step: Any, total: Any) -> bool:
 
 
 def _oom_where(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """The ``device OOM reached at step s/total, phase p`` line (none without a step or phase); the leak hint only
-    for a late OOM (:func:`late_oom`)."""
+    """The ``reached at step s/total, phase p`` fact (none without a step or phase) that an OOM stop's reason ends
+    with; the leak hint only for a late OOM (:func:`late_oom`)."""
     where = []
     total = detail.get("total") or settings.get("steps")
     if detail.get("step") is not None:
@@ -164,21 +164,30 @@ def _oom_where(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
             f" (after {int(detail['step']) - 1} healthy steps: a late OOM hints at a leak or version regression; "
             "report the step)"
         )
-    return ["device OOM reached at " + ", ".join(where) + why]
+    return ["reached at " + ", ".join(where) + why]
 
 
-def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    prompt = int(settings["max_prompt_length"])
-    resp = int(settings["max_response_length"])
-    floor = prompt + resp
-    out = _oom_where(detail, settings)
+def _oom_facts(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> str:
+    """What an OOM stop's reason adds after its own words: where the OOM was reached (:func:`_oom_where`) and the
+    memory rungs the attempts ran with. Facts, not actions: a ``try:`` line (the suggestions) is something to do (a
+    new user's trial read "try: device OOM reached at phase update")."""
     # every rung the attempts ran with: feature rungs (offload, recompute) and the ladder's setting rungs
     # (settings["memory_rungs"]: what the supervisor applied, dapo_ops/agent/supervisor/machine.py)
     applied = sorted(features.names() & set(RUNGS)) + [
         str(r.get("rung")) for r in settings.get("memory_rungs") or () if isinstance(r, dict) and r.get("rung")
     ]
     on = ", ".join(dict.fromkeys(applied)) or "none"
-    out.append(f"memory rungs on: {on}; the model/setup does not fit the devices as configured")
+    facts = _oom_where(detail, settings) + [
+        f"memory rungs on: {on}; the model/setup does not fit the devices as configured"
+    ]
+    return "".join("; " + f for f in facts)
+
+
+def _oom_suggestions(features: FeatureSet, detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    prompt = int(settings["max_prompt_length"])
+    resp = int(settings["max_response_length"])
+    floor = prompt + resp
+    out: list[str] = []
     if features.has("dynamic_batch"):
         budget = current_budget(settings)
         if budget <= floor:  # the ladder already took it to the floor: lowering it further is no advice
@@ -345,7 +354,8 @@ def _oom_decide(
             "stop",
             features,
             {},
-            f"device OOM in phase {phase} after {oom_used} OOM retries ({oom_limit_words(max_oom, settings)})",
+            f"device OOM in phase {phase} after {oom_used} OOM retries ({oom_limit_words(max_oom, settings)})"
+            + _oom_facts(features, detail, settings),
             skipped,
             _oom_suggestions(features, detail, settings),
         )
@@ -364,7 +374,8 @@ def _oom_decide(
             "stop",
             features,
             {},
-            f"device OOM in phase {phase}: no rung of its ladder left ({state or ', '.join(rungs)})",
+            f"device OOM in phase {phase}: no rung of its ladder left ({state or ', '.join(rungs)})"
+            + _oom_facts(features, detail, settings),
             skipped,
             _oom_suggestions(features, detail, settings),
         )
@@ -629,7 +640,7 @@ def _worker_died_stop(features: FeatureSet, detail: dict[str, Any], settings: di
             % (f" of {node}" if node else ""),
             f"its own log: {on_host(settings, logs, node)}"
             + (f"; the driver's side: `{_logs_command(settings)} --errors`" if settings.get("run_id") else ""),
-            f"a Ray left over from an earlier run ({on_host(settings, 'ray status', node)}) is stopped with "
+            f"a Ray left over from an earlier run: to see it, {on_host(settings, 'ray status', node)}; to stop it, "
             f"{on_host(settings, 'ray stop --force', node)}",
             then_resume(settings),
         ],
@@ -644,7 +655,8 @@ def _stop(
     external kill)."""
     if cls == "oom-device":
         reason, sugg = STOP_FIXES[phase_of(detail)]
-        return Decision("stop", features, {}, reason, [], sugg + _oom_suggestions(features, detail, settings)[:1])
+        where = "".join("; " + w for w in _oom_where(detail, settings))
+        return Decision("stop", features, {}, reason + where, [], list(sugg))
     if cls == "hang" and detail.get("cause") == "workload" and not detail.get("repeat"):
         return Decision(
             "stop",

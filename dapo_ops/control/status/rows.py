@@ -141,6 +141,7 @@ class StatusRow:
     attempts: list = field(default_factory=list)  # [{"n", "features": [...as above], "cls", "step_reached"}]
     metrics: dict = field(default_factory=dict)  # KEY_METRICS present in the last metrics
     verdict: str | None = None
+    verdict_cause: str | None = None  # the verdict's detail.cause (write-permission, disk-full, ...), shown with it
     hint: str | None = None
     swanlab_url: str | None = None
     progress_age_s: float | None = None
@@ -383,6 +384,7 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
     verdict = run.get("verdict") or {}
     if verdict:
         row.verdict = verdict.get("cls")
+        row.verdict_cause = (verdict.get("detail") or {}).get("cause") or None
         # whole: the action line carries the cause and the fix (a trial read "no common frame: the driver stands
         # in…" and "stop with…"); status prints it on a line of its own under the table, watch in its lines
         row.hint = one_line(verdict.get("action") or verdict.get("hint"), None)

@@ -110,9 +110,11 @@ def cells(row: StatusRow) -> dict[str, str]:
     if row.stale:
         state += " STALE"
     m = row.metrics
-    verdict = row.verdict or "-"
+    # the class and its cause: a full disk and a refused write are both crash-other, their cause tells which
+    shown = "%s (%s)" % (row.verdict, row.verdict_cause) if row.verdict and row.verdict_cause else row.verdict
+    verdict = shown or "-"
     if row.hint:
-        verdict = "%s: %s" % (verdict, row.hint) if row.verdict else row.hint
+        verdict = "%s: %s" % (verdict, row.hint) if shown else row.hint
     if row.error:
         verdict = row.error
     return {
