@@ -772,3 +772,11 @@ def test_a_hydra_sweep_override_is_refused_before_verl_refuses_it(tmp_path, over
     assert res.returncode == 2 and "is a Hydra sweep" in _one_line(res)
     for one in ("+trainer.x=[a,b]", "+trainer.x='a,b'"):
         assert inv(["launch", "--dry-run", "--override", one], tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("empty", ("", " "))
+def test_an_empty_override_is_refused_in_one_line(tmp_path, empty):
+    """A new user's trial: `--override ''` (a "$VAR" unset) was dropped silently; it is refused like any malformed
+    override."""
+    line = _one_line(inv(["launch", "--dry-run", "--override", empty], tmp_path))
+    assert line.startswith("--override %r is empty; give key=value" % empty), line

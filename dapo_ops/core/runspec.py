@@ -375,6 +375,10 @@ def _check_extra_overrides(s: dict[str, Any]) -> dict[str, Override]:
     parsed: list[Override] = []
     for x in s.get("extra_overrides") or []:
         o = parse_override(x) if isinstance(x, str) else None
+        if isinstance(x, str) and not x.strip():  # `--override ''` / `--override "$UNSET"`
+            raise OverrideError(
+                f"--override {x!r} is empty; give key=value (or +key=value for a new key, ~key to delete), or drop it"
+            )
         if o is None:
             raise OverrideError(
                 f"extra override {x!r} is not key=value; write it as key=value (or +key=value for a new key)"

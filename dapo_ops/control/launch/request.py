@@ -162,7 +162,7 @@ def build(
             f"--resume takes a run id like 20261129-151200-a1b2 (got {args.resume!r}); list runs with `inv status --all`"
         )
     resume = args.resume or ""
-    extra = [o for o in args.overrides if o]
+    extra = list(args.overrides)  # an empty one too: runspec refuses it (a "$VAR" unset must not pass silently)
     try:
         file_cfg = config.file()
     except userconfig.UserConfigError as e:
