@@ -337,3 +337,15 @@ def test_a_stop_suggestion_reads_as_a_sentence_before_a_host_command():
     text = "\n".join(d.suggestions)
     assert "to stop it, on h1: `docker exec verl sh -c 'ray stop --force'`" in text, text
     assert "with on " not in text and "with `" not in text, text
+
+
+def test_a_repeated_hangs_stop_names_its_common_frame_and_stack_dumps():
+    """A new user's trial: the mid-run verdict named all_reduce and the dumps' path, the final one said only "the
+    hang repeats at the same step with the same frames"."""
+    dumps = "/runs/r1/stacks-attempt-2.txt"
+    detail = {"cause": "collective", "frame": "all_reduce", "step": 7, "repeat": True, "stacks_file": dumps}
+    d = dec(resolve(""), "hang", detail, settings={**S, "run_id": "r1"})
+    assert d.action == "stop"
+    assert "(all_reduce)" in d.reason and dumps in d.reason, d.reason
+    assert "$" not in d.reason, d.reason
+    assert any(dumps in s for s in d.suggestions), d.suggestions

@@ -432,7 +432,11 @@ def _retry_stop_suggestion(cls: str, detail: dict[str, Any]) -> str:
 def _repeat_suggestions(cls: str, detail: dict[str, Any]) -> list[str]:
     """What to check before resuming a hang that repeated (``detail["repeat"]``): :func:`_retry_stop_suggestion`'s
     text, which follows the dumps; nothing for any other stop."""
-    return [_retry_stop_suggestion(cls, detail)] if cls == "hang" and detail.get("repeat") else []
+    if not (cls == "hang" and detail.get("repeat")):
+        return []
+    text, stacks = _retry_stop_suggestion(cls, detail), detail.get("stacks_file")
+    # the dumps of the hang that repeated, whatever the text (the mid-run verdict named them; a trial's final one did not)
+    return [text if not stacks or str(stacks) in text else f"{text}; where each process stood: {stacks}"]
 
 
 def _host_rollback(features: FeatureSet, settings: dict[str, Any]) -> tuple[FeatureSet, dict[str, Any]] | None:
@@ -712,7 +716,7 @@ def _stop(
         "stop",
         features,
         {},
-        rule.reason or f"{cls}: stopped",
+        hints.reason_text(cls, detail) or f"{cls}: stopped",  # the rule's reason with the detail's fields
         [],
         _repeat_suggestions(cls, detail) + [then_resume(settings)],
     )

@@ -446,7 +446,7 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             Kind.STOP,
             "stop: the same hang again at the same step, every process in the same frames (${wait_frame}); "
             "never retried again",
-            "the hang repeats at the same step with the same frames: not retried again",
+            "the hang repeats at the same step with the same frames (${wait_frame})${dumps}: not retried again",
             when=("repeat", SET),
         ),
         Rule(

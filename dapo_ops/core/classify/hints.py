@@ -870,6 +870,8 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     # a hang's frame and fix (dapo_ops/agent/supervisor/stall.py merge_ranks)
     "wait_frame": lambda d: f"{d.get('frame') or d.get('place') or 'one frame'}",
     "wait_fix": lambda d: f"{d.get('fix') or 'read the stack dumps'}",
+    # where the hang's stack dumps are (its full path: agent/supervisor/escalate.py stall_verdict)
+    "dumps": lambda d: f"; stack dumps: {d['stacks_file']}" if d.get("stacks_file") else "",
     "restarts": lambda d: f"{d.get('no_new_checkpoint') or 'several'}",
     "inph": lambda d: f" in {d['phase']}" if d.get("phase") not in (None, "", "unknown") else "",
     "phase": lambda d: f"{d.get('phase')}",
