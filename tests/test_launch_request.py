@@ -139,7 +139,7 @@ def test_a_dry_run_selects_no_host_and_carries_what_the_plan_needs(tmp_path):
         env=_env(tmp_path),
         file_cfg=got.file_cfg,
         config=got.config,
-        overrides=["trainer.x=1"],
+        overrides=["", "trainer.x=1"],  # an empty one is passed on: the plan's override check refuses it in one line
         independent=False,
         resume="20261129-151200-a1b2",
     )

@@ -360,7 +360,8 @@ def trained_a_step(rec: Dict[str, Any]) -> bool:
     ``resumed_from``): a resume that ran out of data or failed at start wrote nothing on the checkpoints it shares.
     Anything else (running, no attempts recorded, an older run.json) reads as True."""
     atts = rec.get("attempts")
-    if rec.get("status") not in ("failed", "stopped") or not isinstance(atts, list) or not atts:
+    ended = (runstate.RunStatus.FAILED.value, runstate.RunStatus.STOPPED.value)
+    if rec.get("status") not in ended or not isinstance(atts, list) or not atts:
         return True
     return any(
         isinstance(a, dict)
