@@ -48,7 +48,6 @@ from dapo_ops.core.classify.verdict import IMPOSSIBLE_ALLOC_GIB
 
 # --------------------------------------------------------------------------- the normalised tail
 
-_ANSI_RX = logformat.ANSI_RE
 # Ray / rank prefixes: THE log grammar's (dapo_ops/core/logformat.py): (WorkerDict pid=123[, ip=...]), the
 # nameless (pid=123) of tasks and (raylet[, ip=...]); [rank0]: / [rank-1]:
 _RAY_PREFIX_RX = logformat.RAY_PREFIX_RE
@@ -92,8 +91,7 @@ _BOILERPLATE = (
 
 
 def _strip_boilerplate(text: str) -> str:
-    if logformat.has_escape(text):
-        text = _ANSI_RX.sub("", text)
+    text = logformat.strip_ansi(text)
     for needle, rx in _BOILERPLATE:
         if needle in text:
             text = rx.sub("", text)
@@ -556,7 +554,7 @@ def fatal_signature(line: str) -> Sig | None:
     the needles finds the few candidate lines)."""
     if not line or _LIVE_NEEDLES_RX.search(line.lower()) is None:
         return None
-    s = normalise_line(_ANSI_RX.sub("", line))
+    s = normalise_line(logformat.strip_ansi(line))
     if is_echo_text(s):
         return None
     low = s.lower()
