@@ -227,6 +227,11 @@ def test_oom_with_offload_escalates_to_recompute(sandbox, host_ready):
     src = feature_sources(rec["features"])
     assert src["offload"] == "oom-retry-1" and src["recompute"] == "oom-retry-2"
     assert [a["verdict"]["cls"] for a in rec["attempts"]] == ["oom-device", "oom-device", "success"]
+    # verl's rotation (max_actor_ckpt_to_keep 3) lives in each attempt's process: attempts 1-3 saved 1, 2 and 3-5,
+    # five whole checkpoints; the finished run keeps the newest three, as one process of verl would have
+    ckpts = sandbox.runs_dir("h1") / rid / "checkpoints"
+    kept = sorted(int(d.name.split("_")[-1]) for d in ckpts.glob("global_step_*"))
+    assert kept == [3, 4, 5] and all(any((ckpts / f"global_step_{s}" / "actor").iterdir()) for s in kept), kept
 
 
 def test_oom_always_stops_after_max_retries_with_suggestions(sandbox, host_ready):

@@ -10,7 +10,8 @@ A checkpoint is **complete** when ``global_step_N/actor/`` holds files: verl's r
 (``verl/utils/checkpoint/checkpoint_manager.py:166-194``, ``verl/trainer/ppo/v1/trainer_base.py:972-1008``), so a
 non-empty ``global_step_N`` is no proof. verl's rotation list lives in process memory and starts empty at every
 attempt (``checkpoint_manager.py:59``): :func:`prune_checkpoints` enforces ``trainer.max_actor_ckpt_to_keep`` across
-attempts and resumes, before each attempt.
+attempts and resumes, before each attempt and at the end of a run that succeeded (a retried run's earlier attempts'
+saves are nobody's to rotate otherwise).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step:
     """Enforce ``trainer.max_actor_ckpt_to_keep`` = ``keep`` across attempts; returns the deleted steps.
 
     Called before every attempt with the step that attempt resumes from (``resume_step``, from
-    :func:`latest_checkpoint`). Kept: ``global_step_<resume_step>`` always, and the newest complete checkpoints
+    :func:`latest_checkpoint`), and when a run succeeds with its last checkpoint. Kept: ``global_step_<resume_step>`` always, and the newest complete checkpoints
     older than it up to ``keep`` in all. Deleted (whole ``global_step_N`` directories): saves newer than
     ``resume_step`` (cut off before verl wrote the tracker: torn, never resumed from), older complete ones beyond
     ``keep``, and rotation leftovers (``data.pt`` / ``transfer_queue/`` without ``actor/``). ``keep`` None or < 1

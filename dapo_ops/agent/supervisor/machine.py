@@ -442,6 +442,12 @@ class Supervisor:
         outlive verl's driver: pgid + DAPO_OPS_RUN_ID only) and a multi-host run's head session, set ``status``,
         notify (``announce``). Returns the exit code."""
         record.end_run(self.rec, status, verdict, decision)
+        if status is runstate.RunStatus.SUCCEEDED:
+            # verl's rotation list is per process (checkpoint_manager.py:59): the saves of a retried run's earlier
+            # attempts outlive max_actor_ckpt_to_keep; a finished run keeps the newest ones, as one process would
+            ckpt_dir = self._settings().get("ckpt_dir")
+            last = latest_checkpoint(ckpt_dir, repair=False)
+            prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), last)
         left = procs.own_processes(self.pgid, self.marker)
         if left:
             log("ending %d leftover process(es) of the run" % len(left))

@@ -19,6 +19,7 @@ import json
 import os
 import pprint
 import random
+import shutil
 import socket
 import sys
 import time
@@ -250,6 +251,8 @@ class StandinTrainer:
         self.accel = self.scn.get("accelerator") or self.dev.get("accelerator", "npu")
         runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunnerV1"
         self.v1 = not self.one_step_off  # main_ppo = the V1 trainer: its log lines (module docstring)
+        # verl's checkpoint rotation list: process memory, empty at every start (checkpoint_manager.py:59)
+        self.saved_actor_paths: list[str] = []
         self.out = Out(runner, bool(self.scn.get("ray_prefix", True)), ansi=self.v1)
         self.rng = random.Random(int(self.scn.get("seed", 0)))
         self.step_time = float(self.scn.get("step_time", 0.2))
@@ -678,6 +681,8 @@ class StandinTrainer:
             o.line(f"local_global_step_folder: {folder}")
         actor = os.path.join(folder, "actor")
         w = self._world()
+        keep = _sel(self.cfg, "trainer.max_actor_ckpt_to_keep", None)
+        self._ensure_checkpoint_capacity(keep)
         self._save_fault(step, folder, w)
         os.makedirs(actor, exist_ok=True)
         payload = json.dumps({"global_step": step, "world_size": w, "standin": True}).encode()
@@ -691,12 +696,43 @@ class StandinTrainer:
                 )
             if kill_during:
                 hostmem.exhaust()  # the kernel's OOM killer ends the process mid-save
+        self._register_checkpoint(actor, keep)
         with open(os.path.join(folder, "data.pt"), "wb") as f:
             f.write(payload)
         # in place, as verl writes it (verl/trainer/ppo/v1/trainer_base.py:1021-1024): a kill between the open and the
         # write leaves it empty, and every later resume_mode=auto start fails on int(b'') (checkpoint_manager.py:245)
         with open(os.path.join(d, "latest_checkpointed_iteration.txt"), "w") as f:
             f.write(str(step))
+
+    def _remove_previous_save_local_path(self, paths: list[str]) -> None:
+        """verl/utils/checkpoint/checkpoint_manager.py:156-164: rotation deletes ``global_step_N/actor`` only (its
+        ``data.pt`` and ``transfer_queue/`` stay), printed by the actor worker."""
+        for p in paths:
+            abs_path = os.path.abspath(p)
+            self.out.line(f"Checkpoint manager remove previous save local path: {abs_path}", "WorkerDict")
+            if os.path.exists(abs_path):
+                shutil.rmtree(abs_path, ignore_errors=True)
+
+    def _ensure_checkpoint_capacity(self, keep) -> None:
+        """checkpoint_manager.py:166-179, before a save (rank 0, fsdp_checkpoint_manager.py:296-297): with
+        ``keep`` >= 2, keeps ``keep - 1`` of THIS process's earlier saves; a resumed attempt's list starts empty, so
+        the saves of earlier attempts are never rotated by verl."""
+        if not (keep and isinstance(keep, int) and keep > 1):
+            return
+        if len(self.saved_actor_paths) >= keep:
+            start = len(self.saved_actor_paths) - keep + 1
+            self._remove_previous_save_local_path(self.saved_actor_paths[:start])
+            self.saved_actor_paths = self.saved_actor_paths[start:]
+
+    def _register_checkpoint(self, path: str, keep) -> None:
+        """checkpoint_manager.py:181-194, after the actor's save (fsdp_checkpoint_manager.py:475-476)."""
+        self.saved_actor_paths.append(path)
+        if not (keep and isinstance(keep, int) and keep > 0):
+            return
+        if len(self.saved_actor_paths) > keep:
+            start = len(self.saved_actor_paths) - keep
+            self._remove_previous_save_local_path(self.saved_actor_paths[:start])
+            self.saved_actor_paths = self.saved_actor_paths[start:]
 
     def _rollout_config(self) -> None:
         """The rollout worker's ``RolloutConfig`` (verl/workers/engine_workers.py:651): its ``__post_init__`` refusal
