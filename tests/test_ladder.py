@@ -288,9 +288,11 @@ def test_every_stop_the_user_can_act_on_ends_with_the_runs_resume(cls, detail):
     at the run's --resume command (a review): every such stop ends with ``then_resume``, the one wording."""
     d = dec(resolve(""), cls, detail, settings={**S, "run_id": "20261207-000000-abcd", "hosts": ["h1"]})
     assert d.action == "stop", d
+    # a config error's fix is a setting: the resume must be given it (unchanged, it runs the same config again)
+    fix = ", with the fix given as its flag or --override," if cls == "config-error" else ""
     assert d.suggestions[-1] == (
-        "then `inv launch -H h1 --resume 20261207-000000-abcd` continues from the last checkpoint (from the start if "
-        "none was saved)"
+        f"then{fix} `inv launch -H h1 --resume 20261207-000000-abcd` continues from the last checkpoint (from the "
+        "start if none was saved)"
     )
 
 

@@ -58,9 +58,10 @@ def _facts(monkeypatch, old_spec: dict, step: str = "4", record: dict | None = N
     monkeypatch.setattr(resume.runstate, "run_dir_for", lambda runs, rid: f"{runs}/{rid}")
     files = {
         f"/r/{OLD_ID}/spec.json": json.dumps(old_spec),
-        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": int(step), **(record or {})}),
-        f"{old_spec['settings']['ckpt_dir']}/latest_checkpointed_iteration.txt": step + "\n",
+        f"/r/{OLD_ID}/run.json": json.dumps({"status": "failed", "step": int(step or 0), **(record or {})}),
     }
+    if step:  # "": the run saved no checkpoint (no tracker)
+        files[f"{old_spec['settings']['ckpt_dir']}/latest_checkpointed_iteration.txt"] = step + "\n"
 
     class Container:
         host = SimpleNamespace(runs_path="/r", name="h2", python="python3")
@@ -338,6 +339,22 @@ def test_a_layout_refusal_gives_the_command_that_resumes_the_run_as_it_ran(monke
     with pytest.raises(LaunchRefused) as e:
         _resume(_facts(monkeypatch, old.spec), {"steps": 10}, host=four)
     assert "need the same layout: " in str(e.value) and f"`inv launch -H h2 --resume {OLD_ID}`" in str(e.value)
+
+
+def test_a_run_that_saved_no_checkpoint_resumes_with_another_layout_framework_or_model(monkeypatch):
+    """A config error verl raises at start-up (rollout TP that does not divide the devices, too few devices) stops
+    the run before its first save, and its stop ends with the run's ``--resume``: the same resume given the fix was
+    refused "checkpoints need the same layout" for checkpoints the run never wrote. No checkpoint, no state to
+    break: only another mode is refused (the run's command differs)."""
+    old = _old_plan(FIRST)
+    four = Host(name="h3", address="x", accelerator="gpu", devices=4, runs_dir="/r")
+    p = _resume(_facts(monkeypatch, old.spec, step=""), {"steps": 10}, host=four)
+    assert p.spec["settings"]["n_gpus_per_node"] == 4, p.spec["settings"]
+    p = _resume(_facts(monkeypatch, old.spec, step=""), {"steps": 10, "framework": "megatron"})
+    assert p.spec["framework"] == "megatron"
+    # with a checkpoint the same change is still refused
+    with pytest.raises(LaunchRefused, match="need the same layout"):
+        _resume(_facts(monkeypatch, old.spec, step="4"), {"steps": 10}, host=four)
 
 
 def test_a_resume_given_no_steps_is_told_its_runs_total_not_a_flag_it_did_not_give(monkeypatch):

@@ -521,6 +521,11 @@ def then_resume(settings: dict[str, Any], change: str = "") -> str:
     return f"then `{cmd}` continues from the last checkpoint (from the start if none was saved)"
 
 
+#: the stops whose fix is a setting the resume itself must be given (a flag or ``--override``: given now, it wins over
+#: the run's own, control/launch/resume.py ``resumed``); the plain resume would run the same config again
+FIX_GIVEN_WITH_RESUME = ("config-error", "data-error")
+
+
 def on_host(settings: dict[str, Any], cmd: str, node: str | None = None) -> str:
     """``cmd`` (a shell line that runs where verl runs) as the user runs it on the run's host, through the one
     spelling of a host command (:func:`dapo_ops.core.hostcmd.in_container`): ``on h1: `docker exec verl sh -c 'df -h
@@ -718,8 +723,18 @@ def _stop(
         {},
         hints.reason_text(cls, detail) or f"{cls}: stopped",  # the rule's reason with the detail's fields
         [],
-        _repeat_suggestions(cls, detail) + [then_resume(settings)],
+        _repeat_suggestions(cls, detail) + [_resume_after(cls, settings)],
     )
+
+
+def _resume_after(cls: str, settings: dict[str, Any]) -> str:
+    """The last suggestion of a generic stop: :func:`then_resume`, which for a stop fixed by a setting
+    (:data:`FIX_GIVEN_WITH_RESUME`) says the fix goes on that command line (a resume unchanged carries the run's own
+    settings and overrides, and fails the same way)."""
+    text = then_resume(settings)
+    if text and cls in FIX_GIVEN_WITH_RESUME:
+        return text.replace("then `", "then, with the fix given as its flag or --override, `", 1)
+    return text
 
 
 def _diverged_reason(detail: dict[str, Any]) -> str:

@@ -392,6 +392,11 @@ def resume_step(facts: ResumeFacts) -> str:
 def check(plan, facts: ResumeFacts) -> None:
     """Refuse a ``plan`` (built with ``resume=facts``) that cannot continue ``facts``'s run from its checkpoints.
 
+    A run that saved no checkpoint to continue (``resume_step`` "": verl starts it from step 1) holds no state a
+    change could break: only another mode is refused then (the run's command is ``inv launch`` or ``inv
+    one-step-off``), so a run stopped before its first save (a config error verl raised at start-up: rollout TP,
+    devices) resumes with the fix its stop named (``--rollout-tp 1``) instead of being refused for the layout.
+
     :raises LaunchRefused: kind ``resume``, one line: another mode, framework or V1 trainer mode, other devices /
         parallel sizes than the checkpoint was written with (:data:`RESUME_FIXED`), or a total ``steps`` not beyond
         the checkpoint's step.
@@ -399,6 +404,14 @@ def check(plan, facts: ResumeFacts) -> None:
     run_id, old = facts.run_id, facts.spec
     spec, old_s = plan.run_spec, old.settings
     new_s = spec.settings
+    if not resume_step(facts).isdigit():
+        if old.mode != spec.mode:
+            raise LaunchRefused(
+                "resume",
+                f"run {run_id} is a {old.mode} run: resume it with "
+                f"`{resume_command(dict(resume_settings(old), run_id=run_id))}`, or start a new run",
+            )
+        return
     if (old.mode, old.framework) != (spec.mode, spec.framework):
         raise LaunchRefused(
             "resume",
