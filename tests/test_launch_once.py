@@ -418,3 +418,21 @@ def test_the_launch_output_prints_the_fit_lines_and_says_when_it_falls_back(laun
     assert [ln[len("  fit:     ") :] for ln in fit] == recorded
     start = [ln for ln in out if ln.startswith("  start:   memory-fit: starts on rung(s) ")]
     assert start and out.index(start[0]) < out.index(fit[0])  # the estimate's rungs, then what the fit chose
+
+
+def test_the_follow_commands_name_a_container_other_than_the_inventorys(capsys):
+    """``inv launch -H h1 -c verl2``: the ``follow:`` line said ``inv status -H h1``, which looks in the inventory's
+    container ``verl`` and showed an earlier run there as succeeded (a new user's trial); the run's own container is
+    in the commands (text and ``--json``) when it is not the inventory's, and the inventory's adds nothing."""
+    from dapo_ops.cli import launch as cli_launch
+
+    row = {"run_id": "20261207-000000-abcd", "status": "running", "log": "/runs/x/train.log", "container": "verl2"}
+    assert HOST.container == "verl"
+    cli_launch._print_run(HOST, row, [])
+    out = capsys.readouterr().out
+    assert "  follow:  inv status -H h1 -c verl2   |   inv logs -f -H h1 -c verl2\n" in out, out
+    assert cli_launch.run_json(HOST, row, [])["follow"] == ["inv status -H h1 -c verl2", "inv logs -f -H h1 -c verl2"]
+    assert cli_launch.run_json(HOST, dict(row, container="verl"), [])["follow"] == [
+        "inv status -H h1",
+        "inv logs -f -H h1",
+    ]

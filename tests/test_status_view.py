@@ -744,3 +744,32 @@ def test_an_ended_run_whose_supervisor_still_finishes_up_reads_its_checkpoints_a
     assert (row.resume_from, row.resume_redo) == (15, 1), row
     assert "a resume redoes 1 step (step 16: past the last complete checkpoint global_step_15)" in row.hint, row.hint
     assert "no checkpoint yet" not in row.hint
+
+
+def test_a_failed_run_in_another_container_points_at_its_status_with_c():
+    """``inv watch -H h1 -c verl2`` of a failed run: the outcome's ``(also `inv status -H h1`)`` looked in the
+    inventory's container, which showed an earlier run there (a new user's trial); the container named by
+    ``-c`` / ``CONTAINER`` (``Host.container_from``) is in the command, the inventory's own adds nothing."""
+    import dataclasses
+
+    from dapo_ops.control.inventory.model import Host
+    from dapo_ops.control.status import watch as watchloop
+
+    base = Host(name="h1", address="198.51.100.11", container="verl")
+    run = {
+        "run_id": "r1",
+        "status": "failed",
+        "attempt": 1,
+        "step": 2,
+        "total_steps": 4,
+        "ended": "failed: a Ray worker died at step 2/4",
+        "decision": {"suggestions": ["then `inv launch -H h1 -c verl2 --resume r1` continues"]},
+    }
+    for host, want in (
+        (dataclasses.replace(base, container="verl2", container_from="--container"), "`inv status -H h1 -c verl2`"),
+        (base, "`inv status -H h1`"),
+    ):
+        w = watchloop.Watch([host])
+        w.see([sv.build_row("h1", {"run": run, "tail": "", "now": 1.0})])
+        code, msg = w.outcome()
+        assert code == 1 and msg.endswith("; suggestions above (also %s)" % want), msg

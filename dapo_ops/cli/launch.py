@@ -49,7 +49,7 @@ from dapo_ops.control import settings
 from dapo_ops.control.remote.fanout import HostResult
 from dapo_ops.control.launch.service import LaunchProgress
 from dapo_ops.control.launch.refusals import LaunchUsageError
-from dapo_ops.core import redact
+from dapo_ops.core import ladder, redact
 
 #: help of the flags that say how to launch (the settings flags' help comes from the settings table)
 OPTIONS_HELP = {
@@ -165,9 +165,11 @@ def _dry_run(d: request.DryRun) -> None:
         fail(str(e), EXIT_FAILED)
 
 
-def follow_commands(host: str) -> list[str]:
-    """The commands that follow a run launched on ``host`` (the text's ``follow:`` line, the JSON's ``follow``)."""
-    return [f"inv status -H {host}", f"inv logs -f -H {host}"]
+def follow_commands(h, d: dict) -> list[str]:
+    """The commands that follow the run of row data ``d`` launched on inventory host ``h`` (the text's ``follow:``
+    line, the JSON's ``follow``): with ``-c`` when the run's container is not the inventory's
+    (:func:`dapo_ops.core.ladder.follow_command`)."""
+    return [ladder.follow_command(t, h.name, d.get("container"), h.container) for t in ("status", "logs -f")]
 
 
 def run_json(h, d: dict, secrets_all: list) -> dict:
@@ -182,7 +184,7 @@ def run_json(h, d: dict, secrets_all: list) -> dict:
         "container": d.get("container") or None,
         "log": d["log"],
         "workdir_log": f"{h.workdir.rstrip('/')}/train.log",
-        "follow": follow_commands(h.name),
+        "follow": follow_commands(h, d),
         "resume": d.get("resume") or None,
         "swanlab_url": redact.scrub(d["swanlab_url"], secrets_all) if d.get("swanlab_url") else None,
     }
@@ -192,7 +194,7 @@ def _print_run(h, d: dict, secrets_all: list) -> None:
     where = f"container {d['container']}" if d.get("container") else "bare host"
     print(f"run {d['run_id']} {d['status']} on {h.name} ({where})")
     print(f"  log:     {d['log']}  (also {h.workdir.rstrip('/')}/train.log)")
-    print("  follow:  " + "   |   ".join(follow_commands(h.name)))
+    print("  follow:  " + "   |   ".join(follow_commands(h, d)))
     if d.get("resume"):
         print(f"  resume:  {d['resume']}")
     for line in d.get("start") or []:  # the learned start (or why not) and the estimate's start rung

@@ -17,7 +17,7 @@ from dapo_ops.control.launch import multihost_service
 from dapo_ops.control.launch.service import LaunchRequest
 from dapo_ops.control.remote.target import Target
 from dapo_ops.core import topology
-from dapo_ops.core import raynodes
+from dapo_ops.core import ladder, raynodes
 from dapo_ops.core import redact
 
 # names the tests and other modules use
@@ -88,10 +88,15 @@ def launch(
     if run.resumed:
         print(f"  resume:  {run.resumed}")
     print(f"  log:     {d['log']}  (on {head.name}; also {head.workdir.rstrip('/')}/train.log)")
-    print(f"  follow:  inv status -H {head.name}   |   inv logs -f -H {head.name}   |   stop: inv stop -H {head.name}")
+    follow = [ladder.follow_command(t, head.name, d.get("container"), head.container) for t in FOLLOW]
+    print("  follow:  %s   |   %s   |   stop: %s" % tuple(follow))
     if d.get("swanlab_url"):
         print(f"  swanlab: {redact.scrub(d['swanlab_url'], secrets_all)}")
     return result
+
+
+#: the tasks of the ``follow:`` line (:func:`dapo_ops.core.ladder.follow_command`); the JSON's ``follow``: the first two
+FOLLOW = ("status", "logs -f", "stop")
 
 
 def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
@@ -99,7 +104,7 @@ def _json_rows(run, head, chosen: list, secrets_all: list) -> list[dict]:
     ``nodes``: the joined nodes), then one per worker host (``state`` ``ray-worker``, ``head``, ``log``: its
     ``ray start`` log in its container, ``follow``: the head's commands)."""
     d, handle = run.row.data, run.handle
-    follow = [f"inv status -H {head.name}", f"inv logs -f -H {head.name}"]
+    follow = [ladder.follow_command(t, head.name, d.get("container"), head.container) for t in FOLLOW[:2]]
     rows = [
         {
             "run_id": run.run_id,

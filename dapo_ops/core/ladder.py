@@ -490,6 +490,16 @@ def resume_command(settings: dict[str, Any], change: str = "") -> str:
     )
 
 
+def follow_command(task: str, host: str, container: str | None = None, inventory_container: str | None = None) -> str:
+    """``inv <task> -H <host> [-c <container>]``: a command that looks at the run on ``host`` (``task``: ``status``,
+    ``logs -f``, ``stop``), as launch and watch print it. ``-c`` is there when the run's ``container`` is not the
+    host's ``inventory_container`` (it came from ``--container`` / ``CONTAINER``): without it the pasted command
+    looks in the inventory's container and shows another run there (a new user's trial: ``inv launch -H h1 -c
+    verl2`` printed ``follow: inv status -H h1``, which showed an earlier run in ``verl`` as succeeded)."""
+    named = container and container != inventory_container
+    return "inv %s -H %s%s" % (task, host, " -c " + q(str(container)) if named else "")
+
+
 def _run_id(settings: dict[str, Any]) -> str:
     """The run id of ``settings``: a command names the real run, never a ``<run_id>`` placeholder a user would paste.
     :raises ValueError: settings without one."""

@@ -9,6 +9,7 @@ from dapo_ops.control.status import events
 import dapo_ops.control.status.rows
 from dapo_ops.control.status.look import cluster_heads, worker_of
 from dapo_ops.control.status.rows import ERROR, NO_RUN, SUPERVISOR_DEAD, StatusRow
+from dapo_ops.core import ladder
 from dapo_ops.core.runstate import RunStatus
 
 #: ``watch`` exit codes by final row state (:class:`dapo_ops.core.runstate.RunStatus`, rows.py's row states); ``inv
@@ -183,7 +184,9 @@ class Watch:
                 " (%s)" % worst.verdict if worst.verdict and worst.state == RunStatus.FAILED else ""
             )
             if worst.suggestions:
-                detail += "; suggestions above (also `inv status -H %s`)" % worst.host
+                # -c when the watch's own came from --container / CONTAINER (Host.container_from)
+                named = [h.container for h in self.hosts if h.name == worst.host and getattr(h, "container_from", None)]
+                detail += "; suggestions above (also `%s`)" % ladder.follow_command("status", worst.host, *named[:1])
         else:
             detail = "%s: %s" % (worst.state, worst.hint or worst.error or "-")
         return code, "%s: run %s %s" % (worst.host, worst.run_id or "-", detail)
