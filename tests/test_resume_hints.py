@@ -88,3 +88,14 @@ def test_a_run_in_another_container_is_resumed_there():
     )
     spec["container"] = "verl"
     assert ladder.resume_command(ladder.resume_settings(spec)) == "inv launch -H h3 --resume 20261207-000000-abcd"
+
+
+@pytest.mark.parametrize("cls", sorted(STOPS))
+def test_a_stops_resume_says_it_starts_over_when_no_checkpoint_was_saved(cls):
+    """A run that stops before its first save resumes from the start (verl's ``resume_mode=auto`` finds no tracker;
+    a diverged run's tracker is moved aside when no save is older than the bad step). A new user's trial (save_freq
+    10, NaN at step 3) was told the resume "continues from the last checkpoint before step 3 (the last healthy one)",
+    a checkpoint that did not exist: every stop's resume says what happens then."""
+    d = ladder.decide(features.resolve(None), cls, dict(STOPS[cls]), 0, 2, {}, dict(RUNS["one-step-off on h1"]))
+    said = [s for s in d.suggestions if "--resume" in s]
+    assert len(said) == 1 and "from the start if none was saved" in said[0], said

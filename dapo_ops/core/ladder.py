@@ -756,12 +756,16 @@ def _diverged_reason(detail: dict[str, Any]) -> str:
 
 def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     """What to change after a ``diverged`` stop: the likely causes (:data:`dapo_ops.core.health.CAUSES`), then the
-    resume that starts from the last healthy checkpoint (before ``detail["bad_step"]``)."""
+    resume that starts from the last healthy checkpoint (before ``detail["bad_step"]``), or from the start when none
+    was saved before it (the supervisor moved the tracker aside: ``agent/supervisor/checkpoints.py``
+    roll_back; a new user's trial with save_freq 10 and a NaN at step 3 was told it continues "from the last
+    checkpoint before step 3 (the last healthy one)", which did not exist)."""
     at = detail.get("bad_step")
     resume = (  # no run id: no resume command (never a placeholder)
         [
             f"then `{resume_command(settings)}` continues from the last checkpoint "
-            f"before step {at if at is not None else '?'} (the last healthy one)"
+            f"before step {at if at is not None else '?'} (the last healthy one; from the start if none was saved "
+            "before it)"
         ]
         if settings.get("run_id")
         else []
