@@ -179,8 +179,10 @@ class TestSelect:
         assert (h.address, h.port) == ("2001:db8::5", 22)
 
     def test_unknown_name_lists_the_known_ones(self, inv):
-        with pytest.raises(InventoryError, match=r"unknown host 'h9' in -H \(known: h1, h2\)"):
+        with pytest.raises(InventoryError, match=r"unknown host 'h9' in -H \(known: h1, h2\)") as e:
             inventory.select(inv, "h1,h9")
+        # a command printed after --inventory X, pasted without it (a new user's trial): the line names the way back
+        assert "--inventory <hosts.toml>, or export DAPO_OPS_INVENTORY=<hosts.toml>" in str(e.value), e.value
 
     def test_adhoc_port_out_of_range(self, inv):
         with pytest.raises(InventoryError, match="must be 1..65535"):

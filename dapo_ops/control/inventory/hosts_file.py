@@ -487,8 +487,11 @@ def select(inv: Inventory, spec: str | None) -> list[Host]:
             out.append(parse_adhoc(item, inv))
         else:
             known = ", ".join(inv.hosts) or "none"
+            # a command printed after `--inventory X` names X's hosts: pasted without it, it reads this file (a trial)
             raise InventoryError(
-                f"unknown host '{item}' in -H (known: {known}); use an inventory name or user@host:port", path=inv.path
+                f"unknown host '{item}' in -H (known: {known}); use an inventory name or user@host:port, or the "
+                f"inventory that names it (--inventory <hosts.toml>, or export {ENV_VAR}=<hosts.toml>)",
+                path=inv.path,
             )
     if not out:
         raise InventoryError(f"-H '{spec}' names no host", path=inv.path)
