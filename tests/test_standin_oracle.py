@@ -680,3 +680,113 @@ def test_a_failed_checkpoint_save_ends_naming_the_path_with_commands_on_the_runs
         assert f"`df -h {runs}`" in said and f"`du -sh {runs}/*/checkpoints`" in said, said
     assert "`inv launch -H h1 --resume 20261129-150000-abcd`" in said, said
     assert "<" not in said and "the run's disk" not in said, said
+
+
+# how a failed run ends: Hydra's report over verl's driver frames ---------------------------------------------------
+REAL_RUNS = REPO / "tests" / "fixtures" / "real-verl"
+
+
+def _site(text: str) -> str:
+    """Frame paths with the directory that holds ``verl`` / ``ray`` replaced by ``<site>`` (the real runs':
+    ``/tmp/site``; the stand-in's: its own tree and this Python's site-packages)."""
+    import re
+
+    return re.sub(r'File "[^"]*?/(verl|ray)/', r'File "<site>/\1/', text)
+
+
+def _report(text: str) -> list[str]:
+    """The lines of Hydra's report: from ``Error executing job with overrides`` to the HYDRA_FULL_ERROR line."""
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("Error executing job with overrides: ["))
+    j = next(k for k in range(i, len(lines)) if lines[k].startswith("Set the environment variable HYDRA_FULL_ERROR"))
+    return lines[i : j + 1]
+
+
+def _driver_block(report: list[str]) -> list[str]:
+    """The driver's traceback: ``Traceback ...`` and its frame lines up to the exception line."""
+    assert report[1] == "Traceback (most recent call last):", report[:3]
+    k = next(k for k in range(2, len(report)) if not report[k].startswith("  "))
+    return [_site(ln) for ln in report[1:k]] + [report[k]]
+
+
+def test_the_real_runs_end_with_hydras_report_over_the_driver_frames_of_verl():
+    real = _report((REAL_RUNS / "tool-runs" / "d-update-oom" / "train.log").read_text())
+    block = _driver_block(real)
+    assert block[1:5] == [
+        '  File "<site>/verl/trainer/main_ppo.py", line 184, in main',
+        "    run_ppo(config, task_runner_class=TaskRunnerV1)",
+        '  File "<site>/verl/trainer/main_ppo.py", line 93, in run_ppo',
+        "    ray.get(runner.run.remote(config))",
+    ]
+    assert block[-2:] == [
+        "    raise value.as_instanceof_cause()",
+        "ray.exceptions.RayTaskError(OutOfMemoryError): \x1b[36mray::TaskRunnerV1.run()\x1b[39m "
+        + block[-1].split("\x1b[39m ", 1)[1],
+    ]
+    assert real[-2:] == ["", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+
+
+def test_a_failed_standin_run_ends_as_the_real_run_over_verls_driver_frames_never_its_own(standin_tree, tmp_path):
+    """The stand-in raised its cue exceptions from its own code, so Hydra's traceback showed the stand-in's frames
+    (``verl/_standin/trainer.py ... raise texts.fake_exc(...)`` / ``raise exc``) where a real run shows verl's driver
+    (``main`` -> ``run_ppo`` -> Ray's ``get``): the same frames, lines and source as d-update-oom's real log."""
+    (tmp_path / "scenario.json").write_text(
+        '{"step_time": 0.01, "accelerator": "gpu", "failure": {"kind": "oom-device", "step": 2, "hang_s": 0}}'
+    )
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt", steps=4))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    assert "/_standin/" not in out and "raise exc" not in out and "fake_exc" not in out, out[-3000:]
+    mine = _driver_block(_report(r.stderr))
+    real = _driver_block(_report((REAL_RUNS / "tool-runs" / "d-update-oom" / "train.log").read_text()))
+    assert mine[:-1] == real[:-1], "\n".join(mine)
+    assert mine[-1].startswith("ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=")
+    assert _report(r.stderr)[-2:] == ["", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    assert r.stderr.rstrip().endswith("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
+
+
+def test_a_driver_check_ends_under_verls_main_and_a_runner_error_comes_wrapped_by_ray(standin_tree, tmp_path):
+    """validate_config fails in verl's driver (main_ppo.py:177), before Ray: its report shows ``main``'s call, no
+    Ray frame; an error of the TaskRunner (the unknown V1 mode) comes out of ``ray.get`` as Ray's
+    ``RayTaskError(ValueError)`` of ``TaskRunnerV1.run()``, as every real failed run shows."""
+    r = run_standin(
+        standin_tree,
+        "actor_rollout_ref.actor.use_dynamic_bsz=False",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "trainer.n_gpus_per_node=8",
+    )
+    block = _driver_block(_report(r.stderr))
+    assert r.returncode == 1 and "/_standin/" not in r.stderr, r.stderr[-3000:]
+    assert block[1:3] == ['  File "<site>/verl/trainer/main_ppo.py", line 177, in main', "    validate_config("]
+    assert not any("/ray/" in ln for ln in block)
+    assert block[-1].startswith("ValueError: [actor_rollout_ref.rollout] Please set at least one of")
+
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"), "trainer.v1.trainer_mode=colocate")
+    rep = _report(r.stderr)
+    assert r.returncode == 1 and "/_standin/" not in r.stderr, r.stderr[-3000:]
+    assert _driver_block(rep)[-2] == "    raise value.as_instanceof_cause()"
+    assert rep[-4].startswith("ray.exceptions.RayTaskError(ValueError): ray::TaskRunnerV1.run() (pid="), rep[-5:]
+    assert (
+        rep[-3] == "ValueError: Unknown trainer 'colocate'. Available trainers: colocate_async, separate_async, sync."
+    )
+
+
+def test_with_hydra_full_error_the_standin_prints_pythons_report_with_hydras_frames_and_verls(
+    standin_tree, tmp_path, monkeypatch
+):
+    """HYDRA_FULL_ERROR=1 (hydra/_internal/utils.py run_and_report): Hydra's first line, then Python's own report
+    of the re-raised exception, Hydra's frames included and no closing hint; exit 1."""
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    (tmp_path / "scenario.json").write_text('{"step_time": 0.01, "failure": {"kind": "crash", "step": 1}}')
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"))
+    err = r.stderr
+    assert r.returncode == 1, err[-3000:]
+    assert "/_standin/" not in err and "HYDRA_FULL_ERROR" not in err, err[-3000:]
+    tail = _site(err[err.index("Error executing job with overrides: [") :]).splitlines()
+    assert tail[1] == "Traceback (most recent call last):"
+    i = tail.index('  File "<site>/verl/trainer/main_ppo.py", line 196, in <module>')
+    assert tail[i + 1] == "    main()"
+    assert any(ln.endswith("in run_job") for ln in tail[i:])  # Hydra's frames
+    j = tail.index('  File "<site>/verl/trainer/main_ppo.py", line 184, in main')
+    assert j > i and tail[j + 2] == '  File "<site>/verl/trainer/main_ppo.py", line 93, in run_ppo'
+    assert any(ln.startswith("ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunnerV1.run()") for ln in tail)

@@ -14,9 +14,10 @@ VERL_SITE = "/verl/verl"
 
 
 def fake_exc(outer: str, inner: str, message: str) -> BaseException:
-    """An exception that prints as ``ray.exceptions.RayTaskError(<inner>): <message>`` (Ray's wrapper)."""
+    """An exception that prints as ``ray.exceptions.RayTaskError(<inner>): <message>`` (Ray's wrapper), its message
+    Ray's text (the remote frames and the inner line): the driver's report shows it as it is (driver.py)."""
     name = f"RayTaskError({inner})" if outer == "RayTaskError" else outer
-    cls = type(name, (RuntimeError,), {})
+    cls = type(name, (RuntimeError,), {"standin_ray_text": True})
     cls.__module__ = "ray.exceptions"
     cls.__qualname__ = name
     return cls(message)

@@ -26,7 +26,7 @@ import time
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import cues, hostmem, reward, texts
+from . import cues, driver, hostmem, reward, texts
 from .progress import Progress
 
 KNOWN_LOGGERS = (
@@ -267,6 +267,7 @@ class StandinTrainer:
         self.ray = None
         self.tracker = None
         self.t0 = time.time()
+        self.phase = "validate"  # where verl's driver is (driver.PHASES): its report's frames on a failure
 
     @staticmethod
     def _primary_ip() -> str:
@@ -299,6 +300,7 @@ class StandinTrainer:
         OmegaConf.resolve(cfg)
         _validate(cfg, self.entry, "driver")
         nnodes = int(_sel(cfg, "trainer.nnodes", 1))
+        self.phase = "ray_init"
         if nnodes > 1 or os.environ.get("RAY_ADDRESS"):  # verl's ray.init() joins $RAY_ADDRESS's cluster
             self._ray_connect()
         else:
@@ -313,6 +315,7 @@ class StandinTrainer:
             while True:  # the real GCS loop never ends on its own (every ~5 s; the cue's every_s for a faster test)
                 time.sleep(float(self.fail.get("every_s", 5)))
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
+        self.phase = "runner"  # in the TaskRunner actor: its failures come out of ray.get (driver.py)
         o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
         _validate(cfg, self.entry, "runner")
@@ -1132,5 +1135,11 @@ class StandinTrainer:
 
 
 def run(config: DictConfig, entry: str) -> None:
-    """Entry called by the stand-in ``main_ppo`` modules after Hydra composed ``config``."""
-    StandinTrainer(config, entry).run()
+    """Entry called by the stand-in ``main_ppo`` modules after Hydra composed ``config``. A failure ends as verl's
+    driver ends (:func:`driver.fail`: Hydra's report over verl's frames, exit 1), never over the stand-in's."""
+    t = StandinTrainer(config, entry)
+    try:
+        t.run()
+    except Exception as e:  # noqa: BLE001 - every failure of the run is the driver's report
+        header = texts.task_header(t.out.runner, t.pids["runner"], t.ip, t.rng) if t.phase == "runner" else ""
+        driver.fail(e, entry, t.phase, header)
