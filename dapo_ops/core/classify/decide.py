@@ -642,7 +642,7 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         return mk("config-error", _tracker_detail(log, d, h, fatal=True), ev(log, i))
     if name in ENV_SIGS:
         return mk("config-error", _env_detail(log, d, h, same_tier), ev(log, i, *_env_more(log, h)))
-    i = _exception_line(log, h)
+    i = h.line  # the exception line, never a frame's source line (logtail.scan)
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
     d.update(_hydra_op(log, h))
@@ -663,19 +663,6 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         if m:
             d["value"], d["need"] = int(m.group(1)), int(m.group(2))
     return mk(h.sig.cls, d, ev(log, i, *_full_key_line(log, i)))
-
-
-def _exception_line(log: Log, h: Hit) -> int:
-    """The line a hit's evidence quotes: the hit's own, unless it is a traceback's ``raise ...`` source line
-    (``raise HFValidationError(``), then the first line within 30 after it that the same signature matches and is no
-    source line: the exception line (``huggingface_hub.errors.HFValidationError: Repo id must be ...``; a new user's
-    run.json held ``raise texts.fake_exc(...)`` as its evidence)."""
-    if not log.lines[h.line].lstrip().startswith("raise "):
-        return h.line
-    for j in range(h.line + 1, min(len(log.lines), h.line + 30)):
-        if not log.lines[j].lstrip().startswith("raise ") and h.sig.rx.search(log.low_line(j)):
-            return j
-    return h.line
 
 
 def _hydra_op(log: Log, h: Hit) -> dict[str, str]:

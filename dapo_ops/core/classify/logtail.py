@@ -479,8 +479,59 @@ class Hit:
     m: re.Match[str]
 
 
+#: a Python traceback frame line, lower-cased: ``  File "<path>", line <n>, in <function>`` (group 1: the blanks
+#: before ``File``, so a Ray / vLLM logger prefix before them is kept apart)
+_FRAME_RX = re.compile(r'(\s*)file "[^"\n]*", line \d+')
+#: how far after a frame's hit its exception line is looked for (:func:`traceback_line`, :func:`scan`)
+_EXCEPTION_AFTER = 30
+
+
+def traceback_line(log: Log, i: int) -> bool:
+    """Line ``i`` is a traceback frame's own text, never what went wrong: its ``File "...", line N, in f`` line or
+    the source line Python prints under it, indented past the frame (``    raise UsageError("api_key not configured
+    (no-tty). ...")``, ``    raise texts.fake_exc(...)``); the exception line (``wandb.errors.UsageError: ...``) is
+    not, nor a line after a frame without source (``File "<frozen os>", line 225, in makedirs`` then
+    ``PermissionError: ...``). Lines of another logger prefix than the frame's are not its source."""
+    ll = log.low_line(i)
+    if _FRAME_RX.search(ll):
+        return True
+    m = _FRAME_RX.search(log.low_line(i - 1)) if i > 0 else None
+    if m is None:
+        return False
+    prev = log.low_line(i - 1)
+    p = m.start(1)  # where the previous line's logger prefix ends
+    if ll[:p] != prev[:p]:
+        return False
+    rest = ll[p:]
+    return len(rest) - len(rest.lstrip(" ")) > m.end(1) - p
+
+
+def _off_frames(log: Log, hits: list[Hit]) -> list[Hit]:
+    """``hits`` less those on a traceback frame or its source line (:func:`traceback_line`) where the same signature
+    hits a line within :data:`_EXCEPTION_AFTER` after it that is neither: the exception line says what went wrong
+    and is what a verdict quotes (a new user's run.json quoted ``raise texts.fake_exc(...)``; real tracebacks print
+    ``raise UsageError("api_key not configured (no-tty) ...")`` / ``raise ProxyError(e, request=request)`` above the
+    exception line). A hit with no such line after it stays."""
+    lines: dict[str, list[int]] = {}
+    for h in hits:
+        lines.setdefault(h.sig.name, []).append(h.line)
+    frame: dict[int, bool] = {}
+
+    def tb(i: int) -> bool:
+        if i not in frame:
+            frame[i] = traceback_line(log, i)
+        return frame[i]
+
+    return [
+        h
+        for h in hits
+        if not (tb(h.line) and any(h.line < j <= h.line + _EXCEPTION_AFTER and not tb(j) for j in lines[h.sig.name]))
+    ]
+
+
 def scan(log: Log) -> list[Hit]:
-    """All signature hits on non-echo lines, in line order.
+    """All signature hits on non-echo lines, in line order; a hit on a traceback frame or its source line gives way
+    to the same signature's hit on the exception line after it (:func:`_off_frames`).
 
     Candidate lines are found with ``str.find`` on the needles (C speed over the whole tail); the
     signature's regex then runs on those lines only, so cost grows with matching lines, not bytes.
@@ -518,7 +569,7 @@ def scan(log: Log) -> list[Hit]:
                 continue  # "... may cause CUDA out of memory" in a WARNING is advice, not an OOM
             hits.append(Hit(sig, i, m))
     hits.sort(key=lambda h: h.line)
-    return hits
+    return _off_frames(log, hits)
 
 
 #: signatures that never call a live fatal repeat (:func:`fatal_signature`): a device OOM has its own live path (the
