@@ -543,6 +543,24 @@ def _dead_run_dir(tmp_path, tracker: int, steps_on_disk: dict, step: int):
     return runs
 
 
+def test_a_stopped_runs_redo_line_ends_with_its_resume_command(tmp_path):
+    """A new user's trial: `inv stop` then `inv status` read "a resume redoes 3 steps (...)" and no command (a failed
+    run's verdict and a dead supervisor's hint name theirs): the stopped run's line ends with its ``--resume``."""
+    from dapo_ops.agent import runprobe
+
+    runs = _dead_run_dir(tmp_path, 8, {4: True, 8: True}, 10)
+    rj = next(runs.rglob("run.json"))
+    rec = json.loads(rj.read_text())
+    rec.update(status="stopped", ended_at=1100.0, spec={"run_id": rec["run_id"], "settings": {}})
+    rj.write_text(json.dumps(rec))
+    row = sv.build_row("h1", runprobe.probe_status(str(runs)))
+    assert row.state == "stopped", row.state
+    assert row.hint.endswith(
+        "a resume redoes 2 steps (steps 9-10: past the last complete checkpoint global_step_8): "
+        "`inv launch -H h1 --resume 20261129-150000-abcd`"
+    ), row.hint
+
+
 def test_after_docker_stop_start_status_says_how_many_steps_a_resume_redoes(tmp_path):
     from dapo_ops.agent import runprobe
 

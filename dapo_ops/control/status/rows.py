@@ -453,9 +453,10 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         row.resume_redo = redo_steps(step, row.resume_from)
         if _finished(row.resume_from, total):
             return row  # nothing to resume: no "a resume redoes ..." line
-        row.hint = (
-            "%s; %s" % (row.hint, redo_line(step, row.resume_from)) if row.hint else redo_line(step, row.resume_from)
-        )
+        redo = redo_line(step, row.resume_from)
+        if row.state == RunStatus.STOPPED:  # a failed run's verdict ends with its resume, a dead one's hint names it
+            redo += ": `%s`" % resume_line(run, host)  # a trial read "a resume redoes 3 steps" and no command
+        row.hint = "%s; %s" % (row.hint, redo) if row.hint else redo
     return row
 
 
