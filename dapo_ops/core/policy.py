@@ -276,6 +276,13 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.STOP,
+            "stop: verl's start-up check rejected ${key_value}${check_message_paren}; ${check_fix}, then relaunch; "
+            "never retried unchanged",
+            "verl's own start-up check rejected a config value: not retried; fix the key and value the verdict names",
+            when=("cause", "verl-check"),
+        ),
+        Rule(
+            Kind.STOP,
             "stop: fix the configuration${key_paren}; never retried unchanged",
             "configuration error: not retried unchanged; fix the setting named in the evidence",
         ),

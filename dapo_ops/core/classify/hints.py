@@ -73,6 +73,7 @@ HINT_RULES: dict[str, tuple[tuple[str, object, str], ...]] = {
         "resume-layout",
         "chat-template",
         "visible-devices",
+        "verl-check",
         "runtime-env",
         "driver-lib",
         "toolchain",
@@ -288,6 +289,14 @@ HINTS: dict[str, str] = {
         "Hydra's prefixes: `key=value` sets a key the config has, `+key=value` adds a new one (only useful if "
         "something reads it), `++key=value` sets or adds, `~key` deletes one. dapo-ops never retries a config error "
         "unchanged."
+    ),
+    "config-error/verl-check": (
+        "verl's own start-up check${check_where} rejected ${key_value}${check_message_paren}. Hydra composed the "
+        "config, so dapo-ops' pre-launch compose check passed it, but verl refuses the value itself before the first "
+        "step (verl/utils/config.py validate_config, the config dataclasses' __post_init__ under verl/workers/config, "
+        "the V1 trainer's replay-buffer, dataset and resume checks). Fix: ${check_fix} (`inv launch --override "
+        "KEY=VALUE`, or the user config file), then relaunch; dapo-ops never retries it unchanged: a retry fails the "
+        "same way."
     ),
     "config-error/gpus": (
         "Ray has fewer devices than the run asks for${have}: set trainer.nnodes x trainer.n_gpus_per_node "
@@ -891,6 +900,13 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "key_paren": lambda d: " (" + d["key"] + ")" if d.get("key") else "",
     "key_colon": lambda d: ": " + d["key"] if d.get("key") else "",
     "key_repr": lambda d: f"{d.get('key')!r}",
+    # a verl start-up check's key and value (classify/verlcheck.py check_detail)
+    "key_value": lambda d: (
+        f"{d['key']}={d['value']}" if d.get("key") and d.get("value") is not None else d.get("key") or "a config value"
+    ),
+    "check_message_paren": lambda d: f' ("{d["message"]}")' if d.get("message") else "",
+    "check_fix": lambda d: f"{d.get('fix') or 'set a value the check accepts'}",
+    "check_where": lambda d: f" ({d['check']})" if d.get("check") else "",
     "override_fix": _override_fix,
     "path": lambda d: f" ({d['path']})" if d.get("path") else "",
     "write_path": lambda d: f"{d.get('path') or 'the checkpoint dir'}",

@@ -576,7 +576,7 @@ def scan(log: Log) -> list[Hit]:
 #: supervisor's OOM line, ``oom_grace_s``); the rows :func:`dapo_ops.core.classify.decide.decide` itself distrusts on
 #: their own: a caught import (``missing-module``), numpy 2's banner (``numpy-abi``), the reward dispatcher's bare
 #: errors (``reward-source``, only under its frame) and a device code beside an OOM or a collective (``kernel-fault``)
-LIVE_EXCLUDED = ("missing-module", "numpy-abi", "reward-source", "kernel-fault")
+LIVE_EXCLUDED = ("missing-module", "numpy-abi", "reward-source", "kernel-fault", "verl-check")
 #: the fatal root-cause signatures a live line is checked against, and one regex of all their needles (one search
 #: per line finds the candidates, as :func:`scan` does per tail)
 _LIVE_SIGS = tuple(

@@ -529,6 +529,24 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         "chat_template is not set",
         r"tokenizer\.chat_template is not set and no template argument was passed",
     ),
+    # verl's own start-up checks that name the value in their message (dapo_ops/core/classify/verlcheck.py): the RL
+    # dataset's file format (verl/utils/dataset/rl_dataset.py:178 "Unsupported file format: <path>"), the resume mode
+    # (verl/trainer/ppo/v1/trainer_base.py:873 logger.exception "Unknown resume mode <v>", then an UnboundLocalError;
+    # verl/utils/checkpoint/checkpoint_handler.py:219 "Invalid resume_mode: <v>. Must be 'auto', ...")
+    (
+        "data-format",
+        "config-error",
+        ROOT,
+        "unsupported file format",
+        r"^\s*(?:[\w.]+\.)?valueerror: unsupported file format: ",
+    ),
+    (
+        "resume-mode",
+        "config-error",
+        ROOT,
+        ("unknown resume mode", "invalid resume_mode"),
+        r"unknown resume mode \S+|invalid resume_mode: \S+\. must be",
+    ),
     # ---- the container's native toolchain and libraries: environment, never a kernel fault
     # A JIT build (Triton's launcher stub, torch inductor, DeepSpeed / flash-attn ops) cannot compile or link: GNU ld
     # "cannot find -l<lib>" (-lcuda: only libcuda.so.1, no libcuda.so link; Triton third_party/nvidia/backend/
@@ -1208,6 +1226,18 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     ),
     # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
     ("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT, CODES),
+    # ---- any other exception of verl's start-up checks of a config value (verl/utils/config.py validate_config, the
+    # config dataclasses' __post_init__, the V1 trainer's replay buffer ...: dapo_ops/core/classify/verlcheck.py): an
+    # AssertionError / ValueError / NotImplementedError / KeyError / TypeError / RuntimeError line counts only under
+    # such a frame before the first step (classify/decide.py screens it); last of the root causes, so a specific row
+    # on the same line reads it better
+    (
+        "verl-check",
+        "config-error",
+        ROOT,
+        ("assertionerror", "valueerror", "notimplementederror", "keyerror", "typeerror", "runtimeerror"),
+        r"^\s*(?:[\w.]+\.)?(?:assertionerror|valueerror|notimplementederror|keyerror|typeerror|runtimeerror)(?::|\s*$)",
+    ),
     # ---- collectives (usually a symptom of another rank's failure)
     (
         "watchdog",
