@@ -1,4 +1,4 @@
-"""verl 0.9.1's own start-up checks of a config value (dapo_ops/core/classify/verlcheck.py): an exception raised under
+"""verl 0.9.1's own start-up checks of a config value (dapo_ops/core/classify/startcheck.py): an exception raised under
 validate_config, a config dataclass's __post_init__, the V1 replay buffer, the RL dataset's file-format check or the
 resume-mode check, before the first training step, is ``config-error`` (cause ``verl-check``, stopped, never retried)
 naming the key and value; the same exception type anywhere else stays what it was. Pure: the driver report as Hydra

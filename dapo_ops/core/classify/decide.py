@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from dapo_ops.core import health, logformat
-from dapo_ops.core.classify import device_codes, verlcheck
+from dapo_ops.core.classify import device_codes, startcheck
 from dapo_ops.core.classify.hints import action_text, hint_text
 from dapo_ops.core.classify.logtail import (
     STEP_RX,
@@ -644,8 +644,8 @@ def _config(log: Log, f: Facts, d: dict[str, Any], h: Hit, same_tier: list[Hit],
         return mk("config-error", _env_detail(log, d, h, same_tier), ev(log, i, *_env_more(log, h)))
     i = h.line  # the exception line, never a frame's source line (logtail.scan)
     if name in VERL_CHECK_SIGS:
-        d.update(verlcheck.check_detail(log, i, name))
-        return mk("config-error", d, ev(log, *verlcheck.evidence_lines(log, i)))
+        d.update(startcheck.check_detail(log, i, name))
+        return mk("config-error", d, ev(log, *startcheck.evidence_lines(log, i)))
     d["key"] = _config_key(log, h)
     d["cause"] = CONFIG_CAUSES.get(name)
     d.update(_hydra_op(log, h))
@@ -807,11 +807,11 @@ def _one_step_off_ran_out(log: Log, h: Hit) -> bool:
 
 def _verl_check(log: Log, h: Hit) -> bool:
     """An AssertionError / ValueError ... line is one of verl's start-up checks of a config value only under such a
-    check's frame, before the first training step (:func:`dapo_ops.core.classify.verlcheck.is_check`)."""
-    return verlcheck.is_check(log, h.line)
+    check's frame, before the first training step (:func:`dapo_ops.core.classify.startcheck.is_check`)."""
+    return startcheck.is_check(log, h.line)
 
 
-#: the config-error rows of verl's own start-up checks of a value (detail: verlcheck.check_detail)
+#: the config-error rows of verl's own start-up checks of a value (detail: startcheck.check_detail)
 VERL_CHECK_SIGS = ("verl-check", "data-format", "resume-mode")
 #: signature -> whether its hit counts in its context (the rest always count)
 _SCREENS = {"reward-source": _reward_source, "one-step-off-ran-out": _one_step_off_ran_out, "verl-check": _verl_check}

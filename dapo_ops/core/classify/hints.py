@@ -900,7 +900,7 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "key_paren": lambda d: " (" + d["key"] + ")" if d.get("key") else "",
     "key_colon": lambda d: ": " + d["key"] if d.get("key") else "",
     "key_repr": lambda d: f"{d.get('key')!r}",
-    # a verl start-up check's key and value (classify/verlcheck.py check_detail)
+    # a verl start-up check's key and value (classify/startcheck.py check_detail)
     "key_value": lambda d: (
         f"{d['key']}={d['value']}" if d.get("key") and d.get("value") is not None else d.get("key") or "a config value"
     ),

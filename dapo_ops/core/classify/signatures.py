@@ -529,7 +529,7 @@ CONFIG_ROWS: tuple[tuple[Any, ...], ...] = (
         "chat_template is not set",
         r"tokenizer\.chat_template is not set and no template argument was passed",
     ),
-    # verl's own start-up checks that name the value in their message (dapo_ops/core/classify/verlcheck.py): the RL
+    # verl's own start-up checks that name the value in their message (dapo_ops/core/classify/startcheck.py): the RL
     # dataset's file format (verl/utils/dataset/rl_dataset.py:178 "Unsupported file format: <path>"), the resume mode
     # (verl/trainer/ppo/v1/trainer_base.py:873 logger.exception "Unknown resume mode <v>", then an UnboundLocalError;
     # verl/utils/checkpoint/checkpoint_handler.py:219 "Invalid resume_mode: <v>. Must be 'auto', ...")
@@ -1227,7 +1227,7 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
     # operator / AI Core / runtime execution fault (kernel bug, version mismatch): stop, no memory rung
     ("kernel-fault", "crash-other", ROOT, ("error code", "ret", "aclerror"), _KERNEL_CODE_PAT, CODES),
     # ---- any other exception of verl's start-up checks of a config value (verl/utils/config.py validate_config, the
-    # config dataclasses' __post_init__, the V1 trainer's replay buffer ...: dapo_ops/core/classify/verlcheck.py): an
+    # config dataclasses' __post_init__, the V1 trainer's replay buffer ...: dapo_ops/core/classify/startcheck.py): an
     # AssertionError / ValueError / NotImplementedError / KeyError / TypeError / RuntimeError line counts only under
     # such a frame before the first step (classify/decide.py screens it); last of the root causes, so a specific row
     # on the same line reads it better
