@@ -433,6 +433,49 @@ def test_standin_says_verls_unknown_trainer_line_and_the_classifier_names_the_ke
     assert v.cls == "config-error" and v.detail.get("key") == "trainer.v1.trainer_mode", (v.cls, v.detail)
 
 
+@pytest.mark.parametrize(
+    "override,key,value,verl_file,verl_text",
+    [
+        (
+            "trainer.v1.sampler.max_off_policy_threshold=-1",
+            "trainer.v1.sampler.max_off_policy_threshold",
+            "-1",
+            "trainer/ppo/v1/replay_buffer.py",
+            "assert isinstance(self.max_off_policy_threshold, int) and self.max_off_policy_threshold > 0, (",
+        ),
+        (
+            "trainer.resume_mode=foo",
+            "trainer.resume_mode",
+            "foo",
+            "trainer/ppo/v1/trainer_base.py",
+            'logger.exception(f"Unknown resume mode {self.config.trainer.resume_mode}")',
+        ),
+    ],
+)
+def test_standin_ends_a_start_up_check_as_verl_and_the_classifier_stops_on_the_key(
+    standin_tree, tmp_path, verl, override, key, value, verl_file, verl_text
+):
+    """verl 0.9.1's replay-buffer assert and its resume-mode check, after the config composed: the stand-in raised the
+    assert from its own frame (no verl frame in the report) and a NotImplementedError verl never raises for the resume
+    mode; the classifier called both crash-other (retry-free, but naming nothing). Now: verl's frames and lines, and
+    config-error naming the key and value."""
+    from dapo_ops.core import classify as C
+
+    assert verl_text in (verl / verl_file).read_text()
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"), override)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-2000:]
+    log = tmp_path / "attempt.log"
+    log.write_text(out)
+    v = C.classify_file(log, exit_code=1)
+    assert (v.cls, v.detail.get("cause"), v.detail.get("key"), v.detail.get("value")) == (
+        "config-error",
+        "verl-check",
+        key,
+        value,
+    ), (v.detail, out[-2000:])
+
+
 # a checkpoint save that fails in the workers ------------------------------------------------------------------------
 def test_verl_saves_the_workers_shards_before_data_pt_and_the_tracker(verl):
     """verl 0.9.1's V1 ``_save_checkpoint``: the workers' blocking save first, then ``data.pt``, then the tracker; the

@@ -390,13 +390,20 @@ class StandinTrainer:
             raise ValueError(f"Unknown trainer '{mode}'. Available trainers: {', '.join(registered)}.")
         sampler = "trainer.v1.sampler."
         thr = _sel(cfg, sampler + "max_off_policy_threshold")
-        if thr is not None:  # replay_buffer.py:165-177
-            assert isinstance(thr, int) and thr > 0, (
+        if thr is not None and not (isinstance(thr, int) and thr > 0):  # replay_buffer.py:165-177
+            self._replay_buffer_assert(
+                166,
+                "assert isinstance(self.max_off_policy_threshold, int) and self.max_off_policy_threshold > 0, (",
                 f"Invalid max off policy threshold: {thr}, must be an integer greater than 0, or null to disable "
-                "off-policy version control"
+                "off-policy version control",
             )
         strat = _sel(cfg, sampler + "max_off_policy_strategy", "drop")
-        assert strat in ["drop", "wait"], f"Invalid max off policy strategy: {strat}, must be one of ['drop', 'wait']"
+        if strat not in ["drop", "wait"]:
+            self._replay_buffer_assert(
+                175,
+                'assert self.max_off_policy_strategy in ["drop", "wait"], (',
+                f"Invalid max off policy strategy: {strat}, must be one of ['drop', 'wait']",
+            )
         if bool(_sel(cfg, "algorithm.filter_groups.enable", False)) and not _sel(cfg, "algorithm.filter_groups.metric"):
             raise ValueError("algorithm.filter_groups.metric must be set when group filtering is enabled")
         if not self.separate_async:
@@ -424,6 +431,24 @@ class StandinTrainer:
         registered = ["delta_sharded", "kimi_ckpt_engine", "mooncake", "naive", "nccl", "nixl"]
         if backend not in registered:
             raise ValueError(f"Checkpoint engine {backend} not registered, registered backends: {registered}")
+
+    def _replay_buffer_assert(self, line: int, source: str, message: str) -> None:
+        """Raise the AssertionError of verl 0.9.1's replay buffer (verl/trainer/ppo/v1/replay_buffer.py ``__init__``
+        at ``line``) as the TaskRunner's RayTaskError carries it: over the V1 trainer constructor's frames
+        (main_ppo.py:152 ``trainer_cls(config=config)`` -> trainer_base.py:131 ``__init__`` -> :185
+        ``_build_replay_buffer``)."""
+        header = texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng)
+        v = texts.VERL_SITE
+        msg = (
+            f'{header}\n  File "{v}/trainer/main_ppo.py", line 152, in run\n    self.trainer = trainer_cls(config=config)\n'
+            f'  File "{v}/trainer/ppo/v1/trainer_base.py", line 131, in __init__\n'
+            "    self.replay_buffer = self._build_replay_buffer()\n"
+            f'  File "{v}/trainer/ppo/v1/trainer_base.py", line 185, in _build_replay_buffer\n'
+            "    return sampler_cls(**replay_buffer_kwargs)\n"
+            f'  File "{v}/trainer/ppo/v1/replay_buffer.py", line {line}, in __init__\n    {source}\n'
+            f"AssertionError: {message}"
+        )
+        raise texts.fake_exc("RayTaskError", "AssertionError", msg)
 
     def _ray_connect(self):
         import ray
@@ -630,7 +655,21 @@ class StandinTrainer:
                 folder = os.path.join(os.getcwd(), folder)
             step = int(folder.rstrip("/").split("global_step_")[-1])
         else:
-            raise NotImplementedError(f"resume_mode {mode} is not supported")
+            # verl 0.9.1 trainer_base.py:872-876: logger.exception (outside an except: "NoneType: None"), then
+            # global_step_folder is unbound
+            o.line(time.strftime("ERROR:%Y-%m-%d %H:%M:%S,000:") + f"Unknown resume mode {mode}", err=True)
+            o.line("NoneType: None", err=True)
+            header = texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng)
+            v = texts.VERL_SITE
+            msg = (
+                f'{header}\n  File "{v}/trainer/ppo/v1/trainer_base.py", line 392, in _setup\n'
+                "    self._load_checkpoint()\n"
+                f'  File "{v}/trainer/ppo/v1/trainer_base.py", line 876, in _load_checkpoint\n'
+                '    self.global_steps = int(global_step_folder.split("global_step_")[-1])\n'
+                "UnboundLocalError: cannot access local variable 'global_step_folder' where it is not associated with "
+                "a value"
+            )
+            raise texts.fake_exc("RayTaskError", "UnboundLocalError", msg)
         if self.v1:
             o.info(f"Resuming from {folder}, setting global step to {step}")
         else:
