@@ -1016,3 +1016,19 @@ def test_swanlab_object_upload_error_while_steps_go_on_is_nonfatal_network():
     )
     v = C.classify(text)
     assert (v.cls, v.action_kind, v.detail.get("fatal")) == ("network", "keep-running", False), v.evidence
+
+
+def test_a_bare_exception_line_is_the_crash_evidence():
+    """Python prints ``AssertionError`` alone for an ``assert`` with no message: the generic exception row needed a
+    colon, so such a worker crash's evidence was only "exit code 1" (a helper's read of verl's bare asserts)."""
+    from dapo_ops.core.classify import classify
+
+    log = (
+        "step:1 - actor/pg_loss:0.1\n"
+        "Traceback (most recent call last):\n"
+        '  File "/verl/verl/workers/actor/dp_actor.py", line 300, in update_policy\n'
+        "    assert micro_batch is not None\n"
+        "AssertionError\n"
+    )
+    v = classify(log, 1)
+    assert v.cls == "crash-other" and v.evidence[0] == "AssertionError", (v.cls, v.evidence)

@@ -1372,7 +1372,10 @@ SIGNATURE_ROWS: tuple[tuple[Any, ...], ...] = (
         GENERIC,
         ("error", "exception", "interrupt"),
         r"(?m)^[^\S\n]*(?:(?:error|critical) [\d-]+ [\d:.]+ (?:\[[^\]\n]*\]|[\w.]+:\d+\]) )?"
-        r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*",
+        r"(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)(?:\([^)\n]*\))?:[^\n]*"
+        # a bare exception line: Python prints `AssertionError` alone for an assert with no message (the evidence
+        # was only "exit code 1")
+        r"|^[^\S\n]*(?!ray\.exceptions\.raytaskerror)[a-z_][\w.]*(?:error|exception|interrupt)[^\S\n]*$",
     ),
 )
 
