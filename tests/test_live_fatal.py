@@ -319,3 +319,17 @@ def test_a_fatal_stop_whose_tail_reads_no_failure_keeps_the_repeating_lines_verd
     v = escalate.attempt_verdict(str(alog), out, 12)
     assert (v["cls"], v["detail"]["cause"], v["detail"]["address"]) == ("network", "ray-head", HEAD + ":6379")
     assert "keep running" not in v["action"] and "attempt stopped" in v["action"]
+
+
+def test_a_tracebacks_raise_line_and_frame_are_not_counted_beside_its_exception_line():
+    """A real traceback prints the ``raise`` statement under its frame (``raise UsageError("api_key not configured
+    (no-tty) ...")``) and then the exception line with the same text: the per-line live check counted one error as
+    two toward an error storm (a helper's read of real wandb tracebacks)."""
+    from dapo_ops.core.classify.logtail import fatal_signature
+
+    tb = [
+        '(TaskRunnerV1 pid=12)   File "/usr/lib/python3/site-packages/wandb/sdk/wandb_login.py", line 312, in login',
+        '(TaskRunnerV1 pid=12)     raise UsageError("api_key not configured (no-tty). call wandb.login(key=[your_api_key])")',
+        "(TaskRunnerV1 pid=12) wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])",
+    ]
+    assert [fatal_signature(x) is not None for x in tb] == [False, False, True]

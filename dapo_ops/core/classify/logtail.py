@@ -606,10 +606,15 @@ def fatal_signature(line: str) -> Sig | None:
     if not line or _LIVE_NEEDLES_RX.search(line.lower()) is None:
         return None
     s = normalise_line(logformat.strip_ansi(line))
-    if is_echo_text(s):
+    if is_echo_text(s) or _SOURCE_LINE_RX.match(s):
         return None
     low = s.lower()
     return next((sig for sig in _LIVE_SIGS if _live_match(sig, low)), None)
+
+
+#: a traceback's frame line or the ``raise`` statement Python prints under a frame: one error's traceback holds
+#: both that and its exception line, and the live count (:mod:`.storm`) took them for two errors
+_SOURCE_LINE_RX = re.compile(r'\s*File "[^"\n]*", line \d+|\s+raise\b')
 
 
 def is_device_oom_line(line: str) -> bool:
