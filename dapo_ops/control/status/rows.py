@@ -449,15 +449,22 @@ def build_row(host: str, probe: dict, stale_after_s: float = DEFAULT_STALE_AFTER
         and step is not None
         and "checkpoint" in probe
     ):
-        row.resume_from = probe.get("checkpoint")
-        row.resume_redo = redo_steps(step, row.resume_from)
-        if _finished(row.resume_from, total):
-            return row  # nothing to resume: no "a resume redoes ..." line
-        redo = redo_line(step, row.resume_from)
-        if row.state == RunStatus.STOPPED:  # a failed run's verdict ends with its resume, a dead one's hint names it
-            redo += ": `%s`" % resume_line(run, host)  # a trial read "a resume redoes 3 steps" and no command
-        row.hint = "%s; %s" % (row.hint, redo) if row.hint else redo
+        _add_redo(row, run, host, step, probe.get("checkpoint"), total)
     return row
+
+
+def _add_redo(row: StatusRow, run: dict, host: str, step: int, checkpoint: int | None, total) -> None:
+    """The ``a resume redoes N steps (...)`` part of an ended or dead run's hint (none when its last checkpoint is
+    its last step: nothing to resume); a stopped run's ends with its ``--resume`` command (a failed run's verdict and
+    a dead supervisor's hint name theirs; a new user's trial read "a resume redoes 3 steps" and no command)."""
+    row.resume_from = checkpoint
+    row.resume_redo = redo_steps(step, checkpoint)
+    if _finished(checkpoint, total):
+        return
+    redo = redo_line(step, checkpoint)
+    if row.state == RunStatus.STOPPED:
+        redo += ": `%s`" % resume_line(run, host)
+    row.hint = "%s; %s" % (row.hint, redo) if row.hint else redo
 
 
 def _finished(checkpoint, total) -> bool:
