@@ -564,7 +564,7 @@ def test_standin_loses_a_worker_as_verl_does_exit_1_with_rays_actor_died_lines(s
     out = r.stdout + r.stderr
     assert r.returncode == 1, out[-2000:]
     assert "A worker died or was killed while executing a task by an unexpected system error." in out
-    assert "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunnerV1.run()" in out
+    assert "ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunnerV1.run()\x1b[39m" in out
     assert "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task." in out
     assert "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR" in out
     assert "step:1 - " in out and "step:2 - " not in out
@@ -642,8 +642,8 @@ def test_standin_raises_the_rollout_check_out_of_the_ray_worker_and_the_classifi
     r = run_standin(standin_tree, *train_args(tmp_path / "ckpt"), override)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out[-2000:]
-    assert f"ray.exceptions.RayTaskError({exc}): ray::TaskRunnerV1.run()" in out, out[-2000:]
-    assert f"ray.exceptions.RayTaskError({exc}): ray::WorkerDict.actor_rollout_init_model()" in out
+    assert f"ray.exceptions.RayTaskError({exc}): \x1b[36mray::TaskRunnerV1.run()\x1b[39m" in out, out[-2000:]
+    assert f"ray.exceptions.RayTaskError({exc}): \x1b[36mray::WorkerDict.actor_rollout_init_model()\x1b[39m" in out
     assert 'File "/verl/verl/workers/engine_workers.py", line 651, in init_model' in out
     log = tmp_path / "attempt.log"
     log.write_text(out)
@@ -783,7 +783,9 @@ def test_a_failed_standin_run_ends_as_the_real_run_over_verls_driver_frames_neve
     mine = _driver_block(_report(r.stderr))
     real = _driver_block(_report((REAL_RUNS / "tool-runs" / "d-update-oom" / "train.log").read_text()))
     assert mine[:-1] == real[:-1], "\n".join(mine)
-    assert mine[-1].startswith("ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunnerV1.run() (pid=")
+    assert mine[-1].startswith(
+        "ray.exceptions.RayTaskError(OutOfMemoryError): \x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid="
+    )
     assert _report(r.stderr)[-2:] == ["", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
     assert r.stderr.rstrip().endswith("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
 
@@ -808,7 +810,11 @@ def test_a_driver_check_ends_under_verls_main_and_a_runner_error_comes_wrapped_b
     rep = _report(r.stderr)
     assert r.returncode == 1 and "/_standin/" not in r.stderr, r.stderr[-3000:]
     assert _driver_block(rep)[-2] == "    raise value.as_instanceof_cause()"
-    assert rep[-4].startswith("ray.exceptions.RayTaskError(ValueError): ray::TaskRunnerV1.run() (pid="), rep[-5:]
+    # Ray's header of the TaskRunner's task, in its colour, and the carets of Ray's frames it strips (as real logs)
+    assert rep[-6].startswith(
+        "ray.exceptions.RayTaskError(ValueError): \x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid="
+    ), rep
+    assert rep[-5:-3] == [" " * 11 + "^" * 36, " " * 11 + "^" * 31], rep[-6:]
     assert (
         rep[-3] == "ValueError: Unknown trainer 'colocate'. Available trainers: colocate_async, separate_async, sync."
     )
@@ -832,4 +838,63 @@ def test_with_hydra_full_error_the_standin_prints_pythons_report_with_hydras_fra
     assert any(ln.endswith("in run_job") for ln in tail[i:])  # Hydra's frames
     j = tail.index('  File "<site>/verl/trainer/main_ppo.py", line 184, in main')
     assert j > i and tail[j + 2] == '  File "<site>/verl/trainer/main_ppo.py", line 93, in run_ppo'
-    assert any(ln.startswith("ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunnerV1.run()") for ln in tail)
+    assert any(
+        ln.startswith("ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunnerV1.run()\x1b[39m")
+        for ln in tail
+    )
+
+
+def _remote(report: list[str]) -> list[str]:
+    """The remote part of the report (Ray's ``RayTaskError`` text) as a classifier reads it: each verl frame as
+    ``<file under verl/>:<function>``, Ray's headers cut at their pid, and each run of caret lines that stands under
+    no source line (Ray's stripped frames) as ``^ x <n>``; free of sites, line numbers and the model's own frames."""
+    import re
+
+    out = []
+    start = next(k for k, ln in enumerate(report) if "ray::TaskRunnerV1.run()" in ln)
+    for k in range(start, len(report) - 2):
+        ln, prev = report[k], report[k - 1]
+        m = re.match(
+            r'  File "[^"]*/verl/((?:trainer|workers|single_controller|utils|checkpoint_engine)/[^"]+)", line \d+, in (\S+)',
+            ln,
+        )
+        if m:
+            out.append(f"{m.group(1)}:{m.group(2)}")
+        elif ln.startswith("ray.exceptions."):
+            out.append(ln.split(" (pid=")[0])
+        elif set(ln.strip()) == {"^"} and (prev.startswith("ray.exceptions.") or set(prev.strip()) == {"^"}):
+            if out[-1].startswith("^ x "):
+                out[-1] = f"^ x {int(out[-1][4:]) + 1}"
+            else:
+                out.append("^ x 1")
+    return out
+
+
+@pytest.mark.parametrize(
+    "fixture,cue",
+    [
+        ("d-update-oom", '{"kind": "oom-device", "step": 2, "hang_s": 0}'),
+        ("c-weight-sync-oom", '{"kind": "oom-device", "step": 2, "hang_s": 0, "phase": "update_weights"}'),
+    ],
+)
+def test_a_standin_oom_carries_the_remote_frames_and_ray_lines_of_the_real_v1_run(standin_tree, tmp_path, fixture, cue):
+    """The stand-in's update and weight-sync OOMs showed V0 frames (``ray_trainer.py ... in fit``, ``dp_actor.py``),
+    Ray's headers without their colour or the carets of the frames Ray strips, and the weight sync ended on
+    ``RuntimeError: CUDA Error: out of memory``: now the same verl frames, Ray lines and last line as the real
+    colocate_async runs (d-update-oom: ``main_ppo.py run`` -> ``trainer_base.py fit/step/_step_once/_update_actor``
+    -> engine_workers; c-weight-sync-oom: ``on_step_end`` -> checkpoint engine -> ``vLLMHttpServer.wake_up()`` ->
+    ``Exception: Call to wake_up method failed``)."""
+    (tmp_path / "scenario.json").write_text('{"step_time": 0.01, "accelerator": "gpu", "failure": %s}' % cue)
+    r = run_standin(standin_tree, *train_args(tmp_path / "ckpt", steps=4), "trainer.v1.trainer_mode=colocate_async")
+    assert r.returncode == 1, r.stderr[-3000:]
+    mine = _remote(_report(r.stderr))
+    real = _remote(_report(attempt_one(REAL_RUNS / "tool-runs" / fixture / "train.log")))
+    assert mine == real, "\n".join(mine)
+    real_last = _report(attempt_one(REAL_RUNS / "tool-runs" / fixture / "train.log"))[-3]
+    assert _report(r.stderr)[-3].split(": ", 1)[0] == real_last.split(": ", 1)[0], r.stderr[-500:]
+
+
+def attempt_one(path) -> str:
+    """The first attempt of a real tool run's train.log (its first Hydra report)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text[: text.index("===== dapo-ops attempt 1 end")]

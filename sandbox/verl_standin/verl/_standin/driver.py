@@ -11,8 +11,8 @@ holdout/w11-w13; launched without ``HYDRA_FULL_ERROR``, dapo-ops never sets it) 
   ``run_ppo(config, task_runner_class=OneStepTaskRunner)``) -> ``run_ppo`` (verl/trainer/main_ppo.py:93
   ``ray.get(runner.run.remote(config))``) -> Ray's ``auto_init_wrapper`` / ``wrapper`` / ``get`` / ``get_objects``
   (``raise value.as_instanceof_cause()``);
-- the exception: ``ray.exceptions.RayTaskError(<Exc>): ray::TaskRunnerV1.run() (pid=..., ...)``, the remote frames
-  and the inner exception line (the message Ray's ``RayTaskError`` carries); an exception of the driver itself
+- the exception: ``ray.exceptions.RayTaskError(<Exc>): \x1b[36mray::TaskRunnerV1.run()\x1b[39m (pid=..., ...)`` (Ray's
+  colour; texts.task_header, with the carets of the frames Ray strips), the remote frames and the inner exception line (the message Ray's ``RayTaskError`` carries); an exception of the driver itself
   (``validate_config``, verl/trainer/main_ppo.py:177, before Ray) under ``main`` alone;
 - a blank line and ``Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.``; exit 1.
 

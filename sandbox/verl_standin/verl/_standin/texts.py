@@ -13,10 +13,11 @@ import random
 VERL_SITE = "/verl/verl"
 
 
-def fake_exc(outer: str, inner: str, message: str) -> BaseException:
-    """An exception that prints as ``ray.exceptions.RayTaskError(<inner>): <message>`` (Ray's wrapper), its message
-    Ray's text (the remote frames and the inner line): the driver's report shows it as it is (driver.py)."""
-    name = f"RayTaskError({inner})" if outer == "RayTaskError" else outer
+def fake_exc(outer: str, inner: str | None, message: str) -> BaseException:
+    """An exception that prints as ``ray.exceptions.RayTaskError(<inner>): <message>`` (Ray's wrapper; a bare
+    ``RayTaskError`` for ``inner`` None: Ray's wrapper of a plain ``Exception``), its message Ray's text (the remote
+    frames and the inner line): the driver's report shows it as it is (driver.py)."""
+    name = (f"RayTaskError({inner})" if inner else "RayTaskError") if outer == "RayTaskError" else outer
     cls = type(name, (RuntimeError,), {"standin_ray_text": True})
     cls.__module__ = "ray.exceptions"
     cls.__qualname__ = name
@@ -27,22 +28,382 @@ def _actor_id(rng: random.Random) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(24)) + "01000000"
 
 
+#: the TaskRunner verl 0.9.1's ``main_ppo`` runs for every V1 mode, ``separate_async`` included (verl/trainer/main_ppo.py:184
+#: ``run_ppo(config, task_runner_class=TaskRunnerV1)``); the legacy one-step-off entry's is ``OneStepTaskRunner``
+#: (verl/experimental/one_step_off_policy/main_ppo.py:34, :124)
+V1_RUNNER = "TaskRunnerV1"
+
+
+def ray_name(text: str) -> str:
+    """An actor task's name as Ray prints it in a ``RayTaskError`` (cyan, reset with ``\\x1b[39m``): real logs,
+    tests/fixtures/real-verl/tool-runs/d-update-oom/train.log:1097."""
+    return f"\x1b[36m{text}\x1b[39m"
+
+
+#: the caret lines of Ray's own frames in an actor task, left after Ray strips those frames from the remote
+#: traceback: under every ``ray::<Actor>.<method>()`` header of the task whose error is reported
+#: (tests/fixtures/real-verl/tool-runs/d-update-oom/train.log:1098-1099, c-weight-sync-oom, k-megatron-*, holdout/w11)
+ACTOR_TASK_CARETS = [" " * 11 + "^" * 36, " " * 11 + "^" * 31]
+#: ... of Ray's ``auto_init_wrapper`` / ``wrapper`` / ``get`` under a blocking ``ray.get`` of verl's
+#: (d-update-oom/train.log:1117-1119, c-weight-sync-oom after checkpoint_engine/base.py:519)
+RAY_GET_CARETS = [" " * 11 + "^" * 19, " " * 11 + "^" * 21, " " * 34 + "^" * 19]
+
+PY = "/usr/lib/python3.12"
+SITE = "/usr/local/lib/python3.11/site-packages"
+TORCH_SITE = f"{SITE}/torch"
+MAIN_PPO = f"{VERL_SITE}/trainer/main_ppo.py"
+TRAINER_BASE = f"{VERL_SITE}/trainer/ppo/v1/trainer_base.py"
+WG_BASE = f"{VERL_SITE}/single_controller/ray/base.py"
+DECORATOR = f"{VERL_SITE}/single_controller/base/decorator.py"
+TQ_UTILS = f"{VERL_SITE}/utils/transferqueue_utils.py"
+PROFILE = f"{VERL_SITE}/utils/profiler/profile.py"
+ENGINE_WORKERS = f"{VERL_SITE}/workers/engine_workers.py"
+FSDP_ENGINE = f"{VERL_SITE}/workers/engine/fsdp/transformer_impl.py"
+FUTURES = f"{PY}/concurrent/futures/_base.py"
+
+
+def frames(*frs: tuple) -> list[str]:
+    """Traceback lines of frames ``(file, line, function, source[, the call under carets])``, as Python 3.12
+    prints them: the caret line only under a call that is not the whole source line."""
+    out = []
+    for fr in frs:
+        path, line, fn, code = fr[:4]
+        out += [f'  File "{path}", line {line}, in {fn}', f"    {code}"]
+        if len(fr) > 4:
+            out.append(" " * (4 + code.index(fr[4])) + "^" * len(fr[4]))
+    return out
+
+
 def task_header(runner: str, pid: int, ip: str, rng: random.Random) -> str:
+    """The TaskRunner's task as Ray's ``RayTaskError`` names it, and the caret lines of Ray's stripped frames
+    (d-update-oom/train.log:1097-1099); several lines."""
     mod = "main_ppo"
-    return (
-        f"ray::{runner}.run() (pid={pid}, ip={ip}, actor_id={_actor_id(rng)}, "
-        f"repr=<{mod}.{runner} object at 0x7f3e{rng.randrange(16**8):08x}>)"
+    return "\n".join(
+        [
+            f"{ray_name(f'ray::{runner}.run()')} (pid={pid}, ip={ip}, actor_id={_actor_id(rng)}, "
+            f"repr=<{mod}.{runner} object at 0x7f3e{rng.randrange(16**8):08x}>)",
+            *ACTOR_TASK_CARETS,
+        ]
     )
 
 
 def worker_header(method: str, pid: int, ip: str, rng: random.Random) -> str:
     return (
-        f"ray::WorkerDict.{method}() (pid={pid}, ip={ip}, actor_id={_actor_id(rng)}, "
+        f"{ray_name(f'ray::WorkerDict.{method}()')} (pid={pid}, ip={ip}, actor_id={_actor_id(rng)}, "
         f"repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f3e{rng.randrange(16**8):08x}>)"
     )
 
 
+# ----------------------------------------------------------------------------- verl 0.9.1's V1 call chains
+#: TaskRunnerV1.run (verl/trainer/main_ppo.py:153, :155)
+RUN_INIT = (MAIN_PPO, 153, "run", "self.trainer.init()")
+RUN_FIT = (MAIN_PPO, 155, "run", "self.trainer.fit(self.agent_loop_manager)")
+#: PPOTrainer (verl/trainer/ppo/v1/trainer_base.py): init -> _setup; fit -> step -> _step_once
+INIT_SETUP = (TRAINER_BASE, 223, "init", "self._setup()")
+FIT_STEP = (
+    TRAINER_BASE,
+    477,
+    "fit",
+    "batch = self.step(metrics, self.timing_raw)",
+    "self.step(metrics, self.timing_raw)",
+)
+STEP_ONCE = (
+    TRAINER_BASE,
+    552,
+    "step",
+    "batch = self._step_once(iter_metrics, timing_raw, sample_batch_size)",
+    "self._step_once(iter_metrics, timing_raw, sample_batch_size)",
+)
+#: a blocking call on a worker group (verl/single_controller/ray/base.py:56), with Ray's carets under it
+WG_GET = [*frames((WG_BASE, 56, "__call__", "output = ray.get(output)", "ray.get(output)")), *RAY_GET_CARETS]
+#: the worker's side of a blocking WorkerDict call: concurrent.futures, Ray's stripped frames' carets, then the
+#: WorkerDict's dispatch (verl/single_controller/ray/base.py:935) and verl's ``register`` (decorator.py:431)
+#: (d-update-oom/train.log:1121-1134, k-megatron-modelopt)
+WORKER_SYNC = [
+    *frames(
+        (FUTURES, 449, "result", "return self.__get_result()", "self.__get_result()"),
+        (FUTURES, 401, "__get_result", "raise self._exception"),
+    ),
+    " " * 11 + "^" * 21,
+    *ACTOR_TASK_CARETS,
+    *frames(
+        (
+            WG_BASE,
+            935,
+            "func",
+            "return getattr(self.worker_dict[key], name)(*args, **kwargs)",
+            "getattr(self.worker_dict[key], name)(*args, **kwargs)",
+        ),
+        (DECORATOR, 431, "inner", "return func(*args, **kwargs)", "func(*args, **kwargs)"),
+    ),
+]
+_REGISTER = (DECORATOR, 431, "inner", "return func(*args, **kwargs)", "func(*args, **kwargs)")
+_TQ_DIRECT = (TQ_UTILS, 378, "inner", "return func(*args, **kwargs)", "func(*args, **kwargs)")
+_PROFILED = (
+    PROFILE,
+    359,
+    "wrapper",
+    "return func(self_instance, *args, **kwargs_inner)",
+    "func(self_instance, *args, **kwargs_inner)",
+)
+#: a worker method called with TransferQueue metadata (``make_nd_compute_dataproto_dispatch_fn``), profiled and
+#: routing-replay flagged (verl/workers/engine_workers.py:62-72): update_actor, compute_log_prob
+WORKER_TQ_CALL = frames(
+    (TQ_UTILS, 399, "inner", "output = func(*args, **kwargs)", "func(*args, **kwargs)"),
+    _PROFILED,
+    (ENGINE_WORKERS, 70, "wrapper", "return func(self, data, *args, **kwargs)", "func(self, data, *args, **kwargs)"),
+)
+#: the FSDP engine's forward of one micro-batch into the HF model (transformer_impl.py:761, :1566) down to a
+#: decoder layer (d-update-oom/train.log:1162-1186, trimmed of the repeated torch module frames)
+FSDP_FORWARD = [
+    *frames(
+        (
+            FSDP_ENGINE,
+            761,
+            "forward_backward_batch",
+            "loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)",
+            "self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)",
+        ),
+    ),
+]
+MODEL_FORWARD = [
+    *frames(
+        (FSDP_ENGINE, 1566, "forward_step", "raw_output = self.module(", "self.module("),
+        (
+            f"{TORCH_SITE}/nn/modules/module.py",
+            1779,
+            "_wrapped_call_impl",
+            "return self._call_impl(*args, **kwargs)",
+            "self._call_impl(*args, **kwargs)",
+        ),
+        (f"{TORCH_SITE}/nn/modules/module.py", 1885, "_call_impl", "return inner()", "inner()"),
+        (
+            f"{TORCH_SITE}/nn/modules/module.py",
+            1833,
+            "inner",
+            "result = forward_call(*args, **kwargs)",
+            "forward_call(*args, **kwargs)",
+        ),
+        (
+            f"{SITE}/transformers/models/qwen2/modeling_qwen2.py",
+            399,
+            "forward",
+            "hidden_states = decoder_layer(",
+            "decoder_layer(",
+        ),
+        (
+            f"{SITE}/transformers/modeling_layers.py",
+            93,
+            "__call__",
+            "return super().__call__(*args, **kwargs)",
+            "super().__call__(*args, **kwargs)",
+        ),
+    ),
+    f'  File "{SITE}/transformers/models/qwen2/modeling_qwen2.py", line 302, in forward',
+    "    hidden_states = residual + hidden_states",
+    " " * 20 + "~" * 9 + "^" + "~" * 14,
+]
+
+
+def v1_step_chain(*trainer: tuple, get: list[str] = WG_GET) -> list[str]:
+    """The TaskRunnerV1's frames of a failed worker call in a training step: ``run`` -> ``fit`` -> ``step`` ->
+    ``_step_once`` -> the ``trainer`` frames (``_step_once``'s call, the trainer's method and its worker-group
+    call) -> the blocking ``ray.get`` (``get``; d-update-oom/train.log:1100-1119)."""
+    return [*frames(RUN_FIT, FIT_STEP, STEP_ONCE, *trainer), *get]
+
+
 # ----------------------------------------------------------------------------- device OOM
+ENGINE_BASE = f"{VERL_SITE}/workers/engine/base.py"
+SEPARATE_ASYNC = f"{VERL_SITE}/trainer/ppo/v1/trainer_separate_async.py"
+_TRAIN_WORKER = frames(
+    _REGISTER,
+    _TQ_DIRECT,
+    (
+        ENGINE_WORKERS,
+        314,
+        "train_mini_batch",
+        "actor_output = self.train_batch(mini_batch_td)",
+        "self.train_batch(mini_batch_td)",
+    ),
+    _REGISTER,
+    _TQ_DIRECT,
+    _PROFILED,
+    (
+        ENGINE_WORKERS,
+        368,
+        "train_batch",
+        "output = self.engine.train_batch(data, loss_function=self.loss_fn)",
+        "self.engine.train_batch(data, loss_function=self.loss_fn)",
+    ),
+    (
+        ENGINE_BASE,
+        127,
+        "train_batch",
+        "outputs = self.forward_backward_batch(data, loss_function, forward_only=False)",
+        "self.forward_backward_batch(data, loss_function, forward_only=False)",
+    ),
+)
+#: phase: (the TaskRunnerV1's trainer frames below ``_step_once``, the worker-group call's blocking get, the
+#: worker method (after the role's prefix), the worker's frames). verl 0.9.1: verl/trainer/ppo/v1/trainer_base.py
+#: (_step_once :586/:605/:610, _compute_old_log_prob :1658, _update_critic :1818-1819, _update_actor :1860),
+#: verl/workers/engine_workers.py (compute_log_prob :704, infer_batch :427, update_actor :714, train_mini_batch
+#: :314, train_batch :368), verl/workers/engine/base.py (train_batch :127, infer_batch :148),
+#: verl/workers/engine/fsdp/transformer_impl.py (forward_backward_batch :761, forward_step :1566/:1571,
+#: prepare_model_outputs :1491), verl/utils/torch_functional.py:243; the real update OOM:
+#: tests/fixtures/real-verl/tool-runs/d-update-oom/train.log:1097-1188.
+V1_OOM_PHASES = {
+    "update_actor": (
+        [
+            (
+                TRAINER_BASE,
+                610,
+                "_step_once",
+                "batch = self._update_actor(batch, metrics=metrics)",
+                "self._update_actor(batch, metrics=metrics)",
+            ),
+            (
+                TRAINER_BASE,
+                1860,
+                "_update_actor",
+                "output: TensorDict = self.actor_rollout_wg.update_actor(batch)",
+                "self.actor_rollout_wg.update_actor(batch)",
+            ),
+        ],
+        WG_GET,
+        "update_actor",
+        [
+            *WORKER_SYNC,
+            *WORKER_TQ_CALL,
+            *frames(
+                (
+                    ENGINE_WORKERS,
+                    714,
+                    "update_actor",
+                    "output = self.actor.train_mini_batch(data=data)",
+                    "self.actor.train_mini_batch(data=data)",
+                ),
+            ),
+            *_TRAIN_WORKER,
+            *FSDP_FORWARD,
+            *MODEL_FORWARD,
+        ],
+    ),
+    "compute_log_prob": (
+        [
+            (
+                TRAINER_BASE,
+                586,
+                "_step_once",
+                "batch = self._compute_old_log_prob(batch, metrics=metrics)",
+                "self._compute_old_log_prob(batch, metrics=metrics)",
+            ),
+            (
+                TRAINER_BASE,
+                1658,
+                "_compute_old_log_prob",
+                "output: KVBatchMeta = self.actor_rollout_wg.compute_log_prob(batch)",
+                "self.actor_rollout_wg.compute_log_prob(batch)",
+            ),
+        ],
+        WG_GET,
+        "compute_log_prob",
+        [
+            *WORKER_SYNC,
+            *WORKER_TQ_CALL,
+            *frames(
+                (
+                    ENGINE_WORKERS,
+                    704,
+                    "compute_log_prob",
+                    "output = self.actor.infer_batch(data)",
+                    "self.actor.infer_batch(data)",
+                ),
+                _REGISTER,
+                _TQ_DIRECT,
+                (
+                    ENGINE_WORKERS,
+                    427,
+                    "infer_batch",
+                    "output = self.engine.infer_batch(data, loss_function=loss_function)",
+                    "self.engine.infer_batch(data, loss_function=loss_function)",
+                ),
+                (
+                    ENGINE_BASE,
+                    148,
+                    "infer_batch",
+                    "outputs = self.forward_backward_batch(data, loss_function, forward_only=True)",
+                    "self.forward_backward_batch(data, loss_function, forward_only=True)",
+                ),
+            ),
+            *FSDP_FORWARD,
+            *frames(
+                (
+                    FSDP_ENGINE,
+                    1571,
+                    "forward_step",
+                    "model_output = self.prepare_model_outputs(",
+                    "self.prepare_model_outputs(",
+                ),
+                (
+                    FSDP_ENGINE,
+                    1491,
+                    "prepare_model_outputs",
+                    "entropy = verl_F.entropy_from_logits(logits)",
+                    "verl_F.entropy_from_logits(logits)",
+                ),
+                (
+                    f"{VERL_SITE}/utils/torch_functional.py",
+                    243,
+                    "entropy_from_logits",
+                    "pd = torch.nn.functional.softmax(logits, dim=-1)",
+                    "torch.nn.functional.softmax(logits, dim=-1)",
+                ),
+            ),
+        ],
+    ),
+    "update_critic": (
+        [
+            (
+                TRAINER_BASE,
+                605,
+                "_step_once",
+                "batch = self._update_critic(batch, metrics=metrics)",
+                "self._update_critic(batch, metrics=metrics)",
+            ),
+            (TRAINER_BASE, 1819, "_update_critic", "output: TensorDict = output.get()", "output.get()"),
+        ],
+        [
+            *frames(
+                (
+                    f"{VERL_SITE}/protocol.py",
+                    1210,
+                    "get",
+                    "output = ray.get(self.futures)  # dp_size.",
+                    "ray.get(self.futures)",
+                )
+            ),
+            *RAY_GET_CARETS,
+        ],
+        "train_mini_batch",
+        [
+            *WORKER_SYNC,
+            *frames((TQ_UTILS, 399, "inner", "output = func(*args, **kwargs)", "func(*args, **kwargs)")),
+            *_TRAIN_WORKER[len(frames(_REGISTER, _TQ_DIRECT)) :],
+            *FSDP_FORWARD,
+            *MODEL_FORWARD,
+        ],
+    ),
+}
+#: the separate_async trainer's own ``_compute_old_log_prob`` (recomputed, not bypass mode) between
+#: ``_step_once`` and the base method (verl/trainer/ppo/v1/trainer_separate_async.py:202-204)
+SEPARATE_LOG_PROB = (
+    SEPARATE_ASYNC,
+    204,
+    "_compute_old_log_prob",
+    "return super()._compute_old_log_prob(batch, metrics)",
+    "super()._compute_old_log_prob(batch, metrics)",
+)
+#: the legacy one-step-off entry's trainer (OneStepTaskRunner): the classic ray_trainer frames
 OOM_PHASES = {
     # phase: (driver frame, worker method, worker frames)
     "update_actor": (
@@ -128,7 +489,7 @@ def wake_up_oom(pids: dict, rng: random.Random) -> list[str]:
             "python_create_and_map(*allocation_handle)",
         ),
     ]
-    out = [pre + "WorkerProc hit an exception.", pre + "Traceback (most recent call last):"]
+    out = [CUMEM_OOM, pre + "WorkerProc hit an exception.", pre + "Traceback (most recent call last):"]
     for f, ln, fn, code in frames:
         out += [pre + f'  File "{f}", line {ln}, in {fn}', pre + f"    {code}"]
     out.append(pre + "RuntimeError: " + CUMEM_OOM)
@@ -137,25 +498,158 @@ def wake_up_oom(pids: dict, rng: random.Random) -> list[str]:
         ec + "Invocation of wake_up method failed",
         ec + f"RuntimeError: Worker failed with error '{CUMEM_OOM}', please check the stack trace above for the "
         "root cause",
-        CUMEM_OOM,
     ]
     return out
 
 
-def device_oom(accelerator: str, phase: str, runner: str, pids: dict, ip: str, rng: random.Random):
+def wake_up_error(runner: str, pids: dict, ip: str, rng: random.Random, mode: str = "colocate_async") -> BaseException:
+    """The driver's exception for a weight-sync OOM in vLLM's wake-up, as verl 0.9.1's V1 trainer ends
+    (tests/fixtures/real-verl/tool-runs/c-weight-sync-oom/train.log:1172-1236): ``fit`` -> the mode's
+    ``on_step_end`` (trainer_colocate_async.py:40, trainer_sync.py:38) -> CheckpointEngineManager.update_weights
+    (verl/checkpoint_engine/base.py:519, naive backend: a blocking ``ray.get``) -> the WorkerDict's async
+    ``update_weights`` (verl/workers/engine_workers.py:823 ``rollout.resume``) -> vLLMHttpServer.wake_up
+    (vllm_async_server.py:840) -> vLLM's engine client, whose utility call raises a plain ``Exception``: Ray wraps
+    it as a bare ``RayTaskError`` three times, the last line ``Exception: Call to wake_up method failed: ...``."""
+    on_step_end = (
+        (f"{VERL_SITE}/trainer/ppo/v1/trainer_sync.py", 38)
+        if mode == "sync"
+        else (f"{VERL_SITE}/trainer/ppo/v1/trainer_colocate_async.py", 40)
+    )
+    async_head = [
+        *frames(
+            (FUTURES, 449, "result", "return self.__get_result()", "self.__get_result()"),
+            (FUTURES, 401, "__get_result", "raise self._exception"),
+        ),
+        " " * 11 + "^" * 37,
+    ]
+    site = WAKE_UP_SITE
+    body = [
+        task_header(runner, pids["runner"], ip, rng),
+        *frames(
+            RUN_FIT,
+            (TRAINER_BASE, 487, "fit", "self.on_step_end()"),
+            (*on_step_end, "on_step_end", "self.checkpoint_manager.update_weights(self.global_steps)"),
+            (f"{VERL_SITE}/utils/ray_utils.py", 123, "wrapper", "return asyncio.run(coro)", "asyncio.run(coro)"),
+            (f"{PY}/asyncio/runners.py", 194, "run", "return runner.run(main)", "runner.run(main)"),
+            (
+                f"{PY}/asyncio/runners.py",
+                118,
+                "run",
+                "return self._loop.run_until_complete(task)",
+                "self._loop.run_until_complete(task)",
+            ),
+        ),
+        '  File "uvloop/loop.pyx", line 1515, in uvloop.loop.Loop.run_until_complete',
+        *frames(
+            (
+                f"{VERL_SITE}/checkpoint_engine/base.py",
+                519,
+                "update_weights",
+                "ray.get(self.actor_wg.update_weights(global_steps=global_steps, mode=self.backend))",
+            )
+        ),
+        *RAY_GET_CARETS,
+        f"ray.exceptions.RayTaskError: {worker_header('actor_rollout_update_weights', pids['worker'], ip, rng)}",
+        *async_head,
+        *frames(
+            (
+                WG_BASE,
+                939,
+                "async_func",
+                "return await getattr(self.worker_dict[key], name)(*args, **kwargs)",
+                "await getattr(self.worker_dict[key], name)(*args, **kwargs)",
+            ),
+            (DECORATOR, 437, "async_inner", "return await func(*args, **kwargs)", "await func(*args, **kwargs)"),
+            (TQ_UTILS, 425, "async_inner", "return await func(*args, **kwargs)", "await func(*args, **kwargs)"),
+            (ENGINE_WORKERS, 823, "update_weights", 'await self.rollout.resume(tags=["kv_cache"])'),
+            (
+                f"{VERL_SITE}/workers/rollout/vllm_rollout/vllm_rollout.py",
+                202,
+                "resume",
+                "await self.server_handle.wake_up.remote(tags=tags)",
+            ),
+        ),
+        f"ray.exceptions.RayTaskError: {ray_name('ray::vLLMHttpServer.wake_up()')} (pid={pids['worker']}, ip={ip}, "
+        f"actor_id={_actor_id(rng)}, repr=<verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer "
+        f"object at 0x7f3e{rng.randrange(16**8):08x}>)",
+        *async_head,
+        *frames(
+            (
+                f"{VERL_SITE}/workers/rollout/vllm_rollout/vllm_async_server.py",
+                840,
+                "wake_up",
+                "await self.engine.wake_up(tags=tags or self._get_wake_up_tags())",
+            ),
+            (f"{site}/v1/engine/async_llm.py", 940, "wake_up", "await self.engine_core.wake_up_async(tags)"),
+            (
+                f"{site}/v1/engine/core_client.py",
+                1163,
+                "wake_up_async",
+                'await self.call_utility_async("wake_up", tags)',
+            ),
+            (
+                f"{site}/v1/engine/core_client.py",
+                1102,
+                "call_utility_async",
+                "return await self._call_utility_async(method, *args, engine=self.core_engine)",
+                "await self._call_utility_async(method, *args, engine=self.core_engine)",
+            ),
+            (f"{site}/v1/engine/core_client.py", 1116, "_call_utility_async", "return await future", "await future"),
+        ),
+        f"Exception: Call to wake_up method failed: Worker failed with error '{CUMEM_OOM}', please check the stack "
+        "trace above for the root cause",
+    ]
+    return fake_exc("RayTaskError", None, "\n".join(body))
+
+
+def device_oom(
+    accelerator: str,
+    phase: str,
+    runner: str,
+    pids: dict,
+    ip: str,
+    rng: random.Random,
+    role: str = "actor_rollout",
+    separate: bool = False,
+):
     """(worker lines printed at once with the WorkerDict prefix, exception the driver raises later).
-    ``phase`` ``update_weights`` (GPU): vLLM's wake-up OOM (:func:`wake_up_oom`) and the driver's RuntimeError."""
+
+    Under ``TaskRunnerV1`` (every ``main_ppo`` mode): the V1 chain of the phase (:data:`V1_OOM_PHASES`;
+    ``none``: a traceback cut short, no verl phase in it) down to ``ray::WorkerDict.<role>_<method>()`` and the
+    worker's frames; the worker prints no traceback of its own (d-update-oom/train.log has one traceback, the
+    driver's), torch_npu its ``ERR00006 PTA memory error`` line. ``role``: the actor worker group's role
+    (``actor_rollout``; ``actor`` for separate_async without the hybrid engine, verl/trainer/ppo/v1/trainer_base.py
+    :801-804); ``separate``: the separate_async trainer (its ``_compute_old_log_prob`` frame). The legacy
+    one-step-off entry (``OneStepTaskRunner``) keeps the classic ray_trainer frames. ``phase`` ``update_weights``
+    (GPU): vLLM's wake-up OOM (:func:`wake_up_oom`)."""
     if phase == "update_weights" and accelerator == "gpu":
-        return wake_up_oom(pids, rng), RuntimeError(CUMEM_OOM)
-    drv_frame, method, wframes = OOM_PHASES.get(phase, OOM_PHASES["update_actor"])
+        return wake_up_oom(pids, rng), wake_up_error(runner, pids, ip, rng)
     oom = device_oom_line(accelerator, rng, device=rng.randrange(8))
     inner = "OutOfMemoryError" if accelerator == "gpu" else "RuntimeError"
+    pta = [f"[ERROR] 2026-11-29-12:00:00 (PID:{pids['worker']}, Device:0, RankID:0) ERR00006 PTA memory error"]
+    wl = [] if accelerator == "gpu" else pta
+    if runner == V1_RUNNER:
+        if phase == "none":
+            body = [*frames(RUN_FIT, FIT_STEP, STEP_ONCE), *MODEL_FORWARD]
+        else:
+            trainer, get, method, wframes = V1_OOM_PHASES.get(phase, V1_OOM_PHASES["update_actor"])
+            if separate and phase == "compute_log_prob":
+                trainer = [trainer[0], SEPARATE_LOG_PROB, *trainer[1:]]
+            who = "critic" if phase == "update_critic" else role
+            body = [
+                *v1_step_chain(*trainer, get=get),
+                f"ray.exceptions.RayTaskError({inner}): {worker_header(f'{who}_{method}', pids['worker'], ip, rng)}",
+                *wframes,
+            ]
+        msg = "\n".join([task_header(runner, pids["runner"], ip, rng), *body, oom])
+        return wl, fake_exc("RayTaskError", inner, msg)
+    drv_frame, method, wframes = OOM_PHASES.get(phase, OOM_PHASES["update_actor"])
     wl = ["Traceback (most recent call last):"]
     for f, ln, fn, code in wframes:
         wl += [f'  File "{f}", line {ln}, in {fn}', f"    {code}"]
     wl.append(oom)
     if accelerator != "gpu":
-        wl.append(f"[ERROR] 2026-11-29-12:00:00 (PID:{pids['worker']}, Device:0, RankID:0) ERR00006 PTA memory error")
+        wl += pta
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
@@ -172,8 +666,133 @@ def device_oom(accelerator: str, phase: str, runner: str, pids: dict, ip: str, r
 
 
 # ----------------------------------------------------------------------------- vLLM KV cache at start-up
-def kv_cache(variant: str, util: float, accelerator: str, runner: str, pids: dict, ip: str, rng: random.Random):
-    """(vLLM worker/engine lines, exception). Variants: free-memory, alloc-oom, no-cache-blocks, max-seq-len."""
+LLM_SERVER = f"{VERL_SITE}/workers/rollout/llm_server.py"
+VLLM_SERVER = f"{VERL_SITE}/workers/rollout/vllm_rollout/vllm_async_server.py"
+#: ``asyncio.run`` under verl's ``auto_await`` (verl/utils/ray_utils.py:123), as a sync caller of an async verl
+#: method shows it (c-weight-sync-oom/train.log:1182-1191, holdout/w11)
+AUTO_AWAIT = [
+    *frames(
+        (f"{VERL_SITE}/utils/ray_utils.py", 123, "wrapper", "return asyncio.run(coro)", "asyncio.run(coro)"),
+        (f"{PY}/asyncio/runners.py", 194, "run", "return runner.run(main)", "runner.run(main)"),
+        (
+            f"{PY}/asyncio/runners.py",
+            118,
+            "run",
+            "return self._loop.run_until_complete(task)",
+            "self._loop.run_until_complete(task)",
+        ),
+    ),
+    '  File "uvloop/loop.pyx", line 1515, in uvloop.loop.Loop.run_until_complete',
+]
+#: the side of an async Ray actor call that raised (concurrent.futures, then the carets of Ray's stripped frames)
+ASYNC_ACTOR_HEAD = [
+    *frames(
+        (FUTURES, 449, "result", "return self.__get_result()", "self.__get_result()"),
+        (FUTURES, 401, "__get_result", "raise self._exception"),
+    ),
+    " " * 11 + "^" * 37,
+]
+
+
+def launch_server_error(runner: str, pids: dict, ip: str, rng: random.Random, separate: bool = False) -> str:
+    """The remote part of a rollout server that fails to start, as verl 0.9.1's V1 trainer ends
+    (tests/fixtures/real-verl/holdout/w11/train.log:1108-1177): ``init`` -> ``_setup`` -> LLMServerManager.create
+    (trainer_base.py:372 for the hybrid replicas; the separate_async trainer's standalone replicas at
+    trainer_separate_async.py:154) -> the replicas' ``launch_servers`` -> ``ray::vLLMHttpServer.launch_server()``
+    -> vLLM's engine start, which raises ``RuntimeError: Engine core initialization failed`` (the root cause is in
+    the engine's own lines above)."""
+    mgr = (
+        (SEPARATE_ASYNC, 154, "_setup", "self.standalone_server_manager: LLMServerManager = LLMServerManager.create(")
+        if separate
+        else (TRAINER_BASE, 372, "_setup", "self.llm_server_manager: LLMServerManager = LLMServerManager.create(")
+    )
+    init = (
+        (
+            LLM_SERVER,
+            483,
+            "_initialize_llm_servers",
+            "await asyncio.gather(*[server.init_standalone() for server in self.rollout_replicas])",
+        )
+        if separate
+        else (
+            LLM_SERVER,
+            473,
+            "_initialize_llm_servers",
+            "await asyncio.gather(*[server.init_hybrid(self.worker_group) for server in self.rollout_replicas])",
+        )
+    )
+    replica = (
+        (f"{VERL_SITE}/workers/rollout/replica.py", 226, "init_standalone", "await self.launch_servers()")
+        if separate
+        else (f"{VERL_SITE}/workers/rollout/replica.py", 141, "init_hybrid", "await self.launch_servers()")
+    )
+    site = WAKE_UP_SITE
+    return "\n".join(
+        [
+            task_header(runner, pids["runner"], ip, rng),
+            *frames(RUN_INIT, INIT_SETUP, (*mgr, "LLMServerManager.create(")),
+            *AUTO_AWAIT,
+            *frames(
+                (LLM_SERVER, 403, "create", "await instance._initialize_llm_servers()"),
+                init,
+                replica,
+                (VLLM_SERVER, 1400, "launch_servers", "await asyncio.gather("),
+                (f"{PY}/asyncio/tasks.py", 684, "_wrap_awaitable", "return await awaitable", "await awaitable"),
+            ),
+            f"ray.exceptions.RayTaskError(RuntimeError): {ray_name('ray::vLLMHttpServer.launch_server()')} "
+            f"(pid={pids['worker']}, ip={ip}, actor_id={_actor_id(rng)}, repr=<verl.workers.rollout.vllm_rollout."
+            f"vllm_async_server.vLLMHttpServer object at 0x7f3e{rng.randrange(16**8):08x}>)",
+            *ASYNC_ACTOR_HEAD,
+            *frames((VLLM_SERVER, 477, "launch_server", "await self.run_server(server_args)")),
+            " " * 11 + "^" * 37,
+            *frames(
+                (
+                    VLLM_SERVER,
+                    494,
+                    "run_server",
+                    "engine_client = AsyncLLM.from_vllm_config(vllm_config=vllm_config, usage_context=usage_context, "
+                    "**kwargs)",
+                    "AsyncLLM.from_vllm_config(vllm_config=vllm_config, usage_context=usage_context, **kwargs)",
+                ),
+                (f"{site}/v1/engine/async_llm.py", 217, "from_vllm_config", "return cls(", "cls("),
+                (
+                    f"{site}/v1/engine/async_llm.py",
+                    146,
+                    "__init__",
+                    "self.engine_core = EngineCoreClient.make_async_mp_client(",
+                    "EngineCoreClient.make_async_mp_client(",
+                ),
+                (f"{site}/v1/engine/core_client.py", 963, "__init__", "super().__init__("),
+                (f"{site}/v1/engine/core_client.py", 573, "__init__", "with launch_core_engines("),
+                (f"{PY}/contextlib.py", 144, "__exit__", "next(self.gen)"),
+                (f"{site}/v1/engine/utils.py", 1213, "launch_core_engines", "wait_for_engine_startup("),
+                (f"{site}/v1/engine/utils.py", 1272, "wait_for_engine_startup", "raise RuntimeError("),
+            ),
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ]
+    )
+
+
+_ENGINE_FAILED = [
+    "ERROR 11-29 12:00:00 [core.py:866] EngineCore failed to start.",
+    "ERROR 11-29 12:00:00 [core.py:866] Exception: WorkerProc initialization failed due to an exception in "
+    "a background process. See stack trace for root cause.",
+]
+
+
+def kv_cache(
+    variant: str,
+    util: float,
+    accelerator: str,
+    runner: str,
+    pids: dict,
+    ip: str,
+    rng: random.Random,
+    separate: bool = False,
+):
+    """(vLLM worker/engine lines, exception). Variants: free-memory, alloc-oom, no-cache-blocks, max-seq-len.
+    Under ``TaskRunnerV1`` the engine's error is in its own lines and the driver's exception is the server's failed
+    start (:func:`launch_server_error`); the legacy one-step-off entry keeps the classic ray_trainer frames."""
     pre = "ERROR 11-29 12:00:00 [v1/executor/multiproc_executor.py:824]"
     total = 64.0 if accelerator != "gpu" else 80.0
     if variant == "free-memory":
@@ -182,6 +801,11 @@ def kv_cache(variant: str, util: float, accelerator: str, runner: str, pids: dic
             f"desired GPU memory utilization ({util}, {round(util * total, 2)} GiB). Decrease GPU memory "
             f"utilization or reduce GPU memory used by other processes."
         )
+        if runner == V1_RUNNER:
+            worker = [f"{pre} WorkerProc hit an exception.", f"{pre} {inner_line}"]
+            return [("Worker_TP0", worker), ("EngineCore_DP0", _ENGINE_FAILED)], fake_exc(
+                "RayTaskError", "RuntimeError", launch_server_error(runner, pids, ip, rng, separate)
+            )
         msg = "\n".join(
             [
                 task_header(runner, pids["runner"], ip, rng),
@@ -222,11 +846,10 @@ def kv_cache(variant: str, util: float, accelerator: str, runner: str, pids: dic
         ]
     else:
         raise SystemExit(f"verl stand-in: unknown oom-kv-cache variant {variant!r}")
-    engine = [
-        "ERROR 11-29 12:00:00 [core.py:866] EngineCore failed to start.",
-        "ERROR 11-29 12:00:00 [core.py:866] Exception: WorkerProc initialization failed due to an exception in "
-        "a background process. See stack trace for root cause.",
-    ]
+    engine = _ENGINE_FAILED
+    if runner == V1_RUNNER:
+        msg = launch_server_error(runner, pids, ip, rng, separate)
+        return [("Worker_TP0", worker), ("EngineCore_DP0", engine)], fake_exc("RayTaskError", "RuntimeError", msg)
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
@@ -238,26 +861,71 @@ def kv_cache(variant: str, util: float, accelerator: str, runner: str, pids: dic
     return [("Worker_TP0", worker), ("EngineCore_DP0", engine)], fake_exc("RayTaskError", "RuntimeError", msg)
 
 
+# ----------------------------------------------------------------------------- V1 generation / data (prepare_step)
+SKIP_MANAGER = f"{VERL_SITE}/utils/skip/skip_manager.py"
+
+
+def v1_prepare_chain(separate: bool = False) -> list[tuple]:
+    """The TaskRunnerV1's frames down to a step's prompt submission: ``fit`` -> ``step`` -> ``prepare_step``
+    (trainer_base.py:541, :1526; the separate_async trainer's own at trainer_separate_async.py:274) ->
+    SkipManager's wrapper (verl/utils/skip/skip_manager.py:154) -> ``_add_batch_to_generate``."""
+    sep = [(SEPARATE_ASYNC, 274, "prepare_step", "metrics = super().prepare_step()", "super().prepare_step()")]
+    return [
+        RUN_FIT,
+        FIT_STEP,
+        (TRAINER_BASE, 541, "step", "prepare_metrics = self.prepare_step()", "self.prepare_step()"),
+        *(sep if separate else []),
+        (TRAINER_BASE, 1526, "prepare_step", "self._add_batch_to_generate()"),
+        (SKIP_MANAGER, 154, "wrapper", "return func(self, *args, **kwargs)", "func(self, *args, **kwargs)"),
+    ]
+
+
+def v1_generate_chain(separate: bool = False) -> list[str]:
+    """... -> ``_submit_batch_to_rollout`` (trainer_base.py:1523, :1511) -> AgentLoopManagerTQ.generate_sequences'
+    blocking ``ray.get`` on its AgentLoopWorkerTQ tasks (verl/trainer/ppo/v1/agent_loop_tq.py:252)."""
+    return [
+        *frames(
+            *v1_prepare_chain(separate),
+            (TRAINER_BASE, 1523, "_add_batch_to_generate", "self._submit_batch_to_rollout(batch)"),
+            (TRAINER_BASE, 1511, "_submit_batch_to_rollout", "self.agent_loop_manager.generate_sequences(batch)"),
+            (f"{VERL_SITE}/trainer/ppo/v1/agent_loop_tq.py", 252, "generate_sequences", "ray.get("),
+        ),
+        *RAY_GET_CARETS,
+    ]
+
+
 # ----------------------------------------------------------------------------- Ray OOM killer (host memory)
-def ray_oom(runner: str, pids: dict, ip: str, rng: random.Random):
+def ray_oom(runner: str, pids: dict, ip: str, rng: random.Random, separate: bool = False):
+    """(raylet lines, exception) when Ray's memory monitor kills a generation task. Under ``TaskRunnerV1`` the
+    task is an AgentLoopWorkerTQ's ``generate_sequences``, got in the step's prompt submission
+    (:func:`v1_generate_chain`); the legacy entry keeps the classic ray_trainer frames."""
     node_id = "".join(rng.choice("0123456789abcdef") for _ in range(56))
     worker_id = "".join(rng.choice("0123456789abcdef") for _ in range(56))
-    msg = "\n".join(
-        [
-            task_header(runner, pids["runner"], ip, rng),
+    v1 = runner == V1_RUNNER
+    task = "AgentLoopWorkerTQ.generate_sequences" if v1 else "WorkerDict.actor_rollout_generate_sequences"
+    chain = (
+        v1_generate_chain(separate)
+        if v1
+        else [
             f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1098, in fit',
             "    gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)",
             f'  File "{VERL_SITE}/single_controller/ray/base.py", line 50, in __call__',
             "    output = ray.get(output)",
+        ]
+    )
+    msg = "\n".join(
+        [
+            task_header(runner, pids["runner"], ip, rng),
+            *chain,
             "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
             f"Memory on the node (IP: {ip}, ID: {node_id}) where the task (actor ID: {_actor_id(rng)}, "
-            f"name=WorkerDict.__init__, pid={pids['worker']}, memory used=56.57GB) was running was 246.41GB used / "
+            f"name={task.split('.')[0] + '.__init__' if not v1 else task}, pid={pids['worker']}, memory used=56.57GB) was running was 246.41GB used / "
             f"251.54GB limit (0.979583), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: "
             f"{worker_id}) because it was the most recently scheduled task; to see more information about memory usage "
             f"on this node, use `ray logs raylet.out -ip {ip}`. To see the logs of the worker, use `ray logs "
             f"worker-{worker_id}*out -ip {ip}. Top 10 memory users:",
             "PID\tMEM(GB)\tCOMMAND",
-            f"{pids['worker']}\t56.57\tray::WorkerDict.actor_rollout_generate_sequences",
+            f"{pids['worker']}\t56.57\tray::{task}",
             f"{pids['runner']}\t0.21\tray::{runner}.run",
             "Refer to the documentation on how to address the out of memory issue: "
             "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory "
@@ -276,6 +944,19 @@ def ray_oom(runner: str, pids: dict, ip: str, rng: random.Random):
 
 
 # ----------------------------------------------------------------------------- HCCL / NCCL collective timeout
+def _died_in_update(runner: str) -> list[str]:
+    """The TaskRunner's frames down to the worker-group call a dead worker fails: the V1 update chain
+    (:func:`v1_step_chain`, ``_update_actor``); the legacy entry's classic ray_trainer frames."""
+    if runner == V1_RUNNER:
+        return v1_step_chain(*V1_OOM_PHASES["update_actor"][0])
+    return [
+        f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1507, in fit',
+        "    actor_output = self._update_actor(batch)",
+        f'  File "{VERL_SITE}/single_controller/ray/base.py", line 55, in __call__',
+        "    output = ray.get(output)",
+    ]
+
+
 def collective_timeout(accelerator: str, runner: str, pids: dict, ip: str, rng: random.Random):
     seq = rng.randrange(100, 9000)
     if accelerator == "gpu":
@@ -306,10 +987,7 @@ def collective_timeout(accelerator: str, runner: str, pids: dict, ip: str, rng: 
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1507, in fit',
-            "    actor_output = self._update_actor(batch)",
-            f'  File "{VERL_SITE}/single_controller/ray/base.py", line 55, in __call__',
-            "    output = ray.get(output)",
+            *_died_in_update(runner),
             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
             "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
             f"\tactor_id: {_actor_id(rng)}",
@@ -325,6 +1003,14 @@ def collective_timeout(accelerator: str, runner: str, pids: dict, ip: str, rng: 
 
 
 # ----------------------------------------------------------------------------- trackers
+def tracking_chain(runner: str) -> list[str]:
+    """The TaskRunner's frames down to verl's ``Tracking`` (built at the start of ``fit``:
+    verl/trainer/ppo/v1/trainer_base.py:423; the legacy entry's classic ray_trainer frame)."""
+    if runner == V1_RUNNER:
+        return frames(RUN_FIT, (TRAINER_BASE, 423, "fit", "self.logger = Tracking(", "Tracking("))
+    return [f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1302, in fit', "    logger = Tracking("]
+
+
 def swanlab_auth(variant: str, runner: str, pids: dict, ip: str, rng: random.Random):
     if variant == "keyfile":  # swanlab <= 0.7 (case 38)
         inner, line = (
@@ -350,10 +1036,8 @@ def swanlab_auth(variant: str, runner: str, pids: dict, ip: str, rng: random.Ran
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1302, in fit',
-            "    logger = Tracking(",
-            f'  File "{VERL_SITE}/utils/tracking.py", line 141, in __init__',
-            "    swanlab.init(",
+            *tracking_chain(runner),
+            *frames((f"{VERL_SITE}/utils/tracking.py", 144, "__init__", "swanlab.init(")),
             line,
         ]
     )
@@ -390,14 +1074,24 @@ NOISY = [
 WANDB_NO_KEY = "wandb.errors.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])"
 
 
-def crash(runner: str, pids: dict, ip: str, rng: random.Random):
+def crash(runner: str, pids: dict, ip: str, rng: random.Random, separate: bool = False):
+    """An agent-loop worker that dies for want of threads, got in the step's prompt submission
+    (:func:`v1_generate_chain`; the legacy entry's classic ray_trainer frame)."""
+    v1 = runner == V1_RUNNER
+    chain = (
+        v1_generate_chain(separate)
+        if v1
+        else [
+            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1460, in fit',
+            "    gen_batch_output = self.async_rollout_manager.generate_sequences(gen_batch_output)",
+        ]
+    )
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1460, in fit',
-            "    gen_batch_output = self.async_rollout_manager.generate_sequences(gen_batch_output)",
+            *chain,
             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
-            "\tclass_name: AgentLoopWorker",
+            f"\tclass_name: {'AgentLoopWorkerTQ' if v1 else 'AgentLoopWorker'}",
             f"\tactor_id: {_actor_id(rng)}",
             "thread: Resource temporarily unavailable [system:11]",
         ]
@@ -408,13 +1102,12 @@ def crash(runner: str, pids: dict, ip: str, rng: random.Random):
 #: torch.save's words when a write of its zip archive comes up short (c10 caffe2/serialize/inline_container.cc; a
 #: full disk or quota: torch names no errno, the public reports of a full disk show this line)
 TORCH_WRITE_FAILED = "RuntimeError: [enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file data/0: file write failed"
-TORCH_SITE = "/usr/local/lib/python3.11/site-packages/torch"
 
 
 def save_error(variant: str, folder: str, world: int, runner: str, pids: dict, ip: str, rng: random.Random):
     """(worker lines, exception) of a checkpoint save that fails in the actor workers, as verl 0.9.1's V1 trainer
     ends: ``_save_checkpoint`` (verl/trainer/ppo/v1/trainer_base.py:948-1024) calls
-    ``actor_rollout_wg.save_checkpoint`` (:979, a blocking ``ray.get``, verl/single_controller/ray/base.py:56) BEFORE
+    ``actor_rollout_wg.save_checkpoint`` (:978, a blocking ``ray.get``, verl/single_controller/ray/base.py:56) BEFORE
     ``data.pt`` (:996-999) and the tracker (:1021-1024); each rank's FSDPCheckpointManager.save_checkpoint
     (verl/utils/checkpoint/fsdp_checkpoint_manager.py:272-) first makes ``global_step_N/actor`` with
     ``local_mkdir_safe`` (:299; verl/utils/fs.py:277-305: a failed ``os.makedirs`` under its FileLock is printed as
@@ -429,16 +1122,30 @@ def save_error(variant: str, folder: str, world: int, runner: str, pids: dict, i
         "    self.trainer.fit(self.agent_loop_manager)",
         f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 485, in fit',
         "    self._save_checkpoint()",
-        f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 979, in _save_checkpoint',
+        f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 978, in _save_checkpoint',
         "    self.actor_rollout_wg.save_checkpoint(",
-        f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
-        "    output = ray.get(output)",
+        *WG_GET,
     ]
     wframes = [
-        f'  File "{VERL_SITE}/workers/engine_workers.py", line 725, in save_checkpoint',
-        "    self.actor.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
-        f'  File "{VERL_SITE}/workers/engine_workers.py", line 445, in save_checkpoint',
-        "    return self.engine.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+        *WORKER_SYNC,
+        *frames(
+            _TQ_DIRECT,
+            (
+                ENGINE_WORKERS,
+                725,
+                "save_checkpoint",
+                "self.actor.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+            ),
+            _REGISTER,
+            _TQ_DIRECT,
+            (
+                ENGINE_WORKERS,
+                445,
+                "save_checkpoint",
+                "return self.engine.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+                "self.engine.save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep)",
+            ),
+        ),
         f'  File "{VERL_SITE}/workers/engine/fsdp/transformer_impl.py", line 888, in save_checkpoint',
         "    self.checkpoint_manager.save_checkpoint(",
     ]
@@ -499,12 +1206,7 @@ def actor_died(worker_pid: int, runner: str, pids: dict, ip: str, rng: random.Ra
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/main_ppo.py", line 155, in run',
-            "    self.trainer.fit(self.agent_loop_manager)",
-            f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 477, in fit',
-            "    batch = self.step(metrics, self.timing_raw)",
-            f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
-            "    output = ray.get(output)",
+            *_died_in_update(runner),
             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
             "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
             f"\tactor_id: {_actor_id(rng)}",
@@ -520,21 +1222,19 @@ def actor_died(worker_pid: int, runner: str, pids: dict, ip: str, rng: random.Ra
 def rollout_init_error(err: BaseException, runner: str, pids: dict, ip: str, rng: random.Random) -> BaseException:
     """The exception the driver raises when the rollout worker refuses its config: verl 0.9.1 builds
     ``RolloutConfig`` (its ``__post_init__`` checks) in the worker's ``init_model`` (verl/workers/engine_workers.py:651),
-    which the V1 trainer calls on the worker group (verl/trainer/ppo/v1/trainer_base.py:329, a blocking ``ray.get``,
+    which the V1 trainer calls on the worker group (``init`` -> ``_setup``, verl/trainer/ppo/v1/trainer_base.py:223, :329, a blocking ``ray.get``,
     verl/single_controller/ray/base.py:56): a task error of a live actor, ``RayTaskError(<exc>)`` twice wrapped
     (WorkerDict in TaskRunnerV1), not an ActorDiedError; exit 1 through Hydra."""
     inner = type(err).__name__
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/main_ppo.py", line 154, in run',
-            "    self.trainer.init()",
-            f'  File "{VERL_SITE}/trainer/ppo/v1/trainer_base.py", line 329, in init_workers',
-            "    self.actor_rollout_wg.init_model()",
-            f'  File "{VERL_SITE}/single_controller/ray/base.py", line 56, in __call__',
-            "    output = ray.get(output)",
+            *frames(RUN_INIT, INIT_SETUP, (TRAINER_BASE, 329, "_setup", "self.actor_rollout_wg.init_model()")),
+            *WG_GET,
             f"ray.exceptions.RayTaskError({inner}): "
             f"{worker_header('actor_rollout_init_model', pids['worker'], ip, rng)}",
+            *WORKER_SYNC,
+            *frames(_TQ_DIRECT),
             f'  File "{VERL_SITE}/workers/engine_workers.py", line 651, in init_model',
             "    rollout_config: RolloutConfig = omega_conf_to_dataclass(self.config.rollout)",
             f'  File "{VERL_SITE}/utils/config.py", line 50, in omega_conf_to_dataclass',
@@ -546,15 +1246,50 @@ def rollout_init_error(err: BaseException, runner: str, pids: dict, ip: str, rng
     return fake_exc("RayTaskError", inner, msg)
 
 
-def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length: int):
+def data_error(runner: str, pids: dict, ip: str, rng: random.Random, max_length: int, separate: bool = False):
+    """A dataloader worker's error in the step's prompt fetch: under ``TaskRunnerV1`` ``prepare_step`` ->
+    ``_add_batch_to_generate`` -> ``_next_train_batch`` -> ``_fetch_one_gen_batch``'s ``next`` on the train
+    dataloader (verl/trainer/ppo/v1/trainer_base.py:1522, :1491, :1471; the dataloader's own frames are left out);
+    the legacy entry's classic ray_trainer frame. The inner error is verl's ``postprocess_data``
+    (verl/utils/torch_functional.py:560)."""
+    chain = (
+        frames(
+            *v1_prepare_chain(separate),
+            (
+                TRAINER_BASE,
+                1522,
+                "_add_batch_to_generate",
+                "batch = self._next_train_batch()",
+                "self._next_train_batch()",
+            ),
+            (
+                TRAINER_BASE,
+                1491,
+                "_next_train_batch",
+                "chunks = [self._fetch_one_gen_batch() for _ in range(num_prompts // gen_batch_size)]",
+                "self._fetch_one_gen_batch()",
+            ),
+            (
+                TRAINER_BASE,
+                1471,
+                "_fetch_one_gen_batch",
+                "batch_dict = next(self.train_dataloader_it)",
+                "next(self.train_dataloader_it)",
+            ),
+        )
+        if runner == V1_RUNNER
+        else [
+            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1420, in fit',
+            "    for batch_dict in self.train_dataloader:",
+        ]
+    )
     msg = "\n".join(
         [
             task_header(runner, pids["runner"], ip, rng),
-            f'  File "{VERL_SITE}/trainer/ppo/ray_trainer.py", line 1420, in fit',
-            "    for batch_dict in self.train_dataloader:",
+            *chain,
             "NotImplementedError: Caught NotImplementedError in DataLoader worker process 0.",
             "Original Traceback (most recent call last):",
-            f'  File "{VERL_SITE}/utils/torch_functional.py", line 553, in postprocess_data',
+            f'  File "{VERL_SITE}/utils/torch_functional.py", line 560, in postprocess_data',
             '    raise NotImplementedError(f"{sequence_length=} is larger than {max_length=}")',
             f"NotImplementedError: sequence_length={max_length + 1337} is larger than max_length={max_length}",
         ]

@@ -9,8 +9,8 @@ verl's stdout formats while "training" with a configurable step time. Failures c
 ``Total training steps``, ``Training from scratch``, ``Resuming from <dir>, setting global step to K`` and
 ``Saving checkpoint to <dir>`` through Python logging as ``INFO:<date> <time>,<ms>:...``, the save line before
 its step's ``step:N`` line, no "finished" line (``'Final validation metrics: None'``, the 100 % bar, exit 0), a
-resumed bar starting at ``K/N``, one tqdm redraw per prefixed line. The one-step-off entry keeps the classic
-lines its 0.9.1 trainer prints (``Load from checkpoint folder: ...``, ``local_global_step_folder: ...``).
+resumed bar starting at ``K/N``, one tqdm redraw per prefixed line (V1 ``separate_async`` too: its TaskRunner
+and trainer are V1's). The legacy one-step-off entry keeps the classic lines its 0.9.1 trainer prints (``Load from checkpoint folder: ...``, ``local_global_step_folder: ...``).
 """
 
 from __future__ import annotations
@@ -249,8 +249,13 @@ class StandinTrainer:
         if self.fires("oom-host"):
             hostmem.require_limit()  # a real kernel OOM kill needs a container memory limit: refused without one
         self.accel = self.scn.get("accelerator") or self.dev.get("accelerator", "npu")
-        runner = "OneStepTaskRunner" if self.one_step_off else "TaskRunnerV1"
-        self.v1 = not self.one_step_off  # main_ppo = the V1 trainer: its log lines (module docstring)
+        # verl 0.9.1's main_ppo runs TaskRunnerV1 in every V1 mode, separate_async included (verl/trainer/main_ppo.py:184);
+        # only the legacy one-step-off entry runs OneStepTaskRunner (experimental/one_step_off_policy/main_ppo.py:124)
+        runner = "OneStepTaskRunner" if entry == "one_step_off" else texts.V1_RUNNER
+        self.v1 = entry == "main_ppo"  # the V1 trainer (trainer_base.py, separate_async too): its log lines
+        # the actor worker group's role: Role.Actor without the hybrid engine (trainer_base.py:801-804), as the
+        # WorkerDict's method prefix (``actor_update_actor``)
+        self.role = "actor_rollout" if bool(_sel(config, "actor_rollout_ref.hybrid_engine", True)) else "actor"
         # verl's checkpoint rotation list: process memory, empty at every start (checkpoint_manager.py:59)
         self.saved_actor_paths: list[str] = []
         self.out = Out(runner, bool(self.scn.get("ray_prefix", True)), ansi=self.v1)
@@ -316,7 +321,10 @@ class StandinTrainer:
                 time.sleep(float(self.fail.get("every_s", 5)))
                 print(texts.gcs_timeout_lines(self.fail.get("head", "198.51.100.11"))[0], flush=True)
         self.phase = "runner"  # in the TaskRunner actor: its failures come out of ray.get (driver.py)
-        o.line(f"{o.runner} hostname: {self.hostname}, PID: {o.pid}")
+        if (
+            not self.v1
+        ):  # the legacy OneStepTaskRunner's first line (one_step_off_policy/main_ppo.py:43); V1 prints none
+            o.line(f"TaskRunner hostname: {self.hostname}, PID: {o.pid}")
         o.pformat(OmegaConf.to_container(cfg, resolve=True))
         _validate(cfg, self.entry, "runner")
         if self.v1_mode is not None:
@@ -521,13 +529,26 @@ class StandinTrainer:
         else:
             available = float(int(self.dev.get("count", 8)) * nnodes)
         if available < desired:
-            # verl/single_controller/ray/base.py:241 (0.9.1), raised in init_workers via RayTaskError(ValueError)
+            # verl/single_controller/ray/base.py:216, :240 (0.9.1), raised in the V1 trainer's init -> _setup
+            # (trainer_base.py:223, :231) via RayTaskError(ValueError); the legacy entry's classic init_workers
+            chain = (
+                texts.frames(
+                    texts.RUN_INIT,
+                    texts.INIT_SETUP,
+                    (texts.TRAINER_BASE, 231, "_setup", "self.resource_pool_manager.create_resource_pool()"),
+                    (texts.WG_BASE, 216, "create_resource_pool", "self._check_resource_available()"),
+                )
+                if self.v1
+                else [
+                    f'  File "{texts.VERL_SITE}/trainer/ppo/ray_trainer.py", line 681, in init_workers',
+                    "    self.resource_pool_manager.create_resource_pool()",
+                ]
+            )
             msg = "\n".join(
                 [
                     texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
-                    f'  File "{texts.VERL_SITE}/trainer/ppo/ray_trainer.py", line 681, in init_workers',
-                    "    self.resource_pool_manager.create_resource_pool()",
-                    f'  File "{texts.VERL_SITE}/single_controller/ray/base.py", line 241, in _check_resource_available',
+                    *chain,
+                    f'  File "{texts.WG_BASE}", line 240, in _check_resource_available',
                     "    raise ValueError(",
                     f"ValueError: Total available GPUs {available} is less than total desired GPUs {desired}",
                 ]
@@ -546,7 +567,9 @@ class StandinTrainer:
             ok = util <= float(f.get("max_gpu_memory_utilization", 0.6))
         if ok or not cues.fire_allowed(self.scn):
             return
-        worker, exc = texts.kv_cache(variant, util, self.accel, self.out.runner, self.pids, self.ip, self.rng)
+        worker, exc = texts.kv_cache(
+            variant, util, self.accel, self.out.runner, self.pids, self.ip, self.rng, self.separate_async
+        )
         for actor, lines in worker:
             for ln in lines:
                 self.out.line(ln, actor)
@@ -568,8 +591,10 @@ class StandinTrainer:
             msg = "\n".join(
                 [
                     texts.task_header(self.out.runner, self.pids["runner"], self.ip, self.rng),
-                    f'  File "{texts.VERL_SITE}/utils/tracking.py", line 92, in __init__',
-                    "    wandb.init(project=project_name, name=experiment_name, config=config)",
+                    *texts.tracking_chain(self.out.runner),
+                    f'  File "{texts.VERL_SITE}/utils/tracking.py", line 85, in __init__',  # verl 0.9.1
+                    "    wandb.init(project=project_name, name=experiment_name, entity=entity, config=config, "
+                    "settings=settings)",
                     texts.WANDB_NO_KEY,
                 ]
             )
@@ -811,11 +836,11 @@ class StandinTrainer:
             return
         o = self.out
         if kind == "crash":
-            raise texts.crash(o.runner, self.pids, self.ip, self.rng)
+            raise texts.crash(o.runner, self.pids, self.ip, self.rng, self.separate_async)
         if kind == "actor-died":
             self._lose_worker()
         max_len = int(_sel(self.cfg, "data.max_prompt_length", 1024))
-        raise texts.data_error(o.runner, self.pids, self.ip, self.rng, max_len)
+        raise texts.data_error(o.runner, self.pids, self.ip, self.rng, max_len, self.separate_async)
 
     def _lose_worker(self) -> None:
         """Scenario ``actor-died``: a real child process stands in for a Ray worker (``WorkerDict``) and dies by
@@ -1102,7 +1127,9 @@ class StandinTrainer:
                 self._score(score_fn, step)
             if at_fail and kind == "oom-device" and not _avoided(fail, feats, cfg) and cues.fire_allowed(self.scn):
                 phase = fail.get("phase", "update_actor")
-                wl, exc = texts.device_oom(self.accel, phase, o.runner, self.pids, self.ip, self.rng)
+                wl, exc = texts.device_oom(
+                    self.accel, phase, o.runner, self.pids, self.ip, self.rng, self.role, self.separate_async
+                )
                 actor = "vLLMHttpServer" if phase == "update_weights" else "WorkerDict"
                 for ln in wl:
                     o.line(ln, actor)
@@ -1110,7 +1137,7 @@ class StandinTrainer:
             if at_fail and kind == "oom-host" and not fail.get("during_save") and cues.fire_allowed(self.scn):
                 hostmem.exhaust()  # host RAM runs out: the kernel's OOM killer ends the process
             if at_fail and kind == "oom-ray" and cues.fire_allowed(self.scn):
-                raylet, exc = texts.ray_oom(o.runner, self.pids, self.ip, self.rng)
+                raylet, exc = texts.ray_oom(o.runner, self.pids, self.ip, self.rng, self.separate_async)
                 for ln in raylet:
                     o.line(ln, "raylet")
                 raise exc
@@ -1167,7 +1194,7 @@ class StandinTrainer:
         bar.close()
         if self.tracker is not None:
             self.tracker.finish()
-        if self.one_step_off:
+        if not self.v1:  # the legacy one-step-off entry's last line
             o.line(f"total time: {time.time() - self.t0:.2f} seconds", None)
         if self.ray is not None:
             self.ray.shutdown()
