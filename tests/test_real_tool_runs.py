@@ -662,3 +662,25 @@ def test_the_first_real_shape_pair_is_bench_speed_mds():
     assert flat.get("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == 5120
     assert flat.get("actor_rollout_ref.model.enable_gradient_checkpointing") is True
     assert flat.get("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.6
+
+
+def test_an_npu_oom_whose_worker_printed_the_pta_code_first_keeps_the_allocation_and_the_trainer_side():
+    """torch_npu's worker prints ``ERR00006 PTA memory error`` (CANN's log, on the worker's stream) before the driver's
+    report, whose RayTaskError carries the worker's frames and the ``NPU out of memory. Tried to allocate`` line:
+    d-update-oom's real V1 attempt in NPU words. The verdict was made on the bare code line, so it lost the
+    allocation size and the side (the weight-sync ladder's pick, memladder.phase_rungs) that the worded line names."""
+    text = attempt_text("d-update-oom", 1)
+    real_oom = next(ln for ln in text.splitlines() if ln.startswith("torch.OutOfMemoryError: CUDA out of memory."))
+    npu_oom = (
+        "RuntimeError: NPU out of memory. Tried to allocate 494.00 MiB (NPU 0; 60.96 GiB total capacity; 52.18 GiB "
+        "already allocated; 52.18 GiB current active; 0.39 GiB free; 56.84 GiB reserved in total by PyTorch)"
+    )
+    pta = "\x1b[36m(WorkerDict pid=17682)\x1b[0m [ERROR] 2026-12-01-10:55:08 (PID:17682, Device:0, RankID:0) ERR00006 PTA memory error"
+    text = text.replace(real_oom, npu_oom).replace("RayTaskError(OutOfMemoryError)", "RayTaskError(RuntimeError)")
+    text = text.replace("Error executing job with overrides:", pta + "\nError executing job with overrides:", 1)
+    v = classify.classify(text, exit_code=1)
+    assert v.cls == "oom-device" and v.detail["phase"] == "update", v.to_json()
+    assert v.detail.get("side") == "trainer" and v.detail.get("alloc_gib") == 0.48, v.detail
+    assert any(e.startswith("RuntimeError: NPU out of memory. Tried to allocate 494.00 MiB") for e in v.evidence), (
+        v.evidence
+    )

@@ -598,11 +598,25 @@ def generic_ev(log: Log, generic: list[Hit]) -> list[str]:
 # --------------------------------------------------------------------------- per class
 
 
+def _worded_oom_line(log: Log, h: Hit, same_tier: list[Hit]) -> int:
+    """The line to judge a device OOM on: ``h``'s, unless it is a bare device code (torch_npu's ``ERR00006 PTA
+    memory error``, which the worker prints on its own stream before the driver's report) and a later device-OOM
+    hit of the same tier says it in the allocator's words (``NPU out of memory. Tried to allocate ...``: the
+    RayTaskError's innermost line, under the worker's frames): that line names the allocation and the frames name
+    the phase and side."""
+    if OOM_WORDS_RX.search(log.low_line(h.line)):
+        return h.line
+    for x in same_tier:
+        if x.sig.name == "device-oom" and x.line > h.line and OOM_WORDS_RX.search(log.low_line(x.line)):
+            return x.line
+    return h.line
+
+
 def verdict_for(log: Log, f: Facts, base: dict[str, Any], h: Hit, same_tier: list[Hit], fatal: list[Hit]) -> Verdict:
     """The verdict for hit ``h`` (the chosen root cause); ``same_tier``: the hits of its precedence tier in line
     order (collective hits say together whether the communicator ever came up), ``fatal``: all fatal hits."""
     if h.sig.name == "device-oom":
-        return device_oom_verdict(log, dict(base), h.line)
+        return device_oom_verdict(log, dict(base), _worded_oom_line(log, h, same_tier))
     return _BY_CLASS.get(h.sig.cls, _crash)(log, f, dict(base), h, same_tier, fatal)
 
 
