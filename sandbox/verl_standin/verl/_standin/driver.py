@@ -27,6 +27,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
+import time
 import traceback
 
 import verl
@@ -186,7 +187,8 @@ def excepthook(entry: str, phase: str, header: str):
 def fail(exc: BaseException, entry: str, phase: str, header: str) -> None:
     """End the run as verl's driver does on ``exc`` (call it from the ``except`` of the Hydra task): print
     :func:`report` and exit 1; with ``HYDRA_FULL_ERROR=1``, install :func:`excepthook` and re-raise, Hydra prints
-    its first line and Python the rest."""
+    its first line and Python the rest. An ``exc`` with ``standin_hang_s`` keeps the process alive that long after
+    the report (the real update OOM's driver did not exit: d-update-oom/train.log:1224-1226)."""
     if _full_error():
         sys.excepthook = excepthook(entry, phase, header)
         raise exc
@@ -197,4 +199,7 @@ def fail(exc: BaseException, entry: str, phase: str, header: str) -> None:
     sys.stdout.flush()
     sys.stderr.write(report(exc, entry, overrides, phase, header))
     sys.stderr.flush()
+    hang = float(getattr(exc, "standin_hang_s", 0.0))
+    if hang > 0:  # a cue's driver that does not exit after its report (Ray's teardown stuck: trainer.raise_later)
+        time.sleep(hang)
     sys.exit(1)

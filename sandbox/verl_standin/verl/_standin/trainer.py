@@ -293,9 +293,10 @@ class StandinTrainer:
         return int(self.fail.get("step", 1)) if self.fail else 0
 
     def raise_later(self, exc: BaseException, hang_key: str = "hang_s", default: float = 0.0):
-        hang = float(self.fail.get(hang_key, default)) if self.fail else default
-        if hang > 0:
-            time.sleep(hang)
+        """Raise ``exc`` now; the driver stays alive ``hang_key`` seconds AFTER its report (:func:`driver.fail`), as
+        the real update OOM did (tests/fixtures/real-verl/tool-runs/d-update-oom/train.log:1224-1226: the report,
+        then no exit until the supervisor stopped it, exit 143)."""
+        exc.standin_hang_s = float(self.fail.get(hang_key, default)) if self.fail else default
         raise exc
 
     # ------------------------------------------------------------------ phases
