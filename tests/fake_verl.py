@@ -21,8 +21,10 @@ line, then no step line and generation chatter for ever (DAPO filter_groups rege
 
 Like verl (verl/utils/logger/aggregate_logger.py, verl/trainer/ppo/v1/trainer_base.py): resumes from ``<ckpt_dir>/latest_checkpointed_iteration.txt``, prints
 ``Total training steps``, resume lines, ``step:N - k:v`` metrics with numpy-2 reprs, tqdm redraws,
-saves ``global_step_N`` every ``save_freq`` steps. A device OOM prints the torch message and then
-*hangs* (the other ranks block in a collective), so only the supervisor's kill ends it. With
+saves ``global_step_N`` every ``save_freq`` steps. A device OOM prints the torch message and Hydra's last report
+line (``oom_no_report``: not) and then *hangs* (the driver stays alive after its report, as the real d-update-oom
+run did; the other ranks block in a collective), so only the supervisor's kill ends it; ``oom_first_line`` is printed
+``oom_report_after_s`` s before the report (a worker's own line: torch_npu's PTA code). With
 ``spawn_child`` it starts a grandchild that calls ``setsid`` (a Ray worker escaping the group).
 """
 
@@ -41,6 +43,24 @@ CUDA_OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
     "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.2 GiB memory in use."
 )
+
+
+def _device_oom(cfg: dict, out) -> int:
+    """A device OOM as verl prints it: a worker's own line first (``oom_first_line``, torch_npu's PTA code,
+    ``oom_report_after_s`` before the report), the traceback's frame and torch's message, Hydra's last report line
+    (``oom_no_report``: none), then no exit (the driver stays alive after its report, as d-update-oom's did, or the
+    peers block in a collective): only the supervisor's kill ends it."""
+    if cfg.get("oom_first_line"):
+        out(cfg["oom_first_line"])
+        time.sleep(float(cfg.get("oom_report_after_s", 0)))
+    out("Traceback (most recent call last):")
+    out(cfg.get("oom_frame", '  File "model.py", line 1, in forward'))  # no phase: the unknown-phase ladder
+    out(CUDA_OOM)
+    if not cfg.get("oom_no_report"):
+        out("")
+        out("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.")
+    time.sleep(600)
+    return 1
 
 
 def factory(spec, features, setting_changes=None):
@@ -130,11 +150,7 @@ def main() -> int:
             or not all(k in a["changes"] for k in cfg.get("oom_unless_changes", []))
         )
         if oom:
-            out("Traceback (most recent call last):")
-            out(cfg.get("oom_frame", '  File "model.py", line 1, in forward'))  # no phase: the unknown-phase ladder
-            out(CUDA_OOM)
-            time.sleep(600)  # peers block in a collective
-            return 1
+            return _device_oom(cfg, out)
         if cfg.get("split_utf8") and step == 1:  # one metrics line written in two parts, split inside a character
             raw = ("step:1 - val-core/数学/acc/mean@1:0.5 - timing_s/step:%s\n" % st).encode()
             cut = raw.index("数".encode()) + 1

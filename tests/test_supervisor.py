@@ -164,9 +164,14 @@ def test_supervisor_prunes_before_the_retry(tmp_path):
     assert rec["status"] == "succeeded" and rec["attempts"][1]["resumed_from"] == 3, rec
     assert "data_order_restarts" not in rec["attempts"][1]  # fake verl saved data.pt, as verl does
     ck = run_dir / "checkpoints"
-    assert not (ck / "global_step_1").exists() and not (ck / "global_step_2").exists()
-    assert (ck / "global_step_3" / "actor").is_dir()
-    assert "max_actor_ckpt_to_keep=1" in (run_dir / "supervisor.log").read_text()
+    log = (run_dir / "supervisor.log").read_text()
+    assert (
+        "checkpoints: kept global_step_3 (max_actor_ckpt_to_keep=1, resuming from global_step_3); deleted "
+        "global_step_1, global_step_2" in log
+    ), log
+    # and at the end the run keeps its newest save only: attempt 2's own rotation never saw global_step_3
+    assert sorted(p.name for p in ck.glob("global_step_*")) == ["global_step_6"]
+    assert "(max_actor_ckpt_to_keep=1, the run ended at global_step_6); deleted global_step_3" in log, log
 
 
 def test_supervisor_records_a_resume_without_verls_dataloader_state(tmp_path):
@@ -240,6 +245,42 @@ def test_device_oom_escalates_offload_and_resumes_from_checkpoint(tmp_path):
     assert (run_dir / "attempt-1.log").exists() and (run_dir / "attempt-2.log").exists()
     # the setsid'ed grandchild (a Ray worker stand-in) of each attempt is gone too
     assert no_marker_processes(rec["run_id"])
+
+
+PTA_LINE = "[ERROR] 2026-12-07-10:00:00 (PID:17682, Device:0, RankID:0) ERR00006 PTA memory error"
+
+
+def test_an_oom_is_judged_on_the_drivers_report_that_comes_after_a_workers_own_line(tmp_path):
+    """torch_npu's worker prints its bare ``ERR00006 PTA memory error`` before the driver's report, whose frames tell
+    the phase: the stop 1 s (``oom_grace_s``) after the first OOM line lost them, so an update-phase OOM went to the
+    unknown-phase ladder (offload). The stop waits for Hydra's last report line (``oom_report_wait_s`` at most)."""
+    fake = {
+        "step_time": 0.03,
+        "oom_at": 3,
+        "oom_unless": ["offload"],
+        "oom_first_line": PTA_LINE,
+        "oom_report_after_s": 1.5,  # > FAST's oom_grace_s 0.3
+        "oom_frame": '  File "/verl/verl/workers/engine_workers.py", line 1, in update_actor',
+        "save_freq": 1,
+    }
+    run_dir = make_run(tmp_path, fake, steps=3, max_oom_retries=0)
+    rec = run_to_end(run_dir)
+    a1 = rec["attempts"][0]
+    assert a1["killed_by"] == "oom" and a1["verdict"]["cls"] == "oom-device", a1
+    assert a1["verdict"]["detail"]["phase"] == "update", a1["verdict"]["detail"]
+
+
+def test_an_oom_with_no_drivers_report_is_stopped_after_oom_report_wait_s(tmp_path):
+    """The other ranks hang in a collective and no report comes: the attempt is still stopped as an OOM, at
+    ``oom_report_wait_s`` after its OOM line (not at the hang timeout)."""
+    fake = {"step_time": 0.03, "oom_at": 2, "oom_unless": ["offload"], "oom_no_report": True}
+    run_dir = make_run(
+        tmp_path, fake, steps=3, max_oom_retries=0, extra={"supervisor": {**FAST, "oom_report_wait_s": 2}}
+    )
+    rec = run_to_end(run_dir)
+    a1 = rec["attempts"][0]
+    assert a1["killed_by"] == "oom" and a1["verdict"]["cls"] == "oom-device", a1
+    assert "device OOM line in attempt 1" in (run_dir / "supervisor.log").read_text()
 
 
 def test_oom_with_offload_escalates_to_recompute(tmp_path):

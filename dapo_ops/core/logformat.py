@@ -51,6 +51,10 @@ TOTAL_RE = re.compile(r"Total training steps:\s*(\d+)", re.IGNORECASE)
 RESUME_RE = re.compile(r"(?:Resuming from\s+\S*global_step_(\d+)|Setting global step to\s+(\d+))", re.IGNORECASE)
 SAVE_RE = re.compile(r"(?:Saving checkpoint to|local_global_step_folder:)\s+\S*global_step_(\d+)")
 SCRATCH_MARK = "Training from scratch"
+#: the last line of the driver's failure report (Hydra 1.3 ``hydra/_internal/utils.py`` ``run_and_report``, printed
+#: after the traceback of ``main_ppo.main``'s exception when HYDRA_FULL_ERROR is unset): the traceback that tells
+#: the phase of a failure (its frames) is in the log once this is (tests/fixtures/real-verl/tool-runs/d-update-oom)
+REPORT_END_MARK = "HYDRA_FULL_ERROR=1 for a complete stack trace"
 #: tqdm bar: percent, done/total, then (optional) ``[elapsed<remaining, rate]``
 PROGRESS_BAR_RE = re.compile(
     r"Training Progress:\s*(\d+)%\|[^|\n]*\|\s*(\d+)/(\d+)(?:\s*\[([^<\]\n]*)<([^,\]\n]*),\s*([^\]\n]*)\])?",

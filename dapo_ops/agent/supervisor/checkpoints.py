@@ -56,11 +56,13 @@ def complete(root: Path, step: int) -> bool:
         return False
 
 
-def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step: Optional[int]) -> list[int]:
+def prune_checkpoints(
+    ckpt_dir: Optional[str], keep: Optional[int], resume_step: Optional[int], at_end: bool = False
+) -> list[int]:
     """Enforce ``trainer.max_actor_ckpt_to_keep`` = ``keep`` across attempts; returns the deleted steps.
 
     Called before every attempt with the step that attempt resumes from (``resume_step``, from
-    :func:`latest_checkpoint`), and when a run succeeds with its last checkpoint. Kept: ``global_step_<resume_step>`` always, and the newest complete checkpoints
+    :func:`latest_checkpoint`), and when a run succeeds with its last checkpoint (``at_end``: the log line says so). Kept: ``global_step_<resume_step>`` always, and the newest complete checkpoints
     older than it up to ``keep`` in all. Deleted (whole ``global_step_N`` directories): saves newer than
     ``resume_step`` (cut off before verl wrote the tracker: torn, never resumed from), older complete ones beyond
     ``keep``, and rotation leftovers (``data.pt`` / ``transfer_queue/`` without ``actor/``). ``keep`` None or < 1
@@ -84,10 +86,11 @@ def prune_checkpoints(ckpt_dir: Optional[str], keep: Optional[int], resume_step:
             log("could not delete checkpoint global_step_%d: %s" % (s, e))
     if deleted:
         log(
-            "checkpoints: kept %s (max_actor_ckpt_to_keep=%d, resuming from global_step_%d); deleted %s"
+            "checkpoints: kept %s (max_actor_ckpt_to_keep=%d, %s global_step_%d); deleted %s"
             % (
                 ", ".join("global_step_%d" % s for s in sorted(kept)),
                 int(keep),
+                "the run ended at" if at_end else "resuming from",
                 resume_step,
                 ", ".join("global_step_%d" % s for s in deleted),
             )

@@ -5,7 +5,8 @@
 in verl's environment only, never on disk, in argv or in run.json.
 
 Tunables (optional ``spec["supervisor"]`` dict; seconds): ``poll_interval_s`` (0.25), ``oom_grace_s`` (1.0:
-output still collected after the OOM line before the kill), ``kill_grace_s`` (15: SIGTERM -> SIGKILL),
+output still collected after the OOM line before the kill, once the driver's failure report has ended),
+``oom_report_wait_s`` (20: the longest wait for that report after the OOM line, :func:`.follow._oom_seen_out`), ``kill_grace_s`` (15: SIGTERM -> SIGKILL),
 ``retry_delay_s`` (10 on NPU -- HCCL ``EJ0001`` if restarted too soon --; on GPU at most 3: the wait ends as soon
 as the stopped attempt's device memory is free, :func:`dapo_ops.agent.supervisor.accelerator.wait_gpu_release`),
 ``release_wait_max_s`` (60: the bound on the latter), ``write_interval_s`` (1.0: run.json progress throttle),
@@ -33,6 +34,7 @@ NOTIFY_SECRET_PREFIX = "DAPO_NOTIFY_"
 DEFAULT_TUNABLES = {
     "poll_interval_s": 0.25,
     "oom_grace_s": 1.0,
+    "oom_report_wait_s": 20.0,
     "kill_grace_s": 15.0,
     "write_interval_s": 1.0,
     "release_wait_max_s": 60.0,

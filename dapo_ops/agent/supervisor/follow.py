@@ -27,6 +27,7 @@ from dapo_ops.core.classify import storm
 from dapo_ops.core.classify.logtail import fatal_signature
 from dapo_ops.core.logformat import (
     LinkScanner,
+    REPORT_END_MARK,
     is_validation_only,
     parse_metrics_line,
     parse_resume,
@@ -153,6 +154,9 @@ class Scanner:
         self.link_seen = False  # this attempt's SwanLab link was found
         self.oom_line: Optional[str] = None
         self.oom_at: Optional[float] = None
+        # when the driver's failure report ended after the OOM line (logformat.REPORT_END_MARK): its frames, which
+        # tell the phase, are in the log; a worker's own line (torch_npu's PTA code) comes before the report
+        self.oom_report_at: Optional[float] = None
         tun = tun or {}
         self.storms = storm.StormDetector(
             min_span_s=tun.get("storm_min_span_s", storm.MIN_SPAN_S),
@@ -288,11 +292,18 @@ class Scanner:
                 if url:
                     self.link_seen = True
                     self.on_link(url)
-            if self.oom_line is None and self.is_oom(line):
-                self.oom_line = strip_ansi(line).strip()[:500]
-                self.oom_at = now()
-                att["oom_line_at"] = self.oom_at
-                log("device OOM line in attempt %d: %s" % (att["n"], self.oom_line[:200]))
+            self._watch_oom(line, att)
+
+    def _watch_oom(self, line: str, att: Dict[str, Any]) -> None:
+        """The attempt's first device-OOM line (``oom_line`` / ``oom_at``), then the end of the driver's failure
+        report after it (``oom_report_at``: :data:`dapo_ops.core.logformat.REPORT_END_MARK`)."""
+        if self.oom_line is None and self.is_oom(line):
+            self.oom_line = strip_ansi(line).strip()[:500]
+            self.oom_at = now()
+            att["oom_line_at"] = self.oom_at
+            log("device OOM line in attempt %d: %s" % (att["n"], self.oom_line[:200]))
+        elif self.oom_at is not None and self.oom_report_at is None and REPORT_END_MARK in line:
+            self.oom_report_at = now()
 
 
 class Follower:
@@ -333,6 +344,19 @@ class Follower:
         self.reader.close()
 
 
+def _oom_seen_out(scanner: Scanner, t: float, oom_grace_s: float, oom_report_wait_s: float) -> bool:
+    """Time to stop an attempt after its device-OOM line (``scanner.oom_at``): ``oom_grace_s`` s after it once the
+    driver's failure report has ended (``scanner.oom_report_at``: the frames that tell the phase are in the log), else
+    ``oom_report_wait_s`` s after it at most (a report that never comes: the other ranks hang in a collective). On a
+    GPU the OOM line is in the report itself; torch_npu's worker prints its ``ERR00006 PTA memory error`` line first,
+    and a stop 1 s later lost the report's frames: phase unknown, the ladder offloaded instead of lowering the
+    update's budget (a helper's read of the V1 text)."""
+    waited = t - float(scanner.oom_at or t)
+    if waited >= max(oom_grace_s, oom_report_wait_s):
+        return True
+    return waited >= oom_grace_s and scanner.oom_report_at is not None
+
+
 def follow(
     proc: "subprocess.Popen[bytes]",
     follower: Follower,
@@ -343,6 +367,7 @@ def follow(
     stop: Callable[[], Union[str, bool]],
     oom_grace_s: float,
     hang_timeout_s: float,
+    oom_report_wait_s: float = 0.0,
     poll_s: float,
     writer: record.RecordWriter,
     tick: Optional[Callable[[], Any]] = None,
@@ -372,7 +397,7 @@ def follow(
         why = stop()
         if why:
             return why if isinstance(why, str) else "stop"
-        if scanner.oom_at is not None and t - scanner.oom_at >= oom_grace_s:
+        if scanner.oom_at is not None and _oom_seen_out(scanner, t, oom_grace_s, oom_report_wait_s):
             return "oom"
         if scanner.storm is not None and scanner.oom_at is None:
             return "fatal" if scanner.storm.get("fatal") else "storm"

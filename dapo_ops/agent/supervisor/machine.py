@@ -297,6 +297,7 @@ class Supervisor:
             att,
             stop=self._stop_reason,
             oom_grace_s=self.tun["oom_grace_s"],
+            oom_report_wait_s=self.tun["oom_report_wait_s"],
             hang_timeout_s=self.hang_timeout_s,
             poll_s=self.tun["poll_interval_s"],
             writer=self.writer,
@@ -447,7 +448,7 @@ class Supervisor:
             # attempts outlive max_actor_ckpt_to_keep; a finished run keeps the newest ones, as one process would
             ckpt_dir = self._settings().get("ckpt_dir")
             last = latest_checkpoint(ckpt_dir, repair=False)
-            prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), last)
+            prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), last, at_end=True)
         left = procs.own_processes(self.pgid, self.marker)
         if left:
             log("ending %d leftover process(es) of the run" % len(left))
