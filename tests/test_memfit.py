@@ -367,6 +367,7 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
         "o1-tool1-qwen3-1.7b-r2048",
         "p31-qwen3-4b-r2048-offload",
         "p32-qwen2.5-7b-r2048",
+        "p12-qwen3-0.6b-r4096",
     }
     assert {r["framework"] for r in hold} == {"fsdp", "megatron"}  # the Megatron rows: tool-runs/k-megatron-a, -b
     for r in hold:
@@ -387,10 +388,10 @@ def test_memory_fit_csv_marks_fit_and_holdout_and_reports_them_apart():
     }
     assert {r["offload"] for r in real_shapes} == {"0", "1"} and max(int(r["response"]) for r in real_shapes) == 8192
     lines = bench.split_report(bench.evaluate(rows, models))
-    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 26 measured rows")
+    assert lines[0].startswith("fit: 18 measured rows") and lines[1].startswith("holdout: 28 measured rows")
     assert lines[1].endswith("OOM rows predicted 2/2")
-    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 10 rows") for ln in lines)
-    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 15 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout peak/nvidia-smi: 11 rows") for ln in lines)
+    assert any(ln.strip().startswith("holdout update/torch-max-allocated: 16 rows") for ln in lines)
     res = bench.evaluate(hold, models)
     errs = [r["error"] for r in res if r["error"] is not None]
     assert max(map(abs, errs)) <= 0.15  # issue 33: holdout max relative error <= 15 % per phase peak
@@ -485,9 +486,10 @@ def test_one_step_off_weight_sync_counts_both_sides_and_the_bucket_rung_fits_the
 
 
 def test_the_h100_real_shape_holdout_rows_are_what_the_real_runs_recorded(tmp_path):
-    """bench/memory_fit.csv's p11 (Qwen2.5-0.5B, response 2048, gpu/p-holdout.sh) and o1-tool1 (Qwen3-1.7B, response
-    2048, the speed run's tool half, gpu/o-speed.sh) rows, H100 2026-12-07: bench/holdout_rows.py's reading of the
-    fixtures (gzipped train.log / proc-mem samples), every column but the estimate; at the plan's own budgets."""
+    """bench/memory_fit.csv's p11 (Qwen2.5-0.5B, response 2048, gpu/p-holdout.sh), o1-tool1 (Qwen3-1.7B, response
+    2048, the speed run's tool half, gpu/o-speed.sh) and p12 (Qwen3-0.6B, response 4096, 2026-12-07 eighth session)
+    rows, H100 2026-12-07: bench/holdout_rows.py's reading of the fixtures (gzipped train.log / proc-mem samples),
+    every column but the estimate; at the plan's own budgets."""
     import shutil
 
     hr = _bench("holdout_rows")
@@ -496,15 +498,18 @@ def test_the_h100_real_shape_holdout_rows_are_what_the_real_runs_recorded(tmp_pa
     got = [ln for ln in hr.rows_of(HOLDOUT / "p11", hr.proc_mem_peaks(HOLDOUT / "p11" / "proc-mem.csv"), 79.65,
                                    "H100", "gpu/p-holdout.sh")]  # fmt: skip
     got += hr.rows_of(o1, {}, 79.65, "H100", "tool-runs/o-speed-tool1-h100")  # the source names the fixture
+    got += hr.rows_of(HOLDOUT / "p12", hr.proc_mem_peaks(HOLDOUT / "p12" / "proc-mem.csv"), 79.65, "H100",
+                      "gpu/p-holdout.sh")  # fmt: skip
     import csv as _csv
 
     header = (ROOT / "bench" / "memory_fit.csv").read_text().splitlines()[0].split(",")
     have = [dict(zip(header, r)) for r in _csv.reader(got)]
     rows, _ = _bench("memory_fit").load()
     want = [r for r in rows if r["config"].startswith(("p11-", "o1-tool1-"))]
+    want += [r for r in rows if r["config"].startswith("p12-")]
     drop = lambda r: {k: v for k, v in r.items() if k != "estimate_gib"}  # noqa: E731
-    assert [drop(r) for r in have] == [drop(r) for r in want] and len(want) == 3
-    assert {r["response"] for r in want} == {"2048"} and all(r["update_tokens"] for r in want)
+    assert [drop(r) for r in have] == [drop(r) for r in want] and len(want) == 5
+    assert {r["response"] for r in want} == {"2048", "4096"} and all(r["update_tokens"] for r in want)
 
 
 def test_the_h100_4b_and_7b_holdout_rows_are_what_the_real_runs_recorded():
