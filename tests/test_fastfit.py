@@ -914,3 +914,36 @@ def test_the_packed_cap_holds_under_sdpa_whatever_the_memory_estimate_knows(what
     st_flash = settings.resolve({"framework": "fsdp", "max_prompt_length": 512, "max_response_length": 2048}, {}, {})
     flash = planning.make_plan(planning.draft_plan(planning.PlanInputs(**dict(inputs, settings=st_flash))), None)
     assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=5120" in flash.argv  # profiles.token_budgets' default
+
+
+def test_the_real_p12_holdout_run_replayed_through_todays_planner_gets_its_choices_word_for_word():
+    """holdout/p12 (Qwen3-0.6B's shape, prompt 512 + response 4096, 4 x 4 on one H100, sdpa; 2026-12-07 eighth
+    session) ran today's plan: its pre-fit settings (the learned key the launch recorded) through today's
+    ``fastfit.choose`` give every choice the run recorded, value and reason (token budgets 5120 = one sequence under
+    the packed-attention cap, gradient checkpointing off, share 0.4, max_num_seqs 32, max_num_batched_tokens 16384),
+    and what verl was given is that record (the supervisor's logged argv of attempt 1)."""
+    run = ROOT / "tests" / "fixtures" / "real-verl" / "holdout" / "p12"
+    spec = runfiles.read_spec(run)
+    key = spec["learn"]["key"]
+    pre = dict(
+        spec["settings"],
+        gpu_memory_utilization=key["run"]["gpu_memory_utilization"],
+        token_budgets=key["run"]["token_budgets"],
+        rollout_max_num_seqs=None,
+        rollout_max_num_batched_tokens=None,
+    )
+    fs = features.FeatureSet.from_json(
+        [{"name": n, "source": "default"} for n in key["run"]["features"]], key["run"]["disabled"]
+    )
+    model = json.loads((ROOT / "bench" / "memory_fit_models.json").read_text())["qwen3-0.6b"]
+    h100_mib = 81559  # the H100 80GB HBM3's memory.total (the record keeps device_gib rounded: 79.65)
+    assert spec["fit"]["device_gib"] == round(h100_mib / 1024, 2)
+    c = fastfit.choose(memfit.Model.from_config(model), dict(spec, settings=pre), fs, h100_mib / 1024)
+    assert [x.to_json() for x in c.chosen] == spec["fit"]["choices"]
+    then = {x["name"]: x["value"] for x in spec["fit"]["choices"]}
+    assert then["ppo_max_token_len_per_gpu"] == then["log_prob_max_token_len_per_gpu"] == 5120
+    assert (then["gpu_memory_utilization"], then["max_num_seqs"], then["max_num_batched_tokens"]) == (0.4, 32, 16384)
+    argv = dict(a.strip("'").split("=", 1) for a in logged_verl_argv(run, 1) if "=" in a)
+    assert argv[fastfit.ACTOR_BUDGET] == "5120" and argv[fastfit.LOGPROB_BUDGETS[0]] == "5120"
+    assert argv[fastfit.UTIL_KEY] == "0.4" and argv[fastfit.MAX_NUM_SEQS_KEY] == "32"
+    assert argv[fastfit.MAX_BATCHED_KEY] == "16384" and argv[fastfit.GC_KEY] == "False"
