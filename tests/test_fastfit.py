@@ -649,6 +649,23 @@ def test_under_packed_attention_no_budget_passes_the_cap(cfg, run, dyn, gib):
             assert ch.value == 1 or ch.value * seq <= cap
 
 
+def _replayed(spec: dict, model_config: dict, device_mib: int) -> fastfit.Choices:
+    """Today's ``fastfit.choose`` on a real run's pre-fit settings: the learned key its launch recorded
+    (``spec["learn"]["key"]["run"]``: the share, token budgets and features before the fit), no vLLM limits."""
+    key = spec["learn"]["key"]
+    pre = dict(
+        spec["settings"],
+        gpu_memory_utilization=key["run"]["gpu_memory_utilization"],
+        token_budgets=key["run"]["token_budgets"],
+        rollout_max_num_seqs=None,
+        rollout_max_num_batched_tokens=None,
+    )
+    fs = features.FeatureSet.from_json(
+        [{"name": n, "source": "default"} for n in key["run"]["features"]], key["run"]["disabled"]
+    )
+    return fastfit.choose(memfit.Model.from_config(model_config), dict(spec, settings=pre), fs, device_mib / 1024)
+
+
 def test_the_real_speed_run_replayed_through_todays_planner():
     """tool-runs/o-speed-tool1-h100 (Qwen3-1.7B's shape, prompt 512 + response 2048, 8 x 8 on one H100, sdpa): its
     pre-fit settings (the learned key the launch recorded, ``spec["learn"]["key"]["run"]``) through today's
@@ -660,19 +677,9 @@ def test_the_real_speed_run_replayed_through_todays_planner():
     assert {k: QWEN3_1_7B[k] for k in key["model"] if k in QWEN3_1_7B} == {
         k: v for k, v in key["model"].items() if k in QWEN3_1_7B
     }
-    pre = dict(
-        spec["settings"],
-        gpu_memory_utilization=key["run"]["gpu_memory_utilization"],
-        token_budgets=key["run"]["token_budgets"],
-        rollout_max_num_seqs=None,
-        rollout_max_num_batched_tokens=None,
-    )
-    fs = features.FeatureSet.from_json(
-        [{"name": n, "source": "default"} for n in key["run"]["features"]], key["run"]["disabled"]
-    )
     h100_mib = 81559  # gpu-mem-tool.csv's memory.total (the record keeps device_gib rounded: 79.65)
     assert spec["fit"]["device_gib"] == round(h100_mib / 1024, 2)
-    c = fastfit.choose(memfit.Model.from_config(QWEN3_1_7B), dict(spec, settings=pre), fs, h100_mib / 1024)
+    c = _replayed(spec, QWEN3_1_7B, h100_mib)
     then = {x["name"]: x for x in spec["fit"]["choices"]}
     now = {x.name: x.to_json() for x in c.chosen}
     assert set(now) == set(then)
@@ -924,21 +931,10 @@ def test_the_real_p12_holdout_run_replayed_through_todays_planner_gets_its_choic
     and what verl was given is that record (the supervisor's logged argv of attempt 1)."""
     run = ROOT / "tests" / "fixtures" / "real-verl" / "holdout" / "p12"
     spec = runfiles.read_spec(run)
-    key = spec["learn"]["key"]
-    pre = dict(
-        spec["settings"],
-        gpu_memory_utilization=key["run"]["gpu_memory_utilization"],
-        token_budgets=key["run"]["token_budgets"],
-        rollout_max_num_seqs=None,
-        rollout_max_num_batched_tokens=None,
-    )
-    fs = features.FeatureSet.from_json(
-        [{"name": n, "source": "default"} for n in key["run"]["features"]], key["run"]["disabled"]
-    )
     model = json.loads((ROOT / "bench" / "memory_fit_models.json").read_text())["qwen3-0.6b"]
     h100_mib = 81559  # the H100 80GB HBM3's memory.total (the record keeps device_gib rounded: 79.65)
     assert spec["fit"]["device_gib"] == round(h100_mib / 1024, 2)
-    c = fastfit.choose(memfit.Model.from_config(model), dict(spec, settings=pre), fs, h100_mib / 1024)
+    c = _replayed(spec, model, h100_mib)
     assert [x.to_json() for x in c.chosen] == spec["fit"]["choices"]
     then = {x["name"]: x["value"] for x in spec["fit"]["choices"]}
     assert then["ppo_max_token_len_per_gpu"] == then["log_prob_max_token_len_per_gpu"] == 5120

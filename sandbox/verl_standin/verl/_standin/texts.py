@@ -515,13 +515,6 @@ def wake_up_error(runner: str, pids: dict, ip: str, rng: random.Random, mode: st
         if mode == "sync"
         else (f"{VERL_SITE}/trainer/ppo/v1/trainer_colocate_async.py", 40)
     )
-    async_head = [
-        *frames(
-            (FUTURES, 449, "result", "return self.__get_result()", "self.__get_result()"),
-            (FUTURES, 401, "__get_result", "raise self._exception"),
-        ),
-        " " * 11 + "^" * 37,
-    ]
     site = WAKE_UP_SITE
     body = [
         task_header(runner, pids["runner"], ip, rng),
@@ -529,17 +522,8 @@ def wake_up_error(runner: str, pids: dict, ip: str, rng: random.Random, mode: st
             RUN_FIT,
             (TRAINER_BASE, 487, "fit", "self.on_step_end()"),
             (*on_step_end, "on_step_end", "self.checkpoint_manager.update_weights(self.global_steps)"),
-            (f"{VERL_SITE}/utils/ray_utils.py", 123, "wrapper", "return asyncio.run(coro)", "asyncio.run(coro)"),
-            (f"{PY}/asyncio/runners.py", 194, "run", "return runner.run(main)", "runner.run(main)"),
-            (
-                f"{PY}/asyncio/runners.py",
-                118,
-                "run",
-                "return self._loop.run_until_complete(task)",
-                "self._loop.run_until_complete(task)",
-            ),
         ),
-        '  File "uvloop/loop.pyx", line 1515, in uvloop.loop.Loop.run_until_complete',
+        *AUTO_AWAIT,
         *frames(
             (
                 f"{VERL_SITE}/checkpoint_engine/base.py",
@@ -550,7 +534,7 @@ def wake_up_error(runner: str, pids: dict, ip: str, rng: random.Random, mode: st
         ),
         *RAY_GET_CARETS,
         f"ray.exceptions.RayTaskError: {worker_header('actor_rollout_update_weights', pids['worker'], ip, rng)}",
-        *async_head,
+        *ASYNC_ACTOR_HEAD,
         *frames(
             (
                 WG_BASE,
@@ -572,7 +556,7 @@ def wake_up_error(runner: str, pids: dict, ip: str, rng: random.Random, mode: st
         f"ray.exceptions.RayTaskError: {ray_name('ray::vLLMHttpServer.wake_up()')} (pid={pids['worker']}, ip={ip}, "
         f"actor_id={_actor_id(rng)}, repr=<verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer "
         f"object at 0x7f3e{rng.randrange(16**8):08x}>)",
-        *async_head,
+        *ASYNC_ACTOR_HEAD,
         *frames(
             (
                 f"{VERL_SITE}/workers/rollout/vllm_rollout/vllm_async_server.py",
