@@ -134,3 +134,20 @@ def test_a_retry_from_an_earlier_checkpoint_puts_the_runs_step_back_to_it(tmp_pa
     assert rec["attempts"][1]["resumed_from"] == 2 and rec["attempts"][1]["step_reached"] != 3
     assert rec["step"] == 2, rec["step"]
     assert "step 2/6" in rec["decision"]["ended"], rec["decision"]
+
+
+def test_a_retry_from_scratch_is_not_called_a_retry_from_a_checkpoint(tmp_path):
+    """A second new user's trial (MAX_CKPT_TO_KEEP=1, --save-freq 1, lr bad at step 4): verl's rotation had deleted
+    global_step_3 when it saved the bad step 4, the retry trained from scratch, and the ending line still said
+    "again after one retry from a checkpoint before it". Here no save before the bad step (save_freq 10)."""
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    run_dir = new_run(tmp_path, steps=6, workdir=wd, files={"fake.json": {"diverge_at": 3, "save_freq": 10}})
+    rec = run_to_end(run_dir)
+    assert [a["resumed_from"] for a in rec["attempts"]] == [None, None], rec["attempts"]
+    assert rec["verdict"]["cls"] == "diverged" and rec["verdict"]["detail"]["retried_from"] is None
+    assert (
+        "again after one retry from the start (no complete checkpoint before step 3 was left)"
+        in rec["decision"]["ended"]
+    ), rec["decision"]
+    assert "from a checkpoint before it" not in rec["decision"]["ended"]

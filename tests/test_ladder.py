@@ -318,6 +318,26 @@ def test_a_diverged_stop_names_the_metric_and_the_bad_step_in_its_ending_line():
     assert d.action == "stop" and d.reason.startswith("diverged: pg_loss inf at step 6 "), d.reason
 
 
+def test_a_diverged_stop_after_a_retry_from_scratch_says_so_and_names_a_keep_of_one():
+    """A second new user's trial: MAX_CKPT_TO_KEEP=1 with a save every step; verl's rotation deleted global_step_3
+    when it saved the bad step 4, so the retry trained from scratch (the supervisor's ``retried_from`` None), yet
+    the stop said "after one retry from a checkpoint before it" and named no cause for the missing checkpoint."""
+    from dapo_ops.core import health, ladder
+    from dapo_ops.core.features import FeatureSet
+
+    flag = health.Flag("actor/lr", 4, 1e30, "absurd lr")
+    detail = dict(health.verdict_detail(flag, recurred=True, step=3), retried_from=None)
+    d = ladder.decide(FeatureSet(), "diverged", detail, 0, 2, {}, {"max_actor_ckpt_to_keep": 1, "run_id": "R"})
+    assert d.action == "stop" and "again after one retry from the start (no complete checkpoint before step 4 was "
+    "left): stopped" in d.reason, d.reason
+    assert any(s.startswith("keep 2 or more checkpoints (MAX_CKPT_TO_KEEP, now 1") for s in d.suggestions), d
+    # a retry that did start from a checkpoint keeps the old words, and no keep suggestion
+    d = ladder.decide(
+        FeatureSet(), "diverged", dict(detail, retried_from=3), 0, 2, {}, {"max_actor_ckpt_to_keep": 1, "run_id": "R"}
+    )
+    assert "from a checkpoint before it" in d.reason and not any(s.startswith("keep 2") for s in d.suggestions)
+
+
 def test_a_data_ran_out_stop_resumes_with_the_change_that_makes_the_data_last():
     """A new user's trial: the stop suggested `inv launch -H h1 --resume R` unchanged, which ran out of data again at
     once: the printed resume carries the epochs that feed the planned steps."""

@@ -747,10 +747,25 @@ def _resume_after(cls: str, settings: dict[str, Any]) -> str:
     return text
 
 
+def _retried_from_start(detail: dict[str, Any]) -> bool:
+    """True when the attempt that went bad again had started from scratch: the supervisor's ``retried_from`` (that
+    attempt's ``resumed_from``, ``agent/supervisor/machine.py``) is present and None, i.e. no complete checkpoint
+    before the bad step was left to retry from. Absent (``inv classify`` of a log): False."""
+    return "retried_from" in detail and detail["retried_from"] is None
+
+
 def _diverged_reason(detail: dict[str, Any]) -> str:
     """A ``diverged`` stop's headline (the run's ending line): the metric, its bad value and the bad step
     (:func:`dapo_ops.core.health.words`: ``grad_norm nan at step 4 (was 0.35, 0.36)``), as README.md promises; a new
-    user's trial read "the same training metric went bad again at the same step ... stopped at step 3/12"."""
+    user's trial read "the same training metric went bad again at the same step ... stopped at step 3/12". A retry
+    that started from scratch says so (:func:`_retried_from_start`; a second trial with ``MAX_CKPT_TO_KEEP=1`` was
+    told "after one retry from a checkpoint before it" while verl's rotation had deleted every one of them)."""
+    if _retried_from_start(detail):
+        at = detail.get("bad_step")
+        return (
+            "diverged: %s again after one retry from the start (no complete checkpoint before step %s was left): "
+            "stopped" % (health.words(detail), at if at is not None else "?")
+        )
     return "diverged: %s again after one retry from a checkpoint before it: stopped" % health.words(detail)
 
 
@@ -770,7 +785,16 @@ def _diverged_suggestions(detail: dict[str, Any], settings: dict[str, Any]) -> l
         if settings.get("run_id")
         else []
     )
-    return [f"check {c}" for c in health.CAUSES] + resume
+    keep = settings.get("max_actor_ckpt_to_keep")
+    rotated = (  # verl's rotation deletes the previous save when it saves step N, before step N's metrics line
+        [
+            f"keep 2 or more checkpoints (MAX_CKPT_TO_KEEP, now {keep}: trainer.max_actor_ckpt_to_keep): with 1, "
+            "verl deletes the last healthy save when it saves the bad step, so no retry or resume can go back before it"
+        ]
+        if _retried_from_start(detail) and keep == 1
+        else []
+    )
+    return [f"check {c}" for c in health.CAUSES] + rotated + resume
 
 
 def decide(

@@ -154,6 +154,15 @@ def diverged_verdict(
     )
 
 
+def note_retried_from(v: Dict[str, Any], att: Dict[str, Any]) -> None:
+    """A ``diverged`` verdict ``v`` of attempt ``att`` (its run.json entry) gets ``detail["retried_from"]``: the
+    checkpoint step that attempt resumed from, None from scratch, so a stop after the retry says where the retry
+    started (:func:`dapo_ops.core.ladder._diverged_reason`; verl's ``max_actor_ckpt_to_keep`` rotation can leave no
+    checkpoint before the bad step). Other classes: unchanged."""
+    if v.get("cls") == "diverged":
+        v.setdefault("detail", {})["retried_from"] = att.get("resumed_from")
+
+
 def flag_of(v: Dict[str, Any]) -> Optional[health.Flag]:
     """The :class:`dapo_ops.core.health.Flag` a ``diverged`` verdict of the classifier carries (verl ended by itself
     after its metrics went bad), else None."""

@@ -604,6 +604,7 @@ class Supervisor:
             self.train_log.end(k, out["exit_code"], cls)
             if cls == "hang":
                 self._notify("hang", verdict, verdict["action"])
+            escalate.note_retried_from(verdict, att)
             d = self.ladder.decide(fs, verdict, self._settings())
             dj = escalate.decision_json(d)
             where = ((verdict.get("detail") or {}).get("evidence") or {}).get("line")
