@@ -47,6 +47,20 @@ def test_a_start_up_check_is_a_config_error_naming_key_value_and_fix(case, key, 
     assert not any(e.startswith(("File ", "raise ")) for e in v.evidence), v.evidence
 
 
+def test_the_runs_ending_line_names_the_rejected_key_value_and_fix():
+    """A second new user's trial (`--override actor_rollout_ref.actor.loss_agg_mode=foo`): `inv watch` / `inv status`
+    / `inv logs` ended "verl's own start-up check rejected a config value: not retried; fix the key and value the
+    verdict names" while no line they print named it (only launch's own 'failed at once' line did)."""
+    from dapo_ops.core import ladder
+    from dapo_ops.core.features import FeatureSet
+
+    v = classify_file(CASES / "v-config-verl-check-resume-mode-unknown.log", exit_code=1)
+    d = ladder.decide(FeatureSet(), v.cls, v.detail, 0, 2, {}, {"run_id": "R", "hosts": ["h1"]})
+    assert d.action == "stop", d
+    assert "trainer.resume_mode=foo" in d.reason and "auto, disable or resume_path" in d.reason, d.reason
+    assert "the verdict names" not in d.reason and "\n" not in d.reason, d.reason
+
+
 def test_a_csv_val_file_names_the_val_key():
     text = (CASES / "v-config-verl-check-csv-train-files.log").read_text()
     text = text.replace("data.train_files=/data/gsm8k/train.csv", "data.train_files=/data/gsm8k/train.parquet")

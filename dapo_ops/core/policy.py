@@ -278,7 +278,7 @@ POLICY: dict[str, tuple[Rule, ...]] = {
             Kind.STOP,
             "stop: verl's start-up check rejected ${key_value}${check_message_paren}; ${check_fix}, then relaunch; "
             "never retried unchanged",
-            "verl's own start-up check rejected a config value: not retried; fix the key and value the verdict names",
+            "verl's own start-up check rejected ${key_value}${check_message_paren}: not retried; ${check_fix}",
             when=("cause", "verl-check"),
         ),
         Rule(
