@@ -220,6 +220,28 @@ def test_property_token_budget_invariant(prompt, resp, changes):
             assert v == changes[k]
 
 
+def test_the_ladders_token_budgets_are_kept_at_least_prompt_plus_response():
+    """A second new user's trial: a run on the update-batch rung (ppo_max_token_len_per_gpu 10240, prompt 2048 +
+    response 8192) stopped on a data error; `inv launch --resume R --max-prompt-length 4096` carried the rung's
+    10240 (under ``token_budgets``, where the rungs put it) below the new 12288 and was refused."""
+    from dapo_ops.control.launch.resume import ladder_changes
+
+    actor, logp = (
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    )
+    rung = {"token_budgets": {actor: 10240, logp: 20480}, "memory_rungs": [{"rung": "update-batch"}]}
+    out = ladder.keep_token_budgets({"max_prompt_length": 4096, "max_response_length": 8192}, rung)
+    assert out["token_budgets"] == {actor: 12288, logp: 20480}, out
+    assert out["memory_rungs"] == rung["memory_rungs"] and rung["token_budgets"][actor] == 10240  # input untouched
+    ch, why = ladder_changes(
+        {"setting_changes": rung},
+        {"max_prompt_length": 4096, "max_response_length": 8192},
+        {"max_prompt_length": "flag"},
+    )
+    assert why == "" and ch["token_budgets"][actor] == 12288, (ch, why)
+
+
 @pytest.mark.parametrize(
     "cause,word",
     [

@@ -110,7 +110,11 @@ def _seq_len(settings: dict[str, Any]) -> int:
 
 
 def keep_token_budgets(settings: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """Return ``changes`` with every ``*max_token_len*`` value raised to at least prompt+response.
+    """Return ``changes`` with every ``*max_token_len*`` value raised to at least prompt+response: a top-level key
+    and each verl key of the ladder's ``token_budgets`` (where the setting rungs put them, :func:`_shrink_budget`;
+    a second trial's ``inv launch --resume R --max-prompt-length 4096`` of a run on the update-batch rung carried
+    its 10240 below the new 12288 and was refused, ``core/profiles.py``). ``memory_rungs`` (the record) is left as
+    it was.
 
     The sequence length is taken from ``changes`` first (a change may shorten the response),
     then from ``settings``.
@@ -118,10 +122,13 @@ def keep_token_budgets(settings: dict[str, Any], changes: dict[str, Any]) -> dic
     merged = dict(settings)
     merged.update(changes)
     floor = _seq_len(merged)
-    out = dict(changes)
-    for k, v in changes.items():
-        if "max_token_len" in k and v is not None and int(v) < floor:
-            out[k] = floor
+
+    def floored(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: floor if "max_token_len" in k and v is not None and int(v) < floor else v for k, v in d.items()}
+
+    out = floored(changes)
+    if isinstance(changes.get("token_budgets"), dict):
+        out["token_budgets"] = floored(changes["token_budgets"])
     return out
 
 
