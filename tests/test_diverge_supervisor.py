@@ -147,7 +147,7 @@ def test_a_retry_from_scratch_is_not_called_a_retry_from_a_checkpoint(tmp_path):
     assert [a["resumed_from"] for a in rec["attempts"]] == [None, None], rec["attempts"]
     assert rec["verdict"]["cls"] == "diverged" and rec["verdict"]["detail"]["retried_from"] is None
     assert (
-        "again after one retry from the start (no complete checkpoint before step 3 was left)"
+        "again after one retry from the start (that retry found no complete checkpoint before step 3)"
         in rec["decision"]["ended"]
     ), rec["decision"]
     assert "from a checkpoint before it" not in rec["decision"]["ended"]

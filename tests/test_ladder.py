@@ -350,8 +350,8 @@ def test_a_diverged_stop_after_a_retry_from_scratch_says_so_and_names_a_keep_of_
     flag = health.Flag("actor/lr", 4, 1e30, "absurd lr")
     detail = dict(health.verdict_detail(flag, recurred=True, step=3), retried_from=None)
     d = ladder.decide(FeatureSet(), "diverged", detail, 0, 2, {}, {"max_actor_ckpt_to_keep": 1, "run_id": "R"})
-    assert d.action == "stop" and "again after one retry from the start (no complete checkpoint before step 4 was "
-    "left): stopped" in d.reason, d.reason
+    want = "again after one retry from the start (that retry found no complete checkpoint before step 4): stopped"
+    assert d.action == "stop" and want in d.reason, d.reason
     assert any(s.startswith("keep 2 or more checkpoints (MAX_CKPT_TO_KEEP, now 1") for s in d.suggestions), d
     # a retry that did start from a checkpoint keeps the old words, and no keep suggestion
     d = ladder.decide(

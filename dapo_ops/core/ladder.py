@@ -759,12 +759,13 @@ def _diverged_reason(detail: dict[str, Any]) -> str:
     (:func:`dapo_ops.core.health.words`: ``grad_norm nan at step 4 (was 0.35, 0.36)``), as README.md promises; a new
     user's trial read "the same training metric went bad again at the same step ... stopped at step 3/12". A retry
     that started from scratch says so (:func:`_retried_from_start`; a second trial with ``MAX_CKPT_TO_KEEP=1`` was
-    told "after one retry from a checkpoint before it" while verl's rotation had deleted every one of them)."""
+    told "after one retry from a checkpoint before it" while verl's rotation had deleted every one of them). "That
+    retry found": a checkpoint the retry saved before the bad step may be there now (the resume then starts on it)."""
     if _retried_from_start(detail):
         at = detail.get("bad_step")
         return (
-            "diverged: %s again after one retry from the start (no complete checkpoint before step %s was left): "
-            "stopped" % (health.words(detail), at if at is not None else "?")
+            "diverged: %s again after one retry from the start (that retry found no complete checkpoint before step "
+            "%s): stopped" % (health.words(detail), at if at is not None else "?")
         )
     return "diverged: %s again after one retry from a checkpoint before it: stopped" % health.words(detail)
 
