@@ -131,3 +131,25 @@ def test_a_refusal_line_reaches_the_user_whole(monkeypatch):
     # a bug's exception text is still bounded (it can be anything)
     (b,) = fanout.run(HOSTS[:1], lambda t: (_ for _ in ()).throw(ValueError("x" * 1000)), timeout=60)
     assert b.row.kind == "error" and len(b.row.message) == fanout.BUG_TEXT_LIMIT
+
+
+def test_launch_json_of_a_run_that_failed_at_once_names_its_run_id(capsys):
+    """A second new user's trial: `inv launch --override actor_rollout_ref.actor.loss_agg_mode=bar --json` printed
+    ``"run_id": null`` for a run that existed (its error line named it; its logs and the suggested `--resume` need
+    it); a host that started nothing keeps null."""
+    import json
+
+    import pytest
+    from invoke.exceptions import Exit
+
+    from dapo_ops.cli.launch import _print_results
+    from dapo_ops.control.remote.fanout import HostResult, Row
+
+    rid = "20261207-234746-6bbc"
+    failed = Row(ok=False, kind="failed", message=f"run {rid} failed at once: config-error: ...", data={"run_id": rid})
+    refused = Row(ok=False, kind="refused", message="h2: refused")
+    with pytest.raises(Exit) as e:
+        _print_results([HostResult(HOSTS[0], failed, 1.0), HostResult(HOSTS[1], refused, 1.0)], [], json_=True)
+    assert e.value.code == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [(o["host"], o["run_id"], o["state"]) for o in out] == [("h1", rid, "failed"), ("h2", None, "failed")]

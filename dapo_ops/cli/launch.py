@@ -232,7 +232,7 @@ def _print_results(results: list[HostResult], secrets: list[str], *, json_: bool
                     run_json(r.host, r.row.data, secrets)
                     if r.ok
                     else {
-                        "run_id": None,
+                        "run_id": r.row.data.get("run_id"),  # a run that failed at once has one (its logs, --resume)
                         "host": r.host.name,
                         "state": "failed",
                         "kind": r.row.kind or None,
