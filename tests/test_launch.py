@@ -591,9 +591,9 @@ def test_a_secret_in_any_run_setting_is_refused_in_one_line(cli, tmp_path):
         ),
         (
             "trainer.resume_mode=disable",
-            "--override trainer.resume_mode=...: dapo-ops sets trainer.resume_mode itself: dapo-ops sets it to auto: "
-            "every retry resumes from the run's last checkpoint (continue an earlier run with --resume RUN_ID); drop "
-            "the override",
+            "--override trainer.resume_mode=...: dapo-ops sets trainer.resume_mode itself: auto, so every retry "
+            "resumes from the run's last checkpoint (continue an earlier run with --resume RUN_ID); drop the "
+            "override",
         ),
         ("~trainer.logger", "--override ~trainer.logger: dapo-ops sets trainer.logger itself: the supervisor reads"),
         ("trainer.default_local_dir=/x", "--override trainer.default_local_dir=...: dapo-ops sets"),

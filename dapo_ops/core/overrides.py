@@ -87,7 +87,7 @@ PLAN_SETTING_KEYS: dict[str, str] = {
 #: verl keys the plan sets for the run to work under dapo-ops (the supervisor, retries, ``--resume``, the inventory's
 #: layout) -> why, for the one line that refuses an ``--override`` of one (``refuse_plan_overrides``)
 PLAN_FIXED_KEYS: dict[str, str] = {
-    "trainer.resume_mode": "dapo-ops sets it to auto: every retry resumes from the run's last checkpoint "
+    "trainer.resume_mode": "auto, so every retry resumes from the run's last checkpoint "
     "(continue an earlier run with --resume RUN_ID)",
     "trainer.default_local_dir": "it is the run's checkpoint dir, where retries and --resume find the checkpoints "
     "(set runs_dir or ckpt_dir in hosts.toml)",
