@@ -37,6 +37,12 @@ def test_nan_grad_norm_retries_once_from_the_checkpoint_before_then_stops_diverg
     assert len(rec["attempts"]) == 2
     assert [a["verdict"]["cls"] for a in rec["attempts"]] == ["diverged", "diverged"]
     assert rec["attempts"][0]["verdict"]["action_kind"] == "retry-once"
+    # the retry's action names where it starts (the real l-diverge run read "from the last checkpoint saved before
+    # step 1", which does not exist)
+    assert (
+        "retry once from the last checkpoint saved before step 5 (global_step_4)"
+        in rec["attempts"][0]["verdict"]["action"]
+    ), rec["attempts"][0]["verdict"]["action"]
     assert rec["attempts"][1]["resumed_from"] == 4 and _resumes(run_dir, 2) == 4
     # the run's record: first bad step, the healthy checkpoint, the trend status shows
     h = rec["health"]
@@ -151,3 +157,17 @@ def test_a_retry_from_scratch_is_not_called_a_retry_from_a_checkpoint(tmp_path):
         in rec["decision"]["ended"]
     ), rec["decision"]
     assert "from a checkpoint before it" not in rec["decision"]["ended"]
+
+
+def test_a_retry_with_no_checkpoint_before_the_bad_step_says_it_starts_from_the_start(tmp_path):
+    """A bad step before any save (the real l-diverge run: lr bad at step 1): the retry's action said "retry once
+    from the last checkpoint saved before step 1"; it trains from the start and says so."""
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    cfg = {"diverge_at": 2, "diverge_attempts": 1, "save_freq": 5}
+    run_dir = new_run(tmp_path, steps=4, workdir=wd, files={"fake.json": cfg})
+    rec = run_to_end(run_dir)
+    a1 = rec["attempts"][0]["verdict"]
+    assert a1["cls"] == "diverged" and a1["detail"]["healthy_step"] is None, a1
+    assert "before step 2: none is left, so from the start;" in a1["action"], a1["action"]
+    assert rec["attempts"][1]["resumed_from"] is None

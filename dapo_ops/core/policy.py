@@ -427,7 +427,7 @@ POLICY: dict[str, tuple[Rule, ...]] = {
         ),
         Rule(
             Kind.RETRY_ONCE,
-            "stop the attempt and retry once from the last checkpoint saved before step ${bad_step}; "
+            "stop the attempt and retry once from the last checkpoint saved before step ${bad_step}${retry_where}; "
             "stop if ${metric_short} goes bad again there",
             "a training metric went bad (dapo_ops/core/health.py): retrying once from the last checkpoint before "
             "the bad step",

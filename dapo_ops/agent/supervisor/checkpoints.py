@@ -148,6 +148,17 @@ def latest_checkpoint(ckpt_dir: Optional[str], repair: bool = True) -> Optional[
     return m
 
 
+def healthy_before(ckpt_dir: Optional[str], before_step: int) -> Optional[int]:
+    """The step of the newest complete checkpoint saved BEFORE ``before_step`` (what :func:`roll_back` points verl
+    at), or None: none is left (none saved yet, or verl's ``max_actor_ckpt_to_keep`` rotation deleted it when it
+    saved the bad step). Reads only."""
+    if not ckpt_dir:
+        return None
+    root = Path(ckpt_dir)
+    healthy = [s for s in saved_steps(root) if s < before_step and complete(root, s)]
+    return max(healthy) if healthy else None
+
+
 def roll_back(ckpt_dir: Optional[str], before_step: int) -> Optional[int]:
     """Point verl's tracker at the newest complete checkpoint saved BEFORE ``before_step`` (the first bad step of a
     diverging run, ``dapo_ops/core/health.py``) and return its step; None when there is none (the tracker is moved
@@ -161,8 +172,7 @@ def roll_back(ckpt_dir: Optional[str], before_step: int) -> Optional[int]:
     if not ckpt_dir:
         return None
     root = Path(ckpt_dir)
-    healthy = [s for s in saved_steps(root) if s < before_step and complete(root, s)]
-    m = max(healthy) if healthy else None
+    m = healthy_before(ckpt_dir, before_step)
     tracker = root / TRACKER_NAME
     try:
         if m is None:

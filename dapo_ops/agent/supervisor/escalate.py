@@ -17,6 +17,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from dapo_ops.agent.supervisor import accelerator, stall
+from dapo_ops.agent.supervisor.checkpoints import healthy_before
 from dapo_ops.agent.supervisor.record import log
 from dapo_ops.agent import raysession
 from dapo_ops.core import classify, health, ladder, policy, topology
@@ -137,14 +138,22 @@ def hang_verdict(hang_timeout_s: float, step: Optional[int], total: Optional[int
 
 
 def diverged_verdict(
-    flag: health.Flag, first: Optional[Dict[str, Any]], step: Optional[int], total: Optional[int]
+    flag: health.Flag,
+    first: Optional[Dict[str, Any]],
+    step: Optional[int],
+    total: Optional[int],
+    ckpt_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """A training metric went bad (``flag``, :mod:`dapo_ops.core.health`); ``first``: the run's first bad step
     (run.json ``health.first_bad``, or the spec's ``diverged_at`` of a resumed run). Class ``diverged``: the first
     time, one retry from the last checkpoint before the bad step; the same metric bad again at that step or earlier
-    (:func:`dapo_ops.core.health.persistent`) is persistent: stop (``dapo_ops/core/policy.py``)."""
+    (:func:`dapo_ops.core.health.persistent`) is persistent: stop (``dapo_ops/core/policy.py``). ``ckpt_dir``: the
+    run's checkpoints, read for ``detail["healthy_step"]`` (the checkpoint the retry starts from, None: from the
+    start; the action says which: the real l-diverge run was told "from the last checkpoint saved before step 1")."""
     recurred = health.persistent(first, flag)
     detail = dict(health.verdict_detail(flag, first, recurred, step), total=total)
+    if ckpt_dir:
+        detail["healthy_step"] = healthy_before(ckpt_dir, flag.step)
     return verdict(
         "diverged",
         "training metrics went bad: %s; attempt stopped; %s" % (flag.words(), action_text("diverged", detail)),

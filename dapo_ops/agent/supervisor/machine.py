@@ -110,6 +110,10 @@ class Supervisor:
     def _runs_dir(self) -> str:
         return str(Path(self.run_dir).resolve().parent)
 
+    def _ckpt_dir(self) -> Optional[str]:
+        """The run's checkpoint dir (the spec's ``ckpt_dir``), or None."""
+        return self._settings().get("ckpt_dir")
+
     def _settings(self) -> Dict[str, Any]:
         s = dict(self.spec.settings)
         s.update(self.rec.get("setting_changes") or {})
@@ -563,7 +567,7 @@ class Supervisor:
                 verdict = storm.storm_verdict(out["storm"], self.rec.get("step"), self.rec.get("total_steps"))
             elif out["killed_by"] == "diverged":
                 verdict = escalate.diverged_verdict(
-                    out["bad"], self.first_bad, self.rec.get("step"), self.rec.get("total_steps")
+                    out["bad"], self.first_bad, self.rec.get("step"), self.rec.get("total_steps"), self._ckpt_dir()
                 )
             elif out["killed_by"] in ("stall", "hang"):  # both dumped their stacks (_run_attempt)
                 hang = out["killed_by"] == "hang"
@@ -595,7 +599,7 @@ class Supervisor:
             bad = escalate.flag_of(verdict) if out["killed_by"] is None else out["bad"]
             if bad is not None and out["killed_by"] is None:  # verl ended by itself after its metrics went bad
                 verdict = escalate.diverged_verdict(
-                    bad, self.first_bad, self.rec.get("step"), self.rec.get("total_steps")
+                    bad, self.first_bad, self.rec.get("step"), self.rec.get("total_steps"), self._ckpt_dir()
                 )
             hostevidence.apply(verdict, out.get("evidence"))
             att["verdict"] = verdict

@@ -908,6 +908,14 @@ FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "check_fix": lambda d: f"{d.get('fix') or 'set a value the check accepts'}",
     "check_where": lambda d: f" ({d['check']})" if d.get("check") else "",
     "override_fix": _override_fix,
+    # where a diverged run's retry starts (escalate.diverged_verdict's healthy_step; absent: not known)
+    "retry_where": lambda d: (
+        ""
+        if "healthy_step" not in d
+        else f" (global_step_{d['healthy_step']})"
+        if d["healthy_step"] is not None
+        else ": none is left, so from the start"
+    ),
     "path": lambda d: f" ({d['path']})" if d.get("path") else "",
     "write_path": lambda d: f"{d.get('path') or 'the checkpoint dir'}",
     "dead_worker": _dead_worker,
