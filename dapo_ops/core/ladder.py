@@ -519,16 +519,19 @@ def _logs_command(settings: dict[str, Any]) -> str:
     )
 
 
-def then_resume(settings: dict[str, Any], change: str = "") -> str:
+def then_resume(settings: dict[str, Any], change: str = "", with_fix: bool = False) -> str:
     """The last suggestion of a stop the user can fix: the run's own :func:`resume_command`, which continues from its
     last checkpoint or, when it saved none, starts it over in the same run dir (verl's ``resume_mode=auto`` finds
     nothing to load); a run stopped before its first save was told "continues from the last checkpoint" (a second
     trial). "" (left out of the suggestions, :class:`Decision`) when the settings carry no run id: no placeholder
-    is printed as a command. ``change``: the flags the resume must carry (:func:`resume_command`)."""
+    is printed as a command. ``change``: the flags the resume must carry (:func:`resume_command`). ``with_fix``: the
+    stop is fixed by a setting (:data:`FIX_GIVEN_WITH_RESUME`), which goes on that command line (a resume unchanged
+    carries the run's own settings and overrides, and fails the same way)."""
     if not settings.get("run_id"):
         return ""
     cmd = resume_command(settings, change)
-    return f"then `{cmd}` continues from the last checkpoint (from the start if none was saved)"
+    lead = "then, with the fix given as its flag or --override, " if with_fix else "then "
+    return f"{lead}`{cmd}` continues from the last checkpoint (from the start if none was saved)"
 
 
 #: the stops whose fix is a setting the resume itself must be given (a flag or ``--override``: given now, it wins over
@@ -733,18 +736,8 @@ def _stop(
         {},
         hints.reason_text(cls, detail) or f"{cls}: stopped",  # the rule's reason with the detail's fields
         [],
-        _repeat_suggestions(cls, detail) + [_resume_after(cls, settings)],
+        _repeat_suggestions(cls, detail) + [then_resume(settings, with_fix=cls in FIX_GIVEN_WITH_RESUME)],
     )
-
-
-def _resume_after(cls: str, settings: dict[str, Any]) -> str:
-    """The last suggestion of a generic stop: :func:`then_resume`, which for a stop fixed by a setting
-    (:data:`FIX_GIVEN_WITH_RESUME`) says the fix goes on that command line (a resume unchanged carries the run's own
-    settings and overrides, and fails the same way)."""
-    text = then_resume(settings)
-    if text and cls in FIX_GIVEN_WITH_RESUME:
-        return text.replace("then `", "then, with the fix given as its flag or --override, `", 1)
-    return text
 
 
 def _retried_from_start(detail: dict[str, Any]) -> bool:

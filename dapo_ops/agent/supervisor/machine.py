@@ -226,7 +226,7 @@ class Supervisor:
         convention, 128+signal), ``killed_by`` (None|"oom"|"hang"|"stop"), ``oom_line``, ``att`` (its run.json
         entry), ``container_state`` (a kernel OOM kill). :raises attempt.BuildError, _Stop:"""
         alog = self.paths.attempt_log(k)
-        ckpt_dir = self._settings().get("ckpt_dir")
+        ckpt_dir = self._ckpt_dir()
         if self.roll_back_before is not None:  # after a diverged verdict: never resume at or after the bad step
             roll_back(ckpt_dir, self.roll_back_before)
             self.roll_back_before = None
@@ -388,7 +388,7 @@ class Supervisor:
         h = self.rec.setdefault("health", {})
         h["first_bad"] = dict(self.first_bad)
         h["bad_step"] = bad.step
-        h["healthy_step"] = roll_back(self._settings().get("ckpt_dir"), bad.step)
+        h["healthy_step"] = roll_back(self._ckpt_dir(), bad.step)
         self.writer.dirty = True
 
     def _dump_stacks(self, k: int, att: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -450,9 +450,9 @@ class Supervisor:
         if status is runstate.RunStatus.SUCCEEDED:
             # verl's rotation list is per process (checkpoint_manager.py:59): the saves of a retried run's earlier
             # attempts outlive max_actor_ckpt_to_keep; a finished run keeps the newest ones, as one process would
-            ckpt_dir = self._settings().get("ckpt_dir")
-            last = latest_checkpoint(ckpt_dir, repair=False)
-            prune_checkpoints(ckpt_dir, self._settings().get("max_actor_ckpt_to_keep"), last, at_end=True)
+            ckpt_dir = self._ckpt_dir()
+            keep = self._settings().get("max_actor_ckpt_to_keep")
+            prune_checkpoints(ckpt_dir, keep, latest_checkpoint(ckpt_dir, repair=False), at_end=True)
         left = procs.own_processes(self.pgid, self.marker)
         if left:
             log("ending %d leftover process(es) of the run" % len(left))
@@ -587,7 +587,7 @@ class Supervisor:
                 escalate.mark_repeat(
                     verdict,
                     self.rec["attempts"][:-1],
-                    self._restarts_without_checkpoint(latest_checkpoint(self._settings().get("ckpt_dir"))),
+                    self._restarts_without_checkpoint(latest_checkpoint(self._ckpt_dir())),
                 )
             elif out["killed_by"] == "disk-full" or (
                 out["killed_by"] is None and out["exit_code"] != 0 and self.disk.check(force=True)

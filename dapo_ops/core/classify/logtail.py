@@ -606,15 +606,19 @@ def fatal_signature(line: str) -> Sig | None:
     if not line or _LIVE_NEEDLES_RX.search(line.lower()) is None:
         return None
     s = normalise_line(logformat.strip_ansi(line))
-    if is_echo_text(s) or _SOURCE_LINE_RX.match(s):
+    if is_echo_text(s):
         return None
     low = s.lower()
+    # a traceback's frame line (_FRAME_RX) or the ``raise`` statement under it: one error's traceback holds both and
+    # its exception line, and the live count (:mod:`.storm`) took them for two errors
+    if _FRAME_RX.match(low) or _RAISE_RX.match(low):
+        return None
     return next((sig for sig in _LIVE_SIGS if _live_match(sig, low)), None)
 
 
-#: a traceback's frame line or the ``raise`` statement Python prints under a frame: one error's traceback holds
-#: both that and its exception line, and the live count (:mod:`.storm`) took them for two errors
-_SOURCE_LINE_RX = re.compile(r'\s*File "[^"\n]*", line \d+|\s+raise\b')
+#: the ``raise`` statement Python prints under a traceback frame (:func:`fatal_signature`; :func:`traceback_line`
+#: tells it by its frame when the lines around it are at hand)
+_RAISE_RX = re.compile(r"\s+raise\b")
 
 
 def is_device_oom_line(line: str) -> bool:
